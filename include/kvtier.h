@@ -1,0 +1,584 @@
+/*
+ * kvtier.h - the public interface of libkvtier, and its manual.
+ *
+ * libkvtier keeps the KV cache of LLM inference in a hierarchy of tiers
+ * (host DRAM today; local SSD, a pod-level kvtierd server and shared storage
+ * as they land), so that context computed once is loaded instead of
+ * recomputed.  An inference engine embeds it; kvtierd and the kvtier CLI use
+ * nothing but this header.
+ *
+ * ---------------------------------------------------------------------------
+ * The model in five lines
+ *
+ *   namespace  what makes KV bytes compatible (model, dtype, layout, block
+ *              size, TP/PP rank, tenant).  Named by a SHA-256 digest of a
+ *              canonical descriptor; a store maps it to a small local id.
+ *   key        names one block: SHA-256(ns digest, parent key, tokens, extra),
+ *              so a key names the whole prefix up to its block
+ *              (kvt_key_chain, doc/keys.md); or opaque caller bytes (<= 64).
+ *   value      opaque bytes (typically 64 KiB .. 64 MiB), in one or more
+ *              parts (one per layer, say), each with its own CRC32C.
+ *   store      the tiers behind one handle: struct kvt_store.
+ *   queue      where a thread submits batches of requests and polls for
+ *              their completions: struct kvt_queue (one eventfd to wait on).
+ *
+ * ---------------------------------------------------------------------------
+ * The promise
+ *
+ *   A get returns exactly the bytes a put stored under that key, or a miss.
+ *   A key names immutable bytes: a second put of a present key is a no-op
+ *   that reports KVT_EXISTS.  A value is visible only once it is complete.
+ *   delete and clear win over a racing put that started before them.
+ *   Lookups never pin and never extend a block's life.  A block being read
+ *   (a pinned get) is never freed under the reader.
+ *
+ * ---------------------------------------------------------------------------
+ * Errors
+ *
+ *   Every function that can fail returns int (or int64_t): >= 0 success,
+ *   < 0 failure.  Operating-system errors pass through as -errno (-ENOMEM,
+ *   -EIO, ...); kvtier's own codes are the KVT_E* constants below, all in
+ *   [-5999, -5000] so they never collide with errno values.  kvt_strerror()
+ *   names both.  A miss is a result, not an error: per-request status
+ *   KVT_MISS (> 0).  The library never reads or sets errno for its caller,
+ *   never prints and never aborts.
+ *
+ * ---------------------------------------------------------------------------
+ * Threads
+ *
+ *   A store is thread-safe: any thread may submit to it through its own
+ *   queue.  A queue is used by one thread at a time (submit, poll, cancel,
+ *   destroy); completions of its requests may be produced by any thread but
+ *   are only ever consumed by kvt_queue_poll on the queue's owner.  The
+ *   library never calls back into the caller from its own threads except
+ *   the log callback (see kvt_store_set_log).
+ *
+ *   Threads the library starts: kvt_store_open starts the store's workers
+ *   (option "workers", default 1).  They run deferred requests (prefetch,
+ *   flush, requests submitted with KVT_F_DEFER) and, as lower tiers land,
+ *   write-downs and device I/O.  They block all signals, are named
+ *   "kvt-worker", and are joined by kvt_store_close.
+ *
+ *   fork(): the child has none of the store's threads.  A store opened
+ *   before fork must not be used in the child: calls from the child return
+ *   KVT_EFORK, except kvt_store_destroy, which frees the handle's memory
+ *   without touching the parent's files or locks.  Open a new store in the
+ *   child instead.
+ *
+ * ---------------------------------------------------------------------------
+ * Ownership
+ *
+ *   Handles (struct kvt_store, struct kvt_queue) are opaque and owned by the
+ *   library; they are freed only by their destroy call.  A struct kvt_req
+ *   is owned by the caller, but from a successful kvt_submit until
+ *   kvt_queue_poll hands it back the library owns it: the caller must not
+ *   touch, move or free it, nor the buffers and key arrays it points to.
+ *   If kvt_submit fails, none of its requests was submitted and none will
+ *   complete.
+ */
+#ifndef KVTIER_H
+#define KVTIER_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define KVTIER_VERSION_MAJOR 0
+#define KVTIER_VERSION_MINOR 1
+#define KVTIER_VERSION_PATCH 0
+
+/* The library's version as "0.1.0"; static storage, valid forever. */
+const char *kvt_version(void);
+
+/* ------------------------------------------------------------------------
+ * Result codes
+ */
+
+#define KVT_OK      0   /* done; a get or lookup hit */
+#define KVT_MISS    1   /* not present (or no longer present): not an error */
+#define KVT_EXISTS  2   /* put of a key that is already present: a no-op */
+
+#define KVT_ENULL     (-5001) /* a required pointer argument is NULL */
+#define KVT_EBADLEN   (-5002) /* a length is zero, or larger than allowed */
+#define KVT_ENONS     (-5003) /* unknown namespace id */
+#define KVT_EKEYLEN   (-5004) /* key is empty or longer than KVT_KEY_MAX */
+#define KVT_EPIN      (-5005) /* pin handle unknown or already released */
+#define KVT_ECLOSED   (-5006) /* store is closed (or was never opened) */
+#define KVT_ESTATE    (-5007) /* call not allowed in this state (e.g. option after open) */
+#define KVT_EOPTION   (-5008) /* unknown option name */
+#define KVT_EOPTVAL   (-5009) /* option value malformed or out of range */
+#define KVT_ETOOBIG   (-5010) /* value larger than the tier can ever hold */
+#define KVT_EFULL     (-5011) /* no room: everything evictable is pinned or in flight */
+#define KVT_ECORRUPT  (-5012) /* a persisted file failed its checks */
+#define KVT_ELOCKED   (-5013) /* store directory is locked by another process */
+#define KVT_EBADOP    (-5014) /* unknown request opcode or flag */
+#define KVT_ERANGE    (-5015) /* part index or byte range outside the value */
+#define KVT_EBUFSMALL (-5016) /* destination buffers shorter than the value read */
+#define KVT_EFORK     (-5017) /* store used in a child process after fork() */
+#define KVT_EVERSION  (-5018) /* persisted file has a format version we do not read */
+#define KVT_EBUSY     (-5019) /* handle still in use (queue with requests in flight) */
+#define KVT_EDESC     (-5020) /* namespace descriptor field malformed */
+
+/*
+ * Text for any result: KVT_* codes, KVT_E* errors and -errno values.
+ * Returns static storage, valid forever; never NULL.  Any thread.
+ */
+const char *kvt_strerror(int code);
+
+/* ------------------------------------------------------------------------
+ * Tiers
+ */
+
+enum kvt_tier {
+	KVT_TIER_NONE = 0,
+	KVT_TIER_DRAM = 1,   /* G2: host DRAM in this process */
+	KVT_TIER_SSD = 2,    /* G3: local flash (SSD issue) */
+	KVT_TIER_REMOTE = 3, /* G3.5: a kvtierd server (kvtierd issue) */
+	KVT_TIER_SHARED = 4, /* G4: shared file system or object store */
+	KVT_TIER_COUNT = 5,
+};
+
+/* "dram", "ssd", ... or "none"; static storage.  Any thread. */
+const char *kvt_tier_name(int tier);
+
+/* ------------------------------------------------------------------------
+ * Keys
+ */
+
+#define KVT_KEY_MAX 64     /* longest opaque key, bytes */
+#define KVT_KEY_HASH_LEN 32 /* length of a chained (SHA-256) key */
+
+struct kvt_key {
+	uint32_t len;                /* bytes used in bytes[], 1..KVT_KEY_MAX */
+	uint8_t bytes[KVT_KEY_MAX];
+};
+
+/*
+ * Set *key to the opaque bytes [data, data+len).  For engines that bring
+ * their own block hashes.  Returns 0, KVT_ENULL, or KVT_EKEYLEN (len 0 or
+ * > KVT_KEY_MAX).  Any thread.
+ */
+int kvt_key_set(struct kvt_key *key, const void *data, size_t len);
+
+/*
+ * The prefix-chained key of one block (doc/keys.md defines it byte for byte):
+ *
+ *   key = SHA-256( "kvtier-key-v1" || ns_digest[32] || parent[32]
+ *                  || u32le(token_count) || u32le(token)... 
+ *                  || u32le(extra_len) || extra )
+ *
+ * parent is the previous block's key (which must be a 32-byte chained key),
+ * or NULL for the first block of a prompt (32 zero bytes are hashed).
+ * extra carries whatever else changes the KV of these tokens (LoRA adapter
+ * id, multimodal input hashes, a cache salt); NULL with extra_len 0 for none.
+ * Writes a 32-byte key to *out (which may alias parent).
+ * Returns 0, KVT_ENULL (ns_digest, out, or tokens with token_count > 0, or
+ * extra with extra_len > 0), KVT_EKEYLEN (parent not 32 bytes), KVT_EBADLEN
+ * (token_count 0, or token_count or extra_len above UINT32_MAX), -ENOMEM
+ * (OpenSSL could not set up its digest context).  Any thread; the only
+ * allocation is OpenSSL's digest context, freed before returning.
+ */
+int kvt_key_chain(const uint8_t ns_digest[32], const struct kvt_key *parent,
+		  const uint32_t *tokens, size_t token_count,
+		  const void *extra, size_t extra_len, struct kvt_key *out);
+
+/*
+ * Keys of every full block of a prompt: block i covers tokens
+ * [i*block_tokens, (i+1)*block_tokens); the same extra is hashed into every
+ * block.  With include_partial non-zero, a last partial block is keyed too.
+ * Writes at most max_keys keys to out[] and returns how many it wrote
+ * (>= 0), or KVT_ENULL (ns_digest; tokens, extra or out NULL with a
+ * non-zero count), KVT_EBADLEN (block_tokens 0, extra_len above
+ * UINT32_MAX), -ENOMEM.  Any thread; one OpenSSL digest context per call,
+ * reused for every block (cheaper per key than kvt_key_chain).
+ */
+int64_t kvt_key_chain_prompt(const uint8_t ns_digest[32],
+			     const uint32_t *tokens, size_t token_count,
+			     uint32_t block_tokens, int include_partial,
+			     const void *extra, size_t extra_len,
+			     struct kvt_key *out, size_t max_keys);
+
+/* ------------------------------------------------------------------------
+ * Namespaces
+ *
+ * A descriptor names everything that makes KV bytes compatible.  Its
+ * canonical form (doc/keys.md) is hashed with SHA-256 into the namespace
+ * digest that goes into keys, SSD records and the wire.  String fields are
+ * 1..255 printable ASCII bytes (0x21..0x7e); NULL or "" means "none" for
+ * kv_quant, config_hash and tenant.
+ */
+
+#define KVT_NS_RANK_AGNOSTIC 0x1u /* one copy serves every TP rank (MLA, replicated heads) */
+
+struct kvt_ns_desc {
+	const char *model;        /* model name, e.g. "meta-llama/Llama-3.1-8B" */
+	const char *config_hash;  /* hex digest of the model's config, or NULL */
+	const char *dtype;        /* KV element type, e.g. "bf16", "fp8_e4m3" */
+	const char *kv_quant;     /* KV quantization scheme, or NULL for none */
+	const char *layout;       /* layout of a block's bytes, e.g. "vllm-flash-nhd" */
+	uint32_t block_tokens;    /* tokens per block, >= 1 */
+	uint32_t tp_rank, tp_size; /* tensor parallel rank and world size (size >= 1) */
+	uint32_t pp_rank, pp_size; /* pipeline parallel rank and world size (size >= 1) */
+	uint32_t flags;           /* KVT_NS_* */
+	const char *tenant;       /* owner; a server overrides it with the authenticated identity */
+};
+
+/*
+ * Canonical text of *desc into buf (NUL-terminated) and its SHA-256 into
+ * digest (either may be NULL).  Returns the canonical length (excluding the
+ * NUL) or KVT_ENULL / KVT_EDESC (a field missing, too long, or with
+ * characters outside 0x21..0x7e; "-" as kv_quant, config_hash or tenant,
+ * since "-" spells "none" in the text; block_tokens or a size 0; rank >=
+ * size; unknown flags), -ENOMEM (OpenSSL).  If buf_len is too small the
+ * text is truncated but the length and digest are still right; buf NULL
+ * or buf_len 0 writes no text.  The text is at most 2048 bytes.
+ * Any thread; the only allocation is OpenSSL's digest context.
+ */
+int kvt_ns_digest(const struct kvt_ns_desc *desc, uint8_t digest[32],
+		  char *buf, size_t buf_len);
+
+/* ------------------------------------------------------------------------
+ * Store lifecycle: create, set options, open, use, close, destroy.
+ */
+
+struct kvt_store;
+
+/*
+ * Allocate a store handle with embedded defaults.  *out is owned by the
+ * caller until kvt_store_destroy.  Returns 0, KVT_ENULL or -ENOMEM.
+ */
+int kvt_store_create(struct kvt_store **out);
+
+/*
+ * Set one option by name from its text value, before kvt_store_open.
+ * Sizes accept K, M, G, T suffixes (powers of 1024).  Options:
+ *
+ *   path              store directory; holds the namespace registry (and the
+ *                     SSD tier's files).  Default none: a memory-only store
+ *                     whose namespaces are forgotten at close.
+ *   dram.capacity     bytes of DRAM for values (default 256M; 0 disables
+ *                     the DRAM tier).  Index and metadata are counted apart
+ *                     (stat "mem.meta_bytes").
+ *   dram.chunk        allocation unit of the DRAM arena, a power of two,
+ *                     4K..2M (default 64K); doc/dram.md explains the choice.
+ *   dram.shards       independent index/allocator/eviction shards, 1..256
+ *                     (default: one per 256 MiB of capacity, at most 16).
+ *   dram.policy       "s3fifo" (default) or "lru".
+ *   dram.hugepages    "auto" (default: hugetlbfs pages if reserved, else
+ *                     transparent huge pages), "thp", "off".
+ *   dram.prefault     "on" (default) maps the arena populated at open,
+ *                     "off" leaves first touch to the first put.
+ *   workers           library worker threads, 1..64 (default 1).
+ *   debug.fail_alloc  N: the Nth allocation made through the library's
+ *                     allocator from now on fails with -ENOMEM (tests).
+ *   debug.pause_workers  "1": workers take no work until "0" is set again
+ *                     (tests of cancellation); also allowed after open.
+ *
+ * Returns 0, KVT_ENULL, KVT_ESTATE (after open), KVT_EOPTION, KVT_EOPTVAL.
+ * One thread at a time per store.
+ */
+int kvt_store_set_option(struct kvt_store *store, const char *name, const char *value);
+
+/* Log levels for the log callback. */
+enum kvt_log_level { KVT_LOG_ERROR = 0, KVT_LOG_WARN = 1, KVT_LOG_INFO = 2, KVT_LOG_DEBUG = 3 };
+
+/*
+ * The library never prints: it hands messages at or above min_level (that
+ * is, numerically <= min_level) to fn.  msg is valid only during the call.
+ * fn may be called from any library thread and from inside any kvt_ call,
+ * concurrently: it must be thread-safe, must not block for long and must
+ * not call back into the store.  fn NULL drops messages (the default).
+ * Allowed before open only.  Returns 0, KVT_ENULL, KVT_ESTATE.
+ */
+typedef void (*kvt_log_fn)(void *ctx, int level, const char *msg);
+int kvt_store_set_log(struct kvt_store *store, kvt_log_fn fn, void *ctx, int min_level);
+
+/*
+ * Open the store: map and pre-fault the DRAM arena, lock and load the store
+ * directory (if "path" is set; created if missing), start the workers.
+ * Returns 0, KVT_ENULL, KVT_ESTATE (already opened or closed),
+ * KVT_ELOCKED (another process holds the directory), KVT_ECORRUPT /
+ * KVT_EVERSION (registry unreadable), -ENOMEM, or another -errno from the
+ * file system.  On failure the handle stays created: fix options and retry,
+ * or destroy it.
+ */
+int kvt_store_open(struct kvt_store *store);
+
+/*
+ * Close the store.  What is in flight:
+ *   - requests already running on a worker run to the end (drained);
+ *   - deferred requests not yet started complete with -ECANCELED;
+ *   - both kinds are delivered to their queues, which stay valid (poll them,
+ *     then destroy them) until kvt_store_destroy;
+ *   - pins still held are reported in the log and invalidated: their
+ *     memory is unmapped, so release every pin before closing.
+ * Afterwards every call on the store or its queues returns KVT_ECLOSED
+ * (except poll, which still hands back completions, and destroy).
+ * Returns 0 or KVT_ENULL; closing twice returns KVT_ECLOSED.
+ * Must not run concurrently with other calls on the same store.
+ */
+int kvt_store_close(struct kvt_store *store);
+
+/*
+ * Close if open, free every queue still alive, free the handle.  NULL is
+ * a no-op.  The handle and its queues are invalid afterwards.
+ */
+void kvt_store_destroy(struct kvt_store *store);
+
+/*
+ * Register a namespace (or find it): computes the digest of *desc and
+ * returns its local id in *id.  The same digest always gets the same id in
+ * this store, also across restarts when "path" is set: the registry is
+ * persisted (atomically: temp file, fsync, rename) before this returns.
+ * Returns 0, KVT_ENULL, KVT_EDESC, KVT_ECLOSED, -ENOMEM, -errno (I/O).
+ * Any thread.
+ */
+int kvt_ns_register(struct kvt_store *store, const struct kvt_ns_desc *desc, uint32_t *id);
+
+/*
+ * Id of an already registered namespace by digest.  Returns 0 with *id
+ * set, KVT_MISS if unknown, KVT_ENULL, KVT_ECLOSED.  Any thread.
+ */
+int kvt_ns_find(struct kvt_store *store, const uint8_t digest[32], uint32_t *id);
+
+/*
+ * Digest (and canonical descriptor text, NUL-terminated, truncated to
+ * buf_len) of namespace id.  Returns the text length, KVT_ENONS, KVT_ENULL
+ * (digest NULL), KVT_ECLOSED.  Any thread.
+ */
+int kvt_ns_info(struct kvt_store *store, uint32_t id, uint8_t digest[32], char *buf, size_t buf_len);
+
+/* ------------------------------------------------------------------------
+ * Requests
+ *
+ * Every operation is a struct kvt_req, submitted in batches to a queue and
+ * completed through it.  Fill the "in" fields, submit, then poll: the
+ * library sets the "out" fields before handing the request back.
+ *
+ *   op                 in fields used            out fields
+ *   KVT_OP_PUT         ns key iov iov_count      status: OK, EXISTS, error
+ *                      [crcs with KVT_F_CRC]
+ *   KVT_OP_GET         ns key iov iov_count      status: OK, MISS, error;
+ *                      [part with KVT_F_PART]    length: bytes copied;
+ *                      [off len with KVT_F_RANGE] value_len: whole value
+ *   KVT_OP_GET_PINNED  ns key                    status; pin, view,
+ *                                                view_count, length: a
+ *                                                read-only view (below)
+ *   KVT_OP_EXISTS      ns key                    status: OK or MISS; tier
+ *   KVT_OP_DELETE      ns key                    status: OK or MISS
+ *   KVT_OP_LOOKUP      ns keys key_count         status OK; length: leading
+ *                      [tiers: key_count bytes]  blocks present; tiers[i]
+ *   KVT_OP_PREFETCH    ns keys key_count         status OK; length: blocks
+ *                                                now in the fastest tier
+ *   KVT_OP_CLEAR       ns, or KVT_NS_ALL         status OK; length: blocks
+ *                                                removed
+ *   KVT_OP_FLUSH       -                         status OK once everything
+ *                                                submitted to this store
+ *                                                before it has reached the
+ *                                                tiers it was headed for
+ *
+ * Values: a put takes one iovec element per part (1..KVT_PARTS_MAX parts,
+ * each at least 1 byte; the value is their concatenation, at most
+ * KVT_VALUE_MAX bytes).  A get copies into iov[0..iov_count) in order: the
+ * whole value, or one part (KVT_F_PART), or len bytes at byte offset off
+ * (KVT_F_RANGE); if the buffers are shorter it fails with KVT_EBUFSMALL and
+ * sets value_len so the caller can retry with more room.
+ *
+ * Checksums: every part carries a CRC32C.  With KVT_F_CRC the caller
+ * supplies them in crcs[] (end-to-end checksums, e.g. from the wire) and
+ * they are verified before the put completes; without it the library
+ * computes them, off the put path, before the block first leaves DRAM
+ * (doc/dram.md).  KVT_F_VERIFY on a get checks the bytes copied out against
+ * the stored CRCs: a mismatch is a miss (and counted), never other bytes.
+ *
+ * Pinned gets: on KVT_OK, view[0..view_count) is a read-only view of the
+ * value's `length` bytes, in order, that stays valid (array and bytes)
+ * until kvt_pin_release(store, pin): the block cannot be freed or evicted
+ * meanwhile (a delete or clear unlinks it, but the bytes stay until
+ * release).  The DRAM tier keeps a value in as few 4 KiB-aligned runs as
+ * it can -- usually one, so view_count is usually 1 (doc/dram.md says
+ * why a value may be split rather than evicting to make room for it).
+ * Pins are meant to be short.
+ */
+
+enum kvt_op {
+	KVT_OP_PUT = 1,
+	KVT_OP_GET,
+	KVT_OP_GET_PINNED,
+	KVT_OP_EXISTS,
+	KVT_OP_DELETE,
+	KVT_OP_LOOKUP,
+	KVT_OP_PREFETCH,
+	KVT_OP_CLEAR,
+	KVT_OP_FLUSH,
+	KVT_OP__COUNT
+};
+
+#define KVT_F_PART   0x01u /* get: only part number `part` */
+#define KVT_F_RANGE  0x02u /* get: only `len` bytes at offset `off` */
+#define KVT_F_CRC    0x04u /* put: crcs[] holds each part's CRC32C */
+#define KVT_F_VERIFY 0x08u /* get: check the copied bytes against the CRCs */
+#define KVT_F_DEFER  0x10u /* run on a library worker, not on the submitting thread */
+
+#define KVT_NS_ALL UINT32_MAX   /* KVT_OP_CLEAR: every namespace */
+#define KVT_PARTS_MAX 1024      /* most parts in one value */
+#define KVT_VALUE_MAX (UINT64_C(1) << 36) /* 64 GiB: a hard sanity bound */
+#define KVT_BATCH_MAX 65536     /* most requests in one kvt_submit, keys in one lookup */
+
+struct kvt_req {
+	/* in */
+	uint32_t op;                /* enum kvt_op */
+	uint32_t flags;             /* KVT_F_* */
+	uint32_t ns;                /* namespace id from kvt_ns_register, or KVT_NS_ALL */
+	uint32_t part;              /* KVT_F_PART: part index */
+	struct kvt_key key;         /* single-key ops */
+	const struct kvt_key *keys; /* LOOKUP, PREFETCH: key_count keys, in prompt order */
+	uint32_t key_count;
+	uint32_t iov_count;
+	const struct iovec *iov;    /* PUT: parts; GET: destination buffers */
+	const uint32_t *crcs;       /* PUT with KVT_F_CRC: iov_count CRC32C values */
+	uint8_t *tiers;             /* LOOKUP: optional, key_count bytes (enum kvt_tier) */
+	uint64_t off, len;          /* GET with KVT_F_RANGE */
+	uint64_t user_data;         /* yours; untouched */
+	/* out */
+	int32_t status;             /* KVT_OK, KVT_MISS, KVT_EXISTS, or an error */
+	uint32_t tier;              /* tier that served a hit (enum kvt_tier) */
+	uint64_t length;            /* see the table above */
+	uint64_t value_len;         /* GET: the whole value's length (on OK or EBUFSMALL) */
+	uint64_t pin;               /* GET_PINNED: handle for kvt_pin_release */
+	const struct iovec *view;   /* GET_PINNED: the value's bytes, in order */
+	uint32_t view_count;        /* GET_PINNED: elements in view[] */
+	uint32_t pad_;
+	/* library-private while submitted */
+	void *priv_[4];
+	uint64_t priv_seq_;
+};
+
+/* ------------------------------------------------------------------------
+ * Queues
+ */
+
+struct kvt_queue;
+
+/*
+ * A completion queue for the calling thread.  Owned by the caller; freed by
+ * kvt_queue_destroy (or kvt_store_destroy).  Returns 0, KVT_ENULL,
+ * KVT_ECLOSED, -ENOMEM, -EMFILE (no eventfd).  Any thread.
+ */
+int kvt_queue_create(struct kvt_store *store, struct kvt_queue **out);
+
+/*
+ * Submit n requests (1..KVT_BATCH_MAX).  Each is checked first: if any is
+ * malformed or the store cannot take them, kvt_submit returns that error
+ * and submits none of them (none will complete).  Otherwise it returns n,
+ * every request is in flight, and each completes exactly once through
+ * this queue.  Requests served from DRAM complete before kvt_submit
+ * returns (inline, on the calling thread); others complete later.  Errors
+ * found while running a request (e.g. KVT_ETOOBIG, KVT_EFULL) are that
+ * request's status, not kvt_submit's.
+ * Returns n, KVT_ENULL, KVT_EBADLEN (n), KVT_EBADOP, KVT_ENONS, KVT_EKEYLEN,
+ * KVT_EBADLEN (a length), KVT_EBUSY (a request already in flight),
+ * KVT_ECLOSED, KVT_EFORK.
+ */
+int kvt_submit(struct kvt_queue *q, struct kvt_req *const reqs[], unsigned n);
+
+/*
+ * Take up to max completed requests, in completion order, into out[].
+ * Never blocks.  Returns how many (>= 0), or KVT_ENULL.  Works after the
+ * store is closed, to collect what close completed.
+ */
+int kvt_queue_poll(struct kvt_queue *q, struct kvt_req **out, unsigned max);
+
+/*
+ * Like poll, but waits up to timeout_ms (-1: forever) for at least one
+ * completion.  Returns how many (0 on timeout), or KVT_ENULL, -EINTR.
+ */
+int kvt_queue_wait(struct kvt_queue *q, struct kvt_req **out, unsigned max, int timeout_ms);
+
+/*
+ * An eventfd that is readable whenever completions may be waiting: add it
+ * to your epoll/io_uring/asyncio loop, then call kvt_queue_poll (which
+ * resets it).  Owned by the queue.  Returns the fd or KVT_ENULL.
+ */
+int kvt_queue_fd(struct kvt_queue *q);
+
+/*
+ * Requests submitted through q and not yet handed back by poll.
+ * Returns the count or KVT_ENULL.
+ */
+int kvt_queue_inflight(struct kvt_queue *q);
+
+/*
+ * Cancel a submitted request.  If it has not started, it completes with
+ * status -ECANCELED (collect it with poll) and this returns 0; if it is
+ * running it runs to the end and this returns -EALREADY; if it already
+ * completed or was never submitted through q, -ENOENT.  KVT_ENULL.
+ */
+int kvt_cancel(struct kvt_queue *q, struct kvt_req *req);
+
+/*
+ * Free a queue.  Returns 0, or KVT_EBUSY if requests are still in flight
+ * (the queue stays valid), KVT_ENULL.
+ */
+int kvt_queue_destroy(struct kvt_queue *q);
+
+/*
+ * Release a pin from a KVT_OP_GET_PINNED.  After this the view's bytes may
+ * be reused at once.  Returns 0, KVT_EPIN (unknown handle, or released
+ * already: double release is detected, not undefined), KVT_ENULL,
+ * KVT_ECLOSED.  Any thread.
+ */
+int kvt_pin_release(struct kvt_store *store, uint64_t pin);
+
+/* ------------------------------------------------------------------------
+ * Synchronous helpers: one request, run to completion on the calling
+ * thread (they wait if the request must go to a worker).  Same results as
+ * the request's status.  Any thread.
+ */
+
+int kvt_put(struct kvt_store *store, uint32_t ns, const struct kvt_key *key,
+	    const struct iovec *parts, unsigned part_count);
+/* Whole value into buf; *value_len (may be NULL) gets its length. */
+int kvt_get(struct kvt_store *store, uint32_t ns, const struct kvt_key *key,
+	    void *buf, size_t buf_len, uint64_t *value_len);
+int kvt_exists(struct kvt_store *store, uint32_t ns, const struct kvt_key *key);
+int kvt_delete(struct kvt_store *store, uint32_t ns, const struct kvt_key *key);
+/* Returns the number of leading keys present (>= 0) or an error; tiers may be NULL. */
+int64_t kvt_lookup_prefix(struct kvt_store *store, uint32_t ns, const struct kvt_key *keys,
+			  size_t key_count, uint8_t *tiers);
+/* Returns the number of blocks removed (>= 0) or an error.  ns may be KVT_NS_ALL. */
+int64_t kvt_clear(struct kvt_store *store, uint32_t ns);
+/* Waits until everything submitted before it has reached its tiers. */
+int kvt_flush(struct kvt_store *store);
+
+/* ------------------------------------------------------------------------
+ * Statistics
+ *
+ * kvt_store_stats calls fn once per statistic, in a stable order, with a
+ * dotted name ("dram.hits", "mem.meta_bytes", ...) and either a numeric
+ * value (str NULL) or a text value (str non-NULL, value 0).  doc/stats.md
+ * lists them.  Names and str are valid only during the call.  Counters
+ * are read without stopping the store, so they are each exact but not a
+ * single snapshot.  Returns 0, KVT_ENULL, KVT_ECLOSED.  Any thread.
+ */
+typedef void (*kvt_stats_fn)(void *ctx, const char *name, uint64_t value, const char *str);
+int kvt_store_stats(struct kvt_store *store, kvt_stats_fn fn, void *ctx);
+
+/* One numeric statistic by name into *value.  Returns 0, KVT_MISS (no such
+ * numeric statistic), KVT_ENULL, KVT_ECLOSED. */
+int kvt_store_stat(struct kvt_store *store, const char *name, uint64_t *value);
+
+/* ------------------------------------------------------------------------
+ * CRC32C (Castagnoli), as stored with every part: crc = kvt_crc32c(0, p, n)
+ * for a whole buffer, chained as kvt_crc32c(crc, next, m).  Any thread.
+ */
+uint32_t kvt_crc32c(uint32_t crc, const void *data, size_t len);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* KVTIER_H */

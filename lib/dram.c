@@ -1,0 +1,1029 @@
+/*
+ * dram.c - the DRAM tier (G2): blocks in host memory, sharded.
+ *
+ * Owns: the shards; in each shard a chained hash index, an item pool, an
+ * arena slice (arena.c) and eviction queues (evict.c), all under one mutex
+ * per shard.  A key's shard is picked by its hash, so puts and gets of
+ * different keys rarely meet on a lock, and no lock is held while bytes are
+ * copied (doc/threads.md has the lock order: one shard lock at a time, never
+ * two; the evict hook runs under it).
+ *
+ * An item's life:
+ *
+ *   put:  lock, index lookup (present -> EXISTS), allocate item and chunks
+ *         (evicting as needed), insert WRITING, ref 1, unlock
+ *         copy bytes in (no lock)
+ *         lock, DEAD? (a delete or clear won: free it, -ECANCELED)
+ *               else VISIBLE, enter the eviction queue, unref, unlock
+ *   get:  lock, find VISIBLE (else MISS), ref++, note the hit, unlock
+ *         copy bytes out (no lock)
+ *         lock, unref (DEAD and refs 0: free), unlock
+ *   pin:  like get, but the ref is kept until dram_unpin.
+ *   delete/clear: unlink from index and queue; refs 0: free now, else DEAD
+ *         and the last unref frees.
+ *   evict: only VISIBLE items with refs 0 (evict_victim skips the rest).
+ *
+ * So a reader holding a ref never sees its bytes freed, a value is visible
+ * only complete, a put racing a delete loses, and lookups never take refs.
+ *
+ * CRCs: each part's CRC32C lives with the item (inline for one part, in the
+ * item's extension otherwise).  Supplied CRCs (KVT_F_CRC) are verified at
+ * put; otherwise they are computed lazily by dram_item_crcs, the first time
+ * a block must leave DRAM or a reader asks to verify, so that a put costs
+ * one memcpy and nothing more (doc/dram.md).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <xxhash.h>
+
+#include "arena.h"
+#include "evict.h"
+#include "kvt_int.h"
+
+#define DRAM_KEY_INLINE 32     /* keys up to this long live in the item */
+#define DRAM_POOL_BLOCK 65536  /* item pool allocation unit, bytes */
+#define DRAM_DEFAULT_SHARD (UINT64_C(256) << 20)
+
+enum { ITEM_WRITING = 1, ITEM_VISIBLE = 2, ITEM_DEAD = 3 };
+#define ITEM_STATE_MASK 0x0f
+#define ITEM_CRC_VALID 0x10
+
+struct dram_part {
+	uint64_t end;  /* offset one past the part's last byte */
+	uint32_t crc;  /* CRC32C, valid if the item has ITEM_CRC_VALID */
+	uint32_t pad;
+};
+
+/*
+ * One block.  104 bytes; the key lives inline up to 32 bytes.  Anything
+ * longer or more numerous (several runs, several parts, a long key) lives
+ * in `ext`.  All fields are guarded by the shard lock, except the value's
+ * bytes, which belong to whoever holds a ref (writer: before VISIBLE;
+ * readers: after).
+ */
+struct dram_item {
+	struct evict_node node;   /* owner[0] state|flags, owner[1] key_len; chunks */
+	struct dram_item *hnext;  /* index chain */
+	uint64_t value_len;       /* bytes */
+	void *ext;                /* runs, parts, long key; NULL if none needed */
+	uint32_t run0;            /* first chunk when run_count == 1 */
+	uint32_t ns;
+	uint32_t refs;            /* writer + readers + pins */
+	uint32_t crc0;            /* the CRC when part_count == 1 */
+	uint16_t run_count;
+	uint16_t part_count;
+	uint8_t key[DRAM_KEY_INLINE];
+};
+
+#define ITEM_STATE(it) ((it)->node.owner[0] & ITEM_STATE_MASK)
+#define ITEM_KEYLEN(it) ((it)->node.owner[1] + 1u)
+
+struct pool_block {
+	struct pool_block *next;
+};
+
+struct dram_shard {
+	pthread_mutex_t lock;
+	struct dram_item **buckets;   /* chained hash index */
+	uint32_t bucket_mask;
+	uint64_t count;               /* items in the index (WRITING or VISIBLE) */
+	struct dram_item *free_items; /* item pool free list, via hnext */
+	struct pool_block *blocks;    /* every pool block, for close */
+	uint64_t pool_blocks;
+	struct arena arena;
+	struct evict ev;
+	struct iovec *scratch;        /* view for the evict hook */
+	unsigned scratch_cap;
+	/* statistics, guarded by lock */
+	uint64_t puts, put_bytes, put_exists, put_canceled, full_errors;
+	uint64_t hits, misses, get_bytes, evictions, evicted_bytes, deletes;
+	uint64_t pinned, value_bytes, lookups, crc_errors, dead_pending;
+} __attribute__((aligned(64)));
+
+struct dram {
+	struct kvt_mem *mem;
+	const struct kvt_logger *log;
+	struct dram_shard *shards;
+	uint32_t shard_count;
+	uint32_t chunk;
+	uint64_t capacity;        /* bytes of arena over all shards */
+	uint64_t max_value;       /* largest value one shard can hold */
+	int policy;
+	dram_evict_fn evict_fn;
+	void *evict_ctx;
+};
+
+/* ------------------------------------------------------------------------
+ * Items and their extension
+ */
+
+static inline size_t item_ext_len(uint16_t run_count, uint16_t part_count, uint32_t key_len)
+{
+	size_t n = 0;
+	if (run_count > 1)
+		n += (size_t)run_count * sizeof(struct arena_run);
+	if (part_count > 1)
+		n += (size_t)part_count * sizeof(struct dram_part);
+	if (key_len > DRAM_KEY_INLINE)
+		n += key_len;
+	return n;
+}
+
+static inline struct arena_run *item_runs(struct dram_item *it)
+{
+	return (struct arena_run *)it->ext;
+}
+
+static inline struct dram_part *item_parts(struct dram_item *it)
+{
+	char *p = it->ext;
+	if (it->run_count > 1)
+		p += (size_t)it->run_count * sizeof(struct arena_run);
+	return (struct dram_part *)p;
+}
+
+static inline const uint8_t *item_key(const struct dram_item *it)
+{
+	const char *p;
+	if (ITEM_KEYLEN(it) <= DRAM_KEY_INLINE)
+		return it->key;
+	p = it->ext;
+	if (it->run_count > 1)
+		p += (size_t)it->run_count * sizeof(struct arena_run);
+	if (it->part_count > 1)
+		p += (size_t)it->part_count * sizeof(struct dram_part);
+	return (const uint8_t *)p;
+}
+
+/* Run i of the item (0 .. run_count-1). */
+static inline struct arena_run item_run(struct dram_item *it, unsigned i)
+{
+	if (it->run_count == 1) {
+		struct arena_run r = { it->run0, it->node.chunks };
+		return r;
+	}
+	return item_runs(it)[i];
+}
+
+static inline uint64_t item_part_end(struct dram_item *it, unsigned p)
+{
+	return it->part_count == 1 ? it->value_len : item_parts(it)[p].end;
+}
+
+static inline uint64_t item_part_start(struct dram_item *it, unsigned p)
+{
+	return p == 0 ? 0 : item_parts(it)[p - 1].end;
+}
+
+static inline uint64_t dram_hash(uint32_t ns, const struct kvt_key *key)
+{
+	return XXH3_64bits_withSeed(key->bytes, key->len, ns);
+}
+
+static inline struct dram_shard *dram_shard_of(struct dram *d, uint64_t h)
+{
+	/* High bits pick the shard, low bits the bucket. */
+	return &d->shards[(uint32_t)(((h >> 32) * d->shard_count) >> 32)];
+}
+
+/* ------------------------------------------------------------------------
+ * Item pool: fixed-size items carved from 64 KiB blocks, so metadata is
+ * counted exactly by the allocation wrapper and malloc adds no headers.
+ */
+
+static struct dram_item *pool_get(struct dram *d, struct dram_shard *s)
+{
+	struct dram_item *it = s->free_items;
+	if (!it) {
+		size_t per = (DRAM_POOL_BLOCK - sizeof(struct pool_block)) / sizeof(struct dram_item);
+		struct pool_block *b = kvt_mem_alloc(d->mem, DRAM_POOL_BLOCK);
+		struct dram_item *items;
+		if (!b)
+			return NULL;
+		b->next = s->blocks;
+		s->blocks = b;
+		s->pool_blocks++;
+		items = (struct dram_item *)(void *)((char *)b + sizeof(*b));
+		for (size_t i = 0; i < per; i++) {
+			items[i].hnext = s->free_items;
+			s->free_items = &items[i];
+		}
+		it = s->free_items;
+	}
+	s->free_items = it->hnext;
+	memset(it, 0, sizeof(*it));
+	return it;
+}
+
+static void pool_put(struct dram_shard *s, struct dram_item *it)
+{
+	it->hnext = s->free_items;
+	s->free_items = it;
+}
+
+/* Free an item's chunks, extension and slot.  Caller holds the lock. */
+static void item_free_locked(struct dram *d, struct dram_shard *s, struct dram_item *it)
+{
+	for (unsigned i = 0; i < it->run_count; i++) {
+		struct arena_run r = item_run(it, i);
+		arena_free(&s->arena, r.start, r.count);
+	}
+	if (it->ext)
+		kvt_mem_free(d->mem, it->ext,
+			     item_ext_len(it->run_count, it->part_count, ITEM_KEYLEN(it)));
+	pool_put(s, it);
+}
+
+/* ------------------------------------------------------------------------
+ * Index
+ */
+
+static struct dram_item **index_slot(struct dram_shard *s, uint64_t h, uint32_t ns,
+				     const struct kvt_key *key)
+{
+	struct dram_item **pp = &s->buckets[h & s->bucket_mask];
+	for (; *pp; pp = &(*pp)->hnext) {
+		struct dram_item *it = *pp;
+		if (it->ns == ns && ITEM_KEYLEN(it) == key->len &&
+		    memcmp(item_key(it), key->bytes, key->len) == 0)
+			return pp;
+	}
+	return pp;
+}
+
+static inline uint64_t item_hash(const struct dram_item *it)
+{
+	return XXH3_64bits_withSeed(item_key(it), ITEM_KEYLEN(it), it->ns);
+}
+
+/* Double the bucket array when the load passes 1.  Failure is harmless. */
+static void index_grow_locked(struct dram *d, struct dram_shard *s)
+{
+	uint32_t old_n = s->bucket_mask + 1, n = old_n * 2;
+	struct dram_item **nb;
+	if (s->count <= old_n || n == 0)
+		return;
+	nb = kvt_mem_calloc(d->mem, n, sizeof(*nb));
+	if (!nb)
+		return;
+	for (uint32_t i = 0; i < old_n; i++) {
+		struct dram_item *it = s->buckets[i], *next;
+		for (; it; it = next) {
+			uint64_t h = item_hash(it);
+			next = it->hnext;
+			it->hnext = nb[h & (n - 1)];
+			nb[h & (n - 1)] = it;
+		}
+	}
+	kvt_mem_free(d->mem, s->buckets, (size_t)old_n * sizeof(*nb));
+	s->buckets = nb;
+	s->bucket_mask = n - 1;
+}
+
+static void index_unlink_locked(struct dram_shard *s, struct dram_item *it)
+{
+	struct dram_item **pp = &s->buckets[item_hash(it) & s->bucket_mask];
+	for (; *pp; pp = &(*pp)->hnext) {
+		if (*pp == it) {
+			*pp = it->hnext;
+			it->hnext = NULL;
+			s->count--;
+			return;
+		}
+	}
+}
+
+/* ------------------------------------------------------------------------
+ * Eviction
+ */
+
+static bool dram_busy(struct evict_node *n, void *ctx)
+{
+	struct dram_item *it = (struct dram_item *)n;
+	KVT_UNUSED(ctx);
+	return it->refs > 0 || ITEM_STATE(it) != ITEM_VISIBLE;
+}
+
+/* The item's bytes as an iovec array; s->scratch must hold run_count. */
+static unsigned item_view(struct dram_shard *s, struct dram_item *it, struct iovec *v)
+{
+	uint64_t left = it->value_len;
+	for (unsigned i = 0; i < it->run_count; i++) {
+		struct arena_run r = item_run(it, i);
+		uint64_t n = (uint64_t)r.count << s->arena.chunk_shift;
+		v[i].iov_base = arena_ptr(&s->arena, r.start);
+		v[i].iov_len = n < left ? n : left;
+		left -= v[i].iov_len;
+	}
+	return it->run_count;
+}
+
+/* Unlink an unreferenced item and free it, telling the next tier.  Locked. */
+static void evict_one_locked(struct dram *d, struct dram_shard *s, struct dram_item *it)
+{
+	bool from_small = it->node.queue == EVICT_Q_SMALL;
+	uint64_t h = item_hash(it);
+
+	if (d->evict_fn && s->scratch) {
+		struct kvt_key k;
+		unsigned n = item_view(s, it, s->scratch);
+		k.len = ITEM_KEYLEN(it);
+		memcpy(k.bytes, item_key(it), k.len);
+		d->evict_fn(d->evict_ctx, it->ns, &k, s->scratch, n, it->value_len);
+	}
+	evict_remove(&s->ev, &it->node);
+	if (from_small)
+		evict_ghost_add(&s->ev, h);
+	index_unlink_locked(s, it);
+	s->evictions++;
+	s->evicted_bytes += it->value_len;
+	s->value_bytes -= it->value_len;
+	item_free_locked(d, s, it);
+}
+
+/*
+ * Chunks for a value of `chunks` chunks: take free space, evicting by
+ * policy until there is enough in at most DRAM_MAX_RUNS runs.
+ */
+static int dram_alloc_locked(struct dram *d, struct dram_shard *s, uint32_t chunks,
+			     struct arena_run *runs, uint32_t *run_count)
+{
+	for (;;) {
+		struct evict_node *victim;
+		if (arena_alloc(&s->arena, chunks, runs, DRAM_MAX_RUNS, run_count) == 0)
+			return 0;
+		victim = evict_victim(&s->ev, dram_busy, NULL);
+		if (!victim)
+			return KVT_EFULL;
+		evict_one_locked(d, s, (struct dram_item *)victim);
+	}
+}
+
+/* ------------------------------------------------------------------------
+ * Copies between iovec arrays and an item's runs
+ */
+
+/*
+ * Copy len bytes starting at value offset `off` of the item to (dir 0) or
+ * from (dir 1) the iovec array, which starts at its own offset 0.
+ */
+static void item_copy(struct dram_shard *s, struct dram_item *it, uint64_t off, uint64_t len,
+		      const struct iovec *iov, unsigned iov_count, int dir)
+{
+	unsigned ri = 0, vi = 0;
+	uint64_t run_off = off, vo = 0;
+	uint32_t shift = s->arena.chunk_shift;
+
+	/* Find the run holding `off`. */
+	for (; ri < it->run_count; ri++) {
+		uint64_t rl = (uint64_t)item_run(it, ri).count << shift;
+		if (run_off < rl)
+			break;
+		run_off -= rl;
+	}
+	while (len > 0 && ri < it->run_count && vi < iov_count) {
+		struct arena_run r = item_run(it, ri);
+		uint64_t rl = ((uint64_t)r.count << shift) - run_off;
+		uint64_t vl = iov[vi].iov_len - vo;
+		uint64_t n = rl < vl ? rl : vl;
+		char *mem = arena_ptr(&s->arena, r.start) + run_off;
+		char *buf = (char *)iov[vi].iov_base + vo;
+		if (n > len)
+			n = len;
+		if (dir == 0)
+			memcpy(buf, mem, n);
+		else
+			memcpy(mem, buf, n);
+		len -= n;
+		run_off += n;
+		vo += n;
+		if (run_off == ((uint64_t)r.count << shift)) {
+			ri++;
+			run_off = 0;
+		}
+		if (vo == iov[vi].iov_len) {
+			vi++;
+			vo = 0;
+		}
+	}
+}
+
+/* CRC32C of value bytes [off, off+len) read from the item's runs. */
+static uint32_t item_crc(struct dram_shard *s, struct dram_item *it, uint64_t off, uint64_t len)
+{
+	uint32_t crc = 0;
+	uint32_t shift = s->arena.chunk_shift;
+	for (unsigned ri = 0; ri < it->run_count && len > 0; ri++) {
+		struct arena_run r = item_run(it, ri);
+		uint64_t rl = (uint64_t)r.count << shift, n;
+		if (off >= rl) {
+			off -= rl;
+			continue;
+		}
+		n = rl - off < len ? rl - off : len;
+		crc = kvt_crc32c(crc, arena_ptr(&s->arena, r.start) + off, n);
+		len -= n;
+		off = 0;
+	}
+	return crc;
+}
+
+/* CRC32C of bytes [off, off+len) of an iovec array. */
+static uint32_t iov_crc(const struct iovec *iov, unsigned n, uint64_t off, uint64_t len)
+{
+	uint32_t crc = 0;
+	for (unsigned i = 0; i < n && len > 0; i++) {
+		uint64_t l = iov[i].iov_len, k;
+		if (off >= l) {
+			off -= l;
+			continue;
+		}
+		k = l - off < len ? l - off : len;
+		crc = kvt_crc32c(crc, (const char *)iov[i].iov_base + off, k);
+		len -= k;
+		off = 0;
+	}
+	return crc;
+}
+
+/*
+ * Make the item's part CRCs valid (computing them from its bytes if they
+ * were deferred).  The caller holds a ref, not the lock.
+ */
+static void dram_item_crcs(struct dram_shard *s, struct dram_item *it)
+{
+	uint32_t small[16], *crcs = small;
+	unsigned np = it->part_count;
+	bool valid;
+
+	pthread_mutex_lock(&s->lock);
+	valid = it->node.owner[0] & ITEM_CRC_VALID;
+	pthread_mutex_unlock(&s->lock);
+	if (valid)
+		return;
+	/* Bytes are immutable while we hold a ref; CRCs are computed unlocked. */
+	if (np > KVT_ARRAY_LEN(small)) {
+		/* Rare: many parts.  Compute and store one at a time under the lock. */
+		for (unsigned p = 0; p < np; p++) {
+			uint64_t a = item_part_start(it, p), b = item_part_end(it, p);
+			uint32_t c = item_crc(s, it, a, b - a);
+			pthread_mutex_lock(&s->lock);
+			item_parts(it)[p].crc = c;
+			pthread_mutex_unlock(&s->lock);
+		}
+	} else {
+		for (unsigned p = 0; p < np; p++) {
+			uint64_t a = item_part_start(it, p), b = item_part_end(it, p);
+			crcs[p] = item_crc(s, it, a, b - a);
+		}
+	}
+	pthread_mutex_lock(&s->lock);
+	if (np == 1)
+		it->crc0 = crcs[0];
+	else if (np <= KVT_ARRAY_LEN(small))
+		for (unsigned p = 0; p < np; p++)
+			item_parts(it)[p].crc = crcs[p];
+	it->node.owner[0] |= ITEM_CRC_VALID;
+	pthread_mutex_unlock(&s->lock);
+}
+
+/* ------------------------------------------------------------------------
+ * Open and close
+ */
+
+int dram_open(struct dram **out, const struct dram_config *cfg, struct kvt_mem *mem,
+	      const struct kvt_logger *log)
+{
+	struct dram *d;
+	uint32_t n = cfg->shards;
+	uint64_t per;
+	int ret = 0;
+
+	if (cfg->chunk < 4096 || (cfg->chunk & (cfg->chunk - 1)) || cfg->capacity < cfg->chunk)
+		return KVT_EOPTVAL;
+	if (n == 0) {
+		uint64_t want = cfg->capacity / DRAM_DEFAULT_SHARD;
+		n = want < 1 ? 1 : want > 16 ? 16 : (uint32_t)want;
+	}
+	while (n > 1 && cfg->capacity / n < cfg->chunk)
+		n--;
+	per = (cfg->capacity / n) & ~((uint64_t)cfg->chunk - 1);
+	if ((per >> __builtin_ctz(cfg->chunk)) > UINT32_MAX)
+		return KVT_EOPTVAL;
+
+	d = kvt_mem_calloc(mem, 1, sizeof(*d));
+	if (!d)
+		return -ENOMEM;
+	d->mem = mem;
+	d->log = log;
+	d->chunk = cfg->chunk;
+	d->policy = cfg->policy;
+	d->shards = kvt_mem_calloc(mem, n, sizeof(struct dram_shard));
+	if (!d->shards) {
+		kvt_mem_free(mem, d, sizeof(*d));
+		return -ENOMEM;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		struct dram_shard *s = &d->shards[i];
+		pthread_mutex_init(&s->lock, NULL);
+		d->shard_count = i + 1;
+		ret = arena_init(&s->arena, mem, per, cfg->chunk, cfg->hugepages, cfg->prefault);
+		if (ret < 0)
+			goto fail;
+		ret = evict_init(&s->ev, mem, cfg->policy, s->arena.chunk_count);
+		if (ret < 0)
+			goto fail;
+		s->buckets = kvt_mem_calloc(mem, 64, sizeof(*s->buckets));
+		if (!s->buckets) {
+			ret = -ENOMEM;
+			goto fail;
+		}
+		s->bucket_mask = 63;
+	}
+	d->capacity = per * n;
+	d->max_value = per;
+	kvt_logf(log, KVT_LOG_INFO,
+		 "dram: %llu MiB in %u shards of %llu MiB, %u KiB chunks, pages %s%s, policy %s",
+		 (unsigned long long)(d->capacity >> 20), n, (unsigned long long)(per >> 20),
+		 cfg->chunk >> 10, arena_page_mode_name(d->shards[0].arena.page_mode),
+		 cfg->prefault ? " (pre-faulted)" : "", evict_policy_name(cfg->policy));
+	*out = d;
+	return 0;
+fail:
+	dram_close(d);
+	return ret;
+}
+
+void dram_close(struct dram *d)
+{
+	if (!d)
+		return;
+	for (uint32_t i = 0; i < d->shard_count; i++) {
+		struct dram_shard *s = &d->shards[i];
+		if (s->buckets) {
+			/* Free every item's extension; the pool goes block by block. */
+			for (uint32_t b = 0; b <= s->bucket_mask; b++)
+				for (struct dram_item *it = s->buckets[b]; it; it = it->hnext)
+					if (it->ext)
+						kvt_mem_free(d->mem, it->ext,
+							     item_ext_len(it->run_count,
+									  it->part_count,
+									  ITEM_KEYLEN(it)));
+			kvt_mem_free(d->mem, s->buckets,
+				     ((size_t)s->bucket_mask + 1) * sizeof(*s->buckets));
+		}
+		while (s->blocks) {
+			struct pool_block *b = s->blocks;
+			s->blocks = b->next;
+			kvt_mem_free(d->mem, b, DRAM_POOL_BLOCK);
+		}
+		if (s->scratch)
+			kvt_mem_free(d->mem, s->scratch, s->scratch_cap * sizeof(struct iovec));
+		evict_fini(&s->ev);
+		arena_fini(&s->arena);
+		pthread_mutex_destroy(&s->lock);
+	}
+	kvt_mem_free(d->mem, d->shards, (size_t)d->shard_count * sizeof(struct dram_shard));
+	kvt_mem_free(d->mem, d, sizeof(*d));
+}
+
+void dram_set_evict_hook(struct dram *d, dram_evict_fn fn, void *ctx)
+{
+	/* Before any put: each shard needs a view array for the hook. */
+	for (uint32_t i = 0; fn && i < d->shard_count; i++) {
+		struct dram_shard *s = &d->shards[i];
+		if (!s->scratch) {
+			s->scratch = kvt_mem_calloc(d->mem, DRAM_MAX_RUNS, sizeof(struct iovec));
+			if (!s->scratch)
+				return;
+			s->scratch_cap = DRAM_MAX_RUNS;
+		}
+	}
+	d->evict_fn = fn;
+	d->evict_ctx = ctx;
+}
+
+/* ------------------------------------------------------------------------
+ * Operations
+ */
+
+int dram_put(struct dram *d, uint32_t ns, const struct kvt_key *key,
+	     const struct iovec *parts, unsigned part_count, const uint32_t *crcs)
+{
+	struct arena_run runs[DRAM_MAX_RUNS];
+	uint32_t run_count = 0, chunks;
+	uint64_t len = 0, h;
+	struct dram_shard *s;
+	struct dram_item *it, **slot;
+	size_t ext_len;
+	int ret;
+
+	for (unsigned i = 0; i < part_count; i++)
+		len += parts[i].iov_len;
+	if (len > d->max_value)
+		return KVT_ETOOBIG;
+	/* Supplied checksums are checked before anything is stored. */
+	if (crcs) {
+		for (unsigned i = 0; i < part_count; i++)
+			if (kvt_crc32c(0, parts[i].iov_base, parts[i].iov_len) != crcs[i])
+				return KVT_ECORRUPT;
+	}
+	chunks = (uint32_t)((len + d->chunk - 1) / d->chunk);
+	h = dram_hash(ns, key);
+	s = dram_shard_of(d, h);
+
+	pthread_mutex_lock(&s->lock);
+	slot = index_slot(s, h, ns, key);
+	if (*slot) {
+		s->put_exists++;
+		pthread_mutex_unlock(&s->lock);
+		return KVT_EXISTS;
+	}
+	it = pool_get(d, s);
+	if (!it) {
+		ret = -ENOMEM;
+		goto fail_unlock;
+	}
+	ret = dram_alloc_locked(d, s, chunks, runs, &run_count);
+	if (ret < 0) {
+		pool_put(s, it);
+		if (ret == KVT_EFULL)
+			s->full_errors++;
+		goto fail_unlock;
+	}
+	it->run_count = (uint16_t)run_count;
+	it->part_count = (uint16_t)part_count;
+	ext_len = item_ext_len(it->run_count, it->part_count, key->len);
+	if (ext_len) {
+		it->ext = kvt_mem_alloc(d->mem, ext_len);
+		if (!it->ext) {
+			for (uint32_t i = 0; i < run_count; i++)
+				arena_free(&s->arena, runs[i].start, runs[i].count);
+			pool_put(s, it);
+			ret = -ENOMEM;
+			goto fail_unlock;
+		}
+	}
+	if (run_count == 1)
+		it->run0 = runs[0].start;
+	else
+		memcpy(item_runs(it), runs, run_count * sizeof(runs[0]));
+	if (part_count > 1) {
+		struct dram_part *pt = item_parts(it);
+		uint64_t end = 0;
+		for (unsigned i = 0; i < part_count; i++) {
+			end += parts[i].iov_len;
+			pt[i].end = end;
+			pt[i].crc = crcs ? crcs[i] : 0;
+			pt[i].pad = 0;
+		}
+	} else {
+		it->crc0 = crcs ? crcs[0] : 0;
+	}
+	it->node.chunks = chunks;
+	it->node.owner[0] = ITEM_WRITING | (crcs ? ITEM_CRC_VALID : 0);
+	it->node.owner[1] = (uint8_t)(key->len - 1);
+	memcpy(key->len <= DRAM_KEY_INLINE ? it->key : (uint8_t *)item_key(it), key->bytes,
+	       key->len);
+	it->ns = ns;
+	it->value_len = len;
+	it->refs = 1;
+	/* Re-find the slot: eviction above may have changed the chain. */
+	slot = index_slot(s, h, ns, key);
+	*slot = it;
+	s->count++;
+	index_grow_locked(d, s);
+	pthread_mutex_unlock(&s->lock);
+
+	item_copy(s, it, 0, len, parts, part_count, 1);
+
+	pthread_mutex_lock(&s->lock);
+	it->refs--;
+	if (ITEM_STATE(it) == ITEM_DEAD) {
+		s->put_canceled++;
+		s->dead_pending--;
+		if (it->refs == 0)
+			item_free_locked(d, s, it);
+		pthread_mutex_unlock(&s->lock);
+		return -ECANCELED;
+	}
+	it->node.owner[0] = (uint8_t)((it->node.owner[0] & ~ITEM_STATE_MASK) | ITEM_VISIBLE);
+	evict_insert(&s->ev, &it->node, h);
+	s->puts++;
+	s->put_bytes += len;
+	s->value_bytes += len;
+	pthread_mutex_unlock(&s->lock);
+	return KVT_OK;
+
+fail_unlock:
+	pthread_mutex_unlock(&s->lock);
+	return ret;
+}
+
+/* Find a visible item and take a ref; counts the hit or miss.  Locked. */
+static struct dram_item *dram_ref_locked(struct dram_shard *s, uint64_t h, uint32_t ns,
+					 const struct kvt_key *key)
+{
+	struct dram_item *it = *index_slot(s, h, ns, key);
+	if (!it || ITEM_STATE(it) != ITEM_VISIBLE) {
+		s->misses++;
+		return NULL;
+	}
+	s->hits++;
+	it->refs++;
+	evict_hit(&s->ev, &it->node);
+	return it;
+}
+
+static void dram_unref(struct dram *d, struct dram_shard *s, struct dram_item *it)
+{
+	pthread_mutex_lock(&s->lock);
+	if (--it->refs == 0 && ITEM_STATE(it) == ITEM_DEAD) {
+		s->dead_pending--;
+		item_free_locked(d, s, it);
+	}
+	pthread_mutex_unlock(&s->lock);
+}
+
+int dram_get(struct dram *d, uint32_t ns, const struct kvt_key *key, struct dram_read *rd)
+{
+	uint64_t h = dram_hash(ns, key), off, len, room = 0;
+	struct dram_shard *s = dram_shard_of(d, h);
+	struct dram_item *it;
+	int ret = KVT_OK;
+
+	for (unsigned i = 0; i < rd->dst_count; i++)
+		room += rd->dst[i].iov_len;
+	rd->copied = 0;
+	pthread_mutex_lock(&s->lock);
+	it = dram_ref_locked(s, h, ns, key);
+	if (!it) {
+		pthread_mutex_unlock(&s->lock);
+		return KVT_MISS;
+	}
+	rd->value_len = it->value_len;
+	if (rd->flags & KVT_F_PART) {
+		if (rd->part >= it->part_count) {
+			ret = KVT_ERANGE;
+		} else {
+			off = item_part_start(it, rd->part);
+			len = item_part_end(it, rd->part) - off;
+		}
+	} else if (rd->flags & KVT_F_RANGE) {
+		off = rd->off;
+		len = rd->len;
+		if (off > it->value_len || len > it->value_len - off)
+			ret = KVT_ERANGE;
+	} else {
+		off = 0;
+		len = it->value_len;
+	}
+	if (ret == KVT_OK && len > room)
+		ret = KVT_EBUFSMALL;
+	if (ret == KVT_OK)
+		s->get_bytes += len;
+	pthread_mutex_unlock(&s->lock);
+	if (ret != KVT_OK) {
+		dram_unref(d, s, it);
+		return ret;
+	}
+
+	item_copy(s, it, off, len, rd->dst, rd->dst_count, 0);
+	rd->copied = len;
+
+	if (rd->flags & KVT_F_VERIFY) {
+		/* Check the bytes the caller got against the stored part CRCs. */
+		unsigned p0 = 0, p1 = it->part_count;
+		dram_item_crcs(s, it);
+		if (rd->flags & KVT_F_PART) {
+			p0 = rd->part;
+			p1 = rd->part + 1;
+		}
+		for (unsigned p = p0; p < p1; p++) {
+			uint64_t a = item_part_start(it, p), b = item_part_end(it, p);
+			uint32_t want = it->part_count == 1 ? it->crc0 : item_parts(it)[p].crc;
+			if (iov_crc(rd->dst, rd->dst_count, a - off, b - a) != want) {
+				pthread_mutex_lock(&s->lock);
+				s->crc_errors++;
+				pthread_mutex_unlock(&s->lock);
+				rd->copied = 0;
+				ret = KVT_MISS;
+				break;
+			}
+		}
+	}
+	dram_unref(d, s, it);
+	return ret;
+}
+
+int dram_pin(struct dram *d, uint32_t ns, const struct kvt_key *key, struct dram_item **item,
+	     struct iovec *view, unsigned *view_count, uint64_t *len)
+{
+	uint64_t h = dram_hash(ns, key);
+	struct dram_shard *s = dram_shard_of(d, h);
+	struct dram_item *it;
+
+	pthread_mutex_lock(&s->lock);
+	it = dram_ref_locked(s, h, ns, key);
+	if (it) {
+		if (it->refs == 1)
+			s->pinned++;
+		s->get_bytes += it->value_len;
+		*len = it->value_len;
+		*view_count = item_view(s, it, view);
+	}
+	pthread_mutex_unlock(&s->lock);
+	*item = it;
+	return it ? KVT_OK : KVT_MISS;
+}
+
+void dram_unpin(struct dram *d, struct dram_item *it)
+{
+	uint64_t h = item_hash(it);
+	struct dram_shard *s = dram_shard_of(d, h);
+	pthread_mutex_lock(&s->lock);
+	if (--it->refs == 0) {
+		s->pinned--;
+		if (ITEM_STATE(it) == ITEM_DEAD) {
+			s->dead_pending--;
+			item_free_locked(d, s, it);
+		}
+	}
+	pthread_mutex_unlock(&s->lock);
+}
+
+int dram_exists(struct dram *d, uint32_t ns, const struct kvt_key *key)
+{
+	uint64_t h = dram_hash(ns, key);
+	struct dram_shard *s = dram_shard_of(d, h);
+	struct dram_item *it;
+	pthread_mutex_lock(&s->lock);
+	it = *index_slot(s, h, ns, key);
+	pthread_mutex_unlock(&s->lock);
+	return it && ITEM_STATE(it) == ITEM_VISIBLE ? KVT_OK : KVT_MISS;
+}
+
+/* Unlink from index and queue; free now or when the last ref goes.  Locked. */
+static void dram_kill_locked(struct dram *d, struct dram_shard *s, struct dram_item *it)
+{
+	index_unlink_locked(s, it);
+	if (ITEM_STATE(it) == ITEM_VISIBLE) {
+		evict_remove(&s->ev, &it->node);
+		s->value_bytes -= it->value_len;
+	}
+	if (it->refs == 0) {
+		item_free_locked(d, s, it);
+	} else {
+		it->node.owner[0] = (uint8_t)((it->node.owner[0] & ~ITEM_STATE_MASK) | ITEM_DEAD);
+		s->dead_pending++;
+	}
+}
+
+int dram_delete(struct dram *d, uint32_t ns, const struct kvt_key *key)
+{
+	uint64_t h = dram_hash(ns, key);
+	struct dram_shard *s = dram_shard_of(d, h);
+	struct dram_item *it;
+	int ret = KVT_MISS;
+
+	pthread_mutex_lock(&s->lock);
+	it = *index_slot(s, h, ns, key);
+	if (it) {
+		/* A delete wins over a put still copying: it will see DEAD. */
+		ret = ITEM_STATE(it) == ITEM_VISIBLE ? KVT_OK : KVT_MISS;
+		dram_kill_locked(d, s, it);
+		s->deletes++;
+	}
+	pthread_mutex_unlock(&s->lock);
+	return ret;
+}
+
+int64_t dram_lookup(struct dram *d, uint32_t ns, const struct kvt_key *keys, size_t n,
+		    uint8_t *tiers)
+{
+	size_t i;
+	for (i = 0; i < n; i++) {
+		uint64_t h = dram_hash(ns, &keys[i]);
+		struct dram_shard *s = dram_shard_of(d, h);
+		struct dram_item *it;
+		bool hit;
+		pthread_mutex_lock(&s->lock);
+		it = *index_slot(s, h, ns, &keys[i]);
+		hit = it && ITEM_STATE(it) == ITEM_VISIBLE;
+		s->lookups++;
+		pthread_mutex_unlock(&s->lock);
+		if (!hit)
+			break;
+		if (tiers)
+			tiers[i] = KVT_TIER_DRAM;
+	}
+	if (tiers)
+		for (size_t j = i; j < n; j++)
+			tiers[j] = KVT_TIER_NONE;
+	return (int64_t)i;
+}
+
+int64_t dram_clear(struct dram *d, uint32_t ns)
+{
+	int64_t removed = 0;
+	for (uint32_t i = 0; i < d->shard_count; i++) {
+		struct dram_shard *s = &d->shards[i];
+		pthread_mutex_lock(&s->lock);
+		for (uint32_t b = 0; b <= s->bucket_mask; b++) {
+			struct dram_item *it = s->buckets[b], *next;
+			for (; it; it = next) {
+				next = it->hnext;
+				if (ns != KVT_NS_ALL && it->ns != ns)
+					continue;
+				if (ITEM_STATE(it) == ITEM_VISIBLE)
+					removed++;
+				dram_kill_locked(d, s, it);
+			}
+		}
+		pthread_mutex_unlock(&s->lock);
+	}
+	return removed;
+}
+
+uint64_t dram_pinned(struct dram *d)
+{
+	uint64_t n = 0;
+	for (uint32_t i = 0; i < d->shard_count; i++) {
+		pthread_mutex_lock(&d->shards[i].lock);
+		n += d->shards[i].pinned;
+		pthread_mutex_unlock(&d->shards[i].lock);
+	}
+	return n;
+}
+
+void dram_stats(struct dram *d, kvt_stats_fn fn, void *ctx)
+{
+	struct {
+		uint64_t puts, put_bytes, put_exists, put_canceled, full_errors, hits, misses;
+		uint64_t get_bytes, evictions, evicted_bytes, deletes, pinned, value_bytes;
+		uint64_t lookups, crc_errors, blocks, used, split, ghost_hits, promotions;
+		uint64_t small_blocks, main_blocks, dead;
+	} t;
+	memset(&t, 0, sizeof(t));
+	for (uint32_t i = 0; i < d->shard_count; i++) {
+		struct dram_shard *s = &d->shards[i];
+		pthread_mutex_lock(&s->lock);
+		t.puts += s->puts;
+		t.put_bytes += s->put_bytes;
+		t.put_exists += s->put_exists;
+		t.put_canceled += s->put_canceled;
+		t.full_errors += s->full_errors;
+		t.hits += s->hits;
+		t.misses += s->misses;
+		t.get_bytes += s->get_bytes;
+		t.evictions += s->evictions;
+		t.evicted_bytes += s->evicted_bytes;
+		t.deletes += s->deletes;
+		t.pinned += s->pinned;
+		t.value_bytes += s->value_bytes;
+		t.lookups += s->lookups;
+		t.crc_errors += s->crc_errors;
+		t.blocks += s->ev.small.count + s->ev.main.count;
+		t.used += (uint64_t)(s->arena.chunk_count - s->arena.free_count) * d->chunk;
+		t.split += s->arena.split_allocs;
+		t.ghost_hits += s->ev.ghost_hits;
+		t.promotions += s->ev.promotions;
+		t.small_blocks += s->ev.small.count;
+		t.main_blocks += s->ev.main.count;
+		t.dead += s->dead_pending;
+		pthread_mutex_unlock(&s->lock);
+	}
+	fn(ctx, "dram.capacity_bytes", d->capacity, NULL);
+	fn(ctx, "dram.used_bytes", t.used, NULL);
+	fn(ctx, "dram.value_bytes", t.value_bytes, NULL);
+	/* Internal fragmentation: chunk rounding of stored values (+ in-flight puts). */
+	fn(ctx, "dram.frag_bytes", t.used > t.value_bytes ? t.used - t.value_bytes : 0, NULL);
+	fn(ctx, "dram.blocks", t.blocks, NULL);
+	fn(ctx, "dram.max_value_bytes", d->max_value, NULL);
+	fn(ctx, "dram.chunk_bytes", d->chunk, NULL);
+	fn(ctx, "dram.shards", d->shard_count, NULL);
+	fn(ctx, "dram.hugepages", 0, arena_page_mode_name(d->shards[0].arena.page_mode));
+	fn(ctx, "dram.prefaulted", d->shards[0].arena.prefaulted, NULL);
+	fn(ctx, "dram.policy", 0, evict_policy_name(d->policy));
+	fn(ctx, "dram.puts", t.puts, NULL);
+	fn(ctx, "dram.put_bytes", t.put_bytes, NULL);
+	fn(ctx, "dram.put_exists", t.put_exists, NULL);
+	fn(ctx, "dram.put_canceled", t.put_canceled, NULL);
+	fn(ctx, "dram.full_errors", t.full_errors, NULL);
+	fn(ctx, "dram.hits", t.hits, NULL);
+	fn(ctx, "dram.misses", t.misses, NULL);
+	fn(ctx, "dram.get_bytes", t.get_bytes, NULL);
+	fn(ctx, "dram.lookups", t.lookups, NULL);
+	fn(ctx, "dram.evictions", t.evictions, NULL);
+	fn(ctx, "dram.evicted_bytes", t.evicted_bytes, NULL);
+	fn(ctx, "dram.deletes", t.deletes, NULL);
+	fn(ctx, "dram.pinned_blocks", t.pinned, NULL);
+	fn(ctx, "dram.dead_pending", t.dead, NULL);
+	fn(ctx, "dram.split_allocs", t.split, NULL);
+	fn(ctx, "dram.crc_errors", t.crc_errors, NULL);
+	fn(ctx, "dram.s3fifo_small_blocks", t.small_blocks, NULL);
+	fn(ctx, "dram.s3fifo_main_blocks", t.main_blocks, NULL);
+	fn(ctx, "dram.s3fifo_ghost_hits", t.ghost_hits, NULL);
+	fn(ctx, "dram.s3fifo_promotions", t.promotions, NULL);
+}

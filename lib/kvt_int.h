@@ -1,0 +1,215 @@
+/*
+ * kvt_int.h - what the modules of libkvtier share and nobody else sees.
+ *
+ * Modules and what each owns:
+ *   err.c    kvt_strerror, kvt_version, kvt_tier_name
+ *   mem.c    the one allocation wrapper: counts bytes, fails the Nth call
+ *   crc.c    CRC32C through ISA-L
+ *   key.c    opaque and prefix-chained keys (doc/keys.md)
+ *   ns.c     namespace descriptors, digests, the persisted registry
+ *   dram.c   the DRAM tier: shards of index, allocator and eviction
+ *   arena.c  the DRAM arena: mmap'd regions and their chunk allocator
+ *   evict.c  S3-FIFO and LRU queues over DRAM items
+ *   store.c  handles, options, queues, workers, dispatch of requests
+ *
+ * Nothing here is global: every piece of state hangs off a struct kvt_store
+ * or an object it owns.
+ */
+#ifndef KVT_INT_H
+#define KVT_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "kvtier.h"
+
+#define KVT_UNUSED(x) ((void)(x))
+#define KVT_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+#define KVT_ALIGN_UP(x, a) (((x) + ((a)-1)) & ~((uint64_t)(a)-1))
+
+#if defined(__GNUC__)
+#define KVT_LIKELY(x) __builtin_expect(!!(x), 1)
+#define KVT_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define KVT_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define KVT_LIKELY(x) (x)
+#define KVT_UNLIKELY(x) (x)
+#define KVT_PRINTF(a, b)
+#endif
+
+/* ------------------------------------------------------------------------
+ * mem.c: every byte of index and metadata goes through here.
+ */
+struct kvt_mem {
+	_Atomic int64_t bytes;      /* live bytes handed out (requested sizes) */
+	_Atomic int64_t peak_bytes; /* high-water mark of bytes */
+	_Atomic int64_t allocs;     /* successful allocations, ever */
+	_Atomic int64_t fail_at;    /* >0: countdown; the call that takes it to 0 fails */
+};
+
+void kvt_mem_init(struct kvt_mem *m);
+/* Fail the nth allocation from now (n >= 1); 0 disables. */
+void kvt_mem_fail_nth(struct kvt_mem *m, int64_t n);
+void *kvt_mem_alloc(struct kvt_mem *m, size_t len);
+void *kvt_mem_calloc(struct kvt_mem *m, size_t count, size_t len);
+/* Like realloc; old_len must be what was allocated.  On failure p is untouched. */
+void *kvt_mem_realloc(struct kvt_mem *m, void *p, size_t old_len, size_t new_len);
+/* Sized free: len must be the allocated length.  NULL is a no-op. */
+void kvt_mem_free(struct kvt_mem *m, void *p, size_t len);
+char *kvt_mem_strdup(struct kvt_mem *m, const char *s);
+void kvt_mem_strfree(struct kvt_mem *m, char *s);
+
+/* ------------------------------------------------------------------------
+ * Logging: store.c routes to the callback the embedder installed.
+ */
+struct kvt_logger {
+	kvt_log_fn fn;
+	void *ctx;
+	int min_level;
+};
+void kvt_logf(const struct kvt_logger *lg, int level, const char *fmt, ...) KVT_PRINTF(3, 4);
+
+/* ------------------------------------------------------------------------
+ * ns.c: namespace registry.  Ids start at 1 and are dense; id 0 is never
+ * used.  The registry is guarded by its own mutex; ns_reg_get is lock-free
+ * after the id is known to exist (entries are never removed or moved).
+ */
+#define NS_CANON_MAX 2048 /* longest canonical descriptor text */
+
+struct ns_entry {
+	uint32_t id;
+	uint8_t digest[32];
+	uint32_t canon_len;
+	char *canon; /* NUL-terminated canonical text */
+};
+
+#define NS_PAGE_SHIFT 10
+#define NS_PAGE_LEN (1u << NS_PAGE_SHIFT) /* entries per page */
+#define NS_PAGES 1024                      /* so at most 1M - 1 namespaces */
+
+struct ns_registry {
+	pthread_mutex_t lock;             /* serializes ns_reg_add and file writes */
+	struct kvt_mem *mem;
+	int dir_fd;                       /* -1: memory only; not owned */
+	_Atomic uint32_t count;           /* ids [1, count] are published (release) */
+	/* pages[id >> NS_PAGE_SHIFT][id & (NS_PAGE_LEN-1)]: written once under
+	 * lock before count is raised, never moved, so readers need no lock. */
+	struct ns_entry *_Atomic pages[NS_PAGES];
+	uint32_t *hash;                   /* ids by digest, open addressing, 0 empty; lock */
+	uint32_t hash_cap;                /* slots in hash: 0 or a power of two; lock */
+};
+
+/* 0, KVT_ENULL, -errno (mutex). */
+int ns_reg_init(struct ns_registry *r, struct kvt_mem *mem);
+/*
+ * Load "namespaces" from dir_fd (absent file: empty) into an empty registry.
+ * Keeps dir_fd (not owned; a directory opened O_RDONLY, not O_PATH: it is
+ * fsync'ed) for ns_reg_add.  0, KVT_ECORRUPT, KVT_EVERSION, KVT_ESTATE
+ * (already loaded or not empty), -ENOMEM, -errno; on failure the registry
+ * is left empty and memory-only.
+ */
+int ns_reg_load(struct ns_registry *r, int dir_fd);
+/*
+ * Id of digest, registering it if new (canon: canon_len bytes, no NUL, and
+ * digest must be its SHA-256).  A new id is persisted (whole file, temp +
+ * fsync + rename + fsync dir) before it becomes visible.  0, KVT_ENULL,
+ * KVT_EBADLEN, KVT_EDESC (digest/canon mismatch), KVT_EFULL (ids exhausted),
+ * -ENOMEM, -errno (I/O; registry unchanged).
+ */
+int ns_reg_add(struct ns_registry *r, const uint8_t digest[32], const char *canon,
+	       uint32_t canon_len, uint32_t *id);
+/* 0 with *id, KVT_MISS, KVT_ENULL.  Takes the lock. */
+int ns_reg_find(struct ns_registry *r, const uint8_t digest[32], uint32_t *id);
+/* NULL if id is not registered. */
+const struct ns_entry *ns_reg_get(struct ns_registry *r, uint32_t id);
+void ns_reg_free(struct ns_registry *r);
+
+/*
+ * Pure parser of a registry file image (doc/keys.md, "Registry file"): calls
+ * fn (may be NULL) for each record in order; canon is not NUL-terminated
+ * and points into buf.  Checks every length, the ids (1, 2, ...), each CRC32C
+ * and that each digest is the SHA-256 of its canon.  Returns the record
+ * count, KVT_ECORRUPT, KVT_EVERSION, -ENOMEM (OpenSSL's digest context, the
+ * only allocation), or what fn returned if negative.  No I/O.  Fuzzed.
+ */
+typedef int (*ns_rec_fn)(void *ctx, uint32_t id, const uint8_t digest[32],
+			 const char *canon, uint32_t canon_len);
+int ns_reg_parse(const uint8_t *buf, size_t len, ns_rec_fn fn, void *ctx);
+
+/* ------------------------------------------------------------------------
+ * dram.c: the DRAM tier.
+ */
+struct dram;
+struct dram_item;
+
+struct dram_config {
+	uint64_t capacity;   /* bytes of arena */
+	uint32_t chunk;      /* bytes per chunk, power of two */
+	uint32_t shards;     /* 0: choose */
+	int policy;          /* DRAM_POLICY_* */
+	int hugepages;       /* DRAM_HUGE_* */
+	bool prefault;
+};
+
+enum { DRAM_POLICY_S3FIFO = 0, DRAM_POLICY_LRU = 1 };
+enum { DRAM_HUGE_AUTO = 0, DRAM_HUGE_THP = 1, DRAM_HUGE_OFF = 2 };
+
+/*
+ * Called for every block the DRAM tier evicts, under the block's shard
+ * lock, while its bytes are still readable through view.  It must not
+ * block and must not call into the DRAM tier: copy or queue what it needs,
+ * or drop the block.  (The SSD tier's write-down fills this in.)
+ */
+typedef void (*dram_evict_fn)(void *ctx, uint32_t ns, const struct kvt_key *key,
+			      const struct iovec *view, unsigned view_count, uint64_t len);
+
+int dram_open(struct dram **out, const struct dram_config *cfg, struct kvt_mem *mem,
+	      const struct kvt_logger *log);
+void dram_close(struct dram *d);
+void dram_set_evict_hook(struct dram *d, dram_evict_fn fn, void *ctx);
+
+/* KVT_OK, KVT_EXISTS, -ECANCELED (a delete or clear won), KVT_ETOOBIG, KVT_EFULL, -ENOMEM. */
+int dram_put(struct dram *d, uint32_t ns, const struct kvt_key *key,
+	     const struct iovec *parts, unsigned part_count, const uint32_t *crcs);
+
+struct dram_read {
+	uint32_t flags;      /* KVT_F_PART / KVT_F_RANGE / KVT_F_VERIFY */
+	uint32_t part;
+	uint64_t off, len;
+	const struct iovec *dst;
+	unsigned dst_count;
+	uint64_t copied;     /* out */
+	uint64_t value_len;  /* out */
+};
+/* KVT_OK, KVT_MISS, KVT_ERANGE, KVT_EBUFSMALL. */
+int dram_get(struct dram *d, uint32_t ns, const struct kvt_key *key, struct dram_read *rd);
+
+/*
+ * Pin: on KVT_OK *item holds a reference, view[0..*view_count) (room for
+ * DRAM_MAX_RUNS) gets the value's bytes, valid until dram_unpin, and *len
+ * its length.
+ */
+#define DRAM_MAX_RUNS 64 /* most runs one value may be split into */
+int dram_pin(struct dram *d, uint32_t ns, const struct kvt_key *key, struct dram_item **item,
+	     struct iovec *view, unsigned *view_count, uint64_t *len);
+void dram_unpin(struct dram *d, struct dram_item *item);
+
+int dram_exists(struct dram *d, uint32_t ns, const struct kvt_key *key);
+int dram_delete(struct dram *d, uint32_t ns, const struct kvt_key *key);
+/* Leading keys present; tiers[i] set to KVT_TIER_DRAM for those (may be NULL). */
+int64_t dram_lookup(struct dram *d, uint32_t ns, const struct kvt_key *keys, size_t n,
+		    uint8_t *tiers);
+/* Blocks removed.  ns may be KVT_NS_ALL. */
+int64_t dram_clear(struct dram *d, uint32_t ns);
+/* Items still pinned (for close's report). */
+uint64_t dram_pinned(struct dram *d);
+void dram_stats(struct dram *d, kvt_stats_fn fn, void *ctx);
+
+/* crc.c */
+uint32_t crc_iov(const struct iovec *iov, unsigned n);
+
+#endif /* KVT_INT_H */

@@ -1,0 +1,1326 @@
+/*
+ * store.c - the store handle: options, lifecycle, the store directory and
+ * its lock, queues, workers, pins, and the dispatch of requests to tiers.
+ *
+ * Owns everything hanging off struct kvt_store.  No global state: two
+ * stores in one process share nothing.
+ *
+ * A request's life (priv_ fields of struct kvt_req, all written only by the
+ * library while the request is submitted):
+ *
+ *   priv_[0]  the queue it was submitted through
+ *   priv_[1]  next in the work list, or in the queue's done list
+ *   priv_[2]  prev in the work list
+ *   priv_[3]  state: REQ_IDLE -> REQ_QUEUED (deferred) -> REQ_RUNNING ->
+ *             REQ_DONE (on the done list) -> REQ_IDLE (handed back by poll);
+ *             inline requests go REQ_IDLE -> REQ_RUNNING -> REQ_DONE
+ *   priv_seq_ submission sequence number (flush barrier)
+ *
+ * Locks (doc/threads.md): store->work_lock guards the work list, the running
+ * list, the pause flag and the stop flag; each queue's lock guards its done
+ * list; each pin shard's lock guards its slots; the dram tier has its own
+ * shard locks.  Order: work_lock -> queue lock (completing a canceled request
+ * under work_lock); no other lock is held while taking another.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "kvt_int.h"
+
+enum { ST_CREATED = 0, ST_OPEN = 1, ST_CLOSED = 2 };
+enum { REQ_IDLE = 0, REQ_QUEUED, REQ_RUNNING, REQ_DONE, REQ_CHECKING };
+
+#define PIN_SHARDS 16
+#define PIN_IDX_BITS 24
+#define MAX_WORKERS 64
+
+struct pin_slot {
+	struct dram_item *item; /* NULL: free */
+	struct iovec *view;     /* view_count elements, from kvt_mem */
+	uint32_t view_count;
+	uint32_t gen;           /* bumped on every release */
+	uint32_t next_free;     /* free list link, index + 1 (0: end) */
+};
+
+struct pin_shard {
+	pthread_mutex_t lock;
+	struct pin_slot *slots; /* guarded by lock; may move on growth */
+	uint32_t cap, used;
+	uint32_t free_head;     /* index + 1 of the first free slot, 0: none */
+	uint64_t active;
+} __attribute__((aligned(64)));
+
+struct kvt_queue {
+	struct kvt_store *store;
+	pthread_mutex_t lock;       /* guards done_head/done_tail */
+	struct kvt_req *done_head, *done_tail;
+	_Atomic int inflight;       /* submitted, not yet handed back by poll */
+	int efd;                    /* eventfd, readable when done may be non-empty */
+	struct kvt_queue *next, *prev; /* store's queue list, under store->queues_lock */
+};
+
+struct kvt_store {
+	int state;                  /* ST_*, changed only by open/close */
+	pid_t pid;                  /* opener, to detect use after fork */
+	struct kvt_mem mem;
+	struct kvt_logger log;
+
+	/* options */
+	char *path;
+	struct dram_config dram_cfg;
+	unsigned worker_count;
+
+	/* directory */
+	int dir_fd, lock_fd;
+	struct ns_registry ns;
+	bool ns_ready;
+
+	/* tiers */
+	struct dram *dram;
+
+	/* deferred work */
+	pthread_mutex_t work_lock;
+	pthread_cond_t work_cond;   /* work arrived, unpaused, stop, or a request finished */
+	struct kvt_req *work_head, *work_tail;
+	struct kvt_req *running[MAX_WORKERS]; /* what each worker runs, or NULL */
+	bool paused, stop;
+	pthread_t workers[MAX_WORKERS];
+	unsigned workers_started;
+	_Atomic uint64_t seq;
+
+	pthread_mutex_t queues_lock;
+	struct kvt_queue *queues;
+
+	struct pin_shard pins[PIN_SHARDS];
+
+	/* counters */
+	_Atomic uint64_t submitted, completed, canceled, deferred;
+};
+
+/* ------------------------------------------------------------------------
+ * Logging
+ */
+
+void kvt_logf(const struct kvt_logger *lg, int level, const char *fmt, ...)
+{
+	char buf[512];
+	va_list ap;
+	if (!lg || !lg->fn || level > lg->min_level)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	lg->fn(lg->ctx, level, buf);
+}
+
+/* ------------------------------------------------------------------------
+ * Options
+ */
+
+static int parse_size(const char *v, uint64_t *out)
+{
+	char *end;
+	unsigned long long n;
+	int shift = 0;
+	if (!*v || *v == '-')
+		return KVT_EOPTVAL;
+	errno = 0;
+	n = strtoull(v, &end, 10);
+	if (errno || end == v)
+		return KVT_EOPTVAL;
+	switch (*end) {
+	case 'k': case 'K': shift = 10; end++; break;
+	case 'm': case 'M': shift = 20; end++; break;
+	case 'g': case 'G': shift = 30; end++; break;
+	case 't': case 'T': shift = 40; end++; break;
+	}
+	if (*end == 'i' || *end == 'B')
+		end += *end == 'i' ? (end[1] == 'B' ? 2 : 1) : 1;
+	if (*end || (shift && n > (UINT64_MAX >> shift)))
+		return KVT_EOPTVAL;
+	*out = (uint64_t)n << shift;
+	return 0;
+}
+
+int kvt_store_create(struct kvt_store **out)
+{
+	struct kvt_store *s;
+	if (!out)
+		return KVT_ENULL;
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	kvt_mem_init(&s->mem);
+	s->dir_fd = s->lock_fd = -1;
+	s->dram_cfg.capacity = UINT64_C(256) << 20;
+	s->dram_cfg.chunk = 64 << 10;
+	s->dram_cfg.policy = DRAM_POLICY_S3FIFO;
+	s->dram_cfg.hugepages = DRAM_HUGE_AUTO;
+	s->dram_cfg.prefault = true;
+	s->worker_count = 1;
+	s->log.min_level = KVT_LOG_INFO;
+	pthread_mutex_init(&s->work_lock, NULL);
+	pthread_cond_init(&s->work_cond, NULL);
+	pthread_mutex_init(&s->queues_lock, NULL);
+	for (int i = 0; i < PIN_SHARDS; i++)
+		pthread_mutex_init(&s->pins[i].lock, NULL);
+	*out = s;
+	return 0;
+}
+
+int kvt_store_set_option(struct kvt_store *s, const char *name, const char *value)
+{
+	uint64_t n;
+	int ret;
+
+	if (!s || !name || !value)
+		return KVT_ENULL;
+	if (strcmp(name, "debug.pause_workers") == 0) {
+		if (strcmp(value, "0") && strcmp(value, "1"))
+			return KVT_EOPTVAL;
+		pthread_mutex_lock(&s->work_lock);
+		s->paused = value[0] == '1';
+		pthread_cond_broadcast(&s->work_cond);
+		pthread_mutex_unlock(&s->work_lock);
+		return 0;
+	}
+	if (strcmp(name, "debug.fail_alloc") == 0) {
+		if ((ret = parse_size(value, &n)) < 0)
+			return ret;
+		kvt_mem_fail_nth(&s->mem, (int64_t)n);
+		return 0;
+	}
+	if (s->state != ST_CREATED)
+		return KVT_ESTATE;
+
+	if (strcmp(name, "path") == 0) {
+		char *p;
+		if (!*value || strlen(value) >= 4096)
+			return KVT_EOPTVAL;
+		p = strdup(value);
+		if (!p)
+			return -ENOMEM;
+		free(s->path);
+		s->path = p;
+		return 0;
+	}
+	if (strcmp(name, "dram.capacity") == 0) {
+		if ((ret = parse_size(value, &n)) < 0)
+			return ret;
+		s->dram_cfg.capacity = n;
+		return 0;
+	}
+	if (strcmp(name, "dram.chunk") == 0) {
+		if ((ret = parse_size(value, &n)) < 0)
+			return ret;
+		if (n < 4096 || n > (2u << 20) || (n & (n - 1)))
+			return KVT_EOPTVAL;
+		s->dram_cfg.chunk = (uint32_t)n;
+		return 0;
+	}
+	if (strcmp(name, "dram.shards") == 0) {
+		if ((ret = parse_size(value, &n)) < 0)
+			return ret;
+		if (n < 1 || n > 256)
+			return KVT_EOPTVAL;
+		s->dram_cfg.shards = (uint32_t)n;
+		return 0;
+	}
+	if (strcmp(name, "dram.policy") == 0) {
+		if (strcmp(value, "s3fifo") == 0)
+			s->dram_cfg.policy = DRAM_POLICY_S3FIFO;
+		else if (strcmp(value, "lru") == 0)
+			s->dram_cfg.policy = DRAM_POLICY_LRU;
+		else
+			return KVT_EOPTVAL;
+		return 0;
+	}
+	if (strcmp(name, "dram.hugepages") == 0) {
+		if (strcmp(value, "auto") == 0)
+			s->dram_cfg.hugepages = DRAM_HUGE_AUTO;
+		else if (strcmp(value, "thp") == 0)
+			s->dram_cfg.hugepages = DRAM_HUGE_THP;
+		else if (strcmp(value, "off") == 0)
+			s->dram_cfg.hugepages = DRAM_HUGE_OFF;
+		else
+			return KVT_EOPTVAL;
+		return 0;
+	}
+	if (strcmp(name, "dram.prefault") == 0) {
+		if (strcmp(value, "on") == 0)
+			s->dram_cfg.prefault = true;
+		else if (strcmp(value, "off") == 0)
+			s->dram_cfg.prefault = false;
+		else
+			return KVT_EOPTVAL;
+		return 0;
+	}
+	if (strcmp(name, "workers") == 0) {
+		if ((ret = parse_size(value, &n)) < 0)
+			return ret;
+		if (n < 1 || n > MAX_WORKERS)
+			return KVT_EOPTVAL;
+		s->worker_count = (unsigned)n;
+		return 0;
+	}
+	return KVT_EOPTION;
+}
+
+int kvt_store_set_log(struct kvt_store *s, kvt_log_fn fn, void *ctx, int min_level)
+{
+	if (!s)
+		return KVT_ENULL;
+	if (s->state != ST_CREATED)
+		return KVT_ESTATE;
+	s->log.fn = fn;
+	s->log.ctx = ctx;
+	s->log.min_level = min_level;
+	return 0;
+}
+
+/* ------------------------------------------------------------------------
+ * Completion
+ */
+
+static inline struct kvt_queue *req_queue(struct kvt_req *r)
+{
+	return r->priv_[0];
+}
+
+static inline uintptr_t req_state(const struct kvt_req *r)
+{
+	return (uintptr_t)r->priv_[3];
+}
+
+static inline void req_set_state(struct kvt_req *r, uintptr_t st)
+{
+	r->priv_[3] = (void *)st;
+}
+
+/* Hand a finished request to its queue.  Any thread. */
+static void req_complete(struct kvt_store *s, struct kvt_req *r, int status)
+{
+	struct kvt_queue *q = req_queue(r);
+	bool was_empty;
+
+	r->status = status;
+	atomic_fetch_add_explicit(&s->completed, 1, memory_order_relaxed);
+	pthread_mutex_lock(&q->lock);
+	req_set_state(r, REQ_DONE);
+	r->priv_[1] = NULL;
+	was_empty = q->done_head == NULL;
+	if (q->done_tail)
+		q->done_tail->priv_[1] = r;
+	else
+		q->done_head = r;
+	q->done_tail = r;
+	pthread_mutex_unlock(&q->lock);
+	if (was_empty) {
+		uint64_t one = 1;
+		/* Cannot fail short of a counter overflow, which poll resets. */
+		ssize_t w = write(q->efd, &one, sizeof(one));
+		KVT_UNUSED(w);
+	}
+}
+
+/* ------------------------------------------------------------------------
+ * Pins
+ */
+
+static int pin_add(struct kvt_store *s, struct kvt_req *r, struct dram_item *item,
+		   const struct iovec *view, unsigned view_count)
+{
+	struct pin_shard *ps = &s->pins[((uintptr_t)r >> 6) % PIN_SHARDS];
+	unsigned shard = (unsigned)(ps - s->pins);
+	struct iovec *v;
+	struct pin_slot *slot;
+	uint32_t idx;
+
+	v = kvt_mem_alloc(&s->mem, view_count * sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	memcpy(v, view, view_count * sizeof(*v));
+	pthread_mutex_lock(&ps->lock);
+	if (!ps->free_head) {
+		uint32_t ncap = ps->cap ? ps->cap * 2 : 64;
+		struct pin_slot *ns;
+		if (ncap > (1u << PIN_IDX_BITS)) {
+			pthread_mutex_unlock(&ps->lock);
+			kvt_mem_free(&s->mem, v, view_count * sizeof(*v));
+			return KVT_EFULL;
+		}
+		ns = kvt_mem_realloc(&s->mem, ps->slots, ps->cap * sizeof(*ns), ncap * sizeof(*ns));
+		if (!ns) {
+			pthread_mutex_unlock(&ps->lock);
+			kvt_mem_free(&s->mem, v, view_count * sizeof(*v));
+			return -ENOMEM;
+		}
+		memset(ns + ps->cap, 0, (ncap - ps->cap) * sizeof(*ns));
+		for (uint32_t i = ncap; i > ps->cap; i--) {
+			ns[i - 1].next_free = ps->free_head;
+			ns[i - 1].gen = 1;
+			ps->free_head = i;
+		}
+		ps->slots = ns;
+		ps->cap = ncap;
+	}
+	idx = ps->free_head - 1;
+	slot = &ps->slots[idx];
+	ps->free_head = slot->next_free;
+	slot->item = item;
+	slot->view = v;
+	slot->view_count = view_count;
+	ps->active++;
+	r->pin = ((uint64_t)slot->gen << 32) | ((uint64_t)shard << PIN_IDX_BITS) | idx;
+	pthread_mutex_unlock(&ps->lock);
+	r->view = v;
+	r->view_count = view_count;
+	return 0;
+}
+
+int kvt_pin_release(struct kvt_store *s, uint64_t pin)
+{
+	unsigned shard = (unsigned)((pin >> PIN_IDX_BITS) & 0xff);
+	uint32_t idx = (uint32_t)(pin & ((1u << PIN_IDX_BITS) - 1)), gen = (uint32_t)(pin >> 32);
+	struct pin_shard *ps;
+	struct dram_item *item;
+	struct iovec *v;
+	uint32_t vc;
+
+	if (!s)
+		return KVT_ENULL;
+	if (s->state != ST_OPEN)
+		return KVT_ECLOSED;
+	if (shard >= PIN_SHARDS || gen == 0)
+		return KVT_EPIN;
+	ps = &s->pins[shard];
+	pthread_mutex_lock(&ps->lock);
+	if (idx >= ps->cap || ps->slots[idx].gen != gen || !ps->slots[idx].item) {
+		pthread_mutex_unlock(&ps->lock);
+		return KVT_EPIN;
+	}
+	item = ps->slots[idx].item;
+	v = ps->slots[idx].view;
+	vc = ps->slots[idx].view_count;
+	ps->slots[idx].item = NULL;
+	ps->slots[idx].view = NULL;
+	ps->slots[idx].gen = gen + 1 ? gen + 1 : 1;
+	ps->slots[idx].next_free = ps->free_head;
+	ps->free_head = idx + 1;
+	ps->active--;
+	pthread_mutex_unlock(&ps->lock);
+	dram_unpin(s->dram, item);
+	kvt_mem_free(&s->mem, v, vc * sizeof(*v));
+	return 0;
+}
+
+/* Close: drop every pin still held, saying so. */
+static void pins_drop_all(struct kvt_store *s)
+{
+	uint64_t dropped = 0;
+	for (int i = 0; i < PIN_SHARDS; i++) {
+		struct pin_shard *ps = &s->pins[i];
+		pthread_mutex_lock(&ps->lock);
+		for (uint32_t j = 0; j < ps->cap; j++) {
+			struct pin_slot *sl = &ps->slots[j];
+			if (!sl->item)
+				continue;
+			dram_unpin(s->dram, sl->item);
+			kvt_mem_free(&s->mem, sl->view, sl->view_count * sizeof(struct iovec));
+			sl->item = NULL;
+			dropped++;
+		}
+		kvt_mem_free(&s->mem, ps->slots, ps->cap * sizeof(struct pin_slot));
+		ps->slots = NULL;
+		ps->cap = 0;
+		ps->free_head = 0;
+		ps->active = 0;
+		pthread_mutex_unlock(&ps->lock);
+	}
+	if (dropped)
+		kvt_logf(&s->log, KVT_LOG_WARN,
+			 "close: %llu pins were still held; their views are now invalid",
+			 (unsigned long long)dropped);
+}
+
+/* ------------------------------------------------------------------------
+ * Running one request
+ */
+
+static bool store_flush_ready(struct kvt_store *s, uint64_t seq)
+{
+	/* Work list is FIFO: everything before `seq` has been taken; wait for
+	 * the ones still running. */
+	for (unsigned i = 0; i < s->workers_started; i++)
+		if (s->running[i] && s->running[i]->priv_seq_ < seq)
+			return false;
+	return true;
+}
+
+static int store_exec(struct kvt_store *s, struct kvt_req *r)
+{
+	struct dram *d = s->dram;
+	int ret;
+
+	r->tier = KVT_TIER_NONE;
+	r->length = 0;
+	switch (r->op) {
+	case KVT_OP_PUT:
+		if (!d)
+			return KVT_ETOOBIG;
+		ret = dram_put(d, r->ns, &r->key, r->iov, r->iov_count,
+			       (r->flags & KVT_F_CRC) ? r->crcs : NULL);
+		if (ret == KVT_OK)
+			r->tier = KVT_TIER_DRAM;
+		return ret;
+	case KVT_OP_GET: {
+		struct dram_read rd = { .flags = r->flags, .part = r->part, .off = r->off,
+					.len = r->len, .dst = r->iov, .dst_count = r->iov_count };
+		if (!d)
+			return KVT_MISS;
+		ret = dram_get(d, r->ns, &r->key, &rd);
+		r->length = rd.copied;
+		r->value_len = rd.value_len;
+		if (ret == KVT_OK)
+			r->tier = KVT_TIER_DRAM;
+		return ret;
+	}
+	case KVT_OP_GET_PINNED: {
+		struct iovec view[DRAM_MAX_RUNS];
+		struct dram_item *item;
+		unsigned vc = 0;
+		uint64_t len = 0;
+		if (!d)
+			return KVT_MISS;
+		ret = dram_pin(d, r->ns, &r->key, &item, view, &vc, &len);
+		if (ret != KVT_OK)
+			return ret;
+		ret = pin_add(s, r, item, view, vc);
+		if (ret < 0) {
+			dram_unpin(d, item);
+			return ret;
+		}
+		r->length = len;
+		r->value_len = len;
+		r->tier = KVT_TIER_DRAM;
+		return KVT_OK;
+	}
+	case KVT_OP_EXISTS:
+		ret = d ? dram_exists(d, r->ns, &r->key) : KVT_MISS;
+		if (ret == KVT_OK)
+			r->tier = KVT_TIER_DRAM;
+		return ret;
+	case KVT_OP_DELETE:
+		return d ? dram_delete(d, r->ns, &r->key) : KVT_MISS;
+	case KVT_OP_LOOKUP: {
+		int64_t n = 0;
+		if (d)
+			n = dram_lookup(d, r->ns, r->keys, r->key_count, r->tiers);
+		else if (r->tiers)
+			memset(r->tiers, KVT_TIER_NONE, r->key_count);
+		r->length = (uint64_t)n;
+		return KVT_OK;
+	}
+	case KVT_OP_PREFETCH: {
+		/* With DRAM the fastest tier, prefetch only counts what is there. */
+		uint64_t n = 0;
+		for (uint32_t i = 0; d && i < r->key_count; i++)
+			n += dram_exists(d, r->ns, &r->keys[i]) == KVT_OK;
+		r->length = n;
+		return KVT_OK;
+	}
+	case KVT_OP_CLEAR: {
+		int64_t n = d ? dram_clear(d, r->ns) : 0;
+		if (n < 0)
+			return (int)n;
+		r->length = (uint64_t)n;
+		return KVT_OK;
+	}
+	case KVT_OP_FLUSH:
+		pthread_mutex_lock(&s->work_lock);
+		while (!store_flush_ready(s, r->priv_seq_))
+			pthread_cond_wait(&s->work_cond, &s->work_lock);
+		pthread_mutex_unlock(&s->work_lock);
+		return KVT_OK;
+	}
+	return KVT_EBADOP;
+}
+
+static bool req_deferred(const struct kvt_req *r)
+{
+	return (r->flags & KVT_F_DEFER) || r->op == KVT_OP_PREFETCH || r->op == KVT_OP_FLUSH;
+}
+
+/* ------------------------------------------------------------------------
+ * Workers
+ */
+
+struct worker_arg {
+	struct kvt_store *s;
+	unsigned idx;
+};
+
+static void *worker_main(void *arg)
+{
+	struct kvt_store *s = ((struct worker_arg *)arg)->s;
+	unsigned idx = ((struct worker_arg *)arg)->idx;
+
+	free(arg);
+	pthread_mutex_lock(&s->work_lock);
+	for (;;) {
+		struct kvt_req *r;
+		int status;
+		while (!s->stop && (s->paused || !s->work_head))
+			pthread_cond_wait(&s->work_cond, &s->work_lock);
+		if (s->stop)
+			break;
+		r = s->work_head;
+		s->work_head = r->priv_[1];
+		if (s->work_head)
+			s->work_head->priv_[2] = NULL;
+		else
+			s->work_tail = NULL;
+		req_set_state(r, REQ_RUNNING);
+		s->running[idx] = r;
+		pthread_mutex_unlock(&s->work_lock);
+
+		status = store_exec(s, r);
+		/* Deliver before leaving running[]: a flush barrier waiting on
+		 * this request must complete after it, not before. */
+		req_complete(s, r, status);
+
+		pthread_mutex_lock(&s->work_lock);
+		s->running[idx] = NULL;
+		pthread_cond_broadcast(&s->work_cond); /* flush barriers re-check */
+	}
+	pthread_mutex_unlock(&s->work_lock);
+	return NULL;
+}
+
+static int workers_start(struct kvt_store *s)
+{
+	sigset_t all, old;
+	int ret = 0;
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	for (unsigned i = 0; i < s->worker_count; i++) {
+		struct worker_arg *a = malloc(sizeof(*a));
+		if (!a) {
+			ret = -ENOMEM;
+			break;
+		}
+		a->s = s;
+		a->idx = i;
+		ret = -pthread_create(&s->workers[i], NULL, worker_main, a);
+		if (ret) {
+			free(a);
+			break;
+		}
+		pthread_setname_np(s->workers[i], "kvt-worker");
+		s->workers_started++;
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return ret;
+}
+
+/* Stop workers: cancel queued work, let running work finish, join. */
+static void workers_stop(struct kvt_store *s)
+{
+	struct kvt_req *r;
+
+	pthread_mutex_lock(&s->work_lock);
+	s->stop = true;
+	r = s->work_head;
+	s->work_head = s->work_tail = NULL;
+	pthread_cond_broadcast(&s->work_cond);
+	pthread_mutex_unlock(&s->work_lock);
+	for (unsigned i = 0; i < s->workers_started; i++)
+		pthread_join(s->workers[i], NULL);
+	s->workers_started = 0;
+	while (r) {
+		struct kvt_req *next = r->priv_[1];
+		atomic_fetch_add(&s->canceled, 1);
+		req_complete(s, r, -ECANCELED);
+		r = next;
+	}
+}
+
+/* ------------------------------------------------------------------------
+ * Open and close
+ */
+
+static int store_open_dir(struct kvt_store *s)
+{
+	int ret;
+
+	if (mkdir(s->path, 0700) < 0 && errno != EEXIST)
+		return -errno;
+	s->dir_fd = open(s->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (s->dir_fd < 0)
+		return -errno;
+	s->lock_fd = openat(s->dir_fd, "LOCK", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (s->lock_fd < 0)
+		return -errno;
+	if (flock(s->lock_fd, LOCK_EX | LOCK_NB) < 0) {
+		ret = errno == EWOULDBLOCK ? KVT_ELOCKED : -errno;
+		if (ret == KVT_ELOCKED)
+			kvt_logf(&s->log, KVT_LOG_ERROR,
+				 "store %s is locked by another process", s->path);
+		return ret;
+	}
+	return 0;
+}
+
+static void store_release(struct kvt_store *s, bool child)
+{
+	if (!child)
+		workers_stop(s);
+	if (s->dram) {
+		if (!child)
+			pins_drop_all(s);
+		dram_close(s->dram);
+		s->dram = NULL;
+	}
+	if (s->ns_ready) {
+		ns_reg_free(&s->ns);
+		s->ns_ready = false;
+	}
+	if (s->lock_fd >= 0) {
+		/* In a child the lock belongs to the parent: close, never unlock. */
+		if (!child)
+			flock(s->lock_fd, LOCK_UN);
+		close(s->lock_fd);
+		s->lock_fd = -1;
+	}
+	if (s->dir_fd >= 0) {
+		close(s->dir_fd);
+		s->dir_fd = -1;
+	}
+	s->stop = false;
+}
+
+int kvt_store_open(struct kvt_store *s)
+{
+	int ret;
+
+	if (!s)
+		return KVT_ENULL;
+	if (s->state != ST_CREATED)
+		return KVT_ESTATE;
+	s->pid = getpid();
+	if (s->path) {
+		ret = store_open_dir(s);
+		if (ret < 0)
+			goto fail;
+	}
+	ret = ns_reg_init(&s->ns, &s->mem);
+	if (ret < 0)
+		goto fail;
+	s->ns_ready = true;
+	if (s->dir_fd >= 0) {
+		ret = ns_reg_load(&s->ns, s->dir_fd);
+		if (ret < 0) {
+			kvt_logf(&s->log, KVT_LOG_ERROR, "store %s: namespace registry: %s",
+				 s->path, kvt_strerror(ret));
+			goto fail;
+		}
+	}
+	if (s->dram_cfg.capacity > 0) {
+		ret = dram_open(&s->dram, &s->dram_cfg, &s->mem, &s->log);
+		if (ret < 0) {
+			kvt_logf(&s->log, KVT_LOG_ERROR, "dram tier: %s", kvt_strerror(ret));
+			goto fail;
+		}
+	} else {
+		kvt_logf(&s->log, KVT_LOG_WARN, "no tiers configured: every get is a miss");
+	}
+	ret = workers_start(s);
+	if (ret < 0)
+		goto fail;
+	s->state = ST_OPEN;
+	return 0;
+fail:
+	store_release(s, false);
+	return ret;
+}
+
+int kvt_store_close(struct kvt_store *s)
+{
+	if (!s)
+		return KVT_ENULL;
+	if (s->state != ST_OPEN)
+		return KVT_ECLOSED;
+	if (getpid() != s->pid)
+		return KVT_EFORK;
+	store_release(s, false);
+	s->state = ST_CLOSED;
+	return 0;
+}
+
+static void queue_free(struct kvt_queue *q)
+{
+	if (q->efd >= 0)
+		close(q->efd);
+	pthread_mutex_destroy(&q->lock);
+	free(q);
+}
+
+void kvt_store_destroy(struct kvt_store *s)
+{
+	bool child;
+	if (!s)
+		return;
+	child = s->state == ST_OPEN && getpid() != s->pid;
+	if (s->state == ST_OPEN)
+		store_release(s, child);
+	while (s->queues) {
+		struct kvt_queue *q = s->queues;
+		s->queues = q->next;
+		queue_free(q);
+	}
+	free(s->path);
+	if (!child) {
+		pthread_mutex_destroy(&s->work_lock);
+		pthread_cond_destroy(&s->work_cond);
+		pthread_mutex_destroy(&s->queues_lock);
+		for (int i = 0; i < PIN_SHARDS; i++)
+			pthread_mutex_destroy(&s->pins[i].lock);
+	}
+	free(s);
+}
+
+/* Common entry check for calls on an open store. */
+static inline int store_check(struct kvt_store *s)
+{
+	if (KVT_UNLIKELY(s->state != ST_OPEN))
+		return KVT_ECLOSED;
+	if (KVT_UNLIKELY(getpid() != s->pid))
+		return KVT_EFORK;
+	return 0;
+}
+
+/* ------------------------------------------------------------------------
+ * Namespaces
+ */
+
+int kvt_ns_register(struct kvt_store *s, const struct kvt_ns_desc *desc, uint32_t *id)
+{
+	char canon[NS_CANON_MAX];
+	uint8_t digest[32];
+	int ret, len;
+
+	if (!s || !desc || !id)
+		return KVT_ENULL;
+	if ((ret = store_check(s)) < 0)
+		return ret;
+	len = kvt_ns_digest(desc, digest, canon, sizeof(canon));
+	if (len < 0)
+		return len;
+	if ((size_t)len >= sizeof(canon))
+		return KVT_EDESC;
+	return ns_reg_add(&s->ns, digest, canon, (uint32_t)len, id);
+}
+
+int kvt_ns_find(struct kvt_store *s, const uint8_t digest[32], uint32_t *id)
+{
+	int ret;
+	if (!s || !digest || !id)
+		return KVT_ENULL;
+	if ((ret = store_check(s)) < 0)
+		return ret;
+	return ns_reg_find(&s->ns, digest, id);
+}
+
+int kvt_ns_info(struct kvt_store *s, uint32_t id, uint8_t digest[32], char *buf, size_t buf_len)
+{
+	const struct ns_entry *e;
+	int ret;
+	if (!s || !digest)
+		return KVT_ENULL;
+	if ((ret = store_check(s)) < 0)
+		return ret;
+	e = ns_reg_get(&s->ns, id);
+	if (!e)
+		return KVT_ENONS;
+	memcpy(digest, e->digest, 32);
+	if (buf && buf_len) {
+		size_t n = e->canon_len < buf_len - 1 ? e->canon_len : buf_len - 1;
+		memcpy(buf, e->canon, n);
+		buf[n] = 0;
+	}
+	return (int)e->canon_len;
+}
+
+/* ------------------------------------------------------------------------
+ * Validation
+ */
+
+static int key_check(const struct kvt_key *k)
+{
+	return k->len >= 1 && k->len <= KVT_KEY_MAX ? 0 : KVT_EKEYLEN;
+}
+
+#define KVT_F_ALL (KVT_F_PART | KVT_F_RANGE | KVT_F_CRC | KVT_F_VERIFY | KVT_F_DEFER)
+
+static int req_check(struct kvt_store *s, const struct kvt_req *r)
+{
+	uint64_t total = 0;
+	int ret;
+
+	if (r->op < KVT_OP_PUT || r->op >= KVT_OP__COUNT || (r->flags & ~KVT_F_ALL))
+		return KVT_EBADOP;
+	if ((r->flags & (KVT_F_PART | KVT_F_RANGE | KVT_F_VERIFY)) && r->op != KVT_OP_GET)
+		return KVT_EBADOP;
+	if ((r->flags & KVT_F_CRC) && r->op != KVT_OP_PUT)
+		return KVT_EBADOP;
+	if ((r->flags & KVT_F_PART) && (r->flags & KVT_F_RANGE))
+		return KVT_EBADOP;
+	if ((r->flags & KVT_F_VERIFY) && (r->flags & KVT_F_RANGE))
+		return KVT_EBADOP; /* CRCs cover whole parts */
+	if (r->op == KVT_OP_FLUSH)
+		return 0;
+	if (!(r->op == KVT_OP_CLEAR && r->ns == KVT_NS_ALL) && !ns_reg_get(&s->ns, r->ns))
+		return KVT_ENONS;
+	switch (r->op) {
+	case KVT_OP_PUT:
+		if ((ret = key_check(&r->key)) < 0)
+			return ret;
+		if (!r->iov)
+			return KVT_ENULL;
+		if (r->iov_count == 0 || r->iov_count > KVT_PARTS_MAX)
+			return KVT_EBADLEN;
+		for (uint32_t i = 0; i < r->iov_count; i++) {
+			if (r->iov[i].iov_len == 0)
+				return KVT_EBADLEN;
+			if (!r->iov[i].iov_base)
+				return KVT_ENULL;
+			total += r->iov[i].iov_len;
+			if (total > KVT_VALUE_MAX)
+				return KVT_EBADLEN;
+		}
+		if ((r->flags & KVT_F_CRC) && !r->crcs)
+			return KVT_ENULL;
+		return 0;
+	case KVT_OP_GET:
+		if ((ret = key_check(&r->key)) < 0)
+			return ret;
+		if (!r->iov)
+			return KVT_ENULL;
+		if (r->iov_count == 0 || r->iov_count > KVT_BATCH_MAX)
+			return KVT_EBADLEN;
+		for (uint32_t i = 0; i < r->iov_count; i++)
+			if (!r->iov[i].iov_base && r->iov[i].iov_len)
+				return KVT_ENULL;
+		if ((r->flags & KVT_F_RANGE) && r->len == 0)
+			return KVT_EBADLEN;
+		return 0;
+	case KVT_OP_GET_PINNED:
+	case KVT_OP_EXISTS:
+	case KVT_OP_DELETE:
+		return key_check(&r->key);
+	case KVT_OP_LOOKUP:
+	case KVT_OP_PREFETCH:
+		if (!r->keys)
+			return KVT_ENULL;
+		if (r->key_count == 0 || r->key_count > KVT_BATCH_MAX)
+			return KVT_EBADLEN;
+		for (uint32_t i = 0; i < r->key_count; i++)
+			if ((ret = key_check(&r->keys[i])) < 0)
+				return ret;
+		return 0;
+	case KVT_OP_CLEAR:
+		return 0;
+	}
+	return KVT_EBADOP;
+}
+
+/* ------------------------------------------------------------------------
+ * Queues and submission
+ */
+
+int kvt_queue_create(struct kvt_store *s, struct kvt_queue **out)
+{
+	struct kvt_queue *q;
+	int ret;
+
+	if (!s || !out)
+		return KVT_ENULL;
+	if ((ret = store_check(s)) < 0)
+		return ret;
+	q = calloc(1, sizeof(*q));
+	if (!q)
+		return -ENOMEM;
+	q->store = s;
+	q->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (q->efd < 0) {
+		ret = -errno;
+		free(q);
+		return ret;
+	}
+	pthread_mutex_init(&q->lock, NULL);
+	pthread_mutex_lock(&s->queues_lock);
+	q->next = s->queues;
+	if (s->queues)
+		s->queues->prev = q;
+	s->queues = q;
+	pthread_mutex_unlock(&s->queues_lock);
+	*out = q;
+	return 0;
+}
+
+int kvt_queue_destroy(struct kvt_queue *q)
+{
+	struct kvt_store *s;
+	if (!q)
+		return KVT_ENULL;
+	if (atomic_load(&q->inflight) > 0)
+		return KVT_EBUSY;
+	s = q->store;
+	pthread_mutex_lock(&s->queues_lock);
+	if (q->prev)
+		q->prev->next = q->next;
+	else
+		s->queues = q->next;
+	if (q->next)
+		q->next->prev = q->prev;
+	pthread_mutex_unlock(&s->queues_lock);
+	queue_free(q);
+	return 0;
+}
+
+int kvt_queue_fd(struct kvt_queue *q)
+{
+	return q ? q->efd : KVT_ENULL;
+}
+
+int kvt_queue_inflight(struct kvt_queue *q)
+{
+	return q ? atomic_load(&q->inflight) : KVT_ENULL;
+}
+
+int kvt_submit(struct kvt_queue *q, struct kvt_req *const reqs[], unsigned n)
+{
+	struct kvt_store *s;
+	unsigned i;
+	int ret = 0;
+
+	if (!q || !reqs)
+		return KVT_ENULL;
+	s = q->store;
+	if ((ret = store_check(s)) < 0)
+		return ret;
+	if (n == 0 || n > KVT_BATCH_MAX)
+		return KVT_EBADLEN;
+	/* 1. Check every request; mark each so a duplicate in the batch shows. */
+	for (i = 0; i < n; i++) {
+		struct kvt_req *r = reqs[i];
+		if (!r) {
+			ret = KVT_ENULL;
+			break;
+		}
+		if (req_state(r) != REQ_IDLE) {
+			ret = KVT_EBUSY;
+			break;
+		}
+		ret = req_check(s, r);
+		if (ret < 0)
+			break;
+		req_set_state(r, REQ_CHECKING);
+	}
+	if (ret < 0) {
+		for (unsigned j = 0; j < i; j++)
+			req_set_state(reqs[j], REQ_IDLE);
+		return ret;
+	}
+	/* 2. Run or queue them; every one now completes exactly once. */
+	atomic_fetch_add(&q->inflight, (int)n);
+	atomic_fetch_add_explicit(&s->submitted, n, memory_order_relaxed);
+	for (i = 0; i < n; i++) {
+		struct kvt_req *r = reqs[i];
+		r->priv_[0] = q;
+		r->priv_[1] = r->priv_[2] = NULL;
+		r->priv_seq_ = atomic_fetch_add_explicit(&s->seq, 1, memory_order_relaxed) + 1;
+		r->status = 0;
+		r->pin = 0;
+		r->view = NULL;
+		r->view_count = 0;
+		if (req_deferred(r)) {
+			atomic_fetch_add_explicit(&s->deferred, 1, memory_order_relaxed);
+			pthread_mutex_lock(&s->work_lock);
+			req_set_state(r, REQ_QUEUED);
+			r->priv_[2] = s->work_tail;
+			if (s->work_tail)
+				s->work_tail->priv_[1] = r;
+			else
+				s->work_head = r;
+			s->work_tail = r;
+			pthread_cond_signal(&s->work_cond);
+			pthread_mutex_unlock(&s->work_lock);
+		} else {
+			req_set_state(r, REQ_RUNNING);
+			req_complete(s, r, store_exec(s, r));
+		}
+	}
+	return (int)n;
+}
+
+int kvt_queue_poll(struct kvt_queue *q, struct kvt_req **out, unsigned max)
+{
+	uint64_t v;
+	unsigned n = 0;
+	ssize_t rd;
+
+	if (!q || (!out && max))
+		return KVT_ENULL;
+	/* Reset the eventfd first: a completion after this writes it again. */
+	rd = read(q->efd, &v, sizeof(v));
+	KVT_UNUSED(rd);
+	pthread_mutex_lock(&q->lock);
+	while (n < max && q->done_head) {
+		struct kvt_req *r = q->done_head;
+		q->done_head = r->priv_[1];
+		if (!q->done_head)
+			q->done_tail = NULL;
+		r->priv_[0] = r->priv_[1] = r->priv_[2] = NULL;
+		req_set_state(r, REQ_IDLE);
+		out[n++] = r;
+	}
+	if (q->done_head) {
+		/* Left some behind: keep the fd readable. */
+		uint64_t one = 1;
+		ssize_t w = write(q->efd, &one, sizeof(one));
+		KVT_UNUSED(w);
+	}
+	pthread_mutex_unlock(&q->lock);
+	atomic_fetch_sub(&q->inflight, (int)n);
+	return (int)n;
+}
+
+int kvt_queue_wait(struct kvt_queue *q, struct kvt_req **out, unsigned max, int timeout_ms)
+{
+	int n;
+	struct pollfd p;
+
+	if (!q || !out)
+		return KVT_ENULL;
+	n = kvt_queue_poll(q, out, max);
+	if (n != 0 || max == 0)
+		return n;
+	p.fd = q->efd;
+	p.events = POLLIN;
+	p.revents = 0;
+	if (poll(&p, 1, timeout_ms) < 0)
+		return -errno;
+	return kvt_queue_poll(q, out, max);
+}
+
+int kvt_cancel(struct kvt_queue *q, struct kvt_req *r)
+{
+	struct kvt_store *s;
+	uintptr_t st;
+	int ret;
+
+	if (!q || !r)
+		return KVT_ENULL;
+	s = q->store;
+	/* priv_[0] is written only by this queue's owner (submit, poll): us. */
+	if (req_queue(r) != q)
+		return -ENOENT;
+	/* QUEUED -> RUNNING happens under work_lock, RUNNING -> DONE under the
+	 * queue's lock: holding both, the state cannot move under us. */
+	pthread_mutex_lock(&s->work_lock);
+	pthread_mutex_lock(&q->lock);
+	st = req_state(r);
+	pthread_mutex_unlock(&q->lock);
+	if (st == REQ_QUEUED) {
+		struct kvt_req *prev = r->priv_[2], *next = r->priv_[1];
+		if (prev)
+			prev->priv_[1] = next;
+		else
+			s->work_head = next;
+		if (next)
+			next->priv_[2] = prev;
+		else
+			s->work_tail = prev;
+		atomic_fetch_add(&s->canceled, 1);
+		req_complete(s, r, -ECANCELED);
+		ret = 0;
+	} else if (st == REQ_RUNNING) {
+		ret = -EALREADY;
+	} else {
+		ret = -ENOENT;
+	}
+	pthread_mutex_unlock(&s->work_lock);
+	return ret;
+}
+
+/* ------------------------------------------------------------------------
+ * Synchronous helpers: run one request on the calling thread.
+ */
+
+static int store_sync(struct kvt_store *s, struct kvt_req *r)
+{
+	int ret;
+	if (!s)
+		return KVT_ENULL;
+	if ((ret = store_check(s)) < 0)
+		return ret;
+	if ((ret = req_check(s, r)) < 0)
+		return ret;
+	return store_exec(s, r);
+}
+
+int kvt_put(struct kvt_store *s, uint32_t ns, const struct kvt_key *key,
+	    const struct iovec *parts, unsigned part_count)
+{
+	struct kvt_req r = { .op = KVT_OP_PUT, .ns = ns, .iov = parts, .iov_count = part_count };
+	if (!key)
+		return KVT_ENULL;
+	r.key = *key;
+	return store_sync(s, &r);
+}
+
+int kvt_get(struct kvt_store *s, uint32_t ns, const struct kvt_key *key, void *buf,
+	    size_t buf_len, uint64_t *value_len)
+{
+	struct iovec v = { buf, buf_len };
+	struct kvt_req r = { .op = KVT_OP_GET, .ns = ns, .iov = &v, .iov_count = 1 };
+	int ret;
+	if (!key || !buf)
+		return KVT_ENULL;
+	r.key = *key;
+	ret = store_sync(s, &r);
+	if (value_len)
+		*value_len = r.value_len;
+	return ret;
+}
+
+int kvt_exists(struct kvt_store *s, uint32_t ns, const struct kvt_key *key)
+{
+	struct kvt_req r = { .op = KVT_OP_EXISTS, .ns = ns };
+	if (!key)
+		return KVT_ENULL;
+	r.key = *key;
+	return store_sync(s, &r);
+}
+
+int kvt_delete(struct kvt_store *s, uint32_t ns, const struct kvt_key *key)
+{
+	struct kvt_req r = { .op = KVT_OP_DELETE, .ns = ns };
+	if (!key)
+		return KVT_ENULL;
+	r.key = *key;
+	return store_sync(s, &r);
+}
+
+int64_t kvt_lookup_prefix(struct kvt_store *s, uint32_t ns, const struct kvt_key *keys,
+			  size_t key_count, uint8_t *tiers)
+{
+	struct kvt_req r = { .op = KVT_OP_LOOKUP, .ns = ns, .keys = keys, .tiers = tiers };
+	int ret;
+	if (key_count > KVT_BATCH_MAX)
+		return KVT_EBADLEN;
+	r.key_count = (uint32_t)key_count;
+	ret = store_sync(s, &r);
+	return ret < 0 ? ret : (int64_t)r.length;
+}
+
+int64_t kvt_clear(struct kvt_store *s, uint32_t ns)
+{
+	struct kvt_req r = { .op = KVT_OP_CLEAR, .ns = ns };
+	int ret = store_sync(s, &r);
+	return ret < 0 ? ret : (int64_t)r.length;
+}
+
+int kvt_flush(struct kvt_store *s)
+{
+	struct kvt_req r = { .op = KVT_OP_FLUSH }, *rp = &r, *got;
+	struct kvt_queue *q;
+	int ret;
+
+	if (!s)
+		return KVT_ENULL;
+	ret = kvt_queue_create(s, &q);
+	if (ret < 0)
+		return ret;
+	ret = kvt_submit(q, &rp, 1);
+	while (ret >= 0 && (ret = kvt_queue_wait(q, &got, 1, -1)) == 0)
+		;
+	if (ret > 0)
+		ret = r.status;
+	kvt_queue_destroy(q);
+	return ret;
+}
+
+/* ------------------------------------------------------------------------
+ * Statistics
+ */
+
+int kvt_store_stats(struct kvt_store *s, kvt_stats_fn fn, void *ctx)
+{
+	uint64_t pins = 0;
+	int ret;
+	if (!s || !fn)
+		return KVT_ENULL;
+	if ((ret = store_check(s)) < 0)
+		return ret;
+	for (int i = 0; i < PIN_SHARDS; i++) {
+		pthread_mutex_lock(&s->pins[i].lock);
+		pins += s->pins[i].active;
+		pthread_mutex_unlock(&s->pins[i].lock);
+	}
+	fn(ctx, "store.workers", s->workers_started, NULL);
+	fn(ctx, "store.namespaces", atomic_load(&s->ns.count), NULL);
+	fn(ctx, "store.submitted", atomic_load(&s->submitted), NULL);
+	fn(ctx, "store.completed", atomic_load(&s->completed), NULL);
+	fn(ctx, "store.deferred", atomic_load(&s->deferred), NULL);
+	fn(ctx, "store.canceled", atomic_load(&s->canceled), NULL);
+	fn(ctx, "store.pins_active", pins, NULL);
+	fn(ctx, "mem.meta_bytes", (uint64_t)atomic_load(&s->mem.bytes), NULL);
+	fn(ctx, "mem.meta_peak_bytes", (uint64_t)atomic_load(&s->mem.peak_bytes), NULL);
+	fn(ctx, "mem.allocs", (uint64_t)atomic_load(&s->mem.allocs), NULL);
+	if (s->dram)
+		dram_stats(s->dram, fn, ctx);
+	return 0;
+}
+
+struct stat_find {
+	const char *name;
+	uint64_t value;
+	bool found;
+};
+
+static void stat_find_cb(void *ctx, const char *name, uint64_t value, const char *str)
+{
+	struct stat_find *f = ctx;
+	if (!str && strcmp(name, f->name) == 0) {
+		f->value = value;
+		f->found = true;
+	}
+}
+
+int kvt_store_stat(struct kvt_store *s, const char *name, uint64_t *value)
+{
+	struct stat_find f = { .name = name };
+	int ret;
+	if (!s || !name || !value)
+		return KVT_ENULL;
+	ret = kvt_store_stats(s, stat_find_cb, &f);
+	if (ret < 0)
+		return ret;
+	if (!f.found)
+		return KVT_MISS;
+	*value = f.value;
+	return 0;
+}

@@ -1,0 +1,133 @@
+/*
+ * t.h - the typed asserts every test program uses.
+ *
+ * A failed check prints file, line, the expression and both sides, then
+ * exits 1.  Exit codes follow automake: 0 pass, 1 fail, 77 skip.
+ * T_SKIP("why") exits 77.  Helpers for kvtier results print kvt_strerror().
+ */
+#ifndef KVT_TEST_T_H
+#define KVT_TEST_T_H
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kvtier.h"
+
+#define T_FAIL(...)                                                        \
+	do {                                                               \
+		fprintf(stderr, "%s:%d: FAIL: ", __FILE__, __LINE__);      \
+		fprintf(stderr, __VA_ARGS__);                              \
+		fprintf(stderr, "\n");                                     \
+		exit(1);                                                   \
+	} while (0)
+
+#define T_SKIP(...)                                                        \
+	do {                                                               \
+		fprintf(stderr, "SKIP: ");                                 \
+		fprintf(stderr, __VA_ARGS__);                              \
+		fprintf(stderr, "\n");                                     \
+		exit(77);                                                  \
+	} while (0)
+
+#define T_ASSERT(c)                                                        \
+	do {                                                               \
+		if (!(c))                                                  \
+			T_FAIL("%s", #c);                                  \
+	} while (0)
+
+#define T_EQ_INT(a, b)                                                     \
+	do {                                                               \
+		long long t_a_ = (long long)(a), t_b_ = (long long)(b);    \
+		if (t_a_ != t_b_)                                          \
+			T_FAIL("%s == %s: %lld != %lld", #a, #b, t_a_, t_b_); \
+	} while (0)
+
+#define T_EQ_U64(a, b)                                                     \
+	do {                                                               \
+		uint64_t t_a_ = (uint64_t)(a), t_b_ = (uint64_t)(b);       \
+		if (t_a_ != t_b_)                                          \
+			T_FAIL("%s == %s: %" PRIu64 " != %" PRIu64, #a, #b, t_a_, t_b_); \
+	} while (0)
+
+#define T_NE_INT(a, b)                                                     \
+	do {                                                               \
+		long long t_a_ = (long long)(a), t_b_ = (long long)(b);    \
+		if (t_a_ == t_b_)                                          \
+			T_FAIL("%s != %s: both %lld", #a, #b, t_a_);       \
+	} while (0)
+
+#define T_GE_INT(a, b)                                                     \
+	do {                                                               \
+		long long t_a_ = (long long)(a), t_b_ = (long long)(b);    \
+		if (!(t_a_ >= t_b_))                                       \
+			T_FAIL("%s >= %s: %lld < %lld", #a, #b, t_a_, t_b_); \
+	} while (0)
+
+#define T_LE_INT(a, b)                                                     \
+	do {                                                               \
+		long long t_a_ = (long long)(a), t_b_ = (long long)(b);    \
+		if (!(t_a_ <= t_b_))                                       \
+			T_FAIL("%s <= %s: %lld > %lld", #a, #b, t_a_, t_b_); \
+	} while (0)
+
+#define T_EQ_STR(a, b)                                                     \
+	do {                                                               \
+		const char *t_a_ = (a), *t_b_ = (b);                       \
+		if (!t_a_ || !t_b_ || strcmp(t_a_, t_b_) != 0)            \
+			T_FAIL("%s == %s: \"%s\" != \"%s\"", #a, #b,       \
+			       t_a_ ? t_a_ : "(null)", t_b_ ? t_b_ : "(null)"); \
+	} while (0)
+
+#define T_EQ_MEM(a, b, n)                                                  \
+	do {                                                               \
+		const unsigned char *t_a_ = (const void *)(a), *t_b_ = (const void *)(b); \
+		size_t t_n_ = (n);                                         \
+		for (size_t t_i_ = 0; t_i_ < t_n_; t_i_++)                 \
+			if (t_a_[t_i_] != t_b_[t_i_])                      \
+				T_FAIL("%s == %s: first difference at byte %zu of %zu " \
+				       "(0x%02x != 0x%02x)", #a, #b, t_i_, t_n_, \
+				       t_a_[t_i_], t_b_[t_i_]);            \
+	} while (0)
+
+/* A kvtier call that must return exactly `want` (a code). */
+#define T_RC(call, want)                                                   \
+	do {                                                               \
+		long long t_r_ = (long long)(call), t_w_ = (long long)(want); \
+		if (t_r_ != t_w_)                                          \
+			T_FAIL("%s: got %lld (%s), want %lld (%s)", #call, t_r_, \
+			       kvt_strerror((int)t_r_), t_w_, kvt_strerror((int)t_w_)); \
+	} while (0)
+
+/* A kvtier call that must succeed (>= 0). */
+#define T_OK(call)                                                         \
+	do {                                                               \
+		long long t_r_ = (long long)(call);                        \
+		if (t_r_ < 0)                                              \
+			T_FAIL("%s: %lld (%s)", #call, t_r_, kvt_strerror((int)t_r_)); \
+	} while (0)
+
+/* Deterministic bytes derived from a seed: the same seed gives the same bytes. */
+static inline void t_fill(void *buf, size_t len, uint64_t seed)
+{
+	unsigned char *p = buf;
+	uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+	size_t i = 0;
+	for (; i + 8 <= len; i += 8) {
+		x ^= x >> 12; x ^= x << 25; x ^= x >> 27;
+		uint64_t v = x * 0x2545F4914F6CDD1Dull;
+		memcpy(p + i, &v, 8);
+	}
+	for (; i < len; i++) {
+		x ^= x >> 12; x ^= x << 25; x ^= x >> 27;
+		p[i] = (unsigned char)(x * 0x2545F4914F6CDD1Dull >> 56);
+	}
+}
+
+/* A temporary directory under $TMPDIR (or /tmp); removed by t_rmdir. */
+char *t_mkdtemp(void);
+void t_rmtree(const char *path);
+
+#endif

@@ -1,0 +1,56 @@
+/*
+ * tstore.h - open a store for a test in one line, and a test namespace.
+ */
+#ifndef KVT_TEST_TSTORE_H
+#define KVT_TEST_TSTORE_H
+
+#include "t.h"
+
+/* Open a memory-only store with options given as "name", "value" pairs, NULL-terminated. */
+static inline struct kvt_store *t_store_open(const char *first, ...)
+{
+	struct kvt_store *s;
+	va_list ap;
+	const char *n;
+	T_OK(kvt_store_create(&s));
+	va_start(ap, first);
+	for (n = first; n; n = va_arg(ap, const char *)) {
+		const char *v = va_arg(ap, const char *);
+		int r = kvt_store_set_option(s, n, v);
+		if (r < 0)
+			T_FAIL("option %s=%s: %s", n, v, kvt_strerror(r));
+	}
+	va_end(ap);
+	T_OK(kvt_store_open(s));
+	return s;
+}
+
+static inline struct kvt_ns_desc t_desc(const char *model, uint32_t tp_rank)
+{
+	struct kvt_ns_desc d = {
+		.model = model, .dtype = "bf16", .layout = "test-contiguous",
+		.block_tokens = 16, .tp_rank = tp_rank, .tp_size = 8,
+		.pp_rank = 0, .pp_size = 1, .tenant = "test",
+	};
+	return d;
+}
+
+static inline uint32_t t_ns(struct kvt_store *s, const char *model)
+{
+	struct kvt_ns_desc d = t_desc(model, 0);
+	uint32_t id = 0;
+	T_OK(kvt_ns_register(s, &d, &id));
+	return id;
+}
+
+/* Key number i: 32 bytes derived from i. */
+static inline struct kvt_key t_key(uint64_t i)
+{
+	struct kvt_key k;
+	k.len = 32;
+	t_fill(k.bytes, sizeof(k.bytes), i * 7919 + 17);
+	memcpy(k.bytes, &i, sizeof(i));
+	return k;
+}
+
+#endif

@@ -1,0 +1,535 @@
+/*
+ * test_dram.c - the DRAM tier through the public API: values of every
+ * shape, parts and ranges, put-if-absent, pins, delete, clear, eviction by
+ * S3-FIFO and LRU, pinned blocks never evicted, split allocations, the
+ * eviction hook, and the statistics that describe it all.
+ */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "kvt_int.h"
+#include "t.h"
+#include "tstore.h"
+
+static uint64_t stat(struct kvt_store *s, const char *name)
+{
+	uint64_t v = 0;
+	int r = kvt_store_stat(s, name, &v);
+	if (r != 0)
+		T_FAIL("stat %s: %s", name, kvt_strerror(r));
+	return v;
+}
+
+static int put_seeded(struct kvt_store *s, uint32_t ns, uint64_t k, size_t len)
+{
+	char *buf = malloc(len);
+	struct kvt_key key = t_key(k);
+	struct iovec v = { buf, len };
+	int r;
+	t_fill(buf, len, k);
+	r = kvt_put(s, ns, &key, &v, 1);
+	free(buf);
+	return r;
+}
+
+/* Get key k and check it holds the seeded bytes of length len. */
+static int get_check(struct kvt_store *s, uint32_t ns, uint64_t k, size_t len)
+{
+	char *buf = malloc(len + 1), *want = malloc(len);
+	struct kvt_key key = t_key(k);
+	uint64_t vl = 0;
+	int r = kvt_get(s, ns, &key, buf, len + 1, &vl);
+	if (r == KVT_OK) {
+		T_EQ_U64(vl, len);
+		t_fill(want, len, k);
+		T_EQ_MEM(buf, want, len);
+	}
+	free(buf);
+	free(want);
+	return r;
+}
+
+static void test_shapes(void)
+{
+	struct kvt_store *s = t_store_open("dram.capacity", "64M", "dram.chunk", "64K", NULL);
+	uint32_t ns = t_ns(s, "shapes");
+	static const size_t sizes[] = { 1, 7, 4095, 4096, 4097, 65535, 65536, 65537,
+					1 << 20, (3 << 20) + 13 };
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		T_RC(put_seeded(s, ns, 100 + i, sizes[i]), KVT_OK);
+		T_RC(get_check(s, ns, 100 + i, sizes[i]), KVT_OK);
+	}
+	/* Put-if-absent: a second put with other bytes is a no-op. */
+	{
+		char other[16] = "different bytes";
+		struct iovec v = { other, sizeof(other) };
+		struct kvt_key k = t_key(100 + 3);
+		T_RC(kvt_put(s, ns, &k, &v, 1), KVT_EXISTS);
+		T_RC(get_check(s, ns, 100 + 3, 4096), KVT_OK);
+		T_EQ_U64(stat(s, "dram.put_exists"), 1);
+	}
+	/* Too small a buffer: EBUFSMALL with the length to retry with. */
+	{
+		char small[10];
+		uint64_t vl = 0;
+		struct kvt_key k = t_key(100 + 8);
+		T_RC(kvt_get(s, ns, &k, small, sizeof(small), &vl), KVT_EBUFSMALL);
+		T_EQ_U64(vl, 1 << 20);
+	}
+	/* Same key in another namespace is another block. */
+	{
+		uint32_t ns2 = t_ns(s, "shapes-2");
+		char buf[8];
+		struct kvt_key k = t_key(100);
+		T_NE_INT(ns, ns2);
+		T_RC(kvt_get(s, ns2, &k, buf, sizeof(buf), NULL), KVT_MISS);
+		T_RC(kvt_exists(s, ns2, &k), KVT_MISS);
+		T_RC(kvt_exists(s, ns, &k), KVT_OK);
+	}
+	/* Opaque keys of every length 1..64 are distinct blocks. */
+	for (uint32_t len = 1; len <= KVT_KEY_MAX; len++) {
+		struct kvt_key k;
+		uint8_t raw[KVT_KEY_MAX];
+		char val[3] = { (char)len, 'v', (char)(len * 3) }, got[3];
+		struct iovec v = { val, 3 };
+		memset(raw, 0xab, sizeof(raw));
+		T_OK(kvt_key_set(&k, raw, len));
+		T_RC(kvt_put(s, ns, &k, &v, 1), KVT_OK);
+		T_RC(kvt_get(s, ns, &k, got, 3, NULL), KVT_OK);
+		T_EQ_MEM(got, val, 3);
+	}
+	kvt_store_destroy(s);
+}
+
+static void test_parts_ranges(void)
+{
+	struct kvt_store *s = t_store_open("dram.capacity", "32M", "dram.chunk", "4K", NULL);
+	uint32_t ns = t_ns(s, "parts");
+	size_t plen[5] = { 5000, 1, 4096, 70000, 12345 }, total = 0, off[6] = { 0 };
+	struct iovec parts[5];
+	char *src[5], *whole, *buf;
+	struct kvt_key k = t_key(7);
+	struct kvt_queue *q;
+	struct kvt_req r, *rp = &r, *got;
+	uint32_t crcs[5];
+
+	for (int i = 0; i < 5; i++) {
+		src[i] = malloc(plen[i]);
+		t_fill(src[i], plen[i], 1000 + i);
+		parts[i].iov_base = src[i];
+		parts[i].iov_len = plen[i];
+		off[i + 1] = off[i] + plen[i];
+		total += plen[i];
+		crcs[i] = kvt_crc32c(0, src[i], plen[i]);
+	}
+	whole = malloc(total);
+	for (int i = 0; i < 5; i++)
+		memcpy(whole + off[i], src[i], plen[i]);
+	buf = malloc(total);
+
+	T_OK(kvt_queue_create(s, &q));
+	/* Wrong supplied CRC: refused, nothing stored. */
+	crcs[2] ^= 1;
+	memset(&r, 0, sizeof(r));
+	r.op = KVT_OP_PUT; r.ns = ns; r.key = k; r.iov = parts; r.iov_count = 5;
+	r.flags = KVT_F_CRC; r.crcs = crcs;
+	T_RC(kvt_submit(q, &rp, 1), 1);
+	T_RC(kvt_queue_poll(q, &got, 1), 1);
+	T_ASSERT(got == &r);
+	T_RC(r.status, KVT_ECORRUPT);
+	T_RC(kvt_exists(s, ns, &k), KVT_MISS);
+	crcs[2] ^= 1;
+	T_RC(kvt_submit(q, &rp, 1), 1);
+	T_RC(kvt_queue_poll(q, &got, 1), 1);
+	T_RC(r.status, KVT_OK);
+	T_EQ_INT(r.tier, KVT_TIER_DRAM);
+
+	/* Whole value, verified. */
+	for (int verify = 0; verify < 2; verify++) {
+		struct iovec dst = { buf, total };
+		memset(&r, 0, sizeof(r));
+		r.op = KVT_OP_GET; r.ns = ns; r.key = k; r.iov = &dst; r.iov_count = 1;
+		r.flags = verify ? KVT_F_VERIFY : 0;
+		T_RC(kvt_submit(q, &rp, 1), 1);
+		T_RC(kvt_queue_poll(q, &got, 1), 1);
+		T_RC(r.status, KVT_OK);
+		T_EQ_U64(r.length, total);
+		T_EQ_MEM(buf, whole, total);
+	}
+	/* Each part alone, into two scattered buffers, verified. */
+	for (uint32_t p = 0; p < 5; p++) {
+		char *b1 = malloc(plen[p]);
+		size_t half = plen[p] / 2;
+		struct iovec dst[2] = { { b1, half }, { b1 + half, plen[p] - half } };
+		memset(&r, 0, sizeof(r));
+		r.op = KVT_OP_GET; r.ns = ns; r.key = k; r.iov = dst; r.iov_count = 2;
+		r.flags = KVT_F_PART | KVT_F_VERIFY; r.part = p;
+		T_RC(kvt_submit(q, &rp, 1), 1);
+		T_RC(kvt_queue_poll(q, &got, 1), 1);
+		T_RC(r.status, KVT_OK);
+		T_EQ_U64(r.length, plen[p]);
+		T_EQ_U64(r.value_len, total);
+		T_EQ_MEM(b1, src[p], plen[p]);
+		free(b1);
+	}
+	/* Part out of range. */
+	{
+		struct iovec dst = { buf, total };
+		memset(&r, 0, sizeof(r));
+		r.op = KVT_OP_GET; r.ns = ns; r.key = k; r.iov = &dst; r.iov_count = 1;
+		r.flags = KVT_F_PART; r.part = 5;
+		T_RC(kvt_submit(q, &rp, 1), 1);
+		T_RC(kvt_queue_poll(q, &got, 1), 1);
+		T_RC(r.status, KVT_ERANGE);
+	}
+	/* Byte ranges across part and chunk boundaries. */
+	{
+		static const uint64_t ro[][2] = { { 0, 1 }, { 4999, 3 }, { 4096, 8192 },
+						  { 9000, 70000 }, { 91441, 1 }, { 1, 91441 } };
+		for (size_t i = 0; i < sizeof(ro) / sizeof(ro[0]); i++) {
+			struct iovec dst = { buf, total };
+			memset(&r, 0, sizeof(r));
+			r.op = KVT_OP_GET; r.ns = ns; r.key = k; r.iov = &dst; r.iov_count = 1;
+			r.flags = KVT_F_RANGE; r.off = ro[i][0]; r.len = ro[i][1];
+			T_RC(kvt_submit(q, &rp, 1), 1);
+			T_RC(kvt_queue_poll(q, &got, 1), 1);
+			T_RC(r.status, KVT_OK);
+			T_EQ_U64(r.length, ro[i][1]);
+			T_EQ_MEM(buf, whole + ro[i][0], ro[i][1]);
+		}
+		struct iovec dst = { buf, total };
+		memset(&r, 0, sizeof(r));
+		r.op = KVT_OP_GET; r.ns = ns; r.key = k; r.iov = &dst; r.iov_count = 1;
+		r.flags = KVT_F_RANGE; r.off = total - 1; r.len = 2;
+		T_RC(kvt_submit(q, &rp, 1), 1);
+		T_RC(kvt_queue_poll(q, &got, 1), 1);
+		T_RC(r.status, KVT_ERANGE);
+	}
+	T_OK(kvt_queue_destroy(q));
+	kvt_store_destroy(s);
+	for (int i = 0; i < 5; i++)
+		free(src[i]);
+	free(whole);
+	free(buf);
+}
+
+static void test_pins(void)
+{
+	struct kvt_store *s = t_store_open("dram.capacity", "8M", "dram.chunk", "64K",
+					   "dram.shards", "1", NULL);
+	uint32_t ns = t_ns(s, "pins");
+	struct kvt_queue *q;
+	struct kvt_req r, *rp = &r, *got;
+	size_t len = 300000;
+	char *want = malloc(len);
+	uint64_t pin;
+
+	T_RC(put_seeded(s, ns, 1, len), KVT_OK);
+	t_fill(want, len, 1);
+	T_OK(kvt_queue_create(s, &q));
+	memset(&r, 0, sizeof(r));
+	r.op = KVT_OP_GET_PINNED; r.ns = ns; r.key = t_key(1);
+	T_RC(kvt_submit(q, &rp, 1), 1);
+	T_RC(kvt_queue_poll(q, &got, 1), 1);
+	T_RC(r.status, KVT_OK);
+	T_EQ_U64(r.length, len);
+	T_EQ_INT(r.view_count, 1);
+	T_ASSERT(((uintptr_t)r.view[0].iov_base & 4095) == 0);
+	T_EQ_MEM(r.view[0].iov_base, want, len);
+	pin = r.pin;
+	T_EQ_U64(stat(s, "store.pins_active"), 1);
+	T_EQ_U64(stat(s, "dram.pinned_blocks"), 1);
+
+	/* Delete while pinned: gone for everyone else, bytes stay for us. */
+	{
+		struct kvt_key k = t_key(1);
+		T_RC(kvt_delete(s, ns, &k), KVT_OK);
+		T_RC(kvt_exists(s, ns, &k), KVT_MISS);
+		T_RC(kvt_delete(s, ns, &k), KVT_MISS);
+	}
+	/* Fill the tier well past capacity: the pinned block's chunks are never reused. */
+	for (uint64_t i = 10; i < 100; i++)
+		T_RC(put_seeded(s, ns, i, len), KVT_OK);
+	T_ASSERT(stat(s, "dram.evictions") > 0);
+	T_EQ_MEM(r.view[0].iov_base, want, len);
+	T_EQ_U64(stat(s, "dram.dead_pending"), 1);
+
+	T_RC(kvt_pin_release(s, pin), 0);
+	T_RC(kvt_pin_release(s, pin), KVT_EPIN);     /* double release is detected */
+	T_RC(kvt_pin_release(s, 0), KVT_EPIN);
+	T_RC(kvt_pin_release(s, 12345), KVT_EPIN);
+	T_EQ_U64(stat(s, "dram.dead_pending"), 0);
+	T_EQ_U64(stat(s, "store.pins_active"), 0);
+
+	/* Pin everything that is left, then a put finds no room: EFULL, not a hang. */
+	{
+		uint64_t pins[200];
+		int npins = 0;
+		for (uint64_t i = 10; i < 100; i++) {
+			memset(&r, 0, sizeof(r));
+			r.op = KVT_OP_GET_PINNED; r.ns = ns; r.key = t_key(i);
+			T_RC(kvt_submit(q, &rp, 1), 1);
+			T_RC(kvt_queue_poll(q, &got, 1), 1);
+			if (r.status == KVT_OK)
+				pins[npins++] = r.pin;
+			else
+				T_RC(r.status, KVT_MISS);
+		}
+		T_ASSERT(npins > 10);
+		/* Free space fills up first; then no victim is left. */
+		{
+			int pr = KVT_OK;
+			for (uint64_t i = 5000; i < 5100 && pr == KVT_OK; i++) {
+				pr = put_seeded(s, ns, i, len);
+				T_ASSERT(pr == KVT_OK || pr == KVT_EFULL);
+				/* Each new block evicts the previous new one, never a pinned one. */
+			}
+			T_RC(put_seeded(s, ns, 6000, 8 << 20), KVT_EFULL);
+		}
+		T_ASSERT(stat(s, "dram.full_errors") >= 1);
+		for (int i = 0; i < npins; i++)
+			T_OK(kvt_pin_release(s, pins[i]));
+		for (int i = 0; i < npins; i++)
+			T_RC(kvt_pin_release(s, pins[i]), KVT_EPIN);
+		/* Unpinned again: a put that needs the whole tier evicts them all. */
+		T_RC(put_seeded(s, ns, 6001, 8 << 20), KVT_OK);
+		T_RC(get_check(s, ns, 6001, 8 << 20), KVT_OK);
+		/* Pin one more and close while holding it. */
+		memset(&r, 0, sizeof(r));
+		r.op = KVT_OP_GET_PINNED; r.ns = ns; r.key = t_key(6001);
+		T_RC(kvt_submit(q, &rp, 1), 1);
+		T_RC(kvt_queue_poll(q, &got, 1), 1);
+		T_RC(r.status, KVT_OK);
+		pins[0] = r.pin;
+		/* Closing with pins held drops them (and says so in the log). */
+		T_OK(kvt_queue_destroy(q));
+		T_OK(kvt_store_close(s));
+		T_RC(kvt_pin_release(s, pins[0]), KVT_ECLOSED);
+	}
+	kvt_store_destroy(s);
+	free(want);
+}
+
+/* A hot set that is read survives a scan of one-time blocks. */
+static double hot_survival(const char *policy)
+{
+	struct kvt_store *s = t_store_open("dram.capacity", "16M", "dram.chunk", "64K",
+					   "dram.shards", "1", "dram.policy", policy, NULL);
+	uint32_t ns = t_ns(s, "policy");
+	size_t len = 65536;
+	int hot = 64, alive = 0;
+	char buf[65536];
+
+	for (int i = 0; i < hot; i++)
+		T_RC(put_seeded(s, ns, (uint64_t)i, len), KVT_OK);
+	for (int scan = 0; scan < 8; scan++) {
+		for (int i = 0; i < hot; i++) {
+			struct kvt_key k = t_key((uint64_t)i);
+			int r = kvt_get(s, ns, &k, buf, sizeof(buf), NULL);
+			T_ASSERT(r == KVT_OK || r == KVT_MISS);
+			if (r == KVT_MISS)
+				T_RC(put_seeded(s, ns, (uint64_t)i, len), KVT_OK);
+		}
+		/* 300 one-time blocks: more than the whole tier (256). */
+		for (int i = 0; i < 300; i++)
+			T_RC(put_seeded(s, ns, 100000 + (uint64_t)scan * 1000 + i, len), KVT_OK);
+	}
+	for (int i = 0; i < hot; i++)
+		alive += get_check(s, ns, (uint64_t)i, len) == KVT_OK;
+	T_ASSERT(stat(s, "dram.evictions") > 0);
+	T_LE_INT(stat(s, "dram.used_bytes"), 16 << 20);
+	kvt_store_destroy(s);
+	return (double)alive / hot;
+}
+
+static void test_policies(void)
+{
+	double s3 = hot_survival("s3fifo"), lru = hot_survival("lru");
+	fprintf(stderr, "hot-set survival after scans: s3fifo %.2f, lru %.2f\n", s3, lru);
+	/* S3-FIFO keeps the hot set through scans larger than the tier;
+	 * LRU loses it to whatever was recent. */
+	T_ASSERT(s3 >= 0.95);
+	T_ASSERT(lru <= 0.1);
+}
+
+static void test_eviction_capacity(void)
+{
+	struct kvt_store *s = t_store_open("dram.capacity", "4M", "dram.chunk", "64K",
+					   "dram.shards", "1", NULL);
+	uint32_t ns = t_ns(s, "cap");
+	size_t len = 200000; /* 4 chunks each, 62144 bytes of slack */
+	int present = 0;
+	for (uint64_t i = 0; i < 200; i++)
+		T_RC(put_seeded(s, ns, i, len), KVT_OK);
+	for (uint64_t i = 0; i < 200; i++) {
+		int r = get_check(s, ns, i, len);
+		T_ASSERT(r == KVT_OK || r == KVT_MISS);
+		present += r == KVT_OK;
+	}
+	T_EQ_U64(stat(s, "dram.blocks"), (uint64_t)present);
+	T_EQ_U64(stat(s, "dram.used_bytes"), (uint64_t)present * 4 * 65536);
+	T_EQ_U64(stat(s, "dram.frag_bytes"), (uint64_t)present * (4 * 65536 - len));
+	T_EQ_U64(stat(s, "dram.evictions"), 200 - (uint64_t)present);
+	T_GE_INT(present, 14); /* 16 fit; S3-FIFO may keep a little less */
+	/* The newest block is always there. */
+	T_RC(get_check(s, ns, 199, len), KVT_OK);
+	/* Larger than a shard can ever hold. */
+	T_RC(put_seeded(s, ns, 9999, (4 << 20) + 1), KVT_ETOOBIG);
+	kvt_store_destroy(s);
+}
+
+static void test_split(void)
+{
+	/* 1 shard of 32 chunks: fill with 1-chunk values, free every other one,
+	 * and a 16-chunk value must be stored split (no eviction needed). */
+	struct kvt_store *s = t_store_open("dram.capacity", "128K", "dram.chunk", "4K",
+					   "dram.shards", "1", NULL);
+	uint32_t ns = t_ns(s, "split");
+	for (uint64_t i = 0; i < 32; i++)
+		T_RC(put_seeded(s, ns, i, 4096), KVT_OK);
+	for (uint64_t i = 0; i < 32; i += 2) {
+		struct kvt_key k = t_key(i);
+		T_RC(kvt_delete(s, ns, &k), KVT_OK);
+	}
+	T_EQ_U64(stat(s, "dram.evictions"), 0);
+	T_RC(put_seeded(s, ns, 1000, 16 * 4096), KVT_OK);
+	T_EQ_U64(stat(s, "dram.evictions"), 0);
+	T_EQ_U64(stat(s, "dram.split_allocs"), 1);
+	T_RC(get_check(s, ns, 1000, 16 * 4096), KVT_OK);
+	for (uint64_t i = 1; i < 32; i += 2)
+		T_RC(get_check(s, ns, i, 4096), KVT_OK);
+	/* A pinned split value is a view of 16 runs, in order. */
+	{
+		struct kvt_queue *q;
+		struct kvt_req r, *rp = &r, *got;
+		char *want = malloc(16 * 4096);
+		size_t off = 0;
+		t_fill(want, 16 * 4096, 1000);
+		T_OK(kvt_queue_create(s, &q));
+		memset(&r, 0, sizeof(r));
+		r.op = KVT_OP_GET_PINNED; r.ns = ns; r.key = t_key(1000);
+		T_RC(kvt_submit(q, &rp, 1), 1);
+		T_RC(kvt_queue_poll(q, &got, 1), 1);
+		T_RC(r.status, KVT_OK);
+		T_EQ_INT(r.view_count, 16);
+		for (uint32_t i = 0; i < r.view_count; i++) {
+			T_EQ_MEM(r.view[i].iov_base, want + off, r.view[i].iov_len);
+			off += r.view[i].iov_len;
+		}
+		T_EQ_U64(off, 16 * 4096);
+		T_OK(kvt_pin_release(s, r.pin));
+		T_OK(kvt_queue_destroy(q));
+		free(want);
+	}
+	kvt_store_destroy(s);
+}
+
+static void test_lookup_clear(void)
+{
+	struct kvt_store *s = t_store_open("dram.capacity", "16M", NULL);
+	uint32_t a = t_ns(s, "lookup-a"), b = t_ns(s, "lookup-b");
+	struct kvt_key keys[40];
+	uint8_t tiers[40];
+	for (uint64_t i = 0; i < 40; i++)
+		keys[i] = t_key(i);
+	for (uint64_t i = 0; i < 25; i++) {
+		T_RC(put_seeded(s, a, i, 1000), KVT_OK);
+		T_RC(put_seeded(s, b, i, 1000), KVT_OK);
+	}
+	T_RC(put_seeded(s, a, 30, 1000), KVT_OK); /* present, but after a gap */
+	memset(tiers, 0xee, sizeof(tiers));
+	T_RC(kvt_lookup_prefix(s, a, keys, 40, tiers), 25);
+	for (int i = 0; i < 40; i++)
+		T_EQ_INT(tiers[i], i < 25 ? KVT_TIER_DRAM : KVT_TIER_NONE);
+	T_RC(kvt_lookup_prefix(s, a, keys + 25, 15, NULL), 0);
+	/* Lookups do not count as hits (never extend a block's life). */
+	T_EQ_U64(stat(s, "dram.hits"), 0);
+	/* Prefetch reports what the fastest tier holds. */
+	{
+		struct kvt_queue *q;
+		struct kvt_req r, *rp = &r, *got;
+		T_OK(kvt_queue_create(s, &q));
+		memset(&r, 0, sizeof(r));
+		r.op = KVT_OP_PREFETCH; r.ns = a; r.keys = keys; r.key_count = 40;
+		T_RC(kvt_submit(q, &rp, 1), 1);
+		T_RC(kvt_queue_wait(q, &got, 1, 5000), 1);
+		T_RC(r.status, KVT_OK);
+		T_EQ_U64(r.length, 26);
+		T_OK(kvt_queue_destroy(q));
+	}
+	T_RC(kvt_clear(s, a), 26);
+	T_RC(kvt_lookup_prefix(s, a, keys, 40, NULL), 0);
+	T_RC(kvt_lookup_prefix(s, b, keys, 40, NULL), 25);
+	T_RC(kvt_clear(s, KVT_NS_ALL), 25);
+	T_RC(kvt_lookup_prefix(s, b, keys, 40, NULL), 0);
+	T_EQ_U64(stat(s, "dram.blocks"), 0);
+	T_EQ_U64(stat(s, "dram.used_bytes"), 0);
+	kvt_store_destroy(s);
+}
+
+/* The eviction hook sees every evicted block's exact bytes. */
+struct hook_seen {
+	uint64_t count, bytes, bad;
+};
+
+static void hook(void *ctx, uint32_t ns, const struct kvt_key *key, const struct iovec *view,
+		 unsigned view_count, uint64_t len)
+{
+	struct hook_seen *h = ctx;
+	uint64_t k, total = 0;
+	char *want = malloc(len);
+	(void)ns;
+	memcpy(&k, key->bytes, sizeof(k));
+	t_fill(want, len, k);
+	for (unsigned i = 0; i < view_count; i++) {
+		if (memcmp(view[i].iov_base, want + total, view[i].iov_len))
+			h->bad++;
+		total += view[i].iov_len;
+	}
+	if (total != len)
+		h->bad++;
+	h->count++;
+	h->bytes += len;
+	free(want);
+}
+
+static void test_hook(void)
+{
+	struct kvt_mem mem;
+	struct kvt_logger lg = { 0 };
+	struct dram_config cfg = { .capacity = 1 << 20, .chunk = 4096, .shards = 1,
+				   .policy = DRAM_POLICY_S3FIFO, .hugepages = DRAM_HUGE_OFF,
+				   .prefault = false };
+	struct dram *d;
+	struct hook_seen seen = { 0 };
+	char *buf = malloc(10000);
+
+	kvt_mem_init(&mem);
+	T_OK(dram_open(&d, &cfg, &mem, &lg));
+	dram_set_evict_hook(d, hook, &seen);
+	for (uint64_t i = 0; i < 300; i++) {
+		struct kvt_key k = t_key(i);
+		struct iovec v = { buf, 10000 };
+		t_fill(buf, 10000, i);
+		T_RC(dram_put(d, 1, &k, &v, 1, NULL), KVT_OK);
+	}
+	T_ASSERT(seen.count > 200);
+	T_EQ_U64(seen.bad, 0);
+	T_EQ_U64(seen.bytes, seen.count * 10000);
+	dram_close(d);
+	T_EQ_INT(atomic_load(&mem.bytes), 0); /* every metadata byte given back */
+	free(buf);
+}
+
+int main(void)
+{
+	test_shapes();
+	test_parts_ranges();
+	test_pins();
+	test_policies();
+	test_eviction_capacity();
+	test_split();
+	test_lookup_clear();
+	test_hook();
+	return 0;
+}

@@ -1,0 +1,466 @@
+/*
+ * test_store.c - the store handle and the request machinery: lifecycle and
+ * options, batches through a queue with per-item status, the eventfd,
+ * deferred work, cancellation, the flush barrier, close with work in
+ * flight, the log callback, fork, and every kind of bad input getting its
+ * own error code while the store stays consistent.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "t.h"
+#include "tstore.h"
+
+static void test_lifecycle_options(void)
+{
+	struct kvt_store *s;
+	char v[4] = "abc";
+	struct iovec iov = { v, 3 };
+	struct kvt_key k = t_key(1);
+
+	T_RC(kvt_store_create(NULL), KVT_ENULL);
+	T_OK(kvt_store_create(&s));
+	T_RC(kvt_store_set_option(s, "no.such.option", "1"), KVT_EOPTION);
+	T_RC(kvt_store_set_option(s, "dram.capacity", "12X"), KVT_EOPTVAL);
+	T_RC(kvt_store_set_option(s, "dram.capacity", "-1"), KVT_EOPTVAL);
+	T_RC(kvt_store_set_option(s, "dram.capacity", ""), KVT_EOPTVAL);
+	T_RC(kvt_store_set_option(s, "dram.chunk", "3000"), KVT_EOPTVAL);
+	T_RC(kvt_store_set_option(s, "dram.chunk", "4M"), KVT_EOPTVAL);
+	T_RC(kvt_store_set_option(s, "dram.policy", "fifo"), KVT_EOPTVAL);
+	T_RC(kvt_store_set_option(s, "dram.hugepages", "maybe"), KVT_EOPTVAL);
+	T_RC(kvt_store_set_option(s, "workers", "0"), KVT_EOPTVAL);
+	T_RC(kvt_store_set_option(s, "workers", "65"), KVT_EOPTVAL);
+	T_RC(kvt_store_set_option(s, NULL, "1"), KVT_ENULL);
+	T_RC(kvt_store_set_option(NULL, "workers", "1"), KVT_ENULL);
+	T_OK(kvt_store_set_option(s, "dram.capacity", "8MiB"));
+	T_OK(kvt_store_set_option(s, "workers", "3"));
+	/* Not open yet: every data call says so. */
+	T_RC(kvt_put(s, 1, &k, &iov, 1), KVT_ECLOSED);
+	T_RC(kvt_store_close(s), KVT_ECLOSED);
+	T_OK(kvt_store_open(s));
+	T_RC(kvt_store_open(s), KVT_ESTATE);
+	T_RC(kvt_store_set_option(s, "dram.capacity", "16M"), KVT_ESTATE);
+	T_RC(kvt_store_set_log(s, NULL, NULL, 0), KVT_ESTATE);
+	{
+		uint64_t w = 0, cap = 0;
+		T_OK(kvt_store_stat(s, "store.workers", &w));
+		T_EQ_U64(w, 3);
+		T_OK(kvt_store_stat(s, "dram.capacity_bytes", &cap));
+		T_EQ_U64(cap, 8 << 20);
+		T_RC(kvt_store_stat(s, "no.such.stat", &w), KVT_MISS);
+		T_RC(kvt_store_stat(s, "dram.policy", &w), KVT_MISS); /* text, not numeric */
+	}
+	T_OK(kvt_store_close(s));
+	/* Use after close: a distinct error, not a crash. */
+	T_RC(kvt_store_close(s), KVT_ECLOSED);
+	T_RC(kvt_put(s, 1, &k, &iov, 1), KVT_ECLOSED);
+	T_RC(kvt_exists(s, 1, &k), KVT_ECLOSED);
+	T_RC(kvt_clear(s, KVT_NS_ALL), KVT_ECLOSED);
+	T_RC(kvt_flush(s), KVT_ECLOSED);
+	{
+		struct kvt_queue *q;
+		struct kvt_ns_desc d = t_desc("m", 0);
+		uint32_t id;
+		T_RC(kvt_queue_create(s, &q), KVT_ECLOSED);
+		T_RC(kvt_ns_register(s, &d, &id), KVT_ECLOSED);
+	}
+	kvt_store_destroy(s);
+	kvt_store_destroy(NULL);
+
+	/* Several stores in one process share nothing. */
+	{
+		struct kvt_store *a = t_store_open("dram.capacity", "4M", NULL);
+		struct kvt_store *b = t_store_open("dram.capacity", "4M", NULL);
+		uint32_t na = t_ns(a, "two"), nb = t_ns(b, "two");
+		char got[4];
+		T_OK(kvt_put(a, na, &k, &iov, 1));
+		T_RC(kvt_exists(b, nb, &k), KVT_MISS);
+		T_RC(kvt_get(a, na, &k, got, sizeof(got), NULL), KVT_OK);
+		kvt_store_destroy(a);
+		T_RC(kvt_exists(b, nb, &k), KVT_MISS);
+		kvt_store_destroy(b);
+	}
+	/* A store with no tiers opens, and every get is a miss. */
+	{
+		struct kvt_store *z = t_store_open("dram.capacity", "0", NULL);
+		uint32_t nz = t_ns(z, "none");
+		char got[4];
+		T_RC(kvt_put(z, nz, &k, &iov, 1), KVT_ETOOBIG);
+		T_RC(kvt_get(z, nz, &k, got, 4, NULL), KVT_MISS);
+		T_RC(kvt_lookup_prefix(z, nz, &k, 1, NULL), 0);
+		kvt_store_destroy(z);
+	}
+}
+
+static void test_batches(void)
+{
+	struct kvt_store *s = t_store_open("dram.capacity", "16M", NULL);
+	uint32_t ns = t_ns(s, "batch");
+	struct kvt_queue *q;
+	enum { N = 64 };
+	struct kvt_req reqs[N], *rp[N], *got[N];
+	char vals[N][100], dst[N][100];
+	struct iovec src[N], out[N];
+	struct pollfd pfd;
+	int fd;
+
+	T_OK(kvt_queue_create(s, &q));
+	fd = kvt_queue_fd(q);
+	T_GE_INT(fd, 0);
+	/* Nothing done: the eventfd is not readable. */
+	pfd.fd = fd; pfd.events = POLLIN;
+	T_EQ_INT(poll(&pfd, 1, 0), 0);
+
+	memset(reqs, 0, sizeof(reqs));
+	for (int i = 0; i < N; i++) {
+		t_fill(vals[i], 100, (uint64_t)i);
+		src[i].iov_base = vals[i];
+		src[i].iov_len = 100;
+		reqs[i].op = KVT_OP_PUT;
+		reqs[i].ns = ns;
+		reqs[i].key = t_key((uint64_t)(i % 60)); /* 4 duplicates: EXISTS */
+		reqs[i].iov = &src[i];
+		reqs[i].iov_count = 1;
+		reqs[i].user_data = (uint64_t)i;
+		rp[i] = &reqs[i];
+	}
+	T_RC(kvt_submit(q, rp, N), N);
+	T_EQ_INT(kvt_queue_inflight(q), N);
+	T_EQ_INT(poll(&pfd, 1, 0), 1);
+	/* A request in flight cannot be submitted again. */
+	T_RC(kvt_submit(q, rp, 1), KVT_EBUSY);
+	{
+		int n = 0, exists = 0;
+		while (n < N) {
+			int k = kvt_queue_poll(q, got + n, 10);
+			T_GE_INT(k, 1);
+			n += k;
+		}
+		T_EQ_INT(kvt_queue_poll(q, got, N), 0);
+		T_EQ_INT(kvt_queue_inflight(q), 0);
+		T_EQ_INT(poll(&pfd, 1, 0), 0);
+		for (int i = 0; i < N; i++) {
+			T_EQ_U64(got[i]->user_data, (uint64_t)(got[i] - reqs));
+			if (got[i]->status == KVT_EXISTS)
+				exists++;
+			else
+				T_RC(got[i]->status, KVT_OK);
+		}
+		T_EQ_INT(exists, 4);
+	}
+	/* A batch of gets of mixed outcome, each with its own status. */
+	memset(reqs, 0, sizeof(reqs));
+	for (int i = 0; i < N; i++) {
+		out[i].iov_base = dst[i];
+		out[i].iov_len = 100;
+		reqs[i].op = KVT_OP_GET;
+		reqs[i].ns = ns;
+		reqs[i].key = t_key((uint64_t)i); /* 60..63 were never put */
+		reqs[i].iov = &out[i];
+		reqs[i].iov_count = 1;
+	}
+	T_RC(kvt_submit(q, rp, N), N);
+	T_RC(kvt_queue_wait(q, got, N, 1000), N);
+	for (int i = 0; i < N; i++) {
+		if (i < 60) {
+			T_RC(reqs[i].status, KVT_OK);
+			T_EQ_MEM(dst[i], vals[i], 100);
+		} else {
+			T_RC(reqs[i].status, KVT_MISS);
+		}
+	}
+	/* Deferred requests run on a worker and complete through the fd. */
+	memset(reqs, 0, sizeof(reqs));
+	for (int i = 0; i < 8; i++) {
+		reqs[i].op = KVT_OP_EXISTS;
+		reqs[i].flags = KVT_F_DEFER;
+		reqs[i].ns = ns;
+		reqs[i].key = t_key((uint64_t)i * 10);
+	}
+	T_RC(kvt_submit(q, rp, 8), 8);
+	{
+		int n = 0;
+		while (n < 8) {
+			T_EQ_INT(poll(&pfd, 1, 5000), 1);
+			n += kvt_queue_poll(q, got + n, N);
+		}
+		for (int i = 0; i < 8; i++)
+			T_RC(reqs[i].status, i * 10 < 60 ? KVT_OK : KVT_MISS);
+	}
+	T_OK(kvt_queue_destroy(q));
+	kvt_store_destroy(s);
+}
+
+static void test_cancel_flush_close(void)
+{
+	struct kvt_store *s = t_store_open("dram.capacity", "16M", "workers", "2", NULL);
+	uint32_t ns = t_ns(s, "cancel");
+	struct kvt_queue *q;
+	struct kvt_req reqs[6], *rp[6], *got[6];
+	char v[1000];
+	struct iovec iov = { v, sizeof(v) };
+
+	T_OK(kvt_queue_create(s, &q));
+	T_OK(kvt_store_set_option(s, "debug.pause_workers", "1"));
+	memset(reqs, 0, sizeof(reqs));
+	for (int i = 0; i < 4; i++) {
+		reqs[i].op = KVT_OP_PUT;
+		reqs[i].flags = KVT_F_DEFER;
+		reqs[i].ns = ns;
+		reqs[i].key = t_key((uint64_t)i);
+		reqs[i].iov = &iov;
+		reqs[i].iov_count = 1;
+		rp[i] = &reqs[i];
+	}
+	reqs[4].op = KVT_OP_FLUSH;
+	rp[4] = &reqs[4];
+	T_RC(kvt_submit(q, rp, 5), 5);
+	/* Paused: nothing completes; cancel two of them. */
+	T_EQ_INT(kvt_queue_poll(q, got, 6), 0);
+	T_RC(kvt_cancel(q, &reqs[1]), 0);
+	T_RC(kvt_cancel(q, &reqs[3]), 0);
+	T_RC(kvt_cancel(q, &reqs[3]), -ENOENT); /* already completed */
+	T_RC(kvt_queue_poll(q, got, 6), 2);
+	T_RC(got[0]->status, -ECANCELED);
+	T_RC(got[1]->status, -ECANCELED);
+	/* The queue cannot go while requests are in flight. */
+	T_RC(kvt_queue_destroy(q), KVT_EBUSY);
+	/* Resume: the two puts land, then the flush completes after them. */
+	T_OK(kvt_store_set_option(s, "debug.pause_workers", "0"));
+	{
+		int n = 0;
+		while (n < 3)
+			n += kvt_queue_wait(q, got + n, 6 - (unsigned)n, 5000);
+		T_RC(reqs[0].status, KVT_OK);
+		T_RC(reqs[2].status, KVT_OK);
+		T_RC(reqs[4].status, KVT_OK);
+		/* FIFO and the barrier: the flush is the last to complete. */
+		T_ASSERT(got[2] == &reqs[4]);
+	}
+	{
+		struct kvt_key k1 = t_key(1), k2 = t_key(2);
+		T_RC(kvt_exists(s, ns, &k1), KVT_MISS);
+		T_RC(kvt_exists(s, ns, &k2), KVT_OK);
+	}
+	T_RC(kvt_cancel(q, &reqs[0]), -ENOENT);
+	T_OK(kvt_flush(s));
+
+	/* Close with deferred work still queued: it completes -ECANCELED and
+	 * can be collected after close. */
+	T_OK(kvt_store_set_option(s, "debug.pause_workers", "1"));
+	memset(reqs, 0, sizeof(reqs));
+	for (int i = 0; i < 3; i++) {
+		reqs[i].op = KVT_OP_DELETE;
+		reqs[i].flags = KVT_F_DEFER;
+		reqs[i].ns = ns;
+		reqs[i].key = t_key((uint64_t)i);
+		rp[i] = &reqs[i];
+	}
+	T_RC(kvt_submit(q, rp, 3), 3);
+	T_OK(kvt_store_close(s));
+	T_RC(kvt_queue_poll(q, got, 6), 3);
+	for (int i = 0; i < 3; i++)
+		T_RC(reqs[i].status, -ECANCELED);
+	T_RC(kvt_submit(q, rp, 1), KVT_ECLOSED);
+	T_OK(kvt_queue_destroy(q));
+	kvt_store_destroy(s);
+}
+
+static void test_bad_input(void)
+{
+	struct kvt_store *s = t_store_open("dram.capacity", "4M", NULL);
+	uint32_t ns = t_ns(s, "bad");
+	struct kvt_queue *q;
+	struct kvt_req r, r2, *rp[2] = { &r, &r2 }, *got[2];
+	char v[8] = "1234567";
+	struct iovec iov = { v, 8 }, zero = { v, 0 }, nul = { NULL, 8 };
+	struct kvt_key k = t_key(1), empty = { 0 }, toolong = t_key(2);
+	toolong.len = 65;
+
+	T_OK(kvt_queue_create(s, &q));
+#define SUBMIT_RC(want)                                                  \
+	do {                                                             \
+		T_RC(kvt_submit(q, rp, 1), want);                        \
+		T_EQ_INT(kvt_queue_inflight(q), 0);                      \
+	} while (0)
+	/* Each malformed request: its own code, nothing submitted. */
+	memset(&r, 0, sizeof(r));
+	r.op = 0;
+	SUBMIT_RC(KVT_EBADOP);
+	r.op = 99;
+	SUBMIT_RC(KVT_EBADOP);
+	memset(&r, 0, sizeof(r));
+	r.op = KVT_OP_PUT; r.ns = ns; r.key = k; r.iov = &iov; r.iov_count = 1;
+	r.flags = 0x8000;
+	SUBMIT_RC(KVT_EBADOP);
+	r.flags = KVT_F_PART; /* a get flag on a put */
+	SUBMIT_RC(KVT_EBADOP);
+	r.flags = KVT_F_CRC; /* crcs NULL */
+	SUBMIT_RC(KVT_ENULL);
+	r.flags = 0;
+	r.ns = 9999;
+	SUBMIT_RC(KVT_ENONS);
+	r.ns = 0;
+	SUBMIT_RC(KVT_ENONS);
+	r.ns = ns;
+	r.key = empty;
+	SUBMIT_RC(KVT_EKEYLEN);
+	r.key = toolong;
+	SUBMIT_RC(KVT_EKEYLEN);
+	r.key = k;
+	r.iov = NULL;
+	SUBMIT_RC(KVT_ENULL);
+	r.iov = &zero;
+	SUBMIT_RC(KVT_EBADLEN);
+	r.iov = &nul;
+	SUBMIT_RC(KVT_ENULL);
+	r.iov = &iov;
+	r.iov_count = 0;
+	SUBMIT_RC(KVT_EBADLEN);
+	r.iov_count = KVT_PARTS_MAX + 1;
+	SUBMIT_RC(KVT_EBADLEN);
+	r.iov_count = 1;
+	/* Range and part together, verify with range. */
+	memset(&r, 0, sizeof(r));
+	r.op = KVT_OP_GET; r.ns = ns; r.key = k; r.iov = &iov; r.iov_count = 1;
+	r.flags = KVT_F_PART | KVT_F_RANGE;
+	SUBMIT_RC(KVT_EBADOP);
+	r.flags = KVT_F_VERIFY | KVT_F_RANGE;
+	r.len = 1;
+	SUBMIT_RC(KVT_EBADOP);
+	r.flags = KVT_F_RANGE;
+	r.len = 0;
+	SUBMIT_RC(KVT_EBADLEN);
+	/* Lookups: keys NULL, zero or too many keys, one bad key. */
+	memset(&r, 0, sizeof(r));
+	r.op = KVT_OP_LOOKUP; r.ns = ns;
+	SUBMIT_RC(KVT_ENULL);
+	r.keys = &k;
+	r.key_count = 0;
+	SUBMIT_RC(KVT_EBADLEN);
+	r.key_count = KVT_BATCH_MAX + 1;
+	SUBMIT_RC(KVT_EBADLEN);
+	r.keys = &empty;
+	r.key_count = 1;
+	SUBMIT_RC(KVT_EKEYLEN);
+	/* Batch-level errors. */
+	T_RC(kvt_submit(q, rp, 0), KVT_EBADLEN);
+	T_RC(kvt_submit(q, NULL, 1), KVT_ENULL);
+	T_RC(kvt_submit(NULL, rp, 1), KVT_ENULL);
+	{
+		struct kvt_req *nulls[1] = { NULL };
+		T_RC(kvt_submit(q, nulls, 1), KVT_ENULL);
+	}
+	/* One bad request in a batch: none of them is submitted. */
+	memset(&r, 0, sizeof(r));
+	memset(&r2, 0, sizeof(r2));
+	r.op = KVT_OP_PUT; r.ns = ns; r.key = k; r.iov = &iov; r.iov_count = 1;
+	r2.op = KVT_OP_PUT; r2.ns = ns; r2.key = empty; r2.iov = &iov; r2.iov_count = 1;
+	T_RC(kvt_submit(q, rp, 2), KVT_EKEYLEN);
+	T_EQ_INT(kvt_queue_inflight(q), 0);
+	T_RC(kvt_exists(s, ns, &k), KVT_MISS);
+	/* The same request twice in one batch. */
+	{
+		struct kvt_req *twice[2] = { &r, &r };
+		T_RC(kvt_submit(q, twice, 2), KVT_EBUSY);
+	}
+	/* ...and the store is fine afterwards. */
+	r2.key = t_key(3);
+	T_RC(kvt_submit(q, rp, 2), 2);
+	T_RC(kvt_queue_poll(q, got, 2), 2);
+	T_RC(r.status, KVT_OK);
+	T_RC(r2.status, KVT_OK);
+
+	/* Sync helpers check the same things. */
+	T_RC(kvt_put(s, ns, NULL, &iov, 1), KVT_ENULL);
+	T_RC(kvt_put(NULL, ns, &k, &iov, 1), KVT_ENULL);
+	T_RC(kvt_put(s, ns, &toolong, &iov, 1), KVT_EKEYLEN);
+	T_RC(kvt_get(s, ns, &k, NULL, 8, NULL), KVT_ENULL);
+	T_RC(kvt_lookup_prefix(s, ns, NULL, 3, NULL), KVT_ENULL);
+	T_RC(kvt_clear(s, 777), KVT_ENONS);
+	T_RC(kvt_queue_poll(NULL, got, 1), KVT_ENULL);
+	T_RC(kvt_queue_fd(NULL), KVT_ENULL);
+	T_RC(kvt_cancel(q, NULL), KVT_ENULL);
+	T_RC(kvt_pin_release(NULL, 1), KVT_ENULL);
+	T_RC(kvt_store_stats(s, NULL, NULL), KVT_ENULL);
+	{
+		uint8_t dg[32];
+		T_RC(kvt_ns_info(s, 4242, dg, NULL, 0), KVT_ENONS);
+		T_RC(kvt_ns_register(s, NULL, &ns), KVT_ENULL);
+	}
+	T_RC(kvt_exists(s, ns, &k), KVT_OK);
+	T_OK(kvt_queue_destroy(q));
+	kvt_store_destroy(s);
+}
+
+struct logbuf {
+	pthread_mutex_t lock;
+	int count;
+	char last[512];
+};
+
+static void log_cb(void *ctx, int level, const char *msg)
+{
+	struct logbuf *b = ctx;
+	(void)level;
+	pthread_mutex_lock(&b->lock);
+	b->count++;
+	snprintf(b->last, sizeof(b->last), "%s", msg);
+	pthread_mutex_unlock(&b->lock);
+}
+
+static void test_log_and_fork(void)
+{
+	struct logbuf lb = { .lock = PTHREAD_MUTEX_INITIALIZER };
+	struct kvt_store *s;
+	uint32_t ns;
+	char v[16] = "fork-test-bytes";
+	struct iovec iov = { v, 16 };
+	struct kvt_key k = t_key(5);
+	pid_t pid;
+	int st;
+
+	T_OK(kvt_store_create(&s));
+	T_OK(kvt_store_set_option(s, "dram.capacity", "4M"));
+	T_OK(kvt_store_set_log(s, log_cb, &lb, KVT_LOG_DEBUG));
+	T_OK(kvt_store_open(s));
+	T_GE_INT(lb.count, 1);
+	T_ASSERT(strstr(lb.last, "dram") != NULL);
+	ns = t_ns(s, "fork");
+	T_OK(kvt_put(s, ns, &k, &iov, 1));
+
+	pid = fork();
+	T_GE_INT(pid, 0);
+	if (pid == 0) {
+		char got[16];
+		int bad = 0;
+		bad |= kvt_get(s, ns, &k, got, 16, NULL) != KVT_EFORK;
+		bad |= kvt_put(s, ns, &k, &iov, 1) != KVT_EFORK;
+		bad |= kvt_store_close(s) != KVT_EFORK;
+		kvt_store_destroy(s); /* must not hang on the parent's threads */
+		_exit(bad ? 1 : 0);
+	}
+	T_EQ_INT(waitpid(pid, &st, 0), pid);
+	T_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	/* The parent is untouched. */
+	{
+		char got[16];
+		T_RC(kvt_get(s, ns, &k, got, 16, NULL), KVT_OK);
+		T_EQ_MEM(got, v, 16);
+	}
+	kvt_store_destroy(s);
+}
+
+int main(void)
+{
+	test_lifecycle_options();
+	test_batches();
+	test_cancel_flush_close();
+	test_bad_input();
+	test_log_and_fork();
+	return 0;
+}
