@@ -92,7 +92,7 @@ struct ns_entry {
 #define NS_PAGES 1024                      /* so at most 1M - 1 namespaces */
 
 struct ns_registry {
-	pthread_mutex_t lock;             /* serializes ns_reg_add and file writes */
+	pthread_mutex_t lock;             /* serializes add, load, find, the file, hash */
 	struct kvt_mem *mem;
 	int dir_fd;                       /* -1: memory only; not owned */
 	_Atomic uint32_t count;           /* ids [1, count] are published (release) */
@@ -126,6 +126,7 @@ int ns_reg_add(struct ns_registry *r, const uint8_t digest[32], const char *cano
 int ns_reg_find(struct ns_registry *r, const uint8_t digest[32], uint32_t *id);
 /* NULL if id is not registered. */
 const struct ns_entry *ns_reg_get(struct ns_registry *r, uint32_t id);
+/* Frees every entry; no-op on a zeroed or already freed registry. */
 void ns_reg_free(struct ns_registry *r);
 
 /*

@@ -1,0 +1,738 @@
+/*
+ * ns.c - namespace descriptors, their digests, and the persisted registry
+ * that maps a digest to a store-local id.
+ *
+ * Descriptor -> canonical text -> SHA-256 digest.  The canonical text is
+ * defined byte for byte in doc/keys.md; it is a fixed sequence of
+ * "name=value\n" lines whose values can contain neither '\n' nor anything
+ * outside 0x21..0x7e, so distinct descriptors always give distinct texts.
+ *
+ * The registry (struct ns_registry, kvt_int.h) hands out ids 1, 2, 3, ...
+ * in registration order, never reuses or moves one, and when the store has
+ * a directory persists the whole table ("namespaces", doc/keys.md) before
+ * a new id is published, so a restart can never remap an id.
+ *
+ * Invariants and locking:
+ *   - r->lock serializes every writer (ns_reg_add, ns_reg_load, the file)
+ *     and ns_reg_find (which reads the digest hash table).
+ *   - Entry id lives at pages[id >> NS_PAGE_SHIFT][id & (NS_PAGE_LEN-1)].
+ *     An entry is written in full under the lock, persisted, and only then
+ *     published by a release store of count; ns_reg_get reads count with
+ *     acquire and then the entry without any lock.  Published entries and
+ *     pages are never written or freed until ns_reg_free.
+ *   - The hash table holds exactly the published ids.
+ *   - Every allocation goes through r->mem (sized frees).
+ */
+#include <assert.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <openssl/evp.h>
+
+#include "kvt_int.h"
+
+/* ------------------------------------------------------------------------
+ * Canonical descriptor text (doc/keys.md, "Namespace descriptor")
+ */
+
+#define NS_FIELD_MAX 255 /* longest string field, bytes */
+#define NS_U32_DIGITS 10 /* "4294967295" */
+#define NS_CANON_HEAD "kvtier-ns 1\n"
+
+/* sizeof("x=") - 1 + value + '\n' for each line: the longest text there is. */
+#define NS_LINE(name, vmax) (sizeof(name "=") - 1 + (vmax) + 1)
+#define NS_CANON_WORST                                                          \
+	(sizeof(NS_CANON_HEAD) - 1 + NS_LINE("model", NS_FIELD_MAX) +              \
+	 NS_LINE("config", NS_FIELD_MAX) + NS_LINE("dtype", NS_FIELD_MAX) +         \
+	 NS_LINE("kv_quant", NS_FIELD_MAX) + NS_LINE("layout", NS_FIELD_MAX) +      \
+	 NS_LINE("block_tokens", NS_U32_DIGITS) +                                   \
+	 NS_LINE("tp", 2 * NS_U32_DIGITS + 1) + NS_LINE("pp", 2 * NS_U32_DIGITS + 1) + \
+	 NS_LINE("tenant", NS_FIELD_MAX))
+_Static_assert(NS_CANON_WORST <= NS_CANON_MAX, "canonical text always fits NS_CANON_MAX");
+
+struct ns_text {
+	char *p;    /* NS_CANON_MAX bytes */
+	size_t len; /* bytes written */
+};
+
+static void ns_put(struct ns_text *t, const char *s, size_t n)
+{
+	memcpy(t->p + t->len, s, n);
+	t->len += n;
+}
+
+static void ns_put_u32(struct ns_text *t, uint32_t v)
+{
+	char d[NS_U32_DIGITS];
+	int i = 0;
+
+	do {
+		d[i++] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	while (i)
+		t->p[t->len++] = d[--i];
+}
+
+/*
+ * A string field: 1..255 bytes of 0x21..0x7e.  An optional field may be
+ * NULL or "" (none, *len 0); since none is spelled "-" in the text, the
+ * value "-" itself is refused there.
+ */
+static int ns_check_field(const char *s, bool optional, size_t *len)
+{
+	size_t n;
+
+	if (!s || !*s) {
+		*len = 0;
+		return optional ? 0 : KVT_EDESC;
+	}
+	n = strnlen(s, NS_FIELD_MAX + 1);
+	if (n > NS_FIELD_MAX)
+		return KVT_EDESC;
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)s[i];
+		if (c < 0x21 || c > 0x7e)
+			return KVT_EDESC;
+	}
+	if (optional && n == 1 && s[0] == '-')
+		return KVT_EDESC;
+	*len = n;
+	return 0;
+}
+
+static void ns_put_line(struct ns_text *t, const char *name, const char *v, size_t vlen)
+{
+	ns_put(t, name, strlen(name));
+	if (vlen)
+		ns_put(t, v, vlen);
+	else
+		ns_put(t, "-", 1);
+	ns_put(t, "\n", 1);
+}
+
+/* Canonical text of desc into t (NS_CANON_MAX bytes, no NUL); its length or KVT_EDESC. */
+static int ns_canon(const struct kvt_ns_desc *d, struct ns_text *t)
+{
+	size_t model, config, dtype, quant, layout, tenant;
+
+	if (ns_check_field(d->model, false, &model) || ns_check_field(d->config_hash, true, &config) ||
+	    ns_check_field(d->dtype, false, &dtype) || ns_check_field(d->kv_quant, true, &quant) ||
+	    ns_check_field(d->layout, false, &layout) || ns_check_field(d->tenant, true, &tenant))
+		return KVT_EDESC;
+	if (d->block_tokens == 0 || d->tp_size == 0 || d->pp_size == 0 ||
+	    d->tp_rank >= d->tp_size || d->pp_rank >= d->pp_size ||
+	    (d->flags & ~KVT_NS_RANK_AGNOSTIC))
+		return KVT_EDESC;
+
+	t->len = 0;
+	ns_put(t, NS_CANON_HEAD, sizeof(NS_CANON_HEAD) - 1);
+	ns_put_line(t, "model=", d->model, model);
+	ns_put_line(t, "config=", d->config_hash, config);
+	ns_put_line(t, "dtype=", d->dtype, dtype);
+	ns_put_line(t, "kv_quant=", d->kv_quant, quant);
+	ns_put_line(t, "layout=", d->layout, layout);
+	ns_put(t, "block_tokens=", 13);
+	ns_put_u32(t, d->block_tokens);
+	ns_put(t, "\ntp=", 4);
+	if (d->flags & KVT_NS_RANK_AGNOSTIC)
+		ns_put(t, "*", 1);
+	else
+		ns_put_u32(t, d->tp_rank);
+	ns_put(t, "/", 1);
+	ns_put_u32(t, d->tp_size);
+	ns_put(t, "\npp=", 4);
+	ns_put_u32(t, d->pp_rank);
+	ns_put(t, "/", 1);
+	ns_put_u32(t, d->pp_size);
+	ns_put(t, "\n", 1);
+	ns_put_line(t, "tenant=", d->tenant, tenant);
+	return (int)t->len;
+}
+
+/* SHA-256 of [p, p+len) into out.  0 or -ENOMEM (OpenSSL could not run). */
+static int ns_sha256(const void *p, size_t len, uint8_t out[32])
+{
+	unsigned int md_len = 0;
+
+	if (!EVP_Digest(p, len, out, &md_len, EVP_sha256(), NULL) || md_len != 32)
+		return -ENOMEM;
+	return 0;
+}
+
+int kvt_ns_digest(const struct kvt_ns_desc *desc, uint8_t digest[32], char *buf, size_t buf_len)
+{
+	char text[NS_CANON_MAX];
+	struct ns_text t = { .p = text, .len = 0 };
+	int n, ret;
+
+	if (!desc)
+		return KVT_ENULL;
+	n = ns_canon(desc, &t);
+	if (n < 0)
+		return n;
+	if (digest) {
+		ret = ns_sha256(text, (size_t)n, digest);
+		if (ret < 0)
+			return ret;
+	}
+	if (buf && buf_len) {
+		size_t c = (size_t)n < buf_len - 1 ? (size_t)n : buf_len - 1;
+		memcpy(buf, text, c);
+		buf[c] = '\0';
+	}
+	return n;
+}
+
+/* ------------------------------------------------------------------------
+ * Registry file (doc/keys.md, "Registry file").  Parsed field by field with
+ * explicit little-endian reads: no struct is mapped onto the bytes.
+ *
+ *   header  off len
+ *             0   8  magic "KVTNSREG"
+ *             8   4  u32 version (NS_FILE_VERSION)
+ *            12   4  u32 record count
+ *   record  off len
+ *             0   4  u32 id (1, 2, 3, ... in order)
+ *             4  32  digest = SHA-256(canon)
+ *            36   4  u32 canon_len (1..NS_CANON_MAX)
+ *            40   L  canon (no NUL)
+ *          40+L   4  u32 CRC32C of bytes [0, 40+L) of the record
+ */
+
+#define NS_FILE "namespaces"
+#define NS_FILE_TMP "namespaces.tmp"
+#define NS_FILE_MAGIC "KVTNSREG"
+#define NS_FILE_VERSION 1u
+#define NS_HDR_LEN 16u
+#define NS_REC_FIXED 44u /* record bytes besides canon */
+#define NS_ID_MAX ((uint32_t)NS_PAGES * NS_PAGE_LEN - 1)
+#define NS_FILE_MAX ((uint64_t)NS_HDR_LEN + (uint64_t)NS_ID_MAX * (NS_REC_FIXED + NS_CANON_MAX))
+
+static uint32_t ns_get_u32le(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static void ns_put_u32le(uint8_t *p, uint32_t v)
+{
+	p[0] = (uint8_t)v;
+	p[1] = (uint8_t)(v >> 8);
+	p[2] = (uint8_t)(v >> 16);
+	p[3] = (uint8_t)(v >> 24);
+}
+
+/* Canonical text may hold only what ns_canon writes: 0x21..0x7e, ' ', '\n'. */
+static bool ns_canon_chars_ok(const char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)s[i];
+		if ((c < 0x20 || c > 0x7e) && c != '\n')
+			return false;
+	}
+	return true;
+}
+
+int ns_reg_parse(const uint8_t *buf, size_t len, ns_rec_fn fn, void *ctx)
+{
+	EVP_MD_CTX *md = NULL;
+	uint8_t digest[32];
+	uint32_t count, i;
+	size_t off;
+	int ret;
+
+	if (!buf && len)
+		return KVT_ENULL;
+	if (len < NS_HDR_LEN || memcmp(buf, NS_FILE_MAGIC, 8) != 0)
+		return KVT_ECORRUPT;
+	if (ns_get_u32le(buf + 8) != NS_FILE_VERSION)
+		return KVT_EVERSION;
+	count = ns_get_u32le(buf + 12);
+	/* Every record takes at least NS_REC_FIXED + 1 bytes. */
+	if (count > NS_ID_MAX || count > (len - NS_HDR_LEN) / (NS_REC_FIXED + 1))
+		return KVT_ECORRUPT;
+
+	if (count) {
+		md = EVP_MD_CTX_new();
+		if (!md || !EVP_DigestInit_ex(md, EVP_sha256(), NULL)) {
+			ret = -ENOMEM;
+			goto out;
+		}
+	}
+	off = NS_HDR_LEN;
+	for (i = 0; i < count; i++) {
+		const uint8_t *rec = buf + off;
+		const char *canon;
+		uint32_t canon_len, rec_len;
+		unsigned int md_len = 0;
+
+		ret = KVT_ECORRUPT;
+		if (len - off < NS_REC_FIXED)
+			goto out;
+		canon_len = ns_get_u32le(rec + 36);
+		if (ns_get_u32le(rec) != i + 1 || canon_len == 0 || canon_len > NS_CANON_MAX)
+			goto out;
+		rec_len = NS_REC_FIXED + canon_len;
+		if (len - off < rec_len)
+			goto out;
+		if (kvt_crc32c(0, rec, rec_len - 4) != ns_get_u32le(rec + rec_len - 4))
+			goto out;
+		canon = (const char *)rec + 40;
+		if (!ns_canon_chars_ok(canon, canon_len))
+			goto out;
+		if ((i && !EVP_DigestInit_ex(md, NULL, NULL)) ||
+		    !EVP_DigestUpdate(md, canon, canon_len) ||
+		    !EVP_DigestFinal_ex(md, digest, &md_len) || md_len != 32) {
+			ret = -ENOMEM;
+			goto out;
+		}
+		if (memcmp(digest, rec + 4, 32) != 0)
+			goto out;
+		if (fn) {
+			ret = fn(ctx, i + 1, rec + 4, canon, canon_len);
+			if (ret < 0)
+				goto out;
+		}
+		off += rec_len;
+	}
+	ret = off == len ? (int)count : KVT_ECORRUPT;
+out:
+	EVP_MD_CTX_free(md);
+	return ret;
+}
+
+/* ------------------------------------------------------------------------
+ * The registry in memory
+ */
+
+#define NS_HASH_MIN 16u /* initial slots */
+
+static void ns_assert_locked(struct ns_registry *r)
+{
+	/* Held by some thread, a default mutex fails trylock with EBUSY (debug builds). */
+	assert(pthread_mutex_trylock(&r->lock) == EBUSY);
+	KVT_UNUSED(r);
+}
+
+/* Entry id, prepared or published: its page exists. */
+static struct ns_entry *ns_entry_at(struct ns_registry *r, uint32_t id)
+{
+	struct ns_entry *page = atomic_load_explicit(&r->pages[id >> NS_PAGE_SHIFT],
+						     memory_order_relaxed);
+	return &page[id & (NS_PAGE_LEN - 1)];
+}
+
+/* Digests are SHA-256: any 8 bytes of one are already a good hash. */
+static uint32_t ns_hash_slot(const uint8_t digest[32], uint32_t cap)
+{
+	uint64_t h = (uint64_t)ns_get_u32le(digest) | (uint64_t)ns_get_u32le(digest + 4) << 32;
+	return (uint32_t)(h ^ (h >> 32)) & (cap - 1);
+}
+
+/* Id with this digest, or 0. */
+static uint32_t ns_hash_lookup_locked(struct ns_registry *r, const uint8_t digest[32])
+{
+	uint32_t slot, id;
+
+	ns_assert_locked(r);
+	if (!r->hash_cap)
+		return 0;
+	for (slot = ns_hash_slot(digest, r->hash_cap);; slot = (slot + 1) & (r->hash_cap - 1)) {
+		id = r->hash[slot];
+		if (!id || memcmp(ns_entry_at(r, id)->digest, digest, 32) == 0)
+			return id;
+	}
+}
+
+static void ns_hash_insert(uint32_t *hash, uint32_t cap, const uint8_t digest[32], uint32_t id)
+{
+	uint32_t slot = ns_hash_slot(digest, cap);
+
+	while (hash[slot])
+		slot = (slot + 1) & (cap - 1);
+	hash[slot] = id;
+}
+
+/* Make room for `n` ids at load <= 1/2.  0 or -ENOMEM (table unchanged). */
+static int ns_hash_reserve_locked(struct ns_registry *r, uint32_t n)
+{
+	uint32_t cap = r->hash_cap ? r->hash_cap : NS_HASH_MIN;
+	uint32_t *hash, id, count;
+
+	ns_assert_locked(r);
+	while ((uint64_t)n * 2 > cap)
+		cap *= 2;
+	if (cap == r->hash_cap)
+		return 0;
+	hash = kvt_mem_calloc(r->mem, cap, sizeof(*hash));
+	if (!hash)
+		return -ENOMEM;
+	count = atomic_load_explicit(&r->count, memory_order_relaxed);
+	for (id = 1; id <= count; id++)
+		ns_hash_insert(hash, cap, ns_entry_at(r, id)->digest, id);
+	kvt_mem_free(r->mem, r->hash, (size_t)r->hash_cap * sizeof(*r->hash));
+	r->hash = hash;
+	r->hash_cap = cap;
+	return 0;
+}
+
+/*
+ * Fill the entry for id count+1 (not yet visible: count is not raised).
+ * 0, KVT_EFULL (ids exhausted) or -ENOMEM; on failure nothing visible changed.
+ */
+static int ns_prepare_locked(struct ns_registry *r, const uint8_t digest[32], const char *canon,
+			     uint32_t canon_len, uint32_t *id_out)
+{
+	uint32_t id = atomic_load_explicit(&r->count, memory_order_relaxed) + 1;
+	struct ns_entry *_Atomic *slot;
+	struct ns_entry *e;
+	char *copy;
+
+	ns_assert_locked(r);
+	if (id > NS_ID_MAX)
+		return KVT_EFULL;
+	slot = &r->pages[id >> NS_PAGE_SHIFT];
+	if (!atomic_load_explicit(slot, memory_order_relaxed)) {
+		struct ns_entry *page = kvt_mem_calloc(r->mem, NS_PAGE_LEN, sizeof(*page));
+		if (!page)
+			return -ENOMEM;
+		atomic_store_explicit(slot, page, memory_order_release);
+	}
+	if (ns_hash_reserve_locked(r, id) < 0)
+		return -ENOMEM;
+	copy = kvt_mem_alloc(r->mem, (size_t)canon_len + 1);
+	if (!copy)
+		return -ENOMEM;
+	memcpy(copy, canon, canon_len);
+	copy[canon_len] = '\0';
+
+	e = ns_entry_at(r, id);
+	e->id = id;
+	memcpy(e->digest, digest, 32);
+	e->canon_len = canon_len;
+	e->canon = copy;
+	*id_out = id;
+	return 0;
+}
+
+/* Undo ns_prepare_locked for an id that was never published. */
+static void ns_unprepare_locked(struct ns_registry *r, uint32_t id)
+{
+	struct ns_entry *e = ns_entry_at(r, id);
+
+	ns_assert_locked(r);
+	kvt_mem_free(r->mem, e->canon, (size_t)e->canon_len + 1);
+	memset(e, 0, sizeof(*e));
+}
+
+/* Make a prepared id visible: to find (hash) and to lock-free get (count). */
+static void ns_publish_locked(struct ns_registry *r, uint32_t id)
+{
+	struct ns_entry *e = ns_entry_at(r, id);
+
+	ns_assert_locked(r);
+	ns_hash_insert(r->hash, r->hash_cap, e->digest, id);
+	atomic_store_explicit(&r->count, id, memory_order_release);
+}
+
+/* Free every entry, page and the hash: back to an empty registry. */
+static void ns_clear_locked(struct ns_registry *r)
+{
+	uint32_t count = atomic_load_explicit(&r->count, memory_order_relaxed);
+
+	for (uint32_t id = 1; id <= count; id++) {
+		struct ns_entry *e = ns_entry_at(r, id);
+		kvt_mem_free(r->mem, e->canon, (size_t)e->canon_len + 1);
+	}
+	for (uint32_t p = 0; p < NS_PAGES; p++) {
+		struct ns_entry *page = atomic_load_explicit(&r->pages[p], memory_order_relaxed);
+		kvt_mem_free(r->mem, page, (size_t)NS_PAGE_LEN * sizeof(*page));
+		atomic_store_explicit(&r->pages[p], NULL, memory_order_relaxed);
+	}
+	kvt_mem_free(r->mem, r->hash, (size_t)r->hash_cap * sizeof(*r->hash));
+	r->hash = NULL;
+	r->hash_cap = 0;
+	atomic_store_explicit(&r->count, 0, memory_order_relaxed);
+}
+
+int ns_reg_init(struct ns_registry *r, struct kvt_mem *mem)
+{
+	int err;
+
+	if (!r || !mem)
+		return KVT_ENULL;
+	memset(r, 0, sizeof(*r));
+	err = pthread_mutex_init(&r->lock, NULL);
+	if (err)
+		return -err;
+	r->mem = mem;
+	r->dir_fd = -1;
+	atomic_init(&r->count, 0);
+	for (uint32_t p = 0; p < NS_PAGES; p++)
+		atomic_init(&r->pages[p], NULL);
+	return 0;
+}
+
+void ns_reg_free(struct ns_registry *r)
+{
+	if (!r || !r->mem)
+		return;
+	pthread_mutex_lock(&r->lock);
+	ns_clear_locked(r);
+	pthread_mutex_unlock(&r->lock);
+	pthread_mutex_destroy(&r->lock);
+	r->mem = NULL;
+	r->dir_fd = -1;
+}
+
+const struct ns_entry *ns_reg_get(struct ns_registry *r, uint32_t id)
+{
+	struct ns_entry *page;
+
+	if (!r || id == 0 || id > atomic_load_explicit(&r->count, memory_order_acquire))
+		return NULL;
+	/* The acquire above orders this after the page and entry were written. */
+	page = atomic_load_explicit(&r->pages[id >> NS_PAGE_SHIFT], memory_order_relaxed);
+	return &page[id & (NS_PAGE_LEN - 1)];
+}
+
+int ns_reg_find(struct ns_registry *r, const uint8_t digest[32], uint32_t *id)
+{
+	uint32_t found;
+
+	if (!r || !digest || !id)
+		return KVT_ENULL;
+	pthread_mutex_lock(&r->lock);
+	found = ns_hash_lookup_locked(r, digest);
+	pthread_mutex_unlock(&r->lock);
+	if (!found)
+		return KVT_MISS;
+	*id = found;
+	return 0;
+}
+
+/* ------------------------------------------------------------------------
+ * Persistence
+ */
+
+/* write(2) all of it.  0 or -errno. */
+static int ns_write_all(int fd, const uint8_t *p, size_t len)
+{
+	while (len) {
+		ssize_t n = write(fd, p, len);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (n == 0)
+			return -EIO;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+/*
+ * Replace dir_fd/namespaces with image atomically: write namespaces.tmp,
+ * fsync it, rename it over namespaces, fsync the directory.  0 or -errno;
+ * on failure before the rename the temp file is removed and the old file
+ * is untouched.
+ */
+static int ns_write_file(int dir_fd, const uint8_t *image, size_t len)
+{
+	int fd, ret;
+
+	fd = openat(dir_fd, NS_FILE_TMP, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return -errno;
+	ret = ns_write_all(fd, image, len);
+	if (!ret && fsync(fd) < 0)
+		ret = -errno;
+	if (close(fd) < 0 && !ret)
+		ret = -errno;
+	if (!ret && renameat(dir_fd, NS_FILE_TMP, dir_fd, NS_FILE) < 0)
+		ret = -errno;
+	if (ret) {
+		unlinkat(dir_fd, NS_FILE_TMP, 0);
+		return ret;
+	}
+	/* The rename is durable only once the directory is. */
+	if (fsync(dir_fd) < 0)
+		return -errno;
+	return 0;
+}
+
+/* Write ids [1, n] (n may be a prepared, unpublished id).  0 or -errno. */
+static int ns_persist_locked(struct ns_registry *r, uint32_t n)
+{
+	size_t len = NS_HDR_LEN, off;
+	uint8_t *image;
+	uint32_t id;
+	int ret;
+
+	ns_assert_locked(r);
+	for (id = 1; id <= n; id++)
+		len += NS_REC_FIXED + ns_entry_at(r, id)->canon_len;
+	image = kvt_mem_alloc(r->mem, len);
+	if (!image)
+		return -ENOMEM;
+
+	memcpy(image, NS_FILE_MAGIC, 8);
+	ns_put_u32le(image + 8, NS_FILE_VERSION);
+	ns_put_u32le(image + 12, n);
+	off = NS_HDR_LEN;
+	for (id = 1; id <= n; id++) {
+		const struct ns_entry *e = ns_entry_at(r, id);
+		uint8_t *rec = image + off;
+
+		ns_put_u32le(rec, id);
+		memcpy(rec + 4, e->digest, 32);
+		ns_put_u32le(rec + 36, e->canon_len);
+		memcpy(rec + 40, e->canon, e->canon_len);
+		ns_put_u32le(rec + 40 + e->canon_len, kvt_crc32c(0, rec, 40 + e->canon_len));
+		off += NS_REC_FIXED + e->canon_len;
+	}
+	ret = ns_write_file(r->dir_fd, image, len);
+	kvt_mem_free(r->mem, image, len);
+	return ret;
+}
+
+int ns_reg_add(struct ns_registry *r, const uint8_t digest[32], const char *canon,
+	       uint32_t canon_len, uint32_t *id)
+{
+	uint8_t check[32];
+	uint32_t new_id;
+	int ret;
+
+	if (!r || !digest || !canon || !id)
+		return KVT_ENULL;
+	if (canon_len == 0 || canon_len > NS_CANON_MAX)
+		return KVT_EBADLEN;
+	/* What we persist must load again: same checks as ns_reg_parse. */
+	if (!ns_canon_chars_ok(canon, canon_len))
+		return KVT_EDESC;
+	ret = ns_sha256(canon, canon_len, check);
+	if (ret < 0)
+		return ret;
+	if (memcmp(check, digest, 32) != 0)
+		return KVT_EDESC;
+
+	pthread_mutex_lock(&r->lock);
+	new_id = ns_hash_lookup_locked(r, digest);
+	if (new_id) {
+		*id = new_id;
+		ret = 0;
+		goto out;
+	}
+	ret = ns_prepare_locked(r, digest, canon, canon_len, &new_id);
+	if (ret < 0)
+		goto out;
+	/*
+	 * If only the final directory fsync fails, the file may already hold
+	 * the new record.  The id is still not handed out, and the next add
+	 * (which gets the same id) rewrites the file from memory.
+	 */
+	if (r->dir_fd >= 0) {
+		ret = ns_persist_locked(r, new_id);
+		if (ret < 0) {
+			ns_unprepare_locked(r, new_id);
+			goto out;
+		}
+	}
+	ns_publish_locked(r, new_id);
+	*id = new_id;
+out:
+	pthread_mutex_unlock(&r->lock);
+	return ret;
+}
+
+/* ns_reg_parse callback of ns_reg_load: append one record in memory. */
+static int ns_load_rec(void *ctx, uint32_t id, const uint8_t digest[32], const char *canon,
+		       uint32_t canon_len)
+{
+	struct ns_registry *r = ctx;
+	uint32_t new_id;
+	int ret;
+
+	if (ns_hash_lookup_locked(r, digest))
+		return KVT_ECORRUPT; /* one digest, two ids */
+	ret = ns_prepare_locked(r, digest, canon, canon_len, &new_id);
+	if (ret < 0)
+		return ret;
+	if (new_id != id) { /* ns_reg_parse checks ids are 1, 2, ...; be sure */
+		ns_unprepare_locked(r, new_id);
+		return KVT_ECORRUPT;
+	}
+	ns_publish_locked(r, new_id);
+	return 0;
+}
+
+int ns_reg_load(struct ns_registry *r, int dir_fd)
+{
+	uint8_t *buf = NULL;
+	size_t len = 0, got = 0;
+	struct stat st;
+	int fd, ret;
+
+	if (!r)
+		return KVT_ENULL;
+	if (dir_fd < 0)
+		return -EBADF;
+	pthread_mutex_lock(&r->lock);
+	if (r->dir_fd >= 0 || atomic_load_explicit(&r->count, memory_order_relaxed)) {
+		ret = KVT_ESTATE;
+		goto out;
+	}
+	fd = openat(dir_fd, NS_FILE, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		ret = errno == ENOENT ? 0 : -errno;
+		goto done;
+	}
+	if (fstat(fd, &st) < 0) {
+		ret = -errno;
+		goto close;
+	}
+	if (!S_ISREG(st.st_mode) || st.st_size < (off_t)NS_HDR_LEN ||
+	    (uint64_t)st.st_size > NS_FILE_MAX || (uint64_t)st.st_size > SIZE_MAX) {
+		ret = S_ISREG(st.st_mode) ? KVT_ECORRUPT : S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL;
+		goto close;
+	}
+	len = (size_t)st.st_size;
+	buf = kvt_mem_alloc(r->mem, len);
+	if (!buf) {
+		ret = -ENOMEM;
+		goto close;
+	}
+	while (got < len) {
+		ssize_t n = pread(fd, buf + got, len - got, (off_t)got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			ret = -errno;
+			goto close;
+		}
+		if (n == 0)
+			break; /* shrank under us: the parser reports it */
+		got += (size_t)n;
+	}
+	ret = ns_reg_parse(buf, got, ns_load_rec, r);
+close:
+	close(fd);
+done:
+	if (ret < 0) {
+		ns_clear_locked(r);
+	} else {
+		ret = 0;
+		r->dir_fd = dir_fd;
+		/* Left by a crash between create and rename: never read. */
+		unlinkat(dir_fd, NS_FILE_TMP, 0);
+	}
+out:
+	pthread_mutex_unlock(&r->lock);
+	kvt_mem_free(r->mem, buf, len);
+	return ret;
+}

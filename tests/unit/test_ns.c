@@ -1,0 +1,914 @@
+/*
+ * test_ns.c - lib/ns.c: canonical descriptors and digests, the namespace
+ * registry in memory and on disk, and kvt_ns_* through the public API.
+ *
+ * Expected digests, texts and file bytes come from Python (doc/keys.md),
+ * not from this library.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <openssl/evp.h>
+
+#include "kvt_int.h"
+#include "t.h"
+
+/* doc/keys.md, "Test vectors". */
+static const char CANON_A[] =
+	"kvtier-ns 1\nmodel=meta-llama/Llama-3.1-8B\nconfig=-\ndtype=bf16\nkv_quant=-\n"
+	"layout=vllm-flash-nhd\nblock_tokens=16\ntp=0/1\npp=0/1\ntenant=-\n";
+static const char CANON_B[] =
+	"kvtier-ns 1\nmodel=deepseek-ai/DeepSeek-V3\nconfig=9f86d081884c7d65\n"
+	"dtype=fp8_e4m3\nkv_quant=per-token-fp8\nlayout=mla-latent\nblock_tokens=64\n"
+	"tp=*/8\npp=1/2\ntenant=acme\n";
+static const char *const NS_A =
+	"59ace3f23e1d9d4fed3d8eb211f925ae79d2a754c2e2a02e9ecab5eac7525dd1";
+static const char *const NS_B =
+	"d9b2b5a3ae720ddf1a4271b05aa4b5821987a9f238d30f23344faeb8c632af6f";
+static const char *const NS_C =
+	"bcd69b4545a397f91cb352b8ad4d527e72280ca369b6a822c8178b23452c4137";
+/* The one-record registry file holding A: its length and record CRC32C. */
+#define FILE_A_LEN 194
+#define FILE_A_CRC 0xea3c3d0au
+
+static const struct kvt_ns_desc DESC_A = {
+	.model = "meta-llama/Llama-3.1-8B",
+	.dtype = "bf16",
+	.layout = "vllm-flash-nhd",
+	.block_tokens = 16,
+	.tp_rank = 0, .tp_size = 1,
+	.pp_rank = 0, .pp_size = 1,
+};
+static const struct kvt_ns_desc DESC_B = {
+	.model = "deepseek-ai/DeepSeek-V3",
+	.config_hash = "9f86d081884c7d65",
+	.dtype = "fp8_e4m3",
+	.kv_quant = "per-token-fp8",
+	.layout = "mla-latent",
+	.block_tokens = 64,
+	.tp_rank = 3, .tp_size = 8,
+	.pp_rank = 1, .pp_size = 2,
+	.flags = KVT_NS_RANK_AGNOSTIC,
+	.tenant = "acme",
+};
+
+static struct kvt_ns_desc desc_c(void)
+{
+	struct kvt_ns_desc d = DESC_B;
+	d.flags = 0;
+	return d;
+}
+
+static void unhex(const char *hex, uint8_t *out, size_t len)
+{
+	T_EQ_INT(strlen(hex), 2 * len);
+	for (size_t i = 0; i < len; i++) {
+		unsigned v;
+		T_ASSERT(sscanf(hex + 2 * i, "%2x", &v) == 1);
+		out[i] = (uint8_t)v;
+	}
+}
+
+static void check_digest(const struct kvt_ns_desc *d, const char *hex, const char *canon)
+{
+	uint8_t want[32], got[32];
+	char buf[NS_CANON_MAX + 1];
+
+	unhex(hex, want, 32);
+	memset(buf, 'x', sizeof(buf));
+	if (canon) {
+		T_RC(kvt_ns_digest(d, got, buf, sizeof(buf)), (int)strlen(canon));
+		T_EQ_STR(buf, canon);
+	} else {
+		T_OK(kvt_ns_digest(d, got, buf, sizeof(buf)));
+	}
+	T_EQ_MEM(got, want, 32);
+}
+
+/* Descriptor i of a family of distinct ones (the model name varies). */
+static struct kvt_ns_desc desc_n(uint32_t i, char name[32])
+{
+	struct kvt_ns_desc d = DESC_A;
+	snprintf(name, 32, "model-%u", i);
+	d.model = name;
+	return d;
+}
+
+/* Digest and canonical text of a descriptor (must be valid). */
+static uint32_t canon_of(const struct kvt_ns_desc *d, uint8_t digest[32], char *buf)
+{
+	int n = kvt_ns_digest(d, digest, buf, NS_CANON_MAX + 1);
+	T_GE_INT(n, 1);
+	return (uint32_t)n;
+}
+
+/* ------------------------------------------------------------------------
+ * Descriptors and digests
+ */
+
+static void test_digest_vectors(void)
+{
+	struct kvt_ns_desc d = DESC_A;
+	struct kvt_ns_desc c = desc_c();
+
+	check_digest(&DESC_A, NS_A, CANON_A);
+	check_digest(&DESC_B, NS_B, CANON_B);
+	check_digest(&c, NS_C, NULL);
+
+	/* "" is the same as NULL for the optional fields. */
+	d.config_hash = "";
+	d.kv_quant = "";
+	d.tenant = "";
+	check_digest(&d, NS_A, CANON_A);
+}
+
+static void test_digest_rank_agnostic(void)
+{
+	uint8_t want[32], got[32], seen[8][32];
+	struct kvt_ns_desc d = DESC_B;
+
+	unhex(NS_B, want, 32);
+	for (uint32_t r = 0; r < 8; r++) {
+		d.tp_rank = r;
+		d.flags = KVT_NS_RANK_AGNOSTIC;
+		T_OK(kvt_ns_digest(&d, got, NULL, 0));
+		T_EQ_MEM(got, want, 32);
+		d.flags = 0;
+		T_OK(kvt_ns_digest(&d, seen[r], NULL, 0));
+		T_ASSERT(memcmp(seen[r], want, 32) != 0);
+		for (uint32_t q = 0; q < r; q++)
+			T_ASSERT(memcmp(seen[q], seen[r], 32) != 0);
+	}
+	/* pp ranks are never merged. */
+	d.flags = KVT_NS_RANK_AGNOSTIC;
+	d.pp_rank = 0;
+	T_OK(kvt_ns_digest(&d, got, NULL, 0));
+	T_ASSERT(memcmp(got, want, 32) != 0);
+}
+
+static void test_digest_buffers(void)
+{
+	uint8_t want[32], got[32];
+	char buf[16];
+	int len = (int)strlen(CANON_A);
+
+	unhex(NS_A, want, 32);
+	/* Truncated text: length and digest still right. */
+	memset(buf, 'x', sizeof(buf));
+	T_RC(kvt_ns_digest(&DESC_A, got, buf, 10), len);
+	T_EQ_MEM(buf, CANON_A, 9);
+	T_EQ_INT(buf[9], '\0');
+	T_EQ_INT(buf[10], 'x');
+	T_EQ_MEM(got, want, 32);
+	/* buf_len 0 writes nothing; 1 writes only the NUL. */
+	memset(buf, 'x', sizeof(buf));
+	T_RC(kvt_ns_digest(&DESC_A, NULL, buf, 0), len);
+	T_EQ_INT(buf[0], 'x');
+	T_RC(kvt_ns_digest(&DESC_A, NULL, buf, 1), len);
+	T_EQ_INT(buf[0], '\0');
+	T_EQ_INT(buf[1], 'x');
+	/* Neither output. */
+	T_RC(kvt_ns_digest(&DESC_A, NULL, NULL, 100), len);
+	T_RC(kvt_ns_digest(NULL, got, buf, sizeof(buf)), KVT_ENULL);
+}
+
+static void expect_edesc(const struct kvt_ns_desc *d, const char *what)
+{
+	uint8_t digest[32];
+	int ret = kvt_ns_digest(d, digest, NULL, 0);
+	if (ret != KVT_EDESC)
+		T_FAIL("%s: got %d (%s), want KVT_EDESC", what, ret, kvt_strerror(ret));
+}
+
+static void test_digest_invalid(void)
+{
+	static char long256[257], long255[256];
+	const char *bad_any[] = { long256, "a b", "a\nb", "a\tb", "caf\xc3\xa9", "x\x7f", "\x01" };
+	const char *bad_opt[] = { "-" };
+	struct kvt_ns_desc d;
+	uint8_t digest[32];
+
+	memset(long256, 'm', 256);
+	memset(long255, 'm', 255);
+
+	for (int f = 0; f < 6; f++) {
+		bool optional = f == 1 || f == 3 || f == 5;
+		const char **fields[6] = { &d.model, &d.config_hash, &d.dtype,
+					   &d.kv_quant, &d.layout, &d.tenant };
+		const char **field = fields[f];
+		char what[64];
+
+		d = DESC_B;
+		for (size_t i = 0; i < sizeof(bad_any) / sizeof(bad_any[0]); i++) {
+			*field = bad_any[i];
+			snprintf(what, sizeof(what), "field %d value %zu", f, i);
+			expect_edesc(&d, what);
+		}
+		/* 255 bytes is the most allowed. */
+		*field = long255;
+		T_OK(kvt_ns_digest(&d, digest, NULL, 0));
+		/* Required fields may not be missing; optional ones may not be "-". */
+		if (optional) {
+			*field = bad_opt[0];
+			snprintf(what, sizeof(what), "optional field %d \"-\"", f);
+			expect_edesc(&d, what);
+			*field = NULL;
+			T_OK(kvt_ns_digest(&d, digest, NULL, 0));
+		} else {
+			*field = NULL;
+			snprintf(what, sizeof(what), "required field %d NULL or empty", f);
+			expect_edesc(&d, what);
+			*field = "";
+			expect_edesc(&d, what);
+			*field = "-"; /* no ambiguity in a required field */
+			T_OK(kvt_ns_digest(&d, digest, NULL, 0));
+		}
+	}
+
+	d = DESC_B;
+	d.block_tokens = 0;
+	expect_edesc(&d, "block_tokens 0");
+	d = DESC_B;
+	d.tp_size = 0;
+	d.tp_rank = 0;
+	expect_edesc(&d, "tp_size 0");
+	d = DESC_B;
+	d.tp_rank = 8;
+	expect_edesc(&d, "tp_rank == tp_size (rank-agnostic too)");
+	d.flags = 0;
+	expect_edesc(&d, "tp_rank == tp_size");
+	d = DESC_B;
+	d.pp_size = 0;
+	d.pp_rank = 0;
+	expect_edesc(&d, "pp_size 0");
+	d = DESC_B;
+	d.pp_rank = 2;
+	expect_edesc(&d, "pp_rank == pp_size");
+	d = DESC_B;
+	d.flags = 0x2;
+	expect_edesc(&d, "unknown flag 0x2");
+	d.flags = KVT_NS_RANK_AGNOSTIC | 0x80000000u;
+	expect_edesc(&d, "unknown flag 0x80000000");
+
+	/* The largest numbers are fine. */
+	d = DESC_A;
+	d.block_tokens = UINT32_MAX;
+	d.tp_rank = UINT32_MAX - 1;
+	d.tp_size = UINT32_MAX;
+	T_OK(kvt_ns_digest(&d, digest, NULL, 0));
+	/* The longest canonical text there is (doc/keys.md): 1664 bytes. */
+	d.model = d.config_hash = d.dtype = d.kv_quant = d.layout = d.tenant = long255;
+	d.pp_rank = UINT32_MAX - 1;
+	d.pp_size = UINT32_MAX;
+	T_RC(kvt_ns_digest(&d, digest, NULL, 0), 1664);
+}
+
+/* ------------------------------------------------------------------------
+ * The registry in memory
+ */
+
+static void test_reg_memory(void)
+{
+	struct kvt_mem mem;
+	struct ns_registry r;
+	const struct kvt_ns_desc *descs[3];
+	struct kvt_ns_desc c = desc_c();
+	uint8_t digest[3][32], other[32];
+	char canon[3][NS_CANON_MAX + 1];
+	uint32_t len[3], id;
+	const struct ns_entry *e;
+
+	descs[0] = &DESC_A;
+	descs[1] = &DESC_B;
+	descs[2] = &c;
+	kvt_mem_init(&mem);
+	T_RC(ns_reg_init(&r, &mem), 0);
+	T_RC(ns_reg_find(&r, digest[0], &id), KVT_MISS); /* empty; digest uninitialised is fine */
+	for (int i = 0; i < 3; i++) {
+		len[i] = canon_of(descs[i], digest[i], canon[i]);
+		T_RC(ns_reg_add(&r, digest[i], canon[i], len[i], &id), 0);
+		T_EQ_INT(id, i + 1);
+	}
+	/* Same digest, same id. */
+	T_RC(ns_reg_add(&r, digest[1], canon[1], len[1], &id), 0);
+	T_EQ_INT(id, 2);
+	for (int i = 0; i < 3; i++) {
+		T_RC(ns_reg_find(&r, digest[i], &id), 0);
+		T_EQ_INT(id, i + 1);
+		e = ns_reg_get(&r, (uint32_t)i + 1);
+		T_ASSERT(e != NULL);
+		T_EQ_INT(e->id, i + 1);
+		T_EQ_MEM(e->digest, digest[i], 32);
+		T_EQ_INT(e->canon_len, len[i]);
+		T_EQ_STR(e->canon, canon[i]);
+	}
+	T_ASSERT(ns_reg_get(&r, 0) == NULL);
+	T_ASSERT(ns_reg_get(&r, 4) == NULL);
+	T_ASSERT(ns_reg_get(&r, UINT32_MAX) == NULL);
+	memcpy(other, digest[0], 32);
+	other[5] ^= 0x40;
+	T_RC(ns_reg_find(&r, other, &id), KVT_MISS);
+
+	/* Bad arguments change nothing. */
+	T_RC(ns_reg_add(&r, other, canon[0], len[0], &id), KVT_EDESC); /* digest != SHA-256(canon) */
+	T_RC(ns_reg_add(&r, digest[0], canon[0], 0, &id), KVT_EBADLEN);
+	T_RC(ns_reg_add(&r, digest[0], canon[0], NS_CANON_MAX + 1, &id), KVT_EBADLEN);
+	T_RC(ns_reg_add(&r, NULL, canon[0], len[0], &id), KVT_ENULL);
+	T_RC(ns_reg_add(&r, digest[0], NULL, len[0], &id), KVT_ENULL);
+	T_RC(ns_reg_add(&r, digest[0], canon[0], len[0], NULL), KVT_ENULL);
+	T_RC(ns_reg_add(NULL, digest[0], canon[0], len[0], &id), KVT_ENULL);
+	T_RC(ns_reg_find(&r, NULL, &id), KVT_ENULL);
+	T_RC(ns_reg_find(&r, digest[0], NULL), KVT_ENULL);
+	T_ASSERT(ns_reg_get(NULL, 1) == NULL);
+	T_ASSERT(ns_reg_get(&r, 4) == NULL);
+
+	ns_reg_free(&r);
+	T_EQ_INT(atomic_load(&mem.bytes), 0);
+	ns_reg_free(&r); /* twice is harmless */
+}
+
+/* Many namespaces: pages, hash growth, find and get of each. */
+static void test_reg_many(void)
+{
+	const uint32_t n = 2 * NS_PAGE_LEN + 100;
+	struct kvt_mem mem;
+	struct ns_registry r;
+	char name[32], canon[NS_CANON_MAX + 1];
+	uint8_t digest[32];
+	uint32_t id, len;
+
+	kvt_mem_init(&mem);
+	T_RC(ns_reg_init(&r, &mem), 0);
+	for (uint32_t i = 1; i <= n; i++) {
+		struct kvt_ns_desc d = desc_n(i, name);
+		len = canon_of(&d, digest, canon);
+		T_RC(ns_reg_add(&r, digest, canon, len, &id), 0);
+		T_EQ_INT(id, i);
+	}
+	for (uint32_t i = 1; i <= n; i++) {
+		struct kvt_ns_desc d = desc_n(i, name);
+		const struct ns_entry *e;
+		len = canon_of(&d, digest, canon);
+		T_RC(ns_reg_find(&r, digest, &id), 0);
+		T_EQ_INT(id, i);
+		e = ns_reg_get(&r, i);
+		T_ASSERT(e && e->id == i && e->canon_len == len);
+		T_EQ_MEM(e->digest, digest, 32);
+	}
+	T_ASSERT(ns_reg_get(&r, n + 1) == NULL);
+	ns_reg_free(&r);
+	T_EQ_INT(atomic_load(&mem.bytes), 0);
+}
+
+/* Lock-free ns_reg_get against a concurrent ns_reg_add. */
+struct reader_arg {
+	struct ns_registry *r;
+	_Atomic int stop;
+	uint64_t seen;
+};
+
+static void *reader_main(void *p)
+{
+	struct reader_arg *a = p;
+
+	while (!atomic_load(&a->stop)) {
+		uint32_t count = atomic_load_explicit(&a->r->count, memory_order_acquire);
+		for (uint32_t id = 1; id <= count; id++) {
+			const struct ns_entry *e = ns_reg_get(a->r, id);
+			if (!e || e->id != id || !e->canon || e->canon_len != strlen(e->canon))
+				T_FAIL("ns_reg_get(%u) saw a half-written entry", id);
+			a->seen++;
+		}
+	}
+	return NULL;
+}
+
+static void test_reg_concurrent_get(void)
+{
+	struct kvt_mem mem;
+	struct ns_registry r;
+	struct reader_arg a = { .r = &r };
+	pthread_t th;
+	char name[32], canon[NS_CANON_MAX + 1];
+	uint8_t digest[32];
+	uint32_t id;
+
+	kvt_mem_init(&mem);
+	T_RC(ns_reg_init(&r, &mem), 0);
+	T_RC(pthread_create(&th, NULL, reader_main, &a), 0);
+	for (uint32_t i = 1; i <= NS_PAGE_LEN + 50; i++) {
+		struct kvt_ns_desc d = desc_n(i, name);
+		uint32_t len = canon_of(&d, digest, canon);
+		T_RC(ns_reg_add(&r, digest, canon, len, &id), 0);
+	}
+	atomic_store(&a.stop, 1);
+	pthread_join(th, NULL);
+	ns_reg_free(&r);
+}
+
+/* Every allocation failure leaves the registry as it was. */
+static void test_reg_alloc_failure(void)
+{
+	struct kvt_mem mem;
+	struct ns_registry r;
+	char name[32], canon[NS_CANON_MAX + 1];
+	uint8_t digest[32];
+	uint32_t id, len, next = 1;
+	int failures = 0;
+
+	kvt_mem_init(&mem);
+	T_RC(ns_reg_init(&r, &mem), 0);
+	/* Fail the nth allocation of an add, for each n, across a page boundary. */
+	for (uint32_t i = 1; next <= NS_PAGE_LEN + 2; i++) {
+		struct kvt_ns_desc d = desc_n(next, name);
+		int ret;
+		len = canon_of(&d, digest, canon);
+		kvt_mem_fail_nth(&mem, next >= NS_PAGE_LEN - 1 ? (int64_t)(i % 4) + 1 : 0);
+		ret = ns_reg_add(&r, digest, canon, len, &id);
+		kvt_mem_fail_nth(&mem, 0);
+		if (ret == -ENOMEM) {
+			failures++;
+			T_EQ_INT(atomic_load(&r.count), next - 1);
+			T_RC(ns_reg_find(&r, digest, &id), KVT_MISS);
+			T_ASSERT(ns_reg_get(&r, next) == NULL);
+			continue;
+		}
+		T_RC(ret, 0);
+		T_EQ_INT(id, next);
+		next++;
+	}
+	T_GE_INT(failures, 1);
+	ns_reg_free(&r);
+	T_EQ_INT(atomic_load(&mem.bytes), 0);
+}
+
+/* ------------------------------------------------------------------------
+ * The registry on disk
+ */
+
+static int open_dir(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		T_FAIL("open %s: %s", path, strerror(errno));
+	return fd;
+}
+
+static uint8_t *read_file(int dir_fd, const char *name, size_t *len)
+{
+	struct stat st;
+	uint8_t *buf;
+	int fd = openat(dir_fd, name, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		T_FAIL("open %s: %s", name, strerror(errno));
+	T_RC(fstat(fd, &st), 0);
+	*len = (size_t)st.st_size;
+	buf = malloc(*len + 1);
+	T_ASSERT(buf != NULL);
+	T_EQ_INT(pread(fd, buf, *len, 0), (long long)*len);
+	close(fd);
+	return buf;
+}
+
+static void write_file(int dir_fd, const char *name, const void *p, size_t len)
+{
+	int fd = openat(dir_fd, name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+
+	if (fd < 0)
+		T_FAIL("open %s: %s", name, strerror(errno));
+	T_EQ_INT(write(fd, p, len), (long long)len);
+	close(fd);
+}
+
+static void put_u32le(uint8_t *p, uint32_t v)
+{
+	p[0] = (uint8_t)v;
+	p[1] = (uint8_t)(v >> 8);
+	p[2] = (uint8_t)(v >> 16);
+	p[3] = (uint8_t)(v >> 24);
+}
+
+/* A registry file image written by the test itself (doc/keys.md layout). */
+static uint8_t *make_image(const struct kvt_ns_desc *const *descs, uint32_t n, uint32_t version,
+			   size_t *len_out)
+{
+	size_t cap = 16 + (size_t)n * (44 + NS_CANON_MAX), off = 16;
+	uint8_t *img = malloc(cap);
+
+	T_ASSERT(img != NULL);
+	memcpy(img, "KVTNSREG", 8);
+	put_u32le(img + 8, version);
+	put_u32le(img + 12, n);
+	for (uint32_t i = 0; i < n; i++) {
+		uint8_t *rec = img + off;
+		char canon[NS_CANON_MAX + 1];
+		uint32_t len = canon_of(descs[i], rec + 4, canon);
+		put_u32le(rec, i + 1);
+		put_u32le(rec + 36, len);
+		memcpy(rec + 40, canon, len);
+		put_u32le(rec + 40 + len, kvt_crc32c(0, rec, 40 + len));
+		off += 44 + len;
+	}
+	*len_out = off;
+	return img;
+}
+
+static int load_fresh(struct kvt_mem *mem, struct ns_registry *r, int dir_fd)
+{
+	T_RC(ns_reg_init(r, mem), 0);
+	return ns_reg_load(r, dir_fd);
+}
+
+static void test_reg_persist(void)
+{
+	char *dir = t_mkdtemp();
+	int dir_fd = open_dir(dir);
+	struct kvt_mem mem;
+	struct ns_registry r;
+	struct kvt_ns_desc c = desc_c();
+	const struct kvt_ns_desc *descs[4] = { &DESC_A, &DESC_B, &c, NULL };
+	uint8_t digest[4][32];
+	char canon[4][NS_CANON_MAX + 1], name[32];
+	uint32_t len[4], id;
+	uint8_t *file;
+	size_t file_len;
+	struct kvt_ns_desc d4 = desc_n(4, name);
+
+	descs[3] = &d4;
+	for (int i = 0; i < 4; i++)
+		len[i] = canon_of(descs[i], digest[i], canon[i]);
+
+	kvt_mem_init(&mem);
+	/* Absent file: an empty registry. */
+	T_RC(load_fresh(&mem, &r, dir_fd), 0);
+	T_EQ_INT(atomic_load(&r.count), 0);
+	T_RC(ns_reg_load(&r, dir_fd), KVT_ESTATE);
+
+	/* The file after one add is byte for byte what Python writes. */
+	T_RC(ns_reg_add(&r, digest[0], canon[0], len[0], &id), 0);
+	T_EQ_INT(id, 1);
+	file = read_file(dir_fd, "namespaces", &file_len);
+	T_EQ_INT(file_len, FILE_A_LEN);
+	T_EQ_MEM(file, "KVTNSREG\x01\x00\x00\x00\x01\x00\x00\x00\x01\x00\x00\x00", 20);
+	T_EQ_MEM(file + 20, digest[0], 32);
+	T_EQ_INT(file[52] | file[53] << 8, len[0]);
+	T_EQ_MEM(file + 56, CANON_A, len[0]);
+	T_EQ_U64((uint32_t)(file[190] | file[191] << 8 | file[192] << 16 | (uint32_t)file[193] << 24),
+		 FILE_A_CRC);
+	free(file);
+
+	for (int i = 1; i < 3; i++) {
+		T_RC(ns_reg_add(&r, digest[i], canon[i], len[i], &id), 0);
+		T_EQ_INT(id, i + 1);
+	}
+	T_ASSERT(faccessat(dir_fd, "namespaces.tmp", F_OK, 0) != 0);
+	ns_reg_free(&r);
+
+	/* Reload: same ids.  A leftover temp file is removed. */
+	write_file(dir_fd, "namespaces.tmp", "junk", 4);
+	T_RC(load_fresh(&mem, &r, dir_fd), 0);
+	T_ASSERT(faccessat(dir_fd, "namespaces.tmp", F_OK, 0) != 0);
+	T_EQ_INT(atomic_load(&r.count), 3);
+	for (int i = 2; i >= 0; i--) {
+		const struct ns_entry *e = ns_reg_get(&r, (uint32_t)i + 1);
+		T_RC(ns_reg_find(&r, digest[i], &id), 0);
+		T_EQ_INT(id, i + 1);
+		T_RC(ns_reg_add(&r, digest[i], canon[i], len[i], &id), 0);
+		T_EQ_INT(id, i + 1);
+		T_ASSERT(e != NULL);
+		T_EQ_STR(e->canon, canon[i]);
+	}
+	/* A failed write (the temp name is taken by a directory) changes nothing. */
+	T_RC(mkdirat(dir_fd, "namespaces.tmp", 0755), 0);
+	T_RC(ns_reg_add(&r, digest[3], canon[3], len[3], &id), -EISDIR);
+	T_EQ_INT(atomic_load(&r.count), 3);
+	T_RC(ns_reg_find(&r, digest[3], &id), KVT_MISS);
+	T_RC(unlinkat(dir_fd, "namespaces.tmp", AT_REMOVEDIR), 0);
+	T_RC(ns_reg_add(&r, digest[3], canon[3], len[3], &id), 0);
+	T_EQ_INT(id, 4);
+	ns_reg_free(&r);
+
+	T_RC(load_fresh(&mem, &r, dir_fd), 0);
+	T_EQ_INT(atomic_load(&r.count), 4);
+	T_RC(ns_reg_find(&r, digest[3], &id), 0);
+	T_EQ_INT(id, 4);
+	ns_reg_free(&r);
+
+	/* A file the test wrote itself (same layout) loads too. */
+	file = make_image(descs, 4, 1, &file_len);
+	write_file(dir_fd, "namespaces", file, file_len);
+	free(file);
+	T_RC(load_fresh(&mem, &r, dir_fd), 0);
+	T_EQ_INT(atomic_load(&r.count), 4);
+	ns_reg_free(&r);
+
+	T_EQ_INT(atomic_load(&mem.bytes), 0);
+	close(dir_fd);
+	t_rmtree(dir);
+	free(dir);
+}
+
+/* Allocation failures while loading leave an empty registry and no leak. */
+static void test_reg_load_alloc_failure(void)
+{
+	char *dir = t_mkdtemp();
+	int dir_fd = open_dir(dir);
+	struct kvt_mem mem;
+	struct ns_registry r;
+	const struct kvt_ns_desc *descs[NS_PAGE_LEN + 2];
+	struct kvt_ns_desc ds[NS_PAGE_LEN + 2];
+	static char names[NS_PAGE_LEN + 2][32];
+	uint8_t *img;
+	size_t len;
+	int ret;
+
+	for (uint32_t i = 0; i < NS_PAGE_LEN + 2; i++) {
+		ds[i] = desc_n(i, names[i]);
+		descs[i] = &ds[i];
+	}
+	img = make_image(descs, NS_PAGE_LEN + 2, 1, &len);
+	write_file(dir_fd, "namespaces", img, len);
+	free(img);
+
+	kvt_mem_init(&mem);
+	for (int64_t n = 1;; n++) {
+		T_RC(ns_reg_init(&r, &mem), 0);
+		kvt_mem_fail_nth(&mem, n);
+		ret = ns_reg_load(&r, dir_fd);
+		kvt_mem_fail_nth(&mem, 0);
+		if (ret == 0) {
+			T_EQ_INT(atomic_load(&r.count), NS_PAGE_LEN + 2);
+			ns_reg_free(&r);
+			break;
+		}
+		T_RC(ret, -ENOMEM);
+		T_EQ_INT(atomic_load(&r.count), 0);
+		T_ASSERT(ns_reg_get(&r, 1) == NULL);
+		ns_reg_free(&r);
+		T_EQ_INT(atomic_load(&mem.bytes), 0);
+		/* Past the first few, skip ahead: one record = one allocation. */
+		if (n > 8 && n < NS_PAGE_LEN - 4)
+			n = NS_PAGE_LEN - 4;
+	}
+	T_EQ_INT(atomic_load(&mem.bytes), 0);
+	close(dir_fd);
+	t_rmtree(dir);
+	free(dir);
+}
+
+/* Parse a heap copy of exactly len bytes, so any over-read is caught by ASan. */
+static int parse_exact(const uint8_t *p, size_t len)
+{
+	uint8_t *copy = malloc(len ? len : 1);
+	int ret;
+
+	T_ASSERT(copy != NULL);
+	if (len)
+		memcpy(copy, p, len);
+	ret = ns_reg_parse(copy, len, NULL, NULL);
+	free(copy);
+	return ret;
+}
+
+static int count_rec(void *ctx, uint32_t id, const uint8_t digest[32], const char *canon,
+		     uint32_t canon_len)
+{
+	uint32_t *n = ctx;
+	uint8_t want[32];
+	unsigned int md_len;
+
+	T_EQ_INT(id, ++*n);
+	T_ASSERT(canon_len >= 1 && canon_len <= NS_CANON_MAX);
+	T_ASSERT(EVP_Digest(canon, canon_len, want, &md_len, EVP_sha256(), NULL) == 1);
+	T_EQ_MEM(digest, want, 32);
+	return 0;
+}
+
+static int stop_at_2(void *ctx, uint32_t id, const uint8_t digest[32], const char *canon,
+		     uint32_t canon_len)
+{
+	(void)ctx; (void)digest; (void)canon; (void)canon_len;
+	return id == 2 ? -EINTR : 0;
+}
+
+static void test_reg_corrupt(void)
+{
+	char *dir = t_mkdtemp();
+	int dir_fd = open_dir(dir);
+	struct kvt_mem mem;
+	struct ns_registry r;
+	struct kvt_ns_desc c = desc_c();
+	const struct kvt_ns_desc *descs[3] = { &DESC_A, &DESC_B, &c };
+	const struct kvt_ns_desc *dup[2] = { &DESC_A, &DESC_A };
+	uint8_t *img, *bad;
+	size_t len, dup_len;
+	uint32_t n = 0;
+
+	kvt_mem_init(&mem);
+	img = make_image(descs, 3, 1, &len);
+	T_RC(ns_reg_parse(img, len, count_rec, &n), 3);
+	T_EQ_INT(n, 3);
+	T_RC(ns_reg_parse(img, len, stop_at_2, NULL), -EINTR);
+	T_RC(ns_reg_parse(NULL, 0, NULL, NULL), KVT_ECORRUPT);
+	T_RC(ns_reg_parse(NULL, 5, NULL, NULL), KVT_ENULL);
+	bad = malloc(len + 1);
+	T_ASSERT(bad != NULL);
+
+	/* Every truncation, through the parser and through a file. */
+	for (size_t cut = 0; cut < len; cut++) {
+		T_RC(parse_exact(img, cut), KVT_ECORRUPT);
+		write_file(dir_fd, "namespaces", img, cut);
+		if (load_fresh(&mem, &r, dir_fd) != KVT_ECORRUPT)
+			T_FAIL("truncated at %zu of %zu: not KVT_ECORRUPT", cut, len);
+		T_EQ_INT(atomic_load(&r.count), 0);
+		ns_reg_free(&r);
+	}
+	/* Every flipped bit pattern at every byte. */
+	for (size_t i = 0; i < len; i++) {
+		static const uint8_t flips[] = { 0x01, 0x80, 0xff };
+		for (size_t f = 0; f < sizeof(flips); f++) {
+			int want = i >= 8 && i < 12 ? KVT_EVERSION : KVT_ECORRUPT;
+			int got;
+			memcpy(bad, img, len);
+			bad[i] ^= flips[f];
+			got = parse_exact(bad, len);
+			if (got != want)
+				T_FAIL("byte %zu ^ 0x%02x: got %d (%s), want %d", i, flips[f], got,
+				       kvt_strerror(got), want);
+		}
+	}
+	/* Flipped bytes through the file too (a sample). */
+	for (size_t i = 0; i < len; i += 7) {
+		memcpy(bad, img, len);
+		bad[i] ^= 0x10;
+		write_file(dir_fd, "namespaces", bad, len);
+		T_RC(load_fresh(&mem, &r, dir_fd), i >= 8 && i < 12 ? KVT_EVERSION : KVT_ECORRUPT);
+		ns_reg_free(&r);
+	}
+	/* A digest that is not the canon's, under a CRC that matches. */
+	memcpy(bad, img, len);
+	bad[16 + 4] ^= 1;
+	put_u32le(bad + 16 + 40 + strlen(CANON_A), kvt_crc32c(0, bad + 16, 40 + strlen(CANON_A)));
+	T_RC(parse_exact(bad, len), KVT_ECORRUPT);
+	/* An id out of order, under a CRC that matches. */
+	memcpy(bad, img, len);
+	bad[16] = 2;
+	put_u32le(bad + 16 + 40 + strlen(CANON_A), kvt_crc32c(0, bad + 16, 40 + strlen(CANON_A)));
+	T_RC(parse_exact(bad, len), KVT_ECORRUPT);
+	/* Trailing garbage. */
+	memcpy(bad, img, len);
+	bad[len] = 0;
+	T_RC(parse_exact(bad, len + 1), KVT_ECORRUPT);
+	free(bad);
+	free(img);
+
+	/* A newer version. */
+	img = make_image(descs, 3, 2, &len);
+	write_file(dir_fd, "namespaces", img, len);
+	T_RC(load_fresh(&mem, &r, dir_fd), KVT_EVERSION);
+	ns_reg_free(&r);
+	free(img);
+
+	/* One digest under two ids: each record is valid, the file is not. */
+	img = make_image(dup, 2, 1, &dup_len);
+	T_RC(parse_exact(img, dup_len), 2);
+	write_file(dir_fd, "namespaces", img, dup_len);
+	T_RC(load_fresh(&mem, &r, dir_fd), KVT_ECORRUPT);
+	T_EQ_INT(atomic_load(&r.count), 0);
+	ns_reg_free(&r);
+	free(img);
+
+	/* A record whose canon holds a NUL: CRC and digest right, still refused. */
+	{
+		static const char canon[] = "kvtier-ns 1\nmodel=a\0b\n";
+		uint8_t rec[16 + 44 + sizeof(canon) - 1];
+		uint32_t clen = sizeof(canon) - 1;
+		unsigned int md_len;
+
+		memcpy(rec, "KVTNSREG\x01\x00\x00\x00\x01\x00\x00\x00", 16);
+		put_u32le(rec + 16, 1);
+		T_ASSERT(EVP_Digest(canon, clen, rec + 20, &md_len, EVP_sha256(), NULL) == 1);
+		put_u32le(rec + 52, clen);
+		memcpy(rec + 56, canon, clen);
+		put_u32le(rec + 56 + clen, kvt_crc32c(0, rec + 16, 40 + clen));
+		T_RC(parse_exact(rec, sizeof(rec)), KVT_ECORRUPT);
+		rec[56 + 19] = 'x'; /* the NUL becomes 'x': now only digest and CRC are off */
+		T_RC(parse_exact(rec, sizeof(rec)), KVT_ECORRUPT);
+	}
+
+	/* A directory where the file should be. */
+	T_RC(unlinkat(dir_fd, "namespaces", 0), 0);
+	T_RC(mkdirat(dir_fd, "namespaces", 0755), 0);
+	T_RC(load_fresh(&mem, &r, dir_fd), -EISDIR);
+	ns_reg_free(&r);
+
+	T_EQ_INT(atomic_load(&mem.bytes), 0);
+	close(dir_fd);
+	t_rmtree(dir);
+	free(dir);
+}
+
+/* ------------------------------------------------------------------------
+ * Through the public API
+ */
+
+static struct kvt_store *store_open(const char *dir)
+{
+	struct kvt_store *s;
+
+	T_RC(kvt_store_create(&s), 0);
+	T_RC(kvt_store_set_option(s, "path", dir), 0);
+	T_RC(kvt_store_set_option(s, "dram.capacity", "16M"), 0);
+	T_RC(kvt_store_set_option(s, "dram.prefault", "off"), 0);
+	T_RC(kvt_store_open(s), 0);
+	return s;
+}
+
+static void test_store_api(void)
+{
+	char *dir = t_mkdtemp();
+	struct kvt_ns_desc c = desc_c();
+	const struct kvt_ns_desc *descs[3] = { &DESC_A, &DESC_B, &c };
+	uint32_t ids[3], id;
+	uint8_t digest[32], want[32];
+	char buf[NS_CANON_MAX + 1];
+	struct kvt_store *s = store_open(dir);
+
+	for (int i = 0; i < 3; i++) {
+		T_RC(kvt_ns_register(s, descs[i], &ids[i]), 0);
+		T_EQ_INT(ids[i], i + 1);
+	}
+	T_RC(kvt_ns_register(s, &DESC_A, &id), 0);
+	T_EQ_INT(id, ids[0]);
+	T_RC(kvt_store_close(s), 0);
+	kvt_store_destroy(s);
+
+	/* Reopen and register in the other order: ids do not move. */
+	s = store_open(dir);
+	for (int i = 2; i >= 0; i--) {
+		T_RC(kvt_ns_register(s, descs[i], &id), 0);
+		T_EQ_INT(id, ids[i]);
+	}
+	unhex(NS_B, want, 32);
+	T_RC(kvt_ns_find(s, want, &id), 0);
+	T_EQ_INT(id, ids[1]);
+	memset(digest, 0, 32);
+	T_RC(kvt_ns_info(s, ids[1], digest, buf, sizeof(buf)), (int)strlen(CANON_B));
+	T_EQ_MEM(digest, want, 32);
+	T_EQ_STR(buf, CANON_B);
+	T_RC(kvt_ns_info(s, ids[0], digest, NULL, 0), (int)strlen(CANON_A));
+	unhex(NS_A, want, 32);
+	T_EQ_MEM(digest, want, 32);
+	T_RC(kvt_ns_info(s, 99, digest, buf, sizeof(buf)), KVT_ENONS);
+	T_RC(kvt_ns_info(s, 0, digest, buf, sizeof(buf)), KVT_ENONS);
+	want[0] ^= 1;
+	T_RC(kvt_ns_find(s, want, &id), KVT_MISS);
+
+	/* A bad descriptor is refused by the store too. */
+	{
+		struct kvt_ns_desc bad = DESC_A;
+		bad.tp_rank = 1;
+		T_RC(kvt_ns_register(s, &bad, &id), KVT_EDESC);
+	}
+	T_RC(kvt_store_close(s), 0);
+	kvt_store_destroy(s);
+
+	/* A corrupt registry makes open fail clearly. */
+	{
+		int dir_fd = open_dir(dir);
+		size_t len;
+		uint8_t *f = read_file(dir_fd, "namespaces", &len);
+		f[len - 1] ^= 1;
+		write_file(dir_fd, "namespaces", f, len);
+		free(f);
+		close(dir_fd);
+		T_RC(kvt_store_create(&s), 0);
+		T_RC(kvt_store_set_option(s, "path", dir), 0);
+		T_RC(kvt_store_set_option(s, "dram.capacity", "16M"), 0);
+		T_RC(kvt_store_open(s), KVT_ECORRUPT);
+		kvt_store_destroy(s);
+	}
+	t_rmtree(dir);
+	free(dir);
+}
+
+int main(void)
+{
+	test_digest_vectors();
+	test_digest_rank_agnostic();
+	test_digest_buffers();
+	test_digest_invalid();
+	test_reg_memory();
+	test_reg_many();
+	test_reg_concurrent_get();
+	test_reg_alloc_failure();
+	test_reg_persist();
+	test_reg_load_alloc_failure();
+	test_reg_corrupt();
+	test_store_api();
+	return 0;
+}
