@@ -47,7 +47,9 @@
 
 enum { ITEM_WRITING = 1, ITEM_VISIBLE = 2, ITEM_DEAD = 3 };
 #define ITEM_STATE_MASK 0x0f
-#define ITEM_CRC_VALID 0x10
+#define ITEM_CRC_VALID 0x10 /* part CRCs computed */
+#define ITEM_ON_LOWER 0x20  /* a lower tier holds a copy: never written down again */
+#define ITEM_WD 0x40        /* write-down queued or in flight; it holds a ref */
 
 struct dram_part {
 	uint64_t end;  /* offset one past the part's last byte */
@@ -99,6 +101,7 @@ struct dram_shard {
 	uint64_t puts, put_bytes, put_exists, put_canceled, full_errors;
 	uint64_t hits, misses, get_bytes, evictions, evicted_bytes, deletes;
 	uint64_t pinned, value_bytes, lookups, crc_errors, dead_pending;
+	uint64_t promotions, promoted_bytes, admitted;
 } __attribute__((aligned(64)));
 
 struct dram {
@@ -112,6 +115,8 @@ struct dram {
 	int policy;
 	dram_evict_fn evict_fn;
 	void *evict_ctx;
+	dram_admit_fn admit_fn;
+	void *admit_ctx;
 };
 
 /* ------------------------------------------------------------------------
@@ -233,6 +238,25 @@ static void item_free_locked(struct dram *d, struct dram_shard *s, struct dram_i
 		kvt_mem_free(d->mem, it->ext,
 			     item_ext_len(it->run_count, it->part_count, ITEM_KEYLEN(it)));
 	pool_put(s, it);
+}
+
+/* Refs: count the blocks held by anyone (stat dram.pinned_blocks). */
+static inline void item_ref_locked(struct dram_shard *s, struct dram_item *it)
+{
+	if (it->refs++ == 0)
+		s->pinned++;
+}
+
+/* Drop a ref; the last one frees a dead item.  Locked. */
+static inline void item_unref_locked(struct dram *d, struct dram_shard *s, struct dram_item *it)
+{
+	if (--it->refs == 0) {
+		s->pinned--;
+		if (ITEM_STATE(it) == ITEM_DEAD) {
+			s->dead_pending--;
+			item_free_locked(d, s, it);
+		}
+	}
 }
 
 /* ------------------------------------------------------------------------
@@ -451,8 +475,9 @@ static uint32_t iov_crc(const struct iovec *iov, unsigned n, uint64_t off, uint6
  * Make the item's part CRCs valid (computing them from its bytes if they
  * were deferred).  The caller holds a ref, not the lock.
  */
-static void dram_item_crcs(struct dram_shard *s, struct dram_item *it)
+static void dram_item_crcs(struct dram *d, struct dram_item *it)
 {
+	struct dram_shard *s = dram_shard_of(d, item_hash(it));
 	uint32_t small[16], *crcs = small;
 	unsigned np = it->part_count;
 	bool valid;
@@ -486,6 +511,94 @@ static void dram_item_crcs(struct dram_shard *s, struct dram_item *it)
 			item_parts(it)[p].crc = crcs[p];
 	it->node.owner[0] |= ITEM_CRC_VALID;
 	pthread_mutex_unlock(&s->lock);
+}
+
+/* Copy len bytes from one iovec array to another. */
+static void iov_copy(const struct iovec *dst, unsigned nd, const struct iovec *src, unsigned ns,
+		     uint64_t len)
+{
+	unsigned di = 0, si = 0;
+	uint64_t doff = 0, soff = 0;
+	while (len > 0 && di < nd && si < ns) {
+		uint64_t n = dst[di].iov_len - doff;
+		if (n > src[si].iov_len - soff)
+			n = src[si].iov_len - soff;
+		if (n > len)
+			n = len;
+		memcpy((char *)dst[di].iov_base + doff, (const char *)src[si].iov_base + soff, n);
+		len -= n;
+		doff += n;
+		soff += n;
+		if (doff == dst[di].iov_len) {
+			di++;
+			doff = 0;
+		}
+		if (soff == src[si].iov_len) {
+			si++;
+			soff = 0;
+		}
+	}
+}
+
+/* ------------------------------------------------------------------------
+ * Write-down admission
+ *
+ * When a block not yet in a lower tier is put or hit, the admission hook
+ * (the SSD tier's) decides whether to write it down.  If it takes the
+ * block, the block carries ITEM_WD and a ref until dram_writedown_done, so
+ * it is neither evicted nor freed while its bytes are being written.
+ */
+
+static void dram_admit_locked(struct dram *d, struct dram_shard *s, struct dram_item *it, int why)
+{
+	if (!d->admit_fn || (it->node.owner[0] & (ITEM_ON_LOWER | ITEM_WD)))
+		return;
+	item_ref_locked(s, it);
+	it->node.owner[0] |= ITEM_WD;
+	if (d->admit_fn(d->admit_ctx, it, it->ns, why)) {
+		s->admitted++;
+		return;
+	}
+	it->node.owner[0] &= (uint8_t)~ITEM_WD;
+	item_unref_locked(d, s, it);
+}
+
+void dram_set_admit_hook(struct dram *d, dram_admit_fn fn, void *ctx)
+{
+	d->admit_fn = fn;
+	d->admit_ctx = ctx;
+}
+
+void dram_writedown_done(struct dram *d, struct dram_item *it, bool stored)
+{
+	struct dram_shard *s = dram_shard_of(d, item_hash(it));
+	pthread_mutex_lock(&s->lock);
+	it->node.owner[0] &= (uint8_t)~ITEM_WD;
+	if (stored)
+		it->node.owner[0] |= ITEM_ON_LOWER;
+	item_unref_locked(d, s, it);
+	pthread_mutex_unlock(&s->lock);
+}
+
+int dram_item_meta(struct dram *d, struct dram_item *it, uint32_t *ns, struct kvt_key *key,
+		   uint64_t *part_lens, uint32_t *crcs, unsigned max_parts)
+{
+	unsigned np = it->part_count;
+	if (np > max_parts)
+		return KVT_ERANGE;
+	struct dram_shard *s = dram_shard_of(d, item_hash(it));
+	dram_item_crcs(d, it);
+	*ns = it->ns;
+	key->len = ITEM_KEYLEN(it);
+	memset(key->bytes, 0, sizeof(key->bytes));
+	memcpy(key->bytes, item_key(it), key->len);
+	pthread_mutex_lock(&s->lock); /* CRCs are written under the lock */
+	for (unsigned p = 0; p < np; p++) {
+		part_lens[p] = item_part_end(it, p) - item_part_start(it, p);
+		crcs[p] = np == 1 ? it->crc0 : item_parts(it)[p].crc;
+	}
+	pthread_mutex_unlock(&s->lock);
+	return (int)np;
 }
 
 /* ------------------------------------------------------------------------
@@ -608,34 +721,33 @@ void dram_set_evict_hook(struct dram *d, dram_evict_fn fn, void *ctx)
  * Operations
  */
 
-int dram_put(struct dram *d, uint32_t ns, const struct kvt_key *key,
-	     const struct iovec *parts, unsigned part_count, const uint32_t *crcs)
+/*
+ * Steps 1-2 of a put: a WRITING item with chunks for the value, in the index
+ * but invisible, holding the caller's ref.  part_lens gives each part's
+ * length (or NULL with part_count 1).  The last chunk's bytes past the
+ * value, up to the next 4 KiB boundary, are zeroed now, so a write-down with
+ * O_DIRECT never carries recycled memory to disk.
+ */
+int dram_reserve(struct dram *d, uint32_t ns, const struct kvt_key *key, uint64_t len,
+		 const uint64_t *part_lens, unsigned part_count, struct dram_item **item,
+		 struct iovec *view, unsigned *view_count)
 {
 	struct arena_run runs[DRAM_MAX_RUNS];
 	uint32_t run_count = 0, chunks;
-	uint64_t len = 0, h;
+	uint64_t h;
 	struct dram_shard *s;
-	struct dram_item *it, **slot;
+	struct dram_item *it;
 	size_t ext_len;
 	int ret;
 
-	for (unsigned i = 0; i < part_count; i++)
-		len += parts[i].iov_len;
 	if (len > d->max_value)
 		return KVT_ETOOBIG;
-	/* Supplied checksums are checked before anything is stored. */
-	if (crcs) {
-		for (unsigned i = 0; i < part_count; i++)
-			if (kvt_crc32c(0, parts[i].iov_base, parts[i].iov_len) != crcs[i])
-				return KVT_ECORRUPT;
-	}
 	chunks = (uint32_t)((len + d->chunk - 1) / d->chunk);
 	h = dram_hash(ns, key);
 	s = dram_shard_of(d, h);
 
 	pthread_mutex_lock(&s->lock);
-	slot = index_slot(s, h, ns, key);
-	if (*slot) {
+	if (*index_slot(s, h, ns, key)) {
 		s->put_exists++;
 		pthread_mutex_unlock(&s->lock);
 		return KVT_EXISTS;
@@ -673,47 +785,35 @@ int dram_put(struct dram *d, uint32_t ns, const struct kvt_key *key,
 		struct dram_part *pt = item_parts(it);
 		uint64_t end = 0;
 		for (unsigned i = 0; i < part_count; i++) {
-			end += parts[i].iov_len;
+			end += part_lens[i];
 			pt[i].end = end;
-			pt[i].crc = crcs ? crcs[i] : 0;
+			pt[i].crc = 0;
 			pt[i].pad = 0;
 		}
-	} else {
-		it->crc0 = crcs ? crcs[0] : 0;
 	}
 	it->node.chunks = chunks;
-	it->node.owner[0] = ITEM_WRITING | (crcs ? ITEM_CRC_VALID : 0);
+	it->node.owner[0] = ITEM_WRITING;
 	it->node.owner[1] = (uint8_t)(key->len - 1);
 	memcpy(key->len <= DRAM_KEY_INLINE ? it->key : (uint8_t *)item_key(it), key->bytes,
 	       key->len);
 	it->ns = ns;
 	it->value_len = len;
-	it->refs = 1;
+	it->refs = 0;
+	item_ref_locked(s, it);
 	/* Re-find the slot: eviction above may have changed the chain. */
-	slot = index_slot(s, h, ns, key);
-	*slot = it;
+	*index_slot(s, h, ns, key) = it;
 	s->count++;
 	index_grow_locked(d, s);
+	*view_count = item_view(s, it, view);
 	pthread_mutex_unlock(&s->lock);
 
-	item_copy(s, it, 0, len, parts, part_count, 1);
-
-	pthread_mutex_lock(&s->lock);
-	it->refs--;
-	if (ITEM_STATE(it) == ITEM_DEAD) {
-		s->put_canceled++;
-		s->dead_pending--;
-		if (it->refs == 0)
-			item_free_locked(d, s, it);
-		pthread_mutex_unlock(&s->lock);
-		return -ECANCELED;
+	/* Zero the tail of the last chunk up to a 4 KiB boundary (no lock:
+	 * the writer owns the bytes until publish). */
+	if (len % 4096) {
+		struct iovec *last = &view[*view_count - 1];
+		memset((char *)last->iov_base + last->iov_len, 0, 4096 - len % 4096);
 	}
-	it->node.owner[0] = (uint8_t)((it->node.owner[0] & ~ITEM_STATE_MASK) | ITEM_VISIBLE);
-	evict_insert(&s->ev, &it->node, h);
-	s->puts++;
-	s->put_bytes += len;
-	s->value_bytes += len;
-	pthread_mutex_unlock(&s->lock);
+	*item = it;
 	return KVT_OK;
 
 fail_unlock:
@@ -721,9 +821,109 @@ fail_unlock:
 	return ret;
 }
 
+/*
+ * Step 3 of a put: make a reserved item visible (or free it if a delete or
+ * clear won meanwhile: -ECANCELED).  crcs, if not NULL, are the parts'
+ * known CRCs; flags may carry DRAM_ON_LOWER (the block is already in a
+ * lower tier: no write-down wanted).  With keep_ref the caller's ref stays
+ * (a promotion that serves a reader); otherwise it is dropped.  Calls the
+ * admission hook for a put that is not yet in a lower tier.
+ */
+int dram_publish(struct dram *d, struct dram_item *it, const uint32_t *crcs, unsigned flags,
+		 bool keep_ref)
+{
+	struct dram_shard *s = dram_shard_of(d, item_hash(it));
+	uint64_t h = item_hash(it);
+
+	pthread_mutex_lock(&s->lock);
+	if (crcs) {
+		if (it->part_count == 1)
+			it->crc0 = crcs[0];
+		else
+			for (unsigned i = 0; i < it->part_count; i++)
+				item_parts(it)[i].crc = crcs[i];
+		it->node.owner[0] |= ITEM_CRC_VALID;
+	}
+	if (ITEM_STATE(it) == ITEM_DEAD) {
+		s->put_canceled++;
+		item_unref_locked(d, s, it);
+		pthread_mutex_unlock(&s->lock);
+		return -ECANCELED;
+	}
+	it->node.owner[0] = (uint8_t)((it->node.owner[0] & ~ITEM_STATE_MASK) | ITEM_VISIBLE);
+	if (flags & DRAM_ON_LOWER)
+		it->node.owner[0] |= ITEM_ON_LOWER;
+	evict_insert(&s->ev, &it->node, h);
+	if (flags & DRAM_PROMOTED) {
+		s->promotions++;
+		s->promoted_bytes += it->value_len;
+	} else {
+		s->puts++;
+		s->put_bytes += it->value_len;
+	}
+	s->value_bytes += it->value_len;
+	if (!(flags & DRAM_ON_LOWER))
+		dram_admit_locked(d, s, it, DRAM_ADMIT_PUT);
+	if (keep_ref) {
+		s->hits++;
+		evict_hit(&s->ev, &it->node);
+	} else {
+		item_unref_locked(d, s, it);
+	}
+	pthread_mutex_unlock(&s->lock);
+	return KVT_OK;
+}
+
+/* Give up a reserved item (a failed promotion): it vanishes. */
+void dram_abort(struct dram *d, struct dram_item *it)
+{
+	struct dram_shard *s = dram_shard_of(d, item_hash(it));
+	pthread_mutex_lock(&s->lock);
+	if (ITEM_STATE(it) != ITEM_DEAD) {
+		index_unlink_locked(s, it);
+		it->node.owner[0] = (uint8_t)((it->node.owner[0] & ~ITEM_STATE_MASK) | ITEM_DEAD);
+		s->dead_pending++;
+	}
+	item_unref_locked(d, s, it);
+	pthread_mutex_unlock(&s->lock);
+}
+
+int dram_put(struct dram *d, uint32_t ns, const struct kvt_key *key,
+	     const struct iovec *parts, unsigned part_count, const uint32_t *crcs)
+{
+	uint64_t lens_small[16] = { 0 }, *lens = lens_small, len = 0;
+	struct iovec view[DRAM_MAX_RUNS];
+	unsigned view_count = 0;
+	struct dram_item *it;
+	int ret;
+
+	/* Supplied checksums are checked before anything is stored. */
+	if (crcs) {
+		for (unsigned i = 0; i < part_count; i++)
+			if (kvt_crc32c(0, parts[i].iov_base, parts[i].iov_len) != crcs[i])
+				return KVT_ECORRUPT;
+	}
+	if (part_count > KVT_ARRAY_LEN(lens_small)) {
+		lens = kvt_mem_alloc(d->mem, part_count * sizeof(*lens));
+		if (!lens)
+			return -ENOMEM;
+	}
+	for (unsigned i = 0; i < part_count; i++) {
+		lens[i] = parts[i].iov_len;
+		len += parts[i].iov_len;
+	}
+	ret = dram_reserve(d, ns, key, len, lens, part_count, &it, view, &view_count);
+	if (lens != lens_small)
+		kvt_mem_free(d->mem, lens, part_count * sizeof(*lens));
+	if (ret != KVT_OK)
+		return ret;
+	iov_copy(view, view_count, parts, part_count, len);
+	return dram_publish(d, it, crcs, 0, false);
+}
+
 /* Find a visible item and take a ref; counts the hit or miss.  Locked. */
-static struct dram_item *dram_ref_locked(struct dram_shard *s, uint64_t h, uint32_t ns,
-					 const struct kvt_key *key)
+static struct dram_item *dram_ref_locked(struct dram *d, struct dram_shard *s, uint64_t h,
+					 uint32_t ns, const struct kvt_key *key)
 {
 	struct dram_item *it = *index_slot(s, h, ns, key);
 	if (!it || ITEM_STATE(it) != ITEM_VISIBLE) {
@@ -731,37 +931,30 @@ static struct dram_item *dram_ref_locked(struct dram_shard *s, uint64_t h, uint3
 		return NULL;
 	}
 	s->hits++;
-	it->refs++;
+	item_ref_locked(s, it);
 	evict_hit(&s->ev, &it->node);
+	dram_admit_locked(d, s, it, DRAM_ADMIT_HIT);
 	return it;
 }
 
 static void dram_unref(struct dram *d, struct dram_shard *s, struct dram_item *it)
 {
 	pthread_mutex_lock(&s->lock);
-	if (--it->refs == 0 && ITEM_STATE(it) == ITEM_DEAD) {
-		s->dead_pending--;
-		item_free_locked(d, s, it);
-	}
+	item_unref_locked(d, s, it);
 	pthread_mutex_unlock(&s->lock);
 }
 
-int dram_get(struct dram *d, uint32_t ns, const struct kvt_key *key, struct dram_read *rd)
+/* Serve a read from an item the caller holds a ref on (the ref stays). */
+int dram_read_item(struct dram *d, struct dram_item *it, struct dram_read *rd)
 {
-	uint64_t h = dram_hash(ns, key), off, len, room = 0;
-	struct dram_shard *s = dram_shard_of(d, h);
-	struct dram_item *it;
+	struct dram_shard *s = dram_shard_of(d, item_hash(it));
+	uint64_t off = 0, len = 0, room = 0;
 	int ret = KVT_OK;
 
 	for (unsigned i = 0; i < rd->dst_count; i++)
 		room += rd->dst[i].iov_len;
 	rd->copied = 0;
-	pthread_mutex_lock(&s->lock);
-	it = dram_ref_locked(s, h, ns, key);
-	if (!it) {
-		pthread_mutex_unlock(&s->lock);
-		return KVT_MISS;
-	}
+	/* Lengths and part tables never change while a ref is held. */
 	rd->value_len = it->value_len;
 	if (rd->flags & KVT_F_PART) {
 		if (rd->part >= it->part_count) {
@@ -776,26 +969,23 @@ int dram_get(struct dram *d, uint32_t ns, const struct kvt_key *key, struct dram
 		if (off > it->value_len || len > it->value_len - off)
 			ret = KVT_ERANGE;
 	} else {
-		off = 0;
 		len = it->value_len;
 	}
 	if (ret == KVT_OK && len > room)
 		ret = KVT_EBUFSMALL;
-	if (ret == KVT_OK)
-		s->get_bytes += len;
-	pthread_mutex_unlock(&s->lock);
-	if (ret != KVT_OK) {
-		dram_unref(d, s, it);
+	if (ret != KVT_OK)
 		return ret;
-	}
 
 	item_copy(s, it, off, len, rd->dst, rd->dst_count, 0);
 	rd->copied = len;
+	pthread_mutex_lock(&s->lock);
+	s->get_bytes += len;
+	pthread_mutex_unlock(&s->lock);
 
 	if (rd->flags & KVT_F_VERIFY) {
 		/* Check the bytes the caller got against the stored part CRCs. */
 		unsigned p0 = 0, p1 = it->part_count;
-		dram_item_crcs(s, it);
+		dram_item_crcs(d, it);
 		if (rd->flags & KVT_F_PART) {
 			p0 = rd->part;
 			p1 = rd->part + 1;
@@ -808,11 +998,27 @@ int dram_get(struct dram *d, uint32_t ns, const struct kvt_key *key, struct dram
 				s->crc_errors++;
 				pthread_mutex_unlock(&s->lock);
 				rd->copied = 0;
-				ret = KVT_MISS;
-				break;
+				return KVT_MISS;
 			}
 		}
 	}
+	return KVT_OK;
+}
+
+int dram_get(struct dram *d, uint32_t ns, const struct kvt_key *key, struct dram_read *rd)
+{
+	uint64_t h = dram_hash(ns, key);
+	struct dram_shard *s = dram_shard_of(d, h);
+	struct dram_item *it;
+	int ret;
+
+	rd->copied = 0;
+	pthread_mutex_lock(&s->lock);
+	it = dram_ref_locked(d, s, h, ns, key);
+	pthread_mutex_unlock(&s->lock);
+	if (!it)
+		return KVT_MISS;
+	ret = dram_read_item(d, it, rd);
 	dram_unref(d, s, it);
 	return ret;
 }
@@ -825,10 +1031,8 @@ int dram_pin(struct dram *d, uint32_t ns, const struct kvt_key *key, struct dram
 	struct dram_item *it;
 
 	pthread_mutex_lock(&s->lock);
-	it = dram_ref_locked(s, h, ns, key);
+	it = dram_ref_locked(d, s, h, ns, key);
 	if (it) {
-		if (it->refs == 1)
-			s->pinned++;
 		s->get_bytes += it->value_len;
 		*len = it->value_len;
 		*view_count = item_view(s, it, view);
@@ -838,19 +1042,17 @@ int dram_pin(struct dram *d, uint32_t ns, const struct kvt_key *key, struct dram
 	return it ? KVT_OK : KVT_MISS;
 }
 
+/* The view of an item the caller holds a ref on. */
+unsigned dram_item_view(struct dram *d, struct dram_item *it, struct iovec *view, uint64_t *len)
+{
+	struct dram_shard *s = dram_shard_of(d, item_hash(it));
+	*len = it->value_len;
+	return item_view(s, it, view);
+}
+
 void dram_unpin(struct dram *d, struct dram_item *it)
 {
-	uint64_t h = item_hash(it);
-	struct dram_shard *s = dram_shard_of(d, h);
-	pthread_mutex_lock(&s->lock);
-	if (--it->refs == 0) {
-		s->pinned--;
-		if (ITEM_STATE(it) == ITEM_DEAD) {
-			s->dead_pending--;
-			item_free_locked(d, s, it);
-		}
-	}
-	pthread_mutex_unlock(&s->lock);
+	dram_unref(d, dram_shard_of(d, item_hash(it)), it);
 }
 
 int dram_exists(struct dram *d, uint32_t ns, const struct kvt_key *key)
@@ -963,7 +1165,7 @@ void dram_stats(struct dram *d, kvt_stats_fn fn, void *ctx)
 		uint64_t puts, put_bytes, put_exists, put_canceled, full_errors, hits, misses;
 		uint64_t get_bytes, evictions, evicted_bytes, deletes, pinned, value_bytes;
 		uint64_t lookups, crc_errors, blocks, used, split, ghost_hits, promotions;
-		uint64_t small_blocks, main_blocks, dead;
+		uint64_t small_blocks, main_blocks, dead, promoted, promoted_bytes, admitted;
 	} t;
 	memset(&t, 0, sizeof(t));
 	for (uint32_t i = 0; i < d->shard_count; i++) {
@@ -992,6 +1194,9 @@ void dram_stats(struct dram *d, kvt_stats_fn fn, void *ctx)
 		t.small_blocks += s->ev.small.count;
 		t.main_blocks += s->ev.main.count;
 		t.dead += s->dead_pending;
+		t.promoted += s->promotions;
+		t.promoted_bytes += s->promoted_bytes;
+		t.admitted += s->admitted;
 		pthread_mutex_unlock(&s->lock);
 	}
 	fn(ctx, "dram.capacity_bytes", d->capacity, NULL);
@@ -1020,6 +1225,9 @@ void dram_stats(struct dram *d, kvt_stats_fn fn, void *ctx)
 	fn(ctx, "dram.deletes", t.deletes, NULL);
 	fn(ctx, "dram.pinned_blocks", t.pinned, NULL);
 	fn(ctx, "dram.dead_pending", t.dead, NULL);
+	fn(ctx, "dram.promotions", t.promoted, NULL);
+	fn(ctx, "dram.promoted_bytes", t.promoted_bytes, NULL);
+	fn(ctx, "dram.writedowns_admitted", t.admitted, NULL);
 	fn(ctx, "dram.split_allocs", t.split, NULL);
 	fn(ctx, "dram.crc_errors", t.crc_errors, NULL);
 	fn(ctx, "dram.s3fifo_small_blocks", t.small_blocks, NULL);

@@ -173,9 +173,30 @@ int dram_open(struct dram **out, const struct dram_config *cfg, struct kvt_mem *
 void dram_close(struct dram *d);
 void dram_set_evict_hook(struct dram *d, dram_evict_fn fn, void *ctx);
 
-/* KVT_OK, KVT_EXISTS, -ECANCELED (a delete or clear won), KVT_ETOOBIG, KVT_EFULL, -ENOMEM. */
+/* KVT_OK, KVT_EXISTS, -ECANCELED (a delete or clear won), KVT_ETOOBIG, KVT_EFULL,
+ * KVT_ECORRUPT (supplied CRCs wrong), -ENOMEM. */
 int dram_put(struct dram *d, uint32_t ns, const struct kvt_key *key,
 	     const struct iovec *parts, unsigned part_count, const uint32_t *crcs);
+
+/*
+ * A put in steps, for blocks promoted from lower tiers: reserve makes an
+ * invisible item with room for len bytes (part_lens: each part's length,
+ * NULL if part_count is 1), holding the caller's ref, and fills view
+ * (room for DRAM_MAX_RUNS) with where the bytes go: 4 KiB aligned, and the
+ * last span may be extended to the next 4 KiB boundary (its tail is zeroed).
+ * publish makes it visible (-ECANCELED if a delete or clear won; the item is
+ * then gone); abort drops it.  KVT_EXISTS if the key is present or being
+ * written.
+ */
+#define DRAM_MAX_RUNS 64 /* most runs one value may be split into */
+#define DRAM_ON_LOWER 0x1u /* publish: a lower tier already holds the block */
+#define DRAM_PROMOTED 0x2u /* publish: count as a promotion, not a put */
+int dram_reserve(struct dram *d, uint32_t ns, const struct kvt_key *key, uint64_t len,
+		 const uint64_t *part_lens, unsigned part_count, struct dram_item **item,
+		 struct iovec *view, unsigned *view_count);
+int dram_publish(struct dram *d, struct dram_item *item, const uint32_t *crcs, unsigned flags,
+		 bool keep_ref);
+void dram_abort(struct dram *d, struct dram_item *item);
 
 struct dram_read {
 	uint32_t flags;      /* KVT_F_PART / KVT_F_RANGE / KVT_F_VERIFY */
@@ -188,16 +209,40 @@ struct dram_read {
 };
 /* KVT_OK, KVT_MISS, KVT_ERANGE, KVT_EBUFSMALL. */
 int dram_get(struct dram *d, uint32_t ns, const struct kvt_key *key, struct dram_read *rd);
+/* The same from an item the caller holds a ref on (pin or publish keep_ref). */
+int dram_read_item(struct dram *d, struct dram_item *item, struct dram_read *rd);
 
 /*
  * Pin: on KVT_OK *item holds a reference, view[0..*view_count) (room for
  * DRAM_MAX_RUNS) gets the value's bytes, valid until dram_unpin, and *len
  * its length.
  */
-#define DRAM_MAX_RUNS 64 /* most runs one value may be split into */
 int dram_pin(struct dram *d, uint32_t ns, const struct kvt_key *key, struct dram_item **item,
 	     struct iovec *view, unsigned *view_count, uint64_t *len);
+/* View of an item the caller holds a ref on; returns the span count. */
+unsigned dram_item_view(struct dram *d, struct dram_item *item, struct iovec *view,
+			uint64_t *len);
 void dram_unpin(struct dram *d, struct dram_item *item);
+
+/*
+ * Write-down admission.  When a block that no lower tier holds is put
+ * (why DRAM_ADMIT_PUT) or hit (DRAM_ADMIT_HIT), fn is called under its
+ * shard lock with a ref already taken for the write-down.  fn must not
+ * block or call into the DRAM tier: it queues the block and returns true,
+ * or returns false (declined or shed; the ref is dropped).  A taken block
+ * stays pinned until dram_writedown_done(stored: a lower tier now holds it).
+ */
+enum { DRAM_ADMIT_PUT = 1, DRAM_ADMIT_HIT = 2 };
+typedef bool (*dram_admit_fn)(void *ctx, struct dram_item *item, uint32_t ns, int why);
+void dram_set_admit_hook(struct dram *d, dram_admit_fn fn, void *ctx);
+void dram_writedown_done(struct dram *d, struct dram_item *item, bool stored);
+/*
+ * What a write-down needs: namespace, key, each part's length and CRC
+ * (computed now if they were deferred).  Returns the part count, or
+ * KVT_ERANGE if it exceeds max_parts.  Caller holds a ref.
+ */
+int dram_item_meta(struct dram *d, struct dram_item *item, uint32_t *ns, struct kvt_key *key,
+		   uint64_t *part_lens, uint32_t *crcs, unsigned max_parts);
 
 int dram_exists(struct dram *d, uint32_t ns, const struct kvt_key *key);
 int dram_delete(struct dram *d, uint32_t ns, const struct kvt_key *key);
