@@ -213,6 +213,10 @@ int64_t kvt_key_chain_prompt(const uint8_t ns_digest[32],
  */
 
 #define KVT_NS_RANK_AGNOSTIC 0x1u /* one copy serves every TP rank (MLA, replicated heads) */
+/* Policy, not identity (not in the digest): blocks of this namespace are
+ * written down to SSD when put, not on their second access.  Set by
+ * whoever registers the namespace in this process. */
+#define KVT_NS_PERSISTENT 0x2u
 
 struct kvt_ns_desc {
 	const char *model;        /* model name, e.g. "meta-llama/Llama-3.1-8B" */
@@ -449,10 +453,13 @@ struct kvt_req {
 	uint32_t tier;              /* tier that served a hit (enum kvt_tier) */
 	uint64_t length;            /* see the table above */
 	uint64_t value_len;         /* GET: the whole value's length (on OK or EBUFSMALL) */
+	uint64_t load_ns;           /* LOOKUP: estimated time to load the leading hits
+				     * from their tiers at each tier's measured
+				     * throughput (compare with recomputing them) */
 	uint64_t pin;               /* GET_PINNED: handle for kvt_pin_release */
 	const struct iovec *view;   /* GET_PINNED: the value's bytes, in order */
 	uint32_t view_count;        /* GET_PINNED: elements in view[] */
-	uint32_t pad_;
+	uint32_t priv_flags_;       /* library-private */
 	/* library-private while submitted */
 	void *priv_[4];
 	uint64_t priv_seq_;

@@ -829,13 +829,20 @@ fail_unlock:
  * (a promotion that serves a reader); otherwise it is dropped.  Calls the
  * admission hook for a put that is not yet in a lower tier.
  */
-int dram_publish(struct dram *d, struct dram_item *it, const uint32_t *crcs, unsigned flags,
-		 bool keep_ref)
+int dram_publish(struct dram *d, struct dram_item *it, const uint32_t *crcs,
+		 const uint64_t *part_lens, unsigned flags, bool keep_ref)
 {
-	struct dram_shard *s = dram_shard_of(d, item_hash(it));
 	uint64_t h = item_hash(it);
+	struct dram_shard *s = dram_shard_of(d, h);
 
 	pthread_mutex_lock(&s->lock);
+	if (part_lens && it->part_count > 1) {
+		uint64_t end = 0;
+		for (unsigned i = 0; i < it->part_count; i++) {
+			end += part_lens[i];
+			item_parts(it)[i].end = end;
+		}
+	}
 	if (crcs) {
 		if (it->part_count == 1)
 			it->crc0 = crcs[0];
@@ -872,6 +879,16 @@ int dram_publish(struct dram *d, struct dram_item *it, const uint32_t *crcs, uns
 	}
 	pthread_mutex_unlock(&s->lock);
 	return KVT_OK;
+}
+
+bool dram_item_alive(struct dram *d, struct dram_item *it)
+{
+	struct dram_shard *s = dram_shard_of(d, item_hash(it));
+	bool alive;
+	pthread_mutex_lock(&s->lock);
+	alive = ITEM_STATE(it) != ITEM_DEAD;
+	pthread_mutex_unlock(&s->lock);
+	return alive;
 }
 
 /* Give up a reserved item (a failed promotion): it vanishes. */
@@ -918,7 +935,7 @@ int dram_put(struct dram *d, uint32_t ns, const struct kvt_key *key,
 	if (ret != KVT_OK)
 		return ret;
 	iov_copy(view, view_count, parts, part_count, len);
-	return dram_publish(d, it, crcs, 0, false);
+	return dram_publish(d, it, crcs, NULL, 0, false);
 }
 
 /* Find a visible item and take a ref; counts the hit or miss.  Locked. */
@@ -1102,7 +1119,7 @@ int dram_delete(struct dram *d, uint32_t ns, const struct kvt_key *key)
 }
 
 int64_t dram_lookup(struct dram *d, uint32_t ns, const struct kvt_key *keys, size_t n,
-		    uint8_t *tiers)
+		    uint8_t *tiers, uint64_t *bytes)
 {
 	size_t i;
 	for (i = 0; i < n; i++) {
@@ -1113,6 +1130,8 @@ int64_t dram_lookup(struct dram *d, uint32_t ns, const struct kvt_key *keys, siz
 		pthread_mutex_lock(&s->lock);
 		it = *index_slot(s, h, ns, &keys[i]);
 		hit = it && ITEM_STATE(it) == ITEM_VISIBLE;
+		if (hit && bytes)
+			*bytes += it->value_len;
 		s->lookups++;
 		pthread_mutex_unlock(&s->lock);
 		if (!hit)

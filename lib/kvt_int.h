@@ -56,6 +56,8 @@ void kvt_mem_init(struct kvt_mem *m);
 void kvt_mem_fail_nth(struct kvt_mem *m, int64_t n);
 void *kvt_mem_alloc(struct kvt_mem *m, size_t len);
 void *kvt_mem_calloc(struct kvt_mem *m, size_t count, size_t len);
+/* align a power of two >= sizeof(void *); freed with kvt_mem_free. */
+void *kvt_mem_alloc_aligned(struct kvt_mem *m, size_t align, size_t len);
 /* Like realloc; old_len must be what was allocated.  On failure p is untouched. */
 void *kvt_mem_realloc(struct kvt_mem *m, void *p, size_t old_len, size_t new_len);
 /* Sized free: len must be the allocated length.  NULL is a no-op. */
@@ -194,8 +196,10 @@ int dram_put(struct dram *d, uint32_t ns, const struct kvt_key *key,
 int dram_reserve(struct dram *d, uint32_t ns, const struct kvt_key *key, uint64_t len,
 		 const uint64_t *part_lens, unsigned part_count, struct dram_item **item,
 		 struct iovec *view, unsigned *view_count);
-int dram_publish(struct dram *d, struct dram_item *item, const uint32_t *crcs, unsigned flags,
-		 bool keep_ref);
+int dram_publish(struct dram *d, struct dram_item *item, const uint32_t *crcs,
+		 const uint64_t *part_lens, unsigned flags, bool keep_ref);
+/* False once a delete or clear has killed the item (the caller holds a ref). */
+bool dram_item_alive(struct dram *d, struct dram_item *item);
 void dram_abort(struct dram *d, struct dram_item *item);
 
 struct dram_read {
@@ -246,9 +250,10 @@ int dram_item_meta(struct dram *d, struct dram_item *item, uint32_t *ns, struct 
 
 int dram_exists(struct dram *d, uint32_t ns, const struct kvt_key *key);
 int dram_delete(struct dram *d, uint32_t ns, const struct kvt_key *key);
-/* Leading keys present; tiers[i] set to KVT_TIER_DRAM for those (may be NULL). */
+/* Leading keys present; tiers[i] set to KVT_TIER_DRAM for those (may be NULL);
+ * *bytes (may be NULL) grows by their value lengths. */
 int64_t dram_lookup(struct dram *d, uint32_t ns, const struct kvt_key *keys, size_t n,
-		    uint8_t *tiers);
+		    uint8_t *tiers, uint64_t *bytes);
 /* Blocks removed.  ns may be KVT_NS_ALL. */
 int64_t dram_clear(struct dram *d, uint32_t ns);
 /* Items still pinned (for close's report). */
@@ -257,5 +262,10 @@ void dram_stats(struct dram *d, kvt_stats_fn fn, void *ctx);
 
 /* crc.c */
 uint32_t crc_iov(const struct iovec *iov, unsigned n);
+
+
+/* store.c: the SSD tier of an open store, or NULL (tests: fault injection). */
+struct ssd;
+struct ssd *store_ssd(struct kvt_store *s);
 
 #endif /* KVT_INT_H */

@@ -73,6 +73,15 @@ void *kvt_mem_calloc(struct kvt_mem *m, size_t count, size_t len)
 	return p;
 }
 
+void *kvt_mem_alloc_aligned(struct kvt_mem *m, size_t align, size_t len)
+{
+	void *p;
+	if (len == 0 || mem_should_fail(m) || posix_memalign(&p, align, len) != 0)
+		return NULL;
+	mem_count(m, (int64_t)len);
+	return p;
+}
+
 void *kvt_mem_realloc(struct kvt_mem *m, void *p, size_t old_len, size_t new_len)
 {
 	void *q;

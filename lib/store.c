@@ -33,13 +33,16 @@
 #include <sys/eventfd.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "kvt_int.h"
+#include "ssd.h"
 
 enum { ST_CREATED = 0, ST_OPEN = 1, ST_CLOSED = 2 };
 enum { REQ_IDLE = 0, REQ_QUEUED, REQ_RUNNING, REQ_DONE, REQ_CHECKING };
 
+#define STORE_PENDING 1000 /* store_exec: the request completes later */
 #define PIN_SHARDS 16
 #define PIN_IDX_BITS 24
 #define MAX_WORKERS 64
@@ -65,7 +68,10 @@ struct kvt_queue {
 	pthread_mutex_t lock;       /* guards done_head/done_tail */
 	struct kvt_req *done_head, *done_tail;
 	_Atomic int inflight;       /* submitted, not yet handed back by poll */
-	int efd;                    /* eventfd, readable when done may be non-empty */
+	int efd;                    /* eventfd, readable when done may be non-empty;
+				     * -1 for a synchronous helper's private queue,
+				     * which signals `cond` instead */
+	pthread_cond_t cond;
 	struct kvt_queue *next, *prev; /* store's queue list, under store->queues_lock */
 };
 
@@ -78,6 +84,7 @@ struct kvt_store {
 	/* options */
 	char *path;
 	struct dram_config dram_cfg;
+	struct ssd_config ssd_cfg;
 	unsigned worker_count;
 
 	/* directory */
@@ -87,6 +94,8 @@ struct kvt_store {
 
 	/* tiers */
 	struct dram *dram;
+	struct ssd *ssd;
+	double dram_bps;            /* memcpy rate measured at open, for load estimates */
 
 	/* deferred work */
 	pthread_mutex_t work_lock;
@@ -167,6 +176,17 @@ int kvt_store_create(struct kvt_store **out)
 	s->dram_cfg.policy = DRAM_POLICY_S3FIFO;
 	s->dram_cfg.hugepages = DRAM_HUGE_AUTO;
 	s->dram_cfg.prefault = true;
+	s->ssd_cfg.capacity = 0;
+	s->ssd_cfg.seg_size = UINT64_C(256) << 20;
+	s->ssd_cfg.backend = IO_BACKEND_AUTO;
+	s->ssd_cfg.admission = SSD_ADMIT_SECOND;
+	s->ssd_cfg.wd_max_bytes = UINT64_C(256) << 20;
+	s->ssd_cfg.ckpt_seals = 8;
+	s->ssd_cfg.high_pct = 95;
+	s->ssd_cfg.low_pct = 90;
+	s->ssd_cfg.reinsert_pct = 10;
+	s->ssd_cfg.io_depth = 64;
+	s->ssd_cfg.retry_ns = UINT64_C(5000) * 1000000;
 	s->worker_count = 1;
 	s->log.min_level = KVT_LOG_INFO;
 	pthread_mutex_init(&s->work_lock, NULL);
@@ -265,6 +285,82 @@ int kvt_store_set_option(struct kvt_store *s, const char *name, const char *valu
 			return KVT_EOPTVAL;
 		return 0;
 	}
+	if (strcmp(name, "ssd.capacity") == 0)
+		return parse_size(value, &s->ssd_cfg.capacity);
+	if (strcmp(name, "ssd.segment") == 0) {
+		if ((ret = parse_size(value, &n)) < 0)
+			return ret;
+		if (n < (1u << 20) || n % (1u << 20) || n > (UINT64_C(16) << 30))
+			return KVT_EOPTVAL;
+		s->ssd_cfg.seg_size = n;
+		return 0;
+	}
+	if (strcmp(name, "ssd.io") == 0) {
+		if (strcmp(value, "auto") == 0)
+			s->ssd_cfg.backend = IO_BACKEND_AUTO;
+		else if (strcmp(value, "uring") == 0)
+			s->ssd_cfg.backend = IO_BACKEND_URING;
+		else if (strcmp(value, "psync") == 0 || strcmp(value, "pread") == 0)
+			s->ssd_cfg.backend = IO_BACKEND_PSYNC;
+		else
+			return KVT_EOPTVAL;
+		return 0;
+	}
+	if (strcmp(name, "ssd.admission") == 0) {
+		if (strcmp(value, "second") == 0)
+			s->ssd_cfg.admission = SSD_ADMIT_SECOND;
+		else if (strcmp(value, "always") == 0)
+			s->ssd_cfg.admission = SSD_ADMIT_ALWAYS;
+		else
+			return KVT_EOPTVAL;
+		return 0;
+	}
+	if (strcmp(name, "ssd.writedown_max") == 0) {
+		if ((ret = parse_size(value, &n)) < 0)
+			return ret;
+		if (n < (1u << 20))
+			return KVT_EOPTVAL;
+		s->ssd_cfg.wd_max_bytes = n;
+		return 0;
+	}
+	if (strcmp(name, "ssd.checkpoint_seals") == 0) {
+		if ((ret = parse_size(value, &n)) < 0)
+			return ret;
+		if (n > 1000000)
+			return KVT_EOPTVAL;
+		s->ssd_cfg.ckpt_seals = (unsigned)n;
+		return 0;
+	}
+	if (strcmp(name, "ssd.high_watermark") == 0 || strcmp(name, "ssd.low_watermark") == 0 ||
+	    strcmp(name, "ssd.reinsert_pct") == 0) {
+		if ((ret = parse_size(value, &n)) < 0)
+			return ret;
+		if (n > 100)
+			return KVT_EOPTVAL;
+		if (name[4] == 'h')
+			s->ssd_cfg.high_pct = (unsigned)n;
+		else if (name[4] == 'l')
+			s->ssd_cfg.low_pct = (unsigned)n;
+		else
+			s->ssd_cfg.reinsert_pct = (unsigned)n;
+		return 0;
+	}
+	if (strcmp(name, "ssd.enospc_retry_ms") == 0) {
+		if ((ret = parse_size(value, &n)) < 0)
+			return ret;
+		if (n > 3600000)
+			return KVT_EOPTVAL;
+		s->ssd_cfg.retry_ns = n * 1000000;
+		return 0;
+	}
+	if (strcmp(name, "ssd.io_depth") == 0) {
+		if ((ret = parse_size(value, &n)) < 0)
+			return ret;
+		if (n < 1 || n > 4096)
+			return KVT_EOPTVAL;
+		s->ssd_cfg.io_depth = (unsigned)n;
+		return 0;
+	}
 	if (strcmp(name, "workers") == 0) {
 		if ((ret = parse_size(value, &n)) < 0)
 			return ret;
@@ -324,6 +420,11 @@ static void req_complete(struct kvt_store *s, struct kvt_req *r, int status)
 	else
 		q->done_head = r;
 	q->done_tail = r;
+	if (q->efd < 0) {
+		pthread_cond_signal(&q->cond);
+		pthread_mutex_unlock(&q->lock);
+		return;
+	}
 	pthread_mutex_unlock(&q->lock);
 	if (was_empty) {
 		uint64_t one = 1;
@@ -467,6 +568,111 @@ static bool store_flush_ready(struct kvt_store *s, uint64_t seq)
 	return true;
 }
 
+/* A promotion finished (I/O thread): serve the waiting get from DRAM. */
+static void store_promoted(void *ctx, int status, struct dram_item *item)
+{
+	struct kvt_req *r = ctx;
+	struct kvt_queue *q = req_queue(r);
+	struct kvt_store *s = q->store;
+
+	if (status == KVT_OK) {
+		if (r->op == KVT_OP_GET_PINNED) {
+			struct iovec view[DRAM_MAX_RUNS];
+			uint64_t len;
+			unsigned vc = dram_item_view(s->dram, item, view, &len);
+			status = pin_add(s, r, item, view, vc);
+			if (status == 0) {
+				r->length = len;
+				r->value_len = len;
+				r->tier = KVT_TIER_SSD;
+				item = NULL; /* the pin owns the ref now */
+			}
+		} else {
+			struct dram_read rd = { .flags = r->flags, .part = r->part, .off = r->off,
+						.len = r->len, .dst = r->iov, .dst_count = r->iov_count };
+			status = dram_read_item(s->dram, item, &rd);
+			r->length = rd.copied;
+			r->value_len = rd.value_len;
+			if (status == KVT_OK)
+				r->tier = KVT_TIER_SSD;
+		}
+		if (item)
+			dram_unpin(s->dram, item);
+	}
+	req_complete(s, r, status);
+}
+
+/* A get missed DRAM: try the lower tiers.  Returns STORE_PENDING or a status. */
+static int store_get_lower(struct kvt_store *s, struct kvt_req *r, int prio)
+{
+	int ret;
+	if (!s->ssd)
+		return KVT_MISS;
+	ret = ssd_promote(s->ssd, r->ns, &r->key, prio, store_promoted, r);
+	if (ret == 0)
+		return STORE_PENDING;
+	return ret == KVT_EXISTS ? KVT_MISS : ret; /* being promoted by another reader */
+}
+
+struct prefetch_wait {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	uint32_t outstanding;
+	uint64_t promoted;
+};
+
+static void store_prefetched(void *ctx, int status, struct dram_item *item)
+{
+	struct kvt_store *s = ((void **)ctx)[0];
+	struct prefetch_wait *w = ((void **)ctx)[1];
+	if (status == KVT_OK)
+		dram_unpin(s->dram, item);
+	pthread_mutex_lock(&w->lock);
+	w->outstanding--;
+	w->promoted += status == KVT_OK;
+	pthread_cond_signal(&w->cond);
+	pthread_mutex_unlock(&w->lock);
+}
+
+/* Prefetch on a worker: promote what only lower tiers hold, wait for it. */
+static int store_prefetch(struct kvt_store *s, struct kvt_req *r)
+{
+	struct prefetch_wait w = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0 };
+	void *ctx[2] = { s, &w };
+	uint64_t in_dram = 0;
+	int status = KVT_OK;
+
+	for (uint32_t i = 0; i < r->key_count; i++) {
+		if (__atomic_load_n(&r->priv_flags_, __ATOMIC_RELAXED)) {
+			status = -ECANCELED; /* kvt_cancel while running: stop issuing */
+			break;
+		}
+		if (s->dram && dram_exists(s->dram, r->ns, &r->keys[i]) == KVT_OK) {
+			in_dram++;
+			continue;
+		}
+		if (!s->ssd)
+			continue;
+		pthread_mutex_lock(&w.lock);
+		w.outstanding++;
+		pthread_mutex_unlock(&w.lock);
+		if (ssd_promote(s->ssd, r->ns, &r->keys[i], IO_PRIO_PREFETCH, store_prefetched,
+				ctx) != 0) {
+			pthread_mutex_lock(&w.lock);
+			w.outstanding--;
+			pthread_mutex_unlock(&w.lock);
+		}
+	}
+	pthread_mutex_lock(&w.lock);
+	while (w.outstanding > 0)
+		pthread_cond_wait(&w.cond, &w.lock);
+	pthread_mutex_unlock(&w.lock);
+	pthread_mutex_destroy(&w.lock);
+	pthread_cond_destroy(&w.cond);
+	r->length = in_dram + w.promoted;
+	return status;
+}
+
 static int store_exec(struct kvt_store *s, struct kvt_req *r)
 {
 	struct dram *d = s->dram;
@@ -478,6 +684,9 @@ static int store_exec(struct kvt_store *s, struct kvt_req *r)
 	case KVT_OP_PUT:
 		if (!d)
 			return KVT_ETOOBIG;
+		/* Put-if-absent across tiers: a block on SSD is present. */
+		if (s->ssd && ssd_find(s->ssd, r->ns, &r->key, NULL) == KVT_OK)
+			return KVT_EXISTS;
 		ret = dram_put(d, r->ns, &r->key, r->iov, r->iov_count,
 			       (r->flags & KVT_F_CRC) ? r->crcs : NULL);
 		if (ret == KVT_OK)
@@ -493,6 +702,8 @@ static int store_exec(struct kvt_store *s, struct kvt_req *r)
 		r->value_len = rd.value_len;
 		if (ret == KVT_OK)
 			r->tier = KVT_TIER_DRAM;
+		else if (ret == KVT_MISS)
+			ret = store_get_lower(s, r, IO_PRIO_DEMAND);
 		return ret;
 	}
 	case KVT_OP_GET_PINNED: {
@@ -503,6 +714,8 @@ static int store_exec(struct kvt_store *s, struct kvt_req *r)
 		if (!d)
 			return KVT_MISS;
 		ret = dram_pin(d, r->ns, &r->key, &item, view, &vc, &len);
+		if (ret == KVT_MISS)
+			return store_get_lower(s, r, IO_PRIO_DEMAND);
 		if (ret != KVT_OK)
 			return ret;
 		ret = pin_add(s, r, item, view, vc);
@@ -519,31 +732,53 @@ static int store_exec(struct kvt_store *s, struct kvt_req *r)
 		ret = d ? dram_exists(d, r->ns, &r->key) : KVT_MISS;
 		if (ret == KVT_OK)
 			r->tier = KVT_TIER_DRAM;
+		else if (s->ssd && ssd_find(s->ssd, r->ns, &r->key, NULL) == KVT_OK)
+			ret = KVT_OK, r->tier = KVT_TIER_SSD;
 		return ret;
-	case KVT_OP_DELETE:
-		return d ? dram_delete(d, r->ns, &r->key) : KVT_MISS;
-	case KVT_OP_LOOKUP: {
-		int64_t n = 0;
-		if (d)
-			n = dram_lookup(d, r->ns, r->keys, r->key_count, r->tiers);
-		else if (r->tiers)
-			memset(r->tiers, KVT_TIER_NONE, r->key_count);
-		r->length = (uint64_t)n;
-		return KVT_OK;
+	case KVT_OP_DELETE: {
+		int a = d ? dram_delete(d, r->ns, &r->key) : KVT_MISS;
+		int b = s->ssd ? ssd_delete(s->ssd, r->ns, &r->key) : KVT_MISS;
+		return a == KVT_OK || b == KVT_OK ? KVT_OK : KVT_MISS;
 	}
-	case KVT_OP_PREFETCH: {
-		/* With DRAM the fastest tier, prefetch only counts what is there. */
-		uint64_t n = 0;
-		for (uint32_t i = 0; d && i < r->key_count; i++)
-			n += dram_exists(d, r->ns, &r->keys[i]) == KVT_OK;
+	case KVT_OP_LOOKUP: {
+		uint64_t n = 0, dram_bytes = 0, ssd_bytes = 0;
+		if (!s->ssd) {
+			if (d)
+				n = (uint64_t)dram_lookup(d, r->ns, r->keys, r->key_count, r->tiers,
+							  &dram_bytes);
+			else if (r->tiers)
+				memset(r->tiers, KVT_TIER_NONE, r->key_count);
+		} else {
+			for (; n < r->key_count; n++) {
+				uint64_t len = 0;
+				uint8_t t = KVT_TIER_NONE;
+				if (d && dram_lookup(d, r->ns, &r->keys[n], 1, NULL, &dram_bytes) == 1)
+					t = KVT_TIER_DRAM;
+				else if (ssd_find(s->ssd, r->ns, &r->keys[n], &len) == KVT_OK)
+					t = KVT_TIER_SSD, ssd_bytes += len;
+				if (t == KVT_TIER_NONE)
+					break;
+				if (r->tiers)
+					r->tiers[n] = t;
+			}
+			if (r->tiers)
+				memset(r->tiers + n, KVT_TIER_NONE, r->key_count - n);
+			r->load_ns = ssd_load_ns(s->ssd, ssd_bytes);
+		}
+		r->load_ns += (uint64_t)((double)dram_bytes * 1e9 / s->dram_bps);
 		r->length = n;
 		return KVT_OK;
 	}
+	case KVT_OP_PREFETCH:
+		return store_prefetch(s, r);
 	case KVT_OP_CLEAR: {
-		int64_t n = d ? dram_clear(d, r->ns) : 0;
-		if (n < 0)
-			return (int)n;
-		r->length = (uint64_t)n;
+		int64_t a = d ? dram_clear(d, r->ns) : 0;
+		int64_t b = s->ssd ? ssd_clear(s->ssd, r->ns) : 0;
+		if (a < 0)
+			return (int)a;
+		if (b < 0)
+			return (int)b;
+		r->length = (uint64_t)(a > b ? a : b);
 		return KVT_OK;
 	}
 	case KVT_OP_FLUSH:
@@ -551,7 +786,7 @@ static int store_exec(struct kvt_store *s, struct kvt_req *r)
 		while (!store_flush_ready(s, r->priv_seq_))
 			pthread_cond_wait(&s->work_cond, &s->work_lock);
 		pthread_mutex_unlock(&s->work_lock);
-		return KVT_OK;
+		return s->ssd ? ssd_flush(s->ssd) : KVT_OK;
 	}
 	return KVT_EBADOP;
 }
@@ -597,7 +832,8 @@ static void *worker_main(void *arg)
 		status = store_exec(s, r);
 		/* Deliver before leaving running[]: a flush barrier waiting on
 		 * this request must complete after it, not before. */
-		req_complete(s, r, status);
+		if (status != STORE_PENDING)
+			req_complete(s, r, status);
 
 		pthread_mutex_lock(&s->work_lock);
 		s->running[idx] = NULL;
@@ -660,6 +896,34 @@ static void workers_stop(struct kvt_store *s)
  * Open and close
  */
 
+/* memcpy rate of this machine (bytes/s), for lookup load estimates. */
+static double store_measure_memcpy(void)
+{
+	size_t len = 8u << 20;
+	char *a = malloc(len), *b = malloc(len);
+	double best = 0;
+	if (!a || !b) {
+		free(a);
+		free(b);
+		return 10e9;
+	}
+	memset(a, 1, len);
+	memset(b, 2, len);
+	for (int i = 0; i < 3; i++) {
+		struct timespec t0, t1;
+		double dt;
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		memcpy(b, a, len);
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		dt = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+		if (dt > 0 && (double)len / dt > best)
+			best = (double)len / dt;
+	}
+	free(a);
+	free(b);
+	return best > 0 ? best : 10e9;
+}
+
 static int store_open_dir(struct kvt_store *s)
 {
 	int ret;
@@ -686,9 +950,16 @@ static void store_release(struct kvt_store *s, bool child)
 {
 	if (!child)
 		workers_stop(s);
-	if (s->dram) {
+	if (s->ssd) {
+		/* Before DRAM: queued write-downs pin DRAM blocks, and reads in
+		 * flight complete (and may pin) while it drains. */
 		if (!child)
-			pins_drop_all(s);
+			ssd_close(s->ssd);
+		s->ssd = NULL;
+	}
+	if (s->dram && !child)
+		pins_drop_all(s);
+	if (s->dram) {
 		dram_close(s->dram);
 		s->dram = NULL;
 	}
@@ -743,8 +1014,27 @@ int kvt_store_open(struct kvt_store *s)
 			goto fail;
 		}
 	} else {
-		kvt_logf(&s->log, KVT_LOG_WARN, "no tiers configured: every get is a miss");
+		kvt_logf(&s->log, KVT_LOG_WARN, "no DRAM tier configured: every get is a miss");
 	}
+	if (s->ssd_cfg.capacity > 0) {
+		if (s->dir_fd < 0 || !s->dram) {
+			kvt_logf(&s->log, KVT_LOG_ERROR,
+				 "the ssd tier needs a store directory (option path) and a DRAM tier");
+			ret = KVT_EOPTVAL;
+			goto fail;
+		}
+		/* Write-downs pin DRAM blocks: never let them pin more than a
+		 * quarter of it, or puts would find nothing to evict. */
+		if (s->ssd_cfg.wd_max_bytes > s->dram_cfg.capacity / 4)
+			s->ssd_cfg.wd_max_bytes = s->dram_cfg.capacity / 4;
+		ret = ssd_open(&s->ssd, &s->ssd_cfg, s->dir_fd, &s->mem, &s->log, &s->ns, s->dram);
+		if (ret < 0) {
+			kvt_logf(&s->log, KVT_LOG_ERROR, "ssd tier: %s", kvt_strerror(ret));
+			goto fail;
+		}
+		dram_set_admit_hook(s->dram, ssd_admit, s->ssd);
+	}
+	s->dram_bps = store_measure_memcpy();
 	ret = workers_start(s);
 	if (ret < 0)
 		goto fail;
@@ -829,7 +1119,10 @@ int kvt_ns_register(struct kvt_store *s, const struct kvt_ns_desc *desc, uint32_
 		return len;
 	if ((size_t)len >= sizeof(canon))
 		return KVT_EDESC;
-	return ns_reg_add(&s->ns, digest, canon, (uint32_t)len, id);
+	ret = ns_reg_add(&s->ns, digest, canon, (uint32_t)len, id);
+	if (ret == 0 && (desc->flags & KVT_NS_PERSISTENT) && s->ssd)
+		ret = ssd_set_persistent(s->ssd, *id);
+	return ret;
 }
 
 int kvt_ns_find(struct kvt_store *s, const uint8_t digest[32], uint32_t *id)
@@ -1052,6 +1345,8 @@ int kvt_submit(struct kvt_queue *q, struct kvt_req *const reqs[], unsigned n)
 		r->priv_[1] = r->priv_[2] = NULL;
 		r->priv_seq_ = atomic_fetch_add_explicit(&s->seq, 1, memory_order_relaxed) + 1;
 		r->status = 0;
+		r->priv_flags_ = 0;
+		r->load_ns = 0;
 		r->pin = 0;
 		r->view = NULL;
 		r->view_count = 0;
@@ -1068,8 +1363,11 @@ int kvt_submit(struct kvt_queue *q, struct kvt_req *const reqs[], unsigned n)
 			pthread_cond_signal(&s->work_cond);
 			pthread_mutex_unlock(&s->work_lock);
 		} else {
+			int st;
 			req_set_state(r, REQ_RUNNING);
-			req_complete(s, r, store_exec(s, r));
+			st = store_exec(s, r);
+			if (st != STORE_PENDING)
+				req_complete(s, r, st);
 		}
 	}
 	return (int)n;
@@ -1156,6 +1454,11 @@ int kvt_cancel(struct kvt_queue *q, struct kvt_req *r)
 		atomic_fetch_add(&s->canceled, 1);
 		req_complete(s, r, -ECANCELED);
 		ret = 0;
+	} else if (st == REQ_RUNNING && r->op == KVT_OP_PREFETCH) {
+		/* A running prefetch stops issuing reads and completes -ECANCELED
+		 * once those in flight land; what it promoted stays. */
+		__atomic_store_n(&r->priv_flags_, 1, __ATOMIC_RELAXED);
+		ret = 0;
 	} else if (st == REQ_RUNNING) {
 		ret = -EALREADY;
 	} else {
@@ -1171,6 +1474,7 @@ int kvt_cancel(struct kvt_queue *q, struct kvt_req *r)
 
 static int store_sync(struct kvt_store *s, struct kvt_req *r)
 {
+	struct kvt_queue q;
 	int ret;
 	if (!s)
 		return KVT_ENULL;
@@ -1178,7 +1482,26 @@ static int store_sync(struct kvt_store *s, struct kvt_req *r)
 		return ret;
 	if ((ret = req_check(s, r)) < 0)
 		return ret;
-	return store_exec(s, r);
+	/* A private queue on the stack, in case the request goes to a lower
+	 * tier and completes on another thread. */
+	memset(&q, 0, sizeof(q));
+	q.store = s;
+	q.efd = -1;
+	pthread_mutex_init(&q.lock, NULL);
+	pthread_cond_init(&q.cond, NULL);
+	r->priv_[0] = &q;
+	req_set_state(r, REQ_RUNNING);
+	ret = store_exec(s, r);
+	if (ret == STORE_PENDING) {
+		pthread_mutex_lock(&q.lock);
+		while (!q.done_head)
+			pthread_cond_wait(&q.cond, &q.lock);
+		pthread_mutex_unlock(&q.lock);
+		ret = r->status;
+	}
+	pthread_mutex_destroy(&q.lock);
+	pthread_cond_destroy(&q.cond);
+	return ret;
 }
 
 int kvt_put(struct kvt_store *s, uint32_t ns, const struct kvt_key *key,
@@ -1290,8 +1613,11 @@ int kvt_store_stats(struct kvt_store *s, kvt_stats_fn fn, void *ctx)
 	fn(ctx, "mem.meta_bytes", (uint64_t)atomic_load(&s->mem.bytes), NULL);
 	fn(ctx, "mem.meta_peak_bytes", (uint64_t)atomic_load(&s->mem.peak_bytes), NULL);
 	fn(ctx, "mem.allocs", (uint64_t)atomic_load(&s->mem.allocs), NULL);
+	fn(ctx, "store.dram_copy_bps", (uint64_t)s->dram_bps, NULL);
 	if (s->dram)
 		dram_stats(s->dram, fn, ctx);
+	if (s->ssd)
+		ssd_stats(s->ssd, fn, ctx);
 	return 0;
 }
 
@@ -1323,4 +1649,9 @@ int kvt_store_stat(struct kvt_store *s, const char *name, uint64_t *value)
 		return KVT_MISS;
 	*value = f.value;
 	return 0;
+}
+
+struct ssd *store_ssd(struct kvt_store *s)
+{
+	return s->state == ST_OPEN ? s->ssd : NULL;
 }

@@ -136,6 +136,10 @@ static void test_digest_rank_agnostic(void)
 		d.flags = KVT_NS_RANK_AGNOSTIC;
 		T_OK(kvt_ns_digest(&d, got, NULL, 0));
 		T_EQ_MEM(got, want, 32);
+		/* PERSISTENT is policy, not identity: same digest. */
+		d.flags = KVT_NS_RANK_AGNOSTIC | KVT_NS_PERSISTENT;
+		T_OK(kvt_ns_digest(&d, got, NULL, 0));
+		T_EQ_MEM(got, want, 32);
 		d.flags = 0;
 		T_OK(kvt_ns_digest(&d, seen[r], NULL, 0));
 		T_ASSERT(memcmp(seen[r], want, 32) != 0);
@@ -248,8 +252,8 @@ static void test_digest_invalid(void)
 	d.pp_rank = 2;
 	expect_edesc(&d, "pp_rank == pp_size");
 	d = DESC_B;
-	d.flags = 0x2;
-	expect_edesc(&d, "unknown flag 0x2");
+	d.flags = 0x4;
+	expect_edesc(&d, "unknown flag 0x4");
 	d.flags = KVT_NS_RANK_AGNOSTIC | 0x80000000u;
 	expect_edesc(&d, "unknown flag 0x80000000");
 

@@ -1,0 +1,144 @@
+/*
+ * io.h - asynchronous block I/O for the SSD tier (io.c).
+ *
+ * One I/O engine per SSD tier.  Callers on any thread queue requests with
+ * io_submit; the engine's own thread issues them, by priority, and calls
+ * each request's done() on that thread when it finishes.  Two backends:
+ *
+ *   uring  io_uring (liburing 2.3 API; features probed at run time),
+ *          batched submissions, registered (fixed) buffers for requests
+ *          whose buffers lie inside a registered region
+ *   psync  a few threads doing preadv/pwritev, chosen automatically when
+ *          io_uring is refused (seccomp, old kernel, io_uring_disabled) and
+ *          selectable by option; it runs the same test suite
+ *
+ * Priorities: demand reads before prefetch reads before write-downs.  A
+ * queued request is issued only when no request of a higher priority is
+ * queued; writes in flight are capped (write_depth) so a burst of
+ * write-downs never fills the device queue ahead of a demand read.
+ *
+ * Transfers are complete or failed: partial transfers are continued
+ * internally; res is the byte count (short only at end of file) or -errno.
+ *
+ * Faults (tests only): injected EIO, short reads, ENOSPC and torn writes,
+ * and a power-loss mode that can roll back every write not yet made
+ * durable by an IO_FSYNC on its file.
+ */
+#ifndef KVT_IO_H
+#define KVT_IO_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#include "kvt_int.h"
+
+struct kvt_io;
+
+enum { IO_BACKEND_AUTO = 0, IO_BACKEND_URING = 1, IO_BACKEND_PSYNC = 2 };
+enum { IO_PRIO_DEMAND = 0, IO_PRIO_PREFETCH = 1, IO_PRIO_WRITE = 2, IO_PRIO_COUNT = 3 };
+enum { IO_READ = 1, IO_WRITE = 2, IO_FSYNC = 3 /* fdatasync of fd */ };
+
+struct io_req {
+	/* in: set by the caller, untouched by the engine */
+	uint8_t opcode;            /* IO_READ, IO_WRITE, IO_FSYNC */
+	uint8_t prio;              /* IO_PRIO_* */
+	int fd;
+	uint64_t off;              /* byte offset in the file */
+	const struct iovec *iov;   /* READ/WRITE buffers; with O_DIRECT each 4 KiB aligned */
+	unsigned iov_count;        /* 1..IOV_MAX */
+	void (*done)(struct io_req *r); /* called once, on the engine thread */
+	void *ctx;                 /* the caller's */
+	/* out */
+	int64_t res;               /* bytes transferred, or -errno */
+	/* engine-private */
+	struct io_req *next_, *prev_;
+	uint64_t done_len_;        /* bytes done so far (continuations) */
+	uint64_t start_ns_;
+	int state_;
+};
+
+struct io_config {
+	int backend;            /* IO_BACKEND_* (default AUTO) */
+	unsigned depth;         /* requests in flight at most (default 64) */
+	unsigned write_depth;   /* writes in flight at most (default 8) */
+	unsigned threads;       /* psync: worker threads (default 4) */
+};
+
+int io_open(struct kvt_io **out, const struct io_config *cfg, struct kvt_mem *mem,
+	    const struct kvt_logger *log);
+/* Waits for everything submitted to finish (done() runs), then stops. */
+void io_close(struct kvt_io *io);
+/* "uring" or "psync". */
+const char *io_backend_name(const struct kvt_io *io);
+
+/*
+ * Register memory regions (the DRAM arena, header buffers) once, before the
+ * first io_submit.  uring: fixed buffers, used for any request with one
+ * iovec that lies inside one region (liburing 2.3 has no vectored fixed
+ * opcode); psync: remembered, no effect.  Returns 0 or -errno (the engine
+ * then runs without fixed buffers and says so); -EBUSY if called again or
+ * after the first io_submit, -E2BIG past 1024 pieces of at most 1 GiB.
+ */
+int io_register_buffers(struct kvt_io *io, const struct iovec *regions, unsigned n);
+
+/* Queue r.  Any thread; never blocks on the device. */
+void io_submit(struct kvt_io *io, struct io_req *r);
+
+/*
+ * Cancel r if it has not been issued: its done() runs with res -ECANCELED
+ * (on the engine thread, or on the caller's before this returns: either is
+ * allowed) and this returns 0; -EALREADY if it is in flight; -ENOENT if it
+ * already finished.
+ */
+int io_cancel(struct kvt_io *io, struct io_req *r);
+
+/*
+ * Open name under dir_fd with O_DIRECT (plus flags, mode).  If the file
+ * system refuses O_DIRECT (EINVAL), open it buffered, log it once per
+ * engine at KVT_LOG_WARN, count it (stat io.odirect_refused) and set
+ * *direct false.  Returns the fd or -errno.
+ */
+int io_open_file(struct kvt_io *io, int dir_fd, const char *name, int flags, mode_t mode,
+		 bool *direct);
+
+/* io.backend (text), io.fixed_buffers, io.fixed_ops (requests issued with a
+ * fixed buffer), io.odirect_refused, io.reads, io.read_bytes,
+ * io.writes, io.write_bytes, io.fsyncs, io.errors, io.faults_injected,
+ * io.inflight, io.queued, io.read_ns (sum of read latencies), io.write_ns. */
+void io_stats(struct kvt_io *io, kvt_stats_fn fn, void *ctx);
+
+/* ------------------------------------------------------------------------
+ * Fault injection (tests).
+ */
+enum {
+	IO_FAULT_EIO_READ = 1,   /* reads fail with -EIO */
+	IO_FAULT_EIO_WRITE,      /* writes fail with -EIO, nothing written */
+	IO_FAULT_SHORT_READ,     /* reads return fewer bytes than asked (res short) */
+	IO_FAULT_ENOSPC,         /* writes fail with -ENOSPC, nothing written */
+	IO_FAULT_TORN_WRITE,     /* only torn_bytes of the write reach the file, res -EIO */
+};
+
+struct io_fault {
+	int kind;
+	int fd;              /* -1: any file */
+	uint64_t skip;       /* let this many matching requests pass first */
+	uint64_t count;      /* then fire this many times (0: until cleared) */
+	uint64_t torn_bytes; /* TORN_WRITE */
+};
+
+int io_fault_add(struct kvt_io *io, const struct io_fault *f);
+void io_fault_clear(struct kvt_io *io);
+
+/*
+ * Power loss: while armed, every write saves the bytes it overwrites; an
+ * IO_FSYNC of a file forgets its saved pre-images (they are durable).
+ * io_powerloss_cut restores all saved pre-images, newest first, as if the
+ * machine lost power before they reached the device, and returns how many
+ * writes it undid.  Call it only with no request in flight.
+ */
+void io_powerloss_arm(struct kvt_io *io, bool on);
+int64_t io_powerloss_cut(struct kvt_io *io);
+
+#endif

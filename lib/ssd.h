@@ -1,0 +1,74 @@
+/*
+ * ssd.h - the SSD tier (G3): a log-structured flash store under the DRAM
+ * tier (ssd.c; format in doc/ssd-format.md, design in doc/ssd.md).
+ */
+#ifndef KVT_SSD_H
+#define KVT_SSD_H
+
+#include "io.h"
+#include "kvt_int.h"
+
+struct ssd;
+
+enum { SSD_ADMIT_SECOND = 0, SSD_ADMIT_ALWAYS = 1 };
+
+struct ssd_config {
+	uint64_t capacity;       /* bytes, rounded down to whole segments */
+	uint64_t seg_size;       /* bytes per segment, multiple of 1 MiB */
+	int backend;             /* IO_BACKEND_* */
+	int admission;           /* SSD_ADMIT_*: second access (default) or write-through */
+	uint64_t wd_max_bytes;   /* write-down bytes queued or in flight before shedding */
+	unsigned ckpt_seals;     /* checkpoint after this many sealed segments */
+	unsigned high_pct;       /* evict when more than this % of slots are used ... */
+	unsigned low_pct;        /* ... down to this % */
+	unsigned reinsert_pct;   /* at most this % of an evicted segment is reinserted */
+	unsigned io_depth;       /* I/O engine queue depth */
+	uint64_t retry_ns;       /* after ENOSPC, try writing again after this long */
+};
+
+/*
+ * Open (or create) the tier in dir_fd/ssd, recover its index (checkpoint,
+ * then segments written after it), and start its threads.  reg and dram
+ * must outlive it.  Returns 0, KVT_ECORRUPT/KVT_EVERSION (a file we cannot
+ * trust as a whole), -errno.
+ */
+int ssd_open(struct ssd **out, const struct ssd_config *cfg, int dir_fd, struct kvt_mem *mem,
+	     const struct kvt_logger *log, struct ns_registry *reg, struct dram *dram);
+/* Drain write-downs, seal nothing, write a checkpoint, stop. */
+void ssd_close(struct ssd *s);
+
+/* The DRAM admission hook (dram_set_admit_hook); ctx is the struct ssd. */
+bool ssd_admit(void *ctx, struct dram_item *item, uint32_t ns, int why);
+/* Namespaces whose puts are written down at once. */
+int ssd_set_persistent(struct ssd *s, uint32_t ns);
+
+/* Present on SSD?  KVT_OK (with *value_len) or KVT_MISS.  Never pins. */
+int ssd_find(struct ssd *s, uint32_t ns, const struct kvt_key *key, uint64_t *value_len);
+
+/*
+ * Promote a block: reserve DRAM, read it (priority IO_PRIO_DEMAND or
+ * IO_PRIO_PREFETCH), verify header and CRCs, publish it in DRAM, and call
+ * cb on the I/O thread with KVT_OK and the item pinned (the callee must
+ * dram_unpin it), or with KVT_MISS (absent, corrupt, I/O error: counted)
+ * and NULL.  Returns 0 if cb will run; KVT_MISS if not on SSD; KVT_EXISTS
+ * if the block is in DRAM (or being put there) already; errors.
+ */
+typedef void (*ssd_promote_cb)(void *ctx, int status, struct dram_item *item);
+int ssd_promote(struct ssd *s, uint32_t ns, const struct kvt_key *key, int prio,
+		ssd_promote_cb cb, void *ctx);
+
+/* Remove and log a tombstone.  KVT_OK or KVT_MISS. */
+int ssd_delete(struct ssd *s, uint32_t ns, const struct kvt_key *key);
+/* Remove every block of ns (KVT_NS_ALL: all) and log it.  Blocks removed. */
+int64_t ssd_clear(struct ssd *s, uint32_t ns);
+/* Wait until every write-down queued before now is on the device, durably. */
+int ssd_flush(struct ssd *s);
+/* Estimated ns to read len bytes at the tier's measured throughput. */
+uint64_t ssd_load_ns(struct ssd *s, uint64_t len);
+void ssd_stats(struct ssd *s, kvt_stats_fn fn, void *ctx);
+/* Tests: the I/O engine, for fault injection. */
+struct kvt_io *ssd_io(struct ssd *s);
+/* Tests: write a checkpoint now (0 or -errno). */
+int ssd_checkpoint(struct ssd *s);
+
+#endif

@@ -1,0 +1,931 @@
+/*
+ * ssdfmt.c - the SSD tier's on-disk formats (ssdfmt.h; the specification,
+ * byte by byte, is doc/ssd-format.md): segment headers, record headers,
+ * segment summaries and checkpoints, encoded into and decoded from caller
+ * buffers.
+ *
+ * Pure functions: no I/O, no allocation, no state, no locks; any thread.
+ * The offset tables below are the format; every field is written and read
+ * one at a time, little-endian, never through a struct overlay.
+ *
+ * Invariants:
+ *   - A decoder reads only [buf, buf + buf_len) and trusts nothing in it:
+ *     every count and length is bounded before it becomes an offset, in
+ *     64-bit arithmetic that cannot wrap.
+ *   - Every structure is covered by a CRC32C, and its reserved fields and
+ *     padding must be zero, so each value has exactly one encoding: what a
+ *     decoder accepts, the encoder reproduces byte for byte (the fuzz
+ *     targets check this).
+ *   - Encoders refuse what decoders refuse (the ssdfmt_*_ok checks are
+ *     shared), so nothing that was encoded is rejected on the way back.
+ *   - The magic, the version and the header CRC (and for records hdr_len)
+ *     sit where no format version may move them.  Decoders check the
+ *     magic, then the CRC, then the version: a flipped bit anywhere reads
+ *     as KVT_ECORRUPT, and only an intact header of another version reads
+ *     as KVT_EVERSION.
+ *   - Summary and checkpoint decoders validate the whole image before the
+ *     first callback: a caller never applies half of a corrupt file.
+ */
+#include <string.h>
+
+#include "kvt_int.h"
+#include "ssdfmt.h"
+
+/* ------------------------------------------------------------------------
+ * Little-endian fields and CRCs
+ */
+
+static uint16_t ssdfmt_get_u16le(const uint8_t *p)
+{
+	return (uint16_t)(p[0] | p[1] << 8);
+}
+
+static uint32_t ssdfmt_get_u32le(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static uint64_t ssdfmt_get_u64le(const uint8_t *p)
+{
+	return (uint64_t)ssdfmt_get_u32le(p) | (uint64_t)ssdfmt_get_u32le(p + 4) << 32;
+}
+
+static void ssdfmt_put_u16le(uint8_t *p, uint16_t v)
+{
+	p[0] = (uint8_t)v;
+	p[1] = (uint8_t)(v >> 8);
+}
+
+static void ssdfmt_put_u32le(uint8_t *p, uint32_t v)
+{
+	p[0] = (uint8_t)v;
+	p[1] = (uint8_t)(v >> 8);
+	p[2] = (uint8_t)(v >> 16);
+	p[3] = (uint8_t)(v >> 24);
+}
+
+static void ssdfmt_put_u64le(uint8_t *p, uint64_t v)
+{
+	ssdfmt_put_u32le(p, (uint32_t)v);
+	ssdfmt_put_u32le(p + 4, (uint32_t)(v >> 32));
+}
+
+static bool ssdfmt_is_zero(const uint8_t *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (p[i])
+			return false;
+	return true;
+}
+
+/* CRC32C of p[0, len) as if the 4 bytes at crc_off were zero. */
+static uint32_t ssdfmt_crc_skip(const uint8_t *p, size_t len, size_t crc_off)
+{
+	static const uint8_t zero[4];
+	uint32_t crc;
+
+	crc = kvt_crc32c(0, p, crc_off);
+	crc = kvt_crc32c(crc, zero, 4);
+	return kvt_crc32c(crc, p + crc_off + 4, len - crc_off - 4);
+}
+
+/* Bytes up to the next multiple of SSD_ALIGN (n <= 2^63). */
+static uint64_t ssdfmt_align(uint64_t n)
+{
+	return KVT_ALIGN_UP(n, SSD_ALIGN);
+}
+
+/* ------------------------------------------------------------------------
+ * What a record, summary entry or checkpoint entry may say (doc/ssd-format.md,
+ * "Record types").  Shared by every encoder and decoder.
+ */
+static bool ssdfmt_kind_ok(uint32_t type, uint32_t ns_id, uint32_t key_len,
+			   uint32_t part_count, uint64_t value_len, uint64_t seq)
+{
+	if (seq == 0)
+		return false;
+	switch (type) {
+	case SSD_REC_PUT:
+		return ns_id != 0 && key_len >= 1 && key_len <= KVT_KEY_MAX &&
+		       part_count >= 1 && part_count <= KVT_PARTS_MAX &&
+		       value_len >= part_count && value_len <= KVT_VALUE_MAX;
+	case SSD_REC_DELETE:
+		return ns_id != 0 && key_len >= 1 && key_len <= KVT_KEY_MAX &&
+		       part_count == 0 && value_len == 0;
+	case SSD_REC_CLEAR_NS:
+		return ns_id != 0 && key_len == 0 && part_count == 0 && value_len == 0;
+	case SSD_REC_CLEAR_ALL:
+		return ns_id == 0 && key_len == 0 && part_count == 0 && value_len == 0;
+	default:
+		return false;
+	}
+}
+
+/* ------------------------------------------------------------------------
+ * Segment header: one SSD_ALIGN block at offset 0 of every segment file.
+ *
+ *   off  size  field
+ *     0     8  magic "KVTSEG01"
+ *     8     4  u32 version (SSD_FMT_VERSION)
+ *    12     4  u32 CRC32C of the whole 4096-byte block, this field as zero
+ *    16     4  u32 slot
+ *    20     4  u32 reserved, 0
+ *    24     8  u64 generation
+ *    32     8  u64 seg_size: multiple of 4096, >= 8192
+ *    40     8  u64 created_ns
+ *    48     8  u64 summary_off: 0 (open), else multiple of 4096, >= 4096
+ *    56     8  u64 summary_len: 0 (open), else multiple of 4096, >= 4096
+ *    64    16  store_id
+ *    80  4016  zero
+ */
+enum {
+	SEG_MAGIC = 0,
+	SEG_VERSION = 8,
+	SEG_CRC = 12,
+	SEG_SLOT = 16,
+	SEG_RESERVED = 20,
+	SEG_GENERATION = 24,
+	SEG_SIZE = 32,
+	SEG_CREATED = 40,
+	SEG_SUM_OFF = 48,
+	SEG_SUM_LEN = 56,
+	SEG_STORE_ID = 64,
+	SEG_FIXED = 80,
+};
+_Static_assert(sizeof(SSD_SEG_MAGIC) - 1 == SEG_VERSION - SEG_MAGIC, "segment magic is 8 bytes");
+_Static_assert(SEG_FIXED == SEG_STORE_ID + 16, "segment header fields end at 80");
+_Static_assert(SEG_FIXED <= SSD_ALIGN, "segment header fits its block");
+
+/* Largest segment: summary entries address it in u32 units of SSD_ALIGN. */
+#define SSDFMT_SEG_MAX ((uint64_t)UINT32_MAX * SSD_ALIGN)
+
+void ssd_seg_hdr_encode(const struct ssd_seg_hdr *h, uint8_t *buf)
+{
+	memset(buf, 0, SSD_ALIGN);
+	memcpy(buf + SEG_MAGIC, SSD_SEG_MAGIC, 8);
+	ssdfmt_put_u32le(buf + SEG_VERSION, SSD_FMT_VERSION);
+	ssdfmt_put_u32le(buf + SEG_SLOT, h->slot);
+	ssdfmt_put_u64le(buf + SEG_GENERATION, h->generation);
+	ssdfmt_put_u64le(buf + SEG_SIZE, h->seg_size);
+	ssdfmt_put_u64le(buf + SEG_CREATED, h->created_ns);
+	ssdfmt_put_u64le(buf + SEG_SUM_OFF, h->summary_off);
+	ssdfmt_put_u64le(buf + SEG_SUM_LEN, h->summary_len);
+	memcpy(buf + SEG_STORE_ID, h->store_id, 16);
+	ssdfmt_put_u32le(buf + SEG_CRC, kvt_crc32c(0, buf, SSD_ALIGN));
+}
+
+int ssd_seg_hdr_decode(const uint8_t *buf, struct ssd_seg_hdr *h)
+{
+	struct ssd_seg_hdr t;
+
+	memset(h, 0, sizeof(*h));
+	if (memcmp(buf + SEG_MAGIC, SSD_SEG_MAGIC, 8) != 0)
+		return KVT_ECORRUPT;
+	if (ssdfmt_crc_skip(buf, SSD_ALIGN, SEG_CRC) != ssdfmt_get_u32le(buf + SEG_CRC))
+		return KVT_ECORRUPT;
+	if (ssdfmt_get_u32le(buf + SEG_VERSION) != SSD_FMT_VERSION)
+		return KVT_EVERSION;
+
+	memset(&t, 0, sizeof(t));
+	t.version = SSD_FMT_VERSION;
+	t.slot = ssdfmt_get_u32le(buf + SEG_SLOT);
+	t.generation = ssdfmt_get_u64le(buf + SEG_GENERATION);
+	t.seg_size = ssdfmt_get_u64le(buf + SEG_SIZE);
+	t.created_ns = ssdfmt_get_u64le(buf + SEG_CREATED);
+	t.summary_off = ssdfmt_get_u64le(buf + SEG_SUM_OFF);
+	t.summary_len = ssdfmt_get_u64le(buf + SEG_SUM_LEN);
+	memcpy(t.store_id, buf + SEG_STORE_ID, 16);
+
+	if (ssdfmt_get_u32le(buf + SEG_RESERVED) != 0 ||
+	    !ssdfmt_is_zero(buf + SEG_FIXED, SSD_ALIGN - SEG_FIXED))
+		return KVT_ECORRUPT;
+	if (t.seg_size < 2 * SSD_ALIGN || t.seg_size > SSDFMT_SEG_MAX || t.seg_size % SSD_ALIGN)
+		return KVT_ECORRUPT;
+	if (t.summary_off == 0 || t.summary_len == 0) {
+		/* Open: neither is set. */
+		if (t.summary_off != 0 || t.summary_len != 0)
+			return KVT_ECORRUPT;
+	} else {
+		/* Both are at most seg_size, so the sum cannot wrap. */
+		if (t.summary_off % SSD_ALIGN || t.summary_len % SSD_ALIGN ||
+		    t.summary_off > t.seg_size || t.summary_len > t.seg_size ||
+		    t.summary_off + t.summary_len > t.seg_size)
+			return KVT_ECORRUPT;
+	}
+	*h = t;
+	return 0;
+}
+
+/* ------------------------------------------------------------------------
+ * Record header: hdr_len bytes (a multiple of 4096) before the value.
+ *
+ *   off  size  field
+ *     0     4  magic "KVR1"
+ *     4     4  u32 version (SSD_FMT_VERSION)
+ *     8     4  u32 hdr_len: ssd_rec_hdr_len(part_count)
+ *    12     4  u32 CRC32C of bytes [0, hdr_len), this field as zero
+ *    16     4  u32 type (enum ssd_rec_type)
+ *    20     4  u32 part_count
+ *    24     4  u32 ns_id
+ *    28     4  u32 flags, 0
+ *    32     8  u64 value_len
+ *    40     8  u64 seq
+ *    48     8  u64 generation
+ *    56    32  ns_digest
+ *    88     4  u32 key_len
+ *    92    64  key bytes, zero past key_len
+ *   156     4  u32 reserved, 0
+ *   160        part table: part_count entries of 16 bytes
+ *                 +0  8  u64 len (>= 1)
+ *                 +8  4  u32 crc (CRC32C of the part's bytes)
+ *                +12  4  u32 reserved, 0
+ *   160+16n    zero up to hdr_len
+ *
+ * Magic, version, hdr_len and the CRC are the frame that every version
+ * keeps.  hdr_len is bounded (<= SSDFMT_REC_HDR_MAX) before the CRC is
+ * computed over it.
+ */
+#define SSD_REC_MAGIC "KVR1"
+
+enum {
+	REC_MAGIC = 0,
+	REC_VERSION = 4,
+	REC_HDR_LEN = 8,
+	REC_CRC = 12,
+	REC_TYPE = 16,
+	REC_PART_COUNT = 20,
+	REC_NS_ID = 24,
+	REC_FLAGS = 28,
+	REC_VALUE_LEN = 32,
+	REC_SEQ = 40,
+	REC_GENERATION = 48,
+	REC_NS_DIGEST = 56,
+	REC_KEY_LEN = 88,
+	REC_KEY = 92,
+	REC_RESERVED = 156,
+	REC_FIXED = 160,
+	/* offsets inside one part-table entry */
+	PART_LEN = 0,
+	PART_CRC = 8,
+	PART_RESERVED = 12,
+};
+_Static_assert(sizeof(SSD_REC_MAGIC) - 1 == REC_VERSION - REC_MAGIC, "record magic is 4 bytes");
+_Static_assert(REC_KEY + KVT_KEY_MAX == REC_RESERVED, "key field holds KVT_KEY_MAX bytes");
+_Static_assert(REC_FIXED == SSD_REC_FIXED, "fixed part of a record header ends at 160");
+_Static_assert(PART_RESERVED + 4 == SSD_PART_ENTRY, "part-table entries are 16 bytes");
+_Static_assert(KVT_PARTS_MAX <= UINT16_MAX, "part_count fits a summary entry's u16");
+_Static_assert(KVT_KEY_MAX <= UINT8_MAX, "key_len fits a summary entry's u8");
+
+#define SSDFMT_REC_HDR_MAX \
+	((uint32_t)KVT_ALIGN_UP(SSD_REC_FIXED + (uint64_t)KVT_PARTS_MAX * SSD_PART_ENTRY, SSD_ALIGN))
+_Static_assert(SSDFMT_REC_HDR_MAX == 5 * SSD_ALIGN, "largest record header is 20 KiB");
+
+uint32_t ssd_rec_hdr_len(uint32_t part_count)
+{
+	if (part_count > KVT_PARTS_MAX)
+		return 0;
+	return (uint32_t)ssdfmt_align(SSD_REC_FIXED + (uint64_t)part_count * SSD_PART_ENTRY);
+}
+
+uint64_t ssd_rec_len(uint32_t part_count, uint64_t value_len)
+{
+	if (part_count > KVT_PARTS_MAX || value_len > KVT_VALUE_MAX)
+		return 0;
+	return ssd_rec_hdr_len(part_count) + ssdfmt_align(value_len);
+}
+
+/* Fields of a record header besides its part table, as both sides check them. */
+static bool ssdfmt_rec_ok(const struct ssd_rec_hdr *h)
+{
+	static const uint8_t zero_digest[32];
+
+	if (!ssdfmt_kind_ok(h->type, h->ns_id, h->key.len, h->part_count, h->value_len, h->seq))
+		return false;
+	if (h->generation == 0 || h->flags != 0)
+		return false;
+	/* A clear of every namespace names none. */
+	if (h->type == SSD_REC_CLEAR_ALL && memcmp(h->ns_digest, zero_digest, 32) != 0)
+		return false;
+	return true;
+}
+
+int ssd_rec_hdr_encode(const struct ssd_rec_hdr *h, const struct ssd_part *parts,
+		       uint8_t *buf, size_t buf_len)
+{
+	uint32_t hdr_len;
+	uint64_t sum = 0;
+
+	if (!ssdfmt_rec_ok(h))
+		return KVT_EBADLEN;
+	hdr_len = ssd_rec_hdr_len(h->part_count);
+	if (buf_len < hdr_len || (h->part_count && !parts))
+		return KVT_EBADLEN;
+	for (uint32_t i = 0; i < h->part_count; i++) {
+		/* Each len is checked before it is added: the sum cannot wrap. */
+		if (parts[i].len == 0 || parts[i].len > KVT_VALUE_MAX)
+			return KVT_EBADLEN;
+		sum += parts[i].len;
+	}
+	if (sum != h->value_len)
+		return KVT_EBADLEN;
+
+	memset(buf, 0, hdr_len);
+	memcpy(buf + REC_MAGIC, SSD_REC_MAGIC, 4);
+	ssdfmt_put_u32le(buf + REC_VERSION, SSD_FMT_VERSION);
+	ssdfmt_put_u32le(buf + REC_HDR_LEN, hdr_len);
+	ssdfmt_put_u32le(buf + REC_TYPE, h->type);
+	ssdfmt_put_u32le(buf + REC_PART_COUNT, h->part_count);
+	ssdfmt_put_u32le(buf + REC_NS_ID, h->ns_id);
+	ssdfmt_put_u32le(buf + REC_FLAGS, h->flags);
+	ssdfmt_put_u64le(buf + REC_VALUE_LEN, h->value_len);
+	ssdfmt_put_u64le(buf + REC_SEQ, h->seq);
+	ssdfmt_put_u64le(buf + REC_GENERATION, h->generation);
+	memcpy(buf + REC_NS_DIGEST, h->ns_digest, 32);
+	ssdfmt_put_u32le(buf + REC_KEY_LEN, h->key.len);
+	memcpy(buf + REC_KEY, h->key.bytes, h->key.len);
+	for (uint32_t i = 0; i < h->part_count; i++) {
+		uint8_t *p = buf + REC_FIXED + (size_t)i * SSD_PART_ENTRY;
+		ssdfmt_put_u64le(p + PART_LEN, parts[i].len);
+		ssdfmt_put_u32le(p + PART_CRC, parts[i].crc);
+	}
+	ssdfmt_put_u32le(buf + REC_CRC, kvt_crc32c(0, buf, hdr_len));
+	return (int)hdr_len;
+}
+
+int ssd_rec_hdr_decode(const uint8_t *buf, size_t buf_len, struct ssd_rec_hdr *h,
+		       struct ssd_part *parts, uint32_t max_parts)
+{
+	struct ssd_rec_hdr t;
+	uint32_t hdr_len, table_end;
+	uint64_t sum = 0;
+
+	memset(h, 0, sizeof(*h));
+	/* 1. The frame: enough bytes, magic, a bounded hdr_len, the CRC. */
+	if (buf_len < SSD_ALIGN) {
+		h->hdr_len = SSD_ALIGN;
+		return KVT_EBUFSMALL;
+	}
+	if (memcmp(buf + REC_MAGIC, SSD_REC_MAGIC, 4) != 0)
+		return KVT_ECORRUPT;
+	hdr_len = ssdfmt_get_u32le(buf + REC_HDR_LEN);
+	if (hdr_len < SSD_ALIGN || hdr_len > SSDFMT_REC_HDR_MAX || hdr_len % SSD_ALIGN)
+		return KVT_ECORRUPT;
+	if (hdr_len > buf_len) {
+		h->hdr_len = hdr_len;
+		return KVT_EBUFSMALL;
+	}
+	if (ssdfmt_crc_skip(buf, hdr_len, REC_CRC) != ssdfmt_get_u32le(buf + REC_CRC))
+		return KVT_ECORRUPT;
+	/* 2. The version: only now is the rest of the layout known. */
+	if (ssdfmt_get_u32le(buf + REC_VERSION) != SSD_FMT_VERSION)
+		return KVT_EVERSION;
+
+	/* 3. The fixed fields. */
+	memset(&t, 0, sizeof(t));
+	t.hdr_len = hdr_len;
+	t.type = ssdfmt_get_u32le(buf + REC_TYPE);
+	t.part_count = ssdfmt_get_u32le(buf + REC_PART_COUNT);
+	t.ns_id = ssdfmt_get_u32le(buf + REC_NS_ID);
+	t.flags = ssdfmt_get_u32le(buf + REC_FLAGS);
+	t.value_len = ssdfmt_get_u64le(buf + REC_VALUE_LEN);
+	t.seq = ssdfmt_get_u64le(buf + REC_SEQ);
+	t.generation = ssdfmt_get_u64le(buf + REC_GENERATION);
+	memcpy(t.ns_digest, buf + REC_NS_DIGEST, 32);
+	t.key.len = ssdfmt_get_u32le(buf + REC_KEY_LEN);
+	if (t.key.len > KVT_KEY_MAX)
+		return KVT_ECORRUPT;
+	memcpy(t.key.bytes, buf + REC_KEY, t.key.len);
+	if (!ssdfmt_rec_ok(&t))
+		return KVT_ECORRUPT;
+	if (!ssdfmt_is_zero(buf + REC_KEY + t.key.len, KVT_KEY_MAX - t.key.len) ||
+	    ssdfmt_get_u32le(buf + REC_RESERVED) != 0)
+		return KVT_ECORRUPT;
+
+	/* 4. The part table (part_count <= KVT_PARTS_MAX now) and the padding. */
+	if (hdr_len != ssd_rec_hdr_len(t.part_count))
+		return KVT_ECORRUPT;
+	table_end = REC_FIXED + t.part_count * SSD_PART_ENTRY;
+	for (uint32_t i = 0; i < t.part_count; i++) {
+		const uint8_t *p = buf + REC_FIXED + (size_t)i * SSD_PART_ENTRY;
+		uint64_t len = ssdfmt_get_u64le(p + PART_LEN);
+
+		if (len == 0 || len > KVT_VALUE_MAX || ssdfmt_get_u32le(p + PART_RESERVED) != 0)
+			return KVT_ECORRUPT;
+		sum += len;
+	}
+	if (sum != t.value_len)
+		return KVT_ECORRUPT;
+	if (!ssdfmt_is_zero(buf + table_end, hdr_len - table_end))
+		return KVT_ECORRUPT;
+
+	*h = t;
+	if (!parts)
+		return 0;
+	if (max_parts < t.part_count)
+		return KVT_ERANGE;
+	for (uint32_t i = 0; i < t.part_count; i++) {
+		const uint8_t *p = buf + REC_FIXED + (size_t)i * SSD_PART_ENTRY;
+		parts[i].len = ssdfmt_get_u64le(p + PART_LEN);
+		parts[i].crc = ssdfmt_get_u32le(p + PART_CRC);
+	}
+	return 0;
+}
+
+/* ------------------------------------------------------------------------
+ * Summary entries (also the body of checkpoint entries): 32 bytes, then the
+ * key padded with zeros to a multiple of 8.
+ *
+ *   off  size  field
+ *     0     1  u8  type
+ *     1     1  u8  key_len
+ *     2     2  u16 part_count
+ *     4     4  u32 ns_id
+ *     8     4  u32 off_4k: record offset in the segment / 4096, >= 1
+ *    12     4  u32 len_4k: ssd_rec_len(part_count, value_len) / 4096
+ *    16     8  u64 seq
+ *    24     8  u64 value_len
+ *    32     K  key bytes, K = key_len rounded up to 8, zero past key_len
+ */
+enum {
+	ENT_TYPE = 0,
+	ENT_KEY_LEN = 1,
+	ENT_PART_COUNT = 2,
+	ENT_NS_ID = 4,
+	ENT_OFF_4K = 8,
+	ENT_LEN_4K = 12,
+	ENT_SEQ = 16,
+	ENT_VALUE_LEN = 24,
+	ENT_FIXED = 32,
+};
+_Static_assert(ENT_VALUE_LEN + 8 == ENT_FIXED, "summary entry fixed part is 32 bytes");
+
+static size_t ssdfmt_key_pad(uint32_t key_len)
+{
+	return ((size_t)key_len + 7) & ~(size_t)7;
+}
+
+static bool ssdfmt_ent_ok(const struct ssd_sum_entry *e)
+{
+	uint64_t rec_len;
+
+	if (!ssdfmt_kind_ok(e->type, e->ns_id, e->key.len, e->part_count, e->value_len, e->seq))
+		return false;
+	rec_len = ssd_rec_len(e->part_count, e->value_len);
+	return e->off_4k >= 1 && e->len_4k >= 1 &&
+	       (uint64_t)e->off_4k + e->len_4k <= UINT32_MAX &&
+	       (uint64_t)e->len_4k * SSD_ALIGN == rec_len;
+}
+
+size_t ssd_sum_entry_len(const struct ssd_sum_entry *e)
+{
+	return ENT_FIXED + ssdfmt_key_pad(e->key.len);
+}
+
+/* Write e (already checked) at p; returns the bytes written. */
+static size_t ssdfmt_ent_put(uint8_t *p, const struct ssd_sum_entry *e)
+{
+	size_t len = ssd_sum_entry_len(e);
+
+	memset(p, 0, len);
+	p[ENT_TYPE] = (uint8_t)e->type;
+	p[ENT_KEY_LEN] = (uint8_t)e->key.len;
+	ssdfmt_put_u16le(p + ENT_PART_COUNT, e->part_count);
+	ssdfmt_put_u32le(p + ENT_NS_ID, e->ns_id);
+	ssdfmt_put_u32le(p + ENT_OFF_4K, e->off_4k);
+	ssdfmt_put_u32le(p + ENT_LEN_4K, e->len_4k);
+	ssdfmt_put_u64le(p + ENT_SEQ, e->seq);
+	ssdfmt_put_u64le(p + ENT_VALUE_LEN, e->value_len);
+	memcpy(p + ENT_FIXED, e->key.bytes, e->key.len);
+	return len;
+}
+
+/* Read one entry from p[0, avail) into *e; returns its length or KVT_ECORRUPT. */
+static int64_t ssdfmt_ent_get(const uint8_t *p, size_t avail, struct ssd_sum_entry *e)
+{
+	size_t len;
+
+	if (avail < ENT_FIXED)
+		return KVT_ECORRUPT;
+	memset(e, 0, sizeof(*e));
+	e->type = p[ENT_TYPE];
+	e->key.len = p[ENT_KEY_LEN];
+	e->part_count = ssdfmt_get_u16le(p + ENT_PART_COUNT);
+	e->ns_id = ssdfmt_get_u32le(p + ENT_NS_ID);
+	e->off_4k = ssdfmt_get_u32le(p + ENT_OFF_4K);
+	e->len_4k = ssdfmt_get_u32le(p + ENT_LEN_4K);
+	e->seq = ssdfmt_get_u64le(p + ENT_SEQ);
+	e->value_len = ssdfmt_get_u64le(p + ENT_VALUE_LEN);
+	if (e->key.len > KVT_KEY_MAX || !ssdfmt_ent_ok(e))
+		return KVT_ECORRUPT;
+	len = ssd_sum_entry_len(e);
+	if (avail < len)
+		return KVT_ECORRUPT;
+	memcpy(e->key.bytes, p + ENT_FIXED, e->key.len);
+	if (!ssdfmt_is_zero(p + ENT_FIXED + e->key.len, len - ENT_FIXED - e->key.len))
+		return KVT_ECORRUPT;
+	return (int64_t)len;
+}
+
+/* ------------------------------------------------------------------------
+ * Segment summary: written at summary_off when a segment is sealed.
+ *
+ *   off  size  field
+ *     0     8  magic "KVTSUM01"
+ *     8     4  u32 version (SSD_FMT_VERSION)
+ *    12     4  u32 CRC32C of bytes [0, 64), this field as zero
+ *    16     8  u64 generation: the segment's
+ *    24     4  u32 count: entries
+ *    28     4  u32 CRC32C of the entries, bytes [64, 64 + entries_len)
+ *    32     8  u64 entries_len
+ *    40    24  reserved, 0
+ *    64        count entries, back to back, in write order (offsets rise)
+ *              zero up to the next multiple of 4096: the summary's length
+ */
+#define SSD_SUM_MAGIC "KVTSUM01"
+
+enum {
+	SUM_MAGIC = 0,
+	SUM_VERSION = 8,
+	SUM_CRC = 12,
+	SUM_GENERATION = 16,
+	SUM_COUNT = 24,
+	SUM_ENTRIES_CRC = 28,
+	SUM_ENTRIES_LEN = 32,
+	SUM_RESERVED = 40,
+	SUM_HDR = 64,
+};
+_Static_assert(sizeof(SSD_SUM_MAGIC) - 1 == SUM_VERSION - SUM_MAGIC, "summary magic is 8 bytes");
+_Static_assert(SUM_RESERVED + 24 == SUM_HDR, "summary header is 64 bytes");
+
+int64_t ssd_sum_encode(uint64_t generation, const struct ssd_sum_entry *e, size_t n,
+		       uint8_t *buf, size_t buf_len)
+{
+	uint64_t off = SUM_HDR, total, prev_end = 1;
+
+	if (n > UINT32_MAX)
+		return KVT_EBADLEN;
+	/* Check everything and size it before the first byte is written. */
+	for (size_t i = 0; i < n; i++) {
+		if (!ssdfmt_ent_ok(&e[i]) || e[i].off_4k < prev_end)
+			return KVT_EBADLEN;
+		prev_end = (uint64_t)e[i].off_4k + e[i].len_4k;
+		off += ssd_sum_entry_len(&e[i]);
+	}
+	total = ssdfmt_align(off);
+	if (total > buf_len || total > INT64_MAX)
+		return KVT_EBADLEN;
+
+	memset(buf, 0, total);
+	off = SUM_HDR;
+	for (size_t i = 0; i < n; i++)
+		off += ssdfmt_ent_put(buf + off, &e[i]);
+	memcpy(buf + SUM_MAGIC, SSD_SUM_MAGIC, 8);
+	ssdfmt_put_u32le(buf + SUM_VERSION, SSD_FMT_VERSION);
+	ssdfmt_put_u64le(buf + SUM_GENERATION, generation);
+	ssdfmt_put_u32le(buf + SUM_COUNT, (uint32_t)n);
+	ssdfmt_put_u32le(buf + SUM_ENTRIES_CRC, kvt_crc32c(0, buf + SUM_HDR, off - SUM_HDR));
+	ssdfmt_put_u64le(buf + SUM_ENTRIES_LEN, off - SUM_HDR);
+	ssdfmt_put_u32le(buf + SUM_CRC, kvt_crc32c(0, buf, SUM_HDR));
+	return (int64_t)total;
+}
+
+/* One pass over the entries of a summary whose header checked out; fn NULL validates. */
+static int64_t ssdfmt_sum_walk(const uint8_t *buf, uint32_t count, uint64_t entries_len,
+			       ssd_sum_fn fn, void *ctx)
+{
+	const uint8_t *p = buf + SUM_HDR;
+	uint64_t off = 0, prev_end = 1;
+	struct ssd_sum_entry e;
+
+	for (uint32_t i = 0; i < count; i++) {
+		int64_t len = ssdfmt_ent_get(p + off, entries_len - off, &e);
+
+		if (len < 0)
+			return len;
+		if (e.off_4k < prev_end)
+			return KVT_ECORRUPT;
+		prev_end = (uint64_t)e.off_4k + e.len_4k;
+		off += (uint64_t)len;
+		if (fn) {
+			int ret = fn(ctx, &e);
+			if (ret < 0)
+				return ret;
+		}
+	}
+	if (off != entries_len)
+		return KVT_ECORRUPT;
+	return count;
+}
+
+int64_t ssd_sum_decode(const uint8_t *buf, size_t buf_len, uint64_t generation,
+		       ssd_sum_fn fn, void *ctx)
+{
+	uint64_t entries_len, total;
+	uint32_t count;
+	int64_t ret;
+
+	if (buf_len < SUM_HDR || memcmp(buf + SUM_MAGIC, SSD_SUM_MAGIC, 8) != 0)
+		return KVT_ECORRUPT;
+	if (ssdfmt_crc_skip(buf, SUM_HDR, SUM_CRC) != ssdfmt_get_u32le(buf + SUM_CRC))
+		return KVT_ECORRUPT;
+	if (ssdfmt_get_u32le(buf + SUM_VERSION) != SSD_FMT_VERSION)
+		return KVT_EVERSION;
+	if (ssdfmt_get_u64le(buf + SUM_GENERATION) != generation ||
+	    !ssdfmt_is_zero(buf + SUM_RESERVED, SUM_HDR - SUM_RESERVED))
+		return KVT_ECORRUPT;
+	count = ssdfmt_get_u32le(buf + SUM_COUNT);
+	entries_len = ssdfmt_get_u64le(buf + SUM_ENTRIES_LEN);
+	/* The summary is exactly buf_len bytes: header, entries, padding. */
+	if (entries_len > buf_len - SUM_HDR)
+		return KVT_ECORRUPT;
+	total = ssdfmt_align(SUM_HDR + entries_len);
+	if (total != buf_len || count > entries_len / ENT_FIXED)
+		return KVT_ECORRUPT;
+	if (kvt_crc32c(0, buf + SUM_HDR, entries_len) != ssdfmt_get_u32le(buf + SUM_ENTRIES_CRC))
+		return KVT_ECORRUPT;
+	if (!ssdfmt_is_zero(buf + SUM_HDR + entries_len, total - SUM_HDR - entries_len))
+		return KVT_ECORRUPT;
+
+	ret = ssdfmt_sum_walk(buf, count, entries_len, NULL, NULL);
+	if (ret < 0 || !fn)
+		return ret;
+	return ssdfmt_sum_walk(buf, count, entries_len, fn, ctx);
+}
+
+/* ------------------------------------------------------------------------
+ * Checkpoint: the file ssd/checkpoint.
+ *
+ *   off  size  field
+ *     0     8  magic "KVTCKPT1"
+ *     8     4  u32 version (SSD_FMT_VERSION)
+ *    12     4  u32 CRC32C of bytes [0, 128), this field as zero
+ *    16    16  store_id
+ *    32     8  u64 seq: every record with seq <= this is reflected
+ *    40     4  u32 slot_count
+ *    44     4  u32 clear_count
+ *    48     8  u64 entry_count
+ *    56     8  u64 body_len: bytes after the header, before the padding
+ *    64     4  u32 CRC32C of the body, bytes [128, 128 + body_len)
+ *    68    60  reserved, 0
+ *   128        slot table: slot_count x 16
+ *                 +0  8  u64 generation
+ *                 +8  8  u64 write_off (multiple of 4096)
+ *              clear table: clear_count x 16
+ *                 +0  4  u32 ns_id (0: every namespace)
+ *                 +4  4  u32 reserved, 0
+ *                 +8  8  u64 seq (>= 1)
+ *              entries: entry_count x (16 + a summary entry)
+ *                 +0  4  u32 slot (< slot_count)
+ *                 +4  4  u32 reserved, 0
+ *                 +8  8  u64 generation (>= 1)
+ *                +16     summary entry (32 + key padded to 8)
+ *              zero up to the next multiple of 4096: the file's length
+ */
+#define SSD_CKPT_MAGIC "KVTCKPT1"
+
+enum {
+	CKPT_MAGIC = 0,
+	CKPT_VERSION = 8,
+	CKPT_CRC = 12,
+	CKPT_STORE_ID = 16,
+	CKPT_SEQ = 32,
+	CKPT_SLOT_COUNT = 40,
+	CKPT_CLEAR_COUNT = 44,
+	CKPT_ENTRY_COUNT = 48,
+	CKPT_BODY_LEN = 56,
+	CKPT_BODY_CRC = 64,
+	CKPT_RESERVED = 68,
+	CKPT_HDR = 128,
+	/* slot table entry */
+	CSLOT_GENERATION = 0,
+	CSLOT_WRITE_OFF = 8,
+	CSLOT_LEN = 16,
+	/* clear table entry */
+	CCLR_NS_ID = 0,
+	CCLR_RESERVED = 4,
+	CCLR_SEQ = 8,
+	CCLR_LEN = 16,
+	/* entry, before its summary entry */
+	CENT_SLOT = 0,
+	CENT_RESERVED = 4,
+	CENT_GENERATION = 8,
+	CENT_FIXED = 16,
+};
+_Static_assert(sizeof(SSD_CKPT_MAGIC) - 1 == CKPT_VERSION - CKPT_MAGIC, "checkpoint magic is 8 bytes");
+_Static_assert(CKPT_RESERVED + 60 == CKPT_HDR, "checkpoint header is 128 bytes");
+_Static_assert(CSLOT_WRITE_OFF + 8 == CSLOT_LEN && CCLR_SEQ + 8 == CCLR_LEN,
+	       "slot and clear entries are 16 bytes");
+_Static_assert(CENT_GENERATION + 8 == CENT_FIXED, "checkpoint entry prefix is 16 bytes");
+
+static bool ssdfmt_add(size_t *acc, uint64_t v)
+{
+	if (v > SIZE_MAX - *acc)
+		return false;
+	*acc += (size_t)v;
+	return true;
+}
+
+size_t ssd_ckpt_size(uint32_t slot_count, uint32_t clear_count, uint64_t entry_count,
+		     uint64_t key_bytes)
+{
+	/* Each key's padding to 8 is counted at its worst, 7 bytes. */
+	const uint64_t ent_max = CENT_FIXED + ENT_FIXED + 7;
+	size_t n = CKPT_HDR;
+
+	if (!ssdfmt_add(&n, (uint64_t)slot_count * CSLOT_LEN) ||
+	    !ssdfmt_add(&n, (uint64_t)clear_count * CCLR_LEN) ||
+	    entry_count > UINT64_MAX / ent_max || !ssdfmt_add(&n, entry_count * ent_max) ||
+	    !ssdfmt_add(&n, key_bytes) || !ssdfmt_add(&n, SSD_ALIGN - 1))
+		return SIZE_MAX;
+	return n & ~(size_t)(SSD_ALIGN - 1);
+}
+
+void ssd_ckpt_begin(struct ssd_ckpt_writer *w, uint8_t *buf, size_t cap)
+{
+	memset(w, 0, sizeof(*w));
+	w->buf = buf;
+	w->cap = cap;
+	w->off = CKPT_HDR;
+}
+
+/* Room for n more bytes at w->off? */
+static bool ssdfmt_room(const struct ssd_ckpt_writer *w, size_t n)
+{
+	return w->off <= w->cap && w->cap - w->off >= n;
+}
+
+int ssd_ckpt_put_slot(struct ssd_ckpt_writer *w, const struct ssd_ckpt_slot *s)
+{
+	uint8_t *p;
+
+	if (w->clears || w->entries)
+		return KVT_ESTATE;
+	if (w->slots == UINT32_MAX || s->write_off % SSD_ALIGN || !ssdfmt_room(w, CSLOT_LEN))
+		return KVT_EBADLEN;
+	p = w->buf + w->off;
+	ssdfmt_put_u64le(p + CSLOT_GENERATION, s->generation);
+	ssdfmt_put_u64le(p + CSLOT_WRITE_OFF, s->write_off);
+	w->off += CSLOT_LEN;
+	w->slots++;
+	return 0;
+}
+
+int ssd_ckpt_put_clear(struct ssd_ckpt_writer *w, const struct ssd_ckpt_clear *c)
+{
+	uint8_t *p;
+
+	if (w->entries)
+		return KVT_ESTATE;
+	if (w->clears == UINT32_MAX || c->seq == 0 || !ssdfmt_room(w, CCLR_LEN))
+		return KVT_EBADLEN;
+	p = w->buf + w->off;
+	ssdfmt_put_u32le(p + CCLR_NS_ID, c->ns_id);
+	ssdfmt_put_u32le(p + CCLR_RESERVED, 0);
+	ssdfmt_put_u64le(p + CCLR_SEQ, c->seq);
+	w->off += CCLR_LEN;
+	w->clears++;
+	return 0;
+}
+
+int ssd_ckpt_put_entry(struct ssd_ckpt_writer *w, const struct ssd_ckpt_entry *e)
+{
+	uint8_t *p;
+
+	/* Slots come first: an entry names one of them. */
+	if (!ssdfmt_ent_ok(&e->e) || e->slot >= w->slots || e->generation == 0 ||
+	    !ssdfmt_room(w, CENT_FIXED + ssd_sum_entry_len(&e->e)))
+		return KVT_EBADLEN;
+	p = w->buf + w->off;
+	ssdfmt_put_u32le(p + CENT_SLOT, e->slot);
+	ssdfmt_put_u32le(p + CENT_RESERVED, 0);
+	ssdfmt_put_u64le(p + CENT_GENERATION, e->generation);
+	w->off += CENT_FIXED + ssdfmt_ent_put(p + CENT_FIXED, &e->e);
+	w->entries++;
+	return 0;
+}
+
+int64_t ssd_ckpt_finish(struct ssd_ckpt_writer *w, const struct ssd_ckpt_hdr *h)
+{
+	uint8_t *buf = w->buf;
+	size_t body_len, total;
+
+	if (h->slot_count != w->slots || h->clear_count != w->clears ||
+	    h->entry_count != w->entries || w->off > w->cap)
+		return KVT_EBADLEN;
+	body_len = w->off - CKPT_HDR;
+	total = (size_t)ssdfmt_align(w->off);
+	if (total > w->cap)
+		return KVT_EBADLEN;
+
+	memset(buf, 0, CKPT_HDR);
+	memset(buf + w->off, 0, total - w->off);
+	memcpy(buf + CKPT_MAGIC, SSD_CKPT_MAGIC, 8);
+	ssdfmt_put_u32le(buf + CKPT_VERSION, SSD_FMT_VERSION);
+	memcpy(buf + CKPT_STORE_ID, h->store_id, 16);
+	ssdfmt_put_u64le(buf + CKPT_SEQ, h->seq);
+	ssdfmt_put_u32le(buf + CKPT_SLOT_COUNT, h->slot_count);
+	ssdfmt_put_u32le(buf + CKPT_CLEAR_COUNT, h->clear_count);
+	ssdfmt_put_u64le(buf + CKPT_ENTRY_COUNT, h->entry_count);
+	ssdfmt_put_u64le(buf + CKPT_BODY_LEN, body_len);
+	ssdfmt_put_u32le(buf + CKPT_BODY_CRC, kvt_crc32c(0, buf + CKPT_HDR, body_len));
+	ssdfmt_put_u32le(buf + CKPT_CRC, kvt_crc32c(0, buf, CKPT_HDR));
+	return (int64_t)total;
+}
+
+/* One pass over a checkpoint body whose header checked out; cbs NULL validates. */
+static int ssdfmt_ckpt_walk(const uint8_t *buf, const struct ssd_ckpt_hdr *h, uint64_t body_len,
+			    const struct ssd_ckpt_cbs *cbs, void *ctx)
+{
+	const uint8_t *p = buf + CKPT_HDR;
+	uint64_t off = 0;
+	int ret;
+
+	for (uint32_t i = 0; i < h->slot_count; i++, off += CSLOT_LEN) {
+		struct ssd_ckpt_slot s;
+
+		s.generation = ssdfmt_get_u64le(p + off + CSLOT_GENERATION);
+		s.write_off = ssdfmt_get_u64le(p + off + CSLOT_WRITE_OFF);
+		if (s.write_off % SSD_ALIGN)
+			return KVT_ECORRUPT;
+		if (cbs && cbs->slot && (ret = cbs->slot(ctx, i, &s)) < 0)
+			return ret;
+	}
+	for (uint32_t i = 0; i < h->clear_count; i++, off += CCLR_LEN) {
+		struct ssd_ckpt_clear c;
+
+		c.ns_id = ssdfmt_get_u32le(p + off + CCLR_NS_ID);
+		c.seq = ssdfmt_get_u64le(p + off + CCLR_SEQ);
+		if (ssdfmt_get_u32le(p + off + CCLR_RESERVED) != 0 || c.seq == 0)
+			return KVT_ECORRUPT;
+		if (cbs && cbs->clear && (ret = cbs->clear(ctx, &c)) < 0)
+			return ret;
+	}
+	for (uint64_t i = 0; i < h->entry_count; i++) {
+		struct ssd_ckpt_entry e;
+		int64_t len;
+
+		if (body_len - off < CENT_FIXED)
+			return KVT_ECORRUPT;
+		memset(&e, 0, sizeof(e));
+		e.slot = ssdfmt_get_u32le(p + off + CENT_SLOT);
+		e.generation = ssdfmt_get_u64le(p + off + CENT_GENERATION);
+		if (ssdfmt_get_u32le(p + off + CENT_RESERVED) != 0 || e.slot >= h->slot_count ||
+		    e.generation == 0)
+			return KVT_ECORRUPT;
+		off += CENT_FIXED;
+		len = ssdfmt_ent_get(p + off, body_len - off, &e.e);
+		if (len < 0)
+			return (int)len;
+		off += (uint64_t)len;
+		if (cbs && cbs->entry && (ret = cbs->entry(ctx, &e)) < 0)
+			return ret;
+	}
+	return off == body_len ? 0 : KVT_ECORRUPT;
+}
+
+int ssd_ckpt_decode(const uint8_t *buf, size_t len, struct ssd_ckpt_hdr *h,
+		    const struct ssd_ckpt_cbs *cbs, void *ctx)
+{
+	struct ssd_ckpt_hdr t;
+	uint64_t body_len, tables;
+	int ret;
+
+	memset(h, 0, sizeof(*h));
+	if (len < CKPT_HDR || memcmp(buf + CKPT_MAGIC, SSD_CKPT_MAGIC, 8) != 0)
+		return KVT_ECORRUPT;
+	if (ssdfmt_crc_skip(buf, CKPT_HDR, CKPT_CRC) != ssdfmt_get_u32le(buf + CKPT_CRC))
+		return KVT_ECORRUPT;
+	if (ssdfmt_get_u32le(buf + CKPT_VERSION) != SSD_FMT_VERSION)
+		return KVT_EVERSION;
+	if (!ssdfmt_is_zero(buf + CKPT_RESERVED, CKPT_HDR - CKPT_RESERVED))
+		return KVT_ECORRUPT;
+
+	memset(&t, 0, sizeof(t));
+	memcpy(t.store_id, buf + CKPT_STORE_ID, 16);
+	t.seq = ssdfmt_get_u64le(buf + CKPT_SEQ);
+	t.slot_count = ssdfmt_get_u32le(buf + CKPT_SLOT_COUNT);
+	t.clear_count = ssdfmt_get_u32le(buf + CKPT_CLEAR_COUNT);
+	t.entry_count = ssdfmt_get_u64le(buf + CKPT_ENTRY_COUNT);
+	body_len = ssdfmt_get_u64le(buf + CKPT_BODY_LEN);
+
+	/* The image is exactly len bytes: header, body, padding. */
+	if (body_len > len - CKPT_HDR || ssdfmt_align(CKPT_HDR + body_len) != len)
+		return KVT_ECORRUPT;
+	/* Counts against the body, in u64 (each product is below 2^37). */
+	tables = (uint64_t)t.slot_count * CSLOT_LEN + (uint64_t)t.clear_count * CCLR_LEN;
+	if (tables > body_len ||
+	    t.entry_count > (body_len - tables) / (CENT_FIXED + ENT_FIXED))
+		return KVT_ECORRUPT;
+	if (kvt_crc32c(0, buf + CKPT_HDR, body_len) != ssdfmt_get_u32le(buf + CKPT_BODY_CRC))
+		return KVT_ECORRUPT;
+	if (!ssdfmt_is_zero(buf + CKPT_HDR + body_len, len - CKPT_HDR - body_len))
+		return KVT_ECORRUPT;
+
+	ret = ssdfmt_ckpt_walk(buf, &t, body_len, NULL, NULL);
+	if (ret < 0)
+		return ret;
+	*h = t;
+	if (!cbs)
+		return 0;
+	return ssdfmt_ckpt_walk(buf, &t, body_len, cbs, ctx);
+}

@@ -1,0 +1,226 @@
+/*
+ * ssdfmt.h - the SSD tier's on-disk formats: segment headers, records,
+ * segment summaries, checkpoints.  Pure encode/decode over byte buffers:
+ * no I/O, no allocation, every length from disk bounded before use
+ * (ssdfmt.c; byte-by-byte specification in doc/ssd-format.md).
+ *
+ * All integers are little-endian.  Everything on disk is in units of
+ * SSD_ALIGN (4096) bytes so that it can be read and written with O_DIRECT.
+ *
+ * A store directory holds ssd/seg-NNNNNN (fixed-size segment files, one per
+ * slot) and ssd/checkpoint.  A segment is:
+ *
+ *   [segment header, 4096 B][record][record]...[summary][free space]
+ *
+ * A record is [record header, hdr_len B (multiple of 4096)][value, padded
+ * with zeros to a multiple of 4096].  A summary (written when a segment is
+ * sealed) lists every record of the segment so recovery need not walk them.
+ */
+#ifndef KVT_SSDFMT_H
+#define KVT_SSDFMT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kvtier.h"
+
+#define SSD_ALIGN 4096u
+#define SSD_FMT_VERSION 1u
+
+/* ------------------------------------------------------------------------
+ * Segment header: the first 4096 bytes of every segment file.
+ */
+#define SSD_SEG_MAGIC "KVTSEG01" /* 8 bytes, no NUL */
+
+struct ssd_seg_hdr {
+	uint32_t version;      /* SSD_FMT_VERSION */
+	uint32_t slot;         /* this file's slot number */
+	uint64_t generation;   /* bumped each time the slot is reused; 0: never written */
+	uint64_t seg_size;     /* bytes, multiple of SSD_ALIGN */
+	uint64_t created_ns;   /* CLOCK_REALTIME when the generation began */
+	uint64_t summary_off;  /* byte offset of the summary, 0 while the segment is open */
+	uint64_t summary_len;  /* bytes of the summary (multiple of SSD_ALIGN), 0 while open */
+	uint8_t store_id[16];  /* random id of the store, so a foreign file is never read */
+};
+
+/* Encode into buf[SSD_ALIGN] (zero padding, CRC).  Always succeeds. */
+void ssd_seg_hdr_encode(const struct ssd_seg_hdr *h, uint8_t *buf);
+/* Decode buf[SSD_ALIGN].  0, KVT_ECORRUPT (magic, CRC, fields), KVT_EVERSION. */
+int ssd_seg_hdr_decode(const uint8_t *buf, struct ssd_seg_hdr *h);
+
+/* ------------------------------------------------------------------------
+ * Records.
+ */
+enum ssd_rec_type {
+	SSD_REC_PUT = 1,       /* a value: parts follow the header */
+	SSD_REC_DELETE = 2,    /* tombstone for (ns, key): no value */
+	SSD_REC_CLEAR_NS = 3,  /* every record of ns with a lower seq is gone */
+	SSD_REC_CLEAR_ALL = 4, /* every record with a lower seq is gone */
+};
+
+#define SSD_REC_FIXED 160u   /* bytes of the fixed part of a record header */
+#define SSD_PART_ENTRY 16u   /* bytes per part-table entry */
+
+struct ssd_part {
+	uint64_t len;  /* bytes */
+	uint32_t crc;  /* CRC32C of the part's bytes (kvt_crc32c) */
+};
+
+struct ssd_rec_hdr {
+	uint32_t type;           /* enum ssd_rec_type */
+	uint32_t hdr_len;        /* bytes from the record start to the value, multiple of SSD_ALIGN */
+	uint32_t part_count;     /* PUT: 1..KVT_PARTS_MAX; others 0 */
+	uint32_t ns_id;          /* store-local namespace id (stable: the registry is persisted) */
+	uint64_t value_len;      /* PUT: sum of part lengths; others 0 */
+	uint64_t seq;            /* store-wide sequence number, increasing */
+	uint64_t generation;     /* generation of the segment it was written into */
+	uint8_t ns_digest[32];   /* the namespace's digest: records describe themselves */
+	struct kvt_key key;      /* PUT, DELETE: the key; CLEAR_*: len 0 */
+	uint32_t flags;          /* reserved (sealed blocks); 0 */
+};
+
+/* Header bytes for a record with this many parts (a multiple of SSD_ALIGN);
+ * 0 if part_count > KVT_PARTS_MAX. */
+uint32_t ssd_rec_hdr_len(uint32_t part_count);
+/* Total bytes on disk of a record: hdr_len + value rounded up to SSD_ALIGN;
+ * 0 if part_count > KVT_PARTS_MAX or value_len > KVT_VALUE_MAX. */
+uint64_t ssd_rec_len(uint32_t part_count, uint64_t value_len);
+
+/*
+ * Encode h and its part table into buf[ssd_rec_hdr_len(h->part_count)]
+ * (zero padding, header CRC over everything).  h->hdr_len is ignored and
+ * written as computed.  Returns the header length, or KVT_EBADLEN if
+ * buf_len is too small or the counts are out of range.
+ */
+int ssd_rec_hdr_encode(const struct ssd_rec_hdr *h, const struct ssd_part *parts,
+		       uint8_t *buf, size_t buf_len);
+
+/*
+ * Decode a record header from buf (buf_len bytes available, at least
+ * SSD_ALIGN; fewer gives KVT_EBUFSMALL with h->hdr_len SSD_ALIGN).  Checks magic, version, CRC, type, lengths and that the whole
+ * header fits in buf_len (if hdr_len > buf_len it returns KVT_EBUFSMALL and
+ * sets h->hdr_len so the caller can read more).  parts may be NULL to skip
+ * the table; otherwise it must hold max_parts entries (KVT_ERANGE if fewer
+ * than h->part_count).  Returns 0, KVT_ECORRUPT, KVT_EVERSION,
+ * KVT_EBUFSMALL, KVT_ERANGE.
+ */
+int ssd_rec_hdr_decode(const uint8_t *buf, size_t buf_len, struct ssd_rec_hdr *h,
+		       struct ssd_part *parts, uint32_t max_parts);
+
+/* ------------------------------------------------------------------------
+ * Segment summary: every record of a sealed segment, in write order.
+ *
+ *   [summary header 64 B: magic "KVTSUM01", version, count, generation,
+ *    byte length, CRC32C of the entries, CRC32C of the header]
+ *   [entries, each 32 B + key bytes padded to 8]
+ *   [zero padding to SSD_ALIGN]
+ */
+struct ssd_sum_entry {
+	uint32_t type;        /* enum ssd_rec_type */
+	uint32_t ns_id;
+	uint32_t off_4k;      /* record offset in the segment, in SSD_ALIGN units */
+	uint32_t len_4k;      /* record length, in SSD_ALIGN units */
+	uint64_t seq;
+	uint64_t value_len;
+	uint16_t part_count;  /* PUT */
+	struct kvt_key key;
+};
+
+/* Bytes one entry takes in a summary. */
+size_t ssd_sum_entry_len(const struct ssd_sum_entry *e);
+/* Encode a summary of n entries into buf (zero padded to SSD_ALIGN).
+ * Returns its length (multiple of SSD_ALIGN) or KVT_EBADLEN (buf too small,
+ * an entry out of range, or record offsets not rising). */
+int64_t ssd_sum_encode(uint64_t generation, const struct ssd_sum_entry *e, size_t n,
+		       uint8_t *buf, size_t buf_len);
+/*
+ * Decode: calls fn (may be NULL) for each entry in order, only once the
+ * whole summary has been checked.  buf_len must be the summary's exact
+ * length (summary_len in the segment header).  Returns the entry count,
+ * KVT_ECORRUPT, KVT_EVERSION, or fn's negative return.  Checks the
+ * generation matches.  No allocation.
+ */
+typedef int (*ssd_sum_fn)(void *ctx, const struct ssd_sum_entry *e);
+int64_t ssd_sum_decode(const uint8_t *buf, size_t buf_len, uint64_t generation,
+		       ssd_sum_fn fn, void *ctx);
+
+/* ------------------------------------------------------------------------
+ * Checkpoint file (ssd/checkpoint): the index at one moment, so a restart
+ * scans only what was written after it.
+ *
+ *   [header 128 B: magic "KVTCKPT1", version, store_id, seq (every record
+ *    with seq <= this is reflected), slot_count, entry_count, clear_count,
+ *    lengths, CRC32C of the body, CRC32C of the header]
+ *   [slot table: slot_count x { u64 generation, u64 write_off }]
+ *   [clear table: clear_count x { u32 ns_id (0 = all), u32 pad, u64 seq }]
+ *   [entries: entry_count x checkpoint entries (as summary entries plus
+ *    u32 slot, u32 pad, u64 generation)]
+ */
+struct ssd_ckpt_hdr {
+	uint8_t store_id[16];
+	uint64_t seq;
+	uint32_t slot_count;
+	uint64_t entry_count;
+	uint32_t clear_count;
+};
+
+struct ssd_ckpt_slot {
+	uint64_t generation; /* the slot's generation when the checkpoint was taken */
+	uint64_t write_off;  /* bytes written into it then (open segment), or its seal point */
+};
+
+struct ssd_ckpt_clear {
+	uint32_t ns_id;      /* 0: clear of every namespace */
+	uint64_t seq;
+};
+
+struct ssd_ckpt_entry {
+	struct ssd_sum_entry e;
+	uint32_t slot;
+	uint64_t generation;
+};
+
+/*
+ * Streaming encoder: the caller provides the whole output buffer (size from
+ * ssd_ckpt_size) and fills it in order.  ssd_ckpt_finish writes the header
+ * and the CRCs.  No allocation.
+ *
+ * ssd_ckpt_size is an upper bound, a multiple of SSD_ALIGN (key_bytes: the
+ * sum of the entries' key lengths); SIZE_MAX if it does not fit a size_t.
+ */
+size_t ssd_ckpt_size(uint32_t slot_count, uint32_t clear_count, uint64_t entry_count,
+		     uint64_t key_bytes);
+struct ssd_ckpt_writer {
+	uint8_t *buf;
+	size_t cap, off;
+	uint64_t entries;
+	uint32_t slots, clears;
+};
+/*
+ * Slots, then clears, then entries: each put returns 0, KVT_ESTATE (out of
+ * that order), or KVT_EBADLEN (no room; a field out of range; an entry
+ * naming a slot not yet put).
+ */
+void ssd_ckpt_begin(struct ssd_ckpt_writer *w, uint8_t *buf, size_t cap);
+int ssd_ckpt_put_slot(struct ssd_ckpt_writer *w, const struct ssd_ckpt_slot *s);
+int ssd_ckpt_put_clear(struct ssd_ckpt_writer *w, const struct ssd_ckpt_clear *c);
+int ssd_ckpt_put_entry(struct ssd_ckpt_writer *w, const struct ssd_ckpt_entry *e);
+/* Returns the total length written (zero padded to SSD_ALIGN), or
+ * KVT_EBADLEN (counts in *h differ from what was put, or no room). */
+int64_t ssd_ckpt_finish(struct ssd_ckpt_writer *w, const struct ssd_ckpt_hdr *h);
+
+/*
+ * Decode a checkpoint image (len: the file's exact length): header into
+ * *h, then callbacks in file order, only once the whole image has been
+ * checked.  cbs and any callback may be NULL.  Returns 0, KVT_ECORRUPT,
+ * KVT_EVERSION, or a callback's negative return.  No allocation.
+ */
+struct ssd_ckpt_cbs {
+	int (*slot)(void *ctx, uint32_t idx, const struct ssd_ckpt_slot *s);
+	int (*clear)(void *ctx, const struct ssd_ckpt_clear *c);
+	int (*entry)(void *ctx, const struct ssd_ckpt_entry *e);
+};
+int ssd_ckpt_decode(const uint8_t *buf, size_t len, struct ssd_ckpt_hdr *h,
+		    const struct ssd_ckpt_cbs *cbs, void *ctx);
+
+#endif

@@ -1,0 +1,199 @@
+/*
+ * fuzz_ssdrec.c - libFuzzer target for the decoders of what recovery reads
+ * from a segment (lib/ssdfmt.c, doc/ssd-format.md): record headers,
+ * segment summaries and segment headers.
+ *
+ * The input is an untrusted piece of a segment.  Each decoder runs on it
+ * as it is, and once more on a copy whose CRC fields were recomputed the
+ * way the format defines them, so that mutations reach the field checks
+ * behind the CRC.  Every copy is exactly as long as the input (ASan sees a
+ * read one byte too far).  Properties, each a trap when broken:
+ *   - results are only the documented codes;
+ *   - KVT_EBUFSMALL asks for a bounded, aligned length beyond the input;
+ *   - what a decoder accepts is in range (counts, lengths, keys), and its
+ *     encoder reproduces it byte for byte: one encoding per value;
+ *   - a summary's callbacks see exactly the count it returns.
+ * Seed corpus: tests/fuzz/corpus/ssdrec/ (tests/fuzz/gen_ssd_seeds.c).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "kvt_int.h"
+#include "ssdfmt.h"
+
+#define FUZZ_CHECK(c)                   \
+	do {                            \
+		if (!(c))               \
+			__builtin_trap(); \
+	} while (0)
+
+#define REC_HDR_MAX (5 * SSD_ALIGN) /* ssd_rec_hdr_len(KVT_PARTS_MAX) */
+#define SUM_KEEP 8192               /* summaries with more entries skip the re-encode */
+
+static struct ssd_part g_parts[KVT_PARTS_MAX];
+static uint8_t g_enc[1 << 20];
+static struct ssd_sum_entry g_ents[SUM_KEEP];
+
+static uint32_t get32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static uint64_t get64(const uint8_t *p)
+{
+	return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32;
+}
+
+static void put32(uint8_t *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+/* The CRC32C of p[0, len) with the 4 bytes at 12 as zero, stored there. */
+static void fix_crc12(uint8_t *p, size_t len)
+{
+	put32(p + 12, 0);
+	put32(p + 12, kvt_crc32c(0, p, len));
+}
+
+static void check_key(const struct kvt_key *k)
+{
+	FUZZ_CHECK(k->len <= KVT_KEY_MAX);
+	for (uint32_t i = k->len; i < KVT_KEY_MAX; i++)
+		FUZZ_CHECK(k->bytes[i] == 0);
+}
+
+static void fuzz_rec(const uint8_t *buf, size_t len)
+{
+	struct ssd_rec_hdr h;
+	uint64_t sum = 0;
+	int rc, enc;
+
+	rc = ssd_rec_hdr_decode(buf, len, &h, g_parts, KVT_PARTS_MAX);
+	FUZZ_CHECK(rc == 0 || rc == KVT_ECORRUPT || rc == KVT_EVERSION || rc == KVT_EBUFSMALL);
+	if (rc == KVT_EBUFSMALL) {
+		FUZZ_CHECK(h.hdr_len > len && h.hdr_len % SSD_ALIGN == 0 && h.hdr_len <= REC_HDR_MAX);
+		return;
+	}
+	if (rc != 0)
+		return;
+	FUZZ_CHECK(h.hdr_len <= len && h.hdr_len == ssd_rec_hdr_len(h.part_count));
+	FUZZ_CHECK(h.part_count <= KVT_PARTS_MAX && h.value_len <= KVT_VALUE_MAX);
+	FUZZ_CHECK(h.seq != 0 && h.generation != 0 && h.flags == 0);
+	check_key(&h.key);
+	for (uint32_t i = 0; i < h.part_count; i++) {
+		FUZZ_CHECK(g_parts[i].len >= 1);
+		sum += g_parts[i].len;
+	}
+	FUZZ_CHECK(sum == h.value_len);
+
+	/* One encoding per value. */
+	enc = ssd_rec_hdr_encode(&h, g_parts, g_enc, sizeof(g_enc));
+	FUZZ_CHECK(enc == (int)h.hdr_len);
+	FUZZ_CHECK(memcmp(g_enc, buf, h.hdr_len) == 0);
+
+	/* The other ways to call it agree. */
+	FUZZ_CHECK(ssd_rec_hdr_decode(buf, len, &h, NULL, 0) == 0);
+	if (h.part_count > 0)
+		FUZZ_CHECK(ssd_rec_hdr_decode(buf, len, &h, g_parts, h.part_count - 1) ==
+			   KVT_ERANGE);
+}
+
+struct sum_ctx {
+	size_t n;
+	uint32_t prev_end;
+};
+
+static int sum_fn(void *p, const struct ssd_sum_entry *e)
+{
+	struct sum_ctx *c = p;
+
+	FUZZ_CHECK(e->type >= SSD_REC_PUT && e->type <= SSD_REC_CLEAR_ALL);
+	FUZZ_CHECK(e->part_count <= KVT_PARTS_MAX && e->value_len <= KVT_VALUE_MAX);
+	FUZZ_CHECK(e->seq != 0 && e->off_4k >= c->prev_end && e->len_4k >= 1);
+	FUZZ_CHECK((uint64_t)e->len_4k * SSD_ALIGN == ssd_rec_len(e->part_count, e->value_len));
+	check_key(&e->key);
+	c->prev_end = e->off_4k + e->len_4k;
+	if (c->n < SUM_KEEP)
+		g_ents[c->n] = *e;
+	c->n++;
+	return 0;
+}
+
+static void fuzz_sum(const uint8_t *buf, size_t len)
+{
+	struct sum_ctx c = { 0, 1 };
+	uint64_t generation = len >= 24 ? get64(buf + 16) : 0;
+	int64_t rc, enc;
+
+	rc = ssd_sum_decode(buf, len, generation, sum_fn, &c);
+	FUZZ_CHECK(rc >= 0 || rc == KVT_ECORRUPT || rc == KVT_EVERSION);
+	if (rc < 0) {
+		FUZZ_CHECK(c.n == 0); /* no callback for a summary that fails */
+		return;
+	}
+	FUZZ_CHECK((size_t)rc == c.n && len % SSD_ALIGN == 0);
+	FUZZ_CHECK(ssd_sum_decode(buf, len, generation + 1, NULL, NULL) == KVT_ECORRUPT);
+	if (c.n > SUM_KEEP || len > sizeof(g_enc))
+		return;
+	enc = ssd_sum_encode(generation, g_ents, c.n, g_enc, sizeof(g_enc));
+	FUZZ_CHECK(enc == (int64_t)len);
+	FUZZ_CHECK(memcmp(g_enc, buf, len) == 0);
+}
+
+static void fuzz_seg(const uint8_t *buf)
+{
+	struct ssd_seg_hdr h;
+	int rc = ssd_seg_hdr_decode(buf, &h);
+
+	FUZZ_CHECK(rc == 0 || rc == KVT_ECORRUPT || rc == KVT_EVERSION);
+	if (rc != 0)
+		return;
+	FUZZ_CHECK(h.seg_size % SSD_ALIGN == 0 && h.summary_off + h.summary_len <= h.seg_size);
+	ssd_seg_hdr_encode(&h, g_enc);
+	FUZZ_CHECK(memcmp(g_enc, buf, SSD_ALIGN) == 0);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	uint8_t *copy;
+
+	fuzz_rec(data, size);
+	fuzz_sum(data, size);
+	if (size >= SSD_ALIGN)
+		fuzz_seg(data);
+
+	copy = malloc(size ? size : 1);
+	FUZZ_CHECK(copy != NULL);
+
+	/* Record header: CRC over [0, hdr_len) when hdr_len is plausible. */
+	memcpy(copy, data, size);
+	if (size >= 16) {
+		uint32_t hdr_len = get32(copy + 8);
+		if (hdr_len >= 16 && hdr_len <= size)
+			fix_crc12(copy, hdr_len);
+	}
+	fuzz_rec(copy, size);
+
+	/* Summary: the entries' CRC, then the header's. */
+	memcpy(copy, data, size);
+	if (size >= 64) {
+		uint64_t ent_len = get64(copy + 32);
+		if (ent_len <= size - 64)
+			put32(copy + 28, kvt_crc32c(0, copy + 64, ent_len));
+		fix_crc12(copy, 64);
+	}
+	fuzz_sum(copy, size);
+
+	/* Segment header: CRC over its 4096 bytes. */
+	if (size >= SSD_ALIGN) {
+		memcpy(copy, data, size);
+		fix_crc12(copy, SSD_ALIGN);
+		fuzz_seg(copy);
+	}
+	free(copy);
+	return 0;
+}

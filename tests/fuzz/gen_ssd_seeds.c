@@ -1,0 +1,200 @@
+/*
+ * gen_ssd_seeds.c - writes the seed corpora of fuzz_ssdrec and fuzz_ckpt:
+ * a handful of small, valid encodings from lib/ssdfmt.c.  Run once, by
+ * hand, when the format changes; the output is checked in:
+ *
+ *   build-fuzz/tests/fuzz/gen_ssd_seeds tests/fuzz/corpus/ssdrec tests/fuzz/corpus/ckpt
+ *
+ * Deterministic: the same build writes the same bytes.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kvt_int.h"
+#include "ssdfmt.h"
+
+static uint8_t g_buf[64 << 10];
+static struct ssd_part g_parts[KVT_PARTS_MAX];
+
+static void die(const char *what)
+{
+	fprintf(stderr, "gen_ssd_seeds: %s\n", what);
+	exit(1);
+}
+
+static void write_file(const char *dir, const char *name, const uint8_t *p, size_t len)
+{
+	char path[4096];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	f = fopen(path, "wb");
+	if (!f || fwrite(p, 1, len, f) != len || fclose(f) != 0)
+		die(path);
+}
+
+static void fill(uint8_t *p, size_t n, uint32_t seed)
+{
+	for (size_t i = 0; i < n; i++)
+		p[i] = (uint8_t)(seed * 131 + i * 29 + 7);
+}
+
+static void rec(const char *dir, const char *name, uint32_t type, uint32_t parts, uint32_t key_len)
+{
+	struct ssd_rec_hdr h;
+	int len;
+
+	memset(&h, 0, sizeof(h));
+	h.type = type;
+	h.part_count = parts;
+	h.ns_id = type == SSD_REC_CLEAR_ALL ? 0 : 3;
+	h.seq = 41 + parts;
+	h.generation = 2;
+	if (type != SSD_REC_CLEAR_ALL)
+		fill(h.ns_digest, 32, 1);
+	h.key.len = key_len;
+	fill(h.key.bytes, key_len, 2);
+	for (uint32_t i = 0; i < parts; i++) {
+		g_parts[i].len = 1000 + i;
+		g_parts[i].crc = 0x12345678u + i;
+		h.value_len += g_parts[i].len;
+	}
+	len = ssd_rec_hdr_encode(&h, g_parts, g_buf, sizeof(g_buf));
+	if (len < 0)
+		die(name);
+	write_file(dir, name, g_buf, (size_t)len);
+}
+
+static void sum(const char *dir, const char *name, size_t n)
+{
+	struct ssd_sum_entry e[64];
+	uint32_t off = 1;
+	int64_t len;
+
+	for (size_t i = 0; i < n; i++) {
+		memset(&e[i], 0, sizeof(e[i]));
+		e[i].seq = 100 + i;
+		e[i].ns_id = 1 + (uint32_t)(i % 3);
+		switch (i % 4) {
+		case 0:
+		case 1:
+			e[i].type = SSD_REC_PUT;
+			e[i].part_count = (uint16_t)(1 + i % 3);
+			e[i].value_len = 5000 + i * 100;
+			e[i].key.len = i % 2 ? 32 : 7;
+			break;
+		case 2:
+			e[i].type = SSD_REC_DELETE;
+			e[i].key.len = 32;
+			break;
+		default:
+			e[i].type = i % 8 == 7 ? SSD_REC_CLEAR_ALL : SSD_REC_CLEAR_NS;
+			if (e[i].type == SSD_REC_CLEAR_ALL)
+				e[i].ns_id = 0;
+			break;
+		}
+		fill(e[i].key.bytes, e[i].key.len, (uint32_t)i);
+		e[i].off_4k = off;
+		e[i].len_4k = (uint32_t)(ssd_rec_len(e[i].part_count, e[i].value_len) / SSD_ALIGN);
+		off += e[i].len_4k;
+	}
+	len = ssd_sum_encode(9, e, n, g_buf, sizeof(g_buf));
+	if (len < 0)
+		die(name);
+	write_file(dir, name, g_buf, (size_t)len);
+}
+
+static void seg(const char *dir, const char *name, int sealed)
+{
+	struct ssd_seg_hdr h;
+
+	memset(&h, 0, sizeof(h));
+	h.version = SSD_FMT_VERSION;
+	h.slot = 4;
+	h.generation = 9;
+	h.seg_size = 64u << 20;
+	h.created_ns = 1700000000000000000ull;
+	if (sealed) {
+		h.summary_off = 1000 * SSD_ALIGN;
+		h.summary_len = SSD_ALIGN;
+	}
+	fill(h.store_id, 16, 5);
+	ssd_seg_hdr_encode(&h, g_buf);
+	write_file(dir, name, g_buf, SSD_ALIGN);
+}
+
+static void ckpt(const char *dir, const char *name, uint32_t slots, uint32_t clears,
+		 uint32_t entries)
+{
+	struct ssd_ckpt_writer w;
+	struct ssd_ckpt_hdr h;
+	int64_t len;
+
+	ssd_ckpt_begin(&w, g_buf, sizeof(g_buf));
+	for (uint32_t i = 0; i < slots; i++) {
+		struct ssd_ckpt_slot s = { i % 4 ? i + 1 : 0, (uint64_t)(i % 5) * 16 * SSD_ALIGN };
+		if (ssd_ckpt_put_slot(&w, &s) < 0)
+			die(name);
+	}
+	for (uint32_t i = 0; i < clears; i++) {
+		struct ssd_ckpt_clear c = { i, 50 + i };
+		if (ssd_ckpt_put_clear(&w, &c) < 0)
+			die(name);
+	}
+	for (uint32_t i = 0; i < entries; i++) {
+		struct ssd_ckpt_entry e;
+
+		memset(&e, 0, sizeof(e));
+		e.e.type = i % 5 == 4 ? SSD_REC_DELETE : SSD_REC_PUT;
+		e.e.ns_id = 1 + i % 2;
+		e.e.seq = 10 + i;
+		if (e.e.type == SSD_REC_PUT) {
+			e.e.part_count = (uint16_t)(1 + i % 2);
+			e.e.value_len = 65536 + i;
+		}
+		e.e.key.len = i % 3 ? 32 : 64;
+		fill(e.e.key.bytes, e.e.key.len, i);
+		e.e.off_4k = 1 + i * 20;
+		e.e.len_4k = (uint32_t)(ssd_rec_len(e.e.part_count, e.e.value_len) / SSD_ALIGN);
+		e.slot = i % slots;
+		e.generation = 1 + i % slots;
+		if (ssd_ckpt_put_entry(&w, &e) < 0)
+			die(name);
+	}
+	memset(&h, 0, sizeof(h));
+	fill(h.store_id, 16, 5);
+	h.seq = 1000;
+	h.slot_count = slots;
+	h.clear_count = clears;
+	h.entry_count = entries;
+	len = ssd_ckpt_finish(&w, &h);
+	if (len < 0)
+		die(name);
+	write_file(dir, name, g_buf, (size_t)len);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc != 3)
+		die("usage: gen_ssd_seeds <ssdrec dir> <ckpt dir>");
+
+	rec(argv[1], "rec-put-1part", SSD_REC_PUT, 1, 32);
+	rec(argv[1], "rec-put-3parts", SSD_REC_PUT, 3, 64);
+	rec(argv[1], "rec-put-300parts", SSD_REC_PUT, 300, 1);
+	rec(argv[1], "rec-delete", SSD_REC_DELETE, 0, 32);
+	rec(argv[1], "rec-clear-ns", SSD_REC_CLEAR_NS, 0, 0);
+	rec(argv[1], "rec-clear-all", SSD_REC_CLEAR_ALL, 0, 0);
+	sum(argv[1], "sum-empty", 0);
+	sum(argv[1], "sum-1", 1);
+	sum(argv[1], "sum-8", 8);
+	sum(argv[1], "sum-60", 60);
+	seg(argv[1], "seg-open", 0);
+	seg(argv[1], "seg-sealed", 1);
+
+	ckpt(argv[2], "ckpt-empty", 0, 0, 0);
+	ckpt(argv[2], "ckpt-slots", 8, 0, 0);
+	ckpt(argv[2], "ckpt-small", 3, 2, 10);
+	ckpt(argv[2], "ckpt-two-pages", 16, 4, 60);
+	return 0;
+}

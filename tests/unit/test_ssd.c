@@ -1,0 +1,601 @@
+/*
+ * test_ssd.c - the SSD tier on real files, with real processes: write-down
+ * by admission policy, promotion on a DRAM miss, persistence across
+ * restarts (deletes and clears included), recovery from a stale checkpoint
+ * after kill -9 of a writer, a simulated power loss, torn writes and
+ * flipped bits becoming counted misses, ENOSPC degrading to DRAM only and
+ * recovering, EIO quarantining a segment, FIFO segment eviction, prefetch,
+ * lookup across tiers, and a second opener refused.
+ *
+ * Every scenario runs on the io_uring backend and on the pread/pwrite
+ * backend (KVT_TEST_IO=uring|psync picks one).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "io.h"
+#include "kvt_int.h"
+#include "ssd.h"
+#include "t.h"
+#include "tstore.h"
+
+static const char *io_backend = "uring";
+
+static uint64_t stat_of(struct kvt_store *s, const char *name)
+{
+	uint64_t v = 0;
+	int r = kvt_store_stat(s, name, &v);
+	if (r != 0)
+		T_FAIL("stat %s: %s", name, kvt_strerror(r));
+	return v;
+}
+
+/* A store in dir: 64 MiB DRAM, SSD of `ssd` bytes in 1 MiB segments. */
+static struct kvt_store *open_store(const char *dir, const char *ssd, const char *admission)
+{
+	return t_store_open("path", dir, "dram.capacity", "64M", "dram.chunk", "4K",
+			    "dram.prefault", "off", "ssd.capacity", ssd, "ssd.segment", "1M",
+			    "ssd.admission", admission, "ssd.io", io_backend, NULL);
+}
+
+static size_t len_of(uint64_t k)
+{
+	return 1000 + (size_t)((k * 7919) % 60000);
+}
+
+static int put_k(struct kvt_store *s, uint32_t ns, uint64_t k)
+{
+	size_t len = len_of(k);
+	char *buf = malloc(len);
+	struct kvt_key key = t_key(k);
+	struct iovec v[2] = { { buf, len / 3 }, { buf + len / 3, len - len / 3 } };
+	int r;
+	t_fill(buf, len, k);
+	r = kvt_put(s, ns, &key, v, 2); /* two parts, so part tables round-trip */
+	free(buf);
+	return r;
+}
+
+/* KVT_OK with exact bytes, or KVT_MISS; anything else fails the test. */
+static int get_k(struct kvt_store *s, uint32_t ns, uint64_t k)
+{
+	size_t len = len_of(k);
+	char *buf = malloc(len + 10), *want = malloc(len);
+	struct kvt_key key = t_key(k);
+	uint64_t vl = 0;
+	int r = kvt_get(s, ns, &key, buf, len + 10, &vl);
+	if (r == KVT_OK) {
+		T_EQ_U64(vl, len);
+		t_fill(want, len, k);
+		T_EQ_MEM(buf, want, len);
+	} else if (r != KVT_MISS) {
+		T_FAIL("get %llu: %s", (unsigned long long)k, kvt_strerror(r));
+	}
+	free(buf);
+	free(want);
+	return r;
+}
+
+static uint32_t ns_of(struct kvt_store *s)
+{
+	return t_ns(s, "ssd-test");
+}
+
+/* 1. Write-through: everything put is on SSD after a flush; a restart
+ *    with a cold DRAM serves it from SSD, then from DRAM. */
+static void test_persist(void)
+{
+	char *dir = t_mkdtemp();
+	struct kvt_store *s = open_store(dir, "16M", "always");
+	uint32_t ns = ns_of(s);
+	for (uint64_t k = 0; k < 100; k++)
+		T_RC(put_k(s, ns, k), KVT_OK);
+	T_OK(kvt_flush(s));
+	T_EQ_U64(stat_of(s, "ssd.blocks"), 100);
+	T_EQ_U64(stat_of(s, "ssd.writedown_blocks"), 100);
+	kvt_store_destroy(s);
+
+	s = open_store(dir, "16M", "always");
+	T_EQ_INT(ns_of(s), ns);
+	T_EQ_U64(stat_of(s, "ssd.blocks"), 100);
+	T_EQ_U64(stat_of(s, "dram.blocks"), 0);
+	/* A put of a key the SSD holds is a no-op. */
+	T_RC(put_k(s, ns, 5), KVT_EXISTS);
+	{
+		struct kvt_key keys[100];
+		uint8_t tiers[100];
+		int64_t n;
+		for (uint64_t k = 0; k < 100; k++)
+			keys[k] = t_key(k);
+		n = kvt_lookup_prefix(s, ns, keys, 100, tiers);
+		T_EQ_INT(n, 100);
+		T_EQ_INT(tiers[0], KVT_TIER_SSD);
+	}
+	for (uint64_t k = 0; k < 100; k++)
+		T_RC(get_k(s, ns, k), KVT_OK);
+	T_EQ_U64(stat_of(s, "ssd.reads"), 100);
+	T_EQ_U64(stat_of(s, "dram.promotions"), 100);
+	for (uint64_t k = 0; k < 100; k += 10)
+		T_RC(get_k(s, ns, k), KVT_OK);
+	T_EQ_U64(stat_of(s, "ssd.reads"), 100); /* second reads came from DRAM */
+	T_ASSERT(stat_of(s, "ssd.read_bps_measured") == 1);
+	/* The same key through a queue, pinned, comes back with tier SSD... */
+	{
+		struct kvt_store *s2;
+		kvt_store_destroy(s);
+		s2 = open_store(dir, "16M", "always");
+		struct kvt_queue *q;
+		struct kvt_req r, *rp = &r, *got;
+		T_OK(kvt_queue_create(s2, &q));
+		memset(&r, 0, sizeof(r));
+		r.op = KVT_OP_GET_PINNED;
+		r.ns = ns;
+		r.key = t_key(7);
+		T_RC(kvt_submit(q, &rp, 1), 1);
+		T_RC(kvt_queue_wait(q, &got, 1, 10000), 1);
+		T_RC(r.status, KVT_OK);
+		T_EQ_INT(r.tier, KVT_TIER_SSD);
+		T_EQ_U64(r.length, len_of(7));
+		{
+			char *want = malloc(len_of(7));
+			size_t off = 0;
+			t_fill(want, len_of(7), 7);
+			for (uint32_t i = 0; i < r.view_count; i++) {
+				T_EQ_MEM(r.view[i].iov_base, want + off, r.view[i].iov_len);
+				off += r.view[i].iov_len;
+			}
+			free(want);
+		}
+		T_OK(kvt_pin_release(s2, r.pin));
+		/* ...and one part alone is served (the block is promoted whole). */
+		{
+			char part[70000];
+			struct iovec dst = { part, sizeof(part) };
+			char *want = malloc(len_of(9));
+			memset(&r, 0, sizeof(r));
+			r.op = KVT_OP_GET;
+			r.flags = KVT_F_PART | KVT_F_VERIFY;
+			r.part = 1;
+			r.ns = ns;
+			r.key = t_key(9);
+			r.iov = &dst;
+			r.iov_count = 1;
+			T_RC(kvt_submit(q, &rp, 1), 1);
+			T_RC(kvt_queue_wait(q, &got, 1, 10000), 1);
+			T_RC(r.status, KVT_OK);
+			T_EQ_U64(r.length, len_of(9) - len_of(9) / 3);
+			t_fill(want, len_of(9), 9);
+			T_EQ_MEM(part, want + len_of(9) / 3, r.length);
+			free(want);
+		}
+		T_OK(kvt_queue_destroy(q));
+		s = s2;
+	}
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+}
+
+/* 2. Second access: a put stays in DRAM; a get sends it down. */
+static void test_admission(void)
+{
+	char *dir = t_mkdtemp();
+	struct kvt_store *s = open_store(dir, "16M", "second");
+	uint32_t ns = ns_of(s);
+	for (uint64_t k = 0; k < 20; k++)
+		T_RC(put_k(s, ns, k), KVT_OK);
+	T_OK(kvt_flush(s));
+	T_EQ_U64(stat_of(s, "ssd.blocks"), 0);
+	for (uint64_t k = 0; k < 10; k++)
+		T_RC(get_k(s, ns, k), KVT_OK);
+	T_OK(kvt_flush(s));
+	T_EQ_U64(stat_of(s, "ssd.blocks"), 10);
+	/* Persistent namespaces go down at put. */
+	{
+		struct kvt_ns_desc d = t_desc("persistent-model", 0);
+		uint32_t pns;
+		d.flags = KVT_NS_PERSISTENT;
+		T_OK(kvt_ns_register(s, &d, &pns));
+		for (uint64_t k = 100; k < 105; k++)
+			T_RC(put_k(s, pns, k), KVT_OK);
+		T_OK(kvt_flush(s));
+		T_EQ_U64(stat_of(s, "ssd.blocks"), 15);
+	}
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+}
+
+/* 3. Deletes and clears survive restarts, with and without a checkpoint. */
+static void test_delete_clear(void)
+{
+	char *dir = t_mkdtemp();
+	struct kvt_store *s = open_store(dir, "16M", "always");
+	uint32_t ns = ns_of(s), ns2 = t_ns(s, "ssd-test-2");
+	for (uint64_t k = 0; k < 40; k++) {
+		T_RC(put_k(s, ns, k), KVT_OK);
+		T_RC(put_k(s, ns2, k), KVT_OK);
+	}
+	T_OK(kvt_flush(s));
+	T_OK(ssd_checkpoint(store_ssd(s)));
+	for (uint64_t k = 0; k < 40; k += 4) {
+		struct kvt_key key = t_key(k);
+		T_RC(kvt_delete(s, ns, &key), KVT_OK);
+	}
+	T_RC(kvt_clear(s, ns2), 40);
+	/* Re-put one deleted key: the newest record wins after restart. */
+	T_RC(put_k(s, ns, 8), KVT_OK);
+	T_OK(kvt_flush(s));
+	kvt_store_destroy(s);
+
+	for (int round = 0; round < 2; round++) {
+		s = open_store(dir, "16M", "always");
+		for (uint64_t k = 0; k < 40; k++) {
+			T_RC(get_k(s, ns, k), k % 4 == 0 && k != 8 ? KVT_MISS : KVT_OK);
+			T_RC(get_k(s, ns2, k), KVT_MISS);
+		}
+		/* The second round opens from the checkpoint close wrote. */
+		kvt_store_destroy(s);
+	}
+	t_rmtree(dir);
+	free(dir);
+}
+
+/* 4. kill -9 of a writer mid-stream, checkpoint stale: every block that
+ *    reads back reads back exactly, and the flushed ones all do. */
+static void test_kill9(void)
+{
+	char *dir = t_mkdtemp();
+	int pfd[2];
+	pid_t pid;
+	uint64_t flushed = 0;
+	struct kvt_store *s;
+	uint32_t ns;
+	int st;
+
+	T_EQ_INT(pipe(pfd), 0);
+	pid = fork();
+	T_GE_INT(pid, 0);
+	if (pid == 0) {
+		struct kvt_store *c;
+		uint32_t cns;
+		close(pfd[0]);
+		c = open_store(dir, "32M", "always");
+		cns = ns_of(c);
+		for (uint64_t k = 0;; k++) {
+			if (put_k(c, cns, k) < 0)
+				_exit(3);
+			if (k == 300) {
+				/* A checkpoint here goes stale as writing continues. */
+				ssd_checkpoint(store_ssd(c));
+			}
+			if (k % 50 == 49) {
+				kvt_flush(c);
+				if (write(pfd[1], &k, sizeof(k)) != sizeof(k))
+					_exit(4);
+			}
+		}
+	}
+	close(pfd[1]);
+	/* Let it write ~600 blocks, then kill it mid-stream. */
+	for (;;) {
+		uint64_t k;
+		if (read(pfd[0], &k, sizeof(k)) != sizeof(k))
+			T_FAIL("writer died early");
+		flushed = k + 1;
+		if (flushed >= 600)
+			break;
+	}
+	kill(pid, SIGKILL);
+	T_EQ_INT(waitpid(pid, &st, 0), pid);
+	T_ASSERT(WIFSIGNALED(st));
+	close(pfd[0]);
+
+	s = open_store(dir, "32M", "always");
+	ns = ns_of(s);
+	T_ASSERT(stat_of(s, "ssd.recovery_checkpoint_blocks") > 0);
+	T_ASSERT(stat_of(s, "ssd.recovery_records_scanned") > 0);
+	{
+		uint64_t ok = 0;
+		for (uint64_t k = 0; k < flushed + 400; k++) {
+			int r = get_k(s, ns, k);
+			if (k < flushed)
+				T_RC(r, KVT_OK);
+			ok += r == KVT_OK;
+		}
+		fprintf(stderr, "kill -9: %llu flushed, %llu readable after recovery (%s)\n",
+			(unsigned long long)flushed, (unsigned long long)ok, io_backend);
+	}
+	T_EQ_U64(stat_of(s, "ssd.crc_errors"), 0);
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+}
+
+/* 5. Flipped bits and torn records in segment files: misses, counted. */
+static void test_corruption(void)
+{
+	char *dir = t_mkdtemp(), path[4096];
+	struct kvt_store *s = open_store(dir, "16M", "always");
+	uint32_t ns = ns_of(s);
+	int fd, bad = 0;
+	struct stat st;
+
+	for (uint64_t k = 0; k < 60; k++)
+		T_RC(put_k(s, ns, k), KVT_OK);
+	kvt_store_destroy(s); /* sealed nothing; checkpoint written */
+
+	/* Flip one byte every 20 KiB through the first segment's records. */
+	snprintf(path, sizeof(path), "%s/ssd/seg-000000", dir);
+	fd = open(path, O_RDWR);
+	T_GE_INT(fd, 0);
+	T_EQ_INT(fstat(fd, &st), 0);
+	for (off_t off = 4096 + 4200; off < 900 * 1024; off += 20 * 1024) {
+		unsigned char b;
+		T_EQ_INT(pread(fd, &b, 1, off), 1);
+		b ^= 0x40;
+		T_EQ_INT(pwrite(fd, &b, 1, off), 1);
+	}
+	close(fd);
+
+	s = open_store(dir, "16M", "always");
+	for (uint64_t k = 0; k < 60; k++)
+		bad += get_k(s, ns, k) == KVT_MISS;
+	T_ASSERT(bad > 0);
+	T_EQ_U64(stat_of(s, "ssd.crc_errors") + stat_of(s, "ssd.header_errors"), (uint64_t)bad);
+	/* A corrupt block is dropped: asking again is a plain miss. */
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+}
+
+/* 6. Faults injected in the I/O engine: torn writes, ENOSPC, EIO, short reads. */
+static void wait_writes(struct kvt_store *s)
+{
+	for (int i = 0; i < 5000; i++) {
+		if (stat_of(s, "ssd.writes_inflight") == 0 &&
+		    stat_of(s, "ssd.writedown_pending_bytes") == 0)
+			return;
+		usleep(1000);
+	}
+	T_FAIL("write-downs did not finish");
+}
+
+static void test_faults(void)
+{
+	char *dir = t_mkdtemp();
+	struct kvt_store *s;
+	uint32_t ns;
+	struct kvt_io *io;
+
+	s = t_store_open("path", dir, "dram.capacity", "8M", "dram.chunk", "4K",
+			 "dram.prefault", "off", "ssd.capacity", "16M", "ssd.segment", "1M",
+			 "ssd.admission", "always", "ssd.io", io_backend,
+			 "ssd.enospc_retry_ms", "200", NULL);
+	ns = ns_of(s);
+	io = ssd_io(store_ssd(s));
+	for (uint64_t k = 0; k < 10; k++)
+		T_RC(put_k(s, ns, k), KVT_OK);
+	T_OK(kvt_flush(s));
+
+	/* ENOSPC: write-downs fail, the tier degrades, DRAM keeps serving. */
+	{
+		struct io_fault f = { .kind = IO_FAULT_ENOSPC, .fd = -1 };
+		T_OK(io_fault_add(io, &f));
+		for (uint64_t k = 10; k < 20; k++)
+			T_RC(put_k(s, ns, k), KVT_OK);
+		wait_writes(s);
+		T_EQ_U64(stat_of(s, "ssd.degraded"), 1);
+		T_ASSERT(stat_of(s, "ssd.enospc") >= 1);
+		for (uint64_t k = 0; k < 20; k++)
+			T_RC(get_k(s, ns, k), KVT_OK);
+		io_fault_clear(io);
+		usleep(300 * 1000);
+		for (uint64_t k = 20; k < 25; k++)
+			T_RC(put_k(s, ns, k), KVT_OK);
+		T_OK(kvt_flush(s));
+		T_EQ_U64(stat_of(s, "ssd.degraded"), 0);
+	}
+	/* A torn write: the record is cut short on disk. */
+	{
+		struct io_fault f = { .kind = IO_FAULT_TORN_WRITE, .fd = -1, .count = 1,
+				      .torn_bytes = 8192 };
+		T_OK(io_fault_add(io, &f));
+		T_RC(put_k(s, ns, 30), KVT_OK);
+		wait_writes(s);
+		io_fault_clear(io);
+		T_ASSERT(stat_of(s, "ssd.writedown_errors") >= 2);
+		T_RC(get_k(s, ns, 30), KVT_OK); /* DRAM still has it */
+	}
+	/* The torn write failed with EIO: its segment is quarantined. */
+	T_EQ_U64(stat_of(s, "ssd.segments_quarantined"), 1);
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+
+	/* Reads: a short read is a miss this time only; EIO quarantines. */
+	dir = t_mkdtemp();
+	s = open_store(dir, "16M", "always");
+	ns = ns_of(s);
+	for (uint64_t k = 0; k < 31; k++)
+		T_RC(put_k(s, ns, k), KVT_OK);
+	kvt_store_destroy(s);
+	s = open_store(dir, "16M", "always");
+	ns = ns_of(s);
+	io = ssd_io(store_ssd(s));
+	{
+		struct io_fault f = { .kind = IO_FAULT_SHORT_READ, .fd = -1, .count = 1 };
+		T_OK(io_fault_add(io, &f));
+		T_RC(get_k(s, ns, 1), KVT_MISS);
+		T_RC(get_k(s, ns, 1), KVT_OK);
+		T_ASSERT(stat_of(s, "ssd.io_errors") >= 1);
+	}
+	{
+		struct io_fault f = { .kind = IO_FAULT_EIO_READ, .fd = -1, .count = 1 };
+		T_OK(io_fault_add(io, &f));
+		T_RC(get_k(s, ns, 2), KVT_MISS);
+		T_EQ_U64(stat_of(s, "ssd.segments_quarantined"), 1);
+		/* Its segment's blocks are gone (it held blocks 0..~20). */
+		T_RC(get_k(s, ns, 3), KVT_MISS);
+		io_fault_clear(io);
+	}
+	/* Everything else still reads back exactly or misses. */
+	for (uint64_t k = 0; k < 31; k++)
+		get_k(s, ns, k);
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+}
+
+/* 7. Power loss: writes not made durable by a flush may vanish; flushed
+ *    ones never do. */
+static void test_powerloss(void)
+{
+	char *dir = t_mkdtemp();
+	struct kvt_store *s;
+	uint32_t ns;
+	pid_t pid;
+	int st;
+
+	pid = fork();
+	T_GE_INT(pid, 0);
+	if (pid == 0) {
+		struct kvt_store *c = open_store(dir, "16M", "always");
+		uint32_t cns = ns_of(c);
+		struct kvt_io *io = ssd_io(store_ssd(c));
+		io_powerloss_arm(io, true);
+		for (uint64_t k = 0; k < 50; k++)
+			put_k(c, cns, k);
+		kvt_flush(c);
+		for (uint64_t k = 50; k < 100; k++)
+			put_k(c, cns, k);
+		wait_writes(c);
+		fprintf(stderr, "power loss: %lld writes undone\n", (long long)io_powerloss_cut(io));
+		_exit(0); /* the machine is off: no close, no checkpoint */
+	}
+	T_EQ_INT(waitpid(pid, &st, 0), pid);
+	T_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	s = open_store(dir, "16M", "always");
+	ns = ns_of(s);
+	for (uint64_t k = 0; k < 50; k++)
+		T_RC(get_k(s, ns, k), KVT_OK);
+	{
+		int lost = 0;
+		for (uint64_t k = 50; k < 100; k++)
+			lost += get_k(s, ns, k) == KVT_MISS;
+		T_GE_INT(lost, 1);
+	}
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+}
+
+/* 8. FIFO eviction by segment, with reinsertion of blocks read there. */
+static void test_eviction(void)
+{
+	char *dir = t_mkdtemp();
+	struct kvt_store *s = open_store(dir, "6M", "always");
+	uint32_t ns = ns_of(s);
+	uint64_t readable = 0;
+
+	for (uint64_t k = 0; k < 40; k++)
+		T_RC(put_k(s, ns, k), KVT_OK);
+	kvt_store_destroy(s);
+	s = open_store(dir, "6M", "always");
+	/* Read 0..4 from SSD: they are hot when their segment goes. */
+	for (uint64_t k = 0; k < 5; k++)
+		T_RC(get_k(s, ns, k), KVT_OK);
+	for (uint64_t k = 40; k < 300; k++)
+		T_RC(put_k(s, ns, k), KVT_OK);
+	T_OK(kvt_flush(s));
+	T_ASSERT(stat_of(s, "ssd.segments_evicted") > 0);
+	T_ASSERT(stat_of(s, "ssd.reinserted_blocks") >= 1);
+	T_LE_INT(stat_of(s, "ssd.segments_used"), 6);
+	kvt_store_destroy(s);
+	s = open_store(dir, "6M", "always");
+	for (uint64_t k = 0; k < 300; k++)
+		readable += get_k(s, ns, k) == KVT_OK;
+	T_RC(get_k(s, ns, 299), KVT_OK);
+	T_RC(get_k(s, ns, 0), KVT_OK); /* reinserted */
+	T_ASSERT(readable < 300);
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+}
+
+/* 9. Prefetch promotes ahead of need; a second opener is refused. */
+static void test_prefetch_lock(void)
+{
+	char *dir = t_mkdtemp();
+	struct kvt_store *s = open_store(dir, "16M", "always"), *s2;
+	uint32_t ns = ns_of(s);
+	struct kvt_key keys[12];
+	for (uint64_t k = 0; k < 10; k++)
+		T_RC(put_k(s, ns, k), KVT_OK);
+	kvt_store_destroy(s);
+	s = open_store(dir, "16M", "always");
+	for (uint64_t k = 0; k < 12; k++)
+		keys[k] = t_key(k);
+	{
+		struct kvt_queue *q;
+		struct kvt_req r, *rp = &r, *got;
+		T_OK(kvt_queue_create(s, &q));
+		memset(&r, 0, sizeof(r));
+		r.op = KVT_OP_PREFETCH;
+		r.ns = ns;
+		r.keys = keys;
+		r.key_count = 12;
+		T_RC(kvt_submit(q, &rp, 1), 1);
+		T_RC(kvt_queue_wait(q, &got, 1, 10000), 1);
+		T_RC(r.status, KVT_OK);
+		T_EQ_U64(r.length, 10);
+		T_OK(kvt_queue_destroy(q));
+	}
+	T_EQ_U64(stat_of(s, "dram.blocks"), 10);
+	for (uint64_t k = 0; k < 10; k++)
+		T_RC(get_k(s, ns, k), KVT_OK);
+	T_EQ_U64(stat_of(s, "ssd.reads"), 10);
+	{
+		uint8_t tiers[12];
+		struct kvt_req r;
+		(void)r;
+		T_RC(kvt_lookup_prefix(s, ns, keys, 12, tiers), 10);
+		T_EQ_INT(tiers[0], KVT_TIER_DRAM);
+	}
+	/* The same directory cannot be opened twice. */
+	T_OK(kvt_store_create(&s2));
+	T_OK(kvt_store_set_option(s2, "path", dir));
+	T_RC(kvt_store_open(s2), KVT_ELOCKED);
+	kvt_store_destroy(s2);
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+}
+
+int main(void)
+{
+	const char *only = getenv("KVT_TEST_IO");
+	const char *backends[2] = { "uring", "psync" };
+	for (int b = 0; b < 2; b++) {
+		if (only && strcmp(only, backends[b]))
+			continue;
+		io_backend = backends[b];
+		fprintf(stderr, "== backend %s\n", io_backend);
+		test_persist();
+		test_admission();
+		test_delete_clear();
+		test_kill9();
+		test_corruption();
+		test_faults();
+		test_powerloss();
+		test_eviction();
+		test_prefetch_lock();
+	}
+	return 0;
+}
