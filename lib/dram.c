@@ -35,6 +35,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <xxhash.h>
 
 #include "arena.h"
@@ -42,7 +43,9 @@
 #include "kvt_int.h"
 
 #define DRAM_KEY_INLINE 32     /* keys up to this long live in the item */
-#define DRAM_POOL_BLOCK 65536  /* item pool allocation unit, bytes */
+#define DRAM_POOL_SMALL 65536            /* first item pool blocks, and what a shard takes */
+#define DRAM_POOL_HUGE (2u << 20)        /* later blocks: one huge page each */
+#define DRAM_POOL_SMALL_MAX 16           /* small blocks before huge ones */
 #define DRAM_DEFAULT_SHARD (UINT64_C(256) << 20)
 
 enum { ITEM_WRITING = 1, ITEM_VISIBLE = 2, ITEM_DEAD = 3 };
@@ -50,6 +53,7 @@ enum { ITEM_WRITING = 1, ITEM_VISIBLE = 2, ITEM_DEAD = 3 };
 #define ITEM_CRC_VALID 0x10 /* part CRCs computed */
 #define ITEM_ON_LOWER 0x20  /* a lower tier holds a copy: never written down again */
 #define ITEM_WD 0x40        /* write-down queued or in flight; it holds a ref */
+#define ITEM_EXT 0x80       /* runs, parts and key live in u.ext */
 
 struct dram_part {
 	uint64_t end;  /* offset one past the part's last byte */
@@ -58,31 +62,42 @@ struct dram_part {
 };
 
 /*
- * One block.  104 bytes; the key lives inline up to 32 bytes.  Anything
- * longer or more numerous (several runs, several parts, a long key) lives
- * in `ext`.  All fields are guarded by the shard lock, except the value's
- * bytes, which belong to whoever holds a ref (writer: before VISIBLE;
- * readers: after).
+ * One block: 96 bytes, a key of up to 32 bytes inline.  The common block
+ * (one run, one part, a 32-byte key) keeps its run and CRC inline; any
+ * other (several runs, several parts, a long key) has ITEM_EXT set and
+ * keeps runs, part table (with CRCs) and key in `u.ext`:
+ *
+ *   ext: [run_count x {start, count}][part_count x {end, crc}][long key]
+ *
+ * All fields are guarded by the shard lock, except the value's bytes,
+ * which belong to whoever holds a ref (writer: before VISIBLE; readers:
+ * after).
  */
 struct dram_item {
-	struct evict_node node;   /* owner[0] state|flags, owner[1] key_len; chunks */
+	struct evict_node node;   /* owner[0] state|flags, owner[1] key_len - 1; chunks */
 	struct dram_item *hnext;  /* index chain */
 	uint64_t value_len;       /* bytes */
-	void *ext;                /* runs, parts, long key; NULL if none needed */
-	uint32_t run0;            /* first chunk when run_count == 1 */
+	union {
+		struct {
+			uint32_t run0; /* first chunk of the one run */
+			uint32_t crc0; /* CRC32C of the one part */
+		} in;
+		void *ext;         /* with ITEM_EXT */
+	} u;
 	uint32_t ns;
 	uint32_t refs;            /* writer + readers + pins */
-	uint32_t crc0;            /* the CRC when part_count == 1 */
 	uint16_t run_count;
 	uint16_t part_count;
 	uint8_t key[DRAM_KEY_INLINE];
 };
+_Static_assert(sizeof(struct dram_item) == 96, "dram_item grew: check the metadata budget");
 
 #define ITEM_STATE(it) ((it)->node.owner[0] & ITEM_STATE_MASK)
 #define ITEM_KEYLEN(it) ((it)->node.owner[1] + 1u)
 
 struct pool_block {
 	struct pool_block *next;
+	size_t len;                   /* bytes of this block */
 };
 
 struct dram_shard {
@@ -91,8 +106,7 @@ struct dram_shard {
 	uint32_t bucket_mask;
 	uint64_t count;               /* items in the index (WRITING or VISIBLE) */
 	struct dram_item *free_items; /* item pool free list, via hnext */
-	struct pool_block *blocks;    /* every pool block, for close */
-	uint64_t pool_blocks;
+	uint64_t pool_slices;         /* 64 KiB slices of items taken from the pool */
 	struct arena arena;
 	struct evict ev;
 	struct iovec *scratch;        /* view for the evict hook */
@@ -117,55 +131,59 @@ struct dram {
 	void *evict_ctx;
 	dram_admit_fn admit_fn;
 	void *admit_ctx;
+	/* Item pool shared by the shards: 2 MiB blocks on huge pages (after a
+	 * few 64 KiB ones), handed out in 64 KiB slices.  Shared so that the
+	 * unused tail is one block's, not one per shard. */
+	pthread_mutex_t pool_lock;    /* leaf; taken under a shard lock */
+	struct pool_block *blocks;    /* every pool block, for close */
+	uint64_t pool_blocks;
+	char *pool_cur;               /* next free byte of the newest block */
+	size_t pool_left;             /* bytes left there */
 };
 
 /* ------------------------------------------------------------------------
  * Items and their extension
  */
 
+/* Bytes of the extension a block of this shape needs (0: none). */
 static inline size_t item_ext_len(uint16_t run_count, uint16_t part_count, uint32_t key_len)
 {
-	size_t n = 0;
-	if (run_count > 1)
-		n += (size_t)run_count * sizeof(struct arena_run);
-	if (part_count > 1)
-		n += (size_t)part_count * sizeof(struct dram_part);
-	if (key_len > DRAM_KEY_INLINE)
-		n += key_len;
-	return n;
+	if (run_count <= 1 && part_count <= 1 && key_len <= DRAM_KEY_INLINE)
+		return 0;
+	return (size_t)run_count * sizeof(struct arena_run) +
+	       (size_t)part_count * sizeof(struct dram_part) +
+	       (key_len > DRAM_KEY_INLINE ? key_len : 0);
+}
+
+static inline bool item_has_ext(const struct dram_item *it)
+{
+	return it->node.owner[0] & ITEM_EXT;
 }
 
 static inline struct arena_run *item_runs(struct dram_item *it)
 {
-	return (struct arena_run *)it->ext;
+	return (struct arena_run *)it->u.ext;
 }
 
 static inline struct dram_part *item_parts(struct dram_item *it)
 {
-	char *p = it->ext;
-	if (it->run_count > 1)
-		p += (size_t)it->run_count * sizeof(struct arena_run);
-	return (struct dram_part *)p;
+	return (struct dram_part *)(void *)((char *)it->u.ext +
+					    (size_t)it->run_count * sizeof(struct arena_run));
 }
 
 static inline const uint8_t *item_key(const struct dram_item *it)
 {
-	const char *p;
 	if (ITEM_KEYLEN(it) <= DRAM_KEY_INLINE)
 		return it->key;
-	p = it->ext;
-	if (it->run_count > 1)
-		p += (size_t)it->run_count * sizeof(struct arena_run);
-	if (it->part_count > 1)
-		p += (size_t)it->part_count * sizeof(struct dram_part);
-	return (const uint8_t *)p;
+	return (const uint8_t *)it->u.ext + (size_t)it->run_count * sizeof(struct arena_run) +
+	       (size_t)it->part_count * sizeof(struct dram_part);
 }
 
 /* Run i of the item (0 .. run_count-1). */
 static inline struct arena_run item_run(struct dram_item *it, unsigned i)
 {
-	if (it->run_count == 1) {
-		struct arena_run r = { it->run0, it->node.chunks };
+	if (!item_has_ext(it)) {
+		struct arena_run r = { it->u.in.run0, it->node.chunks };
 		return r;
 	}
 	return item_runs(it)[i];
@@ -173,12 +191,26 @@ static inline struct arena_run item_run(struct dram_item *it, unsigned i)
 
 static inline uint64_t item_part_end(struct dram_item *it, unsigned p)
 {
-	return it->part_count == 1 ? it->value_len : item_parts(it)[p].end;
+	return item_has_ext(it) ? item_parts(it)[p].end : it->value_len;
 }
 
 static inline uint64_t item_part_start(struct dram_item *it, unsigned p)
 {
 	return p == 0 ? 0 : item_parts(it)[p - 1].end;
+}
+
+/* Part p's CRC (valid with ITEM_CRC_VALID).  Locked, or a ref and CRCs known valid. */
+static inline uint32_t item_part_crc(struct dram_item *it, unsigned p)
+{
+	return item_has_ext(it) ? item_parts(it)[p].crc : it->u.in.crc0;
+}
+
+static inline void item_set_part_crc(struct dram_item *it, unsigned p, uint32_t crc)
+{
+	if (item_has_ext(it))
+		item_parts(it)[p].crc = crc;
+	else
+		it->u.in.crc0 = crc;
 }
 
 static inline uint64_t dram_hash(uint32_t ns, const struct kvt_key *key)
@@ -201,15 +233,34 @@ static struct dram_item *pool_get(struct dram *d, struct dram_shard *s)
 {
 	struct dram_item *it = s->free_items;
 	if (!it) {
-		size_t per = (DRAM_POOL_BLOCK - sizeof(struct pool_block)) / sizeof(struct dram_item);
-		struct pool_block *b = kvt_mem_alloc(d->mem, DRAM_POOL_BLOCK);
+		size_t per = DRAM_POOL_SMALL / sizeof(struct dram_item);
 		struct dram_item *items;
-		if (!b)
-			return NULL;
-		b->next = s->blocks;
-		s->blocks = b;
-		s->pool_blocks++;
-		items = (struct dram_item *)(void *)((char *)b + sizeof(*b));
+		pthread_mutex_lock(&d->pool_lock);
+		if (d->pool_left < per * sizeof(struct dram_item)) {
+			/* Small stores stay small; big indexes get 2 MiB blocks on
+			 * huge pages, so a lookup's item access rarely misses the TLB. */
+			size_t len = d->pool_blocks < DRAM_POOL_SMALL_MAX ? DRAM_POOL_SMALL + 64
+									 : DRAM_POOL_HUGE;
+			struct pool_block *b = kvt_mem_alloc_aligned(
+				d->mem, len == DRAM_POOL_HUGE ? DRAM_POOL_HUGE : 64, len);
+			if (!b) {
+				pthread_mutex_unlock(&d->pool_lock);
+				return NULL;
+			}
+			if (len == DRAM_POOL_HUGE)
+				madvise(b, len, MADV_HUGEPAGE); /* advice: failure is harmless */
+			b->len = len;
+			b->next = d->blocks;
+			d->blocks = b;
+			d->pool_blocks++;
+			d->pool_cur = (char *)b + 64;
+			d->pool_left = len - 64;
+		}
+		items = (struct dram_item *)(void *)d->pool_cur;
+		d->pool_cur += per * sizeof(struct dram_item);
+		d->pool_left -= per * sizeof(struct dram_item);
+		pthread_mutex_unlock(&d->pool_lock);
+		s->pool_slices++;
 		for (size_t i = 0; i < per; i++) {
 			items[i].hnext = s->free_items;
 			s->free_items = &items[i];
@@ -234,8 +285,8 @@ static void item_free_locked(struct dram *d, struct dram_shard *s, struct dram_i
 		struct arena_run r = item_run(it, i);
 		arena_free(&s->arena, r.start, r.count);
 	}
-	if (it->ext)
-		kvt_mem_free(d->mem, it->ext,
+	if (item_has_ext(it))
+		kvt_mem_free(d->mem, it->u.ext,
 			     item_ext_len(it->run_count, it->part_count, ITEM_KEYLEN(it)));
 	pool_put(s, it);
 }
@@ -301,8 +352,10 @@ static void index_grow_locked(struct dram *d, struct dram_shard *s)
 		}
 	}
 	kvt_mem_free(d->mem, s->buckets, (size_t)old_n * sizeof(*nb));
-	s->buckets = nb;
-	s->bucket_mask = n - 1;
+	/* Atomic stores: dram_lookup reads both without the lock, only to
+	 * compute a prefetch address (see there). */
+	__atomic_store_n(&s->buckets, nb, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->bucket_mask, n - 1, __ATOMIC_RELAXED);
 }
 
 static void index_unlink_locked(struct dram_shard *s, struct dram_item *it)
@@ -494,7 +547,7 @@ static void dram_item_crcs(struct dram *d, struct dram_item *it)
 			uint64_t a = item_part_start(it, p), b = item_part_end(it, p);
 			uint32_t c = item_crc(s, it, a, b - a);
 			pthread_mutex_lock(&s->lock);
-			item_parts(it)[p].crc = c;
+			item_set_part_crc(it, p, c);
 			pthread_mutex_unlock(&s->lock);
 		}
 	} else {
@@ -504,11 +557,9 @@ static void dram_item_crcs(struct dram *d, struct dram_item *it)
 		}
 	}
 	pthread_mutex_lock(&s->lock);
-	if (np == 1)
-		it->crc0 = crcs[0];
-	else if (np <= KVT_ARRAY_LEN(small))
+	if (np <= KVT_ARRAY_LEN(small))
 		for (unsigned p = 0; p < np; p++)
-			item_parts(it)[p].crc = crcs[p];
+			item_set_part_crc(it, p, crcs[p]);
 	it->node.owner[0] |= ITEM_CRC_VALID;
 	pthread_mutex_unlock(&s->lock);
 }
@@ -595,7 +646,7 @@ int dram_item_meta(struct dram *d, struct dram_item *it, uint32_t *ns, struct kv
 	pthread_mutex_lock(&s->lock); /* CRCs are written under the lock */
 	for (unsigned p = 0; p < np; p++) {
 		part_lens[p] = item_part_end(it, p) - item_part_start(it, p);
-		crcs[p] = np == 1 ? it->crc0 : item_parts(it)[p].crc;
+		crcs[p] = item_part_crc(it, p);
 	}
 	pthread_mutex_unlock(&s->lock);
 	return (int)np;
@@ -629,6 +680,7 @@ int dram_open(struct dram **out, const struct dram_config *cfg, struct kvt_mem *
 	if (!d)
 		return -ENOMEM;
 	d->mem = mem;
+	pthread_mutex_init(&d->pool_lock, NULL);
 	d->log = log;
 	d->chunk = cfg->chunk;
 	d->policy = cfg->policy;
@@ -678,18 +730,13 @@ void dram_close(struct dram *d)
 			/* Free every item's extension; the pool goes block by block. */
 			for (uint32_t b = 0; b <= s->bucket_mask; b++)
 				for (struct dram_item *it = s->buckets[b]; it; it = it->hnext)
-					if (it->ext)
-						kvt_mem_free(d->mem, it->ext,
+					if (item_has_ext(it))
+						kvt_mem_free(d->mem, it->u.ext,
 							     item_ext_len(it->run_count,
 									  it->part_count,
 									  ITEM_KEYLEN(it)));
 			kvt_mem_free(d->mem, s->buckets,
 				     ((size_t)s->bucket_mask + 1) * sizeof(*s->buckets));
-		}
-		while (s->blocks) {
-			struct pool_block *b = s->blocks;
-			s->blocks = b->next;
-			kvt_mem_free(d->mem, b, DRAM_POOL_BLOCK);
 		}
 		if (s->scratch)
 			kvt_mem_free(d->mem, s->scratch, s->scratch_cap * sizeof(struct iovec));
@@ -697,6 +744,12 @@ void dram_close(struct dram *d)
 		arena_fini(&s->arena);
 		pthread_mutex_destroy(&s->lock);
 	}
+	while (d->blocks) {
+		struct pool_block *b = d->blocks;
+		d->blocks = b->next;
+		kvt_mem_free(d->mem, b, b->len);
+	}
+	pthread_mutex_destroy(&d->pool_lock);
 	kvt_mem_free(d->mem, d->shards, (size_t)d->shard_count * sizeof(struct dram_shard));
 	kvt_mem_free(d->mem, d, sizeof(*d));
 }
@@ -767,33 +820,33 @@ int dram_reserve(struct dram *d, uint32_t ns, const struct kvt_key *key, uint64_
 	it->run_count = (uint16_t)run_count;
 	it->part_count = (uint16_t)part_count;
 	ext_len = item_ext_len(it->run_count, it->part_count, key->len);
+	it->node.owner[0] = ITEM_WRITING;
+	it->node.owner[1] = (uint8_t)(key->len - 1);
+	it->node.chunks = chunks;
 	if (ext_len) {
-		it->ext = kvt_mem_alloc(d->mem, ext_len);
-		if (!it->ext) {
+		struct dram_part *pt;
+		uint64_t end = 0;
+		it->u.ext = kvt_mem_alloc(d->mem, ext_len);
+		if (!it->u.ext) {
 			for (uint32_t i = 0; i < run_count; i++)
 				arena_free(&s->arena, runs[i].start, runs[i].count);
 			pool_put(s, it);
 			ret = -ENOMEM;
 			goto fail_unlock;
 		}
-	}
-	if (run_count == 1)
-		it->run0 = runs[0].start;
-	else
+		it->node.owner[0] |= ITEM_EXT;
 		memcpy(item_runs(it), runs, run_count * sizeof(runs[0]));
-	if (part_count > 1) {
-		struct dram_part *pt = item_parts(it);
-		uint64_t end = 0;
+		pt = item_parts(it);
 		for (unsigned i = 0; i < part_count; i++) {
-			end += part_lens[i];
+			end += part_count > 1 ? part_lens[i] : len;
 			pt[i].end = end;
 			pt[i].crc = 0;
 			pt[i].pad = 0;
 		}
+	} else {
+		it->u.in.run0 = runs[0].start;
+		it->u.in.crc0 = 0;
 	}
-	it->node.chunks = chunks;
-	it->node.owner[0] = ITEM_WRITING;
-	it->node.owner[1] = (uint8_t)(key->len - 1);
 	memcpy(key->len <= DRAM_KEY_INLINE ? it->key : (uint8_t *)item_key(it), key->bytes,
 	       key->len);
 	it->ns = ns;
@@ -844,11 +897,8 @@ int dram_publish(struct dram *d, struct dram_item *it, const uint32_t *crcs,
 		}
 	}
 	if (crcs) {
-		if (it->part_count == 1)
-			it->crc0 = crcs[0];
-		else
-			for (unsigned i = 0; i < it->part_count; i++)
-				item_parts(it)[i].crc = crcs[i];
+		for (unsigned i = 0; i < it->part_count; i++)
+			item_set_part_crc(it, i, crcs[i]);
 		it->node.owner[0] |= ITEM_CRC_VALID;
 	}
 	if (ITEM_STATE(it) == ITEM_DEAD) {
@@ -1009,7 +1059,7 @@ int dram_read_item(struct dram *d, struct dram_item *it, struct dram_read *rd)
 		}
 		for (unsigned p = p0; p < p1; p++) {
 			uint64_t a = item_part_start(it, p), b = item_part_end(it, p);
-			uint32_t want = it->part_count == 1 ? it->crc0 : item_parts(it)[p].crc;
+			uint32_t want = item_part_crc(it, p);
 			if (iov_crc(rd->dst, rd->dst_count, a - off, b - a) != want) {
 				pthread_mutex_lock(&s->lock);
 				s->crc_errors++;
@@ -1118,26 +1168,70 @@ int dram_delete(struct dram *d, uint32_t ns, const struct kvt_key *key)
 	return ret;
 }
 
+/*
+ * Longest present prefix.  A lookup touches two cold cache lines per key
+ * (bucket, item) that would cost ~200 ns back to back, so keys go in
+ * windows of LOOKUP_WIN, in three passes that overlap the misses:
+ *
+ *   1. hash every key; prefetch its bucket (address computed from a
+ *      relaxed read of the bucket array pointer: a stale one only makes a
+ *      useless prefetch, never a load)
+ *   2. under the shard lock, read the chain head and prefetch the item
+ *   3. under the shard lock, walk the chain and compare keys
+ *
+ * stopping at the first miss.  Lookups never take refs or count as hits.
+ */
+#define LOOKUP_WIN 16
+
 int64_t dram_lookup(struct dram *d, uint32_t ns, const struct kvt_key *keys, size_t n,
 		    uint8_t *tiers, uint64_t *bytes)
 {
-	size_t i;
-	for (i = 0; i < n; i++) {
-		uint64_t h = dram_hash(ns, &keys[i]);
-		struct dram_shard *s = dram_shard_of(d, h);
-		struct dram_item *it;
-		bool hit;
-		pthread_mutex_lock(&s->lock);
-		it = *index_slot(s, h, ns, &keys[i]);
-		hit = it && ITEM_STATE(it) == ITEM_VISIBLE;
-		if (hit && bytes)
-			*bytes += it->value_len;
-		s->lookups++;
-		pthread_mutex_unlock(&s->lock);
-		if (!hit)
-			break;
-		if (tiers)
-			tiers[i] = KVT_TIER_DRAM;
+	uint64_t h[LOOKUP_WIN];
+	struct dram_shard *sh[LOOKUP_WIN];
+	size_t i = 0;
+	bool miss = false;
+
+	while (i < n && !miss) {
+		size_t m = n - i < LOOKUP_WIN ? n - i : LOOKUP_WIN;
+		for (size_t j = 0; j < m; j++) {
+			struct dram_item **b;
+			uint32_t mask;
+			h[j] = dram_hash(ns, &keys[i + j]);
+			sh[j] = dram_shard_of(d, h[j]);
+			b = __atomic_load_n(&sh[j]->buckets, __ATOMIC_RELAXED);
+			mask = __atomic_load_n(&sh[j]->bucket_mask, __ATOMIC_RELAXED);
+			__builtin_prefetch(&b[h[j] & mask]);
+		}
+		for (size_t j = 0; j < m; j++) {
+			struct dram_item *it;
+			pthread_mutex_lock(&sh[j]->lock);
+			it = sh[j]->buckets[h[j] & sh[j]->bucket_mask];
+			if (it) {
+				/* An item spans two cache lines (104 bytes). */
+				__builtin_prefetch(it);
+				__builtin_prefetch((char *)it + 64);
+			}
+			pthread_mutex_unlock(&sh[j]->lock);
+		}
+		for (size_t j = 0; j < m; j++) {
+			struct dram_shard *s = sh[j];
+			struct dram_item *it;
+			bool hit;
+			pthread_mutex_lock(&s->lock);
+			it = *index_slot(s, h[j], ns, &keys[i]);
+			hit = it && ITEM_STATE(it) == ITEM_VISIBLE;
+			if (hit && bytes)
+				*bytes += it->value_len;
+			s->lookups++;
+			pthread_mutex_unlock(&s->lock);
+			if (!hit) {
+				miss = true;
+				break;
+			}
+			if (tiers)
+				tiers[i] = KVT_TIER_DRAM;
+			i++;
+		}
 	}
 	if (tiers)
 		for (size_t j = i; j < n; j++)

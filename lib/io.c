@@ -69,7 +69,13 @@
  * Faults and power loss (tests) are decided in io_take_locked and applied
  * in io_pre_issue, just before the request would reach the device, in
  * both backends; the kind is kept in state_ bits 8..15 until completion
- * (a short read is cut to half its length there).
+ * (a short read is cut to half its length there).  A torn write is a
+ * synchronous pwrite of its first torn_bytes (keep them O_DIRECT-aligned).
+ * While power loss is armed, each write first preads the range it covers
+ * (zeros past end of file) and remembers the file size; a successful
+ * IO_FSYNC drops the pre-images of its fd's finished writes (one still in
+ * flight keeps its own); io_powerloss_cut writes them back newest first
+ * and truncates to the remembered size.
  */
 #include <errno.h>
 #include <fcntl.h>
