@@ -53,6 +53,8 @@ enum { ITEM_WRITING = 1, ITEM_VISIBLE = 2, ITEM_DEAD = 3 };
 #define ITEM_CRC_VALID 0x10 /* part CRCs computed */
 #define ITEM_ON_LOWER 0x20  /* a lower tier holds a copy: never written down again */
 #define ITEM_WD 0x40        /* write-down queued or in flight; it holds a ref */
+/* owner[1]: the key length - 1 (6 bits) and ITEM_EXT, both fixed once
+ * the item is reserved, so readers holding a ref read them unlocked. */
 #define ITEM_EXT 0x80       /* runs, parts and key live in u.ext */
 
 struct dram_part {
@@ -74,7 +76,7 @@ struct dram_part {
  * after).
  */
 struct dram_item {
-	struct evict_node node;   /* owner[0] state|flags, owner[1] key_len - 1; chunks */
+	struct evict_node node;   /* owner[0] state|flags, owner[1] key_len - 1|ITEM_EXT */
 	struct dram_item *hnext;  /* index chain */
 	uint64_t value_len;       /* bytes */
 	union {
@@ -93,7 +95,7 @@ struct dram_item {
 _Static_assert(sizeof(struct dram_item) == 96, "dram_item grew: check the metadata budget");
 
 #define ITEM_STATE(it) ((it)->node.owner[0] & ITEM_STATE_MASK)
-#define ITEM_KEYLEN(it) ((it)->node.owner[1] + 1u)
+#define ITEM_KEYLEN(it) (((it)->node.owner[1] & 0x3fu) + 1u)
 
 struct pool_block {
 	struct pool_block *next;
@@ -157,7 +159,7 @@ static inline size_t item_ext_len(uint16_t run_count, uint16_t part_count, uint3
 
 static inline bool item_has_ext(const struct dram_item *it)
 {
-	return it->node.owner[0] & ITEM_EXT;
+	return it->node.owner[1] & ITEM_EXT;
 }
 
 static inline struct arena_run *item_runs(struct dram_item *it)
@@ -834,7 +836,7 @@ int dram_reserve(struct dram *d, uint32_t ns, const struct kvt_key *key, uint64_
 			ret = -ENOMEM;
 			goto fail_unlock;
 		}
-		it->node.owner[0] |= ITEM_EXT;
+		it->node.owner[1] |= ITEM_EXT;
 		memcpy(item_runs(it), runs, run_count * sizeof(runs[0]));
 		pt = item_parts(it);
 		for (unsigned i = 0; i < part_count; i++) {

@@ -180,7 +180,7 @@ struct ssd {
 	_Atomic uint64_t wd_queued, wd_written, wd_written_bytes, wd_shed, wd_skipped,
 		wd_errors, tombstones, reads, read_bytes, read_misses, crc_errors, hdr_errors,
 		io_errors, seg_sealed, seg_evicted, evicted_blocks, reinserted, quarantined,
-		ckpts, enospc;
+		ckpts, enospc, promote_full;
 	uint64_t rec_ckpt_entries, rec_records, rec_segments, rec_ns, rec_dropped;
 };
 
@@ -1437,6 +1437,8 @@ int ssd_promote(struct ssd *s, uint32_t ns, const struct kvt_key *key, int prio,
 		if (lens)
 			kvt_mem_free(s->mem, lens, p->part_count * sizeof(*lens));
 	}
+	if (ret == KVT_EFULL)
+		A(s->promote_full);
 	if (ret != KVT_OK) {
 		promote_free(s, p);
 		return ret;
@@ -2272,6 +2274,7 @@ void ssd_stats(struct ssd *s, kvt_stats_fn fn, void *ctx)
 	fn(ctx, "ssd.reads", AL(s->reads), NULL);
 	fn(ctx, "ssd.read_bytes", AL(s->read_bytes), NULL);
 	fn(ctx, "ssd.read_misses", AL(s->read_misses), NULL);
+	fn(ctx, "ssd.promote_full", AL(s->promote_full), NULL);
 	fn(ctx, "ssd.read_bps", (uint64_t)bps, NULL);
 	fn(ctx, "ssd.read_bps_measured", measured, NULL);
 	fn(ctx, "ssd.crc_errors", AL(s->crc_errors), NULL);

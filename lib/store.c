@@ -611,7 +611,10 @@ static int store_get_lower(struct kvt_store *s, struct kvt_req *r, int prio)
 	ret = ssd_promote(s->ssd, r->ns, &r->key, prio, store_promoted, r);
 	if (ret == 0)
 		return STORE_PENDING;
-	return ret == KVT_EXISTS ? KVT_MISS : ret; /* being promoted by another reader */
+	/* KVT_EXISTS: another reader is promoting it; KVT_EFULL: DRAM has no
+	 * room to promote into right now.  Both are misses to the model (the
+	 * second is counted as ssd.promote_full). */
+	return ret == KVT_EXISTS || ret == KVT_EFULL ? KVT_MISS : ret;
 }
 
 struct prefetch_wait {

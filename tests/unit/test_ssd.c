@@ -11,6 +11,7 @@
  * backend (KVT_TEST_IO=uring|psync picks one).
  */
 #include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -578,6 +579,75 @@ static void test_prefetch_lock(void)
 	free(dir);
 }
 
+/* 10. Readers racing segment eviction: blocks read from SSD while the
+ *     writer evicts and reuses segments are exact or misses, never other
+ *     bytes. */
+struct race {
+	struct kvt_store *s;
+	uint32_t ns;
+	_Atomic uint64_t written;
+	_Atomic int stop;
+	_Atomic uint64_t hits, misses;
+};
+
+static void *race_reader(void *arg)
+{
+	struct race *rc = arg;
+	uint64_t x = (uint64_t)(uintptr_t)&x | 1;
+	while (!atomic_load(&rc->stop)) {
+		uint64_t w = atomic_load(&rc->written), k;
+		if (w == 0)
+			continue;
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		k = x % w;
+		if (get_k(rc->s, rc->ns, k) == KVT_OK)
+			atomic_fetch_add(&rc->hits, 1);
+		else
+			atomic_fetch_add(&rc->misses, 1);
+	}
+	return NULL;
+}
+
+static void test_race_eviction(void)
+{
+	char *dir = t_mkdtemp();
+	struct race rc;
+	pthread_t th[2];
+	uint64_t n = getenv("KVT_STRESS_OPS") ? 600 : 1500;
+
+	memset(&rc, 0, sizeof(rc));
+	/* 8 MiB of DRAM for ~40 MiB of blocks: reads keep going to a 6-segment
+	 * SSD whose oldest segments are evicted and reused meanwhile. */
+	rc.s = t_store_open("path", dir, "dram.capacity", "8M", "dram.chunk", "4K",
+			    "dram.prefault", "off", "ssd.capacity", "6M", "ssd.segment", "1M",
+			    "ssd.admission", "always", "ssd.io", io_backend, NULL);
+	rc.ns = ns_of(rc.s);
+	for (int i = 0; i < 2; i++)
+		T_EQ_INT(pthread_create(&th[i], NULL, race_reader, &rc), 0);
+	for (uint64_t k = 0; k < n; k++) {
+		int r = put_k(rc.s, rc.ns, k);
+		T_ASSERT(r == KVT_OK || r == KVT_EXISTS || r == KVT_EFULL);
+		atomic_store(&rc.written, k + 1);
+		/* Pace on the write-down backlog, so blocks reach the SSD. */
+		while (stat_of(rc.s, "ssd.writedown_pending_bytes") > (1u << 20))
+			usleep(500);
+	}
+	atomic_store(&rc.stop, 1);
+	for (int i = 0; i < 2; i++)
+		pthread_join(th[i], NULL);
+	fprintf(stderr, "race: %llu hits, %llu misses while %llu segments were evicted (%s)\n",
+		(unsigned long long)rc.hits, (unsigned long long)rc.misses,
+		(unsigned long long)stat_of(rc.s, "ssd.segments_evicted"), io_backend);
+	T_ASSERT(stat_of(rc.s, "ssd.segments_evicted") > 0);
+	T_ASSERT(stat_of(rc.s, "ssd.reads") > 0);
+	T_EQ_U64(stat_of(rc.s, "ssd.crc_errors"), 0);
+	kvt_store_destroy(rc.s);
+	t_rmtree(dir);
+	free(dir);
+}
+
 int main(void)
 {
 	const char *only = getenv("KVT_TEST_IO");
@@ -596,6 +666,7 @@ int main(void)
 		test_powerloss();
 		test_eviction();
 		test_prefetch_lock();
+		test_race_eviction();
 	}
 	return 0;
 }
