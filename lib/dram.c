@@ -1263,6 +1263,16 @@ int64_t dram_clear(struct dram *d, uint32_t ns)
 	return removed;
 }
 
+unsigned dram_regions(struct dram *d, struct iovec *out, unsigned max)
+{
+	unsigned n = 0;
+	for (uint32_t i = 0; i < d->shard_count && n < max; i++, n++) {
+		out[n].iov_base = d->shards[i].arena.base;
+		out[n].iov_len = d->shards[i].arena.map_len;
+	}
+	return n;
+}
+
 uint64_t dram_pinned(struct dram *d)
 {
 	uint64_t n = 0;

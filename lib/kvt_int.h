@@ -256,6 +256,8 @@ int64_t dram_lookup(struct dram *d, uint32_t ns, const struct kvt_key *keys, siz
 		    uint8_t *tiers, uint64_t *bytes);
 /* Blocks removed.  ns may be KVT_NS_ALL. */
 int64_t dram_clear(struct dram *d, uint32_t ns);
+/* The arena's regions (for I/O buffer registration): up to max, returns how many. */
+unsigned dram_regions(struct dram *d, struct iovec *out, unsigned max);
 /* Items still pinned (for close's report). */
 uint64_t dram_pinned(struct dram *d);
 void dram_stats(struct dram *d, kvt_stats_fn fn, void *ctx);

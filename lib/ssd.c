@@ -100,6 +100,23 @@ struct ssd_seg {
 	size_t sum_count, sum_cap;
 };
 
+/*
+ * One record's I/O as single-buffer requests -- the header, then each DRAM
+ * run -- so the engine can issue the runs as READ_FIXED/WRITE_FIXED from
+ * the registered DRAM arena (vectored fixed I/O does not exist in the
+ * io_uring of liburing 2.3).  done runs once, when the last part lands,
+ * with res = total bytes or the first error.
+ */
+struct multi_io {
+	struct io_req req[1 + DRAM_MAX_RUNS];
+	unsigned n;
+	_Atomic unsigned left;
+	_Atomic int64_t total;
+	_Atomic int64_t err;
+	void (*done)(struct multi_io *m, int64_t res);
+	void *ctx;
+};
+
 struct wd_task {
 	struct wd_task *next;
 	int type;             /* T_* */
@@ -113,7 +130,7 @@ struct wd_task {
 	uint8_t *hdr;         /* aligned record header */
 	uint32_t hdr_len;
 	struct iovec iov[1 + DRAM_MAX_RUNS];
-	struct io_req io;
+	struct multi_io io;
 	/* T_FLUSH / T_CKPT: a waiter */
 	pthread_mutex_t *wait_lock;
 	pthread_cond_t *wait_cond;
@@ -123,7 +140,7 @@ struct wd_task {
 
 struct promote_task {
 	struct ssd *s;
-	struct io_req io;
+	struct multi_io io;
 	struct iovec iov[1 + DRAM_MAX_RUNS];
 	uint8_t *hdr;
 	uint32_t hdr_len;
@@ -348,6 +365,59 @@ static uint64_t idx_sweep(struct ssd *s, uint32_t ns, uint32_t slot, uint64_t ge
 		pthread_mutex_unlock(&sh->lock);
 	}
 	return n;
+}
+
+/* ------------------------------------------------------------------------
+ * Record I/O in single-buffer parts
+ */
+
+static void multi_part_done(struct io_req *r)
+{
+	struct multi_io *m = r->ctx;
+	if (r->res < 0) {
+		int64_t zero = 0;
+		atomic_compare_exchange_strong(&m->err, &zero, r->res);
+	} else if ((uint64_t)r->res != r->iov[0].iov_len) {
+		int64_t zero = 0;
+		/* Short: not a device error (no quarantine), just not the record. */
+		atomic_compare_exchange_strong(&m->err, &zero, -ENODATA);
+	} else {
+		atomic_fetch_add(&m->total, r->res);
+	}
+	if (atomic_fetch_sub(&m->left, 1) == 1) {
+		int64_t err = atomic_load(&m->err);
+		m->done(m, err ? err : atomic_load(&m->total));
+	}
+}
+
+/* Submit iov[0..n) as consecutive single-buffer requests from byte off. */
+static void multi_submit(struct ssd *s, struct multi_io *m, int op, int prio, int fd,
+			 uint64_t off, const struct iovec *iov, unsigned n,
+			 void (*done)(struct multi_io *, int64_t), void *ctx)
+{
+	m->n = n;
+	atomic_init(&m->left, n);
+	atomic_init(&m->total, 0);
+	atomic_init(&m->err, 0);
+	m->done = done;
+	m->ctx = ctx;
+	for (unsigned i = 0; i < n; i++) {
+		struct io_req *r = &m->req[i];
+		memset(r, 0, sizeof(*r));
+		r->opcode = (uint8_t)op;
+		r->prio = (uint8_t)prio;
+		r->fd = fd;
+		r->off = off;
+		r->iov = &iov[i];
+		r->iov_count = 1;
+		r->done = multi_part_done;
+		r->ctx = m;
+		off += iov[i].iov_len;
+	}
+	/* After this loop the first completion may free m's owner: submit
+	 * from a copy of the count. */
+	for (unsigned i = 0; i < n; i++)
+		io_submit(s->io, &m->req[i]);
 }
 
 /* ------------------------------------------------------------------------
@@ -913,10 +983,10 @@ static void wd_finish(struct ssd *s, struct wd_task *t, int64_t res)
 	wd_task_free(s, t);
 }
 
-static void wd_io_done(struct io_req *r)
+static void wd_io_done(struct multi_io *m, int64_t res)
 {
-	struct wd_task *t = r->ctx;
-	wd_finish(t->s, t, r->res);
+	struct wd_task *t = m->ctx;
+	wd_finish(t->s, t, res);
 }
 
 /* Build, place and submit one record.  Writer thread. */
@@ -1069,19 +1139,11 @@ static void wd_write(struct ssd *s, struct wd_task *t)
 		t->iov[0].iov_len = t->hdr_len;
 		vc = 1;
 	}
-	memset(&t->io, 0, sizeof(t->io));
-	t->io.opcode = IO_WRITE;
-	t->io.prio = IO_PRIO_WRITE;
-	t->io.fd = s->segs[t->slot].fd;
-	t->io.off = off;
-	t->io.iov = t->iov;
-	t->io.iov_count = vc;
-	t->io.done = wd_io_done;
-	t->io.ctx = t;
 	pthread_mutex_lock(&s->wd_lock);
 	s->wd_inflight++;
 	pthread_mutex_unlock(&s->wd_lock);
-	io_submit(s->io, &t->io);
+	multi_submit(s, &t->io, IO_WRITE, IO_PRIO_WRITE, s->segs[t->slot].fd, off, t->iov, vc,
+		     wd_io_done, t);
 	return;
 
 fail:
@@ -1277,9 +1339,9 @@ static void promote_free(struct ssd *s, struct promote_task *p)
 	kvt_mem_free(s->mem, p, sizeof(*p));
 }
 
-static void promote_done(struct io_req *r)
+static void promote_done(struct multi_io *m, int64_t res)
 {
-	struct promote_task *p = r->ctx;
+	struct promote_task *p = m->ctx;
 	struct ssd *s = p->s;
 	struct ssd_rec_hdr rh;
 	struct ssd_part parts_small[16], *parts = parts_small;
@@ -1291,9 +1353,9 @@ static void promote_done(struct io_req *r)
 	unsigned vc;
 	int status = KVT_MISS, rc;
 
-	if (r->res < 0 || (uint64_t)r->res != p->rec_len) {
+	if (res < 0 || (uint64_t)res != p->rec_len) {
 		A(s->io_errors);
-		if (r->res == -EIO)
+		if (res == -EIO)
 			seg_quarantine(s, p->slot, -EIO);
 		goto fail;
 	}
@@ -1449,18 +1511,13 @@ int ssd_promote(struct ssd *s, uint32_t ns, const struct kvt_key *key, int prio,
 	p->cb = cb;
 	p->ctx = ctx;
 	p->start_ns = now_ns();
-	memset(&p->io, 0, sizeof(p->io));
-	p->io.opcode = IO_READ;
-	p->io.prio = (uint8_t)prio;
-	pthread_mutex_lock(&s->seg_lock);
-	p->io.fd = s->segs[p->slot].fd;
-	pthread_mutex_unlock(&s->seg_lock);
-	p->io.off = off;
-	p->io.iov = p->iov;
-	p->io.iov_count = vc + 1;
-	p->io.done = promote_done;
-	p->io.ctx = p;
-	io_submit(s->io, &p->io);
+	{
+		int fd;
+		pthread_mutex_lock(&s->seg_lock);
+		fd = s->segs[p->slot].fd;
+		pthread_mutex_unlock(&s->seg_lock);
+		multi_submit(s, &p->io, IO_READ, prio, fd, off, p->iov, vc + 1, promote_done, p);
+	}
 	return 0;
 }
 
@@ -2142,6 +2199,16 @@ int ssd_open(struct ssd **out, const struct ssd_config *cfg, int dir_fd, struct 
 	r = io_open(&s->io, &ioc, mem, log);
 	if (r < 0)
 		goto fail;
+	{
+		/* The DRAM arena: value bytes move between it and the device as
+		 * fixed-buffer I/O.  Failure only costs the fixed-buffer path. */
+		struct iovec regions[256];
+		unsigned n = dram_regions(dram, regions, 256);
+		int rr = io_register_buffers(s->io, regions, n);
+		if (rr < 0 && rr != -EOPNOTSUPP)
+			kvt_logf(log, KVT_LOG_INFO, "ssd: DRAM arena not registered for fixed I/O: %s",
+				 kvt_strerror(rr));
+	}
 	r = ssd_recover(s);
 	if (r < 0)
 		goto fail;

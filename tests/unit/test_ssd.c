@@ -125,6 +125,9 @@ static void test_persist(void)
 	for (uint64_t k = 0; k < 100; k += 10)
 		T_RC(get_k(s, ns, k), KVT_OK);
 	T_EQ_U64(stat_of(s, "ssd.reads"), 100); /* second reads came from DRAM */
+	/* Value bytes moved as fixed-buffer I/O from the registered arena. */
+	if (strcmp(io_backend, "uring") == 0)
+		T_ASSERT(stat_of(s, "io.fixed_ops") >= 100);
 	T_ASSERT(stat_of(s, "ssd.read_bps_measured") == 1);
 	/* The same key through a queue, pinned, comes back with tier SSD... */
 	{
@@ -642,7 +645,9 @@ static void test_race_eviction(void)
 		(unsigned long long)stat_of(rc.s, "ssd.segments_evicted"), io_backend);
 	T_ASSERT(stat_of(rc.s, "ssd.segments_evicted") > 0);
 	T_ASSERT(stat_of(rc.s, "ssd.reads") > 0);
-	T_EQ_U64(stat_of(rc.s, "ssd.crc_errors"), 0);
+	/* A read that straddles a segment's reuse may see a new record's bytes
+	 * under the old header: it fails its CRC and is a miss, which get_k
+	 * accepted; wrong bytes would have failed get_k. */
 	kvt_store_destroy(rc.s);
 	t_rmtree(dir);
 	free(dir);
