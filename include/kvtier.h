@@ -54,10 +54,12 @@
  *   the log callback (see kvt_store_set_log).
  *
  *   Threads the library starts: kvt_store_open starts the store's workers
- *   (option "workers", default 1).  They run deferred requests (prefetch,
- *   flush, requests submitted with KVT_F_DEFER) and, as lower tiers land,
- *   write-downs and device I/O.  They block all signals, are named
- *   "kvt-worker", and are joined by kvt_store_close.
+ *   (option "workers", default 1), which run deferred requests (prefetch,
+ *   flush, requests submitted with KVT_F_DEFER); with an SSD tier also one
+ *   write-down thread ("kvt-ssd-wd") and the I/O engine's thread (io_uring)
+ *   or threads (psync, 4).  Requests served by the SSD tier complete on the
+ *   I/O thread.  Every library thread blocks all signals, and
+ *   kvt_store_close joins them all.
  *
  *   fork(): the child has none of the store's threads.  A store opened
  *   before fork must not be used in the child: calls from the child return
@@ -276,6 +278,26 @@ int kvt_store_create(struct kvt_store **out);
  *                     transparent huge pages), "thp", "off".
  *   dram.prefault     "on" (default) maps the arena populated at open,
  *                     "off" leaves first touch to the first put.
+ *   ssd.capacity      bytes of local flash for the SSD tier (default 0: no
+ *                     SSD tier); needs "path" and a DRAM tier.  doc/ssd.md.
+ *   ssd.segment       segment size, a 1 MiB multiple (default 256M); the
+ *                     largest block is a segment less its headers.
+ *   ssd.io            "auto" (default: io_uring unless the kernel refuses
+ *                     it), "uring", or "psync" (pread/pwrite threads).
+ *   ssd.io_depth      device requests in flight, 1..4096 (default 64).
+ *   ssd.admission     "second" (default: a block goes down on its second
+ *                     access) or "always" (write-through).  Namespaces
+ *                     registered with KVT_NS_PERSISTENT go down at put.
+ *   ssd.writedown_max write-down bytes queued before new ones are shed
+ *                     (default 256M, at most a quarter of dram.capacity).
+ *   ssd.checkpoint_seals  checkpoint after this many sealed segments
+ *                     (default 8; 0: only at close).
+ *   ssd.high_watermark, ssd.low_watermark  percent of segments in use that
+ *                     start and stop eviction (default 95, 90).
+ *   ssd.reinsert_pct  at most this % of an evicted segment is written again
+ *                     because it was read there (default 10).
+ *   ssd.enospc_retry_ms  after ENOSPC, shed write-downs this long before
+ *                     trying again (default 5000).
  *   workers           library worker threads, 1..64 (default 1).
  *   debug.fail_alloc  N: the Nth allocation made through the library's
  *                     allocator from now on fails with -ENOMEM (tests).

@@ -848,11 +848,9 @@ static void *worker_main(void *arg)
 
 static int workers_start(struct kvt_store *s)
 {
-	sigset_t all, old;
 	int ret = 0;
 
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
+	/* Signals are blocked by kvt_store_open, and the mask is inherited. */
 	for (unsigned i = 0; i < s->worker_count; i++) {
 		struct worker_arg *a = malloc(sizeof(*a));
 		if (!a) {
@@ -869,7 +867,6 @@ static int workers_start(struct kvt_store *s)
 		pthread_setname_np(s->workers[i], "kvt-worker");
 		s->workers_started++;
 	}
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	return ret;
 }
 
@@ -984,14 +981,30 @@ static void store_release(struct kvt_store *s, bool child)
 	s->stop = false;
 }
 
+static int store_open_locked(struct kvt_store *s);
+
 int kvt_store_open(struct kvt_store *s)
 {
+	sigset_t all, old;
 	int ret;
 
 	if (!s)
 		return KVT_ENULL;
 	if (s->state != ST_CREATED)
 		return KVT_ESTATE;
+	/* Every thread started below inherits this mask: the library's
+	 * threads never take the embedding program's signals. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	ret = store_open_locked(s);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return ret;
+}
+
+static int store_open_locked(struct kvt_store *s)
+{
+	int ret;
+
 	s->pid = getpid();
 	if (s->path) {
 		ret = store_open_dir(s);
