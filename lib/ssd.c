@@ -1295,36 +1295,41 @@ int ssd_find(struct ssd *s, uint32_t ns, const struct kvt_key *key, uint64_t *va
 	return ret;
 }
 
-static int log_record(struct ssd *s, int type, uint32_t ns, const struct kvt_key *key)
+/*
+ * Deletes and clears log a record, allocated first by ssd_log_prepare so
+ * that the caller can fail whole (-ENOMEM) before changing any tier; the
+ * DRAM tier must be changed before the SSD index (see wd_write), so the
+ * caller prepares, deletes in DRAM, then calls ssd_delete / ssd_clear,
+ * which consume the prepared record.
+ */
+void *ssd_log_prepare(struct ssd *s, bool clear, uint32_t ns, const struct kvt_key *key)
 {
 	struct wd_task *t = kvt_mem_calloc(s->mem, 1, sizeof(*t));
 	if (!t)
-		return -ENOMEM;
-	t->type = type;
+		return NULL;
+	t->type = clear ? T_CLEAR : T_DELETE;
 	t->s = s;
 	t->ns = ns;
 	if (key)
 		t->key = *key;
-	wd_enqueue(s, t, false);
-	return 0;
+	return t;
 }
 
-int ssd_delete(struct ssd *s, uint32_t ns, const struct kvt_key *key)
+int ssd_delete(struct ssd *s, void *prepared, uint32_t ns, const struct kvt_key *key)
 {
-	if (!idx_remove_key(s, ns, key, UINT64_MAX))
+	struct wd_task *t = prepared;
+	if (!idx_remove_key(s, ns, key, UINT64_MAX)) {
+		kvt_mem_free(s->mem, t, sizeof(*t));
 		return KVT_MISS;
-	/* If the tombstone cannot be queued the delete still holds until a
-	 * restart; say so. */
-	if (log_record(s, T_DELETE, ns, key) < 0)
-		kvt_logf(s->log, KVT_LOG_WARN, "ssd: out of memory logging a delete");
+	}
+	wd_enqueue(s, t, false);
 	return KVT_OK;
 }
 
-int64_t ssd_clear(struct ssd *s, uint32_t ns)
+int64_t ssd_clear(struct ssd *s, void *prepared, uint32_t ns)
 {
 	uint64_t n = idx_sweep(s, ns, UINT32_MAX, 0, UINT64_MAX);
-	if (log_record(s, T_CLEAR, ns, NULL) < 0)
-		kvt_logf(s->log, KVT_LOG_WARN, "ssd: out of memory logging a clear");
+	wd_enqueue(s, prepared, false);
 	return (int64_t)n;
 }
 

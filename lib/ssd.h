@@ -57,10 +57,18 @@ typedef void (*ssd_promote_cb)(void *ctx, int status, struct dram_item *item);
 int ssd_promote(struct ssd *s, uint32_t ns, const struct kvt_key *key, int prio,
 		ssd_promote_cb cb, void *ctx);
 
+/*
+ * Deletes and clears, in three steps so that nothing changes unless the
+ * tombstone can be logged, and the DRAM tier changes before the SSD index
+ * (a write-down racing the delete checks the DRAM block after entering its
+ * SSD entry): prepare (NULL: out of memory, fail the request), delete or
+ * clear in DRAM, then ssd_delete / ssd_clear, which consume `prepared`.
+ */
+void *ssd_log_prepare(struct ssd *s, bool clear, uint32_t ns, const struct kvt_key *key);
 /* Remove and log a tombstone.  KVT_OK or KVT_MISS. */
-int ssd_delete(struct ssd *s, uint32_t ns, const struct kvt_key *key);
+int ssd_delete(struct ssd *s, void *prepared, uint32_t ns, const struct kvt_key *key);
 /* Remove every block of ns (KVT_NS_ALL: all) and log it.  Blocks removed. */
-int64_t ssd_clear(struct ssd *s, uint32_t ns);
+int64_t ssd_clear(struct ssd *s, void *prepared, uint32_t ns);
 /* Wait until every write-down queued before now is on the device, durably. */
 int ssd_flush(struct ssd *s);
 /* Estimated ns to read len bytes at the tier's measured throughput. */

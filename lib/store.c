@@ -739,8 +739,15 @@ static int store_exec(struct kvt_store *s, struct kvt_req *r)
 			ret = KVT_OK, r->tier = KVT_TIER_SSD;
 		return ret;
 	case KVT_OP_DELETE: {
-		int a = d ? dram_delete(d, r->ns, &r->key) : KVT_MISS;
-		int b = s->ssd ? ssd_delete(s->ssd, r->ns, &r->key) : KVT_MISS;
+		/* The tombstone first (if it cannot be had, nothing changes),
+		 * then DRAM, then the SSD index: ssd.h says why. */
+		void *tomb = s->ssd ? ssd_log_prepare(s->ssd, false, r->ns, &r->key) : NULL;
+		int a, b = KVT_MISS;
+		if (s->ssd && !tomb)
+			return -ENOMEM;
+		a = d ? dram_delete(d, r->ns, &r->key) : KVT_MISS;
+		if (tomb)
+			b = ssd_delete(s->ssd, tomb, r->ns, &r->key);
 		return a == KVT_OK || b == KVT_OK ? KVT_OK : KVT_MISS;
 	}
 	case KVT_OP_LOOKUP: {
@@ -775,12 +782,13 @@ static int store_exec(struct kvt_store *s, struct kvt_req *r)
 	case KVT_OP_PREFETCH:
 		return store_prefetch(s, r);
 	case KVT_OP_CLEAR: {
-		int64_t a = d ? dram_clear(d, r->ns) : 0;
-		int64_t b = s->ssd ? ssd_clear(s->ssd, r->ns) : 0;
-		if (a < 0)
-			return (int)a;
-		if (b < 0)
-			return (int)b;
+		void *rec = s->ssd ? ssd_log_prepare(s->ssd, true, r->ns, NULL) : NULL;
+		int64_t a, b = 0;
+		if (s->ssd && !rec)
+			return -ENOMEM;
+		a = d ? dram_clear(d, r->ns) : 0;
+		if (rec)
+			b = ssd_clear(s->ssd, rec, r->ns);
 		r->length = (uint64_t)(a > b ? a : b);
 		return KVT_OK;
 	}
