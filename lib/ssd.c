@@ -43,202 +43,7 @@
  * shard lock; wd_lock is a leaf.  The writer thread is the only one that
  * allocates space, seals, evicts or checkpoints.
  */
-#include <errno.h>
-#include <fcntl.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/random.h>
-#include <sys/stat.h>
-#include <time.h>
-#include <unistd.h>
-#include <xxhash.h>
-
-#include "ssd.h"
-#include "ssdfmt.h"
-
-#define SSD_SHARDS 16
-#define SSD_DIR "ssd"
-#define SSD_CKPT "checkpoint"
-#define SSD_ID "id"
-
-enum { SEG_FREE = 0, SEG_OPEN, SEG_SEALED, SEG_BAD };
-enum { E_PENDING = 0x1, E_READ = 0x2 };
-enum { T_PUT = 1, T_DELETE, T_CLEAR, T_FLUSH, T_CKPT };
-
-struct ssd_entry {
-	struct ssd_entry *hnext;
-	uint64_t seq;
-	uint64_t value_len;
-	uint64_t generation;  /* of the segment holding the record */
-	uint32_t ns;
-	uint32_t slot;
-	uint32_t off_4k, len_4k;
-	uint16_t part_count;
-	uint8_t flags;        /* E_* */
-	uint8_t key_len;
-	uint8_t key[KVT_KEY_MAX];
-};
-
-struct ssd_shard {
-	pthread_mutex_t lock;
-	struct ssd_entry **buckets;
-	uint32_t mask;
-	uint64_t count;
-	uint64_t bytes;       /* value bytes of published entries */
-} __attribute__((aligned(64)));
-
-struct ssd_seg {
-	int fd;               /* -1 until the slot's file is opened */
-	int state;            /* SEG_* */
-	bool direct;          /* O_DIRECT in effect */
-	bool dirty;           /* written since the last fdatasync */
-	uint64_t generation;  /* 0: never written */
-	uint64_t write_off;   /* bytes allocated so far */
-	uint64_t sum_bytes;   /* summary bytes the entries so far need */
-	struct ssd_sum_entry *sum; /* open segment: one entry per record */
-	size_t sum_count, sum_cap;
-};
-
-/*
- * One record's I/O as single-buffer requests -- the header, then each DRAM
- * run -- so the engine can issue the runs as READ_FIXED/WRITE_FIXED from
- * the registered DRAM arena (vectored fixed I/O does not exist in the
- * io_uring of liburing 2.3).  done runs once, when the last part lands,
- * with res = total bytes or the first error.
- */
-struct multi_io {
-	struct io_req req[1 + DRAM_MAX_RUNS];
-	unsigned n;
-	_Atomic unsigned left;
-	_Atomic int64_t total;
-	_Atomic int64_t err;
-	void (*done)(struct multi_io *m, int64_t res);
-	void *ctx;
-};
-
-struct wd_task {
-	struct wd_task *next;
-	int type;             /* T_* */
-	struct ssd *s;
-	struct dram_item *item; /* T_PUT: pinned by admission */
-	uint32_t ns;
-	struct kvt_key key;
-	uint64_t value_len;
-	uint64_t seq, generation, rec_len;
-	uint32_t slot, off_4k, part_count;
-	uint8_t *hdr;         /* aligned record header */
-	uint32_t hdr_len;
-	struct iovec iov[1 + DRAM_MAX_RUNS];
-	struct multi_io io;
-	/* T_FLUSH / T_CKPT: a waiter */
-	pthread_mutex_t *wait_lock;
-	pthread_cond_t *wait_cond;
-	int *wait_done;
-	int wait_status;
-};
-
-struct promote_task {
-	struct ssd *s;
-	struct multi_io io;
-	struct iovec iov[1 + DRAM_MAX_RUNS];
-	uint8_t *hdr;
-	uint32_t hdr_len;
-	struct dram_item *item;
-	uint32_t ns;
-	struct kvt_key key;
-	uint64_t seq, generation, value_len, rec_len;
-	uint32_t slot;
-	uint16_t part_count;
-	ssd_promote_cb cb;
-	void *ctx;
-	uint64_t start_ns;
-};
-
-struct ssd {
-	struct ssd_config cfg;
-	struct kvt_mem *mem;
-	const struct kvt_logger *log;
-	struct ns_registry *reg;
-	struct dram *dram;
-	struct kvt_io *io;
-	int dir_fd;                 /* <store>/ssd */
-	uint8_t store_id[16];
-	struct ssd_shard shards[SSD_SHARDS];
-
-	pthread_mutex_t seg_lock;
-	struct ssd_seg *segs;
-	uint32_t slot_count;
-	int32_t open_slot;          /* -1: none */
-	uint64_t next_seq, next_gen;
-	uint64_t *clear_seq;        /* per namespace id; [0] is "all" */
-	uint32_t clear_cap;
-	uint32_t seals_since_ckpt;
-	bool degraded;              /* ENOSPC: write-downs shed until retry */
-	uint64_t degraded_at_ns;
-	pthread_mutex_t ns_lock;    /* leaf: guards persistent[] (taken under DRAM locks) */
-	uint8_t *persistent;        /* per namespace id: write down at put */
-	uint32_t persistent_cap;
-
-	pthread_mutex_t wd_lock;
-	pthread_cond_t wd_cond;     /* work queued, stop, or an in-flight write finished */
-	struct wd_task *wd_head, *wd_tail;
-	uint64_t wd_bytes;          /* queued + in flight */
-	uint64_t wd_inflight;       /* writes submitted, not completed */
-	bool wd_stop;
-	pthread_t wd_thread;
-	bool wd_started;
-
-	/* measured read throughput (EWMA), bytes per second; guarded by wd_lock */
-	double read_bps;
-	bool read_measured;
-
-	/* statistics (relaxed atomics) */
-	_Atomic uint64_t wd_queued, wd_written, wd_written_bytes, wd_shed, wd_skipped,
-		wd_errors, tombstones, reads, read_bytes, read_misses, crc_errors, hdr_errors,
-		io_errors, seg_sealed, seg_evicted, evicted_blocks, reinserted, quarantined,
-		ckpts, enospc, promote_full;
-	uint64_t rec_ckpt_entries, rec_records, rec_segments, rec_ns, rec_dropped;
-};
-
-static void clear_raise(struct ssd *s, uint32_t ns, uint64_t seq);
-
-/* ------------------------------------------------------------------------
- * Small helpers
- */
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static uint64_t wall_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static inline uint64_t ssd_hash(uint32_t ns, const struct kvt_key *k)
-{
-	return XXH3_64bits_withSeed(k->bytes, k->len, ns);
-}
-
-static inline struct ssd_shard *shard_of(struct ssd *s, uint64_t h)
-{
-	return &s->shards[(h >> 40) % SSD_SHARDS];
-}
-
-static inline uint64_t align4k(uint64_t v)
-{
-	return (v + SSD_ALIGN - 1) & ~(uint64_t)(SSD_ALIGN - 1);
-}
-
-#define A(x) atomic_fetch_add_explicit(&(x), 1, memory_order_relaxed)
-#define AN(x, n) atomic_fetch_add_explicit(&(x), (n), memory_order_relaxed)
-#define AL(x) atomic_load_explicit(&(x), memory_order_relaxed)
+#include "ssd_int.h"
 
 /* ------------------------------------------------------------------------
  * Index
@@ -295,7 +100,7 @@ static void idx_remove_locked(struct ssd *s, struct ssd_shard *sh, struct ssd_en
 }
 
 /* Insert or replace (if seq is newer) an entry.  Locked.  0, KVT_EXISTS, -ENOMEM. */
-static int idx_put_locked(struct ssd *s, struct ssd_shard *sh, uint64_t h,
+int ssd_idx_put_locked(struct ssd *s, struct ssd_shard *sh, uint64_t h,
 			  const struct ssd_entry *src)
 {
 	struct kvt_key k;
@@ -323,7 +128,7 @@ static int idx_put_locked(struct ssd *s, struct ssd_shard *sh, uint64_t h,
 }
 
 /* Remove the entry for (ns, key) if its seq is below `below` (UINT64_MAX: any). */
-static bool idx_remove_key(struct ssd *s, uint32_t ns, const struct kvt_key *k, uint64_t below)
+bool ssd_idx_remove_key(struct ssd *s, uint32_t ns, const struct kvt_key *k, uint64_t below)
 {
 	uint64_t h = ssd_hash(ns, k);
 	struct ssd_shard *sh = shard_of(s, h);
@@ -341,7 +146,7 @@ static bool idx_remove_key(struct ssd *s, uint32_t ns, const struct kvt_key *k, 
 
 /* Remove every entry matching: ns (KVT_NS_ALL: any), slot (UINT32_MAX: any)
  * and generation (0: any), with seq < below.  Returns how many. */
-static uint64_t idx_sweep(struct ssd *s, uint32_t ns, uint32_t slot, uint64_t gen, uint64_t below)
+uint64_t ssd_idx_sweep(struct ssd *s, uint32_t ns, uint32_t slot, uint64_t gen, uint64_t below)
 {
 	uint64_t n = 0;
 	for (int i = 0; i < SSD_SHARDS; i++) {
@@ -440,7 +245,7 @@ static void sync_done(struct io_req *r)
 	pthread_mutex_unlock(&w->lock);
 }
 
-static int64_t io_sync(struct ssd *s, int op, int fd, uint64_t off, void *buf, size_t len)
+int64_t ssd_io_sync(struct ssd *s, int op, int fd, uint64_t off, void *buf, size_t len)
 {
 	struct sync_wait w = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false };
 	struct iovec v = { buf, len };
@@ -467,7 +272,7 @@ static int64_t io_sync(struct ssd *s, int op, int fd, uint64_t off, void *buf, s
 }
 
 /* Plain aligned pread (recovery): exactly len bytes or an error. */
-static int pread_full(int fd, void *buf, size_t len, uint64_t off)
+int ssd_pread_full(int fd, void *buf, size_t len, uint64_t off)
 {
 	size_t done = 0;
 	while (done < len) {
@@ -488,7 +293,7 @@ static int pread_full(int fd, void *buf, size_t len, uint64_t off)
  * Segments
  */
 
-static int seg_open_file(struct ssd *s, uint32_t slot, bool create)
+int ssd_seg_open_file(struct ssd *s, uint32_t slot, bool create)
 {
 	struct ssd_seg *g = &s->segs[slot];
 	char name[32];
@@ -523,7 +328,7 @@ static int seg_write_hdr(struct ssd *s, uint32_t slot, uint64_t sum_off, uint64_
 	h.summary_len = sum_len;
 	memcpy(h.store_id, s->store_id, 16);
 	ssd_seg_hdr_encode(&h, buf);
-	r = io_sync(s, IO_WRITE, g->fd, 0, buf, SSD_ALIGN);
+	r = ssd_io_sync(s, IO_WRITE, g->fd, 0, buf, SSD_ALIGN);
 	kvt_mem_free(s->mem, buf, SSD_ALIGN);
 	g->dirty = true;
 	return r < 0 ? (int)r : 0;
@@ -543,14 +348,14 @@ static void seg_quarantine(struct ssd *s, uint32_t slot, int err)
 	if (s->open_slot == (int32_t)slot)
 		s->open_slot = -1;
 	pthread_mutex_unlock(&s->seg_lock);
-	n = idx_sweep(s, KVT_NS_ALL, slot, gen, UINT64_MAX);
+	n = ssd_idx_sweep(s, KVT_NS_ALL, slot, gen, UINT64_MAX);
 	A(s->quarantined);
 	kvt_logf(s->log, KVT_LOG_ERROR,
 		 "ssd: segment %u quarantined after %s; %llu blocks dropped", slot,
 		 kvt_strerror(err), (unsigned long long)n);
 }
 
-static void seg_sum_free(struct ssd *s, struct ssd_seg *g)
+void ssd_seg_sum_free(struct ssd *s, struct ssd_seg *g)
 {
 	kvt_mem_free(s->mem, g->sum, g->sum_cap * sizeof(*g->sum));
 	g->sum = NULL;
@@ -559,7 +364,7 @@ static void seg_sum_free(struct ssd *s, struct ssd_seg *g)
 }
 
 /* Seal the open segment: write its summary, then its header.  seg_lock held. */
-static void seg_seal_locked(struct ssd *s)
+void ssd_seg_seal_locked(struct ssd *s)
 {
 	int32_t slot = s->open_slot;
 	struct ssd_seg *g;
@@ -580,11 +385,11 @@ static void seg_seal_locked(struct ssd *s)
 		n = ssd_sum_encode(g->generation, g->sum, g->sum_count, buf, len);
 		if (n < 0)
 			r = (int)n;
-		else if ((r = (int)io_sync(s, IO_WRITE, g->fd, g->write_off, buf, (size_t)n)) >= 0)
+		else if ((r = (int)ssd_io_sync(s, IO_WRITE, g->fd, g->write_off, buf, (size_t)n)) >= 0)
 			r = seg_write_hdr(s, (uint32_t)slot, g->write_off, (uint64_t)n);
 		kvt_mem_free(s->mem, buf, len);
 	}
-	seg_sum_free(s, g);
+	ssd_seg_sum_free(s, g);
 	if (r < 0) {
 		/* Without a summary recovery walks the records: still correct. */
 		kvt_logf(s->log, KVT_LOG_WARN, "ssd: sealing segment %d: %s", slot,
@@ -696,11 +501,11 @@ static bool seg_evict_oldest_locked(struct ssd *s)
 
 	/* The summary names every record; without one (sealing failed) sweep. */
 	buf = kvt_mem_alloc_aligned(s->mem, SSD_ALIGN, SSD_ALIGN);
-	if (buf && pread_full(g->fd, buf, SSD_ALIGN, 0) == 0 &&
+	if (buf && ssd_pread_full(g->fd, buf, SSD_ALIGN, 0) == 0 &&
 	    ssd_seg_hdr_decode(buf, &hdr) == 0 && hdr.generation == g->generation &&
 	    hdr.summary_len > 0 && hdr.summary_len <= s->cfg.seg_size) {
 		uint8_t *sum = kvt_mem_alloc_aligned(s->mem, SSD_ALIGN, hdr.summary_len);
-		if (sum && pread_full(g->fd, sum, hdr.summary_len, hdr.summary_off) == 0)
+		if (sum && ssd_pread_full(g->fd, sum, hdr.summary_len, hdr.summary_off) == 0)
 			ssd_sum_decode(sum, hdr.summary_len, g->generation, evict_entry_cb, &ec);
 		if (sum)
 			kvt_mem_free(s->mem, sum, hdr.summary_len);
@@ -708,7 +513,7 @@ static bool seg_evict_oldest_locked(struct ssd *s)
 	if (buf)
 		kvt_mem_free(s->mem, buf, SSD_ALIGN);
 	/* Whatever the summary missed. */
-	ec.dropped += idx_sweep(s, KVT_NS_ALL, (uint32_t)victim, g->generation, UINT64_MAX);
+	ec.dropped += ssd_idx_sweep(s, KVT_NS_ALL, (uint32_t)victim, g->generation, UINT64_MAX);
 	g->state = SEG_FREE;
 	A(s->seg_evicted);
 	AN(s->evicted_blocks, ec.dropped);
@@ -753,7 +558,7 @@ static int seg_open_next_locked(struct ssd *s)
 	}
 	if (slot == UINT32_MAX)
 		return KVT_EFULL;
-	r = seg_open_file(s, slot, true);
+	r = ssd_seg_open_file(s, slot, true);
 	if (r < 0)
 		return r;
 	if (fallocate(s->segs[slot].fd, 0, 0, (off_t)s->cfg.seg_size) < 0 && errno != EOPNOTSUPP)
@@ -794,7 +599,7 @@ static int seg_reserve_locked(struct ssd *s, uint64_t rec_len, struct ssd_sum_en
 		g = &s->segs[s->open_slot];
 		if (g->write_off + rec_len + align4k(g->sum_bytes + elen) <= s->cfg.seg_size)
 			break;
-		seg_seal_locked(s);
+		ssd_seg_seal_locked(s);
 	}
 	if (s->open_slot < 0)
 		return KVT_EFULL;
@@ -1079,7 +884,7 @@ static void wd_write(struct ssd *s, struct wd_task *t)
 	t->off_4k = se.off_4k;
 	if (t->type == T_CLEAR) {
 		pthread_mutex_lock(&s->seg_lock);
-		clear_raise(s, rh.ns_id, se.seq);
+		ssd_clear_raise(s, rh.ns_id, se.seq);
 		pthread_mutex_unlock(&s->seg_lock);
 	}
 	rh.seq = se.seq;
@@ -1110,12 +915,12 @@ static void wd_write(struct ssd *s, struct wd_task *t)
 		memcpy(e.key, t->key.bytes, t->key.len);
 		h = ssd_hash(t->ns, &t->key);
 		pthread_mutex_lock(&shard_of(s, h)->lock);
-		r = idx_put_locked(s, shard_of(s, h), h, &e);
+		r = ssd_idx_put_locked(s, shard_of(s, h), h, &e);
 		pthread_mutex_unlock(&shard_of(s, h)->lock);
 		/* On failure the record is still written (the space is taken and
 		 * the segment must stay walkable); it is found after a restart. */
 		if (!dram_item_alive(s->dram, t->item) &&
-		    idx_remove_key(s, t->ns, &t->key, t->seq + 1)) {
+		    ssd_idx_remove_key(s, t->ns, &t->key, t->seq + 1)) {
 			/* Lost to a delete after all: log a tombstone after it. */
 			struct wd_task *d = kvt_mem_calloc(s->mem, 1, sizeof(*d));
 			if (d) {
@@ -1160,7 +965,7 @@ fail:
 }
 
 /* fdatasync every segment written since the last sync.  Writer thread. */
-static int wd_sync_all(struct ssd *s)
+int ssd_sync_all(struct ssd *s)
 {
 	int ret = 0;
 	for (uint32_t i = 0; i < s->slot_count; i++) {
@@ -1171,7 +976,7 @@ static int wd_sync_all(struct ssd *s)
 		g->dirty = false;
 		pthread_mutex_unlock(&s->seg_lock);
 		if (dirty) {
-			int64_t r = io_sync(s, IO_FSYNC, g->fd, 0, NULL, 0);
+			int64_t r = ssd_io_sync(s, IO_FSYNC, g->fd, 0, NULL, 0);
 			if (r < 0 && ret == 0)
 				ret = (int)r;
 		}
@@ -1187,7 +992,6 @@ static void wd_wait_inflight(struct ssd *s)
 	pthread_mutex_unlock(&s->wd_lock);
 }
 
-static int ckpt_write(struct ssd *s);
 
 static void wd_wake_waiter(struct wd_task *t, int status)
 {
@@ -1226,14 +1030,14 @@ static void *wd_main(void *arg)
 		case T_CKPT: {
 			int r;
 			wd_wait_inflight(s);
-			r = t->type == T_FLUSH ? wd_sync_all(s) : ckpt_write(s);
+			r = t->type == T_FLUSH ? ssd_sync_all(s) : ssd_ckpt_write(s);
 			wd_wake_waiter(t, r); /* the waiter owns t */
 			break;
 		}
 		}
 		if (s->cfg.ckpt_seals && s->seals_since_ckpt >= s->cfg.ckpt_seals) {
 			wd_wait_inflight(s);
-			ckpt_write(s);
+			ssd_ckpt_write(s);
 		}
 	}
 	return NULL;
@@ -1318,7 +1122,7 @@ void *ssd_log_prepare(struct ssd *s, bool clear, uint32_t ns, const struct kvt_k
 int ssd_delete(struct ssd *s, void *prepared, uint32_t ns, const struct kvt_key *key)
 {
 	struct wd_task *t = prepared;
-	if (!idx_remove_key(s, ns, key, UINT64_MAX)) {
+	if (!ssd_idx_remove_key(s, ns, key, UINT64_MAX)) {
 		kvt_mem_free(s->mem, t, sizeof(*t));
 		return KVT_MISS;
 	}
@@ -1328,7 +1132,7 @@ int ssd_delete(struct ssd *s, void *prepared, uint32_t ns, const struct kvt_key 
 
 int64_t ssd_clear(struct ssd *s, void *prepared, uint32_t ns)
 {
-	uint64_t n = idx_sweep(s, ns, UINT32_MAX, 0, UINT64_MAX);
+	uint64_t n = ssd_idx_sweep(s, ns, UINT32_MAX, 0, UINT64_MAX);
 	wd_enqueue(s, prepared, false);
 	return (int64_t)n;
 }
@@ -1380,7 +1184,7 @@ static void promote_done(struct multi_io *m, int64_t res)
 	    memcmp(rh.ns_digest, nse->digest, 32) != 0) {
 		/* Not the record the index promised (torn, overwritten, foreign). */
 		A(s->hdr_errors);
-		idx_remove_key(s, p->ns, &p->key, p->seq + 1);
+		ssd_idx_remove_key(s, p->ns, &p->key, p->seq + 1);
 		goto fail_parts;
 	}
 	vc = dram_item_view(s->dram, p->item, view, &len);
@@ -1400,7 +1204,7 @@ static void promote_done(struct multi_io *m, int64_t res)
 		}
 		if (crc != parts[i].crc) {
 			A(s->crc_errors);
-			idx_remove_key(s, p->ns, &p->key, p->seq + 1);
+			ssd_idx_remove_key(s, p->ns, &p->key, p->seq + 1);
 			kvt_logf(s->log, KVT_LOG_WARN,
 				 "ssd: CRC mismatch in segment %u part %u: block dropped (a miss)",
 				 p->slot, i);
@@ -1533,610 +1337,6 @@ uint64_t ssd_load_ns(struct ssd *s, uint64_t len)
 	bps = s->read_measured ? s->read_bps : 1e9; /* unmeasured: assume 1 GB/s */
 	pthread_mutex_unlock(&s->wd_lock);
 	return (uint64_t)((double)len * 1e9 / bps);
-}
-
-/* ------------------------------------------------------------------------
- * Checkpoints
- */
-
-struct ckpt_fill {
-	struct ssd_ckpt_writer w;
-	int err;
-};
-
-static int ckpt_write(struct ssd *s)
-{
-	uint64_t entries = 0, key_bytes = 0, seq;
-	uint32_t clears = 0;
-	size_t cap;
-	uint8_t *buf;
-	struct ssd_ckpt_writer w;
-	struct ssd_ckpt_hdr h;
-	int64_t len;
-	int fd, r;
-
-	r = wd_sync_all(s); /* what the checkpoint names must be durable first */
-	if (r < 0)
-		return r;
-	pthread_mutex_lock(&s->seg_lock);
-	for (int i = 0; i < SSD_SHARDS; i++) {
-		pthread_mutex_lock(&s->shards[i].lock);
-		entries += s->shards[i].count;
-		pthread_mutex_unlock(&s->shards[i].lock);
-	}
-	key_bytes = entries * KVT_KEY_MAX;
-	for (uint32_t i = 0; i < s->clear_cap; i++)
-		clears += s->clear_seq[i] != 0;
-	cap = ssd_ckpt_size(s->slot_count, clears, entries, key_bytes);
-	buf = kvt_mem_alloc(s->mem, cap);
-	if (!buf) {
-		pthread_mutex_unlock(&s->seg_lock);
-		return -ENOMEM;
-	}
-	ssd_ckpt_begin(&w, buf, cap);
-	for (uint32_t i = 0; i < s->slot_count; i++) {
-		struct ssd_ckpt_slot sl = { s->segs[i].generation, s->segs[i].write_off };
-		if (s->segs[i].state == SEG_FREE || s->segs[i].state == SEG_BAD)
-			sl.generation = 0;
-		ssd_ckpt_put_slot(&w, &sl);
-	}
-	for (uint32_t i = 0; i < s->clear_cap; i++) {
-		if (s->clear_seq[i]) {
-			struct ssd_ckpt_clear c = { i, s->clear_seq[i] };
-			ssd_ckpt_put_clear(&w, &c);
-		}
-	}
-	seq = s->next_seq - 1;
-	/* The writer thread is the only one that adds entries, and it is here:
-	 * the index holds no PENDING entry and cannot grow meanwhile. */
-	for (int i = 0; i < SSD_SHARDS; i++) {
-		struct ssd_shard *sh = &s->shards[i];
-		pthread_mutex_lock(&sh->lock);
-		for (uint32_t b = 0; b <= sh->mask; b++) {
-			for (struct ssd_entry *e = sh->buckets[b]; e; e = e->hnext) {
-				struct ssd_ckpt_entry ce;
-				if (e->flags & E_PENDING)
-					continue;
-				memset(&ce, 0, sizeof(ce));
-				ce.e.type = SSD_REC_PUT;
-				ce.e.ns_id = e->ns;
-				ce.e.off_4k = e->off_4k;
-				ce.e.len_4k = e->len_4k;
-				ce.e.seq = e->seq;
-				ce.e.value_len = e->value_len;
-				ce.e.part_count = e->part_count;
-				ce.e.key.len = e->key_len;
-				memcpy(ce.e.key.bytes, e->key, e->key_len);
-				ce.slot = e->slot;
-				ce.generation = e->generation;
-				if (ssd_ckpt_put_entry(&w, &ce) < 0)
-					break;
-			}
-		}
-		pthread_mutex_unlock(&sh->lock);
-	}
-	memset(&h, 0, sizeof(h));
-	memcpy(h.store_id, s->store_id, 16);
-	h.seq = seq;
-	h.slot_count = s->slot_count;
-	h.clear_count = clears;
-	h.entry_count = w.entries;
-	len = ssd_ckpt_finish(&w, &h);
-	s->seals_since_ckpt = 0;
-	pthread_mutex_unlock(&s->seg_lock);
-	if (len < 0) {
-		kvt_mem_free(s->mem, buf, cap);
-		return (int)len;
-	}
-	fd = openat(s->dir_fd, SSD_CKPT ".tmp", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	if (fd < 0) {
-		r = -errno;
-	} else {
-		size_t done = 0;
-		r = 0;
-		while (done < (size_t)len) {
-			ssize_t n = write(fd, buf + done, (size_t)len - done);
-			if (n < 0) {
-				if (errno == EINTR)
-					continue;
-				r = -errno;
-				break;
-			}
-			done += (size_t)n;
-		}
-		if (r == 0 && fsync(fd) < 0)
-			r = -errno;
-		close(fd);
-		if (r == 0 && renameat(s->dir_fd, SSD_CKPT ".tmp", s->dir_fd, SSD_CKPT) < 0)
-			r = -errno;
-		if (r == 0 && fsync(s->dir_fd) < 0)
-			r = -errno;
-	}
-	kvt_mem_free(s->mem, buf, cap);
-	if (r < 0)
-		kvt_logf(s->log, KVT_LOG_WARN, "ssd: checkpoint: %s", kvt_strerror(r));
-	else
-		A(s->ckpts);
-	return r;
-}
-
-/* ------------------------------------------------------------------------
- * Recovery
- */
-
-struct rec_item {
-	uint32_t type, slot, ns;
-	uint32_t off_4k, len_4k;
-	uint16_t part_count;
-	uint64_t seq, value_len, generation;
-	struct kvt_key key;
-};
-
-struct recovery {
-	struct ssd *s;
-	struct ssd_ckpt_hdr ck;
-	bool have_ckpt;
-	uint64_t *ck_gen, *ck_off;  /* per slot, from the checkpoint */
-	struct rec_item *items;
-	size_t count, cap;
-	uint32_t cur_slot;
-	uint64_t cur_gen;
-	uint64_t max_seq;
-	int err;
-};
-
-static int rec_push(struct recovery *rc, const struct rec_item *it)
-{
-	if (rc->count == rc->cap) {
-		size_t ncap = rc->cap ? rc->cap * 2 : 1024;
-		struct rec_item *n = kvt_mem_realloc(rc->s->mem, rc->items, rc->cap * sizeof(*n),
-						     ncap * sizeof(*n));
-		if (!n)
-			return -ENOMEM;
-		rc->items = n;
-		rc->cap = ncap;
-	}
-	rc->items[rc->count++] = *it;
-	if (it->seq > rc->max_seq)
-		rc->max_seq = it->seq;
-	return 0;
-}
-
-static int rec_sum_cb(void *ctx, const struct ssd_sum_entry *e)
-{
-	struct recovery *rc = ctx;
-	struct rec_item it;
-	if (rc->have_ckpt && e->seq <= rc->ck.seq)
-		return 0; /* reflected in the checkpoint */
-	memset(&it, 0, sizeof(it));
-	it.type = e->type;
-	it.slot = rc->cur_slot;
-	it.ns = e->ns_id;
-	it.off_4k = e->off_4k;
-	it.len_4k = e->len_4k;
-	it.part_count = e->part_count;
-	it.seq = e->seq;
-	it.value_len = e->value_len;
-	it.generation = rc->cur_gen;
-	it.key = e->key;
-	return rec_push(rc, &it);
-}
-
-static int ck_slot_cb(void *ctx, uint32_t idx, const struct ssd_ckpt_slot *sl)
-{
-	struct recovery *rc = ctx;
-	if (idx < rc->s->slot_count) {
-		rc->ck_gen[idx] = sl->generation;
-		rc->ck_off[idx] = sl->write_off;
-	}
-	return 0;
-}
-
-static int ck_clear_cb(void *ctx, const struct ssd_ckpt_clear *c)
-{
-	struct recovery *rc = ctx;
-	clear_raise(rc->s, c->ns_id, c->seq);
-	return 0;
-}
-
-static int ck_entry_cb(void *ctx, const struct ssd_ckpt_entry *ce)
-{
-	struct recovery *rc = ctx;
-	struct ssd *s = rc->s;
-	struct ssd_entry e;
-	uint64_t h;
-	struct ssd_shard *sh;
-	int r;
-
-	if (ce->slot >= s->slot_count || s->segs[ce->slot].generation != ce->generation ||
-	    s->segs[ce->slot].state == SEG_FREE || !ns_reg_get(s->reg, ce->e.ns_id)) {
-		s->rec_dropped++;
-		return 0;
-	}
-	memset(&e, 0, sizeof(e));
-	e.seq = ce->e.seq;
-	e.value_len = ce->e.value_len;
-	e.generation = ce->generation;
-	e.ns = ce->e.ns_id;
-	e.slot = ce->slot;
-	e.off_4k = ce->e.off_4k;
-	e.len_4k = ce->e.len_4k;
-	e.part_count = ce->e.part_count;
-	e.key_len = (uint8_t)ce->e.key.len;
-	memcpy(e.key, ce->e.key.bytes, ce->e.key.len);
-	h = ssd_hash(e.ns, &ce->e.key);
-	sh = shard_of(s, h);
-	pthread_mutex_lock(&sh->lock);
-	r = idx_put_locked(s, sh, h, &e);
-	pthread_mutex_unlock(&sh->lock);
-	if (r == 0)
-		s->rec_ckpt_entries++;
-	return r == -ENOMEM ? r : 0;
-}
-
-static void rec_load_ckpt(struct recovery *rc)
-{
-	struct ssd *s = rc->s;
-	struct ssd_ckpt_cbs cbs = { ck_slot_cb, ck_clear_cb, ck_entry_cb };
-	struct stat st;
-	uint8_t *buf = NULL;
-	int fd, r;
-
-	fd = openat(s->dir_fd, SSD_CKPT, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return;
-	if (fstat(fd, &st) < 0 || st.st_size <= 0 || st.st_size > (INT64_C(1) << 36))
-		goto out;
-	buf = kvt_mem_alloc(s->mem, (size_t)st.st_size);
-	if (!buf || pread_full(fd, buf, (size_t)st.st_size, 0) < 0)
-		goto out;
-	/* Two passes: the header first, to check it is ours and sized right. */
-	r = ssd_ckpt_decode(buf, (size_t)st.st_size, &rc->ck, NULL, NULL);
-	if (r < 0 || memcmp(rc->ck.store_id, s->store_id, 16) != 0 ||
-	    rc->ck.slot_count != s->slot_count) {
-		kvt_logf(s->log, KVT_LOG_WARN, "ssd: checkpoint ignored (%s): scanning every segment",
-			 r < 0 ? kvt_strerror(r) : "from another store or size");
-		goto out;
-	}
-	r = ssd_ckpt_decode(buf, (size_t)st.st_size, &rc->ck, &cbs, rc);
-	if (r < 0) {
-		/* Entries already loaded are each checked on read; keep them,
-		 * but scan everything as if there were no checkpoint. */
-		kvt_logf(s->log, KVT_LOG_WARN, "ssd: checkpoint: %s", kvt_strerror(r));
-		goto out;
-	}
-	rc->have_ckpt = true;
-	rc->max_seq = rc->ck.seq;
-out:
-	if (buf)
-		kvt_mem_free(s->mem, buf, (size_t)st.st_size);
-	close(fd);
-}
-
-/* Walk the records of a segment without a summary, from byte `from`. */
-static int rec_walk(struct recovery *rc, uint32_t slot, uint64_t from, uint64_t *end)
-{
-	struct ssd *s = rc->s;
-	struct ssd_seg *g = &s->segs[slot];
-	size_t cap = SSD_ALIGN * 4;
-	uint8_t *buf = kvt_mem_alloc_aligned(s->mem, SSD_ALIGN, cap);
-	uint64_t off = from;
-	int r = 0;
-
-	if (!buf)
-		return -ENOMEM;
-	while (off + SSD_ALIGN <= s->cfg.seg_size) {
-		struct ssd_rec_hdr h;
-		struct rec_item it;
-		int d;
-		if (pread_full(g->fd, buf, SSD_ALIGN, off) < 0)
-			break;
-		d = ssd_rec_hdr_decode(buf, SSD_ALIGN, &h, NULL, 0);
-		if (d == KVT_EBUFSMALL && h.hdr_len <= s->cfg.seg_size - off) {
-			if (h.hdr_len > cap) {
-				kvt_mem_free(s->mem, buf, cap);
-				cap = h.hdr_len;
-				buf = kvt_mem_alloc_aligned(s->mem, SSD_ALIGN, cap);
-				if (!buf)
-					return -ENOMEM;
-			}
-			if (pread_full(g->fd, buf, h.hdr_len, off) < 0)
-				break;
-			d = ssd_rec_hdr_decode(buf, h.hdr_len, &h, NULL, 0);
-		}
-		if (d < 0 || h.generation != g->generation)
-			break; /* the end of what this generation wrote */
-		memset(&it, 0, sizeof(it));
-		it.type = h.type;
-		it.slot = slot;
-		it.ns = h.ns_id;
-		it.off_4k = (uint32_t)(off / SSD_ALIGN);
-		it.len_4k = (uint32_t)(ssd_rec_len(h.part_count, h.value_len) / SSD_ALIGN);
-		it.part_count = (uint16_t)h.part_count;
-		it.seq = h.seq;
-		it.value_len = h.value_len;
-		it.generation = g->generation;
-		it.key = h.key;
-		off += (uint64_t)it.len_4k * SSD_ALIGN;
-		/* The summary the crash prevented: rebuilt for sealing. */
-		if (g->sum_count == g->sum_cap) {
-			size_t ncap = g->sum_cap ? g->sum_cap * 2 : 256;
-			struct ssd_sum_entry *n = kvt_mem_realloc(s->mem, g->sum,
-								  g->sum_cap * sizeof(*n),
-								  ncap * sizeof(*n));
-			if (!n) {
-				r = -ENOMEM;
-				break;
-			}
-			g->sum = n;
-			g->sum_cap = ncap;
-		}
-		{
-			struct ssd_sum_entry se;
-			memset(&se, 0, sizeof(se));
-			se.type = it.type;
-			se.ns_id = it.ns;
-			se.off_4k = it.off_4k;
-			se.len_4k = it.len_4k;
-			se.seq = it.seq;
-			se.value_len = it.value_len;
-			se.part_count = it.part_count;
-			se.key = it.key;
-			g->sum[g->sum_count++] = se;
-			g->sum_bytes += ssd_sum_entry_len(&se);
-		}
-		if (rc->have_ckpt && it.seq <= rc->ck.seq) {
-			if (it.seq > rc->max_seq)
-				rc->max_seq = it.seq;
-			continue;
-		}
-		r = rec_push(rc, &it);
-		if (r < 0)
-			break;
-	}
-	*end = off;
-	kvt_mem_free(s->mem, buf, cap);
-	return r;
-}
-
-static int rec_cmp(const void *a, const void *b)
-{
-	const struct rec_item *x = a, *y = b;
-	return x->seq < y->seq ? -1 : x->seq > y->seq;
-}
-
-/* Raise a namespace's clear sequence (0: every namespace).  seg_lock held
- * (or recovery, single-threaded).  A failed growth loses nothing at run
- * time: the index was swept already; only a later recovery would replay
- * older records of the namespace, which their own CLEAR record kills. */
-static void clear_raise(struct ssd *s, uint32_t ns, uint64_t seq)
-{
-	if (ns >= s->clear_cap) {
-		uint32_t ncap = ns + 64;
-		uint64_t *n = kvt_mem_realloc(s->mem, s->clear_seq, s->clear_cap * sizeof(*n),
-					      ncap * sizeof(*n));
-		if (!n)
-			return;
-		memset(n + s->clear_cap, 0, (ncap - s->clear_cap) * sizeof(*n));
-		s->clear_seq = n;
-		s->clear_cap = ncap;
-	}
-	if (seq > s->clear_seq[ns])
-		s->clear_seq[ns] = seq;
-}
-
-static uint64_t clear_of(struct ssd *s, uint32_t ns)
-{
-	uint64_t a = s->clear_seq[0], b = ns < s->clear_cap ? s->clear_seq[ns] : 0;
-	return a > b ? a : b;
-}
-
-/* Apply scanned records in sequence order. */
-static int rec_apply(struct recovery *rc)
-{
-	struct ssd *s = rc->s;
-	if (rc->count)
-		qsort(rc->items, rc->count, sizeof(*rc->items), rec_cmp);
-	for (size_t i = 0; i < rc->count; i++) {
-		struct rec_item *it = &rc->items[i];
-		switch (it->type) {
-		case SSD_REC_PUT: {
-			struct ssd_entry e;
-			uint64_t h;
-			int r;
-			if (!ns_reg_get(s->reg, it->ns) || it->seq <= clear_of(s, it->ns)) {
-				s->rec_dropped++;
-				break;
-			}
-			memset(&e, 0, sizeof(e));
-			e.seq = it->seq;
-			e.value_len = it->value_len;
-			e.generation = it->generation;
-			e.ns = it->ns;
-			e.slot = it->slot;
-			e.off_4k = it->off_4k;
-			e.len_4k = it->len_4k;
-			e.part_count = it->part_count;
-			e.key_len = (uint8_t)it->key.len;
-			memcpy(e.key, it->key.bytes, it->key.len);
-			h = ssd_hash(e.ns, &it->key);
-			pthread_mutex_lock(&shard_of(s, h)->lock);
-			r = idx_put_locked(s, shard_of(s, h), h, &e);
-			pthread_mutex_unlock(&shard_of(s, h)->lock);
-			if (r == -ENOMEM)
-				return r;
-			break;
-		}
-		case SSD_REC_DELETE:
-			idx_remove_key(s, it->ns, &it->key, it->seq);
-			break;
-		case SSD_REC_CLEAR_NS:
-			clear_raise(s, it->ns, it->seq);
-			idx_sweep(s, it->ns, UINT32_MAX, 0, it->seq);
-			break;
-		case SSD_REC_CLEAR_ALL:
-			clear_raise(s, 0, it->seq);
-			idx_sweep(s, KVT_NS_ALL, UINT32_MAX, 0, it->seq);
-			break;
-		}
-	}
-	s->rec_records = rc->count;
-	return 0;
-}
-
-static int ssd_store_id(struct ssd *s)
-{
-	int fd = openat(s->dir_fd, SSD_ID, O_RDONLY | O_CLOEXEC);
-	if (fd >= 0) {
-		ssize_t n = read(fd, s->store_id, 16);
-		close(fd);
-		if (n == 16)
-			return 0;
-	}
-	if (getrandom(s->store_id, 16, 0) != 16)
-		return -EIO;
-	fd = openat(s->dir_fd, SSD_ID ".tmp", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	if (fd < 0)
-		return -errno;
-	if (write(fd, s->store_id, 16) != 16 || fsync(fd) < 0) {
-		int e = -errno;
-		close(fd);
-		return e ? e : -EIO;
-	}
-	close(fd);
-	if (renameat(s->dir_fd, SSD_ID ".tmp", s->dir_fd, SSD_ID) < 0)
-		return -errno;
-	return fsync(s->dir_fd) < 0 ? -errno : 0;
-}
-
-static int ssd_recover(struct ssd *s)
-{
-	struct recovery rc;
-	uint8_t *buf;
-	uint64_t t0 = now_ns(), max_gen = 0;
-	int r = 0;
-
-	memset(&rc, 0, sizeof(rc));
-	rc.s = s;
-	rc.ck_gen = kvt_mem_calloc(s->mem, s->slot_count, sizeof(uint64_t));
-	rc.ck_off = kvt_mem_calloc(s->mem, s->slot_count, sizeof(uint64_t));
-	buf = kvt_mem_alloc_aligned(s->mem, SSD_ALIGN, SSD_ALIGN);
-	if (!rc.ck_gen || !rc.ck_off || !buf) {
-		r = -ENOMEM;
-		goto out;
-	}
-	/* 1. Segment headers: which generation each slot holds. */
-	for (uint32_t i = 0; i < s->slot_count; i++) {
-		struct ssd_seg *g = &s->segs[i];
-		struct ssd_seg_hdr h;
-		char name[32];
-		snprintf(name, sizeof(name), "seg-%06u", i);
-		if (faccessat(s->dir_fd, name, F_OK, 0) < 0)
-			continue;
-		r = seg_open_file(s, i, false);
-		if (r < 0)
-			goto out;
-		if (pread_full(g->fd, buf, SSD_ALIGN, 0) == 0 &&
-		    ssd_seg_hdr_decode(buf, &h) == KVT_EVERSION) {
-			/* A newer kvtier wrote this: never overwrite what we cannot read. */
-			kvt_logf(s->log, KVT_LOG_ERROR,
-				 "ssd: segment %u has an unsupported format version", i);
-			r = KVT_EVERSION;
-			goto out;
-		}
-		if (pread_full(g->fd, buf, SSD_ALIGN, 0) < 0 || ssd_seg_hdr_decode(buf, &h) < 0 ||
-		    h.slot != i || h.seg_size != s->cfg.seg_size ||
-		    memcmp(h.store_id, s->store_id, 16) != 0 || h.generation == 0)
-			continue; /* free (or foreign): reused as such */
-		g->generation = h.generation;
-		g->state = h.summary_len ? SEG_SEALED : SEG_OPEN;
-		g->write_off = h.summary_len ? h.summary_off + h.summary_len : s->cfg.seg_size;
-		if (h.generation > max_gen)
-			max_gen = h.generation;
-		/* stash the summary location for step 3 */
-		g->sum_bytes = h.summary_len;
-		g->write_off = h.summary_off;
-	}
-	/* 2. The checkpoint. */
-	rec_load_ckpt(&rc);
-	/* 3. Segments with records newer than the checkpoint. */
-	for (uint32_t i = 0; i < s->slot_count; i++) {
-		struct ssd_seg *g = &s->segs[i];
-		uint64_t sum_off = g->write_off, sum_len = g->sum_bytes;
-		bool same = rc.have_ckpt && rc.ck_gen[i] == g->generation;
-		if (g->state == SEG_FREE)
-			continue;
-		g->sum_bytes = 0;
-		rc.cur_slot = i;
-		rc.cur_gen = g->generation;
-		if (g->state == SEG_SEALED) {
-			g->write_off = sum_off + sum_len;
-			/* Sealed before the checkpoint and unchanged: nothing newer. */
-			if (same && rc.ck_off[i] >= sum_off)
-				continue;
-			s->rec_segments++;
-			{
-				uint8_t *sum = kvt_mem_alloc_aligned(s->mem, SSD_ALIGN, sum_len);
-				int64_t n = -ENOMEM;
-				if (sum && pread_full(g->fd, sum, sum_len, sum_off) == 0)
-					n = ssd_sum_decode(sum, sum_len, g->generation, rec_sum_cb, &rc);
-				if (sum)
-					kvt_mem_free(s->mem, sum, sum_len);
-				if (n == -ENOMEM) {
-					r = -ENOMEM;
-					goto out;
-				}
-				if (n < 0) {
-					/* Bad summary: walk the records instead. */
-					uint64_t end;
-					r = rec_walk(&rc, i, SSD_ALIGN, &end);
-					seg_sum_free(s, g);
-					if (r < 0)
-						goto out;
-				}
-			}
-		} else {
-			/* Open when the process stopped: walk it, then seal it. */
-			uint64_t end = SSD_ALIGN;
-			s->rec_segments++;
-			r = rec_walk(&rc, i, SSD_ALIGN, &end);
-			if (r < 0)
-				goto out;
-			g->write_off = end;
-			g->sum_bytes += 64;
-		}
-	}
-	s->next_gen = max_gen + 1;
-	r = rec_apply(&rc);
-	if (r < 0)
-		goto out;
-	s->next_seq = rc.max_seq + 1;
-	for (uint32_t i = 0; i < s->slot_count; i++)
-		if (s->segs[i].generation >= s->next_gen)
-			s->next_gen = s->segs[i].generation + 1;
-out:
-	s->rec_ns = now_ns() - t0;
-	kvt_mem_free(s->mem, rc.items, rc.cap * sizeof(*rc.items));
-	kvt_mem_free(s->mem, rc.ck_gen, s->slot_count * sizeof(uint64_t));
-	kvt_mem_free(s->mem, rc.ck_off, s->slot_count * sizeof(uint64_t));
-	if (buf)
-		kvt_mem_free(s->mem, buf, SSD_ALIGN);
-	return r;
-}
-
-/* Seal the segments a crash left open (their summaries were rebuilt by the
- * walk).  Runs on the writer's behalf before it starts. */
-static void ssd_seal_leftovers(struct ssd *s)
-{
-	pthread_mutex_lock(&s->seg_lock);
-	for (uint32_t i = 0; i < s->slot_count; i++) {
-		if (s->segs[i].state == SEG_OPEN) {
-			s->open_slot = (int32_t)i;
-			seg_seal_locked(s);
-		}
-	}
-	s->seals_since_ckpt = 0;
-	pthread_mutex_unlock(&s->seg_lock);
 }
 
 /* ------------------------------------------------------------------------
@@ -2274,7 +1474,7 @@ void ssd_close(struct ssd *s)
 		for (uint32_t i = 0; i < s->slot_count; i++) {
 			if (s->segs[i].fd >= 0)
 				close(s->segs[i].fd);
-			seg_sum_free(s, &s->segs[i]);
+			ssd_seg_sum_free(s, &s->segs[i]);
 		}
 		kvt_mem_free(s->mem, s->segs, s->slot_count * sizeof(*s->segs));
 	}

@@ -1,0 +1,224 @@
+/*
+ * ssd_int.h - what ssd.c (the tier: index, segments, write-down,
+ * promotion) and ssd_recover.c (checkpoints and recovery) share.
+ * Nothing outside those two files includes it.
+ */
+#ifndef KVT_SSD_INT_H
+#define KVT_SSD_INT_H
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "ssd.h"
+#include "ssdfmt.h"
+
+#define SSD_SHARDS 16
+#define SSD_DIR "ssd"
+#define SSD_CKPT "checkpoint"
+#define SSD_ID "id"
+
+enum { SEG_FREE = 0, SEG_OPEN, SEG_SEALED, SEG_BAD };
+enum { E_PENDING = 0x1, E_READ = 0x2 };
+enum { T_PUT = 1, T_DELETE, T_CLEAR, T_FLUSH, T_CKPT };
+
+struct ssd_entry {
+	struct ssd_entry *hnext;
+	uint64_t seq;
+	uint64_t value_len;
+	uint64_t generation;  /* of the segment holding the record */
+	uint32_t ns;
+	uint32_t slot;
+	uint32_t off_4k, len_4k;
+	uint16_t part_count;
+	uint8_t flags;        /* E_* */
+	uint8_t key_len;
+	uint8_t key[KVT_KEY_MAX];
+};
+
+struct ssd_shard {
+	pthread_mutex_t lock;
+	struct ssd_entry **buckets;
+	uint32_t mask;
+	uint64_t count;
+	uint64_t bytes;       /* value bytes of published entries */
+} __attribute__((aligned(64)));
+
+struct ssd_seg {
+	int fd;               /* -1 until the slot's file is opened */
+	int state;            /* SEG_* */
+	bool direct;          /* O_DIRECT in effect */
+	bool dirty;           /* written since the last fdatasync */
+	uint64_t generation;  /* 0: never written */
+	uint64_t write_off;   /* bytes allocated so far */
+	uint64_t sum_bytes;   /* summary bytes the entries so far need */
+	struct ssd_sum_entry *sum; /* open segment: one entry per record */
+	size_t sum_count, sum_cap;
+};
+
+/*
+ * One record's I/O as single-buffer requests -- the header, then each DRAM
+ * run -- so the engine can issue the runs as READ_FIXED/WRITE_FIXED from
+ * the registered DRAM arena (vectored fixed I/O does not exist in the
+ * io_uring of liburing 2.3).  done runs once, when the last part lands,
+ * with res = total bytes or the first error.
+ */
+struct multi_io {
+	struct io_req req[1 + DRAM_MAX_RUNS];
+	unsigned n;
+	_Atomic unsigned left;
+	_Atomic int64_t total;
+	_Atomic int64_t err;
+	void (*done)(struct multi_io *m, int64_t res);
+	void *ctx;
+};
+
+struct wd_task {
+	struct wd_task *next;
+	int type;             /* T_* */
+	struct ssd *s;
+	struct dram_item *item; /* T_PUT: pinned by admission */
+	uint32_t ns;
+	struct kvt_key key;
+	uint64_t value_len;
+	uint64_t seq, generation, rec_len;
+	uint32_t slot, off_4k, part_count;
+	uint8_t *hdr;         /* aligned record header */
+	uint32_t hdr_len;
+	struct iovec iov[1 + DRAM_MAX_RUNS];
+	struct multi_io io;
+	/* T_FLUSH / T_CKPT: a waiter */
+	pthread_mutex_t *wait_lock;
+	pthread_cond_t *wait_cond;
+	int *wait_done;
+	int wait_status;
+};
+
+struct promote_task {
+	struct ssd *s;
+	struct multi_io io;
+	struct iovec iov[1 + DRAM_MAX_RUNS];
+	uint8_t *hdr;
+	uint32_t hdr_len;
+	struct dram_item *item;
+	uint32_t ns;
+	struct kvt_key key;
+	uint64_t seq, generation, value_len, rec_len;
+	uint32_t slot;
+	uint16_t part_count;
+	ssd_promote_cb cb;
+	void *ctx;
+	uint64_t start_ns;
+};
+
+struct ssd {
+	struct ssd_config cfg;
+	struct kvt_mem *mem;
+	const struct kvt_logger *log;
+	struct ns_registry *reg;
+	struct dram *dram;
+	struct kvt_io *io;
+	int dir_fd;                 /* <store>/ssd */
+	uint8_t store_id[16];
+	struct ssd_shard shards[SSD_SHARDS];
+
+	pthread_mutex_t seg_lock;
+	struct ssd_seg *segs;
+	uint32_t slot_count;
+	int32_t open_slot;          /* -1: none */
+	uint64_t next_seq, next_gen;
+	uint64_t *clear_seq;        /* per namespace id; [0] is "all" */
+	uint32_t clear_cap;
+	uint32_t seals_since_ckpt;
+	bool degraded;              /* ENOSPC: write-downs shed until retry */
+	uint64_t degraded_at_ns;
+	pthread_mutex_t ns_lock;    /* leaf: guards persistent[] (taken under DRAM locks) */
+	uint8_t *persistent;        /* per namespace id: write down at put */
+	uint32_t persistent_cap;
+
+	pthread_mutex_t wd_lock;
+	pthread_cond_t wd_cond;     /* work queued, stop, or an in-flight write finished */
+	struct wd_task *wd_head, *wd_tail;
+	uint64_t wd_bytes;          /* queued + in flight */
+	uint64_t wd_inflight;       /* writes submitted, not completed */
+	bool wd_stop;
+	pthread_t wd_thread;
+	bool wd_started;
+
+	/* measured read throughput (EWMA), bytes per second; guarded by wd_lock */
+	double read_bps;
+	bool read_measured;
+
+	/* statistics (relaxed atomics) */
+	_Atomic uint64_t wd_queued, wd_written, wd_written_bytes, wd_shed, wd_skipped,
+		wd_errors, tombstones, reads, read_bytes, read_misses, crc_errors, hdr_errors,
+		io_errors, seg_sealed, seg_evicted, evicted_blocks, reinserted, quarantined,
+		ckpts, enospc, promote_full;
+	uint64_t rec_ckpt_entries, rec_records, rec_segments, rec_ns, rec_dropped;
+};
+
+/* ------------------------------------------------------------------------
+ * Small helpers
+ */
+
+static inline uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static inline uint64_t wall_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static inline uint64_t ssd_hash(uint32_t ns, const struct kvt_key *k)
+{
+	return XXH3_64bits_withSeed(k->bytes, k->len, ns);
+}
+
+static inline struct ssd_shard *shard_of(struct ssd *s, uint64_t h)
+{
+	return &s->shards[(h >> 40) % SSD_SHARDS];
+}
+
+static inline uint64_t align4k(uint64_t v)
+{
+	return (v + SSD_ALIGN - 1) & ~(uint64_t)(SSD_ALIGN - 1);
+}
+
+#define A(x) atomic_fetch_add_explicit(&(x), 1, memory_order_relaxed)
+#define AN(x, n) atomic_fetch_add_explicit(&(x), (n), memory_order_relaxed)
+#define AL(x) atomic_load_explicit(&(x), memory_order_relaxed)
+
+/* ssd.c */
+int ssd_idx_put_locked(struct ssd *s, struct ssd_shard *sh, uint64_t h,
+		       const struct ssd_entry *src);
+bool ssd_idx_remove_key(struct ssd *s, uint32_t ns, const struct kvt_key *k, uint64_t below);
+uint64_t ssd_idx_sweep(struct ssd *s, uint32_t ns, uint32_t slot, uint64_t gen, uint64_t below);
+int ssd_pread_full(int fd, void *buf, size_t len, uint64_t off);
+int64_t ssd_io_sync(struct ssd *s, int op, int fd, uint64_t off, void *buf, size_t len);
+int ssd_seg_open_file(struct ssd *s, uint32_t slot, bool create);
+void ssd_seg_sum_free(struct ssd *s, struct ssd_seg *g);
+void ssd_seg_seal_locked(struct ssd *s);
+int ssd_sync_all(struct ssd *s);
+
+/* ssd_recover.c */
+int ssd_ckpt_write(struct ssd *s);
+void ssd_clear_raise(struct ssd *s, uint32_t ns, uint64_t seq);
+int ssd_recover(struct ssd *s);
+/* Read ssd/id, or make and persist a random one. */
+int ssd_store_id(struct ssd *s);
+void ssd_seal_leftovers(struct ssd *s);
+
+#endif

@@ -1,0 +1,580 @@
+/*
+ * ssd_recover.c - the SSD tier's checkpoints and recovery: writing the
+ * index to ssd/checkpoint (temp file, fsync, rename, fsync of the
+ * directory), and rebuilding the index at open from the newest checkpoint
+ * plus only the records written after it (doc/ssd-format.md, "Recovery").
+ *
+ * Runs on the writer thread (checkpoints) or alone in ssd_open before any
+ * other thread exists (recovery), so the slot table and clear table it
+ * touches need seg_lock only for the checkpoint snapshot.
+ */
+#include "ssd_int.h"
+
+/* ------------------------------------------------------------------------
+ * Checkpoints
+ */
+
+struct ckpt_fill {
+	struct ssd_ckpt_writer w;
+	int err;
+};
+
+int ssd_ckpt_write(struct ssd *s)
+{
+	uint64_t entries = 0, key_bytes = 0, seq;
+	uint32_t clears = 0;
+	size_t cap;
+	uint8_t *buf;
+	struct ssd_ckpt_writer w;
+	struct ssd_ckpt_hdr h;
+	int64_t len;
+	int fd, r;
+
+	r = ssd_sync_all(s); /* what the checkpoint names must be durable first */
+	if (r < 0)
+		return r;
+	pthread_mutex_lock(&s->seg_lock);
+	for (int i = 0; i < SSD_SHARDS; i++) {
+		pthread_mutex_lock(&s->shards[i].lock);
+		entries += s->shards[i].count;
+		pthread_mutex_unlock(&s->shards[i].lock);
+	}
+	key_bytes = entries * KVT_KEY_MAX;
+	for (uint32_t i = 0; i < s->clear_cap; i++)
+		clears += s->clear_seq[i] != 0;
+	cap = ssd_ckpt_size(s->slot_count, clears, entries, key_bytes);
+	buf = kvt_mem_alloc(s->mem, cap);
+	if (!buf) {
+		pthread_mutex_unlock(&s->seg_lock);
+		return -ENOMEM;
+	}
+	ssd_ckpt_begin(&w, buf, cap);
+	for (uint32_t i = 0; i < s->slot_count; i++) {
+		struct ssd_ckpt_slot sl = { s->segs[i].generation, s->segs[i].write_off };
+		if (s->segs[i].state == SEG_FREE || s->segs[i].state == SEG_BAD)
+			sl.generation = 0;
+		ssd_ckpt_put_slot(&w, &sl);
+	}
+	for (uint32_t i = 0; i < s->clear_cap; i++) {
+		if (s->clear_seq[i]) {
+			struct ssd_ckpt_clear c = { i, s->clear_seq[i] };
+			ssd_ckpt_put_clear(&w, &c);
+		}
+	}
+	seq = s->next_seq - 1;
+	/* The writer thread is the only one that adds entries, and it is here:
+	 * the index holds no PENDING entry and cannot grow meanwhile. */
+	for (int i = 0; i < SSD_SHARDS; i++) {
+		struct ssd_shard *sh = &s->shards[i];
+		pthread_mutex_lock(&sh->lock);
+		for (uint32_t b = 0; b <= sh->mask; b++) {
+			for (struct ssd_entry *e = sh->buckets[b]; e; e = e->hnext) {
+				struct ssd_ckpt_entry ce;
+				if (e->flags & E_PENDING)
+					continue;
+				memset(&ce, 0, sizeof(ce));
+				ce.e.type = SSD_REC_PUT;
+				ce.e.ns_id = e->ns;
+				ce.e.off_4k = e->off_4k;
+				ce.e.len_4k = e->len_4k;
+				ce.e.seq = e->seq;
+				ce.e.value_len = e->value_len;
+				ce.e.part_count = e->part_count;
+				ce.e.key.len = e->key_len;
+				memcpy(ce.e.key.bytes, e->key, e->key_len);
+				ce.slot = e->slot;
+				ce.generation = e->generation;
+				if (ssd_ckpt_put_entry(&w, &ce) < 0)
+					break;
+			}
+		}
+		pthread_mutex_unlock(&sh->lock);
+	}
+	memset(&h, 0, sizeof(h));
+	memcpy(h.store_id, s->store_id, 16);
+	h.seq = seq;
+	h.slot_count = s->slot_count;
+	h.clear_count = clears;
+	h.entry_count = w.entries;
+	len = ssd_ckpt_finish(&w, &h);
+	s->seals_since_ckpt = 0;
+	pthread_mutex_unlock(&s->seg_lock);
+	if (len < 0) {
+		kvt_mem_free(s->mem, buf, cap);
+		return (int)len;
+	}
+	fd = openat(s->dir_fd, SSD_CKPT ".tmp", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		r = -errno;
+	} else {
+		size_t done = 0;
+		r = 0;
+		while (done < (size_t)len) {
+			ssize_t n = write(fd, buf + done, (size_t)len - done);
+			if (n < 0) {
+				if (errno == EINTR)
+					continue;
+				r = -errno;
+				break;
+			}
+			done += (size_t)n;
+		}
+		if (r == 0 && fsync(fd) < 0)
+			r = -errno;
+		close(fd);
+		if (r == 0 && renameat(s->dir_fd, SSD_CKPT ".tmp", s->dir_fd, SSD_CKPT) < 0)
+			r = -errno;
+		if (r == 0 && fsync(s->dir_fd) < 0)
+			r = -errno;
+	}
+	kvt_mem_free(s->mem, buf, cap);
+	if (r < 0)
+		kvt_logf(s->log, KVT_LOG_WARN, "ssd: checkpoint: %s", kvt_strerror(r));
+	else
+		A(s->ckpts);
+	return r;
+}
+
+/* ------------------------------------------------------------------------
+ * Recovery
+ */
+
+
+struct recovery {
+	struct ssd *s;
+	struct ssd_ckpt_hdr ck;
+	bool have_ckpt;
+	uint64_t *ck_gen, *ck_off;  /* per slot, from the checkpoint */
+	struct ssd_ckpt_entry *items;
+	size_t count, cap;
+	uint32_t cur_slot;
+	uint64_t cur_gen;
+	uint64_t max_seq;
+	int err;
+};
+
+static int rec_push(struct recovery *rc, const struct ssd_ckpt_entry *it)
+{
+	if (rc->count == rc->cap) {
+		size_t ncap = rc->cap ? rc->cap * 2 : 1024;
+		struct ssd_ckpt_entry *n = kvt_mem_realloc(rc->s->mem, rc->items, rc->cap * sizeof(*n),
+						     ncap * sizeof(*n));
+		if (!n)
+			return -ENOMEM;
+		rc->items = n;
+		rc->cap = ncap;
+	}
+	rc->items[rc->count++] = *it;
+	if (it->e.seq > rc->max_seq)
+		rc->max_seq = it->e.seq;
+	return 0;
+}
+
+static int rec_sum_cb(void *ctx, const struct ssd_sum_entry *e)
+{
+	struct recovery *rc = ctx;
+	struct ssd_ckpt_entry it;
+	if (rc->have_ckpt && e->seq <= rc->ck.seq)
+		return 0; /* reflected in the checkpoint */
+	it.e = *e;
+	it.slot = rc->cur_slot;
+	it.generation = rc->cur_gen;
+	return rec_push(rc, &it);
+}
+
+static uint64_t clear_of(struct ssd *s, uint32_t ns)
+{
+	uint64_t a = s->clear_seq[0], b = ns < s->clear_cap ? s->clear_seq[ns] : 0;
+	return a > b ? a : b;
+}
+
+/* Enter a PUT found in the checkpoint or a scan into the index (if its
+ * namespace is known and no clear came after it).  0, -ENOMEM. */
+static int rec_insert(struct ssd *s, const struct ssd_ckpt_entry *ce)
+{
+	struct ssd_entry e;
+	uint64_t h;
+	struct ssd_shard *sh;
+	int r;
+
+	if (!ns_reg_get(s->reg, ce->e.ns_id) || ce->e.seq <= clear_of(s, ce->e.ns_id)) {
+		s->rec_dropped++;
+		return 0;
+	}
+	memset(&e, 0, sizeof(e));
+	e.seq = ce->e.seq;
+	e.value_len = ce->e.value_len;
+	e.generation = ce->generation;
+	e.ns = ce->e.ns_id;
+	e.slot = ce->slot;
+	e.off_4k = ce->e.off_4k;
+	e.len_4k = ce->e.len_4k;
+	e.part_count = ce->e.part_count;
+	e.key_len = (uint8_t)ce->e.key.len;
+	memcpy(e.key, ce->e.key.bytes, ce->e.key.len);
+	h = ssd_hash(e.ns, &ce->e.key);
+	sh = shard_of(s, h);
+	pthread_mutex_lock(&sh->lock);
+	r = ssd_idx_put_locked(s, sh, h, &e);
+	pthread_mutex_unlock(&sh->lock);
+	return r == -ENOMEM ? r : 0;
+}
+
+static int ck_slot_cb(void *ctx, uint32_t idx, const struct ssd_ckpt_slot *sl)
+{
+	struct recovery *rc = ctx;
+	if (idx < rc->s->slot_count) {
+		rc->ck_gen[idx] = sl->generation;
+		rc->ck_off[idx] = sl->write_off;
+	}
+	return 0;
+}
+
+static int ck_clear_cb(void *ctx, const struct ssd_ckpt_clear *c)
+{
+	struct recovery *rc = ctx;
+	ssd_clear_raise(rc->s, c->ns_id, c->seq);
+	return 0;
+}
+
+static int ck_entry_cb(void *ctx, const struct ssd_ckpt_entry *ce)
+{
+	struct recovery *rc = ctx;
+	struct ssd *s = rc->s;
+	int r;
+
+	if (ce->slot >= s->slot_count || s->segs[ce->slot].generation != ce->generation ||
+	    s->segs[ce->slot].state == SEG_FREE) {
+		s->rec_dropped++;
+		return 0;
+	}
+	r = rec_insert(s, ce);
+	if (r == 0)
+		s->rec_ckpt_entries++;
+	return r == -ENOMEM ? r : 0;
+}
+
+static void rec_load_ckpt(struct recovery *rc)
+{
+	struct ssd *s = rc->s;
+	struct ssd_ckpt_cbs cbs = { ck_slot_cb, ck_clear_cb, ck_entry_cb };
+	struct stat st;
+	uint8_t *buf = NULL;
+	int fd, r;
+
+	fd = openat(s->dir_fd, SSD_CKPT, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	if (fstat(fd, &st) < 0 || st.st_size <= 0 || st.st_size > (INT64_C(1) << 36))
+		goto out;
+	buf = kvt_mem_alloc(s->mem, (size_t)st.st_size);
+	if (!buf || ssd_pread_full(fd, buf, (size_t)st.st_size, 0) < 0)
+		goto out;
+	/* Two passes: the header first, to check it is ours and sized right. */
+	r = ssd_ckpt_decode(buf, (size_t)st.st_size, &rc->ck, NULL, NULL);
+	if (r < 0 || memcmp(rc->ck.store_id, s->store_id, 16) != 0 ||
+	    rc->ck.slot_count != s->slot_count) {
+		kvt_logf(s->log, KVT_LOG_WARN, "ssd: checkpoint ignored (%s): scanning every segment",
+			 r < 0 ? kvt_strerror(r) : "from another store or size");
+		goto out;
+	}
+	r = ssd_ckpt_decode(buf, (size_t)st.st_size, &rc->ck, &cbs, rc);
+	if (r < 0) {
+		/* Entries already loaded are each checked on read; keep them,
+		 * but scan everything as if there were no checkpoint. */
+		kvt_logf(s->log, KVT_LOG_WARN, "ssd: checkpoint: %s", kvt_strerror(r));
+		goto out;
+	}
+	rc->have_ckpt = true;
+	rc->max_seq = rc->ck.seq;
+out:
+	if (buf)
+		kvt_mem_free(s->mem, buf, (size_t)st.st_size);
+	close(fd);
+}
+
+/* Walk the records of a segment without a summary, from byte `from`. */
+static int rec_walk(struct recovery *rc, uint32_t slot, uint64_t from, uint64_t *end)
+{
+	struct ssd *s = rc->s;
+	struct ssd_seg *g = &s->segs[slot];
+	size_t cap = SSD_ALIGN * 4;
+	uint8_t *buf = kvt_mem_alloc_aligned(s->mem, SSD_ALIGN, cap);
+	uint64_t off = from;
+	int r = 0;
+
+	if (!buf)
+		return -ENOMEM;
+	while (off + SSD_ALIGN <= s->cfg.seg_size) {
+		struct ssd_rec_hdr h;
+		struct ssd_ckpt_entry it;
+		int d;
+		if (ssd_pread_full(g->fd, buf, SSD_ALIGN, off) < 0)
+			break;
+		d = ssd_rec_hdr_decode(buf, SSD_ALIGN, &h, NULL, 0);
+		if (d == KVT_EBUFSMALL && h.hdr_len <= s->cfg.seg_size - off) {
+			if (h.hdr_len > cap) {
+				kvt_mem_free(s->mem, buf, cap);
+				cap = h.hdr_len;
+				buf = kvt_mem_alloc_aligned(s->mem, SSD_ALIGN, cap);
+				if (!buf)
+					return -ENOMEM;
+			}
+			if (ssd_pread_full(g->fd, buf, h.hdr_len, off) < 0)
+				break;
+			d = ssd_rec_hdr_decode(buf, h.hdr_len, &h, NULL, 0);
+		}
+		if (d < 0 || h.generation != g->generation)
+			break; /* the end of what this generation wrote */
+		memset(&it, 0, sizeof(it));
+		it.e.type = h.type;
+		it.e.ns_id = h.ns_id;
+		it.e.off_4k = (uint32_t)(off / SSD_ALIGN);
+		it.e.len_4k = (uint32_t)(ssd_rec_len(h.part_count, h.value_len) / SSD_ALIGN);
+		it.e.part_count = (uint16_t)h.part_count;
+		it.e.seq = h.seq;
+		it.e.value_len = h.value_len;
+		it.e.key = h.key;
+		it.slot = slot;
+		it.generation = g->generation;
+		off += (uint64_t)it.e.len_4k * SSD_ALIGN;
+		/* The summary the crash prevented: rebuilt for sealing. */
+		if (g->sum_count == g->sum_cap) {
+			size_t ncap = g->sum_cap ? g->sum_cap * 2 : 256;
+			struct ssd_sum_entry *n = kvt_mem_realloc(s->mem, g->sum,
+								  g->sum_cap * sizeof(*n),
+								  ncap * sizeof(*n));
+			if (!n) {
+				r = -ENOMEM;
+				break;
+			}
+			g->sum = n;
+			g->sum_cap = ncap;
+		}
+		g->sum[g->sum_count++] = it.e;
+		g->sum_bytes += ssd_sum_entry_len(&it.e);
+		if (rc->have_ckpt && it.e.seq <= rc->ck.seq) {
+			if (it.e.seq > rc->max_seq)
+				rc->max_seq = it.e.seq;
+			continue;
+		}
+		r = rec_push(rc, &it);
+		if (r < 0)
+			break;
+	}
+	*end = off;
+	kvt_mem_free(s->mem, buf, cap);
+	return r;
+}
+
+static int rec_cmp(const void *a, const void *b)
+{
+	const struct ssd_ckpt_entry *x = a, *y = b;
+	return x->e.seq < y->e.seq ? -1 : x->e.seq > y->e.seq;
+}
+
+/* Raise a namespace's clear sequence (0: every namespace).  seg_lock held
+ * (or recovery, single-threaded).  A failed growth loses nothing at run
+ * time: the index was swept already; only a later recovery would replay
+ * older records of the namespace, which their own CLEAR record kills. */
+void ssd_clear_raise(struct ssd *s, uint32_t ns, uint64_t seq)
+{
+	if (ns >= s->clear_cap) {
+		uint32_t ncap = ns + 64;
+		uint64_t *n = kvt_mem_realloc(s->mem, s->clear_seq, s->clear_cap * sizeof(*n),
+					      ncap * sizeof(*n));
+		if (!n)
+			return;
+		memset(n + s->clear_cap, 0, (ncap - s->clear_cap) * sizeof(*n));
+		s->clear_seq = n;
+		s->clear_cap = ncap;
+	}
+	if (seq > s->clear_seq[ns])
+		s->clear_seq[ns] = seq;
+}
+
+
+/* Apply scanned records in sequence order. */
+static int rec_apply(struct recovery *rc)
+{
+	struct ssd *s = rc->s;
+	if (rc->count)
+		qsort(rc->items, rc->count, sizeof(*rc->items), rec_cmp);
+	for (size_t i = 0; i < rc->count; i++) {
+		struct ssd_ckpt_entry *it = &rc->items[i];
+		switch (it->e.type) {
+		case SSD_REC_PUT:
+			if (rec_insert(s, it) == -ENOMEM)
+				return -ENOMEM;
+			break;
+		case SSD_REC_DELETE:
+			ssd_idx_remove_key(s, it->e.ns_id, &it->e.key, it->e.seq);
+			break;
+		case SSD_REC_CLEAR_NS:
+			ssd_clear_raise(s, it->e.ns_id, it->e.seq);
+			ssd_idx_sweep(s, it->e.ns_id, UINT32_MAX, 0, it->e.seq);
+			break;
+		case SSD_REC_CLEAR_ALL:
+			ssd_clear_raise(s, 0, it->e.seq);
+			ssd_idx_sweep(s, KVT_NS_ALL, UINT32_MAX, 0, it->e.seq);
+			break;
+		}
+	}
+	s->rec_records = rc->count;
+	return 0;
+}
+
+int ssd_store_id(struct ssd *s)
+{
+	int fd = openat(s->dir_fd, SSD_ID, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		ssize_t n = read(fd, s->store_id, 16);
+		close(fd);
+		if (n == 16)
+			return 0;
+	}
+	if (getrandom(s->store_id, 16, 0) != 16)
+		return -EIO;
+	fd = openat(s->dir_fd, SSD_ID ".tmp", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	if (write(fd, s->store_id, 16) != 16 || fsync(fd) < 0) {
+		int e = -errno;
+		close(fd);
+		return e ? e : -EIO;
+	}
+	close(fd);
+	if (renameat(s->dir_fd, SSD_ID ".tmp", s->dir_fd, SSD_ID) < 0)
+		return -errno;
+	return fsync(s->dir_fd) < 0 ? -errno : 0;
+}
+
+int ssd_recover(struct ssd *s)
+{
+	struct recovery rc;
+	uint8_t *buf;
+	uint64_t t0 = now_ns(), max_gen = 0;
+	int r = 0;
+
+	memset(&rc, 0, sizeof(rc));
+	rc.s = s;
+	rc.ck_gen = kvt_mem_calloc(s->mem, s->slot_count, sizeof(uint64_t));
+	rc.ck_off = kvt_mem_calloc(s->mem, s->slot_count, sizeof(uint64_t));
+	buf = kvt_mem_alloc_aligned(s->mem, SSD_ALIGN, SSD_ALIGN);
+	if (!rc.ck_gen || !rc.ck_off || !buf) {
+		r = -ENOMEM;
+		goto out;
+	}
+	/* 1. Segment headers: which generation each slot holds. */
+	for (uint32_t i = 0; i < s->slot_count; i++) {
+		struct ssd_seg *g = &s->segs[i];
+		struct ssd_seg_hdr h;
+		char name[32];
+		snprintf(name, sizeof(name), "seg-%06u", i);
+		if (faccessat(s->dir_fd, name, F_OK, 0) < 0)
+			continue;
+		r = ssd_seg_open_file(s, i, false);
+		if (r < 0)
+			goto out;
+		if (ssd_pread_full(g->fd, buf, SSD_ALIGN, 0) == 0 &&
+		    ssd_seg_hdr_decode(buf, &h) == KVT_EVERSION) {
+			/* A newer kvtier wrote this: never overwrite what we cannot read. */
+			kvt_logf(s->log, KVT_LOG_ERROR,
+				 "ssd: segment %u has an unsupported format version", i);
+			r = KVT_EVERSION;
+			goto out;
+		}
+		if (ssd_pread_full(g->fd, buf, SSD_ALIGN, 0) < 0 || ssd_seg_hdr_decode(buf, &h) < 0 ||
+		    h.slot != i || h.seg_size != s->cfg.seg_size ||
+		    memcmp(h.store_id, s->store_id, 16) != 0 || h.generation == 0)
+			continue; /* free (or foreign): reused as such */
+		g->generation = h.generation;
+		g->state = h.summary_len ? SEG_SEALED : SEG_OPEN;
+		g->write_off = h.summary_len ? h.summary_off + h.summary_len : s->cfg.seg_size;
+		if (h.generation > max_gen)
+			max_gen = h.generation;
+		/* stash the summary location for step 3 */
+		g->sum_bytes = h.summary_len;
+		g->write_off = h.summary_off;
+	}
+	/* 2. The checkpoint. */
+	rec_load_ckpt(&rc);
+	/* 3. Segments with records newer than the checkpoint. */
+	for (uint32_t i = 0; i < s->slot_count; i++) {
+		struct ssd_seg *g = &s->segs[i];
+		uint64_t sum_off = g->write_off, sum_len = g->sum_bytes;
+		bool same = rc.have_ckpt && rc.ck_gen[i] == g->generation;
+		if (g->state == SEG_FREE)
+			continue;
+		g->sum_bytes = 0;
+		rc.cur_slot = i;
+		rc.cur_gen = g->generation;
+		if (g->state == SEG_SEALED) {
+			g->write_off = sum_off + sum_len;
+			/* Sealed before the checkpoint and unchanged: nothing newer. */
+			if (same && rc.ck_off[i] >= sum_off)
+				continue;
+			s->rec_segments++;
+			{
+				uint8_t *sum = kvt_mem_alloc_aligned(s->mem, SSD_ALIGN, sum_len);
+				int64_t n = -ENOMEM;
+				if (sum && ssd_pread_full(g->fd, sum, sum_len, sum_off) == 0)
+					n = ssd_sum_decode(sum, sum_len, g->generation, rec_sum_cb, &rc);
+				if (sum)
+					kvt_mem_free(s->mem, sum, sum_len);
+				if (n == -ENOMEM) {
+					r = -ENOMEM;
+					goto out;
+				}
+				if (n < 0) {
+					/* Bad summary: walk the records instead. */
+					uint64_t end;
+					r = rec_walk(&rc, i, SSD_ALIGN, &end);
+					ssd_seg_sum_free(s, g);
+					if (r < 0)
+						goto out;
+				}
+			}
+		} else {
+			/* Open when the process stopped: walk it, then seal it. */
+			uint64_t end = SSD_ALIGN;
+			s->rec_segments++;
+			r = rec_walk(&rc, i, SSD_ALIGN, &end);
+			if (r < 0)
+				goto out;
+			g->write_off = end;
+			g->sum_bytes += 64;
+		}
+	}
+	s->next_gen = max_gen + 1;
+	r = rec_apply(&rc);
+	if (r < 0)
+		goto out;
+	s->next_seq = rc.max_seq + 1;
+	for (uint32_t i = 0; i < s->slot_count; i++)
+		if (s->segs[i].generation >= s->next_gen)
+			s->next_gen = s->segs[i].generation + 1;
+out:
+	s->rec_ns = now_ns() - t0;
+	kvt_mem_free(s->mem, rc.items, rc.cap * sizeof(*rc.items));
+	kvt_mem_free(s->mem, rc.ck_gen, s->slot_count * sizeof(uint64_t));
+	kvt_mem_free(s->mem, rc.ck_off, s->slot_count * sizeof(uint64_t));
+	if (buf)
+		kvt_mem_free(s->mem, buf, SSD_ALIGN);
+	return r;
+}
+
+/* Seal the segments a crash left open (their summaries were rebuilt by the
+ * walk).  Runs on the writer's behalf before it starts. */
+void ssd_seal_leftovers(struct ssd *s)
+{
+	pthread_mutex_lock(&s->seg_lock);
+	for (uint32_t i = 0; i < s->slot_count; i++) {
+		if (s->segs[i].state == SEG_OPEN) {
+			s->open_slot = (int32_t)i;
+			ssd_seg_seal_locked(s);
+		}
+	}
+	s->seals_since_ckpt = 0;
+	pthread_mutex_unlock(&s->seg_lock);
+}
