@@ -272,7 +272,11 @@ int kvt_store_create(struct kvt_store **out);
  *   dram.chunk        allocation unit of the DRAM arena, a power of two,
  *                     4K..2M (default 64K); doc/dram.md explains the choice.
  *   dram.shards       independent index/allocator/eviction shards, 1..256
- *                     (default: one per 256 MiB of capacity, at most 16).
+ *                     (default: one per GiB of capacity, at most 16).  Each
+ *                     shard holds capacity/shards bytes: that is also the
+ *                     largest value, and with few large values per shard
+ *                     the hash spreads them unevenly, so a shard can evict
+ *                     before the tier is full.  Fewer shards for big blocks.
  *   dram.policy       "s3fifo" (default) or "lru".
  *   dram.hugepages    "auto" (default: hugetlbfs pages if reserved, else
  *                     transparent huge pages), "thp", "off".

@@ -46,7 +46,7 @@
 #define DRAM_POOL_SMALL 65536            /* first item pool blocks, and what a shard takes */
 #define DRAM_POOL_HUGE (2u << 20)        /* later blocks: one huge page each */
 #define DRAM_POOL_SMALL_MAX 16           /* small blocks before huge ones */
-#define DRAM_DEFAULT_SHARD (UINT64_C(256) << 20)
+#define DRAM_DEFAULT_SHARD (UINT64_C(1) << 30) /* one shard per GiB by default */
 
 enum { ITEM_WRITING = 1, ITEM_VISIBLE = 2, ITEM_DEAD = 3 };
 #define ITEM_STATE_MASK 0x0f
