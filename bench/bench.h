@@ -20,4 +20,8 @@ enum {
 /* "kvtier bench dram": bench/bench_dram.c; kvtier-bench(1) is its manual. */
 int bench_dram_main(int argc, char **argv);
 
+/* "kvtier bench ssd" and "kvtier bench recovery": bench/bench_ssd.c. */
+int bench_ssd_main(int argc, char **argv);
+int bench_recovery_main(int argc, char **argv);
+
 #endif /* KVT_BENCH_H */

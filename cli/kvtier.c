@@ -54,6 +54,9 @@ static const struct cli_cmd cli_cmds[] = {
 static const struct cli_cmd bench_suites[] = {
 	{ "dram", "DRAM tier: put/get vs memcpy, prefix lookup, key hashing, metadata",
 	  bench_dram_main },
+	{ "ssd", "SSD tier: write-through and random reads vs fio (O_DIRECT, io_uring)",
+	  bench_ssd_main },
+	{ "recovery", "SSD tier: reopen after kill -9 with a stale checkpoint", bench_recovery_main },
 };
 
 #define CLI_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))

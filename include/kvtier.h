@@ -124,6 +124,9 @@ const char *kvt_version(void);
 #define KVT_EVERSION  (-5018) /* persisted file has a format version we do not read */
 #define KVT_EBUSY     (-5019) /* handle still in use (queue with requests in flight) */
 #define KVT_EDESC     (-5020) /* namespace descriptor field malformed */
+/* [-5999, -5900] belong to the kvtierd wire protocol (doc/protocol.md):
+ * a bad frame, failed authentication, a permission refused by a server.
+ * kvt_strerror names them too. */
 
 /*
  * Text for any result: KVT_* codes, KVT_E* errors and -errno values.

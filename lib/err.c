@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "kvt_int.h"
+#include "proto.h"
 
 const char *kvt_version(void)
 {
@@ -49,6 +50,8 @@ const char *kvt_strerror(int code)
 	case KVT_EBUSY: return "handle busy: requests still in flight";
 	case KVT_EDESC: return "namespace descriptor field missing or malformed";
 	}
+	if (code <= PROTO_EMAGIC && code >= PROTO_EPERM)
+		return proto_strerror(code); /* the wire protocol's own (lib/proto.h) */
 	if (code < 0 && code > -4096) {
 		/* strerrordesc_np is thread-safe and static, unlike strerror. */
 		const char *s = strerrordesc_np(-code);
