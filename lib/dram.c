@@ -1129,10 +1129,12 @@ int dram_exists(struct dram *d, uint32_t ns, const struct kvt_key *key)
 	uint64_t h = dram_hash(ns, key);
 	struct dram_shard *s = dram_shard_of(d, h);
 	struct dram_item *it;
+	bool hit;
 	pthread_mutex_lock(&s->lock);
 	it = *index_slot(s, h, ns, key);
+	hit = it && ITEM_STATE(it) == ITEM_VISIBLE;
 	pthread_mutex_unlock(&s->lock);
-	return it && ITEM_STATE(it) == ITEM_VISIBLE ? KVT_OK : KVT_MISS;
+	return hit ? KVT_OK : KVT_MISS;
 }
 
 /* Unlink from index and queue; free now or when the last ref goes.  Locked. */

@@ -146,13 +146,24 @@ struct evict_node *evict_victim(struct evict *e, evict_busy_fn busy, void *ctx)
 {
 	/* A full lap of both lists with nothing evictable means give up. */
 	uint64_t budget = 5 * (e->small.count + e->main.count) + 2; /* freq <= 3 */
+	/* Busy items rotated in a row, per list: once a list has shown only
+	 * busy items for a whole lap, take from the other one, whatever the
+	 * S3-FIFO balance says (pinned or in-flight blocks must not make a
+	 * put fail while the other queue has victims). */
+	uint64_t busy_small = 0, busy_main = 0;
 
 	while (budget-- > 0) {
 		struct evict_list *l;
 		struct evict_node *n;
+		bool small_stuck = busy_small >= e->small.count;
+		bool main_stuck = busy_main >= e->main.count;
 		bool from_small = e->policy == DRAM_POLICY_S3FIFO && e->small.count > 0 &&
-				  (e->small.chunks > e->small_target || e->main.count == 0);
+				  !small_stuck &&
+				  (e->small.chunks > e->small_target || e->main.count == 0 ||
+				   main_stuck);
 
+		if (small_stuck && main_stuck)
+			return NULL;
 		l = from_small ? &e->small : &e->main;
 		if (l->count == 0)
 			return NULL;
@@ -160,6 +171,10 @@ struct evict_node *evict_victim(struct evict *e, evict_busy_fn busy, void *ctx)
 		if (busy(n, ctx)) {
 			list_unlink(l, n);
 			list_push_head(l, n);
+			if (from_small)
+				busy_small++;
+			else
+				busy_main++;
 			continue;
 		}
 		if (e->policy == DRAM_POLICY_LRU)
@@ -171,6 +186,7 @@ struct evict_node *evict_victim(struct evict *e, evict_busy_fn busy, void *ctx)
 				n->queue = EVICT_Q_MAIN;
 				list_push_head(&e->main, n);
 				e->promotions++;
+				busy_main = 0; /* main changed */
 				continue;
 			}
 			return n;

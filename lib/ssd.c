@@ -305,7 +305,7 @@ int ssd_seg_open_file(struct ssd *s, uint32_t slot, bool create)
 			  0600, &g->direct);
 	if (fd < 0)
 		return fd;
-	g->fd = fd;
+	__atomic_store_n(&g->fd, fd, __ATOMIC_RELAXED);
 	return 0;
 }
 
@@ -334,25 +334,53 @@ static int seg_write_hdr(struct ssd *s, uint32_t slot, uint64_t sum_off, uint64_
 	return r < 0 ? (int)r : 0;
 }
 
-/* Mark a slot unusable after an I/O error; its blocks become misses. */
-static void seg_quarantine(struct ssd *s, uint32_t slot, int err)
+/*
+ * An I/O error in a slot: from any thread (I/O completions included), so
+ * only an atomic mark and a wake-up; the writer thread quarantines it
+ * (seg_quarantine_pending), since it alone may hold seg_lock across I/O.
+ */
+static void seg_mark_bad(struct ssd *s, uint32_t slot, int err)
 {
-	uint64_t gen, n;
-	pthread_mutex_lock(&s->seg_lock);
-	if (s->segs[slot].state == SEG_BAD) {
+	int zero = 0;
+	atomic_compare_exchange_strong(&s->segs[slot].bad_err, &zero, err);
+	pthread_mutex_lock(&s->wd_lock);
+	atomic_fetch_add(&s->bad_marks, 1);
+	pthread_cond_broadcast(&s->wd_cond);
+	pthread_mutex_unlock(&s->wd_lock);
+}
+
+/* A write into slot failed: the writer seals the segment at its next step. */
+static void seg_mark_broken(struct ssd *s, uint32_t slot)
+{
+	atomic_store(&s->segs[slot].broken, true);
+}
+
+/* Writer thread: quarantine every slot marked bad; their blocks become misses. */
+static void seg_quarantine_pending(struct ssd *s)
+{
+	for (uint32_t slot = 0; slot < s->slot_count; slot++) {
+		int err = atomic_load(&s->segs[slot].bad_err);
+		uint64_t gen, n;
+		if (!err)
+			continue;
+		pthread_mutex_lock(&s->seg_lock);
+		if (s->segs[slot].state == SEG_BAD) {
+			pthread_mutex_unlock(&s->seg_lock);
+			continue;
+		}
+		if (s->open_slot == (int32_t)slot) {
+			ssd_seg_sum_free(s, &s->segs[slot]);
+			s->open_slot = -1;
+		}
+		s->segs[slot].state = SEG_BAD;
+		gen = s->segs[slot].generation;
 		pthread_mutex_unlock(&s->seg_lock);
-		return;
+		n = ssd_idx_sweep(s, KVT_NS_ALL, slot, gen, UINT64_MAX);
+		A(s->quarantined);
+		kvt_logf(s->log, KVT_LOG_ERROR,
+			 "ssd: segment %u quarantined after %s; %llu blocks dropped", slot,
+			 kvt_strerror(err), (unsigned long long)n);
 	}
-	s->segs[slot].state = SEG_BAD;
-	gen = s->segs[slot].generation;
-	if (s->open_slot == (int32_t)slot)
-		s->open_slot = -1;
-	pthread_mutex_unlock(&s->seg_lock);
-	n = ssd_idx_sweep(s, KVT_NS_ALL, slot, gen, UINT64_MAX);
-	A(s->quarantined);
-	kvt_logf(s->log, KVT_LOG_ERROR,
-		 "ssd: segment %u quarantined after %s; %llu blocks dropped", slot,
-		 kvt_strerror(err), (unsigned long long)n);
 }
 
 void ssd_seg_sum_free(struct ssd *s, struct ssd_seg *g)
@@ -394,11 +422,8 @@ void ssd_seg_seal_locked(struct ssd *s)
 		/* Without a summary recovery walks the records: still correct. */
 		kvt_logf(s->log, KVT_LOG_WARN, "ssd: sealing segment %d: %s", slot,
 			 kvt_strerror(r));
-		if (r == -EIO) {
-			pthread_mutex_unlock(&s->seg_lock);
-			seg_quarantine(s, (uint32_t)slot, r);
-			pthread_mutex_lock(&s->seg_lock);
-		}
+		if (r == -EIO)
+			seg_mark_bad(s, (uint32_t)slot, r);
 	}
 	if (g->state == SEG_OPEN)
 		g->state = SEG_SEALED;
@@ -481,7 +506,8 @@ static bool seg_evict_oldest_locked(struct ssd *s)
 	int64_t victim = -1;
 	struct ssd_seg *g;
 	struct evict_ctx ec;
-	uint8_t *buf = NULL;
+	uint8_t *buf = NULL, *sum = NULL;
+	uint64_t sum_len = 0;
 	struct ssd_seg_hdr hdr;
 
 	for (uint32_t i = 0; i < s->slot_count; i++) {
@@ -499,20 +525,34 @@ static bool seg_evict_oldest_locked(struct ssd *s)
 	ec.gen = g->generation;
 	ec.budget = s->cfg.seg_size / 100 * s->cfg.reinsert_pct;
 
-	/* The summary names every record; without one (sealing failed) sweep. */
+	/* 1. The summary names every record (read it while it is there). */
 	buf = kvt_mem_alloc_aligned(s->mem, SSD_ALIGN, SSD_ALIGN);
 	if (buf && ssd_pread_full(g->fd, buf, SSD_ALIGN, 0) == 0 &&
 	    ssd_seg_hdr_decode(buf, &hdr) == 0 && hdr.generation == g->generation &&
 	    hdr.summary_len > 0 && hdr.summary_len <= s->cfg.seg_size) {
-		uint8_t *sum = kvt_mem_alloc_aligned(s->mem, SSD_ALIGN, hdr.summary_len);
-		if (sum && ssd_pread_full(g->fd, sum, hdr.summary_len, hdr.summary_off) == 0)
-			ssd_sum_decode(sum, hdr.summary_len, g->generation, evict_entry_cb, &ec);
-		if (sum)
-			kvt_mem_free(s->mem, sum, hdr.summary_len);
+		sum_len = hdr.summary_len;
+		sum = kvt_mem_alloc_aligned(s->mem, SSD_ALIGN, sum_len);
+		if (sum && ssd_pread_full(g->fd, sum, sum_len, hdr.summary_off) < 0) {
+			kvt_mem_free(s->mem, sum, sum_len);
+			sum = NULL;
+		}
 	}
-	if (buf)
+	/* 2. Durably free the slot before forgetting its blocks: a delete that
+	 *    finds a block gone logs no tombstone, so a restart must not find
+	 *    the block here either (through the checkpoint or a scan). */
+	if (buf) {
+		memset(buf, 0, SSD_ALIGN);
+		if (ssd_io_sync(s, IO_WRITE, g->fd, 0, buf, SSD_ALIGN) < 0 ||
+		    ssd_io_sync(s, IO_FSYNC, g->fd, 0, NULL, 0) < 0)
+			seg_mark_bad(s, (uint32_t)victim, -EIO);
 		kvt_mem_free(s->mem, buf, SSD_ALIGN);
-	/* Whatever the summary missed. */
+	}
+	/* 3. Drop its index entries, reinserting the hot ones; then whatever
+	 *    the summary missed. */
+	if (sum) {
+		ssd_sum_decode(sum, sum_len, g->generation, evict_entry_cb, &ec);
+		kvt_mem_free(s->mem, sum, sum_len);
+	}
 	ec.dropped += ssd_idx_sweep(s, KVT_NS_ALL, (uint32_t)victim, g->generation, UINT64_MAX);
 	g->state = SEG_FREE;
 	A(s->seg_evicted);
@@ -564,6 +604,7 @@ static int seg_open_next_locked(struct ssd *s)
 	if (fallocate(s->segs[slot].fd, 0, 0, (off_t)s->cfg.seg_size) < 0 && errno != EOPNOTSUPP)
 		return -errno;
 	s->segs[slot].generation = s->next_gen++;
+	atomic_store(&s->segs[slot].broken, false);
 	s->segs[slot].write_off = SSD_ALIGN;
 	s->segs[slot].sum_bytes = 64; /* the summary header */
 	r = seg_write_hdr(s, slot, 0, 0);
@@ -729,7 +770,7 @@ static void wd_task_free(struct ssd *s, struct wd_task *t)
 /* A write finished (or was never submitted: res < 0).  Any thread. */
 static void wd_finish(struct ssd *s, struct wd_task *t, int64_t res)
 {
-	bool ok = res >= 0 && (uint64_t)res == t->rec_len;
+	bool ok = res >= 0 && (uint64_t)res == t->rec_len, stopping;
 
 	if (t->type == T_PUT) {
 		uint64_t h = ssd_hash(t->ns, &t->key);
@@ -768,7 +809,32 @@ static void wd_finish(struct ssd *s, struct wd_task *t, int64_t res)
 			s->degraded_at_ns = now_ns();
 			pthread_mutex_unlock(&s->wd_lock);
 		} else if (res == -EIO && t->hdr) {
-			seg_quarantine(s, t->slot, (int)res);
+			seg_mark_bad(s, t->slot, (int)res);
+		}
+		if (t->hdr)
+			seg_mark_broken(s, t->slot); /* a hole: seal before more goes there */
+		pthread_mutex_lock(&s->wd_lock);
+		stopping = s->wd_stop;
+		pthread_mutex_unlock(&s->wd_lock);
+		if ((t->type == T_DELETE || t->type == T_CLEAR) && !stopping) {
+			/* A delete that is not on disk would come back after a
+			 * restart: log it again, in the next segment. */
+			if (t->retries < 3) {
+				struct wd_task *again = kvt_mem_calloc(s->mem, 1, sizeof(*again));
+				if (again) {
+					again->type = t->type;
+					again->s = s;
+					again->ns = t->ns;
+					again->key = t->key;
+					again->retries = t->retries + 1;
+					wd_enqueue(s, again, false);
+				}
+			} else {
+				kvt_logf(s->log, KVT_LOG_ERROR,
+					 "ssd: a %s could not be logged (%s): it may come back "
+					 "after a restart", t->type == T_DELETE ? "delete" : "clear",
+					 kvt_strerror((int)res));
+			}
 		}
 	} else if (ok) {
 		pthread_mutex_lock(&s->wd_lock);
@@ -1005,12 +1071,22 @@ static void wd_wake_waiter(struct wd_task *t, int status)
 static void *wd_main(void *arg)
 {
 	struct ssd *s = arg;
+	unsigned marks_seen = 0;
 	for (;;) {
 		struct wd_task *t;
 		pthread_mutex_lock(&s->wd_lock);
-		while (!s->wd_head && !s->wd_stop)
+		while (!s->wd_head && !s->wd_stop && atomic_load(&s->bad_marks) == marks_seen)
 			pthread_cond_wait(&s->wd_cond, &s->wd_lock);
 		t = s->wd_head;
+		if (!t && atomic_load(&s->bad_marks) != marks_seen && !s->wd_stop) {
+			/* An I/O error was reported: quarantine now, not at the
+			 * next write. */
+			marks_seen = atomic_load(&s->bad_marks);
+			pthread_mutex_unlock(&s->wd_lock);
+			seg_quarantine_pending(s);
+			continue;
+		}
+		marks_seen = atomic_load(&s->bad_marks);
 		if (!t) {
 			pthread_mutex_unlock(&s->wd_lock);
 			break;
@@ -1020,6 +1096,19 @@ static void *wd_main(void *arg)
 			s->wd_tail = NULL;
 		pthread_mutex_unlock(&s->wd_lock);
 
+		/* Faults first: quarantine slots with I/O errors, and seal an open
+		 * segment with a hole (a failed write) once its writes land, so
+		 * its summary lists what a recovery walk would stop short of. */
+		seg_quarantine_pending(s);
+		if (s->open_slot >= 0 && atomic_load(&s->segs[s->open_slot].broken)) {
+			wd_wait_inflight(s);
+			pthread_mutex_lock(&s->seg_lock);
+			if (s->open_slot >= 0) {
+				atomic_store(&s->segs[s->open_slot].broken, false);
+				ssd_seg_seal_locked(s);
+			}
+			pthread_mutex_unlock(&s->seg_lock);
+		}
 		switch (t->type) {
 		case T_PUT:
 		case T_DELETE:
@@ -1165,7 +1254,7 @@ static void promote_done(struct multi_io *m, int64_t res)
 	if (res < 0 || (uint64_t)res != p->rec_len) {
 		A(s->io_errors);
 		if (res == -EIO)
-			seg_quarantine(s, p->slot, -EIO);
+			seg_mark_bad(s, p->slot, -EIO);
 		goto fail;
 	}
 	if (p->part_count > KVT_ARRAY_LEN(parts_small)) {
@@ -1314,19 +1403,33 @@ int ssd_promote(struct ssd *s, uint32_t ns, const struct kvt_key *key, int prio,
 		promote_free(s, p);
 		return ret;
 	}
+	/* A delete may have run between the index lookup and the reservation
+	 * (finding nothing in DRAM yet): if the entry is gone, so is the block.
+	 * A delete after this point kills the reserved DRAM item instead (the
+	 * store deletes from DRAM again after the SSD index), and publish fails. */
+	{
+		struct ssd_entry *e2;
+		bool same;
+		pthread_mutex_lock(&sh->lock);
+		e2 = *idx_slot(sh, h, ns, key);
+		same = e2 && e2->seq == p->seq;
+		pthread_mutex_unlock(&sh->lock);
+		if (!same) {
+			dram_abort(s->dram, p->item);
+			promote_free(s, p);
+			return KVT_MISS;
+		}
+	}
 	p->iov[0].iov_base = p->hdr;
 	p->iov[0].iov_len = p->hdr_len;
 	p->iov[vc].iov_len = align4k(p->iov[vc].iov_len);
 	p->cb = cb;
 	p->ctx = ctx;
 	p->start_ns = now_ns();
-	{
-		int fd;
-		pthread_mutex_lock(&s->seg_lock);
-		fd = s->segs[p->slot].fd;
-		pthread_mutex_unlock(&s->seg_lock);
-		multi_submit(s, &p->io, IO_READ, prio, fd, off, p->iov, vc + 1, promote_done, p);
-	}
+	/* The fd of a slot an entry names is set once, before the entry
+	 * exists: no lock (demand reads must not wait behind sealing). */
+	multi_submit(s, &p->io, IO_READ, prio, __atomic_load_n(&s->segs[p->slot].fd, __ATOMIC_RELAXED),
+		     off, p->iov, vc + 1, promote_done, p);
 	return 0;
 }
 

@@ -52,8 +52,13 @@ struct ssd_shard {
 } __attribute__((aligned(64)));
 
 struct ssd_seg {
-	int fd;               /* -1 until the slot's file is opened */
+	int fd;               /* -1 until the slot's file is opened; set once
+			       * (atomic store), read without a lock */
 	int state;            /* SEG_* */
+	_Atomic int bad_err;  /* an I/O error seen here (set from any thread):
+			       * the writer quarantines the slot */
+	_Atomic bool broken;  /* a write here failed, leaving a hole that would
+			       * stop a recovery walk: the writer seals it */
 	bool direct;          /* O_DIRECT in effect */
 	bool dirty;           /* written since the last fdatasync */
 	uint64_t generation;  /* 0: never written */
@@ -99,6 +104,7 @@ struct wd_task {
 	pthread_cond_t *wait_cond;
 	int *wait_done;
 	int wait_status;
+	int retries;          /* T_DELETE, T_CLEAR: times the record was re-logged */
 };
 
 struct promote_task {
@@ -149,6 +155,7 @@ struct ssd {
 	uint64_t wd_bytes;          /* queued + in flight */
 	uint64_t wd_inflight;       /* writes submitted, not completed */
 	bool wd_stop;
+	_Atomic unsigned bad_marks; /* seg_mark_bad calls: the writer reacts */
 	pthread_t wd_thread;
 	bool wd_started;
 

@@ -326,6 +326,11 @@ static int rec_walk(struct recovery *rc, uint32_t slot, uint64_t from, uint64_t 
 		}
 		if (d < 0 || h.generation != g->generation)
 			break; /* the end of what this generation wrote */
+		/* A checksum-valid header that claims more than the segment
+		 * holds is not a record of this segment. */
+		if (ssd_rec_len(h.part_count, h.value_len) == 0 ||
+		    ssd_rec_len(h.part_count, h.value_len) > s->cfg.seg_size - off)
+			break;
 		memset(&it, 0, sizeof(it));
 		it.e.type = h.type;
 		it.e.ns_id = h.ns_id;
@@ -379,8 +384,12 @@ static int rec_cmp(const void *a, const void *b)
  * older records of the namespace, which their own CLEAR record kills. */
 void ssd_clear_raise(struct ssd *s, uint32_t ns, uint64_t seq)
 {
+	/* ns comes from disk: only registered namespaces (or 0, "all") get a
+	 * slot, so the table is bounded by the registry, not by the file. */
+	if (ns != 0 && !ns_reg_get(s->reg, ns))
+		return;
 	if (ns >= s->clear_cap) {
-		uint32_t ncap = ns + 64;
+		uint32_t ncap = ns + 64 > ns ? ns + 64 : ns + 1;
 		uint64_t *n = kvt_mem_realloc(s->mem, s->clear_seq, s->clear_cap * sizeof(*n),
 					      ncap * sizeof(*n));
 		if (!n)

@@ -107,7 +107,7 @@ struct kvt_store {
 	pthread_mutex_t work_lock;
 	pthread_cond_t work_cond;   /* work arrived, unpaused, stop, or a request finished */
 	struct kvt_req *work_head, *work_tail;
-	struct kvt_req *running[MAX_WORKERS]; /* what each worker runs, or NULL */
+	uint64_t running_seq[MAX_WORKERS]; /* seq of what each worker runs, 0: idle */
 	bool paused, stop;
 	pthread_t workers[MAX_WORKERS];
 	unsigned workers_started;
@@ -155,11 +155,14 @@ static int parse_size(const char *v, uint64_t *out)
 	char *end;
 	unsigned long long n;
 	int shift = 0;
+	int saved_errno = errno, overflow;
 	if (!*v || *v == '-')
 		return KVT_EOPTVAL;
 	errno = 0;
 	n = strtoull(v, &end, 10);
-	if (errno || end == v)
+	overflow = errno;
+	errno = saved_errno; /* the caller's errno is never changed */
+	if (overflow || end == v)
 		return KVT_EOPTVAL;
 	switch (*end) {
 	case 'k': case 'K': shift = 10; end++; break;
@@ -576,8 +579,10 @@ static bool store_flush_ready(struct kvt_store *s, uint64_t seq)
 {
 	/* Work list is FIFO: everything before `seq` has been taken; wait for
 	 * the ones still running. */
+	/* Sequence numbers, not request pointers: a finished request belongs
+	 * to its owner again and may already be gone. */
 	for (unsigned i = 0; i < s->workers_started; i++)
-		if (s->running[i] && s->running[i]->priv_seq_ < seq)
+		if (s->running_seq[i] && s->running_seq[i] < seq)
 			return false;
 	return true;
 }
@@ -760,8 +765,13 @@ static int store_exec(struct kvt_store *s, struct kvt_req *r)
 		if (s->ssd && !tomb)
 			return -ENOMEM;
 		a = d ? dram_delete(d, r->ns, &r->key) : KVT_MISS;
-		if (tomb)
+		if (tomb) {
 			b = ssd_delete(s->ssd, tomb, r->ns, &r->key);
+			/* Again: a promotion from SSD may have reserved the block in
+			 * DRAM after the first pass; this kills it (ssd_promote). */
+			if (d && dram_delete(d, r->ns, &r->key) == KVT_OK)
+				a = KVT_OK;
+		}
 		return a == KVT_OK || b == KVT_OK ? KVT_OK : KVT_MISS;
 	}
 	case KVT_OP_LOOKUP: {
@@ -801,8 +811,11 @@ static int store_exec(struct kvt_store *s, struct kvt_req *r)
 		if (s->ssd && !rec)
 			return -ENOMEM;
 		a = d ? dram_clear(d, r->ns) : 0;
-		if (rec)
+		if (rec) {
 			b = ssd_clear(s->ssd, rec, r->ns);
+			if (d)
+				a += dram_clear(d, r->ns); /* promotions that raced (see delete) */
+		}
 		r->length = (uint64_t)(a > b ? a : b);
 		return KVT_OK;
 	}
@@ -851,7 +864,7 @@ static void *worker_main(void *arg)
 		else
 			s->work_tail = NULL;
 		req_set_state(r, REQ_RUNNING);
-		s->running[idx] = r;
+		s->running_seq[idx] = r->priv_seq_;
 		pthread_mutex_unlock(&s->work_lock);
 
 		status = store_exec(s, r);
@@ -861,7 +874,7 @@ static void *worker_main(void *arg)
 			req_complete(s, r, status);
 
 		pthread_mutex_lock(&s->work_lock);
-		s->running[idx] = NULL;
+		s->running_seq[idx] = 0;
 		pthread_cond_broadcast(&s->work_cond); /* flush barriers re-check */
 	}
 	pthread_mutex_unlock(&s->work_lock);
@@ -1028,6 +1041,8 @@ static int store_open_locked(struct kvt_store *s)
 	int ret;
 
 	s->pid = getpid();
+	if (s->fork_page)
+		munmap((void *)s->fork_page, 4096); /* a retried open */
 	s->fork_page = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (s->fork_page == MAP_FAILED) {
 		s->fork_page = NULL;
@@ -1427,12 +1442,16 @@ int kvt_queue_poll(struct kvt_queue *q, struct kvt_req **out, unsigned max)
 	uint64_t v;
 	unsigned n = 0;
 	ssize_t rd;
+	int saved_errno;
 
 	if (!q || (!out && max))
 		return KVT_ENULL;
-	/* Reset the eventfd first: a completion after this writes it again. */
+	/* Reset the eventfd first: a completion after this writes it again.
+	 * An empty eventfd fails with EAGAIN: the caller's errno is kept. */
+	saved_errno = errno;
 	rd = read(q->efd, &v, sizeof(v));
 	KVT_UNUSED(rd);
+	errno = saved_errno;
 	pthread_mutex_lock(&q->lock);
 	while (n < max && q->done_head) {
 		struct kvt_req *r = q->done_head;
@@ -1627,8 +1646,9 @@ int kvt_flush(struct kvt_store *s)
 	if (ret < 0)
 		return ret;
 	ret = kvt_submit(q, &rp, 1);
-	while (ret >= 0 && (ret = kvt_queue_wait(q, &got, 1, -1)) == 0)
-		;
+	/* Wait through signals: r lives on this stack until it completes. */
+	while (ret >= 0 && ((ret = kvt_queue_wait(q, &got, 1, -1)) == 0 || ret == -EINTR))
+		ret = 0;
 	if (ret > 0)
 		ret = r.status;
 	kvt_queue_destroy(q);

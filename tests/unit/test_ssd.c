@@ -417,7 +417,10 @@ static void test_faults(void)
 		T_ASSERT(stat_of(s, "ssd.writedown_errors") >= 2);
 		T_RC(get_k(s, ns, 30), KVT_OK); /* DRAM still has it */
 	}
-	/* The torn write failed with EIO: its segment is quarantined. */
+	/* The torn write failed with EIO: its segment is quarantined (by the
+	 * writer thread, soon after the completion reported it). */
+	for (int i = 0; i < 2000 && stat_of(s, "ssd.segments_quarantined") == 0; i++)
+		usleep(1000);
 	T_EQ_U64(stat_of(s, "ssd.segments_quarantined"), 1);
 	kvt_store_destroy(s);
 	t_rmtree(dir);
@@ -444,6 +447,8 @@ static void test_faults(void)
 		struct io_fault f = { .kind = IO_FAULT_EIO_READ, .fd = -1, .count = 1 };
 		T_OK(io_fault_add(io, &f));
 		T_RC(get_k(s, ns, 2), KVT_MISS);
+		for (int i = 0; i < 2000 && stat_of(s, "ssd.segments_quarantined") == 0; i++)
+			usleep(1000);
 		T_EQ_U64(stat_of(s, "ssd.segments_quarantined"), 1);
 		/* Its segment's blocks are gone (it held blocks 0..~20). */
 		T_RC(get_k(s, ns, 3), KVT_MISS);
@@ -653,6 +658,93 @@ static void test_race_eviction(void)
 	free(dir);
 }
 
+/* 11. Regressions from review: (a) a get promoting from SSD while a delete
+ *     runs must not bring the block back; (b) a delete of a block whose
+ *     segment was evicted (slot freed, not yet reused) must survive a
+ *     crash that comes before the next checkpoint. */
+struct prom_race {
+	struct kvt_store *s;
+	uint32_t ns;
+	_Atomic int stop;
+};
+
+static void *prom_reader(void *arg)
+{
+	struct prom_race *pr = arg;
+	while (!atomic_load(&pr->stop))
+		for (uint64_t k = 0; k < 200 && !atomic_load(&pr->stop); k++)
+			get_k(pr->s, pr->ns, k);
+	return NULL;
+}
+
+static void test_review_regressions(void)
+{
+	char *dir = t_mkdtemp();
+	struct kvt_store *s = open_store(dir, "32M", "always");
+	uint32_t ns = ns_of(s);
+	struct prom_race pr;
+	pthread_t th;
+	pid_t pid;
+	int st;
+
+	/* (a) */
+	for (uint64_t k = 0; k < 200; k++)
+		T_RC(put_k(s, ns, k), KVT_OK);
+	kvt_store_destroy(s);
+	s = open_store(dir, "32M", "always"); /* cold DRAM: every get promotes */
+	memset(&pr, 0, sizeof(pr));
+	pr.s = s;
+	pr.ns = ns_of(s);
+	T_EQ_INT(pthread_create(&th, NULL, prom_reader, &pr), 0);
+	for (uint64_t k = 0; k < 200; k++) {
+		struct kvt_key key = t_key(k);
+		int r = kvt_delete(s, ns, &key);
+		T_ASSERT(r == KVT_OK || r == KVT_MISS);
+	}
+	atomic_store(&pr.stop, 1);
+	pthread_join(th, NULL);
+	for (uint64_t k = 0; k < 200; k++)
+		T_RC(get_k(s, ns, k), KVT_MISS);
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+
+	/* (b) 20 slots: eviction frees two (95% -> 90%) and reuses one. */
+	dir = t_mkdtemp();
+	pid = fork();
+	T_GE_INT(pid, 0);
+	if (pid == 0) {
+		struct kvt_store *c = open_store(dir, "20M", "always");
+		uint32_t cns = ns_of(c);
+		uint64_t k = 0;
+		for (; k < 100; k++)
+			put_k(c, cns, k);
+		kvt_flush(c);
+		ssd_checkpoint(store_ssd(c)); /* names the blocks about to be evicted */
+		while (stat_of(c, "ssd.segments_evicted") < 2 && k < 5000) {
+			put_k(c, cns, k++);
+			if (k % 20 == 0)
+				kvt_flush(c);
+		}
+		kvt_flush(c);
+		for (uint64_t d = 0; d < 100; d++) {
+			struct kvt_key key = t_key(d);
+			kvt_delete(c, cns, &key);
+		}
+		kvt_flush(c);
+		_exit(stat_of(c, "ssd.segments_evicted") >= 2 ? 0 : 3); /* crash: no close */
+	}
+	T_EQ_INT(waitpid(pid, &st, 0), pid);
+	T_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	s = open_store(dir, "20M", "always");
+	ns = ns_of(s);
+	for (uint64_t k = 0; k < 100; k++)
+		T_RC(get_k(s, ns, k), KVT_MISS);
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+}
+
 int main(void)
 {
 	const char *only = getenv("KVT_TEST_IO");
@@ -672,6 +764,7 @@ int main(void)
 		test_eviction();
 		test_prefetch_lock();
 		test_race_eviction();
+		test_review_regressions();
 	}
 	return 0;
 }
