@@ -37,11 +37,16 @@
  * doc/ssd-format.md "Recovery").  A segment left open by a crash is walked
  * record by record and sealed.
  *
- * Locks: index shard locks (leaf); seg_lock guards the slot table, the
- * sequence and generation counters and the open segment's summary; wd_lock
- * guards the write-down queue and in-flight counters.  Order: seg_lock ->
- * shard lock; wd_lock is a leaf.  The writer thread is the only one that
- * allocates space, seals, evicts or checkpoints.
+ * Locks: index shard locks; seg_lock guards the slot table, the sequence
+ * and generation counters and the open segment's summary; wd_lock guards
+ * the write-down queue and in-flight counters; ns_lock the persistent
+ * flags.  Order: seg_lock -> SSD shard lock -> DRAM shard lock (eviction
+ * pins blocks to reinsert them) -> wd_lock / ns_lock (the DRAM admission
+ * hook takes these under a DRAM shard lock).  Only the writer thread holds
+ * seg_lock across I/O, and I/O completions never take seg_lock (they mark
+ * a slot bad or broken; the writer acts on it), or they could deadlock
+ * with it.  The writer is the only thread that allocates space, seals,
+ * evicts, quarantines or checkpoints.
  */
 #include "ssd_int.h"
 

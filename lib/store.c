@@ -630,10 +630,22 @@ static int store_get_lower(struct kvt_store *s, struct kvt_req *r, int prio)
 	ret = ssd_promote(s->ssd, r->ns, &r->key, prio, store_promoted, r);
 	if (ret == 0)
 		return STORE_PENDING;
-	/* KVT_EXISTS: another reader is promoting it; KVT_EFULL: DRAM has no
-	 * room to promote into right now.  Both are misses to the model (the
-	 * second is counted as ssd.promote_full). */
-	return ret == KVT_EXISTS || ret == KVT_EFULL ? KVT_MISS : ret;
+	if (ret == KVT_EXISTS && r->op == KVT_OP_GET) {
+		/* It reached DRAM meanwhile (a put, or another reader's promotion
+		 * that has finished): serve it from there. */
+		struct dram_read rd = { .flags = r->flags, .part = r->part, .off = r->off,
+					.len = r->len, .dst = r->iov, .dst_count = r->iov_count };
+		ret = dram_get(s->dram, r->ns, &r->key, &rd);
+		r->length = rd.copied;
+		r->value_len = rd.value_len;
+		if (ret == KVT_OK)
+			r->tier = KVT_TIER_DRAM;
+		return ret;
+	}
+	/* Still being promoted by another reader, no DRAM room to promote into
+	 * (counted as ssd.promote_full), too big for DRAM, out of memory: the
+	 * model sees a miss, never an error, for a block it cannot have now. */
+	return KVT_MISS;
 }
 
 struct prefetch_wait {
@@ -692,6 +704,9 @@ static int store_prefetch(struct kvt_store *s, struct kvt_req *r)
 	pthread_mutex_destroy(&w.lock);
 	pthread_cond_destroy(&w.cond);
 	r->length = in_dram + w.promoted;
+	/* Canceled while the last reads were in flight: still canceled. */
+	if (__atomic_load_n(&r->priv_flags_, __ATOMIC_RELAXED))
+		status = -ECANCELED;
 	return status;
 }
 
@@ -1424,7 +1439,9 @@ int kvt_submit(struct kvt_queue *q, struct kvt_req *const reqs[], unsigned n)
 			else
 				s->work_head = r;
 			s->work_tail = r;
-			pthread_cond_signal(&s->work_cond);
+			/* Broadcast: flush barriers wait on the same condition, and
+			 * a signal could wake one of them instead of a worker. */
+			pthread_cond_broadcast(&s->work_cond);
 			pthread_mutex_unlock(&s->work_lock);
 		} else {
 			int st;
