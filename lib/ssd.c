@@ -184,10 +184,13 @@ uint64_t ssd_idx_sweep(struct ssd *s, uint32_t ns, uint32_t slot, uint64_t gen, 
 static void multi_part_done(struct io_req *r)
 {
 	struct multi_io *m = r->ctx;
+	uint64_t want = 0;
+	for (unsigned i = 0; i < r->iov_count; i++)
+		want += r->iov[i].iov_len;
 	if (r->res < 0) {
 		int64_t zero = 0;
 		atomic_compare_exchange_strong(&m->err, &zero, r->res);
-	} else if ((uint64_t)r->res != r->iov[0].iov_len) {
+	} else if ((uint64_t)r->res != want) {
 		int64_t zero = 0;
 		/* Short: not a device error (no quarantine), just not the record. */
 		atomic_compare_exchange_strong(&m->err, &zero, -ENODATA);
@@ -200,11 +203,42 @@ static void multi_part_done(struct io_req *r)
 	}
 }
 
-/* Submit iov[0..n) as consecutive single-buffer requests from byte off. */
+/*
+ * Submit iov[0..n) from byte off.  Large records (value >= SSD_SPLIT_MIN)
+ * go as consecutive single-buffer requests, so their DRAM runs use the
+ * registered buffers; smaller ones as one vectored request, since a second
+ * device request per record costs more than fixed buffers save (64 KiB
+ * records ran at 0.7 of fio split, on this machine).
+ */
+#define SSD_SPLIT_MIN (UINT64_C(1) << 20)
+
 static void multi_submit(struct ssd *s, struct multi_io *m, int op, int prio, int fd,
 			 uint64_t off, const struct iovec *iov, unsigned n,
 			 void (*done)(struct multi_io *, int64_t), void *ctx)
 {
+	uint64_t value = 0;
+	for (unsigned i = 1; i < n; i++)
+		value += iov[i].iov_len;
+	if (value < SSD_SPLIT_MIN) {
+		struct io_req *r = &m->req[0];
+		m->n = 1;
+		atomic_init(&m->left, 1);
+		atomic_init(&m->total, 0);
+		atomic_init(&m->err, 0);
+		m->done = done;
+		m->ctx = ctx;
+		memset(r, 0, sizeof(*r));
+		r->opcode = (uint8_t)op;
+		r->prio = (uint8_t)prio;
+		r->fd = fd;
+		r->off = off;
+		r->iov = iov;
+		r->iov_count = n;
+		r->done = multi_part_done;
+		r->ctx = m;
+		io_submit(s->io, r);
+		return;
+	}
 	m->n = n;
 	atomic_init(&m->left, n);
 	atomic_init(&m->total, 0);
