@@ -1567,8 +1567,11 @@ static int store_sync(struct kvt_store *s, struct kvt_req *r)
 		return ret;
 	if ((ret = req_check(s, r)) < 0)
 		return ret;
-	/* A private queue on the stack, in case the request goes to a lower
-	 * tier and completes on another thread. */
+	/* Only a get that goes to a lower tier completes on another thread;
+	 * it needs a private queue on the stack to wait on.  Everything else
+	 * runs here and now, without one (lookups are hot). */
+	if (!s->ssd || (r->op != KVT_OP_GET && r->op != KVT_OP_GET_PINNED))
+		return store_exec(s, r);
 	memset(&q, 0, sizeof(q));
 	q.store = s;
 	q.efd = -1;
