@@ -1,0 +1,857 @@
+/*
+ * kvtierd.c - the kvtierd command: options and config file, the store, the
+ * listeners, the signal loop, startup and shutdown (doc/kvtierd.md,
+ * kvtierd(8)).
+ *
+ * Owns main() and the main thread.  Startup order matters:
+ *
+ *   1. options: embedded defaults, then --config FILE, then the command
+ *      line (flags override the file); usage errors exit 2
+ *   2. block SIGINT/SIGTERM/SIGHUP (every thread started later inherits
+ *      the mask; the library's threads block everything anyway), ignore
+ *      SIGPIPE; the signals are read from a signalfd by this thread only,
+ *      so no code runs in a signal handler
+ *   3. log, tenants, store (which locks the directory), listeners
+ *   4. the aux thread and the event loops
+ *   5. wait on the signalfd: SIGHUP reopens the log and reloads the
+ *      tenants (a bad file keeps the old table); SIGTERM/SIGINT stop
+ *   6. stop: loops stop accepting and reading, answer what they have read
+ *      (bounded by --shutdown-timeout), exit; the aux thread finishes its
+ *      jobs; kvt_flush; kvt_store_close (checkpoints the SSD tier);
+ *      completions left over are collected; exit 0
+ *
+ * Exit codes: 0 stopped cleanly, 1 runtime failure, 2 usage error.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <netdb.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "kvtierd.h"
+
+#define DEFAULT_DIR "./kvtierd-data"
+#define DEFAULT_LISTEN "127.0.0.1:7070"
+#define DEFAULT_IDLE_S 30
+#define DEFAULT_SHUTDOWN_S 10
+#define DRAM_DEFAULT_CAP (UINT64_C(4) << 30)
+#define SSD_DEFAULT_CAP (UINT64_C(64) << 30)
+#define SSD_DEFAULT_SEGMENT (UINT64_C(256) << 20)
+
+/* ------------------------------------------------------------------------
+ * Usage
+ */
+
+static void kvtierd_usage(FILE *f)
+{
+	fprintf(f,
+		"usage: kvtierd [options]\n"
+		"\n"
+		"kvtierd serves a libkvtier store (DRAM and SSD tiers) to the inference\n"
+		"engines of a pod over the kvtier wire protocol.  With no options it\n"
+		"starts a working store in " DEFAULT_DIR " listening on " DEFAULT_LISTEN ".\n"
+		"\n"
+		"Store:\n"
+		"  --dir DIR             store directory (default " DEFAULT_DIR ")\n"
+		"  --dram SIZE           DRAM tier bytes (default: 1/4 of physical memory,\n"
+		"                        at most 4G)\n"
+		"  --ssd SIZE            SSD tier bytes in DIR (default: 10%% of the file\n"
+		"                        system's free space, at most 64G, at least two\n"
+		"                        segments); 0 disables the SSD tier\n"
+		"  --set NAME=VALUE      any libkvtier option (kvtier.h), e.g.\n"
+		"                        --set ssd.admission=always; repeatable\n"
+		"\n"
+		"Network:\n"
+		"  --listen HOST:PORT    TCP address (default " DEFAULT_LISTEN "; port 0 picks\n"
+		"                        one and logs it; \"none\" disables TCP)\n"
+		"  --unix PATH           also listen on a Unix socket\n"
+		"  --threads N           event-loop threads (default: number of CPUs)\n"
+		"  --idle-timeout SEC    close connections that do not authenticate, do not\n"
+		"                        finish a frame, or do not read their responses for\n"
+		"                        SEC seconds (default %d; 0 never)\n"
+		"  --shutdown-timeout SEC  on SIGTERM, wait at most SEC seconds for requests\n"
+		"                        in flight (default %d)\n"
+		"\n"
+		"Security:\n"
+		"  --tenants FILE        \"name secret role\" lines (role tenant|admin); the\n"
+		"                        file must not be accessible by group or others.\n"
+		"                        Without it, every client is tenant \"default\" with no\n"
+		"                        authentication (the log says so).\n"
+		"\n"
+		"Logging and config:\n"
+		"  --log FILE            log to FILE instead of stderr (SIGHUP reopens it)\n"
+		"  --log-level LEVEL     error, warn, info (default) or debug\n"
+		"  --config FILE         \"key = value\" lines with the long option names;\n"
+		"                        options on the command line override it\n"
+		"  -h, --help            this help\n"
+		"  -V, --version         print the version\n"
+		"\n"
+		"SIZE takes K, M, G, T suffixes (powers of 1024).  Signals: SIGTERM/SIGINT\n"
+		"stop cleanly (exit 0), SIGHUP reopens the log and reloads the tenants.\n"
+		"Exit status: 0 ok, 1 runtime failure, 2 usage error.  kvtierd(8).\n",
+		DEFAULT_IDLE_S, DEFAULT_SHUTDOWN_S);
+}
+
+static void kvtierd_die_usage(const char *fmt, ...)
+	__attribute__((format(printf, 1, 2), noreturn));
+
+static void kvtierd_die_usage(const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "kvtierd: ");
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "\nRun 'kvtierd --help' for the options.\n");
+	exit(KVTD_EXIT_USAGE);
+}
+
+/* ------------------------------------------------------------------------
+ * Options
+ */
+
+static int kvtierd_parse_size(const char *v, uint64_t *out)
+{
+	char *end;
+	unsigned long long n;
+	unsigned shift = 0;
+
+	if (!*v || *v == '-')
+		return -EINVAL;
+	errno = 0;
+	n = strtoull(v, &end, 10);
+	if (errno || end == v)
+		return -EINVAL;
+	switch (*end) {
+	case 0: break;
+	case 'k': case 'K': shift = 10; end++; break;
+	case 'm': case 'M': shift = 20; end++; break;
+	case 'g': case 'G': shift = 30; end++; break;
+	case 't': case 'T': shift = 40; end++; break;
+	default: return -EINVAL;
+	}
+	if (*end == 'i' || *end == 'B' || *end == 'b')
+		end += (*end == 'i' && (end[1] == 'B' || end[1] == 'b')) ? 2 : 1;
+	if (*end || (shift && n > (UINT64_MAX >> shift)))
+		return -EINVAL;
+	*out = (uint64_t)n << shift;
+	return 0;
+}
+
+static int kvtierd_parse_uint(const char *v, unsigned max, unsigned *out)
+{
+	char *end;
+	unsigned long n;
+
+	if (!*v || *v == '-')
+		return -EINVAL;
+	errno = 0;
+	n = strtoul(v, &end, 10);
+	if (errno || *end || n > max)
+		return -EINVAL;
+	*out = (unsigned)n;
+	return 0;
+}
+
+static char *kvtierd_strdup(const char *s)
+{
+	char *d = strdup(s);
+	if (!d) {
+		fprintf(stderr, "kvtierd: out of memory\n");
+		exit(KVTD_EXIT_FAIL);
+	}
+	return d;
+}
+
+static void kvtierd_replace(char **slot, const char *v)
+{
+	free(*slot);
+	*slot = kvtierd_strdup(v);
+}
+
+/*
+ * Apply one option by long name.  where says where it came from (for
+ * messages).  Usage errors exit 2.
+ */
+static void kvtierd_option(struct kvtd_config *cfg, const char *name, const char *v,
+			   const char *where)
+{
+	char what[300];
+
+	snprintf(what, sizeof(what), "%s: --%s", where, name);
+	if (strcmp(name, "dir") == 0) {
+		if (!*v)
+			kvtierd_die_usage("%s: empty directory", what);
+		kvtierd_replace(&cfg->dir, v);
+	} else if (strcmp(name, "dram") == 0) {
+		if (kvtierd_parse_size(v, &cfg->dram_bytes) < 0)
+			kvtierd_die_usage("%s: '%s' is not a size (e.g. 512M, 4G)", what, v);
+		if (cfg->dram_bytes == 0)
+			kvtierd_die_usage("%s: kvtierd needs a DRAM tier (got '%s')", what, v);
+		cfg->dram_set = true;
+	} else if (strcmp(name, "ssd") == 0) {
+		if (kvtierd_parse_size(v, &cfg->ssd_bytes) < 0)
+			kvtierd_die_usage("%s: '%s' is not a size (e.g. 64G, or 0 for none)", what, v);
+		cfg->ssd_set = true;
+	} else if (strcmp(name, "listen") == 0) {
+		kvtierd_replace(&cfg->listen, v);
+	} else if (strcmp(name, "unix") == 0) {
+		if (!*v)
+			kvtierd_die_usage("%s: empty path", what);
+		kvtierd_replace(&cfg->unix_path, v);
+	} else if (strcmp(name, "threads") == 0) {
+		if (kvtierd_parse_uint(v, 1024, &cfg->threads) < 0 || cfg->threads == 0)
+			kvtierd_die_usage("%s: '%s' is not a thread count (1..1024)", what, v);
+	} else if (strcmp(name, "tenants") == 0) {
+		kvtierd_replace(&cfg->tenants_path, v);
+	} else if (strcmp(name, "log") == 0) {
+		kvtierd_replace(&cfg->log_path, v);
+	} else if (strcmp(name, "log-level") == 0) {
+		cfg->log_level = kvtd_log_level_parse(v);
+		if (cfg->log_level < 0)
+			kvtierd_die_usage("%s: '%s' is not error, warn, info or debug", what, v);
+	} else if (strcmp(name, "idle-timeout") == 0) {
+		if (kvtierd_parse_uint(v, 86400 * 365, &cfg->idle_timeout_s) < 0)
+			kvtierd_die_usage("%s: '%s' is not a number of seconds", what, v);
+	} else if (strcmp(name, "shutdown-timeout") == 0) {
+		if (kvtierd_parse_uint(v, 86400, &cfg->shutdown_timeout_s) < 0)
+			kvtierd_die_usage("%s: '%s' is not a number of seconds", what, v);
+	} else if (strcmp(name, "set") == 0) {
+		const char *eq = strchr(v, '=');
+		if (!eq || eq == v)
+			kvtierd_die_usage("%s: want NAME=VALUE, got '%s'", what, v);
+		if (cfg->set_count == KVTD_SET_MAX)
+			kvtierd_die_usage("%s: more than 32 --set options", what);
+		cfg->set_names[cfg->set_count] = kvtierd_strdup(v);
+		cfg->set_names[cfg->set_count][eq - v] = 0;
+		cfg->set_values[cfg->set_count] = cfg->set_names[cfg->set_count] + (eq - v) + 1;
+		cfg->set_count++;
+	} else {
+		kvtierd_die_usage("%s: unknown option", what);
+	}
+}
+
+/* Options that take no value on the command line. */
+static bool kvtierd_is_flag(const char *name)
+{
+	return strcmp(name, "help") == 0 || strcmp(name, "version") == 0;
+}
+
+static bool kvtierd_is_option(const char *name)
+{
+	static const char *const names[] = {
+		"dir", "dram", "ssd", "listen", "unix", "threads", "tenants", "log",
+		"log-level", "idle-timeout", "shutdown-timeout", "set", "config", NULL,
+	};
+	for (int i = 0; names[i]; i++)
+		if (strcmp(name, names[i]) == 0)
+			return true;
+	return false;
+}
+
+/* "key = value" lines; '#' comments. */
+static void kvtierd_config_file(struct kvtd_config *cfg, const char *path)
+{
+	char line[4096], where[PATH_MAX + 32];
+	unsigned lineno = 0;
+	FILE *f = fopen(path, "re");
+
+	if (!f) {
+		fprintf(stderr, "kvtierd: --config %s: %s\n", path, strerror(errno));
+		exit(KVTD_EXIT_USAGE);
+	}
+	while (fgets(line, sizeof(line), f)) {
+		char *p = line, *eq, *k, *v, *e;
+		lineno++;
+		snprintf(where, sizeof(where), "%s:%u", path, lineno);
+		if (!strchr(line, '\n') && !feof(f))
+			kvtierd_die_usage("%s: line too long", where);
+		while (*p == ' ' || *p == '\t')
+			p++;
+		if (*p == '#' || *p == '\n' || *p == '\r' || !*p)
+			continue;
+		eq = strchr(p, '=');
+		if (!eq)
+			kvtierd_die_usage("%s: want \"key = value\"", where);
+		k = p;
+		e = eq;
+		while (e > k && (e[-1] == ' ' || e[-1] == '\t'))
+			e--;
+		*e = 0;
+		v = eq + 1;
+		while (*v == ' ' || *v == '\t')
+			v++;
+		e = v + strlen(v);
+		while (e > v && (e[-1] == '\n' || e[-1] == '\r' || e[-1] == ' ' || e[-1] == '\t'))
+			e--;
+		*e = 0;
+		if (strcmp(k, "config") == 0 || kvtierd_is_flag(k))
+			kvtierd_die_usage("%s: '%s' cannot be set in a config file", where, k);
+		kvtierd_option(cfg, k, v, where);
+	}
+	fclose(f);
+}
+
+static void kvtierd_args(struct kvtd_config *cfg, int argc, char **argv)
+{
+	const char *config = NULL;
+
+	/* Pass 1: --help, --version, --config. */
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+			kvtierd_usage(stdout);
+			exit(KVTD_EXIT_OK);
+		}
+		if (strcmp(a, "-V") == 0 || strcmp(a, "--version") == 0) {
+			printf("kvtierd %s (libkvtier %s, protocol %u..%u)\n", KVTD_VERSION,
+			       kvt_version(), PROTO_VERSION_MIN, PROTO_VERSION_MAX);
+			exit(KVTD_EXIT_OK);
+		}
+		if (strcmp(a, "--config") == 0 || strcmp(a, "-c") == 0) {
+			if (i + 1 >= argc)
+				kvtierd_die_usage("%s needs a value", a);
+			config = argv[++i];
+		} else if (strncmp(a, "--config=", 9) == 0) {
+			config = a + 9;
+		} else if (a[0] == '-' && a[1] == '-' && !strchr(a, '=') && i + 1 < argc) {
+			i++; /* skip the value of another option */
+		}
+	}
+	if (config)
+		kvtierd_config_file(cfg, config);
+
+	/* Pass 2: everything else, overriding the file. */
+	for (int i = 1; i < argc; i++) {
+		char name[64];
+		const char *a = argv[i], *v, *eq;
+		size_t nl;
+
+		if (strcmp(a, "-c") == 0) {
+			i++;
+			continue;
+		}
+		if (a[0] != '-' || a[1] != '-' || !a[2])
+			kvtierd_die_usage("unexpected argument '%s'", a);
+		a += 2;
+		eq = strchr(a, '=');
+		nl = eq ? (size_t)(eq - a) : strlen(a);
+		if (nl >= sizeof(name))
+			kvtierd_die_usage("unknown option '%s'", argv[i]);
+		memcpy(name, a, nl);
+		name[nl] = 0;
+		if (!kvtierd_is_option(name))
+			kvtierd_die_usage("unknown option '--%s'", name);
+		if (eq) {
+			v = eq + 1;
+		} else {
+			if (i + 1 >= argc)
+				kvtierd_die_usage("--%s needs a value", name);
+			v = argv[++i];
+		}
+		if (strcmp(name, "config") == 0)
+			continue;
+		kvtierd_option(cfg, name, v, "command line");
+	}
+}
+
+/* ------------------------------------------------------------------------
+ * Defaults that depend on the machine
+ */
+
+static uint64_t kvtierd_default_dram(void)
+{
+	long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+	uint64_t q = pages > 0 && psz > 0 ? (uint64_t)pages * (uint64_t)psz / 4 : (256u << 20);
+	if (q > DRAM_DEFAULT_CAP)
+		q = DRAM_DEFAULT_CAP;
+	return q & ~((UINT64_C(1) << 20) - 1);
+}
+
+/* The segment size the store will use (a --set ssd.segment wins). */
+static uint64_t kvtierd_segment(const struct kvtd_config *cfg)
+{
+	uint64_t seg = SSD_DEFAULT_SEGMENT;
+	for (unsigned i = 0; i < cfg->set_count; i++)
+		if (strcmp(cfg->set_names[i], "ssd.segment") == 0)
+			kvtierd_parse_size(cfg->set_values[i], &seg);
+	return seg ? seg : SSD_DEFAULT_SEGMENT;
+}
+
+static uint64_t kvtierd_default_ssd(const struct kvtd_config *cfg)
+{
+	struct statvfs sv;
+	uint64_t free_b, cap, seg = kvtierd_segment(cfg);
+
+	if (statvfs(cfg->dir, &sv) < 0) {
+		kvtd_log(KVTD_WARN, "cannot size the SSD tier: no SSD tier", "dir=%s error=\"%s\"",
+			 cfg->dir, strerror(errno));
+		return 0;
+	}
+	free_b = (uint64_t)sv.f_bavail * (uint64_t)sv.f_frsize;
+	cap = free_b / 10;
+	if (cap > SSD_DEFAULT_CAP)
+		cap = SSD_DEFAULT_CAP;
+	if (cap < 2 * seg) {
+		if (2 * seg > free_b / 2) {
+			kvtd_log(KVTD_WARN, "too little free space for two SSD segments: no SSD tier",
+				 "dir=%s free_bytes=%llu segment_bytes=%llu", cfg->dir,
+				 (unsigned long long)free_b, (unsigned long long)seg);
+			return 0;
+		}
+		cap = 2 * seg;
+	}
+	return cap / seg * seg;
+}
+
+static int kvtierd_mkdir_p(const char *path)
+{
+	char buf[PATH_MAX];
+	size_t n = strlen(path);
+
+	if (n == 0 || n >= sizeof(buf))
+		return -ENAMETOOLONG;
+	memcpy(buf, path, n + 1);
+	for (char *p = buf + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = 0;
+		if (mkdir(buf, 0750) < 0 && errno != EEXIST)
+			return -errno;
+		*p = '/';
+	}
+	if (mkdir(buf, 0750) < 0 && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+/* ------------------------------------------------------------------------
+ * Listeners
+ */
+
+static int kvtierd_listen_tcp(struct kvtd_listener *l, const char *spec)
+{
+	char host[256], port[16];
+	const char *colon = strrchr(spec, ':');
+	struct addrinfo hints, *ai = NULL;
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	size_t hl;
+	int fd = -1, one = 1, rc;
+
+	if (!colon || colon == spec || strlen(colon + 1) == 0 || strlen(colon + 1) >= sizeof(port))
+		return -EINVAL;
+	hl = (size_t)(colon - spec);
+	if (spec[0] == '[' && colon[-1] == ']') {
+		spec++;
+		hl -= 2;
+	}
+	if (hl >= sizeof(host))
+		return -EINVAL;
+	memcpy(host, spec, hl);
+	host[hl] = 0;
+	snprintf(port, sizeof(port), "%s", colon + 1);
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_socktype = SOCK_STREAM;
+	hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+	rc = getaddrinfo(hl ? host : NULL, port, &hints, &ai);
+	if (rc != 0)
+		return rc == EAI_SYSTEM ? -errno : -EADDRNOTAVAIL;
+	fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		goto fail;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, 1024) < 0 ||
+	    getsockname(fd, (struct sockaddr *)&ss, &sl) < 0)
+		goto fail;
+	freeaddrinfo(ai);
+	l->ev.kind = KVTD_EV_LISTEN;
+	l->fd = fd;
+	l->is_unix = false;
+	if (ss.ss_family == AF_INET6) {
+		char a[INET6_ADDRSTRLEN];
+		struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+		inet_ntop(AF_INET6, &s6->sin6_addr, a, sizeof(a));
+		snprintf(l->name, sizeof(l->name), "[%s]:%u", a, ntohs(s6->sin6_port));
+	} else {
+		char a[INET_ADDRSTRLEN];
+		struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+		inet_ntop(AF_INET, &s4->sin_addr, a, sizeof(a));
+		snprintf(l->name, sizeof(l->name), "%s:%u", a, ntohs(s4->sin_port));
+	}
+	return 0;
+fail:
+	rc = -errno;
+	if (fd >= 0)
+		close(fd);
+	freeaddrinfo(ai);
+	return rc;
+}
+
+static int kvtierd_listen_unix(struct kvtd_listener *l, const char *path)
+{
+	struct sockaddr_un sa;
+	struct stat st;
+	int fd, rc;
+
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return -ENAMETOOLONG;
+	memset(&sa, 0, sizeof(sa));
+	sa.sun_family = AF_UNIX;
+	memcpy(sa.sun_path, path, strlen(path));
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	if (lstat(path, &st) == 0) {
+		int probe;
+		if (!S_ISSOCK(st.st_mode)) {
+			close(fd);
+			return -EEXIST;
+		}
+		/* A socket nobody answers on is a crash's leftover. */
+		probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (probe >= 0 && connect(probe, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
+			close(probe);
+			close(fd);
+			return -EADDRINUSE;
+		}
+		if (probe >= 0)
+			close(probe);
+		unlink(path);
+	}
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 1024) < 0) {
+		rc = -errno;
+		close(fd);
+		return rc;
+	}
+	l->ev.kind = KVTD_EV_LISTEN;
+	l->fd = fd;
+	l->is_unix = true;
+	snprintf(l->name, sizeof(l->name), "%s", path);
+	return 0;
+}
+
+/* ------------------------------------------------------------------------
+ * The store
+ */
+
+static int kvtierd_store_open(struct kvtd_server *srv)
+{
+	struct kvtd_config *cfg = &srv->cfg;
+	char num[32];
+	uint64_t v = 0;
+	int rc;
+
+	rc = kvt_store_create(&srv->store);
+	if (rc < 0)
+		return rc;
+	kvt_store_set_log(srv->store, kvtd_log_lib, NULL, cfg->log_level);
+	rc = kvt_store_set_option(srv->store, "path", cfg->dir);
+	if (rc < 0)
+		return rc;
+	snprintf(num, sizeof(num), "%llu", (unsigned long long)cfg->dram_bytes);
+	rc = kvt_store_set_option(srv->store, "dram.capacity", num);
+	if (rc < 0) {
+		kvtd_log(KVTD_ERROR, "bad --dram", "value=%s error=\"%s\"", num, kvt_strerror(rc));
+		return rc;
+	}
+	if (cfg->ssd_bytes) {
+		snprintf(num, sizeof(num), "%llu", (unsigned long long)cfg->ssd_bytes);
+		rc = kvt_store_set_option(srv->store, "ssd.capacity", num);
+		if (rc < 0) {
+			kvtd_log(KVTD_ERROR, "bad --ssd", "value=%s error=\"%s\"", num,
+				 kvt_strerror(rc));
+			return rc;
+		}
+	}
+	for (unsigned i = 0; i < cfg->set_count; i++) {
+		rc = kvt_store_set_option(srv->store, cfg->set_names[i], cfg->set_values[i]);
+		if (rc < 0) {
+			char q[600];
+			kvtd_log(KVTD_ERROR, "bad --set", "name=%s value=%s error=\"%s\"",
+				 cfg->set_names[i], kvtd_log_quote(q, sizeof(q), cfg->set_values[i]),
+				 kvt_strerror(rc));
+			return rc;
+		}
+	}
+	/* Pre-faulting a large DRAM tier takes seconds: say what we wait for. */
+	kvtd_log(KVTD_INFO, "opening the store", "dir=%s dram_bytes=%llu ssd_bytes=%llu", cfg->dir,
+		 (unsigned long long)cfg->dram_bytes, (unsigned long long)cfg->ssd_bytes);
+	rc = kvt_store_open(srv->store);
+	if (rc < 0) {
+		kvtd_log(KVTD_ERROR, "cannot open the store", "dir=%s error=\"%s\"%s", cfg->dir,
+			 kvt_strerror(rc),
+			 rc == KVT_ELOCKED ? " hint=\"another kvtierd uses this --dir\"" : "");
+		return rc;
+	}
+	if (kvt_store_stat(srv->store, "dram.max_value_bytes", &v) != 0 || v == 0)
+		v = cfg->dram_bytes;
+	srv->dram_max_value = v;
+	return 0;
+}
+
+/* What this server accepts: the codec's defaults, bounded by the store. */
+static void kvtierd_limits(struct kvtd_server *srv)
+{
+	struct proto_limits *l = &srv->lim;
+	uint64_t trailer = 24 + 16 * (uint64_t)(KVT_PARTS_MAX - 1);
+
+	proto_limits_default(l);
+	/* One part of the library's budget carries the part table
+	 * (ops.c, "Value trailer"). */
+	l->parts_max = KVT_PARTS_MAX - 1;
+	if (srv->dram_max_value > trailer && srv->dram_max_value - trailer < l->value_max)
+		l->value_max = srv->dram_max_value - trailer;
+	/* A frame carries at least one largest value, and not much more: a
+	 * PUT frame is received whole before it is stored. */
+	l->frame_max = 2 * l->value_max;
+	if (l->frame_max < l->value_max + l->table_max + PROTO_HDR_LEN)
+		l->frame_max = l->value_max + l->table_max + PROTO_HDR_LEN;
+	if (l->frame_max > PROTO_DEF_FRAME_MAX)
+		l->frame_max = PROTO_DEF_FRAME_MAX;
+}
+
+/* ------------------------------------------------------------------------
+ * main
+ */
+
+static void kvtierd_reload(struct kvtd_server *srv)
+{
+	char err[256];
+	struct kvtd_tenants *t;
+	int rc = kvtd_log_reopen();
+
+	if (rc < 0)
+		kvtd_log(KVTD_ERROR, "cannot reopen the log file", "error=\"%s\"", strerror(-rc));
+	if (!srv->cfg.tenants_path) {
+		kvtd_log(KVTD_INFO, "SIGHUP: log reopened", NULL);
+		return;
+	}
+	rc = kvtd_tenants_load(srv->cfg.tenants_path, &t, err, sizeof(err));
+	if (rc < 0) {
+		char q[300];
+		kvtd_log(KVTD_ERROR, "SIGHUP: tenants file refused; keeping the old one",
+			 "file=%s error=%s", srv->cfg.tenants_path, kvtd_log_quote(q, sizeof(q), err));
+		return;
+	}
+	kvtd_log(KVTD_INFO, "SIGHUP: log reopened, tenants reloaded", "tenants=%u",
+		 kvtd_tenants_count(t));
+	kvtd_auth_install(t);
+}
+
+static void kvtierd_config_free(struct kvtd_config *cfg)
+{
+	free(cfg->dir);
+	free(cfg->listen);
+	free(cfg->unix_path);
+	free(cfg->tenants_path);
+	free(cfg->log_path);
+	for (unsigned i = 0; i < cfg->set_count; i++)
+		free(cfg->set_names[i]);
+}
+
+int main(int argc, char **argv)
+{
+	static struct kvtd_server server;
+	struct kvtd_server *srv = &server;
+	struct kvtd_config *cfg = &srv->cfg;
+	struct kvtd_listener listeners[2];
+	sigset_t sigs;
+	int sfd = -1, rc, exit_code = KVTD_EXIT_FAIL;
+	long ncpu;
+
+	/* 1. Options */
+	cfg->log_level = KVTD_INFO;
+	cfg->idle_timeout_s = DEFAULT_IDLE_S;
+	cfg->shutdown_timeout_s = DEFAULT_SHUTDOWN_S;
+	kvtierd_args(cfg, argc, argv);
+	if (!cfg->dir)
+		cfg->dir = kvtierd_strdup(DEFAULT_DIR);
+	if (!cfg->listen)
+		cfg->listen = kvtierd_strdup(DEFAULT_LISTEN);
+	if (!cfg->dram_set)
+		cfg->dram_bytes = kvtierd_default_dram();
+	ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	if (!cfg->threads)
+		cfg->threads = ncpu > 0 ? (unsigned)(ncpu < 256 ? ncpu : 256) : 1;
+	if (strcmp(cfg->listen, "none") == 0 && !cfg->unix_path)
+		kvtierd_die_usage("--listen none needs --unix PATH");
+
+	/* 2. Signals: read by this thread from a signalfd, never handled. */
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGINT);
+	sigaddset(&sigs, SIGTERM);
+	sigaddset(&sigs, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	sfd = signalfd(-1, &sigs, SFD_CLOEXEC);
+	if (sfd < 0) {
+		fprintf(stderr, "kvtierd: signalfd: %s\n", strerror(errno));
+		return KVTD_EXIT_FAIL;
+	}
+
+	/* 3. Log, tenants, store, listeners */
+	rc = kvtd_log_open(cfg->log_path, cfg->log_level);
+	if (rc < 0) {
+		fprintf(stderr, "kvtierd: --log %s: %s\n", cfg->log_path, strerror(-rc));
+		return KVTD_EXIT_FAIL;
+	}
+	srv->start_ns = kvtd_now_ns();
+	if (cfg->tenants_path) {
+		char err[256], q[300];
+		struct kvtd_tenants *t;
+		rc = kvtd_tenants_load(cfg->tenants_path, &t, err, sizeof(err));
+		if (rc < 0) {
+			kvtd_log(KVTD_ERROR, "tenants file refused", "file=%s error=%s",
+				 cfg->tenants_path, kvtd_log_quote(q, sizeof(q), err));
+			fprintf(stderr, "kvtierd: --tenants %s: %s\n", cfg->tenants_path, err);
+			exit_code = KVTD_EXIT_USAGE;
+			goto out;
+		}
+		kvtd_auth_install(t);
+		kvtd_log(KVTD_INFO, "tenants loaded", "file=%s tenants=%u", cfg->tenants_path,
+			 kvtd_tenants_count(t));
+	} else {
+		kvtd_auth_install(NULL);
+		kvtd_log(KVTD_WARN,
+			 "AUTHENTICATION IS OFF: no --tenants file, every client is tenant "
+			 "\"default\" with the admin role; use --tenants on any shared network",
+			 NULL);
+	}
+	rc = kvtierd_mkdir_p(cfg->dir);
+	if (rc < 0) {
+		kvtd_log(KVTD_ERROR, "cannot create the store directory", "dir=%s error=\"%s\"",
+			 cfg->dir, strerror(-rc));
+		goto out;
+	}
+	if (!cfg->ssd_set)
+		cfg->ssd_bytes = kvtierd_default_ssd(cfg);
+	rc = kvtierd_store_open(srv);
+	if (rc < 0)
+		goto out;
+	kvtierd_limits(srv);
+	if (proto_limits_check(&srv->lim) != 0) {
+		kvtd_log(KVTD_ERROR, "no usable protocol limits for this store", "value_max=%llu",
+			 (unsigned long long)srv->lim.value_max);
+		goto out;
+	}
+	srv->listeners = listeners;
+	if (strcmp(cfg->listen, "none") != 0) {
+		rc = kvtierd_listen_tcp(&listeners[srv->listener_count], cfg->listen);
+		if (rc < 0) {
+			kvtd_log(KVTD_ERROR, "cannot listen", "listen=%s error=\"%s\"", cfg->listen,
+				 strerror(-rc));
+			goto out;
+		}
+		srv->listener_count++;
+	}
+	if (cfg->unix_path) {
+		rc = kvtierd_listen_unix(&listeners[srv->listener_count], cfg->unix_path);
+		if (rc < 0) {
+			kvtd_log(KVTD_ERROR, "cannot listen", "unix=%s error=\"%s\"", cfg->unix_path,
+				 strerror(-rc));
+			goto out;
+		}
+		srv->listener_count++;
+	}
+
+	/* 4. Threads */
+	srv->loop_count = cfg->threads;
+	rc = kvtd_aux_start(srv);
+	if (rc == 0)
+		rc = kvtd_loops_start(srv);
+	if (rc < 0) {
+		kvtd_log(KVTD_ERROR, "cannot start the event loops", "error=\"%s\"", strerror(-rc));
+		goto stop;
+	}
+	kvtd_log(KVTD_INFO, "kvtierd started",
+		 "version=%s dir=%s dram_bytes=%llu ssd_bytes=%llu threads=%u auth=%s "
+		 "value_max=%llu frame_max=%llu idle_timeout_s=%u",
+		 KVTD_VERSION, cfg->dir, (unsigned long long)cfg->dram_bytes,
+		 (unsigned long long)cfg->ssd_bytes, srv->loop_count,
+		 kvtd_auth_enabled() ? "hmac-sha256" : "none",
+		 (unsigned long long)srv->lim.value_max, (unsigned long long)srv->lim.frame_max,
+		 cfg->idle_timeout_s);
+	for (unsigned i = 0; i < srv->listener_count; i++) {
+		char msg[200];
+		snprintf(msg, sizeof(msg), "listening on %s%s", listeners[i].is_unix ? "unix:" : "",
+			 listeners[i].name);
+		kvtd_log(KVTD_INFO, msg, "%s=%s", listeners[i].is_unix ? "unix" : "addr",
+			 listeners[i].name);
+	}
+
+	/* 5. Signals */
+	for (;;) {
+		struct signalfd_siginfo si;
+		ssize_t r = read(sfd, &si, sizeof(si));
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r != (ssize_t)sizeof(si)) {
+			kvtd_log(KVTD_ERROR, "signalfd read failed; stopping", "error=\"%s\"",
+				 strerror(errno));
+			break;
+		}
+		if (si.ssi_signo == SIGHUP) {
+			kvtierd_reload(srv);
+			continue;
+		}
+		kvtd_log(KVTD_INFO, "stopping", "signal=%s",
+			 si.ssi_signo == SIGTERM ? "SIGTERM" : "SIGINT");
+		break;
+	}
+	exit_code = KVTD_EXIT_OK;
+
+stop:
+	/* 6. Stop */
+	kvtd_loops_stop(srv);
+	kvtd_loops_join(srv);
+	for (unsigned i = 0; i < srv->listener_count; i++) {
+		close(listeners[i].fd);
+		if (listeners[i].is_unix)
+			unlink(listeners[i].name);
+	}
+	srv->listener_count = 0;
+	kvtd_aux_stop(srv);
+	rc = kvt_flush(srv->store);
+	if (rc < 0) {
+		kvtd_log(KVTD_ERROR, "flush before close failed", "error=\"%s\"", kvt_strerror(rc));
+		exit_code = KVTD_EXIT_FAIL;
+	}
+	rc = kvt_store_close(srv->store);
+	if (rc < 0) {
+		kvtd_log(KVTD_ERROR, "closing the store failed", "error=\"%s\"", kvt_strerror(rc));
+		exit_code = KVTD_EXIT_FAIL;
+	}
+	kvtd_loops_finish(srv);
+	if (exit_code == KVTD_EXIT_OK)
+		kvtd_log(KVTD_INFO, "stopped", "conns_accepted=%llu frames_in=%llu",
+			 (unsigned long long)atomic_load(&srv->ctr.conns_accepted),
+			 (unsigned long long)atomic_load(&srv->ctr.frames_in));
+out:
+	for (unsigned i = 0; i < srv->listener_count; i++) {
+		close(listeners[i].fd);
+		if (listeners[i].is_unix)
+			unlink(listeners[i].name);
+	}
+	kvt_store_destroy(srv->store);
+	kvtd_auth_shutdown();
+	kvtd_log_close();
+	if (sfd >= 0)
+		close(sfd);
+	kvtierd_config_free(cfg);
+	return exit_code;
+}

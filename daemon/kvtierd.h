@@ -1,0 +1,483 @@
+/*
+ * kvtierd.h - what the files of kvtierd share: the server, its event loops,
+ * connections, in-flight frames, the log and the tenants table.
+ *
+ * kvtierd is the pod-level context store (G3.5): one libkvtier store (DRAM
+ * and SSD tiers) behind the native wire protocol (lib/proto.h,
+ * doc/protocol.md), shared by every inference engine of the pod.  It
+ * reaches the library only through include/kvtier.h and the codec
+ * lib/proto.h.
+ *
+ * Files:
+ *   kvtierd.c  main: options and config file, the store, listeners, the
+ *              signal loop (main thread), startup and shutdown
+ *   loop.c     the event loops: epoll, accept, connections, reading
+ *              frames, the output queue, timeouts, the aux thread
+ *   ops.c      the protocol: one handler per opcode, requests to the store
+ *              in batches, responses when every item completed
+ *   value.c    value bytes: PUT items from the data section, GET responses
+ *              from pinned DRAM views, the value trailer (part tables)
+ *   auth.c     tenants file, AUTH proofs, canonical descriptor parsing
+ *   log.c      structured one-line logs to stderr or a file
+ *
+ * Threads (doc/kvtierd.md "Threads"):
+ *   main       parses options, opens the store, starts the others, then
+ *              waits on a signalfd: SIGHUP reopens the log and reloads
+ *              the tenants, SIGTERM/SIGINT stop the server
+ *   kvtd-loopN one per --threads: its own epoll, its own kvt_queue (the
+ *              queue's eventfd is in the epoll set) and its own
+ *              connections; the listeners are in every loop's epoll with
+ *              EPOLLEXCLUSIVE.  A connection, its frames and its output
+ *              belong to the loop that accepted it and are touched by no
+ *              other thread.
+ *   kvtd-aux   runs the few calls that may block on the disk
+ *              (registering a new namespace fsyncs the registry) so that
+ *              no loop ever waits for a disk; hands frames back through
+ *              the loop's mailbox (mail_lock + wake eventfd)
+ *   library    libkvtier's own workers and I/O threads (kvtier.h)
+ *
+ * Locks: kvtd_loop.mail_lock (a loop's mailbox), kvtd_aux.lock (the aux
+ * job list), the tenants table's lock (auth.c), the log's level is an
+ * atomic and each line is one write(2).  No lock is held while taking
+ * another, and none while calling into the library.  Counters are relaxed
+ * atomics: each exact, together not a snapshot.
+ */
+#ifndef KVTIERD_H
+#define KVTIERD_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <pthread.h>
+#include <sys/uio.h>
+
+#include "kvtier.h"
+#include "proto.h"
+
+#define KVTD_NAME "kvtierd"
+#define KVTD_VERSION "0.1.0"
+
+#define KVTD_EXIT_OK 0
+#define KVTD_EXIT_FAIL 1
+#define KVTD_EXIT_USAGE 2
+
+/* Tenant used for every connection when no --tenants file is given. */
+#define KVTD_DEFAULT_TENANT "default"
+
+/* ------------------------------------------------------------------------
+ * Logging (log.c).  One line per event:
+ *   ts=2026-11-29T19:16:50.123456Z level=info msg="..." key=value ...
+ * Any thread; each line is a single write(2) (O_APPEND for files).
+ */
+enum kvtd_level { KVTD_ERROR = 0, KVTD_WARN = 1, KVTD_INFO = 2, KVTD_DEBUG = 3 };
+
+/* Open --log FILE (NULL: stderr) at min_level.  0 or -errno. */
+int kvtd_log_open(const char *path, int min_level);
+/* SIGHUP: reopen the log file (after rotation).  0 or -errno. */
+int kvtd_log_reopen(void);
+void kvtd_log_close(void);
+/* "error", "warn", "info", "debug" -> level, or -1. */
+int kvtd_log_level_parse(const char *s);
+bool kvtd_log_enabled(int level);
+/*
+ * msg is quoted as needed; fmt (may be NULL) appends " key=value ..." pairs
+ * that the caller formats (values with spaces must be quoted by the
+ * caller: kvtd_log_quote).
+ */
+void kvtd_log(int level, const char *msg, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* Write s into buf as a logfmt value (quoted and escaped if needed). */
+const char *kvtd_log_quote(char *buf, size_t len, const char *s);
+/* The library's log callback (kvt_store_set_log). */
+void kvtd_log_lib(void *ctx, int level, const char *msg);
+
+/* ------------------------------------------------------------------------
+ * Tenants and authentication (auth.c)
+ */
+struct kvtd_tenants;
+
+/*
+ * Load a tenants file ("name secret role" per line, '#' comments).  The
+ * file must not be accessible by group or other.  On failure *err gets a
+ * message (static or in errbuf).  0 or -errno / -EINVAL.
+ */
+int kvtd_tenants_load(const char *path, struct kvtd_tenants **out, char *errbuf,
+		      size_t errlen);
+void kvtd_tenants_free(struct kvtd_tenants *t);
+unsigned kvtd_tenants_count(const struct kvtd_tenants *t);
+
+/* The table in use (replaced by SIGHUP); NULL when auth is off. */
+void kvtd_auth_install(struct kvtd_tenants *t);
+bool kvtd_auth_enabled(void);
+/*
+ * Check an HMAC AUTH: on success fill server_proof and *role, return 0;
+ * otherwise PROTO_EAUTH (unknown tenant and wrong proof cost the same).
+ * Any loop thread.
+ */
+int kvtd_auth_check(const char *tenant, uint32_t tenant_len,
+		    const uint8_t server_nonce[PROTO_NONCE_LEN],
+		    const uint8_t client_nonce[PROTO_NONCE_LEN],
+		    const uint8_t client_proof[PROTO_PROOF_LEN],
+		    uint8_t server_proof[PROTO_PROOF_LEN], uint32_t *role);
+void kvtd_auth_shutdown(void);
+
+/*
+ * A canonical descriptor text (doc/keys.md) back into a descriptor.  The
+ * strings point into store, which must hold text_len + 1 bytes and outlive
+ * *d.  Strict: the text must be exactly what kvt_ns_digest writes.
+ * 0 or KVT_EDESC.
+ */
+int kvtd_canon_parse(const char *text, size_t text_len, struct kvt_ns_desc *d, char *store);
+/* The tenant of a canonical text: pointer into text and length (0 for
+ * "-"), or -1 if the text has no tenant line. */
+int kvtd_canon_tenant(const char *text, size_t text_len, const char **tenant);
+
+/* ------------------------------------------------------------------------
+ * Counters
+ */
+enum kvtd_err {
+	KVTD_ERR_MAGIC,     /* not a kvtier frame */
+	KVTD_ERR_VERSION,   /* unsupported or unnegotiated version */
+	KVTD_ERR_BADOP,     /* unknown opcode */
+	KVTD_ERR_FLAGS,     /* reserved flags */
+	KVTD_ERR_COUNT,     /* counts out of range */
+	KVTD_ERR_BADLEN,    /* lengths over the limits */
+	KVTD_ERR_KEYLEN,
+	KVTD_ERR_CRC,       /* header+table CRC */
+	KVTD_ERR_MALFORMED,
+	KVTD_ERR_RDMA,
+	KVTD_ERR_AUTH,      /* failed AUTH */
+	KVTD_ERR_NOAUTH,    /* request before AUTH */
+	KVTD_ERR_STATE,     /* HELLO/AUTH out of sequence */
+	KVTD_ERR_PERM,      /* admin-only request from a tenant */
+	KVTD_ERR_TIMEOUT,   /* slow-loris, unauthenticated or stalled reader */
+	KVTD_ERR_VANISHED,  /* peer closed mid-frame */
+	KVTD_ERR_IO,        /* read/write errors on the socket */
+	KVTD_ERR_NOMEM,     /* server out of memory for a frame */
+	KVTD_ERR_REQUEST,   /* other whole-request failures (unknown namespace, ...) */
+	KVTD_ERR__COUNT
+};
+extern const char *const kvtd_err_names[KVTD_ERR__COUNT];
+
+struct kvtd_counters {
+	_Atomic uint64_t conns_accepted, conns_active, conns_closed;
+	_Atomic uint64_t frames_in, frames_out, bytes_in, bytes_out;
+	_Atomic uint64_t items_in;
+	_Atomic uint64_t ops[PROTO_OP__COUNT];
+	_Atomic uint64_t auth_ok;
+	_Atomic uint64_t value_crc_errors; /* stored parts failing their CRC on a range read */
+	_Atomic uint64_t errors[KVTD_ERR__COUNT];
+};
+
+#define KVTD_COUNT(srv, field, n) \
+	atomic_fetch_add_explicit(&(srv)->ctr.field, (uint64_t)(n), memory_order_relaxed)
+
+/* A proto/kvtier error code to the counter it bumps. */
+enum kvtd_err kvtd_err_of(int code);
+
+/* ------------------------------------------------------------------------
+ * Configuration (kvtierd.c)
+ */
+#define KVTD_SET_MAX 32
+
+struct kvtd_config {
+	char *dir;              /* store directory */
+	uint64_t dram_bytes;
+	uint64_t ssd_bytes;     /* 0: no SSD tier */
+	bool ssd_set;           /* --ssd given (else the default rule) */
+	bool dram_set;
+	char *listen;           /* "HOST:PORT", or "none" */
+	char *unix_path;        /* or NULL */
+	unsigned threads;
+	char *tenants_path;     /* or NULL: AUTH_NONE */
+	char *log_path;         /* or NULL: stderr */
+	int log_level;
+	unsigned idle_timeout_s;
+	unsigned shutdown_timeout_s;
+	char *set_names[KVTD_SET_MAX]; /* --set NAME=VALUE: library options */
+	char *set_values[KVTD_SET_MAX];
+	unsigned set_count;
+};
+
+/* ------------------------------------------------------------------------
+ * Event loops, connections and frames (loop.c, ops.c)
+ */
+enum kvtd_ev_kind { KVTD_EV_LISTEN = 1, KVTD_EV_CONN, KVTD_EV_WAKE, KVTD_EV_QUEUE };
+
+/* First member of everything whose address is an epoll_event's data.ptr. */
+struct kvtd_ev {
+	int kind;
+};
+
+struct kvtd_listener {
+	struct kvtd_ev ev;
+	int fd;
+	bool is_unix;
+	char name[128];        /* "127.0.0.1:7070" or the socket path */
+};
+
+struct kvtd_server;
+struct kvtd_loop;
+struct kvtd_conn;
+struct kvtd_frame;
+
+/* Output: one encoded response frame (header + table) and the value bytes
+ * that follow it, written with sendmsg; pins are released and buffers freed
+ * once the last byte is written (or the connection dies). */
+struct kvtd_out {
+	struct kvtd_out *next;
+	struct iovec *iov;     /* iov[0]: header + table (hdr) */
+	unsigned iov_count;
+	unsigned iov_pos;      /* first iovec not fully written */
+	size_t iov_off;        /* bytes of iov[iov_pos] already written */
+	uint8_t *hdr;          /* owned */
+	uint64_t *pins;        /* owned: pins to release when written */
+	unsigned pin_count;
+	void *buf;             /* owned: value bytes copied out (or NULL) */
+	uint64_t bytes;        /* total bytes of this frame */
+	struct iovec iov_small[2];
+};
+
+/* One namespace a connection has named: the check "is it this tenant's?"
+ * is done once per connection and digest. */
+struct kvtd_nsent {
+	uint8_t digest[PROTO_DIGEST_LEN];
+	uint32_t id;
+	bool used;
+	bool allowed;
+};
+
+enum kvtd_conn_state {
+	KVTD_CS_HELLO = 0,  /* expects HELLO */
+	KVTD_CS_AUTH,       /* expects AUTH */
+	KVTD_CS_READY,      /* authenticated */
+};
+
+struct kvtd_conn {
+	struct kvtd_ev ev;
+	struct kvtd_loop *loop;
+	struct kvtd_conn *prev, *next; /* the loop's list */
+	int fd;                /* -1 once closed */
+	uint64_t id;
+	bool is_unix;
+	char peer[80];
+
+	/* Protocol state */
+	int state;             /* enum kvtd_conn_state */
+	uint16_t version;      /* negotiated */
+	uint8_t nonce[PROTO_NONCE_LEN];
+	char tenant[PROTO_TENANT_MAX + 1];
+	uint32_t tenant_len;
+	uint32_t role;         /* PROTO_ROLE_* */
+
+	/* Input: rbuf[rstart, rend) holds bytes of frames not yet taken */
+	uint8_t *rbuf;
+	size_t rcap, rstart, rend;
+	struct kvtd_frame *rx; /* frame whose data section is being received */
+	uint64_t rx_got;       /* its data bytes received */
+	uint64_t rx_mark;      /* rx_got when the slow-loris clock last restarted */
+	uint64_t frame_start_ns; /* first byte of an incomplete frame, 0: none */
+	uint64_t accept_ns;
+
+	/* Frames accepted and not yet answered (their responses may still
+	 * be owed even after the socket closed) */
+	unsigned inflight;
+	bool no_more_input;    /* BYE seen or a fatal error: read nothing more */
+	bool bye_pending;      /* BYE read: answer it once nothing else is in flight */
+	uint64_t bye_tag;
+	bool close_when_flushed;
+	bool read_paused;      /* EPOLLIN off: too much in flight */
+	bool dead;             /* fd closed; freed when inflight drops to 0 */
+	bool touched;          /* on the loop's touched list */
+	uint32_t events;       /* registered epoll events */
+
+	/* Output queue */
+	struct kvtd_out *out_head, *out_tail;
+	uint64_t out_bytes;    /* bytes queued, not yet written */
+	uint64_t out_stall_ns; /* output pending since, without progress */
+
+	/* Namespaces named by this connection (open addressing) */
+	struct kvtd_nsent *ns;
+	unsigned ns_cap, ns_used;
+
+	/* Per-connection counters, for logs */
+	uint64_t frames, bytes_in, bytes_out;
+};
+
+/* A job for the aux thread: a frame whose namespace registrations must be
+ * made (they may fsync). */
+struct kvtd_job {
+	struct kvtd_job *next;
+	struct kvtd_frame *fr;
+	struct kvtd_loop *loop;   /* where the frame goes back to */
+};
+
+struct kvtd_loop {
+	struct kvtd_ev wake_ev;   /* KVTD_EV_WAKE */
+	struct kvtd_ev queue_ev;  /* KVTD_EV_QUEUE */
+	struct kvtd_server *srv;
+	unsigned idx;
+	pthread_t thread;
+	bool started;
+	int epfd;
+	int wakefd;               /* eventfd: stop, mailbox */
+	struct kvt_queue *q;
+	int qfd;
+	struct kvtd_conn *conns;  /* this loop's connections */
+	unsigned conn_count;
+	unsigned live_frames;     /* frames of this loop not yet freed */
+	uint64_t now_ns;          /* CLOCK_MONOTONIC, refreshed per iteration */
+	uint64_t last_sweep_ns;
+	bool listening;
+	bool stopping;
+	/* Connections with work left for the end of the iteration */
+	struct kvtd_conn **touched;
+	unsigned touched_n, touched_cap;
+	/* Mailbox: frames handed back by the aux thread; guarded by mail_lock */
+	pthread_mutex_t mail_lock;
+	struct kvtd_job *mail_head, *mail_tail;
+};
+
+struct kvtd_aux {
+	pthread_t thread;
+	bool started;
+	pthread_mutex_t lock;     /* guards head, tail, stop */
+	pthread_cond_t cond;
+	struct kvtd_job *head, *tail;
+	bool stop;
+};
+
+struct kvtd_server {
+	struct kvtd_config cfg;
+	struct kvt_store *store;
+	struct proto_limits lim;  /* what this server accepts (HELLO) */
+	uint64_t dram_max_value;  /* largest value the DRAM tier holds */
+	struct kvtd_loop *loops;
+	unsigned loop_count;
+	struct kvtd_listener *listeners;
+	unsigned listener_count;
+	struct kvtd_aux aux;
+	_Atomic bool stopping;
+	_Atomic uint64_t next_conn_id;
+	uint64_t start_ns;
+	struct kvtd_counters ctr;
+};
+
+/* Per-connection flow control. */
+#define KVTD_INFLIGHT_MAX 256            /* frames in flight before reads pause */
+#define KVTD_OUT_MAX (64u << 20)         /* queued output bytes before reads pause */
+#define KVTD_RBUF_MIN (64u << 10)        /* initial read buffer */
+#define KVTD_LOOP_EVENTS 256
+#define KVTD_SLOW_PROGRESS (16u << 20)   /* data bytes that restart the frame clock */
+
+uint64_t kvtd_now_ns(void);
+
+/* loop.c */
+int kvtd_loops_start(struct kvtd_server *srv);
+void kvtd_loops_stop(struct kvtd_server *srv); /* wake them: stop */
+void kvtd_loops_join(struct kvtd_server *srv);
+void kvtd_loops_finish(struct kvtd_server *srv); /* after kvt_store_close */
+int kvtd_aux_start(struct kvtd_server *srv);
+void kvtd_aux_stop(struct kvtd_server *srv);
+void kvtd_aux_submit(struct kvtd_server *srv, struct kvtd_frame *fr);
+/* Queue an encoded frame on a connection's output and try to write. */
+void kvtd_conn_queue(struct kvtd_conn *c, struct kvtd_out *o);
+/* BYE: answer it after every frame before it, then close. */
+void kvtd_conn_bye(struct kvtd_conn *c, uint64_t tag);
+/* Answer with an ERROR (or op) frame carrying status and msg, then close
+ * once flushed.  Counts the error. */
+void kvtd_conn_fail(struct kvtd_conn *c, uint16_t op, uint64_t tag, int status,
+		    const char *msg);
+/* The connection's frame fr was answered (or dropped): flow control. */
+void kvtd_conn_frame_done(struct kvtd_conn *c);
+void kvtd_out_free(struct kvtd_server *srv, struct kvtd_out *o);
+void kvtd_conn_log(const struct kvtd_conn *c, int level, const char *msg, const char *what);
+
+/*
+ * In-flight frames (ops.c, value.c).  A frame and its items belong to the
+ * loop of their connection (no locks), except that the aux thread runs
+ * kvtd_frame_aux_run on a frame the loop handed it and does not touch
+ * until it comes back; a submitted item's req belongs to the library until
+ * kvt_queue_poll returns it.
+ *
+ * An item of a frame: one struct kvt_req and what its response needs.
+ */
+struct kvtd_item {
+	struct kvt_req req;       /* user_data: this item */
+	struct kvtd_frame *fr;
+	int32_t status;           /* the response's status */
+	uint32_t tier;
+	bool submitted;           /* req is the library's */
+	bool pinned;              /* req.pin is held */
+	/* PUT: iovecs into the frame's data, CRCs, trailer */
+	struct iovec *iov;
+	uint32_t *crcs;
+	uint8_t *trailer;
+	/* GET request */
+	uint32_t flags;
+	uint32_t part;
+	uint64_t off, len;
+	/* NS_REGISTER */
+	uint8_t digest[PROTO_DIGEST_LEN];
+	char *canon;              /* the server's canonical text */
+	uint32_t canon_len;
+	char *desc_store;         /* backing for desc's strings */
+	struct kvt_ns_desc desc;
+	bool need_register;
+	uint32_t ns_id;
+};
+
+struct kvtd_frame {
+	struct kvtd_conn *conn;
+	struct kvtd_loop *loop;
+	uint8_t *hdr;             /* header + table, owned; f points into it */
+	uint64_t hdr_len;
+	struct proto_frame f;
+	uint8_t *data;            /* data section (PUT), owned */
+	uint32_t n;               /* items */
+	struct kvtd_item *items;
+	struct kvtd_item *subs;   /* LOOKUP and CLEAR: the store requests */
+	uint32_t sub_count;
+	uint32_t pending;         /* requests and aux jobs outstanding */
+	uint64_t removed;         /* CLEAR: blocks */
+	uint32_t hits;            /* LOOKUP */
+	uint64_t load_ns;         /* LOOKUP: ns */
+	struct kvt_key *keys;     /* LOOKUP */
+	uint8_t *tiers;
+	uint32_t *ns_ids;         /* per namespace-table entry */
+	int32_t *ns_err;          /* 0, or why the entry cannot be used */
+};
+
+/* ops.c */
+int kvtd_resp_encode(const struct proto_frame *rf, const struct proto_item *items, uint32_t n,
+		     const struct proto_limits *lim, struct kvtd_out **out);
+void kvtd_resp_init(const struct kvtd_frame *fr, struct proto_frame *rf, int32_t status);
+void kvtd_reply_error(struct kvtd_frame *fr, int status, const char *msg);
+
+/* value.c */
+int kvtd_value_put_item(struct kvtd_frame *fr, struct kvtd_item *it, const struct proto_item *pi);
+void kvtd_value_get_reply(struct kvtd_frame *fr);
+
+/* A complete request frame (header, table and data) was received on c:
+ * take it.  hdr is a private copy of header + table (ownership passes),
+ * data the data section (ownership passes, may be NULL). */
+struct kvtd_frame *kvtd_frame_new(struct kvtd_conn *c, uint8_t *hdr, uint64_t hdr_len);
+void kvtd_frame_set_data(struct kvtd_frame *fr, uint8_t *data);
+uint64_t kvtd_frame_data_len(const struct kvtd_frame *fr);
+uint8_t *kvtd_frame_data(struct kvtd_frame *fr);
+struct kvtd_loop *kvtd_frame_loop(const struct kvtd_frame *fr);
+void kvtd_frame_dispatch(struct kvtd_frame *fr);
+/* A kvt_req of this loop completed (from kvt_queue_poll). */
+void kvtd_req_done(struct kvtd_loop *loop, struct kvt_req *r);
+/* A frame came back from the aux thread. */
+void kvtd_frame_aux_done(struct kvtd_frame *fr);
+/* aux thread: run the frame's blocking part. */
+void kvtd_frame_aux_run(struct kvtd_frame *fr);
+/* Free a frame that will not be answered (its connection died) once
+ * nothing of it is in flight; releases pins. */
+void kvtd_frame_free(struct kvtd_frame *fr);
+/* Drop a connection's namespace cache (it is closing). */
+void kvtd_ns_cache_free(struct kvtd_conn *c);
+
+#endif

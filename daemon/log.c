@@ -1,0 +1,192 @@
+/*
+ * log.c - kvtierd's log: one structured line per event, to stderr or to
+ * the --log file, in logfmt:
+ *
+ *   ts=2026-11-29T19:16:50.123456Z level=info msg="listening on 127.0.0.1:7070" addr=...
+ *
+ * The library's log callback lands here too (src=lib).
+ *
+ * Threads: any.  Each line is formatted on the caller's stack and written
+ * with one write(2); the file is opened O_APPEND, so lines from concurrent
+ * threads never interleave.  SIGHUP reopens the file (after rotation) by
+ * dup2() of a fresh descriptor onto the one in use: the switch is atomic
+ * for writers, so no lock is needed.  The level is an atomic.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kvtierd.h"
+
+static _Atomic int log_fd = 2;
+static _Atomic int log_level = KVTD_INFO;
+static char *log_path;
+
+static const char *const log_names[] = { "error", "warn", "info", "debug" };
+
+int kvtd_log_level_parse(const char *s)
+{
+	for (int i = 0; i < 4; i++)
+		if (strcmp(s, log_names[i]) == 0)
+			return i;
+	if (strcmp(s, "warning") == 0)
+		return KVTD_WARN;
+	return -1;
+}
+
+bool kvtd_log_enabled(int level)
+{
+	return level <= atomic_load_explicit(&log_level, memory_order_relaxed);
+}
+
+static int log_open_file(const char *path)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+	return fd < 0 ? -errno : fd;
+}
+
+int kvtd_log_open(const char *path, int min_level)
+{
+	atomic_store(&log_level, min_level);
+	if (!path)
+		return 0;
+	int fd = log_open_file(path);
+	if (fd < 0)
+		return fd;
+	log_path = strdup(path);
+	if (!log_path) {
+		close(fd);
+		return -ENOMEM;
+	}
+	atomic_store(&log_fd, fd);
+	return 0;
+}
+
+int kvtd_log_reopen(void)
+{
+	int fd, cur = atomic_load(&log_fd);
+
+	if (!log_path)
+		return 0;
+	fd = log_open_file(log_path);
+	if (fd < 0)
+		return fd;
+	/* dup2 swaps the file under the same number atomically. */
+	if (dup2(fd, cur) < 0) {
+		int err = -errno;
+		close(fd);
+		return err;
+	}
+	close(fd);
+	return 0;
+}
+
+void kvtd_log_close(void)
+{
+	int fd = atomic_exchange(&log_fd, 2);
+	if (fd != 2)
+		close(fd);
+	free(log_path);
+	log_path = NULL;
+}
+
+/* Does s need quotes as a logfmt value? */
+static bool log_needs_quote(const char *s)
+{
+	if (!*s)
+		return true;
+	for (; *s; s++)
+		if (*s <= ' ' || *s == '"' || *s == '=' || *s == '\\' || *s >= 0x7f)
+			return true;
+	return false;
+}
+
+const char *kvtd_log_quote(char *buf, size_t len, const char *s)
+{
+	size_t n = 0;
+
+	if (len < 4)
+		return "\"\"";
+	if (!log_needs_quote(s)) {
+		snprintf(buf, len, "%s", s);
+		return buf;
+	}
+	buf[n++] = '"';
+	for (; *s && n + 5 < len; s++) {
+		unsigned char ch = (unsigned char)*s;
+		if (ch == '"' || ch == '\\') {
+			buf[n++] = '\\';
+			buf[n++] = (char)ch;
+		} else if (ch == '\n') {
+			buf[n++] = '\\';
+			buf[n++] = 'n';
+		} else if (ch < 0x20 || ch >= 0x7f) {
+			n += (size_t)snprintf(buf + n, len - n, "\\x%02x", ch);
+		} else {
+			buf[n++] = (char)ch;
+		}
+	}
+	buf[n++] = '"';
+	buf[n] = 0;
+	return buf;
+}
+
+static void log_vline(int level, const char *src, const char *msg, const char *fmt, va_list ap)
+{
+	char line[2048], q[1024];
+	struct timespec ts;
+	struct tm tm;
+	size_t n;
+	int r;
+
+	if (!kvtd_log_enabled(level))
+		return;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	gmtime_r(&ts.tv_sec, &tm);
+	n = strftime(line, sizeof(line), "ts=%Y-%m-%dT%H:%M:%S", &tm);
+	r = snprintf(line + n, sizeof(line) - n, ".%06ldZ level=%s%s%s msg=%s",
+		     ts.tv_nsec / 1000, log_names[level < 0 ? 0 : level > 3 ? 3 : level],
+		     src ? " src=" : "", src ? src : "", kvtd_log_quote(q, sizeof(q), msg));
+	if (r > 0)
+		n += (size_t)r < sizeof(line) - n ? (size_t)r : sizeof(line) - n - 1;
+	if (fmt && n + 2 < sizeof(line)) {
+		line[n++] = ' ';
+		r = vsnprintf(line + n, sizeof(line) - n, fmt, ap);
+		if (r > 0)
+			n += (size_t)r < sizeof(line) - n ? (size_t)r : sizeof(line) - n - 1;
+	}
+	if (n >= sizeof(line) - 1)
+		n = sizeof(line) - 2;
+	line[n++] = '\n';
+	/* One write per line; a short write to a full disk loses the rest. */
+	ssize_t w = write(atomic_load_explicit(&log_fd, memory_order_relaxed), line, n);
+	(void)w;
+}
+
+void kvtd_log(int level, const char *msg, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	log_vline(level, NULL, msg, fmt, ap);
+	va_end(ap);
+}
+
+static void log_lib_line(int level, const char *msg, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	log_vline(level, "lib", msg, fmt, ap);
+	va_end(ap);
+}
+
+void kvtd_log_lib(void *ctx, int level, const char *msg)
+{
+	(void)ctx;
+	/* enum kvt_log_level and enum kvtd_level share their numbers. */
+	log_lib_line(level, msg, NULL);
+}

@@ -1,0 +1,1126 @@
+/*
+ * loop.c - kvtierd's event loops: accepting connections, reading frames,
+ * writing responses, timeouts, and the aux thread.
+ *
+ * Each loop thread owns an epoll set holding: every listener (shared by
+ * all loops, added with EPOLLEXCLUSIVE so a new connection wakes one
+ * loop), its own kvt_queue's eventfd, a wake eventfd (stop, mailbox), and
+ * the connections it accepted.  Everything is level-triggered and
+ * non-blocking.  A connection never moves between loops, so nothing in
+ * struct kvtd_conn needs a lock.
+ *
+ * One iteration:
+ *
+ *   epoll_wait (at most 1 s)
+ *     listener  -> accept up to 64 connections
+ *     conn in   -> read: frames into rbuf, data sections into their own
+ *                  buffer, each complete frame dispatched (ops.c)
+ *     conn out  -> write the output queue
+ *     wake      -> stop, or frames back from the aux thread
+ *   drain the queue: completions -> frames finish -> responses queued
+ *   touched connections: parse what is buffered (if reads were paused),
+ *                        write what was queued (one sendmsg for many
+ *                        responses), close what is done
+ *   once a second: timeouts; free connections whose last frame is gone
+ *
+ * Reading a frame:
+ *
+ *   rbuf [.........|hdr table|data...|next frame...]
+ *        rstart -->^
+ *   proto_parse_request on rbuf[rstart, rend): NEED_MORE grows rbuf up to
+ *   PROTO_HDR_LEN + table_max; complete: header+table are copied out to
+ *   the frame, the data section goes to a buffer of its own (what rbuf
+ *   already holds is copied, the rest is read() straight into it), then
+ *   the frame is dispatched.
+ *
+ * Flow control: a connection stops being read while it has
+ * KVTD_INFLIGHT_MAX frames unanswered or KVTD_OUT_MAX bytes unwritten; a
+ * slow reader therefore throttles only itself.
+ *
+ * Timeouts (--idle-timeout, doc/kvtierd.md): a connection not
+ * authenticated in time, a frame not completed in time (its clock
+ * restarts every KVTD_SLOW_PROGRESS data bytes), and output that makes no
+ * progress in time (a reader that stopped reading while pins wait) close
+ * the connection.
+ *
+ * Connection lifetime: closing removes the fd from epoll and closes it,
+ * drops its output (releasing pins) and marks it dead; the struct stays
+ * until its last in-flight frame has come back from the store (the
+ * frames' kvt_reqs belong to the library until polled), then the sweep
+ * frees it.  Handlers never free a connection, so a pointer held across a
+ * call stays valid for the rest of the iteration.
+ */
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kvtierd.h"
+
+const char *const kvtd_err_names[KVTD_ERR__COUNT] = {
+	[KVTD_ERR_MAGIC] = "magic",
+	[KVTD_ERR_VERSION] = "version",
+	[KVTD_ERR_BADOP] = "bad_op",
+	[KVTD_ERR_FLAGS] = "flags",
+	[KVTD_ERR_COUNT] = "count",
+	[KVTD_ERR_BADLEN] = "length",
+	[KVTD_ERR_KEYLEN] = "key_length",
+	[KVTD_ERR_CRC] = "crc",
+	[KVTD_ERR_MALFORMED] = "malformed",
+	[KVTD_ERR_RDMA] = "rdma",
+	[KVTD_ERR_AUTH] = "auth",
+	[KVTD_ERR_NOAUTH] = "no_auth",
+	[KVTD_ERR_STATE] = "sequence",
+	[KVTD_ERR_PERM] = "permission",
+	[KVTD_ERR_TIMEOUT] = "timeout",
+	[KVTD_ERR_VANISHED] = "vanished",
+	[KVTD_ERR_IO] = "io",
+	[KVTD_ERR_NOMEM] = "no_memory",
+	[KVTD_ERR_REQUEST] = "request",
+};
+
+enum kvtd_err kvtd_err_of(int code)
+{
+	switch (code) {
+	case PROTO_EMAGIC: return KVTD_ERR_MAGIC;
+	case KVT_EVERSION: return KVTD_ERR_VERSION;
+	case KVT_EBADOP: return KVTD_ERR_BADOP;
+	case PROTO_EFLAGS: return KVTD_ERR_FLAGS;
+	case PROTO_ECOUNT: return KVTD_ERR_COUNT;
+	case KVT_EBADLEN: return KVTD_ERR_BADLEN;
+	case KVT_EKEYLEN: return KVTD_ERR_KEYLEN;
+	case PROTO_ECRC: return KVTD_ERR_CRC;
+	case PROTO_EMALFORMED: return KVTD_ERR_MALFORMED;
+	case PROTO_ERDMA: return KVTD_ERR_RDMA;
+	case PROTO_EAUTH: return KVTD_ERR_AUTH;
+	case PROTO_ENOAUTH: return KVTD_ERR_NOAUTH;
+	case KVT_ESTATE: return KVTD_ERR_STATE;
+	case PROTO_EPERM: return KVTD_ERR_PERM;
+	case -ENOMEM: return KVTD_ERR_NOMEM;
+	default: return KVTD_ERR_REQUEST;
+	}
+}
+
+uint64_t kvtd_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void loop_conn_close(struct kvtd_conn *c, const char *why);
+static void loop_conn_flush(struct kvtd_conn *c);
+static void loop_conn_parse(struct kvtd_conn *c);
+static void loop_conn_touch(struct kvtd_conn *c);
+
+void kvtd_conn_log(const struct kvtd_conn *c, int level, const char *msg, const char *what)
+{
+	char q[256], t[PROTO_TENANT_MAX * 4 + 8];
+	kvtd_log(level, msg, "conn=%llu peer=%s tenant=%s%s%s", (unsigned long long)c->id, c->peer,
+		 c->tenant_len ? kvtd_log_quote(t, sizeof(t), c->tenant) : "-",
+		 what ? " reason=" : "", what ? kvtd_log_quote(q, sizeof(q), what) : "");
+}
+
+/* ------------------------------------------------------------------------
+ * Output
+ */
+
+void kvtd_out_free(struct kvtd_server *srv, struct kvtd_out *o)
+{
+	for (unsigned i = 0; i < o->pin_count; i++)
+		kvt_pin_release(srv->store, o->pins[i]);
+	free(o->pins);
+	if (o->iov != o->iov_small)
+		free(o->iov);
+	free(o->hdr);
+	free(o->buf);
+	free(o);
+}
+
+/* The epoll events a connection wants now. */
+static void loop_conn_events(struct kvtd_conn *c, bool want_out)
+{
+	struct epoll_event ev;
+	uint32_t e = 0;
+
+	if (c->dead)
+		return;
+	if (!c->no_more_input && !c->read_paused)
+		e |= EPOLLIN | EPOLLRDHUP;
+	if (want_out)
+		e |= EPOLLOUT;
+	if (e == c->events)
+		return;
+	ev.events = e;
+	ev.data.ptr = &c->ev;
+	if (epoll_ctl(c->loop->epfd, EPOLL_CTL_MOD, c->fd, &ev) == 0)
+		c->events = e;
+}
+
+/* Reads pause while too much is in flight or queued; resume otherwise. */
+static void loop_conn_flow(struct kvtd_conn *c)
+{
+	bool pause = c->inflight >= KVTD_INFLIGHT_MAX || c->out_bytes >= KVTD_OUT_MAX;
+
+	if (pause == c->read_paused)
+		return;
+	c->read_paused = pause;
+	if (!pause) {
+		/* Frames may already wait in rbuf; their clock restarts. */
+		if (c->frame_start_ns)
+			c->frame_start_ns = c->loop->now_ns;
+		loop_conn_touch(c);
+	}
+	loop_conn_events(c, c->out_stall_ns != 0);
+}
+
+void kvtd_conn_queue(struct kvtd_conn *c, struct kvtd_out *o)
+{
+	struct kvtd_server *srv = c->loop->srv;
+
+	if (c->dead) {
+		kvtd_out_free(srv, o);
+		return;
+	}
+	o->next = NULL;
+	if (c->out_tail)
+		c->out_tail->next = o;
+	else
+		c->out_head = o;
+	c->out_tail = o;
+	c->out_bytes += o->bytes;
+	loop_conn_touch(c);
+}
+
+/* Write as much of the output queue as the socket takes. */
+static void loop_conn_flush(struct kvtd_conn *c)
+{
+	struct kvtd_server *srv = c->loop->srv;
+	struct iovec iov[128];
+
+	while (c->out_head && !c->dead) {
+		struct msghdr mh;
+		unsigned n = 0;
+		ssize_t w;
+
+		for (struct kvtd_out *o = c->out_head; o && n < 128; o = o->next) {
+			for (unsigned i = o->iov_pos; i < o->iov_count && n < 128; i++) {
+				size_t skip = i == o->iov_pos ? o->iov_off : 0;
+				iov[n].iov_base = (uint8_t *)o->iov[i].iov_base + skip;
+				iov[n].iov_len = o->iov[i].iov_len - skip;
+				n++;
+			}
+		}
+		memset(&mh, 0, sizeof(mh));
+		mh.msg_iov = iov;
+		mh.msg_iovlen = n;
+		w = sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN || errno == EWOULDBLOCK) {
+				if (!c->out_stall_ns)
+					c->out_stall_ns = c->loop->now_ns;
+				loop_conn_events(c, true);
+				return;
+			}
+			KVTD_COUNT(srv, errors[KVTD_ERR_IO], 1);
+			loop_conn_close(c, strerror(errno));
+			return;
+		}
+		c->out_stall_ns = 0;
+		c->bytes_out += (uint64_t)w;
+		c->out_bytes -= (uint64_t)w;
+		KVTD_COUNT(srv, bytes_out, w);
+		/* Advance through the entries; finished ones are freed. */
+		while (w > 0 || (c->out_head && c->out_head->iov_pos == c->out_head->iov_count)) {
+			struct kvtd_out *o = c->out_head;
+			if (!o)
+				break;
+			while (o->iov_pos < o->iov_count && w > 0) {
+				size_t left = o->iov[o->iov_pos].iov_len - o->iov_off;
+				if ((size_t)w >= left) {
+					w -= (ssize_t)left;
+					o->iov_pos++;
+					o->iov_off = 0;
+				} else {
+					o->iov_off += (size_t)w;
+					w = 0;
+				}
+			}
+			/* Skip empty iovecs too. */
+			while (o->iov_pos < o->iov_count && o->iov[o->iov_pos].iov_len == 0)
+				o->iov_pos++;
+			if (o->iov_pos < o->iov_count)
+				break;
+			c->out_head = o->next;
+			if (!c->out_head)
+				c->out_tail = NULL;
+			KVTD_COUNT(srv, frames_out, 1);
+			kvtd_out_free(srv, o);
+		}
+	}
+	if (!c->dead) {
+		c->out_stall_ns = 0;
+		loop_conn_events(c, false);
+		loop_conn_flow(c);
+	}
+}
+
+/* ------------------------------------------------------------------------
+ * Touched connections: work left for the end of the iteration
+ */
+
+static void loop_conn_touch(struct kvtd_conn *c)
+{
+	struct kvtd_loop *loop = c->loop;
+
+	if (c->touched)
+		return;
+	if (loop->touched_n == loop->touched_cap) {
+		unsigned nc = loop->touched_cap ? loop->touched_cap * 2 : 64;
+		struct kvtd_conn **nv = realloc(loop->touched, nc * sizeof(*nv));
+		if (!nv) {
+			/* Do it now instead. */
+			loop_conn_flush(c);
+			return;
+		}
+		loop->touched = nv;
+		loop->touched_cap = nc;
+	}
+	c->touched = true;
+	loop->touched[loop->touched_n++] = c;
+}
+
+/*
+ * Closing on our side with unread input makes the kernel send a reset,
+ * which can destroy the last frames we sent before the peer reads them
+ * (the ERROR frame that says why).  So: end our direction first and
+ * discard what is already there.
+ */
+static void loop_conn_linger(struct kvtd_conn *c)
+{
+	char buf[4096];
+
+	shutdown(c->fd, SHUT_WR);
+	for (int i = 0; i < 256; i++)
+		if (recv(c->fd, buf, sizeof(buf), MSG_DONTWAIT) <= 0)
+			break;
+}
+
+static void loop_conn_maybe_close(struct kvtd_conn *c)
+{
+	if (!c->dead && c->close_when_flushed && !c->out_head && c->inflight == 0) {
+		loop_conn_linger(c);
+		loop_conn_close(c, NULL);
+	}
+}
+
+/* Queue a frame without items: an error, or a BYE response. */
+static void loop_conn_send(struct kvtd_conn *c, uint16_t op, uint64_t tag, int status,
+			   const char *msg)
+{
+	struct kvtd_server *srv = c->loop->srv;
+	struct proto_frame rf;
+	struct kvtd_out *o;
+	uint64_t need = 0;
+	int64_t len;
+
+	memset(&rf, 0, sizeof(rf));
+	rf.version = c->version ? c->version : PROTO_VERSION_HELLO;
+	rf.op = op;
+	if (op == PROTO_OP_HELLO)
+		rf.version = PROTO_VERSION_HELLO;
+	rf.flags = PROTO_F_RESPONSE;
+	rf.tag = tag;
+	rf.status = status;
+	rf.msg = status < 0 ? msg : NULL;
+	rf.msg_len = rf.msg ? (uint32_t)strlen(msg) : 0;
+	len = proto_encode(&rf, NULL, 0, NULL, 0, &srv->lim, &need);
+	o = calloc(1, sizeof(*o));
+	if (len != KVT_EBUFSMALL || !o || !(o->hdr = malloc(need)) ||
+	    proto_encode(&rf, NULL, 0, o->hdr, need, &srv->lim, NULL) < 0) {
+		if (o)
+			free(o->hdr);
+		free(o);
+		loop_conn_touch(c);
+		return;
+	}
+	o->iov = o->iov_small;
+	o->iov[0].iov_base = o->hdr;
+	o->iov[0].iov_len = need;
+	o->iov_count = 1;
+	o->bytes = need;
+	kvtd_conn_queue(c, o);
+}
+
+void kvtd_conn_frame_done(struct kvtd_conn *c)
+{
+	c->inflight--;
+	if (c->dead)
+		return;
+	if (c->bye_pending && c->inflight == 0) {
+		c->bye_pending = false;
+		loop_conn_send(c, PROTO_OP_BYE, c->bye_tag, 0, NULL);
+	}
+	loop_conn_flow(c);
+	loop_conn_touch(c);
+}
+
+void kvtd_conn_bye(struct kvtd_conn *c, uint64_t tag)
+{
+	/* The BYE frame itself is still counted in inflight: its answer goes
+	 * out when kvtd_conn_frame_done drops the count to zero. */
+	c->no_more_input = true;
+	c->close_when_flushed = true;
+	c->bye_pending = true;
+	c->bye_tag = tag;
+	loop_conn_events(c, c->out_stall_ns != 0);
+}
+
+void kvtd_conn_fail(struct kvtd_conn *c, uint16_t op, uint64_t tag, int status, const char *msg)
+{
+	struct kvtd_server *srv = c->loop->srv;
+
+	KVTD_COUNT(srv, errors[kvtd_err_of(status)], 1);
+	kvtd_conn_log(c, KVTD_INFO, "closing connection after a protocol error", msg);
+	c->no_more_input = true;
+	c->close_when_flushed = true;
+	c->bye_pending = false;
+	if (c->dead)
+		return;
+	loop_conn_events(c, c->out_stall_ns != 0);
+	loop_conn_send(c, op, tag, status < 0 ? status : -EPROTO, msg);
+}
+
+/* ------------------------------------------------------------------------
+ * Connections: accept, read, close
+ */
+
+static void loop_conn_close(struct kvtd_conn *c, const char *why)
+{
+	struct kvtd_loop *loop = c->loop;
+	struct kvtd_server *srv = loop->srv;
+
+	if (c->dead)
+		return;
+	epoll_ctl(loop->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+	close(c->fd);
+	c->fd = -1;
+	c->dead = true;
+	while (c->out_head) {
+		struct kvtd_out *o = c->out_head;
+		c->out_head = o->next;
+		kvtd_out_free(srv, o);
+	}
+	c->out_tail = NULL;
+	c->out_bytes = 0;
+	if (c->rx) {
+		/* A frame whose data never all came: nothing of it was
+		 * submitted. */
+		struct kvtd_frame *fr = c->rx;
+		c->rx = NULL;
+		kvtd_frame_free(fr);
+	}
+	free(c->rbuf);
+	c->rbuf = NULL;
+	c->rcap = c->rstart = c->rend = 0;
+	kvtd_ns_cache_free(c);
+	atomic_fetch_sub_explicit(&srv->ctr.conns_active, 1, memory_order_relaxed);
+	KVTD_COUNT(srv, conns_closed, 1);
+	if (kvtd_log_enabled(KVTD_DEBUG)) {
+		char what[160];
+		snprintf(what, sizeof(what), "%s; frames=%llu in=%llu out=%llu", why ? why : "done",
+			 (unsigned long long)c->frames, (unsigned long long)c->bytes_in,
+			 (unsigned long long)c->bytes_out);
+		kvtd_conn_log(c, KVTD_DEBUG, "connection closed", what);
+	}
+}
+
+/* Free dead connections whose frames are all gone. */
+static void loop_reap(struct kvtd_loop *loop)
+{
+	struct kvtd_conn *c = loop->conns, *next;
+
+	for (; c; c = next) {
+		next = c->next;
+		if (!c->dead || c->inflight || c->touched)
+			continue;
+		if (c->prev)
+			c->prev->next = c->next;
+		else
+			loop->conns = c->next;
+		if (c->next)
+			c->next->prev = c->prev;
+		loop->conn_count--;
+		free(c);
+	}
+}
+
+static void loop_accept(struct kvtd_loop *loop, struct kvtd_listener *l)
+{
+	struct kvtd_server *srv = loop->srv;
+
+	for (int i = 0; i < 64; i++) {
+		struct sockaddr_storage ss;
+		socklen_t sl = sizeof(ss);
+		struct epoll_event ev;
+		struct kvtd_conn *c;
+		int fd, one = 1;
+
+		fd = accept4(l->fd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0) {
+			if (errno == EINTR || errno == ECONNABORTED)
+				continue;
+			if (errno == EMFILE || errno == ENFILE || errno == ENOMEM || errno == ENOBUFS) {
+				static _Atomic uint64_t last;
+				uint64_t now = loop->now_ns, prev = atomic_load(&last);
+				if (now - prev > 10000000000ull &&
+				    atomic_compare_exchange_strong(&last, &prev, now))
+					kvtd_log(KVTD_WARN, "cannot accept connections",
+						 "listener=%s error=\"%s\"", l->name, strerror(errno));
+			}
+			return;
+		}
+		if (loop->stopping) {
+			close(fd);
+			continue;
+		}
+		c = calloc(1, sizeof(*c));
+		if (!c) {
+			close(fd);
+			KVTD_COUNT(srv, errors[KVTD_ERR_NOMEM], 1);
+			return;
+		}
+		c->ev.kind = KVTD_EV_CONN;
+		c->loop = loop;
+		c->fd = fd;
+		c->is_unix = l->is_unix;
+		c->id = atomic_fetch_add(&srv->next_conn_id, 1) + 1;
+		c->accept_ns = loop->now_ns;
+		if (l->is_unix) {
+			snprintf(c->peer, sizeof(c->peer), "unix");
+		} else {
+			char host[INET6_ADDRSTRLEN] = "?";
+			unsigned port = 0;
+			setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+			if (ss.ss_family == AF_INET) {
+				struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+				inet_ntop(AF_INET, &a->sin_addr, host, sizeof(host));
+				port = ntohs(a->sin_port);
+				snprintf(c->peer, sizeof(c->peer), "%s:%u", host, port);
+			} else if (ss.ss_family == AF_INET6) {
+				struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+				inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof(host));
+				port = ntohs(a->sin6_port);
+				snprintf(c->peer, sizeof(c->peer), "[%s]:%u", host, port);
+			}
+		}
+		c->events = EPOLLIN | EPOLLRDHUP;
+		ev.events = c->events;
+		ev.data.ptr = &c->ev;
+		if (epoll_ctl(loop->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+			close(fd);
+			free(c);
+			continue;
+		}
+		c->next = loop->conns;
+		if (loop->conns)
+			loop->conns->prev = c;
+		loop->conns = c;
+		loop->conn_count++;
+		KVTD_COUNT(srv, conns_accepted, 1);
+		KVTD_COUNT(srv, conns_active, 1);
+		kvtd_conn_log(c, KVTD_DEBUG, "connection accepted", NULL);
+	}
+}
+
+/* rbuf must hold at least need bytes from rstart. */
+static int loop_rbuf_room(struct kvtd_conn *c, size_t need)
+{
+	struct kvtd_server *srv = c->loop->srv;
+	size_t max = PROTO_HDR_LEN + (size_t)srv->lim.table_max, ncap;
+	uint8_t *nb;
+
+	if (c->rstart && (c->rcap - c->rstart < need || c->rend == c->rcap)) {
+		memmove(c->rbuf, c->rbuf + c->rstart, c->rend - c->rstart);
+		c->rend -= c->rstart;
+		c->rstart = 0;
+	}
+	if (c->rcap >= need && c->rbuf)
+		return 0;
+	ncap = c->rcap ? c->rcap : KVTD_RBUF_MIN;
+	while (ncap < need)
+		ncap *= 2;
+	if (ncap > max)
+		ncap = max > need ? max : need;
+	nb = realloc(c->rbuf, ncap);
+	if (!nb)
+		return -ENOMEM;
+	c->rbuf = nb;
+	c->rcap = ncap;
+	return 0;
+}
+
+/* Take every complete frame out of rbuf. */
+static void loop_conn_parse(struct kvtd_conn *c)
+{
+	struct kvtd_server *srv = c->loop->srv;
+
+	while (!c->dead && !c->no_more_input && !c->rx) {
+		size_t avail = c->rend - c->rstart;
+		struct proto_frame f;
+		struct kvtd_frame *fr;
+		uint8_t *hdr;
+		int rc;
+
+		if (avail == 0) {
+			c->rstart = c->rend = 0;
+			c->frame_start_ns = 0;
+			if (c->rcap > 4 * KVTD_RBUF_MIN) {
+				/* A big table passed: give the memory back. */
+				free(c->rbuf);
+				c->rbuf = NULL;
+				c->rcap = 0;
+			}
+			return;
+		}
+		if (c->inflight >= KVTD_INFLIGHT_MAX) {
+			loop_conn_flow(c);
+			return;
+		}
+		if (!c->frame_start_ns)
+			c->frame_start_ns = c->loop->now_ns;
+		rc = proto_parse_request(c->rbuf + c->rstart, avail, &srv->lim, &f);
+		if (rc == PROTO_NEED_MORE) {
+			if (loop_rbuf_room(c, (size_t)f.need) < 0)
+				kvtd_conn_fail(c, PROTO_OP_ERROR, f.tag, -ENOMEM,
+					       "server out of memory for the frame's table");
+			return;
+		}
+		if (rc < 0) {
+			char msg[160];
+			bool hdr_ok = avail >= PROTO_HDR_LEN && rc != PROTO_EMAGIC;
+			snprintf(msg, sizeof(msg), "bad frame: %s", proto_strerror(rc));
+			kvtd_conn_fail(c, PROTO_OP_ERROR, hdr_ok ? f.tag : 0, rc, msg);
+			return;
+		}
+		hdr = malloc(f.hdr_len);
+		if (!hdr) {
+			kvtd_conn_fail(c, PROTO_OP_ERROR, f.tag, -ENOMEM, "server out of memory");
+			return;
+		}
+		memcpy(hdr, c->rbuf + c->rstart, f.hdr_len);
+		c->rstart += f.hdr_len;
+		fr = kvtd_frame_new(c, hdr, f.hdr_len);
+		if (!fr) {
+			kvtd_conn_fail(c, PROTO_OP_ERROR, f.tag, -ENOMEM, "server out of memory");
+			return;
+		}
+		if (f.data_len) {
+			size_t take = c->rend - c->rstart;
+			uint8_t *data = malloc(f.data_len);
+			if (!data) {
+				kvtd_frame_free(fr);
+				kvtd_conn_fail(c, PROTO_OP_ERROR, f.tag, -ENOMEM,
+					       "server out of memory for the frame's data");
+				return;
+			}
+			kvtd_frame_set_data(fr, data);
+			if (take > f.data_len)
+				take = (size_t)f.data_len;
+			memcpy(data, c->rbuf + c->rstart, take);
+			c->rstart += take;
+			if (take < f.data_len) {
+				/* The rest is read straight into the buffer. */
+				c->rx = fr;
+				c->rx_got = take;
+				c->rx_mark = take;
+				return;
+			}
+		}
+		c->frame_start_ns = c->rend > c->rstart ? c->loop->now_ns : 0;
+		kvtd_frame_dispatch(fr);
+	}
+}
+
+/* The socket is readable (or hung up). */
+static void loop_conn_read(struct kvtd_conn *c)
+{
+	struct kvtd_server *srv = c->loop->srv;
+
+	for (int rounds = 0; rounds < 16; rounds++) {
+		ssize_t r;
+		if (c->dead || c->no_more_input || c->read_paused)
+			return;
+		if (c->rx) {
+			uint64_t len = kvtd_frame_data_len(c->rx), want = len - c->rx_got;
+			if (want > (1u << 30))
+				want = 1u << 30;
+			r = read(c->fd, kvtd_frame_data(c->rx) + c->rx_got, (size_t)want);
+			if (r > 0) {
+				c->rx_got += (uint64_t)r;
+				if (c->rx_got - c->rx_mark >= KVTD_SLOW_PROGRESS) {
+					c->rx_mark = c->rx_got;
+					c->frame_start_ns = c->loop->now_ns;
+				}
+				if (c->rx_got == len) {
+					struct kvtd_frame *fr = c->rx;
+					c->rx = NULL;
+					c->frame_start_ns = 0;
+					kvtd_frame_dispatch(fr);
+				}
+			}
+		} else {
+			if (loop_rbuf_room(c, c->rend - c->rstart + 1) < 0) {
+				kvtd_conn_fail(c, PROTO_OP_ERROR, 0, -ENOMEM, "server out of memory");
+				return;
+			}
+			r = read(c->fd, c->rbuf + c->rend, c->rcap - c->rend);
+			if (r > 0) {
+				c->rend += (size_t)r;
+				loop_conn_parse(c);
+			}
+		}
+		if (r > 0) {
+			c->bytes_in += (uint64_t)r;
+			KVTD_COUNT(srv, bytes_in, r);
+			continue;
+		}
+		if (r == 0) {
+			if (c->rx || c->rend > c->rstart) {
+				KVTD_COUNT(srv, errors[KVTD_ERR_VANISHED], 1);
+				loop_conn_close(c, "peer closed in the middle of a frame");
+				return;
+			}
+			/* A half-close: answer what is in flight, then close. */
+			c->no_more_input = true;
+			c->close_when_flushed = true;
+			loop_conn_events(c, c->out_stall_ns != 0);
+			loop_conn_touch(c);
+			return;
+		}
+		if (errno == EINTR)
+			continue;
+		if (errno == EAGAIN || errno == EWOULDBLOCK)
+			return;
+		KVTD_COUNT(srv, errors[KVTD_ERR_IO], 1);
+		if (c->rx || c->rend > c->rstart)
+			KVTD_COUNT(srv, errors[KVTD_ERR_VANISHED], 1);
+		loop_conn_close(c, strerror(errno));
+		return;
+	}
+	/* Fairness: others get a turn; level-triggered epoll brings us back. */
+}
+
+/* ------------------------------------------------------------------------
+ * Timeouts
+ */
+
+static void loop_sweep(struct kvtd_loop *loop)
+{
+	struct kvtd_server *srv = loop->srv;
+	uint64_t limit = (uint64_t)srv->cfg.idle_timeout_s * 1000000000ull, now = loop->now_ns;
+
+	if (limit == 0)
+		return;
+	for (struct kvtd_conn *c = loop->conns; c; c = c->next) {
+		const char *why = NULL;
+		if (c->dead)
+			continue;
+		if (c->state != KVTD_CS_READY && now - c->accept_ns > limit)
+			why = "not authenticated in time";
+		else if (c->frame_start_ns && !c->read_paused && !c->no_more_input &&
+			 now - c->frame_start_ns > limit)
+			why = "frame not completed in time (slow client)";
+		else if (c->out_stall_ns && now - c->out_stall_ns > limit)
+			why = "client stopped reading its responses";
+		if (!why)
+			continue;
+		KVTD_COUNT(srv, errors[KVTD_ERR_TIMEOUT], 1);
+		kvtd_conn_log(c, KVTD_INFO, "closing connection", why);
+		loop_conn_close(c, why);
+	}
+}
+
+/* ------------------------------------------------------------------------
+ * The loop
+ */
+
+static void loop_drain_queue(struct kvtd_loop *loop)
+{
+	struct kvt_req *done[256];
+	int n;
+
+	while ((n = kvt_queue_poll(loop->q, done, 256)) > 0)
+		for (int i = 0; i < n; i++)
+			kvtd_req_done(loop, done[i]);
+}
+
+static void loop_drain_mail(struct kvtd_loop *loop)
+{
+	struct kvtd_job *j;
+
+	pthread_mutex_lock(&loop->mail_lock);
+	j = loop->mail_head;
+	loop->mail_head = loop->mail_tail = NULL;
+	pthread_mutex_unlock(&loop->mail_lock);
+	while (j) {
+		struct kvtd_job *next = j->next;
+		struct kvtd_frame *fr = j->fr;
+		free(j);
+		kvtd_frame_aux_done(fr);
+		j = next;
+	}
+}
+
+/* Everything left for the end of the iteration. */
+static void loop_settle(struct kvtd_loop *loop)
+{
+	for (int round = 0; round < 1024; round++) {
+		struct kvtd_conn *c;
+
+		loop_drain_queue(loop);
+		if (loop->touched_n == 0)
+			return;
+		/* Last in, first out; handling may touch more. */
+		c = loop->touched[--loop->touched_n];
+		c->touched = false;
+		if (c->dead)
+			continue;
+		if (!c->read_paused && !c->rx && c->rend > c->rstart)
+			loop_conn_parse(c);
+		if (c->out_head)
+			loop_conn_flush(c);
+		loop_conn_maybe_close(c);
+	}
+}
+
+static void loop_stop_listening(struct kvtd_loop *loop)
+{
+	struct kvtd_server *srv = loop->srv;
+
+	if (!loop->listening)
+		return;
+	for (unsigned i = 0; i < srv->listener_count; i++)
+		epoll_ctl(loop->epfd, EPOLL_CTL_DEL, srv->listeners[i].fd, NULL);
+	loop->listening = false;
+}
+
+static void loop_begin_stop(struct kvtd_loop *loop)
+{
+	loop->stopping = true;
+	loop_stop_listening(loop);
+	for (struct kvtd_conn *c = loop->conns; c; c = c->next) {
+		if (c->dead)
+			continue;
+		/* Frames already read are answered; nothing new is read. */
+		c->no_more_input = true;
+		c->close_when_flushed = true;
+		if (c->rx) {
+			struct kvtd_frame *fr = c->rx;
+			c->rx = NULL;
+			kvtd_frame_free(fr);
+		}
+		loop_conn_events(c, c->out_stall_ns != 0);
+		loop_conn_touch(c);
+	}
+}
+
+static void *loop_main(void *arg)
+{
+	struct kvtd_loop *loop = arg;
+	struct kvtd_server *srv = loop->srv;
+	struct epoll_event evs[KVTD_LOOP_EVENTS];
+	uint64_t deadline = 0;
+	char name[16];
+
+	snprintf(name, sizeof(name), "kvtd-loop%u", loop->idx);
+	pthread_setname_np(pthread_self(), name);
+	for (;;) {
+		int n = epoll_wait(loop->epfd, evs, KVTD_LOOP_EVENTS, loop->stopping ? 100 : 1000);
+		loop->now_ns = kvtd_now_ns();
+		if (n < 0 && errno != EINTR) {
+			kvtd_log(KVTD_ERROR, "epoll_wait failed", "loop=%u error=\"%s\"", loop->idx,
+				 strerror(errno));
+			break;
+		}
+		for (int i = 0; i < n; i++) {
+			struct kvtd_ev *ev = evs[i].data.ptr;
+			switch (ev->kind) {
+			case KVTD_EV_LISTEN:
+				loop_accept(loop, (struct kvtd_listener *)ev);
+				break;
+			case KVTD_EV_CONN: {
+				struct kvtd_conn *c = (struct kvtd_conn *)ev;
+				if (evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR | EPOLLRDHUP))
+					loop_conn_read(c);
+				if (!c->dead && (evs[i].events & EPOLLOUT))
+					loop_conn_flush(c);
+				if (!c->dead && (evs[i].events & (EPOLLHUP | EPOLLERR)) &&
+				    !(evs[i].events & EPOLLIN)) {
+					if (c->rx || c->rend > c->rstart)
+						KVTD_COUNT(srv, errors[KVTD_ERR_VANISHED], 1);
+					loop_conn_close(c, "hang-up");
+				}
+				break;
+			}
+			case KVTD_EV_WAKE: {
+				uint64_t v;
+				ssize_t r = read(loop->wakefd, &v, sizeof(v));
+				(void)r;
+				loop_drain_mail(loop);
+				break;
+			}
+			case KVTD_EV_QUEUE:
+				break; /* drained below */
+			}
+		}
+		loop_drain_mail(loop);
+		loop_settle(loop);
+		if (!loop->stopping && atomic_load(&srv->stopping)) {
+			loop_begin_stop(loop);
+			deadline = loop->now_ns + (uint64_t)srv->cfg.shutdown_timeout_s * 1000000000ull;
+			loop_settle(loop);
+		}
+		if (loop->now_ns - loop->last_sweep_ns >= 1000000000ull || loop->stopping) {
+			loop->last_sweep_ns = loop->now_ns;
+			if (!loop->stopping)
+				loop_sweep(loop);
+			loop_reap(loop);
+		}
+		if (loop->stopping) {
+			if (loop->conn_count == 0 && loop->live_frames == 0)
+				break;
+			if (loop->now_ns >= deadline) {
+				for (struct kvtd_conn *c = loop->conns; c; c = c->next)
+					loop_conn_close(c, "server stopping");
+				loop_reap(loop);
+				if (loop->live_frames == 0 && loop->conn_count == 0)
+					break;
+				/* Requests still in the store: kvtd_loops_finish
+				 * collects them once the store is closed. */
+				kvtd_log(KVTD_WARN, "stopping with requests in flight",
+					 "loop=%u frames=%u", loop->idx, loop->live_frames);
+				break;
+			}
+		}
+	}
+	return NULL;
+}
+
+int kvtd_loops_start(struct kvtd_server *srv)
+{
+	srv->loops = calloc(srv->loop_count, sizeof(*srv->loops));
+	if (!srv->loops)
+		return -ENOMEM;
+	for (unsigned i = 0; i < srv->loop_count; i++) {
+		struct kvtd_loop *loop = &srv->loops[i];
+		struct epoll_event ev;
+		int rc;
+
+		loop->srv = srv;
+		loop->idx = i;
+		loop->wake_ev.kind = KVTD_EV_WAKE;
+		loop->queue_ev.kind = KVTD_EV_QUEUE;
+		loop->epfd = -1;
+		loop->wakefd = -1;
+		pthread_mutex_init(&loop->mail_lock, NULL);
+		loop->epfd = epoll_create1(EPOLL_CLOEXEC);
+		loop->wakefd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+		if (loop->epfd < 0 || loop->wakefd < 0)
+			return -errno;
+		rc = kvt_queue_create(srv->store, &loop->q);
+		if (rc < 0)
+			return rc;
+		loop->qfd = kvt_queue_fd(loop->q);
+		ev.events = EPOLLIN;
+		ev.data.ptr = &loop->wake_ev;
+		if (epoll_ctl(loop->epfd, EPOLL_CTL_ADD, loop->wakefd, &ev) < 0)
+			return -errno;
+		ev.data.ptr = &loop->queue_ev;
+		if (epoll_ctl(loop->epfd, EPOLL_CTL_ADD, loop->qfd, &ev) < 0)
+			return -errno;
+		for (unsigned k = 0; k < srv->listener_count; k++) {
+			ev.events = EPOLLIN | EPOLLEXCLUSIVE;
+			ev.data.ptr = &srv->listeners[k].ev;
+			if (epoll_ctl(loop->epfd, EPOLL_CTL_ADD, srv->listeners[k].fd, &ev) < 0)
+				return -errno;
+		}
+		loop->listening = true;
+		loop->now_ns = kvtd_now_ns();
+		loop->last_sweep_ns = loop->now_ns;
+	}
+	for (unsigned i = 0; i < srv->loop_count; i++) {
+		int rc = pthread_create(&srv->loops[i].thread, NULL, loop_main, &srv->loops[i]);
+		if (rc != 0)
+			return -rc;
+		srv->loops[i].started = true;
+	}
+	return 0;
+}
+
+static void loop_wake(struct kvtd_loop *loop)
+{
+	uint64_t one = 1;
+	ssize_t w = write(loop->wakefd, &one, sizeof(one));
+	(void)w;
+}
+
+void kvtd_loops_stop(struct kvtd_server *srv)
+{
+	atomic_store(&srv->stopping, true);
+	for (unsigned i = 0; srv->loops && i < srv->loop_count; i++)
+		if (srv->loops[i].wakefd >= 0)
+			loop_wake(&srv->loops[i]);
+}
+
+void kvtd_loops_join(struct kvtd_server *srv)
+{
+	for (unsigned i = 0; srv->loops && i < srv->loop_count; i++) {
+		if (srv->loops[i].started)
+			pthread_join(srv->loops[i].thread, NULL);
+		srv->loops[i].started = false;
+	}
+}
+
+/*
+ * After kvt_store_close: collect what the store completed or canceled for
+ * frames the loops left behind, and free everything of the loops.  Main
+ * thread, loops joined.
+ */
+void kvtd_loops_finish(struct kvtd_server *srv)
+{
+	for (unsigned i = 0; srv->loops && i < srv->loop_count; i++) {
+		struct kvtd_loop *loop = &srv->loops[i];
+
+		for (struct kvtd_conn *c = loop->conns; c; c = c->next) {
+			c->no_more_input = true;
+			loop_conn_close(c, "server stopped");
+		}
+		if (loop->q) {
+			loop_drain_mail(loop);
+			loop_drain_queue(loop);
+		}
+		for (unsigned k = 0; k < loop->touched_n; k++)
+			loop->touched[k]->touched = false;
+		loop->touched_n = 0;
+		loop_reap(loop);
+		free(loop->touched);
+		loop->touched = NULL;
+		if (loop->q && kvt_queue_destroy(loop->q) == 0)
+			loop->q = NULL;
+		if (loop->epfd >= 0)
+			close(loop->epfd);
+		if (loop->wakefd >= 0)
+			close(loop->wakefd);
+		pthread_mutex_destroy(&loop->mail_lock);
+	}
+	free(srv->loops);
+	srv->loops = NULL;
+}
+
+/* ------------------------------------------------------------------------
+ * The aux thread: calls that may block on the disk
+ */
+
+static void *loop_aux_main(void *arg)
+{
+	struct kvtd_server *srv = arg;
+	struct kvtd_aux *a = &srv->aux;
+
+	pthread_setname_np(pthread_self(), "kvtd-aux");
+	pthread_mutex_lock(&a->lock);
+	for (;;) {
+		struct kvtd_job *j;
+		while (!a->head && !a->stop)
+			pthread_cond_wait(&a->cond, &a->lock);
+		if (!a->head)
+			break;
+		j = a->head;
+		a->head = j->next;
+		if (!a->head)
+			a->tail = NULL;
+		pthread_mutex_unlock(&a->lock);
+
+		/* The loop does not touch the frame until it is mailed back. */
+		struct kvtd_loop *loop = j->loop;
+		kvtd_frame_aux_run(j->fr);
+		j->next = NULL;
+		pthread_mutex_lock(&loop->mail_lock);
+		if (loop->mail_tail)
+			loop->mail_tail->next = j;
+		else
+			loop->mail_head = j;
+		loop->mail_tail = j;
+		pthread_mutex_unlock(&loop->mail_lock);
+		loop_wake(loop);
+
+		pthread_mutex_lock(&a->lock);
+	}
+	pthread_mutex_unlock(&a->lock);
+	return NULL;
+}
+
+int kvtd_aux_start(struct kvtd_server *srv)
+{
+	struct kvtd_aux *a = &srv->aux;
+	int rc;
+
+	pthread_mutex_init(&a->lock, NULL);
+	pthread_cond_init(&a->cond, NULL);
+	rc = pthread_create(&a->thread, NULL, loop_aux_main, srv);
+	if (rc != 0)
+		return -rc;
+	a->started = true;
+	return 0;
+}
+
+/* Finishes every queued job first. */
+void kvtd_aux_stop(struct kvtd_server *srv)
+{
+	struct kvtd_aux *a = &srv->aux;
+
+	if (!a->started)
+		return;
+	pthread_mutex_lock(&a->lock);
+	a->stop = true;
+	pthread_cond_signal(&a->cond);
+	pthread_mutex_unlock(&a->lock);
+	pthread_join(a->thread, NULL);
+	a->started = false;
+	pthread_mutex_destroy(&a->lock);
+	pthread_cond_destroy(&a->cond);
+}
+
+void kvtd_aux_submit(struct kvtd_server *srv, struct kvtd_frame *fr)
+{
+	struct kvtd_aux *a = &srv->aux;
+	struct kvtd_job *j = calloc(1, sizeof(*j));
+
+	if (!j) {
+		/* Run it here rather than lose it: slower, still correct. */
+		kvtd_frame_aux_run(fr);
+		kvtd_frame_aux_done(fr);
+		return;
+	}
+	j->fr = fr;
+	j->loop = kvtd_frame_loop(fr);
+	pthread_mutex_lock(&a->lock);
+	if (a->tail)
+		a->tail->next = j;
+	else
+		a->head = j;
+	a->tail = j;
+	pthread_cond_signal(&a->cond);
+	pthread_mutex_unlock(&a->lock);
+}

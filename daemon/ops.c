@@ -1,0 +1,1174 @@
+/*
+ * ops.c - the protocol: what kvtierd does with each request frame, from
+ * the parsed frame to the response queued on the connection.
+ *
+ * A frame (struct kvtd_frame) is born complete -- header, table and data
+ * section received -- and lives until its response is queued (or its
+ * connection died).  Its items become struct kvt_req, submitted to the
+ * store in one kvt_submit through the loop's queue; the frame counts what
+ * it has in flight (pending) and answers when that drops to zero, so the
+ * frames of one connection complete in any order (a DRAM hit never waits
+ * behind an SSD read).  Every item has its own status.
+ *
+ * Values -- PUT items from the data section, GET responses from pinned
+ * DRAM views, and the trailer that keeps a value's part table -- are
+ * value.c's.
+ *
+ * Tenants: a connection may name only namespaces whose canonical text says
+ * tenant=<its tenant>.  Anything else -- unknown or another tenant's --
+ * is KVT_ENONS, the same answer, so nothing leaks whether a digest exists.
+ *
+ * Threads: the loop that owns the frame's connection, except
+ * kvtd_frame_aux_run (the aux thread, while the loop does not touch the
+ * frame).  No locks.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "kvtierd.h"
+
+/* ------------------------------------------------------------------------
+ * Frames and items
+ */
+
+static struct kvtd_server *ops_srv(const struct kvtd_frame *fr)
+{
+	return fr->loop->srv;
+}
+
+/* A fatal error for the connection: the error frame, then close. */
+static void ops_fail(struct kvtd_frame *fr, int status, const char *msg)
+{
+	kvtd_conn_fail(fr->conn, fr->f.op, fr->f.tag, status, msg);
+	kvtd_frame_free(fr);
+}
+
+struct kvtd_frame *kvtd_frame_new(struct kvtd_conn *c, uint8_t *hdr, uint64_t hdr_len)
+{
+	struct kvtd_frame *fr = calloc(1, sizeof(*fr));
+	int rc;
+
+	if (!fr) {
+		free(hdr);
+		return NULL;
+	}
+	fr->conn = c;
+	fr->loop = c->loop;
+	fr->hdr = hdr;
+	fr->hdr_len = hdr_len;
+	/* The loop parsed these bytes already: this cannot fail. */
+	rc = proto_parse_request(hdr, hdr_len, &c->loop->srv->lim, &fr->f);
+	if (rc != 0) {
+		free(hdr);
+		free(fr);
+		return NULL;
+	}
+	c->inflight++;
+	c->loop->live_frames++;
+	return fr;
+}
+
+void kvtd_frame_set_data(struct kvtd_frame *fr, uint8_t *data)
+{
+	fr->data = data;
+}
+
+uint64_t kvtd_frame_data_len(const struct kvtd_frame *fr)
+{
+	return fr->f.data_len;
+}
+
+uint8_t *kvtd_frame_data(struct kvtd_frame *fr)
+{
+	return fr->data;
+}
+
+struct kvtd_loop *kvtd_frame_loop(const struct kvtd_frame *fr)
+{
+	return fr->loop;
+}
+
+static void ops_item_release(struct kvtd_server *srv, struct kvtd_item *it)
+{
+	if (it->pinned) {
+		kvt_pin_release(srv->store, it->req.pin);
+		it->pinned = false;
+	}
+	free(it->iov);
+	free(it->crcs);
+	free(it->trailer);
+	free(it->canon);
+	free(it->desc_store);
+	it->iov = NULL;
+	it->crcs = NULL;
+	it->trailer = NULL;
+	it->canon = NULL;
+	it->desc_store = NULL;
+}
+
+/* Free a frame whose requests are all back. */
+void kvtd_frame_free(struct kvtd_frame *fr)
+{
+	struct kvtd_server *srv = ops_srv(fr);
+	struct kvtd_conn *c = fr->conn;
+
+	for (uint32_t i = 0; i < fr->n && fr->items; i++)
+		ops_item_release(srv, &fr->items[i]);
+	for (uint32_t i = 0; i < fr->sub_count; i++)
+		ops_item_release(srv, &fr->subs[i]);
+	free(fr->items);
+	free(fr->subs);
+	free(fr->keys);
+	free(fr->tiers);
+	free(fr->ns_ids);
+	free(fr->ns_err);
+	free(fr->data);
+	free(fr->hdr);
+	fr->loop->live_frames--;
+	free(fr);
+	kvtd_conn_frame_done(c);
+}
+
+/* ------------------------------------------------------------------------
+ * Encoding responses
+ */
+
+/* Encode one response frame into a new output entry (header + table only;
+ * the caller adds value iovecs). */
+int kvtd_resp_encode(const struct proto_frame *rf, const struct proto_item *items, uint32_t n,
+		      const struct proto_limits *lim, struct kvtd_out **out)
+{
+	struct kvtd_out *o;
+	uint64_t need = 0;
+	int64_t len;
+
+	len = proto_encode(rf, items, n, NULL, 0, lim, &need);
+	if (len != KVT_EBUFSMALL)
+		return len < 0 ? (int)len : KVT_EBADLEN;
+	o = calloc(1, sizeof(*o));
+	if (!o)
+		return -ENOMEM;
+	o->hdr = malloc(need);
+	if (!o->hdr) {
+		free(o);
+		return -ENOMEM;
+	}
+	len = proto_encode(rf, items, n, o->hdr, need, lim, NULL);
+	if (len < 0) {
+		free(o->hdr);
+		free(o);
+		return (int)len;
+	}
+	o->iov = o->iov_small;
+	o->iov[0].iov_base = o->hdr;
+	o->iov[0].iov_len = (size_t)len;
+	o->iov_count = 1;
+	o->bytes = (uint64_t)len;
+	*out = o;
+	return 0;
+}
+
+void kvtd_resp_init(const struct kvtd_frame *fr, struct proto_frame *rf, int32_t status)
+{
+	memset(rf, 0, sizeof(*rf));
+	rf->version = fr->conn->version ? fr->conn->version : PROTO_VERSION_HELLO;
+	if (fr->f.op == PROTO_OP_HELLO)
+		rf->version = PROTO_VERSION_HELLO;
+	rf->op = fr->f.op;
+	rf->flags = PROTO_F_RESPONSE;
+	rf->tag = fr->f.tag;
+	rf->status = status;
+}
+
+/* Queue a response with no items or values; a failure to encode becomes
+ * a failed response with that status. */
+static void ops_reply(struct kvtd_frame *fr, struct proto_frame *rf, const struct proto_item *items,
+		      uint32_t n)
+{
+	struct kvtd_out *o = NULL;
+	int rc = kvtd_resp_encode(rf, items, n, &ops_srv(fr)->lim, &o);
+
+	if (rc < 0) {
+		struct proto_frame ef;
+		char msg[96];
+		kvtd_log(KVTD_ERROR, "cannot encode a response", "op=%s tag=%llu error=\"%s\"",
+			 proto_op_name(rf->op), (unsigned long long)rf->tag, proto_strerror(rc));
+		kvtd_resp_init(fr, &ef, rc);
+		snprintf(msg, sizeof(msg), "server could not encode the response: %s",
+			 proto_strerror(rc));
+		ef.msg = msg;
+		ef.msg_len = (uint32_t)strlen(msg);
+		if (kvtd_resp_encode(&ef, NULL, 0, &ops_srv(fr)->lim, &o) < 0)
+			return;
+	}
+	kvtd_conn_queue(fr->conn, o);
+}
+
+/* The whole request failed: a response with its op and a negative status. */
+void kvtd_reply_error(struct kvtd_frame *fr, int status, const char *msg)
+{
+	struct proto_frame rf;
+
+	kvtd_resp_init(fr, &rf, status);
+	if (msg) {
+		rf.msg = msg;
+		rf.msg_len = (uint32_t)strlen(msg);
+		if (rf.msg_len > PROTO_MSG_MAX)
+			rf.msg_len = PROTO_MSG_MAX;
+	}
+	KVTD_COUNT(ops_srv(fr), errors[kvtd_err_of(status)], 1);
+	ops_reply(fr, &rf, NULL, 0);
+}
+
+/* ------------------------------------------------------------------------
+ * Namespaces a connection names
+ */
+
+static uint64_t ops_ns_hash(const uint8_t *digest)
+{
+	uint64_t h;
+	memcpy(&h, digest, sizeof(h));
+	return h;
+}
+
+void kvtd_ns_cache_free(struct kvtd_conn *c)
+{
+	free(c->ns);
+	c->ns = NULL;
+	c->ns_cap = c->ns_used = 0;
+}
+
+static struct kvtd_nsent *ops_ns_cache_find(struct kvtd_conn *c, const uint8_t *digest)
+{
+	if (!c->ns_cap)
+		return NULL;
+	for (unsigned i = 0, p = (unsigned)ops_ns_hash(digest) & (c->ns_cap - 1); i < c->ns_cap;
+	     i++, p = (p + 1) & (c->ns_cap - 1)) {
+		if (!c->ns[p].used)
+			return NULL;
+		if (memcmp(c->ns[p].digest, digest, PROTO_DIGEST_LEN) == 0)
+			return &c->ns[p];
+	}
+	return NULL;
+}
+
+static void ops_ns_cache_add(struct kvtd_conn *c, const uint8_t *digest, uint32_t id, bool allowed)
+{
+	unsigned p;
+
+	if (c->ns_used * 2 >= c->ns_cap) {
+		unsigned ncap = c->ns_cap ? c->ns_cap * 2 : 16;
+		struct kvtd_nsent *old = c->ns;
+		unsigned ocap = c->ns_cap;
+		if (ncap > 8192) {
+			/* A connection naming this many namespaces: start over. */
+			memset(c->ns, 0, c->ns_cap * sizeof(*c->ns));
+			c->ns_used = 0;
+		} else {
+			struct kvtd_nsent *n = calloc(ncap, sizeof(*n));
+			if (!n)
+				return; /* not cached: checked again next time */
+			c->ns = n;
+			c->ns_cap = ncap;
+			c->ns_used = 0;
+			for (unsigned i = 0; i < ocap; i++)
+				if (old[i].used)
+					ops_ns_cache_add(c, old[i].digest, old[i].id, old[i].allowed);
+			free(old);
+		}
+	}
+	p = (unsigned)ops_ns_hash(digest) & (c->ns_cap - 1);
+	while (c->ns[p].used)
+		p = (p + 1) & (c->ns_cap - 1);
+	memcpy(c->ns[p].digest, digest, PROTO_DIGEST_LEN);
+	c->ns[p].id = id;
+	c->ns[p].allowed = allowed;
+	c->ns[p].used = true;
+	c->ns_used++;
+}
+
+/* Is canonical text's tenant equal to name? */
+static bool ops_canon_is_tenant(const char *canon, size_t len, const char *name, size_t nlen)
+{
+	const char *t;
+	int tl = kvtd_canon_tenant(canon, len, &t);
+	return tl > 0 && (size_t)tl == nlen && memcmp(t, name, nlen) == 0;
+}
+
+/*
+ * The store id of a digest this connection may use: 0 with *id, or
+ * KVT_ENONS (unknown, or not this tenant's: the same answer).  any_tenant:
+ * an admin naming any namespace (CLEAR).
+ */
+static int ops_ns_resolve(struct kvtd_conn *c, const uint8_t *digest, bool any_tenant, uint32_t *id)
+{
+	struct kvtd_server *srv = c->loop->srv;
+	struct kvtd_nsent *e = ops_ns_cache_find(c, digest);
+	char canon[PROTO_CANON_MAX + 1];
+	uint8_t dg[PROTO_DIGEST_LEN];
+	bool allowed;
+	int rc;
+
+	if (e && (e->allowed || !any_tenant)) {
+		*id = e->id;
+		return e->allowed ? 0 : KVT_ENONS;
+	}
+	rc = kvt_ns_find(srv->store, digest, id);
+	if (rc != 0)
+		return KVT_ENONS; /* unknown now; it may be registered later: not cached */
+	rc = kvt_ns_info(srv->store, *id, dg, canon, sizeof(canon));
+	if (rc < 0 || (size_t)rc >= sizeof(canon))
+		return KVT_ENONS;
+	allowed = ops_canon_is_tenant(canon, (size_t)rc, c->tenant, c->tenant_len);
+	if (!e)
+		ops_ns_cache_add(c, digest, *id, allowed);
+	return allowed || any_tenant ? 0 : KVT_ENONS;
+}
+
+/* Resolve the frame's namespace table: ns_ids[i] / ns_err[i]. */
+static int ops_ns_table(struct kvtd_frame *fr)
+{
+	uint32_t n = fr->f.ns_count;
+
+	fr->ns_ids = calloc(n, sizeof(*fr->ns_ids));
+	fr->ns_err = calloc(n, sizeof(*fr->ns_err));
+	if (!fr->ns_ids || !fr->ns_err)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < n; i++)
+		fr->ns_err[i] = ops_ns_resolve(fr->conn, fr->f.ns + (size_t)i * PROTO_DIGEST_LEN,
+					       false, &fr->ns_ids[i]);
+	return 0;
+}
+
+/* ------------------------------------------------------------------------
+ * Submitting
+ */
+
+static void ops_finish(struct kvtd_frame *fr);
+
+/* Submit the given items' requests: in one batch if the store takes it,
+ * else one by one so each bad one gets its own status. */
+static void ops_submit(struct kvtd_frame *fr, struct kvtd_item **its, uint32_t n)
+{
+	struct kvtd_loop *loop = fr->loop;
+	struct kvt_req **reqs;
+	int rc;
+
+	if (n == 0)
+		return;
+	reqs = malloc(n * sizeof(*reqs));
+	if (reqs) {
+		for (uint32_t i = 0; i < n; i++) {
+			its[i]->req.user_data = (uint64_t)(uintptr_t)its[i];
+			reqs[i] = &its[i]->req;
+		}
+		rc = kvt_submit(loop->q, reqs, n);
+		free(reqs);
+		if (rc == (int)n) {
+			for (uint32_t i = 0; i < n; i++)
+				its[i]->submitted = true;
+			fr->pending += n;
+			return;
+		}
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		struct kvt_req *r = &its[i]->req;
+		r->user_data = (uint64_t)(uintptr_t)its[i];
+		rc = kvt_submit(loop->q, &r, 1);
+		if (rc == 1) {
+			its[i]->submitted = true;
+			fr->pending++;
+		} else {
+			its[i]->status = rc < 0 ? rc : -EIO;
+		}
+	}
+}
+
+/* ------------------------------------------------------------------------
+ * HELLO, AUTH, PING, BYE
+ */
+
+static void ops_hello(struct kvtd_frame *fr)
+{
+	struct kvtd_conn *c = fr->conn;
+	const struct proto_hello *h = &fr->f.hello;
+	struct proto_frame rf;
+	unsigned lo, hi;
+	static const char name[] = KVTD_NAME " " KVTD_VERSION;
+
+	if (c->state != KVTD_CS_HELLO) {
+		kvtd_reply_error(fr, KVT_ESTATE, "HELLO sent twice");
+		kvtd_frame_free(fr);
+		return;
+	}
+	lo = h->min_version > PROTO_VERSION_MIN ? h->min_version : PROTO_VERSION_MIN;
+	hi = h->max_version < PROTO_VERSION_MAX ? h->max_version : PROTO_VERSION_MAX;
+	if (lo > hi) {
+		char msg[96];
+		snprintf(msg, sizeof(msg), "no protocol version in common: this server speaks %u..%u",
+			 PROTO_VERSION_MIN, PROTO_VERSION_MAX);
+		ops_fail(fr, KVT_EVERSION, msg);
+		return;
+	}
+	if (getrandom(c->nonce, sizeof(c->nonce), 0) != (ssize_t)sizeof(c->nonce)) {
+		ops_fail(fr, -EIO, "no random bytes for the nonce");
+		return;
+	}
+	c->version = (uint16_t)hi;
+	c->state = KVTD_CS_AUTH;
+	kvtd_resp_init(fr, &rf, 0);
+	rf.hello.min_version = PROTO_VERSION_MIN;
+	rf.hello.max_version = PROTO_VERSION_MAX;
+	rf.hello.version = (uint16_t)hi;
+	if (kvtd_auth_enabled()) {
+		rf.hello.auth_count = 1;
+		rf.hello.auth[0] = PROTO_AUTH_HMAC_SHA256;
+	} else {
+		rf.hello.auth_count = 1;
+		rf.hello.auth[0] = PROTO_AUTH_NONE;
+	}
+	memcpy(rf.hello.nonce, c->nonce, PROTO_NONCE_LEN);
+	rf.hello.limits = ops_srv(fr)->lim;
+	rf.hello.name = name;
+	rf.hello.name_len = sizeof(name) - 1;
+	ops_reply(fr, &rf, NULL, 0);
+	kvtd_frame_free(fr);
+}
+
+static void ops_auth(struct kvtd_frame *fr)
+{
+	struct kvtd_conn *c = fr->conn;
+	struct kvtd_server *srv = ops_srv(fr);
+	const struct proto_auth *a = &fr->f.auth;
+	struct proto_frame rf;
+	uint8_t proof[PROTO_PROOF_LEN];
+	uint32_t role = PROTO_ROLE_TENANT;
+	char tq[PROTO_TENANT_MAX * 4 + 8], tn[PROTO_TENANT_MAX + 1];
+	int rc;
+
+	if (c->state == KVTD_CS_HELLO) {
+		/* No nonce yet: this AUTH cannot succeed (a failed AUTH closes). */
+		ops_fail(fr, KVT_ESTATE, "AUTH before HELLO");
+		return;
+	}
+	if (c->state == KVTD_CS_READY) {
+		kvtd_reply_error(fr, KVT_ESTATE, "AUTH sent twice");
+		kvtd_frame_free(fr);
+		return;
+	}
+	memcpy(tn, a->tenant, a->tenant_len);
+	tn[a->tenant_len] = 0;
+	memset(proof, 0, sizeof(proof));
+	if (kvtd_auth_enabled()) {
+		if (a->method != PROTO_AUTH_HMAC_SHA256)
+			rc = PROTO_EAUTH;
+		else
+			rc = kvtd_auth_check(a->tenant, a->tenant_len, c->nonce, a->nonce, a->proof,
+					     proof, &role);
+	} else {
+		/* No tenants file: everyone is the default tenant, trusted. */
+		rc = a->method == PROTO_AUTH_NONE ? 0 : PROTO_EAUTH;
+		snprintf(tn, sizeof(tn), "%s", KVTD_DEFAULT_TENANT);
+		role = PROTO_ROLE_ADMIN;
+	}
+	if (rc != 0) {
+		kvtd_log(KVTD_WARN, "authentication failed", "conn=%llu peer=%s tenant=%s",
+			 (unsigned long long)c->id, c->peer,
+			 kvtd_log_quote(tq, sizeof(tq), tn));
+		ops_fail(fr, PROTO_EAUTH, "authentication failed");
+		return;
+	}
+	c->tenant_len = (uint32_t)strlen(tn);
+	memcpy(c->tenant, tn, c->tenant_len + 1);
+	c->role = role;
+	c->state = KVTD_CS_READY;
+	KVTD_COUNT(srv, auth_ok, 1);
+	kvtd_log(KVTD_DEBUG, "authenticated", "conn=%llu peer=%s tenant=%s role=%s",
+		 (unsigned long long)c->id, c->peer, kvtd_log_quote(tq, sizeof(tq), tn),
+		 role == PROTO_ROLE_ADMIN ? "admin" : "tenant");
+	kvtd_resp_init(fr, &rf, 0);
+	rf.auth.role = role;
+	memcpy(rf.auth.proof, proof, PROTO_PROOF_LEN);
+	ops_reply(fr, &rf, NULL, 0);
+	kvtd_frame_free(fr);
+}
+
+static void ops_simple(struct kvtd_frame *fr)
+{
+	struct proto_frame rf;
+
+	if (fr->f.op == PROTO_OP_BYE) {
+		/* Answered last: nothing more is read; the answer goes out once
+		 * the frames before it are answered, then the server closes. */
+		kvtd_conn_bye(fr->conn, fr->f.tag);
+	} else {
+		kvtd_resp_init(fr, &rf, 0);
+		ops_reply(fr, &rf, NULL, 0);
+	}
+	kvtd_frame_free(fr);
+}
+
+/* ------------------------------------------------------------------------
+ * NS_REGISTER
+ */
+
+static void ops_ns_register(struct kvtd_frame *fr)
+{
+	struct kvtd_server *srv = ops_srv(fr);
+	struct kvtd_conn *c = fr->conn;
+	struct proto_iter iter;
+	struct proto_item pi;
+	bool aux = false;
+	uint32_t i = 0;
+
+	fr->n = fr->f.item_count;
+	fr->items = calloc(fr->n, sizeof(*fr->items));
+	if (!fr->items) {
+		kvtd_reply_error(fr, -ENOMEM, "server out of memory");
+		kvtd_frame_free(fr);
+		return;
+	}
+	proto_iter_init(&iter, &fr->f, NULL, NULL, 0);
+	while (i < fr->n && proto_iter_next(&iter, &pi) == 1) {
+		struct kvtd_item *it = &fr->items[i++];
+		int rc;
+
+		it->fr = fr;
+		it->desc_store = malloc(pi.text_len + 1);
+		it->canon = malloc(PROTO_CANON_MAX + 1);
+		if (!it->desc_store || !it->canon) {
+			it->status = -ENOMEM;
+			continue;
+		}
+		rc = kvtd_canon_parse(pi.text, pi.text_len, &it->desc, it->desc_store);
+		if (rc < 0) {
+			it->status = rc;
+			continue;
+		}
+		/* The tenant is the authenticated identity, never the client's. */
+		it->desc.tenant = c->tenant;
+		rc = kvt_ns_digest(&it->desc, it->digest, it->canon, PROTO_CANON_MAX + 1);
+		if (rc < 0 || rc > (int)PROTO_CANON_MAX) {
+			it->status = rc < 0 ? rc : KVT_EDESC;
+			continue;
+		}
+		it->canon_len = (uint32_t)rc;
+		rc = kvt_ns_find(srv->store, it->digest, &it->ns_id);
+		if (rc == 0) {
+			it->status = KVT_OK;
+		} else if (rc == KVT_MISS) {
+			/* New: registering persists the registry (fsync). */
+			it->need_register = true;
+			aux = true;
+		} else {
+			it->status = rc;
+		}
+	}
+	if (aux) {
+		fr->pending++;
+		kvtd_aux_submit(srv, fr);
+		return;
+	}
+	ops_finish(fr);
+}
+
+void kvtd_frame_aux_run(struct kvtd_frame *fr)
+{
+	struct kvtd_server *srv = ops_srv(fr);
+
+	for (uint32_t i = 0; i < fr->n; i++) {
+		struct kvtd_item *it = &fr->items[i];
+		if (!it->need_register)
+			continue;
+		it->status = kvt_ns_register(srv->store, &it->desc, &it->ns_id);
+	}
+}
+
+void kvtd_frame_aux_done(struct kvtd_frame *fr)
+{
+	fr->pending--;
+	if (fr->pending == 0)
+		ops_finish(fr);
+}
+
+static void ops_ns_register_reply(struct kvtd_frame *fr)
+{
+	struct kvtd_conn *c = fr->conn;
+	struct proto_item *pis = calloc(fr->n, sizeof(*pis));
+	struct proto_frame rf;
+
+	if (!pis) {
+		kvtd_reply_error(fr, -ENOMEM, "server out of memory");
+		return;
+	}
+	for (uint32_t i = 0; i < fr->n; i++) {
+		struct kvtd_item *it = &fr->items[i];
+		pis[i].index = i;
+		pis[i].status = it->status;
+		if (it->status == KVT_OK) {
+			pis[i].digest = it->digest;
+			pis[i].text = it->canon;
+			pis[i].text_len = it->canon_len;
+			if (!ops_ns_cache_find(c, it->digest))
+				ops_ns_cache_add(c, it->digest, it->ns_id, true);
+		}
+	}
+	kvtd_resp_init(fr, &rf, 0);
+	ops_reply(fr, &rf, pis, fr->n);
+	free(pis);
+}
+
+/* ------------------------------------------------------------------------
+ * Keyed batches: EXISTS, DELETE, GET, PUT
+ */
+
+static void ops_keyed(struct kvtd_frame *fr)
+{
+	unsigned op = fr->f.op;
+	struct proto_iter iter;
+	struct proto_item pi;
+	struct kvtd_item **sub;
+	uint32_t i = 0, ns = 0;
+	int rc;
+
+	fr->n = fr->f.item_count;
+	fr->items = calloc(fr->n, sizeof(*fr->items));
+	sub = malloc(fr->n * sizeof(*sub));
+	if (!fr->items || !sub || ops_ns_table(fr) < 0) {
+		free(sub);
+		kvtd_reply_error(fr, -ENOMEM, "server out of memory");
+		kvtd_frame_free(fr);
+		return;
+	}
+	proto_iter_init(&iter, &fr->f, NULL, NULL, 0);
+	while (i < fr->n && proto_iter_next(&iter, &pi) == 1) {
+		struct kvtd_item *it = &fr->items[i++];
+
+		it->fr = fr;
+		it->flags = pi.flags;
+		it->part = pi.part;
+		it->off = pi.off;
+		it->len = pi.len;
+		if (fr->ns_err[pi.ns_index]) {
+			it->status = fr->ns_err[pi.ns_index];
+			continue;
+		}
+		it->req.ns = fr->ns_ids[pi.ns_index];
+		it->req.key = pi.key;
+		switch (op) {
+		case PROTO_OP_EXISTS:
+			it->req.op = KVT_OP_EXISTS;
+			break;
+		case PROTO_OP_DELETE:
+			it->req.op = KVT_OP_DELETE;
+			break;
+		case PROTO_OP_GET:
+			it->req.op = KVT_OP_GET_PINNED;
+			break;
+		case PROTO_OP_PUT:
+			rc = kvtd_value_put_item(fr, it, &pi);
+			if (rc < 0) {
+				it->status = rc;
+				continue;
+			}
+			break;
+		}
+		sub[ns++] = it;
+	}
+	ops_submit(fr, sub, ns);
+	free(sub);
+	if (fr->pending == 0)
+		ops_finish(fr);
+}
+
+static void ops_keyed_reply(struct kvtd_frame *fr)
+{
+	struct proto_item *pis = calloc(fr->n, sizeof(*pis));
+	struct proto_frame rf;
+	uint32_t start = 0, per;
+
+	if (!pis) {
+		kvtd_reply_error(fr, -ENOMEM, "server out of memory");
+		return;
+	}
+	for (uint32_t i = 0; i < fr->n; i++) {
+		pis[i].index = i;
+		pis[i].status = fr->items[i].status;
+		pis[i].tier = fr->items[i].status == KVT_OK ? fr->items[i].tier : 0;
+	}
+	/* EXISTS items take 12 bytes, PUT and DELETE 8: split only if the
+	 * table would pass its limit. */
+	per = (uint32_t)(ops_srv(fr)->lim.table_max / 12);
+	if (per == 0)
+		per = 1;
+	do {
+		uint32_t end = fr->n - start > per ? start + per : fr->n;
+		kvtd_resp_init(fr, &rf, 0);
+		if (end < fr->n)
+			rf.flags |= PROTO_F_MORE;
+		ops_reply(fr, &rf, pis + start, end - start);
+		start = end;
+	} while (start < fr->n);
+	free(pis);
+}
+
+/* ------------------------------------------------------------------------
+ * LOOKUP
+ */
+
+static void ops_lookup(struct kvtd_frame *fr)
+{
+	struct proto_iter iter;
+	struct proto_item pi;
+	struct kvtd_item *sub;
+	uint32_t i = 0;
+
+	fr->n = fr->f.item_count;
+	fr->keys = calloc(fr->n, sizeof(*fr->keys));
+	fr->tiers = calloc(fr->n, 1);
+	fr->items = calloc(fr->n, sizeof(*fr->items));
+	fr->subs = calloc(1, sizeof(*fr->subs));
+	if (!fr->keys || !fr->tiers || !fr->items || !fr->subs || ops_ns_table(fr) < 0) {
+		kvtd_reply_error(fr, -ENOMEM, "server out of memory");
+		kvtd_frame_free(fr);
+		return;
+	}
+	fr->sub_count = 1;
+	if (fr->ns_err[0]) {
+		/* Not this tenant's: every key a miss would leak nothing
+		 * either, but say why. */
+		kvtd_reply_error(fr, fr->ns_err[0], "unknown namespace");
+		kvtd_frame_free(fr);
+		return;
+	}
+	proto_iter_init(&iter, &fr->f, NULL, NULL, 0);
+	while (i < fr->n && proto_iter_next(&iter, &pi) == 1)
+		fr->keys[i++] = pi.key;
+	sub = &fr->subs[0];
+	sub->fr = fr;
+	sub->req.op = KVT_OP_LOOKUP;
+	sub->req.ns = fr->ns_ids[0];
+	sub->req.keys = fr->keys;
+	sub->req.key_count = fr->n;
+	sub->req.tiers = fr->tiers;
+	ops_submit(fr, &sub, 1);
+	if (fr->pending == 0)
+		ops_finish(fr);
+}
+
+static void ops_lookup_reply(struct kvtd_frame *fr)
+{
+	struct kvtd_item *sub = &fr->subs[0];
+	struct proto_item *pis;
+	struct proto_frame rf;
+
+	if (sub->status < 0) {
+		kvtd_reply_error(fr, sub->status, kvt_strerror(sub->status));
+		return;
+	}
+	pis = calloc(fr->n, sizeof(*pis));
+	if (!pis) {
+		kvtd_reply_error(fr, -ENOMEM, "server out of memory");
+		return;
+	}
+	for (uint32_t i = 0; i < fr->n; i++) {
+		bool hit = i < fr->hits && fr->tiers[i] != KVT_TIER_NONE;
+		pis[i].index = i;
+		pis[i].status = hit ? KVT_OK : KVT_MISS;
+		pis[i].tier = hit ? fr->tiers[i] : 0;
+	}
+	kvtd_resp_init(fr, &rf, 0);
+	rf.lookup.hits = fr->hits;
+	rf.lookup.load_ns = fr->load_ns;
+	ops_reply(fr, &rf, pis, fr->n);
+	free(pis);
+}
+
+/* ------------------------------------------------------------------------
+ * CLEAR
+ */
+
+static bool ops_is_own(const struct kvtd_conn *c, const char *t, uint32_t tl)
+{
+	return tl == 0 || (tl == c->tenant_len && memcmp(t, c->tenant, tl) == 0);
+}
+
+static void ops_clear(struct kvtd_frame *fr)
+{
+	struct kvtd_server *srv = ops_srv(fr);
+	struct kvtd_conn *c = fr->conn;
+	const struct proto_scope *s = &fr->f.scope;
+	struct kvtd_item **subs = NULL;
+	uint32_t id, count = 0;
+	uint64_t ns_total = 0;
+	int rc;
+
+	switch (s->scope) {
+	case PROTO_SCOPE_NS:
+		rc = ops_ns_resolve(c, s->digest, c->role == PROTO_ROLE_ADMIN, &id);
+		if (rc < 0) {
+			kvtd_reply_error(fr, rc, "unknown namespace");
+			kvtd_frame_free(fr);
+			return;
+		}
+		fr->subs = calloc(1, sizeof(*fr->subs));
+		if (!fr->subs)
+			goto nomem;
+		fr->subs[0].req.ns = id;
+		fr->sub_count = 1;
+		break;
+	case PROTO_SCOPE_TENANT: {
+		const char *tn = s->tenant_len ? s->tenant : c->tenant;
+		uint32_t tl = s->tenant_len ? s->tenant_len : c->tenant_len;
+		char canon[PROTO_CANON_MAX + 1];
+		uint8_t dg[PROTO_DIGEST_LEN];
+
+		if (!ops_is_own(c, s->tenant, s->tenant_len) && c->role != PROTO_ROLE_ADMIN) {
+			kvtd_reply_error(fr, PROTO_EPERM, "clearing another tenant needs the admin role");
+			kvtd_frame_free(fr);
+			return;
+		}
+		kvt_store_stat(srv->store, "store.namespaces", &ns_total);
+		/* Ids run 1..count and are never reused (doc/keys.md). */
+		for (uint64_t k = 1; k <= ns_total; k++) {
+			rc = kvt_ns_info(srv->store, (uint32_t)k, dg, canon, sizeof(canon));
+			if (rc < 0 || (size_t)rc >= sizeof(canon) ||
+			    !ops_canon_is_tenant(canon, (size_t)rc, tn, tl))
+				continue;
+			struct kvtd_item *ns = realloc(fr->subs, (count + 1) * sizeof(*ns));
+			if (!ns)
+				goto nomem;
+			fr->subs = ns;
+			memset(&fr->subs[count], 0, sizeof(*ns));
+			fr->subs[count].req.ns = (uint32_t)k;
+			count++;
+			fr->sub_count = count;
+		}
+		break;
+	}
+	case PROTO_SCOPE_ALL:
+		if (c->role != PROTO_ROLE_ADMIN) {
+			kvtd_reply_error(fr, PROTO_EPERM, "clearing everything needs the admin role");
+			kvtd_frame_free(fr);
+			return;
+		}
+		fr->subs = calloc(1, sizeof(*fr->subs));
+		if (!fr->subs)
+			goto nomem;
+		fr->subs[0].req.ns = KVT_NS_ALL;
+		fr->sub_count = 1;
+		break;
+	}
+	if (fr->sub_count) {
+		subs = malloc(fr->sub_count * sizeof(*subs));
+		if (!subs)
+			goto nomem;
+		for (uint32_t k = 0; k < fr->sub_count; k++) {
+			fr->subs[k].fr = fr;
+			fr->subs[k].req.op = KVT_OP_CLEAR;
+			/* A clear walks a whole tier: on a library worker. */
+			fr->subs[k].req.flags = KVT_F_DEFER;
+			subs[k] = &fr->subs[k];
+		}
+		ops_submit(fr, subs, fr->sub_count);
+		free(subs);
+	}
+	if (fr->pending == 0)
+		ops_finish(fr);
+	return;
+nomem:
+	kvtd_reply_error(fr, -ENOMEM, "server out of memory");
+	kvtd_frame_free(fr);
+}
+
+static void ops_clear_reply(struct kvtd_frame *fr)
+{
+	struct proto_frame rf;
+
+	for (uint32_t k = 0; k < fr->sub_count; k++) {
+		if (fr->subs[k].status < 0) {
+			kvtd_reply_error(fr, fr->subs[k].status, kvt_strerror(fr->subs[k].status));
+			return;
+		}
+	}
+	kvtd_resp_init(fr, &rf, 0);
+	rf.removed = fr->removed;
+	ops_reply(fr, &rf, NULL, 0);
+}
+
+/* ------------------------------------------------------------------------
+ * STATS
+ */
+
+struct ops_stats {
+	struct proto_item *v;
+	uint32_t n, cap;
+	char *arena;              /* names and texts, copied */
+	size_t used, arena_cap;
+	bool nomem;
+};
+
+static const char *ops_stats_str(struct ops_stats *st, const char *s, size_t len)
+{
+	if (st->used + len > st->arena_cap)
+		return NULL;
+	char *p = st->arena + st->used;
+	memcpy(p, s, len);
+	st->used += len;
+	return p;
+}
+
+static void ops_stats_add(struct ops_stats *st, const char *name, uint64_t value, const char *str)
+{
+	struct proto_item *it;
+	size_t nl = strlen(name), tl = str ? strlen(str) : 0;
+
+	if (nl == 0 || nl > PROTO_STAT_NAME_MAX)
+		return;
+	if (tl > PROTO_STAT_TEXT_MAX)
+		tl = PROTO_STAT_TEXT_MAX;
+	if (st->n == st->cap) {
+		uint32_t nc = st->cap ? st->cap * 2 : 64;
+		struct proto_item *nv = realloc(st->v, nc * sizeof(*nv));
+		if (!nv) {
+			st->nomem = true;
+			return;
+		}
+		st->v = nv;
+		st->cap = nc;
+	}
+	it = &st->v[st->n];
+	memset(it, 0, sizeof(*it));
+	it->name = ops_stats_str(st, name, nl);
+	it->name_len = (uint32_t)nl;
+	if (str) {
+		it->kind = PROTO_STAT_TEXT;
+		it->text = tl ? ops_stats_str(st, str, tl) : NULL;
+		it->text_len = (uint32_t)tl;
+		/* Texts are printable; anything else would not encode. */
+		for (size_t i = 0; it->text && i < tl; i++)
+			if (str[i] < 0x20 || str[i] > 0x7e)
+				((char *)it->text)[i] = '?';
+		if (tl && !it->text)
+			return;
+	} else {
+		it->kind = PROTO_STAT_NUM;
+		it->value = value;
+	}
+	if (!it->name)
+		return;
+	st->n++;
+}
+
+static void ops_stats_cb(void *ctx, const char *name, uint64_t value, const char *str)
+{
+	ops_stats_add(ctx, name, value, str);
+}
+
+static void ops_stats(struct kvtd_frame *fr)
+{
+	struct kvtd_server *srv = ops_srv(fr);
+	struct kvtd_conn *c = fr->conn;
+	const struct proto_scope *s = &fr->f.scope;
+	struct ops_stats st = { 0 };
+	struct proto_frame rf;
+	char name[160];
+
+	if (s->scope == PROTO_SCOPE_ALL && c->role != PROTO_ROLE_ADMIN) {
+		kvtd_reply_error(fr, PROTO_EPERM, "server-wide statistics need the admin role");
+		goto out;
+	}
+	if (s->scope == PROTO_SCOPE_TENANT && !ops_is_own(c, s->tenant, s->tenant_len) &&
+	    c->role != PROTO_ROLE_ADMIN) {
+		kvtd_reply_error(fr, PROTO_EPERM, "another tenant's statistics need the admin role");
+		goto out;
+	}
+	st.arena_cap = 256 << 10;
+	st.arena = malloc(st.arena_cap);
+	if (!st.arena) {
+		kvtd_reply_error(fr, -ENOMEM, "server out of memory");
+		goto out;
+	}
+	ops_stats_add(&st, "server.version", 0, KVTD_VERSION);
+	if (s->scope == PROTO_SCOPE_ALL) {
+		struct kvtd_counters *k = &srv->ctr;
+		ops_stats_add(&st, "server.uptime_ns", kvtd_now_ns() - srv->start_ns, NULL);
+		ops_stats_add(&st, "server.threads", srv->loop_count, NULL);
+		ops_stats_add(&st, "server.auth", 0, kvtd_auth_enabled() ? "hmac-sha256" : "none");
+		ops_stats_add(&st, "server.conns_accepted", atomic_load(&k->conns_accepted), NULL);
+		ops_stats_add(&st, "server.conns_active", atomic_load(&k->conns_active), NULL);
+		ops_stats_add(&st, "server.conns_closed", atomic_load(&k->conns_closed), NULL);
+		ops_stats_add(&st, "server.frames_in", atomic_load(&k->frames_in), NULL);
+		ops_stats_add(&st, "server.frames_out", atomic_load(&k->frames_out), NULL);
+		ops_stats_add(&st, "server.bytes_in", atomic_load(&k->bytes_in), NULL);
+		ops_stats_add(&st, "server.bytes_out", atomic_load(&k->bytes_out), NULL);
+		ops_stats_add(&st, "server.items_in", atomic_load(&k->items_in), NULL);
+		ops_stats_add(&st, "server.auth_ok", atomic_load(&k->auth_ok), NULL);
+		ops_stats_add(&st, "server.value_crc_errors", atomic_load(&k->value_crc_errors), NULL);
+		for (unsigned op = 0; op < PROTO_OP__COUNT; op++) {
+			snprintf(name, sizeof(name), "server.ops.%s", proto_op_name(op));
+			ops_stats_add(&st, name, atomic_load(&k->ops[op]), NULL);
+		}
+		for (unsigned e = 0; e < KVTD_ERR__COUNT; e++) {
+			snprintf(name, sizeof(name), "server.errors.%s", kvtd_err_names[e]);
+			ops_stats_add(&st, name, atomic_load(&k->errors[e]), NULL);
+		}
+		kvt_store_stats(srv->store, ops_stats_cb, &st);
+	} else {
+		const char *tn = s->tenant_len ? s->tenant : c->tenant;
+		uint32_t tl = s->tenant_len ? s->tenant_len : c->tenant_len;
+		char canon[PROTO_CANON_MAX + 1], tbuf[PROTO_TENANT_MAX + 1];
+		uint8_t dg[PROTO_DIGEST_LEN];
+		uint64_t total = 0, mine = 0;
+
+		memcpy(tbuf, tn, tl);
+		tbuf[tl] = 0;
+		kvt_store_stat(srv->store, "store.namespaces", &total);
+		for (uint64_t k = 1; k <= total; k++) {
+			int rc = kvt_ns_info(srv->store, (uint32_t)k, dg, canon, sizeof(canon));
+			if (rc >= 0 && (size_t)rc < sizeof(canon) &&
+			    ops_canon_is_tenant(canon, (size_t)rc, tn, tl))
+				mine++;
+		}
+		ops_stats_add(&st, "tenant.name", 0, tbuf);
+		ops_stats_add(&st, "tenant.namespaces", mine, NULL);
+		if (ops_is_own(c, s->tenant, s->tenant_len)) {
+			ops_stats_add(&st, "conn.frames", c->frames, NULL);
+			ops_stats_add(&st, "conn.bytes_in", c->bytes_in, NULL);
+			ops_stats_add(&st, "conn.bytes_out", c->bytes_out, NULL);
+		}
+	}
+	if (st.nomem) {
+		kvtd_reply_error(fr, -ENOMEM, "server out of memory");
+		goto out;
+	}
+	kvtd_resp_init(fr, &rf, 0);
+	ops_reply(fr, &rf, st.v, st.n);
+out:
+	free(st.v);
+	free(st.arena);
+	kvtd_frame_free(fr);
+}
+
+/* ------------------------------------------------------------------------
+ * Dispatch and completion
+ */
+
+void kvtd_frame_dispatch(struct kvtd_frame *fr)
+{
+	struct kvtd_conn *c = fr->conn;
+	struct kvtd_server *srv = ops_srv(fr);
+	unsigned op = fr->f.op;
+
+	KVTD_COUNT(srv, frames_in, 1);
+	KVTD_COUNT(srv, ops[op], 1);
+	KVTD_COUNT(srv, items_in, fr->f.item_count);
+	c->frames++;
+
+	/* doc/protocol.md section 7: HELLO first, then AUTH; before a
+	 * successful AUTH only HELLO, AUTH, PING and BYE are answered. */
+	if (op == PROTO_OP_HELLO) {
+		ops_hello(fr);
+		return;
+	}
+	if (c->state != KVTD_CS_HELLO && fr->f.version != c->version) {
+		ops_fail(fr, KVT_EVERSION, "frame version differs from the one HELLO chose");
+		return;
+	}
+	if (op == PROTO_OP_AUTH) {
+		ops_auth(fr);
+		return;
+	}
+	if (op == PROTO_OP_PING || op == PROTO_OP_BYE) {
+		ops_simple(fr);
+		return;
+	}
+	if (c->state != KVTD_CS_READY) {
+		/* The connection stays; the unauthenticated timeout ends it. */
+		kvtd_reply_error(fr, PROTO_ENOAUTH, "HELLO and AUTH first");
+		kvtd_frame_free(fr);
+		return;
+	}
+	switch (op) {
+	case PROTO_OP_NS_REGISTER:
+		ops_ns_register(fr);
+		return;
+	case PROTO_OP_LOOKUP:
+		ops_lookup(fr);
+		return;
+	case PROTO_OP_EXISTS:
+	case PROTO_OP_GET:
+	case PROTO_OP_PUT:
+	case PROTO_OP_DELETE:
+		ops_keyed(fr);
+		return;
+	case PROTO_OP_CLEAR:
+		ops_clear(fr);
+		return;
+	case PROTO_OP_STATS:
+		ops_stats(fr);
+		return;
+	}
+	ops_fail(fr, KVT_EBADOP, "unknown opcode");
+}
+
+/* Every item is back: answer (unless the connection is gone) and free. */
+static void ops_finish(struct kvtd_frame *fr)
+{
+	if (!fr->conn->dead) {
+		switch (fr->f.op) {
+		case PROTO_OP_NS_REGISTER:
+			ops_ns_register_reply(fr);
+			break;
+		case PROTO_OP_GET:
+			kvtd_value_get_reply(fr);
+			break;
+		case PROTO_OP_EXISTS:
+		case PROTO_OP_PUT:
+		case PROTO_OP_DELETE:
+			ops_keyed_reply(fr);
+			break;
+		case PROTO_OP_LOOKUP:
+			ops_lookup_reply(fr);
+			break;
+		case PROTO_OP_CLEAR:
+			ops_clear_reply(fr);
+			break;
+		}
+	}
+	kvtd_frame_free(fr);
+}
+
+void kvtd_req_done(struct kvtd_loop *loop, struct kvt_req *r)
+{
+	struct kvtd_item *it = (struct kvtd_item *)(uintptr_t)r->user_data;
+	struct kvtd_frame *fr = it->fr;
+
+	(void)loop;
+	it->submitted = false;
+	it->status = r->status;
+	switch (r->op) {
+	case KVT_OP_GET_PINNED:
+		if (r->status == KVT_OK)
+			it->pinned = true;
+		break;
+	case KVT_OP_EXISTS:
+		it->tier = r->status == KVT_OK ? r->tier : 0;
+		break;
+	case KVT_OP_LOOKUP:
+		fr->hits = (uint32_t)r->length;
+		fr->load_ns = r->load_ns;
+		break;
+	case KVT_OP_CLEAR:
+		if (r->status == KVT_OK)
+			fr->removed += r->length;
+		break;
+	default:
+		break;
+	}
+	if (--fr->pending == 0)
+		ops_finish(fr);
+}

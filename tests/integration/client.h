@@ -1,0 +1,106 @@
+/*
+ * client.h - a small blocking kvtier-protocol client for the integration
+ * tests: real sockets, frames encoded and parsed with lib/proto.h.
+ *
+ * One struct kc per connection, used by one thread.  Every function
+ * returns >= 0 on success or a negative code (-errno, KVT_E*, PROTO_E*).
+ * Requests get increasing tags; kc_recv returns whatever response frame
+ * comes next (responses may arrive out of order).
+ */
+#ifndef KVT_TEST_CLIENT_H
+#define KVT_TEST_CLIENT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "kvtier.h"
+#include "proto.h"
+
+struct kc {
+	int fd;
+	uint8_t *rbuf;            /* bytes received, not yet returned */
+	size_t rcap, rlen;
+	struct proto_limits lim;  /* the server's, after kc_hello */
+	uint64_t next_tag;
+	uint16_t version;
+	uint16_t auth_method;     /* the server's first offer */
+	uint8_t nonce[PROTO_NONCE_LEN];
+	uint32_t role;
+};
+
+/* A response frame: buf holds header, table and data; f points into it. */
+struct kc_resp {
+	struct proto_frame f;
+	uint8_t *buf;
+	uint64_t len;
+	const uint8_t *data;      /* the data section */
+};
+
+/* A value read back by kc_get, its part table checked against the bytes. */
+struct kc_value {
+	int32_t status;
+	uint32_t flags;
+	uint64_t value_len, off;
+	uint32_t first_part, part_count;
+	uint64_t lens[KVT_PARTS_MAX];
+	uint32_t crcs[KVT_PARTS_MAX];
+	uint8_t *bytes;           /* malloc'd, len bytes */
+	uint64_t len;
+	bool crc_ok;              /* every part's CRC32C matched its bytes */
+};
+
+int kc_connect_tcp(struct kc *c, uint16_t port);
+int kc_connect_unix(struct kc *c, const char *path);
+void kc_close(struct kc *c);
+
+int kc_send(struct kc *c, const void *buf, size_t len);
+/* Encode f (tag and version filled in if 0) with items, send it and the
+ * data iovecs.  Returns the tag (> 0) or an error. */
+int64_t kc_request(struct kc *c, struct proto_frame *f, const struct proto_item *items,
+		   uint32_t n, const struct iovec *data, unsigned data_n);
+/* Next response frame.  0, or -ETIMEDOUT, -ECONNRESET (closed), a parse
+ * error. */
+int kc_recv(struct kc *c, struct kc_resp *r, int timeout_ms);
+void kc_resp_free(struct kc_resp *r);
+/* Wait for the server to close: true if it did within timeout_ms
+ * (responses before the close are skipped). */
+bool kc_wait_closed(struct kc *c, int timeout_ms);
+
+/* HELLO; returns the response status. */
+int kc_hello(struct kc *c);
+/* AUTH with the server's method (secret may be NULL for AUTH_NONE);
+ * returns the response status; checks the server's proof. */
+int kc_auth(struct kc *c, const char *tenant, const char *secret);
+/* HELLO + AUTH. */
+int kc_login(struct kc *c, const char *tenant, const char *secret);
+
+/* NS_REGISTER one canonical text; the item status, digest and the
+ * server's text (NUL-terminated, if canon_out). */
+int kc_register(struct kc *c, const struct kvt_ns_desc *d, uint8_t digest[PROTO_DIGEST_LEN],
+		char *canon_out, size_t canon_len);
+
+/* One PUT item; crcs NULL computes them.  Returns the item status. */
+int kc_put(struct kc *c, const uint8_t ns[PROTO_DIGEST_LEN], const struct kvt_key *key,
+	   const struct iovec *parts, unsigned n, const uint32_t *crcs);
+/* One GET item (flags PROTO_IF_PART / RANGE).  Returns the item status;
+ * v->bytes must be freed (kc_value_free). */
+int kc_get(struct kc *c, const uint8_t ns[PROTO_DIGEST_LEN], const struct kvt_key *key,
+	   uint32_t flags, uint32_t part, uint64_t off, uint64_t len, struct kc_value *v);
+void kc_value_free(struct kc_value *v);
+/* One-key EXISTS / DELETE: item status (and tier). */
+int kc_exists(struct kc *c, const uint8_t ns[PROTO_DIGEST_LEN], const struct kvt_key *key,
+	      uint32_t *tier);
+int kc_delete(struct kc *c, const uint8_t ns[PROTO_DIGEST_LEN], const struct kvt_key *key);
+/* LOOKUP: frame status; *hits, tiers[n] (may be NULL). */
+int kc_lookup(struct kc *c, const uint8_t ns[PROTO_DIGEST_LEN], const struct kvt_key *keys,
+	      uint32_t n, uint32_t *hits, uint8_t *tiers);
+/* CLEAR: frame status; *removed. */
+int kc_clear(struct kc *c, uint32_t scope, const uint8_t *digest, const char *tenant,
+	     uint64_t *removed);
+/* STATS: frame status; the numeric stat `name` into *value (KVT_MISS if
+ * absent). */
+int kc_stat(struct kc *c, uint32_t scope, const char *name, uint64_t *value);
+int kc_ping(struct kc *c);
+
+#endif
