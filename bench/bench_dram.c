@@ -148,52 +148,12 @@ struct bd {
  * Small helpers: time, random bytes, sizes, output.
  */
 
-static double bd_now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
-static uint64_t bd_splitmix(uint64_t x)
-{
-	x += UINT64_C(0x9e3779b97f4a7c15);
-	x = (x ^ (x >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-	x = (x ^ (x >> 27)) * UINT64_C(0x94d049bb133111eb);
-	return x ^ (x >> 31);
-}
 
-/* The bytes of value i of a given size: an xorshift64 stream from its seed. */
-static uint64_t bd_seed(uint64_t size, uint64_t i)
-{
-	return bd_splitmix(size * UINT64_C(0x100000001b3) ^ bd_splitmix(i)) | 1;
-}
 
-static inline uint64_t bd_xorshift(uint64_t *x)
-{
-	uint64_t v = *x;
-	v ^= v << 13;
-	v ^= v >> 7;
-	v ^= v << 17;
-	*x = v;
-	return v;
-}
 
-static void bd_fill(uint8_t *p, size_t len, uint64_t seed)
-{
-	uint64_t x = seed, w;
-	size_t off = 0;
-	for (; off + 8 <= len; off += 8) {
-		w = bd_xorshift(&x);
-		memcpy(p + off, &w, 8);
-	}
-	if (off < len) {
-		w = bd_xorshift(&x);
-		memcpy(p + off, &w, len - off);
-	}
-}
 
-/* Offset of the first byte of p that differs from bd_fill(seed), or -1. */
+/* Offset of the first byte of p that differs from bench_fill(seed), or -1. */
 static int64_t bd_check(const uint8_t *p, size_t len, uint64_t seed, uint8_t *got,
 			uint8_t *want)
 {
@@ -201,7 +161,7 @@ static int64_t bd_check(const uint8_t *p, size_t len, uint64_t seed, uint8_t *go
 	size_t off = 0;
 	for (; off < len; off += 8) {
 		size_t n = len - off < 8 ? len - off : 8;
-		w = bd_xorshift(&x);
+		w = bench_xorshift(&x);
 		v = w;
 		if (memcmp(p + off, &w, n) == 0)
 			continue;
@@ -217,65 +177,8 @@ static int64_t bd_check(const uint8_t *p, size_t len, uint64_t seed, uint8_t *go
 	return -1;
 }
 
-static uint64_t bd_align_up(uint64_t x, uint64_t a)
-{
-	return (x + a - 1) / a * a;
-}
 
-/*
- * Parse "256K", "2M", "2GiB", "1048576": powers of 1024, as
- * kvt_store_set_option reads sizes.  Returns 0 or -1.
- */
-static int bd_parse_size(const char *s, uint64_t *out)
-{
-	char *end;
-	if (s == NULL || *s < '0' || *s > '9')
-		return -1;
-	errno = 0;
-	unsigned long long v = strtoull(s, &end, 10);
-	if (errno != 0)
-		return -1;
-	unsigned shift = 0;
-	switch (*end) {
-	case 'k': case 'K': shift = 10; end++; break;
-	case 'm': case 'M': shift = 20; end++; break;
-	case 'g': case 'G': shift = 30; end++; break;
-	case 't': case 'T': shift = 40; end++; break;
-	default: break;
-	}
-	if (shift != 0 && (strcmp(end, "iB") == 0 || strcmp(end, "B") == 0))
-		end += strlen(end);
-	if (*end != '\0')
-		return -1;
-	if (shift != 0 && v > (UINT64_MAX >> shift))
-		return -1;
-	*out = (uint64_t)v << shift;
-	return 0;
-}
 
-/* "256 KiB", "2 MiB", "1.50 GiB", "100 B" into buf. */
-static const char *bd_fmt_size(char *buf, size_t len, uint64_t v)
-{
-	static const char *units[] = { "B", "KiB", "MiB", "GiB", "TiB" };
-	unsigned u = 0;
-	uint64_t w = v;
-	while (u < 4 && w >= 1024 && w % 1024 == 0) {
-		w /= 1024;
-		u++;
-	}
-	if (w < 1024 || u == 4) {
-		snprintf(buf, len, "%" PRIu64 " %s", w, units[u]);
-		return buf;
-	}
-	double d = (double)v;
-	u = 0;
-	while (u < 4 && d >= 1024) {
-		d /= 1024;
-		u++;
-	}
-	snprintf(buf, len, "%.2f %s", d, units[u]);
-	return buf;
-}
 
 static void bd_err(const char *fmt, ...) BD_PRINTF(1, 2);
 static void bd_err(const char *fmt, ...)
@@ -353,24 +256,15 @@ static void bd_cell_print(struct bd *b, const struct bd_cell *c)
 	fflush(stdout);
 }
 
-static int bd_cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return (x > y) - (x < y);
-}
 
 static double bd_median(const double *v, unsigned n)
 {
 	double s[BD_ROUNDS_MAX];
 	memcpy(s, v, n * sizeof(double));
-	qsort(s, n, sizeof(double), bd_cmp_double);
+	qsort(s, n, sizeof(double), bench_cmp_double);
 	return n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
 }
 
-static double bd_rate(double amount, double secs)
-{
-	return amount / (secs > 1e-9 ? secs : 1e-9);
-}
 
 /* ------------------------------------------------------------------------
  * Buffers: 2 MiB aligned anonymous mappings, page mode as the store's.
@@ -386,7 +280,7 @@ static int bd_buf_alloc(const struct bd *b, struct bd_buf *buf, size_t len)
 		buf->map = NULL;
 		return -errno;
 	}
-	buf->p = (uint8_t *)bd_align_up((uintptr_t)buf->map, BD_HUGE_ALIGN);
+	buf->p = (uint8_t *)bench_align_up((uintptr_t)buf->map, BD_HUGE_ALIGN);
 	buf->len = len;
 	/* Same page mode as the store's arena: a baseline on 4 KiB pages
 	 * against a store on huge pages would flatter the store.  Advice
@@ -528,7 +422,7 @@ static int bd_store_open(struct bd *b, uint64_t capacity, const char *chunk,
 		bd_err("kvt_store_create: %s", kvt_strerror(rc));
 		return BENCH_EXIT_FAIL;
 	}
-	snprintf(cap, sizeof(cap), "%" PRIu64 "M", bd_align_up(capacity, BD_MIB) / BD_MIB);
+	snprintf(cap, sizeof(cap), "%" PRIu64 "M", bench_align_up(capacity, BD_MIB) / BD_MIB);
 	if (bd_set_option(s, "dram.capacity", cap) < 0 ||
 	    bd_set_option(s, "dram.prefault", "on") < 0 ||
 	    bd_set_option(s, "dram.hugepages", b->o.hugepages) < 0 ||
@@ -551,7 +445,7 @@ static int bd_store_open(struct bd *b, uint64_t capacity, const char *chunk,
 	if (rc < 0) {
 		bd_err("kvt_store_open (dram.capacity %s): %s; lower --footprint or "
 		       "--lookup-blocks, or free memory",
-		       bd_fmt_size(sz, sizeof(sz), capacity), kvt_strerror(rc));
+		       bench_fmt_size(sz, sizeof(sz), capacity), kvt_strerror(rc));
 		goto fail;
 	}
 	rc = kvt_ns_register(s, &bd_ns_desc, ns);
@@ -682,7 +576,7 @@ static int bd_copy_done(void *ctx, struct kvt_req *r)
 	char sz[32];
 	if (r->status != KVT_OK)
 		return bd_copy_fail(c, "%s of %s value %zu: %s%s", bd_ph_name[c->phase],
-				    bd_fmt_size(sz, sizeof(sz), c->size), i, kvt_strerror(r->status),
+				    bench_fmt_size(sz, sizeof(sz), c->size), i, kvt_strerror(r->status),
 				    r->status == KVT_MISS ? " (the store lost a value it had room for)" :
 				    r->status == KVT_EXISTS ? " (kvt_clear left the key behind)" : "");
 	if (c->phase == BD_PH_KPUT)
@@ -729,7 +623,7 @@ static int bd_copy_kvt(struct bd_copy *c, unsigned phase, double *secs)
 	struct bd_buf *buf = phase == BD_PH_KPUT ? c->src : c->dst;
 	c->phase = phase;
 	c->errors = 0;
-	double t0 = bd_now();
+	double t0 = bench_now();
 	for (size_t i = 0; i < c->n; i += batch) {
 		unsigned k = c->n - i < batch ? (unsigned)(c->n - i) : batch;
 		for (unsigned j = 0; j < k; j++) {
@@ -749,7 +643,7 @@ static int bd_copy_kvt(struct bd_copy *c, unsigned phase, double *secs)
 		if (bd_batch(c->q, c->reqs, k, bd_copy_done, c) < 0)
 			return -1;
 	}
-	*secs = bd_now() - t0;
+	*secs = bench_now() - t0;
 	return 0;
 }
 
@@ -757,10 +651,10 @@ static int bd_copy_memcpy(struct bd_copy *c, unsigned phase, double *secs)
 {
 	uint8_t *from = phase == BD_PH_MPUT ? c->src->p : c->arena->p;
 	uint8_t *to = phase == BD_PH_MPUT ? c->arena->p : c->dst->p;
-	double t0 = bd_now();
+	double t0 = bench_now();
 	for (size_t i = 0; i < c->n; i++)
 		memcpy(to + i * c->slot, from + i * c->slot, c->size);
-	*secs = bd_now() - t0;
+	*secs = bench_now() - t0;
 	return 0;
 }
 
@@ -768,12 +662,12 @@ static int bd_check_value(const struct bd_copy *c, const uint8_t *p, size_t i, u
 {
 	uint8_t got, want;
 	char sz[32];
-	int64_t off = bd_check(p, c->size, bd_seed(c->size, i), &got, &want);
+	int64_t off = bd_check(p, c->size, bench_seed(c->size, i), &got, &want);
 	if (off < 0)
 		return 0;
 	bd_err("%s %s, round %u: value %zu differs from what was put at byte %" PRId64
 	       " (got 0x%02x, want 0x%02x)",
-	       bd_ph_name[c->phase], bd_fmt_size(sz, sizeof(sz), c->size), round + 1, i, off,
+	       bd_ph_name[c->phase], bench_fmt_size(sz, sizeof(sz), c->size), round + 1, i, off,
 	       got, want);
 	return -1;
 }
@@ -839,8 +733,8 @@ static void bd_copy_report(struct bd *b, struct bd_copy *c, unsigned phase, unsi
 	double bytes = (double)c->n * (double)c->size;
 	double x[BD_ROUNDS_MAX], y[BD_ROUNDS_MAX];
 	for (unsigned r = 0; r < rounds; r++) {
-		x[r] = bd_rate(bytes, c->secs[phase][r]) / 1e9;
-		y[r] = bd_rate(bytes, c->secs[base_phase][r]) / 1e9;
+		x[r] = bench_rate(bytes, c->secs[phase][r]) / 1e9;
+		y[r] = bench_rate(bytes, c->secs[base_phase][r]) / 1e9;
 	}
 	double gx = bd_median(x, rounds), gy = bd_median(y, rounds);
 	double ratio = gx / (gy > 0 ? gy : 1e-12);
@@ -873,7 +767,7 @@ static void bd_copy_report(struct bd *b, struct bd_copy *c, unsigned phase, unsi
 		return;
 	}
 	struct bd_cell cell = { .bench = names[phase], .result = bd_verdict(b, pass) };
-	bd_fmt_size(cell.value, sizeof(cell.value), c->size);
+	bench_fmt_size(cell.value, sizeof(cell.value), c->size);
 	snprintf(cell.kvtier, sizeof(cell.kvtier), "%.2f GB/s", gx);
 	snprintf(cell.baseline, sizeof(cell.baseline), "%.2f GB/s", gy);
 	snprintf(cell.ratio, sizeof(cell.ratio), "%.3f", ratio);
@@ -892,8 +786,8 @@ static int bd_copy_size(struct bd_copy *c)
 {
 	struct bd *b = c->b;
 	char sz[32];
-	bd_fmt_size(sz, sizeof(sz), c->size);
-	c->slot = bd_align_up(c->size, BD_ALIGN);
+	bench_fmt_size(sz, sizeof(sz), c->size);
+	c->slot = bench_align_up(c->size, BD_ALIGN);
 	c->n = (size_t)((b->o.footprint + c->size - 1) / c->size);
 	c->views = 0;
 	c->max_views = 0;
@@ -903,9 +797,9 @@ static int bd_copy_size(struct bd_copy *c)
 	for (size_t i = 0; i < c->n; i++) {
 		uint64_t w[4];
 		for (unsigned k = 0; k < 4; k++)
-			w[k] = bd_splitmix(bd_seed(c->size, i) + k);
+			w[k] = bench_splitmix(bench_seed(c->size, i) + k);
 		(void)kvt_key_set(&c->keys[i], w, sizeof(w));
-		bd_fill(c->src->p + i * c->slot, c->size, bd_seed(c->size, i));
+		bench_fill(c->src->p + i * c->slot, c->size, bench_seed(c->size, i));
 	}
 
 	for (unsigned r = 0; r < b->o.rounds; r++) {
@@ -972,7 +866,7 @@ static int bd_copy_rows(struct bd *b)
 	size_t max_n = 0;
 	for (unsigned i = 0; i < b->o.size_count; i++) {
 		uint64_t sz = b->o.sizes[i], n = (b->o.footprint + sz - 1) / sz;
-		uint64_t bytes = n * bd_align_up(sz, BD_ALIGN);
+		uint64_t bytes = n * bench_align_up(sz, BD_ALIGN);
 		if (bytes > max_bytes)
 			max_bytes = bytes;
 		if (sz > max_size)
@@ -983,26 +877,26 @@ static int bd_copy_rows(struct bd *b)
 	/* Store: the footprint plus a quarter (at least 64 MiB) of slack, so a
 	 * round's puts never evict (kvt_clear's count checks that). */
 	uint64_t slack = max_bytes / 4 > 64 * BD_MIB ? max_bytes / 4 : 64 * BD_MIB;
-	uint64_t capacity = bd_align_up(max_bytes + slack, BD_MIB);
+	uint64_t capacity = bench_align_up(max_bytes + slack, BD_MIB);
 	uint64_t need = 3 * max_bytes + capacity + max_size;
 	uint64_t avail = bd_avail_bytes();
 	if (avail != 0 && need > avail) {
 		bd_err("the copy rows need %s (3 buffers of %s and a store of %s) but only %s is "
 		       "available; lower --footprint",
-		       bd_fmt_size(a, sizeof(a), need), bd_fmt_size(d, sizeof(d), max_bytes),
-		       bd_fmt_size(e, sizeof(e), capacity),
-		       bd_fmt_size(f, sizeof(f), avail));
+		       bench_fmt_size(a, sizeof(a), need), bench_fmt_size(d, sizeof(d), max_bytes),
+		       bench_fmt_size(e, sizeof(e), capacity),
+		       bench_fmt_size(f, sizeof(f), avail));
 		return BENCH_EXIT_FAIL;
 	}
 
 	bd_progress(b, "mapping and pre-faulting %s of caller buffers",
-		    bd_fmt_size(a, sizeof(a), 3 * max_bytes));
+		    bench_fmt_size(a, sizeof(a), 3 * max_bytes));
 	uint64_t huge0 = bd_anon_huge_kib();
 	int rc;
 	if ((rc = bd_buf_alloc(b, &src, max_bytes)) < 0 ||
 	    (rc = bd_buf_alloc(b, &arena, max_bytes)) < 0 ||
 	    (rc = bd_buf_alloc(b, &dst, max_bytes)) < 0) {
-		bd_err("mmap of %s: %s", bd_fmt_size(a, sizeof(a), max_bytes), strerror(-rc));
+		bd_err("mmap of %s: %s", bench_fmt_size(a, sizeof(a), max_bytes), strerror(-rc));
 		goto out;
 	}
 	/* Pre-fault: first touch runs at a fifth of memcpy speed. */
@@ -1013,16 +907,16 @@ static int bd_copy_rows(struct bd *b)
 	c.src = &src;
 	c.arena = &arena;
 	c.dst = &dst;
-	c.scratch = aligned_alloc(BD_ALIGN, bd_align_up(max_size, BD_ALIGN));
+	c.scratch = aligned_alloc(BD_ALIGN, bench_align_up(max_size, BD_ALIGN));
 	c.keys = calloc(max_n, sizeof(*c.keys));
-	c.reqs = aligned_alloc(64, bd_align_up(b->o.batch * sizeof(*c.reqs), 64));
+	c.reqs = aligned_alloc(64, bench_align_up(b->o.batch * sizeof(*c.reqs), 64));
 	c.iov = calloc(b->o.batch, sizeof(*c.iov));
 	if (c.scratch == NULL || c.keys == NULL || c.reqs == NULL || c.iov == NULL) {
 		bd_err("out of memory for %zu keys", max_n);
 		goto out;
 	}
 
-	bd_progress(b, "opening a store of %s", bd_fmt_size(a, sizeof(a), capacity));
+	bd_progress(b, "opening a store of %s", bench_fmt_size(a, sizeof(a), capacity));
 	/* One shard: the rows run one thread, so shards buy nothing, and
 	 * each shard owns capacity/shards of the arena, so a default store
 	 * (10 shards for 2.5 GiB) evicts 16 MiB values well before it is
@@ -1051,12 +945,12 @@ static int bd_copy_rows(struct bd *b)
 		b->o.rounds);
 	bd_note(b, "footprint per size >= %s; caller buffers: put sources %s, get destinations "
 		   "%s, memcpy arena %s, 4 KiB-aligned slots, %.0f%% on huge pages",
-		bd_fmt_size(a, sizeof(a), b->o.footprint), bd_fmt_size(d, sizeof(d), max_bytes),
-		bd_fmt_size(d, sizeof(d), max_bytes), bd_fmt_size(e, sizeof(e), max_bytes),
+		bench_fmt_size(a, sizeof(a), b->o.footprint), bench_fmt_size(d, sizeof(d), max_bytes),
+		bench_fmt_size(d, sizeof(d), max_bytes), bench_fmt_size(e, sizeof(e), max_bytes),
 		100 * buf_huge);
 	bd_note(b, "store: dram.capacity %s, dram.hugepages=%s (%.0f%% of the arena on THP "
 		   "by AnonHugePages), chunk %s, shards %s, policy %s",
-		bd_fmt_size(a, sizeof(a), capacity), hp, 100 * cap_huge, chunk, shards, policy);
+		bench_fmt_size(a, sizeof(a), capacity), hp, 100 * cap_huge, chunk, shards, policy);
 	if (!b->o.smoke && b->o.footprint < 2 * BD_GIB)
 		bd_note(b, "WARNING: footprint below 2 GiB: caches may answer; not a reportable run");
 	bd_blank(b);
@@ -1103,9 +997,9 @@ static int bd_keyhash_rows(struct bd *b)
 		bd_err("kvt_ns_digest: %s", kvt_strerror(rc));
 		goto out;
 	}
-	uint64_t x = bd_seed(1, 0xbe9c);
+	uint64_t x = bench_seed(1, 0xbe9c);
 	for (size_t i = 0; i < tokens; i++)
-		tok[i] = (uint32_t)(bd_xorshift(&x) % 151936); /* a vocabulary's size */
+		tok[i] = (uint32_t)(bench_xorshift(&x) % 151936); /* a vocabulary's size */
 
 	for (unsigned t = 0; t < BD_ARRAY_LEN(block_tokens); t++) {
 		uint32_t bt = block_tokens[t];
@@ -1123,7 +1017,7 @@ static int bd_keyhash_rows(struct bd *b)
 		}
 		for (unsigned r = 0; r < b->o.rounds; r++) {
 			bd_progress(b, "keyhash %u tokens/block, round %u/%u", bt, r + 1, b->o.rounds);
-			double t0 = bd_now();
+			double t0 = bench_now();
 			for (size_t p = 0; p < prompts; p++) {
 				int64_t n = kvt_key_chain_prompt(digest, tok + p * BD_KH_PROMPT,
 								 BD_KH_PROMPT, bt, 0, NULL, 0, keys,
@@ -1134,18 +1028,18 @@ static int bd_keyhash_rows(struct bd *b)
 					goto out;
 				}
 			}
-			secs[r] = bd_now() - t0;
+			secs[r] = bench_now() - t0;
 		}
 		double s = bd_median(secs, b->o.rounds);
-		double kps = bd_rate((double)(prompts * per), s);
-		double mbps = bd_rate((double)tokens * 4, s) / 1e6;
+		double kps = bench_rate((double)(prompts * per), s);
+		double mbps = bench_rate((double)tokens * 4, s) / 1e6;
 		if (b->o.json) {
 			printf("{\"bench\":\"dram.keyhash\",\"block_tokens\":%u,\"keys_per_s\":%.0f,"
 			       "\"mbps\":%.1f,\"tokens_per_s\":%.0f,\"keys\":%zu,\"rounds\":%u,"
 			       "\"keys_per_s_rounds\":[",
-			       bt, kps, mbps, bd_rate((double)tokens, s), prompts * per, b->o.rounds);
+			       bt, kps, mbps, bench_rate((double)tokens, s), prompts * per, b->o.rounds);
 			for (unsigned r = 0; r < b->o.rounds; r++)
-				printf("%s%.0f", r ? "," : "", bd_rate((double)(prompts * per), secs[r]));
+				printf("%s%.0f", r ? "," : "", bench_rate((double)(prompts * per), secs[r]));
 			printf("]}\n");
 			fflush(stdout);
 		} else {
@@ -1215,7 +1109,7 @@ static int bd_lookup_load(struct bd_lookup *l, double *secs)
 {
 	unsigned batch = l->b->o.batch;
 	size_t n = l->prompts * BD_LK_HITS;
-	double t0 = bd_now();
+	double t0 = bench_now();
 	for (size_t i = 0; i < n; i += batch) {
 		unsigned k = n - i < batch ? (unsigned)(n - i) : batch;
 		if ((i & 0xffff) == 0)
@@ -1234,7 +1128,7 @@ static int bd_lookup_load(struct bd_lookup *l, double *secs)
 		if (bd_batch(l->q, l->reqs, k, bd_load_done, l) < 0)
 			return -1;
 	}
-	*secs = bd_now() - t0;
+	*secs = bench_now() - t0;
 	return 0;
 }
 
@@ -1242,7 +1136,7 @@ static int bd_lookup_load(struct bd_lookup *l, double *secs)
 static int bd_lookup_pass(struct bd_lookup *l, const uint32_t *perm, bool sync, double *secs)
 {
 	unsigned batch = l->b->o.batch;
-	double t0 = bd_now();
+	double t0 = bench_now();
 	if (sync) {
 		for (size_t i = 0; i < l->prompts; i++) {
 			size_t p = perm[i];
@@ -1273,7 +1167,7 @@ static int bd_lookup_pass(struct bd_lookup *l, const uint32_t *perm, bool sync, 
 				return -1;
 		}
 	}
-	*secs = bd_now() - t0;
+	*secs = bench_now() - t0;
 	return 0;
 }
 
@@ -1281,7 +1175,7 @@ static void bd_lookup_report(struct bd *b, const char *name, const char *how, si
 			     const double *secs)
 {
 	double s = bd_median(secs, b->o.rounds);
-	double pps = bd_rate((double)prompts, s);
+	double pps = bench_rate((double)prompts, s);
 	double kps = pps * (BD_LK_HITS + 1);
 	bool pass = kps >= BD_TARGET_KEYS_PER_S;
 	if (!pass && !b->o.smoke)
@@ -1297,7 +1191,7 @@ static void bd_lookup_report(struct bd *b, const char *name, const char *how, si
 		printf(",\"keys_per_s_rounds\":[");
 		for (unsigned r = 0; r < b->o.rounds; r++)
 			printf("%s%.0f", r ? "," : "",
-			       bd_rate((double)prompts * (BD_LK_HITS + 1), secs[r]));
+			       bench_rate((double)prompts * (BD_LK_HITS + 1), secs[r]));
 		printf("]");
 		bd_json_pass(b, pass);
 		printf("}\n");
@@ -1329,14 +1223,14 @@ static int bd_lookup_rows(struct bd *b)
 	size_t blocks = l.prompts * BD_LK_HITS;
 	uint64_t data = (uint64_t)blocks * BD_LK_VALUE;
 	/* Slack for shard imbalance: an eighth, at least 64 MiB. */
-	uint64_t capacity = bd_align_up(data + (data / 8 > 64 * BD_MIB ? data / 8 : 64 * BD_MIB), BD_MIB);
+	uint64_t capacity = bench_align_up(data + (data / 8 > 64 * BD_MIB ? data / 8 : 64 * BD_MIB), BD_MIB);
 	size_t key_bytes = l.prompts * BD_LK_KEYS * sizeof(struct kvt_key);
 	uint64_t avail = bd_avail_bytes();
 	if (avail != 0 && capacity + key_bytes > avail) {
 		bd_err("the index rows need %s (store) and %s (keys) but only %s is available; "
 		       "lower --lookup-blocks",
-		       bd_fmt_size(a, sizeof(a), capacity), bd_fmt_size(d, sizeof(d), key_bytes),
-		       bd_fmt_size(e, sizeof(e), avail));
+		       bench_fmt_size(a, sizeof(a), capacity), bench_fmt_size(d, sizeof(d), key_bytes),
+		       bench_fmt_size(e, sizeof(e), avail));
 		return BENCH_EXIT_FAIL;
 	}
 
@@ -1344,7 +1238,7 @@ static int bd_lookup_rows(struct bd *b)
 	perm = calloc(l.prompts, sizeof(*perm));
 	tok = calloc(BD_LK_KEYS * BD_LK_TOKENS, sizeof(*tok));
 	l.tiers = calloc(b->o.batch, BD_LK_KEYS);
-	l.reqs = aligned_alloc(64, bd_align_up(b->o.batch * sizeof(*l.reqs), 64));
+	l.reqs = aligned_alloc(64, bench_align_up(b->o.batch * sizeof(*l.reqs), 64));
 	l.iov = calloc(1, sizeof(*l.iov));
 	l.value = aligned_alloc(BD_ALIGN, BD_LK_VALUE);
 	if (l.keys == NULL || perm == NULL || tok == NULL || l.tiers == NULL || l.reqs == NULL ||
@@ -1352,7 +1246,7 @@ static int bd_lookup_rows(struct bd *b)
 		bd_err("out of memory for %zu prompts of keys", l.prompts);
 		goto out;
 	}
-	bd_fill(l.value, BD_LK_VALUE, bd_seed(BD_LK_VALUE, 0));
+	bench_fill(l.value, BD_LK_VALUE, bench_seed(BD_LK_VALUE, 0));
 	l.iov->iov_base = l.value;
 	l.iov->iov_len = BD_LK_VALUE;
 	memset(l.want_tiers, KVT_TIER_DRAM, sizeof(l.want_tiers));
@@ -1363,12 +1257,12 @@ static int bd_lookup_rows(struct bd *b)
 		bd_err("kvt_ns_digest: %s", kvt_strerror(rc));
 		goto out;
 	}
-	uint64_t x = bd_seed(2, 0x10c);
+	uint64_t x = bench_seed(2, 0x10c);
 	for (size_t p = 0; p < l.prompts; p++) {
 		if ((p & 0xfff) == 0)
 			bd_progress(b, "index: computing keys of prompt %zu of %zu", p, l.prompts);
 		for (size_t t = 0; t < BD_LK_KEYS * BD_LK_TOKENS; t++)
-			tok[t] = (uint32_t)(bd_xorshift(&x) % 151936);
+			tok[t] = (uint32_t)(bench_xorshift(&x) % 151936);
 		int64_t n = kvt_key_chain_prompt(digest, tok, BD_LK_KEYS * BD_LK_TOKENS, BD_LK_TOKENS,
 						 0, NULL, 0, &l.keys[p * BD_LK_KEYS], BD_LK_KEYS);
 		if (n != BD_LK_KEYS) {
@@ -1379,13 +1273,13 @@ static int bd_lookup_rows(struct bd *b)
 	}
 	/* Prompts arrive in no particular order: a fixed shuffle. */
 	for (size_t p = l.prompts; p > 1; p--) {
-		size_t j = (size_t)(bd_xorshift(&x) % p);
+		size_t j = (size_t)(bench_xorshift(&x) % p);
 		uint32_t t = perm[p - 1];
 		perm[p - 1] = perm[j];
 		perm[j] = t;
 	}
 
-	bd_progress(b, "index: opening a store of %s", bd_fmt_size(a, sizeof(a), capacity));
+	bd_progress(b, "index: opening a store of %s", bench_fmt_size(a, sizeof(a), capacity));
 	ret = bd_store_open(b, capacity, "4K", NULL, &l.s, &l.ns);
 	if (ret != BENCH_EXIT_OK)
 		goto out;
@@ -1418,14 +1312,14 @@ static int bd_lookup_rows(struct bd *b)
 	b->meta_loaded = meta_loaded;
 	bd_text_stat(l.s, "dram.hugepages", b->meta_huge, sizeof(b->meta_huge));
 
-	double bps = bd_rate((double)blocks, load_secs);
+	double bps = bench_rate((double)blocks, load_secs);
 	if (b->o.json) {
 		printf("{\"bench\":\"dram.index_load\",\"value_bytes\":%d,\"blocks\":%zu,"
 		       "\"blocks_per_s\":%.0f,\"gbps\":%.3f,\"batch\":%u}\n",
 		       BD_LK_VALUE, blocks, bps, bps * BD_LK_VALUE / 1e9, b->o.batch);
 	} else {
 		struct bd_cell cell = { .bench = "dram.index_load", .result = "-" };
-		bd_fmt_size(cell.value, sizeof(cell.value), BD_LK_VALUE);
+		bench_fmt_size(cell.value, sizeof(cell.value), BD_LK_VALUE);
 		snprintf(cell.kvtier, sizeof(cell.kvtier), "%.3f Mput/s", bps / 1e6);
 		snprintf(cell.baseline, sizeof(cell.baseline), "-");
 		snprintf(cell.ratio, sizeof(cell.ratio), "-");
@@ -1484,7 +1378,7 @@ static void bd_meta_report(struct bd *b)
 		return;
 	}
 	struct bd_cell cell = { .bench = "dram.meta", .result = bd_verdict(b, pass) };
-	bd_fmt_size(cell.value, sizeof(cell.value), BD_LK_VALUE);
+	bench_fmt_size(cell.value, sizeof(cell.value), BD_LK_VALUE);
 	snprintf(cell.kvtier, sizeof(cell.kvtier), "%.1f B/block", per);
 	snprintf(cell.baseline, sizeof(cell.baseline), "-");
 	snprintf(cell.ratio, sizeof(cell.ratio), "-");
@@ -1551,7 +1445,7 @@ static int bd_usage_err(const char *fmt, ...)
 static int bd_parse_uint(const char *s, unsigned lo, unsigned hi, unsigned *out)
 {
 	uint64_t v;
-	if (bd_parse_size(s, &v) < 0 || v < lo || v > hi)
+	if (bench_parse_size(s, &v) < 0 || v < lo || v > hi)
 		return -1;
 	*out = (unsigned)v;
 	return 0;
@@ -1597,7 +1491,7 @@ static int bd_parse_args(struct bd_opts *o, int argc, char **argv)
 			o->json = true;
 			break;
 		case O_FOOTPRINT:
-			if (bd_parse_size(optarg, &o->footprint) < 0 || o->footprint == 0)
+			if (bench_parse_size(optarg, &o->footprint) < 0 || o->footprint == 0)
 				return bd_usage_err("--footprint '%s': want a size such as 2G", optarg);
 			have_fp = true;
 			break;
@@ -1611,7 +1505,7 @@ static int bd_parse_args(struct bd_opts *o, int argc, char **argv)
 			o->size_count = 0;
 			for (tok = strtok_r(buf, ",", &save); tok != NULL; tok = strtok_r(NULL, ",", &save)) {
 				uint64_t v;
-				if (bd_parse_size(tok, &v) < 0 || v == 0 || v > KVT_VALUE_MAX)
+				if (bench_parse_size(tok, &v) < 0 || v == 0 || v > KVT_VALUE_MAX)
 					return bd_usage_err("--sizes: '%s' is not a value size such as 2M", tok);
 				if (o->size_count == BD_SIZES_MAX)
 					return bd_usage_err("--sizes: at most %d sizes", BD_SIZES_MAX);
@@ -1623,7 +1517,7 @@ static int bd_parse_args(struct bd_opts *o, int argc, char **argv)
 			break;
 		}
 		case O_BLOCKS:
-			if (bd_parse_size(optarg, &o->lookup_blocks) < 0 || o->lookup_blocks == 0 ||
+			if (bench_parse_size(optarg, &o->lookup_blocks) < 0 || o->lookup_blocks == 0 ||
 			    o->lookup_blocks > (UINT64_C(1) << 32))
 				return bd_usage_err("--lookup-blocks '%s': want 1..4G, e.g. 1M", optarg);
 			have_blocks = true;

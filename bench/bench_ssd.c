@@ -149,12 +149,6 @@ struct bs {
  * Small helpers: time, bytes, sizes, output.
  */
 
-static double bs_now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static void bs_sleep_us(unsigned us)
 {
@@ -163,51 +157,17 @@ static void bs_sleep_us(unsigned us)
 		;
 }
 
-static uint64_t bs_splitmix(uint64_t x)
-{
-	x += UINT64_C(0x9e3779b97f4a7c15);
-	x = (x ^ (x >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-	x = (x ^ (x >> 27)) * UINT64_C(0x94d049bb133111eb);
-	return x ^ (x >> 31);
-}
 
-/* The bytes of value i of a given size: an xorshift64 stream from its seed. */
-static uint64_t bs_seed(uint64_t size, uint64_t i)
-{
-	return bs_splitmix(size * UINT64_C(0x100000001b3) ^ bs_splitmix(i)) | 1;
-}
 
-static inline uint64_t bs_xorshift(uint64_t *x)
-{
-	uint64_t v = *x;
-	v ^= v << 13;
-	v ^= v >> 7;
-	v ^= v << 17;
-	*x = v;
-	return v;
-}
 
-static void bs_fill(uint8_t *p, size_t len, uint64_t seed)
-{
-	uint64_t x = seed, w;
-	size_t off = 0;
-	for (; off + 8 <= len; off += 8) {
-		w = bs_xorshift(&x);
-		memcpy(p + off, &w, 8);
-	}
-	if (off < len) {
-		w = bs_xorshift(&x);
-		memcpy(p + off, &w, len - off);
-	}
-}
 
-/* Offset of the first byte of p that differs from bs_fill(seed), or -1. */
+/* Offset of the first byte of p that differs from bench_fill(seed), or -1. */
 static int64_t bs_check(const uint8_t *p, size_t len, uint64_t seed)
 {
 	uint64_t x = seed, w;
 	for (size_t off = 0; off < len; off += 8) {
 		size_t n = len - off < 8 ? len - off : 8;
-		w = bs_xorshift(&x);
+		w = bench_xorshift(&x);
 		if (memcmp(p + off, &w, n) == 0)
 			continue;
 		for (size_t k = 0; k < n; k++)
@@ -222,75 +182,18 @@ static void bs_key(struct kvt_key *key, uint64_t size, uint64_t i)
 {
 	uint64_t w[4];
 	for (unsigned k = 0; k < 4; k++)
-		w[k] = bs_splitmix(bs_seed(size, i) + k);
+		w[k] = bench_splitmix(bench_seed(size, i) + k);
 	(void)kvt_key_set(key, w, sizeof(w));
 }
 
-static uint64_t bs_align_up(uint64_t x, uint64_t a)
-{
-	return (x + a - 1) / a * a;
-}
 
 /* Bytes of kvtier's record for a one-part value: header + value in 4 KiB units. */
 static uint64_t bs_rec_len(uint64_t value)
 {
-	return BS_REC_HDR + bs_align_up(value, BS_ALIGN);
+	return BS_REC_HDR + bench_align_up(value, BS_ALIGN);
 }
 
-/*
- * Parse "256K", "2M", "2GiB", "1048576": powers of 1024, as
- * kvt_store_set_option reads sizes.  Returns 0 or -1.
- */
-static int bs_parse_size(const char *s, uint64_t *out)
-{
-	char *end;
-	if (s == NULL || *s < '0' || *s > '9')
-		return -1;
-	errno = 0;
-	unsigned long long v = strtoull(s, &end, 10);
-	if (errno != 0)
-		return -1;
-	unsigned shift = 0;
-	switch (*end) {
-	case 'k': case 'K': shift = 10; end++; break;
-	case 'm': case 'M': shift = 20; end++; break;
-	case 'g': case 'G': shift = 30; end++; break;
-	case 't': case 'T': shift = 40; end++; break;
-	default: break;
-	}
-	if (shift != 0 && (strcmp(end, "iB") == 0 || strcmp(end, "B") == 0))
-		end += strlen(end);
-	if (*end != '\0')
-		return -1;
-	if (shift != 0 && v > (UINT64_MAX >> shift))
-		return -1;
-	*out = (uint64_t)v << shift;
-	return 0;
-}
 
-/* "256 KiB", "2 MiB", "1.50 GiB", "100 B" into buf. */
-static const char *bs_fmt_size(char *buf, size_t len, uint64_t v)
-{
-	static const char *units[] = { "B", "KiB", "MiB", "GiB", "TiB" };
-	unsigned u = 0;
-	uint64_t w = v;
-	while (u < 4 && w >= 1024 && w % 1024 == 0) {
-		w /= 1024;
-		u++;
-	}
-	if (w < 1024 || u == 4) {
-		snprintf(buf, len, "%" PRIu64 " %s", w, units[u]);
-		return buf;
-	}
-	double d = (double)v;
-	u = 0;
-	while (u < 4 && d >= 1024) {
-		d /= 1024;
-		u++;
-	}
-	snprintf(buf, len, "%.2f %s", d, units[u]);
-	return buf;
-}
 
 static void bs_err(const struct bs *b, const char *fmt, ...) BS_PRINTF(2, 3);
 static void bs_err(const struct bs *b, const char *fmt, ...)
@@ -351,24 +254,15 @@ static void bs_cell_print(struct bs *b, const struct bs_cell *c)
 	fflush(stdout);
 }
 
-static int bs_cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return (x > y) - (x < y);
-}
 
 static double bs_median(const double *v, unsigned n)
 {
 	double s[BS_ROUNDS_MAX];
 	memcpy(s, v, n * sizeof(double));
-	qsort(s, n, sizeof(double), bs_cmp_double);
+	qsort(s, n, sizeof(double), bench_cmp_double);
 	return n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
 }
 
-static double bs_rate(double amount, double secs)
-{
-	return amount / (secs > 1e-9 ? secs : 1e-9);
-}
 
 static void bs_json_rounds(const char *name, const double *v, unsigned n, const char *fmt)
 {
@@ -692,10 +586,10 @@ static int bs_store_open(const struct bs *b, const struct bs_store_cfg *c,
 	/* The lock of a killed writer may outlive it by a moment (its files
 	 * are closed as the kernel tears it down): retry, time the last try. */
 	for (int tries = 0;; tries++) {
-		double t0 = bs_now();
+		double t0 = bench_now();
 		rc = kvt_store_open(s);
 		if (open_s != NULL)
-			*open_s = bs_now() - t0;
+			*open_s = bench_now() - t0;
 		if (rc != KVT_ELOCKED || tries == 500)
 			break;
 		bs_sleep_us(10000);
@@ -761,8 +655,8 @@ static int bs_pace(const struct bs *b, struct kvt_store *s, uint64_t len, uint64
 			return 0;
 		if (v[PQ_WRITTEN] != last_written) {
 			last_written = v[PQ_WRITTEN];
-			since = bs_now();
-		} else if (bs_now() - since > BS_STALL_S) {
+			since = bench_now();
+		} else if (bench_now() - since > BS_STALL_S) {
 			bs_err(b, "write-down made no progress for %.0f s (%" PRIu64
 			       " bytes pending)", BS_STALL_S, v[PQ_PENDING]);
 			bs_stat_dump(b, s);
@@ -865,7 +759,7 @@ static char *bs_fio_spawn(const struct bs *b, char **argv, double *wall_s, bool 
 	posix_spawn_file_actions_adddup2(&fa, pfd[1], STDOUT_FILENO);
 	posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, errpath,
 					 O_WRONLY | O_CREAT | O_TRUNC, 0600);
-	double t0 = bs_now();
+	double t0 = bench_now();
 	int rc = posix_spawnp(&pid, b->o.fio, &fa, NULL, argv, environ);
 	posix_spawn_file_actions_destroy(&fa);
 	close(pfd[1]);
@@ -894,7 +788,7 @@ static char *bs_fio_spawn(const struct bs *b, char **argv, double *wall_s, bool 
 	close(pfd[0]);
 	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
 		;
-	*wall_s = bs_now() - t0;
+	*wall_s = bench_now() - t0;
 	if (out != NULL)
 		out[len] = '\0';
 	if (out == NULL || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
@@ -1069,7 +963,7 @@ static int bs_kvt_write(struct bs_size *z, unsigned round)
 	struct bs_blk k0 = { 0 }, k1 = { 0 };
 	bool blk = bs_blk_read(b, &k0) == 0;
 
-	double t0 = bs_now();
+	double t0 = bench_now();
 	for (size_t i = 0; i < z->n; i++) {
 		struct iovec iov = { z->src + i * z->slot, z->size };
 		if (bs_pace(b, s, z->size, z->wd_cap, &z->qd_max, &z->qd_sum, &z->qd_n) < 0)
@@ -1082,7 +976,7 @@ static int bs_kvt_write(struct bs_size *z, unsigned round)
 		}
 	}
 	rc = kvt_flush(s);
-	double secs = bs_now() - t0;
+	double secs = bench_now() - t0;
 	if (rc != KVT_OK) {
 		bs_err(b, "kvt_flush: %s", kvt_strerror(rc));
 		bs_stat_dump(b, s);
@@ -1117,8 +1011,8 @@ static int bs_kvt_write(struct bs_size *z, unsigned round)
 			goto out;
 	}
 	double value_bytes = (double)z->n * (double)z->size;
-	z->w_gbps[round] = bs_rate(value_bytes, secs) / 1e9;
-	z->w_rec_gbps[round] = bs_rate((double)z->n * (double)z->rec, secs) / 1e9;
+	z->w_gbps[round] = bench_rate(value_bytes, secs) / 1e9;
+	z->w_rec_gbps[round] = bench_rate((double)z->n * (double)z->rec, secs) / 1e9;
 	z->w_dev[round] = dev ? (double)(wr1 - wr0) / value_bytes : -1;
 	z->ckpts += st1[ST_CKPTS] - st0[ST_CKPTS];
 	z->fsyncs += st1[ST_IO_FSYNCS] - st0[ST_IO_FSYNCS];
@@ -1198,11 +1092,11 @@ static int bs_kvt_read(struct bs_size *z, unsigned round)
 	}
 	/* A get that copies nothing must not verify; this also pre-faults dst. */
 	memset(z->dst, BS_POISON, z->n * z->slot);
-	uint64_t x = bs_seed(z->size, 0x5eed0000u + round);
+	uint64_t x = bench_seed(z->size, 0x5eed0000u + round);
 	for (size_t i = 0; i < z->n; i++)
 		z->perm[i] = (uint32_t)i;
 	for (size_t i = z->n; i > 1; i--) {
-		size_t j = (size_t)(bs_xorshift(&x) % i);
+		size_t j = (size_t)(bench_xorshift(&x) % i);
 		uint32_t t = z->perm[i - 1];
 		z->perm[i - 1] = z->perm[j];
 		z->perm[j] = t;
@@ -1213,7 +1107,7 @@ static int bs_kvt_read(struct bs_size *z, unsigned round)
 
 	/* A window of qd gets, as fio keeps iodepth: refill each completed
 	 * request's slot with the next value, all refills in one submit. */
-	double t0 = bs_now();
+	double t0 = bench_now();
 	unsigned k = 0;
 	while (next < z->n && k < z->qd) {
 		bs_read_fill(z, &z->reqs[k], &z->iov[k], ns, z->perm[next++]);
@@ -1257,7 +1151,7 @@ static int bs_kvt_read(struct bs_size *z, unsigned round)
 			}
 		}
 	}
-	double secs = bs_now() - t0;
+	double secs = bench_now() - t0;
 	dev = dev && bs_proc_io(&rd1, &wr1) == 0;
 	blk = blk && bs_blk_read(b, &k1) == 0;
 	z->r_req[round] = bs_blk_req(blk, &k0, &k1, true);
@@ -1265,10 +1159,10 @@ static int bs_kvt_read(struct bs_size *z, unsigned round)
 		goto out;
 
 	for (size_t i = 0; i < z->n; i++) {
-		int64_t off = bs_check(z->dst + i * z->slot, z->size, bs_seed(z->size, i));
+		int64_t off = bs_check(z->dst + i * z->slot, z->size, bench_seed(z->size, i));
 		if (off >= 0) {
 			bs_err(b, "ssd read %s, round %u: value %zu differs from what was put at "
-			       "byte %" PRId64, bs_fmt_size(sz, sizeof(sz), z->size), round + 1, i,
+			       "byte %" PRId64, bench_fmt_size(sz, sizeof(sz), z->size), round + 1, i,
 			       off);
 			goto out;
 		}
@@ -1284,8 +1178,8 @@ static int bs_kvt_read(struct bs_size *z, unsigned round)
 		goto out;
 	}
 	double value_bytes = (double)z->n * (double)z->size;
-	z->r_gbps[round] = bs_rate(value_bytes, secs) / 1e9;
-	z->r_rec_gbps[round] = bs_rate((double)z->n * (double)z->rec, secs) / 1e9;
+	z->r_gbps[round] = bench_rate(value_bytes, secs) / 1e9;
+	z->r_rec_gbps[round] = bench_rate((double)z->n * (double)z->rec, secs) / 1e9;
 	z->r_dev[round] = dev ? (double)(rd1 - rd0) / value_bytes : -1;
 	z->dev_known = z->dev_known && dev;
 	z->ssd_read_bytes = st1[ST_SSD_READ_BYTES] - st0[ST_SSD_READ_BYTES];
@@ -1440,7 +1334,7 @@ static void bs_size_report(struct bs *b, struct bs_size *z, bool write)
 	}
 	struct bs_cell cell = { .bench = name };
 	cell.result = b->have_fio ? bs_verdict(b, pass, suspect) : "-";
-	bs_fmt_size(cell.value, sizeof(cell.value), z->size);
+	bench_fmt_size(cell.value, sizeof(cell.value), z->size);
 	snprintf(cell.kvtier, sizeof(cell.kvtier), "%.2f GB/s", gx);
 	if (b->have_fio) {
 		snprintf(cell.baseline, sizeof(cell.baseline), "%.2f GB/s", gy);
@@ -1469,12 +1363,12 @@ static void bs_size_report(struct bs *b, struct bs_size *z, bool write)
 static int bs_size_rows(struct bs *b, struct bs_size *z)
 {
 	char sz[32], path[4200];
-	bs_fmt_size(sz, sizeof(sz), z->size);
+	bench_fmt_size(sz, sizeof(sz), z->size);
 	z->dev_known = true;
 	bs_progress(b, "%s: filling %zu source values", sz, z->n);
 	for (size_t i = 0; i < z->n; i++) {
 		bs_key(&z->keys[i], z->size, i);
-		bs_fill(z->src + i * z->slot, z->size, bs_seed(z->size, i));
+		bench_fill(z->src + i * z->slot, z->size, bench_seed(z->size, i));
 	}
 	/* The order flips every round, so neither side always runs on a
 	 * device the other just warmed or dirtied. */
@@ -1515,7 +1409,7 @@ static int bs_size_rows(struct bs *b, struct bs_size *z)
 static void bs_size_plan(const struct bs *b, struct bs_size *z, uint64_t size)
 {
 	z->size = size;
-	z->slot = bs_align_up(size, BS_ALIGN);
+	z->slot = bench_align_up(size, BS_ALIGN);
 	z->rec = bs_rec_len(size);
 	z->qd = b->o.qd;
 	z->write_qd = b->o.write_qd;
@@ -1524,7 +1418,7 @@ static void bs_size_plan(const struct bs *b, struct bs_size *z, uint64_t size)
 		dram = 2 * (uint64_t)z->qd * z->slot;
 	if (dram < 8 * (uint64_t)z->write_qd * z->slot)
 		dram = 8 * (uint64_t)z->write_qd * z->slot;
-	z->dram = bs_align_up(dram, BS_MIB);
+	z->dram = bench_align_up(dram, BS_MIB);
 	z->wd_cap = z->dram / 4;
 	/* The working set is larger than the DRAM tier (twice, outside smoke). */
 	uint64_t fp = b->o.footprint;
@@ -1565,8 +1459,8 @@ static int bs_ssd_rows(struct bs *b)
 	if (b->max_disk + keep > free_b) {
 		bs_err(b, "a round needs %s on %s, which has %s free; the run would leave less "
 		       "than %s: lower --footprint or pick another --dir",
-		       bs_fmt_size(a, sizeof(a), b->max_disk), b->run_dir,
-		       bs_fmt_size(d, sizeof(d), free_b), bs_fmt_size(e, sizeof(e), keep));
+		       bench_fmt_size(a, sizeof(a), b->max_disk), b->run_dir,
+		       bench_fmt_size(d, sizeof(d), free_b), bench_fmt_size(e, sizeof(e), keep));
 		return BENCH_EXIT_FAIL;
 	}
 
@@ -1581,13 +1475,13 @@ static int bs_ssd_rows(struct bs *b)
 	z.iov = calloc(qd, sizeof(*z.iov));
 	if (map == MAP_FAILED || !z.keys || !z.perm || !z.reqs || !z.iov) {
 		bs_err(b, "out of memory for %s of caller buffers",
-		       bs_fmt_size(a, sizeof(a), 2 * max_bytes));
+		       bench_fmt_size(a, sizeof(a), 2 * max_bytes));
 		goto out;
 	}
-	uint8_t *base = (uint8_t *)bs_align_up((uintptr_t)map, 2 * BS_MIB);
+	uint8_t *base = (uint8_t *)bench_align_up((uintptr_t)map, 2 * BS_MIB);
 	(void)madvise(base, 2 * max_bytes, MADV_HUGEPAGE);
 	z.src = base;
-	z.dst = base + bs_align_up(max_bytes, 2 * BS_MIB);
+	z.dst = base + bench_align_up(max_bytes, 2 * BS_MIB);
 
 	for (unsigned i = 0; i < b->o.size_count; i++) {
 		struct kvt_key *keys = z.keys;
@@ -1606,9 +1500,9 @@ static int bs_ssd_rows(struct bs *b)
 		bs_size_plan(b, &z, b->o.sizes[i]);
 		bs_note(b, "%s: %zu values (%s), records of %" PRIu64 " bytes; DRAM tier %s, "
 			   "write-down cap %s; reads %u in flight",
-			bs_fmt_size(a, sizeof(a), z.size), z.n,
-			bs_fmt_size(d, sizeof(d), (uint64_t)z.n * z.size), z.rec,
-			bs_fmt_size(e, sizeof(e), z.dram), bs_fmt_size(f, sizeof(f), z.wd_cap), z.qd);
+			bench_fmt_size(a, sizeof(a), z.size), z.n,
+			bench_fmt_size(d, sizeof(d), (uint64_t)z.n * z.size), z.rec,
+			bench_fmt_size(e, sizeof(e), z.dram), bench_fmt_size(f, sizeof(f), z.wd_cap), z.qd);
 		ret = bs_size_rows(b, &z);
 		if (ret != BENCH_EXIT_OK)
 			goto out;
@@ -1670,7 +1564,7 @@ static void bs_rec_child(struct bs_rec *rc, int fd)
 
 	if (buf == NULL || bs_store_open(b, &rc->cfg, &s, &ns, NULL) != BENCH_EXIT_OK)
 		goto fail;
-	double t0 = bs_now(), last = t0;
+	double t0 = bench_now(), last = t0;
 	for (uint64_t i = 0; i < rc->n; i++) {
 		struct iovec iov = { buf, rc->size };
 		if (bs_pace(b, s, rc->size, rc->cfg.wd_max, &qd_max, &qd_sum, &qd_n) < 0)
@@ -1684,11 +1578,11 @@ static void bs_rec_child(struct bs_rec *rc, int fd)
 			       kvt_strerror(r));
 			goto fail;
 		}
-		if (b->o.progress && bs_now() - last > 0.5) {
-			last = bs_now();
+		if (b->o.progress && bench_now() - last > 0.5) {
+			last = bench_now();
 			bs_progress(b, "recovery: writer put %" PRIu64 " of %" PRIu64 " blocks "
 				    "(%.2f GB/s)", i, rc->n,
-				    bs_rate((double)i * (double)rc->size, last - t0) / 1e9);
+				    bench_rate((double)i * (double)rc->size, last - t0) / 1e9);
 		}
 	}
 	int r = kvt_flush(s);
@@ -1696,7 +1590,7 @@ static void bs_rec_child(struct bs_rec *rc, int fd)
 		bs_err(b, "recovery writer: kvt_flush: %s", kvt_strerror(r));
 		goto fail;
 	}
-	double secs = bs_now() - t0;
+	double secs = bench_now() - t0;
 	if (bs_stats(b, s, bs_stat_names, st, ST_COUNT) < 0)
 		goto fail;
 	n = snprintf(msg, sizeof(msg), "ok %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64
@@ -1748,7 +1642,7 @@ static int bs_recovery_row(struct bs *b)
 	rc.b = b;
 	rc.n = b->o.blocks;
 	rc.size = b->o.value;
-	rc.slot = bs_align_up(rc.size, BS_ALIGN);
+	rc.slot = bench_align_up(rc.size, BS_ALIGN);
 	rc.rec = bs_rec_len(rc.size);
 	snprintf(rc.path, sizeof(rc.path), "%s/recovery", b->run_dir);
 
@@ -1760,8 +1654,8 @@ static int bs_recovery_row(struct bs *b)
 	if (rc.ckpt_seals < 1) {
 		bs_err(b, "recovery: %" PRIu64 " blocks of %s fill %.2f segments of %s: too few "
 		       "for a stale checkpoint; raise --blocks or lower --segment", rc.n,
-		       bs_fmt_size(a, sizeof(a), rc.size), rc.segs,
-		       bs_fmt_size(d, sizeof(d), b->o.segment));
+		       bench_fmt_size(a, sizeof(a), rc.size), rc.segs,
+		       bench_fmt_size(d, sizeof(d), b->o.segment));
 		return BENCH_EXIT_USAGE;
 	}
 	uint64_t data = rc.n * rc.rec;
@@ -1777,14 +1671,14 @@ static int bs_recovery_row(struct bs *b)
 			(free_b - keep - 3 * b->o.segment) / rc.rec : 0;
 		bs_err(b, "recovery: %" PRIu64 " blocks of %s need %s on %s, which has %s free; "
 		       "the run would leave less than %s.  Try --blocks %" PRIu64
-		       " (or another --dir)", rc.n, bs_fmt_size(a, sizeof(a), rc.size),
-		       bs_fmt_size(d, sizeof(d), need), b->run_dir,
-		       bs_fmt_size(e, sizeof(e), free_b), bs_fmt_size(line, sizeof(line), keep),
+		       " (or another --dir)", rc.n, bench_fmt_size(a, sizeof(a), rc.size),
+		       bench_fmt_size(d, sizeof(d), need), b->run_dir,
+		       bench_fmt_size(e, sizeof(e), free_b), bench_fmt_size(line, sizeof(line), keep),
 		       fit);
 		return BENCH_EXIT_FAIL;
 	}
 	rc.cfg.path = rc.path;
-	rc.cfg.dram = bs_align_up(b->o.dram, BS_MIB);
+	rc.cfg.dram = bench_align_up(b->o.dram, BS_MIB);
 	rc.cfg.prefault = !b->o.smoke;
 	rc.cfg.segment = b->o.segment;
 	rc.cfg.ssd_cap = bs_ssd_capacity(data, rc.rec, b->o.segment);
@@ -1793,7 +1687,7 @@ static int bs_recovery_row(struct bs *b)
 	rc.cfg.log_level = KVT_LOG_WARN;
 	if (rc.cfg.wd_max < rc.slot) {
 		bs_err(b, "recovery: --dram %s leaves a write-down cap below one block",
-		       bs_fmt_size(a, sizeof(a), rc.cfg.dram));
+		       bench_fmt_size(a, sizeof(a), rc.cfg.dram));
 		return BENCH_EXIT_USAGE;
 	}
 	rc.patterns = aligned_alloc(BS_ALIGN, BS_PATTERNS * rc.slot);
@@ -1803,13 +1697,13 @@ static int bs_recovery_row(struct bs *b)
 		goto out;
 	}
 	for (unsigned i = 0; i < BS_PATTERNS; i++)
-		bs_fill(rc.patterns + i * rc.slot, rc.slot, bs_seed(rc.size, 0xabc000u + i));
+		bench_fill(rc.patterns + i * rc.slot, rc.slot, bench_seed(rc.size, 0xabc000u + i));
 
 	bs_note(b, "recovery: %" PRIu64 " blocks of %s (records of %" PRIu64 " bytes, %s) into "
 		   "segments of %s, DRAM tier %s, checkpoint after %u sealed segments of ~%.1f",
-		rc.n, bs_fmt_size(a, sizeof(a), rc.size), rc.rec,
-		bs_fmt_size(d, sizeof(d), data), bs_fmt_size(e, sizeof(e), b->o.segment),
-		bs_fmt_size(line, sizeof(line), rc.cfg.dram), rc.ckpt_seals, rc.segs);
+		rc.n, bench_fmt_size(a, sizeof(a), rc.size), rc.rec,
+		bench_fmt_size(d, sizeof(d), data), bench_fmt_size(e, sizeof(e), b->o.segment),
+		bench_fmt_size(line, sizeof(line), rc.cfg.dram), rc.ckpt_seals, rc.segs);
 
 	/* 1. The writer, in a child: it opens the only store of its process. */
 	if (pipe2(pfd, O_CLOEXEC) < 0) {
@@ -1888,7 +1782,7 @@ static int bs_recovery_row(struct bs *b)
 	 * the run, half of them from the part the checkpoint does not name. */
 	uint64_t nv = b->o.smoke || b->o.verify >= rc.n ? rc.n : b->o.verify;
 	uint64_t ck = rv[2] < rc.n ? rv[2] : 0;
-	uint64_t x = bs_seed(rc.size, 0x7e57);
+	uint64_t x = bench_seed(rc.size, 0x7e57);
 	for (uint64_t k = 0; k < nv; k++) {
 		uint64_t i, len = 0;
 		struct kvt_key key;
@@ -1899,9 +1793,9 @@ static int bs_recovery_row(struct bs *b)
 		else if (k == 1)
 			i = rc.n - 1;
 		else if (k % 2 == 0 || ck == 0)
-			i = bs_xorshift(&x) % rc.n;
+			i = bench_xorshift(&x) % rc.n;
 		else
-			i = ck + bs_xorshift(&x) % (rc.n - ck);
+			i = ck + bench_xorshift(&x) % (rc.n - ck);
 		bs_key(&key, rc.size, i);
 		memset(got, BS_POISON, rc.slot);
 		r = kvt_get(s, ns, &key, got, rc.slot, &len);
@@ -1936,14 +1830,14 @@ static int bs_recovery_row(struct bs *b)
 		else
 			printf(",\"device_read_bytes\":null");
 		printf(",\"writer_gbps\":%.3f,\"io\":\"%s\",\"target_s\":%.1f",
-		       bs_rate((double)rc.n * (double)rc.size, c_secs) / 1e9, b->o.io,
+		       bench_rate((double)rc.n * (double)rc.size, c_secs) / 1e9, b->o.io,
 		       BS_TARGET_RECOVERY_S);
 		bs_json_pass(b, pass);
 		printf("}\n");
 		fflush(stdout);
 	} else {
 		struct bs_cell cell = { .bench = "ssd.recovery", .result = bs_verdict(b, pass, false) };
-		bs_fmt_size(cell.value, sizeof(cell.value), rc.size);
+		bench_fmt_size(cell.value, sizeof(cell.value), rc.size);
 		snprintf(cell.kvtier, sizeof(cell.kvtier), "%.3f s", open_s);
 		snprintf(cell.baseline, sizeof(cell.baseline), "-");
 		snprintf(cell.ratio, sizeof(cell.ratio), "-");
@@ -2070,7 +1964,7 @@ static int bs_usage_err(const struct bs *b, const char *fmt, ...)
 static int bs_parse_uint(const char *s, unsigned lo, unsigned hi, unsigned *out)
 {
 	uint64_t v;
-	if (bs_parse_size(s, &v) < 0 || v < lo || v > hi)
+	if (bench_parse_size(s, &v) < 0 || v < lo || v > hi)
 		return -1;
 	*out = (unsigned)v;
 	return 0;
@@ -2153,7 +2047,7 @@ static int bs_parse_args(struct bs *b, bool recovery_cmd, int argc, char **argv)
 			o->size_count = 0;
 			for (tok = strtok_r(buf, ",", &save); tok != NULL; tok = strtok_r(NULL, ",", &save)) {
 				uint64_t v;
-				if (bs_parse_size(tok, &v) < 0 || v == 0 || v > (UINT64_C(1) << 32))
+				if (bench_parse_size(tok, &v) < 0 || v == 0 || v > (UINT64_C(1) << 32))
 					return bs_usage_err(b, "--sizes: '%s' is not a value size such as 2M", tok);
 				if (o->size_count == BS_SIZES_MAX)
 					return bs_usage_err(b, "--sizes: at most %d sizes", BS_SIZES_MAX);
@@ -2165,7 +2059,7 @@ static int bs_parse_args(struct bs *b, bool recovery_cmd, int argc, char **argv)
 			break;
 		}
 		case O_FOOTPRINT:
-			if (bs_parse_size(optarg, &o->footprint) < 0 || o->footprint == 0)
+			if (bench_parse_size(optarg, &o->footprint) < 0 || o->footprint == 0)
 				return bs_usage_err(b, "--footprint '%s': want a size such as 2G", optarg);
 			have_fp = true;
 			break;
@@ -2193,12 +2087,12 @@ static int bs_parse_args(struct bs *b, bool recovery_cmd, int argc, char **argv)
 				return bs_usage_err(b, "--io-depth '%s': want 1..4096", optarg);
 			break;
 		case O_DRAM:
-			if (bs_parse_size(optarg, &o->dram) < 0 || o->dram < 16 * BS_MIB)
+			if (bench_parse_size(optarg, &o->dram) < 0 || o->dram < 16 * BS_MIB)
 				return bs_usage_err(b, "--dram '%s': want a size of at least 16M", optarg);
 			have_dram = true;
 			break;
 		case O_SEGMENT:
-			if (bs_parse_size(optarg, &o->segment) < 0 || o->segment < BS_MIB ||
+			if (bench_parse_size(optarg, &o->segment) < 0 || o->segment < BS_MIB ||
 			    o->segment % BS_MIB)
 				return bs_usage_err(b, "--segment '%s': want a multiple of 1M", optarg);
 			have_seg = true;
@@ -2221,13 +2115,13 @@ static int bs_parse_args(struct bs *b, bool recovery_cmd, int argc, char **argv)
 			o->keep = true;
 			break;
 		case O_BLOCKS:
-			if (bs_parse_size(optarg, &o->blocks) < 0 || o->blocks == 0 ||
+			if (bench_parse_size(optarg, &o->blocks) < 0 || o->blocks == 0 ||
 			    o->blocks > (UINT64_C(1) << 32))
 				return bs_usage_err(b, "--blocks '%s': want 1..4G, e.g. 100000", optarg);
 			have_blocks = true;
 			break;
 		case O_VALUE:
-			if (bs_parse_size(optarg, &o->value) < 0 || o->value < 16 ||
+			if (bench_parse_size(optarg, &o->value) < 0 || o->value < 16 ||
 			    o->value > (UINT64_C(1) << 30))
 				return bs_usage_err(b, "--value '%s': want 16..1G, e.g. 64K", optarg);
 			break;
@@ -2386,7 +2280,7 @@ int bench_ssd_main(int argc, char **argv)
 		if (b.o.smoke)
 			printf("# smoke run: checks that the rows run and verify; ratios mean nothing\n");
 		bs_note(&b, "run directory %s (%s free); kvtier ssd.io=%s io_depth=%u, fio io_uring "
-			    "O_DIRECT", b.run_dir, bs_fmt_size(a, sizeof(a), free_b), b.o.io,
+			    "O_DIRECT", b.run_dir, bench_fmt_size(a, sizeof(a), free_b), b.o.io,
 			b.o.io_depth);
 		bs_note(&b, "kvtier moves value bytes in records of a 4 KiB header + the value in "
 			    "4 KiB units; fio moves blocks of the record's size.  kvtier GB/s counts "
@@ -2427,7 +2321,7 @@ int bench_recovery_main(int argc, char **argv)
 		printf("# kvtier bench recovery%s: libkvtier %s\n", b.o.smoke ? " --smoke" : "",
 		       kvt_version());
 		bs_note(&b, "run directory %s (%s free); ssd.io=%s", b.run_dir,
-			bs_fmt_size(a, sizeof(a), free_b), b.o.io);
+			bench_fmt_size(a, sizeof(a), free_b), b.o.io);
 		bs_note(&b, "kvtier: the open's wall time, after kill -9 of the writer and with the "
 			    "store's files dropped from the page cache");
 	}

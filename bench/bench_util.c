@@ -1,0 +1,130 @@
+/*
+ * bench_util.c - what every benchmark suite shares: the clock, the
+ * deterministic byte streams values are filled with (so every read can be
+ * checked), sizes in and out of text, and the statistics of rounds.
+ * Pure helpers; no kvtier calls; any thread.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "bench.h"
+
+double bench_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+uint64_t bench_splitmix(uint64_t x)
+{
+	x += UINT64_C(0x9e3779b97f4a7c15);
+	x = (x ^ (x >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+	x = (x ^ (x >> 27)) * UINT64_C(0x94d049bb133111eb);
+	return x ^ (x >> 31);
+}
+
+/* The bytes of value i of a given size: an xorshift64 stream from its seed. */
+uint64_t bench_seed(uint64_t size, uint64_t i)
+{
+	return bench_splitmix(size * UINT64_C(0x100000001b3) ^ bench_splitmix(i)) | 1;
+}
+
+uint64_t bench_xorshift(uint64_t *x)
+{
+	uint64_t v = *x;
+	v ^= v << 13;
+	v ^= v >> 7;
+	v ^= v << 17;
+	*x = v;
+	return v;
+}
+
+void bench_fill(uint8_t *p, size_t len, uint64_t seed)
+{
+	uint64_t x = seed, w;
+	size_t off = 0;
+	for (; off + 8 <= len; off += 8) {
+		w = bench_xorshift(&x);
+		memcpy(p + off, &w, 8);
+	}
+	if (off < len) {
+		w = bench_xorshift(&x);
+		memcpy(p + off, &w, len - off);
+	}
+}
+
+uint64_t bench_align_up(uint64_t x, uint64_t a)
+{
+	return (x + a - 1) / a * a;
+}
+
+/*
+ * Parse "256K", "2M", "2GiB", "1048576": powers of 1024, as
+ * kvt_store_set_option reads sizes.  Returns 0 or -1.
+ */
+int bench_parse_size(const char *s, uint64_t *out)
+{
+	char *end;
+	if (s == NULL || *s < '0' || *s > '9')
+		return -1;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno != 0)
+		return -1;
+	unsigned shift = 0;
+	switch (*end) {
+	case 'k': case 'K': shift = 10; end++; break;
+	case 'm': case 'M': shift = 20; end++; break;
+	case 'g': case 'G': shift = 30; end++; break;
+	case 't': case 'T': shift = 40; end++; break;
+	default: break;
+	}
+	if (shift != 0 && (strcmp(end, "iB") == 0 || strcmp(end, "B") == 0))
+		end += strlen(end);
+	if (*end != '\0')
+		return -1;
+	if (shift != 0 && v > (UINT64_MAX >> shift))
+		return -1;
+	*out = (uint64_t)v << shift;
+	return 0;
+}
+
+/* "256 KiB", "2 MiB", "1.50 GiB", "100 B" into buf. */
+const char *bench_fmt_size(char *buf, size_t len, uint64_t v)
+{
+	const char *units[] = { "B", "KiB", "MiB", "GiB", "TiB" };
+	unsigned u = 0;
+	uint64_t w = v;
+	while (u < 4 && w >= 1024 && w % 1024 == 0) {
+		w /= 1024;
+		u++;
+	}
+	if (w < 1024 || u == 4) {
+		snprintf(buf, len, "%" PRIu64 " %s", w, units[u]);
+		return buf;
+	}
+	double d = (double)v;
+	u = 0;
+	while (u < 4 && d >= 1024) {
+		d /= 1024;
+		u++;
+	}
+	snprintf(buf, len, "%.2f %s", d, units[u]);
+	return buf;
+}
+
+int bench_cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+double bench_rate(double amount, double secs)
+{
+	return amount / (secs > 1e-9 ? secs : 1e-9);
+}
