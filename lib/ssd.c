@@ -106,7 +106,7 @@ static void idx_remove_locked(struct ssd *s, struct ssd_shard *sh, struct ssd_en
 
 /* Insert or replace (if seq is newer) an entry.  Locked.  0, KVT_EXISTS, -ENOMEM. */
 int ssd_idx_put_locked(struct ssd *s, struct ssd_shard *sh, uint64_t h,
-			  const struct ssd_entry *src)
+			  const struct ssd_entry *src, struct ssd_entry **spare)
 {
 	struct kvt_key k;
 	struct ssd_entry **pp, *e;
@@ -119,9 +119,14 @@ int ssd_idx_put_locked(struct ssd *s, struct ssd_shard *sh, uint64_t h,
 		idx_remove_locked(s, sh, pp);
 		pp = idx_slot(sh, h, src->ns, &k);
 	}
-	e = kvt_mem_alloc(s->mem, sizeof(*e));
-	if (!e)
-		return -ENOMEM;
+	if (spare && *spare) {
+		e = *spare; /* allocated before anything reached the disk */
+		*spare = NULL;
+	} else {
+		e = kvt_mem_alloc(s->mem, sizeof(*e));
+		if (!e)
+			return -ENOMEM;
+	}
 	*e = *src;
 	e->hnext = NULL;
 	*pp = e;
@@ -902,6 +907,8 @@ static void wd_io_done(struct multi_io *m, int64_t res)
 /* Build, place and submit one record.  Writer thread. */
 static void wd_write(struct ssd *s, struct wd_task *t)
 {
+	struct ssd_entry *spare = NULL; /* T_PUT: its index entry, allocated up front */
+	struct wd_task *tomb = NULL;    /* T_PUT: a tombstone, should a delete win */
 	struct ssd_part parts_small[16], *parts = parts_small;
 	uint64_t lens_small[16], *lens = lens_small;
 	uint32_t crcs_small[16], *crcs = crcs_small;
@@ -929,6 +936,12 @@ static void wd_write(struct ssd *s, struct wd_task *t)
 		}
 		crcs = (uint32_t *)(lens + KVT_PARTS_MAX);
 		parts = (struct ssd_part *)(void *)(crcs + KVT_PARTS_MAX);
+		spare = kvt_mem_alloc(s->mem, sizeof(*spare));
+		tomb = kvt_mem_calloc(s->mem, 1, sizeof(*tomb));
+		if (!spare || !tomb) {
+			r = -ENOMEM;
+			goto fail;
+		}
 		r = dram_item_meta(s->dram, t->item, &t->ns, &t->key, lens, crcs, KVT_PARTS_MAX);
 		if (r < 0)
 			goto fail;
@@ -947,6 +960,8 @@ static void wd_write(struct ssd *s, struct wd_task *t)
 			s->wd_bytes -= t->value_len;
 			pthread_mutex_unlock(&s->wd_lock);
 			wd_task_free(s, t);
+			kvt_mem_free(s->mem, spare, sizeof(*spare));
+			kvt_mem_free(s->mem, tomb, sizeof(*tomb));
 			return;
 		}
 		rh.type = SSD_REC_PUT;
@@ -1020,22 +1035,25 @@ static void wd_write(struct ssd *s, struct wd_task *t)
 		memcpy(e.key, t->key.bytes, t->key.len);
 		h = ssd_hash(t->ns, &t->key);
 		pthread_mutex_lock(&shard_of(s, h)->lock);
-		r = ssd_idx_put_locked(s, shard_of(s, h), h, &e);
+		/* With the entry and the tombstone allocated before the space
+		 * was reserved, nothing below can leave a record on disk that
+		 * the index does not know and no tombstone covers. */
+		r = ssd_idx_put_locked(s, shard_of(s, h), h, &e, &spare);
 		pthread_mutex_unlock(&shard_of(s, h)->lock);
-		/* On failure the record is still written (the space is taken and
-		 * the segment must stay walkable); it is found after a restart. */
 		if (!dram_item_alive(s->dram, t->item) &&
 		    ssd_idx_remove_key(s, t->ns, &t->key, t->seq + 1)) {
 			/* Lost to a delete after all: log a tombstone after it. */
-			struct wd_task *d = kvt_mem_calloc(s->mem, 1, sizeof(*d));
-			if (d) {
-				d->type = T_DELETE;
-				d->s = s;
-				d->ns = t->ns;
-				d->key = t->key;
-				wd_enqueue(s, d, true);
-			}
+			tomb->type = T_DELETE;
+			tomb->s = s;
+			tomb->ns = t->ns;
+			tomb->key = t->key;
+			wd_enqueue(s, tomb, true);
+			tomb = NULL;
 		}
+		kvt_mem_free(s->mem, spare, sizeof(*spare));
+		kvt_mem_free(s->mem, tomb, sizeof(*tomb));
+		spare = NULL;
+		tomb = NULL;
 		t->iov[0].iov_base = t->hdr;
 		t->iov[0].iov_len = t->hdr_len;
 		vc = dram_item_view(s->dram, t->item, t->iov + 1, &h);
@@ -1057,6 +1075,8 @@ static void wd_write(struct ssd *s, struct wd_task *t)
 	return;
 
 fail:
+	kvt_mem_free(s->mem, spare, sizeof(*spare));
+	kvt_mem_free(s->mem, tomb, sizeof(*tomb));
 	if (lens != lens_small)
 		kvt_mem_free(s->mem, lens, KVT_PARTS_MAX * (sizeof(*lens) + sizeof(*crcs) +
 							   sizeof(*parts)));

@@ -209,8 +209,10 @@ static inline uint64_t align4k(uint64_t v)
 #define AL(x) atomic_load_explicit(&(x), memory_order_relaxed)
 
 /* ssd.c */
+/* Insert or replace (if newer); uses *spare (then NULL) instead of
+ * allocating, if given.  0, KVT_EXISTS, -ENOMEM. */
 int ssd_idx_put_locked(struct ssd *s, struct ssd_shard *sh, uint64_t h,
-		       const struct ssd_entry *src);
+		       const struct ssd_entry *src, struct ssd_entry **spare);
 bool ssd_idx_remove_key(struct ssd *s, uint32_t ns, const struct kvt_key *k, uint64_t below);
 uint64_t ssd_idx_sweep(struct ssd *s, uint32_t ns, uint32_t slot, uint64_t gen, uint64_t below);
 int ssd_pread_full(int fd, void *buf, size_t len, uint64_t off);

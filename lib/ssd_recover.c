@@ -215,7 +215,7 @@ static int rec_insert(struct ssd *s, const struct ssd_ckpt_entry *ce)
 	h = ssd_hash(e.ns, &ce->e.key);
 	sh = shard_of(s, h);
 	pthread_mutex_lock(&sh->lock);
-	r = ssd_idx_put_locked(s, sh, h, &e);
+	r = ssd_idx_put_locked(s, sh, h, &e, NULL);
 	pthread_mutex_unlock(&sh->lock);
 	return r == -ENOMEM ? r : 0;
 }
