@@ -842,16 +842,18 @@ static void wd_finish(struct ssd *s, struct wd_task *t, int64_t res)
 	if (!ok && res != -ECANCELED) {
 		A(s->wd_errors);
 		if (res == -ENOSPC) {
+			bool was;
 			A(s->enospc);
 			pthread_mutex_lock(&s->wd_lock);
-			if (!s->degraded)
+			was = s->degraded;
+			s->degraded = true;
+			s->degraded_at_ns = now_ns();
+			pthread_mutex_unlock(&s->wd_lock);
+			if (!was) /* logged outside the lock: the callback is the embedder's */
 				kvt_logf(s->log, KVT_LOG_ERROR,
 					 "ssd: device full (ENOSPC): serving from DRAM only, "
 					 "write-downs shed; retrying every %llu ms",
 					 (unsigned long long)(s->cfg.retry_ns / 1000000));
-			s->degraded = true;
-			s->degraded_at_ns = now_ns();
-			pthread_mutex_unlock(&s->wd_lock);
 		} else if (res == -EIO && t->hdr) {
 			seg_mark_bad(s, t->slot, (int)res);
 		}
@@ -881,12 +883,13 @@ static void wd_finish(struct ssd *s, struct wd_task *t, int64_t res)
 			}
 		}
 	} else if (ok) {
+		bool was;
 		pthread_mutex_lock(&s->wd_lock);
-		if (s->degraded) {
-			s->degraded = false;
-			kvt_logf(s->log, KVT_LOG_INFO, "ssd: writes succeed again: tier re-enabled");
-		}
+		was = s->degraded;
+		s->degraded = false;
 		pthread_mutex_unlock(&s->wd_lock);
+		if (was)
+			kvt_logf(s->log, KVT_LOG_INFO, "ssd: writes succeed again: tier re-enabled");
 	}
 	pthread_mutex_lock(&s->wd_lock);
 	if (t->type == T_PUT)
