@@ -570,6 +570,17 @@ int kvt_queue_destroy(struct kvt_queue *q);
  */
 int kvt_pin_release(struct kvt_store *store, uint64_t pin);
 
+/*
+ * The part table of a pinned value: each part's length and CRC32C (the
+ * CRCs are computed now if the put deferred them), so that a server can
+ * send a value's end-to-end checksums along with it.  Writes
+ * min(max, parts) entries to lens and crcs (either may be NULL) and
+ * returns the value's part count (which may exceed max), or KVT_EPIN,
+ * KVT_ENULL, KVT_ECLOSED, -ENOMEM.  Any thread.
+ */
+int kvt_pin_parts(struct kvt_store *store, uint64_t pin, uint64_t *lens, uint32_t *crcs,
+		  unsigned max);
+
 /* ------------------------------------------------------------------------
  * Synchronous helpers: one request, run to completion on the calling
  * thread (they wait if the request must go to a worker).  Same results as

@@ -542,6 +542,47 @@ int kvt_pin_release(struct kvt_store *s, uint64_t pin)
 	return 0;
 }
 
+int kvt_pin_parts(struct kvt_store *s, uint64_t pin, uint64_t *lens, uint32_t *crcs,
+		  unsigned max)
+{
+	unsigned shard = (unsigned)((pin >> PIN_IDX_BITS) & 0xff);
+	uint32_t idx = (uint32_t)(pin & ((1u << PIN_IDX_BITS) - 1)), gen = (uint32_t)(pin >> 32);
+	struct pin_shard *ps;
+	uint64_t *l = NULL;
+	uint32_t *c = NULL;
+	struct kvt_key key;
+	uint32_t ns;
+	int n;
+
+	if (!s)
+		return KVT_ENULL;
+	if (s->state != ST_OPEN)
+		return KVT_ECLOSED;
+	if (shard >= PIN_SHARDS || gen == 0)
+		return KVT_EPIN;
+	l = kvt_mem_alloc(&s->mem, KVT_PARTS_MAX * (sizeof(*l) + sizeof(*c)));
+	if (!l)
+		return -ENOMEM;
+	c = (uint32_t *)(l + KVT_PARTS_MAX);
+	ps = &s->pins[shard];
+	/* Under the pin lock, so a racing release cannot free the item (the
+	 * pin lock is taken before DRAM locks elsewhere too: pins_drop_all). */
+	pthread_mutex_lock(&ps->lock);
+	if (idx >= ps->cap || ps->slots[idx].gen != gen || !ps->slots[idx].item)
+		n = KVT_EPIN;
+	else
+		n = dram_item_meta(s->dram, ps->slots[idx].item, &ns, &key, l, c, KVT_PARTS_MAX);
+	pthread_mutex_unlock(&ps->lock);
+	for (int i = 0; i < n && (unsigned)i < max; i++) {
+		if (lens)
+			lens[i] = l[i];
+		if (crcs)
+			crcs[i] = c[i];
+	}
+	kvt_mem_free(&s->mem, l, KVT_PARTS_MAX * (sizeof(*l) + sizeof(*c)));
+	return n;
+}
+
 /* Close: drop every pin still held, saying so. */
 static void pins_drop_all(struct kvt_store *s)
 {

@@ -144,6 +144,28 @@ static void test_parts_ranges(void)
 	T_RC(r.status, KVT_OK);
 	T_EQ_INT(r.tier, KVT_TIER_DRAM);
 
+	/* The part table of a pinned value: lengths and CRCs as put. */
+	{
+		uint64_t lens[8];
+		uint32_t got_crcs[8];
+		uint64_t pin;
+		memset(&r, 0, sizeof(r));
+		r.op = KVT_OP_GET_PINNED; r.ns = ns; r.key = k;
+		T_RC(kvt_submit(q, &rp, 1), 1);
+		T_RC(kvt_queue_poll(q, &got, 1), 1);
+		T_RC(r.status, KVT_OK);
+		pin = r.pin;
+		T_RC(kvt_pin_parts(s, pin, lens, got_crcs, 8), 5);
+		for (int i = 0; i < 5; i++) {
+			T_EQ_U64(lens[i], plen[i]);
+			T_EQ_U64(got_crcs[i], crcs[i]);
+		}
+		T_RC(kvt_pin_parts(s, pin, lens, NULL, 2), 5); /* count even if more */
+		T_RC(kvt_pin_parts(s, pin + 1, lens, NULL, 2), KVT_EPIN);
+		T_OK(kvt_pin_release(s, pin));
+		T_RC(kvt_pin_parts(s, pin, lens, NULL, 2), KVT_EPIN);
+		T_RC(kvt_pin_parts(NULL, pin, lens, NULL, 2), KVT_ENULL);
+	}
 	/* Whole value, verified. */
 	for (int verify = 0; verify < 2; verify++) {
 		struct iovec dst = { buf, total };
@@ -237,6 +259,14 @@ static void test_pins(void)
 	T_ASSERT(((uintptr_t)r.view[0].iov_base & 4095) == 0);
 	T_EQ_MEM(r.view[0].iov_base, want, len);
 	pin = r.pin;
+	/* Deferred CRC: computed when first asked for. */
+	{
+		uint64_t l;
+		uint32_t c;
+		T_RC(kvt_pin_parts(s, pin, &l, &c, 1), 1);
+		T_EQ_U64(l, len);
+		T_EQ_U64(c, kvt_crc32c(0, want, len));
+	}
 	T_EQ_U64(stat(s, "store.pins_active"), 1);
 	T_EQ_U64(stat(s, "dram.pinned_blocks"), 1);
 
