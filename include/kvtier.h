@@ -456,6 +456,8 @@ enum kvt_op {
 #define KVT_F_CRC    0x04u /* put: crcs[] holds each part's CRC32C */
 #define KVT_F_VERIFY 0x08u /* get: check the copied bytes against the CRCs */
 #define KVT_F_DEFER  0x10u /* run on a library worker, not on the submitting thread */
+#define KVT_F_SEALED 0x20u /* put: the value is client-sealed ciphertext (AES-GCM):
+			    * stored with the block, reported in value_flags */
 
 #define KVT_NS_ALL UINT32_MAX   /* KVT_OP_CLEAR: every namespace */
 #define KVT_PARTS_MAX 1024      /* most parts in one value */
@@ -482,6 +484,8 @@ struct kvt_req {
 	uint32_t tier;              /* tier that served a hit (enum kvt_tier) */
 	uint64_t length;            /* see the table above */
 	uint64_t value_len;         /* GET: the whole value's length (on OK or EBUFSMALL) */
+	uint32_t value_flags;       /* GET, GET_PINNED: KVT_F_SEALED if put so */
+	uint32_t pad2_;
 	uint64_t load_ns;           /* LOOKUP: estimated time to load the leading hits
 				     * from their tiers at each tier's measured
 				     * throughput (compare with recomputing them) */

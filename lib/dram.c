@@ -56,6 +56,7 @@ enum { ITEM_WRITING = 1, ITEM_VISIBLE = 2, ITEM_DEAD = 3 };
 /* owner[1]: the key length - 1 (6 bits) and ITEM_EXT, both fixed once
  * the item is reserved, so readers holding a ref read them unlocked. */
 #define ITEM_EXT 0x80       /* runs, parts and key live in u.ext */
+#define ITEM_SEALED 0x40    /* client-sealed value; set at publish, before any reader */
 
 struct dram_part {
 	uint64_t end;  /* offset one past the part's last byte */
@@ -96,6 +97,11 @@ _Static_assert(sizeof(struct dram_item) == 96, "dram_item grew: check the metada
 
 #define ITEM_STATE(it) ((it)->node.owner[0] & ITEM_STATE_MASK)
 #define ITEM_KEYLEN(it) (((it)->node.owner[1] & 0x3fu) + 1u)
+
+uint32_t dram_item_flags(struct dram_item *it)
+{
+	return (it->node.owner[1] & ITEM_SEALED) ? KVT_F_SEALED : 0;
+}
 
 struct pool_block {
 	struct pool_block *next;
@@ -912,6 +918,8 @@ int dram_publish(struct dram *d, struct dram_item *it, const uint32_t *crcs,
 	it->node.owner[0] = (uint8_t)((it->node.owner[0] & ~ITEM_STATE_MASK) | ITEM_VISIBLE);
 	if (flags & DRAM_ON_LOWER)
 		it->node.owner[0] |= ITEM_ON_LOWER;
+	if (flags & DRAM_SEALED)
+		it->node.owner[1] |= ITEM_SEALED; /* no reader has a ref yet */
 	evict_insert(&s->ev, &it->node, h);
 	if (flags & DRAM_PROMOTED) {
 		s->promotions++;
@@ -958,7 +966,8 @@ void dram_abort(struct dram *d, struct dram_item *it)
 }
 
 int dram_put(struct dram *d, uint32_t ns, const struct kvt_key *key,
-	     const struct iovec *parts, unsigned part_count, const uint32_t *crcs)
+	     const struct iovec *parts, unsigned part_count, const uint32_t *crcs,
+	     unsigned publish_flags)
 {
 	uint64_t lens_small[16] = { 0 }, *lens = lens_small, len = 0;
 	struct iovec view[DRAM_MAX_RUNS];
@@ -987,7 +996,7 @@ int dram_put(struct dram *d, uint32_t ns, const struct kvt_key *key,
 	if (ret != KVT_OK)
 		return ret;
 	iov_copy(view, view_count, parts, part_count, len);
-	return dram_publish(d, it, crcs, NULL, 0, false);
+	return dram_publish(d, it, crcs, NULL, publish_flags & DRAM_SEALED, false);
 }
 
 /* Find a visible item and take a ref; counts the hit or miss.  Locked. */
@@ -1025,6 +1034,7 @@ int dram_read_item(struct dram *d, struct dram_item *it, struct dram_read *rd)
 	rd->copied = 0;
 	/* Lengths and part tables never change while a ref is held. */
 	rd->value_len = it->value_len;
+	rd->value_flags = dram_item_flags(it);
 	if (rd->flags & KVT_F_PART) {
 		if (rd->part >= it->part_count) {
 			ret = KVT_ERANGE;

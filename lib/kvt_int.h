@@ -178,7 +178,10 @@ void dram_set_evict_hook(struct dram *d, dram_evict_fn fn, void *ctx);
 /* KVT_OK, KVT_EXISTS, -ECANCELED (a delete or clear won), KVT_ETOOBIG, KVT_EFULL,
  * KVT_ECORRUPT (supplied CRCs wrong), -ENOMEM. */
 int dram_put(struct dram *d, uint32_t ns, const struct kvt_key *key,
-	     const struct iovec *parts, unsigned part_count, const uint32_t *crcs);
+	     const struct iovec *parts, unsigned part_count, const uint32_t *crcs,
+	     unsigned publish_flags);
+/* KVT_F_SEALED if the block was put sealed (fixed once published; a ref suffices). */
+uint32_t dram_item_flags(struct dram_item *item);
 
 /*
  * A put in steps, for blocks promoted from lower tiers: reserve makes an
@@ -193,6 +196,7 @@ int dram_put(struct dram *d, uint32_t ns, const struct kvt_key *key,
 #define DRAM_MAX_RUNS 64 /* most runs one value may be split into */
 #define DRAM_ON_LOWER 0x1u /* publish: a lower tier already holds the block */
 #define DRAM_PROMOTED 0x2u /* publish: count as a promotion, not a put */
+#define DRAM_SEALED 0x4u   /* publish: the value is client-sealed (KVT_F_SEALED) */
 int dram_reserve(struct dram *d, uint32_t ns, const struct kvt_key *key, uint64_t len,
 		 const uint64_t *part_lens, unsigned part_count, struct dram_item **item,
 		 struct iovec *view, unsigned *view_count);
@@ -210,6 +214,7 @@ struct dram_read {
 	unsigned dst_count;
 	uint64_t copied;     /* out */
 	uint64_t value_len;  /* out */
+	uint32_t value_flags; /* out: KVT_F_SEALED */
 };
 /* KVT_OK, KVT_MISS, KVT_ERANGE, KVT_EBUFSMALL. */
 int dram_get(struct dram *d, uint32_t ns, const struct kvt_key *key, struct dram_read *rd);

@@ -970,6 +970,8 @@ static void wd_write(struct ssd *s, struct wd_task *t)
 		rh.type = SSD_REC_PUT;
 		rh.part_count = np;
 		rh.value_len = t->value_len;
+		if (dram_item_flags(t->item) & KVT_F_SEALED)
+			rh.flags = SSD_REC_F_SEALED;
 	} else {
 		rh.type = t->type == T_DELETE ? SSD_REC_DELETE
 			  : t->ns == KVT_NS_ALL ? SSD_REC_CLEAR_ALL : SSD_REC_CLEAR_NS;
@@ -1365,8 +1367,10 @@ static void promote_done(struct multi_io *m, int64_t res)
 		crcs[i] = crc;
 		off += parts[i].len;
 	}
-	if (dram_publish(s->dram, p->item, crcs, lens, DRAM_ON_LOWER | DRAM_PROMOTED, true) ==
-	    KVT_OK) {
+	if (dram_publish(s->dram, p->item, crcs, lens,
+			 DRAM_ON_LOWER | DRAM_PROMOTED |
+				 ((rh.flags & SSD_REC_F_SEALED) ? DRAM_SEALED : 0),
+			 true) == KVT_OK) {
 		uint64_t dt = now_ns() - p->start_ns;
 		status = KVT_OK;
 		A(s->reads);

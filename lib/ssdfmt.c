@@ -301,7 +301,8 @@ static bool ssdfmt_rec_ok(const struct ssd_rec_hdr *h)
 
 	if (!ssdfmt_kind_ok(h->type, h->ns_id, h->key.len, h->part_count, h->value_len, h->seq))
 		return false;
-	if (h->generation == 0 || h->flags != 0)
+	if (h->generation == 0 || (h->flags & ~SSD_REC_F_SEALED) != 0 ||
+	    (h->flags != 0 && h->type != SSD_REC_PUT))
 		return false;
 	/* A clear of every namespace names none. */
 	if (h->type == SSD_REC_CLEAR_ALL && memcmp(h->ns_digest, zero_digest, 32) != 0)

@@ -58,6 +58,8 @@ enum ssd_rec_type {
 	SSD_REC_CLEAR_ALL = 4, /* every record with a lower seq is gone */
 };
 
+#define SSD_REC_F_SEALED 0x1u /* PUT: the value is client-sealed ciphertext */
+
 #define SSD_REC_FIXED 160u   /* bytes of the fixed part of a record header */
 #define SSD_PART_ENTRY 16u   /* bytes per part-table entry */
 
@@ -76,7 +78,7 @@ struct ssd_rec_hdr {
 	uint64_t generation;     /* generation of the segment it was written into */
 	uint8_t ns_digest[32];   /* the namespace's digest: records describe themselves */
 	struct kvt_key key;      /* PUT, DELETE: the key; CLEAR_*: len 0 */
-	uint32_t flags;          /* reserved (sealed blocks); 0 */
+	uint32_t flags;          /* SSD_REC_F_* (PUT only); other bits 0 */
 };
 
 /* Header bytes for a record with this many parts (a multiple of SSD_ALIGN);

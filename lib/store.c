@@ -636,6 +636,7 @@ static void store_promoted(void *ctx, int status, struct dram_item *item)
 	struct kvt_store *s = q->store;
 
 	if (status == KVT_OK) {
+		r->value_flags = dram_item_flags(item);
 		if (r->op == KVT_OP_GET_PINNED) {
 			struct iovec view[DRAM_MAX_RUNS];
 			uint64_t len;
@@ -679,6 +680,7 @@ static int store_get_lower(struct kvt_store *s, struct kvt_req *r, int prio)
 		ret = dram_get(s->dram, r->ns, &r->key, &rd);
 		r->length = rd.copied;
 		r->value_len = rd.value_len;
+		r->value_flags = rd.value_flags;
 		if (ret == KVT_OK)
 			r->tier = KVT_TIER_DRAM;
 		return ret;
@@ -766,7 +768,8 @@ static int store_exec(struct kvt_store *s, struct kvt_req *r)
 		if (s->ssd && ssd_find(s->ssd, r->ns, &r->key, NULL) == KVT_OK)
 			return KVT_EXISTS;
 		ret = dram_put(d, r->ns, &r->key, r->iov, r->iov_count,
-			       (r->flags & KVT_F_CRC) ? r->crcs : NULL);
+			       (r->flags & KVT_F_CRC) ? r->crcs : NULL,
+			       (r->flags & KVT_F_SEALED) ? DRAM_SEALED : 0);
 		if (ret == KVT_OK)
 			r->tier = KVT_TIER_DRAM;
 		return ret;
@@ -778,6 +781,7 @@ static int store_exec(struct kvt_store *s, struct kvt_req *r)
 		ret = dram_get(d, r->ns, &r->key, &rd);
 		r->length = rd.copied;
 		r->value_len = rd.value_len;
+		r->value_flags = rd.value_flags;
 		if (ret == KVT_OK)
 			r->tier = KVT_TIER_DRAM;
 		else if (ret == KVT_MISS)
@@ -803,6 +807,7 @@ static int store_exec(struct kvt_store *s, struct kvt_req *r)
 		}
 		r->length = len;
 		r->value_len = len;
+		r->value_flags = dram_item_flags(item);
 		r->tier = KVT_TIER_DRAM;
 		return KVT_OK;
 	}
@@ -1284,7 +1289,8 @@ static int key_check(const struct kvt_key *k)
 	return k->len >= 1 && k->len <= KVT_KEY_MAX ? 0 : KVT_EKEYLEN;
 }
 
-#define KVT_F_ALL (KVT_F_PART | KVT_F_RANGE | KVT_F_CRC | KVT_F_VERIFY | KVT_F_DEFER)
+#define KVT_F_ALL (KVT_F_PART | KVT_F_RANGE | KVT_F_CRC | KVT_F_VERIFY | KVT_F_DEFER | \
+		   KVT_F_SEALED)
 
 static int req_check(struct kvt_store *s, const struct kvt_req *r)
 {
@@ -1295,7 +1301,7 @@ static int req_check(struct kvt_store *s, const struct kvt_req *r)
 		return KVT_EBADOP;
 	if ((r->flags & (KVT_F_PART | KVT_F_RANGE | KVT_F_VERIFY)) && r->op != KVT_OP_GET)
 		return KVT_EBADOP;
-	if ((r->flags & KVT_F_CRC) && r->op != KVT_OP_PUT)
+	if ((r->flags & (KVT_F_CRC | KVT_F_SEALED)) && r->op != KVT_OP_PUT)
 		return KVT_EBADOP;
 	if ((r->flags & KVT_F_PART) && (r->flags & KVT_F_RANGE))
 		return KVT_EBADOP;
@@ -1466,6 +1472,7 @@ int kvt_submit(struct kvt_queue *q, struct kvt_req *const reqs[], unsigned n)
 		r->priv_seq_ = atomic_fetch_add_explicit(&s->seq, 1, memory_order_relaxed) + 1;
 		r->status = 0;
 		r->priv_flags_ = 0;
+		r->value_flags = 0;
 		r->load_ns = 0;
 		r->pin = 0;
 		r->view = NULL;

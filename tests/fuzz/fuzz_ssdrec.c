@@ -80,7 +80,7 @@ static void fuzz_rec(const uint8_t *buf, size_t len)
 		return;
 	FUZZ_CHECK(h.hdr_len <= len && h.hdr_len == ssd_rec_hdr_len(h.part_count));
 	FUZZ_CHECK(h.part_count <= KVT_PARTS_MAX && h.value_len <= KVT_VALUE_MAX);
-	FUZZ_CHECK(h.seq != 0 && h.generation != 0 && h.flags == 0);
+	FUZZ_CHECK(h.seq != 0 && h.generation != 0 && (h.flags & ~SSD_REC_F_SEALED) == 0);
 	check_key(&h.key);
 	for (uint32_t i = 0; i < h.part_count; i++) {
 		FUZZ_CHECK(g_parts[i].len >= 1);

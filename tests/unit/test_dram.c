@@ -541,7 +541,7 @@ static void test_hook(void)
 		struct kvt_key k = t_key(i);
 		struct iovec v = { buf, 10000 };
 		t_fill(buf, 10000, i);
-		T_RC(dram_put(d, 1, &k, &v, 1, NULL), KVT_OK);
+		T_RC(dram_put(d, 1, &k, &v, 1, NULL, 0), KVT_OK);
 	}
 	T_ASSERT(seen.count > 200);
 	T_EQ_U64(seen.bad, 0);

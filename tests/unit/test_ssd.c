@@ -184,6 +184,56 @@ static void test_persist(void)
 	free(dir);
 }
 
+/* 1b. A sealed value keeps its flag in DRAM, on SSD, and across a restart. */
+static void test_sealed(void)
+{
+	char *dir = t_mkdtemp();
+	struct kvt_store *s = open_store(dir, "16M", "always");
+	uint32_t ns = ns_of(s);
+	static char val[5000], got[70000];
+	struct iovec v = { val, sizeof(val) }, dst = { got, sizeof(got) };
+	struct kvt_queue *q;
+	struct kvt_req r, *rp = &r, *out;
+
+	t_fill(val, sizeof(val), 77);
+	T_OK(kvt_queue_create(s, &q));
+	memset(&r, 0, sizeof(r));
+	r.op = KVT_OP_PUT; r.flags = KVT_F_SEALED; r.ns = ns; r.key = t_key(77);
+	r.iov = &v; r.iov_count = 1;
+	T_RC(kvt_submit(q, &rp, 1), 1);
+	T_RC(kvt_queue_poll(q, &out, 1), 1);
+	T_RC(r.status, KVT_OK);
+	T_RC(put_k(s, ns, 78), KVT_OK); /* not sealed */
+	for (int round = 0; round < 2; round++) {
+		for (uint64_t k = 77; k <= 78; k++) {
+			memset(&r, 0, sizeof(r));
+			r.op = KVT_OP_GET; r.ns = ns; r.key = t_key(k); r.iov = &dst; r.iov_count = 1;
+			T_RC(kvt_submit(q, &rp, 1), 1);
+			T_RC(kvt_queue_wait(q, &out, 1, 10000), 1);
+			T_RC(r.status, KVT_OK);
+			T_EQ_INT(r.value_flags, k == 77 ? KVT_F_SEALED : 0);
+			if (k == 77) {
+				T_EQ_U64(r.length, sizeof(val));
+				T_EQ_MEM(got, val, sizeof(val));
+			}
+		}
+		/* Second round: from SSD, DRAM cold. */
+		T_OK(kvt_queue_destroy(q));
+		kvt_store_destroy(s);
+		s = open_store(dir, "16M", "always");
+		T_OK(kvt_queue_create(s, &q));
+	}
+	/* A get flag on a put, a put flag on a get: refused. */
+	memset(&r, 0, sizeof(r));
+	r.op = KVT_OP_GET; r.flags = KVT_F_SEALED; r.ns = ns; r.key = t_key(77);
+	r.iov = &dst; r.iov_count = 1;
+	T_RC(kvt_submit(q, &rp, 1), KVT_EBADOP);
+	T_OK(kvt_queue_destroy(q));
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+}
+
 /* 2. Second access: a put stays in DRAM; a get sends it down. */
 static void test_admission(void)
 {
@@ -792,6 +842,7 @@ int main(void)
 		io_backend = backends[b];
 		fprintf(stderr, "== backend %s\n", io_backend);
 		test_persist();
+		test_sealed();
 		test_admission();
 		test_delete_clear();
 		test_kill9();

@@ -542,8 +542,16 @@ static void test_rec_bounds(void)
 	h.generation = 0;
 	T_RC(ssd_rec_hdr_encode(&h, g_parts, g_rec, sizeof(g_rec)), KVT_EBADLEN);
 	h = mk_put(1, 32, 1);
-	h.flags = 1;
+	h.flags = 2; /* only SSD_REC_F_SEALED is defined */
 	T_RC(ssd_rec_hdr_encode(&h, g_parts, g_rec, sizeof(g_rec)), KVT_EBADLEN);
+	h = mk_put(1, 32, 1);
+	h.flags = SSD_REC_F_SEALED;
+	T_ASSERT(ssd_rec_hdr_encode(&h, g_parts, g_rec, sizeof(g_rec)) > 0);
+	{
+		struct ssd_rec_hdr back;
+		T_RC(ssd_rec_hdr_decode(g_rec, sizeof(g_rec), &back, NULL, 0), 0);
+		T_EQ_INT(back.flags, SSD_REC_F_SEALED);
+	}
 	h = mk_put(1, 32, 1);
 	h.ns_id = 0;
 	T_RC(ssd_rec_hdr_encode(&h, g_parts, g_rec, sizeof(g_rec)), KVT_EBADLEN);
@@ -602,7 +610,7 @@ static void test_rec_bounds(void)
 	REC_TAMPER(p[R_TABLE + 48] = 1, KVT_ECORRUPT);            /* past the table */
 	REC_TAMPER(p[SSD_ALIGN - 1] = 1, KVT_ECORRUPT);           /* last padding byte */
 	REC_TAMPER(put32(p + R_RESERVED, 1), KVT_ECORRUPT);
-	REC_TAMPER(put32(p + R_FLAGS, 1), KVT_ECORRUPT);
+	REC_TAMPER(put32(p + R_FLAGS, 2), KVT_ECORRUPT); /* undefined flag bit */
 	REC_TAMPER(put32(p + R_TYPE, 0), KVT_ECORRUPT);
 	REC_TAMPER(put32(p + R_TYPE, 5), KVT_ECORRUPT);
 	REC_TAMPER(put32(p + R_TYPE, SSD_REC_DELETE), KVT_ECORRUPT); /* with parts */
