@@ -608,14 +608,13 @@ static int kvtierd_store_open(struct kvtd_server *srv)
 static void kvtierd_limits(struct kvtd_server *srv)
 {
 	struct proto_limits *l = &srv->lim;
-	uint64_t trailer = 24 + 16 * (uint64_t)(KVT_PARTS_MAX - 1);
 
 	proto_limits_default(l);
-	/* One part of the library's budget carries the part table
-	 * (ops.c, "Value trailer"). */
-	l->parts_max = KVT_PARTS_MAX - 1;
-	if (srv->dram_max_value > trailer && srv->dram_max_value - trailer < l->value_max)
-		l->value_max = srv->dram_max_value - trailer;
+	/* parts_max is the library's KVT_PARTS_MAX; a value is stored as its
+	 * parts and nothing else, so it may be as large as the DRAM tier
+	 * holds. */
+	if (srv->dram_max_value < l->value_max)
+		l->value_max = srv->dram_max_value;
 	/* A frame carries at least one largest value, and not much more: a
 	 * PUT frame is received whole before it is stored. */
 	l->frame_max = 2 * l->value_max;

@@ -16,7 +16,7 @@
  *   ops.c      the protocol: one handler per opcode, requests to the store
  *              in batches, responses when every item completed
  *   value.c    value bytes: PUT items from the data section, GET responses
- *              from pinned DRAM views, the value trailer (part tables)
+ *              from pinned DRAM views with their stored part tables
  *   auth.c     tenants file, AUTH proofs, canonical descriptor parsing
  *   log.c      structured one-line logs to stderr or a file
  *
@@ -410,10 +410,9 @@ struct kvtd_item {
 	uint32_t tier;
 	bool submitted;           /* req is the library's */
 	bool pinned;              /* req.pin is held */
-	/* PUT: iovecs into the frame's data, CRCs, trailer */
+	/* PUT: iovecs into the frame's data, CRCs */
 	struct iovec *iov;
 	uint32_t *crcs;
-	uint8_t *trailer;
 	/* GET request */
 	uint32_t flags;
 	uint32_t part;

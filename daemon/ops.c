@@ -11,8 +11,7 @@
  * behind an SSD read).  Every item has its own status.
  *
  * Values -- PUT items from the data section, GET responses from pinned
- * DRAM views, and the trailer that keeps a value's part table -- are
- * value.c's.
+ * DRAM views and their part tables -- are value.c's.
  *
  * Tenants: a connection may name only namespaces whose canonical text says
  * tenant=<its tenant>.  Anything else -- unknown or another tenant's --
@@ -99,12 +98,10 @@ static void ops_item_release(struct kvtd_server *srv, struct kvtd_item *it)
 	}
 	free(it->iov);
 	free(it->crcs);
-	free(it->trailer);
 	free(it->canon);
 	free(it->desc_store);
 	it->iov = NULL;
 	it->crcs = NULL;
-	it->trailer = NULL;
 	it->canon = NULL;
 	it->desc_store = NULL;
 }

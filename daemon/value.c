@@ -1,7 +1,7 @@
 /*
  * value.c - value bytes on their way in and out: the PUT items built from a
- * frame's data section, the GET responses built from pinned DRAM views,
- * and the value trailer that keeps a value's part table.
+ * frame's data section, and the GET responses built from pinned DRAM views
+ * and the stored part tables.
  *
  * Copies (doc/kvtierd.md "Copies"):
  *   GET  every item is a KVT_OP_GET_PINNED (ops.c submits it); the
@@ -15,17 +15,11 @@
  *        mismatch is KVT_ECORRUPT and nothing is stored).  One copy, buffer
  *        to DRAM, inside the library.
  *
- * The value trailer: the library's API does not return a stored value's
- * part lengths and CRCs, but a GET response carries them.  So a value put
- * with several parts (or sealed) is stored with one more part at its end,
- * the trailer, recording the client's part table and flags; a GET reads it
- * from the pinned view and strips it.  A single unsealed part is stored as
- * is (its CRC is recomputed on GET from the DRAM bytes, which the library
- * checked against the client's CRC at put and against the SSD record's
- * CRCs at promotion); one whose last bytes happen to look like a trailer
- * gets a trailer too, so reading is never ambiguous.  When the library
- * returns part tables (doc/kvtierd.md "Not yet"), new values need no
- * trailer and old ones still read.
+ * Part tables: a value is stored as the client's parts, with the client's
+ * CRCs; a GET answers with the table kvt_pin_parts returns for the pinned
+ * value -- the writer's lengths and CRCs, end to end.  Only a range's CRC
+ * is computed here, after the stored parts it comes from were checked
+ * against the writer's CRCs.
  *
  * Threads: the loop that owns the frame's connection.  No locks.
  */
@@ -36,96 +30,8 @@
 #include "kvtierd.h"
 
 /* ------------------------------------------------------------------------
- * Value trailer
- *
- *   off      size  field
- *   0        4     u32 part_count n (1..KVT_PARTS_MAX - 1)
- *   4        4     u32 flags (PROTO_IF_SEALED)
- *   8        16n   n entries: u64 len, u32 crc, u32 reserved (0)
- *   8+16n    8     magic "KVTDPT1\0"
- *   16+16n   4     u32 trailer length, 24 + 16n
- *   20+16n   4     u32 CRC32C of bytes [0, 20 + 16n)
- */
-#define TR_MAGIC "KVTDPT1"          /* with its NUL: 8 bytes */
-#define TR_FIXED 24u
-#define TR_ENTRY 16u
-#define TR_TAIL 16u                 /* magic, length, CRC */
-#define TR_LEN(n) (TR_FIXED + TR_ENTRY * (uint64_t)(n))
-#define TR_PARTS_MAX (KVT_PARTS_MAX - 1u)
-#define TR_MAX TR_LEN(TR_PARTS_MAX)
-_Static_assert(sizeof(TR_MAGIC) == 8, "trailer magic is 8 bytes with its NUL");
-
-struct value_parts {
-	uint32_t n;
-	uint32_t flags;
-	uint64_t *lens;
-	uint32_t *crcs;
-};
-
-static void value_put32(uint8_t *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static void value_put64(uint8_t *p, uint64_t v)
-{
-	value_put32(p, (uint32_t)v);
-	value_put32(p + 4, (uint32_t)(v >> 32));
-}
-
-static uint32_t value_get32(const uint8_t *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static uint64_t value_get64(const uint8_t *p)
-{
-	return value_get32(p) | (uint64_t)value_get32(p + 4) << 32;
-}
-
-/* Encode a trailer for n parts into buf (TR_LEN(n) bytes). */
-static void value_trailer_write(uint8_t *buf, uint32_t n, uint32_t flags, const uint64_t *lens,
-			      const uint32_t *crcs)
-{
-	uint8_t *p = buf;
-	uint64_t tl = TR_LEN(n);
-
-	memset(buf, 0, tl);
-	value_put32(p, n);
-	value_put32(p + 4, flags);
-	for (uint32_t i = 0; i < n; i++) {
-		value_put64(p + 8 + TR_ENTRY * i, lens[i]);
-		value_put32(p + 8 + TR_ENTRY * i + 8, crcs[i]);
-	}
-	p = buf + tl - TR_TAIL;
-	memcpy(p, TR_MAGIC, 8);
-	value_put32(p + 8, (uint32_t)tl);
-	value_put32(p + 12, kvt_crc32c(0, buf, tl - 4));
-}
-
-/* ------------------------------------------------------------------------
  * Views: the iovec runs of a pinned value
  */
-
-/* Copy len bytes at off of the view into dst. */
-static void value_view_copy(const struct iovec *v, unsigned vc, uint64_t off, void *dst, uint64_t len)
-{
-	uint8_t *d = dst;
-	for (unsigned i = 0; i < vc && len; i++) {
-		if (off >= v[i].iov_len) {
-			off -= v[i].iov_len;
-			continue;
-		}
-		uint64_t n = v[i].iov_len - off;
-		if (n > len)
-			n = len;
-		memcpy(d, (const uint8_t *)v[i].iov_base + off, n);
-		d += n;
-		len -= n;
-		off = 0;
-	}
-}
 
 /* The iovecs covering [off, off + len) of the view into out; returns how
  * many (at most vc). */
@@ -169,100 +75,13 @@ static uint32_t value_view_crc(const struct iovec *v, unsigned vc, uint64_t off,
 	return crc;
 }
 
-static uint32_t value_iov_crc(const struct iovec *v, unsigned n)
-{
-	uint32_t crc = 0;
-	for (unsigned i = 0; i < n; i++)
-		crc = kvt_crc32c(crc, v[i].iov_base, v[i].iov_len);
-	return crc;
-}
-
-/*
- * Does a stored value of len bytes (in view) end with a valid trailer?
- * If so fill *pt (arrays malloc'd) and return its length; 0 if not;
- * -ENOMEM.
- */
-static int64_t value_trailer_read(const struct iovec *v, unsigned vc, uint64_t len,
-				struct value_parts *pt)
-{
-	uint8_t tail[TR_TAIL], *buf;
-	uint64_t tl, sum = 0;
-	uint32_t n;
-
-	memset(pt, 0, sizeof(*pt));
-	if (len < TR_LEN(1) + 1)
-		return 0;
-	value_view_copy(v, vc, len - TR_TAIL, tail, TR_TAIL);
-	if (memcmp(tail, TR_MAGIC, 8) != 0)
-		return 0;
-	tl = value_get32(tail + 8);
-	if (tl < TR_LEN(1) || tl > TR_MAX || (tl - TR_FIXED) % TR_ENTRY != 0 || tl >= len)
-		return 0;
-	buf = malloc(tl);
-	if (!buf)
-		return -ENOMEM;
-	value_view_copy(v, vc, len - tl, buf, tl);
-	n = value_get32(buf);
-	if (n < 1 || TR_LEN(n) != tl || (value_get32(buf + 4) & ~(uint32_t)PROTO_IF_SEALED) ||
-	    kvt_crc32c(0, buf, tl - 4) != value_get32(buf + tl - 4))
-		goto no;
-	for (uint32_t i = 0; i < n; i++) {
-		uint64_t l = value_get64(buf + 8 + TR_ENTRY * i);
-		if (l == 0 || l > len || value_get32(buf + 8 + TR_ENTRY * i + 12) != 0)
-			goto no;
-		sum += l;
-	}
-	if (sum != len - tl)
-		goto no;
-	pt->lens = malloc(n * sizeof(*pt->lens));
-	pt->crcs = malloc(n * sizeof(*pt->crcs));
-	if (!pt->lens || !pt->crcs) {
-		free(pt->lens);
-		free(pt->crcs);
-		free(buf);
-		memset(pt, 0, sizeof(*pt));
-		return -ENOMEM;
-	}
-	pt->n = n;
-	pt->flags = value_get32(buf + 4);
-	for (uint32_t i = 0; i < n; i++) {
-		pt->lens[i] = value_get64(buf + 8 + TR_ENTRY * i);
-		pt->crcs[i] = value_get32(buf + 8 + TR_ENTRY * i + 8);
-	}
-	free(buf);
-	return (int64_t)tl;
-no:
-	free(buf);
-	return 0;
-}
-
-/* Does a single unsealed value's tail look like a trailer? (Then it gets
- * one, so that reading it back is never ambiguous.) */
-static bool value_tail_ambiguous(const uint8_t *p, uint64_t len)
-{
-	struct iovec v = { (void *)p, (size_t)len };
-	struct value_parts pt;
-	int64_t tl = value_trailer_read(&v, 1, len, &pt);
-	free(pt.lens);
-	free(pt.crcs);
-	return tl != 0;
-}
-
 int kvtd_value_put_item(struct kvtd_frame *fr, struct kvtd_item *it, const struct proto_item *pi)
 {
-	uint32_t n = pi->part_count, extra;
+	uint32_t n = pi->part_count;
 	uint64_t off = pi->data_off;
-	bool trailer;
 
-	trailer = n > 1 || (pi->flags & PROTO_IF_SEALED);
-	if (!trailer) {
-		uint64_t len;
-		proto_item_part(pi, 0, &len, NULL);
-		trailer = value_tail_ambiguous(fr->data + off, len);
-	}
-	extra = trailer ? 1 : 0;
-	it->iov = malloc((n + extra) * sizeof(*it->iov));
-	it->crcs = malloc((n + extra) * sizeof(*it->crcs));
+	it->iov = malloc(n * sizeof(*it->iov));
+	it->crcs = malloc(n * sizeof(*it->crcs));
 	if (!it->iov || !it->crcs)
 		return -ENOMEM;
 	for (uint32_t p = 0; p < n; p++) {
@@ -274,28 +93,12 @@ int kvtd_value_put_item(struct kvtd_frame *fr, struct kvtd_item *it, const struc
 		it->crcs[p] = crc;
 		off += len;
 	}
-	if (trailer) {
-		uint64_t tl = TR_LEN(n);
-		uint64_t *lens = malloc(n * sizeof(*lens));
-		if (!lens)
-			return -ENOMEM;
-		for (uint32_t p = 0; p < n; p++)
-			lens[p] = it->iov[p].iov_len;
-		it->trailer = malloc(tl);
-		if (!it->trailer) {
-			free(lens);
-			return -ENOMEM;
-		}
-		value_trailer_write(it->trailer, n, pi->flags & PROTO_IF_SEALED, lens, it->crcs);
-		free(lens);
-		it->iov[n].iov_base = it->trailer;
-		it->iov[n].iov_len = (size_t)tl;
-		it->crcs[n] = kvt_crc32c(0, it->trailer, tl);
-	}
 	it->req.op = KVT_OP_PUT;
 	it->req.flags = KVT_F_CRC;
+	if (pi->flags & PROTO_IF_SEALED)
+		it->req.flags |= KVT_F_SEALED;
 	it->req.iov = it->iov;
-	it->req.iov_count = n + extra;
+	it->req.iov_count = n;
 	it->req.crcs = it->crcs;
 	return 0;
 }
@@ -303,9 +106,13 @@ int kvtd_value_put_item(struct kvtd_frame *fr, struct kvtd_item *it, const struc
 /* A GET item's answer: response fields, and the value slices to send. */
 struct value_get_out {
 	struct proto_item pi;
-	uint64_t lens1;           /* single-entry part table */
+	uint32_t n;               /* the stored part table: n entries */
+	uint64_t *lens;           /* &lens1, or malloc'd (owned) */
+	uint32_t *crcs;           /* &crcs1, or malloc'd (owned) */
+	uint64_t lens1;           /* a single part's entry */
 	uint32_t crcs1;
-	struct value_parts pt;      /* the trailer's table (owned) */
+	uint64_t range_len;       /* a range's entry */
+	uint32_t range_crc;
 	struct iovec *slices;     /* into the pinned view (owned array) */
 	unsigned slice_count;
 	uint64_t table_len;       /* bytes this item adds to the table */
@@ -313,23 +120,64 @@ struct value_get_out {
 };
 
 /*
- * A range's bytes get a CRC computed here, so the stored parts they come
- * from are checked first against the writer's CRCs (doc/protocol.md, GET).
- * Single-part values have no trailer: the library checked their bytes at
- * put and at promotion, and its API does not return the stored CRC.
+ * The part table of the pinned value: the writer's lengths and CRCs
+ * (kvt_pin_parts).  One part -- the common case -- needs no allocation.
+ * Returns 0 or an error status.
  */
-static bool value_range_verified(const struct iovec *v, unsigned vc, const struct value_parts *pt,
-				 uint64_t off, uint64_t len)
+static int value_parts_read(struct kvtd_server *srv, const struct kvt_req *r,
+			    struct value_get_out *g)
+{
+	uint64_t sum = 0;
+	int n;
+
+	g->lens = &g->lens1;
+	g->crcs = &g->crcs1;
+	n = kvt_pin_parts(srv->store, r->pin, g->lens, g->crcs, 1);
+	if (n < 0)
+		return n;
+	if (n > 1) {
+		g->lens = malloc((size_t)n * sizeof(*g->lens));
+		g->crcs = malloc((size_t)n * sizeof(*g->crcs));
+		if (!g->lens || !g->crcs)
+			return -ENOMEM;
+		int m = kvt_pin_parts(srv->store, r->pin, g->lens, g->crcs, (unsigned)n);
+		if (m < 0)
+			return m;
+		if (m != n)
+			return KVT_ECORRUPT; /* a pinned value's table cannot change */
+	}
+	g->n = (uint32_t)n;
+	for (uint32_t p = 0; p < g->n; p++)
+		sum += g->lens[p];
+	if (n < 1 || sum != r->length)
+		return KVT_ECORRUPT;
+	return 0;
+}
+
+/*
+ * The CRC of the range [off, off + len): the writer's, if the range is
+ * exactly one stored part; otherwise computed here, after every stored
+ * part the range comes from was checked against the writer's CRC (doc/
+ * protocol.md, GET), so that a CRC computed here never vouches for bytes
+ * the writer did not send.  False if a part fails its check.
+ */
+static bool value_range_crc(const struct iovec *v, unsigned vc, const struct value_get_out *g,
+			    uint64_t off, uint64_t len, uint32_t *crc)
 {
 	uint64_t start = 0;
 
-	for (uint32_t p = 0; p < pt->n; p++) {
-		uint64_t end = start + pt->lens[p];
+	for (uint32_t p = 0; p < g->n; p++) {
+		uint64_t end = start + g->lens[p];
+		if (start == off && g->lens[p] == len) {
+			*crc = g->crcs[p];
+			return true;
+		}
 		if (end > off && start < off + len &&
-		    value_view_crc(v, vc, start, pt->lens[p]) != pt->crcs[p])
+		    value_view_crc(v, vc, start, g->lens[p]) != g->crcs[p])
 			return false;
 		start = end;
 	}
+	*crc = value_view_crc(v, vc, off, len);
 	return true;
 }
 
@@ -337,8 +185,8 @@ static int value_get_item(struct kvtd_server *srv, struct kvtd_item *it, uint32_
 			  struct value_get_out *g)
 {
 	const struct kvt_req *r = &it->req;
-	uint64_t stored = r->length, vlen, off = 0, len;
-	int64_t tl;
+	uint64_t vlen = r->length, off = 0;
+	int rc;
 
 	memset(g, 0, sizeof(*g));
 	g->pi.index = index;
@@ -346,45 +194,41 @@ static int value_get_item(struct kvtd_server *srv, struct kvtd_item *it, uint32_
 	g->table_len = 40;
 	if (it->status != KVT_OK)
 		return 0;
-	tl = value_trailer_read(r->view, r->view_count, stored, &g->pt);
-	if (tl < 0) {
-		g->pi.status = (int32_t)tl;
+	rc = value_parts_read(srv, r, g);
+	if (rc < 0) {
+		g->pi.status = rc;
 		return 0;
 	}
-	vlen = stored - (uint64_t)tl;
 	g->slices = malloc((r->view_count ? r->view_count : 1) * sizeof(*g->slices));
 	if (!g->slices) {
 		g->pi.status = -ENOMEM;
 		return 0;
 	}
 	g->pi.value_len = vlen;
-	g->pi.flags = tl ? (g->pt.flags & PROTO_IF_SEALED) : 0;
+	g->pi.flags = (r->value_flags & KVT_F_SEALED) ? PROTO_IF_SEALED : 0;
 	if (it->flags & PROTO_IF_PART) {
-		uint32_t np = tl ? g->pt.n : 1;
-		if (it->part >= np) {
+		if (it->part >= g->n) {
 			g->pi.status = KVT_ERANGE;
 			g->pi.flags = 0;
 			return 0;
 		}
-		for (uint32_t p = 0; tl && p < it->part; p++)
-			off += g->pt.lens[p];
-		len = tl ? g->pt.lens[it->part] : vlen;
-		g->slice_count = value_view_slice(r->view, r->view_count, off, len, g->slices);
-		g->lens1 = len;
-		g->crcs1 = tl ? g->pt.crcs[it->part] : value_iov_crc(g->slices, g->slice_count);
+		for (uint32_t p = 0; p < it->part; p++)
+			off += g->lens[p];
+		g->slice_count = value_view_slice(r->view, r->view_count, off, g->lens[it->part],
+						  g->slices);
 		g->pi.flags |= PROTO_IF_PART;
 		g->pi.first_part = it->part;
 		g->pi.off = off;
 		g->pi.part_count = 1;
-		g->pi.part_lens = &g->lens1;
-		g->pi.part_crcs = &g->crcs1;
+		g->pi.part_lens = &g->lens[it->part];
+		g->pi.part_crcs = &g->crcs[it->part];
 	} else if (it->flags & PROTO_IF_RANGE) {
 		if (it->off > vlen || it->len > vlen - it->off) {
 			g->pi.status = KVT_ERANGE;
 			g->pi.flags = 0;
 			return 0;
 		}
-		if (tl && !value_range_verified(r->view, r->view_count, &g->pt, it->off, it->len)) {
+		if (!value_range_crc(r->view, r->view_count, g, it->off, it->len, &g->range_crc)) {
 			/* Corruption is a miss, never other bytes. */
 			KVTD_COUNT(srv, value_crc_errors, 1);
 			g->pi.status = KVT_MISS;
@@ -393,26 +237,17 @@ static int value_get_item(struct kvtd_server *srv, struct kvtd_item *it, uint32_
 			return 0;
 		}
 		g->slice_count = value_view_slice(r->view, r->view_count, it->off, it->len, g->slices);
-		g->lens1 = it->len;
-		g->crcs1 = value_iov_crc(g->slices, g->slice_count);
+		g->range_len = it->len;
 		g->pi.flags |= PROTO_IF_RANGE;
 		g->pi.off = it->off;
 		g->pi.part_count = 1;
-		g->pi.part_lens = &g->lens1;
-		g->pi.part_crcs = &g->crcs1;
+		g->pi.part_lens = &g->range_len;
+		g->pi.part_crcs = &g->range_crc;
 	} else {
 		g->slice_count = value_view_slice(r->view, r->view_count, 0, vlen, g->slices);
-		if (tl) {
-			g->pi.part_count = g->pt.n;
-			g->pi.part_lens = g->pt.lens;
-			g->pi.part_crcs = g->pt.crcs;
-		} else {
-			g->lens1 = vlen;
-			g->crcs1 = value_iov_crc(g->slices, g->slice_count);
-			g->pi.part_count = 1;
-			g->pi.part_lens = &g->lens1;
-			g->pi.part_crcs = &g->crcs1;
-		}
+		g->pi.part_count = g->n;
+		g->pi.part_lens = g->lens;
+		g->pi.part_crcs = g->crcs;
 	}
 	g->table_len += (uint64_t)PROTO_PART_ENTRY * g->pi.part_count;
 	for (unsigned s = 0; s < g->slice_count; s++)
@@ -422,8 +257,10 @@ static int value_get_item(struct kvtd_server *srv, struct kvtd_item *it, uint32_
 
 static void value_get_out_free(struct value_get_out *g)
 {
-	free(g->pt.lens);
-	free(g->pt.crcs);
+	if (g->lens != &g->lens1)
+		free(g->lens);
+	if (g->crcs != &g->crcs1)
+		free(g->crcs);
 	free(g->slices);
 }
 

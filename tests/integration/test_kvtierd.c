@@ -5,8 +5,9 @@
  * sockets by tests/integration/client.c.
  *
  * Covered: HELLO/AUTH (good and bad secrets), NS_REGISTER (the server sets
- * the tenant), PUT/GET byte for byte over sizes, parts, ranges and the
- * value trailer, CRC mismatch refused, 32 pipelined frames, LOOKUP,
+ * the tenant), PUT/GET byte for byte over sizes, parts (the writer's part
+ * table back on GET, up to KVT_PARTS_MAX parts) and ranges, sealed values,
+ * CRC mismatch refused, 32 pipelined frames, LOOKUP,
  * EXISTS, DELETE, CLEAR, STATS, tenant isolation, the Unix socket,
  * malformed input and vanishing clients while another client is served,
  * slow-loris and unauthenticated timeouts, persistence across SIGTERM and
@@ -345,35 +346,50 @@ static void test_register(const struct server *s, uint8_t ns_alice[32], uint8_t 
  * PUT and GET
  */
 
-/* Put a value of len bytes in n parts (seeded), read it back whole, by
- * part and by range, byte for byte. */
+/* Put a value of len bytes in n parts (seeded; part i is a little longer
+ * than part i - 1, so that the lengths are the writer's and not an even
+ * split), read it back whole, by part and by range, byte for byte: the
+ * part table that comes back is the writer's lengths and CRCs. */
 static void put_get_one(struct kc *c, const uint8_t ns[32], uint64_t id, size_t len, unsigned n)
 {
 	uint8_t *buf = malloc(len);
-	struct iovec parts[64];
+	struct iovec *parts = calloc(n ? n : 1, sizeof(*parts));
+	uint32_t *crcs = calloc(n ? n : 1, sizeof(*crcs));
 	struct kvt_key k = key_of(id);
 	struct kc_value v;
-	size_t off = 0;
+	size_t off = 0, base_len;
 
-	T_ASSERT(buf && n >= 1 && n <= 64 && n <= len);
+	T_ASSERT(buf && parts && crcs && n >= 1 && n <= KVT_PARTS_MAX && n <= len);
 	t_fill(buf, len, id);
+	/* Lengths base, base + 1, ... when they fit, else an even split. */
+	base_len = len / n;
+	if (base_len > n)
+		base_len -= n;
+	else
+		base_len = 0;
 	for (unsigned i = 0; i < n; i++) {
-		size_t pl = i + 1 < n ? len / n : len - off;
+		size_t pl = base_len ? base_len + i : len / n;
+		if (i + 1 == n)
+			pl = len - off;
 		parts[i].iov_base = buf + off;
 		parts[i].iov_len = pl;
+		crcs[i] = kvt_crc32c(0, buf + off, pl);
 		off += pl;
 	}
-	T_RC(kc_put(c, ns, &k, parts, n, NULL), KVT_OK);
-	T_RC(kc_put(c, ns, &k, parts, n, NULL), KVT_EXISTS);
+	T_RC(kc_put(c, ns, &k, parts, n, crcs), KVT_OK);
+	T_RC(kc_put(c, ns, &k, parts, n, crcs), KVT_EXISTS);
 
 	T_RC(kc_get(c, ns, &k, 0, 0, 0, 0, &v), KVT_OK);
 	T_EQ_U64(v.len, len);
 	T_EQ_U64(v.value_len, len);
 	T_EQ_INT(v.part_count, n);
 	T_ASSERT(v.crc_ok);
+	T_EQ_INT(v.flags & PROTO_IF_SEALED, 0);
 	T_EQ_MEM(v.bytes, buf, len);
-	for (unsigned i = 0; i < n; i++)
+	for (unsigned i = 0; i < n; i++) {
 		T_EQ_U64(v.lens[i], parts[i].iov_len);
+		T_EQ_U64(v.crcs[i], crcs[i]);
+	}
 	kc_value_free(&v);
 
 	off = 0;
@@ -382,12 +398,17 @@ static void put_get_one(struct kc *c, const uint8_t ns[32], uint64_t id, size_t 
 		T_EQ_U64(v.len, parts[i].iov_len);
 		T_EQ_U64(v.off, off);
 		T_EQ_INT(v.first_part, i);
+		T_EQ_INT(v.part_count, 1);
+		T_EQ_U64(v.lens[0], parts[i].iov_len);
+		T_EQ_U64(v.crcs[0], crcs[i]);
 		T_ASSERT(v.crc_ok);
 		T_EQ_MEM(v.bytes, parts[i].iov_base, v.len);
 		kc_value_free(&v);
 		off += parts[i].iov_len;
 	}
-	T_RC(kc_get(c, ns, &k, PROTO_IF_PART, n, 0, 0, &v), KVT_ERANGE);
+	/* (A part index of parts_max or more is malformed, not out of range.) */
+	if (n < KVT_PARTS_MAX)
+		T_RC(kc_get(c, ns, &k, PROTO_IF_PART, n, 0, 0, &v), KVT_ERANGE);
 
 	if (len >= 3) {
 		uint64_t ro = len / 3, rl = len - ro - 1;
@@ -398,25 +419,52 @@ static void put_get_one(struct kc *c, const uint8_t ns[32], uint64_t id, size_t 
 		T_EQ_MEM(v.bytes, buf + ro, rl);
 		kc_value_free(&v);
 	}
+	if (n > 1) {
+		/* A range that is exactly one part, and one across a boundary. */
+		uint64_t p1 = parts[0].iov_len;
+		T_RC(kc_get(c, ns, &k, PROTO_IF_RANGE, 0, p1, parts[1].iov_len, &v), KVT_OK);
+		T_EQ_U64(v.crcs[0], crcs[1]);
+		T_ASSERT(v.crc_ok);
+		T_EQ_MEM(v.bytes, parts[1].iov_base, v.len);
+		kc_value_free(&v);
+		T_RC(kc_get(c, ns, &k, PROTO_IF_RANGE, 0, p1 - 1, 2, &v), KVT_OK);
+		T_ASSERT(v.crc_ok);
+		T_EQ_MEM(v.bytes, buf + p1 - 1, 2);
+		kc_value_free(&v);
+	}
 	T_RC(kc_get(c, ns, &k, PROTO_IF_RANGE, 0, len, 1, &v), KVT_ERANGE);
+	free(crcs);
+	free(parts);
 	free(buf);
 }
 
-/* The trailer format of ops.c, written by hand: a single-part value that
- * happens to end like one must still come back as itself. */
-static size_t fake_trailer(uint8_t *p, uint64_t part_len, uint32_t part_crc)
+/* PUT one sealed value (PROTO_IF_SEALED) of np parts. */
+static void put_sealed(struct kc *c, const uint8_t ns[32], const struct kvt_key *k, uint8_t *buf,
+		       const uint64_t *lens, const uint32_t *crcs, unsigned np)
 {
-	size_t tl = 24 + 16;
-	memset(p, 0, tl);
-	p[0] = 1;
-	memcpy(p + 8, &part_len, 8);
-	memcpy(p + 16, &part_crc, 4);
-	memcpy(p + 24, "KVTDPT1", 8);
-	uint32_t l = (uint32_t)tl, crc;
-	memcpy(p + 32, &l, 4);
-	crc = kvt_crc32c(0, p, tl - 4);
-	memcpy(p + 36, &crc, 4);
-	return tl;
+	struct proto_frame f = { .op = PROTO_OP_PUT };
+	struct proto_item it = { 0 };
+	struct iovec p = { buf, 0 };
+	struct kc_resp r;
+	struct proto_iter iter;
+	struct proto_item got;
+
+	for (unsigned i = 0; i < np; i++)
+		p.iov_len += lens[i];
+	f.ns_count = 1;
+	f.ns = ns;
+	it.key = *k;
+	it.flags = PROTO_IF_SEALED;
+	it.part_count = np;
+	it.part_lens = lens;
+	it.part_crcs = crcs;
+	T_OK(kc_request(c, &f, &it, 1, &p, 1));
+	T_RC(kc_recv(c, &r, 10000), 0);
+	T_RC(r.f.status, 0);
+	proto_iter_init(&iter, &r.f, NULL, NULL, 0);
+	T_RC(proto_iter_next(&iter, &got), 1);
+	T_RC(got.status, KVT_OK);
+	kc_resp_free(&r);
 }
 
 static void test_put_get(const struct server *s, const uint8_t ns[32])
@@ -449,49 +497,45 @@ static void test_put_get(const struct server *s, const uint8_t ns[32])
 		T_RC(kc_put(&c, ns, &k, &p, 1, NULL), KVT_OK);
 	}
 
-	/* A value ending in what looks like a trailer. */
-	{
-		uint8_t buf[1000 + 40];
-		struct iovec p = { buf, sizeof(buf) };
+	/* Sealed values keep their flag (KVT_F_SEALED in the store), whole,
+	 * by part and by range, and their part table. */
+	for (unsigned np = 1; np <= 3; np += 2) {
+		uint8_t buf[3000];
+		uint64_t lens[3] = { 1000, 1500, 500 };
+		uint32_t crcs[3];
 		struct kvt_key k = key_of(id++);
-		t_fill(buf, 1000, 5);
-		fake_trailer(buf + 1000, 1000, kvt_crc32c(0, buf, 1000));
-		T_RC(kc_put(&c, ns, &k, &p, 1, NULL), KVT_OK);
+		if (np == 1)
+			lens[0] = sizeof(buf);
+		t_fill(buf, sizeof(buf), 9 + np);
+		for (unsigned i = 0, o = 0; i < np; o += (unsigned)lens[i], i++)
+			crcs[i] = kvt_crc32c(0, buf + o, lens[i]);
+		put_sealed(&c, ns, &k, buf, lens, crcs, np);
 		T_RC(kc_get(&c, ns, &k, 0, 0, 0, 0, &v), KVT_OK);
-		T_EQ_U64(v.len, sizeof(buf));
-		T_EQ_INT(v.part_count, 1);
+		T_ASSERT(v.flags & PROTO_IF_SEALED);
+		T_EQ_INT(v.part_count, np);
+		for (unsigned i = 0; i < np; i++) {
+			T_EQ_U64(v.lens[i], lens[i]);
+			T_EQ_U64(v.crcs[i], crcs[i]);
+		}
+		T_ASSERT(v.crc_ok);
 		T_EQ_MEM(v.bytes, buf, sizeof(buf));
+		kc_value_free(&v);
+		T_RC(kc_get(&c, ns, &k, PROTO_IF_PART, np - 1, 0, 0, &v), KVT_OK);
+		T_ASSERT(v.flags & PROTO_IF_SEALED);
+		T_EQ_U64(v.crcs[0], crcs[np - 1]);
+		T_EQ_MEM(v.bytes, buf + sizeof(buf) - lens[np - 1], lens[np - 1]);
+		kc_value_free(&v);
+		T_RC(kc_get(&c, ns, &k, PROTO_IF_RANGE, 0, 900, 200, &v), KVT_OK);
+		T_ASSERT(v.flags & PROTO_IF_SEALED);
+		T_ASSERT(v.crc_ok);
+		T_EQ_MEM(v.bytes, buf + 900, 200);
 		kc_value_free(&v);
 	}
 
-	/* Sealed values keep their flag. */
-	{
-		struct proto_frame f = { .op = PROTO_OP_PUT };
-		struct proto_item it = { 0 };
-		uint8_t buf[3000];
-		uint64_t len = sizeof(buf);
-		uint32_t crc;
-		struct iovec p = { buf, sizeof(buf) };
-		struct kc_resp r;
-		t_fill(buf, sizeof(buf), 9);
-		crc = kvt_crc32c(0, buf, sizeof(buf));
-		f.ns_count = 1;
-		f.ns = ns;
-		it.key = key_of(id);
-		it.flags = PROTO_IF_SEALED;
-		it.part_count = 1;
-		it.part_lens = &len;
-		it.part_crcs = &crc;
-		T_OK(kc_request(&c, &f, &it, 1, &p, 1));
-		T_RC(kc_recv(&c, &r, 10000), 0);
-		T_RC(r.f.status, 0);
-		kc_resp_free(&r);
-		struct kvt_key k = key_of(id++);
-		T_RC(kc_get(&c, ns, &k, 0, 0, 0, 0, &v), KVT_OK);
-		T_ASSERT(v.flags & PROTO_IF_SEALED);
-		T_EQ_MEM(v.bytes, buf, sizeof(buf));
-		kc_value_free(&v);
-	}
+	/* The library's part budget, whole: KVT_PARTS_MAX parts. */
+	T_EQ_U64(c.lim.parts_max, KVT_PARTS_MAX);
+	put_get_one(&c, ns, id++, 3 * KVT_PARTS_MAX * KVT_PARTS_MAX, KVT_PARTS_MAX);
+	put_get_one(&c, ns, id++, KVT_PARTS_MAX, KVT_PARTS_MAX);
 
 	/* Several items in one frame, one of them a miss. */
 	{
@@ -1249,7 +1293,7 @@ static void test_restart(struct server *s, const char *dir, const uint8_t ns[32]
 {
 	uint8_t val[200000];
 	struct iovec p[3] = { { val, 50000 }, { val + 50000, 50000 }, { val + 100000, 100000 } };
-	struct kvt_key k = key_of(10000);
+	struct kvt_key k = key_of(10000), ks = key_of(10001);
 	struct kc c;
 	struct kc_value v;
 	uint32_t tier = 0;
@@ -1260,6 +1304,13 @@ static void test_restart(struct server *s, const char *dir, const uint8_t ns[32]
 	/* A second access sends it down to SSD (admission "second"). */
 	T_RC(kc_get(&c, ns, &k, 0, 0, 0, 0, &v), KVT_OK);
 	kc_value_free(&v);
+	{
+		uint64_t sl[2] = { 30000, 20000 };
+		uint32_t sc[2] = { kvt_crc32c(0, val, 30000), kvt_crc32c(0, val + 30000, 20000) };
+		put_sealed(&c, ns, &ks, val, sl, sc, 2);
+		T_RC(kc_get(&c, ns, &ks, 0, 0, 0, 0, &v), KVT_OK);
+		kc_value_free(&v);
+	}
 	kc_close(&c);
 	T_EQ_INT(server_stop(s), 0);
 
@@ -1302,6 +1353,18 @@ static void test_restart(struct server *s, const char *dir, const uint8_t ns[32]
 	T_RC(kc_get(&c, ns, &k, PROTO_IF_PART, 2, 0, 0, &v), KVT_OK);
 	T_EQ_U64(v.off, 100000);
 	T_EQ_MEM(v.bytes, val + 100000, 100000);
+	kc_value_free(&v);
+	/* The sealed one comes back from the SSD tier sealed, its part table
+	 * intact. */
+	T_RC(kc_exists(&c, ns, &ks, &tier), KVT_OK);
+	T_EQ_INT(tier, KVT_TIER_SSD);
+	T_RC(kc_get(&c, ns, &ks, 0, 0, 0, 0, &v), KVT_OK);
+	T_ASSERT(v.flags & PROTO_IF_SEALED);
+	T_EQ_INT(v.part_count, 2);
+	T_EQ_U64(v.lens[0], 30000);
+	T_EQ_U64(v.crcs[1], kvt_crc32c(0, val + 30000, 20000));
+	T_ASSERT(v.crc_ok);
+	T_EQ_MEM(v.bytes, val, 50000);
 	kc_value_free(&v);
 	kc_close(&c);
 	fprintf(stderr, "restart: ok\n");
