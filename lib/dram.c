@@ -1134,6 +1134,18 @@ void dram_unpin(struct dram *d, struct dram_item *it)
 	dram_unref(d, dram_shard_of(d, item_hash(it)), it);
 }
 
+void dram_forget_lower(struct dram *d, uint32_t ns, const struct kvt_key *key)
+{
+	uint64_t h = dram_hash(ns, key);
+	struct dram_shard *s = dram_shard_of(d, h);
+	struct dram_item *it;
+	pthread_mutex_lock(&s->lock);
+	it = *index_slot(s, h, ns, key);
+	if (it)
+		it->node.owner[0] &= (uint8_t)~ITEM_ON_LOWER;
+	pthread_mutex_unlock(&s->lock);
+}
+
 int dram_exists(struct dram *d, uint32_t ns, const struct kvt_key *key)
 {
 	uint64_t h = dram_hash(ns, key);

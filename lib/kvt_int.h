@@ -245,6 +245,9 @@ enum { DRAM_ADMIT_PUT = 1, DRAM_ADMIT_HIT = 2 };
 typedef bool (*dram_admit_fn)(void *ctx, struct dram_item *item, uint32_t ns, int why);
 void dram_set_admit_hook(struct dram *d, dram_admit_fn fn, void *ctx);
 void dram_writedown_done(struct dram *d, struct dram_item *item, bool stored);
+/* The lower tier dropped its copy of (ns, key): a later hit may write the
+ * DRAM block down again. */
+void dram_forget_lower(struct dram *d, uint32_t ns, const struct kvt_key *key);
 /*
  * What a write-down needs: namespace, key, each part's length and CRC
  * (computed now if they were deferred).  Returns the part count, or

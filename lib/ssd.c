@@ -502,7 +502,7 @@ static int evict_entry_cb(void *ctx, const struct ssd_sum_entry *se)
 	uint64_t h;
 	struct ssd_shard *sh;
 	struct ssd_entry **pp;
-	bool reinsert = false;
+	bool reinsert = false, dropped = false;
 
 	if (se->type != SSD_REC_PUT)
 		return 0;
@@ -516,8 +516,13 @@ static int evict_entry_cb(void *ctx, const struct ssd_sum_entry *se)
 			   reinsert_cb_budget(s, &ec->budget, (*pp)->value_len);
 		idx_remove_locked(s, sh, pp);
 		ec->dropped++;
+		dropped = true;
 	}
 	pthread_mutex_unlock(&sh->lock);
+	/* A DRAM copy no longer has one below it: let a later hit admit it
+	 * again (lock order: seg_lock -> DRAM shard lock). */
+	if (dropped && !reinsert)
+		dram_forget_lower(s->dram, se->ns_id, &se->key);
 	if (reinsert) {
 		/* Read while here and still in DRAM: write it down again. */
 		struct iovec view[DRAM_MAX_RUNS];

@@ -832,6 +832,38 @@ static void test_fixed_buffers(void)
 	free(dir);
 }
 
+/* 13. A block dropped from SSD by eviction, still in DRAM, is admitted
+ *     again on its next hit. */
+static void test_readmit(void)
+{
+	char *dir = t_mkdtemp();
+	struct kvt_store *s = open_store(dir, "6M", "second");
+	uint32_t ns = ns_of(s), pns;
+	struct kvt_ns_desc d = t_desc("readmit-filler", 0);
+	uint64_t before, after;
+
+	d.flags = KVT_NS_PERSISTENT;
+	T_OK(kvt_ns_register(s, &d, &pns));
+	T_RC(put_k(s, ns, 1), KVT_OK);
+	T_RC(get_k(s, ns, 1), KVT_OK); /* second access: written down */
+	T_OK(kvt_flush(s));
+	T_EQ_U64(stat_of(s, "ssd.blocks"), 1);
+	for (uint64_t k = 100; k < 2000 && stat_of(s, "ssd.segments_evicted") < 2; k++) {
+		T_RC(put_k(s, pns, k), KVT_OK);
+		if (k % 16 == 0)
+			T_OK(kvt_flush(s));
+	}
+	T_OK(kvt_flush(s));
+	T_ASSERT(stat_of(s, "ssd.segments_evicted") >= 2);
+	before = stat_of(s, "dram.writedowns_admitted");
+	T_RC(get_k(s, ns, 1), KVT_OK); /* from DRAM; its SSD copy is gone */
+	after = stat_of(s, "dram.writedowns_admitted");
+	T_EQ_U64(after, before + 1);
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+}
+
 int main(void)
 {
 	const char *only = getenv("KVT_TEST_IO");
@@ -854,6 +886,7 @@ int main(void)
 		test_race_eviction();
 		test_review_regressions();
 		test_fixed_buffers();
+		test_readmit();
 	}
 	return 0;
 }
