@@ -215,6 +215,40 @@ int kvt_store_create(struct kvt_store **out)
 	return 0;
 }
 
+/* A size (K/M/G/T suffixes) within [min, max]. */
+static int opt_u64(const char *v, uint64_t min, uint64_t max, uint64_t *out)
+{
+	uint64_t n;
+	int ret = parse_size(v, &n);
+	if (ret < 0)
+		return ret;
+	if (n < min || n > max)
+		return KVT_EOPTVAL;
+	*out = n;
+	return 0;
+}
+
+static int opt_u32(const char *v, uint32_t min, uint32_t max, unsigned *out)
+{
+	uint64_t n;
+	int ret = opt_u64(v, min, max, &n);
+	if (ret == 0)
+		*out = (unsigned)n;
+	return ret;
+}
+
+/* One of names[] (NULL-terminated): *out gets the matching vals[]. */
+static int opt_choice(const char *v, const char *const *names, const int *vals, int *out)
+{
+	for (unsigned i = 0; names[i]; i++) {
+		if (strcmp(v, names[i]) == 0) {
+			*out = vals[i];
+			return 0;
+		}
+	}
+	return KVT_EOPTVAL;
+}
+
 int kvt_store_set_option(struct kvt_store *s, const char *name, const char *value)
 {
 	uint64_t n;
@@ -251,140 +285,78 @@ int kvt_store_set_option(struct kvt_store *s, const char *name, const char *valu
 		s->path = p;
 		return 0;
 	}
-	if (strcmp(name, "dram.capacity") == 0) {
-		if ((ret = parse_size(value, &n)) < 0)
-			return ret;
-		s->dram_cfg.capacity = n;
-		return 0;
-	}
-	if (strcmp(name, "dram.chunk") == 0) {
-		if ((ret = parse_size(value, &n)) < 0)
-			return ret;
-		if (n < 4096 || n > (2u << 20) || (n & (n - 1)))
-			return KVT_EOPTVAL;
-		s->dram_cfg.chunk = (uint32_t)n;
-		return 0;
-	}
-	if (strcmp(name, "dram.shards") == 0) {
-		if ((ret = parse_size(value, &n)) < 0)
-			return ret;
-		if (n < 1 || n > 256)
-			return KVT_EOPTVAL;
-		s->dram_cfg.shards = (uint32_t)n;
-		return 0;
-	}
-	if (strcmp(name, "dram.policy") == 0) {
-		if (strcmp(value, "s3fifo") == 0)
-			s->dram_cfg.policy = DRAM_POLICY_S3FIFO;
-		else if (strcmp(value, "lru") == 0)
-			s->dram_cfg.policy = DRAM_POLICY_LRU;
-		else
-			return KVT_EOPTVAL;
-		return 0;
-	}
-	if (strcmp(name, "dram.hugepages") == 0) {
-		if (strcmp(value, "auto") == 0)
-			s->dram_cfg.hugepages = DRAM_HUGE_AUTO;
-		else if (strcmp(value, "thp") == 0)
-			s->dram_cfg.hugepages = DRAM_HUGE_THP;
-		else if (strcmp(value, "off") == 0)
-			s->dram_cfg.hugepages = DRAM_HUGE_OFF;
-		else
-			return KVT_EOPTVAL;
-		return 0;
-	}
-	if (strcmp(name, "dram.prefault") == 0) {
-		if (strcmp(value, "on") == 0)
-			s->dram_cfg.prefault = true;
-		else if (strcmp(value, "off") == 0)
-			s->dram_cfg.prefault = false;
-		else
-			return KVT_EOPTVAL;
-		return 0;
-	}
-	if (strcmp(name, "ssd.capacity") == 0)
-		return parse_size(value, &s->ssd_cfg.capacity);
-	if (strcmp(name, "ssd.segment") == 0) {
-		if ((ret = parse_size(value, &n)) < 0)
-			return ret;
-		if (n < (1u << 20) || n % (1u << 20) || n > (UINT64_C(16) << 30))
-			return KVT_EOPTVAL;
-		s->ssd_cfg.seg_size = n;
-		return 0;
-	}
-	if (strcmp(name, "ssd.io") == 0) {
-		if (strcmp(value, "auto") == 0)
-			s->ssd_cfg.backend = IO_BACKEND_AUTO;
-		else if (strcmp(value, "uring") == 0)
-			s->ssd_cfg.backend = IO_BACKEND_URING;
-		else if (strcmp(value, "psync") == 0 || strcmp(value, "pread") == 0)
-			s->ssd_cfg.backend = IO_BACKEND_PSYNC;
-		else
-			return KVT_EOPTVAL;
-		return 0;
-	}
-	if (strcmp(name, "ssd.admission") == 0) {
-		if (strcmp(value, "second") == 0)
-			s->ssd_cfg.admission = SSD_ADMIT_SECOND;
-		else if (strcmp(value, "always") == 0)
-			s->ssd_cfg.admission = SSD_ADMIT_ALWAYS;
-		else
-			return KVT_EOPTVAL;
-		return 0;
-	}
-	if (strcmp(name, "ssd.writedown_max") == 0) {
-		if ((ret = parse_size(value, &n)) < 0)
-			return ret;
-		if (n < (1u << 20))
-			return KVT_EOPTVAL;
-		s->ssd_cfg.wd_max_bytes = n;
-		return 0;
-	}
-	if (strcmp(name, "ssd.checkpoint_seals") == 0) {
-		if ((ret = parse_size(value, &n)) < 0)
-			return ret;
-		if (n > 1000000)
-			return KVT_EOPTVAL;
-		s->ssd_cfg.ckpt_seals = (unsigned)n;
-		return 0;
-	}
-	if (strcmp(name, "ssd.high_watermark") == 0 || strcmp(name, "ssd.low_watermark") == 0 ||
-	    strcmp(name, "ssd.reinsert_pct") == 0) {
-		if ((ret = parse_size(value, &n)) < 0)
-			return ret;
-		if (n > 100)
-			return KVT_EOPTVAL;
-		if (name[4] == 'h')
-			s->ssd_cfg.high_pct = (unsigned)n;
-		else if (name[4] == 'l')
-			s->ssd_cfg.low_pct = (unsigned)n;
-		else
-			s->ssd_cfg.reinsert_pct = (unsigned)n;
-		return 0;
-	}
-	if (strcmp(name, "ssd.enospc_retry_ms") == 0) {
-		if ((ret = parse_size(value, &n)) < 0)
-			return ret;
-		if (n > 3600000)
-			return KVT_EOPTVAL;
-		s->ssd_cfg.retry_ns = n * 1000000;
-		return 0;
-	}
-	if (strcmp(name, "ssd.io_depth") == 0) {
-		if ((ret = parse_size(value, &n)) < 0)
-			return ret;
-		if (n < 1 || n > 4096)
-			return KVT_EOPTVAL;
-		s->ssd_cfg.io_depth = (unsigned)n;
-		return 0;
-	}
-	if (strcmp(name, "workers") == 0) {
-		if ((ret = parse_size(value, &n)) < 0)
-			return ret;
-		if (n < 1 || n > MAX_WORKERS)
-			return KVT_EOPTVAL;
-		s->worker_count = (unsigned)n;
-		return 0;
+	{
+		static const char *const policies[] = { "s3fifo", "lru", NULL };
+		static const int policy_vals[] = { DRAM_POLICY_S3FIFO, DRAM_POLICY_LRU };
+		static const char *const huges[] = { "auto", "thp", "off", NULL };
+		static const int huge_vals[] = { DRAM_HUGE_AUTO, DRAM_HUGE_THP, DRAM_HUGE_OFF };
+		static const char *const onoff[] = { "off", "on", NULL };
+		static const int onoff_vals[] = { 0, 1 };
+		static const char *const ios[] = { "auto", "uring", "psync", "pread", NULL };
+		static const int io_vals[] = { IO_BACKEND_AUTO, IO_BACKEND_URING, IO_BACKEND_PSYNC,
+					       IO_BACKEND_PSYNC };
+		static const char *const admits[] = { "second", "always", NULL };
+		static const int admit_vals[] = { SSD_ADMIT_SECOND, SSD_ADMIT_ALWAYS };
+		struct dram_config *dc = &s->dram_cfg;
+		struct ssd_config *sc = &s->ssd_cfg;
+		int c;
+
+		if (strcmp(name, "dram.capacity") == 0)
+			return opt_u64(value, 0, UINT64_MAX, &dc->capacity);
+		if (strcmp(name, "dram.chunk") == 0) {
+			if ((ret = opt_u64(value, 4096, 2u << 20, &n)) < 0)
+				return ret;
+			if (n & (n - 1))
+				return KVT_EOPTVAL;
+			dc->chunk = (uint32_t)n;
+			return 0;
+		}
+		if (strcmp(name, "dram.shards") == 0)
+			return opt_u32(value, 1, 256, &dc->shards);
+		if (strcmp(name, "dram.policy") == 0)
+			return opt_choice(value, policies, policy_vals, &dc->policy);
+		if (strcmp(name, "dram.hugepages") == 0)
+			return opt_choice(value, huges, huge_vals, &dc->hugepages);
+		if (strcmp(name, "dram.prefault") == 0) {
+			if ((ret = opt_choice(value, onoff, onoff_vals, &c)) < 0)
+				return ret;
+			dc->prefault = c;
+			return 0;
+		}
+		if (strcmp(name, "ssd.capacity") == 0)
+			return opt_u64(value, 0, UINT64_MAX, &sc->capacity);
+		if (strcmp(name, "ssd.segment") == 0) {
+			if ((ret = opt_u64(value, 1u << 20, UINT64_C(16) << 30, &n)) < 0)
+				return ret;
+			if (n % (1u << 20))
+				return KVT_EOPTVAL;
+			sc->seg_size = n;
+			return 0;
+		}
+		if (strcmp(name, "ssd.io") == 0)
+			return opt_choice(value, ios, io_vals, &sc->backend);
+		if (strcmp(name, "ssd.admission") == 0)
+			return opt_choice(value, admits, admit_vals, &sc->admission);
+		if (strcmp(name, "ssd.writedown_max") == 0)
+			return opt_u64(value, 1u << 20, UINT64_MAX, &sc->wd_max_bytes);
+		if (strcmp(name, "ssd.checkpoint_seals") == 0)
+			return opt_u32(value, 0, 1000000, &sc->ckpt_seals);
+		if (strcmp(name, "ssd.high_watermark") == 0)
+			return opt_u32(value, 0, 100, &sc->high_pct);
+		if (strcmp(name, "ssd.low_watermark") == 0)
+			return opt_u32(value, 0, 100, &sc->low_pct);
+		if (strcmp(name, "ssd.reinsert_pct") == 0)
+			return opt_u32(value, 0, 100, &sc->reinsert_pct);
+		if (strcmp(name, "ssd.enospc_retry_ms") == 0) {
+			if ((ret = opt_u64(value, 0, 3600000, &n)) < 0)
+				return ret;
+			sc->retry_ns = n * 1000000;
+			return 0;
+		}
+		if (strcmp(name, "ssd.io_depth") == 0)
+			return opt_u32(value, 1, 4096, &sc->io_depth);
+		if (strcmp(name, "workers") == 0)
+			return opt_u32(value, 1, MAX_WORKERS, &s->worker_count);
 	}
 	return KVT_EOPTION;
 }
