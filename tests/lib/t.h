@@ -126,6 +126,14 @@ static inline void t_fill(void *buf, size_t len, uint64_t seed)
 	}
 }
 
+/*
+ * A buffer of len bytes whose last byte sits just before a PROT_NONE page,
+ * holding a copy of src (if not NULL): a parser that reads past len faults
+ * (picohttpparser's test).  len <= T_GUARD_AREA; each call reuses the area.
+ */
+#define T_GUARD_AREA (4u << 20)
+uint8_t *t_at_guard(const void *src, size_t len);
+
 /* A temporary directory under $TMPDIR (or /tmp); removed by t_rmdir. */
 char *t_mkdtemp(void);
 void t_rmtree(const char *path);

@@ -33,34 +33,6 @@
  * Guard page: parse input placed so that its last byte is the last byte
  * before an inaccessible page.
  */
-#define GUARD_AREA (1u << 20)
-
-static uint8_t *g_area;
-
-static void guard_init(void)
-{
-	long page = sysconf(_SC_PAGESIZE);
-	uint8_t *p;
-
-	T_ASSERT(page > 0 && GUARD_AREA % (size_t)page == 0);
-	p = mmap(NULL, GUARD_AREA + (size_t)page, PROT_READ | PROT_WRITE,
-		 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	T_ASSERT(p != MAP_FAILED);
-	T_ASSERT(mprotect(p + GUARD_AREA, (size_t)page, PROT_NONE) == 0);
-	g_area = p;
-}
-
-static uint8_t *at_guard(const void *src, size_t len)
-{
-	uint8_t *dst;
-
-	T_ASSERT(len <= GUARD_AREA);
-	dst = g_area + GUARD_AREA - len;
-	if (len)
-		memmove(dst, src, len);
-	return dst;
-}
-
 /* ------------------------------------------------------------------------
  * Bytes
  */
@@ -645,7 +617,7 @@ static int parse_dir(bool resp, const uint8_t *buf, size_t len, const struct pro
 static int parse_guard(bool resp, const uint8_t *buf, size_t len, const struct proto_limits *lim,
 		       struct proto_frame *f)
 {
-	return parse_dir(resp, at_guard(buf, len), len, lim, f);
+	return parse_dir(resp, t_at_guard(buf, len), len, lim, f);
 }
 
 /* ------------------------------------------------------------------------
@@ -669,7 +641,7 @@ static void test_round_trips(void)
 		int rc;
 
 		T_GE_INT(len, PROTO_HDR_LEN);
-		p = at_guard(g_buf, (size_t)len);
+		p = t_at_guard(g_buf, (size_t)len);
 		rc = parse_dir(resp, p, (size_t)len, NULL, &f);
 		if (rc != 0)
 			T_FAIL("%s: parse: %s", c.name, proto_strerror(rc));
@@ -1271,7 +1243,7 @@ static void test_encoder(void)
 		T_RC(proto_encode(&c.f, c.items, c.n, NULL, 0, NULL, &need), KVT_EBUFSMALL);
 		T_EQ_U64(need, (uint64_t)len);
 		for (size_t cap = 0; cap < (size_t)len; cap += 1 + cap / 3) {
-			uint8_t *p = g_area + GUARD_AREA - cap;
+			uint8_t *p = t_at_guard(NULL, cap);
 			need = 0;
 			T_RC(proto_encode(&c.f, c.items, c.n, p, cap, NULL, &need), KVT_EBUFSMALL);
 			T_EQ_U64(need, (uint64_t)len);
@@ -1456,7 +1428,6 @@ static void test_names(void)
 
 int main(void)
 {
-	guard_init();
 	samples_init();
 	test_round_trips();
 	test_truncated_prefixes();

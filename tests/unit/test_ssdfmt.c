@@ -21,35 +21,6 @@
  * Guard page: decode input placed so that its last byte is the last byte
  * before an inaccessible page.
  */
-#define GUARD_AREA (4u << 20) /* bytes readable before the guard page */
-
-static uint8_t *g_area;
-
-static void guard_init(void)
-{
-	long page = sysconf(_SC_PAGESIZE);
-	uint8_t *p;
-
-	T_ASSERT(page > 0 && GUARD_AREA % (size_t)page == 0);
-	p = mmap(NULL, GUARD_AREA + (size_t)page, PROT_READ | PROT_WRITE,
-		 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	T_ASSERT(p != MAP_FAILED);
-	T_ASSERT(mprotect(p + GUARD_AREA, (size_t)page, PROT_NONE) == 0);
-	g_area = p;
-}
-
-/* Copy src[0, len) so that it ends at the guard page; returns the copy. */
-static uint8_t *at_guard(const void *src, size_t len)
-{
-	uint8_t *dst;
-
-	T_ASSERT(len <= GUARD_AREA);
-	dst = g_area + GUARD_AREA - len;
-	if (len)
-		memmove(dst, src, len);
-	return dst;
-}
-
 /* ------------------------------------------------------------------------
  * Layout offsets the tests tamper with (doc/ssd-format.md).
  */
@@ -298,7 +269,7 @@ static int rec_round_trip(const struct ssd_rec_hdr *h)
 
 	len = ssd_rec_hdr_encode(h, g_parts, g_rec, sizeof(g_rec));
 	T_EQ_INT(len, ssd_rec_hdr_len(h->part_count));
-	p = at_guard(g_rec, (size_t)len);
+	p = t_at_guard(g_rec, (size_t)len);
 	memset(g_parts_out, 0xee, sizeof(g_parts_out));
 	T_RC(ssd_rec_hdr_decode(p, (size_t)len, &got, g_parts_out, KVT_PARTS_MAX), 0);
 	T_EQ_INT(got.hdr_len, len);
@@ -411,7 +382,7 @@ static void test_rec_golden(void)
 	/* The golden bytes decode on their own. */
 	memset(g_rec, 0, SSD_ALIGN);
 	memcpy(g_rec, GOLDEN_REC, sizeof(GOLDEN_REC));
-	p = at_guard(g_rec, SSD_ALIGN);
+	p = t_at_guard(g_rec, SSD_ALIGN);
 	T_RC(ssd_rec_hdr_decode(p, SSD_ALIGN, &got, g_parts_out, 2), 0);
 	h.hdr_len = SSD_ALIGN;
 	rec_eq(&got, &h);
@@ -431,7 +402,7 @@ static void test_rec_truncated(void)
 		len = ssd_rec_hdr_encode(&h, g_parts, g_rec, sizeof(g_rec));
 		T_GE_INT(len, SSD_ALIGN);
 		for (int n = 0; n < len; n++) {
-			const uint8_t *p = at_guard(g_rec, (size_t)n);
+			const uint8_t *p = t_at_guard(g_rec, (size_t)n);
 			int want = n < (int)SSD_ALIGN ? (int)SSD_ALIGN : len;
 
 			T_RC(ssd_rec_hdr_decode(p, (size_t)n, &got, g_parts_out, KVT_PARTS_MAX),
@@ -453,7 +424,7 @@ static void rec_flip_all(const struct ssd_rec_hdr *h)
 	T_GE_INT(len, SSD_ALIGN);
 	/* The whole 20 KiB is readable, so a flip that makes hdr_len larger
 	 * gets as far as the CRC. */
-	p = at_guard(g_rec, REC_HDR_MAX);
+	p = t_at_guard(g_rec, REC_HDR_MAX);
 	for (int i = 0; i < len; i++)
 		for (int b = 0; b < 8; b++) {
 			p[i] ^= (uint8_t)(1u << b);
@@ -495,7 +466,7 @@ static void test_rec_bit_flips(void)
 		(void)p;                                                          \
 		stmt;                                                             \
 		rec_fix(p);                                                       \
-		T_RC(ssd_rec_hdr_decode(at_guard(g_rec, sizeof(g_rec)), sizeof(g_rec), \
+		T_RC(ssd_rec_hdr_decode(t_at_guard(g_rec, sizeof(g_rec)), sizeof(g_rec), \
 					&got, g_parts_out, KVT_PARTS_MAX), want); \
 	} while (0)
 
@@ -626,15 +597,15 @@ static void test_rec_bounds(void)
 	/* hdr_len beyond the buffer: ask for more, before the CRC is known. */
 	h = mk_put(KVT_PARTS_MAX, 32, 1);
 	T_RC(ssd_rec_hdr_encode(&h, g_parts, g_rec, sizeof(g_rec)), REC_HDR_MAX);
-	T_RC(ssd_rec_hdr_decode(at_guard(g_rec, SSD_ALIGN), SSD_ALIGN, &got, NULL, 0),
+	T_RC(ssd_rec_hdr_decode(t_at_guard(g_rec, SSD_ALIGN), SSD_ALIGN, &got, NULL, 0),
 	     KVT_EBUFSMALL);
 	T_EQ_INT(got.hdr_len, REC_HDR_MAX);
 	/* A part array too small: the header is still reported. */
-	T_RC(ssd_rec_hdr_decode(at_guard(g_rec, REC_HDR_MAX), REC_HDR_MAX, &got, g_parts_out,
+	T_RC(ssd_rec_hdr_decode(t_at_guard(g_rec, REC_HDR_MAX), REC_HDR_MAX, &got, g_parts_out,
 				KVT_PARTS_MAX - 1), KVT_ERANGE);
 	T_EQ_INT(got.part_count, KVT_PARTS_MAX);
 	/* More bytes than the header is fine: the value follows it. */
-	T_RC(ssd_rec_hdr_decode(at_guard(g_rec, sizeof(g_rec)), sizeof(g_rec), &got, NULL, 0), 0);
+	T_RC(ssd_rec_hdr_decode(t_at_guard(g_rec, sizeof(g_rec)), sizeof(g_rec), &got, NULL, 0), 0);
 }
 
 /* ------------------------------------------------------------------------
@@ -681,7 +652,7 @@ static uint8_t g_seg[SSD_ALIGN];
 		(void)p;                                                          \
 		stmt;                                                             \
 		fix_crc(g_seg, SSD_ALIGN, SEG_CRC);                               \
-		T_RC(ssd_seg_hdr_decode(at_guard(g_seg, SSD_ALIGN), &t_got_), want); \
+		T_RC(ssd_seg_hdr_decode(t_at_guard(g_seg, SSD_ALIGN), &t_got_), want); \
 	} while (0)
 
 static void test_seg(void)
@@ -693,7 +664,7 @@ static void test_seg(void)
 		for (uint64_t s = 0; s < 4; s++) {
 			h = mk_seg(s, sealed);
 			ssd_seg_hdr_encode(&h, g_seg);
-			T_RC(ssd_seg_hdr_decode(at_guard(g_seg, SSD_ALIGN), &got), 0);
+			T_RC(ssd_seg_hdr_decode(t_at_guard(g_seg, SSD_ALIGN), &got), 0);
 			seg_eq(&got, &h);
 		}
 	/* Generation 0 (a slot never written) and the smallest segment. */
@@ -701,13 +672,13 @@ static void test_seg(void)
 	h.generation = 0;
 	h.seg_size = 2 * SSD_ALIGN;
 	ssd_seg_hdr_encode(&h, g_seg);
-	T_RC(ssd_seg_hdr_decode(at_guard(g_seg, SSD_ALIGN), &got), 0);
+	T_RC(ssd_seg_hdr_decode(t_at_guard(g_seg, SSD_ALIGN), &got), 0);
 	seg_eq(&got, &h);
 
 	/* Every bit flip. */
 	h = mk_seg(7, 1);
 	ssd_seg_hdr_encode(&h, g_seg);
-	q = at_guard(g_seg, SSD_ALIGN);
+	q = t_at_guard(g_seg, SSD_ALIGN);
 	for (int i = 0; i < (int)SSD_ALIGN; i++)
 		for (int b = 0; b < 8; b++) {
 			q[i] ^= (uint8_t)(1u << b);
@@ -760,7 +731,7 @@ static void sum_round_trip(size_t n)
 	for (size_t i = 0; i < n; i++)
 		want += ssd_sum_entry_len(&g_ent[i]);
 	T_EQ_INT(len, KVT_ALIGN_UP(want, SSD_ALIGN));
-	p = at_guard(g_sum, (size_t)len);
+	p = t_at_guard(g_sum, (size_t)len);
 	T_RC(ssd_sum_decode(p, (size_t)len, 77, collect_fn, &c), (int64_t)n);
 	T_EQ_U64(c.n, n);
 	for (size_t i = 0; i < n; i++)
@@ -770,7 +741,7 @@ static void sum_round_trip(size_t n)
 	/* The length must be exact: a summary with trailing bytes is not one. */
 	if ((size_t)len + SSD_ALIGN <= sizeof(g_sum)) {
 		memset(g_sum + len, 0, SSD_ALIGN);
-		T_RC(ssd_sum_decode(at_guard(g_sum, (size_t)len + SSD_ALIGN),
+		T_RC(ssd_sum_decode(t_at_guard(g_sum, (size_t)len + SSD_ALIGN),
 				    (size_t)len + SSD_ALIGN, 77, NULL, NULL), KVT_ECORRUPT);
 	}
 }
@@ -808,7 +779,7 @@ static void test_sum_round_trip(void)
 		struct collect c = { g_ent_out, 0, 1, -1 };
 		int64_t len = ssd_sum_encode(UINT64_MAX, &e, 1, g_sum, sizeof(g_sum));
 		T_EQ_INT(len, SSD_ALIGN);
-		T_RC(ssd_sum_decode(at_guard(g_sum, SSD_ALIGN), SSD_ALIGN, UINT64_MAX,
+		T_RC(ssd_sum_decode(t_at_guard(g_sum, SSD_ALIGN), SSD_ALIGN, UINT64_MAX,
 				    collect_fn, &c), 1);
 		ent_eq(&g_ent_out[0], &e);
 	}
@@ -826,7 +797,7 @@ static void test_sum_truncated(void)
 			if (counts[k] == SUM_MANY && n > (int64_t)SSD_ALIGN &&
 			    n < len - (int64_t)SSD_ALIGN && n % 97)
 				continue;
-			T_RC(ssd_sum_decode(at_guard(g_sum, (size_t)n), (size_t)n, 5, NULL, NULL),
+			T_RC(ssd_sum_decode(t_at_guard(g_sum, (size_t)n), (size_t)n, 5, NULL, NULL),
 			     KVT_ECORRUPT);
 		}
 	}
@@ -835,7 +806,7 @@ static void test_sum_truncated(void)
 static void test_sum_bit_flips(void)
 {
 	int64_t len = sum_build(g_sum, sizeof(g_sum), g_ent, 3, 11);
-	uint8_t *p = at_guard(g_sum, (size_t)len);
+	uint8_t *p = t_at_guard(g_sum, (size_t)len);
 
 	T_EQ_INT(len, SSD_ALIGN);
 	for (int i = 0; i < len; i++)
@@ -857,7 +828,7 @@ static void test_sum_bit_flips(void)
 		(void)p;                                                          \
 		stmt;                                                             \
 		sum_fix(p, sizeof(g_sum));                                        \
-		T_RC(ssd_sum_decode(at_guard(g_sum, SSD_ALIGN), SSD_ALIGN, 9, NULL, NULL), \
+		T_RC(ssd_sum_decode(t_at_guard(g_sum, SSD_ALIGN), SSD_ALIGN, 9, NULL, NULL), \
 		     want);                                                       \
 	} while (0)
 
@@ -932,10 +903,10 @@ static void test_sum_bounds(void)
 	{
 		int64_t len = sum_build(g_sum, sizeof(g_sum), g_ent, 7, 9);
 		T_EQ_INT(g_ent[6].type, SSD_REC_CLEAR_NS);
-		T_RC(ssd_sum_decode(at_guard(g_sum, (size_t)len), (size_t)len, 9, NULL, NULL), 7);
+		T_RC(ssd_sum_decode(t_at_guard(g_sum, (size_t)len), (size_t)len, 9, NULL, NULL), 7);
 		put64(g_sum + S_ENTRIES_LEN, get64(g_sum + S_ENTRIES_LEN) - 8);
 		sum_fix(g_sum, sizeof(g_sum));
-		T_RC(ssd_sum_decode(at_guard(g_sum, (size_t)len), (size_t)len, 9, NULL, NULL),
+		T_RC(ssd_sum_decode(t_at_guard(g_sum, (size_t)len), (size_t)len, 9, NULL, NULL),
 		     KVT_ECORRUPT);
 	}
 	/* A count that cannot be stored; e is never read. */
@@ -945,7 +916,7 @@ static void test_sum_bounds(void)
 	{
 		struct collect c = { g_ent_out, 0, SUM_MANY, 1 };
 		int64_t len = sum_build(g_sum, sizeof(g_sum), g_ent, 3, 9);
-		T_RC(ssd_sum_decode(at_guard(g_sum, (size_t)len), (size_t)len, 9, collect_fn, &c),
+		T_RC(ssd_sum_decode(t_at_guard(g_sum, (size_t)len), (size_t)len, 9, collect_fn, &c),
 		     -1234);
 		T_EQ_U64(c.n, 1);
 	}
@@ -956,7 +927,7 @@ static void test_sum_bounds(void)
 		size_t e2 = e1 + ssd_sum_entry_len(&g_ent[1]);
 		g_sum[e2 + 32 + g_ent[2].key.len] = 1;
 		sum_fix(g_sum, sizeof(g_sum));
-		T_RC(ssd_sum_decode(at_guard(g_sum, (size_t)len), (size_t)len, 9, collect_fn, &c),
+		T_RC(ssd_sum_decode(t_at_guard(g_sum, (size_t)len), (size_t)len, 9, collect_fn, &c),
 		     KVT_ECORRUPT);
 		T_EQ_U64(c.n, 0);
 	}
@@ -1097,7 +1068,7 @@ static void test_ckpt_round_trip(void)
 		struct ck_seen c = { 0, 0, 0, 0 };
 		struct ssd_ckpt_hdr h;
 		int64_t len = ck_build(shapes[k][0], shapes[k][1], shapes[k][2]);
-		uint8_t *p = at_guard(g_ck, (size_t)len);
+		uint8_t *p = t_at_guard(g_ck, (size_t)len);
 
 		/* ck_entry_fn assumes CK_SLOTS; other shapes check counts only. */
 		if (shapes[k][0] == CK_SLOTS) {
@@ -1121,7 +1092,7 @@ static void test_ckpt_round_trip(void)
 		T_RC(ssd_ckpt_decode(p, (size_t)len, &h, NULL, NULL), 0);
 		/* Exact length only. */
 		memset(g_ck + len, 0, SSD_ALIGN);
-		T_RC(ssd_ckpt_decode(at_guard(g_ck, (size_t)len + SSD_ALIGN),
+		T_RC(ssd_ckpt_decode(t_at_guard(g_ck, (size_t)len + SSD_ALIGN),
 				     (size_t)len + SSD_ALIGN, &h, NULL, NULL), KVT_ECORRUPT);
 	}
 }
@@ -1136,13 +1107,13 @@ static void test_ckpt_truncated_and_flips(void)
 	len = ck_build(CK_SLOTS, CK_CLEARS, 100);
 	T_GE_INT(len, 2 * SSD_ALIGN);
 	for (int64_t n = 0; n < len; n++)
-		T_RC(ssd_ckpt_decode(at_guard(g_ck, (size_t)n), (size_t)n, &h, NULL, NULL),
+		T_RC(ssd_ckpt_decode(t_at_guard(g_ck, (size_t)n), (size_t)n, &h, NULL, NULL),
 		     KVT_ECORRUPT);
 
 	/* Every bit of a small one (one page). */
 	len = ck_build(3, 2, 10);
 	T_EQ_INT(len, SSD_ALIGN);
-	p = at_guard(g_ck, (size_t)len);
+	p = t_at_guard(g_ck, (size_t)len);
 	for (int i = 0; i < len; i++)
 		for (int b = 0; b < 8; b++) {
 			p[i] ^= (uint8_t)(1u << b);
@@ -1163,7 +1134,7 @@ static void test_ckpt_truncated_and_flips(void)
 		(void)p;                                                          \
 		stmt;                                                             \
 		ckpt_fix(p, sizeof(g_ck));                                        \
-		T_RC(ssd_ckpt_decode(at_guard(g_ck, SSD_ALIGN), SSD_ALIGN, &t_h_, NULL, NULL), \
+		T_RC(ssd_ckpt_decode(t_at_guard(g_ck, SSD_ALIGN), SSD_ALIGN, &t_h_, NULL, NULL), \
 		     want);                                                       \
 	} while (0)
 
@@ -1204,7 +1175,7 @@ static void test_ckpt_bounds(void)
 	T_RC(ssd_ckpt_finish(&w, &h), KVT_EBADLEN);
 	h.clear_count = 1;
 	T_RC(ssd_ckpt_finish(&w, &h), SSD_ALIGN);
-	T_RC(ssd_ckpt_decode(at_guard(g_ck, SSD_ALIGN), SSD_ALIGN, &h, NULL, NULL), 0);
+	T_RC(ssd_ckpt_decode(t_at_guard(g_ck, SSD_ALIGN), SSD_ALIGN, &h, NULL, NULL), 0);
 
 	ssd_ckpt_begin(&w, g_ck, sizeof(g_ck));
 	s.write_off = 1;
@@ -1260,7 +1231,7 @@ static void test_ckpt_bounds(void)
 	for (int stop = 1; stop <= 3; stop++) {
 		struct ck_seen seen = { 0, 0, 0, stop };
 		int64_t len = ck_build(CK_SLOTS, CK_CLEARS, 5);
-		T_RC(ssd_ckpt_decode(at_guard(g_ck, (size_t)len), (size_t)len, &h, &CK_CBS, &seen),
+		T_RC(ssd_ckpt_decode(t_at_guard(g_ck, (size_t)len), (size_t)len, &h, &CK_CBS, &seen),
 		     -77);
 		T_EQ_INT(seen.slots, stop == 1 ? 0 : CK_SLOTS);
 		T_EQ_INT(seen.clears, stop <= 2 ? 0 : CK_CLEARS);
@@ -1277,7 +1248,7 @@ static void test_ckpt_bounds(void)
 		T_EQ_U64(get64(g_ck + off + 8), ck_entry(4, CK_SLOTS).generation);
 		put64(g_ck + off + 8, 0);
 		ckpt_fix(g_ck, sizeof(g_ck));
-		T_RC(ssd_ckpt_decode(at_guard(g_ck, (size_t)len), (size_t)len, &h, &CK_CBS, &seen),
+		T_RC(ssd_ckpt_decode(t_at_guard(g_ck, (size_t)len), (size_t)len, &h, &CK_CBS, &seen),
 		     KVT_ECORRUPT);
 		T_EQ_INT(seen.slots, 0);
 	}
@@ -1291,7 +1262,6 @@ static void test_ckpt_bounds(void)
 
 int main(void)
 {
-	guard_init();
 	test_rec_lengths();
 	test_rec_round_trip();
 	test_rec_golden();
