@@ -38,6 +38,7 @@
 #include <unistd.h>
 
 #include "kvt_int.h"
+#include "remote.h"
 #include "ssd.h"
 
 enum { ST_CREATED = 0, ST_OPEN = 1, ST_CLOSED = 2 };
@@ -91,6 +92,7 @@ struct kvt_store {
 	char *path;
 	struct dram_config dram_cfg;
 	struct ssd_config ssd_cfg;
+	struct remote_config remote_cfg;
 	unsigned worker_count;
 
 	/* directory */
@@ -101,6 +103,7 @@ struct kvt_store {
 	/* tiers */
 	struct dram *dram;
 	struct ssd *ssd;
+	struct remote *remote;
 	double dram_bps;            /* memcpy rate measured at open, for load estimates */
 
 	/* deferred work */
@@ -204,6 +207,12 @@ int kvt_store_create(struct kvt_store **out)
 	s->ssd_cfg.reinsert_pct = 10;
 	s->ssd_cfg.io_depth = 64;
 	s->ssd_cfg.retry_ns = UINT64_C(5000) * 1000000;
+	s->remote_cfg.conns = REMOTE_DEF_CONNS;
+	s->remote_cfg.timeout_ms = REMOTE_DEF_TIMEOUT_MS;
+	s->remote_cfg.connect_timeout_ms = REMOTE_DEF_CONNECT_TIMEOUT_MS;
+	s->remote_cfg.backoff_ms = REMOTE_DEF_BACKOFF_MS;
+	s->remote_cfg.backoff_max_ms = REMOTE_DEF_BACKOFF_MAX_MS;
+	s->remote_cfg.batch = REMOTE_DEF_BATCH;
 	s->worker_count = 1;
 	s->log.min_level = KVT_LOG_INFO;
 	pthread_mutex_init(&s->work_lock, NULL);
@@ -249,6 +258,44 @@ static int opt_choice(const char *v, const char *const *names, const int *vals, 
 	return KVT_EOPTVAL;
 }
 
+/* A string option: non-empty, under 4096 bytes; replaces *out. */
+static int opt_str(const char *v, char **out)
+{
+	char *p;
+	if (!*v || strlen(v) >= 4096)
+		return KVT_EOPTVAL;
+	p = strdup(v);
+	if (!p)
+		return -ENOMEM;
+	free(*out);
+	*out = p;
+	return 0;
+}
+
+/* remote.* options (doc/remote.md). */
+static int opt_remote(struct remote_config *rc, const char *name, const char *v)
+{
+	if (strcmp(name, "addr") == 0)
+		return opt_str(v, &rc->addr);
+	if (strcmp(name, "tenant") == 0)
+		return strlen(v) > 64 ? KVT_EOPTVAL : opt_str(v, &rc->tenant);
+	if (strcmp(name, "secret_file") == 0)
+		return opt_str(v, &rc->secret_file);
+	if (strcmp(name, "conns") == 0)
+		return opt_u32(v, 1, 64, &rc->conns);
+	if (strcmp(name, "timeout_ms") == 0)
+		return opt_u32(v, 1, 3600000, &rc->timeout_ms);
+	if (strcmp(name, "connect_timeout_ms") == 0)
+		return opt_u32(v, 1, 3600000, &rc->connect_timeout_ms);
+	if (strcmp(name, "backoff_ms") == 0)
+		return opt_u32(v, 1, 3600000, &rc->backoff_ms);
+	if (strcmp(name, "backoff_max_ms") == 0)
+		return opt_u32(v, 1, 3600000, &rc->backoff_max_ms);
+	if (strcmp(name, "batch") == 0)
+		return opt_u32(v, 1, KVT_BATCH_MAX, &rc->batch);
+	return KVT_EOPTION;
+}
+
 int kvt_store_set_option(struct kvt_store *s, const char *name, const char *value)
 {
 	uint64_t n;
@@ -274,17 +321,10 @@ int kvt_store_set_option(struct kvt_store *s, const char *name, const char *valu
 	if (s->state != ST_CREATED)
 		return KVT_ESTATE;
 
-	if (strcmp(name, "path") == 0) {
-		char *p;
-		if (!*value || strlen(value) >= 4096)
-			return KVT_EOPTVAL;
-		p = strdup(value);
-		if (!p)
-			return -ENOMEM;
-		free(s->path);
-		s->path = p;
-		return 0;
-	}
+	if (strcmp(name, "path") == 0)
+		return opt_str(value, &s->path);
+	if (strncmp(name, "remote.", 7) == 0)
+		return opt_remote(&s->remote_cfg, name + 7, value);
 	{
 		static const char *const policies[] = { "s3fifo", "lru", NULL };
 		static const int policy_vals[] = { DRAM_POLICY_S3FIFO, DRAM_POLICY_LRU };
@@ -600,67 +640,178 @@ static bool store_flush_ready(struct kvt_store *s, uint64_t seq)
 	return true;
 }
 
-/* A promotion finished (I/O thread): serve the waiting get from DRAM. */
-static void store_promoted(void *ctx, int status, struct dram_item *item)
-{
-	struct kvt_req *r = ctx;
-	struct kvt_queue *q = req_queue(r);
-	struct kvt_store *s = q->store;
-
-	if (status == KVT_OK) {
-		r->value_flags = dram_item_flags(item);
-		if (r->op == KVT_OP_GET_PINNED) {
-			struct iovec view[DRAM_MAX_RUNS];
-			uint64_t len;
-			unsigned vc = dram_item_view(s->dram, item, view, &len);
-			status = pin_add(s, r, item, view, vc);
-			if (status == 0) {
-				r->length = len;
-				r->value_len = len;
-				r->tier = KVT_TIER_SSD;
-				item = NULL; /* the pin owns the ref now */
-			}
-		} else {
-			struct dram_read rd = { .flags = r->flags, .part = r->part, .off = r->off,
-						.len = r->len, .dst = r->iov, .dst_count = r->iov_count };
-			status = dram_read_item(s->dram, item, &rd);
-			r->length = rd.copied;
-			r->value_len = rd.value_len;
-			if (status == KVT_OK)
-				r->tier = KVT_TIER_SSD;
-		}
-		if (item)
-			dram_unpin(s->dram, item);
-	}
-	req_complete(s, r, status);
-}
-
-/* A get missed DRAM: try the lower tiers.  Returns STORE_PENDING or a status. */
-static int store_get_lower(struct kvt_store *s, struct kvt_req *r, int prio)
+/* Serve a GET or GET_PINNED from DRAM; tier: what to report for a hit. */
+static int store_serve_dram(struct kvt_store *s, struct kvt_req *r, int tier)
 {
 	int ret;
-	if (!s->ssd)
-		return KVT_MISS;
-	ret = ssd_promote(s->ssd, r->ns, &r->key, prio, store_promoted, r);
-	if (ret == 0)
-		return STORE_PENDING;
-	if (ret == KVT_EXISTS && r->op == KVT_OP_GET) {
-		/* It reached DRAM meanwhile (a put, or another reader's promotion
-		 * that has finished): serve it from there. */
+	if (r->op == KVT_OP_GET_PINNED) {
+		struct iovec view[DRAM_MAX_RUNS];
+		struct dram_item *item;
+		unsigned vc = 0;
+		uint64_t len = 0;
+		ret = dram_pin(s->dram, r->ns, &r->key, &item, view, &vc, &len);
+		if (ret != KVT_OK)
+			return ret;
+		ret = pin_add(s, r, item, view, vc);
+		if (ret < 0) {
+			dram_unpin(s->dram, item);
+			return ret;
+		}
+		r->length = len;
+		r->value_len = len;
+		r->value_flags = dram_item_flags(item);
+	} else {
 		struct dram_read rd = { .flags = r->flags, .part = r->part, .off = r->off,
 					.len = r->len, .dst = r->iov, .dst_count = r->iov_count };
 		ret = dram_get(s->dram, r->ns, &r->key, &rd);
 		r->length = rd.copied;
 		r->value_len = rd.value_len;
 		r->value_flags = rd.value_flags;
-		if (ret == KVT_OK)
-			r->tier = KVT_TIER_DRAM;
-		return ret;
+		if (ret != KVT_OK)
+			return ret;
 	}
-	/* Still being promoted by another reader, no DRAM room to promote into
-	 * (counted as ssd.promote_full), too big for DRAM, out of memory: the
-	 * model sees a miss, never an error, for a block it cannot have now. */
-	return KVT_MISS;
+	r->tier = (uint32_t)tier;
+	return KVT_OK;
+}
+
+/*
+ * A promotion into DRAM finished (I/O or remote thread): serve the waiting
+ * get from the item it published (KVT_OK: we hold a ref), or, if it did
+ * not publish (another reader or a put got there first), from DRAM.
+ */
+static void store_promoted_tier(struct kvt_req *r, int status, struct dram_item *item, int tier)
+{
+	struct kvt_queue *q = req_queue(r);
+	struct kvt_store *s = q->store;
+
+	if (status != KVT_OK) {
+		status = store_serve_dram(s, r, KVT_TIER_DRAM);
+		req_complete(s, r, status == KVT_OK ? KVT_OK : KVT_MISS);
+		return;
+	}
+	r->value_flags = dram_item_flags(item);
+	if (r->op == KVT_OP_GET_PINNED) {
+		struct iovec view[DRAM_MAX_RUNS];
+		uint64_t len;
+		unsigned vc = dram_item_view(s->dram, item, view, &len);
+		status = pin_add(s, r, item, view, vc);
+		if (status == 0) {
+			r->length = len;
+			r->value_len = len;
+			r->tier = (uint32_t)tier;
+			item = NULL; /* the pin owns the ref now */
+		}
+	} else {
+		struct dram_read rd = { .flags = r->flags, .part = r->part, .off = r->off,
+					.len = r->len, .dst = r->iov, .dst_count = r->iov_count };
+		status = dram_read_item(s->dram, item, &rd);
+		r->length = rd.copied;
+		r->value_len = rd.value_len;
+		if (status == KVT_OK)
+			r->tier = (uint32_t)tier;
+	}
+	if (item)
+		dram_unpin(s->dram, item);
+	req_complete(s, r, status);
+}
+
+static void store_promoted(void *ctx, int status, struct dram_item *item)
+{
+	store_promoted_tier(ctx, status, item, KVT_TIER_SSD);
+}
+
+static void store_remote_got(void *ctx, int status, struct dram_item *item)
+{
+	store_promoted_tier(ctx, status, item, KVT_TIER_REMOTE);
+}
+
+/* A get missed DRAM: try the lower tiers.  Returns STORE_PENDING or a status. */
+static int store_get_lower(struct kvt_store *s, struct kvt_req *r, int prio)
+{
+	int ret = KVT_MISS;
+	if (s->ssd) {
+		ret = ssd_promote(s->ssd, r->ns, &r->key, prio, store_promoted, r);
+		if (ret == 0)
+			return STORE_PENDING;
+		/* It reached DRAM meanwhile (a put, or another reader's promotion
+		 * that has finished): serve it from there. */
+		if (ret == KVT_EXISTS)
+			return store_serve_dram(s, r, KVT_TIER_DRAM) == KVT_OK ? KVT_OK : KVT_MISS;
+		/* Still being promoted by another reader, no DRAM room to promote
+		 * into (counted as ssd.promote_full), too big for DRAM, out of
+		 * memory: the model sees a miss, never an error, for a block it
+		 * cannot have now. */
+		if (ret != KVT_MISS)
+			return KVT_MISS;
+	}
+	if (s->remote && remote_get(s->remote, r->ns, &r->key, store_remote_got, r) == 0)
+		return STORE_PENDING;
+	return KVT_MISS; /* a server that is down is a miss (remote.fast_fails) */
+}
+
+/* What the local tiers did, kept in the request while the remote tier
+ * works (priv_[2] is free while a request runs). */
+static inline void req_stash(struct kvt_req *r, int64_t v)
+{
+	r->priv_[2] = (void *)(intptr_t)v;
+}
+
+static inline int64_t req_stashed(const struct kvt_req *r)
+{
+	return (int64_t)(intptr_t)r->priv_[2];
+}
+
+/* Remote callbacks (remote thread): merge with what the local tiers did. */
+static void store_remote_put_done(void *ctx, const struct remote_result *res)
+{
+	struct kvt_req *r = ctx;
+	int local = (int)req_stashed(r), status = local;
+	/* Written through: the local put's result stands; a block that only
+	 * the server could take (no DRAM room) is a success too. */
+	if (local != KVT_OK && (res->status == KVT_OK || res->status == KVT_EXISTS)) {
+		status = res->status;
+		if (status == KVT_OK)
+			r->tier = KVT_TIER_REMOTE;
+	}
+	req_complete(req_queue(r)->store, r, status);
+}
+
+static void store_remote_exists_done(void *ctx, const struct remote_result *res)
+{
+	struct kvt_req *r = ctx;
+	if (res->status == KVT_OK)
+		r->tier = KVT_TIER_REMOTE;
+	req_complete(req_queue(r)->store, r, res->status == KVT_OK ? KVT_OK : KVT_MISS);
+}
+
+/* Delete and clear: an error of the server is the request's (the block may
+ * still be there); otherwise a hit anywhere is a hit. */
+static void store_remote_delete_done(void *ctx, const struct remote_result *res)
+{
+	struct kvt_req *r = ctx;
+	int status = req_stashed(r) == KVT_OK || res->status == KVT_OK ? KVT_OK : KVT_MISS;
+	if (res->status < 0)
+		status = res->status;
+	req_complete(req_queue(r)->store, r, status);
+}
+
+static void store_remote_clear_done(void *ctx, const struct remote_result *res)
+{
+	struct kvt_req *r = ctx;
+	uint64_t local = (uint64_t)req_stashed(r);
+	r->length = res->status == KVT_OK && res->count > local ? res->count : local;
+	req_complete(req_queue(r)->store, r, res->status < 0 ? res->status : KVT_OK);
+}
+
+static void store_remote_lookup_done(void *ctx, const struct remote_result *res)
+{
+	struct kvt_req *r = ctx;
+	r->length = (uint64_t)req_stashed(r);
+	if (res->status == KVT_OK) {
+		r->length += res->count;
+		r->load_ns += res->load_ns;
+	}
+	req_complete(req_queue(r)->store, r, KVT_OK);
 }
 
 struct prefetch_wait {
@@ -689,7 +840,7 @@ static int store_prefetch(struct kvt_store *s, struct kvt_req *r)
 	struct prefetch_wait w = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0 };
 	void *ctx[2] = { s, &w };
 	uint64_t in_dram = 0;
-	int status = KVT_OK;
+	int status = KVT_OK, ret;
 
 	for (uint32_t i = 0; i < r->key_count; i++) {
 		if (__atomic_load_n(&r->priv_flags_, __ATOMIC_RELAXED)) {
@@ -700,13 +851,17 @@ static int store_prefetch(struct kvt_store *s, struct kvt_req *r)
 			in_dram++;
 			continue;
 		}
-		if (!s->ssd)
+		if (!s->ssd && !s->remote)
 			continue;
 		pthread_mutex_lock(&w.lock);
 		w.outstanding++;
 		pthread_mutex_unlock(&w.lock);
-		if (ssd_promote(s->ssd, r->ns, &r->keys[i], IO_PRIO_PREFETCH, store_prefetched,
-				ctx) != 0) {
+		ret = s->ssd ? ssd_promote(s->ssd, r->ns, &r->keys[i], IO_PRIO_PREFETCH,
+					  store_prefetched, ctx)
+			     : KVT_MISS;
+		if (ret == KVT_MISS && s->remote)
+			ret = remote_get(s->remote, r->ns, &r->keys[i], store_prefetched, ctx);
+		if (ret != 0) {
 			pthread_mutex_lock(&w.lock);
 			w.outstanding--;
 			pthread_mutex_unlock(&w.lock);
@@ -744,6 +899,16 @@ static int store_exec(struct kvt_store *s, struct kvt_req *r)
 			       (r->flags & KVT_F_SEALED) ? DRAM_SEALED : 0);
 		if (ret == KVT_OK)
 			r->tier = KVT_TIER_DRAM;
+		/* Write-through: other engines must see first-time blocks.  The
+		 * value goes from the caller's parts, which stay valid until the
+		 * request completes; a present key (EXISTS) was written before. */
+		if (s->remote && (ret == KVT_OK || ret == KVT_EFULL || ret == KVT_ETOOBIG)) {
+			req_stash(r, ret);
+			if (remote_put(s->remote, r->ns, &r->key, r->iov, r->iov_count,
+				       (r->flags & KVT_F_CRC) ? r->crcs : NULL,
+				       (r->flags & KVT_F_SEALED) != 0, store_remote_put_done, r) == 0)
+				return STORE_PENDING;
+		}
 		return ret;
 	case KVT_OP_GET: {
 		struct dram_read rd = { .flags = r->flags, .part = r->part, .off = r->off,
@@ -789,6 +954,9 @@ static int store_exec(struct kvt_store *s, struct kvt_req *r)
 			r->tier = KVT_TIER_DRAM;
 		else if (s->ssd && ssd_find(s->ssd, r->ns, &r->key, NULL) == KVT_OK)
 			ret = KVT_OK, r->tier = KVT_TIER_SSD;
+		else if (s->remote &&
+			 remote_exists(s->remote, r->ns, &r->key, store_remote_exists_done, r) == 0)
+			return STORE_PENDING;
 		return ret;
 	case KVT_OP_DELETE: {
 		/* The tombstone first (if it cannot be had, nothing changes),
@@ -805,7 +973,13 @@ static int store_exec(struct kvt_store *s, struct kvt_req *r)
 			if (d && dram_delete(d, r->ns, &r->key) == KVT_OK)
 				a = KVT_OK;
 		}
-		return a == KVT_OK || b == KVT_OK ? KVT_OK : KVT_MISS;
+		ret = a == KVT_OK || b == KVT_OK ? KVT_OK : KVT_MISS;
+		if (s->remote) {
+			req_stash(r, ret);
+			ret = remote_delete(s->remote, r->ns, &r->key, store_remote_delete_done, r);
+			return ret == 0 ? STORE_PENDING : ret;
+		}
+		return ret;
 	}
 	case KVT_OP_LOOKUP: {
 		uint64_t n = 0, dram_bytes = 0, ssd_bytes = 0;
@@ -834,6 +1008,13 @@ static int store_exec(struct kvt_store *s, struct kvt_req *r)
 		}
 		r->load_ns += (uint64_t)((double)dram_bytes * 1e9 / s->dram_bps);
 		r->length = n;
+		if (s->remote && n < r->key_count) {
+			req_stash(r, (int64_t)n);
+			if (remote_lookup(s->remote, r->ns, r->keys + n, (uint32_t)(r->key_count - n),
+					  r->tiers ? r->tiers + n : NULL, store_remote_lookup_done,
+					  r) == 0)
+				return STORE_PENDING;
+		}
 		return KVT_OK;
 	}
 	case KVT_OP_PREFETCH:
@@ -850,6 +1031,11 @@ static int store_exec(struct kvt_store *s, struct kvt_req *r)
 				a += dram_clear(d, r->ns); /* promotions that raced (see delete) */
 		}
 		r->length = (uint64_t)(a > b ? a : b);
+		if (s->remote) {
+			req_stash(r, (int64_t)r->length);
+			ret = remote_clear(s->remote, r->ns, store_remote_clear_done, r);
+			return ret == 0 ? STORE_PENDING : ret;
+		}
 		return KVT_OK;
 	}
 	case KVT_OP_FLUSH:
@@ -857,6 +1043,8 @@ static int store_exec(struct kvt_store *s, struct kvt_req *r)
 		while (!store_flush_ready(s, r->priv_seq_))
 			pthread_cond_wait(&s->work_cond, &s->work_lock);
 		pthread_mutex_unlock(&s->work_lock);
+		if (s->remote)
+			remote_flush(s->remote); /* puts written through are answered */
 		return s->ssd ? ssd_flush(s->ssd) : KVT_OK;
 	}
 	return KVT_EBADOP;
@@ -1018,6 +1206,10 @@ static void store_release(struct kvt_store *s, bool child)
 {
 	if (!child)
 		workers_stop(s);
+	/* First: its thread completes gets into DRAM and reads the callers' parts. */
+	if (!child)
+		remote_close(s->remote);
+	s->remote = NULL; /* a child has no remote thread: its memory is left */
 	if (s->ssd) {
 		/* Before DRAM: queued write-downs pin DRAM blocks, and reads in
 		 * flight complete (and may pin) while it drains. */
@@ -1129,6 +1321,20 @@ static int store_open_locked(struct kvt_store *s)
 		}
 		dram_set_admit_hook(s->dram, ssd_admit, s->ssd);
 	}
+	if (s->remote_cfg.addr) {
+		if (!s->dram) {
+			kvt_logf(&s->log, KVT_LOG_ERROR, "the remote tier needs a DRAM tier");
+			ret = KVT_EOPTVAL;
+			goto fail;
+		}
+		if (s->remote_cfg.backoff_max_ms < s->remote_cfg.backoff_ms)
+			s->remote_cfg.backoff_max_ms = s->remote_cfg.backoff_ms;
+		ret = remote_open(&s->remote, &s->remote_cfg, s->dram, &s->ns, &s->mem, &s->log);
+		if (ret < 0) {
+			kvt_logf(&s->log, KVT_LOG_ERROR, "remote tier: %s", kvt_strerror(ret));
+			goto fail;
+		}
+	}
 	s->dram_bps = store_measure_memcpy();
 	ret = workers_start(s);
 	if (ret < 0)
@@ -1175,6 +1381,9 @@ void kvt_store_destroy(struct kvt_store *s)
 		queue_free(q);
 	}
 	free(s->path);
+	free(s->remote_cfg.addr);
+	free(s->remote_cfg.tenant);
+	free(s->remote_cfg.secret_file);
 	if (s->fork_page)
 		munmap((void *)s->fork_page, 4096);
 	if (!child) {
@@ -1587,10 +1796,11 @@ static int store_sync(struct kvt_store *s, struct kvt_req *r)
 		return ret;
 	if ((ret = req_check(s, r)) < 0)
 		return ret;
-	/* Only a get that goes to a lower tier completes on another thread;
-	 * it needs a private queue on the stack to wait on.  Everything else
-	 * runs here and now, without one (lookups are hot). */
-	if (!s->ssd || (r->op != KVT_OP_GET && r->op != KVT_OP_GET_PINNED))
+	/* Only a get that goes to the SSD tier, or any request that goes to
+	 * the remote tier, completes on another thread; it needs a private
+	 * queue on the stack to wait on.  Everything else runs here and now,
+	 * without one (lookups are hot). */
+	if (!s->remote && (!s->ssd || (r->op != KVT_OP_GET && r->op != KVT_OP_GET_PINNED)))
 		return store_exec(s, r);
 	memset(&q, 0, sizeof(q));
 	q.store = s;
@@ -1727,6 +1937,8 @@ int kvt_store_stats(struct kvt_store *s, kvt_stats_fn fn, void *ctx)
 		dram_stats(s->dram, fn, ctx);
 	if (s->ssd)
 		ssd_stats(s->ssd, fn, ctx);
+	if (s->remote)
+		remote_stats(s->remote, fn, ctx);
 	return 0;
 }
 

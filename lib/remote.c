@@ -1,0 +1,1770 @@
+/*
+ * remote.c - the remote tier: a pool of connections to one kvtierd, the
+ * thread that drives them, and the operations the store queues on it
+ * (remote.h says what each promises; doc/remote.md how to use it).
+ *
+ * Owns: the remote thread ("kvt-remote"), its epoll set and wake eventfd,
+ * the connections (socket, handshake, send queue, frames awaiting their
+ * answer, the receive state), the map from local namespace ids to the
+ * server's digests, and the remote.* counters.
+ *
+ * Life of an operation:
+ *   1. remote_get/put/... (any thread) fills a struct rop and appends it to
+ *      rm->sub under rm->lock, waking the thread if the list was empty;
+ *      with every connection down it fails at once instead (-ENOTCONN).
+ *   2. The thread moves rm->sub to its private pending list, and each
+ *      dispatch pass packs pending operations into frames: up to
+ *      remote.batch items of one opcode per frame (LOOKUP and CLEAR: one
+ *      operation per frame), on the ready connection with the fewest bytes
+ *      in flight.  An operation whose namespace the server has not yet
+ *      named waits for an NS_REGISTER of the namespace's canonical text
+ *      (the server puts its own tenant in and returns the digest to use).
+ *   3. Frames are sent with sendmsg: header and table from the frame's
+ *      buffer, PUT values straight from the caller's parts.
+ *   4. Responses are read in two exact steps (48-byte header, then the
+ *      table, so nothing of the data section lands in the table buffer) and
+ *      matched to their frame by tag; GET values are then read straight
+ *      into DRAM reservations (readv), CRC-checked and published.
+ *   5. A frame past its deadline, a protocol error or a closed socket
+ *      fails the connection: every operation on it completes (gets as
+ *      misses), the socket is closed, and the connection retries after a
+ *      backoff that doubles up to remote.backoff_max_ms.
+ *
+ * Threads and locks: rm->lock guards rm->sub, rm->stop and the flush
+ * counters; everything else but the atomic counters belongs to the remote
+ * thread.  Callbacks run on the remote thread with no lock held.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <openssl/crypto.h>
+
+#include "proto.h"
+#include "remote.h"
+
+enum rop_kind { RK_GET, RK_PUT, RK_EXISTS, RK_DELETE, RK_LOOKUP, RK_CLEAR, RK_NSREG, RK__COUNT };
+
+static const uint16_t rk_op[RK__COUNT] = {
+	[RK_GET] = PROTO_OP_GET,       [RK_PUT] = PROTO_OP_PUT,
+	[RK_EXISTS] = PROTO_OP_EXISTS, [RK_DELETE] = PROTO_OP_DELETE,
+	[RK_LOOKUP] = PROTO_OP_LOOKUP, [RK_CLEAR] = PROTO_OP_CLEAR,
+	[RK_NSREG] = PROTO_OP_NS_REGISTER,
+};
+
+/* One operation the store queued. */
+struct rop {
+	struct rop *next;             /* rm->sub, pending list */
+	uint8_t kind;                 /* enum rop_kind */
+	bool sealed;                  /* PUT */
+	bool answered;                /* frame: its item was answered */
+	uint32_t ns;                  /* local id (KVT_NS_ALL for a tenant-wide CLEAR) */
+	struct kvt_key key;
+	const struct kvt_key *keys;   /* LOOKUP */
+	uint32_t key_count;
+	uint8_t *tiers;               /* LOOKUP, may be NULL */
+	const struct iovec *parts;    /* PUT: the caller's */
+	uint32_t part_count;
+	uint64_t *lens;               /* PUT: part_count lengths then crcs, one allocation */
+	uint32_t *crcs;
+	uint64_t value_len;
+	remote_cb cb;
+	remote_get_cb gcb;
+	void *ctx;
+	uint64_t deadline;            /* ns, CLOCK_MONOTONIC */
+};
+
+/* A frame sent (or to be sent) and the operations it carries. */
+struct rframe {
+	struct rframe *next_out;      /* conn's send queue */
+	struct rframe *next_wait;     /* conn's frames awaiting their answer */
+	uint64_t tag;
+	uint16_t op;
+	uint32_t count;               /* ops */
+	struct rop **ops;
+	uint8_t *buf;                 /* header and table */
+	uint64_t buf_cap;
+	struct iovec *iov;            /* [0] the buffer, then PUT parts */
+	unsigned iov_count;
+	uint64_t bytes;               /* all of it */
+	uint64_t deadline;
+};
+
+enum { C_DOWN = 0, C_CONNECTING, C_HELLO, C_AUTH, C_READY };
+enum { RX_HEAD = 0, RX_DATA };
+
+#define RX_SCRATCH (64u << 10)
+#define REMOTE_PUT_FRAME_BYTES (UINT64_C(256) << 20) /* PUT values in one frame, at most */
+
+struct rconn {
+	struct remote *rm;
+	unsigned idx;
+	int fd;
+	int state;                    /* C_* */
+	bool failed_once;             /* since the last successful handshake */
+	bool want_out;                /* EPOLLOUT armed */
+	uint64_t retry_at;            /* C_DOWN: when to connect again */
+	uint64_t deadline;            /* C_CONNECTING..C_AUTH: handshake deadline */
+	uint64_t backoff_ms;
+	uint64_t next_tag;
+	struct proto_limits lim;      /* the server's (HELLO) */
+	uint8_t snonce[PROTO_NONCE_LEN], cnonce[PROTO_NONCE_LEN];
+
+	struct rframe *out_head, *out_tail;
+	unsigned out_iov;             /* send progress in out_head */
+	size_t out_off;
+	struct rframe *wait_head, *wait_tail;
+	uint64_t inflight_bytes;
+
+	/* receive */
+	int rx;
+	uint8_t *rbuf;
+	size_t rcap, rlen;
+	struct proto_frame rf;
+	struct rframe *rx_fr;
+	struct proto_iter it;
+	uint64_t *plens;              /* KVT_PARTS_MAX each */
+	uint32_t *pcrcs;
+	struct proto_item cur;        /* GET item whose bytes are being read */
+	bool have_cur;
+	uint64_t cur_done;            /* its bytes read */
+	struct dram_item *cur_item;   /* its DRAM reservation, NULL: discard */
+	struct iovec cur_view[DRAM_MAX_RUNS];
+	unsigned cur_vc;
+	uint8_t *scratch;
+};
+
+/* Where a local namespace stands with the server. */
+enum { NS_NONE = 0, NS_PENDING, NS_READY, NS_FAILED };
+struct rns {
+	uint8_t state;
+	uint8_t digest[PROTO_DIGEST_LEN];
+};
+
+struct remote {
+	struct remote_config cfg;
+	struct dram *dram;
+	struct ns_registry *nsreg;
+	struct kvt_mem *mem;
+	const struct kvt_logger *log;
+
+	struct sockaddr_storage addr;
+	socklen_t addr_len;
+	char *secret;
+	size_t secret_len;
+
+	pthread_t thread;
+	bool started;
+	int epfd, wake_fd;
+
+	pthread_mutex_t lock;
+	pthread_cond_t flush_cond;
+	struct rop *sub_head, *sub_tail; /* lock */
+	bool stop;                       /* lock */
+	uint64_t puts_inflight;          /* lock */
+	_Atomic bool down;               /* every connection failed: fail fast */
+
+	/* remote thread only */
+	struct rop *pend_head, *pend_tail;
+	struct rconn *conns;
+	struct rns *nsmap;
+	uint32_t nsmap_cap;
+
+	_Atomic uint64_t c_gets, c_hits, c_misses, c_puts, c_put_stored, c_put_exists, c_put_failed,
+		c_lookups, c_exists, c_deletes, c_clears, c_errors, c_timeouts, c_fast_fails,
+		c_connects, c_connect_failures, c_disconnects, c_bytes_in, c_bytes_out, c_frames_out,
+		c_crc_errors, c_promote_full, c_conns_up;
+};
+
+#define A(c) atomic_fetch_add_explicit(&(c), 1, memory_order_relaxed)
+#define AN(c, n) atomic_fetch_add_explicit(&(c), (n), memory_order_relaxed)
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* ------------------------------------------------------------------------
+ * Operations: allocation and completion
+ */
+
+static void rop_free(struct remote *rm, struct rop *op)
+{
+	if (op->lens)
+		kvt_mem_free(rm->mem, op->lens, op->part_count * (sizeof(uint64_t) + sizeof(uint32_t)));
+	kvt_mem_free(rm->mem, op, sizeof(*op));
+}
+
+static void rop_put_done(struct remote *rm)
+{
+	pthread_mutex_lock(&rm->lock);
+	if (--rm->puts_inflight == 0)
+		pthread_cond_broadcast(&rm->flush_cond);
+	pthread_mutex_unlock(&rm->lock);
+}
+
+/*
+ * Complete an operation and free it.  GET: status KVT_OK with item (a ref
+ * the callee owns) or anything else with NULL; the others through res.
+ */
+static void rop_done(struct remote *rm, struct rop *op, int status, struct dram_item *item,
+		     struct remote_result *res)
+{
+	struct remote_result r = { .status = status };
+	if (!res)
+		res = &r;
+	res->status = status;
+	if (status < 0 && status != -ECANCELED)
+		A(rm->c_errors);
+	switch (op->kind) {
+	case RK_GET:
+		if (status == KVT_OK)
+			A(rm->c_hits);
+		else
+			A(rm->c_misses);
+		op->gcb(op->ctx, status == KVT_OK ? KVT_OK : KVT_MISS, item);
+		break;
+	case RK_PUT:
+		if (status == KVT_OK)
+			A(rm->c_put_stored);
+		else if (status == KVT_EXISTS)
+			A(rm->c_put_exists);
+		else
+			A(rm->c_put_failed);
+		op->cb(op->ctx, res);
+		rop_put_done(rm);
+		break;
+	case RK_NSREG: {
+		struct rns *e = &rm->nsmap[op->ns];
+		e->state = status == KVT_OK ? NS_READY : status == KVT_EDESC ? NS_FAILED : NS_NONE;
+		if (status != KVT_OK)
+			kvt_logf(rm->log, KVT_LOG_WARN, "remote: namespace %u not registered: %s",
+				 op->ns, kvt_strerror(status));
+		break;
+	}
+	default:
+		op->cb(op->ctx, res);
+		break;
+	}
+	rop_free(rm, op);
+}
+
+/* The status an operation gets when its frame or connection failed. */
+static int rop_fail_status(int why)
+{
+	return why < 0 ? why : -EIO;
+}
+
+static void rns_forget(struct remote *rm, uint32_t ns)
+{
+	if (ns < rm->nsmap_cap && rm->nsmap[ns].state == NS_READY)
+		rm->nsmap[ns].state = NS_NONE;
+}
+
+/* ------------------------------------------------------------------------
+ * Frames
+ */
+
+static void frame_free(struct remote *rm, struct rframe *fr)
+{
+	if (!fr)
+		return;
+	kvt_mem_free(rm->mem, fr->buf, fr->buf_cap);
+	kvt_mem_free(rm->mem, fr->iov, fr->iov_count * sizeof(*fr->iov));
+	kvt_mem_free(rm->mem, fr->ops, fr->count * sizeof(*fr->ops));
+	kvt_mem_free(rm->mem, fr, sizeof(*fr));
+}
+
+/* Complete every operation of fr not yet answered with status, free fr. */
+static void frame_fail(struct remote *rm, struct rframe *fr, int status)
+{
+	for (uint32_t i = 0; i < fr->count; i++) {
+		struct rop *op = fr->ops[i];
+		if (op && !op->answered)
+			rop_done(rm, op, status, NULL, NULL);
+		fr->ops[i] = NULL;
+	}
+	frame_free(rm, fr);
+}
+
+/* ------------------------------------------------------------------------
+ * Connections
+ */
+
+static void conn_epoll(struct rconn *c, bool out)
+{
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP | (out ? EPOLLOUT : 0),
+				  .data.ptr = c };
+	if (c->fd >= 0 && c->want_out != out) {
+		epoll_ctl(c->rm->epfd, EPOLL_CTL_MOD, c->fd, &ev);
+		c->want_out = out;
+	}
+}
+
+static bool remote_all_down(struct remote *rm)
+{
+	for (unsigned i = 0; i < rm->cfg.conns; i++) {
+		struct rconn *c = &rm->conns[i];
+		if (c->state == C_READY || !c->failed_once)
+			return false;
+	}
+	return true;
+}
+
+/* Close c and fail everything on it; retry after the backoff. */
+static void conn_fail(struct rconn *c, int why, const char *what)
+{
+	struct remote *rm = c->rm;
+	bool was_ready = c->state == C_READY;
+
+	if (c->state == C_DOWN)
+		return;
+	if (was_ready) {
+		A(rm->c_disconnects);
+		atomic_fetch_sub_explicit(&rm->c_conns_up, 1, memory_order_relaxed);
+	} else {
+		A(rm->c_connect_failures);
+	}
+	if (!c->failed_once || was_ready)
+		kvt_logf(rm->log, was_ready ? KVT_LOG_WARN : KVT_LOG_INFO,
+			 "remote: connection %u to %s %s: %s (%s); retrying in %llu ms", c->idx,
+			 rm->cfg.addr, was_ready ? "lost" : "failed", what, kvt_strerror(why),
+			 (unsigned long long)c->backoff_ms);
+	if (why == -ETIMEDOUT)
+		A(rm->c_timeouts);
+	if (c->fd >= 0) {
+		epoll_ctl(rm->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+		close(c->fd);
+		c->fd = -1;
+	}
+	if (c->cur_item) {
+		dram_abort(rm->dram, c->cur_item);
+		c->cur_item = NULL;
+	}
+	/* The frame being received, then the others (a frame is on the wait
+	 * list until its last response frame was read). */
+	while (c->wait_head) {
+		struct rframe *fr = c->wait_head;
+		c->wait_head = fr->next_wait;
+		frame_fail(rm, fr, rop_fail_status(why));
+	}
+	c->wait_tail = NULL;
+	c->out_head = c->out_tail = NULL;
+	c->out_iov = 0;
+	c->out_off = 0;
+	c->inflight_bytes = 0;
+	c->rx_fr = NULL;
+	c->have_cur = false;
+	c->rx = RX_HEAD;
+	c->rlen = 0;
+	c->want_out = false;
+	c->state = C_DOWN;
+	c->failed_once = true;
+	c->retry_at = now_ns() + c->backoff_ms * 1000000u;
+	c->backoff_ms = c->backoff_ms * 2 > rm->cfg.backoff_max_ms ? rm->cfg.backoff_max_ms
+								   : c->backoff_ms * 2;
+	if (remote_all_down(rm) && !atomic_load(&rm->down)) {
+		atomic_store(&rm->down, true);
+		kvt_logf(rm->log, KVT_LOG_WARN,
+			 "remote: %s is unreachable: operations fail fast (misses) until it is back",
+			 rm->cfg.addr);
+	}
+}
+
+/* Queue a frame on c (it is sent as the socket takes it). */
+static void conn_queue(struct rconn *c, struct rframe *fr)
+{
+	fr->deadline = now_ns() + (uint64_t)c->rm->cfg.timeout_ms * 1000000u;
+	if (c->out_tail)
+		c->out_tail->next_out = fr;
+	else
+		c->out_head = fr;
+	c->out_tail = fr;
+	if (c->wait_tail)
+		c->wait_tail->next_wait = fr;
+	else
+		c->wait_head = fr;
+	c->wait_tail = fr;
+	c->inflight_bytes += fr->bytes;
+}
+
+/* Send what the socket takes.  0, or an error (the caller fails c). */
+static int conn_tx(struct rconn *c)
+{
+	struct remote *rm = c->rm;
+	while (c->out_head) {
+		struct rframe *fr = c->out_head;
+		struct iovec iov[64];
+		unsigned n = 0;
+		struct msghdr mh = { 0 };
+		ssize_t w;
+
+		for (unsigned i = c->out_iov; i < fr->iov_count && n < 64; i++, n++) {
+			iov[n] = fr->iov[i];
+			if (i == c->out_iov) {
+				iov[n].iov_base = (uint8_t *)iov[n].iov_base + c->out_off;
+				iov[n].iov_len -= c->out_off;
+			}
+		}
+		mh.msg_iov = iov;
+		mh.msg_iovlen = n;
+		w = sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (w < 0) {
+			if (errno == EAGAIN || errno == EWOULDBLOCK) {
+				conn_epoll(c, true);
+				return 0;
+			}
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		AN(rm->c_bytes_out, (uint64_t)w);
+		while (w > 0) {
+			size_t left = fr->iov[c->out_iov].iov_len - c->out_off;
+			if ((size_t)w >= left) {
+				w -= (ssize_t)left;
+				c->out_iov++;
+				c->out_off = 0;
+			} else {
+				c->out_off += (size_t)w;
+				w = 0;
+			}
+		}
+		if (c->out_iov == fr->iov_count) {
+			c->out_head = fr->next_out;
+			if (!c->out_head)
+				c->out_tail = NULL;
+			c->out_iov = 0;
+			c->out_off = 0;
+			A(rm->c_frames_out);
+		}
+	}
+	conn_epoll(c, false);
+	return 0;
+}
+
+/* ------------------------------------------------------------------------
+ * Encoding frames
+ */
+
+static struct rframe *frame_new(struct remote *rm, uint32_t count, unsigned extra_iov)
+{
+	struct rframe *fr = kvt_mem_calloc(rm->mem, 1, sizeof(*fr));
+	if (!fr)
+		return NULL;
+	fr->iov_count = 1 + extra_iov;
+	fr->iov = kvt_mem_calloc(rm->mem, fr->iov_count, sizeof(*fr->iov));
+	if (fr->iov && count) {
+		fr->ops = kvt_mem_calloc(rm->mem, count, sizeof(*fr->ops));
+		fr->count = fr->ops ? count : 0;
+	}
+	if (!fr->iov || fr->count != count) {
+		if (!fr->iov)
+			fr->iov_count = 0;
+		frame_free(rm, fr);
+		return NULL;
+	}
+	return fr;
+}
+
+/* The item of op (index i of its frame, namespace table index nsi). */
+static void op_item(const struct rop *op, uint32_t nsi, struct proto_item *it)
+{
+	memset(it, 0, sizeof(*it));
+	it->ns_index = nsi;
+	it->key = op->key;
+	if (op->kind == RK_PUT) {
+		it->flags = op->sealed ? PROTO_IF_SEALED : 0;
+		it->part_count = op->part_count;
+		it->part_lens = op->lens;
+		it->part_crcs = op->crcs;
+	}
+}
+
+/*
+ * Encode header and table into fr->buf: ops[0..n) of one kind (NS_REGISTER
+ * items carry their canonical text), or one LOOKUP or CLEAR.  0 or < 0.
+ */
+static int frame_encode(struct remote *rm, struct rconn *c, struct rframe *fr, int kind)
+{
+	struct proto_frame f = { 0 };
+	struct proto_writer w;
+	uint8_t *digests = NULL;
+	uint32_t *nsidx = NULL;
+	uint32_t ns_count = 0;
+	uint64_t need = 4096;
+	int64_t len;
+	int ret = 0;
+
+	f.op = rk_op[kind];
+	f.tag = fr->tag;
+	if (kind != RK_NSREG && kind != RK_CLEAR) {
+		digests = kvt_mem_alloc(rm->mem, (size_t)fr->count * PROTO_DIGEST_LEN);
+		nsidx = kvt_mem_alloc(rm->mem, (size_t)fr->count * sizeof(*nsidx));
+		if (!digests || !nsidx) {
+			ret = -ENOMEM;
+			goto out;
+		}
+		for (uint32_t i = 0; i < fr->count; i++) {
+			const uint8_t *d = rm->nsmap[fr->ops[i]->ns].digest;
+			uint32_t j;
+			for (j = 0; j < ns_count; j++)
+				if (memcmp(digests + (size_t)j * PROTO_DIGEST_LEN, d, PROTO_DIGEST_LEN) == 0)
+					break;
+			if (j == ns_count)
+				memcpy(digests + (size_t)ns_count++ * PROTO_DIGEST_LEN, d, PROTO_DIGEST_LEN);
+			nsidx[i] = j;
+		}
+		f.ns_count = ns_count;
+		f.ns = digests;
+	}
+	if (kind == RK_CLEAR) {
+		const struct rop *op = fr->ops[0];
+		if (op->ns == KVT_NS_ALL) {
+			f.scope.scope = PROTO_SCOPE_TENANT;
+		} else {
+			f.scope.scope = PROTO_SCOPE_NS;
+			memcpy(f.scope.digest, rm->nsmap[op->ns].digest, PROTO_DIGEST_LEN);
+		}
+	}
+	for (int attempt = 0; attempt < 2; attempt++) {
+		if (fr->buf_cap < need) {
+			kvt_mem_free(rm->mem, fr->buf, fr->buf_cap);
+			fr->buf_cap = 0;
+			fr->buf = kvt_mem_alloc(rm->mem, need);
+			if (!fr->buf) {
+				ret = -ENOMEM;
+				goto out;
+			}
+			fr->buf_cap = need;
+		}
+		proto_write_begin(&w, fr->buf, fr->buf_cap, &c->lim, &f);
+		if (kind == RK_LOOKUP) {
+			const struct rop *op = fr->ops[0];
+			for (uint32_t k = 0; k < op->key_count; k++) {
+				struct proto_item it = { .key = op->keys[k] };
+				proto_write_item(&w, &it);
+			}
+		} else if (kind == RK_NSREG) {
+			for (uint32_t i = 0; i < fr->count; i++) {
+				const struct ns_entry *e = ns_reg_get(rm->nsreg, fr->ops[i]->ns);
+				struct proto_item it = { .text = e ? e->canon : "",
+							 .text_len = e ? e->canon_len : 0 };
+				proto_write_item(&w, &it);
+			}
+		} else if (kind != RK_CLEAR) {
+			for (uint32_t i = 0; i < fr->count; i++) {
+				struct proto_item it;
+				op_item(fr->ops[i], nsidx[i], &it);
+				proto_write_item(&w, &it);
+			}
+		}
+		len = proto_write_end(&w, &need);
+		if (len >= 0) {
+			fr->iov[0].iov_base = fr->buf;
+			fr->iov[0].iov_len = (size_t)len;
+			fr->bytes += (uint64_t)len;
+			break;
+		}
+		if (len != KVT_EBUFSMALL || attempt == 1) {
+			ret = (int)len;
+			goto out;
+		}
+	}
+out:
+	kvt_mem_free(rm->mem, digests, digests ? (size_t)fr->count * PROTO_DIGEST_LEN : 0);
+	kvt_mem_free(rm->mem, nsidx, nsidx ? (size_t)fr->count * sizeof(*nsidx) : 0);
+	return ret;
+}
+
+/* Build, encode and queue one frame of ops[0..n) (kind) on c.  On failure
+ * the ops complete with the error. */
+static void frame_send(struct remote *rm, struct rconn *c, int kind, struct rop **ops, uint32_t n)
+{
+	unsigned extra = 0;
+	struct rframe *fr;
+	int ret;
+
+	if (kind == RK_PUT)
+		for (uint32_t i = 0; i < n; i++)
+			extra += ops[i]->part_count;
+	fr = frame_new(rm, n, extra);
+	if (!fr) {
+		for (uint32_t i = 0; i < n; i++)
+			rop_done(rm, ops[i], -ENOMEM, NULL, NULL);
+		return;
+	}
+	memcpy(fr->ops, ops, n * sizeof(*ops));
+	fr->op = rk_op[kind];
+	fr->tag = ++c->next_tag;
+	ret = frame_encode(rm, c, fr, kind);
+	if (ret < 0) {
+		kvt_logf(rm->log, KVT_LOG_ERROR, "remote: cannot encode a %s frame: %s",
+			 proto_op_name(fr->op), kvt_strerror(ret));
+		frame_fail(rm, fr, ret);
+		return;
+	}
+	if (kind == RK_PUT) {
+		unsigned k = 1;
+		for (uint32_t i = 0; i < n; i++)
+			for (uint32_t p = 0; p < ops[i]->part_count; p++) {
+				fr->iov[k++] = ops[i]->parts[p];
+				fr->bytes += ops[i]->parts[p].iov_len;
+			}
+	}
+	conn_queue(c, fr);
+}
+
+/* ------------------------------------------------------------------------
+ * Handshake
+ */
+
+static int conn_send_simple(struct rconn *c, struct proto_frame *f)
+{
+	struct remote *rm = c->rm;
+	struct rframe *fr = frame_new(rm, 0, 0);
+	uint64_t need = 0;
+	int64_t len;
+
+	if (!fr)
+		return -ENOMEM;
+	fr->op = f->op;
+	fr->tag = f->tag = ++c->next_tag;
+	fr->buf_cap = 1024;
+	fr->buf = kvt_mem_alloc(rm->mem, fr->buf_cap);
+	if (!fr->buf) {
+		frame_free(rm, fr);
+		return -ENOMEM;
+	}
+	len = proto_encode(f, NULL, 0, fr->buf, fr->buf_cap, NULL, &need);
+	if (len < 0) {
+		frame_free(rm, fr);
+		return (int)len;
+	}
+	fr->iov[0].iov_base = fr->buf;
+	fr->iov[0].iov_len = (size_t)len;
+	fr->bytes = (uint64_t)len;
+	conn_queue(c, fr);
+	fr->deadline = c->deadline;
+	return conn_tx(c);
+}
+
+static int conn_hello(struct rconn *c)
+{
+	static const char name[] = "libkvtier/" "0.1.0";
+	struct proto_frame f = { .op = PROTO_OP_HELLO };
+	f.hello.min_version = PROTO_VERSION_MIN;
+	f.hello.max_version = PROTO_VERSION_MAX;
+	f.hello.name = name;
+	f.hello.name_len = sizeof(name) - 1;
+	c->state = C_HELLO;
+	return conn_send_simple(c, &f);
+}
+
+static int conn_auth(struct rconn *c, const struct proto_frame *hello)
+{
+	struct remote *rm = c->rm;
+	struct proto_frame f = { .op = PROTO_OP_AUTH };
+	uint16_t want = rm->secret ? PROTO_AUTH_HMAC_SHA256 : PROTO_AUTH_NONE;
+	bool offered = false;
+	const char *tenant = rm->cfg.tenant ? rm->cfg.tenant : "default";
+
+	for (unsigned i = 0; i < hello->hello.auth_count; i++)
+		offered |= hello->hello.auth[i] == want;
+	if (!offered) {
+		kvt_logf(rm->log, KVT_LOG_ERROR, "remote: %s does not offer %s authentication%s",
+			 rm->cfg.addr, rm->secret ? "HMAC-SHA-256" : "NONE",
+			 rm->secret ? "" : " (set remote.secret_file)");
+		return PROTO_EAUTH;
+	}
+	c->lim = hello->hello.limits;
+	memcpy(c->snonce, hello->hello.nonce, PROTO_NONCE_LEN);
+	f.auth.method = want;
+	f.auth.tenant = tenant;
+	f.auth.tenant_len = (uint32_t)strlen(tenant);
+	if (rm->secret) {
+		int ret;
+		if (getrandom(c->cnonce, PROTO_NONCE_LEN, 0) != PROTO_NONCE_LEN)
+			return -EIO;
+		memcpy(f.auth.nonce, c->cnonce, PROTO_NONCE_LEN);
+		ret = proto_auth_proof(PROTO_PROOF_CLIENT, rm->secret, rm->secret_len, c->snonce,
+				       c->cnonce, tenant, f.auth.tenant_len, f.auth.proof);
+		if (ret < 0)
+			return ret;
+	}
+	c->state = C_AUTH;
+	return conn_send_simple(c, &f);
+}
+
+static int conn_authed(struct rconn *c, const struct proto_frame *f)
+{
+	struct remote *rm = c->rm;
+	const char *tenant = rm->cfg.tenant ? rm->cfg.tenant : "default";
+	if (rm->secret &&
+	    proto_auth_check(PROTO_PROOF_SERVER, rm->secret, rm->secret_len, c->snonce, c->cnonce,
+			     tenant, strlen(tenant), f->auth.proof) != 0) {
+		kvt_logf(rm->log, KVT_LOG_ERROR,
+			 "remote: %s failed to prove it knows tenant %s's secret", rm->cfg.addr,
+			 tenant);
+		return PROTO_EAUTH;
+	}
+	c->state = C_READY;
+	c->backoff_ms = rm->cfg.backoff_ms;
+	A(rm->c_connects);
+	A(rm->c_conns_up);
+	if (c->failed_once || atomic_load(&rm->down))
+		kvt_logf(rm->log, KVT_LOG_INFO, "remote: connection %u to %s is up", c->idx,
+			 rm->cfg.addr);
+	c->failed_once = false;
+	atomic_store(&rm->down, false);
+	return 0;
+}
+
+static void conn_start(struct rconn *c)
+{
+	struct remote *rm = c->rm;
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLOUT | EPOLLRDHUP, .data.ptr = c };
+	int fd = socket(rm->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	int one = 1;
+
+	c->deadline = now_ns() + (uint64_t)rm->cfg.connect_timeout_ms * 1000000u;
+	c->state = C_CONNECTING;
+	c->fd = fd;
+	c->rx = RX_HEAD;
+	c->rlen = 0;
+	if (fd < 0) {
+		conn_fail(c, -errno, "socket");
+		return;
+	}
+	if (rm->addr.ss_family != AF_UNIX)
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	if (epoll_ctl(rm->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+		conn_fail(c, -errno, "epoll");
+		return;
+	}
+	c->want_out = true;
+	if (connect(fd, (struct sockaddr *)&rm->addr, rm->addr_len) < 0 && errno != EINPROGRESS) {
+		conn_fail(c, -errno, "connect");
+		return;
+	}
+}
+
+/* ------------------------------------------------------------------------
+ * Receiving
+ */
+
+/* Complete a non-GET item of the frame being read. */
+static void rx_item(struct rconn *c, const struct proto_item *it)
+{
+	struct remote *rm = c->rm;
+	struct rframe *fr = c->rx_fr;
+	struct rop *op;
+
+	if (fr->op == PROTO_OP_LOOKUP) {
+		op = fr->ops[0];
+		if (op->tiers && it->index < op->key_count && it->status == KVT_OK)
+			op->tiers[it->index] = KVT_TIER_REMOTE;
+		return;
+	}
+	if (it->index >= fr->count || !(op = fr->ops[it->index]) || op->answered)
+		return; /* the codec checked the indexes rise; a repeat is ignored */
+	op->answered = true;
+	fr->ops[it->index] = NULL;
+	if (fr->op == PROTO_OP_NS_REGISTER) {
+		if (it->status == KVT_OK)
+			memcpy(rm->nsmap[op->ns].digest, it->digest, PROTO_DIGEST_LEN);
+		rop_done(rm, op, it->status, NULL, NULL);
+		return;
+	}
+	if (it->status == KVT_ENONS)
+		rns_forget(rm, op->ns); /* the server lost it (restarted empty?): register again */
+	if (fr->op == PROTO_OP_EXISTS) {
+		struct remote_result res = { .tier = it->tier };
+		rop_done(rm, op, it->status, NULL, &res);
+		return;
+	}
+	rop_done(rm, op, it->status, NULL, NULL);
+}
+
+/* The frame being read is done (all items and data).  -EPROTO if items
+ * the last frame of its tag should have answered were not. */
+static void rx_frame_end(struct rconn *c)
+{
+	struct remote *rm = c->rm;
+	struct rframe *fr = c->rx_fr;
+	c->rx_fr = NULL;
+	c->rx = RX_HEAD;
+	c->rlen = 0;
+	if (c->rf.flags & PROTO_F_MORE)
+		return;
+	/* Unlink from the wait list. */
+	for (struct rframe **pp = &c->wait_head, *prev = NULL; *pp; prev = *pp, pp = &(*pp)->next_wait) {
+		if (*pp == fr) {
+			*pp = fr->next_wait;
+			if (c->wait_tail == fr)
+				c->wait_tail = prev;
+			break;
+		}
+	}
+	c->inflight_bytes -= fr->bytes;
+	frame_fail(rm, fr, KVT_MISS); /* items never answered: a miss, as the protocol says */
+}
+
+static struct rframe *conn_find(struct rconn *c, uint64_t tag)
+{
+	for (struct rframe *fr = c->wait_head; fr; fr = fr->next_wait)
+		if (fr->tag == tag)
+			return fr;
+	return NULL;
+}
+
+/* Set up the next GET item's receive, or end the frame.  Returns 0 or < 0. */
+static int rx_get_next(struct rconn *c)
+{
+	struct remote *rm = c->rm;
+	struct rframe *fr = c->rx_fr;
+	int ret;
+
+	for (;;) {
+		struct proto_item *it = &c->cur;
+		struct rop *op;
+		ret = proto_iter_next(&c->it, it);
+		if (ret == 0) {
+			rx_frame_end(c);
+			return 0;
+		}
+		if (ret < 0)
+			return ret;
+		if (it->index >= fr->count || !(op = fr->ops[it->index]))
+			return -EPROTO;
+		if (it->status != KVT_OK || it->data_len == 0) {
+			op->answered = true;
+			fr->ops[it->index] = NULL;
+			if (it->status == KVT_ENONS)
+				rns_forget(rm, op->ns);
+			rop_done(rm, op, it->status == KVT_OK ? KVT_MISS : it->status, NULL, NULL);
+			continue;
+		}
+		if ((it->flags & (PROTO_IF_PART | PROTO_IF_RANGE)) || it->off != 0 ||
+		    it->data_len != it->value_len)
+			return -EPROTO; /* we asked for whole values */
+		c->have_cur = true;
+		c->cur_done = 0;
+		c->cur_vc = 0;
+		c->cur_item = NULL;
+		ret = dram_reserve(rm->dram, op->ns, &op->key, it->value_len,
+				   it->part_count > 1 ? it->part_lens : NULL, it->part_count,
+				   &c->cur_item, c->cur_view, &c->cur_vc);
+		if (ret != KVT_OK) {
+			c->cur_item = NULL; /* no room, or it is in DRAM already: read and drop */
+			if (ret != KVT_EXISTS)
+				A(rm->c_promote_full);
+		}
+		return 0;
+	}
+}
+
+/* The current GET item's bytes are all read: check, publish, complete. */
+static void rx_get_done(struct rconn *c)
+{
+	struct remote *rm = c->rm;
+	struct rframe *fr = c->rx_fr;
+	struct proto_item *it = &c->cur;
+	struct rop *op = fr->ops[it->index];
+	struct dram_item *item = c->cur_item;
+	int status = KVT_MISS;
+
+	c->have_cur = false;
+	c->cur_item = NULL;
+	op->answered = true;
+	fr->ops[it->index] = NULL;
+	if (item) {
+		/* Walk the parts over the view, checking each CRC. */
+		unsigned v = 0;
+		uint64_t voff = 0;
+		bool ok = true;
+		for (uint32_t p = 0; p < it->part_count && ok; p++) {
+			uint64_t left = it->part_lens[p];
+			uint32_t crc = 0;
+			while (left) {
+				uint64_t n = c->cur_view[v].iov_len - voff;
+				if (n > left)
+					n = left;
+				crc = kvt_crc32c(crc, (uint8_t *)c->cur_view[v].iov_base + voff, n);
+				left -= n;
+				voff += n;
+				if (voff == c->cur_view[v].iov_len)
+					v++, voff = 0;
+			}
+			ok = crc == it->part_crcs[p];
+		}
+		if (!ok) {
+			A(rm->c_crc_errors);
+			kvt_logf(rm->log, KVT_LOG_WARN,
+				 "remote: a value from %s failed its CRC32C: dropped (a miss)",
+				 rm->cfg.addr);
+			dram_abort(rm->dram, item);
+		} else if (dram_publish(rm->dram, item, it->part_crcs, it->part_lens,
+					DRAM_ON_LOWER | DRAM_PROMOTED |
+						((it->flags & PROTO_IF_SEALED) ? DRAM_SEALED : 0),
+					true) == KVT_OK) {
+			rop_done(rm, op, KVT_OK, item, NULL);
+			return;
+		}
+	}
+	rop_done(rm, op, status, NULL, NULL);
+}
+
+/* Read the data of GET items.  1: more to read later (EAGAIN); 0: frame
+ * done; < 0: failed. */
+static int rx_data(struct rconn *c)
+{
+	struct remote *rm = c->rm;
+	for (;;) {
+		ssize_t r;
+		uint64_t left;
+		if (!c->rx_fr)
+			return 0;
+		if (!c->have_cur) {
+			int ret = rx_get_next(c);
+			if (ret < 0)
+				return ret;
+			continue;
+		}
+		left = c->cur.data_len - c->cur_done;
+		if (left == 0) {
+			rx_get_done(c);
+			continue;
+		}
+		if (c->cur_item) {
+			struct iovec iov[DRAM_MAX_RUNS];
+			unsigned n = 0;
+			uint64_t skip = c->cur_done, want = left;
+			for (unsigned i = 0; i < c->cur_vc && want; i++) {
+				uint64_t l = c->cur_view[i].iov_len;
+				if (skip >= l) {
+					skip -= l;
+					continue;
+				}
+				iov[n].iov_base = (uint8_t *)c->cur_view[i].iov_base + skip;
+				iov[n].iov_len = l - skip < want ? l - skip : want;
+				want -= iov[n].iov_len;
+				skip = 0;
+				n++;
+			}
+			r = readv(c->fd, iov, (int)n);
+		} else {
+			r = read(c->fd, c->scratch, left < RX_SCRATCH ? left : RX_SCRATCH);
+		}
+		if (r < 0) {
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				return 1;
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (r == 0)
+			return -ECONNRESET;
+		AN(rm->c_bytes_in, (uint64_t)r);
+		c->cur_done += (uint64_t)r;
+	}
+}
+
+/* A response frame's header and table are in c->rbuf and parsed in c->rf. */
+static int rx_frame(struct rconn *c)
+{
+	struct remote *rm = c->rm;
+	struct proto_frame *f = &c->rf;
+	struct proto_item it;
+	int ret;
+
+	if (f->op == PROTO_OP_ERROR) {
+		kvt_logf(rm->log, KVT_LOG_WARN, "remote: %s refused a frame: %s%s%.*s", rm->cfg.addr,
+			 kvt_strerror(f->status), f->msg_len ? ": " : "", (int)f->msg_len,
+			 f->msg ? f->msg : "");
+		return f->status < 0 ? f->status : -EPROTO;
+	}
+	c->rx_fr = conn_find(c, f->tag);
+	if (!c->rx_fr || c->rx_fr->op != f->op)
+		return -EPROTO;
+	if (c->state == C_HELLO || c->state == C_AUTH) {
+		if (f->status < 0) {
+			kvt_logf(rm->log, KVT_LOG_ERROR, "remote: %s refused %s: %s", rm->cfg.addr,
+				 proto_op_name(f->op), kvt_strerror(f->status));
+			return f->status;
+		}
+		ret = c->state == C_HELLO ? conn_auth(c, f) : conn_authed(c, f);
+		rx_frame_end(c);
+		return ret;
+	}
+	if (f->status < 0) {
+		/* The whole request failed. */
+		struct rframe *fr = c->rx_fr;
+		if (f->status == KVT_ENONS)
+			for (uint32_t i = 0; i < fr->count; i++)
+				if (fr->ops[i])
+					rns_forget(rm, fr->ops[i]->ns);
+		for (uint32_t i = 0; i < fr->count; i++) {
+			struct rop *op = fr->ops[i];
+			if (op && !op->answered) {
+				op->answered = true;
+				fr->ops[i] = NULL;
+				rop_done(rm, op, fr->op == PROTO_OP_GET ? KVT_MISS : f->status, NULL, NULL);
+			}
+		}
+		c->rf.flags &= ~PROTO_F_MORE;
+		rx_frame_end(c);
+		return 0;
+	}
+	proto_iter_init(&c->it, f, c->plens, c->pcrcs, KVT_PARTS_MAX);
+	if (f->op == PROTO_OP_GET) {
+		c->rx = RX_DATA;
+		c->have_cur = false;
+		ret = rx_data(c);
+		return ret < 0 ? ret : 0;
+	}
+	while ((ret = proto_iter_next(&c->it, &it)) == 1)
+		rx_item(c, &it);
+	if (ret < 0)
+		return ret;
+	if (f->op == PROTO_OP_LOOKUP || f->op == PROTO_OP_CLEAR) {
+		struct rframe *fr = c->rx_fr;
+		struct rop *op = fr->ops[0];
+		struct remote_result res = { 0 };
+		if (f->op == PROTO_OP_LOOKUP) {
+			res.count = f->lookup.hits;
+			res.load_ns = f->lookup.load_ns;
+		} else {
+			res.count = f->removed;
+		}
+		op->answered = true;
+		fr->ops[0] = NULL;
+		rop_done(rm, op, KVT_OK, NULL, &res);
+	}
+	rx_frame_end(c);
+	return 0;
+}
+
+/* Read what the socket has.  0 or < 0 (fail the connection). */
+static int conn_rx(struct rconn *c)
+{
+	struct remote *rm = c->rm;
+	for (;;) {
+		size_t want;
+		ssize_t r;
+		int ret;
+
+		if (c->rx == RX_DATA) {
+			ret = rx_data(c);
+			if (ret != 0)
+				return ret < 0 ? ret : 0;
+			continue;
+		}
+		if (c->state < C_HELLO)
+			return 0;
+		want = PROTO_HDR_LEN;
+		if (c->rlen >= PROTO_HDR_LEN) {
+			ret = proto_parse_response(c->rbuf, c->rlen, NULL, &c->rf);
+			if (ret == 0) {
+				ret = rx_frame(c);
+				if (ret < 0)
+					return ret;
+				continue;
+			}
+			if (ret != PROTO_NEED_MORE)
+				return ret;
+			want = c->rf.need;
+		}
+		if (want > c->rcap) {
+			uint8_t *nb = kvt_mem_realloc(rm->mem, c->rbuf, c->rcap, want);
+			if (!nb)
+				return -ENOMEM;
+			c->rbuf = nb;
+			c->rcap = want;
+		}
+		r = read(c->fd, c->rbuf + c->rlen, want - c->rlen);
+		if (r < 0) {
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				return 0;
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (r == 0)
+			return -ECONNRESET;
+		AN(rm->c_bytes_in, (uint64_t)r);
+		c->rlen += (size_t)r;
+	}
+}
+
+static void conn_event(struct rconn *c, uint32_t events)
+{
+	int ret = 0;
+	if (c->state == C_CONNECTING) {
+		int err = 0;
+		socklen_t len = sizeof(err);
+		if (!(events & (EPOLLOUT | EPOLLERR | EPOLLHUP)))
+			return;
+		getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len);
+		if (err) {
+			conn_fail(c, -err, "connect");
+			return;
+		}
+		ret = conn_hello(c);
+		if (ret < 0) {
+			conn_fail(c, ret, "hello");
+			return;
+		}
+	}
+	if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
+		ret = conn_rx(c);
+		if (ret < 0) {
+			conn_fail(c, ret, "receive");
+			return;
+		}
+	}
+	if (c->state != C_DOWN && (events & EPOLLOUT) && c->out_head) {
+		ret = conn_tx(c);
+		if (ret < 0)
+			conn_fail(c, ret, "send");
+	}
+}
+
+/* ------------------------------------------------------------------------
+ * Dispatch: pending operations into frames
+ */
+
+static struct rconn *conn_pick(struct remote *rm)
+{
+	struct rconn *best = NULL;
+	for (unsigned i = 0; i < rm->cfg.conns; i++) {
+		struct rconn *c = &rm->conns[i];
+		if (c->state == C_READY && (!best || c->inflight_bytes < best->inflight_bytes))
+			best = c;
+	}
+	return best;
+}
+
+static int rns_grow(struct remote *rm, uint32_t ns)
+{
+	uint32_t cap = rm->nsmap_cap ? rm->nsmap_cap : 16;
+	struct rns *m;
+	if (ns < rm->nsmap_cap)
+		return 0;
+	while (cap <= ns)
+		cap *= 2;
+	m = kvt_mem_realloc(rm->mem, rm->nsmap, rm->nsmap_cap * sizeof(*m), cap * sizeof(*m));
+	if (!m)
+		return -ENOMEM;
+	memset(m + rm->nsmap_cap, 0, (cap - rm->nsmap_cap) * sizeof(*m));
+	rm->nsmap = m;
+	rm->nsmap_cap = cap;
+	return 0;
+}
+
+static void pend_push(struct remote *rm, struct rop *op)
+{
+	op->next = NULL;
+	if (rm->pend_tail)
+		rm->pend_tail->next = op;
+	else
+		rm->pend_head = op;
+	rm->pend_tail = op;
+}
+
+/* Batches being filled, one per kind. */
+struct batch {
+	struct rop **ops;
+	uint32_t n, cap;
+	uint64_t bytes;
+	uint32_t ns_n;
+};
+
+static void batch_flush(struct remote *rm, struct rconn *c, struct batch *b, int kind)
+{
+	if (b->n)
+		frame_send(rm, c, kind, b->ops, b->n);
+	b->n = 0;
+	b->bytes = 0;
+}
+
+static void dispatch(struct remote *rm, uint64_t now, uint64_t *next_timer)
+{
+	struct rconn *c = conn_pick(rm);
+	struct rop *list = rm->pend_head, *op;
+	struct batch b[RK__COUNT] = { { 0 } };
+	bool down = atomic_load_explicit(&rm->down, memory_order_relaxed);
+	uint32_t batch_max = rm->cfg.batch;
+
+	rm->pend_head = rm->pend_tail = NULL;
+	if (!list)
+		c = NULL; /* nothing to pack: go straight to sending */
+	if (c) {
+		if (batch_max > c->lim.items_max)
+			batch_max = c->lim.items_max;
+		if (batch_max > c->lim.ns_max)
+			batch_max = c->lim.ns_max; /* every item may name its own namespace */
+		for (int k = 0; k < RK__COUNT; k++) {
+			b[k].ops = kvt_mem_alloc(rm->mem, batch_max * sizeof(*b[k].ops));
+			b[k].cap = batch_max;
+			if (!b[k].ops) {
+				c = NULL; /* out of memory: try next pass */
+				break;
+			}
+		}
+	}
+	while ((op = list)) {
+		int kind = op->kind;
+		list = op->next;
+		op->next = NULL;
+		if (now >= op->deadline) {
+			A(rm->c_timeouts);
+			if (kind == RK_NSREG)
+				rns_forget(rm, op->ns);
+			rop_done(rm, op, -ETIMEDOUT, NULL, NULL);
+			continue;
+		}
+		if (down) {
+			A(rm->c_fast_fails);
+			rop_done(rm, op, -ENOTCONN, NULL, NULL);
+			continue;
+		}
+		if (!c) {
+			pend_push(rm, op);
+			continue;
+		}
+		if (op->ns != KVT_NS_ALL && kind != RK_NSREG) {
+			struct rns *e;
+			if (rns_grow(rm, op->ns) < 0) {
+				rop_done(rm, op, -ENOMEM, NULL, NULL);
+				continue;
+			}
+			e = &rm->nsmap[op->ns];
+			if (e->state == NS_FAILED) {
+				rop_done(rm, op, KVT_ENONS, NULL, NULL);
+				continue;
+			}
+			if (e->state != NS_READY) {
+				if (e->state == NS_NONE) {
+					struct rop *reg = kvt_mem_calloc(rm->mem, 1, sizeof(*reg));
+					if (reg) {
+						reg->kind = RK_NSREG;
+						reg->ns = op->ns;
+						reg->deadline = now + (uint64_t)rm->cfg.timeout_ms * 1000000u;
+						e->state = NS_PENDING;
+						frame_send(rm, c, RK_NSREG, &reg, 1);
+					}
+				}
+				pend_push(rm, op);
+				continue;
+			}
+		}
+		if (kind == RK_PUT && op->value_len > c->lim.value_max) {
+			rop_done(rm, op, KVT_ETOOBIG, NULL, NULL);
+			continue;
+		}
+		if (kind == RK_LOOKUP || kind == RK_CLEAR) {
+			frame_send(rm, c, kind, &op, 1);
+			continue;
+		}
+		if (kind == RK_PUT && b[kind].n &&
+		    b[kind].bytes + op->value_len > REMOTE_PUT_FRAME_BYTES)
+			batch_flush(rm, c, &b[kind], kind);
+		b[kind].ops[b[kind].n++] = op;
+		b[kind].bytes += op->value_len;
+		if (b[kind].n == b[kind].cap) {
+			batch_flush(rm, c, &b[kind], kind);
+			c = conn_pick(rm); /* spread the next batch */
+		}
+	}
+	for (int k = 0; k < RK__COUNT; k++) {
+		if (c)
+			batch_flush(rm, c, &b[k], k);
+		kvt_mem_free(rm->mem, b[k].ops, b[k].ops ? b[k].cap * sizeof(*b[k].ops) : 0);
+	}
+	for (op = rm->pend_head; op; op = op->next)
+		if (op->deadline < *next_timer)
+			*next_timer = op->deadline;
+	/* Send what was queued. */
+	for (unsigned i = 0; i < rm->cfg.conns; i++) {
+		struct rconn *cc = &rm->conns[i];
+		if (cc->state == C_READY && cc->out_head && !cc->want_out) {
+			int ret = conn_tx(cc);
+			if (ret < 0)
+				conn_fail(cc, ret, "send");
+		}
+	}
+}
+
+/* ------------------------------------------------------------------------
+ * The thread
+ */
+
+static void timers(struct remote *rm, uint64_t now, uint64_t *next)
+{
+	for (unsigned i = 0; i < rm->cfg.conns; i++) {
+		struct rconn *c = &rm->conns[i];
+		if (c->state == C_DOWN) {
+			if (now >= c->retry_at)
+				conn_start(c);
+			else if (c->retry_at < *next)
+				*next = c->retry_at;
+		}
+		if (c->state == C_CONNECTING || c->state == C_HELLO || c->state == C_AUTH) {
+			if (now >= c->deadline)
+				conn_fail(c, -ETIMEDOUT, "handshake");
+			else if (c->deadline < *next)
+				*next = c->deadline;
+		}
+		if (c->state == C_READY && c->wait_head) {
+			/* Deadlines rise along the wait list: the head is the oldest. */
+			if (now >= c->wait_head->deadline)
+				conn_fail(c, -ETIMEDOUT, "no answer in time");
+			else if (c->wait_head->deadline < *next)
+				*next = c->wait_head->deadline;
+		}
+		if (c->state == C_DOWN && c->retry_at < *next)
+			*next = c->retry_at;
+	}
+}
+
+static void *remote_main(void *arg)
+{
+	struct remote *rm = arg;
+	struct epoll_event evs[16];
+	sigset_t all;
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, NULL);
+	for (unsigned i = 0; i < rm->cfg.conns; i++)
+		conn_start(&rm->conns[i]);
+	for (;;) {
+		uint64_t now = now_ns(), next = now + 100000000u;
+		struct rop *sub;
+		bool stop;
+		int n, ms;
+
+		pthread_mutex_lock(&rm->lock);
+		sub = rm->sub_head;
+		rm->sub_head = rm->sub_tail = NULL;
+		stop = rm->stop;
+		pthread_mutex_unlock(&rm->lock);
+		while (sub) {
+			struct rop *nx = sub->next;
+			pend_push(rm, sub);
+			sub = nx;
+		}
+		if (stop)
+			break;
+		timers(rm, now, &next);
+		dispatch(rm, now, &next);
+		now = now_ns();
+		ms = next > now ? (int)((next - now + 999999) / 1000000) : 0;
+		n = epoll_wait(rm->epfd, evs, 16, ms);
+		for (int i = 0; i < n; i++) {
+			if (evs[i].data.ptr == NULL) {
+				uint64_t v;
+				ssize_t r = read(rm->wake_fd, &v, sizeof(v));
+				KVT_UNUSED(r);
+				continue;
+			}
+			conn_event(evs[i].data.ptr, evs[i].events);
+		}
+	}
+	/* Closing: everything in flight or queued fails. */
+	for (unsigned i = 0; i < rm->cfg.conns; i++) {
+		struct rconn *c = &rm->conns[i];
+		c->failed_once = true;
+		conn_fail(c, -ECANCELED, "closing");
+	}
+	while (rm->pend_head) {
+		struct rop *op = rm->pend_head;
+		rm->pend_head = op->next;
+		rop_done(rm, op, -ECANCELED, NULL, NULL);
+	}
+	return NULL;
+}
+
+/* ------------------------------------------------------------------------
+ * Submission
+ */
+
+static int rop_submit(struct remote *rm, struct rop *op)
+{
+	bool was_empty;
+	if (atomic_load_explicit(&rm->down, memory_order_relaxed)) {
+		A(rm->c_fast_fails);
+		rop_free(rm, op);
+		return -ENOTCONN;
+	}
+	op->deadline = now_ns() + (uint64_t)rm->cfg.timeout_ms * 1000000u;
+	pthread_mutex_lock(&rm->lock);
+	if (rm->stop) {
+		pthread_mutex_unlock(&rm->lock);
+		rop_free(rm, op);
+		return -ECANCELED;
+	}
+	if (op->kind == RK_PUT)
+		rm->puts_inflight++;
+	was_empty = rm->sub_head == NULL;
+	if (rm->sub_tail)
+		rm->sub_tail->next = op;
+	else
+		rm->sub_head = op;
+	rm->sub_tail = op;
+	pthread_mutex_unlock(&rm->lock);
+	if (was_empty) {
+		uint64_t one = 1;
+		ssize_t w = write(rm->wake_fd, &one, sizeof(one));
+		KVT_UNUSED(w);
+	}
+	return 0;
+}
+
+static struct rop *rop_new(struct remote *rm, int kind, uint32_t ns, const struct kvt_key *key,
+			   remote_cb cb, void *ctx)
+{
+	struct rop *op = kvt_mem_calloc(rm->mem, 1, sizeof(*op));
+	if (!op)
+		return NULL;
+	op->kind = (uint8_t)kind;
+	op->ns = ns;
+	if (key)
+		op->key = *key;
+	op->cb = cb;
+	op->ctx = ctx;
+	return op;
+}
+
+int remote_get(struct remote *rm, uint32_t ns, const struct kvt_key *key, remote_get_cb cb,
+	       void *ctx)
+{
+	struct rop *op = rop_new(rm, RK_GET, ns, key, NULL, ctx);
+	if (!op)
+		return -ENOMEM;
+	op->gcb = cb;
+	A(rm->c_gets);
+	return rop_submit(rm, op);
+}
+
+int remote_put(struct remote *rm, uint32_t ns, const struct kvt_key *key,
+	       const struct iovec *parts, unsigned part_count, const uint32_t *crcs, bool sealed,
+	       remote_cb cb, void *ctx)
+{
+	struct rop *op = rop_new(rm, RK_PUT, ns, key, cb, ctx);
+	if (!op)
+		return -ENOMEM;
+	op->lens = kvt_mem_alloc(rm->mem, part_count * (sizeof(uint64_t) + sizeof(uint32_t)));
+	if (!op->lens) {
+		kvt_mem_free(rm->mem, op, sizeof(*op));
+		return -ENOMEM;
+	}
+	op->part_count = part_count;
+	op->crcs = (uint32_t *)(op->lens + part_count);
+	op->parts = parts;
+	op->sealed = sealed;
+	for (unsigned i = 0; i < part_count; i++) {
+		op->lens[i] = parts[i].iov_len;
+		op->value_len += parts[i].iov_len;
+		/* The writer's CRCs travel end to end; deferred ones are computed
+		 * now, on the caller's thread (ISA-L: ~30 GB/s, far above the wire). */
+		op->crcs[i] = crcs ? crcs[i] : kvt_crc32c(0, parts[i].iov_base, parts[i].iov_len);
+	}
+	A(rm->c_puts);
+	return rop_submit(rm, op);
+}
+
+int remote_exists(struct remote *rm, uint32_t ns, const struct kvt_key *key, remote_cb cb,
+		  void *ctx)
+{
+	struct rop *op = rop_new(rm, RK_EXISTS, ns, key, cb, ctx);
+	if (!op)
+		return -ENOMEM;
+	A(rm->c_exists);
+	return rop_submit(rm, op);
+}
+
+int remote_delete(struct remote *rm, uint32_t ns, const struct kvt_key *key, remote_cb cb,
+		  void *ctx)
+{
+	struct rop *op = rop_new(rm, RK_DELETE, ns, key, cb, ctx);
+	if (!op)
+		return -ENOMEM;
+	A(rm->c_deletes);
+	return rop_submit(rm, op);
+}
+
+int remote_lookup(struct remote *rm, uint32_t ns, const struct kvt_key *keys, uint32_t n,
+		  uint8_t *tiers, remote_cb cb, void *ctx)
+{
+	struct rop *op = rop_new(rm, RK_LOOKUP, ns, NULL, cb, ctx);
+	if (!op)
+		return -ENOMEM;
+	op->keys = keys;
+	op->key_count = n;
+	op->tiers = tiers;
+	A(rm->c_lookups);
+	return rop_submit(rm, op);
+}
+
+int remote_clear(struct remote *rm, uint32_t ns, remote_cb cb, void *ctx)
+{
+	struct rop *op = rop_new(rm, RK_CLEAR, ns, NULL, cb, ctx);
+	if (!op)
+		return -ENOMEM;
+	A(rm->c_clears);
+	return rop_submit(rm, op);
+}
+
+void remote_flush(struct remote *rm)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	/* Every put completes by its deadline (a connection that misses one is
+	 * failed); twice that bounds a flush under a steady stream of puts. */
+	ts.tv_sec += 2 * (time_t)(rm->cfg.timeout_ms / 1000) + 1;
+	pthread_mutex_lock(&rm->lock);
+	while (rm->puts_inflight > 0)
+		if (pthread_cond_timedwait(&rm->flush_cond, &rm->lock, &ts) == ETIMEDOUT)
+			break;
+	pthread_mutex_unlock(&rm->lock);
+}
+
+/* ------------------------------------------------------------------------
+ * Open and close
+ */
+
+static int parse_addr(struct remote *rm)
+{
+	const char *a = rm->cfg.addr;
+	if (strncmp(a, "unix:", 5) == 0) {
+		struct sockaddr_un *un = (struct sockaddr_un *)&rm->addr;
+		size_t len = strlen(a + 5);
+		if (len == 0 || len >= sizeof(un->sun_path))
+			return KVT_EOPTVAL;
+		un->sun_family = AF_UNIX;
+		memcpy(un->sun_path, a + 5, len + 1);
+		rm->addr_len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len + 1);
+		return 0;
+	}
+	char host[256];
+	const char *colon = strrchr(a, ':'), *h = a;
+	size_t hl;
+	struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *res = NULL;
+	if (!colon || colon[1] == 0)
+		return KVT_EOPTVAL;
+	hl = (size_t)(colon - a);
+	if (hl >= 2 && a[0] == '[' && a[hl - 1] == ']')
+		h = a + 1, hl -= 2;
+	if (hl == 0 || hl >= sizeof(host))
+		return KVT_EOPTVAL;
+	memcpy(host, h, hl);
+	host[hl] = 0;
+	if (getaddrinfo(host, colon + 1, &hints, &res) != 0 || !res)
+		return KVT_EOPTVAL;
+	memcpy(&rm->addr, res->ai_addr, res->ai_addrlen);
+	rm->addr_len = res->ai_addrlen;
+	freeaddrinfo(res);
+	return 0;
+}
+
+static int read_secret(struct remote *rm)
+{
+	char buf[PROTO_SECRET_MAX + 2];
+	struct stat st;
+	ssize_t n;
+	int fd = open(rm->cfg.secret_file, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		int e = errno;
+		kvt_logf(rm->log, KVT_LOG_ERROR, "remote: cannot open remote.secret_file %s: %s",
+			 rm->cfg.secret_file, strerror(e));
+		return KVT_EOPTVAL;
+	}
+	if (fstat(fd, &st) < 0 || (st.st_mode & 077)) {
+		kvt_logf(rm->log, KVT_LOG_ERROR,
+			 "remote: remote.secret_file %s must be readable by its owner only (chmod 600)",
+			 rm->cfg.secret_file);
+		close(fd);
+		return KVT_EOPTVAL;
+	}
+	n = read(fd, buf, sizeof(buf));
+	close(fd);
+	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' '))
+		n--;
+	if (n < (ssize_t)PROTO_SECRET_MIN || n > (ssize_t)PROTO_SECRET_MAX) {
+		kvt_logf(rm->log, KVT_LOG_ERROR,
+			 "remote: the secret in %s must be %u..%u bytes", rm->cfg.secret_file,
+			 PROTO_SECRET_MIN, PROTO_SECRET_MAX);
+		OPENSSL_cleanse(buf, sizeof(buf));
+		return KVT_EOPTVAL;
+	}
+	rm->secret = kvt_mem_alloc(rm->mem, (size_t)n);
+	if (!rm->secret) {
+		OPENSSL_cleanse(buf, sizeof(buf));
+		return -ENOMEM;
+	}
+	memcpy(rm->secret, buf, (size_t)n);
+	rm->secret_len = (size_t)n;
+	OPENSSL_cleanse(buf, sizeof(buf));
+	return 0;
+}
+
+static void remote_free(struct remote *rm)
+{
+	if (rm->conns) {
+		for (unsigned i = 0; i < rm->cfg.conns; i++) {
+			struct rconn *c = &rm->conns[i];
+			kvt_mem_free(rm->mem, c->rbuf, c->rcap);
+			kvt_mem_free(rm->mem, c->plens, c->plens ? KVT_PARTS_MAX * sizeof(uint64_t) : 0);
+			kvt_mem_free(rm->mem, c->pcrcs, c->pcrcs ? KVT_PARTS_MAX * sizeof(uint32_t) : 0);
+			kvt_mem_free(rm->mem, c->scratch, c->scratch ? RX_SCRATCH : 0);
+		}
+		kvt_mem_free(rm->mem, rm->conns, rm->cfg.conns * sizeof(*rm->conns));
+	}
+	if (rm->secret) {
+		OPENSSL_cleanse(rm->secret, rm->secret_len);
+		kvt_mem_free(rm->mem, rm->secret, rm->secret_len);
+	}
+	kvt_mem_free(rm->mem, rm->nsmap, rm->nsmap_cap * sizeof(*rm->nsmap));
+	if (rm->epfd >= 0)
+		close(rm->epfd);
+	if (rm->wake_fd >= 0)
+		close(rm->wake_fd);
+	pthread_mutex_destroy(&rm->lock);
+	pthread_cond_destroy(&rm->flush_cond);
+	kvt_mem_free(rm->mem, rm, sizeof(*rm));
+}
+
+int remote_open(struct remote **out, const struct remote_config *cfg, struct dram *dram,
+		struct ns_registry *ns, struct kvt_mem *mem, const struct kvt_logger *log)
+{
+	struct remote *rm = kvt_mem_calloc(mem, 1, sizeof(*rm));
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = NULL };
+	int ret;
+
+	if (!rm)
+		return -ENOMEM;
+	rm->cfg = *cfg;
+	rm->dram = dram;
+	rm->nsreg = ns;
+	rm->mem = mem;
+	rm->log = log;
+	rm->epfd = rm->wake_fd = -1;
+	pthread_mutex_init(&rm->lock, NULL);
+	pthread_cond_init(&rm->flush_cond, NULL);
+	ret = parse_addr(rm);
+	if (ret < 0) {
+		kvt_logf(log, KVT_LOG_ERROR,
+			 "remote: remote.addr '%s' is not HOST:PORT, [V6]:PORT or unix:/PATH (or does not resolve)",
+			 cfg->addr);
+		goto fail;
+	}
+	if (cfg->secret_file && (ret = read_secret(rm)) < 0)
+		goto fail;
+	rm->conns = kvt_mem_calloc(mem, cfg->conns, sizeof(*rm->conns));
+	if (!rm->conns) {
+		ret = -ENOMEM;
+		goto fail;
+	}
+	for (unsigned i = 0; i < cfg->conns; i++) {
+		struct rconn *c = &rm->conns[i];
+		c->rm = rm;
+		c->idx = i;
+		c->fd = -1;
+		c->backoff_ms = cfg->backoff_ms;
+		c->rcap = 4096;
+		c->rbuf = kvt_mem_alloc(mem, c->rcap);
+		c->plens = kvt_mem_alloc(mem, KVT_PARTS_MAX * sizeof(uint64_t));
+		c->pcrcs = kvt_mem_alloc(mem, KVT_PARTS_MAX * sizeof(uint32_t));
+		c->scratch = kvt_mem_alloc(mem, RX_SCRATCH);
+		if (!c->rbuf || !c->plens || !c->pcrcs || !c->scratch) {
+			if (!c->rbuf)
+				c->rcap = 0;
+			ret = -ENOMEM;
+			goto fail;
+		}
+	}
+	rm->epfd = epoll_create1(EPOLL_CLOEXEC);
+	rm->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (rm->epfd < 0 || rm->wake_fd < 0 ||
+	    epoll_ctl(rm->epfd, EPOLL_CTL_ADD, rm->wake_fd, &ev) < 0) {
+		ret = -errno;
+		goto fail;
+	}
+	ret = -pthread_create(&rm->thread, NULL, remote_main, rm);
+	if (ret < 0)
+		goto fail;
+	pthread_setname_np(rm->thread, "kvt-remote");
+	rm->started = true;
+	*out = rm;
+	return 0;
+fail:
+	remote_free(rm);
+	return ret;
+}
+
+void remote_close(struct remote *rm)
+{
+	uint64_t one = 1;
+	ssize_t w;
+	if (!rm)
+		return;
+	pthread_mutex_lock(&rm->lock);
+	rm->stop = true;
+	pthread_mutex_unlock(&rm->lock);
+	w = write(rm->wake_fd, &one, sizeof(one));
+	KVT_UNUSED(w);
+	if (rm->started)
+		pthread_join(rm->thread, NULL);
+	/* Submissions that raced the stop flag were refused by rop_submit;
+	 * any that landed before it were moved to pending and failed. */
+	remote_free(rm);
+}
+
+void remote_stats(struct remote *rm, kvt_stats_fn fn, void *ctx)
+{
+#define S(name, c) fn(ctx, "remote." name, atomic_load_explicit(&rm->c, memory_order_relaxed), NULL)
+	fn(ctx, "remote.addr", 0, rm->cfg.addr);
+	S("conns_up", c_conns_up);
+	fn(ctx, "remote.down", atomic_load(&rm->down), NULL);
+	S("gets", c_gets);
+	S("hits", c_hits);
+	S("misses", c_misses);
+	S("puts", c_puts);
+	S("puts_stored", c_put_stored);
+	S("puts_exist", c_put_exists);
+	S("puts_failed", c_put_failed);
+	S("lookups", c_lookups);
+	S("exists", c_exists);
+	S("deletes", c_deletes);
+	S("clears", c_clears);
+	S("errors", c_errors);
+	S("timeouts", c_timeouts);
+	S("fast_fails", c_fast_fails);
+	S("connects", c_connects);
+	S("connect_failures", c_connect_failures);
+	S("disconnects", c_disconnects);
+	S("frames_out", c_frames_out);
+	S("bytes_in", c_bytes_in);
+	S("bytes_out", c_bytes_out);
+	S("crc_errors", c_crc_errors);
+	S("promote_full", c_promote_full);
+#undef S
+}

@@ -1,0 +1,105 @@
+/*
+ * remote.h - the remote tier (G3.5): one kvtierd server behind the store,
+ * reached over the wire protocol (lib/proto.h, doc/protocol.md).
+ *
+ * The store (store.c) calls these when its local tiers cannot answer:
+ * a get that missed DRAM and SSD, a lookup whose leading hits ran out
+ * locally, an exists that missed; and for every put (written through, so
+ * that other engines see first-time blocks), delete and clear.  Each call
+ * queues one operation and returns; the remote thread ("kvt-remote") packs
+ * queued operations into pipelined batch frames over a small pool of
+ * connections, and calls the operation's callback on that thread when the
+ * server answered, the operation timed out, or its connection failed.
+ *
+ * A server that is down or slow costs misses and counted errors, never a
+ * hang: every operation has a deadline (remote.timeout_ms); a connection
+ * whose frame misses its deadline is closed and every operation on it
+ * fails at once; while every connection is down (between reconnects, with
+ * exponential backoff) operations fail at the call, without queueing.
+ *
+ * Gets land in DRAM: the value is received straight from the socket into a
+ * DRAM reservation (no copy in user space), its parts are checked against
+ * the writer's CRC32C that came with it, and it is published as a
+ * promotion.  The callback then holds a ref, exactly as after ssd_promote.
+ *
+ * Threads: the remote_* calls, any thread; callbacks, the remote thread.
+ * They must not block and must not call remote_* (they may call dram_*).
+ */
+#ifndef KVT_REMOTE_H
+#define KVT_REMOTE_H
+
+#include "kvt_int.h"
+
+struct remote;
+
+struct remote_config {
+	char *addr;                 /* "HOST:PORT", "[V6]:PORT" or "unix:/PATH"; owned by the store */
+	char *tenant;               /* NULL: "default" */
+	char *secret_file;          /* NULL: AUTH method NONE */
+	unsigned conns;             /* connections in the pool */
+	unsigned timeout_ms;        /* deadline of one operation */
+	unsigned connect_timeout_ms;
+	unsigned backoff_ms;        /* first reconnect delay; doubles up to backoff_max_ms */
+	unsigned backoff_max_ms;
+	unsigned batch;             /* most items in one frame */
+};
+
+#define REMOTE_DEF_CONNS 2
+#define REMOTE_DEF_TIMEOUT_MS 2000
+#define REMOTE_DEF_CONNECT_TIMEOUT_MS 1000
+#define REMOTE_DEF_BACKOFF_MS 50
+#define REMOTE_DEF_BACKOFF_MAX_MS 5000
+#define REMOTE_DEF_BATCH 64
+
+/* What an operation learned; read it inside the callback only. */
+struct remote_result {
+	int status;                 /* KVT_OK, KVT_MISS, KVT_EXISTS, or an error */
+	uint32_t tier;              /* EXISTS: the server's tier of the block */
+	uint64_t count;             /* LOOKUP: leading hits; CLEAR: blocks removed */
+	uint64_t load_ns;           /* LOOKUP: the server's load estimate */
+};
+typedef void (*remote_cb)(void *ctx, const struct remote_result *res);
+/* Gets: the contract of ssd_promote_cb (KVT_OK with a ref on item, else NULL). */
+typedef void (*remote_get_cb)(void *ctx, int status, struct dram_item *item);
+
+/*
+ * Start the tier: reads the secret file, starts the remote thread, which
+ * connects in the background (a server not up yet is not an error: the
+ * first operations wait for it up to their deadline).  0, KVT_EOPTVAL
+ * (addr or secret file unusable: logged), -ENOMEM, -errno.
+ */
+int remote_open(struct remote **out, const struct remote_config *cfg, struct dram *dram,
+		struct ns_registry *ns, struct kvt_mem *mem, const struct kvt_logger *log);
+/* Stop the thread; operations still queued or in flight fail (-ECANCELED)
+ * through their callbacks first.  NULL is a no-op. */
+void remote_close(struct remote *rm);
+
+/*
+ * Operations.  Each returns 0 if its callback will run, or a result for
+ * the caller to use at once: -ENOTCONN (every connection is down; counted
+ * as remote.fast_fails), -ENOMEM.  Keys, key arrays, tiers and parts
+ * must stay valid until the callback ran (the store's requests keep them).
+ */
+int remote_get(struct remote *rm, uint32_t ns, const struct kvt_key *key,
+	       remote_get_cb cb, void *ctx);
+/* parts: the value; crcs: one per part or NULL (computed here). */
+int remote_put(struct remote *rm, uint32_t ns, const struct kvt_key *key,
+	       const struct iovec *parts, unsigned part_count, const uint32_t *crcs,
+	       bool sealed, remote_cb cb, void *ctx);
+int remote_exists(struct remote *rm, uint32_t ns, const struct kvt_key *key,
+		  remote_cb cb, void *ctx);
+int remote_delete(struct remote *rm, uint32_t ns, const struct kvt_key *key,
+		  remote_cb cb, void *ctx);
+/* Leading hits among keys[0..n); tiers[0..n) (may be NULL) get KVT_TIER_REMOTE
+ * for them. */
+int remote_lookup(struct remote *rm, uint32_t ns, const struct kvt_key *keys, uint32_t n,
+		  uint8_t *tiers, remote_cb cb, void *ctx);
+/* One namespace, or KVT_NS_ALL: every namespace of this tenant. */
+int remote_clear(struct remote *rm, uint32_t ns, remote_cb cb, void *ctx);
+
+/* Wait until every put queued before the call was answered (or failed). */
+void remote_flush(struct remote *rm);
+
+void remote_stats(struct remote *rm, kvt_stats_fn fn, void *ctx);
+
+#endif

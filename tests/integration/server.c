@@ -1,0 +1,147 @@
+/*
+ * server.c - start and stop a real kvtierd for a test (server.h).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "server.h"
+#include "t.h"
+
+static pid_t running; /* a server to kill if the test fails */
+static int log_seq;
+
+static void kill_running(void)
+{
+	if (running > 0) {
+		kill(running, SIGKILL);
+		waitpid(running, NULL, 0);
+	}
+}
+
+void tsrv_sleep_ms(long ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
+void tsrv_start(struct tsrv *s, const char *bin, const char *base, const char *dir,
+		const char *tenants, const char *const *extra)
+{
+	static bool registered;
+	const char *argv[64];
+	const char *io = getenv("KVT_TEST_IO");
+	char io_opt[64];
+	int n = 0;
+
+	if (!registered) {
+		atexit(kill_running);
+		registered = true;
+	}
+	memset(s, 0, sizeof(*s));
+	snprintf(s->dir, sizeof(s->dir), "%s", dir);
+	snprintf(s->log, sizeof(s->log), "%s/kvtierd-%d.log", base, ++log_seq);
+	snprintf(s->sock, sizeof(s->sock), "%s/kvtierd.sock", base);
+	if (strlen(s->sock) >= 100) /* sun_path is 108 bytes */
+		snprintf(s->sock, sizeof(s->sock), "/tmp/kvtierd-test-%d.sock", (int)getpid());
+	argv[n++] = bin;
+	argv[n++] = "--dir";
+	argv[n++] = dir;
+	argv[n++] = "--dram";
+	argv[n++] = "64M";
+	argv[n++] = "--ssd";
+	argv[n++] = "64M";
+	argv[n++] = "--set";
+	argv[n++] = "ssd.segment=4M";
+	argv[n++] = "--set";
+	argv[n++] = "dram.prefault=off";
+	if (io && *io) {
+		snprintf(io_opt, sizeof(io_opt), "ssd.io=%s", io);
+		argv[n++] = "--set";
+		argv[n++] = io_opt;
+	}
+	argv[n++] = "--listen";
+	argv[n++] = "127.0.0.1:0";
+	argv[n++] = "--unix";
+	argv[n++] = s->sock;
+	argv[n++] = "--threads";
+	argv[n++] = "2";
+	if (tenants) {
+		argv[n++] = "--tenants";
+		argv[n++] = tenants;
+	}
+	argv[n++] = "--log";
+	argv[n++] = s->log;
+	argv[n++] = "--log-level";
+	argv[n++] = "debug";
+	for (int i = 0; extra && extra[i] && n < 63; i++)
+		argv[n++] = extra[i];
+	argv[n] = NULL;
+
+	s->pid = fork();
+	if (s->pid < 0)
+		T_FAIL("fork: %s", strerror(errno));
+	if (s->pid == 0) {
+		char out[700];
+		int fd;
+		snprintf(out, sizeof(out), "%s.stderr", s->log);
+		fd = open(out, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (fd >= 0) {
+			dup2(fd, 1);
+			dup2(fd, 2);
+		}
+		execv(bin, (char *const *)argv);
+		_exit(127);
+	}
+	running = s->pid;
+	for (int waited = 0; waited < 60000; waited += 50) {
+		char buf[65536];
+		int st, fd = open(s->log, O_RDONLY | O_CLOEXEC);
+		if (fd >= 0) {
+			ssize_t r = read(fd, buf, sizeof(buf) - 1);
+			close(fd);
+			if (r > 0) {
+				const char *p;
+				buf[r] = 0;
+				p = strstr(buf, "listening on 127.0.0.1:");
+				if (p && strstr(buf, "listening on unix:")) {
+					s->port = (uint16_t)atoi(p + strlen("listening on 127.0.0.1:"));
+					T_ASSERT(s->port != 0);
+					return;
+				}
+			}
+		}
+		if (waitpid(s->pid, &st, WNOHANG) == s->pid)
+			T_FAIL("kvtierd exited during startup (status 0x%x); log %s", st, s->log);
+		tsrv_sleep_ms(50);
+	}
+	T_FAIL("kvtierd did not start listening within 60 s; log %s", s->log);
+}
+
+int tsrv_stop(struct tsrv *s)
+{
+	int st;
+	kill(s->pid, SIGTERM);
+	if (waitpid(s->pid, &st, 0) != s->pid)
+		T_FAIL("waitpid: %s", strerror(errno));
+	s->pid = 0;
+	running = 0;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+void tsrv_kill9(struct tsrv *s)
+{
+	kill(s->pid, SIGKILL);
+	waitpid(s->pid, NULL, 0);
+	s->pid = 0;
+	running = 0;
+}
