@@ -2,8 +2,8 @@
  * kvtier.h - the public interface of libkvtier, and its manual.
  *
  * libkvtier keeps the KV cache of LLM inference in a hierarchy of tiers
- * (host DRAM today; local SSD, a pod-level kvtierd server and shared storage
- * as they land), so that context computed once is loaded instead of
+ * (host DRAM, local SSD, a pod-level kvtierd server; shared storage as it
+ * lands), so that context computed once is loaded instead of
  * recomputed.  An inference engine embeds it; kvtierd and the kvtier CLI use
  * nothing but this header.
  *
@@ -57,8 +57,10 @@
  *   (option "workers", default 1), which run deferred requests (prefetch,
  *   flush, requests submitted with KVT_F_DEFER); with an SSD tier also one
  *   write-down thread ("kvt-ssd-wd") and the I/O engine's thread (io_uring)
- *   or threads (psync, 4).  Requests served by the SSD tier complete on the
- *   I/O thread.  Every library thread blocks all signals, and
+ *   or threads (psync, 4); with a remote tier one thread ("kvt-remote")
+ *   that drives its connections.  Requests served by the SSD tier complete
+ *   on the I/O thread, those that reach the remote tier on the remote
+ *   thread.  Every library thread blocks all signals, and
  *   kvt_store_close joins them all.
  *
  *   fork(): the child has none of the store's threads.  A store opened
@@ -305,6 +307,23 @@ int kvt_store_create(struct kvt_store **out);
  *                     because it was read there (default 10).
  *   ssd.enospc_retry_ms  after ENOSPC, shed write-downs this long before
  *                     trying again (default 5000).
+ *   remote.addr       the kvtierd of the remote tier (G3.5): "HOST:PORT",
+ *                     "[V6]:PORT" or "unix:/PATH" (default none: no remote
+ *                     tier); needs a DRAM tier.  doc/remote.md.  Gets that
+ *                     miss locally are fetched into DRAM; puts are written
+ *                     through (the put completes when the server answered
+ *                     or gave up; its status is the local put's); lookup,
+ *                     exists, delete and clear reach the server.  A server
+ *                     that is down or slow costs misses, never a hang.
+ *   remote.tenant     tenant to authenticate as (default "default").
+ *   remote.secret_file  file holding the tenant's secret (16..4096 bytes,
+ *                     readable by its owner only); none: AUTH method NONE.
+ *   remote.conns      connections in the pool, 1..64 (default 2).
+ *   remote.timeout_ms deadline of one remote operation (default 2000).
+ *   remote.connect_timeout_ms  connect and handshake deadline (default 1000).
+ *   remote.backoff_ms, remote.backoff_max_ms  reconnect delay, doubling
+ *                     from the first to the second (default 50, 5000).
+ *   remote.batch      most items in one frame, 1..65536 (default 64).
  *   workers           library worker threads, 1..64 (default 1).
  *   debug.fail_alloc  N: the Nth allocation made through the library's
  *                     allocator from now on fails with -ENOMEM (tests).
