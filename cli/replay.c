@@ -62,6 +62,7 @@ struct replay_opts {
 	unsigned n_dram, n_ssd;     /* > 1 in either: sweep */
 	const char *dir;            /* parent of the run directory */
 	const char *admission;      /* ssd.admission or NULL */
+	const char *policy;         /* dram.policy or NULL */
 	const char *server;
 	double speed;               /* 0: as fast as possible */
 	uint64_t limit;             /* replay the first N requests (0: all) */
@@ -252,6 +253,8 @@ static int replay_open(const struct replay_run *run, const char *dir, struct kvt
 	/* One shard: its capacity is the whole tier, so a sweep's DRAM size
 	 * means what it says and no shard evicts early (kvtier.h). */
 	RP_OPT("dram.shards", "1");
+	if (run->o->policy != NULL)
+		RP_OPT("dram.policy", run->o->policy);
 	if (run->ssd_cap > 0) {
 		RP_OPT("path", dir);
 		snprintf(v, sizeof v, "%" PRIu64, run->ssd_cap);
@@ -433,10 +436,12 @@ static int replay_run_one(const struct replay_run *run, struct replay_result *re
 			} else if (rc < 0) {
 				res->put_errors++;
 			}
-		}
-		if (o->flush_each && run->ssd_cap > 0 && (rc = kvt_flush(st)) < 0) {
-			snprintf(err, err_len, "flush: %s", kvt_strerror(rc));
-			goto out;
+			/* One write-down at a time: none is shed, none pins
+			 * DRAM when the next put needs room. */
+			if (o->flush_each && run->ssd_cap > 0 && (rc = kvt_flush(st)) < 0) {
+				snprintf(err, err_len, "flush: %s", kvt_strerror(rc));
+				goto out;
+			}
 		}
 		res->requests++;
 		res->blocks += r->n_ids;
@@ -682,10 +687,11 @@ static void replay_usage(FILE *f)
 		"  --ssd SIZE            SSD tier (default 0: none); a comma list sweeps\n"
 		"  --dir DIR             where SSD run directories go (default $TMPDIR or\n"
 		"                        /var/tmp; must support O_DIRECT); removed after\n"
+		"  --dram-policy P       DRAM eviction: s3fifo (default) or lru\n"
 		"  --admission POLICY    SSD admission: second (default) or always\n"
 		"  --keep                keep the run directory\n"
-		"  --flush-each          wait for write-downs after every request\n"
-		"                        (deterministic SSD hits; slower)\n"
+		"  --flush-each          wait for each put's write-down (deterministic\n"
+		"                        SSD contents, nothing shed; slower)\n"
 		"  --server HOST:PORT    replay against a kvtierd: NOT YET (no remote tier)\n"
 		"Values and time:\n"
 		"  --model NAME          model profile (default Llama-3.1-8B)\n"
@@ -738,7 +744,7 @@ static int replay_sizes(const char *s, uint64_t *v, unsigned max)
 static int replay_parse(int argc, char **argv, struct replay_opts *o)
 {
 	enum { O_SYNTH = 256, O_SEED, O_SYNTH_WRITE, O_LIMIT, O_DRAM, O_SSD, O_DIR, O_ADMIT, O_KEEP,
-	       O_FLUSH, O_SERVER, O_MODEL, O_BPT, O_SPEED, O_GPU, O_TPS, O_JSON, O_NOPROG };
+	       O_FLUSH, O_POLICY, O_SERVER, O_MODEL, O_BPT, O_SPEED, O_GPU, O_TPS, O_JSON, O_NOPROG };
 	static const struct option longs[] = {
 		{ "synth", optional_argument, NULL, O_SYNTH },
 		{ "seed", required_argument, NULL, O_SEED },
@@ -750,6 +756,7 @@ static int replay_parse(int argc, char **argv, struct replay_opts *o)
 		{ "admission", required_argument, NULL, O_ADMIT },
 		{ "keep", no_argument, NULL, O_KEEP },
 		{ "flush-each", no_argument, NULL, O_FLUSH },
+		{ "dram-policy", required_argument, NULL, O_POLICY },
 		{ "server", required_argument, NULL, O_SERVER },
 		{ "model", required_argument, NULL, O_MODEL },
 		{ "bytes-per-token", required_argument, NULL, O_BPT },
@@ -818,6 +825,11 @@ static int replay_parse(int argc, char **argv, struct replay_opts *o)
 			break;
 		case O_KEEP: o->keep = true; break;
 		case O_FLUSH: o->flush_each = true; break;
+		case O_POLICY:
+			if (strcmp(optarg, "s3fifo") && strcmp(optarg, "lru"))
+				return replay_bad("--dram-policy is s3fifo or lru, not", optarg);
+			o->policy = optarg;
+			break;
 		case O_SERVER: o->server = optarg; break;
 		case O_MODEL:
 			if ((o->model = rp_model_find(optarg)) == NULL)
