@@ -531,8 +531,12 @@ static void replay_report_store(const struct replay_ctx *c, const struct replay_
 	       " distinct, %" PRIu64 " prompt tokens\n",
 	       c->trace_name, c->t->synthetic ? " (SYNTHETIC)" : "", r->requests, r->blocks,
 	       RP_BLOCK_TOKENS, c->ideal.unique_blocks, r->tokens);
-	printf("store     embedded: DRAM %s", replay_fmt_size(a, sizeof a, r->dram_cap));
-	if (r->ssd_cap)
+	if (r->dram_cap == 0) /* a sweep: the sizes are in its table */
+		printf("store     embedded: DRAM and SSD sizes swept (below)%s%s",
+		       c->o->admission ? ", SSD admission " : "", c->o->admission ? c->o->admission : "");
+	else
+		printf("store     embedded: DRAM %s", replay_fmt_size(a, sizeof a, r->dram_cap));
+	if (r->ssd_cap && r->dram_cap)
 		printf(", SSD %s (admission %s) under %s", replay_fmt_size(b, sizeof b, r->ssd_cap),
 		       c->o->admission ? c->o->admission : "second", c->o->dir);
 	printf("; time %s\n", c->o->speed > 0 ? "scaled from the trace" : "as fast as possible");
@@ -990,7 +994,7 @@ int replay_main(int argc, char **argv)
 				break;
 			}
 			if (sweep && first && !o.json) {
-				struct replay_result none = { .dram_cap = o.dram[i], .ssd_cap = o.ssd[j] };
+				struct replay_result none = { 0 };
 				none.requests = view.count;
 				none.blocks = c.ideal.blocks;
 				none.tokens = c.ideal.tokens;
