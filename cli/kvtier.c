@@ -20,6 +20,7 @@
 #include "kvtier.h"
 
 #include "../bench/bench.h"
+#include "replay.h"
 
 #define CLI_EXIT_OK BENCH_EXIT_OK
 #define CLI_EXIT_FAIL BENCH_EXIT_FAIL
@@ -41,11 +42,13 @@ static int cli_version(int argc, char **argv);
 
 /*
  * The commands, in the order --help lists them.  stat, ls, get, put, rm,
- * clear, fsck and replay slot in here as they land; each gets a section in
+ * clear and fsck slot in here as they land; each gets a section in
  * doc/man/kvtier.1 (or a page of its own, like kvtier-bench.1).
  */
 static const struct cli_cmd cli_cmds[] = {
 	{ "bench", "measure libkvtier against the machine's limits (kvtier-bench(1))", cli_bench },
+	{ "replay", "replay a request trace; hit ratios and a what-if model (kvtier-replay(1))",
+	  replay_main },
 	{ "help", "show help for a command: kvtier help <command> [<sub-command>]", cli_help },
 	{ "version", "print the versions of kvtier and of libkvtier", cli_version },
 };
@@ -93,7 +96,7 @@ static void cli_usage(FILE *f)
 	fprintf(f,
 		"\n"
 		"Every command takes --help.  Exit status: 0 ok, 1 runtime failure,\n"
-		"2 usage error.  Manual: kvtier(1), kvtier-bench(1).\n");
+		"2 usage error.  Manual: kvtier(1), kvtier-bench(1), kvtier-replay(1).\n");
 }
 
 static void cli_bench_usage(FILE *f)

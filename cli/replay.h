@@ -1,0 +1,168 @@
+/*
+ * replay.h - "kvtier replay": request traces, model and GPU profiles, the
+ * what-if model.  Internal to the CLI (cli/trace.c, cli/profiles.c,
+ * cli/replay.c), exposed here so that unit tests and the fuzzer reach the
+ * trace parser and the formulas without going through the command line.
+ * Nothing here touches a store; only cli/replay.c does, through kvtier.h.
+ */
+#ifndef KVT_CLI_REPLAY_H
+#define KVT_CLI_REPLAY_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* Tokens per block in a Mooncake trace: fixed by how its hash_ids were made. */
+#define RP_BLOCK_TOKENS 512u
+/* Longest request accepted, in blocks (2M tokens): a sanity bound. */
+#define RP_IDS_MAX 4096u
+
+/* ------------------------------------------------------------------------
+ * Traces (cli/trace.c)
+ */
+
+/* One request of a trace.  ids is owned by the trace that holds it. */
+struct rp_req {
+	uint64_t ts_ms;      /* arrival, ms from trace start */
+	uint64_t input_len;  /* prompt tokens, >= 1 */
+	uint64_t output_len; /* generated tokens (not replayed; reported) */
+	uint64_t *ids;       /* n_ids prefix-chained block hash ids */
+	uint32_t n_ids;      /* == ceil(input_len / RP_BLOCK_TOKENS) */
+};
+
+struct rp_trace {
+	struct rp_req *reqs; /* count requests, in file order */
+	size_t count, cap;
+	int synthetic;       /* 1 if made by rp_trace_synth */
+};
+
+/*
+ * Parse one JSON line of a Mooncake trace into *out (out->ids allocated
+ * with malloc; the caller frees it).  Required fields: timestamp,
+ * input_length, hash_ids (non-negative integers; hash_ids an array of
+ * ceil(input_length/512) of them); output_length optional (0); other
+ * fields are ignored.  Returns 0, or -1 with a message in err (never
+ * allocates on failure).  Any thread.
+ */
+int rp_parse_line(const char *line, size_t len, struct rp_req *out, char *err, size_t err_len);
+
+/*
+ * Read a whole trace file: one request a line; empty lines are skipped.
+ * Returns 0, or -1 with "PATH:LINE: what is wrong" in err (and *t empty).
+ */
+int rp_trace_load(const char *path, struct rp_trace *t, char *err, size_t err_len);
+
+/*
+ * A synthetic trace, deterministic for (count, seed): shared system
+ * prompts, multi-turn conversations that extend their own earlier turns,
+ * and one-off documents, with Poisson arrivals (doc/replay.md says how).
+ * Returns 0 or -ENOMEM.
+ */
+int rp_trace_synth(struct rp_trace *t, uint32_t count, uint64_t seed);
+
+/* Write t as Mooncake JSONL.  Returns 0 or -1 (I/O error). */
+int rp_trace_write(const struct rp_trace *t, FILE *f);
+
+void rp_trace_free(struct rp_trace *t);
+
+/* Tokens of block i of r: RP_BLOCK_TOKENS, or fewer for a last partial block. */
+uint64_t rp_block_tokens(const struct rp_req *r, uint32_t i);
+
+/* What an unlimited cache would hit on the same trace, in order. */
+struct rp_ideal {
+	uint64_t blocks, hit_blocks;  /* block lookups, and leading blocks already seen */
+	uint64_t tokens, hit_tokens;  /* the same in tokens (partial blocks by real length) */
+	uint64_t unique_blocks;       /* distinct hash ids: the working set */
+	uint64_t *req_hit_tokens;     /* per request (malloc'd, count entries), or NULL */
+};
+
+/*
+ * The ideal (unlimited cache) hits of t: a request hits the longest
+ * leading run of its hash ids that earlier requests have already put.
+ * With per_req non-zero also fills req_hit_tokens (free it).
+ * Returns 0 or -ENOMEM.
+ */
+int rp_ideal(const struct rp_trace *t, int per_req, struct rp_ideal *out);
+
+/* ------------------------------------------------------------------------
+ * Profiles and the what-if model (cli/profiles.c)
+ */
+
+struct rp_model {
+	const char *name;
+	uint32_t layers;
+	uint32_t kv_heads, head_dim;   /* standard attention (MHA/GQA) */
+	uint32_t mla_latent, mla_rope; /* MLA: kv_lora_rank, qk_rope_head_dim (else 0) */
+	uint32_t attn_heads, attn_head_dim; /* query heads and their dim (FLOPs) */
+	uint32_t elem_bytes;           /* KV element size (2: bf16) */
+	double active_params;          /* parameters active per token */
+	const char *source;            /* where the shape comes from */
+};
+
+/* KV bytes per token: 2 x layers x kv_heads x head_dim x elem_bytes, or
+ * for MLA layers x (latent + rope) x elem_bytes. */
+uint64_t rp_kv_bytes_per_token(const struct rp_model *m);
+
+/* Profile by name (case-insensitive), or NULL.  Static storage. */
+const struct rp_model *rp_model_find(const char *name);
+/* All profiles: *n gets the count. */
+const struct rp_model *rp_models(size_t *n);
+
+struct rp_gpu {
+	const char *name;
+	double peak_flops; /* dense BF16 FLOP/s */
+	double mfu;        /* fraction of peak prefill reaches */
+	double hbm_bps;    /* bytes/s */
+	double pcie_bps;   /* host to device, achieved */
+	double nvme_bps;   /* one local NVMe SSD, sequential read */
+	double net_bps;    /* pod network to a context store */
+	const char *source;
+};
+
+const struct rp_gpu *rp_gpu_find(const char *name);
+const struct rp_gpu *rp_gpus(size_t *n);
+
+/*
+ * Prefill FLOPs for tokens [cached, total) of one prompt, computed:
+ * 2 x active_params per token plus attention over the context so far,
+ * 2 x layers x attn_heads x attn_head_dim x position per token, summed:
+ * layers x attn_heads x attn_head_dim x (total^2 - cached^2).
+ */
+double rp_prefill_flops(const struct rp_model *m, uint64_t cached, uint64_t total);
+
+/* One what-if scenario over a whole replay: modelled, not measured. */
+struct rp_whatif {
+	const char *name;    /* "recompute", "dram", ... */
+	const char *what;    /* one line */
+	double ttft_mean_s, ttft_p50_s, ttft_p99_s;
+	double prefill_tok_s; /* input tokens per second of GPU time */
+	double speedup;       /* prefill_tok_s / recompute's */
+	double hit_tokens_frac; /* tokens loaded rather than computed */
+};
+
+/* Per-request inputs to the model. */
+struct rp_whatif_in {
+	size_t count;
+	const uint64_t *input_len;    /* count prompts */
+	const uint64_t *hit_dram;     /* hit tokens found in DRAM (replayed) */
+	const uint64_t *hit_dram_lead; /* leading tokens before the first non-DRAM hit */
+	const uint64_t *hit_ssd;      /* tokens found on SSD (replayed) */
+	const uint64_t *hit_ideal;    /* leading tokens an unlimited cache holds */
+	double prefill_tok_s;         /* > 0: fixed prefill rate instead of FLOPs */
+};
+
+#define RP_WHATIF_MAX 5
+
+/*
+ * Fill out[] with the scenarios (returns how many, <= RP_WHATIF_MAX), or
+ * -ENOMEM.  Per request, TTFT = load time of its hit tokens (each tier's
+ * bytes at that tier's bandwidth, or recomputing them if that is faster)
+ * + prefill of the rest; no queueing, no overlap of load and compute.
+ */
+int rp_whatif(const struct rp_model *m, const struct rp_gpu *g, const struct rp_whatif_in *in,
+	      struct rp_whatif out[RP_WHATIF_MAX]);
+
+/* "kvtier replay": cli/replay.c. */
+int replay_main(int argc, char **argv);
+
+#endif /* KVT_CLI_REPLAY_H */

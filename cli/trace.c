@@ -1,0 +1,456 @@
+/*
+ * trace.c - request traces for "kvtier replay": the Mooncake JSONL reader,
+ * a synthetic trace generator, and the ideal (unlimited cache) hit ratio.
+ *
+ * Owns struct rp_trace and everything it points to.  A Mooncake trace has
+ * one JSON object per line (shared/data/traces/README.md):
+ *
+ *   {"timestamp": 27482, "input_length": 6955, "output_length": 52,
+ *    "hash_ids": [46, 47, 48, ...]}
+ *
+ * hash_ids name 512-token blocks, each a hash of its block and every block
+ * before it, so equal ids mean equal prefixes.  JSON is parsed by jansson;
+ * this file only checks what the fields must be and says which line broke
+ * the rule.  Nothing here touches a store.
+ *
+ * Invariant: every request held by a trace has 1 <= n_ids <= RP_IDS_MAX
+ * and n_ids == ceil(input_len / 512).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "replay.h"
+
+static void trace_err(char *err, size_t err_len, const char *fmt, ...)
+{
+	va_list ap;
+	if (err == NULL || err_len == 0)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(err, err_len, fmt, ap);
+	va_end(ap);
+}
+
+/* A non-negative JSON integer field of obj into *v; -1 with a message. */
+static int trace_uint(json_t *obj, const char *name, int required, uint64_t *v, char *err,
+		      size_t err_len)
+{
+	json_t *f = json_object_get(obj, name);
+	if (f == NULL) {
+		if (!required) {
+			*v = 0;
+			return 0;
+		}
+		trace_err(err, err_len, "missing field \"%s\"", name);
+		return -1;
+	}
+	if (!json_is_integer(f) || json_integer_value(f) < 0) {
+		trace_err(err, err_len, "field \"%s\" is not a non-negative integer", name);
+		return -1;
+	}
+	*v = (uint64_t)json_integer_value(f);
+	return 0;
+}
+
+int rp_parse_line(const char *line, size_t len, struct rp_req *out, char *err, size_t err_len)
+{
+	json_error_t jerr;
+	json_t *root = json_loadb(line, len, JSON_REJECT_DUPLICATES, &jerr);
+	uint64_t *ids = NULL;
+	int rc = -1;
+
+	if (root == NULL) {
+		trace_err(err, err_len, "bad JSON at column %d: %s", jerr.column, jerr.text);
+		return -1;
+	}
+	if (!json_is_object(root)) {
+		trace_err(err, err_len, "not a JSON object");
+		goto out;
+	}
+	struct rp_req r = { 0 };
+	if (trace_uint(root, "timestamp", 1, &r.ts_ms, err, err_len) < 0 ||
+	    trace_uint(root, "input_length", 1, &r.input_len, err, err_len) < 0 ||
+	    trace_uint(root, "output_length", 0, &r.output_len, err, err_len) < 0)
+		goto out;
+	if (r.input_len == 0) {
+		trace_err(err, err_len, "input_length is 0");
+		goto out;
+	}
+	json_t *arr = json_object_get(root, "hash_ids");
+	if (arr == NULL || !json_is_array(arr)) {
+		trace_err(err, err_len, "missing array \"hash_ids\"");
+		goto out;
+	}
+	size_t n = json_array_size(arr);
+	uint64_t want = (r.input_len + RP_BLOCK_TOKENS - 1) / RP_BLOCK_TOKENS;
+	if (n != want) {
+		trace_err(err, err_len,
+			  "hash_ids has %zu ids but input_length %" PRIu64
+			  " needs %" PRIu64 " blocks of %u tokens",
+			  n, r.input_len, want, RP_BLOCK_TOKENS);
+		goto out;
+	}
+	if (n > RP_IDS_MAX) {
+		trace_err(err, err_len, "request of %zu blocks: more than %u", n, RP_IDS_MAX);
+		goto out;
+	}
+	ids = malloc(n * sizeof *ids);
+	if (ids == NULL) {
+		trace_err(err, err_len, "out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < n; i++) {
+		json_t *e = json_array_get(arr, i);
+		if (!json_is_integer(e) || json_integer_value(e) < 0) {
+			trace_err(err, err_len, "hash_ids[%zu] is not a non-negative integer", i);
+			goto out;
+		}
+		ids[i] = (uint64_t)json_integer_value(e);
+	}
+	r.ids = ids;
+	r.n_ids = (uint32_t)n;
+	*out = r;
+	ids = NULL;
+	rc = 0;
+out:
+	free(ids);
+	json_decref(root);
+	return rc;
+}
+
+static int trace_push(struct rp_trace *t, const struct rp_req *r)
+{
+	if (t->count == t->cap) {
+		size_t cap = t->cap ? t->cap * 2 : 1024;
+		struct rp_req *p = realloc(t->reqs, cap * sizeof *p);
+		if (p == NULL)
+			return -ENOMEM;
+		t->reqs = p;
+		t->cap = cap;
+	}
+	t->reqs[t->count++] = *r;
+	return 0;
+}
+
+void rp_trace_free(struct rp_trace *t)
+{
+	if (t == NULL)
+		return;
+	for (size_t i = 0; i < t->count; i++)
+		free(t->reqs[i].ids);
+	free(t->reqs);
+	memset(t, 0, sizeof *t);
+}
+
+int rp_trace_load(const char *path, struct rp_trace *t, char *err, size_t err_len)
+{
+	char msg[256];
+	char *line = NULL;
+	size_t line_cap = 0;
+	uint64_t lineno = 0;
+	ssize_t n;
+	int rc = -1;
+
+	memset(t, 0, sizeof *t);
+	FILE *f = fopen(path, "r");
+	if (f == NULL) {
+		trace_err(err, err_len, "%s: %s", path, strerror(errno));
+		return -1;
+	}
+	while ((n = getline(&line, &line_cap, f)) >= 0) {
+		lineno++;
+		size_t len = (size_t)n;
+		while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r' ||
+				   line[len - 1] == ' ' || line[len - 1] == '\t'))
+			len--;
+		if (len == 0)
+			continue;
+		struct rp_req r;
+		if (rp_parse_line(line, len, &r, msg, sizeof msg) < 0) {
+			trace_err(err, err_len, "%s:%" PRIu64 ": %s", path, lineno, msg);
+			goto out;
+		}
+		if (trace_push(t, &r) < 0) {
+			free(r.ids);
+			trace_err(err, err_len, "%s:%" PRIu64 ": out of memory", path, lineno);
+			goto out;
+		}
+	}
+	if (ferror(f)) {
+		trace_err(err, err_len, "%s: read error after line %" PRIu64, path, lineno);
+		goto out;
+	}
+	if (t->count == 0) {
+		trace_err(err, err_len, "%s: no requests in the file", path);
+		goto out;
+	}
+	rc = 0;
+out:
+	free(line);
+	fclose(f);
+	if (rc < 0)
+		rp_trace_free(t);
+	return rc;
+}
+
+int rp_trace_write(const struct rp_trace *t, FILE *f)
+{
+	for (size_t i = 0; i < t->count; i++) {
+		const struct rp_req *r = &t->reqs[i];
+		fprintf(f, "{\"timestamp\": %" PRIu64 ", \"input_length\": %" PRIu64
+			   ", \"output_length\": %" PRIu64 ", \"hash_ids\": [",
+			r->ts_ms, r->input_len, r->output_len);
+		for (uint32_t j = 0; j < r->n_ids; j++)
+			fprintf(f, "%s%" PRIu64, j ? ", " : "", r->ids[j]);
+		fputs("]}\n", f);
+	}
+	return ferror(f) ? -1 : 0;
+}
+
+uint64_t rp_block_tokens(const struct rp_req *r, uint32_t i)
+{
+	uint64_t start = (uint64_t)i * RP_BLOCK_TOKENS;
+	if (start >= r->input_len)
+		return 0;
+	uint64_t left = r->input_len - start;
+	return left < RP_BLOCK_TOKENS ? left : RP_BLOCK_TOKENS;
+}
+
+/* ------------------------------------------------------------------------
+ * A set of hash ids: open addressing, id + 1 stored so 0 marks empty
+ * (ids are non-negative JSON integers, so id + 1 never wraps).
+ */
+struct trace_set {
+	uint64_t *slot;
+	size_t cap, count; /* cap a power of two */
+};
+
+static uint64_t trace_mix(uint64_t x)
+{
+	x ^= x >> 33;
+	x *= UINT64_C(0xff51afd7ed558ccd);
+	x ^= x >> 33;
+	return x;
+}
+
+static int trace_set_has(const struct trace_set *s, uint64_t id)
+{
+	if (s->cap == 0)
+		return 0;
+	for (size_t i = trace_mix(id) & (s->cap - 1);; i = (i + 1) & (s->cap - 1)) {
+		if (s->slot[i] == 0)
+			return 0;
+		if (s->slot[i] == id + 1)
+			return 1;
+	}
+}
+
+static int trace_set_add(struct trace_set *s, uint64_t id)
+{
+	if ((s->count + 1) * 2 > s->cap) {
+		size_t cap = s->cap ? s->cap * 2 : 1024;
+		uint64_t *p = calloc(cap, sizeof *p);
+		if (p == NULL)
+			return -ENOMEM;
+		for (size_t i = 0; i < s->cap; i++) {
+			if (s->slot[i] == 0)
+				continue;
+			size_t j = trace_mix(s->slot[i] - 1) & (cap - 1);
+			while (p[j] != 0)
+				j = (j + 1) & (cap - 1);
+			p[j] = s->slot[i];
+		}
+		free(s->slot);
+		s->slot = p;
+		s->cap = cap;
+	}
+	size_t i = trace_mix(id) & (s->cap - 1);
+	while (s->slot[i] != 0) {
+		if (s->slot[i] == id + 1)
+			return 0;
+		i = (i + 1) & (s->cap - 1);
+	}
+	s->slot[i] = id + 1;
+	s->count++;
+	return 1;
+}
+
+int rp_ideal(const struct rp_trace *t, int per_req, struct rp_ideal *out)
+{
+	struct trace_set set = { 0 };
+	memset(out, 0, sizeof *out);
+	if (per_req) {
+		out->req_hit_tokens = calloc(t->count ? t->count : 1, sizeof(uint64_t));
+		if (out->req_hit_tokens == NULL)
+			return -ENOMEM;
+	}
+	for (size_t i = 0; i < t->count; i++) {
+		const struct rp_req *r = &t->reqs[i];
+		uint32_t h = 0;
+		uint64_t ht = 0;
+		/* The lookup first: only blocks put by earlier requests count. */
+		while (h < r->n_ids && trace_set_has(&set, r->ids[h])) {
+			ht += rp_block_tokens(r, h);
+			h++;
+		}
+		for (uint32_t j = 0; j < r->n_ids; j++) {
+			if (trace_set_add(&set, r->ids[j]) < 0) {
+				free(set.slot);
+				free(out->req_hit_tokens);
+				out->req_hit_tokens = NULL;
+				return -ENOMEM;
+			}
+		}
+		out->blocks += r->n_ids;
+		out->hit_blocks += h;
+		out->tokens += r->input_len;
+		out->hit_tokens += ht;
+		if (per_req)
+			out->req_hit_tokens[i] = ht;
+	}
+	out->unique_blocks = set.count;
+	free(set.slot);
+	return 0;
+}
+
+/* ------------------------------------------------------------------------
+ * The synthetic trace.  Three kinds of request, drawn per request:
+ *
+ *   50%  the next turn of an open conversation: its previous prompt's full
+ *        blocks, then 1..3 new blocks (the answer and the next question);
+ *   30%  a new conversation: one of 8 shared system prompts (1..4 blocks)
+ *        then 1..2 new blocks;
+ *   20%  a question on a document (8..40 blocks): one of the 16 most
+ *        recent documents (60%) or a new one, then one new block.
+ *
+ * The last block of every prompt is partial (1..512 tokens), as in the
+ * Mooncake traces; arrivals are Poisson, 4 requests a second on average.
+ */
+
+#define SYNTH_SYS 8
+#define SYNTH_CONVS 64
+#define SYNTH_DOCS 16
+
+struct synth_rng {
+	uint64_t s;
+};
+
+static uint64_t synth_next(struct synth_rng *r)
+{
+	uint64_t z = (r->s += UINT64_C(0x9e3779b97f4a7c15));
+	z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+	z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+	return z ^ (z >> 31);
+}
+
+/* Uniform in [lo, hi]. */
+static uint32_t synth_range(struct synth_rng *r, uint32_t lo, uint32_t hi)
+{
+	return lo + (uint32_t)(synth_next(r) % (uint64_t)(hi - lo + 1));
+}
+
+struct synth_seq {
+	uint64_t ids[RP_IDS_MAX];
+	uint32_t n; /* full blocks only */
+};
+
+int rp_trace_synth(struct rp_trace *t, uint32_t count, uint64_t seed)
+{
+	struct synth_rng rng = { seed };
+	struct synth_seq *sys = calloc(SYNTH_SYS, sizeof *sys);
+	struct synth_seq *conv = calloc(SYNTH_CONVS, sizeof *conv);
+	struct synth_seq *doc = calloc(SYNTH_DOCS, sizeof *doc);
+	uint32_t n_conv = 0, n_doc = 0, next_doc = 0;
+	uint64_t next_id = 0;
+	double now_ms = 0;
+	int rc = -ENOMEM;
+
+	memset(t, 0, sizeof *t);
+	t->synthetic = 1;
+	if (sys == NULL || conv == NULL || doc == NULL)
+		goto out;
+	for (int i = 0; i < SYNTH_SYS; i++) {
+		sys[i].n = synth_range(&rng, 1, 4);
+		for (uint32_t j = 0; j < sys[i].n; j++)
+			sys[i].ids[j] = next_id++;
+	}
+	for (uint32_t k = 0; k < count; k++) {
+		uint64_t ids[RP_IDS_MAX];
+		uint32_t n = 0, add;
+		uint32_t pick = synth_range(&rng, 0, 99);
+		struct synth_seq *keep = NULL; /* where this prompt's full blocks go */
+
+		if (pick < 50 && n_conv > 0) {
+			keep = &conv[synth_range(&rng, 0, n_conv - 1)];
+			memcpy(ids, keep->ids, keep->n * sizeof ids[0]);
+			n = keep->n;
+			add = synth_range(&rng, 1, 3);
+		} else if (pick < 80) { /* (or a first turn when none is open) */
+			/* a new conversation replaces a random one when all are open */
+			keep = n_conv < SYNTH_CONVS ? &conv[n_conv++]
+						    : &conv[synth_range(&rng, 0, SYNTH_CONVS - 1)];
+			const struct synth_seq *s = &sys[synth_range(&rng, 0, SYNTH_SYS - 1)];
+			memcpy(ids, s->ids, s->n * sizeof ids[0]);
+			n = s->n;
+			add = synth_range(&rng, 1, 2);
+		} else {
+			struct synth_seq *d;
+			if (n_doc > 0 && synth_range(&rng, 0, 99) < 60) {
+				d = &doc[synth_range(&rng, 0, n_doc - 1)];
+			} else {
+				d = &doc[next_doc];
+				next_doc = (next_doc + 1) % SYNTH_DOCS;
+				if (n_doc < SYNTH_DOCS)
+					n_doc++;
+				d->n = synth_range(&rng, 8, 40);
+				for (uint32_t j = 0; j < d->n; j++)
+					d->ids[j] = next_id++;
+			}
+			memcpy(ids, d->ids, d->n * sizeof ids[0]);
+			n = d->n;
+			add = 1;
+		}
+		if (n + add > RP_IDS_MAX / 2) { /* a conversation that grew too long restarts */
+			n = 0;
+			add = 1;
+		}
+		for (uint32_t j = 0; j < add; j++)
+			ids[n++] = next_id++;
+		if (keep != NULL) { /* the next turn keeps every block but the partial last */
+			memcpy(keep->ids, ids, (n - 1) * sizeof ids[0]);
+			keep->n = n - 1;
+		}
+		struct rp_req r = {
+			.ts_ms = (uint64_t)now_ms,
+			.input_len = (uint64_t)(n - 1) * RP_BLOCK_TOKENS + synth_range(&rng, 1, RP_BLOCK_TOKENS),
+			.output_len = synth_range(&rng, 1, 512),
+			.n_ids = n,
+		};
+		r.ids = malloc(n * sizeof ids[0]);
+		if (r.ids == NULL)
+			goto out;
+		memcpy(r.ids, ids, n * sizeof ids[0]);
+		if (trace_push(t, &r) < 0) {
+			free(r.ids);
+			goto out;
+		}
+		/* exponential gap, mean 250 ms */
+		double u = ((double)(synth_next(&rng) >> 11) + 0.5) / 9007199254740992.0;
+		now_ms += -250.0 * log(u);
+	}
+	rc = 0;
+out:
+	free(sys);
+	free(conv);
+	free(doc);
+	if (rc < 0)
+		rp_trace_free(t);
+	return rc;
+}

@@ -1,0 +1,284 @@
+/*
+ * test_replay.c - "kvtier replay" end to end: the real kvtier binary on
+ * tests/data/replay-small.jsonl, embedded, asserting the hit counts worked
+ * out by hand below; a malformed trace; --server; a sweep; --synth.
+ *
+ *   test_replay KVTIER DATA_DIR            the hand-made trace
+ *   test_replay KVTIER --real PATH         a smoke run on a real trace: PATH,
+ *                                          or the first *.jsonl in directory
+ *                                          PATH (exit 77 if there is none)
+ *
+ * The hand-made trace (ids per request, tokens):
+ *
+ *   R1 [1,2,3] 1100   R2 [1,2,4] 1324   R3 [5] 512   R4 [1,2,4,6] 1600
+ *   R5 [5,7] 700      R6 [8,10,11,12] 2000          R7 [1,2,3] 1100
+ *
+ * An unlimited cache hits 0,2,0,3,1,0,3 blocks: 9 of 20, 4172 tokens.
+ * LRU DRAM of 8 blocks (--bytes-per-token 1024: 512 KiB blocks, --dram 4M;
+ * oldest first, a get refreshes, a lookup does not):
+ *
+ *   R1 put 1 2 3          -> 1 2 3
+ *   R2 get 1 2, put 4     -> 3 1 2 4
+ *   R3 put 5              -> 3 1 2 4 5
+ *   R4 get 1 2 4, put 6   -> 3 5 1 2 4 6
+ *   R5 get 5, put 7       -> 3 1 2 4 6 5 7
+ *   R6 put 8 10 11 12     -> 8 fit; 10, 11, 12 evict 3, 1, 2
+ *   R7 lookup 1: gone     -> 0 hits
+ *
+ * DRAM only: 6 blocks hit (3072 tokens).  With an SSD tier that takes every
+ * block (--admission always, --flush-each so none is shed), R7 finds 1, 2
+ * and 3 on the SSD: 9 hits, 3 of them from SSD.  (A DRAM of 7 or 9 blocks
+ * gives the same answers, so arena rounding cannot flip them.)
+ */
+#include <glob.h>
+#include <jansson.h>
+#include <math.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include "t.h"
+
+static const char *kvtier;
+
+/* Run "kvtier replay ARGS" with stdout and stderr into buffers; exit status. */
+static int run(const char *args, char **out, char **err)
+{
+	char *dir = t_mkdtemp(), *cmd;
+	char op[4096], ep[4096];
+	snprintf(op, sizeof op, "%s/out", dir);
+	snprintf(ep, sizeof ep, "%s/err", dir);
+	if (asprintf(&cmd, "'%s' replay %s >'%s' 2>'%s'", kvtier, args, op, ep) < 0)
+		T_FAIL("asprintf");
+	int st = system(cmd);
+	free(cmd);
+	T_ASSERT(st != -1 && WIFEXITED(st));
+	const char *paths[2] = { op, ep };
+	char **bufs[2] = { out, err };
+	for (int i = 0; i < 2; i++) {
+		FILE *f = fopen(paths[i], "r");
+		T_ASSERT(f != NULL);
+		char *b = calloc(1, 1 << 20);
+		size_t n = fread(b, 1, (1 << 20) - 1, f);
+		b[n] = '\0';
+		fclose(f);
+		*bufs[i] = b;
+	}
+	t_rmtree(dir);
+	free(dir);
+	return WEXITSTATUS(st);
+}
+
+/* The first JSON line of out whose "kind" is kind (the nth such). */
+static json_t *find(const char *out, const char *kind, int nth)
+{
+	const char *p = out;
+	while (*p) {
+		const char *e = strchr(p, '\n');
+		size_t len = e ? (size_t)(e - p) : strlen(p);
+		json_error_t jerr;
+		json_t *j = json_loadb(p, len, 0, &jerr);
+		if (j == NULL)
+			T_FAIL("not a JSON line: %.*s (%s)", (int)len, p, jerr.text);
+		const char *k = json_string_value(json_object_get(j, "kind"));
+		if (k && strcmp(k, kind) == 0 && nth-- == 0)
+			return j;
+		json_decref(j);
+		p += len + (e != NULL);
+	}
+	T_FAIL("no \"%s\" line in: %s", kind, out);
+}
+
+static int64_t num(json_t *j, const char *name)
+{
+	json_t *v = json_object_get(j, name);
+	if (!json_is_integer(v))
+		T_FAIL("field %s missing or not an integer", name);
+	return json_integer_value(v);
+}
+
+static double real(json_t *j, const char *name)
+{
+	json_t *v = json_object_get(j, name);
+	if (!json_is_number(v))
+		T_FAIL("field %s missing or not a number", name);
+	return json_number_value(v);
+}
+
+static void test_small(const char *data)
+{
+	char args[8192], *out, *err;
+	const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/var/tmp";
+	json_t *j;
+
+	/* 1. DRAM only, room for everything: the replay hits what an
+	 *    unlimited cache hits, and verifies every block it gets. */
+	snprintf(args, sizeof args, "'%s/replay-small.jsonl' --dram 64M --json", data);
+	T_EQ_INT(run(args, &out, &err), 0);
+	j = find(out, "replay", 0);
+	T_EQ_INT(num(j, "requests"), 7);
+	T_EQ_INT(num(j, "blocks"), 20);
+	T_EQ_INT(num(j, "unique_blocks"), 11);
+	T_EQ_INT(num(j, "hit_blocks"), 9);
+	T_EQ_INT(num(j, "hit_tokens"), 4172);
+	T_EQ_INT(num(j, "tokens"), 8336);
+	T_EQ_INT(num(j, "dram_hits"), 9);
+	T_EQ_INT(num(j, "ssd_hits"), 0);
+	T_EQ_INT(num(j, "lost"), 0);
+	T_EQ_INT(num(j, "gets"), 9);
+	T_EQ_INT(num(j, "puts"), 11);
+	T_EQ_INT(num(j, "verified_bytes"), 9 * num(j, "value_bytes"));
+	T_ASSERT(fabs(real(j, "ideal_token_hit_ratio") - 4172.0 / 8336) < 1e-9);
+	T_ASSERT(fabs(real(j, "token_hit_ratio") - 4172.0 / 8336) < 1e-9);
+	json_decref(j);
+	/* The what-if lines are there, labelled modelled. */
+	j = find(out, "whatif", 0);
+	T_ASSERT(json_is_true(json_object_get(j, "modelled")));
+	T_ASSERT(fabs(real(j, "speedup") - 1) < 1e-9); /* recompute against itself */
+	json_decref(j);
+	free(out);
+	free(err);
+
+	/* 2. LRU DRAM of 8 blocks: 6 hits (worked out above). */
+	snprintf(args, sizeof args,
+		 "'%s/replay-small.jsonl' --bytes-per-token 1024 --dram 4M --dram-policy lru --json",
+		 data);
+	T_EQ_INT(run(args, &out, &err), 0);
+	j = find(out, "replay", 0);
+	T_EQ_INT(num(j, "value_bytes"), 512 << 10);
+	T_EQ_INT(num(j, "hit_blocks"), 6);
+	T_EQ_INT(num(j, "hit_tokens"), 3072);
+	T_EQ_INT(num(j, "dram_hits"), 6);
+	T_GE_INT(num(j, "dram_evictions"), 3);
+	json_decref(j);
+	free(out);
+	free(err);
+
+	/* 3. The same DRAM over an SSD tier that keeps every block. */
+	snprintf(args, sizeof args,
+		 "'%s/replay-small.jsonl' --bytes-per-token 1024 --dram 4M --dram-policy lru "
+		 "--ssd 64M --admission always --flush-each --dir '%s' --json",
+		 data, tmp);
+	int rc = run(args, &out, &err);
+	if (rc != 0)
+		T_FAIL("exit %d: %s", rc, err);
+	j = find(out, "replay", 0);
+	T_EQ_INT(num(j, "hit_blocks"), 9);
+	T_EQ_INT(num(j, "hit_tokens"), 4172);
+	T_EQ_INT(num(j, "dram_hits"), 6);
+	T_EQ_INT(num(j, "ssd_hits"), 3);
+	T_EQ_INT(num(j, "lost"), 0);
+	T_EQ_INT(num(j, "ssd_read_bytes"), 3 * (512 << 10));
+	T_EQ_INT(num(j, "ssd_writedown_shed"), 0);
+	T_EQ_INT(num(j, "verified_bytes"), 9 * (512 << 10));
+	json_decref(j);
+	free(out);
+	free(err);
+
+	/* 4. A malformed line: a clear error naming the file and line. */
+	snprintf(args, sizeof args, "'%s/replay-bad.jsonl' --dram 64M", data);
+	T_EQ_INT(run(args, &out, &err), 1);
+	T_ASSERT(strstr(err, "replay-bad.jsonl:3: ") != NULL);
+	T_ASSERT(strstr(err, "needs 4 blocks") != NULL);
+	T_EQ_STR(out, "");
+	free(out);
+	free(err);
+
+	/* 5. --server is not there yet, and says so. */
+	snprintf(args, sizeof args, "'%s/replay-small.jsonl' --server 127.0.0.1:1", data);
+	T_EQ_INT(run(args, &out, &err), 1);
+	T_ASSERT(strstr(err, "not yet") != NULL);
+	free(out);
+	free(err);
+
+	/* 6. A sweep over DRAM sizes: one line each; LRU never hits less
+	 *    with more room (it is a stack algorithm). */
+	snprintf(args, sizeof args,
+		 "'%s/replay-small.jsonl' --bytes-per-token 1024 --dram 2M,4M,64M --dram-policy lru --json",
+		 data);
+	T_EQ_INT(run(args, &out, &err), 0);
+	double prev = -1;
+	for (int i = 0; i < 3; i++) {
+		j = find(out, "sweep", i);
+		double h = real(j, "block_hit_ratio");
+		T_ASSERT(h >= prev);
+		prev = h;
+		if (i == 1)
+			T_ASSERT(fabs(h - 6.0 / 20) < 1e-9);
+		json_decref(j);
+	}
+	T_ASSERT(fabs(prev - 9.0 / 20) < 1e-9); /* room for all: the ideal */
+	free(out);
+	free(err);
+
+	/* 7. Usage errors exit 2. */
+	T_EQ_INT(run("--synth=10 --bytes-per-token 7", &out, &err), 2);
+	free(out);
+	free(err);
+	T_EQ_INT(run("", &out, &err), 2);
+	free(out);
+	free(err);
+
+	/* 8. A synthetic trace replays, and says it is synthetic. */
+	T_EQ_INT(run("--synth=200 --dram 64M --json", &out, &err), 0);
+	j = find(out, "replay", 0);
+	T_ASSERT(json_is_true(json_object_get(j, "synthetic")));
+	T_EQ_INT(num(j, "requests"), 200);
+	T_ASSERT(real(j, "block_hit_ratio") > 0);
+	T_ASSERT(real(j, "block_hit_ratio") <= real(j, "ideal_block_hit_ratio") + 1e-12);
+	json_decref(j);
+	free(out);
+	free(err);
+}
+
+/* A real trace, first 600 requests, DRAM + SSD: it runs, verifies, and
+ * never beats the ideal. */
+static void test_real(const char *path)
+{
+	char args[8192], pat[4096], *out, *err;
+	const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/var/tmp";
+	const char *trace = path;
+	struct stat sb;
+	glob_t g = { 0 };
+	if (stat(path, &sb) != 0)
+		T_SKIP("no trace at %s", path);
+	if (S_ISDIR(sb.st_mode)) {
+		snprintf(pat, sizeof pat, "%s/*.jsonl", path);
+		if (glob(pat, 0, NULL, &g) != 0 || g.gl_pathc == 0)
+			T_SKIP("no *.jsonl trace in %s", path);
+		trace = g.gl_pathv[0];
+	}
+	fprintf(stderr, "replaying %s\n", trace);
+	snprintf(args, sizeof args, "'%s' --limit 600 --dram 64M --ssd 256M --dir '%s' --json",
+		 trace, tmp);
+	int rc = run(args, &out, &err);
+	if (rc != 0)
+		T_FAIL("exit %d: %s", rc, err);
+	json_t *j = find(out, "replay", 0);
+	T_EQ_INT(num(j, "requests"), 600);
+	T_ASSERT(num(j, "hit_blocks") > 0);
+	T_EQ_INT(num(j, "hit_blocks"), num(j, "dram_hits") + num(j, "ssd_hits"));
+	T_EQ_INT(num(j, "gets"), num(j, "hit_blocks") + num(j, "lost"));
+	T_EQ_INT(num(j, "verified_bytes"), num(j, "hit_blocks") * num(j, "value_bytes"));
+	T_ASSERT(real(j, "block_hit_ratio") <= real(j, "ideal_block_hit_ratio") + 1e-12);
+	json_decref(j);
+	for (int i = 0; i < 5; i++)
+		json_decref(find(out, "whatif", i));
+	free(out);
+	free(err);
+	globfree(&g);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 3)
+		T_FAIL("usage: test_replay KVTIER DATA_DIR | KVTIER --real TRACE");
+	kvtier = argv[1];
+	if (strcmp(argv[2], "--real") == 0) {
+		if (argc < 4)
+			T_FAIL("--real needs a trace path");
+		test_real(argv[3]);
+	} else {
+		test_small(argv[2]);
+	}
+	return 0;
+}
