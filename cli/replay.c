@@ -63,7 +63,9 @@ struct replay_opts {
 	const char *dir;            /* parent of the run directory */
 	const char *admission;      /* ssd.admission or NULL */
 	const char *policy;         /* dram.policy or NULL */
-	const char *server;
+	const char *server;         /* remote.addr: a kvtierd below the local tiers */
+	const char *tenant;         /* remote.tenant */
+	const char *secret_file;    /* remote.secret_file */
 	double speed;               /* 0: as fast as possible */
 	uint64_t limit;             /* replay the first N requests (0: all) */
 	bool json, flush_each, keep, progress;
@@ -263,6 +265,13 @@ static int replay_open(const struct replay_run *run, const char *dir, struct kvt
 		RP_OPT("ssd.segment", v);
 		if (run->o->admission != NULL)
 			RP_OPT("ssd.admission", run->o->admission);
+	}
+	if (run->o->server != NULL) {
+		RP_OPT("remote.addr", run->o->server);
+		if (run->o->tenant != NULL)
+			RP_OPT("remote.tenant", run->o->tenant);
+		if (run->o->secret_file != NULL)
+			RP_OPT("remote.secret_file", run->o->secret_file);
 	}
 #undef RP_OPT
 	if ((rc = kvt_store_open(st)) < 0)
@@ -556,7 +565,7 @@ static void replay_report(const struct replay_ctx *c, const struct replay_result
 	if (o->json) {
 		json_t *j = json_pack(
 			"{s:s, s:s, s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:s, s:I, s:I, s:I, s:f, s:f, s:f, s:f,"
-			" s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
+			" s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
 			"kind", "replay", "trace", c->trace_name, "synthetic", c->t->synthetic,
 			"requests", (json_int_t)r->requests, "blocks", (json_int_t)r->blocks,
 			"tokens", (json_int_t)r->tokens, "unique_blocks", (json_int_t)c->ideal.unique_blocks,
@@ -570,6 +579,7 @@ static void replay_report(const struct replay_ctx *c, const struct replay_result
 			"hit_blocks", (json_int_t)r->hit_blocks, "hit_tokens", (json_int_t)r->hit_tokens,
 			"dram_hits", (json_int_t)r->tier_hits[KVT_TIER_DRAM],
 			"ssd_hits", (json_int_t)r->tier_hits[KVT_TIER_SSD],
+			"remote_hits", (json_int_t)r->tier_hits[KVT_TIER_REMOTE],
 			"lost", (json_int_t)r->lost, "puts", (json_int_t)r->puts,
 			"put_exists", (json_int_t)r->put_exists, "put_errors", (json_int_t)r->put_errors,
 			"gets", (json_int_t)r->gets);
@@ -611,6 +621,9 @@ static void replay_report(const struct replay_ctx *c, const struct replay_result
 	       r->tier_tokens[KVT_TIER_DRAM]);
 	printf("hits from SSD      %10" PRIu64 "    %10" PRIu64 "\n", r->tier_hits[KVT_TIER_SSD],
 	       r->tier_tokens[KVT_TIER_SSD]);
+	if (c->o->server)
+		printf("hits from kvtierd  %10" PRIu64 "    %10" PRIu64 "   %s\n",
+		       r->tier_hits[KVT_TIER_REMOTE], r->tier_tokens[KVT_TIER_REMOTE], c->o->server);
 	if (r->lost)
 		printf("lost               %10" PRIu64 "                 lookup hit, evicted before its get\n",
 		       r->lost);
@@ -696,7 +709,11 @@ static void replay_usage(FILE *f)
 		"  --keep                keep the run directory\n"
 		"  --flush-each          wait for each put's write-down (deterministic\n"
 		"                        SSD contents, nothing shed; slower)\n"
-		"  --server HOST:PORT    replay against a kvtierd: NOT YET (no remote tier)\n"
+		"  --server ADDR         a kvtierd below the local tiers (the remote tier:\n"
+		"                        HOST:PORT or unix:/PATH); the server is not\n"
+		"                        cleared: replay twice to see what it kept\n"
+		"  --tenant NAME         tenant to authenticate as (default \"default\")\n"
+		"  --secret-file FILE    the tenant's secret (mode 600)\n"
 		"Values and time:\n"
 		"  --model NAME          model profile (default Llama-3.1-8B)\n"
 		"  --bytes-per-token N   value bytes per token actually stored, a multiple\n"
@@ -748,7 +765,7 @@ static int replay_sizes(const char *s, uint64_t *v, unsigned max)
 static int replay_parse(int argc, char **argv, struct replay_opts *o)
 {
 	enum { O_SYNTH = 256, O_SEED, O_SYNTH_WRITE, O_LIMIT, O_DRAM, O_SSD, O_DIR, O_ADMIT, O_KEEP,
-	       O_FLUSH, O_POLICY, O_SERVER, O_MODEL, O_BPT, O_SPEED, O_GPU, O_TPS, O_JSON, O_NOPROG };
+	       O_FLUSH, O_POLICY, O_SERVER, O_TENANT, O_SECRET, O_MODEL, O_BPT, O_SPEED, O_GPU, O_TPS, O_JSON, O_NOPROG };
 	static const struct option longs[] = {
 		{ "synth", optional_argument, NULL, O_SYNTH },
 		{ "seed", required_argument, NULL, O_SEED },
@@ -762,6 +779,8 @@ static int replay_parse(int argc, char **argv, struct replay_opts *o)
 		{ "flush-each", no_argument, NULL, O_FLUSH },
 		{ "dram-policy", required_argument, NULL, O_POLICY },
 		{ "server", required_argument, NULL, O_SERVER },
+		{ "tenant", required_argument, NULL, O_TENANT },
+		{ "secret-file", required_argument, NULL, O_SECRET },
 		{ "model", required_argument, NULL, O_MODEL },
 		{ "bytes-per-token", required_argument, NULL, O_BPT },
 		{ "speed", required_argument, NULL, O_SPEED },
@@ -835,6 +854,8 @@ static int replay_parse(int argc, char **argv, struct replay_opts *o)
 			o->policy = optarg;
 			break;
 		case O_SERVER: o->server = optarg; break;
+		case O_TENANT: o->tenant = optarg; break;
+		case O_SECRET: o->secret_file = optarg; break;
 		case O_MODEL:
 			if ((o->model = rp_model_find(optarg)) == NULL)
 				return replay_bad("unknown model (see --help)", optarg);
@@ -917,11 +938,6 @@ int replay_main(int argc, char **argv)
 
 	if (rc != 0)
 		return rc == 1 ? BENCH_EXIT_OK : rc;
-	if (o.server != NULL) {
-		fprintf(stderr, "kvtier replay: --server %s: not yet: libkvtier has no remote tier "
-				"yet, so replay runs embedded only (drop --server)\n", o.server);
-		return BENCH_EXIT_FAIL;
-	}
 	if (o.synth > 0) {
 		if (rp_trace_synth(&t, o.synth, o.synth_seed) < 0) {
 			fprintf(stderr, "kvtier replay: out of memory\n");

@@ -3,7 +3,8 @@
  * tests/data/replay-small.jsonl, embedded, asserting the hit counts worked
  * out by hand below; a malformed trace; --server; a sweep; --synth.
  *
- *   test_replay KVTIER DATA_DIR            the hand-made trace
+ *   test_replay KVTIER DATA_DIR [KVTIERD]  the hand-made trace (and, with
+ *                                          KVTIERD, through a real server)
  *   test_replay KVTIER --real PATH         a smoke run on a real trace: PATH,
  *                                          or the first *.jsonl in directory
  *                                          PATH (exit 77 if there is none)
@@ -36,6 +37,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
+#include "server.h"
 #include "t.h"
 
 static const char *kvtier;
@@ -183,10 +185,18 @@ static void test_small(const char *data)
 	free(out);
 	free(err);
 
-	/* 5. --server is not there yet, and says so. */
-	snprintf(args, sizeof args, "'%s/replay-small.jsonl' --server 127.0.0.1:1", data);
-	T_EQ_INT(run(args, &out, &err), 1);
-	T_ASSERT(strstr(err, "not yet") != NULL);
+	/* 5. A kvtierd that is down costs nothing but its hits: the run ends,
+	 *    with exactly the DRAM-only answer. */
+	snprintf(args, sizeof args,
+		 "'%s/replay-small.jsonl' --bytes-per-token 1024 --dram 4M --dram-policy lru "
+		 "--server 127.0.0.1:1 --json", data);
+	rc = run(args, &out, &err);
+	if (rc != 0)
+		T_FAIL("exit %d: %s", rc, err);
+	j = find(out, "replay", 0);
+	T_EQ_INT(num(j, "hit_blocks"), 6);
+	T_EQ_INT(num(j, "remote_hits"), 0);
+	json_decref(j);
 	free(out);
 	free(err);
 
@@ -228,6 +238,50 @@ static void test_small(const char *data)
 	json_decref(j);
 	free(out);
 	free(err);
+}
+
+/*
+ * Through a real kvtierd: the first run writes every block through to the
+ * server; a second run, with a fresh local DRAM, finds what its DRAM does
+ * not hold on the server.  R1's blocks 1 2 3 are put by the first run, so
+ * the second run's R1 already hits 3 blocks remotely, and every request
+ * hits the ideal's count or more (nothing is ever evicted on the server).
+ */
+static void test_server(const char *data, const char *kvtierd)
+{
+	char args[8192], addr[64], *out, *err, *base = t_mkdtemp(), dir[4200];
+	struct tsrv srv;
+	json_t *j;
+	snprintf(dir, sizeof dir, "%s/data", base);
+	T_RC(mkdir(dir, 0700), 0);
+	tsrv_start(&srv, kvtierd, base, dir, NULL, NULL);
+	snprintf(addr, sizeof addr, "127.0.0.1:%u", srv.port);
+	for (int pass = 0; pass < 2; pass++) {
+		snprintf(args, sizeof args,
+			 "'%s/replay-small.jsonl' --bytes-per-token 1024 --dram 4M --dram-policy lru "
+			 "--server %s --json", data, addr);
+		int rc = run(args, &out, &err);
+		if (rc != 0)
+			T_FAIL("exit %d: %s", rc, err);
+		j = find(out, "replay", 0);
+		if (pass == 0) {
+			/* The server fills as the run goes: R7 finds 1 2 3 there. */
+			T_EQ_INT(num(j, "hit_blocks"), 9);
+			T_EQ_INT(num(j, "remote_hits"), 3);
+		} else {
+			/* Everything was on the server before the run began. */
+			T_EQ_INT(num(j, "hit_blocks"), 20);
+			T_ASSERT(num(j, "remote_hits") >= 11);
+		}
+		T_EQ_INT(num(j, "hit_blocks"),
+			 num(j, "dram_hits") + num(j, "ssd_hits") + num(j, "remote_hits"));
+		json_decref(j);
+		free(out);
+		free(err);
+	}
+	T_EQ_INT(tsrv_stop(&srv), 0);
+	t_rmtree(base);
+	free(base);
 }
 
 /* A real trace, first 600 requests, DRAM + SSD: it runs, verifies, and
@@ -279,6 +333,8 @@ int main(int argc, char **argv)
 		test_real(argv[3]);
 	} else {
 		test_small(argv[2]);
+		if (argc >= 4)
+			test_server(argv[2], argv[3]);
 	}
 	return 0;
 }
