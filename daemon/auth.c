@@ -80,6 +80,36 @@ struct kvtd_tenants {
 
 #define AUTH_FILE_MAX (16u << 20)  /* a tenants file larger than this is refused */
 
+/* Sizes, in the tenants file (dram=, ssd=) and on the command line
+ * (--dram, --ssd): digits with an optional K/M/G/T (KiB ... TiB) suffix. */
+int kvtd_parse_size(const char *v, uint64_t *out)
+{
+	char *end;
+	unsigned long long n;
+	unsigned shift = 0;
+
+	if (!*v || *v == '-')
+		return -EINVAL;
+	errno = 0;
+	n = strtoull(v, &end, 10);
+	if (errno || end == v)
+		return -EINVAL;
+	switch (*end) {
+	case 0: break;
+	case 'k': case 'K': shift = 10; end++; break;
+	case 'm': case 'M': shift = 20; end++; break;
+	case 'g': case 'G': shift = 30; end++; break;
+	case 't': case 'T': shift = 40; end++; break;
+	default: return -EINVAL;
+	}
+	if (*end == 'i' || *end == 'B' || *end == 'b')
+		end += (*end == 'i' && (end[1] == 'B' || end[1] == 'b')) ? 2 : 1;
+	if (*end || (shift && n > (UINT64_MAX >> shift)))
+		return -EINVAL;
+	*out = (uint64_t)n << shift;
+	return 0;
+}
+
 static pthread_mutex_t auth_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct kvtd_tenants *auth_table; /* guarded by auth_lock */
 static _Atomic bool auth_on;
@@ -348,13 +378,43 @@ static int auth_finish(struct kvtd_tenants *t, char *errbuf, size_t errlen)
 	return 0;
 }
 
+int kvtd_tenants_parse(const char *text, size_t len, struct kvtd_tenants **out, char *errbuf,
+		       size_t errlen)
+{
+	struct kvtd_tenants *t = calloc(1, sizeof(*t));
+	unsigned lineno = 0;
+	int ret = 0;
+
+	errbuf[0] = 0;
+	if (!t)
+		return -ENOMEM;
+	for (size_t p = 0; p < len;) {
+		const char *nl = memchr(text + p, '\n', len - p);
+		size_t end = nl ? (size_t)(nl - text) : len;
+		lineno++;
+		ret = auth_parse_line(t, text + p, end - p, lineno, errbuf, errlen);
+		if (ret < 0)
+			goto fail;
+		p = end + 1;
+	}
+	ret = auth_finish(t, errbuf, errlen);
+	if (ret < 0)
+		goto fail;
+	*out = t;
+	return 0;
+fail:
+	kvtd_tenants_free(t);
+	if (!errbuf[0])
+		snprintf(errbuf, errlen, "%s", strerror(-ret));
+	return ret;
+}
+
 int kvtd_tenants_load(const char *path, struct kvtd_tenants **out, char *errbuf, size_t errlen)
 {
 	struct kvtd_tenants *t = NULL;
 	struct stat st;
 	char *text = NULL;
 	size_t got = 0;
-	unsigned lineno = 0;
 	int fd, ret;
 
 	errbuf[0] = 0;
@@ -387,8 +447,7 @@ int kvtd_tenants_load(const char *path, struct kvtd_tenants **out, char *errbuf,
 		goto fail;
 	}
 	text = malloc((size_t)st.st_size + 1);
-	t = calloc(1, sizeof(*t));
-	if (!text || !t) {
+	if (!text) {
 		ret = -ENOMEM;
 		goto fail;
 	}
@@ -405,16 +464,7 @@ int kvtd_tenants_load(const char *path, struct kvtd_tenants **out, char *errbuf,
 			break;
 		got += (size_t)r;
 	}
-	for (size_t p = 0; p < got;) {
-		const char *nl = memchr(text + p, '\n', got - p);
-		size_t end = nl ? (size_t)(nl - text) : got;
-		lineno++;
-		ret = auth_parse_line(t, text + p, end - p, lineno, errbuf, errlen);
-		if (ret < 0)
-			goto fail;
-		p = end + 1;
-	}
-	ret = auth_finish(t, errbuf, errlen);
+	ret = kvtd_tenants_parse(text, got, &t, errbuf, errlen);
 	if (ret < 0)
 		goto fail;
 	OPENSSL_cleanse(text, got);
@@ -655,8 +705,12 @@ static int auth_canon_line(const char *text, size_t len, size_t *pos, const char
 		return KVT_EDESC;
 	start = p + nl + 1;
 	p = start;
-	while (p < len && text[p] != '\n')
+	while (p < len && text[p] != '\n') {
+		/* The canon alphabet only: a NUL would cut the value short. */
+		if ((unsigned char)text[p] < 0x21 || (unsigned char)text[p] > 0x7e)
+			return KVT_EDESC;
 		p++;
+	}
 	if (p >= len || p == start)
 		return KVT_EDESC;
 	memcpy(store + start, text + start, p - start);

@@ -126,33 +126,6 @@ static void kvtierd_die_usage(const char *fmt, ...)
  * Options
  */
 
-int kvtd_parse_size(const char *v, uint64_t *out)
-{
-	char *end;
-	unsigned long long n;
-	unsigned shift = 0;
-
-	if (!*v || *v == '-')
-		return -EINVAL;
-	errno = 0;
-	n = strtoull(v, &end, 10);
-	if (errno || end == v)
-		return -EINVAL;
-	switch (*end) {
-	case 0: break;
-	case 'k': case 'K': shift = 10; end++; break;
-	case 'm': case 'M': shift = 20; end++; break;
-	case 'g': case 'G': shift = 30; end++; break;
-	case 't': case 'T': shift = 40; end++; break;
-	default: return -EINVAL;
-	}
-	if (*end == 'i' || *end == 'B' || *end == 'b')
-		end += (*end == 'i' && (end[1] == 'B' || end[1] == 'b')) ? 2 : 1;
-	if (*end || (shift && n > (UINT64_MAX >> shift)))
-		return -EINVAL;
-	*out = (uint64_t)n << shift;
-	return 0;
-}
 
 static int kvtierd_parse_uint(const char *v, unsigned max, unsigned *out)
 {

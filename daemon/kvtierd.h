@@ -106,6 +106,10 @@ struct kvtd_tenants;
  */
 int kvtd_tenants_load(const char *path, struct kvtd_tenants **out, char *errbuf,
 		      size_t errlen);
+/* The parser behind kvtd_tenants_load: the file's text (len bytes, no NUL
+ * needed).  No I/O.  Fuzzed (tests/fuzz/fuzz_tenants.c). */
+int kvtd_tenants_parse(const char *text, size_t len, struct kvtd_tenants **out, char *errbuf,
+		       size_t errlen);
 void kvtd_tenants_free(struct kvtd_tenants *t);
 unsigned kvtd_tenants_count(const struct kvtd_tenants *t);
 
@@ -138,7 +142,7 @@ bool kvtd_grant_allows(const char *owner, size_t owner_len, const char *model, s
 int kvtd_quota_apply(struct kvt_store *store);
 /* Put namespace id in its tenant's group (after registering it). */
 int kvtd_ns_apply_group(struct kvt_store *store, uint32_t id);
-/* "512M", "8G", ... (kvtierd.c).  0 or -EINVAL. */
+/* "512M", "8G", ... (auth.c).  0 or -EINVAL. */
 int kvtd_parse_size(const char *v, uint64_t *out);
 
 /*
