@@ -3,15 +3,30 @@
  * and reading canonical namespace descriptors (whose tenant line says
  * whose a namespace is).
  *
- * Tenants file (--tenants FILE): one tenant per line,
+ * Tenants file (--tenants FILE): one tenant per line, and grants,
  *
  *   # comment
- *   name  secret  role        role: tenant | admin
+ *   name  secret  role  [dram=SIZE] [ssd=SIZE]    role: tenant | admin
+ *   grant OWNER  WHAT  to GRANTEE                 read access (doc/kvtierd.md)
  *
- * name is 1..64 bytes of 0x21..0x7e and not "-"; secret is 16..4096 bytes
- * of 0x21..0x7e (used as the HMAC key as written); the file must be
- * readable by its owner only.  Without a file, AUTH_NONE is offered and
- * every connection is tenant "default" (kvtierd.c logs that loudly).
+ * name is 1..64 bytes of 0x21..0x7e, not "-" and not "grant"; secret is
+ * 16..4096 bytes of 0x21..0x7e (used as the HMAC key as written); the file
+ * must be readable by its owner only.  Without a file, AUTH_NONE is offered
+ * and every connection is tenant "default" (kvtierd.c logs that loudly).
+ *
+ * Quotas: every tenant of a file has a libkvtier quota group (the same id
+ * for the same name for the life of the process: group_names[]), with the
+ * file's dram= and ssd= limits (none: counted, not limited).  kvtd_quota_apply
+ * sets the limits and puts every namespace in its tenant's group; kvtierd
+ * calls it after opening the store and after each reload, and the aux
+ * thread puts each newly registered namespace in its group.
+ *
+ * Grants: WHAT is "*" (every namespace of OWNER), "model=NAME" (OWNER's
+ * namespaces of that model) or a namespace digest in hex (64 digits);
+ * GRANTEE is a tenant or "*" (every tenant).  A grant gives read access
+ * only: LOOKUP, EXISTS, GET.  Each installed table bumps a generation so
+ * that connections drop what they cached about namespaces (a revoked grant
+ * holds for no new request).
  *
  * Threads and locks: the table in use is replaced by the main thread on
  * SIGHUP (kvtd_auth_install) and read by the loops on AUTH; auth_lock
@@ -38,18 +53,73 @@ struct kvtd_tenant {
 	uint8_t *secret;
 	uint32_t secret_len;
 	uint32_t role;
+	uint32_t group;           /* libkvtier quota group (0: groups exhausted) */
+	uint64_t dram_quota;      /* bytes, 0: no limit */
+	uint64_t ssd_quota;
+};
+
+enum { GRANT_ALL = 1, GRANT_MODEL = 2, GRANT_DIGEST = 3 };
+
+struct kvtd_grant {
+	char owner[PROTO_TENANT_MAX + 1];
+	uint32_t owner_len;
+	char grantee[PROTO_TENANT_MAX + 1];
+	uint32_t grantee_len;     /* 0: "*", every tenant */
+	int kind;                 /* GRANT_* */
+	char model[256];          /* GRANT_MODEL */
+	uint32_t model_len;
+	uint8_t digest[PROTO_DIGEST_LEN]; /* GRANT_DIGEST */
 };
 
 struct kvtd_tenants {
 	struct kvtd_tenant *v;
 	unsigned count;
+	struct kvtd_grant *grants;
+	unsigned grant_count;
 };
 
 #define AUTH_FILE_MAX (16u << 20)  /* a tenants file larger than this is refused */
 
+/* Sizes, in the tenants file (dram=, ssd=) and on the command line
+ * (--dram, --ssd): digits with an optional K/M/G/T (KiB ... TiB) suffix. */
+int kvtd_parse_size(const char *v, uint64_t *out)
+{
+	char *end;
+	unsigned long long n;
+	unsigned shift = 0;
+
+	if (!*v || *v == '-')
+		return -EINVAL;
+	errno = 0;
+	n = strtoull(v, &end, 10);
+	if (errno || end == v)
+		return -EINVAL;
+	switch (*end) {
+	case 0: break;
+	case 'k': case 'K': shift = 10; end++; break;
+	case 'm': case 'M': shift = 20; end++; break;
+	case 'g': case 'G': shift = 30; end++; break;
+	case 't': case 'T': shift = 40; end++; break;
+	default: return -EINVAL;
+	}
+	if (*end == 'i' || *end == 'B' || *end == 'b')
+		end += (*end == 'i' && (end[1] == 'B' || end[1] == 'b')) ? 2 : 1;
+	if (*end || (shift && n > (UINT64_MAX >> shift)))
+		return -EINVAL;
+	*out = (uint64_t)n << shift;
+	return 0;
+}
+
 static pthread_mutex_t auth_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct kvtd_tenants *auth_table; /* guarded by auth_lock */
 static _Atomic bool auth_on;
+static _Atomic uint64_t auth_gen = 1;   /* bumped by every install */
+
+/* Quota group of each tenant name ever loaded: group i is group_names[i]
+ * (1-based; never reused, so a name keeps its group across reloads). */
+static pthread_mutex_t group_lock = PTHREAD_MUTEX_INITIALIZER;
+static char group_names[KVT_QUOTA_GROUPS][PROTO_TENANT_MAX + 1]; /* group_lock */
+static uint32_t group_count;                                     /* group_lock */
 static uint8_t auth_dummy[PROTO_SECRET_MIN]; /* for unknown tenants: same cost */
 
 void kvtd_tenants_free(struct kvtd_tenants *t)
@@ -63,6 +133,7 @@ void kvtd_tenants_free(struct kvtd_tenants *t)
 		}
 	}
 	free(t->v);
+	free(t->grants);
 	free(t);
 }
 
@@ -95,25 +166,128 @@ static bool auth_word(const char *line, size_t len, size_t *pos, const char **w,
 	return true;
 }
 
+static bool auth_word_is(const char *w, size_t wl, const char *lit)
+{
+	return wl == strlen(lit) && memcmp(w, lit, wl) == 0;
+}
+
+static bool auth_name_ok(const char *w, size_t wl)
+{
+	return wl >= 1 && wl <= PROTO_TENANT_MAX && auth_token_ok(w, wl) &&
+	       !(wl == 1 && w[0] == '-') && !auth_word_is(w, wl, "grant");
+}
+
+static int auth_hex(char c)
+{
+	return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+/* "grant OWNER WHAT to GRANTEE" (w[0] is "grant"). */
+static int auth_parse_grant(struct kvtd_tenants *t, const char *const *w, const size_t *wl,
+			    unsigned n, unsigned lineno, char *errbuf, size_t errlen)
+{
+	struct kvtd_grant *g;
+
+	if (n != 5 || !(auth_word_is(w[3], wl[3], "to") || auth_word_is(w[3], wl[3], "TO"))) {
+		snprintf(errbuf, errlen, "line %u: want \"grant OWNER WHAT to GRANTEE\"", lineno);
+		return -EINVAL;
+	}
+	if (!auth_name_ok(w[1], wl[1]) ||
+	    !(auth_name_ok(w[4], wl[4]) || auth_word_is(w[4], wl[4], "*"))) {
+		snprintf(errbuf, errlen, "line %u: grant: owner and grantee must be tenant names "
+			 "(grantee may be \"*\")", lineno);
+		return -EINVAL;
+	}
+	g = realloc(t->grants, (t->grant_count + 1) * sizeof(*g));
+	if (!g)
+		return -ENOMEM;
+	t->grants = g;
+	g = &t->grants[t->grant_count];
+	memset(g, 0, sizeof(*g));
+	memcpy(g->owner, w[1], wl[1]);
+	g->owner_len = (uint32_t)wl[1];
+	if (!auth_word_is(w[4], wl[4], "*")) {
+		memcpy(g->grantee, w[4], wl[4]);
+		g->grantee_len = (uint32_t)wl[4];
+	}
+	if (auth_word_is(w[2], wl[2], "*")) {
+		g->kind = GRANT_ALL;
+	} else if (wl[2] > 6 && memcmp(w[2], "model=", 6) == 0 && wl[2] - 6 < sizeof(g->model)) {
+		g->kind = GRANT_MODEL;
+		g->model_len = (uint32_t)(wl[2] - 6);
+		memcpy(g->model, w[2] + 6, g->model_len);
+	} else if (wl[2] == 2 * PROTO_DIGEST_LEN) {
+		g->kind = GRANT_DIGEST;
+		for (unsigned i = 0; i < PROTO_DIGEST_LEN; i++) {
+			int hi = auth_hex(w[2][2 * i]), lo = auth_hex(w[2][2 * i + 1]);
+			if (hi < 0 || lo < 0) {
+				g->kind = 0;
+				break;
+			}
+			g->digest[i] = (uint8_t)(hi << 4 | lo);
+		}
+	}
+	if (!g->kind) {
+		snprintf(errbuf, errlen, "line %u: grant: WHAT must be \"*\", \"model=NAME\" or a "
+			 "namespace digest (64 lowercase hex digits)", lineno);
+		return -EINVAL;
+	}
+	t->grant_count++;
+	return 0;
+}
+
+/* A tenant line's optional "dram=SIZE" / "ssd=SIZE" words. */
+static int auth_parse_quota(struct kvtd_tenant *e, const char *w, size_t wl, unsigned lineno,
+			    char *errbuf, size_t errlen)
+{
+	char num[32];
+	uint64_t *dst = NULL;
+	size_t skip = 0;
+
+	if (wl > 5 && memcmp(w, "dram=", 5) == 0) {
+		dst = &e->dram_quota;
+		skip = 5;
+	} else if (wl > 4 && memcmp(w, "ssd=", 4) == 0) {
+		dst = &e->ssd_quota;
+		skip = 4;
+	}
+	if (!dst || wl - skip >= sizeof(num)) {
+		snprintf(errbuf, errlen, "line %u: after the role only dram=SIZE and ssd=SIZE", lineno);
+		return -EINVAL;
+	}
+	memcpy(num, w + skip, wl - skip);
+	num[wl - skip] = 0;
+	if (kvtd_parse_size(num, dst) < 0) {
+		snprintf(errbuf, errlen, "line %u: %.*s: not a size (e.g. 8G, 512M)", lineno,
+			 (int)wl, w);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 static int auth_parse_line(struct kvtd_tenants *t, const char *line, size_t len, unsigned lineno,
 			   char *errbuf, size_t errlen)
 {
-	const char *w[4];
-	size_t wl[4], pos = 0;
+	const char *w[6];
+	size_t wl[6], pos = 0;
 	unsigned n = 0;
 	struct kvtd_tenant *e;
+	int rc;
 
-	while (n < 4 && auth_word(line, len, &pos, &w[n], &wl[n]))
+	while (n < 6 && auth_word(line, len, &pos, &w[n], &wl[n]))
 		n++;
 	if (n == 0 || w[0][0] == '#')
 		return 0;
-	if (n != 3) {
-		snprintf(errbuf, errlen, "line %u: want \"name secret role\"", lineno);
+	if (auth_word_is(w[0], wl[0], "grant"))
+		return auth_parse_grant(t, w, wl, n, lineno, errbuf, errlen);
+	if (n < 3 || n > 5) {
+		snprintf(errbuf, errlen, "line %u: want \"name secret role [dram=SIZE] [ssd=SIZE]\"",
+			 lineno);
 		return -EINVAL;
 	}
-	if (wl[0] < 1 || wl[0] > PROTO_TENANT_MAX || !auth_token_ok(w[0], wl[0]) ||
-	    (wl[0] == 1 && w[0][0] == '-')) {
-		snprintf(errbuf, errlen, "line %u: tenant name must be 1..%u printable bytes, not \"-\"",
+	if (!auth_name_ok(w[0], wl[0])) {
+		snprintf(errbuf, errlen,
+			 "line %u: tenant name must be 1..%u printable bytes, not \"-\" or \"grant\"",
 			 lineno, PROTO_TENANT_MAX);
 		return -EINVAL;
 	}
@@ -151,7 +325,88 @@ static int auth_parse_line(struct kvtd_tenants *t, const char *line, size_t len,
 	memcpy(e->secret, w[1], wl[1]);
 	e->secret_len = (uint32_t)wl[1];
 	t->count++;
+	for (unsigned i = 3; i < n; i++) {
+		rc = auth_parse_quota(e, w[i], wl[i], lineno, errbuf, errlen);
+		if (rc < 0)
+			return rc;
+	}
 	return 0;
+}
+
+static const struct kvtd_tenant *auth_find(const struct kvtd_tenants *t, const char *name,
+					   size_t len)
+{
+	for (unsigned i = 0; t && i < t->count; i++)
+		if (t->v[i].name_len == len && memcmp(t->v[i].name, name, len) == 0)
+			return &t->v[i];
+	return NULL;
+}
+
+/* After the whole file: grants name known tenants (a typo must not pass
+ * silently), and every tenant gets its quota group. */
+static int auth_finish(struct kvtd_tenants *t, char *errbuf, size_t errlen)
+{
+	for (unsigned i = 0; i < t->grant_count; i++) {
+		const struct kvtd_grant *g = &t->grants[i];
+		if (!auth_find(t, g->owner, g->owner_len)) {
+			snprintf(errbuf, errlen, "grant: owner \"%s\" is not a tenant of the file",
+				 g->owner);
+			return -EINVAL;
+		}
+		if (g->grantee_len && !auth_find(t, g->grantee, g->grantee_len)) {
+			snprintf(errbuf, errlen, "grant: grantee \"%s\" is not a tenant of the file",
+				 g->grantee);
+			return -EINVAL;
+		}
+	}
+	pthread_mutex_lock(&group_lock);
+	for (unsigned i = 0; i < t->count; i++) {
+		struct kvtd_tenant *e = &t->v[i];
+		e->group = 0;
+		for (uint32_t gi = 1; gi <= group_count; gi++) {
+			if (strcmp(group_names[gi], e->name) == 0) {
+				e->group = gi;
+				break;
+			}
+		}
+		if (!e->group && group_count + 1 < KVT_QUOTA_GROUPS) {
+			e->group = ++group_count;
+			memcpy(group_names[e->group], e->name, e->name_len + 1);
+		}
+	}
+	pthread_mutex_unlock(&group_lock);
+	return 0;
+}
+
+int kvtd_tenants_parse(const char *text, size_t len, struct kvtd_tenants **out, char *errbuf,
+		       size_t errlen)
+{
+	struct kvtd_tenants *t = calloc(1, sizeof(*t));
+	unsigned lineno = 0;
+	int ret = 0;
+
+	errbuf[0] = 0;
+	if (!t)
+		return -ENOMEM;
+	for (size_t p = 0; p < len;) {
+		const char *nl = memchr(text + p, '\n', len - p);
+		size_t end = nl ? (size_t)(nl - text) : len;
+		lineno++;
+		ret = auth_parse_line(t, text + p, end - p, lineno, errbuf, errlen);
+		if (ret < 0)
+			goto fail;
+		p = end + 1;
+	}
+	ret = auth_finish(t, errbuf, errlen);
+	if (ret < 0)
+		goto fail;
+	*out = t;
+	return 0;
+fail:
+	kvtd_tenants_free(t);
+	if (!errbuf[0])
+		snprintf(errbuf, errlen, "%s", strerror(-ret));
+	return ret;
 }
 
 int kvtd_tenants_load(const char *path, struct kvtd_tenants **out, char *errbuf, size_t errlen)
@@ -160,7 +415,6 @@ int kvtd_tenants_load(const char *path, struct kvtd_tenants **out, char *errbuf,
 	struct stat st;
 	char *text = NULL;
 	size_t got = 0;
-	unsigned lineno = 0;
 	int fd, ret;
 
 	errbuf[0] = 0;
@@ -193,8 +447,7 @@ int kvtd_tenants_load(const char *path, struct kvtd_tenants **out, char *errbuf,
 		goto fail;
 	}
 	text = malloc((size_t)st.st_size + 1);
-	t = calloc(1, sizeof(*t));
-	if (!text || !t) {
+	if (!text) {
 		ret = -ENOMEM;
 		goto fail;
 	}
@@ -211,15 +464,9 @@ int kvtd_tenants_load(const char *path, struct kvtd_tenants **out, char *errbuf,
 			break;
 		got += (size_t)r;
 	}
-	for (size_t p = 0; p < got;) {
-		const char *nl = memchr(text + p, '\n', got - p);
-		size_t end = nl ? (size_t)(nl - text) : got;
-		lineno++;
-		ret = auth_parse_line(t, text + p, end - p, lineno, errbuf, errlen);
-		if (ret < 0)
-			goto fail;
-		p = end + 1;
-	}
+	ret = kvtd_tenants_parse(text, got, &t, errbuf, errlen);
+	if (ret < 0)
+		goto fail;
 	OPENSSL_cleanse(text, got);
 	free(text);
 	close(fd);
@@ -254,7 +501,138 @@ void kvtd_auth_install(struct kvtd_tenants *t)
 	auth_table = t;
 	pthread_mutex_unlock(&auth_lock);
 	atomic_store(&auth_on, t != NULL);
+	atomic_fetch_add(&auth_gen, 1);
 	kvtd_tenants_free(old);
+}
+
+uint64_t kvtd_auth_generation(void)
+{
+	return atomic_load_explicit(&auth_gen, memory_order_acquire);
+}
+
+uint32_t kvtd_tenant_group(const char *name, size_t len)
+{
+	const struct kvtd_tenant *e;
+	uint32_t g;
+	pthread_mutex_lock(&auth_lock);
+	e = auth_find(auth_table, name, len);
+	g = e ? e->group : 0;
+	pthread_mutex_unlock(&auth_lock);
+	return g;
+}
+
+bool kvtd_grant_allows(const char *owner, size_t owner_len, const char *model, size_t model_len,
+		       const uint8_t digest[PROTO_DIGEST_LEN], const char *grantee,
+		       size_t grantee_len)
+{
+	bool ok = false;
+
+	pthread_mutex_lock(&auth_lock);
+	for (unsigned i = 0; auth_table && !ok && i < auth_table->grant_count; i++) {
+		const struct kvtd_grant *g = &auth_table->grants[i];
+		if (g->owner_len != owner_len || memcmp(g->owner, owner, owner_len) != 0)
+			continue;
+		if (g->grantee_len &&
+		    (g->grantee_len != grantee_len || memcmp(g->grantee, grantee, grantee_len) != 0))
+			continue;
+		switch (g->kind) {
+		case GRANT_ALL:
+			ok = true;
+			break;
+		case GRANT_MODEL:
+			ok = model && g->model_len == model_len &&
+			     memcmp(g->model, model, model_len) == 0;
+			break;
+		case GRANT_DIGEST:
+			ok = memcmp(g->digest, digest, PROTO_DIGEST_LEN) == 0;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&auth_lock);
+	return ok;
+}
+
+/* The namespace's group: its tenant's, from its canonical text. */
+static uint32_t auth_ns_group(struct kvt_store *store, uint32_t id)
+{
+	char canon[PROTO_CANON_MAX + 1];
+	uint8_t dg[PROTO_DIGEST_LEN];
+	const char *tn;
+	int rc = kvt_ns_info(store, id, dg, canon, sizeof(canon)), tl;
+
+	if (rc < 0 || (size_t)rc >= sizeof(canon))
+		return 0;
+	tl = kvtd_canon_tenant(canon, (size_t)rc, &tn);
+	return tl > 0 ? kvtd_tenant_group(tn, (size_t)tl) : 0;
+}
+
+int kvtd_ns_apply_group(struct kvt_store *store, uint32_t id)
+{
+	if (!kvtd_auth_enabled())
+		return 0;
+	return kvt_ns_set_group(store, id, auth_ns_group(store, id));
+}
+
+int kvtd_quota_apply(struct kvt_store *store)
+{
+	struct { uint32_t group; uint64_t dram, ssd; } *lim = NULL;
+	bool *listed = NULL;
+	unsigned n = 0;
+	uint32_t groups;
+	uint64_t total = 0;
+	int rc = 0, r;
+
+	if (!kvtd_auth_enabled())
+		return 0;
+	/* Copy the limits out: no lock is held while calling the library. */
+	pthread_mutex_lock(&auth_lock);
+	if (auth_table && auth_table->count) {
+		lim = calloc(auth_table->count, sizeof(*lim));
+		if (lim) {
+			n = auth_table->count;
+			for (unsigned i = 0; i < n; i++) {
+				lim[i].group = auth_table->v[i].group;
+				lim[i].dram = auth_table->v[i].dram_quota;
+				lim[i].ssd = auth_table->v[i].ssd_quota;
+			}
+		}
+	}
+	pthread_mutex_unlock(&auth_lock);
+	pthread_mutex_lock(&group_lock);
+	groups = group_count;
+	pthread_mutex_unlock(&group_lock);
+	listed = calloc((size_t)groups + 1, sizeof(*listed));
+	if ((n && !lim) || !listed) {
+		free(lim);
+		free(listed);
+		return -ENOMEM;
+	}
+	for (unsigned i = 0; i < n; i++) {
+		if (!lim[i].group)
+			continue;
+		listed[lim[i].group] = true;
+		r = kvt_quota_set(store, lim[i].group, lim[i].dram, lim[i].ssd);
+		if (r < 0 && rc == 0)
+			rc = r;
+	}
+	/* Tenants no longer in the file keep their group, without limits. */
+	for (uint32_t g = 1; g <= groups; g++) {
+		if (!listed[g]) {
+			r = kvt_quota_set(store, g, 0, 0);
+			if (r < 0 && rc == 0)
+				rc = r;
+		}
+	}
+	free(lim);
+	free(listed);
+	kvt_store_stat(store, "store.namespaces", &total);
+	/* Ids run 1..count (doc/keys.md). */
+	for (uint64_t k = 1; k <= total; k++) {
+		r = kvtd_ns_apply_group(store, (uint32_t)k);
+		if (r < 0 && rc == 0)
+			rc = r;
+	}
+	return rc;
 }
 
 bool kvtd_auth_enabled(void)
@@ -327,8 +705,12 @@ static int auth_canon_line(const char *text, size_t len, size_t *pos, const char
 		return KVT_EDESC;
 	start = p + nl + 1;
 	p = start;
-	while (p < len && text[p] != '\n')
+	while (p < len && text[p] != '\n') {
+		/* The canon alphabet only: a NUL would cut the value short. */
+		if ((unsigned char)text[p] < 0x21 || (unsigned char)text[p] > 0x7e)
+			return KVT_EDESC;
 		p++;
+	}
 	if (p >= len || p == start)
 		return KVT_EDESC;
 	memcpy(store + start, text + start, p - start);

@@ -85,8 +85,11 @@ static void kvtierd_usage(FILE *f)
 		"                        in flight (default %d)\n"
 		"\n"
 		"Security:\n"
-		"  --tenants FILE        \"name secret role\" lines (role tenant|admin); the\n"
-		"                        file must not be accessible by group or others.\n"
+		"  --tenants FILE        \"name secret role [dram=SIZE] [ssd=SIZE]\" lines (role\n"
+		"                        tenant|admin; quotas per tier) and \"grant OWNER\n"
+		"                        WHAT to GRANTEE\" lines (read access; WHAT: *,\n"
+		"                        model=NAME or a digest); the file must not be\n"
+		"                        accessible by group or others.\n"
 		"                        Without it, every client is tenant \"default\" with no\n"
 		"                        authentication (the log says so).\n"
 		"\n"
@@ -123,33 +126,6 @@ static void kvtierd_die_usage(const char *fmt, ...)
  * Options
  */
 
-static int kvtierd_parse_size(const char *v, uint64_t *out)
-{
-	char *end;
-	unsigned long long n;
-	unsigned shift = 0;
-
-	if (!*v || *v == '-')
-		return -EINVAL;
-	errno = 0;
-	n = strtoull(v, &end, 10);
-	if (errno || end == v)
-		return -EINVAL;
-	switch (*end) {
-	case 0: break;
-	case 'k': case 'K': shift = 10; end++; break;
-	case 'm': case 'M': shift = 20; end++; break;
-	case 'g': case 'G': shift = 30; end++; break;
-	case 't': case 'T': shift = 40; end++; break;
-	default: return -EINVAL;
-	}
-	if (*end == 'i' || *end == 'B' || *end == 'b')
-		end += (*end == 'i' && (end[1] == 'B' || end[1] == 'b')) ? 2 : 1;
-	if (*end || (shift && n > (UINT64_MAX >> shift)))
-		return -EINVAL;
-	*out = (uint64_t)n << shift;
-	return 0;
-}
 
 static int kvtierd_parse_uint(const char *v, unsigned max, unsigned *out)
 {
@@ -197,13 +173,13 @@ static void kvtierd_option(struct kvtd_config *cfg, const char *name, const char
 			kvtierd_die_usage("%s: empty directory", what);
 		kvtierd_replace(&cfg->dir, v);
 	} else if (strcmp(name, "dram") == 0) {
-		if (kvtierd_parse_size(v, &cfg->dram_bytes) < 0)
+		if (kvtd_parse_size(v, &cfg->dram_bytes) < 0)
 			kvtierd_die_usage("%s: '%s' is not a size (e.g. 512M, 4G)", what, v);
 		if (cfg->dram_bytes == 0)
 			kvtierd_die_usage("%s: kvtierd needs a DRAM tier (got '%s')", what, v);
 		cfg->dram_set = true;
 	} else if (strcmp(name, "ssd") == 0) {
-		if (kvtierd_parse_size(v, &cfg->ssd_bytes) < 0)
+		if (kvtd_parse_size(v, &cfg->ssd_bytes) < 0)
 			kvtierd_die_usage("%s: '%s' is not a size (e.g. 64G, or 0 for none)", what, v);
 		cfg->ssd_set = true;
 	} else if (strcmp(name, "listen") == 0) {
@@ -387,7 +363,7 @@ static uint64_t kvtierd_segment(const struct kvtd_config *cfg)
 	uint64_t seg = SSD_DEFAULT_SEGMENT;
 	for (unsigned i = 0; i < cfg->set_count; i++)
 		if (strcmp(cfg->set_names[i], "ssd.segment") == 0)
-			kvtierd_parse_size(cfg->set_values[i], &seg);
+			kvtd_parse_size(cfg->set_values[i], &seg);
 	return seg ? seg : SSD_DEFAULT_SEGMENT;
 }
 
@@ -598,6 +574,14 @@ static int kvtierd_store_open(struct kvtd_server *srv)
 			 rc == KVT_ELOCKED ? " hint=\"another kvtierd uses this --dir\"" : "");
 		return rc;
 	}
+	/* Quotas and groups live in memory: apply them to what the store
+	 * recovered, before any client can put. */
+	rc = kvtd_quota_apply(srv->store);
+	if (rc < 0) {
+		kvtd_log(KVTD_ERROR, "cannot apply the tenants' quotas", "error=\"%s\"",
+			 kvt_strerror(rc));
+		return rc;
+	}
 	if (kvt_store_stat(srv->store, "dram.max_value_bytes", &v) != 0 || v == 0)
 		v = cfg->dram_bytes;
 	srv->dram_max_value = v;
@@ -650,6 +634,10 @@ static void kvtierd_reload(struct kvtd_server *srv)
 	kvtd_log(KVTD_INFO, "SIGHUP: log reopened, tenants reloaded", "tenants=%u",
 		 kvtd_tenants_count(t));
 	kvtd_auth_install(t);
+	rc = kvtd_quota_apply(srv->store);
+	if (rc < 0)
+		kvtd_log(KVTD_ERROR, "SIGHUP: cannot apply the quotas", "error=\"%s\"",
+			 kvt_strerror(rc));
 }
 
 static void kvtierd_config_free(struct kvtd_config *cfg)

@@ -98,12 +98,18 @@ void kvtd_log_lib(void *ctx, int level, const char *msg);
 struct kvtd_tenants;
 
 /*
- * Load a tenants file ("name secret role" per line, '#' comments).  The
- * file must not be accessible by group or other.  On failure *err gets a
- * message (static or in errbuf).  0 or -errno / -EINVAL.
+ * Load a tenants file ("name secret role [dram=SIZE] [ssd=SIZE]" and
+ * "grant OWNER WHAT to GRANTEE" lines, '#' comments; auth.c).  The file
+ * must not be accessible by group or other.  Each tenant gets its quota
+ * group (stable per name for the process's life).  On failure errbuf
+ * gets a message.  0 or -errno / -EINVAL.  Main thread.
  */
 int kvtd_tenants_load(const char *path, struct kvtd_tenants **out, char *errbuf,
 		      size_t errlen);
+/* The parser behind kvtd_tenants_load: the file's text (len bytes, no NUL
+ * needed).  No I/O.  Fuzzed (tests/fuzz/fuzz_tenants.c). */
+int kvtd_tenants_parse(const char *text, size_t len, struct kvtd_tenants **out, char *errbuf,
+		       size_t errlen);
 void kvtd_tenants_free(struct kvtd_tenants *t);
 unsigned kvtd_tenants_count(const struct kvtd_tenants *t);
 
@@ -121,6 +127,23 @@ int kvtd_auth_check(const char *tenant, uint32_t tenant_len,
 		    const uint8_t client_proof[PROTO_PROOF_LEN],
 		    uint8_t server_proof[PROTO_PROOF_LEN], uint32_t *role);
 void kvtd_auth_shutdown(void);
+/* Bumped by every kvtd_auth_install: what a connection cached about
+ * namespaces under an older table is stale. */
+uint64_t kvtd_auth_generation(void);
+/* The installed table's quota group of a tenant (0: unknown, auth off). */
+uint32_t kvtd_tenant_group(const char *name, size_t len);
+/* Does a grant of the installed table give grantee read access to owner's
+ * namespace (model, digest)?  Any thread. */
+bool kvtd_grant_allows(const char *owner, size_t owner_len, const char *model, size_t model_len,
+		       const uint8_t digest[PROTO_DIGEST_LEN], const char *grantee,
+		       size_t grantee_len);
+/* Apply the installed table's quotas to the store and put every namespace
+ * in its tenant's group (startup, SIGHUP).  0 or the first error. */
+int kvtd_quota_apply(struct kvt_store *store);
+/* Put namespace id in its tenant's group (after registering it). */
+int kvtd_ns_apply_group(struct kvt_store *store, uint32_t id);
+/* "512M", "8G", ... (auth.c).  0 or -EINVAL. */
+int kvtd_parse_size(const char *v, uint64_t *out);
 
 /*
  * A canonical descriptor text (doc/keys.md) back into a descriptor.  The
@@ -246,6 +269,7 @@ struct kvtd_nsent {
 	uint32_t id;
 	bool used;
 	bool allowed;
+	bool readonly;         /* another tenant's, granted: LOOKUP, EXISTS, GET only */
 };
 
 enum kvtd_conn_state {
@@ -300,6 +324,7 @@ struct kvtd_conn {
 	/* Namespaces named by this connection (open addressing) */
 	struct kvtd_nsent *ns;
 	unsigned ns_cap, ns_used;
+	uint64_t ns_gen;       /* kvtd_auth_generation() the cache was filled under */
 
 	/* Per-connection counters, for logs */
 	uint64_t frames, bytes_in, bytes_out;
@@ -424,6 +449,7 @@ struct kvtd_item {
 	char *desc_store;         /* backing for desc's strings */
 	struct kvt_ns_desc desc;
 	bool need_register;
+	bool granted;          /* NS_REGISTER: another tenant's namespace, by a grant */
 	uint32_t ns_id;
 };
 

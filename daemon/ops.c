@@ -14,8 +14,12 @@
  * DRAM views and their part tables -- are value.c's.
  *
  * Tenants: a connection may name only namespaces whose canonical text says
- * tenant=<its tenant>.  Anything else -- unknown or another tenant's --
- * is KVT_ENONS, the same answer, so nothing leaks whether a digest exists.
+ * tenant=<its tenant>, and, read-only, those a grant of the tenants file
+ * gives it (auth.c).  Anything else -- unknown or another tenant's -- is
+ * KVT_ENONS, the same answer, so nothing leaks whether a digest exists; a
+ * PUT, DELETE or CLEAR in a granted namespace is PROTO_EPERM.  What a
+ * connection learned is cached per digest until the tenants table changes
+ * (SIGHUP), so a revoked grant holds for no new request.
  *
  * Threads: the loop that owns the frame's connection, except
  * kvtd_frame_aux_run (the aux thread, while the loop does not touch the
@@ -252,7 +256,8 @@ static struct kvtd_nsent *ops_ns_cache_find(struct kvtd_conn *c, const uint8_t *
 	return NULL;
 }
 
-static void ops_ns_cache_add(struct kvtd_conn *c, const uint8_t *digest, uint32_t id, bool allowed)
+static void ops_ns_cache_add(struct kvtd_conn *c, const uint8_t *digest, uint32_t id, bool allowed,
+			     bool readonly)
 {
 	unsigned p;
 
@@ -273,7 +278,8 @@ static void ops_ns_cache_add(struct kvtd_conn *c, const uint8_t *digest, uint32_
 			c->ns_used = 0;
 			for (unsigned i = 0; i < ocap; i++)
 				if (old[i].used)
-					ops_ns_cache_add(c, old[i].digest, old[i].id, old[i].allowed);
+					ops_ns_cache_add(c, old[i].digest, old[i].id, old[i].allowed,
+							 old[i].readonly);
 			free(old);
 		}
 	}
@@ -283,6 +289,7 @@ static void ops_ns_cache_add(struct kvtd_conn *c, const uint8_t *digest, uint32_
 	memcpy(c->ns[p].digest, digest, PROTO_DIGEST_LEN);
 	c->ns[p].id = id;
 	c->ns[p].allowed = allowed;
+	c->ns[p].readonly = readonly;
 	c->ns[p].used = true;
 	c->ns_used++;
 }
@@ -295,22 +302,58 @@ static bool ops_canon_is_tenant(const char *canon, size_t len, const char *name,
 	return tl > 0 && (size_t)tl == nlen && memcmp(t, name, nlen) == 0;
 }
 
+/* Does a grant give this connection's tenant read access to the namespace
+ * with this canonical text? */
+static bool ops_canon_granted(const struct kvtd_conn *c, const char *canon, size_t len,
+			      const uint8_t *digest)
+{
+	struct kvt_ns_desc d;
+	char store[PROTO_CANON_MAX + 1];
+	const char *owner;
+	int ol = kvtd_canon_tenant(canon, len, &owner);
+
+	if (ol <= 0 || len > PROTO_CANON_MAX || kvtd_canon_parse(canon, len, &d, store) < 0)
+		return false;
+	return kvtd_grant_allows(owner, (size_t)ol, d.model, strlen(d.model), digest, c->tenant,
+				 c->tenant_len);
+}
+
+/* A tenants table newer than what the cache was filled under: forget it. */
+static void ops_ns_cache_check(struct kvtd_conn *c)
+{
+	uint64_t gen = kvtd_auth_generation();
+	if (c->ns_gen == gen)
+		return;
+	if (c->ns_cap)
+		memset(c->ns, 0, c->ns_cap * sizeof(*c->ns));
+	c->ns_used = 0;
+	c->ns_gen = gen;
+}
+
 /*
  * The store id of a digest this connection may use: 0 with *id, or
- * KVT_ENONS (unknown, or not this tenant's: the same answer).  any_tenant:
- * an admin naming any namespace (CLEAR).
+ * KVT_ENONS (unknown, or not this tenant's and not granted: the same
+ * answer).  *readonly (may be NULL): granted, not its own.  any_tenant: an
+ * admin naming any namespace (CLEAR); *readonly is then false.
  */
-static int ops_ns_resolve(struct kvtd_conn *c, const uint8_t *digest, bool any_tenant, uint32_t *id)
+static int ops_ns_resolve(struct kvtd_conn *c, const uint8_t *digest, bool any_tenant, uint32_t *id,
+			  bool *readonly)
 {
 	struct kvtd_server *srv = c->loop->srv;
-	struct kvtd_nsent *e = ops_ns_cache_find(c, digest);
+	struct kvtd_nsent *e;
 	char canon[PROTO_CANON_MAX + 1];
 	uint8_t dg[PROTO_DIGEST_LEN];
-	bool allowed;
+	bool allowed, ro = false;
 	int rc;
 
-	if (e && (e->allowed || !any_tenant)) {
+	ops_ns_cache_check(c);
+	e = ops_ns_cache_find(c, digest);
+	if (readonly)
+		*readonly = false;
+	if (e && ((e->allowed && !(any_tenant && e->readonly)) || !any_tenant)) {
 		*id = e->id;
+		if (readonly)
+			*readonly = e->readonly;
 		return e->allowed ? 0 : KVT_ENONS;
 	}
 	rc = kvt_ns_find(srv->store, digest, id);
@@ -320,13 +363,20 @@ static int ops_ns_resolve(struct kvtd_conn *c, const uint8_t *digest, bool any_t
 	if (rc < 0 || (size_t)rc >= sizeof(canon))
 		return KVT_ENONS;
 	allowed = ops_canon_is_tenant(canon, (size_t)rc, c->tenant, c->tenant_len);
+	if (!allowed && ops_canon_granted(c, canon, (size_t)rc, digest))
+		allowed = ro = true;
 	if (!e)
-		ops_ns_cache_add(c, digest, *id, allowed);
-	return allowed || any_tenant ? 0 : KVT_ENONS;
+		ops_ns_cache_add(c, digest, *id, allowed, ro);
+	if (any_tenant)
+		return 0;
+	if (readonly)
+		*readonly = ro;
+	return allowed ? 0 : KVT_ENONS;
 }
 
-/* Resolve the frame's namespace table: ns_ids[i] / ns_err[i]. */
-static int ops_ns_table(struct kvtd_frame *fr)
+/* Resolve the frame's namespace table: ns_ids[i] / ns_err[i].  write: the
+ * items change the namespace (PUT, DELETE), which a grant does not allow. */
+static int ops_ns_table(struct kvtd_frame *fr, bool write)
 {
 	uint32_t n = fr->f.ns_count;
 
@@ -334,9 +384,13 @@ static int ops_ns_table(struct kvtd_frame *fr)
 	fr->ns_err = calloc(n, sizeof(*fr->ns_err));
 	if (!fr->ns_ids || !fr->ns_err)
 		return -ENOMEM;
-	for (uint32_t i = 0; i < n; i++)
+	for (uint32_t i = 0; i < n; i++) {
+		bool ro = false;
 		fr->ns_err[i] = ops_ns_resolve(fr->conn, fr->f.ns + (size_t)i * PROTO_DIGEST_LEN,
-					       false, &fr->ns_ids[i]);
+					       false, &fr->ns_ids[i], &ro);
+		if (fr->ns_err[i] == 0 && ro && write)
+			fr->ns_err[i] = PROTO_EPERM;
+	}
 	return 0;
 }
 
@@ -545,8 +599,17 @@ static void ops_ns_register(struct kvtd_frame *fr)
 			it->status = rc;
 			continue;
 		}
-		/* The tenant is the authenticated identity, never the client's. */
-		it->desc.tenant = c->tenant;
+		/* The tenant is the authenticated identity, never the client's --
+		 * unless the client names another tenant whose namespace a
+		 * grant lets it read: then it gets that namespace's digest. */
+		if (it->desc.tenant && strcmp(it->desc.tenant, c->tenant) != 0 &&
+		    kvt_ns_digest(&it->desc, it->digest, NULL, 0) >= 0 &&
+		    kvtd_grant_allows(it->desc.tenant, strlen(it->desc.tenant), it->desc.model,
+				      strlen(it->desc.model), it->digest, c->tenant,
+				      c->tenant_len))
+			it->granted = true;
+		else
+			it->desc.tenant = c->tenant;
 		rc = kvt_ns_digest(&it->desc, it->digest, it->canon, PROTO_CANON_MAX + 1);
 		if (rc < 0 || rc > (int)PROTO_CANON_MAX) {
 			it->status = rc < 0 ? rc : KVT_EDESC;
@@ -581,6 +644,14 @@ void kvtd_frame_aux_run(struct kvtd_frame *fr)
 		if (!it->need_register)
 			continue;
 		it->status = kvt_ns_register(srv->store, &it->desc, &it->ns_id);
+		/* Into its tenant's quota group before any put can reach it
+		 * (the reply goes out after this). */
+		if (it->status == KVT_OK) {
+			int rc = kvtd_ns_apply_group(srv->store, it->ns_id);
+			if (rc < 0)
+				kvtd_log(KVTD_WARN, "namespace left out of its quota group",
+					 "ns=%u error=\"%s\"", it->ns_id, kvt_strerror(rc));
+		}
 	}
 }
 
@@ -609,8 +680,9 @@ static void ops_ns_register_reply(struct kvtd_frame *fr)
 			pis[i].digest = it->digest;
 			pis[i].text = it->canon;
 			pis[i].text_len = it->canon_len;
+			ops_ns_cache_check(c);
 			if (!ops_ns_cache_find(c, it->digest))
-				ops_ns_cache_add(c, it->digest, it->ns_id, true);
+				ops_ns_cache_add(c, it->digest, it->ns_id, true, it->granted);
 		}
 	}
 	kvtd_resp_init(fr, &rf, 0);
@@ -634,7 +706,8 @@ static void ops_keyed(struct kvtd_frame *fr)
 	fr->n = fr->f.item_count;
 	fr->items = calloc(fr->n, sizeof(*fr->items));
 	sub = malloc(fr->n * sizeof(*sub));
-	if (!fr->items || !sub || ops_ns_table(fr) < 0) {
+	if (!fr->items || !sub ||
+	    ops_ns_table(fr, op == PROTO_OP_PUT || op == PROTO_OP_DELETE) < 0) {
 		free(sub);
 		kvtd_reply_error(fr, -ENOMEM, "server out of memory");
 		kvtd_frame_free(fr);
@@ -728,7 +801,7 @@ static void ops_lookup(struct kvtd_frame *fr)
 	fr->tiers = calloc(fr->n, 1);
 	fr->items = calloc(fr->n, sizeof(*fr->items));
 	fr->subs = calloc(1, sizeof(*fr->subs));
-	if (!fr->keys || !fr->tiers || !fr->items || !fr->subs || ops_ns_table(fr) < 0) {
+	if (!fr->keys || !fr->tiers || !fr->items || !fr->subs || ops_ns_table(fr, false) < 0) {
 		kvtd_reply_error(fr, -ENOMEM, "server out of memory");
 		kvtd_frame_free(fr);
 		return;
@@ -801,13 +874,19 @@ static void ops_clear(struct kvtd_frame *fr)
 	struct kvtd_item **subs = NULL;
 	uint32_t id, count = 0;
 	uint64_t ns_total = 0;
+	bool ro = false;
 	int rc;
 
 	switch (s->scope) {
 	case PROTO_SCOPE_NS:
-		rc = ops_ns_resolve(c, s->digest, c->role == PROTO_ROLE_ADMIN, &id);
+		rc = ops_ns_resolve(c, s->digest, c->role == PROTO_ROLE_ADMIN, &id, &ro);
 		if (rc < 0) {
 			kvtd_reply_error(fr, rc, "unknown namespace");
+			kvtd_frame_free(fr);
+			return;
+		}
+		if (ro) {
+			kvtd_reply_error(fr, PROTO_EPERM, "a granted namespace is read-only");
 			kvtd_frame_free(fr);
 			return;
 		}
@@ -965,6 +1044,30 @@ static void ops_stats_cb(void *ctx, const char *name, uint64_t value, const char
 	ops_stats_add(ctx, name, value, str);
 }
 
+/* A tenant's bytes, limits and quota counters per tier: its quota group's
+ * statistics (doc/stats.md "quota.<group>.*") under "tenant.". */
+static void ops_stats_quota(struct ops_stats *st, struct kvtd_server *srv, const char *tn,
+			    uint32_t tl)
+{
+	static const char *const fields[] = { "dram_bytes", "dram_limit", "dram_evictions",
+					      "dram_full", "ssd_bytes", "ssd_limit",
+					      "ssd_declined" };
+	uint32_t g = kvtd_tenant_group(tn, tl);
+	char name[96];
+
+	if (!g)
+		return;
+	ops_stats_add(st, "tenant.quota_group", g, NULL);
+	for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
+		uint64_t v = 0;
+		snprintf(name, sizeof(name), "quota.%u.%s", g, fields[i]);
+		if (kvt_store_stat(srv->store, name, &v) != 0)
+			continue;
+		snprintf(name, sizeof(name), "tenant.%s", fields[i]);
+		ops_stats_add(st, name, v, NULL);
+	}
+}
+
 static void ops_stats(struct kvtd_frame *fr)
 {
 	struct kvtd_server *srv = ops_srv(fr);
@@ -1032,6 +1135,7 @@ static void ops_stats(struct kvtd_frame *fr)
 		}
 		ops_stats_add(&st, "tenant.name", 0, tbuf);
 		ops_stats_add(&st, "tenant.namespaces", mine, NULL);
+		ops_stats_quota(&st, srv, tn, tl);
 		if (ops_is_own(c, s->tenant, s->tenant_len)) {
 			ops_stats_add(&st, "conn.frames", c->frames, NULL);
 			ops_stats_add(&st, "conn.bytes_in", c->bytes_in, NULL);

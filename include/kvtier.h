@@ -405,6 +405,56 @@ int kvt_ns_find(struct kvt_store *store, const uint8_t digest[32], uint32_t *id)
 int kvt_ns_info(struct kvt_store *store, uint32_t id, uint8_t digest[32], char *buf, size_t buf_len);
 
 /* ------------------------------------------------------------------------
+ * Quota groups
+ *
+ * A server shares one store among tenants; quota groups keep one tenant's
+ * blocks from crowding out another's.  A namespace belongs to at most one
+ * group (a small integer; 0, the default, means none), and a group may
+ * have a byte limit per tier:
+ *
+ *   DRAM  a put or promotion that would take the group past its DRAM limit
+ *         first evicts the group's own unpinned blocks, oldest first in the
+ *         tier's eviction order, and never another group's; if the group
+ *         has nothing left to evict, the put fails with KVT_EFULL (a
+ *         promotion becomes a miss).  Charged: the DRAM arena bytes a block
+ *         occupies (its length rounded up to whole dram.chunk units).
+ *   SSD   the group's write-downs are declined (the blocks stay in DRAM
+ *         only, counted) while the value bytes of its blocks on SSD would
+ *         pass the limit; what is already there stays until segment
+ *         eviction recycles it or it is deleted.
+ *
+ * Quotas do not reserve room: blocks of any group are still evicted when a
+ * tier as a whole is full.  To isolate groups completely, keep the sum of
+ * their limits within the tier's capacity.  Groups and limits live in
+ * memory only: an embedder re-applies them after every open (the SSD bytes
+ * of recovered blocks are counted from the start and follow their
+ * namespace into its group).  Statistics per group: "quota.<group>.*"
+ * (doc/stats.md).
+ */
+
+#define KVT_QUOTA_GROUPS 1024 /* group ids are 1 .. KVT_QUOTA_GROUPS - 1 */
+
+/*
+ * Set group's limits in bytes: dram_bytes for the DRAM tier, ssd_bytes
+ * for the SSD tier; 0 means no limit.  Lowering a limit below what the
+ * group holds evicts nothing now: the group's next put evicts down to it.
+ * Returns 0, KVT_ENULL, KVT_EOPTVAL (group 0 or >= KVT_QUOTA_GROUPS),
+ * KVT_ECLOSED, -ENOMEM.  After open; any thread.
+ */
+int kvt_quota_set(struct kvt_store *store, uint32_t group, uint64_t dram_bytes,
+		  uint64_t ssd_bytes);
+
+/*
+ * Put namespace ns in group (0: in none).  New DRAM blocks of ns are
+ * charged to the new group; blocks already in DRAM stay charged to the
+ * group they were put under until they leave.  The namespace's SSD bytes
+ * move to the new group at once.  Returns 0, KVT_ENULL, KVT_ENONS,
+ * KVT_EOPTVAL (group >= KVT_QUOTA_GROUPS), KVT_ECLOSED, -ENOMEM.  After
+ * open; any thread.
+ */
+int kvt_ns_set_group(struct kvt_store *store, uint32_t ns, uint32_t group);
+
+/* ------------------------------------------------------------------------
  * Requests
  *
  * Every operation is a struct kvt_req, submitted in batches to a queue and

@@ -31,6 +31,11 @@
  * put; otherwise they are computed lazily by dram_item_crcs, the first time
  * a block must leave DRAM or a reader asks to verify, so that a put costs
  * one memcpy and nothing more (doc/dram.md).
+ *
+ * Quotas (quota.c): an item of a namespace in a quota group is charged to
+ * the group when reserved and uncharged when freed (item.group says to
+ * which).  A group past its DRAM limit evicts its own blocks first
+ * (dram_quota_charge), shard by shard, one shard lock at a time.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -92,6 +97,7 @@ struct dram_item {
 	uint16_t run_count;
 	uint16_t part_count;
 	uint8_t key[DRAM_KEY_INLINE];
+	uint32_t group;           /* quota group charged (0: none); fixed at reserve */
 };
 _Static_assert(sizeof(struct dram_item) == 96, "dram_item grew: check the metadata budget");
 
@@ -124,6 +130,7 @@ struct dram_shard {
 	uint64_t hits, misses, get_bytes, evictions, evicted_bytes, deletes;
 	uint64_t pinned, value_bytes, lookups, crc_errors, dead_pending;
 	uint64_t promotions, promoted_bytes, admitted;
+	uint64_t quota_evictions;     /* evicted to keep a quota group under its limit */
 } __attribute__((aligned(64)));
 
 struct dram {
@@ -139,6 +146,7 @@ struct dram {
 	void *evict_ctx;
 	dram_admit_fn admit_fn;
 	void *admit_ctx;
+	struct quota *quota;      /* or NULL: nothing is charged */
 	/* Item pool shared by the shards: 2 MiB blocks on huge pages (after a
 	 * few 64 KiB ones), handed out in 64 KiB slices.  Shared so that the
 	 * unused tail is one block's, not one per shard. */
@@ -286,9 +294,19 @@ static void pool_put(struct dram_shard *s, struct dram_item *it)
 	s->free_items = it;
 }
 
+/* Uncharge bytes from quota group g (an item leaving, or a reservation
+ * that failed). */
+static void dram_quota_uncharge(struct dram *d, uint32_t g, uint64_t bytes)
+{
+	struct quota_group *qg = quota_group_at(d->quota, g);
+	atomic_fetch_sub_explicit(&qg->used[QUOTA_DRAM], bytes, memory_order_relaxed);
+}
+
 /* Free an item's chunks, extension and slot.  Caller holds the lock. */
 static void item_free_locked(struct dram *d, struct dram_shard *s, struct dram_item *it)
 {
+	if (it->group)
+		dram_quota_uncharge(d, it->group, (uint64_t)it->node.chunks * d->chunk);
 	for (unsigned i = 0; i < it->run_count; i++) {
 		struct arena_run r = item_run(it, i);
 		arena_free(&s->arena, r.start, r.count);
@@ -443,6 +461,69 @@ static int dram_alloc_locked(struct dram *d, struct dram_shard *s, uint32_t chun
 			return KVT_EFULL;
 		evict_one_locked(d, s, (struct dram_item *)victim);
 	}
+}
+
+/* ------------------------------------------------------------------------
+ * Quota eviction
+ */
+
+/* Evictable and charged to the group *ctx? */
+static bool dram_quota_pick(struct evict_node *n, void *ctx)
+{
+	struct dram_item *it = (struct dram_item *)n;
+	return it->group == *(const uint32_t *)ctx && !dram_busy(n, NULL);
+}
+
+/*
+ * Charge `bytes` more to quota group g, evicting g's own blocks first if
+ * that would pass its DRAM limit: the oldest evictable one of g in shard
+ * `si` (the put's shard), then in the next shards in turn, until the
+ * charge fits.  Never another group's block; one shard lock at a time,
+ * taken and released here (the caller holds none).  Charging first and
+ * checking after keeps racing puts of one group from both squeezing in.
+ * Returns 0 (charged), or KVT_EFULL (nothing of g left to evict, or the
+ * block alone is over the limit; nothing charged).
+ */
+static int dram_quota_charge(struct dram *d, uint32_t g, uint64_t bytes, uint32_t si)
+{
+	struct quota_group *qg = quota_group_at(d->quota, g);
+	uint32_t empty = 0; /* shards in a row with nothing of g to evict */
+
+	for (;;) {
+		uint64_t limit = atomic_load_explicit(&qg->limit[QUOTA_DRAM], memory_order_relaxed);
+		uint64_t used = atomic_fetch_add(&qg->used[QUOTA_DRAM], bytes);
+		struct dram_shard *s;
+		struct evict_node *victim;
+
+		if (limit == 0 || used + bytes <= limit)
+			return 0;
+		atomic_fetch_sub(&qg->used[QUOTA_DRAM], bytes);
+		if (bytes > limit)
+			break;
+		s = &d->shards[si];
+		pthread_mutex_lock(&s->lock);
+		victim = evict_oldest_match(&s->ev, dram_quota_pick, &g);
+		if (victim) {
+			evict_one_locked(d, s, (struct dram_item *)victim);
+			s->quota_evictions++;
+		}
+		pthread_mutex_unlock(&s->lock);
+		if (victim) {
+			atomic_fetch_add_explicit(&qg->evicted[QUOTA_DRAM], 1, memory_order_relaxed);
+			empty = 0;
+			continue;
+		}
+		if (++empty >= d->shard_count)
+			break;
+		si = (si + 1) % d->shard_count;
+	}
+	atomic_fetch_add_explicit(&qg->full, 1, memory_order_relaxed);
+	return KVT_EFULL;
+}
+
+void dram_set_quota(struct dram *d, struct quota *q)
+{
+	d->quota = q;
 }
 
 /* ------------------------------------------------------------------------
@@ -799,6 +880,7 @@ int dram_reserve(struct dram *d, uint32_t ns, const struct kvt_key *key, uint64_
 	struct dram_shard *s;
 	struct dram_item *it;
 	size_t ext_len;
+	uint32_t group;
 	int ret;
 
 	if (len > d->max_value)
@@ -806,12 +888,29 @@ int dram_reserve(struct dram *d, uint32_t ns, const struct kvt_key *key, uint64_
 	chunks = (uint32_t)((len + d->chunk - 1) / d->chunk);
 	h = dram_hash(ns, key);
 	s = dram_shard_of(d, h);
+	group = d->quota ? quota_group_of(d->quota, ns) : 0;
 
+	if (KVT_UNLIKELY(group)) {
+		/* Present already: no reason to evict the group's blocks. */
+		pthread_mutex_lock(&s->lock);
+		it = *index_slot(s, h, ns, key);
+		pthread_mutex_unlock(&s->lock);
+		if (!it) {
+			ret = dram_quota_charge(d, group, (uint64_t)chunks * d->chunk,
+						(uint32_t)(s - d->shards));
+			if (ret < 0)
+				return ret;
+		} else {
+			group = 0; /* not charged (it may vanish meanwhile: then a
+				    * block escapes its quota once, never charged) */
+		}
+	}
 	pthread_mutex_lock(&s->lock);
 	if (*index_slot(s, h, ns, key)) {
 		s->put_exists++;
 		pthread_mutex_unlock(&s->lock);
-		return KVT_EXISTS;
+		ret = KVT_EXISTS;
+		goto fail_uncharge;
 	}
 	it = pool_get(d, s);
 	if (!it) {
@@ -858,6 +957,7 @@ int dram_reserve(struct dram *d, uint32_t ns, const struct kvt_key *key, uint64_
 	memcpy(key->len <= DRAM_KEY_INLINE ? it->key : (uint8_t *)item_key(it), key->bytes,
 	       key->len);
 	it->ns = ns;
+	it->group = group;
 	it->value_len = len;
 	it->refs = 0;
 	item_ref_locked(s, it);
@@ -879,6 +979,9 @@ int dram_reserve(struct dram *d, uint32_t ns, const struct kvt_key *key, uint64_
 
 fail_unlock:
 	pthread_mutex_unlock(&s->lock);
+fail_uncharge:
+	if (group)
+		dram_quota_uncharge(d, group, (uint64_t)chunks * d->chunk);
 	return ret;
 }
 
@@ -1315,6 +1418,7 @@ void dram_stats(struct dram *d, kvt_stats_fn fn, void *ctx)
 		uint64_t get_bytes, evictions, evicted_bytes, deletes, pinned, value_bytes;
 		uint64_t lookups, crc_errors, blocks, used, split, ghost_hits, promotions;
 		uint64_t small_blocks, main_blocks, dead, promoted, promoted_bytes, admitted;
+		uint64_t quota_evictions;
 	} t;
 	memset(&t, 0, sizeof(t));
 	for (uint32_t i = 0; i < d->shard_count; i++) {
@@ -1346,6 +1450,7 @@ void dram_stats(struct dram *d, kvt_stats_fn fn, void *ctx)
 		t.promoted += s->promotions;
 		t.promoted_bytes += s->promoted_bytes;
 		t.admitted += s->admitted;
+		t.quota_evictions += s->quota_evictions;
 		pthread_mutex_unlock(&s->lock);
 	}
 	fn(ctx, "dram.capacity_bytes", d->capacity, NULL);
@@ -1371,6 +1476,7 @@ void dram_stats(struct dram *d, kvt_stats_fn fn, void *ctx)
 	fn(ctx, "dram.lookups", t.lookups, NULL);
 	fn(ctx, "dram.evictions", t.evictions, NULL);
 	fn(ctx, "dram.evicted_bytes", t.evicted_bytes, NULL);
+	fn(ctx, "dram.quota_evictions", t.quota_evictions, NULL);
 	fn(ctx, "dram.deletes", t.deletes, NULL);
 	fn(ctx, "dram.pinned_blocks", t.pinned, NULL);
 	fn(ctx, "dram.dead_pending", t.dead, NULL);

@@ -201,3 +201,22 @@ struct evict_node *evict_victim(struct evict *e, evict_busy_fn busy, void *ctx)
 	}
 	return NULL;
 }
+
+/*
+ * Quota eviction: the oldest node that pick() accepts, walking S from its
+ * tail, then M from its tail (LRU: the one list from its tail).  Nothing
+ * is moved or counted: a quota only chooses among one group's blocks, in
+ * the order the policy would have reached them, and leaves the queues'
+ * balance to evict_victim.
+ */
+struct evict_node *evict_oldest_match(struct evict *e, evict_busy_fn pick, void *ctx)
+{
+	struct evict_list *lists[2] = { &e->small, &e->main };
+	for (unsigned i = 0; i < 2; i++) {
+		struct evict_list *l = lists[i];
+		for (struct evict_node *n = l->head.prev; n != &l->head; n = n->prev)
+			if (pick(n, ctx))
+				return n;
+	}
+	return NULL;
+}

@@ -53,6 +53,8 @@ void evict_remove(struct evict *e, struct evict_node *n);
  */
 struct evict_node *evict_victim(struct evict *e, evict_busy_fn busy, void *ctx);
 void evict_ghost_add(struct evict *e, uint64_t hash);
+/* The oldest node pick(node, ctx) accepts, S before M; still linked.  NULL if none. */
+struct evict_node *evict_oldest_match(struct evict *e, evict_busy_fn pick, void *ctx);
 const char *evict_policy_name(int policy);
 
 #endif

@@ -10,6 +10,7 @@
  *   dram.c   the DRAM tier: shards of index, allocator and eviction
  *   arena.c  the DRAM arena: mmap'd regions and their chunk allocator
  *   evict.c  S3-FIFO and LRU queues over DRAM items
+ *   quota.c  quota groups: namespace -> group, byte limits and usage per tier
  *   store.c  handles, options, queues, workers, dispatch of requests
  *
  * Nothing here is global: every piece of state hangs off a struct kvt_store
@@ -87,6 +88,10 @@ struct ns_entry {
 	uint8_t digest[32];
 	uint32_t canon_len;
 	char *canon; /* NUL-terminated canonical text */
+	/* quota.c's: the namespace's quota group (0: none), and the value
+	 * bytes of its published SSD entries (guarded by quota.lock). */
+	_Atomic uint32_t quota_group;
+	uint64_t quota_ssd_bytes;
 };
 
 #define NS_PAGE_SHIFT 10
@@ -144,6 +149,56 @@ typedef int (*ns_rec_fn)(void *ctx, uint32_t id, const uint8_t digest[32],
 int ns_reg_parse(const uint8_t *buf, size_t len, ns_rec_fn fn, void *ctx);
 
 /* ------------------------------------------------------------------------
+ * quota.c: quota groups (kvt_quota_set, kvt_ns_set_group).
+ */
+enum { QUOTA_DRAM = 0, QUOTA_SSD = 1, QUOTA_TIERS = 2 };
+
+struct quota_group {
+	_Atomic uint64_t limit[QUOTA_TIERS];   /* bytes; 0: no limit */
+	_Atomic uint64_t used[QUOTA_TIERS];    /* DRAM: arena bytes of items charged here;
+						* SSD: value bytes of published entries */
+	_Atomic uint64_t evicted[QUOTA_TIERS]; /* DRAM: blocks evicted to stay under the
+						* limit; SSD: write-downs declined */
+	_Atomic uint64_t full;                 /* DRAM reservations refused: nothing of
+						* the group's left to evict */
+	_Atomic bool known;                    /* set or assigned once: reported in stats */
+};
+
+struct quota {
+	struct kvt_mem *mem;
+	struct ns_registry *reg;
+	pthread_mutex_t lock;                  /* leaf: SSD counts, regrouping, the table */
+	_Atomic bool active;                   /* a namespace has had a group: the hot
+						* paths' one test */
+	struct quota_group *_Atomic groups;    /* KVT_QUOTA_GROUPS entries, or NULL */
+	bool ready;                            /* initialized (lock valid) */
+};
+
+/* 0 or -errno.  reg must outlive q. */
+int quota_init(struct quota *q, struct kvt_mem *mem, struct ns_registry *reg);
+void quota_fini(struct quota *q);
+/* 0, KVT_EOPTVAL (group 0 or >= KVT_QUOTA_GROUPS), -ENOMEM. */
+int quota_set(struct quota *q, uint32_t group, uint64_t dram_bytes, uint64_t ssd_bytes);
+/* 0, KVT_ENONS, KVT_EOPTVAL, -ENOMEM. */
+int quota_ns_set_group(struct quota *q, uint32_t ns, uint32_t group);
+uint32_t quota_group_lookup(struct quota *q, uint32_t ns);
+/* The group of ns, 0 if none: one relaxed load when no group was ever assigned. */
+static inline uint32_t quota_group_of(struct quota *q, uint32_t ns)
+{
+	if (KVT_LIKELY(!atomic_load_explicit(&q->active, memory_order_acquire)))
+		return 0;
+	return quota_group_lookup(q, ns);
+}
+/* The group's counters (NULL for group 0 or before any group exists). */
+struct quota_group *quota_group_at(struct quota *q, uint32_t group);
+/* SSD: bytes of a published entry of ns added (add) or removed.  q may be NULL. */
+void quota_ssd_add(struct quota *q, uint32_t ns, uint64_t bytes, bool add);
+/* SSD admission: true (and counted) if writing bytes more of ns would pass
+ * its group's SSD limit.  q may be NULL. */
+bool quota_ssd_refuse(struct quota *q, uint32_t ns, uint64_t bytes);
+void quota_stats(struct quota *q, kvt_stats_fn fn, void *ctx);
+
+/* ------------------------------------------------------------------------
  * dram.c: the DRAM tier.
  */
 struct dram;
@@ -174,6 +229,8 @@ int dram_open(struct dram **out, const struct dram_config *cfg, struct kvt_mem *
 	      const struct kvt_logger *log);
 void dram_close(struct dram *d);
 void dram_set_evict_hook(struct dram *d, dram_evict_fn fn, void *ctx);
+/* Charge blocks to their namespaces' quota groups (before any put). */
+void dram_set_quota(struct dram *d, struct quota *q);
 
 /* KVT_OK, KVT_EXISTS, -ECANCELED (a delete or clear won), KVT_ETOOBIG, KVT_EFULL,
  * KVT_ECORRUPT (supplied CRCs wrong), -ENOMEM. */

@@ -99,8 +99,10 @@ static void idx_remove_locked(struct ssd *s, struct ssd_shard *sh, struct ssd_en
 	struct ssd_entry *e = *pp;
 	*pp = e->hnext;
 	sh->count--;
-	if (!(e->flags & E_PENDING))
+	if (!(e->flags & E_PENDING)) {
 		sh->bytes -= e->value_len;
+		quota_ssd_add(s->cfg.quota, e->ns, e->value_len, false);
+	}
 	kvt_mem_free(s->mem, e, sizeof(*e));
 }
 
@@ -131,8 +133,10 @@ int ssd_idx_put_locked(struct ssd *s, struct ssd_shard *sh, uint64_t h,
 	e->hnext = NULL;
 	*pp = e;
 	sh->count++;
-	if (!(e->flags & E_PENDING))
+	if (!(e->flags & E_PENDING)) {
 		sh->bytes += e->value_len;
+		quota_ssd_add(s->cfg.quota, e->ns, e->value_len, true);
+	}
 	idx_grow_locked(s, sh);
 	return 0;
 }
@@ -782,6 +786,10 @@ bool ssd_admit(void *ctx, struct dram_item *item, uint32_t ns, int why)
 	if (why == DRAM_ADMIT_PUT && s->cfg.admission != SSD_ADMIT_ALWAYS && !ns_persistent(s, ns))
 		return false;
 	dram_item_view(s->dram, item, view, &len);
+	/* A quota group at its SSD limit keeps its new blocks in DRAM only
+	 * (counted per group as quota.<g>.ssd_declined). */
+	if (quota_ssd_refuse(s->cfg.quota, ns, len))
+		return false;
 	pthread_mutex_lock(&s->wd_lock);
 	if (s->wd_stop || s->wd_bytes + len > s->cfg.wd_max_bytes ||
 	    (s->degraded && now_ns() - s->degraded_at_ns < s->cfg.retry_ns)) {
@@ -831,6 +839,7 @@ static void wd_finish(struct ssd *s, struct wd_task *t, int64_t res)
 			if (ok) {
 				(*pp)->flags &= (uint8_t)~E_PENDING;
 				sh->bytes += (*pp)->value_len;
+				quota_ssd_add(s->cfg.quota, t->ns, (*pp)->value_len, true);
 			} else {
 				idx_remove_locked(s, sh, pp);
 			}

@@ -24,6 +24,7 @@ struct ssd_config {
 	unsigned reinsert_pct;   /* at most this % of an evicted segment is reinserted */
 	unsigned io_depth;       /* I/O engine queue depth */
 	uint64_t retry_ns;       /* after ENOSPC, try writing again after this long */
+	struct quota *quota;     /* quota groups to charge, or NULL (quota.c) */
 };
 
 /*

@@ -99,6 +99,7 @@ struct kvt_store {
 	int dir_fd, lock_fd;
 	struct ns_registry ns;
 	bool ns_ready;
+	struct quota quota;         /* quota groups (quota.c); initialized at open */
 
 	/* tiers */
 	struct dram *dram;
@@ -1223,6 +1224,7 @@ static void store_release(struct kvt_store *s, bool child)
 		dram_close(s->dram);
 		s->dram = NULL;
 	}
+	quota_fini(&s->quota);
 	if (s->ns_ready) {
 		ns_reg_free(&s->ns);
 		s->ns_ready = false;
@@ -1286,6 +1288,10 @@ static int store_open_locked(struct kvt_store *s)
 	if (ret < 0)
 		goto fail;
 	s->ns_ready = true;
+	ret = quota_init(&s->quota, &s->mem, &s->ns);
+	if (ret < 0)
+		goto fail;
+	s->ssd_cfg.quota = &s->quota;
 	if (s->dir_fd >= 0) {
 		ret = ns_reg_load(&s->ns, s->dir_fd);
 		if (ret < 0) {
@@ -1300,6 +1306,7 @@ static int store_open_locked(struct kvt_store *s)
 			kvt_logf(&s->log, KVT_LOG_ERROR, "dram tier: %s", kvt_strerror(ret));
 			goto fail;
 		}
+		dram_set_quota(s->dram, &s->quota);
 	} else {
 		kvt_logf(&s->log, KVT_LOG_WARN, "no DRAM tier configured: every get is a miss");
 	}
@@ -1459,6 +1466,30 @@ int kvt_ns_info(struct kvt_store *s, uint32_t id, uint8_t digest[32], char *buf,
 		buf[n] = 0;
 	}
 	return (int)e->canon_len;
+}
+
+/* ------------------------------------------------------------------------
+ * Quota groups (quota.c does the work)
+ */
+
+int kvt_quota_set(struct kvt_store *s, uint32_t group, uint64_t dram_bytes, uint64_t ssd_bytes)
+{
+	int ret;
+	if (!s)
+		return KVT_ENULL;
+	if ((ret = store_check(s)) < 0)
+		return ret;
+	return quota_set(&s->quota, group, dram_bytes, ssd_bytes);
+}
+
+int kvt_ns_set_group(struct kvt_store *s, uint32_t ns, uint32_t group)
+{
+	int ret;
+	if (!s)
+		return KVT_ENULL;
+	if ((ret = store_check(s)) < 0)
+		return ret;
+	return quota_ns_set_group(&s->quota, ns, group);
 }
 
 /* ------------------------------------------------------------------------
@@ -1939,6 +1970,7 @@ int kvt_store_stats(struct kvt_store *s, kvt_stats_fn fn, void *ctx)
 		ssd_stats(s->ssd, fn, ctx);
 	if (s->remote)
 		remote_stats(s->remote, fn, ctx);
+	quota_stats(&s->quota, fn, ctx);
 	return 0;
 }
 

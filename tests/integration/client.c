@@ -527,6 +527,12 @@ int kc_clear(struct kc *c, uint32_t scope, const uint8_t *digest, const char *te
 
 int kc_stat(struct kc *c, uint32_t scope, const char *name, uint64_t *value)
 {
+	return kc_stat_of(c, scope, NULL, name, value);
+}
+
+int kc_stat_of(struct kc *c, uint32_t scope, const char *tenant, const char *name,
+	       uint64_t *value)
+{
 	struct proto_frame f = { .op = PROTO_OP_STATS };
 	struct proto_item got;
 	struct proto_iter iter;
@@ -534,6 +540,10 @@ int kc_stat(struct kc *c, uint32_t scope, const char *name, uint64_t *value)
 	int rc;
 
 	f.scope.scope = scope;
+	if (tenant) {
+		f.scope.tenant = tenant;
+		f.scope.tenant_len = (uint32_t)strlen(tenant);
+	}
 	rc = client_call(c, &f, NULL, 0, NULL, 0, &r);
 	if (rc < 0)
 		return rc;

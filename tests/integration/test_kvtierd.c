@@ -36,6 +36,9 @@
 #define SECRET_ALICE "alice-secret-0123456789"
 #define SECRET_BOB "bob-secret-9876543210abc"
 #define SECRET_ROOT "root-secret-abcdefghijklmn"
+#define SECRET_DAVE "dave-secret-0123456789abc"
+#define SECRET_ERIN "erin-secret-0123456789abc"
+#define DAVE_DRAM (1u << 20) /* dave's DRAM quota */
 
 static const char *kvtierd_bin;
 static char *base;            /* temp dir: tenants file, logs, socket */
@@ -764,15 +767,250 @@ static void test_isolation(const struct server *s, const uint8_t ns_alice[32],
 	T_RC(kc_clear(&b, PROTO_SCOPE_TENANT, NULL, NULL, &removed), 0);
 	T_RC(kc_ping(&b), 0);
 
+	/* bob cannot count alice's blocks either. */
+	{
+		uint64_t n = 0;
+		T_RC(kc_stat_of(&b, PROTO_SCOPE_TENANT, "alice", "tenant.namespaces", &n),
+		     PROTO_EPERM);
+		T_RC(kc_stat_of(&b, PROTO_SCOPE_TENANT, "alice", "tenant.dram_bytes", &n),
+		     PROTO_EPERM);
+		T_RC(kc_stat(&b, PROTO_SCOPE_ALL, "dram.blocks", &n), PROTO_EPERM);
+	}
+
 	/* alice's value is untouched. */
 	T_RC(kc_get(&a, ns_alice, &k, 0, 0, 0, 0, &v), KVT_OK);
 	T_EQ_MEM(v.bytes, val, sizeof(val));
 	kc_value_free(&v);
 	/* And alice cannot reach bob's. */
 	T_RC(kc_exists(&a, ns_bob, &k, NULL), KVT_ENONS);
+
+	/* The admin can count and clear alice's blocks (in a namespace of
+	 * their own, so the tests after this keep theirs). */
+	{
+		struct kc r;
+		struct kvt_ns_desc d = desc_llama;
+		uint8_t ns_iso[32];
+		uint64_t n = 0, bytes = 0, removed2 = 0;
+		d.model = "isolation-model";
+		T_RC(kc_register(&a, &d, ns_iso, NULL, 0), KVT_OK);
+		T_RC(kc_put(&a, ns_iso, &k, &p, 1, NULL), KVT_OK);
+		login(&r, s, "root", SECRET_ROOT);
+		T_RC(kc_stat_of(&r, PROTO_SCOPE_TENANT, "alice", "tenant.namespaces", &n), 0);
+		T_GE_INT(n, 2);
+		T_RC(kc_stat_of(&r, PROTO_SCOPE_TENANT, "alice", "tenant.dram_bytes", &bytes), 0);
+		T_GE_INT(bytes, 2 * sizeof(val));
+		T_RC(kc_clear(&r, PROTO_SCOPE_NS, ns_iso, NULL, &removed2), 0);
+		T_EQ_U64(removed2, 1);
+		T_RC(kc_get(&a, ns_iso, &k, 0, 0, 0, 0, &v), KVT_MISS);
+		T_RC(kc_get(&a, ns_alice, &k, 0, 0, 0, 0, &v), KVT_OK);
+		kc_value_free(&v);
+		kc_close(&r);
+	}
 	kc_close(&a);
 	kc_close(&b);
 	fprintf(stderr, "isolation: ok\n");
+}
+
+/* ------------------------------------------------------------------------
+ * Quotas: dave (dram=1M) writes 2.5 MiB; his oldest blocks go from DRAM,
+ * alice's -- put before, during and after -- all stay, byte for byte.
+ */
+
+#define QBLK (64u << 10)
+
+static void qblk_fill(uint8_t *buf, uint64_t id)
+{
+	t_fill(buf, QBLK, id * 31 + 7);
+}
+
+static void test_quota(const struct server *s, const uint8_t ns_alice[32])
+{
+	struct kvt_ns_desc d = desc_llama;
+	uint8_t ns_dave[32], *buf = malloc(QBLK);
+	struct iovec p = { buf, QBLK };
+	struct kc a, dv;
+	struct kc_value v;
+	uint64_t n = 0;
+
+	login(&a, s, "alice", SECRET_ALICE);
+	login(&dv, s, "dave", SECRET_DAVE);
+	d.tenant = NULL;
+	T_RC(kc_register(&dv, &d, ns_dave, NULL, 0), KVT_OK);
+	T_RC(kc_stat(&dv, PROTO_SCOPE_TENANT, "tenant.dram_limit", &n), 0);
+	T_EQ_U64(n, DAVE_DRAM);
+	T_RC(kc_stat(&dv, PROTO_SCOPE_TENANT, "tenant.ssd_limit", &n), 0);
+	T_EQ_U64(n, 64u << 20);
+	for (uint64_t i = 0; i < 10; i++) {
+		struct kvt_key k = key_of(20000 + i);
+		qblk_fill(buf, 20000 + i);
+		T_RC(kc_put(&a, ns_alice, &k, &p, 1, NULL), KVT_OK);
+	}
+	for (uint64_t i = 0; i < 40; i++) {
+		struct kvt_key k = key_of(30000 + i);
+		qblk_fill(buf, 30000 + i);
+		T_RC(kc_put(&dv, ns_dave, &k, &p, 1, NULL), KVT_OK);
+		if (i % 4 == 0) {
+			k = key_of(20010 + i / 4);
+			qblk_fill(buf, 20010 + i / 4);
+			T_RC(kc_put(&a, ns_alice, &k, &p, 1, NULL), KVT_OK);
+		}
+		T_RC(kc_stat(&dv, PROTO_SCOPE_TENANT, "tenant.dram_bytes", &n), 0);
+		T_LE_INT(n, DAVE_DRAM);
+	}
+	T_RC(kc_stat(&dv, PROTO_SCOPE_TENANT, "tenant.dram_bytes", &n), 0);
+	T_EQ_U64(n, DAVE_DRAM);
+	T_RC(kc_stat(&dv, PROTO_SCOPE_TENANT, "tenant.dram_evictions", &n), 0);
+	T_EQ_U64(n, 40 - DAVE_DRAM / QBLK);
+	T_RC(kc_stat(&a, PROTO_SCOPE_TENANT, "tenant.dram_evictions", &n), 0);
+	T_EQ_U64(n, 0);
+	/* One DRAM shard: exactly dave's oldest went. */
+	for (uint64_t i = 0; i < 40; i++) {
+		struct kvt_key k = key_of(30000 + i);
+		int want = i < 40 - DAVE_DRAM / QBLK ? KVT_MISS : KVT_OK;
+		T_RC(kc_get(&dv, ns_dave, &k, 0, 0, 0, 0, &v), want);
+		if (want == KVT_OK) {
+			qblk_fill(buf, 30000 + i);
+			T_EQ_U64(v.len, QBLK);
+			T_EQ_MEM(v.bytes, buf, QBLK);
+			T_ASSERT(v.crc_ok);
+			kc_value_free(&v);
+		}
+	}
+	for (uint64_t i = 0; i < 20; i++) {
+		struct kvt_key k = key_of(20000 + i);
+		uint32_t tier = 0;
+		T_RC(kc_exists(&a, ns_alice, &k, &tier), KVT_OK);
+		T_EQ_INT(tier, KVT_TIER_DRAM);
+		T_RC(kc_get(&a, ns_alice, &k, 0, 0, 0, 0, &v), KVT_OK);
+		qblk_fill(buf, 20000 + i);
+		T_EQ_U64(v.len, QBLK);
+		T_EQ_MEM(v.bytes, buf, QBLK);
+		kc_value_free(&v);
+	}
+	/* A block larger than dave's whole quota cannot be stored. */
+	{
+		uint8_t *big = calloc(1, 2 * DAVE_DRAM);
+		struct iovec bp = { big, 2 * DAVE_DRAM };
+		struct kvt_key k = key_of(39999);
+		T_RC(kc_put(&dv, ns_dave, &k, &bp, 1, NULL), KVT_EFULL);
+		T_RC(kc_ping(&dv), 0);
+		free(big);
+	}
+	T_RC(kc_clear(&dv, PROTO_SCOPE_TENANT, NULL, NULL, &n), 0);
+	T_RC(kc_stat(&dv, PROTO_SCOPE_TENANT, "tenant.dram_bytes", &n), 0);
+	T_EQ_U64(n, 0);
+	free(buf);
+	kc_close(&a);
+	kc_close(&dv);
+	fprintf(stderr, "quota: ok\n");
+}
+
+/* ------------------------------------------------------------------------
+ * Grants: alice's shared-prompt namespace, read by bob through a grant;
+ * not writable by him; invisible to erin; gone for bob once revoked.
+ */
+
+static void write_tenants_grant(bool grant);
+static void wait_log(const char *path, const char *what);
+
+static void reload_tenants(const struct server *s, bool grant)
+{
+	char rotated[700];
+	static int n;
+	write_tenants_grant(grant);
+	/* A fresh log to look in (wait_log reads the first 64 KiB). */
+	snprintf(rotated, sizeof(rotated), "%s.g%d", s->log, ++n);
+	T_RC(rename(s->log, rotated), 0);
+	kill(s->pid, SIGHUP);
+	wait_log(s->log, "tenants reloaded");
+}
+
+static void test_grants(const struct server *s)
+{
+	struct kvt_ns_desc d = desc_llama;
+	uint8_t ns_sp[32], ns_b[32], ns_e[32], want[32];
+	char canon[PROTO_CANON_MAX + 1];
+	uint8_t val[3][30000];
+	struct kvt_key keys[3];
+	struct kc a, b, e;
+	struct kc_value v;
+	uint32_t hits = 0;
+	uint64_t removed;
+
+	login(&a, s, "alice", SECRET_ALICE);
+	login(&b, s, "bob", SECRET_BOB);
+	login(&e, s, "erin", SECRET_ERIN);
+	d.model = "shared-prompt";
+	d.tenant = NULL;
+	T_RC(kc_register(&a, &d, ns_sp, NULL, 0), KVT_OK);
+	for (int i = 0; i < 3; i++) {
+		struct iovec parts[2] = { { val[i], 10000 }, { val[i] + 10000, 20000 } };
+		keys[i] = key_of(40000 + (uint64_t)i);
+		t_fill(val[i], sizeof(val[i]), 40000 + (uint64_t)i);
+		T_RC(kc_put(&a, ns_sp, &keys[i], parts, 2, NULL), KVT_OK);
+	}
+
+	/* bob names alice's namespace: the grant gives him its digest. */
+	d.tenant = "alice";
+	T_RC(kvt_ns_digest(&d, want, NULL, 0) > 0, 1);
+	T_EQ_MEM(ns_sp, want, 32);
+	T_RC(kc_register(&b, &d, ns_b, canon, sizeof(canon)), KVT_OK);
+	T_EQ_MEM(ns_b, ns_sp, 32);
+	T_ASSERT(strstr(canon, "\ntenant=alice\n") != NULL);
+	for (int i = 0; i < 3; i++) {
+		uint32_t tier = 0;
+		T_RC(kc_exists(&b, ns_sp, &keys[i], &tier), KVT_OK);
+		T_RC(kc_get(&b, ns_sp, &keys[i], 0, 0, 0, 0, &v), KVT_OK);
+		T_EQ_U64(v.len, sizeof(val[i]));
+		T_EQ_MEM(v.bytes, val[i], sizeof(val[i]));
+		T_EQ_INT(v.part_count, 2);
+		T_ASSERT(v.crc_ok);
+		kc_value_free(&v);
+	}
+	T_RC(kc_lookup(&b, ns_sp, keys, 3, &hits, NULL), 0);
+	T_EQ_INT(hits, 3);
+	/* Read-only: bob may not change it. */
+	{
+		struct kvt_key k = key_of(40100);
+		struct iovec p = { val[0], 100 };
+		T_RC(kc_put(&b, ns_sp, &k, &p, 1, NULL), PROTO_EPERM);
+		T_RC(kc_delete(&b, ns_sp, &keys[0]), PROTO_EPERM);
+		T_RC(kc_clear(&b, PROTO_SCOPE_NS, ns_sp, NULL, &removed), PROTO_EPERM);
+		T_RC(kc_exists(&a, ns_sp, &k, NULL), KVT_MISS);
+		T_RC(kc_exists(&a, ns_sp, &keys[0], NULL), KVT_OK);
+	}
+	/* The grant covers that model only: another of alice's is bob's own. */
+	d.model = "other-model";
+	T_RC(kc_register(&b, &d, ns_b, canon, sizeof(canon)), KVT_OK);
+	T_ASSERT(strstr(canon, "\ntenant=bob\n") != NULL);
+
+	/* erin has no grant: the same request gets her own namespace, and
+	 * alice's digest is unknown to her. */
+	d.model = "shared-prompt";
+	T_RC(kc_register(&e, &d, ns_e, canon, sizeof(canon)), KVT_OK);
+	T_ASSERT(strstr(canon, "\ntenant=erin\n") != NULL);
+	T_ASSERT(memcmp(ns_e, ns_sp, 32) != 0);
+	T_RC(kc_get(&e, ns_sp, &keys[0], 0, 0, 0, 0, &v), KVT_ENONS);
+	T_RC(kc_exists(&e, ns_sp, &keys[0], NULL), KVT_ENONS);
+	T_RC(kc_lookup(&e, ns_sp, keys, 3, &hits, NULL), KVT_ENONS);
+
+	/* Revoked on reload: bob's next request, on the same connection, no
+	 * longer reaches it; restored, it does again. */
+	reload_tenants(s, false);
+	T_RC(kc_get(&b, ns_sp, &keys[0], 0, 0, 0, 0, &v), KVT_ENONS);
+	T_RC(kc_exists(&b, ns_sp, &keys[0], NULL), KVT_ENONS);
+	T_RC(kc_register(&b, &d, ns_b, canon, sizeof(canon)), KVT_OK);
+	T_ASSERT(memcmp(ns_b, ns_sp, 32) != 0);
+	reload_tenants(s, true);
+	T_RC(kc_exists(&b, ns_sp, &keys[0], NULL), KVT_OK);
+	/* alice's bytes are untouched by all of it. */
+	T_RC(kc_get(&a, ns_sp, &keys[2], 0, 0, 0, 0, &v), KVT_OK);
+	T_EQ_MEM(v.bytes, val[2], sizeof(val[2]));
+	kc_value_free(&v);
+	kc_close(&a);
+	kc_close(&b);
+	kc_close(&e);
+	fprintf(stderr, "grants: ok\n");
 }
 
 /* ------------------------------------------------------------------------
@@ -1489,7 +1727,8 @@ static void check_sanitizer_reports(void)
 		T_FAIL("kvtierd reported sanitizer errors (above)");
 }
 
-static void write_tenants(void)
+/* alice shares her "shared-prompt" namespaces with bob unless !grant. */
+static void write_tenants_grant(bool grant)
 {
 	char path[600];
 	FILE *f;
@@ -1500,9 +1739,18 @@ static void write_tenants(void)
 	fprintf(f, "# test tenants\n"
 		   "alice " SECRET_ALICE " tenant\n"
 		   "bob   " SECRET_BOB " tenant\n"
-		   "root  " SECRET_ROOT " admin\n");
+		   "root  " SECRET_ROOT " admin\n"
+		   "dave  " SECRET_DAVE " tenant dram=1M ssd=64M\n"
+		   "erin  " SECRET_ERIN " tenant\n"
+		   "%s",
+		grant ? "grant alice model=shared-prompt to bob\n" : "");
 	fclose(f);
 	T_RC(chmod(path, 0600), 0);
+}
+
+static void write_tenants(void)
+{
+	write_tenants_grant(true);
 }
 
 static void test_refuse_open_tenants(void)
@@ -1556,6 +1804,8 @@ int main(int argc, char **argv)
 	test_put_get(&s, ns_alice);
 	test_pipeline(&s, ns_alice);
 	test_isolation(&s, ns_alice, ns_bob);
+	test_quota(&s, ns_alice);
+	test_grants(&s);
 	test_unix(&s, ns_alice);
 	test_malformed(&s, ns_alice);
 	test_ops(&s, ns_alice);
