@@ -680,6 +680,41 @@ static void iov_copy(const struct iovec *dst, unsigned nd, const struct iovec *s
 	}
 }
 
+/*
+ * The same, and the CRC32C of each source part into crcs[]: each piece is
+ * checksummed right after it was copied, while it is still in cache, so a
+ * put with supplied CRCs reads its source once, not twice.
+ */
+#define COPY_CRC_PIECE (128u << 10)
+static void iov_copy_crc(const struct iovec *dst, unsigned nd, const struct iovec *src,
+			 unsigned ns, uint32_t *crcs)
+{
+	unsigned di = 0;
+	uint64_t doff = 0;
+	for (unsigned si = 0; si < ns; si++) {
+		const char *sp = src[si].iov_base;
+		uint64_t left = src[si].iov_len;
+		uint32_t crc = 0;
+		while (left > 0 && di < nd) {
+			uint64_t n = dst[di].iov_len - doff;
+			if (n > left)
+				n = left;
+			if (n > COPY_CRC_PIECE)
+				n = COPY_CRC_PIECE;
+			memcpy((char *)dst[di].iov_base + doff, sp, n);
+			crc = kvt_crc32c(crc, sp, n);
+			sp += n;
+			left -= n;
+			doff += n;
+			if (doff == dst[di].iov_len) {
+				di++;
+				doff = 0;
+			}
+		}
+		crcs[si] = crc;
+	}
+}
+
 /* ------------------------------------------------------------------------
  * Write-down admission
  *
@@ -1078,14 +1113,11 @@ int dram_put(struct dram *d, uint32_t ns, const struct kvt_key *key,
 	struct dram_item *it;
 	int ret;
 
-	/* Supplied checksums are checked before anything is stored. */
-	if (crcs) {
-		for (unsigned i = 0; i < part_count; i++)
-			if (kvt_crc32c(0, parts[i].iov_base, parts[i].iov_len) != crcs[i])
-				return KVT_ECORRUPT;
-	}
-	if (part_count > KVT_ARRAY_LEN(lens_small)) {
-		lens = kvt_mem_alloc(d->mem, part_count * sizeof(*lens));
+	/* Supplied checksums are checked as the bytes are copied, before the
+	 * value is published: a mismatch drops the reservation (nothing was
+	 * ever visible).  lens has room for the computed CRCs too. */
+	if (part_count > KVT_ARRAY_LEN(lens_small) / 2) {
+		lens = kvt_mem_alloc(d->mem, part_count * sizeof(*lens) * 2);
 		if (!lens)
 			return -ENOMEM;
 	}
@@ -1094,11 +1126,22 @@ int dram_put(struct dram *d, uint32_t ns, const struct kvt_key *key,
 		len += parts[i].iov_len;
 	}
 	ret = dram_reserve(d, ns, key, len, lens, part_count, &it, view, &view_count);
+	if (ret == KVT_OK && crcs) {
+		uint32_t *got = (uint32_t *)(lens + part_count);
+		iov_copy_crc(view, view_count, parts, part_count, got);
+		for (unsigned i = 0; i < part_count; i++)
+			if (got[i] != crcs[i]) {
+				dram_abort(d, it);
+				ret = KVT_ECORRUPT;
+				break;
+			}
+	} else if (ret == KVT_OK) {
+		iov_copy(view, view_count, parts, part_count, len);
+	}
 	if (lens != lens_small)
-		kvt_mem_free(d->mem, lens, part_count * sizeof(*lens));
+		kvt_mem_free(d->mem, lens, part_count * sizeof(*lens) * 2);
 	if (ret != KVT_OK)
 		return ret;
-	iov_copy(view, view_count, parts, part_count, len);
 	return dram_publish(d, it, crcs, NULL, publish_flags & DRAM_SEALED, false);
 }
 
