@@ -766,7 +766,7 @@ int main(int argc, char **argv)
 	static struct kvtd_server server;
 	struct kvtd_server *srv = &server;
 	struct kvtd_config *cfg = &srv->cfg;
-	struct kvtd_listener listeners[4];
+	struct kvtd_listener listeners[4] = { 0 }; /* proto 0: native */
 	sigset_t sigs;
 	int sfd = -1, rc, exit_code = KVTD_EXIT_FAIL;
 	long ncpu;

@@ -32,8 +32,11 @@
  *
  * kvtier keys name immutable bytes (put if absent); SET is therefore
  * DELETE then PUT, submitted together.  A racing SET of the same key can
- * land between them: the PUT then reports KVT_EXISTS and the pair is
- * retried (RESPD_SET_TRIES times), so the last SET to complete wins.
+ * land between them: our PUT then reports KVT_EXISTS, which means another
+ * SET's complete value was stored after our DELETE -- the two SETs
+ * overlapped, and the outcome is the one where ours came first and was
+ * overwritten.  So it is answered +OK (SET NX: nil), with no retry; the
+ * key always holds one complete value of one of the SETs.
  *
  * Threads: the loop thread of the connection; no locks.
  */
@@ -54,7 +57,6 @@
 #define RESPD_MODEL "resp"
 #define RESPD_HDR_LEN 16
 #define RESPD_KEY_INLINE 63           /* longest Redis key stored as itself */
-#define RESPD_SET_TRIES 8
 #define RESPD_ARGC_MAX 65536
 #define RESPD_INLINE_MAX (64u << 10)
 #define RESPD_BUF_MIN (64u << 10)
@@ -100,7 +102,6 @@ struct respd_cmd {
 	uint64_t start_ns;
 	uint64_t expire_ms;        /* SET/MSET: absolute, 0 none */
 	int cond;                  /* SET: 0, 'N' (NX), 'X' (XX) */
-	int tries;
 	bool done;
 	bool quit;                 /* close after the reply */
 	bool is_err;
@@ -753,7 +754,8 @@ static void respd_step(struct respd_cmd *cmd)
 		respd_finish(cmd);
 		return;
 	}
-	/* SET, MSET: items are (DELETE, PUT) pairs */
+	/* SET, MSET: items are (DELETE, PUT) pairs; KVT_EXISTS is a racing
+	 * SET that came after ours (see the top of the file). */
 	bool raced = false;
 	int err = 0;
 	for (uint32_t i = 1; i < cmd->n; i += 2) {
@@ -763,19 +765,17 @@ static void respd_step(struct respd_cmd *cmd)
 		else if (st < 0 && !err)
 			err = st;
 	}
-	if (raced && !err && ++cmd->tries < RESPD_SET_TRIES) {
-		respd_write(cmd, ns);
-		return;
-	}
-	if (err || raced) {
+	(void)ns;
+	if (err) {
 		char m[200];
 		if (err == KVT_ETOOBIG || err == KVT_EBADLEN)
 			snprintf(m, sizeof(m), "ERR value too large for kvtier (at most %" PRIu64
 				 " bytes with its key)", srv->dram_max_value - RESPD_HDR_LEN);
 		else
-			snprintf(m, sizeof(m), "ERR %s", err ? kvt_strerror(err) :
-				 "SET lost to concurrent SETs of the same key");
+			snprintf(m, sizeof(m), "ERR %s", kvt_strerror(err));
 		respd_simple(cmd, '-', m);
+	} else if (raced && cmd->cond == 'N') {
+		respd_nil(cmd);
 	} else {
 		respd_simple(cmd, '+', "OK");
 	}
