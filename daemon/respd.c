@@ -35,8 +35,10 @@
  * land between them: our PUT then reports KVT_EXISTS, which means another
  * SET's complete value was stored after our DELETE -- the two SETs
  * overlapped, and the outcome is the one where ours came first and was
- * overwritten.  So it is answered +OK (SET NX: nil), with no retry; the
- * key always holds one complete value of one of the SETs.
+ * overwritten.  Likewise a PUT canceled (-ECANCELED) by a racing SET's
+ * DELETE or a FLUSHDB.  Both are answered +OK (SET NX: nil), with no
+ * retry; the key always holds one complete value of one of the SETs, or
+ * none if the last overlapping operation was a delete.
  *
  * Threads: the loop thread of the connection; no locks.
  */
@@ -754,13 +756,15 @@ static void respd_step(struct respd_cmd *cmd)
 		respd_finish(cmd);
 		return;
 	}
-	/* SET, MSET: items are (DELETE, PUT) pairs; KVT_EXISTS is a racing
-	 * SET that came after ours (see the top of the file). */
+	/* SET, MSET: items are (DELETE, PUT) pairs.  KVT_EXISTS (another
+	 * SET's put landed after our delete) and -ECANCELED (another SET's
+	 * delete, or a FLUSHDB, came while our put was in progress: delete
+	 * wins) both mean a later write overlapped ours (top of the file). */
 	bool raced = false;
 	int err = 0;
 	for (uint32_t i = 1; i < cmd->n; i += 2) {
 		int st = cmd->items[i].req.status;
-		if (st == KVT_EXISTS)
+		if (st == KVT_EXISTS || st == -ECANCELED)
 			raced = true;
 		else if (st < 0 && !err)
 			err = st;
