@@ -87,6 +87,8 @@ static int resp_inline(const uint8_t *buf, size_t len, const struct resp_limits 
 			i++;
 		if (argc == RESP_INLINE_ARGS_MAX || argc == lim->argc_max)
 			return RESP_EARGC;
+		if (i - s > lim->bulk_max)
+			return RESP_EBULK;
 		if (argc < args_cap) {
 			args[argc].p = buf + s;
 			args[argc].len = i - s;
