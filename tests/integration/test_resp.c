@@ -411,7 +411,7 @@ struct scrape {
  */
 static void parse_metrics(const char *body, struct scrape *s)
 {
-	char types[256][96];
+	char types[256][128];
 	int nt = 0, lines = 0;
 	const char *p = body;
 
