@@ -19,6 +19,12 @@
  *              from pinned DRAM views with their stored part tables
  *   auth.c     tenants file, AUTH proofs, canonical descriptor parsing
  *   log.c      structured one-line logs to stderr or a file
+ *   resp.c     the RESP2 codec (resp.h): pure, fuzzed
+ *   respd.c    the Redis-protocol listener (--resp): commands to the
+ *              store through the loop's queue, replies in order
+ *   http.c     the metrics listener's request-head parser (http.h)
+ *   metrics.c  the metrics listener (--metrics): /metrics, /healthz;
+ *              latency histograms and per-tenant counters
  *
  * Threads (doc/kvtierd.md "Threads"):
  *   main       parses options, opens the store, starts the others, then
