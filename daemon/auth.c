@@ -816,3 +816,41 @@ int kvtd_canon_tenant(const char *text, size_t len, const char **tenant)
 	}
 	return -1;
 }
+
+/* ------------------------------------------------------------------------
+ * A secret sent in clear (the RESP listener's AUTH, respd.c)
+ */
+
+int kvtd_auth_plain(const char *tenant, uint32_t tenant_len, const uint8_t *secret,
+		    size_t secret_len, uint32_t *role)
+{
+	uint8_t want[PROTO_SECRET_MAX];
+	uint32_t want_len = 0, r = PROTO_ROLE_TENANT;
+	bool known = false;
+	int ok;
+
+	pthread_mutex_lock(&auth_lock);
+	for (unsigned i = 0; auth_table && i < auth_table->count; i++) {
+		const struct kvtd_tenant *e = &auth_table->v[i];
+		if (e->name_len == tenant_len && memcmp(e->name, tenant, tenant_len) == 0) {
+			memcpy(want, e->secret, e->secret_len);
+			want_len = e->secret_len;
+			r = e->role;
+			known = true;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&auth_lock);
+	if (!known) {
+		memcpy(want, auth_dummy, sizeof(auth_dummy));
+		want_len = sizeof(auth_dummy);
+	}
+	/* Constant time over the stored secret's length; an unknown tenant
+	 * is compared against a random key, at the same cost. */
+	ok = secret_len == want_len && CRYPTO_memcmp(want, secret, want_len) == 0;
+	OPENSSL_cleanse(want, want_len);
+	if (!ok || !known)
+		return PROTO_EAUTH;
+	*role = r;
+	return 0;
+}

@@ -77,6 +77,13 @@ static void kvtierd_usage(FILE *f)
 		"  --listen HOST:PORT    TCP address (default " DEFAULT_LISTEN "; port 0 picks\n"
 		"                        one and logs it; \"none\" disables TCP)\n"
 		"  --unix PATH           also listen on a Unix socket\n"
+		"  --resp HOST:PORT      also serve the Redis protocol (RESP2) there:\n"
+		"                        GET SET MGET MSET EXISTS DEL ... (doc/resp.md); AUTH\n"
+		"                        sends secrets in clear: loopback or trusted networks\n"
+		"  --metrics [HOST:]PORT serve GET /metrics (Prometheus) and /healthz over\n"
+		"                        HTTP (host default 127.0.0.1; doc/metrics.md)\n"
+		"  --metrics-token FILE  bearer token required by the metrics listener;\n"
+		"                        needed to bind it to a non-loopback address\n"
 		"  --threads N           event-loop threads (default: number of CPUs)\n"
 		"  --idle-timeout SEC    close connections that do not authenticate, do not\n"
 		"                        finish a frame, or do not read their responses for\n"
@@ -162,6 +169,31 @@ static void kvtierd_replace(char **slot, const char *v)
  * Apply one option by long name.  where says where it came from (for
  * messages).  Usage errors exit 2.
  */
+/* --resp, --metrics, --metrics-token (respd.c, metrics.c): true if name
+ * is one of them. */
+static bool kvtierd_option_listeners(struct kvtd_config *cfg, const char *name, const char *v)
+{
+	if (strcmp(name, "resp") == 0) {
+		if (!*v)
+			kvtierd_die_usage("--resp: want HOST:PORT");
+		kvtierd_replace(&cfg->resp_listen, v);
+	} else if (strcmp(name, "metrics") == 0) {
+		char buf[300];
+		if (!*v)
+			kvtierd_die_usage("--metrics: want [HOST:]PORT");
+		if (!strchr(v, ':')) {
+			snprintf(buf, sizeof(buf), "127.0.0.1:%s", v);
+			v = buf;
+		}
+		kvtierd_replace(&cfg->metrics_listen, v);
+	} else if (strcmp(name, "metrics-token") == 0) {
+		kvtierd_replace(&cfg->metrics_token_path, v);
+	} else {
+		return false;
+	}
+	return true;
+}
+
 static void kvtierd_option(struct kvtd_config *cfg, const char *name, const char *v,
 			   const char *where)
 {
@@ -215,7 +247,7 @@ static void kvtierd_option(struct kvtd_config *cfg, const char *name, const char
 		cfg->set_names[cfg->set_count][eq - v] = 0;
 		cfg->set_values[cfg->set_count] = cfg->set_names[cfg->set_count] + (eq - v) + 1;
 		cfg->set_count++;
-	} else {
+	} else if (!kvtierd_option_listeners(cfg, name, v)) {
 		kvtierd_die_usage("%s: unknown option", what);
 	}
 }
@@ -230,7 +262,8 @@ static bool kvtierd_is_option(const char *name)
 {
 	static const char *const names[] = {
 		"dir", "dram", "ssd", "listen", "unix", "threads", "tenants", "log",
-		"log-level", "idle-timeout", "shutdown-timeout", "set", "config", NULL,
+		"log-level", "idle-timeout", "shutdown-timeout", "set", "config",
+		"resp", "metrics", "metrics-token", NULL,
 	};
 	for (int i = 0; names[i]; i++)
 		if (strcmp(name, names[i]) == 0)
@@ -608,6 +641,68 @@ static void kvtierd_limits(struct kvtd_server *srv)
 		l->frame_max = PROTO_DEF_FRAME_MAX;
 }
 
+/*
+ * The RESP and metrics listeners (doc/resp.md, doc/metrics.md): bound
+ * after the native ones.  A metrics listener on anything but loopback
+ * needs --metrics-token.  0, -EINVAL (usage), or -errno.
+ */
+static int kvtierd_listen_extra(struct kvtd_server *srv, struct kvtd_listener *listeners)
+{
+	struct kvtd_config *cfg = &srv->cfg;
+	int rc = kvtd_metrics_init(srv);
+
+	if (rc < 0)
+		return rc;
+	if (cfg->metrics_token_path) {
+		char err[200];
+		rc = kvtd_metrics_token_load(cfg->metrics_token_path, &srv->metrics_token, err,
+					     sizeof(err));
+		if (rc < 0) {
+			kvtd_log(KVTD_ERROR, "metrics token refused", "file=%s error=\"%s\"",
+				 cfg->metrics_token_path, err);
+			fprintf(stderr, "kvtierd: --metrics-token %s: %s\n", cfg->metrics_token_path, err);
+			return -EINVAL;
+		}
+	}
+	if (cfg->resp_listen) {
+		struct kvtd_listener *l = &listeners[srv->listener_count];
+		rc = kvtierd_listen_tcp(l, cfg->resp_listen);
+		if (rc < 0) {
+			kvtd_log(KVTD_ERROR, "cannot listen", "resp=%s error=\"%s\"",
+				 cfg->resp_listen, strerror(-rc));
+			return rc;
+		}
+		l->proto = KVTD_PROTO_RESP;
+		srv->listener_count++;
+		rc = kvtd_resp_setup(srv);
+		if (rc < 0) {
+			kvtd_log(KVTD_ERROR, "cannot register the RESP namespace", "error=\"%s\"",
+				 kvt_strerror(rc));
+			return rc;
+		}
+	}
+	if (cfg->metrics_listen) {
+		struct kvtd_listener *l = &listeners[srv->listener_count];
+		rc = kvtierd_listen_tcp(l, cfg->metrics_listen);
+		if (rc < 0) {
+			kvtd_log(KVTD_ERROR, "cannot listen", "metrics=%s error=\"%s\"",
+				 cfg->metrics_listen, strerror(-rc));
+			return rc;
+		}
+		l->proto = KVTD_PROTO_HTTP;
+		srv->listener_count++;
+		if (!srv->metrics_token && strncmp(l->name, "127.", 4) != 0 &&
+		    strncmp(l->name, "[::1]", 5) != 0) {
+			kvtd_log(KVTD_ERROR, "a metrics listener off loopback needs --metrics-token",
+				 "metrics=%s", l->name);
+			fprintf(stderr, "kvtierd: --metrics %s is not loopback: give --metrics-token "
+				"FILE too\n", cfg->metrics_listen);
+			return -EINVAL;
+		}
+	}
+	return 0;
+}
+
 /* ------------------------------------------------------------------------
  * main
  */
@@ -647,6 +742,9 @@ static void kvtierd_config_free(struct kvtd_config *cfg)
 	free(cfg->unix_path);
 	free(cfg->tenants_path);
 	free(cfg->log_path);
+	free(cfg->resp_listen);
+	free(cfg->metrics_listen);
+	free(cfg->metrics_token_path);
 	for (unsigned i = 0; i < cfg->set_count; i++)
 		free(cfg->set_names[i]);
 }
@@ -656,7 +754,7 @@ int main(int argc, char **argv)
 	static struct kvtd_server server;
 	struct kvtd_server *srv = &server;
 	struct kvtd_config *cfg = &srv->cfg;
-	struct kvtd_listener listeners[2];
+	struct kvtd_listener listeners[4] = { 0 }; /* proto 0: native */
 	sigset_t sigs;
 	int sfd = -1, rc, exit_code = KVTD_EXIT_FAIL;
 	long ncpu;
@@ -755,6 +853,11 @@ int main(int argc, char **argv)
 		}
 		srv->listener_count++;
 	}
+	rc = kvtierd_listen_extra(srv, listeners);
+	if (rc < 0) {
+		exit_code = rc == -EINVAL ? KVTD_EXIT_USAGE : KVTD_EXIT_FAIL;
+		goto out;
+	}
 
 	/* 4. Threads */
 	srv->loop_count = cfg->threads;
@@ -775,8 +878,13 @@ int main(int argc, char **argv)
 		 cfg->idle_timeout_s);
 	for (unsigned i = 0; i < srv->listener_count; i++) {
 		char msg[200];
-		snprintf(msg, sizeof(msg), "listening on %s%s", listeners[i].is_unix ? "unix:" : "",
-			 listeners[i].name);
+		if (listeners[i].proto != KVTD_PROTO_NATIVE)
+			snprintf(msg, sizeof(msg), "%s listener on %s",
+				 listeners[i].proto == KVTD_PROTO_RESP ? "RESP" : "metrics",
+				 listeners[i].name);
+		else
+			snprintf(msg, sizeof(msg), "listening on %s%s",
+				 listeners[i].is_unix ? "unix:" : "", listeners[i].name);
 		kvtd_log(KVTD_INFO, msg, "%s=%s", listeners[i].is_unix ? "unix" : "addr",
 			 listeners[i].name);
 	}
@@ -836,6 +944,8 @@ out:
 	}
 	kvt_store_destroy(srv->store);
 	kvtd_auth_shutdown();
+	kvtd_metrics_free(srv);
+	free(srv->metrics_token);
 	kvtd_log_close();
 	if (sfd >= 0)
 		close(sfd);

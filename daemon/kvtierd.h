@@ -19,6 +19,12 @@
  *              from pinned DRAM views with their stored part tables
  *   auth.c     tenants file, AUTH proofs, canonical descriptor parsing
  *   log.c      structured one-line logs to stderr or a file
+ *   resp.c     the RESP2 codec (resp.h): pure, fuzzed
+ *   respd.c    the Redis-protocol listener (--resp): commands to the
+ *              store through the loop's queue, replies in order
+ *   http.c     the metrics listener's request-head parser (http.h)
+ *   metrics.c  the metrics listener (--metrics): /metrics, /healthz;
+ *              latency histograms and per-tenant counters
  *
  * Threads (doc/kvtierd.md "Threads"):
  *   main       parses options, opens the store, starts the others, then
@@ -50,6 +56,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <pthread.h>
+#include <sys/types.h>
 #include <sys/uio.h>
 
 #include "kvtier.h"
@@ -218,6 +225,9 @@ struct kvtd_config {
 	int log_level;
 	unsigned idle_timeout_s;
 	unsigned shutdown_timeout_s;
+	char *resp_listen;      /* --resp HOST:PORT, or NULL (respd.c) */
+	char *metrics_listen;   /* --metrics [HOST:]PORT, or NULL (metrics.c) */
+	char *metrics_token_path; /* --metrics-token FILE, or NULL */
 	char *set_names[KVTD_SET_MAX]; /* --set NAME=VALUE: library options */
 	char *set_values[KVTD_SET_MAX];
 	unsigned set_count;
@@ -237,6 +247,7 @@ struct kvtd_listener {
 	struct kvtd_ev ev;
 	int fd;
 	bool is_unix;
+	int proto;             /* enum kvtd_proto: what its connections speak */
 	char name[128];        /* "127.0.0.1:7070" or the socket path */
 };
 
@@ -285,6 +296,9 @@ struct kvtd_conn {
 	int fd;                /* -1 once closed */
 	uint64_t id;
 	bool is_unix;
+	int proto;             /* enum kvtd_proto (from its listener) */
+	void *alt;             /* RESP or HTTP state (respd.c, metrics.c), or NULL */
+	struct kvtd_tstat *tstat; /* per-tenant counters, once the tenant is known */
 	char peer[80];
 
 	/* Protocol state */
@@ -387,6 +401,8 @@ struct kvtd_server {
 	_Atomic uint64_t next_conn_id;
 	uint64_t start_ns;
 	struct kvtd_counters ctr;
+	struct kvtd_metrics *metrics; /* metrics.c: histograms, tenants, RESP counters */
+	char *metrics_token;      /* bearer token for /metrics, or NULL */
 };
 
 /* Per-connection flow control. */
@@ -504,5 +520,63 @@ void kvtd_frame_aux_run(struct kvtd_frame *fr);
 void kvtd_frame_free(struct kvtd_frame *fr);
 /* Drop a connection's namespace cache (it is closing). */
 void kvtd_ns_cache_free(struct kvtd_conn *c);
+
+/* ------------------------------------------------------------------------
+ * The other listeners: RESP (respd.c, resp.h) and HTTP /metrics, /healthz
+ * (metrics.c, http.h).  Their connections live in the same loops as
+ * native ones and use the same output queue; loop.c hands them their
+ * reads (kvtd_alt_read), end-of-iteration work (kvtd_alt_settle) and
+ * frees their state (kvtd_alt_free).  Library requests of RESP commands
+ * carry user_data with the low bit set (KVTD_UD_RESP).
+ */
+enum kvtd_proto { KVTD_PROTO_NATIVE = 0, KVTD_PROTO_RESP, KVTD_PROTO_HTTP };
+#define KVTD_UD_RESP 1u
+
+/* A connection was accepted on a RESP or HTTP listener.  0 or -ENOMEM. */
+int kvtd_alt_open(struct kvtd_conn *c);
+/* Read from the socket and handle what came; returns like read(2). */
+ssize_t kvtd_alt_read(struct kvtd_conn *c);
+/* End of an iteration: parse input left while reads were paused. */
+void kvtd_alt_settle(struct kvtd_conn *c);
+void kvtd_alt_free(struct kvtd_conn *c);
+
+/* loop.c: stop reading c, close it once its output is written. */
+void kvtd_conn_stop_input(struct kvtd_conn *c);
+
+/* respd.c */
+ssize_t kvtd_resp_read(struct kvtd_conn *c);
+void kvtd_resp_settle(struct kvtd_conn *c);
+int kvtd_resp_open(struct kvtd_conn *c);
+void kvtd_resp_free(struct kvtd_conn *c);
+void kvtd_resp_req_done(struct kvtd_loop *loop, struct kvt_req *r);
+/* Checks the RESP options; registers the default tenant's namespace. */
+int kvtd_resp_setup(struct kvtd_server *srv);
+
+/* metrics.c */
+int kvtd_metrics_init(struct kvtd_server *srv);
+void kvtd_metrics_free(struct kvtd_server *srv);
+/* Read --metrics-token FILE (owner-only, one printable word >= 16 bytes)
+ * into *out (malloc'd).  0 or -errno with a message in err. */
+int kvtd_metrics_token_load(const char *path, char **out, char *err, size_t err_len);
+ssize_t kvtd_http_read(struct kvtd_conn *c);
+int kvtd_http_open(struct kvtd_conn *c);
+void kvtd_http_free(struct kvtd_conn *c);
+/* Latency of one request, by kind: 0 read, 1 write. */
+enum { KVTD_LAT_READ = 0, KVTD_LAT_WRITE, KVTD_LAT__COUNT };
+void kvtd_metrics_latency(struct kvtd_server *srv, int kind, uint64_t ns);
+/* RESP commands served, and RESP error replies */
+void kvtd_metrics_resp(struct kvtd_server *srv, bool error);
+
+/* Per-tenant counters (metrics.c), found once per connection. */
+struct kvtd_tstat {
+	_Atomic uint64_t requests, bytes_in, bytes_out;
+};
+/* The counters of c's tenant (NULL before the tenant is known). */
+struct kvtd_tstat *kvtd_tstat_of(struct kvtd_conn *c);
+
+/* auth.c: a secret sent in clear (RESP AUTH): 0 and *role, or
+ * PROTO_EAUTH (unknown tenant and wrong secret cost the same). */
+int kvtd_auth_plain(const char *tenant, uint32_t tenant_len, const uint8_t *secret,
+		    size_t secret_len, uint32_t *role);
 
 #endif

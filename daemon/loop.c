@@ -241,6 +241,9 @@ static void loop_conn_flush(struct kvtd_conn *c)
 		c->bytes_out += (uint64_t)w;
 		c->out_bytes -= (uint64_t)w;
 		KVTD_COUNT(srv, bytes_out, w);
+		if (c->tstat)
+			atomic_fetch_add_explicit(&c->tstat->bytes_out, (uint64_t)w,
+						  memory_order_relaxed);
 		/* Advance through the entries; finished ones are freed. */
 		while (w > 0 || (c->out_head && c->out_head->iov_pos == c->out_head->iov_count)) {
 			struct kvtd_out *o = c->out_head;
@@ -376,6 +379,14 @@ void kvtd_conn_frame_done(struct kvtd_conn *c)
 	loop_conn_touch(c);
 }
 
+void kvtd_conn_stop_input(struct kvtd_conn *c)
+{
+	c->no_more_input = true;
+	c->close_when_flushed = true;
+	loop_conn_events(c, c->out_stall_ns != 0);
+	loop_conn_touch(c);
+}
+
 void kvtd_conn_bye(struct kvtd_conn *c, uint64_t tag)
 {
 	/* The BYE frame itself is still counted in inflight: its answer goes
@@ -462,6 +473,7 @@ static void loop_reap(struct kvtd_loop *loop)
 		if (c->next)
 			c->next->prev = c->prev;
 		loop->conn_count--;
+		kvtd_alt_free(c);
 		free(c);
 	}
 }
@@ -507,6 +519,13 @@ static void loop_accept(struct kvtd_loop *loop, struct kvtd_listener *l)
 		c->is_unix = l->is_unix;
 		c->id = atomic_fetch_add(&srv->next_conn_id, 1) + 1;
 		c->accept_ns = loop->now_ns;
+		c->proto = l->proto;
+		if (c->proto != KVTD_PROTO_NATIVE && kvtd_alt_open(c) < 0) {
+			close(fd);
+			free(c);
+			KVTD_COUNT(srv, errors[KVTD_ERR_NOMEM], 1);
+			return;
+		}
 		if (l->is_unix) {
 			snprintf(c->peer, sizeof(c->peer), "unix");
 		} else {
@@ -530,6 +549,7 @@ static void loop_accept(struct kvtd_loop *loop, struct kvtd_listener *l)
 		ev.data.ptr = &c->ev;
 		if (epoll_ctl(loop->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
 			close(fd);
+			kvtd_alt_free(c);
 			free(c);
 			continue;
 		}
@@ -569,6 +589,18 @@ static int loop_rbuf_room(struct kvtd_conn *c, size_t need)
 	c->rbuf = nb;
 	c->rcap = ncap;
 	return 0;
+}
+
+/* Per-tenant counters of a native frame (its bytes in; bytes out are
+ * counted as they are written).  Frames before AUTH count for nobody. */
+static void loop_tenant_count(struct kvtd_conn *c, uint64_t bytes)
+{
+	struct kvtd_tstat *t = kvtd_tstat_of(c);
+
+	if (!t)
+		return;
+	atomic_fetch_add_explicit(&t->requests, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&t->bytes_in, bytes, memory_order_relaxed);
 }
 
 /* Take every complete frame out of rbuf. */
@@ -649,6 +681,7 @@ static void loop_conn_parse(struct kvtd_conn *c)
 			}
 		}
 		c->frame_start_ns = c->rend > c->rstart ? c->loop->now_ns : 0;
+		loop_tenant_count(c, f.hdr_len + f.data_len);
 		kvtd_frame_dispatch(fr);
 	}
 }
@@ -677,9 +710,13 @@ static void loop_conn_read(struct kvtd_conn *c)
 					struct kvtd_frame *fr = c->rx;
 					c->rx = NULL;
 					c->frame_start_ns = 0;
+					loop_tenant_count(c, len);
 					kvtd_frame_dispatch(fr);
 				}
 			}
+		} else if (c->proto != KVTD_PROTO_NATIVE) {
+			/* RESP and HTTP keep their own input (respd.c, metrics.c). */
+			r = kvtd_alt_read(c);
 		} else {
 			if (loop_rbuf_room(c, c->rend - c->rstart + 1) < 0) {
 				kvtd_conn_fail(c, PROTO_OP_ERROR, 0, -ENOMEM, "server out of memory");
@@ -762,8 +799,12 @@ static void loop_drain_queue(struct kvtd_loop *loop)
 	int n;
 
 	while ((n = kvt_queue_poll(loop->q, done, 256)) > 0)
-		for (int i = 0; i < n; i++)
-			kvtd_req_done(loop, done[i]);
+		for (int i = 0; i < n; i++) {
+			if (done[i]->user_data & KVTD_UD_RESP)
+				kvtd_resp_req_done(loop, done[i]);
+			else
+				kvtd_req_done(loop, done[i]);
+		}
 }
 
 static void loop_drain_mail(struct kvtd_loop *loop)
@@ -797,7 +838,9 @@ static void loop_settle(struct kvtd_loop *loop)
 		c->touched = false;
 		if (c->dead)
 			continue;
-		if (!c->read_paused && !c->rx && c->rend > c->rstart)
+		if (c->proto != KVTD_PROTO_NATIVE)
+			kvtd_alt_settle(c);
+		else if (!c->read_paused && !c->rx && c->rend > c->rstart)
 			loop_conn_parse(c);
 		if (c->out_head)
 			loop_conn_flush(c);

@@ -1,0 +1,104 @@
+/*
+ * http.c - the request-head parser of http.h.
+ *
+ * Owns nothing.  Invariants: nothing at or past buf + len is read; a head
+ * is complete only when its CRLF CRLF (or LF LF) is in the buffer within
+ * max bytes; every line is checked for its shape (method token, target of
+ * visible bytes, "HTTP/1.x", "Name: value" headers) before a field is
+ * returned.
+ */
+#include <string.h>
+#include <strings.h>
+
+#include "http.h"
+
+static int http_tchar(unsigned char ch)
+{
+	return (ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+	       (ch && strchr("!#$%&'*+-.^_`|~", ch) != NULL);
+}
+
+/* End of the head: index just past the blank line, or 0. */
+static size_t http_head_end(const char *buf, size_t len)
+{
+	for (size_t i = 0; i + 1 < len; i++) {
+		if (buf[i] != '\n')
+			continue;
+		if (buf[i + 1] == '\n')
+			return i + 2;
+		if (buf[i + 1] == '\r' && i + 2 < len && buf[i + 2] == '\n')
+			return i + 3;
+	}
+	return 0;
+}
+
+int http_parse_request(const char *buf, size_t len, size_t max, struct http_req *req)
+{
+	size_t end, i = 0, s;
+
+	memset(req, 0, sizeof(*req));
+	end = http_head_end(buf, len < max ? len : max);
+	if (!end)
+		return len >= max ? HTTP_ETOOBIG : HTTP_NEED_MORE;
+	/* method SP target SP HTTP/1.x CRLF */
+	while (i < end && http_tchar((unsigned char)buf[i]))
+		i++;
+	if (i == 0 || i >= end || buf[i] != ' ')
+		return HTTP_EMALFORMED;
+	req->method = buf;
+	req->method_len = i;
+	s = ++i;
+	while (i < end && (unsigned char)buf[i] > 0x20 && (unsigned char)buf[i] < 0x7f)
+		i++;
+	if (i == s || i >= end || buf[i] != ' ')
+		return HTTP_EMALFORMED;
+	req->path = buf + s;
+	req->path_len = i - s;
+	i++;
+	if (end - i < 9 || memcmp(buf + i, "HTTP/1.", 7) != 0 || buf[i + 7] < '0' || buf[i + 7] > '9')
+		return HTTP_EMALFORMED;
+	req->minor = buf[i + 7] - '0';
+	i += 8;
+	if (buf[i] == '\r')
+		i++;
+	if (i >= end || buf[i] != '\n')
+		return HTTP_EMALFORMED;
+	i++;
+	/* headers until the blank line */
+	while (i < end) {
+		size_t ls = i, colon = 0, le, vs, ve;
+		if (buf[i] == '\n' || (buf[i] == '\r' && i + 1 < end && buf[i + 1] == '\n'))
+			break;
+		while (i < end && buf[i] != '\n')
+			i++;
+		if (i >= end)
+			return HTTP_EMALFORMED;
+		le = i > ls && buf[i - 1] == '\r' ? i - 1 : i;
+		i++;
+		for (size_t k = ls; k < le; k++) {
+			if (buf[k] == ':') {
+				colon = k;
+				break;
+			}
+			if (!http_tchar((unsigned char)buf[k]))
+				return HTTP_EMALFORMED;
+		}
+		if (colon == 0 || colon == ls)
+			return HTTP_EMALFORMED;
+		vs = colon + 1;
+		while (vs < le && (buf[vs] == ' ' || buf[vs] == '\t'))
+			vs++;
+		ve = le;
+		while (ve > vs && (buf[ve - 1] == ' ' || buf[ve - 1] == '\t'))
+			ve--;
+		for (size_t k = vs; k < ve; k++)
+			if ((unsigned char)buf[k] < 0x20 && buf[k] != '\t')
+				return HTTP_EMALFORMED;
+		if (colon - ls == 13 && strncasecmp(buf + ls, "Authorization", 13) == 0) {
+			req->auth = buf + vs;
+			req->auth_len = ve - vs;
+		}
+	}
+	req->head_len = end;
+	return HTTP_OK;
+}

@@ -1,0 +1,558 @@
+/*
+ * metrics.c - kvtierd's HTTP listener (--metrics): GET /metrics in the
+ * Prometheus text format, GET /healthz; and what only the daemon
+ * measures: request latency histograms, per-tenant counters, RESP command
+ * counts (doc/metrics.md lists every metric).
+ *
+ * HTTP connections live in the event loops like the others (loop.c): one
+ * request head per connection (http.h), one response queued on the
+ * connection's output, then the connection closes once it is written
+ * ("Connection: close").  Rendering reads kvt_store_stats and relaxed
+ * atomic counters; it never waits for the store.  With --metrics-token
+ * every request must carry "Authorization: Bearer <token>" (compared in
+ * constant time); kvtierd.c refuses a non-loopback --metrics without one.
+ *
+ * Latency: libkvtier does not time requests, so the daemon does, from a
+ * RESP command's parse to its reply being queued (read: GET, MGET,
+ * EXISTS; write: SET, MSET, DEL): what a client sees minus the network.
+ *
+ * Threads: HTTP connections and histogram updates on any loop thread;
+ * tenants_lock guards the tenants table (entries are never freed before
+ * kvtd_metrics_free, so a connection keeps its pointer).  Counters are
+ * relaxed atomics.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <openssl/crypto.h>
+
+#include "http.h"
+#include "kvtierd.h"
+
+#define METRICS_HEAD_MAX 8192
+#define METRICS_TENANTS_MAX 4096
+
+/* Upper bounds of the latency buckets, in ns (Prometheus "le" in seconds). */
+static const uint64_t metrics_le_ns[] = {
+	10000, 25000, 50000, 100000, 250000, 500000, 1000000, 2500000, 5000000,
+	10000000, 25000000, 50000000, 100000000, 250000000, 500000000, 1000000000,
+	2500000000ull, 10000000000ull,
+};
+#define METRICS_BUCKETS (sizeof(metrics_le_ns) / sizeof(metrics_le_ns[0]))
+
+struct metrics_hist {
+	_Atomic uint64_t bucket[METRICS_BUCKETS + 1]; /* last: +Inf only */
+	_Atomic uint64_t count, sum_ns;
+};
+
+struct metrics_tenant {
+	char name[PROTO_TENANT_MAX + 1];
+	struct kvtd_tstat st;
+};
+
+struct kvtd_metrics {
+	struct metrics_hist lat[KVTD_LAT__COUNT];
+	_Atomic uint64_t resp_commands, resp_errors;
+	_Atomic uint64_t http_requests, http_denied, http_bad;
+	pthread_mutex_t tenants_lock;          /* guards tenants, tenant_count */
+	struct metrics_tenant *tenants[METRICS_TENANTS_MAX];
+	_Atomic unsigned tenant_count;
+};
+
+struct metrics_conn {
+	char buf[METRICS_HEAD_MAX];
+	size_t len;
+	bool answered;
+};
+
+#define MADD(field, n) atomic_fetch_add_explicit(&(field), (uint64_t)(n), memory_order_relaxed)
+#define MGET(field) atomic_load_explicit(&(field), memory_order_relaxed)
+
+int kvtd_metrics_init(struct kvtd_server *srv)
+{
+	struct kvtd_metrics *m = calloc(1, sizeof(*m));
+
+	if (!m)
+		return -ENOMEM;
+	pthread_mutex_init(&m->tenants_lock, NULL);
+	srv->metrics = m;
+	return 0;
+}
+
+void kvtd_metrics_free(struct kvtd_server *srv)
+{
+	struct kvtd_metrics *m = srv->metrics;
+
+	if (!m)
+		return;
+	for (unsigned i = 0; i < m->tenant_count; i++)
+		free(m->tenants[i]);
+	pthread_mutex_destroy(&m->tenants_lock);
+	free(m);
+	srv->metrics = NULL;
+}
+
+void kvtd_metrics_latency(struct kvtd_server *srv, int kind, uint64_t ns)
+{
+	struct metrics_hist *h;
+	unsigned b = 0;
+
+	if (!srv->metrics || kind < 0 || kind >= KVTD_LAT__COUNT)
+		return;
+	h = &srv->metrics->lat[kind];
+	while (b < METRICS_BUCKETS && ns > metrics_le_ns[b])
+		b++;
+	MADD(h->bucket[b], 1);
+	MADD(h->count, 1);
+	MADD(h->sum_ns, ns);
+}
+
+void kvtd_metrics_resp(struct kvtd_server *srv, bool error)
+{
+	if (!srv->metrics)
+		return;
+	MADD(srv->metrics->resp_commands, 1);
+	if (error)
+		MADD(srv->metrics->resp_errors, 1);
+}
+
+struct kvtd_tstat *kvtd_tstat_of(struct kvtd_conn *c)
+{
+	struct kvtd_metrics *m = c->loop->srv->metrics;
+	struct metrics_tenant *t = NULL;
+
+	if (c->tstat || !m || c->tenant_len == 0 || c->state != KVTD_CS_READY)
+		return c->tstat;
+	pthread_mutex_lock(&m->tenants_lock);
+	for (unsigned i = 0; i < m->tenant_count; i++)
+		if (strcmp(m->tenants[i]->name, c->tenant) == 0) {
+			t = m->tenants[i];
+			break;
+		}
+	if (!t && m->tenant_count < METRICS_TENANTS_MAX && (t = calloc(1, sizeof(*t)))) {
+		snprintf(t->name, sizeof(t->name), "%s", c->tenant);
+		m->tenants[m->tenant_count] = t;
+		atomic_store(&m->tenant_count, m->tenant_count + 1);
+	}
+	pthread_mutex_unlock(&m->tenants_lock);
+	c->tstat = t ? &t->st : NULL;
+	return c->tstat;
+}
+
+/* ------------------------------------------------------------------------
+ * Rendering /metrics
+ */
+
+struct metrics_stats {
+	uint64_t v[64];
+};
+
+static const char *const metrics_stat_names[] = {
+#define S_DRAM_HITS 0
+	"dram.hits",
+	"dram.misses",
+	"dram.put_bytes",
+	"dram.get_bytes",
+	"dram.evictions",
+	"dram.capacity_bytes",
+	"dram.used_bytes",
+	"dram.blocks",
+#define S_SSD_HITS 8
+	"ssd.reads",
+	"ssd.read_misses",
+	"ssd.writedown_bytes",
+	"ssd.read_bytes",
+	"ssd.evicted_blocks",
+	"ssd.capacity_bytes",
+	"ssd.segments_used",
+	"ssd.blocks",
+#define S_SSD_SEGMENT 16
+	"ssd.segment_bytes",
+#define S_SSD_CRC 17
+	"ssd.crc_errors",
+	"ssd.io_errors",
+	"ssd.writedown_shed",
+#define S_DRAM_CRC 20
+	"dram.crc_errors",
+	"dram.full_errors",
+#define S_PINS 22
+	"store.pins_active",
+	"mem.meta_bytes",
+	NULL,
+};
+
+static void metrics_stats_cb(void *ctx, const char *name, uint64_t value, const char *str)
+{
+	struct metrics_stats *st = ctx;
+
+	if (str)
+		return;
+	for (unsigned i = 0; metrics_stat_names[i]; i++)
+		if (strcmp(metrics_stat_names[i], name) == 0)
+			st->v[i] = value;
+}
+
+static void metrics_head(FILE *f, const char *name, const char *type, const char *help)
+{
+	fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void metrics_one(FILE *f, const char *name, const char *type, const char *help, uint64_t v)
+{
+	metrics_head(f, name, type, help);
+	fprintf(f, "%s %" PRIu64 "\n", name, v);
+}
+
+/* A label value: tenant names are 0x21..0x7e; escape \ and ". */
+static void metrics_label(FILE *f, const char *s)
+{
+	for (; *s; s++) {
+		if (*s == '\\' || *s == '"')
+			fputc('\\', f);
+		fputc(*s, f);
+	}
+}
+
+static void metrics_hist(FILE *f, const char *name, const char *help, struct kvtd_metrics *m)
+{
+	static const char *const kinds[KVTD_LAT__COUNT] = { "read", "write" };
+
+	metrics_head(f, name, "histogram", help);
+	for (int k = 0; k < KVTD_LAT__COUNT; k++) {
+		struct metrics_hist *h = &m->lat[k];
+		uint64_t cum = 0;
+		for (unsigned b = 0; b < METRICS_BUCKETS; b++) {
+			cum += MGET(h->bucket[b]);
+			fprintf(f, "%s_bucket{op=\"%s\",le=\"%g\"} %" PRIu64 "\n", name, kinds[k],
+				(double)metrics_le_ns[b] / 1e9, cum);
+		}
+		cum += MGET(h->bucket[METRICS_BUCKETS]);
+		fprintf(f, "%s_bucket{op=\"%s\",le=\"+Inf\"} %" PRIu64 "\n", name, kinds[k], cum);
+		fprintf(f, "%s_sum{op=\"%s\"} %.9f\n", name, kinds[k],
+			(double)MGET(h->sum_ns) / 1e9);
+		fprintf(f, "%s_count{op=\"%s\"} %" PRIu64 "\n", name, kinds[k], cum);
+	}
+}
+
+static void metrics_tier(FILE *f, const char *tier, const uint64_t *v, uint64_t used)
+{
+	char n[96];
+	static const char *const what[] = { "hits_total", "misses_total", "bytes_in_total",
+					    "bytes_out_total", "evictions_total" };
+	static const char *const help[] = {
+		"reads that found their block in this tier",
+		"reads that did not find their block in this tier",
+		"value bytes written into this tier",
+		"value bytes read from this tier",
+		"blocks evicted from this tier",
+	};
+	for (int i = 0; i < 5; i++) {
+		snprintf(n, sizeof(n), "kvtier_%s_%s", tier, what[i]);
+		metrics_one(f, n, "counter", help[i], v[i]);
+	}
+	snprintf(n, sizeof(n), "kvtier_%s_capacity_bytes", tier);
+	metrics_one(f, n, "gauge", "bytes this tier may hold", v[5]);
+	snprintf(n, sizeof(n), "kvtier_%s_used_bytes", tier);
+	metrics_one(f, n, "gauge", "bytes this tier uses now", used);
+	snprintf(n, sizeof(n), "kvtier_%s_blocks", tier);
+	metrics_one(f, n, "gauge", "blocks this tier holds", v[7]);
+}
+
+/* The whole /metrics page into a new buffer: 0 or -ENOMEM. */
+static int metrics_render(struct kvtd_server *srv, char **out, size_t *out_len)
+{
+	struct kvtd_metrics *m = srv->metrics;
+	struct metrics_stats st;
+	FILE *f = open_memstream(out, out_len);
+	unsigned nt;
+
+	if (!f)
+		return -ENOMEM;
+	memset(&st, 0, sizeof(st));
+	kvt_store_stats(srv->store, metrics_stats_cb, &st);
+	metrics_one(f, "kvtier_up", "gauge", "1 while kvtierd serves", 1);
+	metrics_one(f, "kvtier_uptime_seconds", "gauge", "seconds since kvtierd started",
+		    (kvtd_now_ns() - srv->start_ns) / 1000000000ull);
+	metrics_tier(f, "dram", &st.v[S_DRAM_HITS], st.v[S_DRAM_HITS + 6]);
+	metrics_tier(f, "ssd", &st.v[S_SSD_HITS], st.v[S_SSD_HITS + 6] * st.v[S_SSD_SEGMENT]);
+	metrics_one(f, "kvtier_dram_crc_errors_total", "counter",
+		    "verified DRAM reads whose bytes failed their CRC (served as misses)",
+		    st.v[S_DRAM_CRC]);
+	metrics_one(f, "kvtier_dram_full_errors_total", "counter",
+		    "puts refused because everything in DRAM was pinned", st.v[S_DRAM_CRC + 1]);
+	metrics_one(f, "kvtier_ssd_crc_errors_total", "counter",
+		    "SSD records that failed their CRC (served as misses)", st.v[S_SSD_CRC]);
+	metrics_one(f, "kvtier_ssd_io_errors_total", "counter", "SSD I/O errors",
+		    st.v[S_SSD_CRC + 1]);
+	metrics_one(f, "kvtier_ssd_writedown_shed_total", "counter",
+		    "blocks not written down to SSD because the queue was full", st.v[S_SSD_CRC + 2]);
+	metrics_one(f, "kvtier_pins_active", "gauge", "pinned reads not yet released",
+		    st.v[S_PINS]);
+	metrics_one(f, "kvtier_meta_bytes", "gauge", "bytes of index and metadata",
+		    st.v[S_PINS + 1]);
+	metrics_hist(f, "kvtier_request_duration_seconds",
+		     "time from a request's parse to its reply queued, measured by kvtierd "
+		     "(RESP commands; read: GET MGET EXISTS, write: SET MSET DEL)", m);
+
+	metrics_one(f, "kvtier_connections_accepted_total", "counter", "connections accepted",
+		    MGET(srv->ctr.conns_accepted));
+	metrics_one(f, "kvtier_connections_closed_total", "counter", "connections closed",
+		    MGET(srv->ctr.conns_closed));
+	metrics_one(f, "kvtier_connections_active", "gauge", "connections open now",
+		    MGET(srv->ctr.conns_active));
+	metrics_one(f, "kvtier_server_bytes_in_total", "counter", "bytes received on every connection",
+		    MGET(srv->ctr.bytes_in));
+	metrics_one(f, "kvtier_server_bytes_out_total", "counter", "bytes sent on every connection",
+		    MGET(srv->ctr.bytes_out));
+	metrics_one(f, "kvtier_server_frames_in_total", "counter", "native protocol frames received",
+		    MGET(srv->ctr.frames_in));
+	metrics_one(f, "kvtier_resp_commands_total", "counter", "RESP commands answered",
+		    MGET(m->resp_commands));
+	metrics_one(f, "kvtier_resp_error_replies_total", "counter", "RESP commands answered with an error",
+		    MGET(m->resp_errors));
+	metrics_one(f, "kvtier_http_requests_total", "counter", "HTTP requests to this listener",
+		    MGET(m->http_requests));
+
+	metrics_head(f, "kvtier_errors_total", "counter",
+		     "requests and connections refused or failed, by kind (doc/kvtierd.md)");
+	for (int k = 0; k < KVTD_ERR__COUNT; k++)
+		fprintf(f, "kvtier_errors_total{kind=\"%s\"} %" PRIu64 "\n", kvtd_err_names[k],
+			MGET(srv->ctr.errors[k]));
+
+	nt = atomic_load(&m->tenant_count);
+	metrics_head(f, "kvtier_tenant_requests_total", "counter",
+		     "requests by authenticated tenant (native frames and RESP commands)");
+	pthread_mutex_lock(&m->tenants_lock);
+	for (unsigned i = 0; i < nt; i++) {
+		fputs("kvtier_tenant_requests_total{tenant=\"", f);
+		metrics_label(f, m->tenants[i]->name);
+		fprintf(f, "\"} %" PRIu64 "\n", MGET(m->tenants[i]->st.requests));
+	}
+	metrics_head(f, "kvtier_tenant_bytes_in_total", "counter", "bytes received from a tenant");
+	for (unsigned i = 0; i < nt; i++) {
+		fputs("kvtier_tenant_bytes_in_total{tenant=\"", f);
+		metrics_label(f, m->tenants[i]->name);
+		fprintf(f, "\"} %" PRIu64 "\n", MGET(m->tenants[i]->st.bytes_in));
+	}
+	metrics_head(f, "kvtier_tenant_bytes_out_total", "counter", "bytes sent to a tenant");
+	for (unsigned i = 0; i < nt; i++) {
+		fputs("kvtier_tenant_bytes_out_total{tenant=\"", f);
+		metrics_label(f, m->tenants[i]->name);
+		fprintf(f, "\"} %" PRIu64 "\n", MGET(m->tenants[i]->st.bytes_out));
+	}
+	pthread_mutex_unlock(&m->tenants_lock);
+	if (fclose(f) != 0) {
+		free(*out);
+		*out = NULL;
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+/* ------------------------------------------------------------------------
+ * HTTP connections
+ */
+
+int kvtd_http_open(struct kvtd_conn *c)
+{
+	struct metrics_conn *mc = calloc(1, sizeof(*mc));
+
+	if (!mc)
+		return -ENOMEM;
+	c->alt = mc;
+	/* Not "authenticated" in the native sense: the sweep's unauthenticated
+	 * timeout then closes a client that never sends its request. */
+	return 0;
+}
+
+void kvtd_http_free(struct kvtd_conn *c)
+{
+	free(c->alt);
+	c->alt = NULL;
+}
+
+static void metrics_reply(struct kvtd_conn *c, int code, const char *reason, const char *ctype,
+			  char *body, size_t body_len, const char *extra)
+{
+	struct kvtd_out *o = calloc(1, sizeof(*o));
+	char *head = NULL;
+	int hl;
+
+	if (o)
+		hl = asprintf(&head, "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
+			      "Connection: close\r\n%s\r\n", code, reason, ctype, body_len,
+			      extra ? extra : "");
+	if (!o || hl < 0) {
+		free(o);
+		free(body);
+		kvtd_conn_stop_input(c);
+		return;
+	}
+	o->iov = o->iov_small;
+	o->iov[0] = (struct iovec){ head, (size_t)hl };
+	o->iov[1] = (struct iovec){ body, body_len };
+	o->iov_count = body_len ? 2 : 1;
+	o->hdr = (uint8_t *)head;
+	o->buf = body;
+	o->bytes = (uint64_t)hl + body_len;
+	kvtd_conn_queue(c, o);
+	kvtd_conn_stop_input(c);
+}
+
+static void metrics_text(struct kvtd_conn *c, int code, const char *reason, const char *msg,
+			 const char *extra)
+{
+	char *b = strdup(msg);
+	metrics_reply(c, code, reason, "text/plain; charset=utf-8", b, b ? strlen(b) : 0, extra);
+}
+
+static bool metrics_token_ok(const struct kvtd_server *srv, const struct http_req *rq)
+{
+	size_t tl;
+
+	if (!srv->metrics_token)
+		return true;
+	tl = strlen(srv->metrics_token);
+	if (!rq->auth || rq->auth_len != 7 + tl || strncasecmp(rq->auth, "Bearer ", 7) != 0)
+		return false;
+	return CRYPTO_memcmp(rq->auth + 7, srv->metrics_token, tl) == 0;
+}
+
+static void metrics_handle(struct kvtd_conn *c, const struct http_req *rq)
+{
+	struct kvtd_server *srv = c->loop->srv;
+	bool get = rq->method_len == 3 && memcmp(rq->method, "GET", 3) == 0;
+	bool head = rq->method_len == 4 && memcmp(rq->method, "HEAD", 4) == 0;
+	size_t pl = rq->path_len;
+	const char *q = memchr(rq->path, '?', pl);
+
+	if (q)
+		pl = (size_t)(q - rq->path);
+	MADD(srv->metrics->http_requests, 1);
+	if (!metrics_token_ok(srv, rq)) {
+		MADD(srv->metrics->http_denied, 1);
+		KVTD_COUNT(srv, errors[KVTD_ERR_AUTH], 1);
+		metrics_text(c, 401, "Unauthorized", "bearer token required\n",
+			     "WWW-Authenticate: Bearer\r\n");
+		return;
+	}
+	if (!get && !head) {
+		metrics_text(c, 405, "Method Not Allowed", "GET only\n", "Allow: GET, HEAD\r\n");
+		return;
+	}
+	if (pl == 8 && memcmp(rq->path, "/healthz", 8) == 0) {
+		if (atomic_load(&srv->stopping))
+			metrics_text(c, 503, "Service Unavailable", "stopping\n", NULL);
+		else
+			metrics_text(c, 200, "OK", "ok\n", NULL);
+		return;
+	}
+	if (pl == 8 && memcmp(rq->path, "/metrics", 8) == 0) {
+		char *body = NULL;
+		size_t bl = 0;
+		if (metrics_render(srv, &body, &bl) < 0) {
+			metrics_text(c, 500, "Internal Server Error", "out of memory\n", NULL);
+			return;
+		}
+		if (head) {
+			free(body);
+			body = NULL;
+			bl = 0;
+		}
+		metrics_reply(c, 200, "OK", "text/plain; version=0.0.4; charset=utf-8", body, bl, NULL);
+		return;
+	}
+	metrics_text(c, 404, "Not Found", "not found: try /metrics or /healthz\n", NULL);
+}
+
+ssize_t kvtd_http_read(struct kvtd_conn *c)
+{
+	struct metrics_conn *mc = c->alt;
+	struct http_req rq;
+	ssize_t r;
+	int rc;
+
+	if (mc->answered) {
+		/* Discard whatever follows the one request we answer. */
+		char sink[4096];
+		return read(c->fd, sink, sizeof(sink));
+	}
+	if (mc->len == sizeof(mc->buf)) {
+		errno = EMSGSIZE;
+		return -1;
+	}
+	r = read(c->fd, mc->buf + mc->len, sizeof(mc->buf) - mc->len);
+	if (r <= 0)
+		return r;
+	mc->len += (size_t)r;
+	if (!c->frame_start_ns)
+		c->frame_start_ns = c->loop->now_ns;
+	rc = http_parse_request(mc->buf, mc->len, sizeof(mc->buf), &rq);
+	if (rc == HTTP_NEED_MORE)
+		return r;
+	c->frame_start_ns = 0;
+	mc->answered = true;
+	c->state = KVTD_CS_READY; /* answered: the sweep's "unauthenticated" clock stops */
+	if (rc < 0) {
+		MADD(c->loop->srv->metrics->http_requests, 1);
+		KVTD_COUNT(c->loop->srv, errors[KVTD_ERR_MALFORMED], 1);
+		metrics_text(c, rc == HTTP_ETOOBIG ? 431 : 400,
+			     rc == HTTP_ETOOBIG ? "Request Header Fields Too Large" : "Bad Request",
+			     "bad request\n", NULL);
+		return r;
+	}
+	metrics_handle(c, &rq);
+	return r;
+}
+
+/* ------------------------------------------------------------------------
+ * The bearer token (--metrics-token FILE)
+ */
+
+int kvtd_metrics_token_load(const char *path, char **out, char *err, size_t err_len)
+{
+	char buf[1024];
+	struct stat sb;
+	ssize_t r;
+	size_t n;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0) {
+		snprintf(err, err_len, "%s", strerror(errno));
+		return -errno;
+	}
+	if (fstat(fd, &sb) < 0 || (sb.st_mode & 077)) {
+		close(fd);
+		snprintf(err, err_len, "must not be accessible by group or others (chmod 600)");
+		return -EPERM;
+	}
+	r = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (r < 0) {
+		snprintf(err, err_len, "%s", strerror(errno));
+		return -EIO;
+	}
+	n = (size_t)r;
+	while (n && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' '))
+		n--;
+	buf[n] = 0;
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)buf[i] <= 0x20 || (unsigned char)buf[i] >= 0x7f) {
+			snprintf(err, err_len, "the token must be one word of printable characters");
+			return -EINVAL;
+		}
+	if (n < 16) {
+		snprintf(err, err_len, "the token must be at least 16 characters");
+		return -EINVAL;
+	}
+	*out = strdup(buf);
+	OPENSSL_cleanse(buf, sizeof(buf));
+	return *out ? 0 : -ENOMEM;
+}

@@ -1,0 +1,205 @@
+/*
+ * resp.c - the RESP2 codec (resp.h): commands in, reply pieces out.
+ *
+ * Owns nothing: pure functions over the caller's buffers.  Invariants:
+ * every number is parsed with an overflow check and bounded by the limits
+ * before anything is sized by it; nothing is read at or past buf + len;
+ * a command is RESP_OK only when all of its bytes, final CRLF included,
+ * are in the buffer.
+ *
+ * Re-parsing a command that is still arriving costs one pass over its
+ * headers, not its payload: bulk strings are skipped by their length, so
+ * a 16 MiB SET parsed again on every read stays cheap.
+ */
+#include <stdbool.h>
+#include <string.h>
+
+#include "resp.h"
+
+/* A line from buf[pos] to its CRLF: its length (CR excluded) in *ll, or
+ * RESP_NEED_MORE.  A bare LF ends an inline line too. */
+static int resp_line(const uint8_t *buf, size_t len, size_t pos, size_t max, size_t *ll)
+{
+	size_t end = len - pos > max + 2 ? pos + max + 2 : len;
+	const uint8_t *nl = memchr(buf + pos, '\n', end - pos);
+
+	if (!nl)
+		return len - pos > max + 1 ? RESP_EPROTO : RESP_NEED_MORE;
+	*ll = (size_t)(nl - (buf + pos));
+	return RESP_OK;
+}
+
+/* "<digits>\r\n" at buf[pos] (after the type byte): value into *v. */
+static int resp_number(const uint8_t *buf, size_t len, size_t *pos, int64_t *v)
+{
+	size_t p = *pos, ll;
+	int64_t n = 0;
+	bool neg = false;
+	int rc = resp_line(buf, len, p, 21, &ll);
+
+	if (rc != RESP_OK)
+		return rc;
+	if (ll < 2 || buf[p + ll - 1] != '\r')
+		return RESP_EPROTO;
+	ll--;
+	if (buf[p] == '-') {
+		neg = true;
+		p++;
+		ll--;
+	}
+	if (ll == 0 || ll > 18)
+		return RESP_EPROTO;
+	for (size_t i = 0; i < ll; i++) {
+		uint8_t ch = buf[p + i];
+		if (ch < '0' || ch > '9')
+			return RESP_EPROTO;
+		n = n * 10 + (ch - '0');
+	}
+	*v = neg ? -n : n;
+	*pos = p + ll + 2;
+	return RESP_OK;
+}
+
+static int resp_inline(const uint8_t *buf, size_t len, const struct resp_limits *lim,
+		       struct resp_cmd *cmd, struct resp_arg *args, uint32_t args_cap)
+{
+	size_t ll, i = 0;
+	uint32_t argc = 0;
+	int rc = resp_line(buf, len, 0, lim->inline_max, &ll);
+
+	if (rc != RESP_OK) {
+		if (rc == RESP_EPROTO)
+			return RESP_EINLINE;
+		cmd->need = len + 1;
+		return rc;
+	}
+	cmd->len = ll + 1;
+	if (ll && buf[ll - 1] == '\r')
+		ll--;
+	for (;;) {
+		size_t s;
+		while (i < ll && (buf[i] == ' ' || buf[i] == '\t'))
+			i++;
+		if (i == ll)
+			break;
+		s = i;
+		while (i < ll && buf[i] != ' ' && buf[i] != '\t')
+			i++;
+		if (argc == RESP_INLINE_ARGS_MAX || argc == lim->argc_max)
+			return RESP_EARGC;
+		if (i - s > lim->bulk_max)
+			return RESP_EBULK;
+		if (argc < args_cap) {
+			args[argc].p = buf + s;
+			args[argc].len = i - s;
+		}
+		argc++;
+	}
+	cmd->argc = argc;
+	return argc > args_cap ? RESP_NEED_ARGS : RESP_OK;
+}
+
+int resp_parse(const uint8_t *buf, size_t len, const struct resp_limits *lim,
+	       struct resp_cmd *cmd, struct resp_arg *args, uint32_t args_cap)
+{
+	size_t pos = 1;
+	int64_t n;
+	int rc;
+
+	memset(cmd, 0, sizeof(*cmd));
+	if (len == 0) {
+		cmd->need = 1;
+		return RESP_NEED_MORE;
+	}
+	if (buf[0] != '*')
+		return resp_inline(buf, len, lim, cmd, args, args_cap);
+	rc = resp_number(buf, len, &pos, &n);
+	if (rc != RESP_OK) {
+		cmd->need = len + 1;
+		return rc;
+	}
+	if (n < 1 || (uint64_t)n > lim->argc_max)
+		return RESP_EARGC;
+	cmd->argc = (uint32_t)n;
+	if (cmd->argc > args_cap)
+		return RESP_NEED_ARGS;
+	for (uint32_t i = 0; i < cmd->argc; i++) {
+		int64_t bl;
+		if (pos >= len) {
+			cmd->need = pos + 1;
+			return RESP_NEED_MORE;
+		}
+		if (buf[pos] != '$')
+			return RESP_EPROTO;
+		pos++;
+		rc = resp_number(buf, len, &pos, &bl);
+		if (rc != RESP_OK) {
+			cmd->need = len + 1;
+			return rc;
+		}
+		if (bl < 0)
+			return RESP_EPROTO;
+		if ((uint64_t)bl > lim->bulk_max)
+			return RESP_EBULK;
+		if (len - pos < (uint64_t)bl + 2) {
+			cmd->need = pos + (uint64_t)bl + 2;
+			return RESP_NEED_MORE;
+		}
+		if (buf[pos + (size_t)bl] != '\r' || buf[pos + (size_t)bl + 1] != '\n')
+			return RESP_EPROTO;
+		args[i].p = buf + pos;
+		args[i].len = (uint64_t)bl;
+		pos += (size_t)bl + 2;
+	}
+	cmd->len = pos;
+	return RESP_OK;
+}
+
+const char *resp_strerror(int code)
+{
+	switch (code) {
+	case RESP_OK: return "ok";
+	case RESP_NEED_MORE: return "need more bytes";
+	case RESP_NEED_ARGS: return "need a larger argument array";
+	case RESP_EPROTO: return "Protocol error: malformed request";
+	case RESP_EARGC: return "Protocol error: invalid multibulk length";
+	case RESP_EBULK: return "Protocol error: invalid bulk length";
+	case RESP_EINLINE: return "Protocol error: too big inline request";
+	}
+	return "unknown RESP error";
+}
+
+size_t resp_enc_simple(uint8_t *out, size_t room, char type, const char *s, size_t len)
+{
+	size_t need = len + 3;
+
+	if (room < need)
+		return need;
+	out[0] = (uint8_t)type;
+	memcpy(out + 1, s, len);
+	out[len + 1] = '\r';
+	out[len + 2] = '\n';
+	return need;
+}
+
+size_t resp_enc_int(uint8_t *out, size_t room, char type, int64_t v)
+{
+	char tmp[24];
+	size_t n = 0;
+	uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+
+	do {
+		tmp[n++] = (char)('0' + u % 10);
+		u /= 10;
+	} while (u);
+	if (v < 0)
+		tmp[n++] = '-';
+	if (room < n + 3)
+		return n + 3;
+	out[0] = (uint8_t)type;
+	for (size_t i = 0; i < n; i++)
+		out[1 + i] = (uint8_t)tmp[n - 1 - i];
+	out[n + 1] = '\r';
+	out[n + 2] = '\n';
+	return n + 3;
+}

@@ -1,0 +1,73 @@
+/*
+ * resp.h - a pure codec for RESP2, the Redis serialization protocol, as
+ * kvtierd's --resp listener reads it (doc/resp.md).
+ *
+ * Requests are arrays of bulk strings ("*2\r\n$3\r\nGET\r\n$1\r\nk\r\n"),
+ * as every Redis client sends them, or inline commands ("PING\r\n", words
+ * separated by spaces, for telnet users).  The parser never allocates and
+ * never does I/O: it points the caller's argument array into the caller's
+ * buffer.  "Need more bytes" is a normal, positive result.  Every length
+ * is bounded by struct resp_limits before it is used.
+ *
+ * Replies are written by the small encoders below into a caller's buffer.
+ *
+ * Threads: any; no state outside the arguments.
+ */
+#ifndef KVTD_RESP_H
+#define KVTD_RESP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Results of resp_parse. */
+#define RESP_OK 0
+#define RESP_NEED_MORE 1     /* positive: a complete command needs more bytes */
+#define RESP_NEED_ARGS 2     /* positive: cmd->argc arguments; args_cap was smaller */
+#define RESP_EPROTO (-7101)  /* not RESP: bad type byte, bad number, missing CRLF */
+#define RESP_EARGC (-7102)   /* more arguments than limits.argc_max (or < 1) */
+#define RESP_EBULK (-7103)   /* a bulk string longer than limits.bulk_max */
+#define RESP_EINLINE (-7104) /* an inline command line longer than limits.inline_max */
+
+#define RESP_INLINE_ARGS_MAX 64 /* words in one inline command */
+
+struct resp_limits {
+	uint32_t argc_max;   /* arguments of one command, >= 1 */
+	uint64_t bulk_max;   /* bytes of one argument */
+	uint32_t inline_max; /* bytes of one inline command line */
+};
+
+struct resp_arg {
+	const uint8_t *p;    /* into the parsed buffer */
+	uint64_t len;
+};
+
+struct resp_cmd {
+	uint32_t argc;       /* RESP_OK, RESP_NEED_ARGS: arguments */
+	uint64_t len;        /* RESP_OK: bytes of the command, from buf */
+	uint64_t need;       /* RESP_NEED_MORE: the buffer must hold at least this
+			      * many bytes (a lower bound; 0 if unknown) */
+};
+
+/*
+ * Parse one command from buf[0, len).  On RESP_OK, args[0..argc) point into
+ * buf and cmd->len is the command's length (the next command starts
+ * there).  RESP_NEED_MORE: incomplete (cmd->need says how much at least).
+ * RESP_NEED_ARGS: complete enough to know cmd->argc, which exceeds
+ * args_cap; call again with room.  Negative: RESP_E*; the stream cannot be
+ * resynchronized.  An empty inline line is skipped: RESP_OK with argc 0.
+ */
+int resp_parse(const uint8_t *buf, size_t len, const struct resp_limits *lim,
+	       struct resp_cmd *cmd, struct resp_arg *args, uint32_t args_cap);
+
+const char *resp_strerror(int code);
+
+/*
+ * Encoders: write into out (room bytes) and return the length written, or
+ * the length needed if room is too small (nothing useful written then).
+ * The longest header is RESP_HDR_MAX bytes.
+ */
+#define RESP_HDR_MAX 24
+size_t resp_enc_simple(uint8_t *out, size_t room, char type, const char *s, size_t len);
+size_t resp_enc_int(uint8_t *out, size_t room, char type, int64_t v); /* ":n", "*n", "$n" */
+
+#endif

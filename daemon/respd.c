@@ -1,0 +1,1452 @@
+/*
+ * respd.c - kvtierd's Redis-protocol (RESP2) listener: what each command
+ * does with the store (doc/resp.md).
+ *
+ * A RESP connection lives in an event loop like a native one (loop.c):
+ * loop.c accepts it, calls kvtd_resp_read when it is readable, writes the
+ * output queue and runs timeouts.  This file owns its input buffer, the
+ * commands parsed from it (resp.h) and their library requests, which go
+ * to the loop's own kvt_queue with user_data tagged KVTD_UD_RESP.
+ *
+ * Commands of one connection may complete in any order (a DRAM hit before
+ * an SSD read) but are answered in the order they came, as Redis clients
+ * require: a connection keeps its commands in a list, and only a finished
+ * command at the head is queued for output.  Each command in the list
+ * counts in c->inflight, so loop.c's flow control pauses reading while 256
+ * commands are unanswered.
+ *
+ * Keys and values (doc/resp.md "How keys map"): each tenant's keys live
+ * in one namespace (model "resp"); a Redis key of up to 63 bytes is the
+ * kvtier key 's' + key, a longer one 'h' + SHA-256(key).  The value is
+ * stored as two parts:
+ *
+ *   part 0: header   off 0  magic "KVR1"
+ *                    off 4  u32 LE key length
+ *                    off 8  u64 LE expiry, Unix ms (0: none)
+ *                    off 16 the Redis key
+ *   part 1: the value's bytes (absent when the value is empty)
+ *
+ * Every read compares the stored key with the one asked for (a mismatch
+ * is a miss) and checks the expiry (an expired value is a miss and is
+ * deleted).  GET replies are sent from the pinned DRAM view, no copy.
+ *
+ * kvtier keys name immutable bytes (put if absent); SET is therefore
+ * DELETE then PUT, submitted together.  A racing SET of the same key can
+ * land between them: our PUT then reports KVT_EXISTS, which means another
+ * SET's complete value was stored after our DELETE -- the two SETs
+ * overlapped, and the outcome is the one where ours came first and was
+ * overwritten.  Likewise a PUT canceled (-ECANCELED) by a racing SET's
+ * DELETE or a FLUSHDB.  Both are answered +OK (SET NX: nil), with no
+ * retry; the key always holds one complete value of one of the SETs, or
+ * none if the last overlapping operation was a delete.
+ *
+ * Threads: the loop thread of the connection; no locks.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <openssl/sha.h>
+
+#include "kvtierd.h"
+#include "resp.h"
+
+#define RESPD_MODEL "resp"
+#define RESPD_HDR_LEN 16
+#define RESPD_KEY_INLINE 63           /* longest Redis key stored as itself */
+#define RESPD_ARGC_MAX 65536
+#define RESPD_INLINE_MAX (64u << 10)
+#define RESPD_BUF_MIN (64u << 10)
+#define RESPD_STEAL_MIN (256u << 10)  /* commands this large take the buffer */
+
+enum respd_kind {
+	RK_NONE = 0, RK_GET, RK_MGET, RK_EXISTS, RK_DEL, RK_SET, RK_MSET, RK_FLUSH,
+};
+
+enum { RP_PROBE = 1, RP_WRITE, RP_DONE };
+
+struct respd_cmd;
+
+/* One library request of a command. */
+struct respd_item {
+	struct kvt_req req;        /* user_data: (uintptr_t)this | KVTD_UD_RESP */
+	struct respd_cmd *cmd;
+	uint32_t key_arg;          /* argument index of its Redis key */
+	uint32_t val_arg;          /* PUT: argument index of the value */
+	bool pinned;               /* req.pin held */
+	bool live;                 /* probe: present, same key, not expired */
+	bool present;              /* probe: a block exists under the kvtier key */
+	uint8_t hdr[RESPD_HDR_LEN];
+	struct iovec iov[3];       /* PUT: header, key, value */
+};
+
+/* Reply pieces: text of ours, or pinned value bytes. */
+struct respd_seg {
+	const void *p;             /* NULL: text at off */
+	size_t off, len;
+};
+
+struct respd_cmd {
+	struct respd_cmd *next;
+	struct kvtd_conn *conn;
+	uint8_t *raw;              /* owned: the command's bytes */
+	struct resp_arg *argv;     /* owned: argc args into raw */
+	uint32_t argc;
+	int kind, phase;
+	uint32_t pending;          /* requests in flight */
+	struct respd_item *items;  /* owned */
+	uint32_t n;
+	uint64_t start_ns;
+	uint64_t expire_ms;        /* SET/MSET: absolute, 0 none */
+	int cond;                  /* SET: 0, 'N' (NX), 'X' (XX) */
+	bool done;
+	bool quit;                 /* close after the reply */
+	bool is_err;
+	/* the reply */
+	uint8_t *text;
+	size_t tlen, tcap;
+	struct respd_seg *segs;
+	unsigned nseg, segcap;
+	uint64_t *pins;
+	unsigned npin, pincap;
+	bool oom;
+};
+
+struct respd_conn {
+	uint8_t *buf;              /* input: buf[start, end) not yet parsed */
+	size_t cap, start, end;
+	struct resp_arg *args;     /* parser scratch */
+	uint32_t args_cap;
+	struct respd_cmd *head, *tail;
+	bool ns_ok;
+	uint32_t ns;
+};
+
+static struct respd_conn *respd_of(struct kvtd_conn *c)
+{
+	return c->alt;
+}
+
+static struct resp_limits respd_limits(const struct kvtd_server *srv)
+{
+	struct resp_limits l = {
+		.argc_max = RESPD_ARGC_MAX,
+		.bulk_max = srv->dram_max_value,
+		.inline_max = RESPD_INLINE_MAX,
+	};
+	return l;
+}
+
+/* Largest command buffered whole: two largest values and some. */
+static size_t respd_buf_max(const struct kvtd_server *srv)
+{
+	return (size_t)(2 * srv->dram_max_value + (1u << 20));
+}
+
+static uint64_t respd_unix_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void respd_put64(uint8_t *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint64_t respd_get64(const uint8_t *p)
+{
+	uint64_t v = 0;
+	for (int i = 7; i >= 0; i--)
+		v = v << 8 | p[i];
+	return v;
+}
+
+/* ------------------------------------------------------------------------
+ * Reply building
+ */
+
+static void respd_text(struct respd_cmd *cmd, const void *p, size_t len)
+{
+	if (cmd->oom)
+		return;
+	if (cmd->tlen + len > cmd->tcap) {
+		size_t nc = cmd->tcap ? cmd->tcap : 256;
+		while (nc < cmd->tlen + len)
+			nc *= 2;
+		uint8_t *nt = realloc(cmd->text, nc);
+		if (!nt) {
+			cmd->oom = true;
+			return;
+		}
+		cmd->text = nt;
+		cmd->tcap = nc;
+	}
+	if (cmd->nseg && !cmd->segs[cmd->nseg - 1].p &&
+	    cmd->segs[cmd->nseg - 1].off + cmd->segs[cmd->nseg - 1].len == cmd->tlen) {
+		cmd->segs[cmd->nseg - 1].len += len;
+	} else {
+		if (cmd->nseg == cmd->segcap) {
+			unsigned nc = cmd->segcap ? cmd->segcap * 2 : 8;
+			struct respd_seg *ns = realloc(cmd->segs, nc * sizeof(*ns));
+			if (!ns) {
+				cmd->oom = true;
+				return;
+			}
+			cmd->segs = ns;
+			cmd->segcap = nc;
+		}
+		cmd->segs[cmd->nseg++] = (struct respd_seg){ NULL, cmd->tlen, len };
+	}
+	memcpy(cmd->text + cmd->tlen, p, len);
+	cmd->tlen += len;
+}
+
+static void respd_bytes(struct respd_cmd *cmd, const void *p, size_t len)
+{
+	if (cmd->oom || len == 0)
+		return;
+	if (cmd->nseg == cmd->segcap) {
+		unsigned nc = cmd->segcap ? cmd->segcap * 2 : 8;
+		struct respd_seg *ns = realloc(cmd->segs, nc * sizeof(*ns));
+		if (!ns) {
+			cmd->oom = true;
+			return;
+		}
+		cmd->segs = ns;
+		cmd->segcap = nc;
+	}
+	cmd->segs[cmd->nseg++] = (struct respd_seg){ p, 0, len };
+}
+
+static void respd_simple(struct respd_cmd *cmd, char type, const char *s)
+{
+	uint8_t b[512];
+	size_t n = resp_enc_simple(b, sizeof(b), type, s, strlen(s));
+	if (n <= sizeof(b))
+		respd_text(cmd, b, n);
+	if (type == '-')
+		cmd->is_err = true;
+}
+
+static void respd_int(struct respd_cmd *cmd, char type, int64_t v)
+{
+	uint8_t b[RESP_HDR_MAX];
+	respd_text(cmd, b, resp_enc_int(b, sizeof(b), type, v));
+}
+
+static void respd_bulk(struct respd_cmd *cmd, const void *p, size_t len)
+{
+	respd_int(cmd, '$', (int64_t)len);
+	respd_text(cmd, p, len);
+	respd_text(cmd, "\r\n", 2);
+}
+
+static void respd_bulk_str(struct respd_cmd *cmd, const char *s)
+{
+	respd_bulk(cmd, s, strlen(s));
+}
+
+static void respd_nil(struct respd_cmd *cmd)
+{
+	respd_text(cmd, "$-1\r\n", 5);
+}
+
+static void respd_keep_pin(struct respd_cmd *cmd, struct respd_item *it)
+{
+	if (cmd->npin == cmd->pincap) {
+		unsigned nc = cmd->pincap ? cmd->pincap * 2 : 4;
+		uint64_t *np = realloc(cmd->pins, nc * sizeof(*np));
+		if (!np) {
+			cmd->oom = true;
+			return;
+		}
+		cmd->pins = np;
+		cmd->pincap = nc;
+	}
+	cmd->pins[cmd->npin++] = it->req.pin;
+	it->pinned = false; /* the reply owns it now */
+}
+
+/* ------------------------------------------------------------------------
+ * Commands: life and order
+ */
+
+static void respd_cmd_free(struct kvtd_server *srv, struct respd_cmd *cmd)
+{
+	for (uint32_t i = 0; i < cmd->n; i++)
+		if (cmd->items[i].pinned)
+			kvt_pin_release(srv->store, cmd->items[i].req.pin);
+	for (unsigned i = 0; i < cmd->npin; i++)
+		kvt_pin_release(srv->store, cmd->pins[i]);
+	free(cmd->pins);
+	free(cmd->items);
+	free(cmd->segs);
+	free(cmd->text);
+	free(cmd->argv);
+	free(cmd->raw);
+	free(cmd);
+}
+
+/* The reply of a finished command into an output entry (or NULL). */
+static struct kvtd_out *respd_out(struct kvtd_server *srv, struct respd_cmd *cmd)
+{
+	struct kvtd_out *o;
+
+	if (cmd->oom) {
+		/* Drop whatever was built: a short error instead. */
+		for (unsigned i = 0; i < cmd->npin; i++)
+			kvt_pin_release(srv->store, cmd->pins[i]);
+		cmd->npin = 0;
+		cmd->nseg = 0;
+		cmd->tlen = 0;
+		cmd->oom = false;
+		respd_simple(cmd, '-', "ERR server out of memory");
+		if (cmd->oom)
+			return NULL;
+	}
+	o = calloc(1, sizeof(*o));
+	if (!o)
+		return NULL;
+	o->iov = cmd->nseg <= 2 ? o->iov_small : calloc(cmd->nseg, sizeof(*o->iov));
+	if (!o->iov) {
+		free(o);
+		return NULL;
+	}
+	for (unsigned i = 0; i < cmd->nseg; i++) {
+		const struct respd_seg *s = &cmd->segs[i];
+		o->iov[i].iov_base = s->p ? (void *)s->p : cmd->text + s->off;
+		o->iov[i].iov_len = s->len;
+		o->bytes += s->len;
+	}
+	o->iov_count = cmd->nseg;
+	o->buf = cmd->text;
+	o->pins = cmd->pins;
+	o->pin_count = cmd->npin;
+	cmd->text = NULL;
+	cmd->pins = NULL;
+	cmd->npin = 0;
+	return o;
+}
+
+/* Queue the replies of the finished commands at the head, in order. */
+static void respd_flush_done(struct kvtd_conn *c)
+{
+	struct kvtd_server *srv = c->loop->srv;
+	struct respd_conn *rc = respd_of(c);
+
+	while (rc->head && rc->head->done) {
+		struct respd_cmd *cmd = rc->head;
+		bool quit = cmd->quit;
+
+		rc->head = cmd->next;
+		if (!rc->head)
+			rc->tail = NULL;
+		if (!c->dead) {
+			struct kvtd_out *o = respd_out(srv, cmd);
+			if (o)
+				kvtd_conn_queue(c, o);
+			else
+				quit = true;
+		}
+		respd_cmd_free(srv, cmd);
+		kvtd_conn_frame_done(c);
+		if (quit && !c->dead && !c->no_more_input)
+			kvtd_conn_stop_input(c);
+	}
+}
+
+static void respd_finish(struct respd_cmd *cmd)
+{
+	struct kvtd_server *srv = cmd->conn->loop->srv;
+
+	cmd->done = true;
+	cmd->phase = RP_DONE;
+	if (cmd->kind == RK_GET || cmd->kind == RK_MGET || cmd->kind == RK_EXISTS)
+		kvtd_metrics_latency(srv, KVTD_LAT_READ, kvtd_now_ns() - cmd->start_ns);
+	else if (cmd->kind == RK_SET || cmd->kind == RK_MSET || cmd->kind == RK_DEL)
+		kvtd_metrics_latency(srv, KVTD_LAT_WRITE, kvtd_now_ns() - cmd->start_ns);
+	kvtd_metrics_resp(srv, cmd->is_err);
+	respd_flush_done(cmd->conn);
+}
+
+/* ------------------------------------------------------------------------
+ * Keys, namespaces, values
+ */
+
+static void respd_key(struct kvt_key *k, const struct resp_arg *a)
+{
+	if (a->len <= RESPD_KEY_INLINE) {
+		k->bytes[0] = 's';
+		memcpy(k->bytes + 1, a->p, (size_t)a->len);
+		k->len = (uint32_t)a->len + 1;
+	} else {
+		k->bytes[0] = 'h';
+		SHA256(a->p, (size_t)a->len, k->bytes + 1);
+		k->len = 1 + SHA256_DIGEST_LENGTH;
+	}
+}
+
+static int respd_ns_of(struct kvtd_server *srv, const char *tenant, uint32_t *id, bool may_register)
+{
+	struct kvt_ns_desc d = {
+		.model = RESPD_MODEL, .dtype = "bytes", .layout = "redis-string",
+		.block_tokens = 1, .tp_size = 1, .pp_size = 1, .tenant = tenant,
+	};
+	uint8_t digest[32];
+	int rc = kvt_ns_digest(&d, digest, NULL, 0);
+
+	if (rc < 0)
+		return rc;
+	if (kvt_ns_find(srv->store, digest, id) == 0)
+		return 0;
+	if (!may_register)
+		return KVT_ENONS;
+	return kvt_ns_register(srv->store, &d, id);
+}
+
+/* The connection's namespace; registering a tenant's first one fsyncs the
+ * registry once (doc/resp.md says so). */
+static int respd_ns(struct kvtd_conn *c, uint32_t *id)
+{
+	struct respd_conn *rc = respd_of(c);
+	int r;
+
+	if (rc->ns_ok) {
+		*id = rc->ns;
+		return 0;
+	}
+	r = respd_ns_of(c->loop->srv, c->tenant, &rc->ns, true);
+	if (r < 0)
+		return r;
+	rc->ns_ok = true;
+	*id = rc->ns;
+	return 0;
+}
+
+/* Copy view bytes [off, off+len) into out (a pinned value may be split). */
+static bool respd_view_read(const struct kvt_req *r, uint64_t off, void *out, size_t len)
+{
+	uint8_t *o = out;
+
+	if (off + len > r->length)
+		return false;
+	for (uint32_t i = 0; i < r->view_count && len; i++) {
+		size_t vl = r->view[i].iov_len;
+		if (off >= vl) {
+			off -= vl;
+			continue;
+		}
+		size_t take = vl - (size_t)off < len ? vl - (size_t)off : len;
+		memcpy(o, (uint8_t *)r->view[i].iov_base + off, take);
+		o += take;
+		len -= take;
+		off = 0;
+	}
+	return len == 0;
+}
+
+static bool respd_view_equal(const struct kvt_req *r, uint64_t off, const uint8_t *p, size_t len)
+{
+	for (uint32_t i = 0; i < r->view_count && len; i++) {
+		size_t vl = r->view[i].iov_len;
+		if (off >= vl) {
+			off -= vl;
+			continue;
+		}
+		size_t take = vl - (size_t)off < len ? vl - (size_t)off : len;
+		if (memcmp((uint8_t *)r->view[i].iov_base + off, p, take) != 0)
+			return false;
+		p += take;
+		len -= take;
+		off = 0;
+	}
+	return len == 0;
+}
+
+/* A pinned probe came back: is the value live for this key?  Sets
+ * it->present, it->live; returns the value's length when live. */
+static uint64_t respd_check(struct respd_cmd *cmd, struct respd_item *it)
+{
+	const struct resp_arg *k = &cmd->argv[it->key_arg];
+	uint8_t h[RESPD_HDR_LEN];
+	uint64_t exp;
+
+	it->present = it->req.status == KVT_OK;
+	it->live = false;
+	if (!it->present)
+		return 0;
+	if (!respd_view_read(&it->req, 0, h, sizeof(h)) || memcmp(h, "KVR1", 4) != 0)
+		return 0;
+	if (((uint64_t)h[4] | (uint64_t)h[5] << 8 | (uint64_t)h[6] << 16 | (uint64_t)h[7] << 24) !=
+		    k->len ||
+	    it->req.length < RESPD_HDR_LEN + k->len ||
+	    !respd_view_equal(&it->req, RESPD_HDR_LEN, k->p, (size_t)k->len))
+		return 0;
+	exp = respd_get64(h + 8);
+	if (exp && respd_unix_ms() >= exp)
+		return 0;
+	it->live = true;
+	return it->req.length - RESPD_HDR_LEN - k->len;
+}
+
+/* Append the live value of a probe to the reply, from its pinned view. */
+static void respd_reply_value(struct respd_cmd *cmd, struct respd_item *it, uint64_t vlen)
+{
+	uint64_t off = RESPD_HDR_LEN + cmd->argv[it->key_arg].len;
+
+	respd_int(cmd, '$', (int64_t)vlen);
+	for (uint32_t i = 0; i < it->req.view_count; i++) {
+		size_t l = it->req.view[i].iov_len;
+		if (off >= l) {
+			off -= l;
+			continue;
+		}
+		respd_bytes(cmd, (uint8_t *)it->req.view[i].iov_base + off, l - (size_t)off);
+		off = 0;
+	}
+	respd_text(cmd, "\r\n", 2);
+	if (vlen)
+		respd_keep_pin(cmd, it);
+}
+
+/* ------------------------------------------------------------------------
+ * Submitting
+ */
+
+static void respd_item_init(struct respd_cmd *cmd, struct respd_item *it, uint32_t op,
+			    uint32_t ns, uint32_t key_arg)
+{
+	memset(it, 0, sizeof(*it));
+	it->cmd = cmd;
+	it->key_arg = key_arg;
+	it->req.op = op;
+	it->req.ns = ns;
+	it->req.user_data = (uint64_t)(uintptr_t)it | KVTD_UD_RESP;
+	if (op != KVT_OP_CLEAR)
+		respd_key(&it->req.key, &cmd->argv[key_arg]);
+}
+
+/* PUT of key_arg = val_arg with the command's expiry. */
+static void respd_item_put(struct respd_cmd *cmd, struct respd_item *it, uint32_t ns,
+			   uint32_t key_arg, uint32_t val_arg)
+{
+	const struct resp_arg *k = &cmd->argv[key_arg], *v = &cmd->argv[val_arg];
+
+	respd_item_init(cmd, it, KVT_OP_PUT, ns, key_arg);
+	it->val_arg = val_arg;
+	memcpy(it->hdr, "KVR1", 4);
+	it->hdr[4] = (uint8_t)k->len;
+	it->hdr[5] = (uint8_t)(k->len >> 8);
+	it->hdr[6] = (uint8_t)(k->len >> 16);
+	it->hdr[7] = (uint8_t)(k->len >> 24);
+	respd_put64(it->hdr + 8, cmd->expire_ms);
+	/* Stored as up to three parts -- header, key, value -- straight
+	 * from the command's bytes; a value is the parts' concatenation. */
+	it->iov[0] = (struct iovec){ it->hdr, RESPD_HDR_LEN };
+	it->req.iov_count = 1;
+	if (k->len)
+		it->iov[it->req.iov_count++] = (struct iovec){ (void *)k->p, (size_t)k->len };
+	if (v->len)
+		it->iov[it->req.iov_count++] = (struct iovec){ (void *)v->p, (size_t)v->len };
+	it->req.iov = it->iov;
+}
+
+/* Submit items [from, from+n); a refused batch is retried one by one so
+ * each item gets its own status. */
+static void respd_submit(struct respd_cmd *cmd, uint32_t from, uint32_t n)
+{
+	struct kvtd_loop *loop = cmd->conn->loop;
+	struct kvt_req *reqs[64];
+	uint32_t done = 0;
+
+	cmd->pending += n;
+	while (done < n) {
+		uint32_t k = n - done > 64 ? 64 : n - done;
+		for (uint32_t i = 0; i < k; i++)
+			reqs[i] = &cmd->items[from + done + i].req;
+		if (kvt_submit(loop->q, reqs, k) == (int)k) {
+			done += k;
+			continue;
+		}
+		for (uint32_t i = 0; i < k; i++) {
+			int rc = kvt_submit(loop->q, &reqs[i], 1);
+			if (rc != 1) {
+				reqs[i]->status = rc;
+				cmd->pending--;
+			}
+		}
+		done += k;
+	}
+}
+
+static void respd_step(struct respd_cmd *cmd);
+
+/* Probe phase: a pinned get per key argument [first, first + count*stride). */
+static void respd_probe(struct respd_cmd *cmd, uint32_t ns, uint32_t first, uint32_t count,
+			uint32_t stride)
+{
+	cmd->items = calloc(count, sizeof(*cmd->items));
+	if (!cmd->items) {
+		cmd->oom = true;
+		respd_finish(cmd);
+		return;
+	}
+	cmd->n = count;
+	cmd->phase = RP_PROBE;
+	for (uint32_t i = 0; i < count; i++)
+		respd_item_init(cmd, &cmd->items[i], KVT_OP_GET_PINNED, ns, first + i * stride);
+	cmd->pending = 1; /* held while submitting: completions come inline */
+	respd_submit(cmd, 0, count);
+	if (--cmd->pending == 0)
+		respd_step(cmd);
+}
+
+/* Write phase of SET / MSET / DEL: new items replace the probes. */
+static void respd_write(struct respd_cmd *cmd, uint32_t ns)
+{
+	struct kvtd_server *srv = cmd->conn->loop->srv;
+	struct respd_item *old = cmd->items;
+	uint32_t oldn = cmd->n, n = 0, pairs;
+
+	for (uint32_t i = 0; i < oldn; i++)
+		if (old[i].pinned) {
+			kvt_pin_release(srv->store, old[i].req.pin);
+			old[i].pinned = false;
+		}
+	pairs = cmd->kind == RK_SET ? 1 : cmd->kind == RK_MSET ? (cmd->argc - 1) / 2 : 0;
+	if (cmd->kind == RK_DEL)
+		cmd->items = calloc(oldn ? oldn : 1, sizeof(*cmd->items));
+	else
+		cmd->items = calloc(2 * pairs, sizeof(*cmd->items));
+	if (!cmd->items) {
+		cmd->items = old;
+		cmd->oom = true;
+		respd_finish(cmd);
+		return;
+	}
+	if (cmd->kind == RK_DEL) {
+		for (uint32_t i = 0; i < oldn; i++)
+			if (old[i].present) {
+				respd_item_init(cmd, &cmd->items[n], KVT_OP_DELETE, ns, old[i].key_arg);
+				cmd->items[n++].live = old[i].live;
+			}
+	} else {
+		for (uint32_t p = 0; p < pairs; p++) {
+			respd_item_init(cmd, &cmd->items[n++], KVT_OP_DELETE, ns, 1 + 2 * p);
+			respd_item_put(cmd, &cmd->items[n++], ns, 1 + 2 * p, 2 + 2 * p);
+		}
+	}
+	free(old);
+	cmd->n = n;
+	cmd->phase = RP_WRITE;
+	cmd->pending = 1;
+	if (n)
+		respd_submit(cmd, 0, n);
+	if (--cmd->pending == 0)
+		respd_step(cmd);
+}
+
+/* Expired values found by a probe are deleted (lazily, as Redis does). */
+static void respd_reap_expired(struct respd_cmd *cmd, uint32_t ns)
+{
+	struct kvtd_loop *loop = cmd->conn->loop;
+
+	for (uint32_t i = 0; i < cmd->n; i++) {
+		struct respd_item *it = &cmd->items[i], *d;
+		uint8_t h[RESPD_HDR_LEN];
+		struct kvt_req *r;
+
+		if (!it->present || it->live || !respd_view_read(&it->req, 0, h, sizeof(h)) ||
+		    memcmp(h, "KVR1", 4) != 0 || respd_get64(h + 8) == 0 ||
+		    respd_unix_ms() < respd_get64(h + 8))
+			continue;
+		/* A request of no command: freed when it completes. */
+		d = calloc(1, sizeof(*d));
+		if (!d)
+			continue;
+		d->req.op = KVT_OP_DELETE;
+		d->req.ns = ns;
+		d->req.key = it->req.key;
+		d->req.user_data = (uint64_t)(uintptr_t)d | KVTD_UD_RESP;
+		r = &d->req;
+		if (kvt_submit(loop->q, &r, 1) != 1)
+			free(d);
+	}
+}
+
+/* All requests of the current phase are back: the next step. */
+static void respd_step(struct respd_cmd *cmd)
+{
+	struct kvtd_server *srv = cmd->conn->loop->srv;
+	uint32_t ns = cmd->items && cmd->n ? cmd->items[0].req.ns : 0;
+	int64_t count = 0;
+
+	if (cmd->phase == RP_PROBE) {
+		uint64_t vlen[1] = { 0 };
+		for (uint32_t i = 0; i < cmd->n; i++) {
+			uint64_t l = respd_check(cmd, &cmd->items[i]);
+			if (i == 0)
+				vlen[0] = l;
+			if (cmd->items[i].live)
+				count++;
+		}
+		respd_reap_expired(cmd, ns);
+		switch (cmd->kind) {
+		case RK_GET:
+			if (cmd->items[0].live)
+				respd_reply_value(cmd, &cmd->items[0], vlen[0]);
+			else
+				respd_nil(cmd);
+			break;
+		case RK_MGET:
+			respd_int(cmd, '*', cmd->n);
+			for (uint32_t i = 0; i < cmd->n; i++) {
+				struct respd_item *it = &cmd->items[i];
+				if (it->live)
+					respd_reply_value(cmd, it, it->req.length - RESPD_HDR_LEN -
+									cmd->argv[it->key_arg].len);
+				else
+					respd_nil(cmd);
+			}
+			break;
+		case RK_EXISTS:
+			respd_int(cmd, ':', count);
+			break;
+		case RK_SET:
+			if ((cmd->cond == 'N' && cmd->items[0].live) ||
+			    (cmd->cond == 'X' && !cmd->items[0].live)) {
+				respd_nil(cmd);
+				break;
+			}
+			respd_write(cmd, ns);
+			return;
+		case RK_DEL:
+			respd_write(cmd, ns);
+			return;
+		}
+		respd_finish(cmd);
+		return;
+	}
+	/* RP_WRITE */
+	if (cmd->kind == RK_DEL) {
+		for (uint32_t i = 0; i < cmd->n; i++)
+			if (cmd->items[i].live && cmd->items[i].req.status == KVT_OK)
+				count++;
+		respd_int(cmd, ':', count);
+		respd_finish(cmd);
+		return;
+	}
+	if (cmd->kind == RK_FLUSH) {
+		if (cmd->items[0].req.status < 0) {
+			char m[160];
+			snprintf(m, sizeof(m), "ERR flush failed: %s",
+				 kvt_strerror(cmd->items[0].req.status));
+			respd_simple(cmd, '-', m);
+		} else {
+			respd_simple(cmd, '+', "OK");
+		}
+		respd_finish(cmd);
+		return;
+	}
+	/* SET, MSET: items are (DELETE, PUT) pairs.  KVT_EXISTS (another
+	 * SET's put landed after our delete) and -ECANCELED (another SET's
+	 * delete, or a FLUSHDB, came while our put was in progress: delete
+	 * wins) both mean a later write overlapped ours (top of the file). */
+	bool raced = false;
+	int err = 0;
+	for (uint32_t i = 1; i < cmd->n; i += 2) {
+		int st = cmd->items[i].req.status;
+		if (st == KVT_EXISTS || st == -ECANCELED)
+			raced = true;
+		else if (st < 0 && !err)
+			err = st;
+	}
+	(void)ns;
+	if (err) {
+		char m[200];
+		if (err == KVT_ETOOBIG || err == KVT_EBADLEN)
+			snprintf(m, sizeof(m), "ERR value too large for kvtier (at most %" PRIu64
+				 " bytes with its key)", srv->dram_max_value - RESPD_HDR_LEN);
+		else
+			snprintf(m, sizeof(m), "ERR %s", kvt_strerror(err));
+		respd_simple(cmd, '-', m);
+	} else if (raced && cmd->cond == 'N') {
+		respd_nil(cmd);
+	} else {
+		respd_simple(cmd, '+', "OK");
+	}
+	respd_finish(cmd);
+}
+
+void kvtd_resp_req_done(struct kvtd_loop *loop, struct kvt_req *r)
+{
+	struct respd_item *it = (struct respd_item *)(uintptr_t)(r->user_data & ~(uint64_t)KVTD_UD_RESP);
+	struct respd_cmd *cmd = it->cmd;
+
+	(void)loop;
+	if (!cmd) {
+		free(it); /* a lazy expiry delete */
+		return;
+	}
+	if (r->op == KVT_OP_GET_PINNED && r->status == KVT_OK)
+		it->pinned = true;
+	if (--cmd->pending == 0)
+		respd_step(cmd);
+}
+
+/* ------------------------------------------------------------------------
+ * Commands that need no request
+ */
+
+static bool respd_is(const struct resp_arg *a, const char *name)
+{
+	size_t l = strlen(name);
+	return a->len == l && strncasecmp((const char *)a->p, name, l) == 0;
+}
+
+static uint64_t respd_stat(struct kvtd_server *srv, const char *name)
+{
+	uint64_t v = 0;
+	kvt_store_stat(srv->store, name, &v);
+	return v;
+}
+
+static void respd_info(struct respd_cmd *cmd)
+{
+	struct kvtd_server *srv = cmd->conn->loop->srv;
+	char *b = NULL;
+	size_t bl = 0;
+	FILE *f = open_memstream(&b, &bl);
+	const char *want = cmd->argc > 1 ? (const char *)cmd->argv[1].p : NULL;
+	size_t wl = cmd->argc > 1 ? (size_t)cmd->argv[1].len : 0;
+	uint64_t up = (kvtd_now_ns() - srv->start_ns) / 1000000000ull;
+	uint64_t hits, misses, blocks;
+
+#define SECTION(n) (!want || (wl == strlen(n) && strncasecmp(want, n, wl) == 0) || \
+		    (wl == 3 && strncasecmp(want, "all", 3) == 0) || \
+		    (wl == 10 && strncasecmp(want, "everything", 10) == 0) || \
+		    (wl == 7 && strncasecmp(want, "default", 7) == 0))
+	if (!f) {
+		cmd->oom = true;
+		return;
+	}
+	if (SECTION("server"))
+		fprintf(f, "# Server\r\nredis_version:7.0.0\r\nkvtier_version:%s\r\n"
+			"redis_mode:standalone\r\nos:Linux\r\nprocess_id:%d\r\n"
+			"tcp_port:0\r\nuptime_in_seconds:%" PRIu64 "\r\nuptime_in_days:%" PRIu64
+			"\r\nexecutable:kvtierd\r\n\r\n",
+			KVTD_VERSION, (int)getpid(), up, up / 86400);
+	if (SECTION("memory"))
+		fprintf(f, "# Memory\r\nused_memory:%" PRIu64 "\r\nused_memory_dataset:%" PRIu64
+			"\r\nmaxmemory:%" PRIu64 "\r\nmaxmemory_policy:%s\r\n"
+			"kvtier_dram_capacity_bytes:%" PRIu64 "\r\nkvtier_dram_used_bytes:%" PRIu64
+			"\r\nkvtier_dram_value_bytes:%" PRIu64 "\r\nkvtier_dram_blocks:%" PRIu64
+			"\r\nkvtier_ssd_capacity_bytes:%" PRIu64 "\r\nkvtier_ssd_value_bytes:%" PRIu64
+			"\r\nkvtier_ssd_blocks:%" PRIu64 "\r\n\r\n",
+			respd_stat(srv, "dram.used_bytes") + respd_stat(srv, "mem.meta_bytes"),
+			respd_stat(srv, "dram.value_bytes"), respd_stat(srv, "dram.capacity_bytes"),
+			"kvtier-tiers", respd_stat(srv, "dram.capacity_bytes"),
+			respd_stat(srv, "dram.used_bytes"), respd_stat(srv, "dram.value_bytes"),
+			respd_stat(srv, "dram.blocks"), respd_stat(srv, "ssd.capacity_bytes"),
+			respd_stat(srv, "ssd.value_bytes"), respd_stat(srv, "ssd.blocks"));
+	hits = respd_stat(srv, "dram.hits");
+	misses = respd_stat(srv, "dram.misses");
+	if (SECTION("stats"))
+		fprintf(f, "# Stats\r\ntotal_connections_received:%" PRIu64
+			"\r\ntotal_commands_processed:%" PRIu64 "\r\ntotal_net_input_bytes:%" PRIu64
+			"\r\ntotal_net_output_bytes:%" PRIu64 "\r\nevicted_keys:%" PRIu64
+			"\r\nkeyspace_hits:%" PRIu64 "\r\nkeyspace_misses:%" PRIu64
+			"\r\nkvtier_dram_hits:%" PRIu64 "\r\nkvtier_dram_misses:%" PRIu64
+			"\r\nkvtier_dram_evictions:%" PRIu64 "\r\nkvtier_ssd_reads:%" PRIu64
+			"\r\nkvtier_ssd_read_misses:%" PRIu64 "\r\nkvtier_ssd_evicted_blocks:%" PRIu64
+			"\r\n\r\n",
+			atomic_load(&srv->ctr.conns_accepted), respd_stat(srv, "store.submitted"),
+			atomic_load(&srv->ctr.bytes_in), atomic_load(&srv->ctr.bytes_out),
+			respd_stat(srv, "dram.evictions"), hits, misses, hits, misses,
+			respd_stat(srv, "dram.evictions"), respd_stat(srv, "ssd.reads"),
+			respd_stat(srv, "ssd.read_misses"), respd_stat(srv, "ssd.evicted_blocks"));
+	blocks = respd_stat(srv, "dram.blocks");
+	if (respd_stat(srv, "ssd.blocks") > blocks)
+		blocks = respd_stat(srv, "ssd.blocks");
+	if (SECTION("keyspace")) {
+		fprintf(f, "# Keyspace\r\n");
+		if (blocks)
+			fprintf(f, "db0:keys=%" PRIu64 ",expires=0,avg_ttl=0\r\n", blocks);
+	}
+#undef SECTION
+	fclose(f);
+	respd_bulk(cmd, b, bl);
+	free(b);
+}
+
+static void respd_hello(struct respd_cmd *cmd)
+{
+	respd_int(cmd, '*', 14);
+	respd_bulk_str(cmd, "server");
+	respd_bulk_str(cmd, "redis");
+	respd_bulk_str(cmd, "version");
+	respd_bulk_str(cmd, "7.0.0");
+	respd_bulk_str(cmd, "proto");
+	respd_int(cmd, ':', 2);
+	respd_bulk_str(cmd, "id");
+	respd_int(cmd, ':', (int64_t)cmd->conn->id);
+	respd_bulk_str(cmd, "mode");
+	respd_bulk_str(cmd, "standalone");
+	respd_bulk_str(cmd, "role");
+	respd_bulk_str(cmd, "master");
+	respd_bulk_str(cmd, "modules");
+	respd_int(cmd, '*', 0);
+}
+
+/* AUTH [tenant] secret: 0 or an error reply was written. */
+static int respd_auth(struct respd_cmd *cmd, const struct resp_arg *user, const struct resp_arg *pw)
+{
+	struct kvtd_conn *c = cmd->conn;
+	struct kvtd_server *srv = c->loop->srv;
+	const char *t = user ? (const char *)user->p : KVTD_DEFAULT_TENANT;
+	size_t tl = user ? (size_t)user->len : strlen(KVTD_DEFAULT_TENANT);
+	uint32_t role = 0;
+
+	if (!kvtd_auth_enabled()) {
+		respd_simple(cmd, '-', "ERR AUTH <password> called without any password configured "
+			     "for the default user. Are you sure your configuration is correct?");
+		return -1;
+	}
+	if (tl == 0 || tl > PROTO_TENANT_MAX ||
+	    kvtd_auth_plain(t, (uint32_t)tl, pw->p, (size_t)pw->len, &role) != 0) {
+		KVTD_COUNT(srv, errors[KVTD_ERR_AUTH], 1);
+		respd_simple(cmd, '-', "WRONGPASS invalid username-password pair or user is disabled.");
+		return -1;
+	}
+	memcpy(c->tenant, t, tl);
+	c->tenant[tl] = 0;
+	c->tenant_len = (uint32_t)tl;
+	c->role = role;
+	c->state = KVTD_CS_READY;
+	c->tstat = NULL;
+	respd_of(c)->ns_ok = false;
+	KVTD_COUNT(srv, auth_ok, 1);
+	return 0;
+}
+
+static void respd_unknown(struct respd_cmd *cmd)
+{
+	char m[300];
+	int n = snprintf(m, sizeof(m), "ERR unknown command '%.*s', with args beginning with: ",
+			 (int)(cmd->argv[0].len > 64 ? 64 : cmd->argv[0].len),
+			 (const char *)cmd->argv[0].p);
+	for (uint32_t i = 1; i < cmd->argc && n < 250; i++)
+		n += snprintf(m + n, sizeof(m) - (size_t)n, "'%.*s' ",
+			      (int)(cmd->argv[i].len > 32 ? 32 : cmd->argv[i].len),
+			      (const char *)cmd->argv[i].p);
+	/* Redis sanitizes: no CR/LF in an error line */
+	for (char *p = m; *p; p++)
+		if (*p == '\r' || *p == '\n')
+			*p = ' ';
+	respd_simple(cmd, '-', m);
+}
+
+static void respd_wrong_args(struct respd_cmd *cmd)
+{
+	char m[120];
+	snprintf(m, sizeof(m), "ERR wrong number of arguments for '%.*s' command",
+		 (int)(cmd->argv[0].len > 32 ? 32 : cmd->argv[0].len), (const char *)cmd->argv[0].p);
+	for (char *p = m; *p; p++)
+		if ((unsigned char)*p < 0x20)
+			*p = ' ';
+	respd_simple(cmd, '-', m);
+}
+
+/* Parse SET's options; false (with the error written) if malformed. */
+static bool respd_set_opts(struct respd_cmd *cmd)
+{
+	for (uint32_t i = 3; i < cmd->argc; i++) {
+		const struct resp_arg *a = &cmd->argv[i];
+		if (respd_is(a, "NX") || respd_is(a, "XX")) {
+			if (cmd->cond) {
+				respd_simple(cmd, '-', "ERR syntax error");
+				return false;
+			}
+			cmd->cond = respd_is(a, "NX") ? 'N' : 'X';
+		} else if ((respd_is(a, "EX") || respd_is(a, "PX")) && i + 1 < cmd->argc &&
+			   !cmd->expire_ms) {
+			const struct resp_arg *v = &cmd->argv[++i];
+			uint64_t n = 0;
+			if (v->len == 0 || v->len > 15)
+				goto bad_int;
+			for (uint64_t k = 0; k < v->len; k++) {
+				if (v->p[k] < '0' || v->p[k] > '9')
+					goto bad_int;
+				n = n * 10 + (v->p[k] - '0');
+			}
+			if (n == 0) {
+				respd_simple(cmd, '-', "ERR invalid expire time in 'set' command");
+				return false;
+			}
+			cmd->expire_ms = respd_unix_ms() + (respd_is(a, "EX") ? n * 1000 : n);
+		} else {
+			respd_simple(cmd, '-', "ERR syntax error");
+			return false;
+		}
+	}
+	return true;
+bad_int:
+	respd_simple(cmd, '-', "ERR value is not an integer or out of range");
+	return false;
+}
+
+/* Run a parsed command: reply now, or submit its requests. */
+static void respd_exec(struct respd_cmd *cmd)
+{
+	struct kvtd_conn *c = cmd->conn;
+	struct kvtd_server *srv = c->loop->srv;
+	const struct resp_arg *a = cmd->argv;
+	uint32_t argc = cmd->argc, ns;
+	int rc;
+
+	if (c->state != KVTD_CS_READY && !respd_is(a, "AUTH") && !respd_is(a, "HELLO") &&
+	    !respd_is(a, "QUIT")) {
+		KVTD_COUNT(srv, errors[KVTD_ERR_NOAUTH], 1);
+		respd_simple(cmd, '-', "NOAUTH Authentication required.");
+		goto done;
+	}
+	if (respd_is(a, "PING")) {
+		if (argc > 2)
+			respd_wrong_args(cmd);
+		else if (argc == 2)
+			respd_bulk(cmd, a[1].p, (size_t)a[1].len);
+		else
+			respd_simple(cmd, '+', "PONG");
+		goto done;
+	}
+	if (respd_is(a, "ECHO")) {
+		if (argc != 2)
+			respd_wrong_args(cmd);
+		else
+			respd_bulk(cmd, a[1].p, (size_t)a[1].len);
+		goto done;
+	}
+	if (respd_is(a, "QUIT")) {
+		respd_simple(cmd, '+', "OK");
+		cmd->quit = true;
+		goto done;
+	}
+	if (respd_is(a, "AUTH")) {
+		if (argc == 2 || argc == 3) {
+			if (respd_auth(cmd, argc == 3 ? &a[1] : NULL, &a[argc - 1]) == 0)
+				respd_simple(cmd, '+', "OK");
+		} else {
+			respd_wrong_args(cmd);
+		}
+		goto done;
+	}
+	if (respd_is(a, "HELLO")) {
+		uint32_t i = 1;
+		if (argc > 1) {
+			if (!respd_is(&a[1], "2")) {
+				if (a[1].len == 1 && a[1].p[0] >= '0' && a[1].p[0] <= '9')
+					respd_simple(cmd, '-', "NOPROTO sorry, this protocol version is not supported.");
+				else
+					respd_simple(cmd, '-', "ERR Protocol version is not an integer or out of range");
+				goto done;
+			}
+			i = 2;
+		}
+		for (; i < argc; i++) {
+			if (respd_is(&a[i], "AUTH") && i + 2 < argc) {
+				if (respd_auth(cmd, &a[i + 1], &a[i + 2]) < 0)
+					goto done;
+				i += 2;
+			} else if (respd_is(&a[i], "SETNAME") && i + 1 < argc) {
+				i++;
+			} else {
+				respd_simple(cmd, '-', "ERR syntax error in HELLO option");
+				goto done;
+			}
+		}
+		if (c->state != KVTD_CS_READY) {
+			respd_simple(cmd, '-', "NOAUTH HELLO must be called with the client already "
+				     "authenticated, otherwise the HELLO <proto> AUTH <user> <pass> "
+				     "option can be used to authenticate the client and select the "
+				     "RESP protocol version at the same time");
+			goto done;
+		}
+		respd_hello(cmd);
+		goto done;
+	}
+	if (respd_is(a, "COMMAND")) {
+		/* redis-cli asks for COMMAND DOCS at start; an empty answer
+		 * makes it fall back to its built-in help. */
+		if (argc >= 2 && respd_is(&a[1], "COUNT"))
+			respd_int(cmd, ':', 0);
+		else
+			respd_int(cmd, '*', 0);
+		goto done;
+	}
+	if (respd_is(a, "CONFIG") && argc >= 2 && respd_is(&a[1], "GET")) {
+		/* redis-benchmark reads "save" and "appendonly": kvtierd has
+		 * neither RDB snapshots nor an AOF. */
+		if (argc == 3 && respd_is(&a[2], "save")) {
+			respd_int(cmd, '*', 2);
+			respd_bulk_str(cmd, "save");
+			respd_bulk_str(cmd, "");
+		} else if (argc == 3 && respd_is(&a[2], "appendonly")) {
+			respd_int(cmd, '*', 2);
+			respd_bulk_str(cmd, "appendonly");
+			respd_bulk_str(cmd, "no");
+		} else {
+			respd_int(cmd, '*', 0);
+		}
+		goto done;
+	}
+	if (respd_is(a, "SELECT")) {
+		if (argc == 2 && respd_is(&a[1], "0"))
+			respd_simple(cmd, '+', "OK");
+		else
+			respd_simple(cmd, '-', "ERR DB index is out of range");
+		goto done;
+	}
+	if (respd_is(a, "INFO")) {
+		respd_info(cmd);
+		goto done;
+	}
+	if (respd_is(a, "DBSIZE")) {
+		uint64_t d = respd_stat(srv, "dram.blocks"), s = respd_stat(srv, "ssd.blocks");
+		respd_int(cmd, ':', (int64_t)(d > s ? d : s));
+		goto done;
+	}
+
+	if (respd_is(a, "GET"))
+		cmd->kind = argc == 2 ? RK_GET : -1;
+	else if (respd_is(a, "MGET"))
+		cmd->kind = argc >= 2 ? RK_MGET : -1;
+	else if (respd_is(a, "EXISTS"))
+		cmd->kind = argc >= 2 ? RK_EXISTS : -1;
+	else if (respd_is(a, "DEL") || respd_is(a, "UNLINK"))
+		cmd->kind = argc >= 2 ? RK_DEL : -1;
+	else if (respd_is(a, "SET"))
+		cmd->kind = argc >= 3 ? RK_SET : -1;
+	else if (respd_is(a, "MSET"))
+		cmd->kind = argc >= 3 && argc % 2 == 1 ? RK_MSET : -1;
+	else if (respd_is(a, "FLUSHDB") || respd_is(a, "FLUSHALL"))
+		cmd->kind = RK_FLUSH;
+	if (cmd->kind == RK_NONE) {
+		respd_unknown(cmd);
+		goto done;
+	}
+	if (cmd->kind < 0) {
+		cmd->kind = RK_NONE;
+		respd_wrong_args(cmd);
+		goto done;
+	}
+	if (cmd->kind == RK_SET && !respd_set_opts(cmd)) {
+		cmd->kind = RK_NONE;
+		goto done;
+	}
+	rc = respd_ns(c, &ns);
+	if (rc < 0) {
+		char m[160];
+		snprintf(m, sizeof(m), "ERR cannot open the tenant's namespace: %s", kvt_strerror(rc));
+		cmd->kind = RK_NONE;
+		respd_simple(cmd, '-', m);
+		goto done;
+	}
+	switch (cmd->kind) {
+	case RK_GET:
+	case RK_MGET:
+	case RK_EXISTS:
+	case RK_DEL:
+		respd_probe(cmd, ns, 1, argc - 1, 1);
+		return;
+	case RK_SET:
+		if (cmd->cond)
+			respd_probe(cmd, ns, 1, 1, 1);
+		else
+			respd_write(cmd, ns);
+		return;
+	case RK_MSET:
+		respd_write(cmd, ns);
+		return;
+	case RK_FLUSH:
+		cmd->items = calloc(1, sizeof(*cmd->items));
+		if (!cmd->items) {
+			cmd->oom = true;
+			goto done;
+		}
+		cmd->n = 1;
+		respd_item_init(cmd, &cmd->items[0], KVT_OP_CLEAR, ns, 0);
+		cmd->items[0].req.flags = KVT_F_DEFER;
+		cmd->phase = RP_WRITE;
+		cmd->pending = 1;
+		respd_submit(cmd, 0, 1);
+		if (--cmd->pending == 0)
+			respd_step(cmd);
+		return;
+	}
+done:
+	respd_finish(cmd);
+}
+
+/* ------------------------------------------------------------------------
+ * Input
+ */
+
+int kvtd_resp_open(struct kvtd_conn *c)
+{
+	struct respd_conn *rc = calloc(1, sizeof(*rc));
+
+	if (!rc)
+		return -ENOMEM;
+	c->alt = rc;
+	if (!kvtd_auth_enabled()) {
+		c->state = KVTD_CS_READY;
+		snprintf(c->tenant, sizeof(c->tenant), "%s", KVTD_DEFAULT_TENANT);
+		c->tenant_len = (uint32_t)strlen(KVTD_DEFAULT_TENANT);
+		c->role = PROTO_ROLE_ADMIN;
+	}
+	return 0;
+}
+
+void kvtd_resp_free(struct kvtd_conn *c)
+{
+	struct respd_conn *rc = respd_of(c);
+
+	if (!rc)
+		return;
+	/* Commands still listed were answered or their connection died;
+	 * none has requests in flight (inflight is 0 when this runs). */
+	while (rc->head) {
+		struct respd_cmd *cmd = rc->head;
+		rc->head = cmd->next;
+		respd_cmd_free(c->loop->srv, cmd);
+	}
+	free(rc->buf);
+	free(rc->args);
+	free(rc);
+	c->alt = NULL;
+}
+
+/* A fatal protocol error: the error reply, then close (as Redis does). */
+static void respd_proto_error(struct kvtd_conn *c, const char *msg)
+{
+	struct respd_cmd *cmd = calloc(1, sizeof(*cmd));
+	struct respd_conn *rc = respd_of(c);
+
+	KVTD_COUNT(c->loop->srv, errors[KVTD_ERR_MALFORMED], 1);
+	kvtd_conn_log(c, KVTD_INFO, "closing RESP connection after a protocol error", msg);
+	if (cmd) {
+		char m[200];
+		snprintf(m, sizeof(m), "ERR %s", msg);
+		cmd->conn = c;
+		cmd->quit = true;
+		c->inflight++;
+		if (rc->tail)
+			rc->tail->next = cmd;
+		else
+			rc->head = cmd;
+		rc->tail = cmd;
+		respd_simple(cmd, '-', m);
+		respd_finish(cmd);
+	}
+	if (!c->no_more_input)
+		kvtd_conn_stop_input(c);
+}
+
+/* Parse and run every complete command in the buffer. */
+static void respd_parse(struct kvtd_conn *c)
+{
+	struct kvtd_server *srv = c->loop->srv;
+	struct respd_conn *rc = respd_of(c);
+	struct resp_limits lim = respd_limits(srv);
+
+	while (!c->dead && !c->no_more_input && !c->read_paused && rc->end > rc->start) {
+		struct resp_cmd pc;
+		struct respd_cmd *cmd;
+		uint8_t *base = rc->buf + rc->start;
+		int r;
+
+		if (c->inflight >= KVTD_INFLIGHT_MAX)
+			return; /* loop.c pauses reads; settle brings us back */
+		r = resp_parse(base, rc->end - rc->start, &lim, &pc, rc->args, rc->args_cap);
+		if (r == RESP_NEED_ARGS) {
+			struct resp_arg *na = realloc(rc->args, pc.argc * sizeof(*na));
+			if (!na) {
+				respd_proto_error(c, "server out of memory");
+				return;
+			}
+			rc->args = na;
+			rc->args_cap = pc.argc;
+			continue;
+		}
+		if (r == RESP_NEED_MORE) {
+			if (pc.need > respd_buf_max(srv)) {
+				respd_proto_error(c, "Protocol error: command too large");
+				return;
+			}
+			if (!c->frame_start_ns)
+				c->frame_start_ns = c->loop->now_ns;
+			return;
+		}
+		if (r < 0) {
+			respd_proto_error(c, resp_strerror(r));
+			return;
+		}
+		c->frame_start_ns = 0;
+		if (pc.argc == 0) { /* an empty inline line */
+			rc->start += pc.len;
+			continue;
+		}
+		cmd = calloc(1, sizeof(*cmd));
+		if (!cmd || !(cmd->argv = malloc(pc.argc * sizeof(*cmd->argv)))) {
+			free(cmd);
+			respd_proto_error(c, "server out of memory");
+			return;
+		}
+		/* The command's bytes become its own: a large one takes the
+		 * buffer when it is all the buffer holds, others are copied. */
+		if (rc->start == 0 && pc.len == rc->end && pc.len >= RESPD_STEAL_MIN) {
+			cmd->raw = rc->buf;
+			rc->buf = NULL;
+			rc->cap = rc->start = rc->end = 0;
+		} else {
+			cmd->raw = malloc(pc.len ? pc.len : 1);
+			if (!cmd->raw) {
+				free(cmd->argv);
+				free(cmd);
+				respd_proto_error(c, "server out of memory");
+				return;
+			}
+			memcpy(cmd->raw, base, pc.len);
+			rc->start += pc.len;
+		}
+		for (uint32_t i = 0; i < pc.argc; i++) {
+			cmd->argv[i].p = cmd->raw + (rc->args[i].p - base);
+			cmd->argv[i].len = rc->args[i].len;
+		}
+		cmd->argc = pc.argc;
+		cmd->conn = c;
+		cmd->start_ns = kvtd_now_ns();
+		c->inflight++;
+		c->frames++;
+		if (rc->tail)
+			rc->tail->next = cmd;
+		else
+			rc->head = cmd;
+		rc->tail = cmd;
+		{
+			struct kvtd_tstat *t = kvtd_tstat_of(c);
+			if (t) {
+				atomic_fetch_add_explicit(&t->requests, 1, memory_order_relaxed);
+				atomic_fetch_add_explicit(&t->bytes_in, pc.len, memory_order_relaxed);
+			}
+		}
+		respd_exec(cmd);
+	}
+	if (rc->start == rc->end) {
+		rc->start = rc->end = 0;
+		if (rc->cap > 4 * RESPD_BUF_MIN) {
+			free(rc->buf);
+			rc->buf = NULL;
+			rc->cap = 0;
+		}
+	}
+}
+
+ssize_t kvtd_resp_read(struct kvtd_conn *c)
+{
+	struct kvtd_server *srv = c->loop->srv;
+	struct respd_conn *rc = respd_of(c);
+	size_t want = RESPD_BUF_MIN;
+	struct resp_cmd pc;
+	ssize_t r;
+
+	/* Room: at least 64 KiB, or what the command being received needs. */
+	if (rc->end > rc->start) {
+		struct resp_limits lim = respd_limits(srv);
+		if (resp_parse(rc->buf + rc->start, rc->end - rc->start, &lim, &pc, rc->args,
+			       rc->args_cap) == RESP_NEED_MORE &&
+		    pc.need > rc->end - rc->start && pc.need <= respd_buf_max(srv))
+			want = (size_t)pc.need - (rc->end - rc->start);
+	}
+	if (rc->start && rc->cap - rc->end < want) {
+		memmove(rc->buf, rc->buf + rc->start, rc->end - rc->start);
+		rc->end -= rc->start;
+		rc->start = 0;
+	}
+	if (rc->cap - rc->end < want) {
+		size_t nc = rc->cap ? rc->cap : RESPD_BUF_MIN;
+		uint8_t *nb;
+		while (nc - rc->end < want)
+			nc *= 2;
+		nb = realloc(rc->buf, nc);
+		if (!nb) {
+			errno = ENOMEM;
+			return -1;
+		}
+		rc->buf = nb;
+		rc->cap = nc;
+	}
+	r = read(c->fd, rc->buf + rc->end, rc->cap - rc->end);
+	if (r > 0) {
+		int e = errno;
+		rc->end += (size_t)r;
+		respd_parse(c);
+		errno = e;
+	}
+	return r;
+}
+
+void kvtd_resp_settle(struct kvtd_conn *c)
+{
+	struct respd_conn *rc = respd_of(c);
+
+	if (rc && rc->end > rc->start)
+		respd_parse(c);
+}
+
+int kvtd_resp_setup(struct kvtd_server *srv)
+{
+	uint32_t id;
+
+	/* Without tenants everyone is "default": register its namespace now,
+	 * on the main thread, so no loop ever waits for the registry. */
+	if (kvtd_auth_enabled())
+		return 0;
+	return respd_ns_of(srv, KVTD_DEFAULT_TENANT, &id, true);
+}
+
+/* ------------------------------------------------------------------------
+ * Dispatch of the non-native listeners (loop.c calls these)
+ */
+
+int kvtd_alt_open(struct kvtd_conn *c)
+{
+	return c->proto == KVTD_PROTO_RESP ? kvtd_resp_open(c) : kvtd_http_open(c);
+}
+
+ssize_t kvtd_alt_read(struct kvtd_conn *c)
+{
+	return c->proto == KVTD_PROTO_RESP ? kvtd_resp_read(c) : kvtd_http_read(c);
+}
+
+void kvtd_alt_settle(struct kvtd_conn *c)
+{
+	if (c->proto == KVTD_PROTO_RESP)
+		kvtd_resp_settle(c);
+}
+
+void kvtd_alt_free(struct kvtd_conn *c)
+{
+	if (c->proto == KVTD_PROTO_RESP)
+		kvtd_resp_free(c);
+	else if (c->proto == KVTD_PROTO_HTTP)
+		kvtd_http_free(c);
+}

@@ -1,0 +1,92 @@
+/*
+ * fuzz_resp.c - libFuzzer target for kvtierd's RESP2 codec (daemon/resp.c,
+ * doc/resp.md): the bytes a Redis client sends, parsed command after
+ * command as the RESP listener does.
+ *
+ * The input is copied to a buffer exactly its size (ASan sees a read one
+ * byte too far).  Properties, each a trap when broken:
+ *   - results are only the documented codes;
+ *   - RESP_OK consumes at least one byte and no more than there is; every
+ *     argument lies inside the command's bytes and within the limits;
+ *     the command's bytes minus one are RESP_NEED_MORE or RESP_NEED_ARGS
+ *     (never RESP_OK: a command is complete only with its last CRLF),
+ *     except for inline lines ending in a bare LF;
+ *   - RESP_NEED_MORE's need is more than the input holds;
+ *   - RESP_NEED_ARGS reports more arguments than the array had room for,
+ *     and parsing again with that room gives RESP_OK or RESP_NEED_MORE or
+ *     an error, never RESP_NEED_ARGS again.
+ * Seed corpus: tests/fuzz/corpus/resp/.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "resp.h"
+
+#define FUZZ_CHECK(c)                   \
+	do {                            \
+		if (!(c))               \
+			__builtin_trap(); \
+	} while (0)
+
+static struct resp_arg g_args[1024];
+
+static int fuzz_one(const uint8_t *buf, size_t len, const struct resp_limits *lim, uint32_t cap,
+		    struct resp_cmd *cmd)
+{
+	int rc = resp_parse(buf, len, lim, cmd, g_args, cap);
+
+	FUZZ_CHECK(rc == RESP_OK || rc == RESP_NEED_MORE || rc == RESP_NEED_ARGS ||
+		   rc == RESP_EPROTO || rc == RESP_EARGC || rc == RESP_EBULK || rc == RESP_EINLINE);
+	if (rc == RESP_OK) {
+		FUZZ_CHECK(cmd->len >= 1 && cmd->len <= len);
+		FUZZ_CHECK(cmd->argc <= cap && cmd->argc <= lim->argc_max);
+		for (uint32_t i = 0; i < cmd->argc; i++) {
+			FUZZ_CHECK(g_args[i].p >= buf && g_args[i].len <= lim->bulk_max);
+			FUZZ_CHECK(g_args[i].p + g_args[i].len <= buf + cmd->len);
+		}
+	} else if (rc == RESP_NEED_MORE) {
+		FUZZ_CHECK(cmd->need > len || cmd->need == 0);
+	} else if (rc == RESP_NEED_ARGS) {
+		FUZZ_CHECK(cmd->argc > cap && cmd->argc <= lim->argc_max);
+	}
+	return rc;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	static const struct resp_limits lims[2] = {
+		{ .argc_max = 1024, .bulk_max = 1u << 20, .inline_max = 1024 },
+		{ .argc_max = 3, .bulk_max = 8, .inline_max = 16 },
+	};
+	uint8_t *buf = malloc(size ? size : 1);
+
+	if (!buf)
+		return 0;
+	memcpy(buf, data, size);
+	for (int l = 0; l < 2; l++) {
+		size_t off = 0;
+		for (int guard = 0; guard < 4096 && off < size; guard++) {
+			struct resp_cmd cmd;
+			uint32_t cap = 2;
+			int rc = fuzz_one(buf + off, size - off, &lims[l], cap, &cmd);
+			if (rc == RESP_NEED_ARGS) {
+				cap = cmd.argc <= 1024 ? cmd.argc : 1024;
+				rc = fuzz_one(buf + off, size - off, &lims[l], cap, &cmd);
+				FUZZ_CHECK(rc != RESP_NEED_ARGS);
+			}
+			if (rc != RESP_OK)
+				break;
+			if (cmd.len >= 2 && buf[off] == '*') {
+				/* one byte less of a complete array is incomplete */
+				struct resp_cmd c2;
+				int r2 = resp_parse(buf + off, (size_t)cmd.len - 1, &lims[l], &c2,
+						    g_args, cap);
+				FUZZ_CHECK(r2 == RESP_NEED_MORE);
+			}
+			off += (size_t)cmd.len;
+		}
+	}
+	free(buf);
+	return 0;
+}

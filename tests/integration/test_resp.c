@@ -1,0 +1,679 @@
+/*
+ * test_resp.c - kvtierd's RESP listener and metrics listener, driven by
+ * real clients: Debian's redis-cli and redis-benchmark (redis-tools)
+ * against a real kvtierd on 127.0.0.1 port 0, and /metrics scraped over a
+ * real socket with every line parsed (doc/resp.md, doc/metrics.md).
+ *
+ * Values are checked byte for byte: binary values with CRLF and NUL
+ * inside (sent with redis-cli -x from a file), 16 MiB values, keys longer
+ * than kvtier's 64-byte limit, what redis-benchmark stored.  Skips (77)
+ * only if redis-cli is not installed.
+ */
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "server.h"
+#include "t.h"
+
+static const char *bin;
+static char *base;
+static uint16_t resp_port, metrics_port;
+
+/* ------------------------------------------------------------------------
+ * Helpers
+ */
+
+static uint16_t log_port(const struct tsrv *s, const char *what)
+{
+	char buf[1 << 16], pat[64];
+	int fd = open(s->log, O_RDONLY);
+	ssize_t r;
+	const char *p;
+
+	T_ASSERT(fd >= 0);
+	r = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	T_ASSERT(r > 0);
+	buf[r] = 0;
+	snprintf(pat, sizeof(pat), "%s listener on 127.0.0.1:", what);
+	p = strstr(buf, pat);
+	if (!p)
+		T_FAIL("no '%s' in %s", pat, s->log);
+	return (uint16_t)atoi(p + strlen(pat));
+}
+
+static void write_file(const char *path, const void *p, size_t n)
+{
+	FILE *f = fopen(path, "wb");
+	T_ASSERT(f);
+	T_EQ_U64(fwrite(p, 1, n, f), n);
+	T_EQ_INT(fclose(f), 0);
+}
+
+static uint8_t *read_file(const char *path, size_t *n)
+{
+	FILE *f = fopen(path, "rb");
+	uint8_t *b;
+	long l;
+
+	T_ASSERT(f);
+	fseek(f, 0, SEEK_END);
+	l = ftell(f);
+	fseek(f, 0, SEEK_SET);
+	b = malloc((size_t)l + 1);
+	T_ASSERT(b);
+	T_EQ_U64(fread(b, 1, (size_t)l, f), (size_t)l);
+	fclose(f);
+	b[l] = 0;
+	*n = (size_t)l;
+	return b;
+}
+
+/* Run a shell command; its stdout (malloc'd, NUL-terminated) and status. */
+static char *sh(int *status, size_t *out_len, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static char *sh(int *status, size_t *out_len, const char *fmt, ...)
+{
+	char cmd[4096], out[700];
+	va_list ap;
+	size_t n;
+	char *b;
+	int st;
+
+	snprintf(out, sizeof(out), "%s/sh.out", base);
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd) - 800, fmt, ap);
+	va_end(ap);
+	snprintf(cmd + strlen(cmd), 800, " > '%s'", out);
+	st = system(cmd);
+	if (status)
+		*status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+	b = (char *)read_file(out, &n);
+	if (out_len)
+		*out_len = n;
+	return b;
+}
+
+/* redis-cli against the RESP port; output without its last newline. */
+static char *cli(const char *args)
+{
+	int st;
+	size_t n;
+	char *o = sh(&st, &n, "redis-cli -p %u %s", resp_port, args);
+	if (st != 0)
+		T_FAIL("redis-cli %s: exit %d", args, st);
+	if (n && o[n - 1] == '\n')
+		o[n - 1] = 0;
+	return o;
+}
+
+static void cli_eq(const char *args, const char *want)
+{
+	char *o = cli(args);
+	if (strcmp(o, want) != 0)
+		T_FAIL("redis-cli %s: got '%s', want '%s'", args, o, want);
+	free(o);
+}
+
+/* The server's stderr must hold no sanitizer report. */
+static void check_stderr(const struct tsrv *s)
+{
+	char path[700];
+	size_t n;
+	uint8_t *b;
+
+	snprintf(path, sizeof(path), "%s.stderr", s->log);
+	if (access(path, F_OK) != 0)
+		return;
+	b = read_file(path, &n);
+	if (strstr((char *)b, "Sanitizer") || strstr((char *)b, "runtime error"))
+		T_FAIL("sanitizer report in %s:\n%s", path, (char *)b);
+	free(b);
+}
+
+/* SET key from a file with -x, GET it back, compare byte for byte. */
+static void roundtrip(const char *key, const uint8_t *v, size_t n)
+{
+	char in[700], args[1200], *o;
+	size_t got;
+	int st;
+
+	snprintf(in, sizeof(in), "%s/value.in", base);
+	write_file(in, v, n);
+	snprintf(args, sizeof(args), "-x set '%s' < '%s'", key, in);
+	cli_eq(args, "OK");
+	o = sh(&st, &got, "redis-cli -p %u --raw get '%s'", resp_port, key);
+	T_EQ_INT(st, 0);
+	/* redis-cli prints the raw bytes and one newline */
+	T_EQ_U64(got, n + 1);
+	T_ASSERT(memcmp(o, v, n) == 0);
+	T_EQ_INT(o[n], '\n');
+	free(o);
+}
+
+/* ------------------------------------------------------------------------
+ * redis-cli
+ */
+
+static void test_basic(void)
+{
+	uint8_t bin_v[4096];
+	char key[300], args[600];
+
+	cli_eq("ping", "PONG");
+	cli_eq("echo 'hi there'", "hi there");
+	cli_eq("get nothing", "");
+	cli_eq("set a hello", "OK");
+	cli_eq("get a", "hello");
+	/* SET overwrites (delete + put under the hood) */
+	cli_eq("set a world", "OK");
+	cli_eq("get a", "world");
+	cli_eq("--no-raw strlen a", "(error) ERR unknown command 'strlen', with args beginning with: 'a' ");
+	/* binary, CRLF and NUL inside, every byte value */
+	for (size_t i = 0; i < sizeof(bin_v); i++)
+		bin_v[i] = (uint8_t)(i * 7 + 3);
+	memcpy(bin_v + 100, "\r\n$5\r\n*3\r\n\0\0", 12);
+	roundtrip("bin", bin_v, sizeof(bin_v));
+	roundtrip("crlf-only", (const uint8_t *)"\r\n", 2);
+	/* an empty value */
+	cli_eq("set empty ''", "OK");
+	cli_eq("--no-raw get empty", "\"\"");
+	cli_eq("exists empty", "1");
+	/* a key longer than 64 bytes, LMCache style */
+	snprintf(key, sizeof(key), "vllm@meta-llama/Llama-3.1-8B@1@0@%064d@bfloat16", 7);
+	T_ASSERT(strlen(key) > 64);
+	roundtrip(key, bin_v, 1000);
+	snprintf(args, sizeof(args), "exists '%s' '%.*s' a", key, (int)strlen(key) - 1, key);
+	cli_eq(args, "2");
+	/* NX / XX */
+	cli_eq("set n 1 nx", "OK");
+	cli_eq("set n 2 nx", "");
+	cli_eq("get n", "1");
+	cli_eq("set x 1 xx", "");
+	cli_eq("get x", "");
+	cli_eq("set n 3 xx", "OK");
+	cli_eq("get n", "3");
+	cli_eq("--no-raw set n 3 ex notanumber", "(error) ERR value is not an integer or out of range");
+	cli_eq("--no-raw set n 3 bogus", "(error) ERR syntax error");
+}
+
+static void test_multi(void)
+{
+	cli_eq("mset k1 v1 k2 v2 k3 v3", "OK");
+	cli_eq("mget k1 nope k3 k2", "v1\n\nv3\nv2");
+	cli_eq("exists k1 k2 k3 nope k1", "4");
+	cli_eq("del k1 nope k2", "2");
+	cli_eq("del k1", "0");
+	cli_eq("mget k1 k2 k3", "\n\nv3");
+	cli_eq("--no-raw mset k1", "(error) ERR wrong number of arguments for 'mset' command");
+}
+
+static void test_expiry(void)
+{
+	cli_eq("set e1 v px 400", "OK");
+	cli_eq("set e2 v ex 1", "OK");
+	cli_eq("set e3 v", "OK");
+	cli_eq("get e1", "v");
+	cli_eq("exists e1 e2 e3", "3");
+	tsrv_sleep_ms(1300);
+	cli_eq("get e1", "");
+	cli_eq("get e2", "");
+	cli_eq("exists e1 e2 e3", "1");
+	/* an expired key can be set again (NX sees it as absent) */
+	cli_eq("set e1 again nx", "OK");
+	cli_eq("get e1", "again");
+}
+
+static void test_big(void)
+{
+	size_t n = 16u << 20;
+	uint8_t *v = malloc(n);
+	uint64_t x = 88172645463325252ull;
+
+	T_ASSERT(v);
+	for (size_t i = 0; i < n; i++) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		v[i] = (uint8_t)x;
+	}
+	memcpy(v + n / 2, "\r\n", 2);
+	roundtrip("big16m", v, n);
+	/* again: the overwrite of a 16 MiB value */
+	v[0] ^= 0xff;
+	roundtrip("big16m", v, n);
+	free(v);
+}
+
+static void test_info(void)
+{
+	char *o = cli("info");
+	T_ASSERT(strstr(o, "# Server\r\n"));
+	T_ASSERT(strstr(o, "redis_version:"));
+	T_ASSERT(strstr(o, "# Memory\r\n"));
+	T_ASSERT(strstr(o, "kvtier_dram_capacity_bytes:268435456\r\n"));
+	T_ASSERT(strstr(o, "# Stats\r\n"));
+	T_ASSERT(strstr(o, "keyspace_hits:"));
+	T_ASSERT(strstr(o, "# Keyspace\r\ndb0:keys="));
+	free(o);
+	o = cli("info memory");
+	T_ASSERT(strstr(o, "# Memory"));
+	T_ASSERT(!strstr(o, "# Server"));
+	free(o);
+	cli_eq("flushdb", "OK");
+	cli_eq("dbsize", "0");
+	cli_eq("set d1 x", "OK");
+	cli_eq("set d2 y", "OK");
+	cli_eq("dbsize", "2");
+	cli_eq("get d1", "x");
+	cli_eq("flushdb", "OK");
+	cli_eq("get d1", "");
+	cli_eq("dbsize", "0");
+}
+
+/* Pipelined commands are answered in order, whatever completes first. */
+static void test_pipeline(void)
+{
+	char in[700], *o, *p;
+	FILE *f;
+	int st;
+	size_t n;
+
+	snprintf(in, sizeof(in), "%s/pipe.in", base);
+	f = fopen(in, "w");
+	T_ASSERT(f);
+	for (int i = 0; i < 500; i++)
+		fprintf(f, "SET p%d val%d\nGET p%d\nEXISTS p%d nope\n", i, i, i, i);
+	fclose(f);
+	o = sh(&st, &n, "redis-cli -p %u < '%s'", resp_port, in);
+	T_EQ_INT(st, 0);
+	p = o;
+	for (int i = 0; i < 500; i++) {
+		char want[64];
+		snprintf(want, sizeof(want), "OK\nval%d\n1\n", i);
+		if (strncmp(p, want, strlen(want)) != 0)
+			T_FAIL("pipelined reply %d: got '%.40s', want '%s'", i, p, want);
+		p += strlen(want);
+	}
+	T_EQ_INT(*p, 0);
+	free(o);
+}
+
+static void test_benchmark(void)
+{
+	char *o;
+	int st;
+	size_t n;
+
+	o = sh(&st, &n, "redis-benchmark -p %u -t set,get -n 2000 -d 1000 -c 4 -q 2>&1", resp_port);
+	if (st != 0)
+		T_FAIL("redis-benchmark: exit %d: %s", st, o);
+	if (!strstr(o, "SET: ") || !strstr(o, "GET: ") || !strstr(o, "requests per second"))
+		T_FAIL("redis-benchmark output: %s", o);
+	free(o);
+	/* What it stored under "key:__rand_int__": redis-benchmark 7's
+	 * payload, 1000 bytes from its fixed-seed generator
+	 * (genBenchmarkRandomData, seed 1234), byte for byte. */
+	o = cli("get key:__rand_int__");
+	T_EQ_U64(strlen(o), 1000);
+	{
+		uint32_t state = 1234;
+		for (int i = 0; i < 1000; i++) {
+			state = state * 1103515245u + 12345u;
+			if (o[i] != (char)('0' + ((state >> 16) & 63)))
+				T_FAIL("redis-benchmark value byte %d: got %c", i, o[i]);
+		}
+	}
+	free(o);
+	o = NULL;
+	/* pipelined too */
+	/* 50 clients pipelining SETs of one key: racing SETs must all be
+	 * answered OK (doc/resp.md, "SET"), five runs to catch the race */
+	for (int i = 0; i < 5; i++) {
+		free(o);
+		o = sh(&st, &n, "redis-benchmark -p %u -t set,get -n 2000 -d 100 -P 16 -q 2>&1",
+		       resp_port);
+		if (st != 0)
+			T_FAIL("redis-benchmark -P 16: exit %d: %s", st, o);
+	}
+	T_ASSERT(strstr(o, "GET: "));
+	free(o);
+}
+
+/* ------------------------------------------------------------------------
+ * /metrics
+ */
+
+/* One HTTP request over a real socket; the whole response. */
+static char *http_get(uint16_t port, const char *path, const char *token, int *code)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port) };
+	char req[512];
+	size_t cap = 1 << 16, len = 0;
+	char *buf = malloc(cap);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	ssize_t r;
+
+	T_ASSERT(fd >= 0 && buf);
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	T_EQ_INT(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: localhost\r\n%s%s%sUser-Agent: t\r\n\r\n",
+		 path, token ? "Authorization: Bearer " : "", token ? token : "", token ? "\r\n" : "");
+	T_EQ_INT(write(fd, req, strlen(req)), (ssize_t)strlen(req));
+	while ((r = read(fd, buf + len, cap - len - 1)) > 0) {
+		len += (size_t)r;
+		if (cap - len < 2) {
+			cap *= 2;
+			buf = realloc(buf, cap);
+			T_ASSERT(buf);
+		}
+	}
+	close(fd);
+	buf[len] = 0;
+	T_ASSERT(sscanf(buf, "HTTP/1.1 %d", code) == 1);
+	return buf;
+}
+
+static bool metric_name_ok(const char *s, size_t n)
+{
+	if (n == 0 || !(isalpha((unsigned char)s[0]) || s[0] == '_' || s[0] == ':'))
+		return false;
+	for (size_t i = 1; i < n; i++)
+		if (!(isalnum((unsigned char)s[i]) || s[i] == '_' || s[i] == ':'))
+			return false;
+	return true;
+}
+
+struct scrape {
+	char names[512][96];
+	double values[512];
+	int n;
+};
+
+/*
+ * Parse every line of a Prometheus text page: "# HELP name text", "# TYPE
+ * name counter|gauge|histogram", and samples "name{l="v",...} value" whose
+ * family was declared by a TYPE line before it.  Counters end in _total;
+ * fills s with the unlabeled samples and the labeled ones as name{labels}.
+ */
+static void parse_metrics(const char *body, struct scrape *s)
+{
+	char types[256][128];
+	int nt = 0, lines = 0;
+	const char *p = body;
+
+	s->n = 0;
+	while (*p) {
+		const char *e = strchr(p, '\n');
+		char line[1024];
+		size_t l;
+
+		T_ASSERT(e); /* every line ends with \n */
+		l = (size_t)(e - p);
+		T_ASSERT(l > 0 && l < sizeof(line));
+		memcpy(line, p, l);
+		line[l] = 0;
+		p = e + 1;
+		lines++;
+		if (line[0] == '#') {
+			char kw[8], name[128], rest[512];
+			T_ASSERT(sscanf(line, "# %7s %127s %511[^\n]", kw, name, rest) == 3);
+			T_ASSERT(metric_name_ok(name, strlen(name)));
+			if (strcmp(kw, "TYPE") == 0) {
+				T_ASSERT(!strcmp(rest, "counter") || !strcmp(rest, "gauge") ||
+					 !strcmp(rest, "histogram"));
+				if (!strcmp(rest, "counter"))
+					T_ASSERT(strlen(name) > 6 && !strcmp(name + strlen(name) - 6, "_total"));
+				T_ASSERT(nt < 256);
+				snprintf(types[nt++], sizeof(types[0]), "%s", name);
+			} else {
+				T_ASSERT(strcmp(kw, "HELP") == 0);
+			}
+			continue;
+		}
+		/* a sample */
+		size_t nl = strcspn(line, "{ ");
+		char *q = line + nl, *end;
+		bool declared = false;
+		T_ASSERT(metric_name_ok(line, nl));
+		for (int i = 0; i < nt; i++) {
+			size_t tl = strlen(types[i]);
+			if ((nl == tl && !strncmp(line, types[i], tl)) ||
+			    (nl > tl && !strncmp(line, types[i], tl) &&
+			     (!strcmp(line + tl, "_bucket") || !strncmp(line + tl, "_bucket{", 8) ||
+			      !strncmp(line + tl, "_sum", 4) || !strncmp(line + tl, "_count", 6))))
+				declared = true;
+		}
+		if (!declared)
+			T_FAIL("sample without TYPE: %s", line);
+		if (*q == '{') {
+			/* name="value" pairs, comma separated */
+			q++;
+			while (*q != '}') {
+				size_t ln = strcspn(q, "=");
+				T_ASSERT(metric_name_ok(q, ln));
+				q += ln;
+				T_ASSERT(q[0] == '=' && q[1] == '"');
+				q += 2;
+				while (*q && *q != '"') {
+					if (*q == '\\')
+						q++;
+					T_ASSERT(*q);
+					q++;
+				}
+				T_ASSERT(*q == '"');
+				q++;
+				if (*q == ',')
+					q++;
+				else
+					T_ASSERT(*q == '}');
+			}
+			q++;
+		}
+		T_ASSERT(*q == ' ');
+		q++;
+		errno = 0;
+		double v = strtod(q, &end);
+		T_ASSERT(end != q && *end == 0 && errno == 0);
+		T_ASSERT(!isnan(v) && v >= 0);
+		if (s->n < 512) {
+			size_t kl = (size_t)(q - 1 - line);
+			snprintf(s->names[s->n], sizeof(s->names[0]), "%.*s", (int)kl, line);
+			s->values[s->n++] = v;
+		}
+	}
+	T_ASSERT(lines > 50);
+}
+
+static double metric(const struct scrape *s, const char *name)
+{
+	for (int i = 0; i < s->n; i++)
+		if (!strcmp(s->names[i], name))
+			return s->values[i];
+	T_FAIL("no metric %s", name);
+}
+
+static void scrape(uint16_t port, const char *token, struct scrape *s)
+{
+	int code;
+	char *r = http_get(port, "/metrics", token, &code), *body;
+
+	T_EQ_INT(code, 200);
+	T_ASSERT(strstr(r, "Content-Type: text/plain; version=0.0.4"));
+	body = strstr(r, "\r\n\r\n");
+	T_ASSERT(body);
+	parse_metrics(body + 4, s);
+	free(r);
+}
+
+static void test_metrics(void)
+{
+	static struct scrape a, b;
+	char *r;
+	int code;
+
+	scrape(metrics_port, NULL, &a);
+	cli_eq("set m1 0123456789", "OK");
+	for (int i = 0; i < 3; i++)
+		cli_eq("get m1", "0123456789");
+	cli_eq("get m-missing", "");
+	scrape(metrics_port, NULL, &b);
+	T_ASSERT(metric(&b, "kvtier_dram_hits_total") >= metric(&a, "kvtier_dram_hits_total") + 3);
+	T_ASSERT(metric(&b, "kvtier_dram_misses_total") >= metric(&a, "kvtier_dram_misses_total") + 1);
+	T_ASSERT(metric(&b, "kvtier_dram_bytes_in_total") >= metric(&a, "kvtier_dram_bytes_in_total") + 10);
+	T_ASSERT(metric(&b, "kvtier_resp_commands_total") >= metric(&a, "kvtier_resp_commands_total") + 5);
+	T_EQ_U64(metric(&b, "kvtier_dram_capacity_bytes"), 256u << 20);
+	T_ASSERT(metric(&b, "kvtier_dram_used_bytes") > 0);
+	T_ASSERT(metric(&b, "kvtier_request_duration_seconds_count{op=\"read\"}") >=
+		 metric(&a, "kvtier_request_duration_seconds_count{op=\"read\"}") + 4);
+	T_ASSERT(metric(&b, "kvtier_request_duration_seconds_bucket{op=\"write\",le=\"+Inf\"}") >= 1);
+	T_ASSERT(metric(&b, "kvtier_tenant_requests_total{tenant=\"default\"}") >=
+		 metric(&a, "kvtier_tenant_requests_total{tenant=\"default\"}") + 5);
+	T_ASSERT(metric(&b, "kvtier_connections_accepted_total") >
+		 metric(&a, "kvtier_connections_accepted_total"));
+	T_ASSERT(metric(&b, "kvtier_errors_total{kind=\"malformed\"}") >= 0);
+
+	r = http_get(metrics_port, "/healthz", NULL, &code);
+	T_EQ_INT(code, 200);
+	T_ASSERT(strstr(r, "\r\n\r\nok\n"));
+	free(r);
+	r = http_get(metrics_port, "/nope", NULL, &code);
+	T_EQ_INT(code, 404);
+	free(r);
+}
+
+/* ------------------------------------------------------------------------
+ * Tenants: AUTH in clear, isolation, the metrics token
+ */
+
+static void test_auth(void)
+{
+	char tenants[700], token[700], dir[700], *o, *r;
+	const char *tok = "metrics-token-0123456789abcdef";
+	const char *extra[] = { "--resp", "127.0.0.1:0", "--metrics", "127.0.0.1:0",
+				"--metrics-token", token, NULL };
+	struct tsrv s;
+	int st, code;
+	size_t n;
+
+	snprintf(tenants, sizeof(tenants), "%s/tenants", base);
+	{
+		const char *t = "alice secret-of-alice-0123 tenant\n"
+				"bob secret-of-bob-0123456 tenant\n"
+				"default secret-of-default-01 tenant\n";
+		write_file(tenants, t, strlen(t));
+	}
+	T_EQ_INT(chmod(tenants, 0600), 0);
+	snprintf(token, sizeof(token), "%s/token", base);
+	write_file(token, tok, strlen(tok));
+	T_EQ_INT(chmod(token, 0600), 0);
+	snprintf(dir, sizeof(dir), "%s/auth", base);
+	T_EQ_INT(mkdir(dir, 0700), 0);
+	tsrv_start(&s, bin, base, dir, tenants, extra);
+	resp_port = log_port(&s, "RESP");
+	metrics_port = log_port(&s, "metrics");
+
+	cli_eq("--no-raw get k", "(error) NOAUTH Authentication required.");
+	cli_eq("--no-raw auth alice wrong-secret-xxxxxx", "(error) WRONGPASS invalid username-password pair or user is disabled.");
+	cli_eq("--no-raw auth nobody secret-of-alice-0123", "(error) WRONGPASS invalid username-password pair or user is disabled.");
+	cli_eq("--user alice --pass secret-of-alice-0123 set k alice-value 2>/dev/null", "OK");
+	cli_eq("--user alice --pass secret-of-alice-0123 get k 2>/dev/null", "alice-value");
+	/* bob does not see alice's keys; his SET does not touch hers */
+	cli_eq("--user bob --pass secret-of-bob-0123456 get k 2>/dev/null", "");
+	cli_eq("--user bob --pass secret-of-bob-0123456 set k bob-value 2>/dev/null", "OK");
+	cli_eq("--user alice --pass secret-of-alice-0123 get k 2>/dev/null", "alice-value");
+	cli_eq("--user bob --pass secret-of-bob-0123456 flushdb 2>/dev/null", "OK");
+	cli_eq("--user alice --pass secret-of-alice-0123 get k 2>/dev/null", "alice-value");
+	/* AUTH secret alone is tenant "default" (LMCache's redis://:pass@host) */
+	cli_eq("-a secret-of-default-01 set k d 2>/dev/null", "OK");
+	cli_eq("-a secret-of-default-01 get k 2>/dev/null", "d");
+	/* HELLO 2 with AUTH */
+	o = sh(&st, &n, "printf 'HELLO 2 AUTH alice secret-of-alice-0123\\nGET k\\n' | redis-cli -p %u", resp_port);
+	T_EQ_INT(st, 0);
+	T_ASSERT(strstr(o, "proto\n2\n"));
+	T_ASSERT(strstr(o, "alice-value"));
+	free(o);
+
+	/* the metrics token */
+	r = http_get(metrics_port, "/metrics", NULL, &code);
+	T_EQ_INT(code, 401);
+	free(r);
+	r = http_get(metrics_port, "/metrics", "metrics-token-wrong-0123456789", &code);
+	T_EQ_INT(code, 401);
+	free(r);
+	{
+		static struct scrape sc;
+		scrape(metrics_port, tok, &sc);
+		T_ASSERT(metric(&sc, "kvtier_tenant_requests_total{tenant=\"alice\"}") >= 5);
+		T_ASSERT(metric(&sc, "kvtier_tenant_bytes_out_total{tenant=\"bob\"}") > 0);
+		T_ASSERT(metric(&sc, "kvtier_errors_total{kind=\"auth\"}") >= 4);
+	}
+	T_EQ_INT(tsrv_stop(&s), 0);
+	check_stderr(&s);
+}
+
+/* A metrics listener off loopback without a token is refused (exit 2). */
+static void test_metrics_refused(void)
+{
+	char dir[700];
+	int st;
+	size_t n;
+	char *o;
+
+	snprintf(dir, sizeof(dir), "%s/refuse", base);
+	o = sh(&st, &n, "'%s' --dir '%s' --dram 16M --ssd 0 --listen 127.0.0.1:0 "
+		       "--metrics 0.0.0.0:0 --set dram.prefault=off 2>/dev/null", bin, dir);
+	T_EQ_INT(st, 2);
+	free(o);
+}
+
+int main(int argc, char **argv)
+{
+	struct tsrv s;
+	char dir[600];
+	const char *extra[] = { "--dram", "256M", "--resp", "127.0.0.1:0", "--metrics", "0", NULL };
+	int st;
+
+	if (argc < 2)
+		T_SKIP("usage: test_resp PATH-TO-KVTIERD");
+	bin = argv[1];
+	st = system("redis-cli --version > /dev/null 2>&1");
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+		T_SKIP("redis-cli is not installed (redis-tools)");
+	signal(SIGPIPE, SIG_IGN);
+	base = t_mkdtemp();
+	snprintf(dir, sizeof(dir), "%s/main", base);
+	T_EQ_INT(mkdir(dir, 0700), 0);
+	tsrv_start(&s, bin, base, dir, NULL, extra);
+	resp_port = log_port(&s, "RESP");
+	metrics_port = log_port(&s, "metrics");
+
+	test_basic();
+	test_multi();
+	test_expiry();
+	test_big();
+	test_info();
+	test_pipeline();
+	test_benchmark();
+	test_metrics();
+	T_EQ_INT(tsrv_stop(&s), 0);
+	check_stderr(&s);
+	test_auth();
+	test_metrics_refused();
+	t_rmtree(base);
+	printf("test_resp: ok\n");
+	return 0;
+}

@@ -1,0 +1,125 @@
+/*
+ * test_resp_codec.c - kvtierd's RESP2 and HTTP request codecs
+ * (daemon/resp.c, daemon/http.c): every truncated prefix of valid input
+ * is "need more", never a result or a read past the end (each input is
+ * placed against a guard page), arguments point where they should, and
+ * bounds are enforced.
+ */
+#include <string.h>
+
+#include "http.h"
+#include "resp.h"
+#include "t.h"
+
+static const struct resp_limits lim = { .argc_max = 16, .bulk_max = 64, .inline_max = 64 };
+
+static void resp_prefixes(const char *in, size_t len, uint32_t argc, const char *const *want)
+{
+	struct resp_arg args[16];
+	struct resp_cmd cmd;
+
+	for (size_t n = 0; n < len; n++) {
+		uint8_t *g = t_at_guard(in, n);
+		int rc = resp_parse(g, n, &lim, &cmd, args, 16);
+		if (rc != RESP_NEED_MORE)
+			T_FAIL("prefix %zu of %zu: %s", n, len, resp_strerror(rc));
+		T_ASSERT(cmd.need > n);
+	}
+	uint8_t *g = t_at_guard(in, len);
+	T_EQ_INT(resp_parse(g, len, &lim, &cmd, args, 16), RESP_OK);
+	T_EQ_U64(cmd.len, len);
+	T_EQ_INT(cmd.argc, argc);
+	for (uint32_t i = 0; i < argc; i++) {
+		T_EQ_U64(args[i].len, strlen(want[i]));
+		T_ASSERT(memcmp(args[i].p, want[i], args[i].len) == 0);
+	}
+}
+
+static void test_resp(void)
+{
+	static const char *const set[] = { "SET", "k\r\n", "a\r\nb" };
+	static const char *const mget[] = { "MGET", "", "x" };
+	static const char *const ping[] = { "PING", "hi" };
+	struct resp_arg args[16];
+	struct resp_cmd cmd;
+	const char *two = "*1\r\n$4\r\nPING\r\n*1\r\n$4\r\nPING\r\n";
+
+	const char *s1 = "*3\r\n$3\r\nSET\r\n$3\r\nk\r\n\r\n$4\r\na\r\nb\r\n";
+	const char *s2 = "*3\r\n$4\r\nMGET\r\n$0\r\n\r\n$1\r\nx\r\n";
+
+	resp_prefixes(s1, strlen(s1), 3, set);
+	resp_prefixes(s2, strlen(s2), 3, mget);
+	resp_prefixes("PING  hi\r\n", 10, 2, ping);
+	/* two pipelined commands: the first one's length */
+	T_EQ_INT(resp_parse((const uint8_t *)two, strlen(two), &lim, &cmd, args, 16), RESP_OK);
+	T_EQ_U64(cmd.len, strlen(two) / 2);
+	/* an empty inline line is skipped */
+	T_EQ_INT(resp_parse((const uint8_t *)"\r\n", 2, &lim, &cmd, args, 16), RESP_OK);
+	T_EQ_INT(cmd.argc, 0);
+	T_EQ_U64(cmd.len, 2);
+	/* more arguments than room: the count, then room */
+	T_EQ_INT(resp_parse((const uint8_t *)"*3\r\n", 4, &lim, &cmd, args, 2), RESP_NEED_ARGS);
+	T_EQ_INT(cmd.argc, 3);
+	/* bounds and malformed input */
+	T_EQ_INT(resp_parse((const uint8_t *)"*17\r\n", 5, &lim, &cmd, args, 16), RESP_EARGC);
+	T_EQ_INT(resp_parse((const uint8_t *)"*0\r\n", 4, &lim, &cmd, args, 16), RESP_EARGC);
+	T_EQ_INT(resp_parse((const uint8_t *)"*1\r\n$65\r\n", 9, &lim, &cmd, args, 16), RESP_EBULK);
+	T_EQ_INT(resp_parse((const uint8_t *)"*1\r\n$-1\r\n", 9, &lim, &cmd, args, 16), RESP_EPROTO);
+	T_EQ_INT(resp_parse((const uint8_t *)"*1\r\n:1\r\n", 8, &lim, &cmd, args, 16), RESP_EPROTO);
+	T_EQ_INT(resp_parse((const uint8_t *)"*1\r\n$1\r\nxyz", 11, &lim, &cmd, args, 16), RESP_EPROTO);
+	T_EQ_INT(resp_parse((const uint8_t *)"*1x\r\n", 5, &lim, &cmd, args, 16), RESP_EPROTO);
+	T_EQ_INT(resp_parse((const uint8_t *)"*99999999999999999999\r\n", 23, &lim, &cmd, args, 16),
+		 RESP_EPROTO);
+	{
+		char line[100];
+		memset(line, 'a', sizeof(line));
+		T_EQ_INT(resp_parse((const uint8_t *)line, sizeof(line), &lim, &cmd, args, 16),
+			 RESP_EINLINE);
+	}
+	/* encoders */
+	{
+		uint8_t b[64];
+		T_EQ_U64(resp_enc_int(b, sizeof(b), ':', -42), 6);
+		T_ASSERT(memcmp(b, ":-42\r\n", 6) == 0);
+		T_EQ_U64(resp_enc_simple(b, sizeof(b), '+', "OK", 2), 5);
+		T_ASSERT(memcmp(b, "+OK\r\n", 5) == 0);
+		T_EQ_U64(resp_enc_int(b, 2, '$', 1234), 7); /* too small: the size needed */
+	}
+	printf("resp: ok\n");
+}
+
+static void test_http(void)
+{
+	const char *req = "GET /metrics?x=1 HTTP/1.1\r\nHost: h\r\nAuthorization:  Bearer tok \r\n\r\n";
+	size_t len = strlen(req);
+	struct http_req rq;
+
+	for (size_t n = 0; n < len; n++) {
+		char *g = (char *)t_at_guard(req, n);
+		int rc = http_parse_request(g, n, 8192, &rq);
+		if (rc != HTTP_NEED_MORE)
+			T_FAIL("http prefix %zu: %d", n, rc);
+	}
+	T_EQ_INT(http_parse_request((char *)t_at_guard(req, len), len, 8192, &rq), HTTP_OK);
+	T_EQ_U64(rq.head_len, len);
+	T_ASSERT(rq.method_len == 3 && !memcmp(rq.method, "GET", 3));
+	T_ASSERT(rq.path_len == 12 && !memcmp(rq.path, "/metrics?x=1", 12));
+	T_EQ_INT(rq.minor, 1);
+	T_ASSERT(rq.auth_len == 10 && !memcmp(rq.auth, "Bearer tok", 10));
+	T_EQ_INT(http_parse_request("GET / HTTP/1.0\n\n", 16, 8192, &rq), HTTP_OK);
+	T_ASSERT(rq.auth == NULL);
+	T_EQ_INT(http_parse_request("GET / HTTP/1.1\r\n", 16, 10, &rq), HTTP_ETOOBIG);
+	T_EQ_INT(http_parse_request("GET /\r\n\r\n", 9, 8192, &rq), HTTP_EMALFORMED);
+	T_EQ_INT(http_parse_request("GET / HTTP/2.0\r\n\r\n", 18, 8192, &rq), HTTP_EMALFORMED);
+	T_EQ_INT(http_parse_request("G(T / HTTP/1.1\r\n\r\n", 18, 8192, &rq), HTTP_EMALFORMED);
+	T_EQ_INT(http_parse_request("GET / HTTP/1.1\r\nNoColon\r\n\r\n", 27, 8192, &rq),
+		 HTTP_EMALFORMED);
+	printf("http: ok\n");
+}
+
+int main(void)
+{
+	test_resp();
+	test_http();
+	return 0;
+}
