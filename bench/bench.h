@@ -27,6 +27,10 @@ int bench_dram_main(int argc, char **argv);
 int bench_ssd_main(int argc, char **argv);
 int bench_recovery_main(int argc, char **argv);
 
+/* "kvtier bench net": bench/bench_net.c (starts kvtierd, memcached,
+ * redis-server, iperf3; returns 77 if one of the peers is not installed). */
+int bench_net_main(int argc, char **argv);
+
 /* bench_util.c: shared by the suites. */
 double bench_now(void);                         /* CLOCK_MONOTONIC, seconds */
 uint64_t bench_splitmix(uint64_t x);            /* SplitMix64 step */

@@ -57,6 +57,8 @@ static const struct cli_cmd bench_suites[] = {
 	{ "ssd", "SSD tier: write-through and random reads vs fio (O_DIRECT, io_uring)",
 	  bench_ssd_main },
 	{ "recovery", "SSD tier: reopen after kill -9 with a stale checkpoint", bench_recovery_main },
+	{ "net", "kvtierd over loopback vs memcached, redis-server, iperf3; SSD vs fio",
+	  bench_net_main },
 };
 
 #define CLI_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
