@@ -203,6 +203,7 @@ struct bn {
 	bool header_done;
 	unsigned fails;
 	uint64_t set_seq;             /* fresh SET keys, never reused within a run */
+	unsigned starts;              /* servers started: names each one's log and dir */
 };
 
 /* One measurement: one server, one op, one size, n connections. */
@@ -1186,8 +1187,10 @@ static int bn_start_kvtierd(struct bn *b, struct bn_server *s, const char *name,
 	int st;
 
 	s->kind = BN_KVTIERD;
-	snprintf(dir, sizeof(dir), "%s/%s", b->run_dir, name);
-	if (snprintf(s->log, sizeof(s->log), "%s/%s.log", b->run_dir, name) >= (int)sizeof(s->log))
+	unsigned seq = ++b->starts;
+	snprintf(dir, sizeof(dir), "%s/%s-%u", b->run_dir, name, seq);
+	if (snprintf(s->log, sizeof(s->log), "%s/%s-%u.log", b->run_dir, name, seq) >=
+	    (int)sizeof(s->log))
 		return -ENAMETOOLONG;
 	snprintf(a_dram, sizeof(a_dram), "%" PRIu64, dram);
 	snprintf(a_ssd, sizeof(a_ssd), "%" PRIu64, ssd);
@@ -1247,8 +1250,8 @@ static int bn_start_peer(struct bn *b, struct bn_server *s, enum bn_kind kind)
 	int rc = -EADDRINUSE;
 
 	s->kind = kind;
-	if (snprintf(s->log, sizeof(s->log), "%s/%s.log", b->run_dir, bn_kind_name[kind]) >=
-	    (int)sizeof(s->log))
+	if (snprintf(s->log, sizeof(s->log), "%s/%s-%u.log", b->run_dir, bn_kind_name[kind],
+		     ++b->starts) >= (int)sizeof(s->log))
 		return -ENAMETOOLONG;
 	for (int attempt = 0; attempt < 3; attempt++) {
 		unsigned n = 0;
@@ -1614,40 +1617,67 @@ static int bn_cell(struct bn *b, enum bn_op op, const struct bn_values *v, unsig
 	return 0;
 }
 
+/* Close the connections and stop every server; 0, or -EIO if kvtierd did
+ * not exit 0 (a server that cannot shut down cleanly is a finding). */
+static int bn_stop_all(struct bn *b)
+{
+	int rc = 0;
+	for (unsigned kind = 0; kind < BN_KINDS; kind++)
+		for (unsigned i = 0; i < BN_CONNS; i++)
+			if (b->conns[kind][i].rbuf)
+				bn_conn_close(&b->conns[kind][i]);
+	for (unsigned kind = 0; kind < BN_KINDS; kind++) {
+		if (b->srv[kind].pid <= 0)
+			continue;
+		int st = bn_stop(b->srv[kind].pid);
+		if (kind == BN_KVTIERD && !(WIFEXITED(st) && WEXITSTATUS(st) == 0)) {
+			bn_err("kvtierd did not stop cleanly (status 0x%x); log %s", st,
+			       b->srv[kind].log);
+			rc = -EIO;
+		}
+		b->srv[kind].pid = 0;
+	}
+	return rc;
+}
+
+/*
+ * Every size class on fresh servers: memcached's slab pages stay with the
+ * size class that took them first (its automover moves them back slowly),
+ * so after 256 KiB SETs filled its memory a 2 MiB set would fail with
+ * "Out of memory during read".  Fresh servers per size treat all alike.
+ */
 static int bn_dram_rows(struct bn *b)
 {
 	static const unsigned conns_list[] = { 1, BN_CONNS };
-	int rc;
+	int rc = 0;
 
-	if ((rc = bn_start_kvtierd(b, &b->srv[BN_KVTIERD], "kvtierd", b->o.mem, 0, NULL)) < 0 ||
-	    (rc = bn_start_peer(b, &b->srv[BN_MEMCACHED], BN_MEMCACHED)) < 0 ||
-	    (rc = bn_start_peer(b, &b->srv[BN_REDIS], BN_REDIS)) < 0 ||
-	    (rc = bn_start_peer(b, &b->srv[BN_IPERF], BN_IPERF)) < 0)
-		return rc;
-	for (unsigned kind = 0; kind < BN_IPERF; kind++)
-		if ((rc = bn_open_conns(b, kind)) < 0)
-			return rc;
-	for (unsigned s = 0; s < b->o.size_count; s++) {
+	for (unsigned s = 0; s < b->o.size_count && rc == 0; s++) {
 		uint64_t size = b->o.sizes[s];
+		if ((rc = bn_start_kvtierd(b, &b->srv[BN_KVTIERD], "kvtierd", b->o.mem, 0, NULL)) < 0 ||
+		    (rc = bn_start_peer(b, &b->srv[BN_MEMCACHED], BN_MEMCACHED)) < 0 ||
+		    (rc = bn_start_peer(b, &b->srv[BN_REDIS], BN_REDIS)) < 0 ||
+		    (rc = bn_start_peer(b, &b->srv[BN_IPERF], BN_IPERF)) < 0)
+			break;
+		for (unsigned kind = 0; kind < BN_IPERF && rc == 0; kind++)
+			rc = bn_open_conns(b, kind);
+		if (rc < 0)
+			break;
 		/* GET keys: a few times the connections, at most ~128 MiB */
 		uint64_t count = (128 * BN_MIB) / size;
 		count = count > 64 ? 64 : count < 8 ? 8 : count;
 		if (b->o.smoke)
 			count = 8;
 		struct bn_values v;
-		if ((rc = bn_values_make(&v, size, (unsigned)count)) < 0 ||
-		    (rc = bn_populate(b, &v)) < 0) {
-			bn_values_free(&v);
-			return rc;
-		}
-		for (unsigned op = BN_GET; op <= BN_SET && rc == 0; op++)
-			for (unsigned ci = 0; ci < 2 && rc == 0; ci++)
-				rc = bn_cell(b, (enum bn_op)op, &v, conns_list[ci]);
+		if ((rc = bn_values_make(&v, size, (unsigned)count)) == 0 &&
+		    (rc = bn_populate(b, &v)) == 0)
+			for (unsigned op = BN_GET; op <= BN_SET && rc == 0; op++)
+				for (unsigned ci = 0; ci < 2 && rc == 0; ci++)
+					rc = bn_cell(b, (enum bn_op)op, &v, conns_list[ci]);
 		bn_values_free(&v);
-		if (rc < 0)
-			return rc;
+		int st = bn_stop_all(b);
+		rc = rc < 0 ? rc : st;
 	}
-	return 0;
+	return rc;
 }
 
 /* ------------------------------------------------------------------------
@@ -2087,22 +2117,7 @@ int bench_net_main(int argc, char **argv)
 	}
 	if (bn_dram_rows(b) < 0)
 		rc = BENCH_EXIT_FAIL;
-	for (unsigned kind = 0; kind < BN_KINDS; kind++)
-		for (unsigned i = 0; i < BN_CONNS; i++)
-			if (b->conns[kind][i].rbuf)
-				bn_conn_close(&b->conns[kind][i]);
-	for (unsigned kind = 0; kind < BN_KINDS; kind++) {
-		if (b->srv[kind].pid <= 0)
-			continue;
-		int st = bn_stop(b->srv[kind].pid);
-		if (kind == BN_KVTIERD && rc == BENCH_EXIT_OK &&
-		    !(WIFEXITED(st) && WEXITSTATUS(st) == 0)) {
-			bn_err("kvtierd did not stop cleanly (status 0x%x); log %s", st,
-			       b->srv[kind].log);
-			rc = BENCH_EXIT_FAIL;
-		}
-		b->srv[kind].pid = 0;
-	}
+	bn_stop_all(b);
 	if (rc == BENCH_EXIT_OK && !b->o.no_ssd && bn_ssd_row(b) < 0)
 		rc = BENCH_EXIT_FAIL;
 	if (!b->o.json && !b->o.smoke)
