@@ -146,6 +146,8 @@ static void bn_on_signal(int sig)
  */
 struct bn_opts {
 	bool smoke, json, no_ssd;
+	bool ops[2];                  /* BN_GET, BN_SET rows wanted (--ops) */
+	unsigned conns_mask;          /* bit 0: 1 connection, bit 1: 4 (--conns) */
 	const char *kvtierd, *memcached, *redis, *iperf3, *fio;
 	const char *dir;              /* the run directory goes under it */
 	unsigned rounds, threads;
@@ -1672,7 +1674,8 @@ static int bn_dram_rows(struct bn *b)
 		    (rc = bn_populate(b, &v)) == 0)
 			for (unsigned op = BN_GET; op <= BN_SET && rc == 0; op++)
 				for (unsigned ci = 0; ci < 2 && rc == 0; ci++)
-					rc = bn_cell(b, (enum bn_op)op, &v, conns_list[ci]);
+					if (b->o.ops[op] && (b->o.conns_mask & (1u << ci)))
+						rc = bn_cell(b, (enum bn_op)op, &v, conns_list[ci]);
 		bn_values_free(&v);
 		int st = bn_stop_all(b);
 		rc = rc < 0 ? rc : st;
@@ -1947,6 +1950,8 @@ static void bn_usage(FILE *f)
 		"  --mem SIZE         each server's memory (default 1G; --smoke 128M)\n"
 		"  --ssd-dram SIZE    SSD row: kvtierd's DRAM tier C (default 256M; --smoke 16M)\n"
 		"  --no-ssd           skip the SSD row\n"
+		"  --ops LIST         get,set (default both)\n"
+		"  --conns LIST       1,4 (default both)\n"
 		"  --dir DIR          run directory goes under DIR (default .): SSD tier, fio file\n"
 		"  --keep             leave the run directory (logs) behind\n"
 		"  --kvtierd PATH     the server (default: next to kvtier in the build tree)\n"
@@ -1992,6 +1997,7 @@ int bench_net_main(int argc, char **argv)
 		{ "memcached", required_argument, NULL, 'M' },
 		{ "redis-server", required_argument, NULL, 'R' },
 		{ "iperf3", required_argument, NULL, 'I' }, { "fio", required_argument, NULL, 'F' },
+		{ "ops", required_argument, NULL, 'O' }, { "conns", required_argument, NULL, 'C' },
 		{ "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 },
 	};
 	struct bn *b = calloc(1, sizeof(*b));
@@ -2007,6 +2013,8 @@ int bench_net_main(int argc, char **argv)
 		return BENCH_EXIT_FAIL;
 	}
 	b->o.dir = ".";
+	b->o.ops[BN_GET] = b->o.ops[BN_SET] = true;
+	b->o.conns_mask = 3;
 	b->o.threads = 2;
 	b->o.secs = 1.0;
 	optind = 1;
@@ -2028,6 +2036,18 @@ int bench_net_main(int argc, char **argv)
 				goto usage;
 			break;
 		case 'N': b->o.no_ssd = true; break;
+		case 'O':
+			b->o.ops[BN_GET] = strstr(optarg, "get") != NULL;
+			b->o.ops[BN_SET] = strstr(optarg, "set") != NULL;
+			if (strspn(optarg, "getsGETS,") != strlen(optarg) ||
+			    (!b->o.ops[BN_GET] && !b->o.ops[BN_SET]))
+				goto usage;
+			break;
+		case 'C':
+			b->o.conns_mask = (strchr(optarg, '1') ? 1u : 0) | (strchr(optarg, '4') ? 2u : 0);
+			if (strspn(optarg, "14,") != strlen(optarg) || !b->o.conns_mask)
+				goto usage;
+			break;
 		case 'd': b->o.dir = optarg; break;
 		case 'k': b->o.keep = true; break;
 		case 'K': b->o.kvtierd = optarg; break;
