@@ -104,7 +104,9 @@ static void cli_bench_usage(FILE *f)
 		"usage: kvtier bench <suite> [options]\n"
 		"\n"
 		"Measure libkvtier, through its public API, against the physical\n"
-		"limit on this machine (memcpy for DRAM), A/B interleaved, medians.\n"
+		"limit on this machine (memcpy for DRAM, fio for SSD) and kvtierd\n"
+		"against its peers (memcached, redis-server, iperf3), A/B\n"
+		"interleaved, medians.\n"
 		"\n"
 		"Suites:\n");
 	cli_list(f, bench_suites, CLI_ARRAY_LEN(bench_suites));
