@@ -87,6 +87,7 @@
 #define BN_ROUNDS_MAX 15
 #define BN_SIZES_MAX 8
 #define BN_RBUF (256 * BN_KIB)  /* a connection's receive buffer, grows for big tables */
+#define BN_PEEK 4096u           /* bytes a header read asks for beyond what it needs */
 #define BN_IO_TIMEOUT_S 60      /* a server that does not answer this long: failure */
 #define BN_START_TIMEOUT_S 60.0
 #define BN_REC_HDR 4096u        /* kvtierd's SSD record header (doc/ssd-format.md) */
@@ -450,7 +451,12 @@ static int bn_fill(struct bn_conn *c, size_t want)
 			c->rbuf = p;
 			c->rcap = want;
 		}
-		ssize_t n = recv(c->fd, c->rbuf + c->rlen, c->rcap - c->rlen, 0);
+		/* Ask for little more than the header needs, so that a value
+		 * mostly lands straight in its destination (bn_body), not here. */
+		size_t ask = want - (c->rlen - c->roff);
+		ask = ask > BN_PEEK ? ask : BN_PEEK;
+		ask = ask < c->rcap - c->rlen ? ask : c->rcap - c->rlen;
+		ssize_t n = recv(c->fd, c->rbuf + c->rlen, ask, 0);
 		if (n == 0)
 			return -ECONNRESET;
 		if (n < 0) {
