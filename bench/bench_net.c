@@ -810,13 +810,17 @@ static int bn_mc_get(struct bn_conn *c, const struct bn_key *k, uint8_t *dst, ui
 	int rc;
 
 	*got = 0;
+	uint64_t vlen;
+
 	if ((rc = bn_sendv(c, &iov, 1)) < 0 || (rc = bn_line(c, &line, &len)) < 0)
 		return rc;
-	if (len >= 2 && memcmp(line, "EN", 2) == 0)
+	rc = bench_reply_mc(line, len, &vlen);
+	if (rc == BENCH_REPLY_MISS)
 		return KVT_MISS;
-	if (len < 4 || memcmp(line, "VA ", 3) != 0)
+	if (rc != BENCH_REPLY_VALUE) {
+		bn_err("memcached answered a get with '%.*s'", (int)(len < 200 ? len : 200), line);
 		return -EPROTO;
-	uint64_t vlen = strtoull(line + 3, NULL, 10);
+	}
 	if (vlen > cap)
 		return KVT_EBUFSMALL;
 	if ((rc = bn_body(c, dst, vlen)) < 0 || (rc = bn_crlf(c)) < 0)
@@ -833,9 +837,11 @@ static int bn_mc_set(struct bn_conn *c, const struct bn_key *k, const uint8_t *s
 	size_t l;
 	int rc;
 
+	uint64_t vlen;
+
 	if ((rc = bn_sendv(c, iov, 3)) < 0 || (rc = bn_line(c, &line, &l)) < 0)
 		return rc;
-	if (l >= 2 && memcmp(line, "HD", 2) == 0)
+	if (bench_reply_mc(line, l, &vlen) == BENCH_REPLY_STORED)
 		return 0;
 	bn_err("memcached answered a set with '%.*s'", (int)(l < 200 ? l : 200), line);
 	return -EPROTO;
@@ -852,15 +858,17 @@ static int bn_redis_get(struct bn_conn *c, const struct bn_key *k, uint8_t *dst,
 	int rc;
 
 	*got = 0;
+	uint64_t vlen;
+
 	if ((rc = bn_sendv(c, &iov, 1)) < 0 || (rc = bn_line(c, &line, &len)) < 0)
 		return rc;
-	if (len >= 3 && memcmp(line, "$-1", 3) == 0)
+	rc = bench_reply_resp(line, len, &vlen);
+	if (rc == BENCH_REPLY_MISS)
 		return KVT_MISS;
-	if (len < 2 || line[0] != '$') {
+	if (rc != BENCH_REPLY_VALUE) {
 		bn_err("redis answered a get with '%.*s'", (int)(len < 200 ? len : 200), line);
 		return -EPROTO;
 	}
-	uint64_t vlen = strtoull(line + 1, NULL, 10);
 	if (vlen > cap)
 		return KVT_EBUFSMALL;
 	if ((rc = bn_body(c, dst, vlen)) < 0 || (rc = bn_crlf(c)) < 0)
@@ -879,9 +887,11 @@ static int bn_redis_set(struct bn_conn *c, const struct bn_key *k, const uint8_t
 	size_t l;
 	int rc;
 
+	uint64_t vlen;
+
 	if ((rc = bn_sendv(c, iov, 3)) < 0 || (rc = bn_line(c, &line, &l)) < 0)
 		return rc;
-	if (l == 3 && memcmp(line, "+OK", 3) == 0)
+	if (bench_reply_resp(line, l, &vlen) == BENCH_REPLY_STORED)
 		return 0;
 	bn_err("redis answered a set with '%.*s'", (int)(l < 200 ? l : 200), line);
 	return -EPROTO;
@@ -1161,15 +1171,16 @@ static int bn_wait_port(struct bn_server *s, enum bn_kind kind)
 			const char *line;
 			size_t len;
 			struct iovec iov;
+			uint64_t v;
 			if (kind == BN_MEMCACHED) {
 				iov = (struct iovec){ (void *)"mn\r\n", 4 };
 				if (bn_sendv(&c, &iov, 1) == 0 && bn_line(&c, &line, &len) == 0 &&
-				    len == 2 && memcmp(line, "MN", 2) == 0)
+				    bench_reply_mc(line, len, &v) == BENCH_REPLY_PONG)
 					ok = 0;
 			} else if (kind == BN_REDIS) {
 				iov = (struct iovec){ (void *)"*1\r\n$4\r\nPING\r\n", 14 };
 				if (bn_sendv(&c, &iov, 1) == 0 && bn_line(&c, &line, &len) == 0 &&
-				    len == 5 && memcmp(line, "+PONG", 5) == 0)
+				    bench_reply_resp(line, len, &v) == BENCH_REPLY_PONG)
 					ok = 0;
 			} else {
 				ok = 0;
@@ -1414,10 +1425,11 @@ static int bn_iperf(struct bn *b, unsigned conns, double *gbps)
 		size_t len = buf ? fread(buf, 1, (1 << 20) - 1, f) : 0;
 		if (f)
 			fclose(f);
-		const char *p = buf && len ? strstr(buf, "\"sum_received\"") : NULL;
-		p = p ? strstr(p, "\"bits_per_second\"") : NULL;
-		if (p && WIFEXITED(st) && WEXITSTATUS(st) == 0) {
-			*gbps = strtod(p + strlen("\"bits_per_second\":"), NULL) / 8e9;
+		static const char *const keys[] = { "sum_received", "bits_per_second" };
+		double bps;
+		if (buf && WIFEXITED(st) && WEXITSTATUS(st) == 0 &&
+		    bench_reply_json_num(buf, len, keys, 2, &bps) == 0) {
+			*gbps = bps / 8e9;
 			free(buf);
 			return 0;
 		}
@@ -1734,14 +1746,15 @@ static int bn_fio(struct bn *b, uint64_t bs, unsigned qd, uint64_t size, double 
 	size_t len = buf ? fread(buf, 1, (1 << 20) - 1, f) : 0;
 	if (f)
 		fclose(f);
-	const char *p = buf && len ? strstr(buf, "\"jobs\"") : NULL;
-	p = p ? strstr(p, "\"read\"") : NULL;
-	const char *io = p ? strstr(p, "\"io_bytes\"") : NULL;
-	p = p ? strstr(p, "\"bw_bytes\"") : NULL;
+	static const char *const k_io[] = { "jobs", "read", "io_bytes" };
+	static const char *const k_bw[] = { "jobs", "read", "bw_bytes" };
+	double io, bw;
 	int rc = -EIO;
-	if (p && io && WIFEXITED(st) && WEXITSTATUS(st) == 0) {
-		uint64_t moved = strtoull(strchr(io, ':') + 1, NULL, 10);
-		*gbps = strtod(strchr(p, ':') + 1, NULL) / 1e9;
+	if (buf && WIFEXITED(st) && WEXITSTATUS(st) == 0 &&
+	    bench_reply_json_num(buf, len, k_io, 3, &io) == 0 &&
+	    bench_reply_json_num(buf, len, k_bw, 3, &bw) == 0) {
+		uint64_t moved = (uint64_t)io;
+		*gbps = bw / 1e9;
 		rc = moved == size ? 0 : -EIO;
 		if (rc < 0)
 			bn_err("fio read %" PRIu64 " bytes, asked %" PRIu64, moved, size);
