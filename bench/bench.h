@@ -27,6 +27,31 @@ int bench_dram_main(int argc, char **argv);
 int bench_ssd_main(int argc, char **argv);
 int bench_recovery_main(int argc, char **argv);
 
+/* "kvtier bench net": bench/bench_net.c (starts kvtierd, memcached,
+ * redis-server, iperf3; returns 77 if one of the peers is not installed). */
+int bench_net_main(int argc, char **argv);
+
+/*
+ * bench_reply.c: the net suite's parsers of its peers' replies.  Pure, any
+ * thread, never past len (no NUL needed).
+ *
+ * bench_reply_mc: one memcached meta reply line without its "\r\n":
+ * "VA <len> ..." (BENCH_REPLY_VALUE, *vlen set), "EN" (MISS), "HD"
+ * (STORED), "MN" (PONG), else -EPROTO.  bench_reply_resp: one RESP reply
+ * line: "$<len>" (VALUE), "$-1" (MISS), "+OK" (STORED), "+PONG" (PONG),
+ * else -EPROTO (an "-ERR ..." too).  Lengths: 1..20 digits, no overflow.
+ *
+ * bench_reply_json_num: the number after the n keys found one after the
+ * other (each the first "key" after the previous one) in json[0..len):
+ * 0 (*out set, a finite number >= 0), -ENOENT (a key missing), -EPROTO (no
+ * ':' and number after the last key), -EINVAL (n 0 or a key over 70 bytes).
+ */
+enum { BENCH_REPLY_VALUE = 0, BENCH_REPLY_MISS = 1, BENCH_REPLY_STORED = 2, BENCH_REPLY_PONG = 3 };
+int bench_reply_mc(const char *line, size_t len, uint64_t *vlen);
+int bench_reply_resp(const char *line, size_t len, uint64_t *vlen);
+int bench_reply_json_num(const char *json, size_t len, const char *const *keys, unsigned n,
+			 double *out);
+
 /* bench_util.c: shared by the suites. */
 double bench_now(void);                         /* CLOCK_MONOTONIC, seconds */
 uint64_t bench_splitmix(uint64_t x);            /* SplitMix64 step */

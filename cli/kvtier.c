@@ -60,6 +60,8 @@ static const struct cli_cmd bench_suites[] = {
 	{ "ssd", "SSD tier: write-through and random reads vs fio (O_DIRECT, io_uring)",
 	  bench_ssd_main },
 	{ "recovery", "SSD tier: reopen after kill -9 with a stale checkpoint", bench_recovery_main },
+	{ "net", "kvtierd over loopback vs memcached, redis-server, iperf3; SSD vs fio",
+	  bench_net_main },
 };
 
 #define CLI_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
@@ -105,7 +107,9 @@ static void cli_bench_usage(FILE *f)
 		"usage: kvtier bench <suite> [options]\n"
 		"\n"
 		"Measure libkvtier, through its public API, against the physical\n"
-		"limit on this machine (memcpy for DRAM), A/B interleaved, medians.\n"
+		"limit on this machine (memcpy for DRAM, fio for SSD) and kvtierd\n"
+		"against its peers (memcached, redis-server, iperf3), A/B\n"
+		"interleaved, medians.\n"
 		"\n"
 		"Suites:\n");
 	cli_list(f, bench_suites, CLI_ARRAY_LEN(bench_suites));
