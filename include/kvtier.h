@@ -654,6 +654,43 @@ int kvt_pin_release(struct kvt_store *store, uint64_t pin);
 int kvt_pin_parts(struct kvt_store *store, uint64_t pin, uint64_t *lens, uint32_t *crcs,
 		  unsigned max);
 
+/*
+ * Zero-copy puts, for callers whose bytes arrive from elsewhere (a socket,
+ * a file): reserve room for the value in DRAM, write exactly res->len bytes
+ * into res->view (runs of 4 KiB-aligned memory, in order), then commit --
+ * or abort.  Until committed the value is invisible (a get misses, a put
+ * of the key returns KVT_EXISTS); a delete or clear meanwhile wins (commit
+ * returns -ECANCELED).  kvtierd receives PUT values this way: straight
+ * from the socket into DRAM, no copy in user space.
+ *
+ * kvt_put_reserve: part_lens[0..part_count) are the parts' lengths (each
+ * >= 1); flags 0 or KVT_F_SEALED.  Returns KVT_OK with *res filled (the
+ * handle and view are valid until commit or abort), KVT_EXISTS (present
+ * in DRAM or SSD, or being written), KVT_ETOOBIG, KVT_EFULL, KVT_ENONS,
+ * KVT_EKEYLEN, KVT_EBADLEN, KVT_EBADOP (flags), KVT_ENULL, KVT_ECLOSED,
+ * -ENOMEM; KVT_ESTATE with a remote tier (a reservation has no caller
+ * buffer to write through from: use kvt_put there).
+ *
+ * kvt_put_commit: crcs (one per part, or NULL) are checked against the
+ * bytes first (KVT_ECORRUPT: dropped, nothing visible).  Returns KVT_OK,
+ * KVT_ECORRUPT, -ECANCELED, KVT_EPIN (unknown handle), KVT_ENULL,
+ * KVT_ECLOSED.  The handle is spent whatever the result.
+ * kvt_put_abort: drops the reservation; 0, KVT_EPIN, KVT_ENULL,
+ * KVT_ECLOSED.  kvt_store_close aborts what is still reserved.  Any
+ * thread; one thread at a time per reservation.
+ */
+struct kvt_reservation {
+	uint64_t handle;            /* for kvt_put_commit / kvt_put_abort */
+	uint64_t len;               /* bytes to write: the sum of the parts */
+	const struct iovec *view;   /* where they go, in order; exactly len bytes */
+	uint32_t view_count;
+};
+int kvt_put_reserve(struct kvt_store *store, uint32_t ns, const struct kvt_key *key,
+		    const uint64_t *part_lens, unsigned part_count, uint32_t flags,
+		    struct kvt_reservation *res);
+int kvt_put_commit(struct kvt_store *store, uint64_t handle, const uint32_t *crcs);
+int kvt_put_abort(struct kvt_store *store, uint64_t handle);
+
 /* ------------------------------------------------------------------------
  * Synchronous helpers: one request, run to completion on the calling
  * thread (they wait if the request must go to a worker).  Same results as

@@ -653,6 +653,17 @@ static void dram_item_crcs(struct dram *d, struct dram_item *it)
 	pthread_mutex_unlock(&s->lock);
 }
 
+int dram_item_verify(struct dram *d, struct dram_item *it, const uint32_t *crcs)
+{
+	struct dram_shard *s = dram_shard_of(d, item_hash(it));
+	for (unsigned p = 0; p < it->part_count; p++) {
+		uint64_t a = item_part_start(it, p), b = item_part_end(it, p);
+		if (item_crc(s, it, a, b - a) != crcs[p])
+			return KVT_ECORRUPT;
+	}
+	return KVT_OK;
+}
+
 /* Copy len bytes from one iovec array to another. */
 static void iov_copy(const struct iovec *dst, unsigned nd, const struct iovec *src, unsigned ns,
 		     uint64_t len)

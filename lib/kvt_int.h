@@ -259,6 +259,8 @@ int dram_reserve(struct dram *d, uint32_t ns, const struct kvt_key *key, uint64_
 		 struct iovec *view, unsigned *view_count);
 int dram_publish(struct dram *d, struct dram_item *item, const uint32_t *crcs,
 		 const uint64_t *part_lens, unsigned flags, bool keep_ref);
+/* A reserved item's bytes against one CRC32C per part: KVT_OK or KVT_ECORRUPT. */
+int dram_item_verify(struct dram *d, struct dram_item *item, const uint32_t *crcs);
 /* False once a delete or clear has killed the item (the caller holds a ref). */
 bool dram_item_alive(struct dram *d, struct dram_item *item);
 void dram_abort(struct dram *d, struct dram_item *item);

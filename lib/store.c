@@ -55,7 +55,11 @@ struct pin_slot {
 	uint32_t view_count;
 	uint32_t gen;           /* bumped on every release */
 	uint32_t next_free;     /* free list link, index + 1 (0: end) */
+	uint8_t kind;           /* SLOT_PIN, or SLOT_RESV: a kvt_put_reserve not yet committed */
+	uint8_t sealed;         /* SLOT_RESV: publish as KVT_F_SEALED */
 };
+
+enum { SLOT_PIN = 0, SLOT_RESV = 1 };
 
 struct pin_shard {
 	pthread_mutex_t lock;
@@ -468,10 +472,15 @@ static void req_complete(struct kvt_store *s, struct kvt_req *r, int status)
  * Pins
  */
 
-static int pin_add(struct kvt_store *s, struct kvt_req *r, struct dram_item *item,
-		   const struct iovec *view, unsigned view_count)
+/*
+ * A slot in the pin table for item (a ref the slot now owns) and a copy of
+ * its view; hint picks the shard.  *handle and *vcopy on success.
+ */
+static int slot_add(struct kvt_store *s, uintptr_t hint, struct dram_item *item,
+		    const struct iovec *view, unsigned view_count, int kind, bool sealed,
+		    uint64_t *handle, struct iovec **vcopy)
 {
-	struct pin_shard *ps = &s->pins[((uintptr_t)r >> 6) % PIN_SHARDS];
+	struct pin_shard *ps = &s->pins[(hint >> 6) % PIN_SHARDS];
 	unsigned shard = (unsigned)(ps - s->pins);
 	struct iovec *v;
 	struct pin_slot *slot;
@@ -511,36 +520,51 @@ static int pin_add(struct kvt_store *s, struct kvt_req *r, struct dram_item *ite
 	slot->item = item;
 	slot->view = v;
 	slot->view_count = view_count;
+	slot->kind = (uint8_t)kind;
+	slot->sealed = sealed;
 	ps->active++;
-	r->pin = ((uint64_t)slot->gen << 32) | ((uint64_t)shard << PIN_IDX_BITS) | idx;
+	*handle = ((uint64_t)slot->gen << 32) | ((uint64_t)shard << PIN_IDX_BITS) | idx;
 	pthread_mutex_unlock(&ps->lock);
+	*vcopy = v;
+	return 0;
+}
+
+static int pin_add(struct kvt_store *s, struct kvt_req *r, struct dram_item *item,
+		   const struct iovec *view, unsigned view_count)
+{
+	struct iovec *v;
+	int ret = slot_add(s, (uintptr_t)r, item, view, view_count, SLOT_PIN, false, &r->pin, &v);
+	if (ret < 0)
+		return ret;
 	r->view = v;
 	r->view_count = view_count;
 	return 0;
 }
 
-int kvt_pin_release(struct kvt_store *s, uint64_t pin)
+/* Take the slot of handle out of the table (it must be of kind): its item
+ * (the ref passes to the caller) and sealed flag; its view is freed.
+ * 0, KVT_EPIN. */
+static int slot_take(struct kvt_store *s, uint64_t handle, int kind, struct dram_item **item,
+		     bool *sealed)
 {
-	unsigned shard = (unsigned)((pin >> PIN_IDX_BITS) & 0xff);
-	uint32_t idx = (uint32_t)(pin & ((1u << PIN_IDX_BITS) - 1)), gen = (uint32_t)(pin >> 32);
+	unsigned shard = (unsigned)((handle >> PIN_IDX_BITS) & 0xff);
+	uint32_t idx = (uint32_t)(handle & ((1u << PIN_IDX_BITS) - 1)), gen = (uint32_t)(handle >> 32);
 	struct pin_shard *ps;
-	struct dram_item *item;
 	struct iovec *v;
 	uint32_t vc;
 
-	if (!s)
-		return KVT_ENULL;
-	if (s->state != ST_OPEN)
-		return KVT_ECLOSED;
 	if (shard >= PIN_SHARDS || gen == 0)
 		return KVT_EPIN;
 	ps = &s->pins[shard];
 	pthread_mutex_lock(&ps->lock);
-	if (idx >= ps->cap || ps->slots[idx].gen != gen || !ps->slots[idx].item) {
+	if (idx >= ps->cap || ps->slots[idx].gen != gen || !ps->slots[idx].item ||
+	    ps->slots[idx].kind != kind) {
 		pthread_mutex_unlock(&ps->lock);
 		return KVT_EPIN;
 	}
-	item = ps->slots[idx].item;
+	*item = ps->slots[idx].item;
+	if (sealed)
+		*sealed = ps->slots[idx].sealed;
 	v = ps->slots[idx].view;
 	vc = ps->slots[idx].view_count;
 	ps->slots[idx].item = NULL;
@@ -550,8 +574,23 @@ int kvt_pin_release(struct kvt_store *s, uint64_t pin)
 	ps->free_head = idx + 1;
 	ps->active--;
 	pthread_mutex_unlock(&ps->lock);
-	dram_unpin(s->dram, item);
 	kvt_mem_free(&s->mem, v, vc * sizeof(*v));
+	return 0;
+}
+
+int kvt_pin_release(struct kvt_store *s, uint64_t pin)
+{
+	struct dram_item *item;
+	int ret;
+
+	if (!s)
+		return KVT_ENULL;
+	if (s->state != ST_OPEN)
+		return KVT_ECLOSED;
+	ret = slot_take(s, pin, SLOT_PIN, &item, NULL);
+	if (ret < 0)
+		return ret;
+	dram_unpin(s->dram, item);
 	return 0;
 }
 
@@ -581,7 +620,8 @@ int kvt_pin_parts(struct kvt_store *s, uint64_t pin, uint64_t *lens, uint32_t *c
 	/* Under the pin lock, so a racing release cannot free the item (the
 	 * pin lock is taken before DRAM locks elsewhere too: pins_drop_all). */
 	pthread_mutex_lock(&ps->lock);
-	if (idx >= ps->cap || ps->slots[idx].gen != gen || !ps->slots[idx].item)
+	if (idx >= ps->cap || ps->slots[idx].gen != gen || !ps->slots[idx].item ||
+	    ps->slots[idx].kind != SLOT_PIN)
 		n = KVT_EPIN;
 	else
 		n = dram_item_meta(s->dram, ps->slots[idx].item, &ns, &key, l, c, KVT_PARTS_MAX);
@@ -597,6 +637,111 @@ int kvt_pin_parts(struct kvt_store *s, uint64_t pin, uint64_t *lens, uint32_t *c
 }
 
 /* Close: drop every pin still held, saying so. */
+/* ------------------------------------------------------------------------
+ * Zero-copy puts: reserve, fill, commit
+ */
+
+static inline int store_check(struct kvt_store *s);
+static int key_check(const struct kvt_key *k);
+
+int kvt_put_reserve(struct kvt_store *s, uint32_t ns, const struct kvt_key *key,
+		    const uint64_t *part_lens, unsigned part_count, uint32_t flags,
+		    struct kvt_reservation *res)
+{
+	struct iovec view[DRAM_MAX_RUNS];
+	struct dram_item *item;
+	struct iovec *v;
+	unsigned vc = 0;
+	uint64_t len = 0, left;
+	int ret;
+
+	if (!s || !key || !part_lens || !res)
+		return KVT_ENULL;
+	if ((ret = store_check(s)) < 0)
+		return ret;
+	if (flags & ~(uint32_t)KVT_F_SEALED)
+		return KVT_EBADOP;
+	if (!ns_reg_get(&s->ns, ns))
+		return KVT_ENONS;
+	if ((ret = key_check(key)) < 0)
+		return ret;
+	if (part_count == 0 || part_count > KVT_PARTS_MAX)
+		return KVT_EBADLEN;
+	for (unsigned i = 0; i < part_count; i++) {
+		if (part_lens[i] == 0 || part_lens[i] > KVT_VALUE_MAX - len)
+			return KVT_EBADLEN;
+		len += part_lens[i];
+	}
+	if (!s->dram)
+		return KVT_ETOOBIG;
+	/* Nothing to write through from: see kvtier.h. */
+	if (s->remote)
+		return KVT_ESTATE;
+	if (s->ssd && ssd_find(s->ssd, ns, key, NULL) == KVT_OK)
+		return KVT_EXISTS;
+	ret = dram_reserve(s->dram, ns, key, len, part_count > 1 ? part_lens : NULL, part_count,
+			   &item, view, &vc);
+	if (ret != KVT_OK)
+		return ret;
+	/* The last run may reach past the value to a 4 KiB boundary: the
+	 * caller gets exactly len bytes of room. */
+	left = len;
+	for (unsigned i = 0; i < vc; i++) {
+		if (view[i].iov_len >= left) {
+			view[i].iov_len = (size_t)left;
+			vc = i + 1;
+			break;
+		}
+		left -= view[i].iov_len;
+	}
+	ret = slot_add(s, (uintptr_t)res, item, view, vc, SLOT_RESV, (flags & KVT_F_SEALED) != 0,
+		       &res->handle, &v);
+	if (ret < 0) {
+		dram_abort(s->dram, item);
+		return ret;
+	}
+	res->len = len;
+	res->view = v;
+	res->view_count = vc;
+	return KVT_OK;
+}
+
+int kvt_put_commit(struct kvt_store *s, uint64_t handle, const uint32_t *crcs)
+{
+	struct dram_item *item;
+	bool sealed;
+	int ret;
+
+	if (!s)
+		return KVT_ENULL;
+	if (s->state != ST_OPEN)
+		return KVT_ECLOSED;
+	ret = slot_take(s, handle, SLOT_RESV, &item, &sealed);
+	if (ret < 0)
+		return ret;
+	if (crcs && dram_item_verify(s->dram, item, crcs) != KVT_OK) {
+		dram_abort(s->dram, item);
+		return KVT_ECORRUPT;
+	}
+	return dram_publish(s->dram, item, crcs, NULL, sealed ? DRAM_SEALED : 0, false);
+}
+
+int kvt_put_abort(struct kvt_store *s, uint64_t handle)
+{
+	struct dram_item *item;
+	int ret;
+
+	if (!s)
+		return KVT_ENULL;
+	if (s->state != ST_OPEN)
+		return KVT_ECLOSED;
+	ret = slot_take(s, handle, SLOT_RESV, &item, NULL);
+	if (ret < 0)
+		return ret;
+	dram_abort(s->dram, item);
+	return 0;
+}
+
 static void pins_drop_all(struct kvt_store *s)
 {
 	uint64_t dropped = 0;
@@ -607,7 +752,10 @@ static void pins_drop_all(struct kvt_store *s)
 			struct pin_slot *sl = &ps->slots[j];
 			if (!sl->item)
 				continue;
-			dram_unpin(s->dram, sl->item);
+			if (sl->kind == SLOT_RESV)
+				dram_abort(s->dram, sl->item);
+			else
+				dram_unpin(s->dram, sl->item);
 			kvt_mem_free(&s->mem, sl->view, sl->view_count * sizeof(struct iovec));
 			sl->item = NULL;
 			dropped++;

@@ -455,6 +455,104 @@ static void test_log_and_fork(void)
 	kvt_store_destroy(s);
 }
 
+/* Zero-copy puts: reserve, fill the view, commit (or abort). */
+static void test_reserve_commit(void)
+{
+	struct kvt_store *s = t_store_open("dram.capacity", "16M", "dram.chunk", "4K",
+					   "dram.prefault", "off", NULL);
+	uint32_t ns = t_ns(s, "resv");
+	uint64_t lens[3] = { 5000, 1, 70000 }, total = 75001;
+	uint8_t *src = malloc(total), *out = malloc(total + 8);
+	uint32_t crcs[3];
+	struct kvt_reservation res, res2;
+	struct kvt_key k = t_key(1), k2 = t_key(2);
+	uint64_t off = 0, vlen = 0;
+	T_ASSERT(src && out);
+	t_fill(src, total, 77);
+	crcs[0] = kvt_crc32c(0, src, 5000);
+	crcs[1] = kvt_crc32c(0, src + 5000, 1);
+	crcs[2] = kvt_crc32c(0, src + 5001, 70000);
+
+	T_RC(kvt_put_reserve(s, ns, &k, lens, 3, 0, &res), KVT_OK);
+	T_EQ_U64(res.len, total);
+	/* Invisible until committed; a second writer of the key is refused. */
+	T_RC(kvt_get(s, ns, &k, out, total, NULL), KVT_MISS);
+	T_RC(kvt_put_reserve(s, ns, &k, lens, 3, 0, &res2), KVT_EXISTS);
+	/* A pin handle is not a reservation, nor the reverse. */
+	T_RC(kvt_pin_release(s, res.handle), KVT_EPIN);
+	for (uint32_t i = 0; i < res.view_count; i++) {
+		memcpy(res.view[i].iov_base, src + off, res.view[i].iov_len);
+		off += res.view[i].iov_len;
+	}
+	T_EQ_U64(off, total);
+	T_RC(kvt_put_commit(s, res.handle, crcs), KVT_OK);
+	T_RC(kvt_put_commit(s, res.handle, crcs), KVT_EPIN); /* spent */
+	T_RC(kvt_get(s, ns, &k, out, total + 8, &vlen), KVT_OK);
+	T_EQ_U64(vlen, total);
+	T_EQ_MEM(out, src, total);
+	{
+		uint32_t got[3];
+		struct kvt_req r = { .op = KVT_OP_GET_PINNED, .ns = ns, .key = k }, *rp = &r, *done;
+		struct kvt_queue *q;
+		T_OK(kvt_queue_create(s, &q));
+		T_RC(kvt_submit(q, &rp, 1), 1);
+		T_RC(kvt_queue_wait(q, &done, 1, 1000), 1);
+		T_RC(r.status, KVT_OK);
+		T_RC(kvt_pin_parts(s, r.pin, NULL, got, 3), 3);
+		T_EQ_INT(got[2], crcs[2]);
+		T_OK(kvt_pin_release(s, r.pin));
+		T_OK(kvt_queue_destroy(q));
+	}
+
+	/* Wrong bytes: commit checks the CRCs and drops the value. */
+	T_RC(kvt_put_reserve(s, ns, &k2, lens, 3, KVT_F_SEALED, &res), KVT_OK);
+	for (uint32_t i = 0; i < res.view_count; i++)
+		memset(res.view[i].iov_base, 0xab, res.view[i].iov_len);
+	T_RC(kvt_put_commit(s, res.handle, crcs), KVT_ECORRUPT);
+	T_RC(kvt_exists(s, ns, &k2), KVT_MISS);
+	/* Abort, then the key is free again; sealed flag travels. */
+	T_RC(kvt_put_reserve(s, ns, &k2, lens, 1, KVT_F_SEALED, &res), KVT_OK);
+	T_OK(kvt_put_abort(s, res.handle));
+	T_RC(kvt_put_abort(s, res.handle), KVT_EPIN);
+	T_RC(kvt_put_reserve(s, ns, &k2, lens, 1, KVT_F_SEALED, &res), KVT_OK);
+	memcpy(res.view[0].iov_base, src, 5000);
+	T_RC(kvt_put_commit(s, res.handle, NULL), KVT_OK);
+	{
+		struct kvt_req r = { .op = KVT_OP_GET, .ns = ns, .key = k2, .iov_count = 1 }, *rp = &r, *done;
+		struct iovec iov = { out, total };
+		struct kvt_queue *q;
+		r.iov = &iov;
+		T_OK(kvt_queue_create(s, &q));
+		T_RC(kvt_submit(q, &rp, 1), 1);
+		T_RC(kvt_queue_wait(q, &done, 1, 1000), 1);
+		T_RC(r.status, KVT_OK);
+		T_EQ_INT(r.value_flags & KVT_F_SEALED, KVT_F_SEALED);
+		T_EQ_MEM(out, src, 5000);
+		T_OK(kvt_queue_destroy(q));
+	}
+	/* A delete while reserved wins. */
+	k2 = t_key(3);
+	T_RC(kvt_put_reserve(s, ns, &k2, lens, 1, 0, &res), KVT_OK);
+	T_RC(kvt_delete(s, ns, &k2), KVT_MISS);
+	T_RC(kvt_put_commit(s, res.handle, NULL), -ECANCELED);
+	T_RC(kvt_exists(s, ns, &k2), KVT_MISS);
+	/* Bad input. */
+	T_RC(kvt_put_reserve(s, ns, &k2, lens, 0, 0, &res), KVT_EBADLEN);
+	T_RC(kvt_put_reserve(s, ns, &k2, lens, 1, KVT_F_CRC, &res), KVT_EBADOP);
+	T_RC(kvt_put_reserve(s, 999, &k2, lens, 1, 0, &res), KVT_ENONS);
+	T_RC(kvt_put_reserve(s, ns, &k2, NULL, 1, 0, &res), KVT_ENULL);
+	{
+		uint64_t zero = 0;
+		T_RC(kvt_put_reserve(s, ns, &k2, &zero, 1, 0, &res), KVT_EBADLEN);
+	}
+	/* Close aborts what is left reserved. */
+	T_RC(kvt_put_reserve(s, ns, &k2, lens, 1, 0, &res), KVT_OK);
+	T_OK(kvt_store_close(s));
+	kvt_store_destroy(s);
+	free(src);
+	free(out);
+}
+
 int main(void)
 {
 	test_lifecycle_options();
@@ -462,5 +560,6 @@ int main(void)
 	test_cancel_flush_close();
 	test_bad_input();
 	test_log_and_fork();
+	test_reserve_commit();
 	return 0;
 }
