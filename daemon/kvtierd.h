@@ -454,6 +454,13 @@ struct kvtd_item {
 	/* PUT: iovecs into the frame's data, CRCs */
 	struct iovec *iov;
 	uint32_t *crcs;
+	/* PUT received in place (kvtd_put_prepare): the item's DRAM
+	 * reservation, or none (its bytes are dropped: rview_count 0) */
+	bool reserved;
+	uint64_t resv;            /* kvt_reservation handle */
+	const struct iovec *rview;
+	uint32_t rview_count;
+	uint64_t rlen;            /* the item's bytes in the data section */
 	/* GET request */
 	uint32_t flags;
 	uint32_t part;
@@ -476,6 +483,9 @@ struct kvtd_frame {
 	uint64_t hdr_len;
 	struct proto_frame f;
 	uint8_t *data;            /* data section (PUT), owned */
+	bool in_place;            /* PUT: values go straight into DRAM reservations */
+	uint32_t rx_item;         /* in place: the item the next data byte belongs to */
+	uint64_t rx_off;          /* and the offset in it */
 	uint32_t n;               /* items */
 	struct kvtd_item *items;
 	struct kvtd_item *subs;   /* LOOKUP and CLEAR: the store requests */
@@ -498,8 +508,21 @@ void kvtd_reply_error(struct kvtd_frame *fr, int status, const char *msg);
 
 /* value.c */
 int kvtd_value_put_item(struct kvtd_frame *fr, struct kvtd_item *it, const struct proto_item *pi);
+/* In-place PUT receive: reserve DRAM for one item (0 or an item status). */
+int kvtd_value_put_reserve(struct kvtd_frame *fr, struct kvtd_item *it,
+			   const struct proto_item *pi, uint32_t ns);
+/* Bytes of the data section already in the connection's buffer, into place. */
+void kvtd_value_put_feed(struct kvtd_frame *fr, const uint8_t *buf, size_t len);
+/* One readv from fd straight into place: what read(2) returns. */
+ssize_t kvtd_value_put_recv(struct kvtd_frame *fr, int fd);
+/* Commit every reserved item (CRC-checked): their statuses. */
+void kvtd_value_put_commit(struct kvtd_frame *fr);
 void kvtd_value_get_reply(struct kvtd_frame *fr);
 
+/* A PUT frame's header and table arrived, its data not yet: reserve DRAM
+ * for its values and receive them in place (true), or not (false: the
+ * data goes to a buffer, kvtd_frame_set_data). */
+bool kvtd_put_prepare(struct kvtd_frame *fr);
 /* A complete request frame (header, table and data) was received on c:
  * take it.  hdr is a private copy of header + table (ownership passes),
  * data the data section (ownership passes, may be NULL). */

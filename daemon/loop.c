@@ -660,17 +660,22 @@ static void loop_conn_parse(struct kvtd_conn *c)
 		}
 		if (f.data_len) {
 			size_t take = c->rend - c->rstart;
-			uint8_t *data = malloc(f.data_len);
-			if (!data) {
-				kvtd_frame_free(fr);
-				kvtd_conn_fail(c, PROTO_OP_ERROR, f.tag, -ENOMEM,
-					       "server out of memory for the frame's data");
-				return;
-			}
-			kvtd_frame_set_data(fr, data);
 			if (take > f.data_len)
 				take = (size_t)f.data_len;
-			memcpy(data, c->rbuf + c->rstart, take);
+			if (kvtd_put_prepare(fr)) {
+				/* Values go straight into their DRAM reservations. */
+				kvtd_value_put_feed(fr, c->rbuf + c->rstart, take);
+			} else {
+				uint8_t *data = malloc(f.data_len);
+				if (!data) {
+					kvtd_frame_free(fr);
+					kvtd_conn_fail(c, PROTO_OP_ERROR, f.tag, -ENOMEM,
+						       "server out of memory for the frame's data");
+					return;
+				}
+				kvtd_frame_set_data(fr, data);
+				memcpy(data, c->rbuf + c->rstart, take);
+			}
 			c->rstart += take;
 			if (take < f.data_len) {
 				/* The rest is read straight into the buffer. */
@@ -699,7 +704,10 @@ static void loop_conn_read(struct kvtd_conn *c)
 			uint64_t len = kvtd_frame_data_len(c->rx), want = len - c->rx_got;
 			if (want > (1u << 30))
 				want = 1u << 30;
-			r = read(c->fd, kvtd_frame_data(c->rx) + c->rx_got, (size_t)want);
+			if (c->rx->in_place)
+				r = kvtd_value_put_recv(c->rx, c->fd);
+			else
+				r = read(c->fd, kvtd_frame_data(c->rx) + c->rx_got, (size_t)want);
 			if (r > 0) {
 				c->rx_got += (uint64_t)r;
 				if (c->rx_got - c->rx_mark >= KVTD_SLOW_PROGRESS) {

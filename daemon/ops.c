@@ -100,6 +100,10 @@ static void ops_item_release(struct kvtd_server *srv, struct kvtd_item *it)
 		kvt_pin_release(srv->store, it->req.pin);
 		it->pinned = false;
 	}
+	if (it->reserved) {
+		kvt_put_abort(srv->store, it->resv);
+		it->reserved = false;
+	}
 	free(it->iov);
 	free(it->crcs);
 	free(it->canon);
@@ -694,6 +698,44 @@ static void ops_ns_register_reply(struct kvtd_frame *fr)
  * Keyed batches: EXISTS, DELETE, GET, PUT
  */
 
+bool kvtd_put_prepare(struct kvtd_frame *fr)
+{
+	struct kvtd_conn *c = fr->conn;
+	struct proto_iter iter;
+	struct proto_item pi;
+	uint32_t i = 0;
+
+	if (fr->f.op != PROTO_OP_PUT || fr->f.data_len == 0 || c->state != KVTD_CS_READY ||
+	    fr->f.version != c->version)
+		return false;
+	fr->n = fr->f.item_count;
+	fr->items = calloc(fr->n, sizeof(*fr->items));
+	if (!fr->items || ops_ns_table(fr, true) < 0) {
+		free(fr->items);
+		free(fr->ns_ids);
+		free(fr->ns_err);
+		fr->items = NULL;
+		fr->ns_ids = NULL;
+		fr->ns_err = NULL;
+		fr->n = 0;
+		return false;
+	}
+	proto_iter_init(&iter, &fr->f, NULL, NULL, 0);
+	while (i < fr->n && proto_iter_next(&iter, &pi) == 1) {
+		struct kvtd_item *it = &fr->items[i++];
+		int rc = fr->ns_err[pi.ns_index];
+		it->fr = fr;
+		it->flags = pi.flags;
+		it->rlen = pi.data_len;
+		if (rc == 0)
+			rc = kvtd_value_put_reserve(fr, it, &pi, fr->ns_ids[pi.ns_index]);
+		if (rc != 0)
+			it->status = rc; /* its bytes are read and dropped */
+	}
+	fr->in_place = true;
+	return true;
+}
+
 static void ops_keyed(struct kvtd_frame *fr)
 {
 	unsigned op = fr->f.op;
@@ -702,6 +744,13 @@ static void ops_keyed(struct kvtd_frame *fr)
 	struct kvtd_item **sub;
 	uint32_t i = 0, ns = 0;
 	int rc;
+
+	if (fr->in_place) {
+		/* The values are in their reservations: publish them. */
+		kvtd_value_put_commit(fr);
+		ops_finish(fr);
+		return;
+	}
 
 	fr->n = fr->f.item_count;
 	fr->items = calloc(fr->n, sizeof(*fr->items));

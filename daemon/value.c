@@ -26,6 +26,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 
 #include "kvtierd.h"
 
@@ -101,6 +102,138 @@ int kvtd_value_put_item(struct kvtd_frame *fr, struct kvtd_item *it, const struc
 	it->req.iov_count = n;
 	it->req.crcs = it->crcs;
 	return 0;
+}
+
+/* ------------------------------------------------------------------------
+ * PUT values received in place: each item's bytes go from the socket
+ * straight into its DRAM reservation (kvt_put_reserve); the bytes of an
+ * item that cannot be stored are read into a scratch buffer and dropped.
+ */
+
+int kvtd_value_put_reserve(struct kvtd_frame *fr, struct kvtd_item *it,
+			   const struct proto_item *pi, uint32_t ns)
+{
+	struct kvtd_server *srv = fr->loop->srv;
+	uint32_t n = pi->part_count;
+	uint64_t *lens = malloc(n * sizeof(*lens));
+	struct kvt_reservation res;
+	int rc;
+
+	it->crcs = malloc(n * sizeof(*it->crcs));
+	if (!lens || !it->crcs) {
+		free(lens);
+		return -ENOMEM;
+	}
+	for (uint32_t p = 0; p < n; p++)
+		proto_item_part(pi, p, &lens[p], &it->crcs[p]);
+	it->req.ns = ns;
+	it->req.key = pi->key;
+	rc = kvt_put_reserve(srv->store, ns, &pi->key, lens, n,
+			     (pi->flags & PROTO_IF_SEALED) ? KVT_F_SEALED : 0, &res);
+	free(lens);
+	if (rc != KVT_OK)
+		return rc;
+	it->reserved = true;
+	it->resv = res.handle;
+	it->rview = res.view;
+	it->rview_count = res.view_count;
+	return 0;
+}
+
+static _Thread_local uint8_t value_scratch[64u << 10];
+
+/* Where the next bytes of the data section go: up to max iovecs over
+ * consecutive reserved items, or one stretch of a dropped item (into the
+ * scratch buffer, or iov_base NULL when scratch is false). */
+static unsigned value_put_iov(struct kvtd_frame *fr, struct iovec *iov, unsigned max, bool scratch)
+{
+	unsigned n = 0;
+	uint64_t off = fr->rx_off;
+	for (uint32_t i = fr->rx_item; i < fr->n && n < max; i++, off = 0) {
+		struct kvtd_item *it = &fr->items[i];
+		uint64_t left = it->rlen - off, skip = off;
+		if (left == 0)
+			continue;
+		if (!it->reserved) {
+			if (n)
+				break;
+			iov[0].iov_base = scratch ? value_scratch : NULL;
+			iov[0].iov_len = scratch && left > sizeof(value_scratch) ? sizeof(value_scratch)
+										  : (size_t)left;
+			return 1;
+		}
+		for (uint32_t v = 0; v < it->rview_count && n < max; v++) {
+			if (skip >= it->rview[v].iov_len) {
+				skip -= it->rview[v].iov_len;
+				continue;
+			}
+			iov[n].iov_base = (uint8_t *)it->rview[v].iov_base + skip;
+			iov[n].iov_len = it->rview[v].iov_len - (size_t)skip;
+			skip = 0;
+			n++;
+		}
+	}
+	return n;
+}
+
+static void value_put_advance(struct kvtd_frame *fr, uint64_t len)
+{
+	while (len && fr->rx_item < fr->n) {
+		uint64_t left = fr->items[fr->rx_item].rlen - fr->rx_off;
+		if (len < left) {
+			fr->rx_off += len;
+			return;
+		}
+		len -= left;
+		fr->rx_item++;
+		fr->rx_off = 0;
+	}
+}
+
+void kvtd_value_put_feed(struct kvtd_frame *fr, const uint8_t *buf, size_t len)
+{
+	while (len) {
+		struct iovec iov[16];
+		unsigned n = value_put_iov(fr, iov, 16, false);
+		size_t done = 0;
+		if (n == 0)
+			return;
+		for (unsigned i = 0; i < n && done < len; i++) {
+			size_t k = iov[i].iov_len < len - done ? iov[i].iov_len : len - done;
+			if (iov[i].iov_base)
+				memcpy(iov[i].iov_base, buf + done, k);
+			done += k;
+		}
+		value_put_advance(fr, done);
+		buf += done;
+		len -= done;
+	}
+}
+
+ssize_t kvtd_value_put_recv(struct kvtd_frame *fr, int fd)
+{
+	struct iovec iov[64];
+	unsigned n = value_put_iov(fr, iov, 64, true);
+	ssize_t r;
+	if (n == 0)
+		return 0;
+	r = readv(fd, iov, (int)n);
+	if (r > 0)
+		value_put_advance(fr, (uint64_t)r);
+	return r;
+}
+
+void kvtd_value_put_commit(struct kvtd_frame *fr)
+{
+	struct kvtd_server *srv = fr->loop->srv;
+	for (uint32_t i = 0; i < fr->n; i++) {
+		struct kvtd_item *it = &fr->items[i];
+		if (!it->reserved)
+			continue;
+		it->reserved = false;
+		it->status = kvt_put_commit(srv->store, it->resv, it->crcs);
+		it->tier = KVT_TIER_DRAM;
+	}
 }
 
 /* A GET item's answer: response fields, and the value slices to send. */
