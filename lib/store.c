@@ -74,6 +74,7 @@ struct kvt_queue {
 	pthread_mutex_t lock;       /* guards done_head/done_tail */
 	struct kvt_req *done_head, *done_tail;
 	_Atomic int inflight;       /* submitted, not yet handed back by poll */
+	bool signaled;              /* efd was written since poll last read it; lock */
 	int efd;                    /* eventfd, readable when done may be non-empty;
 				     * -1 for a synchronous helper's private queue,
 				     * which signals `cond` instead */
@@ -459,6 +460,10 @@ static void req_complete(struct kvt_store *s, struct kvt_req *r, int status)
 		pthread_mutex_unlock(&q->lock);
 		return;
 	}
+	/* One write until poll reads it: the eventfd is a doorbell, not a count. */
+	if (q->signaled)
+		was_empty = false;
+	q->signaled = true;
 	pthread_mutex_unlock(&q->lock);
 	if (was_empty) {
 		uint64_t one = 1;
@@ -1871,13 +1876,17 @@ int kvt_queue_poll(struct kvt_queue *q, struct kvt_req **out, unsigned max)
 
 	if (!q || (!out && max))
 		return KVT_ENULL;
-	/* Reset the eventfd first: a completion after this writes it again.
-	 * An empty eventfd fails with EAGAIN: the caller's errno is kept. */
-	saved_errno = errno;
-	rd = read(q->efd, &v, sizeof(v));
-	KVT_UNUSED(rd);
-	errno = saved_errno;
+	/* Reset the eventfd first, if it was written: a completion after this
+	 * writes it again.  Under the lock, so that no completion's write
+	 * falls between the read and clearing the flag. */
 	pthread_mutex_lock(&q->lock);
+	if (q->signaled && q->efd >= 0) {
+		saved_errno = errno;
+		rd = read(q->efd, &v, sizeof(v));
+		KVT_UNUSED(rd);
+		errno = saved_errno;
+		q->signaled = false;
+	}
 	while (n < max && q->done_head) {
 		struct kvt_req *r = q->done_head;
 		q->done_head = r->priv_[1];
@@ -1887,11 +1896,12 @@ int kvt_queue_poll(struct kvt_queue *q, struct kvt_req **out, unsigned max)
 		req_set_state(r, REQ_IDLE);
 		out[n++] = r;
 	}
-	if (q->done_head) {
+	if (q->done_head && !q->signaled && q->efd >= 0) {
 		/* Left some behind: keep the fd readable. */
 		uint64_t one = 1;
 		ssize_t w = write(q->efd, &one, sizeof(one));
 		KVT_UNUSED(w);
+		q->signaled = true;
 	}
 	pthread_mutex_unlock(&q->lock);
 	atomic_fetch_sub(&q->inflight, (int)n);
