@@ -21,6 +21,7 @@
 
 #include "../bench/bench.h"
 #include "replay.h"
+#include "admin.h"
 
 #define CLI_EXIT_OK BENCH_EXIT_OK
 #define CLI_EXIT_FAIL BENCH_EXIT_FAIL
@@ -41,11 +42,17 @@ static int cli_help(int argc, char **argv);
 static int cli_version(int argc, char **argv);
 
 /*
- * The commands, in the order --help lists them.  stat, ls, get, put, rm,
- * clear and fsck slot in here as they land; each gets a section in
- * doc/man/kvtier.1 (or a page of its own, like kvtier-bench.1).
+ * The commands, in the order --help lists them; each has a page under
+ * doc/man (the operator's commands share kvtier-admin.1).
  */
 static const struct cli_cmd cli_cmds[] = {
+	{ "stat", "a live table of a running kvtierd (kvtier-admin(1))", admin_stat },
+	{ "ls", "namespaces with their blocks and bytes", admin_ls },
+	{ "get", "write one key's value to a file or stdout (debugging)", admin_get },
+	{ "put", "store a file or stdin under one key (debugging)", admin_put },
+	{ "rm", "delete one key from every tier", admin_rm },
+	{ "clear", "remove a namespace, or everything, from every tier", admin_clear },
+	{ "fsck", "verify every record of a store directory offline", admin_fsck },
 	{ "bench", "measure libkvtier against the machine's limits (kvtier-bench(1))", cli_bench },
 	{ "replay", "replay a request trace; hit ratios and a what-if model (kvtier-replay(1))",
 	  replay_main },
@@ -98,7 +105,8 @@ static void cli_usage(FILE *f)
 	fprintf(f,
 		"\n"
 		"Every command takes --help.  Exit status: 0 ok, 1 runtime failure,\n"
-		"2 usage error.  Manual: kvtier(1), kvtier-bench(1), kvtier-replay(1).\n");
+		"2 usage error; get and rm exit 3 for a key that is not there.\n"
+		"Manual: kvtier(1), kvtier-admin(1), kvtier-bench(1), kvtier-replay(1).\n");
 }
 
 static void cli_bench_usage(FILE *f)

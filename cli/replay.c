@@ -43,6 +43,7 @@
 
 #include "../bench/bench.h"
 #include "replay.h"
+#include "progress.h"
 
 #define RP_SWEEP_MAX 16
 #define RP_DEFAULT_DRAM (UINT64_C(1) << 30)
@@ -220,17 +221,6 @@ struct replay_run {
 	bool quiet; /* no progress bar (sweep points) */
 };
 
-static void replay_progress(size_t done, size_t total, double t0)
-{
-	int width = 40, fill = total ? (int)((double)done * width / (double)total) : width;
-	fprintf(stderr, "\r[%.*s%*s] %3d%% %zu/%zu requests %.1f s", fill,
-		"########################################", width - fill, "",
-		total ? (int)(done * 100 / total) : 100, done, total, replay_now() - t0);
-	if (done == total)
-		fputc('\n', stderr);
-	fflush(stderr);
-}
-
 static int replay_open(const struct replay_run *run, const char *dir, struct kvt_store **out,
 		       uint32_t *ns, uint8_t digest[32], char *err, size_t err_len)
 {
@@ -346,9 +336,10 @@ static int replay_run_one(const struct replay_run *run, struct replay_result *re
 	if (replay_open(run, dir, &st, &ns, digest, err, err_len) < 0)
 		goto out;
 
-	double t0 = replay_now(), next_bar = 0;
+	double t0 = replay_now();
 	uint64_t ts0 = count ? t->reqs[0].ts_ms : 0;
-	bool bar = o->progress && !run->quiet;
+	struct cli_progress bar;
+	cli_progress_start(&bar, "requests", o->progress && !run->quiet);
 	for (size_t q = 0; q < count; q++) {
 		const struct rp_req *r = &t->reqs[q];
 		if (o->speed > 0) { /* arrival time, scaled */
@@ -455,11 +446,9 @@ static int replay_run_one(const struct replay_run *run, struct replay_result *re
 		res->requests++;
 		res->blocks += r->n_ids;
 		res->tokens += r->input_len;
-		if (bar && (replay_now() >= next_bar || q + 1 == count)) {
-			replay_progress(q + 1, count, t0);
-			next_bar = replay_now() + 0.2;
-		}
+		cli_progress_update(&bar, q + 1, count);
 	}
+	cli_progress_end(&bar);
 	if ((rc = kvt_flush(st)) < 0) {
 		snprintf(err, err_len, "flush: %s", kvt_strerror(rc));
 		goto out;

@@ -729,6 +729,64 @@ int kvt_store_stats(struct kvt_store *store, kvt_stats_fn fn, void *ctx);
  * numeric statistic), KVT_ENULL, KVT_ECLOSED. */
 int kvt_store_stat(struct kvt_store *store, const char *name, uint64_t *value);
 
+/*
+ * The statistics of the kvtierd behind the store's remote tier (option
+ * remote.addr), from its STATS request (doc/protocol.md, doc/kvtierd.md):
+ * tenant NULL for the store's own tenant (remote.tenant), "*" for the
+ * whole server (needs the admin role), any other name for that tenant
+ * (admin).  fn is called once per statistic as for kvt_store_stats, but
+ * on the library's remote thread while this call waits.  Synchronous: it
+ * returns when the server answered, or after remote.timeout_ms.  Returns
+ * 0, KVT_ENULL, KVT_ECLOSED, KVT_ESTATE (no remote tier), KVT_EOPTVAL
+ * (tenant empty or longer than 64 bytes), -ENOTCONN (every connection to
+ * the server is down), -ETIMEDOUT, a protocol error (e.g. permission
+ * refused, kvt_strerror names it), -ENOMEM.  Any thread.
+ */
+int kvt_remote_stats(struct kvt_store *store, const char *tenant, kvt_stats_fn fn, void *ctx);
+
+/* ------------------------------------------------------------------------
+ * Offline check of a store directory (kvtier fsck)
+ *
+ * kvt_store_fsck reads a store directory that no process has open and
+ * checks its SSD tier against doc/ssd-format.md without writing anything:
+ * every segment header; every record of each segment's current generation
+ * (header CRC and fields, each part's CRC32C over the value bytes); that
+ * each record's namespace is in the registry with the same digest (else
+ * it is an orphan); that every checkpoint entry whose segment is still on
+ * disk names a sound record.  Files in ssd/ that are not the store's are
+ * warnings.  It also counts the live blocks (newest PUT of a key, not
+ * deleted or cleared since) per namespace.
+ */
+#define KVT_FSCK_DAMAGE 1 /* a record, header or checkpoint fails its checks */
+#define KVT_FSCK_ORPHAN 2 /* a sound record nothing can reach (unknown namespace) */
+#define KVT_FSCK_WARN   3 /* harmless: a stray file, a leftover checkpoint.tmp */
+
+struct kvt_fsck {
+	/* in: callbacks (each may be NULL), called on the calling thread */
+	void (*problem)(void *ctx, int kind /* KVT_FSCK_* */, const char *msg);
+	void (*progress)(void *ctx, uint64_t done_bytes, uint64_t total_bytes);
+	/* after the walk, once per registered namespace: canon is its
+	 * canonical descriptor text (doc/keys.md) */
+	void (*ns_info)(void *ctx, uint32_t id, const uint8_t digest[32], const char *canon,
+			uint64_t blocks, uint64_t bytes);
+	void *ctx;
+	/* out */
+	uint64_t segments;       /* segment files read */
+	uint64_t records;        /* records whose header was sound */
+	uint64_t blocks_checked; /* PUT records whose every part passed its CRC */
+	uint64_t blocks, bytes;  /* live blocks and their value bytes */
+	uint64_t damaged, orphans, warnings;
+};
+
+/*
+ * Check the store directory at path (see above).  Returns 0 if clean,
+ * KVT_ECORRUPT if anything is damaged or orphaned (f->damaged,
+ * f->orphans; each reported through f->problem naming the file, offset,
+ * seq and key), KVT_ELOCKED (a process has the store open), KVT_ENULL,
+ * -ENOMEM, or -errno (path unreadable).  Any thread; no store handle.
+ */
+int kvt_store_fsck(const char *path, struct kvt_fsck *f);
+
 /* ------------------------------------------------------------------------
  * CRC32C (Castagnoli), as stored with every part: crc = kvt_crc32c(0, p, n)
  * for a whole buffer, chained as kvt_crc32c(crc, next, m).  Any thread.

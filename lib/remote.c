@@ -58,13 +58,15 @@
 #include "proto.h"
 #include "remote.h"
 
-enum rop_kind { RK_GET, RK_PUT, RK_EXISTS, RK_DELETE, RK_LOOKUP, RK_CLEAR, RK_NSREG, RK__COUNT };
+enum rop_kind {
+	RK_GET, RK_PUT, RK_EXISTS, RK_DELETE, RK_LOOKUP, RK_CLEAR, RK_NSREG, RK_STATS, RK__COUNT
+};
 
 static const uint16_t rk_op[RK__COUNT] = {
 	[RK_GET] = PROTO_OP_GET,       [RK_PUT] = PROTO_OP_PUT,
 	[RK_EXISTS] = PROTO_OP_EXISTS, [RK_DELETE] = PROTO_OP_DELETE,
 	[RK_LOOKUP] = PROTO_OP_LOOKUP, [RK_CLEAR] = PROTO_OP_CLEAR,
-	[RK_NSREG] = PROTO_OP_NS_REGISTER,
+	[RK_NSREG] = PROTO_OP_NS_REGISTER, [RK_STATS] = PROTO_OP_STATS,
 };
 
 /* One operation the store queued. */
@@ -86,6 +88,8 @@ struct rop {
 	remote_cb cb;
 	remote_get_cb gcb;
 	void *ctx;
+	const char *tenant;           /* STATS: scope (NULL own, "*" all); the caller's */
+	kvt_stats_fn sfn;             /* STATS: called per item on the remote thread */
 	uint64_t deadline;            /* ns, CLOCK_MONOTONIC */
 };
 
@@ -515,7 +519,7 @@ static int frame_encode(struct remote *rm, struct rconn *c, struct rframe *fr, i
 
 	f.op = rk_op[kind];
 	f.tag = fr->tag;
-	if (kind != RK_NSREG && kind != RK_CLEAR) {
+	if (kind != RK_NSREG && kind != RK_CLEAR && kind != RK_STATS) {
 		digests = kvt_mem_alloc(rm->mem, (size_t)fr->count * PROTO_DIGEST_LEN);
 		nsidx = kvt_mem_alloc(rm->mem, (size_t)fr->count * sizeof(*nsidx));
 		if (!digests || !nsidx) {
@@ -544,6 +548,14 @@ static int frame_encode(struct remote *rm, struct rconn *c, struct rframe *fr, i
 			memcpy(f.scope.digest, rm->nsmap[op->ns].digest, PROTO_DIGEST_LEN);
 		}
 	}
+	if (kind == RK_STATS) {
+		const char *t = fr->ops[0]->tenant;
+		f.scope.scope = t && strcmp(t, "*") == 0 ? PROTO_SCOPE_ALL : PROTO_SCOPE_TENANT;
+		if (t && f.scope.scope == PROTO_SCOPE_TENANT) {
+			f.scope.tenant = t;
+			f.scope.tenant_len = (uint32_t)strlen(t);
+		}
+	}
 	for (int attempt = 0; attempt < 2; attempt++) {
 		if (fr->buf_cap < need) {
 			kvt_mem_free(rm->mem, fr->buf, fr->buf_cap);
@@ -569,7 +581,7 @@ static int frame_encode(struct remote *rm, struct rconn *c, struct rframe *fr, i
 							 .text_len = e ? e->canon_len : 0 };
 				proto_write_item(&w, &it);
 			}
-		} else if (kind != RK_CLEAR) {
+		} else if (kind != RK_CLEAR && kind != RK_STATS) {
 			for (uint32_t i = 0; i < fr->count; i++) {
 				struct proto_item it;
 				op_item(fr->ops[i], nsidx[i], &it);
@@ -777,6 +789,23 @@ static void rx_item(struct rconn *c, const struct proto_item *it)
 	struct rframe *fr = c->rx_fr;
 	struct rop *op;
 
+	if (fr->op == PROTO_OP_STATS) {
+		char name[PROTO_STAT_NAME_MAX + 1], text[PROTO_STAT_TEXT_MAX + 1];
+		op = fr->ops[0];
+		if (!op || !it->name_len || it->name_len > PROTO_STAT_NAME_MAX ||
+		    it->text_len > PROTO_STAT_TEXT_MAX)
+			return; /* the codec bounds both; belt and braces */
+		memcpy(name, it->name, it->name_len);
+		name[it->name_len] = 0;
+		if (it->kind == PROTO_STAT_TEXT) {
+			if (it->text_len)
+				memcpy(text, it->text, it->text_len);
+			text[it->text_len] = 0;
+		}
+		op->sfn(op->ctx, name, it->kind == PROTO_STAT_TEXT ? 0 : it->value,
+			it->kind == PROTO_STAT_TEXT ? text : NULL);
+		return;
+	}
 	if (fr->op == PROTO_OP_LOOKUP) {
 		op = fr->ops[0];
 		if (op->tiers && it->index < op->key_count && it->status == KVT_OK)
@@ -1058,6 +1087,15 @@ static int rx_frame(struct rconn *c)
 		fr->ops[0] = NULL;
 		rop_done(rm, op, KVT_OK, NULL, &res);
 	}
+	if (f->op == PROTO_OP_STATS && !(f->flags & PROTO_F_MORE)) {
+		struct rframe *fr = c->rx_fr;
+		struct rop *op = fr->ops[0];
+		if (op) {
+			op->answered = true;
+			fr->ops[0] = NULL;
+			rop_done(rm, op, KVT_OK, NULL, NULL);
+		}
+	}
 	rx_frame_end(c);
 	return 0;
 }
@@ -1280,7 +1318,7 @@ static void dispatch(struct remote *rm, uint64_t now, uint64_t *next_timer)
 			rop_done(rm, op, KVT_ETOOBIG, NULL, NULL);
 			continue;
 		}
-		if (kind == RK_LOOKUP || kind == RK_CLEAR) {
+		if (kind == RK_LOOKUP || kind == RK_CLEAR || kind == RK_STATS) {
 			frame_send(rm, c, kind, &op, 1);
 			continue;
 		}
@@ -1531,6 +1569,62 @@ int remote_clear(struct remote *rm, uint32_t ns, remote_cb cb, void *ctx)
 		return -ENOMEM;
 	A(rm->c_clears);
 	return rop_submit(rm, op);
+}
+
+/* A synchronous STATS: the caller waits on stats_wait for the remote
+ * thread's completion. */
+struct stats_wait {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	bool done;
+	int status;
+	kvt_stats_fn fn;
+	void *ctx;
+};
+
+static void stats_item(void *ctx, const char *name, uint64_t value, const char *str)
+{
+	struct stats_wait *w = ctx;
+	w->fn(w->ctx, name, value, str);
+}
+
+static void stats_done(void *ctx, const struct remote_result *res)
+{
+	struct stats_wait *w = ctx;
+	pthread_mutex_lock(&w->lock);
+	w->status = res->status;
+	w->done = true;
+	pthread_cond_signal(&w->cond);
+	pthread_mutex_unlock(&w->lock);
+}
+
+int remote_stats_query(struct remote *rm, const char *tenant, kvt_stats_fn fn, void *ctx)
+{
+	struct stats_wait w = { .fn = fn, .ctx = ctx };
+	struct rop *op;
+	int ret;
+
+	if (tenant && strcmp(tenant, "*") != 0 &&
+	    (!tenant[0] || strlen(tenant) > PROTO_TENANT_MAX))
+		return KVT_EOPTVAL;
+	op = rop_new(rm, RK_STATS, KVT_NS_ALL, NULL, stats_done, &w);
+	if (!op)
+		return -ENOMEM;
+	op->tenant = tenant;
+	op->sfn = stats_item;
+	pthread_mutex_init(&w.lock, NULL);
+	pthread_cond_init(&w.cond, NULL);
+	ret = rop_submit(rm, op);
+	if (ret == 0) {
+		pthread_mutex_lock(&w.lock);
+		while (!w.done)
+			pthread_cond_wait(&w.cond, &w.lock);
+		pthread_mutex_unlock(&w.lock);
+		ret = w.status;
+	}
+	pthread_cond_destroy(&w.cond);
+	pthread_mutex_destroy(&w.lock);
+	return ret;
 }
 
 void remote_flush(struct remote *rm)

@@ -102,4 +102,10 @@ void remote_flush(struct remote *rm);
 
 void remote_stats(struct remote *rm, kvt_stats_fn fn, void *ctx);
 
+/* The server's STATS (doc/protocol.md): tenant NULL for the connection's
+ * own tenant, "*" for the whole server (admin), else that tenant (admin).
+ * Synchronous: waits for the answer or remote.timeout_ms; fn runs on the
+ * remote thread meanwhile.  KVT_OK or < 0 (KVT_EOPTVAL: tenant malformed). */
+int remote_stats_query(struct remote *rm, const char *tenant, kvt_stats_fn fn, void *ctx);
+
 #endif

@@ -2098,6 +2098,18 @@ int kvt_flush(struct kvt_store *s)
  * Statistics
  */
 
+int kvt_remote_stats(struct kvt_store *s, const char *tenant, kvt_stats_fn fn, void *ctx)
+{
+	int ret;
+	if (!s || !fn)
+		return KVT_ENULL;
+	if ((ret = store_check(s)) < 0)
+		return ret;
+	if (!s->remote)
+		return KVT_ESTATE;
+	return remote_stats_query(s->remote, tenant, fn, ctx);
+}
+
 int kvt_store_stats(struct kvt_store *s, kvt_stats_fn fn, void *ctx)
 {
 	uint64_t pins = 0;

@@ -1,0 +1,1084 @@
+/*
+ * admin.c - kvtier's operator commands: stat, ls, get, put, rm, clear,
+ * fsck (doc/man/kvtier-admin.1).
+ *
+ * Owns: their option parsing and help texts, opening a store for them
+ * (a kvtierd through the remote tier with --server, or a store directory
+ * embedded with --dir), the namespace of debugging keys (model
+ * "kvtier-cli" unless --model), and the stat table.  Like every kvtier
+ * command it reaches the library only through include/kvtier.h.
+ *
+ * Exit codes: 0 ok, 1 failure, 2 usage, 3 (get, rm) the key is not
+ * there; fsck: 0 clean, 1 damaged, 2 usage or cannot check.
+ */
+#include "admin.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kvtier.h"
+#include "progress.h"
+
+#define EX_OK 0
+#define EX_FAIL 1
+#define EX_USAGE 2
+#define EX_MISS 3
+
+#define CLI_MODEL "kvtier-cli"
+
+/* What every store-reaching command takes. */
+struct conn_opts {
+	const char *server, *dir, *tenant, *secret, *model;
+	const char *dram, *ssd_cap, *segment;
+	bool hex; /* KEY is hex bytes */
+};
+
+enum { O_SERVER = 256, O_DIR, O_TENANT, O_SECRET, O_MODEL, O_DRAM, O_SSDCAP, O_SEGMENT, O_HEX,
+       O_WATCH, O_YES, O_ALL, O_QUIET, O_OUT, O_IN };
+
+#define CONN_LONGOPTS                                                                      \
+	{ "server", required_argument, NULL, O_SERVER },                                   \
+	{ "dir", required_argument, NULL, O_DIR },                                         \
+	{ "tenant", required_argument, NULL, O_TENANT },                                   \
+	{ "secret-file", required_argument, NULL, O_SECRET },                              \
+	{ "model", required_argument, NULL, O_MODEL },                                     \
+	{ "dram", required_argument, NULL, O_DRAM },                                       \
+	{ "ssd-capacity", required_argument, NULL, O_SSDCAP },                             \
+	{ "segment", required_argument, NULL, O_SEGMENT },                                 \
+	{ "hex", no_argument, NULL, O_HEX },                                               \
+	{ "help", no_argument, NULL, 'h' }
+
+#define CONN_HELP                                                                          \
+	"Where:\n"                                                                         \
+	"  --server ADDR        a running kvtierd: HOST:PORT, [V6]:PORT or unix:/PATH\n"   \
+	"                       (default: $KVTIER_SERVER)\n"                               \
+	"  --tenant T           authenticate as tenant T (default \"default\")\n"          \
+	"  --secret-file F      the tenant's secret (mode 0600); none: no authentication\n" \
+	"  --dir DIR            a store directory, opened embedded (no kvtierd may have it)\n" \
+	"  --ssd-capacity SIZE  --dir: SSD tier size (default: 1G for a new store;\n"      \
+	"                       16 segments, or as many as exist, for an existing one)\n"  \
+	"  --segment SIZE       --dir: segment size for a new store (default 64M)\n"       \
+	"  --dram SIZE          DRAM for values in flight (default 256M: the largest value)\n"
+
+static int conn_opt(struct conn_opts *o, int c, const char *arg)
+{
+	switch (c) {
+	case O_SERVER: o->server = arg; return 1;
+	case O_DIR: o->dir = arg; return 1;
+	case O_TENANT: o->tenant = arg; return 1;
+	case O_SECRET: o->secret = arg; return 1;
+	case O_MODEL: o->model = arg; return 1;
+	case O_DRAM: o->dram = arg; return 1;
+	case O_SSDCAP: o->ssd_cap = arg; return 1;
+	case O_SEGMENT: o->segment = arg; return 1;
+	case O_HEX: o->hex = true; return 1;
+	default: return 0;
+	}
+}
+
+static int usage_err(const char *cmd, const char *fmt, const char *arg)
+{
+	fprintf(stderr, "kvtier %s: ", cmd);
+	fprintf(stderr, fmt, arg);
+	fprintf(stderr, "\nRun 'kvtier %s --help' for its usage.\n", cmd);
+	return EX_USAGE;
+}
+
+/* --server or --dir (exactly one; $KVTIER_SERVER fills in --server). */
+static int conn_check(const char *cmd, struct conn_opts *o, bool dir_ok, bool server_ok)
+{
+	if (!o->server && !o->dir)
+		o->server = getenv("KVTIER_SERVER");
+	if (o->server && o->dir)
+		return usage_err(cmd, "%s", "give --server or --dir, not both");
+	if (!o->server && !o->dir)
+		return usage_err(cmd, "%s",
+				 dir_ok && server_ok ? "say which store: --server ADDR or --dir DIR"
+				 : server_ok ? "say which kvtierd: --server ADDR (or $KVTIER_SERVER)"
+					     : "say which store directory: --dir DIR");
+	if (o->dir && !dir_ok)
+		return usage_err(cmd, "%s", "works on a running kvtierd only (--server ADDR)");
+	if (o->server && !server_ok)
+		return usage_err(cmd, "%s", "works on a store directory only (--dir DIR)");
+	return 0;
+}
+
+static void cant_reach(const char *cmd, const char *addr, int rc)
+{
+	fprintf(stderr,
+		"kvtier %s: cannot reach kvtierd at %s: %s\n"
+		"Is it running and listening there? (kvtierd --listen %s ...; kvtierd(8))\n",
+		cmd, addr, kvt_strerror(rc), addr);
+}
+
+/* Segment size and count of an existing store directory's SSD tier. */
+static bool dir_ssd_geometry(const char *dir, uint64_t *seg, uint64_t *count)
+{
+	char p[4096];
+	struct stat st;
+	uint64_t n = 0;
+	snprintf(p, sizeof(p), "%s/ssd/seg-000000", dir);
+	if (stat(p, &st) < 0 || st.st_size <= 0)
+		return false;
+	*seg = (uint64_t)st.st_size;
+	for (;; n++) {
+		snprintf(p, sizeof(p), "%s/ssd/seg-%06" PRIu64, dir, n);
+		if (stat(p, &st) < 0)
+			break;
+	}
+	*count = n;
+	return true;
+}
+
+/* Open the store the options name.  Returns 0 or prints why and returns
+ * an exit code. */
+static int conn_open(const char *cmd, const struct conn_opts *o, struct kvt_store **out)
+{
+	struct kvt_store *s = NULL;
+	char v[64];
+	int rc;
+
+	if ((rc = kvt_store_create(&s)) < 0) {
+		fprintf(stderr, "kvtier %s: %s\n", cmd, kvt_strerror(rc));
+		return EX_FAIL;
+	}
+#define SET(name, val)                                                                      \
+	do {                                                                                \
+		if ((rc = kvt_store_set_option(s, name, val)) < 0) {                        \
+			fprintf(stderr, "kvtier %s: %s=%s: %s\n", cmd, name, val,           \
+				kvt_strerror(rc));                                          \
+			kvt_store_destroy(s);                                               \
+			return rc == KVT_EOPTVAL ? EX_USAGE : EX_FAIL;                      \
+		}                                                                           \
+	} while (0)
+	SET("dram.capacity", o->dram ? o->dram : "256M");
+	SET("dram.shards", "1");
+	SET("dram.prefault", "off");
+	if (o->server) {
+		SET("remote.addr", o->server);
+		SET("remote.conns", "1");
+		if (o->tenant)
+			SET("remote.tenant", o->tenant);
+		if (o->secret)
+			SET("remote.secret_file", o->secret);
+	} else {
+		uint64_t seg, count;
+		SET("path", o->dir);
+		if (dir_ssd_geometry(o->dir, &seg, &count)) {
+			/* Segment files are made as slots are first used: keep the
+			 * segment size, and at least as many slots as there are
+			 * files (a different slot count costs one full scan). */
+			snprintf(v, sizeof(v), "%" PRIu64, seg);
+			SET("ssd.segment", v);
+			snprintf(v, sizeof(v), "%" PRIu64, seg * (count < 16 ? 16 : count));
+			SET("ssd.capacity", o->ssd_cap ? o->ssd_cap : v);
+		} else {
+			SET("ssd.segment", o->segment ? o->segment : "64M");
+			SET("ssd.capacity", o->ssd_cap ? o->ssd_cap : "1G");
+		}
+		SET("ssd.admission", "always");
+	}
+#undef SET
+	rc = kvt_store_open(s);
+	if (rc < 0) {
+		if (rc == KVT_ELOCKED)
+			fprintf(stderr,
+				"kvtier %s: %s is open in another process (a kvtierd?): %s\n"
+				"Stop it, or reach it with --server ADDR instead.\n",
+				cmd, o->dir, kvt_strerror(rc));
+		else
+			fprintf(stderr, "kvtier %s: cannot open %s: %s\n", cmd,
+				o->server ? o->server : o->dir, kvt_strerror(rc));
+		kvt_store_destroy(s);
+		return EX_FAIL;
+	}
+	*out = s;
+	return 0;
+}
+
+/* The namespace of debugging keys. */
+static int conn_ns(const char *cmd, struct kvt_store *s, const struct conn_opts *o, uint32_t *ns)
+{
+	struct kvt_ns_desc d = {
+		.model = o->model ? o->model : CLI_MODEL, .dtype = "bytes", .layout = "opaque",
+		.block_tokens = 1, .tp_size = 1, .pp_size = 1,
+		.flags = KVT_NS_PERSISTENT,
+	};
+	int rc = kvt_ns_register(s, &d, ns);
+	if (rc < 0) {
+		fprintf(stderr, "kvtier %s: namespace of model '%s': %s\n", cmd, d.model,
+			kvt_strerror(rc));
+		return EX_FAIL;
+	}
+	return 0;
+}
+
+static int parse_key(const char *cmd, const struct conn_opts *o, const char *arg,
+		     struct kvt_key *k)
+{
+	size_t n = strlen(arg);
+	if (!o->hex) {
+		if (kvt_key_set(k, arg, n) < 0)
+			return usage_err(cmd, "KEY must be 1..64 bytes (got '%s')", arg);
+		return 0;
+	}
+	if (n == 0 || n % 2 || n / 2 > KVT_KEY_MAX)
+		return usage_err(cmd, "--hex KEY must be 2..128 hex digits (got '%s')", arg);
+	k->len = (uint32_t)(n / 2);
+	memset(k->bytes, 0, sizeof(k->bytes));
+	for (size_t i = 0; i < n / 2; i++) {
+		unsigned b;
+		if (sscanf(arg + 2 * i, "%2x", &b) != 1 || !strchr("0123456789abcdefABCDEF", arg[2 * i]) ||
+		    !strchr("0123456789abcdefABCDEF", arg[2 * i + 1]))
+			return usage_err(cmd, "--hex KEY has a non-hex digit: '%s'", arg);
+		k->bytes[i] = (uint8_t)b;
+	}
+	return 0;
+}
+
+static void conn_close(struct kvt_store *s)
+{
+	kvt_store_destroy(s);
+}
+
+static bool is_help(int argc, char **argv)
+{
+	for (int i = 1; i < argc; i++)
+		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
+			return true;
+	return false;
+}
+
+/* ------------------------------------------------------------------------
+ * get, put, rm
+ */
+
+static const char get_help[] =
+	"usage: kvtier get [--server ADDR | --dir DIR] [--hex] [--model M] [-o FILE] KEY\n"
+	"\n"
+	"Write the value stored under KEY (one opaque key of 1..64 bytes, or\n"
+	"hex bytes with --hex) to FILE, or to stdout.  Keys live in the namespace\n"
+	"of model \"" CLI_MODEL "\" (dtype bytes, layout opaque) unless --model.\n"
+	"For debugging; engines use the library.\n"
+	"\n" CONN_HELP "  -o, --output FILE    write the value here (default stdout)\n"
+	"\nExit status: 0 found, 3 not found, 1 failure, 2 usage.  kvtier-admin(1).\n";
+
+static int read_all(FILE *f, uint8_t **out, size_t *len)
+{
+	size_t cap = 1 << 20, n = 0;
+	uint8_t *b = malloc(cap);
+	while (b) {
+		size_t r = fread(b + n, 1, cap - n, f);
+		n += r;
+		if (r == 0) {
+			if (ferror(f)) {
+				free(b);
+				return -EIO;
+			}
+			*out = b;
+			*len = n;
+			return 0;
+		}
+		if (n == cap) {
+			uint8_t *nb = realloc(b, cap *= 2);
+			if (!nb)
+				free(b);
+			b = nb;
+		}
+	}
+	return -ENOMEM;
+}
+
+/* The server's put status: the remote tier reports a put as the local
+ * one, so read its counters. */
+static int remote_put_outcome(struct kvt_store *s)
+{
+	uint64_t failed = 0, exist = 0;
+	kvt_store_stat(s, "remote.puts_failed", &failed);
+	kvt_store_stat(s, "remote.puts_exist", &exist);
+	return failed ? -EIO : exist ? KVT_EXISTS : KVT_OK;
+}
+
+int admin_get(int argc, char **argv)
+{
+	static const struct option lo[] = { CONN_LONGOPTS, { "output", required_argument, NULL, 'o' },
+					    { 0 } };
+	struct conn_opts o = { 0 };
+	const char *outp = NULL;
+	struct kvt_store *s;
+	struct kvt_key k;
+	uint32_t ns;
+	uint64_t vlen = 0;
+	uint8_t *buf = NULL;
+	int c, rc, ex;
+
+	if (is_help(argc, argv)) {
+		fputs(get_help, stdout);
+		return EX_OK;
+	}
+	while ((c = getopt_long(argc, argv, "o:", lo, NULL)) != -1) {
+		if (conn_opt(&o, c, optarg))
+			continue;
+		if (c == 'o')
+			outp = optarg;
+		else
+			return usage_err("get", "%s", "unknown option");
+	}
+	if (optind + 1 != argc)
+		return usage_err("get", "%s", "give exactly one KEY");
+	if ((ex = conn_check("get", &o, true, true)) || (ex = parse_key("get", &o, argv[optind], &k)))
+		return ex;
+	if ((ex = conn_open("get", &o, &s)))
+		return ex;
+	if ((ex = conn_ns("get", s, &o, &ns)))
+		goto out;
+	/* A small buffer first: a miss or a small value costs one call; a
+	 * larger value is in DRAM after it and is read again with room. */
+	buf = malloc(64 << 10);
+	rc = buf ? kvt_get(s, ns, &k, buf, 64 << 10, &vlen) : -ENOMEM;
+	if (rc == KVT_EBUFSMALL) {
+		free(buf);
+		buf = malloc(vlen);
+		rc = buf ? kvt_get(s, ns, &k, buf, vlen, &vlen) : -ENOMEM;
+	}
+	if (rc == KVT_MISS) {
+		uint64_t down = 0;
+		if (o.server && kvt_store_stat(s, "remote.conns_up", &down) == 0 && down == 0) {
+			cant_reach("get", o.server, -ENOTCONN);
+			ex = EX_FAIL;
+			goto out;
+		}
+		fprintf(stderr, "kvtier get: not found\n");
+		ex = EX_MISS;
+		goto out;
+	}
+	if (rc < 0) {
+		fprintf(stderr, "kvtier get: %s\n", kvt_strerror(rc));
+		ex = EX_FAIL;
+		goto out;
+	}
+	{
+		FILE *f = outp ? fopen(outp, "wb") : stdout;
+		if (!f || fwrite(buf, 1, vlen, f) != vlen || (outp && fclose(f) != 0)) {
+			fprintf(stderr, "kvtier get: writing %s: %s\n", outp ? outp : "stdout",
+				strerror(errno));
+			ex = EX_FAIL;
+			goto out;
+		}
+	}
+	ex = EX_OK;
+out:
+	free(buf);
+	conn_close(s);
+	return ex;
+}
+
+static const char put_help[] =
+	"usage: kvtier put [--server ADDR | --dir DIR] [--hex] [--model M] [-i FILE] KEY\n"
+	"\n"
+	"Store the bytes of FILE (or of stdin) under KEY, in one part.  A key\n"
+	"that is already present keeps its value (kvtier keys name immutable\n"
+	"bytes): that is reported, and exits 0.\n"
+	"\n" CONN_HELP "  -i, --input FILE     read the value from here (default stdin)\n"
+	"\nExit status: 0 stored (or already present), 1 failure, 2 usage.  kvtier-admin(1).\n";
+
+int admin_put(int argc, char **argv)
+{
+	static const struct option lo[] = { CONN_LONGOPTS, { "input", required_argument, NULL, 'i' },
+					    { 0 } };
+	struct conn_opts o = { 0 };
+	const char *inp = NULL;
+	struct kvt_store *s;
+	struct kvt_key k;
+	struct iovec iov;
+	uint8_t *buf = NULL;
+	size_t len = 0;
+	uint32_t ns;
+	int c, rc, ex;
+
+	if (is_help(argc, argv)) {
+		fputs(put_help, stdout);
+		return EX_OK;
+	}
+	while ((c = getopt_long(argc, argv, "i:", lo, NULL)) != -1) {
+		if (conn_opt(&o, c, optarg))
+			continue;
+		if (c == 'i')
+			inp = optarg;
+		else
+			return usage_err("put", "%s", "unknown option");
+	}
+	if (optind + 1 != argc)
+		return usage_err("put", "%s", "give exactly one KEY");
+	if ((ex = conn_check("put", &o, true, true)) || (ex = parse_key("put", &o, argv[optind], &k)))
+		return ex;
+	{
+		FILE *f = inp ? fopen(inp, "rb") : stdin;
+		if (!f) {
+			fprintf(stderr, "kvtier put: %s: %s\n", inp, strerror(errno));
+			return EX_FAIL;
+		}
+		rc = read_all(f, &buf, &len);
+		if (inp)
+			fclose(f);
+		if (rc < 0) {
+			fprintf(stderr, "kvtier put: reading %s: %s\n", inp ? inp : "stdin",
+				kvt_strerror(rc));
+			return EX_FAIL;
+		}
+	}
+	if (len == 0) {
+		free(buf);
+		return usage_err("put", "%s", "the value is empty: kvtier values are at least 1 byte");
+	}
+	if ((ex = conn_open("put", &o, &s))) {
+		free(buf);
+		return ex;
+	}
+	if ((ex = conn_ns("put", s, &o, &ns)))
+		goto out;
+	iov.iov_base = buf;
+	iov.iov_len = len;
+	rc = kvt_put(s, ns, &k, &iov, 1);
+	if (rc >= 0 && (rc = kvt_flush(s)) >= 0 && o.server)
+		rc = remote_put_outcome(s);
+	if (rc == -EIO && o.server) {
+		uint64_t up = 0;
+		kvt_store_stat(s, "remote.conns_up", &up);
+		if (!up)
+			cant_reach("put", o.server, -ENOTCONN);
+		else
+			fprintf(stderr, "kvtier put: the server did not store it (over its quota, "
+					"or full?); its log says why\n");
+		ex = EX_FAIL;
+		goto out;
+	}
+	if (rc < 0) {
+		fprintf(stderr, "kvtier put: %s\n", kvt_strerror(rc));
+		ex = EX_FAIL;
+		goto out;
+	}
+	if (rc == KVT_EXISTS)
+		fprintf(stderr, "kvtier put: already present; the stored value is kept\n");
+	ex = EX_OK;
+out:
+	conn_close(s);
+	free(buf);
+	return ex;
+}
+
+static const char rm_help[] =
+	"usage: kvtier rm [--server ADDR | --dir DIR] [--hex] [--model M] KEY\n"
+	"\n"
+	"Delete KEY from every tier of the store (DRAM, SSD; a kvtierd's\n"
+	"with --server).\n"
+	"\n" CONN_HELP "\nExit status: 0 deleted, 3 not found, 1 failure, 2 usage.  kvtier-admin(1).\n";
+
+int admin_rm(int argc, char **argv)
+{
+	static const struct option lo[] = { CONN_LONGOPTS, { 0 } };
+	struct conn_opts o = { 0 };
+	struct kvt_store *s;
+	struct kvt_key k;
+	uint32_t ns;
+	int c, rc, ex;
+
+	if (is_help(argc, argv)) {
+		fputs(rm_help, stdout);
+		return EX_OK;
+	}
+	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1)
+		if (!conn_opt(&o, c, optarg))
+			return usage_err("rm", "%s", "unknown option");
+	if (optind + 1 != argc)
+		return usage_err("rm", "%s", "give exactly one KEY");
+	if ((ex = conn_check("rm", &o, true, true)) || (ex = parse_key("rm", &o, argv[optind], &k)))
+		return ex;
+	if ((ex = conn_open("rm", &o, &s)))
+		return ex;
+	if ((ex = conn_ns("rm", s, &o, &ns)))
+		goto out;
+	rc = kvt_delete(s, ns, &k);
+	if (rc >= 0)
+		kvt_flush(s);
+	if (rc == KVT_MISS) {
+		fprintf(stderr, "kvtier rm: not found\n");
+		ex = EX_MISS;
+	} else if (rc < 0) {
+		if (rc == -ENOTCONN || rc == -ETIMEDOUT)
+			cant_reach("rm", o.server, rc);
+		else
+			fprintf(stderr, "kvtier rm: %s\n", kvt_strerror(rc));
+		ex = EX_FAIL;
+	} else {
+		ex = EX_OK;
+	}
+out:
+	conn_close(s);
+	return ex;
+}
+
+/* ------------------------------------------------------------------------
+ * clear
+ */
+
+static const char clear_help[] =
+	"usage: kvtier clear [--server ADDR | --dir DIR] [--model M | --all] [--yes]\n"
+	"\n"
+	"Remove every block of one namespace (--model M: the debugging keys of\n"
+	"model M, as get/put/rm use them; default \"" CLI_MODEL "\"), or with --all\n"
+	"of every namespace (with --server: every namespace of your tenant),\n"
+	"from every tier.  Clears survive restarts.  On a terminal it asks first;\n"
+	"elsewhere it needs --yes.\n"
+	"\n" CONN_HELP "  --all                every namespace\n"
+	"  -y, --yes            do not ask\n"
+	"\nExit status: 0 cleared, 1 failure or not confirmed, 2 usage.  kvtier-admin(1).\n";
+
+int admin_clear(int argc, char **argv)
+{
+	static const struct option lo[] = { CONN_LONGOPTS, { "all", no_argument, NULL, O_ALL },
+					    { "yes", no_argument, NULL, 'y' }, { 0 } };
+	struct conn_opts o = { 0 };
+	bool all = false, yes = false;
+	struct kvt_store *s;
+	uint32_t ns = KVT_NS_ALL;
+	struct cli_progress pr;
+	int64_t n;
+	int c, ex;
+
+	if (is_help(argc, argv)) {
+		fputs(clear_help, stdout);
+		return EX_OK;
+	}
+	while ((c = getopt_long(argc, argv, "y", lo, NULL)) != -1) {
+		if (conn_opt(&o, c, optarg))
+			continue;
+		if (c == O_ALL)
+			all = true;
+		else if (c == 'y')
+			yes = true;
+		else
+			return usage_err("clear", "%s", "unknown option");
+	}
+	if (optind != argc)
+		return usage_err("clear", "unexpected argument '%s'", argv[optind]);
+	if (all && o.model)
+		return usage_err("clear", "%s", "give --model M or --all, not both");
+	if ((ex = conn_check("clear", &o, true, true)))
+		return ex;
+	if (!yes) {
+		char line[16];
+		if (!isatty(0)) {
+			fprintf(stderr, "kvtier clear: not on a terminal, so not asking; add --yes "
+					"to clear without confirmation\n");
+			return EX_FAIL;
+		}
+		fprintf(stderr, "Remove %s from %s, every tier? [y/N] ",
+			all ? "every block of every namespace" : "every block of the namespace",
+			o.server ? o.server : o.dir);
+		if (!fgets(line, sizeof(line), stdin) || (line[0] != 'y' && line[0] != 'Y')) {
+			fprintf(stderr, "kvtier clear: not cleared\n");
+			return EX_FAIL;
+		}
+	}
+	if ((ex = conn_open("clear", &o, &s)))
+		return ex;
+	if (!all && (ex = conn_ns("clear", s, &o, &ns)))
+		goto out;
+	cli_progress_start(&pr, "blocks", true);
+	if (pr.on)
+		fprintf(stderr, "clearing %s ...\n", o.server ? o.server : o.dir);
+	n = kvt_clear(s, ns);
+	if (n >= 0)
+		kvt_flush(s);
+	cli_progress_end(&pr);
+	if (n < 0) {
+		if (n == -ENOTCONN || n == -ETIMEDOUT)
+			cant_reach("clear", o.server, (int)n);
+		else
+			fprintf(stderr, "kvtier clear: %s\n", kvt_strerror((int)n));
+		ex = EX_FAIL;
+		goto out;
+	}
+	printf("cleared %" PRId64 " blocks\n", n);
+	ex = EX_OK;
+out:
+	conn_close(s);
+	return ex;
+}
+
+/* ------------------------------------------------------------------------
+ * fsck and ls (offline, on a store directory)
+ */
+
+static const char fsck_help[] =
+	"usage: kvtier fsck [--quiet] DIR\n"
+	"\n"
+	"Verify every record of the SSD tier of store directory DIR, offline\n"
+	"(no process may have it open): segment headers, record headers and\n"
+	"each part's CRC32C, that each record's namespace is registered (else\n"
+	"an orphan), and that every checkpoint entry names a sound record.\n"
+	"Each problem is printed with its file, offset, seq and key.  Nothing\n"
+	"is written.  A progress bar is shown when stderr is a terminal.\n"
+	"\n"
+	"  -q, --quiet          print problems only, no summary\n"
+	"\nExit status: 0 clean, 1 damaged (or orphaned records), 2 usage or DIR\n"
+	"cannot be checked.  kvtier-admin(1).\n";
+
+struct fsck_ctx {
+	struct cli_progress pr;
+};
+
+static void fsck_problem(void *ctx, int kind, const char *msg)
+{
+	struct fsck_ctx *c = ctx;
+	if (c->pr.drawn) {
+		fputc('\n', stderr);
+		c->pr.drawn = false;
+	}
+	printf("%s: %s\n", kind == KVT_FSCK_DAMAGE ? "damaged" : kind == KVT_FSCK_ORPHAN ? "orphan"
+												 : "warning",
+	       msg);
+	fflush(stdout);
+}
+
+static void fsck_prog(void *ctx, uint64_t done, uint64_t total)
+{
+	struct fsck_ctx *c = ctx;
+	cli_progress_update(&c->pr, done, total);
+}
+
+static int fsck_err(const char *cmd, const char *dir, int rc)
+{
+	if (rc == KVT_ELOCKED)
+		fprintf(stderr, "kvtier %s: %s is open in another process (a kvtierd?); stop it "
+				"first: the check reads the store offline\n", cmd, dir);
+	else
+		fprintf(stderr, "kvtier %s: cannot read %s: %s\n", cmd, dir, kvt_strerror(rc));
+	return EX_USAGE;
+}
+
+int admin_fsck(int argc, char **argv)
+{
+	static const struct option lo[] = { { "quiet", no_argument, NULL, 'q' },
+					    { "help", no_argument, NULL, 'h' }, { 0 } };
+	struct fsck_ctx fc;
+	struct kvt_fsck f = { .problem = fsck_problem, .progress = fsck_prog, .ctx = &fc };
+	bool quiet = false;
+	int c, rc;
+
+	if (is_help(argc, argv)) {
+		fputs(fsck_help, stdout);
+		return EX_OK;
+	}
+	while ((c = getopt_long(argc, argv, "q", lo, NULL)) != -1) {
+		if (c == 'q')
+			quiet = true;
+		else
+			return usage_err("fsck", "%s", "unknown option");
+	}
+	if (optind + 1 != argc)
+		return usage_err("fsck", "%s", "give exactly one store directory");
+	cli_progress_start(&fc.pr, "bytes", true);
+	rc = kvt_store_fsck(argv[optind], &f);
+	cli_progress_end(&fc.pr);
+	if (rc < 0 && rc != KVT_ECORRUPT)
+		return fsck_err("fsck", argv[optind], rc);
+	if (!quiet)
+		printf("%s: %" PRIu64 " segments, %" PRIu64 " records, %" PRIu64
+		       " blocks checked; %" PRIu64 " live blocks (%" PRIu64 " bytes); %" PRIu64
+		       " damaged, %" PRIu64 " orphaned, %" PRIu64 " warnings: %s\n",
+		       argv[optind], f.segments, f.records, f.blocks_checked, f.blocks, f.bytes,
+		       f.damaged, f.orphans, f.warnings, rc == 0 ? "clean" : "DAMAGED");
+	return rc == 0 ? EX_OK : EX_FAIL;
+}
+
+/* ------------------------------------------------------------------------
+ * stat
+ */
+
+struct stat_ent {
+	char *name, *str;
+	uint64_t value;
+};
+
+struct stat_map {
+	struct stat_ent *v;
+	size_t n, cap;
+	bool nomem;
+};
+
+static void stat_add(void *ctx, const char *name, uint64_t value, const char *str)
+{
+	struct stat_map *m = ctx;
+	if (m->n == m->cap) {
+		size_t cap = m->cap ? m->cap * 2 : 256;
+		struct stat_ent *v = realloc(m->v, cap * sizeof(*v));
+		if (!v) {
+			m->nomem = true;
+			return;
+		}
+		m->v = v;
+		m->cap = cap;
+	}
+	m->v[m->n].name = strdup(name);
+	m->v[m->n].str = str ? strdup(str) : NULL;
+	m->v[m->n].value = value;
+	m->n++;
+}
+
+static void stat_map_free(struct stat_map *m)
+{
+	for (size_t i = 0; i < m->n; i++) {
+		free(m->v[i].name);
+		free(m->v[i].str);
+	}
+	free(m->v);
+	memset(m, 0, sizeof(*m));
+}
+
+static const struct stat_ent *stat_find(const struct stat_map *m, const char *name)
+{
+	for (size_t i = 0; i < m->n; i++)
+		if (m->v[i].name && strcmp(m->v[i].name, name) == 0)
+			return &m->v[i];
+	return NULL;
+}
+
+static uint64_t stat_num(const struct stat_map *m, const char *name, bool *have)
+{
+	const struct stat_ent *e = stat_find(m, name);
+	if (have)
+		*have = e != NULL;
+	return e ? e->value : 0;
+}
+
+static const char *stat_str(const struct stat_map *m, const char *name)
+{
+	const struct stat_ent *e = stat_find(m, name);
+	return e && e->str ? e->str : "-";
+}
+
+/* STATS of the server behind s into *m (emptied first). */
+static int stat_fetch(struct kvt_store *s, const char *tenant, struct stat_map *m)
+{
+	int rc;
+	stat_map_free(m);
+	rc = kvt_remote_stats(s, tenant, stat_add, m);
+	if (rc == 0 && m->nomem)
+		rc = -ENOMEM;
+	return rc;
+}
+
+static void fmt_bytes(uint64_t b, char *out, size_t cap)
+{
+	static const char *u[] = { "B", "KiB", "MiB", "GiB", "TiB" };
+	double v = (double)b;
+	int i = 0;
+	while (v >= 1024 && i < 4) {
+		v /= 1024;
+		i++;
+	}
+	snprintf(out, cap, i ? "%.1f %s" : "%.0f %s", v, u[i]);
+}
+
+static void stat_tier_row(const struct stat_map *m, const struct stat_map *prev, double dt,
+			  const char *tier, const char *blocks, const char *used, const char *cap,
+			  const char *hits, const char *misses)
+{
+	char ub[32], cb[32], ratio[16], rate[48] = "";
+	bool have;
+	uint64_t h = stat_num(m, hits, &have), mi = stat_num(m, misses, NULL);
+	if (!have)
+		return;
+	fmt_bytes(stat_num(m, used, NULL), ub, sizeof(ub));
+	fmt_bytes(stat_num(m, cap, NULL), cb, sizeof(cb));
+	if (h + mi)
+		snprintf(ratio, sizeof(ratio), "%5.1f%%", 100.0 * (double)h / (double)(h + mi));
+	else
+		snprintf(ratio, sizeof(ratio), "%6s", "-");
+	if (prev && dt > 0) {
+		double dh = (double)(h - stat_num(prev, hits, NULL)) / dt;
+		double dm = (double)(mi - stat_num(prev, misses, NULL)) / dt;
+		snprintf(rate, sizeof(rate), "  %9.1f %9.1f", dh, dm);
+	}
+	printf("%-6s %10" PRIu64 " %11s / %-11s %12" PRIu64 " %12" PRIu64 " %s%s\n", tier,
+	       stat_num(m, blocks, NULL), ub, cb, h, mi, ratio, rate);
+}
+
+static void stat_print(const char *addr, const char *scope, const struct stat_map *m,
+		       const struct stat_map *prev, double dt)
+{
+	bool have;
+	uint64_t up = stat_num(m, "server.uptime_ns", &have) / 1000000000u;
+	printf("kvtierd %s  version %s", addr, stat_str(m, "server.version"));
+	if (have)
+		printf("  up %" PRIu64 "h%02" PRIu64 "m%02" PRIu64 "s", up / 3600, up / 60 % 60,
+		       up % 60);
+	printf("  (%s)\n", scope);
+	if (stat_find(m, "server.conns_active"))
+		printf("connections: %" PRIu64 " active, %" PRIu64 " accepted, %" PRIu64
+		       " closed; auth %s\n",
+		       stat_num(m, "server.conns_active", NULL), stat_num(m, "server.conns_accepted", NULL),
+		       stat_num(m, "server.conns_closed", NULL), stat_str(m, "server.auth"));
+	if (stat_find(m, "tenant.name"))
+		printf("tenant %s: %" PRIu64 " namespaces\n", stat_str(m, "tenant.name"),
+		       stat_num(m, "tenant.namespaces", NULL));
+	if (stat_find(m, "dram.hits")) {
+		printf("\n%-6s %10s %25s %12s %12s %6s%s\n", "TIER", "BLOCKS", "USED / CAPACITY",
+		       "HITS", "MISSES", "HIT%", prev ? "     HITS/s  MISSES/s" : "");
+		stat_tier_row(m, prev, dt, "dram", "dram.blocks", "dram.used_bytes",
+			      "dram.capacity_bytes", "dram.hits", "dram.misses");
+		stat_tier_row(m, prev, dt, "ssd", "ssd.blocks", "ssd.value_bytes",
+			      "ssd.capacity_bytes", "ssd.reads", "ssd.read_misses");
+	}
+	/* Errors: every non-zero error counter. */
+	{
+		int shown = 0;
+		for (size_t i = 0; i < m->n; i++) {
+			const struct stat_ent *e = &m->v[i];
+			if (e->str || !e->value ||
+			    (strncmp(e->name, "server.errors.", 14) != 0 &&
+			     !strstr(e->name, "crc_errors") && !strstr(e->name, "io_errors") &&
+			     !strstr(e->name, "header_errors")))
+				continue;
+			printf("%s%s %" PRIu64, shown++ ? ", " : "\nerrors: ", e->name, e->value);
+		}
+		printf(shown ? "\n" : "\nerrors: none\n");
+	}
+}
+
+static volatile sig_atomic_t stat_stop;
+static void stat_on_int(int sig)
+{
+	(void)sig;
+	stat_stop = 1;
+}
+
+static const char stat_help[] =
+	"usage: kvtier stat [--server ADDR] [--tenant T --secret-file F] [--of TENANT]\n"
+	"                   [--watch [SECS]] [--raw]\n"
+	"\n"
+	"Show a running kvtierd: per tier blocks, bytes used of capacity, hits,\n"
+	"misses and hit ratio; connections; non-zero error counters.  Server-wide\n"
+	"figures need the admin role; otherwise your tenant's are shown.  With\n"
+	"--watch the table refreshes every SECS seconds (default 2), with hit and\n"
+	"miss rates since the last refresh, until interrupted.\n"
+	"\n"
+	"  --server ADDR        HOST:PORT, [V6]:PORT or unix:/PATH (default $KVTIER_SERVER)\n"
+	"  --tenant T           authenticate as tenant T (default \"default\")\n"
+	"  --secret-file F      the tenant's secret (mode 0600)\n"
+	"  --of TENANT          another tenant's figures (admin)\n"
+	"  --watch [SECS]       refresh every SECS seconds\n"
+	"  --raw                every statistic as NAME VALUE lines, for scripts\n"
+	"\nExit status: 0 ok, 1 cannot reach the server or refused, 2 usage.  kvtier-admin(1).\n";
+
+int admin_stat(int argc, char **argv)
+{
+	enum { O_OF = 400, O_RAW };
+	static const struct option lo[] = { CONN_LONGOPTS,
+					    { "watch", optional_argument, NULL, O_WATCH },
+					    { "of", required_argument, NULL, O_OF },
+					    { "raw", no_argument, NULL, O_RAW },
+					    { 0 } };
+	struct conn_opts o = { 0 };
+	const char *of = NULL, *scope;
+	double every = 0;
+	bool raw = false;
+	struct kvt_store *s;
+	struct stat_map cur = { 0 }, prev = { 0 };
+	double t_prev = 0;
+	int c, ex, rc;
+
+	if (is_help(argc, argv)) {
+		fputs(stat_help, stdout);
+		return EX_OK;
+	}
+	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+		if (c != O_DIR && c != O_SSDCAP && c != O_SEGMENT && c != O_HEX && c != O_MODEL &&
+		    conn_opt(&o, c, optarg))
+			continue;
+		if (c == O_WATCH) {
+			char *end;
+			const char *a = optarg;
+			if (!a && optind < argc && argv[optind][0] != '-')
+				a = argv[optind++];
+			every = a ? strtod(a, &end) : 2.0;
+			if (a && (*end || every < 0.1 || every > 86400))
+				return usage_err("stat", "--watch SECS must be 0.1..86400 (got '%s')", a);
+		} else if (c == O_OF) {
+			of = optarg;
+		} else if (c == O_RAW) {
+			raw = true;
+		} else {
+			return usage_err("stat", "%s", "unknown option");
+		}
+	}
+	if (optind != argc)
+		return usage_err("stat", "unexpected argument '%s'", argv[optind]);
+	if ((ex = conn_check("stat", &o, false, true)))
+		return ex;
+	if ((ex = conn_open("stat", &o, &s)))
+		return ex;
+	signal(SIGINT, stat_on_int);
+	signal(SIGTERM, stat_on_int);
+	for (;;) {
+		scope = of ? of : "whole server";
+		rc = stat_fetch(s, of ? of : "*", &cur);
+		if (rc < 0 && !of && rc != -ENOTCONN && rc != -ETIMEDOUT && rc != -ENOMEM) {
+			/* Not admin: the tenant's own figures. */
+			scope = "your tenant; server-wide figures need the admin role";
+			rc = stat_fetch(s, NULL, &cur);
+		}
+		if (rc < 0) {
+			if (rc == -ENOTCONN || rc == -ETIMEDOUT)
+				cant_reach("stat", o.server, rc);
+			else
+				fprintf(stderr, "kvtier stat: the server refused: %s\n",
+					kvt_strerror(rc));
+			ex = EX_FAIL;
+			break;
+		}
+		double now = cli_now();
+		if (raw) {
+			for (size_t i = 0; i < cur.n; i++) {
+				if (cur.v[i].str)
+					printf("%s %s\n", cur.v[i].name, cur.v[i].str);
+				else
+					printf("%s %" PRIu64 "\n", cur.v[i].name, cur.v[i].value);
+			}
+		} else {
+			if (every > 0 && isatty(1))
+				printf("\033[H\033[2J");
+			stat_print(o.server, scope, &cur, prev.n ? &prev : NULL, now - t_prev);
+		}
+		fflush(stdout);
+		ex = EX_OK;
+		if (every <= 0 || stat_stop)
+			break;
+		stat_map_free(&prev);
+		prev = cur;
+		memset(&cur, 0, sizeof(cur));
+		t_prev = now;
+		struct timespec ts = { (time_t)every, (long)((every - (double)(time_t)every) * 1e9) };
+		while (nanosleep(&ts, &ts) < 0 && errno == EINTR && !stat_stop)
+			;
+		if (stat_stop)
+			break;
+	}
+	stat_map_free(&cur);
+	stat_map_free(&prev);
+	conn_close(s);
+	return ex;
+}
+
+static const char ls_help[] =
+	"usage: kvtier ls --dir DIR\n"
+	"       kvtier ls --server ADDR [--tenant T --secret-file F]\n"
+	"\n"
+	"List namespaces.  With --dir (offline: no process may have the store\n"
+	"open): every registered namespace with its live blocks and value bytes\n"
+	"on SSD, its id and digest, and its model, dtype, layout and ranks.\n"
+	"With --server: the namespaces your tenant has on that kvtierd and the\n"
+	"server's block counts per tier (kvtierd reports no per-namespace\n"
+	"figures yet).\n"
+	"\n" CONN_HELP "\nExit status: 0 ok, 1 failure, 2 usage.  kvtier-admin(1).\n";
+
+static void canon_field(const char *canon, const char *name, char *out, size_t cap)
+{
+	size_t nl = strlen(name);
+	const char *p = canon;
+	snprintf(out, cap, "?");
+	while (p && *p) {
+		const char *e = strchr(p, '\n');
+		size_t l = e ? (size_t)(e - p) : strlen(p);
+		if (l > nl && strncmp(p, name, nl) == 0 && p[nl] == '=') {
+			snprintf(out, cap, "%.*s", (int)(l - nl - 1), p + nl + 1);
+			return;
+		}
+		p = e ? e + 1 : NULL;
+	}
+}
+
+static void ls_ns(void *ctx, uint32_t id, const uint8_t digest[32], const char *canon,
+		  uint64_t blocks, uint64_t bytes)
+{
+	char model[256], dtype[64], layout[64], tp[32], tenant[80];
+	(void)ctx;
+	canon_field(canon, "model", model, sizeof(model));
+	canon_field(canon, "dtype", dtype, sizeof(dtype));
+	canon_field(canon, "layout", layout, sizeof(layout));
+	canon_field(canon, "tp", tp, sizeof(tp));
+	canon_field(canon, "tenant", tenant, sizeof(tenant));
+	printf("%4u  %02x%02x%02x%02x%02x%02x  %10" PRIu64 "  %14" PRIu64 "  %s %s %s tp=%s "
+	       "tenant=%s\n",
+	       id, digest[0], digest[1], digest[2], digest[3], digest[4], digest[5], blocks, bytes,
+	       model, dtype, layout, tp, tenant);
+}
+
+int admin_ls(int argc, char **argv)
+{
+	static const struct option lo[] = { CONN_LONGOPTS, { 0 } };
+	struct conn_opts o = { 0 };
+	int c, ex, rc;
+
+	if (is_help(argc, argv)) {
+		fputs(ls_help, stdout);
+		return EX_OK;
+	}
+	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1)
+		if (!conn_opt(&o, c, optarg))
+			return usage_err("ls", "%s", "unknown option");
+	if (optind != argc)
+		return usage_err("ls", "unexpected argument '%s'", argv[optind]);
+	if ((ex = conn_check("ls", &o, true, true)))
+		return ex;
+	if (o.dir) {
+		struct kvt_fsck f = { .ns_info = ls_ns };
+		printf("%4s  %-12s  %10s  %14s  %s\n", "ID", "DIGEST", "BLOCKS", "BYTES",
+		       "NAMESPACE");
+		rc = kvt_store_fsck(o.dir, &f);
+		if (rc < 0 && rc != KVT_ECORRUPT)
+			return fsck_err("ls", o.dir, rc) == EX_USAGE ? EX_FAIL : EX_FAIL;
+		if (rc == KVT_ECORRUPT)
+			fprintf(stderr, "kvtier ls: the store has damaged records; 'kvtier fsck %s' "
+					"lists them\n", o.dir);
+		return EX_OK;
+	}
+	{
+		struct kvt_store *s;
+		struct stat_map own = { 0 }, all = { 0 };
+		bool h1, h2;
+		if ((ex = conn_open("ls", &o, &s)))
+			return ex;
+		rc = stat_fetch(s, NULL, &own);
+		if (rc < 0) {
+			cant_reach("ls", o.server, rc);
+			conn_close(s);
+			return EX_FAIL;
+		}
+		printf("tenant %s: %" PRIu64 " namespaces\n", stat_str(&own, "tenant.name"),
+		       stat_num(&own, "tenant.namespaces", &h1));
+		if (stat_fetch(s, "*", &all) == 0) {
+			uint64_t db = stat_num(&all, "dram.blocks", &h1);
+			uint64_t dv = stat_num(&all, "dram.value_bytes", &h1);
+			uint64_t sb = stat_num(&all, "ssd.blocks", &h2);
+			uint64_t sv = stat_num(&all, "ssd.value_bytes", &h2);
+			printf("server: dram %" PRIu64 " blocks %" PRIu64 " bytes; ssd %" PRIu64
+			       " blocks %" PRIu64 " bytes (all namespaces)\n", db, dv, sb, sv);
+		}
+		stat_map_free(&own);
+		stat_map_free(&all);
+		conn_close(s);
+		return EX_OK;
+	}
+}

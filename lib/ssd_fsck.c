@@ -1,0 +1,672 @@
+/*
+ * ssd_fsck.c - kvt_store_fsck: an offline check of a store directory's SSD
+ * tier (doc/ssd-format.md), for "kvtier fsck".
+ *
+ * Owns nothing beyond one call: it takes the directory's LOCK (shared,
+ * non-blocking, so a store open in another process is refused, not read
+ * half-written), reads the namespace registry, every segment, and the
+ * checkpoint with plain preads, and reports what it finds through the
+ * caller's callbacks.  It never writes.  No store handle exists here, so
+ * it allocates with malloc, not through a store's kvt_mem.
+ *
+ * What it checks, per segment: the segment header; every record of the
+ * current generation (walked from offset 4096 in an open segment until the
+ * first zero or older-generation header; through the summary in a sealed
+ * one): header CRC and fields, each part's CRC32C over the value bytes,
+ * and that the namespace id is in the registry with the same digest
+ * (otherwise the record is an orphan).  Then the checkpoint: store id,
+ * slot count, and that every entry of a generation still on disk names a
+ * record that is there (same offset, type, namespace, key and seq).
+ * Files in ssd/ that are not segments or checkpoints are reported as
+ * strays (a warning, not damage).
+ *
+ * It also works out which blocks are live (the newest PUT of each key
+ * with no later DELETE or CLEAR), per namespace, for "kvtier ls".
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "kvt_int.h"
+#include "ssdfmt.h"
+
+#define FSCK_CHUNK (1u << 20)
+
+struct fsck_rec {
+	uint32_t slot, off_4k;
+	uint32_t type, ns;
+	uint64_t seq, value_len;
+	struct kvt_key key;
+	bool bad; /* a part failed its CRC: recovery skips it, never live */
+};
+
+struct fsck_ns {
+	uint32_t id;
+	uint8_t digest[32];
+	char *canon;
+	uint64_t blocks, bytes;
+};
+
+struct fsck {
+	struct kvt_fsck *f;
+	int dfd;                  /* ssd/ */
+	uint8_t store_id[16];
+	bool have_id;
+	struct fsck_rec *recs;
+	size_t n, cap;
+	struct fsck_ns *ns;
+	uint32_t ns_count;
+	uint64_t *gen;            /* per slot: generation on disk, 0 none */
+	uint32_t slots;
+	uint64_t clear_all;       /* highest CLEAR_ALL seq */
+	uint64_t *clear_ns;       /* per namespace id (ns_count + 1) */
+	uint8_t *buf;             /* FSCK_CHUNK */
+	uint64_t done, total;     /* progress, bytes */
+};
+
+static void fsck_say(struct fsck *c, int damage, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static void fsck_say(struct fsck *c, int damage, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+	if (damage == KVT_FSCK_DAMAGE)
+		c->f->damaged++;
+	else if (damage == KVT_FSCK_ORPHAN)
+		c->f->orphans++;
+	else
+		c->f->warnings++;
+	if (!c->f->problem)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	c->f->problem(c->f->ctx, damage, msg);
+}
+
+static void fsck_progress(struct fsck *c, uint64_t add)
+{
+	c->done += add;
+	if (c->f->progress)
+		c->f->progress(c->f->ctx, c->done, c->total);
+}
+
+static void key_hex(const struct kvt_key *k, char *out, size_t cap)
+{
+	size_t o = 0;
+	for (uint32_t i = 0; i < k->len && o + 3 < cap; i++)
+		o += (size_t)snprintf(out + o, cap - o, "%02x", k->bytes[i]);
+	if (o == 0 && cap)
+		snprintf(out, cap, "-");
+}
+
+static int pread_full(int fd, void *buf, size_t len, uint64_t off)
+{
+	uint8_t *p = buf;
+	while (len) {
+		ssize_t r = pread(fd, p, len, (off_t)off);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return -errno;
+		if (r == 0)
+			return -ENODATA;
+		p += r;
+		len -= (size_t)r;
+		off += (uint64_t)r;
+	}
+	return 0;
+}
+
+static const struct fsck_ns *ns_by_id(const struct fsck *c, uint32_t id)
+{
+	for (uint32_t i = 0; i < c->ns_count; i++)
+		if (c->ns[i].id == id)
+			return &c->ns[i];
+	return NULL;
+}
+
+static int reg_cb(void *ctx, uint32_t id, const uint8_t digest[32], const char *canon,
+		  uint32_t canon_len)
+{
+	struct fsck *c = ctx;
+	struct fsck_ns *n = realloc(c->ns, (c->ns_count + 1) * sizeof(*n));
+	if (!n)
+		return -ENOMEM;
+	c->ns = n;
+	n = &c->ns[c->ns_count];
+	memset(n, 0, sizeof(*n));
+	n->id = id;
+	memcpy(n->digest, digest, 32);
+	n->canon = strndup(canon, canon_len);
+	if (!n->canon)
+		return -ENOMEM;
+	c->ns_count++;
+	return 0;
+}
+
+/* The registry (<path>/namespaces); a missing one is an empty store. */
+static int load_registry(struct fsck *c, int pfd)
+{
+	struct stat st;
+	uint8_t *b;
+	int fd = openat(pfd, "namespaces", O_RDONLY | O_CLOEXEC), r;
+	if (fd < 0)
+		return errno == ENOENT ? 0 : -errno;
+	if (fstat(fd, &st) < 0 || st.st_size > (64 << 20)) {
+		r = fd < 0 ? -errno : -EFBIG;
+		close(fd);
+		return r;
+	}
+	b = malloc((size_t)st.st_size + 1);
+	if (!b) {
+		close(fd);
+		return -ENOMEM;
+	}
+	r = pread_full(fd, b, (size_t)st.st_size, 0);
+	close(fd);
+	if (r == 0)
+		r = ns_reg_parse(b, (size_t)st.st_size, reg_cb, c);
+	free(b);
+	if (r == KVT_ECORRUPT || r == KVT_EVERSION) {
+		fsck_say(c, KVT_FSCK_DAMAGE, "namespaces: the registry is unreadable (%s)",
+			 kvt_strerror(r));
+		return 0;
+	}
+	return r < 0 ? r : 0;
+}
+
+static int rec_add(struct fsck *c, const struct fsck_rec *r)
+{
+	if (c->n == c->cap) {
+		size_t cap = c->cap ? c->cap * 2 : 1024;
+		struct fsck_rec *n = realloc(c->recs, cap * sizeof(*n));
+		if (!n)
+			return -ENOMEM;
+		c->recs = n;
+		c->cap = cap;
+	}
+	c->recs[c->n++] = *r;
+	return 0;
+}
+
+/* Check one record at byte off of slot's file.  Returns its length in
+ * bytes (> 0), 0 at the end of this generation's records (a zero block or
+ * an older generation), KVT_ECORRUPT if its header is damaged (reported),
+ * or another < 0 error. */
+static int64_t check_record(struct fsck *c, int fd, uint32_t slot, uint64_t gen, uint64_t off,
+			    uint64_t end, bool sealed)
+{
+	static const uint8_t zero[64];
+	struct ssd_rec_hdr h;
+	struct ssd_part *parts = NULL;
+	struct fsck_rec fr = { 0 };
+	char kh[2 * KVT_KEY_MAX + 1];
+	uint64_t len, vo;
+	size_t hl = SSD_ALIGN;
+	int r;
+
+	if (off + SSD_ALIGN > end)
+		return 0;
+	if ((r = pread_full(fd, c->buf, SSD_ALIGN, off)) < 0)
+		return r;
+	if (!sealed && memcmp(c->buf, zero, sizeof(zero)) == 0)
+		return 0;
+	parts = malloc(KVT_PARTS_MAX * sizeof(*parts));
+	if (!parts)
+		return -ENOMEM;
+	r = ssd_rec_hdr_decode(c->buf, hl, &h, parts, KVT_PARTS_MAX);
+	if (r == KVT_EBUFSMALL && h.hdr_len <= FSCK_CHUNK && off + h.hdr_len <= end) {
+		hl = h.hdr_len;
+		if ((r = pread_full(fd, c->buf, hl, off)) == 0)
+			r = ssd_rec_hdr_decode(c->buf, hl, &h, parts, KVT_PARTS_MAX);
+	}
+	if (r < 0) {
+		free(parts);
+		if (r != KVT_ECORRUPT && r != KVT_EVERSION && r != KVT_EBUFSMALL && r != KVT_ERANGE)
+			return r;
+		fsck_say(c, KVT_FSCK_DAMAGE, "ssd/seg-%06u offset %llu: record header damaged (%s)",
+			 slot, (unsigned long long)off, kvt_strerror(r));
+		return KVT_ECORRUPT;
+	}
+	if (h.generation != gen) {
+		free(parts);
+		if (!sealed)
+			return 0; /* an older generation's leftovers: past the end */
+		fsck_say(c, KVT_FSCK_DAMAGE,
+			 "ssd/seg-%06u offset %llu: record of generation %llu in generation %llu",
+			 slot, (unsigned long long)off, (unsigned long long)h.generation,
+			 (unsigned long long)gen);
+		return KVT_ECORRUPT;
+	}
+	len = ssd_rec_len(h.part_count, h.value_len);
+	key_hex(&h.key, kh, sizeof(kh));
+	if (len == 0 || off + len > end) {
+		free(parts);
+		fsck_say(c, KVT_FSCK_DAMAGE,
+			 "ssd/seg-%06u offset %llu seq %llu key %s: record runs past its segment",
+			 slot, (unsigned long long)off, (unsigned long long)h.seq, kh);
+		return KVT_ECORRUPT;
+	}
+	c->f->records++;
+	/* Each part's CRC over its bytes, read in chunks. */
+	vo = off + h.hdr_len;
+	for (uint32_t p = 0; p < h.part_count; p++) {
+		uint64_t left = parts[p].len;
+		uint32_t crc = 0;
+		while (left) {
+			size_t n = left < FSCK_CHUNK ? (size_t)left : FSCK_CHUNK;
+			if ((r = pread_full(fd, c->buf, n, vo)) < 0) {
+				free(parts);
+				return r;
+			}
+			crc = kvt_crc32c(crc, c->buf, n);
+			vo += n;
+			left -= n;
+			fsck_progress(c, n);
+		}
+		if (crc != parts[p].crc) {
+			fsck_say(c, KVT_FSCK_DAMAGE,
+				 "ssd/seg-%06u offset %llu seq %llu ns %u key %s: part %u of %u "
+				 "fails its CRC32C (stored %08x, bytes give %08x)",
+				 slot, (unsigned long long)off, (unsigned long long)h.seq, h.ns_id, kh,
+				 p, h.part_count, parts[p].crc, crc);
+			fr.bad = true; /* the header is sound: walk on */
+			break;
+		}
+	}
+	free(parts);
+	if (h.type != SSD_REC_CLEAR_ALL) {
+		const struct fsck_ns *n = ns_by_id(c, h.ns_id);
+		if (!n || memcmp(n->digest, h.ns_digest, 32) != 0) {
+			fsck_say(c, KVT_FSCK_ORPHAN,
+				 "ssd/seg-%06u offset %llu seq %llu key %s: namespace %u is %s",
+				 slot, (unsigned long long)off, (unsigned long long)h.seq, kh, h.ns_id,
+				 n ? "registered with another digest" : "not in the registry");
+			return (int64_t)len;
+		}
+	}
+	if (h.type == SSD_REC_PUT && !fr.bad)
+		c->f->blocks_checked++;
+	fr.slot = slot;
+	fr.off_4k = (uint32_t)(off / SSD_ALIGN);
+	fr.type = h.type;
+	fr.ns = h.ns_id;
+	fr.seq = h.seq;
+	fr.value_len = h.value_len;
+	fr.key = h.key;
+	if ((r = rec_add(c, &fr)) < 0)
+		return r;
+	return (int64_t)len;
+}
+
+struct sum_walk {
+	struct fsck *c;
+	int fd;
+	uint32_t slot;
+	uint64_t gen, end;
+	int err;
+};
+
+static int sum_cb(void *ctx, const struct ssd_sum_entry *e)
+{
+	struct sum_walk *w = ctx;
+	int64_t r = check_record(w->c, w->fd, w->slot, w->gen, (uint64_t)e->off_4k * SSD_ALIGN,
+				 w->end, true);
+	if (r < 0 && r != KVT_ECORRUPT)
+		return (int)r;
+	if (r > 0 && (uint64_t)r != (uint64_t)e->len_4k * SSD_ALIGN)
+		fsck_say(w->c, KVT_FSCK_DAMAGE,
+			 "ssd/seg-%06u offset %llu seq %llu: the summary's length differs from the "
+			 "record's", w->slot, (unsigned long long)e->off_4k * SSD_ALIGN,
+			 (unsigned long long)e->seq);
+	return 0;
+}
+
+static int check_segment(struct fsck *c, uint32_t slot, uint64_t fsize)
+{
+	char name[32];
+	struct ssd_seg_hdr h;
+	uint64_t end, off;
+	int fd, r;
+
+	snprintf(name, sizeof(name), "seg-%06u", slot);
+	fd = openat(c->dfd, name, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	c->f->segments++;
+	r = pread_full(fd, c->buf, SSD_ALIGN, 0);
+	if (r == -ENODATA) {
+		fsck_say(c, KVT_FSCK_DAMAGE, "ssd/%s: shorter than a segment header", name);
+		r = 0;
+		goto out;
+	}
+	if (r < 0)
+		goto out;
+	r = ssd_seg_hdr_decode(c->buf, &h);
+	if (r < 0) {
+		fsck_say(c, KVT_FSCK_DAMAGE, "ssd/%s: segment header damaged (%s)", name,
+			 kvt_strerror(r));
+		r = 0;
+		goto out;
+	}
+	if (h.slot != slot) {
+		fsck_say(c, KVT_FSCK_DAMAGE, "ssd/%s: header says slot %u", name, h.slot);
+		goto out;
+	}
+	if (h.generation == 0)
+		goto out; /* never written: free */
+	if (!c->have_id) {
+		memcpy(c->store_id, h.store_id, 16);
+		c->have_id = true;
+	} else if (memcmp(c->store_id, h.store_id, 16) != 0) {
+		fsck_say(c, KVT_FSCK_DAMAGE, "ssd/%s: belongs to another store (store id differs)",
+			 name);
+		goto out;
+	}
+	c->gen[slot] = h.generation;
+	end = h.seg_size < fsize ? h.seg_size : fsize;
+	if (h.summary_off) {
+		struct sum_walk w = { c, fd, slot, h.generation, h.summary_off, 0 };
+		uint8_t *sb;
+		int64_t n;
+		if (h.summary_off + h.summary_len > end || h.summary_len > (256u << 20)) {
+			fsck_say(c, KVT_FSCK_DAMAGE, "ssd/%s: summary lies outside the segment", name);
+			goto out;
+		}
+		sb = malloc(h.summary_len);
+		if (!sb) {
+			r = -ENOMEM;
+			goto out;
+		}
+		r = pread_full(fd, sb, h.summary_len, h.summary_off);
+		n = r < 0 ? r : ssd_sum_decode(sb, h.summary_len, h.generation, sum_cb, &w);
+		free(sb);
+		if (n == KVT_ECORRUPT || n == KVT_EVERSION || n == -ENODATA) {
+			fsck_say(c, KVT_FSCK_DAMAGE, "ssd/%s: summary damaged (%s)", name,
+				 kvt_strerror((int)n));
+			r = 0;
+		} else {
+			r = n < 0 ? (int)n : 0;
+		}
+		goto out;
+	}
+	for (off = SSD_ALIGN; off < end;) {
+		int64_t len = check_record(c, fd, slot, h.generation, off, end, false);
+		if (len == KVT_ECORRUPT || len == 0)
+			break; /* the rest of an open segment cannot be walked */
+		if (len < 0) {
+			r = (int)len;
+			goto out;
+		}
+		off += (uint64_t)len;
+	}
+	r = 0;
+out:
+	close(fd);
+	return r;
+}
+
+static int rec_pos_cmp(const void *a, const void *b)
+{
+	const struct fsck_rec *x = a, *y = b;
+	if (x->slot != y->slot)
+		return x->slot < y->slot ? -1 : 1;
+	return x->off_4k < y->off_4k ? -1 : x->off_4k > y->off_4k;
+}
+
+static int rec_key_cmp(const void *a, const void *b)
+{
+	const struct fsck_rec *x = a, *y = b;
+	if (x->ns != y->ns)
+		return x->ns < y->ns ? -1 : 1;
+	if (x->key.len != y->key.len)
+		return x->key.len < y->key.len ? -1 : 1;
+	int m = memcmp(x->key.bytes, y->key.bytes, x->key.len);
+	if (m)
+		return m;
+	return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+static int ck_clear(void *ctx, const struct ssd_ckpt_clear *cl)
+{
+	struct fsck *c = ctx;
+	if (cl->ns_id == 0) {
+		if (cl->seq > c->clear_all)
+			c->clear_all = cl->seq;
+	} else if (cl->ns_id <= c->ns_count + 1 && cl->seq > c->clear_ns[cl->ns_id]) {
+		c->clear_ns[cl->ns_id] = cl->seq;
+	}
+	return 0;
+}
+
+static int ck_entry(void *ctx, const struct ssd_ckpt_entry *e)
+{
+	struct fsck *c = ctx;
+	struct fsck_rec k = { .slot = e->slot, .off_4k = e->e.off_4k }, *r;
+	char kh[2 * KVT_KEY_MAX + 1];
+	if (e->slot >= c->slots || c->gen[e->slot] != e->generation)
+		return 0; /* its segment was evicted since: dropped by generation */
+	r = bsearch(&k, c->recs, c->n, sizeof(*r), rec_pos_cmp);
+	if (r && !r->bad && r->type == e->e.type && r->ns == e->e.ns_id && r->seq == e->e.seq &&
+	    r->key.len == e->e.key.len && memcmp(r->key.bytes, e->e.key.bytes, r->key.len) == 0)
+		return 0;
+	key_hex(&e->e.key, kh, sizeof(kh));
+	fsck_say(c, KVT_FSCK_DAMAGE,
+		 "ssd/checkpoint: entry seq %llu ns %u key %s names ssd/seg-%06u offset %llu, "
+		 "where there is no such sound record",
+		 (unsigned long long)e->e.seq, e->e.ns_id, kh, e->slot,
+		 (unsigned long long)e->e.off_4k * SSD_ALIGN);
+	return 0;
+}
+
+static int check_checkpoint(struct fsck *c, const char *name)
+{
+	struct ssd_ckpt_cbs cbs = { .clear = ck_clear, .entry = ck_entry };
+	struct ssd_ckpt_hdr h;
+	struct stat st;
+	uint8_t *b;
+	int fd = openat(c->dfd, name, O_RDONLY | O_CLOEXEC), r;
+	if (fd < 0)
+		return errno == ENOENT ? 0 : -errno;
+	if (fstat(fd, &st) < 0) {
+		r = -errno;
+		close(fd);
+		return r;
+	}
+	b = malloc(st.st_size ? (size_t)st.st_size : 1);
+	if (!b) {
+		close(fd);
+		return -ENOMEM;
+	}
+	r = pread_full(fd, b, (size_t)st.st_size, 0);
+	close(fd);
+	if (r == 0)
+		r = ssd_ckpt_decode(b, (size_t)st.st_size, &h, &cbs, c);
+	free(b);
+	if (r == KVT_ECORRUPT || r == KVT_EVERSION) {
+		fsck_say(c, KVT_FSCK_DAMAGE, "ssd/%s: damaged (%s); recovery will scan every segment",
+			 name, kvt_strerror(r));
+		return 0;
+	}
+	if (r < 0)
+		return r;
+	if (c->have_id && memcmp(h.store_id, c->store_id, 16) != 0)
+		fsck_say(c, KVT_FSCK_DAMAGE, "ssd/%s: belongs to another store (store id differs)",
+			 name);
+	if (h.slot_count < c->slots) /* more is normal: files are made as slots are used */
+		fsck_say(c, KVT_FSCK_WARN, "ssd/%s: names %u slots, the directory holds %u", name,
+			 h.slot_count, c->slots);
+	return 0;
+}
+
+/* Live blocks per namespace: the newest record of each key, if a PUT that
+ * no clear covers. */
+static void count_live(struct fsck *c)
+{
+	qsort(c->recs, c->n, sizeof(*c->recs), rec_key_cmp);
+	for (size_t i = 0; i < c->n; i++) {
+		const struct fsck_rec *r = &c->recs[i];
+		if (r->type == SSD_REC_CLEAR_ALL && r->seq > c->clear_all)
+			c->clear_all = r->seq;
+		if (r->type == SSD_REC_CLEAR_NS && r->ns <= c->ns_count + 1 &&
+		    r->seq > c->clear_ns[r->ns])
+			c->clear_ns[r->ns] = r->seq;
+	}
+	for (size_t i = 0; i < c->n; i++) {
+		const struct fsck_rec *r = &c->recs[i];
+		struct fsck_ns *n;
+		if (r->type != SSD_REC_PUT && r->type != SSD_REC_DELETE)
+			continue;
+		if (i + 1 < c->n && c->recs[i + 1].ns == r->ns &&
+		    c->recs[i + 1].key.len == r->key.len &&
+		    memcmp(c->recs[i + 1].key.bytes, r->key.bytes, r->key.len) == 0)
+			continue; /* not the newest of its key */
+		if (r->type != SSD_REC_PUT || r->bad || r->seq < c->clear_all ||
+		    (r->ns <= c->ns_count + 1 && r->seq < c->clear_ns[r->ns]))
+			continue;
+		n = (struct fsck_ns *)ns_by_id(c, r->ns);
+		if (n) {
+			n->blocks++;
+			n->bytes += r->value_len;
+			c->f->blocks++;
+			c->f->bytes += r->value_len;
+		}
+	}
+}
+
+static int seg_slot(const char *name, uint32_t *slot)
+{
+	char *end;
+	unsigned long v;
+	if (strncmp(name, "seg-", 4) != 0 || strlen(name) != 10)
+		return -1;
+	v = strtoul(name + 4, &end, 10);
+	if (*end || v > UINT32_MAX)
+		return -1;
+	*slot = (uint32_t)v;
+	return 0;
+}
+
+int kvt_store_fsck(const char *path, struct kvt_fsck *f)
+{
+	struct fsck c = { .f = f, .dfd = -1 };
+	int pfd = -1, lfd = -1, r;
+	DIR *d = NULL;
+	struct dirent *de;
+	uint64_t *sizes = NULL;
+
+	if (!path || !f)
+		return KVT_ENULL;
+	f->segments = f->records = f->blocks_checked = f->blocks = f->bytes = 0;
+	f->damaged = f->orphans = f->warnings = 0;
+	pfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (pfd < 0)
+		return -errno;
+	lfd = openat(pfd, "LOCK", O_RDONLY | O_CLOEXEC);
+	if (lfd >= 0 && flock(lfd, LOCK_SH | LOCK_NB) < 0) {
+		r = errno == EWOULDBLOCK ? KVT_ELOCKED : -errno;
+		goto out;
+	}
+	c.buf = malloc(FSCK_CHUNK);
+	if (!c.buf) {
+		r = -ENOMEM;
+		goto out;
+	}
+	if ((r = load_registry(&c, pfd)) < 0)
+		goto out;
+	c.dfd = openat(pfd, "ssd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (c.dfd < 0) {
+		r = errno == ENOENT ? 0 : -errno;
+		goto report; /* no SSD tier: nothing on disk to check */
+	}
+	/* Which slots exist, their sizes (for progress), and strays. */
+	d = fdopendir(dup(c.dfd));
+	if (!d) {
+		r = -errno;
+		goto out;
+	}
+	while ((de = readdir(d))) {
+		uint32_t slot;
+		struct stat st;
+		if (de->d_name[0] == '.')
+			continue;
+		if (seg_slot(de->d_name, &slot) == 0) {
+			if (slot >= (1u << 24))
+				continue;
+			if (slot >= c.slots) {
+				uint64_t *n = realloc(sizes, (slot + 1) * sizeof(*n));
+				if (!n) {
+					r = -ENOMEM;
+					goto out;
+				}
+				memset(n + c.slots, 0, (slot + 1 - c.slots) * sizeof(*n));
+				sizes = n;
+				c.slots = slot + 1;
+			}
+			if (fstatat(c.dfd, de->d_name, &st, 0) == 0) {
+				sizes[slot] = (uint64_t)st.st_size + 1; /* +1: present */
+				c.total += (uint64_t)st.st_size;
+			}
+		} else if (strcmp(de->d_name, "checkpoint") == 0 || strcmp(de->d_name, "id") == 0) {
+			continue;
+		} else if (strcmp(de->d_name, "checkpoint.tmp") == 0) {
+			fsck_say(&c, KVT_FSCK_WARN,
+				 "ssd/checkpoint.tmp: a checkpoint being written when the store "
+				 "last stopped (harmless; replaced at the next checkpoint)");
+		} else {
+			fsck_say(&c, KVT_FSCK_WARN, "ssd/%s: not a file of the store (stray)",
+				 de->d_name);
+		}
+	}
+	c.gen = calloc(c.slots ? c.slots : 1, sizeof(*c.gen));
+	c.clear_ns = calloc(c.ns_count + 2, sizeof(*c.clear_ns));
+	if (!c.gen || !c.clear_ns) {
+		r = -ENOMEM;
+		goto out;
+	}
+	for (uint32_t s = 0; s < c.slots; s++) {
+		if (!sizes[s]) {
+			fsck_say(&c, KVT_FSCK_DAMAGE, "ssd/seg-%06u: missing (slots 0..%u exist)", s,
+				 c.slots - 1);
+			continue;
+		}
+		if ((r = check_segment(&c, s, sizes[s] - 1)) < 0)
+			goto out;
+	}
+	qsort(c.recs, c.n, sizeof(*c.recs), rec_pos_cmp);
+	if ((r = check_checkpoint(&c, "checkpoint")) < 0)
+		goto out;
+	count_live(&c);
+report:
+	if (f->ns_info)
+		for (uint32_t i = 0; i < c.ns_count; i++)
+			f->ns_info(f->ctx, c.ns[i].id, c.ns[i].digest, c.ns[i].canon, c.ns[i].blocks,
+				   c.ns[i].bytes);
+	r = f->damaged || f->orphans ? KVT_ECORRUPT : 0;
+out:
+	if (d)
+		closedir(d);
+	if (c.dfd >= 0)
+		close(c.dfd);
+	if (lfd >= 0)
+		close(lfd);
+	if (pfd >= 0)
+		close(pfd);
+	for (uint32_t i = 0; i < c.ns_count; i++)
+		free(c.ns[i].canon);
+	free(c.ns);
+	free(c.recs);
+	free(c.gen);
+	free(c.clear_ns);
+	free(c.buf);
+	free(sizes);
+	return r;
+}

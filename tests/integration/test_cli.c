@@ -1,0 +1,301 @@
+/*
+ * test_cli.c - the real kvtier binary's operator commands (stat, ls, get,
+ * put, rm, clear, fsck) against a real kvtierd (tsrv_start) and against a
+ * store directory.  argv: PATH-TO-KVTIER PATH-TO-KVTIERD.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "kvtier.h"
+#include "server.h"
+#include "t.h"
+
+static const char *kvtier, *kvtierd;
+static char *base;
+
+/* Run "kvtier ARGS" (a shell fragment) with stdout and stderr into *out
+ * and *err (NUL-terminated, freed by the caller; either may be NULL);
+ * returns the exit status. */
+static int run(char **out, char **err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int run(char **out, char **err, const char *fmt, ...)
+{
+	char args[4096], op[700], ep[700], *cmd;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(args, sizeof(args), fmt, ap);
+	va_end(ap);
+	snprintf(op, sizeof(op), "%s/out", base);
+	snprintf(ep, sizeof(ep), "%s/err", base);
+	if (asprintf(&cmd, "'%s' </dev/null %s >'%s' 2>'%s'", kvtier, args, op, ep) < 0)
+		T_FAIL("asprintf");
+	int st = system(cmd);
+	free(cmd);
+	T_ASSERT(st != -1 && WIFEXITED(st));
+	const char *paths[2] = { op, ep };
+	char **bufs[2] = { out, err };
+	for (int i = 0; i < 2; i++) {
+		FILE *f = fopen(paths[i], "r");
+		T_ASSERT(f != NULL);
+		char *b = calloc(1, 1 << 20);
+		T_ASSERT(b != NULL);
+		size_t n = fread(b, 1, (1 << 20) - 1, f);
+		b[n] = 0;
+		fclose(f);
+		if (bufs[i])
+			*bufs[i] = b;
+		else
+			free(b);
+	}
+	return WEXITSTATUS(st);
+}
+
+static void write_file(const char *path, const void *p, size_t n)
+{
+	FILE *f = fopen(path, "wb");
+	T_ASSERT(f && fwrite(p, 1, n, f) == n && fclose(f) == 0);
+}
+
+static uint8_t *read_file(const char *path, size_t *n)
+{
+	struct stat st;
+	FILE *f = fopen(path, "rb");
+	T_ASSERT(f && fstat(fileno(f), &st) == 0);
+	uint8_t *b = malloc((size_t)st.st_size + 1);
+	T_ASSERT(b && fread(b, 1, (size_t)st.st_size, f) == (size_t)st.st_size);
+	fclose(f);
+	*n = (size_t)st.st_size;
+	return b;
+}
+
+/* A 3 MiB binary value with CR, LF and NUL bytes inside. */
+static uint8_t *value3m(size_t *n)
+{
+	*n = 3u << 20;
+	uint8_t *v = malloc(*n);
+	T_ASSERT(v);
+	t_fill(v, *n, 42);
+	memcpy(v + 100, "\r\n\0\r\n", 5);
+	return v;
+}
+
+/* The number after "label" in text, or -1. */
+static long long field(const char *text, const char *label)
+{
+	const char *p = strstr(text, label);
+	return p ? strtoll(p + strlen(label), NULL, 10) : -1;
+}
+
+static void test_server(void)
+{
+	struct tsrv s;
+	char dir[700], addr[64], vpath[700], gpath[700];
+	char *out, *err;
+	size_t n, gn;
+	uint8_t *v = value3m(&n), *g;
+
+	snprintf(dir, sizeof(dir), "%s/srv", base);
+	tsrv_start(&s, kvtierd, base, dir, NULL, NULL);
+	snprintf(addr, sizeof(addr), "127.0.0.1:%u", s.port);
+	snprintf(vpath, sizeof(vpath), "%s/v.bin", base);
+	snprintf(gpath, sizeof(gpath), "%s/g.bin", base);
+	write_file(vpath, v, n);
+
+	/* put, then get round-trips the bytes exactly, via file and stdout. */
+	T_EQ_INT(run(NULL, NULL, "put --server %s -i '%s' key-one", addr, vpath), 0);
+	T_EQ_INT(run(NULL, NULL, "get --server %s -o '%s' key-one", addr, gpath), 0);
+	g = read_file(gpath, &gn);
+	T_EQ_U64(gn, n);
+	T_EQ_MEM(g, v, n);
+	free(g);
+	{ /* to stdout */
+		char *cmd;
+		T_ASSERT(asprintf(&cmd, "'%s' get --server %s key-one >'%s'", kvtier, addr, gpath) > 0);
+		int st = system(cmd);
+		free(cmd);
+		T_ASSERT(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	}
+	g = read_file(gpath, &gn);
+	T_EQ_U64(gn, n);
+	T_EQ_MEM(g, v, n);
+	free(g);
+	/* put reads stdin too; a hex key names the same bytes as text. */
+	T_EQ_INT(run(NULL, NULL, "put --server %s --hex 6b2d74776f <'%s'", addr, vpath), 0);
+	T_EQ_INT(run(NULL, NULL, "get --server %s k-two -o '%s'", addr, gpath), 0);
+	g = read_file(gpath, &gn);
+	T_EQ_U64(gn, n);
+	T_EQ_MEM(g, v, n);
+	free(g);
+
+	/* stat: the two 3 MiB blocks are in the server's DRAM. */
+	T_EQ_INT(run(&out, &err, "stat --server %s", addr), 0);
+	T_ASSERT(strstr(out, "kvtierd 127.0.0.1:") != NULL);
+	T_ASSERT(strstr(out, "whole server") != NULL);
+	T_EQ_INT(field(out, "\ndram"), 2);
+	T_ASSERT(strstr(out, "6.0 MiB / 64.0 MiB") != NULL);
+	free(out);
+	free(err);
+	T_EQ_INT(run(&out, NULL, "stat --server %s --raw", addr), 0);
+	T_EQ_INT(field(out, "\ndram.blocks "), 2);
+	T_EQ_INT(field(out, "\ndram.value_bytes "), 2 * (long long)n);
+	T_ASSERT(field(out, "\nserver.ops.put ") >= 2);
+	free(out);
+
+	/* ls: the tenant's namespace. */
+	T_EQ_INT(run(&out, NULL, "ls --server %s", addr), 0);
+	T_EQ_INT(field(out, "tenant default: "), 1);
+	T_EQ_INT(field(out, "server: dram "), 2);
+	free(out);
+
+	/* rm makes get a miss: exit 3; a second rm is a miss too. */
+	T_EQ_INT(run(NULL, NULL, "rm --server %s key-one", addr), 0);
+	T_EQ_INT(run(NULL, &err, "get --server %s key-one", addr), 3);
+	T_ASSERT(strstr(err, "not found") != NULL);
+	free(err);
+	T_EQ_INT(run(NULL, NULL, "rm --server %s key-one", addr), 3);
+
+	/* clear without a terminal and without --yes refuses; with it empties. */
+	T_EQ_INT(run(NULL, &err, "clear --server %s --all", addr), 1);
+	T_ASSERT(strstr(err, "--yes") != NULL);
+	free(err);
+	T_EQ_INT(run(NULL, NULL, "get --server %s k-two -o /dev/null", addr), 0);
+	T_EQ_INT(run(&out, NULL, "clear --server %s --all --yes", addr), 0);
+	T_EQ_INT(field(out, "cleared "), 1);
+	free(out);
+	T_EQ_INT(run(NULL, NULL, "get --server %s k-two", addr), 3);
+	T_EQ_INT(run(&out, NULL, "stat --server %s --raw", addr), 0);
+	T_EQ_INT(field(out, "\ndram.blocks "), 0);
+	free(out);
+
+	T_EQ_INT(tsrv_stop(&s), 0);
+
+	/* A server that is not there: exit 1 and a message that says what to do. */
+	T_EQ_INT(run(NULL, &err, "stat --server %s", addr), 1);
+	T_ASSERT(strstr(err, "cannot reach kvtierd at") != NULL);
+	T_ASSERT(strstr(err, "kvtierd --listen") != NULL);
+	free(err);
+	free(v);
+}
+
+static void flip_byte(const char *path, long off)
+{
+	FILE *f = fopen(path, "r+b");
+	T_ASSERT(f);
+	T_ASSERT(fseek(f, off, SEEK_SET) == 0);
+	int c = fgetc(f);
+	T_ASSERT(c != EOF);
+	T_ASSERT(fseek(f, off, SEEK_SET) == 0);
+	T_ASSERT(fputc(c ^ 0x5a, f) != EOF);
+	T_ASSERT(fclose(f) == 0);
+}
+
+static void test_dir(void)
+{
+	char dir[700], vpath[700], gpath[700], seg[800];
+	char *out, *err;
+	size_t n, gn;
+	uint8_t *v = value3m(&n), *g;
+
+	snprintf(dir, sizeof(dir), "%s/st", base);
+	snprintf(vpath, sizeof(vpath), "%s/v.bin", base);
+	snprintf(gpath, sizeof(gpath), "%s/g.bin", base);
+	write_file(vpath, v, n);
+
+	T_EQ_INT(run(NULL, NULL, "put --dir '%s' --ssd-capacity 64M --segment 8M -i '%s' a", dir,
+		     vpath), 0);
+	T_EQ_INT(run(NULL, NULL, "put --dir '%s' -i '%s' b", dir, vpath), 0);
+	/* A new process: the bytes come back from the SSD tier. */
+	T_EQ_INT(run(NULL, NULL, "get --dir '%s' a -o '%s'", dir, gpath), 0);
+	g = read_file(gpath, &gn);
+	T_EQ_U64(gn, n);
+	T_EQ_MEM(g, v, n);
+	free(g);
+
+	T_EQ_INT(run(&out, NULL, "ls --dir '%s'", dir), 0);
+	T_ASSERT(strstr(out, "kvtier-cli bytes opaque") != NULL);
+	T_EQ_INT(field(out, "kvtier-cli") < 0 ? -1 : 0, 0);
+	{ /* "   1  <digest>           2         6291456  kvtier-cli ..." */
+		unsigned id;
+		char dg[32];
+		unsigned long long blocks, bytes;
+		const char *line = strchr(out, '\n');
+		T_ASSERT(line && sscanf(line + 1, "%u %31s %llu %llu", &id, dg, &blocks, &bytes) == 4);
+		T_EQ_INT(id, 1);
+		T_EQ_U64(blocks, 2);
+		T_EQ_U64(bytes, 2 * (unsigned long long)n);
+	}
+	free(out);
+
+	T_EQ_INT(run(&out, NULL, "fsck '%s'", dir), 0);
+	T_ASSERT(strstr(out, "clean") != NULL);
+	T_EQ_INT(field(out, "records, "), 2);
+	free(out);
+
+	/* rm, then get misses; fsck still clean (the tombstone is a record). */
+	T_EQ_INT(run(NULL, NULL, "rm --dir '%s' b", dir), 0);
+	T_EQ_INT(run(NULL, NULL, "get --dir '%s' b", dir), 3);
+	T_EQ_INT(run(NULL, NULL, "fsck '%s'", dir), 0);
+
+	/* Flip one value byte of the first record (key "a", seq 1): fsck
+	 * exits 1 and names it. */
+	snprintf(seg, sizeof(seg), "%s/ssd/seg-000000", dir);
+	flip_byte(seg, 4096 + 4096 + 12345);
+	T_EQ_INT(run(&out, NULL, "fsck '%s'", dir), 1);
+	T_ASSERT(strstr(out, "damaged: ssd/seg-000000 offset 4096 seq 1 ns 1 key 61: part 0") !=
+		 NULL);
+	T_ASSERT(strstr(out, "DAMAGED") != NULL);
+	free(out);
+	/* The store still never serves the damaged bytes: a miss. */
+	T_EQ_INT(run(NULL, NULL, "get --dir '%s' a", dir), 3);
+
+	/* clear --yes empties the namespace. */
+	T_EQ_INT(run(NULL, NULL, "put --dir '%s' -i '%s' c", dir, vpath), 0);
+	T_EQ_INT(run(&out, NULL, "clear --dir '%s' --yes", dir), 0);
+	free(out);
+	T_EQ_INT(run(NULL, NULL, "get --dir '%s' c", dir), 3);
+	T_EQ_INT(run(&out, NULL, "ls --dir '%s'", dir), 0);
+	T_ASSERT(strstr(out, "           0               0  kvtier-cli") != NULL);
+	free(out);
+
+	/* Usage: exit 2 with a hint. */
+	T_EQ_INT(run(NULL, &err, "fsck"), 2);
+	T_ASSERT(strstr(err, "kvtier fsck --help") != NULL);
+	free(err);
+	T_EQ_INT(run(NULL, NULL, "fsck '%s/nonexistent'", base), 2);
+	T_EQ_INT(run(NULL, NULL, "get --dir '%s'", dir), 2);
+	free(v);
+}
+
+static void test_help(void)
+{
+	static const char *const cmds[] = { "stat", "ls", "get", "put", "rm", "clear", "fsck" };
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+		char *out;
+		T_EQ_INT(run(&out, NULL, "%s --help", cmds[i]), 0);
+		T_ASSERT(strncmp(out, "usage: kvtier ", 14) == 0);
+		free(out);
+		T_EQ_INT(run(&out, NULL, "help %s", cmds[i]), 0);
+		T_ASSERT(strncmp(out, "usage: kvtier ", 14) == 0);
+		free(out);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 3)
+		T_SKIP("usage: test_cli PATH-TO-KVTIER PATH-TO-KVTIERD");
+	kvtier = argv[1];
+	kvtierd = argv[2];
+	base = t_mkdtemp();
+	test_help();
+	test_dir();
+	test_server();
+	t_rmtree(base);
+	free(base);
+	return 0;
+}
