@@ -3,6 +3,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <glob.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -144,4 +145,37 @@ void tsrv_kill9(struct tsrv *s)
 	waitpid(s->pid, NULL, 0);
 	s->pid = 0;
 	running = 0;
+}
+
+void tsrv_check_reports(const char *base)
+{
+	static const char *const marks[] = { "AddressSanitizer", "LeakSanitizer",
+					     "ThreadSanitizer", "runtime error:", NULL };
+	static char buf[1 << 16];
+	char pat[700];
+	glob_t g = { 0 };
+	bool bad = false;
+
+	snprintf(pat, sizeof(pat), "%s/*.stderr", base);
+	if (glob(pat, 0, NULL, &g) != 0)
+		return;
+	for (size_t i = 0; i < g.gl_pathc; i++) {
+		FILE *f = fopen(g.gl_pathv[i], "r");
+		size_t n;
+		if (!f)
+			continue;
+		n = fread(buf, 1, sizeof(buf) - 1, f);
+		fclose(f);
+		buf[n] = 0;
+		for (int m = 0; marks[m]; m++) {
+			if (strstr(buf, marks[m])) {
+				fprintf(stderr, "%s: sanitizer report:\n%s\n", g.gl_pathv[i], buf);
+				bad = true;
+				break;
+			}
+		}
+	}
+	globfree(&g);
+	if (bad)
+		T_FAIL("kvtierd reported sanitizer errors (above)");
 }

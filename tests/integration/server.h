@@ -29,5 +29,8 @@ int tsrv_stop(struct tsrv *s);
 /* SIGKILL and wait. */
 void tsrv_kill9(struct tsrv *s);
 void tsrv_sleep_ms(long ms);
+/* Fail the test if any kvtierd's stderr under base (*.stderr) holds a
+ * sanitizer report. */
+void tsrv_check_reports(const char *base);
 
 #endif

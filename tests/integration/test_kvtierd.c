@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "client.h"
+#include "server.h"
 #include "t.h"
 
 #define SECRET_ALICE "alice-secret-0123456789"
@@ -42,18 +43,6 @@
 
 static const char *kvtierd_bin;
 static char *base;            /* temp dir: tenants file, logs, socket */
-static int log_seq;
-static pid_t running;         /* a server to kill if the test fails */
-
-/* A failed check exits: take the server down with us (it would hold the
- * test harness's pipes open). */
-static void kill_running(void)
-{
-	if (running > 0) {
-		kill(running, SIGKILL);
-		waitpid(running, NULL, 0);
-	}
-}
 
 /* Child side of fork: die with the test, keep the harness's pipes free. */
 static void child_setup(const char *out)
@@ -66,146 +55,41 @@ static void child_setup(const char *out)
 	}
 }
 
-struct server {
-	pid_t pid;
-	char dir[512];
-	char log[600];
-	char sock[600];
-	uint16_t port;
-};
+/* The server process: tests/integration/server.c. */
+#define server tsrv
+#define sleep_ms tsrv_sleep_ms
+#define server_stop tsrv_stop
+#define server_kill9 tsrv_kill9
 
 static const struct kvt_ns_desc desc_llama = {
 	.model = "meta-llama/Llama-3.1-8B", .dtype = "bf16", .layout = "vllm-flash-nhd",
 	.block_tokens = 16, .tp_size = 1, .pp_size = 1,
 };
 
-static void sleep_ms(long ms)
-{
-	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
-	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-		;
-}
-
-/* ------------------------------------------------------------------------
- * The server process
- */
-
-/* Start kvtierd on dir with the test's options plus extra (NULL-ended). */
+/* Start kvtierd on dir with the test's options plus extra (NULL-ended):
+ * 4 KiB DRAM chunks, an 8 s idle timeout (slack for a slow client under
+ * TSan on a loaded machine: test_split), the tenants file if auth. */
 static void server_start_auth(struct server *s, const char *dir, const char *const *extra,
 			      bool auth)
 {
-	const char *argv[64];
+	const char *argv[48];
 	char tenants[600];
 	int n = 0;
-	const char *io = getenv("KVT_TEST_IO");
-	char io_opt[64];
 
-	memset(s, 0, sizeof(*s));
-	snprintf(s->dir, sizeof(s->dir), "%s", dir);
-	snprintf(s->log, sizeof(s->log), "%s/kvtierd-%d.log", base, ++log_seq);
-	snprintf(s->sock, sizeof(s->sock), "%s/kvtierd.sock", base);
-	if (strlen(s->sock) >= 100) /* sun_path is 108 bytes */
-		snprintf(s->sock, sizeof(s->sock), "/tmp/kvtierd-test-%d.sock", (int)getpid());
 	snprintf(tenants, sizeof(tenants), "%s/tenants", base);
-	argv[n++] = kvtierd_bin;
-	argv[n++] = "--dir";
-	argv[n++] = dir;
-	argv[n++] = "--dram";
-	argv[n++] = "64M";
-	argv[n++] = "--ssd";
-	argv[n++] = "64M";
-	argv[n++] = "--set";
-	argv[n++] = "ssd.segment=4M";
 	argv[n++] = "--set";
 	argv[n++] = "dram.chunk=4K";
-	argv[n++] = "--set";
-	argv[n++] = "dram.prefault=off";
-	if (io && *io) {
-		snprintf(io_opt, sizeof(io_opt), "ssd.io=%s", io);
-		argv[n++] = "--set";
-		argv[n++] = io_opt;
-	}
-	argv[n++] = "--listen";
-	argv[n++] = "127.0.0.1:0";
-	argv[n++] = "--unix";
-	argv[n++] = s->sock;
-	argv[n++] = "--threads";
-	argv[n++] = "2";
-	if (auth) {
-		argv[n++] = "--tenants";
-		argv[n++] = tenants;
-	}
-	argv[n++] = "--log";
-	argv[n++] = s->log;
-	argv[n++] = "--log-level";
-	argv[n++] = "debug";
 	argv[n++] = "--idle-timeout";
-	argv[n++] = "8"; /* slack for a slow client under TSan on a loaded machine (test_split) */
-	for (int i = 0; extra && extra[i]; i++)
+	argv[n++] = "8";
+	for (int i = 0; extra && extra[i] && n < 47; i++)
 		argv[n++] = extra[i];
 	argv[n] = NULL;
-
-	s->pid = fork();
-	if (s->pid < 0)
-		T_FAIL("fork: %s", strerror(errno));
-	if (s->pid == 0) {
-		char out[700];
-		snprintf(out, sizeof(out), "%s.stderr", s->log);
-		child_setup(out);
-		execv(kvtierd_bin, (char *const *)argv);
-		_exit(127);
-	}
-	running = s->pid;
-	/* Wait for "listening on 127.0.0.1:PORT" in the log. */
-	for (int waited = 0; waited < 60000; waited += 50) {
-		char buf[65536];
-		int st, fd = open(s->log, O_RDONLY | O_CLOEXEC);
-		if (fd >= 0) {
-			ssize_t r = read(fd, buf, sizeof(buf) - 1);
-			close(fd);
-			if (r > 0) {
-				const char *p;
-				buf[r] = 0;
-				p = strstr(buf, "listening on 127.0.0.1:");
-				if (p && strstr(buf, "listening on unix:")) {
-					s->port = (uint16_t)atoi(p + strlen("listening on 127.0.0.1:"));
-					T_ASSERT(s->port != 0);
-					return;
-				}
-			}
-		}
-		if (waitpid(s->pid, &st, WNOHANG) == s->pid)
-			T_FAIL("kvtierd exited during startup (status 0x%x); log %s", st, s->log);
-		sleep_ms(50);
-	}
-	T_FAIL("kvtierd did not start listening within 60 s; log %s", s->log);
+	tsrv_start(s, kvtierd_bin, base, dir, auth ? tenants : NULL, argv);
 }
 
 static void server_start(struct server *s, const char *dir, const char *const *extra)
 {
 	server_start_auth(s, dir, extra, true);
-}
-
-/* SIGTERM; returns the exit status (or -1 if it did not exit normally). */
-static int server_stop(struct server *s)
-{
-	int st;
-
-	kill(s->pid, SIGTERM);
-	if (waitpid(s->pid, &st, 0) != s->pid)
-		T_FAIL("waitpid: %s", strerror(errno));
-	s->pid = 0;
-	running = 0;
-	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
-static void server_kill9(struct server *s)
-{
-	int st;
-	kill(s->pid, SIGKILL);
-	waitpid(s->pid, &st, 0);
-	s->pid = 0;
-	running = 0;
 }
 
 static void login(struct kc *c, const struct server *s, const char *tenant, const char *secret)
@@ -1701,39 +1585,6 @@ static void test_crash(struct server *s, const char *dir, const uint8_t ns[32])
  * main
  */
 
-/* The daemon's stderr files: any sanitizer report there fails the test. */
-static void check_sanitizer_reports(void)
-{
-	static const char *const marks[] = { "AddressSanitizer", "LeakSanitizer",
-					     "ThreadSanitizer", "runtime error:", NULL };
-	char buf[1 << 16];
-	bool bad = false;
-
-	for (int i = 1; i <= log_seq + 1; i++) {
-		char path[700];
-		FILE *f;
-		if (i <= log_seq)
-			snprintf(path, sizeof(path), "%s/kvtierd-%d.log.stderr", base, i);
-		else
-			snprintf(path, sizeof(path), "%s/refused.log.stderr", base);
-		f = fopen(path, "r");
-		if (!f)
-			continue;
-		size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-		fclose(f);
-		buf[n] = 0;
-		for (int m = 0; marks[m]; m++) {
-			if (strstr(buf, marks[m])) {
-				fprintf(stderr, "%s: sanitizer report:\n%s\n", path, buf);
-				bad = true;
-				break;
-			}
-		}
-	}
-	if (bad)
-		T_FAIL("kvtierd reported sanitizer errors (above)");
-}
-
 /* alice shares her "shared-prompt" namespaces with bob unless !grant. */
 static void write_tenants_grant(bool grant)
 {
@@ -1797,7 +1648,6 @@ int main(int argc, char **argv)
 	if (access(kvtierd_bin, X_OK) != 0)
 		T_FAIL("%s: %s", kvtierd_bin, strerror(errno));
 	signal(SIGPIPE, SIG_IGN);
-	atexit(kill_running);
 	base = t_mkdtemp();
 	snprintf(dir, sizeof(dir), "%s/store", base);
 	write_tenants();
@@ -1822,7 +1672,7 @@ int main(int argc, char **argv)
 	test_restart(&s, dir, ns_alice);
 	test_crash(&s, dir, ns_alice);
 	T_EQ_INT(server_stop(&s), 0);
-	check_sanitizer_reports();
+	tsrv_check_reports(base);
 
 	t_rmtree(base);
 	free(base);

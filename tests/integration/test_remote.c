@@ -561,6 +561,7 @@ int main(int argc, char **argv)
 	T_EQ_INT(tsrv_stop(&srv), 0);
 	test_reconnect();
 	test_auth();
+	tsrv_check_reports(base);
 	t_rmtree(base);
 	printf("test_remote: ok\n");
 	return 0;
