@@ -583,7 +583,8 @@ static int slot_take(struct kvt_store *s, uint64_t handle, int kind, struct dram
 	return 0;
 }
 
-int kvt_pin_release(struct kvt_store *s, uint64_t pin)
+/* Release a pin, or abort a reservation. */
+static int slot_drop(struct kvt_store *s, uint64_t handle, int kind)
 {
 	struct dram_item *item;
 	int ret;
@@ -592,11 +593,19 @@ int kvt_pin_release(struct kvt_store *s, uint64_t pin)
 		return KVT_ENULL;
 	if (s->state != ST_OPEN)
 		return KVT_ECLOSED;
-	ret = slot_take(s, pin, SLOT_PIN, &item, NULL);
+	ret = slot_take(s, handle, kind, &item, NULL);
 	if (ret < 0)
 		return ret;
-	dram_unpin(s->dram, item);
+	if (kind == SLOT_PIN)
+		dram_unpin(s->dram, item);
+	else
+		dram_abort(s->dram, item);
 	return 0;
+}
+
+int kvt_pin_release(struct kvt_store *s, uint64_t pin)
+{
+	return slot_drop(s, pin, SLOT_PIN);
 }
 
 int kvt_pin_parts(struct kvt_store *s, uint64_t pin, uint64_t *lens, uint32_t *crcs,
@@ -733,18 +742,7 @@ int kvt_put_commit(struct kvt_store *s, uint64_t handle, const uint32_t *crcs)
 
 int kvt_put_abort(struct kvt_store *s, uint64_t handle)
 {
-	struct dram_item *item;
-	int ret;
-
-	if (!s)
-		return KVT_ENULL;
-	if (s->state != ST_OPEN)
-		return KVT_ECLOSED;
-	ret = slot_take(s, handle, SLOT_RESV, &item, NULL);
-	if (ret < 0)
-		return ret;
-	dram_abort(s->dram, item);
-	return 0;
+	return slot_drop(s, handle, SLOT_RESV);
 }
 
 static void pins_drop_all(struct kvt_store *s)
