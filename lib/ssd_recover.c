@@ -508,11 +508,19 @@ int ssd_recover(struct ssd *s)
 	}
 	/* 2. The checkpoint. */
 	rec_load_ckpt(&rc);
-	/* 3. Segments with records newer than the checkpoint. */
+	/* 3. Segments with records newer than the checkpoint.  A long
+	 * recovery says how far it got, once a second (kvtierd logs it). */
+	uint64_t said = t0;
 	for (uint32_t i = 0; i < s->slot_count; i++) {
 		struct ssd_seg *g = &s->segs[i];
 		uint64_t sum_off = g->write_off, sum_len = g->sum_bytes;
 		bool same = rc.have_ckpt && rc.ck_gen[i] == g->generation;
+		if (now_ns() - said >= 1000000000u) {
+			said = now_ns();
+			kvt_logf(s->log, KVT_LOG_INFO,
+				 "ssd: recovering: %u of %u segments looked at, %zu records read",
+				 i, s->slot_count, rc.count);
+		}
 		if (g->state == SEG_FREE)
 			continue;
 		g->sum_bytes = 0;
