@@ -90,6 +90,14 @@ static void kvtierd_usage(FILE *f)
 		"                        SEC seconds (default %d; 0 never)\n"
 		"  --shutdown-timeout SEC  on SIGTERM, wait at most SEC seconds for requests\n"
 		"                        in flight (default %d)\n"
+		"  --max-conns N         connections open at once; past it a new one gets an\n"
+		"                        error and is closed (default 4096)\n"
+		"  --max-memory SIZE     receive buffers, tables and queued responses, all\n"
+		"                        connections (default 1/8 of RAM, 64M..4G)\n"
+		"  --conn-inflight N     frames in flight per connection before it is not\n"
+		"                        read (default 256)\n"
+		"  --conn-output SIZE    queued response bytes per connection before it is\n"
+		"                        not read (default 64M)\n"
 		"\n"
 		"Security:\n"
 		"  --tenants FILE        \"name secret role [dram=SIZE] [ssd=SIZE]\" lines (role\n"
@@ -237,6 +245,18 @@ static void kvtierd_option(struct kvtd_config *cfg, const char *name, const char
 	} else if (strcmp(name, "shutdown-timeout") == 0) {
 		if (kvtierd_parse_uint(v, 86400, &cfg->shutdown_timeout_s) < 0)
 			kvtierd_die_usage("%s: '%s' is not a number of seconds", what, v);
+	} else if (strcmp(name, "max-conns") == 0) {
+		if (kvtierd_parse_uint(v, 1u << 24, &cfg->max_conns) < 0 || cfg->max_conns == 0)
+			kvtierd_die_usage("%s: '%s' is not a connection count (1..16777216)", what, v);
+	} else if (strcmp(name, "max-memory") == 0) {
+		if (kvtd_parse_size(v, &cfg->max_memory) < 0 || cfg->max_memory < (1u << 20))
+			kvtierd_die_usage("%s: '%s' is not a size of at least 1M", what, v);
+	} else if (strcmp(name, "conn-inflight") == 0) {
+		if (kvtierd_parse_uint(v, 65536, &cfg->conn_inflight) < 0 || cfg->conn_inflight == 0)
+			kvtierd_die_usage("%s: '%s' is not a frame count (1..65536)", what, v);
+	} else if (strcmp(name, "conn-output") == 0) {
+		if (kvtd_parse_size(v, &cfg->conn_output) < 0 || cfg->conn_output == 0)
+			kvtierd_die_usage("%s: '%s' is not a size (e.g. 64M)", what, v);
 	} else if (strcmp(name, "set") == 0) {
 		const char *eq = strchr(v, '=');
 		if (!eq || eq == v)
@@ -263,7 +283,8 @@ static bool kvtierd_is_option(const char *name)
 	static const char *const names[] = {
 		"dir", "dram", "ssd", "listen", "unix", "threads", "tenants", "log",
 		"log-level", "idle-timeout", "shutdown-timeout", "set", "config",
-		"resp", "metrics", "metrics-token", NULL,
+		"resp", "metrics", "metrics-token", "max-conns", "max-memory", "conn-inflight",
+		"conn-output", NULL,
 	};
 	for (int i = 0; names[i]; i++)
 		if (strcmp(name, names[i]) == 0)
@@ -387,6 +408,18 @@ static uint64_t kvtierd_default_dram(void)
 	uint64_t q = pages > 0 && psz > 0 ? (uint64_t)pages * (uint64_t)psz / 4 : (256u << 20);
 	if (q > DRAM_DEFAULT_CAP)
 		q = DRAM_DEFAULT_CAP;
+	return q & ~((UINT64_C(1) << 20) - 1);
+}
+
+/* --max-memory: an eighth of RAM, 64 MiB .. 4 GiB. */
+static uint64_t kvtierd_default_max_memory(void)
+{
+	long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+	uint64_t q = pages > 0 && psz > 0 ? (uint64_t)pages * (uint64_t)psz / 8 : (64u << 20);
+	if (q > (UINT64_C(4) << 30))
+		q = UINT64_C(4) << 30;
+	if (q < (64u << 20))
+		q = 64u << 20;
 	return q & ~((UINT64_C(1) << 20) - 1);
 }
 
@@ -770,6 +803,14 @@ int main(int argc, char **argv)
 		cfg->listen = kvtierd_strdup(DEFAULT_LISTEN);
 	if (!cfg->dram_set)
 		cfg->dram_bytes = kvtierd_default_dram();
+	if (!cfg->max_conns)
+		cfg->max_conns = KVTD_MAX_CONNS;
+	if (!cfg->max_memory)
+		cfg->max_memory = kvtierd_default_max_memory();
+	if (!cfg->conn_inflight)
+		cfg->conn_inflight = KVTD_INFLIGHT_MAX;
+	if (!cfg->conn_output)
+		cfg->conn_output = KVTD_OUT_MAX;
 	ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 	if (!cfg->threads)
 		cfg->threads = ncpu > 0 ? (unsigned)(ncpu < 256 ? ncpu : 256) : 1;
@@ -870,12 +911,14 @@ int main(int argc, char **argv)
 	}
 	kvtd_log(KVTD_INFO, "kvtierd started",
 		 "version=%s dir=%s dram_bytes=%llu ssd_bytes=%llu threads=%u auth=%s "
-		 "value_max=%llu frame_max=%llu idle_timeout_s=%u",
+		 "value_max=%llu frame_max=%llu idle_timeout_s=%u max_conns=%u max_memory=%llu "
+		 "conn_inflight=%u conn_output=%llu",
 		 KVTD_VERSION, cfg->dir, (unsigned long long)cfg->dram_bytes,
 		 (unsigned long long)cfg->ssd_bytes, srv->loop_count,
 		 kvtd_auth_enabled() ? "hmac-sha256" : "none",
 		 (unsigned long long)srv->lim.value_max, (unsigned long long)srv->lim.frame_max,
-		 cfg->idle_timeout_s);
+		 cfg->idle_timeout_s, cfg->max_conns, (unsigned long long)cfg->max_memory,
+		 cfg->conn_inflight, (unsigned long long)cfg->conn_output);
 	for (unsigned i = 0; i < srv->listener_count; i++) {
 		char msg[200];
 		if (listeners[i].proto != KVTD_PROTO_NATIVE)

@@ -198,6 +198,10 @@ struct kvtd_counters {
 	_Atomic uint64_t auth_ok;
 	_Atomic uint64_t value_crc_errors; /* stored parts failing their CRC on a range read */
 	_Atomic uint64_t errors[KVTD_ERR__COUNT];
+	/* Overload (loop.c "Limits"): connections refused past --max-conns,
+	 * frames refused because --max-memory was reached, and times a
+	 * connection's reads were paused for memory */
+	_Atomic uint64_t conns_refused, mem_refused, mem_paused;
 };
 
 #define KVTD_COUNT(srv, field, n) \
@@ -231,6 +235,12 @@ struct kvtd_config {
 	char *set_names[KVTD_SET_MAX]; /* --set NAME=VALUE: library options */
 	char *set_values[KVTD_SET_MAX];
 	unsigned set_count;
+	/* Limits (loop.c "Limits", doc/kvtierd.md "Overload") */
+	unsigned max_conns;       /* connections open at once (all listeners) */
+	uint64_t max_memory;      /* bytes of receive buffers, tables, data
+	                           * sections and encoded responses */
+	unsigned conn_inflight;   /* frames in flight per connection before reads pause */
+	uint64_t conn_output;     /* queued output bytes per connection before reads pause */
 };
 
 /* ------------------------------------------------------------------------
@@ -270,6 +280,7 @@ struct kvtd_out {
 	unsigned pin_count;
 	void *buf;             /* owned: value bytes copied out (or NULL) */
 	uint64_t bytes;        /* total bytes of this frame */
+	uint64_t mem_len;      /* bytes charged to mem_used (kvtd_conn_queue) */
 	struct iovec iov_small[2];
 };
 
@@ -342,6 +353,9 @@ struct kvtd_conn {
 
 	/* Per-connection counters, for logs */
 	uint64_t frames, bytes_in, bytes_out;
+
+	/* Bytes of this connection charged to kvtd_server.mem_used */
+	uint64_t mem_rbuf;     /* rbuf capacity beyond KVTD_RBUF_MIN */
 };
 
 /* A job for the aux thread: a frame whose namespace registrations must be
@@ -402,17 +416,27 @@ struct kvtd_server {
 	uint64_t start_ns;
 	struct kvtd_counters ctr;
 	struct kvtd_metrics *metrics; /* metrics.c: histograms, tenants, RESP counters */
+	/* Bytes charged against cfg.max_memory (loop.c "Limits"); relaxed
+	 * atomic, any loop */
+	_Atomic uint64_t mem_used;
 	char *metrics_token;      /* bearer token for /metrics, or NULL */
 };
 
-/* Per-connection flow control. */
+/* Per-connection flow control: defaults of --conn-inflight, --conn-output. */
 #define KVTD_INFLIGHT_MAX 256            /* frames in flight before reads pause */
 #define KVTD_OUT_MAX (64u << 20)         /* queued output bytes before reads pause */
+#define KVTD_MAX_CONNS 4096              /* --max-conns default (and the fd limit) */
 #define KVTD_RBUF_MIN (64u << 10)        /* initial read buffer */
 #define KVTD_LOOP_EVENTS 256
 #define KVTD_SLOW_PROGRESS (16u << 20)   /* data bytes that restart the frame clock */
 
 uint64_t kvtd_now_ns(void);
+
+/* loop.c: the --max-memory budget.  Charge n bytes: true if they fit
+ * (and are charged), false otherwise (nothing charged).  force charges
+ * even past the limit (memory already allocated that must be kept). */
+bool kvtd_mem_charge(struct kvtd_server *srv, uint64_t n, bool force);
+void kvtd_mem_uncharge(struct kvtd_server *srv, uint64_t n);
 
 /* loop.c */
 int kvtd_loops_start(struct kvtd_server *srv);
@@ -483,6 +507,7 @@ struct kvtd_frame {
 	uint64_t hdr_len;
 	struct proto_frame f;
 	uint8_t *data;            /* data section (PUT), owned */
+	uint64_t mem_charged;     /* bytes of hdr and data charged to mem_used */
 	bool in_place;            /* PUT: values go straight into DRAM reservations */
 	uint32_t rx_item;         /* in place: the item the next data byte belongs to */
 	uint64_t rx_off;          /* and the offset in it */

@@ -34,8 +34,25 @@
  *   the frame is dispatched.
  *
  * Flow control: a connection stops being read while it has
- * KVTD_INFLIGHT_MAX frames unanswered or KVTD_OUT_MAX bytes unwritten; a
+ * --conn-inflight frames unanswered or --conn-output bytes unwritten; a
  * slow reader therefore throttles only itself.
+ *
+ * Limits (doc/kvtierd.md "Overload"): memory that clients can make the
+ * server allocate is charged to one budget, srv->mem_used against
+ * --max-memory: read buffers grown past KVTD_RBUF_MIN (big tables), the
+ * copies of headers and tables of frames in flight, data sections not
+ * received in place (PUT values received in place go to DRAM
+ * reservations, which the DRAM tier bounds), and encoded responses
+ * waiting to be written (not the pinned DRAM bytes they point to).
+ *   - input that does not fit is refused: an ERROR frame (-ENOMEM, "server
+ *     memory limit") and the connection closes, counted in mem_refused;
+ *   - output is always charged (the response is owed), but while the
+ *     budget is exceeded a connection with output queued is not read
+ *     (backpressure) until its output is written, counted in mem_paused.
+ * What stays outside the budget is per connection and small: its struct
+ * and a KVTD_RBUF_MIN read buffer; --max-conns bounds those.  A new
+ * connection past --max-conns gets an ERROR frame (KVT_EBUSY) and is
+ * closed, counted in conns_refused.
  *
  * Timeouts (--idle-timeout, doc/kvtierd.md): a connection not
  * authenticated in time, a frame not completed in time (its clock
@@ -117,7 +134,50 @@ uint64_t kvtd_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* ------------------------------------------------------------------------
+ * Limits: the --max-memory budget (see the top of the file)
+ */
+
+bool kvtd_mem_charge(struct kvtd_server *srv, uint64_t n, bool force)
+{
+	uint64_t max = srv->cfg.max_memory;
+	uint64_t cur = atomic_load_explicit(&srv->mem_used, memory_order_relaxed);
+
+	if (n == 0)
+		return true;
+	do {
+		if (!force && max && (cur + n > max || cur + n < cur))
+			return false;
+	} while (!atomic_compare_exchange_weak_explicit(&srv->mem_used, &cur, cur + n,
+							memory_order_relaxed, memory_order_relaxed));
+	return true;
+}
+
+void kvtd_mem_uncharge(struct kvtd_server *srv, uint64_t n)
+{
+	if (n)
+		atomic_fetch_sub_explicit(&srv->mem_used, n, memory_order_relaxed);
+}
+
+static bool loop_mem_over(const struct kvtd_server *srv)
+{
+	return srv->cfg.max_memory &&
+	       atomic_load_explicit(&srv->mem_used, memory_order_relaxed) > srv->cfg.max_memory;
+}
+
+/* Input that does not fit the budget: say so and close. */
+static void loop_mem_refuse(struct kvtd_conn *c, uint64_t tag, const char *what)
+{
+	char msg[200];
+
+	KVTD_COUNT(c->loop->srv, mem_refused, 1);
+	snprintf(msg, sizeof(msg),
+		 "server memory limit reached (--max-memory) for the frame's %s; retry later", what);
+	kvtd_conn_fail(c, PROTO_OP_ERROR, tag, -ENOMEM, msg);
+}
+
 static void loop_conn_close(struct kvtd_conn *c, const char *why);
+static void loop_rbuf_free(struct kvtd_conn *c);
 static void loop_conn_flush(struct kvtd_conn *c);
 static void loop_conn_parse(struct kvtd_conn *c);
 static void loop_conn_touch(struct kvtd_conn *c);
@@ -138,6 +198,7 @@ void kvtd_out_free(struct kvtd_server *srv, struct kvtd_out *o)
 {
 	for (unsigned i = 0; i < o->pin_count; i++)
 		kvt_pin_release(srv->store, o->pins[i]);
+	kvtd_mem_uncharge(srv, o->mem_len);
 	free(o->pins);
 	if (o->iov != o->iov_small)
 		free(o->iov);
@@ -169,10 +230,14 @@ static void loop_conn_events(struct kvtd_conn *c, bool want_out)
 /* Reads pause while too much is in flight or queued; resume otherwise. */
 static void loop_conn_flow(struct kvtd_conn *c)
 {
-	bool pause = c->inflight >= KVTD_INFLIGHT_MAX || c->out_bytes >= KVTD_OUT_MAX;
+	const struct kvtd_config *cfg = &c->loop->srv->cfg;
+	bool mem = c->out_bytes > 0 && loop_mem_over(c->loop->srv);
+	bool pause = c->inflight >= cfg->conn_inflight || c->out_bytes >= cfg->conn_output || mem;
 
 	if (pause == c->read_paused)
 		return;
+	if (pause && mem)
+		KVTD_COUNT(c->loop->srv, mem_paused, 1);
 	c->read_paused = pause;
 	if (!pause) {
 		/* Frames may already wait in rbuf; their clock restarts. */
@@ -191,6 +256,9 @@ void kvtd_conn_queue(struct kvtd_conn *c, struct kvtd_out *o)
 		kvtd_out_free(srv, o);
 		return;
 	}
+	/* Encoded bytes are charged; pinned DRAM runs are the DRAM tier's. */
+	o->mem_len = o->pin_count ? (o->iov_count ? o->iov[0].iov_len : 0) : o->bytes;
+	kvtd_mem_charge(srv, o->mem_len, true);
 	o->next = NULL;
 	if (c->out_tail)
 		c->out_tail->next = o;
@@ -442,9 +510,8 @@ static void loop_conn_close(struct kvtd_conn *c, const char *why)
 		c->rx = NULL;
 		kvtd_frame_free(fr);
 	}
-	free(c->rbuf);
-	c->rbuf = NULL;
-	c->rcap = c->rstart = c->rend = 0;
+	loop_rbuf_free(c);
+	c->rstart = c->rend = 0;
 	kvtd_ns_cache_free(c);
 	atomic_fetch_sub_explicit(&srv->ctr.conns_active, 1, memory_order_relaxed);
 	KVTD_COUNT(srv, conns_closed, 1);
@@ -478,6 +545,32 @@ static void loop_reap(struct kvtd_loop *loop)
 	}
 }
 
+/*
+ * A connection past --max-conns: a native one gets an ERROR frame saying
+ * so, then it closes like any failed connection (our side shut down
+ * first, so the peer reads the frame); RESP and HTTP ones are closed.
+ * Its few bytes of state live until then.
+ */
+static void loop_conn_refuse(struct kvtd_conn *c)
+{
+	struct kvtd_server *srv = c->loop->srv;
+	char msg[160];
+
+	KVTD_COUNT(srv, conns_refused, 1);
+	if (c->proto != KVTD_PROTO_NATIVE) {
+		loop_conn_close(c, "over --max-conns");
+		return;
+	}
+	snprintf(msg, sizeof(msg),
+		 "server at its connection limit (--max-conns %u); try again later",
+		 srv->cfg.max_conns);
+	kvtd_conn_log(c, KVTD_INFO, "refusing connection", msg);
+	c->no_more_input = true;
+	c->close_when_flushed = true;
+	loop_conn_events(c, false);
+	loop_conn_send(c, PROTO_OP_ERROR, 0, KVT_EBUSY, msg);
+}
+
 static void loop_accept(struct kvtd_loop *loop, struct kvtd_listener *l)
 {
 	struct kvtd_server *srv = loop->srv;
@@ -488,6 +581,7 @@ static void loop_accept(struct kvtd_loop *loop, struct kvtd_listener *l)
 		struct epoll_event ev;
 		struct kvtd_conn *c;
 		int fd, one = 1;
+		bool over;
 
 		fd = accept4(l->fd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd < 0) {
@@ -559,8 +653,11 @@ static void loop_accept(struct kvtd_loop *loop, struct kvtd_listener *l)
 		loop->conns = c;
 		loop->conn_count++;
 		KVTD_COUNT(srv, conns_accepted, 1);
-		KVTD_COUNT(srv, conns_active, 1);
+		over = atomic_fetch_add_explicit(&srv->ctr.conns_active, 1, memory_order_relaxed) >=
+		       srv->cfg.max_conns;
 		kvtd_conn_log(c, KVTD_DEBUG, "connection accepted", NULL);
+		if (over)
+			loop_conn_refuse(c);
 	}
 }
 
@@ -568,7 +665,7 @@ static void loop_accept(struct kvtd_loop *loop, struct kvtd_listener *l)
 static int loop_rbuf_room(struct kvtd_conn *c, size_t need)
 {
 	struct kvtd_server *srv = c->loop->srv;
-	size_t max = PROTO_HDR_LEN + (size_t)srv->lim.table_max, ncap;
+	size_t max = PROTO_HDR_LEN + (size_t)srv->lim.table_max, ncap, charge;
 	uint8_t *nb;
 
 	if (c->rstart && (c->rcap - c->rstart < need || c->rend == c->rcap)) {
@@ -583,12 +680,31 @@ static int loop_rbuf_room(struct kvtd_conn *c, size_t need)
 		ncap *= 2;
 	if (ncap > max)
 		ncap = max > need ? max : need;
+	/* Growth past the minimum is charged to the budget (a big table). */
+	charge = ncap > KVTD_RBUF_MIN ? ncap - KVTD_RBUF_MIN : 0;
+	if (charge > c->mem_rbuf && !kvtd_mem_charge(srv, charge - c->mem_rbuf, false))
+		return -ENOBUFS;
 	nb = realloc(c->rbuf, ncap);
-	if (!nb)
+	if (!nb) {
+		if (charge > c->mem_rbuf)
+			kvtd_mem_uncharge(srv, charge - c->mem_rbuf);
 		return -ENOMEM;
+	}
+	if (charge > c->mem_rbuf)
+		c->mem_rbuf = charge;
 	c->rbuf = nb;
 	c->rcap = ncap;
 	return 0;
+}
+
+/* The read buffer is freed: its charge goes back. */
+static void loop_rbuf_free(struct kvtd_conn *c)
+{
+	free(c->rbuf);
+	c->rbuf = NULL;
+	c->rcap = 0;
+	kvtd_mem_uncharge(c->loop->srv, c->mem_rbuf);
+	c->mem_rbuf = 0;
 }
 
 /* Per-tenant counters of a native frame (its bytes in; bytes out are
@@ -620,13 +736,11 @@ static void loop_conn_parse(struct kvtd_conn *c)
 			c->frame_start_ns = 0;
 			if (c->rcap > 4 * KVTD_RBUF_MIN) {
 				/* A big table passed: give the memory back. */
-				free(c->rbuf);
-				c->rbuf = NULL;
-				c->rcap = 0;
+				loop_rbuf_free(c);
 			}
 			return;
 		}
-		if (c->inflight >= KVTD_INFLIGHT_MAX) {
+		if (c->inflight >= srv->cfg.conn_inflight) {
 			loop_conn_flow(c);
 			return;
 		}
@@ -634,7 +748,10 @@ static void loop_conn_parse(struct kvtd_conn *c)
 			c->frame_start_ns = c->loop->now_ns;
 		rc = proto_parse_request(c->rbuf + c->rstart, avail, &srv->lim, &f);
 		if (rc == PROTO_NEED_MORE) {
-			if (loop_rbuf_room(c, (size_t)f.need) < 0)
+			rc = loop_rbuf_room(c, (size_t)f.need);
+			if (rc == -ENOBUFS)
+				loop_mem_refuse(c, f.tag, "table");
+			else if (rc < 0)
 				kvtd_conn_fail(c, PROTO_OP_ERROR, f.tag, -ENOMEM,
 					       "server out of memory for the frame's table");
 			return;
@@ -646,8 +763,13 @@ static void loop_conn_parse(struct kvtd_conn *c)
 			kvtd_conn_fail(c, PROTO_OP_ERROR, hdr_ok ? f.tag : 0, rc, msg);
 			return;
 		}
+		if (!kvtd_mem_charge(srv, f.hdr_len, false)) {
+			loop_mem_refuse(c, f.tag, "table");
+			return;
+		}
 		hdr = malloc(f.hdr_len);
 		if (!hdr) {
+			kvtd_mem_uncharge(srv, f.hdr_len);
 			kvtd_conn_fail(c, PROTO_OP_ERROR, f.tag, -ENOMEM, "server out of memory");
 			return;
 		}
@@ -655,9 +777,11 @@ static void loop_conn_parse(struct kvtd_conn *c)
 		c->rstart += f.hdr_len;
 		fr = kvtd_frame_new(c, hdr, f.hdr_len);
 		if (!fr) {
+			kvtd_mem_uncharge(srv, f.hdr_len);
 			kvtd_conn_fail(c, PROTO_OP_ERROR, f.tag, -ENOMEM, "server out of memory");
 			return;
 		}
+		fr->mem_charged = f.hdr_len;
 		if (f.data_len) {
 			size_t take = c->rend - c->rstart;
 			if (take > f.data_len)
@@ -666,7 +790,14 @@ static void loop_conn_parse(struct kvtd_conn *c)
 				/* Values go straight into their DRAM reservations. */
 				kvtd_value_put_feed(fr, c->rbuf + c->rstart, take);
 			} else {
-				uint8_t *data = malloc(f.data_len);
+				uint8_t *data = NULL;
+				if (!kvtd_mem_charge(srv, f.data_len, false)) {
+					kvtd_frame_free(fr);
+					loop_mem_refuse(c, f.tag, "data section");
+					return;
+				}
+				fr->mem_charged += f.data_len;
+				data = malloc(f.data_len);
 				if (!data) {
 					kvtd_frame_free(fr);
 					kvtd_conn_fail(c, PROTO_OP_ERROR, f.tag, -ENOMEM,

@@ -307,6 +307,16 @@ static int metrics_render(struct kvtd_server *srv, char **out, size_t *out_len)
 		    MGET(srv->ctr.conns_closed));
 	metrics_one(f, "kvtier_connections_active", "gauge", "connections open now",
 		    MGET(srv->ctr.conns_active));
+	metrics_one(f, "kvtier_connections_refused_total", "counter",
+		    "connections refused past --max-conns", MGET(srv->ctr.conns_refused));
+	metrics_one(f, "kvtier_server_memory_refused_total", "counter",
+		    "frames refused because --max-memory was reached", MGET(srv->ctr.mem_refused));
+	metrics_one(f, "kvtier_server_memory_paused_total", "counter",
+		    "times a connection was not read because --max-memory was reached",
+		    MGET(srv->ctr.mem_paused));
+	metrics_one(f, "kvtier_server_memory_bytes", "gauge",
+		    "receive buffers, tables and queued responses charged to --max-memory",
+		    MGET(srv->mem_used));
 	metrics_one(f, "kvtier_server_bytes_in_total", "counter", "bytes received on every connection",
 		    MGET(srv->ctr.bytes_in));
 	metrics_one(f, "kvtier_server_bytes_out_total", "counter", "bytes sent on every connection",

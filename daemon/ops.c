@@ -132,6 +132,7 @@ void kvtd_frame_free(struct kvtd_frame *fr)
 	free(fr->ns_err);
 	free(fr->data);
 	free(fr->hdr);
+	kvtd_mem_uncharge(srv, fr->mem_charged);
 	fr->loop->live_frames--;
 	free(fr);
 	kvtd_conn_frame_done(c);
@@ -1157,6 +1158,11 @@ static void ops_stats(struct kvtd_frame *fr)
 		ops_stats_add(&st, "server.items_in", atomic_load(&k->items_in), NULL);
 		ops_stats_add(&st, "server.auth_ok", atomic_load(&k->auth_ok), NULL);
 		ops_stats_add(&st, "server.value_crc_errors", atomic_load(&k->value_crc_errors), NULL);
+		ops_stats_add(&st, "server.conns_refused", atomic_load(&k->conns_refused), NULL);
+		ops_stats_add(&st, "server.mem_refused", atomic_load(&k->mem_refused), NULL);
+		ops_stats_add(&st, "server.mem_paused", atomic_load(&k->mem_paused), NULL);
+		ops_stats_add(&st, "server.mem_used", atomic_load(&srv->mem_used), NULL);
+		ops_stats_add(&st, "server.mem_max", srv->cfg.max_memory, NULL);
 		for (unsigned op = 0; op < PROTO_OP__COUNT; op++) {
 			snprintf(name, sizeof(name), "server.ops.%s", proto_op_name(op));
 			ops_stats_add(&st, name, atomic_load(&k->ops[op]), NULL);

@@ -1,0 +1,338 @@
+/*
+ * test_overload.c - kvtierd past its limits (doc/kvtierd.md "Overload").
+ *
+ * A real kvtierd with --max-conns 48 and --max-memory 32M is flooded at
+ * once by: more connections than it may hold; clients that send most of
+ * a 4.6 MiB LOOKUP table and stop (each grows its read buffer to 8 MiB);
+ * clients that send PUT frames with 24 MiB data sections before AUTH
+ * (received into a buffer of their own, not into DRAM reservations); and
+ * slow readers that pipeline GETs of a 2 MiB value and never read.
+ * Meanwhile:
+ *   (a) the server's VmRSS, sampled every 20 ms, stays under its RSS
+ *       after startup + --dram + --max-memory + a read buffer per
+ *       connection + a 48 MiB margin (allocator slack, ASan);
+ *   (b) a well-behaved client doing PUT and GET of 64 KiB every 10 ms is
+ *       served, every round trip under 2 s, every byte checked;
+ *   (c) the refusals are counted (server.conns_refused, mem_refused) and
+ *       each refused client got an ERROR frame saying why.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "client.h"
+#include "server.h"
+#include "t.h"
+
+#define MAX_CONNS 48
+#define MAX_MEMORY (32u << 20)
+#define DRAM (64u << 20)
+#define MARGIN (48u << 20)
+#define EXTRA 50
+
+static const struct kvt_ns_desc desc = {
+	.model = "overload-model", .dtype = "bf16", .layout = "vllm-flash-nhd",
+	.block_tokens = 16, .tp_size = 1, .pp_size = 1,
+};
+
+static struct tsrv srv;
+static _Atomic bool stop;
+static _Atomic uint64_t rss_max;
+static _Atomic uint64_t good_rounds, good_max_ns;
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t rss_of(pid_t pid)
+{
+	char path[64], line[256];
+	uint64_t kb = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	f = fopen(path, "r");
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmRSS: %" SCNu64 " kB", &kb) == 1)
+			break;
+	fclose(f);
+	return kb * 1024;
+}
+
+static void *rss_thread(void *arg)
+{
+	(void)arg;
+	while (!atomic_load(&stop)) {
+		uint64_t r = rss_of(srv.pid);
+		if (r > atomic_load(&rss_max))
+			atomic_store(&rss_max, r);
+		tsrv_sleep_ms(20);
+	}
+	return NULL;
+}
+
+static void fill(uint8_t *b, size_t n, uint32_t seed)
+{
+	uint32_t x = seed * 2654435761u + 1;
+	for (size_t i = 0; i < n; i++) {
+		x ^= x << 13, x ^= x >> 17, x ^= x << 5;
+		b[i] = (uint8_t)x;
+	}
+}
+
+/* (b): PUT and GET 64 KiB values, one round every 10 ms, timed. */
+static void *good_thread(void *arg)
+{
+	uint8_t ns[PROTO_DIGEST_LEN];
+	static uint8_t val[65536];
+	struct kc c;
+	uint32_t i = 0;
+
+	(void)arg;
+	T_RC(kc_connect_unix(&c, srv.sock), 0);
+	T_RC(kc_login(&c, "default", NULL), 0);
+	T_RC(kc_register(&c, &desc, ns, NULL, 0), KVT_OK);
+	while (!atomic_load(&stop)) {
+		struct kvt_key k;
+		struct kc_value v;
+		struct iovec p = { val, sizeof(val) };
+		uint64_t t0 = now_ns(), dt;
+		char name[32];
+
+		snprintf(name, sizeof(name), "good-%u", i);
+		kvt_key_set(&k, name, strlen(name));
+		fill(val, sizeof(val), i);
+		T_RC(kc_put(&c, ns, &k, &p, 1, NULL), KVT_OK);
+		T_RC(kc_get(&c, ns, &k, 0, 0, 0, 0, &v), KVT_OK);
+		T_EQ_U64(v.len, sizeof(val));
+		T_EQ_MEM(v.bytes, val, sizeof(val));
+		kc_value_free(&v);
+		dt = now_ns() - t0;
+		if (dt > atomic_load(&good_max_ns))
+			atomic_store(&good_max_ns, dt);
+		atomic_fetch_add(&good_rounds, 1);
+		i++;
+		tsrv_sleep_ms(10);
+	}
+	kc_close(&c);
+	return NULL;
+}
+
+/* Expect an ERROR frame (status want, message containing what) and a close. */
+static bool got_error(struct kc *c, int want, const char *what, int timeout_ms)
+{
+	struct kc_resp r;
+	bool ok = false;
+
+	for (int i = 0; i < 4 && kc_recv(c, &r, timeout_ms) == 0; i++) {
+		if (r.f.op == PROTO_OP_ERROR || r.f.status == want) {
+			ok = r.f.status == want && r.f.msg && memmem(r.f.msg, r.f.msg_len, what,
+								     strlen(what));
+			if (!ok)
+				fprintf(stderr, "error frame: status %d msg %.*s\n", r.f.status,
+					(int)r.f.msg_len, r.f.msg ? r.f.msg : "");
+			kc_resp_free(&r);
+			break;
+		}
+		kc_resp_free(&r);
+	}
+	return ok;
+}
+
+/* Send all but the last byte of an encoded frame (it never completes). */
+static int send_partial(struct kc *c, struct proto_frame *f, const struct proto_item *its,
+			uint32_t n, uint64_t data_len)
+{
+	uint64_t need = 0;
+	int64_t len;
+	uint8_t *buf;
+	int rc;
+
+	f->tag = c->next_tag++;
+	f->version = c->version;
+	len = proto_encode(f, its, n, NULL, 0, NULL, &need);
+	T_EQ_INT(len, KVT_EBUFSMALL);
+	buf = malloc(need);
+	T_ASSERT(buf);
+	len = proto_encode(f, its, n, buf, need, NULL, NULL);
+	T_ASSERT(len > 0);
+	if (data_len) {
+		/* The data section: most of it. */
+		rc = kc_send(c, buf, (size_t)len);
+		free(buf);
+		buf = calloc(1, 1u << 20);
+		for (uint64_t sent = 0; rc == 0 && sent + (1u << 20) < data_len; sent += 1u << 20)
+			rc = kc_send(c, buf, 1u << 20);
+	} else {
+		rc = kc_send(c, buf, (size_t)len - 1);
+	}
+	free(buf);
+	return rc;
+}
+
+int main(int argc, char **argv)
+{
+	const char *bin = argc > 1 ? argv[1] : "daemon/kvtierd";
+	const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+	char base[512], dir[600], mc[32], mm[32];
+	static struct kc extra[EXTRA], tables[8], puts[8], slow[8];
+	unsigned refused = 0, mem_errors = 0, tables_n = 8, puts_n = 8, slow_n = 8;
+	pthread_t rt, gt;
+	uint64_t rss0, limit, n_refused = 0, n_memref = 0, n_paused = 0, used = 1;
+	uint8_t ns[PROTO_DIGEST_LEN];
+	struct kc adm;
+
+	/* ASan keeps freed memory in a quarantine (256 MiB by default),
+	 * which would count as RSS; the server gets a small one. */
+	{
+		const char *a = getenv("ASAN_OPTIONS");
+		char buf[1024];
+		snprintf(buf, sizeof(buf), "%s%squarantine_size_mb=8", a ? a : "",
+			 a && *a ? ":" : "");
+		setenv("ASAN_OPTIONS", buf, 1);
+	}
+	snprintf(base, sizeof(base), "%s/test_overload.XXXXXX", tmp);
+	T_ASSERT(mkdtemp(base));
+	snprintf(dir, sizeof(dir), "%s/data", base);
+	snprintf(mc, sizeof(mc), "%u", MAX_CONNS);
+	snprintf(mm, sizeof(mm), "%u", MAX_MEMORY);
+	const char *args[] = { "--max-conns", mc, "--max-memory", mm, "--log-level", "info", NULL };
+	tsrv_start(&srv, bin, base, dir, NULL, args);
+	tsrv_sleep_ms(300);
+	rss0 = rss_of(srv.pid);
+	limit = rss0 + DRAM + MAX_MEMORY + (uint64_t)MAX_CONNS * (64u << 10) + MARGIN;
+	printf("rss after start %" PRIu64 " MiB, limit %" PRIu64 " MiB\n", rss0 >> 20, limit >> 20);
+
+	/* A 2 MiB value for the slow readers. */
+	T_RC(kc_connect_unix(&adm, srv.sock), 0);
+	T_RC(kc_login(&adm, "default", NULL), 0);
+	T_RC(kc_register(&adm, &desc, ns, NULL, 0), KVT_OK);
+	{
+		struct kvt_key k;
+		uint8_t *v = malloc(2u << 20);
+		struct iovec p = { v, 2u << 20 };
+		fill(v, 2u << 20, 7);
+		kvt_key_set(&k, "big", 3);
+		T_RC(kc_put(&adm, ns, &k, &p, 1, NULL), KVT_OK);
+		free(v);
+	}
+
+	pthread_create(&rt, NULL, rss_thread, NULL);
+	pthread_create(&gt, NULL, good_thread, NULL);
+	tsrv_sleep_ms(200);
+
+	/* Slow readers: 100 GETs of 2 MiB each, never read. */
+	for (unsigned i = 0; i < slow_n; i++) {
+		T_RC(kc_connect_tcp(&slow[i], srv.port), 0);
+		T_RC(kc_login(&slow[i], "default", NULL), 0);
+		for (int j = 0; j < 100; j++) {
+			struct proto_frame f = { .op = PROTO_OP_GET };
+			struct proto_item it = { 0 };
+			f.ns_count = 1;
+			f.ns = ns;
+			kvt_key_set(&it.key, "big", 3);
+			T_ASSERT(kc_request(&slow[i], &f, &it, 1, NULL, 0) > 0);
+		}
+	}
+	/* More connections than allowed: the ones past the limit are told;
+	 * those accepted are closed again to make room for the floods. */
+	for (unsigned i = 0; i < EXTRA; i++)
+		T_RC(kc_connect_tcp(&extra[i], srv.port), 0);
+	for (unsigned i = 0; i < EXTRA; i++)
+		if (got_error(&extra[i], KVT_EBUSY, "--max-conns", 300))
+			refused++;
+	for (unsigned i = 0; i < EXTRA; i++)
+		kc_close(&extra[i]);
+	tsrv_sleep_ms(200);
+
+	/* Big tables: LOOKUPs of 65536 keys of 64 bytes (4.6 MiB), all but one byte. */
+	{
+		uint32_t n = 65536;
+		struct proto_item *its = calloc(n, sizeof(*its));
+		for (uint32_t i = 0; i < n; i++) {
+			its[i].key.len = 64;
+			memcpy(its[i].key.bytes, &i, sizeof(i));
+		}
+		for (unsigned i = 0; i < tables_n; i++) {
+			struct proto_frame f = { .op = PROTO_OP_LOOKUP };
+			T_RC(kc_connect_tcp(&tables[i], srv.port), 0);
+			T_RC(kc_login(&tables[i], "default", NULL), 0);
+			f.ns_count = 1;
+			f.ns = ns;
+			send_partial(&tables[i], &f, its, n > tables[i].lim.items_max ?
+							  tables[i].lim.items_max : n, 0);
+		}
+		free(its);
+	}
+	/* PUTs before AUTH: 24 MiB data sections into buffers of their own. */
+	for (unsigned i = 0; i < puts_n; i++) {
+		struct proto_frame f = { .op = PROTO_OP_PUT };
+		struct proto_item it = { 0 };
+		uint32_t crc = 0;
+		T_RC(kc_connect_tcp(&puts[i], srv.port), 0);
+		T_RC(kc_hello(&puts[i]), 0);
+		f.ns_count = 1;
+		f.ns = ns;
+		kvt_key_set(&it.key, "pre-auth", 8);
+		it.value_len = 24u << 20;
+		it.part_count = 1;
+		it.part_lens = &it.value_len;
+		it.part_crcs = &crc;
+		send_partial(&puts[i], &f, &it, 1, it.value_len);
+	}
+	for (unsigned i = 0; i < tables_n; i++)
+		if (got_error(&tables[i], -ENOMEM, "--max-memory", 3000))
+			mem_errors++;
+	for (unsigned i = 0; i < puts_n; i++)
+		if (got_error(&puts[i], -ENOMEM, "--max-memory", 3000))
+			mem_errors++;
+
+	tsrv_sleep_ms(2000);
+	T_RC(kc_stat(&adm, PROTO_SCOPE_ALL, "server.conns_refused", &n_refused), 0);
+	T_RC(kc_stat(&adm, PROTO_SCOPE_ALL, "server.mem_refused", &n_memref), 0);
+	T_RC(kc_stat(&adm, PROTO_SCOPE_ALL, "server.mem_paused", &n_paused), 0);
+	T_RC(kc_stat(&adm, PROTO_SCOPE_ALL, "server.mem_used", &used), 0);
+	atomic_store(&stop, true);
+	pthread_join(gt, NULL);
+	pthread_join(rt, NULL);
+
+	printf("connections: %u of %u extra refused with an ERROR, conns_refused %" PRIu64 "\n",
+	       refused, EXTRA, n_refused);
+	printf("memory: %u flooders refused with an ERROR, mem_refused %" PRIu64
+	       ", mem_paused %" PRIu64 ", mem_used at the end %" PRIu64 " bytes\n",
+	       mem_errors, n_memref, n_paused, used);
+	printf("rss max %" PRIu64 " MiB (start %" PRIu64 " MiB, limit %" PRIu64 " MiB)\n",
+	       atomic_load(&rss_max) >> 20, rss0 >> 20, limit >> 20);
+	printf("well-behaved client: %" PRIu64 " rounds, slowest %.1f ms\n",
+	       atomic_load(&good_rounds), atomic_load(&good_max_ns) / 1e6);
+
+	/* 1 admin + 1 good + 8 slow readers were open before the extras. */
+	T_GE_INT(refused, 10 + EXTRA - MAX_CONNS);
+	T_GE_INT(n_refused, refused);
+	T_GE_INT(mem_errors, 1);
+	T_GE_INT(n_memref, mem_errors);
+	T_LE_INT(atomic_load(&rss_max), limit);
+	T_GE_INT(atomic_load(&good_rounds), 20);
+	T_LE_INT(atomic_load(&good_max_ns), 2000000000ull);
+
+	for (unsigned i = 0; i < 8; i++) {
+		kc_close(&tables[i]);
+		kc_close(&puts[i]);
+		kc_close(&slow[i]);
+	}
+	kc_close(&adm);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+	printf("ok\n");
+	return 0;
+}
