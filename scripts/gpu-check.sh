@@ -16,7 +16,7 @@
 # 1: a test or the bench failed; 77: no GPU.  Within 5 minutes on an H200.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-dir=build-gpu
+dir=${KVT_GPU_BUILD:-build-gpu} # KVT_GPU_BUILD: another build dir
 
 build() {
 	export PATH="$PATH:${CUDA_HOME:-/usr/local/cuda}/bin"
