@@ -174,6 +174,7 @@ int main(void)
 
 	kvt_cuda_versions(&driver, &runtime);
 	printf("cuda: %d GPU(s), driver %d, runtime %d\n", gpus, driver, runtime);
+	fflush(stdout); /* before a skip message on stderr: gpu-check.sh reads this line */
 	test_pinning(gpus);
 	if (gpus == 0) {
 		T_RC(kvt_cuda_open(&ctx, 0), -ENODEV);
