@@ -713,6 +713,33 @@ int64_t kvt_clear(struct kvt_store *store, uint32_t ns);
 int kvt_flush(struct kvt_store *store);
 
 /* ------------------------------------------------------------------------
+ * Registering the DRAM tier's memory with a device (the CUDA module)
+ *
+ * A module that wants the DRAM arena's regions registered with a device
+ * driver (libkvtier_cuda's kvt_cuda_register_store: cudaHostRegister, so
+ * host-device copies are DMA straight from DRAM) installs a hook.  The
+ * store calls hook->attach once per arena region (base, len: page
+ * aligned, mapped from kvt_store_open to kvt_store_close) now, and
+ * hook->detach for each attached region at kvt_store_close, before the
+ * regions are unmapped.  The store copies *hook; hook->name (static
+ * storage) and ctx must outlive the store's close.  Stats: dram.registered
+ * is hook->name once every region is attached, else "not registered";
+ * dram.registered_bytes the bytes attached.
+ *
+ * Returns 0; KVT_ENULL; KVT_ECLOSED (store not open); KVT_EBUSY (a hook is
+ * already installed); KVT_ETOOBIG (more than 256 regions); or the first attach error, after detaching the
+ * regions already attached (no hook is then installed).  Call from one
+ * thread, not concurrently with kvt_store_close.
+ */
+struct kvt_region_hook {
+	const char *name;                                        /* "cuda" */
+	int (*attach)(void *ctx, void *base, size_t len);        /* 0 or < 0 */
+	void (*detach)(void *ctx, void *base, size_t len);
+	void *ctx;
+};
+int kvt_store_register_regions(struct kvt_store *store, const struct kvt_region_hook *hook);
+
+/* ------------------------------------------------------------------------
  * Statistics
  *
  * kvt_store_stats calls fn once per statistic, in a stable order, with a

@@ -127,6 +127,13 @@ struct kvt_store {
 
 	struct pin_shard pins[PIN_SHARDS];
 
+	/* DRAM regions registered with a device (kvt_store_register_regions):
+	 * set by one thread while open, cleared at close; the stats read
+	 * region_bytes atomically and region_hook.name only when it is set. */
+	struct kvt_region_hook region_hook;
+	unsigned region_count;             /* regions attached */
+	_Atomic uint64_t region_bytes;     /* bytes attached; 0: not registered */
+
 	/* counters */
 	_Atomic uint64_t submitted, completed, canceled, deferred;
 };
@@ -1354,6 +1361,63 @@ static int store_open_dir(struct kvt_store *s)
 	return 0;
 }
 
+/* ------------------------------------------------------------------------
+ * Device registration of the DRAM regions (kvtier.h)
+ */
+
+/* One region per DRAM shard: 256 GiB at the default shard size. */
+#define STORE_REGIONS_MAX 256
+
+static void store_regions_detach_n(struct kvt_store *s, const struct iovec *r, unsigned n)
+{
+	while (n-- > 0)
+		s->region_hook.detach(s->region_hook.ctx, r[n].iov_base, r[n].iov_len);
+}
+
+static void store_regions_detach(struct kvt_store *s)
+{
+	struct iovec r[STORE_REGIONS_MAX];
+	unsigned n;
+	if (s->region_count == 0)
+		return;
+	n = dram_regions(s->dram, r, STORE_REGIONS_MAX);
+	store_regions_detach_n(s, r, n < s->region_count ? n : s->region_count);
+	atomic_store(&s->region_bytes, 0);
+	s->region_count = 0;
+	memset(&s->region_hook, 0, sizeof(s->region_hook));
+}
+
+int kvt_store_register_regions(struct kvt_store *s, const struct kvt_region_hook *hook)
+{
+	struct iovec r[STORE_REGIONS_MAX + 1];
+	uint64_t bytes = 0;
+	unsigned n, i;
+	int ret;
+	if (!s || !hook || !hook->name || !hook->attach || !hook->detach)
+		return KVT_ENULL;
+	if ((ret = store_check(s)) < 0)
+		return ret;
+	if (s->region_count > 0)
+		return KVT_EBUSY;
+	n = s->dram ? dram_regions(s->dram, r, STORE_REGIONS_MAX + 1) : 0;
+	if (n > STORE_REGIONS_MAX)
+		return KVT_ETOOBIG;
+	s->region_hook = *hook;
+	for (i = 0; i < n; i++) {
+		ret = hook->attach(hook->ctx, r[i].iov_base, r[i].iov_len);
+		if (ret < 0)
+			goto fail;
+		bytes += r[i].iov_len;
+	}
+	s->region_count = n;
+	atomic_store(&s->region_bytes, bytes);
+	return 0;
+fail:
+	store_regions_detach_n(s, r, i);
+	memset(&s->region_hook, 0, sizeof(s->region_hook));
+	return ret;
+}
+
 static void store_release(struct kvt_store *s, bool child)
 {
 	if (!child)
@@ -1371,6 +1435,8 @@ static void store_release(struct kvt_store *s, bool child)
 	}
 	if (s->dram && !child)
 		pins_drop_all(s);
+	if (s->dram && !child)
+		store_regions_detach(s); /* before the arena is unmapped */
 	if (s->dram) {
 		dram_close(s->dram);
 		s->dram = NULL;
@@ -2132,8 +2198,12 @@ int kvt_store_stats(struct kvt_store *s, kvt_stats_fn fn, void *ctx)
 	fn(ctx, "mem.meta_peak_bytes", (uint64_t)atomic_load(&s->mem.peak_bytes), NULL);
 	fn(ctx, "mem.allocs", (uint64_t)atomic_load(&s->mem.allocs), NULL);
 	fn(ctx, "store.dram_copy_bps", (uint64_t)s->dram_bps, NULL);
-	if (s->dram)
+	if (s->dram) {
+		uint64_t reg = atomic_load(&s->region_bytes);
 		dram_stats(s->dram, fn, ctx);
+		fn(ctx, "dram.registered", 0, reg ? s->region_hook.name : "not registered");
+		fn(ctx, "dram.registered_bytes", reg, NULL);
+	}
 	if (s->ssd)
 		ssd_stats(s->ssd, fn, ctx);
 	if (s->remote)

@@ -553,6 +553,93 @@ static void test_reserve_commit(void)
 	free(out);
 }
 
+/* Region hook (kvt_store_register_regions): what the CUDA module uses to
+ * pin the DRAM arena.  A fake driver records the regions it was given. */
+struct fake_pin {
+	unsigned attached, detached, fail_at; /* fail_at: 1-based attach that fails, 0 none */
+	uint64_t bytes;
+	void *bases[8];
+};
+
+static int fake_attach(void *ctx, void *base, size_t len)
+{
+	struct fake_pin *f = ctx;
+	if (f->fail_at && f->attached + 1 == f->fail_at)
+		return -ENOMEM;
+	T_ASSERT(((uintptr_t)base & 4095) == 0 && len > 0 && (len & 4095) == 0);
+	memset(base, 0x5a, 1); /* the region is mapped and writable */
+	f->bases[f->attached++ % 8] = base;
+	f->bytes += len;
+	return 0;
+}
+
+static void fake_detach(void *ctx, void *base, size_t len)
+{
+	struct fake_pin *f = ctx;
+	f->detached++;
+	f->bytes -= len;
+	(void)base;
+}
+
+struct text_stat {
+	const char *name;
+	char value[64];
+};
+
+static void text_stat_cb(void *ctx, const char *name, uint64_t value, const char *str)
+{
+	struct text_stat *t = ctx;
+	(void)value;
+	if (str && strcmp(name, t->name) == 0)
+		snprintf(t->value, sizeof(t->value), "%s", str);
+}
+
+static void test_region_hook(void)
+{
+	struct fake_pin f = { 0 }, g = { 0 };
+	struct kvt_region_hook h = { "fake", fake_attach, fake_detach, &f };
+	struct text_stat ts = { "dram.registered", "" };
+	struct kvt_store *s;
+	uint64_t v = 1;
+
+	T_OK(kvt_store_create(&s));
+	T_RC(kvt_store_register_regions(s, &h), KVT_ECLOSED);
+	kvt_store_destroy(s);
+
+	s = t_store_open("dram.capacity", "8M", "dram.shards", "4", NULL);
+	T_OK(kvt_store_stats(s, text_stat_cb, &ts));
+	T_EQ_STR(ts.value, "not registered");
+	T_OK(kvt_store_stat(s, "dram.registered_bytes", &v));
+	T_EQ_U64(v, 0);
+	/* The third attach fails: the two before it are undone, nothing installed. */
+	f.fail_at = 3;
+	T_RC(kvt_store_register_regions(s, &h), -ENOMEM);
+	T_EQ_INT(f.attached, 2);
+	T_EQ_INT(f.detached, 2);
+	T_EQ_U64(f.bytes, 0);
+	T_OK(kvt_store_stats(s, text_stat_cb, &ts));
+	T_EQ_STR(ts.value, "not registered");
+
+	h.ctx = &g;
+	h.name = NULL;
+	T_RC(kvt_store_register_regions(s, &h), KVT_ENULL);
+	h.name = "fake";
+	T_OK(kvt_store_register_regions(s, &h));
+	T_EQ_INT(g.attached, 4);
+	T_ASSERT(g.bytes >= 8u << 20);
+	T_RC(kvt_store_register_regions(s, &h), KVT_EBUSY);
+	T_OK(kvt_store_stats(s, text_stat_cb, &ts));
+	T_EQ_STR(ts.value, "fake");
+	T_OK(kvt_store_stat(s, "dram.registered_bytes", &v));
+	T_EQ_U64(v, g.bytes);
+	T_EQ_INT(g.detached, 0);
+	T_OK(kvt_store_close(s));
+	/* Close detached every region it attached. */
+	T_EQ_INT(g.detached, 4);
+	T_EQ_U64(g.bytes, 0);
+	kvt_store_destroy(s);
+}
+
 int main(void)
 {
 	test_lifecycle_options();
@@ -561,5 +648,6 @@ int main(void)
 	test_bad_input();
 	test_log_and_fork();
 	test_reserve_commit();
+	test_region_hook();
 	return 0;
 }
