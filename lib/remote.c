@@ -180,6 +180,7 @@ struct remote {
 	pthread_cond_t flush_cond;
 	struct rop *sub_head, *sub_tail; /* lock */
 	bool stop;                       /* lock */
+	unsigned plugged;                /* lock: submitters holding the wake-up back */
 	uint64_t puts_inflight;          /* lock */
 	_Atomic bool down;               /* every connection failed: fail fast */
 
@@ -1461,7 +1462,9 @@ static int rop_submit(struct remote *rm, struct rop *op)
 	}
 	if (op->kind == RK_PUT)
 		rm->puts_inflight++;
-	was_empty = rm->sub_head == NULL;
+	/* While a batch is being submitted (remote_plug), the thread is woken
+	 * once at the end, so that it finds the whole batch. */
+	was_empty = rm->sub_head == NULL && rm->plugged == 0;
 	if (rm->sub_tail)
 		rm->sub_tail->next = op;
 	else
@@ -1625,6 +1628,26 @@ int remote_stats_query(struct remote *rm, const char *tenant, kvt_stats_fn fn, v
 	pthread_cond_destroy(&w.cond);
 	pthread_mutex_destroy(&w.lock);
 	return ret;
+}
+
+void remote_plug(struct remote *rm)
+{
+	pthread_mutex_lock(&rm->lock);
+	rm->plugged++;
+	pthread_mutex_unlock(&rm->lock);
+}
+
+void remote_unplug(struct remote *rm)
+{
+	bool wake;
+	pthread_mutex_lock(&rm->lock);
+	wake = --rm->plugged == 0 && rm->sub_head != NULL;
+	pthread_mutex_unlock(&rm->lock);
+	if (wake) {
+		uint64_t one = 1;
+		ssize_t w = write(rm->wake_fd, &one, sizeof(one));
+		KVT_UNUSED(w);
+	}
 }
 
 void remote_flush(struct remote *rm)

@@ -97,6 +97,14 @@ int remote_lookup(struct remote *rm, uint32_t ns, const struct kvt_key *keys, ui
 /* One namespace, or KVT_NS_ALL: every namespace of this tenant. */
 int remote_clear(struct remote *rm, uint32_t ns, remote_cb cb, void *ctx);
 
+/*
+ * Batching: between plug and unplug (nested, any thread) operations queue
+ * without waking the remote thread; unplug wakes it once, so a batch
+ * submitted in one kvt_submit goes out in as few frames as it can.
+ */
+void remote_plug(struct remote *rm);
+void remote_unplug(struct remote *rm);
+
 /* Wait until every put queued before the call was answered (or failed). */
 void remote_flush(struct remote *rm);
 

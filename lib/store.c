@@ -1892,6 +1892,8 @@ int kvt_submit(struct kvt_queue *q, struct kvt_req *const reqs[], unsigned n)
 		return ret;
 	}
 	/* 2. Run or queue them; every one now completes exactly once. */
+	if (s->remote && n > 1)
+		remote_plug(s->remote);
 	atomic_fetch_add(&q->inflight, (int)n);
 	atomic_fetch_add_explicit(&s->submitted, n, memory_order_relaxed);
 	for (i = 0; i < n; i++) {
@@ -1928,6 +1930,8 @@ int kvt_submit(struct kvt_queue *q, struct kvt_req *const reqs[], unsigned n)
 				req_complete(s, r, st);
 		}
 	}
+	if (s->remote && n > 1)
+		remote_unplug(s->remote);
 	return (int)n;
 }
 
@@ -1982,12 +1986,29 @@ int kvt_queue_wait(struct kvt_queue *q, struct kvt_req **out, unsigned max, int 
 	n = kvt_queue_poll(q, out, max);
 	if (n != 0 || max == 0)
 		return n;
-	p.fd = q->efd;
-	p.events = POLLIN;
-	p.revents = 0;
-	if (poll(&p, 1, timeout_ms) < 0)
-		return -errno;
-	return kvt_queue_poll(q, out, max);
+	/* The eventfd may be readable with nothing to take (a completion
+	 * written it after a poll had already taken the request): wait again
+	 * for what is left of the timeout rather than return 0 early. */
+	for (;;) {
+		struct timespec t0, t1;
+		int waited;
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		p.fd = q->efd;
+		p.events = POLLIN;
+		p.revents = 0;
+		if (poll(&p, 1, timeout_ms) < 0)
+			return -errno;
+		n = kvt_queue_poll(q, out, max);
+		if (n != 0 || timeout_ms == 0)
+			return n;
+		if (timeout_ms < 0)
+			continue;
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		waited = (int)((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000);
+		if (waited >= timeout_ms)
+			return 0;
+		timeout_ms -= waited;
+	}
 }
 
 int kvt_cancel(struct kvt_queue *q, struct kvt_req *r)

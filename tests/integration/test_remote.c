@@ -233,7 +233,9 @@ static void test_share(const char *addr)
 		}
 		fprintf(stderr, "batch of %d gets went out in %llu frames\n", N,
 			(unsigned long long)(stat_of(c, "remote.frames_out") - frames0));
-		T_ASSERT(stat_of(c, "remote.frames_out") - frames0 < N);
+		/* One kvt_submit is one wake-up of the remote thread (remote_plug):
+		 * one frame, unless its timer woke it in the middle. */
+		T_ASSERT(stat_of(c, "remote.frames_out") - frames0 <= 4);
 		T_OK(kvt_queue_destroy(q));
 		kvt_store_destroy(c);
 	}
