@@ -542,16 +542,16 @@ int seal_read(struct seal *sl, const struct seal_key *k, struct dram *d,
 		/* Stored in the clear (or by a peer that did not seal): not
 		 * what this namespace's writers put, so not served. */
 		atomic_fetch_add_explicit(&sl->unsealed, 1, memory_order_relaxed);
-		return KVT_MISS;
+		return SEAL_FAILED;
 	}
 	np = dram_item_part_lens(d, item, lens, KVT_PARTS_MAX);
 	if (np < 0)
-		return KVT_MISS;
+		return SEAL_FAILED;
 	for (int p = 0; p < np; p++) {
 		starts[p] = p ? starts[p - 1] + lens[p - 1] : 0;
 		if (lens[p] <= SEAL_OVERHEAD) {
 			atomic_fetch_add_explicit(&sl->tag_failures, 1, memory_order_relaxed);
-			return KVT_MISS;
+			return SEAL_FAILED;
 		}
 		plain += lens[p] - SEAL_OVERHEAD;
 	}
@@ -581,7 +581,7 @@ int seal_read(struct seal *sl, const struct seal_key *k, struct dram *d,
 			struct cur c;
 			cur_init(&c, rd->dst, rd->dst_count, 0);
 			cur_zero(&c, dst_off);
-			return ret == KVT_MISS ? KVT_MISS : ret;
+			return ret == KVT_MISS ? SEAL_FAILED : ret;
 		}
 		dst_off += lens[p] - SEAL_OVERHEAD;
 	}

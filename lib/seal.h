@@ -37,6 +37,10 @@
 #define SEAL_KEY_LEN 32
 #define SEAL_MASTER_MIN 32   /* bytes of tenant master key, at least */
 #define SEAL_MASTER_MAX 1024
+/* seal_read / seal_get: the block is there but did not open (tag, layout,
+ * or not stored sealed).  Internal: store.c makes it KVT_MISS without
+ * asking the lower tiers, which would only hand back the same bytes. */
+#define SEAL_FAILED 3
 
 struct seal_key {
 	uint8_t key[SEAL_KEY_LEN]; /* the namespace key */
@@ -103,7 +107,7 @@ int seal_item_parts(struct dram *d, struct dram_item *item, struct iovec *out, u
  * Reads: like dram_read_item (key: the item's key) and dram_get, but the bytes are opened into
  * rd->dst: value_len and copied count plaintext; value_flags is
  * KVT_F_SEALED.  A block not stored sealed, or whose tag fails, is
- * KVT_MISS (counted).  KVT_F_RANGE is KVT_EBADOP (store.c refuses it at
+ * SEAL_FAILED (counted); KVT_MISS only if seal_get found no block.  KVT_F_RANGE is KVT_EBADOP (store.c refuses it at
  * submit); KVT_F_VERIFY adds nothing to the tags.
  */
 int seal_read(struct seal *sl, const struct seal_key *k, struct dram *d,

@@ -714,6 +714,8 @@ static void store_promoted_tier(struct kvt_req *r, int status, struct dram_item 
 		const struct seal_key *sk = seal_key_of(s->seal, r->ns);
 		status = sk ? seal_read(s->seal, sk, s->dram, item, &r->key, &rd)
 			    : dram_read_item(s->dram, item, &rd);
+		if (status == SEAL_FAILED)
+			status = KVT_MISS;
 		r->length = rd.copied;
 		r->value_len = rd.value_len;
 		r->value_flags = rd.value_flags;
@@ -1007,7 +1009,9 @@ static int store_exec(struct kvt_store *s, struct kvt_req *r)
 		r->length = rd.copied;
 		r->value_len = rd.value_len;
 		r->value_flags = rd.value_flags;
-		if (ret == KVT_OK)
+		if (ret == SEAL_FAILED)
+			ret = KVT_MISS; /* present but did not open */
+		else if (ret == KVT_OK)
 			r->tier = KVT_TIER_DRAM;
 		else if (ret == KVT_MISS)
 			ret = store_get_lower(s, r, IO_PRIO_DEMAND);
