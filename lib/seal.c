@@ -101,7 +101,7 @@ static void cur_adv(struct cur *c, size_t len)
 static void cur_copy(struct cur *c, uint8_t *mem, size_t len, bool to)
 {
 	while (len) {
-		uint8_t *p;
+		uint8_t *p = NULL;
 		size_t n = cur_span(c, &p);
 		if (!n)
 			return;
@@ -120,7 +120,7 @@ static void cur_copy(struct cur *c, uint8_t *mem, size_t len, bool to)
 static void cur_zero(struct cur *c, uint64_t len)
 {
 	while (len) {
-		uint8_t *p;
+		uint8_t *p = NULL;
 		size_t n = cur_span(c, &p);
 		if (!n)
 			return;
@@ -339,7 +339,7 @@ int seal_part_encrypt(struct seal *sl, const struct seal_key *k, const struct kv
 	cur_init(&dc, dst, dst_count, dst_off);
 	cur_copy(&dc, hdr, sizeof(hdr), true);
 	while (len) {
-		uint8_t *p;
+		uint8_t *p = NULL;
 		size_t n = cur_span(&dc, &p);
 		if (n > len)
 			n = (size_t)len;
@@ -392,7 +392,7 @@ int seal_part_decrypt(struct seal *sl, const struct seal_key *k, const struct kv
 	}
 	cur_init(&dc, dst, dst_count, dst_off);
 	while (left) {
-		uint8_t *in, *outp;
+		uint8_t *in = NULL, *outp = NULL;
 		size_t n = cur_span(&sc, &in), m = cur_span(&dc, &outp);
 		if (m < n)
 			n = m;
@@ -509,7 +509,7 @@ int seal_item_parts(struct dram *d, struct dram_item *item, struct iovec *out, u
 		return np;
 	for (int p = 0; p < np; p++) {
 		struct cur c;
-		uint8_t *base;
+		uint8_t *base = NULL;
 		cur_init(&c, view, vc, off);
 		if (cur_span(&c, &base) < lens[p])
 			return KVT_ERANGE; /* straddles two runs */
