@@ -48,7 +48,8 @@ static const char seal_info_part[] = "kvtier-seal-v1 part";
 
 struct seal {
 	struct kvt_mem *mem;
-	EVP_KDF *hkdf;                 /* fetched once: a fetch per part costs µs */
+	EVP_KDF *hkdf;                 /* fetched once: implicit fetches per part */
+	EVP_CIPHER *gcm;               /* cost more than the HKDF itself */
 	pthread_mutex_t lock;          /* guards set and the page allocation */
 	/* pages[ns >> SHIFT][ns & (LEN-1)]: written under lock, read without */
 	_Atomic(struct seal_key *) *_Atomic pages[NS_PAGES];
@@ -151,8 +152,10 @@ int seal_open(struct seal **out, struct kvt_mem *mem)
 		return -ENOMEM;
 	sl->mem = mem;
 	sl->hkdf = EVP_KDF_fetch(NULL, OSSL_KDF_NAME_HKDF, NULL);
-	if (!sl->hkdf || pthread_mutex_init(&sl->lock, NULL) != 0) {
+	sl->gcm = EVP_CIPHER_fetch(NULL, "AES-256-GCM", NULL);
+	if (!sl->hkdf || !sl->gcm || pthread_mutex_init(&sl->lock, NULL) != 0) {
 		EVP_KDF_free(sl->hkdf);
+		EVP_CIPHER_free(sl->gcm);
 		kvt_mem_free(mem, sl, sizeof(*sl));
 		return -ENOMEM;
 	}
@@ -164,6 +167,10 @@ static void seal_key_free(struct seal *sl, struct seal_key *k)
 {
 	while (k) {
 		struct seal_key *older = k->older;
+		for (unsigned i = 0; i < k->pool_count; i++)
+			EVP_KDF_CTX_free(k->pool[i]);
+		if (k->pooled)
+			pthread_mutex_destroy(&k->pool_lock);
 		OPENSSL_cleanse(k, sizeof(*k));
 		kvt_mem_free(sl->mem, k, sizeof(*k));
 		k = older;
@@ -184,6 +191,7 @@ void seal_close(struct seal *sl)
 	}
 	pthread_mutex_destroy(&sl->lock);
 	EVP_KDF_free(sl->hkdf);
+	EVP_CIPHER_free(sl->gcm);
 	kvt_mem_free(sl->mem, sl, sizeof(*sl));
 }
 
@@ -233,6 +241,11 @@ int seal_set_key(struct seal *sl, uint32_t ns, const uint8_t digest[32],
 		return -ENOMEM;
 	memcpy(k->key, key, SEAL_KEY_LEN);
 	memcpy(k->digest, digest, 32);
+	if (pthread_mutex_init(&k->pool_lock, NULL) != 0) {
+		kvt_mem_free(sl->mem, k, sizeof(*k));
+		return -ENOMEM;
+	}
+	k->pooled = true;
 	pthread_mutex_lock(&sl->lock);
 	page = atomic_load(&sl->pages[pg]);
 	if (!page) {
@@ -298,10 +311,50 @@ static size_t seal_aad(uint8_t *a, const struct seal_key *k, const struct kvt_ke
 	return n + 16;
 }
 
+/* An HKDF context keyed with k's ns key and SHA-256: from k's pool, or new
+ * (setting the digest fetches SHA-256 and HMAC: several µs, more than the
+ * derivation itself; OpenSSL 3.0 cannot dup an HKDF context). */
+static EVP_KDF_CTX *seal_kdf_take(struct seal *sl, struct seal_key *k)
+{
+	EVP_KDF_CTX *kc = NULL;
+	pthread_mutex_lock(&k->pool_lock);
+	if (k->pool_count)
+		kc = k->pool[--k->pool_count];
+	pthread_mutex_unlock(&k->pool_lock);
+	if (!kc) {
+		OSSL_PARAM params[3] = {
+			OSSL_PARAM_construct_utf8_string(OSSL_KDF_PARAM_DIGEST, (char *)"SHA256", 0),
+			OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_KEY, k->key, SEAL_KEY_LEN),
+			OSSL_PARAM_construct_end(),
+		};
+		kc = EVP_KDF_CTX_new(sl->hkdf);
+		if (kc && EVP_KDF_CTX_set_params(kc, params) != 1) {
+			EVP_KDF_CTX_free(kc);
+			kc = NULL;
+		}
+	}
+	return kc;
+}
+
+static void seal_kdf_give(struct seal_key *k, EVP_KDF_CTX *kc)
+{
+	if (!kc)
+		return;
+	pthread_mutex_lock(&k->pool_lock);
+	if (k->pool_count < SEAL_KDF_POOL) {
+		k->pool[k->pool_count++] = kc;
+		kc = NULL;
+	}
+	pthread_mutex_unlock(&k->pool_lock);
+	EVP_KDF_CTX_free(kc); /* NULL: kept */
+}
+
 /* The part key for nonce, into out.  0 or -ENOMEM. */
-static int seal_part_key(struct seal *sl, const struct seal_key *k, const uint8_t *nonce,
+static int seal_part_key(struct seal *sl, const struct seal_key *ck, const uint8_t *nonce,
 			 const struct kvt_key *key, uint32_t part, uint8_t out[SEAL_KEY_LEN])
 {
+	/* The pool is the one mutable part of a key (behind its own lock). */
+	struct seal_key *k = (struct seal_key *)ck;
 	uint8_t info[sizeof(seal_info_part) - 1 + 1 + KVT_KEY_MAX + 4];
 	size_t n = sizeof(seal_info_part) - 1;
 	memcpy(info, seal_info_part, n);
@@ -309,8 +362,21 @@ static int seal_part_key(struct seal *sl, const struct seal_key *k, const uint8_
 	memcpy(info + n, key->bytes, key->len);
 	n += key->len;
 	put_le32(info + n, part);
-	return seal_hkdf(sl, k->key, SEAL_KEY_LEN, nonce, SEAL_NONCE_LEN, info, n + 4, out,
-			 SEAL_KEY_LEN);
+	if (!k->pooled) /* a key made by hand (tests) */
+		return seal_hkdf(sl, k->key, SEAL_KEY_LEN, nonce, SEAL_NONCE_LEN, info, n + 4, out,
+				 SEAL_KEY_LEN);
+	{
+		EVP_KDF_CTX *kc = seal_kdf_take(sl, k);
+		OSSL_PARAM params[3] = {
+			OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_SALT, (void *)nonce,
+							  SEAL_NONCE_LEN),
+			OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_INFO, info, n + 4),
+			OSSL_PARAM_construct_end(),
+		};
+		int ok = kc && EVP_KDF_derive(kc, out, SEAL_KEY_LEN, params) == 1;
+		seal_kdf_give(k, kc);
+		return ok ? 0 : -ENOMEM;
+	}
 }
 
 int seal_part_encrypt(struct seal *sl, const struct seal_key *k, const struct kvt_key *key,
@@ -331,7 +397,7 @@ int seal_part_encrypt(struct seal *sl, const struct seal_key *k, const struct kv
 	c = EVP_CIPHER_CTX_new();
 	if (!c)
 		goto out;
-	if (EVP_EncryptInit_ex(c, EVP_aes_256_gcm(), NULL, pk, seal_iv) != 1)
+	if (EVP_EncryptInit_ex(c, sl->gcm, NULL, pk, seal_iv) != 1)
 		goto out;
 	if (EVP_EncryptUpdate(c, NULL, &outl, aad,
 			      (int)seal_aad(aad, k, key, part, part_count, len)) != 1)
@@ -384,7 +450,7 @@ int seal_part_decrypt(struct seal *sl, const struct seal_key *k, const struct kv
 		return -ENOMEM;
 	c = EVP_CIPHER_CTX_new();
 	if (!c ||
-	    EVP_DecryptInit_ex(c, EVP_aes_256_gcm(), NULL, pk, seal_iv) != 1 ||
+	    EVP_DecryptInit_ex(c, sl->gcm, NULL, pk, seal_iv) != 1 ||
 	    EVP_DecryptUpdate(c, NULL, &outl, aad,
 			      (int)seal_aad(aad, k, key, part, part_count, len)) != 1) {
 		ret = -ENOMEM;

@@ -42,8 +42,17 @@
  * asking the lower tiers, which would only hand back the same bytes. */
 #define SEAL_FAILED 3
 
+struct evp_kdf_ctx_st;
+#define SEAL_KDF_POOL 16
+
 struct seal_key {
 	uint8_t key[SEAL_KEY_LEN]; /* the namespace key */
+	/* HKDF contexts keyed with it, reused across parts and threads (a new
+	 * one costs more than a derivation).  Not in keys made by hand. */
+	bool pooled;
+	pthread_mutex_t pool_lock;  /* guards pool, pool_count */
+	struct evp_kdf_ctx_st *pool[SEAL_KDF_POOL];
+	unsigned pool_count;
 	uint8_t digest[32];        /* the namespace digest, bound in as AAD */
 	struct seal_key *older;    /* keys this one replaced (freed at close) */
 };
