@@ -7,6 +7,8 @@
  *    destination; wrong key, key, part index or part count fail too.
  * 2. round trips through a store, byte-exact, 1 B .. 16 MiB, 1..300 parts,
  *    whole values and single parts; pinned gets and ranges are refused.
+ * 4. threads: puts and gets of one sealed namespace from four threads at
+ *    once (the pooled HKDF contexts, the key table), every byte checked.
  * 3. SSD: a known pattern put sealed is in no file of the store directory
  *    (and, as a control, is there when put to an unsealed namespace);
  *    after a restart the block opens with the right master key, misses
@@ -16,6 +18,7 @@
  */
 #include <dirent.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -430,8 +433,56 @@ static void test_ssd(void)
 	free(out);
 }
 
+/* 4. */
+struct thr_arg {
+	struct kvt_store *s;
+	uint32_t ns;
+	uint64_t base;
+};
+
+static void *thr_main(void *p)
+{
+	struct thr_arg *a = p;
+	uint8_t *buf = malloc(65536), *out = malloc(65536);
+	uint64_t vlen;
+	T_ASSERT(buf && out);
+	for (uint64_t i = a->base; i < a->base + 64; i++) {
+		struct kvt_key k = t_key(i);
+		t_fill(buf, 65536, i);
+		T_RC(put_parts(a->s, a->ns, i, buf, 65536, 2), KVT_OK);
+		memset(out, 0, 65536);
+		T_RC(kvt_get(a->s, a->ns, &k, out, 65536, &vlen), KVT_OK);
+		T_EQ_MEM(out, buf, 65536);
+	}
+	free(buf);
+	free(out);
+	return NULL;
+}
+
+static void test_threads(void)
+{
+	struct kvt_store *s = t_store_open("dram.capacity", "64M", "dram.prefault", "off", NULL);
+	struct thr_arg args[4];
+	pthread_t t[4];
+	uint8_t m[32];
+	uint32_t ns = t_ns(s, "threads");
+	master(m, 9);
+	T_OK(kvt_ns_set_seal_key(s, ns, m, 32));
+	for (int i = 0; i < 4; i++) {
+		args[i] = (struct thr_arg){ s, ns, 10000 + 1000 * (uint64_t)i };
+		T_OK(pthread_create(&t[i], NULL, thr_main, &args[i]));
+	}
+	for (int i = 0; i < 4; i++)
+		T_OK(pthread_join(t[i], NULL));
+	T_EQ_U64(stat_of(s, "seal.puts"), 256);
+	T_EQ_U64(stat_of(s, "seal.gets"), 256);
+	T_EQ_U64(stat_of(s, "seal.tag_failures"), 0);
+	kvt_store_destroy(s);
+}
+
 int main(void)
 {
+	test_threads();
 	test_part_bits();
 	test_round_trips();
 	test_ssd();
