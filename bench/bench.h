@@ -27,6 +27,9 @@ int bench_dram_main(int argc, char **argv);
 int bench_ssd_main(int argc, char **argv);
 int bench_recovery_main(int argc, char **argv);
 
+/* "kvtier bench seal": bench/bench_seal.c (sealed vs unsealed vs raw AES-GCM). */
+int bench_seal_main(int argc, char **argv);
+
 /* "kvtier bench net": bench/bench_net.c (starts kvtierd, memcached,
  * redis-server, iperf3; returns 77 if one of the peers is not installed). */
 int bench_net_main(int argc, char **argv);

@@ -67,6 +67,8 @@ static const struct cli_cmd bench_suites[] = {
 	{ "ssd", "SSD tier: write-through and random reads vs fio (O_DIRECT, io_uring)",
 	  bench_ssd_main },
 	{ "recovery", "SSD tier: reopen after kill -9 with a stale checkpoint", bench_recovery_main },
+	{ "seal", "sealed (AES-256-GCM) put/get vs unsealed and vs raw OpenSSL AES-GCM",
+	  bench_seal_main },
 	{ "net", "kvtierd over loopback vs memcached, redis-server, iperf3; SSD vs fio",
 	  bench_net_main },
 };

@@ -455,6 +455,76 @@ int kvt_quota_set(struct kvt_store *store, uint32_t group, uint64_t dram_bytes,
 int kvt_ns_set_group(struct kvt_store *store, uint32_t ns, uint32_t group);
 
 /* ------------------------------------------------------------------------
+ * Sealed namespaces (doc/security.md)
+ *
+ * A namespace with a seal key is sealed: the library encrypts and
+ * authenticates every part of every block put to it with AES-256-GCM, on
+ * the engine's side, so that the SSD tier's files, a remote kvtierd and
+ * the wire hold only ciphertext (flagged KVT_F_SEALED) and never a key.
+ *
+ *   ns key    HKDF-SHA-256 of the tenant's master key over the namespace
+ *             digest: one key per namespace, derivable only by whoever
+ *             holds the master key.
+ *   part key  HKDF-SHA-256 of the ns key with a fresh random 16-byte nonce
+ *             as salt, over the block key and part index: each part key
+ *             encrypts exactly one part, so GCM's nonce limits never come
+ *             near.  The namespace digest, key, part index, part count and
+ *             length are bound in as associated data: a server that swaps,
+ *             truncates or reorders blocks or parts causes misses.
+ *   layout    each part grows by 33 bytes: version (1), nonce (16),
+ *             ciphertext, tag (16).  The CRC32C kept per part is over the
+ *             ciphertext, so a server checks what it holds without the key.
+ *
+ * On a sealed namespace:
+ *   put       one pass of AES-GCM from the caller's parts into the block's
+ *             DRAM room (no plaintext copy is ever stored).  KVT_F_CRC
+ *             CRCs are of the plaintext and are checked first; KVT_F_SEALED
+ *             (caller-sealed bytes) is refused with KVT_EBADOP.
+ *   get       one pass back into the caller's buffers after -- per part --
+ *             the tag verified; whole values and KVT_F_PART.  A tag that
+ *             fails, or a block not stored sealed, is KVT_MISS (counted:
+ *             "seal.tag_failures", "seal.unsealed_misses"), and whatever
+ *             the get had written to the caller's buffers is wiped.
+ *             value_len and length count plaintext; value_flags is
+ *             KVT_F_SEALED.
+ *   KVT_OP_GET_PINNED and KVT_F_RANGE are refused at submit with
+ *             KVT_EBADOP: a pinned view would be ciphertext (an engine
+ *             that ignored value_flags would compute on it), and a range
+ *             inside a part cannot be checked against the part's tag.
+ *   lookup, exists, delete, clear, prefetch: unchanged.
+ * A namespace without a key stores whatever it is given; kvtierd uses
+ * none, and serves sealed blocks as the opaque bytes they are.
+ *
+ * Keys live in the store's memory only (never persisted; wiped at close):
+ * set them again after every open.  Setting a new key replaces the old
+ * one; blocks sealed under the old key become misses.
+ */
+
+/*
+ * Seal namespace ns under the ns key derived from master_key (len 32..1024
+ * bytes, the tenant's secret; not kept).  Returns 0, KVT_ENULL, KVT_ENONS,
+ * KVT_EBADLEN, KVT_ECLOSED, -ENOMEM.  After open; any thread, but puts
+ * and gets of ns racing it may use either key.
+ */
+int kvt_ns_set_seal_key(struct kvt_store *store, uint32_t ns, const uint8_t *master_key,
+			size_t len);
+
+/*
+ * The ns key of a sealed namespace into ns_key[32]: what the owner of a
+ * shared namespace hands to the tenants it grants, out of band (never the
+ * master key, from which every namespace key of the owner derives).
+ * Returns 0, KVT_MISS (ns not sealed), KVT_ENULL, KVT_ENONS, KVT_ECLOSED.
+ */
+int kvt_ns_seal_key_export(struct kvt_store *store, uint32_t ns, uint8_t ns_key[32]);
+
+/*
+ * Seal ns with an ns key handed over by the namespace's owner (a grantee
+ * registers the same descriptor, so the digest bound into every part is
+ * the owner's).  Returns 0, KVT_ENULL, KVT_ENONS, KVT_ECLOSED, -ENOMEM.
+ */
+int kvt_ns_set_seal_ns_key(struct kvt_store *store, uint32_t ns, const uint8_t ns_key[32]);
+
+/* ------------------------------------------------------------------------
  * Requests
  *
  * Every operation is a struct kvt_req, submitted in batches to a queue and

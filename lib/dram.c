@@ -1291,6 +1291,28 @@ void dram_unpin(struct dram *d, struct dram_item *it)
 	dram_unref(d, dram_shard_of(d, item_hash(it)), it);
 }
 
+/* Another ref on an item the caller already holds one on (seal.c: a sealed
+ * put keeps its item for the remote write-through). */
+void dram_item_ref(struct dram *d, struct dram_item *it)
+{
+	struct dram_shard *s = dram_shard_of(d, item_hash(it));
+	pthread_mutex_lock(&s->lock);
+	item_ref_locked(s, it);
+	pthread_mutex_unlock(&s->lock);
+}
+
+/* Part lengths of an item the caller holds a ref on, without computing its
+ * CRCs (dram_item_meta does): the part table never changes under a ref. */
+int dram_item_part_lens(struct dram *d, struct dram_item *it, uint64_t *lens, unsigned max)
+{
+	KVT_UNUSED(d);
+	if (it->part_count > max)
+		return KVT_ERANGE;
+	for (unsigned p = 0; p < it->part_count; p++)
+		lens[p] = item_part_end(it, p) - item_part_start(it, p);
+	return (int)it->part_count;
+}
+
 void dram_forget_lower(struct dram *d, uint32_t ns, const struct kvt_key *key)
 {
 	uint64_t h = dram_hash(ns, key);

@@ -37,8 +37,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <openssl/crypto.h>
+
 #include "kvt_int.h"
 #include "remote.h"
+#include "seal.h"
 #include "ssd.h"
 
 enum { ST_CREATED = 0, ST_OPEN = 1, ST_CLOSED = 2 };
@@ -105,6 +108,7 @@ struct kvt_store {
 	struct ns_registry ns;
 	bool ns_ready;
 	struct quota quota;         /* quota groups (quota.c); initialized at open */
+	struct seal *seal;          /* sealed namespaces' keys (seal.c); from open */
 
 	/* tiers */
 	struct dram *dram;
@@ -822,7 +826,9 @@ static int store_serve_dram(struct kvt_store *s, struct kvt_req *r, int tier)
 	} else {
 		struct dram_read rd = { .flags = r->flags, .part = r->part, .off = r->off,
 					.len = r->len, .dst = r->iov, .dst_count = r->iov_count };
-		ret = dram_get(s->dram, r->ns, &r->key, &rd);
+		const struct seal_key *sk = seal_key_of(s->seal, r->ns);
+		ret = sk ? seal_get(s->seal, sk, s->dram, r->ns, &r->key, &rd)
+			 : dram_get(s->dram, r->ns, &r->key, &rd);
 		r->length = rd.copied;
 		r->value_len = rd.value_len;
 		r->value_flags = rd.value_flags;
@@ -863,9 +869,14 @@ static void store_promoted_tier(struct kvt_req *r, int status, struct dram_item 
 	} else {
 		struct dram_read rd = { .flags = r->flags, .part = r->part, .off = r->off,
 					.len = r->len, .dst = r->iov, .dst_count = r->iov_count };
-		status = dram_read_item(s->dram, item, &rd);
+		const struct seal_key *sk = seal_key_of(s->seal, r->ns);
+		status = sk ? seal_read(s->seal, sk, s->dram, item, &r->key, &rd)
+			    : dram_read_item(s->dram, item, &rd);
+		if (status == SEAL_FAILED)
+			status = KVT_MISS;
 		r->length = rd.copied;
 		r->value_len = rd.value_len;
+		r->value_flags = rd.value_flags;
 		if (status == KVT_OK)
 			r->tier = (uint32_t)tier;
 	}
@@ -1039,6 +1050,80 @@ static int store_prefetch(struct kvt_store *s, struct kvt_req *r)
 	return status;
 }
 
+/*
+ * Sealed puts (seal.c does the crypto).  The write-through sends the
+ * ciphertext: straight from the DRAM block when each sealed part lies in
+ * one run (the block is held by a ref until the server answered), else
+ * sealed again into a buffer (DRAM had no room, or a part straddles runs).
+ */
+struct store_sealed_wt {
+	struct kvt_req *r;
+	int local;               /* the local put's status */
+	struct dram_item *item;  /* ref held, or NULL */
+	uint8_t *buf;            /* kvt_mem, buf_len bytes, or NULL */
+	size_t buf_len;
+	unsigned part_count;
+	struct iovec parts[];    /* the sealed parts sent */
+};
+
+static void store_sealed_wt_free(struct kvt_store *s, struct store_sealed_wt *w)
+{
+	if (w->item)
+		dram_unpin(s->dram, w->item);
+	kvt_mem_free(&s->mem, w->buf, w->buf_len);
+	kvt_mem_free(&s->mem, w, sizeof(*w) + w->part_count * sizeof(struct iovec));
+}
+
+static void store_remote_sealed_done(void *ctx, const struct remote_result *res)
+{
+	struct store_sealed_wt *w = ctx;
+	struct kvt_req *r = w->r;
+	req_stash(r, w->local);
+	store_sealed_wt_free(req_queue(r)->store, w);
+	store_remote_put_done(r, res);
+}
+
+static int store_put_sealed(struct kvt_store *s, struct kvt_req *r, const struct seal_key *sk)
+{
+	struct dram_item *item = NULL;
+	struct store_sealed_wt *w;
+	int ret;
+
+	if (s->ssd && ssd_find(s->ssd, r->ns, &r->key, NULL) == KVT_OK)
+		return KVT_EXISTS;
+	ret = seal_put(s->seal, sk, s->dram, r->ns, &r->key, r->iov, r->iov_count,
+		       (r->flags & KVT_F_CRC) ? r->crcs : NULL, s->remote ? &item : NULL);
+	if (ret == KVT_OK)
+		r->tier = KVT_TIER_DRAM;
+	if (!s->remote || !(ret == KVT_OK || ret == KVT_EFULL || ret == KVT_ETOOBIG))
+		return ret;
+	w = kvt_mem_calloc(&s->mem, 1, sizeof(*w) + r->iov_count * sizeof(struct iovec));
+	if (!w) {
+		if (item)
+			dram_unpin(s->dram, item);
+		return ret;
+	}
+	w->r = r;
+	w->local = ret;
+	w->part_count = r->iov_count;
+	w->item = item;
+	if (!item || seal_item_parts(s->dram, item, w->parts, r->iov_count) < 0) {
+		if (item)
+			dram_unpin(s->dram, item);
+		w->item = NULL;
+		if (seal_to_buf(s->seal, sk, &r->key, r->iov, r->iov_count, &w->buf, &w->buf_len,
+				w->parts) < 0) {
+			store_sealed_wt_free(s, w);
+			return ret;
+		}
+	}
+	if (remote_put(s->remote, r->ns, &r->key, w->parts, r->iov_count, NULL, true,
+		       store_remote_sealed_done, w) == 0)
+		return STORE_PENDING;
+	store_sealed_wt_free(s, w);
+	return ret;
+}
+
 static int store_exec(struct kvt_store *s, struct kvt_req *r)
 {
 	struct dram *d = s->dram;
@@ -1050,6 +1135,8 @@ static int store_exec(struct kvt_store *s, struct kvt_req *r)
 	case KVT_OP_PUT:
 		if (!d)
 			return KVT_ETOOBIG;
+		if (KVT_UNLIKELY(seal_key_of(s->seal, r->ns)))
+			return store_put_sealed(s, r, seal_key_of(s->seal, r->ns));
 		/* Put-if-absent across tiers: a block on SSD is present. */
 		if (s->ssd && ssd_find(s->ssd, r->ns, &r->key, NULL) == KVT_OK)
 			return KVT_EXISTS;
@@ -1072,13 +1159,17 @@ static int store_exec(struct kvt_store *s, struct kvt_req *r)
 	case KVT_OP_GET: {
 		struct dram_read rd = { .flags = r->flags, .part = r->part, .off = r->off,
 					.len = r->len, .dst = r->iov, .dst_count = r->iov_count };
+		const struct seal_key *sk = seal_key_of(s->seal, r->ns);
 		if (!d)
 			return KVT_MISS;
-		ret = dram_get(d, r->ns, &r->key, &rd);
+		ret = sk ? seal_get(s->seal, sk, d, r->ns, &r->key, &rd)
+			 : dram_get(d, r->ns, &r->key, &rd);
 		r->length = rd.copied;
 		r->value_len = rd.value_len;
 		r->value_flags = rd.value_flags;
-		if (ret == KVT_OK)
+		if (ret == SEAL_FAILED)
+			ret = KVT_MISS; /* present but did not open */
+		else if (ret == KVT_OK)
 			r->tier = KVT_TIER_DRAM;
 		else if (ret == KVT_MISS)
 			ret = store_get_lower(s, r, IO_PRIO_DEMAND);
@@ -1441,6 +1532,8 @@ static void store_release(struct kvt_store *s, bool child)
 		dram_close(s->dram);
 		s->dram = NULL;
 	}
+	seal_close(s->seal);
+	s->seal = NULL;
 	quota_fini(&s->quota);
 	if (s->ns_ready) {
 		ns_reg_free(&s->ns);
@@ -1509,6 +1602,9 @@ static int store_open_locked(struct kvt_store *s)
 	if (ret < 0)
 		goto fail;
 	s->ssd_cfg.quota = &s->quota;
+	ret = seal_open(&s->seal, &s->mem);
+	if (ret < 0)
+		goto fail;
 	if (s->dir_fd >= 0) {
 		ret = ns_reg_load(&s->ns, s->dir_fd);
 		if (ret < 0) {
@@ -1686,6 +1782,57 @@ int kvt_ns_info(struct kvt_store *s, uint32_t id, uint8_t digest[32], char *buf,
 }
 
 /* ------------------------------------------------------------------------
+ * Sealed namespaces (seal.c does the work)
+ */
+
+int kvt_ns_set_seal_key(struct kvt_store *s, uint32_t ns, const uint8_t *master_key, size_t len)
+{
+	const struct ns_entry *e;
+	uint8_t key[SEAL_KEY_LEN];
+	int ret;
+	if (!s || !master_key)
+		return KVT_ENULL;
+	if ((ret = store_check(s)) < 0)
+		return ret;
+	if (!(e = ns_reg_get(&s->ns, ns)))
+		return KVT_ENONS;
+	ret = seal_derive_ns_key(s->seal, master_key, len, e->digest, key);
+	if (ret == 0)
+		ret = seal_set_key(s->seal, ns, e->digest, key);
+	OPENSSL_cleanse(key, sizeof(key));
+	return ret;
+}
+
+int kvt_ns_set_seal_ns_key(struct kvt_store *s, uint32_t ns, const uint8_t ns_key[32])
+{
+	const struct ns_entry *e;
+	int ret;
+	if (!s || !ns_key)
+		return KVT_ENULL;
+	if ((ret = store_check(s)) < 0)
+		return ret;
+	if (!(e = ns_reg_get(&s->ns, ns)))
+		return KVT_ENONS;
+	return seal_set_key(s->seal, ns, e->digest, ns_key);
+}
+
+int kvt_ns_seal_key_export(struct kvt_store *s, uint32_t ns, uint8_t ns_key[32])
+{
+	const struct seal_key *k;
+	int ret;
+	if (!s || !ns_key)
+		return KVT_ENULL;
+	if ((ret = store_check(s)) < 0)
+		return ret;
+	if (!ns_reg_get(&s->ns, ns))
+		return KVT_ENONS;
+	if (!(k = seal_key_of(s->seal, ns)))
+		return KVT_MISS;
+	memcpy(ns_key, k->key, SEAL_KEY_LEN);
+	return 0;
+}
+
+/* ------------------------------------------------------------------------
  * Quota groups (quota.c does the work)
  */
 
@@ -1740,6 +1887,11 @@ static int req_check(struct kvt_store *s, const struct kvt_req *r)
 		return 0;
 	if (!(r->op == KVT_OP_CLEAR && r->ns == KVT_NS_ALL) && !ns_reg_get(&s->ns, r->ns))
 		return KVT_ENONS;
+	/* Sealed namespaces: the library seals and opens; nothing hands out or
+	 * takes ciphertext, and a byte range cannot be checked against a tag. */
+	if (KVT_UNLIKELY(seal_key_of(s->seal, r->ns)) &&
+	    (r->op == KVT_OP_GET_PINNED || (r->flags & (KVT_F_RANGE | KVT_F_SEALED))))
+		return KVT_EBADOP;
 	switch (r->op) {
 	case KVT_OP_PUT:
 		if ((ret = key_check(&r->key)) < 0)
@@ -2230,6 +2382,7 @@ int kvt_store_stats(struct kvt_store *s, kvt_stats_fn fn, void *ctx)
 	if (s->remote)
 		remote_stats(s->remote, fn, ctx);
 	quota_stats(&s->quota, fn, ctx);
+	seal_stats(s->seal, fn, ctx);
 	return 0;
 }
 

@@ -1,0 +1,439 @@
+/*
+ * test_seal_remote.c - sealed namespaces through the remote tier, against a
+ * real kvtierd, with a recording TCP proxy between the engines and it.
+ *
+ * Usage: test_seal_remote PATH-TO-KVTIERD
+ *
+ * What it proves:
+ *   - a known plaintext pattern put to a sealed namespace appears neither
+ *     in the bytes on the wire (both directions, recorded by the proxy) nor
+ *     in any file of the server's data directory (SSD admission "always");
+ *     the same pattern put unsealed does appear in both (the searches work);
+ *   - another engine with the same master key gets the block byte-exact
+ *     from the server; one with another master key gets a miss; one given
+ *     the owner's exported namespace key gets it;
+ *   - a client without the key (same tenant, so it may write) that
+ *     re-puts the ciphertext with one bit flipped, or puts one block's
+ *     ciphertext under another key, causes misses, counted as tag
+ *     failures: the server cannot forge, modify or swap sealed blocks.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <dirent.h>
+#include <fcntl.h>
+
+#include "server.h"
+#include "t.h"
+#include "tstore.h"
+
+#define VLEN (1u << 20)
+#define PARTS 3
+#define OVER 33 /* sealed bytes added per part (doc/security.md) */
+
+static const char canary[] = "KVTIER-PLAINTEXT-CANARY-7f3a9";
+
+/* ------------------------------------------------------------------------
+ * A recording proxy: every connection to it is relayed to the server, and
+ * every byte either way is appended to one log.
+ */
+struct proxy {
+	int lfd;
+	uint16_t port;
+	_Atomic uint16_t to_port;    /* the server's: changes when it restarts */
+	pthread_t thr;
+	pthread_mutex_t lock;
+	uint8_t *log;
+	size_t log_len, log_cap;
+	_Atomic int stop;
+};
+
+struct relay {
+	struct proxy *p;
+	int a, b;
+};
+
+static void proxy_record(struct proxy *p, const uint8_t *buf, size_t n)
+{
+	pthread_mutex_lock(&p->lock);
+	if (p->log_len + n > p->log_cap) {
+		p->log_cap = (p->log_len + n) * 2;
+		p->log = realloc(p->log, p->log_cap);
+		T_ASSERT(p->log);
+	}
+	memcpy(p->log + p->log_len, buf, n);
+	p->log_len += n;
+	pthread_mutex_unlock(&p->lock);
+}
+
+static void *relay_main(void *arg)
+{
+	struct relay *r = arg;
+	uint8_t *buf = malloc(1 << 16);
+	T_ASSERT(buf);
+	for (;;) {
+		struct pollfd pf[2] = { { r->a, POLLIN, 0 }, { r->b, POLLIN, 0 } };
+		if (poll(pf, 2, 100) < 0 && errno != EINTR)
+			break;
+		if (r->p->stop)
+			break;
+		for (int i = 0; i < 2; i++) {
+			if (!(pf[i].revents & (POLLIN | POLLHUP | POLLERR)))
+				continue;
+			ssize_t n = read(pf[i].fd, buf, 1 << 16);
+			if (n <= 0)
+				goto done;
+			proxy_record(r->p, buf, (size_t)n);
+			for (ssize_t off = 0; off < n;) {
+				ssize_t w = write(i ? r->a : r->b, buf + off, (size_t)(n - off));
+				if (w <= 0)
+					goto done;
+				off += w;
+			}
+		}
+	}
+done:
+	close(r->a);
+	close(r->b);
+	free(buf);
+	free(r);
+	return NULL;
+}
+
+static void *proxy_main(void *arg)
+{
+	struct proxy *p = arg;
+	while (!p->stop) {
+		struct pollfd pf = { p->lfd, POLLIN, 0 };
+		struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(p->to_port),
+					  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+		struct relay *r;
+		pthread_t t;
+		int c, s;
+		if (poll(&pf, 1, 100) <= 0)
+			continue;
+		c = accept(p->lfd, NULL, NULL);
+		if (c < 0)
+			continue;
+		s = socket(AF_INET, SOCK_STREAM, 0);
+		if (s < 0 || connect(s, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+			close(c);
+			if (s >= 0)
+				close(s);
+			continue;
+		}
+		r = malloc(sizeof(*r));
+		T_ASSERT(r);
+		*r = (struct relay){ p, c, s };
+		T_OK(pthread_create(&t, NULL, relay_main, r));
+		pthread_detach(t);
+	}
+	return NULL;
+}
+
+static void proxy_start(struct proxy *p, uint16_t to_port)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t sl = sizeof(sa);
+	memset(p, 0, sizeof(*p));
+	p->to_port = to_port;
+	pthread_mutex_init(&p->lock, NULL);
+	p->lfd = socket(AF_INET, SOCK_STREAM, 0);
+	T_ASSERT(p->lfd >= 0);
+	T_OK(bind(p->lfd, (struct sockaddr *)&sa, sizeof(sa)));
+	T_OK(listen(p->lfd, 16));
+	T_OK(getsockname(p->lfd, (struct sockaddr *)&sa, &sl));
+	p->port = ntohs(sa.sin_port);
+	T_OK(pthread_create(&p->thr, NULL, proxy_main, p));
+}
+
+static bool proxy_saw(struct proxy *p, const char *pat)
+{
+	bool hit;
+	pthread_mutex_lock(&p->lock);
+	hit = p->log_len && memmem(p->log, p->log_len, pat, strlen(pat)) != NULL;
+	pthread_mutex_unlock(&p->lock);
+	return hit;
+}
+
+/* ------------------------------------------------------------------------ */
+
+static bool dir_contains(const char *dir, const char *pat)
+{
+	bool found = false;
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	if (!d)
+		return false;
+	while (!found && (e = readdir(d))) {
+		char path[4096];
+		struct stat st;
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+		if (lstat(path, &st) < 0)
+			continue;
+		if (S_ISDIR(st.st_mode)) {
+			found = dir_contains(path, pat);
+		} else if (S_ISREG(st.st_mode) && st.st_size > 0) {
+			uint8_t *b = malloc((size_t)st.st_size);
+			int fd = open(path, O_RDONLY);
+			T_ASSERT(b && fd >= 0);
+			T_EQ_INT(pread(fd, b, (size_t)st.st_size, 0), st.st_size);
+			close(fd);
+			found = memmem(b, (size_t)st.st_size, pat, strlen(pat)) != NULL;
+			free(b);
+		}
+	}
+	closedir(d);
+	return found;
+}
+
+static uint64_t stat_of(struct kvt_store *s, const char *name)
+{
+	uint64_t v = 0;
+	T_OK(kvt_store_stat(s, name, &v));
+	return v;
+}
+
+static struct kvt_store *engine(const char *addr)
+{
+	struct kvt_store *s = t_store_open("dram.capacity", "64M", "dram.chunk", "4K",
+					   "dram.prefault", "off", "remote.addr", addr,
+					   "remote.timeout_ms", "5000", NULL);
+	for (int i = 0; i < 1000 && stat_of(s, "remote.conns_up") == 0; i++)
+		tsrv_sleep_ms(10);
+	T_ASSERT(stat_of(s, "remote.conns_up") > 0);
+	return s;
+}
+
+static void master(uint8_t m[32], uint8_t seed)
+{
+	for (int i = 0; i < 32; i++)
+		m[i] = (uint8_t)(seed * 17 + i);
+}
+
+static void put3(struct kvt_store *s, uint32_t ns, uint64_t id, const uint8_t *buf, size_t len,
+		 uint32_t flags)
+{
+	size_t per = len / PARTS;
+	struct iovec iov[PARTS] = { { (void *)buf, per }, { (void *)(buf + per), per },
+				    { (void *)(buf + 2 * per), len - 2 * per } };
+	struct kvt_req r = { .op = KVT_OP_PUT, .flags = flags, .ns = ns, .key = t_key(id),
+			     .iov = iov, .iov_count = PARTS };
+	struct kvt_req *rp = &r, *got;
+	struct kvt_queue *q;
+	T_OK(kvt_queue_create(s, &q));
+	T_RC(kvt_submit(q, &rp, 1), 1);
+	T_RC(kvt_queue_wait(q, &got, 1, 30000), 1);
+	T_RC(r.status, KVT_OK);
+	T_OK(kvt_queue_destroy(q));
+}
+
+int main(int argc, char **argv)
+{
+	const char *extra[] = { "--set", "ssd.admission=always", NULL };
+	uint8_t m[32], other[32], nskey[32];
+	uint8_t *plain = malloc(VLEN), *out = malloc(VLEN + PARTS * OVER + 64);
+	char dir[600], addr[64], *base;
+	struct kvt_key k1 = t_key(1), k2 = t_key(2), k3 = t_key(3);
+	struct kvt_store *a, *b;
+	struct proxy px;
+	struct tsrv srv;
+	uint32_t ns_a, ns_b, ns_plain;
+	uint64_t vlen;
+
+	if (argc < 2)
+		T_SKIP("usage: test_seal_remote PATH-TO-KVTIERD");
+	T_ASSERT(plain && out);
+	signal(SIGPIPE, SIG_IGN);
+	base = t_mkdtemp();
+	snprintf(dir, sizeof(dir), "%s/data", base);
+	T_RC(mkdir(dir, 0700), 0);
+	tsrv_start(&srv, argv[1], base, dir, NULL, extra);
+	proxy_start(&px, srv.port);
+	snprintf(addr, sizeof(addr), "127.0.0.1:%u", px.port);
+	for (size_t i = 0; i < VLEN; i++)
+		plain[i] = (uint8_t)canary[i % (sizeof(canary) - 1)];
+	master(m, 1);
+	master(other, 2);
+
+	/* Engine a seals; its puts are written through the proxy. */
+	a = engine(addr);
+	ns_a = t_ns(a, "sealed");
+	ns_plain = t_ns(a, "plain");
+	T_OK(kvt_ns_set_seal_key(a, ns_a, m, 32));
+	put3(a, ns_a, 1, plain, VLEN, 0);
+	put3(a, ns_a, 2, plain, VLEN / 2, 0);
+	T_OK(kvt_flush(a));
+	T_ASSERT(stat_of(a, "remote.puts") >= 2);
+	/* Engine b, same master key, empty DRAM: from the server, exact. */
+	b = engine(addr);
+	ns_b = t_ns(b, "sealed");
+	T_OK(kvt_ns_set_seal_key(b, ns_b, m, 32));
+	memset(out, 0, VLEN);
+	T_RC(kvt_get(b, ns_b, &k1, out, VLEN, &vlen), KVT_OK);
+	T_EQ_U64(vlen, VLEN);
+	T_EQ_MEM(out, plain, VLEN);
+	kvt_store_destroy(b);
+	T_ASSERT(!proxy_saw(&px, canary));
+
+	/* Another tenant's master key: a miss. */
+	b = engine(addr);
+	ns_b = t_ns(b, "sealed");
+	T_OK(kvt_ns_set_seal_key(b, ns_b, other, 32));
+	T_RC(kvt_get(b, ns_b, &k1, out, VLEN, &vlen), KVT_MISS);
+	T_EQ_U64(stat_of(b, "seal.tag_failures"), 1);
+	kvt_store_destroy(b);
+	/* A grantee given the namespace key (not the master): opens. */
+	T_OK(kvt_ns_seal_key_export(a, ns_a, nskey));
+	b = engine(addr);
+	ns_b = t_ns(b, "sealed");
+	T_OK(kvt_ns_set_seal_ns_key(b, ns_b, nskey));
+	T_RC(kvt_get(b, ns_b, &k2, out, VLEN, &vlen), KVT_OK);
+	T_EQ_U64(vlen, VLEN / 2);
+	T_EQ_MEM(out, plain, VLEN / 2);
+	kvt_store_destroy(b);
+
+	/* A writer without the key: reads the ciphertext, flips a bit, and
+	 * puts it back; puts block 1's ciphertext under key 3. */
+	b = engine(addr);
+	ns_b = t_ns(b, "sealed");
+	{
+		struct kvt_req r = { .op = KVT_OP_GET, .ns = ns_b, .key = k1, .iov_count = 1 };
+		struct iovec iov = { out, VLEN + PARTS * OVER + 64 };
+		struct kvt_req *rp = &r, *got;
+		struct kvt_queue *q;
+		size_t slen = VLEN + PARTS * OVER;
+		uint8_t *copy = malloc(slen);
+		size_t per = VLEN / PARTS;
+		T_ASSERT(copy);
+		r.iov = &iov;
+		T_OK(kvt_queue_create(b, &q));
+		T_RC(kvt_submit(q, &rp, 1), 1);
+		T_RC(kvt_queue_wait(q, &got, 1, 30000), 1);
+		T_RC(r.status, KVT_OK);
+		T_EQ_U64(r.length, slen);
+		T_EQ_INT(r.value_flags, KVT_F_SEALED);
+		T_OK(kvt_queue_destroy(q));
+		T_ASSERT(memmem(out, slen, canary, sizeof(canary) - 1) == NULL);
+		memcpy(copy, out, slen);
+		/* Swap: block 1's sealed bytes under key 3, with its part sizes. */
+		{
+			struct iovec sv[PARTS] = { { copy, per + OVER },
+						   { copy + per + OVER, per + OVER },
+						   { copy + 2 * (per + OVER),
+						     slen - 2 * (per + OVER) } };
+			T_RC(kvt_put(b, ns_b, &k3, sv, PARTS), KVT_OK);
+			/* kvt_put has no flag argument: the request form sets SEALED. */
+		}
+		copy[per + OVER + 1000] ^= 0x10; /* a bit of part 1's ciphertext */
+		T_OK(kvt_delete(b, ns_b, &k1));
+		{
+			struct iovec sv[PARTS] = { { copy, per + OVER },
+						   { copy + per + OVER, per + OVER },
+						   { copy + 2 * (per + OVER),
+						     slen - 2 * (per + OVER) } };
+			struct kvt_req pr = { .op = KVT_OP_PUT, .flags = KVT_F_SEALED, .ns = ns_b,
+					      .key = k1, .iov = sv, .iov_count = PARTS };
+			rp = &pr;
+			T_OK(kvt_queue_create(b, &q));
+			T_RC(kvt_submit(q, &rp, 1), 1);
+			T_RC(kvt_queue_wait(q, &got, 1, 30000), 1);
+			T_RC(pr.status, KVT_OK);
+			T_OK(kvt_queue_destroy(q));
+		}
+		T_OK(kvt_flush(b));
+		free(copy);
+	}
+	kvt_store_destroy(b);
+	b = engine(addr);
+	ns_b = t_ns(b, "sealed");
+	T_OK(kvt_ns_set_seal_key(b, ns_b, m, 32));
+	memset(out, 0x77, VLEN);
+	T_RC(kvt_get(b, ns_b, &k1, out, VLEN, &vlen), KVT_MISS); /* bit flipped */
+	T_EQ_U64(stat_of(b, "seal.tag_failures"), 1);
+	T_ASSERT(memmem(out, VLEN, canary, sizeof(canary) - 1) == NULL);
+	/* Key 3's bytes were put without SEALED: not served in a sealed ns. */
+	T_RC(kvt_get(b, ns_b, &k3, out, VLEN, &vlen), KVT_MISS);
+	T_EQ_U64(stat_of(b, "seal.unsealed_misses"), 1);
+	T_RC(kvt_get(b, ns_b, &k2, out, VLEN, &vlen), KVT_OK); /* untouched */
+	kvt_store_destroy(b);
+
+	/* Swap with the SEALED flag: the AAD names key 1, not key 3. */
+	b = engine(addr);
+	ns_b = t_ns(b, "sealed");
+	{
+		uint64_t k4i = 4;
+		struct kvt_key k4 = t_key(k4i);
+		struct kvt_req r = { .op = KVT_OP_GET, .ns = ns_b, .key = k2, .iov_count = 1 };
+		struct iovec iov = { out, VLEN + PARTS * OVER + 64 };
+		struct kvt_req *rp = &r, *got;
+		struct kvt_queue *q;
+		size_t per = (VLEN / 2) / PARTS, slen = VLEN / 2 + PARTS * OVER;
+		r.iov = &iov;
+		T_OK(kvt_queue_create(b, &q));
+		T_RC(kvt_submit(q, &rp, 1), 1);
+		T_RC(kvt_queue_wait(q, &got, 1, 30000), 1);
+		T_RC(r.status, KVT_OK);
+		T_EQ_U64(r.length, slen);
+		struct iovec sv[PARTS] = { { out, per + OVER }, { out + per + OVER, per + OVER },
+					   { out + 2 * (per + OVER), slen - 2 * (per + OVER) } };
+		struct kvt_req pr = { .op = KVT_OP_PUT, .flags = KVT_F_SEALED, .ns = ns_b,
+				      .key = k4, .iov = sv, .iov_count = PARTS };
+		rp = &pr;
+		T_RC(kvt_submit(q, &rp, 1), 1);
+		T_RC(kvt_queue_wait(q, &got, 1, 30000), 1);
+		T_RC(pr.status, KVT_OK);
+		T_OK(kvt_queue_destroy(q));
+		T_OK(kvt_flush(b));
+		kvt_store_destroy(b);
+		b = engine(addr);
+		ns_b = t_ns(b, "sealed");
+		T_OK(kvt_ns_set_seal_key(b, ns_b, m, 32));
+		T_RC(kvt_get(b, ns_b, &k4, out, VLEN, &vlen), KVT_MISS);
+		T_EQ_U64(stat_of(b, "seal.tag_failures"), 1);
+		T_RC(kvt_get(b, ns_b, &k2, out, VLEN, &vlen), KVT_OK);
+		T_EQ_MEM(out, plain, VLEN / 2);
+		kvt_store_destroy(b);
+	}
+
+	/* Nothing so far carried the pattern: not on the wire, not on disk. */
+	T_ASSERT(!proxy_saw(&px, canary));
+	kvt_store_destroy(a);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+	T_ASSERT(!dir_contains(dir, canary));
+
+	/* Control: the same pattern unsealed is visible in both places. */
+	tsrv_start(&srv, argv[1], base, dir, NULL, extra);
+	px.to_port = srv.port;
+	a = engine(addr);
+	ns_plain = t_ns(a, "plain");
+	put3(a, ns_plain, 9, plain, VLEN, 0);
+	T_OK(kvt_flush(a));
+	kvt_store_destroy(a);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+	T_ASSERT(proxy_saw(&px, canary));
+	T_ASSERT(dir_contains(dir, canary));
+
+	px.stop = 1;
+	pthread_join(px.thr, NULL);
+	close(px.lfd);
+	t_rmtree(base);
+	free(base);
+	free(plain);
+	free(out);
+	free(px.log);
+	return 0;
+}
