@@ -471,17 +471,19 @@ static void req_complete(struct kvt_store *s, struct kvt_req *r, int status)
 		pthread_mutex_unlock(&q->lock);
 		return;
 	}
-	/* One write until poll reads it: the eventfd is a doorbell, not a count. */
-	if (q->signaled)
-		was_empty = false;
-	q->signaled = true;
-	pthread_mutex_unlock(&q->lock);
-	if (was_empty) {
+	/* One write until poll reads it: the eventfd is a doorbell, not a
+	 * count.  Under the lock: once poll can take this request the owner
+	 * may destroy the queue and close the eventfd, so nothing here may
+	 * touch q after the unlock (a write after it could land in a reused
+	 * fd: TSan saw it). */
+	if (was_empty && !q->signaled) {
 		uint64_t one = 1;
 		/* Cannot fail short of a counter overflow, which poll resets. */
 		ssize_t w = write(q->efd, &one, sizeof(one));
 		KVT_UNUSED(w);
 	}
+	q->signaled = true;
+	pthread_mutex_unlock(&q->lock);
 }
 
 /* ------------------------------------------------------------------------
