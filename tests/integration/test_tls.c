@@ -2,7 +2,7 @@
  * test_tls.c - TLS between libkvtier's remote tier and a real kvtierd,
  * with certificates made by the openssl CLI in a temporary directory.
  *
- * Usage: test_tls PATH-TO-KVTIERD
+ * Usage: test_tls PATH-TO-KVTIERD [--bench [ROUNDS]]
  *
  * What it proves: values round-trip byte-exact over TLS; the bytes on the
  * wire (recorded by a forwarding proxy in this process) do not contain a
@@ -375,6 +375,138 @@ static void plain_client(const struct tsrv *s)
 	T_ASSERT(total < 48);
 }
 
+/* ------------------------------------------------------------------------
+ * Bench (test_tls KVTIERD --bench [ROUNDS]): TLS against plain TCP through
+ * the remote tier, A/B interleaved in one run.  Two servers alike but for
+ * --tls-*; per round and mode: SET (4 threads put 2 MiB values on an
+ * engine with remote.conns=4, timed until the store closed, i.e. every put
+ * answered) then GET (a fresh engine, 4 threads kvt_get them back).
+ */
+#define BENCH_VAL (2u << 20)
+#define BENCH_PER_THREAD 16
+
+struct bjob {
+	struct kvt_store *s;
+	uint32_t ns;
+	int t;
+	bool get;
+	uint64_t seed;
+};
+
+static void *bench_thread(void *arg)
+{
+	struct bjob *j = arg;
+	uint8_t *buf = malloc(BENCH_VAL);
+	T_ASSERT(buf);
+	for (int i = 0; i < BENCH_PER_THREAD; i++) {
+		struct kvt_key k = t_key(j->seed + (uint64_t)(j->t * BENCH_PER_THREAD + i));
+		if (j->get) {
+			uint64_t vlen = 0;
+			T_RC(kvt_get(j->s, j->ns, &k, buf, BENCH_VAL, &vlen), KVT_OK);
+			T_EQ_U64(vlen, BENCH_VAL);
+			T_EQ_U64(buf[vlen - 1], (uint8_t)(k.bytes[0] + i));
+		} else {
+			struct iovec part = { buf, BENCH_VAL };
+			memset(buf, (uint8_t)(k.bytes[0] + i), BENCH_VAL);
+			T_RC(kvt_put(j->s, j->ns, &k, &part, 1), KVT_OK);
+		}
+	}
+	free(buf);
+	return NULL;
+}
+
+static double bench_phase(const char *addr, const char *const *opts, bool get, uint64_t seed)
+{
+	const char *conf[16] = { "remote.conns", "4", "dram.capacity", "512M" };
+	struct bjob jobs[4];
+	pthread_t th[4];
+	struct kvt_store *s;
+	struct timespec a, b;
+	uint32_t ns;
+	unsigned n = 4;
+
+	for (unsigned i = 0; opts && opts[i]; i++)
+		conf[n++] = opts[i];
+	conf[n] = NULL;
+	s = engine(addr, conf);
+	ns = t_ns(s, "tls-bench");
+	T_ASSERT(wait_up(s));
+	while (stat_of(s, "remote.conns_up") < 4)
+		tsrv_sleep_ms(5);
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	for (int t = 0; t < 4; t++) {
+		jobs[t] = (struct bjob){ s, ns, t, get, seed };
+		T_RC(pthread_create(&th[t], NULL, bench_thread, &jobs[t]), 0);
+	}
+	for (int t = 0; t < 4; t++)
+		pthread_join(th[t], NULL);
+	if (!get)
+		kvt_store_destroy(s); /* waits until every put was answered */
+	clock_gettime(CLOCK_MONOTONIC, &b);
+	if (get)
+		kvt_store_destroy(s);
+	return 4.0 * BENCH_PER_THREAD * BENCH_VAL /
+	       ((double)(b.tv_sec - a.tv_sec) * 1e9 + (double)(b.tv_nsec - a.tv_nsec));
+}
+
+static int cmp_d(const void *x, const void *y)
+{
+	double a = *(const double *)x, b = *(const double *)y;
+	return (a > b) - (a < b);
+}
+
+static int bench(int rounds)
+{
+	struct tsrv ps, ts;
+	char dir[600], paddr[64], taddr[64];
+	const char *tls_opts[] = { "remote.tls", "on", "remote.tls_ca", ca, NULL };
+	const char *extra_p[] = { "--dram", "2G", "--ssd", "0", "--threads", "2", NULL };
+	const char *extra_t[] = { "--dram", "2G", "--ssd", "0", "--threads", "2",
+				  "--tls-cert", srv_cert, "--tls-key", srv_key, NULL };
+	double r[2][2][64]; /* [get][tls][round] GB/s */
+
+	if (rounds < 1 || rounds > 64)
+		rounds = 5;
+	snprintf(dir, sizeof(dir), "%s/bp", base);
+	T_RC(mkdir(dir, 0700), 0);
+	tsrv_start(&ps, bin, base, dir, NULL, extra_p);
+	snprintf(dir, sizeof(dir), "%s/bt", base);
+	T_RC(mkdir(dir, 0700), 0);
+	tsrv_start(&ts, bin, dir, dir, NULL, extra_t); /* its own socket path */
+	snprintf(paddr, sizeof(paddr), "127.0.0.1:%u", ps.port);
+	snprintf(taddr, sizeof(taddr), "127.0.0.1:%u", ts.port);
+	for (int i = 0; i < rounds; i++) {
+		for (int k = 0; k < 2; k++) {
+			/* Plain first in even rounds, TLS first in odd ones. */
+			int tls = (i + k) % 2;
+			uint64_t seed = 1000000u * (uint64_t)(i + 1);
+			const char *addr = tls ? taddr : paddr;
+			const char *const *o = tls ? tls_opts : NULL;
+			r[0][tls][i] = bench_phase(addr, o, false, seed);
+			r[1][tls][i] = bench_phase(addr, o, true, seed);
+			for (int g = 0; g < 2; g++)
+				printf("{\"bench\":\"tls\",\"op\":\"%s\",\"transport\":\"%s\","
+				       "\"value_bytes\":%u,\"conns\":4,\"round\":%d,\"gbps\":%.3f}\n",
+				       g ? "get" : "set", tls ? "tls" : "tcp", BENCH_VAL, i,
+				       r[g][tls][i]);
+		}
+	}
+	for (int g = 0; g < 2; g++) {
+		double m[2];
+		for (int tls = 0; tls < 2; tls++) {
+			qsort(r[g][tls], (size_t)rounds, sizeof(double), cmp_d);
+			m[tls] = r[g][tls][rounds / 2];
+		}
+		printf("{\"bench\":\"tls\",\"op\":\"%s\",\"value_bytes\":%u,\"conns\":4,\"rounds\":%d,"
+		       "\"tls_gbps\":%.3f,\"tcp_gbps\":%.3f,\"ratio\":%.3f,\"baseline\":\"tcp\"}\n",
+		       g ? "get" : "set", BENCH_VAL, rounds, m[1], m[0], m[1] / m[0]);
+	}
+	T_EQ_INT(tsrv_stop(&ps), 0);
+	T_EQ_INT(tsrv_stop(&ts), 0);
+	t_rmtree(base);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct tsrv srv, mtls;
@@ -392,6 +524,8 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	base = t_mkdtemp();
 	make_certs();
+	if (argc >= 3 && strcmp(argv[2], "--bench") == 0)
+		return bench(argc >= 4 ? atoi(argv[3]) : 5);
 
 	/* 1. The control: plain TCP through the proxy shows the plaintext. */
 	snprintf(dir, sizeof(dir), "%s/plain", base);
