@@ -107,6 +107,12 @@ static void kvtierd_usage(FILE *f)
 		"                        accessible by group or others.\n"
 		"                        Without it, every client is tenant \"default\" with no\n"
 		"                        authentication (the log says so).\n"
+		"  --tls-cert FILE       TLS (1.2 minimum, 1.3 preferred) on the TCP and RESP\n"
+		"  --tls-key FILE        listeners with this PEM certificate chain and key;\n"
+		"                        Unix sockets and metrics stay plain\n"
+		"  --tls-ca FILE         verify client certificates against this CA\n"
+		"  --tls-verify-client   require a client certificate (mutual TLS; needs\n"
+		"                        --tls-ca; \"tls-verify-client = yes\" in --config)\n"
 		"\n"
 		"Logging and config:\n"
 		"  --log FILE            log to FILE instead of stderr (SIGHUP reopens it)\n"
@@ -177,8 +183,8 @@ static void kvtierd_replace(char **slot, const char *v)
  * Apply one option by long name.  where says where it came from (for
  * messages).  Usage errors exit 2.
  */
-/* --resp, --metrics, --metrics-token (respd.c, metrics.c): true if name
- * is one of them. */
+/* --resp, --metrics, --metrics-token (respd.c, metrics.c), --tls-*
+ * (tls.c): true if name is one of them. */
 static bool kvtierd_option_listeners(struct kvtd_config *cfg, const char *name, const char *v)
 {
 	if (strcmp(name, "resp") == 0) {
@@ -196,6 +202,17 @@ static bool kvtierd_option_listeners(struct kvtd_config *cfg, const char *name, 
 		kvtierd_replace(&cfg->metrics_listen, v);
 	} else if (strcmp(name, "metrics-token") == 0) {
 		kvtierd_replace(&cfg->metrics_token_path, v);
+	} else if (strcmp(name, "tls-cert") == 0) {
+		kvtierd_replace(&cfg->tls_cert, v);
+	} else if (strcmp(name, "tls-key") == 0) {
+		kvtierd_replace(&cfg->tls_key, v);
+	} else if (strcmp(name, "tls-ca") == 0) {
+		kvtierd_replace(&cfg->tls_ca, v);
+	} else if (strcmp(name, "tls-verify-client") == 0) {
+		/* A flag on the command line; "yes"/"no" in a config file. */
+		if (strcmp(v, "yes") && strcmp(v, "no") && strcmp(v, "1") && strcmp(v, "0"))
+			kvtierd_die_usage("--tls-verify-client: want yes or no, got '%s'", v);
+		cfg->tls_verify_client = !strcmp(v, "yes") || !strcmp(v, "1");
 	} else {
 		return false;
 	}
@@ -284,7 +301,7 @@ static bool kvtierd_is_option(const char *name)
 		"dir", "dram", "ssd", "listen", "unix", "threads", "tenants", "log",
 		"log-level", "idle-timeout", "shutdown-timeout", "set", "config",
 		"resp", "metrics", "metrics-token", "max-conns", "max-memory", "conn-inflight",
-		"conn-output", NULL,
+		"conn-output", "tls-cert", "tls-key", "tls-ca", "tls-verify-client", NULL,
 	};
 	for (int i = 0; names[i]; i++)
 		if (strcmp(name, names[i]) == 0)
@@ -357,7 +374,8 @@ static void kvtierd_args(struct kvtd_config *cfg, int argc, char **argv)
 			config = argv[++i];
 		} else if (strncmp(a, "--config=", 9) == 0) {
 			config = a + 9;
-		} else if (a[0] == '-' && a[1] == '-' && !strchr(a, '=') && i + 1 < argc) {
+		} else if (a[0] == '-' && a[1] == '-' && !strchr(a, '=') && i + 1 < argc &&
+			   strcmp(a, "--tls-verify-client") != 0) {
 			i++; /* skip the value of another option */
 		}
 	}
@@ -387,6 +405,8 @@ static void kvtierd_args(struct kvtd_config *cfg, int argc, char **argv)
 			kvtierd_die_usage("unknown option '--%s'", name);
 		if (eq) {
 			v = eq + 1;
+		} else if (strcmp(name, "tls-verify-client") == 0) {
+			v = "yes"; /* the one option that takes no value */
 		} else {
 			if (i + 1 >= argc)
 				kvtierd_die_usage("--%s needs a value", name);
@@ -778,6 +798,9 @@ static void kvtierd_config_free(struct kvtd_config *cfg)
 	free(cfg->resp_listen);
 	free(cfg->metrics_listen);
 	free(cfg->metrics_token_path);
+	free(cfg->tls_cert);
+	free(cfg->tls_key);
+	free(cfg->tls_ca);
 	for (unsigned i = 0; i < cfg->set_count; i++)
 		free(cfg->set_names[i]);
 }
@@ -895,10 +918,16 @@ int main(int argc, char **argv)
 		srv->listener_count++;
 	}
 	rc = kvtierd_listen_extra(srv, listeners);
+	if (rc == 0)
+		rc = kvtd_tls_setup(srv);
 	if (rc < 0) {
 		exit_code = rc == -EINVAL ? KVTD_EXIT_USAGE : KVTD_EXIT_FAIL;
 		goto out;
 	}
+	/* TLS on the native and RESP TCP listeners; Unix sockets and the
+	 * metrics listener stay plain. */
+	for (unsigned i = 0; srv->tls_ctx && i < srv->listener_count; i++)
+		listeners[i].tls = !listeners[i].is_unix && listeners[i].proto != KVTD_PROTO_HTTP;
 
 	/* 4. Threads */
 	srv->loop_count = cfg->threads;
@@ -988,6 +1017,7 @@ out:
 	kvt_store_destroy(srv->store);
 	kvtd_auth_shutdown();
 	kvtd_metrics_free(srv);
+	kvtd_tls_free(srv);
 	free(srv->metrics_token);
 	kvtd_log_close();
 	if (sfd >= 0)

@@ -25,6 +25,9 @@
  *   http.c     the metrics listener's request-head parser (http.h)
  *   metrics.c  the metrics listener (--metrics): /metrics, /healthz;
  *              latency histograms and per-tenant counters
+ *   tls.c      TLS on the TCP listeners (--tls-cert): the server's
+ *              context, handshakes, and the socket I/O of every
+ *              connection (plain or TLS)
  *
  * Threads (doc/kvtierd.md "Threads"):
  *   main       parses options, opens the store, starts the others, then
@@ -186,6 +189,7 @@ enum kvtd_err {
 	KVTD_ERR_IO,        /* read/write errors on the socket */
 	KVTD_ERR_NOMEM,     /* server out of memory for a frame */
 	KVTD_ERR_REQUEST,   /* other whole-request failures (unknown namespace, ...) */
+	KVTD_ERR_TLS,       /* TLS handshake failed (plain client, bad certificate) */
 	KVTD_ERR__COUNT
 };
 extern const char *const kvtd_err_names[KVTD_ERR__COUNT];
@@ -196,6 +200,8 @@ struct kvtd_counters {
 	_Atomic uint64_t items_in;
 	_Atomic uint64_t ops[PROTO_OP__COUNT];
 	_Atomic uint64_t auth_ok;
+	_Atomic uint64_t tls_handshakes; /* completed */
+	_Atomic uint64_t tls_ktls;       /* of them, sending through kernel TLS */
 	_Atomic uint64_t value_crc_errors; /* stored parts failing their CRC on a range read */
 	_Atomic uint64_t errors[KVTD_ERR__COUNT];
 	/* Overload (loop.c "Limits"): connections refused past --max-conns,
@@ -232,6 +238,10 @@ struct kvtd_config {
 	char *resp_listen;      /* --resp HOST:PORT, or NULL (respd.c) */
 	char *metrics_listen;   /* --metrics [HOST:]PORT, or NULL (metrics.c) */
 	char *metrics_token_path; /* --metrics-token FILE, or NULL */
+	char *tls_cert;         /* --tls-cert FILE: TLS on the TCP listeners, or NULL */
+	char *tls_key;          /* --tls-key FILE */
+	char *tls_ca;           /* --tls-ca FILE: CA of client certificates, or NULL */
+	bool tls_verify_client; /* --tls-verify-client: a client certificate is required */
 	char *set_names[KVTD_SET_MAX]; /* --set NAME=VALUE: library options */
 	char *set_values[KVTD_SET_MAX];
 	unsigned set_count;
@@ -258,6 +268,7 @@ struct kvtd_listener {
 	int fd;
 	bool is_unix;
 	int proto;             /* enum kvtd_proto: what its connections speak */
+	bool tls;              /* its connections speak TLS first (tls.c) */
 	char name[128];        /* "127.0.0.1:7070" or the socket path */
 };
 
@@ -311,6 +322,12 @@ struct kvtd_conn {
 	void *alt;             /* RESP or HTTP state (respd.c, metrics.c), or NULL */
 	struct kvtd_tstat *tstat; /* per-tenant counters, once the tenant is known */
 	char peer[80];
+
+	/* TLS (tls.c): SSL *, or NULL for a plain connection */
+	void *tls;
+	bool tls_ready;        /* handshake done */
+	uint8_t tls_rd_want;   /* TLSIO_WANT_*: the last read waits for this event */
+	uint8_t tls_wr_want;   /* ... the last write */
 
 	/* Protocol state */
 	int state;             /* enum kvtd_conn_state */
@@ -420,6 +437,7 @@ struct kvtd_server {
 	 * atomic, any loop */
 	_Atomic uint64_t mem_used;
 	char *metrics_token;      /* bearer token for /metrics, or NULL */
+	void *tls_ctx;            /* SSL_CTX * of the TCP listeners, or NULL (tls.c) */
 };
 
 /* Per-connection flow control: defaults of --conn-inflight, --conn-output. */
@@ -437,6 +455,27 @@ uint64_t kvtd_now_ns(void);
  * even past the limit (memory already allocated that must be kept). */
 bool kvtd_mem_charge(struct kvtd_server *srv, uint64_t n, bool force);
 void kvtd_mem_uncharge(struct kvtd_server *srv, uint64_t n);
+
+/*
+ * tls.c.  kvtd_tls_setup builds the context from --tls-* (main thread,
+ * before the loops; 0, or -EINVAL after logging why).  The rest run on the
+ * connection's loop.  The I/O calls behave like read, readv and writev on
+ * c->fd (plain connections use exactly those); with TLS an EAGAIN leaves
+ * in c->tls_rd_want / tls_wr_want the event the SSL waits for.
+ */
+int kvtd_tls_setup(struct kvtd_server *srv);
+void kvtd_tls_free(struct kvtd_server *srv);
+/* A connection accepted on a TLS listener gets its SSL.  0 or -ENOMEM. */
+int kvtd_tls_open(struct kvtd_conn *c);
+/* One handshake step: 1 done, 0 wait (tls_rd_want says for what), < 0
+ * failed: counted (errors{kind="tls"}) and logged; close the connection. */
+int kvtd_tls_handshake(struct kvtd_conn *c);
+/* Decrypted bytes wait inside the SSL: epoll will not report them. */
+bool kvtd_tls_pending(const struct kvtd_conn *c);
+void kvtd_tls_close(struct kvtd_conn *c);
+ssize_t kvtd_conn_read(struct kvtd_conn *c, void *buf, size_t len);
+ssize_t kvtd_conn_readv(struct kvtd_conn *c, const struct iovec *iov, int n);
+ssize_t kvtd_conn_writev(struct kvtd_conn *c, const struct iovec *iov, int n);
 
 /* loop.c */
 int kvtd_loops_start(struct kvtd_server *srv);

@@ -82,6 +82,7 @@
 #include <unistd.h>
 
 #include "kvtierd.h"
+#include "tlsio.h"
 
 const char *const kvtd_err_names[KVTD_ERR__COUNT] = {
 	[KVTD_ERR_MAGIC] = "magic",
@@ -103,6 +104,7 @@ const char *const kvtd_err_names[KVTD_ERR__COUNT] = {
 	[KVTD_ERR_IO] = "io",
 	[KVTD_ERR_NOMEM] = "no_memory",
 	[KVTD_ERR_REQUEST] = "request",
+	[KVTD_ERR_TLS] = "tls",
 };
 
 enum kvtd_err kvtd_err_of(int code)
@@ -207,6 +209,21 @@ void kvtd_out_free(struct kvtd_server *srv, struct kvtd_out *o)
 	free(o);
 }
 
+/* TLS (tls.c): an SSL call may wait for the other direction (a read for
+ * a write during a handshake, a write for a read after a key update). */
+static uint32_t loop_conn_tls_events(const struct kvtd_conn *c, uint32_t e)
+{
+	if (!c->tls)
+		return e;
+	if (!c->tls_ready)
+		return (c->tls_rd_want == TLSIO_WANT_OUT ? EPOLLOUT : EPOLLIN) | EPOLLRDHUP;
+	if (c->tls_rd_want == TLSIO_WANT_OUT && (e & EPOLLIN))
+		e |= EPOLLOUT;
+	if (c->tls_wr_want == TLSIO_WANT_IN && (e & EPOLLOUT))
+		e = (e & ~(uint32_t)EPOLLOUT) | EPOLLIN;
+	return e;
+}
+
 /* The epoll events a connection wants now. */
 static void loop_conn_events(struct kvtd_conn *c, bool want_out)
 {
@@ -219,6 +236,7 @@ static void loop_conn_events(struct kvtd_conn *c, bool want_out)
 		e |= EPOLLIN | EPOLLRDHUP;
 	if (want_out)
 		e |= EPOLLOUT;
+	e = loop_conn_tls_events(c, e);
 	if (e == c->events)
 		return;
 	ev.events = e;
@@ -276,7 +294,6 @@ static void loop_conn_flush(struct kvtd_conn *c)
 	struct iovec iov[128];
 
 	while (c->out_head && !c->dead) {
-		struct msghdr mh;
 		unsigned n = 0;
 		ssize_t w;
 
@@ -288,10 +305,7 @@ static void loop_conn_flush(struct kvtd_conn *c)
 				n++;
 			}
 		}
-		memset(&mh, 0, sizeof(mh));
-		mh.msg_iov = iov;
-		mh.msg_iovlen = n;
-		w = sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+		w = kvtd_conn_writev(c, iov, (int)n);
 		if (w < 0) {
 			if (errno == EINTR)
 				continue;
@@ -493,6 +507,7 @@ static void loop_conn_close(struct kvtd_conn *c, const char *why)
 	if (c->dead)
 		return;
 	epoll_ctl(loop->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+	kvtd_tls_close(c);
 	close(c->fd);
 	c->fd = -1;
 	c->dead = true;
@@ -614,7 +629,10 @@ static void loop_accept(struct kvtd_loop *loop, struct kvtd_listener *l)
 		c->id = atomic_fetch_add(&srv->next_conn_id, 1) + 1;
 		c->accept_ns = loop->now_ns;
 		c->proto = l->proto;
-		if (c->proto != KVTD_PROTO_NATIVE && kvtd_alt_open(c) < 0) {
+		if ((c->proto != KVTD_PROTO_NATIVE && kvtd_alt_open(c) < 0) ||
+		    (l->tls && kvtd_tls_open(c) < 0)) {
+			kvtd_tls_close(c);
+			kvtd_alt_free(c);
 			close(fd);
 			free(c);
 			KVTD_COUNT(srv, errors[KVTD_ERR_NOMEM], 1);
@@ -642,6 +660,7 @@ static void loop_accept(struct kvtd_loop *loop, struct kvtd_listener *l)
 		ev.events = c->events;
 		ev.data.ptr = &c->ev;
 		if (epoll_ctl(loop->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+			kvtd_tls_close(c);
 			close(fd);
 			kvtd_alt_free(c);
 			free(c);
@@ -838,7 +857,7 @@ static void loop_conn_read(struct kvtd_conn *c)
 			if (c->rx->in_place)
 				r = kvtd_value_put_recv(c->rx, c->fd);
 			else
-				r = read(c->fd, kvtd_frame_data(c->rx) + c->rx_got, (size_t)want);
+				r = kvtd_conn_read(c, kvtd_frame_data(c->rx) + c->rx_got, (size_t)want);
 			if (r > 0) {
 				c->rx_got += (uint64_t)r;
 				if (c->rx_got - c->rx_mark >= KVTD_SLOW_PROGRESS) {
@@ -861,7 +880,7 @@ static void loop_conn_read(struct kvtd_conn *c)
 				kvtd_conn_fail(c, PROTO_OP_ERROR, 0, -ENOMEM, "server out of memory");
 				return;
 			}
-			r = read(c->fd, c->rbuf + c->rend, c->rcap - c->rend);
+			r = kvtd_conn_read(c, c->rbuf + c->rend, c->rcap - c->rend);
 			if (r > 0) {
 				c->rend += (size_t)r;
 				loop_conn_parse(c);
@@ -887,15 +906,36 @@ static void loop_conn_read(struct kvtd_conn *c)
 		}
 		if (errno == EINTR)
 			continue;
-		if (errno == EAGAIN || errno == EWOULDBLOCK)
+		if (errno == EAGAIN || errno == EWOULDBLOCK) {
+			if (c->tls)
+				loop_conn_events(c, c->out_stall_ns != 0);
 			return;
+		}
 		KVTD_COUNT(srv, errors[KVTD_ERR_IO], 1);
 		if (c->rx || c->rend > c->rstart)
 			KVTD_COUNT(srv, errors[KVTD_ERR_VANISHED], 1);
 		loop_conn_close(c, strerror(errno));
 		return;
 	}
-	/* Fairness: others get a turn; level-triggered epoll brings us back. */
+	/* Fairness: others get a turn; level-triggered epoll brings us back,
+	 * but not for bytes already inside the SSL. */
+	if (kvtd_tls_pending(c))
+		loop_conn_touch(c);
+}
+
+/* A TLS connection before its handshake is done: nothing else happens on
+ * it.  Once done, what the client sent along is read. */
+static void loop_conn_handshake(struct kvtd_conn *c)
+{
+	int rc = kvtd_tls_handshake(c);
+
+	if (rc < 0) {
+		loop_conn_close(c, "TLS handshake failed");
+		return;
+	}
+	loop_conn_events(c, false);
+	if (rc > 0)
+		loop_conn_read(c);
 }
 
 /* ------------------------------------------------------------------------
@@ -981,7 +1021,9 @@ static void loop_settle(struct kvtd_loop *loop)
 			kvtd_alt_settle(c);
 		else if (!c->read_paused && !c->rx && c->rend > c->rstart)
 			loop_conn_parse(c);
-		if (c->out_head)
+		if (!c->dead && kvtd_tls_pending(c))
+			loop_conn_read(c);
+		if (!c->dead && c->out_head)
 			loop_conn_flush(c);
 		loop_conn_maybe_close(c);
 	}
@@ -1029,7 +1071,8 @@ static void *loop_main(void *arg)
 	snprintf(name, sizeof(name), "kvtd-loop%u", loop->idx);
 	pthread_setname_np(pthread_self(), name);
 	for (;;) {
-		int n = epoll_wait(loop->epfd, evs, KVTD_LOOP_EVENTS, loop->stopping ? 100 : 1000);
+		int n = epoll_wait(loop->epfd, evs, KVTD_LOOP_EVENTS,
+				   loop->touched_n ? 0 : loop->stopping ? 100 : 1000);
 		loop->now_ns = kvtd_now_ns();
 		if (n < 0 && errno != EINTR) {
 			kvtd_log(KVTD_ERROR, "epoll_wait failed", "loop=%u error=\"%s\"", loop->idx,
@@ -1044,9 +1087,16 @@ static void *loop_main(void *arg)
 				break;
 			case KVTD_EV_CONN: {
 				struct kvtd_conn *c = (struct kvtd_conn *)ev;
+				if (c->tls && !c->tls_ready) {
+					loop_conn_handshake(c);
+					break;
+				}
 				if (evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR | EPOLLRDHUP))
 					loop_conn_read(c);
-				if (!c->dead && (evs[i].events & EPOLLOUT))
+				else if (c->tls_rd_want == TLSIO_WANT_OUT && (evs[i].events & EPOLLOUT))
+					loop_conn_read(c);
+				if (!c->dead && ((evs[i].events & EPOLLOUT) ||
+						 (c->tls_wr_want == TLSIO_WANT_IN && c->out_head)))
 					loop_conn_flush(c);
 				if (!c->dead && (evs[i].events & (EPOLLHUP | EPOLLERR)) &&
 				    !(evs[i].events & EPOLLIN)) {

@@ -323,6 +323,11 @@ static int metrics_render(struct kvtd_server *srv, char **out, size_t *out_len)
 		    MGET(srv->ctr.bytes_out));
 	metrics_one(f, "kvtier_server_frames_in_total", "counter", "native protocol frames received",
 		    MGET(srv->ctr.frames_in));
+	metrics_one(f, "kvtier_tls_handshakes_total", "counter",
+		    "TLS handshakes completed (failed ones: kvtier_errors_total{kind=\"tls\"})",
+		    MGET(srv->ctr.tls_handshakes));
+	metrics_one(f, "kvtier_tls_ktls_total", "counter",
+		    "TLS connections sending through kernel TLS", MGET(srv->ctr.tls_ktls));
 	metrics_one(f, "kvtier_resp_commands_total", "counter", "RESP commands answered",
 		    MGET(m->resp_commands));
 	metrics_one(f, "kvtier_resp_error_replies_total", "counter", "RESP commands answered with an error",

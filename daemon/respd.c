@@ -1394,7 +1394,7 @@ ssize_t kvtd_resp_read(struct kvtd_conn *c)
 		rc->buf = nb;
 		rc->cap = nc;
 	}
-	r = read(c->fd, rc->buf + rc->end, rc->cap - rc->end);
+	r = kvtd_conn_read(c, rc->buf + rc->end, rc->cap - rc->end);
 	if (r > 0) {
 		int e = errno;
 		rc->end += (size_t)r;

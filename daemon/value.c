@@ -217,7 +217,8 @@ ssize_t kvtd_value_put_recv(struct kvtd_frame *fr, int fd)
 	ssize_t r;
 	if (n == 0)
 		return 0;
-	r = readv(fd, iov, (int)n);
+	(void)fd;
+	r = kvtd_conn_readv(fr->conn, iov, (int)n); /* TLS or plain (tls.c) */
 	if (r > 0)
 		value_put_advance(fr, (uint64_t)r);
 	return r;

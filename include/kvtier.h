@@ -324,6 +324,17 @@ int kvt_store_create(struct kvt_store **out);
  *   remote.backoff_ms, remote.backoff_max_ms  reconnect delay, doubling
  *                     from the first to the second (default 50, 5000).
  *   remote.batch      most items in one frame, 1..65536 (default 64).
+ *   remote.tls        "on": TLS (1.2 minimum, 1.3 preferred) to a kvtierd
+ *                     started with --tls-cert; the handshake runs within
+ *                     remote.connect_timeout_ms (default "off").
+ *   remote.tls_ca     CA file (PEM) that verifies the server's certificate
+ *                     (default: the system's CA store).
+ *   remote.tls_cert, remote.tls_key  client certificate and key (PEM) for
+ *                     a server with --tls-verify-client (mutual TLS).
+ *   remote.tls_server_name  the name (or address) the server's certificate
+ *                     must carry; default the host of remote.addr.  A
+ *                     server that fails verification is never used: its
+ *                     operations are misses (remote.tls_failures).
  *   workers           library worker threads, 1..64 (default 1).
  *   debug.fail_alloc  N: the Nth allocation made through the library's
  *                     allocator from now on fails with -ENOMEM (tests).

@@ -19,7 +19,8 @@
  *      in flight.  An operation whose namespace the server has not yet
  *      named waits for an NS_REGISTER of the namespace's canonical text
  *      (the server puts its own tenant in and returns the digest to use).
- *   3. Frames are sent with sendmsg: header and table from the frame's
+ *   3. Frames are sent with sendmsg (SSL_write per iovec with remote.tls:
+ *      conn_sendv, conn_read, conn_readv below): header and table from the frame's
  *      buffer, PUT values straight from the caller's parts.
  *   4. Responses are read in two exact steps (48-byte header, then the
  *      table, so nothing of the data section lands in the table buffer) and
@@ -29,6 +30,11 @@
  *      fails the connection: every operation on it completes (gets as
  *      misses), the socket is closed, and the connection retries after a
  *      backoff that doubles up to remote.backoff_max_ms.
+ *
+ * TLS (remote.tls): after connect, a non-blocking handshake (C_TLS) under
+ * the same connect deadline, verifying the server's certificate and name;
+ * then the same framing through the SSL.  A failed handshake fails the
+ * connection like a refused connect (remote.tls_failures).
  *
  * Threads and locks: rm->lock guards rm->sub, rm->stop and the flush
  * counters; everything else but the atomic counters belongs to the remote
@@ -40,6 +46,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <arpa/inet.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,9 +61,11 @@
 #include <unistd.h>
 
 #include <openssl/crypto.h>
+#include <openssl/x509v3.h>
 
 #include "proto.h"
 #include "remote.h"
+#include "tlsio.h"
 
 enum rop_kind {
 	RK_GET, RK_PUT, RK_EXISTS, RK_DELETE, RK_LOOKUP, RK_CLEAR, RK_NSREG, RK_STATS, RK__COUNT
@@ -109,7 +118,7 @@ struct rframe {
 	uint64_t deadline;
 };
 
-enum { C_DOWN = 0, C_CONNECTING, C_HELLO, C_AUTH, C_READY };
+enum { C_DOWN = 0, C_CONNECTING, C_TLS, C_HELLO, C_AUTH, C_READY };
 enum { RX_HEAD = 0, RX_DATA };
 
 #define RX_SCRATCH (64u << 10)
@@ -119,6 +128,8 @@ struct rconn {
 	struct remote *rm;
 	unsigned idx;
 	int fd;
+	SSL *ssl;                     /* remote.tls: the connection's SSL, else NULL */
+	int tls_want;                 /* TLSIO_WANT_*: what the SSL last waited for */
 	int state;                    /* C_* */
 	bool failed_once;             /* since the last successful handshake */
 	bool want_out;                /* EPOLLOUT armed */
@@ -171,6 +182,9 @@ struct remote {
 	socklen_t addr_len;
 	char *secret;
 	size_t secret_len;
+	SSL_CTX *tls_ctx;             /* remote.tls, read-only once open */
+	char tls_host[256];           /* the name or address the certificate must carry */
+	bool tls_host_ip;
 
 	pthread_t thread;
 	bool started;
@@ -193,7 +207,7 @@ struct remote {
 	_Atomic uint64_t c_gets, c_hits, c_misses, c_puts, c_put_stored, c_put_exists, c_put_failed,
 		c_lookups, c_exists, c_deletes, c_clears, c_errors, c_timeouts, c_fast_fails,
 		c_connects, c_connect_failures, c_disconnects, c_bytes_in, c_bytes_out, c_frames_out,
-		c_crc_errors, c_promote_full, c_conns_up;
+		c_crc_errors, c_promote_full, c_conns_up, c_tls_failures;
 };
 
 #define A(c) atomic_fetch_add_explicit(&(c), 1, memory_order_relaxed)
@@ -317,6 +331,9 @@ static void conn_epoll(struct rconn *c, bool out)
 {
 	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP | (out ? EPOLLOUT : 0),
 				  .data.ptr = c };
+	/* An SSL read that waits to write (after a key update) needs EPOLLOUT. */
+	if (c->ssl && c->tls_want == TLSIO_WANT_OUT)
+		out = true, ev.events |= EPOLLOUT;
 	if (c->fd >= 0 && c->want_out != out) {
 		epoll_ctl(c->rm->epfd, EPOLL_CTL_MOD, c->fd, &ev);
 		c->want_out = out;
@@ -356,6 +373,9 @@ static void conn_fail(struct rconn *c, int why, const char *what)
 		A(rm->c_timeouts);
 	if (c->fd >= 0) {
 		epoll_ctl(rm->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+		tlsio_free(c->ssl);
+		c->ssl = NULL;
+		c->tls_want = 0;
 		close(c->fd);
 		c->fd = -1;
 	}
@@ -410,6 +430,45 @@ static void conn_queue(struct rconn *c, struct rframe *fr)
 	c->inflight_bytes += fr->bytes;
 }
 
+/* The socket I/O of a connection, plain or TLS (tlsio.c): like sendmsg,
+ * read and readv, errno included. */
+static ssize_t conn_sendv(struct rconn *c, const struct msghdr *mh)
+{
+	ssize_t w;
+	if (!c->ssl)
+		return sendmsg(c->fd, mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+	w = tlsio_writev(c->ssl, mh->msg_iov, (int)mh->msg_iovlen, &c->tls_want);
+	if (w >= 0)
+		c->tls_want = 0;
+	return w;
+}
+
+static ssize_t conn_read(struct rconn *c, void *buf, size_t len)
+{
+	ssize_t r;
+	if (!c->ssl)
+		return read(c->fd, buf, len);
+	r = tlsio_read(c->ssl, buf, len, &c->tls_want);
+	if (r >= 0)
+		c->tls_want = 0;
+	else if (c->tls_want == TLSIO_WANT_OUT)
+		conn_epoll(c, true);
+	return r;
+}
+
+static ssize_t conn_readv(struct rconn *c, const struct iovec *iov, int n)
+{
+	ssize_t r;
+	if (!c->ssl)
+		return readv(c->fd, iov, n);
+	r = tlsio_readv(c->ssl, iov, n, &c->tls_want);
+	if (r >= 0)
+		c->tls_want = 0;
+	else if (c->tls_want == TLSIO_WANT_OUT)
+		conn_epoll(c, true);
+	return r;
+}
+
 /* Send what the socket takes.  0, or an error (the caller fails c). */
 static int conn_tx(struct rconn *c)
 {
@@ -430,7 +489,7 @@ static int conn_tx(struct rconn *c)
 		}
 		mh.msg_iov = iov;
 		mh.msg_iovlen = n;
-		w = sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+		w = conn_sendv(c, &mh);
 		if (w < 0) {
 			if (errno == EAGAIN || errno == EWOULDBLOCK) {
 				conn_epoll(c, true);
@@ -999,9 +1058,9 @@ static int rx_data(struct rconn *c)
 				skip = 0;
 				n++;
 			}
-			r = readv(c->fd, iov, (int)n);
+			r = conn_readv(c, iov, (int)n);
 		} else {
-			r = read(c->fd, c->scratch, left < RX_SCRATCH ? left : RX_SCRATCH);
+			r = conn_read(c, c->scratch, left < RX_SCRATCH ? left : RX_SCRATCH);
 		}
 		if (r < 0) {
 			if (errno == EAGAIN || errno == EWOULDBLOCK)
@@ -1138,7 +1197,7 @@ static int conn_rx(struct rconn *c)
 			c->rbuf = nb;
 			c->rcap = want;
 		}
-		r = read(c->fd, c->rbuf + c->rlen, want - c->rlen);
+		r = conn_read(c, c->rbuf + c->rlen, want - c->rlen);
 		if (r < 0) {
 			if (errno == EAGAIN || errno == EWOULDBLOCK)
 				return 0;
@@ -1153,9 +1212,59 @@ static int conn_rx(struct rconn *c)
 	}
 }
 
+/* One step of the TLS handshake; done: HELLO. */
+static void conn_tls_step(struct rconn *c)
+{
+	struct remote *rm = c->rm;
+	int want = 0, ret = tlsio_handshake(c->ssl, &want);
+	char why[300];
+
+	if (ret == 0) {
+		conn_epoll(c, want == TLSIO_WANT_OUT);
+		return;
+	}
+	if (ret < 0) {
+		tlsio_errstr(c->ssl, why, sizeof(why));
+		A(rm->c_tls_failures);
+		if (!c->failed_once)
+			kvt_logf(rm->log, KVT_LOG_ERROR, "remote: TLS handshake with %s failed: %s",
+				 rm->cfg.addr, why);
+		conn_fail(c, -EPROTO, "TLS handshake");
+		return;
+	}
+	conn_epoll(c, false);
+	ret = conn_hello(c);
+	if (ret < 0)
+		conn_fail(c, ret, "hello");
+}
+
+/* Connected: start TLS, verifying the server's certificate and name. */
+static void conn_tls_start(struct rconn *c)
+{
+	struct remote *rm = c->rm;
+
+	c->ssl = tlsio_new(rm->tls_ctx, c->fd, false);
+	if (!c->ssl) {
+		conn_fail(c, -ENOMEM, "TLS");
+		return;
+	}
+	if (rm->tls_host_ip) {
+		X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(c->ssl), rm->tls_host);
+	} else {
+		SSL_set_tlsext_host_name(c->ssl, rm->tls_host);
+		SSL_set1_host(c->ssl, rm->tls_host);
+	}
+	c->state = C_TLS;
+	conn_tls_step(c);
+}
+
 static void conn_event(struct rconn *c, uint32_t events)
 {
 	int ret = 0;
+	if (c->state == C_TLS) {
+		conn_tls_step(c);
+		return;
+	}
 	if (c->state == C_CONNECTING) {
 		int err = 0;
 		socklen_t len = sizeof(err);
@@ -1164,6 +1273,10 @@ static void conn_event(struct rconn *c, uint32_t events)
 		getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len);
 		if (err) {
 			conn_fail(c, -err, "connect");
+			return;
+		}
+		if (c->rm->tls_ctx) {
+			conn_tls_start(c);
 			return;
 		}
 		ret = conn_hello(c);
@@ -1178,6 +1291,11 @@ static void conn_event(struct rconn *c, uint32_t events)
 			conn_fail(c, ret, "receive");
 			return;
 		}
+	}
+	if (c->state != C_DOWN && c->ssl && c->tls_want == TLSIO_WANT_OUT &&
+	    (events & EPOLLOUT) && (ret = conn_rx(c)) < 0) {
+		conn_fail(c, ret, "receive");
+		return;
 	}
 	if (c->state != C_DOWN && (events & EPOLLOUT) && c->out_head) {
 		ret = conn_tx(c);
@@ -1366,7 +1484,7 @@ static void timers(struct remote *rm, uint64_t now, uint64_t *next)
 			else if (c->retry_at < *next)
 				*next = c->retry_at;
 		}
-		if (c->state == C_CONNECTING || c->state == C_HELLO || c->state == C_AUTH) {
+		if (c->state >= C_CONNECTING && c->state <= C_AUTH) {
 			if (now >= c->deadline)
 				conn_fail(c, -ETIMEDOUT, "handshake");
 			else if (c->deadline < *next)
@@ -1743,6 +1861,45 @@ static int read_secret(struct remote *rm)
 	return 0;
 }
 
+/* remote.tls: the client context, and the name to verify (remote.tls_server_name,
+ * else the host of remote.addr).  0 or KVT_EOPTVAL (logged). */
+static int remote_tls_open(struct remote *rm)
+{
+	const char *a = rm->cfg.addr, *name = rm->cfg.tls_server_name;
+	char err[300];
+	unsigned char bin[16];
+	size_t hl;
+
+	if (!name && strncmp(a, "unix:", 5) == 0) {
+		kvt_logf(rm->log, KVT_LOG_ERROR,
+			 "remote: remote.tls over a Unix socket needs remote.tls_server_name");
+		return KVT_EOPTVAL;
+	}
+	if (name) {
+		hl = strlen(name);
+	} else {
+		hl = (size_t)(strrchr(a, ':') - a); /* parse_addr checked the form */
+		if (hl >= 2 && a[0] == '[' && a[hl - 1] == ']')
+			a++, hl -= 2;
+		name = a;
+	}
+	if (hl == 0 || hl >= sizeof(rm->tls_host)) {
+		kvt_logf(rm->log, KVT_LOG_ERROR, "remote: remote.tls_server_name is unusable");
+		return KVT_EOPTVAL;
+	}
+	memcpy(rm->tls_host, name, hl);
+	rm->tls_host[hl] = 0;
+	rm->tls_host_ip = inet_pton(AF_INET, rm->tls_host, bin) == 1 ||
+			  inet_pton(AF_INET6, rm->tls_host, bin) == 1;
+	rm->tls_ctx = tlsio_ctx_client(rm->cfg.tls_ca, rm->cfg.tls_cert, rm->cfg.tls_key, err,
+				       sizeof(err));
+	if (!rm->tls_ctx) {
+		kvt_logf(rm->log, KVT_LOG_ERROR, "remote: remote.tls: %s", err);
+		return KVT_EOPTVAL;
+	}
+	return 0;
+}
+
 static void remote_free(struct remote *rm)
 {
 	if (rm->conns) {
@@ -1760,6 +1917,7 @@ static void remote_free(struct remote *rm)
 		kvt_mem_free(rm->mem, rm->secret, rm->secret_len);
 	}
 	kvt_mem_free(rm->mem, rm->nsmap, rm->nsmap_cap * sizeof(*rm->nsmap));
+	SSL_CTX_free(rm->tls_ctx);
 	if (rm->epfd >= 0)
 		close(rm->epfd);
 	if (rm->wake_fd >= 0)
@@ -1794,6 +1952,8 @@ int remote_open(struct remote **out, const struct remote_config *cfg, struct dra
 		goto fail;
 	}
 	if (cfg->secret_file && (ret = read_secret(rm)) < 0)
+		goto fail;
+	if (cfg->tls && (ret = remote_tls_open(rm)) < 0)
 		goto fail;
 	rm->conns = kvt_mem_calloc(mem, cfg->conns, sizeof(*rm->conns));
 	if (!rm->conns) {
@@ -1883,5 +2043,6 @@ void remote_stats(struct remote *rm, kvt_stats_fn fn, void *ctx)
 	S("bytes_out", c_bytes_out);
 	S("crc_errors", c_crc_errors);
 	S("promote_full", c_promote_full);
+	S("tls_failures", c_tls_failures);
 #undef S
 }

@@ -42,6 +42,10 @@ struct remote_config {
 	unsigned backoff_ms;        /* first reconnect delay; doubles up to backoff_max_ms */
 	unsigned backoff_max_ms;
 	unsigned batch;             /* most items in one frame */
+	bool tls;                   /* TLS to the server (lib/tlsio.c) */
+	char *tls_ca;               /* CA file that verifies the server; NULL: the system's */
+	char *tls_cert, *tls_key;   /* client certificate for mutual TLS, or NULL */
+	char *tls_server_name;      /* name the certificate must carry; NULL: addr's host */
 };
 
 #define REMOTE_DEF_CONNS 2

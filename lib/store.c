@@ -311,6 +311,20 @@ static int opt_remote(struct remote_config *rc, const char *name, const char *v)
 		return opt_u32(v, 1, 3600000, &rc->backoff_max_ms);
 	if (strcmp(name, "batch") == 0)
 		return opt_u32(v, 1, KVT_BATCH_MAX, &rc->batch);
+	if (strcmp(name, "tls") == 0) {
+		if (strcmp(v, "on") && strcmp(v, "off"))
+			return KVT_EOPTVAL;
+		rc->tls = v[1] == 'n';
+		return 0;
+	}
+	if (strcmp(name, "tls_ca") == 0)
+		return opt_str(v, &rc->tls_ca);
+	if (strcmp(name, "tls_cert") == 0)
+		return opt_str(v, &rc->tls_cert);
+	if (strcmp(name, "tls_key") == 0)
+		return opt_str(v, &rc->tls_key);
+	if (strcmp(name, "tls_server_name") == 0)
+		return opt_str(v, &rc->tls_server_name);
 	return KVT_EOPTION;
 }
 
@@ -1713,6 +1727,10 @@ void kvt_store_destroy(struct kvt_store *s)
 	free(s->remote_cfg.addr);
 	free(s->remote_cfg.tenant);
 	free(s->remote_cfg.secret_file);
+	free(s->remote_cfg.tls_ca);
+	free(s->remote_cfg.tls_cert);
+	free(s->remote_cfg.tls_key);
+	free(s->remote_cfg.tls_server_name);
 	if (s->fork_page)
 		munmap((void *)s->fork_page, 4096);
 	if (!child) {

@@ -1,0 +1,148 @@
+/*
+ * tls.c - TLS on kvtierd's TCP listeners (--tls-cert, --tls-key, --tls-ca,
+ * --tls-verify-client; doc/kvtierd.md "TLS"), and the socket I/O of every
+ * connection.
+ *
+ * Owns: the server's SSL_CTX (built once before the loops start, read-only
+ * after) and each TLS connection's SSL (created on accept, freed on close,
+ * touched only by the connection's loop).  loop.c, value.c and respd.c
+ * read and write through kvtd_conn_read/readv/writev: a plain connection
+ * goes straight to read/readv/sendmsg, a TLS one through lib/tlsio.c.
+ * Unix sockets and the metrics listener stay plain.
+ *
+ * Invariants: no application byte is read or written before the handshake
+ * is done (loop.c calls kvtd_tls_handshake until then); a handshake that
+ * fails is counted as errors{kind="tls"}, logged at info and ends the
+ * connection, so a plain client on a TLS port sees its connection closed.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "kvtierd.h"
+#include "tlsio.h"
+
+int kvtd_tls_setup(struct kvtd_server *srv)
+{
+	struct kvtd_config *cfg = &srv->cfg;
+	char err[300];
+	SSL_CTX *ctx;
+
+	if (!cfg->tls_cert && !cfg->tls_key && !cfg->tls_ca && !cfg->tls_verify_client)
+		return 0;
+	if (!cfg->tls_cert || !cfg->tls_key) {
+		snprintf(err, sizeof(err), "TLS needs both --tls-cert and --tls-key");
+		ctx = NULL;
+	} else {
+		ctx = tlsio_ctx_server(cfg->tls_cert, cfg->tls_key, cfg->tls_ca,
+				       cfg->tls_verify_client, err, sizeof(err));
+	}
+	if (!ctx) {
+		char q[400];
+		kvtd_log(KVTD_ERROR, "cannot set up TLS", "error=%s",
+			 kvtd_log_quote(q, sizeof(q), err));
+		fprintf(stderr, "kvtierd: TLS: %s\n", err);
+		return -EINVAL;
+	}
+	srv->tls_ctx = ctx;
+	kvtd_log(KVTD_INFO, "TLS on the TCP listeners", "cert=%s client_certs=%s", cfg->tls_cert,
+		 cfg->tls_verify_client ? "required" : cfg->tls_ca ? "verified if sent" : "no");
+	return 0;
+}
+
+void kvtd_tls_free(struct kvtd_server *srv)
+{
+	SSL_CTX_free(srv->tls_ctx);
+	srv->tls_ctx = NULL;
+}
+
+int kvtd_tls_open(struct kvtd_conn *c)
+{
+	c->tls = tlsio_new(c->loop->srv->tls_ctx, c->fd, true);
+	return c->tls ? 0 : -ENOMEM;
+}
+
+int kvtd_tls_handshake(struct kvtd_conn *c)
+{
+	struct kvtd_server *srv = c->loop->srv;
+	int want = 0, rc = tlsio_handshake(c->tls, &want);
+	char why[300];
+
+	if (rc == 0) {
+		c->tls_rd_want = (uint8_t)want;
+		return 0;
+	}
+	if (rc < 0) {
+		char sink[4096];
+		tlsio_errstr(c->tls, why, sizeof(why));
+		KVTD_COUNT(srv, errors[KVTD_ERR_TLS], 1);
+		/* What the client sent (a plain client's HELLO) is taken, so
+		 * that closing sends a FIN, not a reset. */
+		for (int i = 0; i < 16 && read(c->fd, sink, sizeof(sink)) > 0; i++)
+			;
+		kvtd_conn_log(c, KVTD_INFO, "TLS handshake failed", why);
+		return -EPROTO;
+	}
+	c->tls_ready = true;
+	c->tls_rd_want = 0;
+	KVTD_COUNT(srv, tls_handshakes, 1);
+	if (tlsio_ktls_send(c->tls))
+		KVTD_COUNT(srv, tls_ktls, 1);
+	if (kvtd_log_enabled(KVTD_DEBUG)) {
+		snprintf(why, sizeof(why), "%s %s%s", SSL_get_version(c->tls),
+			 SSL_get_cipher_name(c->tls), tlsio_ktls_send(c->tls) ? " ktls" : "");
+		kvtd_conn_log(c, KVTD_DEBUG, "TLS handshake done", why);
+	}
+	return 1;
+}
+
+bool kvtd_tls_pending(const struct kvtd_conn *c)
+{
+	return c->tls && c->tls_ready && tlsio_pending(c->tls);
+}
+
+void kvtd_tls_close(struct kvtd_conn *c)
+{
+	tlsio_free(c->tls);
+	c->tls = NULL;
+}
+
+ssize_t kvtd_conn_read(struct kvtd_conn *c, void *buf, size_t len)
+{
+	int want = 0;
+	ssize_t r;
+
+	if (!c->tls)
+		return read(c->fd, buf, len);
+	r = tlsio_read(c->tls, buf, len, &want);
+	c->tls_rd_want = r < 0 ? (uint8_t)want : 0;
+	return r;
+}
+
+ssize_t kvtd_conn_readv(struct kvtd_conn *c, const struct iovec *iov, int n)
+{
+	int want = 0;
+	ssize_t r;
+
+	if (!c->tls)
+		return readv(c->fd, iov, n);
+	r = tlsio_readv(c->tls, iov, n, &want);
+	c->tls_rd_want = r < 0 ? (uint8_t)want : 0;
+	return r;
+}
+
+ssize_t kvtd_conn_writev(struct kvtd_conn *c, const struct iovec *iov, int n)
+{
+	int want = 0;
+	ssize_t r;
+
+	if (!c->tls) {
+		struct msghdr mh = { .msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)n };
+		return sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+	}
+	r = tlsio_writev(c->tls, iov, n, &want);
+	c->tls_wr_want = r < 0 ? (uint8_t)want : 0;
+	return r;
+}

@@ -1,0 +1,281 @@
+/*
+ * tlsio.c - non-blocking TLS I/O shaped like read/readv/writev, and the
+ * OpenSSL contexts of kvtierd and the remote tier (tlsio.h says what each
+ * promises).
+ *
+ * Owns nothing long-lived: contexts and SSLs belong to their callers.
+ * OpenSSL's error queue is per thread; every call clears it first so that
+ * SSL_get_error reads this call's result only.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <openssl/err.h>
+#include <openssl/x509v3.h>
+
+#include "tlsio.h"
+
+static void tlsio_err(char *err, size_t errlen, const char *what, const char *file)
+{
+	unsigned long e = ERR_get_error();
+	char buf[256] = "";
+
+	if (e)
+		ERR_error_string_n(e, buf, sizeof(buf));
+	snprintf(err, errlen, "%s%s%s%s%s", what, file ? " " : "", file ? file : "",
+		 e ? ": " : "", buf);
+	ERR_clear_error();
+}
+
+/* What both sides share. */
+static SSL_CTX *tlsio_ctx_new(const SSL_METHOD *m, char *err, size_t errlen)
+{
+	SSL_CTX *ctx = SSL_CTX_new(m);
+
+	if (!ctx) {
+		tlsio_err(err, errlen, "SSL_CTX_new", NULL);
+		return NULL;
+	}
+	SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+	SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE |
+			 SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER | SSL_MODE_RELEASE_BUFFERS);
+	/* A peer that closes without close_notify ends the stream like a
+	 * FIN: frames are length-prefixed, so a truncated one is still seen
+	 * as one (kvtierd counts it as vanished). */
+	SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_IGNORE_UNEXPECTED_EOF |
+			    SSL_OP_NO_TICKET | SSL_OP_ENABLE_KTLS);
+	return ctx;
+}
+
+static int tlsio_load_pair(SSL_CTX *ctx, const char *cert, const char *key, char *err,
+			   size_t errlen)
+{
+	if (SSL_CTX_use_certificate_chain_file(ctx, cert) != 1) {
+		tlsio_err(err, errlen, "cannot load the certificate", cert);
+		return -1;
+	}
+	if (SSL_CTX_use_PrivateKey_file(ctx, key, SSL_FILETYPE_PEM) != 1) {
+		tlsio_err(err, errlen, "cannot load the key", key);
+		return -1;
+	}
+	if (SSL_CTX_check_private_key(ctx) != 1) {
+		tlsio_err(err, errlen, "the key does not match the certificate", key);
+		return -1;
+	}
+	return 0;
+}
+
+SSL_CTX *tlsio_ctx_server(const char *cert, const char *key, const char *ca,
+			  bool verify_client, char *err, size_t errlen)
+{
+	SSL_CTX *ctx = tlsio_ctx_new(TLS_server_method(), err, errlen);
+
+	if (!ctx)
+		return NULL;
+	SSL_CTX_set_num_tickets(ctx, 0);
+	if (tlsio_load_pair(ctx, cert, key, err, errlen) < 0)
+		goto fail;
+	if (ca) {
+		STACK_OF(X509_NAME) *names = SSL_load_client_CA_file(ca);
+		if (SSL_CTX_load_verify_locations(ctx, ca, NULL) != 1 || !names) {
+			tlsio_err(err, errlen, "cannot load the CA file", ca);
+			goto fail;
+		}
+		SSL_CTX_set_client_CA_list(ctx, names);
+		SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER |
+				   (verify_client ? SSL_VERIFY_FAIL_IF_NO_PEER_CERT : 0), NULL);
+	} else if (verify_client) {
+		snprintf(err, errlen, "verifying clients needs a CA file");
+		goto fail;
+	}
+	return ctx;
+fail:
+	SSL_CTX_free(ctx);
+	return NULL;
+}
+
+SSL_CTX *tlsio_ctx_client(const char *ca, const char *cert, const char *key, char *err,
+			  size_t errlen)
+{
+	SSL_CTX *ctx = tlsio_ctx_new(TLS_client_method(), err, errlen);
+
+	if (!ctx)
+		return NULL;
+	if (ca ? SSL_CTX_load_verify_locations(ctx, ca, NULL) != 1
+	       : SSL_CTX_set_default_verify_paths(ctx) != 1) {
+		tlsio_err(err, errlen, "cannot load the CA file", ca ? ca : "(system)");
+		goto fail;
+	}
+	SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+	if ((cert != NULL) != (key != NULL)) {
+		snprintf(err, errlen, "a client certificate needs both a certificate and a key");
+		goto fail;
+	}
+	if (cert && tlsio_load_pair(ctx, cert, key, err, errlen) < 0)
+		goto fail;
+	return ctx;
+fail:
+	SSL_CTX_free(ctx);
+	return NULL;
+}
+
+SSL *tlsio_new(SSL_CTX *ctx, int fd, bool server)
+{
+	SSL *ssl = SSL_new(ctx);
+
+	if (!ssl)
+		return NULL;
+	if (SSL_set_fd(ssl, fd) != 1) {
+		SSL_free(ssl);
+		return NULL;
+	}
+	if (server)
+		SSL_set_accept_state(ssl);
+	else
+		SSL_set_connect_state(ssl);
+	return ssl;
+}
+
+/* An SSL call returned ret <= 0: errno and *want as the syscalls would.
+ * -1, or 0 for the end of the stream. */
+static ssize_t tlsio_fail(SSL *ssl, int ret, int *want)
+{
+	switch (SSL_get_error(ssl, ret)) {
+	case SSL_ERROR_WANT_READ:
+		*want = TLSIO_WANT_IN;
+		errno = EAGAIN;
+		return -1;
+	case SSL_ERROR_WANT_WRITE:
+		*want = TLSIO_WANT_OUT;
+		errno = EAGAIN;
+		return -1;
+	case SSL_ERROR_ZERO_RETURN:
+		return 0;
+	case SSL_ERROR_SYSCALL:
+		if (errno == 0 || errno == EAGAIN)
+			errno = ECONNRESET;
+		return -1;
+	default:
+		errno = EPROTO;
+		return -1;
+	}
+}
+
+int tlsio_handshake(SSL *ssl, int *want)
+{
+	int ret;
+
+	ERR_clear_error();
+	ret = SSL_do_handshake(ssl);
+	if (ret == 1) {
+		*want = 0;
+		return 1;
+	}
+	if (tlsio_fail(ssl, ret, want) == 0)
+		errno = ECONNRESET; /* closed during the handshake */
+	return errno == EAGAIN ? 0 : -1;
+}
+
+ssize_t tlsio_read(SSL *ssl, void *buf, size_t len, int *want)
+{
+	int ret;
+
+	if (len > INT_MAX)
+		len = INT_MAX;
+	ERR_clear_error();
+	ret = SSL_read(ssl, buf, (int)len);
+	if (ret > 0) {
+		*want = 0;
+		return ret;
+	}
+	return tlsio_fail(ssl, ret, want);
+}
+
+ssize_t tlsio_readv(SSL *ssl, const struct iovec *iov, int n, int *want)
+{
+	ssize_t total = 0;
+
+	for (int i = 0; i < n; i++) {
+		size_t off = 0;
+		while (off < iov[i].iov_len) {
+			ssize_t r = tlsio_read(ssl, (char *)iov[i].iov_base + off,
+					       iov[i].iov_len - off, want);
+			if (r <= 0)
+				/* What was read counts; the condition comes back
+				 * on the next call. */
+				return total > 0 ? total : r;
+			off += (size_t)r;
+			total += r;
+			if (total > SSIZE_MAX / 2)
+				return total;
+		}
+	}
+	return total;
+}
+
+ssize_t tlsio_writev(SSL *ssl, const struct iovec *iov, int n, int *want)
+{
+	ssize_t total = 0;
+
+	for (int i = 0; i < n; i++) {
+		size_t off = 0;
+		while (off < iov[i].iov_len) {
+			size_t len = iov[i].iov_len - off;
+			int ret;
+			ERR_clear_error();
+			ret = SSL_write(ssl, (const char *)iov[i].iov_base + off,
+					len > INT_MAX ? INT_MAX : (int)len);
+			if (ret <= 0) {
+				ssize_t r = tlsio_fail(ssl, ret, want);
+				if (r == 0)
+					errno = EPIPE, r = -1;
+				return total > 0 ? total : r;
+			}
+			off += (size_t)ret;
+			total += ret;
+		}
+	}
+	*want = 0;
+	return total;
+}
+
+bool tlsio_pending(SSL *ssl)
+{
+	return ssl && SSL_has_pending(ssl);
+}
+
+bool tlsio_ktls_send(SSL *ssl)
+{
+	return BIO_get_ktls_send(SSL_get_wbio(ssl)) != 0;
+}
+
+void tlsio_errstr(SSL *ssl, char *buf, size_t len)
+{
+	unsigned long e = ERR_get_error();
+	long v = ssl ? SSL_get_verify_result(ssl) : X509_V_OK;
+
+	if (v != X509_V_OK)
+		snprintf(buf, len, "certificate verification failed: %s",
+			 X509_verify_cert_error_string(v));
+	else if (e)
+		ERR_error_string_n(e, buf, len);
+	else
+		snprintf(buf, len, "%s", errno ? strerror(errno) : "connection closed");
+	ERR_clear_error();
+}
+
+void tlsio_free(SSL *ssl)
+{
+	if (!ssl)
+		return;
+	/* close_notify, best effort: the socket is non-blocking and about to
+	 * be closed. */
+	if (SSL_is_init_finished(ssl)) {
+		ERR_clear_error();
+		SSL_shutdown(ssl);
+	}
+	ERR_clear_error();
+	SSL_free(ssl);
+}

@@ -1,0 +1,69 @@
+/*
+ * tlsio.h - non-blocking TLS (OpenSSL) for the wire protocol, shared by
+ * the server (daemon/tls.c) and the remote tier's client (lib/remote.c).
+ *
+ * The I/O calls are shaped like the syscalls they replace (read, readv,
+ * writev): > 0 bytes, 0 end of stream, -1 with errno set (EAGAIN: *want
+ * says which epoll event the SSL waits for; EPROTO: a TLS error, read it
+ * with tlsio_errstr on the same thread).  So a caller swaps one call for
+ * another and keeps its error handling.  Writes go one iovec at a time,
+ * one record per SSL_write (SSL_MODE_ENABLE_PARTIAL_WRITE): a write that
+ * returned EAGAIN must be retried from the same bytes, which a caller that
+ * advances its queue only by what was written does naturally.
+ *
+ * Contexts: TLS 1.2 minimum, TLS 1.3 preferred, no renegotiation, no
+ * session tickets, kTLS asked for (used only if the kernel has the tls
+ * module: tlsio_ktls_send says).  Any thread; an SSL belongs to one.
+ */
+#ifndef KVT_TLSIO_H
+#define KVT_TLSIO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#include <openssl/ssl.h>
+
+enum { TLSIO_WANT_IN = 1, TLSIO_WANT_OUT = 2 };
+
+/*
+ * A server context: cert and key (PEM files); ca (may be NULL) is the CA
+ * that client certificates must chain to, verify_client makes one
+ * mandatory.  NULL on failure with a message in err.
+ */
+SSL_CTX *tlsio_ctx_server(const char *cert, const char *key, const char *ca,
+			  bool verify_client, char *err, size_t errlen);
+/*
+ * A client context: the server's certificate is always verified, against
+ * ca (NULL: the system's store); cert and key (both or neither) are the
+ * client's certificate for mutual TLS.  NULL on failure with err.
+ */
+SSL_CTX *tlsio_ctx_client(const char *ca, const char *cert, const char *key, char *err,
+			  size_t errlen);
+
+/* An SSL on a connected non-blocking fd; server: accept side.  NULL on
+ * failure. */
+SSL *tlsio_new(SSL_CTX *ctx, int fd, bool server);
+
+/* One handshake step: 1 done, 0 call again when *want is ready, -1 failed
+ * (errno EPROTO or the socket's error). */
+int tlsio_handshake(SSL *ssl, int *want);
+
+ssize_t tlsio_read(SSL *ssl, void *buf, size_t len, int *want);
+/* SSL_read into each iovec in turn. */
+ssize_t tlsio_readv(SSL *ssl, const struct iovec *iov, int n, int *want);
+/* SSL_write of each iovec in turn; the bytes taken so far, or -1. */
+ssize_t tlsio_writev(SSL *ssl, const struct iovec *iov, int n, int *want);
+
+/* Plaintext already decrypted or received but not yet read: epoll will not
+ * say so. */
+bool tlsio_pending(SSL *ssl);
+/* Does this connection send through kernel TLS? */
+bool tlsio_ktls_send(SSL *ssl);
+/* The calling thread's last TLS error (or the verification result) as
+ * one line; clears the queue. */
+void tlsio_errstr(SSL *ssl, char *buf, size_t len);
+void tlsio_free(SSL *ssl);
+
+#endif
