@@ -154,7 +154,13 @@ static int tokens_from(PyObject *o, Py_buffer *view, uint32_t **owned,
 		return -1;
 	}
 	for (Py_ssize_t i = 0; i < n; i++) {
-		unsigned long long v = PyLong_AsUnsignedLongLong(PySequence_Fast_GET_ITEM(fast, i));
+		/* __index__ first: numpy integer scalars are not int subclasses */
+		PyObject *iv = PyNumber_Index(PySequence_Fast_GET_ITEM(fast, i));
+		unsigned long long v;
+		if (!iv)
+			goto fail;
+		v = PyLong_AsUnsignedLongLong(iv);
+		Py_DECREF(iv);
 		if (v == (unsigned long long)-1 && PyErr_Occurred())
 			goto fail;
 		if (v > UINT32_MAX) {
