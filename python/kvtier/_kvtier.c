@@ -302,6 +302,14 @@ struct store_obj {
 	int opened;              /* 1 after a successful open; under lock (write) */
 	atomic_int inflight;     /* calls now inside the library without the GIL */
 	atomic_int inflight_peak; /* most such calls seen at once (GIL release proof) */
+	/* Queues for store_run_req, reused and destroyed only at close, once
+	 * the library's threads are joined: a completing thread writes the
+	 * queue's eventfd after the completion is visible to poll (lib/store.c
+	 * req_complete), so destroying a queue right after its wait could
+	 * close that fd under the write (TSan reports it in test_remote). */
+	pthread_mutex_t qlock;
+	struct kvt_queue **qfree;    /* under qlock; grows to the most calls at once */
+	int qfree_count, qfree_cap;  /* under qlock */
 };
 
 /*
@@ -422,6 +430,11 @@ static PyObject *Store_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 		type->tp_free((PyObject *)self); /* not dealloc: no lock to destroy */
 		return PyErr_NoMemory();
 	}
+	if (pthread_mutex_init(&self->qlock, NULL) != 0) {
+		pthread_rwlock_destroy(&self->lock);
+		type->tp_free((PyObject *)self);
+		return PyErr_NoMemory();
+	}
 	atomic_init(&self->inflight, 0);
 	atomic_init(&self->inflight_peak, 0);
 	return (PyObject *)self;
@@ -437,6 +450,8 @@ static void Store_dealloc(struct store_obj *self)
 		Py_END_ALLOW_THREADS
 	}
 	pthread_rwlock_destroy(&self->lock);
+	pthread_mutex_destroy(&self->qlock);
+	free(self->qfree);
 	Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -484,6 +499,12 @@ static PyObject *Store_close(struct store_obj *self, PyObject *unused)
 	if (self->opened) {
 		ret = kvt_store_close(self->store);
 		self->opened = 0;
+		/* the library's threads are joined: no completion can still
+		 * be writing to these queues' eventfds */
+		pthread_mutex_lock(&self->qlock);
+		while (self->qfree_count > 0)
+			kvt_queue_destroy(self->qfree[--self->qfree_count]);
+		pthread_mutex_unlock(&self->qlock);
 	}
 	pthread_rwlock_unlock(&self->lock);
 	Py_END_ALLOW_THREADS
@@ -630,9 +651,15 @@ static int store_run_req(struct store_obj *self, struct kvt_req *r)
 	struct kvt_queue *q = NULL;
 	struct kvt_req *done = NULL;
 	int ret;
-	ret = kvt_queue_create(self->store, &q);
-	if (ret < 0)
-		return ret;
+	pthread_mutex_lock(&self->qlock);
+	if (self->qfree_count > 0)
+		q = self->qfree[--self->qfree_count];
+	pthread_mutex_unlock(&self->qlock);
+	if (!q) {
+		ret = kvt_queue_create(self->store, &q);
+		if (ret < 0)
+			return ret;
+	}
 	ret = kvt_submit(q, &r, 1);
 	if (ret < 0)
 		goto out;
@@ -645,7 +672,22 @@ static int store_run_req(struct store_obj *self, struct kvt_req *r)
 	}
 	ret = r->status;
 out:
-	kvt_queue_destroy(q);
+	/* Back to the pool, or left to kvt_store_destroy (never destroyed
+	 * here: see qlock).  A stale eventfd count only wakes a later wait
+	 * early, and that wait polls again. */
+	pthread_mutex_lock(&self->qlock);
+	if (self->qfree_count == self->qfree_cap) {
+		int cap = self->qfree_cap ? self->qfree_cap * 2 : 8;
+		struct kvt_queue **n = realloc(self->qfree, (size_t)cap * sizeof(*n));
+		if (n) {
+			self->qfree = n;
+			self->qfree_cap = cap;
+		}
+	}
+	if (self->qfree_count < self->qfree_cap)
+		self->qfree[self->qfree_count++] = q;
+	/* else: out of memory; kvt_store_destroy frees the queue */
+	pthread_mutex_unlock(&self->qlock);
 	return ret;
 }
 
