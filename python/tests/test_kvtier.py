@@ -1,0 +1,551 @@
+"""The kvtier Python package against libkvtier and a real kvtierd.
+
+Run by run.py (meson test python_kvtier): PYTHONPATH holds the built
+package, KVTIERD the server binary.  Every test asserts outcomes: bytes
+equal byte for byte, keys equal doc/keys.md's vectors, errors carry codes,
+copies and GIL releases are measured.
+"""
+import os
+import re
+import signal
+import subprocess
+import threading
+import time
+import tracemalloc
+
+import numpy as np
+import pytest
+
+import kvtier
+
+MiB = 1 << 20
+
+DESC_A = dict(model="meta-llama/Llama-3.1-8B", dtype="bf16", layout="vllm-flash-nhd",
+              block_tokens=16)
+DESC_B = dict(model="deepseek-ai/DeepSeek-V3", config_hash="9f86d081884c7d65",
+              dtype="fp8_e4m3", kv_quant="per-token-fp8", layout="mla-latent",
+              block_tokens=64, tp_rank=3, tp_size=8, pp_rank=1, pp_size=2, tenant="acme",
+              rank_agnostic=True)
+
+# doc/keys.md, "Test vectors"
+VECTORS = {
+    "ns_A": "59ace3f23e1d9d4fed3d8eb211f925ae79d2a754c2e2a02e9ecab5eac7525dd1",
+    "ns_B": "d9b2b5a3ae720ddf1a4271b05aa4b5821987a9f238d30f23344faeb8c632af6f",
+    "ns_C": "bcd69b4545a397f91cb352b8ad4d527e72280ca369b6a822c8178b23452c4137",
+    "key_first": "e2294467fc597ef56fd91208957f19fe6389dbd744965c1d9cef48af46725526",
+    "key_second": "49e3f755e0d32c51ee7c0b5ac4b31149b78173ff9198f1ec05522696d3615fac",
+    "key_extra": "3f23dbd4e29a9b556dc8fd623980abfab0428ac1ead8640038a420a568c46b89",
+    "key_bytes": "b27297da2aa6a00efcb6bcbb7cf9e3ec50b93aac118e4ac315af2c1b3d6751e6",
+    "prompt_0": "e8c0b292cfa6079e84c37db362d6cb81e4cb80002747780930fc792189a4c56b",
+    "prompt_1": "11186f5b2dd27f036d1f9091865037fda64e80e62efa84342e7fa311b69de09c",
+    "prompt_2": "90021eb259b8c2838b626c0ea1efe3e5020ed280f5b5184896a7bbb83463dc88",
+    "prompt_salt_0": "4e60be2da12b81dd1a5cc05c01aa7b10ff66ec174f947940832c9ed4ff899013",
+    "prompt_salt_1": "0f0930aa2ea36a4150f2a2b7ac376da1ec8c4bac0bb4b1bb275589d31938e2ab",
+    "prompt_salt_2": "e5538a13cf83095235b4748ab6b5aaa14156884ed743e7b1b9e930bbb5243c26",
+}
+CANON_A = ("kvtier-ns 1\nmodel=meta-llama/Llama-3.1-8B\nconfig=-\ndtype=bf16\nkv_quant=-\n"
+           "layout=vllm-flash-nhd\nblock_tokens=16\ntp=0/1\npp=0/1\ntenant=-\n")
+
+
+def small(**extra):
+    opts = {"dram.capacity": "128M", "dram.prefault": "off", "dram.shards": 1}
+    opts.update(extra)
+    return opts
+
+
+@pytest.fixture
+def store():
+    with kvtier.Store(small()) as s:
+        yield s
+
+
+@pytest.fixture
+def ns(store):
+    return store.register(DESC_A)
+
+
+# ---------------------------------------------------------------- keys
+
+
+def test_namespace_vectors():
+    d, canon = kvtier.ns_digest(DESC_A)
+    assert d.hex() == VECTORS["ns_A"]
+    assert canon == CANON_A and len(canon) == 134
+    assert kvtier.ns_digest(DESC_B)[0].hex() == VECTORS["ns_B"]
+    # rank-agnostic: every tp rank has B's digest
+    assert kvtier.ns_digest(dict(DESC_B, tp_rank=0))[0].hex() == VECTORS["ns_B"]
+    assert kvtier.ns_digest(dict(DESC_B, rank_agnostic=False))[0].hex() == VECTORS["ns_C"]
+    # persistent is policy, not identity
+    assert kvtier.ns_digest(dict(DESC_A, persistent=True))[0].hex() == VECTORS["ns_A"]
+
+
+def test_key_vectors():
+    ns_d = bytes.fromhex(VECTORS["ns_A"])
+    k1 = kvtier.key_chain(ns_d, None, list(range(1, 17)))
+    assert k1.hex() == VECTORS["key_first"]
+    assert kvtier.key_chain(ns_d, k1, list(range(17, 33))).hex() == VECTORS["key_second"]
+    assert kvtier.key_chain(ns_d, k1, range(17, 33), b"lora:7").hex() == VECTORS["key_extra"]
+    assert (kvtier.key_chain(ns_d, None, [0x01020304, 0xFFFFFFFF], b"\x00\xff\x10").hex()
+            == VECTORS["key_bytes"])
+    toks = [(i * 2654435761) % 2**32 for i in range(37)]
+    keys = kvtier.key_chain_prompt(ns_d, toks, 16, include_partial=True)
+    assert [k.hex() for k in keys] == [VECTORS[f"prompt_{i}"] for i in range(3)]
+    assert kvtier.key_chain_prompt(ns_d, toks, 16) == keys[:2]  # full blocks only
+    salted = kvtier.key_chain_prompt(ns_d, toks, 16, include_partial=True, extra=b"salt")
+    assert [k.hex() for k in salted] == [VECTORS[f"prompt_salt_{i}"] for i in range(3)]
+    # a uint32 numpy array is read in place and gives the same keys
+    arr = np.array(toks, dtype=np.uint32)
+    assert kvtier.key_chain_prompt(ns_d, arr, 16, include_partial=True) == keys
+    # other integer dtypes go through the int path, same result
+    assert kvtier.key_chain_prompt(ns_d, arr.astype(np.int64), 16, True) == keys
+
+
+def test_key_errors():
+    ns_d = bytes.fromhex(VECTORS["ns_A"])
+    with pytest.raises(kvtier.Error) as e:
+        kvtier.key_chain(ns_d, None, [])
+    assert e.value.code == kvtier.EBADLEN
+    with pytest.raises(kvtier.Error) as e:
+        kvtier.key_chain(ns_d, b"short parent", [1])
+    assert e.value.code == kvtier.EKEYLEN
+    with pytest.raises(OverflowError):
+        kvtier.key_chain(ns_d, None, [2**32])
+    with pytest.raises(ValueError):
+        kvtier.key_chain(b"x" * 31, None, [1])
+    with pytest.raises(kvtier.Error) as e:
+        kvtier.key_chain_prompt(ns_d, [1, 2], 0)
+    assert e.value.code == kvtier.EBADLEN
+
+
+def test_descriptor_errors():
+    with pytest.raises(kvtier.Error) as e:
+        kvtier.ns_digest(dict(DESC_A, tp_rank=1))  # rank >= size
+    assert e.value.code == kvtier.EDESC
+    assert e.value.strerror == kvtier.strerror(kvtier.EDESC)
+    with pytest.raises(kvtier.Error) as e:
+        kvtier.ns_digest(dict(DESC_A, model="has space"))
+    assert e.value.code == kvtier.EDESC
+    with pytest.raises(ValueError, match="unknown namespace descriptor key 'blok_tokens'"):
+        kvtier.ns_digest(dict(DESC_A, blok_tokens=16))
+
+
+def test_store_namespace_info(store):
+    a = store.register(DESC_A)
+    b = store.register(DESC_B)
+    assert a != b and store.register(DESC_A) == a
+    digest, canon = store.ns_info(a)
+    assert digest.hex() == VECTORS["ns_A"] and canon == CANON_A
+    with pytest.raises(kvtier.Error) as e:
+        store.ns_info(999)
+    assert e.value.code == kvtier.ENONS
+
+
+# ---------------------------------------------------------------- values
+
+
+def test_round_trips(store, ns):
+    rng = np.random.default_rng(1)
+    vals = {
+        b"bytes": bytes(range(256)) * 300,
+        b"bytearray": bytearray(rng.integers(0, 256, 70001, dtype=np.uint8).tobytes()),
+        b"numpy": rng.standard_normal((4, 1000, 32)).astype(np.float16),
+        b"memoryview": memoryview(bytes(rng.integers(0, 256, 5, dtype=np.uint8))),
+    }
+    for k, v in vals.items():
+        assert store.put(ns, k, v) is True
+    for k, v in vals.items():
+        want = bytes(memoryview(v).cast("B"))
+        assert store.get(ns, k) == want
+        out = bytearray(len(want))
+        assert store.get_into(ns, k, out) == len(want)
+        assert out == want
+    arr = vals[b"numpy"]
+    out = np.zeros_like(arr)
+    assert store.get_into(ns, b"numpy", out) == arr.nbytes
+    assert np.array_equal(out, arr) and out.tobytes() == arr.tobytes()
+
+
+def test_parts(store, ns):
+    layers = [np.full((16, 64), i, dtype=np.float32) for i in range(8)]
+    assert store.put(ns, b"k", layers)
+    whole = store.get(ns, b"k")
+    assert whole == b"".join(x.tobytes() for x in layers)
+    # scatter back into per-layer arrays: one destination per part
+    outs = [np.empty_like(x) for x in layers]
+    assert store.get_into(ns, b"k", outs) == sum(x.nbytes for x in layers)
+    for x, y in zip(layers, outs):
+        assert np.array_equal(x, y)
+    with pytest.raises(ValueError):
+        store.put(ns, b"none", [])
+
+
+def test_miss_and_exists(store, ns):
+    assert store.get(ns, b"absent") is None
+    assert store.get_into(ns, b"absent", bytearray(8)) == 0
+    assert store.exists(ns, b"absent") == 0
+    assert store.delete(ns, b"absent") is False
+    assert store.put(ns, b"k", b"v1") is True
+    assert store.put(ns, b"k", b"v2") is False  # keys name immutable bytes
+    assert store.get(ns, b"k") == b"v1"
+    assert store.exists(ns, b"k") == kvtier.TIER_DRAM
+    assert kvtier.tier_name(store.exists(ns, b"k")) == "dram"
+    assert store.delete(ns, b"k") is True
+    assert store.get(ns, b"k") is None
+
+
+def test_large_get_exact_length(store, ns):
+    v = os.urandom(3 * MiB + 17)
+    store.put(ns, b"big", v)
+    got = store.get(ns, b"big")
+    assert len(got) == len(v) and got == v
+
+
+def test_errors_carry_codes(store, ns):
+    with pytest.raises(kvtier.Error) as e:
+        store.put(ns, b"", b"x")
+    assert e.value.code == kvtier.EKEYLEN
+    with pytest.raises(kvtier.Error) as e:
+        store.put(ns, b"k" * 65, b"x")
+    assert e.value.code == kvtier.EKEYLEN
+    with pytest.raises(kvtier.Error) as e:
+        store.get(12345, b"k")
+    assert e.value.code == kvtier.ENONS
+    assert e.value.strerror == kvtier.strerror(kvtier.ENONS)
+    assert e.value.args == (kvtier.ENONS, kvtier.strerror(kvtier.ENONS))
+    store.put(ns, b"k", b"123456")
+    with pytest.raises(kvtier.Error) as e:
+        store.get_into(ns, b"k", bytearray(3))
+    assert e.value.code == kvtier.EBUFSMALL and e.value.value_len == 6
+    with pytest.raises(BufferError):
+        store.get_into(ns, b"k", b"read-only bytes")
+    with pytest.raises(kvtier.Error) as e:
+        kvtier.Store({"no.such.option": "1"})
+    assert e.value.code == kvtier.EOPTION
+    with pytest.raises(kvtier.Error) as e:
+        kvtier.Store({"dram.chunk": "3K"})
+    assert e.value.code == kvtier.EOPTVAL
+    with pytest.raises(kvtier.Error) as e:
+        store.set_option("dram.capacity", "1G")  # after open
+    assert e.value.code == kvtier.ESTATE
+    # a non-contiguous array is refused, not silently copied
+    a = np.zeros((64, 64), dtype=np.uint8)[:, ::2]
+    with pytest.raises((BufferError, ValueError)):  # numpy says ValueError
+        store.put(ns, b"nc", a)
+
+
+def test_closed_store():
+    s = kvtier.Store(small())
+    ns = s.register(DESC_A)
+    s.close()
+    s.close()  # idempotent
+    with pytest.raises(kvtier.Error) as e:
+        s.get(ns, b"k")
+    assert e.value.code == kvtier.ECLOSED
+    lazy = kvtier.Store(small(), open=False)
+    with pytest.raises(kvtier.Error) as e:
+        lazy.put(1, b"k", b"v")
+    assert e.value.code == kvtier.ECLOSED
+    lazy.set_option("dram.capacity", "32M")
+    lazy.open()
+    n = lazy.register(DESC_A)
+    assert lazy.put(n, b"k", b"v") and lazy.get(n, b"k") == b"v"
+    lazy.close()
+
+
+def test_lookup_prefetch_clear_stats(store, ns):
+    digest = store.ns_info(ns)[0]
+    keys = kvtier.key_chain_prompt(digest, list(range(160)), 16)
+    assert len(keys) == 10
+    for k in keys[:6]:
+        store.put(ns, k, k * 100)
+    store.delete(ns, keys[3])
+    count, tiers = store.lookup_prefix(ns, keys)
+    assert count == 3
+    assert tiers[:3] == [kvtier.TIER_DRAM] * 3 and tiers[3] == kvtier.TIER_NONE
+    assert tiers[4] in (kvtier.TIER_NONE, kvtier.TIER_DRAM)
+    assert store.prefetch(ns, keys[:3]) == 3
+    store.flush()
+    st = store.stats()
+    assert st["dram.puts"] == 6 and st["dram.deletes"] == 1 and st["dram.blocks"] == 5
+    assert st["dram.put_bytes"] == 6 * 3200 and st["dram.lookups"] >= 1
+    assert st["dram.policy"] == "s3fifo"  # text statistics come through as str
+    assert store.stat("dram.puts") == 6
+    assert store.stat("dram.policy") is None  # not numeric
+    assert store.stat("no.such.stat") is None
+    assert store.clear(ns) == 5
+    assert store.lookup_prefix(ns, keys)[0] == 0
+    assert store.clear() == 0
+
+
+def test_crc32c():
+    assert kvtier.crc32c(b"123456789") == 0xE3069283
+    assert kvtier.crc32c(b"6789", kvtier.crc32c(b"12345")) == 0xE3069283
+
+
+# ---------------------------------------------------------------- no copies
+
+
+def test_put_does_not_copy(store, ns):
+    """A 64 MiB array put through a memoryview: Python allocates nothing
+    near its size (numpy and CPython report their allocations to
+    tracemalloc; a bytes() or tobytes() copy would show as 64 MiB)."""
+    arr = np.random.default_rng(2).integers(0, 255, 64 * MiB, dtype=np.uint8)
+    mv = memoryview(arr)
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        base = tracemalloc.get_traced_memory()[0]
+        assert store.put(ns, b"big", mv)
+        peak = tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+    assert peak < 64 * 1024, peak
+    # and it really stored the bytes
+    out = np.empty_like(arr)
+    assert store.get_into(ns, b"big", out) == arr.nbytes
+    assert np.array_equal(out, arr)
+
+
+def test_get_into_fills_in_place(store, ns):
+    src = np.random.default_rng(3).standard_normal(4 * MiB // 4).astype(np.float32)
+    store.put(ns, b"k", src)
+    dst = np.zeros_like(src)
+    addr = dst.__array_interface__["data"][0]
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        base = tracemalloc.get_traced_memory()[0]
+        n = store.get_into(ns, b"k", dst)
+        peak = tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+    assert n == src.nbytes
+    assert dst.__array_interface__["data"][0] == addr  # same memory, filled in place
+    assert np.array_equal(dst, src)
+    assert peak < 64 * 1024, peak
+    # a view into a bigger array: the value lands exactly there
+    big = np.zeros(src.size + 1000, dtype=np.float32)
+    assert store.get_into(ns, b"k", big[500:500 + src.size]) == src.nbytes
+    assert np.array_equal(big[500:500 + src.size], src)
+    assert not big[:500].any() and not big[500 + src.size:].any()
+
+
+def test_get_allocates_once(store, ns):
+    v = os.urandom(16 * MiB)
+    store.put(ns, b"k", v)
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        base = tracemalloc.get_traced_memory()[0]
+        got = store.get(ns, b"k")
+        peak = tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+    assert got == v
+    assert 16 * MiB <= peak < 16 * MiB + 256 * 1024, peak
+
+
+# ---------------------------------------------------------------- threads
+
+
+def test_threads_overlap_with_gil_released():
+    """Two Python threads doing 16 MiB get_into at once: the library is
+    entered by both at the same time (the binding counts calls inside the
+    library without the GIL), and every byte comes back right."""
+    with kvtier.Store(small(**{"dram.capacity": "256M"})) as s:
+        ns = s.register(DESC_A)
+        vals = [np.full(16 * MiB, i + 1, dtype=np.uint8) for i in range(4)]
+        for i, v in enumerate(vals):
+            s.put(ns, b"v%d" % i, v)
+        rounds = 40
+        errors = []
+
+        def worker(t):
+            dst = np.empty(16 * MiB, dtype=np.uint8)
+            try:
+                for r in range(rounds):
+                    i = (t + r) % 4
+                    assert s.get_into(ns, b"v%d" % i, dst) == 16 * MiB
+                    assert dst[0] == i + 1 and dst[-1] == i + 1
+            except Exception as e:  # noqa: BLE001 - reported below
+                errors.append(e)
+
+        def timed(n):
+            s._inflight_peak(True)
+            ts = [threading.Thread(target=worker, args=(t,)) for t in range(n)]
+            t0 = time.perf_counter()
+            for t in ts:
+                t.start()
+            for t in ts:
+                t.join()
+            return time.perf_counter() - t0, s._inflight_peak()
+
+        one, peak1 = timed(1)
+        two, peak2 = timed(2)
+        assert not errors, errors
+        assert peak1 == 1
+        assert peak2 == 2, "the two threads were never inside the library at once"
+        gbps = lambda t, n: n * rounds * 16 * MiB / t / 1e9  # noqa: E731
+        print(f"\n16 MiB get_into: 1 thread {gbps(one, 1):.2f} GB/s, "
+              f"2 threads {gbps(two, 2):.2f} GB/s (ratio {one * 2 / two:.2f})")
+
+
+def test_blocking_wait_releases_gil():
+    """A prefetch waits on a queue for a worker; with the workers paused it
+    cannot finish until another Python thread unpauses them.  If the wait
+    held the GIL, that thread could never run and this test would hang
+    (meson's timeout fails it)."""
+    with kvtier.Store(small()) as s:
+        ns = s.register(DESC_A)
+        s.put(ns, b"k", b"v")
+        s.set_option("debug.pause_workers", "1")
+        result = []
+        t = threading.Thread(target=lambda: result.append(s.prefetch(ns, [b"k"])))
+        t.start()
+        time.sleep(0.3)
+        assert t.is_alive(), "prefetch finished with the workers paused"
+        ticks = 0
+        t_end = time.perf_counter() + 0.2
+        while time.perf_counter() < t_end:
+            ticks += 1  # Python runs while the other thread waits
+        s.set_option("debug.pause_workers", "0")
+        t.join(30)
+        assert not t.is_alive() and result == [1]
+        assert ticks > 1000
+
+
+def test_concurrent_put_get_close():
+    """Threads putting and getting while the main thread closes: calls in
+    flight finish, later ones raise ECLOSED; nothing crashes."""
+    s = kvtier.Store(small())
+    ns = s.register(DESC_A)
+    stop = threading.Event()
+    seen = []
+
+    def worker(t):
+        i = 0
+        while not stop.is_set():
+            k = b"t%d-%d" % (t, i)
+            v = os.urandom(1000 + i % 5000)
+            try:
+                s.put(ns, k, v)
+                got = s.get(ns, k)
+                assert got is None or got == v  # evicted or exact
+            except kvtier.Error as e:
+                seen.append(e.code)
+                return
+            i += 1
+
+    ts = [threading.Thread(target=worker, args=(t,)) for t in range(4)]
+    for t in ts:
+        t.start()
+    time.sleep(0.5)
+    s.close()
+    stop.set()
+    for t in ts:
+        t.join(30)
+    assert all(c == kvtier.ECLOSED for c in seen), seen
+
+
+# ---------------------------------------------------------------- SSD tier
+
+
+def test_ssd_tier_survives_reopen(tmp_path):
+    opts = small(path=str(tmp_path / "store"), **{"ssd.capacity": "64M",
+                                                  "ssd.segment": "4M",
+                                                  "ssd.admission": "always"})
+    v = np.random.default_rng(4).integers(0, 255, 300000, dtype=np.uint8)
+    with kvtier.Store(opts) as s:
+        ns = s.register(DESC_A)
+        assert s.put(ns, b"persist", v)
+        s.flush()
+    with kvtier.Store(opts) as s:
+        ns2 = s.register(DESC_A)
+        assert ns2 == ns  # the registry persisted the id
+        assert s.exists(ns2, b"persist") == kvtier.TIER_SSD
+        out = np.zeros_like(v)
+        assert s.get_into(ns2, b"persist", out) == v.nbytes
+        assert np.array_equal(out, v)
+    with kvtier.Store(opts) as s, pytest.raises(kvtier.Error) as e:
+        kvtier.Store(opts)  # a second opener of the directory
+    assert e.value.code == kvtier.ELOCKED
+
+
+# ---------------------------------------------------------------- remote tier
+
+
+class Kvtierd:
+    def __init__(self, base):
+        self.dir = base / "srv"
+        self.dir.mkdir()
+        self.log = base / "kvtierd.log"
+        self.proc = subprocess.Popen(
+            [os.environ["KVTIERD"], "--dir", str(self.dir), "--dram", "128M", "--ssd", "0",
+             "--set", "dram.prefault=off", "--listen", "127.0.0.1:0", "--threads", "2",
+             "--log", str(self.log)],
+            stdout=subprocess.DEVNULL, stderr=open(str(self.log) + ".stderr", "w"))
+        self.port = None
+        for _ in range(1200):
+            if self.log.exists():
+                m = re.search(r"listening on 127\.0\.0\.1:(\d+)", self.log.read_text())
+                if m:
+                    self.port = int(m.group(1))
+                    return
+            if self.proc.poll() is not None:
+                raise RuntimeError("kvtierd exited: " + self.log.read_text())
+            time.sleep(0.05)
+        raise RuntimeError("kvtierd did not start")
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(60)
+
+
+@pytest.fixture
+def kvtierd(tmp_path):
+    if not os.environ.get("KVTIERD"):
+        pytest.fail("KVTIERD is not set (run through meson test)")
+    srv = Kvtierd(tmp_path)
+    yield srv
+    assert srv.stop() == 0
+
+
+def test_remote_tier(kvtierd):
+    """Engine A writes through to kvtierd; engine B, with an empty DRAM,
+    finds the prefix on the server and loads it byte for byte."""
+    opts = small(**{"remote.addr": f"127.0.0.1:{kvtierd.port}"})
+    rng = np.random.default_rng(5)
+    blocks = [rng.standard_normal(64 * 1024).astype(np.float16) for _ in range(6)]
+    with kvtier.Store(opts) as a:
+        ns = a.register(DESC_A)
+        keys = kvtier.key_chain_prompt(a.ns_info(ns)[0], list(range(6 * 16)), 16)
+        for k, b in zip(keys, blocks):
+            assert a.put(ns, k, b)
+        a.flush()
+        assert a.stat("remote.down") == 0
+    with kvtier.Store(opts) as b:
+        ns = b.register(DESC_A)
+        count, tiers = b.lookup_prefix(ns, keys + [b"not-there"])
+        assert count == 6 and tiers[:6] == [kvtier.TIER_REMOTE] * 6
+        assert tiers[6] == kvtier.TIER_NONE
+        out = np.empty_like(blocks[0])
+        for k, blk in zip(keys, blocks):
+            assert b.get_into(ns, k, out) == blk.nbytes
+            assert out.tobytes() == blk.tobytes()
+        # fetched values now live in B's DRAM
+        assert b.exists(ns, keys[0]) == kvtier.TIER_DRAM
+        st = b.stats()
+        remote = {k: v for k, v in st.items() if k.startswith("remote.")}
+        assert remote, sorted(st)
+        assert b.get(ns, b"absent-everywhere") is None
+
+
+def test_remote_down_is_a_miss(tmp_path):
+    """A server that is not there costs misses, never an exception."""
+    opts = small(**{"remote.addr": "127.0.0.1:1", "remote.timeout_ms": 300,
+                    "remote.connect_timeout_ms": 200})
+    with kvtier.Store(opts) as s:
+        ns = s.register(DESC_A)
+        assert s.get(ns, b"k") is None
+        assert s.put(ns, b"k", b"local")  # the local put's status
+        assert s.get(ns, b"k") == b"local"
