@@ -324,6 +324,28 @@ int kvt_store_create(struct kvt_store **out);
  *   remote.backoff_ms, remote.backoff_max_ms  reconnect delay, doubling
  *                     from the first to the second (default 50, 5000).
  *   remote.batch      most items in one frame, 1..65536 (default 64).
+ *   shared.dir        a directory on a shared file system (NFS, Lustre,
+ *                     WEKA, VAST, ...) that many stores mount: the shared
+ *                     tier (G4), below SSD, or below DRAM with no SSD
+ *                     (default none); needs a DRAM tier.  doc/shared.md.
+ *                     Written down (off the caller's thread): puts of
+ *                     namespaces registered KVT_NS_PERSISTENT, and blocks
+ *                     evicted from DRAM that were read there at least
+ *                     twice.  Gets that miss above are promoted from it;
+ *                     lookups and exists reach it (KVT_TIER_SHARED);
+ *                     delete and clear remove its files too.
+ *   shared.admission  "persistent" (default: as above) or "always" (every
+ *                     put is written down).
+ *   shared.budget     bytes the directory may hold (default 0: no limit);
+ *   shared.max_age    seconds a block may live unread (default 0: none).
+ *                     Enforced by kvt_shared_gc, run by the tier at open
+ *                     and after every budget/8 bytes it writes.
+ *   shared.threads    the tier's I/O threads, 1..64 (default 8): parallel
+ *                     stats for lookups, reads, write-downs.
+ *   shared.writedown_max  write-down bytes queued before new ones are shed
+ *                     (default 256M, at most a quarter of dram.capacity).
+ *   shared.o_direct   "auto" (default: used if the file system takes it,
+ *                     stat shared.o_direct) or "off".
  *   workers           library worker threads, 1..64 (default 1).
  *   debug.fail_alloc  N: the Nth allocation made through the library's
  *                     allocator from now on fails with -ENOMEM (tests).
@@ -691,6 +713,30 @@ int kvt_store_stats(struct kvt_store *store, kvt_stats_fn fn, void *ctx);
 /* One numeric statistic by name into *value.  Returns 0, KVT_MISS (no such
  * numeric statistic), KVT_ENULL, KVT_ECLOSED. */
 int kvt_store_stat(struct kvt_store *store, const char *name, uint64_t *value);
+
+/* ------------------------------------------------------------------------
+ * The shared tier's directory, offline: what "kvtier gc" runs.
+ */
+
+struct kvt_shared_gc_result {
+	uint64_t files;          /* block files found */
+	uint64_t bytes;          /* their bytes */
+	uint64_t removed_files;  /* removed: older than max_age, then oldest first over budget */
+	uint64_t removed_bytes;
+	uint64_t temp_removed;   /* temporary files of writers that died (older than an hour) */
+};
+
+/*
+ * Collect the shared directory dir (the "shared.dir" of the stores that use
+ * it): remove block files whose modification time (set when written,
+ * refreshed by reads) is more than max_age_s seconds ago (0: no age
+ * limit), then, while the rest exceeds budget_bytes (0: no limit), the
+ * oldest.  Safe while stores use the directory: a store that loses a block
+ * sees a miss.  *out (may be NULL) gets the counts.  Returns 0, KVT_ENULL,
+ * -ENOMEM, -errno (dir).  Any thread; needs no store.
+ */
+int kvt_shared_gc(const char *dir, uint64_t budget_bytes, uint64_t max_age_s,
+		  struct kvt_shared_gc_result *out);
 
 /* ------------------------------------------------------------------------
  * CRC32C (Castagnoli), as stored with every part: crc = kvt_crc32c(0, p, n)

@@ -222,8 +222,15 @@ enum { DRAM_HUGE_AUTO = 0, DRAM_HUGE_THP = 1, DRAM_HUGE_OFF = 2 };
  * block and must not call into the DRAM tier: copy or queue what it needs,
  * or drop the block.  (The SSD tier's write-down fills this in.)
  */
-typedef void (*dram_evict_fn)(void *ctx, uint32_t ns, const struct kvt_key *key,
-			      const struct iovec *view, unsigned view_count, uint64_t len);
+typedef void (*dram_evict_fn)(void *ctx, struct dram_item *item, uint32_t ns,
+			      const struct kvt_key *key, const struct iovec *view,
+			      unsigned view_count, uint64_t len);
+/* For the evict hook (under the shard lock it holds): reads of the block
+ * since it entered DRAM (0..3, saturating), and its part table (crcs only
+ * if *crcs_valid: a put may have deferred them).  Parts, or KVT_ERANGE. */
+unsigned dram_item_reads_locked(struct dram_item *item);
+int dram_item_parts_locked(struct dram_item *item, uint64_t *lens, uint32_t *crcs,
+			   unsigned max, bool *crcs_valid);
 
 int dram_open(struct dram **out, const struct dram_config *cfg, struct kvt_mem *mem,
 	      const struct kvt_logger *log);
@@ -285,6 +292,11 @@ int dram_read_item(struct dram *d, struct dram_item *item, struct dram_read *rd)
  */
 int dram_pin(struct dram *d, uint32_t ns, const struct kvt_key *key, struct dram_item **item,
 	     struct iovec *view, unsigned *view_count, uint64_t *len);
+/* A ref on a visible block that is not an access: no hit, no read
+ * counted, no admission (a write-down to another tier takes it).
+ * KVT_OK or KVT_MISS; release with dram_unpin. */
+int dram_ref_quiet(struct dram *d, uint32_t ns, const struct kvt_key *key,
+		   struct dram_item **item);
 /* View of an item the caller holds a ref on; returns the span count. */
 unsigned dram_item_view(struct dram *d, struct dram_item *item, struct iovec *view,
 			uint64_t *len);
