@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <stdint.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -476,7 +477,38 @@ static void test_prefetch(void)
 	free(dir);
 }
 
-int main(void)
+/* kvtier gc, the command (argv[1] of this test: the CLI's path). */
+static void test_gc_cli(const char *cli)
+{
+	char *dir = t_mkdtemp(), cmd[1024], line[512], p[512];
+	struct kvt_store *a = open_shared(dir, "64M", "always");
+	uint32_t na = t_ns(a, "gc-cli");
+	struct timespec ts[2];
+	FILE *f;
+
+	put_block(a, na, 1, 10000);
+	put_block(a, na, 2, 10000);
+	T_OK(kvt_flush(a));
+	clock_gettime(CLOCK_REALTIME, &ts[0]);
+	ts[0].tv_sec -= 100;
+	ts[1] = ts[0];
+	block_path(a, dir, na, 1, p, sizeof(p));
+	T_OK(utimensat(AT_FDCWD, p, ts, 0));
+	kvt_store_destroy(a);
+	snprintf(cmd, sizeof(cmd), "'%s' gc --dir '%s' --max-age 50 --json", cli, dir);
+	f = popen(cmd, "r");
+	T_ASSERT(f);
+	T_ASSERT(fgets(line, sizeof(line), f));
+	T_EQ_INT(pclose(f), 0);
+	T_EQ_STR(line, "{\"files\":2,\"bytes\":28192,\"removed_files\":1,"
+		       "\"removed_bytes\":14096,\"temp_removed\":0}\n");
+	snprintf(cmd, sizeof(cmd), "'%s' gc --budget 1Q --dir '%s' 2>/dev/null", cli, dir);
+	T_EQ_INT(WEXITSTATUS(system(cmd)), 2);
+	t_rmtree(dir);
+	free(dir);
+}
+
+int main(int argc, char **argv)
 {
 	test_hdr_codec();
 	test_replaced_not_removed();
@@ -485,6 +517,8 @@ int main(void)
 	test_evict_writedown();
 	test_gc();
 	test_prefetch();
+	if (argc > 1)
+		test_gc_cli(argv[1]);
 	printf("test_shared: ok\n");
 	return 0;
 }
