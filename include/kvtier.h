@@ -58,9 +58,10 @@
  *   flush, requests submitted with KVT_F_DEFER); with an SSD tier also one
  *   write-down thread ("kvt-ssd-wd") and the I/O engine's thread (io_uring)
  *   or threads (psync, 4); with a remote tier one thread ("kvt-remote")
- *   that drives its connections.  Requests served by the SSD tier complete
- *   on the I/O thread, those that reach the remote tier on the remote
- *   thread.  Every library thread blocks all signals, and
+ *   that drives its connections; with a shared tier a pool of
+ *   shared.threads ("kvt-shared").  Requests served by the SSD tier
+ *   complete on the I/O thread, those that reach the remote tier on the
+ *   remote thread, those that reach the shared tier on its pool.  Every library thread blocks all signals, and
  *   kvt_store_close joins them all.
  *
  *   fork(): the child has none of the store's threads.  A store opened

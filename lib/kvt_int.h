@@ -12,6 +12,7 @@
  *   evict.c  S3-FIFO and LRU queues over DRAM items
  *   quota.c  quota groups: namespace -> group, byte limits and usage per tier
  *   store.c  handles, options, queues, workers, dispatch of requests
+ *   shdir.c  the shared tier's directory backend; shared.c the tier (shared.h)
  *
  * Nothing here is global: every piece of state hangs off a struct kvt_store
  * or an object it owns.
