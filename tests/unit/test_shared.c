@@ -477,6 +477,38 @@ static void test_prefetch(void)
 	free(dir);
 }
 
+/* Below an SSD tier: a persistent put goes to both; a store with an
+ * empty SSD of its own finds the block on the shared tier. */
+static void test_below_ssd(void)
+{
+	char *dir = t_mkdtemp(), *pa = t_mkdtemp(), *pb = t_mkdtemp();
+	struct kvt_store *a = t_store_open("path", pa, "dram.capacity", "64M", "ssd.capacity", "64M",
+					   "ssd.segment", "8M", "shared.dir", dir, NULL);
+	struct kvt_store *b;
+	uint32_t na = ns_persistent(a), nb;
+	put_block(a, na, 3, 300000);
+	T_OK(kvt_flush(a));
+	T_EQ_U64(stat_of(a, "shared.writes"), 1);
+	kvt_store_destroy(a);
+	b = t_store_open("path", pb, "dram.capacity", "64M", "ssd.capacity", "64M", "ssd.segment",
+			 "8M", "shared.dir", dir, NULL);
+	nb = ns_persistent(b);
+	get_exact(b, nb, 3, 300000, KVT_TIER_SHARED);
+	kvt_store_destroy(b);
+	/* The first store's own SSD still has it, before the shared tier. */
+	a = t_store_open("path", pa, "dram.capacity", "64M", "ssd.capacity", "64M", "ssd.segment",
+			 "8M", "shared.dir", dir, NULL);
+	na = ns_persistent(a);
+	get_exact(a, na, 3, 300000, KVT_TIER_SSD);
+	kvt_store_destroy(a);
+	t_rmtree(dir);
+	t_rmtree(pa);
+	t_rmtree(pb);
+	free(dir);
+	free(pa);
+	free(pb);
+}
+
 /* kvtier gc, the command (argv[1] of this test: the CLI's path). */
 static void test_gc_cli(const char *cli)
 {
@@ -517,6 +549,7 @@ int main(int argc, char **argv)
 	test_evict_writedown();
 	test_gc();
 	test_prefetch();
+	test_below_ssd();
 	if (argc > 1)
 		test_gc_cli(argv[1]);
 	printf("test_shared: ok\n");
