@@ -58,9 +58,10 @@
  *   flush, requests submitted with KVT_F_DEFER); with an SSD tier also one
  *   write-down thread ("kvt-ssd-wd") and the I/O engine's thread (io_uring)
  *   or threads (psync, 4); with a remote tier one thread ("kvt-remote")
- *   that drives its connections.  Requests served by the SSD tier complete
- *   on the I/O thread, those that reach the remote tier on the remote
- *   thread.  Every library thread blocks all signals, and
+ *   that drives its connections; with a shared tier a pool of
+ *   shared.threads ("kvt-shared").  Requests served by the SSD tier
+ *   complete on the I/O thread, those that reach the remote tier on the
+ *   remote thread, those that reach the shared tier on its pool.  Every library thread blocks all signals, and
  *   kvt_store_close joins them all.
  *
  *   fork(): the child has none of the store's threads.  A store opened
@@ -335,6 +336,28 @@ int kvt_store_create(struct kvt_store **out);
  *                     must carry; default the host of remote.addr.  A
  *                     server that fails verification is never used: its
  *                     operations are misses (remote.tls_failures).
+ *   shared.dir        a directory on a shared file system (NFS, Lustre,
+ *                     WEKA, VAST, ...) that many stores mount: the shared
+ *                     tier (G4), below SSD, or below DRAM with no SSD
+ *                     (default none); needs a DRAM tier.  doc/shared.md.
+ *                     Written down (off the caller's thread): puts of
+ *                     namespaces registered KVT_NS_PERSISTENT, and blocks
+ *                     evicted from DRAM that were read there at least
+ *                     twice.  Gets that miss above are promoted from it;
+ *                     lookups and exists reach it (KVT_TIER_SHARED);
+ *                     delete and clear remove its files too.
+ *   shared.admission  "persistent" (default: as above) or "always" (every
+ *                     put is written down).
+ *   shared.budget     bytes the directory may hold (default 0: no limit);
+ *   shared.max_age    seconds a block may live unread (default 0: none).
+ *                     Enforced by kvt_shared_gc, run by the tier at open
+ *                     and after every budget/8 bytes it writes.
+ *   shared.threads    the tier's I/O threads, 1..64 (default 8): parallel
+ *                     stats for lookups, reads, write-downs.
+ *   shared.writedown_max  write-down bytes queued before new ones are shed
+ *                     (default 256M, at most a quarter of dram.capacity).
+ *   shared.o_direct   "auto" (default: used if the file system takes it,
+ *                     stat shared.o_direct) or "off".
  *   workers           library worker threads, 1..64 (default 1).
  *   debug.fail_alloc  N: the Nth allocation made through the library's
  *                     allocator from now on fails with -ENOMEM (tests).
@@ -895,6 +918,30 @@ struct kvt_fsck {
  * -ENOMEM, or -errno (path unreadable).  Any thread; no store handle.
  */
 int kvt_store_fsck(const char *path, struct kvt_fsck *f);
+
+/* ------------------------------------------------------------------------
+ * The shared tier's directory, offline: what "kvtier gc" runs.
+ */
+
+struct kvt_shared_gc_result {
+	uint64_t files;          /* block files found */
+	uint64_t bytes;          /* their bytes */
+	uint64_t removed_files;  /* removed: older than max_age, then oldest first over budget */
+	uint64_t removed_bytes;
+	uint64_t temp_removed;   /* temporary files of writers that died (older than an hour) */
+};
+
+/*
+ * Collect the shared directory dir (the "shared.dir" of the stores that use
+ * it): remove block files whose modification time (set when written,
+ * refreshed by reads) is more than max_age_s seconds ago (0: no age
+ * limit), then, while the rest exceeds budget_bytes (0: no limit), the
+ * oldest.  Safe while stores use the directory: a store that loses a block
+ * sees a miss.  *out (may be NULL) gets the counts.  Returns 0, KVT_ENULL,
+ * -ENOMEM, -errno (dir).  Any thread; needs no store.
+ */
+int kvt_shared_gc(const char *dir, uint64_t budget_bytes, uint64_t max_age_s,
+		  struct kvt_shared_gc_result *out);
 
 /* ------------------------------------------------------------------------
  * CRC32C (Castagnoli), as stored with every part: crc = kvt_crc32c(0, p, n)

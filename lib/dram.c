@@ -54,7 +54,11 @@
 #define DRAM_DEFAULT_SHARD (UINT64_C(1) << 30) /* one shard per GiB by default */
 
 enum { ITEM_WRITING = 1, ITEM_VISIBLE = 2, ITEM_DEAD = 3 };
-#define ITEM_STATE_MASK 0x0f
+#define ITEM_STATE_MASK 0x03
+/* Bits 2-3: reads (hits) since the block entered DRAM, saturating at 3;
+ * the evict hook uses it to write down blocks read at least twice. */
+#define ITEM_READS_SHIFT 2
+#define ITEM_READS_MASK 0x0c
 #define ITEM_CRC_VALID 0x10 /* part CRCs computed */
 #define ITEM_ON_LOWER 0x20  /* a lower tier holds a copy: never written down again */
 #define ITEM_WD 0x40        /* write-down queued or in flight; it holds a ref */
@@ -408,6 +412,32 @@ static bool dram_busy(struct evict_node *n, void *ctx)
 	return it->refs > 0 || ITEM_STATE(it) != ITEM_VISIBLE;
 }
 
+/* One more read of the item (saturating).  Locked. */
+static inline void item_count_read(struct dram_item *it)
+{
+	if ((it->node.owner[0] & ITEM_READS_MASK) != ITEM_READS_MASK)
+		it->node.owner[0] = (uint8_t)(it->node.owner[0] + (1u << ITEM_READS_SHIFT));
+}
+
+unsigned dram_item_reads_locked(struct dram_item *it)
+{
+	return (it->node.owner[0] & ITEM_READS_MASK) >> ITEM_READS_SHIFT;
+}
+
+int dram_item_parts_locked(struct dram_item *it, uint64_t *lens, uint32_t *crcs,
+			   unsigned max, bool *crcs_valid)
+{
+	unsigned np = it->part_count;
+	if (np > max)
+		return KVT_ERANGE;
+	*crcs_valid = (it->node.owner[0] & ITEM_CRC_VALID) != 0;
+	for (unsigned p = 0; p < np; p++) {
+		lens[p] = item_part_end(it, p) - item_part_start(it, p);
+		crcs[p] = *crcs_valid ? item_part_crc(it, p) : 0;
+	}
+	return (int)np;
+}
+
 /* The item's bytes as an iovec array; s->scratch must hold run_count. */
 static unsigned item_view(struct dram_shard *s, struct dram_item *it, struct iovec *v)
 {
@@ -433,7 +463,7 @@ static void evict_one_locked(struct dram *d, struct dram_shard *s, struct dram_i
 		unsigned n = item_view(s, it, s->scratch);
 		k.len = ITEM_KEYLEN(it);
 		memcpy(k.bytes, item_key(it), k.len);
-		d->evict_fn(d->evict_ctx, it->ns, &k, s->scratch, n, it->value_len);
+		d->evict_fn(d->evict_ctx, it, it->ns, &k, s->scratch, n, it->value_len);
 	}
 	evict_remove(&s->ev, &it->node);
 	if (from_small)
@@ -766,6 +796,14 @@ void dram_writedown_done(struct dram *d, struct dram_item *it, bool stored)
 	pthread_mutex_unlock(&s->lock);
 }
 
+void dram_item_key(struct dram_item *it, uint32_t *ns, struct kvt_key *key)
+{
+	*ns = it->ns;
+	key->len = ITEM_KEYLEN(it);
+	memset(key->bytes, 0, sizeof(key->bytes));
+	memcpy(key->bytes, item_key(it), key->len);
+}
+
 int dram_item_meta(struct dram *d, struct dram_item *it, uint32_t *ns, struct kvt_key *key,
 		   uint64_t *part_lens, uint32_t *crcs, unsigned max_parts)
 {
@@ -1082,6 +1120,7 @@ int dram_publish(struct dram *d, struct dram_item *it, const uint32_t *crcs,
 		dram_admit_locked(d, s, it, DRAM_ADMIT_PUT);
 	if (keep_ref) {
 		s->hits++;
+		item_count_read(it);
 		evict_hit(&s->ev, &it->node);
 	} else {
 		item_unref_locked(d, s, it);
@@ -1166,6 +1205,7 @@ static struct dram_item *dram_ref_locked(struct dram *d, struct dram_shard *s, u
 		return NULL;
 	}
 	s->hits++;
+	item_count_read(it);
 	item_ref_locked(s, it);
 	evict_hit(&s->ev, &it->node);
 	dram_admit_locked(d, s, it, DRAM_ADMIT_HIT);
@@ -1273,6 +1313,24 @@ int dram_pin(struct dram *d, uint32_t ns, const struct kvt_key *key, struct dram
 		*len = it->value_len;
 		*view_count = item_view(s, it, view);
 	}
+	pthread_mutex_unlock(&s->lock);
+	*item = it;
+	return it ? KVT_OK : KVT_MISS;
+}
+
+int dram_ref_quiet(struct dram *d, uint32_t ns, const struct kvt_key *key,
+		   struct dram_item **item)
+{
+	uint64_t h = dram_hash(ns, key);
+	struct dram_shard *s = dram_shard_of(d, h);
+	struct dram_item *it;
+
+	pthread_mutex_lock(&s->lock);
+	it = *index_slot(s, h, ns, key);
+	if (it && ITEM_STATE(it) == ITEM_VISIBLE)
+		item_ref_locked(s, it);
+	else
+		it = NULL;
 	pthread_mutex_unlock(&s->lock);
 	*item = it;
 	return it ? KVT_OK : KVT_MISS;

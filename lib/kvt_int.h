@@ -12,6 +12,7 @@
  *   evict.c  S3-FIFO and LRU queues over DRAM items
  *   quota.c  quota groups: namespace -> group, byte limits and usage per tier
  *   store.c  handles, options, queues, workers, dispatch of requests
+ *   shdir.c  the shared tier's directory backend; shared.c the tier (shared.h)
  *
  * Nothing here is global: every piece of state hangs off a struct kvt_store
  * or an object it owns.
@@ -222,8 +223,15 @@ enum { DRAM_HUGE_AUTO = 0, DRAM_HUGE_THP = 1, DRAM_HUGE_OFF = 2 };
  * block and must not call into the DRAM tier: copy or queue what it needs,
  * or drop the block.  (The SSD tier's write-down fills this in.)
  */
-typedef void (*dram_evict_fn)(void *ctx, uint32_t ns, const struct kvt_key *key,
-			      const struct iovec *view, unsigned view_count, uint64_t len);
+typedef void (*dram_evict_fn)(void *ctx, struct dram_item *item, uint32_t ns,
+			      const struct kvt_key *key, const struct iovec *view,
+			      unsigned view_count, uint64_t len);
+/* For the evict hook (under the shard lock it holds): reads of the block
+ * since it entered DRAM (0..3, saturating), and its part table (crcs only
+ * if *crcs_valid: a put may have deferred them).  Parts, or KVT_ERANGE. */
+unsigned dram_item_reads_locked(struct dram_item *item);
+int dram_item_parts_locked(struct dram_item *item, uint64_t *lens, uint32_t *crcs,
+			   unsigned max, bool *crcs_valid);
 
 int dram_open(struct dram **out, const struct dram_config *cfg, struct kvt_mem *mem,
 	      const struct kvt_logger *log);
@@ -259,6 +267,8 @@ int dram_reserve(struct dram *d, uint32_t ns, const struct kvt_key *key, uint64_
 		 struct iovec *view, unsigned *view_count);
 int dram_publish(struct dram *d, struct dram_item *item, const uint32_t *crcs,
 		 const uint64_t *part_lens, unsigned flags, bool keep_ref);
+/* The namespace and key of an item the caller holds a ref on. */
+void dram_item_key(struct dram_item *item, uint32_t *ns, struct kvt_key *key);
 /* A reserved item's bytes against one CRC32C per part: KVT_OK or KVT_ECORRUPT. */
 int dram_item_verify(struct dram *d, struct dram_item *item, const uint32_t *crcs);
 /* False once a delete or clear has killed the item (the caller holds a ref). */
@@ -287,6 +297,11 @@ int dram_read_item(struct dram *d, struct dram_item *item, struct dram_read *rd)
  */
 int dram_pin(struct dram *d, uint32_t ns, const struct kvt_key *key, struct dram_item **item,
 	     struct iovec *view, unsigned *view_count, uint64_t *len);
+/* A ref on a visible block that is not an access: no hit, no read
+ * counted, no admission (a write-down to another tier takes it).
+ * KVT_OK or KVT_MISS; release with dram_unpin. */
+int dram_ref_quiet(struct dram *d, uint32_t ns, const struct kvt_key *key,
+		   struct dram_item **item);
 /* View of an item the caller holds a ref on; returns the span count. */
 unsigned dram_item_view(struct dram *d, struct dram_item *item, struct iovec *view,
 			uint64_t *len);

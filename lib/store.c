@@ -42,6 +42,7 @@
 #include "kvt_int.h"
 #include "remote.h"
 #include "seal.h"
+#include "shared.h"
 #include "ssd.h"
 
 enum { ST_CREATED = 0, ST_OPEN = 1, ST_CLOSED = 2 };
@@ -102,6 +103,7 @@ struct kvt_store {
 	struct dram_config dram_cfg;
 	struct ssd_config ssd_cfg;
 	struct remote_config remote_cfg;
+	struct shared_config shared_cfg;
 	unsigned worker_count;
 
 	/* directory */
@@ -115,6 +117,7 @@ struct kvt_store {
 	struct dram *dram;
 	struct ssd *ssd;
 	struct remote *remote;
+	struct shared *shared;      /* G4: shared.c; NULL without option shared.dir */
 	double dram_bps;            /* memcpy rate measured at open, for load estimates */
 
 	/* deferred work */
@@ -231,6 +234,9 @@ int kvt_store_create(struct kvt_store **out)
 	s->remote_cfg.backoff_ms = REMOTE_DEF_BACKOFF_MS;
 	s->remote_cfg.backoff_max_ms = REMOTE_DEF_BACKOFF_MAX_MS;
 	s->remote_cfg.batch = REMOTE_DEF_BATCH;
+	s->shared_cfg.threads = SHARED_DEF_THREADS;
+	s->shared_cfg.wd_max_bytes = SHARED_DEF_WD_MAX;
+	s->shared_cfg.direct = true;
 	s->worker_count = 1;
 	s->log.min_level = KVT_LOG_INFO;
 	pthread_mutex_init(&s->work_lock, NULL);
@@ -328,6 +334,35 @@ static int opt_remote(struct remote_config *rc, const char *name, const char *v)
 	return KVT_EOPTION;
 }
 
+/* shared.* options (doc/shared.md). */
+static int opt_shared(struct shared_config *sc, const char *name, const char *v)
+{
+	static const char *const admits[] = { "persistent", "always", NULL };
+	static const int admit_vals[] = { SHARED_ADMIT_PERSISTENT, SHARED_ADMIT_ALWAYS };
+	static const char *const onoff[] = { "off", "auto", NULL };
+	static const int onoff_vals[] = { 0, 1 };
+	int ret, b;
+
+	if (strcmp(name, "dir") == 0)
+		return opt_str(v, &sc->dir);
+	if (strcmp(name, "budget") == 0)
+		return parse_size(v, &sc->budget) < 0 ? KVT_EOPTVAL : 0;
+	if (strcmp(name, "max_age") == 0)
+		return opt_u64(v, 0, UINT64_C(1) << 40, &sc->max_age_s);
+	if (strcmp(name, "threads") == 0)
+		return opt_u32(v, 1, 64, &sc->threads);
+	if (strcmp(name, "writedown_max") == 0)
+		return parse_size(v, &sc->wd_max_bytes) < 0 ? KVT_EOPTVAL : 0;
+	if (strcmp(name, "admission") == 0)
+		return opt_choice(v, admits, admit_vals, &sc->admission);
+	if (strcmp(name, "o_direct") == 0) {
+		if ((ret = opt_choice(v, onoff, onoff_vals, &b)) == 0)
+			sc->direct = b != 0;
+		return ret;
+	}
+	return KVT_EOPTION;
+}
+
 int kvt_store_set_option(struct kvt_store *s, const char *name, const char *value)
 {
 	uint64_t n;
@@ -357,6 +392,8 @@ int kvt_store_set_option(struct kvt_store *s, const char *name, const char *valu
 		return opt_str(value, &s->path);
 	if (strncmp(name, "remote.", 7) == 0)
 		return opt_remote(&s->remote_cfg, name + 7, value);
+	if (strncmp(name, "shared.", 7) == 0)
+		return opt_shared(&s->shared_cfg, name + 7, value);
 	{
 		static const char *const policies[] = { "s3fifo", "lru", NULL };
 		static const int policy_vals[] = { DRAM_POLICY_S3FIFO, DRAM_POLICY_LRU };
@@ -719,6 +756,9 @@ int kvt_put_reserve(struct kvt_store *s, uint32_t ns, const struct kvt_key *key,
 	/* Nothing to write through from: see kvtier.h. */
 	if (s->remote)
 		return KVT_ESTATE;
+	/* The bytes would go into DRAM unsealed. */
+	if (seal_key_of(s->seal, ns))
+		return KVT_EBADOP;
 	if (s->ssd && ssd_find(s->ssd, ns, key, NULL) == KVT_OK)
 		return KVT_EXISTS;
 	ret = dram_reserve(s->dram, ns, key, len, part_count > 1 ? part_lens : NULL, part_count,
@@ -764,6 +804,16 @@ int kvt_put_commit(struct kvt_store *s, uint64_t handle, const uint32_t *crcs)
 	if (crcs && dram_item_verify(s->dram, item, crcs) != KVT_OK) {
 		dram_abort(s->dram, item);
 		return KVT_ECORRUPT;
+	}
+	if (s->shared) {
+		/* Written down by policy, as a put is. */
+		uint32_t ns;
+		struct kvt_key key;
+		dram_item_key(item, &ns, &key);
+		ret = dram_publish(s->dram, item, crcs, NULL, sealed ? DRAM_SEALED : 0, false);
+		if (ret == KVT_OK)
+			shared_put(s->shared, ns, &key);
+		return ret;
 	}
 	return dram_publish(s->dram, item, crcs, NULL, sealed ? DRAM_SEALED : 0, false);
 }
@@ -912,6 +962,18 @@ static void store_remote_got(void *ctx, int status, struct dram_item *item)
 	store_promoted_tier(ctx, status, item, KVT_TIER_REMOTE);
 }
 
+/* The shared tier answered a get (pool thread): a miss there goes on to
+ * the remote tier, if any. */
+static void store_shared_got(void *ctx, int status, struct dram_item *item)
+{
+	struct kvt_req *r = ctx;
+	struct kvt_store *s = req_queue(r)->store;
+	if (status != KVT_OK && s->remote &&
+	    remote_get(s->remote, r->ns, &r->key, store_remote_got, r) == 0)
+		return;
+	store_promoted_tier(r, status, item, KVT_TIER_SHARED);
+}
+
 /* A get missed DRAM: try the lower tiers.  Returns STORE_PENDING or a status. */
 static int store_get_lower(struct kvt_store *s, struct kvt_req *r, int prio)
 {
@@ -931,6 +993,8 @@ static int store_get_lower(struct kvt_store *s, struct kvt_req *r, int prio)
 		if (ret != KVT_MISS)
 			return KVT_MISS;
 	}
+	if (s->shared && shared_get(s->shared, r->ns, &r->key, prio, store_shared_got, r) == 0)
+		return STORE_PENDING;
 	if (s->remote && remote_get(s->remote, r->ns, &r->key, store_remote_got, r) == 0)
 		return STORE_PENDING;
 	return KVT_MISS; /* a server that is down is a miss (remote.fast_fails) */
@@ -1001,6 +1065,38 @@ static void store_remote_lookup_done(void *ctx, const struct remote_result *res)
 	req_complete(req_queue(r)->store, r, KVT_OK);
 }
 
+/* Shared-tier callbacks (pool thread); the remote tier, if any, comes next. */
+static void store_shared_exists_done(void *ctx, uint64_t count, uint64_t load_ns)
+{
+	struct kvt_req *r = ctx;
+	struct kvt_store *s = req_queue(r)->store;
+	KVT_UNUSED(load_ns);
+	if (count == 1) {
+		r->tier = KVT_TIER_SHARED;
+		req_complete(s, r, KVT_OK);
+		return;
+	}
+	if (s->remote && remote_exists(s->remote, r->ns, &r->key, store_remote_exists_done, r) == 0)
+		return;
+	req_complete(s, r, KVT_MISS);
+}
+
+static void store_shared_lookup_done(void *ctx, uint64_t count, uint64_t load_ns)
+{
+	struct kvt_req *r = ctx;
+	struct kvt_store *s = req_queue(r)->store;
+	uint64_t n = (uint64_t)req_stashed(r) + count;
+	r->length = n;
+	r->load_ns += load_ns;
+	if (s->remote && n < r->key_count) {
+		req_stash(r, (int64_t)n);
+		if (remote_lookup(s->remote, r->ns, r->keys + n, (uint32_t)(r->key_count - n),
+				  r->tiers ? r->tiers + n : NULL, store_remote_lookup_done, r) == 0)
+			return;
+	}
+	req_complete(s, r, KVT_OK);
+}
+
 struct prefetch_wait {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
@@ -1038,7 +1134,7 @@ static int store_prefetch(struct kvt_store *s, struct kvt_req *r)
 			in_dram++;
 			continue;
 		}
-		if (!s->ssd && !s->remote)
+		if (!s->ssd && !s->remote && !s->shared)
 			continue;
 		pthread_mutex_lock(&w.lock);
 		w.outstanding++;
@@ -1046,6 +1142,9 @@ static int store_prefetch(struct kvt_store *s, struct kvt_req *r)
 		ret = s->ssd ? ssd_promote(s->ssd, r->ns, &r->keys[i], IO_PRIO_PREFETCH,
 					  store_prefetched, ctx)
 			     : KVT_MISS;
+		if (ret == KVT_MISS && s->shared)
+			ret = shared_get(s->shared, r->ns, &r->keys[i], IO_PRIO_PREFETCH,
+					 store_prefetched, ctx);
 		if (ret == KVT_MISS && s->remote)
 			ret = remote_get(s->remote, r->ns, &r->keys[i], store_prefetched, ctx);
 		if (ret != 0) {
@@ -1162,6 +1261,8 @@ static int store_exec(struct kvt_store *s, struct kvt_req *r)
 			       (r->flags & KVT_F_SEALED) ? DRAM_SEALED : 0);
 		if (ret == KVT_OK)
 			r->tier = KVT_TIER_DRAM;
+		if (ret == KVT_OK && s->shared)
+			shared_put(s->shared, r->ns, &r->key); /* queued, by policy */
 		/* Write-through: other engines must see first-time blocks.  The
 		 * value goes from the caller's parts, which stay valid until the
 		 * request completes; a present key (EXISTS) was written before. */
@@ -1221,6 +1322,9 @@ static int store_exec(struct kvt_store *s, struct kvt_req *r)
 			r->tier = KVT_TIER_DRAM;
 		else if (s->ssd && ssd_find(s->ssd, r->ns, &r->key, NULL) == KVT_OK)
 			ret = KVT_OK, r->tier = KVT_TIER_SSD;
+		else if (s->shared && shared_lookup(s->shared, r->ns, &r->key, 1, NULL,
+						    store_shared_exists_done, r) == 0)
+			return STORE_PENDING;
 		else if (s->remote &&
 			 remote_exists(s->remote, r->ns, &r->key, store_remote_exists_done, r) == 0)
 			return STORE_PENDING;
@@ -1240,6 +1344,8 @@ static int store_exec(struct kvt_store *s, struct kvt_req *r)
 			if (d && dram_delete(d, r->ns, &r->key) == KVT_OK)
 				a = KVT_OK;
 		}
+		if (s->shared && shared_delete(s->shared, r->ns, &r->key) == KVT_OK)
+			b = KVT_OK; /* one unlink: no round trip worth a thread */
 		ret = a == KVT_OK || b == KVT_OK ? KVT_OK : KVT_MISS;
 		if (s->remote) {
 			req_stash(r, ret);
@@ -1275,6 +1381,13 @@ static int store_exec(struct kvt_store *s, struct kvt_req *r)
 		}
 		r->load_ns += (uint64_t)((double)dram_bytes * 1e9 / s->dram_bps);
 		r->length = n;
+		if (s->shared && n < r->key_count) {
+			req_stash(r, (int64_t)n);
+			if (shared_lookup(s->shared, r->ns, r->keys + n, (uint32_t)(r->key_count - n),
+					  r->tiers ? r->tiers + n : NULL, store_shared_lookup_done,
+					  r) == 0)
+				return STORE_PENDING;
+		}
 		if (s->remote && n < r->key_count) {
 			req_stash(r, (int64_t)n);
 			if (remote_lookup(s->remote, r->ns, r->keys + n, (uint32_t)(r->key_count - n),
@@ -1297,6 +1410,11 @@ static int store_exec(struct kvt_store *s, struct kvt_req *r)
 			if (d)
 				a += dram_clear(d, r->ns); /* promotions that raced (see delete) */
 		}
+		if (s->shared) {
+			int64_t c = shared_clear(s->shared, r->ns);
+			if (c > a && c > b)
+				a = c;
+		}
 		r->length = (uint64_t)(a > b ? a : b);
 		if (s->remote) {
 			req_stash(r, (int64_t)r->length);
@@ -1312,6 +1430,8 @@ static int store_exec(struct kvt_store *s, struct kvt_req *r)
 		pthread_mutex_unlock(&s->work_lock);
 		if (s->remote)
 			remote_flush(s->remote); /* puts written through are answered */
+		if (s->shared)
+			shared_flush(s->shared); /* write-downs queued so far are on it */
 		return s->ssd ? ssd_flush(s->ssd) : KVT_OK;
 	}
 	return KVT_EBADOP;
@@ -1536,6 +1656,10 @@ static void store_release(struct kvt_store *s, bool child)
 {
 	if (!child)
 		workers_stop(s);
+	/* The shared tier's pool first: its callbacks may call the remote
+	 * tier.  Its struct stays until DRAM is gone (the evict hook). */
+	if (!child)
+		shared_stop(s->shared);
 	/* First: its thread completes gets into DRAM and reads the callers' parts. */
 	if (!child)
 		remote_close(s->remote);
@@ -1557,6 +1681,9 @@ static void store_release(struct kvt_store *s, bool child)
 	}
 	seal_close(s->seal);
 	s->seal = NULL;
+	if (!child)
+		shared_free(s->shared);
+	s->shared = NULL;
 	quota_fini(&s->quota);
 	if (s->ns_ready) {
 		ns_reg_free(&s->ns);
@@ -1678,6 +1805,19 @@ static int store_open_locked(struct kvt_store *s)
 			goto fail;
 		}
 	}
+	if (s->shared_cfg.dir) {
+		if (!s->dram) {
+			kvt_logf(&s->log, KVT_LOG_ERROR, "the shared tier needs a DRAM tier");
+			ret = KVT_EOPTVAL;
+			goto fail;
+		}
+		if (s->shared_cfg.wd_max_bytes > s->dram_cfg.capacity / 4)
+			s->shared_cfg.wd_max_bytes = s->dram_cfg.capacity / 4;
+		ret = shared_open(&s->shared, &s->shared_cfg, s->dram, &s->ns, &s->mem, &s->log);
+		if (ret < 0)
+			goto fail;
+		dram_set_evict_hook(s->dram, shared_evicted, s->shared);
+	}
 	s->dram_bps = store_measure_memcpy();
 	ret = workers_start(s);
 	if (ret < 0)
@@ -1731,6 +1871,7 @@ void kvt_store_destroy(struct kvt_store *s)
 	free(s->remote_cfg.tls_cert);
 	free(s->remote_cfg.tls_key);
 	free(s->remote_cfg.tls_server_name);
+	free(s->shared_cfg.dir);
 	if (s->fork_page)
 		munmap((void *)s->fork_page, 4096);
 	if (!child) {
@@ -1775,6 +1916,8 @@ int kvt_ns_register(struct kvt_store *s, const struct kvt_ns_desc *desc, uint32_
 	ret = ns_reg_add(&s->ns, digest, canon, (uint32_t)len, id);
 	if (ret == 0 && (desc->flags & KVT_NS_PERSISTENT) && s->ssd)
 		ret = ssd_set_persistent(s->ssd, *id);
+	if (ret == 0 && (desc->flags & KVT_NS_PERSISTENT) && s->shared)
+		ret = shared_set_persistent(s->shared, *id);
 	return ret;
 }
 
@@ -2253,7 +2396,8 @@ static int store_sync(struct kvt_store *s, struct kvt_req *r)
 	 * the remote tier, completes on another thread; it needs a private
 	 * queue on the stack to wait on.  Everything else runs here and now,
 	 * without one (lookups are hot). */
-	if (!s->remote && (!s->ssd || (r->op != KVT_OP_GET && r->op != KVT_OP_GET_PINNED)))
+	if (!s->remote && !s->shared &&
+	    (!s->ssd || (r->op != KVT_OP_GET && r->op != KVT_OP_GET_PINNED)))
 		return store_exec(s, r);
 	memset(&q, 0, sizeof(q));
 	q.store = s;
@@ -2408,6 +2552,8 @@ int kvt_store_stats(struct kvt_store *s, kvt_stats_fn fn, void *ctx)
 		ssd_stats(s->ssd, fn, ctx);
 	if (s->remote)
 		remote_stats(s->remote, fn, ctx);
+	if (s->shared)
+		shared_stats(s->shared, fn, ctx);
 	quota_stats(&s->quota, fn, ctx);
 	seal_stats(s->seal, fn, ctx);
 	return 0;

@@ -502,9 +502,10 @@ struct hook_seen {
 	uint64_t count, bytes, bad;
 };
 
-static void hook(void *ctx, uint32_t ns, const struct kvt_key *key, const struct iovec *view,
-		 unsigned view_count, uint64_t len)
+static void hook(void *ctx, struct dram_item *item, uint32_t ns, const struct kvt_key *key,
+		 const struct iovec *view, unsigned view_count, uint64_t len)
 {
+	(void)item;
 	struct hook_seen *h = ctx;
 	uint64_t k, total = 0;
 	char *want = malloc(len);

@@ -1,0 +1,745 @@
+/*
+ * shared.c - the shared tier (G4) of a store: policy, thread pool and
+ * promotions over the directory backend (shdir.c).  shared.h says what
+ * the store calls and what goes down; doc/shared.md has the design.
+ *
+ * Owns: the pool ("kvt-shared" threads) and its three priority lists
+ * (demand gets; lookups and prefetches; write-downs and gc), the
+ * persistent-namespace set, write-down accounting and the tier's stats.
+ *
+ * Lookups: a lookup of n keys is one job that every idle pool thread joins
+ * (up to n): each takes the next key index from an atomic counter and
+ * stats its file, so on a network file system n stats cost about
+ * n / threads round trips, not n.  A thread stops taking keys past the
+ * first miss found so far.  The last thread out counts the leading hits
+ * and calls back.
+ *
+ * Lock order: pool.lock is a leaf; callbacks run without it.  The DRAM
+ * evict hook runs under a DRAM shard lock and takes only pool.lock.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "io.h"
+#include "shared.h"
+#include "shdir.h"
+
+enum { T_GET = 1, T_LOOKUP, T_WD_REF, T_WD_BUF, T_GC };
+enum { P_DEMAND = 0, P_MID = 1, P_LOW = 2, P_COUNT = 3 };
+
+struct sh_lookup {
+	struct shared *sh;
+	const uint8_t *digest;
+	const struct kvt_key *keys;
+	uint32_t n;
+	uint8_t *tiers;
+	uint8_t *present;          /* n bytes: 1 hit, 0 miss (valid below `first_miss`) */
+	uint64_t *lens;            /* n file lengths */
+	_Atomic uint32_t next;     /* next key index to stat */
+	_Atomic uint32_t first_miss; /* lowest index found missing so far */
+	_Atomic uint32_t workers;  /* tasks of this job not yet finished */
+	shared_lookup_cb cb;
+	void *ctx;
+};
+
+struct sh_task {
+	struct sh_task *next;
+	int type;
+	uint32_t ns;
+	struct kvt_key key;
+	/* T_GET */
+	int prio;
+	shared_get_cb gcb;
+	void *ctx;
+	/* T_WD_REF: a DRAM ref; T_WD_BUF: a private copy */
+	struct dram_item *item;
+	uint8_t *buf;
+	uint64_t buf_cap, len;
+	uint32_t part_count, flags;
+	uint64_t *part_lens;       /* T_WD_BUF: part_count entries (kvt_mem) */
+	uint32_t *crcs;            /* T_WD_BUF: valid if crcs_valid */
+	bool crcs_valid;
+	/* T_LOOKUP */
+	struct sh_lookup *lk;
+};
+
+struct shared {
+	struct shared_config cfg;
+	struct dram *dram;
+	struct ns_registry *reg;
+	struct kvt_mem *mem;
+	const struct kvt_logger *log;
+	struct shdir *sd;
+	_Atomic uint8_t *persistent; /* bitmap over namespace ids */
+	size_t persistent_len;
+
+	pthread_mutex_t lock;        /* the lists, wd_bytes, inflight counts, stop */
+	pthread_cond_t cond;         /* work arrived or stop */
+	pthread_cond_t idle;         /* a write-down finished (flush) */
+	struct sh_task *head[P_COUNT], *tail[P_COUNT];
+	uint64_t wd_bytes;           /* queued or in flight; lock */
+	uint64_t wd_inflight;        /* write-down tasks queued or running; lock */
+	uint64_t since_gc_bytes;     /* written since the last gc; lock */
+	bool gc_queued;              /* lock */
+	bool stop;                   /* lock */
+	pthread_t threads[64];
+	unsigned nthreads;
+	_Atomic uint64_t bps;        /* last measured read throughput, bytes/s (0: none yet) */
+
+	_Atomic uint64_t hits, misses, promote_full, wd_queued, wd_shed, wd_done, wd_failed,
+		wd_evicted, lookups, lookup_keys, gc_runs, gc_removed;
+};
+
+#define A(x) atomic_fetch_add_explicit(&(x), 1, memory_order_relaxed)
+#define AL(x) atomic_load_explicit(&(x), memory_order_relaxed)
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static const uint8_t *ns_digest_of(struct shared *sh, uint32_t ns)
+{
+	const struct ns_entry *e = ns_reg_get(sh->reg, ns);
+	return e ? e->digest : NULL;
+}
+
+static bool ns_persistent(struct shared *sh, uint32_t ns)
+{
+	if (sh->cfg.admission == SHARED_ADMIT_ALWAYS)
+		return true;
+	if ((size_t)(ns >> 3) >= sh->persistent_len)
+		return false;
+	return (atomic_load_explicit(&sh->persistent[ns >> 3], memory_order_relaxed) >> (ns & 7)) & 1;
+}
+
+int shared_set_persistent(struct shared *sh, uint32_t ns)
+{
+	if ((size_t)(ns >> 3) >= sh->persistent_len)
+		return KVT_ENONS;
+	atomic_fetch_or(&sh->persistent[ns >> 3], (uint8_t)(1u << (ns & 7)));
+	return 0;
+}
+
+/* ------------------------------------------------------------------------
+ * The pool
+ */
+
+/* Queue t.  Returns false (t not queued) once stopping.  Locked. */
+static bool enqueue_locked(struct shared *sh, struct sh_task *t, int p)
+{
+	if (sh->stop)
+		return false;
+	t->next = NULL;
+	if (sh->tail[p])
+		sh->tail[p]->next = t;
+	else
+		sh->head[p] = t;
+	sh->tail[p] = t;
+	pthread_cond_signal(&sh->cond);
+	return true;
+}
+
+static bool enqueue(struct shared *sh, struct sh_task *t, int p)
+{
+	pthread_mutex_lock(&sh->lock);
+	bool ok = enqueue_locked(sh, t, p);
+	pthread_mutex_unlock(&sh->lock);
+	return ok;
+}
+
+static void task_free(struct shared *sh, struct sh_task *t)
+{
+	if (t->buf)
+		kvt_mem_free(sh->mem, t->buf, t->buf_cap);
+	if (t->part_lens)
+		kvt_mem_free(sh->mem, t->part_lens, t->part_count * sizeof(uint64_t));
+	if (t->crcs)
+		kvt_mem_free(sh->mem, t->crcs, t->part_count * sizeof(uint32_t));
+	kvt_mem_free(sh->mem, t, sizeof(*t));
+}
+
+/* A promotion: read the file into a DRAM reservation, check, publish. */
+static void run_get(struct shared *sh, struct sh_task *t)
+{
+	struct shdir_rd *rd = kvt_mem_alloc(sh->mem, sizeof(*rd));
+	const uint8_t *dg = ns_digest_of(sh, t->ns);
+	struct iovec view[DRAM_MAX_RUNS];
+	struct dram_item *item = NULL;
+	unsigned vc = 0;
+	int ret = KVT_MISS;
+	uint64_t t0 = now_ns();
+
+	if (!rd || !dg)
+		goto out;
+	ret = shdir_rd_open(sh->sd, dg, &t->key, rd);
+	if (ret == KVT_ECORRUPT) {
+		shdir_rd_bad(sh->sd, rd);
+		shdir_rd_close(rd);
+	}
+	if (ret != KVT_OK) {
+		ret = KVT_MISS;
+		goto out;
+	}
+	ret = dram_reserve(sh->dram, t->ns, &t->key, rd->h.value_len,
+			   rd->h.part_count > 1 ? rd->h.part_lens : NULL, rd->h.part_count, &item,
+			   view, &vc);
+	if (ret != KVT_OK) {
+		if (ret != KVT_EXISTS)
+			A(sh->promote_full);
+		shdir_rd_close(rd);
+		item = NULL;
+		ret = KVT_MISS; /* the caller serves a block that reached DRAM from there */
+		goto out;
+	}
+	ret = shdir_rd_value(sh->sd, rd, view, vc);
+	if (ret == KVT_ECORRUPT)
+		shdir_rd_bad(sh->sd, rd);
+	if (ret != KVT_OK) {
+		dram_abort(sh->dram, item);
+		item = NULL;
+		shdir_rd_close(rd);
+		ret = KVT_MISS;
+		goto out;
+	}
+	/* A block in use is young: refresh its age for the collector, at most
+	 * about once per half max_age (a write on the shared file system). */
+	if (sh->cfg.max_age_s) {
+		struct stat st;
+		if (fstat(rd->fd, &st) == 0 &&
+		    time(NULL) - st.st_mtime > (time_t)(sh->cfg.max_age_s / 2))
+			futimens(rd->fd, NULL);
+	}
+	{
+		uint64_t dt = now_ns() - t0, len = rd->h.value_len;
+		if (dt > 0 && len >= (1u << 16))
+			atomic_store_explicit(&sh->bps, (uint64_t)((double)len * 1e9 / (double)dt),
+					      memory_order_relaxed);
+	}
+	shdir_rd_close(rd);
+	ret = dram_publish(sh->dram, item, rd->h.crcs, rd->h.part_lens,
+			   DRAM_ON_LOWER | DRAM_PROMOTED |
+				   ((rd->h.flags & KVT_F_SEALED) ? DRAM_SEALED : 0),
+			   true);
+	if (ret != KVT_OK) {
+		item = NULL; /* a delete or clear won: the item is gone */
+		ret = KVT_MISS;
+	}
+out:
+	if (rd)
+		kvt_mem_free(sh->mem, rd, sizeof(*rd));
+	if (ret == KVT_OK)
+		A(sh->hits);
+	else
+		A(sh->misses);
+	t->gcb(t->ctx, ret, ret == KVT_OK ? item : NULL);
+}
+
+/* One worker's share of a lookup job. */
+static void run_lookup(struct shared *sh, struct sh_lookup *lk)
+{
+	for (;;) {
+		uint32_t i = atomic_fetch_add(&lk->next, 1);
+		if (i >= lk->n || i > atomic_load(&lk->first_miss))
+			break;
+		uint64_t len = 0;
+		int ret = shdir_stat(sh->sd, lk->digest, &lk->keys[i], &len);
+		lk->present[i] = ret == KVT_OK;
+		lk->lens[i] = len;
+		if (ret != KVT_OK) {
+			uint32_t fm = atomic_load(&lk->first_miss);
+			while (i < fm && !atomic_compare_exchange_weak(&lk->first_miss, &fm, i))
+				;
+		}
+	}
+	if (atomic_fetch_sub(&lk->workers, 1) != 1)
+		return;
+	/* Last one out: every index below first_miss was statted and hit. */
+	uint32_t count = atomic_load(&lk->first_miss);
+	uint64_t bytes = 0;
+	if (count > lk->n)
+		count = lk->n;
+	for (uint32_t i = 0; i < count; i++) {
+		bytes += lk->lens[i];
+		if (lk->tiers)
+			lk->tiers[i] = KVT_TIER_SHARED;
+	}
+	if (lk->tiers)
+		memset(lk->tiers + count, KVT_TIER_NONE, lk->n - count);
+	uint64_t m = AL(sh->bps);
+	double bps = m > 0 ? (double)m : 500e6; /* before any read: a guess */
+	shared_lookup_cb cb = lk->cb;
+	void *ctx = lk->ctx;
+	kvt_mem_free(sh->mem, lk->present, lk->n);
+	kvt_mem_free(sh->mem, lk->lens, lk->n * sizeof(uint64_t));
+	kvt_mem_free(sh->mem, lk, sizeof(*lk));
+	cb(ctx, count, (uint64_t)((double)bytes * 1e9 / bps));
+}
+
+static void wd_finished(struct shared *sh, uint64_t len, int ret)
+{
+	bool gc = false;
+	if (ret == KVT_OK || ret == KVT_EXISTS)
+		A(sh->wd_done);
+	else
+		A(sh->wd_failed);
+	pthread_mutex_lock(&sh->lock);
+	sh->wd_bytes -= len;
+	sh->wd_inflight--;
+	if (ret == KVT_OK)
+		sh->since_gc_bytes += len;
+	/* Over budget by an eighth since the last pass: collect. */
+	if (sh->cfg.budget && !sh->gc_queued && sh->since_gc_bytes > sh->cfg.budget / 8)
+		gc = true, sh->gc_queued = true, sh->since_gc_bytes = 0;
+	pthread_cond_broadcast(&sh->idle);
+	pthread_mutex_unlock(&sh->lock);
+	if (gc) {
+		struct sh_task *t = kvt_mem_calloc(sh->mem, 1, sizeof(*t));
+		if (t) {
+			t->type = T_GC;
+			if (!enqueue(sh, t, P_LOW))
+				task_free(sh, t);
+		}
+	}
+}
+
+static void run_wd_ref(struct shared *sh, struct sh_task *t)
+{
+	uint64_t lens[KVT_PARTS_MAX];
+	uint32_t crcs[KVT_PARTS_MAX];
+	struct iovec view[DRAM_MAX_RUNS];
+	struct kvt_key key;
+	uint32_t ns;
+	uint64_t len;
+	const uint8_t *dg;
+	int np, ret = -ENOENT;
+
+	np = dram_item_meta(sh->dram, t->item, &ns, &key, lens, crcs, KVT_PARTS_MAX);
+	dg = ns_digest_of(sh, ns);
+	if (np > 0 && dg && dram_item_alive(sh->dram, t->item)) {
+		unsigned vc = dram_item_view(sh->dram, t->item, view, &len);
+		ret = shdir_write(sh->sd, dg, &key, view, vc, len, (unsigned)np, lens, crcs,
+				  dram_item_flags(t->item));
+	}
+	dram_unpin(sh->dram, t->item);
+	wd_finished(sh, t->len, ret);
+}
+
+static void run_wd_buf(struct shared *sh, struct sh_task *t)
+{
+	const uint8_t *dg = ns_digest_of(sh, t->ns);
+	struct iovec v = { t->buf, t->len };
+	int ret = -ENOENT;
+	if (!t->crcs_valid) {
+		uint64_t off = 0;
+		for (uint32_t p = 0; p < t->part_count; p++) {
+			t->crcs[p] = kvt_crc32c(0, t->buf + off, t->part_lens[p]);
+			off += t->part_lens[p];
+		}
+	}
+	if (dg)
+		ret = shdir_write(sh->sd, dg, &t->key, &v, 1, t->len, t->part_count, t->part_lens,
+				  t->crcs, t->flags);
+	wd_finished(sh, t->len, ret);
+}
+
+static void run_gc(struct shared *sh)
+{
+	struct kvt_shared_gc_result res;
+	if (kvt_shared_gc(sh->cfg.dir, sh->cfg.budget, sh->cfg.max_age_s, &res) == 0) {
+		A(sh->gc_runs);
+		atomic_fetch_add(&sh->gc_removed, res.removed_files);
+	}
+	pthread_mutex_lock(&sh->lock);
+	sh->gc_queued = false;
+	pthread_mutex_unlock(&sh->lock);
+}
+
+static void *pool_main(void *arg)
+{
+	struct shared *sh = arg;
+	pthread_mutex_lock(&sh->lock);
+	for (;;) {
+		struct sh_task *t = NULL;
+		for (int p = 0; p < P_COUNT && !t; p++) {
+			if ((t = sh->head[p])) {
+				sh->head[p] = t->next;
+				if (!sh->head[p])
+					sh->tail[p] = NULL;
+			}
+		}
+		if (!t) {
+			if (sh->stop)
+				break;
+			pthread_cond_wait(&sh->cond, &sh->lock);
+			continue;
+		}
+		pthread_mutex_unlock(&sh->lock);
+		switch (t->type) {
+		case T_GET:
+			run_get(sh, t);
+			break;
+		case T_LOOKUP:
+			run_lookup(sh, t->lk);
+			break;
+		case T_WD_REF:
+			run_wd_ref(sh, t);
+			break;
+		case T_WD_BUF:
+			run_wd_buf(sh, t);
+			break;
+		case T_GC:
+			run_gc(sh);
+			break;
+		}
+		task_free(sh, t);
+		pthread_mutex_lock(&sh->lock);
+	}
+	pthread_mutex_unlock(&sh->lock);
+	return NULL;
+}
+
+/* ------------------------------------------------------------------------
+ * Open and close
+ */
+
+int shared_open(struct shared **out, const struct shared_config *cfg, struct dram *dram,
+		struct ns_registry *reg, struct kvt_mem *mem, const struct kvt_logger *log)
+{
+	struct shared *sh = kvt_mem_calloc(mem, 1, sizeof(*sh));
+	int ret;
+	if (!sh)
+		return -ENOMEM;
+	sh->cfg = *cfg;
+	if (sh->cfg.threads == 0)
+		sh->cfg.threads = SHARED_DEF_THREADS;
+	if (sh->cfg.threads > KVT_ARRAY_LEN(sh->threads))
+		sh->cfg.threads = KVT_ARRAY_LEN(sh->threads);
+	sh->dram = dram;
+	sh->reg = reg;
+	sh->mem = mem;
+	sh->log = log;
+	sh->persistent_len = (size_t)NS_PAGES * NS_PAGE_LEN / 8;
+	sh->persistent = kvt_mem_calloc(mem, sh->persistent_len, 1);
+	if (!sh->persistent) {
+		kvt_mem_free(mem, sh, sizeof(*sh));
+		return -ENOMEM;
+	}
+	pthread_mutex_init(&sh->lock, NULL);
+	pthread_cond_init(&sh->cond, NULL);
+	pthread_cond_init(&sh->idle, NULL);
+	ret = shdir_open(&sh->sd, cfg->dir, cfg->direct, mem, log);
+	if (ret < 0) {
+		kvt_logf(log, KVT_LOG_ERROR, "shared tier %s: %s", cfg->dir, kvt_strerror(ret));
+		goto fail;
+	}
+	for (unsigned i = 0; i < sh->cfg.threads; i++) {
+		ret = -pthread_create(&sh->threads[i], NULL, pool_main, sh);
+		if (ret < 0)
+			goto fail;
+		pthread_setname_np(sh->threads[i], "kvt-shared");
+		sh->nthreads++;
+	}
+	/* One collection at open when a budget or age limit is set. */
+	if (sh->cfg.budget || sh->cfg.max_age_s) {
+		struct sh_task *t = kvt_mem_calloc(mem, 1, sizeof(*t));
+		if (t) {
+			t->type = T_GC;
+			sh->gc_queued = true;
+			enqueue(sh, t, P_LOW);
+		}
+	}
+	*out = sh;
+	return 0;
+fail:
+	shared_stop(sh);
+	shared_free(sh);
+	return ret;
+}
+
+void shared_stop(struct shared *sh)
+{
+	if (!sh)
+		return;
+	pthread_mutex_lock(&sh->lock);
+	sh->stop = true;
+	pthread_cond_broadcast(&sh->cond);
+	pthread_mutex_unlock(&sh->lock);
+	for (unsigned i = 0; i < sh->nthreads; i++)
+		pthread_join(sh->threads[i], NULL);
+	sh->nthreads = 0;
+}
+
+void shared_free(struct shared *sh)
+{
+	if (!sh)
+		return;
+	shdir_close(sh->sd);
+	pthread_mutex_destroy(&sh->lock);
+	pthread_cond_destroy(&sh->cond);
+	pthread_cond_destroy(&sh->idle);
+	kvt_mem_free(sh->mem, (void *)sh->persistent, sh->persistent_len);
+	kvt_mem_free(sh->mem, sh, sizeof(*sh));
+}
+
+/* ------------------------------------------------------------------------
+ * Write-down
+ */
+
+/* Reserve len bytes of write-down budget.  Locked. */
+static bool wd_reserve_locked(struct shared *sh, uint64_t len)
+{
+	if (sh->stop || sh->wd_bytes + len > sh->cfg.wd_max_bytes)
+		return false;
+	sh->wd_bytes += len;
+	sh->wd_inflight++;
+	return true;
+}
+
+void shared_put(struct shared *sh, uint32_t ns, const struct kvt_key *key)
+{
+	struct dram_item *item;
+	struct sh_task *t;
+	struct iovec view[DRAM_MAX_RUNS];
+	uint64_t len;
+	bool ok;
+
+	if (!ns_persistent(sh, ns))
+		return;
+	if (dram_ref_quiet(sh->dram, ns, key, &item) != KVT_OK)
+		return;
+	dram_item_view(sh->dram, item, view, &len);
+	t = kvt_mem_calloc(sh->mem, 1, sizeof(*t));
+	pthread_mutex_lock(&sh->lock);
+	ok = t && wd_reserve_locked(sh, len);
+	if (ok) {
+		t->type = T_WD_REF;
+		t->item = item;
+		t->len = len;
+		ok = enqueue_locked(sh, t, P_LOW);
+	}
+	pthread_mutex_unlock(&sh->lock);
+	if (!ok) {
+		A(sh->wd_shed);
+		dram_unpin(sh->dram, item);
+		if (t)
+			kvt_mem_free(sh->mem, t, sizeof(*t));
+		return;
+	}
+	A(sh->wd_queued);
+}
+
+void shared_evicted(void *ctx, struct dram_item *item, uint32_t ns, const struct kvt_key *key,
+		    const struct iovec *view, unsigned view_count, uint64_t len)
+{
+	struct shared *sh = ctx;
+	struct sh_task *t;
+	uint64_t off = 0, lens[KVT_PARTS_MAX];
+	uint32_t crcs[KVT_PARTS_MAX];
+	int np;
+	bool ok;
+
+	/* Only blocks read at least twice in DRAM are worth the shared file
+	 * system; a persistent namespace's blocks went down at put. */
+	if (dram_item_reads_locked(item) < 2 || ns_persistent(sh, ns))
+		return;
+	pthread_mutex_lock(&sh->lock);
+	ok = wd_reserve_locked(sh, len);
+	pthread_mutex_unlock(&sh->lock);
+	if (!ok) {
+		A(sh->wd_shed);
+		return;
+	}
+	t = kvt_mem_calloc(sh->mem, 1, sizeof(*t));
+	if (!t)
+		goto shed;
+	t->type = T_WD_BUF;
+	t->ns = ns;
+	t->key = *key;
+	t->len = len;
+	t->flags = dram_item_flags(item);
+	t->buf_cap = KVT_ALIGN_UP(len, 4096);
+	t->buf = kvt_mem_alloc_aligned(sh->mem, 4096, t->buf_cap);
+	np = dram_item_parts_locked(item, lens, crcs, KVT_PARTS_MAX, &t->crcs_valid);
+	if (!t->buf || np <= 0)
+		goto shed_free;
+	t->part_lens = kvt_mem_alloc(sh->mem, (size_t)np * sizeof(uint64_t));
+	t->crcs = kvt_mem_alloc(sh->mem, (size_t)np * sizeof(uint32_t));
+	t->part_count = (uint32_t)np; /* task_free's sizes, also on failure */
+	if (!t->part_lens || !t->crcs)
+		goto shed_free;
+	memcpy(t->part_lens, lens, (size_t)np * sizeof(uint64_t));
+	memcpy(t->crcs, crcs, (size_t)np * sizeof(uint32_t));
+	for (unsigned i = 0; i < view_count && off < len; i++) {
+		uint64_t n = view[i].iov_len < len - off ? view[i].iov_len : len - off;
+		memcpy(t->buf + off, view[i].iov_base, n);
+		off += n;
+	}
+	memset(t->buf + len, 0, t->buf_cap - len);
+	if (!enqueue(sh, t, P_LOW))
+		goto shed_free;
+	A(sh->wd_evicted);
+	A(sh->wd_queued);
+	return;
+shed_free:
+	task_free(sh, t);
+shed:
+	A(sh->wd_shed);
+	pthread_mutex_lock(&sh->lock);
+	sh->wd_bytes -= len;
+	sh->wd_inflight--;
+	pthread_cond_broadcast(&sh->idle);
+	pthread_mutex_unlock(&sh->lock);
+}
+
+void shared_flush(struct shared *sh)
+{
+	pthread_mutex_lock(&sh->lock);
+	while (sh->wd_inflight > 0 && !sh->stop)
+		pthread_cond_wait(&sh->idle, &sh->lock);
+	pthread_mutex_unlock(&sh->lock);
+}
+
+/* ------------------------------------------------------------------------
+ * Reads and look-ups
+ */
+
+int shared_get(struct shared *sh, uint32_t ns, const struct kvt_key *key, int prio,
+	       shared_get_cb cb, void *ctx)
+{
+	struct sh_task *t = kvt_mem_calloc(sh->mem, 1, sizeof(*t));
+	if (!t)
+		return -ENOMEM;
+	t->type = T_GET;
+	t->ns = ns;
+	t->key = *key;
+	t->prio = prio;
+	t->gcb = cb;
+	t->ctx = ctx;
+	if (!enqueue(sh, t, prio == IO_PRIO_DEMAND ? P_DEMAND : P_MID)) {
+		kvt_mem_free(sh->mem, t, sizeof(*t));
+		return KVT_ECLOSED;
+	}
+	return 0;
+}
+
+int shared_lookup(struct shared *sh, uint32_t ns, const struct kvt_key *keys, uint32_t n,
+		  uint8_t *tiers, shared_lookup_cb cb, void *ctx)
+{
+	const uint8_t *dg = ns_digest_of(sh, ns);
+	struct sh_lookup *lk;
+	struct sh_task *ts[64];
+	unsigned w = sh->nthreads < n ? sh->nthreads : n, made = 0;
+
+	if (!dg || n == 0)
+		return KVT_ENONS;
+	lk = kvt_mem_calloc(sh->mem, 1, sizeof(*lk));
+	if (!lk)
+		return -ENOMEM;
+	lk->present = kvt_mem_calloc(sh->mem, n, 1);
+	lk->lens = kvt_mem_calloc(sh->mem, n, sizeof(uint64_t));
+	if (!lk->present || !lk->lens)
+		goto nomem;
+	for (; made < w; made++)
+		if (!(ts[made] = kvt_mem_calloc(sh->mem, 1, sizeof(*ts[made]))))
+			goto nomem;
+	lk->sh = sh;
+	lk->digest = dg;
+	lk->keys = keys;
+	lk->n = n;
+	lk->tiers = tiers;
+	lk->first_miss = n;
+	lk->workers = w;
+	lk->cb = cb;
+	lk->ctx = ctx;
+	A(sh->lookups);
+	atomic_fetch_add(&sh->lookup_keys, n);
+	pthread_mutex_lock(&sh->lock);
+	if (sh->stop) {
+		pthread_mutex_unlock(&sh->lock);
+		for (unsigned i = 0; i < made; i++)
+			kvt_mem_free(sh->mem, ts[i], sizeof(*ts[i]));
+		made = 0;
+		goto closed;
+	}
+	for (unsigned i = 0; i < w; i++) {
+		ts[i]->type = T_LOOKUP;
+		ts[i]->lk = lk;
+		enqueue_locked(sh, ts[i], P_MID);
+	}
+	pthread_cond_broadcast(&sh->cond);
+	pthread_mutex_unlock(&sh->lock);
+	return 0;
+nomem:
+	for (unsigned i = 0; i < made; i++)
+		kvt_mem_free(sh->mem, ts[i], sizeof(*ts[i]));
+closed:
+	if (lk->present)
+		kvt_mem_free(sh->mem, lk->present, n);
+	if (lk->lens)
+		kvt_mem_free(sh->mem, lk->lens, n * sizeof(uint64_t));
+	kvt_mem_free(sh->mem, lk, sizeof(*lk));
+	return made == 0 && sh->stop ? KVT_ECLOSED : -ENOMEM;
+}
+
+int shared_delete(struct shared *sh, uint32_t ns, const struct kvt_key *key)
+{
+	const uint8_t *dg = ns_digest_of(sh, ns);
+	return dg ? shdir_remove(sh->sd, dg, key) : KVT_MISS;
+}
+
+int64_t shared_clear(struct shared *sh, uint32_t ns)
+{
+	const uint8_t *dg = NULL;
+	if (ns != KVT_NS_ALL && !(dg = ns_digest_of(sh, ns)))
+		return 0;
+	return shdir_clear(sh->sd, dg);
+}
+
+struct shdir *shared_dir(struct shared *sh)
+{
+	return sh->sd;
+}
+
+void shared_stats(struct shared *sh, kvt_stats_fn fn, void *ctx)
+{
+	struct shdir_stats *st = shdir_stats(sh->sd);
+	uint64_t wd_bytes;
+	pthread_mutex_lock(&sh->lock);
+	wd_bytes = sh->wd_bytes;
+	pthread_mutex_unlock(&sh->lock);
+	fn(ctx, "shared.o_direct", shdir_o_direct(sh->sd), NULL);
+	fn(ctx, "shared.threads", sh->nthreads, NULL);
+	fn(ctx, "shared.hits", AL(sh->hits), NULL);
+	fn(ctx, "shared.misses", AL(sh->misses), NULL);
+	fn(ctx, "shared.promote_full", AL(sh->promote_full), NULL);
+	fn(ctx, "shared.lookups", AL(sh->lookups), NULL);
+	fn(ctx, "shared.lookup_keys", AL(sh->lookup_keys), NULL);
+	fn(ctx, "shared.stats_issued", AL(st->stats_issued), NULL);
+	fn(ctx, "shared.wd_queued", AL(sh->wd_queued), NULL);
+	fn(ctx, "shared.wd_evicted", AL(sh->wd_evicted), NULL);
+	fn(ctx, "shared.wd_done", AL(sh->wd_done), NULL);
+	fn(ctx, "shared.wd_failed", AL(sh->wd_failed), NULL);
+	fn(ctx, "shared.wd_shed", AL(sh->wd_shed), NULL);
+	fn(ctx, "shared.wd_bytes", wd_bytes, NULL);
+	fn(ctx, "shared.writes", AL(st->writes), NULL);
+	fn(ctx, "shared.write_bytes", AL(st->write_bytes), NULL);
+	fn(ctx, "shared.write_exists", AL(st->write_exists), NULL);
+	fn(ctx, "shared.write_errors", AL(st->write_errors), NULL);
+	fn(ctx, "shared.reads", AL(st->reads), NULL);
+	fn(ctx, "shared.read_bytes", AL(st->read_bytes), NULL);
+	fn(ctx, "shared.read_errors", AL(st->read_errors), NULL);
+	fn(ctx, "shared.corrupt", AL(st->corrupt), NULL);
+	fn(ctx, "shared.bad_removed", AL(st->bad_removed), NULL);
+	fn(ctx, "shared.bad_kept", AL(st->bad_kept), NULL);
+	fn(ctx, "shared.gc_runs", AL(sh->gc_runs), NULL);
+	fn(ctx, "shared.gc_removed", AL(sh->gc_removed), NULL);
+}

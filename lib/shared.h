@@ -1,0 +1,86 @@
+/*
+ * shared.h - the shared tier (G4): blocks on a directory that many nodes
+ * mount (shdir.c), below the SSD tier (or below DRAM when there is no
+ * SSD).  doc/shared.md.
+ *
+ * The store (store.c) calls these; every call queues work for the tier's
+ * own thread pool ("kvt-shared", option shared.threads) and returns at
+ * once, so that no put and no caller waits for the shared file system.
+ * Callbacks run on a pool thread; they must not block and must not call
+ * shared_* (they may call dram_* and remote_*).
+ *
+ * What goes down (write-down policy):
+ *   - every put of a namespace registered with KVT_NS_PERSISTENT (and with
+ *     shared.admission=always, every put);
+ *   - blocks evicted from DRAM that were read at least twice there (the
+ *     DRAM evict hook: the bytes are copied out under the shard lock,
+ *     within shared.writedown_max, else shed and counted).
+ * Work is served in priority order: demand reads, then lookups and
+ * prefetches, then write-downs.
+ */
+#ifndef KVT_SHARED_H
+#define KVT_SHARED_H
+
+#include "kvt_int.h"
+
+struct shared;
+
+enum { SHARED_ADMIT_PERSISTENT = 0, SHARED_ADMIT_ALWAYS = 1 };
+
+struct shared_config {
+	char *dir;               /* the shared directory; owned by the store */
+	uint64_t budget;         /* bytes; 0: no limit (kvt_shared_gc) */
+	uint64_t max_age_s;      /* seconds; 0: no limit */
+	unsigned threads;        /* pool threads (parallel stats and I/O) */
+	int admission;           /* SHARED_ADMIT_* */
+	uint64_t wd_max_bytes;   /* write-down bytes queued before shedding */
+	bool direct;             /* try O_DIRECT */
+};
+
+#define SHARED_DEF_THREADS 8
+#define SHARED_DEF_WD_MAX (UINT64_C(256) << 20)
+
+/* 0, -ENOMEM, -errno (the directory).  reg and dram must outlive it. */
+int shared_open(struct shared **out, const struct shared_config *cfg, struct dram *dram,
+		struct ns_registry *reg, struct kvt_mem *mem, const struct kvt_logger *log);
+/* Run what is queued, stop the threads; later calls fail or decline.
+ * The struct stays (the DRAM evict hook may still call in) until
+ * shared_free, after the DRAM tier is closed.  NULL is a no-op. */
+void shared_stop(struct shared *sh);
+void shared_free(struct shared *sh);
+
+int shared_set_persistent(struct shared *sh, uint32_t ns);
+
+/* A put of (ns, key) reached DRAM: write it down if the policy says so
+ * (pins the DRAM block until written; sheds when over budget). */
+void shared_put(struct shared *sh, uint32_t ns, const struct kvt_key *key);
+
+/* The DRAM evict hook (dram_set_evict_hook); ctx is the struct shared. */
+void shared_evicted(void *ctx, struct dram_item *item, uint32_t ns, const struct kvt_key *key,
+		    const struct iovec *view, unsigned view_count, uint64_t len);
+
+/* Promote a block: the contract of ssd_promote (cb with KVT_OK and a ref on
+ * the published item, or KVT_MISS and NULL; KVT_EXISTS if DRAM already
+ * had it when the read was done).  prio: IO_PRIO_DEMAND or
+ * IO_PRIO_PREFETCH.  0 if cb will run, -ENOMEM, KVT_ECLOSED. */
+typedef void (*shared_get_cb)(void *ctx, int status, struct dram_item *item);
+int shared_get(struct shared *sh, uint32_t ns, const struct kvt_key *key, int prio,
+	       shared_get_cb cb, void *ctx);
+
+/* Leading keys of keys[0..n) present (stats issued in parallel over the
+ * pool), tiers[0..n) (may be NULL) set to KVT_TIER_SHARED for them;
+ * cb(ctx, count, load_ns).  0 if cb will run, -ENOMEM, KVT_ECLOSED. */
+typedef void (*shared_lookup_cb)(void *ctx, uint64_t count, uint64_t load_ns);
+int shared_lookup(struct shared *sh, uint32_t ns, const struct kvt_key *keys, uint32_t n,
+		  uint8_t *tiers, shared_lookup_cb cb, void *ctx);
+
+/* Synchronous (they touch one name or rename one directory). */
+int shared_delete(struct shared *sh, uint32_t ns, const struct kvt_key *key);
+int64_t shared_clear(struct shared *sh, uint32_t ns);
+/* Wait until every write-down queued before the call is done. */
+void shared_flush(struct shared *sh);
+void shared_stats(struct shared *sh, kvt_stats_fn fn, void *ctx);
+/* Tests: the backend (fault hooks). */
+struct shdir *shared_dir(struct shared *sh);
+
+#endif

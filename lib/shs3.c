@@ -1,0 +1,728 @@
+/*
+ * shs3.c - the S3 object-store backend of the shared tier (shs3.h):
+ * SigV4 signing, a pool of kept-alive curl handles, PUT (multipart with
+ * parallel parts above part_size), ranged GET, HEAD, DELETE.
+ *
+ * Owns: its handle pool (mutex + condition), the credentials (copied at
+ * open, wiped at close, never logged) and its counters.  Every call may
+ * come from any thread; each borrows handles from the pool for its
+ * duration, so at most `conns` requests run at once.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <curl/curl.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+
+#include "shs3.h"
+
+#define A(x) atomic_fetch_add_explicit(&(x), 1, memory_order_relaxed)
+#define AN(x, n) atomic_fetch_add_explicit(&(x), (n), memory_order_relaxed)
+#define S3_MAX_CONNS 64
+#define S3_URL_MAX 1024
+
+struct shs3 {
+	struct shs3_config cfg;
+	char endpoint[256];
+	char host[256];              /* the Host header: endpoint without scheme */
+	char bucket[64];
+	struct shs3_creds creds;
+	struct kvt_mem *mem;
+	const struct kvt_logger *log;
+	pthread_mutex_t lock;        /* the free handles */
+	pthread_cond_t cond;
+	CURL *handles[S3_MAX_CONNS];
+	unsigned free_count;         /* handles[0..free_count) are free; lock */
+	struct shs3_stats st;
+};
+
+/* ------------------------------------------------------------------------
+ * Credentials
+ */
+
+static void trim(char *s)
+{
+	size_t n = strlen(s);
+	while (n && isspace((unsigned char)s[n - 1]))
+		s[--n] = 0;
+	size_t i = 0;
+	while (s[i] && isspace((unsigned char)s[i]))
+		i++;
+	memmove(s, s + i, strlen(s + i) + 1);
+}
+
+static int set_field(char *dst, size_t cap, const char *v)
+{
+	if (!v || !*v || strlen(v) >= cap)
+		return KVT_EOPTVAL;
+	memcpy(dst, v, strlen(v) + 1);
+	return 0;
+}
+
+int shs3_creds_load(struct shs3_creds *c, const char *file)
+{
+	int ret = 0;
+	memset(c, 0, sizeof(*c));
+	if (!file) {
+		if ((ret = set_field(c->access_key, sizeof(c->access_key), getenv("AWS_ACCESS_KEY_ID"))) < 0 ||
+		    (ret = set_field(c->secret_key, sizeof(c->secret_key), getenv("AWS_SECRET_ACCESS_KEY"))) < 0)
+			return ret;
+		return set_field(c->region, sizeof(c->region),
+				 getenv("AWS_REGION") ? getenv("AWS_REGION") : "us-east-1");
+	}
+	int fd = open(file, O_RDONLY | O_CLOEXEC);
+	struct stat st;
+	char buf[2048];
+	ssize_t n;
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) < 0 || (st.st_mode & 077)) {
+		close(fd);
+		return KVT_EOPTVAL; /* a secret others can read is refused */
+	}
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n < 0)
+		return -errno;
+	buf[n] = 0;
+	strcpy(c->region, "us-east-1");
+	for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n")) {
+		char *eq = strchr(line, '=');
+		if (!eq)
+			continue;
+		*eq = 0;
+		trim(line);
+		trim(eq + 1);
+		if (!strcmp(line, "access_key"))
+			ret = set_field(c->access_key, sizeof(c->access_key), eq + 1);
+		else if (!strcmp(line, "secret_key"))
+			ret = set_field(c->secret_key, sizeof(c->secret_key), eq + 1);
+		else if (!strcmp(line, "region"))
+			ret = set_field(c->region, sizeof(c->region), eq + 1);
+		else
+			ret = 0;
+		if (ret < 0)
+			break;
+	}
+	OPENSSL_cleanse(buf, sizeof(buf));
+	if (ret == 0 && (!c->access_key[0] || !c->secret_key[0]))
+		ret = KVT_EOPTVAL;
+	if (ret < 0)
+		OPENSSL_cleanse(c, sizeof(*c));
+	return ret;
+}
+
+/* ------------------------------------------------------------------------
+ * SigV4
+ */
+
+static void hexs(char *out, const uint8_t *b, size_t n)
+{
+	static const char d[] = "0123456789abcdef";
+	for (size_t i = 0; i < n; i++) {
+		out[2 * i] = d[b[i] >> 4];
+		out[2 * i + 1] = d[b[i] & 15];
+	}
+	out[2 * n] = 0;
+}
+
+static int sha256_hex(const void *p, size_t n, char out[65])
+{
+	uint8_t h[32];
+	unsigned hl = 0;
+	if (EVP_Digest(p, n, h, &hl, EVP_sha256(), NULL) != 1)
+		return -ENOMEM;
+	hexs(out, h, 32);
+	return 0;
+}
+
+static int hmac(const uint8_t *key, size_t key_len, const char *msg, uint8_t out[32])
+{
+	unsigned ol = 0;
+	return HMAC(EVP_sha256(), key, (int)key_len, (const uint8_t *)msg, strlen(msg), out, &ol)
+		       ? 0
+		       : -ENOMEM;
+}
+
+int shs3_sign(const char *method, const char *uri, const char *query,
+	      const struct shs3_hdr *hdrs, unsigned hdr_count, const char *payload_sha256,
+	      const char *amz_date, const char *region, const char *service,
+	      const char *access_key, const char *secret_key, char *out, size_t out_len,
+	      char *creq_hash)
+{
+	char creq[4096], signed_hdrs[512] = "", sts[512], date[9], ch[65], k0[200], sig[65];
+	size_t o = 0, so = 0;
+	uint8_t kd[32], kr[32], ks[32], kk[32], sg[32];
+	int ret = -ENOMEM;
+
+	/* 1. The canonical request. */
+	o += (size_t)snprintf(creq + o, sizeof(creq) - o, "%s\n%s\n%s\n", method, uri, query);
+	for (unsigned i = 0; i < hdr_count && o < sizeof(creq); i++) {
+		o += (size_t)snprintf(creq + o, sizeof(creq) - o, "%s:%s\n", hdrs[i].name,
+				      hdrs[i].value);
+		so += (size_t)snprintf(signed_hdrs + so, sizeof(signed_hdrs) - so, "%s%s",
+				       i ? ";" : "", hdrs[i].name);
+	}
+	if (o < sizeof(creq))
+		o += (size_t)snprintf(creq + o, sizeof(creq) - o, "\n%s\n%s", signed_hdrs,
+				      payload_sha256);
+	if (o >= sizeof(creq) || so >= sizeof(signed_hdrs) || strlen(amz_date) != 16 ||
+	    strlen(secret_key) + 5 > sizeof(k0))
+		return KVT_EBADLEN;
+	if (sha256_hex(creq, o, ch) < 0)
+		goto out;
+	if (creq_hash)
+		memcpy(creq_hash, ch, 65);
+	/* 2. The string to sign. */
+	memcpy(date, amz_date, 8);
+	date[8] = 0;
+	snprintf(sts, sizeof(sts), "AWS4-HMAC-SHA256\n%s\n%s/%s/%s/aws4_request\n%s", amz_date, date,
+		 region, service, ch);
+	/* 3. The signing key and the signature. */
+	snprintf(k0, sizeof(k0), "AWS4%s", secret_key);
+	if (hmac((const uint8_t *)k0, strlen(k0), date, kd) < 0 || hmac(kd, 32, region, kr) < 0 ||
+	    hmac(kr, 32, service, ks) < 0 || hmac(ks, 32, "aws4_request", kk) < 0 ||
+	    hmac(kk, 32, sts, sg) < 0)
+		goto out;
+	hexs(sig, sg, 32);
+	ret = snprintf(out, out_len,
+		       "AWS4-HMAC-SHA256 Credential=%s/%s/%s/%s/aws4_request, SignedHeaders=%s, "
+		       "Signature=%s",
+		       access_key, date, region, service, signed_hdrs, sig) >= (int)out_len
+		      ? KVT_EBADLEN
+		      : 0;
+out:
+	OPENSSL_cleanse(k0, sizeof(k0));
+	OPENSSL_cleanse(kk, sizeof(kk));
+	return ret;
+}
+
+/* ------------------------------------------------------------------------
+ * Requests
+ */
+
+struct s3req {
+	struct shs3 *s3;
+	const char *method;
+	char uri[S3_URL_MAX];       /* canonical path: /bucket/name */
+	char query[512];            /* canonical query */
+	const uint8_t *body;
+	uint64_t body_len, sent;
+	uint64_t range_off, range_len; /* range_len 0: none */
+	uint8_t *dst;
+	uint64_t dst_cap, got;
+	char *resp;                 /* small bodies (XML), for multipart */
+	size_t resp_len, resp_cap;
+	char etag[128];
+	struct curl_slist *hdrs;
+	long status;
+	bool head;
+};
+
+static size_t rd_cb(char *p, size_t size, size_t n, void *ctx)
+{
+	struct s3req *r = ctx;
+	uint64_t k = size * n, left = r->body_len - r->sent;
+	if (k > left)
+		k = left;
+	memcpy(p, r->body + r->sent, k);
+	r->sent += k;
+	return (size_t)k;
+}
+
+static size_t wr_cb(char *p, size_t size, size_t n, void *ctx)
+{
+	struct s3req *r = ctx;
+	size_t k = size * n;
+	if (r->dst) {
+		if (r->got + k > r->dst_cap)
+			return 0; /* more than asked for: fail the transfer */
+		memcpy(r->dst + r->got, p, k);
+		r->got += k;
+		return k;
+	}
+	if (r->resp_len + k + 1 > r->resp_cap) {
+		size_t nc = (r->resp_len + k + 1) * 2;
+		char *nr = realloc(r->resp, nc);
+		if (!nr)
+			return 0;
+		r->resp = nr;
+		r->resp_cap = nc;
+	}
+	memcpy(r->resp + r->resp_len, p, k);
+	r->resp_len += k;
+	r->resp[r->resp_len] = 0;
+	return k;
+}
+
+static size_t hdr_cb(char *p, size_t size, size_t n, void *ctx)
+{
+	struct s3req *r = ctx;
+	size_t k = size * n;
+	if (k > 5 && !strncasecmp(p, "etag:", 5)) {
+		size_t i = 5, e = k;
+		while (i < k && isspace((unsigned char)p[i]))
+			i++;
+		while (e > i && isspace((unsigned char)p[e - 1]))
+			e--;
+		if (e - i < sizeof(r->etag)) {
+			memcpy(r->etag, p + i, e - i);
+			r->etag[e - i] = 0;
+		}
+	}
+	return k;
+}
+
+/* Set h up for r: sign it and set every option. */
+static int req_prepare(struct s3req *r, CURL *h)
+{
+	struct shs3 *s3 = r->s3;
+	char url[S3_URL_MAX * 2], amz_date[17], payload[65], auth[512], range[64], line[600];
+	struct shs3_hdr hs[4];
+	unsigned hn = 0;
+	time_t now = time(NULL);
+	struct tm tm;
+
+	gmtime_r(&now, &tm);
+	strftime(amz_date, sizeof(amz_date), "%Y%m%dT%H%M%SZ", &tm);
+	if (sha256_hex(r->body ? (const void *)r->body : "", r->body ? r->body_len : 0, payload) < 0)
+		return -ENOMEM;
+	hs[hn++] = (struct shs3_hdr){ "host", s3->host };
+	if (r->range_len) {
+		snprintf(range, sizeof(range), "bytes=%llu-%llu", (unsigned long long)r->range_off,
+			 (unsigned long long)(r->range_off + r->range_len - 1));
+		hs[hn++] = (struct shs3_hdr){ "range", range };
+	}
+	hs[hn++] = (struct shs3_hdr){ "x-amz-content-sha256", payload };
+	hs[hn++] = (struct shs3_hdr){ "x-amz-date", amz_date };
+	if (shs3_sign(r->method, r->uri, r->query, hs, hn, payload, amz_date, s3->creds.region,
+		      "s3", s3->creds.access_key, s3->creds.secret_key, auth, sizeof(auth), NULL) < 0)
+		return -ENOMEM;
+	curl_easy_reset(h);
+	snprintf(url, sizeof(url), "%s%s%s%s", s3->endpoint, r->uri, r->query[0] ? "?" : "",
+		 r->query);
+	curl_easy_setopt(h, CURLOPT_URL, url);
+	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)s3->cfg.timeout_ms);
+	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)s3->cfg.timeout_ms);
+	curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, wr_cb);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, r);
+	curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, hdr_cb);
+	curl_easy_setopt(h, CURLOPT_HEADERDATA, r);
+	curl_easy_setopt(h, CURLOPT_PRIVATE, r);
+	r->hdrs = NULL;
+	for (unsigned i = 1; i < hn; i++) { /* curl sends Host itself */
+		snprintf(line, sizeof(line), "%s: %s", hs[i].name, hs[i].value);
+		r->hdrs = curl_slist_append(r->hdrs, line);
+	}
+	snprintf(line, sizeof(line), "Authorization: %s", auth);
+	r->hdrs = curl_slist_append(r->hdrs, line);
+	OPENSSL_cleanse(auth, sizeof(auth));
+	OPENSSL_cleanse(line, sizeof(line));
+	r->hdrs = curl_slist_append(r->hdrs, "Expect:");
+	if (!r->hdrs)
+		return -ENOMEM;
+	curl_easy_setopt(h, CURLOPT_HTTPHEADER, r->hdrs);
+	if (!strcmp(r->method, "PUT")) {
+		curl_easy_setopt(h, CURLOPT_UPLOAD, 1L);
+		curl_easy_setopt(h, CURLOPT_READFUNCTION, rd_cb);
+		curl_easy_setopt(h, CURLOPT_READDATA, r);
+		curl_easy_setopt(h, CURLOPT_INFILESIZE_LARGE, (curl_off_t)r->body_len);
+	} else if (!strcmp(r->method, "POST")) {
+		curl_easy_setopt(h, CURLOPT_POST, 1L);
+		curl_easy_setopt(h, CURLOPT_POSTFIELDS, r->body ? (const char *)r->body : "");
+		curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)r->body_len);
+	} else if (!strcmp(r->method, "HEAD")) {
+		curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
+	} else if (strcmp(r->method, "GET")) {
+		curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, r->method);
+	}
+	return 0;
+}
+
+/* What a finished transfer means: KVT_OK, KVT_MISS or -errno. */
+static int req_result(struct s3req *r, CURL *h, CURLcode cc)
+{
+	struct shs3 *s3 = r->s3;
+	long conns = 0;
+	A(s3->st.requests);
+	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &r->status);
+	if (curl_easy_getinfo(h, CURLINFO_NUM_CONNECTS, &conns) == CURLE_OK && conns > 0)
+		AN(s3->st.conns_opened, (uint64_t)conns);
+	curl_slist_free_all(r->hdrs);
+	r->hdrs = NULL;
+	if (cc == CURLE_OPERATION_TIMEDOUT) {
+		A(s3->st.timeouts);
+		A(s3->st.errors);
+		return -ETIMEDOUT;
+	}
+	if (cc == CURLE_COULDNT_CONNECT) {
+		A(s3->st.errors);
+		return -ECONNREFUSED;
+	}
+	if (cc != CURLE_OK) {
+		A(s3->st.errors);
+		return -EIO;
+	}
+	if (r->status >= 200 && r->status < 300) {
+		AN(s3->st.bytes_out, r->sent + (r->body && strcmp(r->method, "PUT") ? r->body_len : 0));
+		AN(s3->st.bytes_in, r->got);
+		return KVT_OK;
+	}
+	if (r->status == 404)
+		return KVT_MISS;
+	A(s3->st.errors);
+	if (r->status == 403) {
+		A(s3->st.denied);
+		kvt_logf(s3->log, KVT_LOG_ERROR,
+			 "s3 %s: access denied (HTTP 403) for key id %.4s...: check the credentials",
+			 s3->endpoint, s3->creds.access_key);
+		return -EACCES;
+	}
+	return -EIO;
+}
+
+/* Borrow up to want handles (at least one: waits).  Returns how many. */
+static unsigned pool_take(struct shs3 *s3, CURL **out, unsigned want)
+{
+	unsigned n = 0;
+	pthread_mutex_lock(&s3->lock);
+	while (s3->free_count == 0)
+		pthread_cond_wait(&s3->cond, &s3->lock);
+	while (n < want && s3->free_count > 0)
+		out[n++] = s3->handles[--s3->free_count];
+	pthread_mutex_unlock(&s3->lock);
+	return n;
+}
+
+static void pool_give(struct shs3 *s3, CURL **hs, unsigned n)
+{
+	pthread_mutex_lock(&s3->lock);
+	for (unsigned i = 0; i < n; i++)
+		s3->handles[s3->free_count++] = hs[i];
+	pthread_cond_broadcast(&s3->cond);
+	pthread_mutex_unlock(&s3->lock);
+}
+
+static int req_run(struct s3req *r)
+{
+	CURL *h;
+	int ret;
+	pool_take(r->s3, &h, 1);
+	ret = req_prepare(r, h);
+	if (ret == 0)
+		ret = req_result(r, h, curl_easy_perform(h));
+	else if (r->hdrs)
+		curl_slist_free_all(r->hdrs);
+	pool_give(r->s3, &h, 1);
+	return ret;
+}
+
+static void uri_of(struct shs3 *s3, const char *name, char *out)
+{
+	/* Names are [0-9a-z/.] (shdir_relpath): nothing to escape; anything
+	 * else is escaped the way SigV4 wants (RFC 3986 unreserved kept). */
+	size_t o = (size_t)snprintf(out, S3_URL_MAX, "/%s/", s3->bucket);
+	for (const char *p = name; *p && o + 4 < S3_URL_MAX; p++) {
+		unsigned char c = (unsigned char)*p;
+		if (isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~' || c == '/')
+			out[o++] = (char)c;
+		else
+			o += (size_t)snprintf(out + o, S3_URL_MAX - o, "%%%02X", c);
+	}
+	out[o] = 0;
+}
+
+static void req_init(struct s3req *r, struct shs3 *s3, const char *method, const char *name)
+{
+	memset(r, 0, sizeof(*r));
+	r->s3 = s3;
+	r->method = method;
+	uri_of(s3, name, r->uri);
+}
+
+/* ------------------------------------------------------------------------
+ * Operations
+ */
+
+static char *xml_tag(const char *xml, const char *tag, char *out, size_t cap)
+{
+	char open_t[64], close_t[64];
+	snprintf(open_t, sizeof(open_t), "<%s>", tag);
+	snprintf(close_t, sizeof(close_t), "</%s>", tag);
+	const char *a = xml ? strstr(xml, open_t) : NULL, *b;
+	if (!a)
+		return NULL;
+	a += strlen(open_t);
+	b = strstr(a, close_t);
+	if (!b || (size_t)(b - a) >= cap)
+		return NULL;
+	memcpy(out, a, (size_t)(b - a));
+	out[b - a] = 0;
+	return out;
+}
+
+static int put_multipart(struct shs3 *s3, const char *name, const uint8_t *buf, uint64_t len)
+{
+	uint64_t psz = s3->cfg.part_size;
+	unsigned parts = (unsigned)((len + psz - 1) / psz), next = 0, done = 0;
+	struct s3req cr, *pr = calloc(parts, sizeof(*pr));
+	char upload_id[256], *xml = NULL;
+	CURL *hs[S3_MAX_CONNS];
+	CURLM *m = NULL;
+	unsigned nh = 0;
+	int ret;
+
+	if (!pr)
+		return -ENOMEM;
+	req_init(&cr, s3, "POST", name);
+	strcpy(cr.query, "uploads=");
+	ret = req_run(&cr);
+	if (ret == KVT_OK && !xml_tag(cr.resp, "UploadId", upload_id, sizeof(upload_id)))
+		ret = -EIO;
+	free(cr.resp);
+	if (ret != KVT_OK)
+		goto out;
+	/* The parts, in parallel over as many handles as the pool lends. */
+	m = curl_multi_init();
+	if (!m) {
+		ret = -ENOMEM;
+		goto abort;
+	}
+	nh = pool_take(s3, hs, parts < S3_MAX_CONNS ? parts : S3_MAX_CONNS);
+	for (unsigned i = 0; i < parts; i++) {
+		req_init(&pr[i], s3, "PUT", name);
+		snprintf(pr[i].query, sizeof(pr[i].query), "partNumber=%u&uploadId=%s", i + 1,
+			 upload_id);
+		pr[i].body = buf + (uint64_t)i * psz;
+		pr[i].body_len = i + 1 < parts ? psz : len - (uint64_t)i * psz;
+	}
+	{
+		CURL *idle[S3_MAX_CONNS];
+		unsigned nidle = nh;
+		memcpy(idle, hs, nh * sizeof(CURL *));
+		while (done < parts && ret == KVT_OK) {
+			while (nidle > 0 && next < parts) {
+				CURL *h = idle[--nidle];
+				if ((ret = req_prepare(&pr[next], h)) < 0)
+					break;
+				curl_multi_add_handle(m, h);
+				next++;
+			}
+			int running = 0, q;
+			curl_multi_perform(m, &running);
+			CURLMsg *msg;
+			while ((msg = curl_multi_info_read(m, &q))) {
+				if (msg->msg != CURLMSG_DONE)
+					continue;
+				CURL *h = msg->easy_handle;
+				struct s3req *r;
+				CURLcode cc = msg->data.result;
+				curl_easy_getinfo(h, CURLINFO_PRIVATE, (char **)&r);
+				curl_multi_remove_handle(m, h);
+				int rr = req_result(r, h, cc);
+				if (rr != KVT_OK && ret == KVT_OK)
+					ret = rr == KVT_MISS ? -EIO : rr;
+				A(s3->st.multipart_parts);
+				idle[nidle++] = h;
+				done++;
+			}
+			if (done < parts && running)
+				curl_multi_poll(m, NULL, 0, 100, NULL);
+		}
+		/* A failure with parts still running: let them end. */
+		int running = 1;
+		while (running && done < next) {
+			curl_multi_perform(m, &running);
+			CURLMsg *msg;
+			int q;
+			while ((msg = curl_multi_info_read(m, &q))) {
+				if (msg->msg != CURLMSG_DONE)
+					continue;
+				struct s3req *r;
+				curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&r);
+				curl_multi_remove_handle(m, msg->easy_handle);
+				req_result(r, msg->easy_handle, msg->data.result);
+				done++;
+			}
+			if (running)
+				curl_multi_poll(m, NULL, 0, 100, NULL);
+		}
+	}
+	pool_give(s3, hs, nh);
+	if (ret != KVT_OK)
+		goto abort;
+	/* Complete. */
+	{
+		size_t cap = 128 + (size_t)parts * 200, o;
+		xml = malloc(cap);
+		if (!xml) {
+			ret = -ENOMEM;
+			goto abort;
+		}
+		o = (size_t)snprintf(xml, cap, "<CompleteMultipartUpload>");
+		for (unsigned i = 0; i < parts; i++)
+			o += (size_t)snprintf(xml + o, cap - o,
+					      "<Part><PartNumber>%u</PartNumber><ETag>%s</ETag></Part>",
+					      i + 1, pr[i].etag);
+		o += (size_t)snprintf(xml + o, cap - o, "</CompleteMultipartUpload>");
+		req_init(&cr, s3, "POST", name);
+		snprintf(cr.query, sizeof(cr.query), "uploadId=%s", upload_id);
+		cr.body = (const uint8_t *)xml;
+		cr.body_len = o;
+		ret = req_run(&cr);
+		/* S3 may answer 200 with an <Error> body. */
+		if (ret == KVT_OK && cr.resp && strstr(cr.resp, "<Error>"))
+			ret = -EIO;
+		free(cr.resp);
+	}
+abort:
+	if (ret != KVT_OK) {
+		req_init(&cr, s3, "DELETE", name);
+		snprintf(cr.query, sizeof(cr.query), "uploadId=%s", upload_id);
+		req_run(&cr);
+		free(cr.resp);
+	}
+out:
+	if (m)
+		curl_multi_cleanup(m);
+	for (unsigned i = 0; i < parts; i++)
+		free(pr[i].resp);
+	free(pr);
+	free(xml);
+	return ret;
+}
+
+int shs3_put(struct shs3 *s3, const char *name, const void *buf, uint64_t len)
+{
+	struct s3req r;
+	int ret;
+	if (len > s3->cfg.part_size)
+		return put_multipart(s3, name, buf, len);
+	req_init(&r, s3, "PUT", name);
+	r.body = buf;
+	r.body_len = len;
+	ret = req_run(&r);
+	free(r.resp);
+	return ret == KVT_MISS ? -EIO : ret; /* 404 on PUT: no such bucket */
+}
+
+int64_t shs3_get(struct shs3 *s3, const char *name, uint64_t off, uint64_t len, void *buf,
+		 uint64_t buf_len)
+{
+	struct s3req r;
+	int ret;
+	req_init(&r, s3, "GET", name);
+	r.range_off = off;
+	r.range_len = len;
+	r.dst = buf;
+	r.dst_cap = len ? (len < buf_len ? len : buf_len) : buf_len;
+	ret = req_run(&r);
+	free(r.resp);
+	if (ret == KVT_OK && r.range_len && r.status != 206 && off > 0)
+		return -EIO; /* the server ignored the range */
+	return ret == KVT_OK ? (int64_t)r.got : ret;
+}
+
+int shs3_head(struct shs3 *s3, const char *name, uint64_t *len)
+{
+	struct s3req r;
+	CURL *h;
+	int ret;
+	req_init(&r, s3, "HEAD", name);
+	pool_take(s3, &h, 1);
+	ret = req_prepare(&r, h);
+	if (ret == 0) {
+		CURLcode cc = curl_easy_perform(h);
+		curl_off_t cl = -1;
+		curl_easy_getinfo(h, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &cl);
+		ret = req_result(&r, h, cc);
+		if (ret == KVT_OK && len)
+			*len = cl >= 0 ? (uint64_t)cl : 0;
+	}
+	pool_give(s3, &h, 1);
+	free(r.resp);
+	return ret;
+}
+
+int shs3_delete(struct shs3 *s3, const char *name)
+{
+	struct s3req r;
+	int ret;
+	req_init(&r, s3, "DELETE", name);
+	ret = req_run(&r);
+	free(r.resp);
+	return ret == KVT_MISS ? KVT_OK : ret;
+}
+
+struct shs3_stats *shs3_stats(struct shs3 *s3)
+{
+	return &s3->st;
+}
+
+/* ------------------------------------------------------------------------
+ * Open and close
+ */
+
+int shs3_open(struct shs3 **out, const struct shs3_config *cfg, const struct shs3_creds *creds,
+	      struct kvt_mem *mem, const struct kvt_logger *log)
+{
+	struct shs3 *s3;
+	const char *host;
+	if (!cfg->endpoint || !cfg->bucket || strlen(cfg->endpoint) >= sizeof(s3->endpoint) ||
+	    strlen(cfg->bucket) >= sizeof(((struct shs3 *)0)->bucket) || cfg->conns < 1 ||
+	    cfg->conns > S3_MAX_CONNS || cfg->part_size < (UINT64_C(5) << 20))
+		return KVT_EOPTVAL;
+	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
+		return -ENOMEM;
+	s3 = kvt_mem_calloc(mem, 1, sizeof(*s3));
+	if (!s3)
+		return -ENOMEM;
+	s3->cfg = *cfg;
+	s3->mem = mem;
+	s3->log = log;
+	s3->creds = *creds;
+	snprintf(s3->endpoint, sizeof(s3->endpoint), "%s", cfg->endpoint);
+	snprintf(s3->bucket, sizeof(s3->bucket), "%s", cfg->bucket);
+	host = strstr(s3->endpoint, "://");
+	snprintf(s3->host, sizeof(s3->host), "%s", host ? host + 3 : s3->endpoint);
+	if (strchr(s3->host, '/'))
+		*strchr(s3->host, '/') = 0;
+	pthread_mutex_init(&s3->lock, NULL);
+	pthread_cond_init(&s3->cond, NULL);
+	for (unsigned i = 0; i < cfg->conns; i++) {
+		s3->handles[i] = curl_easy_init();
+		if (!s3->handles[i]) {
+			s3->free_count = i;
+			shs3_close(s3);
+			return -ENOMEM;
+		}
+	}
+	s3->free_count = cfg->conns;
+	s3->cfg.endpoint = s3->endpoint;
+	s3->cfg.bucket = s3->bucket;
+	*out = s3;
+	return 0;
+}
+
+void shs3_close(struct shs3 *s3)
+{
+	if (!s3)
+		return;
+	for (unsigned i = 0; i < s3->free_count; i++)
+		curl_easy_cleanup(s3->handles[i]);
+	pthread_mutex_destroy(&s3->lock);
+	pthread_cond_destroy(&s3->cond);
+	OPENSSL_cleanse(&s3->creds, sizeof(s3->creds));
+	kvt_mem_free(s3->mem, s3, sizeof(*s3));
+}

@@ -1,0 +1,557 @@
+/*
+ * test_shared.c - the shared tier (lib/shdir.c, lib/shared.c): the header
+ * codec, and stores that share one real directory under $TMPDIR.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kvt_int.h"
+#include "shdir.h"
+#include "t.h"
+#include "tstore.h"
+
+
+static struct kvt_store *open_shared(const char *dir, const char *dram, const char *admission)
+{
+	return t_store_open("dram.capacity", dram, "dram.chunk", "64K", "dram.shards", "1",
+			    "shared.dir", dir, "shared.threads", "4", "shared.admission", admission,
+			    NULL);
+}
+
+static uint32_t ns_persistent(struct kvt_store *s)
+{
+	struct kvt_ns_desc d = t_desc("shared-model", 0);
+	uint32_t id;
+	d.flags = KVT_NS_PERSISTENT;
+	T_OK(kvt_ns_register(s, &d, &id));
+	return id;
+}
+
+static uint64_t stat_of(struct kvt_store *s, const char *name)
+{
+	uint64_t v = 0;
+	T_RC(kvt_store_stat(s, name, &v), KVT_OK);
+	return v;
+}
+
+/* The block file's path of (ns, key) in store s. */
+static void block_path(struct kvt_store *s, const char *dir, uint32_t ns, uint64_t k, char *out,
+		       size_t cap)
+{
+	uint8_t dg[32];
+	char rel[SHDIR_RELPATH_MAX];
+	struct kvt_key key = t_key(k);
+	T_OK(kvt_ns_info(s, ns, dg, NULL, 0));
+	T_OK(shdir_relpath(dg, &key, rel));
+	snprintf(out, cap, "%s/%s", dir, rel);
+}
+
+static const size_t sizes[] = { 1, 4095, 4096, 5000, 65536 + 17, (1u << 20) + 123 };
+#define NSIZES (sizeof(sizes) / sizeof(sizes[0]))
+
+/* Put key i as three parts (or one if tiny). */
+static void put_block(struct kvt_store *s, uint32_t ns, uint64_t i, size_t len)
+{
+	uint8_t *b = malloc(len);
+	struct kvt_key k = t_key(i);
+	t_fill(b, len, i);
+	if (len >= 3) {
+		struct iovec p[3] = { { b, len / 3 }, { b + len / 3, len / 3 },
+				      { b + 2 * (len / 3), len - 2 * (len / 3) } };
+		T_RC(kvt_put(s, ns, &k, p, 3), KVT_OK);
+	} else {
+		struct iovec p = { b, len };
+		T_RC(kvt_put(s, ns, &k, &p, 1), KVT_OK);
+	}
+	free(b);
+}
+
+static void get_exact(struct kvt_store *s, uint32_t ns, uint64_t i, size_t len, uint32_t tier)
+{
+	uint8_t *b = malloc(len + 1), *want = malloc(len);
+	struct kvt_key k = t_key(i);
+	struct iovec io = { b, len + 1 };
+	struct kvt_req r = { .op = KVT_OP_GET, .ns = ns, .key = k, .iov = &io, .iov_count = 1 };
+	struct kvt_req *rp = &r, *done;
+	struct kvt_queue *q;
+	T_OK(kvt_queue_create(s, &q));
+	T_RC(kvt_submit(q, &rp, 1), 1);
+	T_RC(kvt_queue_wait(q, &done, 1, 10000), 1);
+	T_RC(r.status, KVT_OK);
+	T_EQ_U64(r.length, len);
+	T_EQ_INT(r.tier, tier);
+	t_fill(want, len, i);
+	T_EQ_MEM(b, want, len);
+	T_OK(kvt_queue_destroy(q));
+	free(b);
+	free(want);
+}
+
+/* ------------------------------------------------------------------------ */
+
+static void test_hdr_codec(void)
+{
+	uint8_t buf[SHDIR_ALIGN * 2], ns[32];
+	uint64_t lens[3] = { 10, 20, 30 }, pl[KVT_PARTS_MAX];
+	uint32_t crcs[3] = { 1, 2, 3 }, pc[KVT_PARTS_MAX];
+	struct shdir_hdr h = { .part_lens = pl, .crcs = pc };
+	struct kvt_key k = t_key(5);
+	int64_t off;
+
+	memset(ns, 0xab, sizeof(ns));
+	off = shdir_hdr_encode(buf, sizeof(buf), ns, &k, 3, lens, crcs, 0);
+	T_EQ_INT(off, SHDIR_ALIGN);
+	T_RC(shdir_hdr_parse(buf, (size_t)off, &h), 0);
+	T_EQ_U64(h.value_len, 60);
+	T_EQ_INT(h.part_count, 3);
+	T_EQ_INT(pc[2], 3);
+	T_EQ_U64(pl[1], 20);
+	T_EQ_MEM(h.key.bytes, k.bytes, 32);
+	/* Every prefix, ending at a guard page: more bytes or a verdict,
+	 * never a read past the end. */
+	for (size_t n = 0; n < SHDIR_FIXED_LEN + 3 * SHDIR_PART_LEN; n++) {
+		uint8_t *g = t_at_guard(buf, n);
+		int r = shdir_hdr_parse(g, n, &h);
+		T_ASSERT(r > 0);
+		T_ASSERT((size_t)r > n);
+	}
+	/* Every single-bit flip of the header proper is caught. */
+	for (size_t i = 0; i < SHDIR_FIXED_LEN + 3 * SHDIR_PART_LEN; i++) {
+		buf[i] ^= 0x10;
+		int r = shdir_hdr_parse(buf, (size_t)off, &h);
+		T_ASSERT(r != 0);
+		buf[i] ^= 0x10;
+	}
+	buf[4] = 9; /* version */
+	T_RC(shdir_hdr_parse(buf, (size_t)off, &h), KVT_EVERSION);
+}
+
+/* One store writes (persistent namespace), another reads byte-exact; a
+ * restart of both keeps the blocks; lookup spans DRAM and shared. */
+static void test_two_stores(void)
+{
+	char *dir = t_mkdtemp();
+	struct kvt_store *a = open_shared(dir, "64M", "persistent");
+	struct kvt_store *b = open_shared(dir, "64M", "persistent");
+	uint32_t na = ns_persistent(a), nb = ns_persistent(b);
+
+	for (size_t i = 0; i < NSIZES; i++)
+		put_block(a, na, i, sizes[i]);
+	T_OK(kvt_flush(a));
+	T_EQ_U64(stat_of(a, "shared.writes"), NSIZES);
+	for (size_t i = 0; i < NSIZES; i++)
+		get_exact(b, nb, i, sizes[i], KVT_TIER_SHARED);
+	T_EQ_U64(stat_of(b, "shared.hits"), NSIZES);
+	/* Promoted: the second get is a DRAM hit. */
+	get_exact(b, nb, 3, sizes[3], KVT_TIER_DRAM);
+	/* A part read after promotion: the part table came along. */
+	{
+		size_t len = sizes[5];
+		uint8_t *buf = malloc(len), *want = malloc(len);
+		struct kvt_key k = t_key(5);
+		struct iovec io = { buf, len };
+		struct kvt_req r = { .op = KVT_OP_GET, .flags = KVT_F_PART | KVT_F_VERIFY,
+				     .part = 2, .ns = nb, .key = k, .iov = &io, .iov_count = 1 };
+		struct kvt_req *rp = &r, *done;
+		struct kvt_queue *q;
+		T_OK(kvt_queue_create(b, &q));
+		T_RC(kvt_submit(q, &rp, 1), 1);
+		T_RC(kvt_queue_wait(q, &done, 1, 10000), 1);
+		T_RC(r.status, KVT_OK);
+		T_EQ_U64(r.length, len - 2 * (len / 3));
+		t_fill(want, len, 5);
+		T_EQ_MEM(buf, want + 2 * (len / 3), r.length);
+		T_OK(kvt_queue_destroy(q));
+		free(buf);
+		free(want);
+	}
+	/* Lookup across both tiers: b has 0..5 in DRAM now?  Only what it
+	 * read; a fresh key put in b, and a key nobody has. */
+	{
+		struct kvt_key keys[NSIZES + 2];
+		uint8_t tiers[NSIZES + 2];
+		struct kvt_store *c = open_shared(dir, "64M", "persistent");
+		uint32_t nc = ns_persistent(c);
+		put_block(c, nc, 0, sizes[0]); /* EXISTS on the shared tier: harmless */
+		for (size_t i = 0; i < NSIZES + 2; i++)
+			keys[i] = t_key(i == NSIZES ? 1000 : i);
+		T_RC(kvt_lookup_prefix(c, nc, keys, NSIZES + 2, tiers), NSIZES);
+		T_EQ_INT(tiers[0], KVT_TIER_DRAM);
+		for (size_t i = 1; i < NSIZES; i++)
+			T_EQ_INT(tiers[i], KVT_TIER_SHARED);
+		T_EQ_INT(tiers[NSIZES], KVT_TIER_NONE);
+		T_EQ_INT(tiers[NSIZES + 1], KVT_TIER_NONE);
+		T_ASSERT(stat_of(c, "shared.stats_issued") >= NSIZES - 1);
+		T_RC(kvt_exists(c, nc, &keys[2]), KVT_OK);
+		T_RC(kvt_exists(c, nc, &keys[NSIZES]), KVT_MISS);
+		kvt_store_destroy(c);
+	}
+	kvt_store_destroy(a);
+	kvt_store_destroy(b);
+	/* Restart: a new store, nothing in DRAM, every block still there. */
+	b = open_shared(dir, "64M", "persistent");
+	nb = ns_persistent(b);
+	for (size_t i = 0; i < NSIZES; i++)
+		get_exact(b, nb, i, sizes[i], KVT_TIER_SHARED);
+	/* Delete removes the file for everyone; clear removes the namespace. */
+	{
+		struct kvt_key k = t_key(1);
+		char p[512];
+		struct stat st;
+		block_path(b, dir, nb, 1, p, sizeof(p));
+		T_ASSERT(stat(p, &st) == 0);
+		T_RC(kvt_delete(b, nb, &k), KVT_OK);
+		T_ASSERT(stat(p, &st) < 0 && errno == ENOENT);
+		T_GE_INT(kvt_clear(b, nb), NSIZES - 1);
+		block_path(b, dir, nb, 2, p, sizeof(p));
+		T_ASSERT(stat(p, &st) < 0 && errno == ENOENT);
+	}
+	kvt_store_destroy(b);
+	t_rmtree(dir);
+	free(dir);
+}
+
+/* A corrupted file is a miss, counted, and removed. */
+static void test_corrupt(void)
+{
+	char *dir = t_mkdtemp(), p[512];
+	struct kvt_store *a = open_shared(dir, "64M", "always");
+	uint32_t na = t_ns(a, "shared-model");
+	struct stat st;
+	int fd;
+
+	put_block(a, na, 7, 100000);
+	put_block(a, na, 8, 100000);
+	T_OK(kvt_flush(a));
+	block_path(a, dir, na, 7, p, sizeof(p));
+	kvt_store_destroy(a);
+	/* One byte of the value flipped (past the 4 KiB header page). */
+	fd = open(p, O_RDWR);
+	T_ASSERT(fd >= 0);
+	{
+		uint8_t c;
+		T_EQ_INT(pread(fd, &c, 1, 4096 + 50000), 1);
+		c ^= 1;
+		T_EQ_INT(pwrite(fd, &c, 1, 4096 + 50000), 1);
+	}
+	close(fd);
+	a = open_shared(dir, "64M", "always");
+	na = t_ns(a, "shared-model");
+	{
+		uint8_t *buf = malloc(100000);
+		struct kvt_key k = t_key(7);
+		T_RC(kvt_get(a, na, &k, buf, 100000, NULL), KVT_MISS);
+		free(buf);
+	}
+	T_EQ_U64(stat_of(a, "shared.corrupt"), 1);
+	T_EQ_U64(stat_of(a, "shared.bad_removed"), 1);
+	T_ASSERT(stat(p, &st) < 0 && errno == ENOENT);
+	get_exact(a, na, 8, 100000, KVT_TIER_SHARED); /* its neighbour is fine */
+	/* A truncated file, too. */
+	block_path(a, dir, na, 8, p, sizeof(p));
+	kvt_store_destroy(a);
+	T_OK(truncate(p, 4096 + 10));
+	a = open_shared(dir, "64M", "always");
+	na = t_ns(a, "shared-model");
+	{
+		struct kvt_key k = t_key(8);
+		uint8_t buf[16];
+		T_RC(kvt_get(a, na, &k, buf, sizeof(buf), NULL), KVT_MISS);
+	}
+	T_ASSERT(stat(p, &st) < 0 && errno == ENOENT);
+	kvt_store_destroy(a);
+	t_rmtree(dir);
+	free(dir);
+}
+
+/* A bad file replaced by a good one between the read and the removal is
+ * kept: the backend compares inodes before it unlinks. */
+struct swap_ctx {
+	int root_fd;
+	const char *good; /* a good file's relative path to rename into place */
+	int calls;
+};
+
+static void swap_hook(void *ctx, const char *relpath)
+{
+	struct swap_ctx *c = ctx;
+	c->calls++;
+	T_ASSERT(renameat(c->root_fd, c->good, c->root_fd, relpath) == 0);
+}
+
+static void test_replaced_not_removed(void)
+{
+	char *dir = t_mkdtemp(), rel[SHDIR_RELPATH_MAX], good[SHDIR_RELPATH_MAX + 8];
+	struct kvt_mem mem;
+	struct kvt_logger lg = { 0 };
+	struct shdir *sd;
+	struct shdir_rd *rd = malloc(sizeof(*rd));
+	uint8_t ns[32], val[10000], *view;
+	uint64_t len = sizeof(val);
+	uint32_t crc;
+	struct kvt_key k = t_key(42);
+	struct iovec v = { val, len };
+	struct swap_ctx sc = { 0 };
+	int fd;
+
+	kvt_mem_init(&mem);
+	memset(ns, 7, sizeof(ns));
+	t_fill(val, len, 42);
+	crc = kvt_crc32c(0, val, len);
+	T_OK(shdir_open(&sd, dir, true, &mem, &lg));
+	T_RC(shdir_write(sd, ns, &k, &v, 1, len, 1, &len, &crc, 0), KVT_OK);
+	T_RC(shdir_write(sd, ns, &k, &v, 1, len, 1, &len, &crc, 0), KVT_EXISTS);
+	T_OK(shdir_relpath(ns, &k, rel));
+	/* Keep a good copy aside, then corrupt the block in place. */
+	snprintf(good, sizeof(good), "%s.good", rel);
+	{
+		char a[512], b[512], cmd[1100];
+		snprintf(a, sizeof(a), "%s/%s", dir, rel);
+		snprintf(b, sizeof(b), "%s/%s", dir, good);
+		snprintf(cmd, sizeof(cmd), "cp '%s' '%s'", a, b);
+		T_EQ_INT(system(cmd), 0);
+		fd = open(a, O_RDWR);
+		T_ASSERT(fd >= 0);
+		T_EQ_INT(pwrite(fd, "X", 1, 4096 + 9999), 1);
+		close(fd);
+	}
+	sc.root_fd = shdir_root_fd(sd);
+	sc.good = good;
+	shdir_set_bad_hook(sd, swap_hook, &sc);
+	view = aligned_alloc(4096, 12288);
+	T_RC(shdir_rd_open(sd, ns, &k, rd), KVT_OK);
+	{
+		struct iovec dv = { view, 12288 };
+		T_RC(shdir_rd_value(sd, rd, &dv, 1), KVT_ECORRUPT);
+	}
+	shdir_rd_bad(sd, rd); /* the hook swaps a good file in first */
+	shdir_rd_close(rd);
+	T_EQ_INT(sc.calls, 1);
+	T_EQ_U64(shdir_stats(sd)->bad_kept, 1);
+	T_EQ_U64(shdir_stats(sd)->bad_removed, 0);
+	/* The good block is still there and reads back exactly. */
+	shdir_set_bad_hook(sd, NULL, NULL);
+	T_RC(shdir_rd_open(sd, ns, &k, rd), KVT_OK);
+	{
+		struct iovec dv = { view, 12288 };
+		T_RC(shdir_rd_value(sd, rd, &dv, 1), KVT_OK);
+		T_EQ_MEM(view, val, len);
+	}
+	shdir_rd_close(rd);
+	free(view);
+	free(rd);
+	shdir_close(sd);
+	t_rmtree(dir);
+	free(dir);
+}
+
+/* Blocks evicted from DRAM go down only if they were read twice there. */
+static void test_evict_writedown(void)
+{
+	char *dir = t_mkdtemp(), p[512];
+	/* LRU: S3-FIFO would keep the twice-read block in its main queue
+	 * while the fillers churn through the small one. */
+	struct kvt_store *a = t_store_open("dram.capacity", "4M", "dram.chunk", "64K",
+					   "dram.shards", "1", "dram.policy", "lru",
+					   "shared.dir", dir, NULL);
+	uint32_t na = t_ns(a, "evict-model"); /* not persistent */
+	size_t len = 256 * 1024;
+	uint8_t *buf = malloc(len);
+	struct stat st;
+
+	put_block(a, na, 1, len); /* read twice below */
+	put_block(a, na, 2, len); /* read once */
+	for (int r = 0; r < 2; r++) {
+		struct kvt_key k = t_key(1);
+		T_RC(kvt_get(a, na, &k, buf, len, NULL), KVT_OK);
+	}
+	{
+		struct kvt_key k = t_key(2);
+		T_RC(kvt_get(a, na, &k, buf, len, NULL), KVT_OK);
+	}
+	for (uint64_t i = 100; i < 140; i++) /* 10 MiB through 4 MiB of DRAM */
+		put_block(a, na, i, len);
+	T_OK(kvt_flush(a));
+	T_EQ_U64(stat_of(a, "shared.wd_evicted"), 1);
+	block_path(a, dir, na, 1, p, sizeof(p));
+	T_ASSERT(stat(p, &st) == 0);
+	block_path(a, dir, na, 2, p, sizeof(p));
+	T_ASSERT(stat(p, &st) < 0);
+	/* And it comes back, parts and bytes, from the shared tier. */
+	get_exact(a, na, 1, len, KVT_TIER_SHARED);
+	kvt_store_destroy(a);
+	free(buf);
+	t_rmtree(dir);
+	free(dir);
+}
+
+/* kvt_shared_gc: the age limit, then the budget, oldest first. */
+static void test_gc(void)
+{
+	char *dir = t_mkdtemp(), p[512];
+	struct kvt_store *a = open_shared(dir, "64M", "always");
+	uint32_t na = t_ns(a, "gc-model");
+	struct kvt_shared_gc_result res;
+	struct stat st;
+
+	for (uint64_t i = 0; i < 10; i++)
+		put_block(a, na, i, 60000);
+	T_OK(kvt_flush(a));
+	/* Ages: block i written 1000 * (10 - i) seconds ago. */
+	for (uint64_t i = 0; i < 10; i++) {
+		struct timespec ts[2];
+		clock_gettime(CLOCK_REALTIME, &ts[0]);
+		ts[0].tv_sec -= (time_t)(1000 * (10 - i));
+		ts[1] = ts[0];
+		block_path(a, dir, na, i, p, sizeof(p));
+		T_OK(utimensat(AT_FDCWD, p, ts, 0));
+	}
+	/* Older than 7500 s: blocks 0..2. */
+	T_OK(kvt_shared_gc(dir, 0, 7500, &res));
+	T_EQ_U64(res.files, 10);
+	T_EQ_U64(res.removed_files, 3);
+	for (uint64_t i = 0; i < 10; i++) {
+		block_path(a, dir, na, i, p, sizeof(p));
+		T_EQ_INT(stat(p, &st) == 0, i >= 3);
+	}
+	/* Budget of three files' bytes: the four oldest of the seven go. */
+	T_OK(kvt_shared_gc(dir, 3 * (4096 + 60000), 0, &res));
+	T_EQ_U64(res.files, 7);
+	T_EQ_U64(res.removed_files, 4);
+	for (uint64_t i = 3; i < 10; i++) {
+		block_path(a, dir, na, i, p, sizeof(p));
+		T_EQ_INT(stat(p, &st) == 0, i >= 7);
+	}
+	/* The store sees the survivors, and misses the rest. */
+	kvt_store_destroy(a);
+	a = open_shared(dir, "64M", "always");
+	na = t_ns(a, "gc-model");
+	get_exact(a, na, 8, 60000, KVT_TIER_SHARED);
+	{
+		struct kvt_key k = t_key(4);
+		uint8_t b[16];
+		T_RC(kvt_get(a, na, &k, b, sizeof(b), NULL), KVT_MISS);
+	}
+	T_RC(kvt_shared_gc(NULL, 0, 0, NULL), KVT_ENULL);
+	T_ASSERT(kvt_shared_gc("/nonexistent/kvtier", 0, 0, NULL) == -ENOENT);
+	kvt_store_destroy(a);
+	t_rmtree(dir);
+	free(dir);
+}
+
+/* Prefetch moves shared blocks into DRAM. */
+static void test_prefetch(void)
+{
+	char *dir = t_mkdtemp();
+	struct kvt_store *a = open_shared(dir, "64M", "always");
+	uint32_t na = t_ns(a, "pf-model");
+	struct kvt_key keys[4];
+	for (uint64_t i = 0; i < 4; i++) {
+		put_block(a, na, i, 70000);
+		keys[i] = t_key(i);
+	}
+	T_OK(kvt_flush(a));
+	kvt_store_destroy(a);
+	a = open_shared(dir, "64M", "always");
+	na = t_ns(a, "pf-model");
+	{
+		struct kvt_req r = { .op = KVT_OP_PREFETCH, .ns = na, .keys = keys, .key_count = 4 };
+		struct kvt_req *rp = &r, *done;
+		struct kvt_queue *q;
+		T_OK(kvt_queue_create(a, &q));
+		T_RC(kvt_submit(q, &rp, 1), 1);
+		T_RC(kvt_queue_wait(q, &done, 1, 10000), 1);
+		T_RC(r.status, KVT_OK);
+		T_EQ_U64(r.length, 4);
+		T_OK(kvt_queue_destroy(q));
+	}
+	for (uint64_t i = 0; i < 4; i++)
+		get_exact(a, na, i, 70000, KVT_TIER_DRAM);
+	kvt_store_destroy(a);
+	t_rmtree(dir);
+	free(dir);
+}
+
+/* Below an SSD tier: a persistent put goes to both; a store with an
+ * empty SSD of its own finds the block on the shared tier. */
+static void test_below_ssd(void)
+{
+	char *dir = t_mkdtemp(), *pa = t_mkdtemp(), *pb = t_mkdtemp();
+	struct kvt_store *a = t_store_open("path", pa, "dram.capacity", "64M", "ssd.capacity", "64M",
+					   "ssd.segment", "8M", "shared.dir", dir, NULL);
+	struct kvt_store *b;
+	uint32_t na = ns_persistent(a), nb;
+	put_block(a, na, 3, 300000);
+	T_OK(kvt_flush(a));
+	T_EQ_U64(stat_of(a, "shared.writes"), 1);
+	kvt_store_destroy(a);
+	b = t_store_open("path", pb, "dram.capacity", "64M", "ssd.capacity", "64M", "ssd.segment",
+			 "8M", "shared.dir", dir, NULL);
+	nb = ns_persistent(b);
+	get_exact(b, nb, 3, 300000, KVT_TIER_SHARED);
+	kvt_store_destroy(b);
+	/* The first store's own SSD still has it, before the shared tier. */
+	a = t_store_open("path", pa, "dram.capacity", "64M", "ssd.capacity", "64M", "ssd.segment",
+			 "8M", "shared.dir", dir, NULL);
+	na = ns_persistent(a);
+	get_exact(a, na, 3, 300000, KVT_TIER_SSD);
+	kvt_store_destroy(a);
+	t_rmtree(dir);
+	t_rmtree(pa);
+	t_rmtree(pb);
+	free(dir);
+	free(pa);
+	free(pb);
+}
+
+/* kvtier gc, the command (argv[1] of this test: the CLI's path). */
+static void test_gc_cli(const char *cli)
+{
+	char *dir = t_mkdtemp(), cmd[1024], line[512], p[512];
+	struct kvt_store *a = open_shared(dir, "64M", "always");
+	uint32_t na = t_ns(a, "gc-cli");
+	struct timespec ts[2];
+	FILE *f;
+
+	put_block(a, na, 1, 10000);
+	put_block(a, na, 2, 10000);
+	T_OK(kvt_flush(a));
+	clock_gettime(CLOCK_REALTIME, &ts[0]);
+	ts[0].tv_sec -= 100;
+	ts[1] = ts[0];
+	block_path(a, dir, na, 1, p, sizeof(p));
+	T_OK(utimensat(AT_FDCWD, p, ts, 0));
+	kvt_store_destroy(a);
+	snprintf(cmd, sizeof(cmd), "'%s' gc --dir '%s' --max-age 50 --json", cli, dir);
+	f = popen(cmd, "r");
+	T_ASSERT(f);
+	T_ASSERT(fgets(line, sizeof(line), f));
+	T_EQ_INT(pclose(f), 0);
+	T_EQ_STR(line, "{\"files\":2,\"bytes\":28192,\"removed_files\":1,"
+		       "\"removed_bytes\":14096,\"temp_removed\":0}\n");
+	snprintf(cmd, sizeof(cmd), "'%s' gc --budget 1Q --dir '%s' 2>/dev/null", cli, dir);
+	T_EQ_INT(WEXITSTATUS(system(cmd)), 2);
+	t_rmtree(dir);
+	free(dir);
+}
+
+int main(int argc, char **argv)
+{
+	test_hdr_codec();
+	test_replaced_not_removed();
+	test_two_stores();
+	test_corrupt();
+	test_evict_writedown();
+	test_gc();
+	test_prefetch();
+	test_below_ssd();
+	if (argc > 1)
+		test_gc_cli(argv[1]);
+	printf("test_shared: ok\n");
+	return 0;
+}
