@@ -216,7 +216,12 @@ static void test_dir(void)
 	T_EQ_MEM(g, v, n);
 	free(g);
 
-	T_EQ_INT(run(&out, NULL, "ls --dir '%s'", dir), 0);
+	{
+		int rc = run(&out, &err, "ls --dir '%s'", dir);
+		if (rc != 0)
+			T_FAIL("kvtier ls --dir exited %d: %s", rc, err);
+		free(err);
+	}
 	T_ASSERT(strstr(out, "kvtier-cli bytes opaque") != NULL);
 	T_EQ_INT(field(out, "kvtier-cli") < 0 ? -1 : 0, 0);
 	{ /* "   1  <digest>           2         6291456  kvtier-cli ..." */
