@@ -67,6 +67,7 @@ struct replay_opts {
 	const char *server;         /* remote.addr: a kvtierd below the local tiers */
 	const char *tenant;         /* remote.tenant */
 	const char *secret_file;    /* remote.secret_file */
+	const char *plot;           /* --plot FILE: an SVG chart */
 	double speed;               /* 0: as fast as possible */
 	uint64_t limit;             /* replay the first N requests (0: all) */
 	bool json, flush_each, keep, progress;
@@ -702,6 +703,8 @@ static void replay_usage(FILE *f)
 		"                        HOST:PORT or unix:/PATH); the server is not\n"
 		"                        cleared: replay twice to see what it kept\n"
 		"  --tenant NAME         tenant to authenticate as (default \"default\")\n"
+		"  --plot FILE           also write an SVG chart: hit ratio against capacity\n"
+		"                        (every point of a sweep), modelled TTFT per tier\n"
 		"  --secret-file FILE    the tenant's secret (mode 600)\n"
 		"Values and time:\n"
 		"  --model NAME          model profile (default Llama-3.1-8B)\n"
@@ -754,7 +757,7 @@ static int replay_sizes(const char *s, uint64_t *v, unsigned max)
 static int replay_parse(int argc, char **argv, struct replay_opts *o)
 {
 	enum { O_SYNTH = 256, O_SEED, O_SYNTH_WRITE, O_LIMIT, O_DRAM, O_SSD, O_DIR, O_ADMIT, O_KEEP,
-	       O_FLUSH, O_POLICY, O_SERVER, O_TENANT, O_SECRET, O_MODEL, O_BPT, O_SPEED, O_GPU, O_TPS, O_JSON, O_NOPROG };
+	       O_FLUSH, O_POLICY, O_SERVER, O_TENANT, O_SECRET, O_PLOT, O_MODEL, O_BPT, O_SPEED, O_GPU, O_TPS, O_JSON, O_NOPROG };
 	static const struct option longs[] = {
 		{ "synth", optional_argument, NULL, O_SYNTH },
 		{ "seed", required_argument, NULL, O_SEED },
@@ -769,6 +772,7 @@ static int replay_parse(int argc, char **argv, struct replay_opts *o)
 		{ "dram-policy", required_argument, NULL, O_POLICY },
 		{ "server", required_argument, NULL, O_SERVER },
 		{ "tenant", required_argument, NULL, O_TENANT },
+		{ "plot", required_argument, NULL, O_PLOT },
 		{ "secret-file", required_argument, NULL, O_SECRET },
 		{ "model", required_argument, NULL, O_MODEL },
 		{ "bytes-per-token", required_argument, NULL, O_BPT },
@@ -844,6 +848,7 @@ static int replay_parse(int argc, char **argv, struct replay_opts *o)
 			break;
 		case O_SERVER: o->server = optarg; break;
 		case O_TENANT: o->tenant = optarg; break;
+		case O_PLOT: o->plot = optarg; break;
 		case O_SECRET: o->secret_file = optarg; break;
 		case O_MODEL:
 			if ((o->model = rp_model_find(optarg)) == NULL)
@@ -988,6 +993,10 @@ int replay_main(int argc, char **argv)
 	bool sweep = o.n_dram > 1 || o.n_ssd > 1;
 	int exit_rc = BENCH_EXIT_OK;
 	bool first = true;
+	struct rp_plot_point pts[RP_SWEEP_MAX * RP_SWEEP_MAX];
+	struct rp_whatif last_w[RP_WHATIF_MAX];
+	unsigned npts = 0;
+	int last_nw = 0;
 	for (unsigned i = 0; i < o.n_dram && exit_rc == BENCH_EXIT_OK; i++) {
 		for (unsigned j = 0; j < o.n_ssd && exit_rc == BENCH_EXIT_OK; j++) {
 			struct replay_run run = { &o, &t, c.value_len, o.dram[i], o.ssd[j], sweep };
@@ -1039,8 +1048,25 @@ int replay_main(int argc, char **argv)
 			} else {
 				replay_report(&c, &res, w, nw);
 			}
+			if (nw > 0) {
+				pts[npts].dram = run.dram_cap;
+				pts[npts].ssd = run.ssd_cap;
+				pts[npts].block_hit = replay_frac(res.hit_blocks, res.blocks);
+				npts++;
+				memcpy(last_w, w, (size_t)nw * sizeof(*w));
+				last_nw = nw;
+			}
 			first = false;
 			replay_result_free(&res);
+		}
+	}
+	if (o.plot && exit_rc == BENCH_EXIT_OK && npts) {
+		if (rp_plot_svg(o.plot, c.trace_name, pts, npts,
+				replay_frac(c.ideal.hit_blocks, c.ideal.blocks), last_w, last_nw) < 0) {
+			fprintf(stderr, "kvtier replay: --plot %s: %s\n", o.plot, strerror(errno));
+			exit_rc = BENCH_EXIT_FAIL;
+		} else if (!o.json) {
+			printf("plot      %s (SVG: hit ratio against capacity, modelled TTFT)\n", o.plot);
 		}
 	}
 	free(c.ideal.req_hit_tokens);

@@ -162,6 +162,17 @@ struct rp_whatif_in {
 int rp_whatif(const struct rp_model *m, const struct rp_gpu *g, const struct rp_whatif_in *in,
 	      struct rp_whatif out[RP_WHATIF_MAX]);
 
+/* --plot: one measured point of a run (plot.c). */
+struct rp_plot_point {
+	uint64_t dram, ssd;   /* capacities replayed, bytes */
+	double block_hit;     /* measured block hit ratio, 0..1 */
+};
+/* A self-contained SVG at path: hit ratio against capacity for the points
+ * (one line per SSD size), the unlimited ideal, and the modelled TTFT of
+ * the what-if scenarios w[0..nw).  0, or -1 with errno. */
+int rp_plot_svg(const char *path, const char *title, const struct rp_plot_point *pts, unsigned n,
+		double ideal, const struct rp_whatif *w, int nw);
+
 /* "kvtier replay": cli/replay.c. */
 int replay_main(int argc, char **argv);
 

@@ -203,9 +203,32 @@ static void test_small(const char *data)
 	/* 6. A sweep over DRAM sizes: one line each; LRU never hits less
 	 *    with more room (it is a stack algorithm). */
 	snprintf(args, sizeof args,
-		 "'%s/replay-small.jsonl' --bytes-per-token 1024 --dram 2M,4M,64M --dram-policy lru --json",
-		 data);
+		 "'%s/replay-small.jsonl' --bytes-per-token 1024 --dram 2M,4M,64M --dram-policy lru --json"
+		 " --plot '%s/replay-plot.svg'", data, tmp);
 	T_EQ_INT(run(args, &out, &err), 0);
+	{
+		/* --plot: an SVG with one point per sweep run, the ideal, and the
+		 * modelled TTFT bars. */
+		char path[4200], *svg = calloc(1, 1 << 16);
+		FILE *f;
+		size_t got;
+		int circles = 0;
+		snprintf(path, sizeof path, "%s/replay-plot.svg", tmp);
+		f = fopen(path, "r");
+		T_ASSERT(f != NULL && svg != NULL);
+		got = fread(svg, 1, (1 << 16) - 1, f);
+		fclose(f);
+		svg[got] = 0;
+		T_ASSERT(strncmp(svg, "<svg ", 5) == 0);
+		T_ASSERT(strstr(svg, "</svg>") != NULL);
+		T_ASSERT(strstr(svg, "ideal (unlimited) 45.0%") != NULL);
+		T_ASSERT(strstr(svg, ">recompute<") != NULL);
+		for (const char *p = svg; (p = strstr(p, "<circle")); p++)
+			circles++;
+		T_EQ_INT(circles, 3);
+		unlink(path);
+		free(svg);
+	}
 	double prev = -1;
 	for (int i = 0; i < 3; i++) {
 		j = find(out, "sweep", i);
