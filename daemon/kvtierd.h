@@ -545,6 +545,7 @@ struct kvtd_frame {
 	uint8_t *hdr;             /* header + table, owned; f points into it */
 	uint64_t hdr_len;
 	struct proto_frame f;
+	uint64_t start_ns;        /* header and table parsed (kvtd_now_ns) */
 	uint8_t *data;            /* data section (PUT), owned */
 	uint64_t mem_charged;     /* bytes of hdr and data charged to mem_used */
 	bool in_place;            /* PUT: values go straight into DRAM reservations */
@@ -648,9 +649,11 @@ int kvtd_metrics_token_load(const char *path, char **out, char *err, size_t err_
 ssize_t kvtd_http_read(struct kvtd_conn *c);
 int kvtd_http_open(struct kvtd_conn *c);
 void kvtd_http_free(struct kvtd_conn *c);
-/* Latency of one request, by kind: 0 read, 1 write. */
+/* Latency of one request, by kind (0 read, 1 write) and by the tier that
+ * served it (enum kvt_tier: the slowest of a batch's hits; KVT_TIER_NONE
+ * for a miss, or where the tier is not known: RESP). */
 enum { KVTD_LAT_READ = 0, KVTD_LAT_WRITE, KVTD_LAT__COUNT };
-void kvtd_metrics_latency(struct kvtd_server *srv, int kind, uint64_t ns);
+void kvtd_metrics_latency(struct kvtd_server *srv, int kind, int tier, uint64_t ns);
 /* RESP commands served, and RESP error replies */
 void kvtd_metrics_resp(struct kvtd_server *srv, bool error);
 

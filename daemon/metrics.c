@@ -58,7 +58,7 @@ struct metrics_tenant {
 };
 
 struct kvtd_metrics {
-	struct metrics_hist lat[KVTD_LAT__COUNT];
+	struct metrics_hist lat[KVTD_LAT__COUNT][KVT_TIER_COUNT];
 	_Atomic uint64_t resp_commands, resp_errors;
 	_Atomic uint64_t http_requests, http_denied, http_bad;
 	pthread_mutex_t tenants_lock;          /* guards tenants, tenant_count */
@@ -99,14 +99,15 @@ void kvtd_metrics_free(struct kvtd_server *srv)
 	srv->metrics = NULL;
 }
 
-void kvtd_metrics_latency(struct kvtd_server *srv, int kind, uint64_t ns)
+void kvtd_metrics_latency(struct kvtd_server *srv, int kind, int tier, uint64_t ns)
 {
 	struct metrics_hist *h;
 	unsigned b = 0;
 
-	if (!srv->metrics || kind < 0 || kind >= KVTD_LAT__COUNT)
+	if (!srv->metrics || kind < 0 || kind >= KVTD_LAT__COUNT || tier < 0 ||
+	    tier >= KVT_TIER_COUNT)
 		return;
-	h = &srv->metrics->lat[kind];
+	h = &srv->metrics->lat[kind][tier];
 	while (b < METRICS_BUCKETS && ns > metrics_le_ns[b])
 		b++;
 	MADD(h->bucket[b], 1);
@@ -226,18 +227,23 @@ static void metrics_hist(FILE *f, const char *name, const char *help, struct kvt
 
 	metrics_head(f, name, "histogram", help);
 	for (int k = 0; k < KVTD_LAT__COUNT; k++) {
-		struct metrics_hist *h = &m->lat[k];
-		uint64_t cum = 0;
-		for (unsigned b = 0; b < METRICS_BUCKETS; b++) {
-			cum += MGET(h->bucket[b]);
-			fprintf(f, "%s_bucket{op=\"%s\",le=\"%g\"} %" PRIu64 "\n", name, kinds[k],
-				(double)metrics_le_ns[b] / 1e9, cum);
+		for (int t = 0; t < KVT_TIER_COUNT; t++) {
+			struct metrics_hist *h = &m->lat[k][t];
+			const char *tn = kvt_tier_name(t);
+			uint64_t cum = 0;
+			for (unsigned b = 0; b < METRICS_BUCKETS; b++) {
+				cum += MGET(h->bucket[b]);
+				fprintf(f, "%s_bucket{op=\"%s\",tier=\"%s\",le=\"%g\"} %" PRIu64 "\n",
+					name, kinds[k], tn, (double)metrics_le_ns[b] / 1e9, cum);
+			}
+			cum += MGET(h->bucket[METRICS_BUCKETS]);
+			fprintf(f, "%s_bucket{op=\"%s\",tier=\"%s\",le=\"+Inf\"} %" PRIu64 "\n", name,
+				kinds[k], tn, cum);
+			fprintf(f, "%s_sum{op=\"%s\",tier=\"%s\"} %.9f\n", name, kinds[k], tn,
+				(double)MGET(h->sum_ns) / 1e9);
+			fprintf(f, "%s_count{op=\"%s\",tier=\"%s\"} %" PRIu64 "\n", name, kinds[k],
+				tn, cum);
 		}
-		cum += MGET(h->bucket[METRICS_BUCKETS]);
-		fprintf(f, "%s_bucket{op=\"%s\",le=\"+Inf\"} %" PRIu64 "\n", name, kinds[k], cum);
-		fprintf(f, "%s_sum{op=\"%s\"} %.9f\n", name, kinds[k],
-			(double)MGET(h->sum_ns) / 1e9);
-		fprintf(f, "%s_count{op=\"%s\"} %" PRIu64 "\n", name, kinds[k], cum);
 	}
 }
 
@@ -298,8 +304,10 @@ static int metrics_render(struct kvtd_server *srv, char **out, size_t *out_len)
 	metrics_one(f, "kvtier_meta_bytes", "gauge", "bytes of index and metadata",
 		    st.v[S_PINS + 1]);
 	metrics_hist(f, "kvtier_request_duration_seconds",
-		     "time from a request's parse to its reply queued, measured by kvtierd "
-		     "(RESP commands; read: GET MGET EXISTS, write: SET MSET DEL)", m);
+		     "time from a request's parse to its reply queued, measured by kvtierd, by "
+		     "the tier that served it (the slowest of a batch's hits; none: a miss, "
+		     "or a RESP command) (native GET/PUT frames; RESP read: GET MGET EXISTS, "
+		     "write: SET MSET DEL)", m);
 
 	metrics_one(f, "kvtier_connections_accepted_total", "counter", "connections accepted",
 		    MGET(srv->ctr.conns_accepted));

@@ -60,6 +60,7 @@ struct kvtd_frame *kvtd_frame_new(struct kvtd_conn *c, uint8_t *hdr, uint64_t hd
 	}
 	fr->conn = c;
 	fr->loop = c->loop;
+	fr->start_ns = kvtd_now_ns();
 	fr->hdr = hdr;
 	fr->hdr_len = hdr_len;
 	/* The loop parsed these bytes already: this cannot fail. */
@@ -1272,8 +1273,21 @@ void kvtd_frame_dispatch(struct kvtd_frame *fr)
 }
 
 /* Every item is back: answer (unless the connection is gone) and free. */
+/* A GET or PUT frame's latency, by the slowest tier among its hits. */
+static void ops_latency(struct kvtd_frame *fr)
+{
+	int kind = fr->f.op == PROTO_OP_GET ? KVTD_LAT_READ : KVTD_LAT_WRITE;
+	int tier = KVT_TIER_NONE;
+	for (uint32_t i = 0; i < fr->n && fr->items; i++)
+		if (fr->items[i].status == KVT_OK && (int)fr->items[i].tier > tier)
+			tier = (int)fr->items[i].tier;
+	kvtd_metrics_latency(ops_srv(fr), kind, tier, kvtd_now_ns() - fr->start_ns);
+}
+
 static void ops_finish(struct kvtd_frame *fr)
 {
+	if (fr->f.op == PROTO_OP_GET || fr->f.op == PROTO_OP_PUT)
+		ops_latency(fr);
 	if (!fr->conn->dead) {
 		switch (fr->f.op) {
 		case PROTO_OP_NS_REGISTER:
@@ -1308,8 +1322,10 @@ void kvtd_req_done(struct kvtd_loop *loop, struct kvt_req *r)
 	it->status = r->status;
 	switch (r->op) {
 	case KVT_OP_GET_PINNED:
-		if (r->status == KVT_OK)
+		if (r->status == KVT_OK) {
 			it->pinned = true;
+			it->tier = r->tier;
+		}
 		break;
 	case KVT_OP_EXISTS:
 		it->tier = r->status == KVT_OK ? r->tier : 0;

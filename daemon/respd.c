@@ -370,9 +370,9 @@ static void respd_finish(struct respd_cmd *cmd)
 	cmd->done = true;
 	cmd->phase = RP_DONE;
 	if (cmd->kind == RK_GET || cmd->kind == RK_MGET || cmd->kind == RK_EXISTS)
-		kvtd_metrics_latency(srv, KVTD_LAT_READ, kvtd_now_ns() - cmd->start_ns);
+		kvtd_metrics_latency(srv, KVTD_LAT_READ, KVT_TIER_NONE, kvtd_now_ns() - cmd->start_ns);
 	else if (cmd->kind == RK_SET || cmd->kind == RK_MSET || cmd->kind == RK_DEL)
-		kvtd_metrics_latency(srv, KVTD_LAT_WRITE, kvtd_now_ns() - cmd->start_ns);
+		kvtd_metrics_latency(srv, KVTD_LAT_WRITE, KVT_TIER_NONE, kvtd_now_ns() - cmd->start_ns);
 	kvtd_metrics_resp(srv, cmd->is_err);
 	respd_flush_done(cmd->conn);
 }
