@@ -145,9 +145,13 @@ static int reg_cb(void *ctx, uint32_t id, const uint8_t digest[32], const char *
 	memset(n, 0, sizeof(*n));
 	n->id = id;
 	memcpy(n->digest, digest, 32);
-	n->canon = strndup(canon, canon_len);
+	/* canon is not NUL-terminated (it points into the file image):
+	 * copy exactly its bytes, never read one past them (strndup may). */
+	n->canon = malloc((size_t)canon_len + 1);
 	if (!n->canon)
 		return -ENOMEM;
+	memcpy(n->canon, canon, canon_len);
+	n->canon[canon_len] = 0;
 	c->ns_count++;
 	return 0;
 }
