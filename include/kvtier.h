@@ -387,8 +387,7 @@ int kvt_store_set_log(struct kvt_store *store, kvt_log_fn fn, void *ctx, int min
  * Open the store: map and pre-fault the DRAM arena, lock and load the store
  * directory (if "path" is set; created if missing), start the workers.
  * Returns 0, KVT_ENULL, KVT_ESTATE (already opened or closed),
- * KVT_ELOCKED (another process holds the directory; a lock is waited for
- * up to 1 s, so that a process that just exited has let go), KVT_ECORRUPT /
+ * KVT_ELOCKED (another process holds the directory), KVT_ECORRUPT /
  * KVT_EVERSION (registry unreadable), -ENOMEM, or another -errno from the
  * file system.  On failure the handle stays created: fix options and retry,
  * or destroy it.

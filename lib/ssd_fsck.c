@@ -575,13 +575,9 @@ int kvt_store_fsck(const char *path, struct kvt_fsck *f)
 	if (pfd < 0)
 		return -errno;
 	lfd = openat(pfd, "LOCK", O_RDONLY | O_CLOEXEC);
-	/* A store closed by a process that just exited may stay locked a
-	 * moment longer (its io_uring workers exit after it): wait up to 1 s. */
-	for (int waited = 0; lfd >= 0 && flock(lfd, LOCK_SH | LOCK_NB) < 0; waited += 10) {
+	if (lfd >= 0 && flock(lfd, LOCK_SH | LOCK_NB) < 0) {
 		r = errno == EWOULDBLOCK ? KVT_ELOCKED : -errno;
-		if (r != KVT_ELOCKED || waited >= 1000)
-			goto out;
-		usleep(10000);
+		goto out;
 	}
 	c.buf = malloc(FSCK_CHUNK);
 	if (!c.buf) {

@@ -49,7 +49,6 @@ enum { ST_CREATED = 0, ST_OPEN = 1, ST_CLOSED = 2 };
 enum { REQ_IDLE = 0, REQ_QUEUED, REQ_RUNNING, REQ_DONE, REQ_CHECKING };
 
 #define STORE_PENDING 1000 /* store_exec: the request completes later */
-#define STORE_LOCK_GRACE_MS 1000 /* store_open_dir: how long a held lock is waited for */
 #define PIN_SHARDS 16
 #define PIN_IDX_BITS 24
 #define MAX_WORKERS 64
@@ -1579,20 +1578,14 @@ static int store_open_dir(struct kvt_store *s)
 	s->lock_fd = openat(s->dir_fd, "LOCK", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
 	if (s->lock_fd < 0)
 		return -errno;
-	/* A process that just exited may hold the lock a moment longer: its
-	 * io_uring workers share its file table and exit after it.  Give a
-	 * previous holder up to STORE_LOCK_GRACE_MS to let go. */
-	for (int waited = 0;; waited += 10) {
-		if (flock(s->lock_fd, LOCK_EX | LOCK_NB) == 0)
-			return 0;
+	if (flock(s->lock_fd, LOCK_EX | LOCK_NB) < 0) {
 		ret = errno == EWOULDBLOCK ? KVT_ELOCKED : -errno;
-		if (ret != KVT_ELOCKED || waited >= STORE_LOCK_GRACE_MS)
-			break;
-		usleep(10000);
+		if (ret == KVT_ELOCKED)
+			kvt_logf(&s->log, KVT_LOG_ERROR,
+				 "store %s is locked by another process", s->path);
+		return ret;
 	}
-	if (ret == KVT_ELOCKED)
-		kvt_logf(&s->log, KVT_LOG_ERROR, "store %s is locked by another process", s->path);
-	return ret;
+	return 0;
 }
 
 /* ------------------------------------------------------------------------
