@@ -586,11 +586,20 @@ static void loop_conn_refuse(struct kvtd_conn *c)
 	loop_conn_send(c, PROTO_OP_ERROR, 0, KVT_EBUSY, msg);
 }
 
+/*
+ * One connection per wake-up: the listeners are in every loop's epoll with
+ * EPOLLEXCLUSIVE, and a loop that took a burst of connections at once
+ * (4 engines connecting together) served them all on one core while the
+ * other loops idled (kvtier bench net, 4 connections: 0.5x memcached).
+ * Taking one leaves the next to whichever loop is waiting.
+ */
+#define LOOP_ACCEPT_BATCH 1
+
 static void loop_accept(struct kvtd_loop *loop, struct kvtd_listener *l)
 {
 	struct kvtd_server *srv = loop->srv;
 
-	for (int i = 0; i < 64; i++) {
+	for (int i = 0; i < LOOP_ACCEPT_BATCH; i++) {
 		struct sockaddr_storage ss;
 		socklen_t sl = sizeof(ss);
 		struct epoll_event ev;
