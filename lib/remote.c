@@ -202,6 +202,7 @@ struct remote {
 	struct rop *pend_head, *pend_tail;
 	struct rconn *conns;
 	struct rns *nsmap;
+	struct rop **batch_ops;          /* RK__COUNT x cfg.batch: dispatch's batches */
 	uint32_t nsmap_cap;
 
 	_Atomic uint64_t c_gets, c_hits, c_misses, c_puts, c_put_stored, c_put_exists, c_put_failed,
@@ -1351,7 +1352,6 @@ struct batch {
 	struct rop **ops;
 	uint32_t n, cap;
 	uint64_t bytes;
-	uint32_t ns_n;
 };
 
 static void batch_flush(struct remote *rm, struct rconn *c, struct batch *b, int kind)
@@ -1379,12 +1379,8 @@ static void dispatch(struct remote *rm, uint64_t now, uint64_t *next_timer)
 		if (batch_max > c->lim.ns_max)
 			batch_max = c->lim.ns_max; /* every item may name its own namespace */
 		for (int k = 0; k < RK__COUNT; k++) {
-			b[k].ops = kvt_mem_alloc(rm->mem, batch_max * sizeof(*b[k].ops));
+			b[k].ops = rm->batch_ops + (size_t)k * rm->cfg.batch;
 			b[k].cap = batch_max;
-			if (!b[k].ops) {
-				c = NULL; /* out of memory: try next pass */
-				break;
-			}
 		}
 	}
 	while ((op = list)) {
@@ -1451,11 +1447,8 @@ static void dispatch(struct remote *rm, uint64_t now, uint64_t *next_timer)
 			c = conn_pick(rm); /* spread the next batch */
 		}
 	}
-	for (int k = 0; k < RK__COUNT; k++) {
-		if (c)
-			batch_flush(rm, c, &b[k], k);
-		kvt_mem_free(rm->mem, b[k].ops, b[k].ops ? b[k].cap * sizeof(*b[k].ops) : 0);
-	}
+	for (int k = 0; c && k < RK__COUNT; k++)
+		batch_flush(rm, c, &b[k], k);
 	for (op = rm->pend_head; op; op = op->next)
 		if (op->deadline < *next_timer)
 			*next_timer = op->deadline;
@@ -1917,6 +1910,8 @@ static void remote_free(struct remote *rm)
 		kvt_mem_free(rm->mem, rm->secret, rm->secret_len);
 	}
 	kvt_mem_free(rm->mem, rm->nsmap, rm->nsmap_cap * sizeof(*rm->nsmap));
+	kvt_mem_free(rm->mem, rm->batch_ops,
+		     rm->batch_ops ? (size_t)RK__COUNT * rm->cfg.batch * sizeof(*rm->batch_ops) : 0);
 	SSL_CTX_free(rm->tls_ctx);
 	if (rm->epfd >= 0)
 		close(rm->epfd);
@@ -1955,8 +1950,9 @@ int remote_open(struct remote **out, const struct remote_config *cfg, struct dra
 		goto fail;
 	if (cfg->tls && (ret = remote_tls_open(rm)) < 0)
 		goto fail;
+	rm->batch_ops = kvt_mem_alloc(mem, (size_t)RK__COUNT * cfg->batch * sizeof(*rm->batch_ops));
 	rm->conns = kvt_mem_calloc(mem, cfg->conns, sizeof(*rm->conns));
-	if (!rm->conns) {
+	if (!rm->batch_ops || !rm->conns) {
 		ret = -ENOMEM;
 		goto fail;
 	}
