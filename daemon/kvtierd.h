@@ -59,6 +59,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <pthread.h>
+#include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/uio.h>
 
@@ -383,6 +384,14 @@ struct kvtd_job {
 	struct kvtd_loop *loop;   /* where the frame goes back to */
 };
 
+/* A connection accepted by one loop for another (loop.c "Accepting"). */
+struct kvtd_accepted {
+	struct kvtd_accepted *next;
+	int fd;
+	struct kvtd_listener *l;
+	struct sockaddr_storage ss;
+};
+
 struct kvtd_loop {
 	struct kvtd_ev wake_ev;   /* KVTD_EV_WAKE */
 	struct kvtd_ev queue_ev;  /* KVTD_EV_QUEUE */
@@ -396,6 +405,9 @@ struct kvtd_loop {
 	int qfd;
 	struct kvtd_conn *conns;  /* this loop's connections */
 	unsigned conn_count;
+	/* Live connections, read by other loops choosing where a new one
+	 * goes (loop.c "Accepting"); written by this loop only */
+	_Atomic unsigned conn_live;
 	unsigned live_frames;     /* frames of this loop not yet freed */
 	uint64_t now_ns;          /* CLOCK_MONOTONIC, refreshed per iteration */
 	uint64_t last_sweep_ns;
@@ -404,9 +416,11 @@ struct kvtd_loop {
 	/* Connections with work left for the end of the iteration */
 	struct kvtd_conn **touched;
 	unsigned touched_n, touched_cap;
-	/* Mailbox: frames handed back by the aux thread; guarded by mail_lock */
+	/* Mailbox, guarded by mail_lock: frames handed back by the aux
+	 * thread, and connections accepted by another loop for this one */
 	pthread_mutex_t mail_lock;
 	struct kvtd_job *mail_head, *mail_tail;
+	struct kvtd_accepted *new_head, *new_tail;
 };
 
 struct kvtd_aux {
@@ -430,6 +444,7 @@ struct kvtd_server {
 	struct kvtd_aux aux;
 	_Atomic bool stopping;
 	_Atomic uint64_t next_conn_id;
+	_Atomic unsigned next_accept_loop; /* loop.c "Accepting": ties rotate */
 	uint64_t start_ns;
 	struct kvtd_counters ctr;
 	struct kvtd_metrics *metrics; /* metrics.c: histograms, tenants, RESP counters */

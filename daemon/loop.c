@@ -5,14 +5,15 @@
  * Each loop thread owns an epoll set holding: every listener (shared by
  * all loops, added with EPOLLEXCLUSIVE so a new connection wakes one
  * loop), its own kvt_queue's eventfd, a wake eventfd (stop, mailbox), and
- * the connections it accepted.  Everything is level-triggered and
+ * the connections it owns.  Everything is level-triggered and
  * non-blocking.  A connection never moves between loops, so nothing in
  * struct kvtd_conn needs a lock.
  *
  * One iteration:
  *
  *   epoll_wait (at most 1 s)
- *     listener  -> accept up to 64 connections
+ *     listener  -> accept up to 64 connections, each to the loop
+ *                  with the fewest ("Accepting")
  *     conn in   -> read: frames into rbuf, data sections into their own
  *                  buffer, each complete frame dispatched (ops.c)
  *     conn out  -> write the output queue
@@ -529,6 +530,7 @@ static void loop_conn_close(struct kvtd_conn *c, const char *why)
 	c->rstart = c->rend = 0;
 	kvtd_ns_cache_free(c);
 	atomic_fetch_sub_explicit(&srv->ctr.conns_active, 1, memory_order_relaxed);
+	atomic_fetch_sub_explicit(&loop->conn_live, 1, memory_order_relaxed);
 	KVTD_COUNT(srv, conns_closed, 1);
 	if (kvtd_log_enabled(KVTD_DEBUG)) {
 		char what[160];
@@ -587,26 +589,149 @@ static void loop_conn_refuse(struct kvtd_conn *c)
 }
 
 /*
- * One connection per wake-up: the listeners are in every loop's epoll with
- * EPOLLEXCLUSIVE, and a loop that took a burst of connections at once
- * (4 engines connecting together) served them all on one core while the
- * other loops idled (kvtier bench net, 4 connections: 0.5x memcached).
- * Taking one leaves the next to whichever loop is waiting.
+ * Accepting.  The listeners are in every loop's epoll with EPOLLEXCLUSIVE;
+ * whichever loop wakes accepts, but the connection goes to the loop with
+ * the fewest live connections (ties rotate), handed over through that
+ * loop's mailbox.  Left to the wake-ups, a loop that was already awake
+ * took a burst of connections (4 engines connecting together) and served
+ * them on one core while the other idled (kvtier bench net, 4
+ * connections: 3 on one loop, 0.6x memcached); memcached's dispatcher
+ * deals them round robin for the same reason.
  */
-#define LOOP_ACCEPT_BATCH 1
+static void loop_conn_add(struct kvtd_loop *loop, int fd, struct kvtd_listener *l,
+			  const struct sockaddr_storage *ss)
+{
+	struct kvtd_server *srv = loop->srv;
+	struct epoll_event ev;
+	struct kvtd_conn *c;
+	int one = 1;
+	bool over;
+
+	if (loop->stopping) {
+		close(fd);
+		return;
+	}
+	c = calloc(1, sizeof(*c));
+	if (!c) {
+		close(fd);
+		KVTD_COUNT(srv, errors[KVTD_ERR_NOMEM], 1);
+		return;
+	}
+	c->ev.kind = KVTD_EV_CONN;
+	c->loop = loop;
+	c->fd = fd;
+	c->is_unix = l->is_unix;
+	c->id = atomic_fetch_add(&srv->next_conn_id, 1) + 1;
+	c->accept_ns = loop->now_ns;
+	c->proto = l->proto;
+	if ((c->proto != KVTD_PROTO_NATIVE && kvtd_alt_open(c) < 0) ||
+	    (l->tls && kvtd_tls_open(c) < 0)) {
+		kvtd_tls_close(c);
+		kvtd_alt_free(c);
+		close(fd);
+		free(c);
+		KVTD_COUNT(srv, errors[KVTD_ERR_NOMEM], 1);
+		return;
+	}
+	if (l->is_unix) {
+		snprintf(c->peer, sizeof(c->peer), "unix");
+	} else {
+		char host[INET6_ADDRSTRLEN] = "?";
+		unsigned port = 0;
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		if (ss->ss_family == AF_INET) {
+			const struct sockaddr_in *a = (const struct sockaddr_in *)ss;
+			inet_ntop(AF_INET, &a->sin_addr, host, sizeof(host));
+			port = ntohs(a->sin_port);
+			snprintf(c->peer, sizeof(c->peer), "%s:%u", host, port);
+		} else if (ss->ss_family == AF_INET6) {
+			const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)ss;
+			inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof(host));
+			port = ntohs(a->sin6_port);
+			snprintf(c->peer, sizeof(c->peer), "[%s]:%u", host, port);
+		}
+	}
+	c->events = EPOLLIN | EPOLLRDHUP;
+	ev.events = c->events;
+	ev.data.ptr = &c->ev;
+	if (epoll_ctl(loop->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+		kvtd_tls_close(c);
+		close(fd);
+		kvtd_alt_free(c);
+		free(c);
+		return;
+	}
+	c->next = loop->conns;
+	if (loop->conns)
+		loop->conns->prev = c;
+	loop->conns = c;
+	loop->conn_count++;
+	atomic_fetch_add_explicit(&loop->conn_live, 1, memory_order_relaxed);
+	KVTD_COUNT(srv, conns_accepted, 1);
+	over = atomic_fetch_add_explicit(&srv->ctr.conns_active, 1, memory_order_relaxed) >=
+	       srv->cfg.max_conns;
+	kvtd_conn_log(c, KVTD_DEBUG, "connection accepted", NULL);
+	if (over)
+		loop_conn_refuse(c);
+}
+
+/* The loop a new connection goes to: fewest live connections. */
+static struct kvtd_loop *loop_pick(struct kvtd_server *srv)
+{
+	unsigned start = atomic_fetch_add_explicit(&srv->next_accept_loop, 1,
+						   memory_order_relaxed) % srv->loop_count;
+	struct kvtd_loop *best = NULL;
+	unsigned best_n = 0;
+
+	for (unsigned k = 0; k < srv->loop_count; k++) {
+		struct kvtd_loop *cand = &srv->loops[(start + k) % srv->loop_count];
+		unsigned n = atomic_load_explicit(&cand->conn_live, memory_order_relaxed);
+		if (!best || n < best_n) {
+			best = cand;
+			best_n = n;
+		}
+	}
+	return best;
+}
+
+static void loop_wake(struct kvtd_loop *loop);
+
+/* Hand fd to another loop; false if out of memory (then it stays here). */
+static bool loop_hand_over(struct kvtd_loop *to, int fd, struct kvtd_listener *l,
+			   const struct sockaddr_storage *ss)
+{
+	struct kvtd_accepted *a = malloc(sizeof(*a));
+
+	if (!a)
+		return false;
+	a->next = NULL;
+	a->fd = fd;
+	a->l = l;
+	a->ss = *ss;
+	/* Counted now, so a burst spreads before the target gets to it. */
+	atomic_fetch_add_explicit(&to->conn_live, 1, memory_order_relaxed);
+	pthread_mutex_lock(&to->mail_lock);
+	if (to->new_tail)
+		to->new_tail->next = a;
+	else
+		to->new_head = a;
+	to->new_tail = a;
+	pthread_mutex_unlock(&to->mail_lock);
+	loop_wake(to);
+	return true;
+}
+
+#define LOOP_ACCEPT_BATCH 64
 
 static void loop_accept(struct kvtd_loop *loop, struct kvtd_listener *l)
 {
-	struct kvtd_server *srv = loop->srv;
-
 	for (int i = 0; i < LOOP_ACCEPT_BATCH; i++) {
 		struct sockaddr_storage ss;
 		socklen_t sl = sizeof(ss);
-		struct epoll_event ev;
-		struct kvtd_conn *c;
-		int fd, one = 1;
-		bool over;
+		struct kvtd_loop *to;
+		int fd;
 
+		memset(&ss, 0, sizeof(ss));
 		fd = accept4(l->fd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd < 0) {
 			if (errno == EINTR || errno == ECONNABORTED)
@@ -621,71 +746,9 @@ static void loop_accept(struct kvtd_loop *loop, struct kvtd_listener *l)
 			}
 			return;
 		}
-		if (loop->stopping) {
-			close(fd);
-			continue;
-		}
-		c = calloc(1, sizeof(*c));
-		if (!c) {
-			close(fd);
-			KVTD_COUNT(srv, errors[KVTD_ERR_NOMEM], 1);
-			return;
-		}
-		c->ev.kind = KVTD_EV_CONN;
-		c->loop = loop;
-		c->fd = fd;
-		c->is_unix = l->is_unix;
-		c->id = atomic_fetch_add(&srv->next_conn_id, 1) + 1;
-		c->accept_ns = loop->now_ns;
-		c->proto = l->proto;
-		if ((c->proto != KVTD_PROTO_NATIVE && kvtd_alt_open(c) < 0) ||
-		    (l->tls && kvtd_tls_open(c) < 0)) {
-			kvtd_tls_close(c);
-			kvtd_alt_free(c);
-			close(fd);
-			free(c);
-			KVTD_COUNT(srv, errors[KVTD_ERR_NOMEM], 1);
-			return;
-		}
-		if (l->is_unix) {
-			snprintf(c->peer, sizeof(c->peer), "unix");
-		} else {
-			char host[INET6_ADDRSTRLEN] = "?";
-			unsigned port = 0;
-			setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-			if (ss.ss_family == AF_INET) {
-				struct sockaddr_in *a = (struct sockaddr_in *)&ss;
-				inet_ntop(AF_INET, &a->sin_addr, host, sizeof(host));
-				port = ntohs(a->sin_port);
-				snprintf(c->peer, sizeof(c->peer), "%s:%u", host, port);
-			} else if (ss.ss_family == AF_INET6) {
-				struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
-				inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof(host));
-				port = ntohs(a->sin6_port);
-				snprintf(c->peer, sizeof(c->peer), "[%s]:%u", host, port);
-			}
-		}
-		c->events = EPOLLIN | EPOLLRDHUP;
-		ev.events = c->events;
-		ev.data.ptr = &c->ev;
-		if (epoll_ctl(loop->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
-			kvtd_tls_close(c);
-			close(fd);
-			kvtd_alt_free(c);
-			free(c);
-			continue;
-		}
-		c->next = loop->conns;
-		if (loop->conns)
-			loop->conns->prev = c;
-		loop->conns = c;
-		loop->conn_count++;
-		KVTD_COUNT(srv, conns_accepted, 1);
-		over = atomic_fetch_add_explicit(&srv->ctr.conns_active, 1, memory_order_relaxed) >=
-		       srv->cfg.max_conns;
-		kvtd_conn_log(c, KVTD_DEBUG, "connection accepted", NULL);
-		if (over)
-			loop_conn_refuse(c);
+		to = loop_pick(loop->srv);
+		if (to == loop || !loop_hand_over(to, fd, l, &ss))
+			loop_conn_add(loop, fd, l, &ss);
 	}
 }
 
@@ -997,12 +1060,23 @@ static void loop_drain_queue(struct kvtd_loop *loop)
 
 static void loop_drain_mail(struct kvtd_loop *loop)
 {
+	struct kvtd_accepted *a;
 	struct kvtd_job *j;
 
 	pthread_mutex_lock(&loop->mail_lock);
 	j = loop->mail_head;
 	loop->mail_head = loop->mail_tail = NULL;
+	a = loop->new_head;
+	loop->new_head = loop->new_tail = NULL;
 	pthread_mutex_unlock(&loop->mail_lock);
+	while (a) {
+		struct kvtd_accepted *next = a->next;
+		/* loop_hand_over counted it; loop_conn_add counts what it keeps. */
+		atomic_fetch_sub_explicit(&loop->conn_live, 1, memory_order_relaxed);
+		loop_conn_add(loop, a->fd, a->l, &a->ss);
+		free(a);
+		a = next;
+	}
 	while (j) {
 		struct kvtd_job *next = j->next;
 		struct kvtd_frame *fr = j->fr;
@@ -1244,6 +1318,9 @@ void kvtd_loops_finish(struct kvtd_server *srv)
 	for (unsigned i = 0; srv->loops && i < srv->loop_count; i++) {
 		struct kvtd_loop *loop = &srv->loops[i];
 
+		/* Connections still in the mailbox are closed, not added. */
+		loop->stopping = true;
+		loop_drain_mail(loop);
 		for (struct kvtd_conn *c = loop->conns; c; c = c->next) {
 			c->no_more_input = true;
 			loop_conn_close(c, "server stopped");

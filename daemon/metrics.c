@@ -315,6 +315,11 @@ static int metrics_render(struct kvtd_server *srv, char **out, size_t *out_len)
 		    MGET(srv->ctr.conns_closed));
 	metrics_one(f, "kvtier_connections_active", "gauge", "connections open now",
 		    MGET(srv->ctr.conns_active));
+	metrics_head(f, "kvtier_loop_connections", "gauge",
+		     "connections open now, by event loop (new ones go to the loop with the fewest)");
+	for (unsigned i = 0; srv->loops && i < srv->loop_count; i++)
+		fprintf(f, "kvtier_loop_connections{loop=\"%u\"} %u\n", i,
+			atomic_load_explicit(&srv->loops[i].conn_live, memory_order_relaxed));
 	metrics_one(f, "kvtier_connections_refused_total", "counter",
 		    "connections refused past --max-conns", MGET(srv->ctr.conns_refused));
 	metrics_one(f, "kvtier_server_memory_refused_total", "counter",

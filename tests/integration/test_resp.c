@@ -671,6 +671,42 @@ static void test_metrics_refused(void)
 	free(o);
 }
 
+/*
+ * Connections spread over the loops: 8 opened at once land 4 and 4 on the
+ * 2 loops (each new one goes to the loop with the fewest), which a loop
+ * that was awake for the burst would otherwise have kept.
+ */
+static void test_loop_spread(void)
+{
+	static struct scrape a;
+	int fds[8];
+	double l0 = 0, l1 = 0, active = 0;
+
+	for (int i = 0; i < 8; i++) {
+		struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(native_port) };
+		sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		fds[i] = socket(AF_INET, SOCK_STREAM, 0);
+		T_ASSERT(fds[i] >= 0);
+		T_EQ_INT(connect(fds[i], (struct sockaddr *)&sa, sizeof(sa)), 0);
+	}
+	/* The scrape's own connection is one of them; earlier clients' closes
+	 * may still be on their way: wait until the server sees exactly 9. */
+	for (int tries = 0; tries < 100; tries++) {
+		scrape(metrics_port, NULL, &a);
+		active = metric(&a, "kvtier_connections_active");
+		l0 = metric(&a, "kvtier_loop_connections{loop=\"0\"}");
+		l1 = metric(&a, "kvtier_loop_connections{loop=\"1\"}");
+		if (active == 9 && l0 + l1 == 9)
+			break;
+		tsrv_sleep_ms(20);
+	}
+	printf("loop connections: %.0f + %.0f of %.0f active\n", l0, l1, active);
+	T_ASSERT(active == 9 && l0 + l1 == 9);
+	T_ASSERT(l0 - l1 <= 1 && l1 - l0 <= 1);
+	for (int i = 0; i < 8; i++)
+		close(fds[i]);
+}
+
 int main(int argc, char **argv)
 {
 	struct tsrv s;
@@ -701,6 +737,7 @@ int main(int argc, char **argv)
 	test_pipeline();
 	test_benchmark();
 	test_metrics();
+	test_loop_spread();
 	T_EQ_INT(tsrv_stop(&s), 0);
 	check_stderr(&s);
 	test_auth();
