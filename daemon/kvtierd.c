@@ -1,7 +1,7 @@
 /*
- * kvtierd.c - the kvtierd command: options and config file, the store, the
- * listeners, the signal loop, startup and shutdown (doc/kvtierd.md,
- * kvtierd(8)).
+ * kvtierd.c - the kvtierd command: the command line (config.c parses the
+ * options and the config file), the store, the listeners, the signal
+ * loop, startup and shutdown (doc/kvtierd.md, kvtierd(8)).
  *
  * Owns main() and the main thread.  Startup order matters:
  *
@@ -148,21 +148,6 @@ static void kvtierd_die_usage(const char *fmt, ...)
  */
 
 
-static int kvtierd_parse_uint(const char *v, unsigned max, unsigned *out)
-{
-	char *end;
-	unsigned long n;
-
-	if (!*v || *v == '-')
-		return -EINVAL;
-	errno = 0;
-	n = strtoul(v, &end, 10);
-	if (errno || *end || n > max)
-		return -EINVAL;
-	*out = (unsigned)n;
-	return 0;
-}
-
 static char *kvtierd_strdup(const char *s)
 {
 	char *d = strdup(s);
@@ -173,183 +158,38 @@ static char *kvtierd_strdup(const char *s)
 	return d;
 }
 
-static void kvtierd_replace(char **slot, const char *v)
-{
-	free(*slot);
-	*slot = kvtierd_strdup(v);
-}
-
-/*
- * Apply one option by long name.  where says where it came from (for
- * messages).  Usage errors exit 2.
- */
-/* --resp, --metrics, --metrics-token (respd.c, metrics.c), --tls-*
- * (tls.c): true if name is one of them. */
-static bool kvtierd_option_listeners(struct kvtd_config *cfg, const char *name, const char *v)
-{
-	if (strcmp(name, "resp") == 0) {
-		if (!*v)
-			kvtierd_die_usage("--resp: want HOST:PORT");
-		kvtierd_replace(&cfg->resp_listen, v);
-	} else if (strcmp(name, "metrics") == 0) {
-		char buf[300];
-		if (!*v)
-			kvtierd_die_usage("--metrics: want [HOST:]PORT");
-		if (!strchr(v, ':')) {
-			snprintf(buf, sizeof(buf), "127.0.0.1:%s", v);
-			v = buf;
-		}
-		kvtierd_replace(&cfg->metrics_listen, v);
-	} else if (strcmp(name, "metrics-token") == 0) {
-		kvtierd_replace(&cfg->metrics_token_path, v);
-	} else if (strcmp(name, "tls-cert") == 0) {
-		kvtierd_replace(&cfg->tls_cert, v);
-	} else if (strcmp(name, "tls-key") == 0) {
-		kvtierd_replace(&cfg->tls_key, v);
-	} else if (strcmp(name, "tls-ca") == 0) {
-		kvtierd_replace(&cfg->tls_ca, v);
-	} else if (strcmp(name, "tls-verify-client") == 0) {
-		/* A flag on the command line; "yes"/"no" in a config file. */
-		if (strcmp(v, "yes") && strcmp(v, "no") && strcmp(v, "1") && strcmp(v, "0"))
-			kvtierd_die_usage("--tls-verify-client: want yes or no, got '%s'", v);
-		cfg->tls_verify_client = !strcmp(v, "yes") || !strcmp(v, "1");
-	} else {
-		return false;
-	}
-	return true;
-}
-
+/* Apply one option (config.c); a bad one exits 2 with its message. */
 static void kvtierd_option(struct kvtd_config *cfg, const char *name, const char *v,
 			   const char *where)
 {
-	char what[300];
+	char err[512];
+	int rc = kvtd_config_option(cfg, name, v, where, err, sizeof(err));
 
-	snprintf(what, sizeof(what), "%s: --%s", where, name);
-	if (strcmp(name, "dir") == 0) {
-		if (!*v)
-			kvtierd_die_usage("%s: empty directory", what);
-		kvtierd_replace(&cfg->dir, v);
-	} else if (strcmp(name, "dram") == 0) {
-		if (kvtd_parse_size(v, &cfg->dram_bytes) < 0)
-			kvtierd_die_usage("%s: '%s' is not a size (e.g. 512M, 4G)", what, v);
-		if (cfg->dram_bytes == 0)
-			kvtierd_die_usage("%s: kvtierd needs a DRAM tier (got '%s')", what, v);
-		cfg->dram_set = true;
-	} else if (strcmp(name, "ssd") == 0) {
-		if (kvtd_parse_size(v, &cfg->ssd_bytes) < 0)
-			kvtierd_die_usage("%s: '%s' is not a size (e.g. 64G, or 0 for none)", what, v);
-		cfg->ssd_set = true;
-	} else if (strcmp(name, "listen") == 0) {
-		kvtierd_replace(&cfg->listen, v);
-	} else if (strcmp(name, "unix") == 0) {
-		if (!*v)
-			kvtierd_die_usage("%s: empty path", what);
-		kvtierd_replace(&cfg->unix_path, v);
-	} else if (strcmp(name, "threads") == 0) {
-		if (kvtierd_parse_uint(v, 1024, &cfg->threads) < 0 || cfg->threads == 0)
-			kvtierd_die_usage("%s: '%s' is not a thread count (1..1024)", what, v);
-	} else if (strcmp(name, "tenants") == 0) {
-		kvtierd_replace(&cfg->tenants_path, v);
-	} else if (strcmp(name, "log") == 0) {
-		kvtierd_replace(&cfg->log_path, v);
-	} else if (strcmp(name, "log-level") == 0) {
-		cfg->log_level = kvtd_log_level_parse(v);
-		if (cfg->log_level < 0)
-			kvtierd_die_usage("%s: '%s' is not error, warn, info or debug", what, v);
-	} else if (strcmp(name, "idle-timeout") == 0) {
-		if (kvtierd_parse_uint(v, 86400 * 365, &cfg->idle_timeout_s) < 0)
-			kvtierd_die_usage("%s: '%s' is not a number of seconds", what, v);
-	} else if (strcmp(name, "shutdown-timeout") == 0) {
-		if (kvtierd_parse_uint(v, 86400, &cfg->shutdown_timeout_s) < 0)
-			kvtierd_die_usage("%s: '%s' is not a number of seconds", what, v);
-	} else if (strcmp(name, "max-conns") == 0) {
-		if (kvtierd_parse_uint(v, 1u << 24, &cfg->max_conns) < 0 || cfg->max_conns == 0)
-			kvtierd_die_usage("%s: '%s' is not a connection count (1..16777216)", what, v);
-	} else if (strcmp(name, "max-memory") == 0) {
-		if (kvtd_parse_size(v, &cfg->max_memory) < 0 || cfg->max_memory < (1u << 20))
-			kvtierd_die_usage("%s: '%s' is not a size of at least 1M", what, v);
-	} else if (strcmp(name, "conn-inflight") == 0) {
-		if (kvtierd_parse_uint(v, 65536, &cfg->conn_inflight) < 0 || cfg->conn_inflight == 0)
-			kvtierd_die_usage("%s: '%s' is not a frame count (1..65536)", what, v);
-	} else if (strcmp(name, "conn-output") == 0) {
-		if (kvtd_parse_size(v, &cfg->conn_output) < 0 || cfg->conn_output == 0)
-			kvtierd_die_usage("%s: '%s' is not a size (e.g. 64M)", what, v);
-	} else if (strcmp(name, "set") == 0) {
-		const char *eq = strchr(v, '=');
-		if (!eq || eq == v)
-			kvtierd_die_usage("%s: want NAME=VALUE, got '%s'", what, v);
-		if (cfg->set_count == KVTD_SET_MAX)
-			kvtierd_die_usage("%s: more than 32 --set options", what);
-		cfg->set_names[cfg->set_count] = kvtierd_strdup(v);
-		cfg->set_names[cfg->set_count][eq - v] = 0;
-		cfg->set_values[cfg->set_count] = cfg->set_names[cfg->set_count] + (eq - v) + 1;
-		cfg->set_count++;
-	} else if (!kvtierd_option_listeners(cfg, name, v)) {
-		kvtierd_die_usage("%s: unknown option", what);
+	if (rc == -ENOMEM) {
+		fprintf(stderr, "kvtierd: out of memory\n");
+		exit(KVTD_EXIT_FAIL);
 	}
+	if (rc < 0)
+		kvtierd_die_usage("%s", err);
 }
 
-/* Options that take no value on the command line. */
-static bool kvtierd_is_flag(const char *name)
-{
-	return strcmp(name, "help") == 0 || strcmp(name, "version") == 0;
-}
-
-static bool kvtierd_is_option(const char *name)
-{
-	static const char *const names[] = {
-		"dir", "dram", "ssd", "listen", "unix", "threads", "tenants", "log",
-		"log-level", "idle-timeout", "shutdown-timeout", "set", "config",
-		"resp", "metrics", "metrics-token", "max-conns", "max-memory", "conn-inflight",
-		"conn-output", "tls-cert", "tls-key", "tls-ca", "tls-verify-client", NULL,
-	};
-	for (int i = 0; names[i]; i++)
-		if (strcmp(name, names[i]) == 0)
-			return true;
-	return false;
-}
-
-/* "key = value" lines; '#' comments. */
+/* --config FILE (config.c): a bad line exits 2 with its message, and so
+ * does a file that cannot be read. */
 static void kvtierd_config_file(struct kvtd_config *cfg, const char *path)
 {
-	char line[4096], where[PATH_MAX + 32];
-	unsigned lineno = 0;
-	FILE *f = fopen(path, "re");
+	char err[KVTD_CONFIG_LINE_MAX + 600];
+	int rc = kvtd_config_load(cfg, path, err, sizeof(err));
 
-	if (!f) {
-		fprintf(stderr, "kvtierd: --config %s: %s\n", path, strerror(errno));
+	if (rc == -ENOMEM) {
+		fprintf(stderr, "kvtierd: out of memory\n");
+		exit(KVTD_EXIT_FAIL);
+	}
+	if (rc == -EINVAL)
+		kvtierd_die_usage("%s", err);
+	if (rc < 0) {
+		fprintf(stderr, "kvtierd: %s\n", err);
 		exit(KVTD_EXIT_USAGE);
 	}
-	while (fgets(line, sizeof(line), f)) {
-		char *p = line, *eq, *k, *v, *e;
-		lineno++;
-		snprintf(where, sizeof(where), "%s:%u", path, lineno);
-		if (!strchr(line, '\n') && !feof(f))
-			kvtierd_die_usage("%s: line too long", where);
-		while (*p == ' ' || *p == '\t')
-			p++;
-		if (*p == '#' || *p == '\n' || *p == '\r' || !*p)
-			continue;
-		eq = strchr(p, '=');
-		if (!eq)
-			kvtierd_die_usage("%s: want \"key = value\"", where);
-		k = p;
-		e = eq;
-		while (e > k && (e[-1] == ' ' || e[-1] == '\t'))
-			e--;
-		*e = 0;
-		v = eq + 1;
-		while (*v == ' ' || *v == '\t')
-			v++;
-		e = v + strlen(v);
-		while (e > v && (e[-1] == '\n' || e[-1] == '\r' || e[-1] == ' ' || e[-1] == '\t'))
-			e--;
-		*e = 0;
-		if (strcmp(k, "config") == 0 || kvtierd_is_flag(k))
-			kvtierd_die_usage("%s: '%s' cannot be set in a config file", where, k);
-		kvtierd_option(cfg, k, v, where);
-	}
-	fclose(f);
 }
 
 static void kvtierd_args(struct kvtd_config *cfg, int argc, char **argv)
@@ -401,7 +241,7 @@ static void kvtierd_args(struct kvtd_config *cfg, int argc, char **argv)
 			kvtierd_die_usage("unknown option '%s'", argv[i]);
 		memcpy(name, a, nl);
 		name[nl] = 0;
-		if (!kvtierd_is_option(name))
+		if (!kvtd_config_is_option(name))
 			kvtierd_die_usage("unknown option '--%s'", name);
 		if (eq) {
 			v = eq + 1;
@@ -788,23 +628,6 @@ static void kvtierd_reload(struct kvtd_server *srv)
 			 kvt_strerror(rc));
 }
 
-static void kvtierd_config_free(struct kvtd_config *cfg)
-{
-	free(cfg->dir);
-	free(cfg->listen);
-	free(cfg->unix_path);
-	free(cfg->tenants_path);
-	free(cfg->log_path);
-	free(cfg->resp_listen);
-	free(cfg->metrics_listen);
-	free(cfg->metrics_token_path);
-	free(cfg->tls_cert);
-	free(cfg->tls_key);
-	free(cfg->tls_ca);
-	for (unsigned i = 0; i < cfg->set_count; i++)
-		free(cfg->set_names[i]);
-}
-
 int main(int argc, char **argv)
 {
 	static struct kvtd_server server;
@@ -1022,6 +845,6 @@ out:
 	kvtd_log_close();
 	if (sfd >= 0)
 		close(sfd);
-	kvtierd_config_free(cfg);
+	kvtd_config_free(cfg);
 	return exit_code;
 }

@@ -9,7 +9,7 @@
  * lib/proto.h.
  *
  * Files:
- *   kvtierd.c  main: options and config file, the store, listeners, the
+ *   kvtierd.c  main: the command line, the store, listeners, the
  *              signal loop (main thread), startup and shutdown
  *   loop.c     the event loops: epoll, accept, connections, reading
  *              frames, the output queue, timeouts, the aux thread
@@ -17,6 +17,7 @@
  *              in batches, responses when every item completed
  *   value.c    value bytes: PUT items from the data section, GET responses
  *              from pinned DRAM views with their stored part tables
+ *   config.c   options and the --config file (config.h): pure, fuzzed
  *   auth.c     tenants file, AUTH proofs, canonical descriptor parsing
  *   log.c      structured one-line logs to stderr or a file
  *   resp.c     the RESP2 codec (resp.h): pure, fuzzed
@@ -65,6 +66,7 @@
 
 #include "kvtier.h"
 #include "proto.h"
+#include "config.h"
 
 #define KVTD_NAME "kvtierd"
 #define KVTD_VERSION "0.1.0"
@@ -217,42 +219,7 @@ struct kvtd_counters {
 /* A proto/kvtier error code to the counter it bumps. */
 enum kvtd_err kvtd_err_of(int code);
 
-/* ------------------------------------------------------------------------
- * Configuration (kvtierd.c)
- */
-#define KVTD_SET_MAX 32
-
-struct kvtd_config {
-	char *dir;              /* store directory */
-	uint64_t dram_bytes;
-	uint64_t ssd_bytes;     /* 0: no SSD tier */
-	bool ssd_set;           /* --ssd given (else the default rule) */
-	bool dram_set;
-	char *listen;           /* "HOST:PORT", or "none" */
-	char *unix_path;        /* or NULL */
-	unsigned threads;
-	char *tenants_path;     /* or NULL: AUTH_NONE */
-	char *log_path;         /* or NULL: stderr */
-	int log_level;
-	unsigned idle_timeout_s;
-	unsigned shutdown_timeout_s;
-	char *resp_listen;      /* --resp HOST:PORT, or NULL (respd.c) */
-	char *metrics_listen;   /* --metrics [HOST:]PORT, or NULL (metrics.c) */
-	char *metrics_token_path; /* --metrics-token FILE, or NULL */
-	char *tls_cert;         /* --tls-cert FILE: TLS on the TCP listeners, or NULL */
-	char *tls_key;          /* --tls-key FILE */
-	char *tls_ca;           /* --tls-ca FILE: CA of client certificates, or NULL */
-	bool tls_verify_client; /* --tls-verify-client: a client certificate is required */
-	char *set_names[KVTD_SET_MAX]; /* --set NAME=VALUE: library options */
-	char *set_values[KVTD_SET_MAX];
-	unsigned set_count;
-	/* Limits (loop.c "Limits", doc/kvtierd.md "Overload") */
-	unsigned max_conns;       /* connections open at once (all listeners) */
-	uint64_t max_memory;      /* bytes of receive buffers, tables, data
-	                           * sections and encoded responses */
-	unsigned conn_inflight;   /* frames in flight per connection before reads pause */
-	uint64_t conn_output;     /* queued output bytes per connection before reads pause */
-};
+/* Configuration: struct kvtd_config and its parser are in config.h. */
 
 /* ------------------------------------------------------------------------
  * Event loops, connections and frames (loop.c, ops.c)

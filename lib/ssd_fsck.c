@@ -458,7 +458,7 @@ static int ck_entry(void *ctx, const struct ssd_ckpt_entry *e)
 	char kh[2 * KVT_KEY_MAX + 1];
 	if (e->slot >= c->slots || c->gen[e->slot] != e->generation)
 		return 0; /* its segment was evicted since: dropped by generation */
-	r = bsearch(&k, c->recs, c->n, sizeof(*r), rec_pos_cmp);
+	r = c->n ? bsearch(&k, c->recs, c->n, sizeof(*r), rec_pos_cmp) : NULL;
 	if (r && !r->bad && r->type == e->e.type && r->ns == e->e.ns_id && r->seq == e->e.seq &&
 	    r->key.len == e->e.key.len && memcmp(r->key.bytes, e->e.key.bytes, r->key.len) == 0)
 		return 0;
@@ -515,7 +515,8 @@ static int check_checkpoint(struct fsck *c, const char *name)
  * no clear covers. */
 static void count_live(struct fsck *c)
 {
-	qsort(c->recs, c->n, sizeof(*c->recs), rec_key_cmp);
+	if (c->n) /* recs is NULL then, which qsort must not be given */
+		qsort(c->recs, c->n, sizeof(*c->recs), rec_key_cmp);
 	for (size_t i = 0; i < c->n; i++) {
 		const struct fsck_rec *r = &c->recs[i];
 		if (r->type == SSD_REC_CLEAR_ALL && r->seq > c->clear_all)
@@ -645,7 +646,8 @@ int kvt_store_fsck(const char *path, struct kvt_fsck *f)
 		if ((r = check_segment(&c, s, sizes[s] - 1)) < 0)
 			goto out;
 	}
-	qsort(c.recs, c.n, sizeof(*c.recs), rec_pos_cmp);
+	if (c.n)
+		qsort(c.recs, c.n, sizeof(*c.recs), rec_pos_cmp);
 	if ((r = check_checkpoint(&c, "checkpoint")) < 0)
 		goto out;
 	count_live(&c);

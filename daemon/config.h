@@ -1,0 +1,91 @@
+/*
+ * config.h - kvtierd's options: the configuration they fill in and the
+ * parser of the --config file (config.c).
+ *
+ * The parser is pure: it reads text from a buffer, writes into a struct
+ * kvtd_config and returns an error with a message instead of exiting, so
+ * that kvtierd.c decides what a bad option costs (exit 2) and the fuzzer
+ * (tests/fuzz/fuzz_config.c) can run it on anything.  Main thread only (it
+ * touches nothing but the config it is given).
+ */
+#ifndef KVTD_CONFIG_H
+#define KVTD_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define KVTD_SET_MAX 32          /* --set options at most */
+#define KVTD_CONFIG_LINE_MAX 4096 /* a config line and its '\n' fit in LINE_MAX - 1 bytes */
+#define KVTD_CONFIG_FILE_MAX (16u << 20) /* bytes of a --config file */
+
+struct kvtd_config {
+	char *dir;              /* store directory */
+	uint64_t dram_bytes;
+	uint64_t ssd_bytes;     /* 0: no SSD tier */
+	bool ssd_set;           /* --ssd given (else the default rule) */
+	bool dram_set;
+	char *listen;           /* "HOST:PORT", or "none" */
+	char *unix_path;        /* or NULL */
+	unsigned threads;
+	char *tenants_path;     /* or NULL: AUTH_NONE */
+	char *log_path;         /* or NULL: stderr */
+	int log_level;
+	unsigned idle_timeout_s;
+	unsigned shutdown_timeout_s;
+	char *resp_listen;      /* --resp HOST:PORT, or NULL (respd.c) */
+	char *metrics_listen;   /* --metrics [HOST:]PORT, or NULL (metrics.c) */
+	char *metrics_token_path; /* --metrics-token FILE, or NULL */
+	char *tls_cert;         /* --tls-cert FILE: TLS on the TCP listeners, or NULL */
+	char *tls_key;          /* --tls-key FILE */
+	char *tls_ca;           /* --tls-ca FILE: CA of client certificates, or NULL */
+	bool tls_verify_client; /* --tls-verify-client: a client certificate is required */
+	char *set_names[KVTD_SET_MAX]; /* --set NAME=VALUE: library options; owned */
+	char *set_values[KVTD_SET_MAX]; /* point into set_names[i]'s allocation */
+	unsigned set_count;
+	/* Limits (loop.c "Limits", doc/kvtierd.md "Overload") */
+	unsigned max_conns;       /* connections open at once (all listeners) */
+	uint64_t max_memory;      /* bytes of receive buffers, tables, data
+	                           * sections and encoded responses */
+	unsigned conn_inflight;   /* frames in flight per connection before reads pause */
+	uint64_t conn_output;     /* queued output bytes per connection before reads pause */
+};
+
+/*
+ * Apply one option by its long name (without "--") and value.  where says
+ * where it came from ("command line", "FILE:LINE") and starts every
+ * message.  Strings are copied; the config owns its copies (free them
+ * with kvtd_config_free).  0; -EINVAL: a usage error, err (err_len bytes,
+ * always NUL-terminated when err_len > 0) says why, e.g.
+ * "kvtierd.conf:3: --dram: 'x' is not a size (e.g. 512M, 4G)";
+ * -ENOMEM.  On an error cfg is unchanged but for the option's own field.
+ */
+int kvtd_config_option(struct kvtd_config *cfg, const char *name, const char *v,
+		       const char *where, char *err, size_t err_len);
+
+/*
+ * The --config file's text (len bytes, NUL bytes refused, no terminating
+ * NUL needed): "key = value" lines with the long option names, '#'
+ * comments, blank lines.  path names the file in messages.  Options apply
+ * in order (a later one overrides an earlier one; --set accumulates).
+ * Returns what kvtd_config_option returns; on an error the options of the
+ * lines before it stay applied.  No I/O.
+ */
+int kvtd_config_parse(struct kvtd_config *cfg, const char *text, size_t len, const char *path,
+		      char *err, size_t err_len);
+
+/*
+ * Read the file at path (any readable file: a pipe works) and parse it.
+ * 0; -EINVAL (err: the line and why), -ENOMEM, or -errno / -EFBIG when
+ * the file cannot be read (err: "--config PATH: why").
+ */
+int kvtd_config_load(struct kvtd_config *cfg, const char *path, char *err, size_t err_len);
+
+/* Is name an option that takes a value ("dir", "set", "config", ...)? */
+bool kvtd_config_is_option(const char *name);
+
+/* Free every string the config owns and zero the pointers (the numbers
+ * stay). */
+void kvtd_config_free(struct kvtd_config *cfg);
+
+#endif

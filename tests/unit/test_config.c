@@ -1,0 +1,163 @@
+/*
+ * test_config.c - kvtierd's option and config file parser (daemon/config.c):
+ * a file with every option fills the config; comments, blanks, CRLF and a
+ * last line without '\n' parse; each mistake is -EINVAL with the message
+ * kvtierd prints (the text is what users and tests/integration see); every
+ * file is read from a buffer that ends at a guard page, so a read past its
+ * end faults.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "config.h"
+#include "kvtierd.h"
+#include "t.h"
+
+static int parse(struct kvtd_config *cfg, const char *text, char *err, size_t err_len)
+{
+	size_t len = strlen(text);
+	return kvtd_config_parse(cfg, (const char *)t_at_guard(text, len), len, "k.conf", err,
+				 err_len);
+}
+
+/* text must be refused with exactly want. */
+static void bad(const char *text, const char *want)
+{
+	struct kvtd_config cfg;
+	char err[512];
+
+	memset(&cfg, 0, sizeof(cfg));
+	T_EQ_INT(parse(&cfg, text, err, sizeof(err)), -EINVAL);
+	T_EQ_STR(err, want);
+	kvtd_config_free(&cfg);
+}
+
+static void test_every_option(void)
+{
+	struct kvtd_config cfg;
+	char err[512];
+
+	memset(&cfg, 0, sizeof(cfg));
+	T_OK(parse(&cfg,
+		   "# every option\n"
+		   "dir = /var/lib/kvtierd\n"
+		   "dram = 4G\n"
+		   "ssd = 0\n"
+		   "listen = none\r\n"
+		   "\t unix=/run/k.sock  \n"
+		   "\n"
+		   "threads = 8\n"
+		   "tenants = /etc/t\n"
+		   "log = /var/log/k.log\n"
+		   "log-level = debug\n"
+		   "idle-timeout = 0\n"
+		   "shutdown-timeout = 5\n"
+		   "resp = 127.0.0.1:6379\n"
+		   "metrics = 9400\n"
+		   "metrics-token = /etc/tok\n"
+		   "max-conns = 100\n"
+		   "max-memory = 1M\n"
+		   "conn-inflight = 7\n"
+		   "conn-output = 1M\n"
+		   "tls-cert = c.pem\n"
+		   "tls-key = k.pem\n"
+		   "tls-ca = ca.pem\n"
+		   "tls-verify-client = yes\n"
+		   "set = ssd.admission=always\n"
+		   "set = a==b",
+		   err, sizeof(err)));
+	T_EQ_STR(err, "");
+	T_EQ_STR(cfg.dir, "/var/lib/kvtierd");
+	T_EQ_U64(cfg.dram_bytes, UINT64_C(4) << 30);
+	T_ASSERT(cfg.dram_set && cfg.ssd_set && cfg.ssd_bytes == 0);
+	T_EQ_STR(cfg.listen, "none");
+	T_EQ_STR(cfg.unix_path, "/run/k.sock");
+	T_EQ_INT(cfg.threads, 8);
+	T_EQ_STR(cfg.tenants_path, "/etc/t");
+	T_EQ_STR(cfg.log_path, "/var/log/k.log");
+	T_EQ_INT(cfg.log_level, KVTD_DEBUG);
+	T_EQ_INT(cfg.idle_timeout_s, 0);
+	T_EQ_INT(cfg.shutdown_timeout_s, 5);
+	T_EQ_STR(cfg.resp_listen, "127.0.0.1:6379");
+	T_EQ_STR(cfg.metrics_listen, "127.0.0.1:9400");
+	T_EQ_STR(cfg.metrics_token_path, "/etc/tok");
+	T_EQ_INT(cfg.max_conns, 100);
+	T_EQ_U64(cfg.max_memory, 1u << 20);
+	T_EQ_INT(cfg.conn_inflight, 7);
+	T_EQ_U64(cfg.conn_output, 1u << 20);
+	T_EQ_STR(cfg.tls_cert, "c.pem");
+	T_EQ_STR(cfg.tls_key, "k.pem");
+	T_EQ_STR(cfg.tls_ca, "ca.pem");
+	T_ASSERT(cfg.tls_verify_client);
+	T_EQ_INT(cfg.set_count, 2);
+	T_EQ_STR(cfg.set_names[0], "ssd.admission");
+	T_EQ_STR(cfg.set_values[0], "always");
+	T_EQ_STR(cfg.set_names[1], "a");
+	T_EQ_STR(cfg.set_values[1], "=b");
+
+	/* A later line overrides; the replaced string is freed (ASan). */
+	T_OK(parse(&cfg, "dir = /other\ntls-verify-client = 0\n", err, sizeof(err)));
+	T_EQ_STR(cfg.dir, "/other");
+	T_ASSERT(!cfg.tls_verify_client);
+	kvtd_config_free(&cfg);
+	T_ASSERT(cfg.dir == NULL && cfg.set_count == 0);
+	printf("every option: ok\n");
+}
+
+static void test_mistakes(void)
+{
+	char line[KVTD_CONFIG_LINE_MAX + 8];
+	struct kvtd_config cfg;
+	char err[512];
+
+	bad("threads = 2\ndram = x\n", "k.conf:2: --dram: 'x' is not a size (e.g. 512M, 4G)");
+	bad("dram = 0", "k.conf:1: --dram: kvtierd needs a DRAM tier (got '0')");
+	bad("ssd = many", "k.conf:1: --ssd: 'many' is not a size (e.g. 64G, or 0 for none)");
+	bad("just words\n", "k.conf:1: want \"key = value\"");
+	bad("config = x\n", "k.conf:1: 'config' cannot be set in a config file");
+	bad("help = 1\n", "k.conf:1: 'help' cannot be set in a config file");
+	bad("bogus = 1\n", "k.conf:1: --bogus: unknown option");
+	bad("= 1\n", "k.conf:1: --: unknown option");
+	bad("threads = 0\n", "k.conf:1: --threads: '0' is not a thread count (1..1024)");
+	bad("threads = -1\n", "k.conf:1: --threads: '-1' is not a thread count (1..1024)");
+	bad("log-level = loud\n", "k.conf:1: --log-level: 'loud' is not error, warn, info or debug");
+	bad("max-memory = 512K\n", "k.conf:1: --max-memory: '512K' is not a size of at least 1M");
+	bad("set = novalue\n", "k.conf:1: --set: want NAME=VALUE, got 'novalue'");
+	bad("dir =\n", "k.conf:1: --dir: empty directory");
+	bad("metrics =\n", "k.conf:1: --metrics: want [HOST:]PORT");
+	bad("tls-verify-client = maybe\n",
+	    "k.conf:1: --tls-verify-client: want yes or no, got 'maybe'");
+
+	/* 32 --set options at most. */
+	memset(&cfg, 0, sizeof(cfg));
+	for (int i = 0; i < KVTD_SET_MAX; i++)
+		T_OK(kvtd_config_option(&cfg, "set", "a=b", "command line", err, sizeof(err)));
+	T_EQ_INT(kvtd_config_option(&cfg, "set", "a=b", "command line", err, sizeof(err)), -EINVAL);
+	T_EQ_STR(err, "command line: --set: more than 32 --set options");
+	kvtd_config_free(&cfg);
+
+	/* The longest line that fits, then one byte more. */
+	memset(line, ' ', sizeof(line));
+	memcpy(line, "dir=x", 5);
+	line[KVTD_CONFIG_LINE_MAX - 2] = 0;
+	memset(&cfg, 0, sizeof(cfg));
+	T_OK(parse(&cfg, line, err, sizeof(err)));
+	T_EQ_STR(cfg.dir, "x");
+	line[KVTD_CONFIG_LINE_MAX - 2] = ' ';
+	line[KVTD_CONFIG_LINE_MAX - 1] = 0;
+	T_EQ_INT(parse(&cfg, line, err, sizeof(err)), -EINVAL);
+	T_EQ_STR(err, "k.conf:1: line too long");
+
+	/* A NUL byte is refused, not a cut line. */
+	T_EQ_INT(kvtd_config_parse(&cfg, "dir = a\0b\n", 10, "k.conf", err, sizeof(err)), -EINVAL);
+	T_EQ_STR(err, "k.conf:1: NUL byte in the line");
+	kvtd_config_free(&cfg);
+	printf("mistakes: ok\n");
+}
+
+int main(void)
+{
+	test_every_option();
+	test_mistakes();
+	return 0;
+}
