@@ -126,6 +126,35 @@ static int config_option_listeners(struct kvtd_config *cfg, const char *name, co
 	return config_replace(slot, v) < 0 ? config_oom(err, err_len) : 1;
 }
 
+/* --members, --etcd, --etcd-prefix, --etcd-ttl, --advertise (members.c):
+ * as config_option_listeners. */
+static int config_option_cluster(struct kvtd_config *cfg, const char *name, const char *v,
+				 const char *where, char *err, size_t err_len)
+{
+	char **slot;
+
+	if (strcmp(name, "members") == 0) {
+		slot = &cfg->members;
+	} else if (strcmp(name, "etcd") == 0) {
+		slot = &cfg->etcd;
+	} else if (strcmp(name, "etcd-prefix") == 0) {
+		slot = &cfg->etcd_prefix;
+	} else if (strcmp(name, "advertise") == 0) {
+		slot = &cfg->advertise;
+	} else if (strcmp(name, "etcd-ttl") == 0) {
+		if (config_parse_uint(v, 3600, &cfg->etcd_ttl_s) < 0 || cfg->etcd_ttl_s < 2)
+			return config_usage(err, err_len,
+					    "%s: --etcd-ttl: '%s' is not a number of seconds (2..3600)",
+					    where, v);
+		return 1;
+	} else {
+		return 0;
+	}
+	if (!*v)
+		return config_usage(err, err_len, "%s: --%s: empty value", where, name);
+	return config_replace(slot, v) < 0 ? config_oom(err, err_len) : 1;
+}
+
 int kvtd_config_option(struct kvtd_config *cfg, const char *name, const char *v,
 		       const char *where, char *err, size_t err_len)
 {
@@ -222,6 +251,8 @@ int kvtd_config_option(struct kvtd_config *cfg, const char *name, const char *v,
 	} else {
 		rc = config_option_listeners(cfg, name, v, where, err, err_len);
 		if (rc == 0)
+			rc = config_option_cluster(cfg, name, v, where, err, err_len);
+		if (rc == 0)
 			return config_usage(err, err_len, "%s: --%s: unknown option", where, name);
 		return rc < 0 ? rc : 0;
 	}
@@ -236,7 +267,8 @@ bool kvtd_config_is_option(const char *name)
 		"dir", "dram", "ssd", "listen", "unix", "threads", "tenants", "log",
 		"log-level", "idle-timeout", "shutdown-timeout", "set", "config",
 		"resp", "metrics", "metrics-token", "max-conns", "max-memory", "conn-inflight",
-		"conn-output", "tls-cert", "tls-key", "tls-ca", "tls-verify-client", NULL,
+		"conn-output", "tls-cert", "tls-key", "tls-ca", "tls-verify-client",
+		"members", "etcd", "etcd-prefix", "etcd-ttl", "advertise", NULL,
 	};
 	for (int i = 0; names[i]; i++)
 		if (strcmp(name, names[i]) == 0)
@@ -358,6 +390,7 @@ void kvtd_config_free(struct kvtd_config *cfg)
 		&cfg->dir, &cfg->listen, &cfg->unix_path, &cfg->tenants_path, &cfg->log_path,
 		&cfg->resp_listen, &cfg->metrics_listen, &cfg->metrics_token_path,
 		&cfg->tls_cert, &cfg->tls_key, &cfg->tls_ca,
+		&cfg->members, &cfg->etcd, &cfg->etcd_prefix, &cfg->advertise,
 	};
 
 	for (size_t i = 0; i < sizeof(strs) / sizeof(strs[0]); i++) {

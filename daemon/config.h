@@ -49,6 +49,12 @@ struct kvtd_config {
 	                           * sections and encoded responses */
 	unsigned conn_inflight;   /* frames in flight per connection before reads pause */
 	uint64_t conn_output;     /* queued output bytes per connection before reads pause */
+	/* Cluster membership (members.c, doc/cluster.md) */
+	char *members;            /* --members HOST:PORT[=WEIGHT],...: a static list */
+	char *etcd;               /* --etcd URL: register and read the list there */
+	char *etcd_prefix;        /* --etcd-prefix, or NULL: KVTD_ETCD_PREFIX */
+	unsigned etcd_ttl_s;      /* --etcd-ttl, or 0: KVTD_ETCD_TTL_S */
+	char *advertise;          /* --advertise HOST:PORT, or NULL: the TCP listener */
 };
 
 /*

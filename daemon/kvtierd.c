@@ -114,6 +114,17 @@ static void kvtierd_usage(FILE *f)
 		"  --tls-verify-client   require a client certificate (mutual TLS; needs\n"
 		"                        --tls-ca; \"tls-verify-client = yes\" in --config)\n"
 		"\n"
+		"Cluster (doc/cluster.md):\n"
+		"  --members LIST        static member list HOST:PORT[=WEIGHT],... that\n"
+		"                        engines read from this server (STATS cluster.*)\n"
+		"  --etcd URL            register in etcd (v3, http://HOST:2379) under a\n"
+		"                        lease and read the member list from it\n"
+		"  --etcd-prefix P       key prefix (default " KVTD_ETCD_PREFIX ")\n"
+		"  --etcd-ttl SECONDS    lease time to live: how long a dead server stays\n"
+		"                        listed (default 10)\n"
+		"  --advertise HOST:PORT the address engines reach this server on (default:\n"
+		"                        the --listen address, which must not be a wildcard)\n"
+		"\n"
 		"Logging and config:\n"
 		"  --log FILE            log to FILE instead of stderr (SIGHUP reopens it)\n"
 		"  --log-level LEVEL     error, warn, info (default) or debug\n"
@@ -752,6 +763,12 @@ int main(int argc, char **argv)
 	for (unsigned i = 0; srv->tls_ctx && i < srv->listener_count; i++)
 		listeners[i].tls = !listeners[i].is_unix && listeners[i].proto != KVTD_PROTO_HTTP;
 
+	rc = kvtd_cluster_start(srv);
+	if (rc < 0) {
+		exit_code = rc == -EINVAL ? KVTD_EXIT_USAGE : KVTD_EXIT_FAIL;
+		goto stop;
+	}
+
 	/* 4. Threads */
 	srv->loop_count = cfg->threads;
 	rc = kvtd_aux_start(srv);
@@ -809,6 +826,7 @@ stop:
 	/* 6. Stop */
 	kvtd_loops_stop(srv);
 	kvtd_loops_join(srv);
+	kvtd_cluster_stop(srv);
 	for (unsigned i = 0; i < srv->listener_count; i++) {
 		close(listeners[i].fd);
 		if (listeners[i].is_unix)

@@ -66,6 +66,7 @@
 
 #include "kvtier.h"
 #include "proto.h"
+#include "members.h"
 #include "config.h"
 
 #define KVTD_NAME "kvtierd"
@@ -408,6 +409,7 @@ struct kvtd_server {
 	unsigned loop_count;
 	struct kvtd_listener *listeners;
 	unsigned listener_count;
+	struct kvtd_cluster cluster; /* members.c */
 	struct kvtd_aux aux;
 	_Atomic bool stopping;
 	_Atomic uint64_t next_conn_id;

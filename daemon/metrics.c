@@ -320,6 +320,26 @@ static int metrics_render(struct kvtd_server *srv, char **out, size_t *out_len)
 	for (unsigned i = 0; srv->loops && i < srv->loop_count; i++)
 		fprintf(f, "kvtier_loop_connections{loop=\"%u\"} %u\n", i,
 			atomic_load_explicit(&srv->loops[i].conn_live, memory_order_relaxed));
+	{
+		struct kvtd_cluster *cl = &srv->cluster;
+		unsigned members;
+		bool up;
+		pthread_mutex_lock(&cl->lock);
+		members = cl->count;
+		up = cl->etcd_up;
+		pthread_mutex_unlock(&cl->lock);
+		metrics_one(f, "kvtier_cluster_members", "gauge",
+			    "members in this server's list (--members or etcd)", members);
+		if (cl->source == KVTD_CLUSTER_ETCD) {
+			metrics_one(f, "kvtier_cluster_etcd_up", "gauge",
+				    "1 if the last exchange with etcd worked", up);
+			metrics_one(f, "kvtier_cluster_etcd_errors_total", "counter",
+				    "exchanges with etcd that failed", MGET(cl->etcd_errors));
+			metrics_one(f, "kvtier_cluster_changes_total", "counter",
+				    "times the member list read from etcd changed",
+				    MGET(cl->changes));
+		}
+	}
 	metrics_one(f, "kvtier_connections_refused_total", "counter",
 		    "connections refused past --max-conns", MGET(srv->ctr.conns_refused));
 	metrics_one(f, "kvtier_server_memory_refused_total", "counter",

@@ -1119,6 +1119,29 @@ static void ops_stats_quota(struct ops_stats *st, struct kvtd_server *srv, const
 	}
 }
 
+/* The member list, for every tenant: engines learn the cluster from any
+ * server (doc/cluster.md "Membership"). */
+static void ops_stats_cluster(struct ops_stats *st, struct kvtd_server *srv)
+{
+	static const char *const sources[] = { "none", "static", "etcd" };
+	struct kvtd_cluster *cl = &srv->cluster;
+	char name[64], text[KVTD_MEMBER_ADDR_MAX + 32];
+
+	pthread_mutex_lock(&cl->lock);
+	ops_stats_add(st, "cluster.source", 0, sources[cl->source]);
+	ops_stats_add(st, "cluster.epoch", cl->epoch, NULL);
+	ops_stats_add(st, "cluster.members", cl->count, NULL);
+	if (cl->source == KVTD_CLUSTER_ETCD)
+		ops_stats_add(st, "cluster.etcd", 0, cl->etcd_up ? "up" : "down");
+	for (unsigned i = 0; i < cl->count; i++) {
+		snprintf(name, sizeof(name), "cluster.member.%u", i);
+		snprintf(text, sizeof(text), "%s %llu", cl->list[i].addr,
+			 (unsigned long long)cl->list[i].weight);
+		ops_stats_add(st, name, 0, text);
+	}
+	pthread_mutex_unlock(&cl->lock);
+}
+
 static void ops_stats(struct kvtd_frame *fr)
 {
 	struct kvtd_server *srv = ops_srv(fr);
@@ -1144,6 +1167,7 @@ static void ops_stats(struct kvtd_frame *fr)
 		goto out;
 	}
 	ops_stats_add(&st, "server.version", 0, KVTD_VERSION);
+	ops_stats_cluster(&st, srv);
 	if (s->scope == PROTO_SCOPE_ALL) {
 		struct kvtd_counters *k = &srv->ctr;
 		ops_stats_add(&st, "server.uptime_ns", kvtd_now_ns() - srv->start_ns, NULL);

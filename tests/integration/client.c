@@ -564,6 +564,36 @@ int kc_stat_of(struct kc *c, uint32_t scope, const char *tenant, const char *nam
 	return rc;
 }
 
+int kc_stat_text(struct kc *c, uint32_t scope, const char *name, char *out, size_t out_len)
+{
+	struct proto_frame f = { .op = PROTO_OP_STATS };
+	struct proto_item got;
+	struct proto_iter iter;
+	struct kc_resp r;
+	int rc;
+
+	f.scope.scope = scope;
+	rc = client_call(c, &f, NULL, 0, NULL, 0, &r);
+	if (rc < 0)
+		return rc;
+	rc = r.f.status;
+	if (rc == 0) {
+		rc = KVT_MISS;
+		proto_iter_init(&iter, &r.f, NULL, NULL, 0);
+		while (proto_iter_next(&iter, &got) == 1) {
+			if (got.kind == PROTO_STAT_TEXT && got.name_len == strlen(name) &&
+			    memcmp(got.name, name, got.name_len) == 0 && got.text_len < out_len) {
+				memcpy(out, got.text, got.text_len);
+				out[got.text_len] = 0;
+				rc = 0;
+				break;
+			}
+		}
+	}
+	kc_resp_free(&r);
+	return rc;
+}
+
 int kc_ping(struct kc *c)
 {
 	struct proto_frame f = { .op = PROTO_OP_PING };

@@ -101,6 +101,8 @@ int kc_clear(struct kc *c, uint32_t scope, const uint8_t *digest, const char *te
 /* STATS: frame status; the numeric stat `name` into *value (KVT_MISS if
  * absent). */
 int kc_stat(struct kc *c, uint32_t scope, const char *name, uint64_t *value);
+/* The same for a text stat, NUL-terminated into out (out_len bytes). */
+int kc_stat_text(struct kc *c, uint32_t scope, const char *name, char *out, size_t out_len);
 /* The same for another tenant's statistics (scope PROTO_SCOPE_TENANT). */
 int kc_stat_of(struct kc *c, uint32_t scope, const char *tenant, const char *name,
 	       uint64_t *value);

@@ -16,14 +16,28 @@
 #include "server.h"
 #include "t.h"
 
-static pid_t running; /* a server to kill if the test fails */
+#define TSRV_MAX 16
+static pid_t running[TSRV_MAX]; /* servers to kill if the test fails */
 static int log_seq;
 
 static void kill_running(void)
 {
-	if (running > 0) {
-		kill(running, SIGKILL);
-		waitpid(running, NULL, 0);
+	for (int i = 0; i < TSRV_MAX; i++) {
+		if (running[i] > 0) {
+			kill(running[i], SIGKILL);
+			waitpid(running[i], NULL, 0);
+			running[i] = 0;
+		}
+	}
+}
+
+static void track(pid_t old, pid_t now)
+{
+	for (int i = 0; i < TSRV_MAX; i++) {
+		if (running[i] == old) {
+			running[i] = now;
+			return;
+		}
 	}
 }
 
@@ -103,7 +117,7 @@ void tsrv_start(struct tsrv *s, const char *bin, const char *base, const char *d
 		execv(bin, (char *const *)argv);
 		_exit(127);
 	}
-	running = s->pid;
+	track(0, s->pid);
 	for (int waited = 0; waited < 60000; waited += 50) {
 		char buf[65536];
 		int st, fd = open(s->log, O_RDONLY | O_CLOEXEC);
@@ -134,8 +148,8 @@ int tsrv_stop(struct tsrv *s)
 	kill(s->pid, SIGTERM);
 	if (waitpid(s->pid, &st, 0) != s->pid)
 		T_FAIL("waitpid: %s", strerror(errno));
+	track(s->pid, 0);
 	s->pid = 0;
-	running = 0;
 	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
@@ -143,8 +157,8 @@ void tsrv_kill9(struct tsrv *s)
 {
 	kill(s->pid, SIGKILL);
 	waitpid(s->pid, NULL, 0);
+	track(s->pid, 0);
 	s->pid = 0;
-	running = 0;
 }
 
 void tsrv_check_reports(const char *base)
