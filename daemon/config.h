@@ -49,7 +49,7 @@ struct kvtd_config {
 	                           * sections and encoded responses */
 	unsigned conn_inflight;   /* frames in flight per connection before reads pause */
 	uint64_t conn_output;     /* queued output bytes per connection before reads pause */
-	/* Cluster membership (members.c, doc/cluster.md) */
+	/* Cluster membership (members.c, doc/members.md) */
 	char *members;            /* --members HOST:PORT[=WEIGHT],...: a static list */
 	char *etcd;               /* --etcd URL: register and read the list there */
 	char *etcd_prefix;        /* --etcd-prefix, or NULL: KVTD_ETCD_PREFIX */

@@ -114,7 +114,7 @@ static void kvtierd_usage(FILE *f)
 		"  --tls-verify-client   require a client certificate (mutual TLS; needs\n"
 		"                        --tls-ca; \"tls-verify-client = yes\" in --config)\n"
 		"\n"
-		"Cluster (doc/cluster.md):\n"
+		"Cluster (doc/members.md):\n"
 		"  --members LIST        static member list HOST:PORT[=WEIGHT],... that\n"
 		"                        engines read from this server (STATS cluster.*)\n"
 		"  --etcd URL            register in etcd (v3, http://HOST:2379) under a\n"

@@ -3,7 +3,7 @@
  * --members list, or registration in etcd and the member list read back
  * from it.
  *
- * etcd (doc/cluster.md "Membership"), through its v3 JSON gateway with
+ * etcd (doc/members.md), through its v3 JSON gateway with
  * libcurl and jansson, on one thread of its own:
  *
  *   grant a lease of --etcd-ttl seconds, put

@@ -1,7 +1,7 @@
 /*
  * members.h - kvtierd's view of the cluster: the member list it serves to
  * engines (STATS "cluster.*"), from a static --members list or from etcd
- * (doc/cluster.md "Membership").
+ * (doc/members.md).
  *
  * memberlist.c has the lists and their parsers: pure, so the fuzzer
  * (tests/fuzz/fuzz_members.c) runs them on any bytes; members.c has the

@@ -1120,7 +1120,7 @@ static void ops_stats_quota(struct ops_stats *st, struct kvtd_server *srv, const
 }
 
 /* The member list, for every tenant: engines learn the cluster from any
- * server (doc/cluster.md "Membership"). */
+ * server (doc/members.md). */
 static void ops_stats_cluster(struct ops_stats *st, struct kvtd_server *srv)
 {
 	static const char *const sources[] = { "none", "static", "etcd" };

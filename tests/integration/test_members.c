@@ -1,6 +1,6 @@
 /*
- * test_cluster.c - kvtierd's cluster membership (daemon/members.c,
- * doc/cluster.md "Membership") against a real etcd (Debian's etcd-server)
+ * test_members.c - kvtierd's cluster membership (daemon/members.c,
+ * doc/members.md) against a real etcd (Debian's etcd-server)
  * on loopback, and a static --members list.
  *
  *   three servers register in etcd and each lists all three;
@@ -346,7 +346,7 @@ static void test_usage(void)
 int main(int argc, char **argv)
 {
 	if (argc < 2)
-		T_SKIP("usage: test_cluster PATH-TO-KVTIERD");
+		T_SKIP("usage: test_members PATH-TO-KVTIERD");
 	kvtierd_bin = argv[1];
 	signal(SIGPIPE, SIG_IGN);
 	base = t_mkdtemp();
@@ -364,6 +364,6 @@ int main(int argc, char **argv)
 		tsrv_check_reports(member_base[i]);
 	tsrv_check_reports(base);
 	t_rmtree(base);
-	printf("test_cluster: ok\n");
+	printf("test_members: ok\n");
 	return 0;
 }
