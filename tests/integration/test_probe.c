@@ -529,6 +529,23 @@ static void test_heat(const struct tsrv *s, unsigned rounds)
 			samples_add(&smp[c], get_block(&b, ns, round_id(r, c, (unsigned)order[i]),
 						       want));
 		}
+		/* A part and a range of a block on SSD, read quietly by a
+		 * grantee: served from the private copy, exact. */
+		if (r == 0) {
+			struct kvt_key k = key_of(round_id(r, C_U, 0));
+			struct kc_value v;
+			t_fill(want, PBLK, round_id(r, C_U, 0));
+			T_RC(kc_get(&b, ns, &k, PROTO_IF_PART, 0, 0, 0, &v), KVT_OK);
+			T_EQ_U64(v.len, PBLK);
+			T_EQ_MEM(v.bytes, want, PBLK);
+			T_ASSERT(v.crc_ok);
+			kc_value_free(&v);
+			T_RC(kc_get(&b, ns, &k, PROTO_IF_RANGE, 0, 1000, 5000, &v), KVT_OK);
+			T_EQ_U64(v.len, 5000);
+			T_EQ_MEM(v.bytes, want + 1000, 5000);
+			T_ASSERT(v.crc_ok);
+			kc_value_free(&v);
+		}
 		/* Still: bert's reads left S and U where they were. */
 		expect_tiers(&o, ns, r, C_S, KVT_TIER_SSD, "olga");
 		expect_tiers(&o, ns, r, C_U, KVT_TIER_SSD, "olga");
