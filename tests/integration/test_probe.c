@@ -23,13 +23,17 @@
  *    a private copy (ssd.copy_reads).  Timing: P(a GET of S is faster
  *    than one of U), the Mann-Whitney AUC over the fastest half of each
  *    class (0.5: indistinguishable; the slow half is the machine's load,
- *    not the server's work), must be within [0.25, 0.75].  With 256
- *    samples a class (128 in each half) its standard error is 0.036:
- *    0.25 is 7 of them, room for noise that is not independent.  O
- *    against U is the control, the difference heat makes (1.00 here, and
- *    1.00 for S when the protection is disabled); a run where it is below
- *    0.75 had no power, which is printed, not failed.  p10/p50/p90/p99 of
- *    each class are printed.
+ *    not the server's work), must be within [0.20, 0.80].  With 256
+ *    samples a class (128 in each half) its standard error is 0.036.
+ *    The server's heat, when there is any, is 1.00: with the protection
+ *    disabled, S's p99 is below U's p10.  What is left is below the
+ *    server: the disk (here a virtio disk and its host's caches) serves
+ *    blocks read moments ago a few microseconds faster, 0.44-0.50 without
+ *    rita's reads and 0.48-0.66 with them in a release build; 0.80 is 4
+ *    standard errors above that (doc/security.md).  O against U is the
+ *    control, the difference heat makes (1.00 here); a run where it is
+ *    below 0.75 had no power, which is printed, not failed.
+ *    p10/p50/p90/p99 of each class are printed.
  *
  * 3. Eviction pressure.  carol fills more than her DRAM quota and records
  *    which of her blocks survive, and her hit ratio, with dan idle and
@@ -559,10 +563,10 @@ static void test_heat(const struct tsrv *s, unsigned rounds)
 		PBLK >> 10, rounds);
 	for (int c = 0; c < C__N; c++)
 		print_dist(class_name[c], &smp[c]);
-	fprintf(stderr, "  P(S faster than U) = %.3f (want 0.25..0.75: indistinguishable)\n",
+	fprintf(stderr, "  P(S faster than U) = %.3f (want 0.20..0.80: no server-made heat)\n",
 		auc_su);
 	fprintf(stderr, "  P(O faster than U) = %.3f (want > 0.75: heat is measurable)\n", auc_ou);
-	if (auc_su < 0.25 || auc_su > 0.75)
+	if (auc_su < 0.20 || auc_su > 0.80)
 		T_FAIL("reader A's reads are visible in reader B's timing: P(S faster than U) = %.3f",
 		       auc_su);
 	/* The control: if owner-made heat is not visible either, this run
