@@ -606,8 +606,8 @@ static void auth_warn_shared_dram(struct kvt_store *store, const struct auth_lim
 			 "tenants=%u without_dram_quota=%u", n, unlimited);
 	else if (sum > cap)
 		kvtd_log(KVTD_WARN,
-			 "tenants' dram= quotas add up to more than the DRAM tier: once it is full, "
-			 "one tenant's puts can evict another's blocks (doc/security.md)",
+			 "tenants' dram= quotas add up to more than the DRAM tier: once it is "
+			 "full, one tenant's puts can evict another's blocks (doc/security.md)",
 			 "tenants=%u dram_quotas=%llu dram_bytes=%llu", n, (unsigned long long)sum,
 			 (unsigned long long)cap);
 }

@@ -1612,8 +1612,9 @@ int ssd_read_copy(struct ssd *s, uint32_t ns, const struct kvt_key *key, int pri
 	p->iov[1].iov_len = p->rec_len - p->hdr_len;
 	p->ctx = ctx;
 	p->start_ns = now_ns();
-	multi_submit(s, &p->io, IO_READ, prio, __atomic_load_n(&s->segs[p->slot].fd, __ATOMIC_RELAXED),
-		     off, p->iov, 2, promote_done, p);
+	multi_submit(s, &p->io, IO_READ, prio,
+		     __atomic_load_n(&s->segs[p->slot].fd, __ATOMIC_RELAXED), off, p->iov, 2,
+		     promote_done, p);
 	return 0;
 miss:
 	ssd_copy_free(s->mem, c);

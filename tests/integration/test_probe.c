@@ -567,7 +567,7 @@ static void test_heat(const struct tsrv *s, unsigned rounds)
 		auc_su);
 	fprintf(stderr, "  P(O faster than U) = %.3f (want > 0.75: heat is measurable)\n", auc_ou);
 	if (auc_su < 0.20 || auc_su > 0.80)
-		T_FAIL("reader A's reads are visible in reader B's timing: P(S faster than U) = %.3f",
+		T_FAIL("reader A's reads show in reader B's timing: P(S faster than U) = %.3f",
 		       auc_su);
 	/* The control: if owner-made heat is not visible either, this run
 	 * had no power to see reader-made heat (a machine too loaded, a
