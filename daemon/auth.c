@@ -573,9 +573,48 @@ int kvtd_ns_apply_group(struct kvt_store *store, uint32_t id)
 	return kvt_ns_set_group(store, id, auth_ns_group(store, id));
 }
 
+struct auth_limit {
+	uint32_t group;
+	uint64_t dram, ssd;
+};
+
+/*
+ * Several tenants whose DRAM quotas do not partition the DRAM tier (one
+ * without a dram= limit, or limits that add up past the tier) share its
+ * eviction: one tenant's puts evict another's blocks, and the other can
+ * observe that (doc/security.md, "Cross-tenant probing").  Say so, at
+ * startup and on every reload.
+ */
+static void auth_warn_shared_dram(struct kvt_store *store, const struct auth_limit *lim,
+				  unsigned n)
+{
+	uint64_t cap = 0, sum = 0;
+	unsigned unlimited = 0;
+
+	if (n < 2 || kvt_store_stat(store, "dram.capacity_bytes", &cap) != 0 || cap == 0)
+		return;
+	for (unsigned i = 0; i < n; i++) {
+		if (!lim[i].dram)
+			unlimited++;
+		sum += lim[i].dram;
+	}
+	if (unlimited)
+		kvtd_log(KVTD_WARN,
+			 "tenants share the DRAM tier: one tenant's puts can evict another's "
+			 "blocks, which it can observe; give every tenant a dram= quota, the "
+			 "quotas adding up to at most --dram (doc/security.md)",
+			 "tenants=%u without_dram_quota=%u", n, unlimited);
+	else if (sum > cap)
+		kvtd_log(KVTD_WARN,
+			 "tenants' dram= quotas add up to more than the DRAM tier: once it is "
+			 "full, one tenant's puts can evict another's blocks (doc/security.md)",
+			 "tenants=%u dram_quotas=%llu dram_bytes=%llu", n, (unsigned long long)sum,
+			 (unsigned long long)cap);
+}
+
 int kvtd_quota_apply(struct kvt_store *store)
 {
-	struct { uint32_t group; uint64_t dram, ssd; } *lim = NULL;
+	struct auth_limit *lim = NULL;
 	bool *listed = NULL;
 	unsigned n = 0;
 	uint32_t groups;
@@ -623,6 +662,7 @@ int kvtd_quota_apply(struct kvt_store *store)
 				rc = r;
 		}
 	}
+	auth_warn_shared_dram(store, lim, n);
 	free(lim);
 	free(listed);
 	kvt_store_stat(store, "store.namespaces", &total);

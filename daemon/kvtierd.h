@@ -547,6 +547,8 @@ struct kvtd_frame {
 	uint8_t *tiers;
 	uint32_t *ns_ids;         /* per namespace-table entry */
 	int32_t *ns_err;          /* 0, or why the entry cannot be used */
+	bool *ns_ro;              /* granted, not the connection's own: read-only,
+				   * and its GETs are quiet (KVT_F_QUIET) */
 };
 
 /* ops.c */

@@ -17,7 +17,10 @@
  * tenant=<its tenant>, and, read-only, those a grant of the tenants file
  * gives it (auth.c).  Anything else -- unknown or another tenant's -- is
  * KVT_ENONS, the same answer, so nothing leaks whether a digest exists; a
- * PUT, DELETE or CLEAR in a granted namespace is PROTO_EPERM.  What a
+ * PUT, DELETE or CLEAR in a granted namespace is PROTO_EPERM (counted as
+ * errors.permission), and a GET there is quiet (KVT_F_QUIET): it neither
+ * promotes the block nor refreshes its recency, so no grantee can time or
+ * see what another one read (doc/security.md).  What a
  * connection learned is cached per digest until the tenants table changes
  * (SIGHUP), so a revoked grant holds for no new request.
  *
@@ -131,6 +134,7 @@ void kvtd_frame_free(struct kvtd_frame *fr)
 	free(fr->tiers);
 	free(fr->ns_ids);
 	free(fr->ns_err);
+	free(fr->ns_ro);
 	free(fr->data);
 	free(fr->hdr);
 	kvtd_mem_uncharge(srv, fr->mem_charged);
@@ -388,16 +392,26 @@ static int ops_ns_table(struct kvtd_frame *fr, bool write)
 
 	fr->ns_ids = calloc(n, sizeof(*fr->ns_ids));
 	fr->ns_err = calloc(n, sizeof(*fr->ns_err));
-	if (!fr->ns_ids || !fr->ns_err)
+	fr->ns_ro = calloc(n, sizeof(*fr->ns_ro));
+	if (!fr->ns_ids || !fr->ns_err || !fr->ns_ro)
 		return -ENOMEM;
 	for (uint32_t i = 0; i < n; i++) {
 		bool ro = false;
 		fr->ns_err[i] = ops_ns_resolve(fr->conn, fr->f.ns + (size_t)i * PROTO_DIGEST_LEN,
 					       false, &fr->ns_ids[i], &ro);
-		if (fr->ns_err[i] == 0 && ro && write)
+		fr->ns_ro[i] = fr->ns_err[i] == 0 && ro;
+		if (fr->ns_ro[i] && write)
 			fr->ns_err[i] = PROTO_EPERM;
 	}
 	return 0;
+}
+
+/* An item refused because its namespace is granted, not owned: counted,
+ * one by one, as a permission error (server.errors.permission). */
+static void ops_count_refused(struct kvtd_frame *fr, int status)
+{
+	if (status == PROTO_EPERM)
+		KVTD_COUNT(ops_srv(fr), errors[KVTD_ERR_PERM], 1);
 }
 
 /* ------------------------------------------------------------------------
@@ -625,6 +639,12 @@ static void ops_ns_register(struct kvtd_frame *fr)
 		rc = kvt_ns_find(srv->store, it->digest, &it->ns_id);
 		if (rc == 0) {
 			it->status = KVT_OK;
+		} else if (rc == KVT_MISS && it->granted) {
+			/* A grant lets the grantee read the owner's namespaces,
+			 * not create them in the owner's name (only the owner
+			 * writes, and registering is a write). */
+			it->status = KVT_ENONS;
+			KVTD_COUNT(srv, errors[KVTD_ERR_PERM], 1);
 		} else if (rc == KVT_MISS) {
 			/* New: registering persists the registry (fsync). */
 			it->need_register = true;
@@ -716,9 +736,11 @@ bool kvtd_put_prepare(struct kvtd_frame *fr)
 		free(fr->items);
 		free(fr->ns_ids);
 		free(fr->ns_err);
+		free(fr->ns_ro);
 		fr->items = NULL;
 		fr->ns_ids = NULL;
 		fr->ns_err = NULL;
+		fr->ns_ro = NULL;
 		fr->n = 0;
 		return false;
 	}
@@ -733,6 +755,7 @@ bool kvtd_put_prepare(struct kvtd_frame *fr)
 			rc = kvtd_value_put_reserve(fr, it, &pi, fr->ns_ids[pi.ns_index]);
 		if (rc != 0)
 			it->status = rc; /* its bytes are read and dropped */
+		ops_count_refused(fr, rc);
 	}
 	fr->in_place = true;
 	return true;
@@ -775,6 +798,7 @@ static void ops_keyed(struct kvtd_frame *fr)
 		it->len = pi.len;
 		if (fr->ns_err[pi.ns_index]) {
 			it->status = fr->ns_err[pi.ns_index];
+			ops_count_refused(fr, it->status);
 			continue;
 		}
 		it->req.ns = fr->ns_ids[pi.ns_index];
@@ -788,6 +812,10 @@ static void ops_keyed(struct kvtd_frame *fr)
 			break;
 		case PROTO_OP_GET:
 			it->req.op = KVT_OP_GET_PINNED;
+			/* A grantee's read leaves no trace another reader could
+			 * time or see (doc/security.md, "Cross-tenant probing"). */
+			if (fr->ns_ro[pi.ns_index])
+				it->req.flags |= KVT_F_QUIET;
 			break;
 		case PROTO_OP_PUT:
 			rc = kvtd_value_put_item(fr, it, &pi);

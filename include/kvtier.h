@@ -609,6 +609,20 @@ int kvt_ns_set_seal_ns_key(struct kvt_store *store, uint32_t ns, const uint8_t n
  * it can -- usually one, so view_count is usually 1 (doc/dram.md says
  * why a value may be split rather than evicting to make room for it).
  * Pins are meant to be short.
+ *
+ * Quiet gets (KVT_OP_GET_PINNED with KVT_F_QUIET): a read whose effects on
+ * the store cannot be seen by anyone else.  A block in DRAM is pinned
+ * without counting a hit or a read, without touching its recency or its
+ * eviction queue, and without triggering the second-access write-down; a
+ * block only on SSD is read into a private buffer (a verified copy, freed
+ * at kvt_pin_release) instead of being promoted, and is not marked as read
+ * for SSD reinsertion.  So what a quiet reader reads changes neither which
+ * tier a block is in nor how long it stays there: the next reader's
+ * latency, tier field and hit or miss are what they would have been
+ * without it.  The shared and remote tiers are not asked (they promote);
+ * a block only they hold is a miss.  kvtierd serves reads of granted
+ * namespaces this way (doc/security.md, "Cross-tenant probing").  Not for
+ * sealed namespaces with a key (pinned gets are refused there anyway).
  */
 
 enum kvt_op {
@@ -631,6 +645,7 @@ enum kvt_op {
 #define KVT_F_DEFER  0x10u /* run on a library worker, not on the submitting thread */
 #define KVT_F_SEALED 0x20u /* put: the value is client-sealed ciphertext (AES-GCM):
 			    * stored with the block, reported in value_flags */
+#define KVT_F_QUIET  0x40u /* get pinned: leave no trace in the cache state (below) */
 
 #define KVT_NS_ALL UINT32_MAX   /* KVT_OP_CLEAR: every namespace */
 #define KVT_PARTS_MAX 1024      /* most parts in one value */

@@ -1310,7 +1310,7 @@ int64_t ssd_clear(struct ssd *s, void *prepared, uint32_t ns)
 
 static void promote_free(struct ssd *s, struct promote_task *p)
 {
-	if (p->hdr)
+	if (p->hdr && !p->copy_cb) /* a copy's header is in its buffer */
 		kvt_mem_free(s->mem, p->hdr, p->hdr_len);
 	kvt_mem_free(s->mem, p, sizeof(*p));
 }
@@ -1354,7 +1354,13 @@ static void promote_done(struct multi_io *m, int64_t res)
 		ssd_idx_remove_key(s, p->ns, &p->key, p->seq + 1);
 		goto fail_parts;
 	}
-	vc = dram_item_view(s->dram, p->item, view, &len);
+	if (p->copy) {
+		view[0].iov_base = (void *)p->copy->value;
+		view[0].iov_len = p->value_len;
+		vc = 1;
+	} else {
+		vc = dram_item_view(s->dram, p->item, view, &len);
+	}
 	for (uint32_t i = 0; i < rh.part_count; i++) {
 		uint32_t crc = 0;
 		uint64_t want = parts[i].len, o = off;
@@ -1380,6 +1386,23 @@ static void promote_done(struct multi_io *m, int64_t res)
 		lens[i] = parts[i].len;
 		crcs[i] = crc;
 		off += parts[i].len;
+	}
+	if (p->copy) {
+		/* A private copy: verified, handed over, nothing published. */
+		struct ssd_copy *c = p->copy;
+		memcpy(c->lens, lens, p->part_count * sizeof(*lens));
+		memcpy(c->crcs, crcs, p->part_count * sizeof(*crcs));
+		c->value_flags = (rh.flags & SSD_REC_F_SEALED) ? KVT_F_SEALED : 0;
+		A(s->reads);
+		A(s->copy_reads);
+		AN(s->read_bytes, p->value_len);
+		if (parts != parts_small)
+			kvt_mem_free(s->mem, parts, p->part_count * (sizeof(*parts) + sizeof(*lens) +
+								    sizeof(*crcs)));
+		p->copy = NULL;
+		p->copy_cb(p->ctx, KVT_OK, c);
+		promote_free(s, p);
+		return;
 	}
 	if (dram_publish(s->dram, p->item, crcs, lens,
 			 DRAM_ON_LOWER | DRAM_PROMOTED |
@@ -1411,8 +1434,14 @@ fail_parts:
 							    sizeof(*crcs)));
 fail:
 	A(s->read_misses);
-	dram_abort(s->dram, p->item);
-	p->cb(p->ctx, KVT_MISS, NULL);
+	if (p->copy) {
+		ssd_copy_free(s->mem, p->copy);
+		p->copy = NULL;
+		p->copy_cb(p->ctx, KVT_MISS, NULL);
+	} else {
+		dram_abort(s->dram, p->item);
+		p->cb(p->ctx, KVT_MISS, NULL);
+	}
 	promote_free(s, p);
 }
 
@@ -1511,6 +1540,86 @@ int ssd_promote(struct ssd *s, uint32_t ns, const struct kvt_key *key, int prio,
 	multi_submit(s, &p->io, IO_READ, prio, __atomic_load_n(&s->segs[p->slot].fd, __ATOMIC_RELAXED),
 		     off, p->iov, vc + 1, promote_done, p);
 	return 0;
+}
+
+void ssd_copy_free(struct kvt_mem *mem, struct ssd_copy *c)
+{
+	if (!c)
+		return;
+	kvt_mem_free(mem, c->buf, c->buf_len);
+	kvt_mem_free(mem, c->lens, c->part_count * (sizeof(*c->lens) + sizeof(*c->crcs)));
+	kvt_mem_free(mem, c, sizeof(*c));
+}
+
+int ssd_read_copy(struct ssd *s, uint32_t ns, const struct kvt_key *key, int prio,
+		  ssd_copy_cb cb, void *ctx)
+{
+	uint64_t h = ssd_hash(ns, key);
+	struct ssd_shard *sh = shard_of(s, h);
+	struct ssd_entry *e;
+	struct promote_task *p;
+	struct ssd_copy *c;
+	uint64_t off;
+
+	p = kvt_mem_calloc(s->mem, 1, sizeof(*p));
+	c = kvt_mem_calloc(s->mem, 1, sizeof(*c));
+	if (!p || !c) {
+		kvt_mem_free(s->mem, p, sizeof(*p));
+		kvt_mem_free(s->mem, c, sizeof(*c));
+		return -ENOMEM;
+	}
+	p->copy_cb = cb;
+	p->copy = c;
+	pthread_mutex_lock(&sh->lock);
+	e = *idx_slot(sh, h, ns, key);
+	if (!e || (e->flags & E_PENDING)) {
+		pthread_mutex_unlock(&sh->lock);
+		goto miss;
+	}
+	/* Not E_READ: this read must not make the block hot (ssd.h). */
+	p->s = s;
+	p->ns = ns;
+	p->key = *key;
+	p->seq = e->seq;
+	p->generation = e->generation;
+	p->value_len = e->value_len;
+	p->slot = e->slot;
+	p->part_count = e->part_count;
+	p->rec_len = (uint64_t)e->len_4k * SSD_ALIGN;
+	off = (uint64_t)e->off_4k * SSD_ALIGN;
+	pthread_mutex_unlock(&sh->lock);
+
+	p->hdr_len = ssd_rec_hdr_len(p->part_count);
+	if (p->rec_len != ssd_rec_len(p->part_count, p->value_len) ||
+	    p->rec_len < p->hdr_len + p->value_len)
+		goto miss;
+	c->part_count = p->part_count;
+	c->value_len = p->value_len;
+	c->buf_len = p->rec_len;
+	c->buf = kvt_mem_alloc_aligned(s->mem, SSD_ALIGN, p->rec_len);
+	c->lens = kvt_mem_alloc(s->mem, p->part_count * (sizeof(*c->lens) + sizeof(*c->crcs)));
+	if (!c->buf || !c->lens) {
+		ssd_copy_free(s->mem, c);
+		kvt_mem_free(s->mem, p, sizeof(*p));
+		return -ENOMEM;
+	}
+	c->crcs = (uint32_t *)(c->lens + p->part_count);
+	c->value = c->buf + p->hdr_len;
+	p->hdr = c->buf;
+	p->iov[0].iov_base = c->buf;
+	p->iov[0].iov_len = p->hdr_len;
+	p->iov[1].iov_base = c->buf + p->hdr_len;
+	p->iov[1].iov_len = p->rec_len - p->hdr_len;
+	p->ctx = ctx;
+	p->start_ns = now_ns();
+	multi_submit(s, &p->io, IO_READ, prio,
+		     __atomic_load_n(&s->segs[p->slot].fd, __ATOMIC_RELAXED), off, p->iov, 2,
+		     promote_done, p);
+	return 0;
+miss:
+	ssd_copy_free(s->mem, c);
+	kvt_mem_free(s->mem, p, sizeof(*p));
+	return KVT_MISS;
 }
 
 uint64_t ssd_load_ns(struct ssd *s, uint64_t len)
@@ -1730,6 +1839,7 @@ void ssd_stats(struct ssd *s, kvt_stats_fn fn, void *ctx)
 	fn(ctx, "ssd.read_bytes", AL(s->read_bytes), NULL);
 	fn(ctx, "ssd.read_misses", AL(s->read_misses), NULL);
 	fn(ctx, "ssd.promote_full", AL(s->promote_full), NULL);
+	fn(ctx, "ssd.copy_reads", AL(s->copy_reads), NULL);
 	fn(ctx, "ssd.read_bps", (uint64_t)bps, NULL);
 	fn(ctx, "ssd.read_bps_measured", measured, NULL);
 	fn(ctx, "ssd.crc_errors", AL(s->crc_errors), NULL);

@@ -59,6 +59,38 @@ int ssd_promote(struct ssd *s, uint32_t ns, const struct kvt_key *key, int prio,
 		ssd_promote_cb cb, void *ctx);
 
 /*
+ * A private copy of a block read from SSD (ssd_read_copy): the record in
+ * one aligned buffer, the value at value, its part table checked.  Owned
+ * by whoever the callback hands it to; freed with ssd_copy_free.
+ */
+struct ssd_copy {
+	uint8_t *buf;            /* kvt_mem_alloc_aligned, buf_len bytes: [header][value] */
+	uint64_t buf_len;
+	const uint8_t *value;    /* value_len bytes inside buf */
+	uint64_t value_len;
+	uint32_t part_count;
+	uint32_t value_flags;    /* KVT_F_SEALED if stored so */
+	uint64_t *lens;          /* part_count part lengths, then ... */
+	uint32_t *crcs;          /* ... part_count CRC32Cs (checked), in one allocation */
+};
+typedef void (*ssd_copy_cb)(void *ctx, int status, struct ssd_copy *copy);
+/*
+ * Read a block into a private buffer without changing anything the tier
+ * keeps: nothing is reserved or published in DRAM, and the index entry is
+ * not marked read (so segment eviction does not reinsert it because of
+ * this read).  The read is verified as a promotion is (header against the
+ * index, every part's CRC32C).  cb runs on the I/O thread with KVT_OK and
+ * the copy (the callee owns it), or KVT_MISS (absent, corrupt, I/O error:
+ * counted) and NULL.  Returns 0 if cb will run; KVT_MISS if not on SSD;
+ * -ENOMEM.  Used for reads that must leave no trace in the cache state
+ * (KVT_F_QUIET, kvtierd's reads by grantees: doc/security.md).
+ */
+int ssd_read_copy(struct ssd *s, uint32_t ns, const struct kvt_key *key, int prio,
+		  ssd_copy_cb cb, void *ctx);
+/* mem: the store's allocator (the tier may be closed by then). */
+void ssd_copy_free(struct kvt_mem *mem, struct ssd_copy *copy);
+
+/*
  * Deletes and clears, in three steps so that nothing changes unless the
  * tombstone can be logged, and the DRAM tier changes before the SSD index
  * (a write-down racing the delete checks the DRAM block after entering its

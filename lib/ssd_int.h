@@ -122,6 +122,8 @@ struct promote_task {
 	ssd_promote_cb cb;
 	void *ctx;
 	uint64_t start_ns;
+	struct ssd_copy *copy;    /* ssd_read_copy: read here, item NULL */
+	ssd_copy_cb copy_cb;
 };
 
 struct ssd {
@@ -167,7 +169,7 @@ struct ssd {
 	_Atomic uint64_t wd_queued, wd_written, wd_written_bytes, wd_shed, wd_skipped,
 		wd_errors, tombstones, reads, read_bytes, read_misses, crc_errors, hdr_errors,
 		io_errors, seg_sealed, seg_evicted, evicted_blocks, reinserted, quarantined,
-		ckpts, enospc, promote_full;
+		ckpts, enospc, promote_full, copy_reads;
 	uint64_t rec_ckpt_entries, rec_records, rec_segments, rec_ns, rec_dropped;
 };
 

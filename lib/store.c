@@ -54,7 +54,8 @@ enum { REQ_IDLE = 0, REQ_QUEUED, REQ_RUNNING, REQ_DONE, REQ_CHECKING };
 #define MAX_WORKERS 64
 
 struct pin_slot {
-	struct dram_item *item; /* NULL: free */
+	struct dram_item *item; /* NULL (and copy NULL): free */
+	struct ssd_copy *copy;  /* SLOT_COPY: a quiet get's private copy (item NULL) */
 	struct iovec *view;     /* view_count elements, from kvt_mem */
 	uint32_t view_count;
 	uint32_t gen;           /* bumped on every release */
@@ -63,7 +64,12 @@ struct pin_slot {
 	uint8_t sealed;         /* SLOT_RESV: publish as KVT_F_SEALED */
 };
 
-enum { SLOT_PIN = 0, SLOT_RESV = 1 };
+enum { SLOT_PIN = 0, SLOT_RESV = 1, SLOT_COPY = 2 };
+
+static inline bool slot_used(const struct pin_slot *sl)
+{
+	return sl->item || sl->copy;
+}
 
 struct pin_shard {
 	pthread_mutex_t lock;
@@ -542,12 +548,13 @@ static void req_complete(struct kvt_store *s, struct kvt_req *r, int status)
  */
 
 /*
- * A slot in the pin table for item (a ref the slot now owns) and a copy of
- * its view; hint picks the shard.  *handle and *vcopy on success.
+ * A slot in the pin table for item (a ref the slot now owns), or for copy
+ * (SLOT_COPY: the slot owns it), and a copy of its view; hint picks the
+ * shard.  *handle and *vcopy on success.
  */
 static int slot_add(struct kvt_store *s, uintptr_t hint, struct dram_item *item,
-		    const struct iovec *view, unsigned view_count, int kind, bool sealed,
-		    uint64_t *handle, struct iovec **vcopy)
+		    struct ssd_copy *copy, const struct iovec *view, unsigned view_count, int kind,
+		    bool sealed, uint64_t *handle, struct iovec **vcopy)
 {
 	struct pin_shard *ps = &s->pins[(hint >> 6) % PIN_SHARDS];
 	unsigned shard = (unsigned)(ps - s->pins);
@@ -587,6 +594,7 @@ static int slot_add(struct kvt_store *s, uintptr_t hint, struct dram_item *item,
 	slot = &ps->slots[idx];
 	ps->free_head = slot->next_free;
 	slot->item = item;
+	slot->copy = copy;
 	slot->view = v;
 	slot->view_count = view_count;
 	slot->kind = (uint8_t)kind;
@@ -602,7 +610,8 @@ static int pin_add(struct kvt_store *s, struct kvt_req *r, struct dram_item *ite
 		   const struct iovec *view, unsigned view_count)
 {
 	struct iovec *v;
-	int ret = slot_add(s, (uintptr_t)r, item, view, view_count, SLOT_PIN, false, &r->pin, &v);
+	int ret = slot_add(s, (uintptr_t)r, item, NULL, view, view_count, SLOT_PIN, false, &r->pin,
+			   &v);
 	if (ret < 0)
 		return ret;
 	r->view = v;
@@ -610,11 +619,12 @@ static int pin_add(struct kvt_store *s, struct kvt_req *r, struct dram_item *ite
 	return 0;
 }
 
-/* Take the slot of handle out of the table (it must be of kind): its item
- * (the ref passes to the caller) and sealed flag; its view is freed.
- * 0, KVT_EPIN. */
+/* Take the slot of handle out of the table (it must be of kind; SLOT_PIN
+ * takes SLOT_COPY too): its item (the ref passes to the caller) or copy
+ * (*copy, may be NULL: then a SLOT_COPY is not taken) and sealed flag; its
+ * view is freed.  0, KVT_EPIN. */
 static int slot_take(struct kvt_store *s, uint64_t handle, int kind, struct dram_item **item,
-		     bool *sealed)
+		     struct ssd_copy **copy, bool *sealed)
 {
 	unsigned shard = (unsigned)((handle >> PIN_IDX_BITS) & 0xff);
 	uint32_t idx = (uint32_t)(handle & ((1u << PIN_IDX_BITS) - 1)), gen = (uint32_t)(handle >> 32);
@@ -626,12 +636,16 @@ static int slot_take(struct kvt_store *s, uint64_t handle, int kind, struct dram
 		return KVT_EPIN;
 	ps = &s->pins[shard];
 	pthread_mutex_lock(&ps->lock);
-	if (idx >= ps->cap || ps->slots[idx].gen != gen || !ps->slots[idx].item ||
-	    ps->slots[idx].kind != kind) {
+	if (idx >= ps->cap || ps->slots[idx].gen != gen || !slot_used(&ps->slots[idx]) ||
+	    !(ps->slots[idx].kind == kind ||
+	      (copy && kind == SLOT_PIN && ps->slots[idx].kind == SLOT_COPY))) {
 		pthread_mutex_unlock(&ps->lock);
 		return KVT_EPIN;
 	}
 	*item = ps->slots[idx].item;
+	if (copy)
+		*copy = ps->slots[idx].copy;
+	ps->slots[idx].copy = NULL;
 	if (sealed)
 		*sealed = ps->slots[idx].sealed;
 	v = ps->slots[idx].view;
@@ -651,16 +665,19 @@ static int slot_take(struct kvt_store *s, uint64_t handle, int kind, struct dram
 static int slot_drop(struct kvt_store *s, uint64_t handle, int kind)
 {
 	struct dram_item *item;
+	struct ssd_copy *copy = NULL;
 	int ret;
 
 	if (!s)
 		return KVT_ENULL;
 	if (s->state != ST_OPEN)
 		return KVT_ECLOSED;
-	ret = slot_take(s, handle, kind, &item, NULL);
+	ret = slot_take(s, handle, kind, &item, &copy, NULL);
 	if (ret < 0)
 		return ret;
-	if (kind == SLOT_PIN)
+	if (copy)
+		ssd_copy_free(&s->mem, copy);
+	else if (kind == SLOT_PIN)
 		dram_unpin(s->dram, item);
 	else
 		dram_abort(s->dram, item);
@@ -698,11 +715,17 @@ int kvt_pin_parts(struct kvt_store *s, uint64_t pin, uint64_t *lens, uint32_t *c
 	/* Under the pin lock, so a racing release cannot free the item (the
 	 * pin lock is taken before DRAM locks elsewhere too: pins_drop_all). */
 	pthread_mutex_lock(&ps->lock);
-	if (idx >= ps->cap || ps->slots[idx].gen != gen || !ps->slots[idx].item ||
-	    ps->slots[idx].kind != SLOT_PIN)
+	if (idx >= ps->cap || ps->slots[idx].gen != gen || !slot_used(&ps->slots[idx]) ||
+	    (ps->slots[idx].kind != SLOT_PIN && ps->slots[idx].kind != SLOT_COPY)) {
 		n = KVT_EPIN;
-	else
+	} else if (ps->slots[idx].copy) {
+		const struct ssd_copy *cp = ps->slots[idx].copy;
+		n = (int)cp->part_count;
+		memcpy(l, cp->lens, cp->part_count * sizeof(*l));
+		memcpy(c, cp->crcs, cp->part_count * sizeof(*c));
+	} else {
 		n = dram_item_meta(s->dram, ps->slots[idx].item, &ns, &key, l, c, KVT_PARTS_MAX);
+	}
 	pthread_mutex_unlock(&ps->lock);
 	for (int i = 0; i < n && (unsigned)i < max; i++) {
 		if (lens)
@@ -775,8 +798,8 @@ int kvt_put_reserve(struct kvt_store *s, uint32_t ns, const struct kvt_key *key,
 		}
 		left -= view[i].iov_len;
 	}
-	ret = slot_add(s, (uintptr_t)res, item, view, vc, SLOT_RESV, (flags & KVT_F_SEALED) != 0,
-		       &res->handle, &v);
+	ret = slot_add(s, (uintptr_t)res, item, NULL, view, vc, SLOT_RESV,
+		       (flags & KVT_F_SEALED) != 0, &res->handle, &v);
 	if (ret < 0) {
 		dram_abort(s->dram, item);
 		return ret;
@@ -797,7 +820,7 @@ int kvt_put_commit(struct kvt_store *s, uint64_t handle, const uint32_t *crcs)
 		return KVT_ENULL;
 	if (s->state != ST_OPEN)
 		return KVT_ECLOSED;
-	ret = slot_take(s, handle, SLOT_RESV, &item, &sealed);
+	ret = slot_take(s, handle, SLOT_RESV, &item, NULL, &sealed);
 	if (ret < 0)
 		return ret;
 	if (crcs && dram_item_verify(s->dram, item, crcs) != KVT_OK) {
@@ -830,14 +853,17 @@ static void pins_drop_all(struct kvt_store *s)
 		pthread_mutex_lock(&ps->lock);
 		for (uint32_t j = 0; j < ps->cap; j++) {
 			struct pin_slot *sl = &ps->slots[j];
-			if (!sl->item)
+			if (!slot_used(sl))
 				continue;
-			if (sl->kind == SLOT_RESV)
+			if (sl->copy)
+				ssd_copy_free(&s->mem, sl->copy);
+			else if (sl->kind == SLOT_RESV)
 				dram_abort(s->dram, sl->item);
 			else
 				dram_unpin(s->dram, sl->item);
 			kvt_mem_free(&s->mem, sl->view, sl->view_count * sizeof(struct iovec));
 			sl->item = NULL;
+			sl->copy = NULL;
 			dropped++;
 		}
 		kvt_mem_free(&s->mem, ps->slots, ps->cap * sizeof(struct pin_slot));
@@ -997,6 +1023,69 @@ static int store_get_lower(struct kvt_store *s, struct kvt_req *r, int prio)
 	if (s->remote && remote_get(s->remote, r->ns, &r->key, store_remote_got, r) == 0)
 		return STORE_PENDING;
 	return KVT_MISS; /* a server that is down is a miss (remote.fast_fails) */
+}
+
+/*
+ * Quiet gets (kvtier.h, KVT_F_QUIET): nothing the store keeps changes.
+ * From DRAM: a quiet ref (no hit, read count, recency or admission), pinned
+ * as usual.  From SSD: a private, verified copy (ssd_read_copy) held by a
+ * SLOT_COPY pin until kvt_pin_release; nothing is promoted.
+ */
+static void store_copied(void *ctx, int status, struct ssd_copy *copy)
+{
+	struct kvt_req *r = ctx;
+	struct kvt_store *s = req_queue(r)->store;
+	struct iovec view = { 0 };
+	struct iovec *v;
+
+	if (status == KVT_OK) {
+		view.iov_base = (void *)copy->value;
+		view.iov_len = copy->value_len;
+		status = slot_add(s, (uintptr_t)r, NULL, copy, &view, 1, SLOT_COPY, false, &r->pin,
+				  &v);
+		if (status == 0) {
+			r->view = v;
+			r->view_count = 1;
+			r->length = copy->value_len;
+			r->value_len = copy->value_len;
+			r->value_flags = copy->value_flags;
+			r->tier = KVT_TIER_SSD;
+			copy = NULL; /* the pin owns it */
+		}
+	}
+	ssd_copy_free(&s->mem, copy);
+	req_complete(s, r, status);
+}
+
+static int store_get_quiet(struct kvt_store *s, struct kvt_req *r)
+{
+	struct iovec view[DRAM_MAX_RUNS];
+	struct dram_item *item;
+	uint64_t len = 0;
+	unsigned vc;
+	int ret;
+
+	if (dram_ref_quiet(s->dram, r->ns, &r->key, &item) == KVT_OK) {
+		vc = dram_item_view(s->dram, item, view, &len);
+		ret = pin_add(s, r, item, view, vc);
+		if (ret < 0) {
+			dram_unpin(s->dram, item);
+			return ret;
+		}
+		r->length = len;
+		r->value_len = len;
+		r->value_flags = dram_item_flags(item);
+		r->tier = KVT_TIER_DRAM;
+		return KVT_OK;
+	}
+	if (!s->ssd)
+		return KVT_MISS;
+	ret = ssd_read_copy(s->ssd, r->ns, &r->key, IO_PRIO_DEMAND, store_copied, r);
+	if (ret == 0)
+		return STORE_PENDING;
+	/* Not on SSD (or out of memory): a miss, as for any get that cannot
+	 * be served now. */
+	return KVT_MISS;
 }
 
 /* What the local tiers did, kept in the request while the remote tier
@@ -1299,6 +1388,8 @@ static int store_exec(struct kvt_store *s, struct kvt_req *r)
 		uint64_t len = 0;
 		if (!d)
 			return KVT_MISS;
+		if (r->flags & KVT_F_QUIET)
+			return store_get_quiet(s, r);
 		ret = dram_pin(d, r->ns, &r->key, &item, view, &vc, &len);
 		if (ret == KVT_MISS)
 			return store_get_lower(s, r, IO_PRIO_DEMAND);
@@ -2029,7 +2120,7 @@ static int key_check(const struct kvt_key *k)
 }
 
 #define KVT_F_ALL (KVT_F_PART | KVT_F_RANGE | KVT_F_CRC | KVT_F_VERIFY | KVT_F_DEFER | \
-		   KVT_F_SEALED)
+		   KVT_F_SEALED | KVT_F_QUIET)
 
 static int req_check(struct kvt_store *s, const struct kvt_req *r)
 {
@@ -2041,6 +2132,8 @@ static int req_check(struct kvt_store *s, const struct kvt_req *r)
 	if ((r->flags & (KVT_F_PART | KVT_F_RANGE | KVT_F_VERIFY)) && r->op != KVT_OP_GET)
 		return KVT_EBADOP;
 	if ((r->flags & (KVT_F_CRC | KVT_F_SEALED)) && r->op != KVT_OP_PUT)
+		return KVT_EBADOP;
+	if ((r->flags & KVT_F_QUIET) && r->op != KVT_OP_GET_PINNED)
 		return KVT_EBADOP;
 	if ((r->flags & KVT_F_PART) && (r->flags & KVT_F_RANGE))
 		return KVT_EBADOP;

@@ -5,7 +5,8 @@
  * after kill -9 of a writer, a simulated power loss, torn writes and
  * flipped bits becoming counted misses, ENOSPC degrading to DRAM only and
  * recovering, EIO quarantining a segment, FIFO segment eviction, prefetch,
- * lookup across tiers, and a second opener refused.
+ * lookup across tiers, a second opener refused, and quiet gets
+ * (KVT_F_QUIET) that leave no trace in what the tiers keep.
  *
  * Every scenario runs on the io_uring backend and on the pread/pwrite
  * backend (KVT_TEST_IO=uring|psync picks one).
@@ -864,6 +865,125 @@ static void test_readmit(void)
 	free(dir);
 }
 
+/* A quiet pinned get (KVT_F_QUIET), submitted and waited for. */
+static int quiet_get(struct kvt_store *s, struct kvt_queue *q, uint32_t ns, uint64_t k,
+		     struct kvt_req *r)
+{
+	struct kvt_req *rp = r, *got;
+	memset(r, 0, sizeof(*r));
+	r->op = KVT_OP_GET_PINNED;
+	r->flags = KVT_F_QUIET;
+	r->ns = ns;
+	r->key = t_key(k);
+	T_RC(kvt_submit(q, &rp, 1), 1);
+	T_RC(kvt_queue_wait(q, &got, 1, 10000), 1);
+	(void)s;
+	return r->status;
+}
+
+/* The view of a pinned get holds exactly block k, with its part table. */
+static void check_view(struct kvt_store *s, const struct kvt_req *r, uint64_t k)
+{
+	size_t len = len_of(k), off = 0;
+	char *want = malloc(len);
+	uint64_t lens[4];
+	uint32_t crcs[4];
+
+	t_fill(want, len, k);
+	T_EQ_U64(r->length, len);
+	for (uint32_t i = 0; i < r->view_count; i++) {
+		T_EQ_MEM(r->view[i].iov_base, want + off, r->view[i].iov_len);
+		off += r->view[i].iov_len;
+	}
+	T_EQ_U64(off, len);
+	T_RC(kvt_pin_parts(s, r->pin, lens, crcs, 4), 2);
+	T_EQ_U64(lens[0], len / 3);
+	T_EQ_U64(lens[1], len - len / 3);
+	T_EQ_INT(crcs[0], kvt_crc32c(0, want, len / 3));
+	T_EQ_INT(crcs[1], kvt_crc32c(0, want + len / 3, len - len / 3));
+	free(want);
+}
+
+/* 12. Quiet gets (KVT_F_QUIET) leave no trace: from SSD a private copy,
+ *     nothing promoted, nothing counted as a DRAM hit or access; from DRAM
+ *     no hit, no second-access write-down.  A copy pin held at close is
+ *     freed there.  KVT_F_QUIET is for GET_PINNED only. */
+static void test_quiet(void)
+{
+	char *dir = t_mkdtemp();
+	struct kvt_store *s = open_store(dir, "16M", "always");
+	uint32_t ns = ns_of(s);
+	struct kvt_queue *q;
+	struct kvt_req r, held, *rp = &r;
+	struct kvt_key keys[2] = { t_key(3), t_key(4) };
+	uint8_t tiers[2];
+	uint64_t hits;
+
+	for (uint64_t k = 0; k < 10; k++)
+		T_RC(put_k(s, ns, k), KVT_OK);
+	T_OK(kvt_flush(s));
+	kvt_store_destroy(s);
+	s = open_store(dir, "16M", "always"); /* cold DRAM: all on SSD only */
+	T_OK(kvt_queue_create(s, &q));
+	for (int rep = 0; rep < 3; rep++) {
+		T_RC(quiet_get(s, q, ns, 3, &r), KVT_OK);
+		T_EQ_INT(r.tier, KVT_TIER_SSD);
+		check_view(s, &r, 3);
+		T_OK(kvt_pin_release(s, r.pin));
+		T_RC(kvt_pin_release(s, r.pin), KVT_EPIN);
+	}
+	T_EQ_U64(stat_of(s, "ssd.copy_reads"), 3);
+	T_EQ_U64(stat_of(s, "dram.promotions"), 0);
+	T_EQ_U64(stat_of(s, "dram.blocks"), 0);
+	T_EQ_INT(kvt_lookup_prefix(s, ns, keys, 1, tiers), 1);
+	T_EQ_INT(tiers[0], KVT_TIER_SSD);
+	/* An ordinary get promotes; a quiet one then pins the DRAM copy
+	 * without counting a hit. */
+	T_RC(get_k(s, ns, 4), KVT_OK);
+	T_EQ_U64(stat_of(s, "dram.promotions"), 1);
+	hits = stat_of(s, "dram.hits");
+	T_RC(quiet_get(s, q, ns, 4, &r), KVT_OK);
+	T_EQ_INT(r.tier, KVT_TIER_DRAM);
+	check_view(s, &r, 4);
+	T_OK(kvt_pin_release(s, r.pin));
+	T_EQ_U64(stat_of(s, "dram.hits"), hits);
+	T_EQ_INT(kvt_lookup_prefix(s, ns, keys, 2, tiers), 2);
+	T_EQ_INT(tiers[0], KVT_TIER_SSD);
+	T_EQ_INT(tiers[1], KVT_TIER_DRAM);
+	/* Absent: a miss. */
+	T_RC(quiet_get(s, q, ns, 99, &r), KVT_MISS);
+	/* Only for pinned gets. */
+	memset(&r, 0, sizeof(r));
+	r.op = KVT_OP_EXISTS;
+	r.flags = KVT_F_QUIET;
+	r.ns = ns;
+	r.key = t_key(3);
+	T_RC(kvt_submit(q, &rp, 1), KVT_EBADOP);
+	/* A copy pin still held at close is dropped (and freed) there. */
+	T_RC(quiet_get(s, q, ns, 5, &held), KVT_OK);
+	T_OK(kvt_queue_destroy(q));
+	kvt_store_destroy(s);
+
+	/* Second-access admission: quiet reads are not accesses. */
+	s = open_store(dir, "16M", "second");
+	T_OK(kvt_queue_create(s, &q));
+	T_RC(put_k(s, ns, 50), KVT_OK);
+	for (int rep = 0; rep < 3; rep++) {
+		T_RC(quiet_get(s, q, ns, 50, &r), KVT_OK);
+		T_EQ_INT(r.tier, KVT_TIER_DRAM);
+		T_OK(kvt_pin_release(s, r.pin));
+	}
+	T_OK(kvt_flush(s));
+	T_EQ_U64(stat_of(s, "dram.writedowns_admitted"), 0);
+	T_RC(get_k(s, ns, 50), KVT_OK);
+	T_OK(kvt_flush(s));
+	T_EQ_U64(stat_of(s, "dram.writedowns_admitted"), 1);
+	T_OK(kvt_queue_destroy(q));
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+}
+
 int main(void)
 {
 	const char *only = getenv("KVT_TEST_IO");
@@ -887,6 +1007,7 @@ int main(void)
 		test_review_regressions();
 		test_fixed_buffers();
 		test_readmit();
+		test_quiet();
 	}
 	return 0;
 }
