@@ -1,11 +1,19 @@
 /*
  * shared.c - the shared tier (G4) of a store: policy, thread pool and
- * promotions over the directory backend (shdir.c).  shared.h says what
- * the store calls and what goes down; doc/shared.md has the design.
+ * promotions over one of two backends: a shared directory (shdir.c) or an
+ * S3 bucket (shs3.c).  shared.h says what the store calls and what goes
+ * down; doc/shared.md has the design.
  *
  * Owns: the pool ("kvt-shared" threads) and its three priority lists
  * (demand gets; lookups and prefetches; write-downs and gc), the
- * persistent-namespace set, write-down accounting and the tier's stats.
+ * persistent-namespace set, write-down accounting, the backend (opened
+ * and closed here) and the tier's stats.
+ *
+ * Backends: struct sh_backend below is everything the tier asks of one
+ * (stat, write, read into a DRAM reservation, remove, clear, gc, stats);
+ * the tier itself (policy, pool, lookups, promotions) is the same for
+ * both.  Both store the same block format (doc/shared.md), so a bucket
+ * synced to a directory (or back) stays readable.
  *
  * Lookups: a lookup of n keys is one job that every idle pool thread joins
  * (up to n): each takes the next key index from an atomic counter and
@@ -26,9 +34,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <openssl/crypto.h>
+
 #include "io.h"
 #include "shared.h"
 #include "shdir.h"
+#include "shs3.h"
 
 enum { T_GET = 1, T_LOOKUP, T_WD_REF, T_WD_BUF, T_GC };
 enum { P_DEMAND = 0, P_MID = 1, P_LOW = 2, P_COUNT = 3 };
@@ -75,7 +86,9 @@ struct shared {
 	struct ns_registry *reg;
 	struct kvt_mem *mem;
 	const struct kvt_logger *log;
-	struct shdir *sd;
+	const struct sh_backend *be; /* dir_backend or s3_backend */
+	struct shdir *sd;            /* the directory backend, or NULL */
+	struct shs3 *s3;             /* the S3 backend, or NULL */
 	_Atomic uint8_t *persistent; /* bitmap over namespace ids */
 	size_t persistent_len;
 
@@ -93,7 +106,7 @@ struct shared {
 	_Atomic uint64_t bps;        /* last measured read throughput, bytes/s (0: none yet) */
 
 	_Atomic uint64_t hits, misses, promote_full, wd_queued, wd_shed, wd_done, wd_failed,
-		wd_evicted, lookups, lookup_keys, gc_runs, gc_removed;
+		wd_evicted, wd_ssd_evicted, lookups, lookup_keys, gc_runs, gc_removed;
 };
 
 #define A(x) atomic_fetch_add_explicit(&(x), 1, memory_order_relaxed)
@@ -128,6 +141,220 @@ int shared_set_persistent(struct shared *sh, uint32_t ns)
 	atomic_fetch_or(&sh->persistent[ns >> 3], (uint8_t)(1u << (ns & 7)));
 	return 0;
 }
+
+/* ------------------------------------------------------------------------
+ * Backends
+ */
+
+/* One promotion's state: what the backend read, and the DRAM reservation
+ * the value went into (not yet published). */
+struct sh_read {
+	struct shared *sh;
+	uint32_t ns;
+	const struct kvt_key *key;
+	struct dram_item *item;    /* reserved by read_reserve, or NULL */
+	bool full;                 /* DRAM had no room */
+	struct shdir_hdr h;        /* part_lens/crcs point at the arrays below or rd's */
+	uint64_t part_lens[KVT_PARTS_MAX];
+	uint32_t crcs[KVT_PARTS_MAX];
+	struct shdir_rd rd;        /* the directory backend's open file */
+};
+
+struct sh_backend {
+	int (*stat)(struct shared *sh, const uint8_t *dg, const struct kvt_key *key,
+		    uint64_t *len);
+	/* KVT_OK, KVT_EXISTS (there already), -errno. */
+	int (*write)(struct shared *sh, const uint8_t *dg, const struct kvt_key *key,
+		     const struct iovec *view, unsigned vc, uint64_t len, unsigned np,
+		     const uint64_t *lens, const uint32_t *crcs, uint32_t flags);
+	/* Read rb->key into a reservation made through read_reserve; KVT_OK
+	 * leaves rb->item reserved and rb->h filled; anything else is a miss
+	 * (the caller aborts rb->item if set). */
+	int (*read)(struct shared *sh, const uint8_t *dg, struct sh_read *rb);
+	int (*remove)(struct shared *sh, const uint8_t *dg, const struct kvt_key *key);
+	int64_t (*clear)(struct shared *sh, const uint8_t *dg);
+	int (*gc)(struct shared *sh, struct kvt_shared_gc_result *res);
+	void (*stats)(struct shared *sh, kvt_stats_fn fn, void *ctx);
+};
+
+/* Where a block's value goes: a DRAM reservation for rb's key. */
+static int read_reserve(struct sh_read *rb, const struct shdir_hdr *h, struct iovec *view,
+			unsigned *vc)
+{
+	struct shared *sh = rb->sh;
+	int ret = dram_reserve(sh->dram, rb->ns, rb->key, h->value_len,
+			       h->part_count > 1 ? h->part_lens : NULL, h->part_count, &rb->item,
+			       view, vc);
+	if (ret != KVT_OK) {
+		rb->item = NULL;
+		rb->full = ret != KVT_EXISTS;
+	}
+	return ret;
+}
+
+static void stats_common(kvt_stats_fn fn, void *ctx, uint64_t stats_issued, uint64_t writes,
+			 uint64_t write_bytes, uint64_t write_exists, uint64_t write_errors,
+			 uint64_t reads, uint64_t read_bytes, uint64_t read_errors, uint64_t corrupt,
+			 uint64_t bad_removed, uint64_t bad_kept)
+{
+	fn(ctx, "shared.stats_issued", stats_issued, NULL);
+	fn(ctx, "shared.writes", writes, NULL);
+	fn(ctx, "shared.write_bytes", write_bytes, NULL);
+	fn(ctx, "shared.write_exists", write_exists, NULL);
+	fn(ctx, "shared.write_errors", write_errors, NULL);
+	fn(ctx, "shared.reads", reads, NULL);
+	fn(ctx, "shared.read_bytes", read_bytes, NULL);
+	fn(ctx, "shared.read_errors", read_errors, NULL);
+	fn(ctx, "shared.corrupt", corrupt, NULL);
+	fn(ctx, "shared.bad_removed", bad_removed, NULL);
+	fn(ctx, "shared.bad_kept", bad_kept, NULL);
+}
+
+/* The directory backend (shdir.c). */
+
+static int dir_stat(struct shared *sh, const uint8_t *dg, const struct kvt_key *key,
+		    uint64_t *len)
+{
+	return shdir_stat(sh->sd, dg, key, len);
+}
+
+static int dir_write(struct shared *sh, const uint8_t *dg, const struct kvt_key *key,
+		     const struct iovec *view, unsigned vc, uint64_t len, unsigned np,
+		     const uint64_t *lens, const uint32_t *crcs, uint32_t flags)
+{
+	return shdir_write(sh->sd, dg, key, view, vc, len, np, lens, crcs, flags);
+}
+
+static int dir_read(struct shared *sh, const uint8_t *dg, struct sh_read *rb)
+{
+	struct shdir_rd *rd = &rb->rd;
+	struct iovec view[DRAM_MAX_RUNS];
+	unsigned vc = 0;
+	int ret = shdir_rd_open(sh->sd, dg, rb->key, rd);
+	if (ret == KVT_ECORRUPT) {
+		shdir_rd_bad(sh->sd, rd);
+		shdir_rd_close(rd);
+	}
+	if (ret != KVT_OK)
+		return ret;
+	rb->h = rd->h;
+	ret = read_reserve(rb, &rd->h, view, &vc);
+	if (ret == KVT_OK) {
+		ret = shdir_rd_value(sh->sd, rd, view, vc);
+		if (ret == KVT_ECORRUPT)
+			shdir_rd_bad(sh->sd, rd);
+	}
+	/* A block in use is young: refresh its age for the collector, at most
+	 * about once per half max_age (a write on the shared file system). */
+	if (ret == KVT_OK && sh->cfg.max_age_s) {
+		struct stat st;
+		if (fstat(rd->fd, &st) == 0 &&
+		    time(NULL) - st.st_mtime > (time_t)(sh->cfg.max_age_s / 2))
+			futimens(rd->fd, NULL);
+	}
+	shdir_rd_close(rd);
+	return ret;
+}
+
+static int dir_remove(struct shared *sh, const uint8_t *dg, const struct kvt_key *key)
+{
+	return shdir_remove(sh->sd, dg, key);
+}
+
+static int64_t dir_clear(struct shared *sh, const uint8_t *dg)
+{
+	return sh->be->clear(sh, dg);
+}
+
+static int dir_gc(struct shared *sh, struct kvt_shared_gc_result *res)
+{
+	return kvt_shared_gc(sh->cfg.dir, sh->cfg.budget, sh->cfg.max_age_s, res);
+}
+
+static void dir_stats(struct shared *sh, kvt_stats_fn fn, void *ctx)
+{
+	struct shdir_stats *st = shdir_stats(sh->sd);
+	fn(ctx, "shared.o_direct", shdir_o_direct(sh->sd), NULL);
+	stats_common(fn, ctx, AL(st->stats_issued), AL(st->writes), AL(st->write_bytes),
+		     AL(st->write_exists), AL(st->write_errors), AL(st->reads), AL(st->read_bytes),
+		     AL(st->read_errors), AL(st->corrupt), AL(st->bad_removed), AL(st->bad_kept));
+}
+
+static const struct sh_backend dir_backend = {
+	dir_stat, dir_write, dir_read, dir_remove, dir_clear, dir_gc, dir_stats,
+};
+
+/* The S3 backend (shs3.c). */
+
+static int s3_stat(struct shared *sh, const uint8_t *dg, const struct kvt_key *key,
+		   uint64_t *len)
+{
+	return shs3_blk_stat(sh->s3, dg, key, len);
+}
+
+static int s3_write(struct shared *sh, const uint8_t *dg, const struct kvt_key *key,
+		    const struct iovec *view, unsigned vc, uint64_t len, unsigned np,
+		    const uint64_t *lens, const uint32_t *crcs, uint32_t flags)
+{
+	return shs3_blk_write(sh->s3, dg, key, view, vc, len, np, lens, crcs, flags);
+}
+
+static int s3_reserve(void *ctx, const struct shdir_hdr *h, struct iovec *view, unsigned *vc)
+{
+	return read_reserve(ctx, h, view, vc);
+}
+
+static int s3_read(struct shared *sh, const uint8_t *dg, struct sh_read *rb)
+{
+	int ret;
+	rb->h.part_lens = rb->part_lens;
+	rb->h.crcs = rb->crcs;
+	ret = shs3_blk_read(sh->s3, dg, rb->key, &rb->h, s3_reserve, rb);
+	/* A bad object goes (S3 has no delete-if-unchanged: a good copy put
+	 * in between is lost too, and written down again later). */
+	if (ret == KVT_ECORRUPT && shs3_blk_remove(sh->s3, dg, rb->key) == KVT_OK)
+		A(shs3_blk_stats(sh->s3)->bad_removed);
+	return ret;
+}
+
+static int s3_remove(struct shared *sh, const uint8_t *dg, const struct kvt_key *key)
+{
+	uint64_t len;
+	int ret = shs3_blk_stat(sh->s3, dg, key, &len); /* DELETE says 204 either way */
+	if (ret != KVT_OK)
+		return ret;
+	return shs3_blk_remove(sh->s3, dg, key);
+}
+
+static int64_t s3_clear(struct shared *sh, const uint8_t *dg)
+{
+	return shs3_blk_clear(sh->s3, dg);
+}
+
+static int s3_gc(struct shared *sh, struct kvt_shared_gc_result *res)
+{
+	return shs3_gc(sh->s3, sh->cfg.budget, sh->cfg.max_age_s, res);
+}
+
+static void s3_stats(struct shared *sh, kvt_stats_fn fn, void *ctx)
+{
+	struct shs3_blk_stats *b = shs3_blk_stats(sh->s3);
+	struct shs3_stats *st = shs3_stats(sh->s3);
+	fn(ctx, "shared.o_direct", 0, NULL);
+	stats_common(fn, ctx, AL(b->stats_issued), AL(b->writes), AL(b->write_bytes),
+		     AL(b->write_exists), AL(b->write_errors), AL(b->reads), AL(b->read_bytes),
+		     AL(b->read_errors), AL(b->corrupt), AL(b->bad_removed), 0);
+	fn(ctx, "shared.s3_requests", AL(st->requests), NULL);
+	fn(ctx, "shared.s3_errors", AL(st->errors), NULL);
+	fn(ctx, "shared.s3_timeouts", AL(st->timeouts), NULL);
+	fn(ctx, "shared.s3_denied", AL(st->denied), NULL);
+	fn(ctx, "shared.s3_conns_opened", AL(st->conns_opened), NULL);
+	fn(ctx, "shared.s3_multipart_parts", AL(st->multipart_parts), NULL);
+}
+
+static const struct sh_backend s3_backend = {
+	s3_stat, s3_write, s3_read, s3_remove, s3_clear, s3_gc, s3_stats,
+};
 
 /* ------------------------------------------------------------------------
  * The pool
@@ -167,75 +394,47 @@ static void task_free(struct shared *sh, struct sh_task *t)
 	kvt_mem_free(sh->mem, t, sizeof(*t));
 }
 
-/* A promotion: read the file into a DRAM reservation, check, publish. */
+/* A promotion: read the block into a DRAM reservation, check, publish. */
 static void run_get(struct shared *sh, struct sh_task *t)
 {
-	struct shdir_rd *rd = kvt_mem_alloc(sh->mem, sizeof(*rd));
+	struct sh_read *rb = kvt_mem_calloc(sh->mem, 1, sizeof(*rb));
 	const uint8_t *dg = ns_digest_of(sh, t->ns);
-	struct iovec view[DRAM_MAX_RUNS];
 	struct dram_item *item = NULL;
-	unsigned vc = 0;
 	int ret = KVT_MISS;
 	uint64_t t0 = now_ns();
 
-	if (!rd || !dg)
+	if (!rb || !dg)
 		goto out;
-	ret = shdir_rd_open(sh->sd, dg, &t->key, rd);
-	if (ret == KVT_ECORRUPT) {
-		shdir_rd_bad(sh->sd, rd);
-		shdir_rd_close(rd);
-	}
+	rb->sh = sh;
+	rb->ns = t->ns;
+	rb->key = &t->key;
+	ret = sh->be->read(sh, dg, rb);
 	if (ret != KVT_OK) {
-		ret = KVT_MISS;
-		goto out;
-	}
-	ret = dram_reserve(sh->dram, t->ns, &t->key, rd->h.value_len,
-			   rd->h.part_count > 1 ? rd->h.part_lens : NULL, rd->h.part_count, &item,
-			   view, &vc);
-	if (ret != KVT_OK) {
-		if (ret != KVT_EXISTS)
+		if (rb->item)
+			dram_abort(sh->dram, rb->item);
+		if (rb->full)
 			A(sh->promote_full);
-		shdir_rd_close(rd);
-		item = NULL;
-		ret = KVT_MISS; /* the caller serves a block that reached DRAM from there */
+		ret = KVT_MISS; /* a block that reached DRAM meanwhile is served from there */
 		goto out;
 	}
-	ret = shdir_rd_value(sh->sd, rd, view, vc);
-	if (ret == KVT_ECORRUPT)
-		shdir_rd_bad(sh->sd, rd);
-	if (ret != KVT_OK) {
-		dram_abort(sh->dram, item);
-		item = NULL;
-		shdir_rd_close(rd);
-		ret = KVT_MISS;
-		goto out;
-	}
-	/* A block in use is young: refresh its age for the collector, at most
-	 * about once per half max_age (a write on the shared file system). */
-	if (sh->cfg.max_age_s) {
-		struct stat st;
-		if (fstat(rd->fd, &st) == 0 &&
-		    time(NULL) - st.st_mtime > (time_t)(sh->cfg.max_age_s / 2))
-			futimens(rd->fd, NULL);
-	}
+	item = rb->item;
 	{
-		uint64_t dt = now_ns() - t0, len = rd->h.value_len;
+		uint64_t dt = now_ns() - t0, len = rb->h.value_len;
 		if (dt > 0 && len >= (1u << 16))
 			atomic_store_explicit(&sh->bps, (uint64_t)((double)len * 1e9 / (double)dt),
 					      memory_order_relaxed);
 	}
-	shdir_rd_close(rd);
-	ret = dram_publish(sh->dram, item, rd->h.crcs, rd->h.part_lens,
+	ret = dram_publish(sh->dram, item, rb->h.crcs, rb->h.part_lens,
 			   DRAM_ON_LOWER | DRAM_PROMOTED |
-				   ((rd->h.flags & KVT_F_SEALED) ? DRAM_SEALED : 0),
+				   ((rb->h.flags & KVT_F_SEALED) ? DRAM_SEALED : 0),
 			   true);
 	if (ret != KVT_OK) {
 		item = NULL; /* a delete or clear won: the item is gone */
 		ret = KVT_MISS;
 	}
 out:
-	if (rd)
-		kvt_mem_free(sh->mem, rd, sizeof(*rd));
+	if (rb)
+		kvt_mem_free(sh->mem, rb, sizeof(*rb));
 	if (ret == KVT_OK)
 		A(sh->hits);
 	else
@@ -251,7 +450,7 @@ static void run_lookup(struct shared *sh, struct sh_lookup *lk)
 		if (i >= lk->n || i > atomic_load(&lk->first_miss))
 			break;
 		uint64_t len = 0;
-		int ret = shdir_stat(sh->sd, lk->digest, &lk->keys[i], &len);
+		int ret = sh->be->stat(sh, lk->digest, &lk->keys[i], &len);
 		lk->present[i] = ret == KVT_OK;
 		lk->lens[i] = len;
 		if (ret != KVT_OK) {
@@ -326,8 +525,8 @@ static void run_wd_ref(struct shared *sh, struct sh_task *t)
 	dg = ns_digest_of(sh, ns);
 	if (np > 0 && dg && dram_item_alive(sh->dram, t->item)) {
 		unsigned vc = dram_item_view(sh->dram, t->item, view, &len);
-		ret = shdir_write(sh->sd, dg, &key, view, vc, len, (unsigned)np, lens, crcs,
-				  dram_item_flags(t->item));
+		ret = sh->be->write(sh, dg, &key, view, vc, len, (unsigned)np, lens, crcs,
+				    dram_item_flags(t->item));
 	}
 	dram_unpin(sh->dram, t->item);
 	wd_finished(sh, t->len, ret);
@@ -346,15 +545,15 @@ static void run_wd_buf(struct shared *sh, struct sh_task *t)
 		}
 	}
 	if (dg)
-		ret = shdir_write(sh->sd, dg, &t->key, &v, 1, t->len, t->part_count, t->part_lens,
-				  t->crcs, t->flags);
+		ret = sh->be->write(sh, dg, &t->key, &v, 1, t->len, t->part_count, t->part_lens,
+				    t->crcs, t->flags);
 	wd_finished(sh, t->len, ret);
 }
 
 static void run_gc(struct shared *sh)
 {
 	struct kvt_shared_gc_result res;
-	if (kvt_shared_gc(sh->cfg.dir, sh->cfg.budget, sh->cfg.max_age_s, &res) == 0) {
+	if (sh->be->gc(sh, &res) == 0) {
 		A(sh->gc_runs);
 		atomic_fetch_add(&sh->gc_removed, res.removed_files);
 	}
@@ -411,6 +610,66 @@ static void *pool_main(void *arg)
  * Open and close
  */
 
+/* The S3 backend: credentials (file, else environment), the client, and
+ * one HEAD of the bucket so that bad credentials or a missing bucket fail
+ * the open with a clear error rather than turning every call into a miss.
+ * An endpoint that does not answer is only logged: it may come up later. */
+static int shared_open_s3(struct shared *sh)
+{
+	const struct shared_config *c = &sh->cfg;
+	struct shs3_creds creds;
+	struct shs3_config sc = {
+		.endpoint = c->s3_endpoint,
+		.bucket = c->s3_bucket,
+		.conns = c->s3_conns ? c->s3_conns : SHARED_DEF_S3_CONNS,
+		.timeout_ms = c->s3_timeout_ms ? c->s3_timeout_ms : SHARED_DEF_S3_TIMEOUT_MS,
+		.part_size = c->s3_part_size ? c->s3_part_size : SHARED_DEF_S3_PART_SIZE,
+		.sign_payload = c->s3_sign_payload,
+	};
+	uint64_t len;
+	int ret;
+
+	if (!c->s3_bucket) {
+		kvt_logf(sh->log, KVT_LOG_ERROR, "shared tier: shared.s3_endpoint needs shared.s3_bucket");
+		return KVT_EOPTVAL;
+	}
+	ret = shs3_creds_load(&creds, c->s3_credentials);
+	if (ret < 0) {
+		kvt_logf(sh->log, KVT_LOG_ERROR,
+			 "shared tier s3 %s: no usable credentials (%s: %s)", c->s3_endpoint,
+			 c->s3_credentials ? c->s3_credentials
+					   : "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY",
+			 ret == KVT_EOPTVAL ? "missing fields, or readable by others"
+					    : kvt_strerror(ret));
+		return ret;
+	}
+	if (c->s3_region)
+		snprintf(creds.region, sizeof(creds.region), "%s", c->s3_region);
+	ret = shs3_open(&sh->s3, &sc, &creds, sh->mem, sh->log);
+	OPENSSL_cleanse(&creds, sizeof(creds));
+	if (ret < 0) {
+		kvt_logf(sh->log, KVT_LOG_ERROR, "shared tier s3 %s: %s", c->s3_endpoint,
+			 kvt_strerror(ret));
+		return ret;
+	}
+	ret = shs3_head(sh->s3, "", &len);
+	if (ret == KVT_MISS) {
+		kvt_logf(sh->log, KVT_LOG_ERROR, "shared tier s3 %s: no bucket '%s'", c->s3_endpoint,
+			 c->s3_bucket);
+		return -ENOENT;
+	}
+	if (ret == -EACCES)
+		return ret; /* shs3 logged it, naming the key id's first characters */
+	if (ret < 0)
+		kvt_logf(sh->log, KVT_LOG_WARN,
+			 "shared tier s3 %s: %s at open; its calls are misses until it answers",
+			 c->s3_endpoint, kvt_strerror(ret));
+	else
+		kvt_logf(sh->log, KVT_LOG_INFO, "shared tier: s3 %s bucket %s, %u connections",
+			 c->s3_endpoint, c->s3_bucket, sc.conns);
+	return 0;
+}
+
 int shared_open(struct shared **out, const struct shared_config *cfg, struct dram *dram,
 		struct ns_registry *reg, struct kvt_mem *mem, const struct kvt_logger *log)
 {
@@ -436,10 +695,19 @@ int shared_open(struct shared **out, const struct shared_config *cfg, struct dra
 	pthread_mutex_init(&sh->lock, NULL);
 	pthread_cond_init(&sh->cond, NULL);
 	pthread_cond_init(&sh->idle, NULL);
-	ret = shdir_open(&sh->sd, cfg->dir, cfg->direct, mem, log);
-	if (ret < 0) {
-		kvt_logf(log, KVT_LOG_ERROR, "shared tier %s: %s", cfg->dir, kvt_strerror(ret));
-		goto fail;
+	if (cfg->s3_endpoint) {
+		ret = shared_open_s3(sh);
+		if (ret < 0)
+			goto fail;
+		sh->be = &s3_backend;
+	} else {
+		ret = shdir_open(&sh->sd, cfg->dir, cfg->direct, mem, log);
+		if (ret < 0) {
+			kvt_logf(log, KVT_LOG_ERROR, "shared tier %s: %s", cfg->dir,
+				 kvt_strerror(ret));
+			goto fail;
+		}
+		sh->be = &dir_backend;
 	}
 	for (unsigned i = 0; i < sh->cfg.threads; i++) {
 		ret = -pthread_create(&sh->threads[i], NULL, pool_main, sh);
@@ -483,6 +751,7 @@ void shared_free(struct shared *sh)
 	if (!sh)
 		return;
 	shdir_close(sh->sd);
+	shs3_close(sh->s3);
 	pthread_mutex_destroy(&sh->lock);
 	pthread_cond_destroy(&sh->cond);
 	pthread_cond_destroy(&sh->idle);
@@ -693,7 +962,7 @@ closed:
 int shared_delete(struct shared *sh, uint32_t ns, const struct kvt_key *key)
 {
 	const uint8_t *dg = ns_digest_of(sh, ns);
-	return dg ? shdir_remove(sh->sd, dg, key) : KVT_MISS;
+	return dg ? sh->be->remove(sh, dg, key) : KVT_MISS;
 }
 
 int64_t shared_clear(struct shared *sh, uint32_t ns)
@@ -701,7 +970,7 @@ int64_t shared_clear(struct shared *sh, uint32_t ns)
 	const uint8_t *dg = NULL;
 	if (ns != KVT_NS_ALL && !(dg = ns_digest_of(sh, ns)))
 		return 0;
-	return shdir_clear(sh->sd, dg);
+	return sh->be->clear(sh, dg);
 }
 
 struct shdir *shared_dir(struct shared *sh)
@@ -709,37 +978,31 @@ struct shdir *shared_dir(struct shared *sh)
 	return sh->sd;
 }
 
+struct shs3 *shared_s3(struct shared *sh)
+{
+	return sh->s3;
+}
+
 void shared_stats(struct shared *sh, kvt_stats_fn fn, void *ctx)
 {
-	struct shdir_stats *st = shdir_stats(sh->sd);
 	uint64_t wd_bytes;
 	pthread_mutex_lock(&sh->lock);
 	wd_bytes = sh->wd_bytes;
 	pthread_mutex_unlock(&sh->lock);
-	fn(ctx, "shared.o_direct", shdir_o_direct(sh->sd), NULL);
+	sh->be->stats(sh, fn, ctx);
 	fn(ctx, "shared.threads", sh->nthreads, NULL);
 	fn(ctx, "shared.hits", AL(sh->hits), NULL);
 	fn(ctx, "shared.misses", AL(sh->misses), NULL);
 	fn(ctx, "shared.promote_full", AL(sh->promote_full), NULL);
 	fn(ctx, "shared.lookups", AL(sh->lookups), NULL);
 	fn(ctx, "shared.lookup_keys", AL(sh->lookup_keys), NULL);
-	fn(ctx, "shared.stats_issued", AL(st->stats_issued), NULL);
 	fn(ctx, "shared.wd_queued", AL(sh->wd_queued), NULL);
 	fn(ctx, "shared.wd_evicted", AL(sh->wd_evicted), NULL);
+	fn(ctx, "shared.wd_ssd_evicted", AL(sh->wd_ssd_evicted), NULL);
 	fn(ctx, "shared.wd_done", AL(sh->wd_done), NULL);
 	fn(ctx, "shared.wd_failed", AL(sh->wd_failed), NULL);
 	fn(ctx, "shared.wd_shed", AL(sh->wd_shed), NULL);
 	fn(ctx, "shared.wd_bytes", wd_bytes, NULL);
-	fn(ctx, "shared.writes", AL(st->writes), NULL);
-	fn(ctx, "shared.write_bytes", AL(st->write_bytes), NULL);
-	fn(ctx, "shared.write_exists", AL(st->write_exists), NULL);
-	fn(ctx, "shared.write_errors", AL(st->write_errors), NULL);
-	fn(ctx, "shared.reads", AL(st->reads), NULL);
-	fn(ctx, "shared.read_bytes", AL(st->read_bytes), NULL);
-	fn(ctx, "shared.read_errors", AL(st->read_errors), NULL);
-	fn(ctx, "shared.corrupt", AL(st->corrupt), NULL);
-	fn(ctx, "shared.bad_removed", AL(st->bad_removed), NULL);
-	fn(ctx, "shared.bad_kept", AL(st->bad_kept), NULL);
 	fn(ctx, "shared.gc_runs", AL(sh->gc_runs), NULL);
 	fn(ctx, "shared.gc_removed", AL(sh->gc_removed), NULL);
 }

@@ -1,7 +1,7 @@
 /*
  * shared.h - the shared tier (G4): blocks on a directory that many nodes
- * mount (shdir.c), below the SSD tier (or below DRAM when there is no
- * SSD).  doc/shared.md.
+ * mount (shdir.c) or in an S3 bucket (shs3.c), below the SSD tier (or
+ * below DRAM when there is no SSD).  doc/shared.md.
  *
  * The store (store.c) calls these; every call queues work for the tier's
  * own thread pool ("kvt-shared", option shared.threads) and returns at
@@ -29,6 +29,15 @@ enum { SHARED_ADMIT_PERSISTENT = 0, SHARED_ADMIT_ALWAYS = 1 };
 
 struct shared_config {
 	char *dir;               /* the shared directory; owned by the store */
+	/* The S3 backend instead of dir (strings owned by the store): */
+	char *s3_endpoint;       /* "http://host:port" */
+	char *s3_bucket;
+	char *s3_region;         /* NULL: the credentials', else us-east-1 */
+	char *s3_credentials;    /* file; NULL: AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY */
+	unsigned s3_conns;       /* 0: SHARED_DEF_S3_CONNS */
+	unsigned s3_timeout_ms;  /* per request; 0: SHARED_DEF_S3_TIMEOUT_MS */
+	uint64_t s3_part_size;   /* multipart above; 0: SHARED_DEF_S3_PART_SIZE */
+	bool s3_sign_payload;
 	uint64_t budget;         /* bytes; 0: no limit (kvt_shared_gc) */
 	uint64_t max_age_s;      /* seconds; 0: no limit */
 	unsigned threads;        /* pool threads (parallel stats and I/O) */
@@ -39,6 +48,9 @@ struct shared_config {
 
 #define SHARED_DEF_THREADS 8
 #define SHARED_DEF_WD_MAX (UINT64_C(256) << 20)
+#define SHARED_DEF_S3_CONNS 16
+#define SHARED_DEF_S3_TIMEOUT_MS 10000
+#define SHARED_DEF_S3_PART_SIZE (UINT64_C(64) << 20)
 
 /* 0, -ENOMEM, -errno (the directory).  reg and dram must outlive it. */
 int shared_open(struct shared **out, const struct shared_config *cfg, struct dram *dram,
@@ -80,7 +92,8 @@ int64_t shared_clear(struct shared *sh, uint32_t ns);
 /* Wait until every write-down queued before the call is done. */
 void shared_flush(struct shared *sh);
 void shared_stats(struct shared *sh, kvt_stats_fn fn, void *ctx);
-/* Tests: the backend (fault hooks). */
+/* Tests: the backend (fault hooks); NULL when the other one is in use. */
 struct shdir *shared_dir(struct shared *sh);
+struct shs3 *shared_s3(struct shared *sh);
 
 #endif

@@ -23,6 +23,7 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
+#include "shdir.h"
 #include "shs3.h"
 
 #define A(x) atomic_fetch_add_explicit(&(x), 1, memory_order_relaxed)
@@ -43,6 +44,7 @@ struct shs3 {
 	CURL *handles[S3_MAX_CONNS];
 	unsigned free_count;         /* handles[0..free_count) are free; lock */
 	struct shs3_stats st;
+	struct shs3_blk_stats blk;
 };
 
 /* ------------------------------------------------------------------------
@@ -214,19 +216,47 @@ struct s3req {
 	struct shs3 *s3;
 	const char *method;
 	char uri[S3_URL_MAX];       /* canonical path: /bucket/name */
-	char query[512];            /* canonical query */
-	const uint8_t *body;
-	uint64_t body_len, sent;
+	char query[2048];           /* canonical query */
+	const uint8_t *body;        /* contiguous body (POST, simple PUT) ... */
+	const struct iovec *iov;    /* ... or body bytes [body_off, body_off + body_len)
+				     * of the stream iov[0..iovcnt) (PUT) */
+	unsigned iovcnt;
+	uint64_t body_off, body_len, sent;
 	uint64_t range_off, range_len; /* range_len 0: none */
 	uint8_t *dst;
 	uint64_t dst_cap, got;
+	shs3_sink_fn sink;          /* GET: bytes go here when set (else dst, else resp) */
+	void *sink_ctx;
+	bool if_none_match;         /* PUT: "If-None-Match: *" (412: KVT_EXISTS) */
 	char *resp;                 /* small bodies (XML), for multipart */
 	size_t resp_len, resp_cap;
 	char etag[128];
 	struct curl_slist *hdrs;
+	CURL *cur;                  /* the handle running it */
 	long status;
 	bool head;
 };
+
+/* Copy n body bytes from stream position pos to dst. */
+static void body_copy(const struct s3req *r, uint64_t pos, uint8_t *dst, uint64_t n)
+{
+	if (!r->iov) {
+		memcpy(dst, r->body + pos, n);
+		return;
+	}
+	for (unsigned i = 0; i < r->iovcnt && n > 0; i++) {
+		uint64_t l = r->iov[i].iov_len;
+		if (pos >= l) {
+			pos -= l;
+			continue;
+		}
+		uint64_t k = l - pos < n ? l - pos : n;
+		memcpy(dst, (const uint8_t *)r->iov[i].iov_base + pos, k);
+		dst += k;
+		n -= k;
+		pos = 0;
+	}
+}
 
 static size_t rd_cb(char *p, size_t size, size_t n, void *ctx)
 {
@@ -234,15 +264,57 @@ static size_t rd_cb(char *p, size_t size, size_t n, void *ctx)
 	uint64_t k = size * n, left = r->body_len - r->sent;
 	if (k > left)
 		k = left;
-	memcpy(p, r->body + r->sent, k);
+	body_copy(r, r->body_off + r->sent, (uint8_t *)p, k);
 	r->sent += k;
 	return (size_t)k;
+}
+
+/* SHA-256 (hex) of the body: the iov stream's range or the contiguous body. */
+static int body_sha256_hex(const struct s3req *r, char out[65])
+{
+	if (!r->iov)
+		return sha256_hex(r->body ? (const void *)r->body : "", r->body ? r->body_len : 0,
+				  out);
+	EVP_MD_CTX *c = EVP_MD_CTX_new();
+	uint8_t h[32];
+	unsigned hl = 0;
+	uint64_t pos = r->body_off, n = r->body_len;
+	int ret = -ENOMEM;
+	if (!c || EVP_DigestInit_ex(c, EVP_sha256(), NULL) != 1)
+		goto out;
+	for (unsigned i = 0; i < r->iovcnt && n > 0; i++) {
+		uint64_t l = r->iov[i].iov_len;
+		if (pos >= l) {
+			pos -= l;
+			continue;
+		}
+		uint64_t k = l - pos < n ? l - pos : n;
+		if (EVP_DigestUpdate(c, (const uint8_t *)r->iov[i].iov_base + pos, k) != 1)
+			goto out;
+		n -= k;
+		pos = 0;
+	}
+	if (EVP_DigestFinal_ex(c, h, &hl) != 1)
+		goto out;
+	hexs(out, h, 32);
+	ret = 0;
+out:
+	EVP_MD_CTX_free(c);
+	return ret;
 }
 
 static size_t wr_cb(char *p, size_t size, size_t n, void *ctx)
 {
 	struct s3req *r = ctx;
 	size_t k = size * n;
+	if (r->sink && r->status == 0)
+		curl_easy_getinfo(r->cur, CURLINFO_RESPONSE_CODE, &r->status);
+	if (r->sink && r->status >= 200 && r->status < 300) {
+		if (r->sink(r->sink_ctx, (const uint8_t *)p, k) != 0)
+			return 0; /* the sink refused: fail the transfer */
+		r->got += k;
+		return k;
+	}
 	if (r->dst) {
 		if (r->got + k > r->dst_cap)
 			return 0; /* more than asked for: fail the transfer */
@@ -286,7 +358,7 @@ static size_t hdr_cb(char *p, size_t size, size_t n, void *ctx)
 static int req_prepare(struct s3req *r, CURL *h)
 {
 	struct shs3 *s3 = r->s3;
-	char url[S3_URL_MAX * 2], amz_date[17], payload[65], auth[512], range[64], line[600];
+	char url[S3_URL_MAX * 4], amz_date[17], payload[65], auth[512], range[64], line[600];
 	struct shs3_hdr hs[4];
 	unsigned hn = 0;
 	time_t now = time(NULL);
@@ -294,7 +366,11 @@ static int req_prepare(struct s3req *r, CURL *h)
 
 	gmtime_r(&now, &tm);
 	strftime(amz_date, sizeof(amz_date), "%Y%m%dT%H%M%SZ", &tm);
-	if (sha256_hex(r->body ? (const void *)r->body : "", r->body ? r->body_len : 0, payload) < 0)
+	/* Bulk PUT bodies are hashed only with sign_payload: a block carries
+	 * its own CRCs, and a second pass over every byte would cap uploads. */
+	if (!strcmp(r->method, "PUT") && !s3->cfg.sign_payload)
+		strcpy(payload, "UNSIGNED-PAYLOAD");
+	else if (body_sha256_hex(r, payload) < 0)
 		return -ENOMEM;
 	hs[hn++] = (struct shs3_hdr){ "host", s3->host };
 	if (r->range_len) {
@@ -308,6 +384,8 @@ static int req_prepare(struct s3req *r, CURL *h)
 		      "s3", s3->creds.access_key, s3->creds.secret_key, auth, sizeof(auth), NULL) < 0)
 		return -ENOMEM;
 	curl_easy_reset(h);
+	r->cur = h;
+	r->status = 0;
 	snprintf(url, sizeof(url), "%s%s%s%s", s3->endpoint, r->uri, r->query[0] ? "?" : "",
 		 r->query);
 	curl_easy_setopt(h, CURLOPT_URL, url);
@@ -330,6 +408,8 @@ static int req_prepare(struct s3req *r, CURL *h)
 	OPENSSL_cleanse(auth, sizeof(auth));
 	OPENSSL_cleanse(line, sizeof(line));
 	r->hdrs = curl_slist_append(r->hdrs, "Expect:");
+	if (r->if_none_match)
+		r->hdrs = curl_slist_append(r->hdrs, "If-None-Match: *");
 	if (!r->hdrs)
 		return -ENOMEM;
 	curl_easy_setopt(h, CURLOPT_HTTPHEADER, r->hdrs);
@@ -381,6 +461,8 @@ static int req_result(struct s3req *r, CURL *h, CURLcode cc)
 	}
 	if (r->status == 404)
 		return KVT_MISS;
+	if (r->status == 412 && r->if_none_match)
+		return KVT_EXISTS;
 	A(s3->st.errors);
 	if (r->status == 403) {
 		A(s3->st.denied);
@@ -472,7 +554,8 @@ static char *xml_tag(const char *xml, const char *tag, char *out, size_t cap)
 	return out;
 }
 
-static int put_multipart(struct shs3 *s3, const char *name, const uint8_t *buf, uint64_t len)
+static int put_multipart(struct shs3 *s3, const char *name, const struct iovec *iov,
+			 unsigned iovcnt, uint64_t len)
 {
 	uint64_t psz = s3->cfg.part_size;
 	unsigned parts = (unsigned)((len + psz - 1) / psz), next = 0, done = 0;
@@ -504,7 +587,9 @@ static int put_multipart(struct shs3 *s3, const char *name, const uint8_t *buf, 
 		req_init(&pr[i], s3, "PUT", name);
 		snprintf(pr[i].query, sizeof(pr[i].query), "partNumber=%u&uploadId=%s", i + 1,
 			 upload_id);
-		pr[i].body = buf + (uint64_t)i * psz;
+		pr[i].iov = iov;
+		pr[i].iovcnt = iovcnt;
+		pr[i].body_off = (uint64_t)i * psz;
 		pr[i].body_len = i + 1 < parts ? psz : len - (uint64_t)i * psz;
 	}
 	{
@@ -603,18 +688,27 @@ out:
 	return ret;
 }
 
-int shs3_put(struct shs3 *s3, const char *name, const void *buf, uint64_t len)
+static int put_iov(struct shs3 *s3, const char *name, const struct iovec *iov, unsigned iovcnt,
+		   uint64_t len, bool if_none_match)
 {
 	struct s3req r;
 	int ret;
 	if (len > s3->cfg.part_size)
-		return put_multipart(s3, name, buf, len);
+		return put_multipart(s3, name, iov, iovcnt, len);
 	req_init(&r, s3, "PUT", name);
-	r.body = buf;
+	r.iov = iov;
+	r.iovcnt = iovcnt;
 	r.body_len = len;
+	r.if_none_match = if_none_match;
 	ret = req_run(&r);
 	free(r.resp);
 	return ret == KVT_MISS ? -EIO : ret; /* 404 on PUT: no such bucket */
+}
+
+int shs3_put(struct shs3 *s3, const char *name, const void *buf, uint64_t len)
+{
+	struct iovec v = { (void *)buf, len };
+	return put_iov(s3, name, &v, 1, len, false);
 }
 
 int64_t shs3_get(struct shs3 *s3, const char *name, uint64_t off, uint64_t len, void *buf,
@@ -668,6 +762,448 @@ int shs3_delete(struct shs3 *s3, const char *name)
 struct shs3_stats *shs3_stats(struct shs3 *s3)
 {
 	return &s3->st;
+}
+
+int64_t shs3_get_stream(struct shs3 *s3, const char *name, shs3_sink_fn sink, void *ctx)
+{
+	struct s3req r;
+	int ret;
+	req_init(&r, s3, "GET", name);
+	r.sink = sink;
+	r.sink_ctx = ctx;
+	ret = req_run(&r);
+	free(r.resp);
+	return ret == KVT_OK ? (int64_t)r.got : ret;
+}
+
+/* Percent-encode a query value the way SigV4 wants (RFC 3986 unreserved kept). */
+static void qenc(const char *in, char *out, size_t cap)
+{
+	size_t o = 0;
+	for (const char *p = in; *p && o + 4 < cap; p++) {
+		unsigned char c = (unsigned char)*p;
+		if (isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~')
+			out[o++] = (char)c;
+		else
+			o += (size_t)snprintf(out + o, cap - o, "%%%02X", c);
+	}
+	out[o] = 0;
+}
+
+/* "2026-11-29T23:43:43.000Z" -> seconds since the epoch (0 if malformed). */
+static int64_t iso8601_s(const char *v)
+{
+	struct tm tm = { 0 };
+	if (sscanf(v, "%d-%d-%dT%d:%d:%d", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour,
+		   &tm.tm_min, &tm.tm_sec) != 6)
+		return 0;
+	tm.tm_year -= 1900;
+	tm.tm_mon -= 1;
+	return (int64_t)timegm(&tm);
+}
+
+int shs3_list(struct shs3 *s3, const char *prefix, shs3_list_fn fn, void *ctx)
+{
+	char token[1024] = "", etok[1100], epre[600];
+	int ret;
+	qenc(prefix, epre, sizeof(epre));
+	for (;;) {
+		struct s3req r;
+		const char *p;
+		bool truncated;
+		req_init(&r, s3, "GET", "");
+		/* The bucket itself: "/bucket" (uri_of gave "/bucket/"). */
+		r.uri[strlen(r.uri) - 1] = 0;
+		if (token[0]) {
+			qenc(token, etok, sizeof(etok));
+			snprintf(r.query, sizeof(r.query),
+				 "continuation-token=%s&list-type=2&prefix=%s", etok, epre);
+		} else {
+			snprintf(r.query, sizeof(r.query), "list-type=2&prefix=%s", epre);
+		}
+		ret = req_run(&r);
+		if (ret == KVT_MISS)
+			ret = -ENOENT; /* no such bucket */
+		if (ret != KVT_OK) {
+			free(r.resp);
+			return ret;
+		}
+		for (p = r.resp ? strstr(r.resp, "<Contents>") : NULL; p;
+		     p = strstr(p + 10, "<Contents>")) {
+			const char *end = strstr(p, "</Contents>");
+			char key[SHDIR_RELPATH_MAX + 64], lm[64], sz[32], *one;
+			size_t n;
+			if (!end)
+				break;
+			n = (size_t)(end - p);
+			one = malloc(n + 1);
+			if (!one) {
+				free(r.resp);
+				return -ENOMEM;
+			}
+			memcpy(one, p, n);
+			one[n] = 0;
+			if (xml_tag(one, "Key", key, sizeof(key)) && xml_tag(one, "Size", sz, sizeof(sz)) &&
+			    xml_tag(one, "LastModified", lm, sizeof(lm)))
+				ret = fn(ctx, key, strtoull(sz, NULL, 10), iso8601_s(lm));
+			free(one);
+			if (ret < 0) {
+				free(r.resp);
+				return ret;
+			}
+		}
+		truncated = r.resp && xml_tag(r.resp, "IsTruncated", etok, sizeof(etok)) &&
+			    !strcmp(etok, "true");
+		if (!truncated || !xml_tag(r.resp, "NextContinuationToken", token, sizeof(token))) {
+			free(r.resp);
+			return 0;
+		}
+		free(r.resp);
+	}
+}
+
+/* ------------------------------------------------------------------------
+ * Blocks: the directory backend's files (shdir.h) as objects
+ */
+
+struct shs3_blk_stats *shs3_blk_stats(struct shs3 *s3)
+{
+	return &s3->blk;
+}
+
+int shs3_blk_stat(struct shs3 *s3, const uint8_t ns_digest[32], const struct kvt_key *key,
+		  uint64_t *obj_len)
+{
+	char name[SHDIR_RELPATH_MAX];
+	int ret = shdir_relpath(ns_digest, key, name);
+	if (ret < 0)
+		return ret;
+	A(s3->blk.stats_issued);
+	return shs3_head(s3, name, obj_len);
+}
+
+int shs3_blk_write(struct shs3 *s3, const uint8_t ns_digest[32], const struct kvt_key *key,
+		   const struct iovec *view, unsigned view_count, uint64_t value_len,
+		   unsigned part_count, const uint64_t *part_lens, const uint32_t *crcs,
+		   uint32_t flags)
+{
+	char name[SHDIR_RELPATH_MAX];
+	struct iovec iov[DRAM_MAX_RUNS + 2];
+	uint64_t hcap = KVT_ALIGN_UP(SHDIR_HDR_MAX, SHDIR_ALIGN), left = value_len;
+	uint8_t *hdr = NULL;
+	unsigned n = 1;
+	int64_t data_off;
+	int ret;
+
+	if (view_count > DRAM_MAX_RUNS + 1)
+		return KVT_EBADLEN;
+	if ((ret = shdir_relpath(ns_digest, key, name)) < 0)
+		return ret;
+	hdr = kvt_mem_alloc(s3->mem, hcap);
+	if (!hdr)
+		return -ENOMEM;
+	data_off = shdir_hdr_encode(hdr, hcap, ns_digest, key, part_count, part_lens, crcs, flags);
+	if (data_off < 0) {
+		ret = (int)data_off;
+		goto out;
+	}
+	iov[0] = (struct iovec){ hdr, (size_t)data_off };
+	for (unsigned i = 0; i < view_count && left > 0; i++) {
+		uint64_t k = view[i].iov_len < left ? view[i].iov_len : left;
+		iov[n++] = (struct iovec){ view[i].iov_base, k };
+		left -= k;
+	}
+	if (left > 0) {
+		ret = KVT_EBADLEN;
+		goto out;
+	}
+	/* Put if absent: a key names immutable bytes.  A server that ignores
+	 * If-None-Match overwrites with the same bytes. */
+	ret = put_iov(s3, name, iov, n, (uint64_t)data_off + value_len, true);
+	if (ret == KVT_OK) {
+		A(s3->blk.writes);
+		AN(s3->blk.write_bytes, value_len);
+	} else if (ret == KVT_EXISTS) {
+		A(s3->blk.write_exists);
+	} else {
+		A(s3->blk.write_errors);
+	}
+out:
+	kvt_mem_free(s3->mem, hdr, hcap);
+	return ret;
+}
+
+/*
+ * A block read streams one GET through this state machine:
+ *
+ *   HDR:   collect the header (4 KiB, more if its part table is longer),
+ *          parse it, check that it names the block asked for, ask the
+ *          caller where the value goes (reserve);
+ *   VALUE: copy into the caller's view, chaining each part's CRC32C;
+ *   (end)  the object must have been exactly data_off + value_len bytes
+ *          and every part's CRC must match.
+ */
+struct blk_rd {
+	struct shs3 *s3;
+	const uint8_t *ns_digest;
+	const struct kvt_key *key;
+	struct shdir_hdr *h;
+	shs3_reserve_fn reserve;
+	void *ctx;
+	uint8_t *hbuf;                /* hcap bytes */
+	uint64_t hcap, hgot, want;    /* header bytes held, and wanted before parsing again */
+	bool in_value;
+	struct iovec view[DRAM_MAX_RUNS];
+	unsigned vc, vi;              /* view spans, the one being filled */
+	uint64_t voff;                /* bytes into view[vi] */
+	uint64_t vgot;                /* value bytes received */
+	unsigned part;
+	uint64_t part_left;
+	uint32_t crc;
+	int err;                      /* why the sink refused (KVT_ECORRUPT, the reserve's) */
+};
+
+static int blk_header(struct blk_rd *b)
+{
+	int r = shdir_hdr_parse(b->hbuf, b->hgot, b->h);
+	if (r > 0) {
+		uint64_t w = KVT_ALIGN_UP((uint64_t)r, SHDIR_ALIGN);
+		if (w > b->hcap || w <= b->hgot)
+			return KVT_ECORRUPT;
+		b->want = w;
+		return 0;
+	}
+	if (r < 0)
+		return KVT_ECORRUPT; /* KVT_EVERSION too: a miss */
+	if (b->h->data_off > b->hgot) {
+		if (b->h->data_off > b->hcap)
+			return KVT_ECORRUPT;
+		b->want = b->h->data_off;
+		return 0;
+	}
+	if (memcmp(b->h->ns_digest, b->ns_digest, 32) || b->h->key.len != b->key->len ||
+	    memcmp(b->h->key.bytes, b->key->bytes, b->key->len))
+		return KVT_ECORRUPT;
+	r = b->reserve(b->ctx, b->h, b->view, &b->vc);
+	if (r != KVT_OK)
+		return r;
+	b->in_value = true;
+	b->part = 0;
+	b->part_left = b->h->part_lens[0];
+	b->crc = 0;
+	return 0;
+}
+
+static int blk_sink(void *ctx, const uint8_t *p, size_t n)
+{
+	struct blk_rd *b = ctx;
+	while (n > 0) {
+		if (!b->in_value) {
+			uint64_t k = b->want - b->hgot < n ? b->want - b->hgot : n;
+			memcpy(b->hbuf + b->hgot, p, k);
+			b->hgot += k;
+			p += k;
+			n -= k;
+			if (b->hgot == b->want && (b->err = blk_header(b)) != 0)
+				return -1;
+			continue;
+		}
+		if (b->vgot == b->h->value_len || b->vi >= b->vc) {
+			b->err = KVT_ECORRUPT; /* longer than its header says */
+			return -1;
+		}
+		uint64_t k = b->view[b->vi].iov_len - b->voff;
+		if (k > n)
+			k = n;
+		if (k > b->part_left)
+			k = b->part_left;
+		memcpy((uint8_t *)b->view[b->vi].iov_base + b->voff, p, k);
+		b->crc = kvt_crc32c(b->crc, p, k);
+		p += k;
+		n -= k;
+		b->vgot += k;
+		b->voff += k;
+		b->part_left -= k;
+		if (b->voff == b->view[b->vi].iov_len) {
+			b->vi++;
+			b->voff = 0;
+		}
+		if (b->part_left == 0) {
+			if (b->crc != b->h->crcs[b->part]) {
+				b->err = KVT_ECORRUPT;
+				return -1;
+			}
+			if (++b->part < b->h->part_count)
+				b->part_left = b->h->part_lens[b->part];
+			b->crc = 0;
+		}
+	}
+	return 0;
+}
+
+int shs3_blk_read(struct shs3 *s3, const uint8_t ns_digest[32], const struct kvt_key *key,
+		  struct shdir_hdr *h, shs3_reserve_fn reserve, void *ctx)
+{
+	char name[SHDIR_RELPATH_MAX];
+	struct blk_rd *b;
+	int64_t got;
+	int ret;
+
+	if ((ret = shdir_relpath(ns_digest, key, name)) < 0)
+		return ret;
+	b = kvt_mem_calloc(s3->mem, 1, sizeof(*b));
+	if (!b)
+		return -ENOMEM;
+	b->s3 = s3;
+	b->ns_digest = ns_digest;
+	b->key = key;
+	b->h = h;
+	b->reserve = reserve;
+	b->ctx = ctx;
+	b->hcap = KVT_ALIGN_UP(SHDIR_HDR_MAX, SHDIR_ALIGN);
+	b->want = SHDIR_ALIGN;
+	b->hbuf = kvt_mem_alloc(s3->mem, b->hcap);
+	if (!b->hbuf) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	A(s3->blk.reads);
+	got = shs3_get_stream(s3, name, blk_sink, b);
+	if (b->err) {
+		ret = b->err; /* the sink stopped the transfer */
+	} else if (got == KVT_MISS) {
+		ret = KVT_MISS;
+	} else if (got < 0) {
+		ret = (int)got;
+	} else if (!b->in_value || b->vgot != h->value_len || b->part != h->part_count) {
+		ret = KVT_ECORRUPT; /* short */
+	} else {
+		ret = KVT_OK;
+		AN(s3->blk.read_bytes, h->value_len);
+	}
+	if (ret == KVT_ECORRUPT)
+		A(s3->blk.corrupt);
+	else if (ret < 0 && ret != KVT_MISS && !b->err)
+		A(s3->blk.read_errors); /* the transfer failed: timeout, refused, 5xx */
+out:
+	if (b->hbuf)
+		kvt_mem_free(s3->mem, b->hbuf, b->hcap);
+	kvt_mem_free(s3->mem, b, sizeof(*b));
+	return ret;
+}
+
+int shs3_blk_remove(struct shs3 *s3, const uint8_t ns_digest[32], const struct kvt_key *key)
+{
+	char name[SHDIR_RELPATH_MAX];
+	int ret = shdir_relpath(ns_digest, key, name);
+	return ret < 0 ? ret : shs3_delete(s3, name);
+}
+
+struct blk_del {
+	struct shs3 *s3;
+	int64_t removed;
+};
+
+static int blk_del_cb(void *ctx, const char *name, uint64_t len, int64_t mtime_s)
+{
+	struct blk_del *d = ctx;
+	(void)len;
+	(void)mtime_s;
+	if (shs3_delete(d->s3, name) == KVT_OK)
+		d->removed++;
+	return 0;
+}
+
+int64_t shs3_blk_clear(struct shs3 *s3, const uint8_t *ns_digest)
+{
+	char prefix[80] = "kvt1/";
+	struct blk_del d = { s3, 0 };
+	int ret;
+	if (ns_digest) {
+		hexs(prefix + 5, ns_digest, 32);
+		strcat(prefix, "/");
+	}
+	ret = shs3_list(s3, prefix, blk_del_cb, &d);
+	return ret < 0 ? ret : d.removed;
+}
+
+struct gc_obj {
+	int64_t mtime_s;
+	uint64_t bytes;
+	char name[SHDIR_RELPATH_MAX];
+};
+
+struct gc_list {
+	struct shs3 *s3;
+	struct gc_obj *objs;
+	size_t count, cap;
+	int64_t now_s;
+	uint64_t max_age_s;
+	struct kvt_shared_gc_result *res;
+};
+
+static int gc_list_cb(void *ctx, const char *name, uint64_t len, int64_t mtime_s)
+{
+	struct gc_list *g = ctx;
+	if (strlen(name) >= SHDIR_RELPATH_MAX)
+		return 0; /* not ours */
+	g->res->files++;
+	g->res->bytes += len;
+	if (g->max_age_s && g->now_s - mtime_s > (int64_t)g->max_age_s) {
+		if (shs3_delete(g->s3, name) == KVT_OK) {
+			g->res->removed_files++;
+			g->res->removed_bytes += len;
+		}
+		return 0;
+	}
+	if (g->count == g->cap) {
+		size_t nc = g->cap ? g->cap * 2 : 1024;
+		struct gc_obj *no = realloc(g->objs, nc * sizeof(*no));
+		if (!no)
+			return -ENOMEM;
+		g->objs = no;
+		g->cap = nc;
+	}
+	g->objs[g->count].mtime_s = mtime_s;
+	g->objs[g->count].bytes = len;
+	memcpy(g->objs[g->count].name, name, strlen(name) + 1);
+	g->count++;
+	return 0;
+}
+
+static int gc_obj_cmp(const void *a, const void *b)
+{
+	const struct gc_obj *x = a, *y = b;
+	return x->mtime_s < y->mtime_s ? -1 : x->mtime_s > y->mtime_s;
+}
+
+int shs3_gc(struct shs3 *s3, uint64_t budget_bytes, uint64_t max_age_s,
+	    struct kvt_shared_gc_result *out)
+{
+	struct kvt_shared_gc_result res = { 0 };
+	struct gc_list g = { .s3 = s3, .now_s = (int64_t)time(NULL), .max_age_s = max_age_s,
+			     .res = &res };
+	uint64_t kept;
+	int ret = shs3_list(s3, "kvt1/", gc_list_cb, &g);
+	if (ret < 0) {
+		free(g.objs);
+		return ret;
+	}
+	kept = res.bytes - res.removed_bytes;
+	if (budget_bytes && kept > budget_bytes) {
+		qsort(g.objs, g.count, sizeof(*g.objs), gc_obj_cmp);
+		for (size_t i = 0; i < g.count && kept > budget_bytes; i++) {
+			if (shs3_delete(s3, g.objs[i].name) == KVT_OK) {
+				res.removed_files++;
+				res.removed_bytes += g.objs[i].bytes;
+				kept -= g.objs[i].bytes;
+			}
+		}
+	}
+	free(g.objs);
+	if (out)
+		*out = res;
+	return 0;
 }
 
 /* ------------------------------------------------------------------------

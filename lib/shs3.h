@@ -18,12 +18,15 @@
  * "region = ..." lines readable by its owner only.  Never logged: error
  * messages name the key id's first four characters at most.
  *
- * Not wired into the store yet (issue 11 item 2): tests drive it directly.
+ * Blocks (shs3_blk_*): the directory backend's block files (shdir.h) as
+ * objects, for the shared tier (shared.c) when the store has the
+ * shared.s3_* options; kvt_shared_gc_s3 collects a bucket.
  */
 #ifndef KVT_SHS3_H
 #define KVT_SHS3_H
 
 #include "kvt_int.h"
+#include "shdir.h"
 
 struct shs3_creds {
 	char access_key[129];
@@ -64,6 +67,8 @@ struct shs3_config {
 	unsigned conns;          /* connections, 1..64 */
 	unsigned timeout_ms;     /* per request */
 	uint64_t part_size;      /* multipart above this, >= 5 MiB (S3's minimum part) */
+	bool sign_payload;       /* hash PUT bodies into the signature (else
+				  * UNSIGNED-PAYLOAD: headers are still signed) */
 };
 
 int shs3_open(struct shs3 **out, const struct shs3_config *cfg, const struct shs3_creds *creds,
@@ -82,10 +87,70 @@ int shs3_head(struct shs3 *s3, const char *name, uint64_t *len);
 /* KVT_OK (S3 answers 204 whether or not it existed), errors. */
 int shs3_delete(struct shs3 *s3, const char *name);
 
+/* GET the whole object, streaming its body to sink(ctx, bytes, n), which
+ * returns 0 to go on, nonzero to stop the transfer (then -EIO).  Bytes
+ * read, KVT_MISS, errors as put. */
+typedef int (*shs3_sink_fn)(void *ctx, const uint8_t *p, size_t n);
+int64_t shs3_get_stream(struct shs3 *s3, const char *name, shs3_sink_fn sink, void *ctx);
+
+/* ListObjectsV2 of every object whose name starts with prefix, page by
+ * page: fn(ctx, name, bytes, last-modified seconds) for each; a negative
+ * return from fn stops the walk and is returned.  0, -ENOENT (no bucket),
+ * errors as put. */
+typedef int (*shs3_list_fn)(void *ctx, const char *name, uint64_t len, int64_t mtime_s);
+int shs3_list(struct shs3 *s3, const char *prefix, shs3_list_fn fn, void *ctx);
+
 struct shs3_stats {
 	_Atomic uint64_t requests, errors, timeouts, denied, bytes_out, bytes_in, multipart_parts;
 	_Atomic uint64_t conns_opened; /* new connections curl opened (reuse: stays low) */
 };
 struct shs3_stats *shs3_stats(struct shs3 *s3);
+
+/* ------------------------------------------------------------------------
+ * Blocks: the same calls as the directory backend (shdir.h), over objects
+ * named by shdir_relpath.
+ */
+struct shs3_blk_stats {
+	_Atomic uint64_t writes, write_bytes, write_exists, write_errors;
+	_Atomic uint64_t reads, read_bytes, read_errors, corrupt, bad_removed;
+	_Atomic uint64_t stats_issued;
+};
+struct shs3_blk_stats *shs3_blk_stats(struct shs3 *s3);
+
+/* HEAD: KVT_OK with *obj_len (header + value), KVT_MISS, errors. */
+int shs3_blk_stat(struct shs3 *s3, const uint8_t ns_digest[32], const struct kvt_key *key,
+		  uint64_t *obj_len);
+/* PUT header + view (value_len bytes) with If-None-Match: *.  KVT_OK,
+ * KVT_EXISTS (the server said so; one that ignores the condition
+ * overwrites with the same bytes), KVT_EBADLEN, errors. */
+int shs3_blk_write(struct shs3 *s3, const uint8_t ns_digest[32], const struct kvt_key *key,
+		   const struct iovec *view, unsigned view_count, uint64_t value_len,
+		   unsigned part_count, const uint64_t *part_lens, const uint32_t *crcs,
+		   uint32_t flags);
+/*
+ * Read a block with one GET: once its header has arrived, been checked and
+ * names ns_digest and key, reserve(ctx, h, view, &view_count) says where
+ * the value goes (room for h->value_len bytes, at most DRAM_MAX_RUNS
+ * spans); anything but KVT_OK from it stops the read and is returned.
+ * The value is streamed into the view, each part's CRC32C checked.
+ * h->part_lens and h->crcs must point at KVT_PARTS_MAX entries.
+ * KVT_OK, KVT_MISS, KVT_ECORRUPT (bad header, short, long, CRC),
+ * reserve's error, errors as get.  After a successful reserve, anything
+ * but KVT_OK means the view holds garbage: the caller drops it.
+ */
+typedef int (*shs3_reserve_fn)(void *ctx, const struct shdir_hdr *h, struct iovec *view,
+			       unsigned *view_count);
+int shs3_blk_read(struct shs3 *s3, const uint8_t ns_digest[32], const struct kvt_key *key,
+		  struct shdir_hdr *h, shs3_reserve_fn reserve, void *ctx);
+/* DELETE: KVT_OK, errors. */
+int shs3_blk_remove(struct shs3 *s3, const uint8_t ns_digest[32], const struct kvt_key *key);
+/* Delete every object of a namespace (NULL: under kvt1/): a listing, then
+ * one DELETE per object (not atomic: a put racing it may survive).
+ * Objects removed, or errors. */
+int64_t shs3_blk_clear(struct shs3 *s3, const uint8_t *ns_digest);
+/* kvt_shared_gc for a bucket: by LastModified (the write time: reads do
+ * not refresh it), then oldest first over the budget. */
+int shs3_gc(struct shs3 *s3, uint64_t budget_bytes, uint64_t max_age_s,
+	    struct kvt_shared_gc_result *out);
 
 #endif

@@ -350,6 +350,34 @@ static int opt_shared(struct shared_config *sc, const char *name, const char *v)
 
 	if (strcmp(name, "dir") == 0)
 		return opt_str(v, &sc->dir);
+	if (strcmp(name, "s3_endpoint") == 0) {
+		if (strncmp(v, "http://", 7) && strncmp(v, "https://", 8))
+			return KVT_EOPTVAL;
+		return opt_str(v, &sc->s3_endpoint);
+	}
+	if (strcmp(name, "s3_bucket") == 0)
+		return opt_str(v, &sc->s3_bucket);
+	if (strcmp(name, "s3_region") == 0)
+		return opt_str(v, &sc->s3_region);
+	if (strcmp(name, "s3_credentials") == 0)
+		return opt_str(v, &sc->s3_credentials);
+	if (strcmp(name, "s3_conns") == 0)
+		return opt_u32(v, 1, 64, &sc->s3_conns);
+	if (strcmp(name, "s3_timeout_ms") == 0)
+		return opt_u32(v, 1, 3600 * 1000, &sc->s3_timeout_ms);
+	if (strcmp(name, "s3_part_size") == 0) {
+		uint64_t n;
+		if (parse_size(v, &n) < 0 || n < (UINT64_C(5) << 20) || n > (UINT64_C(5) << 30))
+			return KVT_EOPTVAL;
+		sc->s3_part_size = n;
+		return 0;
+	}
+	if (strcmp(name, "s3_sign_payload") == 0) {
+		static const char *const offon[] = { "off", "on", NULL };
+		if ((ret = opt_choice(v, offon, onoff_vals, &b)) == 0)
+			sc->s3_sign_payload = b != 0;
+		return ret;
+	}
 	if (strcmp(name, "budget") == 0)
 		return parse_size(v, &sc->budget) < 0 ? KVT_EOPTVAL : 0;
 	if (strcmp(name, "max_age") == 0)
@@ -1889,7 +1917,12 @@ static int store_open_locked(struct kvt_store *s)
 			goto fail;
 		}
 	}
-	if (s->shared_cfg.dir) {
+	if (s->shared_cfg.dir && s->shared_cfg.s3_endpoint) {
+		kvt_logf(&s->log, KVT_LOG_ERROR, "shared.dir and shared.s3_endpoint: one or the other");
+		ret = KVT_EOPTVAL;
+		goto fail;
+	}
+	if (s->shared_cfg.dir || s->shared_cfg.s3_endpoint) {
 		if (!s->dram) {
 			kvt_logf(&s->log, KVT_LOG_ERROR, "the shared tier needs a DRAM tier");
 			ret = KVT_EOPTVAL;
@@ -1956,6 +1989,10 @@ void kvt_store_destroy(struct kvt_store *s)
 	free(s->remote_cfg.tls_key);
 	free(s->remote_cfg.tls_server_name);
 	free(s->shared_cfg.dir);
+	free(s->shared_cfg.s3_endpoint);
+	free(s->shared_cfg.s3_bucket);
+	free(s->shared_cfg.s3_region);
+	free(s->shared_cfg.s3_credentials);
 	if (s->fork_page)
 		munmap((void *)s->fork_page, 4096);
 	if (!child) {
