@@ -358,6 +358,32 @@ int kvt_store_create(struct kvt_store **out);
  *                     (default 256M, at most a quarter of dram.capacity).
  *   shared.o_direct   "auto" (default: used if the file system takes it,
  *                     stat shared.o_direct) or "off".
+ *   shared.s3_endpoint  "http://host:port" (or https) of an S3-compatible
+ *                     object store: the shared tier's blocks are objects in
+ *                     a bucket there instead of files in shared.dir (one or
+ *                     the other), with the same policy, format and calls;
+ *                     path-style requests, AWS Signature Version 4.
+ *   shared.s3_bucket  the bucket (required with s3_endpoint; must exist:
+ *                     the open fails with -ENOENT otherwise).
+ *   shared.s3_credentials  a file of "access_key = ...", "secret_key = ...",
+ *                     optionally "region = ..." lines, readable by its owner
+ *                     only (else KVT_EOPTVAL); default the environment's
+ *                     AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION.
+ *                     Credentials the server refuses fail the open with
+ *                     -EACCES (logged with the key id's first four
+ *                     characters, never the secret).
+ *   shared.s3_region  the signing region (default: the credentials', else
+ *                     us-east-1).
+ *   shared.s3_conns   HTTP connections kept alive, 1..64 (default 16); at
+ *                     most min(s3_conns, shared.threads) requests run at once.
+ *   shared.s3_timeout_ms  per request, connecting included (default 10000):
+ *                     an endpoint that stops answering turns into misses
+ *                     (stats shared.s3_errors, shared.s3_timeouts) within it.
+ *   shared.s3_part_size  blocks larger than this go up as multipart uploads
+ *                     with parts in parallel (5M..5G, default 64M).
+ *   shared.s3_sign_payload  "off" (default: bulk PUTs are signed with
+ *                     UNSIGNED-PAYLOAD; every block carries CRC32Cs) or
+ *                     "on" (SHA-256 of every body in the signature).
  *   workers           library worker threads, 1..64 (default 1).
  *   debug.fail_alloc  N: the Nth allocation made through the library's
  *                     allocator from now on fails with -ENOMEM (tests).
@@ -956,6 +982,20 @@ struct kvt_shared_gc_result {
  */
 int kvt_shared_gc(const char *dir, uint64_t budget_bytes, uint64_t max_age_s,
 		  struct kvt_shared_gc_result *out);
+
+/*
+ * The same for a bucket (the shared.s3_* options of the stores that use
+ * it): objects under kvt1/ are listed; age is the object's Last-Modified
+ * (when it was written: reads do not refresh it, unlike in a directory);
+ * then oldest first over the budget.  endpoint "http(s)://host:port",
+ * credentials_file as shared.s3_credentials (NULL: AWS_ACCESS_KEY_ID,
+ * AWS_SECRET_ACCESS_KEY, AWS_REGION from the environment).  Returns 0,
+ * KVT_ENULL, KVT_EOPTVAL (credentials missing, or a file others can
+ * read), -EACCES (the server refused them), -ENOENT (no such bucket),
+ * -ETIMEDOUT / -ECONNREFUSED / -EIO, -ENOMEM.  Any thread; needs no store.
+ */
+int kvt_shared_gc_s3(const char *endpoint, const char *bucket, const char *credentials_file,
+		     uint64_t budget_bytes, uint64_t max_age_s, struct kvt_shared_gc_result *out);
 
 /* ------------------------------------------------------------------------
  * CRC32C (Castagnoli), as stored with every part: crc = kvt_crc32c(0, p, n)

