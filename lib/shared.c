@@ -263,7 +263,7 @@ static int dir_remove(struct shared *sh, const uint8_t *dg, const struct kvt_key
 
 static int64_t dir_clear(struct shared *sh, const uint8_t *dg)
 {
-	return sh->be->clear(sh, dg);
+	return shdir_clear(sh->sd, dg);
 }
 
 static int dir_gc(struct shared *sh, struct kvt_shared_gc_result *res)
