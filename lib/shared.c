@@ -40,6 +40,7 @@
 #include "shared.h"
 #include "shdir.h"
 #include "shs3.h"
+#include "ssd.h"
 
 enum { T_GET = 1, T_LOOKUP, T_WD_REF, T_WD_BUF, T_GC };
 enum { P_DEMAND = 0, P_MID = 1, P_LOW = 2, P_COUNT = 3 };
@@ -70,8 +71,8 @@ struct sh_task {
 	void *ctx;
 	/* T_WD_REF: a DRAM ref; T_WD_BUF: a private copy */
 	struct dram_item *item;
-	uint8_t *buf;
-	uint64_t buf_cap, len;
+	uint8_t *buf;              /* T_WD_BUF: the value is buf[buf_off, buf_off + len) */
+	uint64_t buf_cap, buf_off, len;
 	uint32_t part_count, flags;
 	uint64_t *part_lens;       /* T_WD_BUF: part_count entries (kvt_mem) */
 	uint32_t *crcs;            /* T_WD_BUF: valid if crcs_valid */
@@ -535,10 +536,10 @@ static void run_wd_ref(struct shared *sh, struct sh_task *t)
 static void run_wd_buf(struct shared *sh, struct sh_task *t)
 {
 	const uint8_t *dg = ns_digest_of(sh, t->ns);
-	struct iovec v = { t->buf, t->len };
+	struct iovec v = { t->buf + t->buf_off, t->len };
 	int ret = -ENOENT;
 	if (!t->crcs_valid) {
-		uint64_t off = 0;
+		uint64_t off = t->buf_off;
 		for (uint32_t p = 0; p < t->part_count; p++) {
 			t->crcs[p] = kvt_crc32c(0, t->buf + off, t->part_lens[p]);
 			off += t->part_lens[p];
@@ -773,6 +774,16 @@ static bool wd_reserve_locked(struct shared *sh, uint64_t len)
 	return true;
 }
 
+/* Give back a reservation whose write-down will not happen. */
+static void wd_unreserve(struct shared *sh, uint64_t len)
+{
+	pthread_mutex_lock(&sh->lock);
+	sh->wd_bytes -= len;
+	sh->wd_inflight--;
+	pthread_cond_broadcast(&sh->idle);
+	pthread_mutex_unlock(&sh->lock);
+}
+
 void shared_put(struct shared *sh, uint32_t ns, const struct kvt_key *key)
 {
 	struct dram_item *item;
@@ -862,12 +873,68 @@ shed_free:
 	task_free(sh, t);
 shed:
 	A(sh->wd_shed);
-	pthread_mutex_lock(&sh->lock);
-	sh->wd_bytes -= len;
-	sh->wd_inflight--;
-	pthread_cond_broadcast(&sh->idle);
-	pthread_mutex_unlock(&sh->lock);
+	wd_unreserve(sh, len);
 }
+
+/* The SSD evict hook (ssd.h), first half: take len bytes of ns? */
+static bool shared_ssd_reserve(void *ctx, uint32_t ns, uint64_t len)
+{
+	struct shared *sh = ctx;
+	bool ok;
+	if (ns_persistent(sh, ns))
+		return false; /* went down at put */
+	pthread_mutex_lock(&sh->lock);
+	ok = wd_reserve_locked(sh, len);
+	pthread_mutex_unlock(&sh->lock);
+	if (!ok)
+		A(sh->wd_shed);
+	return ok;
+}
+
+/* Second half: the record read back from SSD (buf owned from here on), or
+ * NULL (it could not be read: drop the reservation). */
+static void shared_ssd_take(void *ctx, uint32_t ns, const struct kvt_key *key, uint8_t *buf,
+			    uint64_t buf_cap, uint64_t value_off, uint64_t len, unsigned np,
+			    const uint64_t *lens, const uint32_t *crcs, uint32_t flags)
+{
+	struct shared *sh = ctx;
+	struct sh_task *t = NULL;
+	if (!buf)
+		goto shed;
+	t = kvt_mem_calloc(sh->mem, 1, sizeof(*t));
+	if (!t) {
+		kvt_mem_free(sh->mem, buf, buf_cap);
+		goto shed;
+	}
+	t->type = T_WD_BUF;
+	t->ns = ns;
+	t->key = *key;
+	t->len = len;
+	t->flags = flags;
+	t->buf = buf;
+	t->buf_cap = buf_cap;
+	t->buf_off = value_off;
+	t->part_count = np;
+	t->part_lens = kvt_mem_alloc(sh->mem, (size_t)np * sizeof(uint64_t));
+	t->crcs = kvt_mem_alloc(sh->mem, (size_t)np * sizeof(uint32_t));
+	if (!t->part_lens || !t->crcs)
+		goto shed_free;
+	memcpy(t->part_lens, lens, (size_t)np * sizeof(uint64_t));
+	memcpy(t->crcs, crcs, (size_t)np * sizeof(uint32_t));
+	t->crcs_valid = true;
+	if (!enqueue(sh, t, P_LOW))
+		goto shed_free;
+	A(sh->wd_ssd_evicted);
+	A(sh->wd_queued);
+	return;
+shed_free:
+	task_free(sh, t);
+shed:
+	A(sh->wd_shed);
+	wd_unreserve(sh, len);
+}
+
+const struct ssd_evict_hook shared_ssd_hook = { shared_ssd_reserve, shared_ssd_take };
 
 void shared_flush(struct shared *sh)
 {

@@ -14,7 +14,11 @@
  *     shared.admission=always, every put);
  *   - blocks evicted from DRAM that were read at least twice there (the
  *     DRAM evict hook: the bytes are copied out under the shard lock,
- *     within shared.writedown_max, else shed and counted).
+ *     within shared.writedown_max, else shed and counted);
+ *   - blocks dropped by SSD segment eviction that were promoted from SSD
+ *     at least twice (the SSD evict hook, shared_ssd_hook: the SSD tier
+ *     reads the record back from the evicted segment and hands the
+ *     buffer over; same budget).
  * Work is served in priority order: demand reads, then lookups and
  * prefetches, then write-downs.
  */
@@ -70,6 +74,10 @@ void shared_put(struct shared *sh, uint32_t ns, const struct kvt_key *key);
 /* The DRAM evict hook (dram_set_evict_hook); ctx is the struct shared. */
 void shared_evicted(void *ctx, struct dram_item *item, uint32_t ns, const struct kvt_key *key,
 		    const struct iovec *view, unsigned view_count, uint64_t len);
+
+/* The SSD evict hook (ssd_set_evict_hook); ctx is the struct shared. */
+struct ssd_evict_hook;
+extern const struct ssd_evict_hook shared_ssd_hook;
 
 /* Promote a block: the contract of ssd_promote (cb with KVT_OK and a ref on
  * the published item, or KVT_MISS and NULL; KVT_EXISTS if DRAM already

@@ -31,7 +31,9 @@
  * Eviction: FIFO by whole segment (oldest generation first) when more than
  * high_pct of the slots are used, down to low_pct; no garbage-collection
  * copying.  Blocks read while in the dropped segment and still in DRAM are
- * written down again (at most reinsert_pct of a segment).
+ * written down again (at most reinsert_pct of a segment).  Blocks promoted
+ * at least twice that are not reinserted are read back from the dropped
+ * segment and handed to the eviction hook (the shared tier).
  *
  * Recovery: the newest checkpoint, then only records newer than it (see
  * doc/ssd-format.md "Recovery").  A segment left open by a crash is walked
@@ -490,6 +492,56 @@ static bool reinsert_cb_budget(struct ssd *s, uint64_t *budget, uint64_t len)
 
 static void wd_enqueue(struct ssd *s, struct wd_task *t, bool front);
 
+/* A hot block leaves: read its record back from the segment being
+ * evicted (its bytes are intact until the slot is reused), check it, and
+ * hand it to the eviction hook.  seg_lock held (the writer thread). */
+static void evict_to_hook(struct ssd *s, uint32_t slot, uint32_t ns, const struct kvt_key *key,
+			  uint64_t seq, uint64_t off, uint64_t rec_len, uint64_t value_len,
+			  unsigned pc)
+{
+	const struct ssd_evict_hook *hk = s->evict_hook;
+	uint32_t hdr_len = ssd_rec_hdr_len(pc);
+	struct ssd_rec_hdr rh;
+	struct ssd_part *parts = NULL;
+	uint64_t *lens = NULL, o;
+	uint32_t *crcs = NULL;
+	uint8_t *buf = NULL;
+	size_t pl = (size_t)pc * (sizeof(*parts) + sizeof(*lens) + sizeof(*crcs));
+	bool ok;
+
+	if (pc == 0 || rec_len != ssd_rec_len(pc, value_len) ||
+	    !hk->reserve(s->evict_ctx, ns, value_len))
+		return;
+	buf = kvt_mem_alloc_aligned(s->mem, SSD_ALIGN, rec_len);
+	parts = kvt_mem_alloc(s->mem, pl);
+	ok = buf && parts && ssd_pread_full(s->segs[slot].fd, buf, rec_len, off) == 0 &&
+	     ssd_rec_hdr_decode(buf, hdr_len, &rh, parts, pc) == 0 && rh.type == SSD_REC_PUT &&
+	     rh.seq == seq && rh.ns_id == ns && rh.part_count == pc && rh.value_len == value_len &&
+	     rh.key.len == key->len && memcmp(rh.key.bytes, key->bytes, key->len) == 0;
+	if (ok) {
+		lens = (uint64_t *)(parts + pc);
+		crcs = (uint32_t *)(lens + pc);
+		o = hdr_len;
+		for (unsigned p = 0; p < pc && ok; p++) {
+			lens[p] = parts[p].len;
+			crcs[p] = parts[p].crc;
+			ok = kvt_crc32c(0, buf + o, lens[p]) == crcs[p];
+			o += lens[p];
+		}
+	}
+	if (!ok) {
+		hk->take(s->evict_ctx, ns, key, NULL, 0, 0, value_len, 0, NULL, NULL, 0);
+		if (buf)
+			kvt_mem_free(s->mem, buf, rec_len);
+	} else {
+		hk->take(s->evict_ctx, ns, key, buf, rec_len, hdr_len, value_len, pc, lens, crcs,
+			 (rh.flags & SSD_REC_F_SEALED) ? KVT_F_SEALED : 0);
+		A(s->evicted_handed);
+	}
+	if (parts)
+		kvt_mem_free(s->mem, parts, pl);
+}
+
 struct evict_ctx {
 	struct ssd *s;
 	uint32_t slot;
@@ -506,7 +558,9 @@ static int evict_entry_cb(void *ctx, const struct ssd_sum_entry *se)
 	uint64_t h;
 	struct ssd_shard *sh;
 	struct ssd_entry **pp;
-	bool reinsert = false, dropped = false;
+	bool reinsert = false, dropped = false, hot = false;
+	uint64_t seq = 0, off = 0, rec_len = 0, value_len = 0;
+	unsigned pc = 0;
 
 	if (se->type != SSD_REC_PUT)
 		return 0;
@@ -518,6 +572,12 @@ static int evict_entry_cb(void *ctx, const struct ssd_sum_entry *se)
 	    !((*pp)->flags & E_PENDING)) {
 		reinsert = ((*pp)->flags & E_READ) &&
 			   reinsert_cb_budget(s, &ec->budget, (*pp)->value_len);
+		hot = ((*pp)->flags & E_READ2) && s->evict_hook;
+		seq = (*pp)->seq;
+		off = (uint64_t)(*pp)->off_4k * SSD_ALIGN;
+		rec_len = (uint64_t)(*pp)->len_4k * SSD_ALIGN;
+		value_len = (*pp)->value_len;
+		pc = (*pp)->part_count;
 		idx_remove_locked(s, sh, pp);
 		ec->dropped++;
 		dropped = true;
@@ -527,6 +587,11 @@ static int evict_entry_cb(void *ctx, const struct ssd_sum_entry *se)
 	 * again (lock order: seg_lock -> DRAM shard lock). */
 	if (dropped && !reinsert)
 		dram_forget_lower(s->dram, se->ns_id, &se->key);
+	/* Hot, and not staying: the tier below takes it (if reinsertion finds
+	 * no DRAM copy, the block is lost to SSD: the shared tier's write is
+	 * put-if-absent, so handing it down as well costs little). */
+	if (dropped && hot && (!reinsert || dram_exists(s->dram, se->ns_id, &se->key) != KVT_OK))
+		evict_to_hook(s, ec->slot, se->ns_id, &se->key, seq, off, rec_len, value_len, pc);
 	if (reinsert) {
 		/* Read while here and still in DRAM: write it down again. */
 		struct iovec view[DRAM_MAX_RUNS];
@@ -751,6 +816,14 @@ static bool ns_persistent(struct ssd *s, uint32_t ns)
 	p = ns < s->persistent_cap && s->persistent[ns];
 	pthread_mutex_unlock(&s->ns_lock);
 	return p;
+}
+
+void ssd_set_evict_hook(struct ssd *s, const struct ssd_evict_hook *hook, void *ctx)
+{
+	pthread_mutex_lock(&s->seg_lock);
+	s->evict_hook = hook;
+	s->evict_ctx = ctx;
+	pthread_mutex_unlock(&s->seg_lock);
 }
 
 int ssd_set_persistent(struct ssd *s, uint32_t ns)
@@ -1466,6 +1539,8 @@ int ssd_promote(struct ssd *s, uint32_t ns, const struct kvt_key *key, int prio,
 		kvt_mem_free(s->mem, p, sizeof(*p));
 		return KVT_MISS;
 	}
+	if (e->flags & E_READ)
+		e->flags |= E_READ2;
 	e->flags |= E_READ;
 	p->s = s;
 	p->ns = ns;
@@ -1850,6 +1925,7 @@ void ssd_stats(struct ssd *s, kvt_stats_fn fn, void *ctx)
 	fn(ctx, "ssd.segments_evicted", AL(s->seg_evicted), NULL);
 	fn(ctx, "ssd.evicted_blocks", AL(s->evicted_blocks), NULL);
 	fn(ctx, "ssd.reinserted_blocks", AL(s->reinserted), NULL);
+	fn(ctx, "ssd.evicted_to_shared", AL(s->evicted_handed), NULL);
 	fn(ctx, "ssd.checkpoints", AL(s->ckpts), NULL);
 	fn(ctx, "ssd.recovery_ns", s->rec_ns, NULL);
 	fn(ctx, "ssd.recovery_checkpoint_blocks", s->rec_ckpt_entries, NULL);

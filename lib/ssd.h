@@ -40,6 +40,27 @@ void ssd_close(struct ssd *s);
 
 /* The DRAM admission hook (dram_set_admit_hook); ctx is the struct ssd. */
 bool ssd_admit(void *ctx, struct dram_item *item, uint32_t ns, int why);
+/*
+ * The eviction hook (the shared tier's write-down): when segment eviction
+ * drops a block that was promoted from SSD at least twice and is not
+ * reinserted, reserve(ctx, ns, value_len) asks whether the hook takes it
+ * now (policy, budget); if so the record is read back from the segment
+ * (still intact: only its header page was cleared), checked (header,
+ * key, sequence, every part's CRC32C), and take() gets it, with ownership
+ * of buf (kvt_mem_alloc_aligned on the tier's kvt_mem, buf_cap bytes; the
+ * value is buf[value_off, value_off + value_len)), or buf NULL (the read
+ * or a check failed: drop the reservation).  Both run on the writer
+ * thread under seg_lock: they must not block or call ssd_*.
+ */
+struct ssd_evict_hook {
+	bool (*reserve)(void *ctx, uint32_t ns, uint64_t value_len);
+	void (*take)(void *ctx, uint32_t ns, const struct kvt_key *key, uint8_t *buf,
+		     uint64_t buf_cap, uint64_t value_off, uint64_t value_len, unsigned part_count,
+		     const uint64_t *part_lens, const uint32_t *crcs, uint32_t flags);
+};
+/* hook and ctx must outlive the tier (NULL: none). */
+void ssd_set_evict_hook(struct ssd *s, const struct ssd_evict_hook *hook, void *ctx);
+
 /* Namespaces whose puts are written down at once. */
 int ssd_set_persistent(struct ssd *s, uint32_t ns);
 

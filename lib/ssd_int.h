@@ -26,7 +26,7 @@
 #define SSD_ID "id"
 
 enum { SEG_FREE = 0, SEG_OPEN, SEG_SEALED, SEG_BAD };
-enum { E_PENDING = 0x1, E_READ = 0x2 };
+enum { E_PENDING = 0x1, E_READ = 0x2, E_READ2 = 0x4 /* promoted twice or more */ };
 enum { T_PUT = 1, T_DELETE, T_CLEAR, T_FLUSH, T_CKPT };
 
 struct ssd_entry {
@@ -138,6 +138,8 @@ struct ssd {
 	struct ssd_shard shards[SSD_SHARDS];
 
 	pthread_mutex_t seg_lock;
+	const struct ssd_evict_hook *evict_hook; /* seg_lock; NULL: none */
+	void *evict_ctx;
 	struct ssd_seg *segs;
 	uint32_t slot_count;
 	int32_t open_slot;          /* -1: none */
@@ -169,7 +171,7 @@ struct ssd {
 	_Atomic uint64_t wd_queued, wd_written, wd_written_bytes, wd_shed, wd_skipped,
 		wd_errors, tombstones, reads, read_bytes, read_misses, crc_errors, hdr_errors,
 		io_errors, seg_sealed, seg_evicted, evicted_blocks, reinserted, quarantined,
-		ckpts, enospc, promote_full, copy_reads;
+		ckpts, enospc, promote_full, copy_reads, evicted_handed;
 	uint64_t rec_ckpt_entries, rec_records, rec_segments, rec_ns, rec_dropped;
 };
 

@@ -1934,6 +1934,8 @@ static int store_open_locked(struct kvt_store *s)
 		if (ret < 0)
 			goto fail;
 		dram_set_evict_hook(s->dram, shared_evicted, s->shared);
+		if (s->ssd)
+			ssd_set_evict_hook(s->ssd, &shared_ssd_hook, s->shared);
 	}
 	s->dram_bps = store_measure_memcpy();
 	ret = workers_start(s);

@@ -1,6 +1,7 @@
 /*
  * test_shared.c - the shared tier (lib/shdir.c, lib/shared.c): the header
- * codec, and stores that share one real directory under $TMPDIR.
+ * codec, and stores that share one real directory under $TMPDIR (with an
+ * SSD tier above it: the SSD eviction hook).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -509,6 +510,79 @@ static void test_below_ssd(void)
 	free(pb);
 }
 
+/* Put fillers (64 KiB, keys from *next on) until `bytes` have gone in,
+ * flushing every 512 KiB so that the SSD write-down never sheds. */
+static void churn(struct kvt_store *s, uint32_t ns, uint64_t *next, size_t bytes)
+{
+	for (size_t done = 0; done < bytes; done += 65536) {
+		put_block(s, ns, (*next)++, 65536);
+		if (done % (512 * 1024) == 0)
+			T_OK(kvt_flush(s));
+	}
+	T_OK(kvt_flush(s));
+}
+
+/* Churn until key k is no longer in DRAM (lookups do not extend a life). */
+static void churn_out(struct kvt_store *s, uint32_t ns, uint64_t *next, uint64_t k)
+{
+	struct kvt_key key = t_key(k);
+	uint8_t tier = KVT_TIER_DRAM;
+	for (int i = 0; i < 16 && tier == KVT_TIER_DRAM; i++) {
+		churn(s, ns, next, 1u << 20);
+		T_RC(kvt_lookup_prefix(s, ns, &key, 1, &tier), 1);
+	}
+	T_EQ_INT(tier, KVT_TIER_SSD);
+}
+
+/* The SSD eviction hook: a block promoted from SSD twice, then dropped by
+ * SSD segment eviction, is written down to the shared tier; a block
+ * promoted once is not. */
+static void test_ssd_evict_writedown(void)
+{
+	char *dir = t_mkdtemp(), *path = t_mkdtemp(), file[1024];
+	/* LRU: a block leaves DRAM after a DRAM's worth of puts (S3-FIFO kept
+	 * the first block put through 16 MiB of churn in a 2 MiB DRAM). */
+	struct kvt_store *s = t_store_open(
+		"path", path, "dram.capacity", "2M", "dram.chunk", "4K", "dram.prefault", "off",
+		"dram.policy", "lru",
+		"ssd.capacity", "16M", "ssd.segment", "1M", "ssd.admission", "always",
+		"ssd.reinsert_pct", "0", "shared.dir", dir, "shared.threads", "2", NULL);
+	uint32_t ns = t_ns(s, "ssd-evict"); /* not persistent: nothing goes down at put */
+	uint64_t next = 1000;
+	struct stat st;
+
+	put_block(s, ns, 1, 65536);
+	put_block(s, ns, 2, 65536);
+	T_OK(kvt_flush(s));
+	churn_out(s, ns, &next, 1); /* out of DRAM, still on SSD */
+	churn_out(s, ns, &next, 2);
+	get_exact(s, ns, 1, 65536, KVT_TIER_SSD);
+	get_exact(s, ns, 2, 65536, KVT_TIER_SSD);
+	churn_out(s, ns, &next, 1);
+	get_exact(s, ns, 1, 65536, KVT_TIER_SSD); /* promoted a second time */
+	T_EQ_U64(stat_of(s, "ssd.evicted_blocks"), 0);
+	churn(s, ns, &next, 20u << 20); /* through the whole SSD */
+	T_ASSERT(stat_of(s, "ssd.evicted_blocks") > 0);
+	T_OK(kvt_flush(s));
+	T_EQ_U64(stat_of(s, "ssd.evicted_to_shared"), 1);
+	T_EQ_U64(stat_of(s, "shared.wd_ssd_evicted"), 1);
+	T_EQ_U64(stat_of(s, "shared.writes"), 1);
+	block_path(s, dir, ns, 1, file, sizeof(file));
+	T_ASSERT(stat(file, &st) == 0);
+	block_path(s, dir, ns, 2, file, sizeof(file));
+	T_ASSERT(stat(file, &st) < 0);
+	kvt_store_destroy(s);
+	/* Another store finds it there, byte-exact. */
+	s = open_shared(dir, "64M", "persistent");
+	ns = t_ns(s, "ssd-evict");
+	get_exact(s, ns, 1, 65536, KVT_TIER_SHARED);
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	t_rmtree(path);
+	free(dir);
+	free(path);
+}
+
 /* kvtier gc, the command (argv[1] of this test: the CLI's path). */
 static void test_gc_cli(const char *cli)
 {
@@ -550,6 +624,7 @@ int main(int argc, char **argv)
 	test_gc();
 	test_prefetch();
 	test_below_ssd();
+	test_ssd_evict_writedown();
 	if (argc > 1)
 		test_gc_cli(argv[1]);
 	printf("test_shared: ok\n");
