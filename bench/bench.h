@@ -67,4 +67,22 @@ const char *bench_fmt_size(char *buf, size_t len, uint64_t v); /* "2 MiB" */
 int bench_cmp_double(const void *a, const void *b);      /* for qsort */
 double bench_rate(double amount, double secs);           /* amount/secs, secs floored at 1 ns */
 
+/* "kvtier bench shared": bench/bench_shared.c (the shared tier's directory
+ * backend against fio, its S3 backend against a plain libcurl client). */
+int bench_shared_main(int argc, char **argv);
+
+/*
+ * bench_proc.c.  bench_spawn_capture: run argv[0] (found on PATH) with
+ * argv, its stdout captured and returned (malloc'd, NUL terminated), its
+ * stderr written to errpath; *wall_s the time from spawn to exit.  NULL
+ * (a message in err[0..err_len), with the start of its stderr) if it could
+ * not run or exited non-zero.  bench_json_u64: the first number of "key"
+ * after obj (0 or -1); bench_json_obj: just after the '{' of the first
+ * "key": { in s, or NULL (fio's JSON).
+ */
+char *bench_spawn_capture(char *const argv[], const char *errpath, double *wall_s, char *err,
+			  size_t err_len);
+int bench_json_u64(const char *obj, const char *key, uint64_t *out);
+const char *bench_json_obj(const char *s, const char *key);
+
 #endif /* KVT_BENCH_H */

@@ -672,59 +672,6 @@ static int bs_pace(const struct bs *b, struct kvt_store *s, uint64_t len, uint64
  * fio: run it, read its JSON.
  */
 
-/*
- * The first number of "key" inside the JSON object that starts at obj.
- * fio's "read" and "write" objects list io_bytes, bw_bytes and runtime
- * before any nested object, and no nested object uses those names, so the
- * first match after the object's opening brace is the object's own field.
- * Returns 0 or -1.
- */
-static int bs_json_u64(const char *obj, const char *key, uint64_t *out)
-{
-	char pat[64];
-	snprintf(pat, sizeof(pat), "\"%s\"", key);
-	const char *p = strstr(obj, pat);
-	if (p == NULL)
-		return -1;
-	p += strlen(pat);
-	while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
-		p++;
-	if (*p++ != ':')
-		return -1;
-	while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
-		p++;
-	if (*p < '0' || *p > '9')
-		return -1;
-	errno = 0;
-	unsigned long long v = strtoull(p, NULL, 10);
-	if (errno != 0)
-		return -1;
-	*out = v;
-	return 0;
-}
-
-/*
- * Just after the '{' of the first "key" : { in s, or NULL.  Skips "key"
- * used as a string value ("rw" : "write").
- */
-static const char *bs_json_obj(const char *s, const char *key)
-{
-	char pat[64];
-	snprintf(pat, sizeof(pat), "\"%s\"", key);
-	for (const char *p = strstr(s, pat); p != NULL; p = strstr(p + 1, pat)) {
-		const char *q = p + strlen(pat);
-		while (*q == ' ' || *q == '\t' || *q == '\n' || *q == '\r')
-			q++;
-		if (*q++ != ':')
-			continue;
-		while (*q == ' ' || *q == '\t' || *q == '\n' || *q == '\r')
-			q++;
-		if (*q == '{')
-			return q + 1;
-	}
-	return NULL;
-}
-
 struct bs_fio {
 	double gbps;          /* fio's bw_bytes / 1e9 */
 	uint64_t io_bytes;
@@ -737,73 +684,19 @@ struct bs_fio {
 
 /*
  * Run fio with argv (argv[0] is replaced by --fio), stdout into a buffer,
- * stderr into <run dir>/fio.err.  Returns the malloc'd stdout (NUL
- * terminated) or NULL after printing why (unless quiet).
+ * stderr into <run dir>/fio.err (bench_spawn_capture).  Returns the
+ * malloc'd stdout (NUL terminated) or NULL after printing why (unless
+ * quiet).
  */
 static char *bs_fio_spawn(const struct bs *b, char **argv, double *wall_s, bool quiet)
 {
-	posix_spawn_file_actions_t fa;
-	char errpath[4200];
-	int pfd[2] = { -1, -1 }, st = 0;
-	pid_t pid = -1;
-	char *out = NULL;
-	size_t len = 0, cap = 0;
-
+	char errpath[4200], msg[2048];
+	char *out;
 	snprintf(errpath, sizeof(errpath), "%s/fio.err", b->run_dir);
 	argv[0] = (char *)b->o.fio;
-	if (pipe2(pfd, O_CLOEXEC) < 0) {
-		bs_err(b, "pipe: %s", strerror(errno));
-		return NULL;
-	}
-	posix_spawn_file_actions_init(&fa);
-	posix_spawn_file_actions_adddup2(&fa, pfd[1], STDOUT_FILENO);
-	posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, errpath,
-					 O_WRONLY | O_CREAT | O_TRUNC, 0600);
-	double t0 = bench_now();
-	int rc = posix_spawnp(&pid, b->o.fio, &fa, NULL, argv, environ);
-	posix_spawn_file_actions_destroy(&fa);
-	close(pfd[1]);
-	if (rc != 0) {
-		if (!quiet)
-			bs_err(b, "running %s: %s", b->o.fio, strerror(rc));
-		close(pfd[0]);
-		return NULL;
-	}
-	for (;;) {
-		if (cap - len < 4096) {
-			size_t ncap = cap ? cap * 2 : 65536;
-			char *n = realloc(out, ncap);
-			if (n == NULL)
-				break;
-			out = n;
-			cap = ncap;
-		}
-		ssize_t n = read(pfd[0], out + len, cap - len - 1);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		len += (size_t)n;
-	}
-	close(pfd[0]);
-	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-		;
-	*wall_s = bench_now() - t0;
-	if (out != NULL)
-		out[len] = '\0';
-	if (out == NULL || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-		char msg[2048];
-		FILE *f = fopen(errpath, "r");
-		size_t m = f != NULL ? fread(msg, 1, sizeof(msg) - 1, f) : 0;
-		msg[m] = '\0';
-		if (f != NULL)
-			fclose(f);
-		if (!quiet)
-			bs_err(b, "fio failed (%s %d); its stderr:\n%s", WIFEXITED(st) ? "exit" : "signal",
-		       WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st), msg);
-		free(out);
-		return NULL;
-	}
+	out = bench_spawn_capture(argv, errpath, wall_s, msg, sizeof(msg));
+	if (out == NULL && !quiet)
+		bs_err(b, "%s", msg);
 	return out;
 }
 
@@ -862,12 +755,12 @@ static int bs_fio_run(const struct bs *b, const char *rw, uint64_t bs, unsigned 
 	/* fio may print notes before its JSON: start at the first '{'. */
 	const char *json = strchr(out, '{');
 	const char *jobs = json != NULL ? strstr(json, "\"jobs\"") : NULL;
-	const char *obj = jobs != NULL ? bs_json_obj(jobs, wr ? "write" : "read") : NULL;
+	const char *obj = jobs != NULL ? bench_json_obj(jobs, wr ? "write" : "read") : NULL;
 	uint64_t bw = 0, err = 1;
-	if (obj == NULL || bs_json_u64(jobs, "error", &err) < 0 ||
-	    bs_json_u64(obj, "io_bytes", &res->io_bytes) < 0 ||
-	    bs_json_u64(obj, "bw_bytes", &bw) < 0 ||
-	    bs_json_u64(obj, "runtime", &res->runtime_ms) < 0) {
+	if (obj == NULL || bench_json_u64(jobs, "error", &err) < 0 ||
+	    bench_json_u64(obj, "io_bytes", &res->io_bytes) < 0 ||
+	    bench_json_u64(obj, "bw_bytes", &bw) < 0 ||
+	    bench_json_u64(obj, "runtime", &res->runtime_ms) < 0) {
 		bs_err(b, "could not read fio's JSON output (%zu bytes)", strlen(out));
 		free(out);
 		return -1;

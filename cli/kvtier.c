@@ -73,6 +73,8 @@ static const struct cli_cmd bench_suites[] = {
 	  bench_seal_main },
 	{ "net", "kvtierd over loopback vs memcached, redis-server, iperf3; SSD vs fio",
 	  bench_net_main },
+	{ "shared", "shared tier: directory vs fio, S3 vs a plain libcurl client",
+	  bench_shared_main },
 };
 
 #define CLI_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
