@@ -1,6 +1,7 @@
 /*
  * gc.c - "kvtier gc": collect a shared tier's directory (the shared.dir of
- * the stores that use it) by age and size, through kvt_shared_gc.
+ * the stores that use it) or bucket (their shared.s3_*) by age and size,
+ * through kvt_shared_gc or kvt_shared_gc_s3.
  *
  * Safe while stores use the directory: a store that loses a block sees a
  * miss.  Prints one line of counts (or JSON with --json) on stdout.
@@ -21,16 +22,24 @@ static void gc_usage(FILE *f)
 {
 	fprintf(f,
 		"usage: kvtier gc --dir DIR [--budget SIZE] [--max-age SECS] [--json]\n"
+		"       kvtier gc --s3-endpoint URL --s3-bucket BUCKET [--s3-credentials FILE]\n"
+		"                 [--budget SIZE] [--max-age SECS] [--json]\n"
 		"\n"
 		"Collect a shared tier directory: remove blocks not written or read for\n"
 		"more than SECS seconds, then, while the rest exceeds SIZE bytes (K, M,\n"
 		"G, T suffixes), the oldest.  Temporary files of writers that died are\n"
-		"removed after an hour.  Stores may keep using the directory.\n");
+		"removed after an hour.  Stores may keep using the directory.\n"
+		"\n"
+		"Or a bucket (the stores' shared.s3_endpoint and shared.s3_bucket): the\n"
+		"same by each object's Last-Modified time (when it was written; reads do\n"
+		"not refresh it).  Credentials: --s3-credentials FILE (access_key = ...,\n"
+		"secret_key = ..., region = ... lines, readable by its owner only), else\n"
+		"AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION.\n");
 }
 
 int gc_main(int argc, char **argv)
 {
-	const char *dir = NULL;
+	const char *dir = NULL, *endpoint = NULL, *bucket = NULL, *creds = NULL;
 	uint64_t budget = 0, age = 0;
 	bool json = false;
 	struct kvt_shared_gc_result res;
@@ -54,6 +63,12 @@ int gc_main(int argc, char **argv)
 		const char *v = argv[++i];
 		if (!strcmp(a, "--dir")) {
 			dir = v;
+		} else if (!strcmp(a, "--s3-endpoint")) {
+			endpoint = v;
+		} else if (!strcmp(a, "--s3-bucket")) {
+			bucket = v;
+		} else if (!strcmp(a, "--s3-credentials")) {
+			creds = v;
 		} else if (!strcmp(a, "--budget")) {
 			if (bench_parse_size(v, &budget) < 0) {
 				fprintf(stderr, "kvtier gc: bad size '%s' (e.g. 500G)\n", v);
@@ -73,13 +88,21 @@ int gc_main(int argc, char **argv)
 			return BENCH_EXIT_USAGE;
 		}
 	}
-	if (!dir) {
-		fprintf(stderr, "kvtier gc: --dir DIR is required\nRun 'kvtier gc --help'.\n");
+	if (!dir == !endpoint || (endpoint && !bucket) || (!endpoint && (bucket || creds))) {
+		fprintf(stderr, "kvtier gc: --dir DIR, or --s3-endpoint URL with --s3-bucket BUCKET\n"
+				"Run 'kvtier gc --help'.\n");
 		return BENCH_EXIT_USAGE;
 	}
-	ret = kvt_shared_gc(dir, budget, age, &res);
+	if (dir)
+		ret = kvt_shared_gc(dir, budget, age, &res);
+	else
+		ret = kvt_shared_gc_s3(endpoint, bucket, creds, budget, age, &res);
 	if (ret < 0) {
-		fprintf(stderr, "kvtier gc: %s: %s\n", dir, kvt_strerror(ret));
+		fprintf(stderr, "kvtier gc: %s%s%s: %s\n", dir ? dir : endpoint, dir ? "" : "/",
+			dir ? "" : bucket,
+			ret == -EACCES ? "access denied (check the credentials)"
+			: ret == KVT_EOPTVAL ? "no usable credentials (missing, or a file others can read)"
+					      : kvt_strerror(ret));
 		return BENCH_EXIT_FAIL;
 	}
 	if (json)

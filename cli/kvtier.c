@@ -57,7 +57,7 @@ static const struct cli_cmd cli_cmds[] = {
 	{ "bench", "measure libkvtier against the machine's limits (kvtier-bench(1))", cli_bench },
 	{ "replay", "replay a request trace; hit ratios and a what-if model (kvtier-replay(1))",
 	  replay_main },
-	{ "gc", "collect a shared tier directory by age and size (kvtier gc --help)", gc_main },
+	{ "gc", "collect a shared tier directory or bucket by age and size (kvtier gc --help)", gc_main },
 	{ "help", "show help for a command: kvtier help <command> [<sub-command>]", cli_help },
 	{ "version", "print the versions of kvtier and of libkvtier", cli_version },
 };

@@ -1067,7 +1067,6 @@ int shs3_blk_read(struct shs3 *s3, const uint8_t ns_digest[32], const struct kvt
 		ret = -ENOMEM;
 		goto out;
 	}
-	A(s3->blk.reads);
 	got = shs3_get_stream(s3, name, blk_sink, b);
 	if (b->err) {
 		ret = b->err; /* the sink stopped the transfer */
@@ -1079,6 +1078,7 @@ int shs3_blk_read(struct shs3 *s3, const uint8_t ns_digest[32], const struct kvt
 		ret = KVT_ECORRUPT; /* short */
 	} else {
 		ret = KVT_OK;
+		A(s3->blk.reads);
 		AN(s3->blk.read_bytes, h->value_len);
 	}
 	if (ret == KVT_ECORRUPT)

