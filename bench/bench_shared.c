@@ -186,10 +186,11 @@ static int bsh_store_open(struct bsh *b, int backend, const char *dir, struct kv
 	return 0;
 }
 
-static int bsh_ns(struct kvt_store *s, unsigned round, uint32_t *ns)
+static int bsh_ns(struct kvt_store *s, uint64_t size, unsigned round, uint32_t *ns)
 {
 	char model[64];
-	snprintf(model, sizeof(model), "bench-shared-%u", round);
+	/* A namespace per size and round: no round finds another's blocks. */
+	snprintf(model, sizeof(model), "bench-shared-%" PRIu64 "-%u", size, round);
 	struct kvt_ns_desc d = { .model = model, .dtype = "bf16", .layout = "bench",
 				 .block_tokens = 16, .tp_size = 1, .pp_size = 1, .tenant = "bench" };
 	int r = kvt_ns_register(s, &d, ns);
@@ -220,7 +221,7 @@ static int bsh_kvt_round(struct bsh *b, int backend, unsigned round, double *put
 		}
 	}
 	/* Put. */
-	if (bsh_store_open(b, backend, dir, &s) < 0 || bsh_ns(s, round, &ns) < 0)
+	if (bsh_store_open(b, backend, dir, &s) < 0 || bsh_ns(s, b->size, round, &ns) < 0)
 		goto out;
 	t0 = bench_now();
 	for (uint64_t i = 0; i < b->n; i++) {
@@ -266,7 +267,7 @@ static int bsh_kvt_round(struct bsh *b, int backend, unsigned round, double *put
 	s = NULL;
 
 	/* Get, from a store with nothing in DRAM. */
-	if (bsh_store_open(b, backend, dir, &s) < 0 || bsh_ns(s, round, &ns) < 0)
+	if (bsh_store_open(b, backend, dir, &s) < 0 || bsh_ns(s, b->size, round, &ns) < 0)
 		goto out;
 	if ((r = kvt_queue_create(s, &q)) < 0) {
 		bsh_err("kvt_queue_create: %s", kvt_strerror(r));

@@ -441,6 +441,11 @@ static int req_result(struct s3req *r, CURL *h, CURLcode cc)
 		AN(s3->st.conns_opened, (uint64_t)conns);
 	curl_slist_free_all(r->hdrs);
 	r->hdrs = NULL;
+	if (cc == CURLE_WRITE_ERROR && r->sink) {
+		/* The caller's sink stopped it (a bad block, no DRAM room): the
+		 * caller knows why; not a transport error. */
+		return -ECANCELED;
+	}
 	if (cc == CURLE_OPERATION_TIMEDOUT) {
 		A(s3->st.timeouts);
 		A(s3->st.errors);
