@@ -819,12 +819,16 @@ int shs3_list(struct shs3 *s3, const char *prefix, shs3_list_fn fn, void *ctx)
 		req_init(&r, s3, "GET", "");
 		/* The bucket itself: "/bucket" (uri_of gave "/bucket/"). */
 		r.uri[strlen(r.uri) - 1] = 0;
+		/* The canonical query: parameters sorted by name. */
+		char mk[32] = "";
+		if (s3->cfg.list_page)
+			snprintf(mk, sizeof(mk), "&max-keys=%u", s3->cfg.list_page);
 		if (token[0]) {
 			qenc(token, etok, sizeof(etok));
 			snprintf(r.query, sizeof(r.query),
-				 "continuation-token=%s&list-type=2&prefix=%s", etok, epre);
+				 "continuation-token=%s&list-type=2%s&prefix=%s", etok, mk, epre);
 		} else {
-			snprintf(r.query, sizeof(r.query), "list-type=2&prefix=%s", epre);
+			snprintf(r.query, sizeof(r.query), "list-type=2%s&prefix=%s", mk, epre);
 		}
 		ret = req_run(&r);
 		if (ret == KVT_MISS)

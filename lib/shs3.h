@@ -69,6 +69,7 @@ struct shs3_config {
 	uint64_t part_size;      /* multipart above this, >= 5 MiB (S3's minimum part) */
 	bool sign_payload;       /* hash PUT bodies into the signature (else
 				  * UNSIGNED-PAYLOAD: headers are still signed) */
+	unsigned list_page;      /* ListObjectsV2 max-keys; 0: the server's (1000) */
 };
 
 int shs3_open(struct shs3 **out, const struct shs3_config *cfg, const struct shs3_creds *creds,

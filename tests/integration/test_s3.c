@@ -20,11 +20,14 @@
 #define AK T_WEED_AK
 #define SK T_WEED_SK
 
+static unsigned client_list_page; /* the next client's ListObjectsV2 page */
+
 static struct shs3 *client(int port, const char *ak, const char *sk, unsigned timeout_ms)
 {
 	struct shs3_creds c = { 0 };
 	struct shs3_config cfg = { .conns = 4, .timeout_ms = timeout_ms,
-				   .part_size = UINT64_C(5) << 20, .bucket = "kvt" };
+				   .part_size = UINT64_C(5) << 20, .bucket = "kvt",
+				   .list_page = client_list_page };
 	static struct kvt_mem mem;
 	static struct kvt_logger lg;
 	char ep[64];
@@ -40,6 +43,24 @@ static struct shs3 *client(int port, const char *ak, const char *sk, unsigned ti
 }
 
 #define now_ms t_weed_now_ms
+
+struct list_seen {
+	int count, hits[40];
+	uint64_t max_len;
+	int64_t mtime_s;
+};
+
+static int list_cb(void *ctx, const char *name, uint64_t len, int64_t mtime_s)
+{
+	struct list_seen *s = ctx;
+	int i = -1;
+	T_ASSERT(sscanf(name, "kvt1/small/%d", &i) == 1 && i >= 0 && i < 40);
+	s->hits[i]++;
+	s->count++;
+	s->max_len = len > s->max_len ? len : s->max_len;
+	s->mtime_s = mtime_s;
+	return 0;
+}
 
 
 /* ------------------------------------------------------------------------
@@ -460,6 +481,23 @@ int main(int argc, char **argv)
 		fprintf(stderr, "40 sequential PUTs opened %llu connections\n",
 			(unsigned long long)opened);
 		T_LE_INT(opened, 4);
+	}
+	/* Listing, 3 keys a page (continuation tokens): each name once. */
+	{
+		struct shs3 *l;
+		struct list_seen seen = { 0 };
+		client_list_page = 3;
+		l = client(port, AK, SK, 5000);
+		client_list_page = 0;
+		T_RC(shs3_list(l, "kvt1/small/", list_cb, &seen), 0);
+		T_EQ_INT(seen.count, 40);
+		for (int i = 0; i < 40; i++)
+			T_EQ_INT(seen.hits[i], 1);
+		T_ASSERT(seen.max_len == 1000);
+		T_ASSERT(seen.mtime_s > 1700000000); /* Last-Modified parsed */
+		T_RC(shs3_list(l, "kvt1/none/", list_cb, &seen), 0);
+		T_EQ_INT(seen.count, 40);
+		shs3_close(l);
 	}
 	/* Wrong credentials: a clear error, counted. */
 	{
