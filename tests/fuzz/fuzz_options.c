@@ -40,6 +40,8 @@ static const char *const known[] = {
 	"remote.batch", "remote.tls", "remote.tls_ca", "remote.tls_cert", "remote.tls_key",
 	"remote.tls_server_name", "shared.dir", "shared.budget", "shared.max_age",
 	"shared.threads", "shared.writedown_max", "shared.admission", "shared.o_direct",
+	"shared.s3_endpoint", "shared.s3_bucket", "shared.s3_region", "shared.s3_credentials",
+	"shared.s3_conns", "shared.s3_timeout_ms", "shared.s3_part_size", "shared.s3_sign_payload",
 	NULL,
 };
 
