@@ -33,8 +33,9 @@
  *
  * kvtier and the baseline alternate (the order flips every round), medians
  * over --rounds are reported; before the first S3 round an untimed
- * warm-up of the baseline lets the object store grow its first volumes.  GB/s counts value bytes for kvtier and the
- * baseline's whole files/objects (4 KiB more each: honest overhead).  Every
+ * warm-up of the baseline lets the object store grow its first volumes.
+ * GB/s counts value bytes for kvtier and the baseline's whole
+ * files/objects (4 KiB more each: honest overhead).  Every
  * block read, by kvtier or the baseline, is compared byte for byte after
  * the timed phase; a wrong byte, a shed write-down or a library error exits
  * 1.  Targets (kvtier >= 0.9 of the baseline) are reported, never judged in
@@ -355,7 +356,8 @@ static int bsh_fio_job(struct bsh *b, const char *dir, const char *rw, double *g
 	snprintf(a_files, sizeof(a_files), "--nrfiles=%" PRIu64, per_job);
 	snprintf(a_direct, sizeof(a_direct), "--direct=%d", b->direct ? 1 : 0);
 	snprintf(errpath, sizeof(errpath), "%s/fio.err", b->run_dir);
-	char *argv[] = { (char *)b->o.fio, (char *)(wr ? "--name=kvtier-shared-w" : "--name=kvtier-shared-r"),
+	char *argv[] = { (char *)b->o.fio,
+			 (char *)(wr ? "--name=kvtier-shared-w" : "--name=kvtier-shared-r"),
 			 a_dir, (char *)(wr ? "--rw=write" : "--rw=read"), a_bs, a_size, a_jobs,
 			 a_files, (char *)"--file_service_type=sequential",
 			 (char *)"--ioengine=io_uring", (char *)"--iodepth=1", a_direct,
