@@ -341,9 +341,11 @@ int kvt_store_create(struct kvt_store **out);
  *                     tier (G4), below SSD, or below DRAM with no SSD
  *                     (default none); needs a DRAM tier.  doc/shared.md.
  *                     Written down (off the caller's thread): puts of
- *                     namespaces registered KVT_NS_PERSISTENT, and blocks
+ *                     namespaces registered KVT_NS_PERSISTENT, blocks
  *                     evicted from DRAM that were read there at least
- *                     twice.  Gets that miss above are promoted from it;
+ *                     twice, and blocks evicted from SSD that were
+ *                     promoted from it at least twice.  Gets that miss
+ *                     above are promoted from it;
  *                     lookups and exists reach it (KVT_TIER_SHARED);
  *                     delete and clear remove its files too.
  *   shared.admission  "persistent" (default: as above) or "always" (every
