@@ -530,8 +530,9 @@ int kc_stat(struct kc *c, uint32_t scope, const char *name, uint64_t *value)
 	return kc_stat_of(c, scope, NULL, name, value);
 }
 
-int kc_stat_of(struct kc *c, uint32_t scope, const char *tenant, const char *name,
-	       uint64_t *value)
+/* STATS for scope (and tenant), the item `name` of `kind` into *out. */
+static int client_stat_item(struct kc *c, uint32_t scope, const char *tenant, const char *name,
+			    uint32_t kind, uint64_t *value, char *text, size_t text_len)
 {
 	struct proto_frame f = { .op = PROTO_OP_STATS };
 	struct proto_item got;
@@ -552,46 +553,34 @@ int kc_stat_of(struct kc *c, uint32_t scope, const char *tenant, const char *nam
 		rc = KVT_MISS;
 		proto_iter_init(&iter, &r.f, NULL, NULL, 0);
 		while (proto_iter_next(&iter, &got) == 1) {
-			if (got.kind == PROTO_STAT_NUM && got.name_len == strlen(name) &&
-			    memcmp(got.name, name, got.name_len) == 0) {
+			if (got.kind != kind || got.name_len != strlen(name) ||
+			    memcmp(got.name, name, got.name_len) != 0)
+				continue;
+			if (kind == PROTO_STAT_NUM) {
 				*value = got.value;
-				rc = 0;
-				break;
+			} else {
+				if (got.text_len >= text_len)
+					break;
+				memcpy(text, got.text, got.text_len);
+				text[got.text_len] = 0;
 			}
+			rc = 0;
+			break;
 		}
 	}
 	kc_resp_free(&r);
 	return rc;
 }
 
+int kc_stat_of(struct kc *c, uint32_t scope, const char *tenant, const char *name,
+	       uint64_t *value)
+{
+	return client_stat_item(c, scope, tenant, name, PROTO_STAT_NUM, value, NULL, 0);
+}
+
 int kc_stat_text(struct kc *c, uint32_t scope, const char *name, char *out, size_t out_len)
 {
-	struct proto_frame f = { .op = PROTO_OP_STATS };
-	struct proto_item got;
-	struct proto_iter iter;
-	struct kc_resp r;
-	int rc;
-
-	f.scope.scope = scope;
-	rc = client_call(c, &f, NULL, 0, NULL, 0, &r);
-	if (rc < 0)
-		return rc;
-	rc = r.f.status;
-	if (rc == 0) {
-		rc = KVT_MISS;
-		proto_iter_init(&iter, &r.f, NULL, NULL, 0);
-		while (proto_iter_next(&iter, &got) == 1) {
-			if (got.kind == PROTO_STAT_TEXT && got.name_len == strlen(name) &&
-			    memcmp(got.name, name, got.name_len) == 0 && got.text_len < out_len) {
-				memcpy(out, got.text, got.text_len);
-				out[got.text_len] = 0;
-				rc = 0;
-				break;
-			}
-		}
-	}
-	kc_resp_free(&r);
-	return rc;
+	return client_stat_item(c, scope, NULL, name, PROTO_STAT_TEXT, NULL, out, out_len);
 }
 
 int kc_ping(struct kc *c)
