@@ -107,8 +107,10 @@ int kvtd_members_parse_static(const char *spec, struct kvtd_member **out, unsign
 			}
 			memcpy(w, eq + 1, wl);
 			w[wl] = 0;
-			if (kvtd_parse_size(w, &v[k].weight) < 0 || v[k].weight == 0) {
-				snprintf(err, err_len, "member %u: '%s' is not a weight (e.g. 64G)",
+			if (kvtd_parse_size(w, &v[k].weight) < 0 || v[k].weight == 0 ||
+			    v[k].weight > KVTD_MEMBER_WEIGHT_MAX) {
+				snprintf(err, err_len,
+					 "member %u: '%s' is not a weight (e.g. 64G; at most 4E)",
 					 k + 1, w);
 				goto bad;
 			}
@@ -182,7 +184,8 @@ static bool member_from_value(const unsigned char *buf, size_t len, struct kvtd_
 	w = json_object_get(o, "weight");
 	if (!json_is_string(a) || !kvtd_member_addr_ok(json_string_value(a), json_string_length(a)))
 		goto out;
-	if (w && (!json_is_integer(w) || json_integer_value(w) < 1))
+	if (w && (!json_is_integer(w) || json_integer_value(w) < 1 ||
+		  (uint64_t)json_integer_value(w) > KVTD_MEMBER_WEIGHT_MAX))
 		goto out;
 	memcpy(m->addr, json_string_value(a), json_string_length(a));
 	m->addr[json_string_length(a)] = 0;

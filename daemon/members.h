@@ -18,12 +18,15 @@
 
 #define KVTD_MEMBER_ADDR_MAX 255u  /* "HOST:PORT" bytes */
 #define KVTD_MEMBERS_MAX 4096u     /* members a list may hold */
+/* Largest weight: 4 EiB, so that every weight survives JSON's (and
+ * jansson's) signed 64-bit integers (fuzz_members found 2^63 + x). */
+#define KVTD_MEMBER_WEIGHT_MAX (1ull << 62)
 #define KVTD_ETCD_PREFIX "/kvtier/members/"
 #define KVTD_ETCD_TTL_S 10u        /* --etcd-ttl default */
 
 struct kvtd_member {
 	char addr[KVTD_MEMBER_ADDR_MAX + 1]; /* "HOST:PORT", NUL-terminated */
-	uint64_t weight;                     /* capacity in bytes; >= 1 */
+	uint64_t weight;                     /* capacity in bytes; 1..KVTD_MEMBER_WEIGHT_MAX */
 };
 
 /*

@@ -35,7 +35,7 @@ static void fuzz_check_list(const struct kvtd_member *v, unsigned n)
 {
 	for (unsigned i = 0; i < n; i++) {
 		FUZZ_CHECK(kvtd_member_addr_ok(v[i].addr, strlen(v[i].addr)));
-		FUZZ_CHECK(v[i].weight >= 1);
+		FUZZ_CHECK(v[i].weight >= 1 && v[i].weight <= KVTD_MEMBER_WEIGHT_MAX);
 		if (i)
 			FUZZ_CHECK(strcmp(v[i - 1].addr, v[i].addr) < 0);
 	}
