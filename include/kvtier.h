@@ -674,6 +674,10 @@ enum kvt_op {
 #define KVT_F_SEALED 0x20u /* put: the value is client-sealed ciphertext (AES-GCM):
 			    * stored with the block, reported in value_flags */
 #define KVT_F_QUIET  0x40u /* get pinned: leave no trace in the cache state (below) */
+#define KVT_F_PROMPT 0x80u /* put, get, get_pinned, exists, delete: keys[0..key_count)
+			    * are the prompt's keys through this block (key is
+			    * keys[key_count - 1]), so that a remote tier over several
+			    * kvtierd places the block with its group (doc/cluster.md) */
 
 #define KVT_NS_ALL UINT32_MAX   /* KVT_OP_CLEAR: every namespace */
 #define KVT_PARTS_MAX 1024      /* most parts in one value */
@@ -687,7 +691,8 @@ struct kvt_req {
 	uint32_t ns;                /* namespace id from kvt_ns_register, or KVT_NS_ALL */
 	uint32_t part;              /* KVT_F_PART: part index */
 	struct kvt_key key;         /* single-key ops */
-	const struct kvt_key *keys; /* LOOKUP, PREFETCH: key_count keys, in prompt order */
+	const struct kvt_key *keys; /* LOOKUP, PREFETCH: key_count keys, in prompt order;
+				     * single-key ops with KVT_F_PROMPT: the prompt so far */
 	uint32_t key_count;
 	uint32_t iov_count;
 	const struct iovec *iov;    /* PUT: parts; GET: destination buffers */
@@ -917,6 +922,32 @@ int kvt_store_stat(struct kvt_store *store, const char *name, uint64_t *value);
  * refused, kvt_strerror names it), -ENOMEM.  Any thread.
  */
 int kvt_remote_stats(struct kvt_store *store, const char *tenant, kvt_stats_fn fn, void *ctx);
+
+/*
+ * Which kvtierd of the remote tier hold a prompt's blocks (remote.addrs,
+ * doc/cluster.md; works with one remote.addr too): asks every node about
+ * every key of keys[0..key_count) (the prompt, in order from its first
+ * block), and fills nodes[0..min(max, nodes)) in remote.addrs order.
+ * *leading (may be NULL) gets the prompt's leading blocks that the nodes
+ * placement puts them on hold: what a lookup would find remotely.
+ * Returns the number of nodes (may exceed max), KVT_ENULL, KVT_ECLOSED,
+ * KVT_ESTATE (no remote tier), KVT_ENONS, KVT_EBADLEN (key_count 0 or
+ * above KVT_BATCH_MAX), -ENOMEM.  Synchronous: a node that is down counts
+ * as holding nothing; one that does not answer costs remote.timeout_ms.
+ * addr stays valid until kvt_store_close.  Any thread.
+ */
+struct kvt_remote_node {
+	const char *addr;   /* as configured */
+	uint32_t weight;    /* as configured (1 by default) */
+	uint32_t up;        /* 0: every connection to it has failed (operations fail fast) */
+	uint64_t placed;    /* blocks of the prompt placement puts on this node (the
+			     * first group: on each of its replicas) */
+	uint64_t held;      /* blocks of the prompt this node holds, placed there or not */
+	uint64_t leading;   /* of *leading, the blocks this node serves */
+};
+int64_t kvt_remote_who(struct kvt_store *store, uint32_t ns, const struct kvt_key *keys,
+		       size_t key_count, struct kvt_remote_node *nodes, size_t max,
+		       uint64_t *leading);
 
 /* ------------------------------------------------------------------------
  * Offline check of a store directory (kvtier fsck)

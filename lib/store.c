@@ -40,7 +40,7 @@
 #include <openssl/crypto.h>
 
 #include "kvt_int.h"
-#include "remote.h"
+#include "cluster.h"
 #include "seal.h"
 #include "shared.h"
 #include "ssd.h"
@@ -121,7 +121,7 @@ struct kvt_store {
 	/* tiers */
 	struct dram *dram;
 	struct ssd *ssd;
-	struct remote *remote;
+	struct cluster *remote;       /* the remote tier: one kvtierd or several */
 	struct shared *shared;      /* G4: shared.c; NULL without option shared.dir */
 	double dram_bps;            /* memcpy rate measured at open, for load estimates */
 
@@ -239,6 +239,9 @@ int kvt_store_create(struct kvt_store **out)
 	s->remote_cfg.backoff_ms = REMOTE_DEF_BACKOFF_MS;
 	s->remote_cfg.backoff_max_ms = REMOTE_DEF_BACKOFF_MAX_MS;
 	s->remote_cfg.batch = REMOTE_DEF_BATCH;
+	s->remote_cfg.group_blocks = REMOTE_DEF_GROUP_BLOCKS;
+	s->remote_cfg.hot_replicas = REMOTE_DEF_HOT_REPLICAS;
+	s->remote_cfg.anchor_slots = REMOTE_DEF_ANCHOR_SLOTS;
 	s->shared_cfg.threads = SHARED_DEF_THREADS;
 	s->shared_cfg.wd_max_bytes = SHARED_DEF_WD_MAX;
 	s->shared_cfg.direct = true;
@@ -306,6 +309,14 @@ static int opt_remote(struct remote_config *rc, const char *name, const char *v)
 {
 	if (strcmp(name, "addr") == 0)
 		return opt_str(v, &rc->addr);
+	if (strcmp(name, "addrs") == 0)
+		return opt_str(v, &rc->addrs);
+	if (strcmp(name, "group") == 0)
+		return opt_u32(v, 1, KVT_BATCH_MAX, &rc->group_blocks);
+	if (strcmp(name, "hot_replicas") == 0)
+		return opt_u32(v, 1, REMOTE_HOT_REPLICAS_MAX, &rc->hot_replicas);
+	if (strcmp(name, "anchor_slots") == 0)
+		return opt_u32(v, 0, 1u << 26, &rc->anchor_slots);
 	if (strcmp(name, "tenant") == 0)
 		return strlen(v) > 64 ? KVT_EOPTVAL : opt_str(v, &rc->tenant);
 	if (strcmp(name, "secret_file") == 0)
@@ -959,6 +970,18 @@ static int store_serve_dram(struct kvt_store *s, struct kvt_req *r, int tier)
 	return KVT_OK;
 }
 
+/* Where a single-key request's block sits in its prompt (KVT_F_PROMPT),
+ * for the remote tier's placement over several kvtierd; h is the
+ * caller's storage. */
+static const struct cluster_hint *req_hint(const struct kvt_req *r, struct cluster_hint *h)
+{
+	if (!(r->flags & KVT_F_PROMPT))
+		return NULL;
+	h->keys = r->keys;
+	h->pos = r->key_count - 1;
+	return h;
+}
+
 /*
  * A promotion into DRAM finished (I/O or remote thread): serve the waiting
  * get from the item it published (KVT_OK: we hold a ref), or, if it did
@@ -1021,8 +1044,9 @@ static void store_shared_got(void *ctx, int status, struct dram_item *item)
 {
 	struct kvt_req *r = ctx;
 	struct kvt_store *s = req_queue(r)->store;
+	struct cluster_hint h;
 	if (status != KVT_OK && s->remote &&
-	    remote_get(s->remote, r->ns, &r->key, store_remote_got, r) == 0)
+	    cluster_get(s->remote, r->ns, &r->key, req_hint(r, &h), store_remote_got, r) == 0)
 		return;
 	store_promoted_tier(r, status, item, KVT_TIER_SHARED);
 }
@@ -1030,6 +1054,7 @@ static void store_shared_got(void *ctx, int status, struct dram_item *item)
 /* A get missed DRAM: try the lower tiers.  Returns STORE_PENDING or a status. */
 static int store_get_lower(struct kvt_store *s, struct kvt_req *r, int prio)
 {
+	struct cluster_hint h;
 	int ret = KVT_MISS;
 	if (s->ssd) {
 		ret = ssd_promote(s->ssd, r->ns, &r->key, prio, store_promoted, r);
@@ -1048,7 +1073,8 @@ static int store_get_lower(struct kvt_store *s, struct kvt_req *r, int prio)
 	}
 	if (s->shared && shared_get(s->shared, r->ns, &r->key, prio, store_shared_got, r) == 0)
 		return STORE_PENDING;
-	if (s->remote && remote_get(s->remote, r->ns, &r->key, store_remote_got, r) == 0)
+	if (s->remote &&
+	    cluster_get(s->remote, r->ns, &r->key, req_hint(r, &h), store_remote_got, r) == 0)
 		return STORE_PENDING;
 	return KVT_MISS; /* a server that is down is a miss (remote.fast_fails) */
 }
@@ -1186,13 +1212,15 @@ static void store_shared_exists_done(void *ctx, uint64_t count, uint64_t load_ns
 {
 	struct kvt_req *r = ctx;
 	struct kvt_store *s = req_queue(r)->store;
+	struct cluster_hint h;
 	KVT_UNUSED(load_ns);
 	if (count == 1) {
 		r->tier = KVT_TIER_SHARED;
 		req_complete(s, r, KVT_OK);
 		return;
 	}
-	if (s->remote && remote_exists(s->remote, r->ns, &r->key, store_remote_exists_done, r) == 0)
+	if (s->remote && cluster_exists(s->remote, r->ns, &r->key, req_hint(r, &h),
+					store_remote_exists_done, r) == 0)
 		return;
 	req_complete(s, r, KVT_MISS);
 }
@@ -1206,8 +1234,8 @@ static void store_shared_lookup_done(void *ctx, uint64_t count, uint64_t load_ns
 	r->load_ns += load_ns;
 	if (s->remote && n < r->key_count) {
 		req_stash(r, (int64_t)n);
-		if (remote_lookup(s->remote, r->ns, r->keys + n, (uint32_t)(r->key_count - n),
-				  r->tiers ? r->tiers + n : NULL, store_remote_lookup_done, r) == 0)
+		if (cluster_lookup(s->remote, r->ns, r->keys, (uint32_t)n, r->key_count, r->tiers,
+				   store_remote_lookup_done, r) == 0)
 			return;
 	}
 	req_complete(s, r, KVT_OK);
@@ -1241,6 +1269,8 @@ static int store_prefetch(struct kvt_store *s, struct kvt_req *r)
 	uint64_t in_dram = 0;
 	int status = KVT_OK, ret;
 
+	if (s->remote)
+		cluster_note_prompt(s->remote, r->keys, r->key_count);
 	for (uint32_t i = 0; i < r->key_count; i++) {
 		if (__atomic_load_n(&r->priv_flags_, __ATOMIC_RELAXED)) {
 			status = -ECANCELED; /* kvt_cancel while running: stop issuing */
@@ -1261,8 +1291,10 @@ static int store_prefetch(struct kvt_store *s, struct kvt_req *r)
 		if (ret == KVT_MISS && s->shared)
 			ret = shared_get(s->shared, r->ns, &r->keys[i], IO_PRIO_PREFETCH,
 					 store_prefetched, ctx);
-		if (ret == KVT_MISS && s->remote)
-			ret = remote_get(s->remote, r->ns, &r->keys[i], store_prefetched, ctx);
+		if (ret == KVT_MISS && s->remote) {
+			struct cluster_hint h = { .keys = r->keys, .pos = i };
+			ret = cluster_get(s->remote, r->ns, &r->keys[i], &h, store_prefetched, ctx);
+		}
 		if (ret != 0) {
 			pthread_mutex_lock(&w.lock);
 			w.outstanding--;
@@ -1319,6 +1351,7 @@ static int store_put_sealed(struct kvt_store *s, struct kvt_req *r, const struct
 {
 	struct dram_item *item = NULL;
 	struct store_sealed_wt *w;
+	struct cluster_hint h;
 	int ret;
 
 	if (s->ssd && ssd_find(s->ssd, r->ns, &r->key, NULL) == KVT_OK)
@@ -1349,8 +1382,8 @@ static int store_put_sealed(struct kvt_store *s, struct kvt_req *r, const struct
 			return ret;
 		}
 	}
-	if (remote_put(s->remote, r->ns, &r->key, w->parts, r->iov_count, NULL, true,
-		       store_remote_sealed_done, w) == 0)
+	if (cluster_put(s->remote, r->ns, &r->key, req_hint(r, &h), w->parts, r->iov_count, NULL,
+			true, store_remote_sealed_done, w) == 0)
 		return STORE_PENDING;
 	store_sealed_wt_free(s, w);
 	return ret;
@@ -1383,10 +1416,11 @@ static int store_exec(struct kvt_store *s, struct kvt_req *r)
 		 * value goes from the caller's parts, which stay valid until the
 		 * request completes; a present key (EXISTS) was written before. */
 		if (s->remote && (ret == KVT_OK || ret == KVT_EFULL || ret == KVT_ETOOBIG)) {
+			struct cluster_hint h;
 			req_stash(r, ret);
-			if (remote_put(s->remote, r->ns, &r->key, r->iov, r->iov_count,
-				       (r->flags & KVT_F_CRC) ? r->crcs : NULL,
-				       (r->flags & KVT_F_SEALED) != 0, store_remote_put_done, r) == 0)
+			if (cluster_put(s->remote, r->ns, &r->key, req_hint(r, &h), r->iov,
+					r->iov_count, (r->flags & KVT_F_CRC) ? r->crcs : NULL,
+					(r->flags & KVT_F_SEALED) != 0, store_remote_put_done, r) == 0)
 				return STORE_PENDING;
 		}
 		return ret;
@@ -1443,9 +1477,12 @@ static int store_exec(struct kvt_store *s, struct kvt_req *r)
 		else if (s->shared && shared_lookup(s->shared, r->ns, &r->key, 1, NULL,
 						    store_shared_exists_done, r) == 0)
 			return STORE_PENDING;
-		else if (s->remote &&
-			 remote_exists(s->remote, r->ns, &r->key, store_remote_exists_done, r) == 0)
-			return STORE_PENDING;
+		else if (s->remote) {
+			struct cluster_hint h;
+			if (cluster_exists(s->remote, r->ns, &r->key, req_hint(r, &h),
+					   store_remote_exists_done, r) == 0)
+				return STORE_PENDING;
+		}
 		return ret;
 	case KVT_OP_DELETE: {
 		/* The tombstone first (if it cannot be had, nothing changes),
@@ -1467,13 +1504,15 @@ static int store_exec(struct kvt_store *s, struct kvt_req *r)
 		ret = a == KVT_OK || b == KVT_OK ? KVT_OK : KVT_MISS;
 		if (s->remote) {
 			req_stash(r, ret);
-			ret = remote_delete(s->remote, r->ns, &r->key, store_remote_delete_done, r);
+			ret = cluster_delete(s->remote, r->ns, &r->key, store_remote_delete_done, r);
 			return ret == 0 ? STORE_PENDING : ret;
 		}
 		return ret;
 	}
 	case KVT_OP_LOOKUP: {
 		uint64_t n = 0, dram_bytes = 0, ssd_bytes = 0;
+		if (s->remote)
+			cluster_note_prompt(s->remote, r->keys, r->key_count);
 		if (!s->ssd) {
 			if (d)
 				n = (uint64_t)dram_lookup(d, r->ns, r->keys, r->key_count, r->tiers,
@@ -1508,9 +1547,8 @@ static int store_exec(struct kvt_store *s, struct kvt_req *r)
 		}
 		if (s->remote && n < r->key_count) {
 			req_stash(r, (int64_t)n);
-			if (remote_lookup(s->remote, r->ns, r->keys + n, (uint32_t)(r->key_count - n),
-					  r->tiers ? r->tiers + n : NULL, store_remote_lookup_done,
-					  r) == 0)
+			if (cluster_lookup(s->remote, r->ns, r->keys, (uint32_t)n, r->key_count,
+					   r->tiers, store_remote_lookup_done, r) == 0)
 				return STORE_PENDING;
 		}
 		return KVT_OK;
@@ -1536,7 +1574,7 @@ static int store_exec(struct kvt_store *s, struct kvt_req *r)
 		r->length = (uint64_t)(a > b ? a : b);
 		if (s->remote) {
 			req_stash(r, (int64_t)r->length);
-			ret = remote_clear(s->remote, r->ns, store_remote_clear_done, r);
+			ret = cluster_clear(s->remote, r->ns, store_remote_clear_done, r);
 			return ret == 0 ? STORE_PENDING : ret;
 		}
 		return KVT_OK;
@@ -1547,7 +1585,7 @@ static int store_exec(struct kvt_store *s, struct kvt_req *r)
 			pthread_cond_wait(&s->work_cond, &s->work_lock);
 		pthread_mutex_unlock(&s->work_lock);
 		if (s->remote)
-			remote_flush(s->remote); /* puts written through are answered */
+			cluster_flush(s->remote); /* puts written through are answered */
 		if (s->shared)
 			shared_flush(s->shared); /* write-downs queued so far are on it */
 		return s->ssd ? ssd_flush(s->ssd) : KVT_OK;
@@ -1774,7 +1812,7 @@ static void store_release(struct kvt_store *s, bool child)
 		shared_stop(s->shared);
 	/* First: its thread completes gets into DRAM and reads the callers' parts. */
 	if (!child)
-		remote_close(s->remote);
+		cluster_close(s->remote);
 	s->remote = NULL; /* a child has no remote thread: its memory is left */
 	if (s->ssd) {
 		/* Before DRAM: queued write-downs pin DRAM blocks, and reads in
@@ -1903,7 +1941,7 @@ static int store_open_locked(struct kvt_store *s)
 		}
 		dram_set_admit_hook(s->dram, ssd_admit, s->ssd);
 	}
-	if (s->remote_cfg.addr) {
+	if (s->remote_cfg.addr || s->remote_cfg.addrs) {
 		if (!s->dram) {
 			kvt_logf(&s->log, KVT_LOG_ERROR, "the remote tier needs a DRAM tier");
 			ret = KVT_EOPTVAL;
@@ -1911,7 +1949,7 @@ static int store_open_locked(struct kvt_store *s)
 		}
 		if (s->remote_cfg.backoff_max_ms < s->remote_cfg.backoff_ms)
 			s->remote_cfg.backoff_max_ms = s->remote_cfg.backoff_ms;
-		ret = remote_open(&s->remote, &s->remote_cfg, s->dram, &s->ns, &s->mem, &s->log);
+		ret = cluster_open(&s->remote, &s->remote_cfg, s->dram, &s->ns, &s->mem, &s->log);
 		if (ret < 0) {
 			kvt_logf(&s->log, KVT_LOG_ERROR, "remote tier: %s", kvt_strerror(ret));
 			goto fail;
@@ -1984,6 +2022,7 @@ void kvt_store_destroy(struct kvt_store *s)
 	}
 	free(s->path);
 	free(s->remote_cfg.addr);
+	free(s->remote_cfg.addrs);
 	free(s->remote_cfg.tenant);
 	free(s->remote_cfg.secret_file);
 	free(s->remote_cfg.tls_ca);
@@ -2159,7 +2198,7 @@ static int key_check(const struct kvt_key *k)
 }
 
 #define KVT_F_ALL (KVT_F_PART | KVT_F_RANGE | KVT_F_CRC | KVT_F_VERIFY | KVT_F_DEFER | \
-		   KVT_F_SEALED | KVT_F_QUIET)
+		   KVT_F_SEALED | KVT_F_QUIET | KVT_F_PROMPT)
 
 static int req_check(struct kvt_store *s, const struct kvt_req *r)
 {
@@ -2178,6 +2217,15 @@ static int req_check(struct kvt_store *s, const struct kvt_req *r)
 		return KVT_EBADOP;
 	if ((r->flags & KVT_F_VERIFY) && (r->flags & KVT_F_RANGE))
 		return KVT_EBADOP; /* CRCs cover whole parts */
+	if (r->flags & KVT_F_PROMPT) {
+		if (r->op != KVT_OP_PUT && r->op != KVT_OP_GET && r->op != KVT_OP_GET_PINNED &&
+		    r->op != KVT_OP_EXISTS && r->op != KVT_OP_DELETE)
+			return KVT_EBADOP;
+		if (!r->keys)
+			return KVT_ENULL;
+		if (r->key_count == 0 || r->key_count > KVT_BATCH_MAX)
+			return KVT_EBADLEN;
+	}
 	if (r->op == KVT_OP_FLUSH)
 		return 0;
 	if (!(r->op == KVT_OP_CLEAR && r->ns == KVT_NS_ALL) && !ns_reg_get(&s->ns, r->ns))
@@ -2340,7 +2388,7 @@ int kvt_submit(struct kvt_queue *q, struct kvt_req *const reqs[], unsigned n)
 	}
 	/* 2. Run or queue them; every one now completes exactly once. */
 	if (s->remote && n > 1)
-		remote_plug(s->remote);
+		cluster_plug(s->remote);
 	atomic_fetch_add(&q->inflight, (int)n);
 	atomic_fetch_add_explicit(&s->submitted, n, memory_order_relaxed);
 	for (i = 0; i < n; i++) {
@@ -2378,7 +2426,7 @@ int kvt_submit(struct kvt_queue *q, struct kvt_req *const reqs[], unsigned n)
 		}
 	}
 	if (s->remote && n > 1)
-		remote_unplug(s->remote);
+		cluster_unplug(s->remote);
 	return (int)n;
 }
 
@@ -2640,7 +2688,28 @@ int kvt_remote_stats(struct kvt_store *s, const char *tenant, kvt_stats_fn fn, v
 		return ret;
 	if (!s->remote)
 		return KVT_ESTATE;
-	return remote_stats_query(s->remote, tenant, fn, ctx);
+	return cluster_stats_query(s->remote, tenant, fn, ctx);
+}
+
+int64_t kvt_remote_who(struct kvt_store *s, uint32_t ns, const struct kvt_key *keys,
+		       size_t key_count, struct kvt_remote_node *nodes, size_t max,
+		       uint64_t *leading)
+{
+	int ret;
+	if (!s || !keys || (!nodes && max))
+		return KVT_ENULL;
+	if ((ret = store_check(s)) < 0)
+		return ret;
+	if (!s->remote)
+		return KVT_ESTATE;
+	if (!ns_reg_get(&s->ns, ns))
+		return KVT_ENONS;
+	if (key_count == 0 || key_count > KVT_BATCH_MAX)
+		return KVT_EBADLEN;
+	for (size_t i = 0; i < key_count; i++)
+		if ((ret = key_check(&keys[i])) < 0)
+			return ret;
+	return cluster_who(s->remote, ns, keys, (uint32_t)key_count, nodes, max, leading);
 }
 
 int kvt_store_stats(struct kvt_store *s, kvt_stats_fn fn, void *ctx)
@@ -2676,7 +2745,7 @@ int kvt_store_stats(struct kvt_store *s, kvt_stats_fn fn, void *ctx)
 	if (s->ssd)
 		ssd_stats(s->ssd, fn, ctx);
 	if (s->remote)
-		remote_stats(s->remote, fn, ctx);
+		cluster_stats(s->remote, fn, ctx);
 	if (s->shared)
 		shared_stats(s->shared, fn, ctx);
 	quota_stats(&s->quota, fn, ctx);

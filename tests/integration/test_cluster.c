@@ -1,0 +1,392 @@
+/*
+ * test_cluster.c - the remote tier over three real kvtierd (remote.addrs,
+ * doc/cluster.md): engines in this process, each a DRAM-only store whose
+ * remote tier is the three servers on loopback.
+ *
+ * Usage: test_cluster PATH-TO-KVTIERD
+ *
+ * What it proves: a long prompt's blocks spread over the members in
+ * groups (every member holds some, each block exactly where placement
+ * says, the first group on two); another engine finds the whole prompt
+ * with one lookup_prefix and gets every block byte-exact; a prompt put
+ * with KVT_F_PROMPT (no lookup first) lands where lookups look;
+ * kvt_remote_who counts agree with asking each server alone; after
+ * kill -9 of one member its blocks are misses, the others' still hit, a
+ * lookup stops exactly at the first lost block, every call returns
+ * promptly, and new prompts are placed on the live members and hit.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "server.h"
+#include "t.h"
+#include "tstore.h"
+
+#define NODES 3
+#define BLOCKS 160   /* the long prompt */
+#define GROUP 8
+#define VLEN 4096
+
+static const char *bin;
+static char *base;
+static char addrs[NODES * 64], node_addr[NODES][64];
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static uint64_t stat_of(struct kvt_store *s, const char *name)
+{
+	uint64_t v = 0;
+	T_OK(kvt_store_stat(s, name, &v));
+	return v;
+}
+
+static struct kvt_store *engine_at(const char *opt, const char *addr)
+{
+	return t_store_open("dram.capacity", "32M", "dram.chunk", "4K", "dram.prefault", "off",
+			    opt, addr, "remote.group", "8", "remote.hot_replicas", "2",
+			    "remote.timeout_ms", "3000", "remote.backoff_ms", "20",
+			    "remote.backoff_max_ms", "200", NULL);
+}
+
+static struct kvt_store *engine(void)
+{
+	return engine_at("remote.addrs", addrs);
+}
+
+static void wait_up(struct kvt_store *s, uint64_t want)
+{
+	for (int i = 0; i < 1000; i++) {
+		if (stat_of(s, "remote.conns_up") >= want)
+			return;
+		tsrv_sleep_ms(10);
+	}
+	T_FAIL("remote tier never connected (%llu conns up)",
+	       (unsigned long long)stat_of(s, "remote.conns_up"));
+}
+
+static void put_block(struct kvt_store *s, uint32_t ns, const struct kvt_key *keys, uint32_t i,
+		      uint64_t seed, bool hint)
+{
+	static uint8_t v[VLEN];
+	struct iovec part = { v, sizeof(v) };
+	struct kvt_req r = { .op = KVT_OP_PUT, .ns = ns, .key = keys[i], .iov = &part,
+			     .iov_count = 1 };
+	struct kvt_req *rp = &r, *got;
+	struct kvt_queue *q;
+	t_fill(v, sizeof(v), seed + i);
+	if (hint) {
+		r.flags = KVT_F_PROMPT;
+		r.keys = keys;
+		r.key_count = i + 1;
+	}
+	T_OK(kvt_queue_create(s, &q));
+	T_RC(kvt_submit(q, &rp, 1), 1);
+	T_RC(kvt_queue_wait(q, &got, 1, 30000), 1);
+	T_RC(r.status, KVT_OK);
+	T_OK(kvt_queue_destroy(q));
+}
+
+/* Get block i; KVT_OK with the right bytes from the remote tier, or a miss. */
+static int get_block(struct kvt_store *s, uint32_t ns, const struct kvt_key *keys, uint32_t i,
+		     uint64_t seed)
+{
+	static uint8_t buf[VLEN], want[VLEN];
+	uint64_t len = 0;
+	int rc = kvt_get(s, ns, &keys[i], buf, sizeof(buf), &len);
+	if (rc == KVT_OK) {
+		t_fill(want, sizeof(want), seed + i);
+		T_EQ_U64(len, VLEN);
+		T_EQ_MEM(buf, want, VLEN);
+	}
+	return rc;
+}
+
+static void mk_keys(struct kvt_key *keys, uint32_t n, uint64_t first)
+{
+	for (uint32_t i = 0; i < n; i++)
+		keys[i] = t_key(first + i);
+}
+
+/* holders[i]: bit m set if member m alone (its own store, one addr) has block i. */
+static void holders_of(uint32_t n, const struct kvt_key *keys, uint8_t *holders,
+		       uint64_t *held)
+{
+	memset(holders, 0, n);
+	for (unsigned m = 0; m < NODES; m++) {
+		struct kvt_store *s = engine_at("remote.addr", node_addr[m]);
+		uint32_t ns = t_ns(s, "cluster");
+		held[m] = 0;
+		wait_up(s, 1);
+		for (uint32_t i = 0; i < n; i++)
+			if (kvt_exists(s, ns, &keys[i]) == KVT_OK) {
+				holders[i] |= (uint8_t)(1u << m);
+				held[m]++;
+			}
+		kvt_store_destroy(s);
+	}
+}
+
+static void test_spread(struct kvt_key *keys, uint8_t *holders)
+{
+	struct kvt_store *a = engine(), *b = engine();
+	uint32_t na = t_ns(a, "cluster"), nb = t_ns(b, "cluster");
+	uint8_t tiers[BLOCKS];
+	struct kvt_remote_node nodes[NODES + 1];
+	uint64_t held[NODES], leading = 0, placed_sum = 0;
+
+	wait_up(a, 2 * NODES);
+	wait_up(b, 2 * NODES);
+	T_EQ_U64(stat_of(a, "remote.members"), NODES);
+	/* Engine A looks the prompt up (nothing there; it learns the groups),
+	 * then stores every block: written through to each block's group. */
+	T_RC(kvt_lookup_prefix(a, na, keys, BLOCKS, NULL), 0);
+	for (uint32_t i = 0; i < BLOCKS; i++)
+		put_block(a, na, keys, i, 1000, false);
+	T_EQ_U64(stat_of(a, "remote.anchor_unknown"), 0);
+	T_EQ_U64(stat_of(a, "remote.anchor_known"), BLOCKS);
+	/* The first group on two members: GROUP more blocks stored. */
+	T_EQ_U64(stat_of(a, "remote.puts_stored"), BLOCKS + GROUP);
+
+	/* Engine B, empty: one lookup finds the whole prompt across members. */
+	T_RC(kvt_lookup_prefix(b, nb, keys, BLOCKS, tiers), BLOCKS);
+	for (uint32_t i = 0; i < BLOCKS; i++)
+		T_EQ_INT(tiers[i], KVT_TIER_REMOTE);
+	for (uint32_t i = 0; i < BLOCKS; i++)
+		T_RC(get_block(b, nb, keys, i, 1000), KVT_OK);
+	T_EQ_U64(stat_of(b, "remote.hits"), BLOCKS);
+
+	/* Where the blocks are: each server asked alone, and kvt_remote_who. */
+	holders_of(BLOCKS, keys, holders, held);
+	T_RC(kvt_remote_who(b, nb, keys, BLOCKS, nodes, NODES + 1, &leading), NODES);
+	T_EQ_U64(leading, BLOCKS);
+	for (unsigned m = 0; m < NODES; m++) {
+		fprintf(stderr, "node %u %s: placed %llu held %llu leading %llu\n", m, nodes[m].addr,
+			(unsigned long long)nodes[m].placed, (unsigned long long)nodes[m].held,
+			(unsigned long long)nodes[m].leading);
+		T_EQ_STR(nodes[m].addr, node_addr[m]);
+		T_EQ_INT(nodes[m].up, 1);
+		T_EQ_U64(nodes[m].held, held[m]);
+		T_EQ_U64(nodes[m].placed, held[m]); /* every block where placement says */
+		T_ASSERT(held[m] >= GROUP);          /* every member got groups */
+		T_ASSERT(held[m] <= BLOCKS * 7 / 10); /* and none most of them */
+		placed_sum += nodes[m].placed;
+	}
+	T_EQ_U64(placed_sum, BLOCKS + GROUP);
+	for (uint32_t i = 0; i < BLOCKS; i++) {
+		int bits = __builtin_popcount(holders[i]);
+		T_EQ_INT(bits, i < GROUP ? 2 : 1);
+		/* a group's blocks together */
+		if (i % GROUP)
+			T_EQ_INT(holders[i], holders[i - 1]);
+	}
+	kvt_store_destroy(a);
+	kvt_store_destroy(b);
+}
+
+static void dump_stat(void *ctx, const char *name, uint64_t value, const char *str)
+{
+	(void)ctx;
+	if (strncmp(name, "remote.", 7) == 0)
+		fprintf(stderr, "  %s = %llu %s\n", name, (unsigned long long)value, str ? str : "");
+}
+
+/* A prompt stored with KVT_F_PROMPT and no lookup lands where a lookup
+ * of another engine looks for it. */
+static void test_hint(void)
+{
+	struct kvt_store *a = engine(), *b = engine();
+	uint32_t na = t_ns(a, "cluster"), nb = t_ns(b, "cluster");
+	struct kvt_key keys[40];
+	mk_keys(keys, 40, 50000);
+	wait_up(a, 2 * NODES);
+	wait_up(b, 2 * NODES);
+	for (uint32_t i = 0; i < 40; i++)
+		put_block(a, na, keys, i, 2000, true);
+	T_EQ_U64(stat_of(a, "remote.anchor_hinted"), 40);
+	T_EQ_U64(stat_of(a, "remote.anchor_unknown"), 0);
+	T_RC(kvt_lookup_prefix(b, nb, keys, 40, NULL), 40);
+	for (uint32_t i = 0; i < 40; i++) {
+		int rc = get_block(b, nb, keys, i, 2000);
+		if (rc != KVT_OK)
+			kvt_store_stats(b, dump_stat, NULL);
+		if (rc != KVT_OK)
+			T_FAIL("block %u of the hinted prompt: %s (replica retries %llu, a puts %llu stored %llu exist %llu)", i, kvt_strerror(rc),
+			       (unsigned long long)stat_of(b, "remote.replica_retries"),
+			       (unsigned long long)stat_of(a, "remote.puts"),
+			       (unsigned long long)stat_of(a, "remote.puts_stored"),
+			       (unsigned long long)stat_of(a, "remote.puts_exist"));
+	}
+	/* Delete and clear reach every member. */
+	T_RC(kvt_delete(b, nb, &keys[39]), KVT_OK);
+	T_RC(kvt_lookup_prefix(b, nb, keys, 40, NULL), 39); /* B's DRAM lost it too */
+	T_RC(kvt_delete(a, na, &keys[39]), KVT_OK);   /* A's own DRAM copy */
+	T_RC(kvt_delete(a, na, &keys[39]), KVT_MISS); /* gone everywhere */
+	kvt_store_destroy(a);
+	kvt_store_destroy(b);
+}
+
+static void test_kill(struct tsrv *srv, const struct kvt_key *keys, const uint8_t *holders)
+{
+	struct kvt_store *e;
+	uint32_t ns, want_lead = BLOCKS, hits = 0, misses = 0, victim;
+	uint64_t t0, dt;
+	uint8_t tiers[BLOCKS];
+	struct kvt_key fresh[64];
+	struct kvt_remote_node nodes[NODES];
+	uint64_t leading = 0;
+
+	/* The victim: the member that holds block 2*GROUP (not a hot replica
+	 * necessarily), so the prompt breaks in its middle. */
+	victim = (uint32_t)__builtin_ctz(holders[2 * GROUP]);
+	for (uint32_t i = 0; i < BLOCKS; i++)
+		if (!(holders[i] & ~(1u << victim))) {
+			want_lead = i;
+			break;
+		}
+	fprintf(stderr, "killing node %u (-9): the prompt should stop at block %u\n", victim,
+		want_lead);
+	T_ASSERT(want_lead >= GROUP && want_lead < BLOCKS);
+	e = engine();
+	ns = t_ns(e, "cluster");
+	wait_up(e, 2 * NODES);
+	tsrv_kill9(&srv[victim]);
+
+	/* The first call may still find the dead member's connections open:
+	 * it learns from the reset at once, within the call. */
+	t0 = now_ms();
+	T_RC(kvt_lookup_prefix(e, ns, keys, BLOCKS, tiers), want_lead);
+	dt = now_ms() - t0;
+	fprintf(stderr, "lookup_prefix after kill -9: %u blocks in %llu ms\n", want_lead,
+		(unsigned long long)dt);
+	T_ASSERT(dt < 2000);
+	for (int i = 0; i < 200 && stat_of(e, "remote.members_down") == 0; i++)
+		tsrv_sleep_ms(10);
+	T_EQ_U64(stat_of(e, "remote.members_down"), 1);
+	t0 = now_ms();
+	for (uint32_t i = 0; i < BLOCKS; i++) {
+		int rc = get_block(e, ns, keys, i, 1000);
+		bool only_victim = !(holders[i] & ~(1u << victim));
+		T_RC(rc, only_victim ? KVT_MISS : KVT_OK);
+		hits += rc == KVT_OK;
+		misses += rc == KVT_MISS;
+	}
+	dt = now_ms() - t0;
+	fprintf(stderr, "%u gets with one member dead: %u hits, %u misses in %llu ms\n", BLOCKS,
+		hits, misses, (unsigned long long)dt);
+	T_ASSERT(misses > 0 && hits > 0);
+	T_ASSERT(dt < 2000);
+	T_RC(kvt_lookup_prefix(e, ns, keys, BLOCKS, NULL), want_lead);
+	T_RC(kvt_remote_who(e, ns, keys, BLOCKS, nodes, NODES, &leading), NODES);
+	T_EQ_INT(nodes[victim].up, 0);
+	T_EQ_U64(nodes[victim].held, 0);
+	T_EQ_U64(leading, want_lead);
+
+	/* A new prompt is placed on the live members and is found whole. */
+	mk_keys(fresh, 64, 70000);
+	T_RC(kvt_lookup_prefix(e, ns, fresh, 64, NULL), 0);
+	for (uint32_t i = 0; i < 64; i++)
+		put_block(e, ns, fresh, i, 3000, false);
+	{
+		struct kvt_store *f = engine();
+		uint32_t nf = t_ns(f, "cluster");
+		wait_up(f, 2 * (NODES - 1));
+		T_RC(kvt_lookup_prefix(f, nf, fresh, 64, NULL), 64);
+		for (uint32_t i = 0; i < 64; i++)
+			T_RC(get_block(f, nf, fresh, i, 3000), KVT_OK);
+		kvt_store_destroy(f);
+	}
+	/* A delete cannot reach the dead member: it says so. */
+	T_RC(kvt_delete(e, ns, &fresh[0]), -ENOTCONN);
+	kvt_store_destroy(e);
+}
+
+static void test_options(void)
+{
+	struct kvt_store *s;
+	T_OK(kvt_store_create(&s));
+	T_RC(kvt_store_set_option(s, "remote.group", "0"), KVT_EOPTVAL);
+	T_RC(kvt_store_set_option(s, "remote.hot_replicas", "9"), KVT_EOPTVAL);
+	T_OK(kvt_store_set_option(s, "remote.addrs", "127.0.0.1:1=2,127.0.0.1:1=3"));
+	T_RC(kvt_store_open(s), KVT_EOPTVAL); /* a member twice */
+	kvt_store_destroy(s);
+	T_OK(kvt_store_create(&s));
+	T_OK(kvt_store_set_option(s, "remote.addrs", "127.0.0.1:1=0"));
+	T_RC(kvt_store_open(s), KVT_EOPTVAL); /* weight 0 */
+	kvt_store_destroy(s);
+	T_OK(kvt_store_create(&s));
+	T_OK(kvt_store_set_option(s, "remote.addrs", "127.0.0.1:1,,127.0.0.1:2"));
+	T_RC(kvt_store_open(s), KVT_EOPTVAL); /* an empty entry */
+	kvt_store_destroy(s);
+	T_OK(kvt_store_create(&s));
+	T_OK(kvt_store_set_option(s, "remote.addr", "127.0.0.1:1"));
+	T_OK(kvt_store_set_option(s, "remote.addrs", "127.0.0.1:2"));
+	T_RC(kvt_store_open(s), KVT_EOPTVAL); /* both */
+	kvt_store_destroy(s);
+	/* KVT_F_PROMPT needs the prompt's keys. */
+	s = t_store_open("dram.capacity", "4M", "dram.chunk", "4K", "dram.prefault", "off", NULL);
+	{
+		uint32_t ns = t_ns(s, "cluster");
+		struct kvt_req r = { .op = KVT_OP_EXISTS, .ns = ns, .key = t_key(1),
+				     .flags = KVT_F_PROMPT };
+		struct kvt_req *rp = &r;
+		struct kvt_queue *q;
+		T_OK(kvt_queue_create(s, &q));
+		T_RC(kvt_submit(q, &rp, 1), KVT_ENULL);
+		r.keys = &r.key;
+		T_RC(kvt_submit(q, &rp, 1), KVT_EBADLEN);
+		r.op = KVT_OP_LOOKUP;
+		r.key_count = 1;
+		T_RC(kvt_submit(q, &rp, 1), KVT_EBADOP);
+		T_OK(kvt_queue_destroy(q));
+	}
+	kvt_store_destroy(s);
+}
+
+int main(int argc, char **argv)
+{
+	struct tsrv srv[NODES];
+	static struct kvt_key keys[BLOCKS];
+	static uint8_t holders[BLOCKS];
+	size_t off = 0;
+
+	if (argc < 2)
+		T_SKIP("usage: test_cluster PATH-TO-KVTIERD");
+	bin = argv[1];
+	if (access(bin, X_OK) != 0)
+		T_FAIL("%s is not executable", bin);
+	signal(SIGPIPE, SIG_IGN);
+	base = t_mkdtemp();
+	test_options();
+	for (unsigned m = 0; m < NODES; m++) {
+		char dir[600];
+		snprintf(dir, sizeof(dir), "%s/node%u", base, m);
+		T_RC(mkdir(dir, 0700), 0);
+		tsrv_start(&srv[m], bin, base, dir, NULL, NULL);
+		snprintf(node_addr[m], sizeof(node_addr[m]), "127.0.0.1:%u", srv[m].port);
+		off += (size_t)snprintf(addrs + off, sizeof(addrs) - off, "%s%s", m ? "," : "",
+					node_addr[m]);
+	}
+	mk_keys(keys, BLOCKS, 10000);
+	test_spread(keys, holders);
+	test_hint();
+	test_kill(srv, keys, holders);
+	for (unsigned m = 0; m < NODES; m++)
+		if (srv[m].pid > 0)
+			T_EQ_INT(tsrv_stop(&srv[m]), 0);
+	tsrv_check_reports(base);
+	t_rmtree(base);
+	printf("test_cluster: ok\n");
+	return 0;
+}
