@@ -3,14 +3,15 @@
  * doc/cluster.md): engines in this process, each a DRAM-only store whose
  * remote tier is the three servers on loopback.
  *
- * Usage: test_cluster PATH-TO-KVTIERD
+ * Usage: test_cluster PATH-TO-KVTIERD [PATH-TO-KVTIER]
  *
  * What it proves: a long prompt's blocks spread over the members in
  * groups (every member holds some, each block exactly where placement
  * says, the first group on two); another engine finds the whole prompt
  * with one lookup_prefix and gets every block byte-exact; a prompt put
  * with KVT_F_PROMPT (no lookup first) lands where lookups look;
- * kvt_remote_who counts agree with asking each server alone; after
+ * kvt_remote_who and kvtier who count what asking each server alone
+ * finds; after
  * kill -9 of one member its blocks are misses, the others' still hit, a
  * lookup stops exactly at the first lost block, every call returns
  * promptly, and new prompts are placed on the live members and hit.
@@ -34,7 +35,7 @@
 #define GROUP 8
 #define VLEN 4096
 
-static const char *bin;
+static const char *bin, *cli;
 static char *base;
 static char addrs[NODES * 64], node_addr[NODES][64];
 
@@ -312,6 +313,64 @@ static void test_kill(struct tsrv *srv, const struct kvt_key *keys, const uint8_
 	kvt_store_destroy(e);
 }
 
+/* kvtier who over the three nodes: the CLI's namespace (model whotest,
+ * as kvtier's debugging keys are registered), a 40-block prompt. */
+static void test_who_cli(void)
+{
+	struct kvt_ns_desc d = { .model = "whotest", .dtype = "bytes", .layout = "opaque",
+				 .block_tokens = 1, .tp_size = 1, .pp_size = 1 };
+	struct kvt_store *a = engine();
+	struct kvt_key keys[40];
+	char path[700], cmd[4096], line[512];
+	uint64_t placed = 0, held = 0, leading = 0, blocks = 0, lead_total = 0;
+	unsigned rows = 0;
+	uint32_t ns;
+	FILE *f;
+
+	if (!cli)
+		return;
+	T_OK(kvt_ns_register(a, &d, &ns));
+	wait_up(a, 2 * NODES);
+	mk_keys(keys, 40, 90000);
+	T_RC(kvt_lookup_prefix(a, ns, keys, 40, NULL), 0);
+	for (uint32_t i = 0; i < 40; i++)
+		put_block(a, ns, keys, i, 4000, false);
+	kvt_store_destroy(a);
+	snprintf(path, sizeof(path), "%s/who-keys", base);
+	f = fopen(path, "w");
+	T_ASSERT(f);
+	for (uint32_t i = 0; i < 30; i++) { /* the first 30: all there */
+		for (uint32_t b = 0; b < keys[i].len; b++)
+			fprintf(f, "%02x", keys[i].bytes[b]);
+		fputc('\n', f);
+	}
+	fclose(f);
+	snprintf(cmd, sizeof(cmd),
+		 "%s who --servers '%s' --group 8 --hot-replicas 2 --model whotest --hex --keys %s",
+		 cli, addrs, path);
+	f = popen(cmd, "r");
+	T_ASSERT(f);
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long long p, h, l, nb, lt;
+		char addr[128], up[8];
+		unsigned w;
+		fputs(line, stderr);
+		if (sscanf(line, "%127s %u %7s %llu %llu %llu", addr, &w, up, &p, &h, &l) == 6) {
+			T_EQ_STR(up, "yes");
+			placed += p, held += h, leading += l, rows++;
+		} else if (sscanf(line, "prompt: %llu blocks, %llu leading", &nb, &lt) == 2) {
+			blocks = nb, lead_total = lt;
+		}
+	}
+	T_EQ_INT(pclose(f), 0);
+	T_EQ_INT(rows, NODES);
+	T_EQ_U64(blocks, 30);
+	T_EQ_U64(lead_total, 30);
+	T_EQ_U64(leading, 30);
+	T_EQ_U64(placed, 30 + GROUP);
+	T_EQ_U64(held, 30 + GROUP);
+}
+
 static void test_options(void)
 {
 	struct kvt_store *s;
@@ -364,6 +423,7 @@ int main(int argc, char **argv)
 	if (argc < 2)
 		T_SKIP("usage: test_cluster PATH-TO-KVTIERD");
 	bin = argv[1];
+	cli = argc > 2 ? argv[2] : NULL;
 	if (access(bin, X_OK) != 0)
 		T_FAIL("%s is not executable", bin);
 	signal(SIGPIPE, SIG_IGN);
@@ -381,6 +441,7 @@ int main(int argc, char **argv)
 	mk_keys(keys, BLOCKS, 10000);
 	test_spread(keys, holders);
 	test_hint();
+	test_who_cli();
 	test_kill(srv, keys, holders);
 	for (unsigned m = 0; m < NODES; m++)
 		if (srv[m].pid > 0)
