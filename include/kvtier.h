@@ -316,6 +316,23 @@ int kvt_store_create(struct kvt_store **out);
  *                     or gave up; its status is the local put's); lookup,
  *                     exists, delete and clear reach the server.  A server
  *                     that is down or slow costs misses, never a hang.
+ *   remote.addrs      several kvtierd as one pod-level tier (doc/cluster.md):
+ *                     "ADDR[=WEIGHT],..." (each ADDR as remote.addr, WEIGHT
+ *                     1..1000000 relative capacity, default 1; at most 256;
+ *                     instead of remote.addr).  Blocks are placed by
+ *                     weighted rendezvous hashing in groups of remote.group
+ *                     consecutive blocks of a prompt; every engine of the pod
+ *                     must list the same members (in any order) with the
+ *                     same weights, remote.group and remote.hot_replicas.
+ *                     A member that is down costs its blocks (misses) and
+ *                     is passed over for new blocks while it is down.
+ *   remote.group      blocks of a prompt placed together, 1..65536
+ *                     (default 16).
+ *   remote.hot_replicas  members that hold a prompt's first group, 1..8
+ *                     (default 2).
+ *   remote.anchor_slots  keys whose group this store remembers from its
+ *                     lookups and prefetches, for single-key requests without
+ *                     KVT_F_PROMPT (default 262144, 16 bytes each; 0: none).
  *   remote.tenant     tenant to authenticate as (default "default").
  *   remote.secret_file  file holding the tenant's secret (16..4096 bytes,
  *                     readable by its owner only); none: AUTH method NONE.
