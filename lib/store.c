@@ -41,6 +41,7 @@
 
 #include "kvt_int.h"
 #include "cluster.h"
+#include "kvevents.h"
 #include "seal.h"
 #include "shared.h"
 #include "ssd.h"
@@ -109,6 +110,7 @@ struct kvt_store {
 	struct ssd_config ssd_cfg;
 	struct remote_config remote_cfg;
 	struct shared_config shared_cfg;
+	struct kvevents_config events_cfg;
 	unsigned worker_count;
 
 	/* directory */
@@ -123,6 +125,7 @@ struct kvt_store {
 	struct ssd *ssd;
 	struct cluster *remote;       /* the remote tier: one kvtierd or several */
 	struct shared *shared;      /* G4: shared.c; NULL without option shared.dir */
+	struct kvevents *events;    /* kvevents.c; NULL without option events.endpoint */
 	double dram_bps;            /* memcpy rate measured at open, for load estimates */
 
 	/* deferred work */
@@ -245,6 +248,8 @@ int kvt_store_create(struct kvt_store **out)
 	s->shared_cfg.threads = SHARED_DEF_THREADS;
 	s->shared_cfg.wd_max_bytes = SHARED_DEF_WD_MAX;
 	s->shared_cfg.direct = true;
+	s->events_cfg.batch_ms = KVEVENTS_DEF_BATCH_MS;
+	s->events_cfg.queue_max = KVEVENTS_DEF_QUEUE_MAX;
 	s->worker_count = 1;
 	s->log.min_level = KVT_LOG_INFO;
 	pthread_mutex_init(&s->work_lock, NULL);
@@ -350,6 +355,22 @@ static int opt_remote(struct remote_config *rc, const char *name, const char *v)
 	return KVT_EOPTION;
 }
 
+/* events.* options (doc/kvevents.md). */
+static int opt_events(struct kvevents_config *ec, const char *name, const char *v)
+{
+	if (strcmp(name, "endpoint") == 0)
+		return opt_str(v, &ec->endpoint);
+	if (strcmp(name, "topic") == 0)
+		return strlen(v) > 255 ? KVT_EOPTVAL : opt_str(v, &ec->topic);
+	if (strcmp(name, "medium") == 0)
+		return strlen(v) > 64 ? KVT_EOPTVAL : opt_str(v, &ec->medium);
+	if (strcmp(name, "batch_ms") == 0)
+		return opt_u32(v, 0, 10000, &ec->batch_ms);
+	if (strcmp(name, "queue_max") == 0)
+		return opt_u32(v, 1, 1u << 24, &ec->queue_max);
+	return KVT_EOPTION;
+}
+
 /* shared.* options (doc/shared.md). */
 static int opt_shared(struct shared_config *sc, const char *name, const char *v)
 {
@@ -438,6 +459,8 @@ int kvt_store_set_option(struct kvt_store *s, const char *name, const char *valu
 		return opt_remote(&s->remote_cfg, name + 7, value);
 	if (strncmp(name, "shared.", 7) == 0)
 		return opt_shared(&s->shared_cfg, name + 7, value);
+	if (strncmp(name, "events.", 7) == 0)
+		return opt_events(&s->events_cfg, name + 7, value);
 	{
 		static const char *const policies[] = { "s3fifo", "lru", NULL };
 		static const int policy_vals[] = { DRAM_POLICY_S3FIFO, DRAM_POLICY_LRU };
@@ -782,6 +805,8 @@ int kvt_pin_parts(struct kvt_store *s, uint64_t pin, uint64_t *lens, uint32_t *c
  */
 
 static inline int store_check(struct kvt_store *s);
+static void store_event_stored(struct kvt_store *s, const struct kvt_req *r, uint32_t ns,
+			       const struct kvt_key *key);
 static int key_check(const struct kvt_key *k);
 
 int kvt_put_reserve(struct kvt_store *s, uint32_t ns, const struct kvt_key *key,
@@ -866,14 +891,16 @@ int kvt_put_commit(struct kvt_store *s, uint64_t handle, const uint32_t *crcs)
 		dram_abort(s->dram, item);
 		return KVT_ECORRUPT;
 	}
-	if (s->shared) {
-		/* Written down by policy, as a put is. */
+	if (s->shared || s->events) {
+		/* Written down by policy, as a put is; reported as a put is. */
 		uint32_t ns;
 		struct kvt_key key;
 		dram_item_key(item, &ns, &key);
 		ret = dram_publish(s->dram, item, crcs, NULL, sealed ? DRAM_SEALED : 0, false);
-		if (ret == KVT_OK)
+		if (ret == KVT_OK && s->shared)
 			shared_put(s->shared, ns, &key);
+		if (ret == KVT_OK)
+			store_event_stored(s, NULL, ns, &key);
 		return ret;
 	}
 	return dram_publish(s->dram, item, crcs, NULL, sealed ? DRAM_SEALED : 0, false);
@@ -968,6 +995,40 @@ static int store_serve_dram(struct kvt_store *s, struct kvt_req *r, int tier)
 	}
 	r->tier = (uint32_t)tier;
 	return KVT_OK;
+}
+
+/* KV events (events.endpoint): tokens per block of namespace ns, from its
+ * canonical text. */
+static uint32_t ns_block_tokens(struct kvt_store *s, uint32_t ns)
+{
+	const struct ns_entry *e = ns_reg_get(&s->ns, ns);
+	const char *p = e ? strstr(e->canon, "block_tokens=") : NULL;
+	return p ? (uint32_t)strtoul(p + 13, NULL, 10) : 0;
+}
+
+/* A block entered the store (a put or a committed reservation). */
+static void store_event_stored(struct kvt_store *s, const struct kvt_req *r, uint32_t ns,
+			       const struct kvt_key *key)
+{
+	const struct kvt_key *parent = NULL;
+	if (!s->events)
+		return;
+	if (r && (r->flags & KVT_F_PROMPT) && r->key_count > 1)
+		parent = &r->keys[r->key_count - 2];
+	kvevents_stored(s->events, key, parent, ns_block_tokens(s, ns));
+}
+
+static void store_evicted_event(void *ctx, struct dram_item *item, uint32_t ns,
+				const struct kvt_key *key, const struct iovec *view,
+				unsigned view_count, uint64_t len)
+{
+	struct kvt_store *s = ctx;
+	KVT_UNUSED(item);
+	KVT_UNUSED(ns);
+	KVT_UNUSED(view);
+	KVT_UNUSED(view_count);
+	KVT_UNUSED(len);
+	kvevents_removed(s->events, key);
 }
 
 /* Where a single-key request's block sits in its prompt (KVT_F_PROMPT),
@@ -1358,8 +1419,10 @@ static int store_put_sealed(struct kvt_store *s, struct kvt_req *r, const struct
 		return KVT_EXISTS;
 	ret = seal_put(s->seal, sk, s->dram, r->ns, &r->key, r->iov, r->iov_count,
 		       (r->flags & KVT_F_CRC) ? r->crcs : NULL, s->remote ? &item : NULL);
-	if (ret == KVT_OK)
+	if (ret == KVT_OK) {
 		r->tier = KVT_TIER_DRAM;
+		store_event_stored(s, r, r->ns, &r->key);
+	}
 	if (!s->remote || !(ret == KVT_OK || ret == KVT_EFULL || ret == KVT_ETOOBIG))
 		return ret;
 	w = kvt_mem_calloc(&s->mem, 1, sizeof(*w) + r->iov_count * sizeof(struct iovec));
@@ -1410,6 +1473,8 @@ static int store_exec(struct kvt_store *s, struct kvt_req *r)
 			       (r->flags & KVT_F_SEALED) ? DRAM_SEALED : 0);
 		if (ret == KVT_OK)
 			r->tier = KVT_TIER_DRAM;
+		if (ret == KVT_OK)
+			store_event_stored(s, r, r->ns, &r->key);
 		if (ret == KVT_OK && s->shared)
 			shared_put(s->shared, r->ns, &r->key); /* queued, by policy */
 		/* Write-through: other engines must see first-time blocks.  The
@@ -1502,6 +1567,8 @@ static int store_exec(struct kvt_store *s, struct kvt_req *r)
 		if (s->shared && shared_delete(s->shared, r->ns, &r->key) == KVT_OK)
 			b = KVT_OK; /* one unlink: no round trip worth a thread */
 		ret = a == KVT_OK || b == KVT_OK ? KVT_OK : KVT_MISS;
+		if (ret == KVT_OK && s->events)
+			kvevents_removed(s->events, &r->key);
 		if (s->remote) {
 			req_stash(r, ret);
 			ret = cluster_delete(s->remote, r->ns, &r->key, store_remote_delete_done, r);
@@ -1572,6 +1639,8 @@ static int store_exec(struct kvt_store *s, struct kvt_req *r)
 				a = c;
 		}
 		r->length = (uint64_t)(a > b ? a : b);
+		if (s->events)
+			kvevents_cleared(s->events); /* the format has no per-namespace clear */
 		if (s->remote) {
 			req_stash(r, (int64_t)r->length);
 			ret = cluster_clear(s->remote, r->ns, store_remote_clear_done, r);
@@ -1829,6 +1898,9 @@ static void store_release(struct kvt_store *s, bool child)
 		dram_close(s->dram);
 		s->dram = NULL;
 	}
+	if (!child)
+		kvevents_close(s->events); /* after every thread that reports events */
+	s->events = NULL;
 	seal_close(s->seal);
 	s->seal = NULL;
 	if (!child)
@@ -1975,6 +2047,14 @@ static int store_open_locked(struct kvt_store *s)
 		if (s->ssd)
 			ssd_set_evict_hook(s->ssd, &shared_ssd_hook, s->shared);
 	}
+	if (s->events_cfg.endpoint) {
+		ret = kvevents_open(&s->events, &s->events_cfg, &s->mem, &s->log);
+		if (ret < 0)
+			goto fail;
+		/* With no lower tier, a block DRAM evicts leaves the store. */
+		if (s->dram && !s->ssd && !s->shared)
+			dram_set_evict_hook(s->dram, store_evicted_event, s);
+	}
 	s->dram_bps = store_measure_memcpy();
 	ret = workers_start(s);
 	if (ret < 0)
@@ -2034,6 +2114,9 @@ void kvt_store_destroy(struct kvt_store *s)
 	free(s->shared_cfg.s3_bucket);
 	free(s->shared_cfg.s3_region);
 	free(s->shared_cfg.s3_credentials);
+	free(s->events_cfg.endpoint);
+	free(s->events_cfg.topic);
+	free(s->events_cfg.medium);
 	if (s->fork_page)
 		munmap((void *)s->fork_page, 4096);
 	if (!child) {
@@ -2746,6 +2829,8 @@ int kvt_store_stats(struct kvt_store *s, kvt_stats_fn fn, void *ctx)
 		ssd_stats(s->ssd, fn, ctx);
 	if (s->remote)
 		cluster_stats(s->remote, fn, ctx);
+	if (s->events)
+		kvevents_stats(s->events, fn, ctx);
 	if (s->shared)
 		shared_stats(s->shared, fn, ctx);
 	quota_stats(&s->quota, fn, ctx);
