@@ -15,6 +15,8 @@
  * kill -9 of one member its blocks are misses, the others' still hit, a
  * lookup stops exactly at the first lost block, every call returns
  * promptly, and new prompts are placed on the live members and hit.
+ * Node 0 publishes KV events (events.endpoint): one BlockStored for each
+ * block placement gave it, none for the others', no sequence gap.
  */
 #include <errno.h>
 #include <signal.h>
@@ -25,6 +27,9 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <msgpack.h>
+#include <zmq.h>
 
 #include "server.h"
 #include "t.h"
@@ -38,6 +43,8 @@
 static const char *bin, *cli;
 static char *base;
 static char addrs[NODES * 64], node_addr[NODES][64];
+
+static unsigned events_drain(const struct kvt_key *keys, uint32_t n, uint8_t *stored);
 
 static uint64_t now_ms(void)
 {
@@ -185,6 +192,17 @@ static void test_spread(struct kvt_key *keys, uint8_t *holders)
 		placed_sum += nodes[m].placed;
 	}
 	T_EQ_U64(placed_sum, BLOCKS + GROUP);
+	/* Node 0 published one BlockStored for each block it took, and
+	 * nothing for the others' blocks. */
+	{
+		uint8_t stored[BLOCKS] = { 0 };
+		unsigned others = events_drain(keys, BLOCKS, stored);
+		for (uint32_t i = 0; i < BLOCKS; i++)
+			T_EQ_INT(stored[i], holders[i] & 1u);
+		T_EQ_INT(others, 0);
+		fprintf(stderr, "node 0 published one BlockStored for each of its %llu blocks\n",
+			(unsigned long long)held[0]);
+	}
 	for (uint32_t i = 0; i < BLOCKS; i++) {
 		int bits = __builtin_popcount(holders[i]);
 		T_EQ_INT(bits, i < GROUP ? 2 : 1);
@@ -201,6 +219,89 @@ static void dump_stat(void *ctx, const char *name, uint64_t value, const char *s
 	(void)ctx;
 	if (strncmp(name, "remote.", 7) == 0)
 		fprintf(stderr, "  %s = %llu %s\n", name, (unsigned long long)value, str ? str : "");
+}
+
+/* ------------------------------------------------------------------------
+ * KV events of node 0 (kvtierd --set events.endpoint=...): a SUB socket
+ * on what its log says it bound.
+ */
+
+static void *ev_ctx, *ev_sub;
+static uint64_t ev_seq;
+
+static void events_connect(const struct tsrv *srv)
+{
+	char buf[65536], ep[128] = "";
+	FILE *f = fopen(srv->log, "r");
+	size_t n;
+	const char *p;
+	int linger = 0;
+	T_ASSERT(f);
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	p = strstr(buf, "publishing KV events on ");
+	T_ASSERT(p);
+	T_ASSERT(sscanf(p + strlen("publishing KV events on "), "%127[^\" \n]", ep) == 1);
+	ev_ctx = zmq_ctx_new();
+	ev_sub = zmq_socket(ev_ctx, ZMQ_SUB);
+	T_ASSERT(ev_sub);
+	zmq_setsockopt(ev_sub, ZMQ_LINGER, &linger, sizeof(linger));
+	T_EQ_INT(zmq_setsockopt(ev_sub, ZMQ_SUBSCRIBE, "", 0), 0);
+	T_EQ_INT(zmq_connect(ev_sub, ep), 0);
+}
+
+/* Receive node 0's messages until 300 ms pass without one; count the
+ * BlockStored hashes found in keys[0..n) into stored[]; returns how many
+ * were of other keys. */
+static unsigned events_drain(const struct kvt_key *keys, uint32_t n, uint8_t *stored)
+{
+	static uint8_t payload[1 << 20];
+	unsigned others = 0;
+	for (;;) {
+		zmq_pollitem_t pi = { ev_sub, 0, ZMQ_POLLIN, 0 };
+		uint8_t topic[64], seq[8];
+		msgpack_unpacked u;
+		size_t used = 0;
+		int len;
+		uint64_t sq = 0;
+		if (zmq_poll(&pi, 1, 300) <= 0)
+			return others;
+		T_EQ_INT(zmq_recv(ev_sub, topic, sizeof(topic), 0), 0); /* topic "" */
+		T_EQ_INT(zmq_recv(ev_sub, seq, sizeof(seq), 0), 8);
+		for (int i = 0; i < 8; i++)
+			sq = sq << 8 | seq[i];
+		if (ev_seq)
+			T_EQ_U64(sq, ev_seq); /* none lost, none repeated */
+		ev_seq = sq + 1;
+		len = zmq_recv(ev_sub, payload, sizeof(payload), 0);
+		T_ASSERT(len > 0 && len < (int)sizeof(payload));
+		msgpack_unpacked_init(&u);
+		T_EQ_INT(msgpack_unpack_next(&u, (const char *)payload, (size_t)len, &used),
+			 MSGPACK_UNPACK_SUCCESS);
+		T_EQ_INT(u.data.type, MSGPACK_OBJECT_ARRAY);
+		{
+			const msgpack_object *list = &u.data.via.array.ptr[1];
+			for (uint32_t i = 0; i < list->via.array.size; i++) {
+				const msgpack_object *e = list->via.array.ptr[i].via.array.ptr;
+				const msgpack_object *h;
+				bool found = false;
+				if (e[0].via.str.size != 11 ||
+				    memcmp(e[0].via.str.ptr, "BlockStored", 11) != 0)
+					continue;
+				h = &e[1].via.array.ptr[0];
+				T_EQ_INT(h->type, MSGPACK_OBJECT_BIN);
+				for (uint32_t k = 0; k < n && !found; k++)
+					if (h->via.bin.size == keys[k].len &&
+					    memcmp(h->via.bin.ptr, keys[k].bytes, keys[k].len) == 0) {
+						stored[k]++;
+						found = true;
+					}
+				others += !found;
+			}
+		}
+		msgpack_unpacked_destroy(&u);
+	}
 }
 
 /* A prompt stored with KVT_F_PROMPT and no lookup lands where a lookup
@@ -418,6 +519,8 @@ int main(int argc, char **argv)
 	struct tsrv srv[NODES];
 	static struct kvt_key keys[BLOCKS];
 	static uint8_t holders[BLOCKS];
+	static const char *const events_args[] = { "--set", "events.endpoint=tcp://127.0.0.1:*",
+						   NULL };
 	size_t off = 0;
 
 	if (argc < 2)
@@ -433,12 +536,28 @@ int main(int argc, char **argv)
 		char dir[600];
 		snprintf(dir, sizeof(dir), "%s/node%u", base, m);
 		T_RC(mkdir(dir, 0700), 0);
-		tsrv_start(&srv[m], bin, base, dir, NULL, NULL);
+		tsrv_start(&srv[m], bin, base, dir, NULL, m == 0 ? events_args : NULL);
 		snprintf(node_addr[m], sizeof(node_addr[m]), "127.0.0.1:%u", srv[m].port);
 		off += (size_t)snprintf(addrs + off, sizeof(addrs) - off, "%s%s", m ? "," : "",
 					node_addr[m]);
 	}
 	mk_keys(keys, BLOCKS, 10000);
+	/* PUB drops what it sends before a subscription arrives: put probe
+	 * blocks straight to node 0 until their events come through. */
+	events_connect(&srv[0]);
+	{
+		struct kvt_store *s = engine_at("remote.addr", node_addr[0]);
+		uint32_t ns = t_ns(s, "probe");
+		uint8_t seen = 0;
+		wait_up(s, 1);
+		for (uint32_t i = 0; !seen; i++) {
+			struct kvt_key k = t_key(900000 + i);
+			T_ASSERT(i < 100);
+			put_block(s, ns, &k, 0, 0, false);
+			events_drain(&k, 1, &seen);
+		}
+		kvt_store_destroy(s);
+	}
 	test_spread(keys, holders);
 	test_hint();
 	test_who_cli();
@@ -446,6 +565,8 @@ int main(int argc, char **argv)
 	for (unsigned m = 0; m < NODES; m++)
 		if (srv[m].pid > 0)
 			T_EQ_INT(tsrv_stop(&srv[m]), 0);
+	zmq_close(ev_sub);
+	zmq_ctx_term(ev_ctx);
 	tsrv_check_reports(base);
 	t_rmtree(base);
 	printf("test_cluster: ok\n");
