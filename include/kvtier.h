@@ -59,7 +59,8 @@
  *   write-down thread ("kvt-ssd-wd") and the I/O engine's thread (io_uring)
  *   or threads (psync, 4); with a remote tier one thread ("kvt-remote")
  *   that drives its connections; with a shared tier a pool of
- *   shared.threads ("kvt-shared").  Requests served by the SSD tier
+ *   shared.threads ("kvt-shared"); with events.endpoint one publisher
+ *   ("kvt-events") and libzmq's I/O thread.  Requests served by the SSD tier
  *   complete on the I/O thread, those that reach the remote tier on the
  *   remote thread, those that reach the shared tier on its pool.  Every library thread blocks all signals, and
  *   kvt_store_close joins them all.
@@ -403,6 +404,19 @@ int kvt_store_create(struct kvt_store **out);
  *   shared.s3_sign_payload  "off" (default: bulk PUTs are signed with
  *                     UNSIGNED-PAYLOAD; every block carries CRC32Cs) or
  *                     "on" (SHA-256 of every body in the signature).
+ *   events.endpoint   publish KV events in vLLM's format (msgpack KVEventBatch
+ *                     over a ZeroMQ PUB socket; doc/kvevents.md): a ZeroMQ
+ *                     endpoint, bound if it holds '*' or '::' or is ipc:// or
+ *                     inproc://, else connected (default none: no events).
+ *                     BlockStored for new blocks, BlockRemoved for deletes
+ *                     (and evictions from a store with no lower tier),
+ *                     AllBlocksCleared for clears.
+ *   events.topic, events.medium  the messages' topic (default "") and the
+ *                     events' medium (default "CPU").
+ *   events.batch_ms   most milliseconds an event waits for its message,
+ *                     0..10000 (default 10).
+ *   events.queue_max  events queued before new ones are dropped (default
+ *                     65536; stat events.dropped).
  *   workers           library worker threads, 1..64 (default 1).
  *   debug.fail_alloc  N: the Nth allocation made through the library's
  *                     allocator from now on fails with -ENOMEM (tests).
