@@ -901,44 +901,61 @@ int64_t cluster_who(struct cluster *cl, uint32_t ns, const struct kvt_key *keys,
  * Open and close
  */
 
-/* "ADDR[=WEIGHT]" into m (addr duplicated).  0 or KVT_EOPTVAL. */
-static int cluster_parse_entry(struct cluster *cl, const char *s, size_t len, struct cmember *m)
+/* One entry "ADDR[=WEIGHT]" of list[0..len), trimmed of blanks. */
+static int cluster_parse_entry(const char *s, size_t len, struct cluster_entry *e)
 {
-	const char *eq = NULL;
-	unsigned long w = 1;
+	size_t alen;
+	uint64_t w = 1;
+
 	while (len && (*s == ' ' || *s == '\t'))
 		s++, len--;
 	while (len && (s[len - 1] == ' ' || s[len - 1] == '\t'))
 		len--;
+	alen = len;
 	for (size_t i = len; i > 0; i--)
 		if (s[i - 1] == '=') {
-			eq = s + i - 1;
+			size_t nl = len - i;
+			if (nl == 0 || nl > 7)
+				return KVT_EOPTVAL;
+			w = 0;
+			for (size_t j = i; j < len; j++) {
+				if (s[j] < '0' || s[j] > '9')
+					return KVT_EOPTVAL;
+				w = w * 10 + (uint64_t)(s[j] - '0');
+			}
+			alen = i - 1;
 			break;
 		}
-	if (eq) {
-		char num[16];
-		size_t nl = len - (size_t)(eq - s) - 1;
-		char *end;
-		if (nl == 0 || nl >= sizeof(num))
-			return KVT_EOPTVAL;
-		memcpy(num, eq + 1, nl);
-		num[nl] = 0;
-		if (num[0] < '0' || num[0] > '9')
-			return KVT_EOPTVAL;
-		w = strtoul(num, &end, 10);
-		if (*end || w == 0 || w > PLACEMENT_WEIGHT_MAX)
-			return KVT_EOPTVAL;
-		len = (size_t)(eq - s);
-	}
-	if (len == 0 || len > 1024)
+	while (alen && (s[alen - 1] == ' ' || s[alen - 1] == '\t'))
+		alen--; /* "ADDR =2" */
+	if (w == 0 || w > PLACEMENT_WEIGHT_MAX || alen == 0 || alen > CLUSTER_ADDR_MAX)
 		return KVT_EOPTVAL;
-	m->addr = kvt_mem_alloc(cl->mem, len + 1);
-	if (!m->addr)
-		return -ENOMEM;
-	memcpy(m->addr, s, len);
-	m->addr[len] = 0;
-	m->weight = (uint32_t)w;
+	e->addr = s;
+	e->addr_len = alen;
+	e->weight = (uint32_t)w;
 	return 0;
+}
+
+int cluster_parse_addrs(const char *list, size_t len, struct cluster_entry *out, unsigned max)
+{
+	unsigned n = 0;
+	size_t p = 0;
+
+	for (;;) {
+		size_t e = p;
+		int ret;
+		while (e < len && list[e] != ',')
+			e++;
+		if (n == max)
+			return KVT_EOPTVAL;
+		ret = cluster_parse_entry(list + p, e - p, &out[n]);
+		if (ret < 0)
+			return ret;
+		n++;
+		if (e == len)
+			return (int)n;
+		p = e + 1;
+	}
 }
 
 static void cluster_free(struct cluster *cl)
@@ -990,27 +1007,27 @@ int cluster_open(struct cluster **out, const struct remote_config *cfg, struct d
 		}
 		cl->n = 1;
 	} else {
-		const char *p = list;
-		for (;;) {
-			const char *comma = strchr(p, ',');
-			size_t len = comma ? (size_t)(comma - p) : strlen(p);
-			if (cl->n == PLACEMENT_MEMBERS_MAX) {
-				ret = KVT_EOPTVAL;
+		struct cluster_entry *ent = kvt_mem_calloc(mem, PLACEMENT_MEMBERS_MAX, sizeof(*ent));
+		int count = ent ? cluster_parse_addrs(list, strlen(list), ent, PLACEMENT_MEMBERS_MAX)
+				: -ENOMEM;
+		if (count == KVT_EOPTVAL)
+			kvt_logf(log, KVT_LOG_ERROR,
+				 "remote: remote.addrs '%s' is not ADDR[=WEIGHT],... (at most %u, weights 1..%u)",
+				 list, PLACEMENT_MEMBERS_MAX, PLACEMENT_WEIGHT_MAX);
+		for (int i = 0; i < count; i++) {
+			cl->m[i].addr = kvt_mem_alloc(mem, ent[i].addr_len + 1);
+			if (!cl->m[i].addr) {
+				count = -ENOMEM;
 				break;
 			}
-			ret = cluster_parse_entry(cl, p, len, &cl->m[cl->n]);
-			if (ret < 0)
-				break;
+			memcpy(cl->m[i].addr, ent[i].addr, ent[i].addr_len);
+			cl->m[i].addr[ent[i].addr_len] = 0;
+			cl->m[i].weight = ent[i].weight;
 			cl->n++;
-			if (!comma)
-				break;
-			p = comma + 1;
 		}
-		if (ret < 0) {
-			if (ret == KVT_EOPTVAL)
-				kvt_logf(log, KVT_LOG_ERROR,
-					 "remote: remote.addrs '%s' is not ADDR[=WEIGHT],... (at most %u, weights 1..%u)",
-					 list, PLACEMENT_MEMBERS_MAX, PLACEMENT_WEIGHT_MAX);
+		kvt_mem_free(mem, ent, ent ? PLACEMENT_MEMBERS_MAX * sizeof(*ent) : 0);
+		if (count < 0) {
+			ret = count;
 			goto fail;
 		}
 	}

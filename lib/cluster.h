@@ -45,6 +45,23 @@ struct cluster_hint {
 	uint32_t pos;
 };
 
+/* One entry of remote.addrs, pointing into the list's text. */
+struct cluster_entry {
+	const char *addr;
+	size_t addr_len;            /* 1..CLUSTER_ADDR_MAX */
+	uint32_t weight;            /* 1..PLACEMENT_WEIGHT_MAX (placement.h); 1 if not given */
+};
+#define CLUSTER_ADDR_MAX 1024
+
+/*
+ * Split list[0..len) -- "ADDR[=WEIGHT],...", blanks around an entry
+ * ignored -- into out[0..max).  Returns the count, or KVT_EOPTVAL (an
+ * empty entry or address, a weight that is not 1..1000000 in digits, an
+ * address longer than CLUSTER_ADDR_MAX, more than max entries).  Pure:
+ * reads nothing past len, allocates nothing (fuzz_addrs).
+ */
+int cluster_parse_addrs(const char *list, size_t len, struct cluster_entry *out, unsigned max);
+
 /*
  * Open one remote tier per member of cfg->addrs (or the one cfg->addr):
  * 0, KVT_EOPTVAL (both or neither set, a malformed entry or weight, a
