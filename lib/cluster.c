@@ -90,11 +90,11 @@ static struct anchor_slot *anchor_bucket(struct cluster *cl, uint64_t fp)
 	return &cl->slots[(fp % (cl->slot_count / ANCHOR_WAYS)) * ANCHOR_WAYS];
 }
 
-static void anchor_note(struct cluster *cl, const struct kvt_key *key, uint64_t anchor, bool hot)
+static void anchor_note_locked(struct cluster *cl, const struct kvt_key *key, uint64_t anchor,
+			       bool hot)
 {
 	uint64_t fp = anchor_fp(key), tag = (fp & ~(uint64_t)3) | ANCHOR_USED;
 	struct anchor_slot *b = anchor_bucket(cl, fp), *sl = NULL;
-	pthread_mutex_lock(&cl->alock);
 	/* The key's own slot, else a free one, else one chosen by the hash
 	 * (a cache: the entry it replaces is forgotten). */
 	for (unsigned i = 0; i < ANCHOR_WAYS && !sl; i++)
@@ -107,7 +107,6 @@ static void anchor_note(struct cluster *cl, const struct kvt_key *key, uint64_t 
 		sl = &b[(fp >> 40) % ANCHOR_WAYS];
 	sl->fp = tag | (hot ? ANCHOR_HOT : 0);
 	sl->anchor = anchor;
-	pthread_mutex_unlock(&cl->alock);
 }
 
 static bool anchor_find(struct cluster *cl, const struct kvt_key *key, uint64_t *anchor,
@@ -175,12 +174,15 @@ void cluster_note_prompt(struct cluster *cl, const struct kvt_key *keys, uint32_
 {
 	if (cl->n == 1 || !cl->slots)
 		return;
+	/* One lock for the prompt: a lookup of 65536 keys takes it once. */
+	pthread_mutex_lock(&cl->alock);
 	for (uint32_t g = 0; (uint64_t)g * cl->group < n; g++) {
 		uint64_t anchor = group_anchor(cl, keys, g);
 		uint32_t end = (g + 1) * cl->group < n ? (g + 1) * cl->group : n;
 		for (uint32_t i = g * cl->group; i < end; i++)
-			anchor_note(cl, &keys[i], anchor, g == 0);
+			anchor_note_locked(cl, &keys[i], anchor, g == 0);
 	}
+	pthread_mutex_unlock(&cl->alock);
 }
 
 /* ------------------------------------------------------------------------
