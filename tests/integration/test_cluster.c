@@ -15,6 +15,8 @@
  * kill -9 of one member its blocks are misses, the others' still hit, a
  * lookup stops exactly at the first lost block, every call returns
  * promptly, and new prompts are placed on the live members and hit.
+ * A member stopped with SIGSTOP costs misses within the deadline, then
+ * fails fast, and serves its blocks again after SIGCONT.
  * Node 0 publishes KV events (events.endpoint): one BlockStored for each
  * block placement gave it, none for the others', no sequence gap.
  */
@@ -71,6 +73,15 @@ static struct kvt_store *engine_at(const char *opt, const char *addr)
 static struct kvt_store *engine(void)
 {
 	return engine_at("remote.addrs", addrs);
+}
+
+/* An engine that gives up on a silent member quickly. */
+static struct kvt_store *engine_impatient(void)
+{
+	return t_store_open("dram.capacity", "32M", "dram.chunk", "4K", "dram.prefault", "off",
+			    "remote.addrs", addrs, "remote.group", "8", "remote.hot_replicas", "2",
+			    "remote.timeout_ms", "400", "remote.connect_timeout_ms", "300",
+			    "remote.backoff_ms", "20", "remote.backoff_max_ms", "100", NULL);
 }
 
 static void wait_up(struct kvt_store *s, uint64_t want)
@@ -339,6 +350,55 @@ static void test_hint(void)
 	kvt_store_destroy(b);
 }
 
+/* A member that stops answering (SIGSTOP: a hung node) costs its blocks
+ * for at most the deadline, then fails fast; when it answers again
+ * (SIGCONT) its groups come back to it, with the blocks it kept. */
+static void test_stop_cont(struct tsrv *srv, const struct kvt_key *keys, const uint8_t *holders)
+{
+	struct kvt_store *e = engine_impatient();
+	uint32_t ns = t_ns(e, "cluster"), victim, want_lead = BLOCKS, probe = BLOCKS;
+	uint64_t t0, dt;
+
+	victim = (uint32_t)__builtin_ctz(holders[3 * GROUP]);
+	for (uint32_t i = 0; i < BLOCKS; i++)
+		if (!(holders[i] & ~(1u << victim))) {
+			want_lead = i;
+			break;
+		}
+	for (uint32_t i = BLOCKS; i-- > 0;)
+		if (holders[i] == (1u << victim))
+			probe = i;
+	T_ASSERT(probe < BLOCKS);
+	wait_up(e, 2 * NODES);
+	T_RC(kvt_lookup_prefix(e, ns, keys, BLOCKS, NULL), BLOCKS);
+	kill(srv[victim].pid, SIGSTOP);
+	t0 = now_ms();
+	T_RC(kvt_lookup_prefix(e, ns, keys, BLOCKS, NULL), want_lead);
+	dt = now_ms() - t0;
+	fprintf(stderr, "node %u stopped: lookup_prefix %u blocks in %llu ms (deadline 400)\n",
+		victim, want_lead, (unsigned long long)dt);
+	T_ASSERT(dt < 1500);
+	/* An idle connection to a hung node looks fine until something is
+	 * sent on it: each get costs at most the deadline, and once every
+	 * connection to the node has failed, it is known down. */
+	for (int i = 0; i < 20 && stat_of(e, "remote.members_down") == 0; i++) {
+		t0 = now_ms();
+		T_RC(get_block(e, ns, keys, probe, 1000), KVT_MISS);
+		T_ASSERT(now_ms() - t0 < 1500);
+	}
+	T_EQ_U64(stat_of(e, "remote.members_down"), 1);
+	t0 = now_ms();
+	T_RC(get_block(e, ns, keys, probe, 1000), KVT_MISS);
+	T_ASSERT(now_ms() - t0 < 100); /* known down: fails at the call */
+	kill(srv[victim].pid, SIGCONT);
+	for (int i = 0; i < 500 && stat_of(e, "remote.members_down") != 0; i++)
+		tsrv_sleep_ms(10);
+	T_EQ_U64(stat_of(e, "remote.members_down"), 0);
+	T_RC(kvt_lookup_prefix(e, ns, keys, BLOCKS, NULL), BLOCKS);
+	T_RC(get_block(e, ns, keys, probe, 1000), KVT_OK);
+	kvt_store_destroy(e);
+}
+
 static void test_kill(struct tsrv *srv, const struct kvt_key *keys, const uint8_t *holders)
 {
 	struct kvt_store *e;
@@ -561,6 +621,7 @@ int main(int argc, char **argv)
 	test_spread(keys, holders);
 	test_hint();
 	test_who_cli();
+	test_stop_cont(srv, keys, holders);
 	test_kill(srv, keys, holders);
 	for (unsigned m = 0; m < NODES; m++)
 		if (srv[m].pid > 0)
