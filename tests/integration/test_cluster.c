@@ -203,6 +203,14 @@ static void test_spread(struct kvt_key *keys, uint8_t *holders)
 		placed_sum += nodes[m].placed;
 	}
 	T_EQ_U64(placed_sum, BLOCKS + GROUP);
+	/* B's gets of the hot group alternated between its two replicas. */
+	for (unsigned m = 0; m < NODES; m++) {
+		char name[64];
+		uint64_t gets, hot = (holders[0] >> m) & 1u;
+		snprintf(name, sizeof(name), "remote.node.%u.gets", m);
+		gets = stat_of(b, name);
+		T_EQ_U64(gets, held[m] - hot * GROUP + hot * GROUP / 2);
+	}
 	/* Node 0 published one BlockStored for each block it took, and
 	 * nothing for the others' blocks. */
 	{
