@@ -482,6 +482,44 @@ static void test_kill(struct tsrv *srv, const struct kvt_key *keys, const uint8_
 	kvt_store_destroy(e);
 }
 
+/* The Nth allocation fails, for every N through a lookup, gets, a hot
+ * put and a delete over members: each call returns a status (a miss or
+ * -ENOMEM, never a crash, a hang or a leak: ASan checks at exit), and
+ * once allocations work again everything is found. */
+static void test_allocfail(const struct kvt_key *keys)
+{
+	struct kvt_store *e = engine();
+	uint32_t ns = t_ns(e, "cluster");
+	struct kvt_key fresh[GROUP];
+	uint8_t v[VLEN] = { 1 };
+	struct iovec part = { v, sizeof(v) };
+
+	wait_up(e, 2 * NODES);
+	mk_keys(fresh, GROUP, 80000);
+	for (int n = 1; n <= 60; n++) {
+		char nth[16];
+		int64_t got;
+		int rc;
+		snprintf(nth, sizeof(nth), "%d", n);
+		T_OK(kvt_store_set_option(e, "debug.fail_alloc", nth));
+		got = kvt_lookup_prefix(e, ns, keys, BLOCKS, NULL);
+		T_ASSERT(got == -ENOMEM || (got >= 0 && got <= BLOCKS));
+		rc = get_block(e, ns, keys, (uint32_t)n % GROUP, 1000); /* hot: replicas */
+		T_ASSERT(rc == KVT_OK || rc == KVT_MISS || rc == -ENOMEM);
+		rc = kvt_put(e, ns, &fresh[n % GROUP], &part, 1);
+		T_ASSERT(rc == KVT_OK || rc == KVT_EXISTS || rc == -ENOMEM);
+		/* A failed allocation on the remote thread may cost a connection
+		 * (its operations fail; a member with none left fails fast for
+		 * a moment): delete then says so. */
+		rc = kvt_delete(e, ns, &fresh[(n + 3) % GROUP]);
+		T_ASSERT(rc == KVT_OK || rc == KVT_MISS || (rc < 0 && rc > -4096));
+		T_OK(kvt_store_set_option(e, "debug.fail_alloc", "0"));
+	}
+	wait_up(e, 2 * NODES); /* connections lost to a failed allocation are back */
+	T_RC(kvt_lookup_prefix(e, ns, keys, BLOCKS, NULL), BLOCKS);
+	kvt_store_destroy(e);
+}
+
 /* kvtier who over the three nodes: the CLI's namespace (model whotest,
  * as kvtier's debugging keys are registered), a 40-block prompt. */
 static void test_who_cli(void)
@@ -629,6 +667,7 @@ int main(int argc, char **argv)
 	test_spread(keys, holders);
 	test_hint();
 	test_who_cli();
+	test_allocfail(keys);
 	test_stop_cont(srv, keys, holders);
 	test_kill(srv, keys, holders);
 	for (unsigned m = 0; m < NODES; m++)
