@@ -44,7 +44,7 @@
 
 static const char *bin, *cli;
 static char *base;
-static char addrs[NODES * 64], node_addr[NODES][64];
+static char addrs[NODES * 64], node_addr[NODES][64], node_base[NODES][600];
 
 static unsigned events_drain(const struct kvt_key *keys, uint32_t n, uint8_t *stored);
 
@@ -640,9 +640,13 @@ int main(int argc, char **argv)
 	test_options();
 	for (unsigned m = 0; m < NODES; m++) {
 		char dir[600];
-		snprintf(dir, sizeof(dir), "%s/node%u", base, m);
+		/* Each node under base/nodeM (its own socket and logs), data in
+		 * base/nodeM/data. */
+		snprintf(node_base[m], sizeof(node_base[m]), "%s/node%u", base, m);
+		T_RC(mkdir(node_base[m], 0700), 0);
+		snprintf(dir, sizeof(dir), "%s/data", node_base[m]);
 		T_RC(mkdir(dir, 0700), 0);
-		tsrv_start(&srv[m], bin, base, dir, NULL, m == 0 ? events_args : NULL);
+		tsrv_start(&srv[m], bin, node_base[m], dir, NULL, m == 0 ? events_args : NULL);
 		snprintf(node_addr[m], sizeof(node_addr[m]), "127.0.0.1:%u", srv[m].port);
 		off += (size_t)snprintf(addrs + off, sizeof(addrs) - off, "%s%s", m ? "," : "",
 					node_addr[m]);
@@ -675,7 +679,8 @@ int main(int argc, char **argv)
 			T_EQ_INT(tsrv_stop(&srv[m]), 0);
 	zmq_close(ev_sub);
 	zmq_ctx_term(ev_ctx);
-	tsrv_check_reports(base);
+	for (unsigned m = 0; m < NODES; m++)
+		tsrv_check_reports(node_base[m]);
 	t_rmtree(base);
 	printf("test_cluster: ok\n");
 	return 0;
