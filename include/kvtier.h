@@ -327,6 +327,14 @@ int kvt_store_create(struct kvt_store **out);
  *                     same weights, remote.group and remote.hot_replicas.
  *                     A member that is down costs its blocks (misses) and
  *                     is passed over for new blocks while it is down.
+ *   remote.discover   "ADDR,..." (at most 16): instead of remote.addrs, ask
+ *                     these kvtierd (in turn, at open) for the pod's member
+ *                     list (their STATS cluster.member.*, doc/members.md)
+ *                     and use it as remote.addrs, capacity weights scaled to
+ *                     at most 1000000.  A seed that has no list is the one
+ *                     member; if no seed answers within remote.timeout_ms,
+ *                     the seeds are the members (logged).  Read once, at
+ *                     open (doc/cluster.md).
  *   remote.group      blocks of a prompt placed together, 1..65536
  *                     (default 16).
  *   remote.hot_replicas  members that hold a prompt's first group, 1..8

@@ -711,7 +711,7 @@ void cluster_stats(struct cluster *cl, kvt_stats_fn fn, void *ctx)
 		remote_stats(cl->m[0].rm, fn, ctx);
 		return;
 	}
-	s = calloc(1, sizeof(*s)); /* a report, not the store's memory */
+	s = kvt_mem_calloc(cl->mem, 1, sizeof(*s));
 	if (!s)
 		return;
 	for (unsigned i = 0; i < cl->n; i++) {
@@ -756,7 +756,7 @@ void cluster_stats(struct cluster *cl, kvt_stats_fn fn, void *ctx)
 		N("puts", s->puts);
 #undef N
 	}
-	free(s);
+	kvt_mem_free(cl->mem, s, sizeof(*s));
 }
 
 struct cstat_prefix {
@@ -960,6 +960,136 @@ int cluster_parse_addrs(const char *list, size_t len, struct cluster_entry *out,
 	}
 }
 
+/* ------------------------------------------------------------------------
+ * Discovery: the member list from a seed's STATS
+ */
+
+#define DISCOVER_TEXT_MAX 65536
+
+struct cdisc {
+	uint64_t w[PLACEMENT_MEMBERS_MAX];
+	char addr[PLACEMENT_MEMBERS_MAX][CLUSTER_ADDR_MAX + 1];
+	unsigned count;
+	bool bad;
+};
+
+static void cdisc_stat(void *ctx, const char *name, uint64_t value, const char *str)
+{
+	struct cdisc *d = ctx;
+	const char *sp;
+	char *end;
+	unsigned long long w;
+	size_t al;
+
+	KVT_UNUSED(value);
+	if (strncmp(name, "cluster.member.", 15) != 0 || !str)
+		return;
+	sp = strrchr(str, ' ');
+	if (!sp || d->count == PLACEMENT_MEMBERS_MAX) {
+		d->bad = true;
+		return;
+	}
+	al = (size_t)(sp - str);
+	w = strtoull(sp + 1, &end, 10);
+	if (al == 0 || al > CLUSTER_ADDR_MAX || *end || w == 0) {
+		d->bad = true;
+		return;
+	}
+	memcpy(d->addr[d->count], str, al);
+	d->addr[d->count][al] = 0;
+	d->w[d->count++] = w;
+}
+
+/*
+ * Ask the seeds in turn for the member list; into *out (kvt_mem_strdup'd,
+ * "HOST:PORT=W,...") the first non-empty one, the answering seed alone if
+ * it lists none, or the seeds (weight 1) if none answered.  0 or -ENOMEM.
+ */
+static int cluster_discover(const struct remote_config *cfg, struct dram *dram,
+			    struct ns_registry *ns, struct kvt_mem *mem,
+			    const struct kvt_logger *log, char **out)
+{
+	struct cluster_entry seeds[16];
+	struct cdisc *d = kvt_mem_calloc(mem, 1, sizeof(*d)); /* 256 KiB, at open only */
+	int nseeds = cluster_parse_addrs(cfg->discover, strlen(cfg->discover), seeds, 16);
+	int ret = 0;
+
+	*out = NULL;
+	if (!d)
+		return -ENOMEM;
+	for (int i = 0; nseeds > 0 && i < nseeds && !*out; i++) {
+		struct remote_config sc = *cfg;
+		struct remote *rm = NULL;
+		char seed[CLUSTER_ADDR_MAX + 1];
+		int rc;
+
+		memcpy(seed, seeds[i].addr, seeds[i].addr_len);
+		seed[seeds[i].addr_len] = 0;
+		sc.addr = seed;
+		sc.addrs = sc.discover = NULL;
+		sc.conns = 1;
+		d->count = 0;
+		d->bad = false;
+		rc = remote_open(&rm, &sc, dram, ns, mem, log);
+		if (rc == 0)
+			rc = remote_stats_query(rm, NULL, cdisc_stat, d);
+		remote_close(rm);
+		if (rc < 0 || d->bad) {
+			kvt_logf(log, KVT_LOG_WARN, "remote: seed %s gave no member list: %s", seed,
+				 rc < 0 ? kvt_strerror(rc) : "malformed cluster.member");
+			continue;
+		}
+		{
+			/* Weights are bytes of capacity: scale them so that the
+			 * largest is at most 1,000,000, in integers, so that every
+			 * engine that reads this list places alike. */
+			uint64_t max = 1, div;
+			size_t cap = DISCOVER_TEXT_MAX, len = 0;
+			char *t = kvt_mem_alloc(mem, cap);
+			if (!t) {
+				ret = -ENOMEM;
+				break;
+			}
+			if (d->count == 0) {
+				snprintf(d->addr[0], sizeof(d->addr[0]), "%s", seed);
+				d->w[0] = 1;
+				d->count = 1;
+			}
+			for (unsigned k = 0; k < d->count; k++)
+				if (d->w[k] > max)
+					max = d->w[k];
+			div = (max + PLACEMENT_WEIGHT_MAX - 1) / PLACEMENT_WEIGHT_MAX;
+			for (unsigned k = 0; k < d->count && len < cap; k++) {
+				uint64_t w = d->w[k] / div;
+				len += (size_t)snprintf(t + len, cap - len, "%s%s=%llu", k ? "," : "",
+							d->addr[k],
+							(unsigned long long)(w ? w : 1));
+			}
+			if (len >= cap) {
+				kvt_mem_free(mem, t, cap);
+				continue;
+			}
+			*out = kvt_mem_strdup(mem, t);
+			kvt_mem_free(mem, t, cap);
+			if (!*out) {
+				ret = -ENOMEM;
+				break;
+			}
+			kvt_logf(log, KVT_LOG_INFO, "remote: %u members from seed %s: %s", d->count,
+				 seed, *out);
+		}
+	}
+	if (ret == 0 && !*out) {
+		kvt_logf(log, KVT_LOG_WARN,
+			 "remote: no seed of remote.discover answered; using the seeds as the members");
+		*out = kvt_mem_strdup(mem, cfg->discover);
+		if (!*out)
+			ret = -ENOMEM;
+	}
+	kvt_mem_free(mem, d, sizeof(*d));
+	return ret;
+}
+
 static void cluster_free(struct cluster *cl)
 {
 	for (unsigned i = 0; i < cl->n; i++)
@@ -979,16 +1109,38 @@ int cluster_open(struct cluster **out, const struct remote_config *cfg, struct d
 		 struct ns_registry *ns, struct kvt_mem *mem, const struct kvt_logger *log)
 {
 	struct cluster *cl;
+	struct remote_config dc;
+	char *found = NULL;
 	const char *list = cfg->addrs ? cfg->addrs : cfg->addr;
 	int ret = 0;
 
-	if (!list || (cfg->addr && cfg->addrs)) {
-		kvt_logf(log, KVT_LOG_ERROR, "remote: set remote.addr or remote.addrs, not both");
+	if ((cfg->addr != NULL) + (cfg->addrs != NULL) + (cfg->discover != NULL) != 1) {
+		kvt_logf(log, KVT_LOG_ERROR,
+			 "remote: set one of remote.addr, remote.addrs, remote.discover");
 		return KVT_EOPTVAL;
 	}
+	if (cfg->discover) {
+		struct cluster_entry probe[16];
+		if (cluster_parse_addrs(cfg->discover, strlen(cfg->discover), probe, 16) < 0) {
+			kvt_logf(log, KVT_LOG_ERROR,
+				 "remote: remote.discover '%s' is not ADDR,... (at most 16)",
+				 cfg->discover);
+			return KVT_EOPTVAL;
+		}
+		ret = cluster_discover(cfg, dram, ns, mem, log, &found);
+		if (ret < 0)
+			return ret;
+		dc = *cfg;
+		dc.addrs = found;
+		dc.discover = NULL;
+		cfg = &dc;
+		list = found;
+	}
 	cl = kvt_mem_calloc(mem, 1, sizeof(*cl));
-	if (!cl)
+	if (!cl) {
+		kvt_mem_strfree(mem, found);
 		return -ENOMEM;
+	}
 	cl->mem = mem;
 	cl->log = log;
 	pthread_mutex_init(&cl->alock, NULL);
@@ -1076,9 +1228,11 @@ int cluster_open(struct cluster **out, const struct remote_config *cfg, struct d
 			 "remote: %u kvtierd members, groups of %u blocks, first group on %u",
 			 cl->n, cl->group, cl->hot);
 	*out = cl;
+	kvt_mem_strfree(mem, found);
 	return 0;
 fail:
 	cluster_free(cl);
+	kvt_mem_strfree(mem, found);
 	return ret;
 }
 

@@ -63,9 +63,14 @@ struct cluster_entry {
 int cluster_parse_addrs(const char *list, size_t len, struct cluster_entry *out, unsigned max);
 
 /*
- * Open one remote tier per member of cfg->addrs (or the one cfg->addr):
- * 0, KVT_EOPTVAL (both or neither set, a malformed entry or weight, a
- * member twice: logged), or remote_open's errors.
+ * Open one remote tier per member of cfg->addrs (or the one cfg->addr,
+ * or the members the first answering seed of cfg->discover lists in its
+ * STATS: cluster.member.<i> = "HOST:PORT BYTES", doc/members.md; weights
+ * scaled so that the largest is 1,000,000; a seed that lists none is the
+ * one member; if no seed answers within remote.timeout_ms, the seeds
+ * themselves, logged): 0, KVT_EOPTVAL (none or more than one of the
+ * three set, a malformed entry or weight, a member twice: logged), or
+ * remote_open's errors.
  */
 int cluster_open(struct cluster **out, const struct remote_config *cfg, struct dram *dram,
 		 struct ns_registry *ns, struct kvt_mem *mem, const struct kvt_logger *log);

@@ -48,6 +48,7 @@ struct remote_config {
 	char *tls_server_name;      /* name the certificate must carry; NULL: addr's host */
 	/* Several kvtierd (cluster.c; remote_open ignores these): */
 	char *addrs;                /* "ADDR[=WEIGHT],..."; owned by the store; or NULL */
+	char *discover;             /* "ADDR,...": seeds whose STATS name the members; or NULL */
 	unsigned group_blocks;      /* blocks of a prompt placed together */
 	unsigned hot_replicas;      /* members that hold a prompt's first group */
 	unsigned anchor_slots;      /* remembered key -> group entries; 0: none */

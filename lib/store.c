@@ -316,6 +316,8 @@ static int opt_remote(struct remote_config *rc, const char *name, const char *v)
 		return opt_str(v, &rc->addr);
 	if (strcmp(name, "addrs") == 0)
 		return opt_str(v, &rc->addrs);
+	if (strcmp(name, "discover") == 0)
+		return opt_str(v, &rc->discover);
 	if (strcmp(name, "group") == 0)
 		return opt_u32(v, 1, KVT_BATCH_MAX, &rc->group_blocks);
 	if (strcmp(name, "hot_replicas") == 0)
@@ -2013,7 +2015,7 @@ static int store_open_locked(struct kvt_store *s)
 		}
 		dram_set_admit_hook(s->dram, ssd_admit, s->ssd);
 	}
-	if (s->remote_cfg.addr || s->remote_cfg.addrs) {
+	if (s->remote_cfg.addr || s->remote_cfg.addrs || s->remote_cfg.discover) {
 		if (!s->dram) {
 			kvt_logf(&s->log, KVT_LOG_ERROR, "the remote tier needs a DRAM tier");
 			ret = KVT_EOPTVAL;
@@ -2103,6 +2105,7 @@ void kvt_store_destroy(struct kvt_store *s)
 	free(s->path);
 	free(s->remote_cfg.addr);
 	free(s->remote_cfg.addrs);
+	free(s->remote_cfg.discover);
 	free(s->remote_cfg.tenant);
 	free(s->remote_cfg.secret_file);
 	free(s->remote_cfg.tls_ca);

@@ -17,6 +17,8 @@
  * promptly, and new prompts are placed on the live members and hit.
  * A member stopped with SIGSTOP costs misses within the deadline, then
  * fails fast, and serves its blocks again after SIGCONT.
+ * remote.discover reads the member list from a seed kvtierd (--members)
+ * and places exactly as the same list given in remote.addrs.
  * Node 0 publishes KV events (events.endpoint): one BlockStored for each
  * block placement gave it, none for the others', no sequence gap.
  */
@@ -29,6 +31,9 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include <msgpack.h>
 #include <zmq.h>
@@ -520,6 +525,90 @@ static void test_allocfail(const struct kvt_key *keys)
 	kvt_store_destroy(e);
 }
 
+/* A port nothing listens on right now. */
+static unsigned free_port(void)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(0x7f000001) };
+	socklen_t len = sizeof(a);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	T_ASSERT(fd >= 0);
+	T_EQ_INT(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	T_EQ_INT(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+	close(fd);
+	return ntohs(a.sin_port);
+}
+
+/* remote.discover: an engine reads the member list from a seed's STATS
+ * (two kvtierd with a static --members list of 1G and 3G), scales the
+ * byte weights, and places exactly as an engine given the scaled list in
+ * remote.addrs; a dead seed is passed over; a seed with no list is the
+ * one member. */
+static void test_discover(void)
+{
+	struct tsrv ds[2];
+	char members[128], ba[2][600], dir[700], listen[2][32], seeds[128], list[128], name[64];
+	const char *extra[2][5];
+	unsigned port[2] = { free_port(), free_port() }, lo;
+	struct kvt_key keys[24];
+	struct kvt_store *e, *f;
+	uint32_t ns;
+	uint64_t w;
+
+	snprintf(members, sizeof(members), "127.0.0.1:%u=1G,127.0.0.1:%u=3G", port[0], port[1]);
+	for (int i = 0; i < 2; i++) {
+		snprintf(ba[i], sizeof(ba[i]), "%s/disc%d", base, i);
+		T_RC(mkdir(ba[i], 0700), 0);
+		snprintf(dir, sizeof(dir), "%s/data", ba[i]);
+		T_RC(mkdir(dir, 0700), 0);
+		snprintf(listen[i], sizeof(listen[i]), "127.0.0.1:%u", port[i]);
+		extra[i][0] = "--listen";
+		extra[i][1] = listen[i];
+		extra[i][2] = "--members";
+		extra[i][3] = members;
+		extra[i][4] = NULL;
+		tsrv_start(&ds[i], bin, ba[i], dir, NULL, extra[i]);
+		T_EQ_INT(ds[i].port, port[i]);
+	}
+	/* The seeds' list is sorted by address; 3G / ceil(3G / 1e6) etc. */
+	lo = strcmp(listen[0], listen[1]) < 0 ? 0 : 1;
+	snprintf(list, sizeof(list), "%s=%u,%s=%u", listen[lo], lo == 0 ? 333253u : 999759u,
+		 listen[1 - lo], lo == 0 ? 999759u : 333253u);
+	/* The first seed is dead: the second answers. */
+	snprintf(seeds, sizeof(seeds), "127.0.0.1:%u,%s", free_port(), listen[1]);
+	e = engine_at("remote.discover", seeds);
+	T_EQ_U64(stat_of(e, "remote.members"), 2);
+	for (unsigned i = 0; i < 2; i++) {
+		snprintf(name, sizeof(name), "remote.node.%u.weight", i);
+		w = stat_of(e, name);
+		T_EQ_U64(w, (i == 0) == (lo == 0) ? 333253 : 999759);
+	}
+	ns = t_ns(e, "discover");
+	wait_up(e, 4);
+	mk_keys(keys, 24, 60000);
+	T_RC(kvt_lookup_prefix(e, ns, keys, 24, NULL), 0);
+	for (uint32_t i = 0; i < 24; i++)
+		put_block(e, ns, keys, i, 5000, false);
+	kvt_store_destroy(e);
+	/* An engine told the same list places alike: it finds everything. */
+	f = engine_at("remote.addrs", list);
+	ns = t_ns(f, "discover");
+	wait_up(f, 4);
+	T_RC(kvt_lookup_prefix(f, ns, keys, 24, NULL), 24);
+	for (uint32_t i = 0; i < 24; i++)
+		T_RC(get_block(f, ns, keys, i, 5000), KVT_OK);
+	kvt_store_destroy(f);
+	/* A seed without a list (node 0: no --members) is the one member. */
+	e = engine_at("remote.discover", node_addr[0]);
+	T_RC(kvt_store_stat(e, "remote.members", &w), KVT_MISS); /* one: passed through */
+	ns = t_ns(e, "discover");
+	T_RC(kvt_put(e, ns, &keys[0], &(struct iovec){ keys[0].bytes, 32 }, 1), KVT_OK);
+	kvt_store_destroy(e);
+	for (int i = 0; i < 2; i++) {
+		T_EQ_INT(tsrv_stop(&ds[i]), 0);
+		tsrv_check_reports(ba[i]);
+	}
+}
+
 /* kvtier who over the three nodes: the CLI's namespace (model whotest,
  * as kvtier's debugging keys are registered), a 40-block prompt. */
 static void test_who_cli(void)
@@ -672,6 +761,7 @@ int main(int argc, char **argv)
 	test_hint();
 	test_who_cli();
 	test_allocfail(keys);
+	test_discover();
 	test_stop_cont(srv, keys, holders);
 	test_kill(srv, keys, holders);
 	for (unsigned m = 0; m < NODES; m++)
