@@ -546,7 +546,7 @@ static unsigned free_port(void)
 static void test_discover(void)
 {
 	struct tsrv ds[2];
-	char members[128], ba[2][600], dir[700], listen[2][32], seeds[128], list[128], name[64];
+	char members[128], ba[2][600], dir[2048], listen[2][32], seeds[128], list[128], name[64];
 	const char *extra[2][5];
 	unsigned port[2] = { free_port(), free_port() }, lo;
 	struct kvt_key keys[24];
@@ -728,7 +728,7 @@ int main(int argc, char **argv)
 	base = t_mkdtemp();
 	test_options();
 	for (unsigned m = 0; m < NODES; m++) {
-		char dir[600];
+		char dir[2048];
 		/* Each node under base/nodeM (its own socket and logs), data in
 		 * base/nodeM/data. */
 		snprintf(node_base[m], sizeof(node_base[m]), "%s/node%u", base, m);
