@@ -528,6 +528,201 @@ out:
 }
 
 /* ------------------------------------------------------------------------
+ * who
+ */
+
+static const char who_help[] =
+	"usage: kvtier who --servers ADDR[=WEIGHT],... [--group N] [--hot-replicas R]\n"
+	"                  [--tenant T --secret-file F] [--model M] [--hex]\n"
+	"                  (KEY... | --keys FILE)\n"
+	"\n"
+	"Which kvtierd of a pod hold a prompt's blocks (doc/cluster.md): the KEYs\n"
+	"are the prompt's block keys in order from its first block (text, or hex\n"
+	"with --hex; --keys FILE: one a line, '-' for stdin).  Every node is asked\n"
+	"about every key.  Prints, per node, the blocks placement puts there, the\n"
+	"blocks it holds, and how many of the prompt's leading blocks it serves;\n"
+	"then the leading blocks the pod holds (what a lookup finds).\n"
+	"\n"
+	"  --servers LIST       the engines' remote.addrs (same text, same order\n"
+	"                       not needed); --server ADDR for one kvtierd\n"
+	"  --group N            the engines' remote.group (default 16)\n"
+	"  --hot-replicas R     the engines' remote.hot_replicas (default 2)\n"
+	"  --model M            the namespace of the keys (default kvtier-cli)\n"
+	"\n" CONN_HELP "\nExit status: 0 ok, 1 failure, 2 usage.  kvtier-admin(1).\n";
+
+enum { O_SERVERS = 400, O_GROUP, O_HOT, O_KEYS };
+
+/* Keys from a file, one a line; appends to *keys (n, cap). */
+static int who_read_keys(const struct conn_opts *o, const char *path, struct kvt_key **keys,
+			 size_t *n, size_t *cap)
+{
+	FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "r");
+	char line[512];
+	int ex = 0;
+	if (!f) {
+		fprintf(stderr, "kvtier who: %s: %s\n", path, strerror(errno));
+		return EX_FAIL;
+	}
+	while (!ex && fgets(line, sizeof(line), f)) {
+		size_t l = strcspn(line, "\r\n");
+		line[l] = 0;
+		if (l == 0)
+			continue;
+		if (*n == *cap) {
+			size_t nc = *cap ? *cap * 2 : 256;
+			struct kvt_key *nk = realloc(*keys, nc * sizeof(**keys));
+			if (!nk) {
+				ex = EX_FAIL;
+				break;
+			}
+			*keys = nk;
+			*cap = nc;
+		}
+		ex = parse_key("who", o, line, &(*keys)[*n]);
+		if (!ex)
+			(*n)++;
+	}
+	if (f != stdin)
+		fclose(f);
+	return ex;
+}
+
+int admin_who(int argc, char **argv)
+{
+	static const struct option lo[] = {
+		CONN_LONGOPTS,
+		{ "servers", required_argument, NULL, O_SERVERS },
+		{ "group", required_argument, NULL, O_GROUP },
+		{ "hot-replicas", required_argument, NULL, O_HOT },
+		{ "keys", required_argument, NULL, O_KEYS },
+		{ 0 }
+	};
+	struct conn_opts o = { 0 };
+	const char *servers = NULL, *group = "16", *hot = "2", *keyfile = NULL;
+	struct kvt_key *keys = NULL;
+	struct kvt_remote_node *nodes = NULL;
+	struct kvt_store *s = NULL;
+	size_t n = 0, cap = 0;
+	uint64_t leading = 0;
+	int64_t count;
+	uint32_t ns;
+	int c, rc, ex = EX_FAIL;
+
+	if (is_help(argc, argv)) {
+		fputs(who_help, stdout);
+		return EX_OK;
+	}
+	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+		if (conn_opt(&o, c, optarg))
+			continue;
+		switch (c) {
+		case O_SERVERS: servers = optarg; break;
+		case O_GROUP: group = optarg; break;
+		case O_HOT: hot = optarg; break;
+		case O_KEYS: keyfile = optarg; break;
+		default: return usage_err("who", "%s", "unknown option");
+		}
+	}
+	if (o.dir)
+		return usage_err("who", "%s", "works on kvtierd nodes only (--servers LIST)");
+	if (servers && o.server)
+		return usage_err("who", "%s", "give --servers or --server, not both");
+	if (!servers && !o.server)
+		o.server = getenv("KVTIER_SERVER");
+	if (!servers && !o.server)
+		return usage_err("who", "%s", "say which kvtierd: --servers ADDR,ADDR,...");
+	if ((keyfile != NULL) == (optind < argc))
+		return usage_err("who", "%s", "give the prompt's KEYs, or --keys FILE");
+	for (int i = optind; i < argc; i++) {
+		if (n == cap) {
+			size_t nc = cap ? cap * 2 : 64;
+			struct kvt_key *nk = realloc(keys, nc * sizeof(*keys));
+			if (!nk)
+				goto out;
+			keys = nk;
+			cap = nc;
+		}
+		if ((ex = parse_key("who", &o, argv[i], &keys[n])))
+			goto out;
+		n++;
+	}
+	if (keyfile && (ex = who_read_keys(&o, keyfile, &keys, &n, &cap)))
+		goto out;
+	ex = EX_FAIL;
+	if (n == 0) {
+		ex = usage_err("who", "%s", "no keys");
+		goto out;
+	}
+	if ((rc = kvt_store_create(&s)) < 0)
+		goto fail_rc;
+#define SET(name, val)                                                                      \
+	do {                                                                                \
+		if ((rc = kvt_store_set_option(s, name, val)) < 0) {                        \
+			fprintf(stderr, "kvtier who: %s=%s: %s\n", name, val, kvt_strerror(rc)); \
+			ex = rc == KVT_EOPTVAL ? EX_USAGE : EX_FAIL;                        \
+			goto out;                                                           \
+		}                                                                           \
+	} while (0)
+	SET("dram.capacity", "16M");
+	SET("dram.shards", "1");
+	SET("dram.prefault", "off");
+	SET(servers ? "remote.addrs" : "remote.addr", servers ? servers : o.server);
+	SET("remote.conns", "1");
+	SET("remote.group", group);
+	SET("remote.hot_replicas", hot);
+	if (o.tenant)
+		SET("remote.tenant", o.tenant);
+	if (o.secret)
+		SET("remote.secret_file", o.secret);
+#undef SET
+	if ((rc = kvt_store_open(s)) < 0) {
+		fprintf(stderr, "kvtier who: cannot open the remote tier: %s\n", kvt_strerror(rc));
+		goto out;
+	}
+	if ((ex = conn_ns("who", s, &o, &ns)))
+		goto out;
+	ex = EX_FAIL;
+	/* Give the connections a moment: a node not up within it shows as down. */
+	for (int i = 0; i < 100; i++) {
+		uint64_t up = 0, members = 1;
+		kvt_store_stat(s, "remote.conns_up", &up);
+		kvt_store_stat(s, "remote.members", &members);
+		if (up >= members)
+			break;
+		nanosleep(&(struct timespec){ 0, 10000000 }, NULL);
+	}
+	count = kvt_remote_who(s, ns, keys, n, NULL, 0, NULL);
+	if (count < 0) {
+		rc = (int)count;
+		goto fail_rc;
+	}
+	nodes = calloc((size_t)count, sizeof(*nodes));
+	if (!nodes)
+		goto out;
+	count = kvt_remote_who(s, ns, keys, n, nodes, (size_t)count, &leading);
+	if (count < 0) {
+		rc = (int)count;
+		goto fail_rc;
+	}
+	printf("%-32s %7s %4s %8s %8s %8s\n", "node", "weight", "up", "placed", "held", "leading");
+	for (int64_t i = 0; i < count; i++)
+		printf("%-32s %7u %4s %8" PRIu64 " %8" PRIu64 " %8" PRIu64 "\n", nodes[i].addr,
+		       nodes[i].weight, nodes[i].up ? "yes" : "no", nodes[i].placed, nodes[i].held,
+		       nodes[i].leading);
+	printf("prompt: %zu blocks, %" PRIu64 " leading blocks held\n", n, leading);
+	ex = EX_OK;
+	goto out;
+fail_rc:
+	fprintf(stderr, "kvtier who: %s\n", kvt_strerror(rc));
+	ex = EX_FAIL;
+out:
+	kvt_store_destroy(s);
+	free(nodes);
+	free(keys);
+	return ex;
+}
+
+/* ------------------------------------------------------------------------
  * clear
  */
 

@@ -12,5 +12,6 @@ int admin_put(int argc, char **argv);
 int admin_rm(int argc, char **argv);
 int admin_clear(int argc, char **argv);
 int admin_fsck(int argc, char **argv);
+int admin_who(int argc, char **argv);
 
 #endif

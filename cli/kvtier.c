@@ -54,6 +54,7 @@ static const struct cli_cmd cli_cmds[] = {
 	{ "rm", "delete one key from every tier", admin_rm },
 	{ "clear", "remove a namespace, or everything, from every tier", admin_clear },
 	{ "fsck", "verify every record of a store directory offline", admin_fsck },
+	{ "who", "which kvtierd of a pod hold a prompt's blocks", admin_who },
 	{ "bench", "measure libkvtier against the machine's limits (kvtier-bench(1))", cli_bench },
 	{ "replay", "replay a request trace; hit ratios and a what-if model (kvtier-replay(1))",
 	  replay_main },

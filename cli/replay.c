@@ -258,7 +258,9 @@ static int replay_open(const struct replay_run *run, const char *dir, struct kvt
 			RP_OPT("ssd.admission", run->o->admission);
 	}
 	if (run->o->server != NULL) {
-		RP_OPT("remote.addr", run->o->server);
+		/* A list is a pod of kvtierd (doc/cluster.md). */
+		RP_OPT(strchr(run->o->server, ',') ? "remote.addrs" : "remote.addr",
+		       run->o->server);
 		if (run->o->tenant != NULL)
 			RP_OPT("remote.tenant", run->o->tenant);
 		if (run->o->secret_file != NULL)
@@ -701,7 +703,9 @@ static void replay_usage(FILE *f)
 		"                        SSD contents, nothing shed; slower)\n"
 		"  --server ADDR         a kvtierd below the local tiers (the remote tier:\n"
 		"                        HOST:PORT or unix:/PATH); the server is not\n"
-		"                        cleared: replay twice to see what it kept\n"
+		"                        cleared: replay twice to see what it kept.\n"
+		"                        ADDR,ADDR[=WEIGHT],...: a pod of kvtierd\n"
+		"                        (remote.addrs, doc/cluster.md)\n"
 		"  --tenant NAME         tenant to authenticate as (default \"default\")\n"
 		"  --plot FILE           also write an SVG chart: hit ratio against capacity\n"
 		"                        (every point of a sweep), modelled TTFT per tier\n"

@@ -59,7 +59,8 @@
  *   write-down thread ("kvt-ssd-wd") and the I/O engine's thread (io_uring)
  *   or threads (psync, 4); with a remote tier one thread ("kvt-remote")
  *   that drives its connections; with a shared tier a pool of
- *   shared.threads ("kvt-shared").  Requests served by the SSD tier
+ *   shared.threads ("kvt-shared"); with events.endpoint one publisher
+ *   ("kvt-events") and libzmq's I/O thread.  Requests served by the SSD tier
  *   complete on the I/O thread, those that reach the remote tier on the
  *   remote thread, those that reach the shared tier on its pool.  Every library thread blocks all signals, and
  *   kvt_store_close joins them all.
@@ -316,6 +317,31 @@ int kvt_store_create(struct kvt_store **out);
  *                     or gave up; its status is the local put's); lookup,
  *                     exists, delete and clear reach the server.  A server
  *                     that is down or slow costs misses, never a hang.
+ *   remote.addrs      several kvtierd as one pod-level tier (doc/cluster.md):
+ *                     "ADDR[=WEIGHT],..." (each ADDR as remote.addr, WEIGHT
+ *                     1..1000000 relative capacity, default 1; at most 256;
+ *                     instead of remote.addr).  Blocks are placed by
+ *                     weighted rendezvous hashing in groups of remote.group
+ *                     consecutive blocks of a prompt; every engine of the pod
+ *                     must list the same members (in any order) with the
+ *                     same weights, remote.group and remote.hot_replicas.
+ *                     A member that is down costs its blocks (misses) and
+ *                     is passed over for new blocks while it is down.
+ *   remote.discover   "ADDR,..." (at most 16): instead of remote.addrs, ask
+ *                     these kvtierd (in turn, at open) for the pod's member
+ *                     list (their STATS cluster.member.*, doc/members.md)
+ *                     and use it as remote.addrs, capacity weights scaled to
+ *                     at most 1000000.  A seed that has no list is the one
+ *                     member; if no seed answers within remote.timeout_ms,
+ *                     the seeds are the members (logged).  Read once, at
+ *                     open (doc/cluster.md).
+ *   remote.group      blocks of a prompt placed together, 1..65536
+ *                     (default 16).
+ *   remote.hot_replicas  members that hold a prompt's first group, 1..8
+ *                     (default 2).
+ *   remote.anchor_slots  keys whose group this store remembers from its
+ *                     lookups and prefetches, for single-key requests without
+ *                     KVT_F_PROMPT (default 262144, 16 bytes each; 0: none).
  *   remote.tenant     tenant to authenticate as (default "default").
  *   remote.secret_file  file holding the tenant's secret (16..4096 bytes,
  *                     readable by its owner only); none: AUTH method NONE.
@@ -386,6 +412,19 @@ int kvt_store_create(struct kvt_store **out);
  *   shared.s3_sign_payload  "off" (default: bulk PUTs are signed with
  *                     UNSIGNED-PAYLOAD; every block carries CRC32Cs) or
  *                     "on" (SHA-256 of every body in the signature).
+ *   events.endpoint   publish KV events in vLLM's format (msgpack KVEventBatch
+ *                     over a ZeroMQ PUB socket; doc/kvevents.md): a ZeroMQ
+ *                     endpoint, bound if it holds '*' or '::' or is ipc:// or
+ *                     inproc://, else connected (default none: no events).
+ *                     BlockStored for new blocks, BlockRemoved for deletes
+ *                     (and evictions from a store with no lower tier),
+ *                     AllBlocksCleared for clears.
+ *   events.topic, events.medium  the messages' topic (default "") and the
+ *                     events' medium (default "CPU").
+ *   events.batch_ms   most milliseconds an event waits for its message,
+ *                     0..10000 (default 10).
+ *   events.queue_max  events queued before new ones are dropped (default
+ *                     65536; stat events.dropped).
  *   workers           library worker threads, 1..64 (default 1).
  *   debug.fail_alloc  N: the Nth allocation made through the library's
  *                     allocator from now on fails with -ENOMEM (tests).
@@ -674,6 +713,10 @@ enum kvt_op {
 #define KVT_F_SEALED 0x20u /* put: the value is client-sealed ciphertext (AES-GCM):
 			    * stored with the block, reported in value_flags */
 #define KVT_F_QUIET  0x40u /* get pinned: leave no trace in the cache state (below) */
+#define KVT_F_PROMPT 0x80u /* put, get, get_pinned, exists, delete: keys[0..key_count)
+			    * are the prompt's keys through this block (key is
+			    * keys[key_count - 1]), so that a remote tier over several
+			    * kvtierd places the block with its group (doc/cluster.md) */
 
 #define KVT_NS_ALL UINT32_MAX   /* KVT_OP_CLEAR: every namespace */
 #define KVT_PARTS_MAX 1024      /* most parts in one value */
@@ -687,7 +730,8 @@ struct kvt_req {
 	uint32_t ns;                /* namespace id from kvt_ns_register, or KVT_NS_ALL */
 	uint32_t part;              /* KVT_F_PART: part index */
 	struct kvt_key key;         /* single-key ops */
-	const struct kvt_key *keys; /* LOOKUP, PREFETCH: key_count keys, in prompt order */
+	const struct kvt_key *keys; /* LOOKUP, PREFETCH: key_count keys, in prompt order;
+				     * single-key ops with KVT_F_PROMPT: the prompt so far */
 	uint32_t key_count;
 	uint32_t iov_count;
 	const struct iovec *iov;    /* PUT: parts; GET: destination buffers */
@@ -917,6 +961,32 @@ int kvt_store_stat(struct kvt_store *store, const char *name, uint64_t *value);
  * refused, kvt_strerror names it), -ENOMEM.  Any thread.
  */
 int kvt_remote_stats(struct kvt_store *store, const char *tenant, kvt_stats_fn fn, void *ctx);
+
+/*
+ * Which kvtierd of the remote tier hold a prompt's blocks (remote.addrs,
+ * doc/cluster.md; works with one remote.addr too): asks every node about
+ * every key of keys[0..key_count) (the prompt, in order from its first
+ * block), and fills nodes[0..min(max, nodes)) in remote.addrs order.
+ * *leading (may be NULL) gets the prompt's leading blocks that the nodes
+ * placement puts them on hold: what a lookup would find remotely.
+ * Returns the number of nodes (may exceed max), KVT_ENULL, KVT_ECLOSED,
+ * KVT_ESTATE (no remote tier), KVT_ENONS, KVT_EBADLEN (key_count 0 or
+ * above KVT_BATCH_MAX), -ENOMEM.  Synchronous: a node that is down counts
+ * as holding nothing; one that does not answer costs remote.timeout_ms.
+ * addr stays valid until kvt_store_close.  Any thread.
+ */
+struct kvt_remote_node {
+	const char *addr;   /* as configured */
+	uint32_t weight;    /* as configured (1 by default) */
+	uint32_t up;        /* 0: every connection to it has failed (operations fail fast) */
+	uint64_t placed;    /* blocks of the prompt placement puts on this node (the
+			     * first group: on each of its replicas) */
+	uint64_t held;      /* blocks of the prompt this node holds, placed there or not */
+	uint64_t leading;   /* of *leading, the blocks this node serves */
+};
+int64_t kvt_remote_who(struct kvt_store *store, uint32_t ns, const struct kvt_key *keys,
+		       size_t key_count, struct kvt_remote_node *nodes, size_t max,
+		       uint64_t *leading);
 
 /* ------------------------------------------------------------------------
  * Offline check of a store directory (kvtier fsck)

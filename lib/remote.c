@@ -1993,22 +1993,39 @@ fail:
 	return ret;
 }
 
-void remote_close(struct remote *rm)
+void remote_stop(struct remote *rm)
 {
 	uint64_t one = 1;
 	ssize_t w;
-	if (!rm)
+	if (!rm || !rm->started)
 		return;
 	pthread_mutex_lock(&rm->lock);
 	rm->stop = true;
 	pthread_mutex_unlock(&rm->lock);
 	w = write(rm->wake_fd, &one, sizeof(one));
 	KVT_UNUSED(w);
-	if (rm->started)
-		pthread_join(rm->thread, NULL);
+	pthread_join(rm->thread, NULL);
+	rm->started = false;
 	/* Submissions that raced the stop flag were refused by rop_submit;
 	 * any that landed before it were moved to pending and failed. */
+}
+
+void remote_close(struct remote *rm)
+{
+	if (!rm)
+		return;
+	remote_stop(rm);
 	remote_free(rm);
+}
+
+bool remote_is_down(struct remote *rm)
+{
+	return atomic_load_explicit(&rm->down, memory_order_relaxed);
+}
+
+const char *remote_addr(const struct remote *rm)
+{
+	return rm->cfg.addr;
 }
 
 void remote_stats(struct remote *rm, kvt_stats_fn fn, void *ctx)

@@ -46,6 +46,12 @@ struct remote_config {
 	char *tls_ca;               /* CA file that verifies the server; NULL: the system's */
 	char *tls_cert, *tls_key;   /* client certificate for mutual TLS, or NULL */
 	char *tls_server_name;      /* name the certificate must carry; NULL: addr's host */
+	/* Several kvtierd (cluster.c; remote_open ignores these): */
+	char *addrs;                /* "ADDR[=WEIGHT],..."; owned by the store; or NULL */
+	char *discover;             /* "ADDR,...": seeds whose STATS name the members; or NULL */
+	unsigned group_blocks;      /* blocks of a prompt placed together */
+	unsigned hot_replicas;      /* members that hold a prompt's first group */
+	unsigned anchor_slots;      /* remembered key -> group entries; 0: none */
 };
 
 #define REMOTE_DEF_CONNS 2
@@ -54,6 +60,10 @@ struct remote_config {
 #define REMOTE_DEF_BACKOFF_MS 50
 #define REMOTE_DEF_BACKOFF_MAX_MS 5000
 #define REMOTE_DEF_BATCH 64
+#define REMOTE_DEF_GROUP_BLOCKS 16
+#define REMOTE_DEF_HOT_REPLICAS 2
+#define REMOTE_HOT_REPLICAS_MAX 8
+#define REMOTE_DEF_ANCHOR_SLOTS 262144
 
 /* What an operation learned; read it inside the callback only. */
 struct remote_result {
@@ -75,8 +85,18 @@ typedef void (*remote_get_cb)(void *ctx, int status, struct dram_item *item);
 int remote_open(struct remote **out, const struct remote_config *cfg, struct dram *dram,
 		struct ns_registry *ns, struct kvt_mem *mem, const struct kvt_logger *log);
 /* Stop the thread; operations still queued or in flight fail (-ECANCELED)
- * through their callbacks first.  NULL is a no-op. */
+ * through their callbacks first, and later submissions fail at the call
+ * (-ECANCELED); the handle stays valid until remote_close.  A cluster
+ * (cluster.c) stops every member before it frees any, because one
+ * member's callbacks may submit to another.  Stopping twice is a no-op. */
+void remote_stop(struct remote *rm);
+/* remote_stop, then free.  NULL is a no-op. */
 void remote_close(struct remote *rm);
+
+/* Every connection has failed: operations fail fast (remote.down).  Any thread. */
+bool remote_is_down(struct remote *rm);
+/* The server's address (cfg.addr); valid until remote_close. */
+const char *remote_addr(const struct remote *rm);
 
 /*
  * Operations.  Each returns 0 if its callback will run, or a result for

@@ -40,7 +40,8 @@
 #include <openssl/crypto.h>
 
 #include "kvt_int.h"
-#include "remote.h"
+#include "cluster.h"
+#include "kvevents.h"
 #include "seal.h"
 #include "shared.h"
 #include "ssd.h"
@@ -109,6 +110,7 @@ struct kvt_store {
 	struct ssd_config ssd_cfg;
 	struct remote_config remote_cfg;
 	struct shared_config shared_cfg;
+	struct kvevents_config events_cfg;
 	unsigned worker_count;
 
 	/* directory */
@@ -121,8 +123,9 @@ struct kvt_store {
 	/* tiers */
 	struct dram *dram;
 	struct ssd *ssd;
-	struct remote *remote;
+	struct cluster *remote;       /* the remote tier: one kvtierd or several */
 	struct shared *shared;      /* G4: shared.c; NULL without option shared.dir */
+	struct kvevents *events;    /* kvevents.c; NULL without option events.endpoint */
 	double dram_bps;            /* memcpy rate measured at open, for load estimates */
 
 	/* deferred work */
@@ -239,9 +242,14 @@ int kvt_store_create(struct kvt_store **out)
 	s->remote_cfg.backoff_ms = REMOTE_DEF_BACKOFF_MS;
 	s->remote_cfg.backoff_max_ms = REMOTE_DEF_BACKOFF_MAX_MS;
 	s->remote_cfg.batch = REMOTE_DEF_BATCH;
+	s->remote_cfg.group_blocks = REMOTE_DEF_GROUP_BLOCKS;
+	s->remote_cfg.hot_replicas = REMOTE_DEF_HOT_REPLICAS;
+	s->remote_cfg.anchor_slots = REMOTE_DEF_ANCHOR_SLOTS;
 	s->shared_cfg.threads = SHARED_DEF_THREADS;
 	s->shared_cfg.wd_max_bytes = SHARED_DEF_WD_MAX;
 	s->shared_cfg.direct = true;
+	s->events_cfg.batch_ms = KVEVENTS_DEF_BATCH_MS;
+	s->events_cfg.queue_max = KVEVENTS_DEF_QUEUE_MAX;
 	s->worker_count = 1;
 	s->log.min_level = KVT_LOG_INFO;
 	pthread_mutex_init(&s->work_lock, NULL);
@@ -306,6 +314,16 @@ static int opt_remote(struct remote_config *rc, const char *name, const char *v)
 {
 	if (strcmp(name, "addr") == 0)
 		return opt_str(v, &rc->addr);
+	if (strcmp(name, "addrs") == 0)
+		return opt_str(v, &rc->addrs);
+	if (strcmp(name, "discover") == 0)
+		return opt_str(v, &rc->discover);
+	if (strcmp(name, "group") == 0)
+		return opt_u32(v, 1, KVT_BATCH_MAX, &rc->group_blocks);
+	if (strcmp(name, "hot_replicas") == 0)
+		return opt_u32(v, 1, REMOTE_HOT_REPLICAS_MAX, &rc->hot_replicas);
+	if (strcmp(name, "anchor_slots") == 0)
+		return opt_u32(v, 0, 1u << 26, &rc->anchor_slots);
 	if (strcmp(name, "tenant") == 0)
 		return strlen(v) > 64 ? KVT_EOPTVAL : opt_str(v, &rc->tenant);
 	if (strcmp(name, "secret_file") == 0)
@@ -336,6 +354,22 @@ static int opt_remote(struct remote_config *rc, const char *name, const char *v)
 		return opt_str(v, &rc->tls_key);
 	if (strcmp(name, "tls_server_name") == 0)
 		return opt_str(v, &rc->tls_server_name);
+	return KVT_EOPTION;
+}
+
+/* events.* options (doc/kvevents.md). */
+static int opt_events(struct kvevents_config *ec, const char *name, const char *v)
+{
+	if (strcmp(name, "endpoint") == 0)
+		return opt_str(v, &ec->endpoint);
+	if (strcmp(name, "topic") == 0)
+		return strlen(v) > 255 ? KVT_EOPTVAL : opt_str(v, &ec->topic);
+	if (strcmp(name, "medium") == 0)
+		return strlen(v) > 64 ? KVT_EOPTVAL : opt_str(v, &ec->medium);
+	if (strcmp(name, "batch_ms") == 0)
+		return opt_u32(v, 0, 10000, &ec->batch_ms);
+	if (strcmp(name, "queue_max") == 0)
+		return opt_u32(v, 1, 1u << 24, &ec->queue_max);
 	return KVT_EOPTION;
 }
 
@@ -427,6 +461,8 @@ int kvt_store_set_option(struct kvt_store *s, const char *name, const char *valu
 		return opt_remote(&s->remote_cfg, name + 7, value);
 	if (strncmp(name, "shared.", 7) == 0)
 		return opt_shared(&s->shared_cfg, name + 7, value);
+	if (strncmp(name, "events.", 7) == 0)
+		return opt_events(&s->events_cfg, name + 7, value);
 	{
 		static const char *const policies[] = { "s3fifo", "lru", NULL };
 		static const int policy_vals[] = { DRAM_POLICY_S3FIFO, DRAM_POLICY_LRU };
@@ -771,6 +807,8 @@ int kvt_pin_parts(struct kvt_store *s, uint64_t pin, uint64_t *lens, uint32_t *c
  */
 
 static inline int store_check(struct kvt_store *s);
+static void store_event_stored(struct kvt_store *s, const struct kvt_req *r, uint32_t ns,
+			       const struct kvt_key *key);
 static int key_check(const struct kvt_key *k);
 
 int kvt_put_reserve(struct kvt_store *s, uint32_t ns, const struct kvt_key *key,
@@ -855,14 +893,16 @@ int kvt_put_commit(struct kvt_store *s, uint64_t handle, const uint32_t *crcs)
 		dram_abort(s->dram, item);
 		return KVT_ECORRUPT;
 	}
-	if (s->shared) {
-		/* Written down by policy, as a put is. */
+	if (s->shared || s->events) {
+		/* Written down by policy, as a put is; reported as a put is. */
 		uint32_t ns;
 		struct kvt_key key;
 		dram_item_key(item, &ns, &key);
 		ret = dram_publish(s->dram, item, crcs, NULL, sealed ? DRAM_SEALED : 0, false);
-		if (ret == KVT_OK)
+		if (ret == KVT_OK && s->shared)
 			shared_put(s->shared, ns, &key);
+		if (ret == KVT_OK)
+			store_event_stored(s, NULL, ns, &key);
 		return ret;
 	}
 	return dram_publish(s->dram, item, crcs, NULL, sealed ? DRAM_SEALED : 0, false);
@@ -959,6 +999,52 @@ static int store_serve_dram(struct kvt_store *s, struct kvt_req *r, int tier)
 	return KVT_OK;
 }
 
+/* KV events (events.endpoint): tokens per block of namespace ns, from its
+ * canonical text. */
+static uint32_t ns_block_tokens(struct kvt_store *s, uint32_t ns)
+{
+	const struct ns_entry *e = ns_reg_get(&s->ns, ns);
+	const char *p = e ? strstr(e->canon, "block_tokens=") : NULL;
+	return p ? (uint32_t)strtoul(p + 13, NULL, 10) : 0;
+}
+
+/* A block entered the store (a put or a committed reservation). */
+static void store_event_stored(struct kvt_store *s, const struct kvt_req *r, uint32_t ns,
+			       const struct kvt_key *key)
+{
+	const struct kvt_key *parent = NULL;
+	if (!s->events)
+		return;
+	if (r && (r->flags & KVT_F_PROMPT) && r->key_count > 1)
+		parent = &r->keys[r->key_count - 2];
+	kvevents_stored(s->events, key, parent, ns_block_tokens(s, ns));
+}
+
+static void store_evicted_event(void *ctx, struct dram_item *item, uint32_t ns,
+				const struct kvt_key *key, const struct iovec *view,
+				unsigned view_count, uint64_t len)
+{
+	struct kvt_store *s = ctx;
+	KVT_UNUSED(item);
+	KVT_UNUSED(ns);
+	KVT_UNUSED(view);
+	KVT_UNUSED(view_count);
+	KVT_UNUSED(len);
+	kvevents_removed(s->events, key);
+}
+
+/* Where a single-key request's block sits in its prompt (KVT_F_PROMPT),
+ * for the remote tier's placement over several kvtierd; h is the
+ * caller's storage. */
+static const struct cluster_hint *req_hint(const struct kvt_req *r, struct cluster_hint *h)
+{
+	if (!(r->flags & KVT_F_PROMPT))
+		return NULL;
+	h->keys = r->keys;
+	h->pos = r->key_count - 1;
+	return h;
+}
+
 /*
  * A promotion into DRAM finished (I/O or remote thread): serve the waiting
  * get from the item it published (KVT_OK: we hold a ref), or, if it did
@@ -1021,8 +1107,9 @@ static void store_shared_got(void *ctx, int status, struct dram_item *item)
 {
 	struct kvt_req *r = ctx;
 	struct kvt_store *s = req_queue(r)->store;
+	struct cluster_hint h;
 	if (status != KVT_OK && s->remote &&
-	    remote_get(s->remote, r->ns, &r->key, store_remote_got, r) == 0)
+	    cluster_get(s->remote, r->ns, &r->key, req_hint(r, &h), store_remote_got, r) == 0)
 		return;
 	store_promoted_tier(r, status, item, KVT_TIER_SHARED);
 }
@@ -1030,6 +1117,7 @@ static void store_shared_got(void *ctx, int status, struct dram_item *item)
 /* A get missed DRAM: try the lower tiers.  Returns STORE_PENDING or a status. */
 static int store_get_lower(struct kvt_store *s, struct kvt_req *r, int prio)
 {
+	struct cluster_hint h;
 	int ret = KVT_MISS;
 	if (s->ssd) {
 		ret = ssd_promote(s->ssd, r->ns, &r->key, prio, store_promoted, r);
@@ -1048,7 +1136,8 @@ static int store_get_lower(struct kvt_store *s, struct kvt_req *r, int prio)
 	}
 	if (s->shared && shared_get(s->shared, r->ns, &r->key, prio, store_shared_got, r) == 0)
 		return STORE_PENDING;
-	if (s->remote && remote_get(s->remote, r->ns, &r->key, store_remote_got, r) == 0)
+	if (s->remote &&
+	    cluster_get(s->remote, r->ns, &r->key, req_hint(r, &h), store_remote_got, r) == 0)
 		return STORE_PENDING;
 	return KVT_MISS; /* a server that is down is a miss (remote.fast_fails) */
 }
@@ -1186,13 +1275,15 @@ static void store_shared_exists_done(void *ctx, uint64_t count, uint64_t load_ns
 {
 	struct kvt_req *r = ctx;
 	struct kvt_store *s = req_queue(r)->store;
+	struct cluster_hint h;
 	KVT_UNUSED(load_ns);
 	if (count == 1) {
 		r->tier = KVT_TIER_SHARED;
 		req_complete(s, r, KVT_OK);
 		return;
 	}
-	if (s->remote && remote_exists(s->remote, r->ns, &r->key, store_remote_exists_done, r) == 0)
+	if (s->remote && cluster_exists(s->remote, r->ns, &r->key, req_hint(r, &h),
+					store_remote_exists_done, r) == 0)
 		return;
 	req_complete(s, r, KVT_MISS);
 }
@@ -1206,8 +1297,8 @@ static void store_shared_lookup_done(void *ctx, uint64_t count, uint64_t load_ns
 	r->load_ns += load_ns;
 	if (s->remote && n < r->key_count) {
 		req_stash(r, (int64_t)n);
-		if (remote_lookup(s->remote, r->ns, r->keys + n, (uint32_t)(r->key_count - n),
-				  r->tiers ? r->tiers + n : NULL, store_remote_lookup_done, r) == 0)
+		if (cluster_lookup(s->remote, r->ns, r->keys, (uint32_t)n, r->key_count, r->tiers,
+				   store_remote_lookup_done, r) == 0)
 			return;
 	}
 	req_complete(s, r, KVT_OK);
@@ -1241,6 +1332,8 @@ static int store_prefetch(struct kvt_store *s, struct kvt_req *r)
 	uint64_t in_dram = 0;
 	int status = KVT_OK, ret;
 
+	if (s->remote)
+		cluster_note_prompt(s->remote, r->keys, r->key_count);
 	for (uint32_t i = 0; i < r->key_count; i++) {
 		if (__atomic_load_n(&r->priv_flags_, __ATOMIC_RELAXED)) {
 			status = -ECANCELED; /* kvt_cancel while running: stop issuing */
@@ -1261,8 +1354,10 @@ static int store_prefetch(struct kvt_store *s, struct kvt_req *r)
 		if (ret == KVT_MISS && s->shared)
 			ret = shared_get(s->shared, r->ns, &r->keys[i], IO_PRIO_PREFETCH,
 					 store_prefetched, ctx);
-		if (ret == KVT_MISS && s->remote)
-			ret = remote_get(s->remote, r->ns, &r->keys[i], store_prefetched, ctx);
+		if (ret == KVT_MISS && s->remote) {
+			struct cluster_hint h = { .keys = r->keys, .pos = i };
+			ret = cluster_get(s->remote, r->ns, &r->keys[i], &h, store_prefetched, ctx);
+		}
 		if (ret != 0) {
 			pthread_mutex_lock(&w.lock);
 			w.outstanding--;
@@ -1319,14 +1414,17 @@ static int store_put_sealed(struct kvt_store *s, struct kvt_req *r, const struct
 {
 	struct dram_item *item = NULL;
 	struct store_sealed_wt *w;
+	struct cluster_hint h;
 	int ret;
 
 	if (s->ssd && ssd_find(s->ssd, r->ns, &r->key, NULL) == KVT_OK)
 		return KVT_EXISTS;
 	ret = seal_put(s->seal, sk, s->dram, r->ns, &r->key, r->iov, r->iov_count,
 		       (r->flags & KVT_F_CRC) ? r->crcs : NULL, s->remote ? &item : NULL);
-	if (ret == KVT_OK)
+	if (ret == KVT_OK) {
 		r->tier = KVT_TIER_DRAM;
+		store_event_stored(s, r, r->ns, &r->key);
+	}
 	if (!s->remote || !(ret == KVT_OK || ret == KVT_EFULL || ret == KVT_ETOOBIG))
 		return ret;
 	w = kvt_mem_calloc(&s->mem, 1, sizeof(*w) + r->iov_count * sizeof(struct iovec));
@@ -1349,8 +1447,8 @@ static int store_put_sealed(struct kvt_store *s, struct kvt_req *r, const struct
 			return ret;
 		}
 	}
-	if (remote_put(s->remote, r->ns, &r->key, w->parts, r->iov_count, NULL, true,
-		       store_remote_sealed_done, w) == 0)
+	if (cluster_put(s->remote, r->ns, &r->key, req_hint(r, &h), w->parts, r->iov_count, NULL,
+			true, store_remote_sealed_done, w) == 0)
 		return STORE_PENDING;
 	store_sealed_wt_free(s, w);
 	return ret;
@@ -1377,16 +1475,19 @@ static int store_exec(struct kvt_store *s, struct kvt_req *r)
 			       (r->flags & KVT_F_SEALED) ? DRAM_SEALED : 0);
 		if (ret == KVT_OK)
 			r->tier = KVT_TIER_DRAM;
+		if (ret == KVT_OK)
+			store_event_stored(s, r, r->ns, &r->key);
 		if (ret == KVT_OK && s->shared)
 			shared_put(s->shared, r->ns, &r->key); /* queued, by policy */
 		/* Write-through: other engines must see first-time blocks.  The
 		 * value goes from the caller's parts, which stay valid until the
 		 * request completes; a present key (EXISTS) was written before. */
 		if (s->remote && (ret == KVT_OK || ret == KVT_EFULL || ret == KVT_ETOOBIG)) {
+			struct cluster_hint h;
 			req_stash(r, ret);
-			if (remote_put(s->remote, r->ns, &r->key, r->iov, r->iov_count,
-				       (r->flags & KVT_F_CRC) ? r->crcs : NULL,
-				       (r->flags & KVT_F_SEALED) != 0, store_remote_put_done, r) == 0)
+			if (cluster_put(s->remote, r->ns, &r->key, req_hint(r, &h), r->iov,
+					r->iov_count, (r->flags & KVT_F_CRC) ? r->crcs : NULL,
+					(r->flags & KVT_F_SEALED) != 0, store_remote_put_done, r) == 0)
 				return STORE_PENDING;
 		}
 		return ret;
@@ -1443,9 +1544,12 @@ static int store_exec(struct kvt_store *s, struct kvt_req *r)
 		else if (s->shared && shared_lookup(s->shared, r->ns, &r->key, 1, NULL,
 						    store_shared_exists_done, r) == 0)
 			return STORE_PENDING;
-		else if (s->remote &&
-			 remote_exists(s->remote, r->ns, &r->key, store_remote_exists_done, r) == 0)
-			return STORE_PENDING;
+		else if (s->remote) {
+			struct cluster_hint h;
+			if (cluster_exists(s->remote, r->ns, &r->key, req_hint(r, &h),
+					   store_remote_exists_done, r) == 0)
+				return STORE_PENDING;
+		}
 		return ret;
 	case KVT_OP_DELETE: {
 		/* The tombstone first (if it cannot be had, nothing changes),
@@ -1465,15 +1569,19 @@ static int store_exec(struct kvt_store *s, struct kvt_req *r)
 		if (s->shared && shared_delete(s->shared, r->ns, &r->key) == KVT_OK)
 			b = KVT_OK; /* one unlink: no round trip worth a thread */
 		ret = a == KVT_OK || b == KVT_OK ? KVT_OK : KVT_MISS;
+		if (ret == KVT_OK && s->events)
+			kvevents_removed(s->events, &r->key);
 		if (s->remote) {
 			req_stash(r, ret);
-			ret = remote_delete(s->remote, r->ns, &r->key, store_remote_delete_done, r);
+			ret = cluster_delete(s->remote, r->ns, &r->key, store_remote_delete_done, r);
 			return ret == 0 ? STORE_PENDING : ret;
 		}
 		return ret;
 	}
 	case KVT_OP_LOOKUP: {
 		uint64_t n = 0, dram_bytes = 0, ssd_bytes = 0;
+		if (s->remote)
+			cluster_note_prompt(s->remote, r->keys, r->key_count);
 		if (!s->ssd) {
 			if (d)
 				n = (uint64_t)dram_lookup(d, r->ns, r->keys, r->key_count, r->tiers,
@@ -1508,9 +1616,8 @@ static int store_exec(struct kvt_store *s, struct kvt_req *r)
 		}
 		if (s->remote && n < r->key_count) {
 			req_stash(r, (int64_t)n);
-			if (remote_lookup(s->remote, r->ns, r->keys + n, (uint32_t)(r->key_count - n),
-					  r->tiers ? r->tiers + n : NULL, store_remote_lookup_done,
-					  r) == 0)
+			if (cluster_lookup(s->remote, r->ns, r->keys, (uint32_t)n, r->key_count,
+					   r->tiers, store_remote_lookup_done, r) == 0)
 				return STORE_PENDING;
 		}
 		return KVT_OK;
@@ -1534,9 +1641,11 @@ static int store_exec(struct kvt_store *s, struct kvt_req *r)
 				a = c;
 		}
 		r->length = (uint64_t)(a > b ? a : b);
+		if (s->events)
+			kvevents_cleared(s->events); /* the format has no per-namespace clear */
 		if (s->remote) {
 			req_stash(r, (int64_t)r->length);
-			ret = remote_clear(s->remote, r->ns, store_remote_clear_done, r);
+			ret = cluster_clear(s->remote, r->ns, store_remote_clear_done, r);
 			return ret == 0 ? STORE_PENDING : ret;
 		}
 		return KVT_OK;
@@ -1547,7 +1656,7 @@ static int store_exec(struct kvt_store *s, struct kvt_req *r)
 			pthread_cond_wait(&s->work_cond, &s->work_lock);
 		pthread_mutex_unlock(&s->work_lock);
 		if (s->remote)
-			remote_flush(s->remote); /* puts written through are answered */
+			cluster_flush(s->remote); /* puts written through are answered */
 		if (s->shared)
 			shared_flush(s->shared); /* write-downs queued so far are on it */
 		return s->ssd ? ssd_flush(s->ssd) : KVT_OK;
@@ -1774,7 +1883,7 @@ static void store_release(struct kvt_store *s, bool child)
 		shared_stop(s->shared);
 	/* First: its thread completes gets into DRAM and reads the callers' parts. */
 	if (!child)
-		remote_close(s->remote);
+		cluster_close(s->remote);
 	s->remote = NULL; /* a child has no remote thread: its memory is left */
 	if (s->ssd) {
 		/* Before DRAM: queued write-downs pin DRAM blocks, and reads in
@@ -1791,6 +1900,9 @@ static void store_release(struct kvt_store *s, bool child)
 		dram_close(s->dram);
 		s->dram = NULL;
 	}
+	if (!child)
+		kvevents_close(s->events); /* after every thread that reports events */
+	s->events = NULL;
 	seal_close(s->seal);
 	s->seal = NULL;
 	if (!child)
@@ -1903,7 +2015,7 @@ static int store_open_locked(struct kvt_store *s)
 		}
 		dram_set_admit_hook(s->dram, ssd_admit, s->ssd);
 	}
-	if (s->remote_cfg.addr) {
+	if (s->remote_cfg.addr || s->remote_cfg.addrs || s->remote_cfg.discover) {
 		if (!s->dram) {
 			kvt_logf(&s->log, KVT_LOG_ERROR, "the remote tier needs a DRAM tier");
 			ret = KVT_EOPTVAL;
@@ -1911,7 +2023,7 @@ static int store_open_locked(struct kvt_store *s)
 		}
 		if (s->remote_cfg.backoff_max_ms < s->remote_cfg.backoff_ms)
 			s->remote_cfg.backoff_max_ms = s->remote_cfg.backoff_ms;
-		ret = remote_open(&s->remote, &s->remote_cfg, s->dram, &s->ns, &s->mem, &s->log);
+		ret = cluster_open(&s->remote, &s->remote_cfg, s->dram, &s->ns, &s->mem, &s->log);
 		if (ret < 0) {
 			kvt_logf(&s->log, KVT_LOG_ERROR, "remote tier: %s", kvt_strerror(ret));
 			goto fail;
@@ -1936,6 +2048,14 @@ static int store_open_locked(struct kvt_store *s)
 		dram_set_evict_hook(s->dram, shared_evicted, s->shared);
 		if (s->ssd)
 			ssd_set_evict_hook(s->ssd, &shared_ssd_hook, s->shared);
+	}
+	if (s->events_cfg.endpoint) {
+		ret = kvevents_open(&s->events, &s->events_cfg, &s->mem, &s->log);
+		if (ret < 0)
+			goto fail;
+		/* With no lower tier, a block DRAM evicts leaves the store. */
+		if (s->dram && !s->ssd && !s->shared)
+			dram_set_evict_hook(s->dram, store_evicted_event, s);
 	}
 	s->dram_bps = store_measure_memcpy();
 	ret = workers_start(s);
@@ -1984,6 +2104,8 @@ void kvt_store_destroy(struct kvt_store *s)
 	}
 	free(s->path);
 	free(s->remote_cfg.addr);
+	free(s->remote_cfg.addrs);
+	free(s->remote_cfg.discover);
 	free(s->remote_cfg.tenant);
 	free(s->remote_cfg.secret_file);
 	free(s->remote_cfg.tls_ca);
@@ -1995,6 +2117,9 @@ void kvt_store_destroy(struct kvt_store *s)
 	free(s->shared_cfg.s3_bucket);
 	free(s->shared_cfg.s3_region);
 	free(s->shared_cfg.s3_credentials);
+	free(s->events_cfg.endpoint);
+	free(s->events_cfg.topic);
+	free(s->events_cfg.medium);
 	if (s->fork_page)
 		munmap((void *)s->fork_page, 4096);
 	if (!child) {
@@ -2159,7 +2284,7 @@ static int key_check(const struct kvt_key *k)
 }
 
 #define KVT_F_ALL (KVT_F_PART | KVT_F_RANGE | KVT_F_CRC | KVT_F_VERIFY | KVT_F_DEFER | \
-		   KVT_F_SEALED | KVT_F_QUIET)
+		   KVT_F_SEALED | KVT_F_QUIET | KVT_F_PROMPT)
 
 static int req_check(struct kvt_store *s, const struct kvt_req *r)
 {
@@ -2178,6 +2303,15 @@ static int req_check(struct kvt_store *s, const struct kvt_req *r)
 		return KVT_EBADOP;
 	if ((r->flags & KVT_F_VERIFY) && (r->flags & KVT_F_RANGE))
 		return KVT_EBADOP; /* CRCs cover whole parts */
+	if (r->flags & KVT_F_PROMPT) {
+		if (r->op != KVT_OP_PUT && r->op != KVT_OP_GET && r->op != KVT_OP_GET_PINNED &&
+		    r->op != KVT_OP_EXISTS && r->op != KVT_OP_DELETE)
+			return KVT_EBADOP;
+		if (!r->keys)
+			return KVT_ENULL;
+		if (r->key_count == 0 || r->key_count > KVT_BATCH_MAX)
+			return KVT_EBADLEN;
+	}
 	if (r->op == KVT_OP_FLUSH)
 		return 0;
 	if (!(r->op == KVT_OP_CLEAR && r->ns == KVT_NS_ALL) && !ns_reg_get(&s->ns, r->ns))
@@ -2340,7 +2474,7 @@ int kvt_submit(struct kvt_queue *q, struct kvt_req *const reqs[], unsigned n)
 	}
 	/* 2. Run or queue them; every one now completes exactly once. */
 	if (s->remote && n > 1)
-		remote_plug(s->remote);
+		cluster_plug(s->remote);
 	atomic_fetch_add(&q->inflight, (int)n);
 	atomic_fetch_add_explicit(&s->submitted, n, memory_order_relaxed);
 	for (i = 0; i < n; i++) {
@@ -2378,7 +2512,7 @@ int kvt_submit(struct kvt_queue *q, struct kvt_req *const reqs[], unsigned n)
 		}
 	}
 	if (s->remote && n > 1)
-		remote_unplug(s->remote);
+		cluster_unplug(s->remote);
 	return (int)n;
 }
 
@@ -2640,7 +2774,28 @@ int kvt_remote_stats(struct kvt_store *s, const char *tenant, kvt_stats_fn fn, v
 		return ret;
 	if (!s->remote)
 		return KVT_ESTATE;
-	return remote_stats_query(s->remote, tenant, fn, ctx);
+	return cluster_stats_query(s->remote, tenant, fn, ctx);
+}
+
+int64_t kvt_remote_who(struct kvt_store *s, uint32_t ns, const struct kvt_key *keys,
+		       size_t key_count, struct kvt_remote_node *nodes, size_t max,
+		       uint64_t *leading)
+{
+	int ret;
+	if (!s || !keys || (!nodes && max))
+		return KVT_ENULL;
+	if ((ret = store_check(s)) < 0)
+		return ret;
+	if (!s->remote)
+		return KVT_ESTATE;
+	if (!ns_reg_get(&s->ns, ns))
+		return KVT_ENONS;
+	if (key_count == 0 || key_count > KVT_BATCH_MAX)
+		return KVT_EBADLEN;
+	for (size_t i = 0; i < key_count; i++)
+		if ((ret = key_check(&keys[i])) < 0)
+			return ret;
+	return cluster_who(s->remote, ns, keys, (uint32_t)key_count, nodes, max, leading);
 }
 
 int kvt_store_stats(struct kvt_store *s, kvt_stats_fn fn, void *ctx)
@@ -2676,7 +2831,9 @@ int kvt_store_stats(struct kvt_store *s, kvt_stats_fn fn, void *ctx)
 	if (s->ssd)
 		ssd_stats(s->ssd, fn, ctx);
 	if (s->remote)
-		remote_stats(s->remote, fn, ctx);
+		cluster_stats(s->remote, fn, ctx);
+	if (s->events)
+		kvevents_stats(s->events, fn, ctx);
 	if (s->shared)
 		shared_stats(s->shared, fn, ctx);
 	quota_stats(&s->quota, fn, ctx);

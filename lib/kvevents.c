@@ -1,0 +1,378 @@
+/*
+ * kvevents.c - KV cache events in vLLM's KVEventBatch format over a
+ * ZeroMQ PUB socket (kvevents.h says what goes on the wire,
+ * doc/kvevents.md how a router subscribes).
+ *
+ * Owns: the ZeroMQ context and PUB socket (used by the publisher thread
+ * only, after kvevents_open created it), the queue of events not yet sent
+ * (two growable arrays: one filled under ev->lock, one being encoded by
+ * the thread), the encode buffer, the sequence counter and the
+ * events.* counters.
+ *
+ * The thread wakes when the first event is queued into an empty queue
+ * (then waits up to events.batch_ms for more: one message per batch, as
+ * vLLM sends one per scheduler step) or at close; it swaps the arrays,
+ * encodes one KVEventBatch with msgpack-c's packer into its buffer, and
+ * sends [topic, seq, payload].  A full queue drops new events (counted:
+ * a router that misses events sees stale state, never a stalled put).
+ *
+ * Locks: ev->lock guards the filling array, stop and the wake flag;
+ * everything else belongs to the thread (or to open/close around it).
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include <msgpack.h>
+#include <zmq.h>
+
+#include "kvevents.h"
+
+struct evq {
+	struct kvevent *ev;
+	size_t n, cap;
+};
+
+struct kvevents {
+	struct kvevents_config cfg;
+	struct kvt_mem *mem;
+	const struct kvt_logger *log;
+	void *zctx, *pub;
+	char endpoint[256];             /* ZMQ_LAST_ENDPOINT: what it is bound to */
+
+	pthread_t thread;
+	bool started;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	struct evq fill;                /* lock */
+	bool stop;                      /* lock */
+
+	/* publisher thread */
+	struct evq send;
+	uint8_t *buf;
+	size_t buf_cap;
+	uint64_t seq;
+
+	_Atomic uint64_t c_events, c_dropped, c_batches, c_send_errors, c_bytes;
+};
+
+/* ------------------------------------------------------------------------
+ * Encoding
+ */
+
+struct enc {
+	uint8_t *buf;
+	size_t cap, len;         /* len counts past cap: the size needed */
+};
+
+static int enc_write(void *data, const char *p, size_t n)
+{
+	struct enc *e = data;
+	if (e->len + n <= e->cap)
+		memcpy(e->buf + e->len, p, n);
+	e->len += n;
+	return 0;
+}
+
+static void enc_hash(msgpack_packer *pk, const struct kvt_key *k)
+{
+	msgpack_pack_bin(pk, k->len);
+	msgpack_pack_bin_body(pk, k->bytes, k->len);
+}
+
+static void enc_str(msgpack_packer *pk, const char *s)
+{
+	size_t n = strlen(s);
+	msgpack_pack_str(pk, n);
+	msgpack_pack_str_body(pk, s, n);
+}
+
+int64_t kvevents_encode(const struct kvevent *evs, size_t n, double ts, const char *medium,
+			uint8_t *buf, size_t cap, size_t *need)
+{
+	struct enc e = { buf, cap, 0 };
+	msgpack_packer pk;
+
+	msgpack_packer_init(&pk, &e, enc_write);
+	msgpack_pack_array(&pk, 2);
+	msgpack_pack_double(&pk, ts);
+	msgpack_pack_array(&pk, n);
+	for (size_t i = 0; i < n; i++) {
+		const struct kvevent *v = &evs[i];
+		switch (v->type) {
+		case KVEV_STORED:
+			msgpack_pack_array(&pk, 7);
+			enc_str(&pk, "BlockStored");
+			msgpack_pack_array(&pk, 1);
+			enc_hash(&pk, &v->key);
+			if (v->has_parent)
+				enc_hash(&pk, &v->parent);
+			else
+				msgpack_pack_nil(&pk);
+			msgpack_pack_array(&pk, 0);   /* token_ids: not known to the store */
+			msgpack_pack_uint32(&pk, v->block_size);
+			msgpack_pack_nil(&pk);        /* lora_id */
+			enc_str(&pk, medium);
+			break;
+		case KVEV_REMOVED:
+			msgpack_pack_array(&pk, 3);
+			enc_str(&pk, "BlockRemoved");
+			msgpack_pack_array(&pk, 1);
+			enc_hash(&pk, &v->key);
+			enc_str(&pk, medium);
+			break;
+		default:
+			msgpack_pack_array(&pk, 1);
+			enc_str(&pk, "AllBlocksCleared");
+			break;
+		}
+	}
+	if (e.len > cap) {
+		if (need)
+			*need = e.len;
+		return KVT_EBUFSMALL;
+	}
+	return (int64_t)e.len;
+}
+
+/* ------------------------------------------------------------------------
+ * Queueing (any thread)
+ */
+
+static void kvevents_push(struct kvevents *ev, const struct kvevent *v)
+{
+	bool wake;
+	pthread_mutex_lock(&ev->lock);
+	if (ev->fill.n == ev->fill.cap) {
+		size_t nc = ev->fill.cap ? ev->fill.cap * 2 : 256;
+		struct kvevent *na;
+		if (nc > ev->cfg.queue_max)
+			nc = ev->cfg.queue_max;
+		na = nc > ev->fill.cap ? kvt_mem_realloc(ev->mem, ev->fill.ev,
+							 ev->fill.cap * sizeof(*na),
+							 nc * sizeof(*na))
+				       : NULL;
+		if (!na) {
+			pthread_mutex_unlock(&ev->lock);
+			atomic_fetch_add_explicit(&ev->c_dropped, 1, memory_order_relaxed);
+			return;
+		}
+		ev->fill.ev = na;
+		ev->fill.cap = nc;
+	}
+	ev->fill.ev[ev->fill.n++] = *v;
+	wake = ev->fill.n == 1;
+	pthread_mutex_unlock(&ev->lock);
+	atomic_fetch_add_explicit(&ev->c_events, 1, memory_order_relaxed);
+	if (wake)
+		pthread_cond_signal(&ev->cond);
+}
+
+void kvevents_stored(struct kvevents *ev, const struct kvt_key *key,
+		     const struct kvt_key *parent, uint32_t block_size)
+{
+	struct kvevent v = { .type = KVEV_STORED, .block_size = block_size, .key = *key };
+	if (parent) {
+		v.has_parent = true;
+		v.parent = *parent;
+	}
+	kvevents_push(ev, &v);
+}
+
+void kvevents_removed(struct kvevents *ev, const struct kvt_key *key)
+{
+	struct kvevent v = { .type = KVEV_REMOVED, .key = *key };
+	kvevents_push(ev, &v);
+}
+
+void kvevents_cleared(struct kvevents *ev)
+{
+	struct kvevent v = { .type = KVEV_CLEARED };
+	kvevents_push(ev, &v);
+}
+
+/* ------------------------------------------------------------------------
+ * The publisher thread
+ */
+
+static void kvevents_send(struct kvevents *ev)
+{
+	struct timespec now;
+	size_t need = 0;
+	int64_t len;
+	uint8_t seq[8];
+
+	clock_gettime(CLOCK_REALTIME, &now);
+	for (;;) {
+		len = kvevents_encode(ev->send.ev, ev->send.n,
+				      (double)now.tv_sec + (double)now.tv_nsec / 1e9,
+				      ev->cfg.medium ? ev->cfg.medium : "CPU", ev->buf, ev->buf_cap,
+				      &need);
+		if (len != KVT_EBUFSMALL)
+			break;
+		kvt_mem_free(ev->mem, ev->buf, ev->buf_cap);
+		ev->buf_cap = 0;
+		ev->buf = kvt_mem_alloc(ev->mem, need);
+		if (!ev->buf) {
+			atomic_fetch_add_explicit(&ev->c_dropped, ev->send.n, memory_order_relaxed);
+			return;
+		}
+		ev->buf_cap = need;
+	}
+	for (int i = 0; i < 8; i++)
+		seq[i] = (uint8_t)(ev->seq >> (56 - 8 * i));
+	ev->seq++;
+	{
+		const char *topic = ev->cfg.topic ? ev->cfg.topic : "";
+		/* A PUB socket never blocks: with no subscriber, or one past its
+		 * high-water mark, ZeroMQ drops the message. */
+		if (zmq_send(ev->pub, topic, strlen(topic), ZMQ_SNDMORE) < 0 ||
+		    zmq_send(ev->pub, seq, sizeof(seq), ZMQ_SNDMORE) < 0 ||
+		    zmq_send(ev->pub, ev->buf, (size_t)len, 0) < 0) {
+			atomic_fetch_add_explicit(&ev->c_send_errors, 1, memory_order_relaxed);
+			return;
+		}
+	}
+	atomic_fetch_add_explicit(&ev->c_batches, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&ev->c_bytes, (uint64_t)len, memory_order_relaxed);
+}
+
+static void *kvevents_main(void *arg)
+{
+	struct kvevents *ev = arg;
+	sigset_t all;
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, NULL);
+	pthread_mutex_lock(&ev->lock);
+	for (;;) {
+		struct evq t;
+		bool stop;
+		while (!ev->stop && ev->fill.n == 0)
+			pthread_cond_wait(&ev->cond, &ev->lock);
+		if (!ev->stop && ev->cfg.batch_ms) {
+			/* Let the batch fill: one message per burst. */
+			struct timespec until;
+			clock_gettime(CLOCK_REALTIME, &until);
+			until.tv_nsec += (long)(ev->cfg.batch_ms % 1000) * 1000000L;
+			until.tv_sec += ev->cfg.batch_ms / 1000 + until.tv_nsec / 1000000000L;
+			until.tv_nsec %= 1000000000L;
+			while (!ev->stop &&
+			       pthread_cond_timedwait(&ev->cond, &ev->lock, &until) != ETIMEDOUT)
+				;
+		}
+		stop = ev->stop;
+		t = ev->fill;
+		ev->fill = ev->send;
+		ev->fill.n = 0;
+		ev->send = t;
+		pthread_mutex_unlock(&ev->lock);
+		if (ev->send.n)
+			kvevents_send(ev);
+		ev->send.n = 0;
+		pthread_mutex_lock(&ev->lock);
+		if (stop && ev->fill.n == 0)
+			break;
+	}
+	pthread_mutex_unlock(&ev->lock);
+	return NULL;
+}
+
+/* ------------------------------------------------------------------------
+ * Open and close
+ */
+
+static void kvevents_free(struct kvevents *ev)
+{
+	if (ev->pub)
+		zmq_close(ev->pub);
+	if (ev->zctx)
+		zmq_ctx_term(ev->zctx);
+	kvt_mem_free(ev->mem, ev->fill.ev, ev->fill.cap * sizeof(*ev->fill.ev));
+	kvt_mem_free(ev->mem, ev->send.ev, ev->send.cap * sizeof(*ev->send.ev));
+	kvt_mem_free(ev->mem, ev->buf, ev->buf_cap);
+	pthread_cond_destroy(&ev->cond);
+	pthread_mutex_destroy(&ev->lock);
+	kvt_mem_free(ev->mem, ev, sizeof(*ev));
+}
+
+int kvevents_open(struct kvevents **out, const struct kvevents_config *cfg,
+		  struct kvt_mem *mem, const struct kvt_logger *log)
+{
+	struct kvevents *ev = kvt_mem_calloc(mem, 1, sizeof(*ev));
+	const char *ep = cfg->endpoint;
+	int linger = 200, hwm = 100000, ret;
+	size_t len;
+
+	if (!ev)
+		return -ENOMEM;
+	ev->cfg = *cfg;
+	if (!ev->cfg.queue_max)
+		ev->cfg.queue_max = KVEVENTS_DEF_QUEUE_MAX;
+	ev->mem = mem;
+	ev->log = log;
+	pthread_mutex_init(&ev->lock, NULL);
+	pthread_cond_init(&ev->cond, NULL);
+	ev->zctx = zmq_ctx_new();
+	ev->pub = ev->zctx ? zmq_socket(ev->zctx, ZMQ_PUB) : NULL;
+	if (!ev->pub) {
+		ret = -ENOMEM;
+		goto fail;
+	}
+	zmq_setsockopt(ev->pub, ZMQ_LINGER, &linger, sizeof(linger));
+	zmq_setsockopt(ev->pub, ZMQ_SNDHWM, &hwm, sizeof(hwm));
+	/* vLLM's rule: bind a wildcard or a local transport, else connect. */
+	if (strchr(ep, '*') || strstr(ep, "::") || strncmp(ep, "ipc://", 6) == 0 ||
+	    strncmp(ep, "inproc://", 9) == 0)
+		ret = zmq_bind(ev->pub, ep);
+	else
+		ret = zmq_connect(ev->pub, ep);
+	if (ret < 0) {
+		kvt_logf(log, KVT_LOG_ERROR, "events: cannot use events.endpoint %s: %s", ep,
+			 zmq_strerror(zmq_errno()));
+		ret = KVT_EOPTVAL;
+		goto fail;
+	}
+	len = sizeof(ev->endpoint);
+	if (zmq_getsockopt(ev->pub, ZMQ_LAST_ENDPOINT, ev->endpoint, &len) < 0 || !ev->endpoint[0])
+		snprintf(ev->endpoint, sizeof(ev->endpoint), "%s", ep);
+	ret = -pthread_create(&ev->thread, NULL, kvevents_main, ev);
+	if (ret < 0)
+		goto fail;
+	pthread_setname_np(ev->thread, "kvt-events");
+	ev->started = true;
+	kvt_logf(log, KVT_LOG_INFO, "events: publishing KV events on %s", ev->endpoint);
+	*out = ev;
+	return 0;
+fail:
+	kvevents_free(ev);
+	return ret;
+}
+
+void kvevents_close(struct kvevents *ev)
+{
+	if (!ev)
+		return;
+	if (ev->started) {
+		pthread_mutex_lock(&ev->lock);
+		ev->stop = true;
+		pthread_cond_signal(&ev->cond);
+		pthread_mutex_unlock(&ev->lock);
+		pthread_join(ev->thread, NULL);
+	}
+	kvevents_free(ev);
+}
+
+void kvevents_stats(struct kvevents *ev, kvt_stats_fn fn, void *ctx)
+{
+#define S(name, c) fn(ctx, "events." name, atomic_load_explicit(&ev->c, memory_order_relaxed), NULL)
+	fn(ctx, "events.endpoint", 0, ev->endpoint);
+	S("queued", c_events);
+	S("dropped", c_dropped);
+	S("batches", c_batches);
+	S("send_errors", c_send_errors);
+	S("bytes", c_bytes);
+#undef S
+}

@@ -1,0 +1,80 @@
+/*
+ * kvevents.h - KV cache events in vLLM's format (doc/kvevents.md): the
+ * store reports the blocks it stores and drops, and a publisher thread
+ * sends them as msgpack KVEventBatch messages on a ZeroMQ PUB socket, the
+ * way vLLM's ZmqEventPublisher does, so that a KV-aware router (llm-d,
+ * Dynamo) that follows vLLM engines can follow a kvtier store or a kvtierd.
+ *
+ * A message is three frames: topic (events.topic), an 8-byte big-endian
+ * sequence number (0, 1, ... per publisher), and the payload:
+ *
+ *   KVEventBatch      [ts: float64, events: [event, ...]]
+ *   BlockStored       ["BlockStored", [hash], parent_hash | nil, [], block_size,
+ *                      nil (lora_id), medium]
+ *   BlockRemoved      ["BlockRemoved", [hash], medium]
+ *   AllBlocksCleared  ["AllBlocksCleared"]
+ *
+ * (msgspec array_like structs, tag first.)  A hash is the block's key as
+ * msgpack bin (vLLM's ExternalBlockHash is bytes).
+ *
+ * Threads: kvevents_stored/removed/cleared from any thread (they queue
+ * under a mutex and never block on the socket: past events.queue_max
+ * queued events they drop, counted); one publisher thread owns the socket.
+ */
+#ifndef KVT_KVEVENTS_H
+#define KVT_KVEVENTS_H
+
+#include "kvt_int.h"
+
+struct kvevents;
+
+struct kvevents_config {
+	char *endpoint;          /* "tcp://HOST:*" or a wildcard host binds, "tcp://HOST:PORT"
+				  * connects (vLLM's rule); owned by the store */
+	char *topic;             /* NULL: "" */
+	char *medium;            /* NULL: "CPU" */
+	unsigned batch_ms;       /* most time an event waits for its batch */
+	unsigned queue_max;      /* events queued before new ones are dropped */
+};
+
+#define KVEVENTS_DEF_BATCH_MS 10
+#define KVEVENTS_DEF_QUEUE_MAX 65536
+
+enum { KVEV_STORED = 1, KVEV_REMOVED, KVEV_CLEARED };
+
+/* One event, as queued and as the encoder takes it. */
+struct kvevent {
+	uint8_t type;            /* KVEV_* */
+	bool has_parent;
+	uint32_t block_size;     /* STORED: tokens per block */
+	struct kvt_key key;
+	struct kvt_key parent;   /* STORED with has_parent */
+};
+
+/*
+ * Open the socket (bind or connect, as vLLM decides: bind if the endpoint
+ * has '*' or '::' or is ipc:// or inproc://) and start the thread.  0,
+ * KVT_EOPTVAL (endpoint refused by ZeroMQ: logged), -ENOMEM, -errno.
+ */
+int kvevents_open(struct kvevents **out, const struct kvevents_config *cfg,
+		  struct kvt_mem *mem, const struct kvt_logger *log);
+/* Send what is queued, stop the thread, close the socket.  NULL: no-op. */
+void kvevents_close(struct kvevents *ev);
+
+void kvevents_stored(struct kvevents *ev, const struct kvt_key *key,
+		     const struct kvt_key *parent, uint32_t block_size);
+void kvevents_removed(struct kvevents *ev, const struct kvt_key *key);
+void kvevents_cleared(struct kvevents *ev);
+
+void kvevents_stats(struct kvevents *ev, kvt_stats_fn fn, void *ctx);
+
+/*
+ * Encode one KVEventBatch of evs[0..n) at time ts (seconds since the
+ * epoch) into buf[0..cap).  Returns the length, or KVT_EBUFSMALL with
+ * *need set (retry with that much), -ENOMEM.  Pure: for the thread and
+ * for tests.
+ */
+int64_t kvevents_encode(const struct kvevent *evs, size_t n, double ts, const char *medium,
+			uint8_t *buf, size_t cap, size_t *need);
+
+#endif

@@ -1,0 +1,777 @@
+/*
+ * test_cluster.c - the remote tier over three real kvtierd (remote.addrs,
+ * doc/cluster.md): engines in this process, each a DRAM-only store whose
+ * remote tier is the three servers on loopback.
+ *
+ * Usage: test_cluster PATH-TO-KVTIERD [PATH-TO-KVTIER]
+ *
+ * What it proves: a long prompt's blocks spread over the members in
+ * groups (every member holds some, each block exactly where placement
+ * says, the first group on two); another engine finds the whole prompt
+ * with one lookup_prefix and gets every block byte-exact; a prompt put
+ * with KVT_F_PROMPT (no lookup first) lands where lookups look;
+ * kvt_remote_who and kvtier who count what asking each server alone
+ * finds; after
+ * kill -9 of one member its blocks are misses, the others' still hit, a
+ * lookup stops exactly at the first lost block, every call returns
+ * promptly, and new prompts are placed on the live members and hit.
+ * A member stopped with SIGSTOP costs misses within the deadline, then
+ * fails fast, and serves its blocks again after SIGCONT.
+ * remote.discover reads the member list from a seed kvtierd (--members)
+ * and places exactly as the same list given in remote.addrs.
+ * Node 0 publishes KV events (events.endpoint): one BlockStored for each
+ * block placement gave it, none for the others', no sequence gap.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <msgpack.h>
+#include <zmq.h>
+
+#include "server.h"
+#include "t.h"
+#include "tstore.h"
+
+#define NODES 3
+#define BLOCKS 160   /* the long prompt */
+#define GROUP 8
+#define VLEN 4096
+
+static const char *bin, *cli;
+static char *base;
+static char addrs[NODES * 64], node_addr[NODES][64], node_base[NODES][600];
+
+static unsigned events_drain(const struct kvt_key *keys, uint32_t n, uint8_t *stored);
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static uint64_t stat_of(struct kvt_store *s, const char *name)
+{
+	uint64_t v = 0;
+	T_OK(kvt_store_stat(s, name, &v));
+	return v;
+}
+
+static struct kvt_store *engine_at(const char *opt, const char *addr)
+{
+	return t_store_open("dram.capacity", "32M", "dram.chunk", "4K", "dram.prefault", "off",
+			    opt, addr, "remote.group", "8", "remote.hot_replicas", "2",
+			    "remote.timeout_ms", "3000", "remote.backoff_ms", "20",
+			    "remote.backoff_max_ms", "200", NULL);
+}
+
+static struct kvt_store *engine(void)
+{
+	return engine_at("remote.addrs", addrs);
+}
+
+/* An engine that gives up on a silent member quickly. */
+static struct kvt_store *engine_impatient(void)
+{
+	return t_store_open("dram.capacity", "32M", "dram.chunk", "4K", "dram.prefault", "off",
+			    "remote.addrs", addrs, "remote.group", "8", "remote.hot_replicas", "2",
+			    "remote.timeout_ms", "400", "remote.connect_timeout_ms", "300",
+			    "remote.backoff_ms", "20", "remote.backoff_max_ms", "100", NULL);
+}
+
+static void wait_up(struct kvt_store *s, uint64_t want)
+{
+	for (int i = 0; i < 1000; i++) {
+		if (stat_of(s, "remote.conns_up") >= want)
+			return;
+		tsrv_sleep_ms(10);
+	}
+	T_FAIL("remote tier never connected (%llu conns up)",
+	       (unsigned long long)stat_of(s, "remote.conns_up"));
+}
+
+static void put_block(struct kvt_store *s, uint32_t ns, const struct kvt_key *keys, uint32_t i,
+		      uint64_t seed, bool hint)
+{
+	static uint8_t v[VLEN];
+	struct iovec part = { v, sizeof(v) };
+	struct kvt_req r = { .op = KVT_OP_PUT, .ns = ns, .key = keys[i], .iov = &part,
+			     .iov_count = 1 };
+	struct kvt_req *rp = &r, *got;
+	struct kvt_queue *q;
+	t_fill(v, sizeof(v), seed + i);
+	if (hint) {
+		r.flags = KVT_F_PROMPT;
+		r.keys = keys;
+		r.key_count = i + 1;
+	}
+	T_OK(kvt_queue_create(s, &q));
+	T_RC(kvt_submit(q, &rp, 1), 1);
+	T_RC(kvt_queue_wait(q, &got, 1, 30000), 1);
+	T_RC(r.status, KVT_OK);
+	T_OK(kvt_queue_destroy(q));
+}
+
+/* Get block i; KVT_OK with the right bytes from the remote tier, or a miss. */
+static int get_block(struct kvt_store *s, uint32_t ns, const struct kvt_key *keys, uint32_t i,
+		     uint64_t seed)
+{
+	static uint8_t buf[VLEN], want[VLEN];
+	uint64_t len = 0;
+	int rc = kvt_get(s, ns, &keys[i], buf, sizeof(buf), &len);
+	if (rc == KVT_OK) {
+		t_fill(want, sizeof(want), seed + i);
+		T_EQ_U64(len, VLEN);
+		T_EQ_MEM(buf, want, VLEN);
+	}
+	return rc;
+}
+
+static void mk_keys(struct kvt_key *keys, uint32_t n, uint64_t first)
+{
+	for (uint32_t i = 0; i < n; i++)
+		keys[i] = t_key(first + i);
+}
+
+/* holders[i]: bit m set if member m alone (its own store, one addr) has block i. */
+static void holders_of(uint32_t n, const struct kvt_key *keys, uint8_t *holders,
+		       uint64_t *held)
+{
+	memset(holders, 0, n);
+	for (unsigned m = 0; m < NODES; m++) {
+		struct kvt_store *s = engine_at("remote.addr", node_addr[m]);
+		uint32_t ns = t_ns(s, "cluster");
+		held[m] = 0;
+		wait_up(s, 1);
+		for (uint32_t i = 0; i < n; i++)
+			if (kvt_exists(s, ns, &keys[i]) == KVT_OK) {
+				holders[i] |= (uint8_t)(1u << m);
+				held[m]++;
+			}
+		kvt_store_destroy(s);
+	}
+}
+
+static void test_spread(struct kvt_key *keys, uint8_t *holders)
+{
+	struct kvt_store *a = engine(), *b = engine();
+	uint32_t na = t_ns(a, "cluster"), nb = t_ns(b, "cluster");
+	uint8_t tiers[BLOCKS];
+	struct kvt_remote_node nodes[NODES + 1];
+	uint64_t held[NODES], leading = 0, placed_sum = 0;
+
+	wait_up(a, 2 * NODES);
+	wait_up(b, 2 * NODES);
+	T_EQ_U64(stat_of(a, "remote.members"), NODES);
+	/* Engine A looks the prompt up (nothing there; it learns the groups),
+	 * then stores every block: written through to each block's group. */
+	T_RC(kvt_lookup_prefix(a, na, keys, BLOCKS, NULL), 0);
+	for (uint32_t i = 0; i < BLOCKS; i++)
+		put_block(a, na, keys, i, 1000, false);
+	T_EQ_U64(stat_of(a, "remote.anchor_unknown"), 0);
+	T_EQ_U64(stat_of(a, "remote.anchor_known"), BLOCKS);
+	/* The first group on two members: GROUP more blocks stored. */
+	T_EQ_U64(stat_of(a, "remote.puts_stored"), BLOCKS + GROUP);
+
+	/* Engine B, empty: one lookup finds the whole prompt across members. */
+	T_RC(kvt_lookup_prefix(b, nb, keys, BLOCKS, tiers), BLOCKS);
+	for (uint32_t i = 0; i < BLOCKS; i++)
+		T_EQ_INT(tiers[i], KVT_TIER_REMOTE);
+	for (uint32_t i = 0; i < BLOCKS; i++)
+		T_RC(get_block(b, nb, keys, i, 1000), KVT_OK);
+	T_EQ_U64(stat_of(b, "remote.hits"), BLOCKS);
+
+	/* Where the blocks are: each server asked alone, and kvt_remote_who. */
+	holders_of(BLOCKS, keys, holders, held);
+	T_RC(kvt_remote_who(b, nb, keys, BLOCKS, nodes, NODES + 1, &leading), NODES);
+	T_EQ_U64(leading, BLOCKS);
+	for (unsigned m = 0; m < NODES; m++) {
+		fprintf(stderr, "node %u %s: placed %llu held %llu leading %llu\n", m, nodes[m].addr,
+			(unsigned long long)nodes[m].placed, (unsigned long long)nodes[m].held,
+			(unsigned long long)nodes[m].leading);
+		T_EQ_STR(nodes[m].addr, node_addr[m]);
+		T_EQ_INT(nodes[m].up, 1);
+		T_EQ_U64(nodes[m].held, held[m]);
+		T_EQ_U64(nodes[m].placed, held[m]); /* every block where placement says */
+		T_ASSERT(held[m] >= GROUP);          /* every member got groups */
+		T_ASSERT(held[m] <= BLOCKS * 7 / 10); /* and none most of them */
+		placed_sum += nodes[m].placed;
+	}
+	T_EQ_U64(placed_sum, BLOCKS + GROUP);
+	/* B's gets of the hot group alternated between its two replicas. */
+	for (unsigned m = 0; m < NODES; m++) {
+		char name[64];
+		uint64_t gets, hot = (holders[0] >> m) & 1u;
+		snprintf(name, sizeof(name), "remote.node.%u.gets", m);
+		gets = stat_of(b, name);
+		T_EQ_U64(gets, held[m] - hot * GROUP + hot * GROUP / 2);
+	}
+	/* Node 0 published one BlockStored for each block it took, and
+	 * nothing for the others' blocks. */
+	{
+		uint8_t stored[BLOCKS] = { 0 };
+		unsigned others = events_drain(keys, BLOCKS, stored);
+		for (uint32_t i = 0; i < BLOCKS; i++)
+			T_EQ_INT(stored[i], holders[i] & 1u);
+		T_EQ_INT(others, 0);
+		fprintf(stderr, "node 0 published one BlockStored for each of its %llu blocks\n",
+			(unsigned long long)held[0]);
+	}
+	for (uint32_t i = 0; i < BLOCKS; i++) {
+		int bits = __builtin_popcount(holders[i]);
+		T_EQ_INT(bits, i < GROUP ? 2 : 1);
+		/* a group's blocks together */
+		if (i % GROUP)
+			T_EQ_INT(holders[i], holders[i - 1]);
+	}
+	kvt_store_destroy(a);
+	kvt_store_destroy(b);
+}
+
+static void dump_stat(void *ctx, const char *name, uint64_t value, const char *str)
+{
+	(void)ctx;
+	if (strncmp(name, "remote.", 7) == 0)
+		fprintf(stderr, "  %s = %llu %s\n", name, (unsigned long long)value, str ? str : "");
+}
+
+/* ------------------------------------------------------------------------
+ * KV events of node 0 (kvtierd --set events.endpoint=...): a SUB socket
+ * on what its log says it bound.
+ */
+
+static void *ev_ctx, *ev_sub;
+static uint64_t ev_seq;
+
+static void events_connect(const struct tsrv *srv)
+{
+	char buf[65536], ep[128] = "";
+	FILE *f = fopen(srv->log, "r");
+	size_t n;
+	const char *p;
+	int linger = 0;
+	T_ASSERT(f);
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	p = strstr(buf, "publishing KV events on ");
+	T_ASSERT(p);
+	T_ASSERT(sscanf(p + strlen("publishing KV events on "), "%127[^\" \n]", ep) == 1);
+	ev_ctx = zmq_ctx_new();
+	ev_sub = zmq_socket(ev_ctx, ZMQ_SUB);
+	T_ASSERT(ev_sub);
+	zmq_setsockopt(ev_sub, ZMQ_LINGER, &linger, sizeof(linger));
+	T_EQ_INT(zmq_setsockopt(ev_sub, ZMQ_SUBSCRIBE, "", 0), 0);
+	T_EQ_INT(zmq_connect(ev_sub, ep), 0);
+}
+
+/* Receive node 0's messages until 300 ms pass without one; count the
+ * BlockStored hashes found in keys[0..n) into stored[]; returns how many
+ * were of other keys. */
+static unsigned events_drain(const struct kvt_key *keys, uint32_t n, uint8_t *stored)
+{
+	static uint8_t payload[1 << 20];
+	unsigned others = 0;
+	for (;;) {
+		zmq_pollitem_t pi = { ev_sub, 0, ZMQ_POLLIN, 0 };
+		uint8_t topic[64], seq[8];
+		msgpack_unpacked u;
+		size_t used = 0;
+		int len;
+		uint64_t sq = 0;
+		if (zmq_poll(&pi, 1, 300) <= 0)
+			return others;
+		T_EQ_INT(zmq_recv(ev_sub, topic, sizeof(topic), 0), 0); /* topic "" */
+		T_EQ_INT(zmq_recv(ev_sub, seq, sizeof(seq), 0), 8);
+		for (int i = 0; i < 8; i++)
+			sq = sq << 8 | seq[i];
+		if (ev_seq)
+			T_EQ_U64(sq, ev_seq); /* none lost, none repeated */
+		ev_seq = sq + 1;
+		len = zmq_recv(ev_sub, payload, sizeof(payload), 0);
+		T_ASSERT(len > 0 && len < (int)sizeof(payload));
+		msgpack_unpacked_init(&u);
+		T_EQ_INT(msgpack_unpack_next(&u, (const char *)payload, (size_t)len, &used),
+			 MSGPACK_UNPACK_SUCCESS);
+		T_EQ_INT(u.data.type, MSGPACK_OBJECT_ARRAY);
+		{
+			const msgpack_object *list = &u.data.via.array.ptr[1];
+			for (uint32_t i = 0; i < list->via.array.size; i++) {
+				const msgpack_object *e = list->via.array.ptr[i].via.array.ptr;
+				const msgpack_object *h;
+				bool found = false;
+				if (e[0].via.str.size != 11 ||
+				    memcmp(e[0].via.str.ptr, "BlockStored", 11) != 0)
+					continue;
+				h = &e[1].via.array.ptr[0];
+				T_EQ_INT(h->type, MSGPACK_OBJECT_BIN);
+				for (uint32_t k = 0; k < n && !found; k++)
+					if (h->via.bin.size == keys[k].len &&
+					    memcmp(h->via.bin.ptr, keys[k].bytes, keys[k].len) == 0) {
+						stored[k]++;
+						found = true;
+					}
+				others += !found;
+			}
+		}
+		msgpack_unpacked_destroy(&u);
+	}
+}
+
+/* A prompt stored with KVT_F_PROMPT and no lookup lands where a lookup
+ * of another engine looks for it. */
+static void test_hint(void)
+{
+	struct kvt_store *a = engine(), *b = engine();
+	uint32_t na = t_ns(a, "cluster"), nb = t_ns(b, "cluster");
+	struct kvt_key keys[40];
+	mk_keys(keys, 40, 50000);
+	wait_up(a, 2 * NODES);
+	wait_up(b, 2 * NODES);
+	for (uint32_t i = 0; i < 40; i++)
+		put_block(a, na, keys, i, 2000, true);
+	T_EQ_U64(stat_of(a, "remote.anchor_hinted"), 40);
+	T_EQ_U64(stat_of(a, "remote.anchor_unknown"), 0);
+	T_RC(kvt_lookup_prefix(b, nb, keys, 40, NULL), 40);
+	for (uint32_t i = 0; i < 40; i++) {
+		int rc = get_block(b, nb, keys, i, 2000);
+		if (rc != KVT_OK)
+			kvt_store_stats(b, dump_stat, NULL);
+		if (rc != KVT_OK)
+			T_FAIL("block %u of the hinted prompt: %s (replica retries %llu, a puts %llu stored %llu exist %llu)", i, kvt_strerror(rc),
+			       (unsigned long long)stat_of(b, "remote.replica_retries"),
+			       (unsigned long long)stat_of(a, "remote.puts"),
+			       (unsigned long long)stat_of(a, "remote.puts_stored"),
+			       (unsigned long long)stat_of(a, "remote.puts_exist"));
+	}
+	/* Delete and clear reach every member. */
+	T_RC(kvt_delete(b, nb, &keys[39]), KVT_OK);
+	T_RC(kvt_lookup_prefix(b, nb, keys, 40, NULL), 39); /* B's DRAM lost it too */
+	T_RC(kvt_delete(a, na, &keys[39]), KVT_OK);   /* A's own DRAM copy */
+	T_RC(kvt_delete(a, na, &keys[39]), KVT_MISS); /* gone everywhere */
+	kvt_store_destroy(a);
+	kvt_store_destroy(b);
+}
+
+/* A member that stops answering (SIGSTOP: a hung node) costs its blocks
+ * for at most the deadline, then fails fast; when it answers again
+ * (SIGCONT) its groups come back to it, with the blocks it kept. */
+static void test_stop_cont(struct tsrv *srv, const struct kvt_key *keys, const uint8_t *holders)
+{
+	struct kvt_store *e = engine_impatient();
+	uint32_t ns = t_ns(e, "cluster"), victim, want_lead = BLOCKS, probe = BLOCKS;
+	uint64_t t0, dt;
+
+	victim = (uint32_t)__builtin_ctz(holders[3 * GROUP]);
+	for (uint32_t i = 0; i < BLOCKS; i++)
+		if (!(holders[i] & ~(1u << victim))) {
+			want_lead = i;
+			break;
+		}
+	for (uint32_t i = BLOCKS; i-- > 0;)
+		if (holders[i] == (1u << victim))
+			probe = i;
+	T_ASSERT(probe < BLOCKS);
+	wait_up(e, 2 * NODES);
+	T_RC(kvt_lookup_prefix(e, ns, keys, BLOCKS, NULL), BLOCKS);
+	kill(srv[victim].pid, SIGSTOP);
+	t0 = now_ms();
+	T_RC(kvt_lookup_prefix(e, ns, keys, BLOCKS, NULL), want_lead);
+	dt = now_ms() - t0;
+	fprintf(stderr, "node %u stopped: lookup_prefix %u blocks in %llu ms (deadline 400)\n",
+		victim, want_lead, (unsigned long long)dt);
+	T_ASSERT(dt < 1500);
+	/* An idle connection to a hung node looks fine until something is
+	 * sent on it: each get costs at most the deadline, and once every
+	 * connection to the node has failed, it is known down. */
+	for (int i = 0; i < 20 && stat_of(e, "remote.members_down") == 0; i++) {
+		t0 = now_ms();
+		T_RC(get_block(e, ns, keys, probe, 1000), KVT_MISS);
+		T_ASSERT(now_ms() - t0 < 1500);
+	}
+	T_EQ_U64(stat_of(e, "remote.members_down"), 1);
+	t0 = now_ms();
+	T_RC(get_block(e, ns, keys, probe, 1000), KVT_MISS);
+	T_ASSERT(now_ms() - t0 < 100); /* known down: fails at the call */
+	kill(srv[victim].pid, SIGCONT);
+	for (int i = 0; i < 500 && stat_of(e, "remote.members_down") != 0; i++)
+		tsrv_sleep_ms(10);
+	T_EQ_U64(stat_of(e, "remote.members_down"), 0);
+	T_RC(kvt_lookup_prefix(e, ns, keys, BLOCKS, NULL), BLOCKS);
+	T_RC(get_block(e, ns, keys, probe, 1000), KVT_OK);
+	kvt_store_destroy(e);
+}
+
+static void test_kill(struct tsrv *srv, const struct kvt_key *keys, const uint8_t *holders)
+{
+	struct kvt_store *e;
+	uint32_t ns, want_lead = BLOCKS, hits = 0, misses = 0, victim;
+	uint64_t t0, dt;
+	uint8_t tiers[BLOCKS];
+	struct kvt_key fresh[64];
+	struct kvt_remote_node nodes[NODES];
+	uint64_t leading = 0;
+
+	/* The victim: the member that holds block 2*GROUP (not a hot replica
+	 * necessarily), so the prompt breaks in its middle. */
+	victim = (uint32_t)__builtin_ctz(holders[2 * GROUP]);
+	for (uint32_t i = 0; i < BLOCKS; i++)
+		if (!(holders[i] & ~(1u << victim))) {
+			want_lead = i;
+			break;
+		}
+	fprintf(stderr, "killing node %u (-9): the prompt should stop at block %u\n", victim,
+		want_lead);
+	T_ASSERT(want_lead >= GROUP && want_lead < BLOCKS);
+	e = engine();
+	ns = t_ns(e, "cluster");
+	wait_up(e, 2 * NODES);
+	tsrv_kill9(&srv[victim]);
+
+	/* The first call may still find the dead member's connections open:
+	 * it learns from the reset at once, within the call. */
+	t0 = now_ms();
+	T_RC(kvt_lookup_prefix(e, ns, keys, BLOCKS, tiers), want_lead);
+	dt = now_ms() - t0;
+	fprintf(stderr, "lookup_prefix after kill -9: %u blocks in %llu ms\n", want_lead,
+		(unsigned long long)dt);
+	T_ASSERT(dt < 2000);
+	for (int i = 0; i < 200 && stat_of(e, "remote.members_down") == 0; i++)
+		tsrv_sleep_ms(10);
+	T_EQ_U64(stat_of(e, "remote.members_down"), 1);
+	t0 = now_ms();
+	for (uint32_t i = 0; i < BLOCKS; i++) {
+		int rc = get_block(e, ns, keys, i, 1000);
+		bool only_victim = !(holders[i] & ~(1u << victim));
+		T_RC(rc, only_victim ? KVT_MISS : KVT_OK);
+		hits += rc == KVT_OK;
+		misses += rc == KVT_MISS;
+	}
+	dt = now_ms() - t0;
+	fprintf(stderr, "%u gets with one member dead: %u hits, %u misses in %llu ms\n", BLOCKS,
+		hits, misses, (unsigned long long)dt);
+	T_ASSERT(misses > 0 && hits > 0);
+	T_ASSERT(dt < 2000);
+	T_RC(kvt_lookup_prefix(e, ns, keys, BLOCKS, NULL), want_lead);
+	T_RC(kvt_remote_who(e, ns, keys, BLOCKS, nodes, NODES, &leading), NODES);
+	T_EQ_INT(nodes[victim].up, 0);
+	T_EQ_U64(nodes[victim].held, 0);
+	T_EQ_U64(leading, want_lead);
+
+	/* A new prompt is placed on the live members and is found whole. */
+	mk_keys(fresh, 64, 70000);
+	T_RC(kvt_lookup_prefix(e, ns, fresh, 64, NULL), 0);
+	for (uint32_t i = 0; i < 64; i++)
+		put_block(e, ns, fresh, i, 3000, false);
+	{
+		struct kvt_store *f = engine();
+		uint32_t nf = t_ns(f, "cluster");
+		wait_up(f, 2 * (NODES - 1));
+		T_RC(kvt_lookup_prefix(f, nf, fresh, 64, NULL), 64);
+		for (uint32_t i = 0; i < 64; i++)
+			T_RC(get_block(f, nf, fresh, i, 3000), KVT_OK);
+		kvt_store_destroy(f);
+	}
+	/* A delete cannot reach the dead member: it says so. */
+	T_RC(kvt_delete(e, ns, &fresh[0]), -ENOTCONN);
+	kvt_store_destroy(e);
+}
+
+/* The Nth allocation fails, for every N through a lookup, gets, a hot
+ * put and a delete over members: each call returns a status (a miss or
+ * -ENOMEM, never a crash, a hang or a leak: ASan checks at exit), and
+ * once allocations work again everything is found. */
+static void test_allocfail(const struct kvt_key *keys)
+{
+	struct kvt_store *e = engine();
+	uint32_t ns = t_ns(e, "cluster");
+	struct kvt_key fresh[GROUP];
+	uint8_t v[VLEN] = { 1 };
+	struct iovec part = { v, sizeof(v) };
+
+	wait_up(e, 2 * NODES);
+	mk_keys(fresh, GROUP, 80000);
+	for (int n = 1; n <= 60; n++) {
+		char nth[16];
+		int64_t got;
+		int rc;
+		snprintf(nth, sizeof(nth), "%d", n);
+		T_OK(kvt_store_set_option(e, "debug.fail_alloc", nth));
+		got = kvt_lookup_prefix(e, ns, keys, BLOCKS, NULL);
+		T_ASSERT(got == -ENOMEM || (got >= 0 && got <= BLOCKS));
+		rc = get_block(e, ns, keys, (uint32_t)n % GROUP, 1000); /* hot: replicas */
+		T_ASSERT(rc == KVT_OK || rc == KVT_MISS || rc == -ENOMEM);
+		rc = kvt_put(e, ns, &fresh[n % GROUP], &part, 1);
+		T_ASSERT(rc == KVT_OK || rc == KVT_EXISTS || rc == -ENOMEM);
+		/* A failed allocation on the remote thread may cost a connection
+		 * (its operations fail; a member with none left fails fast for
+		 * a moment): delete then says so. */
+		rc = kvt_delete(e, ns, &fresh[(n + 3) % GROUP]);
+		T_ASSERT(rc == KVT_OK || rc == KVT_MISS || (rc < 0 && rc > -4096));
+		T_OK(kvt_store_set_option(e, "debug.fail_alloc", "0"));
+	}
+	wait_up(e, 2 * NODES); /* connections lost to a failed allocation are back */
+	T_RC(kvt_lookup_prefix(e, ns, keys, BLOCKS, NULL), BLOCKS);
+	kvt_store_destroy(e);
+}
+
+/* A port nothing listens on right now. */
+static unsigned free_port(void)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(0x7f000001) };
+	socklen_t len = sizeof(a);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	T_ASSERT(fd >= 0);
+	T_EQ_INT(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	T_EQ_INT(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+	close(fd);
+	return ntohs(a.sin_port);
+}
+
+/* remote.discover: an engine reads the member list from a seed's STATS
+ * (two kvtierd with a static --members list of 1G and 3G), scales the
+ * byte weights, and places exactly as an engine given the scaled list in
+ * remote.addrs; a dead seed is passed over; a seed with no list is the
+ * one member. */
+static void test_discover(void)
+{
+	struct tsrv ds[2];
+	char members[128], ba[2][600], dir[2048], listen[2][32], seeds[128], list[128], name[64];
+	const char *extra[2][5];
+	unsigned port[2] = { free_port(), free_port() }, lo;
+	struct kvt_key keys[24];
+	struct kvt_store *e, *f;
+	uint32_t ns;
+	uint64_t w;
+
+	snprintf(members, sizeof(members), "127.0.0.1:%u=1G,127.0.0.1:%u=3G", port[0], port[1]);
+	for (int i = 0; i < 2; i++) {
+		snprintf(ba[i], sizeof(ba[i]), "%s/disc%d", base, i);
+		T_RC(mkdir(ba[i], 0700), 0);
+		snprintf(dir, sizeof(dir), "%s/data", ba[i]);
+		T_RC(mkdir(dir, 0700), 0);
+		snprintf(listen[i], sizeof(listen[i]), "127.0.0.1:%u", port[i]);
+		extra[i][0] = "--listen";
+		extra[i][1] = listen[i];
+		extra[i][2] = "--members";
+		extra[i][3] = members;
+		extra[i][4] = NULL;
+		tsrv_start(&ds[i], bin, ba[i], dir, NULL, extra[i]);
+		T_EQ_INT(ds[i].port, port[i]);
+	}
+	/* The seeds' list is sorted by address; 3G / ceil(3G / 1e6) etc. */
+	lo = strcmp(listen[0], listen[1]) < 0 ? 0 : 1;
+	snprintf(list, sizeof(list), "%s=%u,%s=%u", listen[lo], lo == 0 ? 333253u : 999759u,
+		 listen[1 - lo], lo == 0 ? 999759u : 333253u);
+	/* The first seed is dead: the second answers. */
+	snprintf(seeds, sizeof(seeds), "127.0.0.1:%u,%s", free_port(), listen[1]);
+	e = engine_at("remote.discover", seeds);
+	T_EQ_U64(stat_of(e, "remote.members"), 2);
+	for (unsigned i = 0; i < 2; i++) {
+		snprintf(name, sizeof(name), "remote.node.%u.weight", i);
+		w = stat_of(e, name);
+		T_EQ_U64(w, (i == 0) == (lo == 0) ? 333253 : 999759);
+	}
+	ns = t_ns(e, "discover");
+	wait_up(e, 4);
+	mk_keys(keys, 24, 60000);
+	T_RC(kvt_lookup_prefix(e, ns, keys, 24, NULL), 0);
+	for (uint32_t i = 0; i < 24; i++)
+		put_block(e, ns, keys, i, 5000, false);
+	kvt_store_destroy(e);
+	/* An engine told the same list places alike: it finds everything. */
+	f = engine_at("remote.addrs", list);
+	ns = t_ns(f, "discover");
+	wait_up(f, 4);
+	T_RC(kvt_lookup_prefix(f, ns, keys, 24, NULL), 24);
+	for (uint32_t i = 0; i < 24; i++)
+		T_RC(get_block(f, ns, keys, i, 5000), KVT_OK);
+	kvt_store_destroy(f);
+	/* A seed without a list (node 0: no --members) is the one member. */
+	e = engine_at("remote.discover", node_addr[0]);
+	T_RC(kvt_store_stat(e, "remote.members", &w), KVT_MISS); /* one: passed through */
+	ns = t_ns(e, "discover");
+	T_RC(kvt_put(e, ns, &keys[0], &(struct iovec){ keys[0].bytes, 32 }, 1), KVT_OK);
+	kvt_store_destroy(e);
+	for (int i = 0; i < 2; i++) {
+		T_EQ_INT(tsrv_stop(&ds[i]), 0);
+		tsrv_check_reports(ba[i]);
+	}
+}
+
+/* kvtier who over the three nodes: the CLI's namespace (model whotest,
+ * as kvtier's debugging keys are registered), a 40-block prompt. */
+static void test_who_cli(void)
+{
+	struct kvt_ns_desc d = { .model = "whotest", .dtype = "bytes", .layout = "opaque",
+				 .block_tokens = 1, .tp_size = 1, .pp_size = 1 };
+	struct kvt_store *a = engine();
+	struct kvt_key keys[40];
+	char path[700], cmd[4096], line[512];
+	uint64_t placed = 0, held = 0, leading = 0, blocks = 0, lead_total = 0;
+	unsigned rows = 0;
+	uint32_t ns;
+	FILE *f;
+
+	if (!cli)
+		return;
+	T_OK(kvt_ns_register(a, &d, &ns));
+	wait_up(a, 2 * NODES);
+	mk_keys(keys, 40, 90000);
+	T_RC(kvt_lookup_prefix(a, ns, keys, 40, NULL), 0);
+	for (uint32_t i = 0; i < 40; i++)
+		put_block(a, ns, keys, i, 4000, false);
+	kvt_store_destroy(a);
+	snprintf(path, sizeof(path), "%s/who-keys", base);
+	f = fopen(path, "w");
+	T_ASSERT(f);
+	for (uint32_t i = 0; i < 30; i++) { /* the first 30: all there */
+		for (uint32_t b = 0; b < keys[i].len; b++)
+			fprintf(f, "%02x", keys[i].bytes[b]);
+		fputc('\n', f);
+	}
+	fclose(f);
+	snprintf(cmd, sizeof(cmd),
+		 "%s who --servers '%s' --group 8 --hot-replicas 2 --model whotest --hex --keys %s",
+		 cli, addrs, path);
+	f = popen(cmd, "r");
+	T_ASSERT(f);
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long long p, h, l, nb, lt;
+		char addr[128], up[8];
+		unsigned w;
+		fputs(line, stderr);
+		if (sscanf(line, "%127s %u %7s %llu %llu %llu", addr, &w, up, &p, &h, &l) == 6) {
+			T_EQ_STR(up, "yes");
+			placed += p, held += h, leading += l, rows++;
+		} else if (sscanf(line, "prompt: %llu blocks, %llu leading", &nb, &lt) == 2) {
+			blocks = nb, lead_total = lt;
+		}
+	}
+	T_EQ_INT(pclose(f), 0);
+	T_EQ_INT(rows, NODES);
+	T_EQ_U64(blocks, 30);
+	T_EQ_U64(lead_total, 30);
+	T_EQ_U64(leading, 30);
+	T_EQ_U64(placed, 30 + GROUP);
+	T_EQ_U64(held, 30 + GROUP);
+}
+
+static void test_options(void)
+{
+	struct kvt_store *s;
+	T_OK(kvt_store_create(&s));
+	T_RC(kvt_store_set_option(s, "remote.group", "0"), KVT_EOPTVAL);
+	T_RC(kvt_store_set_option(s, "remote.hot_replicas", "9"), KVT_EOPTVAL);
+	T_OK(kvt_store_set_option(s, "remote.addrs", "127.0.0.1:1=2,127.0.0.1:1=3"));
+	T_RC(kvt_store_open(s), KVT_EOPTVAL); /* a member twice */
+	kvt_store_destroy(s);
+	T_OK(kvt_store_create(&s));
+	T_OK(kvt_store_set_option(s, "remote.addrs", "127.0.0.1:1=0"));
+	T_RC(kvt_store_open(s), KVT_EOPTVAL); /* weight 0 */
+	kvt_store_destroy(s);
+	T_OK(kvt_store_create(&s));
+	T_OK(kvt_store_set_option(s, "remote.addrs", "127.0.0.1:1,,127.0.0.1:2"));
+	T_RC(kvt_store_open(s), KVT_EOPTVAL); /* an empty entry */
+	kvt_store_destroy(s);
+	T_OK(kvt_store_create(&s));
+	T_OK(kvt_store_set_option(s, "remote.addr", "127.0.0.1:1"));
+	T_OK(kvt_store_set_option(s, "remote.addrs", "127.0.0.1:2"));
+	T_RC(kvt_store_open(s), KVT_EOPTVAL); /* both */
+	kvt_store_destroy(s);
+	/* KVT_F_PROMPT needs the prompt's keys. */
+	s = t_store_open("dram.capacity", "4M", "dram.chunk", "4K", "dram.prefault", "off", NULL);
+	{
+		uint32_t ns = t_ns(s, "cluster");
+		struct kvt_req r = { .op = KVT_OP_EXISTS, .ns = ns, .key = t_key(1),
+				     .flags = KVT_F_PROMPT };
+		struct kvt_req *rp = &r;
+		struct kvt_queue *q;
+		T_OK(kvt_queue_create(s, &q));
+		T_RC(kvt_submit(q, &rp, 1), KVT_ENULL);
+		r.keys = &r.key;
+		T_RC(kvt_submit(q, &rp, 1), KVT_EBADLEN);
+		r.op = KVT_OP_LOOKUP;
+		r.key_count = 1;
+		T_RC(kvt_submit(q, &rp, 1), KVT_EBADOP);
+		T_OK(kvt_queue_destroy(q));
+	}
+	kvt_store_destroy(s);
+}
+
+int main(int argc, char **argv)
+{
+	struct tsrv srv[NODES];
+	static struct kvt_key keys[BLOCKS];
+	static uint8_t holders[BLOCKS];
+	static const char *const events_args[] = { "--set", "events.endpoint=tcp://127.0.0.1:*",
+						   NULL };
+	size_t off = 0;
+
+	if (argc < 2)
+		T_SKIP("usage: test_cluster PATH-TO-KVTIERD");
+	bin = argv[1];
+	cli = argc > 2 ? argv[2] : NULL;
+	if (access(bin, X_OK) != 0)
+		T_FAIL("%s is not executable", bin);
+	signal(SIGPIPE, SIG_IGN);
+	base = t_mkdtemp();
+	test_options();
+	for (unsigned m = 0; m < NODES; m++) {
+		char dir[2048];
+		/* Each node under base/nodeM (its own socket and logs), data in
+		 * base/nodeM/data. */
+		snprintf(node_base[m], sizeof(node_base[m]), "%s/node%u", base, m);
+		T_RC(mkdir(node_base[m], 0700), 0);
+		snprintf(dir, sizeof(dir), "%s/data", node_base[m]);
+		T_RC(mkdir(dir, 0700), 0);
+		tsrv_start(&srv[m], bin, node_base[m], dir, NULL, m == 0 ? events_args : NULL);
+		snprintf(node_addr[m], sizeof(node_addr[m]), "127.0.0.1:%u", srv[m].port);
+		off += (size_t)snprintf(addrs + off, sizeof(addrs) - off, "%s%s", m ? "," : "",
+					node_addr[m]);
+	}
+	mk_keys(keys, BLOCKS, 10000);
+	/* PUB drops what it sends before a subscription arrives: put probe
+	 * blocks straight to node 0 until their events come through. */
+	events_connect(&srv[0]);
+	{
+		struct kvt_store *s = engine_at("remote.addr", node_addr[0]);
+		uint32_t ns = t_ns(s, "probe");
+		uint8_t seen = 0;
+		wait_up(s, 1);
+		for (uint32_t i = 0; !seen; i++) {
+			struct kvt_key k = t_key(900000 + i);
+			T_ASSERT(i < 100);
+			put_block(s, ns, &k, 0, 0, false);
+			events_drain(&k, 1, &seen);
+		}
+		kvt_store_destroy(s);
+	}
+	test_spread(keys, holders);
+	test_hint();
+	test_who_cli();
+	test_allocfail(keys);
+	test_discover();
+	test_stop_cont(srv, keys, holders);
+	test_kill(srv, keys, holders);
+	for (unsigned m = 0; m < NODES; m++)
+		if (srv[m].pid > 0)
+			T_EQ_INT(tsrv_stop(&srv[m]), 0);
+	zmq_close(ev_sub);
+	zmq_ctx_term(ev_ctx);
+	for (unsigned m = 0; m < NODES; m++)
+		tsrv_check_reports(node_base[m]);
+	t_rmtree(base);
+	printf("test_cluster: ok\n");
+	return 0;
+}

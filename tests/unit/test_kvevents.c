@@ -1,0 +1,340 @@
+/*
+ * test_kvevents.c - lib/kvevents.c: KV cache events in vLLM's format
+ * (doc/kvevents.md).
+ *
+ * The encoder against bytes written out by hand from the msgpack spec and
+ * vLLM's kv_events.py (array_like structs, tag first); its "buffer too
+ * small".  Then a store with events.endpoint and a real ZeroMQ SUB socket:
+ * every message is [topic, 8-byte big-endian seq, payload], seqs count up
+ * by one, and the payloads (decoded with msgpack-c) report a put with its
+ * parent (KVT_F_PROMPT), a delete, a clear, and the blocks DRAM evicts
+ * from a store with no lower tier, in order.
+ */
+#include <errno.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <msgpack.h>
+#include <zmq.h>
+
+#include "kvevents.h"
+#include "t.h"
+#include "tstore.h"
+
+static size_t hexbytes(const char *hex, uint8_t *out)
+{
+	size_t n = 0;
+	for (; hex[0] && hex[1]; hex += 2) {
+		unsigned v;
+		if (*hex == ' ') {
+			hex--;
+			continue;
+		}
+		T_ASSERT(sscanf(hex, "%2x", &v) == 1);
+		out[n++] = (uint8_t)v;
+	}
+	return n;
+}
+
+static void test_encode(void)
+{
+	struct kvevent ev[3] = { { 0 } };
+	uint8_t buf[512], want[512], *p = want;
+	size_t need = 0, n;
+	int64_t len;
+
+	ev[0].type = KVEV_STORED;
+	ev[0].block_size = 16;
+	ev[0].key.len = 32;
+	memset(ev[0].key.bytes, 0xaa, 32);
+	ev[0].has_parent = true;
+	ev[0].parent.len = 32;
+	memset(ev[0].parent.bytes, 0xbb, 32);
+	ev[1].type = KVEV_REMOVED;
+	ev[1].key = ev[0].key;
+	ev[2].type = KVEV_CLEARED;
+
+	/* [1.5, [ev...]] */
+	p += hexbytes("92 cb3ff8000000000000 93", p);
+	/* ["BlockStored", [bin32 aa..], bin32 bb.., [], 16, nil, "CPU"] */
+	p += hexbytes("97 ab426c6f636b53746f726564 91 c420", p);
+	memset(p, 0xaa, 32), p += 32;
+	p += hexbytes("c420", p);
+	memset(p, 0xbb, 32), p += 32;
+	p += hexbytes("90 10 c0 a3435055", p);
+	/* ["BlockRemoved", [bin32 aa..], "CPU"] */
+	p += hexbytes("93 ac426c6f636b52656d6f766564 91 c420", p);
+	memset(p, 0xaa, 32), p += 32;
+	p += hexbytes("a3435055", p);
+	/* ["AllBlocksCleared"] */
+	p += hexbytes("91 b0416c6c426c6f636b73436c6561726564", p);
+	n = (size_t)(p - want);
+
+	len = kvevents_encode(ev, 3, 1.5, "CPU", buf, sizeof(buf), &need);
+	T_EQ_INT(len, n);
+	T_EQ_MEM(buf, want, n);
+	T_RC(kvevents_encode(ev, 3, 1.5, "CPU", buf, 10, &need), KVT_EBUFSMALL);
+	T_EQ_U64(need, n);
+	/* No parent: nil in its place. */
+	ev[0].has_parent = false;
+	len = kvevents_encode(ev, 1, 1.5, "CPU", buf, sizeof(buf), NULL);
+	T_EQ_INT(len, 11 + 13 + 1 + 34 + 1 + 1 + 1 + 1 + 4);
+	T_EQ_INT(buf[11 + 13 + 1 + 34], 0xc0);
+}
+
+/* One received batch, decoded. */
+struct rx_event {
+	char type[32];
+	uint8_t hash[64], parent[64];
+	uint32_t hash_len, parent_len;
+	uint64_t block_size;
+	char medium[16];
+};
+
+static uint64_t last_seq;
+static bool have_seq;
+
+static void str_of(const msgpack_object *o, char *out, size_t cap)
+{
+	T_EQ_INT(o->type, MSGPACK_OBJECT_STR);
+	T_ASSERT(o->via.str.size < cap);
+	memcpy(out, o->via.str.ptr, o->via.str.size);
+	out[o->via.str.size] = 0;
+}
+
+/* Receive one message (wait up to ms), decode its events into evs (up to
+ * max).  Returns how many, or -1 on timeout. */
+static int rx_batch(void *sub, int ms, struct rx_event *evs, int max)
+{
+	zmq_pollitem_t pi = { sub, 0, ZMQ_POLLIN, 0 };
+	char topic[64];
+	uint8_t seq[16], *payload = malloc(1 << 20);
+	int n, more = 0, got = 0;
+	size_t more_len = sizeof(more);
+	msgpack_unpacked u;
+	size_t off = 0;
+
+	T_ASSERT(payload);
+	if (zmq_poll(&pi, 1, ms) <= 0) {
+		free(payload);
+		return -1;
+	}
+	n = zmq_recv(sub, topic, sizeof(topic), 0);
+	T_EQ_INT(n, 4);
+	T_ASSERT(memcmp(topic, "kvt1", 4) == 0);
+	zmq_getsockopt(sub, ZMQ_RCVMORE, &more, &more_len);
+	T_EQ_INT(more, 1);
+	T_EQ_INT(zmq_recv(sub, seq, sizeof(seq), 0), 8);
+	{
+		uint64_t s = 0;
+		for (int i = 0; i < 8; i++)
+			s = s << 8 | seq[i];
+		if (have_seq)
+			T_EQ_U64(s, last_seq + 1);
+		last_seq = s;
+		have_seq = true;
+	}
+	n = zmq_recv(sub, payload, 1 << 20, 0);
+	T_ASSERT(n > 0 && n < (1 << 20));
+	msgpack_unpacked_init(&u);
+	T_EQ_INT(msgpack_unpack_next(&u, (const char *)payload, (size_t)n, &off),
+		 MSGPACK_UNPACK_SUCCESS);
+	T_EQ_U64(off, n);
+	{
+		const msgpack_object *b = &u.data, *list;
+		T_EQ_INT(b->type, MSGPACK_OBJECT_ARRAY);
+		T_EQ_INT(b->via.array.size, 2);
+		T_EQ_INT(b->via.array.ptr[0].type, MSGPACK_OBJECT_FLOAT64);
+		T_ASSERT(b->via.array.ptr[0].via.f64 > 1.7e9); /* seconds since the epoch */
+		list = &b->via.array.ptr[1];
+		T_EQ_INT(list->type, MSGPACK_OBJECT_ARRAY);
+		for (uint32_t i = 0; i < list->via.array.size && got < max; i++) {
+			const msgpack_object *e = &list->via.array.ptr[i], *f;
+			struct rx_event *r = &evs[got++];
+			memset(r, 0, sizeof(*r));
+			T_EQ_INT(e->type, MSGPACK_OBJECT_ARRAY);
+			f = e->via.array.ptr;
+			str_of(&f[0], r->type, sizeof(r->type));
+			if (strcmp(r->type, "AllBlocksCleared") == 0) {
+				T_EQ_INT(e->via.array.size, 1);
+				continue;
+			}
+			T_EQ_INT(f[1].type, MSGPACK_OBJECT_ARRAY);
+			T_EQ_INT(f[1].via.array.size, 1);
+			T_EQ_INT(f[1].via.array.ptr[0].type, MSGPACK_OBJECT_BIN);
+			r->hash_len = f[1].via.array.ptr[0].via.bin.size;
+			memcpy(r->hash, f[1].via.array.ptr[0].via.bin.ptr, r->hash_len);
+			if (strcmp(r->type, "BlockRemoved") == 0) {
+				T_EQ_INT(e->via.array.size, 3);
+				str_of(&f[2], r->medium, sizeof(r->medium));
+				continue;
+			}
+			T_EQ_STR(r->type, "BlockStored");
+			T_EQ_INT(e->via.array.size, 7);
+			if (f[2].type == MSGPACK_OBJECT_BIN) {
+				r->parent_len = f[2].via.bin.size;
+				memcpy(r->parent, f[2].via.bin.ptr, r->parent_len);
+			} else {
+				T_EQ_INT(f[2].type, MSGPACK_OBJECT_NIL);
+			}
+			T_EQ_INT(f[3].type, MSGPACK_OBJECT_ARRAY);
+			T_EQ_INT(f[3].via.array.size, 0);
+			T_EQ_INT(f[4].type, MSGPACK_OBJECT_POSITIVE_INTEGER);
+			r->block_size = f[4].via.u64;
+			T_EQ_INT(f[5].type, MSGPACK_OBJECT_NIL);
+			str_of(&f[6], r->medium, sizeof(r->medium));
+		}
+	}
+	msgpack_unpacked_destroy(&u);
+	free(payload);
+	return got;
+}
+
+static void endpoint_stat(void *ctx, const char *name, uint64_t value, const char *str)
+{
+	(void)value;
+	if (strcmp(name, "events.endpoint") == 0 && str)
+		snprintf(ctx, 256, "%s", str);
+}
+
+static const char *endpoint_of(struct kvt_store *s)
+{
+	static char ep[256];
+	ep[0] = 0;
+	T_OK(kvt_store_stats(s, endpoint_stat, ep));
+	T_ASSERT(strncmp(ep, "tcp://127.0.0.1:", 16) == 0);
+	return ep;
+}
+
+static void put(struct kvt_store *s, uint32_t ns, const struct kvt_key *keys, uint32_t i,
+		bool prompt)
+{
+	static uint8_t v[16384];
+	struct iovec part = { v, sizeof(v) };
+	struct kvt_req r = { .op = KVT_OP_PUT, .ns = ns, .key = keys[i], .iov = &part,
+			     .iov_count = 1 };
+	struct kvt_req *rp = &r, *got;
+	struct kvt_queue *q;
+	if (prompt) {
+		r.flags = KVT_F_PROMPT;
+		r.keys = keys;
+		r.key_count = i + 1;
+	}
+	T_OK(kvt_queue_create(s, &q));
+	T_RC(kvt_submit(q, &rp, 1), 1);
+	T_RC(kvt_queue_wait(q, &got, 1, 10000), 1);
+	T_RC(r.status, KVT_OK);
+	T_OK(kvt_queue_destroy(q));
+}
+
+/* Receive until want events arrived (or 5 s); returns how many. */
+static int rx_events(void *sub, struct rx_event *evs, int want)
+{
+	int got = 0, idle = 0;
+	for (int tries = 0; got < want && tries < 50 && idle < 3; tries++) {
+		int n = rx_batch(sub, 100, evs + got, want - got);
+		if (n > 0)
+			got += n, idle = 0;
+		else
+			idle++;
+	}
+	return got;
+}
+
+static void test_store(void)
+{
+	struct kvt_store *s = t_store_open("dram.capacity", "1M", "dram.chunk", "4K",
+					   "dram.shards", "1", "dram.prefault", "off",
+					   "events.endpoint", "tcp://127.0.0.1:*",
+					   "events.topic", "kvt1", "events.batch_ms", "5", NULL);
+	uint32_t ns = t_ns(s, "events");
+	void *zctx = zmq_ctx_new(), *sub = zmq_socket(zctx, ZMQ_SUB);
+	struct kvt_key keys[200], probe;
+	static struct rx_event evs[1024];
+	int linger = 0, n, removed = 0;
+	uint64_t v = 0;
+
+	T_ASSERT(sub);
+	zmq_setsockopt(sub, ZMQ_LINGER, &linger, sizeof(linger));
+	T_EQ_INT(zmq_setsockopt(sub, ZMQ_SUBSCRIBE, "kvt1", 4), 0);
+	T_EQ_INT(zmq_connect(sub, endpoint_of(s)), 0);
+	/* PUB drops what it sends before the subscription arrives: probe
+	 * until a message comes through, then start counting. */
+	for (uint64_t i = 0;; i++) {
+		T_ASSERT(i < 500);
+		probe = t_key(100000 + i);
+		put(s, ns, &probe, 0, false);
+		if (rx_batch(sub, 10, evs, 1024) > 0)
+			break;
+	}
+	while (rx_batch(sub, 50, evs, 1024) > 0)
+		; /* the probes' stragglers */
+
+	for (uint32_t i = 0; i < 3; i++)
+		keys[i] = t_key(i);
+	put(s, ns, keys, 0, true);
+	put(s, ns, keys, 1, true);
+	T_RC(kvt_delete(s, ns, &keys[1]), KVT_OK);
+	T_RC(kvt_delete(s, ns, &keys[2]), KVT_MISS); /* nothing removed: no event */
+	T_ASSERT(kvt_clear(s, ns) >= 1);
+	T_ASSERT(kvt_clear(s, KVT_NS_ALL) >= 0);
+	n = rx_events(sub, evs, 5);
+	T_EQ_INT(n, 5); /* stored 0, stored 1, removed 1, cleared, cleared */
+	T_EQ_STR(evs[0].type, "BlockStored");
+	T_EQ_MEM(evs[0].hash, keys[0].bytes, 32);
+	T_EQ_INT(evs[0].parent_len, 0);
+	T_EQ_U64(evs[0].block_size, 16);
+	T_EQ_STR(evs[0].medium, "CPU");
+	T_EQ_STR(evs[1].type, "BlockStored");
+	T_EQ_MEM(evs[1].hash, keys[1].bytes, 32);
+	T_EQ_INT(evs[1].parent_len, 32);
+	T_EQ_MEM(evs[1].parent, keys[0].bytes, 32);
+	T_EQ_STR(evs[2].type, "BlockRemoved");
+	T_EQ_MEM(evs[2].hash, keys[1].bytes, 32);
+	T_EQ_STR(evs[3].type, "AllBlocksCleared");
+	T_EQ_STR(evs[4].type, "AllBlocksCleared");
+
+	/* DRAM-only: what eviction drops leaves the store, and is reported.
+	 * 200 blocks of 16 KiB through 1 MiB. */
+	for (uint32_t i = 0; i < 200; i++) {
+		keys[i] = t_key(1000 + i);
+		put(s, ns, keys, i, false);
+	}
+	n = rx_events(sub, evs, 1024);
+	for (int i = 0; i < n; i++)
+		if (strcmp(evs[i].type, "BlockRemoved") == 0) {
+			bool ours = false;
+			for (uint32_t k = 0; k < 200 && !ours; k++)
+				ours = memcmp(evs[i].hash, keys[k].bytes, 32) == 0;
+			T_ASSERT(ours);
+			removed++;
+		}
+	fprintf(stderr, "200 puts through 1 MiB of DRAM: %d events, %d BlockRemoved\n", n,
+		removed);
+	T_ASSERT(removed >= 130); /* at most 64 blocks fit */
+	T_OK(kvt_store_stat(s, "events.batches", &v));
+	T_ASSERT(v > 0);
+	T_OK(kvt_store_stat(s, "events.dropped", &v));
+	T_EQ_U64(v, 0);
+	kvt_store_destroy(s);
+	zmq_close(sub);
+	zmq_ctx_term(zctx);
+}
+
+static void test_options(void)
+{
+	struct kvt_store *s;
+	T_OK(kvt_store_create(&s));
+	T_RC(kvt_store_set_option(s, "events.batch_ms", "100000"), KVT_EOPTVAL);
+	T_OK(kvt_store_set_option(s, "events.endpoint", "bogus://nowhere"));
+	T_RC(kvt_store_open(s), KVT_EOPTVAL);
+	kvt_store_destroy(s);
+}
+
+int main(void)
+{
+	test_encode();
+	test_options();
+	test_store();
+	return 0;
+}
