@@ -421,6 +421,8 @@ int kvt_store_create(struct kvt_store **out);
  *                     AllBlocksCleared for clears.
  *   events.topic, events.medium  the messages' topic (default "") and the
  *                     events' medium (default "CPU").
+ *   events.format     map (default: vLLM 0.32's layout, byte for byte) or
+ *                     array (older vLLM's array_like events).
  *   events.batch_ms   most milliseconds an event waits for its message,
  *                     0..10000 (default 10).
  *   events.queue_max  events queued before new ones are dropped (default

@@ -89,46 +89,103 @@ static void enc_str(msgpack_packer *pk, const char *s)
 	msgpack_pack_str_body(pk, s, n);
 }
 
+/* One event as a map (vLLM 0.32: tagged msgspec structs, omit_defaults). */
+static void enc_event_map(msgpack_packer *pk, const struct kvevent *v, const char *medium)
+{
+	switch (v->type) {
+	case KVEV_STORED:
+		msgpack_pack_map(pk, 8);
+		enc_str(pk, "type");
+		enc_str(pk, "BlockStored");
+		enc_str(pk, "block_hashes");
+		msgpack_pack_array(pk, 1);
+		enc_hash(pk, &v->key);
+		enc_str(pk, "parent_block_hash");
+		if (v->has_parent)
+			enc_hash(pk, &v->parent);
+		else
+			msgpack_pack_nil(pk);
+		enc_str(pk, "token_ids");
+		msgpack_pack_array(pk, 0);   /* not known to the store */
+		enc_str(pk, "block_size");
+		msgpack_pack_uint32(pk, v->block_size);
+		enc_str(pk, "lora_id");
+		msgpack_pack_nil(pk);
+		enc_str(pk, "medium");
+		enc_str(pk, medium);
+		enc_str(pk, "lora_name");
+		msgpack_pack_nil(pk);
+		break;
+	case KVEV_REMOVED:
+		msgpack_pack_map(pk, 3);
+		enc_str(pk, "type");
+		enc_str(pk, "BlockRemoved");
+		enc_str(pk, "block_hashes");
+		msgpack_pack_array(pk, 1);
+		enc_hash(pk, &v->key);
+		enc_str(pk, "medium");
+		enc_str(pk, medium);
+		break;
+	default:
+		msgpack_pack_map(pk, 1);
+		enc_str(pk, "type");
+		enc_str(pk, "AllBlocksCleared");
+		break;
+	}
+}
+
+/* One event as an array (older vLLM: array_like structs, tag first). */
+static void enc_event_array(msgpack_packer *pk, const struct kvevent *v, const char *medium)
+{
+	switch (v->type) {
+	case KVEV_STORED:
+		msgpack_pack_array(pk, 7);
+		enc_str(pk, "BlockStored");
+		msgpack_pack_array(pk, 1);
+		enc_hash(pk, &v->key);
+		if (v->has_parent)
+			enc_hash(pk, &v->parent);
+		else
+			msgpack_pack_nil(pk);
+		msgpack_pack_array(pk, 0);
+		msgpack_pack_uint32(pk, v->block_size);
+		msgpack_pack_nil(pk);        /* lora_id */
+		enc_str(pk, medium);
+		break;
+	case KVEV_REMOVED:
+		msgpack_pack_array(pk, 3);
+		enc_str(pk, "BlockRemoved");
+		msgpack_pack_array(pk, 1);
+		enc_hash(pk, &v->key);
+		enc_str(pk, medium);
+		break;
+	default:
+		msgpack_pack_array(pk, 1);
+		enc_str(pk, "AllBlocksCleared");
+		break;
+	}
+}
+
 int64_t kvevents_encode(const struct kvevent *evs, size_t n, double ts, const char *medium,
-			uint8_t *buf, size_t cap, size_t *need)
+			int format, uint8_t *buf, size_t cap, size_t *need)
 {
 	struct enc e = { buf, cap, 0 };
 	msgpack_packer pk;
 
 	msgpack_packer_init(&pk, &e, enc_write);
-	msgpack_pack_array(&pk, 2);
+	/* vLLM 0.32's EventBatch is array_like with a trailing
+	 * data_parallel_rank that msgspec writes as nil. */
+	msgpack_pack_array(&pk, format == KVEVENTS_ARRAY ? 2 : 3);
 	msgpack_pack_double(&pk, ts);
 	msgpack_pack_array(&pk, n);
 	for (size_t i = 0; i < n; i++) {
-		const struct kvevent *v = &evs[i];
-		switch (v->type) {
-		case KVEV_STORED:
-			msgpack_pack_array(&pk, 7);
-			enc_str(&pk, "BlockStored");
-			msgpack_pack_array(&pk, 1);
-			enc_hash(&pk, &v->key);
-			if (v->has_parent)
-				enc_hash(&pk, &v->parent);
-			else
-				msgpack_pack_nil(&pk);
-			msgpack_pack_array(&pk, 0);   /* token_ids: not known to the store */
-			msgpack_pack_uint32(&pk, v->block_size);
-			msgpack_pack_nil(&pk);        /* lora_id */
-			enc_str(&pk, medium);
-			break;
-		case KVEV_REMOVED:
-			msgpack_pack_array(&pk, 3);
-			enc_str(&pk, "BlockRemoved");
-			msgpack_pack_array(&pk, 1);
-			enc_hash(&pk, &v->key);
-			enc_str(&pk, medium);
-			break;
-		default:
-			msgpack_pack_array(&pk, 1);
-			enc_str(&pk, "AllBlocksCleared");
-			break;
-		}
+		if (format == KVEVENTS_ARRAY)
+			enc_event_array(&pk, &evs[i], medium);
+		else
+			enc_event_map(&pk, &evs[i], medium);
 	}
+	if (format != KVEVENTS_ARRAY)
+		msgpack_pack_nil(&pk);
 	if (e.len > cap) {
 		if (need)
 			*need = e.len;
@@ -208,7 +265,8 @@ static void kvevents_send(struct kvevents *ev)
 	for (;;) {
 		len = kvevents_encode(ev->send.ev, ev->send.n,
 				      (double)now.tv_sec + (double)now.tv_nsec / 1e9,
-				      ev->cfg.medium ? ev->cfg.medium : "CPU", ev->buf, ev->buf_cap,
+				      ev->cfg.medium ? ev->cfg.medium : "CPU", ev->cfg.format,
+				      ev->buf, ev->buf_cap,
 				      &need);
 		if (len != KVT_EBUFSMALL)
 			break;

@@ -8,14 +8,22 @@
  * A message is three frames: topic (events.topic), an 8-byte big-endian
  * sequence number (0, 1, ... per publisher), and the payload:
  *
- *   KVEventBatch      [ts: float64, events: [event, ...]]
- *   BlockStored       ["BlockStored", [hash], parent_hash | nil, [], block_size,
- *                      nil (lora_id), medium]
- *   BlockRemoved      ["BlockRemoved", [hash], medium]
- *   AllBlocksCleared  ["AllBlocksCleared"]
+ *   KVEventBatch      [ts: float64, events: [event, ...], nil (dp rank)]
+ *   BlockStored       {"type": "BlockStored", "block_hashes": [hash],
+ *                      "parent_block_hash": hash | nil, "token_ids": [],
+ *                      "block_size": n, "lora_id": nil, "medium": medium,
+ *                      "lora_name": nil}
+ *   BlockRemoved      {"type": "BlockRemoved", "block_hashes": [hash],
+ *                      "medium": medium}
+ *   AllBlocksCleared  {"type": "AllBlocksCleared"}
  *
- * (msgspec array_like structs, tag first.)  A hash is the block's key as
- * msgpack bin (vLLM's ExternalBlockHash is bytes).
+ * byte for byte what vLLM 0.32's msgspec encoder writes (tagged structs
+ * as maps, fields at their defaults omitted; tests/unit/test_kvevents.c
+ * holds its bytes).  events.format=array writes the layout of older vLLM
+ * releases instead: [ts, events], each event an array, tag first:
+ * ["BlockStored", [hash], parent | nil, [], block_size, nil, medium],
+ * ["BlockRemoved", [hash], medium], ["AllBlocksCleared"].  A hash is the
+ * block's key as msgpack bin (vLLM's ExternalBlockHash is bytes).
  *
  * Threads: kvevents_stored/removed/cleared from any thread (they queue
  * under a mutex and never block on the socket: past events.queue_max
@@ -33,6 +41,7 @@ struct kvevents_config {
 				  * connects (vLLM's rule); owned by the store */
 	char *topic;             /* NULL: "" */
 	char *medium;            /* NULL: "CPU" */
+	int format;              /* KVEVENTS_MAP (default) or KVEVENTS_ARRAY */
 	unsigned batch_ms;       /* most time an event waits for its batch */
 	unsigned queue_max;      /* events queued before new ones are dropped */
 };
@@ -41,6 +50,7 @@ struct kvevents_config {
 #define KVEVENTS_DEF_QUEUE_MAX 65536
 
 enum { KVEV_STORED = 1, KVEV_REMOVED, KVEV_CLEARED };
+enum { KVEVENTS_MAP = 0, KVEVENTS_ARRAY = 1 };
 
 /* One event, as queued and as the encoder takes it. */
 struct kvevent {
@@ -70,11 +80,11 @@ void kvevents_stats(struct kvevents *ev, kvt_stats_fn fn, void *ctx);
 
 /*
  * Encode one KVEventBatch of evs[0..n) at time ts (seconds since the
- * epoch) into buf[0..cap).  Returns the length, or KVT_EBUFSMALL with
+ * epoch), in format (KVEVENTS_MAP or _ARRAY), into buf[0..cap).  Returns the length, or KVT_EBUFSMALL with
  * *need set (retry with that much), -ENOMEM.  Pure: for the thread and
  * for tests.
  */
 int64_t kvevents_encode(const struct kvevent *evs, size_t n, double ts, const char *medium,
-			uint8_t *buf, size_t cap, size_t *need);
+			int format, uint8_t *buf, size_t cap, size_t *need);
 
 #endif

@@ -366,6 +366,11 @@ static int opt_events(struct kvevents_config *ec, const char *name, const char *
 		return strlen(v) > 255 ? KVT_EOPTVAL : opt_str(v, &ec->topic);
 	if (strcmp(name, "medium") == 0)
 		return strlen(v) > 64 ? KVT_EOPTVAL : opt_str(v, &ec->medium);
+	if (strcmp(name, "format") == 0) {
+		static const char *const formats[] = { "map", "array", NULL };
+		static const int format_vals[] = { KVEVENTS_MAP, KVEVENTS_ARRAY };
+		return opt_choice(v, formats, format_vals, &ec->format);
+	}
 	if (strcmp(name, "batch_ms") == 0)
 		return opt_u32(v, 0, 10000, &ec->batch_ms);
 	if (strcmp(name, "queue_max") == 0)

