@@ -3,24 +3,29 @@
 Run by run_vllm.py (meson test --suite vllm, with -Dvllm=true), inside the
 pinned vLLM venv, with KVTIERD naming the server binary.  The model is a
 2-layer random-weight Llama written here (vllm_support.MODEL); every
-engine runs in a process of its own (vllm_engine.py) with vLLM's own
-prefix cache off, so a prefix that is not recomputed can only have come
-from kvtier.
+engine runs in a process of its own (vllm_engine.py).
 
 Engine 1's store: its own DRAM, an SSD directory (namespace persistent, so
 blocks go to the SSD at put) and a kvtierd below them.  The test process
-reads and plants blocks on that kvtierd with a Store of its own.
-Engine 2, started after engine 1 exited, has the same SSD directory and no
-kvtierd: what it loads comes from the SSD tier, written by engine 1.
+reads and plants blocks on that kvtierd with a Store of its own.  Before
+every run that must load from kvtier, the test empties vLLM's own prefix
+cache (LLM.reset_prefix_cache), so a prefix that is not recomputed can only
+have come from kvtier; the connector's counters show the load.  Engine 2,
+started after engine 1 exited, has the same SSD directory and no kvtierd:
+what it loads comes from the SSD tier, written by engine 1.
 
-Tolerance: the next-token log-probabilities (log_softmax of the logits,
-over the whole vocabulary) of a prompt whose prefix was loaded from kvtier
-are within TOL of those of the same prompt computed in full.  Loaded KV is
-bitwise what the engine computed, but the last token's attention runs over
-a different batch shape (one chunk over cached KV instead of the whole
-prompt), so bf16 rounding may differ a little.  The negative control (the
-KV of another prompt stored under this prompt's keys) must move them by
-more than 10 * TOL.
+Logits and tolerance.  The next-token log-probabilities (log_softmax of the
+logits, over the whole vocabulary) of a run whose prefix kvtier loaded are
+compared with the same prompt run on vLLM's own prefix cache (the prefix
+computed by the engine in an earlier request, the rest computed on top of
+it: the same kernels on the same shapes as after a kvtier load), within
+TOL; with bitwise equal KV they are equal.  A full recomputation of the
+prompt runs the last tokens' attention over a different batch shape (one
+chunk of the whole prompt), and with bf16 and this wide random model that
+moves log-probabilities by up to about 0.2 (measured: 0.21 on 3,000
+tokens): that distance is printed, and bounded by TOL_FULL.  The negative
+control (the KV of another prompt stored under this prompt's keys) must
+move them by more than TOL_FULL.
 """
 import os
 import statistics
@@ -32,7 +37,8 @@ import kvtier
 from vllm_support import MODEL, Engine, Kvtierd, kv_bytes_per_token, prompt, write_model
 
 BS = 128              # vLLM's CPU block size (its default on CPU)
-TOL = 0.05            # max |delta log-probability| over the vocabulary
+TOL = 1e-3            # max |delta logprob| against vLLM's own prefix-cache path
+TOL_FULL = 0.5        # ... against a full recomputation (other kernel shapes)
 V = MODEL["vocab_size"]
 
 
@@ -59,7 +65,8 @@ def kvtier_config(env, remote=True):
 @pytest.fixture(scope="module")
 def engine1(env):
     eng = Engine(sys.executable, env["model"], os.path.join(env["base"], "engine1.log"),
-                 kvtier_extra=kvtier_config(env), engine_id="kvtier-test-1")
+                 kvtier_extra=kvtier_config(env), engine_id="kvtier-test-1",
+                 prefix_caching=True)
     print(f"engine 1 up in {eng.ready['startup_s']:.1f} s")
     yield eng
     eng.close()
@@ -103,9 +110,9 @@ def test_namespace_describes_the_kv(engine1):
     assert st["block_bytes"] == BS * kv_bytes_per_token()
 
 
-def test_loaded_bytes_and_logits(engine1, client):
+def test_loaded_bytes_and_logits(env, engine1, client):
     """(a) kvtier holds the bytes the engine computes; a prompt whose prefix
-    is loaded from it gets the logits of the full computation; the KV of
+    is loaded from it gets the logits the engine computes; the KV of
     another prompt under its keys is detected."""
     s, ns, digest, st0 = client
     bb = st0["block_bytes"]
@@ -113,10 +120,11 @@ def test_loaded_bytes_and_logits(engine1, client):
     n = 4
 
     before = engine1.stats()
-    ra = run(engine1, P, "a")           # computed, stored under salt a
+    full = run(engine1, P, "a")         # computed, stored under salt a
     rb = run(engine1, P, "b")           # computed again, stored under salt b
+    local = run(engine1, P, "a")        # prefix from vLLM's own cache
     mid = engine1.stats()
-    assert ra["loaded"] == 0 and rb["loaded"] == 0
+    assert full["loaded"] == rb["loaded"] == local["loaded"] == 0
     assert delta(before, mid, "store_blocks") == 2 * n
     assert delta(before, mid, "load_blocks") == 0
 
@@ -127,18 +135,20 @@ def test_loaded_bytes_and_logits(engine1, client):
     assert all(b is not None and len(b) == bb for b in blocks_a + blocks_b)
     # Two independent computations of the prefix: byte-identical KV.
     assert blocks_a == blocks_b
-    assert maxdiff(ra["logprobs"], rb["logprobs"]) == 0.0
 
-    r2 = run(engine1, P, "a")           # the 4 blocks come from kvtier
+    engine1.reset()
+    r = run(engine1, P, "a")            # the 4 blocks come from kvtier
     after = engine1.stats()
-    assert r2["loaded"] == n * BS
+    assert r["loaded"] == n * BS
     assert delta(mid, after, "load_blocks") == n
     assert delta(mid, after, "load_bytes") == n * bb
     assert delta(mid, after, "load_misses") == 0
-    d_ok = maxdiff(r2["logprobs"], ra["logprobs"])
-    print(f"loaded prefix: max |d logprob| = {d_ok:.4g} (tolerance {TOL})")
-    assert d_ok <= TOL
-    assert r2["token"] == ra["token"]
+    d_ok, d_full = maxdiff(r["logprobs"], local["logprobs"]), maxdiff(r["logprobs"],
+                                                                      full["logprobs"])
+    print(f"\n{len(P)} tokens, {n * BS} loaded: max |d logprob| {d_ok:.3g} against vLLM's "
+          f"prefix cache (TOL {TOL}), {d_full:.3g} against full recomputation")
+    assert d_ok <= TOL and d_full <= TOL_FULL
+    assert r["token"] == local["token"]
 
     # Negative control: the KV of another prompt, planted on the kvtierd
     # under the keys of P with salt c.  The engine loads it (same count of
@@ -151,41 +161,53 @@ def test_loaded_bytes_and_logits(engine1, client):
     assert all(w is not None for w in wrong) and wrong != blocks_a
     for k, w in zip(keys[b"c"], wrong):
         assert s.put(ns, k, w)
+    engine1.reset()
     before = engine1.stats()
     rc = run(engine1, P, "c")
     after = engine1.stats()
     assert rc["loaded"] == n * BS and delta(before, after, "load_blocks") == n
-    d_bad = maxdiff(rc["logprobs"], ra["logprobs"])
-    print(f"wrong KV under the keys: max |d logprob| = {d_bad:.4g}")
-    assert d_bad > 10 * TOL
+    d_bad = maxdiff(rc["logprobs"], local["logprobs"])
+    print(f"wrong KV under the keys: max |d logprob| {d_bad:.3g}")
+    assert d_bad > TOL_FULL
 
 
 def test_second_run_loads_and_ttft_drops(env, engine1):
     """(b) A long prompt's second run loads its prefix from kvtier (vLLM's
-    prefix cache is off) and its time to first token drops."""
+    prefix cache emptied before it) and its time to first token drops."""
     L = prompt(3000, seed=3)
     n = (len(L) - 1) // BS              # 23 blocks, 2944 tokens
     before = engine1.stats()
     first = run(engine1, L, "long")
+    local = run(engine1, L, "long")     # vLLM's own cache: the reference logits
     mid = engine1.stats()
-    assert first["loaded"] == 0 and delta(before, mid, "store_blocks") == n
+    assert first["loaded"] == local["loaded"] == 0
+    assert delta(before, mid, "store_blocks") == n
+    engine1.reset()
     second = run(engine1, L, "long")
     after = engine1.stats()
     assert second["loaded"] == n * BS
     assert delta(mid, after, "load_blocks") == n
     assert delta(mid, after, "lookup_hit_blocks") >= n
-    assert maxdiff(second["logprobs"], first["logprobs"]) <= TOL
-    # TTFT, interleaved against recomputation of the same prompt (kvtier
-    # asked not to load it): medians of 3.
+    d_ok, d_full = (maxdiff(second["logprobs"], local["logprobs"]),
+                    maxdiff(second["logprobs"], first["logprobs"]))
+    print(f"\n{len(L)} tokens, {n * BS} loaded: max |d logprob| {d_ok:.3g} against vLLM's "
+          f"prefix cache, {d_full:.3g} against full recomputation")
+    assert d_ok <= TOL and d_full <= TOL_FULL
+    # TTFT, alternating with recomputation of the same prompt (kvtier asked
+    # not to load it); vLLM's cache emptied before each run.  Medians of 3.
     loaded, computed = [], []
     for _ in range(3):
+        engine1.reset()
         computed.append(run(engine1, L, "long", {"kvtier_load": False}, logprobs=0)["wall_s"])
-        loaded.append(run(engine1, L, "long", logprobs=0)["wall_s"])
+        engine1.reset()
+        r = run(engine1, L, "long", logprobs=0)
+        assert r["loaded"] == n * BS
+        loaded.append(r["wall_s"])
     tl, tc = statistics.median(loaded), statistics.median(computed)
-    print(f"3000-token prompt: TTFT {tc * 1e3:.1f} ms computed, {tl * 1e3:.1f} ms with "
+    print(f"{len(L)}-token prompt: TTFT {tc * 1e3:.1f} ms computed, {tl * 1e3:.1f} ms with "
           f"{n * BS} tokens from kvtier (first run {first['wall_s'] * 1e3:.1f} ms)")
     assert tl < tc
-    env["keep"]["long"] = (L, first["logprobs"], n)
+    env["keep"]["long"] = (L, local["logprobs"], n)
 
 
 def test_restart_serves_from_ssd(env, engine1):
@@ -194,7 +216,8 @@ def test_restart_serves_from_ssd(env, engine1):
     L, lp, n = env["keep"]["long"]
     assert engine1.close() == 0
     eng = Engine(sys.executable, env["model"], os.path.join(env["base"], "engine2.log"),
-                 kvtier_extra=kvtier_config(env, remote=False), engine_id="kvtier-test-2")
+                 kvtier_extra=kvtier_config(env, remote=False), engine_id="kvtier-test-2",
+                 prefix_caching=True)
     try:
         st0 = eng.stats()
         assert st0["store"]["ssd.blocks"] >= n
@@ -205,6 +228,8 @@ def test_restart_serves_from_ssd(env, engine1):
         assert delta(st0, st, "load_blocks") == n
         assert st["store"]["ssd.reads"] - st0["store"]["ssd.reads"] >= n
         assert "remote.gets" not in st["store"]
-        assert maxdiff(r["logprobs"], lp) <= TOL
+        d = maxdiff(r["logprobs"], lp)
+        print(f"\nnew engine, prefix from the SSD tier: max |d logprob| {d:.3g}")
+        assert d <= TOL
     finally:
         assert eng.close() == 0

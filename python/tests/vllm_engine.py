@@ -11,6 +11,7 @@ answers each stdin line with one "@@" + JSON line on stdout:
           "kv_transfer_params", "wall_s"}]}: prompts run one at a time, each
           with max_tokens=1, so wall_s is the request's time to first token.
   {"op": "stats", "rank": 0}   -> kvtier.vllm.query_stats of that worker
+  {"op": "reset"}              -> LLM.reset_prefix_cache() (vLLM's own cache)
   {"op": "exit"}               -> shuts the engine down and exits 0
 """
 import json
@@ -46,6 +47,9 @@ def main():
         try:
             if req["op"] == "exit":
                 break
+            if req["op"] == "reset":  # empty vLLM's own prefix cache
+                out({"reset": bool(llm.reset_prefix_cache())})
+                continue
             if req["op"] == "stats":
                 from kvtier.vllm import query_stats
                 out(query_stats(cfg["engine_id"], req.get("rank", 0)))

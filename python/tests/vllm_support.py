@@ -136,6 +136,10 @@ class Engine:
         """prompts: list of dicts (prompt_token_ids, cache_salt, params)."""
         return self.call(op="generate", prompts=prompts, logprobs=logprobs, **kw)
 
+    def reset(self):
+        """Empty vLLM's own prefix cache (kvtier keeps its blocks)."""
+        assert self.call(op="reset")["reset"]
+
     def stats(self, rank=0):
         return self.call(op="stats", rank=rank)
 
