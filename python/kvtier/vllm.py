@@ -114,8 +114,7 @@ def store_options(extra: dict) -> dict:
         if not sep:
             raise ValueError(f"KVTIER_OPTIONS: {item!r} is not NAME=VALUE")
         opts.setdefault(name.strip(), value.strip())
-    if not any(k == "dram.capacity" for k in opts):
-        opts["dram.capacity"] = "1G"
+    opts.setdefault("dram.capacity", "1G")
     return opts
 
 
@@ -124,10 +123,12 @@ def _truthy(v) -> bool:
 
 
 def _ident(s: str) -> str:
-    """A descriptor string value: printable ASCII without space, 1..255 bytes."""
-    out = "".join(c if 0x21 <= ord(c) <= 0x7E else "_" for c in s) or "-"
-    if len(out) > 255:
-        out = out[:190] + "~" + hashlib.sha256(s.encode()).hexdigest()
+    """A descriptor string value: printable ASCII without space, 1..255
+    bytes.  A value that had to be changed to fit keeps a hash of the
+    original, so that two values never map to one."""
+    out = "".join(c if 0x21 <= ord(c) <= 0x7E else "_" for c in s)
+    if out != s or not out or len(out) > 255:
+        out = out[:200] + "~" + hashlib.sha256(s.encode()).hexdigest()[:32]
     return out
 
 
@@ -528,6 +529,12 @@ class _WorkerSide:
         class Handler(socketserver.BaseRequestHandler):
             def handle(self):
                 s = self.request
+                # Abstract sockets are visible to every process in the
+                # network namespace: answer only this user's processes.
+                cred = s.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
+                                    struct.calcsize("3i"))
+                if struct.unpack("3i", cred)[1] != os.getuid():
+                    return
                 try:
                     while True:
                         op = s.recv(1)

@@ -91,10 +91,11 @@ def write_model(path, seed=0):
 
 
 def prompt(n, seed):
-    """n token ids in [3, vocab), reproducible from seed (no Python hash)."""
-    import numpy as np
-    rng = np.random.default_rng(seed)
-    return [int(t) for t in rng.integers(3, MODEL["vocab_size"], size=n)]
+    """n token ids in [3, vocab), reproducible from an int seed (Mersenne
+    Twister seeded by the int itself, not by Python's hash)."""
+    import random
+    rng = random.Random(seed)
+    return [rng.randrange(3, MODEL["vocab_size"]) for _ in range(n)]
 
 
 class Engine:
