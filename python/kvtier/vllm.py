@@ -18,13 +18,18 @@ vllm/distributed/kv_transfer/kv_connector/v1/base.py.
             "remote.addr": "10.0.0.7:7420"}}))           # optional kvtierd
 
 Why a KVConnectorBase_V1 and not a secondary tier of vLLM's
-OffloadingConnector (vllm/v1/kv_offload/tiering): a SecondaryTierManager
-sees only vLLM's block hashes (OffloadKey), never the tokens; those hashes
-are seeded per process unless PYTHONHASHSEED is fixed, so they cannot name
-blocks across restarts or engines.  The connector sees the request (its
-token ids, cache salt, LoRA and multimodal inputs) and keys blocks with
-kvtier's key chain (doc/keys.md): SHA-256 over the namespace digest, the
-previous key and the block's token ids, the same bytes in every process.
+OffloadingConnector (vllm/v1/kv_offload/tiering): (1) a secondary tier sits
+behind the OffloadingConnector's CPU tier, whose block copies assert a
+CUDA or XPU KV cache (kv_offload/cpu/gpu_worker.py: "assert
+gpu_tensor.is_cuda or gpu_tensor.is_xpu"), so it cannot run on vLLM's CPU
+build at all; (2) a SecondaryTierManager sees only vLLM's block hashes
+(OffloadKey), never the tokens: their bytes depend on
+prefix_caching_hash_algo and its serialization, and the xxhash variants
+take a per-process random seed unless PYTHONHASHSEED is set.  The
+connector sees the request (its token ids, cache salt, LoRA and multimodal
+inputs) and keys blocks with kvtier's key chain (doc/keys.md): SHA-256
+over the namespace digest, the previous key and the block's token ids, the
+same bytes in every process, engine and language.
 
 Where things run.  vLLM makes one connector object in the scheduler
 (EngineCore) and one in every worker (one per TP/PP rank); on CPU and with
@@ -33,7 +38,8 @@ the KV tensors, it knows the KV dtype, layout and its rank, so it builds the
 namespace descriptor (model, config hash, dtype, KV quantization, layout,
 block size, TP and PP rank and size) and computes the keys.  Each worker
 answers the scheduler's lookups on an abstract Unix socket named after the
-engine id and its rank ("\\0kvtier-vllm/<engine_id>/<tp>/<pp>"); the
+engine id and its rank ("\\0kvtier-vllm/<engine_id>/<tp>/<pp>", to
+processes of the same user only: SO_PEERCRED); the
 scheduler counts a prefix as present only where every rank has it (the
 minimum over ranks), loads only whole blocks, and always leaves the last
 prompt token to compute.  A rank that does not answer counts as a miss.
