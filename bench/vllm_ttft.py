@@ -47,7 +47,16 @@ import vllm_support as vs  # noqa: E402
 BS = 128
 
 
+# Pause before each timed run: vLLM's CPU workers use Intel OpenMP, whose
+# threads spin for KMP_BLOCKTIME (200 ms) after a parallel region, so a short
+# run right after another engine's run shares the 2 cores with its spinning
+# threads (measured: 1,920 loaded tokens took 300 to 500 ms that way, 37 to
+# 76 ms without the other engine).
+SETTLE_S = 0.5
+
+
 def run(eng, toks, params=None):
+    time.sleep(SETTLE_S)
     r = eng.generate([{"prompt_token_ids": toks, "params": params}])["results"][0]
     return r["wall_s"], (r["kv_transfer_params"] or {}).get("kvtier_loaded_tokens")
 
