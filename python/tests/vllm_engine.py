@@ -1,0 +1,86 @@
+"""vllm_engine.py CONFIG-JSON - one vLLM engine, driven by JSON lines.
+
+Started by vllm_support.Engine (tests, bench).  Builds an LLM on CPU from
+CONFIG (model dir, kvtier extra config or null for no connector, engine id,
+max_model_len, prefix_caching), prints "@@" + {"startup_s": ...}, then
+answers each stdin line with one "@@" + JSON line on stdout:
+
+  {"op": "generate", "prompts": [{"prompt_token_ids": [...], "cache_salt": s,
+   "params": {kv_transfer_params}}], "logprobs": N}
+      -> {"results": [{"token", "logprobs": [N floats by token id] or null,
+          "kv_transfer_params", "wall_s"}]}: prompts run one at a time, each
+          with max_tokens=1, so wall_s is the request's time to first token.
+  {"op": "stats", "rank": 0}   -> kvtier.vllm.query_stats of that worker
+  {"op": "reset"}              -> LLM.reset_prefix_cache() (vLLM's own cache)
+  {"op": "exit"}               -> shuts the engine down and exits 0
+"""
+import json
+import sys
+import time
+import traceback
+
+
+def out(obj):
+    sys.stdout.write("@@" + json.dumps(obj) + "\n")
+    sys.stdout.flush()
+
+
+def main():
+    cfg = json.loads(sys.argv[1])
+    from vllm import LLM, SamplingParams
+    from vllm.config import KVTransferConfig
+    kw = {}
+    if cfg.get("kvtier") is not None:
+        kw["kv_transfer_config"] = KVTransferConfig(
+            kv_connector="KVTierConnector", kv_connector_module_path="kvtier.vllm",
+            kv_role="kv_both", engine_id=cfg["engine_id"],
+            kv_load_failure_policy="recompute",
+            kv_connector_extra_config=cfg["kvtier"])
+    t0 = time.time()
+    llm = LLM(model=cfg["model"], skip_tokenizer_init=True, enforce_eager=True,
+              dtype="bfloat16", max_model_len=cfg["max_model_len"],
+              enable_prefix_caching=cfg["prefix_caching"], seed=0,
+              max_logprobs=cfg.get("max_logprobs", 20), **kw)
+    out({"startup_s": time.time() - t0})
+    for line in sys.stdin:
+        req = json.loads(line)
+        try:
+            if req["op"] == "exit":
+                break
+            if req["op"] == "reset":  # empty vLLM's own prefix cache
+                out({"reset": bool(llm.reset_prefix_cache())})
+                continue
+            if req["op"] == "stats":
+                from kvtier.vllm import query_stats
+                out(query_stats(cfg["engine_id"], req.get("rank", 0)))
+                continue
+            results = []
+            for p in req["prompts"]:
+                n_lp = req.get("logprobs", 0)
+                sp = SamplingParams(max_tokens=1, temperature=0.0, detokenize=False,
+                                    logprobs=n_lp or None,
+                                    extra_args={"kv_transfer_params": p.get("params") or {}})
+                prompt = {"prompt_token_ids": p["prompt_token_ids"]}
+                if p.get("cache_salt"):
+                    prompt["cache_salt"] = p["cache_salt"]
+                t = time.perf_counter()
+                o = llm.generate([prompt], sp, use_tqdm=False)[0]
+                wall = time.perf_counter() - t
+                c = o.outputs[0]
+                lps = None
+                if n_lp and c.logprobs:
+                    lps = [None] * n_lp
+                    for tok, lp in c.logprobs[0].items():
+                        if tok < n_lp:
+                            lps[tok] = lp.logprob
+                results.append({"token": c.token_ids[0], "logprobs": lps, "wall_s": wall,
+                                "kv_transfer_params": o.kv_transfer_params})
+            out({"results": results})
+        except Exception:
+            out({"error": traceback.format_exc()})
+    del llm
+    sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()

