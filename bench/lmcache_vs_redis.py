@@ -7,16 +7,17 @@ Run with the python of a venv that has lmcache==0.5.6 (scripts/test-lmcache
 makes one), e.g.
   /var/tmp/lmcache-venv/bin/python bench/lmcache_vs_redis.py build-release/daemon/kvtierd
 
-Starts kvtierd (--resp, 2 GiB DRAM, no SSD tier: the same in-memory job as
-Redis) and redis-server (persistence off: --save '' --appendonly no) on
-free loopback ports.  Each round, for each server and each of LMCache's
-two Redis connectors (redis:// = RedisConnector over redis-py, RESP3
-with redis-py 8; resp:// = RESPConnector, LMCache's native client), a fresh
-process (python/tests/lmcache_kv.py bench) builds LMCache's engine and
-times CHUNKS 256-token chunks of Llama-3.2-1B KV (8 MiB each) put through
-the connector's batched_put, then got back through the RemoteBackend's
-batched_get_blocking, bytes checked.  New keys every round.  Prints
-MB/s per row (median over the rounds, and every round).
+Starts kvtierd (--resp, 2 GiB DRAM prefaulted, no SSD tier: the same
+in-memory job as Redis) and redis-server (persistence off: --save ''
+--appendonly no) on free loopback ports.  Each round, for each server and
+each of LMCache's two Redis connectors (redis:// = RedisConnector over
+redis-py, RESP3 with redis-py 8; resp:// = RESPConnector, LMCache's native
+client), a fresh process (python/tests/lmcache_kv.py bench) builds
+LMCache's engine and times CHUNKS 256-token chunks of Llama-3.2-1B KV
+(8 MiB each) put through the connector's batched_put, then got back
+through the RemoteBackend's batched_get_blocking, bytes checked.  New keys
+every run, on a server emptied by FLUSHALL first.  Prints MB/s per row
+(median over the rounds, and every round).
 """
 import json
 import os
@@ -46,8 +47,10 @@ def start_kvtierd(binary, base):
     d = os.path.join(base, "kvtierd")
     os.mkdir(d)
     log = os.path.join(base, "kvtierd.log")
+    # dram.prefault as by default (on): the tier's pages are touched at
+    # start, not during the first puts.
     p = subprocess.Popen([binary, "--dir", d, "--dram", "2G", "--ssd", "0",
-                          "--set", "dram.prefault=off", "--listen", "127.0.0.1:0",
+                          "--listen", "127.0.0.1:0",
                           "--resp", "127.0.0.1:0", "--threads", "2", "--log", log],
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     for _ in range(1200):
@@ -74,6 +77,17 @@ def start_redis(base):
         except OSError:
             time.sleep(0.05)
     raise SystemExit("redis-server did not start")
+
+
+def flushall(port):
+    """Each run starts on an empty server: kvtierd is a cache, and a DRAM
+    tier filled by earlier rounds would evict this run's chunks before
+    they are read back (and LMCache's resp:// client waits out its
+    10-second blocking_timeout_secs on a GET that finds nothing)."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=60)
+    s.sendall(b"FLUSHALL\r\n")
+    assert s.recv(64) == b"+OK\r\n"
+    s.close()
 
 
 def run(url, seed, chunks):
@@ -109,6 +123,7 @@ def main():
             for server, port in (("kvtierd", kport), ("redis-server", rport)):
                 for scheme in ("redis", "resp"):
                     seed += 1
+                    flushall(port)
                     o = run("%s://127.0.0.1:%d" % (scheme, port), seed, chunks)
                     mb = o["bytes"] / 1e6
                     rows.setdefault((server, scheme), []).append(
