@@ -107,6 +107,7 @@ struct respd_cmd {
 	bool done;
 	bool quit;                 /* close after the reply */
 	bool is_err;
+	bool resp3;                /* reply in RESP3 (the connection's HELLO 3) */
 	/* the reply */
 	uint8_t *text;
 	size_t tlen, tcap;
@@ -125,6 +126,7 @@ struct respd_conn {
 	struct respd_cmd *head, *tail;
 	bool ns_ok;
 	uint32_t ns;
+	bool resp3;                /* HELLO 3 was answered */
 };
 
 static struct respd_conn *respd_of(struct kvtd_conn *c)
@@ -254,9 +256,13 @@ static void respd_bulk_str(struct respd_cmd *cmd, const char *s)
 	respd_bulk(cmd, s, strlen(s));
 }
 
+/* RESP3 has its own null; RESP2's is the nil bulk string. */
 static void respd_nil(struct respd_cmd *cmd)
 {
-	respd_text(cmd, "$-1\r\n", 5);
+	if (cmd->resp3)
+		respd_text(cmd, "_\r\n", 3);
+	else
+		respd_text(cmd, "$-1\r\n", 5);
 }
 
 static void respd_keep_pin(struct respd_cmd *cmd, struct respd_item *it)
@@ -889,13 +895,17 @@ static void respd_info(struct respd_cmd *cmd)
 
 static void respd_hello(struct respd_cmd *cmd)
 {
-	respd_int(cmd, '*', 14);
+	/* RESP3 answers with a map, RESP2 with the same pairs in an array */
+	if (cmd->resp3)
+		respd_int(cmd, '%', 7);
+	else
+		respd_int(cmd, '*', 14);
 	respd_bulk_str(cmd, "server");
 	respd_bulk_str(cmd, "redis");
 	respd_bulk_str(cmd, "version");
 	respd_bulk_str(cmd, "7.0.0");
 	respd_bulk_str(cmd, "proto");
-	respd_int(cmd, ':', 2);
+	respd_int(cmd, ':', cmd->resp3 ? 3 : 2);
 	respd_bulk_str(cmd, "id");
 	respd_int(cmd, ':', (int64_t)cmd->conn->id);
 	respd_bulk_str(cmd, "mode");
@@ -1012,6 +1022,9 @@ static void respd_exec(struct respd_cmd *cmd)
 	uint32_t argc = cmd->argc, ns;
 	int rc;
 
+	/* The protocol in force when the command arrived (a HELLO later in
+	 * a pipeline does not change the replies queued before it). */
+	cmd->resp3 = respd_of(c)->resp3;
 	if (c->state != KVTD_CS_READY && !respd_is(a, "AUTH") && !respd_is(a, "HELLO") &&
 	    !respd_is(a, "QUIT")) {
 		KVTD_COUNT(srv, errors[KVTD_ERR_NOAUTH], 1);
@@ -1050,8 +1063,9 @@ static void respd_exec(struct respd_cmd *cmd)
 	}
 	if (respd_is(a, "HELLO")) {
 		uint32_t i = 1;
+		bool three = cmd->resp3;
 		if (argc > 1) {
-			if (!respd_is(&a[1], "2")) {
+			if (!respd_is(&a[1], "2") && !respd_is(&a[1], "3")) {
 				if (a[1].len == 1 && a[1].p[0] >= '0' && a[1].p[0] <= '9')
 					respd_simple(cmd, '-', "NOPROTO sorry, this protocol version is not supported.");
 				else
@@ -1072,6 +1086,8 @@ static void respd_exec(struct respd_cmd *cmd)
 				goto done;
 			}
 		}
+		if (argc > 1)
+			three = respd_is(&a[1], "3");
 		if (c->state != KVTD_CS_READY) {
 			respd_simple(cmd, '-', "NOAUTH HELLO must be called with the client already "
 				     "authenticated, otherwise the HELLO <proto> AUTH <user> <pass> "
@@ -1079,6 +1095,9 @@ static void respd_exec(struct respd_cmd *cmd)
 				     "RESP protocol version at the same time");
 			goto done;
 		}
+		/* Only a HELLO that succeeds switches the protocol, and its own
+		 * reply is already in the new one (as Redis does). */
+		respd_of(c)->resp3 = cmd->resp3 = three;
 		respd_hello(cmd);
 		goto done;
 	}
@@ -1094,17 +1113,35 @@ static void respd_exec(struct respd_cmd *cmd)
 	if (respd_is(a, "CONFIG") && argc >= 2 && respd_is(&a[1], "GET")) {
 		/* redis-benchmark reads "save" and "appendonly": kvtierd has
 		 * neither RDB snapshots nor an AOF. */
+		char agg = cmd->resp3 ? '%' : '*';
 		if (argc == 3 && respd_is(&a[2], "save")) {
-			respd_int(cmd, '*', 2);
+			respd_int(cmd, agg, cmd->resp3 ? 1 : 2);
 			respd_bulk_str(cmd, "save");
 			respd_bulk_str(cmd, "");
 		} else if (argc == 3 && respd_is(&a[2], "appendonly")) {
-			respd_int(cmd, '*', 2);
+			respd_int(cmd, agg, cmd->resp3 ? 1 : 2);
 			respd_bulk_str(cmd, "appendonly");
 			respd_bulk_str(cmd, "no");
 		} else {
-			respd_int(cmd, '*', 0);
+			respd_int(cmd, agg, 0);
 		}
+		goto done;
+	}
+	if (respd_is(a, "CLIENT") && argc >= 2 &&
+	    (respd_is(&a[1], "SETINFO") || respd_is(&a[1], "SETNAME"))) {
+		/* redis-py (LMCache's redis:// client) sends CLIENT SETINFO
+		 * LIB-NAME and LIB-VER on every new connection, and ignores an
+		 * error: without this each connection counted two error
+		 * replies.  Nothing is kept: kvtierd has no CLIENT LIST. */
+		if (respd_is(&a[1], "SETNAME") ? argc != 3 : argc != 4)
+			respd_simple(cmd, '-', respd_is(&a[1], "SETNAME") ?
+				     "ERR wrong number of arguments for 'client|setname' command" :
+				     "ERR wrong number of arguments for 'client|setinfo' command");
+		else if (respd_is(&a[1], "SETINFO") && !respd_is(&a[2], "LIB-NAME") &&
+			 !respd_is(&a[2], "LIB-VER"))
+			respd_simple(cmd, '-', "ERR Unrecognized option");
+		else
+			respd_simple(cmd, '+', "OK");
 		goto done;
 	}
 	if (respd_is(a, "SELECT")) {

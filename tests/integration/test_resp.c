@@ -183,6 +183,15 @@ static void test_basic(void)
 	cli_eq("set a world", "OK");
 	cli_eq("get a", "world");
 	cli_eq("--no-raw strlen a", "(error) ERR unknown command 'strlen', with args beginning with: 'a' ");
+	/* what redis-py sends on every new connection (LMCache's redis://) */
+	cli_eq("client setinfo lib-name redis-py", "OK");
+	cli_eq("client setinfo LIB-VER 8.1.0", "OK");
+	cli_eq("client setname engine-7", "OK");
+	cli_eq("--no-raw client setinfo color blue", "(error) ERR Unrecognized option");
+	cli_eq("--no-raw client setinfo lib-name",
+	       "(error) ERR wrong number of arguments for 'client|setinfo' command");
+	cli_eq("--no-raw client kill 10.0.0.1:9",
+	       "(error) ERR unknown command 'client', with args beginning with: 'kill' '10.0.0.1:9' ");
 	/* binary, CRLF and NUL inside, every byte value */
 	for (size_t i = 0; i < sizeof(bin_v); i++)
 		bin_v[i] = (uint8_t)(i * 7 + 3);
@@ -313,6 +322,79 @@ static void test_pipeline(void)
 	}
 	T_EQ_INT(*p, 0);
 	free(o);
+}
+
+/* ------------------------------------------------------------------------
+ * RESP3: HELLO 3 (redis-py 8, LMCache's redis:// client, opens with it)
+ */
+
+/* Send req on fd and read until the input ends with tail (or 5 s pass). */
+static char *raw_until(int fd, const char *req, const char *tail)
+{
+	static char buf[8192];
+	size_t len = 0, tl = strlen(tail);
+
+	T_EQ_INT(write(fd, req, strlen(req)), (ssize_t)strlen(req));
+	for (int tries = 0; tries < 500; tries++) {
+		ssize_t r = recv(fd, buf + len, sizeof(buf) - 1 - len, MSG_DONTWAIT);
+		if (r > 0)
+			len += (size_t)r;
+		buf[len] = 0;
+		if (len >= tl && memcmp(buf + len - tl, tail, tl) == 0)
+			return buf;
+		if (r <= 0)
+			tsrv_sleep_ms(10);
+	}
+	T_FAIL("no reply ending in '%s' to '%s': got '%s'", tail, req, buf);
+	return buf;
+}
+
+static void raw_eq(int fd, const char *req, const char *want)
+{
+	char *o = raw_until(fd, req, want);
+	if (strcmp(o, want) != 0)
+		T_FAIL("reply to '%s': got '%s', want '%s'", req, o, want);
+}
+
+static void test_resp3(void)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(resp_port) };
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	char *o;
+
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	T_ASSERT(fd >= 0);
+	T_EQ_INT(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	/* RESP2 first: the nil bulk string; then HELLO 3 answers a map of 7,
+	 * already in RESP3, and pipelined after it the null is "_" */
+	o = raw_until(fd, "GET r3-absent\r\nHELLO 3\r\nGET r3-absent\r\n",
+		      "$7\r\nmodules\r\n*0\r\n_\r\n");
+	{
+		static const char head[] = "$-1\r\n%7\r\n$6\r\nserver\r\n$5\r\nredis\r\n";
+		T_ASSERT(strncmp(o, head, sizeof(head) - 1) == 0);
+	}
+	T_ASSERT(strstr(o, "$5\r\nproto\r\n:3\r\n"));
+	raw_eq(fd, "MGET r3-absent r3-absent-too\r\n", "*2\r\n_\r\n_\r\n");
+	/* one at a time: pipelined after a SET NX, a command on the same key
+	 * may run before the SET's put lands */
+	raw_eq(fd, "SET r3 1 NX\r\n", "+OK\r\n");
+	raw_eq(fd, "SET r3 2 NX\r\n", "_\r\n");
+	raw_eq(fd, "GET r3\r\n", "$1\r\n1\r\n");
+	raw_eq(fd, "DEL r3\r\n", ":1\r\n");
+	raw_eq(fd, "CONFIG GET save\r\n", "%1\r\n$4\r\nsave\r\n$0\r\n\r\n");
+	/* what LMCache's redis:// client sends after HELLO */
+	raw_eq(fd, "CLIENT SETINFO LIB-NAME redis-py\r\nCLIENT SETINFO LIB-VER 8.1.0\r\n",
+	       "+OK\r\n+OK\r\n");
+	/* an unknown version is refused and changes nothing */
+	raw_eq(fd, "HELLO 4\r\nGET r3-absent\r\n",
+	       "-NOPROTO sorry, this protocol version is not supported.\r\n_\r\n");
+	/* HELLO 2 goes back: an array of 14, proto 2, the nil bulk string */
+	o = raw_until(fd, "HELLO 2\r\nGET r3-absent\r\n", "$7\r\nmodules\r\n*0\r\n$-1\r\n");
+	T_ASSERT(strncmp(o, "*14\r\n", 5) == 0 && strstr(o, "$5\r\nproto\r\n:2\r\n"));
+	close(fd);
+	/* redis-cli -3 reads it as it reads Redis 7 */
+	cli_eq("-3 --no-raw get r3-absent", "(nil)");
+	cli_eq("-3 --no-raw config get appendonly", "1# \"appendonly\" => \"no\"");
 }
 
 static void test_benchmark(void)
@@ -735,6 +817,7 @@ int main(int argc, char **argv)
 	test_big();
 	test_info();
 	test_pipeline();
+	test_resp3();
 	test_benchmark();
 	test_metrics();
 	test_loop_spread();
