@@ -53,20 +53,6 @@ static char addrs[NODES * 64], node_addr[NODES][64], node_base[NODES][600];
 
 static unsigned events_drain(const struct kvt_key *keys, uint32_t n, uint8_t *stored);
 
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-static uint64_t stat_of(struct kvt_store *s, const char *name)
-{
-	uint64_t v = 0;
-	T_OK(kvt_store_stat(s, name, &v));
-	return v;
-}
-
 static struct kvt_store *engine_at(const char *opt, const char *addr)
 {
 	return t_store_open("dram.capacity", "32M", "dram.chunk", "4K", "dram.prefault", "off",
@@ -92,12 +78,12 @@ static struct kvt_store *engine_impatient(void)
 static void wait_up(struct kvt_store *s, uint64_t want)
 {
 	for (int i = 0; i < 1000; i++) {
-		if (stat_of(s, "remote.conns_up") >= want)
+		if (t_stat(s, "remote.conns_up") >= want)
 			return;
 		tsrv_sleep_ms(10);
 	}
 	T_FAIL("remote tier never connected (%llu conns up)",
-	       (unsigned long long)stat_of(s, "remote.conns_up"));
+	       (unsigned long long)t_stat(s, "remote.conns_up"));
 }
 
 static void put_block(struct kvt_store *s, uint32_t ns, const struct kvt_key *keys, uint32_t i,
@@ -172,16 +158,16 @@ static void test_spread(struct kvt_key *keys, uint8_t *holders)
 
 	wait_up(a, 2 * NODES);
 	wait_up(b, 2 * NODES);
-	T_EQ_U64(stat_of(a, "remote.members"), NODES);
+	T_EQ_U64(t_stat(a, "remote.members"), NODES);
 	/* Engine A looks the prompt up (nothing there; it learns the groups),
 	 * then stores every block: written through to each block's group. */
 	T_RC(kvt_lookup_prefix(a, na, keys, BLOCKS, NULL), 0);
 	for (uint32_t i = 0; i < BLOCKS; i++)
 		put_block(a, na, keys, i, 1000, false);
-	T_EQ_U64(stat_of(a, "remote.anchor_unknown"), 0);
-	T_EQ_U64(stat_of(a, "remote.anchor_known"), BLOCKS);
+	T_EQ_U64(t_stat(a, "remote.anchor_unknown"), 0);
+	T_EQ_U64(t_stat(a, "remote.anchor_known"), BLOCKS);
 	/* The first group on two members: GROUP more blocks stored. */
-	T_EQ_U64(stat_of(a, "remote.puts_stored"), BLOCKS + GROUP);
+	T_EQ_U64(t_stat(a, "remote.puts_stored"), BLOCKS + GROUP);
 
 	/* Engine B, empty: one lookup finds the whole prompt across members. */
 	T_RC(kvt_lookup_prefix(b, nb, keys, BLOCKS, tiers), BLOCKS);
@@ -189,7 +175,7 @@ static void test_spread(struct kvt_key *keys, uint8_t *holders)
 		T_EQ_INT(tiers[i], KVT_TIER_REMOTE);
 	for (uint32_t i = 0; i < BLOCKS; i++)
 		T_RC(get_block(b, nb, keys, i, 1000), KVT_OK);
-	T_EQ_U64(stat_of(b, "remote.hits"), BLOCKS);
+	T_EQ_U64(t_stat(b, "remote.hits"), BLOCKS);
 
 	/* Where the blocks are: each server asked alone, and kvt_remote_who. */
 	holders_of(BLOCKS, keys, holders, held);
@@ -213,7 +199,7 @@ static void test_spread(struct kvt_key *keys, uint8_t *holders)
 		char name[64];
 		uint64_t gets, hot = (holders[0] >> m) & 1u;
 		snprintf(name, sizeof(name), "remote.node.%u.gets", m);
-		gets = stat_of(b, name);
+		gets = t_stat(b, name);
 		T_EQ_U64(gets, held[m] - hot * GROUP + hot * GROUP / 2);
 	}
 	/* Node 0 published one BlockStored for each block it took, and
@@ -353,8 +339,8 @@ static void test_hint(void)
 	wait_up(b, 2 * NODES);
 	for (uint32_t i = 0; i < 40; i++)
 		put_block(a, na, keys, i, 2000, true);
-	T_EQ_U64(stat_of(a, "remote.anchor_hinted"), 40);
-	T_EQ_U64(stat_of(a, "remote.anchor_unknown"), 0);
+	T_EQ_U64(t_stat(a, "remote.anchor_hinted"), 40);
+	T_EQ_U64(t_stat(a, "remote.anchor_unknown"), 0);
 	T_RC(kvt_lookup_prefix(b, nb, keys, 40, NULL), 40);
 	for (uint32_t i = 0; i < 40; i++) {
 		int rc = get_block(b, nb, keys, i, 2000);
@@ -362,10 +348,10 @@ static void test_hint(void)
 			kvt_store_stats(b, dump_stat, NULL);
 		if (rc != KVT_OK)
 			T_FAIL("block %u of the hinted prompt: %s (replica retries %llu, a puts %llu stored %llu exist %llu)", i, kvt_strerror(rc),
-			       (unsigned long long)stat_of(b, "remote.replica_retries"),
-			       (unsigned long long)stat_of(a, "remote.puts"),
-			       (unsigned long long)stat_of(a, "remote.puts_stored"),
-			       (unsigned long long)stat_of(a, "remote.puts_exist"));
+			       (unsigned long long)t_stat(b, "remote.replica_retries"),
+			       (unsigned long long)t_stat(a, "remote.puts"),
+			       (unsigned long long)t_stat(a, "remote.puts_stored"),
+			       (unsigned long long)t_stat(a, "remote.puts_exist"));
 	}
 	/* Delete and clear reach every member. */
 	T_RC(kvt_delete(b, nb, &keys[39]), KVT_OK);
@@ -398,28 +384,28 @@ static void test_stop_cont(struct tsrv *srv, const struct kvt_key *keys, const u
 	wait_up(e, 2 * NODES);
 	T_RC(kvt_lookup_prefix(e, ns, keys, BLOCKS, NULL), BLOCKS);
 	kill(srv[victim].pid, SIGSTOP);
-	t0 = now_ms();
+	t0 = t_now_ms();
 	T_RC(kvt_lookup_prefix(e, ns, keys, BLOCKS, NULL), want_lead);
-	dt = now_ms() - t0;
+	dt = t_now_ms() - t0;
 	fprintf(stderr, "node %u stopped: lookup_prefix %u blocks in %llu ms (deadline 400)\n",
 		victim, want_lead, (unsigned long long)dt);
 	T_ASSERT(dt < 1500);
 	/* An idle connection to a hung node looks fine until something is
 	 * sent on it: each get costs at most the deadline, and once every
 	 * connection to the node has failed, it is known down. */
-	for (int i = 0; i < 20 && stat_of(e, "remote.members_down") == 0; i++) {
-		t0 = now_ms();
+	for (int i = 0; i < 20 && t_stat(e, "remote.members_down") == 0; i++) {
+		t0 = t_now_ms();
 		T_RC(get_block(e, ns, keys, probe, 1000), KVT_MISS);
-		T_ASSERT(now_ms() - t0 < 1500);
+		T_ASSERT(t_now_ms() - t0 < 1500);
 	}
-	T_EQ_U64(stat_of(e, "remote.members_down"), 1);
-	t0 = now_ms();
+	T_EQ_U64(t_stat(e, "remote.members_down"), 1);
+	t0 = t_now_ms();
 	T_RC(get_block(e, ns, keys, probe, 1000), KVT_MISS);
-	T_ASSERT(now_ms() - t0 < 100); /* known down: fails at the call */
+	T_ASSERT(t_now_ms() - t0 < 100); /* known down: fails at the call */
 	kill(srv[victim].pid, SIGCONT);
-	for (int i = 0; i < 500 && stat_of(e, "remote.members_down") != 0; i++)
+	for (int i = 0; i < 500 && t_stat(e, "remote.members_down") != 0; i++)
 		tsrv_sleep_ms(10);
-	T_EQ_U64(stat_of(e, "remote.members_down"), 0);
+	T_EQ_U64(t_stat(e, "remote.members_down"), 0);
 	T_RC(kvt_lookup_prefix(e, ns, keys, BLOCKS, NULL), BLOCKS);
 	T_RC(get_block(e, ns, keys, probe, 1000), KVT_OK);
 	kvt_store_destroy(e);
@@ -453,16 +439,16 @@ static void test_kill(struct tsrv *srv, const struct kvt_key *keys, const uint8_
 
 	/* The first call may still find the dead member's connections open:
 	 * it learns from the reset at once, within the call. */
-	t0 = now_ms();
+	t0 = t_now_ms();
 	T_RC(kvt_lookup_prefix(e, ns, keys, BLOCKS, tiers), want_lead);
-	dt = now_ms() - t0;
+	dt = t_now_ms() - t0;
 	fprintf(stderr, "lookup_prefix after kill -9: %u blocks in %llu ms\n", want_lead,
 		(unsigned long long)dt);
 	T_ASSERT(dt < 2000);
-	for (int i = 0; i < 200 && stat_of(e, "remote.members_down") == 0; i++)
+	for (int i = 0; i < 200 && t_stat(e, "remote.members_down") == 0; i++)
 		tsrv_sleep_ms(10);
-	T_EQ_U64(stat_of(e, "remote.members_down"), 1);
-	t0 = now_ms();
+	T_EQ_U64(t_stat(e, "remote.members_down"), 1);
+	t0 = t_now_ms();
 	for (uint32_t i = 0; i < BLOCKS; i++) {
 		int rc = get_block(e, ns, keys, i, 1000);
 		bool only_victim = !(holders[i] & ~(1u << victim));
@@ -470,7 +456,7 @@ static void test_kill(struct tsrv *srv, const struct kvt_key *keys, const uint8_
 		hits += rc == KVT_OK;
 		misses += rc == KVT_MISS;
 	}
-	dt = now_ms() - t0;
+	dt = t_now_ms() - t0;
 	fprintf(stderr, "%u gets with one member dead: %u hits, %u misses in %llu ms\n", BLOCKS,
 		hits, misses, (unsigned long long)dt);
 	T_ASSERT(misses > 0 && hits > 0);
@@ -589,10 +575,10 @@ static void test_discover(void)
 	/* The first seed is dead: the second answers. */
 	snprintf(seeds, sizeof(seeds), "127.0.0.1:%u,%s", free_port(), listen[1]);
 	e = engine_at("remote.discover", seeds);
-	T_EQ_U64(stat_of(e, "remote.members"), 2);
+	T_EQ_U64(t_stat(e, "remote.members"), 2);
 	for (unsigned i = 0; i < 2; i++) {
 		snprintf(name, sizeof(name), "remote.node.%u.weight", i);
-		w = stat_of(e, name);
+		w = t_stat(e, name);
 		T_EQ_U64(w, (i == 0) == (lo == 0) ? 333253 : 999759);
 	}
 	ns = t_ns(e, "discover");

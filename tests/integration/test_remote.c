@@ -32,20 +32,6 @@
 static const char *bin;
 static char *base;
 
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-static uint64_t stat_of(struct kvt_store *s, const char *name)
-{
-	uint64_t v = 0;
-	T_OK(kvt_store_stat(s, name, &v));
-	return v;
-}
-
 /* An engine: a DRAM-only store whose remote tier is the server at addr. */
 static struct kvt_store *engine(const char *addr, const char *timeout_ms)
 {
@@ -58,7 +44,7 @@ static struct kvt_store *engine(const char *addr, const char *timeout_ms)
 static void wait_up(struct kvt_store *s)
 {
 	for (int i = 0; i < 1000; i++) {
-		if (stat_of(s, "remote.conns_up") > 0)
+		if (t_stat(s, "remote.conns_up") > 0)
 			return;
 		tsrv_sleep_ms(10);
 	}
@@ -129,13 +115,13 @@ static void test_share(const char *addr)
 	/* Engine A puts: written through, so B finds every block remotely. */
 	for (uint64_t i = 0; i < 24; i++)
 		put_value(a, na, i);
-	T_EQ_U64(stat_of(a, "remote.puts_stored"), 24);
+	T_EQ_U64(t_stat(a, "remote.puts_stored"), 24);
 	for (uint64_t i = 0; i < 24; i++)
 		T_EQ_INT(get_check(b, nb, i), KVT_TIER_REMOTE);
 	/* ... and promoted them: the second get is served by B's DRAM. */
 	for (uint64_t i = 0; i < 24; i++)
 		T_EQ_INT(get_check(b, nb, i), KVT_TIER_DRAM);
-	T_EQ_U64(stat_of(b, "remote.hits"), 24);
+	T_EQ_U64(t_stat(b, "remote.hits"), 24);
 
 	/* A second put of a present key is EXISTS, locally and remotely. */
 	{
@@ -207,7 +193,7 @@ static void test_share(const char *addr)
 		}
 		wait_up(c);
 		T_RC(kvt_exists(c, nc, &(struct kvt_key){ .len = 1, .bytes = { 1 } }), KVT_MISS);
-		frames0 = stat_of(c, "remote.frames_out");
+		frames0 = t_stat(c, "remote.frames_out");
 		T_OK(kvt_queue_create(c, &q));
 		for (int i = 0; i < N; i++) {
 			memset(&reqs[i], 0, sizeof(reqs[i]));
@@ -232,10 +218,10 @@ static void test_share(const char *addr)
 			T_EQ_MEM(bufs[i], v, sizeof(v));
 		}
 		fprintf(stderr, "batch of %d gets went out in %llu frames\n", N,
-			(unsigned long long)(stat_of(c, "remote.frames_out") - frames0));
+			(unsigned long long)(t_stat(c, "remote.frames_out") - frames0));
 		/* One kvt_submit is one wake-up of the remote thread (remote_plug):
 		 * one frame, unless its timer woke it in the middle. */
-		T_ASSERT(stat_of(c, "remote.frames_out") - frames0 <= 4);
+		T_ASSERT(t_stat(c, "remote.frames_out") - frames0 <= 4);
 		T_OK(kvt_queue_destroy(q));
 		kvt_store_destroy(c);
 	}
@@ -254,9 +240,9 @@ static void test_share(const char *addr)
 		T_RC(kvt_exists(c, nc, &k), KVT_MISS);
 		kvt_store_destroy(c);
 	}
-	T_EQ_U64(stat_of(a, "remote.errors"), 0);
-	T_EQ_U64(stat_of(b, "remote.errors"), 0);
-	T_EQ_U64(stat_of(b, "remote.crc_errors"), 0);
+	T_EQ_U64(t_stat(a, "remote.errors"), 0);
+	T_EQ_U64(t_stat(b, "remote.errors"), 0);
+	T_EQ_U64(t_stat(b, "remote.crc_errors"), 0);
 	kvt_store_destroy(a);
 	kvt_store_destroy(b);
 }
@@ -320,12 +306,12 @@ static void test_failures(struct tsrv *srv, const char *dir)
 	T_RC(kill(srv->pid, SIGSTOP), 0);
 	wait_stopped(srv->pid);
 	k = t_key(8);
-	t0 = now_ms();
+	t0 = t_now_ms();
 	T_RC(kvt_get(e, ns, &k, buf, sizeof(buf), NULL), KVT_MISS);
-	t = now_ms() - t0;
+	t = t_now_ms() - t0;
 	fprintf(stderr, "get against a stopped server: miss after %llu ms\n", (unsigned long long)t);
 	T_ASSERT(t >= 300 && t < 5000);
-	T_ASSERT(stat_of(e, "remote.timeouts") >= 1);
+	T_ASSERT(t_stat(e, "remote.timeouts") >= 1);
 	/* A put still succeeds locally while the server is unreachable. */
 	k = t_key(9);
 	{
@@ -337,22 +323,22 @@ static void test_failures(struct tsrv *srv, const char *dir)
 
 	/* Dead: every connection refused; gets fail fast. */
 	tsrv_kill9(srv);
-	for (int i = 0; i < 200 && stat_of(e, "remote.down") == 0; i++) {
+	for (int i = 0; i < 200 && t_stat(e, "remote.down") == 0; i++) {
 		k = t_key(10);
 		T_RC(kvt_get(e, ns, &k, buf, sizeof(buf), NULL), KVT_MISS);
 		tsrv_sleep_ms(10);
 	}
-	T_EQ_U64(stat_of(e, "remote.down"), 1);
-	t0 = now_ms();
+	T_EQ_U64(t_stat(e, "remote.down"), 1);
+	t0 = t_now_ms();
 	for (int i = 0; i < 100; i++) {
 		k = t_key(11 + (uint64_t)i);
 		T_RC(kvt_get(e, ns, &k, buf, sizeof(buf), NULL), KVT_MISS);
 		T_RC(kvt_exists(e, ns, &k), KVT_MISS);
 	}
-	t = now_ms() - t0;
+	t = t_now_ms() - t0;
 	fprintf(stderr, "200 requests against a dead server: %llu ms\n", (unsigned long long)t);
 	T_ASSERT(t < 2000);
-	T_ASSERT(stat_of(e, "remote.fast_fails") >= 100);
+	T_ASSERT(t_stat(e, "remote.fast_fails") >= 100);
 	/* The local DRAM still serves what it holds. */
 	T_EQ_INT(get_check(e, ns, 7), KVT_TIER_DRAM);
 
@@ -404,10 +390,10 @@ static void test_reconnect(void)
 	T_RC(kvt_get(e, ns, &k, buf, sizeof(buf), NULL), KVT_MISS);
 	tsrv_start(&srv, bin, base, dir, NULL, extra);
 	wait_up(e);
-	T_ASSERT(stat_of(e, "remote.disconnects") >= 1);
-	T_ASSERT(stat_of(e, "remote.connects") >= 2);
+	T_ASSERT(t_stat(e, "remote.disconnects") >= 1);
+	T_ASSERT(t_stat(e, "remote.connects") >= 2);
 	put_value(e, ns, 40);
-	T_EQ_U64(stat_of(e, "remote.puts_stored"), 1);
+	T_EQ_U64(t_stat(e, "remote.puts_stored"), 1);
 	kvt_store_destroy(e);
 	T_EQ_INT(tsrv_stop(&srv), 0);
 }
@@ -454,7 +440,7 @@ static void test_auth(void)
 	ns = t_ns(s, "remote-auth");
 	wait_up(s);
 	put_value(s, ns, 50);
-	T_EQ_U64(stat_of(s, "remote.puts_stored"), 1);
+	T_EQ_U64(t_stat(s, "remote.puts_stored"), 1);
 	kvt_store_destroy(s);
 
 	/* Wrong secret: never up; gets miss, counted. */
@@ -464,8 +450,8 @@ static void test_auth(void)
 	ns = t_ns(s, "remote-auth");
 	T_RC(kvt_get(s, ns, &k, buf, sizeof(buf), NULL), KVT_MISS);
 	tsrv_sleep_ms(100);
-	T_EQ_U64(stat_of(s, "remote.conns_up"), 0);
-	T_ASSERT(stat_of(s, "remote.connect_failures") >= 1);
+	T_EQ_U64(t_stat(s, "remote.conns_up"), 0);
+	T_ASSERT(t_stat(s, "remote.connect_failures") >= 1);
 	kvt_store_destroy(s);
 
 	/* A secret file others can read is refused at open. */
@@ -533,7 +519,7 @@ static void test_threads(const char *addr)
 	for (unsigned t = 0; t < 4; t++)
 		for (uint64_t i = 0; i < 30; i += 7)
 			T_EQ_INT(get_check(b, nb, 5000 + t * 100 + i), KVT_TIER_REMOTE);
-	T_EQ_U64(stat_of(a, "remote.errors"), 0);
+	T_EQ_U64(t_stat(a, "remote.errors"), 0);
 	kvt_store_destroy(a);
 	kvt_store_destroy(b);
 }

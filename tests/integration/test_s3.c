@@ -119,13 +119,6 @@ static uint32_t ns_persistent(struct kvt_store *s)
 	return id;
 }
 
-static uint64_t stat_of(struct kvt_store *s, const char *name)
-{
-	uint64_t v = 0;
-	T_RC(kvt_store_stat(s, name, &v), KVT_OK);
-	return v;
-}
-
 /* Sizes: tiny, unaligned, a page, 1 MiB, and 12 MiB (a multipart upload
  * at s3_part_size 5M). */
 static const size_t sizes[] = { 1, 5000, 4096, (1u << 20) + 123, (UINT64_C(12) << 20) + 5 };
@@ -184,9 +177,9 @@ static void test_store_two_and_restart(void)
 	for (size_t i = 0; i < NSIZES; i++)
 		put_block(a, na, i, sizes[i]);
 	T_OK(kvt_flush(a));
-	T_EQ_U64(stat_of(a, "shared.writes"), NSIZES);
-	T_EQ_U64(stat_of(a, "shared.wd_shed"), 0);
-	T_ASSERT(stat_of(a, "shared.s3_multipart_parts") >= 3);
+	T_EQ_U64(t_stat(a, "shared.writes"), NSIZES);
+	T_EQ_U64(t_stat(a, "shared.wd_shed"), 0);
+	T_ASSERT(t_stat(a, "shared.s3_multipart_parts") >= 3);
 	/* b: lookup first (nothing local), then byte-exact reads. */
 	for (size_t i = 0; i <= NSIZES; i++)
 		keys[i] = t_key(i == NSIZES ? 1000 : i);
@@ -194,12 +187,12 @@ static void test_store_two_and_restart(void)
 	for (size_t i = 0; i < NSIZES; i++)
 		T_EQ_INT(tiers[i], KVT_TIER_SHARED);
 	T_EQ_INT(tiers[NSIZES], KVT_TIER_NONE);
-	T_ASSERT(stat_of(b, "shared.stats_issued") >= NSIZES);
+	T_ASSERT(t_stat(b, "shared.stats_issued") >= NSIZES);
 	T_RC(kvt_exists(b, nb, &keys[1]), KVT_OK);
 	T_RC(kvt_exists(b, nb, &keys[NSIZES]), KVT_MISS);
 	for (size_t i = 0; i < NSIZES; i++)
 		T_RC(get_block(b, nb, i, sizes[i], KVT_TIER_SHARED), KVT_OK);
-	T_EQ_U64(stat_of(b, "shared.hits"), NSIZES);
+	T_EQ_U64(t_stat(b, "shared.hits"), NSIZES);
 	T_RC(get_block(b, nb, 3, sizes[3], KVT_TIER_DRAM), KVT_OK); /* promoted */
 	/* Delete through b: gone for a third store. */
 	T_RC(kvt_delete(b, nb, &keys[2]), KVT_OK);
@@ -213,10 +206,10 @@ static void test_store_two_and_restart(void)
 	 * bytes again, never an error. */
 	put_block(c, nc, 0, sizes[0]);
 	T_OK(kvt_flush(c));
-	T_EQ_U64(stat_of(c, "shared.write_errors"), 0);
-	T_EQ_U64(stat_of(c, "shared.wd_done"), 1);
+	T_EQ_U64(t_stat(c, "shared.write_errors"), 0);
+	T_EQ_U64(t_stat(c, "shared.wd_done"), 1);
 	fprintf(stderr, "a put of a present block: %s\n",
-		stat_of(c, "shared.write_exists") ? "412 (If-None-Match honoured)"
+		t_stat(c, "shared.write_exists") ? "412 (If-None-Match honoured)"
 						   : "written again (If-None-Match ignored)");
 	for (size_t i = 1; i < NSIZES; i++)
 		T_RC(get_block(c, nc, i, sizes[i], KVT_TIER_SHARED), i == 2 ? KVT_MISS : KVT_OK);
@@ -255,8 +248,8 @@ static void test_store_corrupt(int port)
 	r = open_s3(creds_file, "10000");
 	nr = ns_persistent(r);
 	T_RC(get_block(r, nr, 77, len, KVT_TIER_SHARED), KVT_MISS);
-	T_EQ_U64(stat_of(r, "shared.corrupt"), 1);
-	T_EQ_U64(stat_of(r, "shared.bad_removed"), 1);
+	T_EQ_U64(t_stat(r, "shared.corrupt"), 1);
+	T_EQ_U64(t_stat(r, "shared.bad_removed"), 1);
 	T_RC(shs3_head(raw, name, &olen), KVT_MISS);
 	/* A truncated object too. */
 	put_block(s, ns, 78, len);
@@ -267,8 +260,8 @@ static void test_store_corrupt(int port)
 	T_EQ_INT(got, (long long)(len + SHDIR_ALIGN));
 	T_RC(shs3_put(raw, name, obj, (uint64_t)got - 100), KVT_OK);
 	T_RC(get_block(r, nr, 78, len, KVT_TIER_SHARED), KVT_MISS);
-	T_EQ_U64(stat_of(r, "shared.corrupt"), 2);
-	T_EQ_U64(stat_of(r, "shared.hits"), 0);
+	T_EQ_U64(t_stat(r, "shared.corrupt"), 2);
+	T_EQ_U64(t_stat(r, "shared.hits"), 0);
 	kvt_store_destroy(r);
 	shs3_close(raw);
 	free(obj);
@@ -378,9 +371,9 @@ static void test_store_stopped(pid_t pid)
 	fprintf(stderr, "stopped object store: get, lookup and write-down took %llu ms\n",
 		(unsigned long long)(now_ms() - t0));
 	T_LE_INT(now_ms() - t0, 3 * 1000 + 2500);
-	T_ASSERT(stat_of(s, "shared.s3_timeouts") >= 2);
-	T_ASSERT(stat_of(s, "shared.read_errors") >= 1);
-	T_EQ_U64(stat_of(w, "shared.wd_failed"), 1);
+	T_ASSERT(t_stat(s, "shared.s3_timeouts") >= 2);
+	T_ASSERT(t_stat(s, "shared.read_errors") >= 1);
+	T_EQ_U64(t_stat(w, "shared.wd_failed"), 1);
 	/* A store opened meanwhile: its bucket check times out, which is only
 	 * logged (the endpoint may come back); the open succeeds in time. */
 	t0 = now_ms();

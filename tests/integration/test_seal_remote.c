@@ -200,21 +200,14 @@ static bool dir_contains(const char *dir, const char *pat)
 	return found;
 }
 
-static uint64_t stat_of(struct kvt_store *s, const char *name)
-{
-	uint64_t v = 0;
-	T_OK(kvt_store_stat(s, name, &v));
-	return v;
-}
-
 static struct kvt_store *engine(const char *addr)
 {
 	struct kvt_store *s = t_store_open("dram.capacity", "64M", "dram.chunk", "4K",
 					   "dram.prefault", "off", "remote.addr", addr,
 					   "remote.timeout_ms", "5000", NULL);
-	for (int i = 0; i < 1000 && stat_of(s, "remote.conns_up") == 0; i++)
+	for (int i = 0; i < 1000 && t_stat(s, "remote.conns_up") == 0; i++)
 		tsrv_sleep_ms(10);
-	T_ASSERT(stat_of(s, "remote.conns_up") > 0);
+	T_ASSERT(t_stat(s, "remote.conns_up") > 0);
 	return s;
 }
 
@@ -277,7 +270,7 @@ int main(int argc, char **argv)
 	put3(a, ns_a, 1, plain, VLEN, 0);
 	put3(a, ns_a, 2, plain, VLEN / 2, 0);
 	T_OK(kvt_flush(a));
-	T_ASSERT(stat_of(a, "remote.puts") >= 2);
+	T_ASSERT(t_stat(a, "remote.puts") >= 2);
 	/* Engine b, same master key, empty DRAM: from the server, exact. */
 	b = engine(addr);
 	ns_b = t_ns(b, "sealed");
@@ -294,7 +287,7 @@ int main(int argc, char **argv)
 	ns_b = t_ns(b, "sealed");
 	T_OK(kvt_ns_set_seal_key(b, ns_b, other, 32));
 	T_RC(kvt_get(b, ns_b, &k1, out, VLEN, &vlen), KVT_MISS);
-	T_EQ_U64(stat_of(b, "seal.tag_failures"), 1);
+	T_EQ_U64(t_stat(b, "seal.tag_failures"), 1);
 	kvt_store_destroy(b);
 	/* A grantee given the namespace key (not the master): opens. */
 	T_OK(kvt_ns_seal_key_export(a, ns_a, nskey));
@@ -363,11 +356,11 @@ int main(int argc, char **argv)
 	T_OK(kvt_ns_set_seal_key(b, ns_b, m, 32));
 	memset(out, 0x77, VLEN);
 	T_RC(kvt_get(b, ns_b, &k1, out, VLEN, &vlen), KVT_MISS); /* bit flipped */
-	T_EQ_U64(stat_of(b, "seal.tag_failures"), 1);
+	T_EQ_U64(t_stat(b, "seal.tag_failures"), 1);
 	T_ASSERT(memmem(out, VLEN, canary, sizeof(canary) - 1) == NULL);
 	/* Key 3's bytes were put without SEALED: not served in a sealed ns. */
 	T_RC(kvt_get(b, ns_b, &k3, out, VLEN, &vlen), KVT_MISS);
-	T_EQ_U64(stat_of(b, "seal.unsealed_misses"), 1);
+	T_EQ_U64(t_stat(b, "seal.unsealed_misses"), 1);
 	T_RC(kvt_get(b, ns_b, &k2, out, VLEN, &vlen), KVT_OK); /* untouched */
 	kvt_store_destroy(b);
 
@@ -403,7 +396,7 @@ int main(int argc, char **argv)
 		ns_b = t_ns(b, "sealed");
 		T_OK(kvt_ns_set_seal_key(b, ns_b, m, 32));
 		T_RC(kvt_get(b, ns_b, &k4, out, VLEN, &vlen), KVT_MISS);
-		T_EQ_U64(stat_of(b, "seal.tag_failures"), 1);
+		T_EQ_U64(t_stat(b, "seal.tag_failures"), 1);
 		T_RC(kvt_get(b, ns_b, &k2, out, VLEN, &vlen), KVT_OK);
 		T_EQ_MEM(out, plain, VLEN / 2);
 		kvt_store_destroy(b);

@@ -40,20 +40,6 @@ static char ca[700], rogue_ca[700], srv_cert[700], srv_key[700], cli_cert[700], 
 static const char pattern[] = "KVTIER-PLAINTEXT-PROMPT-7f3a";
 #define VALUE_LEN (256u << 10)
 
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-static uint64_t stat_of(struct kvt_store *s, const char *name)
-{
-	uint64_t v = 0;
-	T_OK(kvt_store_stat(s, name, &v));
-	return v;
-}
-
 static void sh(const char *fmt, const char *dir)
 {
 	char cmd[4096];
@@ -248,7 +234,7 @@ static struct kvt_store *engine(const char *addr, const char *const *opts)
 static bool wait_up(struct kvt_store *s)
 {
 	for (int i = 0; i < 1000; i++) {
-		if (stat_of(s, "remote.conns_up") > 0)
+		if (t_stat(s, "remote.conns_up") > 0)
 			return true;
 		tsrv_sleep_ms(10);
 	}
@@ -303,8 +289,8 @@ static void round_trip(const char *addr, const char *const *opts, uint64_t first
 	T_ASSERT(wait_up(b));
 	for (uint64_t i = first; i < first + 8; i++)
 		get_one(b, nb, i);
-	T_ASSERT(stat_of(b, "remote.hits") >= 8);
-	T_EQ_U64(stat_of(b, "remote.tls_failures"), 0);
+	T_ASSERT(t_stat(b, "remote.hits") >= 8);
+	T_EQ_U64(t_stat(b, "remote.tls_failures"), 0);
 	kvt_store_destroy(b);
 }
 
@@ -317,15 +303,15 @@ static void refused(const char *addr, const char *const *opts, const char *count
 	uint8_t buf[64];
 	uint64_t t0;
 
-	for (int i = 0; i < 300 && stat_of(e, counter) < 2; i++)
+	for (int i = 0; i < 300 && t_stat(e, counter) < 2; i++)
 		tsrv_sleep_ms(10);
-	T_ASSERT(stat_of(e, counter) >= 2);
-	T_EQ_U64(stat_of(e, "remote.conns_up"), 0);
-	T_EQ_U64(stat_of(e, "remote.connects"), 0);
-	t0 = now_ms();
+	T_ASSERT(t_stat(e, counter) >= 2);
+	T_EQ_U64(t_stat(e, "remote.conns_up"), 0);
+	T_EQ_U64(t_stat(e, "remote.connects"), 0);
+	t0 = t_now_ms();
 	for (int i = 0; i < 20; i++)
 		T_RC(kvt_get(e, ns, &k, buf, sizeof(buf), NULL), KVT_MISS);
-	T_ASSERT(now_ms() - t0 < 3000);
+	T_ASSERT(t_now_ms() - t0 < 3000);
 	kvt_store_destroy(e);
 }
 
@@ -349,14 +335,14 @@ static void plain_client(const struct tsrv *s)
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(s->port) };
 	uint8_t hello[48] = "KVT1", got[4096];
 	size_t total = 0;
-	uint64_t t0 = now_ms();
+	uint64_t t0 = t_now_ms();
 	bool ended = false;
 	int fd = socket(AF_INET, SOCK_STREAM, 0);
 
 	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	T_RC(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
 	T_RC(write(fd, hello, sizeof(hello)), (int)sizeof(hello));
-	while (now_ms() - t0 < 3000) {
+	while (t_now_ms() - t0 < 3000) {
 		struct pollfd pf = { fd, POLLIN, 0 };
 		ssize_t r;
 		if (poll(&pf, 1, 100) <= 0)
@@ -431,7 +417,7 @@ static double bench_phase(const char *addr, const char *const *opts, bool get, u
 	s = engine(addr, conf);
 	ns = t_ns(s, "tls-bench");
 	T_ASSERT(wait_up(s));
-	while (stat_of(s, "remote.conns_up") < 4)
+	while (t_stat(s, "remote.conns_up") < 4)
 		tsrv_sleep_ms(5);
 	clock_gettime(CLOCK_MONOTONIC, &a);
 	for (int t = 0; t < 4; t++) {

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "kvtier.h"
 
@@ -137,5 +138,13 @@ uint8_t *t_at_guard(const void *src, size_t len);
 /* A temporary directory under $TMPDIR (or /tmp); removed by t_rmdir. */
 char *t_mkdtemp(void);
 void t_rmtree(const char *path);
+
+/* CLOCK_MONOTONIC in milliseconds. */
+static inline uint64_t t_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
 
 #endif

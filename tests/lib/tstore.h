@@ -25,6 +25,16 @@ static inline struct kvt_store *t_store_open(const char *first, ...)
 	return s;
 }
 
+/* A statistic of s that must exist (kvt_store_stat); fails the test otherwise. */
+static inline uint64_t t_stat(struct kvt_store *s, const char *name)
+{
+	uint64_t v = 0;
+	int r = kvt_store_stat(s, name, &v);
+	if (r != 0)
+		T_FAIL("stat %s: %s", name, kvt_strerror(r));
+	return v;
+}
+
 static inline struct kvt_ns_desc t_desc(const char *model, uint32_t tp_rank)
 {
 	struct kvt_ns_desc d = {

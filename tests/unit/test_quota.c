@@ -13,15 +13,6 @@
 
 #define BLK (64u << 10) /* one DRAM chunk: charged bytes == value bytes */
 
-static uint64_t stat_of(struct kvt_store *s, const char *name)
-{
-	uint64_t v = 0;
-	int r = kvt_store_stat(s, name, &v);
-	if (r != 0)
-		T_FAIL("stat %s: %s", name, kvt_strerror(r));
-	return v;
-}
-
 /* Value of block k of namespace `ns`: BLK bytes from a seed of both. */
 static int put_blk(struct kvt_store *s, uint32_t ns, uint64_t k)
 {
@@ -58,7 +49,7 @@ static uint64_t qstat(struct kvt_store *s, uint32_t g, const char *field)
 {
 	char name[64];
 	snprintf(name, sizeof(name), "quota.%u.%s", g, field);
-	return stat_of(s, name);
+	return t_stat(s, name);
 }
 
 /* 1. Two groups in one DRAM tier: A (16 blocks of quota) writes 40 blocks,
@@ -89,8 +80,8 @@ static void test_dram_own_blocks_only(const char *shards, const char *policy)
 	T_EQ_U64(qstat(s, 1, "dram_evictions"), 24);
 	T_EQ_U64(qstat(s, 2, "dram_bytes"), 40 * BLK);
 	T_EQ_U64(qstat(s, 2, "dram_evictions"), 0);
-	T_EQ_U64(stat_of(s, "dram.evictions"), 24);
-	T_EQ_U64(stat_of(s, "dram.quota_evictions"), 24);
+	T_EQ_U64(t_stat(s, "dram.evictions"), 24);
+	T_EQ_U64(t_stat(s, "dram.quota_evictions"), 24);
 	for (uint64_t k = 0; k < 40; k++)
 		T_RC(get_blk(s, b, k), KVT_OK);
 	/* Oldest first: within each shard A's older blocks went before its
@@ -237,7 +228,7 @@ static void test_ssd(void)
 	T_EQ_U64(qstat(s, 3, "ssd_limit"), 4 * BLK);
 	T_EQ_U64(qstat(s, 3, "ssd_declined"), 6);
 	T_EQ_U64(qstat(s, 4, "ssd_bytes"), 10 * BLK);
-	T_EQ_U64(stat_of(s, "ssd.blocks"), 14);
+	T_EQ_U64(t_stat(s, "ssd.blocks"), 14);
 	/* Every block is still readable from DRAM. */
 	for (uint64_t k = 0; k < 10; k++) {
 		T_RC(get_blk(s, a, k), KVT_OK);
@@ -248,7 +239,7 @@ static void test_ssd(void)
 	/* Restart: groups are gone until re-applied; the recovered bytes
 	 * follow their namespace into the group. */
 	s = OPEN();
-	T_EQ_U64(stat_of(s, "ssd.blocks"), 14);
+	T_EQ_U64(t_stat(s, "ssd.blocks"), 14);
 	T_OK(kvt_ns_set_group(s, a, 3));
 	T_EQ_U64(qstat(s, 3, "ssd_bytes"), 4 * BLK);
 	T_EQ_U64(qstat(s, 3, "ssd_limit"), 0); /* limits are not persisted */

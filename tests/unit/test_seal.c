@@ -31,13 +31,6 @@
 
 static const char canary[] = "KVTIER-PLAINTEXT-CANARY-7f3a9";
 
-static uint64_t stat_of(struct kvt_store *s, const char *name)
-{
-	uint64_t v = 0;
-	T_OK(kvt_store_stat(s, name, &v));
-	return v;
-}
-
 static void master(uint8_t m[32], uint8_t seed)
 {
 	for (int i = 0; i < 32; i++)
@@ -144,7 +137,7 @@ static void test_round_trips(void)
 	T_RC(kvt_ns_set_seal_key(s, ns, m, 16), KVT_EBADLEN);
 	T_RC(kvt_ns_set_seal_key(s, 999, m, 32), KVT_ENONS);
 	T_OK(kvt_ns_set_seal_key(s, ns, m, 32));
-	T_EQ_U64(stat_of(s, "seal.namespaces"), 1);
+	T_EQ_U64(t_stat(s, "seal.namespaces"), 1);
 
 	for (size_t li = 0; li < KVT_ARRAY_LEN(lens); li++) {
 		for (size_t pi = 0; pi < KVT_ARRAY_LEN(parts); pi++, id++) {
@@ -184,8 +177,8 @@ static void test_round_trips(void)
 			T_OK(kvt_delete(s, ns, &k)); /* keep DRAM room */
 		}
 	}
-	T_GE_INT((int64_t)stat_of(s, "seal.puts"), 20);
-	T_EQ_U64(stat_of(s, "seal.tag_failures"), 0);
+	T_GE_INT((int64_t)t_stat(s, "seal.puts"), 20);
+	T_EQ_U64(t_stat(s, "seal.tag_failures"), 0);
 
 	/* Refused on a sealed namespace, allowed elsewhere. */
 	{
@@ -368,7 +361,7 @@ static void test_ssd(void)
 	T_OK(kvt_ns_set_seal_key(s, ns, m, 32));
 	T_RC(put_parts(s, ns, 42, buf, 1u << 20, 4), KVT_OK);
 	T_OK(kvt_flush(s));
-	T_EQ_U64(stat_of(s, "ssd.blocks"), 1);
+	T_EQ_U64(t_stat(s, "ssd.blocks"), 1);
 	T_OK(kvt_ns_seal_key_export(s, ns, nskey));
 	T_RC(kvt_ns_seal_key_export(s, plain_ns, nskey + 0), KVT_MISS);
 	T_OK(kvt_ns_seal_key_export(s, ns, nskey));
@@ -377,7 +370,7 @@ static void test_ssd(void)
 
 	/* Restart: the block comes from SSD. */
 	s = OPEN();
-	T_EQ_U64(stat_of(s, "ssd.blocks"), 1);
+	T_EQ_U64(t_stat(s, "ssd.blocks"), 1);
 	/* Without a key the namespace is not sealed: the ciphertext, flagged. */
 	{
 		struct kvt_req r = { .op = KVT_OP_GET, .ns = ns, .key = k, .iov_count = 1 };
@@ -395,7 +388,7 @@ static void test_ssd(void)
 	/* Another tenant's master key: a miss, counted. */
 	T_OK(kvt_ns_set_seal_key(s, ns, other, 32));
 	T_RC(kvt_get(s, ns, &k, out, 1u << 20, &vlen), KVT_MISS);
-	T_EQ_U64(stat_of(s, "seal.tag_failures"), 1);
+	T_EQ_U64(t_stat(s, "seal.tag_failures"), 1);
 	/* The owner's ns key, handed over: opens. */
 	T_OK(kvt_ns_set_seal_ns_key(s, ns, nskey));
 	memset(out, 0, 1u << 20);
@@ -416,7 +409,7 @@ static void test_ssd(void)
 		T_OK(kvt_ns_set_seal_key(s, ns, m, 32));
 		memset(out, 0x55, 1u << 20);
 		T_RC(kvt_get(s, ns, &k, out, 1u << 20, &vlen), KVT_MISS);
-		T_EQ_U64(stat_of(s, "seal.tag_failures"), 1);
+		T_EQ_U64(t_stat(s, "seal.tag_failures"), 1);
 		T_ASSERT(memmem(out, 1u << 20, canary, sizeof(canary) - 1) == NULL);
 		kvt_store_destroy(s);
 		T_ASSERT(flip_in_segments(dir, bits[bit])); /* flip back: opens again */
@@ -474,9 +467,9 @@ static void test_threads(void)
 	}
 	for (int i = 0; i < 4; i++)
 		T_OK(pthread_join(t[i], NULL));
-	T_EQ_U64(stat_of(s, "seal.puts"), 256);
-	T_EQ_U64(stat_of(s, "seal.gets"), 256);
-	T_EQ_U64(stat_of(s, "seal.tag_failures"), 0);
+	T_EQ_U64(t_stat(s, "seal.puts"), 256);
+	T_EQ_U64(t_stat(s, "seal.gets"), 256);
+	T_EQ_U64(t_stat(s, "seal.tag_failures"), 0);
 	kvt_store_destroy(s);
 }
 

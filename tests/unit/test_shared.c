@@ -33,13 +33,6 @@ static uint32_t ns_persistent(struct kvt_store *s)
 	return id;
 }
 
-static uint64_t stat_of(struct kvt_store *s, const char *name)
-{
-	uint64_t v = 0;
-	T_RC(kvt_store_stat(s, name, &v), KVT_OK);
-	return v;
-}
-
 /* The block file's path of (ns, key) in store s. */
 static void block_path(struct kvt_store *s, const char *dir, uint32_t ns, uint64_t k, char *out,
 		       size_t cap)
@@ -144,10 +137,10 @@ static void test_two_stores(void)
 	for (size_t i = 0; i < NSIZES; i++)
 		put_block(a, na, i, sizes[i]);
 	T_OK(kvt_flush(a));
-	T_EQ_U64(stat_of(a, "shared.writes"), NSIZES);
+	T_EQ_U64(t_stat(a, "shared.writes"), NSIZES);
 	for (size_t i = 0; i < NSIZES; i++)
 		get_exact(b, nb, i, sizes[i], KVT_TIER_SHARED);
-	T_EQ_U64(stat_of(b, "shared.hits"), NSIZES);
+	T_EQ_U64(t_stat(b, "shared.hits"), NSIZES);
 	/* Promoted: the second get is a DRAM hit. */
 	get_exact(b, nb, 3, sizes[3], KVT_TIER_DRAM);
 	/* A part read after promotion: the part table came along. */
@@ -187,7 +180,7 @@ static void test_two_stores(void)
 			T_EQ_INT(tiers[i], KVT_TIER_SHARED);
 		T_EQ_INT(tiers[NSIZES], KVT_TIER_NONE);
 		T_EQ_INT(tiers[NSIZES + 1], KVT_TIER_NONE);
-		T_ASSERT(stat_of(c, "shared.stats_issued") >= NSIZES - 1);
+		T_ASSERT(t_stat(c, "shared.stats_issued") >= NSIZES - 1);
 		T_RC(kvt_exists(c, nc, &keys[2]), KVT_OK);
 		T_RC(kvt_exists(c, nc, &keys[NSIZES]), KVT_MISS);
 		kvt_store_destroy(c);
@@ -249,8 +242,8 @@ static void test_corrupt(void)
 		T_RC(kvt_get(a, na, &k, buf, 100000, NULL), KVT_MISS);
 		free(buf);
 	}
-	T_EQ_U64(stat_of(a, "shared.corrupt"), 1);
-	T_EQ_U64(stat_of(a, "shared.bad_removed"), 1);
+	T_EQ_U64(t_stat(a, "shared.corrupt"), 1);
+	T_EQ_U64(t_stat(a, "shared.bad_removed"), 1);
 	T_ASSERT(stat(p, &st) < 0 && errno == ENOENT);
 	get_exact(a, na, 8, 100000, KVT_TIER_SHARED); /* its neighbour is fine */
 	/* A truncated file, too. */
@@ -378,7 +371,7 @@ static void test_evict_writedown(void)
 	for (uint64_t i = 100; i < 140; i++) /* 10 MiB through 4 MiB of DRAM */
 		put_block(a, na, i, len);
 	T_OK(kvt_flush(a));
-	T_EQ_U64(stat_of(a, "shared.wd_evicted"), 1);
+	T_EQ_U64(t_stat(a, "shared.wd_evicted"), 1);
 	block_path(a, dir, na, 1, p, sizeof(p));
 	T_ASSERT(stat(p, &st) == 0);
 	block_path(a, dir, na, 2, p, sizeof(p));
@@ -489,7 +482,7 @@ static void test_below_ssd(void)
 	uint32_t na = ns_persistent(a), nb;
 	put_block(a, na, 3, 300000);
 	T_OK(kvt_flush(a));
-	T_EQ_U64(stat_of(a, "shared.writes"), 1);
+	T_EQ_U64(t_stat(a, "shared.writes"), 1);
 	kvt_store_destroy(a);
 	b = t_store_open("path", pb, "dram.capacity", "64M", "ssd.capacity", "64M", "ssd.segment",
 			 "8M", "shared.dir", dir, NULL);
@@ -560,13 +553,13 @@ static void test_ssd_evict_writedown(void)
 	get_exact(s, ns, 2, 65536, KVT_TIER_SSD);
 	churn_out(s, ns, &next, 1);
 	get_exact(s, ns, 1, 65536, KVT_TIER_SSD); /* promoted a second time */
-	T_EQ_U64(stat_of(s, "ssd.evicted_blocks"), 0);
+	T_EQ_U64(t_stat(s, "ssd.evicted_blocks"), 0);
 	churn(s, ns, &next, 20u << 20); /* through the whole SSD */
-	T_ASSERT(stat_of(s, "ssd.evicted_blocks") > 0);
+	T_ASSERT(t_stat(s, "ssd.evicted_blocks") > 0);
 	T_OK(kvt_flush(s));
-	T_EQ_U64(stat_of(s, "ssd.evicted_to_shared"), 1);
-	T_EQ_U64(stat_of(s, "shared.wd_ssd_evicted"), 1);
-	T_EQ_U64(stat_of(s, "shared.writes"), 1);
+	T_EQ_U64(t_stat(s, "ssd.evicted_to_shared"), 1);
+	T_EQ_U64(t_stat(s, "shared.wd_ssd_evicted"), 1);
+	T_EQ_U64(t_stat(s, "shared.writes"), 1);
 	block_path(s, dir, ns, 1, file, sizeof(file));
 	T_ASSERT(stat(file, &st) == 0);
 	block_path(s, dir, ns, 2, file, sizeof(file));

@@ -29,15 +29,6 @@
 
 static const char *io_backend = "uring";
 
-static uint64_t stat_of(struct kvt_store *s, const char *name)
-{
-	uint64_t v = 0;
-	int r = kvt_store_stat(s, name, &v);
-	if (r != 0)
-		T_FAIL("stat %s: %s", name, kvt_strerror(r));
-	return v;
-}
-
 /* A store in dir: 64 MiB DRAM, SSD of `ssd` bytes in 1 MiB segments. */
 static struct kvt_store *open_store(const char *dir, const char *ssd, const char *admission)
 {
@@ -99,14 +90,14 @@ static void test_persist(void)
 	for (uint64_t k = 0; k < 100; k++)
 		T_RC(put_k(s, ns, k), KVT_OK);
 	T_OK(kvt_flush(s));
-	T_EQ_U64(stat_of(s, "ssd.blocks"), 100);
-	T_EQ_U64(stat_of(s, "ssd.writedown_blocks"), 100);
+	T_EQ_U64(t_stat(s, "ssd.blocks"), 100);
+	T_EQ_U64(t_stat(s, "ssd.writedown_blocks"), 100);
 	kvt_store_destroy(s);
 
 	s = open_store(dir, "16M", "always");
 	T_EQ_INT(ns_of(s), ns);
-	T_EQ_U64(stat_of(s, "ssd.blocks"), 100);
-	T_EQ_U64(stat_of(s, "dram.blocks"), 0);
+	T_EQ_U64(t_stat(s, "ssd.blocks"), 100);
+	T_EQ_U64(t_stat(s, "dram.blocks"), 0);
 	/* A put of a key the SSD holds is a no-op. */
 	T_RC(put_k(s, ns, 5), KVT_EXISTS);
 	{
@@ -121,13 +112,13 @@ static void test_persist(void)
 	}
 	for (uint64_t k = 0; k < 100; k++)
 		T_RC(get_k(s, ns, k), KVT_OK);
-	T_EQ_U64(stat_of(s, "ssd.reads"), 100);
-	T_EQ_U64(stat_of(s, "dram.promotions"), 100);
+	T_EQ_U64(t_stat(s, "ssd.reads"), 100);
+	T_EQ_U64(t_stat(s, "dram.promotions"), 100);
 	for (uint64_t k = 0; k < 100; k += 10)
 		T_RC(get_k(s, ns, k), KVT_OK);
-	T_EQ_U64(stat_of(s, "ssd.reads"), 100); /* second reads came from DRAM */
+	T_EQ_U64(t_stat(s, "ssd.reads"), 100); /* second reads came from DRAM */
 
-	T_ASSERT(stat_of(s, "ssd.read_bps_measured") == 1);
+	T_ASSERT(t_stat(s, "ssd.read_bps_measured") == 1);
 	/* The same key through a queue, pinned, comes back with tier SSD... */
 	{
 		struct kvt_store *s2;
@@ -244,11 +235,11 @@ static void test_admission(void)
 	for (uint64_t k = 0; k < 20; k++)
 		T_RC(put_k(s, ns, k), KVT_OK);
 	T_OK(kvt_flush(s));
-	T_EQ_U64(stat_of(s, "ssd.blocks"), 0);
+	T_EQ_U64(t_stat(s, "ssd.blocks"), 0);
 	for (uint64_t k = 0; k < 10; k++)
 		T_RC(get_k(s, ns, k), KVT_OK);
 	T_OK(kvt_flush(s));
-	T_EQ_U64(stat_of(s, "ssd.blocks"), 10);
+	T_EQ_U64(t_stat(s, "ssd.blocks"), 10);
 	/* Persistent namespaces go down at put. */
 	{
 		struct kvt_ns_desc d = t_desc("persistent-model", 0);
@@ -258,7 +249,7 @@ static void test_admission(void)
 		for (uint64_t k = 100; k < 105; k++)
 			T_RC(put_k(s, pns, k), KVT_OK);
 		T_OK(kvt_flush(s));
-		T_EQ_U64(stat_of(s, "ssd.blocks"), 15);
+		T_EQ_U64(t_stat(s, "ssd.blocks"), 15);
 	}
 	kvt_store_destroy(s);
 	t_rmtree(dir);
@@ -352,8 +343,8 @@ static void test_kill9(void)
 
 	s = open_store(dir, "32M", "always");
 	ns = ns_of(s);
-	T_ASSERT(stat_of(s, "ssd.recovery_checkpoint_blocks") > 0);
-	T_ASSERT(stat_of(s, "ssd.recovery_records_scanned") > 0);
+	T_ASSERT(t_stat(s, "ssd.recovery_checkpoint_blocks") > 0);
+	T_ASSERT(t_stat(s, "ssd.recovery_records_scanned") > 0);
 	{
 		uint64_t ok = 0;
 		for (uint64_t k = 0; k < flushed + 400; k++) {
@@ -365,7 +356,7 @@ static void test_kill9(void)
 		fprintf(stderr, "kill -9: %llu flushed, %llu readable after recovery (%s)\n",
 			(unsigned long long)flushed, (unsigned long long)ok, io_backend);
 	}
-	T_EQ_U64(stat_of(s, "ssd.crc_errors"), 0);
+	T_EQ_U64(t_stat(s, "ssd.crc_errors"), 0);
 	kvt_store_destroy(s);
 	t_rmtree(dir);
 	free(dir);
@@ -401,7 +392,7 @@ static void test_corruption(void)
 	for (uint64_t k = 0; k < 60; k++)
 		bad += get_k(s, ns, k) == KVT_MISS;
 	T_ASSERT(bad > 0);
-	T_EQ_U64(stat_of(s, "ssd.crc_errors") + stat_of(s, "ssd.header_errors"), (uint64_t)bad);
+	T_EQ_U64(t_stat(s, "ssd.crc_errors") + t_stat(s, "ssd.header_errors"), (uint64_t)bad);
 	/* A corrupt block is dropped: asking again is a plain miss. */
 	kvt_store_destroy(s);
 	t_rmtree(dir);
@@ -412,8 +403,8 @@ static void test_corruption(void)
 static void wait_writes(struct kvt_store *s)
 {
 	for (int i = 0; i < 5000; i++) {
-		if (stat_of(s, "ssd.writes_inflight") == 0 &&
-		    stat_of(s, "ssd.writedown_pending_bytes") == 0)
+		if (t_stat(s, "ssd.writes_inflight") == 0 &&
+		    t_stat(s, "ssd.writedown_pending_bytes") == 0)
 			return;
 		usleep(1000);
 	}
@@ -444,8 +435,8 @@ static void test_faults(void)
 		for (uint64_t k = 10; k < 20; k++)
 			T_RC(put_k(s, ns, k), KVT_OK);
 		wait_writes(s);
-		T_EQ_U64(stat_of(s, "ssd.degraded"), 1);
-		T_ASSERT(stat_of(s, "ssd.enospc") >= 1);
+		T_EQ_U64(t_stat(s, "ssd.degraded"), 1);
+		T_ASSERT(t_stat(s, "ssd.enospc") >= 1);
 		for (uint64_t k = 0; k < 20; k++)
 			T_RC(get_k(s, ns, k), KVT_OK);
 		io_fault_clear(io);
@@ -453,7 +444,7 @@ static void test_faults(void)
 		for (uint64_t k = 20; k < 25; k++)
 			T_RC(put_k(s, ns, k), KVT_OK);
 		T_OK(kvt_flush(s));
-		T_EQ_U64(stat_of(s, "ssd.degraded"), 0);
+		T_EQ_U64(t_stat(s, "ssd.degraded"), 0);
 	}
 	/* A torn write: the record is cut short on disk. */
 	{
@@ -463,14 +454,14 @@ static void test_faults(void)
 		T_RC(put_k(s, ns, 30), KVT_OK);
 		wait_writes(s);
 		io_fault_clear(io);
-		T_ASSERT(stat_of(s, "ssd.writedown_errors") >= 2);
+		T_ASSERT(t_stat(s, "ssd.writedown_errors") >= 2);
 		T_RC(get_k(s, ns, 30), KVT_OK); /* DRAM still has it */
 	}
 	/* The torn write failed with EIO: its segment is quarantined (by the
 	 * writer thread, soon after the completion reported it). */
-	for (int i = 0; i < 2000 && stat_of(s, "ssd.segments_quarantined") == 0; i++)
+	for (int i = 0; i < 2000 && t_stat(s, "ssd.segments_quarantined") == 0; i++)
 		usleep(1000);
-	T_EQ_U64(stat_of(s, "ssd.segments_quarantined"), 1);
+	T_EQ_U64(t_stat(s, "ssd.segments_quarantined"), 1);
 	kvt_store_destroy(s);
 	t_rmtree(dir);
 	free(dir);
@@ -490,15 +481,15 @@ static void test_faults(void)
 		T_OK(io_fault_add(io, &f));
 		T_RC(get_k(s, ns, 1), KVT_MISS);
 		T_RC(get_k(s, ns, 1), KVT_OK);
-		T_ASSERT(stat_of(s, "ssd.io_errors") >= 1);
+		T_ASSERT(t_stat(s, "ssd.io_errors") >= 1);
 	}
 	{
 		struct io_fault f = { .kind = IO_FAULT_EIO_READ, .fd = -1, .count = 1 };
 		T_OK(io_fault_add(io, &f));
 		T_RC(get_k(s, ns, 2), KVT_MISS);
-		for (int i = 0; i < 2000 && stat_of(s, "ssd.segments_quarantined") == 0; i++)
+		for (int i = 0; i < 2000 && t_stat(s, "ssd.segments_quarantined") == 0; i++)
 			usleep(1000);
-		T_EQ_U64(stat_of(s, "ssd.segments_quarantined"), 1);
+		T_EQ_U64(t_stat(s, "ssd.segments_quarantined"), 1);
 		/* Its segment's blocks are gone (it held blocks 0..~20). */
 		T_RC(get_k(s, ns, 3), KVT_MISS);
 		io_fault_clear(io);
@@ -572,9 +563,9 @@ static void test_eviction(void)
 	for (uint64_t k = 40; k < 300; k++)
 		T_RC(put_k(s, ns, k), KVT_OK);
 	T_OK(kvt_flush(s));
-	T_ASSERT(stat_of(s, "ssd.segments_evicted") > 0);
-	T_ASSERT(stat_of(s, "ssd.reinserted_blocks") >= 1);
-	T_LE_INT(stat_of(s, "ssd.segments_used"), 6);
+	T_ASSERT(t_stat(s, "ssd.segments_evicted") > 0);
+	T_ASSERT(t_stat(s, "ssd.reinserted_blocks") >= 1);
+	T_LE_INT(t_stat(s, "ssd.segments_used"), 6);
 	kvt_store_destroy(s);
 	s = open_store(dir, "6M", "always");
 	for (uint64_t k = 0; k < 300; k++)
@@ -615,10 +606,10 @@ static void test_prefetch_lock(void)
 		T_EQ_U64(r.length, 10);
 		T_OK(kvt_queue_destroy(q));
 	}
-	T_EQ_U64(stat_of(s, "dram.blocks"), 10);
+	T_EQ_U64(t_stat(s, "dram.blocks"), 10);
 	for (uint64_t k = 0; k < 10; k++)
 		T_RC(get_k(s, ns, k), KVT_OK);
-	T_EQ_U64(stat_of(s, "ssd.reads"), 10);
+	T_EQ_U64(t_stat(s, "ssd.reads"), 10);
 	{
 		uint8_t tiers[12];
 		struct kvt_req r;
@@ -688,7 +679,7 @@ static void test_race_eviction(void)
 		T_ASSERT(r == KVT_OK || r == KVT_EXISTS || r == KVT_EFULL);
 		atomic_store(&rc.written, k + 1);
 		/* Pace on the write-down backlog, so blocks reach the SSD. */
-		while (stat_of(rc.s, "ssd.writedown_pending_bytes") > (1u << 20))
+		while (t_stat(rc.s, "ssd.writedown_pending_bytes") > (1u << 20))
 			usleep(500);
 	}
 	atomic_store(&rc.stop, 1);
@@ -696,9 +687,9 @@ static void test_race_eviction(void)
 		pthread_join(th[i], NULL);
 	fprintf(stderr, "race: %llu hits, %llu misses while %llu segments were evicted (%s)\n",
 		(unsigned long long)rc.hits, (unsigned long long)rc.misses,
-		(unsigned long long)stat_of(rc.s, "ssd.segments_evicted"), io_backend);
-	T_ASSERT(stat_of(rc.s, "ssd.segments_evicted") > 0);
-	T_ASSERT(stat_of(rc.s, "ssd.reads") > 0);
+		(unsigned long long)t_stat(rc.s, "ssd.segments_evicted"), io_backend);
+	T_ASSERT(t_stat(rc.s, "ssd.segments_evicted") > 0);
+	T_ASSERT(t_stat(rc.s, "ssd.reads") > 0);
 	/* A read that straddles a segment's reuse may see a new record's bytes
 	 * under the old header: it fails its CRC and is a miss, which get_k
 	 * accepted; wrong bytes would have failed get_k. */
@@ -770,7 +761,7 @@ static void test_review_regressions(void)
 			put_k(c, cns, k);
 		kvt_flush(c);
 		ssd_checkpoint(store_ssd(c)); /* names the blocks about to be evicted */
-		while (stat_of(c, "ssd.segments_evicted") < 2 && k < 5000) {
+		while (t_stat(c, "ssd.segments_evicted") < 2 && k < 5000) {
 			put_k(c, cns, k++);
 			if (k % 20 == 0)
 				kvt_flush(c);
@@ -781,7 +772,7 @@ static void test_review_regressions(void)
 			kvt_delete(c, cns, &key);
 		}
 		kvt_flush(c);
-		_exit(stat_of(c, "ssd.segments_evicted") >= 2 ? 0 : 3); /* crash: no close */
+		_exit(t_stat(c, "ssd.segments_evicted") >= 2 ? 0 : 3); /* crash: no close */
 	}
 	T_EQ_INT(waitpid(pid, &st, 0), pid);
 	T_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
@@ -823,9 +814,9 @@ static void test_fixed_buffers(void)
 		t_fill(buf, len, k);
 		T_EQ_MEM(got, buf, len);
 	}
-	T_EQ_U64(stat_of(s, "ssd.reads"), 4);
+	T_EQ_U64(t_stat(s, "ssd.reads"), 4);
 	if (strcmp(io_backend, "uring") == 0)
-		T_ASSERT(stat_of(s, "io.fixed_ops") >= 4);
+		T_ASSERT(t_stat(s, "io.fixed_ops") >= 4);
 	kvt_store_destroy(s);
 	free(buf);
 	free(got);
@@ -848,17 +839,17 @@ static void test_readmit(void)
 	T_RC(put_k(s, ns, 1), KVT_OK);
 	T_RC(get_k(s, ns, 1), KVT_OK); /* second access: written down */
 	T_OK(kvt_flush(s));
-	T_EQ_U64(stat_of(s, "ssd.blocks"), 1);
-	for (uint64_t k = 100; k < 2000 && stat_of(s, "ssd.segments_evicted") < 2; k++) {
+	T_EQ_U64(t_stat(s, "ssd.blocks"), 1);
+	for (uint64_t k = 100; k < 2000 && t_stat(s, "ssd.segments_evicted") < 2; k++) {
 		T_RC(put_k(s, pns, k), KVT_OK);
 		if (k % 16 == 0)
 			T_OK(kvt_flush(s));
 	}
 	T_OK(kvt_flush(s));
-	T_ASSERT(stat_of(s, "ssd.segments_evicted") >= 2);
-	before = stat_of(s, "dram.writedowns_admitted");
+	T_ASSERT(t_stat(s, "ssd.segments_evicted") >= 2);
+	before = t_stat(s, "dram.writedowns_admitted");
 	T_RC(get_k(s, ns, 1), KVT_OK); /* from DRAM; its SSD copy is gone */
-	after = stat_of(s, "dram.writedowns_admitted");
+	after = t_stat(s, "dram.writedowns_admitted");
 	T_EQ_U64(after, before + 1);
 	kvt_store_destroy(s);
 	t_rmtree(dir);
@@ -932,21 +923,21 @@ static void test_quiet(void)
 		T_OK(kvt_pin_release(s, r.pin));
 		T_RC(kvt_pin_release(s, r.pin), KVT_EPIN);
 	}
-	T_EQ_U64(stat_of(s, "ssd.copy_reads"), 3);
-	T_EQ_U64(stat_of(s, "dram.promotions"), 0);
-	T_EQ_U64(stat_of(s, "dram.blocks"), 0);
+	T_EQ_U64(t_stat(s, "ssd.copy_reads"), 3);
+	T_EQ_U64(t_stat(s, "dram.promotions"), 0);
+	T_EQ_U64(t_stat(s, "dram.blocks"), 0);
 	T_EQ_INT(kvt_lookup_prefix(s, ns, keys, 1, tiers), 1);
 	T_EQ_INT(tiers[0], KVT_TIER_SSD);
 	/* An ordinary get promotes; a quiet one then pins the DRAM copy
 	 * without counting a hit. */
 	T_RC(get_k(s, ns, 4), KVT_OK);
-	T_EQ_U64(stat_of(s, "dram.promotions"), 1);
-	hits = stat_of(s, "dram.hits");
+	T_EQ_U64(t_stat(s, "dram.promotions"), 1);
+	hits = t_stat(s, "dram.hits");
 	T_RC(quiet_get(s, q, ns, 4, &r), KVT_OK);
 	T_EQ_INT(r.tier, KVT_TIER_DRAM);
 	check_view(s, &r, 4);
 	T_OK(kvt_pin_release(s, r.pin));
-	T_EQ_U64(stat_of(s, "dram.hits"), hits);
+	T_EQ_U64(t_stat(s, "dram.hits"), hits);
 	T_EQ_INT(kvt_lookup_prefix(s, ns, keys, 2, tiers), 2);
 	T_EQ_INT(tiers[0], KVT_TIER_SSD);
 	T_EQ_INT(tiers[1], KVT_TIER_DRAM);
@@ -974,10 +965,10 @@ static void test_quiet(void)
 		T_OK(kvt_pin_release(s, r.pin));
 	}
 	T_OK(kvt_flush(s));
-	T_EQ_U64(stat_of(s, "dram.writedowns_admitted"), 0);
+	T_EQ_U64(t_stat(s, "dram.writedowns_admitted"), 0);
 	T_RC(get_k(s, ns, 50), KVT_OK);
 	T_OK(kvt_flush(s));
-	T_EQ_U64(stat_of(s, "dram.writedowns_admitted"), 1);
+	T_EQ_U64(t_stat(s, "dram.writedowns_admitted"), 1);
 	T_OK(kvt_queue_destroy(q));
 	kvt_store_destroy(s);
 	t_rmtree(dir);
