@@ -40,6 +40,7 @@
 
 #include "server.h"
 #include "t.h"
+#include "tkvev.h"
 #include "tstore.h"
 
 #define NODES 3
@@ -261,19 +262,6 @@ static void events_connect(const struct tsrv *srv)
 	T_EQ_INT(zmq_connect(ev_sub, ep), 0);
 }
 
-/* The value of key name in event map e (vLLM 0.32's layout), or NULL. */
-static const msgpack_object *ev_field(const msgpack_object *e, const char *name)
-{
-	T_EQ_INT(e->type, MSGPACK_OBJECT_MAP);
-	for (uint32_t i = 0; i < e->via.map.size; i++) {
-		const msgpack_object_kv *kv = &e->via.map.ptr[i];
-		if (kv->key.type == MSGPACK_OBJECT_STR && kv->key.via.str.size == strlen(name) &&
-		    memcmp(kv->key.via.str.ptr, name, kv->key.via.str.size) == 0)
-			return &kv->val;
-	}
-	return NULL;
-}
-
 /* Receive node 0's messages until 300 ms pass without one; count the
  * BlockStored hashes found in keys[0..n) into stored[]; returns how many
  * were of other keys. */
@@ -307,12 +295,12 @@ static unsigned events_drain(const struct kvt_key *keys, uint32_t n, uint8_t *st
 			const msgpack_object *list = &u.data.via.array.ptr[1];
 			for (uint32_t i = 0; i < list->via.array.size; i++) {
 				const msgpack_object *e = &list->via.array.ptr[i];
-				const msgpack_object *h, *type = ev_field(e, "type");
+				const msgpack_object *h, *type = t_ev_field(e, "type");
 				bool found = false;
-				if (!type || type->via.str.size != 11 ||
+				if (type->via.str.size != 11 ||
 				    memcmp(type->via.str.ptr, "BlockStored", 11) != 0)
 					continue;
-				h = &ev_field(e, "block_hashes")->via.array.ptr[0];
+				h = &t_ev_field(e, "block_hashes")->via.array.ptr[0];
 				T_EQ_INT(h->type, MSGPACK_OBJECT_BIN);
 				for (uint32_t k = 0; k < n && !found; k++)
 					if (h->via.bin.size == keys[k].len &&

@@ -20,6 +20,7 @@
 #include <zmq.h>
 
 #include "kvevents.h"
+#include "tkvev.h"
 #include "t.h"
 #include "tstore.h"
 
@@ -146,19 +147,6 @@ static void str_of(const msgpack_object *o, char *out, size_t cap)
 	out[o->via.str.size] = 0;
 }
 
-/* The value of key name in map m (fails the test if absent). */
-static const msgpack_object *field(const msgpack_object *m, const char *name)
-{
-	for (uint32_t i = 0; i < m->via.map.size; i++) {
-		const msgpack_object_kv *kv = &m->via.map.ptr[i];
-		if (kv->key.type == MSGPACK_OBJECT_STR && kv->key.via.str.size == strlen(name) &&
-		    memcmp(kv->key.via.str.ptr, name, kv->key.via.str.size) == 0)
-			return &kv->val;
-	}
-	T_FAIL("event has no field %s", name);
-	return NULL;
-}
-
 /* Receive one message (wait up to ms), decode its events into evs (up to
  * max).  Returns how many, or -1 on timeout. */
 static int rx_batch(void *sub, int ms, struct rx_event *evs, int max)
@@ -211,39 +199,39 @@ static int rx_batch(void *sub, int ms, struct rx_event *evs, int max)
 			struct rx_event *r = &evs[got++];
 			memset(r, 0, sizeof(*r));
 			T_EQ_INT(e->type, MSGPACK_OBJECT_MAP);
-			str_of(field(e, "type"), r->type, sizeof(r->type));
+			str_of(t_ev_field(e, "type"), r->type, sizeof(r->type));
 			if (strcmp(r->type, "AllBlocksCleared") == 0) {
 				T_EQ_INT(e->via.map.size, 1);
 				continue;
 			}
-			f = field(e, "block_hashes");
+			f = t_ev_field(e, "block_hashes");
 			T_EQ_INT(f->type, MSGPACK_OBJECT_ARRAY);
 			T_EQ_INT(f->via.array.size, 1);
 			T_EQ_INT(f->via.array.ptr[0].type, MSGPACK_OBJECT_BIN);
 			r->hash_len = f->via.array.ptr[0].via.bin.size;
 			memcpy(r->hash, f->via.array.ptr[0].via.bin.ptr, r->hash_len);
-			str_of(field(e, "medium"), r->medium, sizeof(r->medium));
+			str_of(t_ev_field(e, "medium"), r->medium, sizeof(r->medium));
 			if (strcmp(r->type, "BlockRemoved") == 0) {
 				T_EQ_INT(e->via.map.size, 3);
 				continue;
 			}
 			T_EQ_STR(r->type, "BlockStored");
 			T_EQ_INT(e->via.map.size, 8);
-			f = field(e, "parent_block_hash");
+			f = t_ev_field(e, "parent_block_hash");
 			if (f->type == MSGPACK_OBJECT_BIN) {
 				r->parent_len = f->via.bin.size;
 				memcpy(r->parent, f->via.bin.ptr, r->parent_len);
 			} else {
 				T_EQ_INT(f->type, MSGPACK_OBJECT_NIL);
 			}
-			f = field(e, "token_ids");
+			f = t_ev_field(e, "token_ids");
 			T_EQ_INT(f->type, MSGPACK_OBJECT_ARRAY);
 			T_EQ_INT(f->via.array.size, 0);
-			f = field(e, "block_size");
+			f = t_ev_field(e, "block_size");
 			T_EQ_INT(f->type, MSGPACK_OBJECT_POSITIVE_INTEGER);
 			r->block_size = f->via.u64;
-			T_EQ_INT(field(e, "lora_id")->type, MSGPACK_OBJECT_NIL);
-			T_EQ_INT(field(e, "lora_name")->type, MSGPACK_OBJECT_NIL);
+			T_EQ_INT(t_ev_field(e, "lora_id")->type, MSGPACK_OBJECT_NIL);
+			T_EQ_INT(t_ev_field(e, "lora_name")->type, MSGPACK_OBJECT_NIL);
 		}
 	}
 	msgpack_unpacked_destroy(&u);
