@@ -1,11 +1,13 @@
 /*
  * server.c - start and stop a real kvtierd for a test (server.h).
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <glob.h>
 #include <signal.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -192,4 +194,43 @@ void tsrv_check_reports(const char *base)
 	globfree(&g);
 	if (bad)
 		T_FAIL("kvtierd reported sanitizer errors (above)");
+}
+
+/*
+ * kill(SIGSTOP) returns before every thread of the target has stopped: a
+ * loop thread still running can answer one more request.  Wait until
+ * /proc shows each thread stopped ('T').
+ */
+void tsrv_wait_stopped(pid_t pid)
+{
+	for (int tries = 0; tries < 500; tries++) {
+		char path[64], line[512];
+		bool all = true;
+		DIR *d;
+		struct dirent *e;
+
+		snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+		d = opendir(path);
+		T_ASSERT(d);
+		while ((e = readdir(d))) {
+			char sp[600];
+			FILE *f;
+			const char *rp;
+			if (e->d_name[0] == '.')
+				continue;
+			snprintf(sp, sizeof(sp), "%s/%s/stat", path, e->d_name);
+			f = fopen(sp, "r");
+			if (!f)
+				continue;
+			if (fgets(line, sizeof(line), f) && (rp = strrchr(line, ')')) && rp[1] == ' ' &&
+			    rp[2] != 'T' && rp[2] != 't')
+				all = false;
+			fclose(f);
+		}
+		closedir(d);
+		if (all)
+			return;
+		tsrv_sleep_ms(2);
+	}
+	T_FAIL("process %d did not stop after SIGSTOP", (int)pid);
 }

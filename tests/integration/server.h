@@ -29,6 +29,9 @@ int tsrv_stop(struct tsrv *s);
 /* SIGKILL and wait. */
 void tsrv_kill9(struct tsrv *s);
 void tsrv_sleep_ms(long ms);
+/* After kill(pid, SIGSTOP): wait until every thread of pid is stopped
+ * (kill returns before they are; a running thread could still answer). */
+void tsrv_wait_stopped(pid_t pid);
 /* Fail the test if any kvtierd's stderr under base (*.stderr) holds a
  * sanitizer report. */
 void tsrv_check_reports(const char *base);

@@ -372,6 +372,7 @@ static void test_stop_cont(struct tsrv *srv, const struct kvt_key *keys, const u
 	wait_up(e, 2 * NODES);
 	T_RC(kvt_lookup_prefix(e, ns, keys, BLOCKS, NULL), BLOCKS);
 	kill(srv[victim].pid, SIGSTOP);
+	tsrv_wait_stopped(srv[victim].pid);
 	t0 = t_now_ms();
 	T_RC(kvt_lookup_prefix(e, ns, keys, BLOCKS, NULL), want_lead);
 	dt = t_now_ms() - t0;

@@ -247,45 +247,6 @@ static void test_share(const char *addr)
 	kvt_store_destroy(b);
 }
 
-/*
- * kill(SIGSTOP) returns before every thread of the target has stopped: a
- * loop thread still running can answer one more request.  Wait until
- * /proc shows each thread stopped ('T').
- */
-static void wait_stopped(pid_t pid)
-{
-	for (int tries = 0; tries < 500; tries++) {
-		char path[64], line[512];
-		bool all = true;
-		DIR *d;
-		struct dirent *e;
-
-		snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
-		d = opendir(path);
-		T_ASSERT(d);
-		while ((e = readdir(d))) {
-			char sp[600];
-			FILE *f;
-			const char *rp;
-			if (e->d_name[0] == '.')
-				continue;
-			snprintf(sp, sizeof(sp), "%s/%s/stat", path, e->d_name);
-			f = fopen(sp, "r");
-			if (!f)
-				continue;
-			if (fgets(line, sizeof(line), f) && (rp = strrchr(line, ')')) && rp[1] == ' ' &&
-			    rp[2] != 'T' && rp[2] != 't')
-				all = false;
-			fclose(f);
-		}
-		closedir(d);
-		if (all)
-			return;
-		tsrv_sleep_ms(2);
-	}
-	T_FAIL("kvtierd did not stop after SIGSTOP");
-}
-
 /* Kill, stop and restart the server under an engine: misses, not hangs. */
 static void test_failures(struct tsrv *srv, const char *dir)
 {
@@ -304,7 +265,7 @@ static void test_failures(struct tsrv *srv, const char *dir)
 
 	/* Slow: a stopped server answers nothing; the get misses by its deadline. */
 	T_RC(kill(srv->pid, SIGSTOP), 0);
-	wait_stopped(srv->pid);
+	tsrv_wait_stopped(srv->pid);
 	k = t_key(8);
 	t0 = t_now_ms();
 	T_RC(kvt_get(e, ns, &k, buf, sizeof(buf), NULL), KVT_MISS);

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 
 #include "shdir.h"
+#include "server.h"
 #include "shs3.h"
 #include "t.h"
 #include "tstore.h"
@@ -363,6 +364,7 @@ static void test_store_stopped(pid_t pid)
 	T_RC(kvt_lookup_prefix(s, ns, keys, 4, tiers), 4);
 
 	T_ASSERT(kill(pid, SIGSTOP) == 0);
+	tsrv_wait_stopped(pid);
 	t0 = now_ms();
 	T_RC(get_block(s, ns, 300, 200000, KVT_TIER_SHARED), KVT_MISS);
 	T_RC(kvt_lookup_prefix(s, ns, keys, 4, tiers), 0);
