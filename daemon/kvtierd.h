@@ -508,6 +508,12 @@ struct kvtd_item {
 	const struct iovec *rview;
 	uint32_t rview_count;
 	uint64_t rlen;            /* the item's bytes in the data section */
+	uint64_t *lens;           /* its parts' lengths (owned), for the CRCs below */
+	uint64_t crc_left;        /* bytes of part crc_part still to arrive */
+	uint32_t nparts;          /* of lens and crcs */
+	uint32_t crc_part;        /* the part whose CRC is being computed */
+	uint32_t crc_run;         /* its CRC32C so far */
+	bool crc_bad;             /* a part's bytes did not match its CRC */
 	/* GET request */
 	uint32_t flags;
 	uint32_t part;

@@ -110,10 +110,12 @@ static void ops_item_release(struct kvtd_server *srv, struct kvtd_item *it)
 	}
 	free(it->iov);
 	free(it->crcs);
+	free(it->lens);
 	free(it->canon);
 	free(it->desc_store);
 	it->iov = NULL;
 	it->crcs = NULL;
+	it->lens = NULL;
 	it->canon = NULL;
 	it->desc_store = NULL;
 }

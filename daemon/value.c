@@ -9,11 +9,16 @@
  *        with sendmsg and released once written (the output entry owns the
  *        pins): no copy in user space.  Parts and ranges are slices of the
  *        same view.
- *   PUT  the data section was received into one buffer; each item's parts
- *        are iovecs into it, submitted with KVT_F_CRC and the client's
- *        CRCs, which the library verifies before the put completes (a
- *        mismatch is KVT_ECORRUPT and nothing is stored).  One copy, buffer
- *        to DRAM, inside the library.
+ *   PUT  received in place (kvtd_value_put_reserve): each item's bytes go
+ *        from the socket into its DRAM reservation, and each part's CRC32C
+ *        is computed as its bytes land, while they are in cache, and
+ *        checked against the client's; kvt_put_commit_checked then stores
+ *        the checked CRCs without another pass (a mismatch is KVT_ECORRUPT,
+ *        counted in value_crc_errors, and nothing is stored).  No copy in
+ *        user space.  Frames not received in place: the data section was
+ *        received into one buffer; each item's parts are iovecs into it,
+ *        submitted with KVT_F_CRC and the client's CRCs, which the library
+ *        checks as it copies.  One copy, buffer to DRAM.
  *
  * Part tables: a value is stored as the client's parts, with the client's
  * CRCs; a GET answers with the table kvt_pin_parts returns for the pinned
@@ -115,24 +120,26 @@ int kvtd_value_put_reserve(struct kvtd_frame *fr, struct kvtd_item *it,
 {
 	struct kvtd_server *srv = fr->loop->srv;
 	uint32_t n = pi->part_count;
-	uint64_t *lens = malloc(n * sizeof(*lens));
 	struct kvt_reservation res;
 	int rc;
 
+	it->lens = malloc(n * sizeof(*it->lens));
 	it->crcs = malloc(n * sizeof(*it->crcs));
-	if (!lens || !it->crcs) {
-		free(lens);
-		return -ENOMEM;
-	}
+	if (!it->lens || !it->crcs)
+		return -ENOMEM; /* ops_item_release frees them */
 	for (uint32_t p = 0; p < n; p++)
-		proto_item_part(pi, p, &lens[p], &it->crcs[p]);
+		proto_item_part(pi, p, &it->lens[p], &it->crcs[p]);
 	it->req.ns = ns;
 	it->req.key = pi->key;
-	rc = kvt_put_reserve(srv->store, ns, &pi->key, lens, n,
+	rc = kvt_put_reserve(srv->store, ns, &pi->key, it->lens, n,
 			     (pi->flags & PROTO_IF_SEALED) ? KVT_F_SEALED : 0, &res);
-	free(lens);
 	if (rc != KVT_OK)
 		return rc;
+	it->nparts = n;
+	it->crc_part = 0;
+	it->crc_left = it->lens[0];
+	it->crc_run = 0;
+	it->crc_bad = false;
 	it->reserved = true;
 	it->resv = res.handle;
 	it->rview = res.view;
@@ -176,10 +183,48 @@ static unsigned value_put_iov(struct kvtd_frame *fr, struct iovec *iov, unsigned
 	return n;
 }
 
+/* Fold bytes [off, off + len) of a reserved item, just written into its
+ * view, into its parts' CRCs; a part whose last byte arrived is checked
+ * against the client's CRC.  Here, not at commit, because the bytes are
+ * still in cache: one pass over memory per value instead of two. */
+static void value_put_crc(struct kvtd_item *it, uint64_t off, uint64_t len)
+{
+	for (uint32_t v = 0; v < it->rview_count && len; v++) {
+		const uint8_t *p;
+		uint64_t k;
+		if (off >= it->rview[v].iov_len) {
+			off -= it->rview[v].iov_len;
+			continue;
+		}
+		p = (const uint8_t *)it->rview[v].iov_base + off;
+		k = it->rview[v].iov_len - off;
+		if (k > len)
+			k = len;
+		len -= k;
+		off = 0;
+		while (k && it->crc_part < it->nparts) {
+			uint64_t m = k < it->crc_left ? k : it->crc_left;
+			it->crc_run = kvt_crc32c(it->crc_run, p, m);
+			it->crc_left -= m;
+			p += m;
+			k -= m;
+			if (it->crc_left == 0) {
+				it->crc_bad |= it->crc_run != it->crcs[it->crc_part];
+				it->crc_run = 0;
+				if (++it->crc_part < it->nparts)
+					it->crc_left = it->lens[it->crc_part];
+			}
+		}
+	}
+}
+
 static void value_put_advance(struct kvtd_frame *fr, uint64_t len)
 {
 	while (len && fr->rx_item < fr->n) {
-		uint64_t left = fr->items[fr->rx_item].rlen - fr->rx_off;
+		struct kvtd_item *it = &fr->items[fr->rx_item];
+		uint64_t left = it->rlen - fr->rx_off;
+		if (it->reserved)
+			value_put_crc(it, fr->rx_off, len < left ? len : left);
 		if (len < left) {
 			fr->rx_off += len;
 			return;
@@ -232,7 +277,15 @@ void kvtd_value_put_commit(struct kvtd_frame *fr)
 		if (!it->reserved)
 			continue;
 		it->reserved = false;
-		it->status = kvt_put_commit(srv->store, it->resv, it->crcs);
+		if (it->crc_bad || it->crc_part != it->nparts) {
+			/* a part's CRC did not match (or, which cannot be, the
+			 * frame ended before the item's last byte) */
+			kvt_put_abort(srv->store, it->resv);
+			it->status = KVT_ECORRUPT;
+			KVTD_COUNT(srv, value_crc_errors, 1);
+		} else {
+			it->status = kvt_put_commit_checked(srv->store, it->resv, it->crcs);
+		}
 		it->tier = KVT_TIER_DRAM;
 	}
 }

@@ -868,6 +868,13 @@ int kvt_pin_parts(struct kvt_store *store, uint64_t pin, uint64_t *lens, uint32_
  * bytes first (KVT_ECORRUPT: dropped, nothing visible).  Returns KVT_OK,
  * KVT_ECORRUPT, -ECANCELED, KVT_EPIN (unknown handle), KVT_ENULL,
  * KVT_ECLOSED.  The handle is spent whatever the result.
+ * kvt_put_commit_checked: as kvt_put_commit, but the caller has already
+ * checked crcs (not NULL) against the bytes it wrote into the view --
+ * typically while they arrived, still in cache -- so they are stored as
+ * the parts' CRCs without reading the value again.  CRCs that do not
+ * match the bytes are the caller's bug; they cannot give wrong bytes to a
+ * reader that checks (SSD reads and kvtierd's clients do: a miss), but
+ * the value is then unreadable from those tiers.  KVT_ENULL if crcs NULL.
  * kvt_put_abort: drops the reservation; 0, KVT_EPIN, KVT_ENULL,
  * KVT_ECLOSED.  kvt_store_close aborts what is still reserved.  Any
  * thread; one thread at a time per reservation.
@@ -882,6 +889,7 @@ int kvt_put_reserve(struct kvt_store *store, uint32_t ns, const struct kvt_key *
 		    const uint64_t *part_lens, unsigned part_count, uint32_t flags,
 		    struct kvt_reservation *res);
 int kvt_put_commit(struct kvt_store *store, uint64_t handle, const uint32_t *crcs);
+int kvt_put_commit_checked(struct kvt_store *store, uint64_t handle, const uint32_t *crcs);
 int kvt_put_abort(struct kvt_store *store, uint64_t handle);
 
 /* ------------------------------------------------------------------------

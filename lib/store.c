@@ -881,20 +881,20 @@ int kvt_put_reserve(struct kvt_store *s, uint32_t ns, const struct kvt_key *key,
 	return KVT_OK;
 }
 
-int kvt_put_commit(struct kvt_store *s, uint64_t handle, const uint32_t *crcs)
+static int put_commit(struct kvt_store *s, uint64_t handle, const uint32_t *crcs, bool checked)
 {
 	struct dram_item *item;
 	bool sealed;
 	int ret;
 
-	if (!s)
+	if (!s || (checked && !crcs))
 		return KVT_ENULL;
 	if (s->state != ST_OPEN)
 		return KVT_ECLOSED;
 	ret = slot_take(s, handle, SLOT_RESV, &item, NULL, &sealed);
 	if (ret < 0)
 		return ret;
-	if (crcs && dram_item_verify(s->dram, item, crcs) != KVT_OK) {
+	if (crcs && !checked && dram_item_verify(s->dram, item, crcs) != KVT_OK) {
 		dram_abort(s->dram, item);
 		return KVT_ECORRUPT;
 	}
@@ -911,6 +911,16 @@ int kvt_put_commit(struct kvt_store *s, uint64_t handle, const uint32_t *crcs)
 		return ret;
 	}
 	return dram_publish(s->dram, item, crcs, NULL, sealed ? DRAM_SEALED : 0, false);
+}
+
+int kvt_put_commit(struct kvt_store *s, uint64_t handle, const uint32_t *crcs)
+{
+	return put_commit(s, handle, crcs, false);
+}
+
+int kvt_put_commit_checked(struct kvt_store *s, uint64_t handle, const uint32_t *crcs)
+{
+	return put_commit(s, handle, crcs, true);
 }
 
 int kvt_put_abort(struct kvt_store *s, uint64_t handle)

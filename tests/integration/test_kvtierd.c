@@ -383,6 +383,35 @@ static void test_put_get(const struct server *s, const uint8_t ns[32])
 		T_RC(kc_get(&c, ns, &k, 0, 0, 0, 0, &v), KVT_MISS);
 		T_RC(kc_put(&c, ns, &k, &p, 1, NULL), KVT_OK);
 	}
+	/* The same for large values, received in place into the reservation
+	 * with each part's CRC computed as its bytes land: a bad CRC in the
+	 * first, a middle or the last part refuses the whole value. */
+	{
+		size_t len = (6u << 20) + 333, lens[3] = { 1u << 20, (4u << 20) + 1, 0 };
+		uint8_t *buf = malloc(len);
+		T_ASSERT(buf);
+		lens[2] = len - lens[0] - lens[1];
+		t_fill(buf, len, 78);
+		for (unsigned bad = 0; bad <= 3; bad++) {
+			struct kvt_key k = key_of(id++);
+			struct iovec p[3];
+			uint32_t crcs[3];
+			for (unsigned i = 0, o = 0; i < 3; o += (unsigned)lens[i], i++) {
+				p[i].iov_base = buf + o;
+				p[i].iov_len = lens[i];
+				crcs[i] = kvt_crc32c(0, buf + o, lens[i]) ^ (i == bad);
+			}
+			T_RC(kc_put(&c, ns, &k, p, 3, crcs), bad < 3 ? KVT_ECORRUPT : KVT_OK);
+			T_RC(kc_get(&c, ns, &k, 0, 0, 0, 0, &v), bad < 3 ? KVT_MISS : KVT_OK);
+			if (bad == 3) {
+				T_ASSERT(v.crc_ok);
+				T_EQ_U64(v.len, len);
+				T_EQ_MEM(v.bytes, buf, len);
+				kc_value_free(&v);
+			}
+		}
+		free(buf);
+	}
 
 	/* Sealed values keep their flag (KVT_F_SEALED in the store), whole,
 	 * by part and by range, and their part table. */

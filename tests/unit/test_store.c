@@ -530,6 +530,30 @@ static void test_reserve_commit(void)
 		T_EQ_MEM(out, src, 5000);
 		T_OK(kvt_queue_destroy(q));
 	}
+	/* Checked commit: the caller's CRCs are stored as given, unread. */
+	k2 = t_key(4);
+	T_RC(kvt_put_reserve(s, ns, &k2, lens, 3, 0, &res), KVT_OK);
+	T_RC(kvt_put_commit_checked(s, res.handle, NULL), KVT_ENULL);
+	off = 0;
+	for (uint32_t i = 0; i < res.view_count; i++) {
+		memcpy(res.view[i].iov_base, src + off, res.view[i].iov_len);
+		off += res.view[i].iov_len;
+	}
+	T_RC(kvt_put_commit_checked(s, res.handle, crcs), KVT_OK);
+	T_RC(kvt_put_commit_checked(s, res.handle, crcs), KVT_EPIN);
+	{
+		uint32_t got[3];
+		struct kvt_req r = { .op = KVT_OP_GET_PINNED, .ns = ns, .key = k2 }, *rp = &r, *done;
+		struct kvt_queue *q;
+		T_OK(kvt_queue_create(s, &q));
+		T_RC(kvt_submit(q, &rp, 1), 1);
+		T_RC(kvt_queue_wait(q, &done, 1, 1000), 1);
+		T_RC(r.status, KVT_OK);
+		T_RC(kvt_pin_parts(s, r.pin, NULL, got, 3), 3);
+		T_EQ_MEM(got, crcs, sizeof(got));
+		T_OK(kvt_pin_release(s, r.pin));
+		T_OK(kvt_queue_destroy(q));
+	}
 	/* A delete while reserved wins. */
 	k2 = t_key(3);
 	T_RC(kvt_put_reserve(s, ns, &k2, lens, 1, 0, &res), KVT_OK);
