@@ -149,6 +149,8 @@ int kvtd_value_put_reserve(struct kvtd_frame *fr, struct kvtd_item *it,
 
 static _Thread_local uint8_t value_scratch[64u << 10];
 
+#define VALUE_RX_CHUNK (256u << 10) /* bytes per in-place readv, at most */
+
 /* Where the next bytes of the data section go: up to max iovecs over
  * consecutive reserved items, or one stretch of a dropped item (into the
  * scratch buffer, or iov_base NULL when scratch is false). */
@@ -260,9 +262,21 @@ ssize_t kvtd_value_put_recv(struct kvtd_frame *fr, int fd)
 	struct iovec iov[64];
 	unsigned n = value_put_iov(fr, iov, 64, true);
 	ssize_t r;
+	size_t total = 0;
 	if (n == 0)
 		return 0;
 	(void)fd;
+	/* At most VALUE_RX_CHUNK per readv, so the bytes are still in L2 when
+	 * value_put_advance folds them into their CRCs: a readv can return
+	 * megabytes when the socket's buffer has grown. */
+	for (unsigned i = 0; i < n; i++) {
+		if (total + iov[i].iov_len >= VALUE_RX_CHUNK) {
+			iov[i].iov_len = VALUE_RX_CHUNK - total;
+			n = i + 1;
+			break;
+		}
+		total += iov[i].iov_len;
+	}
 	r = kvtd_conn_readv(fr->conn, iov, (int)n); /* TLS or plain (tls.c) */
 	if (r > 0)
 		value_put_advance(fr, (uint64_t)r);
