@@ -13,6 +13,12 @@
  * returned), e.g. for the reportable S3 rows:
  *
  *   build/tests/bench_shared_smoke build/tests build/cli/kvtier /tmp --json
+ *
+ * With KVT_WEED_CPUS and KVT_BENCH_CPUS (CPU lists, tests/lib/weed.h)
+ * SeaweedFS and the bench run on separate CPUs: the object store's own
+ * work then does not take the client's (bench/RESULTS.md, S3 rows):
+ *
+ *   KVT_WEED_CPUS=0 KVT_BENCH_CPUS=1 build/tests/bench_shared_smoke ...
  */
 #include <errno.h>
 
@@ -32,6 +38,9 @@ int main(int argc, char **argv)
 	int port = t_free_port(), rows = 0, puts = 0, gets = 0, st;
 	pid_t pid = t_weed_start(weed, dir, port);
 	FILE *p;
+
+	if (getenv("KVT_BENCH_CPUS"))
+		t_pin_cpus(getenv("KVT_BENCH_CPUS")); /* after the fork: weed keeps its own */
 
 	t_weed_wait(port, dir);
 	setenv("AWS_ACCESS_KEY_ID", T_WEED_AK, 1);

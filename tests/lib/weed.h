@@ -8,6 +8,10 @@
  *   pid = t_weed_start(weed, dir, port);
  *   t_weed_wait(port, dir);          (until bucket "kvt" answers)
  *
+ * KVT_WEED_CPUS=LIST (e.g. "0", "0,2-3") runs SeaweedFS on those CPUs
+ * only (t_pin_cpus), so that a benchmark can keep the object store off
+ * the client's cores, as it would be on its own machines.
+ *
  * The identity T_WEED_AK / T_WEED_SK may do everything; bucket "kvt" is
  * created at start.
  */
@@ -15,7 +19,9 @@
 #define KVT_TEST_WEED_H
 
 #include <netinet/in.h>
+#include <sched.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/socket.h>
@@ -40,6 +46,45 @@ static inline int t_free_port(void)
 	T_ASSERT(getsockname(fd, (struct sockaddr *)&a, &l) == 0);
 	close(fd);
 	return ntohs(a.sin_port);
+}
+
+/* The CPUs in list: numbers and ranges, comma-separated ("0", "1-3,5").
+ * false if it does not parse or names none. */
+static inline bool t_cpu_list(const char *list, cpu_set_t *set)
+{
+	const char *p = list;
+	CPU_ZERO(set);
+	while (*p) {
+		char *end;
+		long a = strtol(p, &end, 10), b = a;
+		if (end == p || a < 0 || a >= CPU_SETSIZE)
+			return false;
+		p = end;
+		if (*p == '-') {
+			b = strtol(p + 1, &end, 10);
+			if (end == p + 1 || b < a || b >= CPU_SETSIZE)
+				return false;
+			p = end;
+		}
+		for (long c = a; c <= b; c++)
+			CPU_SET((int)c, set);
+		if (*p == ',')
+			p++;
+		else if (*p)
+			return false;
+	}
+	return CPU_COUNT(set) > 0;
+}
+
+/* Pin the calling process (and what it starts) to the CPUs in list;
+ * exits 2 if the list is bad or the affinity refused. */
+static inline void t_pin_cpus(const char *list)
+{
+	cpu_set_t set;
+	if (t_cpu_list(list, &set) && sched_setaffinity(0, sizeof(set), &set) == 0)
+		return;
+	fprintf(stderr, "CPU list '%s' is not usable here\n", list);
+	exit(2);
 }
 
 static inline char *t_weed_find(const char *build)
@@ -84,6 +129,9 @@ static inline pid_t t_weed_start(const char *weed, const char *dir, int s3_port)
 	snprintf(a[9], 512, "-admin.port=%d", t_free_port());
 	snprintf(a[10], 512, "-admin.port.grpc=%d", t_free_port());
 	snprintf(a[11], 512, "-s3.config=%s", cfg);
+	cpu_set_t cpus;
+	if (getenv("KVT_WEED_CPUS") && !t_cpu_list(getenv("KVT_WEED_CPUS"), &cpus))
+		T_FAIL("KVT_WEED_CPUS '%s' is not a CPU list", getenv("KVT_WEED_CPUS"));
 	pid_t pid = fork();
 	T_ASSERT(pid >= 0);
 	if (pid == 0) {
@@ -91,9 +139,14 @@ static inline pid_t t_weed_start(const char *weed, const char *dir, int s3_port)
 		snprintf(log, sizeof(log), "%s/weed.log", dir);
 		freopen(log, "w", stdout);
 		freopen(log, "a", stderr);
+		if (getenv("KVT_WEED_CPUS"))
+			t_pin_cpus(getenv("KVT_WEED_CPUS"));
 		execl(weed, weed, "mini", a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9],
 		      a[10], a[11], "-ip=127.0.0.1", "-ip.bind=127.0.0.1", "-admin.ui=false",
-		      "-webdav=false", "-bucket=kvt", (char *)NULL);
+		      "-webdav=false", "-bucket=kvt",
+		      /* Off: they listen on fixed ports, so two test processes'
+		       * gateways (test_s3, bench_shared_s3_smoke) collided. */
+		      "-s3.port.iceberg=0", "-s3.port.lance=0", (char *)NULL);
 		_exit(127);
 	}
 	return pid;
