@@ -920,6 +920,7 @@ static void loop_conn_read(struct kvtd_conn *c)
 
 	for (int rounds = 0; rounds < 16; rounds++) {
 		ssize_t r;
+		size_t asked = 0; /* a plain read's length: a shorter answer drained the socket */
 		if (c->dead || c->no_more_input || c->read_paused)
 			return;
 		if (c->rx) {
@@ -929,7 +930,8 @@ static void loop_conn_read(struct kvtd_conn *c)
 			if (c->rx->in_place)
 				r = kvtd_value_put_recv(c->rx, c->fd);
 			else
-				r = kvtd_conn_read(c, kvtd_frame_data(c->rx) + c->rx_got, (size_t)want);
+				r = kvtd_conn_read(c, kvtd_frame_data(c->rx) + c->rx_got,
+						   asked = (size_t)want);
 			if (r > 0) {
 				c->rx_got += (uint64_t)r;
 				if (c->rx_got - c->rx_mark >= KVTD_SLOW_PROGRESS) {
@@ -952,7 +954,7 @@ static void loop_conn_read(struct kvtd_conn *c)
 				kvtd_conn_fail(c, PROTO_OP_ERROR, 0, -ENOMEM, "server out of memory");
 				return;
 			}
-			r = kvtd_conn_read(c, c->rbuf + c->rend, c->rcap - c->rend);
+			r = kvtd_conn_read(c, c->rbuf + c->rend, asked = c->rcap - c->rend);
 			if (r > 0) {
 				c->rend += (size_t)r;
 				loop_conn_parse(c);
@@ -961,6 +963,12 @@ static void loop_conn_read(struct kvtd_conn *c)
 		if (r > 0) {
 			c->bytes_in += (uint64_t)r;
 			KVTD_COUNT(srv, bytes_in, r);
+			/* A short plain read took all the socket had: skip the
+			 * read that would only say EAGAIN (one syscall of the few
+			 * a small GET costs); level-triggered epoll calls again
+			 * when more arrives.  TLS may hold bytes back: read on. */
+			if (!c->tls && (size_t)r < asked)
+				break;
 			continue;
 		}
 		if (r == 0) {
