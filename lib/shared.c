@@ -42,7 +42,7 @@
 #include "shs3.h"
 #include "ssd.h"
 
-enum { T_GET = 1, T_LOOKUP, T_WD_REF, T_WD_BUF, T_GC };
+enum { T_GET = 1, T_GET_PART, T_LOOKUP, T_WD_REF, T_WD_BUF, T_GC };
 enum { P_DEMAND = 0, P_MID = 1, P_LOW = 2, P_COUNT = 3 };
 
 struct sh_lookup {
@@ -79,6 +79,11 @@ struct sh_task {
 	bool crcs_valid;
 	/* T_LOOKUP */
 	struct sh_lookup *lk;
+	/* T_GET_PART: part number `part` into dst */
+	uint32_t part;
+	const struct iovec *dst;
+	unsigned dst_count;
+	shared_part_cb pcb;
 };
 
 struct shared {
@@ -106,7 +111,7 @@ struct shared {
 	unsigned nthreads;
 	_Atomic uint64_t bps;        /* last measured read throughput, bytes/s (0: none yet) */
 
-	_Atomic uint64_t hits, misses, promote_full, wd_queued, wd_shed, wd_done, wd_failed,
+	_Atomic uint64_t part_hits, hits, misses, promote_full, wd_queued, wd_shed, wd_done, wd_failed,
 		wd_evicted, wd_ssd_evicted, lookups, lookup_keys, gc_runs, gc_removed;
 };
 
@@ -172,6 +177,11 @@ struct sh_backend {
 	 * leaves rb->item reserved and rb->h filled; anything else is a miss
 	 * (the caller aborts rb->item if set). */
 	int (*read)(struct shared *sh, const uint8_t *dg, struct sh_read *rb);
+	/* One part into dst (shared_get_part): its length, or a status;
+	 * NULL: whole blocks only. */
+	int64_t (*read_part)(struct shared *sh, const uint8_t *dg, const struct kvt_key *key,
+			     uint32_t part, const struct iovec *dst, unsigned dst_count,
+			     struct shdir_hdr *h);
 	int (*remove)(struct shared *sh, const uint8_t *dg, const struct kvt_key *key);
 	int64_t (*clear)(struct shared *sh, const uint8_t *dg);
 	int (*gc)(struct shared *sh, struct kvt_shared_gc_result *res);
@@ -282,7 +292,7 @@ static void dir_stats(struct shared *sh, kvt_stats_fn fn, void *ctx)
 }
 
 static const struct sh_backend dir_backend = {
-	dir_stat, dir_write, dir_read, dir_remove, dir_clear, dir_gc, dir_stats,
+	dir_stat, dir_write, dir_read, NULL, dir_remove, dir_clear, dir_gc, dir_stats,
 };
 
 /* The S3 backend (shs3.c). */
@@ -353,8 +363,18 @@ static void s3_stats(struct shared *sh, kvt_stats_fn fn, void *ctx)
 	fn(ctx, "shared.s3_multipart_parts", AL(st->multipart_parts), NULL);
 }
 
+static int64_t s3_read_part(struct shared *sh, const uint8_t *dg, const struct kvt_key *key,
+			    uint32_t part, const struct iovec *dst, unsigned dst_count,
+			    struct shdir_hdr *h)
+{
+	int64_t ret = shs3_blk_read_part(sh->s3, dg, key, part, dst, dst_count, h);
+	if (ret == KVT_ECORRUPT && shs3_blk_remove(sh->s3, dg, key) == KVT_OK)
+		A(shs3_blk_stats(sh->s3)->bad_removed); /* as s3_read */
+	return ret;
+}
+
 static const struct sh_backend s3_backend = {
-	s3_stat, s3_write, s3_read, s3_remove, s3_clear, s3_gc, s3_stats,
+	s3_stat, s3_write, s3_read, s3_read_part, s3_remove, s3_clear, s3_gc, s3_stats,
 };
 
 /* ------------------------------------------------------------------------
@@ -441,6 +461,28 @@ out:
 	else
 		A(sh->misses);
 	t->gcb(t->ctx, ret, ret == KVT_OK ? item : NULL);
+}
+
+/* A part read: header and part only, into the caller's buffers. */
+static void run_get_part(struct shared *sh, struct sh_task *t)
+{
+	uint64_t lens[KVT_PARTS_MAX];
+	uint32_t crcs[KVT_PARTS_MAX];
+	struct shdir_hdr h = { .part_lens = lens, .crcs = crcs };
+	const uint8_t *dg = ns_digest_of(sh, t->ns);
+	int64_t ret = KVT_MISS;
+
+	if (dg)
+		ret = sh->be->read_part(sh, dg, &t->key, t->part, t->dst, t->dst_count, &h);
+	if (ret >= 0) {
+		A(sh->part_hits);
+		t->pcb(t->ctx, KVT_OK, (uint64_t)ret, h.value_len, h.flags & KVT_F_SEALED);
+	} else if (ret == KVT_ERANGE || ret == KVT_EBUFSMALL) {
+		t->pcb(t->ctx, (int)ret, 0, h.value_len, h.flags & KVT_F_SEALED);
+	} else {
+		A(sh->misses); /* corrupt, gone, failed: a miss, counted by shs3 */
+		t->pcb(t->ctx, KVT_MISS, 0, 0, 0);
+	}
 }
 
 /* One worker's share of a lookup job. */
@@ -586,6 +628,9 @@ static void *pool_main(void *arg)
 		switch (t->type) {
 		case T_GET:
 			run_get(sh, t);
+			break;
+		case T_GET_PART:
+			run_get_part(sh, t);
 			break;
 		case T_LOOKUP:
 			run_lookup(sh, t->lk);
@@ -967,6 +1012,32 @@ int shared_get(struct shared *sh, uint32_t ns, const struct kvt_key *key, int pr
 	return 0;
 }
 
+int shared_get_part(struct shared *sh, uint32_t ns, const struct kvt_key *key, uint32_t part,
+		    const struct iovec *dst, unsigned dst_count, int prio, shared_part_cb cb,
+		    void *ctx)
+{
+	struct sh_task *t;
+	if (!sh->be->read_part)
+		return -ENOTSUP;
+	t = kvt_mem_calloc(sh->mem, 1, sizeof(*t));
+	if (!t)
+		return -ENOMEM;
+	t->type = T_GET_PART;
+	t->ns = ns;
+	t->key = *key;
+	t->prio = prio;
+	t->part = part;
+	t->dst = dst;
+	t->dst_count = dst_count;
+	t->pcb = cb;
+	t->ctx = ctx;
+	if (!enqueue(sh, t, prio == IO_PRIO_DEMAND ? P_DEMAND : P_MID)) {
+		kvt_mem_free(sh->mem, t, sizeof(*t));
+		return KVT_ECLOSED;
+	}
+	return 0;
+}
+
 int shared_lookup(struct shared *sh, uint32_t ns, const struct kvt_key *keys, uint32_t n,
 		  uint8_t *tiers, shared_lookup_cb cb, void *ctx)
 {
@@ -1059,6 +1130,7 @@ void shared_stats(struct shared *sh, kvt_stats_fn fn, void *ctx)
 	sh->be->stats(sh, fn, ctx);
 	fn(ctx, "shared.threads", sh->nthreads, NULL);
 	fn(ctx, "shared.hits", AL(sh->hits), NULL);
+	fn(ctx, "shared.part_hits", AL(sh->part_hits), NULL);
 	fn(ctx, "shared.misses", AL(sh->misses), NULL);
 	fn(ctx, "shared.promote_full", AL(sh->promote_full), NULL);
 	fn(ctx, "shared.lookups", AL(sh->lookups), NULL);

@@ -769,16 +769,27 @@ struct shs3_stats *shs3_stats(struct shs3 *s3)
 	return &s3->st;
 }
 
-int64_t shs3_get_stream(struct shs3 *s3, const char *name, shs3_sink_fn sink, void *ctx)
+/* GET of [off, off + len) (len 0: the whole object) into sink. */
+static int64_t get_stream_range(struct shs3 *s3, const char *name, uint64_t off, uint64_t len,
+				shs3_sink_fn sink, void *ctx)
 {
 	struct s3req r;
 	int ret;
 	req_init(&r, s3, "GET", name);
+	r.range_off = off;
+	r.range_len = len;
 	r.sink = sink;
 	r.sink_ctx = ctx;
 	ret = req_run(&r);
 	free(r.resp);
+	if (ret == KVT_OK && len && r.status != 206 && off > 0)
+		return -EIO; /* the server ignored the range */
 	return ret == KVT_OK ? (int64_t)r.got : ret;
+}
+
+int64_t shs3_get_stream(struct shs3 *s3, const char *name, shs3_sink_fn sink, void *ctx)
+{
+	return get_stream_range(s3, name, 0, 0, sink, ctx);
 }
 
 /* Percent-encode a query value the way SigV4 wants (RFC 3986 unreserved kept). */
@@ -1318,5 +1329,118 @@ int kvt_shared_gc_s3(const char *endpoint, const char *bucket, const char *crede
 		return ret;
 	ret = shs3_gc(s3, budget_bytes, max_age_s, out);
 	shs3_close(s3);
+	return ret;
+}
+
+/* ------------------------------------------------------------------------
+ * One part of a block: ranged GETs
+ */
+
+struct part_rd {
+	const struct iovec *dst;
+	unsigned dst_count, di;
+	uint64_t doff, left;         /* bytes of the part still expected */
+	uint32_t crc;
+	bool too_long;               /* the server sent more than the range */
+};
+
+static int part_sink(void *ctx, const uint8_t *p, size_t n)
+{
+	struct part_rd *pr = ctx;
+	if (n > pr->left) {
+		pr->too_long = true;
+		return -1; /* more than the range: fail the transfer */
+	}
+	pr->left -= n;
+	pr->crc = kvt_crc32c(pr->crc, p, n);
+	while (n) {
+		size_t k = pr->dst[pr->di].iov_len - pr->doff;
+		if (k > n)
+			k = n;
+		memcpy((uint8_t *)pr->dst[pr->di].iov_base + pr->doff, p, k);
+		p += k;
+		n -= k;
+		pr->doff += k;
+		if (pr->doff == pr->dst[pr->di].iov_len) {
+			pr->di++;
+			pr->doff = 0;
+		}
+	}
+	return 0;
+}
+
+int64_t shs3_blk_read_part(struct shs3 *s3, const uint8_t ns_digest[32],
+			   const struct kvt_key *key, uint32_t part, const struct iovec *dst,
+			   unsigned dst_count, struct shdir_hdr *h)
+{
+	char name[SHDIR_RELPATH_MAX];
+	size_t cap = KVT_ALIGN_UP(SHDIR_HDR_MAX, SHDIR_ALIGN);
+	uint64_t want = SHDIR_ALIGN, off, len, room = 0;
+	struct part_rd pr = { .dst = dst, .dst_count = dst_count };
+	uint8_t *hbuf;
+	int64_t got;
+	int ret;
+
+	if ((ret = shdir_relpath(ns_digest, key, name)) < 0)
+		return ret;
+	hbuf = kvt_mem_alloc(s3->mem, cap);
+	if (!hbuf)
+		return -ENOMEM;
+	/* The header: its first page, then all of it if it is longer. */
+	for (;;) {
+		got = shs3_get(s3, name, 0, want, hbuf, cap);
+		if (got < 0) {
+			ret = (int)got;
+			goto out;
+		}
+		ret = shdir_hdr_parse(hbuf, (size_t)got, h);
+		if (ret > 0 && (uint64_t)got == want && KVT_ALIGN_UP((uint64_t)ret, SHDIR_ALIGN) > want &&
+		    KVT_ALIGN_UP((uint64_t)ret, SHDIR_ALIGN) <= cap) {
+			want = KVT_ALIGN_UP((uint64_t)ret, SHDIR_ALIGN);
+			continue;
+		}
+		break;
+	}
+	if (ret != 0 || memcmp(h->ns_digest, ns_digest, 32) || h->key.len != key->len ||
+	    memcmp(h->key.bytes, key->bytes, key->len)) {
+		ret = KVT_ECORRUPT; /* KVT_EVERSION too: a miss */
+		goto out;
+	}
+	if (part >= h->part_count) {
+		ret = KVT_ERANGE;
+		goto out;
+	}
+	off = h->data_off;
+	for (uint32_t i = 0; i < part; i++)
+		off += h->part_lens[i];
+	len = h->part_lens[part];
+	for (unsigned i = 0; i < dst_count; i++)
+		room += dst[i].iov_len;
+	if (room < len) {
+		ret = KVT_EBUFSMALL;
+		goto out;
+	}
+	pr.left = len;
+	got = get_stream_range(s3, name, off, len, part_sink, &pr);
+	if (pr.too_long) {
+		ret = KVT_ECORRUPT;
+	} else if (got == KVT_MISS) {
+		ret = KVT_MISS; /* removed since the header was read */
+	} else if (got < 0 && got != -EIO) {
+		ret = (int)got; /* the transfer failed: timeout, refused, 5xx */
+	} else if (got < 0 || pr.left != 0 || pr.crc != h->crcs[part]) {
+		ret = KVT_ECORRUPT; /* range ignored, short, or other bytes */
+	} else {
+		A(s3->blk.part_reads);
+		AN(s3->blk.part_read_bytes, len);
+		kvt_mem_free(s3->mem, hbuf, cap);
+		return (int64_t)len;
+	}
+out:
+	if (ret == KVT_ECORRUPT)
+		A(s3->blk.corrupt);
+	else if (ret < 0 && ret != KVT_MISS && ret != KVT_ERANGE && ret != KVT_EBUFSMALL)
+		A(s3->blk.read_errors);
+	kvt_mem_free(s3->mem, hbuf, cap);
 	return ret;
 }

@@ -114,6 +114,7 @@ struct shs3_stats *shs3_stats(struct shs3 *s3);
 struct shs3_blk_stats {
 	_Atomic uint64_t writes, write_bytes, write_exists, write_errors;
 	_Atomic uint64_t reads, read_bytes, read_errors, corrupt, bad_removed;
+	_Atomic uint64_t part_reads, part_read_bytes; /* shs3_blk_read_part */
 	_Atomic uint64_t stats_issued;
 };
 struct shs3_blk_stats *shs3_blk_stats(struct shs3 *s3);
@@ -143,6 +144,20 @@ typedef int (*shs3_reserve_fn)(void *ctx, const struct shdir_hdr *h, struct iove
 			       unsigned *view_count);
 int shs3_blk_read(struct shs3 *s3, const uint8_t ns_digest[32], const struct kvt_key *key,
 		  struct shdir_hdr *h, shs3_reserve_fn reserve, void *ctx);
+/*
+ * Read one part of a block and nothing else: a ranged GET of the header
+ * (its first 4 KiB, more if the header says so), then a ranged GET of the
+ * part's bytes, streamed into dst[0..dst_count) with their CRC32C checked
+ * against the header's.  *h gets the header (value_len, flags, part
+ * table; part_lens and crcs as for shs3_blk_read).  Returns the part's
+ * length; KVT_MISS; KVT_ECORRUPT (a bad header, another key, a short
+ * object, a CRC mismatch: dst holds garbage); KVT_ERANGE (no such part)
+ * and KVT_EBUFSMALL (dst is shorter than the part), both with *h valid;
+ * errors as get.
+ */
+int64_t shs3_blk_read_part(struct shs3 *s3, const uint8_t ns_digest[32],
+			   const struct kvt_key *key, uint32_t part, const struct iovec *dst,
+			   unsigned dst_count, struct shdir_hdr *h);
 /* DELETE: KVT_OK, errors. */
 int shs3_blk_remove(struct shs3 *s3, const uint8_t ns_digest[32], const struct kvt_key *key);
 /* Delete every object of a namespace (NULL: under kvt1/): a listing, then

@@ -1129,6 +1129,25 @@ static void store_shared_got(void *ctx, int status, struct dram_item *item)
 	store_promoted_tier(r, status, item, KVT_TIER_SHARED);
 }
 
+/* The shared tier answered a part read (pool thread): the part is in the
+ * caller's buffers; a miss goes on to the remote tier, as a get does. */
+static void store_shared_part_got(void *ctx, int status, uint64_t len, uint64_t value_len,
+				  uint32_t flags)
+{
+	struct kvt_req *r = ctx;
+	struct kvt_store *s = req_queue(r)->store;
+	struct cluster_hint h;
+	if (status == KVT_MISS && s->remote &&
+	    cluster_get(s->remote, r->ns, &r->key, req_hint(r, &h), store_remote_got, r) == 0)
+		return;
+	r->length = status == KVT_OK ? len : 0;
+	r->value_len = value_len;
+	r->value_flags = flags;
+	if (status == KVT_OK)
+		r->tier = KVT_TIER_SHARED;
+	req_complete(s, r, status);
+}
+
 /* A get missed DRAM: try the lower tiers.  Returns STORE_PENDING or a status. */
 static int store_get_lower(struct kvt_store *s, struct kvt_req *r, int prio)
 {
@@ -1149,6 +1168,13 @@ static int store_get_lower(struct kvt_store *s, struct kvt_req *r, int prio)
 		if (ret != KVT_MISS)
 			return KVT_MISS;
 	}
+	/* One part of a block that is not sealed: only that part's bytes
+	 * (S3: ranged GETs), nothing promoted; else the whole block. */
+	if (s->shared && r->op == KVT_OP_GET && (r->flags & KVT_F_PART) &&
+	    !seal_key_of(s->seal, r->ns) &&
+	    shared_get_part(s->shared, r->ns, &r->key, r->part, r->iov, r->iov_count, prio,
+			    store_shared_part_got, r) == 0)
+		return STORE_PENDING;
 	if (s->shared && shared_get(s->shared, r->ns, &r->key, prio, store_shared_got, r) == 0)
 		return STORE_PENDING;
 	if (s->remote &&

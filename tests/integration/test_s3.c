@@ -268,6 +268,94 @@ static void test_store_corrupt(int port)
 	free(obj);
 }
 
+/* Get part `part` of key i (put by put_block as 3 parts) with KVT_F_PART
+ * into a buffer of room bytes: its status; r.length and r.tier checked on
+ * KVT_OK, the bytes exact. */
+static int get_part(struct kvt_store *s, uint32_t ns, uint64_t i, size_t len, uint32_t part,
+		    size_t room, uint32_t want_tier, uint64_t *value_len)
+{
+	uint64_t off = part * (len / 3), plen = part < 2 ? len / 3 : len - 2 * (len / 3);
+	uint8_t *b = malloc(room + 1), *want = malloc(len);
+	struct iovec io[2] = { { b, room / 2 }, { b + room / 2, room - room / 2 } };
+	struct kvt_req r = { .op = KVT_OP_GET, .ns = ns, .key = t_key(i), .iov = io,
+			     .iov_count = 2, .flags = KVT_F_PART, .part = part };
+	struct kvt_req *rp = &r, *done;
+	struct kvt_queue *q;
+	T_OK(kvt_queue_create(s, &q));
+	T_RC(kvt_submit(q, &rp, 1), 1);
+	T_RC(kvt_queue_wait(q, &done, 1, 30000), 1);
+	if (r.status == KVT_OK) {
+		T_EQ_U64(r.length, plen);
+		T_EQ_INT(r.tier, want_tier);
+		t_fill(want, len, i);
+		T_EQ_MEM(b, want + off, plen);
+	}
+	*value_len = r.value_len;
+	T_OK(kvt_queue_destroy(q));
+	free(b);
+	free(want);
+	return r.status;
+}
+
+/* One part of a block from S3: two ranged GETs (header, part), nothing
+ * promoted; a bad part is a miss; no such part and a short buffer say so. */
+static void test_store_part(int port)
+{
+	struct kvt_store *s = open_s3(creds_file, "10000"), *r;
+	uint32_t ns = ns_persistent(s), nr;
+	size_t len = (UINT64_C(7) << 20) + 11; /* parts of 2.33 MiB */
+	uint8_t dg[32], *obj = malloc(len + 2 * SHDIR_ALIGN);
+	struct kvt_key k = t_key(90);
+	char name[SHDIR_RELPATH_MAX];
+	struct shs3 *raw = client(port, AK, SK, 5000);
+	uint64_t vlen = 0, req0;
+	int64_t got;
+
+	put_block(s, ns, 90, len);
+	T_OK(kvt_flush(s));
+	r = open_s3(creds_file, "10000");
+	nr = ns_persistent(r);
+	for (uint32_t p = 0; p < 3; p++) {
+		req0 = t_stat(r, "shared.s3_requests");
+		T_RC(get_part(r, nr, 90, len, p, len / 3 + 10, KVT_TIER_SHARED, &vlen), KVT_OK);
+		T_EQ_U64(vlen, len);
+		T_EQ_U64(t_stat(r, "shared.s3_requests") - req0, 2); /* header, part */
+	}
+	T_EQ_U64(t_stat(r, "shared.part_hits"), 3);
+	T_EQ_U64(t_stat(r, "shared.hits"), 0);  /* nothing promoted */
+	T_EQ_U64(t_stat(r, "dram.blocks"), 0);
+	T_RC(get_part(r, nr, 90, len, 3, len, KVT_TIER_SHARED, &vlen), KVT_ERANGE);
+	T_RC(get_part(r, nr, 90, len, 1, 1000, KVT_TIER_SHARED, &vlen), KVT_EBUFSMALL);
+	T_EQ_U64(vlen, len);
+	T_RC(get_part(r, nr, 91, len, 0, len, KVT_TIER_SHARED, &vlen), KVT_MISS);
+	/* A whole get still promotes; the part then comes from DRAM. */
+	T_RC(get_block(r, nr, 90, len, KVT_TIER_SHARED), KVT_OK);
+	T_RC(get_part(r, nr, 90, len, 2, len, KVT_TIER_DRAM, &vlen), KVT_OK);
+	kvt_store_destroy(r);
+
+	/* A flipped bit in part 1: part 1 is a miss (and the object goes),
+	 * never other bytes. */
+	k = t_key(92);
+	put_block(s, ns, 92, len);
+	T_OK(kvt_flush(s));
+	T_OK(kvt_ns_info(s, ns, dg, NULL, 0));
+	T_OK(shdir_relpath(dg, &k, name));
+	got = shs3_get(raw, name, 0, 0, obj, len + 2 * SHDIR_ALIGN);
+	T_EQ_INT(got, (long long)(len + SHDIR_ALIGN));
+	obj[SHDIR_ALIGN + len / 3 + 5] ^= 0x01;
+	T_RC(shs3_put(raw, name, obj, (uint64_t)got), KVT_OK);
+	r = open_s3(creds_file, "10000");
+	nr = ns_persistent(r);
+	T_RC(get_part(r, nr, 92, len, 0, len, KVT_TIER_SHARED, &vlen), KVT_OK); /* part 0 is good */
+	T_RC(get_part(r, nr, 92, len, 1, len, KVT_TIER_SHARED, &vlen), KVT_MISS);
+	T_EQ_U64(t_stat(r, "shared.corrupt"), 1);
+	T_EQ_U64(t_stat(r, "shared.bad_removed"), 1);
+	kvt_store_destroy(r);
+	kvt_store_destroy(s);
+	shs3_close(raw);
+	free(obj);
+}
+
 /* Wrong credentials, a secret others may read, no such bucket: the open
  * fails with a clear error. */
 static void test_store_bad_options(const char *dir)
@@ -522,6 +610,7 @@ int main(int argc, char **argv)
 	setenv("AWS_SECRET_ACCESS_KEY", SK, 1);
 	test_store_two_and_restart();
 	test_store_corrupt(port);
+	test_store_part(port);
 	test_store_bad_options(dir);
 	test_store_gc(argc > 2 ? argv[2] : NULL);
 	test_store_stopped(pid);
