@@ -333,8 +333,15 @@ int kvt_store_create(struct kvt_store **out);
  *                     and use it as remote.addrs, capacity weights scaled to
  *                     at most 1000000.  A seed that has no list is the one
  *                     member; if no seed answers within remote.timeout_ms,
- *                     the seeds are the members (logged).  Read once, at
- *                     open (doc/cluster.md).
+ *                     the seeds are the members (logged).  Re-read from a
+ *                     live member every remote.refresh_ms: members that
+ *                     join or leave are followed (doc/cluster.md).
+ *   remote.refresh_ms with remote.discover, how often the member list is
+ *                     re-read, 0..3600000 (default 2000; 0: only at open).
+ *                     Stats remote.cluster.epoch (the answering server's
+ *                     cluster.epoch), .refreshes, .view_changes,
+ *                     .refresh_errors (no member answered: the last list
+ *                     is kept).
  *   remote.group      blocks of a prompt placed together, 1..65536
  *                     (default 16).
  *   remote.hot_replicas  members that hold a prompt's first group, 1..8

@@ -19,16 +19,22 @@
  * fails fast, and serves its blocks again after SIGCONT.
  * remote.discover reads the member list from a seed kvtierd (--members)
  * and places exactly as the same list given in remote.addrs.
+ * An engine opened with remote.discover follows the pod as kvtierd join
+ * and leave it through etcd: a joiner gets new puts within seconds, the
+ * members that stay keep their connections, a leaver's groups become
+ * misses (never errors).
  * Node 0 publishes KV events (events.endpoint): one BlockStored for each
  * block placement gave it, none for the others', no sequence gap.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -655,6 +661,290 @@ static void test_who_cli(void)
 	T_EQ_U64(held, 30 + GROUP);
 }
 
+/* ------------------------------------------------------------------------
+ * Membership that changes under a running engine (remote.discover,
+ * remote.refresh_ms): kvtierd registered in a real etcd (doc/members.md).
+ */
+
+static char etcd_url[64], etcd_dir[700], etcd_log[700];
+static pid_t etcd_pid;
+
+static void etcd_atexit(void)
+{
+	if (etcd_pid > 0) {
+		kill(etcd_pid, SIGKILL);
+		waitpid(etcd_pid, NULL, 0);
+		etcd_pid = 0;
+	}
+}
+
+static bool port_open(unsigned port)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+				 .sin_addr.s_addr = htonl(0x7f000001) };
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	bool ok = connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
+	close(fd);
+	return ok;
+}
+
+
+/* etcd on loopback; false if there is none to run. */
+static bool etcd_start(void)
+{
+	unsigned cport = free_port(), pport = free_port();
+	char client[64], peer[64], cluster[96];
+
+	snprintf(etcd_url, sizeof(etcd_url), "http://127.0.0.1:%u", cport);
+	snprintf(client, sizeof(client), "http://127.0.0.1:%u", cport);
+	snprintf(peer, sizeof(peer), "http://127.0.0.1:%u", pport);
+	snprintf(cluster, sizeof(cluster), "default=%s", peer);
+	snprintf(etcd_dir, sizeof(etcd_dir), "%s/etcd", base);
+	snprintf(etcd_log, sizeof(etcd_log), "%s/etcd.log", base);
+	atexit(etcd_atexit);
+	etcd_pid = fork();
+	T_ASSERT(etcd_pid >= 0);
+	if (etcd_pid == 0) {
+		FILE *f = freopen(etcd_log, "a", stdout);
+		(void)f;
+		dup2(1, 2);
+		execlp("etcd", "etcd", "--data-dir", etcd_dir, "--listen-client-urls", client,
+		       "--advertise-client-urls", client, "--listen-peer-urls", peer,
+		       "--initial-advertise-peer-urls", peer, "--initial-cluster", cluster,
+		       (char *)NULL);
+		_exit(127);
+	}
+	for (int i = 0; i < 200 && !port_open(cport); i++) {
+		if (waitpid(etcd_pid, NULL, WNOHANG) == etcd_pid) {
+			etcd_pid = 0;
+			return false; /* no etcd binary */
+		}
+		tsrv_sleep_ms(50);
+	}
+	T_ASSERT(port_open(cport));
+	return true;
+}
+
+static char fnode_base[3][600], fnode_addr[3][64];
+
+/* Pod node i, registered in etcd with a 2 s lease. */
+static void fnode_start(struct tsrv *s, unsigned i)
+{
+	static const char *extra[] = { "--etcd", etcd_url, "--etcd-ttl", "2", NULL };
+	char dir[700];
+	snprintf(fnode_base[i], sizeof(fnode_base[i]), "%s/follow%u", base, i);
+	T_RC(mkdir(fnode_base[i], 0700), 0);
+	snprintf(dir, sizeof(dir), "%s/data", fnode_base[i]);
+	T_RC(mkdir(dir, 0700), 0);
+	tsrv_start(s, bin, fnode_base[i], dir, NULL, extra);
+	snprintf(fnode_addr[i], sizeof(fnode_addr[i]), "127.0.0.1:%u", s->port);
+}
+
+/* Members in the engine's current view (one member has no remote.members). */
+static uint64_t members_now(struct kvt_store *s)
+{
+	uint64_t v = 1;
+	int rc = kvt_store_stat(s, "remote.members", &v);
+	T_ASSERT(rc == KVT_OK || rc == KVT_MISS);
+	return rc == KVT_OK ? v : 1;
+}
+
+/* Wait (up to limit_ms) until the engine's view has want members; ms taken. */
+static uint64_t wait_members(struct kvt_store *s, uint64_t want, uint64_t limit_ms)
+{
+	uint64_t t0 = t_now_ms();
+	while (members_now(s) != want) {
+		if (t_now_ms() - t0 > limit_ms)
+			T_FAIL("the engine still sees %llu members, want %llu",
+			       (unsigned long long)members_now(s), (unsigned long long)want);
+		tsrv_sleep_ms(20);
+	}
+	return t_now_ms() - t0;
+}
+
+static void dram_blocks_stat(void *ctx, const char *name, uint64_t value, const char *str)
+{
+	(void)str;
+	if (strcmp(name, "dram.blocks") == 0)
+		*(uint64_t *)ctx = value;
+}
+
+/* The blocks one node holds (its STATS dram.blocks). */
+static uint64_t node_blocks(const char *addr)
+{
+	struct kvt_store *s = engine_at("remote.addr", addr);
+	uint64_t blocks = UINT64_MAX;
+	wait_up(s, 1);
+	T_OK(kvt_remote_stats(s, "*", dram_blocks_stat, &blocks));
+	T_ASSERT(blocks != UINT64_MAX);
+	kvt_store_destroy(s);
+	return blocks;
+}
+
+/* What an engine logged about membership: "member ADDR joined", "left". */
+static pthread_mutex_t flog_lock = PTHREAD_MUTEX_INITIALIZER;
+static char flog_text[8192];
+
+static void flog(void *ctx, int level, const char *msg)
+{
+	size_t len;
+	(void)ctx;
+	if (level != KVT_LOG_INFO || !strstr(msg, "remote: member "))
+		return;
+	pthread_mutex_lock(&flog_lock);
+	len = strlen(flog_text);
+	snprintf(flog_text + len, sizeof(flog_text) - len, "%s\n", msg);
+	pthread_mutex_unlock(&flog_lock);
+}
+
+static bool flog_has(const char *addr, const char *what)
+{
+	char want[128];
+	bool found;
+	snprintf(want, sizeof(want), "remote: member %s %s", addr, what);
+	pthread_mutex_lock(&flog_lock);
+	found = strstr(flog_text, want) != NULL;
+	pthread_mutex_unlock(&flog_lock);
+	return found;
+}
+
+static struct kvt_store *engine_follow(const char *seed, bool logged)
+{
+	static const char *const opts[] = {
+		"dram.capacity", "32M", "dram.chunk", "4K", "dram.prefault", "off",
+		"remote.refresh_ms", "200", "remote.group", "8", "remote.hot_replicas", "2",
+		"remote.timeout_ms", "2000", "remote.backoff_ms", "20", "remote.backoff_max_ms", "200",
+		NULL
+	};
+	struct kvt_store *s;
+	T_OK(kvt_store_create(&s));
+	for (int i = 0; opts[i]; i += 2)
+		T_OK(kvt_store_set_option(s, opts[i], opts[i + 1]));
+	T_OK(kvt_store_set_option(s, "remote.discover", seed));
+	if (logged)
+		T_OK(kvt_store_set_log(s, flog, NULL, KVT_LOG_INFO));
+	T_OK(kvt_store_open(s));
+	return s;
+}
+
+/* 32 groups: the newcomer takes about a third of them, and surely some. */
+#define FOLLOW_BLOCKS 256
+
+/* An engine follows the pod: a node that joins (registers in etcd) gets
+ * its share of new puts within a refresh or two, without the other
+ * members' connections being touched; a node that leaves (SIGTERM: its
+ * lease revoked) costs misses for the groups it held, never an error or
+ * a hang, and is dropped from the view. */
+static void test_follow(void)
+{
+	struct tsrv fs[3];
+	struct kvt_store *e, *g;
+	static struct kvt_key keys[FOLLOW_BLOCKS];
+	static uint8_t held_by[FOLLOW_BLOCKS];
+	uint64_t epoch0, changes0, connects0, b0, b1, dt, leave_ms;
+	uint32_t ns, ng, hits = 0, misses = 0;
+
+	if (!etcd_start()) {
+		fprintf(stderr, "test_follow: no etcd to run: skipped\n");
+		return;
+	}
+	fnode_start(&fs[0], 0);
+	fnode_start(&fs[1], 1);
+	e = engine_follow(fnode_addr[0], true);
+	ns = t_ns(e, "follow");
+	wait_members(e, 2, 10000);
+	wait_up(e, 4);
+	epoch0 = t_stat(e, "remote.cluster.epoch");
+	changes0 = t_stat(e, "remote.cluster.view_changes");
+	connects0 = t_stat(e, "remote.connects");
+	T_ASSERT(t_stat(e, "remote.cluster.refreshes") > 0);
+
+	/* 1. A third node joins: the engine sees it within a few seconds. */
+	fnode_start(&fs[2], 2);
+	dt = wait_members(e, 3, 10000);
+	fprintf(stderr, "a node joined: the engine's view has 3 members after %llu ms\n",
+		(unsigned long long)dt);
+	T_ASSERT(t_stat(e, "remote.cluster.epoch") > epoch0);
+	T_ASSERT(t_stat(e, "remote.cluster.view_changes") > changes0);
+	wait_up(e, 6);
+	/* The two that stayed kept their connections: only the newcomer's
+	 * two were opened. */
+	T_EQ_U64(t_stat(e, "remote.connects"), connects0 + 2);
+	T_ASSERT(flog_has(fnode_addr[2], "joined"));
+
+	/* New puts reach the newcomer. */
+	b0 = node_blocks(fnode_addr[2]);
+	mk_keys(keys, FOLLOW_BLOCKS, 110000);
+	T_RC(kvt_lookup_prefix(e, ns, keys, FOLLOW_BLOCKS, NULL), 0);
+	for (uint32_t i = 0; i < FOLLOW_BLOCKS; i++)
+		put_block(e, ns, keys, i, 6000, false);
+	b1 = node_blocks(fnode_addr[2]);
+	fprintf(stderr, "the new node took %llu blocks of the prompt of %d (groups of %d)\n",
+		(unsigned long long)(b1 - b0), FOLLOW_BLOCKS, GROUP);
+	T_ASSERT(b1 > b0);
+	/* Which node holds which block (each asked alone). */
+	for (unsigned m = 0; m < 3; m++) {
+		struct kvt_store *d = engine_at("remote.addr", fnode_addr[m]);
+		uint32_t nd = t_ns(d, "follow");
+		wait_up(d, 1);
+		for (uint32_t i = 0; i < FOLLOW_BLOCKS; i++)
+			if (kvt_exists(d, nd, &keys[i]) == KVT_OK)
+				held_by[i] |= (uint8_t)(1u << m);
+		kvt_store_destroy(d);
+	}
+	/* A fresh engine that discovers the pod finds the whole prompt. */
+	g = engine_follow(fnode_addr[1], false);
+	ng = t_ns(g, "follow");
+	T_EQ_U64(members_now(g), 3);
+	wait_up(g, 6);
+	T_RC(kvt_lookup_prefix(g, ng, keys, FOLLOW_BLOCKS, NULL), FOLLOW_BLOCKS);
+
+	/* 2. The newcomer leaves (SIGTERM revokes its lease).  Engine g had
+	 *    no block in its DRAM (it only looked up): every get is the
+	 *    pod's answer, a hit where a staying node holds the block, else a
+	 *    miss; none fails, none waits. */
+	T_EQ_INT(tsrv_stop(&fs[2]), 0);
+	for (uint32_t i = 0; i < FOLLOW_BLOCKS; i++) {
+		uint64_t t0 = t_now_ms();
+		int rc = get_block(g, ng, keys, i, 6000);
+		T_ASSERT(rc == KVT_OK || rc == KVT_MISS);
+		T_ASSERT(t_now_ms() - t0 < 2500);
+	}
+	leave_ms = wait_members(g, 2, 10000);
+	wait_members(e, 2, 10000);
+	T_ASSERT(flog_has(fnode_addr[2], "left"));
+	fprintf(stderr, "a node left: the engines' views have 2 members after %llu ms\n",
+		(unsigned long long)leave_ms);
+	T_ASSERT(t_stat(g, "remote.cluster.view_changes") >= 1);
+	for (uint32_t i = 0; i < FOLLOW_BLOCKS; i++) {
+		uint64_t t0 = t_now_ms();
+		int rc = get_block(g, ng, keys, i, 6000);
+		bool kept = (held_by[i] & 3u) != 0;
+		T_ASSERT(t_now_ms() - t0 < 2500);
+		if (rc == KVT_OK) {
+			hits++;
+			T_ASSERT(kept);
+		} else {
+			T_RC(rc, KVT_MISS);
+			misses++;
+			/* A group the leaver held alone is gone; the others stayed
+			 * where they were (rendezvous: a leave moves only its own). */
+			T_ASSERT(!kept);
+		}
+	}
+	fprintf(stderr, "after the leave: %u hits, %u misses (the leaver's groups)\n", hits,
+		misses);
+	T_ASSERT(misses > 0 && hits > 0);
+	T_EQ_U64(t_stat(g, "remote.cluster.refresh_errors"), 0);
+	kvt_store_destroy(g);
+	kvt_store_destroy(e);
+	for (unsigned m = 0; m < 2; m++)
+		T_EQ_INT(tsrv_stop(&fs[m]), 0);
+	for (unsigned m = 0; m < 3; m++)
+		tsrv_check_reports(fnode_base[m]);
+	etcd_atexit();
+}
+
 static void test_options(void)
 {
 	struct kvt_store *s;
@@ -750,6 +1040,7 @@ int main(int argc, char **argv)
 	test_who_cli();
 	test_allocfail(keys);
 	test_discover();
+	test_follow();
 	test_stop_cont(srv, keys, holders);
 	test_kill(srv, keys, holders);
 	for (unsigned m = 0; m < NODES; m++)
