@@ -287,22 +287,36 @@ static void cview_swap(struct cluster *cl, struct cview *nv)
 	cl->retired = old;
 }
 
+_Static_assert(KVT_NS_REPLICAS_MAX == REMOTE_HOT_REPLICAS_MAX,
+	       "a group's replicas fit the owners[] arrays");
+
+/* Namespace ns's replication factor (kvt_ns_desc.replicas), >= 1. */
+static unsigned cluster_replicas(struct cluster *cl, uint32_t ns)
+{
+	const struct ns_entry *e = ns_reg_get(cl->ns, ns);
+	unsigned r = e ? atomic_load_explicit(&e->replicas, memory_order_relaxed) : 0;
+	return r > 1 ? r : 1;
+}
+
 /* The members holding the group named by anchor, best first, live ones
- * before those that are down.  Returns how many (1..hot). */
+ * before those that are down: the namespace's replicas (reps), or for a
+ * prompt's first group at least the view's hot replicas.  Returns how
+ * many (1..max(reps, hot), at most the members). */
 static unsigned cluster_rank(struct cluster *cl, const struct cview *v, uint64_t anchor,
-			     bool hot, unsigned *out)
+			     bool hot, unsigned reps, unsigned *out)
 {
 	bool skip[PLACEMENT_MEMBERS_MAX];
 	bool any = false;
+	unsigned r = hot && v->hot > reps ? v->hot : reps;
 	for (unsigned i = 0; i < v->n; i++)
 		any |= skip[i] = remote_is_down(v->m[i].mb->rm);
 	if (any)
 		A(cl->c_skipped);
-	return placement_rank(v->pl, anchor, any ? skip : NULL, out, hot ? v->hot : 1);
+	return placement_rank(v->pl, anchor, any ? skip : NULL, out, r);
 }
 
 /* Where a single key goes: the hint, else the anchor memory, else itself. */
-static unsigned cluster_place(struct cluster *cl, const struct cview *v,
+static unsigned cluster_place(struct cluster *cl, const struct cview *v, uint32_t ns,
 			      const struct kvt_key *key, const struct cluster_hint *hint,
 			      unsigned *out)
 {
@@ -319,7 +333,7 @@ static unsigned cluster_place(struct cluster *cl, const struct cview *v,
 		anchor = placement_key_hash(key);
 		A(cl->c_unknown);
 	}
-	return cluster_rank(cl, v, anchor, hot, out);
+	return cluster_rank(cl, v, anchor, hot, cluster_replicas(cl, ns), out);
 }
 
 void cluster_note_prompt(struct cluster *cl, const struct kvt_key *keys, uint32_t n)
@@ -551,7 +565,7 @@ int cluster_get(struct cluster *cl, uint32_t ns, const struct kvt_key *key,
 	int ret;
 	if (v->n == 1) {
 		ret = remote_get(v->m[0].mb->rm, ns, key, cb, ctx);
-	} else if ((k = cluster_place(cl, v, key, hint, owners)) == 1) {
+	} else if ((k = cluster_place(cl, v, ns, key, hint, owners)) == 1) {
 		ret = remote_get(v->m[owners[0]].mb->rm, ns, key, cb, ctx);
 	} else {
 		ret = ctry_start(cl, v, false, ns, key, owners, k, cb, NULL, ctx);
@@ -570,7 +584,7 @@ int cluster_exists(struct cluster *cl, uint32_t ns, const struct kvt_key *key,
 	int ret;
 	if (v->n == 1) {
 		ret = remote_exists(v->m[0].mb->rm, ns, key, cb, ctx);
-	} else if ((k = cluster_place(cl, v, key, hint, owners)) == 1) {
+	} else if ((k = cluster_place(cl, v, ns, key, hint, owners)) == 1) {
 		ret = remote_exists(v->m[owners[0]].mb->rm, ns, key, cb, ctx);
 	} else {
 		ret = ctry_start(cl, v, true, ns, key, owners, k, NULL, cb, ctx);
@@ -590,13 +604,14 @@ int cluster_put(struct cluster *cl, uint32_t ns, const struct kvt_key *key,
 	struct fan *f;
 	int first_err = 0, ret;
 
-	if (v->n == 1 || (k = cluster_place(cl, v, key, hint, owners)) == 1) {
+	if (v->n == 1 || (k = cluster_place(cl, v, ns, key, hint, owners)) == 1) {
 		ret = remote_put(v->m[v->n == 1 ? 0 : owners[0]].mb->rm, ns, key, parts, part_count,
 				 crcs, sealed, cb, ctx);
 		cview_put(cl, v);
 		return ret;
 	}
-	/* A hot block: written through to each replica. */
+	/* A hot block, or one of a replicated namespace: written through to
+	 * each replica. */
 	f = fan_new(cl, v, sizeof(*f), cb, ctx);
 	if (!f) {
 		cview_put(cl, v);
@@ -685,8 +700,9 @@ int cluster_clear(struct cluster *cl, uint32_t ns, remote_cb cb, void *ctx)
  * Lookups over members
  *
  * keys[from..n) are cut into runs: a run is consecutive groups with the
- * same (single) owner, or the first group on one of its replicas (one run
- * per replica, same range).  Each run is one LOOKUP to its member, all in
+ * same (single) owner, or a group with replicas (the first group, or any
+ * group of a replicated namespace) on one of them (one run per replica,
+ * same range).  Each run is one LOOKUP to its member, all in
  * parallel; when the last answers, the ranges are walked in order: a full
  * range adds its length and goes on, a partial one adds its hits and
  * stops (for replicas of one range, the best answer counts).
@@ -768,7 +784,7 @@ int cluster_lookup(struct cluster *cl, uint32_t ns, const struct kvt_key *keys, 
 	struct cview *v;
 	struct clook *lk;
 	uint32_t groups, first_g, max_runs;
-	unsigned nr = 0;
+	unsigned nr = 0, reps;
 	size_t size;
 	bool any = false;
 	int ret;
@@ -782,9 +798,10 @@ int cluster_lookup(struct cluster *cl, uint32_t ns, const struct kvt_key *keys, 
 		cview_put(cl, v);
 		return ret;
 	}
+	reps = cluster_replicas(cl, ns);
 	first_g = from / cl->group;
 	groups = (n - 1) / cl->group - first_g + 1;
-	max_runs = groups + v->hot;
+	max_runs = groups * reps + v->hot;
 	size = sizeof(*lk) + (size_t)max_runs * sizeof(lk->runs[0]);
 	lk = kvt_mem_calloc(cl->mem, 1, size);
 	if (!lk) {
@@ -806,7 +823,7 @@ int cluster_lookup(struct cluster *cl, uint32_t ns, const struct kvt_key *keys, 
 		unsigned owners[REMOTE_HOT_REPLICAS_MAX];
 		uint32_t start = g * cl->group > from ? g * cl->group : from;
 		uint32_t end = (g + 1) * cl->group < n ? (g + 1) * cl->group : n;
-		unsigned k = cluster_rank(cl, v, group_anchor(cl, keys, g), g == 0, owners);
+		unsigned k = cluster_rank(cl, v, group_anchor(cl, keys, g), g == 0, reps, owners);
 		if (k == 1 && nr > 0 && !lk->runs[nr - 1].replicated &&
 		    lk->runs[nr - 1].member == owners[0]) {
 			lk->runs[nr - 1].count += end - start; /* same member: one LOOKUP */
@@ -1105,7 +1122,8 @@ int64_t cluster_who(struct cluster *cl, uint32_t ns, const struct kvt_key *keys,
 			owners[0] = 0;
 			k = 1;
 		} else {
-			k = cluster_rank(cl, v, group_anchor(cl, keys, g), g == 0, owners);
+			k = cluster_rank(cl, v, group_anchor(cl, keys, g), g == 0,
+					 cluster_replicas(cl, ns), owners);
 		}
 		for (uint32_t i = g * cl->group; i < end; i++) {
 			bool hit = false;

@@ -20,7 +20,9 @@
  * group of every prompt (the hot one: system prompts, earlier turns) is
  * placed on remote.hot_replicas members: puts go to each, gets and
  * exists try them in turn from a rotating start, lookups ask each and
- * take the best answer.  Members that are down (every connection failed)
+ * take the best answer.  A namespace registered with replicas R > 1
+ * (kvt_ns_desc.replicas) has every group on R members, handled the same
+ * way (its first group on max(R, hot)).  Members that are down (every connection failed)
  * are passed over while they are down: their groups go to the next member
  * in the group's ranking.  delete and clear go to every member.
  *

@@ -2174,6 +2174,14 @@ int kvt_ns_register(struct kvt_store *s, const struct kvt_ns_desc *desc, uint32_
 		ret = ssd_set_persistent(s->ssd, *id);
 	if (ret == 0 && (desc->flags & KVT_NS_PERSISTENT) && s->shared)
 		ret = shared_set_persistent(s->shared, *id);
+	if (ret == 0 && desc->replicas > 1) {
+		/* Policy, kept in the entry (never moved or freed): the largest asked. */
+		struct ns_entry *e = (struct ns_entry *)ns_reg_get(&s->ns, *id);
+		uint32_t old = atomic_load(&e->replicas);
+		while (old < desc->replicas &&
+		       !atomic_compare_exchange_weak(&e->replicas, &old, desc->replicas))
+			;
+	}
 	return ret;
 }
 

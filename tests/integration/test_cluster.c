@@ -406,6 +406,12 @@ static void test_stop_cont(struct tsrv *srv, const struct kvt_key *keys, const u
 	kvt_store_destroy(e);
 }
 
+/* The member test_kill kills. */
+static uint32_t kill_victim(const uint8_t *holders)
+{
+	return (uint32_t)__builtin_ctz(holders[2 * GROUP]);
+}
+
 static void test_kill(struct tsrv *srv, const struct kvt_key *keys, const uint8_t *holders)
 {
 	struct kvt_store *e;
@@ -418,7 +424,7 @@ static void test_kill(struct tsrv *srv, const struct kvt_key *keys, const uint8_
 
 	/* The victim: the member that holds block 2*GROUP (not a hot replica
 	 * necessarily), so the prompt breaks in its middle. */
-	victim = (uint32_t)__builtin_ctz(holders[2 * GROUP]);
+	victim = kill_victim(holders);
 	for (uint32_t i = 0; i < BLOCKS; i++)
 		if (!(holders[i] & ~(1u << victim))) {
 			want_lead = i;
@@ -478,6 +484,114 @@ static void test_kill(struct tsrv *srv, const struct kvt_key *keys, const uint8_
 	}
 	/* A delete cannot reach the dead member: it says so. */
 	T_RC(kvt_delete(e, ns, &fresh[0]), -ENOTCONN);
+	kvt_store_destroy(e);
+}
+
+/* ------------------------------------------------------------------------
+ * Replication per namespace (kvt_ns_desc.replicas)
+ */
+
+/* A namespace of this test's engines with a replication factor. */
+static uint32_t ns_replicated(struct kvt_store *s, const char *model, uint32_t replicas)
+{
+	struct kvt_ns_desc d = t_desc(model, 0);
+	uint32_t id = 0;
+	d.replicas = replicas;
+	T_OK(kvt_ns_register(s, &d, &id));
+	return id;
+}
+
+#define REPL_BLOCKS BLOCKS
+static struct kvt_key repl_keys[REPL_BLOCKS];
+static uint8_t repl_holders[2][REPL_BLOCKS]; /* [replicas - 1][block]: bit m: node m has it */
+
+/* Who holds each block of model's namespace (each node asked alone). */
+static void repl_holders_of(const char *model, uint8_t *holders)
+{
+	memset(holders, 0, REPL_BLOCKS);
+	for (unsigned m = 0; m < NODES; m++) {
+		struct kvt_store *s = engine_at("remote.addr", node_addr[m]);
+		uint32_t ns = t_ns(s, model);
+		wait_up(s, 1);
+		for (uint32_t i = 0; i < REPL_BLOCKS; i++)
+			if (kvt_exists(s, ns, &repl_keys[i]) == KVT_OK)
+				holders[i] |= (uint8_t)(1u << m);
+		kvt_store_destroy(s);
+	}
+}
+
+/* Before the kill: the same prompt in a namespace with replicas = 2 and
+ * one with replicas = 1: every group of the first on two members (the
+ * first group too: max(2, hot 2)), of the second on one (its first group
+ * on the two hot replicas); another engine finds both whole. */
+static void test_replicas_put(void)
+{
+	static const char *const models[2] = { "repl-1", "repl-2" };
+	struct kvt_store *a = engine(), *b = engine();
+
+	wait_up(a, 2 * NODES);
+	wait_up(b, 2 * NODES);
+	mk_keys(repl_keys, REPL_BLOCKS, 120000);
+	for (uint32_t r = 1; r <= 2; r++) {
+		uint32_t na = ns_replicated(a, models[r - 1], r);
+		uint32_t nb = ns_replicated(b, models[r - 1], r);
+		T_RC(kvt_lookup_prefix(a, na, repl_keys, REPL_BLOCKS, NULL), 0);
+		for (uint32_t i = 0; i < REPL_BLOCKS; i++)
+			put_block(a, na, repl_keys, i, 7000 + r * 1000, false);
+		T_RC(kvt_lookup_prefix(b, nb, repl_keys, REPL_BLOCKS, NULL), REPL_BLOCKS);
+		repl_holders_of(models[r - 1], repl_holders[r - 1]);
+		for (uint32_t i = 0; i < REPL_BLOCKS; i++) {
+			int bits = __builtin_popcount(repl_holders[r - 1][i]);
+			T_EQ_INT(bits, i < GROUP ? 2 : (int)r);
+			if (i % GROUP)
+				T_EQ_INT(repl_holders[r - 1][i], repl_holders[r - 1][i - 1]);
+		}
+	}
+	/* Replicas are in the namespace's policy, not its name: one digest. */
+	{
+		struct kvt_ns_desc d = t_desc("repl-2", 0);
+		uint8_t d1[32], d2[32];
+		T_OK(kvt_ns_digest(&d, d1, NULL, 0));
+		d.replicas = 2;
+		T_OK(kvt_ns_digest(&d, d2, NULL, 0));
+		T_EQ_MEM(d1, d2, 32);
+	}
+	kvt_store_destroy(a);
+	kvt_store_destroy(b);
+}
+
+/* After kill -9 of victim: an engine with nothing in its DRAM finds the
+ * whole prompt of the replicated namespace in one lookup and reads every
+ * block back byte-exact; in the other namespace the groups the victim
+ * held alone are misses (never errors), the rest hit, and the lookup
+ * stops at the first of them. */
+static void test_replicas_check(uint32_t victim)
+{
+	struct kvt_store *e = engine();
+	uint32_t n2 = ns_replicated(e, "repl-2", 2), n1 = ns_replicated(e, "repl-1", 1);
+	uint32_t lost = 0, lead1 = REPL_BLOCKS;
+	uint64_t t0;
+
+	wait_up(e, 2 * (NODES - 1));
+	for (uint32_t i = 0; i < REPL_BLOCKS; i++)
+		if (!(repl_holders[0][i] & ~(1u << victim))) {
+			lost++;
+			if (lead1 == REPL_BLOCKS)
+				lead1 = i;
+		}
+	T_ASSERT(lost > 0);
+	t0 = t_now_ms();
+	T_RC(kvt_lookup_prefix(e, n2, repl_keys, REPL_BLOCKS, NULL), REPL_BLOCKS);
+	T_RC(kvt_lookup_prefix(e, n1, repl_keys, REPL_BLOCKS, NULL), lead1);
+	for (uint32_t i = 0; i < REPL_BLOCKS; i++) {
+		bool gone = !(repl_holders[0][i] & ~(1u << victim));
+		T_RC(get_block(e, n2, repl_keys, i, 9000), KVT_OK);
+		T_RC(get_block(e, n1, repl_keys, i, 8000), gone ? KVT_MISS : KVT_OK);
+	}
+	fprintf(stderr,
+		"node %u dead: replicas=2: all %u blocks read back; replicas=1: %u lost (%llu ms)\n",
+		victim, REPL_BLOCKS, lost, (unsigned long long)(t_now_ms() - t0));
+	T_ASSERT(t_now_ms() - t0 < 5000);
 	kvt_store_destroy(e);
 }
 
@@ -951,6 +1065,9 @@ static void test_options(void)
 	T_OK(kvt_store_create(&s));
 	T_RC(kvt_store_set_option(s, "remote.group", "0"), KVT_EOPTVAL);
 	T_RC(kvt_store_set_option(s, "remote.hot_replicas", "9"), KVT_EOPTVAL);
+	T_RC(kvt_store_set_option(s, "remote.refresh_ms", "3600001"), KVT_EOPTVAL);
+	T_RC(kvt_store_set_option(s, "remote.refresh_ms", "-1"), KVT_EOPTVAL);
+	T_OK(kvt_store_set_option(s, "remote.refresh_ms", "0"));
 	T_OK(kvt_store_set_option(s, "remote.addrs", "127.0.0.1:1=2,127.0.0.1:1=3"));
 	T_RC(kvt_store_open(s), KVT_EOPTVAL); /* a member twice */
 	kvt_store_destroy(s);
@@ -969,6 +1086,13 @@ static void test_options(void)
 	kvt_store_destroy(s);
 	/* KVT_F_PROMPT needs the prompt's keys. */
 	s = t_store_open("dram.capacity", "4M", "dram.chunk", "4K", "dram.prefault", "off", NULL);
+	{
+		/* replicas above the most: refused. */
+		struct kvt_ns_desc d = t_desc("repl-bad", 0);
+		uint32_t id;
+		d.replicas = KVT_NS_REPLICAS_MAX + 1;
+		T_RC(kvt_ns_register(s, &d, &id), KVT_EDESC);
+	}
 	{
 		uint32_t ns = t_ns(s, "cluster");
 		struct kvt_req r = { .op = KVT_OP_EXISTS, .ns = ns, .key = t_key(1),
@@ -1042,7 +1166,9 @@ int main(int argc, char **argv)
 	test_discover();
 	test_follow();
 	test_stop_cont(srv, keys, holders);
+	test_replicas_put();
 	test_kill(srv, keys, holders);
+	test_replicas_check(kill_victim(holders));
 	for (unsigned m = 0; m < NODES; m++)
 		if (srv[m].pid > 0)
 			T_EQ_INT(tsrv_stop(&srv[m]), 0);
