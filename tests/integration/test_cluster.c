@@ -717,17 +717,50 @@ static void test_discover(void)
 	}
 }
 
+/* Run a kvtier who command line; sums of its node rows and its prompt line. */
+struct who_out {
+	uint64_t placed, held, leading, blocks, lead_total;
+	unsigned rows;
+};
+
+static void who_run(const char *cmd, struct who_out *w)
+{
+	char line[512];
+	FILE *f = popen(cmd, "r");
+	memset(w, 0, sizeof(*w));
+	T_ASSERT(f);
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long long p, h, l, nb, lt;
+		char addr[128], up[8];
+		unsigned wt;
+		fputs(line, stderr);
+		if (sscanf(line, "%127s %u %7s %llu %llu %llu", addr, &wt, up, &p, &h, &l) == 6) {
+			T_EQ_STR(up, "yes");
+			w->placed += p, w->held += h, w->leading += l, w->rows++;
+		} else if (sscanf(line, "prompt: %llu blocks, %llu leading", &nb, &lt) == 2) {
+			w->blocks = nb, w->lead_total = lt;
+		}
+	}
+	T_EQ_INT(pclose(f), 0);
+}
+
 /* kvtier who over the three nodes: the CLI's namespace (model whotest,
- * as kvtier's debugging keys are registered), a 40-block prompt. */
+ * as kvtier's debugging keys are registered), a 40-block prompt; then a
+ * prompt given as token IDs (--tokens) in an engine's own namespace
+ * (4 tokens a block, bf16), keyed by kvtier who as the engine keyed it. */
 static void test_who_cli(void)
 {
 	struct kvt_ns_desc d = { .model = "whotest", .dtype = "bytes", .layout = "opaque",
 				 .block_tokens = 1, .tp_size = 1, .pp_size = 1 };
+	struct kvt_ns_desc dt = { .model = "whotest-tokens", .dtype = "bf16",
+				  .layout = "test-tokens", .block_tokens = 4, .tp_rank = 1,
+				  .tp_size = 2, .pp_size = 1 };
 	struct kvt_store *a = engine();
 	struct kvt_key keys[40];
-	char path[700], cmd[4096], line[512];
-	uint64_t placed = 0, held = 0, leading = 0, blocks = 0, lead_total = 0;
-	unsigned rows = 0;
+	static uint32_t toks[40 * 4 + 3];
+	uint8_t digest[32];
+	char path[700], cmd[4096];
+	struct who_out w;
 	uint32_t ns;
 	FILE *f;
 
@@ -739,7 +772,6 @@ static void test_who_cli(void)
 	T_RC(kvt_lookup_prefix(a, ns, keys, 40, NULL), 0);
 	for (uint32_t i = 0; i < 40; i++)
 		put_block(a, ns, keys, i, 4000, false);
-	kvt_store_destroy(a);
 	snprintf(path, sizeof(path), "%s/who-keys", base);
 	f = fopen(path, "w");
 	T_ASSERT(f);
@@ -752,27 +784,57 @@ static void test_who_cli(void)
 	snprintf(cmd, sizeof(cmd),
 		 "%s who --servers '%s' --group 8 --hot-replicas 2 --model whotest --hex --keys %s",
 		 cli, addrs, path);
-	f = popen(cmd, "r");
+	who_run(cmd, &w);
+	T_EQ_INT(w.rows, NODES);
+	T_EQ_U64(w.blocks, 30);
+	T_EQ_U64(w.lead_total, 30);
+	T_EQ_U64(w.leading, 30);
+	T_EQ_U64(w.placed, 30 + GROUP);
+	T_EQ_U64(w.held, 30 + GROUP);
+
+	/* --tokens: 40 blocks stored from token IDs; the file holds the
+	 * first 30 blocks' tokens and 3 more (a partial block: left out). */
+	T_OK(kvt_ns_register(a, &dt, &ns));
+	T_OK(kvt_ns_digest(&dt, digest, NULL, 0));
+	for (uint32_t i = 0; i < 40 * 4 + 3; i++)
+		toks[i] = 1000000u + i * 7919u;
+	T_RC(kvt_key_chain_prompt(digest, toks, 40 * 4, 4, 0, NULL, 0, keys, 40), 40);
+	T_RC(kvt_lookup_prefix(a, ns, keys, 40, NULL), 0);
+	for (uint32_t i = 0; i < 40; i++)
+		put_block(a, ns, keys, i, 4100, false);
+	snprintf(path, sizeof(path), "%s/who-tokens", base);
+	f = fopen(path, "w");
 	T_ASSERT(f);
-	while (fgets(line, sizeof(line), f)) {
-		unsigned long long p, h, l, nb, lt;
-		char addr[128], up[8];
-		unsigned w;
-		fputs(line, stderr);
-		if (sscanf(line, "%127s %u %7s %llu %llu %llu", addr, &w, up, &p, &h, &l) == 6) {
-			T_EQ_STR(up, "yes");
-			placed += p, held += h, leading += l, rows++;
-		} else if (sscanf(line, "prompt: %llu blocks, %llu leading", &nb, &lt) == 2) {
-			blocks = nb, lead_total = lt;
-		}
-	}
-	T_EQ_INT(pclose(f), 0);
-	T_EQ_INT(rows, NODES);
-	T_EQ_U64(blocks, 30);
-	T_EQ_U64(lead_total, 30);
-	T_EQ_U64(leading, 30);
-	T_EQ_U64(placed, 30 + GROUP);
-	T_EQ_U64(held, 30 + GROUP);
+	for (uint32_t i = 0; i < 30 * 4 + 3; i++)
+		fprintf(f, "%u%s", toks[i], i % 10 == 9 ? "\n" : " ");
+	fclose(f);
+	snprintf(cmd, sizeof(cmd),
+		 "%s who --servers '%s' --group 8 --hot-replicas 2 --model whotest-tokens "
+		 "--dtype bf16 --layout test-tokens --block-tokens 4 --tp 1/2 --tokens %s",
+		 cli, addrs, path);
+	who_run(cmd, &w);
+	T_EQ_INT(w.rows, NODES);
+	T_EQ_U64(w.blocks, 30);
+	T_EQ_U64(w.lead_total, 30);
+	T_EQ_U64(w.placed, 30 + GROUP);
+	T_EQ_U64(w.held, 30 + GROUP);
+	/* Another namespace (tp rank 0): other keys, none held. */
+	snprintf(cmd, sizeof(cmd),
+		 "%s who --servers '%s' --group 8 --hot-replicas 2 --model whotest-tokens "
+		 "--dtype bf16 --layout test-tokens --block-tokens 4 --tp 0/2 --tokens %s",
+		 cli, addrs, path);
+	who_run(cmd, &w);
+	T_EQ_U64(w.blocks, 30);
+	T_EQ_U64(w.lead_total, 0);
+	T_EQ_U64(w.held, 0);
+	/* Usage errors: exit 2. */
+	snprintf(cmd, sizeof(cmd), "%s who --servers '%s' --tokens %s --keys %s 2>/dev/null", cli,
+		 addrs, path, path);
+	T_EQ_INT(WEXITSTATUS(system(cmd)), 2);
+	snprintf(cmd, sizeof(cmd), "echo 12 x 3 | %s who --servers '%s' --tokens - 2>/dev/null",
+		 cli, addrs);
+	T_EQ_INT(WEXITSTATUS(system(cmd)), 2);
+	kvt_store_destroy(a);
 }
 
 /* ------------------------------------------------------------------------
