@@ -22,7 +22,7 @@
  * An engine opened with remote.discover follows the pod as kvtierd join
  * and leave it through etcd: a joiner gets new puts within seconds, the
  * members that stay keep their connections, a leaver's groups become
- * misses (never errors).
+ * misses (never errors); with no member answering, the view is kept.
  * Node 0 publishes KV events (events.endpoint): one BlockStored for each
  * block placement gave it, none for the others', no sequence gap.
  */
@@ -1113,9 +1113,22 @@ static void test_follow(void)
 	T_ASSERT(misses > 0 && hits > 0);
 	T_EQ_U64(t_stat(g, "remote.cluster.refresh_errors"), 0);
 	kvt_store_destroy(g);
-	kvt_store_destroy(e);
+
+	/* 3. No member answers (both stopped): the engine keeps its view and
+	 *    counts the failed refreshes; calls still return at once. */
 	for (unsigned m = 0; m < 2; m++)
 		T_EQ_INT(tsrv_stop(&fs[m]), 0);
+	for (int i = 0; i < 300 && t_stat(e, "remote.cluster.refresh_errors") == 0; i++)
+		tsrv_sleep_ms(10);
+	T_ASSERT(t_stat(e, "remote.cluster.refresh_errors") > 0);
+	T_EQ_U64(members_now(e), 2);
+	{
+		uint64_t t0 = t_now_ms();
+		struct kvt_key k = t_key(130000);
+		T_RC(kvt_exists(e, ns, &k), KVT_MISS);
+		T_ASSERT(t_now_ms() - t0 < 2500);
+	}
+	kvt_store_destroy(e);
 	for (unsigned m = 0; m < 3; m++)
 		tsrv_check_reports(fnode_base[m]);
 	etcd_atexit();
