@@ -1707,7 +1707,11 @@ int cluster_open(struct cluster **out, const struct remote_config *cfg, struct d
 		}
 		cl->slot_count = slots;
 	}
-	/* 4. The refresh thread. */
+	if (v->n > 1)
+		kvt_logf(log, KVT_LOG_INFO,
+			 "remote: %u kvtierd members, groups of %u blocks, first group on %u", v->n,
+			 cl->group, v->hot);
+	/* 4. The refresh thread: from here on v may be swapped and freed. */
 	if (cl->dynamic) {
 		ret = -pthread_create(&cl->thread, NULL, cluster_refresh_main, cl);
 		if (ret < 0) {
@@ -1716,10 +1720,6 @@ int cluster_open(struct cluster **out, const struct remote_config *cfg, struct d
 		}
 		pthread_setname_np(cl->thread, "kvt-cluster");
 	}
-	if (v->n > 1)
-		kvt_logf(log, KVT_LOG_INFO,
-			 "remote: %u kvtierd members, groups of %u blocks, first group on %u", v->n,
-			 cl->group, v->hot);
 	kvt_mem_free(mem, ent, PLACEMENT_MEMBERS_MAX * sizeof(*ent));
 	*out = cl;
 	return 0;

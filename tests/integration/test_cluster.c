@@ -29,6 +29,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1003,6 +1004,47 @@ static struct kvt_store *engine_follow(const char *seed, bool logged)
 	return s;
 }
 
+/* Lookups and exists on an engine from another thread while its view
+ * changes under them (TSan watches the swap and the reap). */
+struct churn {
+	struct kvt_store *s;
+	uint32_t ns;
+	_Atomic bool stop;
+	uint64_t calls;
+	pthread_t th;
+};
+
+static void *churn_main(void *arg)
+{
+	struct churn *c = arg;
+	struct kvt_key keys[24];
+	mk_keys(keys, 24, 140000);
+	while (!atomic_load(&c->stop)) {
+		int64_t got = kvt_lookup_prefix(c->s, c->ns, keys, 24, NULL);
+		int rc = kvt_exists(c->s, c->ns, &keys[(c->calls) % 24]);
+		T_ASSERT(got == 0);
+		T_RC(rc, KVT_MISS);
+		c->calls++;
+	}
+	return NULL;
+}
+
+static void churn_start(struct churn *c, struct kvt_store *s, uint32_t ns)
+{
+	c->s = s;
+	c->ns = ns;
+	c->calls = 0;
+	atomic_store(&c->stop, false);
+	T_EQ_INT(pthread_create(&c->th, NULL, churn_main, c), 0);
+}
+
+static uint64_t churn_stop(struct churn *c)
+{
+	atomic_store(&c->stop, true);
+	T_EQ_INT(pthread_join(c->th, NULL), 0);
+	return c->calls;
+}
+
 /* 32 groups: the newcomer takes about a third of them, and surely some. */
 #define FOLLOW_BLOCKS 256
 
@@ -1014,6 +1056,7 @@ static struct kvt_store *engine_follow(const char *seed, bool logged)
 static void test_follow(void)
 {
 	struct tsrv fs[3];
+	struct churn ch;
 	struct kvt_store *e, *g;
 	static struct kvt_key keys[FOLLOW_BLOCKS];
 	static uint8_t held_by[FOLLOW_BLOCKS];
@@ -1036,8 +1079,12 @@ static void test_follow(void)
 	T_ASSERT(t_stat(e, "remote.cluster.refreshes") > 0);
 
 	/* 1. A third node joins: the engine sees it within a few seconds. */
+	churn_start(&ch, e, ns);
 	fnode_start(&fs[2], 2);
 	dt = wait_members(e, 3, 10000);
+	tsrv_sleep_ms(300); /* a reap of the old view under the churn */
+	fprintf(stderr, "%llu lookups and exists ran across the join\n",
+		(unsigned long long)churn_stop(&ch));
 	fprintf(stderr, "a node joined: the engine's view has 3 members after %llu ms\n",
 		(unsigned long long)dt);
 	T_ASSERT(t_stat(e, "remote.cluster.epoch") > epoch0);
@@ -1079,6 +1126,7 @@ static void test_follow(void)
 	 *    no block in its DRAM (it only looked up): every get is the
 	 *    pod's answer, a hit where a staying node holds the block, else a
 	 *    miss; none fails, none waits. */
+	churn_start(&ch, e, ns);
 	T_EQ_INT(tsrv_stop(&fs[2]), 0);
 	for (uint32_t i = 0; i < FOLLOW_BLOCKS; i++) {
 		uint64_t t0 = t_now_ms();
@@ -1088,6 +1136,9 @@ static void test_follow(void)
 	}
 	leave_ms = wait_members(g, 2, 10000);
 	wait_members(e, 2, 10000);
+	tsrv_sleep_ms(300);
+	fprintf(stderr, "%llu lookups and exists ran across the leave\n",
+		(unsigned long long)churn_stop(&ch));
 	T_ASSERT(flog_has(fnode_addr[2], "left"));
 	fprintf(stderr, "a node left: the engines' views have 2 members after %llu ms\n",
 		(unsigned long long)leave_ms);
