@@ -988,7 +988,8 @@ int kvt_remote_stats(struct kvt_store *store, const char *tenant, kvt_stats_fn f
  * Which kvtierd of the remote tier hold a prompt's blocks (remote.addrs,
  * doc/cluster.md; works with one remote.addr too): asks every node about
  * every key of keys[0..key_count) (the prompt, in order from its first
- * block), and fills nodes[0..min(max, nodes)) in remote.addrs order.
+ * block), and fills nodes[0..min(max, nodes)) in remote.addrs order (with
+ * remote.discover: the member list in force, in the servers' order).
  * *leading (may be NULL) gets the prompt's leading blocks that the nodes
  * placement puts them on hold: what a lookup would find remotely.
  * Returns the number of nodes (may exceed max), KVT_ENULL, KVT_ECLOSED,

@@ -72,9 +72,17 @@
 #include "cluster.h"
 #include "placement.h"
 
+/* An address ever listed: kept until close, because kvt_remote_who hands
+ * out member addresses valid until the store closes. */
+struct caddr {
+	struct caddr *next;
+	size_t size;                 /* of this allocation */
+	char addr[];
+};
+
 /* One kvtierd, shared by every view that lists it. */
 struct cmember {
-	char *addr;                  /* kvt_mem_strdup: the entry's address text */
+	const char *addr;            /* interned (cl->addrs): the entry's address text */
 	struct remote *rm;
 	unsigned views;              /* views listing it: the refresh thread's */
 	struct cmember *next;        /* cl->members: the refresh thread's */
@@ -116,6 +124,7 @@ struct cluster {
 	_Atomic unsigned gen;        /* +1 at each swap; its parity picks enter[] */
 	_Atomic unsigned enter[2];   /* operations between loading view and counting it */
 	struct cmember *members;     /* every member of every live view */
+	struct caddr *addrs;         /* every address ever a member's, until close */
 	struct cview *retired;       /* swapped out, not yet freed */
 	char *list;                  /* kvt_mem_strdup: the list the view follows ("A=W,...") */
 
@@ -249,7 +258,6 @@ static void cview_free(struct cluster *cl, struct cview *v)
 			remote_close(mb->rm);
 		}
 		kvt_logf(cl->log, KVT_LOG_DEBUG, "remote: member %s closed", mb->addr);
-		kvt_mem_strfree(cl->mem, mb->addr);
 		kvt_mem_free(cl->mem, mb, sizeof(*mb));
 	}
 	placement_free(v->pl);
@@ -1367,6 +1375,24 @@ static int cluster_discover(const struct remote_config *cfg, struct dram *dram,
  * Building views
  */
 
+/* addr[0..len) as a string that lives until close; NULL: no memory. */
+static const char *cluster_intern(struct cluster *cl, const char *addr, size_t len)
+{
+	struct caddr *a;
+	for (a = cl->addrs; a; a = a->next)
+		if (strlen(a->addr) == len && memcmp(a->addr, addr, len) == 0)
+			return a->addr;
+	a = kvt_mem_alloc(cl->mem, sizeof(*a) + len + 1);
+	if (!a)
+		return NULL;
+	a->size = sizeof(*a) + len + 1;
+	memcpy(a->addr, addr, len);
+	a->addr[len] = 0;
+	a->next = cl->addrs;
+	cl->addrs = a;
+	return a->addr;
+}
+
 static struct cmember *cluster_member_find(struct cluster *cl, const char *addr, size_t len)
 {
 	for (struct cmember *mb = cl->members; mb; mb = mb->next)
@@ -1399,17 +1425,15 @@ static int cluster_view_build(struct cluster *cl, const struct cluster_entry *en
 				ret = -ENOMEM;
 				break;
 			}
-			mb->addr = kvt_mem_alloc(cl->mem, ent[i].addr_len + 1);
+			mb->addr = cluster_intern(cl, ent[i].addr, ent[i].addr_len);
 			if (!mb->addr) {
 				kvt_mem_free(cl->mem, mb, sizeof(*mb));
 				ret = -ENOMEM;
 				break;
 			}
-			memcpy(mb->addr, ent[i].addr, ent[i].addr_len);
-			mb->addr[ent[i].addr_len] = 0;
 			mb->next = cl->members;
 			cl->members = mb;
-			mc.addr = mb->addr;
+			mc.addr = (char *)mb->addr; /* remote.c reads it only */
 			mc.addrs = mc.discover = NULL;
 			ret = remote_open(&mb->rm, &mc, cl->dram, cl->ns, cl->mem, cl->log);
 		}
@@ -1610,6 +1634,11 @@ static void cluster_free(struct cluster *cl)
 		cview_free(cl, v);
 	}
 	kvt_mem_strfree(cl->mem, cl->list);
+	while (cl->addrs) {
+		struct caddr *a = cl->addrs;
+		cl->addrs = a->next;
+		kvt_mem_free(cl->mem, a, a->size);
+	}
 	kvt_mem_free(cl->mem, cl->slots, (size_t)cl->slot_count * sizeof(*cl->slots));
 	pthread_cond_destroy(&cl->rcond);
 	pthread_mutex_destroy(&cl->rlock);

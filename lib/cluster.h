@@ -117,7 +117,8 @@ void cluster_unplug(struct cluster *cl, struct cview *plugged);
 void cluster_flush(struct cluster *cl);
 void cluster_stats(struct cluster *cl, kvt_stats_fn fn, void *ctx);
 /* remote_stats_query of every member; with several, names get the prefix
- * "node.<i>." (i: the member's place in remote.addrs). */
+ * "node.<i>." (i: the member's place in the current member list:
+ * remote.addrs, or what discovery read). */
 int cluster_stats_query(struct cluster *cl, const char *tenant, kvt_stats_fn fn, void *ctx);
 
 /* kvt_remote_who (kvtier.h).  Synchronous. */

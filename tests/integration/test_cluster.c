@@ -1057,6 +1057,7 @@ static void test_follow(void)
 {
 	struct tsrv fs[3];
 	struct churn ch;
+	const char *joined_addr = NULL;
 	struct kvt_store *e, *g;
 	static struct kvt_key keys[FOLLOW_BLOCKS];
 	static uint8_t held_by[FOLLOW_BLOCKS];
@@ -1105,6 +1106,16 @@ static void test_follow(void)
 	fprintf(stderr, "the new node took %llu blocks of the prompt of %d (groups of %d)\n",
 		(unsigned long long)(b1 - b0), FOLLOW_BLOCKS, GROUP);
 	T_ASSERT(b1 > b0);
+	/* kvt_remote_who names the newcomer; the name stays valid after it
+	 * leaves (until the store closes: ASan checks below). */
+	{
+		struct kvt_remote_node nodes[3];
+		T_RC(kvt_remote_who(e, ns, keys, 1, nodes, 3, NULL), 3);
+		for (unsigned m = 0; m < 3; m++)
+			if (strcmp(nodes[m].addr, fnode_addr[2]) == 0)
+				joined_addr = nodes[m].addr;
+		T_ASSERT(joined_addr != NULL);
+	}
 	/* Which node holds which block (each asked alone). */
 	for (unsigned m = 0; m < 3; m++) {
 		struct kvt_store *d = engine_at("remote.addr", fnode_addr[m]);
@@ -1140,6 +1151,7 @@ static void test_follow(void)
 	fprintf(stderr, "%llu lookups and exists ran across the leave\n",
 		(unsigned long long)churn_stop(&ch));
 	T_ASSERT(flog_has(fnode_addr[2], "left"));
+	T_EQ_STR(joined_addr, fnode_addr[2]);
 	fprintf(stderr, "a node left: the engines' views have 2 members after %llu ms\n",
 		(unsigned long long)leave_ms);
 	T_ASSERT(t_stat(g, "remote.cluster.view_changes") >= 1);
