@@ -533,24 +533,100 @@ out:
 
 static const char who_help[] =
 	"usage: kvtier who --servers ADDR[=WEIGHT],... [--group N] [--hot-replicas R]\n"
-	"                  [--tenant T --secret-file F] [--model M] [--hex]\n"
-	"                  (KEY... | --keys FILE)\n"
+	"                  [--tenant T --secret-file F] [NAMESPACE OPTIONS] [--hex]\n"
+	"                  (KEY... | --keys FILE | --tokens FILE)\n"
 	"\n"
 	"Which kvtierd of a pod hold a prompt's blocks (doc/cluster.md): the KEYs\n"
 	"are the prompt's block keys in order from its first block (text, or hex\n"
-	"with --hex; --keys FILE: one a line, '-' for stdin).  Every node is asked\n"
-	"about every key.  Prints, per node, the blocks placement puts there, the\n"
-	"blocks it holds, and how many of the prompt's leading blocks it serves;\n"
-	"then the leading blocks the pod holds (what a lookup finds).\n"
+	"with --hex; --keys FILE: one a line, '-' for stdin); or --tokens FILE: the\n"
+	"prompt's token IDs (decimal, separated by blanks or newlines, '-' for\n"
+	"stdin), keyed as engines key them (kvt_key_chain_prompt: the namespace's\n"
+	"digest, block_tokens tokens a block, a last partial block left out).\n"
+	"Every node is asked about every key.  Prints, per node, the blocks\n"
+	"placement puts there, the blocks it holds, and how many of the prompt's\n"
+	"leading blocks it serves; then the leading blocks the pod holds (what a\n"
+	"lookup finds).\n"
 	"\n"
 	"  --servers LIST       the engines' remote.addrs (same text, same order\n"
 	"                       not needed); --server ADDR for one kvtierd\n"
 	"  --group N            the engines' remote.group (default 16)\n"
 	"  --hot-replicas R     the engines' remote.hot_replicas (default 2)\n"
-	"  --model M            the namespace of the keys (default kvtier-cli)\n"
+	"Namespace (the engines' descriptor, kvt_ns_desc; defaults: kvtier's own\n"
+	"debugging keys):\n"
+	"  --model M            model (default kvtier-cli)\n"
+	"  --dtype D            KV element type (default bytes)\n"
+	"  --layout L           block layout (default opaque)\n"
+	"  --block-tokens N     tokens per block (default 1)\n"
+	"  --config-hash H, --kv-quant Q, --ns-tenant T   (default none)\n"
+	"  --tp RANK/SIZE, --pp RANK/SIZE                 (default 0/1)\n"
+	"  --rank-agnostic      one copy for every TP rank (KVT_NS_RANK_AGNOSTIC)\n"
+	"  --replicas R         the namespace's replicas (placement; default 1)\n"
 	"\n" CONN_HELP "\nExit status: 0 ok, 1 failure, 2 usage.  kvtier-admin(1).\n";
 
-enum { O_SERVERS = 400, O_GROUP, O_HOT, O_KEYS };
+enum { O_SERVERS = 400, O_GROUP, O_HOT, O_KEYS, O_TOKENS, O_DTYPE, O_LAYOUT, O_BTOK,
+       O_CONFIG, O_QUANT, O_NSTENANT, O_TP, O_PP, O_AGNOSTIC, O_REPLICAS };
+
+/* "N" into *out (0..UINT32_MAX); false if it is not one. */
+static bool who_u32(const char *s, uint32_t *out)
+{
+	char *end;
+	unsigned long long v;
+	if (*s < '0' || *s > '9')
+		return false;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || *end || v > UINT32_MAX)
+		return false;
+	*out = (uint32_t)v;
+	return true;
+}
+
+/* "RANK/SIZE". */
+static bool who_rank(const char *s, uint32_t *rank, uint32_t *size)
+{
+	char buf[32];
+	char *slash;
+	if (strlen(s) >= sizeof(buf))
+		return false;
+	strcpy(buf, s);
+	slash = strchr(buf, '/');
+	if (!slash)
+		return false;
+	*slash = 0;
+	return who_u32(buf, rank) && who_u32(slash + 1, size);
+}
+
+/* Token IDs from a file, decimal, separated by white space; appends to
+ * *toks (n, cap). */
+static int who_read_tokens(const char *path, uint32_t **toks, size_t *n, size_t *cap)
+{
+	FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "r");
+	char word[32];
+	int ex = 0;
+	if (!f) {
+		fprintf(stderr, "kvtier who: %s: %s\n", path, strerror(errno));
+		return EX_FAIL;
+	}
+	while (!ex && fscanf(f, "%31s", word) == 1) {
+		if (*n == *cap) {
+			size_t nc = *cap ? *cap * 2 : 4096;
+			uint32_t *nt = realloc(*toks, nc * sizeof(**toks));
+			if (!nt) {
+				ex = EX_FAIL;
+				break;
+			}
+			*toks = nt;
+			*cap = nc;
+		}
+		if (!who_u32(word, &(*toks)[*n]))
+			ex = usage_err("who", "--tokens: '%s' is not a token ID (0..4294967295)", word);
+		else
+			(*n)++;
+	}
+	if (f != stdin)
+		fclose(f);
+	return ex;
+}
 
 /* Keys from a file, one a line; appends to *keys (n, cap). */
 static int who_read_keys(const struct conn_opts *o, const char *path, struct kvt_key **keys,
@@ -595,10 +671,27 @@ int admin_who(int argc, char **argv)
 		{ "group", required_argument, NULL, O_GROUP },
 		{ "hot-replicas", required_argument, NULL, O_HOT },
 		{ "keys", required_argument, NULL, O_KEYS },
+		{ "tokens", required_argument, NULL, O_TOKENS },
+		{ "dtype", required_argument, NULL, O_DTYPE },
+		{ "layout", required_argument, NULL, O_LAYOUT },
+		{ "block-tokens", required_argument, NULL, O_BTOK },
+		{ "config-hash", required_argument, NULL, O_CONFIG },
+		{ "kv-quant", required_argument, NULL, O_QUANT },
+		{ "ns-tenant", required_argument, NULL, O_NSTENANT },
+		{ "tp", required_argument, NULL, O_TP },
+		{ "pp", required_argument, NULL, O_PP },
+		{ "rank-agnostic", no_argument, NULL, O_AGNOSTIC },
+		{ "replicas", required_argument, NULL, O_REPLICAS },
 		{ 0 }
 	};
 	struct conn_opts o = { 0 };
-	const char *servers = NULL, *group = "16", *hot = "2", *keyfile = NULL;
+	const char *servers = NULL, *group = "16", *hot = "2", *keyfile = NULL, *tokfile = NULL;
+	/* The namespace: conn_ns's unless told otherwise. */
+	struct kvt_ns_desc d = { .model = CLI_MODEL, .dtype = "bytes", .layout = "opaque",
+				 .block_tokens = 1, .tp_size = 1, .pp_size = 1,
+				 .flags = KVT_NS_PERSISTENT };
+	uint32_t *toks = NULL;
+	size_t tok_n = 0, tok_cap = 0;
 	struct kvt_key *keys = NULL;
 	struct kvt_remote_node *nodes = NULL;
 	struct kvt_store *s = NULL;
@@ -620,8 +713,39 @@ int admin_who(int argc, char **argv)
 		case O_GROUP: group = optarg; break;
 		case O_HOT: hot = optarg; break;
 		case O_KEYS: keyfile = optarg; break;
+		case O_TOKENS: tokfile = optarg; break;
+		case O_DTYPE: d.dtype = optarg; break;
+		case O_LAYOUT: d.layout = optarg; break;
+		case O_CONFIG: d.config_hash = optarg; break;
+		case O_QUANT: d.kv_quant = optarg; break;
+		case O_NSTENANT: d.tenant = optarg; break;
+		case O_AGNOSTIC: d.flags |= KVT_NS_RANK_AGNOSTIC; break;
+		case O_BTOK:
+			if (!who_u32(optarg, &d.block_tokens) || d.block_tokens == 0)
+				return usage_err("who", "--block-tokens: '%s' is not 1..4294967295",
+						 optarg);
+			break;
+		case O_TP:
+			if (!who_rank(optarg, &d.tp_rank, &d.tp_size))
+				return usage_err("who", "--tp: '%s' is not RANK/SIZE", optarg);
+			break;
+		case O_PP:
+			if (!who_rank(optarg, &d.pp_rank, &d.pp_size))
+				return usage_err("who", "--pp: '%s' is not RANK/SIZE", optarg);
+			break;
+		case O_REPLICAS:
+			if (!who_u32(optarg, &d.replicas) || d.replicas > KVT_NS_REPLICAS_MAX)
+				return usage_err("who", "--replicas: '%s' is not 0..8", optarg);
+			break;
 		default: return usage_err("who", "%s", "unknown option");
 		}
+	}
+	if (o.model)
+		d.model = o.model;
+	if ((rc = kvt_ns_digest(&d, NULL, NULL, 0)) < 0) {
+		fprintf(stderr, "kvtier who: the namespace (--model, --dtype, ...): %s\n",
+			kvt_strerror(rc));
+		return EX_USAGE;
 	}
 	if (o.dir)
 		return usage_err("who", "%s", "works on kvtierd nodes only (--servers LIST)");
@@ -631,8 +755,9 @@ int admin_who(int argc, char **argv)
 		o.server = getenv("KVTIER_SERVER");
 	if (!servers && !o.server)
 		return usage_err("who", "%s", "say which kvtierd: --servers ADDR,ADDR,...");
-	if ((keyfile != NULL) == (optind < argc))
-		return usage_err("who", "%s", "give the prompt's KEYs, or --keys FILE");
+	if ((keyfile != NULL) + (tokfile != NULL) + (optind < argc) != 1)
+		return usage_err("who", "%s",
+				 "give the prompt's KEYs, or --keys FILE, or --tokens FILE");
 	for (int i = optind; i < argc; i++) {
 		if (n == cap) {
 			size_t nc = cap ? cap * 2 : 64;
@@ -648,6 +773,31 @@ int admin_who(int argc, char **argv)
 	}
 	if (keyfile && (ex = who_read_keys(&o, keyfile, &keys, &n, &cap)))
 		goto out;
+	if (tokfile) {
+		uint8_t digest[32];
+		int64_t got;
+		if ((ex = who_read_tokens(tokfile, &toks, &tok_n, &tok_cap)))
+			goto out;
+		n = tok_n / d.block_tokens;
+		if (n == 0) {
+			fprintf(stderr, "kvtier who: %zu tokens: not one whole block of %u\n", tok_n,
+				d.block_tokens);
+			ex = EX_USAGE;
+			goto out;
+		}
+		ex = EX_FAIL;
+		keys = calloc(n, sizeof(*keys));
+		if (!keys)
+			goto out;
+		if ((rc = kvt_ns_digest(&d, digest, NULL, 0)) < 0)
+			goto fail_rc;
+		got = kvt_key_chain_prompt(digest, toks, tok_n, d.block_tokens, 0, NULL, 0, keys, n);
+		if (got < 0) {
+			rc = (int)got;
+			goto fail_rc;
+		}
+		n = (size_t)got;
+	}
 	ex = EX_FAIL;
 	if (n == 0) {
 		ex = usage_err("who", "%s", "no keys");
@@ -679,9 +829,11 @@ int admin_who(int argc, char **argv)
 		fprintf(stderr, "kvtier who: cannot open the remote tier: %s\n", kvt_strerror(rc));
 		goto out;
 	}
-	if ((ex = conn_ns("who", s, &o, &ns)))
+	if ((rc = kvt_ns_register(s, &d, &ns)) < 0) {
+		fprintf(stderr, "kvtier who: namespace of model '%s': %s\n", d.model,
+			kvt_strerror(rc));
 		goto out;
-	ex = EX_FAIL;
+	}
 	/* Give the connections a moment: a node not up within it shows as down. */
 	for (int i = 0; i < 100; i++) {
 		uint64_t up = 0, members = 1;
@@ -719,6 +871,7 @@ out:
 	kvt_store_destroy(s);
 	free(nodes);
 	free(keys);
+	free(toks);
 	return ex;
 }
 

@@ -238,7 +238,19 @@ struct kvt_ns_desc {
 	uint32_t pp_rank, pp_size; /* pipeline parallel rank and world size (size >= 1) */
 	uint32_t flags;           /* KVT_NS_* */
 	const char *tenant;       /* owner; a server overrides it with the authenticated identity */
+	/* Policy, not identity (not in the digest), like KVT_NS_PERSISTENT:
+	 * how many members of a pod (remote.addrs, remote.discover) hold each
+	 * block of this namespace, 0 or 1: one, at most KVT_NS_REPLICAS_MAX.
+	 * Puts are written through to every replica; gets, exists and
+	 * lookups are answered by any (one that lost it or died is passed
+	 * over), so the namespace stays readable when a node dies.  A
+	 * prompt's first group keeps max(replicas, remote.hot_replicas)
+	 * replicas.  Every engine of the pod must register the namespace
+	 * with the same value (it places by it); a store keeps the largest
+	 * value any registration in this process asked for. */
+	uint32_t replicas;
 };
+#define KVT_NS_REPLICAS_MAX 8
 
 /*
  * Canonical text of *desc into buf (NUL-terminated) and its SHA-256 into
@@ -246,7 +258,8 @@ struct kvt_ns_desc {
  * NUL) or KVT_ENULL / KVT_EDESC (a field missing, too long, or with
  * characters outside 0x21..0x7e; "-" as kv_quant, config_hash or tenant,
  * since "-" spells "none" in the text; block_tokens or a size 0; rank >=
- * size; unknown flags), -ENOMEM (OpenSSL).  If buf_len is too small the
+ * size; unknown flags; replicas above KVT_NS_REPLICAS_MAX), -ENOMEM
+ * (OpenSSL).  replicas is not part of the text.  If buf_len is too small the
  * text is truncated but the length and digest are still right; buf NULL
  * or buf_len 0 writes no text.  The text is at most 2048 bytes.
  * Any thread; the only allocation is OpenSSL's digest context.
@@ -333,8 +346,15 @@ int kvt_store_create(struct kvt_store **out);
  *                     and use it as remote.addrs, capacity weights scaled to
  *                     at most 1000000.  A seed that has no list is the one
  *                     member; if no seed answers within remote.timeout_ms,
- *                     the seeds are the members (logged).  Read once, at
- *                     open (doc/cluster.md).
+ *                     the seeds are the members (logged).  Re-read from a
+ *                     live member every remote.refresh_ms: members that
+ *                     join or leave are followed (doc/cluster.md).
+ *   remote.refresh_ms with remote.discover, how often the member list is
+ *                     re-read, 0..3600000 (default 2000; 0: only at open).
+ *                     Stats remote.cluster.epoch (the answering server's
+ *                     cluster.epoch), .refreshes, .view_changes,
+ *                     .refresh_errors (no member answered: the last list
+ *                     is kept).
  *   remote.group      blocks of a prompt placed together, 1..65536
  *                     (default 16).
  *   remote.hot_replicas  members that hold a prompt's first group, 1..8
@@ -976,7 +996,8 @@ int kvt_remote_stats(struct kvt_store *store, const char *tenant, kvt_stats_fn f
  * Which kvtierd of the remote tier hold a prompt's blocks (remote.addrs,
  * doc/cluster.md; works with one remote.addr too): asks every node about
  * every key of keys[0..key_count) (the prompt, in order from its first
- * block), and fills nodes[0..min(max, nodes)) in remote.addrs order.
+ * block), and fills nodes[0..min(max, nodes)) in remote.addrs order (with
+ * remote.discover: the member list in force, in the servers' order).
  * *leading (may be NULL) gets the prompt's leading blocks that the nodes
  * placement puts them on hold: what a lookup would find remotely.
  * Returns the number of nodes (may exceed max), KVT_ENULL, KVT_ECLOSED,

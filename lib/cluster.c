@@ -5,10 +5,11 @@
  * what each promises, doc/cluster.md how to run a pod).
  *
  * Owns: the members (a remote.c tier each: its own thread, connections,
- * namespace registrations, deadlines and backoff), the placement over
- * them (placement.c), the anchor memory (key -> its group's anchor,
- * learned from lookups and prefetches), and the fan-out records of
- * operations that span members.
+ * namespace registrations, deadlines and backoff), the views (a member
+ * table and the placement over it, placement.c: the current one and
+ * those still held by operations), the refresh thread (remote.discover),
+ * the anchor memory (key -> its group's anchor, learned from lookups and
+ * prefetches), and the fan-out records of operations that span members.
  *
  * Fan-out.  An operation that goes to several members (a put of a hot
  * block, a lookup whose groups live on several nodes, delete, clear) gets
@@ -28,24 +29,78 @@
  * entry places a key on the wrong member: a miss, never wrong bytes (the
  * server checks the whole key).
  *
+ * Views.  The members and the placement over them form a view (struct
+ * cview), immutable once published.  With remote.discover the refresh
+ * thread ("kvt-cluster") re-reads the member list from a live member every
+ * remote.refresh_ms and, when it changed, builds a new view: members that
+ * stay keep their remote.c tier (their connections, registrations and
+ * counters), new ones get one, and the new view replaces the old by
+ * pointer.  An operation takes the view once, at its start, and keeps it
+ * until it completes, so it never sees two member tables:
+ *
+ *   operation:  enter[gen&1]++ ; v = view ; v->refs++ ; enter[gen&1]--
+ *                 ... submit to v's members, answers ... ; v->refs--
+ *   refresh:    view = new ; gen++ ; wait enter[old parity] == 0 ;
+ *                 old->refs-- (the view's own) ; retire old
+ *   reap:       a retired view at refs 0 is freed; a member no view lists
+ *               any more is flushed, stopped and freed (refresh thread)
+ *
+ * The enter counters close the window between loading the pointer and
+ * counting the reference: once the refresh thread saw the old parity at
+ * zero, every operation that might still load the old pointer has counted
+ * its reference, and later ones load the new one.  The hot path costs
+ * four atomic operations and no lock; a store opened without discovery
+ * (a fixed member list) skips them (cl->dynamic false).  An operation that
+ * goes straight to one member (remote_* with the caller's callback) holds
+ * the view only while it submits: freeing a departed member fails what it
+ * still had queued through the callbacks (remote_stop), a miss.
+ *
  * Threads and locks: members' states (remote_is_down) are read with
- * atomics; alock guards the anchor table; everything else is immutable
- * after cluster_open, or owned by one fan-out record.
+ * atomics; alock guards the anchor table; a view is immutable; the member
+ * list and the retired views belong to the refresh thread (to open and
+ * close while it is not running); rlock guards only its stop flag.
  */
 #include <errno.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <xxhash.h>
 
 #include "cluster.h"
 #include "placement.h"
 
+/* An address ever listed: kept until close, because kvt_remote_who hands
+ * out member addresses valid until the store closes. */
+struct caddr {
+	struct caddr *next;
+	size_t size;                 /* of this allocation */
+	char addr[];
+};
+
+/* One kvtierd, shared by every view that lists it. */
 struct cmember {
-	char *addr;                  /* kvt_mem_strdup: the entry's address text */
-	uint32_t weight;
+	const char *addr;            /* interned (cl->addrs): the entry's address text */
 	struct remote *rm;
+	unsigned views;              /* views listing it: the refresh thread's */
+	struct cmember *next;        /* cl->members: the refresh thread's */
+};
+
+struct cslot {
+	struct cmember *mb;
+	uint32_t weight;             /* this view's, 1..PLACEMENT_WEIGHT_MAX */
+};
+
+/* The member table and the placement over it.  Immutable once published. */
+struct cview {
+	_Atomic uint64_t refs;       /* operations holding it, + 1 while it is cl->view */
+	unsigned n;                  /* members, 1..PLACEMENT_MEMBERS_MAX */
+	unsigned hot;                /* replicas of a prompt's first group, <= n */
+	struct placement *pl;        /* n > 1 only */
+	struct cview *next;          /* cl->retired: the refresh thread's */
+	struct cslot m[];            /* n, in the list's order */
 };
 
 struct anchor_slot {
@@ -59,11 +114,27 @@ struct anchor_slot {
 struct cluster {
 	struct kvt_mem *mem;
 	const struct kvt_logger *log;
-	struct cmember *m;
-	unsigned n;
-	struct placement *pl;        /* n > 1 only */
+	struct remote_config cfg;    /* the store's; its strings outlive the cluster */
+	struct dram *dram;
+	struct ns_registry *ns;
 	unsigned group;              /* blocks per group */
-	unsigned hot;                /* replicas of a prompt's first group, <= n */
+	bool dynamic;                /* views may change: refresh thread running */
+
+	struct cview *_Atomic view;  /* the current one */
+	_Atomic unsigned gen;        /* +1 at each swap; its parity picks enter[] */
+	_Atomic unsigned enter[2];   /* operations between loading view and counting it */
+	struct cmember *members;     /* every member of every live view */
+	struct caddr *addrs;         /* every address ever a member's, until close */
+	struct cview *retired;       /* swapped out, not yet freed */
+	char *list;                  /* kvt_mem_strdup: the list the view follows ("A=W,...") */
+
+	pthread_t thread;            /* kvt-cluster, if dynamic */
+	pthread_mutex_t rlock;
+	pthread_cond_t rcond;
+	bool stop;                   /* rlock */
+	unsigned refresh_ms;
+	const struct cmember *seed;  /* the member that answered last: asked first next time */
+	bool refresh_failing;        /* logged once per streak */
 
 	pthread_mutex_t alock;
 	struct anchor_slot *slots;   /* alock; anchor_slots entries, or NULL */
@@ -71,6 +142,7 @@ struct cluster {
 
 	_Atomic uint64_t rr;         /* rotation over hot replicas */
 	_Atomic uint64_t c_known, c_unknown, c_hinted, c_replica_retries, c_fanouts, c_skipped;
+	_Atomic uint64_t c_epoch, c_refreshes, c_view_changes, c_refresh_errors;
 };
 
 #define A(c) atomic_fetch_add_explicit(&(c), 1, memory_order_relaxed)
@@ -137,22 +209,124 @@ static uint64_t group_anchor(const struct cluster *cl, const struct kvt_key *key
 	return placement_key_hash(&keys[(size_t)g * cl->group]);
 }
 
+/* ------------------------------------------------------------------------
+ * Views (the essay at the top)
+ */
+
+/* The current view, held until cview_put.  Any thread. */
+static struct cview *cview_get(struct cluster *cl)
+{
+	struct cview *v;
+	unsigned g;
+	if (!cl->dynamic)
+		return atomic_load_explicit(&cl->view, memory_order_relaxed);
+	g = atomic_load(&cl->gen) & 1;
+	atomic_fetch_add(&cl->enter[g], 1);
+	v = atomic_load(&cl->view);
+	atomic_fetch_add(&v->refs, 1);
+	atomic_fetch_sub(&cl->enter[g], 1);
+	return v;
+}
+
+static void cview_put(struct cluster *cl, struct cview *v)
+{
+	if (cl->dynamic)
+		atomic_fetch_sub(&v->refs, 1);
+}
+
+static size_t cview_size(unsigned n)
+{
+	return sizeof(struct cview) + (size_t)n * sizeof(struct cslot);
+}
+
+/* Free a view no operation holds; a member it was the last to list is
+ * flushed (its written-through puts answered), stopped and freed.  The
+ * refresh thread, or open and close. */
+static void cview_free(struct cluster *cl, struct cview *v)
+{
+	for (unsigned i = 0; i < v->n; i++) {
+		struct cmember *mb = v->m[i].mb, **pp;
+		if (!mb || --mb->views > 0)
+			continue;
+		for (pp = &cl->members; *pp != mb; pp = &(*pp)->next)
+			;
+		*pp = mb->next;
+		if (cl->seed == mb)
+			cl->seed = NULL;
+		if (mb->rm) {
+			remote_flush(mb->rm);
+			remote_close(mb->rm);
+		}
+		kvt_logf(cl->log, KVT_LOG_DEBUG, "remote: member %s closed", mb->addr);
+		kvt_mem_free(cl->mem, mb, sizeof(*mb));
+	}
+	placement_free(v->pl);
+	kvt_mem_free(cl->mem, v, cview_size(v->n));
+}
+
+/* Free the retired views that no operation holds any more. */
+static void cview_reap(struct cluster *cl)
+{
+	struct cview **pp = &cl->retired;
+	while (*pp) {
+		struct cview *v = *pp;
+		if (atomic_load(&v->refs) != 0) {
+			pp = &v->next;
+			continue;
+		}
+		*pp = v->next;
+		cview_free(cl, v);
+	}
+}
+
+/* Publish nv; the old view is retired once every operation that might
+ * still load its pointer has counted its reference. */
+static void cview_swap(struct cluster *cl, struct cview *nv)
+{
+	struct cview *old = atomic_load(&cl->view);
+	unsigned g;
+	atomic_store(&nv->refs, 1);
+	atomic_store(&cl->view, nv);
+	g = atomic_fetch_add(&cl->gen, 1) & 1;
+	while (atomic_load(&cl->enter[g]) != 0)
+		sched_yield(); /* a few instructions of some operation's entry */
+	atomic_fetch_sub(&old->refs, 1);
+	old->next = cl->retired;
+	cl->retired = old;
+}
+
+_Static_assert(KVT_NS_REPLICAS_MAX == REMOTE_HOT_REPLICAS_MAX,
+	       "a group's replicas fit the owners[] arrays");
+
+/* Namespace ns's replication factor (kvt_ns_desc.replicas), >= 1. */
+static unsigned cluster_replicas(struct cluster *cl, uint32_t ns)
+{
+	const struct ns_entry *e = ns_reg_get(cl->ns, ns);
+	unsigned r = e ? atomic_load_explicit(&e->replicas, memory_order_relaxed) : 0;
+	return r > 1 ? r : 1;
+}
+
 /* The members holding the group named by anchor, best first, live ones
- * before those that are down.  Returns how many (1..hot). */
-static unsigned cluster_rank(struct cluster *cl, uint64_t anchor, bool hot, unsigned *out)
+ * before those that are down: the namespace's replicas (reps), or for a
+ * prompt's first group at least the view's hot replicas.  Returns how
+ * many (1..max(reps, hot), at most the members). */
+static unsigned cluster_rank(struct cluster *cl, const struct cview *v, uint64_t anchor,
+			     bool hot, unsigned reps, unsigned *out)
 {
 	bool skip[PLACEMENT_MEMBERS_MAX];
 	bool any = false;
-	for (unsigned i = 0; i < cl->n; i++)
-		any |= skip[i] = remote_is_down(cl->m[i].rm);
+	unsigned r = hot && v->hot > reps ? v->hot : reps;
+	for (unsigned i = 0; i < v->n; i++)
+		any |= skip[i] = remote_is_down(v->m[i].mb->rm);
 	if (any)
 		A(cl->c_skipped);
-	return placement_rank(cl->pl, anchor, any ? skip : NULL, out, hot ? cl->hot : 1);
+	return placement_rank(v->pl, anchor, any ? skip : NULL, out, r);
 }
 
 /* Where a single key goes: the hint, else the anchor memory, else itself. */
-static unsigned cluster_place(struct cluster *cl, const struct kvt_key *key,
-			      const struct cluster_hint *hint, unsigned *out)
+static unsigned cluster_place(struct cluster *cl, const struct cview *v, uint32_t ns,
+			      const struct kvt_key *key, const struct cluster_hint *hint,
+			      unsigned *out)
 {
 	uint64_t anchor;
 	bool hot = false;
@@ -167,13 +341,13 @@ static unsigned cluster_place(struct cluster *cl, const struct kvt_key *key,
 		anchor = placement_key_hash(key);
 		A(cl->c_unknown);
 	}
-	return cluster_rank(cl, anchor, hot, out);
+	return cluster_rank(cl, v, anchor, hot, cluster_replicas(cl, ns), out);
 }
 
 void cluster_note_prompt(struct cluster *cl, const struct kvt_key *keys, uint32_t n)
 {
-	if (cl->n == 1 || !cl->slots)
-		return;
+	if (!cl->slots)
+		return; /* one member, for good */
 	/* One lock for the prompt: a lookup of 65536 keys takes it once. */
 	pthread_mutex_lock(&cl->alock);
 	for (uint32_t g = 0; (uint64_t)g * cl->group < n; g++) {
@@ -191,6 +365,7 @@ void cluster_note_prompt(struct cluster *cl, const struct kvt_key *keys, uint32_
 
 struct fan {
 	struct cluster *cl;
+	struct cview *v;             /* held until the record is freed */
 	_Atomic unsigned left;       /* answers outstanding, + 1 while submitting */
 	_Atomic unsigned flags;      /* FAN_*: what the answers were */
 	_Atomic int err;             /* the first error, or 0 */
@@ -204,12 +379,15 @@ struct fan {
 #define FAN_MISS 4u
 #define FAN_SUBMITTED 8u
 
-static struct fan *fan_new(struct cluster *cl, size_t size, remote_cb cb, void *ctx)
+/* A record holding the view v (the caller's reference passes to it). */
+static struct fan *fan_new(struct cluster *cl, struct cview *v, size_t size, remote_cb cb,
+			   void *ctx)
 {
 	struct fan *f = kvt_mem_calloc(cl->mem, 1, size);
 	if (!f)
 		return NULL;
 	f->cl = cl;
+	f->v = v;
 	f->size = size;
 	f->cb = cb;
 	f->ctx = ctx;
@@ -253,12 +431,20 @@ static void fan_finish(struct fan *f, bool error_wins)
 }
 
 /* Drop one reference; the last completes.  Returns true if it did. */
+static void fan_free(struct fan *f)
+{
+	struct cluster *cl = f->cl;
+	struct cview *v = f->v;
+	kvt_mem_free(cl->mem, f, f->size);
+	cview_put(cl, v);
+}
+
 static bool fan_drop(struct fan *f, bool error_wins)
 {
 	if (atomic_fetch_sub(&f->left, 1) != 1)
 		return false;
 	fan_finish(f, error_wins);
-	kvt_mem_free(f->cl->mem, f, f->size);
+	fan_free(f);
 	return true;
 }
 
@@ -268,7 +454,7 @@ static int fan_submitted(struct fan *f, bool error_wins, int first_err)
 {
 	if (!(atomic_load(&f->flags) & FAN_SUBMITTED)) {
 		/* No member took it: nobody else holds a reference. */
-		kvt_mem_free(f->cl->mem, f, f->size);
+		fan_free(f);
 		return first_err ? first_err : -ENOTCONN;
 	}
 	fan_drop(f, error_wins);
@@ -296,6 +482,7 @@ static void fan_del_done(void *ctx, const struct remote_result *res)
 /* A get or exists over replicas: try each in turn until one hits. */
 struct ctry {
 	struct cluster *cl;
+	struct cview *v;             /* held until the last answer */
 	bool exists;
 	uint32_t ns;
 	const struct kvt_key *key;   /* the caller's, valid until the callback */
@@ -314,7 +501,7 @@ static int ctry_next(struct ctry *t)
 {
 	int ret = -ENOTCONN;
 	while (t->tried < t->count) {
-		struct remote *rm = t->cl->m[t->owners[(t->start + t->tried) % t->count]].rm;
+		struct remote *rm = t->v->m[t->owners[(t->start + t->tried) % t->count]].mb->rm;
 		t->tried++;
 		ret = t->exists ? remote_exists(rm, t->ns, t->key, ctry_exists_done, t)
 				: remote_get(rm, t->ns, t->key, ctry_get_done, t);
@@ -334,6 +521,7 @@ static void ctry_get_done(void *ctx, int status, struct dram_item *item)
 			return;
 	}
 	t->gcb(t->ctx, status, item);
+	cview_put(cl, t->v);
 	kvt_mem_free(cl->mem, t, sizeof(*t));
 }
 
@@ -347,18 +535,21 @@ static void ctry_exists_done(void *ctx, const struct remote_result *res)
 			return;
 	}
 	t->cb(t->ctx, res);
+	cview_put(cl, t->v);
 	kvt_mem_free(cl->mem, t, sizeof(*t));
 }
 
-static int ctry_start(struct cluster *cl, bool exists, uint32_t ns, const struct kvt_key *key,
-		      const unsigned *owners, unsigned count, remote_get_cb gcb, remote_cb cb,
-		      void *ctx)
+/* The caller's reference on v passes to the record if it returns 0. */
+static int ctry_start(struct cluster *cl, struct cview *v, bool exists, uint32_t ns,
+		      const struct kvt_key *key, const unsigned *owners, unsigned count,
+		      remote_get_cb gcb, remote_cb cb, void *ctx)
 {
 	struct ctry *t = kvt_mem_calloc(cl->mem, 1, sizeof(*t));
 	int ret;
 	if (!t)
 		return -ENOMEM;
 	t->cl = cl;
+	t->v = v;
 	t->exists = exists;
 	t->ns = ns;
 	t->key = key;
@@ -378,48 +569,65 @@ int cluster_get(struct cluster *cl, uint32_t ns, const struct kvt_key *key,
 		const struct cluster_hint *hint, remote_get_cb cb, void *ctx)
 {
 	unsigned owners[REMOTE_HOT_REPLICAS_MAX], k;
-	if (cl->n == 1)
-		return remote_get(cl->m[0].rm, ns, key, cb, ctx);
-	k = cluster_place(cl, key, hint, owners);
-	if (k == 1)
-		return remote_get(cl->m[owners[0]].rm, ns, key, cb, ctx);
-	return ctry_start(cl, false, ns, key, owners, k, cb, NULL, ctx);
+	struct cview *v = cview_get(cl);
+	int ret;
+	if (v->n == 1) {
+		ret = remote_get(v->m[0].mb->rm, ns, key, cb, ctx);
+	} else if ((k = cluster_place(cl, v, ns, key, hint, owners)) == 1) {
+		ret = remote_get(v->m[owners[0]].mb->rm, ns, key, cb, ctx);
+	} else {
+		ret = ctry_start(cl, v, false, ns, key, owners, k, cb, NULL, ctx);
+		if (ret == 0)
+			return 0; /* the record holds v */
+	}
+	cview_put(cl, v);
+	return ret;
 }
 
 int cluster_exists(struct cluster *cl, uint32_t ns, const struct kvt_key *key,
 		   const struct cluster_hint *hint, remote_cb cb, void *ctx)
 {
 	unsigned owners[REMOTE_HOT_REPLICAS_MAX], k;
-	if (cl->n == 1)
-		return remote_exists(cl->m[0].rm, ns, key, cb, ctx);
-	k = cluster_place(cl, key, hint, owners);
-	if (k == 1)
-		return remote_exists(cl->m[owners[0]].rm, ns, key, cb, ctx);
-	return ctry_start(cl, true, ns, key, owners, k, NULL, cb, ctx);
+	struct cview *v = cview_get(cl);
+	int ret;
+	if (v->n == 1) {
+		ret = remote_exists(v->m[0].mb->rm, ns, key, cb, ctx);
+	} else if ((k = cluster_place(cl, v, ns, key, hint, owners)) == 1) {
+		ret = remote_exists(v->m[owners[0]].mb->rm, ns, key, cb, ctx);
+	} else {
+		ret = ctry_start(cl, v, true, ns, key, owners, k, NULL, cb, ctx);
+		if (ret == 0)
+			return 0;
+	}
+	cview_put(cl, v);
+	return ret;
 }
 
 int cluster_put(struct cluster *cl, uint32_t ns, const struct kvt_key *key,
 		const struct cluster_hint *hint, const struct iovec *parts, unsigned part_count,
 		const uint32_t *crcs, bool sealed, remote_cb cb, void *ctx)
 {
-	unsigned owners[REMOTE_HOT_REPLICAS_MAX], k;
+	unsigned owners[REMOTE_HOT_REPLICAS_MAX], k = 1;
+	struct cview *v = cview_get(cl);
 	struct fan *f;
-	int first_err = 0;
+	int first_err = 0, ret;
 
-	if (cl->n == 1)
-		return remote_put(cl->m[0].rm, ns, key, parts, part_count, crcs, sealed, cb, ctx);
-	k = cluster_place(cl, key, hint, owners);
-	if (k == 1)
-		return remote_put(cl->m[owners[0]].rm, ns, key, parts, part_count, crcs, sealed,
-				  cb, ctx);
-	/* A hot block: written through to each replica. */
-	f = fan_new(cl, sizeof(*f), cb, ctx);
-	if (!f)
+	if (v->n == 1 || (k = cluster_place(cl, v, ns, key, hint, owners)) == 1) {
+		ret = remote_put(v->m[v->n == 1 ? 0 : owners[0]].mb->rm, ns, key, parts, part_count,
+				 crcs, sealed, cb, ctx);
+		cview_put(cl, v);
+		return ret;
+	}
+	/* A hot block, or one of a replicated namespace: written through to
+	 * each replica. */
+	f = fan_new(cl, v, sizeof(*f), cb, ctx);
+	if (!f) {
+		cview_put(cl, v);
 		return -ENOMEM;
+	}
 	for (unsigned i = 0; i < k; i++) {
-		int ret;
 		atomic_fetch_add(&f->left, 1);
-		ret = remote_put(cl->m[owners[i]].rm, ns, key, parts, part_count, crcs, sealed,
+		ret = remote_put(v->m[owners[i]].mb->rm, ns, key, parts, part_count, crcs, sealed,
 				 fan_put_done, f);
 		if (ret == 0) {
 			atomic_fetch_or(&f->flags, FAN_SUBMITTED);
@@ -438,17 +646,22 @@ int cluster_put(struct cluster *cl, uint32_t ns, const struct kvt_key *key,
 int cluster_delete(struct cluster *cl, uint32_t ns, const struct kvt_key *key, remote_cb cb,
 		   void *ctx)
 {
+	struct cview *v = cview_get(cl);
 	struct fan *f;
-	int first_err = 0;
-	if (cl->n == 1)
-		return remote_delete(cl->m[0].rm, ns, key, cb, ctx);
-	f = fan_new(cl, sizeof(*f), cb, ctx);
-	if (!f)
+	int first_err = 0, ret;
+	if (v->n == 1) {
+		ret = remote_delete(v->m[0].mb->rm, ns, key, cb, ctx);
+		cview_put(cl, v);
+		return ret;
+	}
+	f = fan_new(cl, v, sizeof(*f), cb, ctx);
+	if (!f) {
+		cview_put(cl, v);
 		return -ENOMEM;
-	for (unsigned i = 0; i < cl->n; i++) {
-		int ret;
+	}
+	for (unsigned i = 0; i < v->n; i++) {
 		atomic_fetch_add(&f->left, 1);
-		ret = remote_delete(cl->m[i].rm, ns, key, fan_del_done, f);
+		ret = remote_delete(v->m[i].mb->rm, ns, key, fan_del_done, f);
 		if (ret == 0) {
 			atomic_fetch_or(&f->flags, FAN_SUBMITTED);
 		} else {
@@ -463,17 +676,22 @@ int cluster_delete(struct cluster *cl, uint32_t ns, const struct kvt_key *key, r
 
 int cluster_clear(struct cluster *cl, uint32_t ns, remote_cb cb, void *ctx)
 {
+	struct cview *v = cview_get(cl);
 	struct fan *f;
-	int first_err = 0;
-	if (cl->n == 1)
-		return remote_clear(cl->m[0].rm, ns, cb, ctx);
-	f = fan_new(cl, sizeof(*f), cb, ctx);
-	if (!f)
+	int first_err = 0, ret;
+	if (v->n == 1) {
+		ret = remote_clear(v->m[0].mb->rm, ns, cb, ctx);
+		cview_put(cl, v);
+		return ret;
+	}
+	f = fan_new(cl, v, sizeof(*f), cb, ctx);
+	if (!f) {
+		cview_put(cl, v);
 		return -ENOMEM;
-	for (unsigned i = 0; i < cl->n; i++) {
-		int ret;
+	}
+	for (unsigned i = 0; i < v->n; i++) {
 		atomic_fetch_add(&f->left, 1);
-		ret = remote_clear(cl->m[i].rm, ns, fan_del_done, f);
+		ret = remote_clear(v->m[i].mb->rm, ns, fan_del_done, f);
 		if (ret == 0) {
 			atomic_fetch_or(&f->flags, FAN_SUBMITTED);
 		} else {
@@ -490,8 +708,9 @@ int cluster_clear(struct cluster *cl, uint32_t ns, remote_cb cb, void *ctx)
  * Lookups over members
  *
  * keys[from..n) are cut into runs: a run is consecutive groups with the
- * same (single) owner, or the first group on one of its replicas (one run
- * per replica, same range).  Each run is one LOOKUP to its member, all in
+ * same (single) owner, or a group with replicas (the first group, or any
+ * group of a replicated namespace) on one of them (one run per replica,
+ * same range).  Each run is one LOOKUP to its member, all in
  * parallel; when the last answers, the ranges are walked in order: a full
  * range adds its length and goes on, a partial one adds its hits and
  * stops (for replicas of one range, the best answer counts).
@@ -554,7 +773,7 @@ static void clook_drop(struct clook *lk)
 	if (atomic_fetch_sub(&lk->f.left, 1) != 1)
 		return;
 	clook_finish(lk);
-	kvt_mem_free(lk->f.cl->mem, lk, lk->f.size);
+	fan_free(&lk->f);
 }
 
 static void crun_done(void *ctx, const struct remote_result *res)
@@ -570,25 +789,35 @@ static void crun_done(void *ctx, const struct remote_result *res)
 int cluster_lookup(struct cluster *cl, uint32_t ns, const struct kvt_key *keys, uint32_t from,
 		   uint32_t n, uint8_t *tiers, remote_cb cb, void *ctx)
 {
+	struct cview *v;
 	struct clook *lk;
 	uint32_t groups, first_g, max_runs;
-	unsigned nr = 0;
+	unsigned nr = 0, reps;
 	size_t size;
 	bool any = false;
+	int ret;
 
 	if (from >= n)
 		return KVT_EBADLEN;
-	if (cl->n == 1)
-		return remote_lookup(cl->m[0].rm, ns, keys + from, n - from,
-				     tiers ? tiers + from : NULL, cb, ctx);
+	v = cview_get(cl);
+	if (v->n == 1) {
+		ret = remote_lookup(v->m[0].mb->rm, ns, keys + from, n - from,
+				    tiers ? tiers + from : NULL, cb, ctx);
+		cview_put(cl, v);
+		return ret;
+	}
+	reps = cluster_replicas(cl, ns);
 	first_g = from / cl->group;
 	groups = (n - 1) / cl->group - first_g + 1;
-	max_runs = groups + cl->hot;
+	max_runs = groups * reps + v->hot;
 	size = sizeof(*lk) + (size_t)max_runs * sizeof(lk->runs[0]);
 	lk = kvt_mem_calloc(cl->mem, 1, size);
-	if (!lk)
+	if (!lk) {
+		cview_put(cl, v);
 		return -ENOMEM;
+	}
 	lk->f.cl = cl;
+	lk->f.v = v;
 	lk->f.size = size;
 	lk->f.cb = cb;
 	lk->f.ctx = ctx;
@@ -602,7 +831,7 @@ int cluster_lookup(struct cluster *cl, uint32_t ns, const struct kvt_key *keys, 
 		unsigned owners[REMOTE_HOT_REPLICAS_MAX];
 		uint32_t start = g * cl->group > from ? g * cl->group : from;
 		uint32_t end = (g + 1) * cl->group < n ? (g + 1) * cl->group : n;
-		unsigned k = cluster_rank(cl, group_anchor(cl, keys, g), g == 0, owners);
+		unsigned k = cluster_rank(cl, v, group_anchor(cl, keys, g), g == 0, reps, owners);
 		if (k == 1 && nr > 0 && !lk->runs[nr - 1].replicated &&
 		    lk->runs[nr - 1].member == owners[0]) {
 			lk->runs[nr - 1].count += end - start; /* same member: one LOOKUP */
@@ -624,9 +853,8 @@ int cluster_lookup(struct cluster *cl, uint32_t ns, const struct kvt_key *keys, 
 	 * before the later runs exist. */
 	for (unsigned i = 0; i < nr; i++) {
 		struct crun *r = &lk->runs[i];
-		int ret;
 		atomic_fetch_add(&lk->f.left, 1);
-		ret = remote_lookup(cl->m[r->member].rm, ns, keys + r->from, r->count, NULL,
+		ret = remote_lookup(v->m[r->member].mb->rm, ns, keys + r->from, r->count, NULL,
 				    crun_done, r);
 		if (ret == 0)
 			any = true;
@@ -634,7 +862,7 @@ int cluster_lookup(struct cluster *cl, uint32_t ns, const struct kvt_key *keys, 
 			atomic_fetch_sub(&lk->f.left, 1); /* a member down: no hits there */
 	}
 	if (!any) {
-		kvt_mem_free(cl->mem, lk, size);
+		fan_free(&lk->f);
 		return -ENOTCONN;
 	}
 	clook_drop(lk);
@@ -645,22 +873,27 @@ int cluster_lookup(struct cluster *cl, uint32_t ns, const struct kvt_key *keys, 
  * Everything else: every member
  */
 
-void cluster_plug(struct cluster *cl)
+struct cview *cluster_plug(struct cluster *cl)
 {
-	for (unsigned i = 0; i < cl->n; i++)
-		remote_plug(cl->m[i].rm);
+	struct cview *v = cview_get(cl);
+	for (unsigned i = 0; i < v->n; i++)
+		remote_plug(v->m[i].mb->rm);
+	return v;
 }
 
-void cluster_unplug(struct cluster *cl)
+void cluster_unplug(struct cluster *cl, struct cview *v)
 {
-	for (unsigned i = 0; i < cl->n; i++)
-		remote_unplug(cl->m[i].rm);
+	for (unsigned i = 0; i < v->n; i++)
+		remote_unplug(v->m[i].mb->rm);
+	cview_put(cl, v);
 }
 
 void cluster_flush(struct cluster *cl)
 {
-	for (unsigned i = 0; i < cl->n; i++)
-		remote_flush(cl->m[i].rm);
+	struct cview *v = cview_get(cl);
+	for (unsigned i = 0; i < v->n; i++)
+		remote_flush(v->m[i].mb->rm);
+	cview_put(cl, v);
 }
 
 /* Statistics: one member's pass through; several are summed name by name
@@ -701,54 +934,71 @@ static void cstat_collect(void *ctx, const char *name, uint64_t value, const cha
 		s->values[i] += value;
 }
 
+/* The refresh counters (remote.discover only). */
+static void cluster_stats_refresh(struct cluster *cl, kvt_stats_fn fn, void *ctx)
+{
+	if (!cl->dynamic)
+		return;
+	fn(ctx, "remote.cluster.epoch", atomic_load(&cl->c_epoch), NULL);
+	fn(ctx, "remote.cluster.refreshes", atomic_load(&cl->c_refreshes), NULL);
+	fn(ctx, "remote.cluster.view_changes", atomic_load(&cl->c_view_changes), NULL);
+	fn(ctx, "remote.cluster.refresh_errors", atomic_load(&cl->c_refresh_errors), NULL);
+}
+
 void cluster_stats(struct cluster *cl, kvt_stats_fn fn, void *ctx)
 {
+	struct cview *v = cview_get(cl);
 	struct cstat_sum *s;
 	unsigned down = 0;
 	char name[64];
 
-	if (cl->n == 1) {
-		remote_stats(cl->m[0].rm, fn, ctx);
+	if (v->n == 1) {
+		remote_stats(v->m[0].mb->rm, fn, ctx);
+		cluster_stats_refresh(cl, fn, ctx);
+		cview_put(cl, v);
 		return;
 	}
 	s = kvt_mem_calloc(cl->mem, 1, sizeof(*s));
-	if (!s)
+	if (!s) {
+		cview_put(cl, v);
 		return;
-	for (unsigned i = 0; i < cl->n; i++) {
+	}
+	for (unsigned i = 0; i < v->n; i++) {
 		s->idx = 0;
 		s->down = 0;
-		remote_stats(cl->m[i].rm, cstat_collect, s);
+		remote_stats(v->m[i].mb->rm, cstat_collect, s);
 		down += s->down != 0;
 	}
-	fn(ctx, "remote.members", cl->n, NULL);
+	fn(ctx, "remote.members", v->n, NULL);
 	fn(ctx, "remote.members_down", down, NULL);
 	for (unsigned i = 0; i < s->count; i++) {
 		if (s->text[i])
 			continue; /* remote.addr: per member below */
 		if (strcmp(s->names[i], "remote.down") == 0)
-			fn(ctx, "remote.down", down == cl->n, NULL);
+			fn(ctx, "remote.down", down == v->n, NULL);
 		else
 			fn(ctx, s->names[i], s->values[i], NULL);
 	}
 	fn(ctx, "remote.group_blocks", cl->group, NULL);
-	fn(ctx, "remote.hot_replicas", cl->hot, NULL);
+	fn(ctx, "remote.hot_replicas", v->hot, NULL);
 	fn(ctx, "remote.anchor_hinted", atomic_load(&cl->c_hinted), NULL);
 	fn(ctx, "remote.anchor_known", atomic_load(&cl->c_known), NULL);
 	fn(ctx, "remote.anchor_unknown", atomic_load(&cl->c_unknown), NULL);
 	fn(ctx, "remote.replica_retries", atomic_load(&cl->c_replica_retries), NULL);
 	fn(ctx, "remote.fanouts", atomic_load(&cl->c_fanouts), NULL);
 	fn(ctx, "remote.placed_around_down", atomic_load(&cl->c_skipped), NULL);
-	for (unsigned i = 0; i < cl->n; i++) {
+	cluster_stats_refresh(cl, fn, ctx);
+	for (unsigned i = 0; i < v->n; i++) {
 		s->idx = 0;
-		remote_stats(cl->m[i].rm, cstat_collect, s);
+		remote_stats(v->m[i].mb->rm, cstat_collect, s);
 		snprintf(name, sizeof(name), "remote.node.%u.addr", i);
-		fn(ctx, name, 0, cl->m[i].addr);
-#define N(field, v)                                                              \
+		fn(ctx, name, 0, v->m[i].mb->addr);
+#define N(field, val)                                                            \
 	do {                                                                     \
 		snprintf(name, sizeof(name), "remote.node.%u." field, i);        \
-		fn(ctx, name, (v), NULL);                                        \
+		fn(ctx, name, (val), NULL);                                      \
 	} while (0)
-		N("weight", cl->m[i].weight);
+		N("weight", v->m[i].weight);
 		N("down", s->down);
 		N("conns_up", s->conns_up);
 		N("gets", s->gets);
@@ -757,6 +1007,7 @@ void cluster_stats(struct cluster *cl, kvt_stats_fn fn, void *ctx)
 #undef N
 	}
 	kvt_mem_free(cl->mem, s, sizeof(*s));
+	cview_put(cl, v);
 }
 
 struct cstat_prefix {
@@ -775,17 +1026,22 @@ static void cstat_prefixed(void *ctx, const char *name, uint64_t value, const ch
 
 int cluster_stats_query(struct cluster *cl, const char *tenant, kvt_stats_fn fn, void *ctx)
 {
-	int first = 0, ok = 0;
-	if (cl->n == 1)
-		return remote_stats_query(cl->m[0].rm, tenant, fn, ctx);
-	for (unsigned i = 0; i < cl->n; i++) {
+	struct cview *v = cview_get(cl);
+	int first = 0, ok = 0, ret;
+	if (v->n == 1) {
+		ret = remote_stats_query(v->m[0].mb->rm, tenant, fn, ctx);
+		cview_put(cl, v);
+		return ret;
+	}
+	for (unsigned i = 0; i < v->n; i++) {
 		struct cstat_prefix p = { fn, ctx, i };
-		int ret = remote_stats_query(cl->m[i].rm, tenant, cstat_prefixed, &p);
+		ret = remote_stats_query(v->m[i].mb->rm, tenant, cstat_prefixed, &p);
 		if (ret == KVT_OK)
 			ok++;
 		else if (!first)
 			first = ret;
 	}
+	cview_put(cl, v);
 	return ok ? KVT_OK : first;
 }
 
@@ -819,42 +1075,45 @@ static void cwho_done(void *ctx, const struct remote_result *res)
 int64_t cluster_who(struct cluster *cl, uint32_t ns, const struct kvt_key *keys, uint32_t n,
 		    struct kvt_remote_node *nodes, size_t max, uint64_t *leading)
 {
-	size_t held_len = (size_t)n * cl->n;
+	struct cview *v = cview_get(cl);
+	size_t held_len = (size_t)n * v->n;
 	uint8_t *held = kvt_mem_calloc(cl->mem, held_len ? held_len : 1, 1);
 	struct cwho_item *items = kvt_mem_calloc(cl->mem, n, sizeof(*items));
 	struct cwho w;
 	uint64_t lead = 0;
+	unsigned members = v->n;
 	bool stopped = false;
 
 	if (!held || !items) {
 		kvt_mem_free(cl->mem, held, held_len ? held_len : 1);
 		kvt_mem_free(cl->mem, items, (size_t)n * sizeof(*items));
+		cview_put(cl, v);
 		return -ENOMEM;
 	}
 	pthread_mutex_init(&w.lock, NULL);
 	pthread_cond_init(&w.cond, NULL);
-	for (size_t i = 0; i < max && i < cl->n; i++) {
+	for (size_t i = 0; i < max && i < v->n; i++) {
 		memset(&nodes[i], 0, sizeof(nodes[i]));
-		nodes[i].addr = cl->m[i].addr;
-		nodes[i].weight = cl->m[i].weight;
-		nodes[i].up = !remote_is_down(cl->m[i].rm);
+		nodes[i].addr = v->m[i].mb->addr;
+		nodes[i].weight = v->m[i].weight;
+		nodes[i].up = !remote_is_down(v->m[i].mb->rm);
 	}
 	/* 1. Ask each member about every key (one member at a time: n
 	 *    contexts, batched into frames by the member's thread). */
-	for (unsigned m = 0; m < cl->n; m++) {
+	for (unsigned m = 0; m < v->n; m++) {
 		w.held = held + (size_t)m * n;
 		w.left = n;
-		remote_plug(cl->m[m].rm);
+		remote_plug(v->m[m].mb->rm);
 		for (uint32_t i = 0; i < n; i++) {
 			items[i].w = &w;
 			items[i].idx = i;
-			if (remote_exists(cl->m[m].rm, ns, &keys[i], cwho_done, &items[i]) != 0) {
+			if (remote_exists(v->m[m].mb->rm, ns, &keys[i], cwho_done, &items[i]) != 0) {
 				pthread_mutex_lock(&w.lock);
 				w.left--;
 				pthread_mutex_unlock(&w.lock);
 			}
 		}
-		remote_unplug(cl->m[m].rm);
+		remote_unplug(v->m[m].mb->rm);
 		pthread_mutex_lock(&w.lock);
 		while (w.left > 0)
 			pthread_cond_wait(&w.cond, &w.lock);
@@ -867,11 +1126,12 @@ int64_t cluster_who(struct cluster *cl, uint32_t ns, const struct kvt_key *keys,
 	for (uint32_t g = 0; (uint64_t)g * cl->group < n; g++) {
 		unsigned owners[REMOTE_HOT_REPLICAS_MAX], k;
 		uint32_t end = (g + 1) * cl->group < n ? (g + 1) * cl->group : n;
-		if (cl->n == 1) {
+		if (v->n == 1) {
 			owners[0] = 0;
 			k = 1;
 		} else {
-			k = cluster_rank(cl, group_anchor(cl, keys, g), g == 0, owners);
+			k = cluster_rank(cl, v, group_anchor(cl, keys, g), g == 0,
+					 cluster_replicas(cl, ns), owners);
 		}
 		for (uint32_t i = g * cl->group; i < end; i++) {
 			bool hit = false;
@@ -896,7 +1156,8 @@ int64_t cluster_who(struct cluster *cl, uint32_t ns, const struct kvt_key *keys,
 	pthread_mutex_destroy(&w.lock);
 	kvt_mem_free(cl->mem, held, held_len ? held_len : 1);
 	kvt_mem_free(cl->mem, items, (size_t)n * sizeof(*items));
-	return cl->n;
+	cview_put(cl, v);
+	return members;
 }
 
 /* ------------------------------------------------------------------------
@@ -961,7 +1222,7 @@ int cluster_parse_addrs(const char *list, size_t len, struct cluster_entry *out,
 }
 
 /* ------------------------------------------------------------------------
- * Discovery: the member list from a seed's STATS
+ * Discovery: the member list from a member's STATS
  */
 
 #define DISCOVER_TEXT_MAX 65536
@@ -971,7 +1232,15 @@ struct cdisc {
 	char addr[PLACEMENT_MEMBERS_MAX][CLUSTER_ADDR_MAX + 1];
 	unsigned count;
 	bool bad;
+	uint64_t epoch;              /* cluster.epoch, 0 if not served */
 };
+
+static void cdisc_reset(struct cdisc *d)
+{
+	d->count = 0;
+	d->bad = false;
+	d->epoch = 0;
+}
 
 static void cdisc_stat(void *ctx, const char *name, uint64_t value, const char *str)
 {
@@ -981,7 +1250,10 @@ static void cdisc_stat(void *ctx, const char *name, uint64_t value, const char *
 	unsigned long long w;
 	size_t al;
 
-	KVT_UNUSED(value);
+	if (strcmp(name, "cluster.epoch") == 0 && !str) {
+		d->epoch = value;
+		return;
+	}
 	if (strncmp(name, "cluster.member.", 15) != 0 || !str)
 		return;
 	sp = strrchr(str, ' ');
@@ -998,6 +1270,42 @@ static void cdisc_stat(void *ctx, const char *name, uint64_t value, const char *
 	memcpy(d->addr[d->count], str, al);
 	d->addr[d->count][al] = 0;
 	d->w[d->count++] = w;
+}
+
+/*
+ * The list d read (d->count > 0) as remote.addrs text into *out
+ * (kvt_mem_strdup'd).  Weights are bytes of capacity: they are scaled so
+ * that the largest is at most 1,000,000, in integers, so that every
+ * engine that reads this list places alike.  0, -ENOMEM, KVT_EOPTVAL
+ * (longer than DISCOVER_TEXT_MAX).
+ */
+static int cdisc_text(struct kvt_mem *mem, const struct cdisc *d, char **out)
+{
+	uint64_t max = 1, div;
+	size_t cap = DISCOVER_TEXT_MAX, len = 0;
+	char *t = kvt_mem_alloc(mem, cap);
+	int ret = 0;
+
+	if (!t)
+		return -ENOMEM;
+	for (unsigned k = 0; k < d->count; k++)
+		if (d->w[k] > max)
+			max = d->w[k];
+	div = (max + PLACEMENT_WEIGHT_MAX - 1) / PLACEMENT_WEIGHT_MAX;
+	for (unsigned k = 0; k < d->count && len < cap; k++) {
+		uint64_t w = d->w[k] / div;
+		len += (size_t)snprintf(t + len, cap - len, "%s%s=%llu", k ? "," : "", d->addr[k],
+					(unsigned long long)(w ? w : 1));
+	}
+	if (len >= cap) {
+		ret = KVT_EOPTVAL;
+	} else {
+		*out = kvt_mem_strdup(mem, t);
+		if (!*out)
+			ret = -ENOMEM;
+	}
+	kvt_mem_free(mem, t, cap);
+	return ret;
 }
 
 /*
@@ -1028,8 +1336,7 @@ static int cluster_discover(const struct remote_config *cfg, struct dram *dram,
 		sc.addr = seed;
 		sc.addrs = sc.discover = NULL;
 		sc.conns = 1;
-		d->count = 0;
-		d->bad = false;
+		cdisc_reset(d);
 		rc = remote_open(&rm, &sc, dram, ns, mem, log);
 		if (rc == 0)
 			rc = remote_stats_query(rm, NULL, cdisc_stat, d);
@@ -1039,45 +1346,19 @@ static int cluster_discover(const struct remote_config *cfg, struct dram *dram,
 				 rc < 0 ? kvt_strerror(rc) : "malformed cluster.member");
 			continue;
 		}
-		{
-			/* Weights are bytes of capacity: scale them so that the
-			 * largest is at most 1,000,000, in integers, so that every
-			 * engine that reads this list places alike. */
-			uint64_t max = 1, div;
-			size_t cap = DISCOVER_TEXT_MAX, len = 0;
-			char *t = kvt_mem_alloc(mem, cap);
-			if (!t) {
-				ret = -ENOMEM;
-				break;
-			}
-			if (d->count == 0) {
-				snprintf(d->addr[0], sizeof(d->addr[0]), "%s", seed);
-				d->w[0] = 1;
-				d->count = 1;
-			}
-			for (unsigned k = 0; k < d->count; k++)
-				if (d->w[k] > max)
-					max = d->w[k];
-			div = (max + PLACEMENT_WEIGHT_MAX - 1) / PLACEMENT_WEIGHT_MAX;
-			for (unsigned k = 0; k < d->count && len < cap; k++) {
-				uint64_t w = d->w[k] / div;
-				len += (size_t)snprintf(t + len, cap - len, "%s%s=%llu", k ? "," : "",
-							d->addr[k],
-							(unsigned long long)(w ? w : 1));
-			}
-			if (len >= cap) {
-				kvt_mem_free(mem, t, cap);
-				continue;
-			}
-			*out = kvt_mem_strdup(mem, t);
-			kvt_mem_free(mem, t, cap);
-			if (!*out) {
-				ret = -ENOMEM;
-				break;
-			}
+		if (d->count == 0) {
+			snprintf(d->addr[0], sizeof(d->addr[0]), "%s", seed);
+			d->w[0] = 1;
+			d->count = 1;
+		}
+		rc = cdisc_text(mem, d, out);
+		if (rc == -ENOMEM) {
+			ret = rc;
+			break;
+		}
+		if (rc == 0)
 			kvt_logf(log, KVT_LOG_INFO, "remote: %u members from seed %s: %s", d->count,
 				 seed, *out);
-		}
 	}
 	if (ret == 0 && !*out) {
 		kvt_logf(log, KVT_LOG_WARN,
@@ -1090,17 +1371,277 @@ static int cluster_discover(const struct remote_config *cfg, struct dram *dram,
 	return ret;
 }
 
+/* ------------------------------------------------------------------------
+ * Building views
+ */
+
+/* addr[0..len) as a string that lives until close; NULL: no memory. */
+static const char *cluster_intern(struct cluster *cl, const char *addr, size_t len)
+{
+	struct caddr *a;
+	for (a = cl->addrs; a; a = a->next)
+		if (strlen(a->addr) == len && memcmp(a->addr, addr, len) == 0)
+			return a->addr;
+	a = kvt_mem_alloc(cl->mem, sizeof(*a) + len + 1);
+	if (!a)
+		return NULL;
+	a->size = sizeof(*a) + len + 1;
+	memcpy(a->addr, addr, len);
+	a->addr[len] = 0;
+	a->next = cl->addrs;
+	cl->addrs = a;
+	return a->addr;
+}
+
+static struct cmember *cluster_member_find(struct cluster *cl, const char *addr, size_t len)
+{
+	for (struct cmember *mb = cl->members; mb; mb = mb->next)
+		if (strlen(mb->addr) == len && memcmp(mb->addr, addr, len) == 0)
+			return mb;
+	return NULL;
+}
+
+/*
+ * A view over ent[0..count): members already in some view are shared
+ * (their remote.c tier kept), the others opened.  *out has no reference
+ * yet (cview_swap or open gives it the current view's).  The refresh
+ * thread, or open.  0, KVT_EOPTVAL (a member twice: logged), -ENOMEM,
+ * remote_open's errors; on error every member it opened is closed again.
+ */
+static int cluster_view_build(struct cluster *cl, const struct cluster_entry *ent,
+			      unsigned count, struct cview **out)
+{
+	struct cview *v = kvt_mem_calloc(cl->mem, 1, cview_size(count));
+	int ret = 0;
+
+	if (!v)
+		return -ENOMEM;
+	for (unsigned i = 0; i < count; i++) {
+		struct cmember *mb = cluster_member_find(cl, ent[i].addr, ent[i].addr_len);
+		if (!mb) {
+			struct remote_config mc = cl->cfg;
+			mb = kvt_mem_calloc(cl->mem, 1, sizeof(*mb));
+			if (!mb) {
+				ret = -ENOMEM;
+				break;
+			}
+			mb->addr = cluster_intern(cl, ent[i].addr, ent[i].addr_len);
+			if (!mb->addr) {
+				kvt_mem_free(cl->mem, mb, sizeof(*mb));
+				ret = -ENOMEM;
+				break;
+			}
+			mb->next = cl->members;
+			cl->members = mb;
+			mc.addr = (char *)mb->addr; /* remote.c reads it only */
+			mc.addrs = mc.discover = NULL;
+			ret = remote_open(&mb->rm, &mc, cl->dram, cl->ns, cl->mem, cl->log);
+		}
+		/* Listed (even half open): cview_free undoes it. */
+		mb->views++;
+		v->m[i].mb = mb;
+		v->m[i].weight = ent[i].weight;
+		v->n = i + 1;
+		if (ret < 0)
+			break;
+	}
+	if (ret == 0) {
+		v->hot = cl->cfg.hot_replicas ? cl->cfg.hot_replicas : 1;
+		if (v->hot > v->n)
+			v->hot = v->n;
+		if (v->hot > REMOTE_HOT_REPLICAS_MAX)
+			v->hot = REMOTE_HOT_REPLICAS_MAX;
+	}
+	if (ret == 0 && v->n > 1) {
+		struct placement_member pm[PLACEMENT_MEMBERS_MAX];
+		for (unsigned i = 0; i < v->n; i++) {
+			pm[i].name = v->m[i].mb->addr;
+			pm[i].weight = v->m[i].weight;
+		}
+		ret = placement_new(&v->pl, pm, v->n, cl->mem);
+		if (ret == KVT_EOPTVAL)
+			kvt_logf(cl->log, KVT_LOG_ERROR, "remote: the member list names a member twice");
+	}
+	if (ret < 0) {
+		cview_free(cl, v);
+		return ret;
+	}
+	*out = v;
+	return 0;
+}
+
+/* Log who joined and who left between views a and b. */
+static void cluster_log_change(struct cluster *cl, const struct cview *a, const struct cview *b,
+			       uint64_t epoch)
+{
+	kvt_logf(cl->log, KVT_LOG_INFO, "remote: membership changed (epoch %llu): %u members, was %u",
+		 (unsigned long long)epoch, b->n, a->n);
+	for (unsigned i = 0; i < b->n; i++) {
+		bool was = false;
+		for (unsigned j = 0; j < a->n && !was; j++)
+			was = a->m[j].mb == b->m[i].mb;
+		if (!was)
+			kvt_logf(cl->log, KVT_LOG_INFO, "remote: member %s joined (weight %u)",
+				 b->m[i].mb->addr, b->m[i].weight);
+	}
+	for (unsigned j = 0; j < a->n; j++) {
+		bool stays = false;
+		for (unsigned i = 0; i < b->n && !stays; i++)
+			stays = a->m[j].mb == b->m[i].mb;
+		if (!stays)
+			kvt_logf(cl->log, KVT_LOG_INFO, "remote: member %s left", a->m[j].mb->addr);
+	}
+}
+
+/* ------------------------------------------------------------------------
+ * The refresh thread (remote.discover, remote.refresh_ms)
+ */
+
+/* Install the list text if it differs from the one in force.  The
+ * refresh thread. */
+static int cluster_apply(struct cluster *cl, char *text, uint64_t epoch)
+{
+	struct cluster_entry *ent;
+	struct cview *nv = NULL, *old;
+	int count;
+
+	if (cl->list && strcmp(cl->list, text) == 0) {
+		kvt_mem_strfree(cl->mem, text);
+		return 0;
+	}
+	ent = kvt_mem_calloc(cl->mem, PLACEMENT_MEMBERS_MAX, sizeof(*ent));
+	count = ent ? cluster_parse_addrs(text, strlen(text), ent, PLACEMENT_MEMBERS_MAX)
+		    : -ENOMEM;
+	if (count > 0)
+		count = cluster_view_build(cl, ent, (unsigned)count, &nv);
+	kvt_mem_free(cl->mem, ent, ent ? PLACEMENT_MEMBERS_MAX * sizeof(*ent) : 0);
+	if (count < 0) {
+		kvt_mem_strfree(cl->mem, text);
+		return count;
+	}
+	old = atomic_load(&cl->view);
+	cluster_log_change(cl, old, nv, epoch);
+	cview_swap(cl, nv);
+	kvt_mem_strfree(cl->mem, cl->list);
+	cl->list = text;
+	A(cl->c_view_changes);
+	return 0;
+}
+
+/* One refresh: ask the members in turn (the one that answered last time
+ * first) for their list. */
+static void cluster_refresh(struct cluster *cl, struct cdisc *d)
+{
+	struct cview *v = atomic_load(&cl->view); /* only this thread swaps it */
+	unsigned first = 0;
+	int rc = -ENOTCONN;
+
+	/* The same member while it answers: servers count their epochs apart,
+	 * and two may briefly disagree about the list. */
+	for (unsigned i = 0; i < v->n; i++)
+		if (v->m[i].mb == cl->seed)
+			first = i;
+	for (unsigned t = 0; t < v->n; t++) {
+		unsigned i = (first + t) % v->n;
+		cdisc_reset(d);
+		rc = remote_stats_query(v->m[i].mb->rm, NULL, cdisc_stat, d);
+		if (rc == 0 && d->bad)
+			rc = -EBADMSG; /* a malformed cluster.member */
+		if (rc == 0) {
+			cl->seed = v->m[i].mb;
+			break;
+		}
+	}
+	if (rc == 0 && d->count > 0) {
+		char *text = NULL;
+		/* Before the swap: whoever sees the new view sees its epoch. */
+		atomic_store(&cl->c_epoch, d->epoch);
+		rc = cdisc_text(cl->mem, d, &text);
+		if (rc == 0)
+			rc = cluster_apply(cl, text, d->epoch);
+	}
+	if (rc < 0) {
+		A(cl->c_refresh_errors);
+		if (!cl->refresh_failing)
+			kvt_logf(cl->log, KVT_LOG_WARN,
+				 "remote: membership refresh failed (%s); keeping the last view of %u members",
+				 kvt_strerror(rc), v->n);
+		cl->refresh_failing = true;
+		return;
+	}
+	if (cl->refresh_failing)
+		kvt_logf(cl->log, KVT_LOG_INFO, "remote: membership refresh works again");
+	cl->refresh_failing = false;
+	A(cl->c_refreshes); /* a member with no list (cluster.source none) keeps the view */
+}
+
+static void *cluster_refresh_main(void *arg)
+{
+	struct cluster *cl = arg;
+	struct cdisc *d = kvt_mem_calloc(cl->mem, 1, sizeof(*d));
+
+	pthread_mutex_lock(&cl->rlock);
+	while (!cl->stop) {
+		struct timespec ts;
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		ts.tv_sec += cl->refresh_ms / 1000;
+		ts.tv_nsec += (long)(cl->refresh_ms % 1000) * 1000000L;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		while (!cl->stop && pthread_cond_timedwait(&cl->rcond, &cl->rlock, &ts) == 0)
+			;
+		if (cl->stop)
+			break;
+		pthread_mutex_unlock(&cl->rlock);
+		if (d)
+			cluster_refresh(cl, d);
+		else
+			A(cl->c_refresh_errors); /* no memory for the answer */
+		cview_reap(cl);
+		pthread_mutex_lock(&cl->rlock);
+	}
+	pthread_mutex_unlock(&cl->rlock);
+	kvt_mem_free(cl->mem, d, sizeof(*d));
+	return NULL;
+}
+
+/* ------------------------------------------------------------------------
+ * Open and close
+ */
+
 static void cluster_free(struct cluster *cl)
 {
-	for (unsigned i = 0; i < cl->n; i++)
-		remote_stop(cl->m[i].rm);
-	for (unsigned i = 0; i < cl->n; i++) {
-		remote_close(cl->m[i].rm);
-		kvt_mem_strfree(cl->mem, cl->m[i].addr);
+	struct cview *v;
+	if (cl->dynamic) {
+		pthread_mutex_lock(&cl->rlock);
+		cl->stop = true;
+		pthread_cond_signal(&cl->rcond);
+		pthread_mutex_unlock(&cl->rlock);
+		pthread_join(cl->thread, NULL);
 	}
-	kvt_mem_free(cl->mem, cl->m, PLACEMENT_MEMBERS_MAX * sizeof(*cl->m));
+	/* Every member stops before any is freed (remote_stop says why);
+	 * what was in flight completes, dropping its views. */
+	for (struct cmember *mb = cl->members; mb; mb = mb->next)
+		if (mb->rm)
+			remote_stop(mb->rm);
+	v = atomic_load(&cl->view);
+	if (v)
+		cview_free(cl, v);
+	while ((v = cl->retired)) {
+		cl->retired = v->next;
+		cview_free(cl, v);
+	}
+	kvt_mem_strfree(cl->mem, cl->list);
+	while (cl->addrs) {
+		struct caddr *a = cl->addrs;
+		cl->addrs = a->next;
+		kvt_mem_free(cl->mem, a, a->size);
+	}
 	kvt_mem_free(cl->mem, cl->slots, (size_t)cl->slot_count * sizeof(*cl->slots));
-	placement_free(cl->pl);
+	pthread_cond_destroy(&cl->rcond);
+	pthread_mutex_destroy(&cl->rlock);
 	pthread_mutex_destroy(&cl->alock);
 	kvt_mem_free(cl->mem, cl, sizeof(*cl));
 }
@@ -1109,10 +1650,12 @@ int cluster_open(struct cluster **out, const struct remote_config *cfg, struct d
 		 struct ns_registry *ns, struct kvt_mem *mem, const struct kvt_logger *log)
 {
 	struct cluster *cl;
-	struct remote_config dc;
+	struct cluster_entry *ent = NULL;
+	struct cview *v = NULL;
+	pthread_condattr_t ca;
 	char *found = NULL;
-	const char *list = cfg->addrs ? cfg->addrs : cfg->addr;
-	int ret = 0;
+	const char *list;
+	int ret = 0, count;
 
 	if ((cfg->addr != NULL) + (cfg->addrs != NULL) + (cfg->discover != NULL) != 1) {
 		kvt_logf(log, KVT_LOG_ERROR,
@@ -1130,12 +1673,8 @@ int cluster_open(struct cluster **out, const struct remote_config *cfg, struct d
 		ret = cluster_discover(cfg, dram, ns, mem, log, &found);
 		if (ret < 0)
 			return ret;
-		dc = *cfg;
-		dc.addrs = found;
-		dc.discover = NULL;
-		cfg = &dc;
-		list = found;
 	}
+	list = found ? found : cfg->addrs;
 	cl = kvt_mem_calloc(mem, 1, sizeof(*cl));
 	if (!cl) {
 		kvt_mem_strfree(mem, found);
@@ -1143,96 +1682,79 @@ int cluster_open(struct cluster **out, const struct remote_config *cfg, struct d
 	}
 	cl->mem = mem;
 	cl->log = log;
+	cl->cfg = *cfg;
+	cl->dram = dram;
+	cl->ns = ns;
+	cl->list = found;
+	cl->refresh_ms = cfg->refresh_ms;
 	pthread_mutex_init(&cl->alock, NULL);
+	pthread_mutex_init(&cl->rlock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&cl->rcond, &ca);
+	pthread_condattr_destroy(&ca);
 	cl->group = cfg->group_blocks ? cfg->group_blocks : REMOTE_DEF_GROUP_BLOCKS;
-	cl->m = kvt_mem_calloc(mem, PLACEMENT_MEMBERS_MAX, sizeof(*cl->m));
-	if (!cl->m) {
+	ent = kvt_mem_calloc(mem, PLACEMENT_MEMBERS_MAX, sizeof(*ent));
+	if (!ent) {
 		ret = -ENOMEM;
 		goto fail;
 	}
 	/* 1. The member list: remote.addr is one member, taken whole (a Unix
-	 *    path may hold '=' or ','); remote.addrs is split. */
-	if (!cfg->addrs) {
-		cl->m[0].addr = kvt_mem_strdup(mem, cfg->addr);
-		cl->m[0].weight = 1;
-		if (!cl->m[0].addr) {
-			ret = -ENOMEM;
-			goto fail;
-		}
-		cl->n = 1;
+	 *    path may hold '=' or ','); remote.addrs and what discovery found
+	 *    are split. */
+	if (!list) {
+		ent[0].addr = cfg->addr;
+		ent[0].addr_len = strlen(cfg->addr);
+		ent[0].weight = 1;
+		count = 1;
 	} else {
-		struct cluster_entry *ent = kvt_mem_calloc(mem, PLACEMENT_MEMBERS_MAX, sizeof(*ent));
-		int count = ent ? cluster_parse_addrs(list, strlen(list), ent, PLACEMENT_MEMBERS_MAX)
-				: -ENOMEM;
+		count = cluster_parse_addrs(list, strlen(list), ent, PLACEMENT_MEMBERS_MAX);
 		if (count == KVT_EOPTVAL)
 			kvt_logf(log, KVT_LOG_ERROR,
 				 "remote: remote.addrs '%s' is not ADDR[=WEIGHT],... (at most %u, weights 1..%u)",
 				 list, PLACEMENT_MEMBERS_MAX, PLACEMENT_WEIGHT_MAX);
-		for (int i = 0; i < count; i++) {
-			cl->m[i].addr = kvt_mem_alloc(mem, ent[i].addr_len + 1);
-			if (!cl->m[i].addr) {
-				count = -ENOMEM;
-				break;
-			}
-			memcpy(cl->m[i].addr, ent[i].addr, ent[i].addr_len);
-			cl->m[i].addr[ent[i].addr_len] = 0;
-			cl->m[i].weight = ent[i].weight;
-			cl->n++;
-		}
-		kvt_mem_free(mem, ent, ent ? PLACEMENT_MEMBERS_MAX * sizeof(*ent) : 0);
 		if (count < 0) {
 			ret = count;
 			goto fail;
 		}
 	}
-	cl->hot = cfg->hot_replicas ? cfg->hot_replicas : 1;
-	if (cl->hot > cl->n)
-		cl->hot = cl->n;
-	if (cl->hot > REMOTE_HOT_REPLICAS_MAX)
-		cl->hot = REMOTE_HOT_REPLICAS_MAX;
-	/* 2. Placement and anchor memory (several members only). */
-	if (cl->n > 1) {
-		struct placement_member pm[PLACEMENT_MEMBERS_MAX];
-		for (unsigned i = 0; i < cl->n; i++) {
-			pm[i].name = cl->m[i].addr;
-			pm[i].weight = cl->m[i].weight;
-		}
-		ret = placement_new(&cl->pl, pm, cl->n, mem);
-		if (ret == KVT_EOPTVAL)
-			kvt_logf(log, KVT_LOG_ERROR, "remote: remote.addrs '%s' names a member twice",
-				 list);
-		if (ret < 0)
+	/* 2. The first view: a remote tier per member, each with the shared
+	 *    settings, and the placement over them. */
+	ret = cluster_view_build(cl, ent, (unsigned)count, &v);
+	if (ret < 0)
+		goto fail;
+	atomic_init(&v->refs, 1);
+	atomic_init(&cl->view, v);
+	/* 3. Anchor memory: for several members, now or after a refresh. */
+	cl->dynamic = cfg->discover && cfg->refresh_ms > 0;
+	if ((v->n > 1 || cl->dynamic) && cfg->anchor_slots) {
+		uint32_t slots = (cfg->anchor_slots + ANCHOR_WAYS - 1) / ANCHOR_WAYS * ANCHOR_WAYS;
+		cl->slots = kvt_mem_calloc(mem, slots, sizeof(*cl->slots));
+		if (!cl->slots) {
+			ret = -ENOMEM;
 			goto fail;
-		if (cfg->anchor_slots) {
-			uint32_t count = (cfg->anchor_slots + ANCHOR_WAYS - 1) / ANCHOR_WAYS *
-					 ANCHOR_WAYS;
-			cl->slots = kvt_mem_calloc(mem, count, sizeof(*cl->slots));
-			if (!cl->slots) {
-				ret = -ENOMEM;
-				goto fail;
-			}
-			cl->slot_count = count;
 		}
+		cl->slot_count = slots;
 	}
-	/* 3. A remote tier per member, each with the shared settings. */
-	for (unsigned i = 0; i < cl->n; i++) {
-		struct remote_config mc = *cfg;
-		mc.addr = cl->m[i].addr;
-		mc.addrs = NULL;
-		ret = remote_open(&cl->m[i].rm, &mc, dram, ns, mem, log);
-		if (ret < 0)
-			goto fail;
-	}
-	if (cl->n > 1)
+	if (v->n > 1)
 		kvt_logf(log, KVT_LOG_INFO,
-			 "remote: %u kvtierd members, groups of %u blocks, first group on %u",
-			 cl->n, cl->group, cl->hot);
+			 "remote: %u kvtierd members, groups of %u blocks, first group on %u", v->n,
+			 cl->group, v->hot);
+	/* 4. The refresh thread: from here on v may be swapped and freed. */
+	if (cl->dynamic) {
+		ret = -pthread_create(&cl->thread, NULL, cluster_refresh_main, cl);
+		if (ret < 0) {
+			cl->dynamic = false;
+			goto fail;
+		}
+		pthread_setname_np(cl->thread, "kvt-cluster");
+	}
+	kvt_mem_free(mem, ent, PLACEMENT_MEMBERS_MAX * sizeof(*ent));
 	*out = cl;
-	kvt_mem_strfree(mem, found);
 	return 0;
 fail:
+	kvt_mem_free(mem, ent, ent ? PLACEMENT_MEMBERS_MAX * sizeof(*ent) : 0);
 	cluster_free(cl);
-	kvt_mem_strfree(mem, found);
 	return ret;
 }
 

@@ -20,7 +20,9 @@
  * group of every prompt (the hot one: system prompts, earlier turns) is
  * placed on remote.hot_replicas members: puts go to each, gets and
  * exists try them in turn from a rotating start, lookups ask each and
- * take the best answer.  Members that are down (every connection failed)
+ * take the best answer.  A namespace registered with replicas R > 1
+ * (kvt_ns_desc.replicas) has every group on R members, handled the same
+ * way (its first group on max(R, hot)).  Members that are down (every connection failed)
  * are passed over while they are down: their groups go to the next member
  * in the group's ranking.  delete and clear go to every member.
  *
@@ -28,7 +30,8 @@
  * thread, or on the calling thread before the call returns 0 when every
  * member involved failed at the call but one was still in flight (which
  * remote.c's own callbacks may do too: the store never touches a request
- * after handing it over).
+ * after handing it over).  A member that left the pod (remote.discover)
+ * fails what it still had queued (-ECANCELED) when it is closed.
  */
 #ifndef KVT_CLUSTER_H
 #define KVT_CLUSTER_H
@@ -36,6 +39,7 @@
 #include "remote.h"
 
 struct cluster;
+struct cview;
 
 /* Where a single key sits in its prompt: keys[0..pos] are the prompt's
  * keys through this block (keys[pos] is the block's).  keys NULL: not
@@ -71,6 +75,14 @@ int cluster_parse_addrs(const char *list, size_t len, struct cluster_entry *out,
  * themselves, logged): 0, KVT_EOPTVAL (none or more than one of the
  * three set, a malformed entry or weight, a member twice: logged), or
  * remote_open's errors.
+ *
+ * With cfg->discover and cfg->refresh_ms > 0 a thread ("kvt-cluster")
+ * re-reads the list from a live member every refresh_ms; when it changed,
+ * members that stay keep their remote tier, new ones are opened, and the
+ * new member table replaces the old one for operations that start from
+ * then on (those in flight finish on the one they started with; a member
+ * that left is closed once none holds it).  cfg's strings must outlive
+ * the cluster.
  */
 int cluster_open(struct cluster **out, const struct remote_config *cfg, struct dram *dram,
 		 struct ns_registry *ns, struct kvt_mem *mem, const struct kvt_logger *log);
@@ -98,12 +110,15 @@ int cluster_clear(struct cluster *cl, uint32_t ns, remote_cb cb, void *ctx);
  * operations.  A no-op with one member. */
 void cluster_note_prompt(struct cluster *cl, const struct kvt_key *keys, uint32_t n);
 
-void cluster_plug(struct cluster *cl);
-void cluster_unplug(struct cluster *cl);
+/* Plug every member of the current view (remote_plug); unplug takes what
+ * plug returned (the view it plugged, held until then). */
+struct cview *cluster_plug(struct cluster *cl);
+void cluster_unplug(struct cluster *cl, struct cview *plugged);
 void cluster_flush(struct cluster *cl);
 void cluster_stats(struct cluster *cl, kvt_stats_fn fn, void *ctx);
 /* remote_stats_query of every member; with several, names get the prefix
- * "node.<i>." (i: the member's place in remote.addrs). */
+ * "node.<i>." (i: the member's place in the current member list:
+ * remote.addrs, or what discovery read). */
 int cluster_stats_query(struct cluster *cl, const char *tenant, kvt_stats_fn fn, void *ctx);
 
 /* kvt_remote_who (kvtier.h).  Synchronous. */

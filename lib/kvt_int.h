@@ -93,6 +93,8 @@ struct ns_entry {
 	 * bytes of its published SSD entries (guarded by quota.lock). */
 	_Atomic uint32_t quota_group;
 	uint64_t quota_ssd_bytes;
+	/* cluster.c's: kvt_ns_desc.replicas, the largest registered (0, 1: one). */
+	_Atomic uint32_t replicas;
 };
 
 #define NS_PAGE_SHIFT 10

@@ -52,6 +52,7 @@ struct remote_config {
 	unsigned group_blocks;      /* blocks of a prompt placed together */
 	unsigned hot_replicas;      /* members that hold a prompt's first group */
 	unsigned anchor_slots;      /* remembered key -> group entries; 0: none */
+	unsigned refresh_ms;        /* discover: re-read the member list this often; 0: never */
 };
 
 #define REMOTE_DEF_CONNS 2
@@ -64,6 +65,7 @@ struct remote_config {
 #define REMOTE_DEF_HOT_REPLICAS 2
 #define REMOTE_HOT_REPLICAS_MAX 8
 #define REMOTE_DEF_ANCHOR_SLOTS 262144
+#define REMOTE_DEF_REFRESH_MS 2000
 
 /* What an operation learned; read it inside the callback only. */
 struct remote_result {

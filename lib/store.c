@@ -245,6 +245,7 @@ int kvt_store_create(struct kvt_store **out)
 	s->remote_cfg.group_blocks = REMOTE_DEF_GROUP_BLOCKS;
 	s->remote_cfg.hot_replicas = REMOTE_DEF_HOT_REPLICAS;
 	s->remote_cfg.anchor_slots = REMOTE_DEF_ANCHOR_SLOTS;
+	s->remote_cfg.refresh_ms = REMOTE_DEF_REFRESH_MS;
 	s->shared_cfg.threads = SHARED_DEF_THREADS;
 	s->shared_cfg.wd_max_bytes = SHARED_DEF_WD_MAX;
 	s->shared_cfg.direct = true;
@@ -324,6 +325,8 @@ static int opt_remote(struct remote_config *rc, const char *name, const char *v)
 		return opt_u32(v, 1, REMOTE_HOT_REPLICAS_MAX, &rc->hot_replicas);
 	if (strcmp(name, "anchor_slots") == 0)
 		return opt_u32(v, 0, 1u << 26, &rc->anchor_slots);
+	if (strcmp(name, "refresh_ms") == 0)
+		return opt_u32(v, 0, 3600000, &rc->refresh_ms);
 	if (strcmp(name, "tenant") == 0)
 		return strlen(v) > 64 ? KVT_EOPTVAL : opt_str(v, &rc->tenant);
 	if (strcmp(name, "secret_file") == 0)
@@ -2207,6 +2210,14 @@ int kvt_ns_register(struct kvt_store *s, const struct kvt_ns_desc *desc, uint32_
 		ret = ssd_set_persistent(s->ssd, *id);
 	if (ret == 0 && (desc->flags & KVT_NS_PERSISTENT) && s->shared)
 		ret = shared_set_persistent(s->shared, *id);
+	if (ret == 0 && desc->replicas > 1) {
+		/* Policy, kept in the entry (never moved or freed): the largest asked. */
+		struct ns_entry *e = (struct ns_entry *)ns_reg_get(&s->ns, *id);
+		uint32_t old = atomic_load(&e->replicas);
+		while (old < desc->replicas &&
+		       !atomic_compare_exchange_weak(&e->replicas, &old, desc->replicas))
+			;
+	}
 	return ret;
 }
 
@@ -2482,6 +2493,7 @@ int kvt_queue_inflight(struct kvt_queue *q)
 int kvt_submit(struct kvt_queue *q, struct kvt_req *const reqs[], unsigned n)
 {
 	struct kvt_store *s;
+	struct cview *plugged = NULL; /* the remote tier's members plugged, if any */
 	unsigned i;
 	int ret = 0;
 
@@ -2515,7 +2527,7 @@ int kvt_submit(struct kvt_queue *q, struct kvt_req *const reqs[], unsigned n)
 	}
 	/* 2. Run or queue them; every one now completes exactly once. */
 	if (s->remote && n > 1)
-		cluster_plug(s->remote);
+		plugged = cluster_plug(s->remote);
 	atomic_fetch_add(&q->inflight, (int)n);
 	atomic_fetch_add_explicit(&s->submitted, n, memory_order_relaxed);
 	for (i = 0; i < n; i++) {
@@ -2552,8 +2564,8 @@ int kvt_submit(struct kvt_queue *q, struct kvt_req *const reqs[], unsigned n)
 				req_complete(s, r, st);
 		}
 	}
-	if (s->remote && n > 1)
-		cluster_unplug(s->remote);
+	if (plugged)
+		cluster_unplug(s->remote, plugged);
 	return (int)n;
 }
 

@@ -57,8 +57,9 @@ def ns_digest(desc: Mapping[str, Any]) -> Tuple[bytes, str]:
 
     Keys: model, dtype, layout (str, required), block_tokens (int, required),
     config_hash, kv_quant, tenant (str or None), tp_rank, tp_size, pp_rank,
-    pp_size (int), rank_agnostic, persistent (bool).  Unknown keys raise
-    ValueError."""
+    pp_size (int), rank_agnostic, persistent (bool), replicas (int: pod
+    members holding each block, 0..8; policy like persistent, not in the
+    digest).  Unknown keys raise ValueError."""
 def key_chain(ns_digest: Buffer, parent: Optional[Buffer], tokens: Tokens,
               extra: Optional[Buffer] = b"") -> bytes:
     """The 32-byte chained key of one block (doc/keys.md)."""

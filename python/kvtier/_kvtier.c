@@ -229,7 +229,7 @@ static int desc_from(PyObject *d, struct kvt_ns_desc *desc)
 	static const char *const str_keys[] = { "model", "config_hash", "dtype", "kv_quant",
 						"layout", "tenant" };
 	static const char *const int_keys[] = { "block_tokens", "tp_rank", "tp_size",
-						"pp_rank", "pp_size" };
+						"pp_rank", "pp_size", "replicas" };
 	PyObject *k, *v;
 	Py_ssize_t pos = 0;
 	memset(desc, 0, sizeof(*desc));
@@ -243,7 +243,7 @@ static int desc_from(PyObject *d, struct kvt_ns_desc *desc)
 		const char **sfield[] = { &desc->model, &desc->config_hash, &desc->dtype,
 					  &desc->kv_quant, &desc->layout, &desc->tenant };
 		uint32_t *ifield[] = { &desc->block_tokens, &desc->tp_rank, &desc->tp_size,
-				       &desc->pp_rank, &desc->pp_size };
+				       &desc->pp_rank, &desc->pp_size, &desc->replicas };
 		int found = 0;
 		if (!name) {
 			PyErr_SetString(PyExc_TypeError, "descriptor keys are str");

@@ -77,6 +77,11 @@ def test_namespace_vectors():
     assert kvtier.ns_digest(dict(DESC_B, rank_agnostic=False))[0].hex() == VECTORS["ns_C"]
     # persistent is policy, not identity
     assert kvtier.ns_digest(dict(DESC_A, persistent=True))[0].hex() == VECTORS["ns_A"]
+    # so is replicas (the pod members holding each block), up to 8
+    assert kvtier.ns_digest(dict(DESC_A, replicas=2))[0].hex() == VECTORS["ns_A"]
+    with pytest.raises(kvtier.Error) as e:
+        kvtier.ns_digest(dict(DESC_A, replicas=9))
+    assert e.value.code == kvtier.EDESC
 
 
 def test_key_vectors():

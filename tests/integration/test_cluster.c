@@ -19,16 +19,23 @@
  * fails fast, and serves its blocks again after SIGCONT.
  * remote.discover reads the member list from a seed kvtierd (--members)
  * and places exactly as the same list given in remote.addrs.
+ * An engine opened with remote.discover follows the pod as kvtierd join
+ * and leave it through etcd: a joiner gets new puts within seconds, the
+ * members that stay keep their connections, a leaver's groups become
+ * misses (never errors); with no member answering, the view is kept.
  * Node 0 publishes KV events (events.endpoint): one BlockStored for each
  * block placement gave it, none for the others', no sequence gap.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -400,6 +407,12 @@ static void test_stop_cont(struct tsrv *srv, const struct kvt_key *keys, const u
 	kvt_store_destroy(e);
 }
 
+/* The member test_kill kills. */
+static uint32_t kill_victim(const uint8_t *holders)
+{
+	return (uint32_t)__builtin_ctz(holders[2 * GROUP]);
+}
+
 static void test_kill(struct tsrv *srv, const struct kvt_key *keys, const uint8_t *holders)
 {
 	struct kvt_store *e;
@@ -412,7 +425,7 @@ static void test_kill(struct tsrv *srv, const struct kvt_key *keys, const uint8_
 
 	/* The victim: the member that holds block 2*GROUP (not a hot replica
 	 * necessarily), so the prompt breaks in its middle. */
-	victim = (uint32_t)__builtin_ctz(holders[2 * GROUP]);
+	victim = kill_victim(holders);
 	for (uint32_t i = 0; i < BLOCKS; i++)
 		if (!(holders[i] & ~(1u << victim))) {
 			want_lead = i;
@@ -472,6 +485,114 @@ static void test_kill(struct tsrv *srv, const struct kvt_key *keys, const uint8_
 	}
 	/* A delete cannot reach the dead member: it says so. */
 	T_RC(kvt_delete(e, ns, &fresh[0]), -ENOTCONN);
+	kvt_store_destroy(e);
+}
+
+/* ------------------------------------------------------------------------
+ * Replication per namespace (kvt_ns_desc.replicas)
+ */
+
+/* A namespace of this test's engines with a replication factor. */
+static uint32_t ns_replicated(struct kvt_store *s, const char *model, uint32_t replicas)
+{
+	struct kvt_ns_desc d = t_desc(model, 0);
+	uint32_t id = 0;
+	d.replicas = replicas;
+	T_OK(kvt_ns_register(s, &d, &id));
+	return id;
+}
+
+#define REPL_BLOCKS BLOCKS
+static struct kvt_key repl_keys[REPL_BLOCKS];
+static uint8_t repl_holders[2][REPL_BLOCKS]; /* [replicas - 1][block]: bit m: node m has it */
+
+/* Who holds each block of model's namespace (each node asked alone). */
+static void repl_holders_of(const char *model, uint8_t *holders)
+{
+	memset(holders, 0, REPL_BLOCKS);
+	for (unsigned m = 0; m < NODES; m++) {
+		struct kvt_store *s = engine_at("remote.addr", node_addr[m]);
+		uint32_t ns = t_ns(s, model);
+		wait_up(s, 1);
+		for (uint32_t i = 0; i < REPL_BLOCKS; i++)
+			if (kvt_exists(s, ns, &repl_keys[i]) == KVT_OK)
+				holders[i] |= (uint8_t)(1u << m);
+		kvt_store_destroy(s);
+	}
+}
+
+/* Before the kill: the same prompt in a namespace with replicas = 2 and
+ * one with replicas = 1: every group of the first on two members (the
+ * first group too: max(2, hot 2)), of the second on one (its first group
+ * on the two hot replicas); another engine finds both whole. */
+static void test_replicas_put(void)
+{
+	static const char *const models[2] = { "repl-1", "repl-2" };
+	struct kvt_store *a = engine(), *b = engine();
+
+	wait_up(a, 2 * NODES);
+	wait_up(b, 2 * NODES);
+	mk_keys(repl_keys, REPL_BLOCKS, 120000);
+	for (uint32_t r = 1; r <= 2; r++) {
+		uint32_t na = ns_replicated(a, models[r - 1], r);
+		uint32_t nb = ns_replicated(b, models[r - 1], r);
+		T_RC(kvt_lookup_prefix(a, na, repl_keys, REPL_BLOCKS, NULL), 0);
+		for (uint32_t i = 0; i < REPL_BLOCKS; i++)
+			put_block(a, na, repl_keys, i, 7000 + r * 1000, false);
+		T_RC(kvt_lookup_prefix(b, nb, repl_keys, REPL_BLOCKS, NULL), REPL_BLOCKS);
+		repl_holders_of(models[r - 1], repl_holders[r - 1]);
+		for (uint32_t i = 0; i < REPL_BLOCKS; i++) {
+			int bits = __builtin_popcount(repl_holders[r - 1][i]);
+			T_EQ_INT(bits, i < GROUP ? 2 : (int)r);
+			if (i % GROUP)
+				T_EQ_INT(repl_holders[r - 1][i], repl_holders[r - 1][i - 1]);
+		}
+	}
+	/* Replicas are in the namespace's policy, not its name: one digest. */
+	{
+		struct kvt_ns_desc d = t_desc("repl-2", 0);
+		uint8_t d1[32], d2[32];
+		T_OK(kvt_ns_digest(&d, d1, NULL, 0));
+		d.replicas = 2;
+		T_OK(kvt_ns_digest(&d, d2, NULL, 0));
+		T_EQ_MEM(d1, d2, 32);
+	}
+	kvt_store_destroy(a);
+	kvt_store_destroy(b);
+}
+
+/* After kill -9 of victim: an engine with nothing in its DRAM finds the
+ * whole prompt of the replicated namespace in one lookup and reads every
+ * block back byte-exact; in the other namespace the groups the victim
+ * held alone are misses (never errors), the rest hit, and the lookup
+ * stops at the first of them. */
+static void test_replicas_check(uint32_t victim)
+{
+	struct kvt_store *e = engine();
+	uint32_t n2 = ns_replicated(e, "repl-2", 2), n1 = ns_replicated(e, "repl-1", 1);
+	uint32_t lost = 0, lead1 = REPL_BLOCKS;
+	uint64_t t0;
+
+	wait_up(e, 2 * (NODES - 1));
+	for (uint32_t i = 0; i < REPL_BLOCKS; i++)
+		if (!(repl_holders[0][i] & ~(1u << victim))) {
+			lost++;
+			if (lead1 == REPL_BLOCKS)
+				lead1 = i;
+		}
+	T_ASSERT(lost > 0);
+	t0 = t_now_ms();
+	T_RC(kvt_lookup_prefix(e, n2, repl_keys, REPL_BLOCKS, NULL), REPL_BLOCKS);
+	T_RC(kvt_lookup_prefix(e, n1, repl_keys, REPL_BLOCKS, NULL), lead1);
+	for (uint32_t i = 0; i < REPL_BLOCKS; i++) {
+		bool gone = !(repl_holders[0][i] & ~(1u << victim));
+		T_RC(get_block(e, n2, repl_keys, i, 9000), KVT_OK);
+		T_RC(get_block(e, n1, repl_keys, i, 8000), gone ? KVT_MISS : KVT_OK);
+	}
+	fprintf(stderr,
+		"node %u dead: replicas=2: all %u blocks read back; replicas=1: %u lost (%llu ms)\n",
+		victim, REPL_BLOCKS, lost, (unsigned long long)(t_now_ms() - t0));
+	T_ASSERT(t_now_ms() - t0 < 5000);
 	kvt_store_destroy(e);
 }
 
@@ -597,17 +718,50 @@ static void test_discover(void)
 	}
 }
 
+/* Run a kvtier who command line; sums of its node rows and its prompt line. */
+struct who_out {
+	uint64_t placed, held, leading, blocks, lead_total;
+	unsigned rows;
+};
+
+static void who_run(const char *cmd, struct who_out *w)
+{
+	char line[512];
+	FILE *f = popen(cmd, "r");
+	memset(w, 0, sizeof(*w));
+	T_ASSERT(f);
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long long p, h, l, nb, lt;
+		char addr[128], up[8];
+		unsigned wt;
+		fputs(line, stderr);
+		if (sscanf(line, "%127s %u %7s %llu %llu %llu", addr, &wt, up, &p, &h, &l) == 6) {
+			T_EQ_STR(up, "yes");
+			w->placed += p, w->held += h, w->leading += l, w->rows++;
+		} else if (sscanf(line, "prompt: %llu blocks, %llu leading", &nb, &lt) == 2) {
+			w->blocks = nb, w->lead_total = lt;
+		}
+	}
+	T_EQ_INT(pclose(f), 0);
+}
+
 /* kvtier who over the three nodes: the CLI's namespace (model whotest,
- * as kvtier's debugging keys are registered), a 40-block prompt. */
+ * as kvtier's debugging keys are registered), a 40-block prompt; then a
+ * prompt given as token IDs (--tokens) in an engine's own namespace
+ * (4 tokens a block, bf16), keyed by kvtier who as the engine keyed it. */
 static void test_who_cli(void)
 {
 	struct kvt_ns_desc d = { .model = "whotest", .dtype = "bytes", .layout = "opaque",
 				 .block_tokens = 1, .tp_size = 1, .pp_size = 1 };
+	struct kvt_ns_desc dt = { .model = "whotest-tokens", .dtype = "bf16",
+				  .layout = "test-tokens", .block_tokens = 4, .tp_rank = 1,
+				  .tp_size = 2, .pp_size = 1 };
 	struct kvt_store *a = engine();
 	struct kvt_key keys[40];
-	char path[700], cmd[4096], line[512];
-	uint64_t placed = 0, held = 0, leading = 0, blocks = 0, lead_total = 0;
-	unsigned rows = 0;
+	static uint32_t toks[40 * 4 + 3];
+	uint8_t digest[32];
+	char path[700], cmd[4096];
+	struct who_out w;
 	uint32_t ns;
 	FILE *f;
 
@@ -619,7 +773,6 @@ static void test_who_cli(void)
 	T_RC(kvt_lookup_prefix(a, ns, keys, 40, NULL), 0);
 	for (uint32_t i = 0; i < 40; i++)
 		put_block(a, ns, keys, i, 4000, false);
-	kvt_store_destroy(a);
 	snprintf(path, sizeof(path), "%s/who-keys", base);
 	f = fopen(path, "w");
 	T_ASSERT(f);
@@ -632,27 +785,416 @@ static void test_who_cli(void)
 	snprintf(cmd, sizeof(cmd),
 		 "%s who --servers '%s' --group 8 --hot-replicas 2 --model whotest --hex --keys %s",
 		 cli, addrs, path);
-	f = popen(cmd, "r");
+	who_run(cmd, &w);
+	T_EQ_INT(w.rows, NODES);
+	T_EQ_U64(w.blocks, 30);
+	T_EQ_U64(w.lead_total, 30);
+	T_EQ_U64(w.leading, 30);
+	T_EQ_U64(w.placed, 30 + GROUP);
+	T_EQ_U64(w.held, 30 + GROUP);
+
+	/* --tokens: 40 blocks stored from token IDs; the file holds the
+	 * first 30 blocks' tokens and 3 more (a partial block: left out). */
+	T_OK(kvt_ns_register(a, &dt, &ns));
+	T_OK(kvt_ns_digest(&dt, digest, NULL, 0));
+	for (uint32_t i = 0; i < 40 * 4 + 3; i++)
+		toks[i] = 1000000u + i * 7919u;
+	T_RC(kvt_key_chain_prompt(digest, toks, 40 * 4, 4, 0, NULL, 0, keys, 40), 40);
+	T_RC(kvt_lookup_prefix(a, ns, keys, 40, NULL), 0);
+	for (uint32_t i = 0; i < 40; i++)
+		put_block(a, ns, keys, i, 4100, false);
+	snprintf(path, sizeof(path), "%s/who-tokens", base);
+	f = fopen(path, "w");
 	T_ASSERT(f);
-	while (fgets(line, sizeof(line), f)) {
-		unsigned long long p, h, l, nb, lt;
-		char addr[128], up[8];
-		unsigned w;
-		fputs(line, stderr);
-		if (sscanf(line, "%127s %u %7s %llu %llu %llu", addr, &w, up, &p, &h, &l) == 6) {
-			T_EQ_STR(up, "yes");
-			placed += p, held += h, leading += l, rows++;
-		} else if (sscanf(line, "prompt: %llu blocks, %llu leading", &nb, &lt) == 2) {
-			blocks = nb, lead_total = lt;
+	for (uint32_t i = 0; i < 30 * 4 + 3; i++)
+		fprintf(f, "%u%s", toks[i], i % 10 == 9 ? "\n" : " ");
+	fclose(f);
+	snprintf(cmd, sizeof(cmd),
+		 "%s who --servers '%s' --group 8 --hot-replicas 2 --model whotest-tokens "
+		 "--dtype bf16 --layout test-tokens --block-tokens 4 --tp 1/2 --tokens %s",
+		 cli, addrs, path);
+	who_run(cmd, &w);
+	T_EQ_INT(w.rows, NODES);
+	T_EQ_U64(w.blocks, 30);
+	T_EQ_U64(w.lead_total, 30);
+	T_EQ_U64(w.placed, 30 + GROUP);
+	T_EQ_U64(w.held, 30 + GROUP);
+	/* Another namespace (tp rank 0): other keys, none held. */
+	snprintf(cmd, sizeof(cmd),
+		 "%s who --servers '%s' --group 8 --hot-replicas 2 --model whotest-tokens "
+		 "--dtype bf16 --layout test-tokens --block-tokens 4 --tp 0/2 --tokens %s",
+		 cli, addrs, path);
+	who_run(cmd, &w);
+	T_EQ_U64(w.blocks, 30);
+	T_EQ_U64(w.lead_total, 0);
+	T_EQ_U64(w.held, 0);
+	/* Usage errors: exit 2. */
+	snprintf(cmd, sizeof(cmd), "%s who --servers '%s' --tokens %s --keys %s 2>/dev/null", cli,
+		 addrs, path, path);
+	T_EQ_INT(WEXITSTATUS(system(cmd)), 2);
+	snprintf(cmd, sizeof(cmd), "echo 12 x 3 | %s who --servers '%s' --tokens - 2>/dev/null",
+		 cli, addrs);
+	T_EQ_INT(WEXITSTATUS(system(cmd)), 2);
+	kvt_store_destroy(a);
+}
+
+/* ------------------------------------------------------------------------
+ * Membership that changes under a running engine (remote.discover,
+ * remote.refresh_ms): kvtierd registered in a real etcd (doc/members.md).
+ */
+
+static char etcd_url[64], etcd_dir[700], etcd_log[700];
+static pid_t etcd_pid;
+
+static void etcd_atexit(void)
+{
+	if (etcd_pid > 0) {
+		kill(etcd_pid, SIGKILL);
+		waitpid(etcd_pid, NULL, 0);
+		etcd_pid = 0;
+	}
+}
+
+static bool port_open(unsigned port)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+				 .sin_addr.s_addr = htonl(0x7f000001) };
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	bool ok = connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
+	close(fd);
+	return ok;
+}
+
+
+/* etcd on loopback; false if there is none to run. */
+static bool etcd_start(void)
+{
+	unsigned cport = free_port(), pport = free_port();
+	char client[64], peer[64], cluster[96];
+
+	snprintf(etcd_url, sizeof(etcd_url), "http://127.0.0.1:%u", cport);
+	snprintf(client, sizeof(client), "http://127.0.0.1:%u", cport);
+	snprintf(peer, sizeof(peer), "http://127.0.0.1:%u", pport);
+	snprintf(cluster, sizeof(cluster), "default=%s", peer);
+	snprintf(etcd_dir, sizeof(etcd_dir), "%s/etcd", base);
+	snprintf(etcd_log, sizeof(etcd_log), "%s/etcd.log", base);
+	atexit(etcd_atexit);
+	etcd_pid = fork();
+	T_ASSERT(etcd_pid >= 0);
+	if (etcd_pid == 0) {
+		FILE *f = freopen(etcd_log, "a", stdout);
+		(void)f;
+		dup2(1, 2);
+		execlp("etcd", "etcd", "--data-dir", etcd_dir, "--listen-client-urls", client,
+		       "--advertise-client-urls", client, "--listen-peer-urls", peer,
+		       "--initial-advertise-peer-urls", peer, "--initial-cluster", cluster,
+		       (char *)NULL);
+		_exit(127);
+	}
+	for (int i = 0; i < 200 && !port_open(cport); i++) {
+		if (waitpid(etcd_pid, NULL, WNOHANG) == etcd_pid) {
+			etcd_pid = 0;
+			return false; /* no etcd binary */
+		}
+		tsrv_sleep_ms(50);
+	}
+	T_ASSERT(port_open(cport));
+	return true;
+}
+
+static char fnode_base[3][600], fnode_addr[3][64];
+
+/* Pod node i, registered in etcd with a 2 s lease. */
+static void fnode_start(struct tsrv *s, unsigned i)
+{
+	static const char *extra[] = { "--etcd", etcd_url, "--etcd-ttl", "2", NULL };
+	char dir[700];
+	snprintf(fnode_base[i], sizeof(fnode_base[i]), "%s/follow%u", base, i);
+	T_RC(mkdir(fnode_base[i], 0700), 0);
+	snprintf(dir, sizeof(dir), "%s/data", fnode_base[i]);
+	T_RC(mkdir(dir, 0700), 0);
+	tsrv_start(s, bin, fnode_base[i], dir, NULL, extra);
+	snprintf(fnode_addr[i], sizeof(fnode_addr[i]), "127.0.0.1:%u", s->port);
+}
+
+/* Members in the engine's current view (one member has no remote.members). */
+static uint64_t members_now(struct kvt_store *s)
+{
+	uint64_t v = 1;
+	int rc = kvt_store_stat(s, "remote.members", &v);
+	T_ASSERT(rc == KVT_OK || rc == KVT_MISS);
+	return rc == KVT_OK ? v : 1;
+}
+
+/* Wait (up to limit_ms) until the engine's view has want members; ms taken. */
+static uint64_t wait_members(struct kvt_store *s, uint64_t want, uint64_t limit_ms)
+{
+	uint64_t t0 = t_now_ms();
+	while (members_now(s) != want) {
+		if (t_now_ms() - t0 > limit_ms)
+			T_FAIL("the engine still sees %llu members, want %llu",
+			       (unsigned long long)members_now(s), (unsigned long long)want);
+		tsrv_sleep_ms(20);
+	}
+	return t_now_ms() - t0;
+}
+
+static void dram_blocks_stat(void *ctx, const char *name, uint64_t value, const char *str)
+{
+	(void)str;
+	if (strcmp(name, "dram.blocks") == 0)
+		*(uint64_t *)ctx = value;
+}
+
+/* The blocks one node holds (its STATS dram.blocks). */
+static uint64_t node_blocks(const char *addr)
+{
+	struct kvt_store *s = engine_at("remote.addr", addr);
+	uint64_t blocks = UINT64_MAX;
+	wait_up(s, 1);
+	T_OK(kvt_remote_stats(s, "*", dram_blocks_stat, &blocks));
+	T_ASSERT(blocks != UINT64_MAX);
+	kvt_store_destroy(s);
+	return blocks;
+}
+
+/* What an engine logged about membership: "member ADDR joined", "left". */
+static pthread_mutex_t flog_lock = PTHREAD_MUTEX_INITIALIZER;
+static char flog_text[8192];
+
+static void flog(void *ctx, int level, const char *msg)
+{
+	size_t len;
+	(void)ctx;
+	if (level != KVT_LOG_INFO || !strstr(msg, "remote: member "))
+		return;
+	pthread_mutex_lock(&flog_lock);
+	len = strlen(flog_text);
+	snprintf(flog_text + len, sizeof(flog_text) - len, "%s\n", msg);
+	pthread_mutex_unlock(&flog_lock);
+}
+
+static bool flog_has(const char *addr, const char *what)
+{
+	char want[128];
+	bool found;
+	snprintf(want, sizeof(want), "remote: member %s %s", addr, what);
+	pthread_mutex_lock(&flog_lock);
+	found = strstr(flog_text, want) != NULL;
+	pthread_mutex_unlock(&flog_lock);
+	return found;
+}
+
+static struct kvt_store *engine_follow(const char *seed, bool logged)
+{
+	static const char *const opts[] = {
+		"dram.capacity", "32M", "dram.chunk", "4K", "dram.prefault", "off",
+		"remote.refresh_ms", "200", "remote.group", "8", "remote.hot_replicas", "2",
+		"remote.timeout_ms", "2000", "remote.backoff_ms", "20", "remote.backoff_max_ms", "200",
+		NULL
+	};
+	struct kvt_store *s;
+	T_OK(kvt_store_create(&s));
+	for (int i = 0; opts[i]; i += 2)
+		T_OK(kvt_store_set_option(s, opts[i], opts[i + 1]));
+	T_OK(kvt_store_set_option(s, "remote.discover", seed));
+	if (logged)
+		T_OK(kvt_store_set_log(s, flog, NULL, KVT_LOG_INFO));
+	T_OK(kvt_store_open(s));
+	return s;
+}
+
+/* Lookups and exists on an engine from another thread while its view
+ * changes under them (TSan watches the swap and the reap). */
+struct churn {
+	struct kvt_store *s;
+	uint32_t ns;
+	_Atomic bool stop;
+	uint64_t calls;
+	pthread_t th;
+};
+
+static void *churn_main(void *arg)
+{
+	struct churn *c = arg;
+	struct kvt_key keys[24];
+	mk_keys(keys, 24, 140000);
+	while (!atomic_load(&c->stop)) {
+		int64_t got = kvt_lookup_prefix(c->s, c->ns, keys, 24, NULL);
+		int rc = kvt_exists(c->s, c->ns, &keys[(c->calls) % 24]);
+		T_ASSERT(got == 0);
+		T_RC(rc, KVT_MISS);
+		c->calls++;
+	}
+	return NULL;
+}
+
+static void churn_start(struct churn *c, struct kvt_store *s, uint32_t ns)
+{
+	c->s = s;
+	c->ns = ns;
+	c->calls = 0;
+	atomic_store(&c->stop, false);
+	T_EQ_INT(pthread_create(&c->th, NULL, churn_main, c), 0);
+}
+
+static uint64_t churn_stop(struct churn *c)
+{
+	atomic_store(&c->stop, true);
+	T_EQ_INT(pthread_join(c->th, NULL), 0);
+	return c->calls;
+}
+
+/* 32 groups: the newcomer takes about a third of them, and surely some. */
+#define FOLLOW_BLOCKS 256
+
+/* An engine follows the pod: a node that joins (registers in etcd) gets
+ * its share of new puts within a refresh or two, without the other
+ * members' connections being touched; a node that leaves (SIGTERM: its
+ * lease revoked) costs misses for the groups it held, never an error or
+ * a hang, and is dropped from the view. */
+static void test_follow(void)
+{
+	struct tsrv fs[3];
+	struct churn ch;
+	const char *joined_addr = NULL;
+	struct kvt_store *e, *g;
+	static struct kvt_key keys[FOLLOW_BLOCKS];
+	static uint8_t held_by[FOLLOW_BLOCKS];
+	uint64_t epoch0, changes0, connects0, b0, b1, dt, leave_ms;
+	uint32_t ns, ng, hits = 0, misses = 0;
+
+	if (!etcd_start()) {
+		fprintf(stderr, "test_follow: no etcd to run: skipped\n");
+		return;
+	}
+	fnode_start(&fs[0], 0);
+	fnode_start(&fs[1], 1);
+	e = engine_follow(fnode_addr[0], true);
+	ns = t_ns(e, "follow");
+	wait_members(e, 2, 10000);
+	wait_up(e, 4);
+	epoch0 = t_stat(e, "remote.cluster.epoch");
+	changes0 = t_stat(e, "remote.cluster.view_changes");
+	connects0 = t_stat(e, "remote.connects");
+	T_ASSERT(t_stat(e, "remote.cluster.refreshes") > 0);
+
+	/* 1. A third node joins: the engine sees it within a few seconds. */
+	churn_start(&ch, e, ns);
+	fnode_start(&fs[2], 2);
+	dt = wait_members(e, 3, 10000);
+	tsrv_sleep_ms(300); /* a reap of the old view under the churn */
+	fprintf(stderr, "%llu lookups and exists ran across the join\n",
+		(unsigned long long)churn_stop(&ch));
+	fprintf(stderr, "a node joined: the engine's view has 3 members after %llu ms\n",
+		(unsigned long long)dt);
+	T_ASSERT(t_stat(e, "remote.cluster.epoch") > epoch0);
+	T_ASSERT(t_stat(e, "remote.cluster.view_changes") > changes0);
+	wait_up(e, 6);
+	/* The two that stayed kept their connections: only the newcomer's
+	 * two were opened. */
+	T_EQ_U64(t_stat(e, "remote.connects"), connects0 + 2);
+	T_ASSERT(flog_has(fnode_addr[2], "joined"));
+
+	/* New puts reach the newcomer. */
+	b0 = node_blocks(fnode_addr[2]);
+	mk_keys(keys, FOLLOW_BLOCKS, 110000);
+	T_RC(kvt_lookup_prefix(e, ns, keys, FOLLOW_BLOCKS, NULL), 0);
+	for (uint32_t i = 0; i < FOLLOW_BLOCKS; i++)
+		put_block(e, ns, keys, i, 6000, false);
+	b1 = node_blocks(fnode_addr[2]);
+	fprintf(stderr, "the new node took %llu blocks of the prompt of %d (groups of %d)\n",
+		(unsigned long long)(b1 - b0), FOLLOW_BLOCKS, GROUP);
+	T_ASSERT(b1 > b0);
+	/* kvt_remote_who names the newcomer; the name stays valid after it
+	 * leaves (until the store closes: ASan checks below). */
+	{
+		struct kvt_remote_node nodes[3];
+		T_RC(kvt_remote_who(e, ns, keys, 1, nodes, 3, NULL), 3);
+		for (unsigned m = 0; m < 3; m++)
+			if (strcmp(nodes[m].addr, fnode_addr[2]) == 0)
+				joined_addr = nodes[m].addr;
+		T_ASSERT(joined_addr != NULL);
+	}
+	/* Which node holds which block (each asked alone). */
+	for (unsigned m = 0; m < 3; m++) {
+		struct kvt_store *d = engine_at("remote.addr", fnode_addr[m]);
+		uint32_t nd = t_ns(d, "follow");
+		wait_up(d, 1);
+		for (uint32_t i = 0; i < FOLLOW_BLOCKS; i++)
+			if (kvt_exists(d, nd, &keys[i]) == KVT_OK)
+				held_by[i] |= (uint8_t)(1u << m);
+		kvt_store_destroy(d);
+	}
+	/* A fresh engine that discovers the pod finds the whole prompt. */
+	g = engine_follow(fnode_addr[1], false);
+	ng = t_ns(g, "follow");
+	T_EQ_U64(members_now(g), 3);
+	wait_up(g, 6);
+	T_RC(kvt_lookup_prefix(g, ng, keys, FOLLOW_BLOCKS, NULL), FOLLOW_BLOCKS);
+
+	/* 2. The newcomer leaves (SIGTERM revokes its lease).  Engine g had
+	 *    no block in its DRAM (it only looked up): every get is the
+	 *    pod's answer, a hit where a staying node holds the block, else a
+	 *    miss; none fails, none waits. */
+	churn_start(&ch, e, ns);
+	T_EQ_INT(tsrv_stop(&fs[2]), 0);
+	for (uint32_t i = 0; i < FOLLOW_BLOCKS; i++) {
+		uint64_t t0 = t_now_ms();
+		int rc = get_block(g, ng, keys, i, 6000);
+		T_ASSERT(rc == KVT_OK || rc == KVT_MISS);
+		T_ASSERT(t_now_ms() - t0 < 2500);
+	}
+	leave_ms = wait_members(g, 2, 10000);
+	wait_members(e, 2, 10000);
+	tsrv_sleep_ms(300);
+	fprintf(stderr, "%llu lookups and exists ran across the leave\n",
+		(unsigned long long)churn_stop(&ch));
+	T_ASSERT(flog_has(fnode_addr[2], "left"));
+	T_EQ_STR(joined_addr, fnode_addr[2]);
+	fprintf(stderr, "a node left: the engines' views have 2 members after %llu ms\n",
+		(unsigned long long)leave_ms);
+	T_ASSERT(t_stat(g, "remote.cluster.view_changes") >= 1);
+	for (uint32_t i = 0; i < FOLLOW_BLOCKS; i++) {
+		uint64_t t0 = t_now_ms();
+		int rc = get_block(g, ng, keys, i, 6000);
+		bool kept = (held_by[i] & 3u) != 0;
+		T_ASSERT(t_now_ms() - t0 < 2500);
+		if (rc == KVT_OK) {
+			hits++;
+			T_ASSERT(kept);
+		} else {
+			T_RC(rc, KVT_MISS);
+			misses++;
+			/* A group the leaver held alone is gone; the others stayed
+			 * where they were (rendezvous: a leave moves only its own). */
+			T_ASSERT(!kept);
 		}
 	}
-	T_EQ_INT(pclose(f), 0);
-	T_EQ_INT(rows, NODES);
-	T_EQ_U64(blocks, 30);
-	T_EQ_U64(lead_total, 30);
-	T_EQ_U64(leading, 30);
-	T_EQ_U64(placed, 30 + GROUP);
-	T_EQ_U64(held, 30 + GROUP);
+	fprintf(stderr, "after the leave: %u hits, %u misses (the leaver's groups)\n", hits,
+		misses);
+	T_ASSERT(misses > 0 && hits > 0);
+	T_EQ_U64(t_stat(g, "remote.cluster.refresh_errors"), 0);
+	kvt_store_destroy(g);
+
+	/* 3. No member answers (both stopped): the engine keeps its view and
+	 *    counts the failed refreshes; calls still return at once. */
+	for (unsigned m = 0; m < 2; m++)
+		T_EQ_INT(tsrv_stop(&fs[m]), 0);
+	for (int i = 0; i < 300 && t_stat(e, "remote.cluster.refresh_errors") == 0; i++)
+		tsrv_sleep_ms(10);
+	T_ASSERT(t_stat(e, "remote.cluster.refresh_errors") > 0);
+	T_EQ_U64(members_now(e), 2);
+	{
+		uint64_t t0 = t_now_ms();
+		struct kvt_key k = t_key(130000);
+		T_RC(kvt_exists(e, ns, &k), KVT_MISS);
+		T_ASSERT(t_now_ms() - t0 < 2500);
+	}
+	kvt_store_destroy(e);
+	for (unsigned m = 0; m < 3; m++)
+		tsrv_check_reports(fnode_base[m]);
+	etcd_atexit();
 }
 
 static void test_options(void)
@@ -661,6 +1203,9 @@ static void test_options(void)
 	T_OK(kvt_store_create(&s));
 	T_RC(kvt_store_set_option(s, "remote.group", "0"), KVT_EOPTVAL);
 	T_RC(kvt_store_set_option(s, "remote.hot_replicas", "9"), KVT_EOPTVAL);
+	T_RC(kvt_store_set_option(s, "remote.refresh_ms", "3600001"), KVT_EOPTVAL);
+	T_RC(kvt_store_set_option(s, "remote.refresh_ms", "-1"), KVT_EOPTVAL);
+	T_OK(kvt_store_set_option(s, "remote.refresh_ms", "0"));
 	T_OK(kvt_store_set_option(s, "remote.addrs", "127.0.0.1:1=2,127.0.0.1:1=3"));
 	T_RC(kvt_store_open(s), KVT_EOPTVAL); /* a member twice */
 	kvt_store_destroy(s);
@@ -679,6 +1224,13 @@ static void test_options(void)
 	kvt_store_destroy(s);
 	/* KVT_F_PROMPT needs the prompt's keys. */
 	s = t_store_open("dram.capacity", "4M", "dram.chunk", "4K", "dram.prefault", "off", NULL);
+	{
+		/* replicas above the most: refused. */
+		struct kvt_ns_desc d = t_desc("repl-bad", 0);
+		uint32_t id;
+		d.replicas = KVT_NS_REPLICAS_MAX + 1;
+		T_RC(kvt_ns_register(s, &d, &id), KVT_EDESC);
+	}
 	{
 		uint32_t ns = t_ns(s, "cluster");
 		struct kvt_req r = { .op = KVT_OP_EXISTS, .ns = ns, .key = t_key(1),
@@ -750,8 +1302,11 @@ int main(int argc, char **argv)
 	test_who_cli();
 	test_allocfail(keys);
 	test_discover();
+	test_follow();
 	test_stop_cont(srv, keys, holders);
+	test_replicas_put();
 	test_kill(srv, keys, holders);
+	test_replicas_check(kill_victim(holders));
 	for (unsigned m = 0; m < NODES; m++)
 		if (srv[m].pid > 0)
 			T_EQ_INT(tsrv_stop(&srv[m]), 0);

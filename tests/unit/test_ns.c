@@ -140,6 +140,13 @@ static void test_digest_rank_agnostic(void)
 		d.flags = KVT_NS_RANK_AGNOSTIC | KVT_NS_PERSISTENT;
 		T_OK(kvt_ns_digest(&d, got, NULL, 0));
 		T_EQ_MEM(got, want, 32);
+		/* So is replicas (up to KVT_NS_REPLICAS_MAX). */
+		d.replicas = KVT_NS_REPLICAS_MAX;
+		T_OK(kvt_ns_digest(&d, got, NULL, 0));
+		T_EQ_MEM(got, want, 32);
+		d.replicas = KVT_NS_REPLICAS_MAX + 1;
+		T_RC(kvt_ns_digest(&d, got, NULL, 0), KVT_EDESC);
+		d.replicas = 0;
 		d.flags = 0;
 		T_OK(kvt_ns_digest(&d, seen[r], NULL, 0));
 		T_ASSERT(memcmp(seen[r], want, 32) != 0);
