@@ -59,11 +59,12 @@ static uint64_t placement_neglog2(uint64_t h)
 	/* v = 2^(63 - lz) * (m / 2^31), m in [2^31, 2^32). */
 	m = (v << lz) >> 32;
 	for (int i = 31; i >= 0; i--) {
-		m = (m * m) >> 31; /* m < 2^32, so m * m < 2^64 */
-		if (m >= (UINT64_C(1) << 32)) {
-			m >>= 1;
-			frac |= UINT64_C(1) << i;
-		}
+		m = (m * m) >> 31; /* m < 2^32, so m * m < 2^64, and m < 2^33 now */
+		/* Branch-free (the bit is a coin toss: a branch mispredicts half
+		 * the time): b is 1 iff m >= 2^32. */
+		uint64_t b = m >> 32;
+		m >>= b;
+		frac |= b << i;
 	}
 	/* log2(v) = 63 - lz + frac / 2^32, and -log2(v / 2^64) = 64 - log2(v). */
 	return ((uint64_t)(lz + 1) << 32) - frac;

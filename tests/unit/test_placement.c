@@ -214,6 +214,35 @@ static void test_errors(void)
 	placement_free(NULL);
 }
 
+/* Not a timed test: prints what placement costs per group (rank of 2)
+ * for doc/cluster.md "Scale"; asserts only that it ran. */
+static void report_cost(void)
+{
+	static char names[PLACEMENT_MEMBERS_MAX][32];
+	static const char *np[PLACEMENT_MEMBERS_MAX];
+	static uint32_t w[PLACEMENT_MEMBERS_MAX];
+	static const unsigned sizes[] = { 3, 100, PLACEMENT_MEMBERS_MAX };
+	for (unsigned i = 0; i < PLACEMENT_MEMBERS_MAX; i++) {
+		snprintf(names[i], sizeof(names[i]), "10.0.%u.%u:7420", i / 200, i % 200);
+		np[i] = names[i];
+		w[i] = 1 + i % 4;
+	}
+	for (unsigned k = 0; k < 3; k++) {
+		struct placement *p = mk(np, w, sizes[k]);
+		unsigned out[2], sum = 0, n = 20000;
+		struct timespec a, b;
+		clock_gettime(CLOCK_MONOTONIC, &a);
+		for (unsigned i = 0; i < n; i++)
+			sum += placement_rank(p, i * UINT64_C(0x9E3779B97F4A7C15), NULL, out, 2);
+		clock_gettime(CLOCK_MONOTONIC, &b);
+		T_EQ_U64(sum, 2 * n);
+		double us = ((double)(b.tv_sec - a.tv_sec) * 1e6 + (double)(b.tv_nsec - a.tv_nsec) / 1e3) / n;
+		fprintf(stderr, "placement cost: %u members: %.2f us per group, %.0f ns per member\n",
+			sizes[k], us, us * 1e3 / sizes[k]);
+		placement_free(p);
+	}
+}
+
 int main(void)
 {
 	static const uint32_t equal[10] = { 1, 1, 1, 1, 1, 1, 1, 1, 1, 1 };
@@ -228,6 +257,7 @@ int main(void)
 	test_order_and_skip();
 	test_golden();
 	test_errors();
+	report_cost();
 	T_EQ_INT(mem.bytes, 0);
 	return 0;
 }
