@@ -46,6 +46,7 @@
 #include <zmq.h>
 
 #include "server.h"
+#include "etcd.h"
 #include "t.h"
 #include "tkvev.h"
 #include "tstore.h"
@@ -637,14 +638,7 @@ static void test_allocfail(const struct kvt_key *keys)
 /* A port nothing listens on right now. */
 static unsigned free_port(void)
 {
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(0x7f000001) };
-	socklen_t len = sizeof(a);
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-	T_ASSERT(fd >= 0);
-	T_EQ_INT(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-	T_EQ_INT(getsockname(fd, (struct sockaddr *)&a, &len), 0);
-	close(fd);
-	return ntohs(a.sin_port);
+	return t_etcd_free_port();
 }
 
 /* remote.discover: an engine reads the member list from a seed's STATS
@@ -843,63 +837,19 @@ static void test_who_cli(void)
  * remote.refresh_ms): kvtierd registered in a real etcd (doc/members.md).
  */
 
-static char etcd_url[64], etcd_dir[700], etcd_log[700];
-static pid_t etcd_pid;
+static struct t_etcd etcd;
 
 static void etcd_atexit(void)
 {
-	if (etcd_pid > 0) {
-		kill(etcd_pid, SIGKILL);
-		waitpid(etcd_pid, NULL, 0);
-		etcd_pid = 0;
-	}
+	t_etcd_kill(&etcd);
 }
-
-static bool port_open(unsigned port)
-{
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
-				 .sin_addr.s_addr = htonl(0x7f000001) };
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-	bool ok = connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
-	close(fd);
-	return ok;
-}
-
 
 /* etcd on loopback; false if there is none to run. */
 static bool etcd_start(void)
 {
-	unsigned cport = free_port(), pport = free_port();
-	char client[64], peer[64], cluster[96];
-
-	snprintf(etcd_url, sizeof(etcd_url), "http://127.0.0.1:%u", cport);
-	snprintf(client, sizeof(client), "http://127.0.0.1:%u", cport);
-	snprintf(peer, sizeof(peer), "http://127.0.0.1:%u", pport);
-	snprintf(cluster, sizeof(cluster), "default=%s", peer);
-	snprintf(etcd_dir, sizeof(etcd_dir), "%s/etcd", base);
-	snprintf(etcd_log, sizeof(etcd_log), "%s/etcd.log", base);
+	t_etcd_init(&etcd, base);
 	atexit(etcd_atexit);
-	etcd_pid = fork();
-	T_ASSERT(etcd_pid >= 0);
-	if (etcd_pid == 0) {
-		FILE *f = freopen(etcd_log, "a", stdout);
-		(void)f;
-		dup2(1, 2);
-		execlp("etcd", "etcd", "--data-dir", etcd_dir, "--listen-client-urls", client,
-		       "--advertise-client-urls", client, "--listen-peer-urls", peer,
-		       "--initial-advertise-peer-urls", peer, "--initial-cluster", cluster,
-		       (char *)NULL);
-		_exit(127);
-	}
-	for (int i = 0; i < 200 && !port_open(cport); i++) {
-		if (waitpid(etcd_pid, NULL, WNOHANG) == etcd_pid) {
-			etcd_pid = 0;
-			return false; /* no etcd binary */
-		}
-		tsrv_sleep_ms(50);
-	}
-	T_ASSERT(port_open(cport));
-	return true;
+	return t_etcd_start(&etcd);
 }
 
 static char fnode_base[3][600], fnode_addr[3][64];
@@ -907,7 +857,7 @@ static char fnode_base[3][600], fnode_addr[3][64];
 /* Pod node i, registered in etcd with a 2 s lease. */
 static void fnode_start(struct tsrv *s, unsigned i)
 {
-	static const char *extra[] = { "--etcd", etcd_url, "--etcd-ttl", "2", NULL };
+	static const char *extra[] = { "--etcd", etcd.url, "--etcd-ttl", "2", NULL };
 	char dir[700];
 	snprintf(fnode_base[i], sizeof(fnode_base[i]), "%s/follow%u", base, i);
 	T_RC(mkdir(fnode_base[i], 0700), 0);

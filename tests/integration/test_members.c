@@ -27,21 +27,17 @@
 
 #include "client.h"
 #include "server.h"
+#include "etcd.h"
 #include "t.h"
 
 static const char *kvtierd_bin, *base;
-static char etcd_url[64], etcd_dir[600], etcd_log[600];
-static uint16_t etcd_client_port, etcd_peer_port;
-static pid_t etcd_pid;
+static struct t_etcd etcd;
 static char member_base[3][700];
 static unsigned member_count;
 
 static void etcd_atexit(void)
 {
-	if (etcd_pid > 0) {
-		kill(etcd_pid, SIGKILL);
-		waitpid(etcd_pid, NULL, 0);
-	}
+	t_etcd_kill(&etcd);
 }
 
 static double now_s(void)
@@ -51,63 +47,15 @@ static double now_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-static uint16_t free_port(void)
-{
-	struct sockaddr_in a = { .sin_family = AF_INET };
-	socklen_t al = sizeof(a);
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	T_ASSERT(fd >= 0);
-	T_EQ_INT(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-	T_EQ_INT(getsockname(fd, (struct sockaddr *)&a, &al), 0);
-	close(fd);
-	return ntohs(a.sin_port);
-}
-
-static bool port_open(uint16_t port)
-{
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port) };
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-	bool ok;
-
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	ok = connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
-	close(fd);
-	return ok;
-}
-
-/* etcd on loopback, its data in etcd_dir (kept across restarts). */
+/* etcd on loopback, its data kept across restarts. */
 static void etcd_start(void)
 {
-	char client[64], peer[64], cluster[96];
-
-	snprintf(client, sizeof(client), "http://127.0.0.1:%u", etcd_client_port);
-	snprintf(peer, sizeof(peer), "http://127.0.0.1:%u", etcd_peer_port);
-	snprintf(cluster, sizeof(cluster), "default=%s", peer);
-	etcd_pid = fork();
-	T_ASSERT(etcd_pid >= 0);
-	if (etcd_pid == 0) {
-		FILE *f = freopen(etcd_log, "a", stdout);
-		(void)f;
-		dup2(1, 2);
-		execlp("etcd", "etcd", "--data-dir", etcd_dir, "--listen-client-urls", client,
-		       "--advertise-client-urls", client, "--listen-peer-urls", peer,
-		       "--initial-advertise-peer-urls", peer, "--initial-cluster", cluster,
-		       (char *)NULL);
-		_exit(127);
-	}
-	for (int i = 0; i < 200 && !port_open(etcd_client_port); i++)
-		tsrv_sleep_ms(50);
-	T_ASSERT(port_open(etcd_client_port));
+	T_ASSERT(t_etcd_start(&etcd));
 }
 
 static void etcd_kill(void)
 {
-	int st;
-	kill(etcd_pid, SIGKILL);
-	T_EQ_INT(waitpid(etcd_pid, &st, 0), etcd_pid);
-	etcd_pid = 0;
+	t_etcd_kill(&etcd);
 }
 
 /* Each server under base/NAME (its own socket and logs), data in
@@ -115,7 +63,7 @@ static void etcd_kill(void)
 static void start_member(struct tsrv *s, const char *name, unsigned ttl)
 {
 	char dir[800], ttl_s[16], *mine = member_base[member_count++ % 3];
-	const char *extra[] = { "--etcd", etcd_url, "--etcd-ttl", ttl_s, "--ssd", "0", NULL };
+	const char *extra[] = { "--etcd", etcd.url, "--etcd-ttl", ttl_s, "--ssd", "0", NULL };
 
 	snprintf(ttl_s, sizeof(ttl_s), "%u", ttl);
 	snprintf(mine, 700, "%s/%s", base, name);
@@ -200,11 +148,7 @@ static void test_etcd(void)
 	char want[64], got[300];
 	double t;
 
-	etcd_client_port = free_port();
-	etcd_peer_port = free_port();
-	snprintf(etcd_url, sizeof(etcd_url), "http://127.0.0.1:%u", etcd_client_port);
-	snprintf(etcd_dir, sizeof(etcd_dir), "%s/etcd", base);
-	snprintf(etcd_log, sizeof(etcd_log), "%s/etcd.log", base);
+	t_etcd_init(&etcd, base);
 	atexit(etcd_atexit);
 	etcd_start();
 

@@ -24,6 +24,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -139,6 +140,8 @@ static inline pid_t t_weed_start(const char *weed, const char *dir, int s3_port)
 		snprintf(log, sizeof(log), "%s/weed.log", dir);
 		freopen(log, "w", stdout);
 		freopen(log, "a", stderr);
+		/* A test that fails (T_FAIL exits) must not leave it running. */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		if (getenv("KVT_WEED_CPUS"))
 			t_pin_cpus(getenv("KVT_WEED_CPUS"));
 		execl(weed, weed, "mini", a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9],
