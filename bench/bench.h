@@ -10,8 +10,11 @@
 #ifndef KVT_BENCH_H
 #define KVT_BENCH_H
 
+#include <signal.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 /* Exit codes of every kvtier command (cli/kvtier.c uses the same). */
 enum {
@@ -84,5 +87,67 @@ char *bench_spawn_capture(char *const argv[], const char *errpath, double *wall_
 			  size_t err_len);
 int bench_json_u64(const char *obj, const char *key, uint64_t *out);
 const char *bench_json_obj(const char *s, const char *key);
+
+/*
+ * bench_proc.c: servers a suite starts and stops itself, on 127.0.0.1.
+ * From the suite's main thread only (one process-wide table of children).
+ *
+ * bench_signals_catch: SIGINT, SIGTERM, SIGHUP kill every child spawned
+ * (then the bench dies of the signal); SIGPIPE ignored.  old[3] receives
+ * the previous handlers for bench_signals_restore.
+ * bench_which: prog (on PATH, /usr/sbin, /sbin; or a path with a '/') if
+ * executable, its path into out.  bench_find_kvtierd: the kvtierd next to
+ * this kvtier (build/cli/kvtier -> build/daemon/kvtierd, bin -> sbin, or
+ * the same directory).  bench_free_port: a port free a moment ago, for
+ * servers that cannot take port 0 (0 or -errno).
+ * bench_spawn: fork + exec argv[0] (a path) with stdout and stderr
+ * appended to log; the child dies with the bench.  Returns the pid or
+ * -errno.  bench_wait: wait for it (its status).  bench_stop: SIGTERM,
+ * up to 10 s, then SIGKILL; its wait status, or -1.  bench_exited: true
+ * (status in *st) if it has exited.  bench_print_log: log to stderr.
+ * bench_wait_log: until a line of log holds needle (0, the rest of the
+ * line into rest unless NULL), the child exits (-ECHILD, *pid set to 0,
+ * its log printed) or timeout_s pass (-ETIMEDOUT).
+ */
+#define BENCH_START_TIMEOUT_S 60.0
+void bench_signals_catch(struct sigaction old[3]);
+void bench_signals_restore(const struct sigaction old[3]);
+bool bench_which(const char *prog, char *out, size_t len);
+bool bench_find_kvtierd(char *out, size_t len);
+int bench_free_port(uint16_t *port);
+pid_t bench_spawn(char *const argv[], const char *log);
+int bench_wait(pid_t pid);
+int bench_stop(pid_t pid);
+bool bench_exited(pid_t pid, int *st);
+void bench_print_log(const char *path);
+int bench_wait_log(pid_t *pid, const char *log, const char *needle, double timeout_s,
+		   char *rest, size_t rest_len);
+
+/*
+ * bench_kvtierd_start: kvtierd (path) --dir dir --dram --ssd --threads
+ * --listen 127.0.0.1:0 --idle-timeout 0, then extra (NULL-terminated, may
+ * be NULL), its output into log; waits for its "listening on" line and
+ * reads the port it took from it.  0 (*pid, *port set), or < 0 (*pid 0
+ * if it exited, else still running: stop it).  Every string is the
+ * caller's.
+ */
+struct bench_kvtierd {
+	const char *path, *dir, *log;
+	uint64_t dram, ssd;        /* bytes; ssd 0: DRAM only */
+	unsigned threads;          /* loop threads */
+	const char *const *extra;
+};
+int bench_kvtierd_start(const struct bench_kvtierd *k, pid_t *pid, uint16_t *port);
+
+/*
+ * bench_iperf3_start: "iperf3 -s" on a free port, output into log, until
+ * it says it listens: 0 or < 0.  bench_iperf3: one client run of streams
+ * streams, 1 MiB writes, amount_opt amount ("-t" "2" or "-n" "64M"), its
+ * JSON into out_path; *gbps the receiver's GB/s (1e9 bytes).  Retries a
+ * busy server; 0 or -EIO.
+ */
+int bench_iperf3_start(const char *iperf3, const char *log, pid_t *pid, uint16_t *port);
+int bench_iperf3(const char *iperf3, uint16_t port, unsigned streams, const char *amount_opt,
+		 const char *amount, const char *out_path, double *gbps);
 
 #endif /* KVT_BENCH_H */
