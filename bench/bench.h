@@ -69,6 +69,12 @@ int bench_parse_size(const char *s, uint64_t *out);      /* "256K", "2GiB": 0 or
 const char *bench_fmt_size(char *buf, size_t len, uint64_t v); /* "2 MiB" */
 int bench_cmp_double(const void *a, const void *b);      /* for qsort */
 double bench_rate(double amount, double secs);           /* amount/secs, secs floored at 1 ns */
+#define BENCH_ROUNDS_MAX 15
+double bench_median(const double *v, unsigned n);       /* of n <= BENCH_ROUNDS_MAX; 0 if none */
+/* JSON fields of a line being printed: ,"name":[v0,v1,...] (%.3f each);
+ * ,"name":v with fmt, or null where v < 0. */
+void bench_json_rounds(const char *name, const double *v, unsigned n);
+void bench_json_num(const char *name, double v, const char *fmt);
 
 /* "kvtier bench shared": bench/bench_shared.c (the shared tier's directory
  * backend against fio, its S3 backend against a plain libcurl client). */
@@ -122,6 +128,13 @@ bool bench_exited(pid_t pid, int *st);
 void bench_print_log(const char *path);
 int bench_wait_log(pid_t *pid, const char *log, const char *needle, double timeout_s,
 		   char *rest, size_t rest_len);
+/* bench_run_to_file: run argv (a path) to its end, its output into
+ * out_path; that output (up to 1 MiB, NUL terminated, malloc'd: the
+ * caller frees it; NULL if it could not run or be read), *st its wait
+ * status, *len its length.  bench_rm_tree: rm -r path (a directory the
+ * run made), links not followed, failures reported on stderr. */
+char *bench_run_to_file(char *const argv[], const char *out_path, int *st, size_t *len);
+void bench_rm_tree(const char *path);
 
 /*
  * bench_kvtierd_start: kvtierd (path) --dir dir --dram --ssd --threads

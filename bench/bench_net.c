@@ -49,7 +49,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -64,7 +63,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
@@ -84,7 +82,7 @@
 #define BN_DST 4                /* rotating destination buffers per connection */
 #define BN_FULL_EVERY 16        /* a full compare every 16th GET of a connection */
 #define BN_LAT_MAX (1u << 17)   /* latencies kept per connection and cell */
-#define BN_ROUNDS_MAX 15
+#define BN_ROUNDS_MAX BENCH_ROUNDS_MAX
 #define BN_SIZES_MAX 8
 #define BN_RBUF (256 * BN_KIB)  /* a connection's receive buffer, grows for big tables */
 #define BN_PEEK 4096u           /* bytes a header read asks for beyond what it needs */
@@ -212,16 +210,6 @@ static void bn_err(const char *fmt, ...)
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
 	fputc('\n', stderr);
-}
-
-static double bn_median(const double *v, unsigned n)
-{
-	double s[BN_ROUNDS_MAX];
-	if (n == 0)
-		return 0;
-	memcpy(s, v, n * sizeof(double));
-	qsort(s, n, sizeof(double), bench_cmp_double);
-	return n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
 }
 
 static double bn_pct(double *v, uint64_t n, double p)
@@ -1178,23 +1166,6 @@ static double bn_target(enum bn_kind peer)
 	return peer == BN_REDIS ? BN_TARGET_REDIS : peer == BN_MEMCACHED ? BN_TARGET_MEMCACHED : 0;
 }
 
-static void bn_json_rounds(const char *name, const double *v, unsigned n)
-{
-	printf(",\"%s\":[", name);
-	for (unsigned r = 0; r < n; r++)
-		printf("%s%.3f", r ? "," : "", v[r]);
-	putchar(']');
-}
-
-static void bn_json_num(const char *name, double v, const char *fmt)
-{
-	printf(",\"%s\":", name);
-	if (v < 0)
-		printf("null");
-	else
-		printf(fmt, v);
-}
-
 /* A row: kvtierd against peer for one (op, size, conns) cell. */
 static void bn_report(struct bn *b, enum bn_op op, uint64_t size, unsigned conns,
 		      enum bn_kind peer, const double *kg, const double *pg,
@@ -1205,7 +1176,7 @@ static void bn_report(struct bn *b, enum bn_op op, uint64_t size, unsigned conns
 	double rat[BN_ROUNDS_MAX];
 	for (unsigned r = 0; r < rounds; r++)
 		rat[r] = kg[r] / (pg[r] > 0 ? pg[r] : 1e-12);
-	double gk = bn_median(kg, rounds), gp = bn_median(pg, rounds);
+	double gk = bench_median(kg, rounds), gp = bench_median(pg, rounds);
 	double ratio = gk / (gp > 0 ? gp : 1e-12);
 	double target = bn_target(peer);
 	bool judged = !b->o.smoke && target > 0;
@@ -1221,10 +1192,10 @@ static void bn_report(struct bn *b, enum bn_op op, uint64_t size, unsigned conns
 		printf("{\"bench\":\"%s\",\"value_bytes\":%" PRIu64 ",\"conns\":%u,\"gbps\":%.3f"
 		       ",\"baseline\":\"%s\",\"baseline_gbps\":%.3f,\"ratio\":%.4f",
 		       name, size, conns, gk, bn_kind_name[peer], gp, ratio);
-		bn_json_num("p50_us", lat ? k50 : -1, "%.1f");
-		bn_json_num("p99_us", lat ? k99 : -1, "%.1f");
-		bn_json_num("baseline_p50_us", lat && peer != BN_IPERF ? p50 : -1, "%.1f");
-		bn_json_num("baseline_p99_us", lat && peer != BN_IPERF ? p99 : -1, "%.1f");
+		bench_json_num("p50_us", lat ? k50 : -1, "%.1f");
+		bench_json_num("p99_us", lat ? k99 : -1, "%.1f");
+		bench_json_num("baseline_p50_us", lat && peer != BN_IPERF ? p50 : -1, "%.1f");
+		bench_json_num("baseline_p99_us", lat && peer != BN_IPERF ? p99 : -1, "%.1f");
 		printf(",\"ops\":%" PRIu64 ",\"baseline_ops\":%" PRIu64, kops, pops);
 		printf(",\"full_checks\":%" PRIu64, klast->full_checks + plast->full_checks);
 		if (op == BN_SET)
@@ -1234,9 +1205,9 @@ static void bn_report(struct bn *b, enum bn_op op, uint64_t size, unsigned conns
 			       plast->set_missed);
 		printf(",\"loop_threads\":%u,\"rounds\":%u,\"secs\":%.2f", b->o.threads, rounds,
 		       b->o.secs);
-		bn_json_rounds("gbps_rounds", kg, rounds);
-		bn_json_rounds("baseline_gbps_rounds", pg, rounds);
-		bn_json_rounds("ratio_rounds", rat, rounds);
+		bench_json_rounds("gbps_rounds", kg, rounds);
+		bench_json_rounds("baseline_gbps_rounds", pg, rounds);
+		bench_json_rounds("ratio_rounds", rat, rounds);
 		if (target > 0)
 			printf(",\"target\":%.2f,\"pass\":%s", target,
 			       judged ? (pass ? "true" : "false") : "null");
@@ -1339,8 +1310,8 @@ static int bn_cell(struct bn *b, enum bn_op op, const struct bn_values *v, unsig
 	}
 	double m50[BN_KINDS], m99[BN_KINDS];
 	for (unsigned kind = 0; kind < BN_IPERF; kind++) {
-		m50[kind] = bn_median(p50[kind], rounds);
-		m99[kind] = bn_median(p99[kind], rounds);
+		m50[kind] = bench_median(p50[kind], rounds);
+		m99[kind] = bench_median(p99[kind], rounds);
 	}
 	m50[BN_IPERF] = m99[BN_IPERF] = -1;
 	for (unsigned peer = BN_MEMCACHED; peer < BN_KINDS; peer++)
@@ -1448,16 +1419,8 @@ static int bn_fio(struct bn *b, uint64_t bs, unsigned qd, uint64_t size, double 
 	argv[n++] = "--numjobs=1";
 	argv[n++] = "--output-format=json";
 	argv[n] = NULL;
-	unlink(out);
-	pid_t pid = bench_spawn((char *const *)argv, out);
-	if (pid < 0)
-		return (int)pid;
-	st = bench_wait(pid);
-	FILE *f = fopen(out, "r");
-	char *buf = f ? calloc(1, 1 << 20) : NULL;
-	size_t len = buf ? fread(buf, 1, (1 << 20) - 1, f) : 0;
-	if (f)
-		fclose(f);
+	size_t len;
+	char *buf = bench_run_to_file((char *const *)argv, out, &st, &len);
 	static const char *const k_io[] = { "jobs", "read", "io_bytes" };
 	static const char *const k_bw[] = { "jobs", "read", "bw_bytes" };
 	double io, bw;
@@ -1605,7 +1568,7 @@ static int bn_ssd_row(struct bn *b)
 	if (rc < 0)
 		goto out_w;
 
-	double gk = bn_median(kg, rounds), gf = have_fio ? bn_median(fg, rounds) : -1;
+	double gk = bench_median(kg, rounds), gf = have_fio ? bench_median(fg, rounds) : -1;
 	double ratio = have_fio ? gk / (gf > 0 ? gf : 1e-12) : -1;
 	double sh = (double)ssd_reads / (double)(gets ? gets : 1);
 	bool pass = have_fio && ratio >= BN_TARGET_SSD && sh >= BN_TARGET_SSD_SHARE;
@@ -1614,8 +1577,8 @@ static int bn_ssd_row(struct bn *b)
 	if (b->o.json) {
 		printf("{\"bench\":\"net.ssd.get\",\"value_bytes\":%" PRIu64 ",\"conns\":%u"
 		       ",\"gbps\":%.3f,\"baseline\":\"fio\"", size, BN_CONNS, gk);
-		bn_json_num("baseline_gbps", gf, "%.3f");
-		bn_json_num("ratio", ratio, "%.4f");
+		bench_json_num("baseline_gbps", gf, "%.3f");
+		bench_json_num("ratio", ratio, "%.4f");
 		printf(",\"dram_capacity\":%" PRIu64 ",\"working_set_bytes\":%" PRIu64
 		       ",\"values\":%u,\"record_bytes\":%" PRIu64 ",\"fio_iodepth\":%u"
 		       ",\"gets\":%" PRIu64 ",\"ssd_reads\":%" PRIu64 ",\"ssd_read_bytes\":%" PRIu64
@@ -1623,10 +1586,10 @@ static int bn_ssd_row(struct bn *b)
 		       ",\"loop_threads\":%u,\"rounds\":%u",
 		       c_bytes, (uint64_t)count * size, count, rec, BN_CONNS, gets, ssd_reads,
 		       ssd_bytes, misses, sh, written, shed, b->o.threads, rounds);
-		bn_json_rounds("gbps_rounds", kg, rounds);
+		bench_json_rounds("gbps_rounds", kg, rounds);
 		if (have_fio)
-			bn_json_rounds("baseline_gbps_rounds", fg, rounds);
-		bn_json_rounds("ssd_share_rounds", share, rounds);
+			bench_json_rounds("baseline_gbps_rounds", fg, rounds);
+		bench_json_rounds("ssd_share_rounds", share, rounds);
 		printf(",\"target\":%.2f,\"ssd_share_target\":%.2f,\"pass\":%s}\n", BN_TARGET_SSD,
 		       BN_TARGET_SSD_SHARE, b->o.smoke || !have_fio ? "null" : pass ? "true" : "false");
 	} else {
@@ -1706,14 +1669,6 @@ static int bn_parse_sizes(const char *s, struct bn_opts *o)
 		o->sizes[o->size_count++] = v;
 	}
 	return o->size_count ? 0 : -1;
-}
-
-static int bn_rm(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
 }
 
 int bench_net_main(int argc, char **argv)
@@ -1878,7 +1833,7 @@ out:
 		for (unsigned d = 0; d < BN_DST; d++)
 			free(b->dst[i][d]);
 	if (b->run_dir_made && !b->o.keep && rc == BENCH_EXIT_OK)
-		nftw(b->run_dir, bn_rm, 16, FTW_DEPTH | FTW_PHYS);
+		bench_rm_tree(b->run_dir);
 	else if (b->run_dir_made)
 		bn_err("run directory (logs) kept: %s", b->run_dir);
 	bench_signals_restore(old);

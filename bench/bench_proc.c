@@ -10,6 +10,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <netinet/in.h>
@@ -419,6 +420,38 @@ int bench_iperf3_start(const char *iperf3, const char *log, pid_t *pid, uint16_t
 	return rc;
 }
 
+static int bench_rm_fn(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	if (remove(path) < 0 && errno != ENOENT)
+		fprintf(stderr, "kvtier bench: removing %s: %s\n", path, strerror(errno));
+	return 0;
+}
+
+void bench_rm_tree(const char *path)
+{
+	(void)nftw(path, bench_rm_fn, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+char *bench_run_to_file(char *const argv[], const char *out_path, int *st, size_t *len)
+{
+	unlink(out_path);
+	pid_t pid = bench_spawn(argv, out_path);
+	*st = -1;
+	*len = 0;
+	if (pid < 0)
+		return NULL;
+	*st = bench_wait(pid);
+	FILE *f = fopen(out_path, "r");
+	char *buf = f ? calloc(1, 1 << 20) : NULL;
+	*len = buf ? fread(buf, 1, (1 << 20) - 1, f) : 0;
+	if (f)
+		fclose(f);
+	return buf;
+}
+
 int bench_iperf3(const char *iperf3, uint16_t port, unsigned streams, const char *amount_opt,
 		 const char *amount, const char *out_path, double *gbps)
 {
@@ -430,16 +463,8 @@ int bench_iperf3(const char *iperf3, uint16_t port, unsigned streams, const char
 	const char *argv[] = { iperf3, "-c", "127.0.0.1", "-p", a_port, "-P", a_p, "-l", "1M",
 			       "-J", amount_opt, amount, NULL };
 	for (int attempt = 0; attempt < 5; attempt++) {
-		unlink(out_path);
-		pid_t pid = bench_spawn((char *const *)argv, out_path);
-		if (pid < 0)
-			return (int)pid;
-		st = bench_wait(pid);
-		FILE *f = fopen(out_path, "r");
-		char *buf = f ? calloc(1, 1 << 20) : NULL;
-		size_t len = buf ? fread(buf, 1, (1 << 20) - 1, f) : 0;
-		if (f)
-			fclose(f);
+		size_t len;
+		char *buf = bench_run_to_file((char *const *)argv, out_path, &st, &len);
 		static const char *const keys[] = { "sum_received", "bits_per_second" };
 		double bps;
 		if (buf && WIFEXITED(st) && WEXITSTATUS(st) == 0 &&
