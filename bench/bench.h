@@ -37,6 +37,10 @@ int bench_seal_main(int argc, char **argv);
  * redis-server, iperf3; returns 77 if one of the peers is not installed). */
 int bench_net_main(int argc, char **argv);
 
+/* "kvtier bench cluster": bench/bench_cluster.c (starts N kvtierd nodes and
+ * iperf3; an engine's store over them; returns 77 if iperf3 is missing). */
+int bench_cluster_main(int argc, char **argv);
+
 /*
  * bench_reply.c: the net suite's parsers of its peers' replies.  Pure, any
  * thread, never past len (no NUL needed).
