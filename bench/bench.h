@@ -10,8 +10,11 @@
 #ifndef KVT_BENCH_H
 #define KVT_BENCH_H
 
+#include <signal.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 /* Exit codes of every kvtier command (cli/kvtier.c uses the same). */
 enum {
@@ -33,6 +36,10 @@ int bench_seal_main(int argc, char **argv);
 /* "kvtier bench net": bench/bench_net.c (starts kvtierd, memcached,
  * redis-server, iperf3; returns 77 if one of the peers is not installed). */
 int bench_net_main(int argc, char **argv);
+
+/* "kvtier bench cluster": bench/bench_cluster.c (starts N kvtierd nodes and
+ * iperf3; an engine's store over them; returns 77 if iperf3 is missing). */
+int bench_cluster_main(int argc, char **argv);
 
 /*
  * bench_reply.c: the net suite's parsers of its peers' replies.  Pure, any
@@ -66,6 +73,12 @@ int bench_parse_size(const char *s, uint64_t *out);      /* "256K", "2GiB": 0 or
 const char *bench_fmt_size(char *buf, size_t len, uint64_t v); /* "2 MiB" */
 int bench_cmp_double(const void *a, const void *b);      /* for qsort */
 double bench_rate(double amount, double secs);           /* amount/secs, secs floored at 1 ns */
+#define BENCH_ROUNDS_MAX 15
+double bench_median(const double *v, unsigned n);       /* of n <= BENCH_ROUNDS_MAX; 0 if none */
+/* JSON fields of a line being printed: ,"name":[v0,v1,...] (%.3f each);
+ * ,"name":v with fmt, or null where v < 0. */
+void bench_json_rounds(const char *name, const double *v, unsigned n);
+void bench_json_num(const char *name, double v, const char *fmt);
 
 /* "kvtier bench shared": bench/bench_shared.c (the shared tier's directory
  * backend against fio, its S3 backend against a plain libcurl client). */
@@ -84,5 +97,74 @@ char *bench_spawn_capture(char *const argv[], const char *errpath, double *wall_
 			  size_t err_len);
 int bench_json_u64(const char *obj, const char *key, uint64_t *out);
 const char *bench_json_obj(const char *s, const char *key);
+
+/*
+ * bench_proc.c: servers a suite starts and stops itself, on 127.0.0.1.
+ * From the suite's main thread only (one process-wide table of children).
+ *
+ * bench_signals_catch: SIGINT, SIGTERM, SIGHUP kill every child spawned
+ * (then the bench dies of the signal); SIGPIPE ignored.  old[3] receives
+ * the previous handlers for bench_signals_restore.
+ * bench_which: prog (on PATH, /usr/sbin, /sbin; or a path with a '/') if
+ * executable, its path into out.  bench_find_kvtierd: the kvtierd next to
+ * this kvtier (build/cli/kvtier -> build/daemon/kvtierd, bin -> sbin, or
+ * the same directory).  bench_free_port: a port free a moment ago, for
+ * servers that cannot take port 0 (0 or -errno).
+ * bench_spawn: fork + exec argv[0] (a path) with stdout and stderr
+ * appended to log; the child dies with the bench.  Returns the pid or
+ * -errno.  bench_wait: wait for it (its status).  bench_stop: SIGTERM,
+ * up to 10 s, then SIGKILL; its wait status, or -1.  bench_exited: true
+ * (status in *st) if it has exited.  bench_print_log: log to stderr.
+ * bench_wait_log: until a line of log holds needle (0, the rest of the
+ * line into rest unless NULL), the child exits (-ECHILD, *pid set to 0,
+ * its log printed) or timeout_s pass (-ETIMEDOUT).
+ */
+#define BENCH_START_TIMEOUT_S 60.0
+void bench_signals_catch(struct sigaction old[3]);
+void bench_signals_restore(const struct sigaction old[3]);
+bool bench_which(const char *prog, char *out, size_t len);
+bool bench_find_kvtierd(char *out, size_t len);
+int bench_free_port(uint16_t *port);
+pid_t bench_spawn(char *const argv[], const char *log);
+int bench_wait(pid_t pid);
+int bench_stop(pid_t pid);
+bool bench_exited(pid_t pid, int *st);
+void bench_print_log(const char *path);
+int bench_wait_log(pid_t *pid, const char *log, const char *needle, double timeout_s,
+		   char *rest, size_t rest_len);
+/* bench_run_to_file: run argv (a path) to its end, its output into
+ * out_path; that output (up to 1 MiB, NUL terminated, malloc'd: the
+ * caller frees it; NULL if it could not run or be read), *st its wait
+ * status, *len its length.  bench_rm_tree: rm -r path (a directory the
+ * run made), links not followed, failures reported on stderr. */
+char *bench_run_to_file(char *const argv[], const char *out_path, int *st, size_t *len);
+void bench_rm_tree(const char *path);
+
+/*
+ * bench_kvtierd_start: kvtierd (path) --dir dir --dram --ssd --threads
+ * --listen 127.0.0.1:0 --idle-timeout 0, then extra (NULL-terminated, may
+ * be NULL), its output into log; waits for its "listening on" line and
+ * reads the port it took from it.  0 (*pid, *port set), or < 0 (*pid 0
+ * if it exited, else still running: stop it).  Every string is the
+ * caller's.
+ */
+struct bench_kvtierd {
+	const char *path, *dir, *log;
+	uint64_t dram, ssd;        /* bytes; ssd 0: DRAM only */
+	unsigned threads;          /* loop threads */
+	const char *const *extra;
+};
+int bench_kvtierd_start(const struct bench_kvtierd *k, pid_t *pid, uint16_t *port);
+
+/*
+ * bench_iperf3_start: "iperf3 -s" on a free port, output into log, until
+ * it says it listens: 0 or < 0.  bench_iperf3: one client run of streams
+ * streams, 1 MiB writes, amount_opt amount ("-t" "2" or "-n" "64M"), its
+ * JSON into out_path; *gbps the receiver's GB/s (1e9 bytes).  Retries a
+ * busy server; 0 or -EIO.
+ */
+int bench_iperf3_start(const char *iperf3, const char *log, pid_t *pid, uint16_t *port);
+int bench_iperf3(const char *iperf3, uint16_t port, unsigned streams, const char *amount_opt,
+		 const char *amount, const char *out_path, double *gbps);
 
 #endif /* KVT_BENCH_H */

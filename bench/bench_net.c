@@ -49,7 +49,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -64,7 +63,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
@@ -84,12 +82,11 @@
 #define BN_DST 4                /* rotating destination buffers per connection */
 #define BN_FULL_EVERY 16        /* a full compare every 16th GET of a connection */
 #define BN_LAT_MAX (1u << 17)   /* latencies kept per connection and cell */
-#define BN_ROUNDS_MAX 15
+#define BN_ROUNDS_MAX BENCH_ROUNDS_MAX
 #define BN_SIZES_MAX 8
 #define BN_RBUF (256 * BN_KIB)  /* a connection's receive buffer, grows for big tables */
 #define BN_PEEK 4096u           /* bytes a header read asks for beyond what it needs */
 #define BN_IO_TIMEOUT_S 60      /* a server that does not answer this long: failure */
-#define BN_START_TIMEOUT_S 60.0
 #define BN_REC_HDR 4096u        /* kvtierd's SSD record header (doc/ssd-format.md) */
 
 /* Targets from issue 5; judged only outside --smoke. */
@@ -109,38 +106,6 @@ enum bn_kind { BN_KVTIERD = 0, BN_MEMCACHED, BN_REDIS, BN_IPERF, BN_KINDS };
 static const char *const bn_kind_name[BN_KINDS] = { "kvtierd", "memcached", "redis", "iperf3" };
 
 enum bn_op { BN_GET = 0, BN_SET = 1 };
-
-/* ------------------------------------------------------------------------
- * Child processes.  The one piece of process-wide state: the signal
- * handler must find the servers to kill them.
- */
-#define BN_CHILDREN_MAX 16
-static volatile pid_t bn_children[BN_CHILDREN_MAX];
-
-static void bn_child_add(pid_t pid)
-{
-	for (unsigned i = 0; i < BN_CHILDREN_MAX; i++)
-		if (bn_children[i] == 0) {
-			bn_children[i] = pid;
-			return;
-		}
-}
-
-static void bn_child_del(pid_t pid)
-{
-	for (unsigned i = 0; i < BN_CHILDREN_MAX; i++)
-		if (bn_children[i] == pid)
-			bn_children[i] = 0;
-}
-
-static void bn_on_signal(int sig)
-{
-	for (unsigned i = 0; i < BN_CHILDREN_MAX; i++)
-		if (bn_children[i] > 0)
-			kill(bn_children[i], SIGKILL);
-	signal(sig, SIG_DFL);
-	raise(sig);
-}
 
 /* ------------------------------------------------------------------------
  * Options and state.
@@ -247,16 +212,6 @@ static void bn_err(const char *fmt, ...)
 	fputc('\n', stderr);
 }
 
-static double bn_median(const double *v, unsigned n)
-{
-	double s[BN_ROUNDS_MAX];
-	if (n == 0)
-		return 0;
-	memcpy(s, v, n * sizeof(double));
-	qsort(s, n, sizeof(double), bench_cmp_double);
-	return n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
-}
-
 static double bn_pct(double *v, uint64_t n, double p)
 {
 	if (n == 0)
@@ -264,135 +219,6 @@ static double bn_pct(double *v, uint64_t n, double p)
 	qsort(v, n, sizeof(double), bench_cmp_double);
 	uint64_t i = (uint64_t)(p * (double)(n - 1) + 0.5);
 	return v[i < n ? i : n - 1];
-}
-
-/* ------------------------------------------------------------------------
- * Programs and processes.
- */
-
-/* A program on PATH (or a path with a '/') that can be executed, into out. */
-static bool bn_which(const char *prog, char *out, size_t len)
-{
-	if (strchr(prog, '/')) {
-		snprintf(out, len, "%s", prog);
-		return access(out, X_OK) == 0;
-	}
-	const char *path = getenv("PATH");
-	char buf[4096];
-	snprintf(buf, sizeof(buf), "%s:/usr/sbin:/sbin", path ? path : "/usr/bin:/bin");
-	for (char *save = NULL, *d = strtok_r(buf, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
-		snprintf(out, len, "%s/%s", d, prog);
-		if (access(out, X_OK) == 0)
-			return true;
-	}
-	return false;
-}
-
-/* kvtierd next to the kvtier binary: build/cli/kvtier -> build/daemon/kvtierd,
- * or bin/kvtier -> sbin/kvtierd, or the same directory. */
-static bool bn_find_kvtierd(char *out, size_t len)
-{
-	char self[PATH_MAX];
-	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-	if (n <= 0)
-		return false;
-	self[n] = '\0';
-	char *slash = strrchr(self, '/');
-	if (!slash)
-		return false;
-	*slash = '\0';
-	const char *rel[] = { "../daemon/kvtierd", "../sbin/kvtierd", "kvtierd" };
-	for (unsigned i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
-		if (snprintf(out, len, "%s/%s", self, rel[i]) < (int)len && access(out, X_OK) == 0)
-			return true;
-	}
-	return false;
-}
-
-/* A port that was free a moment ago (for servers that cannot take port 0). */
-static int bn_free_port(uint16_t *port)
-{
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	socklen_t al = sizeof(a);
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
-	if (bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 ||
-	    getsockname(fd, (struct sockaddr *)&a, &al) < 0) {
-		int e = -errno;
-		close(fd);
-		return e;
-	}
-	close(fd);
-	*port = ntohs(a.sin_port);
-	return 0;
-}
-
-/* fork + exec argv with stdout and stderr into log (appended); the child
- * dies with the bench (PR_SET_PDEATHSIG). */
-static pid_t bn_spawn(char *const argv[], const char *log)
-{
-	pid_t parent = getpid();
-	pid_t pid = fork();
-	if (pid < 0)
-		return -errno;
-	if (pid == 0) {
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if (getppid() != parent)
-			_exit(127);
-		int fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-		int nul = open("/dev/null", O_RDONLY | O_CLOEXEC);
-		if (fd < 0 || nul < 0)
-			_exit(127);
-		dup2(nul, 0);
-		dup2(fd, 1);
-		dup2(fd, 2);
-		signal(SIGPIPE, SIG_DFL);
-		execv(argv[0], argv);
-		dprintf(2, "exec %s: %s\n", argv[0], strerror(errno));
-		_exit(127);
-	}
-	bn_child_add(pid);
-	return pid;
-}
-
-/* SIGTERM, wait up to 10 s, then SIGKILL.  Returns the wait status or -1. */
-static int bn_stop(pid_t pid)
-{
-	int st = -1;
-	if (pid <= 0)
-		return -1;
-	kill(pid, SIGTERM);
-	for (int i = 0; i < 1000; i++) {
-		pid_t r = waitpid(pid, &st, WNOHANG);
-		if (r == pid)
-			goto out;
-		if (r < 0)
-			goto out;
-		usleep(10000);
-	}
-	kill(pid, SIGKILL);
-	waitpid(pid, &st, 0);
-out:
-	bn_child_del(pid);
-	return st;
-}
-
-static bool bn_exited(pid_t pid, int *st)
-{
-	return waitpid(pid, st, WNOHANG) == pid;
-}
-
-static void bn_print_log(const char *path)
-{
-	FILE *f = fopen(path, "r");
-	char line[1024];
-	if (!f)
-		return;
-	fprintf(stderr, "--- %s ---\n", path);
-	while (fgets(line, sizeof(line), f))
-		fputs(line, stderr);
-	fclose(f);
 }
 
 /* ------------------------------------------------------------------------
@@ -1155,14 +981,13 @@ static int bn_measure_on(struct bn *b, struct bn_conn *cs, enum bn_op op,
 /* Wait until f(ctx) says the log or the socket shows the server is up. */
 static int bn_wait_port(struct bn_server *s, enum bn_kind kind)
 {
-	double end = bench_now() + BN_START_TIMEOUT_S;
+	double end = bench_now() + BENCH_START_TIMEOUT_S;
 	int st;
 	while (bench_now() < end) {
-		if (bn_exited(s->pid, &st)) {
-			bn_child_del(s->pid);
+		if (bench_exited(s->pid, &st)) {
 			s->pid = 0;
 			bn_err("%s exited during startup (status 0x%x)", bn_kind_name[kind], st);
-			bn_print_log(s->log);
+			bench_print_log(s->log);
 			return -ECHILD;
 		}
 		struct bn_conn c;
@@ -1191,7 +1016,7 @@ static int bn_wait_port(struct bn_server *s, enum bn_kind kind)
 		}
 		usleep(20000);
 	}
-	bn_err("%s did not answer within %.0f s; log %s", bn_kind_name[kind], BN_START_TIMEOUT_S,
+	bn_err("%s did not answer within %.0f s; log %s", bn_kind_name[kind], BENCH_START_TIMEOUT_S,
 	       s->log);
 	return -ETIMEDOUT;
 }
@@ -1200,10 +1025,7 @@ static int bn_wait_port(struct bn_server *s, enum bn_kind kind)
 static int bn_start_kvtierd(struct bn *b, struct bn_server *s, const char *name, uint64_t dram,
 			    uint64_t ssd, const char *const *extra)
 {
-	char dir[PATH_MAX + 32], a_dram[32], a_ssd[32], a_thr[16];
-	const char *argv[40];
-	unsigned n = 0;
-	int st;
+	char dir[PATH_MAX + 32];
 
 	s->kind = BN_KVTIERD;
 	unsigned seq = ++b->starts;
@@ -1211,53 +1033,9 @@ static int bn_start_kvtierd(struct bn *b, struct bn_server *s, const char *name,
 	if (snprintf(s->log, sizeof(s->log), "%s/%s-%u.log", b->run_dir, name, seq) >=
 	    (int)sizeof(s->log))
 		return -ENAMETOOLONG;
-	snprintf(a_dram, sizeof(a_dram), "%" PRIu64, dram);
-	snprintf(a_ssd, sizeof(a_ssd), "%" PRIu64, ssd);
-	snprintf(a_thr, sizeof(a_thr), "%u", b->o.threads);
-	argv[n++] = b->o.kvtierd;
-	argv[n++] = "--dir";
-	argv[n++] = dir;
-	argv[n++] = "--dram";
-	argv[n++] = a_dram;
-	argv[n++] = "--ssd";
-	argv[n++] = a_ssd;
-	argv[n++] = "--listen";
-	argv[n++] = "127.0.0.1:0";
-	argv[n++] = "--threads";
-	argv[n++] = a_thr;
-	argv[n++] = "--idle-timeout";
-	argv[n++] = "0";
-	for (unsigned i = 0; extra && extra[i] && n < 38; i++)
-		argv[n++] = extra[i];
-	argv[n] = NULL;
-	s->pid = bn_spawn((char *const *)argv, s->log);
-	if (s->pid < 0)
-		return (int)s->pid;
-	double end = bench_now() + BN_START_TIMEOUT_S;
-	while (bench_now() < end) {
-		FILE *f = fopen(s->log, "r");
-		char line[1024];
-		while (f && fgets(line, sizeof(line), f)) {
-			const char *p = strstr(line, "listening on 127.0.0.1:");
-			if (p) {
-				s->port = (uint16_t)atoi(p + strlen("listening on 127.0.0.1:"));
-				fclose(f);
-				return s->port ? 0 : -EPROTO;
-			}
-		}
-		if (f)
-			fclose(f);
-		if (bn_exited(s->pid, &st)) {
-			bn_child_del(s->pid);
-			s->pid = 0;
-			bn_err("kvtierd exited during startup (status 0x%x)", st);
-			bn_print_log(s->log);
-			return -ECHILD;
-		}
-		usleep(20000);
-	}
-	bn_err("kvtierd did not log its port within %.0f s; log %s", BN_START_TIMEOUT_S, s->log);
-	return -ETIMEDOUT;
+	struct bench_kvtierd k = { .path = b->o.kvtierd, .dir = dir, .log = s->log, .dram = dram,
+				   .ssd = ssd, .threads = b->o.threads, .extra = extra };
+	return bench_kvtierd_start(&k, &s->pid, &s->port);
 }
 
 /* memcached, redis-server, iperf3 -s: they need a port number; take a free
@@ -1272,9 +1050,14 @@ static int bn_start_peer(struct bn *b, struct bn_server *s, enum bn_kind kind)
 	if (snprintf(s->log, sizeof(s->log), "%s/%s-%u.log", b->run_dir, bn_kind_name[kind],
 		     ++b->starts) >= (int)sizeof(s->log))
 		return -ENAMETOOLONG;
+	if (kind == BN_IPERF) {
+		if ((rc = bench_iperf3_start(b->o.iperf3, s->log, &s->pid, &s->port)) < 0)
+			bn_err("could not start iperf3; log %s", s->log);
+		return rc;
+	}
 	for (int attempt = 0; attempt < 3; attempt++) {
 		unsigned n = 0;
-		if ((rc = bn_free_port(&s->port)) < 0)
+		if ((rc = bench_free_port(&s->port)) < 0)
 			return rc;
 		snprintf(a_port, sizeof(a_port), "%u", s->port);
 		if (kind == BN_MEMCACHED) {
@@ -1306,7 +1089,7 @@ static int bn_start_peer(struct bn *b, struct bn_server *s, enum bn_kind kind)
 			argv[n++] = a_item;
 			argv[n++] = "-c";
 			argv[n++] = "64";
-		} else if (kind == BN_REDIS) {
+		} else { /* BN_REDIS */
 			snprintf(a_mem, sizeof(a_mem), "%" PRIu64, b->o.mem);
 			snprintf(a_dir, sizeof(a_dir), "%s", b->run_dir);
 			argv[n++] = b->o.redis;
@@ -1328,116 +1111,34 @@ static int bn_start_peer(struct bn *b, struct bn_server *s, enum bn_kind kind)
 			argv[n++] = "no";
 			argv[n++] = "--dir";
 			argv[n++] = a_dir;
-		} else {
-			argv[n++] = b->o.iperf3;
-			argv[n++] = "-s";
-			argv[n++] = "--forceflush"; /* its "Server listening" line, now */
-			argv[n++] = "-B";
-			argv[n++] = "127.0.0.1";
-			argv[n++] = "-p";
-			argv[n++] = a_port;
 		}
 		argv[n] = NULL;
-		s->pid = bn_spawn((char *const *)argv, s->log);
+		s->pid = bench_spawn((char *const *)argv, s->log);
 		if (s->pid < 0)
 			return (int)s->pid;
-		if (kind == BN_IPERF) {
-			/* iperf3 -s takes one test at a time; a plain connect would
-			 * look like a client.  Wait for its port to be bound. */
-			double end = bench_now() + BN_START_TIMEOUT_S;
-			int st;
-			rc = -ETIMEDOUT;
-			while (bench_now() < end) {
-				if (bn_exited(s->pid, &st)) {
-					bn_child_del(s->pid);
-					s->pid = 0;
-					rc = -ECHILD;
-					break;
-				}
-				FILE *f = fopen(s->log, "r");
-				char line[512];
-				bool up = false;
-				while (f && fgets(line, sizeof(line), f))
-					up = up || strstr(line, "Server listening") != NULL;
-				if (f)
-					fclose(f);
-				if (up) {
-					rc = 0;
-					break;
-				}
-				usleep(20000);
-			}
-		} else {
-			rc = bn_wait_port(s, kind);
-		}
+		rc = bn_wait_port(s, kind);
 		if (rc == 0)
 			return 0;
 		if (s->pid > 0)
-			bn_stop(s->pid);
+			bench_stop(s->pid);
 		s->pid = 0;
 	}
 	bn_err("could not start %s; log %s", bn_kind_name[kind], s->log);
-	bn_print_log(s->log);
+	bench_print_log(s->log);
 	return rc;
 }
 
 /* iperf3 client: GB/s received with conns streams for the cell's time. */
 static int bn_iperf(struct bn *b, unsigned conns, double *gbps)
 {
-	char a_port[16], a_p[16], a_t[32], out_path[PATH_MAX + 16];
-	const char *argv[24];
-	unsigned n = 0;
-	int st;
+	char a_t[32], out_path[PATH_MAX + 16];
 
-	snprintf(a_port, sizeof(a_port), "%u", b->srv[BN_IPERF].port);
-	snprintf(a_p, sizeof(a_p), "%u", conns);
 	if (snprintf(out_path, sizeof(out_path), "%s/iperf3-client.json", b->run_dir) >=
 	    (int)sizeof(out_path))
 		return -ENAMETOOLONG;
-	argv[n++] = b->o.iperf3;
-	argv[n++] = "-c";
-	argv[n++] = "127.0.0.1";
-	argv[n++] = "-p";
-	argv[n++] = a_port;
-	argv[n++] = "-P";
-	argv[n++] = a_p;
-	argv[n++] = "-l";
-	argv[n++] = "1M";
-	argv[n++] = "-J";
-	if (b->o.smoke) {
-		argv[n++] = "-n";
-		argv[n++] = "64M";
-	} else {
-		snprintf(a_t, sizeof(a_t), "%.0f", b->o.secs < 1 ? 1.0 : b->o.secs + 0.499);
-		argv[n++] = "-t";
-		argv[n++] = a_t;
-	}
-	argv[n] = NULL;
-	for (int attempt = 0; attempt < 5; attempt++) {
-		unlink(out_path);
-		pid_t pid = bn_spawn((char *const *)argv, out_path);
-		if (pid < 0)
-			return (int)pid;
-		waitpid(pid, &st, 0);
-		bn_child_del(pid);
-		FILE *f = fopen(out_path, "r");
-		char *buf = f ? calloc(1, 1 << 20) : NULL;
-		size_t len = buf ? fread(buf, 1, (1 << 20) - 1, f) : 0;
-		if (f)
-			fclose(f);
-		static const char *const keys[] = { "sum_received", "bits_per_second" };
-		double bps;
-		if (buf && WIFEXITED(st) && WEXITSTATUS(st) == 0 &&
-		    bench_reply_json_num(buf, len, keys, 2, &bps) == 0) {
-			*gbps = bps / 8e9;
-			free(buf);
-			return 0;
-		}
-		free(buf);
-		usleep(200000); /* "the server is busy": the last test is still closing */
-	}
-	bn_err("iperf3 client failed; its output %s", out_path);
-	return -EIO;
+	snprintf(a_t, sizeof(a_t), "%.0f", b->o.secs < 1 ? 1.0 : b->o.secs + 0.499);
+	return bench_iperf3(b->o.iperf3, b->srv[BN_IPERF].port, conns, b->o.smoke ? "-n" : "-t",
+			    b->o.smoke ? "64M" : a_t, out_path, gbps);
 }
 
 static int bn_open_conns(struct bn *b, enum bn_kind kind)
@@ -1465,23 +1166,6 @@ static double bn_target(enum bn_kind peer)
 	return peer == BN_REDIS ? BN_TARGET_REDIS : peer == BN_MEMCACHED ? BN_TARGET_MEMCACHED : 0;
 }
 
-static void bn_json_rounds(const char *name, const double *v, unsigned n)
-{
-	printf(",\"%s\":[", name);
-	for (unsigned r = 0; r < n; r++)
-		printf("%s%.3f", r ? "," : "", v[r]);
-	putchar(']');
-}
-
-static void bn_json_num(const char *name, double v, const char *fmt)
-{
-	printf(",\"%s\":", name);
-	if (v < 0)
-		printf("null");
-	else
-		printf(fmt, v);
-}
-
 /* A row: kvtierd against peer for one (op, size, conns) cell. */
 static void bn_report(struct bn *b, enum bn_op op, uint64_t size, unsigned conns,
 		      enum bn_kind peer, const double *kg, const double *pg,
@@ -1492,7 +1176,7 @@ static void bn_report(struct bn *b, enum bn_op op, uint64_t size, unsigned conns
 	double rat[BN_ROUNDS_MAX];
 	for (unsigned r = 0; r < rounds; r++)
 		rat[r] = kg[r] / (pg[r] > 0 ? pg[r] : 1e-12);
-	double gk = bn_median(kg, rounds), gp = bn_median(pg, rounds);
+	double gk = bench_median(kg, rounds), gp = bench_median(pg, rounds);
 	double ratio = gk / (gp > 0 ? gp : 1e-12);
 	double target = bn_target(peer);
 	bool judged = !b->o.smoke && target > 0;
@@ -1508,10 +1192,10 @@ static void bn_report(struct bn *b, enum bn_op op, uint64_t size, unsigned conns
 		printf("{\"bench\":\"%s\",\"value_bytes\":%" PRIu64 ",\"conns\":%u,\"gbps\":%.3f"
 		       ",\"baseline\":\"%s\",\"baseline_gbps\":%.3f,\"ratio\":%.4f",
 		       name, size, conns, gk, bn_kind_name[peer], gp, ratio);
-		bn_json_num("p50_us", lat ? k50 : -1, "%.1f");
-		bn_json_num("p99_us", lat ? k99 : -1, "%.1f");
-		bn_json_num("baseline_p50_us", lat && peer != BN_IPERF ? p50 : -1, "%.1f");
-		bn_json_num("baseline_p99_us", lat && peer != BN_IPERF ? p99 : -1, "%.1f");
+		bench_json_num("p50_us", lat ? k50 : -1, "%.1f");
+		bench_json_num("p99_us", lat ? k99 : -1, "%.1f");
+		bench_json_num("baseline_p50_us", lat && peer != BN_IPERF ? p50 : -1, "%.1f");
+		bench_json_num("baseline_p99_us", lat && peer != BN_IPERF ? p99 : -1, "%.1f");
 		printf(",\"ops\":%" PRIu64 ",\"baseline_ops\":%" PRIu64, kops, pops);
 		printf(",\"full_checks\":%" PRIu64, klast->full_checks + plast->full_checks);
 		if (op == BN_SET)
@@ -1521,9 +1205,9 @@ static void bn_report(struct bn *b, enum bn_op op, uint64_t size, unsigned conns
 			       plast->set_missed);
 		printf(",\"loop_threads\":%u,\"rounds\":%u,\"secs\":%.2f", b->o.threads, rounds,
 		       b->o.secs);
-		bn_json_rounds("gbps_rounds", kg, rounds);
-		bn_json_rounds("baseline_gbps_rounds", pg, rounds);
-		bn_json_rounds("ratio_rounds", rat, rounds);
+		bench_json_rounds("gbps_rounds", kg, rounds);
+		bench_json_rounds("baseline_gbps_rounds", pg, rounds);
+		bench_json_rounds("ratio_rounds", rat, rounds);
 		if (target > 0)
 			printf(",\"target\":%.2f,\"pass\":%s", target,
 			       judged ? (pass ? "true" : "false") : "null");
@@ -1626,8 +1310,8 @@ static int bn_cell(struct bn *b, enum bn_op op, const struct bn_values *v, unsig
 	}
 	double m50[BN_KINDS], m99[BN_KINDS];
 	for (unsigned kind = 0; kind < BN_IPERF; kind++) {
-		m50[kind] = bn_median(p50[kind], rounds);
-		m99[kind] = bn_median(p99[kind], rounds);
+		m50[kind] = bench_median(p50[kind], rounds);
+		m99[kind] = bench_median(p99[kind], rounds);
 	}
 	m50[BN_IPERF] = m99[BN_IPERF] = -1;
 	for (unsigned peer = BN_MEMCACHED; peer < BN_KINDS; peer++)
@@ -1649,7 +1333,7 @@ static int bn_stop_all(struct bn *b)
 	for (unsigned kind = 0; kind < BN_KINDS; kind++) {
 		if (b->srv[kind].pid <= 0)
 			continue;
-		int st = bn_stop(b->srv[kind].pid);
+		int st = bench_stop(b->srv[kind].pid);
 		if (kind == BN_KVTIERD && !(WIFEXITED(st) && WEXITSTATUS(st) == 0)) {
 			bn_err("kvtierd did not stop cleanly (status 0x%x); log %s", st,
 			       b->srv[kind].log);
@@ -1735,17 +1419,8 @@ static int bn_fio(struct bn *b, uint64_t bs, unsigned qd, uint64_t size, double 
 	argv[n++] = "--numjobs=1";
 	argv[n++] = "--output-format=json";
 	argv[n] = NULL;
-	unlink(out);
-	pid_t pid = bn_spawn((char *const *)argv, out);
-	if (pid < 0)
-		return (int)pid;
-	waitpid(pid, &st, 0);
-	bn_child_del(pid);
-	FILE *f = fopen(out, "r");
-	char *buf = f ? calloc(1, 1 << 20) : NULL;
-	size_t len = buf ? fread(buf, 1, (1 << 20) - 1, f) : 0;
-	if (f)
-		fclose(f);
+	size_t len;
+	char *buf = bench_run_to_file((char *const *)argv, out, &st, &len);
 	static const char *const k_io[] = { "jobs", "read", "io_bytes" };
 	static const char *const k_bw[] = { "jobs", "read", "bw_bytes" };
 	double io, bw;
@@ -1893,7 +1568,7 @@ static int bn_ssd_row(struct bn *b)
 	if (rc < 0)
 		goto out_w;
 
-	double gk = bn_median(kg, rounds), gf = have_fio ? bn_median(fg, rounds) : -1;
+	double gk = bench_median(kg, rounds), gf = have_fio ? bench_median(fg, rounds) : -1;
 	double ratio = have_fio ? gk / (gf > 0 ? gf : 1e-12) : -1;
 	double sh = (double)ssd_reads / (double)(gets ? gets : 1);
 	bool pass = have_fio && ratio >= BN_TARGET_SSD && sh >= BN_TARGET_SSD_SHARE;
@@ -1902,8 +1577,8 @@ static int bn_ssd_row(struct bn *b)
 	if (b->o.json) {
 		printf("{\"bench\":\"net.ssd.get\",\"value_bytes\":%" PRIu64 ",\"conns\":%u"
 		       ",\"gbps\":%.3f,\"baseline\":\"fio\"", size, BN_CONNS, gk);
-		bn_json_num("baseline_gbps", gf, "%.3f");
-		bn_json_num("ratio", ratio, "%.4f");
+		bench_json_num("baseline_gbps", gf, "%.3f");
+		bench_json_num("ratio", ratio, "%.4f");
 		printf(",\"dram_capacity\":%" PRIu64 ",\"working_set_bytes\":%" PRIu64
 		       ",\"values\":%u,\"record_bytes\":%" PRIu64 ",\"fio_iodepth\":%u"
 		       ",\"gets\":%" PRIu64 ",\"ssd_reads\":%" PRIu64 ",\"ssd_read_bytes\":%" PRIu64
@@ -1911,10 +1586,10 @@ static int bn_ssd_row(struct bn *b)
 		       ",\"loop_threads\":%u,\"rounds\":%u",
 		       c_bytes, (uint64_t)count * size, count, rec, BN_CONNS, gets, ssd_reads,
 		       ssd_bytes, misses, sh, written, shed, b->o.threads, rounds);
-		bn_json_rounds("gbps_rounds", kg, rounds);
+		bench_json_rounds("gbps_rounds", kg, rounds);
 		if (have_fio)
-			bn_json_rounds("baseline_gbps_rounds", fg, rounds);
-		bn_json_rounds("ssd_share_rounds", share, rounds);
+			bench_json_rounds("baseline_gbps_rounds", fg, rounds);
+		bench_json_rounds("ssd_share_rounds", share, rounds);
 		printf(",\"target\":%.2f,\"ssd_share_target\":%.2f,\"pass\":%s}\n", BN_TARGET_SSD,
 		       BN_TARGET_SSD_SHARE, b->o.smoke || !have_fio ? "null" : pass ? "true" : "false");
 	} else {
@@ -1935,7 +1610,7 @@ out:
 		if (cs[i].rbuf)
 			bn_conn_close(&cs[i]);
 	if (s.pid > 0) {
-		int st = bn_stop(s.pid);
+		int st = bench_stop(s.pid);
 		if (rc == 0 && !(WIFEXITED(st) && WEXITSTATUS(st) == 0)) {
 			bn_err("kvtierd (SSD) did not stop cleanly (status 0x%x); log %s", st, s.log);
 			rc = -EIO;
@@ -1996,14 +1671,6 @@ static int bn_parse_sizes(const char *s, struct bn_opts *o)
 	return o->size_count ? 0 : -1;
 }
 
-static int bn_rm(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
-}
-
 int bench_net_main(int argc, char **argv)
 {
 	static const struct option lo[] = {
@@ -2025,7 +1692,7 @@ int bench_net_main(int argc, char **argv)
 	static char kvtierd[PATH_MAX], mc[PATH_MAX], redis[PATH_MAX], iperf[PATH_MAX], fio[PATH_MAX];
 	int rounds = -1, ch, rc = BENCH_EXIT_OK;
 	uint64_t mem = 0, ssd_dram = 0;
-	struct sigaction sa = { .sa_handler = bn_on_signal }, old[3];
+	struct sigaction old[3];
 
 	if (!b) {
 		bn_err("out of memory");
@@ -2098,7 +1765,7 @@ int bench_net_main(int argc, char **argv)
 	 * without one of them it cannot run (77, "skipped"). */
 	if (b->o.kvtierd) {
 		snprintf(kvtierd, sizeof(kvtierd), "%s", b->o.kvtierd);
-	} else if (!bn_find_kvtierd(kvtierd, sizeof(kvtierd))) {
+	} else if (!bench_find_kvtierd(kvtierd, sizeof(kvtierd))) {
 		bn_err("kvtierd not found next to this kvtier; give --kvtierd PATH");
 		free(b);
 		return BENCH_EXIT_FAIL;
@@ -2109,9 +1776,9 @@ int bench_net_main(int argc, char **argv)
 		return BENCH_EXIT_FAIL;
 	}
 	b->o.kvtierd = kvtierd;
-	const char *missing = !bn_which(p_mc, mc, sizeof(mc)) ? p_mc :
-			      !bn_which(p_redis, redis, sizeof(redis)) ? p_redis :
-			      !bn_which(p_iperf, iperf, sizeof(iperf)) ? p_iperf : NULL;
+	const char *missing = !bench_which(p_mc, mc, sizeof(mc)) ? p_mc :
+			      !bench_which(p_redis, redis, sizeof(redis)) ? p_redis :
+			      !bench_which(p_iperf, iperf, sizeof(iperf)) ? p_iperf : NULL;
 	if (missing) {
 		bn_err("skipped: '%s' is not installed (Debian: memcached, redis-server, "
 		       "iperf3; scripts/deps.txt)", missing);
@@ -2121,7 +1788,7 @@ int bench_net_main(int argc, char **argv)
 	b->o.memcached = mc;
 	b->o.redis = redis;
 	b->o.iperf3 = iperf;
-	b->o.fio = bn_which(p_fio, fio, sizeof(fio)) ? fio : NULL;
+	b->o.fio = bench_which(p_fio, fio, sizeof(fio)) ? fio : NULL;
 	if (!b->o.fio && !b->o.no_ssd)
 		bn_err("fio not found: the SSD row runs without its baseline");
 
@@ -2132,10 +1799,7 @@ int bench_net_main(int argc, char **argv)
 		return BENCH_EXIT_FAIL;
 	}
 	b->run_dir_made = true;
-	sigaction(SIGINT, &sa, &old[0]);
-	sigaction(SIGTERM, &sa, &old[1]);
-	sigaction(SIGHUP, &sa, &old[2]);
-	signal(SIGPIPE, SIG_IGN);
+	bench_signals_catch(old);
 
 	for (unsigned i = 0; i < b->o.size_count; i++)
 		b->dst_cap = b->o.sizes[i] > b->dst_cap ? b->o.sizes[i] : b->dst_cap;
@@ -2164,17 +1828,15 @@ int bench_net_main(int argc, char **argv)
 out:
 	for (unsigned kind = 0; kind < BN_KINDS; kind++)
 		if (b->srv[kind].pid > 0)
-			bn_stop(b->srv[kind].pid);
+			bench_stop(b->srv[kind].pid);
 	for (unsigned i = 0; i < BN_CONNS; i++)
 		for (unsigned d = 0; d < BN_DST; d++)
 			free(b->dst[i][d]);
 	if (b->run_dir_made && !b->o.keep && rc == BENCH_EXIT_OK)
-		nftw(b->run_dir, bn_rm, 16, FTW_DEPTH | FTW_PHYS);
+		bench_rm_tree(b->run_dir);
 	else if (b->run_dir_made)
 		bn_err("run directory (logs) kept: %s", b->run_dir);
-	sigaction(SIGINT, &old[0], NULL);
-	sigaction(SIGTERM, &old[1], NULL);
-	sigaction(SIGHUP, &old[2], NULL);
+	bench_signals_restore(old);
 	free(b);
 	return rc;
 usage:

@@ -42,7 +42,6 @@
  * the exit status.  Uses include/kvtier.h and libcurl only.
  */
 #include <errno.h>
-#include <ftw.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -110,21 +109,6 @@ static void bsh_err(const char *fmt, ...)
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
 	fputc('\n', stderr);
-}
-
-static int bsh_rm_fn(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	if (remove(path) < 0 && errno != ENOENT)
-		bsh_err("removing %s: %s", path, strerror(errno));
-	return 0;
-}
-
-static void bsh_rm_tree(const char *path)
-{
-	nftw(path, bsh_rm_fn, 16, FTW_DEPTH | FTW_PHYS);
 }
 
 static struct kvt_key bsh_key(uint64_t round, uint64_t i)
@@ -331,7 +315,7 @@ out:
 	free(reqs);
 	free(iovs);
 	if (dir[0] && !b->o.keep)
-		bsh_rm_tree(dir);
+		bench_rm_tree(dir);
 	return rc;
 }
 
@@ -400,7 +384,7 @@ static int bsh_fio_round(struct bsh *b, unsigned round, double *put_gbps, double
 	rc = bsh_fio_job(b, dir, "write", put_gbps);
 	if (rc == 0)
 		rc = bsh_fio_job(b, dir, "read", get_gbps);
-	bsh_rm_tree(dir);
+	bench_rm_tree(dir);
 	return rc;
 }
 
@@ -924,7 +908,7 @@ int bench_shared_main(int argc, char **argv)
 	rc = BENCH_EXIT_OK;
 done:
 	if (b.run_dir[0] && !b.o.keep)
-		bsh_rm_tree(b.run_dir);
+		bench_rm_tree(b.run_dir);
 	memset(b.sk, 0, sizeof(b.sk));
 	curl_global_cleanup();
 	return rc;

@@ -365,22 +365,6 @@ static double bs_blk_req(bool ok, const struct bs_blk *a, const struct bs_blk *b
 	return ok && ios ? (double)bytes / (double)ios : -1;
 }
 
-static int bs_rm_fn(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	if (remove(path) < 0 && errno != ENOENT)
-		fprintf(stderr, "kvtier bench: removing %s: %s\n", path, strerror(errno));
-	return 0;
-}
-
-/* rm -r path (a directory this run made), without following links. */
-static void bs_rm_tree(const char *path)
-{
-	(void)nftw(path, bs_rm_fn, 16, FTW_DEPTH | FTW_PHYS);
-}
-
 static int bs_drop_fn(const char *path, const struct stat *st, int flag, struct FTW *ftw)
 {
 	(void)st;
@@ -1285,7 +1269,7 @@ static int bs_size_rows(struct bs *b, struct bs_size *z)
 		}
 		/* Both sides' files go before the next round: fresh files again. */
 		bs_store_path(z, r, path, sizeof(path));
-		bs_rm_tree(path);
+		bench_rm_tree(path);
 		snprintf(path, sizeof(path), "%s/fio.dat", b->run_dir);
 		(void)unlink(path);
 	}
@@ -1756,7 +1740,7 @@ out:
 	/* Close writes a full checkpoint: not timed, and the run dir goes anyway. */
 	kvt_store_destroy(s);
 	if (!b->o.keep)
-		bs_rm_tree(rc.path);
+		bench_rm_tree(rc.path);
 	free(rc.patterns);
 	free(got);
 	return ret;
@@ -2160,7 +2144,7 @@ int bench_ssd_main(int argc, char **argv)
 	if (!b.have_fio && !b.o.smoke) {
 		bs_err(&b, "cannot run '%s' (the baseline): install fio (Debian: apt-get install "
 			   "fio) or pass --fio PATH", b.o.fio);
-		bs_rm_tree(b.run_dir);
+		bench_rm_tree(b.run_dir);
 		return BENCH_EXIT_FAIL;
 	}
 	if (!b.have_fio)
@@ -2193,7 +2177,7 @@ int bench_ssd_main(int argc, char **argv)
 	if (b.o.keep)
 		fprintf(stderr, "%s: kept %s\n", b.who, b.run_dir);
 	else
-		bs_rm_tree(b.run_dir);
+		bench_rm_tree(b.run_dir);
 	return rc;
 }
 
@@ -2227,6 +2211,6 @@ int bench_recovery_main(int argc, char **argv)
 	if (b.o.keep)
 		fprintf(stderr, "%s: kept %s\n", b.who, b.run_dir);
 	else
-		bs_rm_tree(b.run_dir);
+		bench_rm_tree(b.run_dir);
 	return rc;
 }

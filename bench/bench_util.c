@@ -128,3 +128,30 @@ double bench_rate(double amount, double secs)
 {
 	return amount / (secs > 1e-9 ? secs : 1e-9);
 }
+
+double bench_median(const double *v, unsigned n)
+{
+	double s[BENCH_ROUNDS_MAX];
+	if (n == 0 || n > BENCH_ROUNDS_MAX)
+		return 0;
+	memcpy(s, v, n * sizeof(double));
+	qsort(s, n, sizeof(double), bench_cmp_double);
+	return n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
+}
+
+void bench_json_rounds(const char *name, const double *v, unsigned n)
+{
+	printf(",\"%s\":[", name);
+	for (unsigned r = 0; r < n; r++)
+		printf("%s%.3f", r ? "," : "", v[r]);
+	putchar(']');
+}
+
+void bench_json_num(const char *name, double v, const char *fmt)
+{
+	printf(",\"%s\":", name);
+	if (v < 0)
+		printf("null");
+	else
+		printf(fmt, v);
+}

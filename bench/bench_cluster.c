@@ -1,0 +1,708 @@
+/*
+ * bench_cluster.c - "kvtier bench cluster": the throughput of a pod of
+ * kvtierd nodes (doc/cluster.md) as one engine sees it, with 1 and 3 nodes.
+ *
+ * Owns the cluster suite: for every (size, round, node count N) cell it
+ * starts N kvtierd on 127.0.0.1 port 0, each with its own run directory,
+ * log and DRAM tier big enough for the whole working set (so nothing is
+ * evicted and every get must hit), and stops them (SIGTERM, wait) when
+ * the cell ends, on failure too (bench_proc.c kills them if the bench dies).
+ *
+ *   engine (this process, include/kvtier.h only)
+ *     kvt_store: dram.capacity --local-dram, remote.addrs = the N nodes
+ *        |  put: W blocks, prompts of --prompt-blocks keys, KVT_F_PROMPT,
+ *        |       --inflight in flight, written through to the group's node
+ *        |       (a prompt's first group to remote.hot_replicas nodes)
+ *        |  get: a fresh store (cold DRAM), the same W blocks, every byte
+ *        v       checked against its value, rotating destination buffers
+ *     node 0 .. node N-1 (kvtierd, --threads loop threads each)
+ *
+ * Block i holds bench_fill(bench_seed(size, i)), made before timing; the
+ * get phase compares each value in full as it completes.  A put completes
+ * once its node answered; afterwards every node's dram.blocks (STATS of
+ * the whole server, through kvt_remote_stats) must add up to the blocks
+ * placement sent (hot blocks count once per replica): a put the server
+ * dropped would otherwise pass unseen, since a write-through reports the
+ * local put's status.  Timing covers submit of the first request to the
+ * completion of the last; GB/s counts the engine's bytes (W x size).
+ *
+ * iperf3 over loopback runs once per round as the reference limit.
+ * Rounds alternate the order of the node counts; medians are reported.
+ * Exit: 0 ran, 1 failure (a node that did not start or stop cleanly, a
+ * miss, a wrong byte, blocks missing on the nodes), 2 usage, 77 iperf3
+ * not installed.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "kvtier.h"
+
+#include "bench.h"
+
+#define BC_MIB (UINT64_C(1) << 20)
+#define BC_NODES_MAX 8
+#define BC_SIZES_MAX 4
+#define BC_INFLIGHT_MAX 256
+#define BC_WAIT_MS 60000
+#define BC_BLOCK_TOKENS 16u
+
+struct bc_opts {
+	bool smoke, json, keep;
+	unsigned nodes[BC_NODES_MAX], node_count;
+	uint64_t sizes[BC_SIZES_MAX];
+	unsigned size_count;
+	unsigned rounds, threads, inflight, conns, prompt_blocks, group, hot;
+	uint64_t bytes;               /* working set per size */
+	uint64_t local_dram;          /* the engine's DRAM tier */
+	uint64_t ssd;                 /* each node's --ssd, 0: DRAM only */
+	const char *kvtierd, *iperf3, *dir;
+};
+
+struct bc_node {
+	pid_t pid;
+	uint16_t port;
+	char log[PATH_MAX];
+};
+
+/* One cell's results: one size, one round, one node count. */
+struct bc_cell {
+	double put_gbps, get_gbps;
+	uint64_t node_blocks[BC_NODES_MAX]; /* each node's dram.blocks after the puts */
+	uint64_t local_hits;          /* gets served by the engine's own DRAM (expected 0) */
+};
+
+struct bc {
+	struct bc_opts o;
+	char run_dir[PATH_MAX];
+	unsigned starts;              /* nodes started: names each one's dir and log */
+	struct bc_node node[BC_NODES_MAX];
+	unsigned running;             /* node[0..running) are up */
+	pid_t iperf_pid;
+	uint16_t iperf_port;
+	uint8_t ns_digest[32];
+	/* The working set of the current size, owned here, freed per size. */
+	uint64_t size;
+	unsigned blocks;              /* W, whole prompts */
+	uint8_t *vals;                /* blocks x size: value i at i * size */
+	struct kvt_key *keys;         /* prompt p's keys at [p * prompt_blocks] */
+	uint8_t *dst;                 /* inflight x size: rotating get buffers */
+	/* A phase's requests: here, not on bc_phase's stack, because one still
+	 * in flight after a failed wait completes when its store is destroyed. */
+	struct kvt_req reqs[BC_INFLIGHT_MAX];
+	struct iovec iov[BC_INFLIGHT_MAX];
+};
+
+static void bc_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void bc_err(const char *fmt, ...)
+{
+	va_list ap;
+	fputs("kvtier bench cluster: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+/* ------------------------------------------------------------------------
+ * Nodes.
+ */
+static int bc_nodes_stop(struct bc *b)
+{
+	int rc = 0;
+	for (unsigned i = 0; i < b->running; i++) {
+		int st = bench_stop(b->node[i].pid);
+		if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0)) {
+			bc_err("node %u did not stop cleanly (status 0x%x); log %s", i, st,
+			       b->node[i].log);
+			rc = -EIO;
+		}
+		b->node[i].pid = 0;
+	}
+	b->running = 0;
+	return rc;
+}
+
+/* Each node's DRAM holds the whole working set: placement may put any
+ * share on one node, and an eviction would turn into a miss. */
+static int bc_nodes_start(struct bc *b, unsigned n)
+{
+	char dir[PATH_MAX + 32], a_ssd[32];
+	const char *extra[] = { "--set", "ssd.admission=always", NULL };
+	snprintf(a_ssd, sizeof(a_ssd), "%" PRIu64, b->o.ssd);
+	for (unsigned i = 0; i < n; i++) {
+		struct bc_node *nd = &b->node[i];
+		unsigned seq = ++b->starts;
+		snprintf(dir, sizeof(dir), "%s/node-%u", b->run_dir, seq);
+		if (snprintf(nd->log, sizeof(nd->log), "%s/node-%u.log", b->run_dir, seq) >=
+		    (int)sizeof(nd->log))
+			return -ENAMETOOLONG;
+		struct bench_kvtierd k = {
+			.path = b->o.kvtierd, .dir = dir, .log = nd->log,
+			.dram = bench_align_up(b->o.bytes + b->o.bytes / 4 + 64 * BC_MIB, BC_MIB),
+			.ssd = b->o.ssd, .threads = b->o.threads, .extra = b->o.ssd ? extra : NULL,
+		};
+		int rc = bench_kvtierd_start(&k, &nd->pid, &nd->port);
+		if (nd->pid > 0)
+			b->running = i + 1; /* stopped by bc_nodes_stop, also on failure */
+		if (rc < 0) {
+			bc_err("node %u did not start: %s; log %s", i, kvt_strerror(rc), nd->log);
+			return rc;
+		}
+	}
+	return 0;
+}
+
+/* ------------------------------------------------------------------------
+ * The engine.
+ */
+static const struct kvt_ns_desc bc_desc = {
+	.model = "bench-cluster", .dtype = "bf16", .layout = "bench",
+	.block_tokens = BC_BLOCK_TOKENS, .tp_size = 1, .pp_size = 1, .tenant = "bench",
+};
+
+/* A store whose remote tier is node[0..n): *s owned by the caller. */
+static int bc_store_open(struct bc *b, unsigned n, struct kvt_store **out, uint32_t *ns)
+{
+	char addrs[BC_NODES_MAX * 24] = "", dram[32], group[16], hot[16], conns[16];
+	struct kvt_store *s = NULL;
+	int r;
+
+	for (unsigned i = 0; i < n; i++) {
+		size_t l = strlen(addrs);
+		snprintf(addrs + l, sizeof(addrs) - l, "%s127.0.0.1:%u", i ? "," : "",
+			 b->node[i].port);
+	}
+	snprintf(dram, sizeof(dram), "%" PRIu64, b->o.local_dram);
+	snprintf(group, sizeof(group), "%u", b->o.group);
+	snprintf(hot, sizeof(hot), "%u", b->o.hot);
+	snprintf(conns, sizeof(conns), "%u", b->o.conns);
+	const char *opts[][2] = {
+		{ "dram.capacity", dram }, { "remote.addrs", addrs },
+		{ "remote.group", group }, { "remote.hot_replicas", hot },
+		{ "remote.conns", conns }, { "remote.timeout_ms", "20000" },
+	};
+	if ((r = kvt_store_create(&s)) < 0)
+		goto fail;
+	for (size_t i = 0; i < sizeof(opts) / sizeof(opts[0]); i++)
+		if ((r = kvt_store_set_option(s, opts[i][0], opts[i][1])) < 0) {
+			bc_err("option %s=%s: %s", opts[i][0], opts[i][1], kvt_strerror(r));
+			goto fail;
+		}
+	if ((r = kvt_store_open(s)) < 0 || (r = kvt_ns_register(s, &bc_desc, ns)) < 0)
+		goto fail;
+	*out = s;
+	return 0;
+fail:
+	bc_err("opening the engine's store: %s", kvt_strerror(r));
+	kvt_store_destroy(s);
+	return r;
+}
+
+/*
+ * One phase: every block put (or got) with o.inflight requests in flight,
+ * each request on a slot of its own (its iovec, and for gets its
+ * destination buffer).  *gbps: W x size over the time from the first
+ * submit to the last completion.
+ */
+static int bc_phase(struct bc *b, struct kvt_store *s, uint32_t ns, bool put, double *gbps,
+		    uint64_t *local_hits)
+{
+	struct kvt_req *reqs = b->reqs, *done[BC_INFLIGHT_MAX];
+	struct iovec *iov = b->iov;
+	unsigned free_slots[BC_INFLIGHT_MAX], nfree = b->o.inflight, next = 0, finished = 0;
+	struct kvt_queue *q = NULL;
+	int r, rc = -EIO;
+
+	if ((r = kvt_queue_create(s, &q)) < 0) {
+		bc_err("kvt_queue_create: %s", kvt_strerror(r));
+		return r;
+	}
+	for (unsigned i = 0; i < nfree; i++)
+		free_slots[i] = i;
+	double t0 = bench_now();
+	while (finished < b->blocks) {
+		while (next < b->blocks && nfree > 0) {
+			unsigned slot = free_slots[--nfree], i = next++;
+			unsigned p0 = i / b->o.prompt_blocks * b->o.prompt_blocks;
+			struct kvt_req *rq = &reqs[slot];
+			iov[slot] = (struct iovec){ put ? b->vals + (uint64_t)i * b->size :
+							  b->dst + (uint64_t)slot * b->size,
+						    b->size };
+			*rq = (struct kvt_req){ .op = put ? KVT_OP_PUT : KVT_OP_GET,
+						.flags = KVT_F_PROMPT, .ns = ns, .key = b->keys[i],
+						.keys = &b->keys[p0], .key_count = i - p0 + 1,
+						.iov = &iov[slot], .iov_count = 1,
+						.user_data = (uint64_t)slot << 32 | i };
+			if ((r = kvt_submit(q, &rq, 1)) != 1) {
+				bc_err("kvt_submit: %s", kvt_strerror(r));
+				goto out;
+			}
+		}
+		r = kvt_queue_wait(q, done, BC_INFLIGHT_MAX, BC_WAIT_MS);
+		if (r <= 0) {
+			bc_err("kvt_queue_wait: %s", r == 0 ? "nothing in 60 s" : kvt_strerror(r));
+			goto out;
+		}
+		for (int j = 0; j < r; j++) {
+			struct kvt_req *d = done[j];
+			unsigned slot = (unsigned)(d->user_data >> 32), i = (uint32_t)d->user_data;
+			free_slots[nfree++] = slot;
+			if (d->status != KVT_OK || (!put && d->length != b->size)) {
+				bc_err("%s of block %u: %s (%" PRIu64 " bytes)", put ? "put" : "get", i,
+				       d->status == KVT_MISS ? "a miss" : kvt_strerror(d->status),
+				       d->length);
+				goto out;
+			}
+			if (!put && memcmp(b->dst + (uint64_t)slot * b->size,
+					   b->vals + (uint64_t)i * b->size, b->size) != 0) {
+				bc_err("get of block %u: wrong bytes", i);
+				goto out;
+			}
+			if (!put && d->tier == KVT_TIER_DRAM)
+				(*local_hits)++;
+		}
+		finished += (unsigned)r;
+	}
+	*gbps = bench_rate((double)b->blocks * (double)b->size, bench_now() - t0) / 1e9;
+	rc = 0;
+out:
+	/* On failure, collect what is still in flight before the queue goes. */
+	while (kvt_queue_inflight(q) > 0 && kvt_queue_wait(q, done, BC_INFLIGHT_MAX, BC_WAIT_MS) > 0)
+		;
+	kvt_queue_destroy(q);
+	return rc;
+}
+
+struct bc_blocks {
+	uint64_t *v;
+	unsigned n;
+};
+
+/* node.<i>.dram.blocks from kvt_remote_stats; one member: no prefix. */
+static void bc_blocks_stat(void *ctx, const char *name, uint64_t value, const char *str)
+{
+	struct bc_blocks *bl = ctx;
+	unsigned i = 0;
+	int at = 0;
+	if (str)
+		return;
+	if (strcmp(name, "dram.blocks") == 0 && bl->n == 1)
+		bl->v[0] = value;
+	else if (sscanf(name, "node.%u.dram.blocks%n", &i, &at) == 1 && name[at] == '\0' &&
+		 i < bl->n)
+		bl->v[i] = value;
+}
+
+/* What placement sends: each prompt's first group to min(hot, n) nodes. */
+static uint64_t bc_expected_blocks(const struct bc *b, unsigned n)
+{
+	unsigned first = b->o.group < b->o.prompt_blocks ? b->o.group : b->o.prompt_blocks;
+	unsigned copies = b->o.hot < n ? b->o.hot : n;
+	uint64_t prompts = b->blocks / b->o.prompt_blocks;
+	return prompts * ((uint64_t)first * copies + (b->o.prompt_blocks - first));
+}
+
+/* One cell: N fresh nodes, the puts, the node counts, the gets from a
+ * fresh engine, the nodes stopped. */
+static int bc_cell(struct bc *b, unsigned n, struct bc_cell *c)
+{
+	struct kvt_store *s = NULL;
+	uint32_t ns;
+	int rc;
+
+	memset(c, 0, sizeof(*c));
+	if ((rc = bc_nodes_start(b, n)) < 0 || (rc = bc_store_open(b, n, &s, &ns)) < 0)
+		goto out;
+	if ((rc = bc_phase(b, s, ns, true, &c->put_gbps, NULL)) < 0)
+		goto out;
+	struct bc_blocks bl = { c->node_blocks, n };
+	uint64_t sum = 0, want = bc_expected_blocks(b, n);
+	if ((rc = kvt_flush(s)) < 0 || (rc = kvt_remote_stats(s, "*", bc_blocks_stat, &bl)) < 0) {
+		bc_err("the nodes' STATS: %s", kvt_strerror(rc));
+		goto out;
+	}
+	for (unsigned i = 0; i < n; i++)
+		sum += c->node_blocks[i];
+	if (sum != want) {
+		bc_err("%u nodes hold %" PRIu64 " blocks, placement sent %" PRIu64, n, sum, want);
+		rc = -EIO;
+		goto out;
+	}
+	kvt_store_destroy(s); /* the gets come from a cold engine: every one a remote hit */
+	s = NULL;
+	if ((rc = bc_store_open(b, n, &s, &ns)) < 0 ||
+	    (rc = bc_phase(b, s, ns, false, &c->get_gbps, &c->local_hits)) < 0)
+		goto out;
+out:
+	kvt_store_destroy(s);
+	int st = bc_nodes_stop(b);
+	return rc < 0 ? rc : st;
+}
+
+/* ------------------------------------------------------------------------
+ * The working set of one size.
+ */
+static void bc_set_free(struct bc *b)
+{
+	free(b->vals);
+	free(b->keys);
+	free(b->dst);
+	b->vals = b->dst = NULL;
+	b->keys = NULL;
+}
+
+static int bc_set_make(struct bc *b, uint64_t size)
+{
+	unsigned pb = b->o.prompt_blocks;
+	uint64_t w = b->o.bytes / size;
+	uint32_t tokens[BC_BLOCK_TOKENS * 1024];
+
+	w = w < pb ? pb : w / pb * pb; /* whole prompts, at least one */
+	if (w > UINT32_MAX / 2) {
+		bc_err("--bytes over --sizes is too many blocks");
+		return -EINVAL;
+	}
+	b->size = size;
+	b->blocks = (unsigned)w;
+	b->vals = malloc(w * size);
+	b->keys = calloc(w, sizeof(*b->keys));
+	b->dst = malloc((uint64_t)b->o.inflight * size);
+	if (!b->vals || !b->keys || !b->dst) {
+		bc_err("out of memory for %" PRIu64 " blocks of %" PRIu64 " bytes", w, size);
+		return -ENOMEM;
+	}
+	memset(b->dst, 0, (uint64_t)b->o.inflight * size); /* fault in before timing */
+	for (uint64_t i = 0; i < w; i++)
+		bench_fill(b->vals + i * size, size, bench_seed(size, i));
+	for (uint64_t p = 0; p < w / pb; p++) {
+		uint64_t x = bench_seed(size, UINT64_C(1) << 40 | p);
+		for (unsigned t = 0; t < pb * BC_BLOCK_TOKENS; t++)
+			tokens[t] = (uint32_t)bench_xorshift(&x) % 128000;
+		int64_t k = kvt_key_chain_prompt(b->ns_digest, tokens, (size_t)pb * BC_BLOCK_TOKENS,
+						 BC_BLOCK_TOKENS, 0, NULL, 0, &b->keys[p * pb], pb);
+		if (k != pb) {
+			bc_err("kvt_key_chain_prompt: %s", kvt_strerror((int)k));
+			return k < 0 ? (int)k : -EIO;
+		}
+	}
+	return 0;
+}
+
+/* ------------------------------------------------------------------------
+ * Report: one line (or row) per op and node count, medians of the rounds.
+ */
+static void bc_report(struct bc *b, bool put, unsigned ni, struct bc_cell cells[][BC_NODES_MAX],
+		      const double *iperf)
+{
+	unsigned n = b->o.nodes[ni], rounds = b->o.rounds, one = UINT_MAX;
+	double g[BENCH_ROUNDS_MAX], g1[BENCH_ROUNDS_MAX];
+	uint64_t bmin = UINT64_MAX, bmax = 0, hits = 0;
+
+	for (unsigned i = 0; i < b->o.node_count; i++)
+		one = b->o.nodes[i] == 1 ? i : one;
+	for (unsigned r = 0; r < rounds; r++) {
+		const struct bc_cell *c = &cells[r][ni];
+		g[r] = put ? c->put_gbps : c->get_gbps;
+		g1[r] = one != UINT_MAX ? (put ? cells[r][one].put_gbps : cells[r][one].get_gbps) : 0;
+		hits += c->local_hits;
+		for (unsigned i = 0; i < n; i++) {
+			bmin = c->node_blocks[i] < bmin ? c->node_blocks[i] : bmin;
+			bmax = c->node_blocks[i] > bmax ? c->node_blocks[i] : bmax;
+		}
+	}
+	double gm = bench_median(g, rounds), im = bench_median(iperf, rounds);
+	double g1m = one != UINT_MAX ? bench_median(g1, rounds) : -1;
+	double placed = (double)bc_expected_blocks(b, n);
+	if (b->o.json) {
+		printf("{\"bench\":\"cluster.%s\",\"nodes\":%u,\"threads_per_node\":%u"
+		       ",\"server_threads\":%u,\"value_bytes\":%" PRIu64 ",\"blocks\":%u"
+		       ",\"inflight\":%u,\"conns_per_node\":%u,\"prompt_blocks\":%u,\"group\":%u"
+		       ",\"hot_replicas\":%u,\"ssd_bytes\":%" PRIu64 ",\"gbps\":%.3f,\"per_node_gbps\":%.3f"
+		       ",\"baseline\":\"iperf3\",\"baseline_gbps\":%.3f,\"ratio\":%.4f",
+		       put ? "put" : "get", n, b->o.threads, n * b->o.threads, b->size, b->blocks,
+		       b->o.inflight, b->o.conns, b->o.prompt_blocks, b->o.group,
+		       b->o.hot < n ? b->o.hot : n, b->o.ssd, gm, gm / n, im,
+		       gm / (im > 0 ? im : 1e-12));
+		bench_json_num("nodes1_gbps", g1m, "%.3f");
+		bench_json_num("ratio_nodes1", g1m > 0 ? gm / g1m : -1, "%.4f");
+		printf(",\"node_blocks_min\":%" PRIu64 ",\"node_blocks_max\":%" PRIu64
+		       ",\"node_share_min\":%.4f,\"node_share_max\":%.4f,\"blocks_placed\":%.0f"
+		       ",\"local_hits\":%" PRIu64 ",\"rounds\":%u",
+		       bmin, bmax, (double)bmin / placed, (double)bmax / placed, placed, hits, rounds);
+		bench_json_rounds("gbps_rounds", g, rounds);
+		bench_json_rounds("baseline_gbps_rounds", iperf, rounds);
+		printf("}\n");
+	} else {
+		char sz[32], rel[32] = "-";
+		if (g1m > 0)
+			snprintf(rel, sizeof(rel), "%.3f", gm / g1m);
+		printf("%-4s %-8s %5u %4u %8.3f %8.3f %8.3f %6.3f %8s %6.1f%%..%.1f%%\n",
+		       put ? "put" : "get", bench_fmt_size(sz, sizeof(sz), b->size), n,
+		       b->o.threads, gm, gm / n, im, gm / (im > 0 ? im : 1e-12), rel,
+		       100.0 * (double)bmin / placed, 100.0 * (double)bmax / placed);
+	}
+	fflush(stdout);
+}
+
+/* Every round: iperf3, then each node count, the order reversed in odd
+ * rounds so that neither count always runs first. */
+static int bc_size(struct bc *b, uint64_t size)
+{
+	struct bc_cell cells[BENCH_ROUNDS_MAX][BC_NODES_MAX];
+	double iperf[BENCH_ROUNDS_MAX];
+	char out_path[PATH_MAX + 32];
+	int rc;
+
+	if ((rc = bc_set_make(b, size)) < 0)
+		goto out;
+	snprintf(out_path, sizeof(out_path), "%s/iperf3-client.json", b->run_dir);
+	for (unsigned r = 0; r < b->o.rounds; r++) {
+		if ((rc = bench_iperf3(b->o.iperf3, b->iperf_port, b->o.conns,
+				       b->o.smoke ? "-n" : "-t", b->o.smoke ? "64M" : "2", out_path,
+				       &iperf[r])) < 0)
+			goto out;
+		for (unsigned k = 0; k < b->o.node_count; k++) {
+			unsigned ni = r % 2 ? b->o.node_count - 1 - k : k;
+			if ((rc = bc_cell(b, b->o.nodes[ni], &cells[r][ni])) < 0)
+				goto out;
+		}
+	}
+	for (unsigned op = 0; op < 2; op++)
+		for (unsigned ni = 0; ni < b->o.node_count; ni++)
+			bc_report(b, op == 0, ni, cells, iperf);
+out:
+	bc_set_free(b);
+	return rc;
+}
+
+/* ------------------------------------------------------------------------
+ * Command line.
+ */
+static void bc_usage(FILE *f)
+{
+	fprintf(f,
+		"usage: kvtier bench cluster [options]\n"
+		"\n"
+		"A pod of kvtierd nodes as one engine sees it: for each node count N the\n"
+		"bench starts N kvtierd on 127.0.0.1 (DRAM only), puts a working set of\n"
+		"prompts through an engine's store (remote.addrs = the N nodes,\n"
+		"KVT_F_PROMPT, written through), checks every node's share of the blocks,\n"
+		"reads every block back through a cold engine and checks every byte.\n"
+		"Reports aggregate and per-node GB/s, the ratio of N nodes to 1, and\n"
+		"iperf3 over loopback in the same run.  Rounds alternate the node counts.\n"
+		"\n"
+		"Options:\n"
+		"  --smoke            32 blocks of 256K, 1 round: fields and bytes only\n"
+		"  --json             JSON lines instead of a table\n"
+		"  --nodes LIST       node counts (default 1,3; at most %u nodes)\n"
+		"  --sizes LIST       block sizes (default 2M; e.g. 256K,2M)\n"
+		"  --bytes SIZE       working set per size (default 512M; --smoke 8M)\n"
+		"  --rounds N         rounds (default 3; --smoke 1)\n"
+		"  --threads N        loop threads of each node (default 1)\n"
+		"  --inflight N       requests in flight (default 8)\n"
+		"  --conns N          engine connections per node, remote.conns (default 2)\n"
+		"  --prompt-blocks N  blocks per prompt (default 32; --smoke 8)\n"
+		"  --group N          remote.group (default 16; --smoke 4)\n"
+		"  --hot-replicas N   remote.hot_replicas (default 2)\n"
+		"  --local-dram SIZE  the engine's own DRAM tier (default 64M)\n"
+		"  --ssd SIZE         give each node an SSD tier (write-through) too\n"
+		"  --dir DIR          run directory goes under DIR (default .)\n"
+		"  --keep             leave the run directory (logs) behind\n"
+		"  --kvtierd PATH     the server (default: next to kvtier in the build tree)\n"
+		"  --iperf3 PATH      the reference (default: iperf3 on PATH)\n"
+		"\n"
+		"Exit: 0 ran, 1 failure (a node that does not start or stop, a miss,\n"
+		"wrong bytes, blocks missing on the nodes), 2 usage, 77 iperf3 not\n"
+		"installed.  kvtier-bench(1).\n",
+		BC_NODES_MAX);
+}
+
+/* "1,3" or "256K,2M" into out[0..max): the count, or -1. */
+static int bc_parse_list(const char *s, uint64_t *out, unsigned max, bool sizes)
+{
+	char buf[256];
+	unsigned n = 0;
+	snprintf(buf, sizeof(buf), "%s", s);
+	for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+		char *end;
+		if (n == max)
+			return -1;
+		if (sizes) {
+			if (bench_parse_size(t, &out[n]) < 0 || out[n] < 4096 || out[n] > 64 * BC_MIB)
+				return -1;
+		} else {
+			out[n] = strtoull(t, &end, 10);
+			if (*end || out[n] < 1 || out[n] > BC_NODES_MAX)
+				return -1;
+		}
+		n++;
+	}
+	return n ? (int)n : -1;
+}
+
+int bench_cluster_main(int argc, char **argv)
+{
+	static const struct option lo[] = {
+		{ "smoke", no_argument, NULL, 's' }, { "json", no_argument, NULL, 'j' },
+		{ "nodes", required_argument, NULL, 'n' }, { "sizes", required_argument, NULL, 'z' },
+		{ "bytes", required_argument, NULL, 'b' }, { "rounds", required_argument, NULL, 'r' },
+		{ "threads", required_argument, NULL, 'T' },
+		{ "inflight", required_argument, NULL, 'i' }, { "conns", required_argument, NULL, 'c' },
+		{ "prompt-blocks", required_argument, NULL, 'p' },
+		{ "group", required_argument, NULL, 'g' },
+		{ "hot-replicas", required_argument, NULL, 'H' },
+		{ "local-dram", required_argument, NULL, 'L' }, { "ssd", required_argument, NULL, 'S' },
+		{ "dir", required_argument, NULL, 'd' }, { "keep", no_argument, NULL, 'k' },
+		{ "kvtierd", required_argument, NULL, 'K' }, { "iperf3", required_argument, NULL, 'I' },
+		{ "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 },
+	};
+	static char kvtierd[PATH_MAX], iperf[PATH_MAX];
+	struct bc *b = calloc(1, sizeof(*b));
+	const char *p_iperf = "iperf3", *nodes = "1,3", *sizes = NULL;
+	int rounds = -1, pb = -1, group = -1, ch, rc = BENCH_EXIT_OK;
+	uint64_t list[BC_NODES_MAX], bytes = 0;
+	struct sigaction old[3];
+
+	if (!b) {
+		bc_err("out of memory");
+		return BENCH_EXIT_FAIL;
+	}
+	b->o = (struct bc_opts){ .dir = ".", .threads = 1, .inflight = 8, .conns = 2, .hot = 2,
+				 .local_dram = 64 * BC_MIB };
+	optind = 1;
+	opterr = 0;
+	while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+		int v = optarg ? atoi(optarg) : 0;
+		switch (ch) {
+		case 's': b->o.smoke = true; break;
+		case 'j': b->o.json = true; break;
+		case 'n': nodes = optarg; break;
+		case 'z': sizes = optarg; break;
+		case 'b':
+			if (bench_parse_size(optarg, &bytes) < 0 || bytes < BC_MIB)
+				goto usage;
+			break;
+		case 'r': rounds = v; break;
+		case 'T': b->o.threads = (unsigned)v; break;
+		case 'i': b->o.inflight = (unsigned)v; break;
+		case 'c': b->o.conns = (unsigned)v; break;
+		case 'p': pb = v; break;
+		case 'g': group = v; break;
+		case 'H': b->o.hot = (unsigned)v; break;
+		case 'L':
+			if (bench_parse_size(optarg, &b->o.local_dram) < 0)
+				goto usage;
+			break;
+		case 'S':
+			if (bench_parse_size(optarg, &b->o.ssd) < 0 || b->o.ssd < 64 * BC_MIB)
+				goto usage;
+			break;
+		case 'd': b->o.dir = optarg; break;
+		case 'k': b->o.keep = true; break;
+		case 'K': b->o.kvtierd = optarg; break;
+		case 'I': p_iperf = optarg; break;
+		case 'h':
+			bc_usage(stdout);
+			free(b);
+			return BENCH_EXIT_OK;
+		default:
+			goto usage;
+		}
+	}
+	if (optind < argc)
+		goto usage;
+	int nn = bc_parse_list(nodes, list, BC_NODES_MAX, false);
+	for (int i = 0; i < nn; i++)
+		b->o.nodes[i] = (unsigned)list[i];
+	b->o.node_count = nn < 0 ? 0 : (unsigned)nn;
+	int ns = bc_parse_list(sizes ? sizes : b->o.smoke ? "256K" : "2M", b->o.sizes,
+			       BC_SIZES_MAX, true);
+	b->o.size_count = ns < 0 ? 0 : (unsigned)ns;
+	b->o.rounds = rounds < 0 ? (b->o.smoke ? 1 : 3) : (unsigned)rounds;
+	b->o.prompt_blocks = pb < 0 ? (b->o.smoke ? 8 : 32) : (unsigned)pb;
+	b->o.group = group < 0 ? (b->o.smoke ? 4 : 16) : (unsigned)group;
+	b->o.bytes = bytes ? bytes : b->o.smoke ? 8 * BC_MIB : 512 * BC_MIB;
+	if (!b->o.node_count || !b->o.size_count || b->o.rounds < 1 ||
+	    b->o.rounds > BENCH_ROUNDS_MAX || b->o.threads < 1 || b->o.threads > 64 ||
+	    b->o.inflight < 1 || b->o.inflight > BC_INFLIGHT_MAX || b->o.conns < 1 ||
+	    b->o.conns > 64 || b->o.prompt_blocks < 1 || b->o.prompt_blocks > 1024 ||
+	    b->o.group < 1 || b->o.group > 65536 || b->o.hot < 1 || b->o.hot > 8 ||
+	    b->o.local_dram < 16 * BC_MIB)
+		goto usage;
+
+	if (b->o.kvtierd) {
+		snprintf(kvtierd, sizeof(kvtierd), "%s", b->o.kvtierd);
+	} else if (!bench_find_kvtierd(kvtierd, sizeof(kvtierd))) {
+		bc_err("kvtierd not found next to this kvtier; give --kvtierd PATH");
+		free(b);
+		return BENCH_EXIT_FAIL;
+	}
+	if (access(kvtierd, X_OK) != 0) {
+		bc_err("%s: %s", kvtierd, strerror(errno));
+		free(b);
+		return BENCH_EXIT_FAIL;
+	}
+	if (!bench_which(p_iperf, iperf, sizeof(iperf))) {
+		bc_err("skipped: '%s' is not installed (Debian: iperf3)", p_iperf);
+		free(b);
+		return 77;
+	}
+	b->o.kvtierd = kvtierd;
+	b->o.iperf3 = iperf;
+	if (kvt_ns_digest(&bc_desc, b->ns_digest, NULL, 0) < 0) {
+		bc_err("kvt_ns_digest failed");
+		free(b);
+		return BENCH_EXIT_FAIL;
+	}
+	snprintf(b->run_dir, sizeof(b->run_dir), "%s/kvtier-bench-cluster-XXXXXX", b->o.dir);
+	if (!mkdtemp(b->run_dir)) {
+		bc_err("mkdtemp %s: %s", b->run_dir, strerror(errno));
+		free(b);
+		return BENCH_EXIT_FAIL;
+	}
+	bench_signals_catch(old);
+	char iperf_log[PATH_MAX + 32];
+	snprintf(iperf_log, sizeof(iperf_log), "%s/iperf3-server.log", b->run_dir);
+	if (bench_iperf3_start(b->o.iperf3, iperf_log, &b->iperf_pid, &b->iperf_port) < 0) {
+		bc_err("could not start iperf3 -s; log %s", iperf_log);
+		rc = BENCH_EXIT_FAIL;
+		goto out;
+	}
+	if (!b->o.json) {
+		printf("# kvtier bench cluster: loopback, %u loop thread(s) per node, %u round(s), "
+		       "%u in flight, kvtierd %s\n"
+		       "%-4s %-8s %5s %4s %8s %8s %8s %6s %8s %s\n",
+		       b->o.threads, b->o.rounds, b->o.inflight, kvtierd, "op", "size", "nodes",
+		       "thr", "GB/s", "per-node", "iperf3", "ratio", "vs-1node", "node share");
+		fflush(stdout);
+	}
+	for (unsigned i = 0; i < b->o.size_count && rc == BENCH_EXIT_OK; i++)
+		if (bc_size(b, b->o.sizes[i]) < 0)
+			rc = BENCH_EXIT_FAIL;
+out:
+	bc_nodes_stop(b);
+	if (b->iperf_pid > 0)
+		bench_stop(b->iperf_pid);
+	if (!b->o.keep && rc == BENCH_EXIT_OK)
+		bench_rm_tree(b->run_dir);
+	else
+		bc_err("run directory (logs) kept: %s", b->run_dir);
+	bench_signals_restore(old);
+	free(b);
+	return rc;
+usage:
+	fprintf(stderr, "kvtier bench cluster: bad option or value%s%s\n",
+		optind > 0 && optind <= argc ? " near " : "",
+		optind > 0 && optind <= argc ? argv[optind - 1] : "");
+	fprintf(stderr, "Run 'kvtier bench cluster --help'.\n");
+	free(b);
+	return BENCH_EXIT_USAGE;
+}
