@@ -288,6 +288,10 @@ struct kvtd_conn {
 	uint64_t id;
 	bool is_unix;
 	int proto;             /* enum kvtd_proto (from its listener) */
+	bool put_stream;       /* the last frame was a PUT received in place: the
+				* next header is read in KVTD_HDR_STEP steps, so
+				* that a next PUT's value bytes go straight to DRAM
+				* rather than through rbuf (loop_conn_read) */
 	void *alt;             /* RESP or HTTP state (respd.c, metrics.c), or NULL */
 	struct kvtd_tstat *tstat; /* per-tenant counters, once the tenant is known */
 	char peer[80];
@@ -429,6 +433,7 @@ struct kvtd_server {
 #define KVTD_OUT_MAX (64u << 20)         /* queued output bytes before reads pause */
 #define KVTD_MAX_CONNS 4096              /* --max-conns default (and the fd limit) */
 #define KVTD_RBUF_MIN (64u << 10)        /* initial read buffer */
+#define KVTD_HDR_STEP 4096u              /* a header read after a streamed PUT */
 #define KVTD_LOOP_EVENTS 256
 #define KVTD_SLOW_PROGRESS (16u << 20)   /* data bytes that restart the frame clock */
 

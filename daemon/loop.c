@@ -877,9 +877,11 @@ static void loop_conn_parse(struct kvtd_conn *c)
 			size_t take = c->rend - c->rstart;
 			if (take > f.data_len)
 				take = (size_t)f.data_len;
+			c->put_stream = false;
 			if (kvtd_put_prepare(fr)) {
 				/* Values go straight into their DRAM reservations. */
 				kvtd_value_put_feed(fr, c->rbuf + c->rstart, take);
+				c->put_stream = take < f.data_len;
 			} else {
 				uint8_t *data = NULL;
 				if (!kvtd_mem_charge(srv, f.data_len, false)) {
@@ -907,6 +909,7 @@ static void loop_conn_parse(struct kvtd_conn *c)
 				return;
 			}
 		}
+		c->put_stream = false;
 		c->frame_start_ns = c->rend > c->rstart ? c->loop->now_ns : 0;
 		loop_tenant_count(c, f.hdr_len + f.data_len);
 		kvtd_frame_dispatch(fr);
@@ -944,6 +947,11 @@ static void loop_conn_read(struct kvtd_conn *c)
 					c->frame_start_ns = 0;
 					loop_tenant_count(c, len);
 					kvtd_frame_dispatch(fr);
+					/* A client that waits for this answer has sent
+					 * nothing more: answer first (settle flushes),
+					 * rather than read for a next frame that is
+					 * not there.  Epoll calls again if it is. */
+					asked = SIZE_MAX;
 				}
 			}
 		} else if (c->proto != KVTD_PROTO_NATIVE) {
@@ -954,7 +962,10 @@ static void loop_conn_read(struct kvtd_conn *c)
 				kvtd_conn_fail(c, PROTO_OP_ERROR, 0, -ENOMEM, "server out of memory");
 				return;
 			}
-			r = kvtd_conn_read(c, c->rbuf + c->rend, asked = c->rcap - c->rend);
+			asked = c->rcap - c->rend;
+			if (c->put_stream && asked > KVTD_HDR_STEP)
+				asked = KVTD_HDR_STEP; /* see put_stream */
+			r = kvtd_conn_read(c, c->rbuf + c->rend, asked);
 			if (r > 0) {
 				c->rend += (size_t)r;
 				loop_conn_parse(c);
@@ -968,7 +979,7 @@ static void loop_conn_read(struct kvtd_conn *c)
 			 * a small GET costs); level-triggered epoll calls again
 			 * when more arrives.  TLS may hold bytes back: read on. */
 			if (!c->tls && (size_t)r < asked)
-				break;
+				break; /* (asked SIZE_MAX: a frame just completed) */
 			continue;
 		}
 		if (r == 0) {
