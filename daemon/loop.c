@@ -1276,6 +1276,11 @@ int kvtd_loops_start(struct kvtd_server *srv)
 		rc = kvt_queue_create(srv->store, &loop->q);
 		if (rc < 0)
 			return rc;
+		/* loop_settle drains the queue after every batch of events, so a
+		 * request served inline needs no eventfd round trip. */
+		rc = kvt_queue_set_flags(loop->q, KVT_QUEUE_POLL_AFTER_SUBMIT);
+		if (rc < 0)
+			return rc;
 		loop->qfd = kvt_queue_fd(loop->q);
 		ev.events = EPOLLIN;
 		ev.data.ptr = &loop->wake_ev;

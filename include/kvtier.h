@@ -829,6 +829,19 @@ int kvt_queue_wait(struct kvt_queue *q, struct kvt_req **out, unsigned max, int 
 int kvt_queue_fd(struct kvt_queue *q);
 
 /*
+ * Queue flags.  KVT_QUEUE_POLL_AFTER_SUBMIT: the owner calls
+ * kvt_queue_poll after every kvt_submit (before it waits on the eventfd),
+ * so requests that complete inline -- inside kvt_submit, served from DRAM
+ * -- do not make the eventfd readable: they are simply on the done list
+ * when kvt_submit returns.  Completions on other threads still do.  Saves
+ * an eventfd write and read per submit on an event loop that drains its
+ * queue after handling events (kvtierd's loops).  Returns 0, KVT_ENULL,
+ * KVT_EBADOP (unknown flags).  The owner's thread.
+ */
+#define KVT_QUEUE_POLL_AFTER_SUBMIT 0x1u
+int kvt_queue_set_flags(struct kvt_queue *q, uint32_t flags);
+
+/*
  * Requests submitted through q and not yet handed back by poll.
  * Returns the count or KVT_ENULL.
  */

@@ -91,6 +91,7 @@ struct kvt_queue {
 				     * which signals `cond` instead */
 	pthread_cond_t cond;
 	struct kvt_queue *next, *prev; /* store's queue list, under store->queues_lock */
+	bool quiet_inline;          /* KVT_QUEUE_POLL_AFTER_SUBMIT: owner's only */
 };
 
 struct kvt_store {
@@ -578,8 +579,10 @@ static inline void req_set_state(struct kvt_req *r, uintptr_t st)
 	r->priv_[3] = (void *)st;
 }
 
-/* Hand a finished request to its queue.  Any thread. */
-static void req_complete(struct kvt_store *s, struct kvt_req *r, int status)
+/* Hand a finished request to its queue.  Any thread.  bell false: no
+ * eventfd write for it (kvt_submit's inline completions on a queue whose
+ * owner polls after every submit, KVT_QUEUE_POLL_AFTER_SUBMIT). */
+static void req_complete_bell(struct kvt_store *s, struct kvt_req *r, int status, bool bell)
 {
 	struct kvt_queue *q = req_queue(r);
 	bool was_empty;
@@ -605,6 +608,13 @@ static void req_complete(struct kvt_store *s, struct kvt_req *r, int status)
 	 * may destroy the queue and close the eventfd, so nothing here may
 	 * touch q after the unlock (a write after it could land in a reused
 	 * fd: TSan saw it). */
+	if (!bell) {
+		/* The owner polls when kvt_submit returns: it takes this one
+		 * then (and whatever completes meanwhile, which finds the list
+		 * not empty and writes nothing either). */
+		pthread_mutex_unlock(&q->lock);
+		return;
+	}
 	if (was_empty && !q->signaled) {
 		uint64_t one = 1;
 		/* Cannot fail short of a counter overflow, which poll resets. */
@@ -613,6 +623,11 @@ static void req_complete(struct kvt_store *s, struct kvt_req *r, int status)
 	}
 	q->signaled = true;
 	pthread_mutex_unlock(&q->lock);
+}
+
+static void req_complete(struct kvt_store *s, struct kvt_req *r, int status)
+{
+	req_complete_bell(s, r, status, true);
 }
 
 /* ------------------------------------------------------------------------
@@ -2485,6 +2500,16 @@ int kvt_queue_fd(struct kvt_queue *q)
 	return q ? q->efd : KVT_ENULL;
 }
 
+int kvt_queue_set_flags(struct kvt_queue *q, uint32_t flags)
+{
+	if (!q)
+		return KVT_ENULL;
+	if (flags & ~(uint32_t)KVT_QUEUE_POLL_AFTER_SUBMIT)
+		return KVT_EBADOP;
+	q->quiet_inline = (flags & KVT_QUEUE_POLL_AFTER_SUBMIT) != 0;
+	return 0;
+}
+
 int kvt_queue_inflight(struct kvt_queue *q)
 {
 	return q ? atomic_load(&q->inflight) : KVT_ENULL;
@@ -2561,7 +2586,7 @@ int kvt_submit(struct kvt_queue *q, struct kvt_req *const reqs[], unsigned n)
 			req_set_state(r, REQ_RUNNING);
 			st = store_exec(s, r);
 			if (st != STORE_PENDING)
-				req_complete(s, r, st);
+				req_complete_bell(s, r, st, !q->quiet_inline);
 		}
 	}
 	if (plugged)

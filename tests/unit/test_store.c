@@ -128,6 +128,8 @@ static void test_batches(void)
 		reqs[i].user_data = (uint64_t)i;
 		rp[i] = &reqs[i];
 	}
+	T_RC(kvt_queue_set_flags(q, 0x80), KVT_EBADOP);
+	T_RC(kvt_queue_set_flags(NULL, 0), KVT_ENULL);
 	T_RC(kvt_submit(q, rp, N), N);
 	T_EQ_INT(kvt_queue_inflight(q), N);
 	T_EQ_INT(poll(&pfd, 1, 0), 1);
@@ -184,6 +186,27 @@ static void test_batches(void)
 	T_RC(kvt_submit(q, rp, 8), 8);
 	{
 		int n = 0;
+		while (n < 8) {
+			T_EQ_INT(poll(&pfd, 1, 5000), 1);
+			n += kvt_queue_poll(q, got + n, N);
+		}
+		for (int i = 0; i < 8; i++)
+			T_RC(reqs[i].status, i * 10 < 60 ? KVT_OK : KVT_MISS);
+	}
+	/* KVT_QUEUE_POLL_AFTER_SUBMIT: inline completions are on the done
+	 * list without making the fd readable; deferred ones still ring. */
+	T_OK(kvt_queue_set_flags(q, KVT_QUEUE_POLL_AFTER_SUBMIT));
+	for (int i = 0; i < 8; i++)
+		reqs[i].flags = 0;
+	T_RC(kvt_submit(q, rp, 8), 8);
+	T_EQ_INT(poll(&pfd, 1, 0), 0);
+	T_RC(kvt_queue_poll(q, got, N), 8);
+	for (int i = 0; i < 8; i++)
+		reqs[i].flags = i < 4 ? 0 : KVT_F_DEFER;
+	T_RC(kvt_submit(q, rp, 8), 8);
+	{
+		int n = kvt_queue_poll(q, got, N);
+		T_GE_INT(n, 4);
 		while (n < 8) {
 			T_EQ_INT(poll(&pfd, 1, 5000), 1);
 			n += kvt_queue_poll(q, got + n, N);
