@@ -30,6 +30,7 @@
 #define AN(x, n) atomic_fetch_add_explicit(&(x), (n), memory_order_relaxed)
 #define S3_MAX_CONNS 64
 #define S3_URL_MAX 1024
+#define S3_GET_BUFFER (512L << 10) /* curl's receive buffer for GETs (its default: 16 KiB) */
 
 struct shs3 {
 	struct shs3_config cfg;
@@ -395,6 +396,8 @@ static int req_prepare(struct s3req *r, CURL *h)
 	curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
 	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, wr_cb);
 	curl_easy_setopt(h, CURLOPT_WRITEDATA, r);
+	if (r->sink || r->dst) /* a block's bytes: fewer, larger reads */
+		curl_easy_setopt(h, CURLOPT_BUFFERSIZE, S3_GET_BUFFER);
 	curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, hdr_cb);
 	curl_easy_setopt(h, CURLOPT_HEADERDATA, r);
 	curl_easy_setopt(h, CURLOPT_PRIVATE, r);
