@@ -43,7 +43,7 @@ static const char *const known[] = {
 	"shared.s3_endpoint", "shared.s3_bucket", "shared.s3_region", "shared.s3_credentials",
 	"shared.s3_conns", "shared.s3_timeout_ms", "shared.s3_part_size", "shared.s3_sign_payload",
 	"remote.addrs", "remote.discover", "remote.group", "remote.hot_replicas",
-	"remote.anchor_slots", "events.endpoint", "events.topic", "events.medium", "events.format",
+	"remote.anchor_slots", "remote.refresh_ms", "events.endpoint", "events.topic", "events.medium", "events.format",
 	"events.batch_ms", "events.queue_max",
 	NULL,
 };
