@@ -993,23 +993,39 @@ void shared_flush(struct shared *sh)
  * Reads and look-ups
  */
 
-int shared_get(struct shared *sh, uint32_t ns, const struct kvt_key *key, int prio,
-	       shared_get_cb cb, void *ctx)
+/* A read task of type for key, at prio; NULL without memory. */
+static struct sh_task *read_task(struct shared *sh, int type, uint32_t ns,
+				 const struct kvt_key *key, int prio, void *ctx)
 {
 	struct sh_task *t = kvt_mem_calloc(sh->mem, 1, sizeof(*t));
 	if (!t)
-		return -ENOMEM;
-	t->type = T_GET;
+		return NULL;
+	t->type = type;
 	t->ns = ns;
 	t->key = *key;
 	t->prio = prio;
-	t->gcb = cb;
 	t->ctx = ctx;
-	if (!enqueue(sh, t, prio == IO_PRIO_DEMAND ? P_DEMAND : P_MID)) {
+	return t;
+}
+
+/* Queue a read task: 0, or KVT_ECLOSED (t freed) once stopping. */
+static int read_enqueue(struct shared *sh, struct sh_task *t)
+{
+	if (!enqueue(sh, t, t->prio == IO_PRIO_DEMAND ? P_DEMAND : P_MID)) {
 		kvt_mem_free(sh->mem, t, sizeof(*t));
 		return KVT_ECLOSED;
 	}
 	return 0;
+}
+
+int shared_get(struct shared *sh, uint32_t ns, const struct kvt_key *key, int prio,
+	       shared_get_cb cb, void *ctx)
+{
+	struct sh_task *t = read_task(sh, T_GET, ns, key, prio, ctx);
+	if (!t)
+		return -ENOMEM;
+	t->gcb = cb;
+	return read_enqueue(sh, t);
 }
 
 int shared_get_part(struct shared *sh, uint32_t ns, const struct kvt_key *key, uint32_t part,
@@ -1019,23 +1035,13 @@ int shared_get_part(struct shared *sh, uint32_t ns, const struct kvt_key *key, u
 	struct sh_task *t;
 	if (!sh->be->read_part)
 		return -ENOTSUP;
-	t = kvt_mem_calloc(sh->mem, 1, sizeof(*t));
-	if (!t)
+	if (!(t = read_task(sh, T_GET_PART, ns, key, prio, ctx)))
 		return -ENOMEM;
-	t->type = T_GET_PART;
-	t->ns = ns;
-	t->key = *key;
-	t->prio = prio;
 	t->part = part;
 	t->dst = dst;
 	t->dst_count = dst_count;
 	t->pcb = cb;
-	t->ctx = ctx;
-	if (!enqueue(sh, t, prio == IO_PRIO_DEMAND ? P_DEMAND : P_MID)) {
-		kvt_mem_free(sh->mem, t, sizeof(*t));
-		return KVT_ECLOSED;
-	}
-	return 0;
+	return read_enqueue(sh, t);
 }
 
 int shared_lookup(struct shared *sh, uint32_t ns, const struct kvt_key *keys, uint32_t n,

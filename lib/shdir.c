@@ -134,6 +134,13 @@ int64_t shdir_hdr_encode(uint8_t *buf, size_t cap, const uint8_t ns_digest[32],
 	return (int64_t)data_off;
 }
 
+bool shdir_hdr_names(const struct shdir_hdr *h, const uint8_t ns_digest[32],
+		     const struct kvt_key *key)
+{
+	return memcmp(h->ns_digest, ns_digest, 32) == 0 && h->key.len == key->len &&
+	       memcmp(h->key.bytes, key->bytes, key->len) == 0;
+}
+
 int shdir_hdr_parse(const uint8_t *buf, size_t len, struct shdir_hdr *h)
 {
 	uint32_t hdr_len, parts, key_len, flags;
@@ -525,8 +532,7 @@ int shdir_rd_open(struct shdir *sd, const uint8_t ns_digest[32], const struct kv
 	kvt_mem_free(sd->mem, buf, hcap);
 	if (ret > 0)
 		ret = KVT_ECORRUPT; /* the file ends inside its header */
-	if (ret == 0 && (memcmp(rd->h.ns_digest, ns_digest, 32) != 0 || rd->h.key.len != key->len ||
-			 memcmp(rd->h.key.bytes, key->bytes, key->len) != 0 ||
+	if (ret == 0 && (!shdir_hdr_names(&rd->h, ns_digest, key) ||
 			 rd->file_len != rd->h.data_off + rd->h.value_len))
 		ret = KVT_ECORRUPT;
 	if (ret == KVT_EVERSION)

@@ -66,6 +66,10 @@ int64_t shdir_hdr_encode(uint8_t *buf, size_t cap, const uint8_t ns_digest[32],
  */
 int shdir_hdr_parse(const uint8_t *buf, size_t len, struct shdir_hdr *h);
 
+/* Whether a parsed header names the block (ns_digest, key).  Pure. */
+bool shdir_hdr_names(const struct shdir_hdr *h, const uint8_t ns_digest[32],
+		     const struct kvt_key *key);
+
 struct shdir;
 
 struct shdir_stats {

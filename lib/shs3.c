@@ -1004,8 +1004,7 @@ static int blk_header(struct blk_rd *b)
 		b->want = b->h->data_off;
 		return 0;
 	}
-	if (memcmp(b->h->ns_digest, b->ns_digest, 32) || b->h->key.len != b->key->len ||
-	    memcmp(b->h->key.bytes, b->key->bytes, b->key->len))
+	if (!shdir_hdr_names(b->h, b->ns_digest, b->key))
 		return KVT_ECORRUPT;
 	r = b->reserve(b->ctx, b->h, b->view, &b->vc);
 	if (r != KVT_OK)
@@ -1404,8 +1403,7 @@ int64_t shs3_blk_read_part(struct shs3 *s3, const uint8_t ns_digest[32],
 		}
 		break;
 	}
-	if (ret != 0 || memcmp(h->ns_digest, ns_digest, 32) || h->key.len != key->len ||
-	    memcmp(h->key.bytes, key->bytes, key->len)) {
+	if (ret != 0 || !shdir_hdr_names(h, ns_digest, key)) {
 		ret = KVT_ECORRUPT; /* KVT_EVERSION too: a miss */
 		goto out;
 	}
