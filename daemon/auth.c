@@ -56,6 +56,9 @@ struct kvtd_tenant {
 	uint32_t group;           /* libkvtier quota group (0: groups exhausted) */
 	uint64_t dram_quota;      /* bytes, 0: no limit */
 	uint64_t ssd_quota;
+	uint8_t *s3_secret;       /* s3_secret=: the S3 listener's SigV4 secret
+				   * key (doc/s3.md); NULL: the secret above */
+	uint32_t s3_secret_len;
 };
 
 enum { GRANT_ALL = 1, GRANT_MODEL = 2, GRANT_DIGEST = 3 };
@@ -130,6 +133,7 @@ void kvtd_tenants_free(struct kvtd_tenants *t)
 		if (t->v[i].secret) {
 			OPENSSL_cleanse(t->v[i].secret, t->v[i].secret_len);
 			free(t->v[i].secret);
+			free(t->v[i].s3_secret);
 		}
 	}
 	free(t->v);
@@ -244,6 +248,19 @@ static int auth_parse_quota(struct kvtd_tenant *e, const char *w, size_t wl, uns
 	uint64_t *dst = NULL;
 	size_t skip = 0;
 
+	if (wl > 10 && memcmp(w, "s3_secret=", 10) == 0) {
+		if (e->s3_secret || wl - 10 < PROTO_SECRET_MIN || wl - 10 > PROTO_SECRET_MAX) {
+			snprintf(errbuf, errlen, "line %u: s3_secret= given twice, or not %u..%u bytes",
+				 lineno, PROTO_SECRET_MIN, PROTO_SECRET_MAX);
+			return -EINVAL;
+		}
+		e->s3_secret = malloc(wl - 10);
+		if (!e->s3_secret)
+			return -ENOMEM;
+		memcpy(e->s3_secret, w + 10, wl - 10);
+		e->s3_secret_len = (uint32_t)(wl - 10);
+		return 0;
+	}
 	if (wl > 5 && memcmp(w, "dram=", 5) == 0) {
 		dst = &e->dram_quota;
 		skip = 5;
@@ -252,7 +269,8 @@ static int auth_parse_quota(struct kvtd_tenant *e, const char *w, size_t wl, uns
 		skip = 4;
 	}
 	if (!dst || wl - skip >= sizeof(num)) {
-		snprintf(errbuf, errlen, "line %u: after the role only dram=SIZE and ssd=SIZE", lineno);
+		snprintf(errbuf, errlen,
+			 "line %u: after the role only dram=SIZE, ssd=SIZE and s3_secret=KEY", lineno);
 		return -EINVAL;
 	}
 	memcpy(num, w + skip, wl - skip);
@@ -268,20 +286,21 @@ static int auth_parse_quota(struct kvtd_tenant *e, const char *w, size_t wl, uns
 static int auth_parse_line(struct kvtd_tenants *t, const char *line, size_t len, unsigned lineno,
 			   char *errbuf, size_t errlen)
 {
-	const char *w[6];
-	size_t wl[6], pos = 0;
+	const char *w[7];
+	size_t wl[7], pos = 0;
 	unsigned n = 0;
 	struct kvtd_tenant *e;
 	int rc;
 
-	while (n < 6 && auth_word(line, len, &pos, &w[n], &wl[n]))
+	while (n < 7 && auth_word(line, len, &pos, &w[n], &wl[n]))
 		n++;
 	if (n == 0 || w[0][0] == '#')
 		return 0;
 	if (auth_word_is(w[0], wl[0], "grant"))
 		return auth_parse_grant(t, w, wl, n, lineno, errbuf, errlen);
-	if (n < 3 || n > 5) {
-		snprintf(errbuf, errlen, "line %u: want \"name secret role [dram=SIZE] [ssd=SIZE]\"",
+	if (n < 3 || n > 6) { /* 7 words read: a seventh is too many */
+		snprintf(errbuf, errlen, "line %u: want \"name secret role [dram=SIZE] [ssd=SIZE] "
+			 "[s3_secret=KEY]\"",
 			 lineno);
 		return -EINVAL;
 	}
@@ -892,5 +911,33 @@ int kvtd_auth_plain(const char *tenant, uint32_t tenant_len, const uint8_t *secr
 	if (!ok || !known)
 		return PROTO_EAUTH;
 	*role = r;
+	return 0;
+}
+
+int kvtd_auth_s3_secret(const char *tenant, size_t tenant_len, uint8_t *out, uint32_t *out_len,
+			uint32_t *role)
+{
+	bool known = false;
+
+	pthread_mutex_lock(&auth_lock);
+	for (unsigned i = 0; auth_table && i < auth_table->count; i++) {
+		const struct kvtd_tenant *e = &auth_table->v[i];
+		if (e->name_len == tenant_len && memcmp(e->name, tenant, tenant_len) == 0) {
+			const uint8_t *k = e->s3_secret ? e->s3_secret : e->secret;
+			*out_len = e->s3_secret ? e->s3_secret_len : e->secret_len;
+			memcpy(out, k, *out_len);
+			*role = e->role;
+			known = true;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&auth_lock);
+	if (!known) {
+		/* The caller still signs with it: an unknown tenant costs the
+		 * same work as a wrong signature. */
+		memcpy(out, auth_dummy, sizeof(auth_dummy));
+		*out_len = sizeof(auth_dummy);
+		return PROTO_EAUTH;
+	}
 	return 0;
 }

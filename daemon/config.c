@@ -76,7 +76,7 @@ static int config_oom(char *err, size_t err_len)
 	return -ENOMEM;
 }
 
-/* --resp, --metrics, --metrics-token (respd.c, metrics.c), --tls-*
+/* --resp, --s3, --metrics, --metrics-token (respd.c, s3d.c, metrics.c), --tls-*
  * (tls.c): 1 if name is one of them and it applied, 0 if name is none of
  * them, < 0 an error. */
 static int config_option_listeners(struct kvtd_config *cfg, const char *name, const char *v,
@@ -88,6 +88,10 @@ static int config_option_listeners(struct kvtd_config *cfg, const char *name, co
 		if (!*v)
 			return config_usage(err, err_len, "%s: --resp: want HOST:PORT", where);
 		slot = &cfg->resp_listen;
+	} else if (strcmp(name, "s3") == 0) {
+		if (!*v)
+			return config_usage(err, err_len, "%s: --s3: want HOST:PORT", where);
+		slot = &cfg->s3_listen;
 	} else if (strcmp(name, "metrics") == 0) {
 		if (!*v)
 			return config_usage(err, err_len, "%s: --metrics: want [HOST:]PORT", where);
@@ -266,7 +270,7 @@ bool kvtd_config_is_option(const char *name)
 	static const char *const names[] = {
 		"dir", "dram", "ssd", "listen", "unix", "threads", "tenants", "log",
 		"log-level", "idle-timeout", "shutdown-timeout", "set", "config",
-		"resp", "metrics", "metrics-token", "max-conns", "max-memory", "conn-inflight",
+		"resp", "s3", "metrics", "metrics-token", "max-conns", "max-memory", "conn-inflight",
 		"conn-output", "tls-cert", "tls-key", "tls-ca", "tls-verify-client",
 		"members", "etcd", "etcd-prefix", "etcd-ttl", "advertise", NULL,
 	};
@@ -388,7 +392,7 @@ void kvtd_config_free(struct kvtd_config *cfg)
 {
 	char **strs[] = {
 		&cfg->dir, &cfg->listen, &cfg->unix_path, &cfg->tenants_path, &cfg->log_path,
-		&cfg->resp_listen, &cfg->metrics_listen, &cfg->metrics_token_path,
+		&cfg->resp_listen, &cfg->s3_listen, &cfg->metrics_listen, &cfg->metrics_token_path,
 		&cfg->tls_cert, &cfg->tls_key, &cfg->tls_ca,
 		&cfg->members, &cfg->etcd, &cfg->etcd_prefix, &cfg->advertise,
 	};

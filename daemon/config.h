@@ -34,6 +34,7 @@ struct kvtd_config {
 	unsigned idle_timeout_s;
 	unsigned shutdown_timeout_s;
 	char *resp_listen;      /* --resp HOST:PORT, or NULL (respd.c) */
+	char *s3_listen;        /* --s3 HOST:PORT, or NULL (s3d.c, doc/s3.md) */
 	char *metrics_listen;   /* --metrics [HOST:]PORT, or NULL (metrics.c) */
 	char *metrics_token_path; /* --metrics-token FILE, or NULL */
 	char *tls_cert;         /* --tls-cert FILE: TLS on the TCP listeners, or NULL */

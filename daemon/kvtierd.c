@@ -80,6 +80,9 @@ static void kvtierd_usage(FILE *f)
 		"  --resp HOST:PORT      also serve the Redis protocol (RESP2) there:\n"
 		"                        GET SET MGET MSET EXISTS DEL ... (doc/resp.md); AUTH\n"
 		"                        sends secrets in clear: loopback or trusted networks\n"
+		"  --s3 HOST:PORT        also serve a subset of the Amazon S3 API there\n"
+		"                        (SigV4; access key = tenant; doc/s3.md); without\n"
+		"                        --tenants, loopback only\n"
 		"  --metrics [HOST:]PORT serve GET /metrics (Prometheus) and /healthz over\n"
 		"                        HTTP (host default 127.0.0.1; doc/metrics.md)\n"
 		"  --metrics-token FILE  bearer token required by the metrics listener;\n"
@@ -585,6 +588,26 @@ static int kvtierd_listen_extra(struct kvtd_server *srv, struct kvtd_listener *l
 			return rc;
 		}
 	}
+	if (cfg->s3_listen) {
+		struct kvtd_listener *l = &listeners[srv->listener_count];
+		rc = kvtierd_listen_tcp(l, cfg->s3_listen);
+		if (rc < 0) {
+			kvtd_log(KVTD_ERROR, "cannot listen", "s3=%s error=\"%s\"", cfg->s3_listen,
+				 strerror(-rc));
+			return rc;
+		}
+		l->proto = KVTD_PROTO_S3;
+		srv->listener_count++;
+		/* Without tenants nothing is signed-checked: loopback only. */
+		if (!kvtd_auth_enabled() && strncmp(l->name, "127.", 4) != 0 &&
+		    strncmp(l->name, "[::1]", 5) != 0) {
+			kvtd_log(KVTD_ERROR, "an S3 listener off loopback needs --tenants", "s3=%s",
+				 l->name);
+			fprintf(stderr, "kvtierd: --s3 %s is not loopback: give --tenants FILE too\n",
+				cfg->s3_listen);
+			return -EINVAL;
+		}
+	}
 	if (cfg->metrics_listen) {
 		struct kvtd_listener *l = &listeners[srv->listener_count];
 		rc = kvtierd_listen_tcp(l, cfg->metrics_listen);
@@ -644,7 +667,7 @@ int main(int argc, char **argv)
 	static struct kvtd_server server;
 	struct kvtd_server *srv = &server;
 	struct kvtd_config *cfg = &srv->cfg;
-	struct kvtd_listener listeners[4] = { 0 }; /* proto 0: native */
+	struct kvtd_listener listeners[5] = { 0 }; /* proto 0: native */
 	sigset_t sigs;
 	int sfd = -1, rc, exit_code = KVTD_EXIT_FAIL;
 	long ncpu;
@@ -792,7 +815,8 @@ int main(int argc, char **argv)
 		char msg[200];
 		if (listeners[i].proto != KVTD_PROTO_NATIVE)
 			snprintf(msg, sizeof(msg), "%s listener on %s",
-				 listeners[i].proto == KVTD_PROTO_RESP ? "RESP" : "metrics",
+				 listeners[i].proto == KVTD_PROTO_RESP ? "RESP" :
+				 listeners[i].proto == KVTD_PROTO_S3   ? "S3" : "metrics",
 				 listeners[i].name);
 		else
 			snprintf(msg, sizeof(msg), "listening on %s%s",

@@ -127,6 +127,13 @@ int kvtd_tenants_parse(const char *text, size_t len, struct kvtd_tenants **out, 
 void kvtd_tenants_free(struct kvtd_tenants *t);
 unsigned kvtd_tenants_count(const struct kvtd_tenants *t);
 
+/* The S3 listener's SigV4 secret of a tenant (its s3_secret=, else its
+ * secret) into out (PROTO_SECRET_MAX bytes) with its role: 0, or
+ * PROTO_EAUTH for an unknown tenant (out then holds a random key of the
+ * same cost).  Any thread. */
+int kvtd_auth_s3_secret(const char *tenant, size_t tenant_len, uint8_t *out, uint32_t *out_len,
+			uint32_t *role);
+
 /* The table in use (replaced by SIGHUP); NULL when auth is off. */
 void kvtd_auth_install(struct kvtd_tenants *t);
 bool kvtd_auth_enabled(void);
@@ -614,8 +621,9 @@ void kvtd_ns_cache_free(struct kvtd_conn *c);
  * frees their state (kvtd_alt_free).  Library requests of RESP commands
  * carry user_data with the low bit set (KVTD_UD_RESP).
  */
-enum kvtd_proto { KVTD_PROTO_NATIVE = 0, KVTD_PROTO_RESP, KVTD_PROTO_HTTP };
+enum kvtd_proto { KVTD_PROTO_NATIVE = 0, KVTD_PROTO_RESP, KVTD_PROTO_HTTP, KVTD_PROTO_S3 };
 #define KVTD_UD_RESP 1u
+#define KVTD_UD_S3 2u   /* library requests of S3 requests (s3d.c) */
 
 /* A connection was accepted on a RESP or HTTP listener.  0 or -ENOMEM. */
 int kvtd_alt_open(struct kvtd_conn *c);
@@ -636,6 +644,17 @@ void kvtd_resp_free(struct kvtd_conn *c);
 void kvtd_resp_req_done(struct kvtd_loop *loop, struct kvt_req *r);
 /* Checks the RESP options; registers the default tenant's namespace. */
 int kvtd_resp_setup(struct kvtd_server *srv);
+
+/* s3d.c: the S3 listener (--s3, doc/s3.md) */
+ssize_t kvtd_s3_read(struct kvtd_conn *c);
+void kvtd_s3_settle(struct kvtd_conn *c);
+int kvtd_s3_open(struct kvtd_conn *c);
+void kvtd_s3_free(struct kvtd_conn *c);
+void kvtd_s3_req_done(struct kvtd_loop *loop, struct kvt_req *r);
+/* S3 operations as counted in metrics (s3d.c's enum s3d_op) */
+#define KVTD_S3_OPS 17
+extern const char *const kvtd_s3_op_names[KVTD_S3_OPS];
+void kvtd_metrics_s3(struct kvtd_server *srv, int op, bool error);
 
 /* metrics.c */
 int kvtd_metrics_init(struct kvtd_server *srv);

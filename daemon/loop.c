@@ -1072,6 +1072,8 @@ static void loop_drain_queue(struct kvtd_loop *loop)
 		for (int i = 0; i < n; i++) {
 			if (done[i]->user_data & KVTD_UD_RESP)
 				kvtd_resp_req_done(loop, done[i]);
+			else if (done[i]->user_data & KVTD_UD_S3)
+				kvtd_s3_req_done(loop, done[i]);
 			else
 				kvtd_req_done(loop, done[i]);
 		}

@@ -60,6 +60,7 @@ struct metrics_tenant {
 struct kvtd_metrics {
 	struct metrics_hist lat[KVTD_LAT__COUNT][KVT_TIER_COUNT];
 	_Atomic uint64_t resp_commands, resp_errors;
+	_Atomic uint64_t s3_requests[KVTD_S3_OPS], s3_errors[KVTD_S3_OPS]; /* s3d.c, by op */
 	_Atomic uint64_t http_requests, http_denied, http_bad;
 	pthread_mutex_t tenants_lock;          /* guards tenants, tenant_count */
 	struct metrics_tenant *tenants[METRICS_TENANTS_MAX];
@@ -122,6 +123,15 @@ void kvtd_metrics_resp(struct kvtd_server *srv, bool error)
 	MADD(srv->metrics->resp_commands, 1);
 	if (error)
 		MADD(srv->metrics->resp_errors, 1);
+}
+
+void kvtd_metrics_s3(struct kvtd_server *srv, int op, bool error)
+{
+	if (!srv->metrics || op < 0 || op >= KVTD_S3_OPS)
+		return;
+	MADD(srv->metrics->s3_requests[op], 1);
+	if (error)
+		MADD(srv->metrics->s3_errors[op], 1);
 }
 
 struct kvtd_tstat *kvtd_tstat_of(struct kvtd_conn *c)
@@ -367,6 +377,16 @@ static int metrics_render(struct kvtd_server *srv, char **out, size_t *out_len)
 		    MGET(m->resp_errors));
 	metrics_one(f, "kvtier_http_requests_total", "counter", "HTTP requests to this listener",
 		    MGET(m->http_requests));
+	metrics_head(f, "kvtier_s3_requests_total", "counter",
+		     "S3 requests answered, by operation (doc/s3.md)");
+	for (int i = 1; i < KVTD_S3_OPS; i++)
+		fprintf(f, "kvtier_s3_requests_total{op=\"%s\"} %" PRIu64 "\n", kvtd_s3_op_names[i],
+			MGET(m->s3_requests[i]));
+	metrics_head(f, "kvtier_s3_errors_total", "counter",
+		     "S3 requests answered with a 4xx or 5xx status, by operation");
+	for (int i = 1; i < KVTD_S3_OPS; i++)
+		fprintf(f, "kvtier_s3_errors_total{op=\"%s\"} %" PRIu64 "\n", kvtd_s3_op_names[i],
+			MGET(m->s3_errors[i]));
 
 	metrics_head(f, "kvtier_errors_total", "counter",
 		     "requests and connections refused or failed, by kind (doc/kvtierd.md)");

@@ -1466,11 +1466,15 @@ int kvtd_resp_setup(struct kvtd_server *srv)
 
 int kvtd_alt_open(struct kvtd_conn *c)
 {
+	if (c->proto == KVTD_PROTO_S3)
+		return kvtd_s3_open(c);
 	return c->proto == KVTD_PROTO_RESP ? kvtd_resp_open(c) : kvtd_http_open(c);
 }
 
 ssize_t kvtd_alt_read(struct kvtd_conn *c)
 {
+	if (c->proto == KVTD_PROTO_S3)
+		return kvtd_s3_read(c);
 	return c->proto == KVTD_PROTO_RESP ? kvtd_resp_read(c) : kvtd_http_read(c);
 }
 
@@ -1478,6 +1482,8 @@ void kvtd_alt_settle(struct kvtd_conn *c)
 {
 	if (c->proto == KVTD_PROTO_RESP)
 		kvtd_resp_settle(c);
+	else if (c->proto == KVTD_PROTO_S3)
+		kvtd_s3_settle(c);
 }
 
 void kvtd_alt_free(struct kvtd_conn *c)
@@ -1486,4 +1492,6 @@ void kvtd_alt_free(struct kvtd_conn *c)
 		kvtd_resp_free(c);
 	else if (c->proto == KVTD_PROTO_HTTP)
 		kvtd_http_free(c);
+	else if (c->proto == KVTD_PROTO_S3)
+		kvtd_s3_free(c);
 }

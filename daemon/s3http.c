@@ -339,6 +339,11 @@ int64_t s3c_next(struct s3c_dec *d, const uint8_t *in, size_t len, struct s3c_ev
 	}
 }
 
+bool s3c_done(const struct s3c_dec *d)
+{
+	return d->state == SC_DONE;
+}
+
 int64_t s3h_unescape(const char *src, size_t len, char *dst, size_t cap)
 {
 	size_t o = 0;

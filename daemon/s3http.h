@@ -114,6 +114,8 @@ void s3c_init(struct s3c_dec *d, uint64_t size_max);
  * at the end) with *ev set, or an S3H_ error.  After S3C_EV_DONE it
  * consumes nothing. */
 int64_t s3c_next(struct s3c_dec *d, const uint8_t *in, size_t len, struct s3c_ev *ev);
+/* Has the decoder seen the end of the body (S3C_EV_DONE)? */
+bool s3c_done(const struct s3c_dec *d);
 
 /* Percent-decode src into dst (cap bytes): the length, or -1 on a bad
  * escape or no room.  '+' stays '+' (S3 and SigV4 do not read it as a
