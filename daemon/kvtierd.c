@@ -662,17 +662,23 @@ static void kvtierd_reload(struct kvtd_server *srv)
 			 kvt_strerror(rc));
 }
 
-int main(int argc, char **argv)
+/*
+ * The protocol table: what each kind of listener speaks (kvtierd.h
+ * "The protocol table").  A new protocol is one line here.
+ */
+static const struct kvtd_proto *const kvtierd_protos[KVTD_PROTO__COUNT] = {
+	[KVTD_PROTO_NATIVE] = &kvtd_native_proto,
+	[KVTD_PROTO_RESP] = &kvtd_resp_proto,
+	[KVTD_PROTO_HTTP] = &kvtd_http_proto,
+	[KVTD_PROTO_S3] = &kvtd_s3_proto,
+};
+
+/* 1. Options: the command line and --config, then the defaults that do
+ * not need the store's directory.  Usage errors exit 2. */
+static void kvtierd_parse(struct kvtd_config *cfg, int argc, char **argv)
 {
-	static struct kvtd_server server;
-	struct kvtd_server *srv = &server;
-	struct kvtd_config *cfg = &srv->cfg;
-	struct kvtd_listener listeners[5] = { 0 }; /* proto 0: native */
-	sigset_t sigs;
-	int sfd = -1, rc, exit_code = KVTD_EXIT_FAIL;
 	long ncpu;
 
-	/* 1. Options */
 	cfg->log_level = KVTD_INFO;
 	cfg->idle_timeout_s = DEFAULT_IDLE_S;
 	cfg->shutdown_timeout_s = DEFAULT_SHUTDOWN_S;
@@ -696,21 +702,35 @@ int main(int argc, char **argv)
 		cfg->threads = ncpu > 0 ? (unsigned)(ncpu < 256 ? ncpu : 256) : 1;
 	if (strcmp(cfg->listen, "none") == 0 && !cfg->unix_path)
 		kvtierd_die_usage("--listen none needs --unix PATH");
+}
 
-	/* 2. Signals: read by this thread from a signalfd, never handled. */
+/*
+ * 2, 3. Signals, log, tenants, store, listeners, TLS.  *sfd: the
+ * signalfd.  KVTD_EXIT_OK, or the exit code (what was opened is closed
+ * by kvtierd_close).
+ */
+static int kvtierd_open(struct kvtd_server *srv, struct kvtd_listener *listeners, int *sfd)
+{
+	struct kvtd_config *cfg = &srv->cfg;
+	sigset_t sigs;
+	int rc;
+
+	memcpy(srv->protos, kvtierd_protos, sizeof(srv->protos));
+
+	/* Signals: read by this thread from a signalfd, never handled. */
 	sigemptyset(&sigs);
 	sigaddset(&sigs, SIGINT);
 	sigaddset(&sigs, SIGTERM);
 	sigaddset(&sigs, SIGHUP);
 	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 	signal(SIGPIPE, SIG_IGN);
-	sfd = signalfd(-1, &sigs, SFD_CLOEXEC);
-	if (sfd < 0) {
+	*sfd = signalfd(-1, &sigs, SFD_CLOEXEC);
+	if (*sfd < 0) {
 		fprintf(stderr, "kvtierd: signalfd: %s\n", strerror(errno));
 		return KVTD_EXIT_FAIL;
 	}
 
-	/* 3. Log, tenants, store, listeners */
+	/* Log, tenants, store, listeners */
 	rc = kvtd_log_open(cfg->log_path, cfg->log_level);
 	if (rc < 0) {
 		fprintf(stderr, "kvtierd: --log %s: %s\n", cfg->log_path, strerror(-rc));
@@ -725,8 +745,7 @@ int main(int argc, char **argv)
 			kvtd_log(KVTD_ERROR, "tenants file refused", "file=%s error=%s",
 				 cfg->tenants_path, kvtd_log_quote(q, sizeof(q), err));
 			fprintf(stderr, "kvtierd: --tenants %s: %s\n", cfg->tenants_path, err);
-			exit_code = KVTD_EXIT_USAGE;
-			goto out;
+			return KVTD_EXIT_USAGE;
 		}
 		kvtd_auth_install(t);
 		kvtd_log(KVTD_INFO, "tenants loaded", "file=%s tenants=%u", cfg->tenants_path,
@@ -742,18 +761,18 @@ int main(int argc, char **argv)
 	if (rc < 0) {
 		kvtd_log(KVTD_ERROR, "cannot create the store directory", "dir=%s error=\"%s\"",
 			 cfg->dir, strerror(-rc));
-		goto out;
+		return KVTD_EXIT_FAIL;
 	}
 	if (!cfg->ssd_set)
 		cfg->ssd_bytes = kvtierd_default_ssd(cfg);
 	rc = kvtierd_store_open(srv);
 	if (rc < 0)
-		goto out;
+		return KVTD_EXIT_FAIL;
 	kvtierd_limits(srv);
 	if (proto_limits_check(&srv->lim) != 0) {
 		kvtd_log(KVTD_ERROR, "no usable protocol limits for this store", "value_max=%llu",
 			 (unsigned long long)srv->lim.value_max);
-		goto out;
+		return KVTD_EXIT_FAIL;
 	}
 	srv->listeners = listeners;
 	if (strcmp(cfg->listen, "none") != 0) {
@@ -761,7 +780,7 @@ int main(int argc, char **argv)
 		if (rc < 0) {
 			kvtd_log(KVTD_ERROR, "cannot listen", "listen=%s error=\"%s\"", cfg->listen,
 				 strerror(-rc));
-			goto out;
+			return KVTD_EXIT_FAIL;
 		}
 		srv->listener_count++;
 	}
@@ -770,37 +789,26 @@ int main(int argc, char **argv)
 		if (rc < 0) {
 			kvtd_log(KVTD_ERROR, "cannot listen", "unix=%s error=\"%s\"", cfg->unix_path,
 				 strerror(-rc));
-			goto out;
+			return KVTD_EXIT_FAIL;
 		}
 		srv->listener_count++;
 	}
 	rc = kvtierd_listen_extra(srv, listeners);
 	if (rc == 0)
 		rc = kvtd_tls_setup(srv);
-	if (rc < 0) {
-		exit_code = rc == -EINVAL ? KVTD_EXIT_USAGE : KVTD_EXIT_FAIL;
-		goto out;
-	}
+	if (rc < 0)
+		return rc == -EINVAL ? KVTD_EXIT_USAGE : KVTD_EXIT_FAIL;
 	/* TLS on the native and RESP TCP listeners; Unix sockets and the
 	 * metrics listener stay plain. */
 	for (unsigned i = 0; srv->tls_ctx && i < srv->listener_count; i++)
 		listeners[i].tls = !listeners[i].is_unix && listeners[i].proto != KVTD_PROTO_HTTP;
+	return KVTD_EXIT_OK;
+}
 
-	rc = kvtd_cluster_start(srv);
-	if (rc < 0) {
-		exit_code = rc == -EINVAL ? KVTD_EXIT_USAGE : KVTD_EXIT_FAIL;
-		goto stop;
-	}
+static void kvtierd_log_started(const struct kvtd_server *srv)
+{
+	const struct kvtd_config *cfg = &srv->cfg;
 
-	/* 4. Threads */
-	srv->loop_count = cfg->threads;
-	rc = kvtd_aux_start(srv);
-	if (rc == 0)
-		rc = kvtd_loops_start(srv);
-	if (rc < 0) {
-		kvtd_log(KVTD_ERROR, "cannot start the event loops", "error=\"%s\"", strerror(-rc));
-		goto stop;
-	}
 	kvtd_log(KVTD_INFO, "kvtierd started",
 		 "version=%s dir=%s dram_bytes=%llu ssd_bytes=%llu threads=%u auth=%s "
 		 "value_max=%llu frame_max=%llu idle_timeout_s=%u max_conns=%u max_memory=%llu "
@@ -812,18 +820,44 @@ int main(int argc, char **argv)
 		 cfg->idle_timeout_s, cfg->max_conns, (unsigned long long)cfg->max_memory,
 		 cfg->conn_inflight, (unsigned long long)cfg->conn_output);
 	for (unsigned i = 0; i < srv->listener_count; i++) {
+		const struct kvtd_listener *l = &srv->listeners[i];
 		char msg[200];
-		if (listeners[i].proto != KVTD_PROTO_NATIVE)
+		if (l->proto != KVTD_PROTO_NATIVE)
 			snprintf(msg, sizeof(msg), "%s listener on %s",
-				 listeners[i].proto == KVTD_PROTO_RESP ? "RESP" :
-				 listeners[i].proto == KVTD_PROTO_S3   ? "S3" : "metrics",
-				 listeners[i].name);
+				 l->proto == KVTD_PROTO_RESP ? "RESP" :
+				 l->proto == KVTD_PROTO_S3   ? "S3" : "metrics", l->name);
 		else
-			snprintf(msg, sizeof(msg), "listening on %s%s",
-				 listeners[i].is_unix ? "unix:" : "", listeners[i].name);
-		kvtd_log(KVTD_INFO, msg, "%s=%s", listeners[i].is_unix ? "unix" : "addr",
-			 listeners[i].name);
+			snprintf(msg, sizeof(msg), "listening on %s%s", l->is_unix ? "unix:" : "",
+				 l->name);
+		kvtd_log(KVTD_INFO, msg, "%s=%s", l->is_unix ? "unix" : "addr", l->name);
 	}
+}
+
+/*
+ * 4-6. The cluster, the aux thread and the loops; the signal loop until
+ * SIGTERM/SIGINT; then stop them, flush and close the store.  The exit
+ * code.
+ */
+static int kvtierd_serve(struct kvtd_server *srv, int sfd)
+{
+	int rc, exit_code = KVTD_EXIT_FAIL;
+
+	rc = kvtd_cluster_start(srv);
+	if (rc < 0) {
+		exit_code = rc == -EINVAL ? KVTD_EXIT_USAGE : KVTD_EXIT_FAIL;
+		goto stop;
+	}
+
+	/* 4. Threads */
+	srv->loop_count = srv->cfg.threads;
+	rc = kvtd_aux_start(srv);
+	if (rc == 0)
+		rc = kvtd_loops_start(srv);
+	if (rc < 0) {
+		kvtd_log(KVTD_ERROR, "cannot start the event loops", "error=\"%s\"", strerror(-rc));
+		goto stop;
+	}
+	kvtierd_log_started(srv);
 
 	/* 5. Signals */
 	for (;;) {
@@ -852,9 +886,9 @@ stop:
 	kvtd_loops_join(srv);
 	kvtd_cluster_stop(srv);
 	for (unsigned i = 0; i < srv->listener_count; i++) {
-		close(listeners[i].fd);
-		if (listeners[i].is_unix)
-			unlink(listeners[i].name);
+		close(srv->listeners[i].fd);
+		if (srv->listeners[i].is_unix)
+			unlink(srv->listeners[i].name);
 	}
 	srv->listener_count = 0;
 	kvtd_aux_stop(srv);
@@ -873,11 +907,16 @@ stop:
 		kvtd_log(KVTD_INFO, "stopped", "conns_accepted=%llu frames_in=%llu",
 			 (unsigned long long)atomic_load(&srv->ctr.conns_accepted),
 			 (unsigned long long)atomic_load(&srv->ctr.frames_in));
-out:
+	return exit_code;
+}
+
+/* What kvtierd_open opened and kvtierd_serve did not close. */
+static void kvtierd_close(struct kvtd_server *srv, int sfd)
+{
 	for (unsigned i = 0; i < srv->listener_count; i++) {
-		close(listeners[i].fd);
-		if (listeners[i].is_unix)
-			unlink(listeners[i].name);
+		close(srv->listeners[i].fd);
+		if (srv->listeners[i].is_unix)
+			unlink(srv->listeners[i].name);
 	}
 	kvt_store_destroy(srv->store);
 	kvtd_auth_shutdown();
@@ -887,6 +926,21 @@ out:
 	kvtd_log_close();
 	if (sfd >= 0)
 		close(sfd);
-	kvtd_config_free(cfg);
+	kvtd_config_free(&srv->cfg);
+}
+
+int main(int argc, char **argv)
+{
+	static struct kvtd_server server;
+	struct kvtd_server *srv = &server;
+	struct kvtd_listener listeners[5] = { 0 }; /* proto 0: native */
+	int sfd = -1, exit_code;
+
+	kvtierd_parse(&srv->cfg, argc, argv);
+	srv->listeners = listeners;
+	exit_code = kvtierd_open(srv, listeners, &sfd);
+	if (exit_code == KVTD_EXIT_OK)
+		exit_code = kvtierd_serve(srv, sfd);
+	kvtierd_close(srv, sfd);
 	return exit_code;
 }

@@ -8,27 +8,35 @@
  * reaches the library only through include/kvtier.h and the codec
  * lib/proto.h.
  *
- * Files:
- *   kvtierd.c  main: the command line, the store, listeners, the
- *              signal loop (main thread), startup and shutdown
- *   loop.c     the event loops: epoll, accept, connections, reading
- *              frames, the output queue, timeouts, the aux thread
- *   ops.c      the protocol: one handler per opcode, requests to the store
- *              in batches, responses when every item completed
+ * Files, each calling only the ones listed after it (no cycle; the
+ * protocols are reached only through the protocol table below):
+ *   kvtierd.c  main: parse (the command line), open (the store,
+ *              listeners, TLS), serve (loops, the signal loop, shutdown);
+ *              installs the protocol table
+ *   native.c   the native protocol's table entry: frames out of the read
+ *              buffer, data sections in place or into their buffer
+ *   ops.c      the native protocol: one handler per opcode, requests to
+ *              the store in batches, responses when every item completed
  *   value.c    value bytes: PUT items from the data section, GET responses
  *              from pinned DRAM views with their stored part tables
- *   config.c   options and the --config file (config.h): pure, fuzzed
- *   auth.c     tenants file, AUTH proofs, canonical descriptor parsing
- *   log.c      structured one-line logs to stderr or a file
- *   resp.c     the RESP2 codec (resp.h): pure, fuzzed
+ *   wire.c     native output: response frames, ERROR frames, BYE
  *   respd.c    the Redis-protocol listener (--resp): commands to the
  *              store through the loop's queue, replies in order
- *   http.c     the metrics listener's request-head parser (http.h)
- *   metrics.c  the metrics listener (--metrics): /metrics, /healthz;
- *              latency histograms and per-tenant counters
+ *   httpd.c    the metrics listener (--metrics): /metrics, /healthz
+ *   loop.c     the event loops, which know no protocol: epoll, accept,
+ *              connections, read buffers, the output queue, timeouts,
+ *              the --max-memory budget, the aux thread
+ *   metrics.c  latency histograms, per-tenant counters, the /metrics page
  *   tls.c      TLS on the TCP listeners (--tls-cert): the server's
  *              context, handshakes, and the socket I/O of every
  *              connection (plain or TLS)
+ *   auth.c     tenants file, AUTH proofs, canonical descriptor parsing
+ *   members.c, memberlist.c  the cluster's members (members.h)
+ *   config.c   options and the --config file (config.h): pure, fuzzed
+ *   resp.c     the RESP2 codec (resp.h): pure, fuzzed
+ *   http.c     the HTTP request-head parser (http.h): pure, fuzzed
+ *   log.c      structured one-line logs to stderr or a file
+ *   base.c     error-counter names, the clock, sizes: no dependencies
  *
  * Threads (doc/kvtierd.md "Threads"):
  *   main       parses options, opens the store, starts the others, then
@@ -163,7 +171,7 @@ bool kvtd_grant_allows(const char *owner, size_t owner_len, const char *model, s
 int kvtd_quota_apply(struct kvt_store *store);
 /* Put namespace id in its tenant's group (after registering it). */
 int kvtd_ns_apply_group(struct kvt_store *store, uint32_t id);
-/* "512M", "8G", ... (auth.c).  0 or -EINVAL. */
+/* "512M", "8G", ... (base.c).  0 or -EINVAL. */
 int kvtd_parse_size(const char *v, uint64_t *out);
 
 /*
@@ -224,7 +232,7 @@ struct kvtd_counters {
 #define KVTD_COUNT(srv, field, n) \
 	atomic_fetch_add_explicit(&(srv)->ctr.field, (uint64_t)(n), memory_order_relaxed)
 
-/* A proto/kvtier error code to the counter it bumps. */
+/* A proto/kvtier error code to the counter it bumps (base.c). */
 enum kvtd_err kvtd_err_of(int code);
 
 /* Configuration: struct kvtd_config and its parser are in config.h. */
@@ -232,6 +240,22 @@ enum kvtd_err kvtd_err_of(int code);
 /* ------------------------------------------------------------------------
  * Event loops, connections and frames (loop.c, ops.c)
  */
+/*
+ * The protocols a listener may speak: each is one entry of the protocol
+ * table (struct kvtd_proto below).  Library requests carry user_data
+ * whose low bits say which protocol's req_done gets them
+ * (KVTD_UD_PROTO_MASK; request structs are 8-byte aligned).
+ */
+enum kvtd_proto_id {
+	KVTD_PROTO_NATIVE = 0,
+	KVTD_PROTO_RESP = 1,
+	KVTD_PROTO_HTTP = 2,
+	KVTD_PROTO_S3 = 3,
+	KVTD_PROTO__COUNT = 8
+};
+#define KVTD_UD_PROTO_MASK 7u
+#define KVTD_UD_RESP ((uint64_t)KVTD_PROTO_RESP)
+
 enum kvtd_ev_kind { KVTD_EV_LISTEN = 1, KVTD_EV_CONN, KVTD_EV_WAKE, KVTD_EV_QUEUE };
 
 /* First member of everything whose address is an epoll_event's data.ptr. */
@@ -295,11 +319,12 @@ struct kvtd_conn {
 	uint64_t id;
 	bool is_unix;
 	int proto;             /* enum kvtd_proto (from its listener) */
+	const struct kvtd_proto *ops; /* its protocol's table entry */
 	bool put_stream;       /* the last frame was a PUT received in place: the
 				* next header is read in KVTD_HDR_STEP steps, so
 				* that a next PUT's value bytes go straight to DRAM
 				* rather than through rbuf (loop_conn_read) */
-	void *alt;             /* RESP or HTTP state (respd.c, metrics.c), or NULL */
+	void *alt;             /* the protocol's own state (RESP, HTTP), or NULL */
 	struct kvtd_tstat *tstat; /* per-tenant counters, once the tenant is known */
 	char peer[80];
 
@@ -355,12 +380,14 @@ struct kvtd_conn {
 	uint64_t mem_rbuf;     /* rbuf capacity beyond KVTD_RBUF_MIN */
 };
 
-/* A job for the aux thread: a frame whose namespace registrations must be
- * made (they may fsync). */
+/* A job for the aux thread: work that may block on the disk (a frame
+ * whose namespace registrations must be made: they may fsync). */
 struct kvtd_job {
 	struct kvtd_job *next;
-	struct kvtd_frame *fr;
-	struct kvtd_loop *loop;   /* where the frame goes back to */
+	void (*run)(void *arg);   /* on the aux thread */
+	void (*done)(void *arg);  /* then on the loop */
+	void *arg;
+	struct kvtd_loop *loop;   /* where the job goes back to */
 };
 
 /* A connection accepted by one loop for another (loop.c "Accepting"). */
@@ -428,6 +455,9 @@ struct kvtd_server {
 	uint64_t start_ns;
 	struct kvtd_counters ctr;
 	struct kvtd_metrics *metrics; /* metrics.c: histograms, tenants, RESP counters */
+	/* The protocol table: what a listener's connections speak, by enum
+	 * kvtd_proto (kvtierd.c fills it) */
+	const struct kvtd_proto *protos[KVTD_PROTO__COUNT];
 	/* Bytes charged against cfg.max_memory (loop.c "Limits"); relaxed
 	 * atomic, any loop */
 	_Atomic uint64_t mem_used;
@@ -444,7 +474,7 @@ struct kvtd_server {
 #define KVTD_LOOP_EVENTS 256
 #define KVTD_SLOW_PROGRESS (16u << 20)   /* data bytes that restart the frame clock */
 
-uint64_t kvtd_now_ns(void);
+uint64_t kvtd_now_ns(void); /* base.c: CLOCK_MONOTONIC */
 
 /* loop.c: the --max-memory budget.  Charge n bytes: true if they fit
  * (and are charged), false otherwise (nothing charged).  force charges
@@ -480,24 +510,54 @@ void kvtd_loops_join(struct kvtd_server *srv);
 void kvtd_loops_finish(struct kvtd_server *srv); /* after kvt_store_close */
 int kvtd_aux_start(struct kvtd_server *srv);
 void kvtd_aux_stop(struct kvtd_server *srv);
-void kvtd_aux_submit(struct kvtd_server *srv, struct kvtd_frame *fr);
-/* Queue an encoded frame on a connection's output and try to write. */
+/* Run run(arg) on the aux thread, then done(arg) on loop.  Never fails
+ * (without memory it runs both here). */
+void kvtd_aux_submit(struct kvtd_loop *loop, void (*run)(void *), void (*done)(void *),
+		     void *arg);
+/* Queue an encoded response on a connection's output; it is written at
+ * the end of the iteration. */
 void kvtd_conn_queue(struct kvtd_conn *c, struct kvtd_out *o);
+/* A request of the connection was answered (or dropped): flow control;
+ * the protocol's idle hook runs when none is left. */
+void kvtd_conn_frame_done(struct kvtd_conn *c);
+void kvtd_out_free(struct kvtd_server *srv, struct kvtd_out *o);
+/* Work left on c for the end of the iteration (parse, write, close). */
+void kvtd_conn_touch(struct kvtd_conn *c);
+/* Re-register c's epoll events after its input state changed. */
+void kvtd_conn_events(struct kvtd_conn *c);
+/* Pause or resume reading c as its requests in flight and output say. */
+void kvtd_conn_flow(struct kvtd_conn *c);
+void kvtd_conn_close(struct kvtd_conn *c, const char *why);
+/* rbuf must hold need bytes from rstart: 0, -ENOBUFS (--max-memory),
+ * -EMSGSIZE (past the protocol's pre-AUTH limit), -ENOMEM. */
+int kvtd_conn_rbuf_room(struct kvtd_conn *c, size_t need);
+void kvtd_conn_rbuf_release(struct kvtd_conn *c);
+/* Take rbuf whole; *charged: its bytes charged to --max-memory, now the
+ * caller's to uncharge. */
+uint8_t *kvtd_conn_rbuf_take(struct kvtd_conn *c, uint64_t *charged);
+/* The generic read: into rbuf (at most max bytes), then the protocol's
+ * parse.  Like read(2), or KVTD_READ_DONE: the connection failed. */
+#define KVTD_READ_DONE (-2)
+ssize_t kvtd_conn_read_rbuf(struct kvtd_conn *c, size_t max, size_t *asked);
+
+/* log.c: a line about a connection (id, peer, tenant, reason). */
+void kvtd_conn_log(const struct kvtd_conn *c, int level, const char *msg, const char *what);
+
+/* wire.c: the native protocol's output. */
+/* A frame without items (an error, a BYE response) onto c's output. */
+void kvtd_conn_send(struct kvtd_conn *c, uint16_t op, uint64_t tag, int status,
+		    const char *msg);
 /* BYE: answer it after every frame before it, then close. */
 void kvtd_conn_bye(struct kvtd_conn *c, uint64_t tag);
 /* Answer with an ERROR (or op) frame carrying status and msg, then close
  * once flushed.  Counts the error. */
 void kvtd_conn_fail(struct kvtd_conn *c, uint16_t op, uint64_t tag, int status,
 		    const char *msg);
-/* The connection's frame fr was answered (or dropped): flow control. */
-void kvtd_conn_frame_done(struct kvtd_conn *c);
-void kvtd_out_free(struct kvtd_server *srv, struct kvtd_out *o);
-void kvtd_conn_log(const struct kvtd_conn *c, int level, const char *msg, const char *what);
 
 /*
  * In-flight frames (ops.c, value.c).  A frame and its items belong to the
  * loop of their connection (no locks), except that the aux thread runs
- * kvtd_frame_aux_run on a frame the loop handed it and does not touch
+ * ops.c's aux job on a frame the loop handed it and does not touch
  * until it comes back; a submitted item's req belongs to the library until
  * kvt_queue_poll returns it.
  *
@@ -569,11 +629,15 @@ struct kvtd_frame {
 				   * and its GETs are quiet (KVT_F_QUIET) */
 };
 
-/* ops.c */
+/* wire.c */
 int kvtd_resp_encode(const struct proto_frame *rf, const struct proto_item *items, uint32_t n,
 		     const struct proto_limits *lim, struct kvtd_out **out);
 void kvtd_resp_init(const struct kvtd_frame *fr, struct proto_frame *rf, int32_t status);
 void kvtd_reply_error(struct kvtd_frame *fr, int status, const char *msg);
+/* Queue a response with items but no values; a failure to encode becomes
+ * a failed response with that status. */
+void kvtd_reply(struct kvtd_frame *fr, struct proto_frame *rf, const struct proto_item *items,
+		uint32_t n);
 
 /* value.c */
 int kvtd_value_put_item(struct kvtd_frame *fr, struct kvtd_item *it, const struct proto_item *pi);
@@ -603,10 +667,6 @@ struct kvtd_loop *kvtd_frame_loop(const struct kvtd_frame *fr);
 void kvtd_frame_dispatch(struct kvtd_frame *fr);
 /* A kvt_req of this loop completed (from kvt_queue_poll). */
 void kvtd_req_done(struct kvtd_loop *loop, struct kvt_req *r);
-/* A frame came back from the aux thread. */
-void kvtd_frame_aux_done(struct kvtd_frame *fr);
-/* aux thread: run the frame's blocking part. */
-void kvtd_frame_aux_run(struct kvtd_frame *fr);
 /* Free a frame that will not be answered (its connection died) once
  * nothing of it is in flight; releases pins. */
 void kvtd_frame_free(struct kvtd_frame *fr);
@@ -614,43 +674,61 @@ void kvtd_frame_free(struct kvtd_frame *fr);
 void kvtd_ns_cache_free(struct kvtd_conn *c);
 
 /* ------------------------------------------------------------------------
- * The other listeners: RESP (respd.c, resp.h) and HTTP /metrics, /healthz
- * (metrics.c, http.h).  Their connections live in the same loops as
- * native ones and use the same output queue; loop.c hands them their
- * reads (kvtd_alt_read), end-of-iteration work (kvtd_alt_settle) and
- * frees their state (kvtd_alt_free).  Library requests of RESP commands
- * carry user_data with the low bit set (KVTD_UD_RESP).
+ * The protocol table.  The loop (loop.c) owns sockets, buffers, timers,
+ * TLS and the --max-memory budget; everything a protocol knows is behind
+ * one of these, one per protocol: native (native.c with ops.c, value.c,
+ * wire.c), RESP (respd.c), HTTP /metrics and /healthz (httpd.c).  Adding
+ * a protocol is one entry: its enum kvtd_proto_id, its table, and the
+ * line in kvtierd.c that installs it in srv->protos.  Every hook runs on
+ * the connection's loop thread.
  */
-enum kvtd_proto { KVTD_PROTO_NATIVE = 0, KVTD_PROTO_RESP, KVTD_PROTO_HTTP, KVTD_PROTO_S3 };
-#define KVTD_UD_RESP 1u
-#define KVTD_UD_S3 2u   /* library requests of S3 requests (s3d.c) */
+struct kvtd_proto {
+	const char *name;          /* "native", "resp", "http": for logs */
+	/* Input buffered before the connection authenticates (c->state
+	 * KVTD_CS_READY): kvtd_conn_rbuf_room refuses more, and the first
+	 * read buffer is no larger.  A small fixed budget per connection. */
+	uint32_t preauth_buf;
+	/* Accepted: the protocol's state in c->alt, a greeting queued if it
+	 * has one.  0 or -ENOMEM (the connection is closed).  May be NULL. */
+	int (*open)(struct kvtd_conn *c);
+	/* Readable: read and handle what came; returns like read(2), or
+	 * KVTD_READ_DONE.  *asked: bytes asked for (a shorter plain read
+	 * drained the socket; SIZE_MAX: a request just completed, answer
+	 * first).  NULL: kvtd_conn_read_rbuf. */
+	ssize_t (*read)(struct kvtd_conn *c, size_t *asked);
+	/* Take every complete request out of rbuf[rstart, rend) (after a
+	 * read, and at the end of an iteration while reads were paused). */
+	void (*parse)(struct kvtd_conn *c);
+	/* A request partly received outside rbuf (closing loses it).  May
+	 * be NULL. */
+	bool (*partial)(const struct kvtd_conn *c);
+	/* No more input will be read (stopping, closing): drop a request
+	 * partly received.  May be NULL. */
+	void (*drop_input)(struct kvtd_conn *c);
+	/* The last request in flight was answered.  May be NULL. */
+	void (*idle)(struct kvtd_conn *c);
+	/* A last error in the protocol's own terms (the loop refuses a
+	 * connection past --max-conns, input past a limit), then close once
+	 * flushed.  status: a proto/kvtier code or -errno. */
+	void (*fail)(struct kvtd_conn *c, int status, const char *msg);
+	/* A library request whose user_data carries this protocol's id. */
+	void (*req_done)(struct kvtd_loop *loop, struct kvt_req *r);
+	/* The connection is freed (closed, nothing in flight).  May be NULL. */
+	void (*free)(struct kvtd_conn *c);
+};
 
-/* A connection was accepted on a RESP or HTTP listener.  0 or -ENOMEM. */
-int kvtd_alt_open(struct kvtd_conn *c);
-/* Read from the socket and handle what came; returns like read(2). */
-ssize_t kvtd_alt_read(struct kvtd_conn *c);
-/* End of an iteration: parse input left while reads were paused. */
-void kvtd_alt_settle(struct kvtd_conn *c);
-void kvtd_alt_free(struct kvtd_conn *c);
+extern const struct kvtd_proto kvtd_native_proto; /* native.c */
+extern const struct kvtd_proto kvtd_resp_proto;   /* respd.c */
+extern const struct kvtd_proto kvtd_http_proto;   /* httpd.c */
+extern const struct kvtd_proto kvtd_s3_proto;     /* s3d.c (doc/s3.md) */
 
 /* loop.c: stop reading c, close it once its output is written. */
 void kvtd_conn_stop_input(struct kvtd_conn *c);
 
 /* respd.c */
-ssize_t kvtd_resp_read(struct kvtd_conn *c);
-void kvtd_resp_settle(struct kvtd_conn *c);
-int kvtd_resp_open(struct kvtd_conn *c);
-void kvtd_resp_free(struct kvtd_conn *c);
-void kvtd_resp_req_done(struct kvtd_loop *loop, struct kvt_req *r);
 /* Checks the RESP options; registers the default tenant's namespace. */
 int kvtd_resp_setup(struct kvtd_server *srv);
 
-/* s3d.c: the S3 listener (--s3, doc/s3.md) */
-ssize_t kvtd_s3_read(struct kvtd_conn *c);
-void kvtd_s3_settle(struct kvtd_conn *c);
-int kvtd_s3_open(struct kvtd_conn *c);
-void kvtd_s3_free(struct kvtd_conn *c);
-void kvtd_s3_req_done(struct kvtd_loop *loop, struct kvt_req *r);
 /* S3 operations as counted in metrics (s3d.c's enum s3d_op) */
 #define KVTD_S3_OPS 17
 extern const char *const kvtd_s3_op_names[KVTD_S3_OPS];
@@ -662,9 +740,11 @@ void kvtd_metrics_free(struct kvtd_server *srv);
 /* Read --metrics-token FILE (owner-only, one printable word >= 16 bytes)
  * into *out (malloc'd).  0 or -errno with a message in err. */
 int kvtd_metrics_token_load(const char *path, char **out, char *err, size_t err_len);
-ssize_t kvtd_http_read(struct kvtd_conn *c);
-int kvtd_http_open(struct kvtd_conn *c);
-void kvtd_http_free(struct kvtd_conn *c);
+/* The /metrics page, Prometheus text (malloc'd into *out).  0 or -ENOMEM. */
+int kvtd_metrics_render(struct kvtd_server *srv, char **out, size_t *out_len);
+/* HTTP requests served, refused for the token, malformed (httpd.c) */
+enum { KVTD_HTTP_REQUEST, KVTD_HTTP_DENIED, KVTD_HTTP_BAD };
+void kvtd_metrics_http(struct kvtd_server *srv, int what);
 /* Latency of one request, by kind (0 read, 1 write) and by the tier that
  * served it (enum kvt_tier: the slowest of a batch's hits; KVT_TIER_NONE
  * for a miss, or where the tier is not known: RESP). */

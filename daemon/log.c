@@ -190,3 +190,13 @@ void kvtd_log_lib(void *ctx, int level, const char *msg)
 	/* enum kvt_log_level and enum kvtd_level share their numbers. */
 	log_lib_line(level, msg, NULL);
 }
+
+/* One line about a connection: its id, peer and tenant (loop.c, tls.c,
+ * the protocols). */
+void kvtd_conn_log(const struct kvtd_conn *c, int level, const char *msg, const char *what)
+{
+	char q[256], t[PROTO_TENANT_MAX * 4 + 8];
+	kvtd_log(level, msg, "conn=%llu peer=%s tenant=%s%s%s", (unsigned long long)c->id, c->peer,
+		 c->tenant_len ? kvtd_log_quote(t, sizeof(t), c->tenant) : "-",
+		 what ? " reason=" : "", what ? kvtd_log_quote(q, sizeof(q), what) : "");
+}

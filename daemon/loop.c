@@ -9,30 +9,31 @@
  * non-blocking.  A connection never moves between loops, so nothing in
  * struct kvtd_conn needs a lock.
  *
+ * The loop knows no protocol: a connection's listener says which entry
+ * of the protocol table (kvtierd.h "The protocol table") it speaks, and
+ * the loop calls that entry's hooks -- open, read/parse, idle, fail,
+ * req_done, free -- while it owns the socket, the read buffer (rbuf), the
+ * output queue, TLS, the timers and the --max-memory budget.
+ *
  * One iteration:
  *
  *   epoll_wait (at most 1 s)
  *     listener  -> accept up to 64 connections, each to the loop
  *                  with the fewest ("Accepting")
- *     conn in   -> read: frames into rbuf, data sections into their own
- *                  buffer, each complete frame dispatched (ops.c)
+ *     conn in   -> the protocol's read, or the generic one: bytes into
+ *                  rbuf, then the protocol's parse
  *     conn out  -> write the output queue
- *     wake      -> stop, or frames back from the aux thread
- *   drain the queue: completions -> frames finish -> responses queued
+ *     wake      -> stop, or jobs back from the aux thread
+ *   drain the queue: completions -> the protocol's req_done
  *   touched connections: parse what is buffered (if reads were paused),
  *                        write what was queued (one sendmsg for many
  *                        responses), close what is done
- *   once a second: timeouts; free connections whose last frame is gone
+ *   once a second: timeouts; free connections whose last request is gone
  *
- * Reading a frame:
- *
- *   rbuf [.........|hdr table|data...|next frame...]
- *        rstart -->^
- *   proto_parse_request on rbuf[rstart, rend): NEED_MORE grows rbuf up to
- *   PROTO_HDR_LEN + table_max; complete: header+table are copied out to
- *   the frame, the data section goes to a buffer of its own (what rbuf
- *   already holds is copied, the rest is read() straight into it), then
- *   the frame is dispatched.
+ * Read buffers: rbuf[rstart, rend) holds input the protocol has not
+ * taken; kvtd_conn_rbuf_room grows it on the protocol's request (growth
+ * past KVTD_RBUF_MIN is charged to --max-memory), and before a connection
+ * authenticates no further than its protocol's preauth_buf.
  *
  * Flow control: a connection stops being read while it has
  * --conn-inflight frames unanswered or --conn-output bytes unwritten; a
@@ -85,58 +86,6 @@
 #include "kvtierd.h"
 #include "tlsio.h"
 
-const char *const kvtd_err_names[KVTD_ERR__COUNT] = {
-	[KVTD_ERR_MAGIC] = "magic",
-	[KVTD_ERR_VERSION] = "version",
-	[KVTD_ERR_BADOP] = "bad_op",
-	[KVTD_ERR_FLAGS] = "flags",
-	[KVTD_ERR_COUNT] = "count",
-	[KVTD_ERR_BADLEN] = "length",
-	[KVTD_ERR_KEYLEN] = "key_length",
-	[KVTD_ERR_CRC] = "crc",
-	[KVTD_ERR_MALFORMED] = "malformed",
-	[KVTD_ERR_RDMA] = "rdma",
-	[KVTD_ERR_AUTH] = "auth",
-	[KVTD_ERR_NOAUTH] = "no_auth",
-	[KVTD_ERR_STATE] = "sequence",
-	[KVTD_ERR_PERM] = "permission",
-	[KVTD_ERR_TIMEOUT] = "timeout",
-	[KVTD_ERR_VANISHED] = "vanished",
-	[KVTD_ERR_IO] = "io",
-	[KVTD_ERR_NOMEM] = "no_memory",
-	[KVTD_ERR_REQUEST] = "request",
-	[KVTD_ERR_TLS] = "tls",
-};
-
-enum kvtd_err kvtd_err_of(int code)
-{
-	switch (code) {
-	case PROTO_EMAGIC: return KVTD_ERR_MAGIC;
-	case KVT_EVERSION: return KVTD_ERR_VERSION;
-	case KVT_EBADOP: return KVTD_ERR_BADOP;
-	case PROTO_EFLAGS: return KVTD_ERR_FLAGS;
-	case PROTO_ECOUNT: return KVTD_ERR_COUNT;
-	case KVT_EBADLEN: return KVTD_ERR_BADLEN;
-	case KVT_EKEYLEN: return KVTD_ERR_KEYLEN;
-	case PROTO_ECRC: return KVTD_ERR_CRC;
-	case PROTO_EMALFORMED: return KVTD_ERR_MALFORMED;
-	case PROTO_ERDMA: return KVTD_ERR_RDMA;
-	case PROTO_EAUTH: return KVTD_ERR_AUTH;
-	case PROTO_ENOAUTH: return KVTD_ERR_NOAUTH;
-	case KVT_ESTATE: return KVTD_ERR_STATE;
-	case PROTO_EPERM: return KVTD_ERR_PERM;
-	case -ENOMEM: return KVTD_ERR_NOMEM;
-	default: return KVTD_ERR_REQUEST;
-	}
-}
-
-uint64_t kvtd_now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* ------------------------------------------------------------------------
  * Limits: the --max-memory budget (see the top of the file)
  */
@@ -168,30 +117,9 @@ static bool loop_mem_over(const struct kvtd_server *srv)
 	       atomic_load_explicit(&srv->mem_used, memory_order_relaxed) > srv->cfg.max_memory;
 }
 
-/* Input that does not fit the budget: say so and close. */
-static void loop_mem_refuse(struct kvtd_conn *c, uint64_t tag, const char *what)
-{
-	char msg[200];
-
-	KVTD_COUNT(c->loop->srv, mem_refused, 1);
-	snprintf(msg, sizeof(msg),
-		 "server memory limit reached (--max-memory) for the frame's %s; retry later", what);
-	kvtd_conn_fail(c, PROTO_OP_ERROR, tag, -ENOMEM, msg);
-}
-
 static void loop_conn_close(struct kvtd_conn *c, const char *why);
-static void loop_rbuf_free(struct kvtd_conn *c);
 static void loop_conn_flush(struct kvtd_conn *c);
-static void loop_conn_parse(struct kvtd_conn *c);
 static void loop_conn_touch(struct kvtd_conn *c);
-
-void kvtd_conn_log(const struct kvtd_conn *c, int level, const char *msg, const char *what)
-{
-	char q[256], t[PROTO_TENANT_MAX * 4 + 8];
-	kvtd_log(level, msg, "conn=%llu peer=%s tenant=%s%s%s", (unsigned long long)c->id, c->peer,
-		 c->tenant_len ? kvtd_log_quote(t, sizeof(t), c->tenant) : "-",
-		 what ? " reason=" : "", what ? kvtd_log_quote(q, sizeof(q), what) : "");
-}
 
 /* ------------------------------------------------------------------------
  * Output
@@ -411,42 +339,25 @@ static void loop_conn_maybe_close(struct kvtd_conn *c)
 	}
 }
 
-/* Queue a frame without items: an error, or a BYE response. */
-static void loop_conn_send(struct kvtd_conn *c, uint16_t op, uint64_t tag, int status,
-			   const char *msg)
+/* What the protocols call: the same, with the loop's own bookkeeping. */
+void kvtd_conn_touch(struct kvtd_conn *c)
 {
-	struct kvtd_server *srv = c->loop->srv;
-	struct proto_frame rf;
-	struct kvtd_out *o;
-	uint64_t need = 0;
-	int64_t len;
+	loop_conn_touch(c);
+}
 
-	memset(&rf, 0, sizeof(rf));
-	rf.version = c->version ? c->version : PROTO_VERSION_HELLO;
-	rf.op = op;
-	if (op == PROTO_OP_HELLO)
-		rf.version = PROTO_VERSION_HELLO;
-	rf.flags = PROTO_F_RESPONSE;
-	rf.tag = tag;
-	rf.status = status;
-	rf.msg = status < 0 ? msg : NULL;
-	rf.msg_len = rf.msg ? (uint32_t)strlen(msg) : 0;
-	len = proto_encode(&rf, NULL, 0, NULL, 0, &srv->lim, &need);
-	o = calloc(1, sizeof(*o));
-	if (len != KVT_EBUFSMALL || !o || !(o->hdr = malloc(need)) ||
-	    proto_encode(&rf, NULL, 0, o->hdr, need, &srv->lim, NULL) < 0) {
-		if (o)
-			free(o->hdr);
-		free(o);
-		loop_conn_touch(c);
-		return;
-	}
-	o->iov = o->iov_small;
-	o->iov[0].iov_base = o->hdr;
-	o->iov[0].iov_len = need;
-	o->iov_count = 1;
-	o->bytes = need;
-	kvtd_conn_queue(c, o);
+void kvtd_conn_events(struct kvtd_conn *c)
+{
+	loop_conn_events(c, c->out_stall_ns != 0);
+}
+
+void kvtd_conn_flow(struct kvtd_conn *c)
+{
+	loop_conn_flow(c);
+}
+
+void kvtd_conn_close(struct kvtd_conn *c, const char *why)
+{
+	loop_conn_close(c, why);
 }
 
 void kvtd_conn_frame_done(struct kvtd_conn *c)
@@ -454,10 +365,8 @@ void kvtd_conn_frame_done(struct kvtd_conn *c)
 	c->inflight--;
 	if (c->dead)
 		return;
-	if (c->bye_pending && c->inflight == 0) {
-		c->bye_pending = false;
-		loop_conn_send(c, PROTO_OP_BYE, c->bye_tag, 0, NULL);
-	}
+	if (c->inflight == 0 && c->ops->idle)
+		c->ops->idle(c);
 	loop_conn_flow(c);
 	loop_conn_touch(c);
 }
@@ -468,32 +377,6 @@ void kvtd_conn_stop_input(struct kvtd_conn *c)
 	c->close_when_flushed = true;
 	loop_conn_events(c, c->out_stall_ns != 0);
 	loop_conn_touch(c);
-}
-
-void kvtd_conn_bye(struct kvtd_conn *c, uint64_t tag)
-{
-	/* The BYE frame itself is still counted in inflight: its answer goes
-	 * out when kvtd_conn_frame_done drops the count to zero. */
-	c->no_more_input = true;
-	c->close_when_flushed = true;
-	c->bye_pending = true;
-	c->bye_tag = tag;
-	loop_conn_events(c, c->out_stall_ns != 0);
-}
-
-void kvtd_conn_fail(struct kvtd_conn *c, uint16_t op, uint64_t tag, int status, const char *msg)
-{
-	struct kvtd_server *srv = c->loop->srv;
-
-	KVTD_COUNT(srv, errors[kvtd_err_of(status)], 1);
-	kvtd_conn_log(c, KVTD_INFO, "closing connection after a protocol error", msg);
-	c->no_more_input = true;
-	c->close_when_flushed = true;
-	c->bye_pending = false;
-	if (c->dead)
-		return;
-	loop_conn_events(c, c->out_stall_ns != 0);
-	loop_conn_send(c, op, tag, status < 0 ? status : -EPROTO, msg);
 }
 
 /* ------------------------------------------------------------------------
@@ -519,16 +402,9 @@ static void loop_conn_close(struct kvtd_conn *c, const char *why)
 	}
 	c->out_tail = NULL;
 	c->out_bytes = 0;
-	if (c->rx) {
-		/* A frame whose data never all came: nothing of it was
-		 * submitted. */
-		struct kvtd_frame *fr = c->rx;
-		c->rx = NULL;
-		kvtd_frame_free(fr);
-	}
-	loop_rbuf_free(c);
-	c->rstart = c->rend = 0;
-	kvtd_ns_cache_free(c);
+	if (c->ops->drop_input)
+		c->ops->drop_input(c);
+	kvtd_conn_rbuf_release(c);
 	atomic_fetch_sub_explicit(&srv->ctr.conns_active, 1, memory_order_relaxed);
 	atomic_fetch_sub_explicit(&loop->conn_live, 1, memory_order_relaxed);
 	KVTD_COUNT(srv, conns_closed, 1);
@@ -557,16 +433,17 @@ static void loop_reap(struct kvtd_loop *loop)
 		if (c->next)
 			c->next->prev = c->prev;
 		loop->conn_count--;
-		kvtd_alt_free(c);
+		if (c->ops->free)
+			c->ops->free(c);
 		free(c);
 	}
 }
 
 /*
- * A connection past --max-conns: a native one gets an ERROR frame saying
- * so, then it closes like any failed connection (our side shut down
- * first, so the peer reads the frame); RESP and HTTP ones are closed.
- * Its few bytes of state live until then.
+ * A connection past --max-conns: the protocol's last word (a native ERROR
+ * frame, a RESP error, an HTTP 503), then it closes like any failed
+ * connection (our side shut down first, so the peer reads it).  Its few
+ * bytes of state live until then.
  */
 static void loop_conn_refuse(struct kvtd_conn *c)
 {
@@ -574,18 +451,11 @@ static void loop_conn_refuse(struct kvtd_conn *c)
 	char msg[160];
 
 	KVTD_COUNT(srv, conns_refused, 1);
-	if (c->proto != KVTD_PROTO_NATIVE) {
-		loop_conn_close(c, "over --max-conns");
-		return;
-	}
 	snprintf(msg, sizeof(msg),
 		 "server at its connection limit (--max-conns %u); try again later",
 		 srv->cfg.max_conns);
 	kvtd_conn_log(c, KVTD_INFO, "refusing connection", msg);
-	c->no_more_input = true;
-	c->close_when_flushed = true;
-	loop_conn_events(c, false);
-	loop_conn_send(c, PROTO_OP_ERROR, 0, KVT_EBUSY, msg);
+	c->ops->fail(c, KVT_EBUSY, msg);
 }
 
 /*
@@ -624,10 +494,11 @@ static void loop_conn_add(struct kvtd_loop *loop, int fd, struct kvtd_listener *
 	c->id = atomic_fetch_add(&srv->next_conn_id, 1) + 1;
 	c->accept_ns = loop->now_ns;
 	c->proto = l->proto;
-	if ((c->proto != KVTD_PROTO_NATIVE && kvtd_alt_open(c) < 0) ||
-	    (l->tls && kvtd_tls_open(c) < 0)) {
+	c->ops = srv->protos[l->proto];
+	if ((c->ops->open && c->ops->open(c) < 0) || (l->tls && kvtd_tls_open(c) < 0)) {
 		kvtd_tls_close(c);
-		kvtd_alt_free(c);
+		if (c->ops->free)
+			c->ops->free(c);
 		close(fd);
 		free(c);
 		KVTD_COUNT(srv, errors[KVTD_ERR_NOMEM], 1);
@@ -657,7 +528,8 @@ static void loop_conn_add(struct kvtd_loop *loop, int fd, struct kvtd_listener *
 	if (epoll_ctl(loop->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
 		kvtd_tls_close(c);
 		close(fd);
-		kvtd_alt_free(c);
+		if (c->ops->free)
+			c->ops->free(c);
 		free(c);
 		return;
 	}
@@ -752,13 +624,22 @@ static void loop_accept(struct kvtd_loop *loop, struct kvtd_listener *l)
 	}
 }
 
-/* rbuf must hold at least need bytes from rstart. */
-static int loop_rbuf_room(struct kvtd_conn *c, size_t need)
+/*
+ * rbuf must hold at least need bytes from rstart.  Growth past
+ * KVTD_RBUF_MIN is charged to --max-memory; before the connection
+ * authenticates its protocol's preauth_buf is the most it may hold (and
+ * the first buffer is no larger).  0, -ENOBUFS (over the budget),
+ * -EMSGSIZE (over the pre-AUTH limit), or -ENOMEM.
+ */
+int kvtd_conn_rbuf_room(struct kvtd_conn *c, size_t need)
 {
 	struct kvtd_server *srv = c->loop->srv;
-	size_t max = PROTO_HDR_LEN + (size_t)srv->lim.table_max, ncap, charge;
+	bool pre = c->state != KVTD_CS_READY;
+	size_t ncap, charge, first = KVTD_RBUF_MIN;
 	uint8_t *nb;
 
+	if (pre && need > c->ops->preauth_buf)
+		return -EMSGSIZE;
 	if (c->rstart && (c->rcap - c->rstart < need || c->rend == c->rcap)) {
 		memmove(c->rbuf, c->rbuf + c->rstart, c->rend - c->rstart);
 		c->rend -= c->rstart;
@@ -766,11 +647,13 @@ static int loop_rbuf_room(struct kvtd_conn *c, size_t need)
 	}
 	if (c->rcap >= need && c->rbuf)
 		return 0;
-	ncap = c->rcap ? c->rcap : KVTD_RBUF_MIN;
+	if (pre && c->ops->preauth_buf < first)
+		first = c->ops->preauth_buf;
+	ncap = c->rcap ? c->rcap : first;
 	while (ncap < need)
 		ncap *= 2;
-	if (ncap > max)
-		ncap = max > need ? max : need;
+	if (pre && ncap > c->ops->preauth_buf)
+		ncap = c->ops->preauth_buf;
 	/* Growth past the minimum is charged to the budget (a big table). */
 	charge = ncap > KVTD_RBUF_MIN ? ncap - KVTD_RBUF_MIN : 0;
 	if (charge > c->mem_rbuf && !kvtd_mem_charge(srv, charge - c->mem_rbuf, false))
@@ -788,135 +671,69 @@ static int loop_rbuf_room(struct kvtd_conn *c, size_t need)
 	return 0;
 }
 
-/* The read buffer is freed: its charge goes back. */
-static void loop_rbuf_free(struct kvtd_conn *c)
+/* The read buffer is freed (what it held is dropped): its charge goes
+ * back. */
+void kvtd_conn_rbuf_release(struct kvtd_conn *c)
 {
 	free(c->rbuf);
 	c->rbuf = NULL;
-	c->rcap = 0;
+	c->rcap = c->rstart = c->rend = 0;
 	kvtd_mem_uncharge(c->loop->srv, c->mem_rbuf);
 	c->mem_rbuf = 0;
 }
 
-/* Per-tenant counters of a native frame (its bytes in; bytes out are
- * counted as they are written).  Frames before AUTH count for nobody. */
-static void loop_tenant_count(struct kvtd_conn *c, uint64_t bytes)
+/* Take the read buffer whole (a large request that fills it becomes its
+ * own, no copy): its charge passes to the caller in *charged. */
+uint8_t *kvtd_conn_rbuf_take(struct kvtd_conn *c, uint64_t *charged)
 {
-	struct kvtd_tstat *t = kvtd_tstat_of(c);
+	uint8_t *b = c->rbuf;
 
-	if (!t)
-		return;
-	atomic_fetch_add_explicit(&t->requests, 1, memory_order_relaxed);
-	atomic_fetch_add_explicit(&t->bytes_in, bytes, memory_order_relaxed);
+	*charged = c->mem_rbuf;
+	c->rbuf = NULL;
+	c->rcap = c->rstart = c->rend = 0;
+	c->mem_rbuf = 0;
+	return b;
 }
 
-/* Take every complete frame out of rbuf. */
-static void loop_conn_parse(struct kvtd_conn *c)
+/*
+ * The generic read: as much as rbuf has room for (at most max bytes),
+ * then the protocol's parse.  What read(2) returns, or KVTD_READ_DONE
+ * when the connection failed (the protocol said why).
+ */
+ssize_t kvtd_conn_read_rbuf(struct kvtd_conn *c, size_t max, size_t *asked)
 {
-	struct kvtd_server *srv = c->loop->srv;
+	ssize_t r;
+	int rc = kvtd_conn_rbuf_room(c, c->rend - c->rstart + 1);
 
-	while (!c->dead && !c->no_more_input && !c->rx) {
-		size_t avail = c->rend - c->rstart;
-		struct proto_frame f;
-		struct kvtd_frame *fr;
-		uint8_t *hdr;
-		int rc;
-
-		if (avail == 0) {
-			c->rstart = c->rend = 0;
-			c->frame_start_ns = 0;
-			if (c->rcap > 4 * KVTD_RBUF_MIN) {
-				/* A big table passed: give the memory back. */
-				loop_rbuf_free(c);
-			}
-			return;
-		}
-		if (c->inflight >= srv->cfg.conn_inflight) {
-			loop_conn_flow(c);
-			return;
-		}
-		if (!c->frame_start_ns)
-			c->frame_start_ns = c->loop->now_ns;
-		rc = proto_parse_request(c->rbuf + c->rstart, avail, &srv->lim, &f);
-		if (rc == PROTO_NEED_MORE) {
-			rc = loop_rbuf_room(c, (size_t)f.need);
-			if (rc == -ENOBUFS)
-				loop_mem_refuse(c, f.tag, "table");
-			else if (rc < 0)
-				kvtd_conn_fail(c, PROTO_OP_ERROR, f.tag, -ENOMEM,
-					       "server out of memory for the frame's table");
-			return;
-		}
-		if (rc < 0) {
-			char msg[160];
-			bool hdr_ok = avail >= PROTO_HDR_LEN && rc != PROTO_EMAGIC;
-			snprintf(msg, sizeof(msg), "bad frame: %s", proto_strerror(rc));
-			kvtd_conn_fail(c, PROTO_OP_ERROR, hdr_ok ? f.tag : 0, rc, msg);
-			return;
-		}
-		if (!kvtd_mem_charge(srv, f.hdr_len, false)) {
-			loop_mem_refuse(c, f.tag, "table");
-			return;
-		}
-		hdr = malloc(f.hdr_len);
-		if (!hdr) {
-			kvtd_mem_uncharge(srv, f.hdr_len);
-			kvtd_conn_fail(c, PROTO_OP_ERROR, f.tag, -ENOMEM, "server out of memory");
-			return;
-		}
-		memcpy(hdr, c->rbuf + c->rstart, f.hdr_len);
-		c->rstart += f.hdr_len;
-		fr = kvtd_frame_new(c, hdr, f.hdr_len);
-		if (!fr) {
-			kvtd_mem_uncharge(srv, f.hdr_len);
-			kvtd_conn_fail(c, PROTO_OP_ERROR, f.tag, -ENOMEM, "server out of memory");
-			return;
-		}
-		fr->mem_charged = f.hdr_len;
-		if (f.data_len) {
-			size_t take = c->rend - c->rstart;
-			if (take > f.data_len)
-				take = (size_t)f.data_len;
-			c->put_stream = false;
-			if (kvtd_put_prepare(fr)) {
-				/* Values go straight into their DRAM reservations. */
-				kvtd_value_put_feed(fr, c->rbuf + c->rstart, take);
-				c->put_stream = take < f.data_len;
-			} else {
-				uint8_t *data = NULL;
-				if (!kvtd_mem_charge(srv, f.data_len, false)) {
-					kvtd_frame_free(fr);
-					loop_mem_refuse(c, f.tag, "data section");
-					return;
-				}
-				fr->mem_charged += f.data_len;
-				data = malloc(f.data_len);
-				if (!data) {
-					kvtd_frame_free(fr);
-					kvtd_conn_fail(c, PROTO_OP_ERROR, f.tag, -ENOMEM,
-						       "server out of memory for the frame's data");
-					return;
-				}
-				kvtd_frame_set_data(fr, data);
-				memcpy(data, c->rbuf + c->rstart, take);
-			}
-			c->rstart += take;
-			if (take < f.data_len) {
-				/* The rest is read straight into the buffer. */
-				c->rx = fr;
-				c->rx_got = take;
-				c->rx_mark = take;
-				return;
-			}
-		}
-		c->put_stream = false;
-		c->frame_start_ns = c->rend > c->rstart ? c->loop->now_ns : 0;
-		loop_tenant_count(c, f.hdr_len + f.data_len);
-		kvtd_frame_dispatch(fr);
+	if (rc < 0) {
+		c->ops->fail(c, rc == -ENOBUFS || rc == -ENOMEM ? -ENOMEM : rc,
+			     rc == -EMSGSIZE ? "request too large before AUTH"
+					     : "server out of memory");
+		if (rc == -ENOBUFS)
+			KVTD_COUNT(c->loop->srv, mem_refused, 1);
+		return KVTD_READ_DONE;
 	}
+	*asked = c->rcap - c->rend;
+	if (*asked > max)
+		*asked = max;
+	r = kvtd_conn_read(c, c->rbuf + c->rend, *asked);
+	if (r > 0) {
+		int e = errno;
+		c->rend += (size_t)r;
+		c->ops->parse(c);
+		errno = e;
+	}
+	return r;
 }
 
-/* The socket is readable (or hung up). */
+/* Input held of a request not yet complete: closing now loses it. */
+static bool loop_conn_partial(const struct kvtd_conn *c)
+{
+	return c->rend > c->rstart || (c->ops->partial && c->ops->partial(c));
+}
+
+/* The socket is readable (or hung up): the protocol's read, or the
+ * generic one into rbuf. */
 static void loop_conn_read(struct kvtd_conn *c)
 {
 	struct kvtd_server *srv = c->loop->srv;
@@ -926,64 +743,27 @@ static void loop_conn_read(struct kvtd_conn *c)
 		size_t asked = 0; /* a plain read's length: a shorter answer drained the socket */
 		if (c->dead || c->no_more_input || c->read_paused)
 			return;
-		if (c->rx) {
-			uint64_t len = kvtd_frame_data_len(c->rx), want = len - c->rx_got;
-			if (want > (1u << 30))
-				want = 1u << 30;
-			if (c->rx->in_place)
-				r = kvtd_value_put_recv(c->rx, c->fd);
-			else
-				r = kvtd_conn_read(c, kvtd_frame_data(c->rx) + c->rx_got,
-						   asked = (size_t)want);
-			if (r > 0) {
-				c->rx_got += (uint64_t)r;
-				if (c->rx_got - c->rx_mark >= KVTD_SLOW_PROGRESS) {
-					c->rx_mark = c->rx_got;
-					c->frame_start_ns = c->loop->now_ns;
-				}
-				if (c->rx_got == len) {
-					struct kvtd_frame *fr = c->rx;
-					c->rx = NULL;
-					c->frame_start_ns = 0;
-					loop_tenant_count(c, len);
-					kvtd_frame_dispatch(fr);
-					/* A client that waits for this answer has sent
-					 * nothing more: answer first (settle flushes),
-					 * rather than read for a next frame that is
-					 * not there.  Epoll calls again if it is. */
-					asked = SIZE_MAX;
-				}
-			}
-		} else if (c->proto != KVTD_PROTO_NATIVE) {
-			/* RESP and HTTP keep their own input (respd.c, metrics.c). */
-			r = kvtd_alt_read(c);
-		} else {
-			if (loop_rbuf_room(c, c->rend - c->rstart + 1) < 0) {
-				kvtd_conn_fail(c, PROTO_OP_ERROR, 0, -ENOMEM, "server out of memory");
-				return;
-			}
-			asked = c->rcap - c->rend;
-			if (c->put_stream && asked > KVTD_HDR_STEP)
-				asked = KVTD_HDR_STEP; /* see put_stream */
-			r = kvtd_conn_read(c, c->rbuf + c->rend, asked);
-			if (r > 0) {
-				c->rend += (size_t)r;
-				loop_conn_parse(c);
-			}
-		}
+		if (c->ops->read)
+			r = c->ops->read(c, &asked);
+		else
+			r = kvtd_conn_read_rbuf(c, SIZE_MAX, &asked);
+		if (r == KVTD_READ_DONE)
+			return;
 		if (r > 0) {
 			c->bytes_in += (uint64_t)r;
 			KVTD_COUNT(srv, bytes_in, r);
 			/* A short plain read took all the socket had: skip the
 			 * read that would only say EAGAIN (one syscall of the few
 			 * a small GET costs); level-triggered epoll calls again
-			 * when more arrives.  TLS may hold bytes back: read on. */
+			 * when more arrives.  TLS may hold bytes back: read on.
+			 * (asked SIZE_MAX: a request just completed; answer it
+			 * first.) */
 			if (!c->tls && (size_t)r < asked)
-				break; /* (asked SIZE_MAX: a frame just completed) */
+				break;
 			continue;
 		}
 		if (r == 0) {
-			if (c->rx || c->rend > c->rstart) {
+			if (loop_conn_partial(c)) {
 				KVTD_COUNT(srv, errors[KVTD_ERR_VANISHED], 1);
 				loop_conn_close(c, "peer closed in the middle of a frame");
 				return;
@@ -1003,7 +783,7 @@ static void loop_conn_read(struct kvtd_conn *c)
 			return;
 		}
 		KVTD_COUNT(srv, errors[KVTD_ERR_IO], 1);
-		if (c->rx || c->rend > c->rstart)
+		if (loop_conn_partial(c))
 			KVTD_COUNT(srv, errors[KVTD_ERR_VANISHED], 1);
 		loop_conn_close(c, strerror(errno));
 		return;
@@ -1069,14 +849,9 @@ static void loop_drain_queue(struct kvtd_loop *loop)
 	int n;
 
 	while ((n = kvt_queue_poll(loop->q, done, 256)) > 0)
-		for (int i = 0; i < n; i++) {
-			if (done[i]->user_data & KVTD_UD_RESP)
-				kvtd_resp_req_done(loop, done[i]);
-			else if (done[i]->user_data & KVTD_UD_S3)
-				kvtd_s3_req_done(loop, done[i]);
-			else
-				kvtd_req_done(loop, done[i]);
-		}
+		for (int i = 0; i < n; i++)
+			loop->srv->protos[done[i]->user_data & KVTD_UD_PROTO_MASK]->req_done(loop,
+												 done[i]);
 }
 
 static void loop_drain_mail(struct kvtd_loop *loop)
@@ -1100,9 +875,10 @@ static void loop_drain_mail(struct kvtd_loop *loop)
 	}
 	while (j) {
 		struct kvtd_job *next = j->next;
-		struct kvtd_frame *fr = j->fr;
+		void (*done)(void *) = j->done;
+		void *arg = j->arg;
 		free(j);
-		kvtd_frame_aux_done(fr);
+		done(arg);
 		j = next;
 	}
 }
@@ -1121,10 +897,8 @@ static void loop_settle(struct kvtd_loop *loop)
 		c->touched = false;
 		if (c->dead)
 			continue;
-		if (c->proto != KVTD_PROTO_NATIVE)
-			kvtd_alt_settle(c);
-		else if (!c->read_paused && !c->rx && c->rend > c->rstart)
-			loop_conn_parse(c);
+		if (!c->read_paused && !c->no_more_input && c->rend > c->rstart)
+			c->ops->parse(c);
 		if (!c->dead && kvtd_tls_pending(c))
 			loop_conn_read(c);
 		if (!c->dead && c->out_head)
@@ -1154,11 +928,8 @@ static void loop_begin_stop(struct kvtd_loop *loop)
 		/* Frames already read are answered; nothing new is read. */
 		c->no_more_input = true;
 		c->close_when_flushed = true;
-		if (c->rx) {
-			struct kvtd_frame *fr = c->rx;
-			c->rx = NULL;
-			kvtd_frame_free(fr);
-		}
+		if (c->ops->drop_input)
+			c->ops->drop_input(c);
 		loop_conn_events(c, c->out_stall_ns != 0);
 		loop_conn_touch(c);
 	}
@@ -1204,7 +975,7 @@ static void *loop_main(void *arg)
 					loop_conn_flush(c);
 				if (!c->dead && (evs[i].events & (EPOLLHUP | EPOLLERR)) &&
 				    !(evs[i].events & EPOLLIN)) {
-					if (c->rx || c->rend > c->rstart)
+					if (loop_conn_partial(c))
 						KVTD_COUNT(srv, errors[KVTD_ERR_VANISHED], 1);
 					loop_conn_close(c, "hang-up");
 				}
@@ -1398,7 +1169,7 @@ static void *loop_aux_main(void *arg)
 
 		/* The loop does not touch the frame until it is mailed back. */
 		struct kvtd_loop *loop = j->loop;
-		kvtd_frame_aux_run(j->fr);
+		j->run(j->arg);
 		j->next = NULL;
 		pthread_mutex_lock(&loop->mail_lock);
 		if (loop->mail_tail)
@@ -1446,19 +1217,22 @@ void kvtd_aux_stop(struct kvtd_server *srv)
 	pthread_cond_destroy(&a->cond);
 }
 
-void kvtd_aux_submit(struct kvtd_server *srv, struct kvtd_frame *fr)
+void kvtd_aux_submit(struct kvtd_loop *loop, void (*run)(void *), void (*done)(void *),
+		     void *arg)
 {
-	struct kvtd_aux *a = &srv->aux;
+	struct kvtd_aux *a = &loop->srv->aux;
 	struct kvtd_job *j = calloc(1, sizeof(*j));
 
 	if (!j) {
 		/* Run it here rather than lose it: slower, still correct. */
-		kvtd_frame_aux_run(fr);
-		kvtd_frame_aux_done(fr);
+		run(arg);
+		done(arg);
 		return;
 	}
-	j->fr = fr;
-	j->loop = kvtd_frame_loop(fr);
+	j->run = run;
+	j->done = done;
+	j->arg = arg;
+	j->loop = loop;
 	pthread_mutex_lock(&a->lock);
 	if (a->tail)
 		a->tail->next = j;

@@ -1,22 +1,18 @@
 /*
- * metrics.c - kvtierd's HTTP listener (--metrics): GET /metrics in the
- * Prometheus text format, GET /healthz; and what only the daemon
- * measures: request latency histograms, per-tenant counters, RESP command
- * counts (doc/metrics.md lists every metric).
+ * metrics.c - what only the daemon measures -- request latency
+ * histograms, per-tenant counters, RESP command and HTTP request counts --
+ * and the /metrics page in the Prometheus text format (doc/metrics.md
+ * lists every metric); the --metrics-token file.  The HTTP listener that
+ * serves the page is httpd.c.
  *
- * HTTP connections live in the event loops like the others (loop.c): one
- * request head per connection (http.h), one response queued on the
- * connection's output, then the connection closes once it is written
- * ("Connection: close").  Rendering reads kvt_store_stats and relaxed
- * atomic counters; it never waits for the store.  With --metrics-token
- * every request must carry "Authorization: Bearer <token>" (compared in
- * constant time); kvtierd.c refuses a non-loopback --metrics without one.
+ * Rendering reads kvt_store_stats and relaxed atomic counters; it never
+ * waits for the store.
  *
  * Latency: libkvtier does not time requests, so the daemon does, from a
  * RESP command's parse to its reply being queued (read: GET, MGET,
  * EXISTS; write: SET, MSET, DEL): what a client sees minus the network.
  *
- * Threads: HTTP connections and histogram updates on any loop thread;
+ * Threads: rendering and histogram updates on any loop thread;
  * tenants_lock guards the tenants table (entries are never freed before
  * kvtd_metrics_free, so a connection keeps its pointer).  Counters are
  * relaxed atomics.
@@ -33,10 +29,8 @@
 
 #include <openssl/crypto.h>
 
-#include "http.h"
 #include "kvtierd.h"
 
-#define METRICS_HEAD_MAX 8192
 #define METRICS_TENANTS_MAX 4096
 
 /* Upper bounds of the latency buckets, in ns (Prometheus "le" in seconds). */
@@ -67,11 +61,6 @@ struct kvtd_metrics {
 	_Atomic unsigned tenant_count;
 };
 
-struct metrics_conn {
-	char buf[METRICS_HEAD_MAX];
-	size_t len;
-	bool answered;
-};
 
 #define MADD(field, n) atomic_fetch_add_explicit(&(field), (uint64_t)(n), memory_order_relaxed)
 #define MGET(field) atomic_load_explicit(&(field), memory_order_relaxed)
@@ -282,7 +271,7 @@ static void metrics_tier(FILE *f, const char *tier, const uint64_t *v, uint64_t 
 }
 
 /* The whole /metrics page into a new buffer: 0 or -ENOMEM. */
-static int metrics_render(struct kvtd_server *srv, char **out, size_t *out_len)
+int kvtd_metrics_render(struct kvtd_server *srv, char **out, size_t *out_len)
 {
 	struct kvtd_metrics *m = srv->metrics;
 	struct metrics_stats st;
@@ -424,160 +413,16 @@ static int metrics_render(struct kvtd_server *srv, char **out, size_t *out_len)
 	return 0;
 }
 
-/* ------------------------------------------------------------------------
- * HTTP connections
- */
-
-int kvtd_http_open(struct kvtd_conn *c)
+void kvtd_metrics_http(struct kvtd_server *srv, int what)
 {
-	struct metrics_conn *mc = calloc(1, sizeof(*mc));
+	struct kvtd_metrics *m = srv->metrics;
 
-	if (!mc)
-		return -ENOMEM;
-	c->alt = mc;
-	/* Not "authenticated" in the native sense: the sweep's unauthenticated
-	 * timeout then closes a client that never sends its request. */
-	return 0;
-}
-
-void kvtd_http_free(struct kvtd_conn *c)
-{
-	free(c->alt);
-	c->alt = NULL;
-}
-
-static void metrics_reply(struct kvtd_conn *c, int code, const char *reason, const char *ctype,
-			  char *body, size_t body_len, const char *extra)
-{
-	struct kvtd_out *o = calloc(1, sizeof(*o));
-	char *head = NULL;
-	int hl;
-
-	if (o)
-		hl = asprintf(&head, "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
-			      "Connection: close\r\n%s\r\n", code, reason, ctype, body_len,
-			      extra ? extra : "");
-	if (!o || hl < 0) {
-		free(o);
-		free(body);
-		kvtd_conn_stop_input(c);
-		return;
-	}
-	o->iov = o->iov_small;
-	o->iov[0] = (struct iovec){ head, (size_t)hl };
-	o->iov[1] = (struct iovec){ body, body_len };
-	o->iov_count = body_len ? 2 : 1;
-	o->hdr = (uint8_t *)head;
-	o->buf = body;
-	o->bytes = (uint64_t)hl + body_len;
-	kvtd_conn_queue(c, o);
-	kvtd_conn_stop_input(c);
-}
-
-static void metrics_text(struct kvtd_conn *c, int code, const char *reason, const char *msg,
-			 const char *extra)
-{
-	char *b = strdup(msg);
-	metrics_reply(c, code, reason, "text/plain; charset=utf-8", b, b ? strlen(b) : 0, extra);
-}
-
-static bool metrics_token_ok(const struct kvtd_server *srv, const struct http_req *rq)
-{
-	size_t tl;
-
-	if (!srv->metrics_token)
-		return true;
-	tl = strlen(srv->metrics_token);
-	if (!rq->auth || rq->auth_len != 7 + tl || strncasecmp(rq->auth, "Bearer ", 7) != 0)
-		return false;
-	return CRYPTO_memcmp(rq->auth + 7, srv->metrics_token, tl) == 0;
-}
-
-static void metrics_handle(struct kvtd_conn *c, const struct http_req *rq)
-{
-	struct kvtd_server *srv = c->loop->srv;
-	bool get = rq->method_len == 3 && memcmp(rq->method, "GET", 3) == 0;
-	bool head = rq->method_len == 4 && memcmp(rq->method, "HEAD", 4) == 0;
-	size_t pl = rq->path_len;
-	const char *q = memchr(rq->path, '?', pl);
-
-	if (q)
-		pl = (size_t)(q - rq->path);
-	MADD(srv->metrics->http_requests, 1);
-	if (!metrics_token_ok(srv, rq)) {
-		MADD(srv->metrics->http_denied, 1);
-		KVTD_COUNT(srv, errors[KVTD_ERR_AUTH], 1);
-		metrics_text(c, 401, "Unauthorized", "bearer token required\n",
-			     "WWW-Authenticate: Bearer\r\n");
-		return;
-	}
-	if (!get && !head) {
-		metrics_text(c, 405, "Method Not Allowed", "GET only\n", "Allow: GET, HEAD\r\n");
-		return;
-	}
-	if (pl == 8 && memcmp(rq->path, "/healthz", 8) == 0) {
-		if (atomic_load(&srv->stopping))
-			metrics_text(c, 503, "Service Unavailable", "stopping\n", NULL);
-		else
-			metrics_text(c, 200, "OK", "ok\n", NULL);
-		return;
-	}
-	if (pl == 8 && memcmp(rq->path, "/metrics", 8) == 0) {
-		char *body = NULL;
-		size_t bl = 0;
-		if (metrics_render(srv, &body, &bl) < 0) {
-			metrics_text(c, 500, "Internal Server Error", "out of memory\n", NULL);
-			return;
-		}
-		if (head) {
-			free(body);
-			body = NULL;
-			bl = 0;
-		}
-		metrics_reply(c, 200, "OK", "text/plain; version=0.0.4; charset=utf-8", body, bl, NULL);
-		return;
-	}
-	metrics_text(c, 404, "Not Found", "not found: try /metrics or /healthz\n", NULL);
-}
-
-ssize_t kvtd_http_read(struct kvtd_conn *c)
-{
-	struct metrics_conn *mc = c->alt;
-	struct http_req rq;
-	ssize_t r;
-	int rc;
-
-	if (mc->answered) {
-		/* Discard whatever follows the one request we answer. */
-		char sink[4096];
-		return read(c->fd, sink, sizeof(sink));
-	}
-	if (mc->len == sizeof(mc->buf)) {
-		errno = EMSGSIZE;
-		return -1;
-	}
-	r = read(c->fd, mc->buf + mc->len, sizeof(mc->buf) - mc->len);
-	if (r <= 0)
-		return r;
-	mc->len += (size_t)r;
-	if (!c->frame_start_ns)
-		c->frame_start_ns = c->loop->now_ns;
-	rc = http_parse_request(mc->buf, mc->len, sizeof(mc->buf), &rq);
-	if (rc == HTTP_NEED_MORE)
-		return r;
-	c->frame_start_ns = 0;
-	mc->answered = true;
-	c->state = KVTD_CS_READY; /* answered: the sweep's "unauthenticated" clock stops */
-	if (rc < 0) {
-		MADD(c->loop->srv->metrics->http_requests, 1);
-		KVTD_COUNT(c->loop->srv, errors[KVTD_ERR_MALFORMED], 1);
-		metrics_text(c, rc == HTTP_ETOOBIG ? 431 : 400,
-			     rc == HTTP_ETOOBIG ? "Request Header Fields Too Large" : "Bad Request",
-			     "bad request\n", NULL);
-		return r;
-	}
-	metrics_handle(c, &rq);
-	return r;
+	if (what == KVTD_HTTP_DENIED)
+		MADD(m->http_denied, 1);
+	else if (what == KVTD_HTTP_BAD)
+		MADD(m->http_bad, 1);
+	else
+		MADD(m->http_requests, 1);
 }
 
 /* ------------------------------------------------------------------------

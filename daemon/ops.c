@@ -25,7 +25,7 @@
  * (SIGHUP), so a revoked grant holds for no new request.
  *
  * Threads: the loop that owns the frame's connection, except
- * kvtd_frame_aux_run (the aux thread, while the loop does not touch the
+ * ops_aux_run (the aux thread, while the loop does not touch the
  * frame).  No locks.
  */
 #include <errno.h>
@@ -143,97 +143,6 @@ void kvtd_frame_free(struct kvtd_frame *fr)
 	fr->loop->live_frames--;
 	free(fr);
 	kvtd_conn_frame_done(c);
-}
-
-/* ------------------------------------------------------------------------
- * Encoding responses
- */
-
-/* Encode one response frame into a new output entry (header + table only;
- * the caller adds value iovecs). */
-int kvtd_resp_encode(const struct proto_frame *rf, const struct proto_item *items, uint32_t n,
-		      const struct proto_limits *lim, struct kvtd_out **out)
-{
-	struct kvtd_out *o;
-	uint64_t need = 0;
-	int64_t len;
-
-	len = proto_encode(rf, items, n, NULL, 0, lim, &need);
-	if (len != KVT_EBUFSMALL)
-		return len < 0 ? (int)len : KVT_EBADLEN;
-	o = calloc(1, sizeof(*o));
-	if (!o)
-		return -ENOMEM;
-	o->hdr = malloc(need);
-	if (!o->hdr) {
-		free(o);
-		return -ENOMEM;
-	}
-	len = proto_encode(rf, items, n, o->hdr, need, lim, NULL);
-	if (len < 0) {
-		free(o->hdr);
-		free(o);
-		return (int)len;
-	}
-	o->iov = o->iov_small;
-	o->iov[0].iov_base = o->hdr;
-	o->iov[0].iov_len = (size_t)len;
-	o->iov_count = 1;
-	o->bytes = (uint64_t)len;
-	*out = o;
-	return 0;
-}
-
-void kvtd_resp_init(const struct kvtd_frame *fr, struct proto_frame *rf, int32_t status)
-{
-	memset(rf, 0, sizeof(*rf));
-	rf->version = fr->conn->version ? fr->conn->version : PROTO_VERSION_HELLO;
-	if (fr->f.op == PROTO_OP_HELLO)
-		rf->version = PROTO_VERSION_HELLO;
-	rf->op = fr->f.op;
-	rf->flags = PROTO_F_RESPONSE;
-	rf->tag = fr->f.tag;
-	rf->status = status;
-}
-
-/* Queue a response with no items or values; a failure to encode becomes
- * a failed response with that status. */
-static void ops_reply(struct kvtd_frame *fr, struct proto_frame *rf, const struct proto_item *items,
-		      uint32_t n)
-{
-	struct kvtd_out *o = NULL;
-	int rc = kvtd_resp_encode(rf, items, n, &ops_srv(fr)->lim, &o);
-
-	if (rc < 0) {
-		struct proto_frame ef;
-		char msg[96];
-		kvtd_log(KVTD_ERROR, "cannot encode a response", "op=%s tag=%llu error=\"%s\"",
-			 proto_op_name(rf->op), (unsigned long long)rf->tag, proto_strerror(rc));
-		kvtd_resp_init(fr, &ef, rc);
-		snprintf(msg, sizeof(msg), "server could not encode the response: %s",
-			 proto_strerror(rc));
-		ef.msg = msg;
-		ef.msg_len = (uint32_t)strlen(msg);
-		if (kvtd_resp_encode(&ef, NULL, 0, &ops_srv(fr)->lim, &o) < 0)
-			return;
-	}
-	kvtd_conn_queue(fr->conn, o);
-}
-
-/* The whole request failed: a response with its op and a negative status. */
-void kvtd_reply_error(struct kvtd_frame *fr, int status, const char *msg)
-{
-	struct proto_frame rf;
-
-	kvtd_resp_init(fr, &rf, status);
-	if (msg) {
-		rf.msg = msg;
-		rf.msg_len = (uint32_t)strlen(msg);
-		if (rf.msg_len > PROTO_MSG_MAX)
-			rf.msg_len = PROTO_MSG_MAX;
-	}
-	KVTD_COUNT(ops_srv(fr), errors[kvtd_err_of(status)], 1);
-	ops_reply(fr, &rf, NULL, 0);
 }
 
 /* ------------------------------------------------------------------------
@@ -421,6 +330,8 @@ static void ops_count_refused(struct kvtd_frame *fr, int status)
  */
 
 static void ops_finish(struct kvtd_frame *fr);
+static void ops_aux_run(void *arg);
+static void ops_aux_done(void *arg);
 
 /* Submit the given items' requests: in one batch if the store takes it,
  * else one by one so each bad one gets its own status. */
@@ -507,7 +418,7 @@ static void ops_hello(struct kvtd_frame *fr)
 	rf.hello.limits = ops_srv(fr)->lim;
 	rf.hello.name = name;
 	rf.hello.name_len = sizeof(name) - 1;
-	ops_reply(fr, &rf, NULL, 0);
+	kvtd_reply(fr, &rf, NULL, 0);
 	kvtd_frame_free(fr);
 }
 
@@ -565,7 +476,7 @@ static void ops_auth(struct kvtd_frame *fr)
 	kvtd_resp_init(fr, &rf, 0);
 	rf.auth.role = role;
 	memcpy(rf.auth.proof, proof, PROTO_PROOF_LEN);
-	ops_reply(fr, &rf, NULL, 0);
+	kvtd_reply(fr, &rf, NULL, 0);
 	kvtd_frame_free(fr);
 }
 
@@ -579,7 +490,7 @@ static void ops_simple(struct kvtd_frame *fr)
 		kvtd_conn_bye(fr->conn, fr->f.tag);
 	} else {
 		kvtd_resp_init(fr, &rf, 0);
-		ops_reply(fr, &rf, NULL, 0);
+		kvtd_reply(fr, &rf, NULL, 0);
 	}
 	kvtd_frame_free(fr);
 }
@@ -657,14 +568,15 @@ static void ops_ns_register(struct kvtd_frame *fr)
 	}
 	if (aux) {
 		fr->pending++;
-		kvtd_aux_submit(srv, fr);
+		kvtd_aux_submit(fr->loop, ops_aux_run, ops_aux_done, fr);
 		return;
 	}
 	ops_finish(fr);
 }
 
-void kvtd_frame_aux_run(struct kvtd_frame *fr)
+static void ops_aux_run(void *arg)
 {
+	struct kvtd_frame *fr = arg;
 	struct kvtd_server *srv = ops_srv(fr);
 
 	for (uint32_t i = 0; i < fr->n; i++) {
@@ -683,8 +595,10 @@ void kvtd_frame_aux_run(struct kvtd_frame *fr)
 	}
 }
 
-void kvtd_frame_aux_done(struct kvtd_frame *fr)
+static void ops_aux_done(void *arg)
 {
+	struct kvtd_frame *fr = arg;
+
 	fr->pending--;
 	if (fr->pending == 0)
 		ops_finish(fr);
@@ -714,7 +628,7 @@ static void ops_ns_register_reply(struct kvtd_frame *fr)
 		}
 	}
 	kvtd_resp_init(fr, &rf, 0);
-	ops_reply(fr, &rf, pis, fr->n);
+	kvtd_reply(fr, &rf, pis, fr->n);
 	free(pis);
 }
 
@@ -860,7 +774,7 @@ static void ops_keyed_reply(struct kvtd_frame *fr)
 		kvtd_resp_init(fr, &rf, 0);
 		if (end < fr->n)
 			rf.flags |= PROTO_F_MORE;
-		ops_reply(fr, &rf, pis + start, end - start);
+		kvtd_reply(fr, &rf, pis + start, end - start);
 		start = end;
 	} while (start < fr->n);
 	free(pis);
@@ -934,7 +848,7 @@ static void ops_lookup_reply(struct kvtd_frame *fr)
 	kvtd_resp_init(fr, &rf, 0);
 	rf.lookup.hits = fr->hits;
 	rf.lookup.load_ns = fr->load_ns;
-	ops_reply(fr, &rf, pis, fr->n);
+	kvtd_reply(fr, &rf, pis, fr->n);
 	free(pis);
 }
 
@@ -1053,7 +967,7 @@ static void ops_clear_reply(struct kvtd_frame *fr)
 	}
 	kvtd_resp_init(fr, &rf, 0);
 	rf.removed = fr->removed;
-	ops_reply(fr, &rf, NULL, 0);
+	kvtd_reply(fr, &rf, NULL, 0);
 }
 
 /* ------------------------------------------------------------------------
@@ -1257,7 +1171,7 @@ static void ops_stats(struct kvtd_frame *fr)
 		goto out;
 	}
 	kvtd_resp_init(fr, &rf, 0);
-	ops_reply(fr, &rf, st.v, st.n);
+	kvtd_reply(fr, &rf, st.v, st.n);
 out:
 	free(st.v);
 	free(st.arena);

@@ -2,11 +2,13 @@
  * respd.c - kvtierd's Redis-protocol (RESP2) listener: what each command
  * does with the store (doc/resp.md).
  *
- * A RESP connection lives in an event loop like a native one (loop.c):
- * loop.c accepts it, calls kvtd_resp_read when it is readable, writes the
- * output queue and runs timeouts.  This file owns its input buffer, the
- * commands parsed from it (resp.h) and their library requests, which go
- * to the loop's own kvt_queue with user_data tagged KVTD_UD_RESP.
+ * A RESP connection lives in an event loop like a native one (loop.c),
+ * as the protocol table's RESP entry (kvtd_resp_proto): the loop accepts
+ * it, reads into its read buffer (charged to --max-memory past 64 KiB,
+ * at most preauth_buf before AUTH), calls respd_parse, writes the output
+ * queue and runs timeouts.  This file owns the commands parsed from the
+ * buffer (resp.h) and their library requests, which go to the loop's own
+ * kvt_queue with user_data tagged KVTD_UD_RESP.
  *
  * Commands of one connection may complete in any order (a DRAM hit before
  * an SSD read) but are answered in the order they came, as Redis clients
@@ -95,6 +97,7 @@ struct respd_cmd {
 	struct respd_cmd *next;
 	struct kvtd_conn *conn;
 	uint8_t *raw;              /* owned: the command's bytes */
+	uint64_t raw_charged;      /* of them, charged to --max-memory */
 	struct resp_arg *argv;     /* owned: argc args into raw */
 	uint32_t argc;
 	int kind, phase;
@@ -119,8 +122,6 @@ struct respd_cmd {
 };
 
 struct respd_conn {
-	uint8_t *buf;              /* input: buf[start, end) not yet parsed */
-	size_t cap, start, end;
 	struct resp_arg *args;     /* parser scratch */
 	uint32_t args_cap;
 	struct respd_cmd *head, *tail;
@@ -298,6 +299,7 @@ static void respd_cmd_free(struct kvtd_server *srv, struct respd_cmd *cmd)
 	free(cmd->text);
 	free(cmd->argv);
 	free(cmd->raw);
+	kvtd_mem_uncharge(srv, cmd->raw_charged);
 	free(cmd);
 }
 
@@ -792,7 +794,7 @@ static void respd_step(struct respd_cmd *cmd)
 	respd_finish(cmd);
 }
 
-void kvtd_resp_req_done(struct kvtd_loop *loop, struct kvt_req *r)
+static void respd_req_done(struct kvtd_loop *loop, struct kvt_req *r)
 {
 	struct respd_item *it = (struct respd_item *)(uintptr_t)(r->user_data & ~(uint64_t)KVTD_UD_RESP);
 	struct respd_cmd *cmd = it->cmd;
@@ -1236,7 +1238,7 @@ done:
  * Input
  */
 
-int kvtd_resp_open(struct kvtd_conn *c)
+static int respd_open(struct kvtd_conn *c)
 {
 	struct respd_conn *rc = calloc(1, sizeof(*rc));
 
@@ -1252,7 +1254,7 @@ int kvtd_resp_open(struct kvtd_conn *c)
 	return 0;
 }
 
-void kvtd_resp_free(struct kvtd_conn *c)
+static void respd_free(struct kvtd_conn *c)
 {
 	struct respd_conn *rc = respd_of(c);
 
@@ -1265,7 +1267,6 @@ void kvtd_resp_free(struct kvtd_conn *c)
 		rc->head = cmd->next;
 		respd_cmd_free(c->loop->srv, cmd);
 	}
-	free(rc->buf);
 	free(rc->args);
 	free(rc);
 	c->alt = NULL;
@@ -1304,15 +1305,15 @@ static void respd_parse(struct kvtd_conn *c)
 	struct respd_conn *rc = respd_of(c);
 	struct resp_limits lim = respd_limits(srv);
 
-	while (!c->dead && !c->no_more_input && !c->read_paused && rc->end > rc->start) {
+	while (!c->dead && !c->no_more_input && !c->read_paused && c->rend > c->rstart) {
 		struct resp_cmd pc;
 		struct respd_cmd *cmd;
-		uint8_t *base = rc->buf + rc->start;
+		uint8_t *base = c->rbuf + c->rstart;
 		int r;
 
 		if (c->inflight >= KVTD_INFLIGHT_MAX)
 			return; /* loop.c pauses reads; settle brings us back */
-		r = resp_parse(base, rc->end - rc->start, &lim, &pc, rc->args, rc->args_cap);
+		r = resp_parse(base, c->rend - c->rstart, &lim, &pc, rc->args, rc->args_cap);
 		if (r == RESP_NEED_ARGS) {
 			struct resp_arg *na = realloc(rc->args, pc.argc * sizeof(*na));
 			if (!na) {
@@ -1328,6 +1329,20 @@ static void respd_parse(struct kvtd_conn *c)
 				respd_proto_error(c, "Protocol error: command too large");
 				return;
 			}
+			/* Room for the whole command: it is read in few calls. */
+			r = kvtd_conn_rbuf_room(c, (size_t)pc.need);
+			if (r == -EMSGSIZE) {
+				respd_proto_error(c, "NOAUTH Authentication required (command too "
+						  "large before AUTH)");
+				return;
+			}
+			if (r < 0) {
+				if (r == -ENOBUFS)
+					KVTD_COUNT(srv, mem_refused, 1);
+				respd_proto_error(c, "server memory limit reached (--max-memory); "
+						  "retry later");
+				return;
+			}
 			if (!c->frame_start_ns)
 				c->frame_start_ns = c->loop->now_ns;
 			return;
@@ -1338,7 +1353,7 @@ static void respd_parse(struct kvtd_conn *c)
 		}
 		c->frame_start_ns = 0;
 		if (pc.argc == 0) { /* an empty inline line */
-			rc->start += pc.len;
+			c->rstart += pc.len;
 			continue;
 		}
 		cmd = calloc(1, sizeof(*cmd));
@@ -1349,10 +1364,8 @@ static void respd_parse(struct kvtd_conn *c)
 		}
 		/* The command's bytes become its own: a large one takes the
 		 * buffer when it is all the buffer holds, others are copied. */
-		if (rc->start == 0 && pc.len == rc->end && pc.len >= RESPD_STEAL_MIN) {
-			cmd->raw = rc->buf;
-			rc->buf = NULL;
-			rc->cap = rc->start = rc->end = 0;
+		if (c->rstart == 0 && pc.len == c->rend && pc.len >= RESPD_STEAL_MIN) {
+			cmd->raw = kvtd_conn_rbuf_take(c, &cmd->raw_charged);
 		} else {
 			cmd->raw = malloc(pc.len ? pc.len : 1);
 			if (!cmd->raw) {
@@ -1362,7 +1375,7 @@ static void respd_parse(struct kvtd_conn *c)
 				return;
 			}
 			memcpy(cmd->raw, base, pc.len);
-			rc->start += pc.len;
+			c->rstart += pc.len;
 		}
 		for (uint32_t i = 0; i < pc.argc; i++) {
 			cmd->argv[i].p = cmd->raw + (rc->args[i].p - base);
@@ -1387,66 +1400,11 @@ static void respd_parse(struct kvtd_conn *c)
 		}
 		respd_exec(cmd);
 	}
-	if (rc->start == rc->end) {
-		rc->start = rc->end = 0;
-		if (rc->cap > 4 * RESPD_BUF_MIN) {
-			free(rc->buf);
-			rc->buf = NULL;
-			rc->cap = 0;
-		}
+	if (c->rstart == c->rend) {
+		c->rstart = c->rend = 0;
+		if (c->rcap > 4 * RESPD_BUF_MIN)
+			kvtd_conn_rbuf_release(c);
 	}
-}
-
-ssize_t kvtd_resp_read(struct kvtd_conn *c)
-{
-	struct kvtd_server *srv = c->loop->srv;
-	struct respd_conn *rc = respd_of(c);
-	size_t want = RESPD_BUF_MIN;
-	struct resp_cmd pc;
-	ssize_t r;
-
-	/* Room: at least 64 KiB, or what the command being received needs. */
-	if (rc->end > rc->start) {
-		struct resp_limits lim = respd_limits(srv);
-		if (resp_parse(rc->buf + rc->start, rc->end - rc->start, &lim, &pc, rc->args,
-			       rc->args_cap) == RESP_NEED_MORE &&
-		    pc.need > rc->end - rc->start && pc.need <= respd_buf_max(srv))
-			want = (size_t)pc.need - (rc->end - rc->start);
-	}
-	if (rc->start && rc->cap - rc->end < want) {
-		memmove(rc->buf, rc->buf + rc->start, rc->end - rc->start);
-		rc->end -= rc->start;
-		rc->start = 0;
-	}
-	if (rc->cap - rc->end < want) {
-		size_t nc = rc->cap ? rc->cap : RESPD_BUF_MIN;
-		uint8_t *nb;
-		while (nc - rc->end < want)
-			nc *= 2;
-		nb = realloc(rc->buf, nc);
-		if (!nb) {
-			errno = ENOMEM;
-			return -1;
-		}
-		rc->buf = nb;
-		rc->cap = nc;
-	}
-	r = kvtd_conn_read(c, rc->buf + rc->end, rc->cap - rc->end);
-	if (r > 0) {
-		int e = errno;
-		rc->end += (size_t)r;
-		respd_parse(c);
-		errno = e;
-	}
-	return r;
-}
-
-void kvtd_resp_settle(struct kvtd_conn *c)
-{
-	struct respd_conn *rc = respd_of(c);
-
-	if (rc && rc->end > rc->start)
-		respd_parse(c);
 }
 
 int kvtd_resp_setup(struct kvtd_server *srv)
@@ -1461,37 +1419,27 @@ int kvtd_resp_setup(struct kvtd_server *srv)
 }
 
 /* ------------------------------------------------------------------------
- * Dispatch of the non-native listeners (loop.c calls these)
+ * The protocol table's RESP entry
  */
 
-int kvtd_alt_open(struct kvtd_conn *c)
+/* The loop's last word (past --max-conns, out of memory): an error reply,
+ * then close. */
+static void respd_fail(struct kvtd_conn *c, int status, const char *msg)
 {
-	if (c->proto == KVTD_PROTO_S3)
-		return kvtd_s3_open(c);
-	return c->proto == KVTD_PROTO_RESP ? kvtd_resp_open(c) : kvtd_http_open(c);
+	(void)status;
+	respd_proto_error(c, msg);
 }
 
-ssize_t kvtd_alt_read(struct kvtd_conn *c)
-{
-	if (c->proto == KVTD_PROTO_S3)
-		return kvtd_s3_read(c);
-	return c->proto == KVTD_PROTO_RESP ? kvtd_resp_read(c) : kvtd_http_read(c);
-}
+/* AUTH with a tenant name and its secret, or HELLO 3 AUTH ...: a few
+ * hundred bytes; nothing larger is buffered before AUTH. */
+#define RESPD_PREAUTH_BUF 4096u
 
-void kvtd_alt_settle(struct kvtd_conn *c)
-{
-	if (c->proto == KVTD_PROTO_RESP)
-		kvtd_resp_settle(c);
-	else if (c->proto == KVTD_PROTO_S3)
-		kvtd_s3_settle(c);
-}
-
-void kvtd_alt_free(struct kvtd_conn *c)
-{
-	if (c->proto == KVTD_PROTO_RESP)
-		kvtd_resp_free(c);
-	else if (c->proto == KVTD_PROTO_HTTP)
-		kvtd_http_free(c);
-	else if (c->proto == KVTD_PROTO_S3)
-		kvtd_s3_free(c);
-}
+const struct kvtd_proto kvtd_resp_proto = {
+	.name = "resp",
+	.preauth_buf = RESPD_PREAUTH_BUF,
+	.open = respd_open,
+	.parse = respd_parse,
+	.fail = respd_fail,
+	.req_done = respd_req_done,
+	.free = respd_free,
+};

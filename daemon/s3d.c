@@ -4,12 +4,13 @@
  * plugin, boto3, the AWS CLI), served from the same store as the native
  * protocol (doc/s3.md).
  *
- * A connection lives in an event loop like every other (loop.c accepts
- * it, calls kvtd_s3_read when it is readable, writes the output queue and
- * runs the timeouts).  This file owns its input buffer, its requests
- * (struct s3d_req, answered in order: HTTP/1.1 pipelining), their library
- * requests (on the loop's own kvt_queue, user_data tagged KVTD_UD_S3) and
- * the mapping:
+ * A connection lives in an event loop like every other: this file is
+ * the protocol table's S3 entry (kvtd_s3_proto, at the end).  loop.c
+ * accepts, reads into the connection's rbuf, writes the output queue and
+ * runs the timeouts.  This file owns its requests (struct s3d_req,
+ * answered in order: HTTP/1.1 pipelining), their library requests (on the
+ * loop's own kvt_queue, user_data tagged with KVTD_PROTO_S3) and the
+ * mapping:
  *
  *   bucket  a namespace of the tenant: model "s3/<bucket>", dtype
  *           "bytes", layout "s3-object", tenant = the signer's access key
@@ -77,6 +78,7 @@
 #define S3D_PARTS_MAX (KVT_PARTS_MAX - 1) /* S3 parts of one object */
 #define S3D_DELETE_MAX 1000            /* keys of one DeleteObjects */
 #define S3D_CREQ_MAX (48u << 10)
+#define S3D_UD ((uint64_t)KVTD_PROTO_S3) /* user_data tag of our library requests */
 
 enum s3d_op {
 	S3_NONE = 0, S3_LIST_BUCKETS, S3_CREATE_BUCKET, S3_HEAD_BUCKET, S3_DELETE_BUCKET,
@@ -109,7 +111,7 @@ enum s3d_ck { CK_CRC32C = 0, CK_CRC32, CK_SHA256, CK_MD5, CK__COUNT };
 struct s3d_req;
 
 struct s3d_item {
-	struct kvt_req req;        /* user_data: this | KVTD_UD_S3 */
+	struct kvt_req req;        /* user_data: this | S3D_UD */
 	struct s3d_req *rq;        /* NULL: fire and forget (freed on completion) */
 	bool pinned;
 	struct iovec iov[2];
@@ -211,8 +213,6 @@ struct s3d_req {
 };
 
 struct s3d_conn {
-	uint8_t *buf;              /* input: buf[start, end) */
-	size_t start, end;
 	struct s3d_req *head, *tail; /* in arrival order */
 	struct s3d_req *rx;        /* the request whose body is being received */
 	/* one-entry bucket cache */
@@ -842,7 +842,7 @@ static void s3d_item_init(struct s3d_req *rq, struct s3d_item *it, uint32_t op, 
 	it->req.ns = rq->ns;
 	if (k)
 		it->req.key = *k;
-	it->req.user_data = (uint64_t)(uintptr_t)it | KVTD_UD_S3;
+	it->req.user_data = (uint64_t)(uintptr_t)it | S3D_UD;
 }
 
 /* Submit every item; the step runs once all are back (possibly inline). */
@@ -876,15 +876,15 @@ static void s3d_fire_delete(struct kvtd_conn *c, uint32_t ns, const struct kvt_k
 	it->req.op = KVT_OP_DELETE;
 	it->req.ns = ns;
 	it->req.key = *k;
-	it->req.user_data = (uint64_t)(uintptr_t)it | KVTD_UD_S3;
+	it->req.user_data = (uint64_t)(uintptr_t)it | S3D_UD;
 	r = &it->req;
 	if (kvt_submit(c->loop->q, &r, 1) != 1)
 		free(it);
 }
 
-void kvtd_s3_req_done(struct kvtd_loop *loop, struct kvt_req *r)
+static void s3d_req_done(struct kvtd_loop *loop, struct kvt_req *r)
 {
-	struct s3d_item *it = (struct s3d_item *)(uintptr_t)(r->user_data & ~(uint64_t)KVTD_UD_S3);
+	struct s3d_item *it = (struct s3d_item *)(uintptr_t)(r->user_data & ~(uint64_t)KVTD_UD_PROTO_MASK);
 	struct s3d_req *rq = it->rq;
 
 	(void)loop;
@@ -2675,7 +2675,7 @@ static void s3d_begin(struct kvtd_conn *c, const struct s3h_req *h)
 {
 	struct s3d_conn *sc = s3d_of(c);
 	struct s3d_req *rq = calloc(1, sizeof(*rq));
-	const uint8_t *base = sc->buf + sc->start;
+	const uint8_t *base = c->rbuf + c->rstart;
 
 	if (!rq || !(rq->head = malloc(h->head_len))) {
 		free(rq);
@@ -2696,7 +2696,7 @@ static void s3d_begin(struct kvtd_conn *c, const struct s3h_req *h)
 			rq->hdrs[i].value = nb + (h->hdrs[i].value - b0);
 		}
 	}
-	sc->start += h->head_len;
+	c->rstart += h->head_len;
 	rq->conn = c;
 	rq->start_ns = kvtd_now_ns();
 	rq->id = c->id << 32 | (c->frames & 0xffffffffu);
@@ -2742,10 +2742,10 @@ static void s3d_parse(struct kvtd_conn *c)
 {
 	struct s3d_conn *sc = s3d_of(c);
 
-	while (!c->dead && !c->no_more_input && sc->end > sc->start) {
+	while (!c->dead && !c->no_more_input && c->rend > c->rstart) {
 		if (sc->rx) {
 			struct s3d_req *rq = sc->rx;
-			int64_t u = s3d_body_feed(rq, sc->buf + sc->start, sc->end - sc->start);
+			int64_t u = s3d_body_feed(rq, c->rbuf + c->rstart, c->rend - c->rstart);
 			if (u < 0) {
 				sc->rx = NULL;
 				rq->close_after = true;
@@ -2756,7 +2756,7 @@ static void s3d_parse(struct kvtd_conn *c)
 					kvtd_conn_stop_input(c);
 				return;
 			}
-			sc->start += (size_t)u;
+			c->rstart += (size_t)u;
 			if (!rq->body_done)
 				break;
 			sc->rx = NULL;
@@ -2768,8 +2768,8 @@ static void s3d_parse(struct kvtd_conn *c)
 			return;
 		struct s3h_hdr hd[S3H_HDRS_MAX];
 		struct s3h_req h;
-		int r = s3h_parse((const char *)sc->buf + sc->start, sc->end - sc->start, S3H_HEAD_MAX,
-				  hd, S3H_HDRS_MAX, &h);
+		int r = s3h_parse((const char *)c->rbuf + c->rstart, c->rend - c->rstart,
+				  S3H_HEAD_MAX, hd, S3H_HDRS_MAX, &h);
 		if (r == S3H_NEED_MORE) {
 			if (!c->frame_start_ns)
 				c->frame_start_ns = c->loop->now_ns;
@@ -2787,19 +2787,20 @@ static void s3d_parse(struct kvtd_conn *c)
 		c->frame_start_ns = 0;
 		s3d_begin(c, &h);
 	}
-	if (sc->start == sc->end)
-		sc->start = sc->end = 0;
+	if (c->rstart == c->rend)
+		c->rstart = c->rend = 0;
 }
 
-ssize_t kvtd_s3_read(struct kvtd_conn *c)
+/* The protocol table's read: a plain body going straight into its DRAM
+ * reservation is read() into place, no copy through rbuf (as native PUTs
+ * are received); everything else through rbuf. */
+static ssize_t s3d_read(struct kvtd_conn *c, size_t *asked)
 {
 	struct s3d_conn *sc = s3d_of(c);
 	struct s3d_req *rq = sc->rx;
 	ssize_t r;
 
-	/* A plain body going straight into its DRAM reservation: read() into
-	 * place, no copy through the buffer (as native PUTs are received). */
-	if (rq && sc->start == sc->end && rq->sink == SK_RESV && !rq->transport_chunked &&
+	if (rq && c->rstart == c->rend && rq->sink == SK_RESV && !rq->transport_chunked &&
 	    !rq->aws_chunked && rq->wire_left && !rq->sha && !rq->md5) {
 		struct iovec iov[16];
 		int n = 0;
@@ -2815,10 +2816,11 @@ ssize_t kvtd_s3_read(struct kvtd_conn *c)
 			want -= t;
 			off = 0;
 		}
+		*asked = (size_t)(rq->wire_left - want);
 		r = kvtd_conn_readv(c, iov, n);
 		if (r > 0) {
 			int e = errno;
-			/* checksums over the bytes just landed */
+			/* checksums over the bytes just landed, still in cache */
 			size_t left = (size_t)r;
 			for (int i = 0; i < n && left; i++) {
 				size_t t = iov[i].iov_len < left ? iov[i].iov_len : left;
@@ -2827,58 +2829,26 @@ ssize_t kvtd_s3_read(struct kvtd_conn *c)
 					rq->crc32 = crc32_gzip_refl(rq->crc32, iov[i].iov_base, t);
 				left -= t;
 			}
+			/* the slow-client clock restarts every 16 MiB received */
+			if ((rq->got + (uint64_t)r) / KVTD_SLOW_PROGRESS != rq->got / KVTD_SLOW_PROGRESS)
+				c->frame_start_ns = c->loop->now_ns;
 			rq->got += (uint64_t)r;
 			rq->wire_left -= (uint64_t)r;
-			if (rq->got - 0 >= KVTD_SLOW_PROGRESS &&
-			    (rq->got % KVTD_SLOW_PROGRESS) < (uint64_t)r)
-				c->frame_start_ns = c->loop->now_ns;
 			if (rq->wire_left == 0) {
 				rq->body_done = true;
 				sc->rx = NULL;
 				c->frame_start_ns = 0;
 				s3d_body_done(rq);
-				s3d_parse(c);
+				*asked = SIZE_MAX; /* answer first */
 			}
 			errno = e;
 		}
 		return r;
 	}
-	if (!sc->buf) {
-		sc->buf = malloc(S3D_BUF);
-		if (!sc->buf) {
-			errno = ENOMEM;
-			return -1;
-		}
-	}
-	if (sc->start && sc->end == S3D_BUF) {
-		memmove(sc->buf, sc->buf + sc->start, sc->end - sc->start);
-		sc->end -= sc->start;
-		sc->start = 0;
-	}
-	if (sc->end == S3D_BUF) {
-		/* a head longer than the buffer: s3h_parse said too big already */
-		errno = EMSGSIZE;
-		return -1;
-	}
-	r = kvtd_conn_read(c, sc->buf + sc->end, S3D_BUF - sc->end);
-	if (r > 0) {
-		int e = errno;
-		sc->end += (size_t)r;
-		s3d_parse(c);
-		errno = e;
-	}
-	return r;
+	return kvtd_conn_read_rbuf(c, SIZE_MAX, asked);
 }
 
-void kvtd_s3_settle(struct kvtd_conn *c)
-{
-	struct s3d_conn *sc = s3d_of(c);
-
-	if (sc && sc->end > sc->start)
-		s3d_parse(c);
-}
-
-int kvtd_s3_open(struct kvtd_conn *c)
+static int s3d_open(struct kvtd_conn *c)
 {
 	struct s3d_conn *sc = calloc(1, sizeof(*sc));
 
@@ -2894,7 +2864,7 @@ int kvtd_s3_open(struct kvtd_conn *c)
 	return 0;
 }
 
-void kvtd_s3_free(struct kvtd_conn *c)
+static void s3d_free(struct kvtd_conn *c)
 {
 	struct s3d_conn *sc = s3d_of(c);
 
@@ -2905,7 +2875,49 @@ void kvtd_s3_free(struct kvtd_conn *c)
 		sc->head = rq->next;
 		s3d_req_free(c->loop->srv, rq);
 	}
-	free(sc->buf);
 	free(sc);
 	c->alt = NULL;
 }
+
+/* A body partly received (closing loses it). */
+static bool s3d_partial(const struct kvtd_conn *c)
+{
+	const struct s3d_conn *sc = c->alt;
+	return sc && sc->rx;
+}
+
+/* No more input: a request whose body will not come is answered (the
+ * answer may never be written) so that nothing stays in flight. */
+static void s3d_drop_input(struct kvtd_conn *c)
+{
+	struct s3d_conn *sc = s3d_of(c);
+	struct s3d_req *rq = sc ? sc->rx : NULL;
+
+	if (!rq)
+		return;
+	sc->rx = NULL;
+	rq->in_body = false;
+	rq->close_after = true;
+	s3d_fail(rq, 400, "IncompleteBody", "The connection closed before the body was complete.");
+}
+
+/* The loop's last word (past --max-conns, out of memory). */
+static void s3d_conn_fail(struct kvtd_conn *c, int status, const char *msg)
+{
+	s3d_proto_error(c, 503, status == -EMSGSIZE ? "BadRequest" : "SlowDown", msg);
+}
+
+const struct kvtd_proto kvtd_s3_proto = {
+	.name = "s3",
+	/* Before a signature is checked, a request head and nothing more:
+	 * a PUT's body stays in the kernel until its head is verified. */
+	.preauth_buf = S3H_HEAD_MAX,
+	.open = s3d_open,
+	.read = s3d_read,
+	.parse = s3d_parse,
+	.partial = s3d_partial,
+	.drop_input = s3d_drop_input,
+	.fail = s3d_conn_fail,
+	.req_done = s3d_req_done,
+	.free = s3d_free,
+};

@@ -1,0 +1,98 @@
+/*
+ * base.c - the leaves every kvtierd file may use: error-counter names and
+ * the map from protocol codes to them, the monotonic clock, and the size
+ * grammar of the command line and the tenants file.
+ *
+ * No state, no I/O, no calls into any other daemon file: the bottom of
+ * the daemon's dependency graph (doc/kvtierd.md "Files").  Pure, so the
+ * fuzz targets of config.c, auth.c and memberlist.c link it as is.
+ *
+ * Threads: any.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "kvtierd.h"
+
+const char *const kvtd_err_names[KVTD_ERR__COUNT] = {
+	[KVTD_ERR_MAGIC] = "magic",
+	[KVTD_ERR_VERSION] = "version",
+	[KVTD_ERR_BADOP] = "bad_op",
+	[KVTD_ERR_FLAGS] = "flags",
+	[KVTD_ERR_COUNT] = "count",
+	[KVTD_ERR_BADLEN] = "length",
+	[KVTD_ERR_KEYLEN] = "key_length",
+	[KVTD_ERR_CRC] = "crc",
+	[KVTD_ERR_MALFORMED] = "malformed",
+	[KVTD_ERR_RDMA] = "rdma",
+	[KVTD_ERR_AUTH] = "auth",
+	[KVTD_ERR_NOAUTH] = "no_auth",
+	[KVTD_ERR_STATE] = "sequence",
+	[KVTD_ERR_PERM] = "permission",
+	[KVTD_ERR_TIMEOUT] = "timeout",
+	[KVTD_ERR_VANISHED] = "vanished",
+	[KVTD_ERR_IO] = "io",
+	[KVTD_ERR_NOMEM] = "no_memory",
+	[KVTD_ERR_REQUEST] = "request",
+	[KVTD_ERR_TLS] = "tls",
+};
+
+enum kvtd_err kvtd_err_of(int code)
+{
+	switch (code) {
+	case PROTO_EMAGIC: return KVTD_ERR_MAGIC;
+	case KVT_EVERSION: return KVTD_ERR_VERSION;
+	case KVT_EBADOP: return KVTD_ERR_BADOP;
+	case PROTO_EFLAGS: return KVTD_ERR_FLAGS;
+	case PROTO_ECOUNT: return KVTD_ERR_COUNT;
+	case KVT_EBADLEN: return KVTD_ERR_BADLEN;
+	case KVT_EKEYLEN: return KVTD_ERR_KEYLEN;
+	case PROTO_ECRC: return KVTD_ERR_CRC;
+	case PROTO_EMALFORMED: return KVTD_ERR_MALFORMED;
+	case PROTO_ERDMA: return KVTD_ERR_RDMA;
+	case PROTO_EAUTH: return KVTD_ERR_AUTH;
+	case PROTO_ENOAUTH: return KVTD_ERR_NOAUTH;
+	case KVT_ESTATE: return KVTD_ERR_STATE;
+	case PROTO_EPERM: return KVTD_ERR_PERM;
+	case -ENOMEM: return KVTD_ERR_NOMEM;
+	default: return KVTD_ERR_REQUEST;
+	}
+}
+
+uint64_t kvtd_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Sizes, in the tenants file (dram=, ssd=) and on the command line
+ * (--dram, --ssd): digits with an optional K/M/G/T (KiB ... TiB) suffix. */
+int kvtd_parse_size(const char *v, uint64_t *out)
+{
+	char *end;
+	unsigned long long n;
+	unsigned shift = 0;
+
+	if (!*v || *v == '-')
+		return -EINVAL;
+	errno = 0;
+	n = strtoull(v, &end, 10);
+	if (errno || end == v)
+		return -EINVAL;
+	switch (*end) {
+	case 0: break;
+	case 'k': case 'K': shift = 10; end++; break;
+	case 'm': case 'M': shift = 20; end++; break;
+	case 'g': case 'G': shift = 30; end++; break;
+	case 't': case 'T': shift = 40; end++; break;
+	default: return -EINVAL;
+	}
+	if (*end == 'i' || *end == 'B' || *end == 'b')
+		end += (*end == 'i' && (end[1] == 'B' || end[1] == 'b')) ? 2 : 1;
+	if (*end || (shift && n > (UINT64_MAX >> shift)))
+		return -EINVAL;
+	*out = (uint64_t)n << shift;
+	return 0;
+}

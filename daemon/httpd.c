@@ -1,0 +1,211 @@
+/*
+ * httpd.c - kvtierd's HTTP listener (--metrics): GET /metrics (the page
+ * metrics.c renders) and GET /healthz, as the protocol table's HTTP entry.
+ *
+ * One request head per connection (http.h parses it from the loop's read
+ * buffer), one response queued on the connection's output, then the
+ * connection closes once it is written ("Connection: close").  With
+ * --metrics-token every request must carry "Authorization: Bearer <token>"
+ * (compared in constant time); kvtierd.c refuses a non-loopback --metrics
+ * without one.  A connection counts as unauthenticated until answered, so
+ * the loop's pre-AUTH limits bound its head (HTTPD_HEAD_MAX) and its
+ * unauthenticated timeout closes one that never sends it.
+ *
+ * Threads: the loop thread of the connection; no locks.
+ */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <openssl/crypto.h>
+
+#include "http.h"
+#include "kvtierd.h"
+
+#define HTTPD_HEAD_MAX 8192
+
+struct httpd_conn {
+	bool answered;
+};
+
+static int httpd_open(struct kvtd_conn *c)
+{
+	struct httpd_conn *hc = calloc(1, sizeof(*hc));
+
+	if (!hc)
+		return -ENOMEM;
+	c->alt = hc;
+	return 0;
+}
+
+static void httpd_free(struct kvtd_conn *c)
+{
+	free(c->alt);
+	c->alt = NULL;
+}
+
+static void httpd_reply(struct kvtd_conn *c, int code, const char *reason, const char *ctype,
+			char *body, size_t body_len, const char *extra)
+{
+	struct httpd_conn *hc = c->alt;
+	struct kvtd_out *o = calloc(1, sizeof(*o));
+	char *head = NULL;
+	int hl = -1;
+
+	hc->answered = true;
+	c->state = KVTD_CS_READY; /* answered: the sweep's "unauthenticated" clock stops */
+	if (o)
+		hl = asprintf(&head, "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
+			      "Connection: close\r\n%s\r\n", code, reason, ctype, body_len,
+			      extra ? extra : "");
+	if (!o || hl < 0) {
+		free(o);
+		free(body);
+		kvtd_conn_stop_input(c);
+		return;
+	}
+	o->iov = o->iov_small;
+	o->iov[0] = (struct iovec){ head, (size_t)hl };
+	o->iov[1] = (struct iovec){ body, body_len };
+	o->iov_count = body_len ? 2 : 1;
+	o->hdr = (uint8_t *)head;
+	o->buf = body;
+	o->bytes = (uint64_t)hl + body_len;
+	kvtd_conn_queue(c, o);
+	kvtd_conn_stop_input(c);
+}
+
+static void httpd_text(struct kvtd_conn *c, int code, const char *reason, const char *msg,
+		       const char *extra)
+{
+	char *b = strdup(msg);
+	httpd_reply(c, code, reason, "text/plain; charset=utf-8", b, b ? strlen(b) : 0, extra);
+}
+
+static bool httpd_token_ok(const struct kvtd_server *srv, const struct http_req *rq)
+{
+	size_t tl;
+
+	if (!srv->metrics_token)
+		return true;
+	tl = strlen(srv->metrics_token);
+	if (!rq->auth || rq->auth_len != 7 + tl || strncasecmp(rq->auth, "Bearer ", 7) != 0)
+		return false;
+	return CRYPTO_memcmp(rq->auth + 7, srv->metrics_token, tl) == 0;
+}
+
+static void httpd_handle(struct kvtd_conn *c, const struct http_req *rq)
+{
+	struct kvtd_server *srv = c->loop->srv;
+	bool get = rq->method_len == 3 && memcmp(rq->method, "GET", 3) == 0;
+	bool head = rq->method_len == 4 && memcmp(rq->method, "HEAD", 4) == 0;
+	size_t pl = rq->path_len;
+	const char *q = memchr(rq->path, '?', pl);
+
+	if (q)
+		pl = (size_t)(q - rq->path);
+	kvtd_metrics_http(srv, KVTD_HTTP_REQUEST);
+	if (!httpd_token_ok(srv, rq)) {
+		kvtd_metrics_http(srv, KVTD_HTTP_DENIED);
+		KVTD_COUNT(srv, errors[KVTD_ERR_AUTH], 1);
+		httpd_text(c, 401, "Unauthorized", "bearer token required\n",
+			   "WWW-Authenticate: Bearer\r\n");
+		return;
+	}
+	if (!get && !head) {
+		httpd_text(c, 405, "Method Not Allowed", "GET only\n", "Allow: GET, HEAD\r\n");
+		return;
+	}
+	if (pl == 8 && memcmp(rq->path, "/healthz", 8) == 0) {
+		if (atomic_load(&srv->stopping))
+			httpd_text(c, 503, "Service Unavailable", "stopping\n", NULL);
+		else
+			httpd_text(c, 200, "OK", "ok\n", NULL);
+		return;
+	}
+	if (pl == 8 && memcmp(rq->path, "/metrics", 8) == 0) {
+		char *body = NULL;
+		size_t bl = 0;
+		if (kvtd_metrics_render(srv, &body, &bl) < 0) {
+			httpd_text(c, 500, "Internal Server Error", "out of memory\n", NULL);
+			return;
+		}
+		if (head) {
+			free(body);
+			body = NULL;
+			bl = 0;
+		}
+		httpd_reply(c, 200, "OK", "text/plain; version=0.0.4; charset=utf-8", body, bl, NULL);
+		return;
+	}
+	httpd_text(c, 404, "Not Found", "not found: try /metrics or /healthz\n", NULL);
+}
+
+static void httpd_parse(struct kvtd_conn *c)
+{
+	struct httpd_conn *hc = c->alt;
+	struct http_req rq;
+	size_t avail = c->rend - c->rstart;
+	int rc;
+
+	if (hc->answered) {
+		/* Whatever follows the one request we answer is dropped. */
+		c->rstart = c->rend;
+		return;
+	}
+	if (!c->frame_start_ns)
+		c->frame_start_ns = c->loop->now_ns;
+	rc = http_parse_request((const char *)c->rbuf + c->rstart, avail, HTTPD_HEAD_MAX, &rq);
+	if (rc == HTTP_NEED_MORE)
+		return;
+	c->frame_start_ns = 0;
+	if (rc < 0) {
+		kvtd_metrics_http(c->loop->srv, KVTD_HTTP_REQUEST);
+		kvtd_metrics_http(c->loop->srv, KVTD_HTTP_BAD);
+		KVTD_COUNT(c->loop->srv, errors[KVTD_ERR_MALFORMED], 1);
+		httpd_text(c, rc == HTTP_ETOOBIG ? 431 : 400,
+			   rc == HTTP_ETOOBIG ? "Request Header Fields Too Large" : "Bad Request",
+			   "bad request\n", NULL);
+	} else {
+		httpd_handle(c, &rq);
+	}
+	c->rstart = c->rend;
+}
+
+/* The loop's last word: past --max-conns, a head too large, no memory. */
+static void httpd_fail(struct kvtd_conn *c, int status, const char *msg)
+{
+	struct httpd_conn *hc = c->alt;
+	char body[200];
+
+	if (!hc || hc->answered) {
+		kvtd_conn_stop_input(c);
+		return;
+	}
+	snprintf(body, sizeof(body), "%s\n", msg);
+	if (status == KVT_EBUSY)
+		httpd_text(c, 503, "Service Unavailable", body, "Retry-After: 1\r\n");
+	else if (status == -EMSGSIZE)
+		httpd_text(c, 431, "Request Header Fields Too Large", body, NULL);
+	else
+		httpd_text(c, 500, "Internal Server Error", body, NULL);
+}
+
+static void httpd_req_done(struct kvtd_loop *loop, struct kvt_req *r)
+{
+	(void)loop;
+	(void)r; /* HTTP submits no library requests */
+}
+
+const struct kvtd_proto kvtd_http_proto = {
+	.name = "http",
+	.preauth_buf = HTTPD_HEAD_MAX,
+	.open = httpd_open,
+	.parse = httpd_parse,
+	.fail = httpd_fail,
+	.req_done = httpd_req_done,
+	.free = httpd_free,
+};

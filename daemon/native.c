@@ -1,0 +1,253 @@
+/*
+ * native.c - the native protocol's entry in the protocol table
+ * (doc/protocol.md): frames taken out of the loop's read buffer, data
+ * sections received into their own buffer or straight into DRAM
+ * reservations, and what the loop asks of a protocol (a last error, BYE,
+ * a partial frame, its requests' completions).
+ *
+ * Reading a frame:
+ *
+ *   rbuf [.........|hdr table|data...|next frame...]
+ *        rstart -->^
+ *   proto_parse_request on rbuf[rstart, rend): NEED_MORE grows rbuf up to
+ *   PROTO_HDR_LEN + table_max (kvtd_conn_rbuf_room); complete: header and
+ *   table are copied out to the frame, the data section goes to a buffer
+ *   of its own (what rbuf already holds is copied, the rest is read()
+ *   straight into it: native_read) or into DRAM reservations
+ *   (kvtd_put_prepare), then the frame is dispatched (ops.c).
+ *
+ * Memory: the copies of headers and tables and data sections not received
+ * in place are charged to --max-memory (loop.c "Limits"); input that does
+ * not fit is refused with an ERROR frame (-ENOMEM) and the connection
+ * closes, counted in mem_refused.
+ *
+ * Threads: the loop thread of the connection; no locks.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kvtierd.h"
+
+/* Input that does not fit the budget: say so and close. */
+static void native_mem_refuse(struct kvtd_conn *c, uint64_t tag, const char *what)
+{
+	char msg[200];
+
+	KVTD_COUNT(c->loop->srv, mem_refused, 1);
+	snprintf(msg, sizeof(msg),
+		 "server memory limit reached (--max-memory) for the frame's %s; retry later", what);
+	kvtd_conn_fail(c, PROTO_OP_ERROR, tag, -ENOMEM, msg);
+}
+
+/* Per-tenant counters of a native frame (its bytes in; bytes out are
+ * counted as they are written).  Frames before AUTH count for nobody. */
+static void native_tenant_count(struct kvtd_conn *c, uint64_t bytes)
+{
+	struct kvtd_tstat *t = kvtd_tstat_of(c);
+
+	if (!t)
+		return;
+	atomic_fetch_add_explicit(&t->requests, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&t->bytes_in, bytes, memory_order_relaxed);
+}
+
+/* Take every complete frame out of rbuf. */
+static void native_parse(struct kvtd_conn *c)
+{
+	struct kvtd_server *srv = c->loop->srv;
+
+	while (!c->dead && !c->no_more_input && !c->rx) {
+		size_t avail = c->rend - c->rstart;
+		struct proto_frame f;
+		struct kvtd_frame *fr;
+		uint8_t *hdr;
+		int rc;
+
+		if (avail == 0) {
+			c->rstart = c->rend = 0;
+			c->frame_start_ns = 0;
+			if (c->rcap > 4 * KVTD_RBUF_MIN) {
+				/* A big table passed: give the memory back. */
+				kvtd_conn_rbuf_release(c);
+			}
+			return;
+		}
+		if (c->inflight >= srv->cfg.conn_inflight) {
+			kvtd_conn_flow(c);
+			return;
+		}
+		if (!c->frame_start_ns)
+			c->frame_start_ns = c->loop->now_ns;
+		rc = proto_parse_request(c->rbuf + c->rstart, avail, &srv->lim, &f);
+		if (rc == PROTO_NEED_MORE) {
+			rc = kvtd_conn_rbuf_room(c, (size_t)f.need);
+			if (rc == -ENOBUFS)
+				native_mem_refuse(c, f.tag, "table");
+			else if (rc < 0)
+				kvtd_conn_fail(c, PROTO_OP_ERROR, f.tag, -ENOMEM,
+					       "server out of memory for the frame's table");
+			return;
+		}
+		if (rc < 0) {
+			char msg[160];
+			bool hdr_ok = avail >= PROTO_HDR_LEN && rc != PROTO_EMAGIC;
+			snprintf(msg, sizeof(msg), "bad frame: %s", proto_strerror(rc));
+			kvtd_conn_fail(c, PROTO_OP_ERROR, hdr_ok ? f.tag : 0, rc, msg);
+			return;
+		}
+		if (!kvtd_mem_charge(srv, f.hdr_len, false)) {
+			native_mem_refuse(c, f.tag, "table");
+			return;
+		}
+		hdr = malloc(f.hdr_len);
+		if (!hdr) {
+			kvtd_mem_uncharge(srv, f.hdr_len);
+			kvtd_conn_fail(c, PROTO_OP_ERROR, f.tag, -ENOMEM, "server out of memory");
+			return;
+		}
+		memcpy(hdr, c->rbuf + c->rstart, f.hdr_len);
+		c->rstart += f.hdr_len;
+		fr = kvtd_frame_new(c, hdr, f.hdr_len);
+		if (!fr) {
+			kvtd_mem_uncharge(srv, f.hdr_len);
+			kvtd_conn_fail(c, PROTO_OP_ERROR, f.tag, -ENOMEM, "server out of memory");
+			return;
+		}
+		fr->mem_charged = f.hdr_len;
+		if (f.data_len) {
+			size_t take = c->rend - c->rstart;
+			if (take > f.data_len)
+				take = (size_t)f.data_len;
+			c->put_stream = false;
+			if (kvtd_put_prepare(fr)) {
+				/* Values go straight into their DRAM reservations. */
+				kvtd_value_put_feed(fr, c->rbuf + c->rstart, take);
+				c->put_stream = take < f.data_len;
+			} else {
+				uint8_t *data = NULL;
+				if (!kvtd_mem_charge(srv, f.data_len, false)) {
+					kvtd_frame_free(fr);
+					native_mem_refuse(c, f.tag, "data section");
+					return;
+				}
+				fr->mem_charged += f.data_len;
+				data = malloc(f.data_len);
+				if (!data) {
+					kvtd_frame_free(fr);
+					kvtd_conn_fail(c, PROTO_OP_ERROR, f.tag, -ENOMEM,
+						       "server out of memory for the frame's data");
+					return;
+				}
+				kvtd_frame_set_data(fr, data);
+				memcpy(data, c->rbuf + c->rstart, take);
+			}
+			c->rstart += take;
+			if (take < f.data_len) {
+				/* The rest is read straight into the buffer. */
+				c->rx = fr;
+				c->rx_got = take;
+				c->rx_mark = take;
+				return;
+			}
+		}
+		c->put_stream = false;
+		c->frame_start_ns = c->rend > c->rstart ? c->loop->now_ns : 0;
+		native_tenant_count(c, f.hdr_len + f.data_len);
+		kvtd_frame_dispatch(fr);
+	}
+}
+
+/* The socket is readable: a data section being received goes straight to
+ * its buffer (or DRAM); otherwise the loop's rbuf, a header at a time
+ * after a streamed PUT (put_stream). */
+static ssize_t native_read(struct kvtd_conn *c, size_t *asked)
+{
+	uint64_t len, want;
+	ssize_t r;
+
+	if (!c->rx)
+		return kvtd_conn_read_rbuf(c, c->put_stream ? KVTD_HDR_STEP : SIZE_MAX, asked);
+	len = kvtd_frame_data_len(c->rx);
+	want = len - c->rx_got;
+	if (want > (1u << 30))
+		want = 1u << 30;
+	if (c->rx->in_place)
+		r = kvtd_value_put_recv(c->rx, c->fd);
+	else
+		r = kvtd_conn_read(c, kvtd_frame_data(c->rx) + c->rx_got, *asked = (size_t)want);
+	if (r > 0) {
+		c->rx_got += (uint64_t)r;
+		if (c->rx_got - c->rx_mark >= KVTD_SLOW_PROGRESS) {
+			c->rx_mark = c->rx_got;
+			c->frame_start_ns = c->loop->now_ns;
+		}
+		if (c->rx_got == len) {
+			struct kvtd_frame *fr = c->rx;
+			c->rx = NULL;
+			c->frame_start_ns = 0;
+			native_tenant_count(c, len);
+			kvtd_frame_dispatch(fr);
+			/* A client that waits for this answer has sent nothing
+			 * more: answer first (settle flushes), rather than read
+			 * for a next frame that is not there.  Epoll calls again
+			 * if it is. */
+			*asked = SIZE_MAX;
+		}
+	}
+	return r;
+}
+
+static bool native_partial(const struct kvtd_conn *c)
+{
+	return c->rx != NULL;
+}
+
+/* No more input will be read: a frame whose data never all came is
+ * dropped (nothing of it was submitted). */
+static void native_drop_input(struct kvtd_conn *c)
+{
+	if (c->rx) {
+		struct kvtd_frame *fr = c->rx;
+		c->rx = NULL;
+		kvtd_frame_free(fr);
+	}
+}
+
+/* Nothing in flight: a BYE read earlier is answered now. */
+static void native_idle(struct kvtd_conn *c)
+{
+	if (c->bye_pending) {
+		c->bye_pending = false;
+		kvtd_conn_send(c, PROTO_OP_BYE, c->bye_tag, 0, NULL);
+	}
+}
+
+static void native_fail(struct kvtd_conn *c, int status, const char *msg)
+{
+	kvtd_conn_fail(c, PROTO_OP_ERROR, 0, status, msg);
+}
+
+static void native_free(struct kvtd_conn *c)
+{
+	kvtd_ns_cache_free(c);
+}
+
+/* HELLO and AUTH fit in a few hundred bytes (a tenant name of at most
+ * PROTO_TENANT_MAX, a nonce and a proof). */
+#define NATIVE_PREAUTH_BUF 4096u
+
+const struct kvtd_proto kvtd_native_proto = {
+	.name = "native",
+	.preauth_buf = NATIVE_PREAUTH_BUF,
+	.read = native_read,
+	.parse = native_parse,
+	.partial = native_partial,
+	.drop_input = native_drop_input,
+	.idle = native_idle,
+	.fail = native_fail,
+	.req_done = kvtd_req_done,
+	.free = native_free,
+};
