@@ -1860,14 +1860,13 @@ static int64_t s3d_xml_next(const char *x, size_t n, size_t *pos, const char *ta
 static void s3d_complete_start(struct s3d_req *rq)
 {
 	const char *x = (const char *)rq->buf;
-	size_t n = (size_t)rq->buf_len, pos = 0, ppos;
+	size_t n = (size_t)rq->buf_len, pos = 0;
 	uint32_t count = 0, last = 0;
-	char v[S3D_KEY_MAX + 1];
 	struct s3d_item *it;
 	struct kvt_key k;
 
 	/* count the parts first */
-	for (ppos = 0; s3d_xml_next(x, n, &ppos, "Part", v, sizeof(v)) >= 0;)
+	for (const char *p = x; (p = memmem(p, n - (size_t)(p - x), "<Part>", 6)); p += 6)
 		count++;
 	if (count == 0 || count > S3D_PARTS_MAX) {
 		s3d_fail(rq, 400, count ? "InvalidRequest" : "MalformedXML",
@@ -2715,12 +2714,16 @@ static void s3d_begin(struct kvtd_conn *c, const struct s3h_req *h)
 			atomic_fetch_add_explicit(&t->bytes_in, h->head_len, memory_order_relaxed);
 		}
 	}
+	/* An answer from route or auth closes the connection: the request's
+	 * body (if any) is never read, so nothing after it can be parsed. */
+	rq->close_after = true;
 	if (s3d_route(rq) < 0 || s3d_auth(rq) < 0) {
 		/* answered: nothing of its body is read */
 		if (!c->dead && !c->no_more_input)
 			kvtd_conn_stop_input(c);
 		return;
 	}
+	rq->close_after = false;
 	if (s3d_body_setup(rq) < 0) {
 		if (!c->dead && !c->no_more_input)
 			kvtd_conn_stop_input(c);
