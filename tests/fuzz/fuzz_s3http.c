@@ -1,0 +1,77 @@
+/*
+ * fuzz_s3http.c - libFuzzer target for the S3 listener's HTTP/1.1
+ * request-head parser (daemon/s3http.c, doc/s3.md).
+ *
+ * The input is copied to a buffer exactly its size.  Properties, each a
+ * trap when broken: results are only the documented codes; an S3H_OK head
+ * lies within the input and the limit, every field and header lies inside
+ * it, the header count is within the caller's array; Content-Length and
+ * chunked never come together; the head alone parses the same; every
+ * shorter prefix of a complete head is "need more".  Seed corpus:
+ * tests/fuzz/corpus/s3http/.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "s3http.h"
+
+#define FUZZ_CHECK(c)                   \
+	do {                            \
+		if (!(c))               \
+			__builtin_trap(); \
+	} while (0)
+
+static int fuzz_parse(const char *buf, size_t len, size_t max, unsigned hmax, struct s3h_req *rq,
+		      struct s3h_hdr *hd)
+{
+	int rc = s3h_parse(buf, len, max, hd, hmax, rq);
+	FUZZ_CHECK(rc == S3H_OK || rc == S3H_NEED_MORE || rc == S3H_EMALFORMED ||
+		   rc == S3H_ETOOBIG || rc == S3H_ETOOMANY || rc == S3H_EUNSUPPORTED);
+	return rc;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct s3h_hdr hd[S3H_HDRS_MAX];
+	struct s3h_req rq;
+	size_t max = size > 0 ? 64 + (size_t)data[0] * 64 : S3H_HEAD_MAX;
+	unsigned hmax = size > 1 ? 1 + data[1] % S3H_HDRS_MAX : S3H_HDRS_MAX;
+	char *buf = malloc(size ? size : 1);
+	int rc;
+
+	if (!buf)
+		return 0;
+	memcpy(buf, data, size);
+	rc = fuzz_parse(buf, size, max, hmax, &rq, hd);
+	if (rc == S3H_OK) {
+		const char *end = buf + rq.head_len;
+		FUZZ_CHECK(rq.head_len >= 4 && rq.head_len <= size && rq.head_len <= max);
+		FUZZ_CHECK(rq.method == buf && rq.method_len > 0);
+		FUZZ_CHECK(rq.target > buf && rq.target + rq.target_len <= end);
+		FUZZ_CHECK(rq.hdr_count <= hmax);
+		FUZZ_CHECK(!(rq.chunked && rq.content_length >= 0));
+		for (unsigned i = 0; i < rq.hdr_count; i++) {
+			FUZZ_CHECK(hd[i].name >= buf && hd[i].name + hd[i].name_len <= end);
+			FUZZ_CHECK(hd[i].value >= buf && hd[i].value + hd[i].value_len <= end);
+			FUZZ_CHECK(hd[i].name_len > 0);
+		}
+		/* the head alone parses the same; a shorter prefix needs more */
+		{
+			struct s3h_hdr h2[S3H_HDRS_MAX];
+			struct s3h_req r2;
+			char *head = malloc(rq.head_len);
+			if (head) {
+				memcpy(head, buf, rq.head_len);
+				FUZZ_CHECK(fuzz_parse(head, rq.head_len, max, hmax, &r2, h2) == S3H_OK);
+				FUZZ_CHECK(r2.head_len == rq.head_len && r2.hdr_count == rq.hdr_count &&
+					   r2.content_length == rq.content_length);
+				FUZZ_CHECK(fuzz_parse(head, rq.head_len - 1, max, hmax, &r2, h2) ==
+					   S3H_NEED_MORE);
+				free(head);
+			}
+		}
+	}
+	free(buf);
+	return 0;
+}
