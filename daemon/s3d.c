@@ -586,6 +586,14 @@ static void s3d_finish(struct s3d_req *rq)
 	kvtd_metrics_latency(srv, write ? KVTD_LAT_WRITE : KVTD_LAT_READ, KVT_TIER_NONE,
 			     kvtd_now_ns() - rq->start_ns);
 	kvtd_metrics_s3(srv, rq->op, rq->text && rq->tlen > 9 && rq->text[9] >= '4');
+	if (kvtd_log_enabled(KVTD_DEBUG)) {
+		static const char *const pl[] = { "unsigned", "signed", "streaming-signed",
+						   "streaming-unsigned-trailer" };
+		kvtd_log(KVTD_DEBUG, "s3 request",
+			 "op=%s status=%.3s payload=%s chunked=%d bytes=%" PRIu64 " conn=%" PRIu64,
+			 kvtd_s3_op_names[rq->op], rq->text && rq->tlen > 12 ? (char *)rq->text + 9 : "-",
+			 pl[rq->payload], rq->transport_chunked, rq->got, rq->conn->id);
+	}
 	s3d_flush_done(rq->conn);
 }
 
