@@ -114,6 +114,15 @@ void kvtd_metrics_resp(struct kvtd_server *srv, bool error)
 		MADD(srv->metrics->resp_errors, 1);
 }
 
+/* The S3 listener's operations, in s3d.c's enum s3d_op order: labels of
+ * kvtier_s3_requests_total (doc/s3.md). */
+const char *const kvtd_s3_op_names[KVTD_S3_OPS] = {
+	"none", "ListBuckets", "CreateBucket", "HeadBucket", "DeleteBucket",
+	"GetBucketLocation", "PutObject", "GetObject", "HeadObject", "DeleteObject",
+	"DeleteObjects", "CopyObject", "CreateMultipartUpload", "UploadPart",
+	"CompleteMultipartUpload", "AbortMultipartUpload", "NotImplemented",
+};
+
 void kvtd_metrics_s3(struct kvtd_server *srv, int op, bool error)
 {
 	if (!srv->metrics || op < 0 || op >= KVTD_S3_OPS)

@@ -87,12 +87,7 @@ enum s3d_op {
 };
 _Static_assert(S3__COUNT == KVTD_S3_OPS, "kvtierd.h's KVTD_S3_OPS follows enum s3d_op");
 
-const char *const kvtd_s3_op_names[KVTD_S3_OPS] = {
-	"none", "ListBuckets", "CreateBucket", "HeadBucket", "DeleteBucket",
-	"GetBucketLocation", "PutObject", "GetObject", "HeadObject", "DeleteObject",
-	"DeleteObjects", "CopyObject", "CreateMultipartUpload", "UploadPart",
-	"CompleteMultipartUpload", "AbortMultipartUpload", "NotImplemented",
-};
+/* Their names (metrics labels, logs) are metrics.c's kvtd_s3_op_names. */
 
 enum s3d_payload {
 	PL_UNSIGNED = 0,   /* UNSIGNED-PAYLOAD, or no auth */
