@@ -6,7 +6,7 @@ corrupted bodies, pipelining), and NIXL's OBJ plugin (nixl-cu12 from
 PyPI) writing DRAM buffers, reading them back at offsets, checking
 existence, and reading again after a restart.
 
-Usage: test_s3_py.py PATH-TO-KVTIERD BUILD-DIR [boto|cli|nixl ...].
+Usage: test_s3_py.py PATH-TO-KVTIERD BUILD-DIR [boto|raw|cli|nixl ...].
 Installs into venvs under BUILD-DIR (once); exits 77 only when PyPI
 cannot be reached.  Starts a real kvtierd on 127.0.0.1 port 0 with a
 tenants file (alice, bob).
@@ -585,7 +585,7 @@ def main():
         print("SKIP: usage: test_s3_py.py KVTIERD BUILD-DIR [boto|cli|nixl]")
         return 77
     kvtierd, build = sys.argv[1], sys.argv[2]
-    parts = sys.argv[3:] or ["boto", "cli", "nixl"]
+    parts = sys.argv[3:] or ["boto", "raw", "cli", "nixl"]
     py = venv(build, "venv-s3", BOTO)
     base = tempfile.mkdtemp(dir=os.environ.get("TMPDIR"))
     tenants = os.path.join(base, "tenants")
@@ -601,6 +601,7 @@ def main():
             client = os.path.join(base, "boto_client.py")
             open(client, "w").write(BOTO_CLIENT)
             subprocess.run([py, client, str(srv.port)], check=True, timeout=600)
+        if "raw" in parts:
             test_raw(srv.port, None)
             print("raw SigV4 and HTTP: ok")
         if "cli" in parts:
