@@ -160,6 +160,7 @@ struct s3d_req {
 	struct s3c_dec *outer, *inner;
 	uint64_t decoded_len;      /* the content's length */
 	uint64_t got;              /* content bytes received */
+	uint64_t rx_mark;          /* got when the slow-client clock last restarted */
 	int sink;
 	bool body_done;
 	bool in_body;
@@ -181,6 +182,7 @@ struct s3d_req {
 	/* heap body (SK_BUF) */
 	uint8_t *buf;
 	uint64_t buf_len, buf_cap, buf_charged;
+	uint64_t mem_charged;      /* this struct and head, charged to --max-memory */
 	/* library requests */
 	struct s3d_item *items;
 	uint32_t n, pending;
@@ -487,6 +489,8 @@ static void s3d_req_free(struct kvtd_server *srv, struct s3d_req *rq)
 		kvt_put_abort(srv->store, rq->res.handle);
 	if (rq->buf_charged)
 		kvtd_mem_uncharge(srv, rq->buf_charged);
+	if (rq->mem_charged)
+		kvtd_mem_uncharge(srv, rq->mem_charged);
 	EVP_MD_CTX_free(rq->sha);
 	EVP_MD_CTX_free(rq->chunk_sha);
 	EVP_MD_CTX_free(rq->md5);
@@ -2679,11 +2683,24 @@ static void s3d_begin(struct kvtd_conn *c, const struct s3h_req *h)
 	struct s3d_req *rq = calloc(1, sizeof(*rq));
 	const uint8_t *base = c->rbuf + c->rstart;
 
+	/* A request in flight (its struct and head copy) is charged to
+	 * --max-memory: a tenant pipelining many cannot grow kvtierd past it. */
+	uint64_t charge = sizeof(*rq) + h->head_len;
+
+	if (!kvtd_mem_charge(c->loop->srv, charge, false)) {
+		free(rq);
+		KVTD_COUNT(c->loop->srv, mem_refused, 1);
+		s3d_proto_error(c, 503, "SlowDown", "server memory limit reached (--max-memory); "
+				"retry later");
+		return;
+	}
 	if (!rq || !(rq->head = malloc(h->head_len))) {
 		free(rq);
+		kvtd_mem_uncharge(c->loop->srv, charge);
 		s3d_proto_error(c, 503, "SlowDown", "server out of memory");
 		return;
 	}
+	rq->mem_charged = charge;
 	memcpy(rq->head, base, h->head_len);
 	rq->h = *h;
 	rq->h.hdrs = rq->hdrs;
@@ -2763,6 +2780,11 @@ static void s3d_parse(struct kvtd_conn *c)
 				return;
 			}
 			c->rstart += (size_t)u;
+			/* the slow-client clock restarts every 16 MiB received */
+			if (rq->got / KVTD_SLOW_PROGRESS != rq->rx_mark / KVTD_SLOW_PROGRESS) {
+				rq->rx_mark = rq->got;
+				c->frame_start_ns = c->loop->now_ns;
+			}
 			if (!rq->body_done)
 				break;
 			sc->rx = NULL;
