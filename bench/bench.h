@@ -41,6 +41,11 @@ int bench_net_main(int argc, char **argv);
  * iperf3; an engine's store over them; returns 77 if iperf3 is missing). */
 int bench_cluster_main(int argc, char **argv);
 
+/* "kvtier bench s3": bench/bench_s3.c (starts kvtierd with --s3; its S3
+ * listener against its native protocol, and --peer, with one libcurl
+ * client; doc/s3.md). */
+int bench_s3_main(int argc, char **argv);
+
 /*
  * bench_reply.c: the net suite's parsers of its peers' replies.  Pure, any
  * thread, never past len (no NUL needed).

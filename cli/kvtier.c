@@ -76,6 +76,8 @@ static const struct cli_cmd bench_suites[] = {
 	  bench_net_main },
 	{ "shared", "shared tier: directory vs fio, S3 vs a plain libcurl client",
 	  bench_shared_main },
+	{ "s3", "kvtierd's S3 listener vs its native protocol (and another S3 server)",
+	  bench_s3_main },
 	{ "cluster", "a pod of 1 and 3 kvtierd as an engine sees it: put/get GB/s vs iperf3",
 	  bench_cluster_main },
 };
