@@ -2539,11 +2539,10 @@ static int s3d_body_setup(struct s3d_req *rq)
 			rq->ctype[vl] = 0;
 		}
 		if (s3d_bucket_ns(rq, false) != 0) {
-			rq->sink = SK_DISCARD;
-			rq->err_status = 404;
-			rq->err_code = "NoSuchBucket";
-			snprintf(rq->err_msg, sizeof(rq->err_msg), "The specified bucket does not exist");
-			return 0;
+			/* answered now: no body is read for a bucket that is not there */
+			rq->close_after = true;
+			s3d_fail(rq, 404, "NoSuchBucket", "The specified bucket does not exist");
+			return -1;
 		}
 		rq->hdr_len = s3d_obj_header(rq->hdrbuf, rq->decoded_len, 0, name, name_len,
 					     rq->ctype, 0);
@@ -2751,6 +2750,16 @@ static void s3d_begin(struct kvtd_conn *c, const struct s3h_req *h)
 	}
 	if (rq->wire_left == 0 && !rq->transport_chunked) {
 		s3d_body_done(rq);
+		return;
+	}
+	if (rq->err_status && h->expect_continue) {
+		/* Already refused (412 of a conditional PUT, ...): a client that
+		 * waits for 100 Continue gets the answer instead, and sends no
+		 * body; the connection closes after it. */
+		rq->close_after = true;
+		s3d_fail(rq, rq->err_status, rq->err_code, rq->err_msg);
+		if (!c->dead && !c->no_more_input)
+			kvtd_conn_stop_input(c);
 		return;
 	}
 	rq->in_body = true;
