@@ -2839,7 +2839,7 @@ static ssize_t s3d_read(struct kvtd_conn *c, size_t *asked)
 
 	if (rq && c->rstart == c->rend && rq->sink == SK_RESV && !rq->transport_chunked &&
 	    !rq->aws_chunked && rq->wire_left && !rq->sha && !rq->md5) {
-		struct iovec iov[16];
+		struct iovec iov[16] = { { 0 } };
 		int n = 0;
 		uint64_t off = rq->hdr_len + rq->got, want = rq->wire_left;
 		for (uint32_t i = 0; i < rq->res.view_count && n < 16 && want; i++) {
@@ -2853,6 +2853,8 @@ static ssize_t s3d_read(struct kvtd_conn *c, size_t *asked)
 			want -= t;
 			off = 0;
 		}
+		if (n == 0) /* no room left in the view: cannot be, but never readv nothing */
+			return kvtd_conn_read_rbuf(c, SIZE_MAX, asked);
 		*asked = (size_t)(rq->wire_left - want);
 		r = kvtd_conn_readv(c, iov, n);
 		if (r > 0) {
