@@ -68,7 +68,7 @@ char *kvt_mem_strdup(struct kvt_mem *m, const char *s);
 void kvt_mem_strfree(struct kvt_mem *m, char *s);
 
 /* ------------------------------------------------------------------------
- * Logging: store.c routes to the callback the embedder installed.
+ * Logging (log.c): routed to the callback the embedder installed.
  */
 struct kvt_logger {
 	kvt_log_fn fn;
