@@ -18,7 +18,7 @@
  *   lookup   key by key over DRAM and the tiers with a find (an index in
  *            memory), then each other tier's lookup from the first key
  *            that had none
- *   prefetch per key: the first tier whose get takes it
+ *   prefetch per key: down the chain until a tier has it
  *   put      put-if-absent over the tiers with a find; DRAM; each tier's
  *            put_down (write-down by policy), then each put_through
  *            (write-through from the caller's parts), merged
@@ -499,33 +499,73 @@ struct prefetch_wait {
 	uint64_t promoted;
 };
 
-static void store_prefetched(void *ctx, int status, struct dram_item *item)
+/* One key of a prefetch in flight: where it is in the chain. */
+struct prefetch_key {
+	struct kvt_store *s;
+	struct prefetch_wait *w;
+	struct tier_key k;
+	unsigned tier;
+};
+
+static void store_prefetched(void *ctx, int status, struct dram_item *item);
+
+/* Ask the tiers from pk->tier on: true if one took it (its callback runs). */
+static bool store_prefetch_walk(struct prefetch_key *pk)
 {
-	struct kvt_store *s = ((void **)ctx)[0];
-	struct prefetch_wait *w = ((void **)ctx)[1];
-	if (status == KVT_OK)
-		dram_unpin(s->dram, item);
+	struct kvt_store *s = pk->s;
+	for (; pk->tier < s->tier_count; pk->tier++) {
+		const struct store_tier *t = &s->tiers[pk->tier];
+		int ret;
+		if (!t->ops->get)
+			continue;
+		ret = t->ops->get(t->t, &pk->k, IO_PRIO_PREFETCH, store_prefetched, pk);
+		if (ret == TIER_PENDING)
+			return true;
+		if (ret != KVT_MISS)
+			return false; /* in DRAM already, or cannot now */
+	}
+	return false;
+}
+
+static void store_prefetch_end(struct prefetch_wait *w, bool promoted)
+{
 	pthread_mutex_lock(&w->lock);
 	w->outstanding--;
-	w->promoted += status == KVT_OK;
+	w->promoted += promoted;
 	pthread_cond_signal(&w->cond);
 	pthread_mutex_unlock(&w->lock);
 }
 
+/* A tier answered one key (its thread): done, or a miss there goes on. */
+static void store_prefetched(void *ctx, int status, struct dram_item *item)
+{
+	struct prefetch_key *pk = ctx;
+	if (status == KVT_OK)
+		dram_unpin(pk->s->dram, item);
+	if (status != KVT_OK && status != KVT_EXISTS) {
+		pk->tier++;
+		if (store_prefetch_walk(pk))
+			return;
+	}
+	store_prefetch_end(pk->w, status == KVT_OK);
+}
+
 /* Prefetch on a worker: promote what only lower tiers hold, wait for it.
- * Each key goes to the first tier whose get takes it. */
+ * Each key goes down the chain until a tier has it. */
 static int store_prefetch(struct kvt_store *s, struct kvt_req *r)
 {
 	struct prefetch_wait w = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0 };
-	void *ctx[2] = { s, &w };
+	struct prefetch_key *pks = NULL;
+	size_t pks_len = (size_t)r->key_count * sizeof(*pks);
 	uint64_t in_dram = 0;
-	int status = KVT_OK, ret;
+	int status = KVT_OK;
 
 	for (unsigned i = 0; i < s->tier_count; i++)
 		if (s->tiers[i].ops->note_prompt)
 			s->tiers[i].ops->note_prompt(s->tiers[i].t, r->keys, r->key_count);
+	if (s->tier_count > 0 && !(pks = kvt_mem_alloc(&s->mem, pks_len)))
+		return -ENOMEM;
 	for (uint32_t i = 0; i < r->key_count; i++) {
-		struct tier_key k = { .ns = r->ns, .key = &r->keys[i], .prompt = r->keys, .pos = i };
 		if (__atomic_load_n(&r->priv_flags_, __ATOMIC_RELAXED)) {
 			status = -ECANCELED; /* kvt_cancel while running: stop issuing */
 			break;
@@ -536,19 +576,13 @@ static int store_prefetch(struct kvt_store *s, struct kvt_req *r)
 		}
 		if (s->tier_count == 0)
 			continue;
+		pks[i] = (struct prefetch_key){ .s = s, .w = &w, .tier = 0,
+			.k = { .ns = r->ns, .key = &r->keys[i], .prompt = r->keys, .pos = i } };
 		pthread_mutex_lock(&w.lock);
 		w.outstanding++;
 		pthread_mutex_unlock(&w.lock);
-		ret = KVT_MISS;
-		for (unsigned t = 0; ret == KVT_MISS && t < s->tier_count; t++)
-			if (s->tiers[t].ops->get)
-				ret = s->tiers[t].ops->get(s->tiers[t].t, &k, IO_PRIO_PREFETCH,
-							   store_prefetched, ctx);
-		if (ret != TIER_PENDING) {
-			pthread_mutex_lock(&w.lock);
-			w.outstanding--;
-			pthread_mutex_unlock(&w.lock);
-		}
+		if (!store_prefetch_walk(&pks[i]))
+			store_prefetch_end(&w, false);
 	}
 	pthread_mutex_lock(&w.lock);
 	while (w.outstanding > 0)
@@ -556,6 +590,7 @@ static int store_prefetch(struct kvt_store *s, struct kvt_req *r)
 	pthread_mutex_unlock(&w.lock);
 	pthread_mutex_destroy(&w.lock);
 	pthread_cond_destroy(&w.cond);
+	kvt_mem_free(&s->mem, pks, pks_len);
 	r->length = in_dram + w.promoted;
 	/* Canceled while the last reads were in flight: still canceled. */
 	if (__atomic_load_n(&r->priv_flags_, __ATOMIC_RELAXED))
