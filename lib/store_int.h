@@ -200,7 +200,7 @@ static inline void req_set_state(struct kvt_req *r, uintptr_t st)
 	r->priv_[3] = (void *)st;
 }
 
-/* store.c */
+/* store_pins.c */
 /* Hand a finished request to its queue.  Any thread.  bell false: no
  * eventfd write for it (KVT_QUEUE_POLL_AFTER_SUBMIT's inline completions). */
 void req_complete_bell(struct kvt_store *s, struct kvt_req *r, int status, bool bell);
@@ -213,6 +213,14 @@ int slot_add(struct kvt_store *s, uintptr_t hint, struct dram_item *item, struct
 	     uint64_t *handle, struct iovec **vcopy);
 int pin_add(struct kvt_store *s, struct kvt_req *r, struct dram_item *item,
 	    const struct iovec *view, unsigned view_count);
+/* Take a slot out of the table (store_pins.c says how); drop one. */
+int slot_take(struct kvt_store *s, uint64_t handle, int kind, struct dram_item **item,
+		     struct ssd_copy **copy, bool *sealed);
+int slot_drop(struct kvt_store *s, uint64_t handle, int kind);
+/* Release every pin and reservation (close). */
+void pins_drop_all(struct kvt_store *s);
+
+/* store.c */
 int key_check(const struct kvt_key *k);
 int req_check(struct kvt_store *s, const struct kvt_req *r);
 
