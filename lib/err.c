@@ -11,7 +11,7 @@
 
 const char *kvt_version(void)
 {
-	return "0.1.0";
+	return KVTIER_VERSION_STRING;
 }
 
 const char *kvt_tier_name(int tier)

@@ -35,7 +35,13 @@ int main(void)
 	T_EQ_STR(kvt_strerror(12345), "unknown result code");
 	T_EQ_STR(kvt_tier_name(KVT_TIER_DRAM), "dram");
 	T_EQ_STR(kvt_tier_name(99), "none");
-	T_EQ_STR(kvt_version(), "0.1.0");
+	T_EQ_STR(kvt_version(), KVTIER_VERSION_STRING);
+	{
+		char v[32];
+		snprintf(v, sizeof(v), "%d.%d.%d", KVTIER_VERSION_MAJOR, KVTIER_VERSION_MINOR,
+			 KVTIER_VERSION_PATCH);
+		T_EQ_STR(kvt_version(), v);
+	}
 	/* CRC32C check value of the standard test string. */
 	T_EQ_U64(kvt_crc32c(0, "123456789", 9), 0xE3069283u);
 	/* Chaining gives the same result as one pass. */
