@@ -138,6 +138,16 @@ const char *kvt_version(void);
  */
 const char *kvt_strerror(int code);
 
+/*
+ * The one size grammar, for options (kvt_store_set_option), kvtierd's
+ * flags and files, and the CLI: digits, then optionally K, M, G or T
+ * (either case; powers of 1024), then optionally "i", then optionally "B"
+ * or "b": 512, 100B, 64K, 64KiB, 1mb, 2G.  No sign, space or fraction.
+ * Returns 0 with *out set, KVT_EOPTVAL (malformed or over 2^64 - 1; *out
+ * untouched), KVT_ENULL.  Never touches errno.  Any thread.
+ */
+int kvt_parse_size(const char *s, uint64_t *out);
+
 /* ------------------------------------------------------------------------
  * Tiers
  */

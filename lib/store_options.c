@@ -19,40 +19,13 @@
 
 #include "store_int.h"
 
-static int parse_size(const char *v, uint64_t *out)
-{
-	char *end;
-	unsigned long long n;
-	int shift = 0;
-	int saved_errno = errno, overflow;
-	if (!*v || *v == '-')
-		return KVT_EOPTVAL;
-	errno = 0;
-	n = strtoull(v, &end, 10);
-	overflow = errno;
-	errno = saved_errno; /* the caller's errno is never changed */
-	if (overflow || end == v)
-		return KVT_EOPTVAL;
-	switch (*end) {
-	case 'k': case 'K': shift = 10; end++; break;
-	case 'm': case 'M': shift = 20; end++; break;
-	case 'g': case 'G': shift = 30; end++; break;
-	case 't': case 'T': shift = 40; end++; break;
-	}
-	if (*end == 'i' || *end == 'B')
-		end += *end == 'i' ? (end[1] == 'B' ? 2 : 1) : 1;
-	if (*end || (shift && n > (UINT64_MAX >> shift)))
-		return KVT_EOPTVAL;
-	*out = (uint64_t)n << shift;
-	return 0;
-}
 
 
 /* A size (K/M/G/T suffixes) within [min, max]. */
 static int opt_u64(const char *v, uint64_t min, uint64_t max, uint64_t *out)
 {
 	uint64_t n;
-	int ret = parse_size(v, &n);
+	int ret = kvt_parse_size(v, &n);
 	if (ret < 0)
 		return ret;
 	if (n < min || n > max)
@@ -217,7 +190,7 @@ static int opt_shared(struct shared_config *sc, const char *name, const char *v)
 		return opt_u32(v, 1, 3600 * 1000, &sc->s3_timeout_ms);
 	if (strcmp(name, "s3_part_size") == 0) {
 		uint64_t n;
-		if (parse_size(v, &n) < 0 || n < (UINT64_C(5) << 20) || n > (UINT64_C(5) << 30))
+		if (kvt_parse_size(v, &n) < 0 || n < (UINT64_C(5) << 20) || n > (UINT64_C(5) << 30))
 			return KVT_EOPTVAL;
 		sc->s3_part_size = n;
 		return 0;
@@ -229,13 +202,13 @@ static int opt_shared(struct shared_config *sc, const char *name, const char *v)
 		return ret;
 	}
 	if (strcmp(name, "budget") == 0)
-		return parse_size(v, &sc->budget) < 0 ? KVT_EOPTVAL : 0;
+		return kvt_parse_size(v, &sc->budget) < 0 ? KVT_EOPTVAL : 0;
 	if (strcmp(name, "max_age") == 0)
 		return opt_u64(v, 0, UINT64_C(1) << 40, &sc->max_age_s);
 	if (strcmp(name, "threads") == 0)
 		return opt_u32(v, 1, 64, &sc->threads);
 	if (strcmp(name, "writedown_max") == 0)
-		return parse_size(v, &sc->wd_max_bytes) < 0 ? KVT_EOPTVAL : 0;
+		return kvt_parse_size(v, &sc->wd_max_bytes) < 0 ? KVT_EOPTVAL : 0;
 	if (strcmp(name, "admission") == 0)
 		return opt_choice(v, admits, admit_vals, &sc->admission);
 	if (strcmp(name, "o_direct") == 0) {
@@ -263,7 +236,7 @@ int kvt_store_set_option(struct kvt_store *s, const char *name, const char *valu
 		return 0;
 	}
 	if (strcmp(name, "debug.fail_alloc") == 0) {
-		if ((ret = parse_size(value, &n)) < 0)
+		if ((ret = kvt_parse_size(value, &n)) < 0)
 			return ret;
 		kvt_mem_fail_nth(&s->mem, (int64_t)n);
 		return 0;
