@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "bench.h"
+#include "kvtier.h"
 
 double bench_now(void)
 {
@@ -69,29 +70,7 @@ uint64_t bench_align_up(uint64_t x, uint64_t a)
  */
 int bench_parse_size(const char *s, uint64_t *out)
 {
-	char *end;
-	if (s == NULL || *s < '0' || *s > '9')
-		return -1;
-	errno = 0;
-	unsigned long long v = strtoull(s, &end, 10);
-	if (errno != 0)
-		return -1;
-	unsigned shift = 0;
-	switch (*end) {
-	case 'k': case 'K': shift = 10; end++; break;
-	case 'm': case 'M': shift = 20; end++; break;
-	case 'g': case 'G': shift = 30; end++; break;
-	case 't': case 'T': shift = 40; end++; break;
-	default: break;
-	}
-	if (shift != 0 && (strcmp(end, "iB") == 0 || strcmp(end, "B") == 0))
-		end += strlen(end);
-	if (*end != '\0')
-		return -1;
-	if (shift != 0 && v > (UINT64_MAX >> shift))
-		return -1;
-	*out = (uint64_t)v << shift;
-	return 0;
+	return kvt_parse_size(s, out) < 0 ? -1 : 0; /* the library's grammar */
 }
 
 /* "256 KiB", "2 MiB", "1.50 GiB", "100 B" into buf. */

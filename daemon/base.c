@@ -68,31 +68,8 @@ uint64_t kvtd_now_ns(void)
 }
 
 /* Sizes, in the tenants file (dram=, ssd=) and on the command line
- * (--dram, --ssd): digits with an optional K/M/G/T (KiB ... TiB) suffix. */
+ * (--dram, --ssd): the library's one grammar (kvt_parse_size, kvtier.h). */
 int kvtd_parse_size(const char *v, uint64_t *out)
 {
-	char *end;
-	unsigned long long n;
-	unsigned shift = 0;
-
-	if (!*v || *v == '-')
-		return -EINVAL;
-	errno = 0;
-	n = strtoull(v, &end, 10);
-	if (errno || end == v)
-		return -EINVAL;
-	switch (*end) {
-	case 0: break;
-	case 'k': case 'K': shift = 10; end++; break;
-	case 'm': case 'M': shift = 20; end++; break;
-	case 'g': case 'G': shift = 30; end++; break;
-	case 't': case 'T': shift = 40; end++; break;
-	default: return -EINVAL;
-	}
-	if (*end == 'i' || *end == 'B' || *end == 'b')
-		end += (*end == 'i' && (end[1] == 'B' || end[1] == 'b')) ? 2 : 1;
-	if (*end || (shift && n > (UINT64_MAX >> shift)))
-		return -EINVAL;
-	*out = (uint64_t)n << shift;
-	return 0;
+	return kvt_parse_size(v, out) < 0 ? -EINVAL : 0;
 }

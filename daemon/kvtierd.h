@@ -83,7 +83,7 @@
 #include "config.h"
 
 #define KVTD_NAME "kvtierd"
-#define KVTD_VERSION "0.1.0"
+#define KVTD_VERSION KVTIER_VERSION_STRING /* meson.build, once */
 
 #define KVTD_EXIT_OK 0
 #define KVTD_EXIT_FAIL 1

@@ -370,7 +370,7 @@ struct fan {
 	_Atomic unsigned flags;      /* FAN_*: what the answers were */
 	_Atomic int err;             /* the first error, or 0 */
 	_Atomic uint64_t count;      /* CLEAR: sum of removed */
-	remote_cb cb;
+	tier_done_fn cb;
 	void *ctx;
 	size_t size;                 /* of this allocation */
 };
@@ -380,7 +380,7 @@ struct fan {
 #define FAN_SUBMITTED 8u
 
 /* A record holding the view v (the caller's reference passes to it). */
-static struct fan *fan_new(struct cluster *cl, struct cview *v, size_t size, remote_cb cb,
+static struct fan *fan_new(struct cluster *cl, struct cview *v, size_t size, tier_done_fn cb,
 			   void *ctx)
 {
 	struct fan *f = kvt_mem_calloc(cl->mem, 1, size);
@@ -413,7 +413,7 @@ static void fan_note(struct fan *f, int status, uint64_t count)
  * then MISS. */
 static void fan_finish(struct fan *f, bool error_wins)
 {
-	struct remote_result res = { 0 };
+	struct tier_result res = { 0 };
 	unsigned fl = atomic_load(&f->flags);
 	int err = atomic_load(&f->err);
 	res.count = atomic_load(&f->count);
@@ -461,14 +461,14 @@ static int fan_submitted(struct fan *f, bool error_wins, int first_err)
 	return 0;
 }
 
-static void fan_put_done(void *ctx, const struct remote_result *res)
+static void fan_put_done(void *ctx, const struct tier_result *res)
 {
 	struct fan *f = ctx;
 	fan_note(f, res->status, 0);
 	fan_drop(f, false);
 }
 
-static void fan_del_done(void *ctx, const struct remote_result *res)
+static void fan_del_done(void *ctx, const struct tier_result *res)
 {
 	struct fan *f = ctx;
 	fan_note(f, res->status, res->count);
@@ -488,13 +488,13 @@ struct ctry {
 	const struct kvt_key *key;   /* the caller's, valid until the callback */
 	unsigned owners[REMOTE_HOT_REPLICAS_MAX];
 	unsigned count, start, tried;
-	remote_get_cb gcb;
-	remote_cb cb;
+	tier_got_fn gcb;
+	tier_done_fn cb;
 	void *ctx;
 };
 
 static void ctry_get_done(void *ctx, int status, struct dram_item *item);
-static void ctry_exists_done(void *ctx, const struct remote_result *res);
+static void ctry_exists_done(void *ctx, const struct tier_result *res);
 
 /* Submit to the next replica.  0: submitted; else the last error. */
 static int ctry_next(struct ctry *t)
@@ -525,7 +525,7 @@ static void ctry_get_done(void *ctx, int status, struct dram_item *item)
 	kvt_mem_free(cl->mem, t, sizeof(*t));
 }
 
-static void ctry_exists_done(void *ctx, const struct remote_result *res)
+static void ctry_exists_done(void *ctx, const struct tier_result *res)
 {
 	struct ctry *t = ctx;
 	struct cluster *cl = t->cl;
@@ -542,7 +542,7 @@ static void ctry_exists_done(void *ctx, const struct remote_result *res)
 /* The caller's reference on v passes to the record if it returns 0. */
 static int ctry_start(struct cluster *cl, struct cview *v, bool exists, uint32_t ns,
 		      const struct kvt_key *key, const unsigned *owners, unsigned count,
-		      remote_get_cb gcb, remote_cb cb, void *ctx)
+		      tier_got_fn gcb, tier_done_fn cb, void *ctx)
 {
 	struct ctry *t = kvt_mem_calloc(cl->mem, 1, sizeof(*t));
 	int ret;
@@ -566,7 +566,7 @@ static int ctry_start(struct cluster *cl, struct cview *v, bool exists, uint32_t
 }
 
 int cluster_get(struct cluster *cl, uint32_t ns, const struct kvt_key *key,
-		const struct cluster_hint *hint, remote_get_cb cb, void *ctx)
+		const struct cluster_hint *hint, tier_got_fn cb, void *ctx)
 {
 	unsigned owners[REMOTE_HOT_REPLICAS_MAX], k;
 	struct cview *v = cview_get(cl);
@@ -585,7 +585,7 @@ int cluster_get(struct cluster *cl, uint32_t ns, const struct kvt_key *key,
 }
 
 int cluster_exists(struct cluster *cl, uint32_t ns, const struct kvt_key *key,
-		   const struct cluster_hint *hint, remote_cb cb, void *ctx)
+		   const struct cluster_hint *hint, tier_done_fn cb, void *ctx)
 {
 	unsigned owners[REMOTE_HOT_REPLICAS_MAX], k;
 	struct cview *v = cview_get(cl);
@@ -605,7 +605,7 @@ int cluster_exists(struct cluster *cl, uint32_t ns, const struct kvt_key *key,
 
 int cluster_put(struct cluster *cl, uint32_t ns, const struct kvt_key *key,
 		const struct cluster_hint *hint, const struct iovec *parts, unsigned part_count,
-		const uint32_t *crcs, bool sealed, remote_cb cb, void *ctx)
+		const uint32_t *crcs, bool sealed, tier_done_fn cb, void *ctx)
 {
 	unsigned owners[REMOTE_HOT_REPLICAS_MAX], k = 1;
 	struct cview *v = cview_get(cl);
@@ -643,7 +643,7 @@ int cluster_put(struct cluster *cl, uint32_t ns, const struct kvt_key *key,
 /* delete and clear reach every member: a block may sit off its placement
  * (placed while its anchor was unknown, or while a member was down), and
  * a delete must win wherever it is. */
-int cluster_delete(struct cluster *cl, uint32_t ns, const struct kvt_key *key, remote_cb cb,
+int cluster_delete(struct cluster *cl, uint32_t ns, const struct kvt_key *key, tier_done_fn cb,
 		   void *ctx)
 {
 	struct cview *v = cview_get(cl);
@@ -674,7 +674,7 @@ int cluster_delete(struct cluster *cl, uint32_t ns, const struct kvt_key *key, r
 	return fan_submitted(f, true, first_err);
 }
 
-int cluster_clear(struct cluster *cl, uint32_t ns, remote_cb cb, void *ctx)
+int cluster_clear(struct cluster *cl, uint32_t ns, tier_done_fn cb, void *ctx)
 {
 	struct cview *v = cview_get(cl);
 	struct fan *f;
@@ -740,7 +740,7 @@ struct clook {
 
 static void clook_finish(struct clook *lk)
 {
-	struct remote_result res = { .status = KVT_OK };
+	struct tier_result res = { .status = KVT_OK };
 	uint64_t total = 0, load = 0;
 	for (unsigned i = 0; i < lk->run_count;) {
 		uint64_t best = 0, best_load = 0;
@@ -776,7 +776,7 @@ static void clook_drop(struct clook *lk)
 	fan_free(&lk->f);
 }
 
-static void crun_done(void *ctx, const struct remote_result *res)
+static void crun_done(void *ctx, const struct tier_result *res)
 {
 	struct crun *r = ctx;
 	if (res->status == KVT_OK) {
@@ -787,7 +787,7 @@ static void crun_done(void *ctx, const struct remote_result *res)
 }
 
 int cluster_lookup(struct cluster *cl, uint32_t ns, const struct kvt_key *keys, uint32_t from,
-		   uint32_t n, uint8_t *tiers, remote_cb cb, void *ctx)
+		   uint32_t n, uint8_t *tiers, tier_done_fn cb, void *ctx)
 {
 	struct cview *v;
 	struct clook *lk;
@@ -1061,7 +1061,7 @@ struct cwho_item {
 	uint32_t idx;
 };
 
-static void cwho_done(void *ctx, const struct remote_result *res)
+static void cwho_done(void *ctx, const struct tier_result *res)
 {
 	struct cwho_item *it = ctx;
 	struct cwho *w = it->w;

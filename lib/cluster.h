@@ -91,20 +91,20 @@ void cluster_close(struct cluster *cl);
 
 /* Operations: the contracts of remote_* (remote.h); hint may be NULL. */
 int cluster_get(struct cluster *cl, uint32_t ns, const struct kvt_key *key,
-		const struct cluster_hint *hint, remote_get_cb cb, void *ctx);
+		const struct cluster_hint *hint, tier_got_fn cb, void *ctx);
 int cluster_put(struct cluster *cl, uint32_t ns, const struct kvt_key *key,
 		const struct cluster_hint *hint, const struct iovec *parts, unsigned part_count,
-		const uint32_t *crcs, bool sealed, remote_cb cb, void *ctx);
+		const uint32_t *crcs, bool sealed, tier_done_fn cb, void *ctx);
 int cluster_exists(struct cluster *cl, uint32_t ns, const struct kvt_key *key,
-		   const struct cluster_hint *hint, remote_cb cb, void *ctx);
-int cluster_delete(struct cluster *cl, uint32_t ns, const struct kvt_key *key, remote_cb cb,
+		   const struct cluster_hint *hint, tier_done_fn cb, void *ctx);
+int cluster_delete(struct cluster *cl, uint32_t ns, const struct kvt_key *key, tier_done_fn cb,
 		   void *ctx);
 /* Leading hits among keys[from..n) of the prompt keys[0..n); res->count
  * counts from `from`.  tiers (the whole prompt's, may be NULL) gets
  * KVT_TIER_REMOTE for those hits and KVT_TIER_NONE after them. */
 int cluster_lookup(struct cluster *cl, uint32_t ns, const struct kvt_key *keys, uint32_t from,
-		   uint32_t n, uint8_t *tiers, remote_cb cb, void *ctx);
-int cluster_clear(struct cluster *cl, uint32_t ns, remote_cb cb, void *ctx);
+		   uint32_t n, uint8_t *tiers, tier_done_fn cb, void *ctx);
+int cluster_clear(struct cluster *cl, uint32_t ns, tier_done_fn cb, void *ctx);
 
 /* Remember the anchors of the prompt keys[0..n) for later single-key
  * operations.  A no-op with one member. */

@@ -1,6 +1,8 @@
 /*
- * err.c - names for every result code: kvt_strerror, plus the library's
- * version and tier names.  Owns only static strings.
+ * err.c - names for every result code: kvt_strerror (the library's codes,
+ * the wire protocol's, and -errno), plus the library's version and tier
+ * names.  Owns only static strings.  The bottom layer: it calls nothing
+ * of the library (proto.h is included for its code constants only).
  */
 #include <string.h>
 
@@ -9,7 +11,7 @@
 
 const char *kvt_version(void)
 {
-	return "0.1.0";
+	return KVTIER_VERSION_STRING;
 }
 
 const char *kvt_tier_name(int tier)
@@ -49,9 +51,18 @@ const char *kvt_strerror(int code)
 	case KVT_EVERSION: return "persisted file has an unsupported format version";
 	case KVT_EBUSY: return "handle busy: requests still in flight";
 	case KVT_EDESC: return "namespace descriptor field missing or malformed";
+	/* The wire protocol's (lib/proto.h, -5901..-5999): in this one table,
+	 * so that nothing below proto.c calls up into it. */
+	case PROTO_EMAGIC: return "not a kvtier frame (bad magic)";
+	case PROTO_EFLAGS: return "reserved or misplaced flag bit in a frame";
+	case PROTO_ECOUNT: return "item, part or namespace count zero or over its limit";
+	case PROTO_EMALFORMED: return "malformed frame table";
+	case PROTO_ECRC: return "frame header and table fail their CRC32C";
+	case PROTO_ERDMA: return "RDMA data plane requested: not supported";
+	case PROTO_EAUTH: return "authentication failed";
+	case PROTO_ENOAUTH: return "not authenticated (send AUTH first)";
+	case PROTO_EPERM: return "not permitted for this tenant";
 	}
-	if (code <= PROTO_EMAGIC && code >= PROTO_EPERM)
-		return proto_strerror(code); /* the wire protocol's own (lib/proto.h) */
 	if (code < 0 && code > -4096) {
 		/* strerrordesc_np is thread-safe and static, unlike strerror. */
 		const char *s = strerrordesc_np(-code);

@@ -1521,20 +1521,12 @@ int proto_auth_check(int who, const void *secret, size_t secret_len,
  * Names
  */
 
+/* The error codes' names are kvt_strerror's (err.c: one table); only the
+ * positive "need more" result is the parser's own. */
 const char *proto_strerror(int code)
 {
-	switch (code) {
-	case PROTO_NEED_MORE: return "frame incomplete: more bytes needed";
-	case PROTO_EMAGIC: return "not a kvtier frame (bad magic)";
-	case PROTO_EFLAGS: return "reserved or misplaced flag bit in a frame";
-	case PROTO_ECOUNT: return "item, part or namespace count zero or over its limit";
-	case PROTO_EMALFORMED: return "malformed frame table";
-	case PROTO_ECRC: return "frame header and table fail their CRC32C";
-	case PROTO_ERDMA: return "RDMA data plane requested: not supported";
-	case PROTO_EAUTH: return "authentication failed";
-	case PROTO_ENOAUTH: return "not authenticated (send AUTH first)";
-	case PROTO_EPERM: return "not permitted for this tenant";
-	}
+	if (code == PROTO_NEED_MORE)
+		return "frame incomplete: more bytes needed";
 	return kvt_strerror(code);
 }
 

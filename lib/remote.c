@@ -94,8 +94,8 @@ struct rop {
 	uint64_t *lens;               /* PUT: part_count lengths then crcs, one allocation */
 	uint32_t *crcs;
 	uint64_t value_len;
-	remote_cb cb;
-	remote_get_cb gcb;
+	tier_done_fn cb;
+	tier_got_fn gcb;
 	void *ctx;
 	const char *tenant;           /* STATS: scope (NULL own, "*" all); the caller's */
 	kvt_stats_fn sfn;             /* STATS: called per item on the remote thread */
@@ -245,9 +245,9 @@ static void rop_put_done(struct remote *rm)
  * the callee owns) or anything else with NULL; the others through res.
  */
 static void rop_done(struct remote *rm, struct rop *op, int status, struct dram_item *item,
-		     struct remote_result *res)
+		     struct tier_result *res)
 {
-	struct remote_result r = { .status = status };
+	struct tier_result r = { .status = status };
 	if (!res)
 		res = &r;
 	res->status = status;
@@ -886,7 +886,7 @@ static void rx_item(struct rconn *c, const struct proto_item *it)
 	if (it->status == KVT_ENONS)
 		rns_forget(rm, op->ns); /* the server lost it (restarted empty?): register again */
 	if (fr->op == PROTO_OP_EXISTS) {
-		struct remote_result res = { .tier = it->tier };
+		struct tier_result res = { .tier = it->tier };
 		rop_done(rm, op, it->status, NULL, &res);
 		return;
 	}
@@ -1137,7 +1137,7 @@ static int rx_frame(struct rconn *c)
 	if (f->op == PROTO_OP_LOOKUP || f->op == PROTO_OP_CLEAR) {
 		struct rframe *fr = c->rx_fr;
 		struct rop *op = fr->ops[0];
-		struct remote_result res = { 0 };
+		struct tier_result res = { 0 };
 		if (f->op == PROTO_OP_LOOKUP) {
 			res.count = f->lookup.hits;
 			res.load_ns = f->lookup.load_ns;
@@ -1591,7 +1591,7 @@ static int rop_submit(struct remote *rm, struct rop *op)
 }
 
 static struct rop *rop_new(struct remote *rm, int kind, uint32_t ns, const struct kvt_key *key,
-			   remote_cb cb, void *ctx)
+			   tier_done_fn cb, void *ctx)
 {
 	struct rop *op = kvt_mem_calloc(rm->mem, 1, sizeof(*op));
 	if (!op)
@@ -1605,7 +1605,7 @@ static struct rop *rop_new(struct remote *rm, int kind, uint32_t ns, const struc
 	return op;
 }
 
-int remote_get(struct remote *rm, uint32_t ns, const struct kvt_key *key, remote_get_cb cb,
+int remote_get(struct remote *rm, uint32_t ns, const struct kvt_key *key, tier_got_fn cb,
 	       void *ctx)
 {
 	struct rop *op = rop_new(rm, RK_GET, ns, key, NULL, ctx);
@@ -1618,7 +1618,7 @@ int remote_get(struct remote *rm, uint32_t ns, const struct kvt_key *key, remote
 
 int remote_put(struct remote *rm, uint32_t ns, const struct kvt_key *key,
 	       const struct iovec *parts, unsigned part_count, const uint32_t *crcs, bool sealed,
-	       remote_cb cb, void *ctx)
+	       tier_done_fn cb, void *ctx)
 {
 	struct rop *op = rop_new(rm, RK_PUT, ns, key, cb, ctx);
 	if (!op)
@@ -1643,7 +1643,7 @@ int remote_put(struct remote *rm, uint32_t ns, const struct kvt_key *key,
 	return rop_submit(rm, op);
 }
 
-int remote_exists(struct remote *rm, uint32_t ns, const struct kvt_key *key, remote_cb cb,
+int remote_exists(struct remote *rm, uint32_t ns, const struct kvt_key *key, tier_done_fn cb,
 		  void *ctx)
 {
 	struct rop *op = rop_new(rm, RK_EXISTS, ns, key, cb, ctx);
@@ -1653,7 +1653,7 @@ int remote_exists(struct remote *rm, uint32_t ns, const struct kvt_key *key, rem
 	return rop_submit(rm, op);
 }
 
-int remote_delete(struct remote *rm, uint32_t ns, const struct kvt_key *key, remote_cb cb,
+int remote_delete(struct remote *rm, uint32_t ns, const struct kvt_key *key, tier_done_fn cb,
 		  void *ctx)
 {
 	struct rop *op = rop_new(rm, RK_DELETE, ns, key, cb, ctx);
@@ -1664,7 +1664,7 @@ int remote_delete(struct remote *rm, uint32_t ns, const struct kvt_key *key, rem
 }
 
 int remote_lookup(struct remote *rm, uint32_t ns, const struct kvt_key *keys, uint32_t n,
-		  uint8_t *tiers, remote_cb cb, void *ctx)
+		  uint8_t *tiers, tier_done_fn cb, void *ctx)
 {
 	struct rop *op = rop_new(rm, RK_LOOKUP, ns, NULL, cb, ctx);
 	if (!op)
@@ -1676,7 +1676,7 @@ int remote_lookup(struct remote *rm, uint32_t ns, const struct kvt_key *keys, ui
 	return rop_submit(rm, op);
 }
 
-int remote_clear(struct remote *rm, uint32_t ns, remote_cb cb, void *ctx)
+int remote_clear(struct remote *rm, uint32_t ns, tier_done_fn cb, void *ctx)
 {
 	struct rop *op = rop_new(rm, RK_CLEAR, ns, NULL, cb, ctx);
 	if (!op)
@@ -1702,7 +1702,7 @@ static void stats_item(void *ctx, const char *name, uint64_t value, const char *
 	w->fn(w->ctx, name, value, str);
 }
 
-static void stats_done(void *ctx, const struct remote_result *res)
+static void stats_done(void *ctx, const struct tier_result *res)
 {
 	struct stats_wait *w = ctx;
 	pthread_mutex_lock(&w->lock);

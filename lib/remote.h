@@ -29,6 +29,7 @@
 #define KVT_REMOTE_H
 
 #include "kvt_int.h"
+#include "tier.h"
 
 struct remote;
 
@@ -67,16 +68,9 @@ struct remote_config {
 #define REMOTE_DEF_ANCHOR_SLOTS 262144
 #define REMOTE_DEF_REFRESH_MS 2000
 
-/* What an operation learned; read it inside the callback only. */
-struct remote_result {
-	int status;                 /* KVT_OK, KVT_MISS, KVT_EXISTS, or an error */
-	uint32_t tier;              /* EXISTS: the server's tier of the block */
-	uint64_t count;             /* LOOKUP: leading hits; CLEAR: blocks removed */
-	uint64_t load_ns;           /* LOOKUP: the server's load estimate */
-};
-typedef void (*remote_cb)(void *ctx, const struct remote_result *res);
-/* Gets: the contract of ssd_promote_cb (KVT_OK with a ref on item, else NULL). */
-typedef void (*remote_get_cb)(void *ctx, int status, struct dram_item *item);
+/* Operations complete through tier.h's two types: tier_done_fn with what
+ * the operation learned (struct tier_result), and gets through tier_got_fn
+ * (KVT_OK with a ref on item, else NULL). */
 
 /*
  * Start the tier: reads the secret file, starts the remote thread, which
@@ -107,21 +101,21 @@ const char *remote_addr(const struct remote *rm);
  * must stay valid until the callback ran (the store's requests keep them).
  */
 int remote_get(struct remote *rm, uint32_t ns, const struct kvt_key *key,
-	       remote_get_cb cb, void *ctx);
+	       tier_got_fn cb, void *ctx);
 /* parts: the value; crcs: one per part or NULL (computed here). */
 int remote_put(struct remote *rm, uint32_t ns, const struct kvt_key *key,
 	       const struct iovec *parts, unsigned part_count, const uint32_t *crcs,
-	       bool sealed, remote_cb cb, void *ctx);
+	       bool sealed, tier_done_fn cb, void *ctx);
 int remote_exists(struct remote *rm, uint32_t ns, const struct kvt_key *key,
-		  remote_cb cb, void *ctx);
+		  tier_done_fn cb, void *ctx);
 int remote_delete(struct remote *rm, uint32_t ns, const struct kvt_key *key,
-		  remote_cb cb, void *ctx);
+		  tier_done_fn cb, void *ctx);
 /* Leading hits among keys[0..n); tiers[0..n) (may be NULL) get KVT_TIER_REMOTE
  * for them. */
 int remote_lookup(struct remote *rm, uint32_t ns, const struct kvt_key *keys, uint32_t n,
-		  uint8_t *tiers, remote_cb cb, void *ctx);
+		  uint8_t *tiers, tier_done_fn cb, void *ctx);
 /* One namespace, or KVT_NS_ALL: every namespace of this tenant. */
-int remote_clear(struct remote *rm, uint32_t ns, remote_cb cb, void *ctx);
+int remote_clear(struct remote *rm, uint32_t ns, tier_done_fn cb, void *ctx);
 
 /*
  * Batching: between plug and unplug (nested, any thread) operations queue

@@ -56,7 +56,7 @@ struct sh_lookup {
 	_Atomic uint32_t next;     /* next key index to stat */
 	_Atomic uint32_t first_miss; /* lowest index found missing so far */
 	_Atomic uint32_t workers;  /* tasks of this job not yet finished */
-	shared_lookup_cb cb;
+	tier_done_fn cb;
 	void *ctx;
 };
 
@@ -67,7 +67,7 @@ struct sh_task {
 	struct kvt_key key;
 	/* T_GET */
 	int prio;
-	shared_get_cb gcb;
+	tier_got_fn gcb;
 	void *ctx;
 	/* T_WD_REF: a DRAM ref; T_WD_BUF: a private copy */
 	struct dram_item *item;
@@ -83,7 +83,7 @@ struct sh_task {
 	uint32_t part;
 	const struct iovec *dst;
 	unsigned dst_count;
-	shared_part_cb pcb;
+	tier_done_fn pcb;
 };
 
 struct shared {
@@ -463,6 +463,14 @@ out:
 	t->gcb(t->ctx, ret, ret == KVT_OK ? item : NULL);
 }
 
+static void shared_part_done(struct sh_task *t, int status, uint64_t len, uint64_t value_len,
+			     uint32_t flags)
+{
+	struct tier_result res = { .status = status, .count = len, .value_len = value_len,
+				   .value_flags = flags };
+	t->pcb(t->ctx, &res);
+}
+
 /* A part read: header and part only, into the caller's buffers. */
 static void run_get_part(struct shared *sh, struct sh_task *t)
 {
@@ -476,12 +484,12 @@ static void run_get_part(struct shared *sh, struct sh_task *t)
 		ret = sh->be->read_part(sh, dg, &t->key, t->part, t->dst, t->dst_count, &h);
 	if (ret >= 0) {
 		A(sh->part_hits);
-		t->pcb(t->ctx, KVT_OK, (uint64_t)ret, h.value_len, h.flags & KVT_F_SEALED);
+		shared_part_done(t, KVT_OK, (uint64_t)ret, h.value_len, h.flags & KVT_F_SEALED);
 	} else if (ret == KVT_ERANGE || ret == KVT_EBUFSMALL) {
-		t->pcb(t->ctx, (int)ret, 0, h.value_len, h.flags & KVT_F_SEALED);
+		shared_part_done(t, (int)ret, 0, h.value_len, h.flags & KVT_F_SEALED);
 	} else {
 		A(sh->misses); /* corrupt, gone, failed: a miss, counted by shs3 */
-		t->pcb(t->ctx, KVT_MISS, 0, 0, 0);
+		shared_part_done(t, KVT_MISS, 0, 0, 0);
 	}
 }
 
@@ -518,12 +526,14 @@ static void run_lookup(struct shared *sh, struct sh_lookup *lk)
 		memset(lk->tiers + count, KVT_TIER_NONE, lk->n - count);
 	uint64_t m = AL(sh->bps);
 	double bps = m > 0 ? (double)m : 500e6; /* before any read: a guess */
-	shared_lookup_cb cb = lk->cb;
+	tier_done_fn cb = lk->cb;
 	void *ctx = lk->ctx;
+	struct tier_result res = { .status = KVT_OK, .count = count,
+				   .load_ns = (uint64_t)((double)bytes * 1e9 / bps) };
 	kvt_mem_free(sh->mem, lk->present, lk->n);
 	kvt_mem_free(sh->mem, lk->lens, lk->n * sizeof(uint64_t));
 	kvt_mem_free(sh->mem, lk, sizeof(*lk));
-	cb(ctx, count, (uint64_t)((double)bytes * 1e9 / bps));
+	cb(ctx, &res);
 }
 
 static void wd_finished(struct shared *sh, uint64_t len, int ret)
@@ -1019,7 +1029,7 @@ static int read_enqueue(struct shared *sh, struct sh_task *t)
 }
 
 int shared_get(struct shared *sh, uint32_t ns, const struct kvt_key *key, int prio,
-	       shared_get_cb cb, void *ctx)
+	       tier_got_fn cb, void *ctx)
 {
 	struct sh_task *t = read_task(sh, T_GET, ns, key, prio, ctx);
 	if (!t)
@@ -1029,7 +1039,7 @@ int shared_get(struct shared *sh, uint32_t ns, const struct kvt_key *key, int pr
 }
 
 int shared_get_part(struct shared *sh, uint32_t ns, const struct kvt_key *key, uint32_t part,
-		    const struct iovec *dst, unsigned dst_count, int prio, shared_part_cb cb,
+		    const struct iovec *dst, unsigned dst_count, int prio, tier_done_fn cb,
 		    void *ctx)
 {
 	struct sh_task *t;
@@ -1045,7 +1055,7 @@ int shared_get_part(struct shared *sh, uint32_t ns, const struct kvt_key *key, u
 }
 
 int shared_lookup(struct shared *sh, uint32_t ns, const struct kvt_key *keys, uint32_t n,
-		  uint8_t *tiers, shared_lookup_cb cb, void *ctx)
+		  uint8_t *tiers, tier_done_fn cb, void *ctx)
 {
 	const uint8_t *dg = ns_digest_of(sh, ns);
 	struct sh_lookup *lk;

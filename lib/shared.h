@@ -26,6 +26,7 @@
 #define KVT_SHARED_H
 
 #include "kvt_int.h"
+#include "tier.h"
 
 struct shared;
 
@@ -83,29 +84,26 @@ extern const struct ssd_evict_hook shared_ssd_hook;
  * the published item, or KVT_MISS and NULL; KVT_EXISTS if DRAM already
  * had it when the read was done).  prio: IO_PRIO_DEMAND or
  * IO_PRIO_PREFETCH.  0 if cb will run, -ENOMEM, KVT_ECLOSED. */
-typedef void (*shared_get_cb)(void *ctx, int status, struct dram_item *item);
 int shared_get(struct shared *sh, uint32_t ns, const struct kvt_key *key, int prio,
-	       shared_get_cb cb, void *ctx);
+	       tier_got_fn cb, void *ctx);
 
 /* One part of a block straight into dst[0..dst_count), nothing promoted:
  * S3 reads just the header and the part's bytes (ranged GETs).  cb(ctx,
- * status, part length copied, the value's length, its flags) runs on a
- * pool thread with KVT_OK, KVT_MISS, KVT_ERANGE or KVT_EBUFSMALL (the
- * lengths set).  0 if cb will run; -ENOTSUP if this backend reads whole
+ * res: status, count = part length copied, the value's length, its flags)
+ * runs on a pool thread with KVT_OK, KVT_MISS, KVT_ERANGE or KVT_EBUFSMALL
+ * (the lengths set).  0 if cb will run; -ENOTSUP if this backend reads whole
  * blocks only (the directory: promote with shared_get), -ENOMEM,
  * KVT_ECLOSED.  dst must stay valid until cb. */
-typedef void (*shared_part_cb)(void *ctx, int status, uint64_t len, uint64_t value_len,
-			       uint32_t flags);
 int shared_get_part(struct shared *sh, uint32_t ns, const struct kvt_key *key, uint32_t part,
-		    const struct iovec *dst, unsigned dst_count, int prio, shared_part_cb cb,
+		    const struct iovec *dst, unsigned dst_count, int prio, tier_done_fn cb,
 		    void *ctx);
 
 /* Leading keys of keys[0..n) present (stats issued in parallel over the
  * pool), tiers[0..n) (may be NULL) set to KVT_TIER_SHARED for them;
- * cb(ctx, count, load_ns).  0 if cb will run, -ENOMEM, KVT_ECLOSED. */
-typedef void (*shared_lookup_cb)(void *ctx, uint64_t count, uint64_t load_ns);
+ * cb(ctx, res: status KVT_OK, count, load_ns).  0 if cb will run,
+ * -ENOMEM, KVT_ECLOSED. */
 int shared_lookup(struct shared *sh, uint32_t ns, const struct kvt_key *keys, uint32_t n,
-		  uint8_t *tiers, shared_lookup_cb cb, void *ctx);
+		  uint8_t *tiers, tier_done_fn cb, void *ctx);
 
 /* Synchronous (they touch one name or rename one directory). */
 int shared_delete(struct shared *sh, uint32_t ns, const struct kvt_key *key);

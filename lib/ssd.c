@@ -1519,7 +1519,7 @@ fail:
 }
 
 int ssd_promote(struct ssd *s, uint32_t ns, const struct kvt_key *key, int prio,
-		ssd_promote_cb cb, void *ctx)
+		tier_got_fn cb, void *ctx)
 {
 	uint64_t h = ssd_hash(ns, key);
 	struct ssd_shard *sh = shard_of(s, h);
@@ -1627,7 +1627,7 @@ void ssd_copy_free(struct kvt_mem *mem, struct ssd_copy *c)
 }
 
 int ssd_read_copy(struct ssd *s, uint32_t ns, const struct kvt_key *key, int prio,
-		  ssd_copy_cb cb, void *ctx)
+		  tier_copy_fn cb, void *ctx)
 {
 	uint64_t h = ssd_hash(ns, key);
 	struct ssd_shard *sh = shard_of(s, h);

@@ -7,6 +7,7 @@
 
 #include "io.h"
 #include "kvt_int.h"
+#include "tier.h"
 
 struct ssd;
 
@@ -75,9 +76,8 @@ int ssd_find(struct ssd *s, uint32_t ns, const struct kvt_key *key, uint64_t *va
  * and NULL.  Returns 0 if cb will run; KVT_MISS if not on SSD; KVT_EXISTS
  * if the block is in DRAM (or being put there) already; errors.
  */
-typedef void (*ssd_promote_cb)(void *ctx, int status, struct dram_item *item);
 int ssd_promote(struct ssd *s, uint32_t ns, const struct kvt_key *key, int prio,
-		ssd_promote_cb cb, void *ctx);
+		tier_got_fn cb, void *ctx);
 
 /*
  * A private copy of a block read from SSD (ssd_read_copy): the record in
@@ -94,7 +94,6 @@ struct ssd_copy {
 	uint64_t *lens;          /* part_count part lengths, then ... */
 	uint32_t *crcs;          /* ... part_count CRC32Cs (checked), in one allocation */
 };
-typedef void (*ssd_copy_cb)(void *ctx, int status, struct ssd_copy *copy);
 /*
  * Read a block into a private buffer without changing anything the tier
  * keeps: nothing is reserved or published in DRAM, and the index entry is
@@ -107,7 +106,7 @@ typedef void (*ssd_copy_cb)(void *ctx, int status, struct ssd_copy *copy);
  * (KVT_F_QUIET, kvtierd's reads by grantees: doc/security.md).
  */
 int ssd_read_copy(struct ssd *s, uint32_t ns, const struct kvt_key *key, int prio,
-		  ssd_copy_cb cb, void *ctx);
+		  tier_copy_fn cb, void *ctx);
 /* mem: the store's allocator (the tier may be closed by then). */
 void ssd_copy_free(struct kvt_mem *mem, struct ssd_copy *copy);
 

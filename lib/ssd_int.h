@@ -119,11 +119,11 @@ struct promote_task {
 	uint64_t seq, generation, value_len, rec_len;
 	uint32_t slot;
 	uint16_t part_count;
-	ssd_promote_cb cb;
+	tier_got_fn cb;
 	void *ctx;
 	uint64_t start_ns;
 	struct ssd_copy *copy;    /* ssd_read_copy: read here, item NULL */
-	ssd_copy_cb copy_cb;
+	tier_copy_fn copy_cb;
 };
 
 struct ssd {

@@ -3,8 +3,48 @@
 
 #include "t.h"
 
+/* The one size grammar (kvt_parse_size), as options, kvtierd and the CLI see it. */
+static void test_sizes(void)
+{
+	static const struct { const char *s; uint64_t v; } good[] = {
+		{ "0", 0 }, { "512", 512 }, { "100B", 100 }, { "100b", 100 },
+		{ "64K", 64 << 10 }, { "64k", 64 << 10 }, { "64KB", 64 << 10 },
+		{ "64KiB", 64 << 10 }, { "64Ki", 64 << 10 }, { "1mb", 1 << 20 },
+		{ "1Mi", 1 << 20 }, { "2G", UINT64_C(2) << 30 }, { "3t", UINT64_C(3) << 40 },
+		{ "16777215T", UINT64_C(16777215) << 40 },
+		{ "18446744073709551615", UINT64_MAX },
+	};
+	static const char *const bad[] = {
+		"", "-1", "+1", " 1", "1 ", "1.5G", "1 G", "1P", "1KK", "1iB", "1i", "K",
+		"1GiBB", "16777216T", "18446744073709551616", "0x10",
+	};
+	uint64_t v;
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		v = 12345;
+		T_RC(kvt_parse_size(good[i].s, &v), 0);
+		T_EQ_U64(v, good[i].v);
+	}
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		v = 12345;
+		if (kvt_parse_size(bad[i], &v) != KVT_EOPTVAL)
+			T_FAIL("size \"%s\" parsed", bad[i]);
+		T_EQ_U64(v, 12345);
+	}
+	T_RC(kvt_parse_size(NULL, &v), KVT_ENULL);
+	/* The library's options take the same grammar (it refused "1mb"). */
+	{
+		struct kvt_store *s;
+		T_OK(kvt_store_create(&s));
+		T_OK(kvt_store_set_option(s, "dram.capacity", "1mb"));
+		T_OK(kvt_store_set_option(s, "dram.capacity", "64MiB"));
+		T_RC(kvt_store_set_option(s, "dram.capacity", "1i"), KVT_EOPTVAL);
+		kvt_store_destroy(s);
+	}
+}
+
 int main(void)
 {
+	test_sizes();
 	static const int codes[] = {
 		KVT_OK, KVT_MISS, KVT_EXISTS, KVT_ENULL, KVT_EBADLEN, KVT_ENONS,
 		KVT_EKEYLEN, KVT_EPIN, KVT_ECLOSED, KVT_ESTATE, KVT_EOPTION,
@@ -35,7 +75,13 @@ int main(void)
 	T_EQ_STR(kvt_strerror(12345), "unknown result code");
 	T_EQ_STR(kvt_tier_name(KVT_TIER_DRAM), "dram");
 	T_EQ_STR(kvt_tier_name(99), "none");
-	T_EQ_STR(kvt_version(), "0.1.0");
+	T_EQ_STR(kvt_version(), KVTIER_VERSION_STRING);
+	{
+		char v[32];
+		snprintf(v, sizeof(v), "%d.%d.%d", KVTIER_VERSION_MAJOR, KVTIER_VERSION_MINOR,
+			 KVTIER_VERSION_PATCH);
+		T_EQ_STR(kvt_version(), v);
+	}
 	/* CRC32C check value of the standard test string. */
 	T_EQ_U64(kvt_crc32c(0, "123456789", 9), 0xE3069283u);
 	/* Chaining gives the same result as one pass. */

@@ -1,0 +1,189 @@
+/*
+ * dram.h - the DRAM tier (G2: dram.c, with arena.c and evict.c under it).
+ *
+ * Two audiences.  The first part is what the tiers below DRAM (tier.h
+ * implementations) and the seal decorator use: reserve, publish and abort
+ * a block they bring in; view, ref and unpin one they hold; its metadata;
+ * the write-down handshake.  A lower tier never creates, clears or looks
+ * up DRAM by itself: check-layers.py fails the build's test if one of
+ * them references a DRAM function outside this part.  The second part is
+ * the store's: opening the tier, its hooks, and the request paths.
+ *
+ * Threads: every call may be made from any thread; the tier has its own
+ * shard locks (doc/threads.md).
+ */
+#ifndef KVT_DRAM_H
+#define KVT_DRAM_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "kvtier.h"
+
+struct kvt_mem;
+struct kvt_logger;
+struct quota;
+struct dram;
+struct dram_item;
+
+/* ------------------------------------------------------------------------
+ * For the lower tiers: blocks in and out of DRAM.
+ */
+
+/*
+ * A put in steps, for blocks promoted from lower tiers: reserve makes an
+ * invisible item with room for len bytes (part_lens: each part's length,
+ * NULL if part_count is 1), holding the caller's ref, and fills view
+ * (room for DRAM_MAX_RUNS) with where the bytes go: 4 KiB aligned, and the
+ * last span may be extended to the next 4 KiB boundary (its tail is zeroed).
+ * publish makes it visible (-ECANCELED if a delete or clear won; the item is
+ * then gone); abort drops it.  KVT_EXISTS if the key is present or being
+ * written.
+ */
+#define DRAM_MAX_RUNS 64 /* most runs one value may be split into */
+#define DRAM_ON_LOWER 0x1u /* publish: a lower tier already holds the block */
+#define DRAM_PROMOTED 0x2u /* publish: count as a promotion, not a put */
+#define DRAM_SEALED 0x4u   /* publish: the value is client-sealed (KVT_F_SEALED) */
+int dram_reserve(struct dram *d, uint32_t ns, const struct kvt_key *key, uint64_t len,
+		 const uint64_t *part_lens, unsigned part_count, struct dram_item **item,
+		 struct iovec *view, unsigned *view_count);
+int dram_publish(struct dram *d, struct dram_item *item, const uint32_t *crcs,
+		 const uint64_t *part_lens, unsigned flags, bool keep_ref);
+/* The namespace and key of an item the caller holds a ref on. */
+void dram_item_key(struct dram_item *item, uint32_t *ns, struct kvt_key *key);
+/* A reserved item's bytes against one CRC32C per part: KVT_OK or KVT_ECORRUPT. */
+int dram_item_verify(struct dram *d, struct dram_item *item, const uint32_t *crcs);
+/* False once a delete or clear has killed the item (the caller holds a ref). */
+bool dram_item_alive(struct dram *d, struct dram_item *item);
+void dram_abort(struct dram *d, struct dram_item *item);
+
+/* KVT_F_SEALED if the block was put sealed (fixed once published; a ref suffices). */
+uint32_t dram_item_flags(struct dram_item *item);
+
+/*
+ * Pin: on KVT_OK *item holds a reference, view[0..*view_count) (room for
+ * DRAM_MAX_RUNS) gets the value's bytes, valid until dram_unpin, and *len
+ * its length.
+ */
+int dram_pin(struct dram *d, uint32_t ns, const struct kvt_key *key, struct dram_item **item,
+	     struct iovec *view, unsigned *view_count, uint64_t *len);
+/* A ref on a visible block that is not an access: no hit, no read
+ * counted, no admission (a write-down to another tier takes it).
+ * KVT_OK or KVT_MISS; release with dram_unpin. */
+int dram_ref_quiet(struct dram *d, uint32_t ns, const struct kvt_key *key,
+		   struct dram_item **item);
+/* View of an item the caller holds a ref on; returns the span count. */
+unsigned dram_item_view(struct dram *d, struct dram_item *item, struct iovec *view,
+			uint64_t *len);
+void dram_unpin(struct dram *d, struct dram_item *item);
+/* Another ref on an item the caller holds a ref on (dropped by dram_unpin). */
+void dram_item_ref(struct dram *d, struct dram_item *item);
+/* Each part's length into lens (no CRCs computed); the part count, or
+ * KVT_ERANGE if it exceeds max.  Caller holds a ref. */
+int dram_item_part_lens(struct dram *d, struct dram_item *item, uint64_t *lens, unsigned max);
+
+void dram_writedown_done(struct dram *d, struct dram_item *item, bool stored);
+/* The lower tier dropped its copy of (ns, key): a later hit may write the
+ * DRAM block down again. */
+void dram_forget_lower(struct dram *d, uint32_t ns, const struct kvt_key *key);
+/*
+ * What a write-down needs: namespace, key, each part's length and CRC
+ * (computed now if they were deferred).  Returns the part count, or
+ * KVT_ERANGE if it exceeds max_parts.  Caller holds a ref.
+ */
+int dram_item_meta(struct dram *d, struct dram_item *item, uint32_t *ns, struct kvt_key *key,
+		   uint64_t *part_lens, uint32_t *crcs, unsigned max_parts);
+
+int dram_exists(struct dram *d, uint32_t ns, const struct kvt_key *key);
+/* The arena's regions (for I/O buffer registration): up to max, returns how many. */
+unsigned dram_regions(struct dram *d, struct iovec *out, unsigned max);
+
+struct dram_read {
+	uint32_t flags;      /* KVT_F_PART / KVT_F_RANGE / KVT_F_VERIFY */
+	uint32_t part;
+	uint64_t off, len;
+	const struct iovec *dst;
+	unsigned dst_count;
+	uint64_t copied;     /* out */
+	uint64_t value_len;  /* out */
+	uint32_t value_flags; /* out: KVT_F_SEALED */
+};
+
+/*
+ * For evict hooks only (dram_evict_fn, below), under the shard lock the
+ * hook runs with: reads of the block since it entered DRAM (0..3,
+ * saturating), and its part table (crcs only if *crcs_valid: a put may
+ * have deferred them).  Parts, or KVT_ERANGE.
+ */
+unsigned dram_item_reads_locked(struct dram_item *item);
+int dram_item_parts_locked(struct dram_item *item, uint64_t *lens, uint32_t *crcs,
+			   unsigned max, bool *crcs_valid);
+
+/* ------------------------------------------------------------------------
+ * The store's: open, hooks, requests.
+ */
+
+struct dram_config {
+	uint64_t capacity;   /* bytes of arena */
+	uint32_t chunk;      /* bytes per chunk, power of two */
+	uint32_t shards;     /* 0: choose */
+	int policy;          /* DRAM_POLICY_* */
+	int hugepages;       /* DRAM_HUGE_* */
+	bool prefault;
+};
+
+enum { DRAM_POLICY_S3FIFO = 0, DRAM_POLICY_LRU = 1 };
+enum { DRAM_HUGE_AUTO = 0, DRAM_HUGE_THP = 1, DRAM_HUGE_OFF = 2 };
+
+/*
+ * Called for every block the DRAM tier evicts, under the block's shard
+ * lock, while its bytes are still readable through view.  It must not
+ * block and must not call into the DRAM tier: copy or queue what it needs,
+ * or drop the block.  (The SSD tier's write-down fills this in.)
+ */
+typedef void (*dram_evict_fn)(void *ctx, struct dram_item *item, uint32_t ns,
+			      const struct kvt_key *key, const struct iovec *view,
+			      unsigned view_count, uint64_t len);
+
+int dram_open(struct dram **out, const struct dram_config *cfg, struct kvt_mem *mem,
+	      const struct kvt_logger *log);
+void dram_close(struct dram *d);
+void dram_set_evict_hook(struct dram *d, dram_evict_fn fn, void *ctx);
+/* Charge blocks to their namespaces' quota groups (before any put). */
+void dram_set_quota(struct dram *d, struct quota *q);
+
+/* KVT_OK, KVT_EXISTS, -ECANCELED (a delete or clear won), KVT_ETOOBIG, KVT_EFULL,
+ * KVT_ECORRUPT (supplied CRCs wrong), -ENOMEM. */
+int dram_put(struct dram *d, uint32_t ns, const struct kvt_key *key,
+	     const struct iovec *parts, unsigned part_count, const uint32_t *crcs,
+	     unsigned publish_flags);
+
+/*
+ * Write-down admission.  When a block that no lower tier holds is put
+ * (why DRAM_ADMIT_PUT) or hit (DRAM_ADMIT_HIT), fn is called under its
+ * shard lock with a ref already taken for the write-down.  fn must not
+ * block or call into the DRAM tier: it queues the block and returns true,
+ * or returns false (declined or shed; the ref is dropped).  A taken block
+ * stays pinned until dram_writedown_done(stored: a lower tier now holds it).
+ */
+enum { DRAM_ADMIT_PUT = 1, DRAM_ADMIT_HIT = 2 };
+typedef bool (*dram_admit_fn)(void *ctx, struct dram_item *item, uint32_t ns, int why);
+void dram_set_admit_hook(struct dram *d, dram_admit_fn fn, void *ctx);
+
+int dram_delete(struct dram *d, uint32_t ns, const struct kvt_key *key);
+/* Leading keys present; tiers[i] set to KVT_TIER_DRAM for those (may be NULL);
+ * *bytes (may be NULL) grows by their value lengths. */
+int64_t dram_lookup(struct dram *d, uint32_t ns, const struct kvt_key *keys, size_t n,
+		    uint8_t *tiers, uint64_t *bytes);
+/* Blocks removed.  ns may be KVT_NS_ALL. */
+int64_t dram_clear(struct dram *d, uint32_t ns);
+/* Items still pinned (for close's report). */
+/* KVT_OK, KVT_MISS, KVT_ERANGE, KVT_EBUFSMALL. */
+int dram_get(struct dram *d, uint32_t ns, const struct kvt_key *key, struct dram_read *rd);
+/* The same from an item the caller holds a ref on (pin or publish keep_ref). */
+int dram_read_item(struct dram *d, struct dram_item *item, struct dram_read *rd);
+uint64_t dram_pinned(struct dram *d);
+void dram_stats(struct dram *d, kvt_stats_fn fn, void *ctx);
+
+#endif /* KVT_DRAM_H */

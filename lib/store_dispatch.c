@@ -1,0 +1,1024 @@
+/*
+ * store_dispatch.c - running one request: DRAM first, then the chain of
+ * tiers below it (tier.h), in the order store_tiers.c set.
+ *
+ * Every operation is one walk over s->tiers[]: a tier that misses passes
+ * the request on to the next, a hit ends the walk (gets: the tier
+ * published the block in DRAM and the request is served from it).  A tier
+ * may answer later (TIER_PENDING): its callback resumes the walk at the
+ * next tier, on whatever thread it runs.  While a request walks, priv_[1]
+ * holds its place in the chain (the index, and CUR_LOCAL_HIT) and
+ * priv_[2] what the tiers so far answered (req_stash): both are free
+ * while a request runs (store_int.h).
+ *
+ * The walks, per operation:
+ *   get      DRAM; then each tier's get (promote into DRAM) until one has
+ *            it; a part read (KVT_F_PART) asks a tier's get_part first
+ *   exists   DRAM; each tier's find, exists, or a one-key lookup
+ *   lookup   key by key over DRAM and the tiers with a find (an index in
+ *            memory), then each other tier's lookup from the first key
+ *            that had none
+ *   prefetch per key: down the chain until a tier has it
+ *   put      put-if-absent over the tiers with a find; DRAM; each tier's
+ *            put_down (write-down by policy), then each put_through
+ *            (write-through from the caller's parts), merged
+ *   delete,  the tiers' prepare (tombstones), DRAM, the prepared tiers,
+ *   clear    DRAM again (a promotion may have raced), then the rest
+ *   flush    each tier's flush, in order
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store_int.h"
+
+/* priv_[1] while a request walks: the tier index, and a flag. */
+#define CUR_INDEX 0xffu
+#define CUR_LOCAL_HIT 0x100u /* delete: something answered a hit without waiting */
+
+static inline unsigned req_cursor(const struct kvt_req *r)
+{
+	return (unsigned)(uintptr_t)r->priv_[1];
+}
+
+static inline void req_set_cursor(struct kvt_req *r, unsigned c)
+{
+	r->priv_[1] = (void *)(uintptr_t)c;
+}
+
+static inline void req_stash(struct kvt_req *r, int64_t v)
+{
+	r->priv_[2] = (void *)(intptr_t)v;
+}
+
+static inline int64_t req_stashed(const struct kvt_req *r)
+{
+	return (int64_t)(intptr_t)r->priv_[2];
+}
+
+/* The request's key, and where it sits in its prompt (KVT_F_PROMPT). */
+static inline struct tier_key req_tkey(const struct kvt_req *r)
+{
+	struct tier_key k = { .ns = r->ns, .key = &r->key };
+	if (r->flags & KVT_F_PROMPT) {
+		k.prompt = r->keys;
+		k.pos = r->key_count - 1;
+	}
+	return k;
+}
+
+/* A walk ended in a callback: complete unless it went on pending. */
+static inline void req_finish(struct kvt_store *s, struct kvt_req *r, int status)
+{
+	if (status != STORE_PENDING)
+		req_complete(s, r, status);
+}
+
+static bool store_flush_ready(struct kvt_store *s, uint64_t seq)
+{
+	/* Work list is FIFO: everything before `seq` has been taken; wait for
+	 * the ones still running. */
+	/* Sequence numbers, not request pointers: a finished request belongs
+	 * to its owner again and may already be gone. */
+	for (unsigned i = 0; i < s->workers_started; i++)
+		if (s->running_seq[i] && s->running_seq[i] < seq)
+			return false;
+	return true;
+}
+
+/* ------------------------------------------------------------------------
+ * KV events
+ */
+
+/* Tokens per block of namespace ns, from its canonical text. */
+static uint32_t ns_block_tokens(struct kvt_store *s, uint32_t ns)
+{
+	const struct ns_entry *e = ns_reg_get(&s->ns, ns);
+	const char *p = e ? strstr(e->canon, "block_tokens=") : NULL;
+	return p ? (uint32_t)strtoul(p + 13, NULL, 10) : 0;
+}
+
+void store_event_stored(struct kvt_store *s, const struct kvt_req *r, uint32_t ns,
+			const struct kvt_key *key)
+{
+	const struct kvt_key *parent = NULL;
+	if (!s->events)
+		return;
+	if (r && (r->flags & KVT_F_PROMPT) && r->key_count > 1)
+		parent = &r->keys[r->key_count - 2];
+	kvevents_stored(s->events, key, parent, ns_block_tokens(s, ns));
+}
+
+void store_evicted_event(void *ctx, struct dram_item *item, uint32_t ns,
+			 const struct kvt_key *key, const struct iovec *view,
+			 unsigned view_count, uint64_t len)
+{
+	struct kvt_store *s = ctx;
+	KVT_UNUSED(item);
+	KVT_UNUSED(ns);
+	KVT_UNUSED(view);
+	KVT_UNUSED(view_count);
+	KVT_UNUSED(len);
+	kvevents_removed(s->events, key);
+}
+
+/* ------------------------------------------------------------------------
+ * Gets
+ */
+
+/* Serve a GET or GET_PINNED from DRAM; tier: what to report for a hit. */
+static int store_serve_dram(struct kvt_store *s, struct kvt_req *r, int tier)
+{
+	int ret;
+	if (r->op == KVT_OP_GET_PINNED) {
+		struct iovec view[DRAM_MAX_RUNS];
+		struct dram_item *item;
+		unsigned vc = 0;
+		uint64_t len = 0;
+		ret = dram_pin(s->dram, r->ns, &r->key, &item, view, &vc, &len);
+		if (ret != KVT_OK)
+			return ret;
+		ret = pin_add(s, r, item, view, vc);
+		if (ret < 0) {
+			dram_unpin(s->dram, item);
+			return ret;
+		}
+		r->length = len;
+		r->value_len = len;
+		r->value_flags = dram_item_flags(item);
+	} else {
+		struct dram_read rd = { .flags = r->flags, .part = r->part, .off = r->off,
+					.len = r->len, .dst = r->iov, .dst_count = r->iov_count };
+		const struct seal_key *sk = seal_key_of(s->seal, r->ns);
+		ret = sk ? seal_get(s->seal, sk, s->dram, r->ns, &r->key, &rd)
+			 : dram_get(s->dram, r->ns, &r->key, &rd);
+		r->length = rd.copied;
+		r->value_len = rd.value_len;
+		r->value_flags = rd.value_flags;
+		if (ret != KVT_OK)
+			return ret;
+	}
+	r->tier = (uint32_t)tier;
+	return KVT_OK;
+}
+
+/* Serve a get from the item a tier published (we hold a ref: it is
+ * dropped here, or owned by the pin). */
+static int store_serve_item(struct kvt_store *s, struct kvt_req *r, struct dram_item *item,
+			    uint32_t tier)
+{
+	int status;
+	r->value_flags = dram_item_flags(item);
+	if (r->op == KVT_OP_GET_PINNED) {
+		struct iovec view[DRAM_MAX_RUNS];
+		uint64_t len;
+		unsigned vc = dram_item_view(s->dram, item, view, &len);
+		status = pin_add(s, r, item, view, vc);
+		if (status == 0) {
+			r->length = len;
+			r->value_len = len;
+			r->tier = tier;
+			item = NULL; /* the pin owns the ref now */
+		}
+	} else {
+		struct dram_read rd = { .flags = r->flags, .part = r->part, .off = r->off,
+					.len = r->len, .dst = r->iov, .dst_count = r->iov_count };
+		const struct seal_key *sk = seal_key_of(s->seal, r->ns);
+		status = sk ? seal_read(s->seal, sk, s->dram, item, &r->key, &rd)
+			    : dram_read_item(s->dram, item, &rd);
+		if (status == SEAL_FAILED)
+			status = KVT_MISS;
+		r->length = rd.copied;
+		r->value_len = rd.value_len;
+		r->value_flags = rd.value_flags;
+		if (status == KVT_OK)
+			r->tier = tier;
+	}
+	if (item)
+		dram_unpin(s->dram, item);
+	return status;
+}
+
+static void store_tier_got(void *ctx, int status, struct dram_item *item);
+static void store_part_got(void *ctx, const struct tier_result *res);
+
+/* A get missed DRAM and the tiers before `from`: ask the rest.
+ * STORE_PENDING or a status. */
+static int store_get_walk(struct kvt_store *s, struct kvt_req *r, unsigned from)
+{
+	struct tier_key k = req_tkey(r);
+	for (unsigned i = from; i < s->tier_count; i++) {
+		const struct store_tier *t = &s->tiers[i];
+		int ret;
+		/* One part of a block that is not sealed: only that part's
+		 * bytes (S3: ranged GETs), nothing promoted; else the block. */
+		if (t->ops->get_part && r->op == KVT_OP_GET && (r->flags & KVT_F_PART) &&
+		    !seal_key_of(s->seal, r->ns)) {
+			req_set_cursor(r, i);
+			if (t->ops->get_part(t->t, &k, r->part, r->iov, r->iov_count,
+					     IO_PRIO_DEMAND, store_part_got, r) == TIER_PENDING)
+				return STORE_PENDING;
+		}
+		if (!t->ops->get)
+			continue;
+		req_set_cursor(r, i);
+		ret = t->ops->get(t->t, &k, IO_PRIO_DEMAND, store_tier_got, r);
+		if (ret == TIER_PENDING)
+			return STORE_PENDING;
+		/* It reached DRAM meanwhile (a put, or another reader's promotion
+		 * that has finished): serve it from there. */
+		if (ret == KVT_EXISTS)
+			return store_serve_dram(s, r, KVT_TIER_DRAM) == KVT_OK ? KVT_OK : KVT_MISS;
+		/* Still being promoted by another reader, no DRAM room to promote
+		 * into, too big for DRAM, out of memory: the model sees a miss,
+		 * never an error, for a block it cannot have now. */
+		if (ret != KVT_MISS)
+			return KVT_MISS;
+	}
+	return KVT_MISS; /* a server that is down is a miss (remote.fast_fails) */
+}
+
+/*
+ * A tier finished a promotion (its thread): serve the waiting get from the
+ * item it published, or, if it did not (another reader or a put got there
+ * first, or the tier did not have it after all), from DRAM, else from the
+ * tiers after it.
+ */
+static void store_tier_got(void *ctx, int status, struct dram_item *item)
+{
+	struct kvt_req *r = ctx;
+	struct kvt_store *s = req_queue(r)->store;
+	unsigned i = req_cursor(r) & CUR_INDEX;
+
+	if (status == KVT_OK) {
+		req_complete(s, r, store_serve_item(s, r, item, s->tiers[i].ops->id));
+		return;
+	}
+	if (store_serve_dram(s, r, KVT_TIER_DRAM) == KVT_OK) {
+		req_complete(s, r, KVT_OK);
+		return;
+	}
+	req_finish(s, r, store_get_walk(s, r, i + 1));
+}
+
+/* A tier answered a part read: the part is in the caller's buffers; a
+ * miss goes on to the next tier, as a get does. */
+static void store_part_got(void *ctx, const struct tier_result *res)
+{
+	struct kvt_req *r = ctx;
+	struct kvt_store *s = req_queue(r)->store;
+	unsigned i = req_cursor(r) & CUR_INDEX;
+
+	if (res->status == KVT_MISS) {
+		req_finish(s, r, store_get_walk(s, r, i + 1));
+		return;
+	}
+	r->length = res->status == KVT_OK ? res->count : 0;
+	r->value_len = res->value_len;
+	r->value_flags = res->value_flags;
+	if (res->status == KVT_OK)
+		r->tier = s->tiers[i].ops->id;
+	req_complete(s, r, res->status);
+}
+
+/*
+ * Quiet gets (kvtier.h, KVT_F_QUIET): nothing the store keeps changes.
+ * From DRAM: a quiet ref (no hit, read count, recency or admission), pinned
+ * as usual.  From a tier with get_copy (SSD): a private, verified copy held
+ * by a SLOT_COPY pin until kvt_pin_release; nothing is promoted.
+ */
+static int store_quiet_walk(struct kvt_store *s, struct kvt_req *r, unsigned from);
+
+static void store_copied(void *ctx, int status, struct ssd_copy *copy)
+{
+	struct kvt_req *r = ctx;
+	struct kvt_store *s = req_queue(r)->store;
+	unsigned i = req_cursor(r) & CUR_INDEX;
+	struct iovec view = { 0 };
+	struct iovec *v;
+
+	if (status == KVT_OK) {
+		view.iov_base = (void *)copy->value;
+		view.iov_len = copy->value_len;
+		status = slot_add(s, (uintptr_t)r, NULL, copy, &view, 1, SLOT_COPY, false, &r->pin,
+				  &v);
+		if (status == 0) {
+			r->view = v;
+			r->view_count = 1;
+			r->length = copy->value_len;
+			r->value_len = copy->value_len;
+			r->value_flags = copy->value_flags;
+			r->tier = s->tiers[i].ops->id;
+			copy = NULL; /* the pin owns it */
+		}
+	}
+	ssd_copy_free(&s->mem, copy);
+	req_complete(s, r, status);
+}
+
+static int store_quiet_walk(struct kvt_store *s, struct kvt_req *r, unsigned from)
+{
+	struct tier_key k = req_tkey(r);
+	for (unsigned i = from; i < s->tier_count; i++) {
+		const struct store_tier *t = &s->tiers[i];
+		int ret;
+		if (!t->ops->get_copy)
+			continue;
+		req_set_cursor(r, i);
+		ret = t->ops->get_copy(t->t, &k, store_copied, r);
+		if (ret == TIER_PENDING)
+			return STORE_PENDING;
+		/* Out of memory: a miss, as for any get that cannot be
+		 * served now. */
+		if (ret != KVT_MISS)
+			return KVT_MISS;
+	}
+	return KVT_MISS;
+}
+
+static int store_get_quiet(struct kvt_store *s, struct kvt_req *r)
+{
+	struct iovec view[DRAM_MAX_RUNS];
+	struct dram_item *item;
+	uint64_t len = 0;
+	unsigned vc;
+	int ret;
+
+	if (dram_ref_quiet(s->dram, r->ns, &r->key, &item) == KVT_OK) {
+		vc = dram_item_view(s->dram, item, view, &len);
+		ret = pin_add(s, r, item, view, vc);
+		if (ret < 0) {
+			dram_unpin(s->dram, item);
+			return ret;
+		}
+		r->length = len;
+		r->value_len = len;
+		r->value_flags = dram_item_flags(item);
+		r->tier = KVT_TIER_DRAM;
+		return KVT_OK;
+	}
+	return store_quiet_walk(s, r, 0);
+}
+
+/* ------------------------------------------------------------------------
+ * Exists and lookups
+ */
+
+static void store_exists_done(void *ctx, const struct tier_result *res);
+
+static int store_exists_walk(struct kvt_store *s, struct kvt_req *r, unsigned from)
+{
+	struct tier_key k = req_tkey(r);
+	for (unsigned i = from; i < s->tier_count; i++) {
+		const struct store_tier *t = &s->tiers[i];
+		int ret;
+		if (t->ops->find) {
+			ret = t->ops->find(t->t, r->ns, &r->key, NULL);
+		} else {
+			req_set_cursor(r, i);
+			if (t->ops->exists)
+				ret = t->ops->exists(t->t, &k, store_exists_done, r);
+			else if (t->ops->lookup)
+				ret = t->ops->lookup(t->t, r->ns, &r->key, 0, 1, NULL,
+						     store_exists_done, r);
+			else
+				continue;
+		}
+		if (ret == TIER_PENDING)
+			return STORE_PENDING;
+		if (ret == KVT_OK) {
+			r->tier = t->ops->id;
+			return KVT_OK;
+		}
+	}
+	return KVT_MISS;
+}
+
+static void store_exists_done(void *ctx, const struct tier_result *res)
+{
+	struct kvt_req *r = ctx;
+	struct kvt_store *s = req_queue(r)->store;
+	unsigned i = req_cursor(r) & CUR_INDEX;
+	const struct store_tier *t = &s->tiers[i];
+	/* An error of one tier is a miss there: the next may have it. */
+	bool hit = res->status == KVT_OK && (t->ops->exists || res->count == 1);
+
+	if (hit) {
+		r->tier = t->ops->id;
+		req_complete(s, r, KVT_OK);
+		return;
+	}
+	req_finish(s, r, store_exists_walk(s, r, i + 1));
+}
+
+static void store_lookup_done(void *ctx, const struct tier_result *res);
+
+/* Tiers without a find, from `from`, each asked for the keys after the n
+ * leading ones found so far.  r->length: n. */
+static int store_lookup_walk(struct kvt_store *s, struct kvt_req *r, unsigned from, uint64_t n)
+{
+	r->length = n;
+	for (unsigned i = from; i < s->tier_count && n < r->key_count; i++) {
+		const struct store_tier *t = &s->tiers[i];
+		if (t->ops->find || !t->ops->lookup)
+			continue;
+		req_stash(r, (int64_t)n);
+		req_set_cursor(r, i);
+		if (t->ops->lookup(t->t, r->ns, r->keys, (uint32_t)n, r->key_count, r->tiers,
+				   store_lookup_done, r) == TIER_PENDING)
+			return STORE_PENDING;
+	}
+	return KVT_OK;
+}
+
+static void store_lookup_done(void *ctx, const struct tier_result *res)
+{
+	struct kvt_req *r = ctx;
+	struct kvt_store *s = req_queue(r)->store;
+	unsigned i = req_cursor(r) & CUR_INDEX;
+	uint64_t n = (uint64_t)req_stashed(r);
+	if (res->status == KVT_OK) {
+		n += res->count;
+		r->load_ns += res->load_ns;
+	}
+	req_finish(s, r, store_lookup_walk(s, r, i + 1, n));
+}
+
+static int store_lookup(struct kvt_store *s, struct kvt_req *r)
+{
+	struct dram *d = s->dram;
+	uint64_t n = 0, dram_bytes = 0, bytes[STORE_TIERS_MAX] = { 0 };
+
+	for (unsigned i = 0; i < s->tier_count; i++)
+		if (s->tiers[i].ops->note_prompt)
+			s->tiers[i].ops->note_prompt(s->tiers[i].t, r->keys, r->key_count);
+	if (!s->tier_find) {
+		if (d)
+			n = (uint64_t)dram_lookup(d, r->ns, r->keys, r->key_count, r->tiers,
+						  &dram_bytes);
+		else if (r->tiers)
+			memset(r->tiers, KVT_TIER_NONE, r->key_count);
+	} else {
+		/* Key by key: a block may be in DRAM or in any indexed tier. */
+		for (; n < r->key_count; n++) {
+			uint8_t tier = KVT_TIER_NONE;
+			if (d && dram_lookup(d, r->ns, &r->keys[n], 1, NULL, &dram_bytes) == 1)
+				tier = KVT_TIER_DRAM;
+			for (unsigned i = 0; tier == KVT_TIER_NONE && i < s->tier_count; i++) {
+				const struct store_tier *t = &s->tiers[i];
+				uint64_t len = 0;
+				if (t->ops->find &&
+				    t->ops->find(t->t, r->ns, &r->keys[n], &len) == KVT_OK) {
+					tier = (uint8_t)t->ops->id;
+					bytes[i] += len;
+				}
+			}
+			if (tier == KVT_TIER_NONE)
+				break;
+			if (r->tiers)
+				r->tiers[n] = tier;
+		}
+		if (r->tiers)
+			memset(r->tiers + n, KVT_TIER_NONE, r->key_count - n);
+		for (unsigned i = 0; i < s->tier_count; i++)
+			if (s->tiers[i].ops->find && s->tiers[i].ops->load_ns)
+				r->load_ns += s->tiers[i].ops->load_ns(s->tiers[i].t, bytes[i]);
+	}
+	r->load_ns += (uint64_t)((double)dram_bytes * 1e9 / s->dram_bps);
+	return store_lookup_walk(s, r, 0, n);
+}
+
+/* ------------------------------------------------------------------------
+ * Prefetch
+ */
+
+struct prefetch_wait {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	uint32_t outstanding;
+	uint64_t promoted;
+};
+
+/* One key of a prefetch in flight: where it is in the chain. */
+struct prefetch_key {
+	struct kvt_store *s;
+	struct prefetch_wait *w;
+	struct tier_key k;
+	unsigned tier;
+};
+
+static void store_prefetched(void *ctx, int status, struct dram_item *item);
+
+/* Ask the tiers from pk->tier on: true if one took it (its callback runs). */
+static bool store_prefetch_walk(struct prefetch_key *pk)
+{
+	struct kvt_store *s = pk->s;
+	for (; pk->tier < s->tier_count; pk->tier++) {
+		const struct store_tier *t = &s->tiers[pk->tier];
+		int ret;
+		if (!t->ops->get)
+			continue;
+		ret = t->ops->get(t->t, &pk->k, IO_PRIO_PREFETCH, store_prefetched, pk);
+		if (ret == TIER_PENDING)
+			return true;
+		if (ret != KVT_MISS)
+			return false; /* in DRAM already, or cannot now */
+	}
+	return false;
+}
+
+static void store_prefetch_end(struct prefetch_wait *w, bool promoted)
+{
+	pthread_mutex_lock(&w->lock);
+	w->outstanding--;
+	w->promoted += promoted;
+	pthread_cond_signal(&w->cond);
+	pthread_mutex_unlock(&w->lock);
+}
+
+/* A tier answered one key (its thread): done, or a miss there goes on. */
+static void store_prefetched(void *ctx, int status, struct dram_item *item)
+{
+	struct prefetch_key *pk = ctx;
+	if (status == KVT_OK)
+		dram_unpin(pk->s->dram, item);
+	if (status != KVT_OK && status != KVT_EXISTS) {
+		pk->tier++;
+		if (store_prefetch_walk(pk))
+			return;
+	}
+	store_prefetch_end(pk->w, status == KVT_OK);
+}
+
+/* Prefetch on a worker: promote what only lower tiers hold, wait for it.
+ * Each key goes down the chain until a tier has it. */
+static int store_prefetch(struct kvt_store *s, struct kvt_req *r)
+{
+	struct prefetch_wait w = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0 };
+	struct prefetch_key *pks = NULL;
+	size_t pks_len = (size_t)r->key_count * sizeof(*pks);
+	uint64_t in_dram = 0;
+	int status = KVT_OK;
+
+	for (unsigned i = 0; i < s->tier_count; i++)
+		if (s->tiers[i].ops->note_prompt)
+			s->tiers[i].ops->note_prompt(s->tiers[i].t, r->keys, r->key_count);
+	if (s->tier_count > 0 && !(pks = kvt_mem_alloc(&s->mem, pks_len)))
+		return -ENOMEM;
+	for (uint32_t i = 0; i < r->key_count; i++) {
+		if (__atomic_load_n(&r->priv_flags_, __ATOMIC_RELAXED)) {
+			status = -ECANCELED; /* kvt_cancel while running: stop issuing */
+			break;
+		}
+		if (s->dram && dram_exists(s->dram, r->ns, &r->keys[i]) == KVT_OK) {
+			in_dram++;
+			continue;
+		}
+		if (s->tier_count == 0)
+			continue;
+		pks[i] = (struct prefetch_key){ .s = s, .w = &w, .tier = 0,
+			.k = { .ns = r->ns, .key = &r->keys[i], .prompt = r->keys, .pos = i } };
+		pthread_mutex_lock(&w.lock);
+		w.outstanding++;
+		pthread_mutex_unlock(&w.lock);
+		if (!store_prefetch_walk(&pks[i]))
+			store_prefetch_end(&w, false);
+	}
+	pthread_mutex_lock(&w.lock);
+	while (w.outstanding > 0)
+		pthread_cond_wait(&w.cond, &w.lock);
+	pthread_mutex_unlock(&w.lock);
+	pthread_mutex_destroy(&w.lock);
+	pthread_cond_destroy(&w.cond);
+	kvt_mem_free(&s->mem, pks, pks_len);
+	r->length = in_dram + w.promoted;
+	/* Canceled while the last reads were in flight: still canceled. */
+	if (__atomic_load_n(&r->priv_flags_, __ATOMIC_RELAXED))
+		status = -ECANCELED;
+	return status;
+}
+
+/* ------------------------------------------------------------------------
+ * Puts
+ */
+
+/* A put of a present key is a no-op across tiers: a block a tier with an
+ * index (SSD) holds is present. */
+static bool store_tiers_have(struct kvt_store *s, uint32_t ns, const struct kvt_key *key)
+{
+	for (unsigned i = 0; s->tier_find && i < s->tier_count; i++)
+		if (s->tiers[i].ops->find &&
+		    s->tiers[i].ops->find(s->tiers[i].t, ns, key, NULL) == KVT_OK)
+			return true;
+	return false;
+}
+
+/* A block entered DRAM: each tier writes it down by its policy. */
+static void store_put_down(struct kvt_store *s, uint32_t ns, const struct kvt_key *key)
+{
+	for (unsigned i = 0; s->tier_down && i < s->tier_count; i++)
+		if (s->tiers[i].ops->put_down)
+			s->tiers[i].ops->put_down(s->tiers[i].t, ns, key);
+}
+
+/* What a write-through merges: the status so far, and a tier's answer.
+ * A block that only a lower tier could take (no DRAM room) is a success. */
+static int store_put_merge(struct kvt_req *r, int status, const struct tier_result *res,
+			   uint32_t tier)
+{
+	if (status != KVT_OK && (res->status == KVT_OK || res->status == KVT_EXISTS)) {
+		status = res->status;
+		if (status == KVT_OK)
+			r->tier = tier;
+	}
+	return status;
+}
+
+/*
+ * Sealed puts (seal.c does the crypto).  The write-through sends the
+ * ciphertext: straight from the DRAM block when each sealed part lies in
+ * one run (the block is held by a ref until the tiers answered), else
+ * sealed again into a buffer (DRAM had no room, or a part straddles runs).
+ */
+struct store_sealed_wt {
+	struct kvt_req *r;
+	int status;              /* the put's status so far */
+	struct dram_item *item;  /* ref held, or NULL */
+	uint8_t *buf;            /* kvt_mem, buf_len bytes, or NULL */
+	size_t buf_len;
+	unsigned part_count;
+	struct iovec parts[];    /* the sealed parts sent */
+};
+
+static void store_sealed_wt_free(struct kvt_store *s, struct store_sealed_wt *w)
+{
+	if (w->item)
+		dram_unpin(s->dram, w->item);
+	kvt_mem_free(&s->mem, w->buf, w->buf_len);
+	kvt_mem_free(&s->mem, w, sizeof(*w) + w->part_count * sizeof(struct iovec));
+}
+
+static void store_put_done(void *ctx, const struct tier_result *res);
+static void store_sealed_done(void *ctx, const struct tier_result *res);
+
+/* Write-through to the tiers from `from` on: the caller's parts, or w's
+ * sealed ones.  Returns STORE_PENDING or the put's status (w freed). */
+static int store_through_walk(struct kvt_store *s, struct kvt_req *r, unsigned from, int status,
+			      struct store_sealed_wt *w)
+{
+	struct tier_key k = req_tkey(r);
+	for (unsigned i = from; s->tier_through && i < s->tier_count; i++) {
+		const struct store_tier *t = &s->tiers[i];
+		int ret;
+		if (!t->ops->put_through)
+			continue;
+		req_set_cursor(r, i);
+		if (w) {
+			w->status = status;
+			ret = t->ops->put_through(t->t, &k, w->parts, w->part_count, NULL, true,
+						  status, store_sealed_done, w);
+		} else {
+			req_stash(r, status);
+			ret = t->ops->put_through(t->t, &k, r->iov, r->iov_count,
+						  (r->flags & KVT_F_CRC) ? r->crcs : NULL,
+						  (r->flags & KVT_F_SEALED) != 0, status,
+						  store_put_done, r);
+		}
+		if (ret == TIER_PENDING)
+			return STORE_PENDING;
+	}
+	if (w)
+		store_sealed_wt_free(s, w);
+	return status;
+}
+
+/* A write-through answered (its tier's thread): merge, go on. */
+static void store_put_done(void *ctx, const struct tier_result *res)
+{
+	struct kvt_req *r = ctx;
+	struct kvt_store *s = req_queue(r)->store;
+	unsigned i = req_cursor(r) & CUR_INDEX;
+	int status = store_put_merge(r, (int)req_stashed(r), res, s->tiers[i].ops->id);
+	req_finish(s, r, store_through_walk(s, r, i + 1, status, NULL));
+}
+
+static void store_sealed_done(void *ctx, const struct tier_result *res)
+{
+	struct store_sealed_wt *w = ctx;
+	struct kvt_req *r = w->r;
+	struct kvt_store *s = req_queue(r)->store;
+	unsigned i = req_cursor(r) & CUR_INDEX;
+	int status = store_put_merge(r, w->status, res, s->tiers[i].ops->id);
+	req_finish(s, r, store_through_walk(s, r, i + 1, status, w));
+}
+
+static int store_put_sealed(struct kvt_store *s, struct kvt_req *r, const struct seal_key *sk)
+{
+	struct dram_item *item = NULL;
+	struct store_sealed_wt *w;
+	int ret;
+
+	if (store_tiers_have(s, r->ns, &r->key))
+		return KVT_EXISTS;
+	ret = seal_put(s->seal, sk, s->dram, r->ns, &r->key, r->iov, r->iov_count,
+		       (r->flags & KVT_F_CRC) ? r->crcs : NULL, s->tier_through ? &item : NULL);
+	if (ret == KVT_OK) {
+		r->tier = KVT_TIER_DRAM;
+		store_event_stored(s, r, r->ns, &r->key);
+	}
+	if (!s->tier_through || !(ret == KVT_OK || ret == KVT_EFULL || ret == KVT_ETOOBIG))
+		return ret;
+	w = kvt_mem_calloc(&s->mem, 1, sizeof(*w) + r->iov_count * sizeof(struct iovec));
+	if (!w) {
+		if (item)
+			dram_unpin(s->dram, item);
+		return ret;
+	}
+	w->r = r;
+	w->status = ret;
+	w->part_count = r->iov_count;
+	w->item = item;
+	if (!item || seal_item_parts(s->dram, item, w->parts, r->iov_count) < 0) {
+		if (item)
+			dram_unpin(s->dram, item);
+		w->item = NULL;
+		if (seal_to_buf(s->seal, sk, &r->key, r->iov, r->iov_count, &w->buf, &w->buf_len,
+				w->parts) < 0) {
+			store_sealed_wt_free(s, w);
+			return ret;
+		}
+	}
+	return store_through_walk(s, r, 0, ret, w);
+}
+
+static int store_put(struct kvt_store *s, struct kvt_req *r)
+{
+	int ret;
+	if (!s->dram)
+		return KVT_ETOOBIG;
+	if (KVT_UNLIKELY(seal_key_of(s->seal, r->ns)))
+		return store_put_sealed(s, r, seal_key_of(s->seal, r->ns));
+	if (store_tiers_have(s, r->ns, &r->key))
+		return KVT_EXISTS;
+	ret = dram_put(s->dram, r->ns, &r->key, r->iov, r->iov_count,
+		       (r->flags & KVT_F_CRC) ? r->crcs : NULL,
+		       (r->flags & KVT_F_SEALED) ? DRAM_SEALED : 0);
+	if (ret == KVT_OK) {
+		r->tier = KVT_TIER_DRAM;
+		store_event_stored(s, r, r->ns, &r->key);
+		store_put_down(s, r->ns, &r->key); /* queued, by policy */
+	}
+	/* Write-through: other engines must see first-time blocks.  The
+	 * value goes from the caller's parts, which stay valid until the
+	 * request completes; a present key (EXISTS) was written before. */
+	return store_through_walk(s, r, 0, ret, NULL);
+}
+
+/* ------------------------------------------------------------------------
+ * Deletes and clears
+ */
+
+/*
+ * Step 1 of both: what the tiers need before anything changes (the SSD
+ * tier's tombstone: if it cannot be had, nothing changes).  prep[i] for
+ * tier i; false if one failed (the others dropped).
+ */
+static bool store_prepare(struct kvt_store *s, bool clear, uint32_t ns, const struct kvt_key *key,
+			  void **prep)
+{
+	for (unsigned i = 0; i < s->tier_count; i++) {
+		const struct store_tier *t = &s->tiers[i];
+		prep[i] = NULL;
+		if (!t->ops->prepare)
+			continue;
+		prep[i] = t->ops->prepare(t->t, clear, ns, key);
+		if (!prep[i]) {
+			while (i-- > 0)
+				if (prep[i] && s->tiers[i].ops->unprepare)
+					s->tiers[i].ops->unprepare(s->tiers[i].t, prep[i]);
+			return false;
+		}
+	}
+	return true;
+}
+
+static void store_del_done(void *ctx, const struct tier_result *res);
+
+/* The tiers without prepare, from `from` on: a hit anywhere is a hit; an
+ * error of a tier is the request's (the block may still be there).
+ * status: the answer so far. */
+static int store_del_walk(struct kvt_store *s, struct kvt_req *r, unsigned from, int status,
+			  bool local_hit)
+{
+	struct tier_key k = req_tkey(r);
+	for (unsigned i = from; i < s->tier_count; i++) {
+		const struct store_tier *t = &s->tiers[i];
+		int ret;
+		if (t->ops->prepare || !t->ops->del)
+			continue;
+		req_stash(r, status);
+		req_set_cursor(r, i | (local_hit ? CUR_LOCAL_HIT : 0));
+		ret = t->ops->del(t->t, NULL, &k, store_del_done, r);
+		if (ret == TIER_PENDING)
+			return STORE_PENDING;
+		if (ret == KVT_OK)
+			local_hit = true;
+		if (status >= 0)
+			status = ret < 0 ? ret : (status == KVT_OK || ret == KVT_OK ? KVT_OK : KVT_MISS);
+	}
+	if (local_hit && s->events)
+		kvevents_removed(s->events, &r->key);
+	return status;
+}
+
+static void store_del_done(void *ctx, const struct tier_result *res)
+{
+	struct kvt_req *r = ctx;
+	struct kvt_store *s = req_queue(r)->store;
+	unsigned c = req_cursor(r);
+	int status = (int)req_stashed(r);
+	if (status >= 0)
+		status = status == KVT_OK || res->status == KVT_OK ? KVT_OK : KVT_MISS;
+	if (res->status < 0)
+		status = res->status;
+	req_finish(s, r, store_del_walk(s, r, (c & CUR_INDEX) + 1, status,
+					(c & CUR_LOCAL_HIT) != 0));
+}
+
+static int store_delete(struct kvt_store *s, struct kvt_req *r)
+{
+	struct dram *d = s->dram;
+	void *prep[STORE_TIERS_MAX];
+	struct tier_key k = req_tkey(r);
+	int a, b = KVT_MISS;
+
+	/* The tombstone first, then DRAM, then the SSD index: ssd.h says why. */
+	if (s->tier_prepare && !store_prepare(s, false, r->ns, &r->key, prep))
+		return -ENOMEM;
+	a = d ? dram_delete(d, r->ns, &r->key) : KVT_MISS;
+	if (s->tier_prepare) {
+		for (unsigned i = 0; i < s->tier_count; i++)
+			if (prep[i] && s->tiers[i].ops->del(s->tiers[i].t, prep[i], &k, NULL,
+							    NULL) == KVT_OK)
+				b = KVT_OK;
+		/* Again: a promotion may have reserved the block in DRAM after
+		 * the first pass; this kills it (ssd_promote). */
+		if (d && dram_delete(d, r->ns, &r->key) == KVT_OK)
+			a = KVT_OK;
+	}
+	a = a == KVT_OK || b == KVT_OK ? KVT_OK : KVT_MISS;
+	return store_del_walk(s, r, 0, a, a == KVT_OK);
+}
+
+static void store_clear_done(void *ctx, const struct tier_result *res);
+
+/* The tiers without prepare: r->length is the most blocks any tier
+ * removed; an error of a tier is the request's. */
+static int store_clear_walk(struct kvt_store *s, struct kvt_req *r, unsigned from, int status)
+{
+	for (unsigned i = from; i < s->tier_count; i++) {
+		const struct store_tier *t = &s->tiers[i];
+		int64_t ret;
+		if (t->ops->prepare || !t->ops->clear)
+			continue;
+		req_stash(r, status);
+		req_set_cursor(r, i);
+		ret = t->ops->clear(t->t, NULL, r->ns, store_clear_done, r);
+		if (ret == TIER_PENDING)
+			return STORE_PENDING;
+		if (ret < 0 && status >= 0)
+			status = (int)ret;
+		else if (ret > 0 && (uint64_t)ret > r->length)
+			r->length = (uint64_t)ret;
+	}
+	return status;
+}
+
+static void store_clear_done(void *ctx, const struct tier_result *res)
+{
+	struct kvt_req *r = ctx;
+	struct kvt_store *s = req_queue(r)->store;
+	int status = (int)req_stashed(r);
+	if (res->status == KVT_OK && res->count > r->length)
+		r->length = res->count;
+	if (res->status < 0)
+		status = res->status;
+	req_finish(s, r, store_clear_walk(s, r, (req_cursor(r) & CUR_INDEX) + 1, status));
+}
+
+static int store_clear(struct kvt_store *s, struct kvt_req *r)
+{
+	struct dram *d = s->dram;
+	void *prep[STORE_TIERS_MAX];
+	int64_t a, b = 0;
+
+	if (s->tier_prepare && !store_prepare(s, true, r->ns, NULL, prep))
+		return -ENOMEM;
+	a = d ? dram_clear(d, r->ns) : 0;
+	if (s->tier_prepare) {
+		for (unsigned i = 0; i < s->tier_count; i++) {
+			int64_t c;
+			if (!prep[i])
+				continue;
+			c = s->tiers[i].ops->clear(s->tiers[i].t, prep[i], r->ns, NULL, NULL);
+			if (c > b)
+				b = c;
+		}
+		if (d)
+			a += dram_clear(d, r->ns); /* promotions that raced (see delete) */
+	}
+	r->length = (uint64_t)(a > b ? a : b);
+	if (s->events)
+		kvevents_cleared(s->events); /* the format has no per-namespace clear */
+	return store_clear_walk(s, r, 0, KVT_OK);
+}
+
+/* ------------------------------------------------------------------------
+ * One request
+ */
+
+int store_exec(struct kvt_store *s, struct kvt_req *r)
+{
+	struct dram *d = s->dram;
+	int ret;
+
+	r->tier = KVT_TIER_NONE;
+	r->length = 0;
+	switch (r->op) {
+	case KVT_OP_PUT:
+		return store_put(s, r);
+	case KVT_OP_GET: {
+		struct dram_read rd = { .flags = r->flags, .part = r->part, .off = r->off,
+					.len = r->len, .dst = r->iov, .dst_count = r->iov_count };
+		const struct seal_key *sk = seal_key_of(s->seal, r->ns);
+		if (!d)
+			return KVT_MISS;
+		ret = sk ? seal_get(s->seal, sk, d, r->ns, &r->key, &rd)
+			 : dram_get(d, r->ns, &r->key, &rd);
+		r->length = rd.copied;
+		r->value_len = rd.value_len;
+		r->value_flags = rd.value_flags;
+		if (ret == SEAL_FAILED)
+			ret = KVT_MISS; /* present but did not open */
+		else if (ret == KVT_OK)
+			r->tier = KVT_TIER_DRAM;
+		else if (ret == KVT_MISS)
+			ret = store_get_walk(s, r, 0);
+		return ret;
+	}
+	case KVT_OP_GET_PINNED: {
+		struct iovec view[DRAM_MAX_RUNS];
+		struct dram_item *item;
+		unsigned vc = 0;
+		uint64_t len = 0;
+		if (!d)
+			return KVT_MISS;
+		if (r->flags & KVT_F_QUIET)
+			return store_get_quiet(s, r);
+		ret = dram_pin(d, r->ns, &r->key, &item, view, &vc, &len);
+		if (ret == KVT_MISS)
+			return store_get_walk(s, r, 0);
+		if (ret != KVT_OK)
+			return ret;
+		ret = pin_add(s, r, item, view, vc);
+		if (ret < 0) {
+			dram_unpin(d, item);
+			return ret;
+		}
+		r->length = len;
+		r->value_len = len;
+		r->value_flags = dram_item_flags(item);
+		r->tier = KVT_TIER_DRAM;
+		return KVT_OK;
+	}
+	case KVT_OP_EXISTS:
+		if (d && dram_exists(d, r->ns, &r->key) == KVT_OK) {
+			r->tier = KVT_TIER_DRAM;
+			return KVT_OK;
+		}
+		return store_exists_walk(s, r, 0);
+	case KVT_OP_DELETE:
+		return store_delete(s, r);
+	case KVT_OP_LOOKUP:
+		return store_lookup(s, r);
+	case KVT_OP_PREFETCH:
+		return store_prefetch(s, r);
+	case KVT_OP_CLEAR:
+		return store_clear(s, r);
+	case KVT_OP_FLUSH:
+		pthread_mutex_lock(&s->work_lock);
+		while (!store_flush_ready(s, r->priv_seq_))
+			pthread_cond_wait(&s->work_cond, &s->work_lock);
+		pthread_mutex_unlock(&s->work_lock);
+		ret = KVT_OK;
+		/* In chain order: what a tier hands down while flushing (SSD
+		 * evictions to the shared tier) is flushed after it. */
+		for (unsigned i = 0; i < s->tier_count; i++) {
+			int st = s->tiers[i].ops->flush ? s->tiers[i].ops->flush(s->tiers[i].t) : 0;
+			if (st < 0 && ret == KVT_OK)
+				ret = st;
+		}
+		return ret;
+	}
+	return KVT_EBADOP;
+}

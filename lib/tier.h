@@ -1,0 +1,198 @@
+/*
+ * tier.h - the one interface every tier below DRAM implements (SSD, the
+ * remote tier over one or several kvtierd, the shared tier, and any tier a
+ * test plugs in), and the two completion types they share.
+ *
+ * The store (store_dispatch.c) holds an ordered array of tiers, the chain
+ * (option store.tiers, default "ssd,remote,shared": doc/decisions.md says
+ * why the pod store comes before shared storage).  A request that DRAM
+ * cannot answer walks the chain: on a miss the next tier, on a hit the
+ * tier's answer.  The store never names a tier; a tier never calls the
+ * store or another tier (a tier's hooks into the DRAM tier, such as the
+ * SSD write-down admission or the shared tier's evict hook, are set up by
+ * the tier's own open).  Modelled on SQLite's sqlite3_pcache_methods2 and
+ * RocksDB's SecondaryCache: the orchestrator holds the policy of the
+ * walk, each implementation holds its medium.
+ *
+ * Return conventions of every operation that may complete later:
+ *   TIER_PENDING   the callback will run, exactly once, on any thread
+ *                  (possibly before the call returns); the caller does not
+ *                  touch what it handed over until then
+ *   KVT_OK         done now, a hit (the callback never runs)
+ *   KVT_MISS       done now, not in this tier: the walk goes on
+ *   < 0            done now, failed (the callback never runs); for gets
+ *                  the walk stops and the request is a miss, for others
+ *                  the error is the request's
+ * Every member may be NULL where the tier has no such operation; the walk
+ * then passes the tier by (a NULL get is a miss, a NULL put_down a no-op).
+ */
+#ifndef KVT_TIER_H
+#define KVT_TIER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "kvtier.h"
+
+struct dram;
+struct dram_item;
+struct kvt_mem;
+struct kvt_logger;
+struct ns_registry;
+struct quota;
+
+#define TIER_PENDING 1000 /* the callback will run (never a KVT_* code) */
+
+/* "A value arrived in DRAM": KVT_OK with a ref on the published item (the
+ * callee must dram_unpin it), or a non-OK status and NULL (KVT_MISS:
+ * absent, corrupt, I/O error, server down; KVT_EXISTS: another reader or a
+ * put published it first).  Replaces ssd_promote_cb, shared_get_cb and
+ * remote_get_cb, which had this signature under three names. */
+typedef void (*tier_got_fn)(void *ctx, int status, struct dram_item *item);
+
+/* "Done, with status": what an operation learned; read it inside the
+ * callback only. */
+struct tier_result {
+	int status;                 /* KVT_OK, KVT_MISS, KVT_EXISTS, or an error */
+	uint32_t tier;              /* exists: the server's tier of the block (remote) */
+	uint64_t count;             /* lookup: leading hits; clear: blocks removed;
+				     * get_part: bytes copied */
+	uint64_t load_ns;           /* lookup: the tier's load estimate */
+	uint64_t value_len;         /* get_part: the whole value's length */
+	uint32_t value_flags;       /* get_part: KVT_F_SEALED if stored so */
+};
+typedef void (*tier_done_fn)(void *ctx, const struct tier_result *res);
+
+/* A quiet read's private copy (KVT_F_QUIET): KVT_OK and the copy, which
+ * the callee owns (ssd.h: struct ssd_copy, freed with ssd_copy_free), or
+ * a non-OK status and NULL.  Only the SSD tier makes them today. */
+struct ssd_copy;
+typedef void (*tier_copy_fn)(void *ctx, int status, struct ssd_copy *copy);
+
+/* One key of a request, and where it sits in its prompt when the caller
+ * said (KVT_F_PROMPT, lookups and prefetches): prompt[0..pos] are the
+ * prompt's keys through this one.  prompt NULL: not known.  The remote
+ * tier places blocks by it (cluster.h). */
+struct tier_key {
+	uint32_t ns;
+	const struct kvt_key *key;
+	const struct kvt_key *prompt;
+	uint32_t pos;
+};
+
+/* What a tier's open gets from the store; everything outlives the tier. */
+struct tier_env {
+	struct dram *dram;          /* the DRAM tier (dram.h: the lower tiers' part) */
+	struct ns_registry *ns;
+	struct quota *quota;
+	struct kvt_mem *mem;
+	const struct kvt_logger *log;
+	int dir_fd;                 /* the store directory, -1: memory only */
+	uint64_t dram_capacity;     /* bytes */
+	/* Tiers opened before this one (open order: ssd, remote, shared, then
+	 * registered ones), by KVT_TIER_* id; NULL if absent. */
+	void *(*find)(void *store, int id);
+	void *store;
+};
+
+/* Capabilities the walk and the synchronous helpers read. */
+#define TIER_ASYNC_GET 0x1u /* gets complete on another thread */
+#define TIER_ASYNC_ALL 0x2u /* any operation may complete on another thread */
+#define TIER_KEEPS_EVICTED 0x4u /* a block DRAM evicts may live on here */
+
+struct tier_ops {
+	const char *name;           /* as in store.tiers */
+	uint32_t id;                /* KVT_TIER_* its hits report */
+	unsigned flags;             /* TIER_ASYNC_* */
+
+	/* Lifecycle.  open: arg is what was registered (the built-in tiers:
+	 * their config).  0 or an error (logged by the tier).  stop: drain
+	 * and stop threads; callbacks still run, later calls fail or miss.
+	 * free: release memory, after the DRAM tier is closed (a tier whose
+	 * DRAM hooks may still run until then).  child: in a forked child,
+	 * which must not join the parent's threads or touch its files. */
+	int (*open)(void **t, const struct tier_env *env, void *arg);
+	void (*stop)(void *t);
+	void (*free)(void *t);
+
+	/* Reads. */
+	/* Synchronous index: KVT_OK (*value_len set, may be NULL) or KVT_MISS.
+	 * A tier with one answers exists, lookups and put-if-absent from it. */
+	int (*find)(void *t, uint32_t ns, const struct kvt_key *key, uint64_t *value_len);
+	/* Estimated ns to load len bytes (lookups' load_ns), for find hits. */
+	uint64_t (*load_ns)(void *t, uint64_t len);
+	/* Promote into DRAM; prio IO_PRIO_DEMAND or IO_PRIO_PREFETCH.
+	 * TIER_PENDING, KVT_MISS, KVT_EXISTS (in DRAM now), or < 0. */
+	int (*get)(void *t, const struct tier_key *k, int prio, tier_got_fn got, void *ctx);
+	/* One part straight into dst, nothing promoted (res: status, count
+	 * copied, value_len, value_flags).  KVT_MISS here: use get instead. */
+	int (*get_part)(void *t, const struct tier_key *k, uint32_t part, const struct iovec *dst,
+			unsigned dst_count, int prio, tier_done_fn done, void *ctx);
+	/* Quiet read (KVT_F_QUIET): a private, verified copy; nothing the
+	 * tier keeps changes.  TIER_PENDING, KVT_MISS, or < 0. */
+	int (*get_copy)(void *t, const struct tier_key *k, tier_copy_fn done, void *ctx);
+	/* Present?  Tiers without find: KVT_OK, KVT_MISS or TIER_PENDING. */
+	int (*exists)(void *t, const struct tier_key *k, tier_done_fn done, void *ctx);
+	/* Leading hits among keys[from..n) (res->count from `from`), tiers
+	 * (the prompt's, may be NULL) marked for them.  Tiers with find are
+	 * asked key by key instead, interleaved with DRAM. */
+	int (*lookup)(void *t, uint32_t ns, const struct kvt_key *keys, uint32_t from, uint32_t n,
+		      uint8_t *tiers, tier_done_fn done, void *ctx);
+	/* A prompt's keys, before gets of its blocks (placement anchors). */
+	void (*note_prompt)(void *t, const struct kvt_key *keys, uint32_t n);
+
+	/* Writes. */
+	/* Write-down: (ns, key) entered DRAM by a put or a commit; queue it
+	 * by the tier's policy.  Never blocks, never fails the put. */
+	void (*put_down)(void *t, uint32_t ns, const struct kvt_key *key);
+	/* Write-through from the caller's parts (valid until done): local is
+	 * what DRAM said (KVT_OK, KVT_EFULL, KVT_ETOOBIG).  TIER_PENDING or
+	 * KVT_MISS (not taken).  A tier with put_through makes the store
+	 * refuse reservations (kvt_put_reserve: nothing to write from). */
+	int (*put_through)(void *t, const struct tier_key *k, const struct iovec *parts,
+			   unsigned part_count, const uint32_t *crcs, bool sealed, int local,
+			   tier_done_fn done, void *ctx);
+
+	/* Deletes and clears.  prepare (may be NULL) runs before DRAM is
+	 * touched and may fail the request (NULL: out of memory): after it
+	 * the tier's del/clear consume what it returned, and DRAM is passed
+	 * over again (a promotion may have raced: ssd.h).  unprepare drops
+	 * what prepare returned when another tier's prepare failed. */
+	void *(*prepare)(void *t, bool clear, uint32_t ns, const struct kvt_key *key);
+	void (*unprepare)(void *t, void *prepared);
+	/* KVT_OK, KVT_MISS, TIER_PENDING (res->status), or < 0. */
+	int (*del)(void *t, void *prepared, const struct tier_key *k, tier_done_fn done,
+		   void *ctx);
+	/* Blocks removed (>= 0), TIER_PENDING (res->count), or < 0. */
+	int64_t (*clear)(void *t, void *prepared, uint32_t ns, tier_done_fn done, void *ctx);
+
+	/* Wait until what was queued before is stored; 0 or an error. */
+	int (*flush)(void *t);
+	/* A batch of requests starts / ends (the remote tier corks its
+	 * connections); plug returns what unplug takes. */
+	void *(*plug)(void *t);
+	void (*unplug)(void *t, void *plugged);
+	/* Namespace ns was registered persistent (KVT_NS_PERSISTENT). */
+	int (*set_persistent)(void *t, uint32_t ns);
+	void (*stats)(void *t, kvt_stats_fn fn, void *ctx);
+};
+
+/* The built-in tiers (tier_ssd.c, tier_remote.c, tier_shared.c). */
+extern const struct tier_ops tier_ssd_ops;
+extern const struct tier_ops tier_remote_ops;
+extern const struct tier_ops tier_shared_ops;
+
+/*
+ * Add a tier to a store that is created and not yet open (tests, and any
+ * tier that lives outside the library): at open, ops->open(&t, env, arg)
+ * runs after the built-in tiers' opens, and the tier joins the chain where
+ * store.tiers names it (ops->name), or at its head if store.tiers does not
+ * name it.  ops and arg must outlive the store.  0, KVT_ENULL, KVT_ESTATE
+ * (open already), KVT_EFULL (too many tiers).
+ */
+int store_tier_register(struct kvt_store *s, const struct tier_ops *ops, void *arg);
+/* The handle of the open store's tier with this ops, or NULL. */
+void *store_tier_handle(struct kvt_store *s, const struct tier_ops *ops);
+
+#endif /* KVT_TIER_H */

@@ -1,0 +1,142 @@
+#!/usr/bin/env python3
+"""check-layers.py - the library's object graph has no cycle, and the tiers
+below DRAM call only the DRAM tier's lower-tier interface.
+
+Usage: check-layers.py LIBKVTIER.a [--allow-cycle a.o,b.o ...]
+
+Reads every member of the static library with `nm`, draws an edge a -> b
+when object a references a global symbol that object b defines, and finds
+the strongly connected components (Tarjan).  A component of more than one
+object is a cycle: printed with the symbols that make each edge, and the
+test fails (exit 1), unless the component is exactly one listed with
+--allow-cycle (a known cycle, left for later: doc/decisions.md "Layers").
+Then checks that the tier implementations (lib/dram.h's first part) and
+the seal decorator reference no DRAM function outside that part.
+Exit 0 pass, 1 fail, 77 skip (no nm).
+"""
+import re
+import shutil
+import subprocess
+import sys
+
+# What dram.h's first part declares: the only DRAM calls lower tiers make.
+DRAM_LOWER = {
+    "dram_reserve", "dram_publish", "dram_abort", "dram_item_key", "dram_item_verify",
+    "dram_item_alive", "dram_item_flags", "dram_pin", "dram_ref_quiet", "dram_item_view",
+    "dram_unpin", "dram_item_ref", "dram_item_part_lens", "dram_writedown_done",
+    "dram_forget_lower", "dram_item_meta", "dram_exists", "dram_regions",
+    "dram_item_reads_locked", "dram_item_parts_locked",
+    # installed by the tier's own open
+    "dram_set_admit_hook", "dram_set_evict_hook",
+}
+LOWER_TIERS = ("ssd", "ssd_recover", "ssd_fsck", "shared", "shdir", "shs3", "remote",
+               "cluster", "seal", "tier_ssd", "tier_shared", "tier_remote")
+
+
+def short(member):
+    """lib_store.c.o, libkvtier.a.p/lib_store.c.o -> store"""
+    m = re.search(r"lib_([A-Za-z0-9_]+)\.c\.o$", member)
+    return m.group(1) if m else member
+
+
+LINE = re.compile(r"^.*?:([^:/]+\.o):\s*(?:[0-9a-fA-F]+\s+)?([A-Za-z])\s+(\S+)$")
+
+
+def read(archive):
+    """Objects, {symbol: defining object}, {object: symbols it references}."""
+    defs, uses, objs = {}, {}, set()
+    out = subprocess.run(["nm", "-A", "-g", archive], capture_output=True, text=True,
+                         check=True).stdout
+    for line in out.splitlines():
+        m = LINE.match(line)
+        if not m:
+            continue
+        obj, kind, sym = short(m.group(1)), m.group(2), m.group(3)
+        objs.add(obj)
+        if kind == "U":
+            uses.setdefault(obj, set()).add(sym)
+        elif kind not in "wv":
+            defs.setdefault(sym, obj)
+    return objs, defs, uses
+
+
+def sccs(nodes, edges):
+    index, low, on, stack, out = {}, {}, set(), [], []
+    counter = [0]
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in sorted(edges.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            out.append(sorted(comp))
+
+    sys.setrecursionlimit(10000)
+    for v in sorted(nodes):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def main():
+    if not shutil.which("nm"):
+        print("no nm: skipped")
+        return 77
+    archive = sys.argv[1]
+    allowed = set()
+    args = sys.argv[2:]
+    while args:
+        if args[0] == "--allow-cycle" and len(args) > 1:
+            allowed.add(tuple(sorted(x.strip() for x in args[1].split(","))))
+            args = args[2:]
+        else:
+            print("usage: check-layers.py LIB.a [--allow-cycle a,b,...]", file=sys.stderr)
+            return 2
+    objs, defs, uses = read(archive)
+    edges, why = {}, {}
+    for a, syms in uses.items():
+        for sym in syms:
+            b = defs.get(sym)
+            if b and b != a:
+                edges.setdefault(a, set()).add(b)
+                why.setdefault((a, b), set()).add(sym)
+    fail = False
+    comps = [c for c in sccs(objs, edges) if len(c) > 1]
+    for comp in comps:
+        known = tuple(comp) in allowed
+        print(("known cycle (allowed): " if known else "CYCLE: ") + " ".join(comp))
+        for a in comp:
+            for b in sorted(edges.get(a, ())):
+                if b in comp:
+                    print(f"  {a} -> {b}: {', '.join(sorted(why[(a, b)])[:6])}")
+        fail |= not known
+    for a in LOWER_TIERS:
+        bad = sorted(s for s in uses.get(a, ()) if defs.get(s) == "dram" and s not in DRAM_LOWER)
+        if bad:
+            print(f"LAYER: {a} calls DRAM outside dram.h's lower-tier part: {', '.join(bad)}")
+            fail = True
+    for a in sorted(objs):
+        if a in LOWER_TIERS and any(defs.get(s, "").startswith("store") for s in uses.get(a, ())):
+            print(f"LAYER: tier {a} calls the store")
+            fail = True
+    print(f"{len(objs)} objects, {sum(len(v) for v in edges.values())} edges, "
+          f"{len(comps)} cycle(s)")
+    return 1 if fail else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
