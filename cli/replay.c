@@ -92,6 +92,8 @@ struct replay_result {
 	/* per request, for the what-if model (requests entries) */
 	uint64_t *req_dram_tokens, *req_ssd_tokens;
 	uint64_t *req_dram_lead; /* leading hit tokens before the first non-DRAM one */
+	/* the offline optimum at DRAM + SSD capacity (optimum.c), set by replay_main */
+	struct rp_optimum opt;
 };
 
 static void replay_result_free(struct replay_result *r)
@@ -525,6 +527,37 @@ struct replay_ctx {
 	const char *bpt_why;
 };
 
+/* The ceiling: the offline optimum at this capacity and the unlimited ideal. */
+static void replay_json_optimum(json_t *j, const struct replay_ctx *c, const struct replay_result *r)
+{
+	double hit = replay_frac(r->hit_blocks, r->blocks);
+	double opt = replay_frac(r->opt.prefix_hits, r->opt.blocks);
+	double ideal = replay_frac(c->ideal.hit_blocks, c->ideal.blocks);
+	json_object_set_new(j, "optimum_capacity_blocks", json_integer((json_int_t)r->opt.capacity));
+	json_object_set_new(j, "optimum_block_hit_ratio", json_real(opt));
+	json_object_set_new(j, "optimum_bound_block_hit_ratio",
+			    json_real(replay_frac(r->opt.any_hits, r->opt.blocks)));
+	json_object_set_new(j, "of_optimum", json_real(opt > 0 ? hit / opt : 0));
+	json_object_set_new(j, "of_ideal", json_real(ideal > 0 ? hit / ideal : 0));
+	json_object_set_new(j, "ssd_writedown_shed", json_integer((json_int_t)r->ssd_wd_shed));
+}
+
+static void replay_print_optimum(const struct replay_ctx *c, const struct replay_result *r)
+{
+	double hit = replay_frac(r->hit_blocks, r->blocks);
+	double opt = replay_frac(r->opt.prefix_hits, r->opt.blocks);
+	double ideal = replay_frac(c->ideal.hit_blocks, c->ideal.blocks);
+	printf("optimum here          %7.2f %%                 offline, at DRAM+SSD = %" PRIu64
+	       " blocks (Belady MIN with bypass, prefix hits)\n",
+	       100.0 * opt, r->opt.capacity);
+	if (r->opt.any_hits != r->opt.prefix_hits)
+		printf("optimum bound         %7.2f %%                 ids with several parents: the true "
+		       "optimum lies between\n",
+		       replay_pct(r->opt.any_hits, r->opt.blocks));
+	printf("of optimum, ideal     %7.3f       %7.3f     hit ratio / optimum here, / ideal\n",
+	       opt > 0 ? hit / opt : 0, ideal > 0 ? hit / ideal : 0);
+}
+
 static void replay_report_store(const struct replay_ctx *c, const struct replay_result *r)
 {
 	char a[32], b[32], v[32];
@@ -575,6 +608,7 @@ static void replay_report(const struct replay_ctx *c, const struct replay_result
 			"lost", (json_int_t)r->lost, "puts", (json_int_t)r->puts,
 			"put_exists", (json_int_t)r->put_exists, "put_errors", (json_int_t)r->put_errors,
 			"gets", (json_int_t)r->gets);
+		replay_json_optimum(j, c, r);
 		json_object_set_new(j, "verified_bytes", json_integer((json_int_t)r->verified_bytes));
 		json_object_set_new(j, "dram_put_bytes", json_integer((json_int_t)r->dram_put_bytes));
 		json_object_set_new(j, "dram_get_bytes", json_integer((json_int_t)r->dram_get_bytes));
@@ -609,6 +643,9 @@ static void replay_report(const struct replay_ctx *c, const struct replay_result
 	printf("ideal, unlimited      %7.2f %%     %7.2f %%   same trace, a cache that never evicts\n",
 	       replay_pct(c->ideal.hit_blocks, c->ideal.blocks),
 	       replay_pct(c->ideal.hit_tokens, c->ideal.tokens));
+	replay_print_optimum(c, r);
+	if (c->o->server)
+		printf("                      (the optimum counts the local tiers only, not kvtierd)\n");
 	printf("hits from DRAM     %10" PRIu64 "    %10" PRIu64 "\n", r->tier_hits[KVT_TIER_DRAM],
 	       r->tier_tokens[KVT_TIER_DRAM]);
 	printf("hits from SSD      %10" PRIu64 "    %10" PRIu64 "\n", r->tier_hits[KVT_TIER_SSD],
@@ -913,16 +950,21 @@ static void replay_sweep_print(const struct replay_ctx *c, const struct replay_r
 				      "ssd_hits", (json_int_t)r->tier_hits[KVT_TIER_SSD],
 				      "lost", (json_int_t)r->lost, "modelled_speedup", w[2].speedup,
 				      "wall_s", r->wall_s);
+		replay_json_optimum(j, c, r);
 		replay_json_line(j);
 		return;
 	}
 	if (first)
-		printf("\n%10s %10s %9s %9s %10s %10s %8s %s\n", "DRAM", "SSD", "block hit", "token hit",
-		       "DRAM hits", "SSD hits", "seconds", "modelled speedup (dram+ssd)");
-	printf("%10s %10s %8.2f%% %8.2f%% %10" PRIu64 " %10" PRIu64 " %8.1f %6.2fx\n",
+		printf("\n%10s %10s %9s %9s %6s %10s %10s %8s %8s %s\n", "DRAM", "SSD", "block hit",
+		       "optimum", "of opt", "DRAM hits", "SSD hits", "shed", "seconds",
+		       "modelled speedup (dram+ssd)");
+	double opt = replay_frac(r->opt.prefix_hits, r->opt.blocks);
+	printf("%10s %10s %8.2f%% %8.2f%% %6.3f %10" PRIu64 " %10" PRIu64 " %8" PRIu64 " %8.1f %6.2fx\n",
 	       replay_fmt_size(a, sizeof a, r->dram_cap), r->ssd_cap ? replay_fmt_size(b, sizeof b, r->ssd_cap) : "-",
-	       replay_pct(r->hit_blocks, r->blocks), replay_pct(r->hit_tokens, r->tokens),
-	       r->tier_hits[KVT_TIER_DRAM], r->tier_hits[KVT_TIER_SSD], r->wall_s, w[2].speedup);
+	       replay_pct(r->hit_blocks, r->blocks), 100.0 * opt,
+	       opt > 0 ? replay_frac(r->hit_blocks, r->blocks) / opt : 0,
+	       r->tier_hits[KVT_TIER_DRAM], r->tier_hits[KVT_TIER_SSD], r->ssd_wd_shed, r->wall_s,
+	       w[2].speedup);
 	fflush(stdout);
 }
 
@@ -1027,6 +1069,14 @@ int replay_main(int argc, char **argv)
 					run.dram_cap, run.ssd_cap);
 			if (replay_run_one(&run, &res, err, sizeof err) < 0) {
 				fprintf(stderr, "kvtier replay: %s\n", err);
+				exit_rc = BENCH_EXIT_FAIL;
+				break;
+			}
+			/* The ceiling at this point's total capacity, in blocks. */
+			if (rp_optimum(&t, res.requests, (run.dram_cap + run.ssd_cap) / c.value_len,
+				       &res.opt) < 0) {
+				fprintf(stderr, "kvtier replay: out of memory\n");
+				replay_result_free(&res);
 				exit_rc = BENCH_EXIT_FAIL;
 				break;
 			}
