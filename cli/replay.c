@@ -572,7 +572,7 @@ static void replay_report_store(const struct replay_ctx *c, const struct replay_
 		printf("store     embedded: DRAM %s", replay_fmt_size(a, sizeof a, r->dram_cap));
 	if (r->ssd_cap && r->dram_cap)
 		printf(", SSD %s (admission %s) under %s", replay_fmt_size(b, sizeof b, r->ssd_cap),
-		       c->o->admission ? c->o->admission : "second", c->o->dir);
+		       c->o->admission ? c->o->admission : "victim", c->o->dir);
 	printf("; time %s\n", c->o->speed > 0 ? "scaled from the trace" : "as fast as possible");
 	printf("values    %s: %" PRIu64 " B/token (%s per block); replayed at %" PRIu64
 	       " B/token (%s per block), %s\n",
@@ -733,8 +733,9 @@ static void replay_usage(FILE *f)
 		"  --ssd SIZE            SSD tier (default 0: none); a comma list sweeps\n"
 		"  --dir DIR             where SSD run directories go (default $TMPDIR or\n"
 		"                        /var/tmp; must support O_DIRECT); removed after\n"
-		"  --dram-policy P       DRAM eviction: s3fifo (default) or lru\n"
-		"  --admission POLICY    SSD admission: second (default) or always\n"
+		"  --dram-policy P       DRAM eviction: prefix (default), lru or s3fifo\n"
+		"  --admission POLICY    SSD admission: victim (default: what DRAM evicts),\n"
+		"                        second (on a second access) or always (every put)\n"
 		"  --keep                keep the run directory\n"
 		"  --flush-each          wait for each put's write-down (deterministic\n"
 		"                        SSD contents, nothing shed; slower)\n"
@@ -876,15 +877,15 @@ static int replay_parse(int argc, char **argv, struct replay_opts *o)
 			break;
 		case O_DIR: o->dir = optarg; break;
 		case O_ADMIT:
-			if (strcmp(optarg, "second") && strcmp(optarg, "always"))
-				return replay_bad("--admission is second or always, not", optarg);
+			if (strcmp(optarg, "victim") && strcmp(optarg, "second") && strcmp(optarg, "always"))
+				return replay_bad("--admission is victim, second or always, not", optarg);
 			o->admission = optarg;
 			break;
 		case O_KEEP: o->keep = true; break;
 		case O_FLUSH: o->flush_each = true; break;
 		case O_POLICY:
-			if (strcmp(optarg, "s3fifo") && strcmp(optarg, "lru"))
-				return replay_bad("--dram-policy is s3fifo or lru, not", optarg);
+			if (strcmp(optarg, "prefix") && strcmp(optarg, "s3fifo") && strcmp(optarg, "lru"))
+				return replay_bad("--dram-policy is prefix, s3fifo or lru, not", optarg);
 			o->policy = optarg;
 			break;
 		case O_SERVER: o->server = optarg; break;

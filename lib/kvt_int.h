@@ -216,7 +216,7 @@ struct dram_config {
 	bool prefault;
 };
 
-enum { DRAM_POLICY_S3FIFO = 0, DRAM_POLICY_LRU = 1 };
+enum { DRAM_POLICY_S3FIFO = 0, DRAM_POLICY_LRU = 1, DRAM_POLICY_PREFIX = 2 };
 enum { DRAM_HUGE_AUTO = 0, DRAM_HUGE_THP = 1, DRAM_HUGE_OFF = 2 };
 
 /*
@@ -322,7 +322,9 @@ int dram_item_part_lens(struct dram *d, struct dram_item *item, uint64_t *lens, 
  * or returns false (declined or shed; the ref is dropped).  A taken block
  * stays pinned until dram_writedown_done(stored: a lower tier now holds it).
  */
-enum { DRAM_ADMIT_PUT = 1, DRAM_ADMIT_HIT = 2 };
+/* DRAM_ADMIT_EVICT: the block is being evicted (victim write-down); if
+ * taken, DRAM frees it when dram_writedown_done says the write ended. */
+enum { DRAM_ADMIT_PUT = 1, DRAM_ADMIT_HIT = 2, DRAM_ADMIT_EVICT = 3 };
 typedef bool (*dram_admit_fn)(void *ctx, struct dram_item *item, uint32_t ns, int why);
 void dram_set_admit_hook(struct dram *d, dram_admit_fn fn, void *ctx);
 void dram_writedown_done(struct dram *d, struct dram_item *item, bool stored);
@@ -338,6 +340,11 @@ int dram_item_meta(struct dram *d, struct dram_item *item, uint32_t *ns, struct 
 		   uint64_t *part_lens, uint32_t *crcs, unsigned max_parts);
 
 int dram_exists(struct dram *d, uint32_t ns, const struct kvt_key *key);
+/* A prefix lookup over keys[0..n) found the first `hits` present: the
+ * prefix policy refreshes those (tail first) and notes reuse classes for
+ * the others, which their puts will read (doc/policies.md). */
+void dram_note_prefix(struct dram *d, uint32_t ns, const struct kvt_key *keys, size_t n,
+		      size_t hits);
 int dram_delete(struct dram *d, uint32_t ns, const struct kvt_key *key);
 /* Leading keys present; tiers[i] set to KVT_TIER_DRAM for those (may be NULL);
  * *bytes (may be NULL) grows by their value lengths. */

@@ -855,9 +855,26 @@ bool ssd_admit(void *ctx, struct dram_item *item, uint32_t ns, int why)
 	uint64_t len;
 
 	/* Puts go down at once only in write-through mode or for persistent
-	 * namespaces; otherwise a block goes down on its second access. */
-	if (why == DRAM_ADMIT_PUT && s->cfg.admission != SSD_ADMIT_ALWAYS && !ns_persistent(s, ns))
+	 * namespaces.  Otherwise, as the victim tier (default), a block goes
+	 * down when DRAM evicts it (DRAM's policy filtered it already); in
+	 * "second" mode, on its second access. */
+	bool persistent = ns_persistent(s, ns);
+	switch (why) {
+	case DRAM_ADMIT_PUT:
+		if (s->cfg.admission != SSD_ADMIT_ALWAYS && !persistent)
+			return false;
+		break;
+	case DRAM_ADMIT_HIT:
+		if (s->cfg.admission == SSD_ADMIT_VICTIM && !persistent)
+			return false;
+		break;
+	case DRAM_ADMIT_EVICT:
+		if (s->cfg.admission != SSD_ADMIT_VICTIM && !persistent)
+			return false;
+		break;
+	default:
 		return false;
+	}
 	dram_item_view(s->dram, item, view, &len);
 	/* A quota group at its SSD limit keeps its new blocks in DRAM only
 	 * (counted per group as quota.<g>.ssd_declined). */
@@ -885,6 +902,7 @@ bool ssd_admit(void *ctx, struct dram_item *item, uint32_t ns, int why)
 	t->item = item;
 	t->ns = ns;
 	t->value_len = len;
+	t->rewrite = why == DRAM_ADMIT_EVICT;
 	A(s->wd_queued);
 	wd_enqueue(s, t, false);
 	return true;
@@ -995,6 +1013,8 @@ static void wd_io_done(struct multi_io *m, int64_t res)
 }
 
 /* Build, place and submit one record.  Writer thread. */
+static int ssd_find_gen(struct ssd *s, uint32_t ns, const struct kvt_key *key, uint64_t *gen);
+
 static void wd_write(struct ssd *s, struct wd_task *t)
 {
 	struct ssd_entry *spare = NULL; /* T_PUT: its index entry, allocated up front */
@@ -1040,8 +1060,14 @@ static void wd_write(struct ssd *s, struct wd_task *t)
 			parts[i].len = lens[i];
 			parts[i].crc = crcs[i];
 		}
-		/* Already on SSD (e.g. reinsertion raced a promotion): nothing to do. */
-		if (ssd_find(s, t->ns, &t->key, NULL) == KVT_OK) {
+		/* Already on SSD (e.g. reinsertion raced a promotion): nothing to
+		 * do -- unless DRAM evicted it again (victim tier) and the copy
+		 * is in the older half of the log, soon gone with its segment:
+		 * then write it anew, so a block in use moves to the log's head
+		 * as it would to an LRU list's (doc/policies.md). */
+		uint64_t gen = 0;
+		if (ssd_find_gen(s, t->ns, &t->key, &gen) == KVT_OK &&
+		    !(t->rewrite && gen + s->slot_count / 2 <= s->next_gen)) {
 			kvt_mem_free(s->mem, lens, KVT_PARTS_MAX * (sizeof(*lens) + sizeof(*crcs) +
 								   sizeof(*parts)));
 			dram_writedown_done(s->dram, t->item, true);
@@ -1322,6 +1348,23 @@ int ssd_checkpoint(struct ssd *s)
  * Lookups, deletes, clears
  */
 
+/* Like ssd_find, giving the generation of the segment holding the copy. */
+static int ssd_find_gen(struct ssd *s, uint32_t ns, const struct kvt_key *key, uint64_t *gen)
+{
+	uint64_t h = ssd_hash(ns, key);
+	struct ssd_shard *sh = shard_of(s, h);
+	struct ssd_entry *e;
+	int ret = KVT_MISS;
+	pthread_mutex_lock(&sh->lock);
+	e = *idx_slot(sh, h, ns, key);
+	if (e && !(e->flags & E_PENDING)) {
+		*gen = e->generation;
+		ret = KVT_OK;
+	}
+	pthread_mutex_unlock(&sh->lock);
+	return ret;
+}
+
 int ssd_find(struct ssd *s, uint32_t ns, const struct kvt_key *key, uint64_t *value_len)
 {
 	uint64_t h = ssd_hash(ns, key);
@@ -1477,8 +1520,11 @@ static void promote_done(struct multi_io *m, int64_t res)
 		promote_free(s, p);
 		return;
 	}
+	/* As the victim tier, a promoted block is written down again when DRAM
+	 * evicts it if its copy here is old by then (wd_write); otherwise
+	 * DRAM knows a copy is here and never writes it again. */
 	if (dram_publish(s->dram, p->item, crcs, lens,
-			 DRAM_ON_LOWER | DRAM_PROMOTED |
+			 (s->cfg.admission == SSD_ADMIT_VICTIM ? 0 : DRAM_ON_LOWER) | DRAM_PROMOTED |
 				 ((rh.flags & SSD_REC_F_SEALED) ? DRAM_SEALED : 0),
 			 true) == KVT_OK) {
 		uint64_t dt = now_ns() - p->start_ns;
@@ -1901,8 +1947,10 @@ void ssd_stats(struct ssd *s, kvt_stats_fn fn, void *ctx)
 	fn(ctx, "ssd.blocks", blocks, NULL);
 	fn(ctx, "ssd.value_bytes", bytes, NULL);
 	fn(ctx, "ssd.degraded", degraded, NULL);
-	fn(ctx, "ssd.admission", 0, s->cfg.admission == SSD_ADMIT_ALWAYS ? "write-through"
-										: "second-access");
+	fn(ctx, "ssd.admission", 0,
+	   s->cfg.admission == SSD_ADMIT_ALWAYS   ? "write-through"
+	   : s->cfg.admission == SSD_ADMIT_VICTIM ? "victim"
+						  : "second-access");
 	fn(ctx, "ssd.writedown_queued", AL(s->wd_queued), NULL);
 	fn(ctx, "ssd.writedown_blocks", AL(s->wd_written), NULL);
 	fn(ctx, "ssd.writedown_bytes", AL(s->wd_written_bytes), NULL);

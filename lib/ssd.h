@@ -10,13 +10,15 @@
 
 struct ssd;
 
-enum { SSD_ADMIT_SECOND = 0, SSD_ADMIT_ALWAYS = 1 };
+/* VICTIM (default): what DRAM evicts goes down (doc/policies.md);
+ * SECOND: a block goes down on its second access; ALWAYS: every put. */
+enum { SSD_ADMIT_SECOND = 0, SSD_ADMIT_ALWAYS = 1, SSD_ADMIT_VICTIM = 2 };
 
 struct ssd_config {
 	uint64_t capacity;       /* bytes, rounded down to whole segments */
 	uint64_t seg_size;       /* bytes per segment, multiple of 1 MiB */
 	int backend;             /* IO_BACKEND_* */
-	int admission;           /* SSD_ADMIT_*: second access (default) or write-through */
+	int admission;           /* SSD_ADMIT_*: victim (default), second access or write-through */
 	uint64_t wd_max_bytes;   /* write-down bytes queued or in flight before shedding */
 	unsigned ckpt_seals;     /* checkpoint after this many sealed segments */
 	unsigned high_pct;       /* evict when more than this % of slots are used ... */

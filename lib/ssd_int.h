@@ -105,6 +105,7 @@ struct wd_task {
 	int *wait_done;
 	int wait_status;
 	int retries;          /* T_DELETE, T_CLEAR: times the record was re-logged */
+	bool rewrite;         /* T_PUT from a DRAM eviction: rewrite an old copy */
 };
 
 struct promote_task {

@@ -223,13 +223,13 @@ int kvt_store_create(struct kvt_store **out)
 	s->dir_fd = s->lock_fd = -1;
 	s->dram_cfg.capacity = UINT64_C(256) << 20;
 	s->dram_cfg.chunk = 64 << 10;
-	s->dram_cfg.policy = DRAM_POLICY_S3FIFO;
+	s->dram_cfg.policy = DRAM_POLICY_PREFIX; /* doc/policies.md */
 	s->dram_cfg.hugepages = DRAM_HUGE_AUTO;
 	s->dram_cfg.prefault = true;
 	s->ssd_cfg.capacity = 0;
 	s->ssd_cfg.seg_size = UINT64_C(256) << 20;
 	s->ssd_cfg.backend = IO_BACKEND_AUTO;
-	s->ssd_cfg.admission = SSD_ADMIT_SECOND;
+	s->ssd_cfg.admission = SSD_ADMIT_VICTIM; /* doc/policies.md */
 	s->ssd_cfg.wd_max_bytes = UINT64_C(256) << 20;
 	s->ssd_cfg.ckpt_seals = 8;
 	s->ssd_cfg.high_pct = 95;
@@ -473,8 +473,9 @@ int kvt_store_set_option(struct kvt_store *s, const char *name, const char *valu
 	if (strncmp(name, "events.", 7) == 0)
 		return opt_events(&s->events_cfg, name + 7, value);
 	{
-		static const char *const policies[] = { "s3fifo", "lru", NULL };
-		static const int policy_vals[] = { DRAM_POLICY_S3FIFO, DRAM_POLICY_LRU };
+		static const char *const policies[] = { "s3fifo", "lru", "prefix", NULL };
+		static const int policy_vals[] = { DRAM_POLICY_S3FIFO, DRAM_POLICY_LRU,
+						   DRAM_POLICY_PREFIX };
 		static const char *const huges[] = { "auto", "thp", "off", NULL };
 		static const int huge_vals[] = { DRAM_HUGE_AUTO, DRAM_HUGE_THP, DRAM_HUGE_OFF };
 		static const char *const onoff[] = { "off", "on", NULL };
@@ -482,8 +483,9 @@ int kvt_store_set_option(struct kvt_store *s, const char *name, const char *valu
 		static const char *const ios[] = { "auto", "uring", "psync", "pread", NULL };
 		static const int io_vals[] = { IO_BACKEND_AUTO, IO_BACKEND_URING, IO_BACKEND_PSYNC,
 					       IO_BACKEND_PSYNC };
-		static const char *const admits[] = { "second", "always", NULL };
-		static const int admit_vals[] = { SSD_ADMIT_SECOND, SSD_ADMIT_ALWAYS };
+		static const char *const admits[] = { "second", "always", "victim", NULL };
+		static const int admit_vals[] = { SSD_ADMIT_SECOND, SSD_ADMIT_ALWAYS,
+						  SSD_ADMIT_VICTIM };
 		struct dram_config *dc = &s->dram_cfg;
 		struct ssd_config *sc = &s->ssd_cfg;
 		int c;
@@ -1666,6 +1668,8 @@ static int store_exec(struct kvt_store *s, struct kvt_req *r)
 		}
 		r->load_ns += (uint64_t)((double)dram_bytes * 1e9 / s->dram_bps);
 		r->length = n;
+		if (d) /* the eviction policy learns the chain (doc/policies.md) */
+			dram_note_prefix(d, r->ns, r->keys, r->key_count, n);
 		if (s->shared && n < r->key_count) {
 			req_stash(r, (int64_t)n);
 			if (shared_lookup(s->shared, r->ns, r->keys + n, (uint32_t)(r->key_count - n),
