@@ -258,6 +258,8 @@ static int replay_open(const struct replay_run *run, const char *dir, struct kvt
 		RP_OPT("ssd.segment", v);
 		if (run->o->admission != NULL)
 			RP_OPT("ssd.admission", run->o->admission);
+		/* A throwaway store: no warm-restart write-down at close. */
+		RP_OPT("ssd.close_writedown_ms", "0");
 	}
 	if (run->o->server != NULL) {
 		/* A list is a pod of kvtierd (doc/cluster.md). */

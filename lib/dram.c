@@ -944,6 +944,47 @@ static void dram_admit_locked(struct dram *d, struct dram_shard *s, struct dram_
 	item_unref_locked(d, s, it);
 }
 
+/*
+ * Graceful stop (warm restart): offer the blocks no lower tier holds to the
+ * admission hook as DRAM_ADMIT_CLOSE, most valuable first by the policy's
+ * own order (M from its head, then P/S from its head), until *budget bytes
+ * were taken or the hook refuses many in a row (its queue is full: the
+ * caller flushes and calls again).  Returns the bytes taken this pass.
+ */
+uint64_t dram_writedown_pass(struct dram *d, uint64_t *budget, uint64_t pass_max)
+{
+	uint64_t taken = 0;
+	if (!d->admit_fn)
+		return 0;
+	for (uint32_t i = 0; i < d->shard_count && *budget > 0 && taken < pass_max; i++) {
+		struct dram_shard *s = &d->shards[i];
+		struct evict_list *lists[2] = { &s->ev.main, &s->ev.small };
+		unsigned refused = 0;
+		pthread_mutex_lock(&s->lock);
+		for (unsigned l = 0; l < 2 && refused < 64; l++) {
+			struct evict_node *head = &lists[l]->head;
+			for (struct evict_node *n = head->next; n != head && refused < 64; n = n->next) {
+				struct dram_item *it = (struct dram_item *)n;
+				if (ITEM_STATE(it) != ITEM_VISIBLE ||
+				    (it->node.owner[0] & (ITEM_ON_LOWER | ITEM_WD)))
+					continue;
+				if (it->value_len > *budget || taken >= pass_max)
+					break;
+				dram_admit_locked(d, s, it, DRAM_ADMIT_CLOSE);
+				if (it->node.owner[0] & ITEM_WD) {
+					taken += it->value_len;
+					*budget -= it->value_len;
+					refused = 0;
+				} else {
+					refused++;
+				}
+			}
+		}
+		pthread_mutex_unlock(&s->lock);
+	}
+	return taken;
+}
+
 void dram_set_admit_hook(struct dram *d, dram_admit_fn fn, void *ctx)
 {
 	d->admit_fn = fn;

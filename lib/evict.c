@@ -196,7 +196,11 @@ static void prefix_insert(struct evict *e, struct evict_node *n, uint64_t hash, 
 			e->reu_total += e->cls_reu[i];
 		}
 	}
-	if (!back && cls_below_average(e, n->freq & EVICT_CLS_MASK)) {
+	/* Class 0 (no lookup said anything about the block) is plain LRU:
+	 * without evidence no block is put on probation, and a tenant's
+	 * activity cannot move another's blocks between segments. */
+	if (!back && (n->freq & EVICT_CLS_MASK) != 0 &&
+	    cls_below_average(e, n->freq & EVICT_CLS_MASK)) {
 		e->probation_inserts++;
 		n->queue = EVICT_Q_SMALL;
 		list_push_head(&e->small, n);

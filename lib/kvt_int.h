@@ -324,10 +324,14 @@ int dram_item_part_lens(struct dram *d, struct dram_item *item, uint64_t *lens, 
  */
 /* DRAM_ADMIT_EVICT: the block is being evicted (victim write-down); if
  * taken, DRAM frees it when dram_writedown_done says the write ended. */
-enum { DRAM_ADMIT_PUT = 1, DRAM_ADMIT_HIT = 2, DRAM_ADMIT_EVICT = 3 };
+enum { DRAM_ADMIT_PUT = 1, DRAM_ADMIT_HIT = 2, DRAM_ADMIT_EVICT = 3, DRAM_ADMIT_CLOSE = 4 };
 typedef bool (*dram_admit_fn)(void *ctx, struct dram_item *item, uint32_t ns, int why);
 void dram_set_admit_hook(struct dram *d, dram_admit_fn fn, void *ctx);
 void dram_writedown_done(struct dram *d, struct dram_item *item, bool stored);
+/* Graceful stop: offer DRAM's blocks to the hook (DRAM_ADMIT_CLOSE), most
+ * valuable first, at most pass_max bytes and *budget (lowered); returns the
+ * bytes taken.  The caller flushes the lower tier between passes. */
+uint64_t dram_writedown_pass(struct dram *d, uint64_t *budget, uint64_t pass_max);
 /* The lower tier dropped its copy of (ns, key): a later hit may write the
  * DRAM block down again. */
 void dram_forget_lower(struct dram *d, uint32_t ns, const struct kvt_key *key);

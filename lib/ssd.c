@@ -872,6 +872,8 @@ bool ssd_admit(void *ctx, struct dram_item *item, uint32_t ns, int why)
 		if (s->cfg.admission != SSD_ADMIT_VICTIM && !persistent)
 			return false;
 		break;
+	case DRAM_ADMIT_CLOSE: /* a graceful stop keeps DRAM's blocks (warm restart) */
+		break;
 	default:
 		return false;
 	}

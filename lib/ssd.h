@@ -26,6 +26,8 @@ struct ssd_config {
 	unsigned reinsert_pct;   /* at most this % of an evicted segment is reinserted */
 	unsigned io_depth;       /* I/O engine queue depth */
 	uint64_t retry_ns;       /* after ENOSPC, try writing again after this long */
+	uint64_t close_wd_ms;    /* graceful stop: write DRAM's blocks down for this long
+				  * at most (0: none; store.c, doc/policies.md) */
 	struct quota *quota;     /* quota groups to charge, or NULL (quota.c) */
 };
 

@@ -235,6 +235,7 @@ int kvt_store_create(struct kvt_store **out)
 	s->ssd_cfg.high_pct = 95;
 	s->ssd_cfg.low_pct = 90;
 	s->ssd_cfg.reinsert_pct = 10;
+	s->ssd_cfg.close_wd_ms = 10000; /* warm restarts (doc/policies.md) */
 	s->ssd_cfg.io_depth = 64;
 	s->ssd_cfg.retry_ns = UINT64_C(5000) * 1000000;
 	s->remote_cfg.conns = REMOTE_DEF_CONNS;
@@ -536,6 +537,8 @@ int kvt_store_set_option(struct kvt_store *s, const char *name, const char *valu
 			return opt_u32(value, 0, 100, &sc->low_pct);
 		if (strcmp(name, "ssd.reinsert_pct") == 0)
 			return opt_u32(value, 0, 100, &sc->reinsert_pct);
+		if (strcmp(name, "ssd.close_writedown_ms") == 0)
+			return opt_u64(value, 0, 3600000, &sc->close_wd_ms);
 		if (strcmp(name, "ssd.enospc_retry_ms") == 0) {
 			if ((ret = opt_u64(value, 0, 3600000, &n)) < 0)
 				return ret;
@@ -1936,6 +1939,35 @@ fail:
 	return ret;
 }
 
+/*
+ * Graceful stop: write down what only DRAM holds, most valuable first,
+ * within ssd.close_writedown_ms and the SSD's usable capacity (its low
+ * watermark), a pass of at most 64 MiB at a time, flushing between passes.
+ * Policy in doc/policies.md ("Warm restarts").
+ */
+static void store_close_writedown(struct kvt_store *s)
+{
+	uint64_t budget = s->ssd_cfg.capacity / 100 * s->ssd_cfg.low_pct, total = 0, got;
+	struct timespec t0, t;
+	if (s->ssd_cfg.close_wd_ms == 0)
+		return;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		got = dram_writedown_pass(s->dram, &budget, UINT64_C(64) << 20);
+		ssd_flush(s->ssd);
+		total += got;
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		if (got == 0 || budget == 0 ||
+		    (uint64_t)(t.tv_sec - t0.tv_sec) * 1000 +
+				    (uint64_t)((t.tv_nsec - t0.tv_nsec) / 1000000) >=
+			    s->ssd_cfg.close_wd_ms)
+			break;
+	}
+	if (total)
+		kvt_logf(&s->log, KVT_LOG_INFO, "close: wrote %llu MiB of DRAM blocks down to SSD",
+			 (unsigned long long)(total >> 20));
+}
+
 static void store_release(struct kvt_store *s, bool child)
 {
 	if (!child)
@@ -1949,6 +1981,9 @@ static void store_release(struct kvt_store *s, bool child)
 		cluster_close(s->remote);
 	s->remote = NULL; /* a child has no remote thread: its memory is left */
 	if (s->ssd) {
+		/* A warm restart: DRAM's blocks worth keeping go down first. */
+		if (!child && s->dram)
+			store_close_writedown(s);
 		/* Before DRAM: queued write-downs pin DRAM blocks, and reads in
 		 * flight complete (and may pin) while it drains. */
 		if (!child)
