@@ -541,20 +541,15 @@ static void dram_admit_locked(struct dram *d, struct dram_shard *s, struct dram_
 
 #define DRAM_LEAVING_WAIT_NS 20000000L /* longest a put waits for a write-down slot */
 
-static unsigned item_value_locked(struct dram_shard *s, struct dram_item *it)
-{
-	unsigned reads = (it->node.owner[0] & ITEM_READS_MASK) >> ITEM_READS_SHIFT;
-	return evict_value(&s->ev, &it->node) + (reads > 0 ? 1u : 0u);
-}
-
 /*
  * Victim write-down: an evicted block no lower tier holds goes down to it
  * (the SSD as DRAM's victim tier) unless the policy has evidence it will
  * not be reused.  It leaves the queues at once and keeps its chunks until
  * its write ends (dram_writedown_done frees it).  At most leaving_max bytes
- * leave at a time: past that, a block worth little (never read, predicted
- * cold) is shed, a valuable one waits up to DRAM_LEAVING_WAIT_NS for room,
- * then is shed (counted: dram.victim_shed).  Returns true if the victim's
+ * leave at a time: past that the put waits for a write to end (the disk's
+ * pace), up to DRAM_LEAVING_WAIT_NS; after that, victims are shed in the
+ * policy's order -- the least valuable first, not the newest -- and counted
+ * (dram.victim_shed).  Returns true if the victim's
  * chunks are on their way out (or it was freed), false if the caller must
  * evict it now.  May drop and retake the lock (*waited is then set).
  */
@@ -569,10 +564,9 @@ static bool victim_writedown_locked(struct dram *d, struct dram_shard *s, struct
 		return false;
 	}
 	if (s->leaving_bytes + bytes > s->leaving_max) {
-		if (item_value_locked(s, it) < 2) { /* worth little: shed it first */
-			s->victim_shed++;
-			return false;
-		}
+		/* The disk is behind: wait for a write to end (it frees its
+		 * block's chunks), up to the deadline; past it the caller sheds
+		 * victims in the policy's order, least valuable first. */
 		if (deadline->tv_sec == 0) {
 			clock_gettime(CLOCK_REALTIME, deadline);
 			deadline->tv_nsec += DRAM_LEAVING_WAIT_NS;
@@ -583,12 +577,8 @@ static bool victim_writedown_locked(struct dram *d, struct dram_shard *s, struct
 		}
 		s->victim_waits++;
 		*waited = true;
-		if (pthread_cond_timedwait(&s->room, &s->lock, deadline) != 0 &&
-		    s->leaving_bytes + bytes > s->leaving_max) {
-			/* Still no room: the caller re-picks; this one is shed if
-			 * it comes up again (deadline passed). */
-		}
-		return true; /* re-pick: the queues may have changed */
+		pthread_cond_timedwait(&s->room, &s->lock, deadline);
+		return true; /* re-pick: the queues and free space may have changed */
 	}
 	/* The admission hook takes its ref under ITEM_WD; LEAVING says what
 	 * to do when the write ends. */
@@ -1101,7 +1091,11 @@ int dram_open(struct dram **out, const struct dram_config *cfg, struct kvt_mem *
 		struct dram_shard *s = &d->shards[i];
 		pthread_mutex_init(&s->lock, NULL);
 		pthread_cond_init(&s->room, NULL);
+		/* An eighth of the shard may be on its way down; at least half
+		 * of a small shard (up to 16 MiB), so one block always can. */
 		s->leaving_max = per / 8;
+		if (s->leaving_max < per / 2 && s->leaving_max < (UINT64_C(16) << 20))
+			s->leaving_max = per / 2 < (UINT64_C(16) << 20) ? per / 2 : UINT64_C(16) << 20;
 		d->shard_count = i + 1;
 		ret = arena_init(&s->arena, mem, per, cfg->chunk, cfg->hugepages, cfg->prefault);
 		if (ret < 0)

@@ -95,8 +95,9 @@ int evict_init(struct evict *e, struct kvt_mem *mem, int policy, uint64_t capaci
 	e->window = capacity_chunks * 4 > 4096 ? capacity_chunks * 4 : 4096;
 	if (policy == DRAM_POLICY_S3FIFO || policy == DRAM_POLICY_PREFIX) {
 		/* One ghost slot per chunk bounds it by the most items M can hold;
-		 * the prefix policy remembers twice that (reuse after DRAM). */
-		uint64_t want = policy == DRAM_POLICY_PREFIX ? 2 * capacity_chunks : capacity_chunks;
+		 * the prefix policy remembers four times that (reuse after DRAM, from
+		 * the SSD below, must be seen to be credited). */
+		uint64_t want = policy == DRAM_POLICY_PREFIX ? 4 * capacity_chunks : capacity_chunks;
 		while (g < want && g < (UINT64_C(1) << 24))
 			g <<= 1;
 		e->ghost = kvt_mem_calloc(mem, g, sizeof(uint32_t));
@@ -149,10 +150,13 @@ static void cls_credit(struct evict *e, struct evict_node *n)
 	e->reu_total++;
 }
 
-/* Reused less often than the average block?  reu/ins < reu_total/ins_total,
- * with one pseudo-count so a new class starts at the average. */
+/* Evidence a class is reused less often than the average block: at least
+ * EVICT_CLS_EVIDENCE of its blocks seen, and reu/ins < reu_total/ins_total. */
+#define EVICT_CLS_EVIDENCE 16
 static bool cls_below_average(const struct evict *e, unsigned c)
 {
+	if (e->cls_ins[c] < EVICT_CLS_EVIDENCE)
+		return false;
 	uint64_t ri = (uint64_t)e->cls_reu[c] * (e->ins_total + 2);
 	uint64_t ai = (e->reu_total + 1) * (uint64_t)e->cls_ins[c];
 	return ri < ai;
