@@ -157,6 +157,7 @@ struct dram {
 	void *evict_ctx;
 	dram_admit_fn admit_fn;
 	void *admit_ctx;
+	bool victim_wd;           /* evicted blocks go down through admit_fn */
 	/* Reuse classes the last prefix lookups gave to blocks they missed,
 	 * for the prefix policy's insert: direct mapped, (hash & ~0xff) | class,
 	 * written and read without a lock (a lost or stale hint only costs a
@@ -557,7 +558,7 @@ static bool victim_writedown_locked(struct dram *d, struct dram_shard *s, struct
 				    struct timespec *deadline, bool *waited)
 {
 	uint64_t bytes = (uint64_t)it->node.chunks * d->chunk;
-	if (!d->admit_fn || (it->node.owner[0] & (ITEM_ON_LOWER | ITEM_WD)))
+	if (!d->victim_wd || !d->admit_fn || (it->node.owner[0] & (ITEM_ON_LOWER | ITEM_WD)))
 		return false;
 	if (!evict_worth_keeping(&s->ev, &it->node)) {
 		s->victim_filtered++;
@@ -640,7 +641,7 @@ static int dram_alloc_locked(struct dram *d, struct dram_shard *s, uint32_t chun
 		it = (struct dram_item *)victim;
 		if (!deadline_passed(&deadline) && victim_writedown_locked(d, s, it, &deadline, waited))
 			continue;
-		if (deadline_passed(&deadline) && d->admit_fn &&
+		if (deadline_passed(&deadline) && d->victim_wd && d->admit_fn &&
 		    !(it->node.owner[0] & (ITEM_ON_LOWER | ITEM_WD)) &&
 		    evict_worth_keeping(&s->ev, &it->node))
 			s->victim_shed++;
@@ -975,10 +976,11 @@ uint64_t dram_writedown_pass(struct dram *d, uint64_t *budget, uint64_t pass_max
 	return taken;
 }
 
-void dram_set_admit_hook(struct dram *d, dram_admit_fn fn, void *ctx)
+void dram_set_admit_hook(struct dram *d, dram_admit_fn fn, void *ctx, bool victim)
 {
 	d->admit_fn = fn;
 	d->admit_ctx = ctx;
+	d->victim_wd = victim;
 }
 
 void dram_writedown_done(struct dram *d, struct dram_item *it, bool stored)
@@ -1091,11 +1093,12 @@ int dram_open(struct dram **out, const struct dram_config *cfg, struct kvt_mem *
 		struct dram_shard *s = &d->shards[i];
 		pthread_mutex_init(&s->lock, NULL);
 		pthread_cond_init(&s->room, NULL);
-		/* An eighth of the shard may be on its way down; at least half
-		 * of a small shard (up to 16 MiB), so one block always can. */
-		s->leaving_max = per / 8;
-		if (s->leaving_max < per / 2 && s->leaving_max < (UINT64_C(16) << 20))
-			s->leaving_max = per / 2 < (UINT64_C(16) << 20) ? per / 2 : UINT64_C(16) << 20;
+		/* An eighth of the shard may be on its way down, or 16 MiB, but
+		 * never more than a quarter (the SSD's write-down queue is
+		 * capped at a quarter of DRAM too: store.c). */
+		s->leaving_max = per / 8 > (UINT64_C(16) << 20) ? per / 8 : UINT64_C(16) << 20;
+		if (s->leaving_max > per / 4)
+			s->leaving_max = per / 4;
 		d->shard_count = i + 1;
 		ret = arena_init(&s->arena, mem, per, cfg->chunk, cfg->hugepages, cfg->prefault);
 		if (ret < 0)

@@ -91,7 +91,7 @@ int evict_init(struct evict *e, struct kvt_mem *mem, int policy, uint64_t capaci
 	list_init(&e->small);
 	list_init(&e->main);
 	e->small_target = capacity_chunks / 10;
-	e->main_max = capacity_chunks / 10 * 9;
+	e->main_max = capacity_chunks * 9 / 10;
 	e->window = capacity_chunks * 4 > 4096 ? capacity_chunks * 4 : 4096;
 	if (policy == DRAM_POLICY_S3FIFO || policy == DRAM_POLICY_PREFIX) {
 		/* One ghost slot per chunk bounds it by the most items M can hold;

@@ -326,7 +326,9 @@ int dram_item_part_lens(struct dram *d, struct dram_item *item, uint64_t *lens, 
  * taken, DRAM frees it when dram_writedown_done says the write ended. */
 enum { DRAM_ADMIT_PUT = 1, DRAM_ADMIT_HIT = 2, DRAM_ADMIT_EVICT = 3, DRAM_ADMIT_CLOSE = 4 };
 typedef bool (*dram_admit_fn)(void *ctx, struct dram_item *item, uint32_t ns, int why);
-void dram_set_admit_hook(struct dram *d, dram_admit_fn fn, void *ctx);
+/* victim: also offer evicted blocks (DRAM_ADMIT_EVICT; the SSD as DRAM's
+ * victim tier, doc/policies.md). */
+void dram_set_admit_hook(struct dram *d, dram_admit_fn fn, void *ctx, bool victim);
 void dram_writedown_done(struct dram *d, struct dram_item *item, bool stored);
 /* Graceful stop: offer DRAM's blocks to the hook (DRAM_ADMIT_CLOSE), most
  * valuable first, at most pass_max bytes and *budget (lowered); returns the

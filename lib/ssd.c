@@ -883,18 +883,25 @@ bool ssd_admit(void *ctx, struct dram_item *item, uint32_t ns, int why)
 	if (quota_ssd_refuse(s->cfg.quota, ns, len))
 		return false;
 	pthread_mutex_lock(&s->wd_lock);
-	if (s->wd_stop || s->wd_bytes + len > s->cfg.wd_max_bytes ||
+	/* DRAM bounds its victims in flight itself (dram.c): they neither
+	 * count against wd_max nor crowd out puts of persistent namespaces. */
+	if (s->wd_stop ||
+	    (why != DRAM_ADMIT_EVICT && s->wd_bytes - s->wd_victim_bytes + len > s->cfg.wd_max_bytes) ||
 	    (s->degraded && now_ns() - s->degraded_at_ns < s->cfg.retry_ns)) {
 		pthread_mutex_unlock(&s->wd_lock);
 		A(s->wd_shed);
 		return false;
 	}
 	s->wd_bytes += len;
+	if (why == DRAM_ADMIT_EVICT)
+		s->wd_victim_bytes += len;
 	pthread_mutex_unlock(&s->wd_lock);
 	t = kvt_mem_calloc(s->mem, 1, sizeof(*t));
 	if (!t) {
 		pthread_mutex_lock(&s->wd_lock);
 		s->wd_bytes -= len;
+		if (why == DRAM_ADMIT_EVICT)
+			s->wd_victim_bytes -= len;
 		pthread_mutex_unlock(&s->wd_lock);
 		A(s->wd_shed);
 		return false;
@@ -1001,6 +1008,8 @@ static void wd_finish(struct ssd *s, struct wd_task *t, int64_t res)
 	pthread_mutex_lock(&s->wd_lock);
 	if (t->type == T_PUT)
 		s->wd_bytes -= t->value_len;
+	if (t->type == T_PUT && t->rewrite)
+		s->wd_victim_bytes -= t->value_len;
 	if (t->hdr)
 		s->wd_inflight--;
 	pthread_cond_broadcast(&s->wd_cond);
@@ -1076,6 +1085,8 @@ static void wd_write(struct ssd *s, struct wd_task *t)
 			t->item = NULL;
 			pthread_mutex_lock(&s->wd_lock);
 			s->wd_bytes -= t->value_len;
+			if (t->rewrite)
+				s->wd_victim_bytes -= t->value_len;
 			pthread_mutex_unlock(&s->wd_lock);
 			wd_task_free(s, t);
 			kvt_mem_free(s->mem, spare, sizeof(*spare));

@@ -2111,7 +2111,8 @@ static int store_open_locked(struct kvt_store *s)
 			kvt_logf(&s->log, KVT_LOG_ERROR, "ssd tier: %s", kvt_strerror(ret));
 			goto fail;
 		}
-		dram_set_admit_hook(s->dram, ssd_admit, s->ssd);
+		dram_set_admit_hook(s->dram, ssd_admit, s->ssd,
+				    s->ssd_cfg.admission == SSD_ADMIT_VICTIM);
 	}
 	if (s->remote_cfg.addr || s->remote_cfg.addrs || s->remote_cfg.discover) {
 		if (!s->dram) {
