@@ -89,6 +89,7 @@ struct replay_result {
 	uint64_t dram_put_bytes, dram_get_bytes, dram_evictions;
 	uint64_t ssd_wd_bytes, ssd_wd_blocks, ssd_wd_shed, ssd_read_bytes, ssd_reads,
 		ssd_evicted;
+	uint64_t victim_wd, victim_filtered; /* DRAM evictions written down, or not (policy) */
 	/* per request, for the what-if model (requests entries) */
 	uint64_t *req_dram_tokens, *req_ssd_tokens;
 	uint64_t *req_dram_lead; /* leading hit tokens before the first non-DRAM one */
@@ -472,7 +473,11 @@ static int replay_run_one(const struct replay_run *run, struct replay_result *re
 	res->dram_evictions = replay_stat(st, "dram.evictions");
 	res->ssd_wd_bytes = replay_stat(st, "ssd.writedown_bytes");
 	res->ssd_wd_blocks = replay_stat(st, "ssd.writedown_blocks");
-	res->ssd_wd_shed = replay_stat(st, "ssd.writedown_shed");
+	/* Write-downs that never happened: shed by the SSD's queue, or DRAM
+	 * victims shed under write pressure (doc/policies.md). */
+	res->ssd_wd_shed = replay_stat(st, "ssd.writedown_shed") + replay_stat(st, "dram.victim_shed");
+	res->victim_wd = replay_stat(st, "dram.victim_writedowns");
+	res->victim_filtered = replay_stat(st, "dram.victim_filtered");
 	res->ssd_read_bytes = replay_stat(st, "ssd.read_bytes");
 	res->ssd_reads = replay_stat(st, "ssd.reads");
 	res->ssd_evicted = replay_stat(st, "ssd.evicted_blocks");
@@ -542,6 +547,8 @@ static void replay_json_optimum(json_t *j, const struct replay_ctx *c, const str
 	json_object_set_new(j, "of_optimum", json_real(opt > 0 ? hit / opt : 0));
 	json_object_set_new(j, "of_ideal", json_real(ideal > 0 ? hit / ideal : 0));
 	json_object_set_new(j, "ssd_writedown_shed", json_integer((json_int_t)r->ssd_wd_shed));
+	json_object_set_new(j, "victim_writedowns", json_integer((json_int_t)r->victim_wd));
+	json_object_set_new(j, "victim_filtered", json_integer((json_int_t)r->victim_filtered));
 }
 
 static void replay_print_optimum(const struct replay_ctx *c, const struct replay_result *r)
@@ -666,6 +673,9 @@ static void replay_report(const struct replay_ctx *c, const struct replay_result
 		       " shed), SSD read %s (%" PRIu64 " reads), %" PRIu64 " evicted\n",
 		       replay_fmt_size(d, sizeof d, r->ssd_wd_bytes), r->ssd_wd_blocks, r->ssd_wd_shed,
 		       replay_fmt_size(e, sizeof e, r->ssd_read_bytes), r->ssd_reads, r->ssd_evicted);
+	if (r->ssd_cap)
+		printf("          DRAM evictions written down %" PRIu64 ", not written (predicted "
+		       "unused) %" PRIu64 "\n", r->victim_wd, r->victim_filtered);
 	printf("puts      %" PRIu64 " stored, %" PRIu64 " already present, %" PRIu64 " failed\n",
 	       r->puts, r->put_exists, r->put_errors);
 	double moved = (double)(r->dram_put_bytes + r->verified_bytes);

@@ -959,12 +959,14 @@ uint64_t dram_writedown_pass(struct dram *d, uint64_t *budget, uint64_t pass_max
 				if (ITEM_STATE(it) != ITEM_VISIBLE ||
 				    (it->node.owner[0] & (ITEM_ON_LOWER | ITEM_WD)))
 					continue;
-				if (it->value_len > *budget || taken >= pass_max)
+				/* On disk: the value in 4 KiB pages and a header page. */
+				uint64_t cost = ((it->value_len + 4095) & ~UINT64_C(4095)) + 4096;
+				if (cost > *budget || taken >= pass_max)
 					break;
 				dram_admit_locked(d, s, it, DRAM_ADMIT_CLOSE);
 				if (it->node.owner[0] & ITEM_WD) {
-					taken += it->value_len;
-					*budget -= it->value_len;
+					taken += cost;
+					*budget -= cost;
 					refused = 0;
 				} else {
 					refused++;

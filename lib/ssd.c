@@ -1924,6 +1924,16 @@ struct kvt_io *ssd_io(struct ssd *s)
  * Statistics
  */
 
+uint64_t ssd_room_bytes(struct ssd *s)
+{
+	uint64_t used = 0, usable = (uint64_t)s->slot_count * s->cfg.low_pct / 100;
+	pthread_mutex_lock(&s->seg_lock);
+	for (uint32_t i = 0; i < s->slot_count; i++)
+		used += s->segs[i].state == SEG_OPEN || s->segs[i].state == SEG_SEALED;
+	pthread_mutex_unlock(&s->seg_lock);
+	return used < usable ? (usable - used) * s->cfg.seg_size : 0;
+}
+
 void ssd_stats(struct ssd *s, kvt_stats_fn fn, void *ctx)
 {
 	uint64_t blocks = 0, bytes = 0, used_slots = 0, wd_bytes, inflight;

@@ -129,6 +129,10 @@ int ssd_delete(struct ssd *s, void *prepared, uint32_t ns, const struct kvt_key 
 int64_t ssd_clear(struct ssd *s, void *prepared, uint32_t ns);
 /* Wait until every write-down queued before now is on the device, durably. */
 int ssd_flush(struct ssd *s);
+/* Bytes that can be written before segment eviction starts (whole free
+ * segments under the low watermark): what a graceful stop may add without
+ * pushing out what the tier holds. */
+uint64_t ssd_room_bytes(struct ssd *s);
 /* Estimated ns to read len bytes at the tier's measured throughput. */
 uint64_t ssd_load_ns(struct ssd *s, uint64_t len);
 void ssd_stats(struct ssd *s, kvt_stats_fn fn, void *ctx);

@@ -1941,16 +1941,20 @@ fail:
 
 /*
  * Graceful stop: write down what only DRAM holds, most valuable first,
- * within ssd.close_writedown_ms and the SSD's usable capacity (its low
- * watermark), a pass of at most 64 MiB at a time, flushing between passes.
+ * within ssd.close_writedown_ms and the SSD's free room (whole free
+ * segments under its low watermark: what it holds is not pushed out for
+ * DRAM's older blocks), a pass of at most 64 MiB at a time, flushing
+ * between passes.
  * Policy in doc/policies.md ("Warm restarts").
  */
 static void store_close_writedown(struct kvt_store *s)
 {
-	uint64_t budget = s->ssd_cfg.capacity / 100 * s->ssd_cfg.low_pct, total = 0, got;
+	uint64_t budget, total = 0, got;
 	struct timespec t0, t;
 	if (s->ssd_cfg.close_wd_ms == 0)
 		return;
+	ssd_flush(s->ssd);
+	budget = ssd_room_bytes(s->ssd);
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (;;) {
 		got = dram_writedown_pass(s->dram, &budget, UINT64_C(64) << 20);
