@@ -745,7 +745,8 @@ static void replay_usage(FILE *f)
 		"  --ssd SIZE            SSD tier (default 0: none); a comma list sweeps\n"
 		"  --dir DIR             where SSD run directories go (default $TMPDIR or\n"
 		"                        /var/tmp; must support O_DIRECT); removed after\n"
-		"  --dram-policy P       DRAM eviction: prefix (default), lru or s3fifo\n"
+		"  --dram-policy P       DRAM eviction: prefix (default), prefix-learn, lru\n"
+		"                        or s3fifo (doc/policies.md)\n"
 		"  --admission POLICY    SSD admission: victim (default: what DRAM evicts),\n"
 		"                        second (on a second access) or always (every put)\n"
 		"  --keep                keep the run directory\n"
@@ -896,8 +897,10 @@ static int replay_parse(int argc, char **argv, struct replay_opts *o)
 		case O_KEEP: o->keep = true; break;
 		case O_FLUSH: o->flush_each = true; break;
 		case O_POLICY:
-			if (strcmp(optarg, "prefix") && strcmp(optarg, "s3fifo") && strcmp(optarg, "lru"))
-				return replay_bad("--dram-policy is prefix, s3fifo or lru, not", optarg);
+			if (strcmp(optarg, "prefix") && strcmp(optarg, "prefix-learn") &&
+			    strcmp(optarg, "s3fifo") && strcmp(optarg, "lru"))
+				return replay_bad("--dram-policy is prefix, prefix-learn, lru or s3fifo, not",
+						  optarg);
 			o->policy = optarg;
 			break;
 		case O_SERVER: o->server = optarg; break;

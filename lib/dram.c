@@ -158,6 +158,7 @@ struct dram {
 	dram_admit_fn admit_fn;
 	void *admit_ctx;
 	bool victim_wd;           /* evicted blocks go down through admit_fn */
+	uint64_t victim_wait_ns;  /* a put waits this long for the disk, then sheds */
 	/* Reuse classes the last prefix lookups gave to blocks they missed,
 	 * for the prefix policy's insert: direct mapped, (hash & ~0xff) | class,
 	 * written and read without a lock (a lost or stale hint only costs a
@@ -419,14 +420,31 @@ static void index_unlink_locked(struct dram_shard *s, struct dram_item *it)
  * Reuse hints (prefix policy)
  */
 
-/* The class a prefix lookup gave this block, or 0 (none known). */
-static unsigned dram_hint_class(struct dram *d, uint64_t h)
+/* The class a prefix lookup gave this block, or 0 (none known); *parent
+ * gets the hash of the block before it in that prompt (0: none). */
+static unsigned dram_hint_class(struct dram *d, uint64_t h, uint64_t *parent)
 {
 	uint64_t e;
+	size_t i;
+	*parent = 0;
 	if (!d->hints)
 		return 0;
-	e = atomic_load_explicit(&d->hints[(h >> 8) & d->hint_mask], memory_order_relaxed);
-	return e && ((e ^ h) & ~UINT64_C(0xff)) == 0 ? (unsigned)(e & 0xff) : 0;
+	i = 2 * (size_t)((h >> 8) & d->hint_mask);
+	e = atomic_load_explicit(&d->hints[i], memory_order_relaxed);
+	if (!e || ((e ^ h) & ~UINT64_C(0xff)) != 0)
+		return 0;
+	*parent = atomic_load_explicit(&d->hints[i + 1], memory_order_relaxed);
+	return (unsigned)(e & 0xff);
+}
+
+/* The visible, queued item of s whose hash is ph, or NULL.  Locked. */
+static struct evict_node *dram_find_hash_locked(struct dram_shard *s, uint64_t ph)
+{
+	for (struct dram_item *it = s->buckets[ph & s->bucket_mask]; it; it = it->hnext)
+		if (ITEM_STATE(it) == ITEM_VISIBLE && it->node.queue != EVICT_Q_NONE &&
+		    item_hash(it) == ph)
+			return &it->node;
+	return NULL;
 }
 
 /*
@@ -455,12 +473,15 @@ void dram_note_prefix(struct dram *d, uint32_t ns, const struct kvt_key *keys, s
 			evict_touch(&s->ev, &it->node);
 		pthread_mutex_unlock(&s->lock);
 	}
+	uint64_t prev = hits > 0 ? dram_hash(ns, &keys[hits - 1]) : 0;
 	for (size_t i = hits; i < n; i++) {
 		uint64_t h = dram_hash(ns, &keys[i]);
-		size_t from_end = n - 1 - i;
+		size_t from_end = n - 1 - i, slot = 2 * (size_t)((h >> 8) & d->hint_mask);
 		cls = 1 + 8 * lb + (hits > 0 ? 4u : 0u) + (from_end < 3 ? (unsigned)from_end : 3u);
-		atomic_store_explicit(&d->hints[(h >> 8) & d->hint_mask], (h & ~UINT64_C(0xff)) | cls,
+		atomic_store_explicit(&d->hints[slot], (h & ~UINT64_C(0xff)) | cls,
 				      memory_order_relaxed);
+		atomic_store_explicit(&d->hints[slot + 1], prev, memory_order_relaxed);
+		prev = h;
 	}
 }
 
@@ -540,7 +561,17 @@ static void evict_one_locked(struct dram *d, struct dram_shard *s, struct dram_i
 
 static void dram_admit_locked(struct dram *d, struct dram_shard *s, struct dram_item *it, int why);
 
-#define DRAM_LEAVING_WAIT_NS 20000000L /* longest a put waits for a write-down slot */
+static void deadline_add(struct timespec *dl, uint64_t ns)
+{
+	dl->tv_sec += (time_t)(ns / 1000000000u);
+	dl->tv_nsec += (long)(ns % 1000000000u);
+	if (dl->tv_nsec >= 1000000000L) {
+		dl->tv_sec++;
+		dl->tv_nsec -= 1000000000L;
+	}
+}
+
+
 
 /*
  * Victim write-down: an evicted block no lower tier holds goes down to it
@@ -548,7 +579,7 @@ static void dram_admit_locked(struct dram *d, struct dram_shard *s, struct dram_
  * not be reused.  It leaves the queues at once and keeps its chunks until
  * its write ends (dram_writedown_done frees it).  At most leaving_max bytes
  * leave at a time: past that the put waits for a write to end (the disk's
- * pace), up to DRAM_LEAVING_WAIT_NS; after that, victims are shed in the
+ * pace), up to dram.victim_wait_ms; after that, victims are shed in the
  * policy's order -- the least valuable first, not the newest -- and counted
  * (dram.victim_shed).  Returns true if the victim's
  * chunks are on their way out (or it was freed), false if the caller must
@@ -570,11 +601,7 @@ static bool victim_writedown_locked(struct dram *d, struct dram_shard *s, struct
 		 * victims in the policy's order, least valuable first. */
 		if (deadline->tv_sec == 0) {
 			clock_gettime(CLOCK_REALTIME, deadline);
-			deadline->tv_nsec += DRAM_LEAVING_WAIT_NS;
-			if (deadline->tv_nsec >= 1000000000L) {
-				deadline->tv_sec++;
-				deadline->tv_nsec -= 1000000000L;
-			}
+			deadline_add(deadline, d->victim_wait_ns);
 		}
 		s->victim_waits++;
 		*waited = true;
@@ -626,11 +653,7 @@ static int dram_alloc_locked(struct dram *d, struct dram_shard *s, uint32_t chun
 			if (s->leaving_bytes > 0 && !deadline_passed(&deadline)) {
 				if (deadline.tv_sec == 0) {
 					clock_gettime(CLOCK_REALTIME, &deadline);
-					deadline.tv_nsec += DRAM_LEAVING_WAIT_NS;
-					if (deadline.tv_nsec >= 1000000000L) {
-						deadline.tv_sec++;
-						deadline.tv_nsec -= 1000000000L;
-					}
+					deadline_add(&deadline, d->victim_wait_ns);
 				}
 				*waited = true;
 				pthread_cond_timedwait(&s->room, &s->lock, &deadline);
@@ -1074,16 +1097,17 @@ int dram_open(struct dram **out, const struct dram_config *cfg, struct kvt_mem *
 	d->log = log;
 	d->chunk = cfg->chunk;
 	d->policy = cfg->policy;
+	d->victim_wait_ns = (uint64_t)cfg->victim_wait_ms * 1000000u;
 	d->shards = kvt_mem_calloc(mem, n, sizeof(struct dram_shard));
 	if (!d->shards) {
 		kvt_mem_free(mem, d, sizeof(*d));
 		return -ENOMEM;
 	}
-	if (cfg->policy == DRAM_POLICY_PREFIX) {
+	if (cfg->policy == DRAM_POLICY_PREFIX || cfg->policy == DRAM_POLICY_PREFIX_LEARN) {
 		uint64_t want = cfg->capacity / cfg->chunk, hn = 4096;
 		while (hn < want && hn < 65536)
 			hn <<= 1;
-		d->hints = kvt_mem_calloc(mem, hn, sizeof(*d->hints));
+		d->hints = kvt_mem_calloc(mem, 2 * hn, sizeof(*d->hints));
 		if (!d->hints) {
 			kvt_mem_free(mem, d->shards, (size_t)n * sizeof(struct dram_shard));
 			kvt_mem_free(mem, d, sizeof(*d));
@@ -1155,7 +1179,7 @@ void dram_close(struct dram *d)
 		pthread_mutex_destroy(&s->lock);
 	}
 	if (d->hints)
-		kvt_mem_free(d->mem, d->hints, ((size_t)d->hint_mask + 1) * sizeof(*d->hints));
+		kvt_mem_free(d->mem, d->hints, 2 * ((size_t)d->hint_mask + 1) * sizeof(*d->hints));
 	while (d->blocks) {
 		struct pool_block *b = d->blocks;
 		d->blocks = b->next;
@@ -1355,8 +1379,16 @@ int dram_publish(struct dram *d, struct dram_item *it, const uint32_t *crcs,
 		it->node.owner[0] |= ITEM_ON_LOWER;
 	if (flags & DRAM_SEALED)
 		it->node.owner[1] |= ITEM_SEALED; /* no reader has a ref yet */
-	evict_insert(&s->ev, &it->node, h,
-		     (flags & DRAM_PROMOTED) ? EVICT_CLASSES : dram_hint_class(d, h));
+	if (flags & DRAM_PROMOTED) {
+		evict_insert(&s->ev, &it->node, h, EVICT_CLASSES);
+	} else {
+		/* A block put after its parent goes just behind it (prefix policy):
+		 * a chain's tail is older than its head, so it is evicted first. */
+		uint64_t ph;
+		unsigned cls = dram_hint_class(d, h, &ph);
+		evict_insert_after(&s->ev, &it->node, h, cls,
+				   ph ? dram_find_hash_locked(s, ph) : NULL);
+	}
 	if (flags & DRAM_PROMOTED) {
 		s->promotions++;
 		s->promoted_bytes += it->value_len;

@@ -18,21 +18,29 @@
  *
  * LRU: one list, hits move to the head, evict from the tail.
  *
- * Prefix (default; doc/policies.md): LRU in two segments, probation (P,
- * the `small` list) and main (M), with the block's predicted reuse
- * deciding where it starts.  Each block carries a reuse class (6 bits in
+ * Prefix (default; doc/policies.md): LRU that knows chains.  Prefix lookups
+ * (evict_touch) refresh the blocks they find tail first, the gets that
+ * follow leave the order alone, and a block put after its parent (dram.c
+ * learns the parent from the lookup) goes just behind it: a chain's tail
+ * is always older than its head, so tails are evicted first and a block
+ * whose parent is gone -- which no prefix lookup can hit -- does not
+ * outlive it.  Without lookups it is plain LRU.
+ *
+ * Prefix-learn (opt-in): the same in two segments, probation (P, the
+ * `small` list) and main (M), with the block's predicted reuse deciding
+ * where it starts.  Each block carries a reuse class (6 bits in
  * node.freq) that dram.c takes from what the last prefix lookup said about
  * it: the prompt's length (log2 blocks), whether the prompt's prefix was
  * already cached (a continuation), and the block's distance from the
  * prompt's end.  Per class the shard counts blocks inserted and blocks
  * reused (hit in DRAM, or put again while the ghost table remembers them),
- * halved every `window` inserts.  A block whose class is reused less often
- * than the average block starts in P; the others in M; a hit moves a block
- * to M's head; victims come from P's tail first while M holds at most 90 %
- * of the shard (so M cannot go stale), from M's tail otherwise.  With no
- * class information every block is in the same class and the policy is
- * LRU.  Blocks evicted from P unhit are the ones the SSD write-down filter
- * skips (evict_worth_keeping): predicted no reuse, and none came.
+ * halved every `window` inserts.  A block whose class has evidence (16
+ * blocks seen) of being reused less often than the average block starts in
+ * P; the others in M; a hit moves a block to M's head; victims come from
+ * P's tail first while M holds at most 90 % of the shard (so M cannot go
+ * stale), from M's tail otherwise.  Blocks evicted from P unhit are the
+ * ones the SSD write-down filter skips (evict_worth_keeping).  It wins on
+ * some traces and loses on others (doc/policies.md), hence not default.
  *
  *     put --est < avg--> [ P: new ... old ] --evict first--> ghost (class)
  *         --otherwise--> [ M: new ... old ] --evict when M > 90 %--> ghost
@@ -68,6 +76,17 @@ static void list_push_head(struct evict_list *l, struct evict_node *n)
 	l->count++;
 }
 
+/* n just after pos (towards the old end). */
+static void list_insert_after(struct evict_list *l, struct evict_node *pos, struct evict_node *n)
+{
+	n->prev = pos;
+	n->next = pos->next;
+	pos->next->prev = n;
+	pos->next = n;
+	l->chunks += n->chunks;
+	l->count++;
+}
+
 static void list_unlink(struct evict_list *l, struct evict_node *n)
 {
 	n->prev->next = n->next;
@@ -86,18 +105,19 @@ int evict_init(struct evict *e, struct kvt_mem *mem, int policy, uint64_t capaci
 {
 	uint64_t g = 64;
 	memset(e, 0, sizeof(*e));
-	e->policy = policy;
+	e->policy = policy == DRAM_POLICY_PREFIX_LEARN ? DRAM_POLICY_PREFIX : policy;
+	e->learn = policy == DRAM_POLICY_PREFIX_LEARN;
 	e->mem = mem;
 	list_init(&e->small);
 	list_init(&e->main);
 	e->small_target = capacity_chunks / 10;
 	e->main_max = capacity_chunks * 9 / 10;
 	e->window = capacity_chunks * 4 > 4096 ? capacity_chunks * 4 : 4096;
-	if (policy == DRAM_POLICY_S3FIFO || policy == DRAM_POLICY_PREFIX) {
+	if (policy == DRAM_POLICY_S3FIFO || e->policy == DRAM_POLICY_PREFIX) {
 		/* One ghost slot per chunk bounds it by the most items M can hold;
 		 * the prefix policy remembers four times that (reuse after DRAM, from
 		 * the SSD below, must be seen to be credited). */
-		uint64_t want = policy == DRAM_POLICY_PREFIX ? 4 * capacity_chunks : capacity_chunks;
+		uint64_t want = e->policy == DRAM_POLICY_PREFIX ? 4 * capacity_chunks : capacity_chunks;
 		while (g < want && g < (UINT64_C(1) << 24))
 			g <<= 1;
 		e->ghost = kvt_mem_calloc(mem, g, sizeof(uint32_t));
@@ -117,7 +137,10 @@ void evict_fini(struct evict *e)
 
 const char *evict_policy_name(int policy)
 {
-	return policy == DRAM_POLICY_LRU ? "lru" : policy == DRAM_POLICY_PREFIX ? "prefix" : "s3fifo";
+	return policy == DRAM_POLICY_LRU		? "lru"
+	       : policy == DRAM_POLICY_PREFIX	? "prefix"
+	       : policy == DRAM_POLICY_PREFIX_LEARN ? "prefix-learn"
+						: "s3fifo";
 }
 
 /* Fingerprint: never 0, so an empty slot never matches. */
@@ -162,10 +185,12 @@ static bool cls_below_average(const struct evict *e, unsigned c)
 	return ri < ai;
 }
 
-static void prefix_insert(struct evict *e, struct evict_node *n, uint64_t hash, unsigned cls)
+static void prefix_insert(struct evict *e, struct evict_node *n, uint64_t hash, unsigned cls,
+			  struct evict_node *parent)
 {
 	uint32_t *slot = &e->ghost[hash & e->ghost_mask];
 	bool back = false;
+	bool predict = e->learn;
 
 	if (cls > EVICT_CLS_MASK) { /* a promotion from below: reused, class unknown */
 		n->freq = EVICT_CLS_CREDITED;
@@ -203,15 +228,17 @@ static void prefix_insert(struct evict *e, struct evict_node *n, uint64_t hash, 
 	/* Class 0 (no lookup said anything about the block) is plain LRU:
 	 * without evidence no block is put on probation, and a tenant's
 	 * activity cannot move another's blocks between segments. */
-	if (!back && (n->freq & EVICT_CLS_MASK) != 0 &&
+	if (!back && predict && (n->freq & EVICT_CLS_MASK) != 0 &&
 	    cls_below_average(e, n->freq & EVICT_CLS_MASK)) {
 		e->probation_inserts++;
 		n->queue = EVICT_Q_SMALL;
-		list_push_head(&e->small, n);
 	} else {
 		n->queue = EVICT_Q_MAIN;
-		list_push_head(&e->main, n);
 	}
+	if (parent && parent->queue == n->queue)
+		list_insert_after(evict_list_of(e, n), parent, n);
+	else
+		list_push_head(evict_list_of(e, n), n);
 }
 
 static void prefix_hit(struct evict *e, struct evict_node *n)
@@ -257,10 +284,19 @@ void evict_ghost_note(struct evict *e, const struct evict_node *n, uint64_t hash
 		evict_ghost_add(e, hash);
 }
 
+void evict_insert_after(struct evict *e, struct evict_node *n, uint64_t hash, unsigned cls,
+			struct evict_node *parent)
+{
+	if (e->policy == DRAM_POLICY_PREFIX)
+		prefix_insert(e, n, hash, cls, parent);
+	else
+		evict_insert(e, n, hash, cls);
+}
+
 void evict_insert(struct evict *e, struct evict_node *n, uint64_t hash, unsigned cls)
 {
 	if (e->policy == DRAM_POLICY_PREFIX) {
-		prefix_insert(e, n, hash, cls);
+		prefix_insert(e, n, hash, cls, NULL);
 		return;
 	}
 	n->freq = 0;

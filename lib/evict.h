@@ -49,6 +49,7 @@ struct evict {
 	uint64_t ins_total, reu_total, window, since_halving;
 	uint64_t main_max;        /* chunks: above this M gives victims even if P has some */
 	uint64_t probation_inserts; /* blocks predicted not to be reused */
+	bool learn;               /* prefix-learn: classes choose P or M */
 };
 
 /* busy(node, ctx): true if the node must not be evicted now (pinned). */
@@ -59,6 +60,10 @@ void evict_fini(struct evict *e);
 /* A new visible item; hash picks its ghost fingerprint; cls is its reuse
  * class for the prefix policy (ignored by the others). */
 void evict_insert(struct evict *e, struct evict_node *n, uint64_t hash, unsigned cls);
+/* The same, for the prefix policy just behind (older than) its parent if
+ * the parent is in the queue the block goes to. */
+void evict_insert_after(struct evict *e, struct evict_node *n, uint64_t hash, unsigned cls,
+			struct evict_node *parent);
 /* A prefix lookup found the item: refresh it now (prefix policy: callers
  * touch a chain tail first, so heads end up most recent) and let the get
  * that follows leave its place alone. */

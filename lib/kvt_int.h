@@ -214,9 +214,11 @@ struct dram_config {
 	int policy;          /* DRAM_POLICY_* */
 	int hugepages;       /* DRAM_HUGE_* */
 	bool prefault;
+	uint32_t victim_wait_ms; /* longest a put waits for the disk before victims
+				  * are shed (doc/policies.md) */
 };
 
-enum { DRAM_POLICY_S3FIFO = 0, DRAM_POLICY_LRU = 1, DRAM_POLICY_PREFIX = 2 };
+enum { DRAM_POLICY_S3FIFO = 0, DRAM_POLICY_LRU = 1, DRAM_POLICY_PREFIX = 2, DRAM_POLICY_PREFIX_LEARN = 3 };
 enum { DRAM_HUGE_AUTO = 0, DRAM_HUGE_THP = 1, DRAM_HUGE_OFF = 2 };
 
 /*

@@ -224,6 +224,7 @@ int kvt_store_create(struct kvt_store **out)
 	s->dram_cfg.capacity = UINT64_C(256) << 20;
 	s->dram_cfg.chunk = 64 << 10;
 	s->dram_cfg.policy = DRAM_POLICY_PREFIX; /* doc/policies.md */
+	s->dram_cfg.victim_wait_ms = 20;
 	s->dram_cfg.hugepages = DRAM_HUGE_AUTO;
 	s->dram_cfg.prefault = true;
 	s->ssd_cfg.capacity = 0;
@@ -474,9 +475,9 @@ int kvt_store_set_option(struct kvt_store *s, const char *name, const char *valu
 	if (strncmp(name, "events.", 7) == 0)
 		return opt_events(&s->events_cfg, name + 7, value);
 	{
-		static const char *const policies[] = { "s3fifo", "lru", "prefix", NULL };
+		static const char *const policies[] = { "s3fifo", "lru", "prefix", "prefix-learn", NULL };
 		static const int policy_vals[] = { DRAM_POLICY_S3FIFO, DRAM_POLICY_LRU,
-						   DRAM_POLICY_PREFIX };
+						   DRAM_POLICY_PREFIX, DRAM_POLICY_PREFIX_LEARN };
 		static const char *const huges[] = { "auto", "thp", "off", NULL };
 		static const int huge_vals[] = { DRAM_HUGE_AUTO, DRAM_HUGE_THP, DRAM_HUGE_OFF };
 		static const char *const onoff[] = { "off", "on", NULL };
@@ -505,6 +506,8 @@ int kvt_store_set_option(struct kvt_store *s, const char *name, const char *valu
 			return opt_u32(value, 1, 256, &dc->shards);
 		if (strcmp(name, "dram.policy") == 0)
 			return opt_choice(value, policies, policy_vals, &dc->policy);
+		if (strcmp(name, "dram.victim_wait_ms") == 0)
+			return opt_u32(value, 0, 60000, &dc->victim_wait_ms);
 		if (strcmp(name, "dram.hugepages") == 0)
 			return opt_choice(value, huges, huge_vals, &dc->hugepages);
 		if (strcmp(name, "dram.prefault") == 0) {

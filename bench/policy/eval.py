@@ -2,9 +2,9 @@
 """eval.py KVTIER DIR TRACE...: the policy table of doc/policies.md.
 
 For each trace: total capacity C = a quarter of its distinct blocks, values of 16 KiB
-(--bytes-per-token 32).  Rows: DRAM-only of C (LRU, S3-FIFO, prefix) and DRAM C/4 +
-SSD 3C/4 (same DRAM policies, the default victim admission; and the old default,
-S3-FIFO with second-access admission), each next to the offline optimum at C that
+(--bytes-per-token 32).  Rows: DRAM-only of C (LRU, S3-FIFO, prefix, prefix-learn) and DRAM
+C/4 + SSD 3C/4 (LRU, prefix, prefix-learn with the default victim admission; and the old
+default, S3-FIFO with second-access admission), each next to the offline optimum at C that
 kvtier replay prints.  Extra flags for every replay (e.g. --speed 20) go in
 KVT_REPLAY_ARGS.  Prints a markdown table; contended machine: hit ratios do not
 depend on timing except through write-down shedding (reported).
@@ -42,11 +42,11 @@ for path in sys.argv[3:]:
     name = os.path.basename(path)
     first = True
     rows = []
-    for pol in ('lru', 's3fifo', 'prefix'):
+    for pol in ('lru', 's3fifo', 'prefix', 'prefix-learn'):
         rows.append(('DRAM %d MiB' % (total >> 20), pol, replay(path, total, 0, pol)))
     dram = (total // 4) // BPB * BPB
     ssd = total - dram
-    for pol, adm in (('lru', None), ('prefix', None), ('s3fifo', 'second')):
+    for pol, adm in (('lru', None), ('prefix', None), ('prefix-learn', None), ('s3fifo', 'second')):
         rows.append(('DRAM %d MiB + SSD %d MiB%s' % (dram >> 20, ssd >> 20, ', admission ' + adm if adm else ''), pol,
                      replay(path, dram, ssd, pol, adm)))
     for conf, pol, j in rows:
