@@ -89,9 +89,12 @@ struct replay_result {
 	uint64_t dram_put_bytes, dram_get_bytes, dram_evictions;
 	uint64_t ssd_wd_bytes, ssd_wd_blocks, ssd_wd_shed, ssd_read_bytes, ssd_reads,
 		ssd_evicted;
+	uint64_t victim_wd, victim_filtered; /* DRAM evictions written down, or not (policy) */
 	/* per request, for the what-if model (requests entries) */
 	uint64_t *req_dram_tokens, *req_ssd_tokens;
 	uint64_t *req_dram_lead; /* leading hit tokens before the first non-DRAM one */
+	/* the offline optimum at DRAM + SSD capacity (optimum.c), set by replay_main */
+	struct rp_optimum opt;
 };
 
 static void replay_result_free(struct replay_result *r)
@@ -256,6 +259,8 @@ static int replay_open(const struct replay_run *run, const char *dir, struct kvt
 		RP_OPT("ssd.segment", v);
 		if (run->o->admission != NULL)
 			RP_OPT("ssd.admission", run->o->admission);
+		/* A throwaway store: no warm-restart write-down at close. */
+		RP_OPT("ssd.close_writedown_ms", "0");
 	}
 	if (run->o->server != NULL) {
 		/* A list is a pod of kvtierd (doc/cluster.md). */
@@ -468,7 +473,11 @@ static int replay_run_one(const struct replay_run *run, struct replay_result *re
 	res->dram_evictions = replay_stat(st, "dram.evictions");
 	res->ssd_wd_bytes = replay_stat(st, "ssd.writedown_bytes");
 	res->ssd_wd_blocks = replay_stat(st, "ssd.writedown_blocks");
-	res->ssd_wd_shed = replay_stat(st, "ssd.writedown_shed");
+	/* Write-downs that never happened: shed by the SSD's queue, or DRAM
+	 * victims shed under write pressure (doc/policies.md). */
+	res->ssd_wd_shed = replay_stat(st, "ssd.writedown_shed") + replay_stat(st, "dram.victim_shed");
+	res->victim_wd = replay_stat(st, "dram.victim_writedowns");
+	res->victim_filtered = replay_stat(st, "dram.victim_filtered");
 	res->ssd_read_bytes = replay_stat(st, "ssd.read_bytes");
 	res->ssd_reads = replay_stat(st, "ssd.reads");
 	res->ssd_evicted = replay_stat(st, "ssd.evicted_blocks");
@@ -525,6 +534,39 @@ struct replay_ctx {
 	const char *bpt_why;
 };
 
+/* The ceiling: the offline optimum at this capacity and the unlimited ideal. */
+static void replay_json_optimum(json_t *j, const struct replay_ctx *c, const struct replay_result *r)
+{
+	double hit = replay_frac(r->hit_blocks, r->blocks);
+	double opt = replay_frac(r->opt.prefix_hits, r->opt.blocks);
+	double ideal = replay_frac(c->ideal.hit_blocks, c->ideal.blocks);
+	json_object_set_new(j, "optimum_capacity_blocks", json_integer((json_int_t)r->opt.capacity));
+	json_object_set_new(j, "optimum_block_hit_ratio", json_real(opt));
+	json_object_set_new(j, "optimum_bound_block_hit_ratio",
+			    json_real(replay_frac(r->opt.any_hits, r->opt.blocks)));
+	json_object_set_new(j, "of_optimum", json_real(opt > 0 ? hit / opt : 0));
+	json_object_set_new(j, "of_ideal", json_real(ideal > 0 ? hit / ideal : 0));
+	json_object_set_new(j, "ssd_writedown_shed", json_integer((json_int_t)r->ssd_wd_shed));
+	json_object_set_new(j, "victim_writedowns", json_integer((json_int_t)r->victim_wd));
+	json_object_set_new(j, "victim_filtered", json_integer((json_int_t)r->victim_filtered));
+}
+
+static void replay_print_optimum(const struct replay_ctx *c, const struct replay_result *r)
+{
+	double hit = replay_frac(r->hit_blocks, r->blocks);
+	double opt = replay_frac(r->opt.prefix_hits, r->opt.blocks);
+	double ideal = replay_frac(c->ideal.hit_blocks, c->ideal.blocks);
+	printf("optimum here          %7.2f %%                 offline, at DRAM+SSD = %" PRIu64
+	       " blocks (Belady MIN with bypass, prefix hits)\n",
+	       100.0 * opt, r->opt.capacity);
+	if (r->opt.any_hits != r->opt.prefix_hits)
+		printf("optimum bound         %7.2f %%                 ids with several parents: the true "
+		       "optimum lies between\n",
+		       replay_pct(r->opt.any_hits, r->opt.blocks));
+	printf("of optimum, ideal     %7.3f       %7.3f     hit ratio / optimum here, / ideal\n",
+	       opt > 0 ? hit / opt : 0, ideal > 0 ? hit / ideal : 0);
+}
+
 static void replay_report_store(const struct replay_ctx *c, const struct replay_result *r)
 {
 	char a[32], b[32], v[32];
@@ -539,7 +581,7 @@ static void replay_report_store(const struct replay_ctx *c, const struct replay_
 		printf("store     embedded: DRAM %s", replay_fmt_size(a, sizeof a, r->dram_cap));
 	if (r->ssd_cap && r->dram_cap)
 		printf(", SSD %s (admission %s) under %s", replay_fmt_size(b, sizeof b, r->ssd_cap),
-		       c->o->admission ? c->o->admission : "second", c->o->dir);
+		       c->o->admission ? c->o->admission : "victim", c->o->dir);
 	printf("; time %s\n", c->o->speed > 0 ? "scaled from the trace" : "as fast as possible");
 	printf("values    %s: %" PRIu64 " B/token (%s per block); replayed at %" PRIu64
 	       " B/token (%s per block), %s\n",
@@ -575,6 +617,7 @@ static void replay_report(const struct replay_ctx *c, const struct replay_result
 			"lost", (json_int_t)r->lost, "puts", (json_int_t)r->puts,
 			"put_exists", (json_int_t)r->put_exists, "put_errors", (json_int_t)r->put_errors,
 			"gets", (json_int_t)r->gets);
+		replay_json_optimum(j, c, r);
 		json_object_set_new(j, "verified_bytes", json_integer((json_int_t)r->verified_bytes));
 		json_object_set_new(j, "dram_put_bytes", json_integer((json_int_t)r->dram_put_bytes));
 		json_object_set_new(j, "dram_get_bytes", json_integer((json_int_t)r->dram_get_bytes));
@@ -609,6 +652,9 @@ static void replay_report(const struct replay_ctx *c, const struct replay_result
 	printf("ideal, unlimited      %7.2f %%     %7.2f %%   same trace, a cache that never evicts\n",
 	       replay_pct(c->ideal.hit_blocks, c->ideal.blocks),
 	       replay_pct(c->ideal.hit_tokens, c->ideal.tokens));
+	replay_print_optimum(c, r);
+	if (c->o->server)
+		printf("                      (the optimum counts the local tiers only, not kvtierd)\n");
 	printf("hits from DRAM     %10" PRIu64 "    %10" PRIu64 "\n", r->tier_hits[KVT_TIER_DRAM],
 	       r->tier_tokens[KVT_TIER_DRAM]);
 	printf("hits from SSD      %10" PRIu64 "    %10" PRIu64 "\n", r->tier_hits[KVT_TIER_SSD],
@@ -627,6 +673,9 @@ static void replay_report(const struct replay_ctx *c, const struct replay_result
 		       " shed), SSD read %s (%" PRIu64 " reads), %" PRIu64 " evicted\n",
 		       replay_fmt_size(d, sizeof d, r->ssd_wd_bytes), r->ssd_wd_blocks, r->ssd_wd_shed,
 		       replay_fmt_size(e, sizeof e, r->ssd_read_bytes), r->ssd_reads, r->ssd_evicted);
+	if (r->ssd_cap)
+		printf("          DRAM evictions written down %" PRIu64 ", not written (predicted "
+		       "unused) %" PRIu64 "\n", r->victim_wd, r->victim_filtered);
 	printf("puts      %" PRIu64 " stored, %" PRIu64 " already present, %" PRIu64 " failed\n",
 	       r->puts, r->put_exists, r->put_errors);
 	double moved = (double)(r->dram_put_bytes + r->verified_bytes);
@@ -696,8 +745,10 @@ static void replay_usage(FILE *f)
 		"  --ssd SIZE            SSD tier (default 0: none); a comma list sweeps\n"
 		"  --dir DIR             where SSD run directories go (default $TMPDIR or\n"
 		"                        /var/tmp; must support O_DIRECT); removed after\n"
-		"  --dram-policy P       DRAM eviction: s3fifo (default) or lru\n"
-		"  --admission POLICY    SSD admission: second (default) or always\n"
+		"  --dram-policy P       DRAM eviction: prefix (default), prefix-learn, lru\n"
+		"                        or s3fifo (doc/policies.md)\n"
+		"  --admission POLICY    SSD admission: victim (default: what DRAM evicts),\n"
+		"                        second (on a second access) or always (every put)\n"
 		"  --keep                keep the run directory\n"
 		"  --flush-each          wait for each put's write-down (deterministic\n"
 		"                        SSD contents, nothing shed; slower)\n"
@@ -839,15 +890,17 @@ static int replay_parse(int argc, char **argv, struct replay_opts *o)
 			break;
 		case O_DIR: o->dir = optarg; break;
 		case O_ADMIT:
-			if (strcmp(optarg, "second") && strcmp(optarg, "always"))
-				return replay_bad("--admission is second or always, not", optarg);
+			if (strcmp(optarg, "victim") && strcmp(optarg, "second") && strcmp(optarg, "always"))
+				return replay_bad("--admission is victim, second or always, not", optarg);
 			o->admission = optarg;
 			break;
 		case O_KEEP: o->keep = true; break;
 		case O_FLUSH: o->flush_each = true; break;
 		case O_POLICY:
-			if (strcmp(optarg, "s3fifo") && strcmp(optarg, "lru"))
-				return replay_bad("--dram-policy is s3fifo or lru, not", optarg);
+			if (strcmp(optarg, "prefix") && strcmp(optarg, "prefix-learn") &&
+			    strcmp(optarg, "s3fifo") && strcmp(optarg, "lru"))
+				return replay_bad("--dram-policy is prefix, prefix-learn, lru or s3fifo, not",
+						  optarg);
 			o->policy = optarg;
 			break;
 		case O_SERVER: o->server = optarg; break;
@@ -913,16 +966,21 @@ static void replay_sweep_print(const struct replay_ctx *c, const struct replay_r
 				      "ssd_hits", (json_int_t)r->tier_hits[KVT_TIER_SSD],
 				      "lost", (json_int_t)r->lost, "modelled_speedup", w[2].speedup,
 				      "wall_s", r->wall_s);
+		replay_json_optimum(j, c, r);
 		replay_json_line(j);
 		return;
 	}
 	if (first)
-		printf("\n%10s %10s %9s %9s %10s %10s %8s %s\n", "DRAM", "SSD", "block hit", "token hit",
-		       "DRAM hits", "SSD hits", "seconds", "modelled speedup (dram+ssd)");
-	printf("%10s %10s %8.2f%% %8.2f%% %10" PRIu64 " %10" PRIu64 " %8.1f %6.2fx\n",
+		printf("\n%10s %10s %9s %9s %6s %10s %10s %8s %8s %s\n", "DRAM", "SSD", "block hit",
+		       "optimum", "of opt", "DRAM hits", "SSD hits", "shed", "seconds",
+		       "modelled speedup (dram+ssd)");
+	double opt = replay_frac(r->opt.prefix_hits, r->opt.blocks);
+	printf("%10s %10s %8.2f%% %8.2f%% %6.3f %10" PRIu64 " %10" PRIu64 " %8" PRIu64 " %8.1f %6.2fx\n",
 	       replay_fmt_size(a, sizeof a, r->dram_cap), r->ssd_cap ? replay_fmt_size(b, sizeof b, r->ssd_cap) : "-",
-	       replay_pct(r->hit_blocks, r->blocks), replay_pct(r->hit_tokens, r->tokens),
-	       r->tier_hits[KVT_TIER_DRAM], r->tier_hits[KVT_TIER_SSD], r->wall_s, w[2].speedup);
+	       replay_pct(r->hit_blocks, r->blocks), 100.0 * opt,
+	       opt > 0 ? replay_frac(r->hit_blocks, r->blocks) / opt : 0,
+	       r->tier_hits[KVT_TIER_DRAM], r->tier_hits[KVT_TIER_SSD], r->ssd_wd_shed, r->wall_s,
+	       w[2].speedup);
 	fflush(stdout);
 }
 
@@ -1027,6 +1085,14 @@ int replay_main(int argc, char **argv)
 					run.dram_cap, run.ssd_cap);
 			if (replay_run_one(&run, &res, err, sizeof err) < 0) {
 				fprintf(stderr, "kvtier replay: %s\n", err);
+				exit_rc = BENCH_EXIT_FAIL;
+				break;
+			}
+			/* The ceiling at this point's total capacity, in blocks. */
+			if (rp_optimum(&t, res.requests, (run.dram_cap + run.ssd_cap) / c.value_len,
+				       &res.opt) < 0) {
+				fprintf(stderr, "kvtier replay: out of memory\n");
+				replay_result_free(&res);
 				exit_rc = BENCH_EXIT_FAIL;
 				break;
 			}

@@ -84,6 +84,22 @@ struct rp_ideal {
  */
 int rp_ideal(const struct rp_trace *t, int per_req, struct rp_ideal *out);
 
+/*
+ * The offline optimum at a capacity of cap blocks (optimum.c): Belady's
+ * MIN with bypass over the first count requests, prefix semantics.
+ * prefix_hits is what that offline policy achieves (leading hits, as the
+ * replay counts them); any_hits counts every access that found its block
+ * and bounds every policy from above.  Equal when each hash id always has
+ * the same parent (prefix hashes).  Returns 0 or -ENOMEM.
+ */
+struct rp_optimum {
+	uint64_t capacity;      /* blocks */
+	uint64_t blocks;        /* block lookups */
+	uint64_t prefix_hits;   /* leading hits under MIN (achievable) */
+	uint64_t any_hits;      /* all hits under MIN (an upper bound) */
+};
+int rp_optimum(const struct rp_trace *t, size_t count, uint64_t cap, struct rp_optimum *out);
+
 /* ------------------------------------------------------------------------
  * Profiles and the what-if model (cli/profiles.c)
  */

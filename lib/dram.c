@@ -62,6 +62,8 @@ enum { ITEM_WRITING = 1, ITEM_VISIBLE = 2, ITEM_DEAD = 3 };
 #define ITEM_CRC_VALID 0x10 /* part CRCs computed */
 #define ITEM_ON_LOWER 0x20  /* a lower tier holds a copy: never written down again */
 #define ITEM_WD 0x40        /* write-down queued or in flight; it holds a ref */
+#define ITEM_LEAVING 0x80   /* evicted, out of the queues, its write-down in flight:
+			     * freed (or requeued if read meanwhile) when it ends */
 /* owner[1]: the key length - 1 (6 bits) and ITEM_EXT, both fixed once
  * the item is reserved, so readers holding a ref read them unlocked. */
 #define ITEM_EXT 0x80       /* runs, parts and key live in u.ext */
@@ -135,6 +137,11 @@ struct dram_shard {
 	uint64_t pinned, value_bytes, lookups, crc_errors, dead_pending;
 	uint64_t promotions, promoted_bytes, admitted;
 	uint64_t quota_evictions;     /* evicted to keep a quota group under its limit */
+	/* victim write-down (doc/policies.md): evicted blocks whose write-down
+	 * is in flight keep their chunks; at most leaving_max bytes of them */
+	pthread_cond_t room;          /* a leaving block was freed */
+	uint64_t leaving_bytes, leaving_max;
+	uint64_t victim_wd, victim_filtered, victim_shed, victim_waits;
 } __attribute__((aligned(64)));
 
 struct dram {
@@ -150,6 +157,14 @@ struct dram {
 	void *evict_ctx;
 	dram_admit_fn admit_fn;
 	void *admit_ctx;
+	bool victim_wd;           /* evicted blocks go down through admit_fn */
+	uint64_t victim_wait_ns;  /* a put waits this long for the disk, then sheds */
+	/* Reuse classes the last prefix lookups gave to blocks they missed,
+	 * for the prefix policy's insert: direct mapped, (hash & ~0xff) | class,
+	 * written and read without a lock (a lost or stale hint only costs a
+	 * prediction). */
+	_Atomic uint64_t *hints;
+	uint32_t hint_mask;
 	struct quota *quota;      /* or NULL: nothing is charged */
 	/* Item pool shared by the shards: 2 MiB blocks on huge pages (after a
 	 * few 64 KiB ones), handed out in 64 KiB slices.  Shared so that the
@@ -402,6 +417,75 @@ static void index_unlink_locked(struct dram_shard *s, struct dram_item *it)
 }
 
 /* ------------------------------------------------------------------------
+ * Reuse hints (prefix policy)
+ */
+
+/* The class a prefix lookup gave this block, or 0 (none known); *parent
+ * gets the hash of the block before it in that prompt (0: none). */
+static unsigned dram_hint_class(struct dram *d, uint64_t h, uint64_t *parent)
+{
+	uint64_t e;
+	size_t i;
+	*parent = 0;
+	if (!d->hints)
+		return 0;
+	i = 2 * (size_t)((h >> 8) & d->hint_mask);
+	e = atomic_load_explicit(&d->hints[i], memory_order_relaxed);
+	if (!e || ((e ^ h) & ~UINT64_C(0xff)) != 0)
+		return 0;
+	*parent = atomic_load_explicit(&d->hints[i + 1], memory_order_relaxed);
+	return (unsigned)(e & 0xff);
+}
+
+/* The visible, queued item of s whose hash is ph, or NULL.  Locked. */
+static struct evict_node *dram_find_hash_locked(struct dram_shard *s, uint64_t ph)
+{
+	for (struct dram_item *it = s->buckets[ph & s->bucket_mask]; it; it = it->hnext)
+		if (ITEM_STATE(it) == ITEM_VISIBLE && it->node.queue != EVICT_Q_NONE &&
+		    item_hash(it) == ph)
+			return &it->node;
+	return NULL;
+}
+
+/*
+ * A prefix lookup over keys[0..n) found the first `hits` present.  For the
+ * prefix policy: refresh the DRAM blocks it found tail first (a chain's
+ * head ends most recent, so tails are evicted before heads), and note a
+ * reuse class for each block it missed, which the put that follows will
+ * read: 1 + 8 x log2(prompt blocks, at most 6) + 4 x (prefix already
+ * cached) + blocks from the prompt's end (at most 3).
+ */
+void dram_note_prefix(struct dram *d, uint32_t ns, const struct kvt_key *keys, size_t n,
+		      size_t hits)
+{
+	unsigned lb = 0, cls;
+	if (!d->hints || n == 0)
+		return;
+	for (size_t v = n; v > 1 && lb < 6; v >>= 1)
+		lb++;
+	for (size_t i = hits; i-- > 0;) {
+		uint64_t h = dram_hash(ns, &keys[i]);
+		struct dram_shard *s = dram_shard_of(d, h);
+		struct dram_item *it;
+		pthread_mutex_lock(&s->lock);
+		it = *index_slot(s, h, ns, &keys[i]);
+		if (it && ITEM_STATE(it) == ITEM_VISIBLE)
+			evict_touch(&s->ev, &it->node);
+		pthread_mutex_unlock(&s->lock);
+	}
+	uint64_t prev = hits > 0 ? dram_hash(ns, &keys[hits - 1]) : 0;
+	for (size_t i = hits; i < n; i++) {
+		uint64_t h = dram_hash(ns, &keys[i]);
+		size_t from_end = n - 1 - i, slot = 2 * (size_t)((h >> 8) & d->hint_mask);
+		cls = 1 + 8 * lb + (hits > 0 ? 4u : 0u) + (from_end < 3 ? (unsigned)from_end : 3u);
+		atomic_store_explicit(&d->hints[slot], (h & ~UINT64_C(0xff)) | cls,
+				      memory_order_relaxed);
+		atomic_store_explicit(&d->hints[slot + 1], prev, memory_order_relaxed);
+		prev = h;
+	}
+}
+
+/* ------------------------------------------------------------------------
  * Eviction
  */
 
@@ -457,6 +541,8 @@ static void evict_one_locked(struct dram *d, struct dram_shard *s, struct dram_i
 {
 	bool from_small = it->node.queue == EVICT_Q_SMALL;
 	uint64_t h = item_hash(it);
+	if (it->node.queue != EVICT_Q_NONE)
+		evict_ghost_note(&s->ev, &it->node, h, from_small);
 
 	if (d->evict_fn && s->scratch) {
 		struct kvt_key k;
@@ -466,8 +552,6 @@ static void evict_one_locked(struct dram *d, struct dram_shard *s, struct dram_i
 		d->evict_fn(d->evict_ctx, it, it->ns, &k, s->scratch, n, it->value_len);
 	}
 	evict_remove(&s->ev, &it->node);
-	if (from_small)
-		evict_ghost_add(&s->ev, h);
 	index_unlink_locked(s, it);
 	s->evictions++;
 	s->evicted_bytes += it->value_len;
@@ -475,21 +559,116 @@ static void evict_one_locked(struct dram *d, struct dram_shard *s, struct dram_i
 	item_free_locked(d, s, it);
 }
 
+static void dram_admit_locked(struct dram *d, struct dram_shard *s, struct dram_item *it, int why);
+
+static void deadline_add(struct timespec *dl, uint64_t ns)
+{
+	dl->tv_sec += (time_t)(ns / 1000000000u);
+	dl->tv_nsec += (long)(ns % 1000000000u);
+	if (dl->tv_nsec >= 1000000000L) {
+		dl->tv_sec++;
+		dl->tv_nsec -= 1000000000L;
+	}
+}
+
+
+
+/*
+ * Victim write-down: an evicted block no lower tier holds goes down to it
+ * (the SSD as DRAM's victim tier) unless the policy has evidence it will
+ * not be reused.  It leaves the queues at once and keeps its chunks until
+ * its write ends (dram_writedown_done frees it).  At most leaving_max bytes
+ * leave at a time: past that the put waits for a write to end (the disk's
+ * pace), up to dram.victim_wait_ms; after that, victims are shed in the
+ * policy's order -- the least valuable first, not the newest -- and counted
+ * (dram.victim_shed).  Returns true if the victim's
+ * chunks are on their way out (or it was freed), false if the caller must
+ * evict it now.  May drop and retake the lock (*waited is then set).
+ */
+static bool victim_writedown_locked(struct dram *d, struct dram_shard *s, struct dram_item *it,
+				    struct timespec *deadline, bool *waited)
+{
+	uint64_t bytes = (uint64_t)it->node.chunks * d->chunk;
+	if (!d->victim_wd || !d->admit_fn || (it->node.owner[0] & (ITEM_ON_LOWER | ITEM_WD)))
+		return false;
+	if (!evict_worth_keeping(&s->ev, &it->node)) {
+		s->victim_filtered++;
+		return false;
+	}
+	if (s->leaving_bytes + bytes > s->leaving_max) {
+		/* The disk is behind: wait for a write to end (it frees its
+		 * block's chunks), up to the deadline; past it the caller sheds
+		 * victims in the policy's order, least valuable first. */
+		if (deadline->tv_sec == 0) {
+			clock_gettime(CLOCK_REALTIME, deadline);
+			deadline_add(deadline, d->victim_wait_ns);
+		}
+		s->victim_waits++;
+		*waited = true;
+		pthread_cond_timedwait(&s->room, &s->lock, deadline);
+		return true; /* re-pick: the queues and free space may have changed */
+	}
+	/* The admission hook takes its ref under ITEM_WD; LEAVING says what
+	 * to do when the write ends. */
+	evict_ghost_note(&s->ev, &it->node, item_hash(it), it->node.queue == EVICT_Q_SMALL);
+	evict_remove(&s->ev, &it->node);
+	it->node.owner[0] |= ITEM_LEAVING;
+	dram_admit_locked(d, s, it, DRAM_ADMIT_EVICT);
+	if (!(it->node.owner[0] & ITEM_WD)) { /* declined (shed by the SSD, or its quota) */
+		it->node.owner[0] &= (uint8_t)~ITEM_LEAVING;
+		s->victim_shed++;
+		return false; /* the caller evicts it now */
+	}
+	s->leaving_bytes += bytes;
+	s->victim_wd++;
+	return true;
+}
+
+static bool deadline_passed(const struct timespec *dl)
+{
+	struct timespec now;
+	if (dl->tv_sec == 0)
+		return false;
+	clock_gettime(CLOCK_REALTIME, &now);
+	return now.tv_sec > dl->tv_sec || (now.tv_sec == dl->tv_sec && now.tv_nsec >= dl->tv_nsec);
+}
+
 /*
  * Chunks for a value of `chunks` chunks: take free space, evicting by
- * policy until there is enough in at most DRAM_MAX_RUNS runs.
+ * policy until there is enough in at most DRAM_MAX_RUNS runs.  *waited is
+ * set if the lock was dropped meanwhile (the caller re-checks its key).
  */
 static int dram_alloc_locked(struct dram *d, struct dram_shard *s, uint32_t chunks,
-			     struct arena_run *runs, uint32_t *run_count)
+			     struct arena_run *runs, uint32_t *run_count, bool *waited)
 {
+	struct timespec deadline = { 0, 0 };
 	for (;;) {
 		struct evict_node *victim;
+		struct dram_item *it;
 		if (arena_alloc(&s->arena, chunks, runs, DRAM_MAX_RUNS, run_count) == 0)
 			return 0;
 		victim = evict_victim(&s->ev, dram_busy, NULL);
-		if (!victim)
+		if (!victim) {
+			/* Blocks on their way down will free their chunks. */
+			if (s->leaving_bytes > 0 && !deadline_passed(&deadline)) {
+				if (deadline.tv_sec == 0) {
+					clock_gettime(CLOCK_REALTIME, &deadline);
+					deadline_add(&deadline, d->victim_wait_ns);
+				}
+				*waited = true;
+				pthread_cond_timedwait(&s->room, &s->lock, &deadline);
+				continue;
+			}
 			return KVT_EFULL;
-		evict_one_locked(d, s, (struct dram_item *)victim);
+		}
+		it = (struct dram_item *)victim;
+		if (!deadline_passed(&deadline) && victim_writedown_locked(d, s, it, &deadline, waited))
+			continue;
+		if (deadline_passed(&deadline) && d->victim_wd && d->admit_fn &&
+		    !(it->node.owner[0] & (ITEM_ON_LOWER | ITEM_WD)) &&
+		    evict_worth_keeping(&s->ev, &it->node))
+			s->victim_shed++;
+		evict_one_locked(d, s, it);
 	}
 }
 
@@ -779,10 +958,54 @@ static void dram_admit_locked(struct dram *d, struct dram_shard *s, struct dram_
 	item_unref_locked(d, s, it);
 }
 
-void dram_set_admit_hook(struct dram *d, dram_admit_fn fn, void *ctx)
+/*
+ * Graceful stop (warm restart): offer the blocks no lower tier holds to the
+ * admission hook as DRAM_ADMIT_CLOSE, most valuable first by the policy's
+ * own order (M from its head, then P/S from its head), until *budget bytes
+ * were taken or the hook refuses many in a row (its queue is full: the
+ * caller flushes and calls again).  Returns the bytes taken this pass.
+ */
+uint64_t dram_writedown_pass(struct dram *d, uint64_t *budget, uint64_t pass_max)
+{
+	uint64_t taken = 0;
+	if (!d->admit_fn)
+		return 0;
+	for (uint32_t i = 0; i < d->shard_count && *budget > 0 && taken < pass_max; i++) {
+		struct dram_shard *s = &d->shards[i];
+		struct evict_list *lists[2] = { &s->ev.main, &s->ev.small };
+		unsigned refused = 0;
+		pthread_mutex_lock(&s->lock);
+		for (unsigned l = 0; l < 2 && refused < 64; l++) {
+			struct evict_node *head = &lists[l]->head;
+			for (struct evict_node *n = head->next; n != head && refused < 64; n = n->next) {
+				struct dram_item *it = (struct dram_item *)n;
+				if (ITEM_STATE(it) != ITEM_VISIBLE ||
+				    (it->node.owner[0] & (ITEM_ON_LOWER | ITEM_WD)))
+					continue;
+				/* On disk: the value in 4 KiB pages and a header page. */
+				uint64_t cost = ((it->value_len + 4095) & ~UINT64_C(4095)) + 4096;
+				if (cost > *budget || taken >= pass_max)
+					break;
+				dram_admit_locked(d, s, it, DRAM_ADMIT_CLOSE);
+				if (it->node.owner[0] & ITEM_WD) {
+					taken += cost;
+					*budget -= cost;
+					refused = 0;
+				} else {
+					refused++;
+				}
+			}
+		}
+		pthread_mutex_unlock(&s->lock);
+	}
+	return taken;
+}
+
+void dram_set_admit_hook(struct dram *d, dram_admit_fn fn, void *ctx, bool victim)
 {
 	d->admit_fn = fn;
 	d->admit_ctx = ctx;
+	d->victim_wd = victim;
 }
 
 void dram_writedown_done(struct dram *d, struct dram_item *it, bool stored)
@@ -792,6 +1015,23 @@ void dram_writedown_done(struct dram *d, struct dram_item *it, bool stored)
 	it->node.owner[0] &= (uint8_t)~ITEM_WD;
 	if (stored)
 		it->node.owner[0] |= ITEM_ON_LOWER;
+	if (it->node.owner[0] & ITEM_LEAVING) {
+		/* An evicted block's write ended: its chunks go now, unless a
+		 * reader holds it (then it goes back in the queue, clean). */
+		it->node.owner[0] &= (uint8_t)~ITEM_LEAVING;
+		s->leaving_bytes -= (uint64_t)it->node.chunks * d->chunk;
+		pthread_cond_broadcast(&s->room);
+		if (ITEM_STATE(it) == ITEM_VISIBLE) {
+			if (it->refs == 1) {
+				it->refs = 0;
+				s->pinned--;
+				evict_one_locked(d, s, it);
+				pthread_mutex_unlock(&s->lock);
+				return;
+			}
+			evict_insert(&s->ev, &it->node, item_hash(it), EVICT_CLASSES);
+		}
+	}
 	item_unref_locked(d, s, it);
 	pthread_mutex_unlock(&s->lock);
 }
@@ -857,14 +1097,34 @@ int dram_open(struct dram **out, const struct dram_config *cfg, struct kvt_mem *
 	d->log = log;
 	d->chunk = cfg->chunk;
 	d->policy = cfg->policy;
+	d->victim_wait_ns = (uint64_t)cfg->victim_wait_ms * 1000000u;
 	d->shards = kvt_mem_calloc(mem, n, sizeof(struct dram_shard));
 	if (!d->shards) {
 		kvt_mem_free(mem, d, sizeof(*d));
 		return -ENOMEM;
 	}
+	if (cfg->policy == DRAM_POLICY_PREFIX || cfg->policy == DRAM_POLICY_PREFIX_LEARN) {
+		uint64_t want = cfg->capacity / cfg->chunk, hn = 4096;
+		while (hn < want && hn < 65536)
+			hn <<= 1;
+		d->hints = kvt_mem_calloc(mem, 2 * hn, sizeof(*d->hints));
+		if (!d->hints) {
+			kvt_mem_free(mem, d->shards, (size_t)n * sizeof(struct dram_shard));
+			kvt_mem_free(mem, d, sizeof(*d));
+			return -ENOMEM;
+		}
+		d->hint_mask = (uint32_t)(hn - 1);
+	}
 	for (uint32_t i = 0; i < n; i++) {
 		struct dram_shard *s = &d->shards[i];
 		pthread_mutex_init(&s->lock, NULL);
+		pthread_cond_init(&s->room, NULL);
+		/* An eighth of the shard may be on its way down, or 16 MiB, but
+		 * never more than a quarter (the SSD's write-down queue is
+		 * capped at a quarter of DRAM too: store.c). */
+		s->leaving_max = per / 8 > (UINT64_C(16) << 20) ? per / 8 : UINT64_C(16) << 20;
+		if (s->leaving_max > per / 4)
+			s->leaving_max = per / 4;
 		d->shard_count = i + 1;
 		ret = arena_init(&s->arena, mem, per, cfg->chunk, cfg->hugepages, cfg->prefault);
 		if (ret < 0)
@@ -915,8 +1175,11 @@ void dram_close(struct dram *d)
 			kvt_mem_free(d->mem, s->scratch, s->scratch_cap * sizeof(struct iovec));
 		evict_fini(&s->ev);
 		arena_fini(&s->arena);
+		pthread_cond_destroy(&s->room);
 		pthread_mutex_destroy(&s->lock);
 	}
+	if (d->hints)
+		kvt_mem_free(d->mem, d->hints, 2 * ((size_t)d->hint_mask + 1) * sizeof(*d->hints));
 	while (d->blocks) {
 		struct pool_block *b = d->blocks;
 		d->blocks = b->next;
@@ -1001,11 +1264,20 @@ int dram_reserve(struct dram *d, uint32_t ns, const struct kvt_key *key, uint64_
 		ret = -ENOMEM;
 		goto fail_unlock;
 	}
-	ret = dram_alloc_locked(d, s, chunks, runs, &run_count);
+	bool waited = false;
+	ret = dram_alloc_locked(d, s, chunks, runs, &run_count, &waited);
 	if (ret < 0) {
 		pool_put(s, it);
 		if (ret == KVT_EFULL)
 			s->full_errors++;
+		goto fail_unlock;
+	}
+	if (waited && *index_slot(s, h, ns, key)) { /* another put won while we waited */
+		for (uint32_t i = 0; i < run_count; i++)
+			arena_free(&s->arena, runs[i].start, runs[i].count);
+		pool_put(s, it);
+		s->put_exists++;
+		ret = KVT_EXISTS;
 		goto fail_unlock;
 	}
 	it->run_count = (uint16_t)run_count;
@@ -1107,7 +1379,16 @@ int dram_publish(struct dram *d, struct dram_item *it, const uint32_t *crcs,
 		it->node.owner[0] |= ITEM_ON_LOWER;
 	if (flags & DRAM_SEALED)
 		it->node.owner[1] |= ITEM_SEALED; /* no reader has a ref yet */
-	evict_insert(&s->ev, &it->node, h);
+	if (flags & DRAM_PROMOTED) {
+		evict_insert(&s->ev, &it->node, h, EVICT_CLASSES);
+	} else {
+		/* A block put after its parent goes just behind it (prefix policy):
+		 * a chain's tail is older than its head, so it is evicted first. */
+		uint64_t ph;
+		unsigned cls = dram_hint_class(d, h, &ph);
+		evict_insert_after(&s->ev, &it->node, h, cls,
+				   ph ? dram_find_hash_locked(s, ph) : NULL);
+	}
 	if (flags & DRAM_PROMOTED) {
 		s->promotions++;
 		s->promoted_bytes += it->value_len;
@@ -1553,6 +1834,8 @@ void dram_stats(struct dram *d, kvt_stats_fn fn, void *ctx)
 		uint64_t lookups, crc_errors, blocks, used, split, ghost_hits, promotions;
 		uint64_t small_blocks, main_blocks, dead, promoted, promoted_bytes, admitted;
 		uint64_t quota_evictions;
+		uint64_t victim_wd, victim_filtered, victim_shed, victim_waits, leaving;
+		uint64_t probation_inserts;
 	} t;
 	memset(&t, 0, sizeof(t));
 	for (uint32_t i = 0; i < d->shard_count; i++) {
@@ -1585,6 +1868,12 @@ void dram_stats(struct dram *d, kvt_stats_fn fn, void *ctx)
 		t.promoted_bytes += s->promoted_bytes;
 		t.admitted += s->admitted;
 		t.quota_evictions += s->quota_evictions;
+		t.victim_wd += s->victim_wd;
+		t.victim_filtered += s->victim_filtered;
+		t.victim_shed += s->victim_shed;
+		t.victim_waits += s->victim_waits;
+		t.leaving += s->leaving_bytes;
+		t.probation_inserts += s->ev.probation_inserts;
 		pthread_mutex_unlock(&s->lock);
 	}
 	fn(ctx, "dram.capacity_bytes", d->capacity, NULL);
@@ -1617,6 +1906,12 @@ void dram_stats(struct dram *d, kvt_stats_fn fn, void *ctx)
 	fn(ctx, "dram.promotions", t.promoted, NULL);
 	fn(ctx, "dram.promoted_bytes", t.promoted_bytes, NULL);
 	fn(ctx, "dram.writedowns_admitted", t.admitted, NULL);
+	fn(ctx, "dram.victim_writedowns", t.victim_wd, NULL);
+	fn(ctx, "dram.victim_filtered", t.victim_filtered, NULL);
+	fn(ctx, "dram.victim_shed", t.victim_shed, NULL);
+	fn(ctx, "dram.victim_waits", t.victim_waits, NULL);
+	fn(ctx, "dram.leaving_bytes", t.leaving, NULL);
+	fn(ctx, "dram.probation_inserts", t.probation_inserts, NULL);
 	fn(ctx, "dram.split_allocs", t.split, NULL);
 	fn(ctx, "dram.crc_errors", t.crc_errors, NULL);
 	fn(ctx, "dram.s3fifo_small_blocks", t.small_blocks, NULL);

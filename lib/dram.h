@@ -131,9 +131,11 @@ struct dram_config {
 	int policy;          /* DRAM_POLICY_* */
 	int hugepages;       /* DRAM_HUGE_* */
 	bool prefault;
+	uint32_t victim_wait_ms; /* longest a put waits for the disk before victims
+				  * are shed (doc/policies.md) */
 };
 
-enum { DRAM_POLICY_S3FIFO = 0, DRAM_POLICY_LRU = 1 };
+enum { DRAM_POLICY_S3FIFO = 0, DRAM_POLICY_LRU = 1, DRAM_POLICY_PREFIX = 2, DRAM_POLICY_PREFIX_LEARN = 3 };
 enum { DRAM_HUGE_AUTO = 0, DRAM_HUGE_THP = 1, DRAM_HUGE_OFF = 2 };
 
 /*
@@ -167,9 +169,22 @@ int dram_put(struct dram *d, uint32_t ns, const struct kvt_key *key,
  * or returns false (declined or shed; the ref is dropped).  A taken block
  * stays pinned until dram_writedown_done(stored: a lower tier now holds it).
  */
-enum { DRAM_ADMIT_PUT = 1, DRAM_ADMIT_HIT = 2 };
+/* DRAM_ADMIT_EVICT: the block is being evicted (victim write-down); if
+ * taken, DRAM frees it when dram_writedown_done says the write ended. */
+enum { DRAM_ADMIT_PUT = 1, DRAM_ADMIT_HIT = 2, DRAM_ADMIT_EVICT = 3, DRAM_ADMIT_CLOSE = 4 };
 typedef bool (*dram_admit_fn)(void *ctx, struct dram_item *item, uint32_t ns, int why);
-void dram_set_admit_hook(struct dram *d, dram_admit_fn fn, void *ctx);
+/* victim: also offer evicted blocks (DRAM_ADMIT_EVICT; the SSD as DRAM's
+ * victim tier, doc/policies.md). */
+void dram_set_admit_hook(struct dram *d, dram_admit_fn fn, void *ctx, bool victim);
+/* Graceful stop: offer DRAM's blocks to the hook (DRAM_ADMIT_CLOSE), most
+ * valuable first, at most pass_max bytes and *budget (lowered); returns the
+ * bytes taken.  The caller flushes the lower tier between passes. */
+uint64_t dram_writedown_pass(struct dram *d, uint64_t *budget, uint64_t pass_max);
+/* A prefix lookup over keys[0..n) found the first `hits` present: the
+ * prefix policy refreshes those (tail first) and notes reuse classes for
+ * the others, which their puts will read (doc/policies.md). */
+void dram_note_prefix(struct dram *d, uint32_t ns, const struct kvt_key *keys, size_t n,
+		      size_t hits);
 
 int dram_delete(struct dram *d, uint32_t ns, const struct kvt_key *key);
 /* Leading keys present; tiers[i] set to KVT_TIER_DRAM for those (may be NULL);

@@ -18,6 +18,38 @@
  *
  * LRU: one list, hits move to the head, evict from the tail.
  *
+ * Prefix (default; doc/policies.md): LRU that knows chains.  Prefix lookups
+ * (evict_touch) refresh the blocks they find tail first, the gets that
+ * follow leave the order alone, and a block put after its parent (dram.c
+ * learns the parent from the lookup) goes just behind it: a chain's tail
+ * is always older than its head, so tails are evicted first and a block
+ * whose parent is gone -- which no prefix lookup can hit -- does not
+ * outlive it.  Without lookups it is plain LRU.
+ *
+ * Prefix-learn (opt-in): the same in two segments, probation (P, the
+ * `small` list) and main (M), with the block's predicted reuse deciding
+ * where it starts.  Each block carries a reuse class (6 bits in
+ * node.freq) that dram.c takes from what the last prefix lookup said about
+ * it: the prompt's length (log2 blocks), whether the prompt's prefix was
+ * already cached (a continuation), and the block's distance from the
+ * prompt's end.  Per class the shard counts blocks inserted and blocks
+ * reused (hit in DRAM, or put again while the ghost table remembers them),
+ * halved every `window` inserts.  A block whose class has evidence (16
+ * blocks seen) of being reused less often than the average block starts in
+ * P; the others in M; a hit moves a block to M's head; victims come from
+ * P's tail first while M holds at most 90 % of the shard (so M cannot go
+ * stale), from M's tail otherwise.  Blocks evicted from P unhit are the
+ * ones the SSD write-down filter skips (evict_worth_keeping).  It wins on
+ * some traces and loses on others (doc/policies.md), hence not default.
+ *
+ *     put --est < avg--> [ P: new ... old ] --evict first--> ghost (class)
+ *         --otherwise--> [ M: new ... old ] --evict when M > 90 %--> ghost
+ *                          ^ hit (in P or M): to M's head, class credited
+ *
+ * Prefix lookups (evict_touch) refresh the blocks they find tail first, so
+ * a chain's head is more recent than its tail and tails go first: a block
+ * whose parent is gone cannot be hit by a prefix lookup.
+ *
  * Pinned items are never evicted: evict_victim rotates them to the head of
  * their queue and goes on; after a full lap with nothing evictable it
  * returns NULL (the caller reports KVT_EFULL).
@@ -44,6 +76,17 @@ static void list_push_head(struct evict_list *l, struct evict_node *n)
 	l->count++;
 }
 
+/* n just after pos (towards the old end). */
+static void list_insert_after(struct evict_list *l, struct evict_node *pos, struct evict_node *n)
+{
+	n->prev = pos;
+	n->next = pos->next;
+	pos->next->prev = n;
+	pos->next = n;
+	l->chunks += n->chunks;
+	l->count++;
+}
+
 static void list_unlink(struct evict_list *l, struct evict_node *n)
 {
 	n->prev->next = n->next;
@@ -62,14 +105,20 @@ int evict_init(struct evict *e, struct kvt_mem *mem, int policy, uint64_t capaci
 {
 	uint64_t g = 64;
 	memset(e, 0, sizeof(*e));
-	e->policy = policy;
+	e->policy = policy == DRAM_POLICY_PREFIX_LEARN ? DRAM_POLICY_PREFIX : policy;
+	e->learn = policy == DRAM_POLICY_PREFIX_LEARN;
 	e->mem = mem;
 	list_init(&e->small);
 	list_init(&e->main);
 	e->small_target = capacity_chunks / 10;
-	if (policy == DRAM_POLICY_S3FIFO) {
-		/* One ghost slot per chunk bounds it by the most items M can hold. */
-		while (g < capacity_chunks && g < (UINT64_C(1) << 24))
+	e->main_max = capacity_chunks * 9 / 10;
+	e->window = capacity_chunks * 4 > 4096 ? capacity_chunks * 4 : 4096;
+	if (policy == DRAM_POLICY_S3FIFO || e->policy == DRAM_POLICY_PREFIX) {
+		/* One ghost slot per chunk bounds it by the most items M can hold;
+		 * the prefix policy remembers four times that (reuse after DRAM, from
+		 * the SSD below, must be seen to be credited). */
+		uint64_t want = e->policy == DRAM_POLICY_PREFIX ? 4 * capacity_chunks : capacity_chunks;
+		while (g < want && g < (UINT64_C(1) << 24))
 			g <<= 1;
 		e->ghost = kvt_mem_calloc(mem, g, sizeof(uint32_t));
 		if (!e->ghost)
@@ -88,7 +137,10 @@ void evict_fini(struct evict *e)
 
 const char *evict_policy_name(int policy)
 {
-	return policy == DRAM_POLICY_LRU ? "lru" : "s3fifo";
+	return policy == DRAM_POLICY_LRU		? "lru"
+	       : policy == DRAM_POLICY_PREFIX	? "prefix"
+	       : policy == DRAM_POLICY_PREFIX_LEARN ? "prefix-learn"
+						: "s3fifo";
 }
 
 /* Fingerprint: never 0, so an empty slot never matches. */
@@ -103,8 +155,150 @@ void evict_ghost_add(struct evict *e, uint64_t hash)
 		e->ghost[hash & e->ghost_mask] = ghost_fp(hash);
 }
 
-void evict_insert(struct evict *e, struct evict_node *n, uint64_t hash)
+/* ---- prefix policy ---- */
+
+/* Ghost fingerprint carrying the class: the hash's top bits, a marker bit
+ * (never 0), the class in the low 6. */
+static inline uint32_t ghost_fp_cls(uint64_t hash, unsigned cls)
 {
+	return ((uint32_t)(hash >> 32) & ~UINT32_C(0x7f)) | 0x40u | (cls & EVICT_CLS_MASK);
+}
+
+static void cls_credit(struct evict *e, struct evict_node *n)
+{
+	if (n->freq & EVICT_CLS_CREDITED)
+		return;
+	n->freq |= EVICT_CLS_CREDITED;
+	e->cls_reu[n->freq & EVICT_CLS_MASK]++;
+	e->reu_total++;
+}
+
+/* Evidence a class is reused less often than the average block: at least
+ * EVICT_CLS_EVIDENCE of its blocks seen, and reu/ins < reu_total/ins_total. */
+#define EVICT_CLS_EVIDENCE 16
+static bool cls_below_average(const struct evict *e, unsigned c)
+{
+	if (e->cls_ins[c] < EVICT_CLS_EVIDENCE)
+		return false;
+	uint64_t ri = (uint64_t)e->cls_reu[c] * (e->ins_total + 2);
+	uint64_t ai = (e->reu_total + 1) * (uint64_t)e->cls_ins[c];
+	return ri < ai;
+}
+
+static void prefix_insert(struct evict *e, struct evict_node *n, uint64_t hash, unsigned cls,
+			  struct evict_node *parent)
+{
+	uint32_t *slot = &e->ghost[hash & e->ghost_mask];
+	bool back = false;
+	bool predict = e->learn;
+
+	if (cls > EVICT_CLS_MASK) { /* a promotion from below: reused, class unknown */
+		n->freq = EVICT_CLS_CREDITED;
+		if (*slot && ((*slot ^ ghost_fp_cls(hash, 0)) & ~(uint32_t)EVICT_CLS_MASK) == 0) {
+			n->freq = (uint8_t)(*slot & EVICT_CLS_MASK);
+			*slot = 0;
+			e->ghost_hits++;
+			cls_credit(e, n);
+		}
+		n->queue = EVICT_Q_MAIN;
+		list_push_head(&e->main, n);
+		return;
+	}
+	n->freq = (uint8_t)cls;
+	if (*slot && ((*slot ^ ghost_fp_cls(hash, 0)) & ~(uint32_t)EVICT_CLS_MASK) == 0) {
+		/* Back while remembered: credit the class it had then. */
+		n->freq = (uint8_t)(*slot & EVICT_CLS_MASK);
+		*slot = 0;
+		e->ghost_hits++;
+		cls_credit(e, n);
+		back = true;
+	}
+	e->cls_ins[n->freq & EVICT_CLS_MASK]++;
+	e->ins_total++;
+	if (++e->since_halving >= e->window) {
+		e->since_halving = 0;
+		e->ins_total = e->reu_total = 0;
+		for (unsigned i = 0; i < EVICT_CLASSES; i++) {
+			e->cls_ins[i] /= 2;
+			e->cls_reu[i] /= 2;
+			e->ins_total += e->cls_ins[i];
+			e->reu_total += e->cls_reu[i];
+		}
+	}
+	/* Class 0 (no lookup said anything about the block) is plain LRU:
+	 * without evidence no block is put on probation, and a tenant's
+	 * activity cannot move another's blocks between segments. */
+	if (!back && predict && (n->freq & EVICT_CLS_MASK) != 0 &&
+	    cls_below_average(e, n->freq & EVICT_CLS_MASK)) {
+		e->probation_inserts++;
+		n->queue = EVICT_Q_SMALL;
+	} else {
+		n->queue = EVICT_Q_MAIN;
+	}
+	if (parent && parent->queue == n->queue)
+		list_insert_after(evict_list_of(e, n), parent, n);
+	else
+		list_push_head(evict_list_of(e, n), n);
+}
+
+static void prefix_hit(struct evict *e, struct evict_node *n)
+{
+	cls_credit(e, n);
+	list_unlink(evict_list_of(e, n), n);
+	n->queue = EVICT_Q_MAIN;
+	list_push_head(&e->main, n);
+}
+
+void evict_touch(struct evict *e, struct evict_node *n)
+{
+	if (e->policy != DRAM_POLICY_PREFIX || n->queue == EVICT_Q_NONE)
+		return;
+	prefix_hit(e, n);
+	n->freq |= EVICT_CLS_TOUCHED;
+}
+
+bool evict_worth_keeping(const struct evict *e, const struct evict_node *n)
+{
+	if (e->policy != DRAM_POLICY_PREFIX)
+		return true;
+	return !(n->queue == EVICT_Q_SMALL && !(n->freq & EVICT_CLS_CREDITED));
+}
+
+unsigned evict_value(const struct evict *e, const struct evict_node *n)
+{
+	switch (e->policy) {
+	case DRAM_POLICY_PREFIX:
+		return (n->queue == EVICT_Q_MAIN ? 2u : 0u) + ((n->freq & EVICT_CLS_CREDITED) ? 1u : 0u);
+	case DRAM_POLICY_S3FIFO:
+		return (n->queue == EVICT_Q_MAIN ? 2u : 0u) + (n->freq > 0 ? 1u : 0u);
+	default:
+		return 1;
+	}
+}
+
+void evict_ghost_note(struct evict *e, const struct evict_node *n, uint64_t hash, bool from_small)
+{
+	if (e->policy == DRAM_POLICY_PREFIX)
+		e->ghost[hash & e->ghost_mask] = ghost_fp_cls(hash, n->freq & EVICT_CLS_MASK);
+	else if (from_small)
+		evict_ghost_add(e, hash);
+}
+
+void evict_insert_after(struct evict *e, struct evict_node *n, uint64_t hash, unsigned cls,
+			struct evict_node *parent)
+{
+	if (e->policy == DRAM_POLICY_PREFIX)
+		prefix_insert(e, n, hash, cls, parent);
+	else
+		evict_insert(e, n, hash, cls);
+}
+
+void evict_insert(struct evict *e, struct evict_node *n, uint64_t hash, unsigned cls)
+{
+	if (e->policy == DRAM_POLICY_PREFIX) {
+		prefix_insert(e, n, hash, cls, NULL);
+		return;
+	}
 	n->freq = 0;
 	if (e->policy == DRAM_POLICY_LRU) {
 		n->queue = EVICT_Q_MAIN;
@@ -126,6 +320,13 @@ void evict_hit(struct evict *e, struct evict_node *n)
 {
 	if (n->queue == EVICT_Q_NONE)
 		return;
+	if (e->policy == DRAM_POLICY_PREFIX) {
+		if (n->freq & EVICT_CLS_TOUCHED) /* the lookup refreshed it already */
+			n->freq &= (uint8_t)~EVICT_CLS_TOUCHED;
+		else
+			prefix_hit(e, n);
+		return;
+	}
 	if (e->policy == DRAM_POLICY_LRU) {
 		list_unlink(&e->main, n);
 		list_push_head(&e->main, n);
@@ -157,10 +358,15 @@ struct evict_node *evict_victim(struct evict *e, evict_busy_fn busy, void *ctx)
 		struct evict_node *n;
 		bool small_stuck = busy_small >= e->small.count;
 		bool main_stuck = busy_main >= e->main.count;
-		bool from_small = e->policy == DRAM_POLICY_S3FIFO && e->small.count > 0 &&
-				  !small_stuck &&
-				  (e->small.chunks > e->small_target || e->main.count == 0 ||
-				   main_stuck);
+		bool from_small;
+		if (e->policy == DRAM_POLICY_PREFIX)
+			from_small = e->small.count > 0 && !small_stuck &&
+				     (e->main.chunks <= e->main_max || e->main.count == 0 || main_stuck);
+		else
+			from_small = e->policy == DRAM_POLICY_S3FIFO && e->small.count > 0 &&
+				     !small_stuck &&
+				     (e->small.chunks > e->small_target || e->main.count == 0 ||
+				      main_stuck);
 
 		if (small_stuck && main_stuck)
 			return NULL;
@@ -177,7 +383,7 @@ struct evict_node *evict_victim(struct evict *e, evict_busy_fn busy, void *ctx)
 				busy_main++;
 			continue;
 		}
-		if (e->policy == DRAM_POLICY_LRU)
+		if (e->policy != DRAM_POLICY_S3FIFO)
 			return n;
 		if (from_small) {
 			if (n->freq > 0) {

@@ -13,10 +13,18 @@ enum { EVICT_Q_NONE = 0, EVICT_Q_SMALL = 1, EVICT_Q_MAIN = 2 };
 struct evict_node {
 	struct evict_node *prev, *next;
 	uint32_t chunks;  /* size in arena chunks, counted against the queue */
-	uint8_t freq;     /* S3-FIFO access count, 0..3 */
+	uint8_t freq;     /* S3-FIFO: access count 0..3; prefix: EVICT_CLS_* bits */
 	uint8_t queue;    /* EVICT_Q_* */
 	uint8_t owner[2]; /* free for the embedding struct */
 };
+
+/* The prefix policy's use of evict_node.freq: the block's reuse class
+ * (0..EVICT_CLASSES-1), whether its reuse was already credited, and
+ * whether a prefix lookup touched it since its last get. */
+#define EVICT_CLASSES 64
+#define EVICT_CLS_MASK 0x3f
+#define EVICT_CLS_TOUCHED 0x40
+#define EVICT_CLS_CREDITED 0x80
 
 struct evict_list {
 	struct evict_node head; /* sentinel: head.next is newest, head.prev oldest */
@@ -34,6 +42,14 @@ struct evict {
 	uint32_t ghost_mask;
 	uint64_t ghost_hits;      /* inserts that went straight to main */
 	uint64_t promotions;      /* small -> main moves */
+	/* prefix policy: per reuse class, blocks inserted and blocks reused
+	 * (hit in DRAM, or back while their ghost was remembered), halved
+	 * every `window` inserts so the estimate follows the workload */
+	uint32_t cls_ins[EVICT_CLASSES], cls_reu[EVICT_CLASSES];
+	uint64_t ins_total, reu_total, window, since_halving;
+	uint64_t main_max;        /* chunks: above this M gives victims even if P has some */
+	uint64_t probation_inserts; /* blocks predicted not to be reused */
+	bool learn;               /* prefix-learn: classes choose P or M */
 };
 
 /* busy(node, ctx): true if the node must not be evicted now (pinned). */
@@ -41,8 +57,22 @@ typedef bool (*evict_busy_fn)(struct evict_node *n, void *ctx);
 
 int evict_init(struct evict *e, struct kvt_mem *mem, int policy, uint64_t capacity_chunks);
 void evict_fini(struct evict *e);
-/* A new visible item; hash picks its ghost fingerprint. */
-void evict_insert(struct evict *e, struct evict_node *n, uint64_t hash);
+/* A new visible item; hash picks its ghost fingerprint; cls is its reuse
+ * class for the prefix policy (ignored by the others). */
+void evict_insert(struct evict *e, struct evict_node *n, uint64_t hash, unsigned cls);
+/* The same, for the prefix policy just behind (older than) its parent if
+ * the parent is in the queue the block goes to. */
+void evict_insert_after(struct evict *e, struct evict_node *n, uint64_t hash, unsigned cls,
+			struct evict_node *parent);
+/* A prefix lookup found the item: refresh it now (prefix policy: callers
+ * touch a chain tail first, so heads end up most recent) and let the get
+ * that follows leave its place alone. */
+void evict_touch(struct evict *e, struct evict_node *n);
+/* Worth a write-down to the tier below when evicted?  False only with
+ * evidence: the prefix policy predicted no reuse and none came. */
+bool evict_worth_keeping(const struct evict *e, const struct evict_node *n);
+/* How much the policy expects n to be reused, 0 (least) .. 3. */
+unsigned evict_value(const struct evict *e, const struct evict_node *n);
 void evict_hit(struct evict *e, struct evict_node *n);
 /* Unlink (delete, clear, or after evict_victim).  hash >= 0 records a ghost. */
 void evict_remove(struct evict *e, struct evict_node *n);
@@ -53,6 +83,9 @@ void evict_remove(struct evict *e, struct evict_node *n);
  */
 struct evict_node *evict_victim(struct evict *e, evict_busy_fn busy, void *ctx);
 void evict_ghost_add(struct evict *e, uint64_t hash);
+/* Remember an evicted node as its policy does (S3-FIFO: from S only;
+ * prefix: always, with its class). */
+void evict_ghost_note(struct evict *e, const struct evict_node *n, uint64_t hash, bool from_small);
 /* The oldest node pick(node, ctx) accepts, S before M; still linked.  NULL if none. */
 struct evict_node *evict_oldest_match(struct evict *e, evict_busy_fn pick, void *ctx);
 const char *evict_policy_name(int policy);

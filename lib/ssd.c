@@ -855,27 +855,53 @@ bool ssd_admit(void *ctx, struct dram_item *item, uint32_t ns, int why)
 	uint64_t len;
 
 	/* Puts go down at once only in write-through mode or for persistent
-	 * namespaces; otherwise a block goes down on its second access. */
-	if (why == DRAM_ADMIT_PUT && s->cfg.admission != SSD_ADMIT_ALWAYS && !ns_persistent(s, ns))
+	 * namespaces.  Otherwise, as the victim tier (default), a block goes
+	 * down when DRAM evicts it (DRAM's policy filtered it already); in
+	 * "second" mode, on its second access. */
+	bool persistent = ns_persistent(s, ns);
+	switch (why) {
+	case DRAM_ADMIT_PUT:
+		if (s->cfg.admission != SSD_ADMIT_ALWAYS && !persistent)
+			return false;
+		break;
+	case DRAM_ADMIT_HIT:
+		if (s->cfg.admission == SSD_ADMIT_VICTIM && !persistent)
+			return false;
+		break;
+	case DRAM_ADMIT_EVICT:
+		if (s->cfg.admission != SSD_ADMIT_VICTIM && !persistent)
+			return false;
+		break;
+	case DRAM_ADMIT_CLOSE: /* a graceful stop keeps DRAM's blocks (warm restart) */
+		break;
+	default:
 		return false;
+	}
 	dram_item_view(s->dram, item, view, &len);
 	/* A quota group at its SSD limit keeps its new blocks in DRAM only
 	 * (counted per group as quota.<g>.ssd_declined). */
 	if (quota_ssd_refuse(s->cfg.quota, ns, len))
 		return false;
 	pthread_mutex_lock(&s->wd_lock);
-	if (s->wd_stop || s->wd_bytes + len > s->cfg.wd_max_bytes ||
+	/* DRAM bounds its victims in flight itself (dram.c): they neither
+	 * count against wd_max nor crowd out puts of persistent namespaces. */
+	if (s->wd_stop ||
+	    (why != DRAM_ADMIT_EVICT && s->wd_bytes - s->wd_victim_bytes + len > s->cfg.wd_max_bytes) ||
 	    (s->degraded && now_ns() - s->degraded_at_ns < s->cfg.retry_ns)) {
 		pthread_mutex_unlock(&s->wd_lock);
 		A(s->wd_shed);
 		return false;
 	}
 	s->wd_bytes += len;
+	if (why == DRAM_ADMIT_EVICT)
+		s->wd_victim_bytes += len;
 	pthread_mutex_unlock(&s->wd_lock);
 	t = kvt_mem_calloc(s->mem, 1, sizeof(*t));
 	if (!t) {
 		pthread_mutex_lock(&s->wd_lock);
 		s->wd_bytes -= len;
+		if (why == DRAM_ADMIT_EVICT)
+			s->wd_victim_bytes -= len;
 		pthread_mutex_unlock(&s->wd_lock);
 		A(s->wd_shed);
 		return false;
@@ -885,6 +911,7 @@ bool ssd_admit(void *ctx, struct dram_item *item, uint32_t ns, int why)
 	t->item = item;
 	t->ns = ns;
 	t->value_len = len;
+	t->rewrite = why == DRAM_ADMIT_EVICT;
 	A(s->wd_queued);
 	wd_enqueue(s, t, false);
 	return true;
@@ -981,6 +1008,8 @@ static void wd_finish(struct ssd *s, struct wd_task *t, int64_t res)
 	pthread_mutex_lock(&s->wd_lock);
 	if (t->type == T_PUT)
 		s->wd_bytes -= t->value_len;
+	if (t->type == T_PUT && t->rewrite)
+		s->wd_victim_bytes -= t->value_len;
 	if (t->hdr)
 		s->wd_inflight--;
 	pthread_cond_broadcast(&s->wd_cond);
@@ -995,6 +1024,8 @@ static void wd_io_done(struct multi_io *m, int64_t res)
 }
 
 /* Build, place and submit one record.  Writer thread. */
+static int ssd_find_gen(struct ssd *s, uint32_t ns, const struct kvt_key *key, uint64_t *gen);
+
 static void wd_write(struct ssd *s, struct wd_task *t)
 {
 	struct ssd_entry *spare = NULL; /* T_PUT: its index entry, allocated up front */
@@ -1040,14 +1071,22 @@ static void wd_write(struct ssd *s, struct wd_task *t)
 			parts[i].len = lens[i];
 			parts[i].crc = crcs[i];
 		}
-		/* Already on SSD (e.g. reinsertion raced a promotion): nothing to do. */
-		if (ssd_find(s, t->ns, &t->key, NULL) == KVT_OK) {
+		/* Already on SSD (e.g. reinsertion raced a promotion): nothing to
+		 * do -- unless DRAM evicted it again (victim tier) and the copy
+		 * is in the older half of the log, soon gone with its segment:
+		 * then write it anew, so a block in use moves to the log's head
+		 * as it would to an LRU list's (doc/policies.md). */
+		uint64_t gen = 0;
+		if (ssd_find_gen(s, t->ns, &t->key, &gen) == KVT_OK &&
+		    !(t->rewrite && gen + s->slot_count / 2 <= s->next_gen)) {
 			kvt_mem_free(s->mem, lens, KVT_PARTS_MAX * (sizeof(*lens) + sizeof(*crcs) +
 								   sizeof(*parts)));
 			dram_writedown_done(s->dram, t->item, true);
 			t->item = NULL;
 			pthread_mutex_lock(&s->wd_lock);
 			s->wd_bytes -= t->value_len;
+			if (t->rewrite)
+				s->wd_victim_bytes -= t->value_len;
 			pthread_mutex_unlock(&s->wd_lock);
 			wd_task_free(s, t);
 			kvt_mem_free(s->mem, spare, sizeof(*spare));
@@ -1322,6 +1361,23 @@ int ssd_checkpoint(struct ssd *s)
  * Lookups, deletes, clears
  */
 
+/* Like ssd_find, giving the generation of the segment holding the copy. */
+static int ssd_find_gen(struct ssd *s, uint32_t ns, const struct kvt_key *key, uint64_t *gen)
+{
+	uint64_t h = ssd_hash(ns, key);
+	struct ssd_shard *sh = shard_of(s, h);
+	struct ssd_entry *e;
+	int ret = KVT_MISS;
+	pthread_mutex_lock(&sh->lock);
+	e = *idx_slot(sh, h, ns, key);
+	if (e && !(e->flags & E_PENDING)) {
+		*gen = e->generation;
+		ret = KVT_OK;
+	}
+	pthread_mutex_unlock(&sh->lock);
+	return ret;
+}
+
 int ssd_find(struct ssd *s, uint32_t ns, const struct kvt_key *key, uint64_t *value_len)
 {
 	uint64_t h = ssd_hash(ns, key);
@@ -1477,8 +1533,11 @@ static void promote_done(struct multi_io *m, int64_t res)
 		promote_free(s, p);
 		return;
 	}
+	/* As the victim tier, a promoted block is written down again when DRAM
+	 * evicts it if its copy here is old by then (wd_write); otherwise
+	 * DRAM knows a copy is here and never writes it again. */
 	if (dram_publish(s->dram, p->item, crcs, lens,
-			 DRAM_ON_LOWER | DRAM_PROMOTED |
+			 (s->cfg.admission == SSD_ADMIT_VICTIM ? 0 : DRAM_ON_LOWER) | DRAM_PROMOTED |
 				 ((rh.flags & SSD_REC_F_SEALED) ? DRAM_SEALED : 0),
 			 true) == KVT_OK) {
 		uint64_t dt = now_ns() - p->start_ns;
@@ -1865,6 +1924,16 @@ struct kvt_io *ssd_io(struct ssd *s)
  * Statistics
  */
 
+uint64_t ssd_room_bytes(struct ssd *s)
+{
+	uint64_t used = 0, usable = (uint64_t)s->slot_count * s->cfg.low_pct / 100;
+	pthread_mutex_lock(&s->seg_lock);
+	for (uint32_t i = 0; i < s->slot_count; i++)
+		used += s->segs[i].state == SEG_OPEN || s->segs[i].state == SEG_SEALED;
+	pthread_mutex_unlock(&s->seg_lock);
+	return used < usable ? (usable - used) * s->cfg.seg_size : 0;
+}
+
 void ssd_stats(struct ssd *s, kvt_stats_fn fn, void *ctx)
 {
 	uint64_t blocks = 0, bytes = 0, used_slots = 0, wd_bytes, inflight;
@@ -1901,8 +1970,10 @@ void ssd_stats(struct ssd *s, kvt_stats_fn fn, void *ctx)
 	fn(ctx, "ssd.blocks", blocks, NULL);
 	fn(ctx, "ssd.value_bytes", bytes, NULL);
 	fn(ctx, "ssd.degraded", degraded, NULL);
-	fn(ctx, "ssd.admission", 0, s->cfg.admission == SSD_ADMIT_ALWAYS ? "write-through"
-										: "second-access");
+	fn(ctx, "ssd.admission", 0,
+	   s->cfg.admission == SSD_ADMIT_ALWAYS   ? "write-through"
+	   : s->cfg.admission == SSD_ADMIT_VICTIM ? "victim"
+						  : "second-access");
 	fn(ctx, "ssd.writedown_queued", AL(s->wd_queued), NULL);
 	fn(ctx, "ssd.writedown_blocks", AL(s->wd_written), NULL);
 	fn(ctx, "ssd.writedown_bytes", AL(s->wd_written_bytes), NULL);
@@ -1935,4 +2006,37 @@ void ssd_stats(struct ssd *s, kvt_stats_fn fn, void *ctx)
 	fn(ctx, "ssd.recovery_segments_scanned", s->rec_segments, NULL);
 	fn(ctx, "ssd.recovery_dropped", s->rec_dropped, NULL);
 	io_stats(s->io, fn, ctx);
+}
+
+/*
+ * Graceful stop (the SSD tier's stop, before ssd_close): write down what
+ * only DRAM holds, most valuable first, within ssd.close_writedown_ms and
+ * the SSD's free room (whole free segments under its low watermark: what
+ * it holds is not pushed out for DRAM's older blocks), a pass of at most
+ * 64 MiB at a time, flushing between passes.  Policy in doc/policies.md
+ * ("Warm restarts").
+ */
+void ssd_close_writedown(struct ssd *s)
+{
+	uint64_t budget, total = 0, got;
+	struct timespec t0, t;
+	if (s->cfg.close_wd_ms == 0 || !s->dram)
+		return;
+	ssd_flush(s);
+	budget = ssd_room_bytes(s);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		got = dram_writedown_pass(s->dram, &budget, UINT64_C(64) << 20);
+		ssd_flush(s);
+		total += got;
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		if (got == 0 || budget == 0 ||
+		    (uint64_t)(t.tv_sec - t0.tv_sec) * 1000 +
+				    (uint64_t)((t.tv_nsec - t0.tv_nsec) / 1000000) >=
+			    s->cfg.close_wd_ms)
+			break;
+	}
+	if (total)
+		kvt_logf(s->log, KVT_LOG_INFO, "close: wrote %llu MiB of DRAM blocks down to SSD",
+			 (unsigned long long)(total >> 20));
 }

@@ -11,13 +11,15 @@
 
 struct ssd;
 
-enum { SSD_ADMIT_SECOND = 0, SSD_ADMIT_ALWAYS = 1 };
+/* VICTIM (default): what DRAM evicts goes down (doc/policies.md);
+ * SECOND: a block goes down on its second access; ALWAYS: every put. */
+enum { SSD_ADMIT_SECOND = 0, SSD_ADMIT_ALWAYS = 1, SSD_ADMIT_VICTIM = 2 };
 
 struct ssd_config {
 	uint64_t capacity;       /* bytes, rounded down to whole segments */
 	uint64_t seg_size;       /* bytes per segment, multiple of 1 MiB */
 	int backend;             /* IO_BACKEND_* */
-	int admission;           /* SSD_ADMIT_*: second access (default) or write-through */
+	int admission;           /* SSD_ADMIT_*: victim (default), second access or write-through */
 	uint64_t wd_max_bytes;   /* write-down bytes queued or in flight before shedding */
 	unsigned ckpt_seals;     /* checkpoint after this many sealed segments */
 	unsigned high_pct;       /* evict when more than this % of slots are used ... */
@@ -25,6 +27,8 @@ struct ssd_config {
 	unsigned reinsert_pct;   /* at most this % of an evicted segment is reinserted */
 	unsigned io_depth;       /* I/O engine queue depth */
 	uint64_t retry_ns;       /* after ENOSPC, try writing again after this long */
+	uint64_t close_wd_ms;    /* graceful stop: write DRAM's blocks down for this long
+				  * at most (0: none; store.c, doc/policies.md) */
 	struct quota *quota;     /* quota groups to charge, or NULL (quota.c) */
 };
 
@@ -124,6 +128,12 @@ int ssd_delete(struct ssd *s, void *prepared, uint32_t ns, const struct kvt_key 
 int64_t ssd_clear(struct ssd *s, void *prepared, uint32_t ns);
 /* Wait until every write-down queued before now is on the device, durably. */
 int ssd_flush(struct ssd *s);
+/* Bytes that can be written before segment eviction starts (whole free
+ * segments under the low watermark): what a graceful stop may add without
+ * pushing out what the tier holds. */
+uint64_t ssd_room_bytes(struct ssd *s);
+/* Graceful stop: write DRAM's blocks worth keeping down first (doc/policies.md). */
+void ssd_close_writedown(struct ssd *s);
 /* Estimated ns to read len bytes at the tier's measured throughput. */
 uint64_t ssd_load_ns(struct ssd *s, uint64_t len);
 void ssd_stats(struct ssd *s, kvt_stats_fn fn, void *ctx);

@@ -105,6 +105,7 @@ struct wd_task {
 	int *wait_done;
 	int wait_status;
 	int retries;          /* T_DELETE, T_CLEAR: times the record was re-logged */
+	bool rewrite;         /* T_PUT from a DRAM eviction: rewrite an old copy */
 };
 
 struct promote_task {
@@ -157,6 +158,7 @@ struct ssd {
 	pthread_cond_t wd_cond;     /* work queued, stop, or an in-flight write finished */
 	struct wd_task *wd_head, *wd_tail;
 	uint64_t wd_bytes;          /* queued + in flight */
+	uint64_t wd_victim_bytes;   /* of which DRAM victims (bounded by DRAM, not wd_max) */
 	uint64_t wd_inflight;       /* writes submitted, not completed */
 	bool wd_stop;
 	_Atomic unsigned bad_marks; /* seg_mark_bad calls: the writer reacts */

@@ -485,6 +485,8 @@ static int store_lookup(struct kvt_store *s, struct kvt_req *r)
 				r->load_ns += s->tiers[i].ops->load_ns(s->tiers[i].t, bytes[i]);
 	}
 	r->load_ns += (uint64_t)((double)dram_bytes * 1e9 / s->dram_bps);
+	if (d) /* the eviction policy learns the chain (doc/policies.md) */
+		dram_note_prefix(d, r->ns, r->keys, r->key_count, n);
 	return store_lookup_walk(s, r, 0, n);
 }
 

@@ -255,8 +255,9 @@ int kvt_store_set_option(struct kvt_store *s, const char *name, const char *valu
 	if (strncmp(name, "events.", 7) == 0)
 		return opt_events(&s->events_cfg, name + 7, value);
 	{
-		static const char *const policies[] = { "s3fifo", "lru", NULL };
-		static const int policy_vals[] = { DRAM_POLICY_S3FIFO, DRAM_POLICY_LRU };
+		static const char *const policies[] = { "s3fifo", "lru", "prefix", "prefix-learn", NULL };
+		static const int policy_vals[] = { DRAM_POLICY_S3FIFO, DRAM_POLICY_LRU,
+						   DRAM_POLICY_PREFIX, DRAM_POLICY_PREFIX_LEARN };
 		static const char *const huges[] = { "auto", "thp", "off", NULL };
 		static const int huge_vals[] = { DRAM_HUGE_AUTO, DRAM_HUGE_THP, DRAM_HUGE_OFF };
 		static const char *const onoff[] = { "off", "on", NULL };
@@ -264,8 +265,9 @@ int kvt_store_set_option(struct kvt_store *s, const char *name, const char *valu
 		static const char *const ios[] = { "auto", "uring", "psync", "pread", NULL };
 		static const int io_vals[] = { IO_BACKEND_AUTO, IO_BACKEND_URING, IO_BACKEND_PSYNC,
 					       IO_BACKEND_PSYNC };
-		static const char *const admits[] = { "second", "always", NULL };
-		static const int admit_vals[] = { SSD_ADMIT_SECOND, SSD_ADMIT_ALWAYS };
+		static const char *const admits[] = { "second", "always", "victim", NULL };
+		static const int admit_vals[] = { SSD_ADMIT_SECOND, SSD_ADMIT_ALWAYS,
+						  SSD_ADMIT_VICTIM };
 		struct dram_config *dc = &s->dram_cfg;
 		struct ssd_config *sc = &s->ssd_cfg;
 		int c;
@@ -284,6 +286,8 @@ int kvt_store_set_option(struct kvt_store *s, const char *name, const char *valu
 			return opt_u32(value, 1, 256, &dc->shards);
 		if (strcmp(name, "dram.policy") == 0)
 			return opt_choice(value, policies, policy_vals, &dc->policy);
+		if (strcmp(name, "dram.victim_wait_ms") == 0)
+			return opt_u32(value, 0, 60000, &dc->victim_wait_ms);
 		if (strcmp(name, "dram.hugepages") == 0)
 			return opt_choice(value, huges, huge_vals, &dc->hugepages);
 		if (strcmp(name, "dram.prefault") == 0) {
@@ -316,6 +320,8 @@ int kvt_store_set_option(struct kvt_store *s, const char *name, const char *valu
 			return opt_u32(value, 0, 100, &sc->low_pct);
 		if (strcmp(name, "ssd.reinsert_pct") == 0)
 			return opt_u32(value, 0, 100, &sc->reinsert_pct);
+		if (strcmp(name, "ssd.close_writedown_ms") == 0)
+			return opt_u64(value, 0, 3600000, &sc->close_wd_ms);
 		if (strcmp(name, "ssd.enospc_retry_ms") == 0) {
 			if ((ret = opt_u64(value, 0, 3600000, &n)) < 0)
 				return ret;
@@ -347,18 +353,20 @@ void store_options_init(struct kvt_store *s)
 {
 	s->dram_cfg.capacity = UINT64_C(256) << 20;
 	s->dram_cfg.chunk = 64 << 10;
-	s->dram_cfg.policy = DRAM_POLICY_S3FIFO;
+	s->dram_cfg.policy = DRAM_POLICY_PREFIX; /* doc/policies.md */
+	s->dram_cfg.victim_wait_ms = 20;
 	s->dram_cfg.hugepages = DRAM_HUGE_AUTO;
 	s->dram_cfg.prefault = true;
 	s->ssd_cfg.capacity = 0;
 	s->ssd_cfg.seg_size = UINT64_C(256) << 20;
 	s->ssd_cfg.backend = IO_BACKEND_AUTO;
-	s->ssd_cfg.admission = SSD_ADMIT_SECOND;
+	s->ssd_cfg.admission = SSD_ADMIT_VICTIM; /* doc/policies.md */
 	s->ssd_cfg.wd_max_bytes = UINT64_C(256) << 20;
 	s->ssd_cfg.ckpt_seals = 8;
 	s->ssd_cfg.high_pct = 95;
 	s->ssd_cfg.low_pct = 90;
 	s->ssd_cfg.reinsert_pct = 10;
+	s->ssd_cfg.close_wd_ms = 10000; /* warm restarts (doc/policies.md) */
 	s->ssd_cfg.io_depth = 64;
 	s->ssd_cfg.retry_ns = UINT64_C(5000) * 1000000;
 	s->remote_cfg.conns = REMOTE_DEF_CONNS;

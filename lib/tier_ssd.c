@@ -31,7 +31,7 @@ static int tssd_open(void **t, const struct tier_env *env, void *arg)
 		kvt_logf(env->log, KVT_LOG_ERROR, "ssd tier: %s", kvt_strerror(ret));
 		return ret;
 	}
-	dram_set_admit_hook(env->dram, ssd_admit, ssd);
+	dram_set_admit_hook(env->dram, ssd_admit, ssd, cfg->admission == SSD_ADMIT_VICTIM);
 	*t = ssd;
 	return 0;
 }
@@ -39,7 +39,9 @@ static int tssd_open(void **t, const struct tier_env *env, void *arg)
 static void tssd_stop(void *t)
 {
 	/* Before DRAM: queued write-downs pin DRAM blocks, and reads in
-	 * flight complete (and may pin) while it drains. */
+	 * flight complete (and may pin) while it drains.  A warm restart:
+	 * DRAM's blocks worth keeping go down first (doc/policies.md). */
+	ssd_close_writedown(t);
 	ssd_close(t);
 }
 

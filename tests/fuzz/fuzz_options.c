@@ -31,10 +31,10 @@
 
 static const char *const known[] = {
 	"path", "workers", "debug.fail_alloc", "debug.pause_workers",
-	"dram.capacity", "dram.chunk", "dram.shards", "dram.policy", "dram.hugepages",
+	"dram.capacity", "dram.chunk", "dram.shards", "dram.policy", "dram.victim_wait_ms", "dram.hugepages",
 	"dram.prefault", "ssd.capacity", "ssd.segment", "ssd.io", "ssd.io_depth",
 	"ssd.admission", "ssd.writedown_max", "ssd.checkpoint_seals", "ssd.high_watermark",
-	"ssd.low_watermark", "ssd.reinsert_pct", "ssd.enospc_retry_ms", "remote.addr",
+	"ssd.low_watermark", "ssd.reinsert_pct", "ssd.close_writedown_ms", "ssd.enospc_retry_ms", "remote.addr",
 	"remote.tenant", "remote.secret_file", "remote.conns", "remote.timeout_ms",
 	"remote.connect_timeout_ms", "remote.backoff_ms", "remote.backoff_max_ms",
 	"remote.batch", "remote.tls", "remote.tls_ca", "remote.tls_cert", "remote.tls_key",
