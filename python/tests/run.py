@@ -45,7 +45,10 @@ def main():
     env = dict(os.environ, PYTHONPATH=build, KVTIERD=kvtierd, PYTHONDONTWRITEBYTECODE="1")
     here = os.path.dirname(os.path.abspath(__file__))
     # test_kvtier.py only: test_vllm.py needs the vLLM venv (run_vllm.py).
+    # An exception a test's thread does not handle is an error, not a
+    # warning pytest prints and passes.
     r = subprocess.run([py, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                        "-W", "error::pytest.PytestUnhandledThreadExceptionWarning",
                         os.path.join(here, "test_kvtier.py"),
                         "--basetemp", os.path.join(build, "pytest-tmp")], env=env)
     # pytest's 5 (no tests collected) is a failure here, not a pass.
