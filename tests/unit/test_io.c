@@ -11,10 +11,11 @@
  * request held in flight by a pipe (-EALREADY) and continuation of a
  * partial transfer across iovecs.
  *
- * Under TSan only the psync half runs: TSan cannot see the kernel write
- * io_uring's read buffers.  If io_uring is refused here, the uring half is
- * skipped and the psync half still runs; the program exits 77 only if
- * nothing ran.
+ * Under TSan only the psync half runs, by design: TSan cannot see the
+ * kernel write io_uring's read buffers.  If io_uring, or registering fixed
+ * buffers, is refused here, the rest still runs and the program then exits
+ * 77 (a skip, saying what did not run), never 0: the uring half is what
+ * kvtier uses, so a run without it is not a pass.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -52,6 +53,9 @@ static int g_file_seq;
  */
 static pthread_mutex_t g_log_m = PTHREAD_MUTEX_INITIALIZER;
 static int g_warns;
+/* What this run could not test (io_uring or fixed buffers refused here):
+ * the program ends in a skip naming it. */
+static char g_partial[256];
 
 static void t_log(void *ctx, int level, const char *msg)
 {
@@ -476,8 +480,10 @@ static void test_fixed(void)
 	reg.iov_len = region_len;
 	ret = io_register_buffers(io, &reg, 1);
 	if (ret == -ENOMEM || ret == -EPERM) {
-		fprintf(stderr, "  fixed buffers: registration refused (%s), skipped\n",
-			strerror(-ret));
+		fprintf(stderr, "  fixed buffers: registration refused (%s)\n", strerror(-ret));
+		snprintf(g_partial, sizeof(g_partial),
+			 "%s: registering fixed buffers refused (%s; see ulimit -l)",
+			 g_backend == IO_BACKEND_URING ? "uring" : "psync", strerror(-ret));
 		goto out;
 	}
 	T_EQ_INT(ret, 0);
@@ -1072,7 +1078,9 @@ static bool uring_available(void)
 	struct kvt_io *io = NULL;
 	int ret = io_open(&io, &cfg, &g_mem, &g_log);
 	if (ret < 0) {
-		fprintf(stderr, "uring: io_uring unavailable (%s): SKIP\n", strerror(-ret));
+		snprintf(g_partial, sizeof(g_partial),
+			 "io_uring refused here (%s): the uring half did not run", strerror(-ret));
+		fprintf(stderr, "uring: %s\n", g_partial);
 		return false;
 	}
 	io_close(io);
@@ -1082,7 +1090,6 @@ static bool uring_available(void)
 int main(void)
 {
 	char *dir = t_mkdtemp();
-	int ran = 0;
 
 	kvt_mem_init(&g_mem);
 	g_dfd = open(dir, O_RDONLY | O_DIRECTORY);
@@ -1098,19 +1105,19 @@ int main(void)
 	}
 
 	if (T_TSAN) {
-		fprintf(stderr, "uring: under TSan: SKIP\n");
+		fprintf(stderr, "uring: not run under TSan (by design)\n");
 	} else if (uring_available()) {
 		g_backend = IO_BACKEND_URING;
 		run_all();
-		ran++;
 	}
 	g_backend = IO_BACKEND_PSYNC;
 	run_all();
-	ran++;
 
 	T_EQ_INT(atomic_load(&g_mem.bytes), 0);
 	close(g_dfd);
 	t_rmtree(dir);
 	free(dir);
-	return ran ? 0 : 77;
+	if (g_partial[0])
+		T_SKIP("%s; everything else passed", g_partial);
+	return 0;
 }
