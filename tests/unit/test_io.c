@@ -820,6 +820,68 @@ static void test_powerloss(void)
 	io_close(io);
 }
 
+/* io_powerloss_cut_random: after the cut, each unsynced write's range
+ * holds its old bytes or its new ones, except one write that holds a
+ * prefix of whole 512-byte sectors of its new bytes, then old ones; the
+ * synced write stays; over many seeds both outcomes and tears happen. */
+static void test_powerloss_random(void)
+{
+	struct kvt_io *io = t_open(0, 0, 0);
+	enum { W = 6, WL = 8192 };
+	unsigned char *p = abuf((W + 2) * WL);
+	unsigned char *old = p, *news = p + WL, *synced = p + (W + 1) * WL;
+	char fname[32];
+	int f = t_file(io, fname, sizeof(fname));
+	unsigned kept_seen = 0, lost_seen = 0, torn_mid = 0;
+
+	for (uint64_t seed = 1; seed <= 40; seed++) {
+		struct io_pl_cut cut;
+		unsigned char *got;
+		size_t len;
+		unsigned torn = 0;
+		t_fill(p, (W + 2) * WL, (uint32_t)seed);
+		/* The old bytes everywhere, synced; then one synced write. */
+		for (unsigned i = 0; i <= W; i++)
+			T_EQ_INT(t_rw1(io, IO_WRITE, f, (uint64_t)i * WL, old, WL), WL);
+		T_EQ_INT(t_fsync(io, f), 0);
+		io_powerloss_arm(io, true);
+		T_EQ_INT(t_rw1(io, IO_WRITE, f, (uint64_t)W * WL, synced, WL), WL);
+		T_EQ_INT(t_fsync(io, f), 0);
+		for (unsigned i = 0; i < W; i++)
+			T_EQ_INT(t_rw1(io, IO_WRITE, f, (uint64_t)i * WL, news + 0, WL), WL);
+		T_EQ_INT(io_powerloss_cut_random(io, seed, &cut), (int64_t)cut.dropped);
+		T_EQ_U64(cut.writes, W);
+		T_EQ_U64(cut.kept + cut.dropped + (uint64_t)cut.torn, W);
+		T_EQ_INT(cut.torn, 1);
+		T_EQ_U64(cut.torn_len % 512, 0);
+		T_ASSERT(cut.torn_len < WL);
+		got = t_slurp(fname, &len);
+		T_EQ_INT(len, (W + 1) * WL);
+		T_EQ_MEM(got + W * WL, synced, WL);
+		for (unsigned i = 0; i < W; i++) {
+			unsigned char *r = got + (size_t)i * WL;
+			if ((uint64_t)i * WL == cut.torn_off) {
+				T_EQ_MEM(r, news, cut.torn_len);
+				T_EQ_MEM(r + cut.torn_len, old + cut.torn_len, WL - cut.torn_len);
+				torn++;
+				torn_mid += cut.torn_len > 0;
+			} else if (memcmp(r, news, WL) == 0) {
+				kept_seen++;
+			} else {
+				T_EQ_MEM(r, old, WL);
+				lost_seen++;
+			}
+		}
+		T_EQ_INT(torn, 1);
+		free(got);
+		io_powerloss_arm(io, false);
+	}
+	T_ASSERT(kept_seen > 0 && lost_seen > 0 && torn_mid > 0);
+	free(p);
+	close(f);
+	io_close(io);
+}
+
 /*
  * A file system that refuses O_DIRECT: open buffered, warn once, count.
  * tmpfs (/dev/shm) refused it before Linux 6.6; procfs still does, so the
@@ -1055,6 +1117,7 @@ static void run_all(void)
 		{ "eof", test_eof, false },
 		{ "faults", test_faults, false },
 		{ "powerloss", test_powerloss, false },
+		{ "powerloss_random", test_powerloss_random, false },
 		{ "odirect_refused", test_odirect_refused, false },
 		{ "close_drain", test_close_drain, false },
 		{ "invalid", test_invalid, false },
