@@ -81,6 +81,27 @@ const char *bench_json_obj(const char *s, const char *key)
 	return NULL;
 }
 
+int bench_proc_io(uint64_t *rd, uint64_t *wr)
+{
+	FILE *f = fopen("/proc/self/io", "r");
+	char line[128];
+	int got = 0;
+	if (f == NULL)
+		return -1;
+	while (fgets(line, sizeof(line), f) != NULL) {
+		unsigned long long v;
+		if (sscanf(line, "read_bytes: %llu", &v) == 1) {
+			*rd = v;
+			got |= 1;
+		} else if (sscanf(line, "write_bytes: %llu", &v) == 1) {
+			*wr = v;
+			got |= 2;
+		}
+	}
+	fclose(f);
+	return got == 3 ? 0 : -1;
+}
+
 char *bench_spawn_capture(char *const argv[], const char *errpath, double *wall_s, char *err,
 			  size_t err_len)
 {
