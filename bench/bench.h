@@ -102,6 +102,8 @@ const char *bench_json_obj(const char *s, const char *key);
  * written to the storage layer (O_DIRECT counted, page-cache hits not).
  * 0, or -1 if unreadable (then nothing is proven). */
 int bench_proc_io(uint64_t *rd, uint64_t *wr);
+/* The same for process pid (a server the bench started). */
+int bench_pid_io(pid_t pid, uint64_t *rd, uint64_t *wr);
 
 /*
  * bench_proc.c: servers a suite starts and stops itself, on 127.0.0.1.

@@ -83,8 +83,18 @@ const char *bench_json_obj(const char *s, const char *key)
 
 int bench_proc_io(uint64_t *rd, uint64_t *wr)
 {
-	FILE *f = fopen("/proc/self/io", "r");
-	char line[128];
+	return bench_pid_io(0, rd, wr);
+}
+
+int bench_pid_io(pid_t pid, uint64_t *rd, uint64_t *wr)
+{
+	char path[64], line[128];
+	FILE *f;
+	if (pid > 0)
+		snprintf(path, sizeof(path), "/proc/%d/io", (int)pid);
+	else
+		snprintf(path, sizeof(path), "/proc/self/io");
+	f = fopen(path, "r");
 	int got = 0;
 	if (f == NULL)
 		return -1;
