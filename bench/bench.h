@@ -102,6 +102,13 @@ char *bench_spawn_capture(char *const argv[], const char *errpath, double *wall_
 			  size_t err_len);
 int bench_json_u64(const char *obj, const char *key, uint64_t *out);
 const char *bench_json_obj(const char *s, const char *key);
+/* read_bytes and write_bytes of /proc/self/io: bytes this process, its
+ * threads and the children it has reaped (fio) caused to be read from or
+ * written to the storage layer (O_DIRECT counted, page-cache hits not).
+ * 0, or -1 if unreadable (then nothing is proven). */
+int bench_proc_io(uint64_t *rd, uint64_t *wr);
+/* The same for process pid (a server the bench started). */
+int bench_pid_io(pid_t pid, uint64_t *rd, uint64_t *wr);
 
 /*
  * bench_proc.c: servers a suite starts and stops itself, on 127.0.0.1.

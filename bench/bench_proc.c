@@ -81,6 +81,37 @@ const char *bench_json_obj(const char *s, const char *key)
 	return NULL;
 }
 
+int bench_proc_io(uint64_t *rd, uint64_t *wr)
+{
+	return bench_pid_io(0, rd, wr);
+}
+
+int bench_pid_io(pid_t pid, uint64_t *rd, uint64_t *wr)
+{
+	char path[64], line[128];
+	FILE *f;
+	if (pid > 0)
+		snprintf(path, sizeof(path), "/proc/%d/io", (int)pid);
+	else
+		snprintf(path, sizeof(path), "/proc/self/io");
+	f = fopen(path, "r");
+	int got = 0;
+	if (f == NULL)
+		return -1;
+	while (fgets(line, sizeof(line), f) != NULL) {
+		unsigned long long v;
+		if (sscanf(line, "read_bytes: %llu", &v) == 1) {
+			*rd = v;
+			got |= 1;
+		} else if (sscanf(line, "write_bytes: %llu", &v) == 1) {
+			*wr = v;
+			got |= 2;
+		}
+	}
+	fclose(f);
+	return got == 3 ? 0 : -1;
+}
+
 char *bench_spawn_capture(char *const argv[], const char *errpath, double *wall_s, char *err,
 			  size_t err_len)
 {

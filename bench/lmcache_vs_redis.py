@@ -8,8 +8,12 @@ makes one), e.g.
   /var/tmp/lmcache-venv/bin/python bench/lmcache_vs_redis.py build-release/daemon/kvtierd
 
 Starts kvtierd (--resp, 2 GiB DRAM prefaulted, no SSD tier: the same
-in-memory job as Redis) and redis-server (persistence off: --save ''
---appendonly no) on free loopback ports.  Each round, for each server and
+in-memory job as Redis; 2 loop threads) and redis-server twice
+(persistence off: --save '' --appendonly no): as configured by default
+(1 thread) and with --io-threads 2 --io-threads-do-reads yes (2 threads,
+as many as kvtierd's loops), on free loopback ports.  The servers' order
+rotates from round to round (round r starts with server r mod 3), so no
+server always runs first.  Each round, for each server and
 each of LMCache's two Redis connectors (redis:// = RedisConnector over
 redis-py, RESP3 with redis-py 8; resp:// = RESPConnector, LMCache's native
 client), a fresh process (python/tests/lmcache_kv.py bench) builds
@@ -17,7 +21,8 @@ LMCache's engine and times CHUNKS 256-token chunks of Llama-3.2-1B KV
 (8 MiB each) put through the connector's batched_put, then got back
 through the RemoteBackend's batched_get_blocking, bytes checked.  New keys
 every run, on a server emptied by FLUSHALL first.  Prints MB/s per row
-(median over the rounds, and every round).
+(median over the rounds, and every round), each row with its server's
+threads, and kvtierd's ratio to the faster redis-server per URL.
 """
 import json
 import os
@@ -64,11 +69,13 @@ def start_kvtierd(binary, base):
     raise SystemExit("kvtierd did not start")
 
 
-def start_redis(base):
+def start_redis(base, io_threads=1):
     port = free_port()
+    extra = (["--io-threads", str(io_threads), "--io-threads-do-reads", "yes"]
+             if io_threads > 1 else [])
     p = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1",
                           "--save", "", "--appendonly", "no", "--dir", base,
-                          "--protected-mode", "no"],
+                          "--protected-mode", "no"] + extra,
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     for _ in range(200):
         try:
@@ -114,13 +121,17 @@ def main():
     base = tempfile.mkdtemp(prefix="lmcache-bench-")
     kp, kport = start_kvtierd(kvtierd, base)
     rp, rport = start_redis(base)
+    rp2, rport2 = start_redis(base, io_threads=2)
     ver = subprocess.run(["redis-server", "--version"], capture_output=True,
                          text=True).stdout.split()[2]
     rows = {}
+    servers = [("kvtierd", kport), ("redis-server", rport), ("redis-server-io2", rport2)]
+    threads = {"kvtierd": 2, "redis-server": 1, "redis-server-io2": 2}
     try:
         seed = 100
         for rnd in range(rounds):
-            for server, port in (("kvtierd", kport), ("redis-server", rport)):
+            order = servers[rnd % len(servers):] + servers[:rnd % len(servers)]
+            for server, port in order:
                 for scheme in ("redis", "resp"):
                     seed += 1
                     flushall(port)
@@ -128,23 +139,35 @@ def main():
                     mb = o["bytes"] / 1e6
                     rows.setdefault((server, scheme), []).append(
                         (mb / o["put_s"], mb / o["get_s"]))
-                    print("round %d %-12s %-8s put %7.0f MB/s  get %7.0f MB/s" % (
+                    print("round %d %-16s %-8s put %7.0f MB/s  get %7.0f MB/s" % (
                         rnd, server, scheme + "://", mb / o["put_s"], mb / o["get_s"]),
                         flush=True)
     finally:
-        for p in (kp, rp):
+        for p in (kp, rp, rp2):
             p.send_signal(signal.SIGTERM)
             p.wait(60)
         shutil.rmtree(base, ignore_errors=True)
     print("\n%d chunks of 8 MiB (Llama-3.2-1B KV, 256 tokens, bf16) per run, %d rounds; "
           "redis-server %s; loadavg %s" % (chunks, rounds, ver, os.getloadavg()))
-    print("| server | LMCache URL | put MB/s (median) | get MB/s (median) | each round put/get |")
-    print("| --- | --- | --- | --- | --- |")
-    for (server, scheme), v in rows.items():
-        print("| %s | `%s://` | %.0f | %.0f | %s |" % (
-            server, scheme, statistics.median(x[0] for x in v),
-            statistics.median(x[1] for x in v),
-            ", ".join("%.0f/%.0f" % x for x in v)))
+    print("server order rotated each round: %s" % ", ".join(
+        "/".join(s for s, _ in (servers[r % 3:] + servers[:r % 3])) for r in range(rounds)))
+    print("| server | threads | LMCache URL | put MB/s (median) | get MB/s (median) | "
+          "each round put/get |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    med = {}
+    for (server, scheme), v in sorted(rows.items()):
+        med[(server, scheme)] = (statistics.median(x[0] for x in v),
+                                 statistics.median(x[1] for x in v))
+        print("| %s | %d | `%s://` | %.0f | %.0f | %s |" % (
+            server, threads[server], scheme, med[(server, scheme)][0],
+            med[(server, scheme)][1], ", ".join("%.0f/%.0f" % x for x in v)))
+    # kvtierd against the faster redis-server, per URL and op.
+    for scheme in ("redis", "resp"):
+        for i, op in enumerate(("put", "get")):
+            best = max(("redis-server", "redis-server-io2"), key=lambda s: med[(s, scheme)][i])
+            print("kvtierd/%s %s:// %s: %.2f (against %s, %d thread(s))" % (
+                best, scheme, op, med[("kvtierd", scheme)][i] / med[(best, scheme)][i], best,
+                threads[best]))
 
 
 if __name__ == "__main__":

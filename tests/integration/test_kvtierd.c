@@ -11,8 +11,9 @@
  * EXISTS, DELETE, CLEAR, STATS, tenant isolation, the Unix socket,
  * malformed input and vanishing clients while another client is served,
  * slow-loris and unauthenticated timeouts, persistence across SIGTERM and
- * a restart, and kill -9 in the middle of puts (every value readable
- * afterwards is exact).
+ * a restart, and kill -9 in the middle of puts (every value acknowledged
+ * before a durable point is back, every value readable afterwards is
+ * exact).
  *
  * Environment: TMPDIR (meson sets the build dir: O_DIRECT needs a real
  * file system), KVT_TEST_IO (passed on as ssd.io, e.g. psync under TSan).
@@ -1533,11 +1534,17 @@ static size_t crash_len(uint64_t i)
 	return 4096 + (size_t)((i * 7919) % 100000);
 }
 
-/* The writer of test_crash: puts values until the server dies. */
-static void crash_writer(const struct server *s, const uint8_t ns[32], int report_fd)
+/* Puts acknowledged before test_crash's durable point. */
+#define CRASH_DURABLE 200
+
+/* The writer of test_crash: CRASH_DURABLE puts, then "D" on report_fd and
+ * a wait for a byte on go_fd; then puts until the server dies ("x" on
+ * report_fd after each 50). */
+static void crash_writer(const struct server *s, const uint8_t ns[32], int report_fd, int go_fd)
 {
 	struct kc c;
 	uint8_t *buf = malloc(120000);
+	char ch;
 
 	if (kc_connect_tcp(&c, s->port) < 0 || kc_login(&c, "alice", SECRET_ALICE) < 0)
 		_exit(2);
@@ -1545,12 +1552,15 @@ static void crash_writer(const struct server *s, const uint8_t ns[32], int repor
 		size_t len = crash_len(i);
 		struct iovec p[2] = { { buf, len / 2 }, { buf + len / 2, len - len / 2 } };
 		struct kvt_key k = key_of(20000 + i);
+		if (i == CRASH_DURABLE &&
+		    (write(report_fd, "D", 1) != 1 || read(go_fd, &ch, 1) != 1))
+			_exit(3);
 		if (!(i & 1))
 			p[0].iov_len = len;
 		t_fill(buf, len, 20000 + i);
 		if (kc_put(&c, ns, &k, p, 1 + (unsigned)(i & 1), NULL) < 0)
-			_exit(0);
-		if (i % 50 == 49 && write(report_fd, "x", 1) != 1)
+			_exit(i < CRASH_DURABLE ? 4 : 0);
+		if (i > CRASH_DURABLE && i % 50 == 49 && write(report_fd, "x", 1) != 1)
 			_exit(3);
 		/* A steady stream the SSD keeps up with (a flood would be shed
 		 * by write-down admission, leaving little to recover). */
@@ -1559,42 +1569,113 @@ static void crash_writer(const struct server *s, const uint8_t ns[32], int repor
 	_exit(0);
 }
 
+static uint64_t crash_stat(struct kc *root, const char *name)
+{
+	uint64_t v;
+	T_RC(kc_stat(root, PROTO_SCOPE_ALL, name, &v), 0);
+	return v;
+}
+
+/* alice's namespace ns, registered in a fresh directory's server. */
+static void crash_register(const struct server *s, const uint8_t ns[32])
+{
+	struct kvt_ns_desc d = desc_llama;
+	uint8_t got[32];
+	char canon[PROTO_CANON_MAX + 1];
+	struct kc a;
+	login(&a, s, "alice", SECRET_ALICE);
+	d.tenant = "alice";
+	T_RC(kc_register(&a, &d, got, canon, sizeof(canon)), KVT_OK);
+	T_EQ_MEM(got, ns, 32);
+	kc_close(&a);
+}
+
+/* kill -9 in the middle of puts.  The durable point: the writer stops
+ * after CRASH_DURABLE acknowledged puts, and the server's write-down
+ * (ssd.admission=always: every put goes to the SSD) drains: nothing
+ * queued, pending or in flight, nothing shed or failed.  Those writes are
+ * in the segment files, so a process kill cannot take them: after the
+ * restart every one of them must be there and exact.  Then the writer
+ * goes on and the server is killed mid-stream: a later value may be a
+ * miss, but one that is read is exact. */
 static void test_crash(struct server *s, const char *dir, const uint8_t ns[32])
 {
 	static const char *const always[] = { "--set", "ssd.admission=always", NULL };
-	int pfd[2], st, readable = 0, n = 0;
+	int pfd[2], gfd[2], st, readable = 0, n = 0;
 	uint8_t *want = malloc(120000);
 	pid_t w;
-	struct kc c;
-	char ch;
+	struct kc c, root;
+	char ch, cdir[1024];
 
+	/* A fresh directory: the earlier tests' blocks would be evicted from
+	 * under this one's. */
+	(void)dir;
+	snprintf(cdir, sizeof(cdir), "%s/crash-data", base);
+	T_RC(mkdir(cdir, 0700), 0);
 	T_EQ_INT(server_stop(s), 0);
-	server_start(s, dir, always);
+	server_start(s, cdir, always);
+	crash_register(s, ns);
 	T_RC(pipe(pfd), 0);
+	T_RC(pipe(gfd), 0);
 	w = fork();
 	T_ASSERT(w >= 0);
 	if (w == 0) {
 		close(pfd[0]);
-		crash_writer(s, ns, pfd[1]);
+		close(gfd[1]);
+		crash_writer(s, ns, pfd[1], gfd[0]);
 	}
 	close(pfd[1]);
-	/* Let it get going: 300 puts, then kill -9 the server mid-stream. */
-	for (int i = 0; i < 6; i++)
+	close(gfd[0]);
+	T_EQ_INT(read(pfd[0], &ch, 1), 1);
+	T_EQ_INT(ch, 'D');
+	login(&root, s, "root", SECRET_ROOT);
+	{
+		uint64_t t0 = t_now_ms();
+		/* ssd.writedown_queued counts every put queued since the start;
+		 * each one ends written, shed, skipped or failed. */
+		while (crash_stat(&root, "ssd.writedown_pending_bytes") != 0 ||
+		       crash_stat(&root, "ssd.writes_inflight") != 0 ||
+		       crash_stat(&root, "ssd.writedown_blocks") +
+				       crash_stat(&root, "ssd.writedown_shed") +
+				       crash_stat(&root, "ssd.writedown_skipped") +
+				       crash_stat(&root, "ssd.writedown_errors") <
+			       crash_stat(&root, "ssd.writedown_queued")) {
+			if (t_now_ms() - t0 > 30000)
+				T_FAIL("the SSD write-down did not drain in 30 s");
+			sleep_ms(10);
+		}
+	}
+	/* Every acknowledged put reached the SSD (none shed, none failed),
+	 * and the tier has room for what follows without evicting. */
+	T_EQ_U64(crash_stat(&root, "ssd.writedown_queued"), CRASH_DURABLE);
+	T_EQ_U64(crash_stat(&root, "ssd.writedown_blocks"), CRASH_DURABLE);
+	T_EQ_U64(crash_stat(&root, "ssd.segments_evicted"), 0);
+	T_ASSERT(crash_stat(&root, "ssd.segments_used") * 2 <= crash_stat(&root, "ssd.segments"));
+	kc_close(&root);
+	T_EQ_INT(write(gfd[1], "g", 1), 1);
+	/* Another 100 or so puts, then kill -9 the server mid-stream. */
+	for (int i = 0; i < 2; i++)
 		T_EQ_INT(read(pfd[0], &ch, 1), 1);
 	server_kill9(s);
 	waitpid(w, &st, 0);
+	T_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 	while (read(pfd[0], &ch, 1) == 1)
 		n++;
 	close(pfd[0]);
+	close(gfd[1]);
 
-	server_start(s, dir, always);
+	server_start(s, cdir, always);
+	crash_register(s, ns);
 	login(&c, s, "alice", SECRET_ALICE);
-	for (uint64_t i = 0; i < (uint64_t)(6 + n) * 50 + 100; i++) {
+	for (uint64_t i = 0; i < CRASH_DURABLE + (uint64_t)(2 + n) * 50 + 100; i++) {
 		struct kvt_key k = key_of(20000 + i);
 		struct kc_value v;
 		int rc = kc_get(&c, ns, &k, 0, 0, 0, 0, &v);
-		if (rc == KVT_MISS)
+		if (rc == KVT_MISS && i >= CRASH_DURABLE)
 			continue;
+		if (rc == KVT_MISS)
+			T_FAIL("value %llu, acknowledged before the durable point, is gone after "
+			       "kill -9", (unsigned long long)i);
 		T_RC(rc, KVT_OK);
 		T_ASSERT(v.crc_ok);
 		T_EQ_U64(v.len, crash_len(i));
@@ -1604,8 +1685,9 @@ static void test_crash(struct server *s, const char *dir, const uint8_t ns[32])
 		kc_value_free(&v);
 		readable++;
 	}
-	fprintf(stderr, "crash: %d values readable after kill -9, all exact\n", readable);
-	T_GE_INT(readable, 1);
+	fprintf(stderr, "crash: %d values readable after kill -9 (all %d before the durable "
+		"point), all exact\n", readable, CRASH_DURABLE);
+	T_GE_INT(readable, CRASH_DURABLE);
 	kc_close(&c);
 	free(want);
 }

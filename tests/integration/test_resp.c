@@ -615,6 +615,18 @@ static void test_metrics(void)
 	for (int i = 0; i < 3; i++)
 		cli_eq("get m1", "0123456789");
 	cli_eq("get m-missing", "");
+	/* A malformed request (a bulk length that is not a number): the error
+	 * reply, and kvtier_errors_total{kind="malformed"} counts it. */
+	{
+		struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(resp_port) };
+		int fd = socket(AF_INET, SOCK_STREAM, 0);
+		sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		T_ASSERT(fd >= 0);
+		T_EQ_INT(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+		r = raw_until(fd, "*1\r\n$x\r\n", "\r\n");
+		T_ASSERT(strncmp(r, "-ERR Protocol error", 19) == 0);
+		close(fd);
+	}
 	scrape(metrics_port, NULL, &b);
 	T_ASSERT(metric(&b, "kvtier_dram_hits_total") >= metric(&a, "kvtier_dram_hits_total") + 3);
 	T_ASSERT(metric(&b, "kvtier_dram_misses_total") >= metric(&a, "kvtier_dram_misses_total") + 1);
@@ -657,7 +669,8 @@ static void test_metrics(void)
 		 metric(&a, "kvtier_tenant_requests_total{tenant=\"default\"}") + 5);
 	T_ASSERT(metric(&b, "kvtier_connections_accepted_total") >
 		 metric(&a, "kvtier_connections_accepted_total"));
-	T_ASSERT(metric(&b, "kvtier_errors_total{kind=\"malformed\"}") >= 0);
+	T_ASSERT(metric(&b, "kvtier_errors_total{kind=\"malformed\"}") >=
+		 metric(&a, "kvtier_errors_total{kind=\"malformed\"}") + 1);
 
 	r = http_get(metrics_port, "/healthz", NULL, &code);
 	T_EQ_INT(code, 200);

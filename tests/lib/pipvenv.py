@@ -1,0 +1,122 @@
+#!/usr/bin/env python3
+"""pipvenv.py - pinned PyPI packages in a venv for a test, and the one rule
+for when a failed install may be a skip.
+
+A test that needs packages from the package index may skip (exit 77) only
+when the index itself cannot be reached, and that is decided by a separate
+probe (an HTTP GET of the index's page for "pip", which every index
+holds), never by reading pip's messages: pip prints "from versions: none"
+both for an unreachable index and for a pin with no wheel for this Python
+or platform.  Any other failed install fails the test (exit 1) with pip's
+whole log printed.
+
+As a module (python/tests/run.py, vllm_support.py, test_resp_py.py):
+
+    py = pipvenv.venv(path, [["pytest==9.2.0"], ["-r", "reqs.txt"]])
+
+As a program (tests/lib/weed.h):
+
+    pipvenv.py VENV-DIR PIP-INSTALL-ARG...   exit 0, 77 or 1 as above
+
+The index probed is the one pip uses: $PIP_INDEX_URL, else pip's
+configured index-url, else https://pypi.org/simple/.
+"""
+import hashlib
+import json
+import os
+import shutil
+import ssl
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+DEFAULT_INDEX = "https://pypi.org/simple/"
+
+
+def index_url(py=sys.executable):
+    """The index URL pip would use."""
+    if os.environ.get("PIP_INDEX_URL"):
+        return os.environ["PIP_INDEX_URL"]
+    r = subprocess.run([py, "-m", "pip", "config", "list"], capture_output=True, text=True)
+    for line in r.stdout.splitlines():
+        name, _, value = line.partition("=")
+        if name.endswith(".index-url") and value:
+            return value.strip("'\"")
+    return DEFAULT_INDEX
+
+
+def index_reachable(url, timeout=20):
+    """(True, "") if the index answers at all (any HTTP status), else
+    (False, why)."""
+    probe = url.rstrip("/") + "/pip/"
+    cafile = os.environ.get("PIP_CERT")
+    ctx = ssl.create_default_context(cafile=cafile if cafile and os.path.exists(cafile) else None)
+    try:
+        with urllib.request.urlopen(urllib.request.Request(probe, method="GET"),
+                                    timeout=timeout, context=ctx) as r:
+            r.read(1)
+        return True, ""
+    except urllib.error.HTTPError:
+        return True, ""   # it answered: reachable
+    except (urllib.error.URLError, OSError, ValueError) as e:
+        return False, f"{probe}: {e}"
+
+
+def install(py, args, timeout=60):
+    """pip install ARGS into the venv whose interpreter is py; on failure
+    exit 77 if the index is unreachable, else print pip's log and exit 1."""
+    cmd = [py, "-m", "pip", "install", "--disable-pip-version-check", "--timeout",
+           str(timeout)] + list(args)
+    t0 = time.time()
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    print(f"pip install {' '.join(args)}: rc={r.returncode} in {time.time() - t0:.0f} s",
+          flush=True)
+    if r.returncode == 0:
+        return
+    url = index_url(py)
+    ok, why = index_reachable(url)
+    if not ok:
+        print(f"SKIP: the package index is unreachable ({why}); pip said:\n"
+              + (r.stderr + r.stdout)[-600:], flush=True)
+        sys.exit(77)
+    print(f"FAIL: pip install {' '.join(args)} failed although the index {url} answers; "
+          f"pip's log:\n--- stdout\n{r.stdout}\n--- stderr\n{r.stderr}", flush=True)
+    sys.exit(1)
+
+
+def venv(path, installs, python=sys.executable):
+    """Interpreter of the venv at path holding installs (a list of pip
+    argument lists, run in order), made once: a stamp of the arguments and
+    of any -r files' contents says when it is current."""
+    h = hashlib.sha256(json.dumps(installs).encode())
+    for args in installs:
+        for i, a in enumerate(args):
+            if a == "-r" and i + 1 < len(args):
+                with open(args[i + 1], "rb") as f:
+                    h.update(f.read())
+    want = h.hexdigest()
+    py = os.path.join(path, "bin", "python3")
+    stamp = os.path.join(path, ".ok")
+    if os.path.exists(stamp) and open(stamp).read() == want:
+        return py
+    shutil.rmtree(path, ignore_errors=True)
+    subprocess.run([python, "-m", "venv", path], check=True)
+    for args in installs:
+        install(py, args)
+    with open(stamp, "w") as f:
+        f.write(want)
+    return py
+
+
+def main(argv):
+    if len(argv) < 3:
+        print("usage: pipvenv.py VENV-DIR PIP-INSTALL-ARG...", file=sys.stderr)
+        return 2
+    venv(argv[1], [argv[2:]])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
