@@ -9,7 +9,7 @@
  * connection's output, then the connection closes once it is written
  * ("Connection: close").  Rendering reads kvt_store_stats and relaxed
  * atomic counters; it never waits for the store.  With --metrics-token
- * every request must carry "Authorization: Bearer <token>" (compared in
+ * every request but GET /healthz must carry "Authorization: Bearer <token>" (compared in
  * constant time); kvtierd.c refuses a non-loopback --metrics without one.
  *
  * Latency: libkvtier does not time requests, so the daemon does, from a
@@ -501,6 +501,15 @@ static void metrics_handle(struct kvtd_conn *c, const struct http_req *rq)
 	if (q)
 		pl = (size_t)(q - rq->path);
 	MADD(srv->metrics->http_requests, 1);
+	/* /healthz needs no token: kubelet's and load balancers' probes cannot
+	 * carry a secret, and "ok" or "stopping" tells nothing (doc/deploy.md). */
+	if ((get || head) && pl == 8 && memcmp(rq->path, "/healthz", 8) == 0) {
+		if (atomic_load(&srv->stopping))
+			metrics_text(c, 503, "Service Unavailable", "stopping\n", NULL);
+		else
+			metrics_text(c, 200, "OK", "ok\n", NULL);
+		return;
+	}
 	if (!metrics_token_ok(srv, rq)) {
 		MADD(srv->metrics->http_denied, 1);
 		KVTD_COUNT(srv, errors[KVTD_ERR_AUTH], 1);
@@ -510,13 +519,6 @@ static void metrics_handle(struct kvtd_conn *c, const struct http_req *rq)
 	}
 	if (!get && !head) {
 		metrics_text(c, 405, "Method Not Allowed", "GET only\n", "Allow: GET, HEAD\r\n");
-		return;
-	}
-	if (pl == 8 && memcmp(rq->path, "/healthz", 8) == 0) {
-		if (atomic_load(&srv->stopping))
-			metrics_text(c, 503, "Service Unavailable", "stopping\n", NULL);
-		else
-			metrics_text(c, 200, "OK", "ok\n", NULL);
 		return;
 	}
 	if (pl == 8 && memcmp(rq->path, "/metrics", 8) == 0) {

@@ -209,6 +209,44 @@ def t_sd_notify(kvtierd, src, tmp):
         sock.close()
 
 
+def t_healthz_token(kvtierd, src, tmp):
+    """With --metrics-token, /metrics needs the token and /healthz does not
+    (a Kubernetes readiness probe cannot carry it)."""
+    import urllib.error
+    import urllib.request
+    token = os.path.join(tmp, "token")
+    with open(token, "w") as f:
+        f.write("healthz-test-token-0123456789\n")
+    os.chmod(token, 0o600)
+    p = start(kvtierd, tmp, "--metrics", "127.0.0.1:0", "--metrics-token", token)
+    try:
+        addr = None
+        while addr is None:
+            line = p.stderr.readline()
+            if not line:
+                fail("kvtierd exited")
+            m = re.search(r'msg="metrics listener on ([0-9.:]+)"', line)
+            addr = m and m.group(1)
+
+        def get(path, tok=None):
+            req = urllib.request.Request(f"http://{addr}{path}")
+            if tok:
+                req.add_header("Authorization", "Bearer " + tok)
+            try:
+                r = urllib.request.urlopen(req, timeout=10)
+                return r.status, r.read().decode()
+            except urllib.error.HTTPError as e:
+                return e.code, ""
+        got = [get("/healthz"), get("/metrics"), get("/metrics", "healthz-test-token-0123456789")]
+        if got[0] != (200, "ok\n") or got[1][0] != 401 or got[2][0] != 200 or \
+           "kvtier_up 1" not in got[2][1]:
+            fail(f"/healthz, /metrics, /metrics with token: {[g[0] for g in got]}")
+        print("/healthz 200 without the token; /metrics 401 without it, 200 with it")
+    finally:
+        p.send_signal(signal.SIGTERM)
+        p.communicate(timeout=60)
+
+
 def t_systemd_unit(kvtierd, src, tmp):
     sa = shutil.which("systemd-analyze")
     if not sa:
