@@ -23,6 +23,7 @@
 #include "gc.h"
 #include "replay.h"
 #include "admin.h"
+#include "top.h"
 
 #define CLI_EXIT_OK BENCH_EXIT_OK
 #define CLI_EXIT_FAIL BENCH_EXIT_FAIL
@@ -48,6 +49,7 @@ static int cli_version(int argc, char **argv);
  */
 static const struct cli_cmd cli_cmds[] = {
 	{ "stat", "a live table of a running kvtierd (kvtier-admin(1))", admin_stat },
+	{ "top", "a live view of kvtierd servers from their /metrics (kvtier-admin(1))", top_main },
 	{ "ls", "namespaces with their blocks and bytes", admin_ls },
 	{ "get", "write one key's value to a file or stdout (debugging)", admin_get },
 	{ "put", "store a file or stdin under one key (debugging)", admin_put },

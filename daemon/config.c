@@ -15,8 +15,8 @@
  *   [blanks] KEY [blanks] '=' [blanks] VALUE [blanks]
  *
  * blanks are spaces and tabs; a trailing '\r' is dropped (CRLF files);
- * KEY is a long option name without "--"; "config", "help" and "version"
- * are refused.  A line longer than KVTD_CONFIG_LINE_MAX - 2 bytes (its
+ * KEY is a long option name without "--"; "config", "check-config",
+ * "help" and "version" are refused.  A line longer than KVTD_CONFIG_LINE_MAX - 2 bytes (its
  * '\n' aside) and a NUL byte are errors.
  */
 #include <errno.h>
@@ -206,6 +206,11 @@ int kvtd_config_option(struct kvtd_config *cfg, const char *name, const char *v,
 			return config_usage(err, err_len,
 					    "%s: --log-level: '%s' is not error, warn, info or debug",
 					    where, v);
+	} else if (strcmp(name, "log-format") == 0) {
+		if (strcmp(v, "text") != 0 && strcmp(v, "json") != 0)
+			return config_usage(err, err_len,
+					    "%s: --log-format: '%s' is not text or json", where, v);
+		cfg->log_json = strcmp(v, "json") == 0;
 	} else if (strcmp(name, "idle-timeout") == 0) {
 		if (config_parse_uint(v, 86400 * 365, &cfg->idle_timeout_s) < 0)
 			return config_usage(err, err_len,
@@ -269,7 +274,8 @@ bool kvtd_config_is_option(const char *name)
 {
 	static const char *const names[] = {
 		"dir", "dram", "ssd", "listen", "unix", "threads", "tenants", "log",
-		"log-level", "idle-timeout", "shutdown-timeout", "set", "config",
+		"log-level", "log-format", "idle-timeout", "shutdown-timeout", "set", "config",
+		"check-config",
 		"resp", "s3", "metrics", "metrics-token", "max-conns", "max-memory", "conn-inflight",
 		"conn-output", "tls-cert", "tls-key", "tls-ca", "tls-verify-client",
 		"members", "etcd", "etcd-prefix", "etcd-ttl", "advertise", NULL,
@@ -329,7 +335,8 @@ int kvtd_config_parse(struct kvtd_config *cfg, const char *text, size_t len, con
 		while (e > v && (e[-1] == '\r' || config_blank(e[-1])))
 			e--;
 		*e = 0;
-		if (strcmp(k, "config") == 0 || strcmp(k, "help") == 0 || strcmp(k, "version") == 0)
+		if (strcmp(k, "config") == 0 || strcmp(k, "check-config") == 0 ||
+		    strcmp(k, "help") == 0 || strcmp(k, "version") == 0)
 			return config_usage(err, err_len, "%s: '%s' cannot be set in a config file",
 					    where, k);
 		rc = kvtd_config_option(cfg, k, v, where, err, err_len);

@@ -14,6 +14,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #define KVTD_SET_MAX 32          /* --set options at most */
 #define KVTD_CONFIG_LINE_MAX 4096 /* a config line and its '\n' fit in LINE_MAX - 1 bytes */
@@ -31,6 +32,7 @@ struct kvtd_config {
 	char *tenants_path;     /* or NULL: AUTH_NONE */
 	char *log_path;         /* or NULL: stderr */
 	int log_level;
+	bool log_json;          /* --log-format json: one JSON object per line (log.c) */
 	unsigned idle_timeout_s;
 	unsigned shutdown_timeout_s;
 	char *resp_listen;      /* --resp HOST:PORT, or NULL (respd.c) */
@@ -90,6 +92,16 @@ int kvtd_config_load(struct kvtd_config *cfg, const char *path, char *err, size_
 
 /* Is name an option that takes a value ("dir", "set", "config", ...)? */
 bool kvtd_config_is_option(const char *name);
+
+/*
+ * --check-config (config_check.c): check what a start would check of cfg
+ * (addresses' syntax, the files it names, the library's --set options)
+ * without opening, binding or writing anything; path names the config
+ * file in messages (or NULL).  Problems go to err; if there are none, the
+ * effective settings go to out as "key = value" lines.  Returns the exit
+ * status: KVTD_EXIT_OK or KVTD_EXIT_USAGE.
+ */
+int kvtd_config_check(const struct kvtd_config *cfg, const char *path, FILE *out, FILE *err);
 
 /* Free every string the config owns and zero the pointers (the numbers
  * stay). */

@@ -5,7 +5,7 @@
  * One request head per connection (http.h parses it from the loop's read
  * buffer), one response queued on the connection's output, then the
  * connection closes once it is written ("Connection: close").  With
- * --metrics-token every request must carry "Authorization: Bearer <token>"
+ * --metrics-token every request but GET /healthz must carry "Authorization: Bearer <token>"
  * (compared in constant time); kvtierd.c refuses a non-loopback --metrics
  * without one.  A connection counts as unauthenticated until answered, so
  * the loop's pre-AUTH limits bound its head (HTTPD_HEAD_MAX) and its
@@ -108,6 +108,15 @@ static void httpd_handle(struct kvtd_conn *c, const struct http_req *rq)
 	if (q)
 		pl = (size_t)(q - rq->path);
 	kvtd_metrics_http(srv, KVTD_HTTP_REQUEST);
+	/* /healthz needs no token: kubelet's and load balancers' probes cannot
+	 * carry a secret, and "ok" or "stopping" tells nothing (doc/deploy.md). */
+	if ((get || head) && pl == 8 && memcmp(rq->path, "/healthz", 8) == 0) {
+		if (atomic_load(&srv->stopping))
+			httpd_text(c, 503, "Service Unavailable", "stopping\n", NULL);
+		else
+			httpd_text(c, 200, "OK", "ok\n", NULL);
+		return;
+	}
 	if (!httpd_token_ok(srv, rq)) {
 		kvtd_metrics_http(srv, KVTD_HTTP_DENIED);
 		KVTD_COUNT(srv, errors[KVTD_ERR_AUTH], 1);
@@ -117,13 +126,6 @@ static void httpd_handle(struct kvtd_conn *c, const struct http_req *rq)
 	}
 	if (!get && !head) {
 		httpd_text(c, 405, "Method Not Allowed", "GET only\n", "Allow: GET, HEAD\r\n");
-		return;
-	}
-	if (pl == 8 && memcmp(rq->path, "/healthz", 8) == 0) {
-		if (atomic_load(&srv->stopping))
-			httpd_text(c, 503, "Service Unavailable", "stopping\n", NULL);
-		else
-			httpd_text(c, 200, "OK", "ok\n", NULL);
 		return;
 	}
 	if (pl == 8 && memcmp(rq->path, "/metrics", 8) == 0) {

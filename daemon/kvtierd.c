@@ -131,8 +131,12 @@ static void kvtierd_usage(FILE *f)
 		"Logging and config:\n"
 		"  --log FILE            log to FILE instead of stderr (SIGHUP reopens it)\n"
 		"  --log-level LEVEL     error, warn, info (default) or debug\n"
+		"  --log-format FORMAT   text (default: logfmt) or json (one object per line)\n"
 		"  --config FILE         \"key = value\" lines with the long option names;\n"
 		"                        options on the command line override it\n"
+		"  --check-config FILE   check FILE and the other options as a start would\n"
+		"                        (files they name, addresses, --set), print the\n"
+		"                        effective settings, exit 0 (valid) or 2; starts nothing\n"
 		"  -h, --help            this help\n"
 		"  -V, --version         print the version\n"
 		"\n"
@@ -208,9 +212,9 @@ static void kvtierd_config_file(struct kvtd_config *cfg, const char *path)
 
 static void kvtierd_args(struct kvtd_config *cfg, int argc, char **argv)
 {
-	const char *config = NULL;
+	const char *config = NULL, *check = NULL;
 
-	/* Pass 1: --help, --version, --config. */
+	/* Pass 1: --help, --version, --config, --check-config. */
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
@@ -228,6 +232,10 @@ static void kvtierd_args(struct kvtd_config *cfg, int argc, char **argv)
 			config = argv[++i];
 		} else if (strncmp(a, "--config=", 9) == 0) {
 			config = a + 9;
+		} else if (strcmp(a, "--check-config") == 0) {
+			if (i + 1 >= argc)
+				kvtierd_die_usage("%s needs a value", a);
+			config = check = argv[++i];
 		} else if (a[0] == '-' && a[1] == '-' && !strchr(a, '=') && i + 1 < argc &&
 			   strcmp(a, "--tls-verify-client") != 0) {
 			i++; /* skip the value of another option */
@@ -266,10 +274,12 @@ static void kvtierd_args(struct kvtd_config *cfg, int argc, char **argv)
 				kvtierd_die_usage("--%s needs a value", name);
 			v = argv[++i];
 		}
-		if (strcmp(name, "config") == 0)
+		if (strcmp(name, "config") == 0 || strcmp(name, "check-config") == 0)
 			continue;
 		kvtierd_option(cfg, name, v, "command line");
 	}
+	if (check) /* validate, print, exit (config_check.c) */
+		exit(kvtd_config_check(cfg, check, stdout, stderr));
 }
 
 /* ------------------------------------------------------------------------
@@ -731,6 +741,7 @@ static int kvtierd_open(struct kvtd_server *srv, struct kvtd_listener *listeners
 	}
 
 	/* Log, tenants, store, listeners */
+	kvtd_log_set_json(cfg->log_json ? kvtd_log_json : NULL);
 	rc = kvtd_log_open(cfg->log_path, cfg->log_level);
 	if (rc < 0) {
 		fprintf(stderr, "kvtierd: --log %s: %s\n", cfg->log_path, strerror(-rc));
@@ -858,6 +869,7 @@ static int kvtierd_serve(struct kvtd_server *srv, int sfd)
 		goto stop;
 	}
 	kvtierd_log_started(srv);
+	kvtd_notify_ready(srv->listeners[0].name); /* notify.c: store open, listeners bound */
 
 	/* 5. Signals */
 	for (;;) {
@@ -876,6 +888,7 @@ static int kvtierd_serve(struct kvtd_server *srv, int sfd)
 		}
 		kvtd_log(KVTD_INFO, "stopping", "signal=%s",
 			 si.ssi_signo == SIGTERM ? "SIGTERM" : "SIGINT");
+		kvtd_notify_stopping();
 		break;
 	}
 	exit_code = KVTD_EXIT_OK;

@@ -103,6 +103,20 @@ enum kvtd_level { KVTD_ERROR = 0, KVTD_WARN = 1, KVTD_INFO = 2, KVTD_DEBUG = 3 }
 int kvtd_log_open(const char *path, int min_level);
 /* SIGHUP: reopen the log file (after rotation).  0 or -errno. */
 int kvtd_log_reopen(void);
+/* sd_notify(3) to the service manager (notify.c): no-ops without
+ * $NOTIFY_SOCKET.  status: a line for `systemctl status`. */
+void kvtd_notify_ready(const char *status);
+void kvtd_notify_stopping(void);
+
+/* One event as a JSON object (logjson.c): the fixed keys ts, level, msg,
+ * src (NULL: none), then the logfmt fields (NULL: none) as pairs.  A new
+ * malloc'd NUL-terminated string without a newline, or NULL (no memory). */
+typedef char *kvtd_log_json_fn(const char *ts, const char *level, const char *src,
+			       const char *msg, const char *fields);
+kvtd_log_json_fn kvtd_log_json;
+/* --log-format json: every line after this call goes through fn (NULL:
+ * logfmt again).  Main thread, before other threads log. */
+void kvtd_log_set_json(kvtd_log_json_fn *fn);
 void kvtd_log_close(void);
 /* "error", "warn", "info", "debug" -> level, or -1. */
 int kvtd_log_level_parse(const char *s);

@@ -25,6 +25,10 @@
 
 static _Atomic int log_fd = 2;
 static _Atomic int log_level = KVTD_INFO;
+/* --log-format json: the formatter (logjson.c's kvtd_log_json, injected
+ * by kvtierd.c so that programs linking log.c alone need no jansson), or
+ * NULL for logfmt.  Set before any thread logs. */
+static kvtd_log_json_fn *log_json;
 static char *log_path;
 
 static const char *const log_names[] = { "error", "warn", "info", "debug" };
@@ -65,6 +69,11 @@ int kvtd_log_open(const char *path, int min_level)
 	}
 	atomic_store(&log_fd, fd);
 	return 0;
+}
+
+void kvtd_log_set_json(kvtd_log_json_fn *fn)
+{
+	log_json = fn;
 }
 
 int kvtd_log_reopen(void)
@@ -136,6 +145,30 @@ const char *kvtd_log_quote(char *buf, size_t len, const char *s)
 	return buf;
 }
 
+/* --log-format json: the same event as one JSON object (logjson.c); out
+ * of memory loses the line. */
+static void log_json_line(const struct timespec *ts, const struct tm *tm, int level,
+			  const char *src, const char *msg, const char *fmt, va_list ap)
+{
+	char tsbuf[40], fields[2048];
+	size_t n = strftime(tsbuf, sizeof(tsbuf), "%Y-%m-%dT%H:%M:%S", tm);
+	char *line;
+
+	snprintf(tsbuf + n, sizeof(tsbuf) - n, ".%06ldZ", ts->tv_nsec / 1000);
+	fields[0] = 0;
+	if (fmt)
+		vsnprintf(fields, sizeof(fields), fmt, ap);
+	line = log_json(tsbuf, log_names[level < 0 ? 0 : level > 3 ? 3 : level], src, msg,
+			     fields);
+	if (!line)
+		return;
+	n = strlen(line);
+	line[n] = '\n'; /* over the NUL: the line is written by length */
+	ssize_t w = write(atomic_load_explicit(&log_fd, memory_order_relaxed), line, n + 1);
+	(void)w;
+	free(line);
+}
+
 static void log_vline(int level, const char *src, const char *msg, const char *fmt, va_list ap)
 {
 	char line[2048], q[1024];
@@ -148,6 +181,10 @@ static void log_vline(int level, const char *src, const char *msg, const char *f
 		return;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	gmtime_r(&ts.tv_sec, &tm);
+	if (log_json) {
+		log_json_line(&ts, &tm, level, src, msg, fmt, ap);
+		return;
+	}
 	n = strftime(line, sizeof(line), "ts=%Y-%m-%dT%H:%M:%S", &tm);
 	r = snprintf(line + n, sizeof(line) - n, ".%06ldZ level=%s%s%s msg=%s",
 		     ts.tv_nsec / 1000, log_names[level < 0 ? 0 : level > 3 ? 3 : level],

@@ -194,6 +194,11 @@ static const char *const metrics_stat_names[] = {
 #define S_PINS 22
 	"store.pins_active",
 	"mem.meta_bytes",
+#define S_SSD_HEALTH 24
+	"ssd.segments_quarantined",
+	"ssd.degraded",
+	"ssd.enospc",
+	"ssd.writedown_pending_bytes",
 	NULL,
 };
 
@@ -307,6 +312,16 @@ int kvtd_metrics_render(struct kvtd_server *srv, char **out, size_t *out_len)
 		    st.v[S_SSD_CRC + 1]);
 	metrics_one(f, "kvtier_ssd_writedown_shed_total", "counter",
 		    "blocks not written down to SSD because the queue was full", st.v[S_SSD_CRC + 2]);
+	/* SSD health and backlog (doc/deploy.md's alerts, kvtier top) */
+	metrics_one(f, "kvtier_ssd_segments_quarantined", "gauge",
+		    "SSD segments quarantined after an I/O error (not reused until restart)",
+		    st.v[S_SSD_HEALTH]);
+	metrics_one(f, "kvtier_ssd_degraded", "gauge",
+		    "1 while the SSD tier sheds write-downs after ENOSPC", st.v[S_SSD_HEALTH + 1]);
+	metrics_one(f, "kvtier_ssd_enospc_total", "counter", "SSD writes that failed with ENOSPC",
+		    st.v[S_SSD_HEALTH + 2]);
+	metrics_one(f, "kvtier_ssd_writedown_pending_bytes", "gauge",
+		    "bytes queued or in flight for write-down to SSD", st.v[S_SSD_HEALTH + 3]);
 	metrics_one(f, "kvtier_pins_active", "gauge", "pinned reads not yet released",
 		    st.v[S_PINS]);
 	metrics_one(f, "kvtier_meta_bytes", "gauge", "bytes of index and metadata",
@@ -358,6 +373,8 @@ int kvtd_metrics_render(struct kvtd_server *srv, char **out, size_t *out_len)
 	metrics_one(f, "kvtier_server_memory_bytes", "gauge",
 		    "receive buffers, tables and queued responses charged to --max-memory",
 		    MGET(srv->mem_used));
+	metrics_one(f, "kvtier_server_memory_limit_bytes", "gauge", "--max-memory",
+		    srv->cfg.max_memory);
 	metrics_one(f, "kvtier_server_bytes_in_total", "counter", "bytes received on every connection",
 		    MGET(srv->ctr.bytes_in));
 	metrics_one(f, "kvtier_server_bytes_out_total", "counter", "bytes sent on every connection",

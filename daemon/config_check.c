@@ -1,0 +1,274 @@
+/*
+ * config_check.c - `kvtierd --check-config FILE`: validate a configuration
+ * without starting (like `nginx -t` or `sshd -t`).  kvtierd.c parses the
+ * file and the rest of the command line as it would for a start (config.c:
+ * a bad line is already a usage error there), then calls
+ * kvtd_config_check, which checks what only a start would otherwise find:
+ *
+ *   - the listener addresses' syntax (HOST:PORT, [V6]:PORT, port 0..65535)
+ *     without resolving or binding them; --listen none needs --unix;
+ *   - a metrics listener off loopback needs --metrics-token;
+ *   - the files the options name are read and parsed as a start would:
+ *     --tenants (its parser and its permission rule), --metrics-token,
+ *     --tls-cert/--tls-key/--tls-ca (an OpenSSL server context is built and
+ *     freed), TLS needing both cert and key;
+ *   - --members (the static list's parser), --etcd (an http:// or https://
+ *     URL);
+ *   - every --set NAME=VALUE on a created, never opened, store (so an
+ *     unknown library option or a bad value is caught), and the tiers'
+ *     sizes the same way;
+ *   - --dir: an existing path must be a writable directory; one that does
+ *     not exist is created at start (reported, not an error); --log: its
+ *     directory must exist.
+ *
+ * It opens no store, binds nothing, writes nothing.  It prints every
+ * problem to err ("kvtierd: FILE: ..."), then the effective settings to out
+ * as "key = value" lines that --config accepts, and returns the exit
+ * status: 0 valid, 2 not.  Main thread, before anything else starts.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <openssl/ssl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "kvtierd.h"
+#include "members.h"
+#include "tlsio.h"
+
+struct check {
+	FILE *err;
+	const char *where; /* the config file, or "command line" */
+	unsigned problems;
+};
+
+static void check_fail(struct check *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void check_fail(struct check *c, const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(c->err, "kvtierd: %s: ", c->where);
+	va_start(ap, fmt);
+	vfprintf(c->err, fmt, ap);
+	va_end(ap);
+	fputc('\n', c->err);
+	c->problems++;
+}
+
+/* "HOST:PORT" or "[V6]:PORT", port 0..65535; *loopback set when the host
+ * is 127.x, ::1 or localhost.  0 or -EINVAL. */
+static int check_addr(const char *a, bool *loopback)
+{
+	const char *colon, *host_end;
+	char *end;
+	unsigned long port;
+
+	if (a[0] == '[') {
+		host_end = strchr(a, ']');
+		if (!host_end || host_end == a + 1 || host_end[1] != ':')
+			return -EINVAL;
+		colon = host_end + 1;
+	} else {
+		colon = strrchr(a, ':');
+		if (!colon || colon == a || memchr(a, ':', (size_t)(colon - a)))
+			return -EINVAL;
+	}
+	if (!colon[1] || colon[1] == '-' || colon[1] == '+')
+		return -EINVAL;
+	errno = 0;
+	port = strtoul(colon + 1, &end, 10);
+	if (errno || *end || port > 65535)
+		return -EINVAL;
+	if (loopback)
+		*loopback = strncmp(a, "127.", 4) == 0 || strncmp(a, "[::1]:", 6) == 0 ||
+			    strncmp(a, "localhost:", 10) == 0;
+	return 0;
+}
+
+static void check_listen(struct check *c, const char *opt, const char *a)
+{
+	if (a && check_addr(a, NULL) < 0)
+		check_fail(c, "--%s: '%s' is not HOST:PORT", opt, a);
+}
+
+static void check_files(struct check *c, const struct kvtd_config *cfg)
+{
+	char err[512];
+
+	if (cfg->tenants_path) {
+		struct kvtd_tenants *t = NULL;
+		if (kvtd_tenants_load(cfg->tenants_path, &t, err, sizeof(err)) < 0)
+			check_fail(c, "--tenants %s: %s", cfg->tenants_path, err);
+		kvtd_tenants_free(t);
+	}
+	if (cfg->metrics_token_path) {
+		char *tok = NULL;
+		if (kvtd_metrics_token_load(cfg->metrics_token_path, &tok, err, sizeof(err)) < 0)
+			check_fail(c, "--metrics-token %s: %s", cfg->metrics_token_path, err);
+		free(tok);
+	}
+	if (cfg->tls_cert || cfg->tls_key || cfg->tls_ca || cfg->tls_verify_client) {
+		if (!cfg->tls_cert || !cfg->tls_key) {
+			check_fail(c, "TLS needs both --tls-cert and --tls-key");
+		} else {
+			SSL_CTX *ctx = tlsio_ctx_server(cfg->tls_cert, cfg->tls_key, cfg->tls_ca,
+							cfg->tls_verify_client, err, sizeof(err));
+			if (!ctx)
+				check_fail(c, "TLS: %s", err);
+			SSL_CTX_free(ctx);
+		}
+	}
+	if (cfg->dir) {
+		struct stat st;
+		if (stat(cfg->dir, &st) == 0) {
+			if (!S_ISDIR(st.st_mode))
+				check_fail(c, "--dir %s: not a directory", cfg->dir);
+			else if (access(cfg->dir, R_OK | W_OK | X_OK) < 0)
+				check_fail(c, "--dir %s: %s", cfg->dir, strerror(errno));
+		} else if (errno != ENOENT) {
+			check_fail(c, "--dir %s: %s", cfg->dir, strerror(errno));
+		}
+	}
+	if (cfg->log_path) {
+		char *d = strdup(cfg->log_path), *slash = d ? strrchr(d, '/') : NULL;
+		if (slash && slash != d) {
+			*slash = 0;
+			if (access(d, W_OK | X_OK) < 0)
+				check_fail(c, "--log %s: directory %s: %s", cfg->log_path, d,
+					   strerror(errno));
+		}
+		free(d);
+	}
+}
+
+/* The library's options on a store that is created, never opened. */
+static void check_store_options(struct check *c, const struct kvtd_config *cfg)
+{
+	struct kvt_store *st;
+	char num[32];
+	int rc = kvt_store_create(&st);
+
+	if (rc < 0) {
+		check_fail(c, "cannot create a store to check --set: %s", kvt_strerror(rc));
+		return;
+	}
+	if (cfg->dram_set) {
+		snprintf(num, sizeof(num), "%llu", (unsigned long long)cfg->dram_bytes);
+		rc = kvt_store_set_option(st, "dram.capacity", num);
+		if (rc < 0)
+			check_fail(c, "--dram %s: %s", num, kvt_strerror(rc));
+	}
+	for (unsigned i = 0; i < cfg->set_count; i++) {
+		rc = kvt_store_set_option(st, cfg->set_names[i], cfg->set_values[i]);
+		if (rc < 0)
+			check_fail(c, "--set %s=%s: %s", cfg->set_names[i], cfg->set_values[i],
+				   kvt_strerror(rc));
+	}
+	kvt_store_destroy(st);
+}
+
+static void check_print(FILE *out, const struct kvtd_config *cfg)
+{
+	static const char *const levels[] = { "error", "warn", "info", "debug" };
+	const struct {
+		const char *name, *v;
+	} strs[] = {
+		{ "dir", cfg->dir },
+		{ "listen", cfg->listen },
+		{ "unix", cfg->unix_path },
+		{ "tenants", cfg->tenants_path },
+		{ "log", cfg->log_path },
+		{ "resp", cfg->resp_listen },
+		{ "metrics", cfg->metrics_listen },
+		{ "metrics-token", cfg->metrics_token_path },
+		{ "tls-cert", cfg->tls_cert },
+		{ "tls-key", cfg->tls_key },
+		{ "tls-ca", cfg->tls_ca },
+		{ "members", cfg->members },
+		{ "etcd", cfg->etcd },
+		{ "etcd-prefix", cfg->etcd_prefix },
+		{ "advertise", cfg->advertise },
+	};
+
+	for (size_t i = 0; i < sizeof(strs) / sizeof(strs[0]); i++)
+		if (strs[i].v)
+			fprintf(out, "%s = %s\n", strs[i].name, strs[i].v);
+	if (cfg->dram_set)
+		fprintf(out, "dram = %llu\n", (unsigned long long)cfg->dram_bytes);
+	if (cfg->ssd_set)
+		fprintf(out, "ssd = %llu\n", (unsigned long long)cfg->ssd_bytes);
+	if (cfg->threads)
+		fprintf(out, "threads = %u\n", cfg->threads);
+	if (cfg->log_level >= 0 && cfg->log_level <= 3)
+		fprintf(out, "log-level = %s\n", levels[cfg->log_level]);
+	fprintf(out, "log-format = %s\n", cfg->log_json ? "json" : "text");
+	fprintf(out, "idle-timeout = %u\n", cfg->idle_timeout_s);
+	fprintf(out, "shutdown-timeout = %u\n", cfg->shutdown_timeout_s);
+	if (cfg->max_conns)
+		fprintf(out, "max-conns = %u\n", cfg->max_conns);
+	if (cfg->max_memory)
+		fprintf(out, "max-memory = %llu\n", (unsigned long long)cfg->max_memory);
+	if (cfg->conn_inflight)
+		fprintf(out, "conn-inflight = %u\n", cfg->conn_inflight);
+	if (cfg->conn_output)
+		fprintf(out, "conn-output = %llu\n", (unsigned long long)cfg->conn_output);
+	if (cfg->etcd_ttl_s)
+		fprintf(out, "etcd-ttl = %u\n", cfg->etcd_ttl_s);
+	if (cfg->tls_verify_client)
+		fprintf(out, "tls-verify-client = yes\n");
+	for (unsigned i = 0; i < cfg->set_count; i++)
+		fprintf(out, "set = %s=%s\n", cfg->set_names[i], cfg->set_values[i]);
+}
+
+int kvtd_config_check(const struct kvtd_config *cfg, const char *path, FILE *out, FILE *err)
+{
+	struct check c = { .err = err, .where = path ? path : "command line" };
+	bool loopback = true;
+
+	if (cfg->listen && strcmp(cfg->listen, "none") == 0) {
+		if (!cfg->unix_path)
+			check_fail(&c, "--listen none needs --unix PATH");
+	} else {
+		check_listen(&c, "listen", cfg->listen);
+	}
+	check_listen(&c, "resp", cfg->resp_listen);
+	check_listen(&c, "advertise", cfg->advertise);
+	if (cfg->metrics_listen) {
+		if (check_addr(cfg->metrics_listen, &loopback) < 0)
+			check_fail(&c, "--metrics: '%s' is not [HOST:]PORT", cfg->metrics_listen);
+		else if (!loopback && !cfg->metrics_token_path)
+			check_fail(&c, "--metrics %s is not loopback: give --metrics-token FILE too",
+				   cfg->metrics_listen);
+	}
+	if (cfg->unix_path && strlen(cfg->unix_path) >= 108)
+		check_fail(&c, "--unix %s: longer than a socket path may be", cfg->unix_path);
+	if (cfg->members) {
+		char msg[300];
+		struct kvtd_member *m = NULL;
+		unsigned n = 0;
+		if (kvtd_members_parse_static(cfg->members, &m, &n, msg, sizeof(msg)) < 0)
+			check_fail(&c, "--members: %s", msg);
+		free(m);
+	}
+	if (cfg->members && cfg->etcd)
+		check_fail(&c, "--members and --etcd exclude each other");
+	if (cfg->etcd && strncmp(cfg->etcd, "http://", 7) != 0 &&
+	    strncmp(cfg->etcd, "https://", 8) != 0)
+		check_fail(&c, "--etcd: '%s' is not an http:// or https:// URL", cfg->etcd);
+	check_files(&c, cfg);
+	check_store_options(&c, cfg);
+	if (c.problems) {
+		fprintf(err, "kvtierd: %s: %u problem%s: configuration refused\n", c.where,
+			c.problems, c.problems == 1 ? "" : "s");
+		return KVTD_EXIT_USAGE;
+	}
+	check_print(out, cfg);
+	fprintf(err, "kvtierd: %s: configuration OK\n", c.where);
+	return KVTD_EXIT_OK;
+}

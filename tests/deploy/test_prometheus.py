@@ -1,0 +1,327 @@
+#!/usr/bin/env python3
+"""test_prometheus.py - deploy/prometheus/kvtier-rules.yml and the Grafana
+dashboard against the real tools.
+
+Usage: test_prometheus.py MODE SOURCE-DIR KVTIERD KVTIER, MODE one of:
+
+  rules   `promtool check rules` and `promtool test rules` (the fixed-series
+          unit tests in kvtier-rules.test.yml); every metric name the rules
+          and the dashboard use is in doc/metrics.md, and every one that a
+          plain kvtierd always exports is in a real kvtierd's /metrics (the
+          rest are the per-tenant and etcd series, which appear with
+          tenants and --etcd: the server mode scrapes the tenant ones).
+  server  (suite deploy-slow) a real Prometheus server (Debian's
+          `prometheus`, on 127.0.0.1) scrapes a real kvtierd with a tenants
+          file every second while `kvtier replay` drives a small synthetic
+          trace through it as tenant "alice"; then, through Prometheus's
+          HTTP API, every recording rule and every query of every dashboard
+          panel returns data, and every rule's health is "ok".
+
+Skips (77) only when promtool or prometheus is not installed.
+"""
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.parse
+import urllib.request
+
+
+# Series a kvtierd exports only in some configurations.
+CONDITIONAL = re.compile(r"^kvtier_(tenant_|cluster_etcd_|cluster_changes_)")
+
+
+def fail(msg):
+    print("FAIL:", msg)
+    sys.exit(1)
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def rule_metric_names(text):
+    """Metric names (kvtier_*, without histogram suffixes) in PromQL text."""
+    names = set(re.findall(r"\bkvtier_[a-z_]+", text))
+    return {re.sub(r"_(bucket|sum|count)$", "", n) if "duration" in n else n for n in names}
+
+
+def documented(src):
+    doc = open(os.path.join(src, "doc", "metrics.md")).read()
+    names = set()
+    for n in re.findall(r"`(kvtier_[a-z_<>]+)", doc):
+        for tier in ("dram", "ssd"):
+            names.add(n.replace("<tier>", tier))
+    return names
+
+
+def scrape(url, token=None):
+    req = urllib.request.Request(url)
+    if token:
+        req.add_header("Authorization", "Bearer " + token)
+    return urllib.request.urlopen(req, timeout=10).read().decode()
+
+
+def start_kvtierd(kvtierd, tmp, *extra):
+    log = open(os.path.join(tmp, "kvtierd.log"), "w+")
+    p = subprocess.Popen([kvtierd, "--dir", os.path.join(tmp, "data"), "--listen",
+                          "127.0.0.1:0", "--metrics", "127.0.0.1:0", "--dram", "64M", "--ssd",
+                          "64M", "--set", "ssd.segment=8M", "--threads", "2", *extra],
+                         stdout=subprocess.DEVNULL, stderr=log, cwd=tmp)
+    native = metrics = None
+    deadline = time.time() + 60
+    while time.time() < deadline and not (native and metrics):
+        if p.poll() is not None:
+            log.seek(0)
+            fail("kvtierd exited: " + log.read())
+        log.seek(0)
+        text = log.read()
+        m = re.search(r'msg="listening on ([0-9.:]+)"', text)
+        native = m and m.group(1)
+        m = re.search(r'msg="metrics listener on ([0-9.:]+)"', text)
+        metrics = m and m.group(1)
+        time.sleep(0.1)
+    if not (native and metrics):
+        p.kill()
+        fail("kvtierd did not start")
+    return p, native, metrics
+
+
+def stop(p):
+    if p.poll() is None:
+        p.send_signal(signal.SIGTERM)
+        try:
+            p.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
+def dashboard_queries(src):
+    path = os.path.join(src, "deploy", "grafana", "kvtier-dashboard.json")
+    if not os.path.exists(path):
+        return []
+    d = json.load(open(path))
+    out = []
+
+    def walk(panels):
+        for p in panels:
+            walk(p.get("panels", []))
+            for t in p.get("targets", []):
+                if t.get("expr"):
+                    out.append((p.get("title", "?"), t["expr"]))
+    walk(d.get("panels", []) + [p for r in d.get("rows", []) for p in r.get("panels", [])])
+    return out
+
+
+def t_rules(src, kvtierd, kvtier, tmp):
+    promtool = shutil.which("promtool")
+    if not promtool:
+        print("SKIP: promtool not installed (Debian package prometheus)")
+        sys.exit(77)
+    d = os.path.join(src, "deploy", "prometheus")
+    for args in (["check", "rules", "kvtier-rules.yml"],
+                 ["test", "rules", "kvtier-rules.test.yml"]):
+        r = subprocess.run([promtool, *args], cwd=d, capture_output=True, text=True)
+        print(r.stdout.strip())
+        if r.returncode != 0 or "SUCCESS" not in r.stdout:
+            fail(f"promtool {' '.join(args)}: {r.stdout}{r.stderr}")
+    rules = open(os.path.join(d, "kvtier-rules.yml")).read()
+    used = rule_metric_names(rules)
+    for _, expr in dashboard_queries(src):
+        used |= rule_metric_names(expr)
+    doc = documented(src)
+    undocumented = sorted(used - doc)
+    if undocumented:
+        fail(f"used but not in doc/metrics.md: {undocumented}")
+    p, native, metrics = start_kvtierd(kvtierd, tmp)
+    try:
+        text = scrape(f"http://{metrics}/metrics")
+    finally:
+        stop(p)
+    exported = set(re.findall(r"^(kvtier_[a-z_]+?)(?:_bucket|_sum|_count)?[{ ]", text, re.M))
+    exported |= set(re.findall(r"^(kvtier_[a-z_]+)[{ ]", text, re.M))
+    missing = sorted(n for n in used if n not in exported and not CONDITIONAL.match(n))
+    if missing:
+        fail(f"used but not exported by kvtierd: {missing}")
+    print(f"{len(used)} metric names used by the rules and dashboard: documented, "
+          f"and exported ({len([n for n in used if CONDITIONAL.match(n)])} conditional)")
+
+
+def prom_query(base, q):
+    url = base + "/api/v1/query?" + urllib.parse.urlencode({"query": q})
+    r = json.loads(urllib.request.urlopen(url, timeout=10).read())
+    if r.get("status") != "success":
+        fail(f"query {q}: {r}")
+    return r["data"]["result"]
+
+
+def t_server(src, kvtierd, kvtier, tmp):
+    prom = shutil.which("prometheus")
+    if not prom:
+        print("SKIP: prometheus not installed")
+        sys.exit(77)
+    secret = "s3cret-for-the-prometheus-test"
+    tenants = os.path.join(tmp, "tenants")
+    with open(os.path.join(tmp, "secret"), "w") as f:
+        f.write(secret)
+    with open(tenants, "w") as f:
+        f.write(f"alice {secret} tenant\n")
+    os.chmod(tenants, 0o600)
+    os.chmod(os.path.join(tmp, "secret"), 0o600)
+    p, native, metrics = start_kvtierd(kvtierd, tmp, "--tenants", tenants)
+    # The rules as shipped, but evaluated every second instead of 30 s.
+    rules = open(os.path.join(src, "deploy", "prometheus", "kvtier-rules.yml")).read()
+    with open(os.path.join(tmp, "rules.yml"), "w") as f:
+        f.write(rules.replace("interval: 30s", "interval: 1s"))
+    port = free_port()
+    with open(os.path.join(tmp, "prometheus.yml"), "w") as f:
+        f.write(f"""global: {{ scrape_interval: 1s, evaluation_interval: 1s }}
+rule_files: [rules.yml]
+scrape_configs:
+  - job_name: kvtierd
+    static_configs: [{{ targets: ["{metrics}"] }}]
+""")
+    plog = open(os.path.join(tmp, "prometheus.log"), "w")
+    pp = subprocess.Popen([prom, "--config.file=prometheus.yml", "--storage.tsdb.path=tsdb",
+                           f"--web.listen-address=127.0.0.1:{port}"], cwd=tmp,
+                          stdout=plog, stderr=plog)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.time() + 60
+        while True:
+            try:
+                if urllib.request.urlopen(base + "/-/ready", timeout=2).status == 200:
+                    break
+            except OSError:
+                pass
+            if time.time() > deadline or pp.poll() is not None:
+                fail("prometheus did not become ready: " + open(plog.name).read()[-2000:])
+            time.sleep(0.5)
+        # One scrape before the load, so that rates have a "before".
+        while not prom_query(base, 'up{job="kvtierd"} == 1'):
+            if time.time() > deadline:
+                fail("prometheus never scraped kvtierd: " + open(plog.name).read()[-2000:])
+            time.sleep(0.5)
+        # The engine's DRAM (4 MiB) holds a tenth of the trace's 1782
+        # distinct 32 KiB blocks: its misses go to kvtierd.  The second
+        # pass starts cold and reads back what the first stored there.
+        replay = [kvtier, "replay", "--synth=400", "--dram", "4M", "--bytes-per-token", "64",
+                  "--server", native, "--tenant", "alice", "--secret-file",
+                  os.path.join(tmp, "secret"), "--no-progress", "--dir", tmp]
+        for _ in range(2):
+            t0 = time.time()
+            r = subprocess.run(replay, capture_output=True, text=True, timeout=300, cwd=tmp)
+            if r.returncode != 0:
+                fail(f"replay: {r.stdout[-2000:]}{r.stderr[-2000:]}")
+            m = re.search(r"hits from kvtierd\s+(\d+)", r.stdout)
+            print(f"replay: {time.time() - t0:.1f} s, hits from kvtierd: {m and m.group(1)}")
+            time.sleep(2)
+        time.sleep(6)  # a few more scrapes and evaluations
+        records = re.findall(r"^\s*- record: (\S+)", rules, re.M)
+        empty = []
+        for name in records:
+            res = prom_query(base, name)
+            if not res:
+                empty.append(name)
+            else:
+                print(f"  {name}: {len(res)} series, e.g. {res[0]['metric']} = {res[0]['value'][1]}")
+        # The load shows: these must be positive, not just present.
+        for q in ('kvtier:tier_hits:rate5m{tier="dram"}', 'kvtier:reads:rate5m',
+                  'kvtier:tier_bytes_in:rate5m{tier="dram"}',
+                  'kvtier:tenant_requests:rate5m{tenant="alice"}',
+                  'kvtier:tenant_bytes_in:rate5m{tenant="alice"}',
+                  'kvtier:request_duration_seconds:p99_5m{op="read",tier="dram"}',
+                  'kvtier:request_duration_seconds:p50_5m{op="write"}',
+                  'kvtier:hit_ratio:rate5m'):
+            res = prom_query(base, q + " > 0")
+            if not res:
+                fail(f"{q} is not positive: {prom_query(base, q)}")
+        queries = dashboard_queries(src)
+        skipped = [(t, e) for t, e in queries if "etcd" in e]
+        queries = [(t, e) for t, e in queries if "etcd" not in e]
+        for title, expr in skipped:
+            print(f"  not evaluated (needs kvtierd --etcd): panel '{title}': {expr}")
+        for title, expr in queries:
+            q = expr.replace("$instance", ".*").replace("$job", "kvtierd").replace(
+                "$__rate_interval", "1m").replace("$__interval", "5s")
+            if not prom_query(base, q):
+                empty.append(f"panel '{title}': {expr}")
+        rules_api = json.loads(urllib.request.urlopen(base + "/api/v1/rules", timeout=10).read())
+        bad = [(r["name"], r.get("lastError")) for g in rules_api["data"]["groups"]
+               for r in g["rules"] if r.get("health") != "ok"]
+        n_rules = sum(len(g["rules"]) for g in rules_api["data"]["groups"])
+        if bad:
+            fail(f"rules not healthy: {bad}")
+        if empty:
+            fail("no data for: " + "; ".join(empty))
+        print(f"{len(records)} recording rules and {len(queries)} dashboard queries return data; "
+              f"{n_rules} rules healthy")
+    finally:
+        pp.send_signal(signal.SIGTERM)
+        try:
+            pp.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            pp.kill()
+        stop(p)
+
+
+def t_dashboard(src, kvtierd, kvtier, tmp):
+    """deploy/grafana/kvtier-dashboard.json is what dashboard.py generates
+    with the pinned grafanalib (a venv under the build directory)."""
+    here = os.path.join(src, "deploy", "grafana")
+    reqs = re.search(r"^REQUIREMENTS = (\[.*\])$", open(os.path.join(here, "dashboard.py")).read(),
+                     re.M)
+    reqs = json.loads(reqs.group(1).replace("'", '"'))
+    venv = os.path.join(os.environ.get("KVT_DEPLOY_VENVS", tmp), "venv-grafanalib")
+    py = os.path.join(venv, "bin", "python3")
+    stamp = os.path.join(venv, ".ok")
+    if not (os.path.exists(stamp) and open(stamp).read() == " ".join(reqs)):
+        shutil.rmtree(venv, ignore_errors=True)
+        subprocess.run([sys.executable, "-m", "venv", venv], check=True)
+        r = subprocess.run([py, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+                            "--timeout", "20", *reqs], capture_output=True, text=True)
+        if r.returncode != 0:
+            if re.search(r"(from versions: none|NewConnectionError|Max retries|"
+                         r"Temporary failure in name resolution|timed out)", r.stderr, re.I):
+                print("SKIP: PyPI unreachable")
+                sys.exit(77)
+            fail("pip: " + r.stderr[-2000:])
+        with open(stamp, "w") as f:
+            f.write(" ".join(reqs))
+    r = subprocess.run([py, os.path.join(here, "dashboard.py")], capture_output=True, text=True)
+    if r.returncode != 0:
+        fail("dashboard.py: " + r.stderr[-2000:])
+    committed = open(os.path.join(here, "kvtier-dashboard.json")).read()
+    if r.stdout != committed:
+        fail("deploy/grafana/kvtier-dashboard.json is not what dashboard.py generates: "
+             "run it and commit the output")
+    d = json.loads(committed)
+    panels = [p for p in d["panels"] if p["type"] != "row"]
+    kinds = sorted(set(p["type"] for p in panels))
+    n = len(dashboard_queries(src))
+    if n < 20 or "heatmap" not in kinds:
+        fail(f"{n} queries, panel types {kinds}")
+    print(f"kvtier-dashboard.json regenerated identically: {len(panels)} panels {kinds}, "
+          f"{n} queries")
+
+
+def main():
+    mode, src, kvtierd, kvtier = sys.argv[1:5]
+    with tempfile.TemporaryDirectory(prefix="deploy-prom-") as tmp:
+        globals()["t_" + mode](os.path.abspath(src), os.path.abspath(kvtierd),
+                               os.path.abspath(kvtier), tmp)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,147 @@
+#!/usr/bin/env python3
+"""test_wheel.py - `pip install .` works: pyproject.toml's wheel (meson-python,
+libkvtier linked into the extension) installs into a fresh venv and runs
+there with nothing of the build tree on the path.
+
+Usage: test_wheel.py SOURCE-DIR WORK-DIR.  Builds the wheel with pip (its
+build requirements, pinned in pyproject.toml, come from PyPI; exits 77 only
+when PyPI cannot be reached) into WORK-DIR/dist, keeping meson-python's
+build directory in WORK-DIR/wheel-build so that a second run is
+incremental; makes a fresh venv WORK-DIR/venv-wheel, installs the wheel
+with --no-index, and in that venv, run isolated (-I: no PYTHONPATH, no user
+site) from an empty directory:
+
+  1. kvtier imports from the venv's site-packages, not from a build tree;
+  2. a Store round-trips a block (put, lookup_prefix, get, bytes equal) and
+     a miss is a miss;
+  3. kvtier.vllm loads by its module path the way vLLM's connector factory
+     loads kv_connector_module_path (importlib.import_module, then getattr
+     of the class): without vLLM, torch and numpy in the venv the import
+     stops exactly at the first of them (numpy); with stand-ins for those
+     three on the path, KVTierConnector is a subclass of the stand-in
+     KVConnectorBase_V1, so the module itself, as installed, is whole.
+"""
+import glob
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+
+CHECK = r'''
+import importlib, os, sys
+import kvtier
+venv = sys.argv[1]
+assert os.path.realpath(kvtier.__file__).startswith(os.path.realpath(venv)), kvtier.__file__
+assert kvtier._kvtier.__file__.startswith(os.path.dirname(kvtier.__file__))
+with kvtier.Store({"dram.capacity": "64M"}) as s:
+    ns = s.register({"model": "m", "dtype": "bf16", "layout": "vllm-flash-nhd",
+                     "block_tokens": 16})
+    digest, _ = s.ns_info(ns)
+    keys = kvtier.key_chain_prompt(digest, list(range(1000, 1064)), 16)
+    block = bytes(range(256)) * 256
+    assert s.put(ns, keys[0], block) is True
+    assert s.lookup_prefix(ns, keys)[0] == 1
+    assert s.get(ns, keys[0]) == block
+    assert s.get(ns, keys[1]) is None
+print("roundtrip ok", kvtier.version())
+try:
+    importlib.import_module("kvtier.vllm")
+    raise SystemExit("kvtier.vllm imported without numpy, torch and vllm?")
+except ModuleNotFoundError as e:
+    assert e.name == "numpy", e
+sys.modules.pop("kvtier.vllm", None)
+sys.path.append(sys.argv[2])    # the stand-ins, after site-packages
+mod = importlib.import_module("kvtier.vllm")
+cls = getattr(mod, "KVTierConnector")
+from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorBase_V1
+assert issubclass(cls, KVConnectorBase_V1) and cls is not KVConnectorBase_V1
+assert mod.__file__.startswith(os.path.dirname(kvtier.__file__))
+assert mod.store_options({})["dram.capacity"] == "1G"
+print("connector ok", cls.__module__ + "." + cls.__name__)
+'''
+
+STUBS = {
+    "numpy/__init__.py": "",
+    "torch/__init__.py": "class Tensor:\n    pass\n",
+    "vllm/__init__.py": "",
+    "vllm/logger.py": "import logging\ninit_logger = logging.getLogger\n",
+    "vllm/distributed/__init__.py": "",
+    "vllm/distributed/kv_transfer/__init__.py": "",
+    "vllm/distributed/kv_transfer/kv_connector/__init__.py": "",
+    "vllm/distributed/kv_transfer/kv_connector/v1/__init__.py": "",
+    "vllm/distributed/kv_transfer/kv_connector/v1/base.py": textwrap.dedent("""\
+        import enum
+        class KVConnectorBase_V1:
+            pass
+        class KVConnectorMetadata:
+            pass
+        class KVConnectorRole(enum.Enum):
+            SCHEDULER = 0
+            WORKER = 1
+        """),
+}
+
+UNREACHABLE = re.compile(r"(from versions: none|NewConnectionError|Max retries|"
+                         r"Temporary failure in name resolution|timed out)", re.I)
+
+
+def run(cmd, **kw):
+    r = subprocess.run(cmd, capture_output=True, text=True, **kw)
+    if r.returncode != 0:
+        out = r.stdout + r.stderr
+        if UNREACHABLE.search(out):
+            print("SKIP: PyPI unreachable: " + out[-300:])
+            sys.exit(77)
+        print(" ".join(cmd), "failed:\n", out[-6000:])
+        sys.exit(1)
+    return r.stdout
+
+
+def main():
+    src, work = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
+    dist = os.path.join(work, "dist")
+    shutil.rmtree(dist, ignore_errors=True)
+    os.makedirs(work, exist_ok=True)
+    run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--disable-pip-version-check",
+         "--timeout", "20", "-w", dist,
+         "-Cbuild-dir=" + os.path.join(work, "wheel-build"), src])
+    wheels = glob.glob(os.path.join(dist, "kvtier-*.whl"))
+    assert len(wheels) == 1, wheels
+    names = subprocess.run([sys.executable, "-m", "zipfile", "-l", wheels[0]],
+                           capture_output=True, text=True, check=True).stdout
+    print(names)
+    for want in ("kvtier/__init__.py", "kvtier/vllm.py", "kvtier/_kvtier.cpython-"):
+        assert want in names, want
+    # libkvtier is inside the extension: the wheel holds no libkvtier.so
+    # and the extension needs none.
+    assert "libkvtier" not in names
+
+    venv = os.path.join(work, "venv-wheel")
+    shutil.rmtree(venv, ignore_errors=True)
+    run([sys.executable, "-m", "venv", venv])
+    py = os.path.join(venv, "bin", "python3")
+    run([py, "-m", "pip", "install", "--no-index", "--no-deps", "--disable-pip-version-check",
+         "--quiet", wheels[0]])
+    ext = glob.glob(os.path.join(venv, "lib", "python3*", "site-packages", "kvtier",
+                                 "_kvtier*.so"))
+    assert len(ext) == 1, ext
+    ldd = subprocess.run(["ldd", ext[0]], capture_output=True, text=True).stdout
+    assert "libkvtier" not in ldd, ldd
+
+    with tempfile.TemporaryDirectory(dir=work) as tmp:
+        stubs = os.path.join(tmp, "stubs")
+        for rel, text in STUBS.items():
+            os.makedirs(os.path.dirname(os.path.join(stubs, rel)), exist_ok=True)
+            with open(os.path.join(stubs, rel), "w") as f:
+                f.write(text)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+        out = run([py, "-I", "-c", CHECK, venv, stubs], cwd=tmp, env=env)
+    print(out, end="")
+    assert "roundtrip ok" in out and "connector ok kvtier.vllm.KVTierConnector" in out
+
+
+if __name__ == "__main__":
+    main()
