@@ -642,39 +642,31 @@ static PyObject *Store_put(struct store_obj *self, PyObject *args)
 }
 
 /*
- * One request through a queue of its own, waited for without the GIL
- * (the store's lock held for reading).  The request's status is returned;
- * a submit or wait failure too.
+ * A queue from the store's pool, or a new one (NULL with *err set).
+ * Without the GIL.
  */
-static int store_run_req(struct store_obj *self, struct kvt_req *r)
+static struct kvt_queue *queue_take(struct store_obj *self, int *err)
 {
 	struct kvt_queue *q = NULL;
-	struct kvt_req *done = NULL;
-	int ret;
 	pthread_mutex_lock(&self->qlock);
 	if (self->qfree_count > 0)
 		q = self->qfree[--self->qfree_count];
 	pthread_mutex_unlock(&self->qlock);
 	if (!q) {
-		ret = kvt_queue_create(self->store, &q);
-		if (ret < 0)
-			return ret;
+		*err = kvt_queue_create(self->store, &q);
+		if (*err < 0)
+			return NULL;
 	}
-	ret = kvt_submit(q, &r, 1);
-	if (ret < 0)
-		goto out;
-	for (;;) {
-		ret = kvt_queue_wait(q, &done, 1, -1);
-		if (ret == 1)
-			break;
-		if (ret < 0 && ret != -EINTR)
-			goto out; /* cannot happen with a valid queue */
-	}
-	ret = r->status;
-out:
-	/* Back to the pool, or left to kvt_store_destroy (never destroyed
-	 * here: see qlock).  A stale eventfd count only wakes a later wait
-	 * early, and that wait polls again. */
+	return q;
+}
+
+/*
+ * Back to the pool, or left to kvt_store_destroy (never destroyed here:
+ * see qlock).  A stale eventfd count only wakes a later wait early, and
+ * that wait polls again.  The queue must have nothing in flight.
+ */
+static void queue_give(struct store_obj *self, struct kvt_queue *q)
+{
 	pthread_mutex_lock(&self->qlock);
 	if (self->qfree_count == self->qfree_cap) {
 		int cap = self->qfree_cap ? self->qfree_cap * 2 : 8;
@@ -688,6 +680,33 @@ out:
 		self->qfree[self->qfree_count++] = q;
 	/* else: out of memory; kvt_store_destroy frees the queue */
 	pthread_mutex_unlock(&self->qlock);
+}
+
+/*
+ * One request through a queue of its own, waited for without the GIL
+ * (the store's lock held for reading).  The request's status is returned;
+ * a submit or wait failure too.
+ */
+static int store_run_req(struct store_obj *self, struct kvt_req *r)
+{
+	struct kvt_req *done = NULL;
+	int ret;
+	struct kvt_queue *q = queue_take(self, &ret);
+	if (!q)
+		return ret;
+	ret = kvt_submit(q, &r, 1);
+	if (ret < 0)
+		goto out;
+	for (;;) {
+		ret = kvt_queue_wait(q, &done, 1, -1);
+		if (ret == 1)
+			break;
+		if (ret < 0 && ret != -EINTR)
+			goto out; /* cannot happen with a valid queue */
+	}
+	ret = r->status;
+out:
+	queue_give(self, q);
 	return ret;
 }
 
@@ -885,6 +904,274 @@ static PyObject *Store_prefetch(struct store_obj *self, PyObject *args)
 	return PyLong_FromUnsignedLongLong(r.length);
 }
 
+/* ------------------------------------------------------------------------
+ * Batched calls: many blocks in one call (issue 23, item 4).  The GIL is
+ * released once, and the requests go to the library together, through one
+ * queue (kvt_submit of up to KVT_BATCH_MAX at a time), so that those that
+ * leave DRAM (SSD reads, kvtierd round trips) are in flight at once
+ * instead of one after another.
+ *
+ *   put_many(ns, keys, parts=None, *, addrs=None, lens=None) -> [int]
+ *   get_into_many(ns, keys, parts=None, *, addrs=None, lens=None) -> [int]
+ *   exists_many(ns, keys) -> [int]
+ *
+ * The parts of all values are one flat sequence, k per key (k =
+ * len(parts) / len(keys), 1..KVT_PARTS_MAX): key i's value is parts
+ * [i*k, i*k+k).  Either buffer-protocol objects (parts), or raw addresses
+ * (addrs: ints) with their lengths (lens: ints, or one int for all) --
+ * memory the caller owns and vouches for, as in C: an engine's KV pool,
+ * e.g. the pointers of SGLang's get_page_buffer_meta().
+ *
+ * Results are per key and never raise for one key's outcome:
+ *   put_many:      1 stored, 0 already present, < 0 its code (EFULL, ...)
+ *   get_into_many: the value's length, 0 a miss, < 0 its code (EBUFSMALL)
+ *   exists_many:   the tier holding it (TIER_*), 0 absent, < 0 its code
+ * Wrong arguments, and a store that takes no requests (closed, after
+ * fork, an unknown namespace), raise as the single-key calls do.
+ */
+
+struct batch {
+	size_t n;                /* keys */
+	Py_ssize_t per;          /* parts per key */
+	struct kvt_key *keys;
+	Py_buffer *views;        /* parts given as objects: nviews taken */
+	Py_ssize_t nviews;
+	struct iovec *iov;       /* n * per */
+	struct kvt_req *reqs;    /* n */
+	struct kvt_req **rp;     /* n: &reqs[i], for kvt_submit */
+};
+
+static void batch_free(struct batch *b)
+{
+	if (b->views)
+		views_release(b->views, b->nviews);
+	PyMem_Free(b->views);
+	PyMem_Free(b->iov);
+	PyMem_Free(b->keys);
+	PyMem_Free(b->reqs);
+	PyMem_Free(b->rp);
+}
+
+/* An int (anything with __index__) as a u64.  0 or -1 (raised). */
+static int u64_from(PyObject *o, uint64_t *v)
+{
+	PyObject *i = PyNumber_Index(o);
+	if (!i)
+		return -1;
+	*v = PyLong_AsUnsignedLongLong(i);
+	Py_DECREF(i);
+	return *v == (uint64_t)-1 && PyErr_Occurred() ? -1 : 0;
+}
+
+/*
+ * b->iov (and b->per) from parts, or from addrs and lens.  flags:
+ * PyBUF_SIMPLE to read the parts, PyBUF_WRITABLE to write them.  b->n
+ * is set.  0 or -1 (raised).
+ */
+static int batch_parts(struct batch *b, PyObject *parts, PyObject *addrs, PyObject *lens,
+		       int flags)
+{
+	PyObject *fast, *lfast = NULL;
+	Py_ssize_t total;
+	uint64_t one_len = 0;
+	int ret = -1;
+	if ((parts != Py_None) == (addrs != Py_None) || (addrs != Py_None) != (lens != Py_None)) {
+		PyErr_SetString(PyExc_TypeError, "give parts, or addrs and lens");
+		return -1;
+	}
+	fast = parts != Py_None ? PySequence_Fast(parts, "parts must be a sequence of buffers")
+				: PySequence_Fast(addrs, "addrs must be a sequence of ints");
+	if (!fast)
+		return -1;
+	total = PySequence_Fast_GET_SIZE(fast);
+	if (b->n == 0 ? total != 0
+		      : total % (Py_ssize_t)b->n != 0 || total / (Py_ssize_t)b->n < 1 ||
+				total / (Py_ssize_t)b->n > KVT_PARTS_MAX) {
+		PyErr_Format(PyExc_ValueError,
+			     "%zd parts for %zu keys: each key needs the same number, 1..%d",
+			     total, b->n, KVT_PARTS_MAX);
+		goto out;
+	}
+	b->per = b->n ? total / (Py_ssize_t)b->n : 0;
+	b->iov = PyMem_Calloc(total ? (size_t)total : 1, sizeof(*b->iov));
+	if (!b->iov) {
+		PyErr_NoMemory();
+		goto out;
+	}
+	if (parts != Py_None) {
+		b->views = PyMem_Calloc(total ? (size_t)total : 1, sizeof(*b->views));
+		if (!b->views) {
+			PyErr_NoMemory();
+			goto out;
+		}
+		for (Py_ssize_t i = 0; i < total; i++) {
+			if (PyObject_GetBuffer(PySequence_Fast_GET_ITEM(fast, i), &b->views[i],
+					       flags | PyBUF_C_CONTIGUOUS) < 0)
+				goto out;
+			b->nviews = i + 1;
+			b->iov[i].iov_base = b->views[i].buf;
+			b->iov[i].iov_len = (size_t)b->views[i].len;
+		}
+		ret = 0;
+		goto out;
+	}
+	if (PyIndex_Check(lens)) {
+		if (u64_from(lens, &one_len) < 0)
+			goto out;
+	} else {
+		lfast = PySequence_Fast(lens, "lens must be an int or a sequence of ints");
+		if (!lfast)
+			goto out;
+		if (PySequence_Fast_GET_SIZE(lfast) != total) {
+			PyErr_Format(PyExc_ValueError, "%zd addrs but %zd lens", total,
+				     PySequence_Fast_GET_SIZE(lfast));
+			goto out;
+		}
+	}
+	for (Py_ssize_t i = 0; i < total; i++) {
+		uint64_t a, l = one_len;
+		if (u64_from(PySequence_Fast_GET_ITEM(fast, i), &a) < 0 ||
+		    (lfast && u64_from(PySequence_Fast_GET_ITEM(lfast, i), &l) < 0))
+			goto out;
+		if (a == 0 || l == 0 || a > UINTPTR_MAX || l > SIZE_MAX) {
+			PyErr_Format(PyExc_ValueError, "part %zd: address %llu, length %llu", i,
+				     (unsigned long long)a, (unsigned long long)l);
+			goto out;
+		}
+		b->iov[i].iov_base = (void *)(uintptr_t)a;
+		b->iov[i].iov_len = (size_t)l;
+	}
+	ret = 0;
+out:
+	Py_XDECREF(lfast);
+	Py_DECREF(fast);
+	return ret;
+}
+
+/*
+ * Submit b->reqs through one queue, KVT_BATCH_MAX at a time, and wait
+ * until every submitted request has completed.  Without the GIL.  Returns
+ * 0, or a kvt_submit error (the requests before it were submitted and
+ * have completed; the rest were not submitted).
+ */
+static int batch_run(struct store_obj *self, struct batch *b)
+{
+	struct kvt_req *got[64];
+	size_t sub = 0, done = 0;
+	int ret = 0;
+	struct kvt_queue *q = queue_take(self, &ret);
+	if (!q)
+		return ret;
+	while (sub < b->n) {
+		size_t c = b->n - sub < KVT_BATCH_MAX ? b->n - sub : KVT_BATCH_MAX;
+		int r = kvt_submit(q, b->rp + sub, (unsigned)c);
+		if (r < 0) {
+			ret = r;
+			break;
+		}
+		sub += c;
+	}
+	while (done < sub) {
+		size_t want = sub - done < 64 ? sub - done : 64;
+		int r = kvt_queue_wait(q, got, (unsigned)want, -1);
+		if (r > 0)
+			done += (size_t)r;
+		else if (r < 0 && r != -EINTR) {
+			ret = r; /* cannot happen with a valid queue */
+			break;
+		}
+	}
+	queue_give(self, q);
+	return ret;
+}
+
+static PyObject *batch_call(struct store_obj *self, PyObject *args, PyObject *kw, uint32_t op)
+{
+	static char *kwlist[] = { "ns", "keys", "parts", "addrs", "lens", NULL };
+	unsigned int ns;
+	PyObject *keyseq, *parts = Py_None, *addrs = Py_None, *lens = Py_None, *out;
+	struct batch b;
+	int ret = 0;
+	memset(&b, 0, sizeof(b));
+	if (op == KVT_OP_EXISTS) {
+		if (!PyArg_ParseTuple(args, "IO", &ns, &keyseq))
+			return NULL;
+	} else if (!PyArg_ParseTupleAndKeywords(args, kw, "IO|O$OO", kwlist, &ns, &keyseq,
+						&parts, &addrs, &lens)) {
+		return NULL;
+	}
+	if (store_check(self) < 0 || !(b.keys = keys_from(keyseq, &b.n)))
+		return NULL;
+	if (op != KVT_OP_EXISTS &&
+	    batch_parts(&b, parts, addrs, lens,
+			op == KVT_OP_PUT ? PyBUF_SIMPLE : PyBUF_WRITABLE) < 0) {
+		batch_free(&b);
+		return NULL;
+	}
+	b.reqs = PyMem_Calloc(b.n ? b.n : 1, sizeof(*b.reqs));
+	b.rp = PyMem_Calloc(b.n ? b.n : 1, sizeof(*b.rp));
+	if (!b.reqs || !b.rp) {
+		batch_free(&b);
+		return PyErr_NoMemory();
+	}
+	for (size_t i = 0; i < b.n; i++) {
+		struct kvt_req *r = &b.reqs[i];
+		r->op = op;
+		r->ns = ns;
+		r->key = b.keys[i];
+		if (op != KVT_OP_EXISTS) {
+			r->iov = b.iov + (size_t)b.per * i;
+			r->iov_count = (uint32_t)b.per;
+		}
+		b.rp[i] = r;
+	}
+	if (b.n) {
+		STORE_ENTER(self)
+		ret = batch_run(self, &b);
+		STORE_LEAVE(self)
+	}
+	if (ret < 0) {
+		batch_free(&b);
+		return raise_code(ret);
+	}
+	out = PyList_New((Py_ssize_t)b.n);
+	for (size_t i = 0; out && i < b.n; i++) {
+		const struct kvt_req *r = &b.reqs[i];
+		long long v = r->status;
+		if (op == KVT_OP_PUT)
+			v = r->status == KVT_OK ? 1 : r->status == KVT_EXISTS ? 0 : r->status;
+		else if (op == KVT_OP_GET)
+			v = r->status == KVT_OK ? (long long)r->value_len
+					       : r->status == KVT_MISS ? 0 : r->status;
+		else
+			v = r->status == KVT_OK ? (long long)(r->tier ? r->tier : KVT_TIER_DRAM)
+					       : r->status == KVT_MISS ? 0 : r->status;
+		PyObject *item = PyLong_FromLongLong(v);
+		if (!item) {
+			Py_CLEAR(out);
+			break;
+		}
+		PyList_SET_ITEM(out, (Py_ssize_t)i, item);
+	}
+	batch_free(&b);
+	return out;
+}
+
+static PyObject *Store_put_many(struct store_obj *self, PyObject *args, PyObject *kw)
+{
+	return batch_call(self, args, kw, KVT_OP_PUT);
+}
+
+static PyObject *Store_get_into_many(struct store_obj *self, PyObject *args, PyObject *kw)
+{
+	return batch_call(self, args, kw, KVT_OP_GET);
+}
+
+static PyObject *Store_exists_many(struct store_obj *self, PyObject *args)
+{
+	return batch_call(self, args, NULL, KVT_OP_EXISTS);
+}
+
 static PyObject *Store_clear(struct store_obj *self, PyObject *args)
 {
 	PyObject *nso = Py_None;
@@ -1050,6 +1337,14 @@ static PyMethodDef Store_methods[] = {
 	  "lookup_prefix(ns, keys) -> (leading hits, [tier per key])." },
 	{ "prefetch", FN(Store_prefetch), METH_VARARGS,
 	  "prefetch(ns, keys) -> int: blocks now in the fastest tier." },
+	{ "put_many", FN(Store_put_many), METH_VARARGS | METH_KEYWORDS,
+	  "put_many(ns, keys, parts=None, *, addrs=None, lens=None) -> [int]: per key 1 stored, "
+	  "0 present, < 0 its error code; one call, one GIL release for all." },
+	{ "get_into_many", FN(Store_get_into_many), METH_VARARGS | METH_KEYWORDS,
+	  "get_into_many(ns, keys, parts=None, *, addrs=None, lens=None) -> [int]: per key the "
+	  "value length, 0 a miss, < 0 its error code." },
+	{ "exists_many", FN(Store_exists_many), METH_VARARGS,
+	  "exists_many(ns, keys) -> [int]: per key the tier holding it, 0 absent, < 0 its code." },
 	{ "clear", FN(Store_clear), METH_VARARGS,
 	  "clear(ns=None) -> int: blocks removed (None: every namespace)." },
 	{ "flush", FN(Store_flush), METH_NOARGS,
