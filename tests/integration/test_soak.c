@@ -312,7 +312,6 @@ int main(int argc, char **argv)
 			close(fd);
 			T_ASSERT(statvfs(fsdir, &sv) == 0);
 			T_ASSERT(sv.f_bavail * sv.f_frsize < (4u << 20)); /* less than a segment */
-			enospc = 0; /* counters start again */
 			for (t0 = t_now_ms(); v == 0 && t_now_ms() - t0 < 10000; tsrv_sleep_ms(100)) {
 				if (kc_connect_unix(&c, sock_path) == 0) {
 					if (kc_login(&c, "default", NULL) == 0)
@@ -322,7 +321,7 @@ int main(int argc, char **argv)
 			}
 			if (v == 0)
 				T_FAIL("diskfull: ssd.enospc still 0 after 10 s on a full file system");
-			enospc = v;
+			enospc += v; /* over the phases, each on a fresh server */
 			atomic_fetch_add(&enospc_phases, 1);
 			T_ASSERT(unlink(filler) == 0);
 			tsrv_sleep_ms(1000); /* freed: write-downs resume after the retry delay */
@@ -330,7 +329,6 @@ int main(int argc, char **argv)
 			tsrv_kill9(&srv);
 			if (kind == PH_CORRUPT)
 				flipped += corrupt_segments(dir, &seed);
-			enospc = 0; /* counters start again */
 			tsrv_start(&srv, bin, base, dir, NULL, args);
 		}
 		tsrv_sleep_ms(500);
@@ -349,7 +347,7 @@ int main(int argc, char **argv)
 	       atomic_load(&served), atomic_load(&misses), atomic_load(&ops_n[0]),
 	       atomic_load(&ops_n[1]), atomic_load(&ops_n[2]), atomic_load(&ops_n[3]),
 	       atomic_load(&ops_n[4]));
-	printf("faults injected: kill %" PRIu64 ", diskfull %" PRIu64 " (ssd.enospc seen %" PRIu64
+	printf("faults injected: kill %" PRIu64 ", diskfull %" PRIu64 " (ssd.enospc counted %" PRIu64
 	       "), corrupt %" PRIu64 " (%" PRIu64 " bytes flipped)\n",
 	       atomic_load(&faults[PH_KILL]), atomic_load(&faults[PH_DISKFULL]), enospc,
 	       atomic_load(&faults[PH_CORRUPT]), flipped);
