@@ -687,6 +687,11 @@ static int s3d_bucket_ns(struct s3d_req *rq, bool create)
 		r = kvt_ns_register(c->loop->srv->store, &d, &rq->ns);
 		if (r == 0)
 			kvtd_ns_apply_group(c->loop->srv->store, rq->ns);
+	} else if (r == 0) {
+		/* Known already (e.g. from before a restart): registering it
+		 * again writes nothing, and sets this process's policy for it
+		 * -- KVT_NS_PERSISTENT is not kept in the registry. */
+		r = kvt_ns_register(c->loop->srv->store, &d, &rq->ns);
 	}
 	if (r < 0 || r == KVT_MISS)
 		return r;
