@@ -916,26 +916,25 @@ static void s3d_req_done(struct kvtd_loop *loop, struct kvt_req *r)
  * Operations
  */
 
+/* ListBuckets, step 1: the tenant's bucket namespaces, each with a quiet
+ * pinned get of its marker (on SSD after a restart: read by the library,
+ * not on this loop).  Namespace ids are 1, 2, 3 ... (lib/ns.c); a
+ * tenant's buckets are those with model "s3/NAME", layout s3-object and
+ * its tenant line. */
 static void s3d_list_buckets(struct s3d_req *rq)
 {
 	struct kvtd_server *srv = rq->conn->loop->srv;
 	char canon[2100];
+	uint32_t n = 0, cap = 0;
+	struct s3d_item *it = NULL;
 
-	s3d_xml_begin(rq, "ListAllMyBucketsResult");
-	s3d_text(rq, "<Owner><ID>", 11);
-	s3d_xml_str(rq, rq->tenant, rq->tenant_len);
-	s3d_text(rq, "</ID><DisplayName>", 18);
-	s3d_xml_str(rq, rq->tenant, rq->tenant_len);
-	s3d_text(rq, "</DisplayName></Owner><Buckets>", 31);
-	/* Namespace ids are 1, 2, 3 ... (lib/ns.c); a tenant's buckets are
-	 * those with model "s3/NAME", its tenant line, and a marker. */
 	for (uint32_t id = 1;; id++) {
 		uint8_t digest[32];
-		int n = kvt_ns_info(srv->store, id, digest, canon, sizeof(canon));
-		if (n < 0)
+		int len = kvt_ns_info(srv->store, id, digest, canon, sizeof(canon));
+		if (len < 0)
 			break;
 		const char *t;
-		int tl = kvtd_canon_tenant(canon, (size_t)n, &t);
+		int tl = kvtd_canon_tenant(canon, (size_t)len, &t);
 		const char *m = strstr(canon, "\nmodel=" S3D_MODEL_PREFIX);
 		if (tl < 0 || (size_t)tl != rq->tenant_len || memcmp(t, rq->tenant, rq->tenant_len) ||
 		    !m || !strstr(canon, "\nlayout=s3-object\n"))
@@ -944,15 +943,57 @@ static void s3d_list_buckets(struct s3d_req *rq)
 		const char *e = strchr(m, '\n');
 		if (!e)
 			continue;
+		if (n == cap) {
+			uint32_t nc = cap ? 2 * cap : 16;
+			struct s3d_item *ni = realloc(it, nc * sizeof(*ni));
+			if (!ni)
+				goto oom;
+			it = ni;
+			cap = nc;
+		}
 		struct kvt_key k = { .len = 1, .bytes = { 'B' } };
+		s3d_item_init(rq, &it[n], KVT_OP_GET_PINNED, &k);
+		it[n].req.ns = id;
+		it[n].req.flags = KVT_F_QUIET;
+		it[n].etag_sent = strndup(m, (size_t)(e - m)); /* the bucket's name */
+		if (!it[n].etag_sent)
+			goto oom;
+		n++;
+	}
+	free(rq->items);
+	rq->items = it;
+	rq->n = n;
+	/* user_data points at the items: set after the array stopped moving */
+	for (uint32_t i = 0; i < n; i++)
+		it[i].req.user_data = (uint64_t)(uintptr_t)&it[i] | S3D_UD;
+	s3d_submit(rq, PH_PROBE);
+	return;
+oom:
+	for (uint32_t i = 0; i < n; i++)
+		free(it[i].etag_sent);
+	free(it);
+	s3d_fail(rq, 503, "SlowDown", "server out of memory");
+}
+
+/* ListBuckets, step 2: the buckets whose marker is there. */
+static void s3d_list_buckets_answer(struct s3d_req *rq)
+{
+	s3d_xml_begin(rq, "ListAllMyBucketsResult");
+	s3d_text(rq, "<Owner><ID>", 11);
+	s3d_xml_str(rq, rq->tenant, rq->tenant_len);
+	s3d_text(rq, "</ID><DisplayName>", 18);
+	s3d_xml_str(rq, rq->tenant, rq->tenant_len);
+	s3d_text(rq, "</DisplayName></Owner><Buckets>", 31);
+	for (uint32_t i = 0; i < rq->n; i++) {
+		struct s3d_item *it = &rq->items[i];
 		uint8_t created[8];
-		uint64_t vl = 0;
-		if (kvt_get(srv->store, id, &k, created, sizeof(created), &vl) != KVT_OK || vl != 8)
-			continue;
 		char d[40];
+		if (it->req.status != KVT_OK || it->req.length != 8 ||
+		    !s3d_view_read(&it->req, 0, created, 8))
+			continue;
 		s3d_iso_date(d, sizeof(d), s3d_get64(created));
 		s3d_text(rq, "<Bucket><Name>", 14);
-		s3d_xml_str(rq, m, (size_t)(e - m));
+		s3d_xml_str(rq, it->etag_sent, strlen(it->etag_sent));
 		s3d_printf(rq, "</Name><CreationDate>%s</CreationDate></Bucket>", d);
 	}
 	s3d_text(rq, "</Buckets></ListAllMyBucketsResult>\n", 36);
@@ -1325,6 +1366,9 @@ static void s3d_step(struct s3d_req *rq)
 	struct s3d_item *it = rq->items;
 
 	switch (rq->op) {
+	case S3_LIST_BUCKETS:
+		s3d_list_buckets_answer(rq);
+		return;
 	case S3_GET:
 	case S3_HEAD:
 		s3d_get_answer(rq);
