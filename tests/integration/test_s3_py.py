@@ -6,7 +6,7 @@ corrupted bodies, pipelining), and NIXL's OBJ plugin (nixl-cu12 from
 PyPI) writing DRAM buffers, reading them back at offsets, checking
 existence, and reading again after a restart.
 
-Usage: test_s3_py.py PATH-TO-KVTIERD BUILD-DIR [boto|raw|cli|nixl ...].
+Usage: test_s3_py.py PATH-TO-KVTIERD BUILD-DIR [boto|raw|cli|tls|nixl ...].
 Installs into venvs under BUILD-DIR (once); exits 77 only when PyPI
 cannot be reached.  Starts a real kvtierd on 127.0.0.1 port 0 with a
 tenants file (alice, bob).
@@ -585,7 +585,7 @@ def main():
         print("SKIP: usage: test_s3_py.py KVTIERD BUILD-DIR [boto|cli|nixl]")
         return 77
     kvtierd, build = sys.argv[1], sys.argv[2]
-    parts = sys.argv[3:] or ["boto", "raw", "cli", "nixl"]
+    parts = sys.argv[3:] or ["boto", "raw", "cli", "tls", "nixl"]
     py = venv(build, "venv-s3", BOTO)
     base = tempfile.mkdtemp(dir=os.environ.get("TMPDIR"))
     tenants = os.path.join(base, "tenants")
@@ -632,6 +632,43 @@ def main():
             r = subprocess.run(aws + ["s3", "ls"], env=bad, capture_output=True, text=True)
             assert r.returncode != 0 and "SignatureDoesNotMatch" in r.stderr, r.stderr
             print("awscli: ok")
+        if "tls" in parts:
+            # --s3 over TLS (the listeners' --tls-cert/--tls-key): a
+            # certificate for 127.0.0.1 made here with the openssl CLI
+            pki = os.path.join(base, "pki")
+            os.mkdir(pki)
+            r = subprocess.run(
+                ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                 "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", "srv.key", "-out",
+                 "srv.pem", "-days", "2", "-subj", "/CN=localhost", "-addext",
+                 "subjectAltName=IP:127.0.0.1,DNS:localhost"], cwd=pki, capture_output=True)
+            assert r.returncode == 0, r.stderr
+            tsrv = Server(kvtierd, base, "tls", ["--tenants", tenants, "--tls-cert",
+                                                 os.path.join(pki, "srv.pem"), "--tls-key",
+                                                 os.path.join(pki, "srv.key")])
+            code = r'''
+import sys, os, boto3
+from botocore.config import Config
+port, ca = int(sys.argv[1]), sys.argv[2]
+a = boto3.client("s3", endpoint_url="https://127.0.0.1:%d" % port, aws_access_key_id="alice",
+                 aws_secret_access_key="secret-of-alice-0123", region_name="us-east-1", verify=ca,
+                 config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}))
+a.create_bucket(Bucket="tls")
+v = os.urandom((3 << 20) + 7)
+a.put_object(Bucket="tls", Key="k", Body=v)
+assert a.get_object(Bucket="tls", Key="k")["Body"].read() == v
+assert a.get_object(Bucket="tls", Key="k", Range="bytes=-100")["Body"].read() == v[-100:]
+print("tls: ok")
+'''
+            subprocess.run([py, "-c", code, str(tsrv.port), os.path.join(pki, "srv.pem")],
+                           check=True, timeout=300)
+            # plain HTTP to the TLS port is no S3 answer
+            try:
+                out = raw(tsrv.port, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", read_until_close=True)
+            except OSError:
+                out = b""
+            assert not out.startswith(b"HTTP/1.1"), out[:100]
+            tsrv.stop()
         if "nixl" in parts:
             npy = venv(build, "venv-nixl", NIXL, no_deps=True)
             subprocess.run([py, "-c", "import boto3,sys; from botocore.config import Config;"
