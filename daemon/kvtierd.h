@@ -23,8 +23,10 @@
  *   respd.c    the Redis-protocol listener (--resp): commands to the
  *              store through the loop's queue, replies in order
  *   httpd.c    the metrics listener (--metrics): /metrics, /healthz
- *   s3d.c      the S3 listener (--s3, doc/s3.md): buckets as namespaces,
- *              objects as blocks, SigV4 before any body byte
+ *   s3d.c      the S3 listener (--s3, doc/s3.md): heads, SigV4 before any
+ *              body byte, bodies; s3ops.c its operations (buckets as
+ *              namespaces, objects as blocks); s3reply.c its answers
+ *              (s3d.h)
  *   sigv4.c    AWS Signature Version 4, server side (sigv4.h): pure, fuzzed
  *   s3http.c   HTTP/1.1 heads, chunked and aws-chunked bodies (s3http.h):
  *              pure, fuzzed
