@@ -110,6 +110,7 @@ struct s3d_req {
 	/* bucket's namespace */
 	uint32_t ns;
 	bool ns_ok;
+	bool granted;              /* another tenant's bucket, by a grant: read only */
 	/* body */
 	int payload;
 	bool transport_chunked;

@@ -99,7 +99,58 @@ static int s3d_bucket_live(struct kvtd_server *srv, uint32_t ns)
 
 /* The bucket's namespace: 0, KVT_MISS (no such bucket), or an error.
  * create: register it if new, and do not ask for the marker. */
+/*
+ * Another tenant's bucket, read through a grant (doc/s3.md "Grants"): the
+ * bucket name "OWNER.BUCKET" names OWNER's bucket BUCKET when the tenants
+ * file grants the signer read access to its namespace (grant OWNER *,
+ * model=s3/BUCKET or its digest, to the signer or *).  Anything else --
+ * no such owner, bucket or grant -- is KVT_MISS, the same answer as a
+ * bucket nobody created.
+ */
+static int s3d_bucket_granted(struct s3d_req *rq)
+{
+	struct kvtd_server *srv = rq->conn->loop->srv;
+	const char *dot = strchr(rq->bucket, '.');
+	struct kvt_ns_desc d;
+	char owner[64], model[80];
+	uint8_t digest[32];
+	size_t ol;
+	uint32_t id;
+
+	if (!dot || dot == rq->bucket || !dot[1] || !kvtd_auth_enabled())
+		return KVT_MISS;
+	ol = (size_t)(dot - rq->bucket);
+	memcpy(owner, rq->bucket, ol);
+	owner[ol] = 0;
+	if (!s3d_bucket_ok(dot + 1, strlen(dot + 1)) ||
+	    (ol == rq->tenant_len && memcmp(owner, rq->tenant, ol) == 0))
+		return KVT_MISS;
+	s3d_bucket_desc(&d, model, sizeof(model), dot + 1, owner);
+	if (kvt_ns_digest(&d, digest, NULL, 0) < 0 || kvt_ns_find(srv->store, digest, &id) != 0)
+		return KVT_MISS;
+	if (!kvtd_grant_allows(owner, ol, model, strlen(model), digest, rq->tenant, rq->tenant_len))
+		return KVT_MISS;
+	if (s3d_bucket_live(srv, id) != 0)
+		return KVT_MISS;
+	rq->ns = id;
+	rq->ns_ok = true;
+	rq->granted = true;
+	return 0;
+}
+
+static int s3d_bucket_own(struct s3d_req *rq, bool create);
+
 int s3d_bucket_ns(struct s3d_req *rq, bool create)
+{
+	int r = s3d_bucket_own(rq, create);
+
+	if (r == KVT_MISS && !create)
+		r = s3d_bucket_granted(rq);
+	return r;
+}
+
+/* The signer's own bucket (s3d_bucket_ns). */
+static int s3d_bucket_own(struct s3d_req *rq, bool create)
 {
 	struct kvtd_conn *c = rq->conn;
 	struct s3d_conn *sc = s3d_of(c);
@@ -1192,6 +1243,10 @@ void s3d_run(struct s3d_req *rq)
 		s3d_fail(rq, 503, "SlowDown", kvt_strerror(r));
 		return;
 	}
+	if (rq->granted && rq->op != S3_GET && rq->op != S3_HEAD && rq->op != S3_HEAD_BUCKET) {
+		s3d_fail(rq, 403, "AccessDenied", "A grant gives read access only.");
+		return;
+	}
 	switch (rq->op) {
 	case S3_CREATE_BUCKET: {
 		it = s3d_items(rq, 1);
@@ -1222,6 +1277,10 @@ void s3d_run(struct s3d_req *rq)
 			break;
 		s3d_key(&k, 'o', rq->key, rq->key_len);
 		s3d_item_init(rq, it, KVT_OP_GET_PINNED, &k);
+		/* another tenant's bytes leave no trace in the cache state
+		 * (doc/security.md, "Cross-tenant probing"), as native reads */
+		if (rq->granted)
+			it->req.flags |= KVT_F_QUIET;
 		s3d_submit(rq, PH_PROBE);
 		return;
 	case S3_DELETE:

@@ -531,6 +531,20 @@ assert a.get_object(Bucket="kvb", Key="small")["Body"].read() == small
 # bob's S3 key is his s3_secret=, not his native secret
 bn = client("bob", "secret-of-bob-01234567")
 assert code(bn.list_buckets)[0] == "SignatureDoesNotMatch"
+# a read grant (tenants file: grant alice model=s3/shared to bob): bob
+# reads alice's bucket "shared" as "alice.shared", and only reads
+a.create_bucket(Bucket="shared")
+a.put_object(Bucket="shared", Key="prompt", Body=b"system prompt KV" * 1000)
+assert b.get_object(Bucket="alice.shared", Key="prompt")["Body"].read() == b"system prompt KV" * 1000
+assert b.get_object(Bucket="alice.shared", Key="prompt", Range="bytes=0-5")["Body"].read() == \
+    b"system"
+b.head_bucket(Bucket="alice.shared")
+assert code(b.put_object, Bucket="alice.shared", Key="x", Body=b"1") == ("AccessDenied", 403)
+assert code(b.delete_object, Bucket="alice.shared", Key="prompt") == ("AccessDenied", 403)
+assert a.get_object(Bucket="shared", Key="prompt")["Body"].read() == b"system prompt KV" * 1000
+# no grant on alice's "kvb": the same answer as a bucket nobody created
+assert code(b.get_object, Bucket="alice.kvb", Key="small") == ("NoSuchBucket", 404)
+assert code(a.get_object, Bucket="bob.kvb", Key="small") == ("NoSuchBucket", 404)
 # a bucket deleted is gone, with its objects
 b.delete_bucket(Bucket="kvb")
 assert code(b.head_bucket, Bucket="kvb")[1] == 404
@@ -591,6 +605,7 @@ def main():
     tenants = os.path.join(base, "tenants")
     with open(tenants, "w") as f:
         f.write("alice %s tenant\nbob %s tenant s3_secret=%s\n" % (ALICE[1], BOB[1], BOB_S3))
+        f.write("grant alice model=s3/shared to bob\n")
     os.chmod(tenants, 0o600)
     srv = Server(kvtierd, base, "srv", ["--tenants", tenants])
     try:
