@@ -220,6 +220,8 @@ struct kvtd_counters {
 	 * frames refused because --max-memory was reached, and times a
 	 * connection's reads were paused for memory */
 	_Atomic uint64_t conns_refused, mem_refused, mem_paused;
+	/* of conns_refused: past the unauthenticated limits (loop.c) */
+	_Atomic uint64_t unauth_refused;
 };
 
 #define KVTD_COUNT(srv, field, n) \
@@ -246,6 +248,8 @@ enum kvtd_proto_id {
 	KVTD_PROTO__COUNT = 8
 };
 #define KVTD_UD_PROTO_MASK 7u
+
+#define KVTD_PEER_SLOTS 4096u            /* hashed peer addresses (loop.c) */
 #define KVTD_UD_RESP ((uint64_t)KVTD_PROTO_RESP)
 
 enum kvtd_ev_kind { KVTD_EV_LISTEN = 1, KVTD_EV_CONN, KVTD_EV_WAKE, KVTD_EV_QUEUE };
@@ -368,6 +372,11 @@ struct kvtd_conn {
 	/* Per-connection counters, for logs */
 	uint64_t frames, bytes_in, bytes_out;
 
+	/* Counted among the unauthenticated connections (loop.c), in
+	 * kvtd_server.peer_unauth[peer_slot] */
+	bool unauth;
+	uint32_t peer_slot;
+
 	/* Bytes of this connection charged to kvtd_server.mem_used */
 	uint64_t mem_rbuf;     /* rbuf capacity beyond KVTD_RBUF_MIN */
 };
@@ -453,6 +462,9 @@ struct kvtd_server {
 	/* Bytes charged against cfg.max_memory (loop.c "Limits"); relaxed
 	 * atomic, any loop */
 	_Atomic uint64_t mem_used;
+	/* Unauthenticated connections, all and by peer slot (loop.c) */
+	_Atomic unsigned unauth_conns;
+	_Atomic unsigned peer_unauth[KVTD_PEER_SLOTS];
 	char *metrics_token;      /* bearer token for /metrics, or NULL */
 	void *tls_ctx;            /* SSL_CTX * of the TCP listeners, or NULL (tls.c) */
 };
@@ -465,6 +477,7 @@ struct kvtd_server {
 #define KVTD_HDR_STEP 4096u              /* a header read after a streamed PUT */
 #define KVTD_LOOP_EVENTS 256
 #define KVTD_SLOW_PROGRESS (16u << 20)   /* data bytes that restart the frame clock */
+#define KVTD_UNAUTH_PEER_MAX 256u        /* unauthenticated connections from one address */
 
 uint64_t kvtd_now_ns(void); /* base.c: CLOCK_MONOTONIC */
 
@@ -520,6 +533,12 @@ void kvtd_conn_events(struct kvtd_conn *c);
 /* Pause or resume reading c as its requests in flight and output say. */
 void kvtd_conn_flow(struct kvtd_conn *c);
 void kvtd_conn_close(struct kvtd_conn *c, const char *why);
+/* c authenticated (state KVTD_CS_READY): it leaves the unauthenticated
+ * count and its pre-AUTH limits. */
+void kvtd_conn_ready(struct kvtd_conn *c);
+/* Unauthenticated connections allowed at once, and from one address. */
+unsigned kvtd_unauth_max(const struct kvtd_server *srv);
+unsigned kvtd_unauth_peer_max(const struct kvtd_server *srv);
 /* rbuf must hold need bytes from rstart: 0, -ENOBUFS (--max-memory),
  * -EMSGSIZE (past the protocol's pre-AUTH limit), -ENOMEM. */
 int kvtd_conn_rbuf_room(struct kvtd_conn *c, size_t need);

@@ -120,6 +120,7 @@ static bool loop_mem_over(const struct kvtd_server *srv)
 static void loop_conn_close(struct kvtd_conn *c, const char *why);
 static void loop_conn_flush(struct kvtd_conn *c);
 static void loop_conn_touch(struct kvtd_conn *c);
+static void loop_unauth_drop(struct kvtd_conn *c);
 
 /* ------------------------------------------------------------------------
  * Output
@@ -405,6 +406,7 @@ static void loop_conn_close(struct kvtd_conn *c, const char *why)
 	if (c->ops->drop_input)
 		c->ops->drop_input(c);
 	kvtd_conn_rbuf_release(c);
+	loop_unauth_drop(c);
 	atomic_fetch_sub_explicit(&srv->ctr.conns_active, 1, memory_order_relaxed);
 	atomic_fetch_sub_explicit(&loop->conn_live, 1, memory_order_relaxed);
 	KVTD_COUNT(srv, conns_closed, 1);
@@ -456,6 +458,94 @@ static void loop_conn_refuse(struct kvtd_conn *c)
 		 srv->cfg.max_conns);
 	kvtd_conn_log(c, KVTD_INFO, "refusing connection", msg);
 	c->ops->fail(c, KVT_EBUSY, msg);
+}
+
+/*
+ * Unauthenticated connections (doc/security.md "Before AUTH"): at most
+ * kvtd_unauth_max() of them at once, and at most kvtd_unauth_peer_max()
+ * from one peer address (Unix sockets are one peer).  Peers are counted
+ * in KVTD_PEER_SLOTS hashed slots: peers sharing a slot share its count,
+ * which can only refuse early, never admit more.  A connection leaves the
+ * count when it authenticates (kvtd_conn_ready) or closes.
+ */
+static uint32_t loop_peer_slot(const struct sockaddr_storage *ss, bool is_unix)
+{
+	uint64_t h = 1469598103934665603ull;
+	const uint8_t *p = NULL;
+	size_t n = 0;
+
+	if (is_unix)
+		return 0;
+	if (ss->ss_family == AF_INET) {
+		p = (const uint8_t *)&((const struct sockaddr_in *)ss)->sin_addr;
+		n = 4;
+	} else if (ss->ss_family == AF_INET6) {
+		p = (const uint8_t *)&((const struct sockaddr_in6 *)ss)->sin6_addr;
+		n = 16;
+	}
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ p[i]) * 1099511628211ull;
+	return (uint32_t)(h % KVTD_PEER_SLOTS);
+}
+
+unsigned kvtd_unauth_max(const struct kvtd_server *srv)
+{
+	unsigned m = srv->cfg.max_conns / 2;
+	return m ? m : 1;
+}
+
+unsigned kvtd_unauth_peer_max(const struct kvtd_server *srv)
+{
+	unsigned m = kvtd_unauth_max(srv);
+	return m > KVTD_UNAUTH_PEER_MAX ? KVTD_UNAUTH_PEER_MAX : m;
+}
+
+static void loop_unauth_add(struct kvtd_conn *c, const struct sockaddr_storage *ss, bool is_unix)
+{
+	struct kvtd_server *srv = c->loop->srv;
+	unsigned total, peer;
+	char msg[200];
+
+	if (c->state == KVTD_CS_READY || c->dead)
+		return;
+	c->peer_slot = loop_peer_slot(ss, is_unix);
+	c->unauth = true;
+	total = atomic_fetch_add_explicit(&srv->unauth_conns, 1, memory_order_relaxed);
+	peer = atomic_fetch_add_explicit(&srv->peer_unauth[c->peer_slot], 1,
+					 memory_order_relaxed);
+	if (total < kvtd_unauth_max(srv) && peer < kvtd_unauth_peer_max(srv))
+		return;
+	KVTD_COUNT(srv, conns_refused, 1);
+	KVTD_COUNT(srv, unauth_refused, 1);
+	if (total >= kvtd_unauth_max(srv))
+		snprintf(msg, sizeof(msg),
+			 "server at its limit of %u unauthenticated connections (half of "
+			 "--max-conns %u); try again later", kvtd_unauth_max(srv),
+			 srv->cfg.max_conns);
+	else
+		snprintf(msg, sizeof(msg),
+			 "too many unauthenticated connections from this address (%u; "
+			 "--max-conns %u); try again later", kvtd_unauth_peer_max(srv),
+			 srv->cfg.max_conns);
+	kvtd_conn_log(c, KVTD_INFO, "refusing connection", msg);
+	c->ops->fail(c, KVT_EBUSY, msg);
+}
+
+static void loop_unauth_drop(struct kvtd_conn *c)
+{
+	struct kvtd_server *srv = c->loop->srv;
+
+	if (!c->unauth)
+		return;
+	c->unauth = false;
+	atomic_fetch_sub_explicit(&srv->unauth_conns, 1, memory_order_relaxed);
+	atomic_fetch_sub_explicit(&srv->peer_unauth[c->peer_slot], 1, memory_order_relaxed);
+}
+
+void kvtd_conn_ready(struct kvtd_conn *c)
+{
+	c->state = KVTD_CS_READY;
+	loop_unauth_drop(c);
 }
 
 /*
@@ -543,8 +633,11 @@ static void loop_conn_add(struct kvtd_loop *loop, int fd, struct kvtd_listener *
 	over = atomic_fetch_add_explicit(&srv->ctr.conns_active, 1, memory_order_relaxed) >=
 	       srv->cfg.max_conns;
 	kvtd_conn_log(c, KVTD_DEBUG, "connection accepted", NULL);
-	if (over)
+	if (over) {
 		loop_conn_refuse(c);
+		return;
+	}
+	loop_unauth_add(c, ss, l->is_unix);
 }
 
 /* The loop a new connection goes to: fewest live connections. */
@@ -649,9 +742,12 @@ int kvtd_conn_rbuf_room(struct kvtd_conn *c, size_t need)
 		return 0;
 	if (pre && c->ops->preauth_buf < first)
 		first = c->ops->preauth_buf;
-	ncap = c->rcap ? c->rcap : first;
-	while (ncap < need)
-		ncap *= 2;
+	/* Double (amortized growth), or exactly what is needed (rounded to
+	 * 4 KiB) when that is more: a large request is charged what it
+	 * takes, not up to twice that. */
+	ncap = c->rcap ? 2 * c->rcap : first;
+	if (ncap < need)
+		ncap = (need + 4095) & ~(size_t)4095;
 	if (pre && ncap > c->ops->preauth_buf)
 		ncap = c->ops->preauth_buf;
 	/* Growth past the minimum is charged to the budget (a big table). */

@@ -331,6 +331,11 @@ int kvtd_metrics_render(struct kvtd_server *srv, char **out, size_t *out_len)
 	}
 	metrics_one(f, "kvtier_connections_refused_total", "counter",
 		    "connections refused past --max-conns", MGET(srv->ctr.conns_refused));
+	metrics_one(f, "kvtier_connections_unauth_refused_total", "counter",
+		    "of them, past the unauthenticated limits (all, per address)",
+		    MGET(srv->ctr.unauth_refused));
+	metrics_one(f, "kvtier_connections_unauthenticated", "gauge",
+		    "connections not yet authenticated", MGET(srv->unauth_conns));
 	metrics_one(f, "kvtier_server_memory_refused_total", "counter",
 		    "frames refused because --max-memory was reached", MGET(srv->ctr.mem_refused));
 	metrics_one(f, "kvtier_server_memory_paused_total", "counter",

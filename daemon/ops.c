@@ -468,7 +468,7 @@ static void ops_auth(struct kvtd_frame *fr)
 	c->tenant_len = (uint32_t)strlen(tn);
 	memcpy(c->tenant, tn, c->tenant_len + 1);
 	c->role = role;
-	c->state = KVTD_CS_READY;
+	kvtd_conn_ready(c);
 	KVTD_COUNT(srv, auth_ok, 1);
 	kvtd_log(KVTD_DEBUG, "authenticated", "conn=%llu peer=%s tenant=%s role=%s",
 		 (unsigned long long)c->id, c->peer, kvtd_log_quote(tq, sizeof(tq), tn),
@@ -1128,6 +1128,8 @@ static void ops_stats(struct kvtd_frame *fr)
 		ops_stats_add(&st, "server.auth_ok", atomic_load(&k->auth_ok), NULL);
 		ops_stats_add(&st, "server.value_crc_errors", atomic_load(&k->value_crc_errors), NULL);
 		ops_stats_add(&st, "server.conns_refused", atomic_load(&k->conns_refused), NULL);
+		ops_stats_add(&st, "server.unauth_refused", atomic_load(&k->unauth_refused), NULL);
+		ops_stats_add(&st, "server.unauth_conns", atomic_load(&srv->unauth_conns), NULL);
 		ops_stats_add(&st, "server.mem_refused", atomic_load(&k->mem_refused), NULL);
 		ops_stats_add(&st, "server.mem_paused", atomic_load(&k->mem_paused), NULL);
 		ops_stats_add(&st, "server.mem_used", atomic_load(&srv->mem_used), NULL);
@@ -1212,7 +1214,8 @@ void kvtd_frame_dispatch(struct kvtd_frame *fr)
 		return;
 	}
 	if (c->state != KVTD_CS_READY) {
-		/* The connection stays; the unauthenticated timeout ends it. */
+		/* native.c refuses such a frame before reading it and
+		 * closes; this is the second line. */
 		kvtd_reply_error(fr, PROTO_ENOAUTH, "HELLO and AUTH first");
 		kvtd_frame_free(fr);
 		return;

@@ -65,6 +65,7 @@
 #define RESPD_INLINE_MAX (64u << 10)
 #define RESPD_BUF_MIN (64u << 10)
 #define RESPD_STEAL_MIN (256u << 10)  /* commands this large take the buffer */
+#define RESPD_PREAUTH_ARGC 16         /* arguments of a command before AUTH */
 
 enum respd_kind {
 	RK_NONE = 0, RK_GET, RK_MGET, RK_EXISTS, RK_DEL, RK_SET, RK_MSET, RK_FLUSH,
@@ -942,7 +943,7 @@ static int respd_auth(struct respd_cmd *cmd, const struct resp_arg *user, const 
 	c->tenant[tl] = 0;
 	c->tenant_len = (uint32_t)tl;
 	c->role = role;
-	c->state = KVTD_CS_READY;
+	kvtd_conn_ready(c);
 	c->tstat = NULL;
 	respd_of(c)->ns_ok = false;
 	KVTD_COUNT(srv, auth_ok, 1);
@@ -1314,6 +1315,11 @@ static void respd_parse(struct kvtd_conn *c)
 		if (c->inflight >= KVTD_INFLIGHT_MAX)
 			return; /* loop.c pauses reads; settle brings us back */
 		r = resp_parse(base, c->rend - c->rstart, &lim, &pc, rc->args, rc->args_cap);
+		if (r == RESP_NEED_ARGS && c->state != KVTD_CS_READY && pc.argc > RESPD_PREAUTH_ARGC) {
+			respd_proto_error(c, "NOAUTH Authentication required (too many arguments "
+					  "before AUTH)");
+			return;
+		}
 		if (r == RESP_NEED_ARGS) {
 			struct resp_arg *na = realloc(rc->args, pc.argc * sizeof(*na));
 			if (!na) {
@@ -1367,8 +1373,19 @@ static void respd_parse(struct kvtd_conn *c)
 		if (c->rstart == 0 && pc.len == c->rend && pc.len >= RESPD_STEAL_MIN) {
 			cmd->raw = kvtd_conn_rbuf_take(c, &cmd->raw_charged);
 		} else {
+			/* The copy is charged to --max-memory like the buffer. */
+			if (!kvtd_mem_charge(srv, pc.len, false)) {
+				free(cmd->argv);
+				free(cmd);
+				KVTD_COUNT(srv, mem_refused, 1);
+				respd_proto_error(c, "server memory limit reached (--max-memory); "
+						  "retry later");
+				return;
+			}
+			cmd->raw_charged = pc.len;
 			cmd->raw = malloc(pc.len ? pc.len : 1);
 			if (!cmd->raw) {
+				kvtd_mem_uncharge(srv, pc.len);
 				free(cmd->argv);
 				free(cmd);
 				respd_proto_error(c, "server out of memory");
