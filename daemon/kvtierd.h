@@ -220,6 +220,9 @@ struct kvtd_counters {
 	 * frames refused because --max-memory was reached, and times a
 	 * connection's reads were paused for memory */
 	_Atomic uint64_t conns_refused, mem_refused, mem_paused;
+	/* quiet GET items answered as a miss: their private copy would pass
+	 * the connection's or the server's bound (ops.c "Quiet GETs") */
+	_Atomic uint64_t copy_refused;
 	/* of conns_refused: past the unauthenticated limits (loop.c) */
 	_Atomic uint64_t unauth_refused;
 };
@@ -288,6 +291,9 @@ struct kvtd_out {
 	void *buf;             /* owned: value bytes copied out (or NULL) */
 	uint64_t bytes;        /* total bytes of this frame */
 	uint64_t mem_len;      /* bytes charged to mem_used (kvtd_conn_queue) */
+	uint64_t copy_len;     /* of them, private SSD copies of quiet GETs behind
+				* pins (charged before it was queued; also in the
+				* connection's copy_bytes until written) */
 	struct iovec iov_small[2];
 };
 
@@ -379,6 +385,8 @@ struct kvtd_conn {
 
 	/* Bytes of this connection charged to kvtd_server.mem_used */
 	uint64_t mem_rbuf;     /* rbuf capacity beyond KVTD_RBUF_MIN */
+	uint64_t copy_bytes;   /* private SSD copies held for its quiet GETs
+				* (ops.c "Quiet GETs"), at most KVTD_COPY_CONN_MAX */
 };
 
 /* A job for the aux thread: work that may block on the disk (a frame
@@ -464,6 +472,8 @@ struct kvtd_server {
 	_Atomic uint64_t mem_used;
 	/* Unauthenticated connections, all and by peer slot (loop.c) */
 	_Atomic unsigned unauth_conns;
+	/* Quiet GETs in the store, all loops (ops.c "Quiet GETs") */
+	_Atomic unsigned quiet_inflight;
 	_Atomic unsigned peer_unauth[KVTD_PEER_SLOTS];
 	char *metrics_token;      /* bearer token for /metrics, or NULL */
 	void *tls_ctx;            /* SSL_CTX * of the TCP listeners, or NULL (tls.c) */
@@ -478,6 +488,10 @@ struct kvtd_server {
 #define KVTD_LOOP_EVENTS 256
 #define KVTD_SLOW_PROGRESS (16u << 20)   /* data bytes that restart the frame clock */
 #define KVTD_UNAUTH_PEER_MAX 256u        /* unauthenticated connections from one address */
+#define KVTD_QUIET_WINDOW 4u             /* a frame's quiet GETs in the store at once */
+#define KVTD_QUIET_INFLIGHT_MAX 64u      /* ... and the server's */
+/* Private SSD copies one connection may hold: a quarter of --max-memory */
+#define KVTD_COPY_CONN_MAX(srv) ((srv)->cfg.max_memory / 4)
 
 uint64_t kvtd_now_ns(void); /* base.c: CLOCK_MONOTONIC */
 
@@ -598,6 +612,14 @@ struct kvtd_item {
 	uint32_t crc_run;         /* its CRC32C so far */
 	bool crc_bad;             /* a part's bytes did not match its CRC */
 	/* GET request */
+	bool quiet;               /* KVT_F_QUIET (a grantee's read) */
+	uint32_t dup_of;          /* quiet: index + 1 of an earlier item of the frame
+				   * with the same namespace and key, whose result
+				   * this one shares (not submitted); 0: none */
+	uint32_t carries;         /* an item others duplicate: index + 1 of the
+				   * last of them, whose response carries this
+				   * one's pin; 0: its own response does */
+	uint64_t copy_charged;    /* its private SSD copy's bytes, charged */
 	uint32_t flags;
 	uint32_t part;
 	uint64_t off, len;
@@ -627,6 +649,9 @@ struct kvtd_frame {
 	uint32_t n;               /* items */
 	struct kvtd_item *items;
 	struct kvtd_item *subs;   /* LOOKUP and CLEAR: the store requests */
+	/* GET: quiet items submitted a few at a time (ops.c "Quiet GETs") */
+	struct kvtd_item **quiet_q;
+	uint32_t quiet_n, quiet_next, quiet_inflight;
 	uint32_t sub_count;
 	uint32_t pending;         /* requests and aux jobs outstanding */
 	uint64_t removed;         /* CLEAR: blocks */
@@ -659,6 +684,8 @@ int kvtd_value_put_reserve(struct kvtd_frame *fr, struct kvtd_item *it,
 void kvtd_value_put_feed(struct kvtd_frame *fr, const uint8_t *buf, size_t len);
 /* One readv from fd straight into place: what read(2) returns. */
 ssize_t kvtd_value_put_recv(struct kvtd_frame *fr, int fd);
+/* Release an item's pin, and the charge of its private copy. */
+void kvtd_value_item_unpin(struct kvtd_server *srv, struct kvtd_item *it);
 /* Commit every reserved item (CRC-checked): their statuses. */
 void kvtd_value_put_commit(struct kvtd_frame *fr);
 void kvtd_value_get_reply(struct kvtd_frame *fr);

@@ -201,12 +201,16 @@ void kvtd_conn_queue(struct kvtd_conn *c, struct kvtd_out *o)
 	struct kvtd_server *srv = c->loop->srv;
 
 	if (c->dead) {
+		c->copy_bytes -= o->copy_len;
+		o->mem_len = o->copy_len;
 		kvtd_out_free(srv, o);
 		return;
 	}
-	/* Encoded bytes are charged; pinned DRAM runs are the DRAM tier's. */
+	/* Encoded bytes are charged; pinned DRAM runs are the DRAM tier's;
+	 * private copies behind pins were charged when made (ops.c). */
 	o->mem_len = o->pin_count ? (o->iov_count ? o->iov[0].iov_len : 0) : o->bytes;
 	kvtd_mem_charge(srv, o->mem_len, true);
+	o->mem_len += o->copy_len;
 	o->next = NULL;
 	if (c->out_tail)
 		c->out_tail->next = o;
@@ -281,6 +285,7 @@ static void loop_conn_flush(struct kvtd_conn *c)
 			if (!c->out_head)
 				c->out_tail = NULL;
 			KVTD_COUNT(srv, frames_out, 1);
+			c->copy_bytes -= o->copy_len;
 			kvtd_out_free(srv, o);
 		}
 	}
@@ -399,6 +404,7 @@ static void loop_conn_close(struct kvtd_conn *c, const char *why)
 	while (c->out_head) {
 		struct kvtd_out *o = c->out_head;
 		c->out_head = o->next;
+		c->copy_bytes -= o->copy_len;
 		kvtd_out_free(srv, o);
 	}
 	c->out_tail = NULL;

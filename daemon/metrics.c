@@ -336,6 +336,9 @@ int kvtd_metrics_render(struct kvtd_server *srv, char **out, size_t *out_len)
 		    MGET(srv->ctr.unauth_refused));
 	metrics_one(f, "kvtier_connections_unauthenticated", "gauge",
 		    "connections not yet authenticated", MGET(srv->unauth_conns));
+	metrics_one(f, "kvtier_server_copy_refused_total", "counter",
+		    "grantee GET items answered as a miss: their private SSD copy would pass "
+		    "the connection's or the server's bound", MGET(srv->ctr.copy_refused));
 	metrics_one(f, "kvtier_server_memory_refused_total", "counter",
 		    "frames refused because --max-memory was reached", MGET(srv->ctr.mem_refused));
 	metrics_one(f, "kvtier_server_memory_paused_total", "counter",

@@ -100,10 +100,8 @@ struct kvtd_loop *kvtd_frame_loop(const struct kvtd_frame *fr)
 
 static void ops_item_release(struct kvtd_server *srv, struct kvtd_item *it)
 {
-	if (it->pinned) {
-		kvt_pin_release(srv->store, it->req.pin);
-		it->pinned = false;
-	}
+	if (it->pinned)
+		kvtd_value_item_unpin(srv, it);
 	if (it->reserved) {
 		kvt_put_abort(srv->store, it->resv);
 		it->reserved = false;
@@ -132,6 +130,7 @@ void kvtd_frame_free(struct kvtd_frame *fr)
 		ops_item_release(srv, &fr->subs[i]);
 	free(fr->items);
 	free(fr->subs);
+	free(fr->quiet_q);
 	free(fr->keys);
 	free(fr->tiers);
 	free(fr->ns_ids);
@@ -677,6 +676,165 @@ bool kvtd_put_prepare(struct kvtd_frame *fr)
 	return true;
 }
 
+/* ------------------------------------------------------------------------
+ * Quiet GETs (a grantee's reads, KVT_F_QUIET).  A block on SSD only is
+ * read into a private copy (lib/ssd.c ssd_read_copy) that lives until its
+ * response is written, so such reads are bounded here:
+ *   - duplicate keys of one frame are read once: the later items share
+ *     the first one's result (dup_of), and the response that uses the
+ *     bytes last carries the pin (carries);
+ *   - a frame has at most KVTD_QUIET_WINDOW of them in the store, the
+ *     server KVTD_QUIET_INFLIGHT_MAX: what a frame cannot submit waits for
+ *     its own completions (back-pressure), or, with none of its own in
+ *     flight, is a miss;
+ *   - a completed copy is charged to --max-memory and to the connection
+ *     (at most KVTD_COPY_CONN_MAX); one that does not fit is released and
+ *     answered as a miss (copy_refused).  The charge goes with the pin to
+ *     the response and back when it is written.
+ */
+
+/* Items of a frame with their (namespace, key), for duplicates: open
+ * addressing over item indexes + 1, built while items are added. */
+struct ops_dedup {
+	uint32_t *slot;
+	uint32_t cap;
+};
+
+static uint64_t ops_key_hash(uint32_t ns, const struct kvt_key *k)
+{
+	uint64_t h = 1469598103934665603ull ^ ns;
+	for (uint32_t i = 0; i < k->len; i++)
+		h = (h ^ k->bytes[i]) * 1099511628211ull;
+	return h ^ (h >> 29);
+}
+
+static int ops_quiet_add(struct kvtd_frame *fr, struct kvtd_item *it)
+{
+	struct ops_dedup *d = (struct ops_dedup *)fr->keys; /* reused: GET has no keys */
+	uint32_t idx = (uint32_t)(it - fr->items);
+
+	if (!fr->quiet_q) {
+		fr->quiet_q = malloc(fr->n * sizeof(*fr->quiet_q));
+		d = calloc(1, sizeof(*d));
+		if (d) {
+			d->cap = 16;
+			while (d->cap < 2 * fr->n)
+				d->cap *= 2;
+			d->slot = calloc(d->cap, sizeof(*d->slot));
+		}
+		if (!fr->quiet_q || !d || !d->slot) {
+			if (d)
+				free(d->slot);
+			free(d);
+			return -ENOMEM;
+		}
+		fr->keys = (struct kvt_key *)d;
+	}
+	for (uint64_t h = ops_key_hash(it->req.ns, &it->req.key);; h++) {
+		uint32_t *sl = &d->slot[h & (d->cap - 1)];
+		struct kvtd_item *o;
+		if (*sl == 0) {
+			*sl = idx + 1;
+			fr->quiet_q[fr->quiet_n++] = it;
+			return 0;
+		}
+		o = &fr->items[*sl - 1];
+		if (o->req.ns == it->req.ns && o->req.key.len == it->req.key.len &&
+		    memcmp(o->req.key.bytes, it->req.key.bytes, it->req.key.len) == 0) {
+			it->dup_of = *sl;
+			return 0;
+		}
+	}
+}
+
+/* Every item is added: the duplicates table is no longer needed. */
+static void ops_quiet_dedup_done(struct kvtd_frame *fr)
+{
+	struct ops_dedup *d = (struct ops_dedup *)fr->keys;
+
+	if (fr->f.op != PROTO_OP_GET || !d)
+		return;
+	free(d->slot);
+	free(d);
+	fr->keys = NULL;
+}
+
+/* Submit what the windows allow; with nothing of the frame in flight and
+ * the server's window full, the rest are misses. */
+static void ops_quiet_more(struct kvtd_frame *fr)
+{
+	struct kvtd_server *srv = ops_srv(fr);
+
+	while (fr->quiet_next < fr->quiet_n && fr->quiet_inflight < KVTD_QUIET_WINDOW) {
+		struct kvtd_item *it = fr->quiet_q[fr->quiet_next];
+		unsigned cur = atomic_load_explicit(&srv->quiet_inflight, memory_order_relaxed);
+		if (cur >= KVTD_QUIET_INFLIGHT_MAX)
+			break;
+		if (!atomic_compare_exchange_weak_explicit(&srv->quiet_inflight, &cur, cur + 1,
+							   memory_order_relaxed,
+							   memory_order_relaxed))
+			continue;
+		fr->quiet_next++;
+		ops_submit(fr, &it, 1);
+		if (it->submitted)
+			fr->quiet_inflight++;
+		else
+			atomic_fetch_sub_explicit(&srv->quiet_inflight, 1, memory_order_relaxed);
+	}
+	if (fr->quiet_inflight == 0)
+		while (fr->quiet_next < fr->quiet_n) {
+			fr->quiet_q[fr->quiet_next++]->status = KVT_MISS;
+			KVTD_COUNT(srv, copy_refused, 1);
+		}
+}
+
+/* A quiet GET completed: a private copy is charged, or let go. */
+static void ops_quiet_done(struct kvtd_frame *fr, struct kvtd_item *it)
+{
+	struct kvtd_server *srv = ops_srv(fr);
+	struct kvtd_conn *c = fr->conn;
+
+	fr->quiet_inflight--;
+	atomic_fetch_sub_explicit(&srv->quiet_inflight, 1, memory_order_relaxed);
+	if (it->pinned && it->tier == KVT_TIER_SSD) {
+		uint64_t len = it->req.value_len;
+		if (c->copy_bytes + len > KVTD_COPY_CONN_MAX(srv) ||
+		    !kvtd_mem_charge(srv, len, false)) {
+			kvtd_value_item_unpin(srv, it);
+			it->status = KVT_MISS;
+			KVTD_COUNT(srv, copy_refused, 1);
+		} else {
+			it->copy_charged = len;
+			c->copy_bytes += len;
+		}
+	}
+	ops_quiet_more(fr);
+}
+
+/* Before the reply: duplicates take their first item's result; the last
+ * one to use a pinned result carries its pin (value.c). */
+static void ops_quiet_resolve(struct kvtd_frame *fr)
+{
+	for (uint32_t i = 0; i < fr->n; i++) {
+		struct kvtd_item *it = &fr->items[i], *o;
+		if (!it->dup_of)
+			continue;
+		o = &fr->items[it->dup_of - 1];
+		it->status = o->status;
+		it->tier = o->tier;
+		if (o->status != KVT_OK)
+			continue;
+		it->req.pin = o->req.pin; /* a handle to read through: o owns it */
+		it->req.view = o->req.view;
+		it->req.view_count = o->req.view_count;
+		it->req.length = o->req.length;
+		it->req.value_len = o->req.value_len;
+		it->req.value_flags = o->req.value_flags;
+		if (o->pinned)
+			o->carries = i + 1;
+	}
+}
+
 static void ops_keyed(struct kvtd_frame *fr)
 {
 	unsigned op = fr->f.op;
@@ -730,8 +888,15 @@ static void ops_keyed(struct kvtd_frame *fr)
 			it->req.op = KVT_OP_GET_PINNED;
 			/* A grantee's read leaves no trace another reader could
 			 * time or see (doc/security.md, "Cross-tenant probing"). */
-			if (fr->ns_ro[pi.ns_index])
+			if (fr->ns_ro[pi.ns_index]) {
 				it->req.flags |= KVT_F_QUIET;
+				it->quiet = true;
+				if (ops_quiet_add(fr, it) < 0) {
+					it->status = -ENOMEM;
+					continue;
+				}
+				continue; /* submitted by ops_quiet_more */
+			}
 			break;
 		case PROTO_OP_PUT:
 			rc = kvtd_value_put_item(fr, it, &pi);
@@ -745,6 +910,8 @@ static void ops_keyed(struct kvtd_frame *fr)
 	}
 	ops_submit(fr, sub, ns);
 	free(sub);
+	ops_quiet_dedup_done(fr);
+	ops_quiet_more(fr);
 	if (fr->pending == 0)
 		ops_finish(fr);
 }
@@ -1131,6 +1298,7 @@ static void ops_stats(struct kvtd_frame *fr)
 		ops_stats_add(&st, "server.unauth_refused", atomic_load(&k->unauth_refused), NULL);
 		ops_stats_add(&st, "server.unauth_conns", atomic_load(&srv->unauth_conns), NULL);
 		ops_stats_add(&st, "server.mem_refused", atomic_load(&k->mem_refused), NULL);
+		ops_stats_add(&st, "server.copy_refused", atomic_load(&k->copy_refused), NULL);
 		ops_stats_add(&st, "server.mem_paused", atomic_load(&k->mem_paused), NULL);
 		ops_stats_add(&st, "server.mem_used", atomic_load(&srv->mem_used), NULL);
 		ops_stats_add(&st, "server.mem_max", srv->cfg.max_memory, NULL);
@@ -1265,6 +1433,7 @@ static void ops_finish(struct kvtd_frame *fr)
 			ops_ns_register_reply(fr);
 			break;
 		case PROTO_OP_GET:
+			ops_quiet_resolve(fr);
 			kvtd_value_get_reply(fr);
 			break;
 		case PROTO_OP_EXISTS:
@@ -1291,6 +1460,16 @@ void kvtd_req_done(struct kvtd_loop *loop, struct kvt_req *r)
 	(void)loop;
 	it->submitted = false;
 	it->status = r->status;
+	if (it->quiet && r->op == KVT_OP_GET_PINNED) {
+		if (r->status == KVT_OK) {
+			it->pinned = true;
+			it->tier = r->tier;
+		}
+		ops_quiet_done(fr, it);
+		if (--fr->pending == 0)
+			ops_finish(fr);
+		return;
+	}
 	switch (r->op) {
 	case KVT_OP_GET_PINNED:
 		if (r->status == KVT_OK) {

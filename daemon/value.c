@@ -470,6 +470,32 @@ static void value_get_out_free(struct value_get_out *g)
  * the last), each with the value slices of its items and the pins that
  * keep them valid until written.
  */
+void kvtd_value_item_unpin(struct kvtd_server *srv, struct kvtd_item *it)
+{
+	if (it->pinned) {
+		kvt_pin_release(srv->store, it->req.pin);
+		it->pinned = false;
+	}
+	if (it->copy_charged) {
+		kvtd_mem_uncharge(srv, it->copy_charged);
+		it->fr->conn->copy_bytes -= it->copy_charged;
+		it->copy_charged = 0;
+	}
+}
+
+/* The pin item e's response carries: its own, or the one of the item it
+ * duplicates if e is the last to use it (ops.c "Quiet GETs"); or NULL. */
+static struct kvtd_item *value_pin_of(struct kvtd_frame *fr, uint32_t e)
+{
+	struct kvtd_item *it = &fr->items[e];
+
+	if (it->dup_of) {
+		struct kvtd_item *o = &fr->items[it->dup_of - 1];
+		return o->pinned && o->carries == e + 1 ? o : NULL;
+	}
+	return it->pinned && it->carries == 0 ? it : NULL;
+}
+
 void kvtd_value_get_reply(struct kvtd_frame *fr)
 {
 	struct kvtd_server *srv = fr->loop->srv;
@@ -489,10 +515,9 @@ void kvtd_value_get_reply(struct kvtd_frame *fr)
 	for (uint32_t i = 0; i < fr->n; i++) {
 		value_get_item(srv, &fr->items[i], i, &g[i]);
 		pis[i] = g[i].pi;
-		if (g[i].pi.status != KVT_OK && fr->items[i].pinned) {
+		if (g[i].pi.status != KVT_OK && fr->items[i].pinned && !fr->items[i].carries) {
 			/* Answered without bytes: let the block go now. */
-			kvt_pin_release(srv->store, fr->items[i].req.pin);
-			fr->items[i].pinned = false;
+			kvtd_value_item_unpin(srv, &fr->items[i]);
 		}
 	}
 	while (start < fr->n) {
@@ -512,7 +537,7 @@ void kvtd_value_get_reply(struct kvtd_frame *fr)
 			tb += g[end].table_len;
 			db += d;
 			slices += g[end].pi.status == KVT_OK ? g[end].slice_count : 0;
-			pins += fr->items[end].pinned;
+			pins += value_pin_of(fr, end) != NULL;
 			end++;
 		}
 		kvtd_resp_init(fr, &rf, 0);
@@ -526,7 +551,7 @@ void kvtd_value_get_reply(struct kvtd_frame *fr)
 				       "server could not encode the response");
 			break;
 		}
-		if (slices) {
+		if (slices || pins) {
 			struct iovec *iov = malloc((1 + slices) * sizeof(*iov));
 			uint64_t *pv = pins ? malloc(pins * sizeof(*pv)) : NULL;
 			if (!iov || (pins && !pv)) {
@@ -548,10 +573,14 @@ void kvtd_value_get_reply(struct kvtd_frame *fr)
 						o->bytes += g[i].slices[s].iov_len;
 					}
 				}
-				if (fr->items[i].pinned) {
-					/* The output owns the pin now. */
-					o->pins[o->pin_count++] = fr->items[i].req.pin;
-					fr->items[i].pinned = false;
+				struct kvtd_item *p = value_pin_of(fr, i);
+				if (p) {
+					/* The output owns the pin now, and the
+					 * charge of a private copy behind it. */
+					o->pins[o->pin_count++] = p->req.pin;
+					p->pinned = false;
+					o->copy_len += p->copy_charged;
+					p->copy_charged = 0;
 				}
 			}
 		}

@@ -120,17 +120,19 @@ static void write_file(const char *path, const char *text)
 	T_EQ_INT(chmod(path, 0600), 0);
 }
 
-/* Start kvtierd with the tenants alice (tenant) and admin (admin), the
- * test's budget, plus extra (NULL-ended). */
-static void start(const char *name, const char *const *extra)
+/* Start kvtierd with the tenants alice (tenant) and admin (admin), or
+ * the tenants file text given, the test's budget, plus extra
+ * (NULL-ended). */
+static void start_with(const char *name, const char *const *extra, const char *tenants_text)
 {
 	char tenants[700], dir[700], mm[32], dr[32];
 	const char *argv[40];
 	int n = 0;
 
 	snprintf(tenants, sizeof(tenants), "%s/tenants", base);
-	write_file(tenants, "alice " SECRET_ALICE " tenant\n"
-			    "admin " SECRET_ADMIN " admin\n");
+	write_file(tenants, tenants_text ? tenants_text
+				       : "alice " SECRET_ALICE " tenant\n"
+					 "admin " SECRET_ADMIN " admin\n");
 	snprintf(dir, sizeof(dir), "%s/%s", base, name);
 	snprintf(mm, sizeof(mm), "%u", MAX_MEMORY);
 	snprintf(dr, sizeof(dr), "%u", DRAM);
@@ -144,6 +146,11 @@ static void start(const char *name, const char *const *extra)
 		argv[n++] = extra[i];
 	argv[n] = NULL;
 	tsrv_start(&srv, bin, base, dir, tenants, argv);
+}
+
+static void start(const char *name, const char *const *extra)
+{
+	start_with(name, extra, NULL);
 }
 
 static pthread_t rss_t;
@@ -510,6 +517,165 @@ static void phase_resp_preauth(void)
 	T_EQ_INT(tsrv_stop(&srv), 0);
 }
 
+/* ------------------------------------------------------------------------
+ * grantee_ssd (item 3): a grantee's GETs of SSD-only blocks
+ */
+
+#define G_BLOCKS 32
+#define G_LEN (1u << 20)
+#define G_DUPS 400
+
+static uint64_t stat_wait_zero(const char *a, const char *b)
+{
+	for (int i = 0; i < 2000; i++) {
+		if (stat_of(a) == 0 && stat_of(b) == 0)
+			return 0;
+		tsrv_sleep_ms(5);
+	}
+	T_FAIL("%s, %s did not drain", a, b);
+	return 1;
+}
+
+static void g_key(struct kvt_key *k, unsigned i)
+{
+	char name[32];
+	snprintf(name, sizeof(name), "g-block-%u", i);
+	kvt_key_set(k, name, strlen(name));
+}
+
+/* Send one GET frame of n items (keys by index), read nothing. */
+static void g_send(struct kc *c, const uint8_t ns[PROTO_DIGEST_LEN], const unsigned *idx,
+		   unsigned n)
+{
+	struct proto_item *its = calloc(n, sizeof(*its));
+	struct proto_frame f = { .op = PROTO_OP_GET };
+
+	for (unsigned i = 0; i < n; i++)
+		g_key(&its[i].key, idx[i]);
+	f.ns_count = 1;
+	f.ns = ns;
+	T_ASSERT(kc_request(c, &f, its, n, NULL, 0) > 0);
+	free(its);
+}
+
+/* Read the answers of one GET frame: each item the exact bytes or a miss.
+ * Returns the hits. */
+static unsigned g_check(struct kc *c, const unsigned *idx, unsigned n, unsigned *misses)
+{
+	uint8_t *want = malloc(G_LEN);
+	unsigned hits = 0, seen = 0;
+	bool more = true;
+
+	*misses = 0;
+	while (more) {
+		struct kc_resp r;
+		struct proto_iter iter;
+		struct proto_item pi;
+		T_RC(kc_recv(c, &r, 20000), 0);
+		more = (r.f.flags & PROTO_F_MORE) != 0;
+		proto_iter_init(&iter, &r.f, NULL, NULL, 0);
+		while (proto_iter_next(&iter, &pi) == 1) {
+			T_ASSERT(pi.index < n);
+			seen++;
+			if (pi.status == KVT_MISS) {
+				(*misses)++;
+				continue;
+			}
+			T_EQ_INT(pi.status, KVT_OK);
+			T_EQ_U64(pi.data_len, G_LEN);
+			fill(want, G_LEN, 100 + idx[pi.index]);
+			T_ASSERT(memcmp(r.data + pi.data_off, want, G_LEN) == 0);
+			hits++;
+		}
+		kc_resp_free(&r);
+	}
+	T_EQ_INT(seen, n);
+	free(want);
+	return hits;
+}
+
+static void phase_grantee_ssd(void)
+{
+	const char *extra[] = { "--ssd", "256M", "--set", "ssd.admission=always", NULL };
+	struct kvt_ns_desc d = desc;
+	uint8_t ns[PROTO_DIGEST_LEN], ns_r[PROTO_DIGEST_LEN], *v = malloc(G_LEN);
+	unsigned ssd_only[G_BLOCKS], n_ssd = 0, dups[G_DUPS], hits1, miss1, hits2, miss2;
+	uint64_t grew_dup, grew_all, refused;
+	struct kc olga, rita;
+
+	/* The owner has a DRAM quota, so most of her blocks end up on SSD
+	 * only; rita may read them. */
+	start_with("grantee_ssd", extra, "alice " SECRET_ALICE " tenant dram=4M\n"
+					 "admin " SECRET_ADMIN " admin\n"
+					 "rita " SECRET_ALICE " tenant\n"
+					 "grant alice model=hostile-model to rita\n");
+	T_RC(kc_connect_tcp(&olga, srv.port), 0);
+	T_RC(kc_login(&olga, "alice", SECRET_ALICE), 0);
+	T_RC(kc_register(&olga, &d, ns, NULL, 0), KVT_OK);
+	for (unsigned i = 0; i < G_BLOCKS; i++) {
+		struct kvt_key k;
+		struct iovec p = { v, G_LEN };
+		int rc;
+		g_key(&k, i);
+		fill(v, G_LEN, 100 + i);
+		for (int t = 0; (rc = kc_put(&olga, ns, &k, &p, 1, NULL)) == KVT_EFULL && t < 100; t++)
+			stat_wait_zero("ssd.writedown_pending_bytes", "ssd.writes_inflight");
+		T_EQ_INT(rc, KVT_OK);
+	}
+	stat_wait_zero("ssd.writedown_pending_bytes", "ssd.writes_inflight");
+	T_RC(kc_connect_tcp(&rita, srv.port), 0);
+	T_RC(kc_login(&rita, "rita", SECRET_ALICE), 0);
+	d.tenant = "alice";
+	T_RC(kc_register(&rita, &d, ns_r, NULL, 0), KVT_OK);
+	T_ASSERT(memcmp(ns, ns_r, sizeof(ns)) == 0);
+	for (unsigned i = 0; i < G_BLOCKS; i++) {
+		struct kvt_key k;
+		uint32_t tier = 0;
+		g_key(&k, i);
+		if (kc_exists(&rita, ns, &k, &tier) == KVT_OK && tier == KVT_TIER_SSD)
+			ssd_only[n_ssd++] = i;
+	}
+	printf("grantee_ssd: %u of %u blocks on SSD only\n", n_ssd, G_BLOCKS);
+	T_GE_INT(n_ssd, 16);
+
+	/* One frame naming one SSD-only block 400 times, not read. */
+	for (unsigned i = 0; i < G_DUPS; i++)
+		dups[i] = ssd_only[0];
+	rss_begin();
+	g_send(&rita, ns, dups, G_DUPS);
+	tsrv_sleep_ms(1500);
+	grew_dup = rss_end(DRAM + MAX_MEMORY);
+	hits1 = g_check(&rita, dups, G_DUPS, &miss1);
+
+	/* One frame naming every SSD-only block, twice over, not read. */
+	{
+		unsigned all[2 * G_BLOCKS];
+		for (unsigned i = 0; i < n_ssd; i++)
+			all[i] = all[n_ssd + i] = ssd_only[i];
+		rss_begin();
+		g_send(&rita, ns, all, 2 * n_ssd);
+		tsrv_sleep_ms(1500);
+		grew_all = rss_end(DRAM + MAX_MEMORY);
+		hits2 = g_check(&rita, all, 2 * n_ssd, &miss2);
+	}
+	refused = stat_of("server.copy_refused");
+	printf("grantee_ssd: %u x 1 block: %u hits, %u misses, RSS +%" PRIu64 " MiB; %u x 2 "
+	       "blocks: %u hits, %u misses, RSS +%" PRIu64 " MiB; copy_refused %" PRIu64 "\n",
+	       G_DUPS, hits1, miss1, grew_dup >> 20, n_ssd, hits2, miss2, grew_all >> 20, refused);
+	/* Duplicates cost one copy: all served. */
+	T_EQ_INT(hits1, G_DUPS);
+	T_LE_INT(grew_dup, 16u << 20);
+	/* Distinct blocks: at most a quarter of --max-memory held. */
+	T_GE_INT(hits2, 2);
+	T_LE_INT(grew_all, MAX_MEMORY / 4 + (16u << 20));
+	/* And once read, the bytes are given back. */
+	T_LE_INT(stat_of("server.mem_used"), 1u << 20);
+	kc_close(&olga);
+	kc_close(&rita);
+	free(v);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
 /* ------------------------------------------------------------------------ */
 
 static const struct {
@@ -518,6 +684,7 @@ static const struct {
 } phases[] = {
 	{ "preauth", phase_preauth },
 	{ "resp_preauth", phase_resp_preauth },
+	{ "grantee_ssd", phase_grantee_ssd },
 };
 
 int main(int argc, char **argv)
