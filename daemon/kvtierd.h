@@ -428,6 +428,8 @@ struct kvtd_loop {
 	uint64_t last_sweep_ns;
 	bool listening;
 	bool stopping;
+	int spare_fd;             /* /dev/null, given back to shed at EMFILE */
+	uint64_t listen_resume_ns; /* listeners paused until then (0: not) */
 	/* Connections with work left for the end of the iteration */
 	struct kvtd_conn **touched;
 	unsigned touched_n, touched_cap;

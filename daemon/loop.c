@@ -70,6 +70,7 @@
  * call stays valid for the rest of the iteration.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <arpa/inet.h>
@@ -500,9 +501,13 @@ unsigned kvtd_unauth_max(const struct kvtd_server *srv)
 	return m ? m : 1;
 }
 
+/* Half the global limit (so that one address never holds them all),
+ * at most KVTD_UNAUTH_PEER_MAX. */
 unsigned kvtd_unauth_peer_max(const struct kvtd_server *srv)
 {
-	unsigned m = kvtd_unauth_max(srv);
+	unsigned m = kvtd_unauth_max(srv) / 2;
+	if (m == 0)
+		m = 1;
 	return m > KVTD_UNAUTH_PEER_MAX ? KVTD_UNAUTH_PEER_MAX : m;
 }
 
@@ -693,6 +698,40 @@ static bool loop_hand_over(struct kvtd_loop *to, int fd, struct kvtd_listener *l
 }
 
 #define LOOP_ACCEPT_BATCH 64
+#define LOOP_LISTEN_PAUSE_NS 100000000ull /* listeners off after a failed shed */
+
+static void loop_stop_listening(struct kvtd_loop *loop);
+
+/*
+ * Out of descriptors (EMFILE/ENFILE) or memory for a new connection: the
+ * reserve-descriptor trick (libuv, nginx) -- give back the loop's spare
+ * descriptor, accept the connection and close it at once, take the spare
+ * again.  Counted in conns_refused.  true: one was shed, accept again;
+ * false: not possible now, so the loop takes its listeners out of its
+ * epoll set for LOOP_LISTEN_PAUSE_NS (loop_main puts them back).
+ */
+static bool loop_shed(struct kvtd_loop *loop, struct kvtd_listener *l)
+{
+	int fd;
+
+	if (loop->spare_fd >= 0) {
+		close(loop->spare_fd);
+		loop->spare_fd = -1;
+		fd = accept4(l->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd >= 0) {
+			close(fd);
+			KVTD_COUNT(loop->srv, conns_refused, 1);
+		}
+		loop->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+		if (fd >= 0)
+			return true;
+	}
+	if (loop->listening) {
+		loop_stop_listening(loop);
+		loop->listen_resume_ns = loop->now_ns + LOOP_LISTEN_PAUSE_NS;
+	}
+	return false;
+}
 
 static void loop_accept(struct kvtd_loop *loop, struct kvtd_listener *l)
 {
@@ -710,10 +749,16 @@ static void loop_accept(struct kvtd_loop *loop, struct kvtd_listener *l)
 			if (errno == EMFILE || errno == ENFILE || errno == ENOMEM || errno == ENOBUFS) {
 				static _Atomic uint64_t last;
 				uint64_t now = loop->now_ns, prev = atomic_load(&last);
+				int e = errno;
 				if (now - prev > 10000000000ull &&
 				    atomic_compare_exchange_strong(&last, &prev, now))
-					kvtd_log(KVTD_WARN, "cannot accept connections",
-						 "listener=%s error=\"%s\"", l->name, strerror(errno));
+					kvtd_log(KVTD_WARN, "cannot accept connections; shedding",
+						 "listener=%s error=\"%s\"", l->name, strerror(e));
+				/* The listener stays readable (level-triggered):
+				 * shed the waiting connection, or stop listening a
+				 * while, never return to spin (loop_shed). */
+				if (loop_shed(loop, l))
+					continue;
 			}
 			return;
 		}
@@ -1009,6 +1054,19 @@ static void loop_settle(struct kvtd_loop *loop)
 	}
 }
 
+static void loop_start_listening(struct kvtd_loop *loop)
+{
+	struct kvtd_server *srv = loop->srv;
+
+	for (unsigned k = 0; k < srv->listener_count; k++) {
+		struct epoll_event ev = { .events = EPOLLIN | EPOLLEXCLUSIVE,
+					  .data.ptr = &srv->listeners[k].ev };
+		epoll_ctl(loop->epfd, EPOLL_CTL_ADD, srv->listeners[k].fd, &ev);
+	}
+	loop->listening = true;
+	loop->listen_resume_ns = 0;
+}
+
 static void loop_stop_listening(struct kvtd_loop *loop)
 {
 	struct kvtd_server *srv = loop->srv;
@@ -1049,8 +1107,11 @@ static void *loop_main(void *arg)
 	pthread_setname_np(pthread_self(), name);
 	for (;;) {
 		int n = epoll_wait(loop->epfd, evs, KVTD_LOOP_EVENTS,
-				   loop->touched_n ? 0 : loop->stopping ? 100 : 1000);
+				   loop->touched_n ? 0 : loop->stopping || loop->listen_resume_ns ? 100
+										  : 1000);
 		loop->now_ns = kvtd_now_ns();
+		if (loop->listen_resume_ns && !loop->stopping && loop->now_ns >= loop->listen_resume_ns)
+			loop_start_listening(loop);
 		if (n < 0 && errno != EINTR) {
 			kvtd_log(KVTD_ERROR, "epoll_wait failed", "loop=%u error=\"%s\"", loop->idx,
 				 strerror(errno));
@@ -1143,6 +1204,7 @@ int kvtd_loops_start(struct kvtd_server *srv)
 		loop->queue_ev.kind = KVTD_EV_QUEUE;
 		loop->epfd = -1;
 		loop->wakefd = -1;
+		loop->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 		pthread_mutex_init(&loop->mail_lock, NULL);
 		loop->epfd = epoll_create1(EPOLL_CLOEXEC);
 		loop->wakefd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -1240,6 +1302,8 @@ void kvtd_loops_finish(struct kvtd_server *srv)
 			close(loop->epfd);
 		if (loop->wakefd >= 0)
 			close(loop->wakefd);
+		if (loop->spare_fd >= 0)
+			close(loop->spare_fd);
 		pthread_mutex_destroy(&loop->mail_lock);
 	}
 	free(srv->loops);
