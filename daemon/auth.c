@@ -475,6 +475,25 @@ void kvtd_auth_install(struct kvtd_tenants *t)
 	kvtd_tenants_free(old);
 }
 
+int kvtd_tenant_role(const char *name, size_t len, uint32_t *role)
+{
+	const struct kvtd_tenant *e;
+	int rc = -ENOENT;
+
+	if (!atomic_load(&auth_on)) {
+		*role = PROTO_ROLE_ADMIN; /* everyone is "default", an admin */
+		return 0;
+	}
+	pthread_mutex_lock(&auth_lock);
+	e = auth_find(auth_table, name, len);
+	if (e) {
+		*role = e->role;
+		rc = 0;
+	}
+	pthread_mutex_unlock(&auth_lock);
+	return rc;
+}
+
 uint64_t kvtd_auth_generation(void)
 {
 	return atomic_load_explicit(&auth_gen, memory_order_acquire);

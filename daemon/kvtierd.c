@@ -635,6 +635,8 @@ static void kvtierd_reload(struct kvtd_server *srv)
 	kvtd_log(KVTD_INFO, "SIGHUP: log reopened, tenants reloaded", "tenants=%u",
 		 kvtd_tenants_count(t));
 	kvtd_auth_install(t);
+	/* Open connections of removed tenants close, changed roles apply. */
+	kvtd_loops_wake(srv);
 	rc = kvtd_quota_apply(srv->store);
 	if (rc < 0)
 		kvtd_log(KVTD_ERROR, "SIGHUP: cannot apply the quotas", "error=\"%s\"",

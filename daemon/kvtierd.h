@@ -152,6 +152,9 @@ void kvtd_auth_shutdown(void);
 /* Bumped by every kvtd_auth_install: what a connection cached about
  * namespaces under an older table is stale. */
 uint64_t kvtd_auth_generation(void);
+/* The installed table's role of a tenant: 0, or -ENOENT (removed).  With
+ * auth off, PROTO_ROLE_ADMIN.  Any thread. */
+int kvtd_tenant_role(const char *name, size_t len, uint32_t *role);
 /* The installed table's quota group of a tenant (0: unknown, auth off). */
 uint32_t kvtd_tenant_group(const char *name, size_t len);
 /* Does a grant of the installed table give grantee read access to owner's
@@ -343,6 +346,8 @@ struct kvtd_conn {
 	char tenant[PROTO_TENANT_MAX + 1];
 	uint32_t tenant_len;
 	uint32_t role;         /* PROTO_ROLE_* */
+	uint64_t auth_gen;     /* kvtd_auth_generation() role was resolved under
+				* (0: not yet; loop.c kvtd_conn_auth_current) */
 
 	/* Input: rbuf[rstart, rend) holds bytes of frames not yet taken */
 	uint8_t *rbuf;
@@ -430,6 +435,7 @@ struct kvtd_loop {
 	bool stopping;
 	int spare_fd;             /* /dev/null, given back to shed at EMFILE */
 	uint64_t listen_resume_ns; /* listeners paused until then (0: not) */
+	uint64_t auth_gen;        /* tenants table its connections were checked under */
 	/* Connections with work left for the end of the iteration */
 	struct kvtd_conn **touched;
 	unsigned touched_n, touched_cap;
@@ -552,6 +558,13 @@ void kvtd_conn_close(struct kvtd_conn *c, const char *why);
 /* c authenticated (state KVTD_CS_READY): it leaves the unauthenticated
  * count and its pre-AUTH limits. */
 void kvtd_conn_ready(struct kvtd_conn *c);
+/* Before a request of c runs: c's tenant and role under the tenants table
+ * now installed (SIGHUP may have replaced it): true, role updated; false:
+ * its tenant was removed, the connection is failed (closes). */
+bool kvtd_conn_auth_current(struct kvtd_conn *c);
+/* Wake every loop (the tenants table changed: loop_main re-checks its
+ * connections).  Any thread. */
+void kvtd_loops_wake(struct kvtd_server *srv);
 /* Unauthenticated connections allowed at once, and from one address. */
 unsigned kvtd_unauth_max(const struct kvtd_server *srv);
 unsigned kvtd_unauth_peer_max(const struct kvtd_server *srv);

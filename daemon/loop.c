@@ -556,7 +556,59 @@ static void loop_unauth_drop(struct kvtd_conn *c)
 void kvtd_conn_ready(struct kvtd_conn *c)
 {
 	c->state = KVTD_CS_READY;
+	c->auth_gen = 0; /* resolved again before its first request */
 	loop_unauth_drop(c);
+}
+
+/*
+ * Revocation (doc/security.md): a connection's tenant and role were
+ * checked at AUTH; after the tenants file is reloaded they are looked up
+ * again before its next request (loop_conn_parse) and, for idle ones,
+ * when its loop sees the new table (loop_main).  A removed tenant's
+ * connections are failed and closed; a changed role applies at once.
+ */
+bool kvtd_conn_auth_current(struct kvtd_conn *c)
+{
+	uint64_t gen = kvtd_auth_generation();
+	uint32_t role;
+
+	if (c->dead)
+		return false;
+	if (c->state != KVTD_CS_READY || c->auth_gen == gen || c->tenant_len == 0)
+		return true;
+	if (kvtd_tenant_role(c->tenant, c->tenant_len, &role) < 0) {
+		KVTD_COUNT(c->loop->srv, errors[KVTD_ERR_AUTH], 1);
+		kvtd_conn_log(c, KVTD_WARN, "closing connection",
+			      "its tenant is no longer in the tenants file");
+		c->ops->fail(c, PROTO_EAUTH, "tenant removed from the tenants file");
+		return false;
+	}
+	if (c->auth_gen && role != c->role)
+		kvtd_conn_log(c, KVTD_INFO, "role changed by the tenants file",
+			      role == PROTO_ROLE_ADMIN ? "now admin" : "now tenant");
+	c->role = role;
+	c->auth_gen = gen;
+	return true;
+}
+
+/* The protocol's parse, once the connection's tenant is current. */
+static void loop_conn_parse(struct kvtd_conn *c)
+{
+	if (kvtd_conn_auth_current(c))
+		c->ops->parse(c);
+}
+
+/* The tenants table changed: every connection of the loop is checked. */
+static void loop_auth_sweep(struct kvtd_loop *loop)
+{
+	uint64_t gen = kvtd_auth_generation();
+
+	if (gen == loop->auth_gen)
+		return;
+	loop->auth_gen = gen;
+	for (struct kvtd_conn *c = loop->conns; c; c = c->next)
+		if (!c->dead && c->state == KVTD_CS_READY)
+			kvtd_conn_auth_current(c);
 }
 
 /*
@@ -867,7 +919,7 @@ ssize_t kvtd_conn_read_rbuf(struct kvtd_conn *c, size_t max, size_t *asked)
 	if (r > 0) {
 		int e = errno;
 		c->rend += (size_t)r;
-		c->ops->parse(c);
+		loop_conn_parse(c);
 		errno = e;
 	}
 	return r;
@@ -1045,7 +1097,7 @@ static void loop_settle(struct kvtd_loop *loop)
 		if (c->dead)
 			continue;
 		if (!c->read_paused && !c->no_more_input && c->rend > c->rstart)
-			c->ops->parse(c);
+			loop_conn_parse(c);
 		if (!c->dead && kvtd_tls_pending(c))
 			loop_conn_read(c);
 		if (!c->dead && c->out_head)
@@ -1156,6 +1208,7 @@ static void *loop_main(void *arg)
 			}
 		}
 		loop_drain_mail(loop);
+		loop_auth_sweep(loop);
 		loop_settle(loop);
 		if (!loop->stopping && atomic_load(&srv->stopping)) {
 			loop_begin_stop(loop);
@@ -1235,6 +1288,7 @@ int kvtd_loops_start(struct kvtd_server *srv)
 		loop->listening = true;
 		loop->now_ns = kvtd_now_ns();
 		loop->last_sweep_ns = loop->now_ns;
+		loop->auth_gen = kvtd_auth_generation();
 	}
 	for (unsigned i = 0; i < srv->loop_count; i++) {
 		int rc = pthread_create(&srv->loops[i].thread, NULL, loop_main, &srv->loops[i]);
@@ -1250,6 +1304,13 @@ static void loop_wake(struct kvtd_loop *loop)
 	uint64_t one = 1;
 	ssize_t w = write(loop->wakefd, &one, sizeof(one));
 	(void)w;
+}
+
+void kvtd_loops_wake(struct kvtd_server *srv)
+{
+	for (unsigned i = 0; srv->loops && i < srv->loop_count; i++)
+		if (srv->loops[i].wakefd >= 0)
+			loop_wake(&srv->loops[i]);
 }
 
 void kvtd_loops_stop(struct kvtd_server *srv)

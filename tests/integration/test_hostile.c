@@ -763,6 +763,78 @@ static void phase_emfile(void)
 	T_EQ_INT(tsrv_stop(&srv), 0);
 }
 
+/* ------------------------------------------------------------------------
+ * revoke (item 7): a reloaded tenants file reaches open connections
+ */
+
+/* Rewrite the tenants file, SIGHUP, and wait until the server says it
+ * reloaded it (a fresh log to look in). */
+static void reload(const char *text)
+{
+	char path[700], rotated[720], buf[1 << 16];
+	static int n;
+
+	snprintf(path, sizeof(path), "%s/tenants", base);
+	write_file(path, text);
+	snprintf(rotated, sizeof(rotated), "%s.r%d", srv.log, ++n);
+	T_EQ_INT(rename(srv.log, rotated), 0);
+	kill(srv.pid, SIGHUP);
+	for (int i = 0; i < 500; i++) {
+		int fd = open(srv.log, O_RDONLY);
+		ssize_t r = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : 0;
+		if (fd >= 0)
+			close(fd);
+		buf[r > 0 ? r : 0] = 0;
+		if (strstr(buf, "tenants reloaded"))
+			return;
+		tsrv_sleep_ms(10);
+	}
+	T_FAIL("no reload in %s", srv.log);
+}
+
+static void phase_revoke(void)
+{
+	const char *both = "alice " SECRET_ALICE " tenant\n"
+			   "admin " SECRET_ADMIN " admin\n"
+			   "boss " SECRET_ADMIN " admin\n";
+	struct kc boss, alice, idle_alice;
+	uint64_t v = 0, removed = 0;
+	int stats_rc, clear_rc, alice_rc;
+	bool idle_closed;
+
+	start_with("revoke", NULL, both);
+	T_RC(kc_connect_tcp(&boss, srv.port), 0);
+	T_RC(kc_login(&boss, "boss", SECRET_ADMIN), 0);
+	T_RC(kc_stat(&boss, PROTO_SCOPE_ALL, "server.conns_accepted", &v), 0);
+	T_RC(kc_connect_tcp(&alice, srv.port), 0);
+	T_RC(kc_login(&alice, "alice", SECRET_ALICE), 0);
+	T_RC(kc_connect_tcp(&idle_alice, srv.port), 0);
+	T_RC(kc_login(&idle_alice, "alice", SECRET_ALICE), 0);
+
+	/* boss demoted, alice removed. */
+	reload("boss " SECRET_ADMIN " tenant\n"
+	       "admin " SECRET_ADMIN " admin\n");
+	/* An idle connection of a removed tenant is closed without a request. */
+	idle_closed = kc_wait_closed(&idle_alice, 3000);
+	stats_rc = kc_stat(&boss, PROTO_SCOPE_ALL, "server.conns_accepted", &v);
+	clear_rc = kc_clear(&boss, PROTO_SCOPE_ALL, NULL, NULL, &removed);
+	alice_rc = kc_ping(&alice);
+	if (alice_rc == 0)
+		alice_rc = kc_stat(&alice, PROTO_SCOPE_TENANT, "tenant.requests", &v);
+	printf("revoke: demoted admin: STATS ALL %d, CLEAR ALL %d; removed tenant: idle "
+	       "connection closed %d, busy one's next request %d\n", stats_rc, clear_rc,
+	       idle_closed, alice_rc);
+	T_EQ_INT(stats_rc, PROTO_EPERM);
+	T_EQ_INT(clear_rc, PROTO_EPERM);
+	T_ASSERT(idle_closed);
+	T_ASSERT(alice_rc != 0);
+	T_ASSERT(kc_wait_closed(&alice, 3000));
+	kc_close(&boss);
+	kc_close(&alice);
+	kc_close(&idle_alice);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
 /* ------------------------------------------------------------------------ */
 
 static const struct {
@@ -773,6 +845,7 @@ static const struct {
 	{ "resp_preauth", phase_resp_preauth },
 	{ "grantee_ssd", phase_grantee_ssd },
 	{ "emfile", phase_emfile },
+	{ "revoke", phase_revoke },
 };
 
 int main(int argc, char **argv)
