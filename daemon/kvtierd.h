@@ -664,6 +664,9 @@ struct kvtd_frame {
 	uint32_t n;               /* items */
 	struct kvtd_item *items;
 	struct kvtd_item *subs;   /* LOOKUP and CLEAR: the store requests */
+	/* DELETE, CLEAR: a KVT_OP_FLUSH after the items, so that the answer
+	 * goes out only once their tombstones are durable (ops.c) */
+	struct kvtd_item *flush;
 	/* GET: quiet items submitted a few at a time (ops.c "Quiet GETs") */
 	struct kvtd_item **quiet_q;
 	uint32_t quiet_n, quiet_next, quiet_inflight;

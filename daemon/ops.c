@@ -131,6 +131,7 @@ void kvtd_frame_free(struct kvtd_frame *fr)
 	free(fr->items);
 	free(fr->subs);
 	free(fr->quiet_q);
+	free(fr->flush);
 	free(fr->keys);
 	free(fr->tiers);
 	free(fr->ns_ids);
@@ -1423,8 +1424,67 @@ static void ops_latency(struct kvtd_frame *fr)
 	kvtd_metrics_latency(ops_srv(fr), kind, tier, kvtd_now_ns() - fr->start_ns);
 }
 
+/*
+ * Deletes that stay deleted (doc/kvtierd.md "Durability"): a DELETE or
+ * CLEAR that removed something is answered only once its tombstone (or
+ * clear record) is on the device durably.  The store logs them through
+ * the SSD tier's writer; a KVT_OP_FLUSH submitted after the items
+ * completes once everything the writer had before it is written and
+ * fdatasync'ed, so nothing before the tombstone can be torn either (the
+ * recovery walk stops at the first torn record).  Concurrent frames'
+ * flushes find little left to sync: a group commit.  true: the flush is
+ * in flight, the frame finishes when it comes back.
+ */
+static bool ops_durable(struct kvtd_frame *fr)
+{
+	struct kvtd_server *srv = ops_srv(fr);
+	bool removed = fr->removed > 0;
+
+	if (fr->flush || !srv->cfg.ssd_bytes ||
+	    (fr->f.op != PROTO_OP_DELETE && fr->f.op != PROTO_OP_CLEAR))
+		return false;
+	for (uint32_t i = 0; !removed && i < fr->n && fr->items; i++)
+		removed = fr->items[i].status == KVT_OK;
+	if (!removed)
+		return false;
+	fr->flush = calloc(1, sizeof(*fr->flush));
+	if (!fr->flush) {
+		/* Not acknowledged as durable: the request fails. */
+		for (uint32_t i = 0; i < fr->n && fr->items; i++)
+			if (fr->items[i].status == KVT_OK)
+				fr->items[i].status = -ENOMEM;
+		return false;
+	}
+	fr->flush->fr = fr;
+	fr->flush->req.op = KVT_OP_FLUSH;
+	ops_submit(fr, &fr->flush, 1);
+	if (fr->flush->submitted)
+		return true;
+	fr->flush->status = fr->flush->status < 0 ? fr->flush->status : -EIO;
+	return false;
+}
+
+/* The flush's outcome is the frame's: a delete whose tombstone may not be
+ * durable is not acknowledged. */
+static void ops_durable_status(struct kvtd_frame *fr)
+{
+	int st = fr->flush ? fr->flush->status : 0;
+
+	if (st >= 0)
+		return;
+	for (uint32_t i = 0; i < fr->n && fr->items; i++)
+		if (fr->items[i].status == KVT_OK)
+			fr->items[i].status = st;
+	for (uint32_t k = 0; k < fr->sub_count; k++)
+		if (fr->subs[k].status >= 0)
+			fr->subs[k].status = st;
+}
+
 static void ops_finish(struct kvtd_frame *fr)
 {
+	if (ops_durable(fr))
+		return;
+	ops_durable_status(fr);
 	if (fr->f.op == PROTO_OP_GET || fr->f.op == PROTO_OP_PUT)
 		ops_latency(fr);
 	if (!fr->conn->dead) {

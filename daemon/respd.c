@@ -71,7 +71,7 @@ enum respd_kind {
 	RK_NONE = 0, RK_GET, RK_MGET, RK_EXISTS, RK_DEL, RK_SET, RK_MSET, RK_FLUSH,
 };
 
-enum { RP_PROBE = 1, RP_WRITE, RP_DONE };
+enum { RP_PROBE = 1, RP_WRITE, RP_SYNC, RP_DONE };
 
 struct respd_cmd;
 
@@ -108,6 +108,7 @@ struct respd_cmd {
 	uint64_t start_ns;
 	uint64_t expire_ms;        /* SET/MSET: absolute, 0 none */
 	int cond;                  /* SET: 0, 'N' (NX), 'X' (XX) */
+	int64_t synced;            /* RP_SYNC: DEL's count, answered once durable */
 	bool done;
 	bool quit;                 /* close after the reply */
 	bool is_err;
@@ -691,6 +692,31 @@ static void respd_reap_expired(struct respd_cmd *cmd, uint32_t ns)
 	}
 }
 
+/*
+ * DEL and FLUSHDB that removed something answer once their tombstones are
+ * durable: a KVT_OP_FLUSH after them (ops.c ops_durable says why).  true:
+ * the flush is in flight (phase RP_SYNC).
+ */
+static bool respd_sync(struct respd_cmd *cmd, int64_t count)
+{
+	struct kvtd_server *srv = cmd->conn->loop->srv;
+	struct respd_item *it;
+
+	if (!srv->cfg.ssd_bytes || count <= 0 || !(it = calloc(1, sizeof(*it))))
+		return false;
+	free(cmd->items);
+	cmd->items = it;
+	cmd->n = 1;
+	respd_item_init(cmd, it, KVT_OP_FLUSH, 0, 0);
+	cmd->phase = RP_SYNC;
+	cmd->synced = count;
+	cmd->pending = 1;
+	respd_submit(cmd, 0, 1);
+	if (--cmd->pending == 0)
+		respd_step(cmd);
+	return true;
+}
+
 /* All requests of the current phase are back: the next step. */
 static void respd_step(struct respd_cmd *cmd)
 {
@@ -744,11 +770,31 @@ static void respd_step(struct respd_cmd *cmd)
 		respd_finish(cmd);
 		return;
 	}
+	if (cmd->phase == RP_SYNC) {
+		if (cmd->items[0].req.status < 0) {
+			char m[160];
+			snprintf(m, sizeof(m), "ERR the delete may not be durable: %s",
+				 kvt_strerror(cmd->items[0].req.status));
+			respd_simple(cmd, '-', m);
+		} else if (cmd->kind == RK_DEL) {
+			respd_int(cmd, ':', cmd->synced);
+		} else {
+			respd_simple(cmd, '+', "OK");
+		}
+		respd_finish(cmd);
+		return;
+	}
 	/* RP_WRITE */
 	if (cmd->kind == RK_DEL) {
-		for (uint32_t i = 0; i < cmd->n; i++)
+		bool removed = false;
+		for (uint32_t i = 0; i < cmd->n; i++) {
+			if (cmd->items[i].req.status == KVT_OK)
+				removed = true;
 			if (cmd->items[i].live && cmd->items[i].req.status == KVT_OK)
 				count++;
+		}
+		if (removed && respd_sync(cmd, count ? count : 0))
+			return;
 		respd_int(cmd, ':', count);
 		respd_finish(cmd);
 		return;
@@ -759,8 +805,10 @@ static void respd_step(struct respd_cmd *cmd)
 			snprintf(m, sizeof(m), "ERR flush failed: %s",
 				 kvt_strerror(cmd->items[0].req.status));
 			respd_simple(cmd, '-', m);
-		} else {
+		} else if (!respd_sync(cmd, (int64_t)cmd->items[0].req.length + 1)) {
 			respd_simple(cmd, '+', "OK");
+		} else {
+			return;
 		}
 		respd_finish(cmd);
 		return;

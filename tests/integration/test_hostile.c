@@ -835,6 +835,99 @@ static void phase_revoke(void)
 	T_EQ_INT(tsrv_stop(&srv), 0);
 }
 
+/* ------------------------------------------------------------------------
+ * deletes (item 8): acknowledged deletes and clears survive kill -9
+ */
+
+#define D_ROUNDS 6
+#define D_KEYS 20
+#define D_LEN (64u << 10)
+
+static void d_key(struct kvt_key *k, char what, int round, int i)
+{
+	char name[48];
+	snprintf(name, sizeof(name), "del-%c-%d-%d", what, round, i);
+	kvt_key_set(k, name, strlen(name));
+}
+
+static void phase_deletes(void)
+{
+	const char *extra[] = { "--ssd", "128M", "--set", "ssd.admission=always", NULL };
+	uint8_t *v = malloc(D_LEN);
+	unsigned resurrected = 0, deleted = 0, kept_lost = 0;
+
+	start("deletes", extra);
+	for (int round = 0; round < D_ROUNDS; round++) {
+		struct kvt_ns_desc da = desc, db = desc;
+		uint8_t na[PROTO_DIGEST_LEN], nb[PROTO_DIGEST_LEN];
+		char model_b[64];
+		uint64_t removed = 0;
+		struct kc c;
+
+		snprintf(model_b, sizeof(model_b), "hostile-clear-%d", round);
+		db.model = model_b;
+		T_RC(kc_connect_tcp(&c, srv.port), 0);
+		T_RC(kc_login(&c, "alice", SECRET_ALICE), 0);
+		T_RC(kc_register(&c, &da, na, NULL, 0), KVT_OK);
+		T_RC(kc_register(&c, &db, nb, NULL, 0), KVT_OK);
+		for (int i = 0; i < D_KEYS; i++) {
+			struct kvt_key k;
+			struct iovec p = { v, D_LEN };
+			fill(v, D_LEN, (uint32_t)(round * 1000 + i));
+			d_key(&k, 'a', round, i);
+			T_RC(kc_put(&c, na, &k, &p, 1, NULL), KVT_OK);
+			d_key(&k, 'b', round, i);
+			T_RC(kc_put(&c, nb, &k, &p, 1, NULL), KVT_OK);
+		}
+		/* On SSD, so that a restart would bring them back. */
+		kc_close(&c);
+		stat_wait_zero("ssd.writedown_pending_bytes", "ssd.writes_inflight");
+		T_RC(kc_connect_tcp(&c, srv.port), 0);
+		T_RC(kc_login(&c, "alice", SECRET_ALICE), 0);
+		T_RC(kc_register(&c, &da, na, NULL, 0), KVT_OK);
+		T_RC(kc_register(&c, &db, nb, NULL, 0), KVT_OK);
+		/* Half of a's deleted, all of b cleared; kill -9 right after
+		 * the last acknowledgment. */
+		for (int i = 0; i < D_KEYS; i += 2) {
+			struct kvt_key k;
+			d_key(&k, 'a', round, i);
+			T_RC(kc_delete(&c, na, &k), KVT_OK);
+			deleted++;
+		}
+		T_RC(kc_clear(&c, PROTO_SCOPE_NS, nb, NULL, &removed), 0);
+		T_EQ_U64(removed, D_KEYS);
+		deleted += D_KEYS;
+		tsrv_kill9(&srv);
+		kc_close(&c);
+		start("deletes", extra);
+
+		T_RC(kc_connect_tcp(&c, srv.port), 0);
+		T_RC(kc_login(&c, "alice", SECRET_ALICE), 0);
+		T_RC(kc_register(&c, &da, na, NULL, 0), KVT_OK);
+		T_RC(kc_register(&c, &db, nb, NULL, 0), KVT_OK);
+		for (int i = 0; i < D_KEYS; i++) {
+			struct kvt_key k;
+			int rc;
+			d_key(&k, 'a', round, i);
+			rc = kc_exists(&c, na, &k, NULL);
+			if (i % 2 == 0 && rc == KVT_OK)
+				resurrected++;
+			if (i % 2 == 1 && rc != KVT_OK)
+				kept_lost++;
+			d_key(&k, 'b', round, i);
+			if (kc_exists(&c, nb, &k, NULL) == KVT_OK)
+				resurrected++;
+		}
+		kc_close(&c);
+	}
+	printf("deletes: %d rounds of deletes and a clear, each followed by kill -9: %u of %u "
+	       "acknowledged deletes came back; %u kept blocks lost\n", D_ROUNDS, resurrected,
+	       deleted, kept_lost);
+	T_EQ_INT(resurrected, 0);
+	free(v);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
 /* ------------------------------------------------------------------------ */
 
 static const struct {
@@ -846,6 +939,7 @@ static const struct {
 	{ "grantee_ssd", phase_grantee_ssd },
 	{ "emfile", phase_emfile },
 	{ "revoke", phase_revoke },
+	{ "deletes", phase_deletes },
 };
 
 int main(int argc, char **argv)
