@@ -667,6 +667,10 @@ struct kvtd_frame {
 	/* DELETE, CLEAR: a KVT_OP_FLUSH after the items, so that the answer
 	 * goes out only once their tombstones are durable (ops.c) */
 	struct kvtd_item *flush;
+	/* GET: stored parts its range reads verified (value.c), and whether
+	 * the check was planned (a large one runs on the aux thread) */
+	void *vcache;
+	bool verify_planned;
 	/* GET: quiet items submitted a few at a time (ops.c "Quiet GETs") */
 	struct kvtd_item **quiet_q;
 	uint32_t quiet_n, quiet_next, quiet_inflight;
@@ -707,6 +711,13 @@ void kvtd_value_item_unpin(struct kvtd_server *srv, struct kvtd_item *it);
 /* Commit every reserved item (CRC-checked): their statuses. */
 void kvtd_value_put_commit(struct kvtd_frame *fr);
 void kvtd_value_get_reply(struct kvtd_frame *fr);
+/* Range reads: the bytes of stored parts to verify (planned into the
+ * frame's cache); verify them (any thread); free the cache. */
+uint64_t kvtd_value_verify_plan(struct kvtd_frame *fr);
+void kvtd_value_verify_run(struct kvtd_frame *fr);
+void kvtd_value_vcache_free(struct kvtd_frame *fr);
+/* Range verification larger than this runs on the aux thread. */
+#define KVTD_VERIFY_INLINE_MAX (1u << 20)
 
 /* A PUT frame's header and table arrived, its data not yet: reserve DRAM
  * for its values and receive them in place (true), or not (false: the

@@ -132,6 +132,7 @@ void kvtd_frame_free(struct kvtd_frame *fr)
 	free(fr->subs);
 	free(fr->quiet_q);
 	free(fr->flush);
+	kvtd_value_vcache_free(fr);
 	free(fr->keys);
 	free(fr->tiers);
 	free(fr->ns_ids);
@@ -1480,9 +1481,40 @@ static void ops_durable_status(struct kvtd_frame *fr)
 			fr->subs[k].status = st;
 }
 
+/* Range verification off the loop thread (value.c "value_vcache"). */
+static void ops_verify_run(void *arg)
+{
+	kvtd_value_verify_run(arg);
+}
+
+static void ops_verify_done(void *arg)
+{
+	struct kvtd_frame *fr = arg;
+
+	if (--fr->pending == 0)
+		ops_finish(fr);
+}
+
+/* A GET whose range reads must check more than KVTD_VERIFY_INLINE_MAX
+ * bytes of stored parts has them checked on the aux thread first (a
+ * frame of small ranges of a large value must not stall the loop).
+ * true: in flight. */
+static bool ops_verify(struct kvtd_frame *fr)
+{
+	if (fr->f.op != PROTO_OP_GET || fr->verify_planned || fr->conn->dead)
+		return false;
+	ops_quiet_resolve(fr);
+	fr->verify_planned = true;
+	if (kvtd_value_verify_plan(fr) <= KVTD_VERIFY_INLINE_MAX)
+		return false;
+	fr->pending++;
+	kvtd_aux_submit(fr->loop, ops_verify_run, ops_verify_done, fr);
+	return true;
+}
+
 static void ops_finish(struct kvtd_frame *fr)
 {
-	if (ops_durable(fr))
+	if (ops_durable(fr) || ops_verify(fr))
 		return;
 	ops_durable_status(fr);
 	if (fr->f.op == PROTO_OP_GET || fr->f.op == PROTO_OP_PUT)
@@ -1493,7 +1525,6 @@ static void ops_finish(struct kvtd_frame *fr)
 			ops_ns_register_reply(fr);
 			break;
 		case PROTO_OP_GET:
-			ops_quiet_resolve(fr);
 			kvtd_value_get_reply(fr);
 			break;
 		case PROTO_OP_EXISTS:
