@@ -226,6 +226,8 @@ struct kvtd_counters {
 	/* quiet GET items answered as a miss: their private copy would pass
 	 * the connection's or the server's bound (ops.c "Quiet GETs") */
 	_Atomic uint64_t copy_refused;
+	/* GET frames answered in chunks because their pins would pass a cap */
+	_Atomic uint64_t pin_deferred;
 	/* of conns_refused: past the unauthenticated limits (loop.c) */
 	_Atomic uint64_t unauth_refused;
 };
@@ -294,6 +296,7 @@ struct kvtd_out {
 	void *buf;             /* owned: value bytes copied out (or NULL) */
 	uint64_t bytes;        /* total bytes of this frame */
 	uint64_t mem_len;      /* bytes charged to mem_used (kvtd_conn_queue) */
+	uint64_t pin_len;      /* value bytes behind its pins (kvtd_conn.pin_bytes) */
 	uint64_t copy_len;     /* of them, private SSD copies of quiet GETs behind
 				* pins (charged before it was queued; also in the
 				* connection's copy_bytes until written) */
@@ -390,6 +393,12 @@ struct kvtd_conn {
 
 	/* Bytes of this connection charged to kvtd_server.mem_used */
 	uint64_t mem_rbuf;     /* rbuf capacity beyond KVTD_RBUF_MIN */
+	/* Pinned bytes of its queued output, and of its tenant's (tstat):
+	 * capped (ops.c "Pinned answers"); a GET frame waiting for them to
+	 * drain; the drain clock (loop.c sweep) */
+	uint64_t pin_bytes;
+	struct kvtd_frame *pin_wait, *pin_wait_tail; /* FIFO by pin_next */
+	uint64_t drain_mark_ns, drain_mark_out;
 	uint64_t copy_bytes;   /* private SSD copies held for its quiet GETs
 				* (ops.c "Quiet GETs"), at most KVTD_COPY_CONN_MAX */
 };
@@ -497,6 +506,14 @@ struct kvtd_server {
 #define KVTD_SLOW_PROGRESS (16u << 20)   /* data bytes that restart the frame clock */
 #define KVTD_UNAUTH_PEER_MAX 256u        /* unauthenticated connections from one address */
 #define KVTD_QUIET_WINDOW 4u             /* a frame's quiet GETs in the store at once */
+/* Pinned bytes of queued answers: per connection (--conn-output, at most
+ * an eighth of --dram) and per tenant (a quarter of --dram) */
+#define KVTD_PIN_CONN_MAX(srv) ((srv)->cfg.conn_output < (srv)->cfg.dram_bytes / 8 ? \
+				(srv)->cfg.conn_output : (srv)->cfg.dram_bytes / 8)
+#define KVTD_PIN_TENANT_MAX(srv) ((srv)->cfg.dram_bytes / 4)
+/* A reader holding pins must take at least this many bytes a second,
+ * averaged over --idle-timeout, or be closed */
+#define KVTD_MIN_DRAIN_BPS (1u << 20)
 #define KVTD_QUIET_INFLIGHT_MAX 64u      /* ... and the server's */
 /* Private SSD copies one connection may hold: a quarter of --max-memory */
 #define KVTD_COPY_CONN_MAX(srv) ((srv)->cfg.max_memory / 4)
@@ -628,6 +645,9 @@ struct kvtd_item {
 	bool crc_bad;             /* a part's bytes did not match its CRC */
 	/* GET request */
 	bool quiet;               /* KVT_F_QUIET (a grantee's read) */
+	bool deferred;            /* pin let go, to be read again when the
+				   * connection's answers drain (ops.c) */
+	uint64_t est_len;         /* its value's length when last read */
 	uint32_t dup_of;          /* quiet: index + 1 of an earlier item of the frame
 				   * with the same namespace and key, whose result
 				   * this one shares (not submitted); 0: none */
@@ -671,6 +691,11 @@ struct kvtd_frame {
 	 * the check was planned (a large one runs on the aux thread) */
 	void *vcache;
 	bool verify_planned;
+	/* GET answered in chunks (ops.c "Pinned answers"): items before
+	 * chunk_start are answered */
+	uint32_t chunk_start;
+	bool chunked;
+	struct kvtd_frame *pin_next;
 	/* GET: quiet items submitted a few at a time (ops.c "Quiet GETs") */
 	struct kvtd_item **quiet_q;
 	uint32_t quiet_n, quiet_next, quiet_inflight;
@@ -710,7 +735,9 @@ ssize_t kvtd_value_put_recv(struct kvtd_frame *fr, int fd);
 void kvtd_value_item_unpin(struct kvtd_server *srv, struct kvtd_item *it);
 /* Commit every reserved item (CRC-checked): their statuses. */
 void kvtd_value_put_commit(struct kvtd_frame *fr);
-void kvtd_value_get_reply(struct kvtd_frame *fr);
+/* The answer of items [first, last) of a GET frame (PROTO_F_MORE on
+ * every frame of it but one that ends the whole frame's answer). */
+void kvtd_value_get_reply(struct kvtd_frame *fr, uint32_t first, uint32_t last);
 /* Range reads: the bytes of stored parts to verify (planned into the
  * frame's cache); verify them (any thread); free the cache. */
 uint64_t kvtd_value_verify_plan(struct kvtd_frame *fr);
@@ -737,6 +764,10 @@ void kvtd_req_done(struct kvtd_loop *loop, struct kvt_req *r);
 /* Free a frame that will not be answered (its connection died) once
  * nothing of it is in flight; releases pins. */
 void kvtd_frame_free(struct kvtd_frame *fr);
+/* A GET frame waiting for c's pinned answers to drain: continue it (when
+ * they drained enough), or end it (c closed).  ops.c "Pinned answers". */
+void kvtd_get_resume(struct kvtd_conn *c);
+void kvtd_get_abandon(struct kvtd_conn *c);
 /* Drop a connection's namespace cache (it is closing). */
 void kvtd_ns_cache_free(struct kvtd_conn *c);
 
@@ -778,6 +809,9 @@ struct kvtd_proto {
 	 * connection past --max-conns, input past a limit), then close once
 	 * flushed.  status: a proto/kvtier code or -errno. */
 	void (*fail)(struct kvtd_conn *c, int status, const char *msg);
+	/* Queued output holding pins was written and freed: room to answer
+	 * more (lazy pinning).  May be NULL. */
+	void (*written)(struct kvtd_conn *c);
 	/* A library request whose user_data carries this protocol's id. */
 	void (*req_done)(struct kvtd_loop *loop, struct kvt_req *r);
 	/* The connection is freed (closed, nothing in flight).  May be NULL. */
@@ -817,6 +851,7 @@ void kvtd_metrics_resp(struct kvtd_server *srv, bool error);
 /* Per-tenant counters (metrics.c), found once per connection. */
 struct kvtd_tstat {
 	_Atomic uint64_t requests, bytes_in, bytes_out;
+	_Atomic uint64_t pinned;  /* pinned bytes of its connections' queued output */
 };
 /* The counters of c's tenant (NULL before the tenant is known). */
 struct kvtd_tstat *kvtd_tstat_of(struct kvtd_conn *c);

@@ -140,6 +140,21 @@ void kvtd_out_free(struct kvtd_server *srv, struct kvtd_out *o)
 	free(o);
 }
 
+/* An output entry of c is done (written or dropped): what it held is
+ * given back -- its pins, its charge, its share of c's and its tenant's
+ * pinned bytes. */
+static void loop_out_done(struct kvtd_conn *c, struct kvtd_out *o)
+{
+	c->copy_bytes -= o->copy_len;
+	if (o->pin_len) {
+		c->pin_bytes -= o->pin_len;
+		if (c->tstat)
+			atomic_fetch_sub_explicit(&c->tstat->pinned, o->pin_len,
+						  memory_order_relaxed);
+	}
+	kvtd_out_free(c->loop->srv, o);
+}
+
 /* TLS (tls.c): an SSL call may wait for the other direction (a read for
  * a write during a handshake, a write for a read after a key update). */
 static uint32_t loop_conn_tls_events(const struct kvtd_conn *c, uint32_t e)
@@ -207,6 +222,16 @@ void kvtd_conn_queue(struct kvtd_conn *c, struct kvtd_out *o)
 		kvtd_out_free(srv, o);
 		return;
 	}
+	if (o->pin_len) {
+		if (!c->pin_bytes) {
+			c->drain_mark_ns = c->loop->now_ns;
+			c->drain_mark_out = c->bytes_out;
+		}
+		c->pin_bytes += o->pin_len;
+		if (c->tstat)
+			atomic_fetch_add_explicit(&c->tstat->pinned, o->pin_len,
+						  memory_order_relaxed);
+	}
 	/* Encoded bytes are charged; pinned DRAM runs are the DRAM tier's;
 	 * private copies behind pins were charged when made (ops.c). */
 	o->mem_len = o->pin_count ? (o->iov_count ? o->iov[0].iov_len : 0) : o->bytes;
@@ -227,6 +252,7 @@ static void loop_conn_flush(struct kvtd_conn *c)
 {
 	struct kvtd_server *srv = c->loop->srv;
 	struct iovec iov[128];
+	bool unpinned = false;
 
 	while (c->out_head && !c->dead) {
 		unsigned n = 0;
@@ -286,8 +312,9 @@ static void loop_conn_flush(struct kvtd_conn *c)
 			if (!c->out_head)
 				c->out_tail = NULL;
 			KVTD_COUNT(srv, frames_out, 1);
-			c->copy_bytes -= o->copy_len;
-			kvtd_out_free(srv, o);
+			if (o->pin_len)
+				unpinned = true;
+			loop_out_done(c, o);
 		}
 	}
 	if (!c->dead) {
@@ -295,6 +322,8 @@ static void loop_conn_flush(struct kvtd_conn *c)
 		loop_conn_events(c, false);
 		loop_conn_flow(c);
 	}
+	if (unpinned && !c->dead && c->ops->written)
+		c->ops->written(c);
 }
 
 /* ------------------------------------------------------------------------
@@ -405,8 +434,7 @@ static void loop_conn_close(struct kvtd_conn *c, const char *why)
 	while (c->out_head) {
 		struct kvtd_out *o = c->out_head;
 		c->out_head = o->next;
-		c->copy_bytes -= o->copy_len;
-		kvtd_out_free(srv, o);
+		loop_out_done(c, o);
 	}
 	c->out_tail = NULL;
 	c->out_bytes = 0;
@@ -1030,6 +1058,15 @@ static void loop_sweep(struct kvtd_loop *loop)
 			why = "frame not completed in time (slow client)";
 		else if (c->out_stall_ns && now - c->out_stall_ns > limit)
 			why = "client stopped reading its responses";
+		else if (c->pin_bytes && now - c->drain_mark_ns > limit) {
+			/* Pins held for a reader that takes less than
+			 * KVTD_MIN_DRAIN_BPS: released by closing it. */
+			if (c->bytes_out - c->drain_mark_out <
+			    (uint64_t)KVTD_MIN_DRAIN_BPS * srv->cfg.idle_timeout_s)
+				why = "client reads its responses too slowly for the DRAM they pin";
+			c->drain_mark_ns = now;
+			c->drain_mark_out = c->bytes_out;
+		}
 		if (!why)
 			continue;
 		KVTD_COUNT(srv, errors[KVTD_ERR_TIMEOUT], 1);

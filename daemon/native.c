@@ -239,6 +239,16 @@ static void native_drop_input(struct kvtd_conn *c)
 		c->rx = NULL;
 		kvtd_frame_free(fr);
 	}
+	/* A GET waiting for the answers to drain goes on while they can
+	 * (stopping); once closed, it ends. */
+	if (c->dead)
+		kvtd_get_abandon(c);
+}
+
+/* Pinned answers were written: a GET waiting for room goes on. */
+static void native_written(struct kvtd_conn *c)
+{
+	kvtd_get_resume(c);
 }
 
 /* Nothing in flight: a BYE read earlier is answered now. */
@@ -272,6 +282,7 @@ const struct kvtd_proto kvtd_native_proto = {
 	.partial = native_partial,
 	.drop_input = native_drop_input,
 	.idle = native_idle,
+	.written = native_written,
 	.fail = native_fail,
 	.req_done = kvtd_req_done,
 	.free = native_free,

@@ -1301,6 +1301,7 @@ static void ops_stats(struct kvtd_frame *fr)
 		ops_stats_add(&st, "server.unauth_conns", atomic_load(&srv->unauth_conns), NULL);
 		ops_stats_add(&st, "server.mem_refused", atomic_load(&k->mem_refused), NULL);
 		ops_stats_add(&st, "server.copy_refused", atomic_load(&k->copy_refused), NULL);
+		ops_stats_add(&st, "server.pin_deferred", atomic_load(&k->pin_deferred), NULL);
 		ops_stats_add(&st, "server.mem_paused", atomic_load(&k->mem_paused), NULL);
 		ops_stats_add(&st, "server.mem_used", atomic_load(&srv->mem_used), NULL);
 		ops_stats_add(&st, "server.mem_max", srv->cfg.max_memory, NULL);
@@ -1481,6 +1482,155 @@ static void ops_durable_status(struct kvtd_frame *fr)
 			fr->subs[k].status = st;
 }
 
+/* ------------------------------------------------------------------------
+ * Pinned answers (issue 21: a slow reader pins DRAM for everyone).  A
+ * GET's answer holds pins on DRAM until it is written; what one
+ * connection's queued answers pin is capped (KVTD_PIN_CONN_MAX), and so is
+ * what a tenant's connections pin together (KVTD_PIN_TENANT_MAX).  A
+ * frame whose answer would pass a cap is answered in chunks: the items
+ * that fit now, then the others' pins are let go (deferred) and they are
+ * read again once the connection's answers have drained (the protocol
+ * table's written hook), as many as fit.  A block evicted meanwhile is a
+ * miss.  A connection always gets at least one item when nothing of its
+ * own is pinned, so it always progresses; loop.c closes one that drains
+ * slower than KVTD_MIN_DRAIN_BPS, which lets its pins go.  Quiet GETs are
+ * bounded as copies instead ("Quiet GETs").
+ */
+
+static uint64_t ops_pin_budget(struct kvtd_conn *c)
+{
+	struct kvtd_server *srv = c->loop->srv;
+	uint64_t cap = KVTD_PIN_CONN_MAX(srv), b = c->pin_bytes < cap ? cap - c->pin_bytes : 0;
+
+	if (c->tstat) {
+		uint64_t tp = atomic_load_explicit(&c->tstat->pinned, memory_order_relaxed);
+		uint64_t tcap = KVTD_PIN_TENANT_MAX(srv), tb = tp < tcap ? tcap - tp : 0;
+		if (tb < b)
+			b = tb;
+	}
+	return b;
+}
+
+/* The bytes an item's answer carries (and its output counts as pinned):
+ * its range, or the whole value (a part: at most that). */
+static uint64_t ops_answer_len(const struct kvtd_item *it)
+{
+	if ((it->flags & PROTO_IF_RANGE) && !(it->flags & PROTO_IF_PART) &&
+	    it->len <= it->req.length)
+		return it->len;
+	return it->req.length;
+}
+
+/* Answer what fits of a GET frame; true if the rest waits (the frame is
+ * held: pending + 1, c->pin_wait). */
+static bool ops_get_answer(struct kvtd_frame *fr)
+{
+	struct kvtd_server *srv = ops_srv(fr);
+	struct kvtd_conn *c = fr->conn;
+	uint64_t budget, sum = 0;
+	uint32_t end = fr->chunk_start;
+
+	if (fr->quiet_n) {
+		kvtd_value_get_reply(fr, 0, fr->n);
+		return false;
+	}
+	budget = ops_pin_budget(c);
+	while (end < fr->n) {
+		struct kvtd_item *it = &fr->items[end];
+		uint64_t len = it->pinned ? ops_answer_len(it) : 0;
+		if (it->deferred)
+			break;
+		if (len && sum + len > budget && (end > fr->chunk_start || c->pin_bytes))
+			break;
+		sum += len;
+		end++;
+	}
+	if (end > fr->chunk_start) {
+		kvtd_value_get_reply(fr, fr->chunk_start, end);
+		fr->chunk_start = end;
+	}
+	if (end == fr->n || c->dead)
+		return false;
+	for (uint32_t i = end; i < fr->n; i++) {
+		struct kvtd_item *it = &fr->items[i];
+		if (it->pinned) {
+			it->est_len = ops_answer_len(it);
+			kvtd_value_item_unpin(srv, it);
+			it->deferred = true;
+		}
+	}
+	if (!fr->chunked)
+		KVTD_COUNT(srv, pin_deferred, 1);
+	fr->chunked = true;
+	fr->pending++;
+	fr->pin_next = NULL;
+	if (c->pin_wait_tail)
+		c->pin_wait_tail->pin_next = fr;
+	else
+		c->pin_wait = fr;
+	c->pin_wait_tail = fr;
+	return true;
+}
+
+static struct kvtd_frame *ops_pin_pop(struct kvtd_conn *c)
+{
+	struct kvtd_frame *fr = c->pin_wait;
+
+	if (fr) {
+		c->pin_wait = fr->pin_next;
+		if (!c->pin_wait)
+			c->pin_wait_tail = NULL;
+		fr->pin_next = NULL;
+	}
+	return fr;
+}
+
+/* The connection's pinned answers drained (native.c written hook): read
+ * the deferred items that fit. */
+void kvtd_get_resume(struct kvtd_conn *c)
+{
+	struct kvtd_frame *fr = c->pin_wait;
+	struct kvtd_item **its;
+	uint64_t budget, sum = 0;
+	uint32_t k = 0;
+
+	if (!fr)
+		return;
+	budget = ops_pin_budget(c);
+	/* Hysteresis: half the connection's window free, or none of it used. */
+	if (c->pin_bytes && budget < KVTD_PIN_CONN_MAX(c->loop->srv) / 2)
+		return;
+	its = malloc((fr->n - fr->chunk_start) * sizeof(*its));
+	if (!its)
+		return; /* tried again at the next drain */
+	ops_pin_pop(c);
+	for (uint32_t i = fr->chunk_start; i < fr->n; i++) {
+		struct kvtd_item *it = &fr->items[i];
+		if (!it->deferred)
+			continue;
+		if (k && sum + it->est_len > budget)
+			break;
+		sum += it->est_len;
+		it->deferred = false;
+		it->status = 0;
+		its[k++] = it;
+	}
+	ops_submit(fr, its, k);
+	free(its);
+	if (--fr->pending == 0)
+		ops_finish(fr);
+}
+
+/* The connection closed with a frame waiting: it ends unanswered. */
+void kvtd_get_abandon(struct kvtd_conn *c)
+{
+	struct kvtd_frame *fr;
+
+	while ((fr = ops_pin_pop(c)))
+		if (--fr->pending == 0)
+			ops_finish(fr);
+}
+
 /* Range verification off the loop thread (value.c "value_vcache"). */
 static void ops_verify_run(void *arg)
 {
@@ -1525,7 +1675,8 @@ static void ops_finish(struct kvtd_frame *fr)
 			ops_ns_register_reply(fr);
 			break;
 		case PROTO_OP_GET:
-			kvtd_value_get_reply(fr);
+			if (ops_get_answer(fr))
+				return;
 			break;
 		case PROTO_OP_EXISTS:
 		case PROTO_OP_PUT:

@@ -664,14 +664,15 @@ static struct kvtd_item *value_pin_of(struct kvtd_frame *fr, uint32_t e)
 	return it->pinned && it->carries == 0 ? it : NULL;
 }
 
-void kvtd_value_get_reply(struct kvtd_frame *fr)
+void kvtd_value_get_reply(struct kvtd_frame *fr, uint32_t first, uint32_t last)
 {
 	struct kvtd_server *srv = fr->loop->srv;
 	const struct proto_limits *lim = &srv->lim;
-	struct value_get_out *g = calloc(fr->n, sizeof(*g));
-	struct proto_item *pis = calloc(fr->n, sizeof(*pis));
+	/* Items [first, last): g and pis are indexed from first. */
+	struct value_get_out *g = calloc(last - first + 1, sizeof(*g));
+	struct proto_item *pis = calloc(last - first + 1, sizeof(*pis));
 	uint64_t table_budget = lim->table_max, data_budget;
-	uint32_t start = 0;
+	uint32_t start = first;
 
 	if (!g || !pis) {
 		free(g);
@@ -680,15 +681,15 @@ void kvtd_value_get_reply(struct kvtd_frame *fr)
 		return;
 	}
 	data_budget = lim->frame_max - PROTO_HDR_LEN - lim->table_max;
-	for (uint32_t i = 0; i < fr->n; i++) {
-		value_get_item(srv, &fr->items[i], i, &g[i], fr->vcache);
-		pis[i] = g[i].pi;
-		if (g[i].pi.status != KVT_OK && fr->items[i].pinned && !fr->items[i].carries) {
+	for (uint32_t i = first; i < last; i++) {
+		value_get_item(srv, &fr->items[i], i, &g[i - first], fr->vcache);
+		pis[i - first] = g[i - first].pi;
+		if (g[i - first].pi.status != KVT_OK && fr->items[i].pinned && !fr->items[i].carries) {
 			/* Answered without bytes: let the block go now. */
 			kvtd_value_item_unpin(srv, &fr->items[i]);
 		}
 	}
-	while (start < fr->n) {
+	while (start < last) {
 		uint64_t tb = 0, db = 0;
 		uint32_t end = start, slices = 0, pins = 0;
 		struct proto_frame rf;
@@ -697,21 +698,21 @@ void kvtd_value_get_reply(struct kvtd_frame *fr)
 
 		/* Take items while they fit (at least one always does: an item
 		 * is <= value_max and its table entry <= 40 + 16 * parts_max). */
-		while (end < fr->n) {
-			uint64_t d = g[end].pi.status == KVT_OK ? g[end].data_len : 0;
-			if (end > start && (tb + g[end].table_len > table_budget ||
+		while (end < last) {
+			uint64_t d = g[end - first].pi.status == KVT_OK ? g[end - first].data_len : 0;
+			if (end > start && (tb + g[end - first].table_len > table_budget ||
 					    db + d > data_budget))
 				break;
-			tb += g[end].table_len;
+			tb += g[end - first].table_len;
 			db += d;
-			slices += g[end].pi.status == KVT_OK ? g[end].slice_count : 0;
+			slices += g[end - first].pi.status == KVT_OK ? g[end - first].slice_count : 0;
 			pins += value_pin_of(fr, end) != NULL;
 			end++;
 		}
 		kvtd_resp_init(fr, &rf, 0);
 		if (end < fr->n)
 			rf.flags |= PROTO_F_MORE;
-		rc = kvtd_resp_encode(&rf, pis + start, end - start, lim, &o);
+		rc = kvtd_resp_encode(&rf, pis + (start - first), end - start, lim, &o);
 		if (rc < 0) {
 			kvtd_log(KVTD_ERROR, "cannot encode a GET response", "tag=%llu error=\"%s\"",
 				 (unsigned long long)fr->f.tag, proto_strerror(rc));
@@ -735,10 +736,10 @@ void kvtd_value_get_reply(struct kvtd_frame *fr)
 			o->iov_count = 1;
 			o->pins = pv;
 			for (uint32_t i = start; i < end; i++) {
-				if (g[i].pi.status == KVT_OK) {
-					for (unsigned s = 0; s < g[i].slice_count; s++) {
-						o->iov[o->iov_count++] = g[i].slices[s];
-						o->bytes += g[i].slices[s].iov_len;
+				if (g[i - first].pi.status == KVT_OK) {
+					for (unsigned s = 0; s < g[i - first].slice_count; s++) {
+						o->iov[o->iov_count++] = g[i - first].slices[s];
+						o->bytes += g[i - first].slices[s].iov_len;
 					}
 				}
 				struct kvtd_item *p = value_pin_of(fr, i);
@@ -751,12 +752,14 @@ void kvtd_value_get_reply(struct kvtd_frame *fr)
 					p->copy_charged = 0;
 				}
 			}
+			if (o->pin_count)
+				o->pin_len = o->bytes - o->iov[0].iov_len;
 		}
 		kvtd_conn_queue(fr->conn, o);
 		start = end;
 	}
-	for (uint32_t i = 0; i < fr->n; i++)
-		value_get_out_free(&g[i]);
+	for (uint32_t i = first; i < last; i++)
+		value_get_out_free(&g[i - first]);
 	free(g);
 	free(pis);
 }

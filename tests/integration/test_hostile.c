@@ -1040,6 +1040,129 @@ static void phase_range(void)
 	T_EQ_INT(tsrv_stop(&srv), 0);
 }
 
+/* ------------------------------------------------------------------------
+ * slow_reader (item 4): a slow reader does not pin DRAM for everyone
+ */
+
+#define S_BLOCKS 56
+#define S_LEN (1u << 20)
+
+/* alice: 512 KiB a second, every second (progress, never a stall). */
+struct slow_reader {
+	pthread_t t;
+	int fd;
+	_Atomic bool stop;
+	uint64_t got;
+};
+
+static void *slow_reader_main(void *arg)
+{
+	struct slow_reader *r = arg;
+	char *sink = malloc(64u << 10);
+
+	while (!atomic_load(&r->stop)) {
+		uint64_t want = 512u << 10;
+		while (want) {
+			ssize_t n = recv(r->fd, sink, want < (64u << 10) ? want : (64u << 10),
+					 MSG_DONTWAIT);
+			if (n <= 0)
+				break;
+			r->got += (uint64_t)n;
+			want -= (uint64_t)n;
+		}
+		tsrv_sleep_ms(1000);
+	}
+	free(sink);
+	return NULL;
+}
+
+static void phase_slow_reader(void)
+{
+	const char *extra[] = { "--ssd", "0", "--idle-timeout", "3", NULL };
+	uint8_t ns[PROTO_DIGEST_LEN], nsb[PROTO_DIGEST_LEN], *v = malloc(S_LEN);
+	struct kvt_ns_desc db = desc;
+	struct proto_item *its = calloc(S_BLOCKS, sizeof(*its));
+	struct proto_frame f = { .op = PROTO_OP_GET };
+	unsigned puts = 0, efull = 0, other = 0;
+	uint64_t t0, pins_max = 0, pins_end = 0;
+	struct slow_reader sr = { 0 };
+	struct kc alice, bob, adm;
+
+	/* bob's quota is his: the pool must find him room. */
+	start_with("slow_reader", extra, "alice " SECRET_ALICE " tenant\n"
+					 "bob " SECRET_ALICE " tenant dram=16M\n"
+					 "admin " SECRET_ADMIN " admin\n");
+	T_RC(kc_connect_tcp(&alice, srv.port), 0);
+	T_RC(kc_login(&alice, "alice", SECRET_ALICE), 0);
+	T_RC(kc_register(&alice, &desc, ns, NULL, 0), KVT_OK);
+	for (unsigned i = 0; i < S_BLOCKS; i++) {
+		struct iovec p = { v, S_LEN };
+		g_key(&its[i].key, i);
+		fill(v, S_LEN, i);
+		T_RC(kc_put(&alice, ns, &its[i].key, &p, 1, NULL), KVT_OK);
+	}
+	T_RC(kc_connect_tcp(&bob, srv.port), 0);
+	T_RC(kc_login(&bob, "bob", SECRET_ALICE), 0);
+	db.model = "hostile-bob";
+	T_RC(kc_register(&bob, &db, nsb, NULL, 0), KVT_OK);
+	T_RC(kc_connect_tcp(&adm, srv.port), 0);
+	T_RC(kc_login(&adm, "admin", SECRET_ADMIN), 0);
+
+	/* alice: one GET of all of it, read at 0.5 MiB/s. */
+	f.ns_count = 1;
+	f.ns = ns;
+	T_ASSERT(kc_request(&alice, &f, its, S_BLOCKS, NULL, 0) > 0);
+	sr.fd = alice.fd;
+	pthread_create(&sr.t, NULL, slow_reader_main, &sr);
+	t0 = now_ns();
+	fill(v, S_LEN, 999);
+	for (unsigned round = 0; now_ns() - t0 < 10000000000ull; round++) {
+		struct kvt_key k;
+		struct iovec p = { v, S_LEN };
+		char name[32];
+		uint64_t pins = 0;
+		int rc;
+		snprintf(name, sizeof(name), "bob-%u", round);
+		kvt_key_set(&k, name, strlen(name));
+		rc = kc_put(&bob, nsb, &k, &p, 1, NULL);
+		puts++;
+		if (rc == KVT_EFULL)
+			efull++;
+		else if (rc != KVT_OK)
+			other++;
+		if (kc_stat(&adm, PROTO_SCOPE_ALL, "store.pins_active", &pins) == 0) {
+			if (pins > pins_max)
+				pins_max = pins;
+			pins_end = pins;
+		}
+		tsrv_sleep_ms(100);
+	}
+	/* She goes on reading; within the drain windows she is closed. */
+	for (int i = 0; i < 100 && pins_end; i++) {
+		tsrv_sleep_ms(100);
+		if (kc_stat(&adm, PROTO_SCOPE_ALL, "store.pins_active", &pins_end) != 0)
+			break;
+	}
+	atomic_store(&sr.stop, true);
+	pthread_join(sr.t, NULL);
+	printf("slow_reader: alice GETs %u MiB in one frame and reads 0.5 MiB/s (%" PRIu64
+	       " KiB); store.pins_active peak %" PRIu64 ", at the end (10-20 s) %" PRIu64
+	       "; bob's 1 MiB PUTs (dram=16M quota): %u, KVT_EFULL %u, other errors %u\n",
+	       S_BLOCKS, sr.got >> 10, pins_max, pins_end, puts, efull, other);
+	/* Pinned per connection: at most an eighth of --dram (8 blocks). */
+	T_LE_INT(pins_max, DRAM / 8 / S_LEN + 1);
+	/* She cannot have drained 56 MiB: she was closed, her pins let go. */
+	T_EQ_INT(pins_end, 0);
+	T_EQ_INT(efull, 0);
+	T_EQ_INT(other, 0);
+	kc_close(&alice);
+	kc_close(&bob);
+	kc_close(&adm);
+	free(v);
+	free(its);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
 /* ------------------------------------------------------------------------ */
 
 static const struct {
@@ -1053,6 +1176,7 @@ static const struct {
 	{ "revoke", phase_revoke },
 	{ "deletes", phase_deletes },
 	{ "range", phase_range },
+	{ "slow_reader", phase_slow_reader },
 };
 
 int main(int argc, char **argv)
