@@ -825,6 +825,7 @@ static int kvtierd_open(struct kvtd_server *srv, struct kvtd_listener *listeners
 	for (unsigned i = 0; srv->tls_ctx && i < srv->listener_count; i++)
 		listeners[i].tls = !listeners[i].is_unix && listeners[i].proto != KVTD_PROTO_HTTP;
 	kvtierd_nofile(srv);
+	kvtd_ns_count_init(srv);
 	return KVTD_EXIT_OK;
 }
 

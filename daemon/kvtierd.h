@@ -226,6 +226,8 @@ struct kvtd_counters {
 	/* quiet GET items answered as a miss: their private copy would pass
 	 * the connection's or the server's bound (ops.c "Quiet GETs") */
 	_Atomic uint64_t copy_refused;
+	/* namespaces refused past KVTD_NS_TENANT_MAX */
+	_Atomic uint64_t ns_refused;
 	/* GET frames answered in chunks because their pins would pass a cap */
 	_Atomic uint64_t pin_deferred;
 	/* of conns_refused: past the unauthenticated limits (loop.c) */
@@ -506,6 +508,7 @@ struct kvtd_server {
 #define KVTD_SLOW_PROGRESS (16u << 20)   /* data bytes that restart the frame clock */
 #define KVTD_UNAUTH_PEER_MAX 256u        /* unauthenticated connections from one address */
 #define KVTD_QUIET_WINDOW 4u             /* a frame's quiet GETs in the store at once */
+#define KVTD_NS_TENANT_MAX 1024u         /* namespaces one tenant may register */
 /* Pinned bytes of queued answers: per connection (--conn-output, at most
  * an eighth of --dram) and per tenant (a quarter of --dram) */
 #define KVTD_PIN_CONN_MAX(srv) ((srv)->cfg.conn_output < (srv)->cfg.dram_bytes / 8 ? \
@@ -852,7 +855,13 @@ void kvtd_metrics_resp(struct kvtd_server *srv, bool error);
 struct kvtd_tstat {
 	_Atomic uint64_t requests, bytes_in, bytes_out;
 	_Atomic uint64_t pinned;  /* pinned bytes of its connections' queued output */
+	_Atomic uint32_t ns_count; /* namespaces registered in its name (KVTD_NS_TENANT_MAX) */
 };
+/* The counters of a tenant by name (created if new; NULL past the table's
+ * size or out of memory).  Any thread. */
+struct kvtd_tstat *kvtd_tstat_named(struct kvtd_server *srv, const char *name, size_t len);
+/* Count each tenant's namespaces in the registry (startup, main thread). */
+void kvtd_ns_count_init(struct kvtd_server *srv);
 /* The counters of c's tenant (NULL before the tenant is known). */
 struct kvtd_tstat *kvtd_tstat_of(struct kvtd_conn *c);
 

@@ -500,6 +500,37 @@ static void ops_simple(struct kvtd_frame *fr)
  * NS_REGISTER
  */
 
+/* Would fresh more new namespaces pass c's tenant's quota? */
+static bool ops_ns_quota_full(struct kvtd_conn *c, uint32_t fresh)
+{
+	struct kvtd_tstat *t = kvtd_tstat_of(c);
+
+	return t && atomic_load_explicit(&t->ns_count, memory_order_relaxed) + fresh >=
+			    KVTD_NS_TENANT_MAX;
+}
+
+/* Startup: each tenant's namespaces, from their canonical texts. */
+void kvtd_ns_count_init(struct kvtd_server *srv)
+{
+	char *canon = malloc(PROTO_CANON_MAX + 1);
+	uint8_t digest[PROTO_DIGEST_LEN];
+
+	for (uint32_t id = 1; canon; id++) {
+		const char *tn;
+		int len = kvt_ns_info(srv->store, id, digest, canon, PROTO_CANON_MAX + 1), tl;
+		struct kvtd_tstat *t;
+		if (len < 0)
+			break;
+		tl = kvtd_canon_tenant(canon, (size_t)len, &tn);
+		if (tl <= 0)
+			continue;
+		t = kvtd_tstat_named(srv, tn, (size_t)tl);
+		if (t)
+			atomic_fetch_add_explicit(&t->ns_count, 1, memory_order_relaxed);
+	}
+	free(canon);
+}
+
 static void ops_ns_register(struct kvtd_frame *fr)
 {
 	struct kvtd_server *srv = ops_srv(fr);
@@ -507,7 +538,7 @@ static void ops_ns_register(struct kvtd_frame *fr)
 	struct proto_iter iter;
 	struct proto_item pi;
 	bool aux = false;
-	uint32_t i = 0;
+	uint32_t i = 0, fresh = 0;
 
 	fr->n = fr->f.item_count;
 	fr->items = calloc(fr->n, sizeof(*fr->items));
@@ -559,9 +590,14 @@ static void ops_ns_register(struct kvtd_frame *fr)
 			 * writes, and registering is a write). */
 			it->status = KVT_ENONS;
 			KVTD_COUNT(srv, errors[KVTD_ERR_PERM], 1);
+		} else if (rc == KVT_MISS && ops_ns_quota_full(c, fresh)) {
+			/* At most KVTD_NS_TENANT_MAX namespaces per tenant. */
+			it->status = KVT_EFULL;
+			KVTD_COUNT(srv, ns_refused, 1);
 		} else if (rc == KVT_MISS) {
 			/* New: registering persists the registry (fsync). */
 			it->need_register = true;
+			fresh++;
 			aux = true;
 		} else {
 			it->status = rc;
@@ -585,6 +621,9 @@ static void ops_aux_run(void *arg)
 		if (!it->need_register)
 			continue;
 		it->status = kvt_ns_register(srv->store, &it->desc, &it->ns_id);
+		if (it->status == KVT_OK && fr->conn->tstat)
+			atomic_fetch_add_explicit(&fr->conn->tstat->ns_count, 1,
+						  memory_order_relaxed);
 		/* Into its tenant's quota group before any put can reach it
 		 * (the reply goes out after this). */
 		if (it->status == KVT_OK) {
@@ -1302,6 +1341,7 @@ static void ops_stats(struct kvtd_frame *fr)
 		ops_stats_add(&st, "server.mem_refused", atomic_load(&k->mem_refused), NULL);
 		ops_stats_add(&st, "server.copy_refused", atomic_load(&k->copy_refused), NULL);
 		ops_stats_add(&st, "server.pin_deferred", atomic_load(&k->pin_deferred), NULL);
+		ops_stats_add(&st, "server.ns_refused", atomic_load(&k->ns_refused), NULL);
 		ops_stats_add(&st, "server.mem_paused", atomic_load(&k->mem_paused), NULL);
 		ops_stats_add(&st, "server.mem_used", atomic_load(&srv->mem_used), NULL);
 		ops_stats_add(&st, "server.mem_max", srv->cfg.max_memory, NULL);
