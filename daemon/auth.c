@@ -44,6 +44,8 @@
 #include <unistd.h>
 
 #include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 
 #include "kvtierd.h"
 
@@ -874,9 +876,20 @@ int kvtd_auth_plain(const char *tenant, uint32_t tenant_len, const uint8_t *secr
 		memcpy(want, auth_dummy, sizeof(auth_dummy));
 		want_len = sizeof(auth_dummy);
 	}
-	/* Constant time over the stored secret's length; an unknown tenant
-	 * is compared against a random key, at the same cost. */
-	ok = secret_len == want_len && CRYPTO_memcmp(want, secret, want_len) == 0;
+	/* HMACs of both under the process's random key, compared in constant
+	 * time: neither the secret's length nor its bytes show in the time
+	 * taken; an unknown tenant is compared against a random key, at the
+	 * same cost. */
+	{
+		uint8_t ma[32], mb[32];
+		unsigned la = 0, lb = 0;
+		ok = HMAC(EVP_sha256(), auth_dummy, sizeof(auth_dummy), want, want_len, ma, &la) &&
+		     HMAC(EVP_sha256(), auth_dummy, sizeof(auth_dummy), secret, secret_len, mb,
+			  &lb) &&
+		     la == 32 && lb == 32 && CRYPTO_memcmp(ma, mb, 32) == 0;
+		OPENSSL_cleanse(ma, sizeof(ma));
+		OPENSSL_cleanse(mb, sizeof(mb));
+	}
 	OPENSSL_cleanse(want, want_len);
 	if (!ok || !known)
 		return PROTO_EAUTH;

@@ -494,6 +494,9 @@ struct kvtd_server {
 	/* Quiet GETs in the store, all loops (ops.c "Quiet GETs") */
 	_Atomic unsigned quiet_inflight;
 	_Atomic unsigned peer_unauth[KVTD_PEER_SLOTS];
+	/* Failed AUTHs by peer slot in the current second (loop.c) */
+	_Atomic uint64_t auth_fail_sec[KVTD_PEER_SLOTS];
+	_Atomic uint32_t auth_fails[KVTD_PEER_SLOTS];
 	char *metrics_token;      /* bearer token for /metrics, or NULL */
 	void *tls_ctx;            /* SSL_CTX * of the TCP listeners, or NULL (tls.c) */
 };
@@ -585,6 +588,12 @@ bool kvtd_conn_auth_current(struct kvtd_conn *c);
 /* Wake every loop (the tenants table changed: loop_main re-checks its
  * connections).  Any thread. */
 void kvtd_loops_wake(struct kvtd_server *srv);
+/* AUTH guessing (doc/security.md): a failed AUTH is counted against its
+ * peer address; past KVTD_AUTH_FAILS_PER_SEC in a second, AUTHs from it
+ * fail without being checked until the second is over. */
+#define KVTD_AUTH_FAILS_PER_SEC 20u
+bool kvtd_auth_throttled(struct kvtd_conn *c);
+void kvtd_auth_failed(struct kvtd_conn *c);
 /* Unauthenticated connections allowed at once, and from one address. */
 unsigned kvtd_unauth_max(const struct kvtd_server *srv);
 unsigned kvtd_unauth_peer_max(const struct kvtd_server *srv);

@@ -545,9 +545,9 @@ static void loop_unauth_add(struct kvtd_conn *c, const struct sockaddr_storage *
 	unsigned total, peer;
 	char msg[200];
 
+	c->peer_slot = loop_peer_slot(ss, is_unix);
 	if (c->state == KVTD_CS_READY || c->dead)
 		return;
-	c->peer_slot = loop_peer_slot(ss, is_unix);
 	c->unauth = true;
 	total = atomic_fetch_add_explicit(&srv->unauth_conns, 1, memory_order_relaxed);
 	peer = atomic_fetch_add_explicit(&srv->peer_unauth[c->peer_slot], 1,
@@ -579,6 +579,30 @@ static void loop_unauth_drop(struct kvtd_conn *c)
 	c->unauth = false;
 	atomic_fetch_sub_explicit(&srv->unauth_conns, 1, memory_order_relaxed);
 	atomic_fetch_sub_explicit(&srv->peer_unauth[c->peer_slot], 1, memory_order_relaxed);
+}
+
+bool kvtd_auth_throttled(struct kvtd_conn *c)
+{
+	struct kvtd_server *srv = c->loop->srv;
+	uint64_t sec = c->loop->now_ns / 1000000000ull;
+
+	return atomic_load_explicit(&srv->auth_fail_sec[c->peer_slot], memory_order_relaxed) ==
+		       sec &&
+	       atomic_load_explicit(&srv->auth_fails[c->peer_slot], memory_order_relaxed) >=
+		       KVTD_AUTH_FAILS_PER_SEC;
+}
+
+void kvtd_auth_failed(struct kvtd_conn *c)
+{
+	struct kvtd_server *srv = c->loop->srv;
+	uint64_t sec = c->loop->now_ns / 1000000000ull;
+	uint64_t was = atomic_exchange_explicit(&srv->auth_fail_sec[c->peer_slot], sec,
+						memory_order_relaxed);
+
+	if (was != sec)
+		atomic_store_explicit(&srv->auth_fails[c->peer_slot], 1, memory_order_relaxed);
+	else
+		atomic_fetch_add_explicit(&srv->auth_fails[c->peer_slot], 1, memory_order_relaxed);
 }
 
 void kvtd_conn_ready(struct kvtd_conn *c)

@@ -448,7 +448,7 @@ static void ops_auth(struct kvtd_frame *fr)
 	tn[a->tenant_len] = 0;
 	memset(proof, 0, sizeof(proof));
 	if (kvtd_auth_enabled()) {
-		if (a->method != PROTO_AUTH_HMAC_SHA256)
+		if (a->method != PROTO_AUTH_HMAC_SHA256 || kvtd_auth_throttled(c))
 			rc = PROTO_EAUTH;
 		else
 			rc = kvtd_auth_check(a->tenant, a->tenant_len, c->nonce, a->nonce, a->proof,
@@ -460,6 +460,7 @@ static void ops_auth(struct kvtd_frame *fr)
 		role = PROTO_ROLE_ADMIN;
 	}
 	if (rc != 0) {
+		kvtd_auth_failed(c);
 		kvtd_log(KVTD_WARN, "authentication failed", "conn=%llu peer=%s tenant=%s",
 			 (unsigned long long)c->id, c->peer,
 			 kvtd_log_quote(tq, sizeof(tq), tn));

@@ -981,10 +981,22 @@ static int respd_auth(struct respd_cmd *cmd, const struct resp_arg *user, const 
 			     "for the default user. Are you sure your configuration is correct?");
 		return -1;
 	}
-	if (tl == 0 || tl > PROTO_TENANT_MAX ||
+	bool thr = kvtd_auth_throttled(c);
+
+	if (tl == 0 || tl > PROTO_TENANT_MAX || thr ||
 	    kvtd_auth_plain(t, (uint32_t)tl, pw->p, (size_t)pw->len, &role) != 0) {
+		char q[PROTO_TENANT_MAX * 4 + 8], tn[PROTO_TENANT_MAX + 1];
+		/* Guessing costs a connection per guess, is logged, and is
+		 * throttled per peer address (doc/security.md). */
 		KVTD_COUNT(srv, errors[KVTD_ERR_AUTH], 1);
+		kvtd_auth_failed(c);
+		snprintf(tn, sizeof(tn), "%.*s", (int)(tl <= PROTO_TENANT_MAX ? tl : 0), t);
+		if (!thr) /* past the throttle, not every guess is a line */
+			kvtd_log(KVTD_WARN, "authentication failed",
+				 "conn=%llu peer=%s tenant=%s proto=resp", (unsigned long long)c->id,
+				 c->peer, kvtd_log_quote(q, sizeof(q), tn));
 		respd_simple(cmd, '-', "WRONGPASS invalid username-password pair or user is disabled.");
+		cmd->quit = true;
 		return -1;
 	}
 	memcpy(c->tenant, t, tl);

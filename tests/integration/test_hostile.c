@@ -1285,6 +1285,75 @@ static void phase_ns_registry(void)
 	T_EQ_INT(tsrv_stop(&srv), 0);
 }
 
+/* ------------------------------------------------------------------------
+ * auth_guess (item 11): RESP AUTH guessing is closed, logged, throttled
+ */
+
+/* One RESP AUTH on a new connection: the reply, and whether the server
+ * closed the connection after it. */
+static void resp_auth_once(uint16_t port, const char *secret, char *reply, size_t cap,
+			   bool *closed)
+{
+	char req[256];
+	int fd = tcp_connect(port), n;
+
+	n = snprintf(req, sizeof(req), "*3\r\n$4\r\nAUTH\r\n$5\r\nalice\r\n$%zu\r\n%s\r\n"
+		     "*1\r\n$4\r\nPING\r\n", strlen(secret), secret);
+	send_for(fd, req, (size_t)n, 1000);
+	recv_for(fd, reply, cap, 500, closed);
+	close(fd);
+}
+
+static void phase_auth_guess(void)
+{
+	const char *extra[] = { "--resp", "127.0.0.1:0", NULL };
+	char reply[256], buf[1 << 16];
+	unsigned guesses = 0, throttled_ok = 0;
+	bool closed = false, good_closed;
+	uint64_t t0;
+	uint16_t port;
+	int fd;
+	ssize_t r;
+
+	start("auth_guess", extra);
+	port = log_port("RESP");
+	/* A wrong password: WRONGPASS, and the connection is closed (the
+	 * PING pipelined after it is not answered). */
+	resp_auth_once(port, "wrong-password-000", reply, sizeof(reply), &closed);
+	printf("auth_guess: wrong AUTH: reply '%.40s', closed %d\n", reply, closed);
+	T_ASSERT(strstr(reply, "WRONGPASS") != NULL);
+	T_ASSERT(strstr(reply, "PONG") == NULL);
+	T_ASSERT(closed);
+	/* The right one still works (and PING is answered). */
+	tsrv_sleep_ms(1100);
+	resp_auth_once(port, SECRET_ALICE, reply, sizeof(reply), &good_closed);
+	T_ASSERT(strstr(reply, "+OK") != NULL && strstr(reply, "PONG") != NULL);
+	/* Guessing from one address: past 20 failures in a second even the
+	 * right password is refused until the second is over. */
+	t0 = now_ns();
+	while (now_ns() - t0 < 300000000ull && guesses < 200) {
+		char g[32];
+		snprintf(g, sizeof(g), "guess-%06u-xxxxxxxx", guesses++);
+		resp_auth_once(port, g, reply, sizeof(reply), &closed);
+	}
+	resp_auth_once(port, SECRET_ALICE, reply, sizeof(reply), &closed);
+	throttled_ok = strstr(reply, "WRONGPASS") != NULL;
+	tsrv_sleep_ms(1100);
+	resp_auth_once(port, SECRET_ALICE, reply, sizeof(reply), &good_closed);
+	printf("auth_guess: %u guesses in 0.3 s, then the right password %s; a second later "
+	       "'%.10s'\n", guesses, throttled_ok ? "refused (throttled)" : "accepted", reply);
+	T_ASSERT(throttled_ok);
+	T_ASSERT(strstr(reply, "+OK") != NULL);
+	/* Each failure is logged at warn. */
+	fd = open(srv.log, O_RDONLY);
+	T_ASSERT(fd >= 0);
+	r = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	buf[r > 0 ? r : 0] = 0;
+	T_ASSERT(strstr(buf, "level=warn msg=\"authentication failed\"") != NULL);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
 /* ------------------------------------------------------------------------ */
 
 static const struct {
@@ -1300,6 +1369,7 @@ static const struct {
 	{ "range", phase_range },
 	{ "slow_reader", phase_slow_reader },
 	{ "ns_registry", phase_ns_registry },
+	{ "auth_guess", phase_auth_guess },
 };
 
 int main(int argc, char **argv)
