@@ -708,6 +708,7 @@ struct kvtd_frame {
 	uint32_t chunk_start;
 	bool chunked;
 	struct kvtd_frame *pin_next;
+	uint64_t auth_gen;        /* NS_REGISTER: tenants table its grants were checked under */
 	/* GET: quiet items submitted a few at a time (ops.c "Quiet GETs") */
 	struct kvtd_item **quiet_q;
 	uint32_t quiet_n, quiet_next, quiet_inflight;

@@ -548,6 +548,8 @@ static void ops_ns_register(struct kvtd_frame *fr)
 		kvtd_frame_free(fr);
 		return;
 	}
+	/* The tenants table the grants below are checked under. */
+	fr->auth_gen = kvtd_auth_generation();
 	proto_iter_init(&iter, &fr->f, NULL, NULL, 0);
 	while (i < fr->n && proto_iter_next(&iter, &pi) == 1) {
 		struct kvtd_item *it = &fr->items[i++];
@@ -659,12 +661,19 @@ static void ops_ns_register_reply(struct kvtd_frame *fr)
 		struct kvtd_item *it = &fr->items[i];
 		pis[i].index = i;
 		pis[i].status = it->status;
+		/* The table changed while the frame waited (on the aux
+		 * thread): a grant is checked again, and what was learned
+		 * under the old table is not cached. */
+		if (it->status == KVT_OK && it->granted && fr->auth_gen != kvtd_auth_generation() &&
+		    !kvtd_grant_allows(it->desc.tenant, strlen(it->desc.tenant), it->desc.model,
+				       strlen(it->desc.model), it->digest, c->tenant, c->tenant_len))
+			it->status = KVT_ENONS;
 		if (it->status == KVT_OK) {
 			pis[i].digest = it->digest;
 			pis[i].text = it->canon;
 			pis[i].text_len = it->canon_len;
 			ops_ns_cache_check(c);
-			if (!ops_ns_cache_find(c, it->digest))
+			if (fr->auth_gen == c->ns_gen && !ops_ns_cache_find(c, it->digest))
 				ops_ns_cache_add(c, it->digest, it->ns_id, true, it->granted);
 		}
 	}
