@@ -331,19 +331,39 @@ static int auth_finish(struct kvtd_tenants *t, char *errbuf, size_t errlen)
 			return -EINVAL;
 		}
 	}
+	/* One quota group per tenant, group 0 being "none": a file with more
+	 * tenants than groups is refused rather than leaving some without
+	 * their limits. */
+	if (t->count > KVT_QUOTA_GROUPS - 2) {
+		snprintf(errbuf, errlen, "%u tenants: at most %u (one libkvtier quota group each)",
+			 t->count, KVT_QUOTA_GROUPS - 2);
+		return -EINVAL;
+	}
 	pthread_mutex_lock(&group_lock);
+	/* Names no longer in the file give their group back (kvtd_quota_apply
+	 * moves their namespaces out of it); names still there keep theirs. */
+	for (uint32_t gi = 1; gi <= group_count; gi++)
+		if (group_names[gi][0] && !auth_find(t, group_names[gi], strlen(group_names[gi])))
+			group_names[gi][0] = 0;
 	for (unsigned i = 0; i < t->count; i++) {
 		struct kvtd_tenant *e = &t->v[i];
+		uint32_t free_gi = 0;
 		e->group = 0;
 		for (uint32_t gi = 1; gi <= group_count; gi++) {
 			if (strcmp(group_names[gi], e->name) == 0) {
 				e->group = gi;
 				break;
 			}
+			if (!free_gi && !group_names[gi][0])
+				free_gi = gi;
 		}
-		if (!e->group && group_count + 1 < KVT_QUOTA_GROUPS) {
-			e->group = ++group_count;
-			memcpy(group_names[e->group], e->name, e->name_len + 1);
+		if (e->group)
+			continue;
+		if (!free_gi && group_count + 1 < KVT_QUOTA_GROUPS)
+			free_gi = ++group_count;
+		if (free_gi) {
+			e->group = free_gi;
+			memcpy(group_names[free_gi], e->name, e->name_len + 1);
 		}
 	}
 	pthread_mutex_unlock(&group_lock);

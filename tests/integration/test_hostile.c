@@ -31,6 +31,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -1354,6 +1355,70 @@ static void phase_auth_guess(void)
 	T_EQ_INT(tsrv_stop(&srv), 0);
 }
 
+/* ------------------------------------------------------------------------
+ * quota_groups (item 12): no tenant silently without its quota group
+ */
+
+static char *tenants_text(const char *prefix, unsigned n)
+{
+	size_t cap = (size_t)n * 80 + 200, len = 0;
+	char *t = malloc(cap);
+
+	len += (size_t)snprintf(t + len, cap - len, "admin " SECRET_ADMIN " admin\n");
+	for (unsigned i = 0; i < n; i++)
+		len += (size_t)snprintf(t + len, cap - len, "%s%u " SECRET_ALICE " tenant dram=1M\n",
+					prefix, i);
+	return t;
+}
+
+static void phase_quota_groups(void)
+{
+	const char *extra[] = { "--ssd", "0", NULL };
+	char path[700], cmd[2200], out[4096], *t;
+	uint64_t group = 0, limit = 0;
+	int status, fd;
+	ssize_t r;
+	struct kc c;
+
+	/* 1030 tenants: refused at start, saying why. */
+	snprintf(path, sizeof(path), "%s/tenants-1030", base);
+	t = tenants_text("t", 1030);
+	write_file(path, t);
+	free(t);
+	snprintf(cmd, sizeof(cmd), "timeout 10 %s --dir %s/qg-refused --listen 127.0.0.1:0 "
+		 "--ssd 0 --dram 16M --tenants %s > %s/qg.out 2>&1", bin, base, path, base);
+	status = system(cmd);
+	snprintf(path, sizeof(path), "%s/qg.out", base);
+	fd = open(path, O_RDONLY);
+	T_ASSERT(fd >= 0);
+	r = read(fd, out, sizeof(out) - 1);
+	close(fd);
+	out[r > 0 ? r : 0] = 0;
+	printf("quota_groups: 1030 tenants: exit %d, '%.120s'\n", WEXITSTATUS(status),
+	       strstr(out, "tenants:") ? strstr(out, "tenants:") : out);
+	T_EQ_INT(WEXITSTATUS(status), 2);
+	T_ASSERT(strstr(out, "at most 1022") != NULL);
+
+	/* 1000 tenants, then 1000 others: the removed names' groups are
+	 * reused, so the new ones have their limits too. */
+	t = tenants_text("t", 1000);
+	start_with("quota_groups", extra, t);
+	free(t);
+	t = tenants_text("u", 1000);
+	reload(t);
+	free(t);
+	T_RC(kc_connect_tcp(&c, srv.port), 0);
+	T_RC(kc_login(&c, "u999", SECRET_ALICE), 0);
+	kc_stat(&c, PROTO_SCOPE_TENANT, "tenant.quota_group", &group);
+	kc_stat(&c, PROTO_SCOPE_TENANT, "tenant.dram_limit", &limit);
+	printf("quota_groups: after a reload to 1000 new names, u999: group %" PRIu64
+	       ", dram limit %" PRIu64 "\n", group, limit);
+	T_ASSERT(group != 0);
+	T_EQ_U64(limit, 1u << 20);
+	kc_close(&c);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
 /* ------------------------------------------------------------------------ */
 
 static const struct {
@@ -1370,6 +1435,7 @@ static const struct {
 	{ "slow_reader", phase_slow_reader },
 	{ "ns_registry", phase_ns_registry },
 	{ "auth_guess", phase_auth_guess },
+	{ "quota_groups", phase_quota_groups },
 };
 
 int main(int argc, char **argv)
