@@ -895,6 +895,41 @@ static void respd_info(struct respd_cmd *cmd)
 		cmd->oom = true;
 		return;
 	}
+	if (cmd->conn->role != PROTO_ROLE_ADMIN) {
+		/* A tenant sees its own counters only (doc/security.md): the
+		 * server-wide ones tell what other tenants do. */
+		struct kvtd_tstat *t = kvtd_tstat_of(cmd->conn);
+		uint32_t g = kvtd_tenant_group(cmd->conn->tenant, cmd->conn->tenant_len);
+		uint64_t dram = 0, dlim = 0, ssd = 0;
+		char name[64];
+		if (g) {
+			snprintf(name, sizeof(name), "quota.%u.dram_bytes", g);
+			kvt_store_stat(srv->store, name, &dram);
+			snprintf(name, sizeof(name), "quota.%u.dram_limit", g);
+			kvt_store_stat(srv->store, name, &dlim);
+			snprintf(name, sizeof(name), "quota.%u.ssd_bytes", g);
+			kvt_store_stat(srv->store, name, &ssd);
+		}
+		if (SECTION("server"))
+			fprintf(f, "# Server\r\nredis_version:7.0.0\r\nkvtier_version:%s\r\n"
+				"redis_mode:standalone\r\nuptime_in_seconds:%" PRIu64 "\r\n\r\n",
+				KVTD_VERSION, up);
+		if (SECTION("memory"))
+			fprintf(f, "# Memory\r\nused_memory:%" PRIu64 "\r\nmaxmemory:%" PRIu64
+				"\r\nkvtier_tenant_dram_bytes:%" PRIu64
+				"\r\nkvtier_tenant_ssd_bytes:%" PRIu64 "\r\n\r\n",
+				dram, dlim, dram, ssd);
+		if (SECTION("stats"))
+			fprintf(f, "# Stats\r\nkvtier_tenant_requests:%" PRIu64
+				"\r\nkvtier_tenant_net_input_bytes:%" PRIu64
+				"\r\nkvtier_tenant_net_output_bytes:%" PRIu64 "\r\n\r\n",
+				t ? atomic_load(&t->requests) : 0, t ? atomic_load(&t->bytes_in) : 0,
+				t ? atomic_load(&t->bytes_out) : 0);
+		fclose(f);
+		respd_bulk(cmd, b, bl);
+		free(b);
+		return;
+	}
 	if (SECTION("server"))
 		fprintf(f, "# Server\r\nredis_version:7.0.0\r\nkvtier_version:%s\r\n"
 			"redis_mode:standalone\r\nos:Linux\r\nprocess_id:%d\r\n"
@@ -1216,6 +1251,12 @@ static void respd_exec(struct respd_cmd *cmd)
 	}
 	if (respd_is(a, "INFO")) {
 		respd_info(cmd);
+		goto done;
+	}
+	if (respd_is(a, "DBSIZE") && c->role != PROTO_ROLE_ADMIN) {
+		/* The count is server-wide (no per-tenant index yet): not a
+		 * tenant's to see. */
+		respd_simple(cmd, '-', "ERR DBSIZE counts every tenant's keys: admin only on kvtier");
 		goto done;
 	}
 	if (respd_is(a, "DBSIZE")) {

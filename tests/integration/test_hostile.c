@@ -1419,6 +1419,50 @@ static void phase_quota_groups(void)
 	T_EQ_INT(tsrv_stop(&srv), 0);
 }
 
+/* ------------------------------------------------------------------------
+ * resp_info (item 10): INFO and DBSIZE are a tenant's own
+ */
+
+static void resp_as(uint16_t port, const char *who, const char *secret, const char *cmd,
+		    char *reply, size_t cap)
+{
+	char req[512];
+	bool closed;
+	int fd = tcp_connect(port), n;
+
+	n = snprintf(req, sizeof(req), "AUTH %s %s\r\n%s\r\n", who, secret, cmd);
+	send_for(fd, req, (size_t)n, 1000);
+	recv_for(fd, reply, cap, 500, &closed);
+	close(fd);
+}
+
+static void phase_resp_info(void)
+{
+	const char *extra[] = { "--resp", "127.0.0.1:0", NULL };
+	char r1[8192], r2[8192], r3[256], r4[256];
+	uint16_t port;
+
+	start("resp_info", extra);
+	port = log_port("RESP");
+	resp_as(port, "alice", SECRET_ALICE, "INFO", r1, sizeof(r1));
+	resp_as(port, "admin", SECRET_ADMIN, "INFO", r2, sizeof(r2));
+	resp_as(port, "alice", SECRET_ALICE, "DBSIZE", r3, sizeof(r3));
+	resp_as(port, "admin", SECRET_ADMIN, "DBSIZE", r4, sizeof(r4));
+	printf("resp_info: tenant INFO has server-wide hits: %d, connections: %d; admin: %d, %d; "
+	       "tenant DBSIZE '%.40s', admin '%.20s'\n", strstr(r1, "kvtier_dram_hits") != NULL,
+	       strstr(r1, "total_connections_received") != NULL,
+	       strstr(r2, "kvtier_dram_hits") != NULL,
+	       strstr(r2, "total_connections_received") != NULL, strchr(r3, '\n') + 1,
+	       strchr(r4, '\n') + 1);
+	T_ASSERT(strstr(r1, "kvtier_tenant_requests") != NULL);
+	T_ASSERT(strstr(r1, "kvtier_dram_hits") == NULL);
+	T_ASSERT(strstr(r1, "total_connections_received") == NULL);
+	T_ASSERT(strstr(r2, "kvtier_dram_hits") != NULL);
+	T_ASSERT(strstr(r3, "-ERR") != NULL);
+	T_ASSERT(strstr(r4, ":") != NULL);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
 /* ------------------------------------------------------------------------ */
 
 static const struct {
@@ -1436,6 +1480,7 @@ static const struct {
 	{ "ns_registry", phase_ns_registry },
 	{ "auth_guess", phase_auth_guess },
 	{ "quota_groups", phase_quota_groups },
+	{ "resp_info", phase_resp_info },
 };
 
 int main(int argc, char **argv)
