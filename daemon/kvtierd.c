@@ -33,6 +33,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -656,6 +658,8 @@ static void kvtierd_reload(struct kvtd_server *srv)
 	kvtd_log(KVTD_INFO, "SIGHUP: log reopened, tenants reloaded", "tenants=%u",
 		 kvtd_tenants_count(t));
 	kvtd_auth_install(t);
+	/* Open connections of removed tenants close, changed roles apply. */
+	kvtd_loops_wake(srv);
 	rc = kvtd_quota_apply(srv->store);
 	if (rc < 0)
 		kvtd_log(KVTD_ERROR, "SIGHUP: cannot apply the quotas", "error=\"%s\"",
@@ -672,6 +676,48 @@ static const struct kvtd_proto *const kvtierd_protos[KVTD_PROTO__COUNT] = {
 	[KVTD_PROTO_HTTP] = &kvtd_http_proto,
 	[KVTD_PROTO_S3] = &kvtd_s3_proto,
 };
+
+/*
+ * Descriptors: raise the soft NOFILE limit to the hard one, then keep
+ * --max-conns below what is left once the store, the listeners and the
+ * loops have theirs (KVTIERD_FD_MARGIN more for logs, the tenants file,
+ * etcd), so that a connection past it is refused with a frame rather
+ * than failing accept (loop.c "loop_shed" covers what is left).
+ */
+#define KVTIERD_FD_MARGIN 32u
+#define KVTIERD_FD_PER_LOOP 4u /* epoll, wake eventfd, queue eventfd, spare */
+
+static void kvtierd_nofile(struct kvtd_server *srv)
+{
+	struct kvtd_config *cfg = &srv->cfg;
+	struct rlimit rl;
+	uint64_t used = 0, room;
+	DIR *d;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+		return;
+	if (rl.rlim_cur < rl.rlim_max) {
+		struct rlimit want = rl;
+		want.rlim_cur = rl.rlim_max == RLIM_INFINITY ? (1u << 20) : rl.rlim_max;
+		if (want.rlim_cur > rl.rlim_cur && setrlimit(RLIMIT_NOFILE, &want) == 0)
+			rl = want;
+	}
+	d = opendir("/proc/self/fd");
+	if (d) {
+		while (readdir(d))
+			used++;
+		closedir(d);
+	}
+	used += (uint64_t)cfg->threads * KVTIERD_FD_PER_LOOP + KVTIERD_FD_MARGIN;
+	room = rl.rlim_cur > used ? rl.rlim_cur - used : 1;
+	if (room < cfg->max_conns) {
+		kvtd_log(KVTD_WARN, "--max-conns lowered to fit the descriptor limit (NOFILE)",
+			 "max_conns=%u lowered_to=%llu nofile=%llu in_use=%llu", cfg->max_conns,
+			 (unsigned long long)room, (unsigned long long)rl.rlim_cur,
+			 (unsigned long long)used);
+		cfg->max_conns = (unsigned)room;
+	}
+}
 
 /* 1. Options: the command line and --config, then the defaults that do
  * not need the store's directory.  Usage errors exit 2. */
@@ -802,6 +848,8 @@ static int kvtierd_open(struct kvtd_server *srv, struct kvtd_listener *listeners
 	 * metrics listener stay plain. */
 	for (unsigned i = 0; srv->tls_ctx && i < srv->listener_count; i++)
 		listeners[i].tls = !listeners[i].is_unix && listeners[i].proto != KVTD_PROTO_HTTP;
+	kvtierd_nofile(srv);
+	kvtd_ns_count_init(srv);
 	return KVTD_EXIT_OK;
 }
 

@@ -568,6 +568,15 @@ static int s3d_auth(struct s3d_req *rq)
 			 "malformed (AWS4-HMAC-SHA256 only).");
 		return -1;
 	}
+	/* Guessing is throttled per peer address, as native and RESP AUTH
+	 * (doc/security.md): past the limit nothing is checked this second. */
+	if (kvtd_auth_throttled(c)) {
+		KVTD_COUNT(srv, errors[KVTD_ERR_AUTH], 1);
+		kvtd_auth_failed(c);
+		s3d_fail(rq, 503, "SlowDown", "Too many failed authentications from this address; "
+			 "retry later.");
+		return -1;
+	}
 	creq = malloc(S3D_CREQ_MAX);
 	if (!creq) {
 		s3d_fail(rq, 503, "SlowDown", "server out of memory");
@@ -589,6 +598,16 @@ static int s3d_auth(struct s3d_req *rq)
 				  rq->sign_key);
 	OPENSSL_cleanse(secret, sizeof(secret));
 	free(creq);
+	if (known != 0 || r != 0) {
+		char qt[PROTO_TENANT_MAX * 4 + 8];
+		kvtd_auth_failed(c);
+		kvtd_log(KVTD_WARN, "authentication failed",
+			 "conn=%llu peer=%s tenant=%s proto=s3 why=%s", (unsigned long long)c->id,
+			 c->peer, kvtd_log_quote(qt, sizeof(qt), rq->cred.access_key),
+			 known != 0 ? "unknown-access-key" : r == SIGV4_ESKEW ? "clock-skew" :
+			 r == SIGV4_EEXPIRED ? "expired" : r == SIGV4_EMISMATCH ? "signature" :
+			 "malformed");
+	}
 	if (known != 0) {
 		KVTD_COUNT(srv, errors[KVTD_ERR_AUTH], 1);
 		s3d_fail(rq, 403, "InvalidAccessKeyId", "The AWS Access Key Id you provided does not "
@@ -614,11 +633,19 @@ static int s3d_auth(struct s3d_req *rq)
 	snprintf(rq->tenant, sizeof(rq->tenant), "%s", rq->cred.access_key);
 	rq->tenant_len = strlen(rq->tenant);
 	memcpy(rq->prev_sig, rq->cred.signature, 65);
+	/* The connection's tenant is its latest signer's: the loop's checks
+	 * after a SIGHUP (kvtd_conn_auth_current) and the per-tenant
+	 * counters follow it; each request is still checked on its own. */
+	if (c->tenant_len != rq->tenant_len || memcmp(c->tenant, rq->tenant, rq->tenant_len)) {
+		memcpy(c->tenant, rq->tenant, rq->tenant_len + 1);
+		c->tenant_len = (uint32_t)rq->tenant_len;
+		c->tstat = NULL;
+	}
+	c->role = role;
 	if (c->state != KVTD_CS_READY) {
-		c->state = KVTD_CS_READY; /* the sweep's unauthenticated clock stops */
+		kvtd_conn_ready(c); /* leaves the unauthenticated count and limits */
 		KVTD_COUNT(srv, auth_ok, 1);
 	}
-	(void)role;
 	return 0;
 }
 
@@ -944,13 +971,6 @@ static void s3d_begin(struct kvtd_conn *c, const struct s3h_req *h)
 	else
 		sc->head = rq;
 	sc->tail = rq;
-	{
-		struct kvtd_tstat *t = kvtd_tstat_of(c);
-		if (t) {
-			atomic_fetch_add_explicit(&t->requests, 1, memory_order_relaxed);
-			atomic_fetch_add_explicit(&t->bytes_in, h->head_len, memory_order_relaxed);
-		}
-	}
 	/* An answer from route or auth closes the connection: the request's
 	 * body (if any) is never read, so nothing after it can be parsed. */
 	rq->close_after = true;
@@ -961,6 +981,14 @@ static void s3d_begin(struct kvtd_conn *c, const struct s3h_req *h)
 		return;
 	}
 	rq->close_after = false;
+	{
+		/* the signer's counters (its body bytes are not counted) */
+		struct kvtd_tstat *t = kvtd_tstat_of(c);
+		if (t) {
+			atomic_fetch_add_explicit(&t->requests, 1, memory_order_relaxed);
+			atomic_fetch_add_explicit(&t->bytes_in, h->head_len, memory_order_relaxed);
+		}
+	}
 	if (s3d_body_setup(rq) < 0) {
 		if (!c->dead && !c->no_more_input)
 			kvtd_conn_stop_input(c);

@@ -171,11 +171,22 @@ static int s3d_bucket_own(struct s3d_req *rq, bool create)
 		return r;
 	r = kvt_ns_find(c->loop->srv->store, digest, &rq->ns);
 	if (r == KVT_MISS && create) {
+		/* At most KVTD_NS_TENANT_MAX namespaces per tenant, buckets
+		 * and native ones together (ops.c). */
+		struct kvtd_tstat *t = kvtd_tstat_named(c->loop->srv, rq->tenant, rq->tenant_len);
+		if (t && atomic_load_explicit(&t->ns_count, memory_order_relaxed) >=
+				 KVTD_NS_TENANT_MAX) {
+			KVTD_COUNT(c->loop->srv, ns_refused, 1);
+			return KVT_EFULL;
+		}
 		/* Registering fsyncs the registry: once per bucket, on the
 		 * loop (doc/s3.md says so, as RESP does for its namespace). */
 		r = kvt_ns_register(c->loop->srv->store, &d, &rq->ns);
-		if (r == 0)
+		if (r == 0) {
 			kvtd_ns_apply_group(c->loop->srv->store, rq->ns);
+			if (t)
+				atomic_fetch_add_explicit(&t->ns_count, 1, memory_order_relaxed);
+		}
 	} else if (r == 0) {
 		/* Known already (e.g. from before a restart): registering it
 		 * again writes nothing, and sets this process's policy for it
@@ -1237,6 +1248,11 @@ void s3d_run(struct s3d_req *rq)
 	r = s3d_bucket_ns(rq, rq->op == S3_CREATE_BUCKET);
 	if (r == KVT_MISS) {
 		s3d_fail(rq, 404, "NoSuchBucket", "The specified bucket does not exist");
+		return;
+	}
+	if (r == KVT_EFULL) {
+		s3d_fail(rq, 400, "TooManyBuckets", "You have attempted to create more buckets "
+			 "than allowed (a tenant's namespaces, doc/s3.md).");
 		return;
 	}
 	if (r < 0) {
