@@ -332,6 +332,13 @@ def test_raw(port, s3):
     out = raw(port, b"GET / HTTP/1.1\r\n" + b"X-A: b\r\n" * 100 + b"\r\n", read_until_close=True)
     assert out.startswith(b"HTTP/1.1 4"), out
     assert request(port, "GET", "/raw/signed")[0] == 200
+    # guessing secrets is throttled per address (doc/security.md): past 20
+    # failures in a second, requests are refused unchecked; then it passes
+    codes = [code_of(request(port, "GET", "/raw/signed", who=("alice", "guess-%012d" % i))[2])
+             for i in range(40)]
+    assert "SlowDown" in codes and codes[0] == "SignatureDoesNotMatch", codes
+    time.sleep(1.1)
+    assert request(port, "GET", "/raw/signed")[0] == 200
 
 
 def crc32c(data):
