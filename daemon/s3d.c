@@ -1074,9 +1074,10 @@ static void s3d_parse(struct kvtd_conn *c)
 		c->rstart = c->rend = 0;
 }
 
-/* The protocol table's read: a plain body going straight into its DRAM
- * reservation is read() into place, no copy through rbuf (as native PUTs
- * are received); everything else through rbuf. */
+/* The protocol table's read: a plain (not chunked) body going straight
+ * into its DRAM reservation is read() into place, no copy through rbuf (as
+ * native PUTs are received), its CRCs and digests taken over the bytes
+ * just landed; everything else through rbuf. */
 static ssize_t s3d_read(struct kvtd_conn *c, size_t *asked)
 {
 	struct s3d_conn *sc = s3d_of(c);
@@ -1084,7 +1085,7 @@ static ssize_t s3d_read(struct kvtd_conn *c, size_t *asked)
 	ssize_t r;
 
 	if (rq && c->rstart == c->rend && rq->sink == SK_RESV && !rq->transport_chunked &&
-	    !rq->aws_chunked && rq->wire_left && !rq->sha && !rq->md5) {
+	    !rq->aws_chunked && rq->wire_left) {
 		struct iovec iov[16] = { { 0 } };
 		int n = 0;
 		uint64_t off = rq->hdr_len + rq->got, want = rq->wire_left;
@@ -1112,6 +1113,10 @@ static ssize_t s3d_read(struct kvtd_conn *c, size_t *asked)
 				rq->crc32c = kvt_crc32c(rq->crc32c, iov[i].iov_base, t);
 				if (rq->want_ck[CK_CRC32])
 					rq->crc32 = crc32_gzip_refl(rq->crc32, iov[i].iov_base, t);
+				if (rq->sha)
+					EVP_DigestUpdate(rq->sha, iov[i].iov_base, t);
+				if (rq->md5)
+					EVP_DigestUpdate(rq->md5, iov[i].iov_base, t);
 				left -= t;
 			}
 			/* the slow-client clock restarts every 16 MiB received */

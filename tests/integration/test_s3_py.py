@@ -206,6 +206,32 @@ def test_raw(port, s3):
     assert st == 400 and code_of(b) == "XAmzContentSHA256Mismatch", (st, b)
     st, _, b = request(port, "GET", "/raw/tampered")
     assert st == 404, st
+    # the same with the body sent after the head was taken: it is read
+    # straight into the DRAM reservation, and hashed there
+    for tamper in (True, False):
+        body = os.urandom(3 << 20)
+        h = {"host": "127.0.0.1:%d" % port, "content-length": str(len(body))}
+        auth = sign("PUT", "/raw/late", [], h, hashlib.sha256(body).hexdigest(), *ALICE,
+                    datetime.datetime.now(datetime.timezone.utc))[0]
+        h["authorization"] = auth
+        sk = socket.create_connection(("127.0.0.1", port), timeout=10)
+        sk.sendall(("PUT /raw/late HTTP/1.1\r\n" + "".join("%s: %s\r\n" % kv for kv in h.items())
+                    + "\r\n").encode())
+        time.sleep(0.2)
+        wire = bytearray(body)
+        if tamper:
+            wire[len(body) // 2] ^= 0x80
+        sk.sendall(bytes(wire))
+        got = b""
+        while b"\r\n\r\n" not in got:
+            got += sk.recv(65536)
+        sk.close()
+        if tamper:
+            assert b" 400 " in got.split(b"\r\n")[0] and b"XAmzContentSHA256Mismatch" in got, got
+            assert request(port, "GET", "/raw/late")[0] == 404
+        else:
+            assert b" 200 " in got.split(b"\r\n")[0], got
+            assert request(port, "GET", "/raw/late")[2] == body
     # clocks off by more than 15 minutes: before any body byte is read
     for skew in (-16 * 60, 16 * 60):
         st, hd, b = request(port, "GET", "/raw/signed", skew_s=skew)
