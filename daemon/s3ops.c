@@ -1341,8 +1341,8 @@ void s3d_run(struct s3d_req *rq)
 		s3d_complete_start(rq);
 		return;
 	case S3_COPY: {
-		/* x-amz-copy-source: [/]bucket/key, percent-encoded; within
-		 * the tenant's own bucket (doc/s3.md) */
+		/* x-amz-copy-source: [/]bucket/key, percent-encoded: from any
+		 * bucket the signer can read into this one (doc/s3.md) */
 		size_t vl;
 		const char *v = s3h_header(&rq->h, "x-amz-copy-source", &vl);
 		char *dec = malloc(vl + 1);
@@ -1369,10 +1369,32 @@ void s3d_run(struct s3d_req *rq)
 			return;
 		}
 		*slash = 0;
+		/* The source bucket: the signer's own, or one a grant lets it
+		 * read (its bytes then read quietly).  Looked up as if it were
+		 * the request's bucket, then the destination is put back. */
+		uint32_t src_ns = rq->ns;
+		bool src_quiet = false;
 		if (strcmp(b, rq->bucket) != 0) {
-			free(dec);
-			s3d_fail(rq, 501, "NotImplemented", "kvtierd copies within one bucket only.");
-			return;
+			char dst[sizeof(rq->bucket)];
+			uint32_t dst_ns = rq->ns;
+			int br;
+			memcpy(dst, rq->bucket, sizeof(dst));
+			if (strlen(b) >= sizeof(rq->bucket) || !s3d_bucket_ok(b, strlen(b)))
+				br = KVT_MISS;
+			else {
+				snprintf(rq->bucket, sizeof(rq->bucket), "%s", b);
+				br = s3d_bucket_ns(rq, false);
+			}
+			src_ns = rq->ns;
+			src_quiet = rq->granted;
+			memcpy(rq->bucket, dst, sizeof(dst));
+			rq->ns = dst_ns;
+			rq->granted = false;
+			if (br != 0) {
+				free(dec);
+				s3d_fail(rq, 404, "NoSuchBucket", "The source bucket does not exist.");
+				return;
+			}
 		}
 		/* the source's name goes to rq->buf (owned) */
 		memmove(dec, slash + 1, strlen(slash + 1) + 1);
@@ -1383,6 +1405,9 @@ void s3d_run(struct s3d_req *rq)
 			break;
 		s3d_key(&k, 'o', dec, strlen(dec));
 		s3d_item_init(rq, it, KVT_OP_GET_PINNED, &k);
+		it->req.ns = src_ns;
+		if (src_quiet)
+			it->req.flags |= KVT_F_QUIET;
 		s3d_submit(rq, PH_PROBE);
 		return;
 	}

@@ -574,6 +574,11 @@ assert b.get_object(Bucket="alice.shared", Key="prompt", Range="bytes=0-5")["Bod
 b.head_bucket(Bucket="alice.shared")
 assert code(b.put_object, Bucket="alice.shared", Key="x", Body=b"1") == ("AccessDenied", 403)
 assert code(b.delete_object, Bucket="alice.shared", Key="prompt") == ("AccessDenied", 403)
+# CopyObject across buckets: from a granted one into bob's own
+b.copy_object(Bucket="kvb", Key="copied", CopySource={"Bucket": "alice.shared", "Key": "prompt"})
+assert b.get_object(Bucket="kvb", Key="copied")["Body"].read() == b"system prompt KV" * 1000
+assert code(b.copy_object, Bucket="kvb", Key="c2", CopySource={"Bucket": "alice.kvb",
+                                                               "Key": "small"})[0] == "NoSuchBucket"
 assert a.get_object(Bucket="shared", Key="prompt")["Body"].read() == b"system prompt KV" * 1000
 # no grant on alice's "kvb": the same answer as a bucket nobody created
 assert code(b.get_object, Bucket="alice.kvb", Key="small") == ("NoSuchBucket", 404)
