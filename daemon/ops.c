@@ -677,8 +677,22 @@ static void ops_ns_register_reply(struct kvtd_frame *fr)
 				ops_ns_cache_add(c, it->digest, it->ns_id, true, it->granted);
 		}
 	}
-	kvtd_resp_init(fr, &rf, 0);
-	kvtd_reply(fr, &rf, pis, fr->n);
+	/* An entry carries its canonical text (up to PROTO_CANON_MAX): split
+	 * the answer into frames whose tables stay under table_max. */
+	{
+		uint64_t per = ops_srv(fr)->lim.table_max / (PROTO_CANON_MAX + 64);
+		uint32_t start = 0;
+		if (per == 0)
+			per = 1;
+		do {
+			uint32_t end = fr->n - start > per ? start + (uint32_t)per : fr->n;
+			kvtd_resp_init(fr, &rf, 0);
+			if (end < fr->n)
+				rf.flags |= PROTO_F_MORE;
+			kvtd_reply(fr, &rf, pis + start, end - start);
+			start = end;
+		} while (start < fr->n);
+	}
 	free(pis);
 }
 

@@ -1463,6 +1463,128 @@ static void phase_resp_info(void)
 	T_EQ_INT(tsrv_stop(&srv), 0);
 }
 
+/* ------------------------------------------------------------------------
+ * ns_split (item 16): an NS_REGISTER answer larger than a table is split
+ */
+
+static void phase_ns_split(void)
+{
+	const char *extra[] = { "--ssd", "0", NULL };
+	struct proto_frame f = { .op = PROTO_OP_NS_REGISTER };
+	struct proto_item *its;
+	char (*texts)[PROTO_CANON_MAX + 1];
+	uint64_t need, len = 0;
+	unsigned n = 0, ok = 0, frames = 0;
+	bool more = true;
+	int bad_status = 0;
+	struct kc c;
+
+	start("ns_split", extra);
+	T_RC(kc_connect_tcp(&c, srv.port), 0);
+	T_RC(kc_login(&c, "alice", SECRET_ALICE), 0);
+	/* As many long descriptors as one request table holds. */
+	need = c.lim.table_max;
+	its = calloc(c.lim.items_max, sizeof(*its));
+	texts = malloc((size_t)c.lim.items_max * sizeof(*texts));
+	/* 500 distinct ones (within the tenant's quota), named over and
+	 * over: registered ones answer OK again. */
+	while (n < c.lim.items_max) {
+		struct kvt_ns_desc d = desc;
+		char model[300], cfg[300], q[300];
+		unsigned k = n % 500;
+		int tl;
+		snprintf(model, sizeof(model), "split-%06u-%0240u", k, k);
+		snprintf(cfg, sizeof(cfg), "%0250u", k);
+		snprintf(q, sizeof(q), "q%0250u", k);
+		d.model = model;
+		d.config_hash = cfg;
+		d.kv_quant = q;
+		d.tenant = "alice";
+		tl = kvt_ns_digest(&d, NULL, texts[n], PROTO_CANON_MAX + 1);
+		T_ASSERT(tl > 0);
+		if (len + (uint64_t)tl + 16 > need - 4096)
+			break;
+		its[n].text = texts[n];
+		its[n].text_len = (uint32_t)tl;
+		len += (uint64_t)tl + 16;
+		n++;
+	}
+	{
+		/* The 500 first, in one frame of their own. */
+		struct kc_resp r;
+		T_ASSERT(kc_request(&c, &f, its, 500, NULL, 0) > 0);
+		T_RC(kc_recv(&c, &r, 60000), 0);
+		kc_resp_free(&r);
+	}
+	T_ASSERT(kc_request(&c, &f, its, n, NULL, 0) > 0);
+	while (more) {
+		struct kc_resp r;
+		struct proto_iter iter;
+		struct proto_item pi;
+		T_RC(kc_recv(&c, &r, 60000), 0);
+		frames++;
+		more = (r.f.flags & PROTO_F_MORE) != 0;
+		if (r.f.status < 0 && !bad_status)
+			bad_status = r.f.status;
+		proto_iter_init(&iter, &r.f, NULL, NULL, 0);
+		while (proto_iter_next(&iter, &pi) == 1)
+			ok += pi.status == KVT_OK;
+		kc_resp_free(&r);
+	}
+	printf("ns_split: %u descriptors (%" PRIu64 " KiB of request table, limit %" PRIu64
+	       " KiB): %u registered, answered in %u frames (status %d)\n", n, len >> 10,
+	       need >> 10, ok, frames, bad_status);
+	T_EQ_INT(bad_status, 0);
+	T_EQ_INT(ok, n);
+	T_GE_INT(frames, 2);
+	free(its);
+	free(texts);
+	kc_close(&c);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
+/* ------------------------------------------------------------------------
+ * insecure (item 16): no listener off loopback without --tenants
+ */
+
+static int run_for(const char *args, char *out, size_t cap)
+{
+	char cmd[2000], path[700];
+	int status, fd;
+	ssize_t r;
+
+	snprintf(path, sizeof(path), "%s/insecure.out", base);
+	snprintf(cmd, sizeof(cmd), "timeout 5 %s %s > %s 2>&1", bin, args, path);
+	status = system(cmd);
+	fd = open(path, O_RDONLY);
+	T_ASSERT(fd >= 0);
+	r = read(fd, out, cap - 1);
+	close(fd);
+	out[r > 0 ? r : 0] = 0;
+	return WEXITSTATUS(status);
+}
+
+static void phase_insecure(void)
+{
+	char args[1000], out[8192];
+	int st1, st2;
+
+	snprintf(args, sizeof(args), "--dir %s/insecure --ssd 0 --dram 16M --listen 0.0.0.0:0",
+		 base);
+	st1 = run_for(args, out, sizeof(out));
+	printf("insecure: 0.0.0.0 without --tenants: exit %d (124: still running after 5 s)\n",
+	       st1);
+	T_EQ_INT(st1, 2);
+	T_ASSERT(strstr(out, "--insecure") != NULL);
+	/* (Nothing is bound before the refusal.  --insecure itself is not
+	 * tried off loopback: tests listen on loopback only.) */
+	snprintf(args, sizeof(args), "--dir %s/insecure --ssd 0 --dram 16M --listen "
+		 "127.0.0.1:0 --insecure", base);
+	st2 = run_for(args, out, sizeof(out));
+	printf("insecure: loopback with --insecure: exit %d\n", st2);
+	T_EQ_INT(st2, 124); /* it ran until timeout stopped it */
+}
+
 /* ------------------------------------------------------------------------ */
 
 static const struct {
@@ -1481,6 +1603,8 @@ static const struct {
 	{ "auth_guess", phase_auth_guess },
 	{ "quota_groups", phase_quota_groups },
 	{ "resp_info", phase_resp_info },
+	{ "ns_split", phase_ns_split },
+	{ "insecure", phase_insecure },
 };
 
 int main(int argc, char **argv)
