@@ -311,6 +311,12 @@ static struct kvtd_out *s3d_out(struct kvtd_server *srv, struct s3d_req *rq)
 	o->hdr = rq->text;
 	o->pins = rq->pins;
 	o->pin_count = rq->npin;
+	/* DRAM the answer pins: a reader too slow for it is closed, as a
+	 * native one (loop.c sweep, KVTD_MIN_DRAIN_BPS); how much a
+	 * connection pins is bounded by --conn-output, past which s3d.c
+	 * parses no new request. */
+	if (rq->npin)
+		o->pin_len = o->bytes - rq->tlen;
 	rq->text = NULL;
 	rq->pins = NULL;
 	rq->npin = 0;
