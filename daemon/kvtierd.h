@@ -55,10 +55,10 @@
  *              EPOLLEXCLUSIVE.  A connection, its frames and its output
  *              belong to the loop that accepted it and are touched by no
  *              other thread.
- *   kvtd-aux   runs the few calls that may block on the disk
- *              (registering a new namespace fsyncs the registry) so that
- *              no loop ever waits for a disk; hands frames back through
- *              the loop's mailbox (mail_lock + wake eventfd)
+ *   kvtd-aux   runs jobs no loop should (kvtd_aux_submit: run there,
+ *              done back on the loop through its mailbox, mail_lock +
+ *              wake eventfd): registering a new namespace (fsyncs the
+ *              registry), checking the stored parts of large range reads
  *   library    libkvtier's own workers and I/O threads (kvtier.h)
  *
  * Locks: kvtd_loop.mail_lock (a loop's mailbox), kvtd_aux.lock (the aux
