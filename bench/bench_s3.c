@@ -13,6 +13,7 @@
  *            (remote.conns = --conns, AUTH as the same tenant), --conns
  *            threads of kvt_put, then a fresh store (empty local DRAM)
  *            and --conns threads of kvt_get: every get crosses the wire;
+ *            then (untimed) the deletes, as the s3 client's;
  *   peer:    the s3 client against --peer URL (creds "ak:sk" in a file).
  *
  * kvtierd is started here (DRAM only, a tenants file so signatures are
@@ -223,6 +224,10 @@ static void *bs3_native_thread(void *arg)
 		if (j->op == 0) {
 			struct iovec iov = { b->src[i], b->size };
 			r = kvt_put(j->s, j->ns, &k, &iov, 1);
+		} else if (j->op == 2) {
+			r = kvt_delete(j->s, j->ns, &k);
+			if (r == KVT_MISS)
+				r = KVT_OK;
 		} else {
 			uint64_t vl = 0;
 			r = kvt_get(j->s, j->ns, &k, b->dst[i], b->size, &vl);
@@ -230,8 +235,8 @@ static void *bs3_native_thread(void *arg)
 				r = KVT_EBADLEN;
 		}
 		if (r != KVT_OK) {
-			fprintf(stderr, "kvtier bench s3: native %s: %s\n", j->op ? "get" : "put",
-				kvt_strerror(r));
+			fprintf(stderr, "kvtier bench s3: native %s: %s\n",
+				j->op == 0 ? "put" : j->op == 1 ? "get" : "delete", kvt_strerror(r));
 			atomic_store(&b->failed, 1);
 		}
 	}
@@ -346,8 +351,10 @@ static int bs3_case(struct bs3 *b, uint64_t size, unsigned nconn)
 				    bs3_verify(b, "s3") < 0 || bs3_curl_phase(b, b->s3_url, user, 2, r) < 0)
 					goto out;
 			} else {
+				/* the deletes (untimed) leave the server's DRAM as found */
 				if ((np[r] = bs3_native_phase(b, 0, r)) < 0 ||
-				    (ng[r] = bs3_native_phase(b, 1, r)) < 0 || bs3_verify(b, "native") < 0)
+				    (ng[r] = bs3_native_phase(b, 1, r)) < 0 || bs3_verify(b, "native") < 0 ||
+				    bs3_native_phase(b, 2, r) < 0)
 					goto out;
 			}
 		}

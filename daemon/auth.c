@@ -44,6 +44,8 @@
 #include <unistd.h>
 
 #include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 
 #include "kvtierd.h"
 
@@ -348,19 +350,39 @@ static int auth_finish(struct kvtd_tenants *t, char *errbuf, size_t errlen)
 			return -EINVAL;
 		}
 	}
+	/* One quota group per tenant, group 0 being "none": a file with more
+	 * tenants than groups is refused rather than leaving some without
+	 * their limits. */
+	if (t->count > KVT_QUOTA_GROUPS - 2) {
+		snprintf(errbuf, errlen, "%u tenants: at most %u (one libkvtier quota group each)",
+			 t->count, KVT_QUOTA_GROUPS - 2);
+		return -EINVAL;
+	}
 	pthread_mutex_lock(&group_lock);
+	/* Names no longer in the file give their group back (kvtd_quota_apply
+	 * moves their namespaces out of it); names still there keep theirs. */
+	for (uint32_t gi = 1; gi <= group_count; gi++)
+		if (group_names[gi][0] && !auth_find(t, group_names[gi], strlen(group_names[gi])))
+			group_names[gi][0] = 0;
 	for (unsigned i = 0; i < t->count; i++) {
 		struct kvtd_tenant *e = &t->v[i];
+		uint32_t free_gi = 0;
 		e->group = 0;
 		for (uint32_t gi = 1; gi <= group_count; gi++) {
 			if (strcmp(group_names[gi], e->name) == 0) {
 				e->group = gi;
 				break;
 			}
+			if (!free_gi && !group_names[gi][0])
+				free_gi = gi;
 		}
-		if (!e->group && group_count + 1 < KVT_QUOTA_GROUPS) {
-			e->group = ++group_count;
-			memcpy(group_names[e->group], e->name, e->name_len + 1);
+		if (e->group)
+			continue;
+		if (!free_gi && group_count + 1 < KVT_QUOTA_GROUPS)
+			free_gi = ++group_count;
+		if (free_gi) {
+			e->group = free_gi;
+			memcpy(group_names[free_gi], e->name, e->name_len + 1);
 		}
 	}
 	pthread_mutex_unlock(&group_lock);
@@ -492,6 +514,25 @@ void kvtd_auth_install(struct kvtd_tenants *t)
 	atomic_store(&auth_on, t != NULL);
 	atomic_fetch_add(&auth_gen, 1);
 	kvtd_tenants_free(old);
+}
+
+int kvtd_tenant_role(const char *name, size_t len, uint32_t *role)
+{
+	const struct kvtd_tenant *e;
+	int rc = -ENOENT;
+
+	if (!atomic_load(&auth_on)) {
+		*role = PROTO_ROLE_ADMIN; /* everyone is "default", an admin */
+		return 0;
+	}
+	pthread_mutex_lock(&auth_lock);
+	e = auth_find(auth_table, name, len);
+	if (e) {
+		*role = e->role;
+		rc = 0;
+	}
+	pthread_mutex_unlock(&auth_lock);
+	return rc;
 }
 
 uint64_t kvtd_auth_generation(void)
@@ -874,9 +915,20 @@ int kvtd_auth_plain(const char *tenant, uint32_t tenant_len, const uint8_t *secr
 		memcpy(want, auth_dummy, sizeof(auth_dummy));
 		want_len = sizeof(auth_dummy);
 	}
-	/* Constant time over the stored secret's length; an unknown tenant
-	 * is compared against a random key, at the same cost. */
-	ok = secret_len == want_len && CRYPTO_memcmp(want, secret, want_len) == 0;
+	/* HMACs of both under the process's random key, compared in constant
+	 * time: neither the secret's length nor its bytes show in the time
+	 * taken; an unknown tenant is compared against a random key, at the
+	 * same cost. */
+	{
+		uint8_t ma[32], mb[32];
+		unsigned la = 0, lb = 0;
+		ok = HMAC(EVP_sha256(), auth_dummy, sizeof(auth_dummy), want, want_len, ma, &la) &&
+		     HMAC(EVP_sha256(), auth_dummy, sizeof(auth_dummy), secret, secret_len, mb,
+			  &lb) &&
+		     la == 32 && lb == 32 && CRYPTO_memcmp(ma, mb, 32) == 0;
+		OPENSSL_cleanse(ma, sizeof(ma));
+		OPENSSL_cleanse(mb, sizeof(mb));
+	}
 	OPENSSL_cleanse(want, want_len);
 	if (!ok || !known)
 		return PROTO_EAUTH;

@@ -124,6 +124,13 @@ static int config_option_listeners(struct kvtd_config *cfg, const char *name, co
 					    where, v);
 		cfg->tls_verify_client = !strcmp(v, "yes") || !strcmp(v, "1");
 		return 1;
+	} else if (strcmp(name, "insecure") == 0) {
+		/* A flag on the command line; "yes"/"no" in a config file. */
+		if (strcmp(v, "yes") && strcmp(v, "no") && strcmp(v, "1") && strcmp(v, "0"))
+			return config_usage(err, err_len, "%s: --insecure: want yes or no, got '%s'",
+					    where, v);
+		cfg->insecure = !strcmp(v, "yes") || !strcmp(v, "1");
+		return 1;
 	} else {
 		return 0;
 	}
@@ -277,7 +284,7 @@ bool kvtd_config_is_option(const char *name)
 		"log-level", "log-format", "idle-timeout", "shutdown-timeout", "set", "config",
 		"check-config",
 		"resp", "s3", "metrics", "metrics-token", "max-conns", "max-memory", "conn-inflight",
-		"conn-output", "tls-cert", "tls-key", "tls-ca", "tls-verify-client",
+		"conn-output", "tls-cert", "tls-key", "tls-ca", "tls-verify-client", "insecure",
 		"members", "etcd", "etcd-prefix", "etcd-ttl", "advertise", NULL,
 	};
 	for (int i = 0; names[i]; i++)

@@ -43,6 +43,7 @@ struct kvtd_config {
 	char *tls_key;          /* --tls-key FILE */
 	char *tls_ca;           /* --tls-ca FILE: CA of client certificates, or NULL */
 	bool tls_verify_client; /* --tls-verify-client: a client certificate is required */
+	bool insecure;          /* --insecure: listen off loopback without --tenants */
 	char *set_names[KVTD_SET_MAX]; /* --set NAME=VALUE: library options; owned */
 	char *set_values[KVTD_SET_MAX]; /* point into set_names[i]'s allocation */
 	unsigned set_count;

@@ -56,7 +56,7 @@ static void httpd_reply(struct kvtd_conn *c, int code, const char *reason, const
 	int hl = -1;
 
 	hc->answered = true;
-	c->state = KVTD_CS_READY; /* answered: the sweep's "unauthenticated" clock stops */
+	kvtd_conn_ready(c); /* answered: the sweep's "unauthenticated" clock stops */
 	if (o)
 		hl = asprintf(&head, "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
 			      "Connection: close\r\n%s\r\n", code, reason, ctype, body_len,

@@ -33,6 +33,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -82,7 +84,7 @@ static void kvtierd_usage(FILE *f)
 		"                        sends secrets in clear: loopback or trusted networks\n"
 		"  --s3 HOST:PORT        also serve a subset of the Amazon S3 API there\n"
 		"                        (SigV4; access key = tenant; doc/s3.md); without\n"
-		"                        --tenants, loopback only\n"
+		"                        --tenants, loopback only (or --insecure)\n"
 		"  --metrics [HOST:]PORT serve GET /metrics (Prometheus) and /healthz over\n"
 		"                        HTTP (host default 127.0.0.1; doc/metrics.md)\n"
 		"  --metrics-token FILE  bearer token required by the metrics listener;\n"
@@ -114,6 +116,8 @@ static void kvtierd_usage(FILE *f)
 		"  --tls-key FILE        listeners with this PEM certificate chain and key;\n"
 		"                        Unix sockets and metrics stay plain\n"
 		"  --tls-ca FILE         verify client certificates against this CA\n"
+		"  --insecure            listen off loopback without --tenants (anyone who\n"
+		"                        reaches the port reads and writes every block)\n"
 		"  --tls-verify-client   require a client certificate (mutual TLS; needs\n"
 		"                        --tls-ca; \"tls-verify-client = yes\" in --config)\n"
 		"\n"
@@ -237,7 +241,7 @@ static void kvtierd_args(struct kvtd_config *cfg, int argc, char **argv)
 				kvtierd_die_usage("%s needs a value", a);
 			config = check = argv[++i];
 		} else if (a[0] == '-' && a[1] == '-' && !strchr(a, '=') && i + 1 < argc &&
-			   strcmp(a, "--tls-verify-client") != 0) {
+			   strcmp(a, "--tls-verify-client") != 0 && strcmp(a, "--insecure") != 0) {
 			i++; /* skip the value of another option */
 		}
 	}
@@ -267,8 +271,8 @@ static void kvtierd_args(struct kvtd_config *cfg, int argc, char **argv)
 			kvtierd_die_usage("unknown option '--%s'", name);
 		if (eq) {
 			v = eq + 1;
-		} else if (strcmp(name, "tls-verify-client") == 0) {
-			v = "yes"; /* the one option that takes no value */
+		} else if (strcmp(name, "tls-verify-client") == 0 || strcmp(name, "insecure") == 0) {
+			v = "yes"; /* the options that take no value */
 		} else {
 			if (i + 1 >= argc)
 				kvtierd_die_usage("--%s needs a value", name);
@@ -608,15 +612,8 @@ static int kvtierd_listen_extra(struct kvtd_server *srv, struct kvtd_listener *l
 		}
 		l->proto = KVTD_PROTO_S3;
 		srv->listener_count++;
-		/* Without tenants nothing is signed-checked: loopback only. */
-		if (!kvtd_auth_enabled() && strncmp(l->name, "127.", 4) != 0 &&
-		    strncmp(l->name, "[::1]", 5) != 0) {
-			kvtd_log(KVTD_ERROR, "an S3 listener off loopback needs --tenants", "s3=%s",
-				 l->name);
-			fprintf(stderr, "kvtierd: --s3 %s is not loopback: give --tenants FILE too\n",
-				cfg->s3_listen);
-			return -EINVAL;
-		}
+		/* Off loopback without --tenants (nothing signature-checked):
+		 * refused by kvtierd_exposure unless --insecure. */
 	}
 	if (cfg->metrics_listen) {
 		struct kvtd_listener *l = &listeners[srv->listener_count];
@@ -666,6 +663,8 @@ static void kvtierd_reload(struct kvtd_server *srv)
 	kvtd_log(KVTD_INFO, "SIGHUP: log reopened, tenants reloaded", "tenants=%u",
 		 kvtd_tenants_count(t));
 	kvtd_auth_install(t);
+	/* Open connections of removed tenants close, changed roles apply. */
+	kvtd_loops_wake(srv);
 	rc = kvtd_quota_apply(srv->store);
 	if (rc < 0)
 		kvtd_log(KVTD_ERROR, "SIGHUP: cannot apply the quotas", "error=\"%s\"",
@@ -682,6 +681,85 @@ static const struct kvtd_proto *const kvtierd_protos[KVTD_PROTO__COUNT] = {
 	[KVTD_PROTO_HTTP] = &kvtd_http_proto,
 	[KVTD_PROTO_S3] = &kvtd_s3_proto,
 };
+
+/*
+ * Descriptors: raise the soft NOFILE limit to the hard one, then keep
+ * --max-conns below what is left once the store, the listeners and the
+ * loops have theirs (KVTIERD_FD_MARGIN more for logs, the tenants file,
+ * etcd), so that a connection past it is refused with a frame rather
+ * than failing accept (loop.c "loop_shed" covers what is left).
+ */
+#define KVTIERD_FD_MARGIN 32u
+#define KVTIERD_FD_PER_LOOP 4u /* epoll, wake eventfd, queue eventfd, spare */
+
+static void kvtierd_nofile(struct kvtd_server *srv)
+{
+	struct kvtd_config *cfg = &srv->cfg;
+	struct rlimit rl;
+	uint64_t used = 0, room;
+	DIR *d;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+		return;
+	if (rl.rlim_cur < rl.rlim_max) {
+		struct rlimit want = rl;
+		want.rlim_cur = rl.rlim_max == RLIM_INFINITY ? (1u << 20) : rl.rlim_max;
+		if (want.rlim_cur > rl.rlim_cur && setrlimit(RLIMIT_NOFILE, &want) == 0)
+			rl = want;
+	}
+	d = opendir("/proc/self/fd");
+	if (d) {
+		while (readdir(d))
+			used++;
+		closedir(d);
+	}
+	used += (uint64_t)cfg->threads * KVTIERD_FD_PER_LOOP + KVTIERD_FD_MARGIN;
+	room = rl.rlim_cur > used ? rl.rlim_cur - used : 1;
+	if (room < cfg->max_conns) {
+		kvtd_log(KVTD_WARN, "--max-conns lowered to fit the descriptor limit (NOFILE)",
+			 "max_conns=%u lowered_to=%llu nofile=%llu in_use=%llu", cfg->max_conns,
+			 (unsigned long long)room, (unsigned long long)rl.rlim_cur,
+			 (unsigned long long)used);
+		cfg->max_conns = (unsigned)room;
+	}
+}
+
+/* A TCP listen spec ("HOST:PORT") on a loopback address. */
+static bool kvtierd_loopback(const char *spec)
+{
+	return strncmp(spec, "127.", 4) == 0 || strncmp(spec, "[::1]", 5) == 0 ||
+	       strncmp(spec, "localhost:", 10) == 0;
+}
+
+/*
+ * Who can reach what (doc/security.md "Threats"), checked before anything
+ * is bound: without --tenants every client is the admin, so a native,
+ * RESP or S3 listener off loopback needs --insecure; with --tenants, a /metrics
+ * without --metrics-token shows every tenant's counters to whoever
+ * reaches it, which is said loudly.  KVTD_EXIT_OK or KVTD_EXIT_USAGE.
+ */
+static int kvtierd_exposure(const struct kvtd_config *cfg)
+{
+	const char *specs[] = { strcmp(cfg->listen, "none") ? cfg->listen : NULL,
+				cfg->resp_listen, cfg->s3_listen };
+
+	for (unsigned i = 0; i < sizeof(specs) / sizeof(specs[0]); i++) {
+		if (!specs[i] || cfg->tenants_path || cfg->insecure || kvtierd_loopback(specs[i]))
+			continue;
+		kvtd_log(KVTD_ERROR, "refusing to listen off loopback without --tenants",
+			 "addr=%s", specs[i]);
+		fprintf(stderr, "kvtierd: %s is not loopback and there is no --tenants file: "
+			"anyone who reaches it could read and write every block as the admin.  "
+			"Give --tenants FILE, or --insecure to do it anyway.\n", specs[i]);
+		return KVTD_EXIT_USAGE;
+	}
+	if (cfg->tenants_path && cfg->metrics_listen && !cfg->metrics_token_path)
+		kvtd_log(KVTD_WARN,
+			 "/metrics HAS NO --metrics-token: it shows every tenant's counters and "
+			 "byte rates to whoever can reach it; give --metrics-token FILE", "metrics=%s",
+			 cfg->metrics_listen);
+	return KVTD_EXIT_OK;
+}
 
 /* 1. Options: the command line and --config, then the defaults that do
  * not need the store's directory.  Usage errors exit 2. */
@@ -748,6 +826,9 @@ static int kvtierd_open(struct kvtd_server *srv, struct kvtd_listener *listeners
 		return KVTD_EXIT_FAIL;
 	}
 	srv->start_ns = kvtd_now_ns();
+	rc = kvtierd_exposure(cfg);
+	if (rc != KVTD_EXIT_OK)
+		return rc;
 	if (cfg->tenants_path) {
 		char err[256], q[300];
 		struct kvtd_tenants *t;
@@ -813,6 +894,8 @@ static int kvtierd_open(struct kvtd_server *srv, struct kvtd_listener *listeners
 	 * metrics listener stay plain. */
 	for (unsigned i = 0; srv->tls_ctx && i < srv->listener_count; i++)
 		listeners[i].tls = !listeners[i].is_unix && listeners[i].proto != KVTD_PROTO_HTTP;
+	kvtierd_nofile(srv);
+	kvtd_ns_count_init(srv);
 	return KVTD_EXIT_OK;
 }
 

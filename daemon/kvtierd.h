@@ -23,8 +23,10 @@
  *   respd.c    the Redis-protocol listener (--resp): commands to the
  *              store through the loop's queue, replies in order
  *   httpd.c    the metrics listener (--metrics): /metrics, /healthz
- *   s3d.c      the S3 listener (--s3, doc/s3.md): buckets as namespaces,
- *              objects as blocks, SigV4 before any body byte
+ *   s3d.c      the S3 listener (--s3, doc/s3.md): heads, SigV4 before any
+ *              body byte, bodies; s3ops.c its operations (buckets as
+ *              namespaces, objects as blocks); s3reply.c its answers
+ *              (s3d.h)
  *   sigv4.c    AWS Signature Version 4, server side (sigv4.h): pure, fuzzed
  *   s3http.c   HTTP/1.1 heads, chunked and aws-chunked bodies (s3http.h):
  *              pure, fuzzed
@@ -53,10 +55,10 @@
  *              EPOLLEXCLUSIVE.  A connection, its frames and its output
  *              belong to the loop that accepted it and are touched by no
  *              other thread.
- *   kvtd-aux   runs the few calls that may block on the disk
- *              (registering a new namespace fsyncs the registry) so that
- *              no loop ever waits for a disk; hands frames back through
- *              the loop's mailbox (mail_lock + wake eventfd)
+ *   kvtd-aux   runs jobs no loop should (kvtd_aux_submit: run there,
+ *              done back on the loop through its mailbox, mail_lock +
+ *              wake eventfd): registering a new namespace (fsyncs the
+ *              registry), checking the stored parts of large range reads
  *   library    libkvtier's own workers and I/O threads (kvtier.h)
  *
  * Locks: kvtd_loop.mail_lock (a loop's mailbox), kvtd_aux.lock (the aux
@@ -178,6 +180,9 @@ void kvtd_auth_shutdown(void);
 /* Bumped by every kvtd_auth_install: what a connection cached about
  * namespaces under an older table is stale. */
 uint64_t kvtd_auth_generation(void);
+/* The installed table's role of a tenant: 0, or -ENOENT (removed).  With
+ * auth off, PROTO_ROLE_ADMIN.  Any thread. */
+int kvtd_tenant_role(const char *name, size_t len, uint32_t *role);
 /* The installed table's quota group of a tenant (0: unknown, auth off). */
 uint32_t kvtd_tenant_group(const char *name, size_t len);
 /* Does a grant of the installed table give grantee read access to owner's
@@ -246,6 +251,15 @@ struct kvtd_counters {
 	 * frames refused because --max-memory was reached, and times a
 	 * connection's reads were paused for memory */
 	_Atomic uint64_t conns_refused, mem_refused, mem_paused;
+	/* quiet GET items answered as a miss: their private copy would pass
+	 * the connection's or the server's bound (ops.c "Quiet GETs") */
+	_Atomic uint64_t copy_refused;
+	/* namespaces refused past KVTD_NS_TENANT_MAX */
+	_Atomic uint64_t ns_refused;
+	/* GET frames answered in chunks because their pins would pass a cap */
+	_Atomic uint64_t pin_deferred;
+	/* of conns_refused: past the unauthenticated limits (loop.c) */
+	_Atomic uint64_t unauth_refused;
 };
 
 #define KVTD_COUNT(srv, field, n) \
@@ -273,6 +287,8 @@ enum kvtd_proto_id {
 	KVTD_PROTO__COUNT = 8
 };
 #define KVTD_UD_PROTO_MASK 7u
+
+#define KVTD_PEER_SLOTS 4096u            /* hashed peer addresses (loop.c) */
 #define KVTD_UD_RESP ((uint64_t)KVTD_PROTO_RESP)
 
 enum kvtd_ev_kind { KVTD_EV_LISTEN = 1, KVTD_EV_CONN, KVTD_EV_WAKE, KVTD_EV_QUEUE };
@@ -311,6 +327,10 @@ struct kvtd_out {
 	void *buf;             /* owned: value bytes copied out (or NULL) */
 	uint64_t bytes;        /* total bytes of this frame */
 	uint64_t mem_len;      /* bytes charged to mem_used (kvtd_conn_queue) */
+	uint64_t pin_len;      /* value bytes behind its pins (kvtd_conn.pin_bytes) */
+	uint64_t copy_len;     /* of them, private SSD copies of quiet GETs behind
+				* pins (charged before it was queued; also in the
+				* connection's copy_bytes until written) */
 	struct iovec iov_small[2];
 };
 
@@ -360,6 +380,8 @@ struct kvtd_conn {
 	char tenant[PROTO_TENANT_MAX + 1];
 	uint32_t tenant_len;
 	uint32_t role;         /* PROTO_ROLE_* */
+	uint64_t auth_gen;     /* kvtd_auth_generation() role was resolved under
+				* (0: not yet; loop.c kvtd_conn_auth_current) */
 
 	/* Input: rbuf[rstart, rend) holds bytes of frames not yet taken */
 	uint8_t *rbuf;
@@ -395,8 +417,21 @@ struct kvtd_conn {
 	/* Per-connection counters, for logs */
 	uint64_t frames, bytes_in, bytes_out;
 
+	/* Counted among the unauthenticated connections (loop.c), in
+	 * kvtd_server.peer_unauth[peer_slot] */
+	bool unauth;
+	uint32_t peer_slot;
+
 	/* Bytes of this connection charged to kvtd_server.mem_used */
 	uint64_t mem_rbuf;     /* rbuf capacity beyond KVTD_RBUF_MIN */
+	/* Pinned bytes of its queued output, and of its tenant's (tstat):
+	 * capped (ops.c "Pinned answers"); a GET frame waiting for them to
+	 * drain; the drain clock (loop.c sweep) */
+	uint64_t pin_bytes;
+	struct kvtd_frame *pin_wait, *pin_wait_tail; /* FIFO by pin_next */
+	uint64_t drain_mark_ns, drain_mark_out;
+	uint64_t copy_bytes;   /* private SSD copies held for its quiet GETs
+				* (ops.c "Quiet GETs"), at most KVTD_COPY_CONN_MAX */
 };
 
 /* A job for the aux thread: work that may block on the disk (a frame
@@ -438,6 +473,9 @@ struct kvtd_loop {
 	uint64_t last_sweep_ns;
 	bool listening;
 	bool stopping;
+	int spare_fd;             /* /dev/null, given back to shed at EMFILE */
+	uint64_t listen_resume_ns; /* listeners paused until then (0: not) */
+	uint64_t auth_gen;        /* tenants table its connections were checked under */
 	/* Connections with work left for the end of the iteration */
 	struct kvtd_conn **touched;
 	unsigned touched_n, touched_cap;
@@ -480,6 +518,14 @@ struct kvtd_server {
 	/* Bytes charged against cfg.max_memory (loop.c "Limits"); relaxed
 	 * atomic, any loop */
 	_Atomic uint64_t mem_used;
+	/* Unauthenticated connections, all and by peer slot (loop.c) */
+	_Atomic unsigned unauth_conns;
+	/* Quiet GETs in the store, all loops (ops.c "Quiet GETs") */
+	_Atomic unsigned quiet_inflight;
+	_Atomic unsigned peer_unauth[KVTD_PEER_SLOTS];
+	/* Failed AUTHs by peer slot in the current second (loop.c) */
+	_Atomic uint64_t auth_fail_sec[KVTD_PEER_SLOTS];
+	_Atomic uint32_t auth_fails[KVTD_PEER_SLOTS];
 	char *metrics_token;      /* bearer token for /metrics, or NULL */
 	void *tls_ctx;            /* SSL_CTX * of the TCP listeners, or NULL (tls.c) */
 };
@@ -492,6 +538,20 @@ struct kvtd_server {
 #define KVTD_HDR_STEP 4096u              /* a header read after a streamed PUT */
 #define KVTD_LOOP_EVENTS 256
 #define KVTD_SLOW_PROGRESS (16u << 20)   /* data bytes that restart the frame clock */
+#define KVTD_UNAUTH_PEER_MAX 256u        /* unauthenticated connections from one address */
+#define KVTD_QUIET_WINDOW 4u             /* a frame's quiet GETs in the store at once */
+#define KVTD_NS_TENANT_MAX 1024u         /* namespaces one tenant may register */
+/* Pinned bytes of queued answers: per connection (--conn-output, at most
+ * an eighth of --dram) and per tenant (a quarter of --dram) */
+#define KVTD_PIN_CONN_MAX(srv) ((srv)->cfg.conn_output < (srv)->cfg.dram_bytes / 8 ? \
+				(srv)->cfg.conn_output : (srv)->cfg.dram_bytes / 8)
+#define KVTD_PIN_TENANT_MAX(srv) ((srv)->cfg.dram_bytes / 4)
+/* A reader holding pins must take at least this many bytes a second,
+ * averaged over --idle-timeout, or be closed */
+#define KVTD_MIN_DRAIN_BPS (1u << 20)
+#define KVTD_QUIET_INFLIGHT_MAX 64u      /* ... and the server's */
+/* Private SSD copies one connection may hold: a quarter of --max-memory */
+#define KVTD_COPY_CONN_MAX(srv) ((srv)->cfg.max_memory / 4)
 
 uint64_t kvtd_now_ns(void); /* base.c: CLOCK_MONOTONIC */
 
@@ -547,6 +607,25 @@ void kvtd_conn_events(struct kvtd_conn *c);
 /* Pause or resume reading c as its requests in flight and output say. */
 void kvtd_conn_flow(struct kvtd_conn *c);
 void kvtd_conn_close(struct kvtd_conn *c, const char *why);
+/* c authenticated (state KVTD_CS_READY): it leaves the unauthenticated
+ * count and its pre-AUTH limits. */
+void kvtd_conn_ready(struct kvtd_conn *c);
+/* Before a request of c runs: c's tenant and role under the tenants table
+ * now installed (SIGHUP may have replaced it): true, role updated; false:
+ * its tenant was removed, the connection is failed (closes). */
+bool kvtd_conn_auth_current(struct kvtd_conn *c);
+/* Wake every loop (the tenants table changed: loop_main re-checks its
+ * connections).  Any thread. */
+void kvtd_loops_wake(struct kvtd_server *srv);
+/* AUTH guessing (doc/security.md): a failed AUTH is counted against its
+ * peer address; past KVTD_AUTH_FAILS_PER_SEC in a second, AUTHs from it
+ * fail without being checked until the second is over. */
+#define KVTD_AUTH_FAILS_PER_SEC 20u
+bool kvtd_auth_throttled(struct kvtd_conn *c);
+void kvtd_auth_failed(struct kvtd_conn *c);
+/* Unauthenticated connections allowed at once, and from one address. */
+unsigned kvtd_unauth_max(const struct kvtd_server *srv);
+unsigned kvtd_unauth_peer_max(const struct kvtd_server *srv);
 /* rbuf must hold need bytes from rstart: 0, -ENOBUFS (--max-memory),
  * -EMSGSIZE (past the protocol's pre-AUTH limit), -ENOMEM. */
 int kvtd_conn_rbuf_room(struct kvtd_conn *c, size_t need);
@@ -606,6 +685,17 @@ struct kvtd_item {
 	uint32_t crc_run;         /* its CRC32C so far */
 	bool crc_bad;             /* a part's bytes did not match its CRC */
 	/* GET request */
+	bool quiet;               /* KVT_F_QUIET (a grantee's read) */
+	bool deferred;            /* pin let go, to be read again when the
+				   * connection's answers drain (ops.c) */
+	uint64_t est_len;         /* its value's length when last read */
+	uint32_t dup_of;          /* quiet: index + 1 of an earlier item of the frame
+				   * with the same namespace and key, whose result
+				   * this one shares (not submitted); 0: none */
+	uint32_t carries;         /* an item others duplicate: index + 1 of the
+				   * last of them, whose response carries this
+				   * one's pin; 0: its own response does */
+	uint64_t copy_charged;    /* its private SSD copy's bytes, charged */
 	uint32_t flags;
 	uint32_t part;
 	uint64_t off, len;
@@ -635,6 +725,22 @@ struct kvtd_frame {
 	uint32_t n;               /* items */
 	struct kvtd_item *items;
 	struct kvtd_item *subs;   /* LOOKUP and CLEAR: the store requests */
+	/* DELETE, CLEAR: a KVT_OP_FLUSH after the items, so that the answer
+	 * goes out only once their tombstones are durable (ops.c) */
+	struct kvtd_item *flush;
+	/* GET: stored parts its range reads verified (value.c), and whether
+	 * the check was planned (a large one runs on the aux thread) */
+	void *vcache;
+	bool verify_planned;
+	/* GET answered in chunks (ops.c "Pinned answers"): items before
+	 * chunk_start are answered */
+	uint32_t chunk_start;
+	bool chunked;
+	struct kvtd_frame *pin_next;
+	uint64_t auth_gen;        /* NS_REGISTER: tenants table its grants were checked under */
+	/* GET: quiet items submitted a few at a time (ops.c "Quiet GETs") */
+	struct kvtd_item **quiet_q;
+	uint32_t quiet_n, quiet_next, quiet_inflight;
 	uint32_t sub_count;
 	uint32_t pending;         /* requests and aux jobs outstanding */
 	uint64_t removed;         /* CLEAR: blocks */
@@ -667,9 +773,20 @@ int kvtd_value_put_reserve(struct kvtd_frame *fr, struct kvtd_item *it,
 void kvtd_value_put_feed(struct kvtd_frame *fr, const uint8_t *buf, size_t len);
 /* One readv from fd straight into place: what read(2) returns. */
 ssize_t kvtd_value_put_recv(struct kvtd_frame *fr, int fd);
+/* Release an item's pin, and the charge of its private copy. */
+void kvtd_value_item_unpin(struct kvtd_server *srv, struct kvtd_item *it);
 /* Commit every reserved item (CRC-checked): their statuses. */
 void kvtd_value_put_commit(struct kvtd_frame *fr);
-void kvtd_value_get_reply(struct kvtd_frame *fr);
+/* The answer of items [first, last) of a GET frame (PROTO_F_MORE on
+ * every frame of it but one that ends the whole frame's answer). */
+void kvtd_value_get_reply(struct kvtd_frame *fr, uint32_t first, uint32_t last);
+/* Range reads: the bytes of stored parts to verify (planned into the
+ * frame's cache); verify them (any thread); free the cache. */
+uint64_t kvtd_value_verify_plan(struct kvtd_frame *fr);
+void kvtd_value_verify_run(struct kvtd_frame *fr);
+void kvtd_value_vcache_free(struct kvtd_frame *fr);
+/* Range verification larger than this runs on the aux thread. */
+#define KVTD_VERIFY_INLINE_MAX (1u << 20)
 
 /* A PUT frame's header and table arrived, its data not yet: reserve DRAM
  * for its values and receive them in place (true), or not (false: the
@@ -689,6 +806,10 @@ void kvtd_req_done(struct kvtd_loop *loop, struct kvt_req *r);
 /* Free a frame that will not be answered (its connection died) once
  * nothing of it is in flight; releases pins. */
 void kvtd_frame_free(struct kvtd_frame *fr);
+/* A GET frame waiting for c's pinned answers to drain: continue it (when
+ * they drained enough), or end it (c closed).  ops.c "Pinned answers". */
+void kvtd_get_resume(struct kvtd_conn *c);
+void kvtd_get_abandon(struct kvtd_conn *c);
 /* Drop a connection's namespace cache (it is closing). */
 void kvtd_ns_cache_free(struct kvtd_conn *c);
 
@@ -730,6 +851,9 @@ struct kvtd_proto {
 	 * connection past --max-conns, input past a limit), then close once
 	 * flushed.  status: a proto/kvtier code or -errno. */
 	void (*fail)(struct kvtd_conn *c, int status, const char *msg);
+	/* Queued output holding pins was written and freed: room to answer
+	 * more (lazy pinning).  May be NULL. */
+	void (*written)(struct kvtd_conn *c);
 	/* A library request whose user_data carries this protocol's id. */
 	void (*req_done)(struct kvtd_loop *loop, struct kvt_req *r);
 	/* The connection is freed (closed, nothing in flight).  May be NULL. */
@@ -775,7 +899,14 @@ void kvtd_metrics_resp(struct kvtd_server *srv, bool error);
 /* Per-tenant counters (metrics.c), found once per connection. */
 struct kvtd_tstat {
 	_Atomic uint64_t requests, bytes_in, bytes_out;
+	_Atomic uint64_t pinned;  /* pinned bytes of its connections' queued output */
+	_Atomic uint32_t ns_count; /* namespaces registered in its name (KVTD_NS_TENANT_MAX) */
 };
+/* The counters of a tenant by name (created if new; NULL past the table's
+ * size or out of memory).  Any thread. */
+struct kvtd_tstat *kvtd_tstat_named(struct kvtd_server *srv, const char *name, size_t len);
+/* Count each tenant's namespaces in the registry (startup, main thread). */
+void kvtd_ns_count_init(struct kvtd_server *srv);
 /* The counters of c's tenant (NULL before the tenant is known). */
 struct kvtd_tstat *kvtd_tstat_of(struct kvtd_conn *c);
 

@@ -70,6 +70,7 @@
  * call stays valid for the rest of the iteration.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <arpa/inet.h>
@@ -120,6 +121,7 @@ static bool loop_mem_over(const struct kvtd_server *srv)
 static void loop_conn_close(struct kvtd_conn *c, const char *why);
 static void loop_conn_flush(struct kvtd_conn *c);
 static void loop_conn_touch(struct kvtd_conn *c);
+static void loop_unauth_drop(struct kvtd_conn *c);
 
 /* ------------------------------------------------------------------------
  * Output
@@ -136,6 +138,21 @@ void kvtd_out_free(struct kvtd_server *srv, struct kvtd_out *o)
 	free(o->hdr);
 	free(o->buf);
 	free(o);
+}
+
+/* An output entry of c is done (written or dropped): what it held is
+ * given back -- its pins, its charge, its share of c's and its tenant's
+ * pinned bytes. */
+static void loop_out_done(struct kvtd_conn *c, struct kvtd_out *o)
+{
+	c->copy_bytes -= o->copy_len;
+	if (o->pin_len) {
+		c->pin_bytes -= o->pin_len;
+		if (c->tstat)
+			atomic_fetch_sub_explicit(&c->tstat->pinned, o->pin_len,
+						  memory_order_relaxed);
+	}
+	kvtd_out_free(c->loop->srv, o);
 }
 
 /* TLS (tls.c): an SSL call may wait for the other direction (a read for
@@ -200,12 +217,26 @@ void kvtd_conn_queue(struct kvtd_conn *c, struct kvtd_out *o)
 	struct kvtd_server *srv = c->loop->srv;
 
 	if (c->dead) {
+		c->copy_bytes -= o->copy_len;
+		o->mem_len = o->copy_len;
 		kvtd_out_free(srv, o);
 		return;
 	}
-	/* Encoded bytes are charged; pinned DRAM runs are the DRAM tier's. */
+	if (o->pin_len) {
+		if (!c->pin_bytes) {
+			c->drain_mark_ns = c->loop->now_ns;
+			c->drain_mark_out = c->bytes_out;
+		}
+		c->pin_bytes += o->pin_len;
+		if (c->tstat)
+			atomic_fetch_add_explicit(&c->tstat->pinned, o->pin_len,
+						  memory_order_relaxed);
+	}
+	/* Encoded bytes are charged; pinned DRAM runs are the DRAM tier's;
+	 * private copies behind pins were charged when made (ops.c). */
 	o->mem_len = o->pin_count ? (o->iov_count ? o->iov[0].iov_len : 0) : o->bytes;
 	kvtd_mem_charge(srv, o->mem_len, true);
+	o->mem_len += o->copy_len;
 	o->next = NULL;
 	if (c->out_tail)
 		c->out_tail->next = o;
@@ -221,6 +252,7 @@ static void loop_conn_flush(struct kvtd_conn *c)
 {
 	struct kvtd_server *srv = c->loop->srv;
 	struct iovec iov[128];
+	bool unpinned = false;
 
 	while (c->out_head && !c->dead) {
 		unsigned n = 0;
@@ -280,7 +312,9 @@ static void loop_conn_flush(struct kvtd_conn *c)
 			if (!c->out_head)
 				c->out_tail = NULL;
 			KVTD_COUNT(srv, frames_out, 1);
-			kvtd_out_free(srv, o);
+			if (o->pin_len)
+				unpinned = true;
+			loop_out_done(c, o);
 		}
 	}
 	if (!c->dead) {
@@ -288,6 +322,8 @@ static void loop_conn_flush(struct kvtd_conn *c)
 		loop_conn_events(c, false);
 		loop_conn_flow(c);
 	}
+	if (unpinned && !c->dead && c->ops->written)
+		c->ops->written(c);
 }
 
 /* ------------------------------------------------------------------------
@@ -398,13 +434,14 @@ static void loop_conn_close(struct kvtd_conn *c, const char *why)
 	while (c->out_head) {
 		struct kvtd_out *o = c->out_head;
 		c->out_head = o->next;
-		kvtd_out_free(srv, o);
+		loop_out_done(c, o);
 	}
 	c->out_tail = NULL;
 	c->out_bytes = 0;
 	if (c->ops->drop_input)
 		c->ops->drop_input(c);
 	kvtd_conn_rbuf_release(c);
+	loop_unauth_drop(c);
 	atomic_fetch_sub_explicit(&srv->ctr.conns_active, 1, memory_order_relaxed);
 	atomic_fetch_sub_explicit(&loop->conn_live, 1, memory_order_relaxed);
 	KVTD_COUNT(srv, conns_closed, 1);
@@ -456,6 +493,174 @@ static void loop_conn_refuse(struct kvtd_conn *c)
 		 srv->cfg.max_conns);
 	kvtd_conn_log(c, KVTD_INFO, "refusing connection", msg);
 	c->ops->fail(c, KVT_EBUSY, msg);
+}
+
+/*
+ * Unauthenticated connections (doc/security.md "Before AUTH"): at most
+ * kvtd_unauth_max() of them at once, and at most kvtd_unauth_peer_max()
+ * from one peer address (Unix sockets are one peer).  Peers are counted
+ * in KVTD_PEER_SLOTS hashed slots: peers sharing a slot share its count,
+ * which can only refuse early, never admit more.  A connection leaves the
+ * count when it authenticates (kvtd_conn_ready) or closes.
+ */
+static uint32_t loop_peer_slot(const struct sockaddr_storage *ss, bool is_unix)
+{
+	uint64_t h = 1469598103934665603ull;
+	const uint8_t *p = NULL;
+	size_t n = 0;
+
+	if (is_unix)
+		return 0;
+	if (ss->ss_family == AF_INET) {
+		p = (const uint8_t *)&((const struct sockaddr_in *)ss)->sin_addr;
+		n = 4;
+	} else if (ss->ss_family == AF_INET6) {
+		p = (const uint8_t *)&((const struct sockaddr_in6 *)ss)->sin6_addr;
+		n = 16;
+	}
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ p[i]) * 1099511628211ull;
+	return (uint32_t)(h % KVTD_PEER_SLOTS);
+}
+
+unsigned kvtd_unauth_max(const struct kvtd_server *srv)
+{
+	unsigned m = srv->cfg.max_conns / 2;
+	return m ? m : 1;
+}
+
+/* Half the global limit (so that one address never holds them all),
+ * at most KVTD_UNAUTH_PEER_MAX. */
+unsigned kvtd_unauth_peer_max(const struct kvtd_server *srv)
+{
+	unsigned m = kvtd_unauth_max(srv) / 2;
+	if (m == 0)
+		m = 1;
+	return m > KVTD_UNAUTH_PEER_MAX ? KVTD_UNAUTH_PEER_MAX : m;
+}
+
+static void loop_unauth_add(struct kvtd_conn *c, const struct sockaddr_storage *ss, bool is_unix)
+{
+	struct kvtd_server *srv = c->loop->srv;
+	unsigned total, peer;
+	char msg[200];
+
+	c->peer_slot = loop_peer_slot(ss, is_unix);
+	if (c->state == KVTD_CS_READY || c->dead)
+		return;
+	c->unauth = true;
+	total = atomic_fetch_add_explicit(&srv->unauth_conns, 1, memory_order_relaxed);
+	peer = atomic_fetch_add_explicit(&srv->peer_unauth[c->peer_slot], 1,
+					 memory_order_relaxed);
+	if (total < kvtd_unauth_max(srv) && peer < kvtd_unauth_peer_max(srv))
+		return;
+	KVTD_COUNT(srv, conns_refused, 1);
+	KVTD_COUNT(srv, unauth_refused, 1);
+	if (total >= kvtd_unauth_max(srv))
+		snprintf(msg, sizeof(msg),
+			 "server at its limit of %u unauthenticated connections (half of "
+			 "--max-conns %u); try again later", kvtd_unauth_max(srv),
+			 srv->cfg.max_conns);
+	else
+		snprintf(msg, sizeof(msg),
+			 "too many unauthenticated connections from this address (%u; "
+			 "--max-conns %u); try again later", kvtd_unauth_peer_max(srv),
+			 srv->cfg.max_conns);
+	kvtd_conn_log(c, KVTD_INFO, "refusing connection", msg);
+	c->ops->fail(c, KVT_EBUSY, msg);
+}
+
+static void loop_unauth_drop(struct kvtd_conn *c)
+{
+	struct kvtd_server *srv = c->loop->srv;
+
+	if (!c->unauth)
+		return;
+	c->unauth = false;
+	atomic_fetch_sub_explicit(&srv->unauth_conns, 1, memory_order_relaxed);
+	atomic_fetch_sub_explicit(&srv->peer_unauth[c->peer_slot], 1, memory_order_relaxed);
+}
+
+bool kvtd_auth_throttled(struct kvtd_conn *c)
+{
+	struct kvtd_server *srv = c->loop->srv;
+	uint64_t sec = c->loop->now_ns / 1000000000ull;
+
+	return atomic_load_explicit(&srv->auth_fail_sec[c->peer_slot], memory_order_relaxed) ==
+		       sec &&
+	       atomic_load_explicit(&srv->auth_fails[c->peer_slot], memory_order_relaxed) >=
+		       KVTD_AUTH_FAILS_PER_SEC;
+}
+
+void kvtd_auth_failed(struct kvtd_conn *c)
+{
+	struct kvtd_server *srv = c->loop->srv;
+	uint64_t sec = c->loop->now_ns / 1000000000ull;
+	uint64_t was = atomic_exchange_explicit(&srv->auth_fail_sec[c->peer_slot], sec,
+						memory_order_relaxed);
+
+	if (was != sec)
+		atomic_store_explicit(&srv->auth_fails[c->peer_slot], 1, memory_order_relaxed);
+	else
+		atomic_fetch_add_explicit(&srv->auth_fails[c->peer_slot], 1, memory_order_relaxed);
+}
+
+void kvtd_conn_ready(struct kvtd_conn *c)
+{
+	c->state = KVTD_CS_READY;
+	c->auth_gen = 0; /* resolved again before its first request */
+	loop_unauth_drop(c);
+}
+
+/*
+ * Revocation (doc/security.md): a connection's tenant and role were
+ * checked at AUTH; after the tenants file is reloaded they are looked up
+ * again before its next request (loop_conn_parse) and, for idle ones,
+ * when its loop sees the new table (loop_main).  A removed tenant's
+ * connections are failed and closed; a changed role applies at once.
+ */
+bool kvtd_conn_auth_current(struct kvtd_conn *c)
+{
+	uint64_t gen = kvtd_auth_generation();
+	uint32_t role;
+
+	if (c->dead)
+		return false;
+	if (c->state != KVTD_CS_READY || c->auth_gen == gen || c->tenant_len == 0)
+		return true;
+	if (kvtd_tenant_role(c->tenant, c->tenant_len, &role) < 0) {
+		KVTD_COUNT(c->loop->srv, errors[KVTD_ERR_AUTH], 1);
+		kvtd_conn_log(c, KVTD_WARN, "closing connection",
+			      "its tenant is no longer in the tenants file");
+		c->ops->fail(c, PROTO_EAUTH, "tenant removed from the tenants file");
+		return false;
+	}
+	if (c->auth_gen && role != c->role)
+		kvtd_conn_log(c, KVTD_INFO, "role changed by the tenants file",
+			      role == PROTO_ROLE_ADMIN ? "now admin" : "now tenant");
+	c->role = role;
+	c->auth_gen = gen;
+	return true;
+}
+
+/* The protocol's parse, once the connection's tenant is current. */
+static void loop_conn_parse(struct kvtd_conn *c)
+{
+	if (kvtd_conn_auth_current(c))
+		c->ops->parse(c);
+}
+
+/* The tenants table changed: every connection of the loop is checked. */
+static void loop_auth_sweep(struct kvtd_loop *loop)
+{
+	uint64_t gen = kvtd_auth_generation();
+
+	if (gen == loop->auth_gen)
+		return;
+	loop->auth_gen = gen;
+	for (struct kvtd_conn *c = loop->conns; c; c = c->next)
+		if (!c->dead && c->state == KVTD_CS_READY)
+			kvtd_conn_auth_current(c);
 }
 
 /*
@@ -543,8 +748,11 @@ static void loop_conn_add(struct kvtd_loop *loop, int fd, struct kvtd_listener *
 	over = atomic_fetch_add_explicit(&srv->ctr.conns_active, 1, memory_order_relaxed) >=
 	       srv->cfg.max_conns;
 	kvtd_conn_log(c, KVTD_DEBUG, "connection accepted", NULL);
-	if (over)
+	if (over) {
 		loop_conn_refuse(c);
+		return;
+	}
+	loop_unauth_add(c, ss, l->is_unix);
 }
 
 /* The loop a new connection goes to: fewest live connections. */
@@ -594,6 +802,40 @@ static bool loop_hand_over(struct kvtd_loop *to, int fd, struct kvtd_listener *l
 }
 
 #define LOOP_ACCEPT_BATCH 64
+#define LOOP_LISTEN_PAUSE_NS 100000000ull /* listeners off after a failed shed */
+
+static void loop_stop_listening(struct kvtd_loop *loop);
+
+/*
+ * Out of descriptors (EMFILE/ENFILE) or memory for a new connection: the
+ * reserve-descriptor trick (libuv, nginx) -- give back the loop's spare
+ * descriptor, accept the connection and close it at once, take the spare
+ * again.  Counted in conns_refused.  true: one was shed, accept again;
+ * false: not possible now, so the loop takes its listeners out of its
+ * epoll set for LOOP_LISTEN_PAUSE_NS (loop_main puts them back).
+ */
+static bool loop_shed(struct kvtd_loop *loop, struct kvtd_listener *l)
+{
+	int fd;
+
+	if (loop->spare_fd >= 0) {
+		close(loop->spare_fd);
+		loop->spare_fd = -1;
+		fd = accept4(l->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd >= 0) {
+			close(fd);
+			KVTD_COUNT(loop->srv, conns_refused, 1);
+		}
+		loop->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+		if (fd >= 0)
+			return true;
+	}
+	if (loop->listening) {
+		loop_stop_listening(loop);
+		loop->listen_resume_ns = loop->now_ns + LOOP_LISTEN_PAUSE_NS;
+	}
+	return false;
+}
 
 static void loop_accept(struct kvtd_loop *loop, struct kvtd_listener *l)
 {
@@ -611,10 +853,16 @@ static void loop_accept(struct kvtd_loop *loop, struct kvtd_listener *l)
 			if (errno == EMFILE || errno == ENFILE || errno == ENOMEM || errno == ENOBUFS) {
 				static _Atomic uint64_t last;
 				uint64_t now = loop->now_ns, prev = atomic_load(&last);
+				int e = errno;
 				if (now - prev > 10000000000ull &&
 				    atomic_compare_exchange_strong(&last, &prev, now))
-					kvtd_log(KVTD_WARN, "cannot accept connections",
-						 "listener=%s error=\"%s\"", l->name, strerror(errno));
+					kvtd_log(KVTD_WARN, "cannot accept connections; shedding",
+						 "listener=%s error=\"%s\"", l->name, strerror(e));
+				/* The listener stays readable (level-triggered):
+				 * shed the waiting connection, or stop listening a
+				 * while, never return to spin (loop_shed). */
+				if (loop_shed(loop, l))
+					continue;
 			}
 			return;
 		}
@@ -649,9 +897,12 @@ int kvtd_conn_rbuf_room(struct kvtd_conn *c, size_t need)
 		return 0;
 	if (pre && c->ops->preauth_buf < first)
 		first = c->ops->preauth_buf;
-	ncap = c->rcap ? c->rcap : first;
-	while (ncap < need)
-		ncap *= 2;
+	/* Double (amortized growth), or exactly what is needed (rounded to
+	 * 4 KiB) when that is more: a large request is charged what it
+	 * takes, not up to twice that. */
+	ncap = c->rcap ? 2 * c->rcap : first;
+	if (ncap < need)
+		ncap = (need + 4095) & ~(size_t)4095;
 	if (pre && ncap > c->ops->preauth_buf)
 		ncap = c->ops->preauth_buf;
 	/* Growth past the minimum is charged to the budget (a big table). */
@@ -720,7 +971,7 @@ ssize_t kvtd_conn_read_rbuf(struct kvtd_conn *c, size_t max, size_t *asked)
 	if (r > 0) {
 		int e = errno;
 		c->rend += (size_t)r;
-		c->ops->parse(c);
+		loop_conn_parse(c);
 		errno = e;
 	}
 	return r;
@@ -831,6 +1082,15 @@ static void loop_sweep(struct kvtd_loop *loop)
 			why = "frame not completed in time (slow client)";
 		else if (c->out_stall_ns && now - c->out_stall_ns > limit)
 			why = "client stopped reading its responses";
+		else if (c->pin_bytes && now - c->drain_mark_ns > limit) {
+			/* Pins held for a reader that takes less than
+			 * KVTD_MIN_DRAIN_BPS: released by closing it. */
+			if (c->bytes_out - c->drain_mark_out <
+			    (uint64_t)KVTD_MIN_DRAIN_BPS * srv->cfg.idle_timeout_s)
+				why = "client reads its responses too slowly for the DRAM they pin";
+			c->drain_mark_ns = now;
+			c->drain_mark_out = c->bytes_out;
+		}
 		if (!why)
 			continue;
 		KVTD_COUNT(srv, errors[KVTD_ERR_TIMEOUT], 1);
@@ -898,13 +1158,26 @@ static void loop_settle(struct kvtd_loop *loop)
 		if (c->dead)
 			continue;
 		if (!c->read_paused && !c->no_more_input && c->rend > c->rstart)
-			c->ops->parse(c);
+			loop_conn_parse(c);
 		if (!c->dead && kvtd_tls_pending(c))
 			loop_conn_read(c);
 		if (!c->dead && c->out_head)
 			loop_conn_flush(c);
 		loop_conn_maybe_close(c);
 	}
+}
+
+static void loop_start_listening(struct kvtd_loop *loop)
+{
+	struct kvtd_server *srv = loop->srv;
+
+	for (unsigned k = 0; k < srv->listener_count; k++) {
+		struct epoll_event ev = { .events = EPOLLIN | EPOLLEXCLUSIVE,
+					  .data.ptr = &srv->listeners[k].ev };
+		epoll_ctl(loop->epfd, EPOLL_CTL_ADD, srv->listeners[k].fd, &ev);
+	}
+	loop->listening = true;
+	loop->listen_resume_ns = 0;
 }
 
 static void loop_stop_listening(struct kvtd_loop *loop)
@@ -947,8 +1220,11 @@ static void *loop_main(void *arg)
 	pthread_setname_np(pthread_self(), name);
 	for (;;) {
 		int n = epoll_wait(loop->epfd, evs, KVTD_LOOP_EVENTS,
-				   loop->touched_n ? 0 : loop->stopping ? 100 : 1000);
+				   loop->touched_n ? 0 : loop->stopping || loop->listen_resume_ns ? 100
+										  : 1000);
 		loop->now_ns = kvtd_now_ns();
+		if (loop->listen_resume_ns && !loop->stopping && loop->now_ns >= loop->listen_resume_ns)
+			loop_start_listening(loop);
 		if (n < 0 && errno != EINTR) {
 			kvtd_log(KVTD_ERROR, "epoll_wait failed", "loop=%u error=\"%s\"", loop->idx,
 				 strerror(errno));
@@ -993,6 +1269,7 @@ static void *loop_main(void *arg)
 			}
 		}
 		loop_drain_mail(loop);
+		loop_auth_sweep(loop);
 		loop_settle(loop);
 		if (!loop->stopping && atomic_load(&srv->stopping)) {
 			loop_begin_stop(loop);
@@ -1041,6 +1318,7 @@ int kvtd_loops_start(struct kvtd_server *srv)
 		loop->queue_ev.kind = KVTD_EV_QUEUE;
 		loop->epfd = -1;
 		loop->wakefd = -1;
+		loop->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 		pthread_mutex_init(&loop->mail_lock, NULL);
 		loop->epfd = epoll_create1(EPOLL_CLOEXEC);
 		loop->wakefd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -1071,6 +1349,7 @@ int kvtd_loops_start(struct kvtd_server *srv)
 		loop->listening = true;
 		loop->now_ns = kvtd_now_ns();
 		loop->last_sweep_ns = loop->now_ns;
+		loop->auth_gen = kvtd_auth_generation();
 	}
 	for (unsigned i = 0; i < srv->loop_count; i++) {
 		int rc = pthread_create(&srv->loops[i].thread, NULL, loop_main, &srv->loops[i]);
@@ -1086,6 +1365,13 @@ static void loop_wake(struct kvtd_loop *loop)
 	uint64_t one = 1;
 	ssize_t w = write(loop->wakefd, &one, sizeof(one));
 	(void)w;
+}
+
+void kvtd_loops_wake(struct kvtd_server *srv)
+{
+	for (unsigned i = 0; srv->loops && i < srv->loop_count; i++)
+		if (srv->loops[i].wakefd >= 0)
+			loop_wake(&srv->loops[i]);
 }
 
 void kvtd_loops_stop(struct kvtd_server *srv)
@@ -1138,6 +1424,8 @@ void kvtd_loops_finish(struct kvtd_server *srv)
 			close(loop->epfd);
 		if (loop->wakefd >= 0)
 			close(loop->wakefd);
+		if (loop->spare_fd >= 0)
+			close(loop->spare_fd);
 		pthread_mutex_destroy(&loop->mail_lock);
 	}
 	free(srv->loops);

@@ -132,26 +132,35 @@ void kvtd_metrics_s3(struct kvtd_server *srv, int op, bool error)
 		MADD(srv->metrics->s3_errors[op], 1);
 }
 
-struct kvtd_tstat *kvtd_tstat_of(struct kvtd_conn *c)
+struct kvtd_tstat *kvtd_tstat_named(struct kvtd_server *srv, const char *name, size_t len)
 {
-	struct kvtd_metrics *m = c->loop->srv->metrics;
+	struct kvtd_metrics *m = srv->metrics;
 	struct metrics_tenant *t = NULL;
 
-	if (c->tstat || !m || c->tenant_len == 0 || c->state != KVTD_CS_READY)
-		return c->tstat;
+	if (!m || len == 0 || len > PROTO_TENANT_MAX)
+		return NULL;
 	pthread_mutex_lock(&m->tenants_lock);
 	for (unsigned i = 0; i < m->tenant_count; i++)
-		if (strcmp(m->tenants[i]->name, c->tenant) == 0) {
+		if (strlen(m->tenants[i]->name) == len &&
+		    memcmp(m->tenants[i]->name, name, len) == 0) {
 			t = m->tenants[i];
 			break;
 		}
 	if (!t && m->tenant_count < METRICS_TENANTS_MAX && (t = calloc(1, sizeof(*t)))) {
-		snprintf(t->name, sizeof(t->name), "%s", c->tenant);
+		memcpy(t->name, name, len);
+		t->name[len] = 0;
 		m->tenants[m->tenant_count] = t;
 		atomic_store(&m->tenant_count, m->tenant_count + 1);
 	}
 	pthread_mutex_unlock(&m->tenants_lock);
-	c->tstat = t ? &t->st : NULL;
+	return t ? &t->st : NULL;
+}
+
+struct kvtd_tstat *kvtd_tstat_of(struct kvtd_conn *c)
+{
+	if (c->tstat || c->tenant_len == 0 || c->state != KVTD_CS_READY)
+		return c->tstat;
+	c->tstat = kvtd_tstat_named(c->loop->srv, c->tenant, c->tenant_len);
 	return c->tstat;
 }
 
@@ -365,6 +374,14 @@ int kvtd_metrics_render(struct kvtd_server *srv, char **out, size_t *out_len)
 	}
 	metrics_one(f, "kvtier_connections_refused_total", "counter",
 		    "connections refused past --max-conns", MGET(srv->ctr.conns_refused));
+	metrics_one(f, "kvtier_connections_unauth_refused_total", "counter",
+		    "of them, past the unauthenticated limits (all, per address)",
+		    MGET(srv->ctr.unauth_refused));
+	metrics_one(f, "kvtier_connections_unauthenticated", "gauge",
+		    "connections not yet authenticated", MGET(srv->unauth_conns));
+	metrics_one(f, "kvtier_server_copy_refused_total", "counter",
+		    "grantee GET items answered as a miss: their private SSD copy would pass "
+		    "the connection's or the server's bound", MGET(srv->ctr.copy_refused));
 	metrics_one(f, "kvtier_server_memory_refused_total", "counter",
 		    "frames refused because --max-memory was reached", MGET(srv->ctr.mem_refused));
 	metrics_one(f, "kvtier_server_memory_paused_total", "counter",

@@ -31,6 +31,13 @@
 
 #include "kvtierd.h"
 
+/* What a connection may send before AUTH (doc/protocol.md section 7). */
+static bool native_preauth_op(unsigned op)
+{
+	return op == PROTO_OP_HELLO || op == PROTO_OP_AUTH || op == PROTO_OP_PING ||
+	       op == PROTO_OP_BYE;
+}
+
 /* Input that does not fit the budget: say so and close. */
 static void native_mem_refuse(struct kvtd_conn *c, uint64_t tag, const char *what)
 {
@@ -63,7 +70,9 @@ static void native_parse(struct kvtd_conn *c)
 		size_t avail = c->rend - c->rstart;
 		struct proto_frame f;
 		struct kvtd_frame *fr;
+		uint64_t charge;
 		uint8_t *hdr;
+		bool pre;
 		int rc;
 
 		if (avail == 0) {
@@ -82,9 +91,21 @@ static void native_parse(struct kvtd_conn *c)
 		if (!c->frame_start_ns)
 			c->frame_start_ns = c->loop->now_ns;
 		rc = proto_parse_request(c->rbuf + c->rstart, avail, &srv->lim, &f);
+		pre = c->state != KVTD_CS_READY;
+		if (pre && (rc == 0 || (rc == PROTO_NEED_MORE && avail >= PROTO_HDR_LEN)) &&
+		    !native_preauth_op(f.op)) {
+			/* Nothing but HELLO, AUTH, PING and BYE is read before
+			 * AUTH: the rest of the frame is not even buffered. */
+			kvtd_conn_fail(c, f.op, f.tag, PROTO_ENOAUTH,
+				       "HELLO and AUTH first; closing the connection");
+			return;
+		}
 		if (rc == PROTO_NEED_MORE) {
 			rc = kvtd_conn_rbuf_room(c, (size_t)f.need);
-			if (rc == -ENOBUFS)
+			if (rc == -EMSGSIZE)
+				kvtd_conn_fail(c, PROTO_OP_ERROR, f.tag, PROTO_ENOAUTH,
+					       "frame too large before AUTH; closing the connection");
+			else if (rc == -ENOBUFS)
 				native_mem_refuse(c, f.tag, "table");
 			else if (rc < 0)
 				kvtd_conn_fail(c, PROTO_OP_ERROR, f.tag, -ENOMEM,
@@ -98,13 +119,17 @@ static void native_parse(struct kvtd_conn *c)
 			kvtd_conn_fail(c, PROTO_OP_ERROR, hdr_ok ? f.tag : 0, rc, msg);
 			return;
 		}
-		if (!kvtd_mem_charge(srv, f.hdr_len, false)) {
+		/* Before AUTH a frame is at most NATIVE_PREAUTH_BUF bytes and
+		 * has no data: bounded per connection, outside the budget, so
+		 * unauthenticated clients never take it from the others. */
+		charge = pre ? 0 : f.hdr_len;
+		if (!kvtd_mem_charge(srv, charge, false)) {
 			native_mem_refuse(c, f.tag, "table");
 			return;
 		}
 		hdr = malloc(f.hdr_len);
 		if (!hdr) {
-			kvtd_mem_uncharge(srv, f.hdr_len);
+			kvtd_mem_uncharge(srv, charge);
 			kvtd_conn_fail(c, PROTO_OP_ERROR, f.tag, -ENOMEM, "server out of memory");
 			return;
 		}
@@ -112,11 +137,11 @@ static void native_parse(struct kvtd_conn *c)
 		c->rstart += f.hdr_len;
 		fr = kvtd_frame_new(c, hdr, f.hdr_len);
 		if (!fr) {
-			kvtd_mem_uncharge(srv, f.hdr_len);
+			kvtd_mem_uncharge(srv, charge);
 			kvtd_conn_fail(c, PROTO_OP_ERROR, f.tag, -ENOMEM, "server out of memory");
 			return;
 		}
-		fr->mem_charged = f.hdr_len;
+		fr->mem_charged = charge;
 		if (f.data_len) {
 			size_t take = c->rend - c->rstart;
 			if (take > f.data_len)
@@ -214,6 +239,16 @@ static void native_drop_input(struct kvtd_conn *c)
 		c->rx = NULL;
 		kvtd_frame_free(fr);
 	}
+	/* A GET waiting for the answers to drain goes on while they can
+	 * (stopping); once closed, it ends. */
+	if (c->dead)
+		kvtd_get_abandon(c);
+}
+
+/* Pinned answers were written: a GET waiting for room goes on. */
+static void native_written(struct kvtd_conn *c)
+{
+	kvtd_get_resume(c);
 }
 
 /* Nothing in flight: a BYE read earlier is answered now. */
@@ -247,6 +282,7 @@ const struct kvtd_proto kvtd_native_proto = {
 	.partial = native_partial,
 	.drop_input = native_drop_input,
 	.idle = native_idle,
+	.written = native_written,
 	.fail = native_fail,
 	.req_done = kvtd_req_done,
 	.free = native_free,

@@ -100,10 +100,8 @@ struct kvtd_loop *kvtd_frame_loop(const struct kvtd_frame *fr)
 
 static void ops_item_release(struct kvtd_server *srv, struct kvtd_item *it)
 {
-	if (it->pinned) {
-		kvt_pin_release(srv->store, it->req.pin);
-		it->pinned = false;
-	}
+	if (it->pinned)
+		kvtd_value_item_unpin(srv, it);
 	if (it->reserved) {
 		kvt_put_abort(srv->store, it->resv);
 		it->reserved = false;
@@ -132,6 +130,9 @@ void kvtd_frame_free(struct kvtd_frame *fr)
 		ops_item_release(srv, &fr->subs[i]);
 	free(fr->items);
 	free(fr->subs);
+	free(fr->quiet_q);
+	free(fr->flush);
+	kvtd_value_vcache_free(fr);
 	free(fr->keys);
 	free(fr->tiers);
 	free(fr->ns_ids);
@@ -447,7 +448,7 @@ static void ops_auth(struct kvtd_frame *fr)
 	tn[a->tenant_len] = 0;
 	memset(proof, 0, sizeof(proof));
 	if (kvtd_auth_enabled()) {
-		if (a->method != PROTO_AUTH_HMAC_SHA256)
+		if (a->method != PROTO_AUTH_HMAC_SHA256 || kvtd_auth_throttled(c))
 			rc = PROTO_EAUTH;
 		else
 			rc = kvtd_auth_check(a->tenant, a->tenant_len, c->nonce, a->nonce, a->proof,
@@ -459,6 +460,7 @@ static void ops_auth(struct kvtd_frame *fr)
 		role = PROTO_ROLE_ADMIN;
 	}
 	if (rc != 0) {
+		kvtd_auth_failed(c);
 		kvtd_log(KVTD_WARN, "authentication failed", "conn=%llu peer=%s tenant=%s",
 			 (unsigned long long)c->id, c->peer,
 			 kvtd_log_quote(tq, sizeof(tq), tn));
@@ -468,7 +470,7 @@ static void ops_auth(struct kvtd_frame *fr)
 	c->tenant_len = (uint32_t)strlen(tn);
 	memcpy(c->tenant, tn, c->tenant_len + 1);
 	c->role = role;
-	c->state = KVTD_CS_READY;
+	kvtd_conn_ready(c);
 	KVTD_COUNT(srv, auth_ok, 1);
 	kvtd_log(KVTD_DEBUG, "authenticated", "conn=%llu peer=%s tenant=%s role=%s",
 		 (unsigned long long)c->id, c->peer, kvtd_log_quote(tq, sizeof(tq), tn),
@@ -499,6 +501,37 @@ static void ops_simple(struct kvtd_frame *fr)
  * NS_REGISTER
  */
 
+/* Would fresh more new namespaces pass c's tenant's quota? */
+static bool ops_ns_quota_full(struct kvtd_conn *c, uint32_t fresh)
+{
+	struct kvtd_tstat *t = kvtd_tstat_of(c);
+
+	return t && atomic_load_explicit(&t->ns_count, memory_order_relaxed) + fresh >=
+			    KVTD_NS_TENANT_MAX;
+}
+
+/* Startup: each tenant's namespaces, from their canonical texts. */
+void kvtd_ns_count_init(struct kvtd_server *srv)
+{
+	char *canon = malloc(PROTO_CANON_MAX + 1);
+	uint8_t digest[PROTO_DIGEST_LEN];
+
+	for (uint32_t id = 1; canon; id++) {
+		const char *tn;
+		int len = kvt_ns_info(srv->store, id, digest, canon, PROTO_CANON_MAX + 1), tl;
+		struct kvtd_tstat *t;
+		if (len < 0)
+			break;
+		tl = kvtd_canon_tenant(canon, (size_t)len, &tn);
+		if (tl <= 0)
+			continue;
+		t = kvtd_tstat_named(srv, tn, (size_t)tl);
+		if (t)
+			atomic_fetch_add_explicit(&t->ns_count, 1, memory_order_relaxed);
+	}
+	free(canon);
+}
+
 static void ops_ns_register(struct kvtd_frame *fr)
 {
 	struct kvtd_server *srv = ops_srv(fr);
@@ -506,7 +539,7 @@ static void ops_ns_register(struct kvtd_frame *fr)
 	struct proto_iter iter;
 	struct proto_item pi;
 	bool aux = false;
-	uint32_t i = 0;
+	uint32_t i = 0, fresh = 0;
 
 	fr->n = fr->f.item_count;
 	fr->items = calloc(fr->n, sizeof(*fr->items));
@@ -515,6 +548,8 @@ static void ops_ns_register(struct kvtd_frame *fr)
 		kvtd_frame_free(fr);
 		return;
 	}
+	/* The tenants table the grants below are checked under. */
+	fr->auth_gen = kvtd_auth_generation();
 	proto_iter_init(&iter, &fr->f, NULL, NULL, 0);
 	while (i < fr->n && proto_iter_next(&iter, &pi) == 1) {
 		struct kvtd_item *it = &fr->items[i++];
@@ -558,9 +593,14 @@ static void ops_ns_register(struct kvtd_frame *fr)
 			 * writes, and registering is a write). */
 			it->status = KVT_ENONS;
 			KVTD_COUNT(srv, errors[KVTD_ERR_PERM], 1);
+		} else if (rc == KVT_MISS && ops_ns_quota_full(c, fresh)) {
+			/* At most KVTD_NS_TENANT_MAX namespaces per tenant. */
+			it->status = KVT_EFULL;
+			KVTD_COUNT(srv, ns_refused, 1);
 		} else if (rc == KVT_MISS) {
 			/* New: registering persists the registry (fsync). */
 			it->need_register = true;
+			fresh++;
 			aux = true;
 		} else {
 			it->status = rc;
@@ -584,6 +624,9 @@ static void ops_aux_run(void *arg)
 		if (!it->need_register)
 			continue;
 		it->status = kvt_ns_register(srv->store, &it->desc, &it->ns_id);
+		if (it->status == KVT_OK && fr->conn->tstat)
+			atomic_fetch_add_explicit(&fr->conn->tstat->ns_count, 1,
+						  memory_order_relaxed);
 		/* Into its tenant's quota group before any put can reach it
 		 * (the reply goes out after this). */
 		if (it->status == KVT_OK) {
@@ -618,17 +661,38 @@ static void ops_ns_register_reply(struct kvtd_frame *fr)
 		struct kvtd_item *it = &fr->items[i];
 		pis[i].index = i;
 		pis[i].status = it->status;
+		/* The table changed while the frame waited (on the aux
+		 * thread): a grant is checked again, and what was learned
+		 * under the old table is not cached. */
+		if (it->status == KVT_OK && it->granted && fr->auth_gen != kvtd_auth_generation() &&
+		    !kvtd_grant_allows(it->desc.tenant, strlen(it->desc.tenant), it->desc.model,
+				       strlen(it->desc.model), it->digest, c->tenant, c->tenant_len))
+			it->status = KVT_ENONS;
 		if (it->status == KVT_OK) {
 			pis[i].digest = it->digest;
 			pis[i].text = it->canon;
 			pis[i].text_len = it->canon_len;
 			ops_ns_cache_check(c);
-			if (!ops_ns_cache_find(c, it->digest))
+			if (fr->auth_gen == c->ns_gen && !ops_ns_cache_find(c, it->digest))
 				ops_ns_cache_add(c, it->digest, it->ns_id, true, it->granted);
 		}
 	}
-	kvtd_resp_init(fr, &rf, 0);
-	kvtd_reply(fr, &rf, pis, fr->n);
+	/* An entry carries its canonical text (up to PROTO_CANON_MAX): split
+	 * the answer into frames whose tables stay under table_max. */
+	{
+		uint64_t per = ops_srv(fr)->lim.table_max / (PROTO_CANON_MAX + 64);
+		uint32_t start = 0;
+		if (per == 0)
+			per = 1;
+		do {
+			uint32_t end = fr->n - start > per ? start + (uint32_t)per : fr->n;
+			kvtd_resp_init(fr, &rf, 0);
+			if (end < fr->n)
+				rf.flags |= PROTO_F_MORE;
+			kvtd_reply(fr, &rf, pis + start, end - start);
+			start = end;
+		} while (start < fr->n);
+	}
 	free(pis);
 }
 
@@ -675,6 +739,165 @@ bool kvtd_put_prepare(struct kvtd_frame *fr)
 	}
 	fr->in_place = true;
 	return true;
+}
+
+/* ------------------------------------------------------------------------
+ * Quiet GETs (a grantee's reads, KVT_F_QUIET).  A block on SSD only is
+ * read into a private copy (lib/ssd.c ssd_read_copy) that lives until its
+ * response is written, so such reads are bounded here:
+ *   - duplicate keys of one frame are read once: the later items share
+ *     the first one's result (dup_of), and the response that uses the
+ *     bytes last carries the pin (carries);
+ *   - a frame has at most KVTD_QUIET_WINDOW of them in the store, the
+ *     server KVTD_QUIET_INFLIGHT_MAX: what a frame cannot submit waits for
+ *     its own completions (back-pressure), or, with none of its own in
+ *     flight, is a miss;
+ *   - a completed copy is charged to --max-memory and to the connection
+ *     (at most KVTD_COPY_CONN_MAX); one that does not fit is released and
+ *     answered as a miss (copy_refused).  The charge goes with the pin to
+ *     the response and back when it is written.
+ */
+
+/* Items of a frame with their (namespace, key), for duplicates: open
+ * addressing over item indexes + 1, built while items are added. */
+struct ops_dedup {
+	uint32_t *slot;
+	uint32_t cap;
+};
+
+static uint64_t ops_key_hash(uint32_t ns, const struct kvt_key *k)
+{
+	uint64_t h = 1469598103934665603ull ^ ns;
+	for (uint32_t i = 0; i < k->len; i++)
+		h = (h ^ k->bytes[i]) * 1099511628211ull;
+	return h ^ (h >> 29);
+}
+
+static int ops_quiet_add(struct kvtd_frame *fr, struct kvtd_item *it)
+{
+	struct ops_dedup *d = (struct ops_dedup *)fr->keys; /* reused: GET has no keys */
+	uint32_t idx = (uint32_t)(it - fr->items);
+
+	if (!fr->quiet_q) {
+		fr->quiet_q = malloc(fr->n * sizeof(*fr->quiet_q));
+		d = calloc(1, sizeof(*d));
+		if (d) {
+			d->cap = 16;
+			while (d->cap < 2 * fr->n)
+				d->cap *= 2;
+			d->slot = calloc(d->cap, sizeof(*d->slot));
+		}
+		if (!fr->quiet_q || !d || !d->slot) {
+			if (d)
+				free(d->slot);
+			free(d);
+			return -ENOMEM;
+		}
+		fr->keys = (struct kvt_key *)d;
+	}
+	for (uint64_t h = ops_key_hash(it->req.ns, &it->req.key);; h++) {
+		uint32_t *sl = &d->slot[h & (d->cap - 1)];
+		struct kvtd_item *o;
+		if (*sl == 0) {
+			*sl = idx + 1;
+			fr->quiet_q[fr->quiet_n++] = it;
+			return 0;
+		}
+		o = &fr->items[*sl - 1];
+		if (o->req.ns == it->req.ns && o->req.key.len == it->req.key.len &&
+		    memcmp(o->req.key.bytes, it->req.key.bytes, it->req.key.len) == 0) {
+			it->dup_of = *sl;
+			return 0;
+		}
+	}
+}
+
+/* Every item is added: the duplicates table is no longer needed. */
+static void ops_quiet_dedup_done(struct kvtd_frame *fr)
+{
+	struct ops_dedup *d = (struct ops_dedup *)fr->keys;
+
+	if (fr->f.op != PROTO_OP_GET || !d)
+		return;
+	free(d->slot);
+	free(d);
+	fr->keys = NULL;
+}
+
+/* Submit what the windows allow; with nothing of the frame in flight and
+ * the server's window full, the rest are misses. */
+static void ops_quiet_more(struct kvtd_frame *fr)
+{
+	struct kvtd_server *srv = ops_srv(fr);
+
+	while (fr->quiet_next < fr->quiet_n && fr->quiet_inflight < KVTD_QUIET_WINDOW) {
+		struct kvtd_item *it = fr->quiet_q[fr->quiet_next];
+		unsigned cur = atomic_load_explicit(&srv->quiet_inflight, memory_order_relaxed);
+		if (cur >= KVTD_QUIET_INFLIGHT_MAX)
+			break;
+		if (!atomic_compare_exchange_weak_explicit(&srv->quiet_inflight, &cur, cur + 1,
+							   memory_order_relaxed,
+							   memory_order_relaxed))
+			continue;
+		fr->quiet_next++;
+		ops_submit(fr, &it, 1);
+		if (it->submitted)
+			fr->quiet_inflight++;
+		else
+			atomic_fetch_sub_explicit(&srv->quiet_inflight, 1, memory_order_relaxed);
+	}
+	if (fr->quiet_inflight == 0)
+		while (fr->quiet_next < fr->quiet_n) {
+			fr->quiet_q[fr->quiet_next++]->status = KVT_MISS;
+			KVTD_COUNT(srv, copy_refused, 1);
+		}
+}
+
+/* A quiet GET completed: a private copy is charged, or let go. */
+static void ops_quiet_done(struct kvtd_frame *fr, struct kvtd_item *it)
+{
+	struct kvtd_server *srv = ops_srv(fr);
+	struct kvtd_conn *c = fr->conn;
+
+	fr->quiet_inflight--;
+	atomic_fetch_sub_explicit(&srv->quiet_inflight, 1, memory_order_relaxed);
+	if (it->pinned && it->tier == KVT_TIER_SSD) {
+		uint64_t len = it->req.value_len;
+		if (c->copy_bytes + len > KVTD_COPY_CONN_MAX(srv) ||
+		    !kvtd_mem_charge(srv, len, false)) {
+			kvtd_value_item_unpin(srv, it);
+			it->status = KVT_MISS;
+			KVTD_COUNT(srv, copy_refused, 1);
+		} else {
+			it->copy_charged = len;
+			c->copy_bytes += len;
+		}
+	}
+	ops_quiet_more(fr);
+}
+
+/* Before the reply: duplicates take their first item's result; the last
+ * one to use a pinned result carries its pin (value.c). */
+static void ops_quiet_resolve(struct kvtd_frame *fr)
+{
+	for (uint32_t i = 0; i < fr->n; i++) {
+		struct kvtd_item *it = &fr->items[i], *o;
+		if (!it->dup_of)
+			continue;
+		o = &fr->items[it->dup_of - 1];
+		it->status = o->status;
+		it->tier = o->tier;
+		if (o->status != KVT_OK)
+			continue;
+		it->req.pin = o->req.pin; /* a handle to read through: o owns it */
+		it->req.view = o->req.view;
+		it->req.view_count = o->req.view_count;
+		it->req.length = o->req.length;
+		it->req.value_len = o->req.value_len;
+		it->req.value_flags = o->req.value_flags;
+		if (o->pinned)
+			o->carries = i + 1;
+	}
 }
 
 static void ops_keyed(struct kvtd_frame *fr)
@@ -730,8 +953,15 @@ static void ops_keyed(struct kvtd_frame *fr)
 			it->req.op = KVT_OP_GET_PINNED;
 			/* A grantee's read leaves no trace another reader could
 			 * time or see (doc/security.md, "Cross-tenant probing"). */
-			if (fr->ns_ro[pi.ns_index])
+			if (fr->ns_ro[pi.ns_index]) {
 				it->req.flags |= KVT_F_QUIET;
+				it->quiet = true;
+				if (ops_quiet_add(fr, it) < 0) {
+					it->status = -ENOMEM;
+					continue;
+				}
+				continue; /* submitted by ops_quiet_more */
+			}
 			break;
 		case PROTO_OP_PUT:
 			rc = kvtd_value_put_item(fr, it, &pi);
@@ -745,6 +975,8 @@ static void ops_keyed(struct kvtd_frame *fr)
 	}
 	ops_submit(fr, sub, ns);
 	free(sub);
+	ops_quiet_dedup_done(fr);
+	ops_quiet_more(fr);
 	if (fr->pending == 0)
 		ops_finish(fr);
 }
@@ -1128,7 +1360,12 @@ static void ops_stats(struct kvtd_frame *fr)
 		ops_stats_add(&st, "server.auth_ok", atomic_load(&k->auth_ok), NULL);
 		ops_stats_add(&st, "server.value_crc_errors", atomic_load(&k->value_crc_errors), NULL);
 		ops_stats_add(&st, "server.conns_refused", atomic_load(&k->conns_refused), NULL);
+		ops_stats_add(&st, "server.unauth_refused", atomic_load(&k->unauth_refused), NULL);
+		ops_stats_add(&st, "server.unauth_conns", atomic_load(&srv->unauth_conns), NULL);
 		ops_stats_add(&st, "server.mem_refused", atomic_load(&k->mem_refused), NULL);
+		ops_stats_add(&st, "server.copy_refused", atomic_load(&k->copy_refused), NULL);
+		ops_stats_add(&st, "server.pin_deferred", atomic_load(&k->pin_deferred), NULL);
+		ops_stats_add(&st, "server.ns_refused", atomic_load(&k->ns_refused), NULL);
 		ops_stats_add(&st, "server.mem_paused", atomic_load(&k->mem_paused), NULL);
 		ops_stats_add(&st, "server.mem_used", atomic_load(&srv->mem_used), NULL);
 		ops_stats_add(&st, "server.mem_max", srv->cfg.max_memory, NULL);
@@ -1212,7 +1449,8 @@ void kvtd_frame_dispatch(struct kvtd_frame *fr)
 		return;
 	}
 	if (c->state != KVTD_CS_READY) {
-		/* The connection stays; the unauthenticated timeout ends it. */
+		/* native.c refuses such a frame before reading it and
+		 * closes; this is the second line. */
 		kvtd_reply_error(fr, PROTO_ENOAUTH, "HELLO and AUTH first");
 		kvtd_frame_free(fr);
 		return;
@@ -1252,8 +1490,247 @@ static void ops_latency(struct kvtd_frame *fr)
 	kvtd_metrics_latency(ops_srv(fr), kind, tier, kvtd_now_ns() - fr->start_ns);
 }
 
+/*
+ * Deletes that stay deleted (doc/kvtierd.md "Durability"): a DELETE or
+ * CLEAR that removed something is answered only once its tombstone (or
+ * clear record) is on the device durably.  The store logs them through
+ * the SSD tier's writer; a KVT_OP_FLUSH submitted after the items
+ * completes once everything the writer had before it is written and
+ * fdatasync'ed, so nothing before the tombstone can be torn either (the
+ * recovery walk stops at the first torn record).  Concurrent frames'
+ * flushes find little left to sync: a group commit.  true: the flush is
+ * in flight, the frame finishes when it comes back.
+ */
+static bool ops_durable(struct kvtd_frame *fr)
+{
+	struct kvtd_server *srv = ops_srv(fr);
+	bool removed = fr->removed > 0;
+
+	if (fr->flush || !srv->cfg.ssd_bytes ||
+	    (fr->f.op != PROTO_OP_DELETE && fr->f.op != PROTO_OP_CLEAR))
+		return false;
+	for (uint32_t i = 0; !removed && i < fr->n && fr->items; i++)
+		removed = fr->items[i].status == KVT_OK;
+	if (!removed)
+		return false;
+	fr->flush = calloc(1, sizeof(*fr->flush));
+	if (!fr->flush) {
+		/* Not acknowledged as durable: the request fails. */
+		for (uint32_t i = 0; i < fr->n && fr->items; i++)
+			if (fr->items[i].status == KVT_OK)
+				fr->items[i].status = -ENOMEM;
+		return false;
+	}
+	fr->flush->fr = fr;
+	fr->flush->req.op = KVT_OP_FLUSH;
+	ops_submit(fr, &fr->flush, 1);
+	if (fr->flush->submitted)
+		return true;
+	fr->flush->status = fr->flush->status < 0 ? fr->flush->status : -EIO;
+	return false;
+}
+
+/* The flush's outcome is the frame's: a delete whose tombstone may not be
+ * durable is not acknowledged. */
+static void ops_durable_status(struct kvtd_frame *fr)
+{
+	int st = fr->flush ? fr->flush->status : 0;
+
+	if (st >= 0)
+		return;
+	for (uint32_t i = 0; i < fr->n && fr->items; i++)
+		if (fr->items[i].status == KVT_OK)
+			fr->items[i].status = st;
+	for (uint32_t k = 0; k < fr->sub_count; k++)
+		if (fr->subs[k].status >= 0)
+			fr->subs[k].status = st;
+}
+
+/* ------------------------------------------------------------------------
+ * Pinned answers (issue 21: a slow reader pins DRAM for everyone).  A
+ * GET's answer holds pins on DRAM until it is written; what one
+ * connection's queued answers pin is capped (KVTD_PIN_CONN_MAX), and so is
+ * what a tenant's connections pin together (KVTD_PIN_TENANT_MAX).  A
+ * frame whose answer would pass a cap is answered in chunks: the items
+ * that fit now, then the others' pins are let go (deferred) and they are
+ * read again once the connection's answers have drained (the protocol
+ * table's written hook), as many as fit.  A block evicted meanwhile is a
+ * miss.  A connection always gets at least one item when nothing of its
+ * own is pinned, so it always progresses; loop.c closes one that drains
+ * slower than KVTD_MIN_DRAIN_BPS, which lets its pins go.  Quiet GETs are
+ * bounded as copies instead ("Quiet GETs").
+ */
+
+static uint64_t ops_pin_budget(struct kvtd_conn *c)
+{
+	struct kvtd_server *srv = c->loop->srv;
+	uint64_t cap = KVTD_PIN_CONN_MAX(srv), b = c->pin_bytes < cap ? cap - c->pin_bytes : 0;
+
+	if (c->tstat) {
+		uint64_t tp = atomic_load_explicit(&c->tstat->pinned, memory_order_relaxed);
+		uint64_t tcap = KVTD_PIN_TENANT_MAX(srv), tb = tp < tcap ? tcap - tp : 0;
+		if (tb < b)
+			b = tb;
+	}
+	return b;
+}
+
+/* The bytes an item's answer carries (and its output counts as pinned):
+ * its range, or the whole value (a part: at most that). */
+static uint64_t ops_answer_len(const struct kvtd_item *it)
+{
+	if ((it->flags & PROTO_IF_RANGE) && !(it->flags & PROTO_IF_PART) &&
+	    it->len <= it->req.length)
+		return it->len;
+	return it->req.length;
+}
+
+/* Answer what fits of a GET frame; true if the rest waits (the frame is
+ * held: pending + 1, c->pin_wait). */
+static bool ops_get_answer(struct kvtd_frame *fr)
+{
+	struct kvtd_server *srv = ops_srv(fr);
+	struct kvtd_conn *c = fr->conn;
+	uint64_t budget, sum = 0;
+	uint32_t end = fr->chunk_start;
+
+	if (fr->quiet_n) {
+		kvtd_value_get_reply(fr, 0, fr->n);
+		return false;
+	}
+	budget = ops_pin_budget(c);
+	while (end < fr->n) {
+		struct kvtd_item *it = &fr->items[end];
+		uint64_t len = it->pinned ? ops_answer_len(it) : 0;
+		if (it->deferred)
+			break;
+		if (len && sum + len > budget && (end > fr->chunk_start || c->pin_bytes))
+			break;
+		sum += len;
+		end++;
+	}
+	if (end > fr->chunk_start) {
+		kvtd_value_get_reply(fr, fr->chunk_start, end);
+		fr->chunk_start = end;
+	}
+	if (end == fr->n || c->dead)
+		return false;
+	for (uint32_t i = end; i < fr->n; i++) {
+		struct kvtd_item *it = &fr->items[i];
+		if (it->pinned) {
+			it->est_len = ops_answer_len(it);
+			kvtd_value_item_unpin(srv, it);
+			it->deferred = true;
+		}
+	}
+	if (!fr->chunked)
+		KVTD_COUNT(srv, pin_deferred, 1);
+	fr->chunked = true;
+	fr->pending++;
+	fr->pin_next = NULL;
+	if (c->pin_wait_tail)
+		c->pin_wait_tail->pin_next = fr;
+	else
+		c->pin_wait = fr;
+	c->pin_wait_tail = fr;
+	return true;
+}
+
+static struct kvtd_frame *ops_pin_pop(struct kvtd_conn *c)
+{
+	struct kvtd_frame *fr = c->pin_wait;
+
+	if (fr) {
+		c->pin_wait = fr->pin_next;
+		if (!c->pin_wait)
+			c->pin_wait_tail = NULL;
+		fr->pin_next = NULL;
+	}
+	return fr;
+}
+
+/* The connection's pinned answers drained (native.c written hook): read
+ * the deferred items that fit. */
+void kvtd_get_resume(struct kvtd_conn *c)
+{
+	struct kvtd_frame *fr = c->pin_wait;
+	struct kvtd_item **its;
+	uint64_t budget, sum = 0;
+	uint32_t k = 0;
+
+	if (!fr)
+		return;
+	budget = ops_pin_budget(c);
+	/* Hysteresis: half the connection's window free, or none of it used. */
+	if (c->pin_bytes && budget < KVTD_PIN_CONN_MAX(c->loop->srv) / 2)
+		return;
+	its = malloc((fr->n - fr->chunk_start) * sizeof(*its));
+	if (!its)
+		return; /* tried again at the next drain */
+	ops_pin_pop(c);
+	for (uint32_t i = fr->chunk_start; i < fr->n; i++) {
+		struct kvtd_item *it = &fr->items[i];
+		if (!it->deferred)
+			continue;
+		if (k && sum + it->est_len > budget)
+			break;
+		sum += it->est_len;
+		it->deferred = false;
+		it->status = 0;
+		its[k++] = it;
+	}
+	ops_submit(fr, its, k);
+	free(its);
+	if (--fr->pending == 0)
+		ops_finish(fr);
+}
+
+/* The connection closed with a frame waiting: it ends unanswered. */
+void kvtd_get_abandon(struct kvtd_conn *c)
+{
+	struct kvtd_frame *fr;
+
+	while ((fr = ops_pin_pop(c)))
+		if (--fr->pending == 0)
+			ops_finish(fr);
+}
+
+/* Range verification off the loop thread (value.c "value_vcache"). */
+static void ops_verify_run(void *arg)
+{
+	kvtd_value_verify_run(arg);
+}
+
+static void ops_verify_done(void *arg)
+{
+	struct kvtd_frame *fr = arg;
+
+	if (--fr->pending == 0)
+		ops_finish(fr);
+}
+
+/* A GET whose range reads must check more than KVTD_VERIFY_INLINE_MAX
+ * bytes of stored parts has them checked on the aux thread first (a
+ * frame of small ranges of a large value must not stall the loop).
+ * true: in flight. */
+static bool ops_verify(struct kvtd_frame *fr)
+{
+	if (fr->f.op != PROTO_OP_GET || fr->verify_planned || fr->conn->dead)
+		return false;
+	ops_quiet_resolve(fr);
+	fr->verify_planned = true;
+	if (kvtd_value_verify_plan(fr) <= KVTD_VERIFY_INLINE_MAX)
+		return false;
+	fr->pending++;
+	kvtd_aux_submit(fr->loop, ops_verify_run, ops_verify_done, fr);
+	return true;
+}
+
 static void ops_finish(struct kvtd_frame *fr)
 {
+	if (ops_durable(fr) || ops_verify(fr))
+		return;
+	ops_durable_status(fr);
 	if (fr->f.op == PROTO_OP_GET || fr->f.op == PROTO_OP_PUT)
 		ops_latency(fr);
 	if (!fr->conn->dead) {
@@ -1262,7 +1739,8 @@ static void ops_finish(struct kvtd_frame *fr)
 			ops_ns_register_reply(fr);
 			break;
 		case PROTO_OP_GET:
-			kvtd_value_get_reply(fr);
+			if (ops_get_answer(fr))
+				return;
 			break;
 		case PROTO_OP_EXISTS:
 		case PROTO_OP_PUT:
@@ -1288,6 +1766,16 @@ void kvtd_req_done(struct kvtd_loop *loop, struct kvt_req *r)
 	(void)loop;
 	it->submitted = false;
 	it->status = r->status;
+	if (it->quiet && r->op == KVT_OP_GET_PINNED) {
+		if (r->status == KVT_OK) {
+			it->pinned = true;
+			it->tier = r->tier;
+		}
+		ops_quiet_done(fr, it);
+		if (--fr->pending == 0)
+			ops_finish(fr);
+		return;
+	}
 	switch (r->op) {
 	case KVT_OP_GET_PINNED:
 		if (r->status == KVT_OK) {

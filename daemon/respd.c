@@ -65,12 +65,13 @@
 #define RESPD_INLINE_MAX (64u << 10)
 #define RESPD_BUF_MIN (64u << 10)
 #define RESPD_STEAL_MIN (256u << 10)  /* commands this large take the buffer */
+#define RESPD_PREAUTH_ARGC 16         /* arguments of a command before AUTH */
 
 enum respd_kind {
 	RK_NONE = 0, RK_GET, RK_MGET, RK_EXISTS, RK_DEL, RK_SET, RK_MSET, RK_FLUSH,
 };
 
-enum { RP_PROBE = 1, RP_WRITE, RP_DONE };
+enum { RP_PROBE = 1, RP_WRITE, RP_SYNC, RP_DONE };
 
 struct respd_cmd;
 
@@ -107,6 +108,7 @@ struct respd_cmd {
 	uint64_t start_ns;
 	uint64_t expire_ms;        /* SET/MSET: absolute, 0 none */
 	int cond;                  /* SET: 0, 'N' (NX), 'X' (XX) */
+	int64_t synced;            /* RP_SYNC: DEL's count, answered once durable */
 	bool done;
 	bool quit;                 /* close after the reply */
 	bool is_err;
@@ -690,6 +692,31 @@ static void respd_reap_expired(struct respd_cmd *cmd, uint32_t ns)
 	}
 }
 
+/*
+ * DEL and FLUSHDB that removed something answer once their tombstones are
+ * durable: a KVT_OP_FLUSH after them (ops.c ops_durable says why).  true:
+ * the flush is in flight (phase RP_SYNC).
+ */
+static bool respd_sync(struct respd_cmd *cmd, int64_t count)
+{
+	struct kvtd_server *srv = cmd->conn->loop->srv;
+	struct respd_item *it;
+
+	if (!srv->cfg.ssd_bytes || count <= 0 || !(it = calloc(1, sizeof(*it))))
+		return false;
+	free(cmd->items);
+	cmd->items = it;
+	cmd->n = 1;
+	respd_item_init(cmd, it, KVT_OP_FLUSH, 0, 0);
+	cmd->phase = RP_SYNC;
+	cmd->synced = count;
+	cmd->pending = 1;
+	respd_submit(cmd, 0, 1);
+	if (--cmd->pending == 0)
+		respd_step(cmd);
+	return true;
+}
+
 /* All requests of the current phase are back: the next step. */
 static void respd_step(struct respd_cmd *cmd)
 {
@@ -743,11 +770,31 @@ static void respd_step(struct respd_cmd *cmd)
 		respd_finish(cmd);
 		return;
 	}
+	if (cmd->phase == RP_SYNC) {
+		if (cmd->items[0].req.status < 0) {
+			char m[160];
+			snprintf(m, sizeof(m), "ERR the delete may not be durable: %s",
+				 kvt_strerror(cmd->items[0].req.status));
+			respd_simple(cmd, '-', m);
+		} else if (cmd->kind == RK_DEL) {
+			respd_int(cmd, ':', cmd->synced);
+		} else {
+			respd_simple(cmd, '+', "OK");
+		}
+		respd_finish(cmd);
+		return;
+	}
 	/* RP_WRITE */
 	if (cmd->kind == RK_DEL) {
-		for (uint32_t i = 0; i < cmd->n; i++)
+		bool removed = false;
+		for (uint32_t i = 0; i < cmd->n; i++) {
+			if (cmd->items[i].req.status == KVT_OK)
+				removed = true;
 			if (cmd->items[i].live && cmd->items[i].req.status == KVT_OK)
 				count++;
+		}
+		if (removed && respd_sync(cmd, count ? count : 0))
+			return;
 		respd_int(cmd, ':', count);
 		respd_finish(cmd);
 		return;
@@ -758,8 +805,10 @@ static void respd_step(struct respd_cmd *cmd)
 			snprintf(m, sizeof(m), "ERR flush failed: %s",
 				 kvt_strerror(cmd->items[0].req.status));
 			respd_simple(cmd, '-', m);
-		} else {
+		} else if (!respd_sync(cmd, (int64_t)cmd->items[0].req.length + 1)) {
 			respd_simple(cmd, '+', "OK");
+		} else {
+			return;
 		}
 		respd_finish(cmd);
 		return;
@@ -844,6 +893,41 @@ static void respd_info(struct respd_cmd *cmd)
 		    (wl == 7 && strncasecmp(want, "default", 7) == 0))
 	if (!f) {
 		cmd->oom = true;
+		return;
+	}
+	if (cmd->conn->role != PROTO_ROLE_ADMIN) {
+		/* A tenant sees its own counters only (doc/security.md): the
+		 * server-wide ones tell what other tenants do. */
+		struct kvtd_tstat *t = kvtd_tstat_of(cmd->conn);
+		uint32_t g = kvtd_tenant_group(cmd->conn->tenant, cmd->conn->tenant_len);
+		uint64_t dram = 0, dlim = 0, ssd = 0;
+		char name[64];
+		if (g) {
+			snprintf(name, sizeof(name), "quota.%u.dram_bytes", g);
+			kvt_store_stat(srv->store, name, &dram);
+			snprintf(name, sizeof(name), "quota.%u.dram_limit", g);
+			kvt_store_stat(srv->store, name, &dlim);
+			snprintf(name, sizeof(name), "quota.%u.ssd_bytes", g);
+			kvt_store_stat(srv->store, name, &ssd);
+		}
+		if (SECTION("server"))
+			fprintf(f, "# Server\r\nredis_version:7.0.0\r\nkvtier_version:%s\r\n"
+				"redis_mode:standalone\r\nuptime_in_seconds:%" PRIu64 "\r\n\r\n",
+				KVTD_VERSION, up);
+		if (SECTION("memory"))
+			fprintf(f, "# Memory\r\nused_memory:%" PRIu64 "\r\nmaxmemory:%" PRIu64
+				"\r\nkvtier_tenant_dram_bytes:%" PRIu64
+				"\r\nkvtier_tenant_ssd_bytes:%" PRIu64 "\r\n\r\n",
+				dram, dlim, dram, ssd);
+		if (SECTION("stats"))
+			fprintf(f, "# Stats\r\nkvtier_tenant_requests:%" PRIu64
+				"\r\nkvtier_tenant_net_input_bytes:%" PRIu64
+				"\r\nkvtier_tenant_net_output_bytes:%" PRIu64 "\r\n\r\n",
+				t ? atomic_load(&t->requests) : 0, t ? atomic_load(&t->bytes_in) : 0,
+				t ? atomic_load(&t->bytes_out) : 0);
+		fclose(f);
+		respd_bulk(cmd, b, bl);
+		free(b);
 		return;
 	}
 	if (SECTION("server"))
@@ -932,17 +1016,29 @@ static int respd_auth(struct respd_cmd *cmd, const struct resp_arg *user, const 
 			     "for the default user. Are you sure your configuration is correct?");
 		return -1;
 	}
-	if (tl == 0 || tl > PROTO_TENANT_MAX ||
+	bool thr = kvtd_auth_throttled(c);
+
+	if (tl == 0 || tl > PROTO_TENANT_MAX || thr ||
 	    kvtd_auth_plain(t, (uint32_t)tl, pw->p, (size_t)pw->len, &role) != 0) {
+		char q[PROTO_TENANT_MAX * 4 + 8], tn[PROTO_TENANT_MAX + 1];
+		/* Guessing costs a connection per guess, is logged, and is
+		 * throttled per peer address (doc/security.md). */
 		KVTD_COUNT(srv, errors[KVTD_ERR_AUTH], 1);
+		kvtd_auth_failed(c);
+		snprintf(tn, sizeof(tn), "%.*s", (int)(tl <= PROTO_TENANT_MAX ? tl : 0), t);
+		if (!thr) /* past the throttle, not every guess is a line */
+			kvtd_log(KVTD_WARN, "authentication failed",
+				 "conn=%llu peer=%s tenant=%s proto=resp", (unsigned long long)c->id,
+				 c->peer, kvtd_log_quote(q, sizeof(q), tn));
 		respd_simple(cmd, '-', "WRONGPASS invalid username-password pair or user is disabled.");
+		cmd->quit = true;
 		return -1;
 	}
 	memcpy(c->tenant, t, tl);
 	c->tenant[tl] = 0;
 	c->tenant_len = (uint32_t)tl;
 	c->role = role;
-	c->state = KVTD_CS_READY;
+	kvtd_conn_ready(c);
 	c->tstat = NULL;
 	respd_of(c)->ns_ok = false;
 	KVTD_COUNT(srv, auth_ok, 1);
@@ -1157,6 +1253,12 @@ static void respd_exec(struct respd_cmd *cmd)
 		respd_info(cmd);
 		goto done;
 	}
+	if (respd_is(a, "DBSIZE") && c->role != PROTO_ROLE_ADMIN) {
+		/* The count is server-wide (no per-tenant index yet): not a
+		 * tenant's to see. */
+		respd_simple(cmd, '-', "ERR DBSIZE counts every tenant's keys: admin only on kvtier");
+		goto done;
+	}
 	if (respd_is(a, "DBSIZE")) {
 		uint64_t d = respd_stat(srv, "dram.blocks"), s = respd_stat(srv, "ssd.blocks");
 		respd_int(cmd, ':', (int64_t)(d > s ? d : s));
@@ -1314,6 +1416,11 @@ static void respd_parse(struct kvtd_conn *c)
 		if (c->inflight >= KVTD_INFLIGHT_MAX)
 			return; /* loop.c pauses reads; settle brings us back */
 		r = resp_parse(base, c->rend - c->rstart, &lim, &pc, rc->args, rc->args_cap);
+		if (r == RESP_NEED_ARGS && c->state != KVTD_CS_READY && pc.argc > RESPD_PREAUTH_ARGC) {
+			respd_proto_error(c, "NOAUTH Authentication required (too many arguments "
+					  "before AUTH)");
+			return;
+		}
 		if (r == RESP_NEED_ARGS) {
 			struct resp_arg *na = realloc(rc->args, pc.argc * sizeof(*na));
 			if (!na) {
@@ -1367,8 +1474,19 @@ static void respd_parse(struct kvtd_conn *c)
 		if (c->rstart == 0 && pc.len == c->rend && pc.len >= RESPD_STEAL_MIN) {
 			cmd->raw = kvtd_conn_rbuf_take(c, &cmd->raw_charged);
 		} else {
+			/* The copy is charged to --max-memory like the buffer. */
+			if (!kvtd_mem_charge(srv, pc.len, false)) {
+				free(cmd->argv);
+				free(cmd);
+				KVTD_COUNT(srv, mem_refused, 1);
+				respd_proto_error(c, "server memory limit reached (--max-memory); "
+						  "retry later");
+				return;
+			}
+			cmd->raw_charged = pc.len;
 			cmd->raw = malloc(pc.len ? pc.len : 1);
 			if (!cmd->raw) {
+				kvtd_mem_uncharge(srv, pc.len);
 				free(cmd->argv);
 				free(cmd);
 				respd_proto_error(c, "server out of memory");

@@ -362,8 +362,102 @@ static int value_parts_read(struct kvtd_server *srv, const struct kvt_req *r,
  * protocol.md, GET), so that a CRC computed here never vouches for bytes
  * the writer did not send.  False if a part fails its check.
  */
-static bool value_range_crc(const struct iovec *v, unsigned vc, const struct value_get_out *g,
-			    uint64_t off, uint64_t len, uint32_t *crc)
+/*
+ * Stored parts a frame's range reads verified (RANGE reads as a CPU
+ * amplifier, issue 21): each (block, part) is checked at most once per
+ * frame, whatever number of ranges touch it; a block is named by its
+ * view's first byte (items of one frame that read the same block share
+ * it).  Open addressing; state 0 not yet checked, 1 good, -1 bad.
+ */
+struct value_vent {
+	const void *base;
+	uint32_t part;
+	int8_t state;
+	const struct iovec *view; /* to check it with (pinned until the reply) */
+	unsigned vc;
+	uint64_t start, len;
+	uint32_t crc;             /* the writer's */
+};
+
+struct value_vcache {
+	struct value_vent *v;
+	uint32_t n, cap;
+};
+
+static uint64_t value_vhash(const void *base, uint32_t part)
+{
+	uint64_t h = (uint64_t)(uintptr_t)base * 0x9e3779b97f4a7c15ull ^ part;
+	return h ^ (h >> 31);
+}
+
+static struct value_vent *value_vfind(struct value_vcache *vc, const void *base, uint32_t part,
+				      bool add)
+{
+	if (!vc)
+		return NULL;
+	if (add && 2 * (vc->n + 1) > vc->cap) {
+		uint32_t nc = vc->cap ? 2 * vc->cap : 64;
+		struct value_vent *nv = calloc(nc, sizeof(*nv));
+		if (!nv)
+			return NULL;
+		for (uint32_t i = 0; i < vc->cap; i++) {
+			struct value_vent *e = &vc->v[i];
+			if (!e->base)
+				continue;
+			for (uint64_t h = value_vhash(e->base, e->part);; h++)
+				if (!nv[h & (nc - 1)].base) {
+					nv[h & (nc - 1)] = *e;
+					break;
+				}
+		}
+		free(vc->v);
+		vc->v = nv;
+		vc->cap = nc;
+	}
+	if (!vc->cap)
+		return NULL;
+	for (uint64_t h = value_vhash(base, part);; h++) {
+		struct value_vent *e = &vc->v[h & (vc->cap - 1)];
+		if (e->base == base && e->part == part)
+			return e;
+		if (!e->base) {
+			if (!add)
+				return NULL;
+			e->base = base;
+			e->part = part;
+			vc->n++;
+			return e;
+		}
+	}
+}
+
+static void value_vcheck(struct value_vent *e)
+{
+	if (e->state == 0)
+		e->state = value_view_crc(e->view, e->vc, e->start, e->len) == e->crc ? 1 : -1;
+}
+
+void kvtd_value_vcache_free(struct kvtd_frame *fr)
+{
+	struct value_vcache *vc = fr->vcache;
+
+	if (vc)
+		free(vc->v);
+	free(vc);
+	fr->vcache = NULL;
+}
+
+/*
+ * The CRC32C of a range: the stored part's own when the range is
+ * exactly one stored part; otherwise computed here, after every stored
+ * part the range comes from was checked against the writer's CRC (doc/
+ * protocol.md, GET), so that a CRC computed here never vouches for bytes
+ * the writer did not send -- each part once per frame (value_vcache).
+ * False if a part fails its check.
+ */
+static bool value_range_crc(struct value_vcache *cache, const struct iovec *v, unsigned vc,
+			    const struct value_get_out *g, uint64_t off, uint64_t len,
+			    uint32_t *crc)
 {
 	uint64_t start = 0;
 
@@ -373,9 +467,23 @@ static bool value_range_crc(const struct iovec *v, unsigned vc, const struct val
 			*crc = g->crcs[p];
 			return true;
 		}
-		if (end > off && start < off + len &&
-		    value_view_crc(v, vc, start, g->lens[p]) != g->crcs[p])
-			return false;
+		if (end > off && start < off + len) {
+			struct value_vent *e = vc ? value_vfind(cache, v[0].iov_base, p, true) : NULL;
+			if (e) {
+				if (!e->view) {
+					e->view = v;
+					e->vc = vc;
+					e->start = start;
+					e->len = g->lens[p];
+					e->crc = g->crcs[p];
+				}
+				value_vcheck(e);
+				if (e->state < 0)
+					return false;
+			} else if (value_view_crc(v, vc, start, g->lens[p]) != g->crcs[p]) {
+				return false;
+			}
+		}
 		start = end;
 	}
 	*crc = value_view_crc(v, vc, off, len);
@@ -383,7 +491,7 @@ static bool value_range_crc(const struct iovec *v, unsigned vc, const struct val
 }
 
 static int value_get_item(struct kvtd_server *srv, struct kvtd_item *it, uint32_t index,
-			  struct value_get_out *g)
+			  struct value_get_out *g, struct value_vcache *cache)
 {
 	const struct kvt_req *r = &it->req;
 	uint64_t vlen = r->length, off = 0;
@@ -429,7 +537,8 @@ static int value_get_item(struct kvtd_server *srv, struct kvtd_item *it, uint32_
 			g->pi.flags = 0;
 			return 0;
 		}
-		if (!value_range_crc(r->view, r->view_count, g, it->off, it->len, &g->range_crc)) {
+		if (!value_range_crc(cache, r->view, r->view_count, g, it->off, it->len,
+				     &g->range_crc)) {
 			/* Corruption is a miss, never other bytes. */
 			KVTD_COUNT(srv, value_crc_errors, 1);
 			g->pi.status = KVT_MISS;
@@ -466,18 +575,104 @@ static void value_get_out_free(struct value_get_out *g)
 }
 
 /*
+ * Before a GET reply: enter every stored part the frame's range reads
+ * touch in the frame's cache, unchecked.  Returns the bytes to check, so
+ * that the caller can have a large check done off the loop thread
+ * (kvtd_value_verify_run on the aux thread).  Loop thread.
+ */
+uint64_t kvtd_value_verify_plan(struct kvtd_frame *fr)
+{
+	struct kvtd_server *srv = fr->loop->srv;
+	uint64_t total = 0;
+
+	for (uint32_t i = 0; i < fr->n; i++) {
+		struct kvtd_item *it = &fr->items[i];
+		const struct kvt_req *r = &it->req;
+		struct value_get_out g;
+		uint64_t start = 0;
+
+		if (it->status != KVT_OK || !(it->flags & PROTO_IF_RANGE) ||
+		    (it->flags & PROTO_IF_PART) || !r->view_count || it->off > r->length ||
+		    it->len > r->length - it->off)
+			continue;
+		memset(&g, 0, sizeof(g));
+		if (value_parts_read(srv, r, &g) < 0)
+			continue;
+		if (!fr->vcache)
+			fr->vcache = calloc(1, sizeof(struct value_vcache));
+		for (uint32_t p = 0; p < g.n && fr->vcache; p++) {
+			uint64_t end = start + g.lens[p];
+			bool whole = start == it->off && g.lens[p] == it->len;
+			if (!whole && end > it->off && start < it->off + it->len) {
+				struct value_vent *e = value_vfind(fr->vcache, r->view[0].iov_base, p,
+								   true);
+				if (e && !e->view) {
+					e->view = r->view;
+					e->vc = r->view_count;
+					e->start = start;
+					e->len = g.lens[p];
+					e->crc = g.crcs[p];
+					total += e->len;
+				}
+			}
+			start = end;
+		}
+		value_get_out_free(&g);
+	}
+	return total;
+}
+
+/* Check every part kvtd_value_verify_plan entered.  Any thread, while the
+ * loop does not touch the frame. */
+void kvtd_value_verify_run(struct kvtd_frame *fr)
+{
+	struct value_vcache *vc = fr->vcache;
+
+	for (uint32_t i = 0; vc && i < vc->cap; i++)
+		if (vc->v[i].base && vc->v[i].view)
+			value_vcheck(&vc->v[i]);
+}
+
+/*
  * GET response: as many frames as the limits need (PROTO_F_MORE on all but
  * the last), each with the value slices of its items and the pins that
  * keep them valid until written.
  */
-void kvtd_value_get_reply(struct kvtd_frame *fr)
+void kvtd_value_item_unpin(struct kvtd_server *srv, struct kvtd_item *it)
+{
+	if (it->pinned) {
+		kvt_pin_release(srv->store, it->req.pin);
+		it->pinned = false;
+	}
+	if (it->copy_charged) {
+		kvtd_mem_uncharge(srv, it->copy_charged);
+		it->fr->conn->copy_bytes -= it->copy_charged;
+		it->copy_charged = 0;
+	}
+}
+
+/* The pin item e's response carries: its own, or the one of the item it
+ * duplicates if e is the last to use it (ops.c "Quiet GETs"); or NULL. */
+static struct kvtd_item *value_pin_of(struct kvtd_frame *fr, uint32_t e)
+{
+	struct kvtd_item *it = &fr->items[e];
+
+	if (it->dup_of) {
+		struct kvtd_item *o = &fr->items[it->dup_of - 1];
+		return o->pinned && o->carries == e + 1 ? o : NULL;
+	}
+	return it->pinned && it->carries == 0 ? it : NULL;
+}
+
+void kvtd_value_get_reply(struct kvtd_frame *fr, uint32_t first, uint32_t last)
 {
 	struct kvtd_server *srv = fr->loop->srv;
 	const struct proto_limits *lim = &srv->lim;
-	struct value_get_out *g = calloc(fr->n, sizeof(*g));
-	struct proto_item *pis = calloc(fr->n, sizeof(*pis));
+	/* Items [first, last): g and pis are indexed from first. */
+	struct value_get_out *g = calloc(last - first + 1, sizeof(*g));
+	struct proto_item *pis = calloc(last - first + 1, sizeof(*pis));
 	uint64_t table_budget = lim->table_max, data_budget;
-	uint32_t start = 0;
+	uint32_t start = first;
 
 	if (!g || !pis) {
 		free(g);
@@ -486,16 +681,15 @@ void kvtd_value_get_reply(struct kvtd_frame *fr)
 		return;
 	}
 	data_budget = lim->frame_max - PROTO_HDR_LEN - lim->table_max;
-	for (uint32_t i = 0; i < fr->n; i++) {
-		value_get_item(srv, &fr->items[i], i, &g[i]);
-		pis[i] = g[i].pi;
-		if (g[i].pi.status != KVT_OK && fr->items[i].pinned) {
+	for (uint32_t i = first; i < last; i++) {
+		value_get_item(srv, &fr->items[i], i, &g[i - first], fr->vcache);
+		pis[i - first] = g[i - first].pi;
+		if (g[i - first].pi.status != KVT_OK && fr->items[i].pinned && !fr->items[i].carries) {
 			/* Answered without bytes: let the block go now. */
-			kvt_pin_release(srv->store, fr->items[i].req.pin);
-			fr->items[i].pinned = false;
+			kvtd_value_item_unpin(srv, &fr->items[i]);
 		}
 	}
-	while (start < fr->n) {
+	while (start < last) {
 		uint64_t tb = 0, db = 0;
 		uint32_t end = start, slices = 0, pins = 0;
 		struct proto_frame rf;
@@ -504,21 +698,21 @@ void kvtd_value_get_reply(struct kvtd_frame *fr)
 
 		/* Take items while they fit (at least one always does: an item
 		 * is <= value_max and its table entry <= 40 + 16 * parts_max). */
-		while (end < fr->n) {
-			uint64_t d = g[end].pi.status == KVT_OK ? g[end].data_len : 0;
-			if (end > start && (tb + g[end].table_len > table_budget ||
+		while (end < last) {
+			uint64_t d = g[end - first].pi.status == KVT_OK ? g[end - first].data_len : 0;
+			if (end > start && (tb + g[end - first].table_len > table_budget ||
 					    db + d > data_budget))
 				break;
-			tb += g[end].table_len;
+			tb += g[end - first].table_len;
 			db += d;
-			slices += g[end].pi.status == KVT_OK ? g[end].slice_count : 0;
-			pins += fr->items[end].pinned;
+			slices += g[end - first].pi.status == KVT_OK ? g[end - first].slice_count : 0;
+			pins += value_pin_of(fr, end) != NULL;
 			end++;
 		}
 		kvtd_resp_init(fr, &rf, 0);
 		if (end < fr->n)
 			rf.flags |= PROTO_F_MORE;
-		rc = kvtd_resp_encode(&rf, pis + start, end - start, lim, &o);
+		rc = kvtd_resp_encode(&rf, pis + (start - first), end - start, lim, &o);
 		if (rc < 0) {
 			kvtd_log(KVTD_ERROR, "cannot encode a GET response", "tag=%llu error=\"%s\"",
 				 (unsigned long long)fr->f.tag, proto_strerror(rc));
@@ -526,7 +720,7 @@ void kvtd_value_get_reply(struct kvtd_frame *fr)
 				       "server could not encode the response");
 			break;
 		}
-		if (slices) {
+		if (slices || pins) {
 			struct iovec *iov = malloc((1 + slices) * sizeof(*iov));
 			uint64_t *pv = pins ? malloc(pins * sizeof(*pv)) : NULL;
 			if (!iov || (pins && !pv)) {
@@ -542,24 +736,30 @@ void kvtd_value_get_reply(struct kvtd_frame *fr)
 			o->iov_count = 1;
 			o->pins = pv;
 			for (uint32_t i = start; i < end; i++) {
-				if (g[i].pi.status == KVT_OK) {
-					for (unsigned s = 0; s < g[i].slice_count; s++) {
-						o->iov[o->iov_count++] = g[i].slices[s];
-						o->bytes += g[i].slices[s].iov_len;
+				if (g[i - first].pi.status == KVT_OK) {
+					for (unsigned s = 0; s < g[i - first].slice_count; s++) {
+						o->iov[o->iov_count++] = g[i - first].slices[s];
+						o->bytes += g[i - first].slices[s].iov_len;
 					}
 				}
-				if (fr->items[i].pinned) {
-					/* The output owns the pin now. */
-					o->pins[o->pin_count++] = fr->items[i].req.pin;
-					fr->items[i].pinned = false;
+				struct kvtd_item *p = value_pin_of(fr, i);
+				if (p) {
+					/* The output owns the pin now, and the
+					 * charge of a private copy behind it. */
+					o->pins[o->pin_count++] = p->req.pin;
+					p->pinned = false;
+					o->copy_len += p->copy_charged;
+					p->copy_charged = 0;
 				}
 			}
+			if (o->pin_count)
+				o->pin_len = o->bytes - o->iov[0].iov_len;
 		}
 		kvtd_conn_queue(fr->conn, o);
 		start = end;
 	}
-	for (uint32_t i = 0; i < fr->n; i++)
-		value_get_out_free(&g[i]);
+	for (uint32_t i = first; i < last; i++)
+		value_get_out_free(&g[i - first]);
 	free(g);
 	free(pis);
 }

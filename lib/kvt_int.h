@@ -102,7 +102,9 @@ struct ns_entry {
 #define NS_PAGES 1024                      /* so at most 1M - 1 namespaces */
 
 struct ns_registry {
-	pthread_mutex_t lock;             /* serializes add, load, find, the file, hash */
+	pthread_mutex_t lock;             /* guards the hash and unpublished entries;
+					   * never held across file I/O */
+	pthread_mutex_t file_lock;        /* serializes add and load (the file) */
 	struct kvt_mem *mem;
 	int dir_fd;                       /* -1: memory only; not owned */
 	_Atomic uint32_t count;           /* ids [1, count] are published (release) */

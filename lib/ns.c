@@ -13,8 +13,10 @@
  * a new id is published, so a restart can never remap an id.
  *
  * Invariants and locking:
- *   - r->lock serializes every writer (ns_reg_add, ns_reg_load, the file)
- *     and ns_reg_find (which reads the digest hash table).
+ *   - r->file_lock serializes every writer (ns_reg_add, ns_reg_load) and
+ *     the file; r->lock guards the digest hash table and the entry being
+ *     prepared, and is never held across file I/O, so ns_reg_find (every
+ *     loop thread's lookup) never waits for a disk.
  *   - Entry id lives at pages[id >> NS_PAGE_SHIFT][id & (NS_PAGE_LEN-1)].
  *     An entry is written in full under the lock, persisted, and only then
  *     published by a release store of count; ns_reg_get reads count with
@@ -469,6 +471,11 @@ int ns_reg_init(struct ns_registry *r, struct kvt_mem *mem)
 	err = pthread_mutex_init(&r->lock, NULL);
 	if (err)
 		return -err;
+	err = pthread_mutex_init(&r->file_lock, NULL);
+	if (err) {
+		pthread_mutex_destroy(&r->lock);
+		return -err;
+	}
 	r->mem = mem;
 	r->dir_fd = -1;
 	atomic_init(&r->count, 0);
@@ -485,6 +492,7 @@ void ns_reg_free(struct ns_registry *r)
 	ns_clear_locked(r);
 	pthread_mutex_unlock(&r->lock);
 	pthread_mutex_destroy(&r->lock);
+	pthread_mutex_destroy(&r->file_lock);
 	r->mem = NULL;
 	r->dir_fd = -1;
 }
@@ -567,15 +575,16 @@ static int ns_write_file(int dir_fd, const uint8_t *image, size_t len)
 	return 0;
 }
 
-/* Write ids [1, n] (n may be a prepared, unpublished id).  0 or -errno. */
-static int ns_persist_locked(struct ns_registry *r, uint32_t n)
+/* Write ids [1, n] (n may be a prepared, unpublished id).  Under
+ * file_lock, not lock: entries [1, n] are immutable until another add,
+ * which file_lock keeps out.  0 or -errno. */
+static int ns_persist(struct ns_registry *r, uint32_t n)
 {
 	size_t len = NS_HDR_LEN, off;
 	uint8_t *image;
 	uint32_t id;
 	int ret;
 
-	ns_assert_locked(r);
 	for (id = 1; id <= n; id++)
 		len += NS_REC_FIXED + ns_entry_at(r, id)->canon_len;
 	image = kvt_mem_alloc(r->mem, len);
@@ -622,6 +631,7 @@ int ns_reg_add(struct ns_registry *r, const uint8_t digest[32], const char *cano
 	if (memcmp(check, digest, 32) != 0)
 		return KVT_EDESC;
 
+	pthread_mutex_lock(&r->file_lock);
 	pthread_mutex_lock(&r->lock);
 	new_id = ns_hash_lookup_locked(r, digest);
 	if (new_id) {
@@ -633,12 +643,15 @@ int ns_reg_add(struct ns_registry *r, const uint8_t digest[32], const char *cano
 	if (ret < 0)
 		goto out;
 	/*
-	 * If only the final directory fsync fails, the file may already hold
-	 * the new record.  The id is still not handed out, and the next add
-	 * (which gets the same id) rewrites the file from memory.
+	 * The file is written without lock (finds go on meanwhile), under
+	 * file_lock.  If only the final directory fsync fails, the file may
+	 * already hold the new record.  The id is still not handed out, and
+	 * the next add (which gets the same id) rewrites the file from memory.
 	 */
 	if (r->dir_fd >= 0) {
-		ret = ns_persist_locked(r, new_id);
+		pthread_mutex_unlock(&r->lock);
+		ret = ns_persist(r, new_id);
+		pthread_mutex_lock(&r->lock);
 		if (ret < 0) {
 			ns_unprepare_locked(r, new_id);
 			goto out;
@@ -648,6 +661,7 @@ int ns_reg_add(struct ns_registry *r, const uint8_t digest[32], const char *cano
 	*id = new_id;
 out:
 	pthread_mutex_unlock(&r->lock);
+	pthread_mutex_unlock(&r->file_lock);
 	return ret;
 }
 
@@ -683,6 +697,7 @@ int ns_reg_load(struct ns_registry *r, int dir_fd)
 		return KVT_ENULL;
 	if (dir_fd < 0)
 		return -EBADF;
+	pthread_mutex_lock(&r->file_lock);
 	pthread_mutex_lock(&r->lock);
 	if (r->dir_fd >= 0 || atomic_load_explicit(&r->count, memory_order_relaxed)) {
 		ret = KVT_ESTATE;
@@ -734,6 +749,7 @@ done:
 	}
 out:
 	pthread_mutex_unlock(&r->lock);
+	pthread_mutex_unlock(&r->file_lock);
 	kvt_mem_free(r->mem, buf, len);
 	return ret;
 }

@@ -504,11 +504,15 @@ int shdir_rd_open(struct shdir *sd, const uint8_t ns_digest[32], const struct kv
 	rd->h.part_lens = rd->part_lens;
 	rd->h.crcs = rd->crcs;
 	rd->direct = sd->direct;
-	rd->fd = openat(sd->root_fd, rd->relpath, O_RDONLY | O_CLOEXEC | (rd->direct ? O_DIRECT : 0));
+	/* Not a symlink, and never a FIFO or device that could block a pool
+	 * thread on open or read: non-blocking, then a regular file only
+	 * (anything else planted in the tree is a miss). */
+	rd->fd = openat(sd->root_fd, rd->relpath,
+			O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | (rd->direct ? O_DIRECT : 0));
 	if (rd->fd < 0)
-		return errno == ENOENT || errno == ENOTDIR ? KVT_MISS : -errno;
-	if (fstat(rd->fd, &st) < 0) {
-		ret = -errno;
+		return errno == ENOENT || errno == ENOTDIR || errno == ELOOP ? KVT_MISS : -errno;
+	if (fstat(rd->fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		ret = S_ISREG(st.st_mode) ? -errno : KVT_MISS;
 		shdir_rd_close(rd);
 		return ret;
 	}
@@ -755,6 +759,8 @@ int64_t shdir_clear(struct shdir *sd, const uint8_t *ns_digest)
 struct gc_file {
 	int64_t mtime_s;
 	uint64_t bytes;
+	dev_t dev;        /* what the walk saw: unlinked only if it is still there */
+	ino_t ino;
 	char rel[SHDIR_RELPATH_MAX];
 };
 
@@ -769,10 +775,16 @@ struct gc_walk {
 
 #define GC_TEMP_AGE_S 3600 /* a temp file this old lost its writer */
 
-/* Visit the files under rel (depth: 0 = kvt1, 1 = ns, 2 = ab, 3 = cd). */
-static void gc_dir(int root_fd, const char *rel, int depth, struct gc_walk *w)
+/*
+ * Visit the files under rel (depth: 0 = kvt1, 1 = ns, 2 = ab, 3 = cd).
+ * Every directory is opened relative to its parent's descriptor with
+ * O_NOFOLLOW, one component at a time, so a symlink swapped into the tree
+ * is never followed (a path re-resolved from the root could cross one).
+ */
+static void gc_dir(int parent_fd, const char *name, const char *rel, int depth,
+		   struct gc_walk *w)
 {
-	int fd = openat(root_fd, rel, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	int fd = openat(parent_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	DIR *d;
 	struct dirent *e;
 	if (fd < 0)
@@ -799,7 +811,7 @@ static void gc_dir(int root_fd, const char *rel, int depth, struct gc_walk *w)
 		if (snprintf(sub, sizeof(sub), "%s/%s", rel, e->d_name) >= SHDIR_RELPATH_MAX)
 			continue;
 		if (depth < 3) {
-			gc_dir(root_fd, sub, depth + 1, w);
+			gc_dir(fd, e->d_name, sub, depth + 1, w);
 			continue;
 		}
 		if (fstatat(fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
@@ -830,10 +842,43 @@ static void gc_dir(int root_fd, const char *rel, int depth, struct gc_walk *w)
 		}
 		w->files[w->count].mtime_s = st.st_mtime;
 		w->files[w->count].bytes = (uint64_t)st.st_size;
+		w->files[w->count].dev = st.st_dev;
+		w->files[w->count].ino = st.st_ino;
 		memcpy(w->files[w->count].rel, sub, strlen(sub) + 1); /* < SHDIR_RELPATH_MAX */
 		w->count++;
 	}
 	closedir(d);
+}
+
+/*
+ * Unlink a file the walk saw, walking down to it again one component at a
+ * time with O_NOFOLLOW, and only if it is still the same file (device and
+ * inode).  true if removed.
+ */
+static bool gc_unlink(int root_fd, const struct gc_file *f)
+{
+	char path[SHDIR_RELPATH_MAX], *comp, *next, *save = NULL;
+	int dfd = root_fd;
+	bool ok = false;
+	struct stat st;
+
+	memcpy(path, f->rel, strlen(f->rel) + 1);
+	comp = strtok_r(path, "/", &save);
+	while (comp && (next = strtok_r(NULL, "/", &save))) {
+		int nfd = openat(dfd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (dfd != root_fd)
+			close(dfd);
+		if (nfd < 0)
+			return false;
+		dfd = nfd;
+		comp = next;
+	}
+	if (comp && fstatat(dfd, comp, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
+	    st.st_dev == f->dev && st.st_ino == f->ino && unlinkat(dfd, comp, 0) == 0)
+		ok = true;
+	if (dfd != root_fd)
+		close(dfd);
+	return ok;
 }
 
 static int gc_cmp(const void *a, const void *b)
@@ -858,7 +903,7 @@ int kvt_shared_gc(const char *dir, uint64_t budget_bytes, uint64_t max_age_s,
 	w.now_s = (int64_t)time(NULL);
 	w.max_age_s = max_age_s;
 	w.res = &res;
-	gc_dir(root_fd, "kvt1", 0, &w);
+	gc_dir(root_fd, "kvt1", "kvt1", 0, &w);
 	if (w.err) {
 		free(w.files);
 		close(root_fd);
@@ -869,7 +914,7 @@ int kvt_shared_gc(const char *dir, uint64_t budget_bytes, uint64_t max_age_s,
 	if (budget_bytes && kept > budget_bytes) {
 		qsort(w.files, w.count, sizeof(*w.files), gc_cmp);
 		for (size_t i = 0; i < w.count && kept > budget_bytes; i++) {
-			if (unlinkat(root_fd, w.files[i].rel, 0) == 0) {
+			if (gc_unlink(root_fd, &w.files[i])) {
 				res.removed_files++;
 				res.removed_bytes += w.files[i].bytes;
 				kept -= w.files[i].bytes;

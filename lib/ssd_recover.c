@@ -149,6 +149,7 @@ struct recovery {
 	size_t count, cap;
 	uint32_t cur_slot;
 	uint64_t cur_gen;
+	uint64_t cur_sum_off;       /* the summary being read starts here */
 	uint64_t max_seq;
 	int err;
 };
@@ -168,6 +169,16 @@ static int rec_push(struct recovery *rc, const struct ssd_ckpt_entry *it)
 	if (it->e.seq > rc->max_seq)
 		rc->max_seq = it->e.seq;
 	return 0;
+}
+
+/* doc/ssd-format.md: every record ends at or before summary_off; an entry
+ * past it describes bytes that are not a record, and the summary is not
+ * used (the records are walked instead).  A first pass, so that nothing
+ * of a bad summary reaches the index. */
+static int rec_sum_bound_cb(void *ctx, const struct ssd_sum_entry *e)
+{
+	const struct recovery *rc = ctx;
+	return ((uint64_t)e->off_4k + e->len_4k) * SSD_ALIGN > rc->cur_sum_off ? KVT_ECORRUPT : 0;
 }
 
 static int rec_sum_cb(void *ctx, const struct ssd_sum_entry *e)
@@ -535,7 +546,11 @@ int ssd_recover(struct ssd *s)
 			{
 				uint8_t *sum = kvt_mem_alloc_aligned(s->mem, SSD_ALIGN, sum_len);
 				int64_t n = -ENOMEM;
+				rc.cur_sum_off = sum_off;
 				if (sum && ssd_pread_full(g->fd, sum, sum_len, sum_off) == 0)
+					n = ssd_sum_decode(sum, sum_len, g->generation,
+							   rec_sum_bound_cb, &rc);
+				if (n >= 0)
 					n = ssd_sum_decode(sum, sum_len, g->generation, rec_sum_cb, &rc);
 				if (sum)
 					kvt_mem_free(s->mem, sum, sum_len);

@@ -141,17 +141,26 @@ static void test_auth(const struct server *s)
 	T_ASSERT(kc_wait_closed(&c, 5000));
 	kc_close(&c);
 
-	/* Before AUTH: PING answered (even before HELLO), other requests
-	 * refused with PROTO_ENOAUTH, the connection stays; a second HELLO is
-	 * KVT_ESTATE; then AUTH still works, and a second AUTH is KVT_ESTATE. */
+	/* Before AUTH: PING answered (even before HELLO); any other request
+	 * is refused with PROTO_ENOAUTH and the connection closed, before
+	 * HELLO or after (nothing but HELLO, AUTH, PING and BYE is read before
+	 * AUTH: test_hostile preauth).  A second HELLO is KVT_ESTATE; then
+	 * AUTH still works, and a second AUTH is KVT_ESTATE. */
 	T_RC(kc_connect_tcp(&c, s->port), 0);
 	T_RC(kc_ping(&c), 0);
 	{
 		struct kvt_key k = key_of(1);
 		uint8_t ns[32] = { 1 };
 		T_RC(kc_exists(&c, ns, &k, NULL), PROTO_ENOAUTH);
+		T_ASSERT(kc_wait_closed(&c, 5000));
+		kc_close(&c);
+		T_RC(kc_connect_tcp(&c, s->port), 0);
 		T_RC(kc_hello(&c), 0);
 		T_RC(kc_exists(&c, ns, &k, NULL), PROTO_ENOAUTH);
+		T_ASSERT(kc_wait_closed(&c, 5000));
+		kc_close(&c);
+		T_RC(kc_connect_tcp(&c, s->port), 0);
+		T_RC(kc_hello(&c), 0);
 		T_RC(kc_hello(&c), KVT_ESTATE);
 		T_RC(kc_ping(&c), 0);
 		T_RC(kc_auth(&c, "alice", SECRET_ALICE), 0);

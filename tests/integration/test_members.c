@@ -271,7 +271,7 @@ static void test_usage(void)
 			       "127.0.0.1:0", "--members", "10.0.0.1:7000", "--etcd",
 			       "http://127.0.0.1:1", NULL };
 	const char *wild[] = { "--dir", dir, "--ssd", "0", "--dram", "16M", "--listen",
-			       "0.0.0.0:0", "--etcd", "http://127.0.0.1:1", NULL };
+			       "0.0.0.0:0", "--insecure", "--etcd", "http://127.0.0.1:1", NULL };
 	const char *badlist[] = { "--dir", dir, "--ssd", "0", "--dram", "16M", "--listen",
 				  "127.0.0.1:0", "--members", "10.0.0.1", NULL };
 	const char *badttl[] = { "--etcd-ttl", "1", NULL };

@@ -53,6 +53,7 @@ static void test_every_option(void)
 		   "idle-timeout = 0\n"
 		   "shutdown-timeout = 5\n"
 		   "resp = 127.0.0.1:6379\n"
+		   "s3 = 127.0.0.1:9000\n"
 		   "metrics = 9400\n"
 		   "metrics-token = /etc/tok\n"
 		   "max-conns = 100\n"
@@ -79,6 +80,7 @@ static void test_every_option(void)
 	T_EQ_INT(cfg.idle_timeout_s, 0);
 	T_EQ_INT(cfg.shutdown_timeout_s, 5);
 	T_EQ_STR(cfg.resp_listen, "127.0.0.1:6379");
+	T_EQ_STR(cfg.s3_listen, "127.0.0.1:9000");
 	T_EQ_STR(cfg.metrics_listen, "127.0.0.1:9400");
 	T_EQ_STR(cfg.metrics_token_path, "/etc/tok");
 	T_EQ_INT(cfg.max_conns, 100);
@@ -155,9 +157,44 @@ static void test_mistakes(void)
 	printf("mistakes: ok\n");
 }
 
+/* s3_secret= on a tenant line (auth.c): the S3 listener's SigV4 secret,
+ * else the tenant's secret; mistakes refused with a message. */
+static void test_s3_secret(void)
+{
+	static const char good[] = "alice secret-of-alice-0123 tenant\n"
+				   "bob secret-of-bob-01234567 tenant dram=1G s3_secret=s3-key-of-bob-0123\n";
+	struct kvtd_tenants *t = NULL;
+	uint8_t k[PROTO_SECRET_MAX];
+	uint32_t kl = 0, role = 0;
+	char err[256];
+
+	T_OK(kvtd_tenants_parse(good, sizeof(good) - 1, &t, err, sizeof(err)));
+	kvtd_auth_install(t);
+	T_OK(kvtd_auth_s3_secret("bob", 3, k, &kl, &role));
+	T_EQ_INT((int)kl, 18);
+	T_EQ_MEM(k, "s3-key-of-bob-0123", 18);
+	T_OK(kvtd_auth_s3_secret("alice", 5, k, &kl, &role));
+	T_EQ_MEM(k, "secret-of-alice-0123", 20);
+	T_EQ_INT((int)role, PROTO_ROLE_TENANT);
+	T_EQ_INT(kvtd_auth_s3_secret("carol", 5, k, &kl, &role), PROTO_EAUTH);
+	kvtd_auth_install(NULL);
+	static const char *const bad_lines[] = {
+		"bob secret-of-bob-01234567 tenant s3_secret=short\n",
+		"bob secret-of-bob-01234567 tenant s3_secret=s3-key-of-bob-0123 s3_secret=s3-key-of-bob-0123\n",
+		"bob secret-of-bob-01234567 tenant dram=1G ssd=1G s3_secret=s3-key-of-bob-0123 x=1\n",
+	};
+	for (size_t i = 0; i < sizeof(bad_lines) / sizeof(bad_lines[0]); i++) {
+		t = NULL;
+		T_EQ_INT(kvtd_tenants_parse(bad_lines[i], strlen(bad_lines[i]), &t, err, sizeof(err)),
+			 -EINVAL);
+	}
+	printf("s3_secret: ok\n");
+}
+
 int main(void)
 {
 	test_every_option();
 	test_mistakes();
+	test_s3_secret();
 	return 0;
 }

@@ -384,6 +384,57 @@ static void test_evict_writedown(void)
 	free(dir);
 }
 
+/* Files planted in the tree: a FIFO where a block should be must not hang
+ * the reader (it would block in open), a symlink is not followed; both
+ * are misses.  An alarm turns a hang into a failure. */
+static void test_planted(void)
+{
+	char *dir = t_mkdtemp(), rel[SHDIR_RELPATH_MAX], path[700], cmd[1500], out[700];
+	struct kvt_mem mem;
+	struct kvt_logger lg = { 0 };
+	struct shdir *sd;
+	struct shdir_rd *rd = malloc(sizeof(*rd));
+	uint8_t ns[32];
+	struct kvt_key kf = t_key(77), ks = t_key(78);
+	char *slash;
+
+	kvt_mem_init(&mem);
+	memset(ns, 9, sizeof(ns));
+	T_OK(shdir_open(&sd, dir, false, &mem, &lg));
+	T_OK(shdir_relpath(ns, &kf, rel));
+	snprintf(path, sizeof(path), "%s/%s", dir, rel);
+	slash = strrchr(path, '/');
+	*slash = 0;
+	snprintf(cmd, sizeof(cmd), "mkdir -p '%s'", path);
+	T_EQ_INT(system(cmd), 0);
+	*slash = '/';
+	T_EQ_INT(mkfifo(path, 0600), 0);
+	alarm(10);
+	T_RC(shdir_rd_open(sd, ns, &kf, rd), KVT_MISS);
+	alarm(0);
+	/* A symlink to a file outside the tree. */
+	snprintf(out, sizeof(out), "%s/outside", dir);
+	{
+		int fd = open(out, O_WRONLY | O_CREAT, 0600);
+		T_ASSERT(fd >= 0);
+		T_EQ_INT(write(fd, "x", 1), 1);
+		close(fd);
+	}
+	T_OK(shdir_relpath(ns, &ks, rel));
+	snprintf(path, sizeof(path), "%s/%s", dir, rel);
+	slash = strrchr(path, '/');
+	*slash = 0;
+	snprintf(cmd, sizeof(cmd), "mkdir -p '%s'", path);
+	T_EQ_INT(system(cmd), 0);
+	*slash = '/';
+	T_EQ_INT(symlink(out, path), 0);
+	T_RC(shdir_rd_open(sd, ns, &ks, rd), KVT_MISS);
+	free(rd);
+	shdir_close(sd);
+	t_rmtree(dir);
+	free(dir);
+}
+
 /* kvt_shared_gc: the age limit, then the budget, oldest first. */
 static void test_gc(void)
 {
@@ -615,6 +666,7 @@ int main(int argc, char **argv)
 	test_corrupt();
 	test_evict_writedown();
 	test_gc();
+	test_planted();
 	test_prefetch();
 	test_below_ssd();
 	test_ssd_evict_writedown();

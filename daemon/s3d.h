@@ -1,0 +1,259 @@
+/*
+ * s3d.h - what the three files of kvtierd's S3 listener share (doc/s3.md);
+ * not a public interface: kvtierd.h has the listener's table entry,
+ * kvtd_s3_proto.
+ *
+ *   s3d.c      the protocol table's S3 entry: input, request heads,
+ *              routing, SigV4 authentication, bodies (aws-chunked,
+ *              checksums, DRAM reservations)
+ *   s3ops.c    the operations: keys and buckets, object headers, library
+ *              requests through the loop's queue and what follows each
+ *   s3reply.c  answers (status line, headers, S3 XML, pinned segments)
+ *              and a connection's requests in order
+ *
+ * Each calls only those after it (tests/unit/test_daemon_layers.py).
+ * Every function runs on the connection's loop thread.
+ */
+#ifndef KVTD_S3D_H
+#define KVTD_S3D_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <time.h>
+
+#include <openssl/evp.h>
+
+#include "kvtierd.h"
+#include "s3http.h"
+#include "sigv4.h"
+
+#define S3D_MODEL_PREFIX "s3/"
+#define S3D_HDR_LEN 64
+#define S3D_KEY_MAX 1024               /* S3's longest object key */
+#define S3D_CTYPE_MAX 256
+#define S3D_BUF (64u << 10)            /* a connection's input buffer */
+#define S3D_SMALL_MAX (1u << 20)       /* XML request bodies */
+#define S3D_PARTS_MAX (KVT_PARTS_MAX - 1) /* S3 parts of one object */
+#define S3D_DELETE_MAX 1000            /* keys of one DeleteObjects */
+#define S3D_CREQ_MAX (48u << 10)
+#define S3D_UD ((uint64_t)KVTD_PROTO_S3) /* user_data tag of our library requests */
+
+enum s3d_op {
+	S3_NONE = 0, S3_LIST_BUCKETS, S3_CREATE_BUCKET, S3_HEAD_BUCKET, S3_DELETE_BUCKET,
+	S3_BUCKET_LOCATION, S3_PUT, S3_GET, S3_HEAD, S3_DELETE, S3_DELETE_MANY, S3_COPY,
+	S3_MPU_CREATE, S3_MPU_PART, S3_MPU_COMPLETE, S3_MPU_ABORT, S3_NOT_IMPL, S3__COUNT
+};
+_Static_assert(S3__COUNT == KVTD_S3_OPS, "kvtierd.h's KVTD_S3_OPS follows enum s3d_op");
+
+/* Their names (metrics labels, logs) are metrics.c's kvtd_s3_op_names. */
+
+enum s3d_payload {
+	PL_UNSIGNED = 0,   /* UNSIGNED-PAYLOAD, or no auth */
+	PL_SIGNED,         /* x-amz-content-sha256: hex */
+	PL_STREAM_SIGNED,  /* STREAMING-AWS4-HMAC-SHA256-PAYLOAD */
+	PL_STREAM_TRAILER, /* STREAMING-UNSIGNED-PAYLOAD-TRAILER */
+};
+
+enum s3d_sink { SK_NONE = 0, SK_RESV, SK_BUF, SK_DISCARD };
+
+/* What the store requests of a request are for (its phase). */
+enum { PH_NONE = 0, PH_PROBE, PH_WRITE, PH_ASSEMBLE_DEL, PH_DONE };
+
+enum s3d_ck { CK_CRC32C = 0, CK_CRC32, CK_SHA256, CK_MD5, CK__COUNT };
+
+struct s3d_req;
+
+struct s3d_item {
+	struct kvt_req req;        /* user_data: this | S3D_UD */
+	struct s3d_req *rq;        /* NULL: fire and forget (freed on completion) */
+	bool pinned;
+	struct iovec iov[2];
+	uint32_t part_no;
+	char *etag_sent;           /* Complete: the part's ETag in the request (owned) */
+};
+
+/* A decoded object header. */
+struct s3d_obj {
+	uint64_t len, mtime_ms;
+	uint32_t crc, name_len, ctype_len, nparts;
+	uint64_t data_off;         /* offset of the bytes in the value */
+	char ctype[S3D_CTYPE_MAX + 1];
+};
+
+struct s3d_seg {
+	const void *p;             /* NULL: our text at off */
+	size_t off, len;
+};
+
+struct s3d_req {
+	struct s3d_req *next;
+	struct kvtd_conn *conn;
+	uint8_t *head;             /* owned copy of the head; hdrs point into it */
+	struct s3h_hdr hdrs[S3H_HDRS_MAX];
+	struct s3h_req h;
+	uint64_t start_ns;
+	uint64_t id;               /* x-amz-request-id */
+	int op;
+	bool keep_alive;
+	/* target */
+	char bucket[64];
+	char *key;                 /* decoded, NUL-terminated, owned */
+	size_t key_len;
+	char upload_id[40];
+	uint32_t part_no;
+	bool q_uploads, q_delete, q_location, q_list2;
+	/* identity */
+	char tenant[PROTO_TENANT_MAX + 1];
+	size_t tenant_len;
+	struct sigv4_cred cred;
+	uint8_t sign_key[32];
+	/* bucket's namespace */
+	uint32_t ns;
+	bool ns_ok;
+	bool granted;              /* another tenant's bucket, by a grant: read only */
+	/* body */
+	int payload;
+	bool transport_chunked;
+	bool aws_chunked;
+	uint64_t wire_left;        /* Content-Length bytes still to come (not chunked) */
+	struct s3c_dec *outer, *inner;
+	uint64_t decoded_len;      /* the content's length */
+	uint64_t got;              /* content bytes received */
+	uint64_t rx_mark;          /* got when the slow-client clock last restarted */
+	int sink;
+	bool body_done;
+	bool in_body;
+	EVP_MD_CTX *sha;           /* SHA-256 of the content (signed payload, checksum) */
+	EVP_MD_CTX *chunk_sha;     /* SHA-256 of the current aws-chunk */
+	EVP_MD_CTX *md5;
+	char chunk_want[65];       /* the current chunk's signature as sent */
+	char prev_sig[65];
+	uint32_t crc32c, crc32;
+	bool want_ck[CK__COUNT];
+	char ck_val[CK__COUNT][96]; /* base64 as sent (header or trailer) */
+	char trailer_ck[40];       /* x-amz-trailer: the checksum header it names */
+	/* DRAM reservation (SK_RESV) */
+	struct kvt_reservation res;
+	bool reserved;
+	uint64_t hdr_len;
+	uint8_t hdrbuf[S3D_HDR_LEN + S3D_KEY_MAX + S3D_CTYPE_MAX];
+	char ctype[S3D_CTYPE_MAX + 1];
+	/* heap body (SK_BUF) */
+	uint8_t *buf;
+	uint64_t buf_len, buf_cap, buf_charged;
+	uint64_t mem_charged;      /* this struct and head, charged to --max-memory */
+	/* library requests */
+	struct s3d_item *items;
+	uint32_t n, pending;
+	int phase;
+	bool cond_none_match;      /* PUT with If-None-Match: *; DeleteObjects: Quiet */
+	struct s3d_item *del_item; /* Complete, Copy: the DELETE of a replaced object (owned) */
+	/* an error decided before the body was read: answered after it */
+	int err_status;
+	const char *err_code;
+	char err_msg[160];
+	/* the answer */
+	bool done;
+	bool close_after;
+	uint8_t *text;
+	size_t tlen, tcap;
+	struct s3d_seg *segs;
+	unsigned nseg, segcap;
+	uint64_t *pins;
+	unsigned npin, pincap;
+	bool oom;
+	char etag[48];
+	uint64_t obj_len;
+	uint32_t obj_crc;
+	bool hundred_sent;
+};
+
+struct s3d_conn {
+	struct s3d_req *head, *tail; /* in arrival order */
+	struct s3d_req *rx;        /* the request whose body is being received */
+	/* one-entry bucket cache */
+	char ns_bucket[64];
+	char ns_tenant[PROTO_TENANT_MAX + 1];
+	uint32_t ns_id;
+	bool ns_valid;
+};
+
+static inline struct s3d_conn *s3d_of(struct kvtd_conn *c)
+{
+	return c->alt;
+}
+
+static inline uint64_t s3d_unix_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static inline void s3d_put32(uint8_t *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static inline void s3d_put64(uint8_t *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static inline uint32_t s3d_get32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static inline uint64_t s3d_get64(const uint8_t *p)
+{
+	return (uint64_t)s3d_get32(p) | (uint64_t)s3d_get32(p + 4) << 32;
+}
+
+/* s3reply.c: building an answer (text, then the status line and headers
+ * in front of it), and finishing requests in order. */
+void s3d_text(struct s3d_req *rq, const void *p, size_t len);
+void s3d_printf(struct s3d_req *rq, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void s3d_xml_str(struct s3d_req *rq, const char *s, size_t n);
+void s3d_keep_pin(struct s3d_req *rq, struct s3d_item *it);
+void s3d_seg_bytes(struct s3d_req *rq, const void *p, size_t len);
+/* The status line and headers (extra: CRLF-terminated lines) go in front
+ * of the text built so far; no_body (HEAD, 304) drops the text but keeps
+ * content_len. */
+void s3d_answer(struct s3d_req *rq, int status, const char *extra, uint64_t content_len,
+		       bool no_body);
+/* An S3 XML error document as the answer. */
+void s3d_error(struct s3d_req *rq, int status, const char *code, const char *msg);
+void s3d_xml_answer(struct s3d_req *rq, int status);
+void s3d_xml_begin(struct s3d_req *rq, const char *root);
+void s3d_req_free(struct kvtd_server *srv, struct s3d_req *rq);
+/* Queue the answers of the finished requests at the head, in order. */
+void s3d_flush_done(struct kvtd_conn *c);
+/* The request is answered: metrics, a debug line, then flush. */
+void s3d_finish(struct s3d_req *rq);
+/* s3d_error then s3d_finish: rq may be freed when it returns. */
+void s3d_fail(struct s3d_req *rq, int status, const char *code, const char *msg);
+
+/* s3ops.c: keys, buckets, object headers and the operations. */
+void s3d_key(struct kvt_key *k, char tag, const void *p, size_t len);
+void s3d_part_key(struct kvt_key *k, const char *upload_id, uint32_t part);
+bool s3d_bucket_ok(const char *b, size_t n);
+/* The bucket's namespace into rq->ns: 0, KVT_MISS (no such bucket), or an
+ * error.  create: register it if new, and do not ask for the marker. */
+int s3d_bucket_ns(struct s3d_req *rq, bool create);
+/* The header of a new object into out (S3D_HDR_LEN + name + ctype). */
+uint64_t s3d_obj_header(uint8_t *out, uint64_t len, uint32_t crc, const void *name,
+			       size_t name_len, const char *ctype, uint32_t nparts);
+void s3d_etag(char *out, size_t cap, uint32_t crc, uint64_t len, uint32_t nparts);
+void s3d_b64(const uint8_t *p, size_t n, char *out);
+/* The PUT of an object whose bytes are in rq->buf (an overwrite). */
+void s3d_put_buffered(struct s3d_req *rq, const struct kvt_key *k);
+void s3d_put_ok(struct s3d_req *rq);
+/* Run the operation once its body (if any) is in. */
+void s3d_run(struct s3d_req *rq);
+/* A library request of an S3 request completed (the table's req_done). */
+void s3d_req_done(struct kvtd_loop *loop, struct kvt_req *r);
+
+#endif

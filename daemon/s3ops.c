@@ -1,0 +1,1420 @@
+/*
+ * s3ops.c - the S3 listener's operations (s3d.h, doc/s3.md): the mapping
+ * of buckets and keys onto kvtier namespaces and keys, the object header,
+ * and each operation's library requests through the loop's queue (tagged
+ * S3D_UD) with what follows when they are back (s3d_step).
+ *
+ * Mapping (doc/s3.md "Buckets, keys and values"):
+ *
+ *   bucket  a namespace of the tenant: model "s3/<bucket>", dtype
+ *           "bytes", layout "s3-object", tenant = the signer; it exists
+ *           while its marker block (key "B", 8 bytes: creation time) does
+ *   object  kvtier key 'o' + SHA-256(object key); multipart parts
+ *           'p' + SHA-256(uploadId "/" partNumber), upload markers
+ *           'u' + SHA-256(uploadId)
+ *   value   part 0: the header below, parts 1..: the object's bytes (one
+ *           part per S3 part after CompleteMultipartUpload)
+ *
+ *     off 0  "KVS3"         off 4  u32 version (1)
+ *     off 8  u64 length     off 16 u64 mtime, Unix ms
+ *     off 24 u32 CRC32C of the bytes
+ *     off 28 u32 name length (the object key, compared on every read)
+ *     off 32 u32 content-type length
+ *     off 36 u32 S3 parts (0: a single PUT)
+ *     off 40 24 reserved (0)
+ *     off 64 name, then content type
+ *
+ * Threads: the connection's loop thread; no locks.  The one call that
+ * may block is registering a new bucket's namespace (an fsync of the
+ * registry, once per bucket, as RESP's namespace).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/random.h>
+#include <time.h>
+
+#include <openssl/sha.h>
+
+#include "s3d.h"
+
+/* ------------------------------------------------------------------------
+ * Keys, buckets, object headers
+ */
+
+void s3d_key(struct kvt_key *k, char tag, const void *p, size_t len)
+{
+	k->bytes[0] = (uint8_t)tag;
+	SHA256(p, len, k->bytes + 1);
+	k->len = 1 + SHA256_DIGEST_LENGTH;
+}
+
+void s3d_part_key(struct kvt_key *k, const char *upload_id, uint32_t part)
+{
+	char b[64];
+	int n = snprintf(b, sizeof(b), "%s/%u", upload_id, part);
+	s3d_key(k, 'p', b, (size_t)n);
+}
+
+/* S3's bucket naming rules (the DNS-compatible ones). */
+bool s3d_bucket_ok(const char *b, size_t n)
+{
+	if (n < 3 || n > 63)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		char ch = b[i];
+		if (!((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '-' || ch == '.'))
+			return false;
+	}
+	return b[0] != '-' && b[0] != '.' && b[n - 1] != '-' && b[n - 1] != '.';
+}
+
+static void s3d_bucket_desc(struct kvt_ns_desc *d, char *model, size_t mcap, const char *bucket,
+			    const char *tenant)
+{
+	snprintf(model, mcap, "%s%s", S3D_MODEL_PREFIX, bucket);
+	memset(d, 0, sizeof(*d));
+	d->model = model;
+	d->dtype = "bytes";
+	d->layout = "s3-object";
+	d->block_tokens = 1;
+	d->tp_size = 1;
+	d->pp_size = 1;
+	d->tenant = tenant;
+	d->flags = KVT_NS_PERSISTENT;
+}
+
+/* A bucket exists while its marker does (DeleteBucket clears the
+ * namespace, marker included; the registry keeps the namespace).  An
+ * index lookup: no I/O. */
+static int s3d_bucket_live(struct kvtd_server *srv, uint32_t ns)
+{
+	struct kvt_key k = { .len = 1, .bytes = { 'B' } };
+	int r = kvt_exists(srv->store, ns, &k);
+	return r == KVT_OK ? 0 : r == KVT_MISS ? KVT_MISS : r;
+}
+
+/* The bucket's namespace: 0, KVT_MISS (no such bucket), or an error.
+ * create: register it if new, and do not ask for the marker. */
+/*
+ * Another tenant's bucket, read through a grant (doc/s3.md "Grants"): the
+ * bucket name "OWNER.BUCKET" names OWNER's bucket BUCKET when the tenants
+ * file grants the signer read access to its namespace (grant OWNER *,
+ * model=s3/BUCKET or its digest, to the signer or *).  Anything else --
+ * no such owner, bucket or grant -- is KVT_MISS, the same answer as a
+ * bucket nobody created.
+ */
+static int s3d_bucket_granted(struct s3d_req *rq)
+{
+	struct kvtd_server *srv = rq->conn->loop->srv;
+	const char *dot = strchr(rq->bucket, '.');
+	struct kvt_ns_desc d;
+	char owner[64], model[80];
+	uint8_t digest[32];
+	size_t ol;
+	uint32_t id;
+
+	if (!dot || dot == rq->bucket || !dot[1] || !kvtd_auth_enabled())
+		return KVT_MISS;
+	ol = (size_t)(dot - rq->bucket);
+	memcpy(owner, rq->bucket, ol);
+	owner[ol] = 0;
+	if (!s3d_bucket_ok(dot + 1, strlen(dot + 1)) ||
+	    (ol == rq->tenant_len && memcmp(owner, rq->tenant, ol) == 0))
+		return KVT_MISS;
+	s3d_bucket_desc(&d, model, sizeof(model), dot + 1, owner);
+	if (kvt_ns_digest(&d, digest, NULL, 0) < 0 || kvt_ns_find(srv->store, digest, &id) != 0)
+		return KVT_MISS;
+	if (!kvtd_grant_allows(owner, ol, model, strlen(model), digest, rq->tenant, rq->tenant_len))
+		return KVT_MISS;
+	if (s3d_bucket_live(srv, id) != 0)
+		return KVT_MISS;
+	rq->ns = id;
+	rq->ns_ok = true;
+	rq->granted = true;
+	return 0;
+}
+
+static int s3d_bucket_own(struct s3d_req *rq, bool create);
+
+int s3d_bucket_ns(struct s3d_req *rq, bool create)
+{
+	int r = s3d_bucket_own(rq, create);
+
+	if (r == KVT_MISS && !create)
+		r = s3d_bucket_granted(rq);
+	return r;
+}
+
+/* The signer's own bucket (s3d_bucket_ns). */
+static int s3d_bucket_own(struct s3d_req *rq, bool create)
+{
+	struct kvtd_conn *c = rq->conn;
+	struct s3d_conn *sc = s3d_of(c);
+	struct kvt_ns_desc d;
+	char model[80];
+	uint8_t digest[32];
+	int r;
+
+	if (sc->ns_valid && strcmp(sc->ns_bucket, rq->bucket) == 0 &&
+	    strcmp(sc->ns_tenant, rq->tenant) == 0) {
+		rq->ns = sc->ns_id;
+		rq->ns_ok = true;
+		return create ? 0 : s3d_bucket_live(c->loop->srv, rq->ns);
+	}
+	s3d_bucket_desc(&d, model, sizeof(model), rq->bucket, rq->tenant);
+	r = kvt_ns_digest(&d, digest, NULL, 0);
+	if (r < 0)
+		return r;
+	r = kvt_ns_find(c->loop->srv->store, digest, &rq->ns);
+	if (r == KVT_MISS && create) {
+		/* At most KVTD_NS_TENANT_MAX namespaces per tenant, buckets
+		 * and native ones together (ops.c). */
+		struct kvtd_tstat *t = kvtd_tstat_named(c->loop->srv, rq->tenant, rq->tenant_len);
+		if (t && atomic_load_explicit(&t->ns_count, memory_order_relaxed) >=
+				 KVTD_NS_TENANT_MAX) {
+			KVTD_COUNT(c->loop->srv, ns_refused, 1);
+			return KVT_EFULL;
+		}
+		/* Registering fsyncs the registry: once per bucket, on the
+		 * loop (doc/s3.md says so, as RESP does for its namespace). */
+		r = kvt_ns_register(c->loop->srv->store, &d, &rq->ns);
+		if (r == 0) {
+			kvtd_ns_apply_group(c->loop->srv->store, rq->ns);
+			if (t)
+				atomic_fetch_add_explicit(&t->ns_count, 1, memory_order_relaxed);
+		}
+	} else if (r == 0) {
+		/* Known already (e.g. from before a restart): registering it
+		 * again writes nothing, and sets this process's policy for it
+		 * -- KVT_NS_PERSISTENT is not kept in the registry. */
+		r = kvt_ns_register(c->loop->srv->store, &d, &rq->ns);
+	}
+	if (r < 0 || r == KVT_MISS)
+		return r;
+	rq->ns_ok = true;
+	sc->ns_valid = true;
+	snprintf(sc->ns_bucket, sizeof(sc->ns_bucket), "%s", rq->bucket);
+	snprintf(sc->ns_tenant, sizeof(sc->ns_tenant), "%s", rq->tenant);
+	sc->ns_id = rq->ns;
+	return create ? 0 : s3d_bucket_live(c->loop->srv, rq->ns);
+}
+
+/* Copy view bytes [off, off+len) of a pinned value into out. */
+static bool s3d_view_read(const struct kvt_req *r, uint64_t off, void *out, size_t len)
+{
+	uint8_t *o = out;
+
+	if (off + len > r->length)
+		return false;
+	for (uint32_t i = 0; i < r->view_count && len; i++) {
+		size_t vl = r->view[i].iov_len;
+		if (off >= vl) {
+			off -= vl;
+			continue;
+		}
+		size_t take = vl - (size_t)off < len ? vl - (size_t)off : len;
+		memcpy(o, (uint8_t *)r->view[i].iov_base + off, take);
+		o += take;
+		len -= take;
+		off = 0;
+	}
+	return len == 0;
+}
+
+/* Parse and check a pinned value's header against the expected name:
+ * true if it is the object asked for. */
+static bool s3d_obj_check(const struct kvt_req *r, const void *name, size_t name_len,
+			  struct s3d_obj *ob)
+{
+	uint8_t h[S3D_HDR_LEN];
+	uint8_t nb[S3D_KEY_MAX];
+
+	if (r->status != KVT_OK || !s3d_view_read(r, 0, h, sizeof(h)) || memcmp(h, "KVS3", 4) != 0 ||
+	    s3d_get32(h + 4) != 1)
+		return false;
+	ob->len = s3d_get64(h + 8);
+	ob->mtime_ms = s3d_get64(h + 16);
+	ob->crc = s3d_get32(h + 24);
+	ob->name_len = s3d_get32(h + 28);
+	ob->ctype_len = s3d_get32(h + 32);
+	ob->nparts = s3d_get32(h + 36);
+	if (ob->name_len != name_len || ob->name_len > S3D_KEY_MAX || ob->ctype_len > S3D_CTYPE_MAX)
+		return false;
+	ob->data_off = S3D_HDR_LEN + (uint64_t)ob->name_len + ob->ctype_len;
+	if (ob->data_off + ob->len != r->length)
+		return false;
+	if (!s3d_view_read(r, S3D_HDR_LEN, nb, ob->name_len) ||
+	    (name_len && memcmp(nb, name, name_len) != 0))
+		return false;
+	if (!s3d_view_read(r, S3D_HDR_LEN + ob->name_len, ob->ctype, ob->ctype_len))
+		return false;
+	ob->ctype[ob->ctype_len] = 0;
+	return true;
+}
+
+/* Header of a new object into out (S3D_HDR_LEN + name + ctype). */
+uint64_t s3d_obj_header(uint8_t *out, uint64_t len, uint32_t crc, const void *name,
+			       size_t name_len, const char *ctype, uint32_t nparts)
+{
+	size_t cl = strlen(ctype);
+
+	memset(out, 0, S3D_HDR_LEN);
+	memcpy(out, "KVS3", 4);
+	s3d_put32(out + 4, 1);
+	s3d_put64(out + 8, len);
+	s3d_put64(out + 16, s3d_unix_ms());
+	s3d_put32(out + 24, crc);
+	s3d_put32(out + 28, (uint32_t)name_len);
+	s3d_put32(out + 32, (uint32_t)cl);
+	s3d_put32(out + 36, nparts);
+	memcpy(out + S3D_HDR_LEN, name, name_len);
+	memcpy(out + S3D_HDR_LEN + name_len, ctype, cl);
+	return S3D_HDR_LEN + name_len + cl;
+}
+
+/* ETag: CRC32C and length in hex (doc/s3.md "ETags"); "-N" for an object
+ * assembled from N parts. */
+void s3d_etag(char *out, size_t cap, uint32_t crc, uint64_t len, uint32_t nparts)
+{
+	if (nparts)
+		snprintf(out, cap, "\"%08x%016" PRIx64 "-%u\"", crc, len, nparts);
+	else
+		snprintf(out, cap, "\"%08x%016" PRIx64 "\"", crc, len);
+}
+
+static void s3d_http_date(char *out, size_t cap, uint64_t ms)
+{
+	time_t t = (time_t)(ms / 1000);
+	struct tm tm;
+	gmtime_r(&t, &tm);
+	strftime(out, cap, "%a, %d %b %Y %H:%M:%S GMT", &tm);
+}
+
+static void s3d_iso_date(char *out, size_t cap, uint64_t ms)
+{
+	time_t t = (time_t)(ms / 1000);
+	struct tm tm;
+	gmtime_r(&t, &tm);
+	size_t n = strftime(out, cap, "%Y-%m-%dT%H:%M:%S", &tm);
+	snprintf(out + n, cap - n, ".%03uZ", (unsigned)(ms % 1000));
+}
+
+static int64_t s3d_parse_http_date(const char *v, size_t n)
+{
+	char b[64];
+	struct tm tm;
+
+	if (n >= sizeof(b))
+		return -1;
+	memcpy(b, v, n);
+	b[n] = 0;
+	memset(&tm, 0, sizeof(tm));
+	if (!strptime(b, "%a, %d %b %Y %H:%M:%S GMT", &tm))
+		return -1;
+	return (int64_t)timegm(&tm);
+}
+
+void s3d_b64(const uint8_t *p, size_t n, char *out)
+{
+	EVP_EncodeBlock((unsigned char *)out, p, (int)n);
+}
+
+/* ------------------------------------------------------------------------
+ * Library requests
+ */
+
+static void s3d_step(struct s3d_req *rq);
+
+static struct s3d_item *s3d_items(struct s3d_req *rq, uint32_t n)
+{
+	struct kvtd_server *srv = rq->conn->loop->srv;
+
+	for (uint32_t i = 0; i < rq->n; i++) {
+		if (rq->items[i].pinned) {
+			kvt_pin_release(srv->store, rq->items[i].req.pin);
+			rq->items[i].pinned = false;
+		}
+		free(rq->items[i].etag_sent);
+	}
+	free(rq->items);
+	rq->items = calloc(n ? n : 1, sizeof(*rq->items));
+	rq->n = rq->items ? n : 0;
+	return rq->items;
+}
+
+static void s3d_item_init(struct s3d_req *rq, struct s3d_item *it, uint32_t op, const struct kvt_key *k)
+{
+	memset(it, 0, sizeof(*it));
+	it->rq = rq;
+	it->req.op = op;
+	it->req.ns = rq->ns;
+	if (k)
+		it->req.key = *k;
+	it->req.user_data = (uint64_t)(uintptr_t)it | S3D_UD;
+}
+
+/* Submit every item; the step runs once all are back (possibly inline). */
+static void s3d_submit(struct s3d_req *rq, int phase)
+{
+	struct kvtd_loop *loop = rq->conn->loop;
+
+	rq->phase = phase;
+	rq->pending = 1; /* held while submitting */
+	for (uint32_t i = 0; i < rq->n; i++) {
+		struct kvt_req *r = &rq->items[i].req;
+		rq->pending++;
+		int rc = kvt_submit(loop->q, &r, 1);
+		if (rc != 1) {
+			r->status = rc;
+			rq->pending--;
+		}
+	}
+	if (--rq->pending == 0)
+		s3d_step(rq);
+}
+
+/* A request of no S3 request (lazy deletes): freed when it completes. */
+static void s3d_fire_delete(struct kvtd_conn *c, uint32_t ns, const struct kvt_key *k)
+{
+	struct s3d_item *it = calloc(1, sizeof(*it));
+	struct kvt_req *r;
+
+	if (!it)
+		return;
+	it->req.op = KVT_OP_DELETE;
+	it->req.ns = ns;
+	it->req.key = *k;
+	it->req.user_data = (uint64_t)(uintptr_t)it | S3D_UD;
+	r = &it->req;
+	if (kvt_submit(c->loop->q, &r, 1) != 1)
+		free(it);
+}
+
+void s3d_req_done(struct kvtd_loop *loop, struct kvt_req *r)
+{
+	struct s3d_item *it = (struct s3d_item *)(uintptr_t)(r->user_data & ~(uint64_t)KVTD_UD_PROTO_MASK);
+	struct s3d_req *rq = it->rq;
+
+	(void)loop;
+	if (!rq) {
+		if (r->op == KVT_OP_GET_PINNED && r->status == KVT_OK)
+			kvt_pin_release(loop->srv->store, r->pin);
+		free(it);
+		return;
+	}
+	if (r->op == KVT_OP_GET_PINNED && r->status == KVT_OK)
+		it->pinned = true;
+	if (--rq->pending == 0)
+		s3d_step(rq);
+}
+
+/* ------------------------------------------------------------------------
+ * Operations
+ */
+
+/* ListBuckets, step 1: the tenant's bucket namespaces, each with a quiet
+ * pinned get of its marker (on SSD after a restart: read by the library,
+ * not on this loop).  Namespace ids are 1, 2, 3 ... (lib/ns.c); a
+ * tenant's buckets are those with model "s3/NAME", layout s3-object and
+ * its tenant line. */
+static void s3d_list_buckets(struct s3d_req *rq)
+{
+	struct kvtd_server *srv = rq->conn->loop->srv;
+	char canon[2100];
+	uint32_t n = 0, cap = 0;
+	struct s3d_item *it = NULL;
+
+	for (uint32_t id = 1;; id++) {
+		uint8_t digest[32];
+		int len = kvt_ns_info(srv->store, id, digest, canon, sizeof(canon));
+		if (len < 0)
+			break;
+		const char *t;
+		int tl = kvtd_canon_tenant(canon, (size_t)len, &t);
+		const char *m = strstr(canon, "\nmodel=" S3D_MODEL_PREFIX);
+		if (tl < 0 || (size_t)tl != rq->tenant_len || memcmp(t, rq->tenant, rq->tenant_len) ||
+		    !m || !strstr(canon, "\nlayout=s3-object\n"))
+			continue;
+		m += strlen("\nmodel=" S3D_MODEL_PREFIX);
+		const char *e = strchr(m, '\n');
+		if (!e)
+			continue;
+		if (n == cap) {
+			uint32_t nc = cap ? 2 * cap : 16;
+			struct s3d_item *ni = realloc(it, nc * sizeof(*ni));
+			if (!ni)
+				goto oom;
+			it = ni;
+			cap = nc;
+		}
+		struct kvt_key k = { .len = 1, .bytes = { 'B' } };
+		s3d_item_init(rq, &it[n], KVT_OP_GET_PINNED, &k);
+		it[n].req.ns = id;
+		it[n].req.flags = KVT_F_QUIET;
+		it[n].etag_sent = strndup(m, (size_t)(e - m)); /* the bucket's name */
+		if (!it[n].etag_sent)
+			goto oom;
+		n++;
+	}
+	free(rq->items);
+	rq->items = it;
+	rq->n = n;
+	/* user_data points at the items: set after the array stopped moving */
+	for (uint32_t i = 0; i < n; i++)
+		it[i].req.user_data = (uint64_t)(uintptr_t)&it[i] | S3D_UD;
+	s3d_submit(rq, PH_PROBE);
+	return;
+oom:
+	for (uint32_t i = 0; i < n; i++)
+		free(it[i].etag_sent);
+	free(it);
+	s3d_fail(rq, 503, "SlowDown", "server out of memory");
+}
+
+/* ListBuckets, step 2: the buckets whose marker is there. */
+static void s3d_list_buckets_answer(struct s3d_req *rq)
+{
+	s3d_xml_begin(rq, "ListAllMyBucketsResult");
+	s3d_text(rq, "<Owner><ID>", 11);
+	s3d_xml_str(rq, rq->tenant, rq->tenant_len);
+	s3d_text(rq, "</ID><DisplayName>", 18);
+	s3d_xml_str(rq, rq->tenant, rq->tenant_len);
+	s3d_text(rq, "</DisplayName></Owner><Buckets>", 31);
+	for (uint32_t i = 0; i < rq->n; i++) {
+		struct s3d_item *it = &rq->items[i];
+		uint8_t created[8];
+		char d[40];
+		if (it->req.status != KVT_OK || it->req.length != 8 ||
+		    !s3d_view_read(&it->req, 0, created, 8))
+			continue;
+		s3d_iso_date(d, sizeof(d), s3d_get64(created));
+		s3d_text(rq, "<Bucket><Name>", 14);
+		s3d_xml_str(rq, it->etag_sent, strlen(it->etag_sent));
+		s3d_printf(rq, "</Name><CreationDate>%s</CreationDate></Bucket>", d);
+	}
+	s3d_text(rq, "</Buckets></ListAllMyBucketsResult>\n", 36);
+	s3d_xml_answer(rq, 200);
+	s3d_finish(rq);
+}
+
+/* The answer to a GET or HEAD of a probed object (items[0]). */
+static void s3d_get_answer(struct s3d_req *rq)
+{
+	struct s3d_item *it = &rq->items[0];
+	struct s3d_obj ob;
+	char etag[48], lm[40], extra[1024], crcb[16];
+	size_t vl;
+	const char *v;
+	bool head = rq->op == S3_HEAD;
+	uint64_t start = 0, end, mtime_s;
+	int status = 200;
+	int n;
+
+	if (!s3d_obj_check(&it->req, rq->key, rq->key_len, &ob)) {
+		if (it->req.status < 0 && it->req.status != KVT_MISS)
+			kvtd_conn_log(rq->conn, KVTD_INFO, "S3 GET failed", kvt_strerror(it->req.status));
+		s3d_fail(rq, 404, "NoSuchKey", "The specified key does not exist.");
+		return;
+	}
+	s3d_etag(etag, sizeof(etag), ob.crc, ob.len, ob.nparts);
+	s3d_http_date(lm, sizeof(lm), ob.mtime_ms);
+	mtime_s = ob.mtime_ms / 1000;
+	/* Conditions, in RFC 9110's order */
+	if ((v = s3h_header(&rq->h, "if-match", &vl)) &&
+	    !(vl == 1 && v[0] == '*') && !(vl == strlen(etag) && memcmp(v, etag, vl) == 0)) {
+		s3d_fail(rq, 412, "PreconditionFailed", "At least one of the pre-conditions you "
+			 "specified did not hold");
+		return;
+	}
+	if (!s3h_header(&rq->h, "if-match", &vl) &&
+	    (v = s3h_header(&rq->h, "if-unmodified-since", &vl))) {
+		int64_t t = s3d_parse_http_date(v, vl);
+		if (t >= 0 && (int64_t)mtime_s > t) {
+			s3d_fail(rq, 412, "PreconditionFailed", "At least one of the pre-conditions "
+				 "you specified did not hold");
+			return;
+		}
+	}
+	if ((v = s3h_header(&rq->h, "if-none-match", &vl))) {
+		if ((vl == 1 && v[0] == '*') || (vl == strlen(etag) && memcmp(v, etag, vl) == 0)) {
+			snprintf(extra, sizeof(extra), "ETag: %s\r\nLast-Modified: %s\r\n", etag, lm);
+			rq->tlen = 0;
+			s3d_answer(rq, 304, extra, 0, true);
+			s3d_finish(rq);
+			return;
+		}
+	} else if ((v = s3h_header(&rq->h, "if-modified-since", &vl))) {
+		int64_t t = s3d_parse_http_date(v, vl);
+		if (t >= 0 && (int64_t)mtime_s <= t) {
+			snprintf(extra, sizeof(extra), "ETag: %s\r\nLast-Modified: %s\r\n", etag, lm);
+			rq->tlen = 0;
+			s3d_answer(rq, 304, extra, 0, true);
+			s3d_finish(rq);
+			return;
+		}
+	}
+	end = ob.len; /* exclusive */
+	if ((v = s3h_header(&rq->h, "range", &vl)) && vl > 6 && memcmp(v, "bytes=", 6) == 0 &&
+	    !memchr(v, ',', vl)) {
+		/* bytes=a-b, bytes=a-, bytes=-n; several ranges: the whole object, as S3 */
+		char b[64];
+		uint64_t a = 0, z = 0;
+		bool ha = false, hz = false, bad = false;
+		size_t i = 6;
+		if (vl >= sizeof(b))
+			bad = true;
+		else {
+			memcpy(b, v, vl);
+			b[vl] = 0;
+		}
+		for (; !bad && i < vl && b[i] >= '0' && b[i] <= '9'; i++, ha = true)
+			a = a > UINT64_MAX / 16 ? (bad = true, a) : a * 10 + (uint64_t)(b[i] - '0');
+		if (!bad && (i >= vl || b[i] != '-'))
+			bad = true;
+		for (i++; !bad && i < vl && b[i] >= '0' && b[i] <= '9'; i++, hz = true)
+			z = z > UINT64_MAX / 16 ? (bad = true, z) : z * 10 + (uint64_t)(b[i] - '0');
+		if (!bad && i != vl)
+			bad = true;
+		if (!bad && (ha || hz)) {
+			if (!ha) { /* suffix */
+				if (z == 0) {
+					s3d_fail(rq, 416, "InvalidRange", "The requested range is not "
+						 "satisfiable");
+					return;
+				}
+				start = z >= ob.len ? 0 : ob.len - z;
+			} else {
+				if (a >= ob.len || (hz && z < a)) {
+					if (hz && z < a)
+						goto whole; /* invalid syntax: ignored, as RFC 9110 */
+					s3d_fail(rq, 416, "InvalidRange", "The requested range is not "
+						 "satisfiable");
+					return;
+				}
+				start = a;
+				if (hz && z + 1 < ob.len)
+					end = z + 1;
+			}
+			status = 206;
+		}
+	}
+whole:
+	crcb[0] = 0;
+	if (status == 200) {
+		uint8_t be[4] = { (uint8_t)(ob.crc >> 24), (uint8_t)(ob.crc >> 16),
+				  (uint8_t)(ob.crc >> 8), (uint8_t)ob.crc };
+		s3d_b64(be, 4, crcb);
+	}
+	n = snprintf(extra, sizeof(extra),
+		     "Accept-Ranges: bytes\r\nETag: %s\r\nLast-Modified: %s\r\nContent-Type: %s\r\n",
+		     etag, lm, ob.ctype_len ? ob.ctype : "binary/octet-stream");
+	if (status == 206)
+		n += snprintf(extra + n, sizeof(extra) - (size_t)n,
+			      "Content-Range: bytes %" PRIu64 "-%" PRIu64 "/%" PRIu64 "\r\n", start,
+			      end - 1, ob.len);
+	else
+		n += snprintf(extra + n, sizeof(extra) - (size_t)n, "x-amz-checksum-crc32c: %s\r\n",
+			      crcb);
+	if (ob.nparts)
+		snprintf(extra + n, sizeof(extra) - (size_t)n, "x-amz-mp-parts-count: %u\r\n",
+			 ob.nparts);
+	rq->tlen = 0;
+	s3d_answer(rq, status, extra, end - start, true);
+	if (!head && end > start) {
+		/* Straight from the pinned DRAM view: no copy. */
+		uint64_t off = ob.data_off + start, left = end - start;
+		for (uint32_t i = 0; i < it->req.view_count && left; i++) {
+			size_t l = it->req.view[i].iov_len;
+			if (off >= l) {
+				off -= l;
+				continue;
+			}
+			size_t take = l - (size_t)off < left ? l - (size_t)off : (size_t)left;
+			s3d_seg_bytes(rq, (uint8_t *)it->req.view[i].iov_base + off, take);
+			left -= take;
+			off = 0;
+		}
+		s3d_keep_pin(rq, it);
+	}
+	s3d_finish(rq);
+}
+
+/* The PUT of an object whose bytes are in rq->buf (an overwrite): DELETE
+ * then PUT, submitted together. */
+void s3d_put_buffered(struct s3d_req *rq, const struct kvt_key *k)
+{
+	struct s3d_item *it = s3d_items(rq, 2);
+
+	if (!it) {
+		s3d_fail(rq, 503, "SlowDown", "server out of memory");
+		return;
+	}
+	s3d_item_init(rq, &it[0], KVT_OP_DELETE, k);
+	s3d_item_init(rq, &it[1], KVT_OP_PUT, k);
+	it[1].iov[0] = (struct iovec){ rq->hdrbuf, rq->hdr_len };
+	it[1].iov[1] = (struct iovec){ rq->buf, rq->buf_len };
+	it[1].req.iov = it[1].iov;
+	it[1].req.iov_count = rq->buf_len ? 2 : 1;
+	s3d_submit(rq, PH_WRITE);
+}
+
+void s3d_put_ok(struct s3d_req *rq)
+{
+	char extra[256], crcb[16];
+	uint8_t be[4] = { (uint8_t)(rq->obj_crc >> 24), (uint8_t)(rq->obj_crc >> 16),
+			  (uint8_t)(rq->obj_crc >> 8), (uint8_t)rq->obj_crc };
+
+	s3d_b64(be, 4, crcb);
+	snprintf(extra, sizeof(extra), "ETag: %s\r\nx-amz-checksum-crc32c: %s\r\n", rq->etag, crcb);
+	rq->tlen = 0;
+	s3d_answer(rq, 200, extra, 0, false);
+	s3d_finish(rq);
+}
+
+/* ---- assembling an object from pinned sources (Complete, Copy) -------- */
+
+/* items[0..n) hold pinned sources (their data at data_off); build the
+ * destination object as parts = one per source, then answer. */
+static void s3d_assemble(struct s3d_req *rq);
+
+static void s3d_complete_answer(struct s3d_req *rq)
+{
+	char lm[40];
+
+	if (rq->op == S3_COPY) {
+		s3d_iso_date(lm, sizeof(lm), s3d_unix_ms());
+		s3d_xml_begin(rq, "CopyObjectResult");
+		s3d_printf(rq, "<LastModified>%s</LastModified><ETag>", lm);
+		s3d_xml_str(rq, rq->etag, strlen(rq->etag));
+		s3d_text(rq, "</ETag></CopyObjectResult>\n", 27);
+	} else {
+		s3d_xml_begin(rq, "CompleteMultipartUploadResult");
+		s3d_text(rq, "<Bucket>", 8);
+		s3d_xml_str(rq, rq->bucket, strlen(rq->bucket));
+		s3d_text(rq, "</Bucket><Key>", 14);
+		s3d_xml_str(rq, rq->key, rq->key_len);
+		s3d_text(rq, "</Key><ETag>", 12);
+		s3d_xml_str(rq, rq->etag, strlen(rq->etag));
+		s3d_text(rq, "</ETag></CompleteMultipartUploadResult>\n", 40);
+	}
+	s3d_xml_answer(rq, 200);
+	s3d_finish(rq);
+}
+
+static void s3d_assemble(struct s3d_req *rq)
+{
+	struct kvtd_server *srv = rq->conn->loop->srv;
+	uint32_t nsrc = rq->op == S3_COPY ? 1 : rq->n - 1; /* Complete: items[0] is the marker */
+	struct s3d_item *src = rq->op == S3_COPY ? rq->items : rq->items + 1;
+	uint64_t lens[KVT_PARTS_MAX];
+	uint32_t crcs[KVT_PARTS_MAX];
+	struct s3d_obj ob;
+	struct kvt_key k;
+	uint64_t total = 0;
+	uint32_t whole = 0;
+	int r;
+
+	for (uint32_t i = 0; i < nsrc; i++) {
+		/* data_off and len of each source were checked by the caller
+		 * (part_no holds nothing here); recompute from headers */
+		uint8_t h[S3D_HDR_LEN];
+		s3d_view_read(&src[i].req, 0, h, sizeof(h));
+		lens[1 + i] = s3d_get64(h + 8);
+		total += lens[1 + i];
+	}
+	s3d_key(&k, 'o', rq->key, rq->key_len);
+	rq->hdr_len = s3d_obj_header(rq->hdrbuf, total, 0, rq->key, rq->key_len, rq->ctype,
+				     rq->op == S3_COPY ? 0 : nsrc);
+	lens[0] = rq->hdr_len;
+	/* Empty sources are not parts (kvtier parts are >= 1 byte). */
+	unsigned np = 1;
+	for (uint32_t i = 0; i < nsrc; i++)
+		if (lens[1 + i])
+			lens[np++] = lens[1 + i];
+	r = kvt_put_reserve(srv->store, rq->ns, &k, lens, np, 0, &rq->res);
+	if (r == KVT_EXISTS && rq->phase != PH_ASSEMBLE_DEL) {
+		/* Replace: delete first, then come back here. */
+		struct s3d_item *d = calloc(1, sizeof(*d));
+		struct kvt_req *dr;
+		if (!d) {
+			s3d_fail(rq, 503, "SlowDown", "server out of memory");
+			return;
+		}
+		/* the delete is one more item: held outside items[] */
+		s3d_item_init(rq, d, KVT_OP_DELETE, &k);
+		rq->phase = PH_ASSEMBLE_DEL;
+		rq->pending = 1;
+		dr = &d->req;
+		free(rq->del_item);
+		rq->del_item = d;
+		if (kvt_submit(rq->conn->loop->q, &dr, 1) != 1) {
+			rq->pending = 0;
+			s3d_fail(rq, 500, "InternalError", "cannot replace the object");
+		}
+		return;
+	}
+	if (r != KVT_OK) {
+		if (r == KVT_ETOOBIG || r == KVT_EBADLEN)
+			s3d_fail(rq, 400, "EntityTooLarge", "The object is larger than kvtierd's "
+				 "largest value");
+		else if (r == KVT_EXISTS)
+			s3d_fail(rq, 503, "SlowDown", "A concurrent write of this key; retry");
+		else
+			s3d_fail(rq, 503, "SlowDown", kvt_strerror(r));
+		return;
+	}
+	rq->reserved = true;
+	/* Copy: header, then each source's bytes, CRCs as they go. */
+	{
+		uint32_t vi = 0;
+		size_t voff = 0;
+		unsigned part = 0;
+		uint64_t part_left = lens[0];
+		uint32_t pcrc = 0;
+		const struct iovec *view = rq->res.view;
+#define S3D_EMIT(p_, n_)                                                                   \
+	do {                                                                               \
+		const uint8_t *pp = (const uint8_t *)(p_);                                 \
+		size_t nn = (n_);                                                          \
+		while (nn) {                                                               \
+			size_t room = view[vi].iov_len - voff;                             \
+			size_t t = nn < room ? nn : room;                                  \
+			if (t > part_left)                                                 \
+				t = (size_t)part_left;                                     \
+			memcpy((uint8_t *)view[vi].iov_base + voff, pp, t);                \
+			pcrc = kvt_crc32c(pcrc, pp, t);                                    \
+			if (part > 0)                                                      \
+				whole = kvt_crc32c(whole, pp, t);                          \
+			pp += t;                                                           \
+			nn -= t;                                                           \
+			voff += t;                                                         \
+			part_left -= t;                                                    \
+			if (voff == view[vi].iov_len) {                                    \
+				vi++;                                                      \
+				voff = 0;                                                  \
+			}                                                                  \
+			if (part_left == 0) {                                              \
+				crcs[part++] = pcrc;                                       \
+				pcrc = 0;                                                  \
+				part_left = part < np ? lens[part] : 0;                    \
+			}                                                                  \
+		}                                                                          \
+	} while (0)
+		S3D_EMIT(rq->hdrbuf, rq->hdr_len);
+		for (uint32_t i = 0; i < nsrc; i++) {
+			uint8_t h[S3D_HDR_LEN];
+			const struct kvt_req *sr = &src[i].req;
+			s3d_view_read(sr, 0, h, sizeof(h));
+			uint64_t off = S3D_HDR_LEN + (uint64_t)s3d_get32(h + 28) + s3d_get32(h + 32);
+			uint64_t left = s3d_get64(h + 8);
+			for (uint32_t v = 0; v < sr->view_count && left; v++) {
+				size_t l = sr->view[v].iov_len;
+				if (off >= l) {
+					off -= l;
+					continue;
+				}
+				size_t take = l - (size_t)off < left ? l - (size_t)off : (size_t)left;
+				S3D_EMIT((uint8_t *)sr->view[v].iov_base + off, take);
+				left -= take;
+				off = 0;
+			}
+		}
+#undef S3D_EMIT
+	}
+	/* The whole object's CRC goes in the header (part 0): rewrite it. */
+	s3d_put32(rq->hdrbuf + 24, whole);
+	{
+		size_t vi = 0, voff = 24;
+		for (int b = 0; b < 4; b++) {
+			while (voff >= rq->res.view[vi].iov_len) {
+				voff -= rq->res.view[vi].iov_len;
+				vi++;
+			}
+			((uint8_t *)rq->res.view[vi].iov_base)[voff++] = rq->hdrbuf[24 + b];
+		}
+		crcs[0] = kvt_crc32c(0, rq->hdrbuf, rq->hdr_len);
+	}
+	r = kvt_put_commit_checked(srv->store, rq->res.handle, crcs);
+	rq->reserved = false;
+	if (r != KVT_OK && r != -ECANCELED) {
+		s3d_fail(rq, 500, "InternalError", kvt_strerror(r));
+		return;
+	}
+	(void)ob;
+	s3d_etag(rq->etag, sizeof(rq->etag), whole, total, rq->op == S3_COPY ? 0 : nsrc);
+	if (rq->op == S3_MPU_COMPLETE) {
+		/* The parts and the marker are no longer needed. */
+		struct kvt_key pk;
+		for (uint32_t i = 0; i < nsrc; i++) {
+			s3d_part_key(&pk, rq->upload_id, src[i].part_no);
+			s3d_fire_delete(rq->conn, rq->ns, &pk);
+		}
+		s3d_key(&pk, 'u', rq->upload_id, strlen(rq->upload_id));
+		s3d_fire_delete(rq->conn, rq->ns, &pk);
+	}
+	s3d_complete_answer(rq);
+}
+
+/* ---- the step after each phase ---------------------------------------- */
+
+static void s3d_step(struct s3d_req *rq)
+{
+	struct s3d_item *it = rq->items;
+
+	switch (rq->op) {
+	case S3_LIST_BUCKETS:
+		s3d_list_buckets_answer(rq);
+		return;
+	case S3_GET:
+	case S3_HEAD:
+		s3d_get_answer(rq);
+		return;
+	case S3_PUT:
+	case S3_MPU_PART:
+		/* PH_WRITE: items are DELETE, PUT */
+		if (rq->n == 2 && it[1].req.status < 0 && it[1].req.status != -ECANCELED) {
+			int st = it[1].req.status;
+			if (st == KVT_ETOOBIG || st == KVT_EBADLEN)
+				s3d_fail(rq, 400, "EntityTooLarge", "The object is larger than "
+					 "kvtierd's largest value");
+			else
+				s3d_fail(rq, 503, "SlowDown", kvt_strerror(st));
+			return;
+		}
+		s3d_put_ok(rq);
+		return;
+	case S3_DELETE:
+		rq->tlen = 0;
+		s3d_answer(rq, 204, NULL, 0, false);
+		s3d_finish(rq);
+		return;
+	case S3_HEAD_BUCKET:
+		if (it[0].req.status != KVT_OK) {
+			s3d_fail(rq, 404, "NoSuchBucket", "The specified bucket does not exist");
+			return;
+		}
+		rq->tlen = 0;
+		s3d_answer(rq, 200, "x-amz-bucket-region: us-east-1\r\n", 0, false);
+		s3d_finish(rq);
+		return;
+	case S3_CREATE_BUCKET:
+		if (it[0].req.status == KVT_EXISTS) {
+			s3d_fail(rq, 409, "BucketAlreadyOwnedByYou", "Your previous request to "
+				 "create the named bucket succeeded and you already own it.");
+			return;
+		}
+		if (it[0].req.status < 0) {
+			s3d_fail(rq, 503, "SlowDown", kvt_strerror(it[0].req.status));
+			return;
+		}
+		{
+			char loc[160];
+			snprintf(loc, sizeof(loc), "Location: /%s\r\n", rq->bucket);
+			rq->tlen = 0;
+			s3d_answer(rq, 200, loc, 0, false);
+		}
+		s3d_finish(rq);
+		return;
+	case S3_DELETE_BUCKET:
+		if (rq->phase == PH_PROBE) {
+			if (it[0].req.status != KVT_OK) {
+				s3d_fail(rq, 404, "NoSuchBucket", "The specified bucket does not exist");
+				return;
+			}
+			it = s3d_items(rq, 1);
+			if (!it) {
+				s3d_fail(rq, 503, "SlowDown", "server out of memory");
+				return;
+			}
+			s3d_item_init(rq, it, KVT_OP_CLEAR, NULL);
+			it->req.flags = KVT_F_DEFER;
+			s3d_submit(rq, PH_WRITE);
+			return;
+		}
+		if (it[0].req.status < 0) {
+			s3d_fail(rq, 500, "InternalError", kvt_strerror(it[0].req.status));
+			return;
+		}
+		rq->tlen = 0;
+		s3d_answer(rq, 204, NULL, 0, false);
+		s3d_finish(rq);
+		return;
+	case S3_DELETE_MANY: {
+		/* items: the deletes, in the order of the request's keys (rq->buf
+		 * holds the keys, NUL-separated) */
+		bool quiet = rq->cond_none_match; /* reused: <Quiet>true</Quiet> */
+		const char *kp = (const char *)rq->buf;
+		s3d_xml_begin(rq, "DeleteResult");
+		for (uint32_t i = 0; i < rq->n; i++) {
+			size_t kl = strlen(kp);
+			if (!quiet) {
+				s3d_text(rq, "<Deleted><Key>", 14);
+				s3d_xml_str(rq, kp, kl);
+				s3d_text(rq, "</Key></Deleted>", 16);
+			}
+			kp += kl + 1;
+		}
+		s3d_text(rq, "</DeleteResult>\n", 16);
+		s3d_xml_answer(rq, 200);
+		s3d_finish(rq);
+		return;
+	}
+	case S3_COPY: {
+		struct s3d_obj ob;
+		if (rq->phase == PH_ASSEMBLE_DEL) {
+			s3d_assemble(rq);
+			return;
+		}
+		/* items[0]: the source, whose name is in rq->buf */
+		if (!s3d_obj_check(&it[0].req, rq->buf, strlen((char *)rq->buf), &ob)) {
+			s3d_fail(rq, 404, "NoSuchKey", "The specified source key does not exist.");
+			return;
+		}
+		snprintf(rq->ctype, sizeof(rq->ctype), "%s", ob.ctype);
+		s3d_assemble(rq);
+		return;
+	}
+	case S3_MPU_CREATE:
+		if (it[0].req.status < 0) {
+			s3d_fail(rq, 503, "SlowDown", kvt_strerror(it[0].req.status));
+			return;
+		}
+		s3d_xml_begin(rq, "InitiateMultipartUploadResult");
+		s3d_text(rq, "<Bucket>", 8);
+		s3d_xml_str(rq, rq->bucket, strlen(rq->bucket));
+		s3d_text(rq, "</Bucket><Key>", 14);
+		s3d_xml_str(rq, rq->key, rq->key_len);
+		s3d_printf(rq, "</Key><UploadId>%s</UploadId></InitiateMultipartUploadResult>\n",
+			   rq->upload_id);
+		s3d_xml_answer(rq, 200);
+		s3d_finish(rq);
+		return;
+	case S3_MPU_ABORT:
+		rq->tlen = 0;
+		s3d_answer(rq, 204, NULL, 0, false);
+		s3d_finish(rq);
+		return;
+	case S3_MPU_COMPLETE: {
+		struct s3d_obj ob;
+		if (rq->phase == PH_ASSEMBLE_DEL) {
+			s3d_assemble(rq);
+			return;
+		}
+		/* items[0]: the upload's marker (its name is the object key) */
+		if (!s3d_obj_check(&it[0].req, rq->key, rq->key_len, &ob)) {
+			s3d_fail(rq, 404, "NoSuchUpload", "The specified multipart upload does not "
+				 "exist.");
+			return;
+		}
+		snprintf(rq->ctype, sizeof(rq->ctype), "%s", ob.ctype);
+		for (uint32_t i = 1; i < rq->n; i++) {
+			char name[64], etag[48];
+			int nl = snprintf(name, sizeof(name), "%s/%u", rq->upload_id, it[i].part_no);
+			if (!s3d_obj_check(&it[i].req, name, (size_t)nl, &ob)) {
+				s3d_fail(rq, 400, "InvalidPart", "One or more of the specified parts "
+					 "could not be found.");
+				return;
+			}
+			s3d_etag(etag, sizeof(etag), ob.crc, ob.len, 0);
+			/* the ETag the client sent for it (quotes optional) */
+			const char *es = it[i].etag_sent;
+			size_t el = es ? strlen(es) : 0;
+			if (el && es[0] != '"' && el + 2 == strlen(etag) &&
+			    memcmp(es, etag + 1, el) == 0)
+				el = 0;
+			if (el && (el != strlen(etag) || memcmp(es, etag, el) != 0)) {
+				s3d_fail(rq, 400, "InvalidPart", "A part's ETag does not match.");
+				return;
+			}
+			if (i + 1 < rq->n && ob.len < (5u << 20)) {
+				s3d_fail(rq, 400, "EntityTooSmall", "Your proposed upload is smaller "
+					 "than the minimum allowed object size.");
+				return;
+			}
+		}
+		s3d_assemble(rq);
+		return;
+	}
+	default:
+		s3d_fail(rq, 500, "InternalError", "unexpected state");
+	}
+}
+
+/* ------------------------------------------------------------------------
+ * Request bodies in XML (CompleteMultipartUpload, DeleteObjects): a
+ * scanner for the few elements read, not a general XML parser.  Entities
+ * &amp; &lt; &gt; &quot; &apos; and numeric ones below 0x80 are decoded;
+ * anything else in a value is refused (MalformedXML).
+ */
+
+/* The next <tag>value</tag> at or after *pos: value into out (decoded),
+ * its length, or -1 (none), -2 (malformed). */
+static int64_t s3d_xml_next(const char *x, size_t n, size_t *pos, const char *tag, char *out,
+			    size_t cap)
+{
+	char open[40], close[40];
+	int ol = snprintf(open, sizeof(open), "<%s>", tag);
+	int cl = snprintf(close, sizeof(close), "</%s>", tag);
+	const char *s = memmem(x + *pos, n - *pos, open, (size_t)ol), *e;
+	size_t o = 0;
+
+	if (!s)
+		return -1;
+	s += ol;
+	e = memmem(s, n - (size_t)(s - x), close, (size_t)cl);
+	if (!e)
+		return -2;
+	*pos = (size_t)(e - x) + (size_t)cl;
+	for (const char *p = s; p < e; p++) {
+		char ch = *p;
+		if (ch == '&') {
+			const char *semi = memchr(p, ';', (size_t)(e - p));
+			size_t el;
+			if (!semi)
+				return -2;
+			el = (size_t)(semi - p) + 1;
+			if (el == 5 && memcmp(p, "&amp;", 5) == 0)
+				ch = '&';
+			else if (el == 4 && memcmp(p, "&lt;", 4) == 0)
+				ch = '<';
+			else if (el == 4 && memcmp(p, "&gt;", 4) == 0)
+				ch = '>';
+			else if (el == 6 && memcmp(p, "&quot;", 6) == 0)
+				ch = '"';
+			else if (el == 6 && memcmp(p, "&apos;", 6) == 0)
+				ch = '\'';
+			else if (el > 3 && p[1] == '#') {
+				unsigned long v = strtoul(p + (p[2] == 'x' ? 3 : 2), NULL,
+							  p[2] == 'x' ? 16 : 10);
+				if (v == 0 || v >= 0x80)
+					return -2;
+				ch = (char)v;
+			} else
+				return -2;
+			p = semi;
+		} else if (ch == '<') {
+			return -2;
+		}
+		if (o + 1 >= cap)
+			return -2;
+		out[o++] = ch;
+	}
+	out[o] = 0;
+	return (int64_t)o;
+}
+
+static void s3d_complete_start(struct s3d_req *rq)
+{
+	const char *x = (const char *)rq->buf;
+	size_t n = (size_t)rq->buf_len, pos = 0;
+	uint32_t count = 0, last = 0;
+	struct s3d_item *it;
+	struct kvt_key k;
+
+	/* count the parts first */
+	for (const char *p = x; (p = memmem(p, n - (size_t)(p - x), "<Part>", 6)); p += 6)
+		count++;
+	if (count == 0 || count > S3D_PARTS_MAX) {
+		s3d_fail(rq, 400, count ? "InvalidRequest" : "MalformedXML",
+			 count ? "kvtierd assembles at most 1023 parts" : "No parts listed.");
+		return;
+	}
+	it = s3d_items(rq, 1 + count);
+	if (!it) {
+		s3d_fail(rq, 503, "SlowDown", "server out of memory");
+		return;
+	}
+	s3d_key(&k, 'u', rq->upload_id, strlen(rq->upload_id));
+	s3d_item_init(rq, &it[0], KVT_OP_GET_PINNED, &k);
+	for (uint32_t i = 0; i < count; i++) {
+		size_t pend, inner;
+		char part[512], etag[128];
+		/* each <Part>...</Part> in turn */
+		const char *ps = memmem(x + pos, n - pos, "<Part>", 6);
+		const char *pe = ps ? memmem(ps, n - (size_t)(ps - x), "</Part>", 7) : NULL;
+		if (!ps || !pe) {
+			s3d_fail(rq, 400, "MalformedXML", "The XML you provided was not well-formed.");
+			return;
+		}
+		pend = (size_t)(pe - x) + 7;
+		inner = 0;
+		int64_t pl = s3d_xml_next(ps, (size_t)(pe - ps) + 7, &inner, "PartNumber", part,
+					  sizeof(part));
+		inner = 0;
+		int64_t el = s3d_xml_next(ps, (size_t)(pe - ps) + 7, &inner, "ETag", etag,
+					  sizeof(etag));
+		pos = pend;
+		char *end;
+		unsigned long pn = pl > 0 ? strtoul(part, &end, 10) : 0;
+		if (pl <= 0 || *end || pn < 1 || pn > 10000 || pn <= last) {
+			s3d_fail(rq, 400, pn && pn <= last ? "InvalidPartOrder" : "MalformedXML",
+				 pn && pn <= last ? "The list of parts was not in ascending order." :
+						    "The XML you provided was not well-formed.");
+			return;
+		}
+		last = (uint32_t)pn;
+		s3d_part_key(&k, rq->upload_id, (uint32_t)pn);
+		s3d_item_init(rq, &it[1 + i], KVT_OP_GET_PINNED, &k);
+		it[1 + i].part_no = (uint32_t)pn;
+		if (el > 0 && !(it[1 + i].etag_sent = strdup(etag))) {
+			s3d_fail(rq, 503, "SlowDown", "server out of memory");
+			return;
+		}
+	}
+	s3d_submit(rq, PH_PROBE);
+}
+
+static void s3d_delete_many_start(struct s3d_req *rq)
+{
+	const char *x = (const char *)rq->buf;
+	size_t n = (size_t)rq->buf_len, pos = 0;
+	uint32_t count = 0;
+	char *keys, *kp;
+	char v[S3D_KEY_MAX + 1];
+	int64_t l;
+	struct s3d_item *it;
+
+	keys = malloc(n + 1);
+	if (!keys) {
+		s3d_fail(rq, 503, "SlowDown", "server out of memory");
+		return;
+	}
+	kp = keys;
+	while ((l = s3d_xml_next(x, n, &pos, "Key", v, sizeof(v))) >= 0) {
+		if (++count > S3D_DELETE_MAX || l == 0) {
+			free(keys);
+			s3d_fail(rq, 400, "MalformedXML", "The XML you provided was not well-formed "
+				 "or did not validate against our published schema.");
+			return;
+		}
+		memcpy(kp, v, (size_t)l + 1);
+		kp += l + 1;
+	}
+	if (l == -2 || count == 0) {
+		free(keys);
+		s3d_fail(rq, 400, "MalformedXML", "The XML you provided was not well-formed or did "
+			 "not validate against our published schema.");
+		return;
+	}
+	pos = 0;
+	rq->cond_none_match = s3d_xml_next(x, n, &pos, "Quiet", v, sizeof(v)) == 4 &&
+			      strcasecmp(v, "true") == 0;
+	free(rq->buf);
+	rq->buf = (uint8_t *)keys;
+	it = s3d_items(rq, count);
+	if (!it) {
+		s3d_fail(rq, 503, "SlowDown", "server out of memory");
+		return;
+	}
+	kp = keys;
+	for (uint32_t i = 0; i < count; i++) {
+		struct kvt_key k;
+		size_t kl = strlen(kp);
+		s3d_key(&k, 'o', kp, kl);
+		s3d_item_init(rq, &it[i], KVT_OP_DELETE, &k);
+		kp += kl + 1;
+	}
+	s3d_submit(rq, PH_WRITE);
+}
+
+/* Run the operation once the body (if any) is in. */
+void s3d_run(struct s3d_req *rq)
+{
+	struct kvtd_server *srv = rq->conn->loop->srv;
+	struct s3d_item *it;
+	struct kvt_key k;
+	int r;
+
+	if (rq->op == S3_LIST_BUCKETS) {
+		s3d_list_buckets(rq);
+		return;
+	}
+	if (rq->op == S3_NOT_IMPL) {
+		s3d_fail(rq, 501, "NotImplemented", "A header or query you provided implies "
+			 "functionality that kvtierd does not implement (doc/s3.md).");
+		return;
+	}
+	if (rq->op == S3_BUCKET_LOCATION) {
+		s3d_xml_begin(rq, "LocationConstraint");
+		s3d_text(rq, "</LocationConstraint>\n", 22);
+		s3d_xml_answer(rq, 200);
+		s3d_finish(rq);
+		return;
+	}
+	r = s3d_bucket_ns(rq, rq->op == S3_CREATE_BUCKET);
+	if (r == KVT_MISS) {
+		s3d_fail(rq, 404, "NoSuchBucket", "The specified bucket does not exist");
+		return;
+	}
+	if (r == KVT_EFULL) {
+		s3d_fail(rq, 400, "TooManyBuckets", "You have attempted to create more buckets "
+			 "than allowed (a tenant's namespaces, doc/s3.md).");
+		return;
+	}
+	if (r < 0) {
+		s3d_fail(rq, 503, "SlowDown", kvt_strerror(r));
+		return;
+	}
+	if (rq->granted && rq->op != S3_GET && rq->op != S3_HEAD && rq->op != S3_HEAD_BUCKET) {
+		s3d_fail(rq, 403, "AccessDenied", "A grant gives read access only.");
+		return;
+	}
+	switch (rq->op) {
+	case S3_CREATE_BUCKET: {
+		it = s3d_items(rq, 1);
+		if (!it)
+			break;
+		k = (struct kvt_key){ .len = 1, .bytes = { 'B' } };
+		s3d_item_init(rq, it, KVT_OP_PUT, &k);
+		s3d_put64(rq->hdrbuf, s3d_unix_ms());
+		it->iov[0] = (struct iovec){ rq->hdrbuf, 8 };
+		it->req.iov = it->iov;
+		it->req.iov_count = 1;
+		s3d_submit(rq, PH_WRITE);
+		return;
+	}
+	case S3_HEAD_BUCKET:
+	case S3_DELETE_BUCKET:
+		it = s3d_items(rq, 1);
+		if (!it)
+			break;
+		k = (struct kvt_key){ .len = 1, .bytes = { 'B' } };
+		s3d_item_init(rq, it, KVT_OP_EXISTS, &k);
+		s3d_submit(rq, PH_PROBE);
+		return;
+	case S3_GET:
+	case S3_HEAD:
+		it = s3d_items(rq, 1);
+		if (!it)
+			break;
+		s3d_key(&k, 'o', rq->key, rq->key_len);
+		s3d_item_init(rq, it, KVT_OP_GET_PINNED, &k);
+		/* another tenant's bytes leave no trace in the cache state
+		 * (doc/security.md, "Cross-tenant probing"), as native reads */
+		if (rq->granted)
+			it->req.flags |= KVT_F_QUIET;
+		s3d_submit(rq, PH_PROBE);
+		return;
+	case S3_DELETE:
+		it = s3d_items(rq, 1);
+		if (!it)
+			break;
+		s3d_key(&k, 'o', rq->key, rq->key_len);
+		s3d_item_init(rq, it, KVT_OP_DELETE, &k);
+		s3d_submit(rq, PH_WRITE);
+		return;
+	case S3_DELETE_MANY:
+		s3d_delete_many_start(rq);
+		return;
+	case S3_MPU_CREATE: {
+		uint8_t rnd[16];
+		if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd)) {
+			s3d_fail(rq, 500, "InternalError", "no randomness");
+			return;
+		}
+		sigv4_hex(rnd, sizeof(rnd), rq->upload_id);
+		it = s3d_items(rq, 1);
+		if (!it)
+			break;
+		s3d_key(&k, 'u', rq->upload_id, strlen(rq->upload_id));
+		s3d_item_init(rq, it, KVT_OP_PUT, &k);
+		rq->hdr_len = s3d_obj_header(rq->hdrbuf, 0, 0, rq->key, rq->key_len, rq->ctype, 0);
+		it->iov[0] = (struct iovec){ rq->hdrbuf, rq->hdr_len };
+		it->req.iov = it->iov;
+		it->req.iov_count = 1;
+		s3d_submit(rq, PH_WRITE);
+		return;
+	}
+	case S3_MPU_ABORT:
+		it = s3d_items(rq, 1);
+		if (!it)
+			break;
+		s3d_key(&k, 'u', rq->upload_id, strlen(rq->upload_id));
+		s3d_item_init(rq, it, KVT_OP_DELETE, &k);
+		s3d_submit(rq, PH_WRITE);
+		return;
+	case S3_MPU_COMPLETE:
+		s3d_complete_start(rq);
+		return;
+	case S3_COPY: {
+		/* x-amz-copy-source: [/]bucket/key, percent-encoded: from any
+		 * bucket the signer can read into this one (doc/s3.md) */
+		size_t vl;
+		const char *v = s3h_header(&rq->h, "x-amz-copy-source", &vl);
+		char *dec = malloc(vl + 1);
+		int64_t dl;
+		if (!dec)
+			break;
+		dl = s3h_unescape(v, vl, dec, vl);
+		if (dl < 0) {
+			free(dec);
+			s3d_fail(rq, 400, "InvalidArgument", "Copy Source must mention the source "
+				 "bucket and key: sourcebucket/sourcekey.");
+			return;
+		}
+		dec[dl] = 0;
+		char *b = dec[0] == '/' ? dec + 1 : dec;
+		char *q = strchr(b, '?');
+		if (q)
+			*q = 0;
+		char *slash = strchr(b, '/');
+		if (!slash || slash[1] == 0 || strlen(slash + 1) > S3D_KEY_MAX) {
+			free(dec);
+			s3d_fail(rq, 400, "InvalidArgument", "Copy Source must mention the source "
+				 "bucket and key: sourcebucket/sourcekey.");
+			return;
+		}
+		*slash = 0;
+		/* The source bucket: the signer's own, or one a grant lets it
+		 * read (its bytes then read quietly).  Looked up as if it were
+		 * the request's bucket, then the destination is put back. */
+		uint32_t src_ns = rq->ns;
+		bool src_quiet = false;
+		if (strcmp(b, rq->bucket) != 0) {
+			char dst[sizeof(rq->bucket)];
+			uint32_t dst_ns = rq->ns;
+			int br;
+			memcpy(dst, rq->bucket, sizeof(dst));
+			if (strlen(b) >= sizeof(rq->bucket) || !s3d_bucket_ok(b, strlen(b)))
+				br = KVT_MISS;
+			else {
+				snprintf(rq->bucket, sizeof(rq->bucket), "%s", b);
+				br = s3d_bucket_ns(rq, false);
+			}
+			src_ns = rq->ns;
+			src_quiet = rq->granted;
+			memcpy(rq->bucket, dst, sizeof(dst));
+			rq->ns = dst_ns;
+			rq->granted = false;
+			if (br != 0) {
+				free(dec);
+				s3d_fail(rq, 404, "NoSuchBucket", "The source bucket does not exist.");
+				return;
+			}
+		}
+		/* the source's name goes to rq->buf (owned) */
+		memmove(dec, slash + 1, strlen(slash + 1) + 1);
+		free(rq->buf);
+		rq->buf = (uint8_t *)dec;
+		it = s3d_items(rq, 1);
+		if (!it)
+			break;
+		s3d_key(&k, 'o', dec, strlen(dec));
+		s3d_item_init(rq, it, KVT_OP_GET_PINNED, &k);
+		it->req.ns = src_ns;
+		if (src_quiet)
+			it->req.flags |= KVT_F_QUIET;
+		s3d_submit(rq, PH_PROBE);
+		return;
+	}
+	default:
+		s3d_fail(rq, 500, "InternalError", "unexpected operation");
+		return;
+	}
+	(void)srv;
+	s3d_fail(rq, 503, "SlowDown", "server out of memory");
+}

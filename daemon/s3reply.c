@@ -1,0 +1,379 @@
+/*
+ * s3reply.c - the S3 listener's answers and the order of a connection's
+ * requests (s3d.h, doc/s3.md).
+ *
+ * An answer is text built in rq->text (S3 XML, or nothing), then the
+ * status line and headers put in front of it (s3d_answer), plus segments
+ * of pinned DRAM views (GET bodies, no copy) whose pins the output entry
+ * releases once written.  Requests of a connection may complete in any
+ * order (a DRAM hit before an SSD read) but are answered in the order
+ * they came, as HTTP/1.1 pipelining requires: only a finished request at
+ * the head of the connection's list is queued (s3d_flush_done).
+ *
+ * Threads: the connection's loop thread; no locks.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <stdarg.h>
+
+#include <openssl/crypto.h>
+
+#include "s3d.h"
+
+/* ------------------------------------------------------------------------
+ * Answers
+ */
+
+void s3d_text(struct s3d_req *rq, const void *p, size_t len)
+{
+	if (rq->oom || len == 0)
+		return;
+	if (rq->tlen + len > rq->tcap) {
+		size_t nc = rq->tcap ? rq->tcap : 1024;
+		while (nc < rq->tlen + len)
+			nc *= 2;
+		uint8_t *nt = realloc(rq->text, nc);
+		if (!nt) {
+			rq->oom = true;
+			return;
+		}
+		rq->text = nt;
+		rq->tcap = nc;
+	}
+	memcpy(rq->text + rq->tlen, p, len);
+	rq->tlen += len;
+}
+
+void s3d_printf(struct s3d_req *rq, const char *fmt, ...)
+{
+	char b[2048];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(b, sizeof(b), fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return;
+	if ((size_t)n < sizeof(b)) {
+		s3d_text(rq, b, (size_t)n);
+		return;
+	}
+	char *big = malloc((size_t)n + 1);
+	if (!big) {
+		rq->oom = true;
+		return;
+	}
+	va_start(ap, fmt);
+	vsnprintf(big, (size_t)n + 1, fmt, ap);
+	va_end(ap);
+	s3d_text(rq, big, (size_t)n);
+	free(big);
+}
+
+/* XML-escape s[0, n) into the answer. */
+void s3d_xml_str(struct s3d_req *rq, const char *s, size_t n)
+{
+	size_t run = 0;
+	for (size_t i = 0; i < n; i++) {
+		const char *e = NULL;
+		switch (s[i]) {
+		case '&': e = "&amp;"; break;
+		case '<': e = "&lt;"; break;
+		case '>': e = "&gt;"; break;
+		case '"': e = "&quot;"; break;
+		case '\'': e = "&apos;"; break;
+		default:
+			if ((unsigned char)s[i] < 0x20 && s[i] != '\t' && s[i] != '\n' && s[i] != '\r')
+				e = "&#xFFFD;";
+		}
+		if (!e)
+			continue;
+		s3d_text(rq, s + run, i - run);
+		s3d_text(rq, e, strlen(e));
+		run = i + 1;
+	}
+	s3d_text(rq, s + run, n - run);
+}
+
+void s3d_keep_pin(struct s3d_req *rq, struct s3d_item *it)
+{
+	if (rq->npin == rq->pincap) {
+		unsigned nc = rq->pincap ? rq->pincap * 2 : 4;
+		uint64_t *np = realloc(rq->pins, nc * sizeof(*np));
+		if (!np) {
+			rq->oom = true;
+			return;
+		}
+		rq->pins = np;
+		rq->pincap = nc;
+	}
+	rq->pins[rq->npin++] = it->req.pin;
+	it->pinned = false;
+}
+
+void s3d_seg_bytes(struct s3d_req *rq, const void *p, size_t len)
+{
+	if (rq->oom || len == 0)
+		return;
+	if (rq->nseg == rq->segcap) {
+		unsigned nc = rq->segcap ? rq->segcap * 2 : 8;
+		struct s3d_seg *ns = realloc(rq->segs, nc * sizeof(*ns));
+		if (!ns) {
+			rq->oom = true;
+			return;
+		}
+		rq->segs = ns;
+		rq->segcap = nc;
+	}
+	rq->segs[rq->nseg++] = (struct s3d_seg){ p, 0, len };
+}
+
+static const char *s3d_reason(int st)
+{
+	switch (st) {
+	case 100: return "Continue";
+	case 200: return "OK";
+	case 204: return "No Content";
+	case 206: return "Partial Content";
+	case 304: return "Not Modified";
+	case 400: return "Bad Request";
+	case 403: return "Forbidden";
+	case 404: return "Not Found";
+	case 405: return "Method Not Allowed";
+	case 409: return "Conflict";
+	case 411: return "Length Required";
+	case 412: return "Precondition Failed";
+	case 413: return "Payload Too Large";
+	case 416: return "Range Not Satisfiable";
+	case 431: return "Request Header Fields Too Large";
+	case 500: return "Internal Server Error";
+	case 501: return "Not Implemented";
+	case 503: return "Service Unavailable";
+	default: return "Unknown";
+	}
+}
+
+/*
+ * The answer: the status line and headers are built into a head (with
+ * extra headers, CRLF-terminated lines), followed by body text already in
+ * rq->text (body_text bytes) and the segments (pinned bytes).  HEAD
+ * answers give content_len without a body.
+ */
+void s3d_answer(struct s3d_req *rq, int status, const char *extra, uint64_t content_len,
+		       bool no_body)
+{
+	struct kvtd_conn *c = rq->conn;
+	char head[2048];
+	int hl;
+
+	if (!rq->keep_alive || rq->close_after)
+		rq->close_after = true;
+	hl = snprintf(head, sizeof(head),
+		      "HTTP/1.1 %d %s\r\nServer: kvtierd\r\nx-amz-request-id: %016" PRIx64
+		      "\r\n%sContent-Length: %" PRIu64 "\r\n%s\r\n",
+		      status, s3d_reason(status), rq->id, extra ? extra : "", content_len,
+		      rq->close_after ? "Connection: close\r\n" : "");
+	if (hl < 0 || (size_t)hl >= sizeof(head)) {
+		rq->oom = true;
+		return;
+	}
+	/* The head goes in front of the text: rebuild text = head + text. */
+	size_t cap = (size_t)hl + rq->tlen + 1;
+	uint8_t *nt = malloc(cap);
+	if (!nt) {
+		rq->oom = true;
+		return;
+	}
+	memcpy(nt, head, (size_t)hl);
+	if (rq->tlen && !no_body)
+		memcpy(nt + hl, rq->text, rq->tlen);
+	free(rq->text);
+	rq->text = nt;
+	rq->tlen = (size_t)hl + (no_body ? 0 : rq->tlen);
+	rq->tcap = cap;
+	(void)c;
+}
+
+void s3d_error(struct s3d_req *rq, int status, const char *code, const char *msg)
+{
+	char extra[64] = "Content-Type: application/xml\r\n";
+	bool head = rq->h.method_len == 4 && memcmp(rq->h.method, "HEAD", 4) == 0;
+
+	rq->tlen = 0;
+	rq->nseg = 0;
+	for (unsigned i = 0; i < rq->npin; i++)
+		kvt_pin_release(rq->conn->loop->srv->store, rq->pins[i]);
+	rq->npin = 0;
+	s3d_printf(rq, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>%s</Code><Message>",
+		   code);
+	s3d_xml_str(rq, msg, strlen(msg));
+	s3d_text(rq, "</Message>", 10);
+	if (rq->bucket[0]) {
+		s3d_text(rq, "<BucketName>", 12);
+		s3d_xml_str(rq, rq->bucket, strlen(rq->bucket));
+		s3d_text(rq, "</BucketName>", 13);
+	}
+	if (rq->key) {
+		s3d_text(rq, "<Key>", 5);
+		s3d_xml_str(rq, rq->key, rq->key_len);
+		s3d_text(rq, "</Key>", 6);
+	}
+	s3d_printf(rq, "<RequestId>%016" PRIx64 "</RequestId></Error>\n", rq->id);
+	s3d_answer(rq, status, extra, head ? 0 : rq->tlen, head);
+}
+
+/* XML body answer. */
+void s3d_xml_answer(struct s3d_req *rq, int status)
+{
+	s3d_answer(rq, status, "Content-Type: application/xml\r\n", rq->tlen, false);
+}
+
+void s3d_xml_begin(struct s3d_req *rq, const char *root)
+{
+	rq->tlen = 0;
+	s3d_printf(rq, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<%s xmlns=\"http://s3.amazonaws.com"
+		   "/doc/2006-03-01/\">", root);
+}
+
+/* ------------------------------------------------------------------------
+ * Requests: life and order
+ */
+
+void s3d_req_free(struct kvtd_server *srv, struct s3d_req *rq)
+{
+	for (uint32_t i = 0; i < rq->n; i++) {
+		if (rq->items[i].pinned)
+			kvt_pin_release(srv->store, rq->items[i].req.pin);
+		free(rq->items[i].etag_sent);
+	}
+	free(rq->del_item);
+	for (unsigned i = 0; i < rq->npin; i++)
+		kvt_pin_release(srv->store, rq->pins[i]);
+	if (rq->reserved)
+		kvt_put_abort(srv->store, rq->res.handle);
+	if (rq->buf_charged)
+		kvtd_mem_uncharge(srv, rq->buf_charged);
+	if (rq->mem_charged)
+		kvtd_mem_uncharge(srv, rq->mem_charged);
+	EVP_MD_CTX_free(rq->sha);
+	EVP_MD_CTX_free(rq->chunk_sha);
+	EVP_MD_CTX_free(rq->md5);
+	free(rq->outer);
+	free(rq->inner);
+	free(rq->buf);
+	free(rq->pins);
+	free(rq->items);
+	free(rq->segs);
+	free(rq->text);
+	free(rq->key);
+	free(rq->head);
+	OPENSSL_cleanse(rq->sign_key, sizeof(rq->sign_key));
+	free(rq);
+}
+
+static struct kvtd_out *s3d_out(struct kvtd_server *srv, struct s3d_req *rq)
+{
+	struct kvtd_out *o;
+	unsigned n = 1 + rq->nseg;
+
+	if (rq->oom) {
+		for (unsigned i = 0; i < rq->npin; i++)
+			kvt_pin_release(srv->store, rq->pins[i]);
+		rq->npin = 0;
+		rq->nseg = 0;
+		rq->oom = false;
+		rq->close_after = true;
+		s3d_error(rq, 503, "SlowDown", "server out of memory");
+		if (rq->oom)
+			return NULL;
+		n = 1;
+	}
+	o = calloc(1, sizeof(*o));
+	if (!o)
+		return NULL;
+	o->iov = n <= 2 ? o->iov_small : calloc(n, sizeof(*o->iov));
+	if (!o->iov) {
+		free(o);
+		return NULL;
+	}
+	o->iov[0] = (struct iovec){ rq->text, rq->tlen };
+	o->bytes = rq->tlen;
+	for (unsigned i = 0; i < rq->nseg; i++) {
+		o->iov[1 + i] = (struct iovec){ (void *)rq->segs[i].p, rq->segs[i].len };
+		o->bytes += rq->segs[i].len;
+	}
+	o->iov_count = n;
+	o->hdr = rq->text;
+	o->pins = rq->pins;
+	o->pin_count = rq->npin;
+	/* DRAM the answer pins: a reader too slow for it is closed, as a
+	 * native one (loop.c sweep, KVTD_MIN_DRAIN_BPS); how much a
+	 * connection pins is bounded by --conn-output, past which s3d.c
+	 * parses no new request. */
+	if (rq->npin)
+		o->pin_len = o->bytes - rq->tlen;
+	rq->text = NULL;
+	rq->pins = NULL;
+	rq->npin = 0;
+	return o;
+}
+
+void s3d_flush_done(struct kvtd_conn *c)
+{
+	struct kvtd_server *srv = c->loop->srv;
+	struct s3d_conn *sc = s3d_of(c);
+
+	while (sc->head && sc->head->done) {
+		struct s3d_req *rq = sc->head;
+		bool quit = rq->close_after;
+
+		sc->head = rq->next;
+		if (!sc->head)
+			sc->tail = NULL;
+		if (!c->dead) {
+			struct kvtd_out *o = s3d_out(srv, rq);
+			if (o)
+				kvtd_conn_queue(c, o);
+			else
+				quit = true;
+		}
+		s3d_req_free(srv, rq);
+		kvtd_conn_frame_done(c);
+		if (quit && !c->dead && !c->no_more_input)
+			kvtd_conn_stop_input(c);
+	}
+}
+
+void s3d_finish(struct s3d_req *rq)
+{
+	struct kvtd_server *srv = rq->conn->loop->srv;
+	bool write = rq->op == S3_PUT || rq->op == S3_MPU_PART || rq->op == S3_MPU_COMPLETE ||
+		     rq->op == S3_COPY || rq->op == S3_DELETE || rq->op == S3_DELETE_MANY;
+
+	rq->done = true;
+	rq->phase = PH_DONE;
+	kvtd_metrics_latency(srv, write ? KVTD_LAT_WRITE : KVTD_LAT_READ, KVT_TIER_NONE,
+			     kvtd_now_ns() - rq->start_ns);
+	kvtd_metrics_s3(srv, rq->op, rq->text && rq->tlen > 9 && rq->text[9] >= '4');
+	if (kvtd_log_enabled(KVTD_DEBUG)) {
+		static const char *const pl[] = { "unsigned", "signed", "streaming-signed",
+						   "streaming-unsigned-trailer" };
+		kvtd_log(KVTD_DEBUG, "s3 request",
+			 "op=%s status=%.3s payload=%s chunked=%d bytes=%" PRIu64 " conn=%" PRIu64,
+			 kvtd_s3_op_names[rq->op], rq->text && rq->tlen > 12 ? (char *)rq->text + 9 : "-",
+			 pl[rq->payload], rq->transport_chunked, rq->got, rq->conn->id);
+	}
+	s3d_flush_done(rq->conn);
+}
+
+/* Answer with an error now and finish. */
+void s3d_fail(struct s3d_req *rq, int status, const char *code, const char *msg)
+{
+	s3d_error(rq, status, code, msg);
+	s3d_finish(rq);
+}

@@ -1,0 +1,1638 @@
+/*
+ * test_hostile.c - kvtierd against hostile clients and careless operators
+ * (issue 21; doc/security.md "Threats", each row names its phase here).
+ *
+ * One phase per run (argv[2]), each with a real kvtierd on loopback:
+ *
+ *   preauth       unauthenticated native clients declare PUTs of 24 MiB
+ *                 after HELLO: each is refused (PROTO_ENOAUTH) and closed
+ *                 before any of its data is buffered; an authenticated
+ *                 tenant's PUT and GET and a new client's HELLO + AUTH all
+ *                 succeed; mem_used stays ~0
+ *   resp_preauth  unauthenticated RESP clients stream 48 MiB SETs: refused
+ *                 after a few KiB; authenticated ones streaming SETs they
+ *                 never finish are charged to --max-memory and refused
+ *                 past it
+ *
+ * Every phase samples the server's VmRSS every 20 ms and asserts the bound
+ * of doc/security.md: RSS < RSS at start + --dram + --max-memory +
+ * KVTD_RSS_SLACK (HOSTILE_SLACK here, with ASan's shadow and a small
+ * quarantine).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <signal.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+
+#include "client.h"
+#include "server.h"
+#include "t.h"
+
+#define MAX_MEMORY (32u << 20)
+#define DRAM (64u << 20)
+#define HOSTILE_SLACK (48u << 20)
+
+static const char *bin;
+static char base[512];
+static struct tsrv srv;
+static _Atomic bool rss_stop;
+static _Atomic uint64_t rss_max;
+
+#define SECRET_ALICE "secret-of-alice-0123456789"
+#define SECRET_ADMIN "secret-of-admin-0123456789"
+
+static const struct kvt_ns_desc desc = {
+	.model = "hostile-model", .dtype = "bf16", .layout = "vllm-flash-nhd",
+	.block_tokens = 16, .tp_size = 1, .pp_size = 1,
+};
+
+/* ------------------------------------------------------------------------
+ * Helpers
+ */
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t rss_of(pid_t pid)
+{
+	char path[64], line[256];
+	uint64_t kb = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	f = fopen(path, "r");
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmRSS: %" SCNu64 " kB", &kb) == 1)
+			break;
+	fclose(f);
+	return kb * 1024;
+}
+
+static void *rss_thread(void *arg)
+{
+	(void)arg;
+	while (!atomic_load(&rss_stop)) {
+		uint64_t r = rss_of(srv.pid);
+		if (r > atomic_load(&rss_max))
+			atomic_store(&rss_max, r);
+		tsrv_sleep_ms(20);
+	}
+	return NULL;
+}
+
+static void fill(uint8_t *b, size_t n, uint32_t seed)
+{
+	uint32_t x = seed * 2654435761u + 1;
+	for (size_t i = 0; i < n; i++) {
+		x ^= x << 13;
+		x ^= x >> 17;
+		x ^= x << 5;
+		b[i] = (uint8_t)x;
+	}
+}
+
+static void write_file(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+	T_ASSERT(f != NULL);
+	fputs(text, f);
+	fclose(f);
+	T_EQ_INT(chmod(path, 0600), 0);
+}
+
+/* Start kvtierd with the tenants alice (tenant) and admin (admin), or
+ * the tenants file text given, the test's budget, plus extra
+ * (NULL-ended). */
+static void start_with(const char *name, const char *const *extra, const char *tenants_text)
+{
+	char tenants[700], dir[700], mm[32], dr[32];
+	const char *argv[40];
+	int n = 0;
+
+	snprintf(tenants, sizeof(tenants), "%s/tenants", base);
+	write_file(tenants, tenants_text ? tenants_text
+				       : "alice " SECRET_ALICE " tenant\n"
+					 "admin " SECRET_ADMIN " admin\n");
+	snprintf(dir, sizeof(dir), "%s/%s", base, name);
+	snprintf(mm, sizeof(mm), "%u", MAX_MEMORY);
+	snprintf(dr, sizeof(dr), "%u", DRAM);
+	argv[n++] = "--max-memory";
+	argv[n++] = mm;
+	argv[n++] = "--dram";
+	argv[n++] = dr;
+	argv[n++] = "--threads";
+	argv[n++] = "2";
+	for (int i = 0; extra && extra[i] && n < 39; i++)
+		argv[n++] = extra[i];
+	argv[n] = NULL;
+	tsrv_start(&srv, bin, base, dir, tenants, argv);
+}
+
+static void start(const char *name, const char *const *extra)
+{
+	start_with(name, extra, NULL);
+}
+
+static pthread_t rss_t;
+static uint64_t rss0;
+
+static void rss_begin(void)
+{
+	tsrv_sleep_ms(300);
+	rss0 = rss_of(srv.pid);
+	atomic_store(&rss_max, rss0);
+	atomic_store(&rss_stop, false);
+	pthread_create(&rss_t, NULL, rss_thread, NULL);
+}
+
+/* The bound of doc/security.md; returns the peak over the start. */
+static uint64_t rss_end(uint64_t bound_extra)
+{
+	uint64_t peak, limit = rss0 + bound_extra + HOSTILE_SLACK;
+
+	atomic_store(&rss_stop, true);
+	pthread_join(rss_t, NULL);
+	peak = atomic_load(&rss_max);
+	printf("rss: start %" PRIu64 " MiB, peak %" PRIu64 " MiB (+%" PRIu64
+	       " MiB), bound %" PRIu64 " MiB\n", rss0 >> 20, peak >> 20, (peak - rss0) >> 20,
+	       limit >> 20);
+	T_LE_INT(peak, limit);
+	return peak - rss0;
+}
+
+/* A TCP connection to the server from 127.0.0.1, or from another
+ * loopback address (from: its last byte) to be another peer. */
+static int tcp_connect_from(uint16_t port, uint8_t from)
+{
+	struct sockaddr_in sa;
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
+
+	T_ASSERT(fd >= 0);
+	if (from > 1) {
+		struct sockaddr_in me = { .sin_family = AF_INET };
+		me.sin_addr.s_addr = htonl(0x7f000000u | from);
+		T_EQ_INT(bind(fd, (struct sockaddr *)&me, sizeof(me)), 0);
+	}
+	memset(&sa, 0, sizeof(sa));
+	sa.sin_family = AF_INET;
+	sa.sin_port = htons(port);
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	T_EQ_INT(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	return fd;
+}
+
+static int tcp_connect(uint16_t port)
+{
+	return tcp_connect_from(port, 1);
+}
+
+/* Send as much of buf as the peer takes within ms: bytes sent, or -errno
+ * once the peer closed or reset. */
+static int64_t send_for(int fd, const void *buf, size_t len, int ms)
+{
+	uint64_t end = now_ns() + (uint64_t)ms * 1000000ull;
+	size_t off = 0;
+
+	while (off < len) {
+		struct pollfd p = { .fd = fd, .events = POLLOUT };
+		int64_t left = (int64_t)(end - now_ns()) / 1000000;
+		ssize_t w;
+		if (left <= 0 || now_ns() > end)
+			break;
+		if (poll(&p, 1, (int)left) <= 0)
+			break;
+		w = send(fd, (const uint8_t *)buf + off, len - off, MSG_DONTWAIT | MSG_NOSIGNAL);
+		if (w < 0) {
+			if (errno == EAGAIN || errno == EINTR)
+				continue;
+			return -errno;
+		}
+		off += (size_t)w;
+	}
+	return (int64_t)off;
+}
+
+/* Read whatever arrives within ms into buf (NUL-terminated): bytes, and
+ * *closed if the peer closed. */
+static size_t recv_for(int fd, char *buf, size_t cap, int ms, bool *closed)
+{
+	uint64_t end = now_ns() + (uint64_t)ms * 1000000ull;
+	size_t n = 0;
+
+	*closed = false;
+	while (n + 1 < cap && now_ns() < end) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		ssize_t r;
+		if (poll(&p, 1, (int)((end - now_ns()) / 1000000) + 1) <= 0)
+			break;
+		r = recv(fd, buf + n, cap - 1 - n, MSG_DONTWAIT);
+		if (r == 0 || (r < 0 && errno == ECONNRESET)) {
+			*closed = true;
+			break;
+		}
+		if (r < 0)
+			continue;
+		n += (size_t)r;
+	}
+	buf[n] = 0;
+	return n;
+}
+
+static uint64_t stat_of(const char *name)
+{
+	struct kc a;
+	uint64_t v = 0;
+
+	T_RC(kc_connect_tcp(&a, srv.port), 0);
+	T_RC(kc_login(&a, "admin", SECRET_ADMIN), 0);
+	T_RC(kc_stat(&a, PROTO_SCOPE_ALL, name, &v), 0);
+	kc_close(&a);
+	return v;
+}
+
+/* PUT and GET n values of len bytes: how many round trips failed (a
+ * status, or bytes that differ); the first failure is printed. */
+static int roundtrips(struct kc *c, const uint8_t ns[PROTO_DIGEST_LEN], int n, size_t len,
+		      uint32_t seed)
+{
+	uint8_t *v = malloc(len);
+	int bad = 0;
+
+	for (int i = 0; i < n; i++) {
+		struct kvt_key k;
+		struct iovec p = { v, len };
+		struct kc_value got = { 0 };
+		char name[32];
+		int rc;
+		snprintf(name, sizeof(name), "rt-%u-%d", seed, i);
+		kvt_key_set(&k, name, strlen(name));
+		fill(v, len, seed + (uint32_t)i);
+		rc = kc_put(c, ns, &k, &p, 1, NULL);
+		if (rc == KVT_OK || rc == KVT_EXISTS)
+			rc = kc_get(c, ns, &k, 0, 0, 0, 0, &got);
+		if (rc != KVT_OK || got.len != len || memcmp(got.bytes, v, len) != 0) {
+			if (!bad)
+				printf("  round trip %d failed: %d (%s)\n", i, rc, kvt_strerror(rc));
+			bad++;
+		}
+		kc_value_free(&got);
+	}
+	free(v);
+	return bad;
+}
+
+/* ------------------------------------------------------------------------
+ * preauth (item 1): nothing large before AUTH
+ */
+
+/* Sized to fill the budget exactly: 1 MiB PUTs until one is refused,
+ * then halves down to 64 bytes, so that what is left of --max-memory is
+ * smaller than any frame (before the fix: an authenticated GET's own
+ * header no longer fits). */
+#define PREAUTH_BIG 40
+#define PREAUTH_CONNS (PREAUTH_BIG + 15)
+
+static void phase_preauth(void)
+{
+	static struct kc bad[PREAUTH_CONNS];
+	uint8_t ns[PROTO_DIGEST_LEN];
+	unsigned refused = 0, closed = 0, hello_refused = 0;
+	struct kc good, late;
+	uint64_t t0, login_ns, used;
+	int login_rc, bad_good, bad_late = -1;
+
+	start("preauth", NULL);
+	rss_begin();
+	T_RC(kc_connect_tcp(&good, srv.port), 0);
+	T_RC(kc_login(&good, "alice", SECRET_ALICE), 0);
+	T_RC(kc_register(&good, &desc, ns, NULL, 0), KVT_OK);
+
+	/* Each: HELLO, then a PUT table declaring 24 MiB and 1 MiB of it. */
+	for (unsigned i = 0; i < PREAUTH_CONNS; i++) {
+		struct proto_frame f = { .op = PROTO_OP_PUT };
+		struct proto_item it = { 0 };
+		uint64_t need = 0;
+		uint32_t crc = 0;
+		uint8_t *buf;
+		int64_t len;
+		T_RC(kc_connect_tcp(&bad[i], srv.port), 0);
+		if (kc_hello(&bad[i]) != 0) {
+			hello_refused++;
+			continue;
+		}
+		f.ns_count = 1;
+		f.ns = ns;
+		f.tag = 1000 + i;
+		f.version = bad[i].version;
+		kvt_key_set(&it.key, "pre-auth", 8);
+		it.value_len = i < PREAUTH_BIG ? (1u << 20) : (1u << 20) >> (i - PREAUTH_BIG + 1);
+		it.part_count = 1;
+		it.part_lens = &it.value_len;
+		it.part_crcs = &crc;
+		len = proto_encode(&f, &it, 1, NULL, 0, NULL, &need);
+		T_EQ_INT(len, KVT_EBUFSMALL);
+		buf = malloc(need);
+		T_ASSERT(proto_encode(&f, &it, 1, buf, need, NULL, NULL) > 0);
+		T_ASSERT(send_for(bad[i].fd, buf, need, 1000) == (int64_t)need);
+		free(buf);
+	}
+	tsrv_sleep_ms(500);
+
+	/* The others are served: a new client logs in, alice's PUTs and
+	 * GETs of 1 MiB succeed. */
+	t0 = now_ns();
+	T_RC(kc_connect_tcp(&late, srv.port), 0);
+	login_rc = kc_login(&late, "alice", SECRET_ALICE);
+	login_ns = now_ns() - t0;
+	bad_good = roundtrips(&good, ns, 8, 1u << 20, 1);
+	if (login_rc == 0)
+		bad_late = roundtrips(&late, ns, 4, 1u << 20, 2);
+	used = stat_of("server.mem_used");
+
+	for (unsigned i = 0; i < PREAUTH_CONNS; i++) {
+		struct kc_resp r;
+		if (kc_recv(&bad[i], &r, 2000) == 0) {
+			if (r.f.status == PROTO_ENOAUTH)
+				refused++;
+			kc_resp_free(&r);
+		}
+		if (kc_wait_closed(&bad[i], 2000))
+			closed++;
+		kc_close(&bad[i]);
+	}
+	printf("preauth: %u of %u refused with PROTO_ENOAUTH, %u closed, %u HELLOs refused; "
+	       "late login %d in %.1f ms; failed round trips: %d of 8 (open), %d of 4 (late); "
+	       "mem_used %" PRIu64 " bytes\n", refused, PREAUTH_CONNS, closed, hello_refused,
+	       login_rc, login_ns / 1e6, bad_good, bad_late, used);
+	T_EQ_INT(hello_refused, 0);
+	T_EQ_INT(login_rc, 0);
+	T_EQ_INT(bad_good, 0);
+	T_EQ_INT(bad_late, 0);
+	T_EQ_INT(refused, PREAUTH_CONNS);
+	T_EQ_INT(closed, PREAUTH_CONNS);
+	T_LE_INT(login_ns, 2000000000ull);
+	/* Nothing of theirs is left charged: only alice's small frames. */
+	T_LE_INT(used, 1u << 20);
+	rss_end(DRAM + MAX_MEMORY);
+	kc_close(&good);
+	kc_close(&late);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
+/* ------------------------------------------------------------------------
+ * resp_preauth (item 2): RESP before AUTH, and RESP buffers charged
+ */
+
+static uint16_t log_port(const char *what)
+{
+	char buf[1 << 16], pat[64];
+	int fd = open(srv.log, O_RDONLY);
+	ssize_t r;
+	const char *p;
+
+	T_ASSERT(fd >= 0);
+	r = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	T_ASSERT(r > 0);
+	buf[r] = 0;
+	snprintf(pat, sizeof(pat), "%s listener on 127.0.0.1:", what);
+	p = strstr(buf, pat);
+	if (!p)
+		T_FAIL("no '%s' in %s", pat, srv.log);
+	return (uint16_t)atoi(p + strlen(pat));
+}
+
+struct streamer {
+	pthread_t t;
+	uint16_t port;
+	bool auth;
+	uint64_t value_len;
+	int64_t sent;
+	char reply[256];
+	bool closed;
+};
+
+/* One SET of value_len bytes, streamed for 3 s and never finished. */
+static void *streamer_main(void *arg)
+{
+	struct streamer *s = arg;
+	int fd = tcp_connect(s->port);
+	uint8_t *chunk = calloc(1, 1u << 20);
+	char head[128];
+	uint64_t end = now_ns() + 3000000000ull;
+	int n;
+
+	if (s->auth) {
+		const char *a = "*3\r\n$4\r\nAUTH\r\n$5\r\nalice\r\n$26\r\n" SECRET_ALICE "\r\n";
+		bool cl;
+		send_for(fd, a, strlen(a), 1000);
+		recv_for(fd, s->reply, sizeof(s->reply), 300, &cl);
+	}
+	n = snprintf(head, sizeof(head), "*3\r\n$3\r\nSET\r\n$6\r\nstream\r\n$%" PRIu64 "\r\n",
+		     s->value_len);
+	s->sent = send_for(fd, head, (size_t)n, 1000);
+	/* All but the value's last byte: the command never completes. */
+	while (s->sent >= 0 && now_ns() < end && (uint64_t)s->sent + 1 < s->value_len) {
+		uint64_t left = s->value_len - 1 - (uint64_t)s->sent;
+		int64_t w = send_for(fd, chunk, left < (1u << 20) ? (size_t)left : (1u << 20), 200);
+		if (w < 0) {
+			s->sent = w;
+			break;
+		}
+		s->sent += w;
+	}
+	recv_for(fd, s->reply, sizeof(s->reply), 1000, &s->closed);
+	close(fd);
+	free(chunk);
+	return NULL;
+}
+
+static void phase_resp_preauth(void)
+{
+	const char *extra[] = { "--resp", "127.0.0.1:0", NULL };
+	struct streamer st[8];
+	uint64_t value_len, grew_unauth, grew_auth, refused;
+	unsigned noauth = 0, limited = 0;
+	struct kc probe;
+
+	start("resp_preauth", extra);
+	T_RC(kc_connect_tcp(&probe, srv.port), 0);
+	T_RC(kc_hello(&probe), 0);
+	/* The largest value the server takes, up to 48 MiB. */
+	value_len = probe.lim.value_max < (48u << 20) ? probe.lim.value_max : (48u << 20);
+	kc_close(&probe);
+	printf("resp_preauth: SETs of %" PRIu64 " MiB\n", value_len >> 20);
+
+	/* Unauthenticated: four streams. */
+	rss_begin();
+	for (int i = 0; i < 4; i++) {
+		memset(&st[i], 0, sizeof(st[i]));
+		st[i].port = log_port("RESP");
+		st[i].value_len = value_len;
+		pthread_create(&st[i].t, NULL, streamer_main, &st[i]);
+	}
+	for (int i = 0; i < 4; i++) {
+		pthread_join(st[i].t, NULL);
+		printf("  unauthenticated %d: sent %" PRId64 " bytes, reply '%.60s', closed %d\n", i,
+		       st[i].sent, st[i].reply, st[i].closed);
+		if (strstr(st[i].reply, "NOAUTH") && st[i].sent < (1 << 20))
+			noauth++;
+	}
+	grew_unauth = rss_end(0);
+
+	/* Authenticated: eight streams, more than --max-memory together. */
+	rss_begin();
+	for (int i = 0; i < 8; i++) {
+		memset(&st[i], 0, sizeof(st[i]));
+		st[i].port = log_port("RESP");
+		st[i].value_len = value_len;
+		st[i].auth = true;
+		pthread_create(&st[i].t, NULL, streamer_main, &st[i]);
+	}
+	for (int i = 0; i < 8; i++) {
+		pthread_join(st[i].t, NULL);
+		printf("  authenticated %d: sent %" PRId64 " bytes, reply '%.60s', closed %d\n", i,
+		       st[i].sent, st[i].reply, st[i].closed);
+		if (strstr(st[i].reply, "--max-memory"))
+			limited++;
+	}
+	grew_auth = rss_end(MAX_MEMORY);
+	refused = stat_of("server.mem_refused");
+	printf("resp_preauth: %u of 4 unauthenticated refused (NOAUTH) within 1 MiB, RSS +%" PRIu64
+	       " MiB; %u of 8 authenticated refused at --max-memory (mem_refused %" PRIu64
+	       "), RSS +%" PRIu64 " MiB\n", noauth, grew_unauth >> 20, limited, refused,
+	       grew_auth >> 20);
+	T_EQ_INT(noauth, 4);
+	T_GE_INT(limited, 1);
+	T_GE_INT(refused, limited);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
+/* ------------------------------------------------------------------------
+ * grantee_ssd (item 3): a grantee's GETs of SSD-only blocks
+ */
+
+#define G_BLOCKS 32
+#define G_LEN (1u << 20)
+#define G_DUPS 400
+
+static uint64_t stat_wait_zero(const char *a, const char *b)
+{
+	for (int i = 0; i < 2000; i++) {
+		if (stat_of(a) == 0 && stat_of(b) == 0)
+			return 0;
+		tsrv_sleep_ms(5);
+	}
+	T_FAIL("%s, %s did not drain", a, b);
+	return 1;
+}
+
+static void g_key(struct kvt_key *k, unsigned i)
+{
+	char name[32];
+	snprintf(name, sizeof(name), "g-block-%u", i);
+	kvt_key_set(k, name, strlen(name));
+}
+
+/* Send one GET frame of n items (keys by index), read nothing. */
+static void g_send(struct kc *c, const uint8_t ns[PROTO_DIGEST_LEN], const unsigned *idx,
+		   unsigned n)
+{
+	struct proto_item *its = calloc(n, sizeof(*its));
+	struct proto_frame f = { .op = PROTO_OP_GET };
+
+	for (unsigned i = 0; i < n; i++)
+		g_key(&its[i].key, idx[i]);
+	f.ns_count = 1;
+	f.ns = ns;
+	T_ASSERT(kc_request(c, &f, its, n, NULL, 0) > 0);
+	free(its);
+}
+
+/* Read the answers of one GET frame: each item the exact bytes or a miss.
+ * Returns the hits. */
+static unsigned g_check(struct kc *c, const unsigned *idx, unsigned n, unsigned *misses)
+{
+	uint8_t *want = malloc(G_LEN);
+	unsigned hits = 0, seen = 0;
+	bool more = true;
+
+	*misses = 0;
+	while (more) {
+		struct kc_resp r;
+		struct proto_iter iter;
+		struct proto_item pi;
+		T_RC(kc_recv(c, &r, 20000), 0);
+		more = (r.f.flags & PROTO_F_MORE) != 0;
+		proto_iter_init(&iter, &r.f, NULL, NULL, 0);
+		while (proto_iter_next(&iter, &pi) == 1) {
+			T_ASSERT(pi.index < n);
+			seen++;
+			if (pi.status == KVT_MISS) {
+				(*misses)++;
+				continue;
+			}
+			T_EQ_INT(pi.status, KVT_OK);
+			T_EQ_U64(pi.data_len, G_LEN);
+			fill(want, G_LEN, 100 + idx[pi.index]);
+			T_ASSERT(memcmp(r.data + pi.data_off, want, G_LEN) == 0);
+			hits++;
+		}
+		kc_resp_free(&r);
+	}
+	T_EQ_INT(seen, n);
+	free(want);
+	return hits;
+}
+
+static void phase_grantee_ssd(void)
+{
+	const char *extra[] = { "--ssd", "256M", "--set", "ssd.admission=always", NULL };
+	struct kvt_ns_desc d = desc;
+	uint8_t ns[PROTO_DIGEST_LEN], ns_r[PROTO_DIGEST_LEN], *v = malloc(G_LEN);
+	unsigned ssd_only[G_BLOCKS], n_ssd = 0, dups[G_DUPS], hits1, miss1, hits2, miss2;
+	uint64_t grew_dup, grew_all, refused;
+	struct kc olga, rita;
+
+	/* The owner has a DRAM quota, so most of her blocks end up on SSD
+	 * only; rita may read them. */
+	start_with("grantee_ssd", extra, "alice " SECRET_ALICE " tenant dram=4M\n"
+					 "admin " SECRET_ADMIN " admin\n"
+					 "rita " SECRET_ALICE " tenant\n"
+					 "grant alice model=hostile-model to rita\n");
+	T_RC(kc_connect_tcp(&olga, srv.port), 0);
+	T_RC(kc_login(&olga, "alice", SECRET_ALICE), 0);
+	T_RC(kc_register(&olga, &d, ns, NULL, 0), KVT_OK);
+	for (unsigned i = 0; i < G_BLOCKS; i++) {
+		struct kvt_key k;
+		struct iovec p = { v, G_LEN };
+		int rc;
+		g_key(&k, i);
+		fill(v, G_LEN, 100 + i);
+		for (int t = 0; (rc = kc_put(&olga, ns, &k, &p, 1, NULL)) == KVT_EFULL && t < 100; t++)
+			stat_wait_zero("ssd.writedown_pending_bytes", "ssd.writes_inflight");
+		T_EQ_INT(rc, KVT_OK);
+	}
+	stat_wait_zero("ssd.writedown_pending_bytes", "ssd.writes_inflight");
+	T_RC(kc_connect_tcp(&rita, srv.port), 0);
+	T_RC(kc_login(&rita, "rita", SECRET_ALICE), 0);
+	d.tenant = "alice";
+	T_RC(kc_register(&rita, &d, ns_r, NULL, 0), KVT_OK);
+	T_ASSERT(memcmp(ns, ns_r, sizeof(ns)) == 0);
+	for (unsigned i = 0; i < G_BLOCKS; i++) {
+		struct kvt_key k;
+		uint32_t tier = 0;
+		g_key(&k, i);
+		if (kc_exists(&rita, ns, &k, &tier) == KVT_OK && tier == KVT_TIER_SSD)
+			ssd_only[n_ssd++] = i;
+	}
+	printf("grantee_ssd: %u of %u blocks on SSD only\n", n_ssd, G_BLOCKS);
+	T_GE_INT(n_ssd, 16);
+
+	/* One frame naming one SSD-only block 400 times, not read. */
+	for (unsigned i = 0; i < G_DUPS; i++)
+		dups[i] = ssd_only[0];
+	rss_begin();
+	g_send(&rita, ns, dups, G_DUPS);
+	tsrv_sleep_ms(1500);
+	grew_dup = rss_end(DRAM + MAX_MEMORY);
+	hits1 = g_check(&rita, dups, G_DUPS, &miss1);
+
+	/* One frame naming every SSD-only block, twice over, not read. */
+	{
+		unsigned all[2 * G_BLOCKS];
+		for (unsigned i = 0; i < n_ssd; i++)
+			all[i] = all[n_ssd + i] = ssd_only[i];
+		rss_begin();
+		g_send(&rita, ns, all, 2 * n_ssd);
+		tsrv_sleep_ms(1500);
+		grew_all = rss_end(DRAM + MAX_MEMORY);
+		hits2 = g_check(&rita, all, 2 * n_ssd, &miss2);
+	}
+	refused = stat_of("server.copy_refused");
+	printf("grantee_ssd: %u x 1 block: %u hits, %u misses, RSS +%" PRIu64 " MiB; %u x 2 "
+	       "blocks: %u hits, %u misses, RSS +%" PRIu64 " MiB; copy_refused %" PRIu64 "\n",
+	       G_DUPS, hits1, miss1, grew_dup >> 20, n_ssd, hits2, miss2, grew_all >> 20, refused);
+	/* Duplicates cost one copy: all served. */
+	T_EQ_INT(hits1, G_DUPS);
+	T_LE_INT(grew_dup, 16u << 20);
+	/* Distinct blocks: at most a quarter of --max-memory held. */
+	T_GE_INT(hits2, 2);
+	T_LE_INT(grew_all, MAX_MEMORY / 4 + (16u << 20));
+	/* And once read, the bytes are given back. */
+	T_LE_INT(stat_of("server.mem_used"), 1u << 20);
+	kc_close(&olga);
+	kc_close(&rita);
+	free(v);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
+/* ------------------------------------------------------------------------
+ * emfile (item 9): at the descriptor limit the loops shed, never spin
+ */
+
+/* CPU seconds (user + system) the process used so far. */
+static double cpu_of(pid_t pid)
+{
+	char path[64], buf[1024], *p;
+	unsigned long ut = 0, st = 0;
+	FILE *f;
+	size_t n;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	f = fopen(path, "r");
+	T_ASSERT(f != NULL);
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	p = strrchr(buf, ')');
+	T_ASSERT(p != NULL);
+	/* After the name: state is field 3; utime, stime are 14, 15. */
+	T_ASSERT(sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut,
+			&st) == 2);
+	return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+#define EMFILE_IDLE 70
+
+static void phase_emfile(void)
+{
+	char wrapper[700], text[1200];
+	const char *extra[] = { "--threads", "1", "--ssd", "0", NULL };
+	const char *real = bin;
+	int idle[EMFILE_IDLE];
+	double cpu0, cpu1;
+	uint64_t t0, login_ns;
+	int login_rc, ping_rc;
+	struct kc late;
+
+	/* kvtierd under "ulimit -n 64" (soft and hard: it cannot raise it). */
+	snprintf(wrapper, sizeof(wrapper), "%s/kvtierd-nofile64", base);
+	snprintf(text, sizeof(text), "#!/bin/sh\nulimit -n 64 || exit 1\nexec %s \"$@\"\n", real);
+	write_file(wrapper, text);
+	T_EQ_INT(chmod(wrapper, 0700), 0);
+	bin = wrapper;
+	start("emfile", extra);
+	bin = real;
+	tsrv_sleep_ms(300);
+
+	/* From another address than the client that must get in. */
+	for (int i = 0; i < EMFILE_IDLE; i++)
+		idle[i] = tcp_connect_from(srv.port, 2);
+	tsrv_sleep_ms(500);
+	cpu0 = cpu_of(srv.pid);
+	tsrv_sleep_ms(3000);
+	cpu1 = cpu_of(srv.pid);
+
+	t0 = now_ns();
+	T_RC(kc_connect_tcp(&late, srv.port), 0);
+	login_rc = kc_login(&late, "alice", SECRET_ALICE);
+	ping_rc = login_rc == 0 ? kc_ping(&late) : login_rc;
+	login_ns = now_ns() - t0;
+	printf("emfile: %d idle connections at NOFILE 64: server CPU %.2f s in 3 s; a new "
+	       "client's login %d, ping %d, in %.1f ms\n", EMFILE_IDLE, cpu1 - cpu0, login_rc,
+	       ping_rc, login_ns / 1e6);
+	T_LE_INT((uint64_t)((cpu1 - cpu0) * 1000), 500);
+	T_EQ_INT(login_rc, 0);
+	T_EQ_INT(ping_rc, 0);
+	T_LE_INT(login_ns, 2000000000ull);
+	kc_close(&late);
+	for (int i = 0; i < EMFILE_IDLE; i++)
+		close(idle[i]);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
+/* ------------------------------------------------------------------------
+ * revoke (item 7): a reloaded tenants file reaches open connections
+ */
+
+/* Rewrite the tenants file, SIGHUP, and wait until the server says it
+ * reloaded it (a fresh log to look in). */
+static void reload(const char *text)
+{
+	char path[700], rotated[720], buf[1 << 16];
+	static int n;
+
+	snprintf(path, sizeof(path), "%s/tenants", base);
+	write_file(path, text);
+	snprintf(rotated, sizeof(rotated), "%s.r%d", srv.log, ++n);
+	T_EQ_INT(rename(srv.log, rotated), 0);
+	kill(srv.pid, SIGHUP);
+	for (int i = 0; i < 500; i++) {
+		int fd = open(srv.log, O_RDONLY);
+		ssize_t r = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : 0;
+		if (fd >= 0)
+			close(fd);
+		buf[r > 0 ? r : 0] = 0;
+		if (strstr(buf, "tenants reloaded"))
+			return;
+		tsrv_sleep_ms(10);
+	}
+	T_FAIL("no reload in %s", srv.log);
+}
+
+static void phase_revoke(void)
+{
+	const char *both = "alice " SECRET_ALICE " tenant\n"
+			   "admin " SECRET_ADMIN " admin\n"
+			   "boss " SECRET_ADMIN " admin\n";
+	struct kc boss, alice, idle_alice;
+	uint64_t v = 0, removed = 0;
+	int stats_rc, clear_rc, alice_rc;
+	bool idle_closed;
+
+	start_with("revoke", NULL, both);
+	T_RC(kc_connect_tcp(&boss, srv.port), 0);
+	T_RC(kc_login(&boss, "boss", SECRET_ADMIN), 0);
+	T_RC(kc_stat(&boss, PROTO_SCOPE_ALL, "server.conns_accepted", &v), 0);
+	T_RC(kc_connect_tcp(&alice, srv.port), 0);
+	T_RC(kc_login(&alice, "alice", SECRET_ALICE), 0);
+	T_RC(kc_connect_tcp(&idle_alice, srv.port), 0);
+	T_RC(kc_login(&idle_alice, "alice", SECRET_ALICE), 0);
+
+	/* boss demoted, alice removed. */
+	reload("boss " SECRET_ADMIN " tenant\n"
+	       "admin " SECRET_ADMIN " admin\n");
+	/* An idle connection of a removed tenant is closed without a request. */
+	idle_closed = kc_wait_closed(&idle_alice, 3000);
+	stats_rc = kc_stat(&boss, PROTO_SCOPE_ALL, "server.conns_accepted", &v);
+	clear_rc = kc_clear(&boss, PROTO_SCOPE_ALL, NULL, NULL, &removed);
+	alice_rc = kc_ping(&alice);
+	if (alice_rc == 0)
+		alice_rc = kc_stat(&alice, PROTO_SCOPE_TENANT, "tenant.requests", &v);
+	printf("revoke: demoted admin: STATS ALL %d, CLEAR ALL %d; removed tenant: idle "
+	       "connection closed %d, busy one's next request %d\n", stats_rc, clear_rc,
+	       idle_closed, alice_rc);
+	T_EQ_INT(stats_rc, PROTO_EPERM);
+	T_EQ_INT(clear_rc, PROTO_EPERM);
+	T_ASSERT(idle_closed);
+	T_ASSERT(alice_rc != 0);
+	T_ASSERT(kc_wait_closed(&alice, 3000));
+	kc_close(&boss);
+	kc_close(&alice);
+	kc_close(&idle_alice);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
+/* ------------------------------------------------------------------------
+ * deletes (item 8): acknowledged deletes and clears survive kill -9
+ */
+
+#define D_ROUNDS 6
+#define D_KEYS 20
+#define D_LEN (64u << 10)
+
+static void d_key(struct kvt_key *k, char what, int round, int i)
+{
+	char name[48];
+	snprintf(name, sizeof(name), "del-%c-%d-%d", what, round, i);
+	kvt_key_set(k, name, strlen(name));
+}
+
+static void phase_deletes(void)
+{
+	const char *extra[] = { "--ssd", "128M", "--set", "ssd.admission=always", NULL };
+	uint8_t *v = malloc(D_LEN);
+	unsigned resurrected = 0, deleted = 0, kept_lost = 0;
+
+	start("deletes", extra);
+	for (int round = 0; round < D_ROUNDS; round++) {
+		struct kvt_ns_desc da = desc, db = desc;
+		uint8_t na[PROTO_DIGEST_LEN], nb[PROTO_DIGEST_LEN];
+		char model_b[64];
+		uint64_t removed = 0;
+		struct kc c;
+
+		snprintf(model_b, sizeof(model_b), "hostile-clear-%d", round);
+		db.model = model_b;
+		T_RC(kc_connect_tcp(&c, srv.port), 0);
+		T_RC(kc_login(&c, "alice", SECRET_ALICE), 0);
+		T_RC(kc_register(&c, &da, na, NULL, 0), KVT_OK);
+		T_RC(kc_register(&c, &db, nb, NULL, 0), KVT_OK);
+		for (int i = 0; i < D_KEYS; i++) {
+			struct kvt_key k;
+			struct iovec p = { v, D_LEN };
+			fill(v, D_LEN, (uint32_t)(round * 1000 + i));
+			d_key(&k, 'a', round, i);
+			T_RC(kc_put(&c, na, &k, &p, 1, NULL), KVT_OK);
+			d_key(&k, 'b', round, i);
+			T_RC(kc_put(&c, nb, &k, &p, 1, NULL), KVT_OK);
+		}
+		/* On SSD, so that a restart would bring them back. */
+		kc_close(&c);
+		stat_wait_zero("ssd.writedown_pending_bytes", "ssd.writes_inflight");
+		T_RC(kc_connect_tcp(&c, srv.port), 0);
+		T_RC(kc_login(&c, "alice", SECRET_ALICE), 0);
+		T_RC(kc_register(&c, &da, na, NULL, 0), KVT_OK);
+		T_RC(kc_register(&c, &db, nb, NULL, 0), KVT_OK);
+		/* Half of a's deleted, all of b cleared; kill -9 right after
+		 * the last acknowledgment. */
+		for (int i = 0; i < D_KEYS; i += 2) {
+			struct kvt_key k;
+			d_key(&k, 'a', round, i);
+			T_RC(kc_delete(&c, na, &k), KVT_OK);
+			deleted++;
+		}
+		T_RC(kc_clear(&c, PROTO_SCOPE_NS, nb, NULL, &removed), 0);
+		T_EQ_U64(removed, D_KEYS);
+		deleted += D_KEYS;
+		tsrv_kill9(&srv);
+		kc_close(&c);
+		start("deletes", extra);
+
+		T_RC(kc_connect_tcp(&c, srv.port), 0);
+		T_RC(kc_login(&c, "alice", SECRET_ALICE), 0);
+		T_RC(kc_register(&c, &da, na, NULL, 0), KVT_OK);
+		T_RC(kc_register(&c, &db, nb, NULL, 0), KVT_OK);
+		for (int i = 0; i < D_KEYS; i++) {
+			struct kvt_key k;
+			int rc;
+			d_key(&k, 'a', round, i);
+			rc = kc_exists(&c, na, &k, NULL);
+			if (i % 2 == 0 && rc == KVT_OK)
+				resurrected++;
+			if (i % 2 == 1 && rc != KVT_OK)
+				kept_lost++;
+			d_key(&k, 'b', round, i);
+			if (kc_exists(&c, nb, &k, NULL) == KVT_OK)
+				resurrected++;
+		}
+		kc_close(&c);
+	}
+	printf("deletes: %d rounds of deletes and a clear, each followed by kill -9: %u of %u "
+	       "acknowledged deletes came back; %u kept blocks lost\n", D_ROUNDS, resurrected,
+	       deleted, kept_lost);
+	T_EQ_INT(resurrected, 0);
+	free(v);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
+/* ------------------------------------------------------------------------
+ * range (item 5): range GETs are no CPU amplifier
+ */
+
+#define R_PARTS 4
+#define R_PART_LEN (8u << 20)
+#define R_RANGES 2048
+#ifdef __SANITIZE_ADDRESS__
+#define RANGE_PING_MAX_NS 400000000ull
+#else
+#define RANGE_PING_MAX_NS 100000000ull
+#endif
+
+struct pinger {
+	pthread_t t;
+	_Atomic bool stop;
+	uint64_t max_ns, count;
+	int fails;
+};
+
+static void *pinger_main(void *arg)
+{
+	struct pinger *p = arg;
+	struct kc c;
+
+	T_RC(kc_connect_tcp(&c, srv.port), 0);
+	T_RC(kc_login(&c, "alice", SECRET_ALICE), 0);
+	while (!atomic_load(&p->stop)) {
+		uint64_t t0 = now_ns(), dt;
+		if (kc_ping(&c) != 0)
+			p->fails++;
+		dt = now_ns() - t0;
+		if (dt > p->max_ns)
+			p->max_ns = dt;
+		p->count++;
+		tsrv_sleep_ms(5);
+	}
+	kc_close(&c);
+	return NULL;
+}
+
+static void phase_range(void)
+{
+	const char *extra[] = { "--threads", "1", "--ssd", "0", NULL };
+	uint8_t ns[PROTO_DIGEST_LEN], *v = malloc((size_t)R_PARTS * R_PART_LEN);
+	struct iovec parts[R_PARTS];
+	struct proto_item *its = calloc(R_RANGES, sizeof(*its));
+	struct proto_frame f = { .op = PROTO_OP_GET };
+	struct pinger pg = { 0 };
+	unsigned ok = 0, seen = 0;
+	uint64_t t0, took;
+	struct kvt_key k;
+	struct kc c;
+	bool more = true;
+
+	start("range", extra);
+	T_RC(kc_connect_tcp(&c, srv.port), 0);
+	T_RC(kc_login(&c, "alice", SECRET_ALICE), 0);
+	T_RC(kc_register(&c, &desc, ns, NULL, 0), KVT_OK);
+	fill(v, (size_t)R_PARTS * R_PART_LEN, 5);
+	for (int i = 0; i < R_PARTS; i++)
+		parts[i] = (struct iovec){ v + (size_t)i * R_PART_LEN, R_PART_LEN };
+	kvt_key_set(&k, "range-big", 9);
+	T_RC(kc_put(&c, ns, &k, parts, R_PARTS, NULL), KVT_OK);
+
+	pthread_create(&pg.t, NULL, pinger_main, &pg);
+	tsrv_sleep_ms(200);
+	/* One frame of 2048 one-byte ranges spread over the 32 MiB. */
+	for (unsigned i = 0; i < R_RANGES; i++) {
+		its[i].key = k;
+		its[i].flags = PROTO_IF_RANGE;
+		its[i].off = (uint64_t)i * ((uint64_t)R_PARTS * R_PART_LEN / R_RANGES) + 7;
+		its[i].len = 1;
+	}
+	f.ns_count = 1;
+	f.ns = ns;
+	t0 = now_ns();
+	T_ASSERT(kc_request(&c, &f, its, R_RANGES, NULL, 0) > 0);
+	while (more) {
+		struct kc_resp r;
+		struct proto_iter iter;
+		struct proto_item pi;
+		T_RC(kc_recv(&c, &r, 60000), 0);
+		more = (r.f.flags & PROTO_F_MORE) != 0;
+		proto_iter_init(&iter, &r.f, NULL, NULL, 0);
+		while (proto_iter_next(&iter, &pi) == 1) {
+			seen++;
+			if (pi.status == KVT_OK && pi.data_len == 1 &&
+			    r.data[pi.data_off] == v[its[pi.index].off])
+				ok++;
+		}
+		kc_resp_free(&r);
+	}
+	took = now_ns() - t0;
+	tsrv_sleep_ms(200);
+	atomic_store(&pg.stop, true);
+	pthread_join(pg.t, NULL);
+	printf("range: %u one-byte ranges of a 32 MiB value (4 parts) in one frame: %u exact, "
+	       "answered in %.1f ms; a concurrent PING (one loop thread): slowest %.1f ms of "
+	       "%" PRIu64 "\n", R_RANGES, ok, took / 1e6, pg.max_ns / 1e6, pg.count);
+	T_EQ_INT(seen, R_RANGES);
+	T_EQ_INT(ok, R_RANGES);
+	T_EQ_INT(pg.fails, 0);
+	/* 100 ms (issue 21); a sanitized build does the same work several
+	 * times slower (release, loaded 2-core machine: 11-24 ms). */
+	T_LE_INT(pg.max_ns, RANGE_PING_MAX_NS);
+	kc_close(&c);
+	free(its);
+	free(v);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
+/* ------------------------------------------------------------------------
+ * slow_reader (item 4): a slow reader does not pin DRAM for everyone
+ */
+
+#define S_BLOCKS 56
+#define S_LEN (1u << 20)
+
+/* alice: 512 KiB a second, every second (progress, never a stall). */
+struct slow_reader {
+	pthread_t t;
+	int fd;
+	_Atomic bool stop;
+	uint64_t got;
+};
+
+static void *slow_reader_main(void *arg)
+{
+	struct slow_reader *r = arg;
+	char *sink = malloc(64u << 10);
+
+	while (!atomic_load(&r->stop)) {
+		uint64_t want = 512u << 10;
+		while (want) {
+			ssize_t n = recv(r->fd, sink, want < (64u << 10) ? want : (64u << 10),
+					 MSG_DONTWAIT);
+			if (n <= 0)
+				break;
+			r->got += (uint64_t)n;
+			want -= (uint64_t)n;
+		}
+		tsrv_sleep_ms(1000);
+	}
+	free(sink);
+	return NULL;
+}
+
+static void phase_slow_reader(void)
+{
+	const char *extra[] = { "--ssd", "0", "--idle-timeout", "3", NULL };
+	uint8_t ns[PROTO_DIGEST_LEN], nsb[PROTO_DIGEST_LEN], *v = malloc(S_LEN);
+	struct kvt_ns_desc db = desc;
+	struct proto_item *its = calloc(S_BLOCKS, sizeof(*its));
+	struct proto_frame f = { .op = PROTO_OP_GET };
+	unsigned puts = 0, efull = 0, other = 0;
+	uint64_t t0, pins_max = 0, pins_end = 0;
+	struct slow_reader sr = { 0 };
+	struct kc alice, bob, adm;
+
+	/* bob's quota is his: the pool must find him room. */
+	start_with("slow_reader", extra, "alice " SECRET_ALICE " tenant\n"
+					 "bob " SECRET_ALICE " tenant dram=16M\n"
+					 "admin " SECRET_ADMIN " admin\n");
+	T_RC(kc_connect_tcp(&alice, srv.port), 0);
+	T_RC(kc_login(&alice, "alice", SECRET_ALICE), 0);
+	T_RC(kc_register(&alice, &desc, ns, NULL, 0), KVT_OK);
+	for (unsigned i = 0; i < S_BLOCKS; i++) {
+		struct iovec p = { v, S_LEN };
+		g_key(&its[i].key, i);
+		fill(v, S_LEN, i);
+		T_RC(kc_put(&alice, ns, &its[i].key, &p, 1, NULL), KVT_OK);
+	}
+	T_RC(kc_connect_tcp(&bob, srv.port), 0);
+	T_RC(kc_login(&bob, "bob", SECRET_ALICE), 0);
+	db.model = "hostile-bob";
+	T_RC(kc_register(&bob, &db, nsb, NULL, 0), KVT_OK);
+	T_RC(kc_connect_tcp(&adm, srv.port), 0);
+	T_RC(kc_login(&adm, "admin", SECRET_ADMIN), 0);
+
+	/* alice: one GET of all of it, read at 0.5 MiB/s. */
+	f.ns_count = 1;
+	f.ns = ns;
+	T_ASSERT(kc_request(&alice, &f, its, S_BLOCKS, NULL, 0) > 0);
+	sr.fd = alice.fd;
+	pthread_create(&sr.t, NULL, slow_reader_main, &sr);
+	t0 = now_ns();
+	fill(v, S_LEN, 999);
+	for (unsigned round = 0; now_ns() - t0 < 10000000000ull; round++) {
+		struct kvt_key k;
+		struct iovec p = { v, S_LEN };
+		char name[32];
+		uint64_t pins = 0;
+		int rc;
+		snprintf(name, sizeof(name), "bob-%u", round);
+		kvt_key_set(&k, name, strlen(name));
+		rc = kc_put(&bob, nsb, &k, &p, 1, NULL);
+		puts++;
+		if (rc == KVT_EFULL)
+			efull++;
+		else if (rc != KVT_OK)
+			other++;
+		if (kc_stat(&adm, PROTO_SCOPE_ALL, "store.pins_active", &pins) == 0) {
+			if (pins > pins_max)
+				pins_max = pins;
+			pins_end = pins;
+		}
+		tsrv_sleep_ms(100);
+	}
+	/* She goes on reading; within the drain windows she is closed. */
+	for (int i = 0; i < 100 && pins_end; i++) {
+		tsrv_sleep_ms(100);
+		if (kc_stat(&adm, PROTO_SCOPE_ALL, "store.pins_active", &pins_end) != 0)
+			break;
+	}
+	atomic_store(&sr.stop, true);
+	pthread_join(sr.t, NULL);
+	printf("slow_reader: alice GETs %u MiB in one frame and reads 0.5 MiB/s (%" PRIu64
+	       " KiB); store.pins_active peak %" PRIu64 ", at the end (10-20 s) %" PRIu64
+	       "; bob's 1 MiB PUTs (dram=16M quota): %u, KVT_EFULL %u, other errors %u\n",
+	       S_BLOCKS, sr.got >> 10, pins_max, pins_end, puts, efull, other);
+	/* Pinned per connection: at most an eighth of --dram (8 blocks). */
+	T_LE_INT(pins_max, DRAM / 8 / S_LEN + 1);
+	/* She cannot have drained 56 MiB: she was closed, her pins let go. */
+	T_EQ_INT(pins_end, 0);
+	T_EQ_INT(efull, 0);
+	T_EQ_INT(other, 0);
+	kc_close(&alice);
+	kc_close(&bob);
+	kc_close(&adm);
+	free(v);
+	free(its);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
+/* ------------------------------------------------------------------------
+ * ns_registry (item 6): registering namespaces stalls nobody; a quota
+ */
+
+#define N_TRIES 1100
+#define N_QUOTA 1024
+
+struct getter {
+	pthread_t t;
+	_Atomic bool stop;
+	uint8_t ns[PROTO_DIGEST_LEN];
+	uint64_t lat[200000];
+	unsigned n;
+	int fails;
+};
+
+static void *getter_main(void *arg)
+{
+	struct getter *g = arg;
+	struct kvt_key k;
+	struct kc c;
+
+	T_RC(kc_connect_tcp(&c, srv.port), 0);
+	T_RC(kc_login(&c, "alice", SECRET_ALICE), 0);
+	T_RC(kc_register(&c, &desc, g->ns, NULL, 0), KVT_OK);
+	kvt_key_set(&k, "alice-key", 9);
+	while (!atomic_load(&g->stop) && g->n < 200000) {
+		struct kvt_ns_desc d = desc;
+		uint8_t dg[PROTO_DIGEST_LEN];
+		struct kc_value v;
+		uint64_t t0 = now_ns();
+		/* A GET and a lookup of her own (known) namespace. */
+		if (kc_get(&c, g->ns, &k, 0, 0, 0, 0, &v) != KVT_OK)
+			g->fails++;
+		kc_value_free(&v);
+		if (kc_register(&c, &d, dg, NULL, 0) != KVT_OK)
+			g->fails++;
+		g->lat[g->n++] = now_ns() - t0;
+		tsrv_sleep_ms(2);
+	}
+	kc_close(&c);
+	return NULL;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+static void phase_ns_registry(void)
+{
+	static struct getter g;
+	const char *extra[] = { "--ssd", "0", NULL };
+	unsigned ok = 0, full = 0, other = 0;
+	uint64_t t0, took, p50, p99, base_p99;
+	uint8_t v[4096];
+	struct kc m, a;
+
+	start_with("ns_registry", extra, "alice " SECRET_ALICE " tenant\n"
+					 "mallory " SECRET_ALICE " tenant\n"
+					 "admin " SECRET_ADMIN " admin\n");
+	T_RC(kc_connect_tcp(&a, srv.port), 0);
+	T_RC(kc_login(&a, "alice", SECRET_ALICE), 0);
+	{
+		uint8_t ns[PROTO_DIGEST_LEN];
+		struct kvt_key k;
+		struct iovec p = { v, sizeof(v) };
+		T_RC(kc_register(&a, &desc, ns, NULL, 0), KVT_OK);
+		kvt_key_set(&k, "alice-key", 9);
+		fill(v, sizeof(v), 3);
+		T_RC(kc_put(&a, ns, &k, &p, 1, NULL), KVT_OK);
+	}
+	/* alice's latency alone, then while mallory registers. */
+	pthread_create(&g.t, NULL, getter_main, &g);
+	tsrv_sleep_ms(1500);
+	atomic_store(&g.stop, true);
+	pthread_join(g.t, NULL);
+	qsort(g.lat, g.n, sizeof(g.lat[0]), cmp_u64);
+	base_p99 = g.lat[g.n * 99 / 100];
+	memset(&g, 0, sizeof(g));
+	pthread_create(&g.t, NULL, getter_main, &g);
+
+	T_RC(kc_connect_tcp(&m, srv.port), 0);
+	T_RC(kc_login(&m, "mallory", SECRET_ALICE), 0);
+	t0 = now_ns();
+	for (unsigned i = 0; i < N_TRIES; i++) {
+		struct kvt_ns_desc d = desc;
+		char model[300];
+		uint8_t dg[PROTO_DIGEST_LEN];
+		int rc;
+		/* Long descriptors: a registry that grows fast. */
+		snprintf(model, sizeof(model), "mallory-%05u-%0240u", i, i);
+		d.model = model;
+		rc = kc_register(&m, &d, dg, NULL, 0);
+		if (rc == KVT_OK)
+			ok++;
+		else if (rc == KVT_EFULL)
+			full++;
+		else
+			other++;
+	}
+	took = now_ns() - t0;
+	atomic_store(&g.stop, true);
+	pthread_join(g.t, NULL);
+	qsort(g.lat, g.n, sizeof(g.lat[0]), cmp_u64);
+	p50 = g.lat[g.n / 2];
+	p99 = g.lat[g.n * 99 / 100];
+	printf("ns_registry: mallory tried %u namespaces in %.1f s: %u registered, %u refused "
+	       "(quota), %u other; alice's GET + NS_REGISTER of a known namespace: p50 %.2f ms, "
+	       "p99 %.2f ms (%u samples, %d failed); alone p99 %.2f ms\n", N_TRIES, took / 1e9,
+	       ok, full, other, p50 / 1e6, p99 / 1e6, g.n, g.fails, base_p99 / 1e6);
+	T_EQ_INT(ok, N_QUOTA);
+	T_EQ_INT(full, N_TRIES - N_QUOTA);
+	T_EQ_INT(g.fails, 0);
+	/* Lookups never wait on the registry's disk writes. */
+	T_LE_INT(p99, base_p99 + 20000000ull);
+	kc_close(&m);
+	kc_close(&a);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
+/* ------------------------------------------------------------------------
+ * auth_guess (item 11): RESP AUTH guessing is closed, logged, throttled
+ */
+
+/* One RESP AUTH on a new connection: the reply, and whether the server
+ * closed the connection after it. */
+static void resp_auth_once(uint16_t port, const char *secret, char *reply, size_t cap,
+			   bool *closed)
+{
+	char req[256];
+	int fd = tcp_connect(port), n;
+
+	n = snprintf(req, sizeof(req), "*3\r\n$4\r\nAUTH\r\n$5\r\nalice\r\n$%zu\r\n%s\r\n"
+		     "*1\r\n$4\r\nPING\r\n", strlen(secret), secret);
+	send_for(fd, req, (size_t)n, 1000);
+	recv_for(fd, reply, cap, 500, closed);
+	close(fd);
+}
+
+static void phase_auth_guess(void)
+{
+	const char *extra[] = { "--resp", "127.0.0.1:0", NULL };
+	char reply[256], buf[1 << 16];
+	unsigned guesses = 0, throttled_ok = 0;
+	bool closed = false, good_closed;
+	uint64_t t0;
+	uint16_t port;
+	int fd;
+	ssize_t r;
+
+	start("auth_guess", extra);
+	port = log_port("RESP");
+	/* A wrong password: WRONGPASS, and the connection is closed (the
+	 * PING pipelined after it is not answered). */
+	resp_auth_once(port, "wrong-password-000", reply, sizeof(reply), &closed);
+	printf("auth_guess: wrong AUTH: reply '%.40s', closed %d\n", reply, closed);
+	T_ASSERT(strstr(reply, "WRONGPASS") != NULL);
+	T_ASSERT(strstr(reply, "PONG") == NULL);
+	T_ASSERT(closed);
+	/* The right one still works (and PING is answered). */
+	tsrv_sleep_ms(1100);
+	resp_auth_once(port, SECRET_ALICE, reply, sizeof(reply), &good_closed);
+	T_ASSERT(strstr(reply, "+OK") != NULL && strstr(reply, "PONG") != NULL);
+	/* Guessing from one address: past 20 failures in a second even the
+	 * right password is refused until the second is over. */
+	t0 = now_ns();
+	while (now_ns() - t0 < 300000000ull && guesses < 200) {
+		char g[32];
+		snprintf(g, sizeof(g), "guess-%06u-xxxxxxxx", guesses++);
+		resp_auth_once(port, g, reply, sizeof(reply), &closed);
+	}
+	resp_auth_once(port, SECRET_ALICE, reply, sizeof(reply), &closed);
+	throttled_ok = strstr(reply, "WRONGPASS") != NULL;
+	tsrv_sleep_ms(1100);
+	resp_auth_once(port, SECRET_ALICE, reply, sizeof(reply), &good_closed);
+	printf("auth_guess: %u guesses in 0.3 s, then the right password %s; a second later "
+	       "'%.10s'\n", guesses, throttled_ok ? "refused (throttled)" : "accepted", reply);
+	T_ASSERT(throttled_ok);
+	T_ASSERT(strstr(reply, "+OK") != NULL);
+	/* Each failure is logged at warn. */
+	fd = open(srv.log, O_RDONLY);
+	T_ASSERT(fd >= 0);
+	r = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	buf[r > 0 ? r : 0] = 0;
+	T_ASSERT(strstr(buf, "level=warn msg=\"authentication failed\"") != NULL);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
+/* ------------------------------------------------------------------------
+ * quota_groups (item 12): no tenant silently without its quota group
+ */
+
+static char *tenants_text(const char *prefix, unsigned n)
+{
+	size_t cap = (size_t)n * 80 + 200, len = 0;
+	char *t = malloc(cap);
+
+	len += (size_t)snprintf(t + len, cap - len, "admin " SECRET_ADMIN " admin\n");
+	for (unsigned i = 0; i < n; i++)
+		len += (size_t)snprintf(t + len, cap - len, "%s%u " SECRET_ALICE " tenant dram=1M\n",
+					prefix, i);
+	return t;
+}
+
+static void phase_quota_groups(void)
+{
+	const char *extra[] = { "--ssd", "0", NULL };
+	char path[700], cmd[2200], out[4096], *t;
+	uint64_t group = 0, limit = 0;
+	int status, fd;
+	ssize_t r;
+	struct kc c;
+
+	/* 1030 tenants: refused at start, saying why. */
+	snprintf(path, sizeof(path), "%s/tenants-1030", base);
+	t = tenants_text("t", 1030);
+	write_file(path, t);
+	free(t);
+	snprintf(cmd, sizeof(cmd), "timeout 10 %s --dir %s/qg-refused --listen 127.0.0.1:0 "
+		 "--ssd 0 --dram 16M --tenants %s > %s/qg.out 2>&1", bin, base, path, base);
+	status = system(cmd);
+	snprintf(path, sizeof(path), "%s/qg.out", base);
+	fd = open(path, O_RDONLY);
+	T_ASSERT(fd >= 0);
+	r = read(fd, out, sizeof(out) - 1);
+	close(fd);
+	out[r > 0 ? r : 0] = 0;
+	printf("quota_groups: 1030 tenants: exit %d, '%.120s'\n", WEXITSTATUS(status),
+	       strstr(out, "tenants:") ? strstr(out, "tenants:") : out);
+	T_EQ_INT(WEXITSTATUS(status), 2);
+	T_ASSERT(strstr(out, "at most 1022") != NULL);
+
+	/* 1000 tenants, then 1000 others: the removed names' groups are
+	 * reused, so the new ones have their limits too. */
+	t = tenants_text("t", 1000);
+	start_with("quota_groups", extra, t);
+	free(t);
+	t = tenants_text("u", 1000);
+	reload(t);
+	free(t);
+	T_RC(kc_connect_tcp(&c, srv.port), 0);
+	T_RC(kc_login(&c, "u999", SECRET_ALICE), 0);
+	kc_stat(&c, PROTO_SCOPE_TENANT, "tenant.quota_group", &group);
+	kc_stat(&c, PROTO_SCOPE_TENANT, "tenant.dram_limit", &limit);
+	printf("quota_groups: after a reload to 1000 new names, u999: group %" PRIu64
+	       ", dram limit %" PRIu64 "\n", group, limit);
+	T_ASSERT(group != 0);
+	T_EQ_U64(limit, 1u << 20);
+	kc_close(&c);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
+/* ------------------------------------------------------------------------
+ * resp_info (item 10): INFO and DBSIZE are a tenant's own
+ */
+
+static void resp_as(uint16_t port, const char *who, const char *secret, const char *cmd,
+		    char *reply, size_t cap)
+{
+	char req[512];
+	bool closed;
+	int fd = tcp_connect(port), n;
+
+	n = snprintf(req, sizeof(req), "AUTH %s %s\r\n%s\r\n", who, secret, cmd);
+	send_for(fd, req, (size_t)n, 1000);
+	recv_for(fd, reply, cap, 500, &closed);
+	close(fd);
+}
+
+static void phase_resp_info(void)
+{
+	const char *extra[] = { "--resp", "127.0.0.1:0", NULL };
+	char r1[8192], r2[8192], r3[256], r4[256];
+	uint16_t port;
+
+	start("resp_info", extra);
+	port = log_port("RESP");
+	resp_as(port, "alice", SECRET_ALICE, "INFO", r1, sizeof(r1));
+	resp_as(port, "admin", SECRET_ADMIN, "INFO", r2, sizeof(r2));
+	resp_as(port, "alice", SECRET_ALICE, "DBSIZE", r3, sizeof(r3));
+	resp_as(port, "admin", SECRET_ADMIN, "DBSIZE", r4, sizeof(r4));
+	printf("resp_info: tenant INFO has server-wide hits: %d, connections: %d; admin: %d, %d; "
+	       "tenant DBSIZE '%.40s', admin '%.20s'\n", strstr(r1, "kvtier_dram_hits") != NULL,
+	       strstr(r1, "total_connections_received") != NULL,
+	       strstr(r2, "kvtier_dram_hits") != NULL,
+	       strstr(r2, "total_connections_received") != NULL, strchr(r3, '\n') + 1,
+	       strchr(r4, '\n') + 1);
+	T_ASSERT(strstr(r1, "kvtier_tenant_requests") != NULL);
+	T_ASSERT(strstr(r1, "kvtier_dram_hits") == NULL);
+	T_ASSERT(strstr(r1, "total_connections_received") == NULL);
+	T_ASSERT(strstr(r2, "kvtier_dram_hits") != NULL);
+	T_ASSERT(strstr(r3, "-ERR") != NULL);
+	T_ASSERT(strstr(r4, ":") != NULL);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
+/* ------------------------------------------------------------------------
+ * ns_split (item 16): an NS_REGISTER answer larger than a table is split
+ */
+
+static void phase_ns_split(void)
+{
+	const char *extra[] = { "--ssd", "0", NULL };
+	struct proto_frame f = { .op = PROTO_OP_NS_REGISTER };
+	struct proto_item *its;
+	char (*texts)[PROTO_CANON_MAX + 1];
+	uint64_t need, len = 0;
+	unsigned n = 0, ok = 0, frames = 0;
+	bool more = true;
+	int bad_status = 0;
+	struct kc c;
+
+	start("ns_split", extra);
+	T_RC(kc_connect_tcp(&c, srv.port), 0);
+	T_RC(kc_login(&c, "alice", SECRET_ALICE), 0);
+	/* As many long descriptors as one request table holds. */
+	need = c.lim.table_max;
+	its = calloc(c.lim.items_max, sizeof(*its));
+	texts = malloc((size_t)c.lim.items_max * sizeof(*texts));
+	/* 500 distinct ones (within the tenant's quota), named over and
+	 * over: registered ones answer OK again. */
+	while (n < c.lim.items_max) {
+		struct kvt_ns_desc d = desc;
+		char model[300], cfg[300], q[300];
+		unsigned k = n % 500;
+		int tl;
+		snprintf(model, sizeof(model), "split-%06u-%0240u", k, k);
+		snprintf(cfg, sizeof(cfg), "%0250u", k);
+		snprintf(q, sizeof(q), "q%0250u", k);
+		d.model = model;
+		d.config_hash = cfg;
+		d.kv_quant = q;
+		d.tenant = "alice";
+		tl = kvt_ns_digest(&d, NULL, texts[n], PROTO_CANON_MAX + 1);
+		T_ASSERT(tl > 0);
+		if (len + (uint64_t)tl + 16 > need - 4096)
+			break;
+		its[n].text = texts[n];
+		its[n].text_len = (uint32_t)tl;
+		len += (uint64_t)tl + 16;
+		n++;
+	}
+	{
+		/* The 500 first, in one frame of their own. */
+		struct kc_resp r;
+		T_ASSERT(kc_request(&c, &f, its, 500, NULL, 0) > 0);
+		T_RC(kc_recv(&c, &r, 60000), 0);
+		kc_resp_free(&r);
+	}
+	T_ASSERT(kc_request(&c, &f, its, n, NULL, 0) > 0);
+	while (more) {
+		struct kc_resp r;
+		struct proto_iter iter;
+		struct proto_item pi;
+		T_RC(kc_recv(&c, &r, 60000), 0);
+		frames++;
+		more = (r.f.flags & PROTO_F_MORE) != 0;
+		if (r.f.status < 0 && !bad_status)
+			bad_status = r.f.status;
+		proto_iter_init(&iter, &r.f, NULL, NULL, 0);
+		while (proto_iter_next(&iter, &pi) == 1)
+			ok += pi.status == KVT_OK;
+		kc_resp_free(&r);
+	}
+	printf("ns_split: %u descriptors (%" PRIu64 " KiB of request table, limit %" PRIu64
+	       " KiB): %u registered, answered in %u frames (status %d)\n", n, len >> 10,
+	       need >> 10, ok, frames, bad_status);
+	T_EQ_INT(bad_status, 0);
+	T_EQ_INT(ok, n);
+	T_GE_INT(frames, 2);
+	free(its);
+	free(texts);
+	kc_close(&c);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
+/* ------------------------------------------------------------------------
+ * insecure (item 16): no listener off loopback without --tenants
+ */
+
+static int run_for(const char *args, char *out, size_t cap)
+{
+	char cmd[2000], path[700];
+	int status, fd;
+	ssize_t r;
+
+	snprintf(path, sizeof(path), "%s/insecure.out", base);
+	snprintf(cmd, sizeof(cmd), "timeout 5 %s %s > %s 2>&1", bin, args, path);
+	status = system(cmd);
+	fd = open(path, O_RDONLY);
+	T_ASSERT(fd >= 0);
+	r = read(fd, out, cap - 1);
+	close(fd);
+	out[r > 0 ? r : 0] = 0;
+	return WEXITSTATUS(status);
+}
+
+static void phase_insecure(void)
+{
+	char args[1000], out[8192];
+	int st1, st2;
+
+	snprintf(args, sizeof(args), "--dir %s/insecure --ssd 0 --dram 16M --listen 0.0.0.0:0",
+		 base);
+	st1 = run_for(args, out, sizeof(out));
+	printf("insecure: 0.0.0.0 without --tenants: exit %d (124: still running after 5 s)\n",
+	       st1);
+	T_EQ_INT(st1, 2);
+	T_ASSERT(strstr(out, "--insecure") != NULL);
+	/* (Nothing is bound before the refusal.  --insecure itself is not
+	 * tried off loopback: tests listen on loopback only.) */
+	snprintf(args, sizeof(args), "--dir %s/insecure --ssd 0 --dram 16M --listen "
+		 "127.0.0.1:0 --insecure", base);
+	st2 = run_for(args, out, sizeof(out));
+	printf("insecure: loopback with --insecure: exit %d\n", st2);
+	T_EQ_INT(st2, 124); /* it ran until timeout stopped it */
+}
+
+/* ------------------------------------------------------------------------ */
+
+static const struct {
+	const char *name;
+	void (*run)(void);
+} phases[] = {
+	{ "preauth", phase_preauth },
+	{ "resp_preauth", phase_resp_preauth },
+	{ "grantee_ssd", phase_grantee_ssd },
+	{ "emfile", phase_emfile },
+	{ "revoke", phase_revoke },
+	{ "deletes", phase_deletes },
+	{ "range", phase_range },
+	{ "slow_reader", phase_slow_reader },
+	{ "ns_registry", phase_ns_registry },
+	{ "auth_guess", phase_auth_guess },
+	{ "quota_groups", phase_quota_groups },
+	{ "resp_info", phase_resp_info },
+	{ "ns_split", phase_ns_split },
+	{ "insecure", phase_insecure },
+};
+
+int main(int argc, char **argv)
+{
+	const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+	const char *phase = argc > 2 ? argv[2] : "";
+
+	bin = argc > 1 ? argv[1] : "daemon/kvtierd";
+	/* ASan keeps freed memory in a quarantine (256 MiB by default),
+	 * which would count as RSS; the server gets a small one. */
+	{
+		const char *a = getenv("ASAN_OPTIONS");
+		char buf[1024];
+		snprintf(buf, sizeof(buf), "%s%squarantine_size_mb=8", a ? a : "",
+			 a && *a ? ":" : "");
+		setenv("ASAN_OPTIONS", buf, 1);
+	}
+	signal(SIGPIPE, SIG_IGN);
+	snprintf(base, sizeof(base), "%s/test_hostile.XXXXXX", tmp);
+	T_ASSERT(mkdtemp(base));
+	for (size_t i = 0; i < sizeof(phases) / sizeof(phases[0]); i++)
+		if (strcmp(phase, phases[i].name) == 0) {
+			phases[i].run();
+			tsrv_check_reports(base);
+			t_rmtree(base);
+			printf("%s: ok\n", phase);
+			return 0;
+		}
+	fprintf(stderr, "usage: test_hostile KVTIERD PHASE\n");
+	return 2;
+}
