@@ -240,6 +240,8 @@ static void kvtierd_args(struct kvtd_config *cfg, int argc, char **argv)
 			if (i + 1 >= argc)
 				kvtierd_die_usage("%s needs a value", a);
 			config = check = argv[++i];
+		} else if (strncmp(a, "--check-config=", 15) == 0) {
+			config = check = a + 15;
 		} else if (a[0] == '-' && a[1] == '-' && !strchr(a, '=') && i + 1 < argc &&
 			   strcmp(a, "--tls-verify-client") != 0 && strcmp(a, "--insecure") != 0) {
 			i++; /* skip the value of another option */

@@ -117,6 +117,11 @@ def t_check_config(kvtierd, src, tmp):
     rc, out, err = check(kvtierd, conf, "--threads", "0", cwd=tmp)
     if rc != 2 or "--threads" not in err:
         fail(f"--threads 0 on the command line: rc={rc} {err}")
+    # --check-config=FILE is the same (and must never start a server).
+    r = subprocess.run([kvtierd, "--check-config=" + conf], capture_output=True, text=True,
+                       cwd=tmp, timeout=60)
+    if r.returncode != 0 or "configuration OK" not in r.stderr:
+        fail(f"--check-config=FILE: rc={r.returncode} {r.stderr}")
     rc, out, err = check(kvtierd, "/dev/null", "--dir", tmp, "--listen", "127.0.0.1:0",
                          "--log-format", "json", cwd=tmp)
     if rc != 0 or "log-format = json" not in out:

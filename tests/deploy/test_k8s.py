@@ -31,7 +31,7 @@ import subprocess
 import sys
 import tempfile
 
-K8S_VERSION = "1.32.0"   # the kubectl of scripts/deps.txt (v1.32.4, kustomize v5.5.0)
+K8S_VERSION = "1.32.0"   # the kubectl this image ships (v1.32.4, kustomize v5.5.0; not a Debian package)
 REQUIREMENTS = ["kubernetes-validate==1.37.0", "PyYAML==6.0.4", "jsonschema==4.26.0",
                 "referencing==0.37.0"]
 EXPECT = {

@@ -3,7 +3,12 @@
 libkvtier linked into the extension) installs into a fresh venv and runs
 there with nothing of the build tree on the path.
 
-Usage: test_wheel.py SOURCE-DIR WORK-DIR.  Builds the wheel with pip (its
+Usage: test_wheel.py [--sdist] SOURCE-DIR WORK-DIR.  With --sdist (suite
+deploy-slow) the sdist comes first: `python -m build --sdist` (build,
+pinned, in WORK-DIR/venv-build) makes it with meson-python (meson dist:
+the committed tree), it must hold the build files, the library, the
+extension and the connector, and the wheel below is built from the
+unpacked sdist instead of the source tree.  Builds the wheel with pip (its
 build requirements, pinned in pyproject.toml, come from PyPI; exits 77 only
 when PyPI cannot be reached) into WORK-DIR/dist, keeping meson-python's
 build directory in WORK-DIR/wheel-build so that a second run is
@@ -100,11 +105,48 @@ def run(cmd, **kw):
     return r.stdout
 
 
+BUILD_REQUIREMENTS = ["build==1.2.2.post1"]
+
+
+def sdist(src, work):
+    """The sdist of src, unpacked: its directory."""
+    venv = os.path.join(work, "venv-build")
+    py = os.path.join(venv, "bin", "python3")
+    if not os.path.exists(os.path.join(venv, ".ok")):
+        shutil.rmtree(venv, ignore_errors=True)
+        run([sys.executable, "-m", "venv", venv])
+        run([py, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+             "--timeout", "20", *BUILD_REQUIREMENTS])
+        open(os.path.join(venv, ".ok"), "w").close()
+    out = os.path.join(work, "sdist")
+    shutil.rmtree(out, ignore_errors=True)
+    run([py, "-m", "build", "--sdist", "--outdir", out, src])
+    tars = glob.glob(os.path.join(out, "kvtier-*.tar.gz"))
+    assert len(tars) == 1, tars
+    names = subprocess.run(["tar", "tzf", tars[0]], capture_output=True, text=True,
+                           check=True).stdout.split()
+    for want in ("pyproject.toml", "meson.build", "meson_options.txt", "PKG-INFO",
+                 "include/kvtier.h", "lib/store.c", "python/kvtier/_kvtier.c",
+                 "python/kvtier/vllm.py", "python/kvtier/meson.build"):
+        if "kvtier-0.1.0/" + want not in names:
+            print(f"FAIL: the sdist lacks {want}")
+            sys.exit(1)
+    print(f"sdist {os.path.basename(tars[0])}: {len(names)} files")
+    subprocess.run(["tar", "xzf", tars[0], "-C", out], check=True)
+    return os.path.join(out, "kvtier-0.1.0")
+
+
 def main():
-    src, work = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
+    args = sys.argv[1:]
+    from_sdist = args[0] == "--sdist"
+    if from_sdist:
+        args = args[1:]
+    src, work = os.path.abspath(args[0]), os.path.abspath(args[1])
+    os.makedirs(work, exist_ok=True)
+    if from_sdist:
+        src = sdist(src, work)
     dist = os.path.join(work, "dist")
     shutil.rmtree(dist, ignore_errors=True)
-    os.makedirs(work, exist_ok=True)
     run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--disable-pip-version-check",
          "--timeout", "20", "-w", dist,
          "-Cbuild-dir=" + os.path.join(work, "wheel-build"), src])
