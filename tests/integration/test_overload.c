@@ -5,7 +5,8 @@
  * once by: more connections than it may hold; clients that send most of
  * a 4.6 MiB LOOKUP table and stop (each grows its read buffer to 8 MiB);
  * clients that send PUT frames with 24 MiB data sections before AUTH
- * (received into a buffer of their own, not into DRAM reservations); and
+ * (refused with PROTO_ENOAUTH from their header since issue 21; the
+ * adversaries that fill budgets exactly are test_hostile's); and
  * slow readers that pipeline GETs of a 2 MiB value and never read.
  * Meanwhile:
  *   (a) the server's VmRSS, sampled every 20 ms, stays under its RSS
