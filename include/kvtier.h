@@ -291,7 +291,9 @@ int kvt_store_create(struct kvt_store **out);
 
 /*
  * Set one option by name from its text value, before kvt_store_open.
- * Sizes accept K, M, G, T suffixes (powers of 1024).  Options:
+ * Sizes follow kvt_parse_size (K, M, G, T: powers of 1024).  The same
+ * table lists every option with its type, bounds and default
+ * (kvt_option_info, "kvtier options").  Options:
  *
  *   path              store directory; holds the namespace registry (and the
  *                     SSD tier's files).  Default none: a memory-only store
