@@ -42,6 +42,7 @@ struct cli_cmd {
 static int cli_bench(int argc, char **argv);
 static int cli_help(int argc, char **argv);
 static int cli_version(int argc, char **argv);
+static int cli_options(int argc, char **argv);
 
 /*
  * The commands, in the order --help lists them; each has a page under
@@ -61,6 +62,7 @@ static const struct cli_cmd cli_cmds[] = {
 	{ "replay", "replay a request trace; hit ratios and a what-if model (kvtier-replay(1))",
 	  replay_main },
 	{ "gc", "collect a shared tier directory or bucket by age and size (kvtier gc --help)", gc_main },
+	{ "options", "the library's options: type, default, bounds, one line each", cli_options },
 	{ "help", "show help for a command: kvtier help <command> [<sub-command>]", cli_help },
 	{ "version", "print the versions of kvtier and of libkvtier", cli_version },
 };
@@ -217,6 +219,40 @@ static int cli_version(int argc, char **argv)
 		return CLI_EXIT_USAGE;
 	}
 	cli_print_version();
+	return CLI_EXIT_OK;
+}
+
+/* "kvtier options": kvt_option_info's table, one option a line. */
+static int cli_options(int argc, char **argv)
+{
+	struct kvt_option o;
+	if (argc > 1 && cli_is_help(argv[1])) {
+		printf("usage: kvtier options\n\n"
+		       "List every option kvt_store_set_option (and kvtierd --set) takes:\n"
+		       "name, type, default, bounds or values, and what it does.  Sizes\n"
+		       "take K, M, G, T (powers of 1024), optionally followed by i and B.\n");
+		return CLI_EXIT_OK;
+	}
+	if (argc > 1) {
+		fprintf(stderr, "kvtier options: unexpected argument '%s'\n"
+				"Run 'kvtier options' with no arguments.\n", argv[1]);
+		return CLI_EXIT_USAGE;
+	}
+	printf("%-27s %-7s %-18s %-26s %s\n", "NAME", "TYPE", "DEFAULT", "VALUES", "WHAT");
+	for (unsigned i = 0; kvt_option_info(i, &o) == 0; i++) {
+		char range[64];
+		if (o.values)
+			snprintf(range, sizeof(range), "%s", o.values);
+		else if (strcmp(o.type, "list") == 0)
+			snprintf(range, sizeof(range), "tier names");
+		else if (o.max == UINT64_MAX)
+			snprintf(range, sizeof(range), ">= %llu", (unsigned long long)o.min);
+		else
+			snprintf(range, sizeof(range), "%llu..%llu", (unsigned long long)o.min,
+				 (unsigned long long)o.max);
+		printf("%-27s %-7s %-18s %-26s %s\n", o.name, o.type, o.def ? o.def : "-", range,
+		       o.doc);
+	}
 	return CLI_EXIT_OK;
 }
 

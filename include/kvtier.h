@@ -291,7 +291,9 @@ int kvt_store_create(struct kvt_store **out);
 
 /*
  * Set one option by name from its text value, before kvt_store_open.
- * Sizes accept K, M, G, T suffixes (powers of 1024).  Options:
+ * Sizes follow kvt_parse_size (K, M, G, T: powers of 1024).  The same
+ * table lists every option with its type, bounds and default
+ * (kvt_option_info, "kvtier options").  Options:
  *
  *   path              store directory; holds the namespace registry (and the
  *                     SSD tier's files).  Default none: a memory-only store
@@ -458,6 +460,12 @@ int kvt_store_create(struct kvt_store **out);
  *   events.queue_max  events queued before new ones are dropped (default
  *                     65536; stat events.dropped).
  *   workers           library worker threads, 1..64 (default 1).
+ *   store.tiers       the order in which a request that DRAM cannot answer
+ *                     walks the tiers below it: tier names, comma-separated
+ *                     (default "ssd,remote,shared": doc/decisions.md says why
+ *                     the pod store comes before shared storage).  Names of
+ *                     tiers not configured are passed over; a configured
+ *                     tier left out fails kvt_store_open with KVT_EOPTVAL.
  *   debug.fail_alloc  N: the Nth allocation made through the library's
  *                     allocator from now on fails with -ENOMEM (tests).
  *   debug.pause_workers  "1": workers take no work until "0" is set again
@@ -467,6 +475,23 @@ int kvt_store_create(struct kvt_store **out);
  * One thread at a time per store.
  */
 int kvt_store_set_option(struct kvt_store *store, const char *name, const char *value);
+
+/* One option, as kvt_option_info describes it (static storage). */
+struct kvt_option {
+	const char *name;
+	const char *type;   /* "size" (kvt_parse_size), "count", "ms", "string",
+			     * "choice", "list" */
+	const char *def;    /* the default as a value, or NULL: none set */
+	const char *values; /* choice: the values, "a|b|c"; else NULL */
+	uint64_t min, max;  /* size, count, ms: bounds; string: length bounds */
+	const char *doc;    /* one line */
+};
+/*
+ * The i-th option of kvt_store_set_option (i from 0): the one table that
+ * also gives the defaults, which "kvtier options" prints.  0 with *out
+ * set, KVT_MISS past the last, KVT_ENULL.  Any thread.
+ */
+int kvt_option_info(unsigned i, struct kvt_option *out);
 
 /* Log levels for the log callback. */
 enum kvt_log_level { KVT_LOG_ERROR = 0, KVT_LOG_WARN = 1, KVT_LOG_INFO = 2, KVT_LOG_DEBUG = 3 };

@@ -28,6 +28,7 @@
 #include <openssl/evp.h>
 
 #include "kvt_int.h"
+#include "le.h"
 
 #define KEY_DOMAIN "kvtier-key-v1"
 #define KEY_DOMAIN_LEN 13
@@ -48,14 +49,6 @@ int kvt_key_set(struct kvt_key *key, const void *data, size_t len)
 	return 0;
 }
 
-static void key_put_u32le(uint8_t *p, uint32_t v)
-{
-	p[0] = (uint8_t)v;
-	p[1] = (uint8_t)(v >> 8);
-	p[2] = (uint8_t)(v >> 16);
-	p[3] = (uint8_t)(v >> 24);
-}
-
 /* Hash tokens as u32le each; on little-endian hosts that is the array itself. */
 static int key_update_tokens(EVP_MD_CTX *ctx, const uint32_t *tokens, size_t n)
 {
@@ -66,7 +59,7 @@ static int key_update_tokens(EVP_MD_CTX *ctx, const uint32_t *tokens, size_t n)
 	while (n) {
 		size_t m = n < KEY_TOK_CHUNK ? n : KEY_TOK_CHUNK;
 		for (size_t i = 0; i < m; i++)
-			key_put_u32le(buf + 4 * i, tokens[i]);
+			le_put32(buf + 4 * i, tokens[i]);
 		if (!EVP_DigestUpdate(ctx, buf, m * 4))
 			return 0;
 		tokens += m;
@@ -94,10 +87,10 @@ static int key_hash_block(EVP_MD_CTX *ctx, const uint8_t ns_digest[32], const ui
 	    !EVP_DigestUpdate(ctx, ns_digest, 32) ||
 	    !EVP_DigestUpdate(ctx, parent32 ? parent32 : zero, KVT_KEY_HASH_LEN))
 		return 0;
-	key_put_u32le(len_le, (uint32_t)token_count);
+	le_put32(len_le, (uint32_t)token_count);
 	if (!EVP_DigestUpdate(ctx, len_le, 4) || !key_update_tokens(ctx, tokens, token_count))
 		return 0;
-	key_put_u32le(len_le, (uint32_t)extra_len);
+	le_put32(len_le, (uint32_t)extra_len);
 	if (!EVP_DigestUpdate(ctx, len_le, 4))
 		return 0;
 	if (extra_len && !EVP_DigestUpdate(ctx, extra, extra_len))

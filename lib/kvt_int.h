@@ -7,11 +7,17 @@
  *   crc.c    CRC32C through ISA-L
  *   key.c    opaque and prefix-chained keys (doc/keys.md)
  *   ns.c     namespace descriptors, digests, the persisted registry
- *   dram.c   the DRAM tier: shards of index, allocator and eviction
+ *   dram.c   the DRAM tier: shards of index, allocator and eviction (dram.h)
  *   arena.c  the DRAM arena: mmap'd regions and their chunk allocator
  *   evict.c  S3-FIFO and LRU queues over DRAM items
  *   quota.c  quota groups: namespace -> group, byte limits and usage per tier
- *   store.c  handles, options, queues, workers, dispatch of requests
+ *   log.c    kvt_logf; size.c kvt_parse_size; le.h the little-endian codec
+ *   store*.c the store (store_int.h): store.c handles, queues, workers;
+ *            store_options.c the option table; store_tiers.c the chain;
+ *            store_dispatch.c running requests; store_sync.c, store_stats.c,
+ *            store_pins.c
+ *   tier.h   the interface of the tiers below DRAM; tier_ssd.c,
+ *            tier_remote.c, tier_shared.c its built-in implementations
  *   shdir.c  the shared tier's directory backend; shared.c the tier (shared.h)
  *
  * Nothing here is global: every piece of state hangs off a struct kvt_store

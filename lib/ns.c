@@ -35,6 +35,7 @@
 #include <openssl/evp.h>
 
 #include "kvt_int.h"
+#include "le.h"
 
 /* ------------------------------------------------------------------------
  * Canonical descriptor text (doc/keys.md, "Namespace descriptor")
@@ -217,15 +218,12 @@ int kvt_ns_digest(const struct kvt_ns_desc *desc, uint8_t digest[32], char *buf,
 
 static uint32_t ns_get_u32le(const uint8_t *p)
 {
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+	return le_get32(p);
 }
 
 static void ns_put_u32le(uint8_t *p, uint32_t v)
 {
-	p[0] = (uint8_t)v;
-	p[1] = (uint8_t)(v >> 8);
-	p[2] = (uint8_t)(v >> 16);
-	p[3] = (uint8_t)(v >> 24);
+	le_put32(p, v);
 }
 
 /* Canonical text may hold only what ns_canon writes: 0x21..0x7e, ' ', '\n'. */

@@ -36,45 +36,7 @@
 
 #include "kvt_int.h"
 #include "proto.h"
-
-/* ------------------------------------------------------------------------
- * Little-endian fields
- */
-
-static uint16_t proto_get16(const uint8_t *p)
-{
-	return (uint16_t)(p[0] | p[1] << 8);
-}
-
-static uint32_t proto_get32(const uint8_t *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static uint64_t proto_get64(const uint8_t *p)
-{
-	return (uint64_t)proto_get32(p) | (uint64_t)proto_get32(p + 4) << 32;
-}
-
-static void proto_put16(uint8_t *p, uint16_t v)
-{
-	p[0] = (uint8_t)v;
-	p[1] = (uint8_t)(v >> 8);
-}
-
-static void proto_put32(uint8_t *p, uint32_t v)
-{
-	p[0] = (uint8_t)v;
-	p[1] = (uint8_t)(v >> 8);
-	p[2] = (uint8_t)(v >> 16);
-	p[3] = (uint8_t)(v >> 24);
-}
-
-static void proto_put64(uint8_t *p, uint64_t v)
-{
-	proto_put32(p, (uint32_t)v);
-	proto_put32(p + 4, (uint32_t)(v >> 32));
-}
+#include "le.h"
 
 static bool proto_is_zero(const uint8_t *p, size_t n)
 {
@@ -487,8 +449,8 @@ static void proto_part_at(const struct proto_item *it, uint32_t i, uint64_t *len
 		*crc = it->part_crcs ? it->part_crcs[i] : 0;
 	} else {
 		const uint8_t *p = it->parts_wire_ + (size_t)i * PROTO_PART_ENTRY;
-		*len = proto_get64(p + PE_LEN);
-		*crc = proto_get32(p + PE_CRC);
+		*len = le_get64(p + PE_LEN);
+		*crc = le_get32(p + PE_CRC);
 	}
 }
 
@@ -684,8 +646,8 @@ static int proto_op_decode(struct proto_frame *f, struct proto_cur *c, bool resp
 			return 0;
 		if (!(p = proto_take(c, M_TEXT)))
 			return PROTO_EMALFORMED;
-		f->msg_len = proto_get16(p + M_LEN);
-		if (f->msg_len == 0 || proto_get16(p + M_RSV) != 0)
+		f->msg_len = le_get16(p + M_LEN);
+		if (f->msg_len == 0 || le_get16(p + M_RSV) != 0)
 			return PROTO_EMALFORMED;
 		if (f->msg_len > PROTO_MSG_MAX)
 			return KVT_EBADLEN;
@@ -700,35 +662,35 @@ static int proto_op_decode(struct proto_frame *f, struct proto_cur *c, bool resp
 		if (!resp) {
 			if (!(p = proto_take(c, HQ_NAME)))
 				return PROTO_EMALFORMED;
-			h->min_version = proto_get16(p + HQ_MIN);
-			h->max_version = proto_get16(p + HQ_MAX);
-			h->name_len = proto_get16(p + HQ_NAME_LEN);
-			if (proto_get16(p + HQ_RSV) != 0)
+			h->min_version = le_get16(p + HQ_MIN);
+			h->max_version = le_get16(p + HQ_MAX);
+			h->name_len = le_get16(p + HQ_NAME_LEN);
+			if (le_get16(p + HQ_RSV) != 0)
 				return PROTO_EMALFORMED;
 		} else {
 			if (!(p = proto_take(c, HR_NAME)))
 				return PROTO_EMALFORMED;
-			h->version = proto_get16(p + HR_VERSION);
-			h->min_version = proto_get16(p + HR_MIN);
-			h->max_version = proto_get16(p + HR_MAX);
-			h->auth_count = proto_get16(p + HR_AUTH_COUNT);
+			h->version = le_get16(p + HR_VERSION);
+			h->min_version = le_get16(p + HR_MIN);
+			h->max_version = le_get16(p + HR_MAX);
+			h->auth_count = le_get16(p + HR_AUTH_COUNT);
 			memcpy(h->nonce, p + HR_NONCE, PROTO_NONCE_LEN);
-			h->limits.frame_max = proto_get64(p + HR_FRAME_MAX);
-			h->limits.table_max = proto_get64(p + HR_TABLE_MAX);
-			h->limits.value_max = proto_get64(p + HR_VALUE_MAX);
-			h->limits.items_max = proto_get32(p + HR_ITEMS_MAX);
-			h->limits.parts_max = proto_get32(p + HR_PARTS_MAX);
-			h->limits.ns_max = proto_get32(p + HR_NS_MAX);
-			h->limits.key_max = proto_get32(p + HR_KEY_MAX);
+			h->limits.frame_max = le_get64(p + HR_FRAME_MAX);
+			h->limits.table_max = le_get64(p + HR_TABLE_MAX);
+			h->limits.value_max = le_get64(p + HR_VALUE_MAX);
+			h->limits.items_max = le_get32(p + HR_ITEMS_MAX);
+			h->limits.parts_max = le_get32(p + HR_PARTS_MAX);
+			h->limits.ns_max = le_get32(p + HR_NS_MAX);
+			h->limits.key_max = le_get32(p + HR_KEY_MAX);
 			if (h->auth_count < 1 || h->auth_count > PROTO_AUTH_MAX)
 				return PROTO_ECOUNT;
 			for (unsigned i = 0; i < PROTO_AUTH_MAX; i++) {
-				h->auth[i] = proto_get16(p + HR_AUTH + 2 * i);
+				h->auth[i] = le_get16(p + HR_AUTH + 2 * i);
 				if (i >= h->auth_count && h->auth[i] != 0)
 					return PROTO_EMALFORMED;
 			}
-			h->name_len = proto_get16(p + HR_NAME_LEN);
-			if (proto_get16(p + HR_RSV) != 0)
+			h->name_len = le_get16(p + HR_NAME_LEN);
+			if (le_get16(p + HR_RSV) != 0)
 				return PROTO_EMALFORMED;
 		}
 		if (h->name_len > PROTO_NAME_MAX)
@@ -742,19 +704,19 @@ static int proto_op_decode(struct proto_frame *f, struct proto_cur *c, bool resp
 		if (resp) {
 			if (!(p = proto_take(c, AR_END)))
 				return PROTO_EMALFORMED;
-			a->role = proto_get32(p + AR_ROLE);
+			a->role = le_get32(p + AR_ROLE);
 			memcpy(a->proof, p + AR_PROOF, PROTO_PROOF_LEN);
-			if (proto_get32(p + AR_RSV) != 0)
+			if (le_get32(p + AR_RSV) != 0)
 				return PROTO_EMALFORMED;
 			break;
 		}
 		if (!(p = proto_take(c, AQ_TENANT)))
 			return PROTO_EMALFORMED;
-		a->method = proto_get16(p + AQ_METHOD);
-		a->tenant_len = proto_get16(p + AQ_TENANT_LEN);
+		a->method = le_get16(p + AQ_METHOD);
+		a->tenant_len = le_get16(p + AQ_TENANT_LEN);
 		memcpy(a->nonce, p + AQ_NONCE, PROTO_NONCE_LEN);
 		memcpy(a->proof, p + AQ_PROOF, PROTO_PROOF_LEN);
-		if (proto_get32(p + AQ_RSV) != 0)
+		if (le_get32(p + AQ_RSV) != 0)
 			return PROTO_EMALFORMED;
 		if (a->tenant_len > PROTO_TENANT_MAX)
 			return KVT_EBADLEN;
@@ -768,16 +730,16 @@ static int proto_op_decode(struct proto_frame *f, struct proto_cur *c, bool resp
 			if (f->op == PROTO_OP_CLEAR) {
 				if (!(p = proto_take(c, CR_END)))
 					return PROTO_EMALFORMED;
-				f->removed = proto_get64(p + CR_REMOVED);
+				f->removed = le_get64(p + CR_REMOVED);
 			}
 			break;
 		}
 		if (!(p = proto_take(c, SQ_TENANT)))
 			return PROTO_EMALFORMED;
-		f->scope.scope = proto_get32(p + SQ_SCOPE);
-		f->scope.tenant_len = proto_get16(p + SQ_TENANT_LEN);
+		f->scope.scope = le_get32(p + SQ_SCOPE);
+		f->scope.tenant_len = le_get16(p + SQ_TENANT_LEN);
 		memcpy(f->scope.digest, p + SQ_DIGEST, PROTO_DIGEST_LEN);
-		if (proto_get16(p + SQ_RSV) != 0)
+		if (le_get16(p + SQ_RSV) != 0)
 			return PROTO_EMALFORMED;
 		if (f->scope.tenant_len > PROTO_TENANT_MAX)
 			return KVT_EBADLEN;
@@ -788,9 +750,9 @@ static int proto_op_decode(struct proto_frame *f, struct proto_cur *c, bool resp
 		if (resp) {
 			if (!(p = proto_take(c, LR_END)))
 				return PROTO_EMALFORMED;
-			f->lookup.hits = proto_get32(p + LR_HITS);
-			f->lookup.load_ns = proto_get64(p + LR_LOAD_NS);
-			if (proto_get32(p + LR_RSV) != 0)
+			f->lookup.hits = le_get32(p + LR_HITS);
+			f->lookup.load_ns = le_get64(p + LR_LOAD_NS);
+			if (le_get32(p + LR_RSV) != 0)
 				return PROTO_EMALFORMED;
 			if (f->lookup.hits > f->item_count)
 				return PROTO_EMALFORMED;
@@ -806,8 +768,8 @@ static int proto_op_decode(struct proto_frame *f, struct proto_cur *c, bool resp
 	if (proto_has_ns(f->op, resp)) {
 		if (!(p = proto_take(c, NT_DIGESTS)))
 			return PROTO_EMALFORMED;
-		f->ns_count = proto_get32(p + NT_COUNT);
-		if (proto_get32(p + NT_RSV) != 0)
+		f->ns_count = le_get32(p + NT_COUNT);
+		if (le_get32(p + NT_RSV) != 0)
 			return PROTO_EMALFORMED;
 		if (f->ns_count < 1 || f->ns_count > f->lim_.ns_max ||
 		    (f->op == PROTO_OP_LOOKUP && f->ns_count != 1))
@@ -836,8 +798,8 @@ static int proto_item_decode(const struct proto_frame *f, bool resp, struct prot
 	if (!resp && op == PROTO_OP_NS_REGISTER) {
 		if (!(p = proto_take(c, NQ_TEXT)))
 			return PROTO_EMALFORMED;
-		it->text_len = proto_get16(p + NQ_TEXT_LEN);
-		if (proto_get16(p + NQ_RSV) != 0)
+		it->text_len = le_get16(p + NQ_TEXT_LEN);
+		if (le_get16(p + NQ_RSV) != 0)
 			return PROTO_EMALFORMED;
 		if (it->text_len > PROTO_CANON_MAX)
 			return KVT_EBADLEN;
@@ -849,20 +811,20 @@ static int proto_item_decode(const struct proto_frame *f, bool resp, struct prot
 
 		if (!(p = proto_take(c, fixed)))
 			return PROTO_EMALFORMED;
-		it->ns_index = proto_get32(p + KQ_NS);
-		it->flags = proto_get16(p + KQ_FLAGS);
+		it->ns_index = le_get32(p + KQ_NS);
+		it->flags = le_get16(p + KQ_FLAGS);
 		it->key.len = p[KQ_KEY_LEN];
 		if (p[KQ_RSV] != 0)
 			return PROTO_EMALFORMED;
 		if (op == PROTO_OP_GET) {
-			it->part = proto_get32(p + GQ_PART);
-			it->off = proto_get64(p + GQ_OFF);
-			it->len = proto_get64(p + GQ_LEN);
-			if (proto_get32(p + GQ_RSV) != 0)
+			it->part = le_get32(p + GQ_PART);
+			it->off = le_get64(p + GQ_OFF);
+			it->len = le_get64(p + GQ_LEN);
+			if (le_get32(p + GQ_RSV) != 0)
 				return PROTO_EMALFORMED;
 		} else if (op == PROTO_OP_PUT) {
-			it->part_count = proto_get32(p + PQ_PARTS);
-			if (proto_get32(p + PQ_RSV) != 0)
+			it->part_count = le_get32(p + PQ_PARTS);
+			if (le_get32(p + PQ_RSV) != 0)
 				return PROTO_EMALFORMED;
 		}
 		if (it->key.len < 1 || it->key.len > lim->key_max)
@@ -875,10 +837,10 @@ static int proto_item_decode(const struct proto_frame *f, bool resp, struct prot
 	} else if (op == PROTO_OP_STATS) {
 		if (!(p = proto_take(c, ST_NAME)))
 			return PROTO_EMALFORMED;
-		it->name_len = proto_get16(p + ST_NAME_LEN);
-		it->text_len = proto_get16(p + ST_TEXT_LEN);
-		it->kind = proto_get32(p + ST_KIND);
-		it->value = proto_get64(p + ST_VALUE);
+		it->name_len = le_get16(p + ST_NAME_LEN);
+		it->text_len = le_get16(p + ST_TEXT_LEN);
+		it->kind = le_get32(p + ST_KIND);
+		it->value = le_get64(p + ST_VALUE);
 		if (it->name_len > PROTO_STAT_NAME_MAX || it->text_len > PROTO_STAT_TEXT_MAX)
 			return KVT_EBADLEN;
 		if (!proto_take_text(c, it->name_len, &it->name) ||
@@ -887,8 +849,8 @@ static int proto_item_decode(const struct proto_frame *f, bool resp, struct prot
 	} else {
 		if (!(p = proto_take(c, R_HEAD)))
 			return PROTO_EMALFORMED;
-		it->index = proto_get32(p + R_INDEX);
-		it->status = (int32_t)proto_get32(p + R_STATUS);
+		it->index = le_get32(p + R_INDEX);
+		it->status = (int32_t)le_get32(p + R_STATUS);
 		switch (op) {
 		case PROTO_OP_EXISTS:
 		case PROTO_OP_LOOKUP:
@@ -902,12 +864,12 @@ static int proto_item_decode(const struct proto_frame *f, bool resp, struct prot
 			if (!(p = proto_take(c, GR_TABLE - R_HEAD)))
 				return PROTO_EMALFORMED;
 			p -= R_HEAD; /* offsets below are from the item's start */
-			it->flags = proto_get16(p + GR_FLAGS);
-			it->part_count = proto_get32(p + GR_PARTS);
-			it->value_len = proto_get64(p + GR_VALUE_LEN);
-			it->off = proto_get64(p + GR_OFF);
-			it->first_part = proto_get32(p + GR_FIRST);
-			if (proto_get16(p + GR_RSV) != 0 || proto_get32(p + GR_RSV2) != 0)
+			it->flags = le_get16(p + GR_FLAGS);
+			it->part_count = le_get32(p + GR_PARTS);
+			it->value_len = le_get64(p + GR_VALUE_LEN);
+			it->off = le_get64(p + GR_OFF);
+			it->first_part = le_get32(p + GR_FIRST);
+			if (le_get16(p + GR_RSV) != 0 || le_get32(p + GR_RSV2) != 0)
 				return PROTO_EMALFORMED;
 			break;
 		case PROTO_OP_NS_REGISTER:
@@ -915,8 +877,8 @@ static int proto_item_decode(const struct proto_frame *f, bool resp, struct prot
 				return PROTO_EMALFORMED;
 			p -= R_HEAD;
 			it->digest = p + NR_DIGEST;
-			it->text_len = proto_get16(p + NR_TEXT_LEN);
-			if (proto_get16(p + NR_RSV) != 0)
+			it->text_len = le_get16(p + NR_TEXT_LEN);
+			if (le_get16(p + NR_RSV) != 0)
 				return PROTO_EMALFORMED;
 			if (it->text_len > PROTO_CANON_MAX)
 				return KVT_EBADLEN;
@@ -937,7 +899,7 @@ static int proto_item_decode(const struct proto_frame *f, bool resp, struct prot
 		if (!p)
 			return PROTO_EMALFORMED;
 		for (uint32_t i = 0; i < it->part_count; i++)
-			if (proto_get32(p + (size_t)i * PROTO_PART_ENTRY + PE_RSV) != 0)
+			if (le_get32(p + (size_t)i * PROTO_PART_ENTRY + PE_RSV) != 0)
 				return PROTO_EMALFORMED;
 		it->parts_wire_ = p;
 	}
@@ -977,14 +939,14 @@ static int proto_parse(const uint8_t *buf, size_t len, const struct proto_limits
 		f->need = PROTO_HDR_LEN;
 		return PROTO_NEED_MORE;
 	}
-	f->version = proto_get16(buf + H_VERSION);
-	f->op = proto_get16(buf + H_OP);
-	f->flags = proto_get32(buf + H_FLAGS);
-	f->item_count = proto_get32(buf + H_ITEMS);
-	f->tag = proto_get64(buf + H_TAG);
-	f->table_len = proto_get64(buf + H_TABLE_LEN);
-	f->data_len = proto_get64(buf + H_DATA_LEN);
-	f->status = (int32_t)proto_get32(buf + H_STATUS);
+	f->version = le_get16(buf + H_VERSION);
+	f->op = le_get16(buf + H_OP);
+	f->flags = le_get32(buf + H_FLAGS);
+	f->item_count = le_get32(buf + H_ITEMS);
+	f->tag = le_get64(buf + H_TAG);
+	f->table_len = le_get64(buf + H_TABLE_LEN);
+	f->data_len = le_get64(buf + H_DATA_LEN);
+	f->status = (int32_t)le_get32(buf + H_STATUS);
 
 	/* 2. What the header says, each bound before anything is sized by it. */
 	rc = proto_hdr_check(f->version, f->op, f->flags, f->status, resp);
@@ -1015,7 +977,7 @@ static int proto_parse(const uint8_t *buf, size_t len, const struct proto_limits
 	}
 	crc = kvt_crc32c(0, buf, H_CRC);
 	crc = kvt_crc32c(crc, buf + PROTO_HDR_LEN, (size_t)f->table_len);
-	if (crc != proto_get32(buf + H_CRC))
+	if (crc != le_get32(buf + H_CRC))
 		return PROTO_ECRC;
 
 	/* 4. Op section, namespace table, then every item. */
@@ -1164,7 +1126,7 @@ static void proto_w_op(struct proto_writer *w, const struct proto_frame *f, bool
 	memset(t, 0, sizeof(t));
 	if (resp && f->status < 0) {
 		if (f->msg_len) {
-			proto_put16(t + M_LEN, (uint16_t)f->msg_len);
+			le_put16(t + M_LEN, (uint16_t)f->msg_len);
 			proto_w_put(w, t, M_TEXT);
 			proto_w_put(w, f->msg, f->msg_len);
 		}
@@ -1174,26 +1136,26 @@ static void proto_w_op(struct proto_writer *w, const struct proto_frame *f, bool
 	case PROTO_OP_HELLO: {
 		const struct proto_hello *h = &f->hello;
 		if (!resp) {
-			proto_put16(t + HQ_MIN, h->min_version);
-			proto_put16(t + HQ_MAX, h->max_version);
-			proto_put16(t + HQ_NAME_LEN, (uint16_t)h->name_len);
+			le_put16(t + HQ_MIN, h->min_version);
+			le_put16(t + HQ_MAX, h->max_version);
+			le_put16(t + HQ_NAME_LEN, (uint16_t)h->name_len);
 			proto_w_put(w, t, HQ_NAME);
 		} else {
-			proto_put16(t + HR_VERSION, h->version);
-			proto_put16(t + HR_MIN, h->min_version);
-			proto_put16(t + HR_MAX, h->max_version);
-			proto_put16(t + HR_AUTH_COUNT, h->auth_count);
+			le_put16(t + HR_VERSION, h->version);
+			le_put16(t + HR_MIN, h->min_version);
+			le_put16(t + HR_MAX, h->max_version);
+			le_put16(t + HR_AUTH_COUNT, h->auth_count);
 			memcpy(t + HR_NONCE, h->nonce, PROTO_NONCE_LEN);
-			proto_put64(t + HR_FRAME_MAX, h->limits.frame_max);
-			proto_put64(t + HR_TABLE_MAX, h->limits.table_max);
-			proto_put64(t + HR_VALUE_MAX, h->limits.value_max);
-			proto_put32(t + HR_ITEMS_MAX, h->limits.items_max);
-			proto_put32(t + HR_PARTS_MAX, h->limits.parts_max);
-			proto_put32(t + HR_NS_MAX, h->limits.ns_max);
-			proto_put32(t + HR_KEY_MAX, h->limits.key_max);
+			le_put64(t + HR_FRAME_MAX, h->limits.frame_max);
+			le_put64(t + HR_TABLE_MAX, h->limits.table_max);
+			le_put64(t + HR_VALUE_MAX, h->limits.value_max);
+			le_put32(t + HR_ITEMS_MAX, h->limits.items_max);
+			le_put32(t + HR_PARTS_MAX, h->limits.parts_max);
+			le_put32(t + HR_NS_MAX, h->limits.ns_max);
+			le_put32(t + HR_KEY_MAX, h->limits.key_max);
 			for (unsigned i = 0; i < h->auth_count; i++)
-				proto_put16(t + HR_AUTH + 2 * i, h->auth[i]);
-			proto_put16(t + HR_NAME_LEN, (uint16_t)h->name_len);
+				le_put16(t + HR_AUTH + 2 * i, h->auth[i]);
+			le_put16(t + HR_NAME_LEN, (uint16_t)h->name_len);
 			proto_w_put(w, t, HR_NAME);
 		}
 		proto_w_put(w, h->name, h->name_len);
@@ -1202,13 +1164,13 @@ static void proto_w_op(struct proto_writer *w, const struct proto_frame *f, bool
 	case PROTO_OP_AUTH: {
 		const struct proto_auth *a = &f->auth;
 		if (resp) {
-			proto_put32(t + AR_ROLE, a->role);
+			le_put32(t + AR_ROLE, a->role);
 			memcpy(t + AR_PROOF, a->proof, PROTO_PROOF_LEN);
 			proto_w_put(w, t, AR_END);
 			break;
 		}
-		proto_put16(t + AQ_METHOD, a->method);
-		proto_put16(t + AQ_TENANT_LEN, (uint16_t)a->tenant_len);
+		le_put16(t + AQ_METHOD, a->method);
+		le_put16(t + AQ_TENANT_LEN, (uint16_t)a->tenant_len);
 		memcpy(t + AQ_NONCE, a->nonce, PROTO_NONCE_LEN);
 		memcpy(t + AQ_PROOF, a->proof, PROTO_PROOF_LEN);
 		proto_w_put(w, t, AQ_TENANT);
@@ -1219,21 +1181,21 @@ static void proto_w_op(struct proto_writer *w, const struct proto_frame *f, bool
 	case PROTO_OP_STATS:
 		if (resp) {
 			if (f->op == PROTO_OP_CLEAR) {
-				proto_put64(t + CR_REMOVED, f->removed);
+				le_put64(t + CR_REMOVED, f->removed);
 				proto_w_put(w, t, CR_END);
 			}
 			break;
 		}
-		proto_put32(t + SQ_SCOPE, f->scope.scope);
-		proto_put16(t + SQ_TENANT_LEN, (uint16_t)f->scope.tenant_len);
+		le_put32(t + SQ_SCOPE, f->scope.scope);
+		le_put16(t + SQ_TENANT_LEN, (uint16_t)f->scope.tenant_len);
 		memcpy(t + SQ_DIGEST, f->scope.digest, PROTO_DIGEST_LEN);
 		proto_w_put(w, t, SQ_TENANT);
 		proto_w_put(w, f->scope.tenant, f->scope.tenant_len);
 		break;
 	case PROTO_OP_LOOKUP:
 		if (resp) {
-			proto_put32(t + LR_HITS, f->lookup.hits);
-			proto_put64(t + LR_LOAD_NS, f->lookup.load_ns);
+			le_put32(t + LR_HITS, f->lookup.hits);
+			le_put64(t + LR_LOAD_NS, f->lookup.load_ns);
 			proto_w_put(w, t, LR_END);
 		}
 		break;
@@ -1284,7 +1246,7 @@ int proto_write_begin(struct proto_writer *w, uint8_t *buf, size_t cap,
 		if (!f->ns)
 			return proto_w_fail(w, KVT_ENULL);
 		memset(t, 0, sizeof(t));
-		proto_put32(t + NT_COUNT, f->ns_count);
+		le_put32(t + NT_COUNT, f->ns_count);
 		proto_w_put(w, t, NT_DIGESTS);
 		proto_w_put(w, f->ns, (uint64_t)f->ns_count * PROTO_DIGEST_LEN);
 		w->ns_count = f->ns_count;
@@ -1319,34 +1281,34 @@ int proto_write_item(struct proto_writer *w, const struct proto_item *it)
 
 	memset(t, 0, sizeof(t));
 	if (!resp && w->op == PROTO_OP_NS_REGISTER) {
-		proto_put16(t + NQ_TEXT_LEN, (uint16_t)it->text_len);
+		le_put16(t + NQ_TEXT_LEN, (uint16_t)it->text_len);
 		proto_w_put(w, t, NQ_TEXT);
 		proto_w_put(w, it->text, it->text_len);
 	} else if (!resp) {
 		n = w->op == PROTO_OP_GET ? GQ_KEY : w->op == PROTO_OP_PUT ? PQ_KEY : KQ_HEAD;
-		proto_put32(t + KQ_NS, it->ns_index);
-		proto_put16(t + KQ_FLAGS, (uint16_t)it->flags);
+		le_put32(t + KQ_NS, it->ns_index);
+		le_put16(t + KQ_FLAGS, (uint16_t)it->flags);
 		t[KQ_KEY_LEN] = (uint8_t)it->key.len;
 		if (w->op == PROTO_OP_GET) {
-			proto_put32(t + GQ_PART, it->part);
-			proto_put64(t + GQ_OFF, it->off);
-			proto_put64(t + GQ_LEN, it->len);
+			le_put32(t + GQ_PART, it->part);
+			le_put64(t + GQ_OFF, it->off);
+			le_put64(t + GQ_LEN, it->len);
 		} else if (w->op == PROTO_OP_PUT) {
-			proto_put32(t + PQ_PARTS, it->part_count);
+			le_put32(t + PQ_PARTS, it->part_count);
 		}
 		memcpy(t + n, it->key.bytes, it->key.len);
 		proto_w_put(w, t, n + it->key.len);
 	} else if (w->op == PROTO_OP_STATS) {
-		proto_put16(t + ST_NAME_LEN, (uint16_t)it->name_len);
-		proto_put16(t + ST_TEXT_LEN, (uint16_t)it->text_len);
-		proto_put32(t + ST_KIND, it->kind);
-		proto_put64(t + ST_VALUE, it->value);
+		le_put16(t + ST_NAME_LEN, (uint16_t)it->name_len);
+		le_put16(t + ST_TEXT_LEN, (uint16_t)it->text_len);
+		le_put32(t + ST_KIND, it->kind);
+		le_put64(t + ST_VALUE, it->value);
 		proto_w_put(w, t, ST_NAME);
 		proto_w_put(w, it->name, it->name_len);
 		proto_w_put(w, it->text, it->text_len);
 	} else {
-		proto_put32(t + R_INDEX, it->index);
-		proto_put32(t + R_STATUS, (uint32_t)it->status);
+		le_put32(t + R_INDEX, it->index);
+		le_put32(t + R_STATUS, (uint32_t)it->status);
 		switch (w->op) {
 		case PROTO_OP_EXISTS:
 		case PROTO_OP_LOOKUP:
@@ -1354,17 +1316,17 @@ int proto_write_item(struct proto_writer *w, const struct proto_item *it)
 			proto_w_put(w, t, TR_END);
 			break;
 		case PROTO_OP_GET:
-			proto_put16(t + GR_FLAGS, (uint16_t)it->flags);
-			proto_put32(t + GR_PARTS, it->part_count);
-			proto_put64(t + GR_VALUE_LEN, it->value_len);
-			proto_put64(t + GR_OFF, it->off);
-			proto_put32(t + GR_FIRST, it->first_part);
+			le_put16(t + GR_FLAGS, (uint16_t)it->flags);
+			le_put32(t + GR_PARTS, it->part_count);
+			le_put64(t + GR_VALUE_LEN, it->value_len);
+			le_put64(t + GR_OFF, it->off);
+			le_put32(t + GR_FIRST, it->first_part);
 			proto_w_put(w, t, GR_TABLE);
 			break;
 		case PROTO_OP_NS_REGISTER:
 			if (it->digest)
 				memcpy(t + NR_DIGEST, it->digest, PROTO_DIGEST_LEN);
-			proto_put16(t + NR_TEXT_LEN, (uint16_t)it->text_len);
+			le_put16(t + NR_TEXT_LEN, (uint16_t)it->text_len);
 			proto_w_put(w, t, NR_TEXT);
 			proto_w_put(w, it->text, it->text_len);
 			break;
@@ -1382,8 +1344,8 @@ int proto_write_item(struct proto_writer *w, const struct proto_item *it)
 
 			proto_part_at(it, i, &len, &crc);
 			memset(pe, 0, sizeof(pe));
-			proto_put64(pe + PE_LEN, len);
-			proto_put32(pe + PE_CRC, crc);
+			le_put64(pe + PE_LEN, len);
+			le_put32(pe + PE_CRC, crc);
 			proto_w_put(w, pe, PROTO_PART_ENTRY);
 		}
 	}
@@ -1419,17 +1381,17 @@ int64_t proto_write_end(struct proto_writer *w, uint64_t *need)
 	}
 	b = w->buf;
 	memcpy(b + H_MAGIC, PROTO_MAGIC, 4);
-	proto_put16(b + H_VERSION, w->version);
-	proto_put16(b + H_OP, w->op);
-	proto_put32(b + H_FLAGS, w->flags);
-	proto_put32(b + H_ITEMS, w->item_count);
-	proto_put64(b + H_TAG, w->tag);
-	proto_put64(b + H_TABLE_LEN, w->len - PROTO_HDR_LEN);
-	proto_put64(b + H_DATA_LEN, w->data_len);
-	proto_put32(b + H_STATUS, (uint32_t)w->status);
+	le_put16(b + H_VERSION, w->version);
+	le_put16(b + H_OP, w->op);
+	le_put32(b + H_FLAGS, w->flags);
+	le_put32(b + H_ITEMS, w->item_count);
+	le_put64(b + H_TAG, w->tag);
+	le_put64(b + H_TABLE_LEN, w->len - PROTO_HDR_LEN);
+	le_put64(b + H_DATA_LEN, w->data_len);
+	le_put32(b + H_STATUS, (uint32_t)w->status);
 	crc = kvt_crc32c(0, b, H_CRC);
 	crc = kvt_crc32c(crc, b + PROTO_HDR_LEN, (size_t)(w->len - PROTO_HDR_LEN));
-	proto_put32(b + H_CRC, crc);
+	le_put32(b + H_CRC, crc);
 	return (int64_t)w->len;
 }
 

@@ -35,6 +35,7 @@
 #include <openssl/rand.h>
 
 #include "seal.h"
+#include "le.h"
 
 #define SEAL_PAGE_SHIFT NS_PAGE_SHIFT
 #define SEAL_PAGE_LEN NS_PAGE_LEN
@@ -283,18 +284,6 @@ const struct seal_key *seal_key_of(struct seal *sl, uint32_t ns)
  * One part
  */
 
-static void put_le32(uint8_t *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static void put_le64(uint8_t *p, uint64_t v)
-{
-	for (int i = 0; i < 8; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
 static size_t seal_aad(uint8_t *a, const struct seal_key *k, const struct kvt_key *key,
 		       uint32_t part, uint32_t part_count, uint64_t plain_len)
 {
@@ -305,9 +294,9 @@ static size_t seal_aad(uint8_t *a, const struct seal_key *k, const struct kvt_ke
 	a[n++] = (uint8_t)key->len;
 	memcpy(a + n, key->bytes, key->len);
 	n += key->len;
-	put_le32(a + n, part);
-	put_le32(a + n + 4, part_count);
-	put_le64(a + n + 8, plain_len);
+	le_put32(a + n, part);
+	le_put32(a + n + 4, part_count);
+	le_put64(a + n + 8, plain_len);
 	return n + 16;
 }
 
@@ -361,7 +350,7 @@ static int seal_part_key(struct seal *sl, const struct seal_key *ck, const uint8
 	info[n++] = (uint8_t)key->len;
 	memcpy(info + n, key->bytes, key->len);
 	n += key->len;
-	put_le32(info + n, part);
+	le_put32(info + n, part);
 	if (!k->pooled) /* a key made by hand (tests) */
 		return seal_hkdf(sl, k->key, SEAL_KEY_LEN, nonce, SEAL_NONCE_LEN, info, n + 4, out,
 				 SEAL_KEY_LEN);

@@ -27,6 +27,7 @@
 
 #include <openssl/evp.h>
 
+#include "le.h"
 #include "shdir.h"
 
 struct shdir {
@@ -57,35 +58,32 @@ struct shdir {
 
 static void put16(uint8_t *p, uint16_t v)
 {
-	p[0] = (uint8_t)v;
-	p[1] = (uint8_t)(v >> 8);
+	le_put16(p, v);
 }
 
 static void put32(uint8_t *p, uint32_t v)
 {
-	for (int i = 0; i < 4; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
+	le_put32(p, v);
 }
 
 static void put64(uint8_t *p, uint64_t v)
 {
-	for (int i = 0; i < 8; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
+	le_put64(p, v);
 }
 
 static uint16_t get16(const uint8_t *p)
 {
-	return (uint16_t)(p[0] | (p[1] << 8));
+	return le_get16(p);
 }
 
 static uint32_t get32(const uint8_t *p)
 {
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+	return le_get32(p);
 }
 
 static uint64_t get64(const uint8_t *p)
 {
-	return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32;
+	return le_get64(p);
 }
 
 static uint32_t hdr_crc(const uint8_t *buf, uint32_t hdr_len)

@@ -30,45 +30,11 @@
 
 #include "kvt_int.h"
 #include "ssdfmt.h"
+#include "le.h"
 
 /* ------------------------------------------------------------------------
  * Little-endian fields and CRCs
  */
-
-static uint16_t ssdfmt_get_u16le(const uint8_t *p)
-{
-	return (uint16_t)(p[0] | p[1] << 8);
-}
-
-static uint32_t ssdfmt_get_u32le(const uint8_t *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static uint64_t ssdfmt_get_u64le(const uint8_t *p)
-{
-	return (uint64_t)ssdfmt_get_u32le(p) | (uint64_t)ssdfmt_get_u32le(p + 4) << 32;
-}
-
-static void ssdfmt_put_u16le(uint8_t *p, uint16_t v)
-{
-	p[0] = (uint8_t)v;
-	p[1] = (uint8_t)(v >> 8);
-}
-
-static void ssdfmt_put_u32le(uint8_t *p, uint32_t v)
-{
-	p[0] = (uint8_t)v;
-	p[1] = (uint8_t)(v >> 8);
-	p[2] = (uint8_t)(v >> 16);
-	p[3] = (uint8_t)(v >> 24);
-}
-
-static void ssdfmt_put_u64le(uint8_t *p, uint64_t v)
-{
-	ssdfmt_put_u32le(p, (uint32_t)v);
-	ssdfmt_put_u32le(p + 4, (uint32_t)(v >> 32));
-}
 
 static bool ssdfmt_is_zero(const uint8_t *p, size_t n)
 {
@@ -163,15 +129,15 @@ void ssd_seg_hdr_encode(const struct ssd_seg_hdr *h, uint8_t *buf)
 {
 	memset(buf, 0, SSD_ALIGN);
 	memcpy(buf + SEG_MAGIC, SSD_SEG_MAGIC, 8);
-	ssdfmt_put_u32le(buf + SEG_VERSION, SSD_FMT_VERSION);
-	ssdfmt_put_u32le(buf + SEG_SLOT, h->slot);
-	ssdfmt_put_u64le(buf + SEG_GENERATION, h->generation);
-	ssdfmt_put_u64le(buf + SEG_SIZE, h->seg_size);
-	ssdfmt_put_u64le(buf + SEG_CREATED, h->created_ns);
-	ssdfmt_put_u64le(buf + SEG_SUM_OFF, h->summary_off);
-	ssdfmt_put_u64le(buf + SEG_SUM_LEN, h->summary_len);
+	le_put32(buf + SEG_VERSION, SSD_FMT_VERSION);
+	le_put32(buf + SEG_SLOT, h->slot);
+	le_put64(buf + SEG_GENERATION, h->generation);
+	le_put64(buf + SEG_SIZE, h->seg_size);
+	le_put64(buf + SEG_CREATED, h->created_ns);
+	le_put64(buf + SEG_SUM_OFF, h->summary_off);
+	le_put64(buf + SEG_SUM_LEN, h->summary_len);
 	memcpy(buf + SEG_STORE_ID, h->store_id, 16);
-	ssdfmt_put_u32le(buf + SEG_CRC, kvt_crc32c(0, buf, SSD_ALIGN));
+	le_put32(buf + SEG_CRC, kvt_crc32c(0, buf, SSD_ALIGN));
 }
 
 int ssd_seg_hdr_decode(const uint8_t *buf, struct ssd_seg_hdr *h)
@@ -181,22 +147,22 @@ int ssd_seg_hdr_decode(const uint8_t *buf, struct ssd_seg_hdr *h)
 	memset(h, 0, sizeof(*h));
 	if (memcmp(buf + SEG_MAGIC, SSD_SEG_MAGIC, 8) != 0)
 		return KVT_ECORRUPT;
-	if (ssdfmt_crc_skip(buf, SSD_ALIGN, SEG_CRC) != ssdfmt_get_u32le(buf + SEG_CRC))
+	if (ssdfmt_crc_skip(buf, SSD_ALIGN, SEG_CRC) != le_get32(buf + SEG_CRC))
 		return KVT_ECORRUPT;
-	if (ssdfmt_get_u32le(buf + SEG_VERSION) != SSD_FMT_VERSION)
+	if (le_get32(buf + SEG_VERSION) != SSD_FMT_VERSION)
 		return KVT_EVERSION;
 
 	memset(&t, 0, sizeof(t));
 	t.version = SSD_FMT_VERSION;
-	t.slot = ssdfmt_get_u32le(buf + SEG_SLOT);
-	t.generation = ssdfmt_get_u64le(buf + SEG_GENERATION);
-	t.seg_size = ssdfmt_get_u64le(buf + SEG_SIZE);
-	t.created_ns = ssdfmt_get_u64le(buf + SEG_CREATED);
-	t.summary_off = ssdfmt_get_u64le(buf + SEG_SUM_OFF);
-	t.summary_len = ssdfmt_get_u64le(buf + SEG_SUM_LEN);
+	t.slot = le_get32(buf + SEG_SLOT);
+	t.generation = le_get64(buf + SEG_GENERATION);
+	t.seg_size = le_get64(buf + SEG_SIZE);
+	t.created_ns = le_get64(buf + SEG_CREATED);
+	t.summary_off = le_get64(buf + SEG_SUM_OFF);
+	t.summary_len = le_get64(buf + SEG_SUM_LEN);
 	memcpy(t.store_id, buf + SEG_STORE_ID, 16);
 
-	if (ssdfmt_get_u32le(buf + SEG_RESERVED) != 0 ||
+	if (le_get32(buf + SEG_RESERVED) != 0 ||
 	    !ssdfmt_is_zero(buf + SEG_FIXED, SSD_ALIGN - SEG_FIXED))
 		return KVT_ECORRUPT;
 	if (t.seg_size < 2 * SSD_ALIGN || t.seg_size > SSDFMT_SEG_MAX || t.seg_size % SSD_ALIGN)
@@ -332,24 +298,24 @@ int ssd_rec_hdr_encode(const struct ssd_rec_hdr *h, const struct ssd_part *parts
 
 	memset(buf, 0, hdr_len);
 	memcpy(buf + REC_MAGIC, SSD_REC_MAGIC, 4);
-	ssdfmt_put_u32le(buf + REC_VERSION, SSD_FMT_VERSION);
-	ssdfmt_put_u32le(buf + REC_HDR_LEN, hdr_len);
-	ssdfmt_put_u32le(buf + REC_TYPE, h->type);
-	ssdfmt_put_u32le(buf + REC_PART_COUNT, h->part_count);
-	ssdfmt_put_u32le(buf + REC_NS_ID, h->ns_id);
-	ssdfmt_put_u32le(buf + REC_FLAGS, h->flags);
-	ssdfmt_put_u64le(buf + REC_VALUE_LEN, h->value_len);
-	ssdfmt_put_u64le(buf + REC_SEQ, h->seq);
-	ssdfmt_put_u64le(buf + REC_GENERATION, h->generation);
+	le_put32(buf + REC_VERSION, SSD_FMT_VERSION);
+	le_put32(buf + REC_HDR_LEN, hdr_len);
+	le_put32(buf + REC_TYPE, h->type);
+	le_put32(buf + REC_PART_COUNT, h->part_count);
+	le_put32(buf + REC_NS_ID, h->ns_id);
+	le_put32(buf + REC_FLAGS, h->flags);
+	le_put64(buf + REC_VALUE_LEN, h->value_len);
+	le_put64(buf + REC_SEQ, h->seq);
+	le_put64(buf + REC_GENERATION, h->generation);
 	memcpy(buf + REC_NS_DIGEST, h->ns_digest, 32);
-	ssdfmt_put_u32le(buf + REC_KEY_LEN, h->key.len);
+	le_put32(buf + REC_KEY_LEN, h->key.len);
 	memcpy(buf + REC_KEY, h->key.bytes, h->key.len);
 	for (uint32_t i = 0; i < h->part_count; i++) {
 		uint8_t *p = buf + REC_FIXED + (size_t)i * SSD_PART_ENTRY;
-		ssdfmt_put_u64le(p + PART_LEN, parts[i].len);
-		ssdfmt_put_u32le(p + PART_CRC, parts[i].crc);
+		le_put64(p + PART_LEN, parts[i].len);
+		le_put32(p + PART_CRC, parts[i].crc);
 	}
-	ssdfmt_put_u32le(buf + REC_CRC, kvt_crc32c(0, buf, hdr_len));
+	le_put32(buf + REC_CRC, kvt_crc32c(0, buf, hdr_len));
 	return (int)hdr_len;
 }
 
@@ -368,38 +334,38 @@ int ssd_rec_hdr_decode(const uint8_t *buf, size_t buf_len, struct ssd_rec_hdr *h
 	}
 	if (memcmp(buf + REC_MAGIC, SSD_REC_MAGIC, 4) != 0)
 		return KVT_ECORRUPT;
-	hdr_len = ssdfmt_get_u32le(buf + REC_HDR_LEN);
+	hdr_len = le_get32(buf + REC_HDR_LEN);
 	if (hdr_len < SSD_ALIGN || hdr_len > SSDFMT_REC_HDR_MAX || hdr_len % SSD_ALIGN)
 		return KVT_ECORRUPT;
 	if (hdr_len > buf_len) {
 		h->hdr_len = hdr_len;
 		return KVT_EBUFSMALL;
 	}
-	if (ssdfmt_crc_skip(buf, hdr_len, REC_CRC) != ssdfmt_get_u32le(buf + REC_CRC))
+	if (ssdfmt_crc_skip(buf, hdr_len, REC_CRC) != le_get32(buf + REC_CRC))
 		return KVT_ECORRUPT;
 	/* 2. The version: only now is the rest of the layout known. */
-	if (ssdfmt_get_u32le(buf + REC_VERSION) != SSD_FMT_VERSION)
+	if (le_get32(buf + REC_VERSION) != SSD_FMT_VERSION)
 		return KVT_EVERSION;
 
 	/* 3. The fixed fields. */
 	memset(&t, 0, sizeof(t));
 	t.hdr_len = hdr_len;
-	t.type = ssdfmt_get_u32le(buf + REC_TYPE);
-	t.part_count = ssdfmt_get_u32le(buf + REC_PART_COUNT);
-	t.ns_id = ssdfmt_get_u32le(buf + REC_NS_ID);
-	t.flags = ssdfmt_get_u32le(buf + REC_FLAGS);
-	t.value_len = ssdfmt_get_u64le(buf + REC_VALUE_LEN);
-	t.seq = ssdfmt_get_u64le(buf + REC_SEQ);
-	t.generation = ssdfmt_get_u64le(buf + REC_GENERATION);
+	t.type = le_get32(buf + REC_TYPE);
+	t.part_count = le_get32(buf + REC_PART_COUNT);
+	t.ns_id = le_get32(buf + REC_NS_ID);
+	t.flags = le_get32(buf + REC_FLAGS);
+	t.value_len = le_get64(buf + REC_VALUE_LEN);
+	t.seq = le_get64(buf + REC_SEQ);
+	t.generation = le_get64(buf + REC_GENERATION);
 	memcpy(t.ns_digest, buf + REC_NS_DIGEST, 32);
-	t.key.len = ssdfmt_get_u32le(buf + REC_KEY_LEN);
+	t.key.len = le_get32(buf + REC_KEY_LEN);
 	if (t.key.len > KVT_KEY_MAX)
 		return KVT_ECORRUPT;
 	memcpy(t.key.bytes, buf + REC_KEY, t.key.len);
 	if (!ssdfmt_rec_ok(&t))
 		return KVT_ECORRUPT;
 	if (!ssdfmt_is_zero(buf + REC_KEY + t.key.len, KVT_KEY_MAX - t.key.len) ||
-	    ssdfmt_get_u32le(buf + REC_RESERVED) != 0)
+	    le_get32(buf + REC_RESERVED) != 0)
 		return KVT_ECORRUPT;
 
 	/* 4. The part table (part_count <= KVT_PARTS_MAX now) and the padding. */
@@ -408,9 +374,9 @@ int ssd_rec_hdr_decode(const uint8_t *buf, size_t buf_len, struct ssd_rec_hdr *h
 	table_end = REC_FIXED + t.part_count * SSD_PART_ENTRY;
 	for (uint32_t i = 0; i < t.part_count; i++) {
 		const uint8_t *p = buf + REC_FIXED + (size_t)i * SSD_PART_ENTRY;
-		uint64_t len = ssdfmt_get_u64le(p + PART_LEN);
+		uint64_t len = le_get64(p + PART_LEN);
 
-		if (len == 0 || len > KVT_VALUE_MAX || ssdfmt_get_u32le(p + PART_RESERVED) != 0)
+		if (len == 0 || len > KVT_VALUE_MAX || le_get32(p + PART_RESERVED) != 0)
 			return KVT_ECORRUPT;
 		sum += len;
 	}
@@ -426,8 +392,8 @@ int ssd_rec_hdr_decode(const uint8_t *buf, size_t buf_len, struct ssd_rec_hdr *h
 		return KVT_ERANGE;
 	for (uint32_t i = 0; i < t.part_count; i++) {
 		const uint8_t *p = buf + REC_FIXED + (size_t)i * SSD_PART_ENTRY;
-		parts[i].len = ssdfmt_get_u64le(p + PART_LEN);
-		parts[i].crc = ssdfmt_get_u32le(p + PART_CRC);
+		parts[i].len = le_get64(p + PART_LEN);
+		parts[i].crc = le_get32(p + PART_CRC);
 	}
 	return 0;
 }
@@ -490,12 +456,12 @@ static size_t ssdfmt_ent_put(uint8_t *p, const struct ssd_sum_entry *e)
 	memset(p, 0, len);
 	p[ENT_TYPE] = (uint8_t)e->type;
 	p[ENT_KEY_LEN] = (uint8_t)e->key.len;
-	ssdfmt_put_u16le(p + ENT_PART_COUNT, e->part_count);
-	ssdfmt_put_u32le(p + ENT_NS_ID, e->ns_id);
-	ssdfmt_put_u32le(p + ENT_OFF_4K, e->off_4k);
-	ssdfmt_put_u32le(p + ENT_LEN_4K, e->len_4k);
-	ssdfmt_put_u64le(p + ENT_SEQ, e->seq);
-	ssdfmt_put_u64le(p + ENT_VALUE_LEN, e->value_len);
+	le_put16(p + ENT_PART_COUNT, e->part_count);
+	le_put32(p + ENT_NS_ID, e->ns_id);
+	le_put32(p + ENT_OFF_4K, e->off_4k);
+	le_put32(p + ENT_LEN_4K, e->len_4k);
+	le_put64(p + ENT_SEQ, e->seq);
+	le_put64(p + ENT_VALUE_LEN, e->value_len);
 	memcpy(p + ENT_FIXED, e->key.bytes, e->key.len);
 	return len;
 }
@@ -510,12 +476,12 @@ static int64_t ssdfmt_ent_get(const uint8_t *p, size_t avail, struct ssd_sum_ent
 	memset(e, 0, sizeof(*e));
 	e->type = p[ENT_TYPE];
 	e->key.len = p[ENT_KEY_LEN];
-	e->part_count = ssdfmt_get_u16le(p + ENT_PART_COUNT);
-	e->ns_id = ssdfmt_get_u32le(p + ENT_NS_ID);
-	e->off_4k = ssdfmt_get_u32le(p + ENT_OFF_4K);
-	e->len_4k = ssdfmt_get_u32le(p + ENT_LEN_4K);
-	e->seq = ssdfmt_get_u64le(p + ENT_SEQ);
-	e->value_len = ssdfmt_get_u64le(p + ENT_VALUE_LEN);
+	e->part_count = le_get16(p + ENT_PART_COUNT);
+	e->ns_id = le_get32(p + ENT_NS_ID);
+	e->off_4k = le_get32(p + ENT_OFF_4K);
+	e->len_4k = le_get32(p + ENT_LEN_4K);
+	e->seq = le_get64(p + ENT_SEQ);
+	e->value_len = le_get64(p + ENT_VALUE_LEN);
 	if (e->key.len > KVT_KEY_MAX || !ssdfmt_ent_ok(e))
 		return KVT_ECORRUPT;
 	len = ssd_sum_entry_len(e);
@@ -581,12 +547,12 @@ int64_t ssd_sum_encode(uint64_t generation, const struct ssd_sum_entry *e, size_
 	for (size_t i = 0; i < n; i++)
 		off += ssdfmt_ent_put(buf + off, &e[i]);
 	memcpy(buf + SUM_MAGIC, SSD_SUM_MAGIC, 8);
-	ssdfmt_put_u32le(buf + SUM_VERSION, SSD_FMT_VERSION);
-	ssdfmt_put_u64le(buf + SUM_GENERATION, generation);
-	ssdfmt_put_u32le(buf + SUM_COUNT, (uint32_t)n);
-	ssdfmt_put_u32le(buf + SUM_ENTRIES_CRC, kvt_crc32c(0, buf + SUM_HDR, off - SUM_HDR));
-	ssdfmt_put_u64le(buf + SUM_ENTRIES_LEN, off - SUM_HDR);
-	ssdfmt_put_u32le(buf + SUM_CRC, kvt_crc32c(0, buf, SUM_HDR));
+	le_put32(buf + SUM_VERSION, SSD_FMT_VERSION);
+	le_put64(buf + SUM_GENERATION, generation);
+	le_put32(buf + SUM_COUNT, (uint32_t)n);
+	le_put32(buf + SUM_ENTRIES_CRC, kvt_crc32c(0, buf + SUM_HDR, off - SUM_HDR));
+	le_put64(buf + SUM_ENTRIES_LEN, off - SUM_HDR);
+	le_put32(buf + SUM_CRC, kvt_crc32c(0, buf, SUM_HDR));
 	return (int64_t)total;
 }
 
@@ -627,22 +593,22 @@ int64_t ssd_sum_decode(const uint8_t *buf, size_t buf_len, uint64_t generation,
 
 	if (buf_len < SUM_HDR || memcmp(buf + SUM_MAGIC, SSD_SUM_MAGIC, 8) != 0)
 		return KVT_ECORRUPT;
-	if (ssdfmt_crc_skip(buf, SUM_HDR, SUM_CRC) != ssdfmt_get_u32le(buf + SUM_CRC))
+	if (ssdfmt_crc_skip(buf, SUM_HDR, SUM_CRC) != le_get32(buf + SUM_CRC))
 		return KVT_ECORRUPT;
-	if (ssdfmt_get_u32le(buf + SUM_VERSION) != SSD_FMT_VERSION)
+	if (le_get32(buf + SUM_VERSION) != SSD_FMT_VERSION)
 		return KVT_EVERSION;
-	if (ssdfmt_get_u64le(buf + SUM_GENERATION) != generation ||
+	if (le_get64(buf + SUM_GENERATION) != generation ||
 	    !ssdfmt_is_zero(buf + SUM_RESERVED, SUM_HDR - SUM_RESERVED))
 		return KVT_ECORRUPT;
-	count = ssdfmt_get_u32le(buf + SUM_COUNT);
-	entries_len = ssdfmt_get_u64le(buf + SUM_ENTRIES_LEN);
+	count = le_get32(buf + SUM_COUNT);
+	entries_len = le_get64(buf + SUM_ENTRIES_LEN);
 	/* The summary is exactly buf_len bytes: header, entries, padding. */
 	if (entries_len > buf_len - SUM_HDR)
 		return KVT_ECORRUPT;
 	total = ssdfmt_align(SUM_HDR + entries_len);
 	if (total != buf_len || count > entries_len / ENT_FIXED)
 		return KVT_ECORRUPT;
-	if (kvt_crc32c(0, buf + SUM_HDR, entries_len) != ssdfmt_get_u32le(buf + SUM_ENTRIES_CRC))
+	if (kvt_crc32c(0, buf + SUM_HDR, entries_len) != le_get32(buf + SUM_ENTRIES_CRC))
 		return KVT_ECORRUPT;
 	if (!ssdfmt_is_zero(buf + SUM_HDR + entries_len, total - SUM_HDR - entries_len))
 		return KVT_ECORRUPT;
@@ -764,8 +730,8 @@ int ssd_ckpt_put_slot(struct ssd_ckpt_writer *w, const struct ssd_ckpt_slot *s)
 	if (w->slots == UINT32_MAX || s->write_off % SSD_ALIGN || !ssdfmt_room(w, CSLOT_LEN))
 		return KVT_EBADLEN;
 	p = w->buf + w->off;
-	ssdfmt_put_u64le(p + CSLOT_GENERATION, s->generation);
-	ssdfmt_put_u64le(p + CSLOT_WRITE_OFF, s->write_off);
+	le_put64(p + CSLOT_GENERATION, s->generation);
+	le_put64(p + CSLOT_WRITE_OFF, s->write_off);
 	w->off += CSLOT_LEN;
 	w->slots++;
 	return 0;
@@ -780,9 +746,9 @@ int ssd_ckpt_put_clear(struct ssd_ckpt_writer *w, const struct ssd_ckpt_clear *c
 	if (w->clears == UINT32_MAX || c->seq == 0 || !ssdfmt_room(w, CCLR_LEN))
 		return KVT_EBADLEN;
 	p = w->buf + w->off;
-	ssdfmt_put_u32le(p + CCLR_NS_ID, c->ns_id);
-	ssdfmt_put_u32le(p + CCLR_RESERVED, 0);
-	ssdfmt_put_u64le(p + CCLR_SEQ, c->seq);
+	le_put32(p + CCLR_NS_ID, c->ns_id);
+	le_put32(p + CCLR_RESERVED, 0);
+	le_put64(p + CCLR_SEQ, c->seq);
 	w->off += CCLR_LEN;
 	w->clears++;
 	return 0;
@@ -797,9 +763,9 @@ int ssd_ckpt_put_entry(struct ssd_ckpt_writer *w, const struct ssd_ckpt_entry *e
 	    !ssdfmt_room(w, CENT_FIXED + ssd_sum_entry_len(&e->e)))
 		return KVT_EBADLEN;
 	p = w->buf + w->off;
-	ssdfmt_put_u32le(p + CENT_SLOT, e->slot);
-	ssdfmt_put_u32le(p + CENT_RESERVED, 0);
-	ssdfmt_put_u64le(p + CENT_GENERATION, e->generation);
+	le_put32(p + CENT_SLOT, e->slot);
+	le_put32(p + CENT_RESERVED, 0);
+	le_put64(p + CENT_GENERATION, e->generation);
 	w->off += CENT_FIXED + ssdfmt_ent_put(p + CENT_FIXED, &e->e);
 	w->entries++;
 	return 0;
@@ -821,15 +787,15 @@ int64_t ssd_ckpt_finish(struct ssd_ckpt_writer *w, const struct ssd_ckpt_hdr *h)
 	memset(buf, 0, CKPT_HDR);
 	memset(buf + w->off, 0, total - w->off);
 	memcpy(buf + CKPT_MAGIC, SSD_CKPT_MAGIC, 8);
-	ssdfmt_put_u32le(buf + CKPT_VERSION, SSD_FMT_VERSION);
+	le_put32(buf + CKPT_VERSION, SSD_FMT_VERSION);
 	memcpy(buf + CKPT_STORE_ID, h->store_id, 16);
-	ssdfmt_put_u64le(buf + CKPT_SEQ, h->seq);
-	ssdfmt_put_u32le(buf + CKPT_SLOT_COUNT, h->slot_count);
-	ssdfmt_put_u32le(buf + CKPT_CLEAR_COUNT, h->clear_count);
-	ssdfmt_put_u64le(buf + CKPT_ENTRY_COUNT, h->entry_count);
-	ssdfmt_put_u64le(buf + CKPT_BODY_LEN, body_len);
-	ssdfmt_put_u32le(buf + CKPT_BODY_CRC, kvt_crc32c(0, buf + CKPT_HDR, body_len));
-	ssdfmt_put_u32le(buf + CKPT_CRC, kvt_crc32c(0, buf, CKPT_HDR));
+	le_put64(buf + CKPT_SEQ, h->seq);
+	le_put32(buf + CKPT_SLOT_COUNT, h->slot_count);
+	le_put32(buf + CKPT_CLEAR_COUNT, h->clear_count);
+	le_put64(buf + CKPT_ENTRY_COUNT, h->entry_count);
+	le_put64(buf + CKPT_BODY_LEN, body_len);
+	le_put32(buf + CKPT_BODY_CRC, kvt_crc32c(0, buf + CKPT_HDR, body_len));
+	le_put32(buf + CKPT_CRC, kvt_crc32c(0, buf, CKPT_HDR));
 	return (int64_t)total;
 }
 
@@ -844,8 +810,8 @@ static int ssdfmt_ckpt_walk(const uint8_t *buf, const struct ssd_ckpt_hdr *h, ui
 	for (uint32_t i = 0; i < h->slot_count; i++, off += CSLOT_LEN) {
 		struct ssd_ckpt_slot s;
 
-		s.generation = ssdfmt_get_u64le(p + off + CSLOT_GENERATION);
-		s.write_off = ssdfmt_get_u64le(p + off + CSLOT_WRITE_OFF);
+		s.generation = le_get64(p + off + CSLOT_GENERATION);
+		s.write_off = le_get64(p + off + CSLOT_WRITE_OFF);
 		if (s.write_off % SSD_ALIGN)
 			return KVT_ECORRUPT;
 		if (cbs && cbs->slot && (ret = cbs->slot(ctx, i, &s)) < 0)
@@ -854,9 +820,9 @@ static int ssdfmt_ckpt_walk(const uint8_t *buf, const struct ssd_ckpt_hdr *h, ui
 	for (uint32_t i = 0; i < h->clear_count; i++, off += CCLR_LEN) {
 		struct ssd_ckpt_clear c;
 
-		c.ns_id = ssdfmt_get_u32le(p + off + CCLR_NS_ID);
-		c.seq = ssdfmt_get_u64le(p + off + CCLR_SEQ);
-		if (ssdfmt_get_u32le(p + off + CCLR_RESERVED) != 0 || c.seq == 0)
+		c.ns_id = le_get32(p + off + CCLR_NS_ID);
+		c.seq = le_get64(p + off + CCLR_SEQ);
+		if (le_get32(p + off + CCLR_RESERVED) != 0 || c.seq == 0)
 			return KVT_ECORRUPT;
 		if (cbs && cbs->clear && (ret = cbs->clear(ctx, &c)) < 0)
 			return ret;
@@ -868,9 +834,9 @@ static int ssdfmt_ckpt_walk(const uint8_t *buf, const struct ssd_ckpt_hdr *h, ui
 		if (body_len - off < CENT_FIXED)
 			return KVT_ECORRUPT;
 		memset(&e, 0, sizeof(e));
-		e.slot = ssdfmt_get_u32le(p + off + CENT_SLOT);
-		e.generation = ssdfmt_get_u64le(p + off + CENT_GENERATION);
-		if (ssdfmt_get_u32le(p + off + CENT_RESERVED) != 0 || e.slot >= h->slot_count ||
+		e.slot = le_get32(p + off + CENT_SLOT);
+		e.generation = le_get64(p + off + CENT_GENERATION);
+		if (le_get32(p + off + CENT_RESERVED) != 0 || e.slot >= h->slot_count ||
 		    e.generation == 0)
 			return KVT_ECORRUPT;
 		off += CENT_FIXED;
@@ -894,20 +860,20 @@ int ssd_ckpt_decode(const uint8_t *buf, size_t len, struct ssd_ckpt_hdr *h,
 	memset(h, 0, sizeof(*h));
 	if (len < CKPT_HDR || memcmp(buf + CKPT_MAGIC, SSD_CKPT_MAGIC, 8) != 0)
 		return KVT_ECORRUPT;
-	if (ssdfmt_crc_skip(buf, CKPT_HDR, CKPT_CRC) != ssdfmt_get_u32le(buf + CKPT_CRC))
+	if (ssdfmt_crc_skip(buf, CKPT_HDR, CKPT_CRC) != le_get32(buf + CKPT_CRC))
 		return KVT_ECORRUPT;
-	if (ssdfmt_get_u32le(buf + CKPT_VERSION) != SSD_FMT_VERSION)
+	if (le_get32(buf + CKPT_VERSION) != SSD_FMT_VERSION)
 		return KVT_EVERSION;
 	if (!ssdfmt_is_zero(buf + CKPT_RESERVED, CKPT_HDR - CKPT_RESERVED))
 		return KVT_ECORRUPT;
 
 	memset(&t, 0, sizeof(t));
 	memcpy(t.store_id, buf + CKPT_STORE_ID, 16);
-	t.seq = ssdfmt_get_u64le(buf + CKPT_SEQ);
-	t.slot_count = ssdfmt_get_u32le(buf + CKPT_SLOT_COUNT);
-	t.clear_count = ssdfmt_get_u32le(buf + CKPT_CLEAR_COUNT);
-	t.entry_count = ssdfmt_get_u64le(buf + CKPT_ENTRY_COUNT);
-	body_len = ssdfmt_get_u64le(buf + CKPT_BODY_LEN);
+	t.seq = le_get64(buf + CKPT_SEQ);
+	t.slot_count = le_get32(buf + CKPT_SLOT_COUNT);
+	t.clear_count = le_get32(buf + CKPT_CLEAR_COUNT);
+	t.entry_count = le_get64(buf + CKPT_ENTRY_COUNT);
+	body_len = le_get64(buf + CKPT_BODY_LEN);
 
 	/* The image is exactly len bytes: header, body, padding. */
 	if (body_len > len - CKPT_HDR || ssdfmt_align(CKPT_HDR + body_len) != len)
@@ -917,7 +883,7 @@ int ssd_ckpt_decode(const uint8_t *buf, size_t len, struct ssd_ckpt_hdr *h,
 	if (tables > body_len ||
 	    t.entry_count > (body_len - tables) / (CENT_FIXED + ENT_FIXED))
 		return KVT_ECORRUPT;
-	if (kvt_crc32c(0, buf + CKPT_HDR, body_len) != ssdfmt_get_u32le(buf + CKPT_BODY_CRC))
+	if (kvt_crc32c(0, buf + CKPT_HDR, body_len) != le_get32(buf + CKPT_BODY_CRC))
 		return KVT_ECORRUPT;
 	if (!ssdfmt_is_zero(buf + CKPT_HDR + body_len, len - CKPT_HDR - body_len))
 		return KVT_ECORRUPT;

@@ -447,7 +447,7 @@ static void store_lookup_done(void *ctx, const struct tier_result *res)
 static int store_lookup(struct kvt_store *s, struct kvt_req *r)
 {
 	struct dram *d = s->dram;
-	uint64_t n = 0, dram_bytes = 0, bytes[STORE_TIERS_MAX] = { 0 };
+	uint64_t n = 0, dram_bytes = 0;
 
 	for (unsigned i = 0; i < s->tier_count; i++)
 		if (s->tiers[i].ops->note_prompt)
@@ -460,6 +460,7 @@ static int store_lookup(struct kvt_store *s, struct kvt_req *r)
 			memset(r->tiers, KVT_TIER_NONE, r->key_count);
 	} else {
 		/* Key by key: a block may be in DRAM or in any indexed tier. */
+		uint64_t bytes[STORE_TIERS_MAX] = { 0 };
 		for (; n < r->key_count; n++) {
 			uint8_t tier = KVT_TIER_NONE;
 			if (d && dram_lookup(d, r->ns, &r->keys[n], 1, NULL, &dram_bytes) == 1)

@@ -1,12 +1,17 @@
 /*
- * store_options.c - the store's options: their defaults, kvt_store_set_option
- * and kvt_store_set_log, and freeing what they own.  The values live in
- * struct kvt_store (store_int.h) until open hands them to the tiers.
+ * store_options.c - the store's options, as one table (opts[] below): each
+ * option's name, type, bounds, default and one line of documentation.
+ * The table drives kvt_store_set_option, the defaults kvt_store_create
+ * sets, kvt_option_info (which the CLI's "kvtier options" prints and the
+ * options fuzz target reads its names from), so adding an option is one
+ * line here.  The values live in struct kvt_store (store_int.h) until open
+ * hands them to the tiers.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,46 +25,206 @@
 #include "store_int.h"
 
 
+enum {
+	OPT_SIZE,   /* uint64_t: kvt_parse_size, within [min, max] */
+	OPT_COUNT,  /* unsigned: kvt_parse_size, within [min, max] */
+	OPT_MS_NS,  /* uint64_t nanoseconds, given in ms within [min, max] */
+	OPT_STR,    /* char *: non-empty, at most max bytes (0: 4095) */
+	OPT_CHOICE, /* int: one of choices ("a|b|c"), stored as vals[i] (or i) */
+	OPT_BOOL,   /* bool: choices "false-word|true-word" */
+	OPT_TIERS,  /* char *: store.tiers (store_tiers.c) */
+	OPT_DEBUG,  /* any state; handled in kvt_store_set_option */
+};
+enum { CHK_POW2 = 1, CHK_MIB = 2, CHK_HTTP = 4 }; /* further checks */
 
-/* A size (K/M/G/T suffixes) within [min, max]. */
-static int opt_u64(const char *v, uint64_t min, uint64_t max, uint64_t *out)
-{
-	uint64_t n;
-	int ret = kvt_parse_size(v, &n);
-	if (ret < 0)
-		return ret;
-	if (n < min || n > max)
-		return KVT_EOPTVAL;
-	*out = n;
-	return 0;
-}
+struct opt_def {
+	const char *name;
+	uint8_t type;
+	uint8_t check;
+	size_t off;                 /* offsetof(struct kvt_store, the field) */
+	uint64_t min, max;
+	const char *choices;        /* OPT_CHOICE, OPT_BOOL */
+	const int *vals;            /* OPT_CHOICE: values by choice; NULL: the index */
+	const char *def;            /* default as an option value; NULL: none set */
+	const char *doc;            /* one line */
+};
 
-static int opt_u32(const char *v, uint32_t min, uint32_t max, unsigned *out)
-{
-	uint64_t n;
-	int ret = opt_u64(v, min, max, &n);
-	if (ret == 0)
-		*out = (unsigned)n;
-	return ret;
-}
+#define XSTR(x) #x
+#define STR(x) XSTR(x)
+#define F(field) offsetof(struct kvt_store, field)
+#define U32MAX UINT32_MAX
 
-/* One of names[] (NULL-terminated): *out gets the matching vals[]. */
-static int opt_choice(const char *v, const char *const *names, const int *vals, int *out)
+static const int io_vals[] = { IO_BACKEND_AUTO, IO_BACKEND_URING, IO_BACKEND_PSYNC,
+			       IO_BACKEND_PSYNC };
+static const int policy_vals[] = { DRAM_POLICY_S3FIFO, DRAM_POLICY_LRU, DRAM_POLICY_PREFIX,
+				    DRAM_POLICY_PREFIX_LEARN };
+static const int huge_vals[] = { DRAM_HUGE_AUTO, DRAM_HUGE_THP, DRAM_HUGE_OFF };
+static const int ssd_admit_vals[] = { SSD_ADMIT_SECOND, SSD_ADMIT_ALWAYS, SSD_ADMIT_VICTIM };
+static const int shared_admit_vals[] = { SHARED_ADMIT_PERSISTENT, SHARED_ADMIT_ALWAYS };
+static const int format_vals[] = { KVEVENTS_MAP, KVEVENTS_ARRAY };
+
+static const struct opt_def opts[] = {
+	/* name, type, check, field, min, max, choices, vals, default, doc */
+	{ "path", OPT_STR, 0, F(path), 0, 0, NULL, NULL, NULL,
+	  "store directory (namespaces, SSD segments); none: memory only" },
+	{ "workers", OPT_COUNT, 0, F(worker_count), 1, MAX_WORKERS, NULL, NULL, "1",
+	  "threads running deferred requests (KVT_F_DEFER, prefetch, flush)" },
+	{ "store.tiers", OPT_TIERS, 0, F(tiers_opt), 0, 0, NULL, NULL, STORE_TIERS_DEFAULT,
+	  "order in which requests walk the tiers below DRAM (doc/decisions.md)" },
+	{ "debug.fail_alloc", OPT_DEBUG, 0, 0, 0, UINT64_MAX, NULL, NULL, NULL,
+	  "tests: fail the Nth metadata allocation from now (0: never)" },
+	{ "debug.pause_workers", OPT_DEBUG, 0, 0, 0, 1, NULL, NULL, NULL,
+	  "tests: 1 holds deferred requests queued, 0 lets them run" },
+
+	{ "dram.capacity", OPT_SIZE, 0, F(dram_cfg.capacity), 0, UINT64_MAX, NULL, NULL, "256M",
+	  "bytes of DRAM arena; 0: no DRAM tier" },
+	{ "dram.chunk", OPT_SIZE, CHK_POW2, F(dram_cfg.chunk), 4096, 2u << 20, NULL, NULL, "64K",
+	  "allocation chunk, a power of two" },
+	{ "dram.shards", OPT_COUNT, 0, F(dram_cfg.shards), 1, 256, NULL, NULL, NULL,
+	  "index and eviction shards; unset: chosen from the CPUs" },
+	{ "dram.policy", OPT_CHOICE, 0, F(dram_cfg.policy), 0, 0, "s3fifo|lru|prefix|prefix-learn",
+	  policy_vals, "prefix", "eviction policy (doc/policies.md)" },
+	{ "dram.victim_wait_ms", OPT_COUNT, 0, F(dram_cfg.victim_wait_ms), 0, 60000, NULL, NULL,
+	  "20", "longest a put waits for the disk before victim write-downs are shed" },
+	{ "dram.hugepages", OPT_CHOICE, 0, F(dram_cfg.hugepages), 0, 0, "auto|thp|off", huge_vals,
+	  "auto", "huge pages for the arena" },
+	{ "dram.prefault", OPT_BOOL, 0, F(dram_cfg.prefault), 0, 0, "off|on", NULL, "on",
+	  "touch the arena at open" },
+
+	{ "ssd.capacity", OPT_SIZE, 0, F(ssd_cfg.capacity), 0, UINT64_MAX, NULL, NULL, "0",
+	  "bytes of SSD segments; 0: no SSD tier" },
+	{ "ssd.segment", OPT_SIZE, CHK_MIB, F(ssd_cfg.seg_size), 1u << 20, UINT64_C(16) << 30,
+	  NULL, NULL, "256M", "bytes per segment, a multiple of 1 MiB" },
+	{ "ssd.io", OPT_CHOICE, 0, F(ssd_cfg.backend), 0, 0, "auto|uring|psync|pread", io_vals,
+	  "auto", "I/O engine" },
+	{ "ssd.io_depth", OPT_COUNT, 0, F(ssd_cfg.io_depth), 1, 4096, NULL, NULL, "64",
+	  "I/O engine queue depth" },
+	{ "ssd.admission", OPT_CHOICE, 0, F(ssd_cfg.admission), 0, 0, "second|always|victim",
+	  ssd_admit_vals, "victim",
+	  "write a block down when DRAM evicts it (victim), on its second access, or always" },
+	{ "ssd.writedown_max", OPT_SIZE, 0, F(ssd_cfg.wd_max_bytes), 1u << 20, UINT64_MAX, NULL,
+	  NULL, "256M", "write-down bytes queued before shedding (at most DRAM/4)" },
+	{ "ssd.checkpoint_seals", OPT_COUNT, 0, F(ssd_cfg.ckpt_seals), 0, 1000000, NULL, NULL,
+	  "8", "checkpoint the index after this many sealed segments" },
+	{ "ssd.high_watermark", OPT_COUNT, 0, F(ssd_cfg.high_pct), 0, 100, NULL, NULL, "95",
+	  "evict segments above this % used" },
+	{ "ssd.low_watermark", OPT_COUNT, 0, F(ssd_cfg.low_pct), 0, 100, NULL, NULL, "90",
+	  "... down to this % used" },
+	{ "ssd.reinsert_pct", OPT_COUNT, 0, F(ssd_cfg.reinsert_pct), 0, 100, NULL, NULL, "10",
+	  "% of an evicted segment's read blocks written again" },
+	{ "ssd.close_writedown_ms", OPT_SIZE, 0, F(ssd_cfg.close_wd_ms), 0, 3600000, NULL, NULL,
+	  "10000", "a graceful close writes DRAM's blocks down for at most this long" },
+	{ "ssd.enospc_retry_ms", OPT_MS_NS, 0, F(ssd_cfg.retry_ns), 0, 3600000, NULL, NULL,
+	  "5000", "after ENOSPC, try writing again after this long" },
+
+	{ "remote.addr", OPT_STR, 0, F(remote_cfg.addr), 0, 0, NULL, NULL, NULL,
+	  "one kvtierd, host:port (doc/remote.md)" },
+	{ "remote.addrs", OPT_STR, 0, F(remote_cfg.addrs), 0, 0, NULL, NULL, NULL,
+	  "several kvtierd, host:port[=weight],... (doc/cluster.md)" },
+	{ "remote.discover", OPT_STR, 0, F(remote_cfg.discover), 0, 0, NULL, NULL, NULL,
+	  "read the member list from this kvtierd or etcd (doc/members.md)" },
+	{ "remote.group", OPT_COUNT, 0, F(remote_cfg.group_blocks), 1, KVT_BATCH_MAX, NULL, NULL,
+	  STR(REMOTE_DEF_GROUP_BLOCKS), "blocks of a prompt placed together" },
+	{ "remote.hot_replicas", OPT_COUNT, 0, F(remote_cfg.hot_replicas), 1,
+	  REMOTE_HOT_REPLICAS_MAX, NULL, NULL, STR(REMOTE_DEF_HOT_REPLICAS),
+	  "members holding a prompt's first group" },
+	{ "remote.anchor_slots", OPT_COUNT, 0, F(remote_cfg.anchor_slots), 0, 1u << 26, NULL,
+	  NULL, STR(REMOTE_DEF_ANCHOR_SLOTS), "remembered key -> group anchors; 0: none" },
+	{ "remote.refresh_ms", OPT_COUNT, 0, F(remote_cfg.refresh_ms), 0, 3600000, NULL, NULL,
+	  STR(REMOTE_DEF_REFRESH_MS), "re-read the member list this often; 0: never" },
+	{ "remote.tenant", OPT_STR, 0, F(remote_cfg.tenant), 0, 64, NULL, NULL, NULL,
+	  "tenant to authenticate as" },
+	{ "remote.secret_file", OPT_STR, 0, F(remote_cfg.secret_file), 0, 0, NULL, NULL, NULL,
+	  "file holding the tenant's secret" },
+	{ "remote.conns", OPT_COUNT, 0, F(remote_cfg.conns), 1, 64, NULL, NULL,
+	  STR(REMOTE_DEF_CONNS), "connections per server" },
+	{ "remote.timeout_ms", OPT_COUNT, 0, F(remote_cfg.timeout_ms), 1, 3600000, NULL, NULL,
+	  STR(REMOTE_DEF_TIMEOUT_MS), "deadline of one operation" },
+	{ "remote.connect_timeout_ms", OPT_COUNT, 0, F(remote_cfg.connect_timeout_ms), 1,
+	  3600000, NULL, NULL, STR(REMOTE_DEF_CONNECT_TIMEOUT_MS), "deadline of a connect" },
+	{ "remote.backoff_ms", OPT_COUNT, 0, F(remote_cfg.backoff_ms), 1, 3600000, NULL, NULL,
+	  STR(REMOTE_DEF_BACKOFF_MS), "first reconnect delay, doubling" },
+	{ "remote.backoff_max_ms", OPT_COUNT, 0, F(remote_cfg.backoff_max_ms), 1, 3600000, NULL,
+	  NULL, STR(REMOTE_DEF_BACKOFF_MAX_MS), "... up to this" },
+	{ "remote.batch", OPT_COUNT, 0, F(remote_cfg.batch), 1, KVT_BATCH_MAX, NULL, NULL,
+	  STR(REMOTE_DEF_BATCH), "most items in one frame" },
+	{ "remote.tls", OPT_BOOL, 0, F(remote_cfg.tls), 0, 0, "off|on", NULL, NULL,
+	  "TLS to the servers" },
+	{ "remote.tls_ca", OPT_STR, 0, F(remote_cfg.tls_ca), 0, 0, NULL, NULL, NULL,
+	  "CA file to verify servers with; unset: the system's" },
+	{ "remote.tls_cert", OPT_STR, 0, F(remote_cfg.tls_cert), 0, 0, NULL, NULL, NULL,
+	  "client certificate (mutual TLS)" },
+	{ "remote.tls_key", OPT_STR, 0, F(remote_cfg.tls_key), 0, 0, NULL, NULL, NULL,
+	  "client certificate's key" },
+	{ "remote.tls_server_name", OPT_STR, 0, F(remote_cfg.tls_server_name), 0, 0, NULL, NULL,
+	  NULL, "name the server certificate must carry; unset: the host" },
+
+	{ "shared.dir", OPT_STR, 0, F(shared_cfg.dir), 0, 0, NULL, NULL, NULL,
+	  "shared tier on a directory of a shared file system (doc/shared.md)" },
+	{ "shared.s3_endpoint", OPT_STR, CHK_HTTP, F(shared_cfg.s3_endpoint), 0, 0, NULL, NULL,
+	  NULL, "shared tier on an S3 bucket: http:// or https:// endpoint" },
+	{ "shared.s3_bucket", OPT_STR, 0, F(shared_cfg.s3_bucket), 0, 0, NULL, NULL, NULL,
+	  "the bucket" },
+	{ "shared.s3_region", OPT_STR, 0, F(shared_cfg.s3_region), 0, 0, NULL, NULL, NULL,
+	  "the region signed for" },
+	{ "shared.s3_credentials", OPT_STR, 0, F(shared_cfg.s3_credentials), 0, 0, NULL, NULL,
+	  NULL, "file with the access key and secret" },
+	{ "shared.s3_conns", OPT_COUNT, 0, F(shared_cfg.s3_conns), 1, 64, NULL, NULL, NULL,
+	  "connections to the endpoint; unset: " STR(SHARED_DEF_S3_CONNS) },
+	{ "shared.s3_timeout_ms", OPT_COUNT, 0, F(shared_cfg.s3_timeout_ms), 1, 3600 * 1000,
+	  NULL, NULL, NULL, "per request; unset: " STR(SHARED_DEF_S3_TIMEOUT_MS) },
+	{ "shared.s3_part_size", OPT_SIZE, 0, F(shared_cfg.s3_part_size), UINT64_C(5) << 20,
+	  UINT64_C(5) << 30, NULL, NULL, NULL, "multipart upload part size; unset: 64M" },
+	{ "shared.s3_sign_payload", OPT_BOOL, 0, F(shared_cfg.s3_sign_payload), 0, 0, "off|on",
+	  NULL, NULL, "sign the payload's SHA-256 (else UNSIGNED-PAYLOAD)" },
+	{ "shared.budget", OPT_SIZE, 0, F(shared_cfg.budget), 0, UINT64_MAX, NULL, NULL, NULL,
+	  "bytes kvtier gc keeps the tier under; unset: no limit" },
+	{ "shared.max_age", OPT_SIZE, 0, F(shared_cfg.max_age_s), 0, UINT64_C(1) << 40, NULL,
+	  NULL, NULL, "seconds kvtier gc keeps a block; unset: no limit" },
+	{ "shared.threads", OPT_COUNT, 0, F(shared_cfg.threads), 1, 64, NULL, NULL,
+	  STR(SHARED_DEF_THREADS), "pool threads (parallel stats and I/O)" },
+	{ "shared.writedown_max", OPT_SIZE, 0, F(shared_cfg.wd_max_bytes), 0, UINT64_MAX, NULL,
+	  NULL, "256M", "write-down bytes queued before shedding (at most DRAM/4)" },
+	{ "shared.admission", OPT_CHOICE, 0, F(shared_cfg.admission), 0, 0, "persistent|always",
+	  shared_admit_vals, NULL, "write puts through for persistent namespaces, or all" },
+	{ "shared.o_direct", OPT_BOOL, 0, F(shared_cfg.direct), 0, 0, "off|auto", NULL, "auto",
+	  "try O_DIRECT on the shared file system" },
+
+	{ "events.endpoint", OPT_STR, 0, F(events_cfg.endpoint), 0, 0, NULL, NULL, NULL,
+	  "publish KV events on this ZeroMQ endpoint (doc/kvevents.md)" },
+	{ "events.topic", OPT_STR, 0, F(events_cfg.topic), 0, 255, NULL, NULL, NULL,
+	  "topic of the events" },
+	{ "events.medium", OPT_STR, 0, F(events_cfg.medium), 0, 64, NULL, NULL, NULL,
+	  "medium named in the events" },
+	{ "events.format", OPT_CHOICE, 0, F(events_cfg.format), 0, 0, "map|array", format_vals,
+	  NULL, "msgpack layout of an event" },
+	{ "events.batch_ms", OPT_COUNT, 0, F(events_cfg.batch_ms), 0, 10000, NULL, NULL,
+	  STR(KVEVENTS_DEF_BATCH_MS), "most time an event waits for its batch" },
+	{ "events.queue_max", OPT_COUNT, 0, F(events_cfg.queue_max), 1, 1u << 24, NULL, NULL,
+	  STR(KVEVENTS_DEF_QUEUE_MAX), "events queued before new ones are dropped" },
+};
+
+/* Index of value among choices ("a|b|c"), or -1. */
+static int opt_choice_index(const char *choices, const char *v)
 {
-	for (unsigned i = 0; names[i]; i++) {
-		if (strcmp(v, names[i]) == 0) {
-			*out = vals[i];
-			return 0;
-		}
+	size_t vl = strlen(v);
+	int i = 0;
+	for (const char *p = choices;; i++) {
+		size_t len = strcspn(p, "|");
+		if (len == vl && memcmp(p, v, len) == 0)
+			return i;
+		if (!p[len])
+			return -1;
+		p += len + 1;
 	}
-	return KVT_EOPTVAL;
 }
 
-/* A string option: non-empty, under 4096 bytes; replaces *out. */
-static int opt_str(const char *v, char **out)
+/* A string option: non-empty, at most max bytes (0: under 4096); replaces *out. */
+static int opt_str(const char *v, size_t max, char **out)
 {
 	char *p;
-	if (!*v || strlen(v) >= 4096)
+	size_t len = strlen(v);
+	if (!len || len >= 4096 || (max && len > max))
 		return KVT_EOPTVAL;
 	p = strdup(v);
 	if (!p)
@@ -69,9 +234,8 @@ static int opt_str(const char *v, char **out)
 	return 0;
 }
 
-/* store.tiers: the walk order of the tiers below DRAM, tier names
- * separated by commas, each at most once (store_tiers.c). */
-static int opt_tiers(const char *v, char **out)
+/* store.tiers: tier names separated by commas, each at most once. */
+static int opt_tiers_check(const char *v)
 {
 	unsigned n = 0;
 	for (const char *p = v; *p;) {
@@ -88,145 +252,68 @@ static int opt_tiers(const char *v, char **out)
 		if (*p == ',' && !*++p)
 			return KVT_EOPTVAL;
 	}
-	return opt_str(v, out);
+	return 0;
 }
 
-/* remote.* options (doc/remote.md). */
-static int opt_remote(struct remote_config *rc, const char *name, const char *v)
+/* Set option o of s from its text v. */
+static int opt_set(struct kvt_store *s, const struct opt_def *o, const char *v)
 {
-	if (strcmp(name, "addr") == 0)
-		return opt_str(v, &rc->addr);
-	if (strcmp(name, "addrs") == 0)
-		return opt_str(v, &rc->addrs);
-	if (strcmp(name, "discover") == 0)
-		return opt_str(v, &rc->discover);
-	if (strcmp(name, "group") == 0)
-		return opt_u32(v, 1, KVT_BATCH_MAX, &rc->group_blocks);
-	if (strcmp(name, "hot_replicas") == 0)
-		return opt_u32(v, 1, REMOTE_HOT_REPLICAS_MAX, &rc->hot_replicas);
-	if (strcmp(name, "anchor_slots") == 0)
-		return opt_u32(v, 0, 1u << 26, &rc->anchor_slots);
-	if (strcmp(name, "refresh_ms") == 0)
-		return opt_u32(v, 0, 3600000, &rc->refresh_ms);
-	if (strcmp(name, "tenant") == 0)
-		return strlen(v) > 64 ? KVT_EOPTVAL : opt_str(v, &rc->tenant);
-	if (strcmp(name, "secret_file") == 0)
-		return opt_str(v, &rc->secret_file);
-	if (strcmp(name, "conns") == 0)
-		return opt_u32(v, 1, 64, &rc->conns);
-	if (strcmp(name, "timeout_ms") == 0)
-		return opt_u32(v, 1, 3600000, &rc->timeout_ms);
-	if (strcmp(name, "connect_timeout_ms") == 0)
-		return opt_u32(v, 1, 3600000, &rc->connect_timeout_ms);
-	if (strcmp(name, "backoff_ms") == 0)
-		return opt_u32(v, 1, 3600000, &rc->backoff_ms);
-	if (strcmp(name, "backoff_max_ms") == 0)
-		return opt_u32(v, 1, 3600000, &rc->backoff_max_ms);
-	if (strcmp(name, "batch") == 0)
-		return opt_u32(v, 1, KVT_BATCH_MAX, &rc->batch);
-	if (strcmp(name, "tls") == 0) {
-		if (strcmp(v, "on") && strcmp(v, "off"))
+	void *field = (char *)s + o->off;
+	uint64_t n = 0;
+	int i;
+
+	switch (o->type) {
+	case OPT_SIZE:
+	case OPT_COUNT:
+	case OPT_MS_NS:
+		if (kvt_parse_size(v, &n) < 0 || n < o->min || n > o->max)
 			return KVT_EOPTVAL;
-		rc->tls = v[1] == 'n';
+		if (((o->check & CHK_POW2) && (n & (n - 1))) ||
+		    ((o->check & CHK_MIB) && n % (1u << 20)))
+			return KVT_EOPTVAL;
+		if (o->type == OPT_COUNT)
+			*(unsigned *)field = (unsigned)n;
+		else if (o->type == OPT_MS_NS)
+			*(uint64_t *)field = n * 1000000;
+		else if (o->check & CHK_POW2)
+			*(uint32_t *)field = (uint32_t)n; /* dram.chunk */
+		else
+			*(uint64_t *)field = n;
 		return 0;
-	}
-	if (strcmp(name, "tls_ca") == 0)
-		return opt_str(v, &rc->tls_ca);
-	if (strcmp(name, "tls_cert") == 0)
-		return opt_str(v, &rc->tls_cert);
-	if (strcmp(name, "tls_key") == 0)
-		return opt_str(v, &rc->tls_key);
-	if (strcmp(name, "tls_server_name") == 0)
-		return opt_str(v, &rc->tls_server_name);
-	return KVT_EOPTION;
-}
-
-/* events.* options (doc/kvevents.md). */
-static int opt_events(struct kvevents_config *ec, const char *name, const char *v)
-{
-	if (strcmp(name, "endpoint") == 0)
-		return opt_str(v, &ec->endpoint);
-	if (strcmp(name, "topic") == 0)
-		return strlen(v) > 255 ? KVT_EOPTVAL : opt_str(v, &ec->topic);
-	if (strcmp(name, "medium") == 0)
-		return strlen(v) > 64 ? KVT_EOPTVAL : opt_str(v, &ec->medium);
-	if (strcmp(name, "format") == 0) {
-		static const char *const formats[] = { "map", "array", NULL };
-		static const int format_vals[] = { KVEVENTS_MAP, KVEVENTS_ARRAY };
-		return opt_choice(v, formats, format_vals, &ec->format);
-	}
-	if (strcmp(name, "batch_ms") == 0)
-		return opt_u32(v, 0, 10000, &ec->batch_ms);
-	if (strcmp(name, "queue_max") == 0)
-		return opt_u32(v, 1, 1u << 24, &ec->queue_max);
-	return KVT_EOPTION;
-}
-
-/* shared.* options (doc/shared.md). */
-static int opt_shared(struct shared_config *sc, const char *name, const char *v)
-{
-	static const char *const admits[] = { "persistent", "always", NULL };
-	static const int admit_vals[] = { SHARED_ADMIT_PERSISTENT, SHARED_ADMIT_ALWAYS };
-	static const char *const onoff[] = { "off", "auto", NULL };
-	static const int onoff_vals[] = { 0, 1 };
-	int ret, b;
-
-	if (strcmp(name, "dir") == 0)
-		return opt_str(v, &sc->dir);
-	if (strcmp(name, "s3_endpoint") == 0) {
-		if (strncmp(v, "http://", 7) && strncmp(v, "https://", 8))
+	case OPT_STR:
+		if ((o->check & CHK_HTTP) && strncmp(v, "http://", 7) && strncmp(v, "https://", 8))
 			return KVT_EOPTVAL;
-		return opt_str(v, &sc->s3_endpoint);
-	}
-	if (strcmp(name, "s3_bucket") == 0)
-		return opt_str(v, &sc->s3_bucket);
-	if (strcmp(name, "s3_region") == 0)
-		return opt_str(v, &sc->s3_region);
-	if (strcmp(name, "s3_credentials") == 0)
-		return opt_str(v, &sc->s3_credentials);
-	if (strcmp(name, "s3_conns") == 0)
-		return opt_u32(v, 1, 64, &sc->s3_conns);
-	if (strcmp(name, "s3_timeout_ms") == 0)
-		return opt_u32(v, 1, 3600 * 1000, &sc->s3_timeout_ms);
-	if (strcmp(name, "s3_part_size") == 0) {
-		uint64_t n;
-		if (kvt_parse_size(v, &n) < 0 || n < (UINT64_C(5) << 20) || n > (UINT64_C(5) << 30))
+		return opt_str(v, (size_t)o->max, field);
+	case OPT_TIERS:
+		if (opt_tiers_check(v) < 0)
 			return KVT_EOPTVAL;
-		sc->s3_part_size = n;
+		return opt_str(v, 0, field);
+	case OPT_CHOICE:
+		if ((i = opt_choice_index(o->choices, v)) < 0)
+			return KVT_EOPTVAL;
+		*(int *)field = o->vals ? o->vals[i] : i;
 		return 0;
-	}
-	if (strcmp(name, "s3_sign_payload") == 0) {
-		static const char *const offon[] = { "off", "on", NULL };
-		if ((ret = opt_choice(v, offon, onoff_vals, &b)) == 0)
-			sc->s3_sign_payload = b != 0;
-		return ret;
-	}
-	if (strcmp(name, "budget") == 0)
-		return kvt_parse_size(v, &sc->budget) < 0 ? KVT_EOPTVAL : 0;
-	if (strcmp(name, "max_age") == 0)
-		return opt_u64(v, 0, UINT64_C(1) << 40, &sc->max_age_s);
-	if (strcmp(name, "threads") == 0)
-		return opt_u32(v, 1, 64, &sc->threads);
-	if (strcmp(name, "writedown_max") == 0)
-		return kvt_parse_size(v, &sc->wd_max_bytes) < 0 ? KVT_EOPTVAL : 0;
-	if (strcmp(name, "admission") == 0)
-		return opt_choice(v, admits, admit_vals, &sc->admission);
-	if (strcmp(name, "o_direct") == 0) {
-		if ((ret = opt_choice(v, onoff, onoff_vals, &b)) == 0)
-			sc->direct = b != 0;
-		return ret;
+	case OPT_BOOL:
+		if ((i = opt_choice_index(o->choices, v)) < 0)
+			return KVT_EOPTVAL;
+		*(bool *)field = i == 1;
+		return 0;
 	}
 	return KVT_EOPTION;
 }
 
 int kvt_store_set_option(struct kvt_store *s, const char *name, const char *value)
 {
+	const struct opt_def *o = NULL;
 	uint64_t n;
 	int ret;
 
 	if (!s || !name || !value)
 		return KVT_ENULL;
-	if (strcmp(name, "debug.pause_workers") == 0) {
+	for (unsigned i = 0; i < KVT_ARRAY_LEN(opts) && !o; i++)
+		if (strcmp(name, opts[i].name) == 0)
+			o = &opts[i];
+	if (o && strcmp(name, "debug.pause_workers") == 0) {
 		if (strcmp(value, "0") && strcmp(value, "1"))
 			return KVT_EOPTVAL;
 		pthread_mutex_lock(&s->work_lock);
@@ -235,7 +322,7 @@ int kvt_store_set_option(struct kvt_store *s, const char *name, const char *valu
 		pthread_mutex_unlock(&s->work_lock);
 		return 0;
 	}
-	if (strcmp(name, "debug.fail_alloc") == 0) {
+	if (o && strcmp(name, "debug.fail_alloc") == 0) {
 		if ((ret = kvt_parse_size(value, &n)) < 0)
 			return ret;
 		kvt_mem_fail_nth(&s->mem, (int64_t)n);
@@ -243,97 +330,30 @@ int kvt_store_set_option(struct kvt_store *s, const char *name, const char *valu
 	}
 	if (s->state != ST_CREATED)
 		return KVT_ESTATE;
+	return o ? opt_set(s, o, value) : KVT_EOPTION;
+}
 
-	if (strcmp(name, "path") == 0)
-		return opt_str(value, &s->path);
-	if (strcmp(name, "store.tiers") == 0)
-		return opt_tiers(value, &s->tiers_opt);
-	if (strncmp(name, "remote.", 7) == 0)
-		return opt_remote(&s->remote_cfg, name + 7, value);
-	if (strncmp(name, "shared.", 7) == 0)
-		return opt_shared(&s->shared_cfg, name + 7, value);
-	if (strncmp(name, "events.", 7) == 0)
-		return opt_events(&s->events_cfg, name + 7, value);
-	{
-		static const char *const policies[] = { "s3fifo", "lru", "prefix", "prefix-learn", NULL };
-		static const int policy_vals[] = { DRAM_POLICY_S3FIFO, DRAM_POLICY_LRU,
-						   DRAM_POLICY_PREFIX, DRAM_POLICY_PREFIX_LEARN };
-		static const char *const huges[] = { "auto", "thp", "off", NULL };
-		static const int huge_vals[] = { DRAM_HUGE_AUTO, DRAM_HUGE_THP, DRAM_HUGE_OFF };
-		static const char *const onoff[] = { "off", "on", NULL };
-		static const int onoff_vals[] = { 0, 1 };
-		static const char *const ios[] = { "auto", "uring", "psync", "pread", NULL };
-		static const int io_vals[] = { IO_BACKEND_AUTO, IO_BACKEND_URING, IO_BACKEND_PSYNC,
-					       IO_BACKEND_PSYNC };
-		static const char *const admits[] = { "second", "always", "victim", NULL };
-		static const int admit_vals[] = { SSD_ADMIT_SECOND, SSD_ADMIT_ALWAYS,
-						  SSD_ADMIT_VICTIM };
-		struct dram_config *dc = &s->dram_cfg;
-		struct ssd_config *sc = &s->ssd_cfg;
-		int c;
-
-		if (strcmp(name, "dram.capacity") == 0)
-			return opt_u64(value, 0, UINT64_MAX, &dc->capacity);
-		if (strcmp(name, "dram.chunk") == 0) {
-			if ((ret = opt_u64(value, 4096, 2u << 20, &n)) < 0)
-				return ret;
-			if (n & (n - 1))
-				return KVT_EOPTVAL;
-			dc->chunk = (uint32_t)n;
-			return 0;
-		}
-		if (strcmp(name, "dram.shards") == 0)
-			return opt_u32(value, 1, 256, &dc->shards);
-		if (strcmp(name, "dram.policy") == 0)
-			return opt_choice(value, policies, policy_vals, &dc->policy);
-		if (strcmp(name, "dram.victim_wait_ms") == 0)
-			return opt_u32(value, 0, 60000, &dc->victim_wait_ms);
-		if (strcmp(name, "dram.hugepages") == 0)
-			return opt_choice(value, huges, huge_vals, &dc->hugepages);
-		if (strcmp(name, "dram.prefault") == 0) {
-			if ((ret = opt_choice(value, onoff, onoff_vals, &c)) < 0)
-				return ret;
-			dc->prefault = c;
-			return 0;
-		}
-		if (strcmp(name, "ssd.capacity") == 0)
-			return opt_u64(value, 0, UINT64_MAX, &sc->capacity);
-		if (strcmp(name, "ssd.segment") == 0) {
-			if ((ret = opt_u64(value, 1u << 20, UINT64_C(16) << 30, &n)) < 0)
-				return ret;
-			if (n % (1u << 20))
-				return KVT_EOPTVAL;
-			sc->seg_size = n;
-			return 0;
-		}
-		if (strcmp(name, "ssd.io") == 0)
-			return opt_choice(value, ios, io_vals, &sc->backend);
-		if (strcmp(name, "ssd.admission") == 0)
-			return opt_choice(value, admits, admit_vals, &sc->admission);
-		if (strcmp(name, "ssd.writedown_max") == 0)
-			return opt_u64(value, 1u << 20, UINT64_MAX, &sc->wd_max_bytes);
-		if (strcmp(name, "ssd.checkpoint_seals") == 0)
-			return opt_u32(value, 0, 1000000, &sc->ckpt_seals);
-		if (strcmp(name, "ssd.high_watermark") == 0)
-			return opt_u32(value, 0, 100, &sc->high_pct);
-		if (strcmp(name, "ssd.low_watermark") == 0)
-			return opt_u32(value, 0, 100, &sc->low_pct);
-		if (strcmp(name, "ssd.reinsert_pct") == 0)
-			return opt_u32(value, 0, 100, &sc->reinsert_pct);
-		if (strcmp(name, "ssd.close_writedown_ms") == 0)
-			return opt_u64(value, 0, 3600000, &sc->close_wd_ms);
-		if (strcmp(name, "ssd.enospc_retry_ms") == 0) {
-			if ((ret = opt_u64(value, 0, 3600000, &n)) < 0)
-				return ret;
-			sc->retry_ns = n * 1000000;
-			return 0;
-		}
-		if (strcmp(name, "ssd.io_depth") == 0)
-			return opt_u32(value, 1, 4096, &sc->io_depth);
-		if (strcmp(name, "workers") == 0)
-			return opt_u32(value, 1, MAX_WORKERS, &s->worker_count);
-	}
-	return KVT_EOPTION;
+int kvt_option_info(unsigned i, struct kvt_option *out)
+{
+	static const char *const types[] = {
+		[OPT_SIZE] = "size", [OPT_COUNT] = "count", [OPT_MS_NS] = "ms",
+		[OPT_STR] = "string", [OPT_CHOICE] = "choice", [OPT_BOOL] = "choice",
+		[OPT_TIERS] = "list", [OPT_DEBUG] = "count",
+	};
+	const struct opt_def *o;
+	if (!out)
+		return KVT_ENULL;
+	if (i >= KVT_ARRAY_LEN(opts))
+		return KVT_MISS;
+	o = &opts[i];
+	out->name = o->name;
+	out->type = types[o->type];
+	out->def = o->def;
+	out->values = o->choices;
+	out->min = o->type == OPT_STR ? 0 : o->min;
+	out->max = o->type == OPT_STR ? (o->max ? o->max : 4095) : o->max;
+	out->doc = o->doc;
+	return 0;
 }
 
 int kvt_store_set_log(struct kvt_store *s, kvt_log_fn fn, void *ctx, int min_level)
@@ -348,43 +368,13 @@ int kvt_store_set_log(struct kvt_store *s, kvt_log_fn fn, void *ctx, int min_lev
 	return 0;
 }
 
-/* Every option's default (kvt_store_create). */
+/* Every option's default (kvt_store_create): the table's, through the
+ * same setter as kvt_store_set_option, so a default is written once. */
 void store_options_init(struct kvt_store *s)
 {
-	s->dram_cfg.capacity = UINT64_C(256) << 20;
-	s->dram_cfg.chunk = 64 << 10;
-	s->dram_cfg.policy = DRAM_POLICY_PREFIX; /* doc/policies.md */
-	s->dram_cfg.victim_wait_ms = 20;
-	s->dram_cfg.hugepages = DRAM_HUGE_AUTO;
-	s->dram_cfg.prefault = true;
-	s->ssd_cfg.capacity = 0;
-	s->ssd_cfg.seg_size = UINT64_C(256) << 20;
-	s->ssd_cfg.backend = IO_BACKEND_AUTO;
-	s->ssd_cfg.admission = SSD_ADMIT_VICTIM; /* doc/policies.md */
-	s->ssd_cfg.wd_max_bytes = UINT64_C(256) << 20;
-	s->ssd_cfg.ckpt_seals = 8;
-	s->ssd_cfg.high_pct = 95;
-	s->ssd_cfg.low_pct = 90;
-	s->ssd_cfg.reinsert_pct = 10;
-	s->ssd_cfg.close_wd_ms = 10000; /* warm restarts (doc/policies.md) */
-	s->ssd_cfg.io_depth = 64;
-	s->ssd_cfg.retry_ns = UINT64_C(5000) * 1000000;
-	s->remote_cfg.conns = REMOTE_DEF_CONNS;
-	s->remote_cfg.timeout_ms = REMOTE_DEF_TIMEOUT_MS;
-	s->remote_cfg.connect_timeout_ms = REMOTE_DEF_CONNECT_TIMEOUT_MS;
-	s->remote_cfg.backoff_ms = REMOTE_DEF_BACKOFF_MS;
-	s->remote_cfg.backoff_max_ms = REMOTE_DEF_BACKOFF_MAX_MS;
-	s->remote_cfg.batch = REMOTE_DEF_BATCH;
-	s->remote_cfg.group_blocks = REMOTE_DEF_GROUP_BLOCKS;
-	s->remote_cfg.hot_replicas = REMOTE_DEF_HOT_REPLICAS;
-	s->remote_cfg.anchor_slots = REMOTE_DEF_ANCHOR_SLOTS;
-	s->remote_cfg.refresh_ms = REMOTE_DEF_REFRESH_MS;
-	s->shared_cfg.threads = SHARED_DEF_THREADS;
-	s->shared_cfg.wd_max_bytes = SHARED_DEF_WD_MAX;
-	s->shared_cfg.direct = true;
-	s->events_cfg.batch_ms = KVEVENTS_DEF_BATCH_MS;
-	s->events_cfg.queue_max = KVEVENTS_DEF_QUEUE_MAX;
-	s->worker_count = 1;
+	for (unsigned i = 0; i < KVT_ARRAY_LEN(opts); i++)
+		if (opts[i].def && opts[i].type != OPT_DEBUG)
+			(void)opt_set(s, &opts[i], opts[i].def);
 	s->log.min_level = KVT_LOG_INFO;
 }
 

@@ -19,6 +19,7 @@
 
 #include "kvt_int.h"
 #include "ssdfmt.h"
+#include "le.h"
 
 #define FUZZ_CHECK(c)                   \
 	do {                            \
@@ -40,22 +41,6 @@ struct ck_ctx {
 
 static struct ck_ctx g_ctx;
 static uint8_t g_enc[4 << 20];
-
-static uint32_t get32(const uint8_t *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static uint64_t get64(const uint8_t *p)
-{
-	return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32;
-}
-
-static void put32(uint8_t *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
 
 static int slot_fn(void *p, uint32_t idx, const struct ssd_ckpt_slot *s)
 {
@@ -109,7 +94,7 @@ static void fuzz_one(const uint8_t *buf, size_t len)
 
 	c->slots = c->clears = 0;
 	c->entries = c->key_bytes = 0;
-	c->slot_count = len >= 44 ? get32(buf + 40) : 0;
+	c->slot_count = len >= 44 ? le_get32(buf + 40) : 0;
 	rc = ssd_ckpt_decode(buf, len, &h, &CBS, c);
 	FUZZ_CHECK(rc == 0 || rc == KVT_ECORRUPT || rc == KVT_EVERSION);
 	if (rc != 0) {
@@ -154,11 +139,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	FUZZ_CHECK(copy != NULL);
 	memcpy(copy, data, size);
 	{
-		uint64_t body_len = get64(copy + 56);
+		uint64_t body_len = le_get64(copy + 56);
 		if (body_len <= size - 128)
-			put32(copy + 64, kvt_crc32c(0, copy + 128, body_len));
-		put32(copy + 12, 0);
-		put32(copy + 12, kvt_crc32c(0, copy, 128));
+			le_put32(copy + 64, kvt_crc32c(0, copy + 128, body_len));
+		le_put32(copy + 12, 0);
+		le_put32(copy + 12, kvt_crc32c(0, copy, 128));
 	}
 	fuzz_one(copy, size);
 	free(copy);

@@ -24,6 +24,7 @@
 
 #include "kvt_int.h"
 #include "proto.h"
+#include "le.h"
 
 #define FUZZ_CHECK(c)                   \
 	do {                            \
@@ -34,16 +35,6 @@
 static uint64_t g_lens[KVT_PARTS_MAX];
 static uint32_t g_crcs[KVT_PARTS_MAX];
 static uint8_t g_enc[1 << 20];
-
-static uint32_t get32(const uint8_t *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static uint64_t get64(const uint8_t *p)
-{
-	return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32;
-}
 
 static bool known_rc(int rc)
 {
@@ -166,7 +157,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	FUZZ_CHECK(copy != NULL);
 	memcpy(copy, data, size);
 	{
-		uint64_t table_len = get64(copy + 24);
+		uint64_t table_len = le_get64(copy + 24);
 		uint32_t crc;
 
 		if (table_len > size - PROTO_HDR_LEN)

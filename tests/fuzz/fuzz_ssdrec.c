@@ -20,6 +20,7 @@
 
 #include "kvt_int.h"
 #include "ssdfmt.h"
+#include "le.h"
 
 #define FUZZ_CHECK(c)                   \
 	do {                            \
@@ -34,27 +35,11 @@ static struct ssd_part g_parts[KVT_PARTS_MAX];
 static uint8_t g_enc[1 << 20];
 static struct ssd_sum_entry g_ents[SUM_KEEP];
 
-static uint32_t get32(const uint8_t *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static uint64_t get64(const uint8_t *p)
-{
-	return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32;
-}
-
-static void put32(uint8_t *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
 /* The CRC32C of p[0, len) with the 4 bytes at 12 as zero, stored there. */
 static void fix_crc12(uint8_t *p, size_t len)
 {
-	put32(p + 12, 0);
-	put32(p + 12, kvt_crc32c(0, p, len));
+	le_put32(p + 12, 0);
+	le_put32(p + 12, kvt_crc32c(0, p, len));
 }
 
 static void check_key(const struct kvt_key *k)
@@ -124,7 +109,7 @@ static int sum_fn(void *p, const struct ssd_sum_entry *e)
 static void fuzz_sum(const uint8_t *buf, size_t len)
 {
 	struct sum_ctx c = { 0, 1 };
-	uint64_t generation = len >= 24 ? get64(buf + 16) : 0;
+	uint64_t generation = len >= 24 ? le_get64(buf + 16) : 0;
 	int64_t rc, enc;
 
 	rc = ssd_sum_decode(buf, len, generation, sum_fn, &c);
@@ -172,7 +157,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	/* Record header: CRC over [0, hdr_len) when hdr_len is plausible. */
 	memcpy(copy, data, size);
 	if (size >= 16) {
-		uint32_t hdr_len = get32(copy + 8);
+		uint32_t hdr_len = le_get32(copy + 8);
 		if (hdr_len >= 16 && hdr_len <= size)
 			fix_crc12(copy, hdr_len);
 	}
@@ -181,9 +166,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	/* Summary: the entries' CRC, then the header's. */
 	memcpy(copy, data, size);
 	if (size >= 64) {
-		uint64_t ent_len = get64(copy + 32);
+		uint64_t ent_len = le_get64(copy + 32);
 		if (ent_len <= size - 64)
-			put32(copy + 28, kvt_crc32c(0, copy + 64, ent_len));
+			le_put32(copy + 28, kvt_crc32c(0, copy + 64, ent_len));
 		fix_crc12(copy, 64);
 	}
 	fuzz_sum(copy, size);

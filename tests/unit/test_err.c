@@ -1,5 +1,6 @@
 /* test_err.c - every result code has its own text; errno values pass through. */
 #include <errno.h>
+#include <string.h>
 
 #include "t.h"
 
@@ -42,9 +43,49 @@ static void test_sizes(void)
 	}
 }
 
+/* The option table (kvt_option_info): unique names, each default is a
+ * value kvt_store_set_option takes, each bound is enforced. */
+static void test_option_table(void)
+{
+	struct kvt_option o, p;
+	struct kvt_store *s;
+	unsigned n = 0;
+	T_OK(kvt_store_create(&s));
+	for (unsigned i = 0; kvt_option_info(i, &o) == 0; i++, n++) {
+		char v[32];
+		T_ASSERT(o.name && o.type && o.doc && o.doc[0]);
+		for (unsigned j = 0; j < i; j++) {
+			T_OK(kvt_option_info(j, &p));
+			T_ASSERT(strcmp(o.name, p.name) != 0);
+		}
+		if (strncmp(o.name, "debug.", 6) == 0)
+			continue;
+		if (o.def)
+			T_RC(kvt_store_set_option(s, o.name, o.def), 0);
+		if (strcmp(o.type, "size") == 0 || strcmp(o.type, "count") == 0 ||
+		    strcmp(o.type, "ms") == 0) {
+			if (o.max < UINT64_MAX) {
+				snprintf(v, sizeof(v), "%llu", (unsigned long long)o.max + 1);
+				T_RC(kvt_store_set_option(s, o.name, v), KVT_EOPTVAL);
+			}
+			if (o.min > 0) {
+				snprintf(v, sizeof(v), "%llu", (unsigned long long)o.min - 1);
+				T_RC(kvt_store_set_option(s, o.name, v), KVT_EOPTVAL);
+			}
+		}
+		if (o.values)
+			T_RC(kvt_store_set_option(s, o.name, "no-such-value"), KVT_EOPTVAL);
+	}
+	T_GE_INT(n, 60);
+	T_RC(kvt_option_info(n, &o), KVT_MISS);
+	T_RC(kvt_store_set_option(s, "no.such.option", "1"), KVT_EOPTION);
+	kvt_store_destroy(s);
+}
+
 int main(void)
 {
 	test_sizes();
+	test_option_table();
 	static const int codes[] = {
 		KVT_OK, KVT_MISS, KVT_EXISTS, KVT_ENULL, KVT_EBADLEN, KVT_ENONS,
 		KVT_EKEYLEN, KVT_EPIN, KVT_ECLOSED, KVT_ESTATE, KVT_EOPTION,

@@ -18,6 +18,7 @@
 #include "kvt_int.h"
 #include "proto.h"
 #include "t.h"
+#include "le.h"
 
 /* T_RC, naming the codec's own codes too. */
 #undef T_RC
@@ -47,45 +48,17 @@
 #define H_CRC 44
 #define T0 PROTO_HDR_LEN /* first table byte */
 
-static uint32_t get32(const uint8_t *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static uint64_t get64(const uint8_t *p)
-{
-	return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32;
-}
-
-static void put16(uint8_t *p, uint16_t v)
-{
-	p[0] = (uint8_t)v;
-	p[1] = (uint8_t)(v >> 8);
-}
-
-static void put32(uint8_t *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static void put64(uint8_t *p, uint64_t v)
-{
-	put32(p, (uint32_t)v);
-	put32(p + 4, (uint32_t)(v >> 32));
-}
-
 /* Recompute the frame CRC of buf[0, len) the way the format defines it. */
 static void fix_crc(uint8_t *buf, size_t len)
 {
-	uint64_t table_len = get64(buf + H_TABLE_LEN);
+	uint64_t table_len = le_get64(buf + H_TABLE_LEN);
 	uint32_t crc;
 
 	if (table_len > len - T0)
 		table_len = len - T0;
 	crc = kvt_crc32c(0, buf, H_CRC);
 	crc = kvt_crc32c(crc, buf + T0, table_len);
-	put32(buf + H_CRC, crc);
+	le_put32(buf + H_CRC, crc);
 }
 
 /* ------------------------------------------------------------------------
@@ -843,7 +816,7 @@ static int patched16(int casei, size_t off, uint16_t v)
 {
 	uint8_t b[2];
 
-	put16(b, v);
+	le_put16(b, v);
 	return patched(casei, off, b, 2, NULL);
 }
 
@@ -851,7 +824,7 @@ static int patched32(int casei, size_t off, uint32_t v)
 {
 	uint8_t b[4];
 
-	put32(b, v);
+	le_put32(b, v);
 	return patched(casei, off, b, 4, NULL);
 }
 
@@ -859,7 +832,7 @@ static int patched64(int casei, size_t off, uint64_t v)
 {
 	uint8_t b[8];
 
-	put64(b, v);
+	le_put64(b, v);
 	return patched(casei, off, b, 8, NULL);
 }
 
@@ -898,7 +871,7 @@ static void test_header_errors(void)
 
 		T_ASSERT(build_case(25, &c));
 		len = encode_case(&c, g_buf, sizeof(g_buf));
-		put16(g_buf + H_OP, 999);
+		le_put16(g_buf + H_OP, 999);
 		T_RC(proto_parse_request(g_buf, (size_t)len, NULL, &f), KVT_EBADOP);
 		T_EQ_U64(f.tag, UINT64_MAX);
 		T_EQ_INT(f.op, 999);
@@ -951,12 +924,12 @@ static int bare(unsigned op, uint32_t flags, uint32_t items, uint64_t table_len,
 
 	memset(h, 0, sizeof(h));
 	memcpy(h, PROTO_MAGIC, 4);
-	put16(h + H_VERSION, op == PROTO_OP_HELLO ? 1 : PROTO_VERSION_MAX);
-	put16(h + H_OP, (uint16_t)op);
-	put32(h + H_FLAGS, flags);
-	put32(h + H_ITEMS, items);
-	put64(h + H_TABLE_LEN, table_len);
-	put64(h + H_DATA_LEN, data_len);
+	le_put16(h + H_VERSION, op == PROTO_OP_HELLO ? 1 : PROTO_VERSION_MAX);
+	le_put16(h + H_OP, (uint16_t)op);
+	le_put32(h + H_FLAGS, flags);
+	le_put32(h + H_ITEMS, items);
+	le_put64(h + H_TABLE_LEN, table_len);
+	le_put64(h + H_DATA_LEN, data_len);
 	fix_crc(h, sizeof(h));
 	return parse_guard(flags & PROTO_F_RESPONSE, h, sizeof(h), lim, f);
 }
@@ -1095,10 +1068,10 @@ static void test_table_errors(void)
 	T_RC(patched64(14, PUT_I0 + 48, 0), KVT_EBADLEN);
 	/* Two parts of 2^63 would wrap a 64-bit sum: each is refused first. */
 	memset(b, 0, sizeof(b));
-	put64(b, UINT64_C(1) << 63);
-	put32(b + 8, g_crcs[0]);
-	put64(b + 16, UINT64_C(1) << 63);
-	put32(b + 24, g_crcs[1]);
+	le_put64(b, UINT64_C(1) << 63);
+	le_put32(b + 8, g_crcs[0]);
+	le_put64(b + 16, UINT64_C(1) << 63);
+	le_put32(b + 24, g_crcs[1]);
 	T_RC(patched(14, PUT_I0 + 48, b, 32, NULL), KVT_EBADLEN);
 	/* Parts each within value_max whose sum is not. */
 	{
@@ -1106,8 +1079,8 @@ static void test_table_errors(void)
 
 		proto_limits_default(&lim);
 		lim.value_max = 65536;
-		put64(b, 65536);
-		put64(b + 16, 65536);
+		le_put64(b, 65536);
+		le_put64(b + 16, 65536);
 		T_RC(patched(14, PUT_I0 + 48, b, 32, &lim), KVT_EBADLEN);
 	}
 	T_RC(patched64(12, GET_I2 + 16, UINT64_MAX), KVT_EBADLEN);    /* range off */
