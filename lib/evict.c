@@ -113,11 +113,12 @@ int evict_init(struct evict *e, struct kvt_mem *mem, int policy, uint64_t capaci
 	e->small_target = capacity_chunks / 10;
 	e->main_max = capacity_chunks * 9 / 10;
 	e->window = capacity_chunks * 4 > 4096 ? capacity_chunks * 4 : 4096;
-	if (policy == DRAM_POLICY_S3FIFO || e->policy == DRAM_POLICY_PREFIX) {
+	if (policy == DRAM_POLICY_S3FIFO || e->learn) {
 		/* One ghost slot per chunk bounds it by the most items M can hold;
-		 * the prefix policy remembers four times that (reuse after DRAM, from
-		 * the SSD below, must be seen to be credited). */
-		uint64_t want = e->policy == DRAM_POLICY_PREFIX ? 4 * capacity_chunks : capacity_chunks;
+		 * prefix-learn remembers twice that (reuse after DRAM, from the
+		 * SSD below, must be seen to be credited).  Plain prefix needs
+		 * none. */
+		uint64_t want = e->learn ? 2 * capacity_chunks : capacity_chunks;
 		while (g < want && g < (UINT64_C(1) << 24))
 			g <<= 1;
 		e->ghost = kvt_mem_calloc(mem, g, sizeof(uint32_t));
@@ -188,7 +189,8 @@ static bool cls_below_average(const struct evict *e, unsigned c)
 static void prefix_insert(struct evict *e, struct evict_node *n, uint64_t hash, unsigned cls,
 			  struct evict_node *parent)
 {
-	uint32_t *slot = &e->ghost[hash & e->ghost_mask];
+	uint32_t none = 0;
+	uint32_t *slot = e->ghost ? &e->ghost[hash & e->ghost_mask] : &none;
 	bool back = false;
 	bool predict = e->learn;
 
@@ -278,8 +280,10 @@ unsigned evict_value(const struct evict *e, const struct evict_node *n)
 
 void evict_ghost_note(struct evict *e, const struct evict_node *n, uint64_t hash, bool from_small)
 {
-	if (e->policy == DRAM_POLICY_PREFIX)
-		e->ghost[hash & e->ghost_mask] = ghost_fp_cls(hash, n->freq & EVICT_CLS_MASK);
+	if (e->policy == DRAM_POLICY_PREFIX) {
+		if (e->ghost)
+			e->ghost[hash & e->ghost_mask] = ghost_fp_cls(hash, n->freq & EVICT_CLS_MASK);
+	}
 	else if (from_small)
 		evict_ghost_add(e, hash);
 }
