@@ -348,9 +348,9 @@ int dram_item_meta(struct dram *d, struct dram_item *item, uint32_t *ns, struct 
 		   uint64_t *part_lens, uint32_t *crcs, unsigned max_parts);
 
 int dram_exists(struct dram *d, uint32_t ns, const struct kvt_key *key);
-/* A prefix lookup over keys[0..n) found the first `hits` present: the
- * prefix policy refreshes those (tail first) and notes reuse classes for
- * the others, which their puts will read (doc/policies.md). */
+/* A prefix lookup over keys[0..n) found the first `hits` present:
+ * prefix-learn notes reuse classes for the others, which their puts will
+ * read (doc/policies.md).  Nothing under the other policies. */
 void dram_note_prefix(struct dram *d, uint32_t ns, const struct kvt_key *keys, size_t n,
 		      size_t hits);
 int dram_delete(struct dram *d, uint32_t ns, const struct kvt_key *key);
