@@ -142,10 +142,10 @@ struct dram_shard {
 	pthread_cond_t room;          /* a leaving block was freed */
 	uint64_t leaving_bytes, leaving_max;
 	uint64_t victim_wd, victim_filtered, victim_shed, victim_waits;
-	/* prefix policy: the node the last get or put placed, valid while ops
-	 * equals chain_op (every get, put and eviction counts an op) */
+	/* prefix policy: the chain after a lookup (chain_prev) */
 	struct evict_node *chain_last;
-	uint64_t ops, chain_op;
+	uint64_t chain_left;
+	uint32_t chain_ns;
 } __attribute__((aligned(64)));
 
 struct dram {
@@ -328,7 +328,6 @@ static void dram_quota_uncharge(struct dram *d, uint32_t g, uint64_t bytes)
 /* Free an item's chunks, extension and slot.  Caller holds the lock. */
 static void item_free_locked(struct dram *d, struct dram_shard *s, struct dram_item *it)
 {
-	s->ops++; /* it may be the prefix chain's last node (chain_prev) */
 	if (it->group)
 		dram_quota_uncharge(d, it->group, (uint64_t)it->node.chunks * d->chunk);
 	for (unsigned i = 0; i < it->run_count; i++) {
@@ -435,18 +434,41 @@ static unsigned dram_hint_class(struct dram *d, uint64_t h)
 	return e && ((e ^ h) & ~UINT64_C(0xff)) == 0 ? (unsigned)(e & 0xff) : 0;
 }
 
-/* The node the shard's previous get or put placed, if nothing happened in
- * the shard since (the prefix policy puts the next block of the chain just
- * behind it), else NULL.  Locked. */
-static inline struct evict_node *chain_prev(struct dram_shard *s)
+/*
+ * A chain is the run of gets and puts of one namespace that follows a
+ * prefix lookup of it in a shard, at most as many as the lookup's keys:
+ * the request reading its hit prefix and writing the rest, head first.
+ * Other namespaces' operations in between do not end it (so one tenant's
+ * activity never changes the order of another's blocks).  chain_prev is
+ * the node the chain's previous get or put placed (the prefix policy puts
+ * the next one just behind it), or NULL (the chain's first: at the head;
+ * or no chain: LRU's order).  Locked.
+ */
+static inline struct evict_node *chain_prev(struct dram_shard *s, uint32_t ns)
 {
-	return s->chain_op == s->ops ? s->chain_last : NULL;
+	struct dram_item *last = (struct dram_item *)s->chain_last;
+	if (s->chain_left == 0 || ns != s->chain_ns || !last)
+		return NULL;
+	/* Freed since (queue NONE), or its slot reused by another namespace. */
+	if (last->node.queue == EVICT_Q_NONE || ITEM_STATE(last) != ITEM_VISIBLE || last->ns != ns)
+		return NULL;
+	return &last->node;
 }
 
-static inline void chain_note(struct dram_shard *s, struct evict_node *n)
+static inline void chain_note(struct dram_shard *s, uint32_t ns, struct evict_node *n)
 {
-	s->chain_last = n;
-	s->chain_op = ++s->ops;
+	if (s->chain_left > 0 && ns == s->chain_ns) {
+		s->chain_last = n;
+		s->chain_left--;
+	}
+}
+
+/* A prefix lookup of n keys of ns visited the shard: its gets and puts follow. */
+static inline void chain_start(struct dram_shard *s, uint32_t ns, size_t n)
+{
+	s->chain_last = NULL;
+	s->chain_ns = ns;
+	s->chain_left = n;
 }
 
 /*
@@ -454,12 +476,21 @@ static inline void chain_note(struct dram_shard *s, struct evict_node *n)
  * prefix-learn: note a reuse class for each block it missed, which the put
  * that follows will read: 1 + 8 x log2(prompt blocks, at most 6) + 4 x
  * (prefix already cached) + blocks from the prompt's end (at most 3).
- * Costs nothing under the other policies.
+ * Restarts the chain of a one-shard tier (chain_start).
  */
 void dram_note_prefix(struct dram *d, uint32_t ns, const struct kvt_key *keys, size_t n,
 		      size_t hits)
 {
 	unsigned lb = 0, cls;
+	/* With an SSD the store looks up one key at a time (dram_lookup with
+	 * n = 1): start the chain for the whole prompt here (one shard: no
+	 * hashing; with several, chains are dram_lookup's). */
+	if (d->shard_count == 1 && n > 1 &&
+	    (d->policy == DRAM_POLICY_PREFIX || d->policy == DRAM_POLICY_PREFIX_LEARN)) {
+		pthread_mutex_lock(&d->shards[0].lock);
+		chain_start(&d->shards[0], ns, n);
+		pthread_mutex_unlock(&d->shards[0].lock);
+	}
 	if (!d->hints || n == 0)
 		return;
 	for (size_t v = n; v > 1 && lb < 6; v >>= 1)
@@ -1371,8 +1402,8 @@ int dram_publish(struct dram *d, struct dram_item *it, const uint32_t *crcs,
 	 * shard's previous get or put placed (chain_prev). */
 	evict_insert_after(&s->ev, &it->node, h,
 			   (flags & DRAM_PROMOTED) ? EVICT_CLASSES : dram_hint_class(d, h),
-			   chain_prev(s));
-	chain_note(s, &it->node);
+			   chain_prev(s, it->ns));
+	chain_note(s, it->ns, &it->node);
 	if (flags & DRAM_PROMOTED) {
 		s->promotions++;
 		s->promoted_bytes += it->value_len;
@@ -1471,8 +1502,8 @@ static struct dram_item *dram_ref_locked(struct dram *d, struct dram_shard *s, u
 	s->hits++;
 	item_count_read(it);
 	item_ref_locked(s, it);
-	evict_hit_after(&s->ev, &it->node, chain_prev(s));
-	chain_note(s, &it->node);
+	evict_hit_after(&s->ev, &it->node, chain_prev(s, ns));
+	chain_note(s, ns, &it->node);
 	dram_admit_locked(d, s, it, DRAM_ADMIT_HIT);
 	return it;
 }
@@ -1751,7 +1782,7 @@ int64_t dram_lookup(struct dram *d, uint32_t ns, const struct kvt_key *keys, siz
 			if (hit && bytes)
 				*bytes += it->value_len;
 			s->lookups++;
-			s->ops++; /* a new request: its first get starts a new chain */
+			chain_start(s, ns, n); /* a new request: its gets and puts follow */
 			pthread_mutex_unlock(&s->lock);
 			if (!hit) {
 				miss = true;
