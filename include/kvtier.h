@@ -309,7 +309,12 @@ int kvt_store_create(struct kvt_store **out);
  *                     largest value, and with few large values per shard
  *                     the hash spreads them unevenly, so a shard can evict
  *                     before the tier is full.  Fewer shards for big blocks.
- *   dram.policy       "s3fifo" (default) or "lru".
+ *   dram.policy       "prefix" (default: LRU keeping each prompt's chain in
+ *                     order, tails evicted before heads), "prefix-learn"
+ *                     (the same, with reuse predicted per class), "lru" or
+ *                     "s3fifo".  doc/policies.md.
+ *   dram.victim_wait_ms  a put waits at most this long for the SSD before
+ *                     DRAM's victims are shed unwritten (default 20).
  *   dram.hugepages    "auto" (default: hugetlbfs pages if reserved, else
  *                     transparent huge pages), "thp", "off".
  *   dram.prefault     "on" (default) maps the arena populated at open,
@@ -321,9 +326,15 @@ int kvt_store_create(struct kvt_store **out);
  *   ssd.io            "auto" (default: io_uring unless the kernel refuses
  *                     it), "uring", or "psync" (pread/pwrite threads).
  *   ssd.io_depth      device requests in flight, 1..4096 (default 64).
- *   ssd.admission     "second" (default: a block goes down on its second
- *                     access) or "always" (write-through).  Namespaces
- *                     registered with KVT_NS_PERSISTENT go down at put.
+ *   ssd.admission     "victim" (default: what DRAM evicts goes down, the SSD
+ *                     as DRAM's victim tier), "second" (a block goes down
+ *                     on its second access) or "always" (write-through).
+ *                     Namespaces registered with KVT_NS_PERSISTENT go down
+ *                     at put.  doc/policies.md.
+ *   ssd.close_writedown_ms  a graceful close writes DRAM's blocks down, most
+ *                     valuable first, for at most this long and into the
+ *                     SSD's free room (default 10000; 0: none): a warm
+ *                     restart.  doc/policies.md.
  *   ssd.writedown_max write-down bytes queued before new ones are shed
  *                     (default 256M, at most a quarter of dram.capacity).
  *   ssd.checkpoint_seals  checkpoint after this many sealed segments

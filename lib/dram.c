@@ -142,6 +142,10 @@ struct dram_shard {
 	pthread_cond_t room;          /* a leaving block was freed */
 	uint64_t leaving_bytes, leaving_max;
 	uint64_t victim_wd, victim_filtered, victim_shed, victim_waits;
+	/* prefix policy: the chain after a lookup (chain_prev) */
+	struct evict_node *chain_last;
+	uint64_t chain_left;
+	uint32_t chain_ns;
 } __attribute__((aligned(64)));
 
 struct dram {
@@ -420,68 +424,83 @@ static void index_unlink_locked(struct dram_shard *s, struct dram_item *it)
  * Reuse hints (prefix policy)
  */
 
-/* The class a prefix lookup gave this block, or 0 (none known); *parent
- * gets the hash of the block before it in that prompt (0: none). */
-static unsigned dram_hint_class(struct dram *d, uint64_t h, uint64_t *parent)
+/* The class a prefix lookup gave this block, or 0 (none known). */
+static unsigned dram_hint_class(struct dram *d, uint64_t h)
 {
 	uint64_t e;
-	size_t i;
-	*parent = 0;
 	if (!d->hints)
 		return 0;
-	i = 2 * (size_t)((h >> 8) & d->hint_mask);
-	e = atomic_load_explicit(&d->hints[i], memory_order_relaxed);
-	if (!e || ((e ^ h) & ~UINT64_C(0xff)) != 0)
-		return 0;
-	*parent = atomic_load_explicit(&d->hints[i + 1], memory_order_relaxed);
-	return (unsigned)(e & 0xff);
-}
-
-/* The visible, queued item of s whose hash is ph, or NULL.  Locked. */
-static struct evict_node *dram_find_hash_locked(struct dram_shard *s, uint64_t ph)
-{
-	for (struct dram_item *it = s->buckets[ph & s->bucket_mask]; it; it = it->hnext)
-		if (ITEM_STATE(it) == ITEM_VISIBLE && it->node.queue != EVICT_Q_NONE &&
-		    item_hash(it) == ph)
-			return &it->node;
-	return NULL;
+	e = atomic_load_explicit(&d->hints[(h >> 8) & d->hint_mask], memory_order_relaxed);
+	return e && ((e ^ h) & ~UINT64_C(0xff)) == 0 ? (unsigned)(e & 0xff) : 0;
 }
 
 /*
- * A prefix lookup over keys[0..n) found the first `hits` present.  For the
- * prefix policy: refresh the DRAM blocks it found tail first (a chain's
- * head ends most recent, so tails are evicted before heads), and note a
- * reuse class for each block it missed, which the put that follows will
- * read: 1 + 8 x log2(prompt blocks, at most 6) + 4 x (prefix already
- * cached) + blocks from the prompt's end (at most 3).
+ * A chain is the run of gets and puts of one namespace that follows a
+ * prefix lookup of it in a shard, at most as many as the lookup's keys:
+ * the request reading its hit prefix and writing the rest, head first.
+ * Other namespaces' operations in between do not end it (so one tenant's
+ * activity never changes the order of another's blocks).  chain_prev is
+ * the node the chain's previous get or put placed (the prefix policy puts
+ * the next one just behind it), or NULL (the chain's first: at the head;
+ * or no chain: LRU's order).  Locked.
+ */
+static inline struct evict_node *chain_prev(struct dram_shard *s, uint32_t ns)
+{
+	struct dram_item *last = (struct dram_item *)s->chain_last;
+	if (s->chain_left == 0 || ns != s->chain_ns || !last)
+		return NULL;
+	/* Freed since (queue NONE), or its slot reused by another namespace. */
+	if (last->node.queue == EVICT_Q_NONE || ITEM_STATE(last) != ITEM_VISIBLE || last->ns != ns)
+		return NULL;
+	return &last->node;
+}
+
+static inline void chain_note(struct dram_shard *s, uint32_t ns, struct evict_node *n)
+{
+	if (s->chain_left > 0 && ns == s->chain_ns) {
+		s->chain_last = n;
+		s->chain_left--;
+	}
+}
+
+/* A prefix lookup of n keys of ns visited the shard: its gets and puts follow. */
+static inline void chain_start(struct dram_shard *s, uint32_t ns, size_t n)
+{
+	s->chain_last = NULL;
+	s->chain_ns = ns;
+	s->chain_left = n;
+}
+
+/*
+ * A prefix lookup over keys[0..n) found the first `hits` present.  For
+ * prefix-learn: note a reuse class for each block it missed, which the put
+ * that follows will read: 1 + 8 x log2(prompt blocks, at most 6) + 4 x
+ * (prefix already cached) + blocks from the prompt's end (at most 3).
+ * Restarts the chain of a one-shard tier (chain_start).
  */
 void dram_note_prefix(struct dram *d, uint32_t ns, const struct kvt_key *keys, size_t n,
 		      size_t hits)
 {
 	unsigned lb = 0, cls;
+	/* With an SSD the store looks up one key at a time (dram_lookup with
+	 * n = 1): start the chain for the whole prompt here (one shard: no
+	 * hashing; with several, chains are dram_lookup's). */
+	if (d->shard_count == 1 && n > 1 &&
+	    (d->policy == DRAM_POLICY_PREFIX || d->policy == DRAM_POLICY_PREFIX_LEARN)) {
+		pthread_mutex_lock(&d->shards[0].lock);
+		chain_start(&d->shards[0], ns, n);
+		pthread_mutex_unlock(&d->shards[0].lock);
+	}
 	if (!d->hints || n == 0)
 		return;
 	for (size_t v = n; v > 1 && lb < 6; v >>= 1)
 		lb++;
-	for (size_t i = hits; i-- > 0;) {
-		uint64_t h = dram_hash(ns, &keys[i]);
-		struct dram_shard *s = dram_shard_of(d, h);
-		struct dram_item *it;
-		pthread_mutex_lock(&s->lock);
-		it = *index_slot(s, h, ns, &keys[i]);
-		if (it && ITEM_STATE(it) == ITEM_VISIBLE)
-			evict_touch(&s->ev, &it->node);
-		pthread_mutex_unlock(&s->lock);
-	}
-	uint64_t prev = hits > 0 ? dram_hash(ns, &keys[hits - 1]) : 0;
 	for (size_t i = hits; i < n; i++) {
 		uint64_t h = dram_hash(ns, &keys[i]);
-		size_t from_end = n - 1 - i, slot = 2 * (size_t)((h >> 8) & d->hint_mask);
+		size_t from_end = n - 1 - i;
 		cls = 1 + 8 * lb + (hits > 0 ? 4u : 0u) + (from_end < 3 ? (unsigned)from_end : 3u);
-		atomic_store_explicit(&d->hints[slot], (h & ~UINT64_C(0xff)) | cls,
+		atomic_store_explicit(&d->hints[(h >> 8) & d->hint_mask], (h & ~UINT64_C(0xff)) | cls,
 				      memory_order_relaxed);
-		atomic_store_explicit(&d->hints[slot + 1], prev, memory_order_relaxed);
-		prev = h;
 	}
 }
 
@@ -1103,11 +1122,11 @@ int dram_open(struct dram **out, const struct dram_config *cfg, struct kvt_mem *
 		kvt_mem_free(mem, d, sizeof(*d));
 		return -ENOMEM;
 	}
-	if (cfg->policy == DRAM_POLICY_PREFIX || cfg->policy == DRAM_POLICY_PREFIX_LEARN) {
+	if (cfg->policy == DRAM_POLICY_PREFIX_LEARN) {
 		uint64_t want = cfg->capacity / cfg->chunk, hn = 4096;
 		while (hn < want && hn < 65536)
 			hn <<= 1;
-		d->hints = kvt_mem_calloc(mem, 2 * hn, sizeof(*d->hints));
+		d->hints = kvt_mem_calloc(mem, hn, sizeof(*d->hints));
 		if (!d->hints) {
 			kvt_mem_free(mem, d->shards, (size_t)n * sizeof(struct dram_shard));
 			kvt_mem_free(mem, d, sizeof(*d));
@@ -1179,7 +1198,7 @@ void dram_close(struct dram *d)
 		pthread_mutex_destroy(&s->lock);
 	}
 	if (d->hints)
-		kvt_mem_free(d->mem, d->hints, 2 * ((size_t)d->hint_mask + 1) * sizeof(*d->hints));
+		kvt_mem_free(d->mem, d->hints, ((size_t)d->hint_mask + 1) * sizeof(*d->hints));
 	while (d->blocks) {
 		struct pool_block *b = d->blocks;
 		d->blocks = b->next;
@@ -1379,16 +1398,12 @@ int dram_publish(struct dram *d, struct dram_item *it, const uint32_t *crcs,
 		it->node.owner[0] |= ITEM_ON_LOWER;
 	if (flags & DRAM_SEALED)
 		it->node.owner[1] |= ITEM_SEALED; /* no reader has a ref yet */
-	if (flags & DRAM_PROMOTED) {
-		evict_insert(&s->ev, &it->node, h, EVICT_CLASSES);
-	} else {
-		/* A block put after its parent goes just behind it (prefix policy):
-		 * a chain's tail is older than its head, so it is evicted first. */
-		uint64_t ph;
-		unsigned cls = dram_hint_class(d, h, &ph);
-		evict_insert_after(&s->ev, &it->node, h, cls,
-				   ph ? dram_find_hash_locked(s, ph) : NULL);
-	}
+	/* The prefix policy keeps a chain in order: just behind the block the
+	 * shard's previous get or put placed (chain_prev). */
+	evict_insert_after(&s->ev, &it->node, h,
+			   (flags & DRAM_PROMOTED) ? EVICT_CLASSES : dram_hint_class(d, h),
+			   chain_prev(s, it->ns));
+	chain_note(s, it->ns, &it->node);
 	if (flags & DRAM_PROMOTED) {
 		s->promotions++;
 		s->promoted_bytes += it->value_len;
@@ -1402,7 +1417,6 @@ int dram_publish(struct dram *d, struct dram_item *it, const uint32_t *crcs,
 	if (keep_ref) {
 		s->hits++;
 		item_count_read(it);
-		evict_hit(&s->ev, &it->node);
 	} else {
 		item_unref_locked(d, s, it);
 	}
@@ -1488,7 +1502,8 @@ static struct dram_item *dram_ref_locked(struct dram *d, struct dram_shard *s, u
 	s->hits++;
 	item_count_read(it);
 	item_ref_locked(s, it);
-	evict_hit(&s->ev, &it->node);
+	evict_hit_after(&s->ev, &it->node, chain_prev(s, ns));
+	chain_note(s, ns, &it->node);
 	dram_admit_locked(d, s, it, DRAM_ADMIT_HIT);
 	return it;
 }
@@ -1767,6 +1782,7 @@ int64_t dram_lookup(struct dram *d, uint32_t ns, const struct kvt_key *keys, siz
 			if (hit && bytes)
 				*bytes += it->value_len;
 			s->lookups++;
+			chain_start(s, ns, n); /* a new request: its gets and puts follow */
 			pthread_mutex_unlock(&s->lock);
 			if (!hit) {
 				miss = true;

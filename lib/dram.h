@@ -180,9 +180,9 @@ void dram_set_admit_hook(struct dram *d, dram_admit_fn fn, void *ctx, bool victi
  * valuable first, at most pass_max bytes and *budget (lowered); returns the
  * bytes taken.  The caller flushes the lower tier between passes. */
 uint64_t dram_writedown_pass(struct dram *d, uint64_t *budget, uint64_t pass_max);
-/* A prefix lookup over keys[0..n) found the first `hits` present: the
- * prefix policy refreshes those (tail first) and notes reuse classes for
- * the others, which their puts will read (doc/policies.md). */
+/* A prefix lookup over keys[0..n) found the first `hits` present:
+ * prefix-learn notes reuse classes for the others, which their puts will
+ * read (doc/policies.md).  Nothing under the other policies. */
 void dram_note_prefix(struct dram *d, uint32_t ns, const struct kvt_key *keys, size_t n,
 		      size_t hits);
 

@@ -18,13 +18,14 @@
  *
  * LRU: one list, hits move to the head, evict from the tail.
  *
- * Prefix (default; doc/policies.md): LRU that knows chains.  Prefix lookups
- * (evict_touch) refresh the blocks they find tail first, the gets that
- * follow leave the order alone, and a block put after its parent (dram.c
- * learns the parent from the lookup) goes just behind it: a chain's tail
- * is always older than its head, so tails are evicted first and a block
- * whose parent is gone -- which no prefix lookup can hit -- does not
- * outlive it.  Without lookups it is plain LRU.
+ * Prefix (default; doc/policies.md): LRU that keeps chains in order.  A
+ * get or put goes just behind the block its shard's previous get or put
+ * placed, if nothing else happened in that shard in between (dram.c tracks
+ * it; otherwise to the head): a request reads its hit prefix and writes its
+ * new blocks head first, so its chain ends head newest and tail oldest,
+ * tails are evicted first, and a block whose parent is gone -- which no
+ * prefix lookup can hit -- does not outlive its parent.  Lookups cost what
+ * they cost under LRU.  Without chains it is LRU.
  *
  * Prefix-learn (opt-in): the same in two segments, probation (P, the
  * `small` list) and main (M), with the block's predicted reuse deciding
@@ -36,7 +37,7 @@
  * reused (hit in DRAM, or put again while the ghost table remembers them),
  * halved every `window` inserts.  A block whose class has evidence (16
  * blocks seen) of being reused less often than the average block starts in
- * P; the others in M; a hit moves a block to M's head; victims come from
+ * P; the others in M; a hit moves a block to M; victims come from
  * P's tail first while M holds at most 90 % of the shard (so M cannot go
  * stale), from M's tail otherwise.  Blocks evicted from P unhit are the
  * ones the SSD write-down filter skips (evict_worth_keeping).  It wins on
@@ -44,12 +45,8 @@
  *
  *     put --est < avg--> [ P: new ... old ] --evict first--> ghost (class)
  *         --otherwise--> [ M: new ... old ] --evict when M > 90 %--> ghost
- *                          ^ hit (in P or M): to M's head, class credited
- *
- * Prefix lookups (evict_touch) refresh the blocks they find tail first, so
- * a chain's head is more recent than its tail and tails go first: a block
- * whose parent is gone cannot be hit by a prefix lookup.
- *
+ *                          ^ hit (in P or M): to M, class credited
+ * *
  * Pinned items are never evicted: evict_victim rotates them to the head of
  * their queue and goes on; after a full lap with nothing evictable it
  * returns NULL (the caller reports KVT_EFULL).
@@ -113,11 +110,12 @@ int evict_init(struct evict *e, struct kvt_mem *mem, int policy, uint64_t capaci
 	e->small_target = capacity_chunks / 10;
 	e->main_max = capacity_chunks * 9 / 10;
 	e->window = capacity_chunks * 4 > 4096 ? capacity_chunks * 4 : 4096;
-	if (policy == DRAM_POLICY_S3FIFO || e->policy == DRAM_POLICY_PREFIX) {
+	if (policy == DRAM_POLICY_S3FIFO || e->learn) {
 		/* One ghost slot per chunk bounds it by the most items M can hold;
-		 * the prefix policy remembers four times that (reuse after DRAM, from
-		 * the SSD below, must be seen to be credited). */
-		uint64_t want = e->policy == DRAM_POLICY_PREFIX ? 4 * capacity_chunks : capacity_chunks;
+		 * prefix-learn remembers twice that (reuse after DRAM, from the
+		 * SSD below, must be seen to be credited).  Plain prefix needs
+		 * none. */
+		uint64_t want = e->learn ? 2 * capacity_chunks : capacity_chunks;
 		while (g < want && g < (UINT64_C(1) << 24))
 			g <<= 1;
 		e->ghost = kvt_mem_calloc(mem, g, sizeof(uint32_t));
@@ -188,7 +186,8 @@ static bool cls_below_average(const struct evict *e, unsigned c)
 static void prefix_insert(struct evict *e, struct evict_node *n, uint64_t hash, unsigned cls,
 			  struct evict_node *parent)
 {
-	uint32_t *slot = &e->ghost[hash & e->ghost_mask];
+	uint32_t none = 0;
+	uint32_t *slot = e->ghost ? &e->ghost[hash & e->ghost_mask] : &none;
 	bool back = false;
 	bool predict = e->learn;
 
@@ -235,26 +234,31 @@ static void prefix_insert(struct evict *e, struct evict_node *n, uint64_t hash, 
 	} else {
 		n->queue = EVICT_Q_MAIN;
 	}
-	if (parent && parent->queue == n->queue)
+	if (parent && parent != n && parent->queue == n->queue)
 		list_insert_after(evict_list_of(e, n), parent, n);
 	else
 		list_push_head(evict_list_of(e, n), n);
 }
 
-static void prefix_hit(struct evict *e, struct evict_node *n)
+static void prefix_hit(struct evict *e, struct evict_node *n, struct evict_node *prev)
 {
 	cls_credit(e, n);
 	list_unlink(evict_list_of(e, n), n);
 	n->queue = EVICT_Q_MAIN;
-	list_push_head(&e->main, n);
+	if (prev && prev != n && prev->queue == EVICT_Q_MAIN)
+		list_insert_after(&e->main, prev, n);
+	else
+		list_push_head(&e->main, n);
 }
 
-void evict_touch(struct evict *e, struct evict_node *n)
+void evict_hit_after(struct evict *e, struct evict_node *n, struct evict_node *prev)
 {
-	if (e->policy != DRAM_POLICY_PREFIX || n->queue == EVICT_Q_NONE)
+	if (n->queue == EVICT_Q_NONE)
 		return;
-	prefix_hit(e, n);
-	n->freq |= EVICT_CLS_TOUCHED;
+	if (e->policy == DRAM_POLICY_PREFIX)
+		prefix_hit(e, n, prev);
+	else
+		evict_hit(e, n);
 }
 
 bool evict_worth_keeping(const struct evict *e, const struct evict_node *n)
@@ -278,8 +282,10 @@ unsigned evict_value(const struct evict *e, const struct evict_node *n)
 
 void evict_ghost_note(struct evict *e, const struct evict_node *n, uint64_t hash, bool from_small)
 {
-	if (e->policy == DRAM_POLICY_PREFIX)
-		e->ghost[hash & e->ghost_mask] = ghost_fp_cls(hash, n->freq & EVICT_CLS_MASK);
+	if (e->policy == DRAM_POLICY_PREFIX) {
+		if (e->ghost)
+			e->ghost[hash & e->ghost_mask] = ghost_fp_cls(hash, n->freq & EVICT_CLS_MASK);
+	}
 	else if (from_small)
 		evict_ghost_add(e, hash);
 }
@@ -321,10 +327,7 @@ void evict_hit(struct evict *e, struct evict_node *n)
 	if (n->queue == EVICT_Q_NONE)
 		return;
 	if (e->policy == DRAM_POLICY_PREFIX) {
-		if (n->freq & EVICT_CLS_TOUCHED) /* the lookup refreshed it already */
-			n->freq &= (uint8_t)~EVICT_CLS_TOUCHED;
-		else
-			prefix_hit(e, n);
+		prefix_hit(e, n, NULL);
 		return;
 	}
 	if (e->policy == DRAM_POLICY_LRU) {

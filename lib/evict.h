@@ -23,7 +23,6 @@ struct evict_node {
  * whether a prefix lookup touched it since its last get. */
 #define EVICT_CLASSES 64
 #define EVICT_CLS_MASK 0x3f
-#define EVICT_CLS_TOUCHED 0x40
 #define EVICT_CLS_CREDITED 0x80
 
 struct evict_list {
@@ -60,14 +59,14 @@ void evict_fini(struct evict *e);
 /* A new visible item; hash picks its ghost fingerprint; cls is its reuse
  * class for the prefix policy (ignored by the others). */
 void evict_insert(struct evict *e, struct evict_node *n, uint64_t hash, unsigned cls);
-/* The same, for the prefix policy just behind (older than) its parent if
- * the parent is in the queue the block goes to. */
+/* The same, for the prefix policy just behind prev (as evict_hit_after)
+ * if prev is in the queue the block goes to. */
 void evict_insert_after(struct evict *e, struct evict_node *n, uint64_t hash, unsigned cls,
 			struct evict_node *parent);
-/* A prefix lookup found the item: refresh it now (prefix policy: callers
- * touch a chain tail first, so heads end up most recent) and let the get
- * that follows leave its place alone. */
-void evict_touch(struct evict *e, struct evict_node *n);
+/* A hit, for the prefix policy just behind prev (the node the shard's
+ * previous get or put placed, NULL: at the head), so that a chain read or
+ * written head first ends head newest, tail oldest. */
+void evict_hit_after(struct evict *e, struct evict_node *n, struct evict_node *prev);
 /* Worth a write-down to the tier below when evicted?  False only with
  * evidence: the prefix policy predicted no reuse and none came. */
 bool evict_worth_keeping(const struct evict *e, const struct evict_node *n);
