@@ -89,6 +89,17 @@ class Store:
     def lookup_prefix(self, ns: int, keys: Sequence[Key]) -> Tuple[int, List[int]]:
         """Count of leading keys present, and the tier of each key (0: absent)."""
     def prefetch(self, ns: int, keys: Sequence[Key]) -> int: ...
+    def put_many(self, ns: int, keys: Sequence[Key], parts: Optional[Sequence[Buffer]] = None,
+                 *, addrs: Optional[Sequence[int]] = None,
+                 lens: Union[int, Sequence[int], None] = None) -> List[int]:
+        """len(parts) // len(keys) parts per key; per key 1 stored, 0 present, < 0 a code."""
+    def get_into_many(self, ns: int, keys: Sequence[Key],
+                      parts: Optional[Sequence[Buffer]] = None, *,
+                      addrs: Optional[Sequence[int]] = None,
+                      lens: Union[int, Sequence[int], None] = None) -> List[int]:
+        """Per key the value's length, 0 a miss, < 0 a code."""
+    def exists_many(self, ns: int, keys: Sequence[Key]) -> List[int]:
+        """Per key the tier holding it, 0 absent, < 0 a code."""
     def clear(self, ns: Optional[int] = None) -> int: ...
     def flush(self) -> None: ...
     def stats(self) -> dict[str, Union[int, str]]: ...

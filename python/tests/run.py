@@ -10,7 +10,6 @@ install fails with pip's log.  Then runs pytest on test_kvtier.py with the packa
 PYTHONPATH and KVTIERD naming the server binary for the remote-tier tests.
 """
 import os
-import shutil
 import subprocess
 import sys
 
@@ -24,19 +23,10 @@ REQUIREMENTS = ["pytest==9.2.0", "numpy==2.4.6"]
 
 
 def venv_python(build):
-    venv = os.path.join(build, "venv-test")
-    py = os.path.join(venv, "bin", "python3")
-    stamp = os.path.join(venv, ".ok")
-    if os.path.exists(stamp) and open(stamp).read() == " ".join(REQUIREMENTS):
-        return py
-    shutil.rmtree(venv, ignore_errors=True)
-    subprocess.run([sys.executable, "-m", "venv", venv], check=True)
     # Skips (77) only when a separate probe cannot reach the package index;
     # a pin without a wheel here fails with pip's log (tests/lib/pipvenv.py).
-    pipvenv.install(py, REQUIREMENTS, timeout=20)
-    with open(stamp, "w") as f:
-        f.write(" ".join(REQUIREMENTS))
-    return py
+    # Locked: python_batch (run_batch.py) shares this venv and runs beside.
+    return pipvenv.venv(os.path.join(build, "venv-test"), [REQUIREMENTS])
 
 
 def main():

@@ -15,10 +15,8 @@
   dynamic extra-config, and the backend made by SGLang's own
   StorageBackendFactory.
 """
-import hashlib
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -38,33 +36,13 @@ DEVICE_TOKENS = 512
 
 def venv(build):
     """Python of the SGLang venv under build (made if missing or stale)."""
-    with open(REQUIREMENTS, "rb") as f:
-        want = hashlib.sha256(SGLANG_WHEEL.encode() + f.read()).hexdigest()
-    path = os.path.join(build, "venv-sglang")
-    py = os.path.join(path, "bin", "python3")
-    stamp = os.path.join(path, ".ok")
-    if os.path.exists(stamp) and open(stamp).read() == want:
-        return py
-    shutil.rmtree(path, ignore_errors=True)
-    subprocess.run([sys.executable, "-m", "venv", path], check=True)
-    pip = [py, "-m", "pip", "install", "--disable-pip-version-check", "--timeout", "60",
-           "--no-deps"]
-    for args in ([SGLANG_WHEEL], ["-r", REQUIREMENTS]):
-        t0 = time.time()
-        r = subprocess.run(pip + args, capture_output=True, text=True)
-        print(f"pip install {' '.join(args)}: rc={r.returncode} in {time.time() - t0:.0f} s",
-              flush=True)
-        if r.returncode != 0:
-            text = r.stderr + r.stdout
-            if re.search(r"(from versions: none|NewConnectionError|Max retries|"
-                         r"Temporary failure in name resolution|timed out)", text, re.I):
-                print("SKIP: PyPI unreachable: " + text[-300:])
-                sys.exit(77)
-            print(text[-3000:])
-            sys.exit(1)
-    with open(stamp, "w") as f:
-        f.write(want)
-    return py
+    # Skips (77) only when a separate probe cannot reach the package index;
+    # any other failed install fails with pip's log (tests/lib/pipvenv.py).
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                    "tests", "lib"))
+    import pipvenv
+    return pipvenv.venv(os.path.join(build, "venv-sglang"),
+                        [["--no-deps", SGLANG_WHEEL], ["--no-deps", "-r", REQUIREMENTS]])
 
 
 class Kvtierd:

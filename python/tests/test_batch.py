@@ -238,7 +238,11 @@ def test_one_call_one_gil_release(tmp_path):
                 while time.perf_counter() < t_end:
                     ticks += 1  # Python runs while the call waits
                 peak = b._inflight_peak()  # before stat(), itself a call
-                sent = b.stat("remote.gets") - gets0
+                deadline = time.monotonic() + 5  # the client's I/O thread sends them
+                while (sent := b.stat("remote.gets") - gets0) < 64 and \
+                        time.monotonic() < deadline:
+                    time.sleep(0.01)
+                assert t.is_alive(), "the loads finished with kvtierd stopped"
             finally:
                 srv.proc.send_signal(signal.SIGCONT)
             t.join(30)

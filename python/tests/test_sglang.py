@@ -229,6 +229,91 @@ def test_restart_from_ssd_across_processes(kvtierd):
     assert r["store"]["ssd.reads"] >= 16 and r["store"]["dram.blocks"] == 16
 
 
+# ---------------------------------------------------------------- SGLang's controller
+
+
+@pytest.fixture(scope="module")
+def one_rank(tmp_path_factory):
+    """What SGLang's scheduler sets up before its HiCacheController: a
+    process group (gloo, one rank) and the parallel widths."""
+    import torch.distributed as dist
+    from sglang.srt.runtime_context import get_parallel
+    if not dist.is_initialized():
+        dist.init_process_group("gloo", rank=0, world_size=1, init_method="file://" +
+                                str(tmp_path_factory.mktemp("pg") / "rendezvous"))
+    get_parallel().override_permanently(attn_dcp_size=1, attn_dcp_rank=0, tp_rank=0,
+                                        tp_size=1, pp_rank=0, pp_size=1)
+    return dist.group.WORLD
+
+
+def controller(kind, options, group, **extra):
+    """SGLang's HiCacheController over a CPU device pool and host pool, with
+    storage backend "dynamic" and our extra-config, as the scheduler makes
+    it (it creates the backend through the factory and starts its storage
+    threads)."""
+    import threading
+    from sglang.srt.managers.cache_controller import HiCacheController
+    from sglang.srt.mem_cache.allocator import PagedTokenToKVPoolAllocator
+    host = sup.host_pool(kind)
+    alloc = PagedTokenToKVPoolAllocator(size=sup.DEVICE_TOKENS, page_size=sup.PAGE,
+                                        dtype=torch.bfloat16, device="cpu",
+                                        kvcache=host._device_pool, need_sort=False)
+    cfg = sup.storage_config(kind, options, **extra).extra_config
+    c = HiCacheController(alloc, host, sup.PAGE, group, threading.Event(),
+                          write_policy="write_through", io_backend="direct",
+                          storage_backend="dynamic", model_name="kvtier-test/tiny",
+                          storage_backend_extra_config=cfg)
+    return c, host
+
+
+@pytest.mark.parametrize("kind", ["mha", "mla"])
+def test_sglang_cache_controller_drives_the_backend(one_rank, tmp_path, kind):
+    """SGLang's own cache controller, on CPU: write_storage backs 20 host
+    pages up through its backup thread (batch_set_v1); the controller is
+    detached (the store closed); a second controller on the same store
+    directory prefetches the same tokens: its prefetch thread counts the
+    hits (batch_exists), its I/O thread loads them (batch_get_v1) into
+    host pages it did not write, byte for byte."""
+    import random
+    from sglang.srt.mem_cache.utils import get_storage_hash_str
+    rng = random.Random(3)
+    n = 20
+    tokens = [rng.randrange(0, 32000) for _ in range(n * sup.PAGE)]
+    hashes = get_storage_hash_str(tokens, None, page_size=sup.PAGE)
+    opts = local(path=str(tmp_path / "store"), **{"ssd.capacity": "64M",
+                                                  "ssd.segment": "4M"})
+    c, host = controller(kind, opts, one_rank, **{"kvtier.persistent": True})
+    assert type(c.storage_backend) is ks.KVTierHiCacheStorage
+    assert c.page_set_func == c._page_set_zero_copy       # interface_v1 honoured
+    idx = host.alloc(n * sup.PAGE)
+    sup.fill_pages(host, idx, seed=5)
+    want = sup.page_bytes(host, idx)
+    op_id = c.write_storage(idx, tokens, hash_value=hashes)
+    op = c.ack_backup_queue.get(timeout=120)
+    assert op.id == op_id and op.completed_tokens == n * sup.PAGE
+    assert c.storage_backend.stats()["backend"]["set_stored"] == n
+    c.detach_storage_backend()
+
+    c2, host2 = controller(kind, opts, one_rank, **{"kvtier.persistent": True})
+    op = c2.prefetch("req-1", tokens)
+    hit = c2.prefetch_hit_queue.get(timeout=120)
+    assert hit is op and hit.storage_hit_count == n * sup.PAGE and hit.hash_value == hashes
+    hit.host_indices = host2.alloc(hit.storage_hit_count)   # the scheduler's part
+    c2.prefetch_buffer.put(hit)
+    done = []
+    while True:
+        ack = c2.ack_prefetch_queue.get(timeout=120)
+        done.append(ack.completed_tokens)
+        if ack.completed_req:
+            break
+    assert n * sup.PAGE in done
+    assert sup.page_bytes(host2, hit.host_indices) == want
+    st = c2.storage_backend.stats()
+    assert st["backend"]["get_calls"] == 1 and st["backend"]["get_hits"] == n
+    assert st["store"]["ssd.reads"] >= n                   # from the SSD tier
+    c2.detach_storage_backend()
+
+
 # ---------------------------------------------------------------- failures
 
 

@@ -21,6 +21,7 @@ As a program (tests/lib/weed.h):
 The index probed is the one pip uses: $PIP_INDEX_URL, else pip's
 configured index-url, else https://pypi.org/simple/.
 """
+import fcntl
 import hashlib
 import json
 import os
@@ -99,14 +100,18 @@ def venv(path, installs, python=sys.executable):
     want = h.hexdigest()
     py = os.path.join(path, "bin", "python3")
     stamp = os.path.join(path, ".ok")
-    if os.path.exists(stamp) and open(stamp).read() == want:
-        return py
-    shutil.rmtree(path, ignore_errors=True)
-    subprocess.run([python, "-m", "venv", path], check=True)
-    for args in installs:
-        install(py, args)
-    with open(stamp, "w") as f:
-        f.write(want)
+    # Tests that share a venv run in parallel (python_kvtier, python_batch):
+    # one makes it while the others wait on the lock beside it.
+    with open(path.rstrip("/") + ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if os.path.exists(stamp) and open(stamp).read() == want:
+            return py
+        shutil.rmtree(path, ignore_errors=True)
+        subprocess.run([python, "-m", "venv", path], check=True)
+        for args in installs:
+            install(py, args)
+        with open(stamp, "w") as f:
+            f.write(want)
     return py
 
 
