@@ -41,6 +41,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <pthread.h>
 #include <unistd.h>
 
 #include "kvtier.h"
@@ -75,6 +76,7 @@ struct bc_node {
 /* One cell's results: one size, one round, one node count. */
 struct bc_cell {
 	double put_gbps, get_gbps;
+	double dput_gbps, dget_gbps;  /* the direct client's (bench_kvt_*), same nodes */
 	uint64_t node_blocks[BC_NODES_MAX]; /* each node's dram.blocks after the puts */
 	uint64_t local_hits;          /* gets served by the engine's own DRAM (expected 0) */
 };
@@ -146,7 +148,8 @@ static int bc_nodes_start(struct bc *b, unsigned n)
 			return -ENAMETOOLONG;
 		struct bench_kvtierd k = {
 			.path = b->o.kvtierd, .dir = dir, .log = nd->log,
-			.dram = bench_align_up(b->o.bytes + b->o.bytes / 4 + 64 * BC_MIB, BC_MIB),
+			/* the engine's working set, and the direct client's copy */
+			.dram = bench_align_up(2 * b->o.bytes + b->o.bytes / 4 + 64 * BC_MIB, BC_MIB),
 			.ssd = b->o.ssd, .threads = b->o.threads, .extra = b->o.ssd ? extra : NULL,
 		};
 		int rc = bench_kvtierd_start(&k, &nd->pid, &nd->port);
@@ -281,6 +284,102 @@ out:
 	return rc;
 }
 
+/* ------------------------------------------------------------------------
+ * The direct client: bench net's native client (bench_kvt_*), o.conns
+ * connections per node, each one thread with one request in flight, on
+ * the same nodes in the same cell.  Block i goes to node (i / group) % n,
+ * like a placement that puts each group on one node, and to connection
+ * i % conns of that node; its key is "bc-direct-<i>" in the net suite's
+ * namespace.  A put computes its CRC32C in the timed loop (the library
+ * computes it at put); a get lands in the connection's own buffer and is
+ * compared in full, as bc_phase does.
+ */
+struct bc_direct_job {
+	struct bc *b;
+	struct bench_kvt *k;
+	unsigned n, node, j;
+	bool put;
+	uint8_t *dst;
+	int err;
+	unsigned block;
+};
+
+static void *bc_direct_run(void *arg)
+{
+	struct bc_direct_job *jb = arg;
+	struct bc *b = jb->b;
+	char key[32];
+	for (unsigned i = 0; i < b->blocks; i++) {
+		if ((i / b->o.group) % jb->n != jb->node || i % b->o.conns != jb->j)
+			continue;
+		const uint8_t *v = b->vals + (uint64_t)i * b->size;
+		uint64_t got = 0;
+		int kl = snprintf(key, sizeof(key), "bc-direct-%u", i), rc;
+		jb->block = i;
+		if (jb->put) {
+			rc = bench_kvt_put(jb->k, key, (uint32_t)kl, v, b->size,
+					   kvt_crc32c(0, v, b->size));
+		} else {
+			rc = bench_kvt_get(jb->k, key, (uint32_t)kl, jb->dst, b->size, &got);
+			if (rc == 0 && (got != b->size || memcmp(jb->dst, v, b->size) != 0))
+				rc = -EBADMSG;
+		}
+		if (rc != 0) {
+			jb->err = rc;
+			return NULL;
+		}
+	}
+	return NULL;
+}
+
+static int bc_direct_phase(struct bc *b, unsigned n, bool put, double *gbps)
+{
+	unsigned nj = n * b->o.conns, started = 0;
+	struct bc_direct_job *jobs = calloc(nj, sizeof(*jobs));
+	pthread_t *th = calloc(nj, sizeof(*th));
+	uint8_t *dst = put ? NULL : calloc(nj, b->size); /* zeroed: faulted in */
+	int rc = -ENOMEM;
+
+	if (!jobs || !th || (!put && !dst))
+		goto out;
+	for (unsigned t = 0; t < nj; t++) {
+		jobs[t] = (struct bc_direct_job){ .b = b, .n = n, .node = t % n, .j = t / n,
+						  .put = put,
+						  .dst = dst ? dst + (uint64_t)t * b->size : NULL };
+		if ((rc = bench_kvt_connect(&jobs[t].k, b->node[t % n].port)) < 0) {
+			bc_err("direct client to node %u: %s", t % n, kvt_strerror(rc));
+			goto out;
+		}
+	}
+	double t0 = bench_now();
+	for (; started < nj; started++)
+		if (pthread_create(&th[started], NULL, bc_direct_run, &jobs[started]) != 0) {
+			rc = -EAGAIN;
+			break;
+		}
+	for (unsigned t = 0; t < started; t++)
+		pthread_join(th[t], NULL);
+	double t1 = bench_now();
+	if (started < nj)
+		goto out;
+	rc = 0;
+	for (unsigned t = 0; t < nj && rc == 0; t++)
+		if (jobs[t].err) {
+			rc = jobs[t].err < 0 ? jobs[t].err : -EIO;
+			bc_err("direct %s of block %u: %s", put ? "put" : "get", jobs[t].block,
+			       jobs[t].err == KVT_MISS ? "a miss" : kvt_strerror(jobs[t].err));
+		}
+	if (rc == 0)
+		*gbps = bench_rate((double)b->blocks * (double)b->size, t1 - t0) / 1e9;
+out:
+	for (unsigned t = 0; jobs && t < nj; t++)
+		bench_kvt_close(jobs[t].k);
+	free(jobs);
+	free(th);
+	free(dst);
+	return rc;
+}
+
 struct bc_blocks {
 	uint64_t *v;
 	unsigned n;
@@ -310,9 +409,10 @@ static uint64_t bc_expected_blocks(const struct bc *b, unsigned n)
 	return prompts * ((uint64_t)first * copies + (b->o.prompt_blocks - first));
 }
 
-/* One cell: N fresh nodes, the puts, the node counts, the gets from a
- * fresh engine, the nodes stopped. */
-static int bc_cell(struct bc *b, unsigned n, struct bc_cell *c)
+/* One cell: N fresh nodes, the puts (the engine's and the direct
+ * client's, in the order direct_first says), the node counts, the gets
+ * from a fresh engine and the direct client, the nodes stopped. */
+static int bc_cell(struct bc *b, unsigned n, struct bc_cell *c, bool direct_first)
 {
 	struct kvt_store *s = NULL;
 	uint32_t ns;
@@ -321,10 +421,12 @@ static int bc_cell(struct bc *b, unsigned n, struct bc_cell *c)
 	memset(c, 0, sizeof(*c));
 	if ((rc = bc_nodes_start(b, n)) < 0 || (rc = bc_store_open(b, n, &s, &ns)) < 0)
 		goto out;
-	if ((rc = bc_phase(b, s, ns, true, &c->put_gbps, NULL)) < 0)
+	if ((direct_first && (rc = bc_direct_phase(b, n, true, &c->dput_gbps)) < 0) ||
+	    (rc = bc_phase(b, s, ns, true, &c->put_gbps, NULL)) < 0 ||
+	    (!direct_first && (rc = bc_direct_phase(b, n, true, &c->dput_gbps)) < 0))
 		goto out;
 	struct bc_blocks bl = { c->node_blocks, n };
-	uint64_t sum = 0, want = bc_expected_blocks(b, n);
+	uint64_t sum = 0, want = bc_expected_blocks(b, n) + b->blocks;
 	if ((rc = kvt_flush(s)) < 0 || (rc = kvt_remote_stats(s, "*", bc_blocks_stat, &bl)) < 0) {
 		bc_err("the nodes' STATS: %s", kvt_strerror(rc));
 		goto out;
@@ -339,7 +441,9 @@ static int bc_cell(struct bc *b, unsigned n, struct bc_cell *c)
 	kvt_store_destroy(s); /* the gets come from a cold engine: every one a remote hit */
 	s = NULL;
 	if ((rc = bc_store_open(b, n, &s, &ns)) < 0 ||
-	    (rc = bc_phase(b, s, ns, false, &c->get_gbps, &c->local_hits)) < 0)
+	    (direct_first && (rc = bc_direct_phase(b, n, false, &c->dget_gbps)) < 0) ||
+	    (rc = bc_phase(b, s, ns, false, &c->get_gbps, &c->local_hits)) < 0 ||
+	    (!direct_first && (rc = bc_direct_phase(b, n, false, &c->dget_gbps)) < 0))
 		goto out;
 out:
 	kvt_store_destroy(s);
@@ -403,7 +507,7 @@ static void bc_report(struct bc *b, bool put, unsigned ni, struct bc_cell cells[
 		      const double *iperf)
 {
 	unsigned n = b->o.nodes[ni], rounds = b->o.rounds, one = UINT_MAX;
-	double g[BENCH_ROUNDS_MAX], g1[BENCH_ROUNDS_MAX];
+	double g[BENCH_ROUNDS_MAX], g1[BENCH_ROUNDS_MAX], d[BENCH_ROUNDS_MAX];
 	uint64_t bmin = UINT64_MAX, bmax = 0, hits = 0;
 
 	for (unsigned i = 0; i < b->o.node_count; i++)
@@ -411,6 +515,7 @@ static void bc_report(struct bc *b, bool put, unsigned ni, struct bc_cell cells[
 	for (unsigned r = 0; r < rounds; r++) {
 		const struct bc_cell *c = &cells[r][ni];
 		g[r] = put ? c->put_gbps : c->get_gbps;
+		d[r] = put ? c->dput_gbps : c->dget_gbps;
 		g1[r] = one != UINT_MAX ? (put ? cells[r][one].put_gbps : cells[r][one].get_gbps) : 0;
 		hits += c->local_hits;
 		for (unsigned i = 0; i < n; i++) {
@@ -419,6 +524,7 @@ static void bc_report(struct bc *b, bool put, unsigned ni, struct bc_cell cells[
 		}
 	}
 	double gm = bench_median(g, rounds), im = bench_median(iperf, rounds);
+	double dm = bench_median(d, rounds);
 	double g1m = one != UINT_MAX ? bench_median(g1, rounds) : -1;
 	double placed = (double)bc_expected_blocks(b, n);
 	if (b->o.json) {
@@ -431,6 +537,9 @@ static void bc_report(struct bc *b, bool put, unsigned ni, struct bc_cell cells[
 		       b->o.inflight, b->o.conns, b->o.prompt_blocks, b->o.group,
 		       b->o.hot < n ? b->o.hot : n, b->o.ssd, gm, gm / n, im,
 		       gm / (im > 0 ? im : 1e-12));
+		printf(",\"direct\":\"bench net client\",\"direct_conns\":%u,\"direct_gbps\":%.3f"
+		       ",\"ratio_direct\":%.4f",
+		       n * b->o.conns, dm, gm / (dm > 0 ? dm : 1e-12));
 		bench_json_num("nodes1_gbps", g1m, "%.3f");
 		bench_json_num("ratio_nodes1", g1m > 0 ? gm / g1m : -1, "%.4f");
 		printf(",\"node_blocks_min\":%" PRIu64 ",\"node_blocks_max\":%" PRIu64
@@ -439,14 +548,16 @@ static void bc_report(struct bc *b, bool put, unsigned ni, struct bc_cell cells[
 		       bmin, bmax, (double)bmin / placed, (double)bmax / placed, placed, hits, rounds);
 		bench_json_rounds("gbps_rounds", g, rounds);
 		bench_json_rounds("baseline_gbps_rounds", iperf, rounds);
+		bench_json_rounds("direct_gbps_rounds", d, rounds);
 		printf("}\n");
 	} else {
 		char sz[32], rel[32] = "-";
 		if (g1m > 0)
 			snprintf(rel, sizeof(rel), "%.3f", gm / g1m);
-		printf("%-4s %-8s %5u %4u %8.3f %8.3f %8.3f %6.3f %8s %6.1f%%..%.1f%%\n",
+		printf("%-4s %-8s %5u %4u %8.3f %8.3f %8.3f %6.3f %8.3f %7.3f %8s %6.1f%%..%.1f%%\n",
 		       put ? "put" : "get", bench_fmt_size(sz, sizeof(sz), b->size), n,
-		       b->o.threads, gm, gm / n, im, gm / (im > 0 ? im : 1e-12), rel,
+		       b->o.threads, gm, gm / n, im, gm / (im > 0 ? im : 1e-12), dm,
+		       gm / (dm > 0 ? dm : 1e-12), rel,
 		       100.0 * (double)bmin / placed, 100.0 * (double)bmax / placed);
 	}
 	fflush(stdout);
@@ -471,7 +582,7 @@ static int bc_size(struct bc *b, uint64_t size)
 			goto out;
 		for (unsigned k = 0; k < b->o.node_count; k++) {
 			unsigned ni = r % 2 ? b->o.node_count - 1 - k : k;
-			if ((rc = bc_cell(b, b->o.nodes[ni], &cells[r][ni])) < 0)
+			if ((rc = bc_cell(b, b->o.nodes[ni], &cells[r][ni], r % 2 == 1)) < 0)
 				goto out;
 		}
 	}
@@ -498,6 +609,10 @@ static void bc_usage(FILE *f)
 		"reads every block back through a cold engine and checks every byte.\n"
 		"Reports aggregate and per-node GB/s, the ratio of N nodes to 1, and\n"
 		"iperf3 over loopback in the same run.  Rounds alternate the node counts.\n"
+		"In every cell the direct client of 'kvtier bench net' (the wire protocol,\n"
+		"no library; --conns connections per node, one request in flight each)\n"
+		"puts and gets the same number of blocks on the same nodes, before the\n"
+		"engine in odd rounds and after it in even ones: /direct is the ratio.\n"
 		"\n"
 		"Options:\n"
 		"  --smoke            32 blocks of 256K, 1 round: fields and bytes only\n"
@@ -679,9 +794,10 @@ int bench_cluster_main(int argc, char **argv)
 	if (!b->o.json) {
 		printf("# kvtier bench cluster: loopback, %u loop thread(s) per node, %u round(s), "
 		       "%u in flight, kvtierd %s\n"
-		       "%-4s %-8s %5s %4s %8s %8s %8s %6s %8s %s\n",
+		       "%-4s %-8s %5s %4s %8s %8s %8s %6s %8s %7s %8s %s\n",
 		       b->o.threads, b->o.rounds, b->o.inflight, kvtierd, "op", "size", "nodes",
-		       "thr", "GB/s", "per-node", "iperf3", "ratio", "vs-1node", "node share");
+		       "thr", "GB/s", "per-node", "iperf3", "ratio", "direct", "/direct", "vs-1node",
+		       "node share");
 		fflush(stdout);
 	}
 	for (unsigned i = 0; i < b->o.size_count && rc == BENCH_EXIT_OK; i++)
