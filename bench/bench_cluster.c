@@ -434,10 +434,15 @@ static int bc_cell(struct bc *b, unsigned n, struct bc_cell *c, bool direct_firs
 	for (unsigned i = 0; i < n; i++)
 		sum += c->node_blocks[i];
 	if (sum != want) {
-		bc_err("%u nodes hold %" PRIu64 " blocks, placement sent %" PRIu64, n, sum, want);
+		bc_err("%u nodes hold %" PRIu64 " blocks, placement and the direct client sent %" PRIu64,
+		       n, sum, want);
 		rc = -EIO;
 		goto out;
 	}
+	/* The shares reported are the engine's: less the direct client's blocks. */
+	for (unsigned i = 0; i < b->blocks; i++)
+		if (c->node_blocks[(i / b->o.group) % n] > 0)
+			c->node_blocks[(i / b->o.group) % n]--;
 	kvt_store_destroy(s); /* the gets come from a cold engine: every one a remote hit */
 	s = NULL;
 	if ((rc = bc_store_open(b, n, &s, &ns)) < 0 ||

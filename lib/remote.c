@@ -91,6 +91,8 @@ struct rop {
 	uint8_t *tiers;               /* LOOKUP, may be NULL */
 	const struct iovec *parts;    /* PUT: the caller's */
 	uint32_t part_count;
+	const struct iovec *dst;      /* GET into the caller's buffers (remote_get_into), or NULL */
+	uint32_t dst_count;
 	uint64_t *lens;               /* PUT: part_count lengths then crcs, one allocation */
 	uint32_t *crcs;
 	uint64_t value_len;
@@ -159,6 +161,13 @@ struct rconn {
 	bool have_cur;
 	uint64_t cur_done;            /* its bytes read */
 	struct dram_item *cur_item;   /* its DRAM reservation, NULL: discard */
+	struct rop *cur_op;
+	/* A GET into the caller's buffers (cur_op->dst): the bytes land there
+	 * and each part's CRC32C is computed as they land; a part that fails
+	 * (cur_bad) turns the rest into a discard and the answer into a miss. */
+	bool cur_direct, cur_bad, cur_small;
+	uint32_t cur_part, cur_crc;
+	uint64_t cur_part_left;
 	struct iovec cur_view[DRAM_MAX_RUNS];
 	unsigned cur_vc;
 	uint8_t *scratch;
@@ -205,7 +214,7 @@ struct remote {
 	struct rop **batch_ops;          /* RK__COUNT x cfg.batch: dispatch's batches */
 	uint32_t nsmap_cap;
 
-	_Atomic uint64_t c_gets, c_hits, c_misses, c_puts, c_put_stored, c_put_exists, c_put_failed,
+	_Atomic uint64_t c_gets, c_direct_gets, c_hits, c_misses, c_puts, c_put_stored, c_put_exists, c_put_failed,
 		c_lookups, c_exists, c_deletes, c_clears, c_errors, c_timeouts, c_fast_fails,
 		c_connects, c_connect_failures, c_disconnects, c_bytes_in, c_bytes_out, c_frames_out,
 		c_crc_errors, c_promote_full, c_conns_up, c_tls_failures;
@@ -251,7 +260,7 @@ static void rop_done(struct remote *rm, struct rop *op, int status, struct dram_
 	if (!res)
 		res = &r;
 	res->status = status;
-	if (status < 0 && status != -ECANCELED)
+	if (status < 0 && status != -ECANCELED && status != KVT_EBUFSMALL)
 		A(rm->c_errors);
 	switch (op->kind) {
 	case RK_GET:
@@ -259,6 +268,13 @@ static void rop_done(struct remote *rm, struct rop *op, int status, struct dram_
 			A(rm->c_hits);
 		else
 			A(rm->c_misses);
+		if (op->dst) {
+			/* Into the caller's buffers: a hit, a buffer too small, else
+			 * a miss (the bytes there are then not the value). */
+			res->status = status == KVT_OK || status == KVT_EBUFSMALL ? status : KVT_MISS;
+			op->cb(op->ctx, res);
+			break;
+		}
 		op->gcb(op->ctx, status == KVT_OK ? KVT_OK : KVT_MISS, item);
 		break;
 	case RK_PUT:
@@ -398,6 +414,8 @@ static void conn_fail(struct rconn *c, int why, const char *what)
 	c->inflight_bytes = 0;
 	c->rx_fr = NULL;
 	c->have_cur = false;
+	c->cur_op = NULL;
+	c->cur_direct = false;
 	c->rx = RX_HEAD;
 	c->rlen = 0;
 	c->want_out = false;
@@ -959,6 +977,22 @@ static int rx_get_next(struct rconn *c)
 		c->cur_done = 0;
 		c->cur_vc = 0;
 		c->cur_item = NULL;
+		c->cur_op = op;
+		c->cur_direct = c->cur_bad = c->cur_small = false;
+		if (op->dst) {
+			uint64_t room = 0;
+			for (uint32_t i = 0; i < op->dst_count; i++)
+				room += op->dst[i].iov_len;
+			if (it->value_len > room) {
+				c->cur_small = true; /* read and drop: KVT_EBUFSMALL */
+				return 0;
+			}
+			c->cur_direct = true;
+			c->cur_part = 0;
+			c->cur_crc = 0;
+			c->cur_part_left = it->part_lens[0];
+			return 0;
+		}
 		ret = dram_reserve(rm->dram, op->ns, &op->key, it->value_len,
 				   it->part_count > 1 ? it->part_lens : NULL, it->part_count,
 				   &c->cur_item, c->cur_view, &c->cur_vc);
@@ -983,8 +1017,27 @@ static void rx_get_done(struct rconn *c)
 
 	c->have_cur = false;
 	c->cur_item = NULL;
+	c->cur_op = NULL;
 	op->answered = true;
 	fr->ops[it->index] = NULL;
+	if (c->cur_direct || c->cur_small) {
+		struct tier_result res = { .value_len = it->value_len,
+					   .value_flags = (it->flags & PROTO_IF_SEALED) ? KVT_F_SEALED
+											: 0 };
+		if (c->cur_small) {
+			status = KVT_EBUFSMALL;
+		} else if (c->cur_bad || c->cur_part < it->part_count) {
+			A(rm->c_crc_errors);
+			kvt_logf(rm->log, KVT_LOG_WARN,
+				 "remote: a value from %s failed its CRC32C: a miss", rm->cfg.addr);
+		} else {
+			status = KVT_OK;
+			res.count = it->value_len;
+		}
+		c->cur_direct = c->cur_small = c->cur_bad = false;
+		rop_done(rm, op, status, NULL, &res);
+		return;
+	}
 	if (item) {
 		/* Walk the parts over the view, checking each CRC. */
 		unsigned v = 0;
@@ -1022,6 +1075,40 @@ static void rx_get_done(struct rconn *c)
 	rop_done(rm, op, status, NULL, NULL);
 }
 
+/* n bytes landed in the caller's buffers at offset from: run them through
+ * the current part's CRC32C; at the end of each part compare with the
+ * writer's.  A part that fails sets cur_bad (the rest is discarded). */
+static void rx_direct_crc(struct rconn *c, uint64_t from, uint64_t n)
+{
+	const struct rop *op = c->cur_op;
+	const struct proto_item *it = &c->cur;
+	for (uint32_t i = 0; i < op->dst_count && n && !c->cur_bad; i++) {
+		uint64_t l = op->dst[i].iov_len;
+		if (from >= l) {
+			from -= l;
+			continue;
+		}
+		const uint8_t *p = (const uint8_t *)op->dst[i].iov_base + from;
+		uint64_t take = l - from < n ? l - from : n;
+		from = 0;
+		n -= take;
+		while (take && !c->cur_bad) {
+			uint64_t k = take < c->cur_part_left ? take : c->cur_part_left;
+			c->cur_crc = kvt_crc32c(c->cur_crc, p, k);
+			p += k;
+			take -= k;
+			c->cur_part_left -= k;
+			while (c->cur_part_left == 0 && c->cur_part < it->part_count && !c->cur_bad) {
+				if (c->cur_crc != it->part_crcs[c->cur_part])
+					c->cur_bad = true;
+				c->cur_crc = 0;
+				if (++c->cur_part < it->part_count)
+					c->cur_part_left = it->part_lens[c->cur_part];
+			}
+		}
+	}
+}
+
 /* Read the data of GET items.  1: more to read later (EAGAIN); 0: frame
  * done; < 0: failed. */
 static int rx_data(struct rconn *c)
@@ -1043,7 +1130,29 @@ static int rx_data(struct rconn *c)
 			rx_get_done(c);
 			continue;
 		}
-		if (c->cur_item) {
+		if (c->cur_direct && !c->cur_bad) {
+			/* Straight into the caller's buffers, from where the bytes
+			 * so far ended. */
+			struct iovec iov[64];
+			const struct rop *op = c->cur_op;
+			int n = 0;
+			uint64_t skip = c->cur_done, want = left, from = c->cur_done;
+			for (uint32_t i = 0; i < op->dst_count && want && n < 64; i++) {
+				uint64_t l = op->dst[i].iov_len;
+				if (skip >= l) {
+					skip -= l;
+					continue;
+				}
+				iov[n].iov_base = (uint8_t *)op->dst[i].iov_base + skip;
+				iov[n].iov_len = l - skip < want ? l - skip : want;
+				want -= iov[n].iov_len;
+				skip = 0;
+				n++;
+			}
+			r = conn_readv(c, iov, n);
+			if (r > 0)
+				rx_direct_crc(c, from, (uint64_t)r);
+		} else if (c->cur_item) {
 			struct iovec iov[DRAM_MAX_RUNS];
 			unsigned n = 0;
 			uint64_t skip = c->cur_done, want = left;
@@ -1616,6 +1725,22 @@ int remote_get(struct remote *rm, uint32_t ns, const struct kvt_key *key, tier_g
 	return rop_submit(rm, op);
 }
 
+int remote_get_into(struct remote *rm, uint32_t ns, const struct kvt_key *key,
+		    const struct iovec *dst, unsigned dst_count, tier_done_fn cb, void *ctx)
+{
+	struct rop *op;
+	if (!dst_count)
+		return -EINVAL;
+	op = rop_new(rm, RK_GET, ns, key, cb, ctx);
+	if (!op)
+		return -ENOMEM;
+	op->dst = dst;
+	op->dst_count = dst_count;
+	A(rm->c_gets);
+	A(rm->c_direct_gets);
+	return rop_submit(rm, op);
+}
+
 int remote_put(struct remote *rm, uint32_t ns, const struct kvt_key *key,
 	       const struct iovec *parts, unsigned part_count, const uint32_t *crcs, bool sealed,
 	       tier_done_fn cb, void *ctx)
@@ -2035,6 +2160,7 @@ void remote_stats(struct remote *rm, kvt_stats_fn fn, void *ctx)
 	S("conns_up", c_conns_up);
 	fn(ctx, "remote.down", atomic_load(&rm->down), NULL);
 	S("gets", c_gets);
+	S("direct_gets", c_direct_gets);
 	S("hits", c_hits);
 	S("misses", c_misses);
 	S("puts", c_puts);
