@@ -513,6 +513,7 @@ static void bc_report(struct bc *b, bool put, unsigned ni, struct bc_cell cells[
 {
 	unsigned n = b->o.nodes[ni], rounds = b->o.rounds, one = UINT_MAX;
 	double g[BENCH_ROUNDS_MAX], g1[BENCH_ROUNDS_MAX], d[BENCH_ROUNDS_MAX];
+	double dr[BENCH_ROUNDS_MAX]; /* per round: engine / direct, measured next to each other */
 	uint64_t bmin = UINT64_MAX, bmax = 0, hits = 0;
 
 	for (unsigned i = 0; i < b->o.node_count; i++)
@@ -521,6 +522,7 @@ static void bc_report(struct bc *b, bool put, unsigned ni, struct bc_cell cells[
 		const struct bc_cell *c = &cells[r][ni];
 		g[r] = put ? c->put_gbps : c->get_gbps;
 		d[r] = put ? c->dput_gbps : c->dget_gbps;
+		dr[r] = g[r] / (d[r] > 0 ? d[r] : 1e-12);
 		g1[r] = one != UINT_MAX ? (put ? cells[r][one].put_gbps : cells[r][one].get_gbps) : 0;
 		hits += c->local_hits;
 		for (unsigned i = 0; i < n; i++) {
@@ -554,6 +556,8 @@ static void bc_report(struct bc *b, bool put, unsigned ni, struct bc_cell cells[
 		bench_json_rounds("gbps_rounds", g, rounds);
 		bench_json_rounds("baseline_gbps_rounds", iperf, rounds);
 		bench_json_rounds("direct_gbps_rounds", d, rounds);
+		bench_json_rounds("ratio_direct_rounds", dr, rounds);
+		bench_json_num("ratio_direct_median_of_rounds", bench_median(dr, rounds), "%.4f");
 		printf("}\n");
 	} else {
 		char sz[32], rel[32] = "-";

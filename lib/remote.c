@@ -125,6 +125,11 @@ enum { RX_HEAD = 0, RX_DATA };
 
 #define RX_SCRATCH (64u << 10)
 #define REMOTE_PUT_FRAME_BYTES (UINT64_C(256) << 20) /* PUT values in one frame, at most */
+/* Striping of gets: a GET frame asks for about this many value bytes (by
+ * the mean value size seen so far), so that a batch of big blocks spreads
+ * over the pool's connections instead of queueing behind one frame on one
+ * of them; small blocks still go remote.batch to a frame. */
+#define REMOTE_GET_STRIPE_BYTES (UINT64_C(4) << 20)
 
 struct rconn {
 	struct remote *rm;
@@ -212,6 +217,7 @@ struct remote {
 	struct rconn *conns;
 	struct rns *nsmap;
 	struct rop **batch_ops;          /* RK__COUNT x cfg.batch: dispatch's batches */
+	uint64_t get_mean;               /* running mean of GET value sizes (1/8 weight), 0: none yet */
 	uint32_t nsmap_cap;
 
 	_Atomic uint64_t c_gets, c_direct_gets, c_hits, c_misses, c_puts, c_put_stored, c_put_exists, c_put_failed,
@@ -712,6 +718,8 @@ static void frame_send(struct remote *rm, struct rconn *c, int kind, struct rop 
 		frame_fail(rm, fr, ret);
 		return;
 	}
+	if (kind == RK_GET)
+		fr->bytes += n * rm->get_mean; /* what the answer will likely bring */
 	if (kind == RK_PUT) {
 		unsigned k = 1;
 		for (uint32_t i = 0; i < n; i++)
@@ -973,6 +981,8 @@ static int rx_get_next(struct rconn *c)
 		if ((it->flags & (PROTO_IF_PART | PROTO_IF_RANGE)) || it->off != 0 ||
 		    it->data_len != it->value_len)
 			return -EPROTO; /* we asked for whole values */
+		rm->get_mean = rm->get_mean ? rm->get_mean - rm->get_mean / 8 + it->value_len / 8
+					    : it->value_len;
 		c->have_cur = true;
 		c->cur_done = 0;
 		c->cur_vc = 0;
@@ -1490,6 +1500,10 @@ static void dispatch(struct remote *rm, uint64_t now, uint64_t *next_timer)
 		for (int k = 0; k < RK__COUNT; k++) {
 			b[k].ops = rm->batch_ops + (size_t)k * rm->cfg.batch;
 			b[k].cap = batch_max;
+		}
+		if (rm->get_mean > 0 && rm->cfg.conns > 1) {
+			uint64_t per = REMOTE_GET_STRIPE_BYTES / rm->get_mean;
+			b[RK_GET].cap = per < 1 ? 1 : per < batch_max ? (uint32_t)per : batch_max;
 		}
 	}
 	while ((op = list)) {

@@ -267,6 +267,56 @@ static void test_exact(const char *addr)
 	free(dst);
 }
 
+/* Striping: a batch of 1 MiB gets in one kvt_submit goes out in frames
+ * of about REMOTE_GET_STRIPE_BYTES (4 MiB: 4 gets each), not one frame. */
+static void test_stripe(const char *addr)
+{
+	enum { N = 16 };
+	struct kvt_store *a = engine(addr, "5000"), *b = engine(addr, "5000");
+	uint32_t na = t_ns(a, "stripe"), nb = t_ns(b, "stripe");
+	uint8_t *v = malloc(VLEN), *dst = malloc((size_t)N * VLEN);
+	struct kvt_req reqs[N], *rp[N], *got[N];
+	struct iovec iov[N];
+	struct kvt_queue *q;
+	T_ASSERT(v && dst);
+	for (int i = 0; i < N; i++) {
+		struct kvt_key k = t_key(100 + (uint64_t)i);
+		struct iovec part = { v, VLEN };
+		t_fill(v, VLEN, 100 + (uint64_t)i);
+		T_RC(kvt_put(a, na, &k, &part, 1), KVT_OK);
+	}
+	/* One get first: the tier learns the size of the blocks. */
+	iov[0] = (struct iovec){ dst, VLEN };
+	T_RC(get_into(b, nb, 100, iov, 1).status, KVT_OK);
+	uint64_t f0 = t_stat(b, "remote.frames_out");
+	T_OK(kvt_queue_create(b, &q));
+	for (int i = 0; i < N; i++) {
+		iov[i] = (struct iovec){ dst + (size_t)i * VLEN, VLEN };
+		reqs[i] = (struct kvt_req){ .op = KVT_OP_GET, .ns = nb, .key = t_key(100 + (uint64_t)i),
+					    .iov = &iov[i], .iov_count = 1 };
+		rp[i] = &reqs[i];
+	}
+	T_RC(kvt_submit(q, rp, N), N);
+	for (int done = 0; done < N;) {
+		int n = kvt_queue_wait(q, got, N, 30000);
+		T_ASSERT(n > 0);
+		done += n;
+	}
+	uint64_t frames = t_stat(b, "remote.frames_out") - f0;
+	fprintf(stderr, "%d gets of 1 MiB went out in %llu frames\n", N, (unsigned long long)frames);
+	T_ASSERT(frames >= N / 4 && frames <= N);
+	for (int i = 0; i < N; i++) {
+		T_RC(reqs[i].status, KVT_OK);
+		t_fill(v, VLEN, 100 + (uint64_t)i);
+		T_EQ_MEM(dst + (size_t)i * VLEN, v, VLEN);
+	}
+	T_OK(kvt_queue_destroy(q));
+	kvt_store_destroy(a);
+	kvt_store_destroy(b);
+	free(v);
+	free(dst);
+}
+
 /* A byte flipped mid-value on the wire: a miss, never a hit. */
 static void test_crc(const char *addr, struct proxy *px)
 {
@@ -375,6 +425,7 @@ int main(int argc, char **argv)
 	snprintf(addr, sizeof(addr), "127.0.0.1:%u", srv.port);
 	proxy_start(&px, srv.port);
 	test_exact(addr);
+	test_stripe(addr);
 	test_crc(addr, &px);
 	test_stall(addr, &px);
 	proxy_stop(&px);
