@@ -54,6 +54,7 @@
 #define BC_INFLIGHT_MAX 256
 #define BC_WAIT_MS 60000
 #define BC_BLOCK_TOKENS 16u
+#define BC_LAT_PROMPTS 16       /* prompt loads timed per cell */
 
 struct bc_opts {
 	bool smoke, json, keep;
@@ -77,6 +78,8 @@ struct bc_node {
 struct bc_cell {
 	double put_gbps, get_gbps;
 	double dput_gbps, dget_gbps;  /* the direct client's (bench_kvt_*), same nodes */
+	double lat_ms[BC_LAT_PROMPTS], dlat_ms[BC_LAT_PROMPTS]; /* whole-prompt loads */
+	unsigned nlat;
 	uint64_t node_blocks[BC_NODES_MAX]; /* each node's dram.blocks after the puts */
 	uint64_t local_hits;          /* gets served by the engine's own DRAM (expected 0) */
 };
@@ -300,6 +303,7 @@ struct bc_direct_job {
 	unsigned n, node, j;
 	bool put;
 	uint8_t *dst;
+	unsigned from, to;           /* blocks [from, to) */
 	int err;
 	unsigned block;
 };
@@ -309,7 +313,7 @@ static void *bc_direct_run(void *arg)
 	struct bc_direct_job *jb = arg;
 	struct bc *b = jb->b;
 	char key[32];
-	for (unsigned i = 0; i < b->blocks; i++) {
+	for (unsigned i = jb->from; i < jb->to; i++) {
 		if ((i / b->o.group) % jb->n != jb->node || i % b->o.conns != jb->j)
 			continue;
 		const uint8_t *v = b->vals + (uint64_t)i * b->size;
@@ -332,7 +336,9 @@ static void *bc_direct_run(void *arg)
 	return NULL;
 }
 
-static int bc_direct_phase(struct bc *b, unsigned n, bool put, double *gbps)
+/* Blocks [from, to) by the direct client; *secs the time it took. */
+static int bc_direct_phase(struct bc *b, unsigned n, bool put, unsigned from, unsigned to,
+			   double *secs)
 {
 	unsigned nj = n * b->o.conns, started = 0;
 	struct bc_direct_job *jobs = calloc(nj, sizeof(*jobs));
@@ -344,7 +350,7 @@ static int bc_direct_phase(struct bc *b, unsigned n, bool put, double *gbps)
 		goto out;
 	for (unsigned t = 0; t < nj; t++) {
 		jobs[t] = (struct bc_direct_job){ .b = b, .n = n, .node = t % n, .j = t / n,
-						  .put = put,
+						  .put = put, .from = from, .to = to,
 						  .dst = dst ? dst + (uint64_t)t * b->size : NULL };
 		if ((rc = bench_kvt_connect(&jobs[t].k, b->node[t % n].port)) < 0) {
 			bc_err("direct client to node %u: %s", t % n, kvt_strerror(rc));
@@ -370,13 +376,103 @@ static int bc_direct_phase(struct bc *b, unsigned n, bool put, double *gbps)
 			       jobs[t].err == KVT_MISS ? "a miss" : kvt_strerror(jobs[t].err));
 		}
 	if (rc == 0)
-		*gbps = bench_rate((double)b->blocks * (double)b->size, t1 - t0) / 1e9;
+		*secs = t1 - t0;
 out:
 	for (unsigned t = 0; jobs && t < nj; t++)
 		bench_kvt_close(jobs[t].k);
 	free(jobs);
 	free(th);
 	free(dst);
+	return rc;
+}
+
+/* Every block, by the direct client: *gbps. */
+static int bc_direct_all(struct bc *b, unsigned n, bool put, double *gbps)
+{
+	double secs = 0;
+	int rc = bc_direct_phase(b, n, put, 0, b->blocks, &secs);
+	if (rc == 0)
+		*gbps = bench_rate((double)b->blocks * (double)b->size, secs) / 1e9;
+	return rc;
+}
+
+/*
+ * Whole-prompt loads (the latency target): the first BC_LAT_PROMPTS
+ * prompts, each loaded at once, its prompt_blocks gets submitted together
+ * into buffers of their own (KVT_F_PROMPT); the time from the submit to
+ * the last completion.  Then the same prompt by the direct client (its
+ * connections in parallel, one request in flight each), alternating which
+ * goes first.  Bytes checked after timing.
+ */
+static int bc_prompt_loads(struct bc *b, struct kvt_store *s, uint32_t ns, unsigned n,
+			   struct bc_cell *c)
+{
+	unsigned pb = b->o.prompt_blocks, np = b->blocks / pb;
+	uint8_t *buf = calloc(pb, b->size);
+	struct kvt_req *reqs = calloc(pb, sizeof(*reqs)), **rp = calloc(pb, sizeof(*rp));
+	struct kvt_req **done = calloc(pb, sizeof(*done));
+	struct iovec *iov = calloc(pb, sizeof(*iov));
+	struct kvt_queue *q = NULL;
+	int r, rc = -ENOMEM;
+
+	np = np < BC_LAT_PROMPTS ? np : BC_LAT_PROMPTS;
+	if (!buf || !reqs || !rp || !done || !iov)
+		goto out;
+	if ((rc = kvt_queue_create(s, &q)) < 0)
+		goto out;
+	for (unsigned p = 0; p < np; p++) {
+		unsigned p0 = p * pb, got = 0;
+		double dsecs = 0;
+		if (p % 2 && (rc = bc_direct_phase(b, n, false, p0, p0 + pb, &dsecs)) < 0)
+			goto out;
+		for (unsigned j = 0; j < pb; j++) {
+			iov[j] = (struct iovec){ buf + (uint64_t)j * b->size, b->size };
+			reqs[j] = (struct kvt_req){ .op = KVT_OP_GET, .flags = KVT_F_PROMPT, .ns = ns,
+						    .key = b->keys[p0 + j], .keys = &b->keys[p0],
+						    .key_count = j + 1, .iov = &iov[j], .iov_count = 1 };
+			rp[j] = &reqs[j];
+		}
+		double t0 = bench_now();
+		if ((r = kvt_submit(q, rp, pb)) != (int)pb) {
+			bc_err("kvt_submit of a prompt: %s", kvt_strerror(r));
+			rc = r < 0 ? r : -EIO;
+			goto out;
+		}
+		while (got < pb) {
+			r = kvt_queue_wait(q, done, pb, BC_WAIT_MS);
+			if (r <= 0) {
+				bc_err("kvt_queue_wait: %s", r == 0 ? "nothing in 60 s" : kvt_strerror(r));
+				rc = r < 0 ? r : -ETIMEDOUT;
+				goto out;
+			}
+			got += (unsigned)r;
+		}
+		double t1 = bench_now();
+		for (unsigned j = 0; j < pb; j++)
+			if (reqs[j].status != KVT_OK || reqs[j].length != b->size ||
+			    memcmp(buf + (uint64_t)j * b->size, b->vals + (uint64_t)(p0 + j) * b->size,
+				   b->size) != 0) {
+				bc_err("prompt load, block %u: %s", p0 + j,
+				       reqs[j].status != KVT_OK ? kvt_strerror(reqs[j].status)
+								: "wrong bytes");
+				rc = -EIO;
+				goto out;
+			}
+		if (p % 2 == 0 && (rc = bc_direct_phase(b, n, false, p0, p0 + pb, &dsecs)) < 0)
+			goto out;
+		c->lat_ms[c->nlat] = (t1 - t0) * 1e3;
+		c->dlat_ms[c->nlat++] = dsecs * 1e3;
+	}
+	rc = 0;
+out:
+	while (q && kvt_queue_inflight(q) > 0 && kvt_queue_wait(q, done, pb, BC_WAIT_MS) > 0)
+		;
+	kvt_queue_destroy(q);
+	free(buf);
+	free(reqs);
+	free(rp);
+	free(done);
+	free(iov);
 	return rc;
 }
 
@@ -421,9 +517,9 @@ static int bc_cell(struct bc *b, unsigned n, struct bc_cell *c, bool direct_firs
 	memset(c, 0, sizeof(*c));
 	if ((rc = bc_nodes_start(b, n)) < 0 || (rc = bc_store_open(b, n, &s, &ns)) < 0)
 		goto out;
-	if ((direct_first && (rc = bc_direct_phase(b, n, true, &c->dput_gbps)) < 0) ||
+	if ((direct_first && (rc = bc_direct_all(b, n, true, &c->dput_gbps)) < 0) ||
 	    (rc = bc_phase(b, s, ns, true, &c->put_gbps, NULL)) < 0 ||
-	    (!direct_first && (rc = bc_direct_phase(b, n, true, &c->dput_gbps)) < 0))
+	    (!direct_first && (rc = bc_direct_all(b, n, true, &c->dput_gbps)) < 0))
 		goto out;
 	struct bc_blocks bl = { c->node_blocks, n };
 	uint64_t sum = 0, want = bc_expected_blocks(b, n) + b->blocks;
@@ -446,9 +542,10 @@ static int bc_cell(struct bc *b, unsigned n, struct bc_cell *c, bool direct_firs
 	kvt_store_destroy(s); /* the gets come from a cold engine: every one a remote hit */
 	s = NULL;
 	if ((rc = bc_store_open(b, n, &s, &ns)) < 0 ||
-	    (direct_first && (rc = bc_direct_phase(b, n, false, &c->dget_gbps)) < 0) ||
+	    (direct_first && (rc = bc_direct_all(b, n, false, &c->dget_gbps)) < 0) ||
 	    (rc = bc_phase(b, s, ns, false, &c->get_gbps, &c->local_hits)) < 0 ||
-	    (!direct_first && (rc = bc_direct_phase(b, n, false, &c->dget_gbps)) < 0))
+	    (!direct_first && (rc = bc_direct_all(b, n, false, &c->dget_gbps)) < 0) ||
+	    (rc = bc_prompt_loads(b, s, ns, n, c)) < 0)
 		goto out;
 out:
 	kvt_store_destroy(s);
@@ -505,6 +602,16 @@ static int bc_set_make(struct bc *b, uint64_t size)
 	return 0;
 }
 
+/* The p-th percentile (nearest rank) of v[0..n), sorted here; -1 if none. */
+static double bc_pct(double *v, unsigned n, double p)
+{
+	if (n == 0)
+		return -1;
+	qsort(v, n, sizeof(*v), bench_cmp_double);
+	unsigned i = (unsigned)(p * (double)(n - 1) + 0.5);
+	return v[i < n ? i : n - 1];
+}
+
 /* ------------------------------------------------------------------------
  * Report: one line (or row) per op and node count, medians of the rounds.
  */
@@ -532,6 +639,16 @@ static void bc_report(struct bc *b, bool put, unsigned ni, struct bc_cell cells[
 	}
 	double gm = bench_median(g, rounds), im = bench_median(iperf, rounds);
 	double dm = bench_median(d, rounds);
+	/* Whole-prompt loads of every round, pooled (gets only). */
+	double lat[BENCH_ROUNDS_MAX * BC_LAT_PROMPTS], dlat[BENCH_ROUNDS_MAX * BC_LAT_PROMPTS];
+	unsigned nl = 0;
+	for (unsigned r = 0; !put && r < rounds; r++)
+		for (unsigned i = 0; i < cells[r][ni].nlat; i++, nl++) {
+			lat[nl] = cells[r][ni].lat_ms[i];
+			dlat[nl] = cells[r][ni].dlat_ms[i];
+		}
+	double l50 = bc_pct(lat, nl, 0.5), l99 = bc_pct(lat, nl, 0.99);
+	double d50 = bc_pct(dlat, nl, 0.5), d99 = bc_pct(dlat, nl, 0.99);
 	double g1m = one != UINT_MAX ? bench_median(g1, rounds) : -1;
 	double placed = (double)bc_expected_blocks(b, n);
 	if (b->o.json) {
@@ -547,6 +664,11 @@ static void bc_report(struct bc *b, bool put, unsigned ni, struct bc_cell cells[
 		printf(",\"direct\":\"bench net client\",\"direct_conns\":%u,\"direct_gbps\":%.3f"
 		       ",\"ratio_direct\":%.4f",
 		       n * b->o.conns, dm, gm / (dm > 0 ? dm : 1e-12));
+		if (!put) {
+			printf(",\"prompt_loads\":%u,\"prompt_load_p50_ms\":%.3f,\"prompt_load_p99_ms\":%.3f"
+			       ",\"direct_prompt_load_p50_ms\":%.3f,\"direct_prompt_load_p99_ms\":%.3f",
+			       nl, l50, l99, d50, d99);
+		}
 		bench_json_num("nodes1_gbps", g1m, "%.3f");
 		bench_json_num("ratio_nodes1", g1m > 0 ? gm / g1m : -1, "%.4f");
 		printf(",\"node_blocks_min\":%" PRIu64 ",\"node_blocks_max\":%" PRIu64
@@ -568,6 +690,9 @@ static void bc_report(struct bc *b, bool put, unsigned ni, struct bc_cell cells[
 		       b->o.threads, gm, gm / n, im, gm / (im > 0 ? im : 1e-12), dm,
 		       gm / (dm > 0 ? dm : 1e-12), rel,
 		       100.0 * (double)bmin / placed, 100.0 * (double)bmax / placed);
+		if (!put && nl)
+			printf("#   %u-block prompt loads (%u): p50/p99 %.1f/%.1f ms, direct %.1f/%.1f ms\n",
+			       b->o.prompt_blocks, nl, l50, l99, d50, d99);
 	}
 	fflush(stdout);
 }
