@@ -664,6 +664,10 @@ static void bc_report(struct bc *b, bool put, unsigned ni, struct bc_cell cells[
 		printf(",\"direct\":\"bench net client\",\"direct_conns\":%u,\"direct_gbps\":%.3f"
 		       ",\"ratio_direct\":%.4f",
 		       n * b->o.conns, dm, gm / (dm > 0 ? dm : 1e-12));
+		/* Puts: what the engine sent per block it put (hot replicas: the
+		 * first group of a prompt once per replica); the direct client 1. */
+		if (put)
+			printf(",\"put_wire_factor\":%.4f", placed / (double)b->blocks);
 		if (!put) {
 			printf(",\"prompt_loads\":%u,\"prompt_load_p50_ms\":%.3f,\"prompt_load_p99_ms\":%.3f"
 			       ",\"direct_prompt_load_p50_ms\":%.3f,\"direct_prompt_load_p99_ms\":%.3f",
