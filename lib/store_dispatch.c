@@ -228,6 +228,7 @@ static int store_get_walk(struct kvt_store *s, struct kvt_req *r, unsigned from)
 			if (t->ops->get_into(t->t, &k, r->iov, r->iov_count, IO_PRIO_DEMAND,
 					     store_part_got, r) == TIER_PENDING)
 				return STORE_PENDING;
+			continue; /* a miss here, now (server down): the next tier */
 		}
 		if (!t->ops->get)
 			continue;

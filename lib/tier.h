@@ -133,7 +133,8 @@ struct tier_ops {
 	 * buffers; nothing promoted): res status KVT_OK (count bytes), KVT_MISS
 	 * (not here, or failed on the way: the walk goes on; dst may hold
 	 * anything), KVT_EBUFSMALL (value_len set).  Once done ran, the tier
-	 * no longer writes to dst.  TIER_PENDING, or KVT_MISS: use get. */
+	 * no longer writes to dst.  TIER_PENDING, or KVT_MISS (a miss here
+	 * now, e.g. its server is down: the walk goes on; get is not asked). */
 	int (*get_into)(void *t, const struct tier_key *k, const struct iovec *dst,
 			unsigned dst_count, int prio, tier_done_fn done, void *ctx);
 	/* Quiet read (KVT_F_QUIET): a private, verified copy; nothing the

@@ -406,6 +406,36 @@ static void test_stall(const char *addr, struct proxy *px)
 	free(dst);
 }
 
+/* A server that is down: a get into buffers is one fast miss (counted
+ * once: the tier's DRAM path is not asked again). */
+static void test_down(void)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t sl = sizeof(sa);
+	char addr[64];
+	uint8_t buf[64];
+	struct iovec iov = { buf, sizeof(buf) };
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	T_ASSERT(fd >= 0);
+	T_OK(bind(fd, (struct sockaddr *)&sa, sizeof(sa)));
+	T_OK(getsockname(fd, (struct sockaddr *)&sa, &sl));
+	close(fd); /* nothing listens there now */
+	snprintf(addr, sizeof(addr), "127.0.0.1:%u", ntohs(sa.sin_port));
+	struct kvt_store *s = t_store_open("dram.capacity", "16M", "dram.prefault", "off",
+					   "remote.addr", addr, "remote.timeout_ms", "500",
+					   "remote.backoff_ms", "20", "remote.backoff_max_ms", "200",
+					   NULL);
+	uint32_t ns = t_ns(s, "direct");
+	for (int i = 0; i < 500 && t_stat(s, "remote.down") == 0; i++)
+		tsrv_sleep_ms(10);
+	T_EQ_U64(t_stat(s, "remote.down"), 1);
+	uint64_t f0 = t_stat(s, "remote.fast_fails");
+	for (int i = 0; i < 10; i++)
+		T_RC(get_into(s, ns, 300 + (uint64_t)i, &iov, 1).status, KVT_MISS);
+	T_EQ_U64(t_stat(s, "remote.fast_fails") - f0, 10);
+	kvt_store_destroy(s);
+}
+
 int main(int argc, char **argv)
 {
 	struct tsrv srv;
@@ -418,6 +448,7 @@ int main(int argc, char **argv)
 	if (access(argv[1], X_OK) != 0)
 		T_FAIL("%s is not executable", argv[1]);
 	signal(SIGPIPE, SIG_IGN);
+	test_down();
 	base = t_mkdtemp();
 	snprintf(dir, sizeof(dir), "%s/main", base);
 	T_RC(mkdir(dir, 0700), 0);
