@@ -994,8 +994,11 @@ static int rx_get_next(struct rconn *c)
 			for (uint32_t i = 0; i < op->dst_count; i++)
 				room += op->dst[i].iov_len;
 			if (it->value_len > room) {
-				c->cur_small = true; /* read and drop: KVT_EBUFSMALL */
-				return 0;
+				/* KVT_EBUFSMALL; the value goes to DRAM as a promotion
+				 * would, so that the caller's retry with a buffer of
+				 * value_len is a local hit, not a second transfer. */
+				c->cur_small = true;
+				goto reserve;
 			}
 			c->cur_direct = true;
 			c->cur_part = 0;
@@ -1003,6 +1006,7 @@ static int rx_get_next(struct rconn *c)
 			c->cur_part_left = it->part_lens[0];
 			return 0;
 		}
+	reserve:
 		ret = dram_reserve(rm->dram, op->ns, &op->key, it->value_len,
 				   it->part_count > 1 ? it->part_lens : NULL, it->part_count,
 				   &c->cur_item, c->cur_view, &c->cur_vc);
@@ -1013,6 +1017,31 @@ static int rx_get_next(struct rconn *c)
 		}
 		return 0;
 	}
+}
+
+/* The current GET item's bytes, all in its DRAM reservation: true if each
+ * part matches the writer's CRC32C. */
+static bool rx_check_view(const struct rconn *c, const struct proto_item *it)
+{
+	unsigned v = 0;
+	uint64_t voff = 0;
+	for (uint32_t p = 0; p < it->part_count; p++) {
+		uint64_t left = it->part_lens[p];
+		uint32_t crc = 0;
+		while (left) {
+			uint64_t n = c->cur_view[v].iov_len - voff;
+			if (n > left)
+				n = left;
+			crc = kvt_crc32c(crc, (uint8_t *)c->cur_view[v].iov_base + voff, n);
+			left -= n;
+			voff += n;
+			if (voff == c->cur_view[v].iov_len)
+				v++, voff = 0;
+		}
+		if (crc != it->part_crcs[p])
+			return false;
+	}
+	return true;
 }
 
 /* The current GET item's bytes are all read: check, publish, complete. */
@@ -1030,13 +1059,11 @@ static void rx_get_done(struct rconn *c)
 	c->cur_op = NULL;
 	op->answered = true;
 	fr->ops[it->index] = NULL;
-	if (c->cur_direct || c->cur_small) {
+	if (c->cur_direct) {
 		struct tier_result res = { .value_len = it->value_len,
 					   .value_flags = (it->flags & PROTO_IF_SEALED) ? KVT_F_SEALED
 											: 0 };
-		if (c->cur_small) {
-			status = KVT_EBUFSMALL;
-		} else if (c->cur_bad || c->cur_part < it->part_count) {
+		if (c->cur_bad || c->cur_part < it->part_count) {
 			A(rm->c_crc_errors);
 			kvt_logf(rm->log, KVT_LOG_WARN,
 				 "remote: a value from %s failed its CRC32C: a miss", rm->cfg.addr);
@@ -1044,31 +1071,30 @@ static void rx_get_done(struct rconn *c)
 			status = KVT_OK;
 			res.count = it->value_len;
 		}
-		c->cur_direct = c->cur_small = c->cur_bad = false;
+		c->cur_direct = c->cur_bad = false;
 		rop_done(rm, op, status, NULL, &res);
 		return;
 	}
-	if (item) {
-		/* Walk the parts over the view, checking each CRC. */
-		unsigned v = 0;
-		uint64_t voff = 0;
-		bool ok = true;
-		for (uint32_t p = 0; p < it->part_count && ok; p++) {
-			uint64_t left = it->part_lens[p];
-			uint32_t crc = 0;
-			while (left) {
-				uint64_t n = c->cur_view[v].iov_len - voff;
-				if (n > left)
-					n = left;
-				crc = kvt_crc32c(crc, (uint8_t *)c->cur_view[v].iov_base + voff, n);
-				left -= n;
-				voff += n;
-				if (voff == c->cur_view[v].iov_len)
-					v++, voff = 0;
-			}
-			ok = crc == it->part_crcs[p];
+	if (c->cur_small) {
+		/* Too big for the caller's buffers: published in DRAM below if
+		 * it reached there intact (the retry is a local hit), and the
+		 * answer is KVT_EBUFSMALL with the value's length either way. */
+		struct tier_result res = { .value_len = it->value_len };
+		c->cur_small = false;
+		if (item && rx_check_view(c, it)) {
+			dram_publish(rm->dram, item, it->part_crcs, it->part_lens,
+				     DRAM_ON_LOWER | DRAM_PROMOTED |
+					     ((it->flags & PROTO_IF_SEALED) ? DRAM_SEALED : 0),
+				     false);
+		} else if (item) {
+			A(rm->c_crc_errors);
+			dram_abort(rm->dram, item);
 		}
-		if (!ok) {
+		rop_done(rm, op, KVT_EBUFSMALL, NULL, &res);
+		return;
+	}
+	if (item) {
+		if (!rx_check_view(c, it)) {
 			A(rm->c_crc_errors);
 			kvt_logf(rm->log, KVT_LOG_WARN,
 				 "remote: a value from %s failed its CRC32C: dropped (a miss)",
