@@ -67,6 +67,24 @@ int bench_reply_resp(const char *line, size_t len, uint64_t *vlen);
 int bench_reply_json_num(const char *json, size_t len, const char *const *keys, unsigned n,
 			 double *out);
 
+/*
+ * bench_net.c: the net suite's native client of one kvtierd, for other
+ * suites to compare against (bench_cluster.c's direct rows).  Blocking,
+ * one request in flight per connection, 60 s I/O timeout; one thread per
+ * connection.  connect: 127.0.0.1:port, HELLO, AUTH NONE as "default",
+ * NS_REGISTER of the net suite's namespace.  get: the value into
+ * dst[0..cap) (0 and *got, KVT_MISS, or an error); put: one part with its
+ * CRC32C (0, also if present already, or an error).  Keys: 1..KVT_KEY_MAX
+ * bytes.
+ */
+struct bench_kvt;
+int bench_kvt_connect(struct bench_kvt **out, uint16_t port);
+void bench_kvt_close(struct bench_kvt *k);
+int bench_kvt_get(struct bench_kvt *k, const void *key, uint32_t key_len, uint8_t *dst,
+		  uint64_t cap, uint64_t *got);
+int bench_kvt_put(struct bench_kvt *k, const void *key, uint32_t key_len, const uint8_t *src,
+		  uint64_t len, uint32_t crc);
+
 /* bench_util.c: shared by the suites. */
 double bench_now(void);                         /* CLOCK_MONOTONIC, seconds */
 uint64_t bench_splitmix(uint64_t x);            /* SplitMix64 step */

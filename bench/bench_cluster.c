@@ -41,6 +41,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <pthread.h>
 #include <unistd.h>
 
 #include "kvtier.h"
@@ -53,6 +54,7 @@
 #define BC_INFLIGHT_MAX 256
 #define BC_WAIT_MS 60000
 #define BC_BLOCK_TOKENS 16u
+#define BC_LAT_PROMPTS 16       /* prompt loads timed per cell */
 
 struct bc_opts {
 	bool smoke, json, keep;
@@ -75,6 +77,9 @@ struct bc_node {
 /* One cell's results: one size, one round, one node count. */
 struct bc_cell {
 	double put_gbps, get_gbps;
+	double dput_gbps, dget_gbps;  /* the direct client's (bench_kvt_*), same nodes */
+	double lat_ms[BC_LAT_PROMPTS], dlat_ms[BC_LAT_PROMPTS]; /* whole-prompt loads */
+	unsigned nlat;
 	uint64_t node_blocks[BC_NODES_MAX]; /* each node's dram.blocks after the puts */
 	uint64_t local_hits;          /* gets served by the engine's own DRAM (expected 0) */
 };
@@ -146,7 +151,8 @@ static int bc_nodes_start(struct bc *b, unsigned n)
 			return -ENAMETOOLONG;
 		struct bench_kvtierd k = {
 			.path = b->o.kvtierd, .dir = dir, .log = nd->log,
-			.dram = bench_align_up(b->o.bytes + b->o.bytes / 4 + 64 * BC_MIB, BC_MIB),
+			/* the engine's working set, and the direct client's copy */
+			.dram = bench_align_up(2 * b->o.bytes + b->o.bytes / 4 + 64 * BC_MIB, BC_MIB),
 			.ssd = b->o.ssd, .threads = b->o.threads, .extra = b->o.ssd ? extra : NULL,
 		};
 		int rc = bench_kvtierd_start(&k, &nd->pid, &nd->port);
@@ -281,6 +287,195 @@ out:
 	return rc;
 }
 
+/* ------------------------------------------------------------------------
+ * The direct client: bench net's native client (bench_kvt_*), o.conns
+ * connections per node, each one thread with one request in flight, on
+ * the same nodes in the same cell.  Block i goes to node (i / group) % n,
+ * like a placement that puts each group on one node, and to connection
+ * i % conns of that node; its key is "bc-direct-<i>" in the net suite's
+ * namespace.  A put computes its CRC32C in the timed loop (the library
+ * computes it at put); a get lands in the connection's own buffer and is
+ * compared in full, as bc_phase does.
+ */
+struct bc_direct_job {
+	struct bc *b;
+	struct bench_kvt *k;
+	unsigned n, node, j;
+	bool put;
+	uint8_t *dst;
+	unsigned from, to;           /* blocks [from, to) */
+	int err;
+	unsigned block;
+};
+
+static void *bc_direct_run(void *arg)
+{
+	struct bc_direct_job *jb = arg;
+	struct bc *b = jb->b;
+	char key[32];
+	for (unsigned i = jb->from; i < jb->to; i++) {
+		if ((i / b->o.group) % jb->n != jb->node || i % b->o.conns != jb->j)
+			continue;
+		const uint8_t *v = b->vals + (uint64_t)i * b->size;
+		uint64_t got = 0;
+		int kl = snprintf(key, sizeof(key), "bc-direct-%u", i), rc;
+		jb->block = i;
+		if (jb->put) {
+			rc = bench_kvt_put(jb->k, key, (uint32_t)kl, v, b->size,
+					   kvt_crc32c(0, v, b->size));
+		} else {
+			rc = bench_kvt_get(jb->k, key, (uint32_t)kl, jb->dst, b->size, &got);
+			if (rc == 0 && (got != b->size || memcmp(jb->dst, v, b->size) != 0))
+				rc = -EBADMSG;
+		}
+		if (rc != 0) {
+			jb->err = rc;
+			return NULL;
+		}
+	}
+	return NULL;
+}
+
+/* Blocks [from, to) by the direct client; *secs the time it took. */
+static int bc_direct_phase(struct bc *b, unsigned n, bool put, unsigned from, unsigned to,
+			   double *secs)
+{
+	unsigned nj = n * b->o.conns, started = 0;
+	struct bc_direct_job *jobs = calloc(nj, sizeof(*jobs));
+	pthread_t *th = calloc(nj, sizeof(*th));
+	uint8_t *dst = put ? NULL : calloc(nj, b->size); /* zeroed: faulted in */
+	int rc = -ENOMEM;
+
+	if (!jobs || !th || (!put && !dst))
+		goto out;
+	for (unsigned t = 0; t < nj; t++) {
+		jobs[t] = (struct bc_direct_job){ .b = b, .n = n, .node = t % n, .j = t / n,
+						  .put = put, .from = from, .to = to,
+						  .dst = dst ? dst + (uint64_t)t * b->size : NULL };
+		if ((rc = bench_kvt_connect(&jobs[t].k, b->node[t % n].port)) < 0) {
+			bc_err("direct client to node %u: %s", t % n, kvt_strerror(rc));
+			goto out;
+		}
+	}
+	double t0 = bench_now();
+	for (; started < nj; started++)
+		if (pthread_create(&th[started], NULL, bc_direct_run, &jobs[started]) != 0) {
+			rc = -EAGAIN;
+			break;
+		}
+	for (unsigned t = 0; t < started; t++)
+		pthread_join(th[t], NULL);
+	double t1 = bench_now();
+	if (started < nj)
+		goto out;
+	rc = 0;
+	for (unsigned t = 0; t < nj && rc == 0; t++)
+		if (jobs[t].err) {
+			rc = jobs[t].err < 0 ? jobs[t].err : -EIO;
+			bc_err("direct %s of block %u: %s", put ? "put" : "get", jobs[t].block,
+			       jobs[t].err == KVT_MISS ? "a miss" : kvt_strerror(jobs[t].err));
+		}
+	if (rc == 0)
+		*secs = t1 - t0;
+out:
+	for (unsigned t = 0; jobs && t < nj; t++)
+		bench_kvt_close(jobs[t].k);
+	free(jobs);
+	free(th);
+	free(dst);
+	return rc;
+}
+
+/* Every block, by the direct client: *gbps. */
+static int bc_direct_all(struct bc *b, unsigned n, bool put, double *gbps)
+{
+	double secs = 0;
+	int rc = bc_direct_phase(b, n, put, 0, b->blocks, &secs);
+	if (rc == 0)
+		*gbps = bench_rate((double)b->blocks * (double)b->size, secs) / 1e9;
+	return rc;
+}
+
+/*
+ * Whole-prompt loads (the latency target): the first BC_LAT_PROMPTS
+ * prompts, each loaded at once, its prompt_blocks gets submitted together
+ * into buffers of their own (KVT_F_PROMPT); the time from the submit to
+ * the last completion.  Then the same prompt by the direct client (its
+ * connections in parallel, one request in flight each), alternating which
+ * goes first.  Bytes checked after timing.
+ */
+static int bc_prompt_loads(struct bc *b, struct kvt_store *s, uint32_t ns, unsigned n,
+			   struct bc_cell *c)
+{
+	unsigned pb = b->o.prompt_blocks, np = b->blocks / pb;
+	uint8_t *buf = calloc(pb, b->size);
+	struct kvt_req *reqs = calloc(pb, sizeof(*reqs)), **rp = calloc(pb, sizeof(*rp));
+	struct kvt_req **done = calloc(pb, sizeof(*done));
+	struct iovec *iov = calloc(pb, sizeof(*iov));
+	struct kvt_queue *q = NULL;
+	int r, rc = -ENOMEM;
+
+	np = np < BC_LAT_PROMPTS ? np : BC_LAT_PROMPTS;
+	if (!buf || !reqs || !rp || !done || !iov)
+		goto out;
+	if ((rc = kvt_queue_create(s, &q)) < 0)
+		goto out;
+	for (unsigned p = 0; p < np; p++) {
+		unsigned p0 = p * pb, got = 0;
+		double dsecs = 0;
+		if (p % 2 && (rc = bc_direct_phase(b, n, false, p0, p0 + pb, &dsecs)) < 0)
+			goto out;
+		for (unsigned j = 0; j < pb; j++) {
+			iov[j] = (struct iovec){ buf + (uint64_t)j * b->size, b->size };
+			reqs[j] = (struct kvt_req){ .op = KVT_OP_GET, .flags = KVT_F_PROMPT, .ns = ns,
+						    .key = b->keys[p0 + j], .keys = &b->keys[p0],
+						    .key_count = j + 1, .iov = &iov[j], .iov_count = 1 };
+			rp[j] = &reqs[j];
+		}
+		double t0 = bench_now();
+		if ((r = kvt_submit(q, rp, pb)) != (int)pb) {
+			bc_err("kvt_submit of a prompt: %s", kvt_strerror(r));
+			rc = r < 0 ? r : -EIO;
+			goto out;
+		}
+		while (got < pb) {
+			r = kvt_queue_wait(q, done, pb, BC_WAIT_MS);
+			if (r <= 0) {
+				bc_err("kvt_queue_wait: %s", r == 0 ? "nothing in 60 s" : kvt_strerror(r));
+				rc = r < 0 ? r : -ETIMEDOUT;
+				goto out;
+			}
+			got += (unsigned)r;
+		}
+		double t1 = bench_now();
+		for (unsigned j = 0; j < pb; j++)
+			if (reqs[j].status != KVT_OK || reqs[j].length != b->size ||
+			    memcmp(buf + (uint64_t)j * b->size, b->vals + (uint64_t)(p0 + j) * b->size,
+				   b->size) != 0) {
+				bc_err("prompt load, block %u: %s", p0 + j,
+				       reqs[j].status != KVT_OK ? kvt_strerror(reqs[j].status)
+								: "wrong bytes");
+				rc = -EIO;
+				goto out;
+			}
+		if (p % 2 == 0 && (rc = bc_direct_phase(b, n, false, p0, p0 + pb, &dsecs)) < 0)
+			goto out;
+		c->lat_ms[c->nlat] = (t1 - t0) * 1e3;
+		c->dlat_ms[c->nlat++] = dsecs * 1e3;
+	}
+	rc = 0;
+out:
+	while (q && kvt_queue_inflight(q) > 0 && kvt_queue_wait(q, done, pb, BC_WAIT_MS) > 0)
+		;
+	kvt_queue_destroy(q);
+	free(buf);
+	free(reqs);
+	free(rp);
+	free(done);
+	free(iov);
+	return rc;
+}
+
 struct bc_blocks {
 	uint64_t *v;
 	unsigned n;
@@ -310,9 +505,10 @@ static uint64_t bc_expected_blocks(const struct bc *b, unsigned n)
 	return prompts * ((uint64_t)first * copies + (b->o.prompt_blocks - first));
 }
 
-/* One cell: N fresh nodes, the puts, the node counts, the gets from a
- * fresh engine, the nodes stopped. */
-static int bc_cell(struct bc *b, unsigned n, struct bc_cell *c)
+/* One cell: N fresh nodes, the puts (the engine's and the direct
+ * client's, in the order direct_first says), the node counts, the gets
+ * from a fresh engine and the direct client, the nodes stopped. */
+static int bc_cell(struct bc *b, unsigned n, struct bc_cell *c, bool direct_first)
 {
 	struct kvt_store *s = NULL;
 	uint32_t ns;
@@ -321,10 +517,12 @@ static int bc_cell(struct bc *b, unsigned n, struct bc_cell *c)
 	memset(c, 0, sizeof(*c));
 	if ((rc = bc_nodes_start(b, n)) < 0 || (rc = bc_store_open(b, n, &s, &ns)) < 0)
 		goto out;
-	if ((rc = bc_phase(b, s, ns, true, &c->put_gbps, NULL)) < 0)
+	if ((direct_first && (rc = bc_direct_all(b, n, true, &c->dput_gbps)) < 0) ||
+	    (rc = bc_phase(b, s, ns, true, &c->put_gbps, NULL)) < 0 ||
+	    (!direct_first && (rc = bc_direct_all(b, n, true, &c->dput_gbps)) < 0))
 		goto out;
 	struct bc_blocks bl = { c->node_blocks, n };
-	uint64_t sum = 0, want = bc_expected_blocks(b, n);
+	uint64_t sum = 0, want = bc_expected_blocks(b, n) + b->blocks;
 	if ((rc = kvt_flush(s)) < 0 || (rc = kvt_remote_stats(s, "*", bc_blocks_stat, &bl)) < 0) {
 		bc_err("the nodes' STATS: %s", kvt_strerror(rc));
 		goto out;
@@ -332,14 +530,22 @@ static int bc_cell(struct bc *b, unsigned n, struct bc_cell *c)
 	for (unsigned i = 0; i < n; i++)
 		sum += c->node_blocks[i];
 	if (sum != want) {
-		bc_err("%u nodes hold %" PRIu64 " blocks, placement sent %" PRIu64, n, sum, want);
+		bc_err("%u nodes hold %" PRIu64 " blocks, placement and the direct client sent %" PRIu64,
+		       n, sum, want);
 		rc = -EIO;
 		goto out;
 	}
+	/* The shares reported are the engine's: less the direct client's blocks. */
+	for (unsigned i = 0; i < b->blocks; i++)
+		if (c->node_blocks[(i / b->o.group) % n] > 0)
+			c->node_blocks[(i / b->o.group) % n]--;
 	kvt_store_destroy(s); /* the gets come from a cold engine: every one a remote hit */
 	s = NULL;
 	if ((rc = bc_store_open(b, n, &s, &ns)) < 0 ||
-	    (rc = bc_phase(b, s, ns, false, &c->get_gbps, &c->local_hits)) < 0)
+	    (direct_first && (rc = bc_direct_all(b, n, false, &c->dget_gbps)) < 0) ||
+	    (rc = bc_phase(b, s, ns, false, &c->get_gbps, &c->local_hits)) < 0 ||
+	    (!direct_first && (rc = bc_direct_all(b, n, false, &c->dget_gbps)) < 0) ||
+	    (rc = bc_prompt_loads(b, s, ns, n, c)) < 0)
 		goto out;
 out:
 	kvt_store_destroy(s);
@@ -396,6 +602,16 @@ static int bc_set_make(struct bc *b, uint64_t size)
 	return 0;
 }
 
+/* The p-th percentile (nearest rank) of v[0..n), sorted here; -1 if none. */
+static double bc_pct(double *v, unsigned n, double p)
+{
+	if (n == 0)
+		return -1;
+	qsort(v, n, sizeof(*v), bench_cmp_double);
+	unsigned i = (unsigned)(p * (double)(n - 1) + 0.5);
+	return v[i < n ? i : n - 1];
+}
+
 /* ------------------------------------------------------------------------
  * Report: one line (or row) per op and node count, medians of the rounds.
  */
@@ -403,7 +619,8 @@ static void bc_report(struct bc *b, bool put, unsigned ni, struct bc_cell cells[
 		      const double *iperf)
 {
 	unsigned n = b->o.nodes[ni], rounds = b->o.rounds, one = UINT_MAX;
-	double g[BENCH_ROUNDS_MAX], g1[BENCH_ROUNDS_MAX];
+	double g[BENCH_ROUNDS_MAX], g1[BENCH_ROUNDS_MAX], d[BENCH_ROUNDS_MAX];
+	double dr[BENCH_ROUNDS_MAX]; /* per round: engine / direct, measured next to each other */
 	uint64_t bmin = UINT64_MAX, bmax = 0, hits = 0;
 
 	for (unsigned i = 0; i < b->o.node_count; i++)
@@ -411,6 +628,8 @@ static void bc_report(struct bc *b, bool put, unsigned ni, struct bc_cell cells[
 	for (unsigned r = 0; r < rounds; r++) {
 		const struct bc_cell *c = &cells[r][ni];
 		g[r] = put ? c->put_gbps : c->get_gbps;
+		d[r] = put ? c->dput_gbps : c->dget_gbps;
+		dr[r] = g[r] / (d[r] > 0 ? d[r] : 1e-12);
 		g1[r] = one != UINT_MAX ? (put ? cells[r][one].put_gbps : cells[r][one].get_gbps) : 0;
 		hits += c->local_hits;
 		for (unsigned i = 0; i < n; i++) {
@@ -419,6 +638,17 @@ static void bc_report(struct bc *b, bool put, unsigned ni, struct bc_cell cells[
 		}
 	}
 	double gm = bench_median(g, rounds), im = bench_median(iperf, rounds);
+	double dm = bench_median(d, rounds);
+	/* Whole-prompt loads of every round, pooled (gets only). */
+	double lat[BENCH_ROUNDS_MAX * BC_LAT_PROMPTS], dlat[BENCH_ROUNDS_MAX * BC_LAT_PROMPTS];
+	unsigned nl = 0;
+	for (unsigned r = 0; !put && r < rounds; r++)
+		for (unsigned i = 0; i < cells[r][ni].nlat; i++, nl++) {
+			lat[nl] = cells[r][ni].lat_ms[i];
+			dlat[nl] = cells[r][ni].dlat_ms[i];
+		}
+	double l50 = bc_pct(lat, nl, 0.5), l99 = bc_pct(lat, nl, 0.99);
+	double d50 = bc_pct(dlat, nl, 0.5), d99 = bc_pct(dlat, nl, 0.99);
 	double g1m = one != UINT_MAX ? bench_median(g1, rounds) : -1;
 	double placed = (double)bc_expected_blocks(b, n);
 	if (b->o.json) {
@@ -431,6 +661,18 @@ static void bc_report(struct bc *b, bool put, unsigned ni, struct bc_cell cells[
 		       b->o.inflight, b->o.conns, b->o.prompt_blocks, b->o.group,
 		       b->o.hot < n ? b->o.hot : n, b->o.ssd, gm, gm / n, im,
 		       gm / (im > 0 ? im : 1e-12));
+		printf(",\"direct\":\"bench net client\",\"direct_conns\":%u,\"direct_gbps\":%.3f"
+		       ",\"ratio_direct\":%.4f",
+		       n * b->o.conns, dm, gm / (dm > 0 ? dm : 1e-12));
+		/* Puts: what the engine sent per block it put (hot replicas: the
+		 * first group of a prompt once per replica); the direct client 1. */
+		if (put)
+			printf(",\"put_wire_factor\":%.4f", placed / (double)b->blocks);
+		if (!put) {
+			printf(",\"prompt_loads\":%u,\"prompt_load_p50_ms\":%.3f,\"prompt_load_p99_ms\":%.3f"
+			       ",\"direct_prompt_load_p50_ms\":%.3f,\"direct_prompt_load_p99_ms\":%.3f",
+			       nl, l50, l99, d50, d99);
+		}
 		bench_json_num("nodes1_gbps", g1m, "%.3f");
 		bench_json_num("ratio_nodes1", g1m > 0 ? gm / g1m : -1, "%.4f");
 		printf(",\"node_blocks_min\":%" PRIu64 ",\"node_blocks_max\":%" PRIu64
@@ -439,15 +681,22 @@ static void bc_report(struct bc *b, bool put, unsigned ni, struct bc_cell cells[
 		       bmin, bmax, (double)bmin / placed, (double)bmax / placed, placed, hits, rounds);
 		bench_json_rounds("gbps_rounds", g, rounds);
 		bench_json_rounds("baseline_gbps_rounds", iperf, rounds);
+		bench_json_rounds("direct_gbps_rounds", d, rounds);
+		bench_json_rounds("ratio_direct_rounds", dr, rounds);
+		bench_json_num("ratio_direct_median_of_rounds", bench_median(dr, rounds), "%.4f");
 		printf("}\n");
 	} else {
 		char sz[32], rel[32] = "-";
 		if (g1m > 0)
 			snprintf(rel, sizeof(rel), "%.3f", gm / g1m);
-		printf("%-4s %-8s %5u %4u %8.3f %8.3f %8.3f %6.3f %8s %6.1f%%..%.1f%%\n",
+		printf("%-4s %-8s %5u %4u %8.3f %8.3f %8.3f %6.3f %8.3f %7.3f %8s %6.1f%%..%.1f%%\n",
 		       put ? "put" : "get", bench_fmt_size(sz, sizeof(sz), b->size), n,
-		       b->o.threads, gm, gm / n, im, gm / (im > 0 ? im : 1e-12), rel,
+		       b->o.threads, gm, gm / n, im, gm / (im > 0 ? im : 1e-12), dm,
+		       gm / (dm > 0 ? dm : 1e-12), rel,
 		       100.0 * (double)bmin / placed, 100.0 * (double)bmax / placed);
+		if (!put && nl)
+			printf("#   %u-block prompt loads (%u): p50/p99 %.1f/%.1f ms, direct %.1f/%.1f ms\n",
+			       b->o.prompt_blocks, nl, l50, l99, d50, d99);
 	}
 	fflush(stdout);
 }
@@ -471,7 +720,7 @@ static int bc_size(struct bc *b, uint64_t size)
 			goto out;
 		for (unsigned k = 0; k < b->o.node_count; k++) {
 			unsigned ni = r % 2 ? b->o.node_count - 1 - k : k;
-			if ((rc = bc_cell(b, b->o.nodes[ni], &cells[r][ni])) < 0)
+			if ((rc = bc_cell(b, b->o.nodes[ni], &cells[r][ni], r % 2 == 1)) < 0)
 				goto out;
 		}
 	}
@@ -498,6 +747,10 @@ static void bc_usage(FILE *f)
 		"reads every block back through a cold engine and checks every byte.\n"
 		"Reports aggregate and per-node GB/s, the ratio of N nodes to 1, and\n"
 		"iperf3 over loopback in the same run.  Rounds alternate the node counts.\n"
+		"In every cell the direct client of 'kvtier bench net' (the wire protocol,\n"
+		"no library; --conns connections per node, one request in flight each)\n"
+		"puts and gets the same number of blocks on the same nodes, before the\n"
+		"engine in odd rounds and after it in even ones: /direct is the ratio.\n"
 		"\n"
 		"Options:\n"
 		"  --smoke            32 blocks of 256K, 1 round: fields and bytes only\n"
@@ -679,9 +932,10 @@ int bench_cluster_main(int argc, char **argv)
 	if (!b->o.json) {
 		printf("# kvtier bench cluster: loopback, %u loop thread(s) per node, %u round(s), "
 		       "%u in flight, kvtierd %s\n"
-		       "%-4s %-8s %5s %4s %8s %8s %8s %6s %8s %s\n",
+		       "%-4s %-8s %5s %4s %8s %8s %8s %6s %8s %7s %8s %s\n",
 		       b->o.threads, b->o.rounds, b->o.inflight, kvtierd, "op", "size", "nodes",
-		       "thr", "GB/s", "per-node", "iperf3", "ratio", "vs-1node", "node share");
+		       "thr", "GB/s", "per-node", "iperf3", "ratio", "direct", "/direct", "vs-1node",
+		       "node share");
 		fflush(stdout);
 	}
 	for (unsigned i = 0; i < b->o.size_count && rc == BENCH_EXIT_OK; i++)

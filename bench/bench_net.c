@@ -1954,3 +1954,62 @@ usage:
 	free(b);
 	return BENCH_EXIT_USAGE;
 }
+
+/* ------------------------------------------------------------------------
+ * The native client for other suites (bench.h: bench_kvt_*): the same
+ * connection, login, GET and PUT code the kvtierd rows above use, so that
+ * "kvtier bench cluster" measures the library against this client.
+ */
+struct bench_kvt {
+	struct bn b;                  /* bn_kvt_login keeps the namespace digest here */
+	struct bn_conn c;
+};
+
+int bench_kvt_connect(struct bench_kvt **out, uint16_t port)
+{
+	struct bench_kvt *k = calloc(1, sizeof(*k));
+	int rc;
+	*out = NULL;
+	if (!k)
+		return -ENOMEM;
+	if ((rc = bn_connect(&k->c, BN_KVTIERD, port)) < 0 ||
+	    (rc = bn_kvt_login(&k->b, &k->c, true)) < 0) {
+		bench_kvt_close(k);
+		return rc;
+	}
+	*out = k;
+	return 0;
+}
+
+void bench_kvt_close(struct bench_kvt *k)
+{
+	if (!k)
+		return;
+	bn_conn_close(&k->c);
+	free(k);
+}
+
+static int bench_kvt_key(struct bn_key *bk, const void *key, uint32_t len)
+{
+	if (len == 0 || len > KVT_KEY_MAX)
+		return -EINVAL;
+	memcpy(bk->s, key, len);
+	bk->len = len;
+	return 0;
+}
+
+int bench_kvt_get(struct bench_kvt *k, const void *key, uint32_t key_len, uint8_t *dst,
+		  uint64_t cap, uint64_t *got)
+{
+	struct bn_key bk;
+	int rc = bench_kvt_key(&bk, key, key_len);
+	return rc < 0 ? rc : bn_kvt_get(&k->c, &bk, dst, cap, got);
+}
+
+int bench_kvt_put(struct bench_kvt *k, const void *key, uint32_t key_len, const uint8_t *src,
+		  uint64_t len, uint32_t crc)
+{
+	struct bn_key bk;
+	int rc = bench_kvt_key(&bk, key, key_len);
+	return rc < 0 ? rc : bn_kvt_set(&k->c, &bk, src, len, crc);
+}

@@ -491,6 +491,8 @@ struct ctry {
 	tier_got_fn gcb;
 	tier_done_fn cb;
 	void *ctx;
+	const struct iovec *dst;     /* get into the caller's buffers, or NULL */
+	unsigned dst_count;
 };
 
 static void ctry_get_done(void *ctx, int status, struct dram_item *item);
@@ -504,7 +506,9 @@ static int ctry_next(struct ctry *t)
 		struct remote *rm = t->v->m[t->owners[(t->start + t->tried) % t->count]].mb->rm;
 		t->tried++;
 		ret = t->exists ? remote_exists(rm, t->ns, t->key, ctry_exists_done, t)
-				: remote_get(rm, t->ns, t->key, ctry_get_done, t);
+		      : t->dst	  ? remote_get_into(rm, t->ns, t->key, t->dst, t->dst_count,
+						    ctry_exists_done, t)
+				  : remote_get(rm, t->ns, t->key, ctry_get_done, t);
 		if (ret == 0)
 			return 0;
 	}
@@ -525,11 +529,13 @@ static void ctry_get_done(void *ctx, int status, struct dram_item *item)
 	kvt_mem_free(cl->mem, t, sizeof(*t));
 }
 
+/* Exists, and gets into the caller's buffers (a buffer too small is
+ * the answer, not a reason to ask the next replica). */
 static void ctry_exists_done(void *ctx, const struct tier_result *res)
 {
 	struct ctry *t = ctx;
 	struct cluster *cl = t->cl;
-	if (res->status != KVT_OK && t->tried < t->count) {
+	if (res->status != KVT_OK && res->status != KVT_EBUFSMALL && t->tried < t->count) {
 		A(cl->c_replica_retries);
 		if (ctry_next(t) == 0)
 			return;
@@ -542,7 +548,8 @@ static void ctry_exists_done(void *ctx, const struct tier_result *res)
 /* The caller's reference on v passes to the record if it returns 0. */
 static int ctry_start(struct cluster *cl, struct cview *v, bool exists, uint32_t ns,
 		      const struct kvt_key *key, const unsigned *owners, unsigned count,
-		      tier_got_fn gcb, tier_done_fn cb, void *ctx)
+		      tier_got_fn gcb, tier_done_fn cb, void *ctx, const struct iovec *dst,
+		      unsigned dst_count)
 {
 	struct ctry *t = kvt_mem_calloc(cl->mem, 1, sizeof(*t));
 	int ret;
@@ -559,6 +566,8 @@ static int ctry_start(struct cluster *cl, struct cview *v, bool exists, uint32_t
 	t->gcb = gcb;
 	t->cb = cb;
 	t->ctx = ctx;
+	t->dst = dst;
+	t->dst_count = dst_count;
 	ret = ctry_next(t);
 	if (ret != 0)
 		kvt_mem_free(cl->mem, t, sizeof(*t));
@@ -576,7 +585,27 @@ int cluster_get(struct cluster *cl, uint32_t ns, const struct kvt_key *key,
 	} else if ((k = cluster_place(cl, v, ns, key, hint, owners)) == 1) {
 		ret = remote_get(v->m[owners[0]].mb->rm, ns, key, cb, ctx);
 	} else {
-		ret = ctry_start(cl, v, false, ns, key, owners, k, cb, NULL, ctx);
+		ret = ctry_start(cl, v, false, ns, key, owners, k, cb, NULL, ctx, NULL, 0);
+		if (ret == 0)
+			return 0; /* the record holds v */
+	}
+	cview_put(cl, v);
+	return ret;
+}
+
+int cluster_get_into(struct cluster *cl, uint32_t ns, const struct kvt_key *key,
+		     const struct cluster_hint *hint, const struct iovec *dst, unsigned dst_count,
+		     tier_done_fn cb, void *ctx)
+{
+	unsigned owners[REMOTE_HOT_REPLICAS_MAX], k;
+	struct cview *v = cview_get(cl);
+	int ret;
+	if (v->n == 1) {
+		ret = remote_get_into(v->m[0].mb->rm, ns, key, dst, dst_count, cb, ctx);
+	} else if ((k = cluster_place(cl, v, ns, key, hint, owners)) == 1) {
+		ret = remote_get_into(v->m[owners[0]].mb->rm, ns, key, dst, dst_count, cb, ctx);
+	} else {
+		ret = ctry_start(cl, v, false, ns, key, owners, k, NULL, cb, ctx, dst, dst_count);
 		if (ret == 0)
 			return 0; /* the record holds v */
 	}
@@ -595,7 +624,7 @@ int cluster_exists(struct cluster *cl, uint32_t ns, const struct kvt_key *key,
 	} else if ((k = cluster_place(cl, v, ns, key, hint, owners)) == 1) {
 		ret = remote_exists(v->m[owners[0]].mb->rm, ns, key, cb, ctx);
 	} else {
-		ret = ctry_start(cl, v, true, ns, key, owners, k, NULL, cb, ctx);
+		ret = ctry_start(cl, v, true, ns, key, owners, k, NULL, cb, ctx, NULL, 0);
 		if (ret == 0)
 			return 0;
 	}

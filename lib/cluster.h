@@ -92,6 +92,9 @@ void cluster_close(struct cluster *cl);
 /* Operations: the contracts of remote_* (remote.h); hint may be NULL. */
 int cluster_get(struct cluster *cl, uint32_t ns, const struct kvt_key *key,
 		const struct cluster_hint *hint, tier_got_fn cb, void *ctx);
+int cluster_get_into(struct cluster *cl, uint32_t ns, const struct kvt_key *key,
+		     const struct cluster_hint *hint, const struct iovec *dst, unsigned dst_count,
+		     tier_done_fn cb, void *ctx);
 int cluster_put(struct cluster *cl, uint32_t ns, const struct kvt_key *key,
 		const struct cluster_hint *hint, const struct iovec *parts, unsigned part_count,
 		const uint32_t *crcs, bool sealed, tier_done_fn cb, void *ctx);

@@ -91,6 +91,8 @@ struct rop {
 	uint8_t *tiers;               /* LOOKUP, may be NULL */
 	const struct iovec *parts;    /* PUT: the caller's */
 	uint32_t part_count;
+	const struct iovec *dst;      /* GET into the caller's buffers (remote_get_into), or NULL */
+	uint32_t dst_count;
 	uint64_t *lens;               /* PUT: part_count lengths then crcs, one allocation */
 	uint32_t *crcs;
 	uint64_t value_len;
@@ -123,6 +125,11 @@ enum { RX_HEAD = 0, RX_DATA };
 
 #define RX_SCRATCH (64u << 10)
 #define REMOTE_PUT_FRAME_BYTES (UINT64_C(256) << 20) /* PUT values in one frame, at most */
+/* Striping of gets: a GET frame asks for about this many value bytes (by
+ * the mean value size seen so far), so that a batch of big blocks spreads
+ * over the pool's connections instead of queueing behind one frame on one
+ * of them; small blocks still go remote.batch to a frame. */
+#define REMOTE_GET_STRIPE_BYTES (UINT64_C(4) << 20)
 
 struct rconn {
 	struct remote *rm;
@@ -159,6 +166,13 @@ struct rconn {
 	bool have_cur;
 	uint64_t cur_done;            /* its bytes read */
 	struct dram_item *cur_item;   /* its DRAM reservation, NULL: discard */
+	struct rop *cur_op;
+	/* A GET into the caller's buffers (cur_op->dst): the bytes land there
+	 * and each part's CRC32C is computed as they land; a part that fails
+	 * (cur_bad) turns the rest into a discard and the answer into a miss. */
+	bool cur_direct, cur_bad, cur_small;
+	uint32_t cur_part, cur_crc;
+	uint64_t cur_part_left;
 	struct iovec cur_view[DRAM_MAX_RUNS];
 	unsigned cur_vc;
 	uint8_t *scratch;
@@ -203,9 +217,10 @@ struct remote {
 	struct rconn *conns;
 	struct rns *nsmap;
 	struct rop **batch_ops;          /* RK__COUNT x cfg.batch: dispatch's batches */
+	uint64_t get_mean;               /* running mean of GET value sizes (1/8 weight), 0: none yet */
 	uint32_t nsmap_cap;
 
-	_Atomic uint64_t c_gets, c_hits, c_misses, c_puts, c_put_stored, c_put_exists, c_put_failed,
+	_Atomic uint64_t c_gets, c_direct_gets, c_hits, c_misses, c_puts, c_put_stored, c_put_exists, c_put_failed,
 		c_lookups, c_exists, c_deletes, c_clears, c_errors, c_timeouts, c_fast_fails,
 		c_connects, c_connect_failures, c_disconnects, c_bytes_in, c_bytes_out, c_frames_out,
 		c_crc_errors, c_promote_full, c_conns_up, c_tls_failures;
@@ -251,7 +266,7 @@ static void rop_done(struct remote *rm, struct rop *op, int status, struct dram_
 	if (!res)
 		res = &r;
 	res->status = status;
-	if (status < 0 && status != -ECANCELED)
+	if (status < 0 && status != -ECANCELED && status != KVT_EBUFSMALL)
 		A(rm->c_errors);
 	switch (op->kind) {
 	case RK_GET:
@@ -259,6 +274,13 @@ static void rop_done(struct remote *rm, struct rop *op, int status, struct dram_
 			A(rm->c_hits);
 		else
 			A(rm->c_misses);
+		if (op->dst) {
+			/* Into the caller's buffers: a hit, a buffer too small, else
+			 * a miss (the bytes there are then not the value). */
+			res->status = status == KVT_OK || status == KVT_EBUFSMALL ? status : KVT_MISS;
+			op->cb(op->ctx, res);
+			break;
+		}
 		op->gcb(op->ctx, status == KVT_OK ? KVT_OK : KVT_MISS, item);
 		break;
 	case RK_PUT:
@@ -398,6 +420,8 @@ static void conn_fail(struct rconn *c, int why, const char *what)
 	c->inflight_bytes = 0;
 	c->rx_fr = NULL;
 	c->have_cur = false;
+	c->cur_op = NULL;
+	c->cur_direct = false;
 	c->rx = RX_HEAD;
 	c->rlen = 0;
 	c->want_out = false;
@@ -694,6 +718,8 @@ static void frame_send(struct remote *rm, struct rconn *c, int kind, struct rop 
 		frame_fail(rm, fr, ret);
 		return;
 	}
+	if (kind == RK_GET)
+		fr->bytes += n * rm->get_mean; /* what the answer will likely bring */
 	if (kind == RK_PUT) {
 		unsigned k = 1;
 		for (uint32_t i = 0; i < n; i++)
@@ -955,10 +981,32 @@ static int rx_get_next(struct rconn *c)
 		if ((it->flags & (PROTO_IF_PART | PROTO_IF_RANGE)) || it->off != 0 ||
 		    it->data_len != it->value_len)
 			return -EPROTO; /* we asked for whole values */
+		rm->get_mean = rm->get_mean ? rm->get_mean - rm->get_mean / 8 + it->value_len / 8
+					    : it->value_len;
 		c->have_cur = true;
 		c->cur_done = 0;
 		c->cur_vc = 0;
 		c->cur_item = NULL;
+		c->cur_op = op;
+		c->cur_direct = c->cur_bad = c->cur_small = false;
+		if (op->dst) {
+			uint64_t room = 0;
+			for (uint32_t i = 0; i < op->dst_count; i++)
+				room += op->dst[i].iov_len;
+			if (it->value_len > room) {
+				/* KVT_EBUFSMALL; the value goes to DRAM as a promotion
+				 * would, so that the caller's retry with a buffer of
+				 * value_len is a local hit, not a second transfer. */
+				c->cur_small = true;
+				goto reserve;
+			}
+			c->cur_direct = true;
+			c->cur_part = 0;
+			c->cur_crc = 0;
+			c->cur_part_left = it->part_lens[0];
+			return 0;
+		}
+	reserve:
 		ret = dram_reserve(rm->dram, op->ns, &op->key, it->value_len,
 				   it->part_count > 1 ? it->part_lens : NULL, it->part_count,
 				   &c->cur_item, c->cur_view, &c->cur_vc);
@@ -969,6 +1017,31 @@ static int rx_get_next(struct rconn *c)
 		}
 		return 0;
 	}
+}
+
+/* The current GET item's bytes, all in its DRAM reservation: true if each
+ * part matches the writer's CRC32C. */
+static bool rx_check_view(const struct rconn *c, const struct proto_item *it)
+{
+	unsigned v = 0;
+	uint64_t voff = 0;
+	for (uint32_t p = 0; p < it->part_count; p++) {
+		uint64_t left = it->part_lens[p];
+		uint32_t crc = 0;
+		while (left) {
+			uint64_t n = c->cur_view[v].iov_len - voff;
+			if (n > left)
+				n = left;
+			crc = kvt_crc32c(crc, (uint8_t *)c->cur_view[v].iov_base + voff, n);
+			left -= n;
+			voff += n;
+			if (voff == c->cur_view[v].iov_len)
+				v++, voff = 0;
+		}
+		if (crc != it->part_crcs[p])
+			return false;
+	}
+	return true;
 }
 
 /* The current GET item's bytes are all read: check, publish, complete. */
@@ -983,29 +1056,45 @@ static void rx_get_done(struct rconn *c)
 
 	c->have_cur = false;
 	c->cur_item = NULL;
+	c->cur_op = NULL;
 	op->answered = true;
 	fr->ops[it->index] = NULL;
-	if (item) {
-		/* Walk the parts over the view, checking each CRC. */
-		unsigned v = 0;
-		uint64_t voff = 0;
-		bool ok = true;
-		for (uint32_t p = 0; p < it->part_count && ok; p++) {
-			uint64_t left = it->part_lens[p];
-			uint32_t crc = 0;
-			while (left) {
-				uint64_t n = c->cur_view[v].iov_len - voff;
-				if (n > left)
-					n = left;
-				crc = kvt_crc32c(crc, (uint8_t *)c->cur_view[v].iov_base + voff, n);
-				left -= n;
-				voff += n;
-				if (voff == c->cur_view[v].iov_len)
-					v++, voff = 0;
-			}
-			ok = crc == it->part_crcs[p];
+	if (c->cur_direct) {
+		struct tier_result res = { .value_len = it->value_len,
+					   .value_flags = (it->flags & PROTO_IF_SEALED) ? KVT_F_SEALED
+											: 0 };
+		if (c->cur_bad || c->cur_part < it->part_count) {
+			A(rm->c_crc_errors);
+			kvt_logf(rm->log, KVT_LOG_WARN,
+				 "remote: a value from %s failed its CRC32C: a miss", rm->cfg.addr);
+		} else {
+			status = KVT_OK;
+			res.count = it->value_len;
 		}
-		if (!ok) {
+		c->cur_direct = c->cur_bad = false;
+		rop_done(rm, op, status, NULL, &res);
+		return;
+	}
+	if (c->cur_small) {
+		/* Too big for the caller's buffers: published in DRAM below if
+		 * it reached there intact (the retry is a local hit), and the
+		 * answer is KVT_EBUFSMALL with the value's length either way. */
+		struct tier_result res = { .value_len = it->value_len };
+		c->cur_small = false;
+		if (item && rx_check_view(c, it)) {
+			dram_publish(rm->dram, item, it->part_crcs, it->part_lens,
+				     DRAM_ON_LOWER | DRAM_PROMOTED |
+					     ((it->flags & PROTO_IF_SEALED) ? DRAM_SEALED : 0),
+				     false);
+		} else if (item) {
+			A(rm->c_crc_errors);
+			dram_abort(rm->dram, item);
+		}
+		rop_done(rm, op, KVT_EBUFSMALL, NULL, &res);
+		return;
+	}
+	if (item) {
+		if (!rx_check_view(c, it)) {
 			A(rm->c_crc_errors);
 			kvt_logf(rm->log, KVT_LOG_WARN,
 				 "remote: a value from %s failed its CRC32C: dropped (a miss)",
@@ -1020,6 +1109,40 @@ static void rx_get_done(struct rconn *c)
 		}
 	}
 	rop_done(rm, op, status, NULL, NULL);
+}
+
+/* n bytes landed in the caller's buffers at offset from: run them through
+ * the current part's CRC32C; at the end of each part compare with the
+ * writer's.  A part that fails sets cur_bad (the rest is discarded). */
+static void rx_direct_crc(struct rconn *c, uint64_t from, uint64_t n)
+{
+	const struct rop *op = c->cur_op;
+	const struct proto_item *it = &c->cur;
+	for (uint32_t i = 0; i < op->dst_count && n && !c->cur_bad; i++) {
+		uint64_t l = op->dst[i].iov_len;
+		if (from >= l) {
+			from -= l;
+			continue;
+		}
+		const uint8_t *p = (const uint8_t *)op->dst[i].iov_base + from;
+		uint64_t take = l - from < n ? l - from : n;
+		from = 0;
+		n -= take;
+		while (take && !c->cur_bad) {
+			uint64_t k = take < c->cur_part_left ? take : c->cur_part_left;
+			c->cur_crc = kvt_crc32c(c->cur_crc, p, k);
+			p += k;
+			take -= k;
+			c->cur_part_left -= k;
+			while (c->cur_part_left == 0 && c->cur_part < it->part_count && !c->cur_bad) {
+				if (c->cur_crc != it->part_crcs[c->cur_part])
+					c->cur_bad = true;
+				c->cur_crc = 0;
+				if (++c->cur_part < it->part_count)
+					c->cur_part_left = it->part_lens[c->cur_part];
+			}
+		}
+	}
 }
 
 /* Read the data of GET items.  1: more to read later (EAGAIN); 0: frame
@@ -1043,7 +1166,29 @@ static int rx_data(struct rconn *c)
 			rx_get_done(c);
 			continue;
 		}
-		if (c->cur_item) {
+		if (c->cur_direct && !c->cur_bad) {
+			/* Straight into the caller's buffers, from where the bytes
+			 * so far ended. */
+			struct iovec iov[64];
+			const struct rop *op = c->cur_op;
+			int n = 0;
+			uint64_t skip = c->cur_done, want = left, from = c->cur_done;
+			for (uint32_t i = 0; i < op->dst_count && want && n < 64; i++) {
+				uint64_t l = op->dst[i].iov_len;
+				if (skip >= l) {
+					skip -= l;
+					continue;
+				}
+				iov[n].iov_base = (uint8_t *)op->dst[i].iov_base + skip;
+				iov[n].iov_len = l - skip < want ? l - skip : want;
+				want -= iov[n].iov_len;
+				skip = 0;
+				n++;
+			}
+			r = conn_readv(c, iov, n);
+			if (r > 0)
+				rx_direct_crc(c, from, (uint64_t)r);
+		} else if (c->cur_item) {
 			struct iovec iov[DRAM_MAX_RUNS];
 			unsigned n = 0;
 			uint64_t skip = c->cur_done, want = left;
@@ -1382,6 +1527,10 @@ static void dispatch(struct remote *rm, uint64_t now, uint64_t *next_timer)
 			b[k].ops = rm->batch_ops + (size_t)k * rm->cfg.batch;
 			b[k].cap = batch_max;
 		}
+		if (rm->get_mean > 0 && rm->cfg.conns > 1) {
+			uint64_t per = REMOTE_GET_STRIPE_BYTES / rm->get_mean;
+			b[RK_GET].cap = per < 1 ? 1 : per < batch_max ? (uint32_t)per : batch_max;
+		}
 	}
 	while ((op = list)) {
 		int kind = op->kind;
@@ -1613,6 +1762,22 @@ int remote_get(struct remote *rm, uint32_t ns, const struct kvt_key *key, tier_g
 		return -ENOMEM;
 	op->gcb = cb;
 	A(rm->c_gets);
+	return rop_submit(rm, op);
+}
+
+int remote_get_into(struct remote *rm, uint32_t ns, const struct kvt_key *key,
+		    const struct iovec *dst, unsigned dst_count, tier_done_fn cb, void *ctx)
+{
+	struct rop *op;
+	if (!dst_count)
+		return -EINVAL;
+	op = rop_new(rm, RK_GET, ns, key, cb, ctx);
+	if (!op)
+		return -ENOMEM;
+	op->dst = dst;
+	op->dst_count = dst_count;
+	A(rm->c_gets);
+	A(rm->c_direct_gets);
 	return rop_submit(rm, op);
 }
 
@@ -2035,6 +2200,7 @@ void remote_stats(struct remote *rm, kvt_stats_fn fn, void *ctx)
 	S("conns_up", c_conns_up);
 	fn(ctx, "remote.down", atomic_load(&rm->down), NULL);
 	S("gets", c_gets);
+	S("direct_gets", c_direct_gets);
 	S("hits", c_hits);
 	S("misses", c_misses);
 	S("puts", c_puts);

@@ -21,6 +21,8 @@
  * DRAM reservation (no copy in user space), its parts are checked against
  * the writer's CRC32C that came with it, and it is published as a
  * promotion.  The callback then holds a ref, exactly as after ssd_promote.
+ * Gets into the caller's buffers (remote_get_into) skip DRAM: the value
+ * lands in those buffers, checked part by part as it lands.
  *
  * Threads: the remote_* calls, any thread; callbacks, the remote thread.
  * They must not block and must not call remote_* (they may call dram_*).
@@ -102,6 +104,15 @@ const char *remote_addr(const struct remote *rm);
  */
 int remote_get(struct remote *rm, uint32_t ns, const struct kvt_key *key,
 	       tier_got_fn cb, void *ctx);
+/* The whole value straight from the socket into the caller's dst[0..
+ * dst_count) (no DRAM, nothing published), each part's CRC32C checked as
+ * its bytes land.  cb's result: KVT_OK (count = value_len bytes written),
+ * KVT_EBUFSMALL (value_len set, dst untouched), or KVT_MISS (absent, a
+ * CRC that failed, the connection lost, a timeout, the tier stopping: the
+ * bytes in dst are then not the value).  Once cb ran, nothing writes to
+ * dst any more.  dst must stay valid until then. */
+int remote_get_into(struct remote *rm, uint32_t ns, const struct kvt_key *key,
+		    const struct iovec *dst, unsigned dst_count, tier_done_fn cb, void *ctx);
 /* parts: the value; crcs: one per part or NULL (computed here). */
 int remote_put(struct remote *rm, uint32_t ns, const struct kvt_key *key,
 	       const struct iovec *parts, unsigned part_count, const uint32_t *crcs,

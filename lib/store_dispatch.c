@@ -13,7 +13,8 @@
  *
  * The walks, per operation:
  *   get      DRAM; then each tier's get (promote into DRAM) until one has
- *            it; a part read (KVT_F_PART) asks a tier's get_part first
+ *            it; a part read (KVT_F_PART) asks a tier's get_part first, a
+ *            whole-value read into the caller's buffers its get_into
  *   exists   DRAM; each tier's find, exists, or a one-key lookup
  *   lookup   key by key over DRAM and the tiers with a find (an index in
  *            memory), then each other tier's lookup from the first key
@@ -219,6 +220,16 @@ static int store_get_walk(struct kvt_store *s, struct kvt_req *r, unsigned from)
 					     IO_PRIO_DEMAND, store_part_got, r) == TIER_PENDING)
 				return STORE_PENDING;
 		}
+		/* A whole value into the caller's buffers: straight there from
+		 * a tier that can (the remote tier: off the wire). */
+		if (t->ops->get_into && r->op == KVT_OP_GET && r->iov_count &&
+		    !(r->flags & (KVT_F_PART | KVT_F_RANGE)) && !seal_key_of(s->seal, r->ns)) {
+			req_set_cursor(r, i);
+			if (t->ops->get_into(t->t, &k, r->iov, r->iov_count, IO_PRIO_DEMAND,
+					     store_part_got, r) == TIER_PENDING)
+				return STORE_PENDING;
+			continue; /* a miss here, now (server down): the next tier */
+		}
 		if (!t->ops->get)
 			continue;
 		req_set_cursor(r, i);
@@ -261,8 +272,8 @@ static void store_tier_got(void *ctx, int status, struct dram_item *item)
 	req_finish(s, r, store_get_walk(s, r, i + 1));
 }
 
-/* A tier answered a part read: the part is in the caller's buffers; a
- * miss goes on to the next tier, as a get does. */
+/* A tier answered a part read or a get_into: the bytes are in the
+ * caller's buffers; a miss goes on to the next tier, as a get does. */
 static void store_part_got(void *ctx, const struct tier_result *res)
 {
 	struct kvt_req *r = ctx;

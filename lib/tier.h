@@ -129,6 +129,14 @@ struct tier_ops {
 	 * copied, value_len, value_flags).  KVT_MISS here: use get instead. */
 	int (*get_part)(void *t, const struct tier_key *k, uint32_t part, const struct iovec *dst,
 			unsigned dst_count, int prio, tier_done_fn done, void *ctx);
+	/* The whole value straight into dst (a plain get with the caller's
+	 * buffers; nothing promoted): res status KVT_OK (count bytes), KVT_MISS
+	 * (not here, or failed on the way: the walk goes on; dst may hold
+	 * anything), KVT_EBUFSMALL (value_len set).  Once done ran, the tier
+	 * no longer writes to dst.  TIER_PENDING, or KVT_MISS (a miss here
+	 * now, e.g. its server is down: the walk goes on; get is not asked). */
+	int (*get_into)(void *t, const struct tier_key *k, const struct iovec *dst,
+			unsigned dst_count, int prio, tier_done_fn done, void *ctx);
 	/* Quiet read (KVT_F_QUIET): a private, verified copy; nothing the
 	 * tier keeps changes.  TIER_PENDING, KVT_MISS, or < 0. */
 	int (*get_copy)(void *t, const struct tier_key *k, tier_copy_fn done, void *ctx);

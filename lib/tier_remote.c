@@ -56,6 +56,19 @@ static int trem_get(void *t, const struct tier_key *k, int prio, tier_got_fn got
 									    : KVT_MISS;
 }
 
+/* A plain get with the caller's buffers: received straight into them
+ * (remote_get_into), one copy less than through DRAM.  Not admitted into
+ * local DRAM (the next get of it asks the server again). */
+static int trem_get_into(void *t, const struct tier_key *k, const struct iovec *dst,
+			 unsigned dst_count, int prio, tier_done_fn done, void *ctx)
+{
+	struct cluster_hint h;
+	KVT_UNUSED(prio);
+	return cluster_get_into(t, k->ns, k->key, trem_hint(k, &h), dst, dst_count, done, ctx) == 0
+		       ? TIER_PENDING
+		       : KVT_MISS;
+}
+
 static int trem_exists(void *t, const struct tier_key *k, tier_done_fn done, void *ctx)
 {
 	struct cluster_hint h;
@@ -134,6 +147,7 @@ const struct tier_ops tier_remote_ops = {
 	.open = trem_open,
 	.stop = trem_stop,
 	.get = trem_get,
+	.get_into = trem_get_into,
 	.exists = trem_exists,
 	.lookup = trem_lookup,
 	.note_prompt = trem_note_prompt,

@@ -550,7 +550,10 @@ def test_remote_tier(kvtierd):
         for k, blk in zip(keys, blocks):
             assert b.get_into(ns, k, out) == blk.nbytes
             assert out.tobytes() == blk.tobytes()
-        # fetched values now live in B's DRAM
+        # received straight into the caller's buffer: not kept in B's DRAM
+        # (doc/remote.md); a prefetch keeps them local
+        assert b.exists(ns, keys[0]) == kvtier.TIER_REMOTE
+        assert b.prefetch(ns, keys) == 6
         assert b.exists(ns, keys[0]) == kvtier.TIER_DRAM
         st = b.stats()
         remote = {k: v for k, v in st.items() if k.startswith("remote.")}

@@ -104,6 +104,23 @@ static int get_check(struct kvt_store *s, uint32_t ns, uint64_t i)
 	return (int)r.tier;
 }
 
+/* Prefetch blocks first..first+n into DRAM (promoted from the server). */
+static void prefetch(struct kvt_store *s, uint32_t ns, uint64_t first, uint32_t n)
+{
+	struct kvt_key keys[64];
+	struct kvt_req r = { .op = KVT_OP_PREFETCH, .ns = ns, .keys = keys, .key_count = n };
+	struct kvt_req *rp = &r, *got;
+	struct kvt_queue *q;
+	T_ASSERT(n <= 64);
+	for (uint32_t i = 0; i < n; i++)
+		keys[i] = t_key(first + i);
+	T_OK(kvt_queue_create(s, &q));
+	T_RC(kvt_submit(q, &rp, 1), 1);
+	T_RC(kvt_queue_wait(q, &got, 1, 30000), 1);
+	T_RC(r.status, KVT_OK);
+	T_OK(kvt_queue_destroy(q));
+}
+
 static void test_share(const char *addr)
 {
 	struct kvt_store *a = engine(addr, "5000"), *b = engine(addr, "5000");
@@ -118,10 +135,18 @@ static void test_share(const char *addr)
 	T_EQ_U64(t_stat(a, "remote.puts_stored"), 24);
 	for (uint64_t i = 0; i < 24; i++)
 		T_EQ_INT(get_check(b, nb, i), KVT_TIER_REMOTE);
-	/* ... and promoted them: the second get is served by B's DRAM. */
+	/* ... straight into the caller's buffers, not into B's DRAM: the
+	 * second get asks the server again. */
+	for (uint64_t i = 0; i < 24; i++)
+		T_EQ_INT(get_check(b, nb, i), KVT_TIER_REMOTE);
+	T_EQ_U64(t_stat(b, "remote.hits"), 48);
+	T_EQ_U64(t_stat(b, "remote.direct_gets"), 48);
+	/* A prefetch promotes them into B's DRAM: then gets are DRAM hits. */
+	prefetch(b, nb, 0, 24);
 	for (uint64_t i = 0; i < 24; i++)
 		T_EQ_INT(get_check(b, nb, i), KVT_TIER_DRAM);
-	T_EQ_U64(t_stat(b, "remote.hits"), 24);
+	T_EQ_U64(t_stat(b, "remote.hits"), 72);
+	T_EQ_U64(t_stat(b, "remote.direct_gets"), 48);
 
 	/* A second put of a present key is EXISTS, locally and remotely. */
 	{

@@ -1,0 +1,479 @@
+/*
+ * test_remote_direct.c - gets of the remote tier straight into the
+ * caller's buffers (remote_get_into, tier.h get_into) against a real
+ * kvtierd, with a relaying TCP proxy in between that can corrupt or stall
+ * the server's bytes in the middle of a value.
+ *
+ * Usage: test_remote_direct PATH-TO-KVTIERD
+ *
+ * What it proves:
+ *   - a plain get with the caller's buffers is received into them
+ *     (remote.direct_gets), byte-exact, for values of several parts over
+ *     iovecs whose boundaries are not the parts'; a bigger buffer reports
+ *     the value's length; a smaller one is KVT_EBUFSMALL with value_len;
+ *   - a byte flipped in the middle of a value on the wire (after part of
+ *     it already landed in the caller's buffer) is a miss, never a hit,
+ *     and counted as remote.crc_errors; the next get of it is a hit;
+ *   - a load stalled mid-value that times out is a miss by its deadline,
+ *     and a load stalled mid-value while the store is destroyed releases
+ *     everything (ASan/LSan) and writes nothing to the buffer afterwards.
+ */
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "server.h"
+#include "t.h"
+#include "tstore.h"
+
+#define VLEN (1u << 20)
+#define MARK 0xa5            /* every byte of the proxy's target values */
+#define AT (600u * 1024)     /* the proxy acts at this byte of a run of MARKs */
+
+enum { P_RELAY = 0, P_FLIP, P_STALL };
+
+/* ------------------------------------------------------------------------
+ * A proxy: relays every connection to the server; server-to-client bytes
+ * are scanned for runs of MARK, and at byte AT of a run it flips that byte
+ * (P_FLIP, once) or stops relaying that connection (P_STALL, until the
+ * mode changes: then the relay closes both ends).
+ */
+struct proxy {
+	int lfd;
+	uint16_t port, to_port;
+	pthread_t thr;
+	_Atomic int mode;
+	_Atomic int acted;           /* times it flipped or stalled */
+	_Atomic int stop;
+	_Atomic int relays;          /* relay threads alive */
+};
+
+struct relay {
+	struct proxy *p;
+	int a, b;                    /* client, server */
+	uint64_t run;                /* MARKs in a row, server to client */
+};
+
+static bool relay_scan(struct relay *r, uint8_t *buf, size_t n, size_t *fwd)
+{
+	*fwd = n;
+	for (size_t i = 0; i < n; i++) {
+		r->run = buf[i] == MARK ? r->run + 1 : 0;
+		if (r->run != AT)
+			continue;
+		int m = atomic_load(&r->p->mode);
+		if (m == P_FLIP) {
+			buf[i] ^= 0x01;
+			atomic_store(&r->p->mode, P_RELAY);
+			atomic_fetch_add(&r->p->acted, 1);
+		} else if (m == P_STALL) {
+			*fwd = i; /* the value's first AT - 1 bytes went through */
+			atomic_fetch_add(&r->p->acted, 1);
+			return true;
+		}
+	}
+	return false;
+}
+
+static void *relay_main(void *arg)
+{
+	struct relay *r = arg;
+	uint8_t *buf = malloc(1 << 16);
+	T_ASSERT(buf);
+	while (!atomic_load(&r->p->stop)) {
+		struct pollfd pf[2] = { { r->a, POLLIN, 0 }, { r->b, POLLIN, 0 } };
+		if (poll(pf, 2, 50) < 0 && errno != EINTR)
+			break;
+		for (int i = 0; i < 2; i++) {
+			size_t fwd;
+			bool stall = false;
+			if (!(pf[i].revents & (POLLIN | POLLHUP | POLLERR)))
+				continue;
+			ssize_t n = read(pf[i].fd, buf, 1 << 16);
+			if (n <= 0)
+				goto done;
+			fwd = (size_t)n;
+			if (i == 1)
+				stall = relay_scan(r, buf, (size_t)n, &fwd);
+			for (size_t off = 0; off < fwd;) {
+				ssize_t w = write(i ? r->a : r->b, buf + off, fwd - off);
+				if (w <= 0)
+					goto done;
+				off += (size_t)w;
+			}
+			if (stall) {
+				while (atomic_load(&r->p->mode) == P_STALL && !atomic_load(&r->p->stop))
+					tsrv_sleep_ms(10);
+				goto done;
+			}
+		}
+	}
+done:
+	close(r->a);
+	close(r->b);
+	free(buf);
+	atomic_fetch_sub(&r->p->relays, 1);
+	free(r);
+	return NULL;
+}
+
+static void *proxy_main(void *arg)
+{
+	struct proxy *p = arg;
+	while (!atomic_load(&p->stop)) {
+		struct pollfd pf = { p->lfd, POLLIN, 0 };
+		struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(p->to_port),
+					  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+		struct relay *r;
+		pthread_t t;
+		int c, s;
+		if (poll(&pf, 1, 50) <= 0)
+			continue;
+		c = accept(p->lfd, NULL, NULL);
+		if (c < 0)
+			continue;
+		s = socket(AF_INET, SOCK_STREAM, 0);
+		if (s < 0 || connect(s, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+			close(c);
+			if (s >= 0)
+				close(s);
+			continue;
+		}
+		r = calloc(1, sizeof(*r));
+		T_ASSERT(r);
+		*r = (struct relay){ .p = p, .a = c, .b = s };
+		atomic_fetch_add(&p->relays, 1);
+		T_OK(pthread_create(&t, NULL, relay_main, r));
+		pthread_detach(t);
+	}
+	return NULL;
+}
+
+static void proxy_start(struct proxy *p, uint16_t to_port)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t sl = sizeof(sa);
+	memset(p, 0, sizeof(*p));
+	p->to_port = to_port;
+	p->lfd = socket(AF_INET, SOCK_STREAM, 0);
+	T_ASSERT(p->lfd >= 0);
+	T_OK(bind(p->lfd, (struct sockaddr *)&sa, sizeof(sa)));
+	T_OK(listen(p->lfd, 16));
+	T_OK(getsockname(p->lfd, (struct sockaddr *)&sa, &sl));
+	p->port = ntohs(sa.sin_port);
+	T_OK(pthread_create(&p->thr, NULL, proxy_main, p));
+}
+
+static void proxy_stop(struct proxy *p)
+{
+	atomic_store(&p->stop, 1);
+	pthread_join(p->thr, NULL);
+	close(p->lfd);
+	for (int i = 0; i < 500 && atomic_load(&p->relays) > 0; i++)
+		tsrv_sleep_ms(10);
+	T_EQ_INT(atomic_load(&p->relays), 0);
+}
+
+/* ------------------------------------------------------------------------ */
+
+static struct kvt_store *engine(const char *addr, const char *timeout_ms)
+{
+	struct kvt_store *s = t_store_open("dram.capacity", "64M", "dram.chunk", "4K",
+					   "dram.prefault", "off", "remote.addr", addr,
+					   "remote.timeout_ms", timeout_ms, "remote.backoff_ms",
+					   "20", "remote.backoff_max_ms", "200", NULL);
+	for (int i = 0; i < 1000 && t_stat(s, "remote.conns_up") == 0; i++)
+		tsrv_sleep_ms(10);
+	T_ASSERT(t_stat(s, "remote.conns_up") > 0);
+	return s;
+}
+
+/* One plain get into iov[0..n): the finished request. */
+static struct kvt_req get_into(struct kvt_store *s, uint32_t ns, uint64_t id,
+			       const struct iovec *iov, unsigned n)
+{
+	struct kvt_req r = { .op = KVT_OP_GET, .ns = ns, .key = t_key(id), .iov = iov,
+			     .iov_count = n };
+	struct kvt_req *rp = &r, *got;
+	struct kvt_queue *q;
+	T_OK(kvt_queue_create(s, &q));
+	T_RC(kvt_submit(q, &rp, 1), 1);
+	T_RC(kvt_queue_wait(q, &got, 1, 30000), 1);
+	T_OK(kvt_queue_destroy(q));
+	return r;
+}
+
+/* Byte-exact gets of a three-part value over iovecs that split it
+ * elsewhere; a bigger buffer; a buffer too small. */
+static void test_exact(const char *addr)
+{
+	struct kvt_store *a = engine(addr, "5000"), *b = engine(addr, "5000");
+	uint32_t na = t_ns(a, "direct"), nb = t_ns(b, "direct");
+	const size_t len = 3 * (VLEN / 3) + 7;
+	uint8_t *v = malloc(len), *dst = malloc(len + 4096);
+	struct kvt_key k = t_key(1);
+	T_ASSERT(v && dst);
+	t_fill(v, len, 1);
+	struct iovec parts[3] = { { v, VLEN / 3 }, { v + VLEN / 3, VLEN / 3 },
+				  { v + 2 * (VLEN / 3), len - 2 * (VLEN / 3) } };
+	T_RC(kvt_put(a, na, &k, parts, 3), KVT_OK);
+
+	/* Five pieces, none on a part boundary, the last with room to spare. */
+	size_t cuts[] = { 1000, 700001, 3, 65536 };
+	struct iovec iov[5];
+	size_t off = 0;
+	for (int i = 0; i < 4; i++) {
+		iov[i] = (struct iovec){ dst + off, cuts[i] };
+		off += cuts[i];
+	}
+	iov[4] = (struct iovec){ dst + off, len + 4096 - off };
+	memset(dst, 0, len + 4096);
+	uint64_t d0 = t_stat(b, "remote.direct_gets");
+	struct kvt_req r = get_into(b, nb, 1, iov, 5);
+	T_RC(r.status, KVT_OK);
+	T_EQ_INT(r.tier, KVT_TIER_REMOTE);
+	T_EQ_U64(r.length, len);
+	T_EQ_U64(r.value_len, len);
+	T_EQ_MEM(dst, v, len);
+	T_EQ_U64(t_stat(b, "remote.direct_gets"), d0 + 1);
+	/* Nothing past the value was written. */
+	for (size_t i = len; i < len + 4096; i++)
+		T_ASSERT(dst[i] == 0);
+
+	/* Too small: KVT_EBUFSMALL with the value's length, from the server;
+	 * the value went to DRAM meanwhile, so the retry with room is local. */
+	struct iovec small = { dst, len - 1 }, whole = { dst, len };
+	uint64_t in0 = t_stat(b, "remote.bytes_in");
+	r = get_into(b, nb, 1, &small, 1);
+	T_RC(r.status, KVT_EBUFSMALL);
+	T_EQ_U64(r.value_len, len);
+	T_ASSERT(t_stat(b, "remote.bytes_in") - in0 >= len);
+	memset(dst, 0, len);
+	in0 = t_stat(b, "remote.bytes_in");
+	r = get_into(b, nb, 1, &whole, 1);
+	T_RC(r.status, KVT_OK);
+	T_EQ_INT(r.tier, KVT_TIER_DRAM);
+	T_EQ_MEM(dst, v, len);
+	T_EQ_U64(t_stat(b, "remote.bytes_in") - in0, 0);
+
+	/* Absent: a miss. */
+	r = get_into(b, nb, 2, &small, 1);
+	T_RC(r.status, KVT_MISS);
+	T_EQ_U64(t_stat(b, "remote.crc_errors"), 0);
+	T_EQ_U64(t_stat(b, "remote.errors"), 0);
+	kvt_store_destroy(a);
+	kvt_store_destroy(b);
+	free(v);
+	free(dst);
+}
+
+/* Striping: a batch of 1 MiB gets in one kvt_submit goes out in frames
+ * of about REMOTE_GET_STRIPE_BYTES (4 MiB: 4 gets each), not one frame. */
+static void test_stripe(const char *addr)
+{
+	enum { N = 16 };
+	struct kvt_store *a = engine(addr, "5000"), *b = engine(addr, "5000");
+	uint32_t na = t_ns(a, "stripe"), nb = t_ns(b, "stripe");
+	uint8_t *v = malloc(VLEN), *dst = malloc((size_t)N * VLEN);
+	struct kvt_req reqs[N], *rp[N], *got[N];
+	struct iovec iov[N];
+	struct kvt_queue *q;
+	T_ASSERT(v && dst);
+	for (int i = 0; i < N; i++) {
+		struct kvt_key k = t_key(100 + (uint64_t)i);
+		struct iovec part = { v, VLEN };
+		t_fill(v, VLEN, 100 + (uint64_t)i);
+		T_RC(kvt_put(a, na, &k, &part, 1), KVT_OK);
+	}
+	/* One get first: the tier learns the size of the blocks. */
+	iov[0] = (struct iovec){ dst, VLEN };
+	T_RC(get_into(b, nb, 100, iov, 1).status, KVT_OK);
+	uint64_t f0 = t_stat(b, "remote.frames_out");
+	T_OK(kvt_queue_create(b, &q));
+	for (int i = 0; i < N; i++) {
+		iov[i] = (struct iovec){ dst + (size_t)i * VLEN, VLEN };
+		reqs[i] = (struct kvt_req){ .op = KVT_OP_GET, .ns = nb, .key = t_key(100 + (uint64_t)i),
+					    .iov = &iov[i], .iov_count = 1 };
+		rp[i] = &reqs[i];
+	}
+	T_RC(kvt_submit(q, rp, N), N);
+	for (int done = 0; done < N;) {
+		int n = kvt_queue_wait(q, got, N, 30000);
+		T_ASSERT(n > 0);
+		done += n;
+	}
+	uint64_t frames = t_stat(b, "remote.frames_out") - f0;
+	fprintf(stderr, "%d gets of 1 MiB went out in %llu frames\n", N, (unsigned long long)frames);
+	T_ASSERT(frames >= N / 4 && frames <= N);
+	for (int i = 0; i < N; i++) {
+		T_RC(reqs[i].status, KVT_OK);
+		t_fill(v, VLEN, 100 + (uint64_t)i);
+		T_EQ_MEM(dst + (size_t)i * VLEN, v, VLEN);
+	}
+	T_OK(kvt_queue_destroy(q));
+	kvt_store_destroy(a);
+	kvt_store_destroy(b);
+	free(v);
+	free(dst);
+}
+
+/* A byte flipped mid-value on the wire: a miss, never a hit. */
+static void test_crc(const char *addr, struct proxy *px)
+{
+	char paddr[64];
+	snprintf(paddr, sizeof(paddr), "127.0.0.1:%u", px->port);
+	struct kvt_store *a = engine(addr, "5000"), *b = engine(paddr, "5000");
+	uint32_t na = t_ns(a, "direct"), nb = t_ns(b, "direct");
+	uint8_t *v = malloc(VLEN), *dst = malloc(VLEN);
+	struct kvt_key k = t_key(10);
+	struct iovec part = { v, VLEN }, iov = { dst, VLEN };
+	T_ASSERT(v && dst);
+	memset(v, MARK, VLEN);
+	T_RC(kvt_put(a, na, &k, &part, 1), KVT_OK);
+
+	atomic_store(&px->mode, P_FLIP);
+	memset(dst, 0, VLEN);
+	struct kvt_req r = get_into(b, nb, 10, &iov, 1);
+	T_EQ_INT(atomic_load(&px->acted), 1); /* the proxy did flip a byte of it */
+	T_RC(r.status, KVT_MISS);
+	T_EQ_U64(r.length, 0);
+	T_EQ_U64(t_stat(b, "remote.crc_errors"), 1);
+	T_EQ_U64(t_stat(b, "remote.hits"), 0);
+	/* The bytes before the flip had landed in the buffer: it was mid-stream. */
+	T_ASSERT(dst[0] == MARK && dst[AT / 2] == MARK);
+
+	/* The server's copy is intact: the next get is a hit, byte-exact. */
+	memset(dst, 0, VLEN);
+	r = get_into(b, nb, 10, &iov, 1);
+	T_RC(r.status, KVT_OK);
+	T_EQ_U64(r.length, VLEN);
+	T_EQ_MEM(dst, v, VLEN);
+	kvt_store_destroy(a);
+	kvt_store_destroy(b);
+	free(v);
+	free(dst);
+}
+
+/* Loads stalled mid-value: a timeout is a miss by the deadline; a store
+ * destroyed under one releases everything and stops writing. */
+static void test_stall(const char *addr, struct proxy *px)
+{
+	char paddr[64];
+	snprintf(paddr, sizeof(paddr), "127.0.0.1:%u", px->port);
+	struct kvt_store *a = engine(addr, "5000"), *b = engine(paddr, "400");
+	uint32_t na = t_ns(a, "direct"), nb = t_ns(b, "direct");
+	uint8_t *v = malloc(VLEN), *dst = malloc(VLEN);
+	struct kvt_key k = t_key(20);
+	struct iovec part = { v, VLEN }, iov = { dst, VLEN };
+	T_ASSERT(v && dst);
+	memset(v, MARK, VLEN);
+	T_RC(kvt_put(a, na, &k, &part, 1), KVT_OK);
+
+	int acted = atomic_load(&px->acted);
+	atomic_store(&px->mode, P_STALL);
+	uint64_t t0 = t_now_ms();
+	struct kvt_req r = get_into(b, nb, 20, &iov, 1);
+	uint64_t t = t_now_ms() - t0;
+	T_EQ_INT(atomic_load(&px->acted), acted + 1);
+	T_RC(r.status, KVT_MISS);
+	T_ASSERT(t >= 300 && t < 5000);
+	T_ASSERT(t_stat(b, "remote.timeouts") >= 1);
+	atomic_store(&px->mode, P_RELAY);
+	kvt_store_destroy(b);
+
+	/* Destroyed with the load in flight, stalled mid-value. */
+	b = engine(paddr, "30000");
+	nb = t_ns(b, "direct");
+	acted = atomic_load(&px->acted);
+	atomic_store(&px->mode, P_STALL);
+	struct kvt_req rq = { .op = KVT_OP_GET, .ns = nb, .key = t_key(20), .iov = &iov,
+			      .iov_count = 1 };
+	struct kvt_req *rp = &rq;
+	struct kvt_queue *q;
+	T_OK(kvt_queue_create(b, &q));
+	T_RC(kvt_submit(q, &rp, 1), 1);
+	for (int i = 0; i < 500 && atomic_load(&px->acted) == acted; i++)
+		tsrv_sleep_ms(10);
+	T_EQ_INT(atomic_load(&px->acted), acted + 1);
+	kvt_store_destroy(b); /* frees the queue; the load fails, its memory goes */
+	memset(dst, 0x5a, VLEN);
+	atomic_store(&px->mode, P_RELAY); /* the rest would come now: nobody reads it */
+	tsrv_sleep_ms(200);
+	for (size_t i = 0; i < VLEN; i += 4093)
+		T_ASSERT(dst[i] == 0x5a);
+	kvt_store_destroy(a);
+	free(v);
+	free(dst);
+}
+
+/* A server that is down: a get into buffers is one fast miss (counted
+ * once: the tier's DRAM path is not asked again). */
+static void test_down(void)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t sl = sizeof(sa);
+	char addr[64];
+	uint8_t buf[64];
+	struct iovec iov = { buf, sizeof(buf) };
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	T_ASSERT(fd >= 0);
+	T_OK(bind(fd, (struct sockaddr *)&sa, sizeof(sa)));
+	T_OK(getsockname(fd, (struct sockaddr *)&sa, &sl));
+	close(fd); /* nothing listens there now */
+	snprintf(addr, sizeof(addr), "127.0.0.1:%u", ntohs(sa.sin_port));
+	struct kvt_store *s = t_store_open("dram.capacity", "16M", "dram.prefault", "off",
+					   "remote.addr", addr, "remote.timeout_ms", "500",
+					   "remote.backoff_ms", "20", "remote.backoff_max_ms", "200",
+					   NULL);
+	uint32_t ns = t_ns(s, "direct");
+	for (int i = 0; i < 500 && t_stat(s, "remote.down") == 0; i++)
+		tsrv_sleep_ms(10);
+	T_EQ_U64(t_stat(s, "remote.down"), 1);
+	uint64_t f0 = t_stat(s, "remote.fast_fails");
+	for (int i = 0; i < 10; i++)
+		T_RC(get_into(s, ns, 300 + (uint64_t)i, &iov, 1).status, KVT_MISS);
+	T_EQ_U64(t_stat(s, "remote.fast_fails") - f0, 10);
+	kvt_store_destroy(s);
+}
+
+int main(int argc, char **argv)
+{
+	struct tsrv srv;
+	struct proxy px;
+	char dir[600], addr[700];
+	char *base;
+
+	if (argc < 2)
+		T_SKIP("usage: test_remote_direct PATH-TO-KVTIERD");
+	if (access(argv[1], X_OK) != 0)
+		T_FAIL("%s is not executable", argv[1]);
+	signal(SIGPIPE, SIG_IGN);
+	test_down();
+	base = t_mkdtemp();
+	snprintf(dir, sizeof(dir), "%s/main", base);
+	T_RC(mkdir(dir, 0700), 0);
+	tsrv_start(&srv, argv[1], base, dir, NULL, NULL);
+	snprintf(addr, sizeof(addr), "127.0.0.1:%u", srv.port);
+	proxy_start(&px, srv.port);
+	test_exact(addr);
+	test_stripe(addr);
+	test_crc(addr, &px);
+	test_stall(addr, &px);
+	proxy_stop(&px);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+	tsrv_check_reports(base);
+	t_rmtree(base);
+	free(base);
+	printf("test_remote_direct: ok\n");
+	return 0;
+}
