@@ -13,7 +13,11 @@ test fails (exit 1), unless the component is exactly one listed with
 Then checks that the tier implementations (lib/dram.h's first part) and
 the seal decorator reference no DRAM function outside that part.
 Exit 0 pass, 1 fail, 77 skip (no nm).
+
+read(), graph() and sccs() are also the object-graph code of
+tests/unit/test_daemon_layers.py (kvtierd's files), which imports them.
 """
+import os
 import re
 import shutil
 import subprocess
@@ -40,18 +44,24 @@ def short(member):
 
 
 LINE = re.compile(r"^.*?:([^:/]+\.o):\s*(?:[0-9a-fA-F]+\s+)?([A-Za-z])\s+(\S+)$")
+# "dir/file.o: ADDR T sym": nm -A of object files
+OBJ_LINE = re.compile(r"^([^:]+\.o):\s*(?:[0-9a-fA-F]+\s+)?([A-Za-z])\s+(\S+)$")
 
 
-def read(archive):
-    """Objects, {symbol: defining object}, {object: symbols it references}."""
+def read(files, name=short):
+    """Objects, {symbol: defining object}, {object: symbols it references},
+    from `nm` of a static library or object files (a path or a list of
+    paths); name(member) names each object."""
     defs, uses, objs = {}, {}, set()
-    out = subprocess.run(["nm", "-A", "-g", archive], capture_output=True, text=True,
+    line_re = LINE if isinstance(files, str) else OBJ_LINE
+    files = [files] if isinstance(files, str) else list(files)
+    out = subprocess.run(["nm", "-A", "-g", *files], capture_output=True, text=True,
                          check=True).stdout
     for line in out.splitlines():
-        m = LINE.match(line)
+        m = line_re.match(line)
         if not m:
             continue
-        obj, kind, sym = short(m.group(1)), m.group(2), m.group(3)
+        obj, kind, sym = name(os.path.basename(m.group(1))), m.group(2), m.group(3)
         objs.add(obj)
         if kind == "U":
             uses.setdefault(obj, set()).add(sym)
@@ -60,7 +70,20 @@ def read(archive):
     return objs, defs, uses
 
 
+def graph(defs, uses):
+    """Edges a -> b (a uses a global b defines) and {(a, b): those symbols}."""
+    edges, why = {}, {}
+    for a, syms in uses.items():
+        for sym in syms:
+            b = defs.get(sym)
+            if b and b != a:
+                edges.setdefault(a, set()).add(b)
+                why.setdefault((a, b), set()).add(sym)
+    return edges, why
+
+
 def sccs(nodes, edges):
+    """Strongly connected components (Tarjan), each sorted."""
     index, low, on, stack, out = {}, {}, set(), [], []
     counter = [0]
 
@@ -107,13 +130,7 @@ def main():
             print("usage: check-layers.py LIB.a [--allow-cycle a,b,...]", file=sys.stderr)
             return 2
     objs, defs, uses = read(archive)
-    edges, why = {}, {}
-    for a, syms in uses.items():
-        for sym in syms:
-            b = defs.get(sym)
-            if b and b != a:
-                edges.setdefault(a, set()).add(b)
-                why.setdefault((a, b), set()).add(sym)
+    edges, why = graph(defs, uses)
     fail = False
     comps = [c for c in sccs(objs, edges) if len(c) > 1]
     for comp in comps:

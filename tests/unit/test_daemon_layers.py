@@ -10,54 +10,18 @@ protocol table (daemon/kvtierd.h).  Issue 18 item 4; doc/kvtierd.md.
 usage: test_daemon_layers.py BUILD/daemon/kvtierd.p
 """
 import glob
+import importlib.util
 import os
-import subprocess
 import sys
 
 PROTOCOL_FILES = {"native", "ops", "value", "wire", "respd", "httpd"}
 
-
-def symbols(obj):
-    out = subprocess.run(["nm", obj], capture_output=True, text=True, check=True).stdout
-    defined, used = set(), set()
-    for line in out.splitlines():
-        f = line.split()
-        if len(f) == 3 and f[1] in "TDBRC":
-            defined.add(f[2])
-        elif len(f) == 2 and f[0] == "U":
-            used.add(f[1])
-    return defined, used
-
-
-def cycles(edges):
-    index, low, stack, on, comps, n = {}, {}, [], set(), [], [0]
-
-    def visit(v):
-        index[v] = low[v] = n[0]
-        n[0] += 1
-        stack.append(v)
-        on.add(v)
-        for w in edges[v]:
-            if w not in index:
-                visit(w)
-                low[v] = min(low[v], low[w])
-            elif w in on:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            comp = []
-            while True:
-                w = stack.pop()
-                on.discard(w)
-                comp.append(w)
-                if w == v:
-                    break
-            if len(comp) > 1:
-                comps.append(sorted(comp))
-
-    for v in edges:
-        if v not in index:
-            visit(v)
-    return comps
+# The object graph (nm, edges, Tarjan) is scripts/check-layers.py's.
+_spec = importlib.util.spec_from_file_location(
+    "check_layers", os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                 "..", "..", "scripts", "check-layers.py"))
+layers = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(layers)
 
 
 def main():
@@ -65,27 +29,22 @@ def main():
     if len(objs) < 10:
         print("too few objects in", sys.argv[1])
         return 1
-    syms = {os.path.basename(o).split(".")[0]: symbols(o) for o in objs}
-    edges = {a: set() for a in syms}
-    why = {}
-    for a, (_, used) in syms.items():
-        for b, (defined, _) in syms.items():
-            common = used & defined
-            if a != b and common:
-                edges[a].add(b)
-                why[(a, b)] = sorted(common)
+    names, defs, uses = layers.read(objs, name=lambda o: o.split(".")[0])
+    edges, why = layers.graph(defs, uses)
+    names |= {os.path.basename(o).split(".")[0] for o in objs}
+    edges = {a: edges.get(a, set()) for a in names}
     bad = 0
-    for comp in cycles(edges):
+    for comp in (c for c in layers.sccs(names, edges) if len(c) > 1):
         print("cycle among daemon files:", " ".join(comp))
         for a in comp:
             for b in comp:
                 if (a, b) in why:
-                    print(f"  {a} -> {b}: {', '.join(why[(a, b)][:5])}")
+                    print(f"  {a} -> {b}: {', '.join(sorted(why[(a, b)])[:5])}")
         bad += 1
     for b in sorted(edges.get("loop", set()) & PROTOCOL_FILES):
-        print(f"loop.c calls protocol file {b}.c: {', '.join(why[('loop', b)])}")
+        print(f"loop.c calls protocol file {b}.c: {', '.join(sorted(why[('loop', b)]))}")
         bad += 1
-    if "loop" not in syms or "native" not in syms:
+    if "loop" not in names or "native" not in names:
         print("loop.o or native.o missing")
         bad += 1
     for a in sorted(edges):
