@@ -77,6 +77,7 @@ from typing import Any, List, Optional
 import torch
 
 import kvtier
+from kvtier._engine import ident as _ident, store_options, truthy as _truthy
 
 from sglang.srt.mem_cache.hicache_storage import (
     HiCacheStorage,
@@ -87,32 +88,6 @@ from sglang.srt.mem_cache.hicache_storage import (
 logger = logging.getLogger(__name__)
 
 __all__ = ["KVTierHiCacheStorage", "store_options", "page_key"]
-
-
-def store_options(extra: dict) -> dict:
-    """Store options from extra_config and KVTIER_OPTIONS (the same rules as
-    kvtier.vllm.store_options)."""
-    opts = {str(k): str(v) for k, v in (extra.get("kvtier.options") or {}).items()}
-    for item in filter(None, os.environ.get("KVTIER_OPTIONS", "").split(",")):
-        name, sep, value = item.partition("=")
-        if not sep:
-            raise ValueError(f"KVTIER_OPTIONS: {item!r} is not NAME=VALUE")
-        opts.setdefault(name.strip(), value.strip())
-    opts.setdefault("dram.capacity", "1G")
-    return opts
-
-
-def _truthy(v) -> bool:
-    return str(v).lower() in ("1", "true", "yes", "on")
-
-
-def _ident(s: str) -> str:
-    """A descriptor string value: printable ASCII without space, 1..255
-    bytes; one that had to change keeps a hash of the original."""
-    out = "".join(c if 0x21 <= ord(c) <= 0x7E else "_" for c in s)
-    if out != s or not out or len(out) > 255:
-        out = out[:200] + "~" + hashlib.sha256(s.encode()).hexdigest()[:32]
-    return out
 
 
 def page_key(h: str) -> bytes:

@@ -88,6 +88,7 @@ import numpy as np
 import torch
 
 import kvtier
+from kvtier._engine import ident as _ident, store_options, truthy as _truthy
 
 from vllm.distributed.kv_transfer.kv_connector.v1.base import (
     KVConnectorBase_V1,
@@ -110,32 +111,6 @@ _OP_STATS = b"S"
 def _extra(vllm_config) -> dict:
     ktc = vllm_config.kv_transfer_config
     return dict(ktc.kv_connector_extra_config or {}) if ktc is not None else {}
-
-
-def store_options(extra: dict) -> dict:
-    """Store options from kv_connector_extra_config and KVTIER_OPTIONS."""
-    opts = {str(k): str(v) for k, v in (extra.get("kvtier.options") or {}).items()}
-    for item in filter(None, os.environ.get("KVTIER_OPTIONS", "").split(",")):
-        name, sep, value = item.partition("=")
-        if not sep:
-            raise ValueError(f"KVTIER_OPTIONS: {item!r} is not NAME=VALUE")
-        opts.setdefault(name.strip(), value.strip())
-    opts.setdefault("dram.capacity", "1G")
-    return opts
-
-
-def _truthy(v) -> bool:
-    return str(v).lower() in ("1", "true", "yes", "on")
-
-
-def _ident(s: str) -> str:
-    """A descriptor string value: printable ASCII without space, 1..255
-    bytes.  A value that had to be changed to fit keeps a hash of the
-    original, so that two values never map to one."""
-    out = "".join(c if 0x21 <= ord(c) <= 0x7E else "_" for c in s)
-    if out != s or not out or len(out) > 255:
-        out = out[:200] + "~" + hashlib.sha256(s.encode()).hexdigest()[:32]
-    return out
 
 
 def _socket_name(engine_id: str, tp_rank: int, pp_rank: int) -> str:
