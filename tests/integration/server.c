@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <glob.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -233,4 +234,52 @@ void tsrv_wait_stopped(pid_t pid)
 		tsrv_sleep_ms(2);
 	}
 	T_FAIL("process %d did not stop after SIGSTOP", (int)pid);
+}
+
+uint64_t tsrv_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t tsrv_rss(pid_t pid)
+{
+	char path[64], line[256];
+	uint64_t kb = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	f = fopen(path, "r");
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmRSS: %" SCNu64 " kB", &kb) == 1)
+			break;
+	fclose(f);
+	return kb * 1024;
+}
+
+void *tsrv_rss_thread(void *arg)
+{
+	struct tsrv_rss_watch *w = arg;
+
+	while (!atomic_load(w->stop)) {
+		uint64_t r = tsrv_rss(w->srv->pid);
+		if (r > atomic_load(w->max))
+			atomic_store(w->max, r);
+		tsrv_sleep_ms(20);
+	}
+	return NULL;
+}
+
+void tsrv_fill(uint8_t *b, size_t n, uint32_t seed)
+{
+	uint32_t x = seed * 2654435761u + 1;
+	for (size_t i = 0; i < n; i++) {
+		x ^= x << 13;
+		x ^= x >> 17;
+		x ^= x << 5;
+		b[i] = (uint8_t)x;
+	}
 }

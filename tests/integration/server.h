@@ -6,6 +6,9 @@
 #ifndef KVT_TEST_SERVER_H
 #define KVT_TEST_SERVER_H
 
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -35,5 +38,21 @@ void tsrv_wait_stopped(pid_t pid);
 /* Fail the test if any kvtierd's stderr under base (*.stderr) holds a
  * sanitizer report. */
 void tsrv_check_reports(const char *base);
+
+/* CLOCK_MONOTONIC in nanoseconds. */
+uint64_t tsrv_now_ns(void);
+/* pid's resident set (VmRSS) in bytes; 0 if /proc cannot tell. */
+uint64_t tsrv_rss(pid_t pid);
+/* A peak-RSS sampler, run as pthread_create(..., tsrv_rss_thread, &w):
+ * every 20 ms raises *w.max to w.srv->pid's RSS, until *w.stop. */
+struct tsrv_rss_watch {
+	const struct tsrv *srv;
+	_Atomic bool *stop;
+	_Atomic uint64_t *max;
+};
+void *tsrv_rss_thread(void *arg);
+/* n pseudo-random bytes from seed (xorshift32): a value a test can
+ * rebuild to check what it reads back. */
+void tsrv_fill(uint8_t *b, size_t n, uint32_t seed);
 
 #endif

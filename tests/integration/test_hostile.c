@@ -69,6 +69,7 @@ static char base[512];
 static struct tsrv srv;
 static _Atomic bool rss_stop;
 static _Atomic uint64_t rss_max;
+static struct tsrv_rss_watch rss_watch = {&srv, &rss_stop, &rss_max};
 
 #define SECRET_ALICE "secret-of-alice-0123456789"
 #define SECRET_ADMIN "secret-of-admin-0123456789"
@@ -81,53 +82,6 @@ static const struct kvt_ns_desc desc = {
 /* ------------------------------------------------------------------------
  * Helpers
  */
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static uint64_t rss_of(pid_t pid)
-{
-	char path[64], line[256];
-	uint64_t kb = 0;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	f = fopen(path, "r");
-	if (!f)
-		return 0;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "VmRSS: %" SCNu64 " kB", &kb) == 1)
-			break;
-	fclose(f);
-	return kb * 1024;
-}
-
-static void *rss_thread(void *arg)
-{
-	(void)arg;
-	while (!atomic_load(&rss_stop)) {
-		uint64_t r = rss_of(srv.pid);
-		if (r > atomic_load(&rss_max))
-			atomic_store(&rss_max, r);
-		tsrv_sleep_ms(20);
-	}
-	return NULL;
-}
-
-static void fill(uint8_t *b, size_t n, uint32_t seed)
-{
-	uint32_t x = seed * 2654435761u + 1;
-	for (size_t i = 0; i < n; i++) {
-		x ^= x << 13;
-		x ^= x >> 17;
-		x ^= x << 5;
-		b[i] = (uint8_t)x;
-	}
-}
 
 static void write_file(const char *path, const char *text)
 {
@@ -177,10 +131,10 @@ static uint64_t rss0;
 static void rss_begin(void)
 {
 	tsrv_sleep_ms(300);
-	rss0 = rss_of(srv.pid);
+	rss0 = tsrv_rss(srv.pid);
 	atomic_store(&rss_max, rss0);
 	atomic_store(&rss_stop, false);
-	pthread_create(&rss_t, NULL, rss_thread, NULL);
+	pthread_create(&rss_t, NULL, tsrv_rss_thread, &rss_watch);
 }
 
 /* The bound of doc/security.md; returns the peak over the start. */
@@ -229,14 +183,14 @@ static int tcp_connect(uint16_t port)
  * once the peer closed or reset. */
 static int64_t send_for(int fd, const void *buf, size_t len, int ms)
 {
-	uint64_t end = now_ns() + (uint64_t)ms * 1000000ull;
+	uint64_t end = tsrv_now_ns() + (uint64_t)ms * 1000000ull;
 	size_t off = 0;
 
 	while (off < len) {
 		struct pollfd p = { .fd = fd, .events = POLLOUT };
-		int64_t left = (int64_t)(end - now_ns()) / 1000000;
+		int64_t left = (int64_t)(end - tsrv_now_ns()) / 1000000;
 		ssize_t w;
-		if (left <= 0 || now_ns() > end)
+		if (left <= 0 || tsrv_now_ns() > end)
 			break;
 		if (poll(&p, 1, (int)left) <= 0)
 			break;
@@ -255,14 +209,14 @@ static int64_t send_for(int fd, const void *buf, size_t len, int ms)
  * *closed if the peer closed. */
 static size_t recv_for(int fd, char *buf, size_t cap, int ms, bool *closed)
 {
-	uint64_t end = now_ns() + (uint64_t)ms * 1000000ull;
+	uint64_t end = tsrv_now_ns() + (uint64_t)ms * 1000000ull;
 	size_t n = 0;
 
 	*closed = false;
-	while (n + 1 < cap && now_ns() < end) {
+	while (n + 1 < cap && tsrv_now_ns() < end) {
 		struct pollfd p = { .fd = fd, .events = POLLIN };
 		ssize_t r;
-		if (poll(&p, 1, (int)((end - now_ns()) / 1000000) + 1) <= 0)
+		if (poll(&p, 1, (int)((end - tsrv_now_ns()) / 1000000) + 1) <= 0)
 			break;
 		r = recv(fd, buf + n, cap - 1 - n, MSG_DONTWAIT);
 		if (r == 0 || (r < 0 && errno == ECONNRESET)) {
@@ -305,7 +259,7 @@ static int roundtrips(struct kc *c, const uint8_t ns[PROTO_DIGEST_LEN], int n, s
 		int rc;
 		snprintf(name, sizeof(name), "rt-%u-%d", seed, i);
 		kvt_key_set(&k, name, strlen(name));
-		fill(v, len, seed + (uint32_t)i);
+		tsrv_fill(v, len, seed + (uint32_t)i);
 		rc = kc_put(c, ns, &k, &p, 1, NULL);
 		if (rc == KVT_OK || rc == KVT_EXISTS)
 			rc = kc_get(c, ns, &k, 0, 0, 0, 0, &got);
@@ -379,10 +333,10 @@ static void phase_preauth(void)
 
 	/* The others are served: a new client logs in, alice's PUTs and
 	 * GETs of 1 MiB succeed. */
-	t0 = now_ns();
+	t0 = tsrv_now_ns();
 	T_RC(kc_connect_tcp(&late, srv.port), 0);
 	login_rc = kc_login(&late, "alice", SECRET_ALICE);
-	login_ns = now_ns() - t0;
+	login_ns = tsrv_now_ns() - t0;
 	bad_good = roundtrips(&good, ns, 8, 1u << 20, 1);
 	if (login_rc == 0)
 		bad_late = roundtrips(&late, ns, 4, 1u << 20, 2);
@@ -458,7 +412,7 @@ static void *streamer_main(void *arg)
 	int fd = tcp_connect(s->port);
 	uint8_t *chunk = calloc(1, 1u << 20);
 	char head[128];
-	uint64_t end = now_ns() + 3000000000ull;
+	uint64_t end = tsrv_now_ns() + 3000000000ull;
 	int n;
 
 	if (s->auth) {
@@ -471,7 +425,7 @@ static void *streamer_main(void *arg)
 		     s->value_len);
 	s->sent = send_for(fd, head, (size_t)n, 1000);
 	/* All but the value's last byte: the command never completes. */
-	while (s->sent >= 0 && now_ns() < end && (uint64_t)s->sent + 1 < s->value_len) {
+	while (s->sent >= 0 && tsrv_now_ns() < end && (uint64_t)s->sent + 1 < s->value_len) {
 		uint64_t left = s->value_len - 1 - (uint64_t)s->sent;
 		int64_t w = send_for(fd, chunk, left < (1u << 20) ? (size_t)left : (1u << 20), 200);
 		if (w < 0) {
@@ -620,7 +574,7 @@ static unsigned g_check(struct kc *c, const unsigned *idx, unsigned n, unsigned 
 			}
 			T_EQ_INT(pi.status, KVT_OK);
 			T_EQ_U64(pi.data_len, G_LEN);
-			fill(want, G_LEN, 100 + idx[pi.index]);
+			tsrv_fill(want, G_LEN, 100 + idx[pi.index]);
 			T_ASSERT(memcmp(r.data + pi.data_off, want, G_LEN) == 0);
 			hits++;
 		}
@@ -654,7 +608,7 @@ static void phase_grantee_ssd(void)
 		struct iovec p = { v, G_LEN };
 		int rc;
 		g_key(&k, i);
-		fill(v, G_LEN, 100 + i);
+		tsrv_fill(v, G_LEN, 100 + i);
 		for (int t = 0; (rc = kc_put(&olga, ns, &k, &p, 1, NULL)) == KVT_EFULL && t < 100; t++)
 			stat_wait_zero("ssd.writedown_pending_bytes", "ssd.writes_inflight");
 		T_EQ_INT(rc, KVT_OK);
@@ -770,11 +724,11 @@ static void phase_emfile(void)
 	tsrv_sleep_ms(3000);
 	cpu1 = cpu_of(srv.pid);
 
-	t0 = now_ns();
+	t0 = tsrv_now_ns();
 	T_RC(kc_connect_tcp(&late, srv.port), 0);
 	login_rc = kc_login(&late, "alice", SECRET_ALICE);
 	ping_rc = login_rc == 0 ? kc_ping(&late) : login_rc;
-	login_ns = now_ns() - t0;
+	login_ns = tsrv_now_ns() - t0;
 	printf("emfile: %d idle connections at NOFILE 64: server CPU %.2f s in 3 s; a new "
 	       "client's login %d, ping %d, in %.1f ms\n", EMFILE_IDLE, cpu1 - cpu0, login_rc,
 	       ping_rc, login_ns / 1e6);
@@ -898,7 +852,7 @@ static void phase_deletes(void)
 		for (int i = 0; i < D_KEYS; i++) {
 			struct kvt_key k;
 			struct iovec p = { v, D_LEN };
-			fill(v, D_LEN, (uint32_t)(round * 1000 + i));
+			tsrv_fill(v, D_LEN, (uint32_t)(round * 1000 + i));
 			d_key(&k, 'a', round, i);
 			T_RC(kc_put(&c, na, &k, &p, 1, NULL), KVT_OK);
 			d_key(&k, 'b', round, i);
@@ -981,10 +935,10 @@ static void *pinger_main(void *arg)
 	T_RC(kc_connect_tcp(&c, srv.port), 0);
 	T_RC(kc_login(&c, "alice", SECRET_ALICE), 0);
 	while (!atomic_load(&p->stop)) {
-		uint64_t t0 = now_ns(), dt;
+		uint64_t t0 = tsrv_now_ns(), dt;
 		if (kc_ping(&c) != 0)
 			p->fails++;
-		dt = now_ns() - t0;
+		dt = tsrv_now_ns() - t0;
 		if (dt > p->max_ns)
 			p->max_ns = dt;
 		p->count++;
@@ -1012,7 +966,7 @@ static void phase_range(void)
 	T_RC(kc_connect_tcp(&c, srv.port), 0);
 	T_RC(kc_login(&c, "alice", SECRET_ALICE), 0);
 	T_RC(kc_register(&c, &desc, ns, NULL, 0), KVT_OK);
-	fill(v, (size_t)R_PARTS * R_PART_LEN, 5);
+	tsrv_fill(v, (size_t)R_PARTS * R_PART_LEN, 5);
 	for (int i = 0; i < R_PARTS; i++)
 		parts[i] = (struct iovec){ v + (size_t)i * R_PART_LEN, R_PART_LEN };
 	kvt_key_set(&k, "range-big", 9);
@@ -1029,7 +983,7 @@ static void phase_range(void)
 	}
 	f.ns_count = 1;
 	f.ns = ns;
-	t0 = now_ns();
+	t0 = tsrv_now_ns();
 	T_ASSERT(kc_request(&c, &f, its, R_RANGES, NULL, 0) > 0);
 	while (more) {
 		struct kc_resp r;
@@ -1046,7 +1000,7 @@ static void phase_range(void)
 		}
 		kc_resp_free(&r);
 	}
-	took = now_ns() - t0;
+	took = tsrv_now_ns() - t0;
 	tsrv_sleep_ms(200);
 	atomic_store(&pg.stop, true);
 	pthread_join(pg.t, NULL);
@@ -1123,7 +1077,7 @@ static void phase_slow_reader(void)
 	for (unsigned i = 0; i < S_BLOCKS; i++) {
 		struct iovec p = { v, S_LEN };
 		g_key(&its[i].key, i);
-		fill(v, S_LEN, i);
+		tsrv_fill(v, S_LEN, i);
 		T_RC(kc_put(&alice, ns, &its[i].key, &p, 1, NULL), KVT_OK);
 	}
 	T_RC(kc_connect_tcp(&bob, srv.port), 0);
@@ -1139,9 +1093,9 @@ static void phase_slow_reader(void)
 	T_ASSERT(kc_request(&alice, &f, its, S_BLOCKS, NULL, 0) > 0);
 	sr.fd = alice.fd;
 	pthread_create(&sr.t, NULL, slow_reader_main, &sr);
-	t0 = now_ns();
-	fill(v, S_LEN, 999);
-	for (unsigned round = 0; now_ns() - t0 < 10000000000ull; round++) {
+	t0 = tsrv_now_ns();
+	tsrv_fill(v, S_LEN, 999);
+	for (unsigned round = 0; tsrv_now_ns() - t0 < 10000000000ull; round++) {
 		struct kvt_key k;
 		struct iovec p = { v, S_LEN };
 		char name[32];
@@ -1218,14 +1172,14 @@ static void *getter_main(void *arg)
 		struct kvt_ns_desc d = desc;
 		uint8_t dg[PROTO_DIGEST_LEN];
 		struct kc_value v;
-		uint64_t t0 = now_ns();
+		uint64_t t0 = tsrv_now_ns();
 		/* A GET and a lookup of her own (known) namespace. */
 		if (kc_get(&c, g->ns, &k, 0, 0, 0, 0, &v) != KVT_OK)
 			g->fails++;
 		kc_value_free(&v);
 		if (kc_register(&c, &d, dg, NULL, 0) != KVT_OK)
 			g->fails++;
-		g->lat[g->n++] = now_ns() - t0;
+		g->lat[g->n++] = tsrv_now_ns() - t0;
 		tsrv_sleep_ms(2);
 	}
 	kc_close(&c);
@@ -1258,7 +1212,7 @@ static void phase_ns_registry(void)
 		struct iovec p = { v, sizeof(v) };
 		T_RC(kc_register(&a, &desc, ns, NULL, 0), KVT_OK);
 		kvt_key_set(&k, "alice-key", 9);
-		fill(v, sizeof(v), 3);
+		tsrv_fill(v, sizeof(v), 3);
 		T_RC(kc_put(&a, ns, &k, &p, 1, NULL), KVT_OK);
 	}
 	/* alice's latency alone, then while mallory registers. */
@@ -1273,7 +1227,7 @@ static void phase_ns_registry(void)
 
 	T_RC(kc_connect_tcp(&m, srv.port), 0);
 	T_RC(kc_login(&m, "mallory", SECRET_ALICE), 0);
-	t0 = now_ns();
+	t0 = tsrv_now_ns();
 	for (unsigned i = 0; i < N_TRIES; i++) {
 		struct kvt_ns_desc d = desc;
 		char model[300];
@@ -1290,7 +1244,7 @@ static void phase_ns_registry(void)
 		else
 			other++;
 	}
-	took = now_ns() - t0;
+	took = tsrv_now_ns() - t0;
 	atomic_store(&g.stop, true);
 	pthread_join(g.t, NULL);
 	qsort(g.lat, g.n, sizeof(g.lat[0]), cmp_u64);
@@ -1355,8 +1309,8 @@ static void phase_auth_guess(void)
 	T_ASSERT(strstr(reply, "+OK") != NULL && strstr(reply, "PONG") != NULL);
 	/* Guessing from one address: past 20 failures in a second even the
 	 * right password is refused until the second is over. */
-	t0 = now_ns();
-	while (now_ns() - t0 < 300000000ull && guesses < 200) {
+	t0 = tsrv_now_ns();
+	while (tsrv_now_ns() - t0 < 300000000ull && guesses < 200) {
 		char g[32];
 		snprintf(g, sizeof(g), "guess-%06u-xxxxxxxx", guesses++);
 		resp_auth_once(port, g, reply, sizeof(reply), &closed);

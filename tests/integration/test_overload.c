@@ -45,52 +45,8 @@ static const struct kvt_ns_desc desc = {
 static struct tsrv srv;
 static _Atomic bool stop;
 static _Atomic uint64_t rss_max;
+static struct tsrv_rss_watch rss_watch = {&srv, &stop, &rss_max};
 static _Atomic uint64_t good_rounds, good_max_ns;
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static uint64_t rss_of(pid_t pid)
-{
-	char path[64], line[256];
-	uint64_t kb = 0;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	f = fopen(path, "r");
-	if (!f)
-		return 0;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "VmRSS: %" SCNu64 " kB", &kb) == 1)
-			break;
-	fclose(f);
-	return kb * 1024;
-}
-
-static void *rss_thread(void *arg)
-{
-	(void)arg;
-	while (!atomic_load(&stop)) {
-		uint64_t r = rss_of(srv.pid);
-		if (r > atomic_load(&rss_max))
-			atomic_store(&rss_max, r);
-		tsrv_sleep_ms(20);
-	}
-	return NULL;
-}
-
-static void fill(uint8_t *b, size_t n, uint32_t seed)
-{
-	uint32_t x = seed * 2654435761u + 1;
-	for (size_t i = 0; i < n; i++) {
-		x ^= x << 13, x ^= x >> 17, x ^= x << 5;
-		b[i] = (uint8_t)x;
-	}
-}
 
 /* (b): PUT and GET 64 KiB values, one round every 10 ms, timed. */
 static void *good_thread(void *arg)
@@ -108,18 +64,18 @@ static void *good_thread(void *arg)
 		struct kvt_key k;
 		struct kc_value v;
 		struct iovec p = { val, sizeof(val) };
-		uint64_t t0 = now_ns(), dt;
+		uint64_t t0 = tsrv_now_ns(), dt;
 		char name[32];
 
 		snprintf(name, sizeof(name), "good-%u", i);
 		kvt_key_set(&k, name, strlen(name));
-		fill(val, sizeof(val), i);
+		tsrv_fill(val, sizeof(val), i);
 		T_RC(kc_put(&c, ns, &k, &p, 1, NULL), KVT_OK);
 		T_RC(kc_get(&c, ns, &k, 0, 0, 0, 0, &v), KVT_OK);
 		T_EQ_U64(v.len, sizeof(val));
 		T_EQ_MEM(v.bytes, val, sizeof(val));
 		kc_value_free(&v);
-		dt = now_ns() - t0;
+		dt = tsrv_now_ns() - t0;
 		if (dt > atomic_load(&good_max_ns))
 			atomic_store(&good_max_ns, dt);
 		atomic_fetch_add(&good_rounds, 1);
@@ -211,7 +167,7 @@ int main(int argc, char **argv)
 	const char *args[] = { "--max-conns", mc, "--max-memory", mm, "--log-level", "info", NULL };
 	tsrv_start(&srv, bin, base, dir, NULL, args);
 	tsrv_sleep_ms(300);
-	rss0 = rss_of(srv.pid);
+	rss0 = tsrv_rss(srv.pid);
 	limit = rss0 + DRAM + MAX_MEMORY + (uint64_t)MAX_CONNS * (64u << 10) + MARGIN;
 	printf("rss after start %" PRIu64 " MiB, limit %" PRIu64 " MiB\n", rss0 >> 20, limit >> 20);
 
@@ -223,13 +179,13 @@ int main(int argc, char **argv)
 		struct kvt_key k;
 		uint8_t *v = malloc(2u << 20);
 		struct iovec p = { v, 2u << 20 };
-		fill(v, 2u << 20, 7);
+		tsrv_fill(v, 2u << 20, 7);
 		kvt_key_set(&k, "big", 3);
 		T_RC(kc_put(&adm, ns, &k, &p, 1, NULL), KVT_OK);
 		free(v);
 	}
 
-	pthread_create(&rt, NULL, rss_thread, NULL);
+	pthread_create(&rt, NULL, tsrv_rss_thread, &rss_watch);
 	pthread_create(&gt, NULL, good_thread, NULL);
 	tsrv_sleep_ms(200);
 
