@@ -1,8 +1,10 @@
 """_engine.py - what the engine connectors (kvtier.vllm, kvtier.sglang)
 share: the store options from the engine's extra config and KVTIER_OPTIONS,
-and the descriptor value rules.  Private: no engine import here."""
+the descriptor value rules, and their
+counters.  Private: no engine import here."""
 import hashlib
 import os
+import threading
 
 
 def store_options(extra: dict) -> dict:
@@ -31,3 +33,22 @@ def ident(s: str) -> str:
     if out != s or not out or len(out) > 255:
         out = out[:200] + "~" + hashlib.sha256(s.encode()).hexdigest()[:32]
     return out
+
+
+class Counters:
+    """A connector's counters, by name, added to from any thread."""
+
+    NAMES: tuple = ()
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.v = dict.fromkeys(self.NAMES, 0)
+
+    def add(self, **kw):
+        with self.lock:
+            for k, n in kw.items():
+                self.v[k] += n
+
+    def snapshot(self) -> dict:
+        with self.lock:
+            return dict(self.v)

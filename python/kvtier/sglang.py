@@ -70,14 +70,13 @@ misses.
 import hashlib
 import logging
 import os
-import threading
 import time
 from typing import Any, List, Optional
 
 import torch
 
 import kvtier
-from kvtier._engine import ident as _ident, store_options, truthy as _truthy
+from kvtier._engine import Counters, ident as _ident, store_options, truthy as _truthy
 
 from sglang.srt.mem_cache.hicache_storage import (
     HiCacheStorage,
@@ -105,22 +104,11 @@ def page_key(h: str) -> bytes:
     return hashlib.sha256(b"sglang-key\0" + b).digest() + b"\x01"  # 33 bytes: no clash
 
 
-class _Counters:
-    def __init__(self):
-        self.lock = threading.Lock()
-        self.v = dict(exists_calls=0, exists_pages=0, exists_hits=0,
-                      get_calls=0, get_pages=0, get_hits=0, get_bytes=0,
-                      set_calls=0, set_pages=0, set_stored=0, set_present=0,
-                      set_failed=0, set_bytes=0, errors=0)
-
-    def add(self, **kw):
-        with self.lock:
-            for k, n in kw.items():
-                self.v[k] += n
-
-    def snapshot(self) -> dict:
-        with self.lock:
-            return dict(self.v)
+class _Counters(Counters):
+    NAMES = ("exists_calls", "exists_pages", "exists_hits",
+             "get_calls", "get_pages", "get_hits", "get_bytes",
+             "set_calls", "set_pages", "set_stored", "set_present",
+             "set_failed", "set_bytes", "errors")
 
 
 class KVTierHiCacheStorage(HiCacheStorage):

@@ -88,7 +88,7 @@ import numpy as np
 import torch
 
 import kvtier
-from kvtier._engine import ident as _ident, store_options, truthy as _truthy
+from kvtier._engine import Counters, ident as _ident, store_options, truthy as _truthy
 
 from vllm.distributed.kv_transfer.kv_connector.v1.base import (
     KVConnectorBase_V1,
@@ -395,23 +395,10 @@ def _recv_exact(s, n: int) -> bytes:
     return bytes(buf)
 
 
-class _Counters:
+class _Counters(Counters):
     NAMES = ("lookups", "lookup_blocks", "lookup_hit_blocks", "load_blocks",
              "load_bytes", "load_ns", "load_misses", "store_blocks", "store_bytes",
              "store_exists", "store_ns", "store_errors")
-
-    def __init__(self):
-        self.lock = threading.Lock()
-        self.v = dict.fromkeys(self.NAMES, 0)
-
-    def add(self, **kw):
-        with self.lock:
-            for k, n in kw.items():
-                self.v[k] += n
-
-    def snapshot(self) -> dict:
-        with self.lock:
-            return dict(self.v)
 
 
 class _WorkerSide:
