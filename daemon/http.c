@@ -12,12 +12,6 @@
 
 #include "http.h"
 
-static int http_tchar(unsigned char ch)
-{
-	return (ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-	       (ch && strchr("!#$%&'*+-.^_`|~", ch) != NULL);
-}
-
 /* End of the head: index just past the blank line, or 0. */
 static size_t http_head_end(const char *buf, size_t len)
 {
@@ -34,27 +28,16 @@ static size_t http_head_end(const char *buf, size_t len)
 
 int http_parse_request(const char *buf, size_t len, size_t max, struct http_req *req)
 {
-	size_t end, i = 0, s;
+	size_t end, i;
 
 	memset(req, 0, sizeof(*req));
 	end = http_head_end(buf, len < max ? len : max);
 	if (!end)
 		return len >= max ? HTTP_ETOOBIG : HTTP_NEED_MORE;
 	/* method SP target SP HTTP/1.x CRLF */
-	while (i < end && http_tchar((unsigned char)buf[i]))
-		i++;
-	if (i == 0 || i >= end || buf[i] != ' ')
+	i = http_method_target(buf, end, &req->method, &req->method_len, &req->path, &req->path_len);
+	if (!i)
 		return HTTP_EMALFORMED;
-	req->method = buf;
-	req->method_len = i;
-	s = ++i;
-	while (i < end && (unsigned char)buf[i] > 0x20 && (unsigned char)buf[i] < 0x7f)
-		i++;
-	if (i == s || i >= end || buf[i] != ' ')
-		return HTTP_EMALFORMED;
-	req->path = buf + s;
-	req->path_len = i - s;
-	i++;
 	if (end - i < 9 || memcmp(buf + i, "HTTP/1.", 7) != 0 || buf[i + 7] < '0' || buf[i + 7] > '9')
 		return HTTP_EMALFORMED;
 	req->minor = buf[i + 7] - '0';

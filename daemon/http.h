@@ -13,6 +13,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #define HTTP_OK 0
 #define HTTP_NEED_MORE 1       /* positive: the head is not complete yet */
@@ -32,5 +33,41 @@ struct http_req {
 
 /* Parse a request head from buf[0, len), at most max bytes of it. */
 int http_parse_request(const char *buf, size_t len, size_t max, struct http_req *req);
+
+/*
+ * The request-line start both HTTP parsers share (this one and the S3
+ * listener's, s3http.c); each checks the version and line end its own way.
+ */
+
+/* A token character (RFC 9110 tchar). */
+static inline int http_tchar(unsigned char ch)
+{
+	return (ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+	       (ch && strchr("!#$%&'*+-.^_`|~", ch) != NULL);
+}
+
+/* "METHOD SP TARGET SP" at the start of buf[0, end): the method a token,
+ * the target visible ASCII.  Returns the index just past the second SP, or
+ * 0 if the line does not start so (*method may be set then). */
+static inline size_t http_method_target(const char *buf, size_t end, const char **method,
+					size_t *method_len, const char **target, size_t *target_len)
+{
+	size_t i = 0, s;
+
+	while (i < end && http_tchar((unsigned char)buf[i]))
+		i++;
+	if (i == 0 || i >= end || buf[i] != ' ')
+		return 0;
+	*method = buf;
+	*method_len = i;
+	s = ++i;
+	while (i < end && (unsigned char)buf[i] > 0x20 && (unsigned char)buf[i] < 0x7f)
+		i++;
+	if (i == s || i >= end || buf[i] != ' ')
+		return 0;
+	*target = buf + s;
+	*target_len = i - s;
+	return i + 1;
+}
 
 #endif

@@ -10,13 +10,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "http.h"
 #include "s3http.h"
-
-static bool s3h_tchar(unsigned char ch)
-{
-	return (ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-	       (ch && strchr("!#$%&'*+-.^_`|~", ch) != NULL);
-}
 
 /* A byte allowed in a header value: visible, blank, or obs-text. */
 static bool s3h_vchar(unsigned char ch)
@@ -87,7 +82,7 @@ static size_t s3h_head_end(const char *buf, size_t len)
 int s3h_parse(const char *buf, size_t len, size_t max, struct s3h_hdr *hdrs, unsigned hdr_max,
 	      struct s3h_req *req)
 {
-	size_t end, i = 0, s;
+	size_t end, i;
 	bool have_cl = false, have_te = false, conn_close = false, conn_keep = false;
 
 	memset(req, 0, sizeof(*req));
@@ -97,20 +92,10 @@ int s3h_parse(const char *buf, size_t len, size_t max, struct s3h_hdr *hdrs, uns
 	if (!end)
 		return len >= max ? S3H_ETOOBIG : S3H_NEED_MORE;
 	/* method SP target SP HTTP/1.x CRLF */
-	while (i < end && s3h_tchar((unsigned char)buf[i]))
-		i++;
-	if (i == 0 || i >= end || buf[i] != ' ')
+	i = http_method_target(buf, end, &req->method, &req->method_len, &req->target,
+			       &req->target_len);
+	if (!i)
 		return S3H_EMALFORMED;
-	req->method = buf;
-	req->method_len = i;
-	s = ++i;
-	while (i < end && (unsigned char)buf[i] > 0x20 && (unsigned char)buf[i] < 0x7f)
-		i++;
-	if (i == s || i >= end || buf[i] != ' ')
-		return S3H_EMALFORMED;
-	req->target = buf + s;
-	req->target_len = i - s;
-	i++;
 	if (end - i < 10 || memcmp(buf + i, "HTTP/1.", 7) != 0 || buf[i + 7] < '0' ||
 	    buf[i + 7] > '9' || buf[i + 8] != '\r' || buf[i + 9] != '\n')
 		return S3H_EMALFORMED;
@@ -119,7 +104,7 @@ int s3h_parse(const char *buf, size_t len, size_t max, struct s3h_hdr *hdrs, uns
 	/* Headers until the blank line (end - 2). */
 	while (i < end - 2) {
 		size_t ns = i, ne, vs, ve;
-		while (i < end && s3h_tchar((unsigned char)buf[i]))
+		while (i < end && http_tchar((unsigned char)buf[i]))
 			i++;
 		if (i == ns || i >= end || buf[i] != ':')
 			return S3H_EMALFORMED; /* also folding: a line starting with a blank */
@@ -270,7 +255,7 @@ static int s3c_trailer_line(struct s3c_dec *d, struct s3c_ev *ev)
 		d->state = SC_DONE;
 		return 0;
 	}
-	while (i < n && s3h_tchar((unsigned char)d->line[i]))
+	while (i < n && http_tchar((unsigned char)d->line[i]))
 		i++;
 	if (i == 0 || i >= n || d->line[i] != ':')
 		return S3H_EMALFORMED;
