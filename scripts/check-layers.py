@@ -43,9 +43,10 @@ def short(member):
     return m.group(1) if m else member
 
 
-LINE = re.compile(r"^.*?:([^:/]+\.o):\s*(?:[0-9a-fA-F]+\s+)?([A-Za-z])\s+(\S+)$")
-# "dir/file.o: ADDR T sym": nm -A of object files
-OBJ_LINE = re.compile(r"^([^:]+\.o):\s*(?:[0-9a-fA-F]+\s+)?([A-Za-z])\s+(\S+)$")
+# nm -A: "lib.a:member.o: ADDR T sym" for a normal archive,
+# "lib.a:dir/member.o: ..." for a thin one (meson's internal libraries),
+# "dir/file.o: ..." for object files.
+LINE = re.compile(r"^(?:.*?\.a:)?([^:]+\.o):\s*(?:[0-9a-fA-F]+\s+)?([A-Za-z])\s+(\S+)$")
 
 
 def read(files, name=short):
@@ -53,12 +54,11 @@ def read(files, name=short):
     from `nm` of a static library or object files (a path or a list of
     paths); name(member) names each object."""
     defs, uses, objs = {}, {}, set()
-    line_re = LINE if isinstance(files, str) else OBJ_LINE
     files = [files] if isinstance(files, str) else list(files)
     out = subprocess.run(["nm", "-A", "-g", *files], capture_output=True, text=True,
                          check=True).stdout
     for line in out.splitlines():
-        m = line_re.match(line)
+        m = LINE.match(line)
         if not m:
             continue
         obj, kind, sym = name(os.path.basename(m.group(1))), m.group(2), m.group(3)
@@ -141,6 +141,9 @@ def main():
                 if b in comp:
                     print(f"  {a} -> {b}: {', '.join(sorted(why[(a, b)])[:6])}")
         fail |= not known
+    if not objs:
+        print(f"no object read from {archive}")
+        return 1
     for a in LOWER_TIERS:
         bad = sorted(s for s in uses.get(a, ()) if defs.get(s) == "dram" and s not in DRAM_LOWER)
         if bad:
