@@ -84,6 +84,11 @@ void dram_item_ref(struct dram *d, struct dram_item *item);
 int dram_item_part_lens(struct dram *d, struct dram_item *item, uint64_t *lens, unsigned max);
 
 void dram_writedown_done(struct dram *d, struct dram_item *item, bool stored);
+/* Graceful stop, from the tier that set the admit hook (its stop, before
+ * it closes): offer DRAM's blocks to that hook (DRAM_ADMIT_CLOSE), most
+ * valuable first, at most pass_max bytes and *budget (lowered); returns the
+ * bytes taken.  The caller flushes between passes. */
+uint64_t dram_writedown_pass(struct dram *d, uint64_t *budget, uint64_t pass_max);
 /* The lower tier dropped its copy of (ns, key): a later hit may write the
  * DRAM block down again. */
 void dram_forget_lower(struct dram *d, uint32_t ns, const struct kvt_key *key);
@@ -176,10 +181,6 @@ typedef bool (*dram_admit_fn)(void *ctx, struct dram_item *item, uint32_t ns, in
 /* victim: also offer evicted blocks (DRAM_ADMIT_EVICT; the SSD as DRAM's
  * victim tier, doc/policies.md). */
 void dram_set_admit_hook(struct dram *d, dram_admit_fn fn, void *ctx, bool victim);
-/* Graceful stop: offer DRAM's blocks to the hook (DRAM_ADMIT_CLOSE), most
- * valuable first, at most pass_max bytes and *budget (lowered); returns the
- * bytes taken.  The caller flushes the lower tier between passes. */
-uint64_t dram_writedown_pass(struct dram *d, uint64_t *budget, uint64_t pass_max);
 /* A prefix lookup over keys[0..n) found the first `hits` present:
  * prefix-learn notes reuse classes for the others, which their puts will
  * read (doc/policies.md).  Nothing under the other policies. */

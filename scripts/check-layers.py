@@ -32,6 +32,8 @@ DRAM_LOWER = {
     "dram_item_reads_locked", "dram_item_parts_locked",
     # installed by the tier's own open
     "dram_set_admit_hook", "dram_set_evict_hook",
+    # the close write-down through that hook, from the tier's own stop
+    "dram_writedown_pass",
 }
 LOWER_TIERS = ("ssd", "ssd_recover", "ssd_fsck", "shared", "shdir", "shs3", "remote",
                "cluster", "seal", "tier_ssd", "tier_shared", "tier_remote")
