@@ -847,7 +847,12 @@ int ns_reg_add(struct ns_registry *r, const uint8_t digest[32], const char *cano
 	}
 	pthread_mutex_unlock(&r->lock);
 
-	if (r->rewrite || r->fd < 0) {
+	if (!r->rewrite && r->fd < 0) {
+		r->fd = openat(r->dir_fd, NS_FILE, O_WRONLY | O_CLOEXEC);
+		if (r->fd < 0)
+			r->rewrite = true; /* gone or unwritable: a new file */
+	}
+	if (r->rewrite) {
 		/* Never swap the file under a leader's fdatasync. */
 		while (r->syncing)
 			pthread_cond_wait(&r->sync_cv, &r->file_lock);
@@ -920,7 +925,7 @@ int ns_reg_load(struct ns_registry *r, int dir_fd)
 		ret = KVT_ESTATE;
 		goto out;
 	}
-	fd = openat(dir_fd, NS_FILE, O_RDWR | O_CLOEXEC);
+	fd = openat(dir_fd, NS_FILE, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
 		ret = errno == ENOENT ? 0 : -errno;
 		goto done;
@@ -954,11 +959,10 @@ int ns_reg_load(struct ns_registry *r, int dir_fd)
 	}
 	ret = ns_reg_parse_ex(buf, got, ns_load_rec, r, &used, &version);
 	if (ret >= 0 && version == NS_FILE_VERSION && used == got) {
-		/* A clean append-only file: append to it. */
-		r->fd = fd;
+		/* A clean append-only file: the first add opens it to append
+		 * (a store that registers nothing never opens it for writing). */
 		r->file_off = r->synced_off = used;
 		r->rewrite = false;
-		fd = -1;
 	}
 close:
 	if (fd >= 0)
