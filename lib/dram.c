@@ -41,6 +41,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <xxhash.h>
 
 #include "arena.h"
@@ -178,6 +179,9 @@ struct dram {
 	uint64_t pool_blocks;
 	char *pool_cur;               /* next free byte of the newest block */
 	size_t pool_left;             /* bytes left there */
+	/* Random per store (getrandom at open), mixed into every index hash's
+	 * seed: clients choose keys, but cannot aim them at one bucket. */
+	uint64_t hash_secret;
 };
 
 /* ------------------------------------------------------------------------
@@ -252,9 +256,10 @@ static inline void item_set_part_crc(struct dram_item *it, unsigned p, uint32_t 
 		it->u.in.crc0 = crc;
 }
 
-static inline uint64_t dram_hash(uint32_t ns, const struct kvt_key *key)
+static inline uint64_t dram_hash(const struct dram *d, uint32_t ns, const struct kvt_key *key)
 {
-	return XXH3_64bits_withSeed(key->bytes, key->len, ns);
+	/* Keys are at most 64 bytes: a seeded XXH3 costs what seed 0 does. */
+	return XXH3_64bits_withSeed(key->bytes, key->len, d->hash_secret ^ ns);
 }
 
 static inline struct dram_shard *dram_shard_of(struct dram *d, uint64_t h)
@@ -376,9 +381,14 @@ static struct dram_item **index_slot(struct dram_shard *s, uint64_t h, uint32_t 
 	return pp;
 }
 
-static inline uint64_t item_hash(const struct dram_item *it)
+static inline uint64_t item_hash(const struct dram *d, const struct dram_item *it)
 {
-	return XXH3_64bits_withSeed(item_key(it), ITEM_KEYLEN(it), it->ns);
+	return XXH3_64bits_withSeed(item_key(it), ITEM_KEYLEN(it), d->hash_secret ^ it->ns);
+}
+
+uint64_t dram_key_hash(const struct dram *d, uint32_t ns, const struct kvt_key *key)
+{
+	return dram_hash(d, ns, key);
 }
 
 /* Double the bucket array when the load passes 1.  Failure is harmless. */
@@ -394,7 +404,7 @@ static void index_grow_locked(struct dram *d, struct dram_shard *s)
 	for (uint32_t i = 0; i < old_n; i++) {
 		struct dram_item *it = s->buckets[i], *next;
 		for (; it; it = next) {
-			uint64_t h = item_hash(it);
+			uint64_t h = item_hash(d, it);
 			next = it->hnext;
 			it->hnext = nb[h & (n - 1)];
 			nb[h & (n - 1)] = it;
@@ -407,9 +417,9 @@ static void index_grow_locked(struct dram *d, struct dram_shard *s)
 	__atomic_store_n(&s->bucket_mask, n - 1, __ATOMIC_RELAXED);
 }
 
-static void index_unlink_locked(struct dram_shard *s, struct dram_item *it)
+static void index_unlink_locked(struct dram *d, struct dram_shard *s, struct dram_item *it)
 {
-	struct dram_item **pp = &s->buckets[item_hash(it) & s->bucket_mask];
+	struct dram_item **pp = &s->buckets[item_hash(d, it) & s->bucket_mask];
 	for (; *pp; pp = &(*pp)->hnext) {
 		if (*pp == it) {
 			*pp = it->hnext;
@@ -496,7 +506,7 @@ void dram_note_prefix(struct dram *d, uint32_t ns, const struct kvt_key *keys, s
 	for (size_t v = n; v > 1 && lb < 6; v >>= 1)
 		lb++;
 	for (size_t i = hits; i < n; i++) {
-		uint64_t h = dram_hash(ns, &keys[i]);
+		uint64_t h = dram_hash(d, ns, &keys[i]);
 		size_t from_end = n - 1 - i;
 		cls = 1 + 8 * lb + (hits > 0 ? 4u : 0u) + (from_end < 3 ? (unsigned)from_end : 3u);
 		atomic_store_explicit(&d->hints[(h >> 8) & d->hint_mask], (h & ~UINT64_C(0xff)) | cls,
@@ -559,7 +569,7 @@ static unsigned item_view(struct dram_shard *s, struct dram_item *it, struct iov
 static void evict_one_locked(struct dram *d, struct dram_shard *s, struct dram_item *it)
 {
 	bool from_small = it->node.queue == EVICT_Q_SMALL;
-	uint64_t h = item_hash(it);
+	uint64_t h = item_hash(d, it);
 	if (it->node.queue != EVICT_Q_NONE)
 		evict_ghost_note(&s->ev, &it->node, h, from_small);
 
@@ -571,7 +581,7 @@ static void evict_one_locked(struct dram *d, struct dram_shard *s, struct dram_i
 		d->evict_fn(d->evict_ctx, it, it->ns, &k, s->scratch, n, it->value_len);
 	}
 	evict_remove(&s->ev, &it->node);
-	index_unlink_locked(s, it);
+	index_unlink_locked(d, s, it);
 	s->evictions++;
 	s->evicted_bytes += it->value_len;
 	s->value_bytes -= it->value_len;
@@ -629,7 +639,7 @@ static bool victim_writedown_locked(struct dram *d, struct dram_shard *s, struct
 	}
 	/* The admission hook takes its ref under ITEM_WD; LEAVING says what
 	 * to do when the write ends. */
-	evict_ghost_note(&s->ev, &it->node, item_hash(it), it->node.queue == EVICT_Q_SMALL);
+	evict_ghost_note(&s->ev, &it->node, item_hash(d, it), it->node.queue == EVICT_Q_SMALL);
 	evict_remove(&s->ev, &it->node);
 	it->node.owner[0] |= ITEM_LEAVING;
 	dram_admit_locked(d, s, it, DRAM_ADMIT_EVICT);
@@ -847,7 +857,7 @@ static uint32_t iov_crc(const struct iovec *iov, unsigned n, uint64_t off, uint6
  */
 static void dram_item_crcs(struct dram *d, struct dram_item *it)
 {
-	struct dram_shard *s = dram_shard_of(d, item_hash(it));
+	struct dram_shard *s = dram_shard_of(d, item_hash(d, it));
 	uint32_t small[16], *crcs = small;
 	unsigned np = it->part_count;
 	bool valid;
@@ -883,7 +893,7 @@ static void dram_item_crcs(struct dram *d, struct dram_item *it)
 
 int dram_item_verify(struct dram *d, struct dram_item *it, const uint32_t *crcs)
 {
-	struct dram_shard *s = dram_shard_of(d, item_hash(it));
+	struct dram_shard *s = dram_shard_of(d, item_hash(d, it));
 	for (unsigned p = 0; p < it->part_count; p++) {
 		uint64_t a = item_part_start(it, p), b = item_part_end(it, p);
 		if (item_crc(s, it, a, b - a) != crcs[p])
@@ -1029,7 +1039,7 @@ void dram_set_admit_hook(struct dram *d, dram_admit_fn fn, void *ctx, bool victi
 
 void dram_writedown_done(struct dram *d, struct dram_item *it, bool stored)
 {
-	struct dram_shard *s = dram_shard_of(d, item_hash(it));
+	struct dram_shard *s = dram_shard_of(d, item_hash(d, it));
 	pthread_mutex_lock(&s->lock);
 	it->node.owner[0] &= (uint8_t)~ITEM_WD;
 	if (stored)
@@ -1048,7 +1058,7 @@ void dram_writedown_done(struct dram *d, struct dram_item *it, bool stored)
 				pthread_mutex_unlock(&s->lock);
 				return;
 			}
-			evict_insert(&s->ev, &it->node, item_hash(it), EVICT_CLASSES);
+			evict_insert(&s->ev, &it->node, item_hash(d, it), EVICT_CLASSES);
 		}
 	}
 	item_unref_locked(d, s, it);
@@ -1069,7 +1079,7 @@ int dram_item_meta(struct dram *d, struct dram_item *it, uint32_t *ns, struct kv
 	unsigned np = it->part_count;
 	if (np > max_parts)
 		return KVT_ERANGE;
-	struct dram_shard *s = dram_shard_of(d, item_hash(it));
+	struct dram_shard *s = dram_shard_of(d, item_hash(d, it));
 	dram_item_crcs(d, it);
 	*ns = it->ns;
 	key->len = ITEM_KEYLEN(it);
@@ -1093,7 +1103,8 @@ int dram_open(struct dram **out, const struct dram_config *cfg, struct kvt_mem *
 {
 	struct dram *d;
 	uint32_t n = cfg->shards;
-	uint64_t per;
+	uint64_t per, secret;
+	ssize_t got;
 	int ret = 0;
 
 	if (cfg->chunk < 4096 || (cfg->chunk & (cfg->chunk - 1)) || cfg->capacity < cfg->chunk)
@@ -1108,10 +1119,14 @@ int dram_open(struct dram **out, const struct dram_config *cfg, struct kvt_mem *
 	if ((per >> __builtin_ctz(cfg->chunk)) > UINT32_MAX)
 		return KVT_EOPTVAL;
 
+	got = getrandom(&secret, sizeof(secret), 0);
+	if (got != (ssize_t)sizeof(secret))
+		return got < 0 ? -errno : -EIO;
 	d = kvt_mem_calloc(mem, 1, sizeof(*d));
 	if (!d)
 		return -ENOMEM;
 	d->mem = mem;
+	d->hash_secret = secret;
 	pthread_mutex_init(&d->pool_lock, NULL);
 	d->log = log;
 	d->chunk = cfg->chunk;
@@ -1252,7 +1267,7 @@ int dram_reserve(struct dram *d, uint32_t ns, const struct kvt_key *key, uint64_
 	if (len > d->max_value)
 		return KVT_ETOOBIG;
 	chunks = (uint32_t)((len + d->chunk - 1) / d->chunk);
-	h = dram_hash(ns, key);
+	h = dram_hash(d, ns, key);
 	s = dram_shard_of(d, h);
 	group = d->quota ? quota_group_of(d->quota, ns) : 0;
 
@@ -1371,7 +1386,7 @@ fail_uncharge:
 int dram_publish(struct dram *d, struct dram_item *it, const uint32_t *crcs,
 		 const uint64_t *part_lens, unsigned flags, bool keep_ref)
 {
-	uint64_t h = item_hash(it);
+	uint64_t h = item_hash(d, it);
 	struct dram_shard *s = dram_shard_of(d, h);
 
 	pthread_mutex_lock(&s->lock);
@@ -1426,7 +1441,7 @@ int dram_publish(struct dram *d, struct dram_item *it, const uint32_t *crcs,
 
 bool dram_item_alive(struct dram *d, struct dram_item *it)
 {
-	struct dram_shard *s = dram_shard_of(d, item_hash(it));
+	struct dram_shard *s = dram_shard_of(d, item_hash(d, it));
 	bool alive;
 	pthread_mutex_lock(&s->lock);
 	alive = ITEM_STATE(it) != ITEM_DEAD;
@@ -1437,10 +1452,10 @@ bool dram_item_alive(struct dram *d, struct dram_item *it)
 /* Give up a reserved item (a failed promotion): it vanishes. */
 void dram_abort(struct dram *d, struct dram_item *it)
 {
-	struct dram_shard *s = dram_shard_of(d, item_hash(it));
+	struct dram_shard *s = dram_shard_of(d, item_hash(d, it));
 	pthread_mutex_lock(&s->lock);
 	if (ITEM_STATE(it) != ITEM_DEAD) {
-		index_unlink_locked(s, it);
+		index_unlink_locked(d, s, it);
 		it->node.owner[0] = (uint8_t)((it->node.owner[0] & ~ITEM_STATE_MASK) | ITEM_DEAD);
 		s->dead_pending++;
 	}
@@ -1518,7 +1533,7 @@ static void dram_unref(struct dram *d, struct dram_shard *s, struct dram_item *i
 /* Serve a read from an item the caller holds a ref on (the ref stays). */
 int dram_read_item(struct dram *d, struct dram_item *it, struct dram_read *rd)
 {
-	struct dram_shard *s = dram_shard_of(d, item_hash(it));
+	struct dram_shard *s = dram_shard_of(d, item_hash(d, it));
 	uint64_t off = 0, len = 0, room = 0;
 	int ret = KVT_OK;
 
@@ -1579,7 +1594,7 @@ int dram_read_item(struct dram *d, struct dram_item *it, struct dram_read *rd)
 
 int dram_get(struct dram *d, uint32_t ns, const struct kvt_key *key, struct dram_read *rd)
 {
-	uint64_t h = dram_hash(ns, key);
+	uint64_t h = dram_hash(d, ns, key);
 	struct dram_shard *s = dram_shard_of(d, h);
 	struct dram_item *it;
 	int ret;
@@ -1598,7 +1613,7 @@ int dram_get(struct dram *d, uint32_t ns, const struct kvt_key *key, struct dram
 int dram_pin(struct dram *d, uint32_t ns, const struct kvt_key *key, struct dram_item **item,
 	     struct iovec *view, unsigned *view_count, uint64_t *len)
 {
-	uint64_t h = dram_hash(ns, key);
+	uint64_t h = dram_hash(d, ns, key);
 	struct dram_shard *s = dram_shard_of(d, h);
 	struct dram_item *it;
 
@@ -1617,7 +1632,7 @@ int dram_pin(struct dram *d, uint32_t ns, const struct kvt_key *key, struct dram
 int dram_ref_quiet(struct dram *d, uint32_t ns, const struct kvt_key *key,
 		   struct dram_item **item)
 {
-	uint64_t h = dram_hash(ns, key);
+	uint64_t h = dram_hash(d, ns, key);
 	struct dram_shard *s = dram_shard_of(d, h);
 	struct dram_item *it;
 
@@ -1635,21 +1650,21 @@ int dram_ref_quiet(struct dram *d, uint32_t ns, const struct kvt_key *key,
 /* The view of an item the caller holds a ref on. */
 unsigned dram_item_view(struct dram *d, struct dram_item *it, struct iovec *view, uint64_t *len)
 {
-	struct dram_shard *s = dram_shard_of(d, item_hash(it));
+	struct dram_shard *s = dram_shard_of(d, item_hash(d, it));
 	*len = it->value_len;
 	return item_view(s, it, view);
 }
 
 void dram_unpin(struct dram *d, struct dram_item *it)
 {
-	dram_unref(d, dram_shard_of(d, item_hash(it)), it);
+	dram_unref(d, dram_shard_of(d, item_hash(d, it)), it);
 }
 
 /* Another ref on an item the caller already holds one on (seal.c: a sealed
  * put keeps its item for the remote write-through). */
 void dram_item_ref(struct dram *d, struct dram_item *it)
 {
-	struct dram_shard *s = dram_shard_of(d, item_hash(it));
+	struct dram_shard *s = dram_shard_of(d, item_hash(d, it));
 	pthread_mutex_lock(&s->lock);
 	item_ref_locked(s, it);
 	pthread_mutex_unlock(&s->lock);
@@ -1669,7 +1684,7 @@ int dram_item_part_lens(struct dram *d, struct dram_item *it, uint64_t *lens, un
 
 void dram_forget_lower(struct dram *d, uint32_t ns, const struct kvt_key *key)
 {
-	uint64_t h = dram_hash(ns, key);
+	uint64_t h = dram_hash(d, ns, key);
 	struct dram_shard *s = dram_shard_of(d, h);
 	struct dram_item *it;
 	pthread_mutex_lock(&s->lock);
@@ -1681,7 +1696,7 @@ void dram_forget_lower(struct dram *d, uint32_t ns, const struct kvt_key *key)
 
 int dram_exists(struct dram *d, uint32_t ns, const struct kvt_key *key)
 {
-	uint64_t h = dram_hash(ns, key);
+	uint64_t h = dram_hash(d, ns, key);
 	struct dram_shard *s = dram_shard_of(d, h);
 	struct dram_item *it;
 	bool hit;
@@ -1695,7 +1710,7 @@ int dram_exists(struct dram *d, uint32_t ns, const struct kvt_key *key)
 /* Unlink from index and queue; free now or when the last ref goes.  Locked. */
 static void dram_kill_locked(struct dram *d, struct dram_shard *s, struct dram_item *it)
 {
-	index_unlink_locked(s, it);
+	index_unlink_locked(d, s, it);
 	if (ITEM_STATE(it) == ITEM_VISIBLE) {
 		evict_remove(&s->ev, &it->node);
 		s->value_bytes -= it->value_len;
@@ -1710,7 +1725,7 @@ static void dram_kill_locked(struct dram *d, struct dram_shard *s, struct dram_i
 
 int dram_delete(struct dram *d, uint32_t ns, const struct kvt_key *key)
 {
-	uint64_t h = dram_hash(ns, key);
+	uint64_t h = dram_hash(d, ns, key);
 	struct dram_shard *s = dram_shard_of(d, h);
 	struct dram_item *it;
 	int ret = KVT_MISS;
@@ -1755,7 +1770,7 @@ int64_t dram_lookup(struct dram *d, uint32_t ns, const struct kvt_key *keys, siz
 		for (size_t j = 0; j < m; j++) {
 			struct dram_item **b;
 			uint32_t mask;
-			h[j] = dram_hash(ns, &keys[i + j]);
+			h[j] = dram_hash(d, ns, &keys[i + j]);
 			sh[j] = dram_shard_of(d, h[j]);
 			b = __atomic_load_n(&sh[j]->buckets, __ATOMIC_RELAXED);
 			mask = __atomic_load_n(&sh[j]->bucket_mask, __ATOMIC_RELAXED);

@@ -156,6 +156,9 @@ typedef void (*dram_evict_fn)(void *ctx, struct dram_item *item, uint32_t ns,
 int dram_open(struct dram **out, const struct dram_config *cfg, struct kvt_mem *mem,
 	      const struct kvt_logger *log);
 void dram_close(struct dram *d);
+/* The index hash of (ns, key): XXH3 seeded by ns and the store's random
+ * secret, so another store puts the same key elsewhere (tests). */
+uint64_t dram_key_hash(const struct dram *d, uint32_t ns, const struct kvt_key *key);
 void dram_set_evict_hook(struct dram *d, dram_evict_fn fn, void *ctx);
 /* Charge blocks to their namespaces' quota groups (before any put). */
 void dram_set_quota(struct dram *d, struct quota *q);

@@ -117,8 +117,23 @@ struct ns_registry {
 	/* pages[id >> NS_PAGE_SHIFT][id & (NS_PAGE_LEN-1)]: written once under
 	 * lock before count is raised, never moved, so readers need no lock. */
 	struct ns_entry *_Atomic pages[NS_PAGES];
-	uint32_t *hash;                   /* ids by digest, open addressing, 0 empty; lock */
+	uint32_t *hash;                   /* ids by digest, open addressing, 0 empty; lock.
+					   * Holds the published ids and the prepared ones
+					   * (written, not yet durable): find skips the latter */
 	uint32_t hash_cap;                /* slots in hash: 0 or a power of two; lock */
+	uint32_t prepared;                /* ids (count, prepared] are prepared; lock */
+	/* The append-only file (file_lock): */
+	pthread_cond_t sync_cv;           /* a group commit ended */
+	int fd;                           /* "namespaces" for appends, -1: not open; owned */
+	bool rewrite;                     /* next write rewrites the whole file: none yet,
+					   * the old format, or junk after the last record */
+	bool syncing;                     /* a leader is in fdatasync, without file_lock */
+	uint64_t file_off;                /* end of the records written */
+	uint64_t synced_off;              /* end of the records known durable */
+	uint32_t fail_epoch;              /* bumped when a group commit failed */
+	int fail_err;                     /* its error */
+	uint64_t syncs;                   /* fdatasync calls (tests, figures) */
+	uint64_t rewrites;                /* whole-file rewrites (tests) */
 };
 
 /* 0, KVT_ENULL, -errno (mutex). */
@@ -133,8 +148,10 @@ int ns_reg_init(struct ns_registry *r, struct kvt_mem *mem);
 int ns_reg_load(struct ns_registry *r, int dir_fd);
 /*
  * Id of digest, registering it if new (canon: canon_len bytes, no NUL, and
- * digest must be its SHA-256).  A new id is persisted (whole file, temp +
- * fsync + rename + fsync dir) before it becomes visible.  0, KVT_ENULL,
+ * digest must be its SHA-256).  A new id is persisted before it becomes
+ * visible: one record appended and fdatasync'ed (concurrent adds share one
+ * fdatasync), or, the first time and after junk or the old format, the
+ * whole file rewritten (temp + fsync + rename + fsync dir).  0, KVT_ENULL,
  * KVT_EBADLEN, KVT_EDESC (digest/canon mismatch), KVT_EFULL (ids exhausted),
  * -ENOMEM, -errno (I/O; registry unchanged).
  */
@@ -148,16 +165,22 @@ const struct ns_entry *ns_reg_get(struct ns_registry *r, uint32_t id);
 void ns_reg_free(struct ns_registry *r);
 
 /*
- * Pure parser of a registry file image (doc/keys.md, "Registry file"): calls
- * fn (may be NULL) for each record in order; canon is not NUL-terminated
- * and points into buf.  Checks every length, the ids (1, 2, ...), each CRC32C
- * and that each digest is the SHA-256 of its canon.  Returns the record
- * count, KVT_ECORRUPT, KVT_EVERSION, -ENOMEM (OpenSSL's digest context, the
- * only allocation), or what fn returned if negative.  No I/O.  Fuzzed.
+ * Pure parser of a registry file image (doc/keys.md, "Registry file"),
+ * version 1 (whole file, exact) or 2 (append-only): calls fn (may be NULL)
+ * for each record in order; canon is not NUL-terminated and points into
+ * buf.  Checks every length, the ids (1, 2, ...), each CRC32C and that each
+ * digest is the SHA-256 of its canon.  In version 2 a torn last record (one
+ * that fails a check and reaches the end of the file) ends the records
+ * instead of failing.  *used (may be NULL) gets the bytes of header and good
+ * records.  Returns the record count, KVT_ECORRUPT, KVT_EVERSION, -ENOMEM
+ * (OpenSSL's digest context, the only allocation), or what fn returned if
+ * negative.  No I/O.  Fuzzed.
  */
 typedef int (*ns_rec_fn)(void *ctx, uint32_t id, const uint8_t digest[32],
 			 const char *canon, uint32_t canon_len);
 int ns_reg_parse(const uint8_t *buf, size_t len, ns_rec_fn fn, void *ctx);
+int ns_reg_parse_ex(const uint8_t *buf, size_t len, ns_rec_fn fn, void *ctx, size_t *used,
+		    uint32_t *version);
 
 /* ------------------------------------------------------------------------
  * quota.c: quota groups (kvt_quota_set, kvt_ns_set_group).

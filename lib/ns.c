@@ -9,14 +9,21 @@
  *
  * The registry (struct ns_registry, kvt_int.h) hands out ids 1, 2, 3, ...
  * in registration order, never reuses or moves one, and when the store has
- * a directory persists the whole table ("namespaces", doc/keys.md) before
- * a new id is published, so a restart can never remap an id.
+ * a directory makes each new id durable in an append-only file
+ * ("namespaces", doc/keys.md: one record appended, one fdatasync shared by
+ * concurrent adds) before it is published, so a restart can never remap an
+ * id.
  *
  * Invariants and locking:
- *   - r->file_lock serializes every writer (ns_reg_add, ns_reg_load) and
- *     the file; r->lock guards the digest hash table and the entry being
- *     prepared, and is never held across file I/O, so ns_reg_find (every
+ *   - r->file_lock serializes the writers (ns_reg_add, ns_reg_load) and the
+ *     file, except that a group commit's leader drops it around fdatasync
+ *     (r->syncing); r->lock guards the digest hash table and the prepared
+ *     entries, and is never held across file I/O, so ns_reg_find (every
  *     loop thread's lookup) never waits for a disk.
+ *   - Ids (count, prepared] are prepared: in the hash, written or being
+ *     written, not yet durable.  find skips them; an add of the same digest
+ *     waits for them.  They are published in order (count only grows) or,
+ *     when their write or sync fails, dropped.
  *   - Entry id lives at pages[id >> NS_PAGE_SHIFT][id & (NS_PAGE_LEN-1)].
  *     An entry is written in full under the lock, persisted, and only then
  *     published by a release store of count; ns_reg_get reads count with
@@ -197,8 +204,9 @@ int kvt_ns_digest(const struct kvt_ns_desc *desc, uint8_t digest[32], char *buf,
  *
  *   header  off len
  *             0   8  magic "KVTNSREG"
- *             8   4  u32 version (NS_FILE_VERSION)
- *            12   4  u32 record count
+ *             8   4  u32 version (NS_FILE_VERSION 2; 1 still loads)
+ *            12   4  u32 record count (version 1); 0 (version 2: records
+ *                    run to the end of the file, a torn last one ignored)
  *   record  off len
  *             0   4  u32 id (1, 2, 3, ... in order)
  *             4  32  digest = SHA-256(canon)
@@ -210,7 +218,8 @@ int kvt_ns_digest(const struct kvt_ns_desc *desc, uint8_t digest[32], char *buf,
 #define NS_FILE "namespaces"
 #define NS_FILE_TMP "namespaces.tmp"
 #define NS_FILE_MAGIC "KVTNSREG"
-#define NS_FILE_VERSION 1u
+#define NS_FILE_V1 1u      /* whole file, exact count: still loaded, rewritten on first add */
+#define NS_FILE_VERSION 2u /* append-only: written */
 #define NS_HDR_LEN 16u
 #define NS_REC_FIXED 44u /* record bytes besides canon */
 #define NS_ID_MAX ((uint32_t)NS_PAGES * NS_PAGE_LEN - 1)
@@ -237,11 +246,38 @@ static bool ns_canon_chars_ok(const char *s, size_t n)
 	return true;
 }
 
-int ns_reg_parse(const uint8_t *buf, size_t len, ns_rec_fn fn, void *ctx)
+/*
+ * Version 2: may the record (id `id`) that failed a framing check at off be
+ * a torn append, cut short or left as zeros by a crash before its
+ * fdatasync?  Then nothing acknowledged follows it: no record of a later id
+ * with a good CRC starts anywhere after off.  If one does, the damage is
+ * not a torn write and the file is refused (dropping an acknowledged id
+ * could let a restart hand it to another namespace).
+ */
+static bool ns_torn_tail(const uint8_t *buf, size_t len, size_t off, uint32_t id)
+{
+	uint64_t max_id = (uint64_t)id + (len - off) / (NS_REC_FIXED + 1);
+
+	for (size_t p = off + 1; p + NS_REC_FIXED < len; p++) {
+		uint32_t rid = ns_get_u32le(buf + p), cl;
+
+		if (rid <= id || rid > max_id)
+			continue;
+		cl = ns_get_u32le(buf + p + 36);
+		if (cl == 0 || cl > NS_CANON_MAX || len - p < NS_REC_FIXED + (size_t)cl)
+			continue;
+		if (kvt_crc32c(0, buf + p, 40 + (size_t)cl) == ns_get_u32le(buf + p + 40 + cl))
+			return false;
+	}
+	return true;
+}
+
+int ns_reg_parse_ex(const uint8_t *buf, size_t len, ns_rec_fn fn, void *ctx, size_t *used,
+		    uint32_t *version)
 {
 	EVP_MD_CTX *md = NULL;
 	uint8_t digest[32];
-	uint32_t count, i;
+	uint32_t count, i, ver;
 	size_t off;
 	int ret;
 
@@ -249,37 +285,52 @@ int ns_reg_parse(const uint8_t *buf, size_t len, ns_rec_fn fn, void *ctx)
 		return KVT_ENULL;
 	if (len < NS_HDR_LEN || memcmp(buf, NS_FILE_MAGIC, 8) != 0)
 		return KVT_ECORRUPT;
-	if (ns_get_u32le(buf + 8) != NS_FILE_VERSION)
+	ver = ns_get_u32le(buf + 8);
+	if (ver != NS_FILE_V1 && ver != NS_FILE_VERSION)
 		return KVT_EVERSION;
 	count = ns_get_u32le(buf + 12);
-	/* Every record takes at least NS_REC_FIXED + 1 bytes. */
-	if (count > NS_ID_MAX || count > (len - NS_HDR_LEN) / (NS_REC_FIXED + 1))
+	if (ver == NS_FILE_VERSION) {
+		/* Append-only: no count (the field is 0); records run to the end. */
+		if (count != 0)
+			return KVT_ECORRUPT;
+		count = NS_ID_MAX;
+	} else if (count > NS_ID_MAX || count > (len - NS_HDR_LEN) / (NS_REC_FIXED + 1)) {
+		/* Every record takes at least NS_REC_FIXED + 1 bytes. */
 		return KVT_ECORRUPT;
+	}
 
-	if (count) {
-		md = EVP_MD_CTX_new();
-		if (!md || !EVP_DigestInit_ex(md, EVP_sha256(), NULL)) {
-			ret = -ENOMEM;
-			goto out;
-		}
+	md = EVP_MD_CTX_new();
+	if (!md || !EVP_DigestInit_ex(md, EVP_sha256(), NULL)) {
+		ret = -ENOMEM;
+		goto out;
 	}
 	off = NS_HDR_LEN;
 	for (i = 0; i < count; i++) {
 		const uint8_t *rec = buf + off;
 		const char *canon;
-		uint32_t canon_len, rec_len;
+		uint32_t canon_len = 0, rec_len;
 		unsigned int md_len = 0;
+		bool framed;
 
+		if (ver == NS_FILE_VERSION && off == len)
+			break; /* the end of an append-only file */
 		ret = KVT_ECORRUPT;
-		if (len - off < NS_REC_FIXED)
-			goto out;
-		canon_len = ns_get_u32le(rec + 36);
-		if (ns_get_u32le(rec) != i + 1 || canon_len == 0 || canon_len > NS_CANON_MAX)
-			goto out;
+		framed = len - off >= NS_REC_FIXED;
+		if (framed) {
+			canon_len = ns_get_u32le(rec + 36);
+			framed = canon_len != 0 && canon_len <= NS_CANON_MAX &&
+				 len - off >= NS_REC_FIXED + (size_t)canon_len;
+		}
 		rec_len = NS_REC_FIXED + canon_len;
-		if (len - off < rec_len)
+		if (framed && kvt_crc32c(0, rec, rec_len - 4) != ns_get_u32le(rec + rec_len - 4))
+			framed = false;
+		if (!framed) {
+			if (ver == NS_FILE_VERSION && ns_torn_tail(buf, len, off, i + 1))
+				break; /* a torn last append: the records before it stand */
 			goto out;
-		if (kvt_crc32c(0, rec, rec_len - 4) != ns_get_u32le(rec + rec_len - 4))
+		}
+		/* The CRC holds: anything wrong from here on is not a torn write. */
+		if (ns_get_u32le(rec) != i + 1)
 			goto out;
 		canon = (const char *)rec + 40;
 		if (!ns_canon_chars_ok(canon, canon_len))
@@ -299,10 +350,27 @@ int ns_reg_parse(const uint8_t *buf, size_t len, ns_rec_fn fn, void *ctx)
 		}
 		off += rec_len;
 	}
-	ret = off == len ? (int)count : KVT_ECORRUPT;
+	if (ver == NS_FILE_V1 && off != len) {
+		ret = KVT_ECORRUPT;
+		goto out;
+	}
+	if (ver == NS_FILE_VERSION && i == NS_ID_MAX && off != len) {
+		ret = KVT_ECORRUPT; /* more records than ids */
+		goto out;
+	}
+	if (used)
+		*used = off;
+	if (version)
+		*version = ver;
+	ret = (int)i;
 out:
 	EVP_MD_CTX_free(md);
 	return ret;
+}
+
+int ns_reg_parse(const uint8_t *buf, size_t len, ns_rec_fn fn, void *ctx)
+{
+	return ns_reg_parse_ex(buf, len, fn, ctx, NULL, NULL);
 }
 
 /* ------------------------------------------------------------------------
@@ -371,7 +439,7 @@ static int ns_hash_reserve_locked(struct ns_registry *r, uint32_t n)
 	hash = kvt_mem_calloc(r->mem, cap, sizeof(*hash));
 	if (!hash)
 		return -ENOMEM;
-	count = atomic_load_explicit(&r->count, memory_order_relaxed);
+	count = r->prepared;
 	for (id = 1; id <= count; id++)
 		ns_hash_insert(hash, cap, ns_entry_at(r, id)->digest, id);
 	kvt_mem_free(r->mem, r->hash, (size_t)r->hash_cap * sizeof(*r->hash));
@@ -381,13 +449,14 @@ static int ns_hash_reserve_locked(struct ns_registry *r, uint32_t n)
 }
 
 /*
- * Fill the entry for id count+1 (not yet visible: count is not raised).
- * 0, KVT_EFULL (ids exhausted) or -ENOMEM; on failure nothing visible changed.
+ * Fill the entry for id prepared+1 and put it in the hash (not yet visible:
+ * count is not raised, and find skips ids above count).  0, KVT_EFULL (ids
+ * exhausted) or -ENOMEM; on failure nothing changed.
  */
 static int ns_prepare_locked(struct ns_registry *r, const uint8_t digest[32], const char *canon,
 			     uint32_t canon_len, uint32_t *id_out)
 {
-	uint32_t id = atomic_load_explicit(&r->count, memory_order_relaxed) + 1;
+	uint32_t id = r->prepared + 1;
 	struct ns_entry *_Atomic *slot;
 	struct ns_entry *e;
 	char *copy;
@@ -415,34 +484,45 @@ static int ns_prepare_locked(struct ns_registry *r, const uint8_t digest[32], co
 	memcpy(e->digest, digest, 32);
 	e->canon_len = canon_len;
 	e->canon = copy;
+	ns_hash_insert(r->hash, r->hash_cap, e->digest, id);
+	r->prepared = id;
 	*id_out = id;
 	return 0;
 }
 
-/* Undo ns_prepare_locked for an id that was never published. */
-static void ns_unprepare_locked(struct ns_registry *r, uint32_t id)
+/* Undo ns_prepare_locked for every id above keep (>= count: never published). */
+static void ns_unprepare_locked(struct ns_registry *r, uint32_t keep)
 {
-	struct ns_entry *e = ns_entry_at(r, id);
+	uint32_t count = atomic_load_explicit(&r->count, memory_order_relaxed);
 
 	ns_assert_locked(r);
-	kvt_mem_free(r->mem, e->canon, (size_t)e->canon_len + 1);
-	memset(e, 0, sizeof(*e));
+	assert(keep >= count);
+	if (r->prepared <= keep)
+		return;
+	for (uint32_t id = keep + 1; id <= r->prepared; id++) {
+		struct ns_entry *e = ns_entry_at(r, id);
+		kvt_mem_free(r->mem, e->canon, (size_t)e->canon_len + 1);
+		memset(e, 0, sizeof(*e));
+	}
+	r->prepared = keep;
+	/* Open addressing: rebuild rather than delete. */
+	memset(r->hash, 0, (size_t)r->hash_cap * sizeof(*r->hash));
+	for (uint32_t id = 1; id <= keep; id++)
+		ns_hash_insert(r->hash, r->hash_cap, ns_entry_at(r, id)->digest, id);
 }
 
-/* Make a prepared id visible: to find (hash) and to lock-free get (count). */
-static void ns_publish_locked(struct ns_registry *r, uint32_t id)
+/* Make prepared ids up to `upto` visible to find and to lock-free get. */
+static void ns_publish_locked(struct ns_registry *r, uint32_t upto)
 {
-	struct ns_entry *e = ns_entry_at(r, id);
-
 	ns_assert_locked(r);
-	ns_hash_insert(r->hash, r->hash_cap, e->digest, id);
-	atomic_store_explicit(&r->count, id, memory_order_release);
+	assert(upto <= r->prepared);
+	atomic_store_explicit(&r->count, upto, memory_order_release);
 }
 
 /* Free every entry, page and the hash: back to an empty registry. */
 static void ns_clear_locked(struct ns_registry *r)
 {
-	uint32_t count = atomic_load_explicit(&r->count, memory_order_relaxed);
+	uint32_t count = r->prepared;
 
 	for (uint32_t id = 1; id <= count; id++) {
 		struct ns_entry *e = ns_entry_at(r, id);
@@ -456,6 +536,7 @@ static void ns_clear_locked(struct ns_registry *r)
 	kvt_mem_free(r->mem, r->hash, (size_t)r->hash_cap * sizeof(*r->hash));
 	r->hash = NULL;
 	r->hash_cap = 0;
+	r->prepared = 0;
 	atomic_store_explicit(&r->count, 0, memory_order_relaxed);
 }
 
@@ -474,8 +555,16 @@ int ns_reg_init(struct ns_registry *r, struct kvt_mem *mem)
 		pthread_mutex_destroy(&r->lock);
 		return -err;
 	}
+	err = pthread_cond_init(&r->sync_cv, NULL);
+	if (err) {
+		pthread_mutex_destroy(&r->file_lock);
+		pthread_mutex_destroy(&r->lock);
+		return -err;
+	}
 	r->mem = mem;
 	r->dir_fd = -1;
+	r->fd = -1;
+	r->rewrite = true;
 	atomic_init(&r->count, 0);
 	for (uint32_t p = 0; p < NS_PAGES; p++)
 		atomic_init(&r->pages[p], NULL);
@@ -491,6 +580,10 @@ void ns_reg_free(struct ns_registry *r)
 	pthread_mutex_unlock(&r->lock);
 	pthread_mutex_destroy(&r->lock);
 	pthread_mutex_destroy(&r->file_lock);
+	pthread_cond_destroy(&r->sync_cv);
+	if (r->fd >= 0)
+		close(r->fd);
+	r->fd = -1;
 	r->mem = NULL;
 	r->dir_fd = -1;
 }
@@ -514,6 +607,9 @@ int ns_reg_find(struct ns_registry *r, const uint8_t digest[32], uint32_t *id)
 		return KVT_ENULL;
 	pthread_mutex_lock(&r->lock);
 	found = ns_hash_lookup_locked(r, digest);
+	/* Prepared ids are in the hash too; they exist once count reaches them. */
+	if (found > atomic_load_explicit(&r->count, memory_order_relaxed))
+		found = 0;
 	pthread_mutex_unlock(&r->lock);
 	if (!found)
 		return KVT_MISS;
@@ -522,7 +618,15 @@ int ns_reg_find(struct ns_registry *r, const uint8_t digest[32], uint32_t *id)
 }
 
 /* ------------------------------------------------------------------------
- * Persistence
+ * Persistence: an append-only file.  Each new id appends one record and
+ * waits for an fdatasync that covers it; while one adder (the leader) is in
+ * fdatasync, without file_lock, others append and wait, and the next leader
+ * syncs them all at once (group commit).  A whole-file rewrite (temp, fsync,
+ * rename, fsync dir) happens only when the file is not a clean append-only
+ * one: absent, the old format (migrated), junk after the last record (a torn
+ * append), or a failed write that could not be cut off.  Namespaces are
+ * never removed, so the live records are always the whole file: there is
+ * nothing else to compact.  Lookups take only lock, never file_lock.
  */
 
 /* write(2) all of it.  0 or -errno. */
@@ -543,70 +647,166 @@ static int ns_write_all(int fd, const uint8_t *p, size_t len)
 	return 0;
 }
 
-/*
- * Replace dir_fd/namespaces with image atomically: write namespaces.tmp,
- * fsync it, rename it over namespaces, fsync the directory.  0 or -errno;
- * on failure before the rename the temp file is removed and the old file
- * is untouched.
- */
-static int ns_write_file(int dir_fd, const uint8_t *image, size_t len)
+/* Record of entry e into rec (NS_REC_FIXED + canon_len bytes); its length. */
+static size_t ns_put_rec(uint8_t *rec, const struct ns_entry *e)
 {
-	int fd, ret;
-
-	fd = openat(dir_fd, NS_FILE_TMP, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (fd < 0)
-		return -errno;
-	ret = ns_write_all(fd, image, len);
-	if (!ret && fsync(fd) < 0)
-		ret = -errno;
-	if (close(fd) < 0 && !ret)
-		ret = -errno;
-	if (!ret && renameat(dir_fd, NS_FILE_TMP, dir_fd, NS_FILE) < 0)
-		ret = -errno;
-	if (ret) {
-		unlinkat(dir_fd, NS_FILE_TMP, 0);
-		return ret;
-	}
-	/* The rename is durable only once the directory is. */
-	if (fsync(dir_fd) < 0)
-		return -errno;
-	return 0;
+	ns_put_u32le(rec, e->id);
+	memcpy(rec + 4, e->digest, 32);
+	ns_put_u32le(rec + 36, e->canon_len);
+	memcpy(rec + 40, e->canon, e->canon_len);
+	ns_put_u32le(rec + 40 + e->canon_len, kvt_crc32c(0, rec, 40 + e->canon_len));
+	return NS_REC_FIXED + e->canon_len;
 }
 
-/* Write ids [1, n] (n may be a prepared, unpublished id).  Under
- * file_lock, not lock: entries [1, n] are immutable until another add,
- * which file_lock keeps out.  0 or -errno. */
-static int ns_persist(struct ns_registry *r, uint32_t n)
+/*
+ * Rewrite the file with ids [1, prepared], atomically: write namespaces.tmp,
+ * fsync it, rename it over namespaces, fsync the directory, and keep the new
+ * file open for appends.  Under file_lock with no group commit running
+ * (entries [1, prepared] do not change meanwhile).  0 or -errno; on failure
+ * before the rename the temp file is removed and the old file is untouched.
+ */
+static int ns_rewrite(struct ns_registry *r)
 {
 	size_t len = NS_HDR_LEN, off;
+	uint32_t n = r->prepared, id;
 	uint8_t *image;
-	uint32_t id;
-	int ret;
+	int fd, ret;
 
+	assert(!r->syncing);
 	for (id = 1; id <= n; id++)
 		len += NS_REC_FIXED + ns_entry_at(r, id)->canon_len;
 	image = kvt_mem_alloc(r->mem, len);
 	if (!image)
 		return -ENOMEM;
-
 	memcpy(image, NS_FILE_MAGIC, 8);
 	ns_put_u32le(image + 8, NS_FILE_VERSION);
-	ns_put_u32le(image + 12, n);
+	ns_put_u32le(image + 12, 0);
 	off = NS_HDR_LEN;
-	for (id = 1; id <= n; id++) {
-		const struct ns_entry *e = ns_entry_at(r, id);
-		uint8_t *rec = image + off;
+	for (id = 1; id <= n; id++)
+		off += ns_put_rec(image + off, ns_entry_at(r, id));
 
-		ns_put_u32le(rec, id);
-		memcpy(rec + 4, e->digest, 32);
-		ns_put_u32le(rec + 36, e->canon_len);
-		memcpy(rec + 40, e->canon, e->canon_len);
-		ns_put_u32le(rec + 40 + e->canon_len, kvt_crc32c(0, rec, 40 + e->canon_len));
-		off += NS_REC_FIXED + e->canon_len;
+	fd = openat(r->dir_fd, NS_FILE_TMP, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		ret = -errno;
+		goto out;
 	}
-	ret = ns_write_file(r->dir_fd, image, len);
+	ret = ns_write_all(fd, image, len);
+	if (!ret && fsync(fd) < 0)
+		ret = -errno;
+	if (!ret && renameat(r->dir_fd, NS_FILE_TMP, r->dir_fd, NS_FILE) < 0)
+		ret = -errno;
+	if (ret) {
+		close(fd);
+		unlinkat(r->dir_fd, NS_FILE_TMP, 0);
+		goto out;
+	}
+	/* The new file is in place: append to it from now on. */
+	if (r->fd >= 0)
+		close(r->fd);
+	r->fd = fd;
+	r->file_off = r->synced_off = len;
+	r->rewrite = false;
+	r->rewrites++;
+	/* The rename is durable only once the directory is. */
+	if (fsync(r->dir_fd) < 0)
+		ret = -errno;
+out:
 	kvt_mem_free(r->mem, image, len);
 	return ret;
+}
+
+/*
+ * A rewrite or sync failed: drop every id not yet durable, cut the file back
+ * to what is, and rewrite it at the next add.  Under
+ * file_lock, no group commit running.
+ */
+static void ns_rollback(struct ns_registry *r, int err)
+{
+	/* After a failed sync the page cache may not match the disk: the next
+	 * add rewrites from memory.  Meanwhile the file ends at synced_off. */
+	if (r->fd >= 0)
+		(void)!ftruncate(r->fd, (off_t)r->synced_off);
+	r->rewrite = true;
+	r->file_off = r->synced_off;
+	pthread_mutex_lock(&r->lock);
+	ns_unprepare_locked(r, atomic_load_explicit(&r->count, memory_order_relaxed));
+	pthread_mutex_unlock(&r->lock);
+	r->fail_epoch++;
+	r->fail_err = err;
+	pthread_cond_broadcast(&r->sync_cv);
+}
+
+/* Append id's record at file_off.  Under file_lock.  0 or -errno. */
+static int ns_append(struct ns_registry *r, uint32_t id)
+{
+	const struct ns_entry *e = ns_entry_at(r, id);
+	uint8_t *rec;
+	size_t len = NS_REC_FIXED + e->canon_len, done = 0;
+	int ret = 0;
+
+	rec = kvt_mem_alloc(r->mem, len);
+	if (!rec)
+		return -ENOMEM;
+	ns_put_rec(rec, e);
+	while (done < len) {
+		ssize_t n = pwrite(r->fd, rec + done, len - done, (off_t)(r->file_off + done));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			ret = n < 0 ? -errno : -EIO;
+			break;
+		}
+		done += (size_t)n;
+	}
+	kvt_mem_free(r->mem, rec, len);
+	if (!ret)
+		r->file_off += len;
+	return ret;
+}
+
+/*
+ * Wait until id is durable and published (0), or the group commit that
+ * held it failed (its error).  Under file_lock, which the leader drops
+ * around fdatasync.
+ */
+static int ns_wait_durable(struct ns_registry *r, uint32_t id)
+{
+	uint32_t epoch = r->fail_epoch;
+
+	while (atomic_load_explicit(&r->count, memory_order_relaxed) < id &&
+	       epoch == r->fail_epoch) {
+		uint32_t target;
+		uint64_t off;
+		int fd, ret = 0;
+
+		if (r->syncing) {
+			pthread_cond_wait(&r->sync_cv, &r->file_lock);
+			continue;
+		}
+		/* Lead: one fdatasync for everything appended so far. */
+		r->syncing = true;
+		pthread_mutex_lock(&r->lock);
+		target = r->prepared;
+		pthread_mutex_unlock(&r->lock);
+		off = r->file_off;
+		fd = r->fd;
+		pthread_mutex_unlock(&r->file_lock);
+		if (fdatasync(fd) < 0)
+			ret = -errno;
+		pthread_mutex_lock(&r->file_lock);
+		r->syncing = false;
+		r->syncs++;
+		if (ret) {
+			ns_rollback(r, ret);
+			break;
+		}
+		r->synced_off = off;
+		pthread_mutex_lock(&r->lock);
+		ns_publish_locked(r, target);
+		pthread_mutex_unlock(&r->lock);
+		pthread_cond_broadcast(&r->sync_cv);
+	}
+	return atomic_load_explicit(&r->count, memory_order_relaxed) >= id ? 0 : r->fail_err;
 }
 
 int ns_reg_add(struct ns_registry *r, const uint8_t digest[32], const char *canon,
@@ -633,32 +833,57 @@ int ns_reg_add(struct ns_registry *r, const uint8_t digest[32], const char *cano
 	pthread_mutex_lock(&r->lock);
 	new_id = ns_hash_lookup_locked(r, digest);
 	if (new_id) {
-		*id = new_id;
-		ret = 0;
+		pthread_mutex_unlock(&r->lock);
+		/* Published, or being made durable by another adder: wait for it. */
+		ret = r->dir_fd >= 0 ? ns_wait_durable(r, new_id) : 0;
 		goto out;
 	}
 	ret = ns_prepare_locked(r, digest, canon, canon_len, &new_id);
-	if (ret < 0)
-		goto out;
-	/*
-	 * The file is written without lock (finds go on meanwhile), under
-	 * file_lock.  If only the final directory fsync fails, the file may
-	 * already hold the new record.  The id is still not handed out, and
-	 * the next add (which gets the same id) rewrites the file from memory.
-	 */
-	if (r->dir_fd >= 0) {
+	if (ret < 0 || r->dir_fd < 0) {
+		if (!ret)
+			ns_publish_locked(r, new_id);
 		pthread_mutex_unlock(&r->lock);
-		ret = ns_persist(r, new_id);
-		pthread_mutex_lock(&r->lock);
+		goto out;
+	}
+	pthread_mutex_unlock(&r->lock);
+
+	if (!r->rewrite && r->fd < 0) {
+		r->fd = openat(r->dir_fd, NS_FILE, O_WRONLY | O_CLOEXEC);
+		if (r->fd < 0)
+			r->rewrite = true; /* gone or unwritable: a new file */
+	}
+	if (r->rewrite) {
+		/* Never swap the file under a leader's fdatasync. */
+		while (r->syncing)
+			pthread_cond_wait(&r->sync_cv, &r->file_lock);
+		ret = ns_rewrite(r);
 		if (ret < 0) {
-			ns_unprepare_locked(r, new_id);
+			ns_rollback(r, ret);
 			goto out;
 		}
+		/* Everything prepared is in the new, synced file. */
+		pthread_mutex_lock(&r->lock);
+		ns_publish_locked(r, r->prepared);
+		pthread_mutex_unlock(&r->lock);
+		pthread_cond_broadcast(&r->sync_cv);
+		goto out;
 	}
-	ns_publish_locked(r, new_id);
-	*id = new_id;
+	ret = ns_append(r, new_id);
+	if (ret < 0) {
+		/* Only new_id is lost: it is the last prepared (file_lock has been
+		 * held since), no leader's target holds it, and others' records
+		 * before it are whole.  Cut off what was written of it. */
+		if (ftruncate(r->fd, (off_t)r->file_off) < 0)
+			r->rewrite = true;
+		pthread_mutex_lock(&r->lock);
+		ns_unprepare_locked(r, new_id - 1);
+		pthread_mutex_unlock(&r->lock);
+		goto out;
+	}
+	ret = ns_wait_durable(r, new_id);
 out:
-	pthread_mutex_unlock(&r->lock);
+	if (!ret)
+		*id = new_id;
 	pthread_mutex_unlock(&r->file_lock);
 	return ret;
 }
@@ -676,10 +901,8 @@ static int ns_load_rec(void *ctx, uint32_t id, const uint8_t digest[32], const c
 	ret = ns_prepare_locked(r, digest, canon, canon_len, &new_id);
 	if (ret < 0)
 		return ret;
-	if (new_id != id) { /* ns_reg_parse checks ids are 1, 2, ...; be sure */
-		ns_unprepare_locked(r, new_id);
+	if (new_id != id) /* ns_reg_parse checks ids are 1, 2, ...; be sure */
 		return KVT_ECORRUPT;
-	}
 	ns_publish_locked(r, new_id);
 	return 0;
 }
@@ -687,7 +910,8 @@ static int ns_load_rec(void *ctx, uint32_t id, const uint8_t digest[32], const c
 int ns_reg_load(struct ns_registry *r, int dir_fd)
 {
 	uint8_t *buf = NULL;
-	size_t len = 0, got = 0;
+	size_t len = 0, got = 0, used = 0;
+	uint32_t version = 0;
 	struct stat st;
 	int fd, ret;
 
@@ -697,7 +921,7 @@ int ns_reg_load(struct ns_registry *r, int dir_fd)
 		return -EBADF;
 	pthread_mutex_lock(&r->file_lock);
 	pthread_mutex_lock(&r->lock);
-	if (r->dir_fd >= 0 || atomic_load_explicit(&r->count, memory_order_relaxed)) {
+	if (r->dir_fd >= 0 || r->prepared) {
 		ret = KVT_ESTATE;
 		goto out;
 	}
@@ -733,9 +957,16 @@ int ns_reg_load(struct ns_registry *r, int dir_fd)
 			break; /* shrank under us: the parser reports it */
 		got += (size_t)n;
 	}
-	ret = ns_reg_parse(buf, got, ns_load_rec, r);
+	ret = ns_reg_parse_ex(buf, got, ns_load_rec, r, &used, &version);
+	if (ret >= 0 && version == NS_FILE_VERSION && used == got) {
+		/* A clean append-only file: the first add opens it to append
+		 * (a store that registers nothing never opens it for writing). */
+		r->file_off = r->synced_off = used;
+		r->rewrite = false;
+	}
 close:
-	close(fd);
+	if (fd >= 0)
+		close(fd);
 done:
 	if (ret < 0) {
 		ns_clear_locked(r);

@@ -85,7 +85,7 @@ static void idx_grow_locked(struct ssd *s, struct ssd_shard *sh)
 			next = e->hnext;
 			k.len = e->key_len;
 			memcpy(k.bytes, e->key, e->key_len);
-			h = ssd_hash(e->ns, &k);
+			h = ssd_hash(s, e->ns, &k);
 			e->hnext = nb[h & (n - 1)];
 			nb[h & (n - 1)] = e;
 		}
@@ -146,7 +146,7 @@ int ssd_idx_put_locked(struct ssd *s, struct ssd_shard *sh, uint64_t h,
 /* Remove the entry for (ns, key) if its seq is below `below` (UINT64_MAX: any). */
 bool ssd_idx_remove_key(struct ssd *s, uint32_t ns, const struct kvt_key *k, uint64_t below)
 {
-	uint64_t h = ssd_hash(ns, k);
+	uint64_t h = ssd_hash(s, ns, k);
 	struct ssd_shard *sh = shard_of(s, h);
 	struct ssd_entry **pp;
 	bool found = false;
@@ -564,7 +564,7 @@ static int evict_entry_cb(void *ctx, const struct ssd_sum_entry *se)
 
 	if (se->type != SSD_REC_PUT)
 		return 0;
-	h = ssd_hash(se->ns_id, &se->key);
+	h = ssd_hash(s, se->ns_id, &se->key);
 	sh = shard_of(s, h);
 	pthread_mutex_lock(&sh->lock);
 	pp = idx_slot(sh, h, se->ns_id, &se->key);
@@ -930,7 +930,7 @@ static void wd_finish(struct ssd *s, struct wd_task *t, int64_t res)
 	bool ok = res >= 0 && (uint64_t)res == t->rec_len, stopping;
 
 	if (t->type == T_PUT) {
-		uint64_t h = ssd_hash(t->ns, &t->key);
+		uint64_t h = ssd_hash(s, t->ns, &t->key);
 		struct ssd_shard *sh = shard_of(s, h);
 		struct ssd_entry **pp;
 		pthread_mutex_lock(&sh->lock);
@@ -1164,7 +1164,7 @@ static void wd_write(struct ssd *s, struct wd_task *t)
 		e.flags = E_PENDING;
 		e.key_len = (uint8_t)t->key.len;
 		memcpy(e.key, t->key.bytes, t->key.len);
-		h = ssd_hash(t->ns, &t->key);
+		h = ssd_hash(s, t->ns, &t->key);
 		pthread_mutex_lock(&shard_of(s, h)->lock);
 		/* With the entry and the tombstone allocated before the space
 		 * was reserved, nothing below can leave a record on disk that
@@ -1364,7 +1364,7 @@ int ssd_checkpoint(struct ssd *s)
 /* Like ssd_find, giving the generation of the segment holding the copy. */
 static int ssd_find_gen(struct ssd *s, uint32_t ns, const struct kvt_key *key, uint64_t *gen)
 {
-	uint64_t h = ssd_hash(ns, key);
+	uint64_t h = ssd_hash(s, ns, key);
 	struct ssd_shard *sh = shard_of(s, h);
 	struct ssd_entry *e;
 	int ret = KVT_MISS;
@@ -1380,7 +1380,7 @@ static int ssd_find_gen(struct ssd *s, uint32_t ns, const struct kvt_key *key, u
 
 int ssd_find(struct ssd *s, uint32_t ns, const struct kvt_key *key, uint64_t *value_len)
 {
-	uint64_t h = ssd_hash(ns, key);
+	uint64_t h = ssd_hash(s, ns, key);
 	struct ssd_shard *sh = shard_of(s, h);
 	struct ssd_entry *e;
 	int ret = KVT_MISS;
@@ -1580,7 +1580,7 @@ fail:
 int ssd_promote(struct ssd *s, uint32_t ns, const struct kvt_key *key, int prio,
 		tier_got_fn cb, void *ctx)
 {
-	uint64_t h = ssd_hash(ns, key);
+	uint64_t h = ssd_hash(s, ns, key);
 	struct ssd_shard *sh = shard_of(s, h);
 	struct ssd_entry *e;
 	struct promote_task *p;
@@ -1688,7 +1688,7 @@ void ssd_copy_free(struct kvt_mem *mem, struct ssd_copy *c)
 int ssd_read_copy(struct ssd *s, uint32_t ns, const struct kvt_key *key, int prio,
 		  tier_copy_fn cb, void *ctx)
 {
-	uint64_t h = ssd_hash(ns, key);
+	uint64_t h = ssd_hash(s, ns, key);
 	struct ssd_shard *sh = shard_of(s, h);
 	struct ssd_entry *e;
 	struct promote_task *p;
@@ -1774,16 +1774,21 @@ int ssd_open(struct ssd **out, const struct ssd_config *cfg, int dir_fd, struct 
 {
 	struct io_config ioc = { .backend = cfg->backend, .depth = cfg->io_depth };
 	struct ssd *s;
-	uint64_t used = 0, blocks = 0;
+	uint64_t used = 0, blocks = 0, secret;
+	ssize_t got;
 	int r;
 
 	if (cfg->seg_size < (1u << 20) || cfg->seg_size % (1u << 20) ||
 	    cfg->capacity / cfg->seg_size < 2)
 		return KVT_EOPTVAL;
+	got = getrandom(&secret, sizeof(secret), 0);
+	if (got != (ssize_t)sizeof(secret))
+		return got < 0 ? -errno : -EIO;
 	s = kvt_mem_calloc(mem, 1, sizeof(*s));
 	if (!s)
 		return -ENOMEM;
 	s->cfg = *cfg;
+	s->hash_secret = secret;
 	s->mem = mem;
 	s->log = log;
 	s->reg = reg;

@@ -129,6 +129,7 @@ struct promote_task {
 
 struct ssd {
 	struct ssd_config cfg;
+	uint64_t hash_secret;  /* random per open (getrandom), in every index hash's seed */
 	struct kvt_mem *mem;
 	const struct kvt_logger *log;
 	struct ns_registry *reg;
@@ -195,9 +196,11 @@ static inline uint64_t wall_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static inline uint64_t ssd_hash(uint32_t ns, const struct kvt_key *k)
+/* Index hash: XXH3 seeded by ns and the store's random secret (one call;
+ * keys are at most 64 bytes, where a seed costs nothing). */
+static inline uint64_t ssd_hash(const struct ssd *s, uint32_t ns, const struct kvt_key *k)
 {
-	return XXH3_64bits_withSeed(k->bytes, k->len, ns);
+	return XXH3_64bits_withSeed(k->bytes, k->len, s->hash_secret ^ ns);
 }
 
 static inline struct ssd_shard *shard_of(struct ssd *s, uint64_t h)

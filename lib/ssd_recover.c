@@ -223,7 +223,7 @@ static int rec_insert(struct ssd *s, const struct ssd_ckpt_entry *ce)
 	e.part_count = ce->e.part_count;
 	e.key_len = (uint8_t)ce->e.key.len;
 	memcpy(e.key, ce->e.key.bytes, ce->e.key.len);
-	h = ssd_hash(e.ns, &ce->e.key);
+	h = ssd_hash(s, e.ns, &ce->e.key);
 	sh = shard_of(s, h);
 	pthread_mutex_lock(&sh->lock);
 	r = ssd_idx_put_locked(s, sh, h, &e, NULL);

@@ -1,6 +1,7 @@
 /*
- * fuzz_nsreg.c - libFuzzer target for ns_reg_parse (lib/ns.c), the parser
- * of the persisted namespace registry file ("namespaces", doc/keys.md).
+ * fuzz_nsreg.c - libFuzzer target for ns_reg_parse_ex (lib/ns.c), the parser
+ * of the persisted namespace registry file ("namespaces", doc/keys.md):
+ * version 1 (whole file) and version 2 (append-only, torn tail dropped).
  *
  * The input is an untrusted file image.  The parser must never read
  * outside it, never crash, and hand its callback only records that pass
@@ -60,6 +61,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct kvt_mem mem;
 	static struct fuzz_ctx c; /* struct ns_registry is 8 KiB: keep it off the stack */
+	size_t used = 0;
+	uint32_t version = 0;
 	int ret;
 
 	kvt_mem_init(&mem);
@@ -68,10 +71,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	c.len = size;
 	FUZZ_CHECK(ns_reg_init(&c.reg, &mem) == 0);
 
-	ret = ns_reg_parse(data, size, fuzz_rec, &c);
+	ret = ns_reg_parse_ex(data, size, fuzz_rec, &c, &used, &version);
 	FUZZ_CHECK(ret == KVT_ECORRUPT || ret == KVT_EVERSION || ret >= 0);
-	if (ret >= 0)
+	if (ret >= 0) {
 		FUZZ_CHECK((uint32_t)ret == c.records);
+		/* Version 1 is exact; version 2 may stop before a torn tail. */
+		FUZZ_CHECK(version == 1 || version == 2);
+		FUZZ_CHECK(used >= 16 && used <= size);
+		FUZZ_CHECK(version == 2 || used == size);
+		/* What was accepted is a file on its own, with the same records. */
+		FUZZ_CHECK(ns_reg_parse(data, used, NULL, NULL) == ret);
+	}
 
 	ns_reg_free(&c.reg);
 	FUZZ_CHECK(atomic_load(&mem.bytes) == 0);

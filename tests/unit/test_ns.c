@@ -564,7 +564,8 @@ static void test_reg_persist(void)
 	T_EQ_INT(id, 1);
 	file = read_file(dir_fd, "namespaces", &file_len);
 	T_EQ_INT(file_len, FILE_A_LEN);
-	T_EQ_MEM(file, "KVTNSREG\x01\x00\x00\x00\x01\x00\x00\x00\x01\x00\x00\x00", 20);
+	/* Version 2 (append-only): the count field is 0. */
+	T_EQ_MEM(file, "KVTNSREG\x02\x00\x00\x00\x00\x00\x00\x00\x01\x00\x00\x00", 20);
 	T_EQ_MEM(file + 20, digest[0], 32);
 	T_EQ_INT(file[52] | file[53] << 8, len[0]);
 	T_EQ_MEM(file + 56, CANON_A, len[0]);
@@ -593,14 +594,31 @@ static void test_reg_persist(void)
 		T_ASSERT(e != NULL);
 		T_EQ_STR(e->canon, canon[i]);
 	}
-	/* A failed write (the temp name is taken by a directory) changes nothing. */
+	ns_reg_free(&r);
+
+	/* The old format (version 1) loads and is migrated by the first add,
+	 * which rewrites the file; a failed rewrite (the temp name is taken by
+	 * a directory) changes nothing. */
+	file = make_image(descs, 3, 1, &file_len);
+	write_file(dir_fd, "namespaces", file, file_len);
+	free(file);
+	T_RC(load_fresh(&mem, &r, dir_fd), 0);
+	T_EQ_INT(atomic_load(&r.count), 3);
 	T_RC(mkdirat(dir_fd, "namespaces.tmp", 0755), 0);
 	T_RC(ns_reg_add(&r, digest[3], canon[3], len[3], &id), -EISDIR);
 	T_EQ_INT(atomic_load(&r.count), 3);
 	T_RC(ns_reg_find(&r, digest[3], &id), KVT_MISS);
+	file = read_file(dir_fd, "namespaces", &file_len);
+	T_EQ_INT(file[8], 1); /* untouched */
+	free(file);
 	T_RC(unlinkat(dir_fd, "namespaces.tmp", AT_REMOVEDIR), 0);
 	T_RC(ns_reg_add(&r, digest[3], canon[3], len[3], &id), 0);
 	T_EQ_INT(id, 4);
+	T_EQ_INT(r.rewrites, 1);
+	file = read_file(dir_fd, "namespaces", &file_len);
+	T_EQ_INT(file[8], 2); /* migrated */
+	T_EQ_INT(file[12], 0);
+	free(file);
 	ns_reg_free(&r);
 
 	T_RC(load_fresh(&mem, &r, dir_fd), 0);
@@ -617,6 +635,291 @@ static void test_reg_persist(void)
 	T_EQ_INT(atomic_load(&r.count), 4);
 	ns_reg_free(&r);
 
+	T_EQ_INT(atomic_load(&mem.bytes), 0);
+	close(dir_fd);
+	t_rmtree(dir);
+	free(dir);
+}
+
+static int parse_exact(const uint8_t *p, size_t len);
+
+/* make_image in version 2 (append-only): no count. */
+static uint8_t *make_log(const struct kvt_ns_desc *const *descs, uint32_t n, size_t *len)
+{
+	uint8_t *img = make_image(descs, n, 2, len);
+	put_u32le(img + 12, 0);
+	return img;
+}
+
+static struct stat file_stat(int dir_fd)
+{
+	struct stat st;
+	T_RC(fstatat(dir_fd, "namespaces", &st, 0), 0);
+	return st;
+}
+
+#define LOG_N 8
+
+/* Each new id appends one record to the same file, with one fdatasync. */
+static void test_reg_append(void)
+{
+	char *dir = t_mkdtemp();
+	int dir_fd = open_dir(dir);
+	struct kvt_mem mem;
+	struct ns_registry r;
+	static char names[LOG_N + 1][32];
+	struct kvt_ns_desc ds[LOG_N + 1];
+	const struct kvt_ns_desc *descs[LOG_N + 1];
+	uint8_t digest[LOG_N + 1][32], *want, *file;
+	static char canon[LOG_N + 1][NS_CANON_MAX + 1];
+	uint32_t len[LOG_N + 1], id;
+	size_t want_len, file_len;
+	struct stat st0, st;
+
+	for (uint32_t i = 0; i <= LOG_N; i++) {
+		ds[i] = desc_n(i, names[i]);
+		descs[i] = &ds[i];
+		len[i] = canon_of(&ds[i], digest[i], canon[i]);
+	}
+	kvt_mem_init(&mem);
+	T_RC(load_fresh(&mem, &r, dir_fd), 0);
+	T_RC(ns_reg_add(&r, digest[0], canon[0], len[0], &id), 0);
+	T_EQ_INT(r.rewrites, 1); /* created */
+	st0 = file_stat(dir_fd);
+	for (uint32_t i = 1; i < LOG_N; i++) {
+		T_RC(ns_reg_add(&r, digest[i], canon[i], len[i], &id), 0);
+		T_EQ_INT(id, i + 1);
+		st = file_stat(dir_fd);
+		T_EQ_INT(st.st_ino, st0.st_ino); /* the same file, not a new one */
+		T_EQ_INT(st.st_size, st0.st_size + 44 + len[i]);
+		st0 = st;
+		T_EQ_INT(r.syncs, i);
+	}
+	T_EQ_INT(r.rewrites, 1);
+	/* Lookups never take the writers' lock. */
+	pthread_mutex_lock(&r.file_lock);
+	T_RC(ns_reg_find(&r, digest[3], &id), 0);
+	T_EQ_INT(id, 4);
+	T_ASSERT(ns_reg_get(&r, LOG_N) != NULL);
+	pthread_mutex_unlock(&r.file_lock);
+	ns_reg_free(&r);
+
+	/* Byte for byte the layout of doc/keys.md, version 2. */
+	want = make_log(descs, LOG_N, &want_len);
+	file = read_file(dir_fd, "namespaces", &file_len);
+	T_EQ_INT(file_len, want_len);
+	T_EQ_MEM(file, want, want_len);
+	free(file);
+	free(want);
+
+	/* Reopened, a clean file is appended to, not rewritten. */
+	T_RC(load_fresh(&mem, &r, dir_fd), 0);
+	T_EQ_INT(atomic_load(&r.count), LOG_N);
+	for (uint32_t i = 0; i < LOG_N; i++) {
+		T_RC(ns_reg_find(&r, digest[i], &id), 0);
+		T_EQ_INT(id, i + 1);
+	}
+	T_RC(ns_reg_add(&r, digest[LOG_N], canon[LOG_N], len[LOG_N], &id), 0);
+	T_EQ_INT(id, LOG_N + 1);
+	T_EQ_INT(r.rewrites, 0);
+	T_EQ_INT(file_stat(dir_fd).st_ino, st0.st_ino);
+	ns_reg_free(&r);
+	T_RC(load_fresh(&mem, &r, dir_fd), 0);
+	T_EQ_INT(atomic_load(&r.count), LOG_N + 1);
+	T_EQ_STR(ns_reg_get(&r, LOG_N + 1)->canon, canon[LOG_N]);
+	ns_reg_free(&r);
+
+	T_EQ_INT(atomic_load(&mem.bytes), 0);
+	close(dir_fd);
+	t_rmtree(dir);
+	free(dir);
+}
+
+/* Load img[0, n) plus `tail` bytes of `fill`: the result of load. */
+static int load_with(struct kvt_mem *mem, struct ns_registry *r, int dir_fd, const uint8_t *img,
+		     size_t n, size_t tail, int fill)
+{
+	uint8_t *buf = malloc(n + tail + 1);
+	T_ASSERT(buf != NULL);
+	memcpy(buf, img, n);
+	memset(buf + n, fill, tail);
+	write_file(dir_fd, "namespaces", buf, n + tail);
+	free(buf);
+	return load_fresh(mem, r, dir_fd);
+}
+
+/* A torn last append is dropped (never a wrong namespace), and the first
+ * add compacts the file back to its live records; damage anywhere else is
+ * refused. */
+static void test_reg_torn_tail(void)
+{
+	char *dir = t_mkdtemp();
+	int dir_fd = open_dir(dir);
+	struct kvt_mem mem;
+	struct ns_registry r;
+	struct kvt_ns_desc c = desc_c();
+	const struct kvt_ns_desc *descs[3] = { &DESC_A, &DESC_B, &c };
+	uint8_t digest[3][32], *img, *bad;
+	char canon[3][NS_CANON_MAX + 1];
+	uint32_t len[3], id;
+	size_t img_len, start;
+
+	for (int i = 0; i < 3; i++)
+		len[i] = canon_of(descs[i], digest[i], canon[i]);
+	img = make_log(descs, 3, &img_len);
+	start = img_len - (44 + len[2]);
+	kvt_mem_init(&mem);
+	T_RC(parse_exact(img, img_len), 3);
+	T_RC(parse_exact(img, 16), 0);
+
+	/* Cut anywhere inside the last record (a sample; every cut in the parser). */
+	for (size_t cut = start + 1; cut < img_len; cut++)
+		T_RC(parse_exact(img, cut), 2);
+	for (size_t cut = start + 1; cut < img_len; cut += cut < start + 48 ? 1 : 37) {
+		T_RC(load_with(&mem, &r, dir_fd, img, cut, 0, 0), 0);
+		T_EQ_INT(atomic_load(&r.count), 2);
+		T_RC(ns_reg_find(&r, digest[2], &id), KVT_MISS);
+		T_ASSERT(ns_reg_get(&r, 3) == NULL);
+		/* Registered again: id 3, and the file is compacted to its live size. */
+		T_RC(ns_reg_add(&r, digest[2], canon[2], len[2], &id), 0);
+		T_EQ_INT(id, 3);
+		T_EQ_INT(r.rewrites, 1);
+		ns_reg_free(&r);
+		T_EQ_INT(file_stat(dir_fd).st_size, img_len);
+		T_RC(load_fresh(&mem, &r, dir_fd), 0);
+		T_EQ_INT(atomic_load(&r.count), 3);
+		T_EQ_STR(ns_reg_get(&r, 3)->canon, canon[2]);
+		T_EQ_INT(r.rewrites, 0);
+		ns_reg_free(&r);
+	}
+	/* Zeros after the last record (a file extended, its data never
+	 * written), or junk: no record in it, nothing acknowledged lost. */
+	T_RC(load_with(&mem, &r, dir_fd, img, img_len, 4096, 0), 0);
+	T_EQ_INT(atomic_load(&r.count), 3);
+	ns_reg_free(&r);
+	T_RC(load_with(&mem, &r, dir_fd, img, img_len, 45 + NS_CANON_MAX, 0xff), 0);
+	T_EQ_INT(atomic_load(&r.count), 3);
+	T_RC(ns_reg_add(&r, digest[2], canon[2], len[2], &id), 0);
+	T_EQ_INT(id, 3);
+	T_EQ_INT(r.rewrites, 0); /* known: no write */
+	ns_reg_free(&r);
+	/* A torn record 2 with a whole record 3 after it (appended later, synced
+	 * first?  Or record 2 damaged after its sync): refused, never dropped. */
+	{
+		size_t r2 = 16 + 44 + len[0];
+		uint8_t *hole = malloc(img_len);
+		T_ASSERT(hole != NULL);
+		memcpy(hole, img, img_len);
+		memset(hole + r2 + 10, 0, 20);
+		T_RC(parse_exact(hole, img_len), KVT_ECORRUPT);
+		write_file(dir_fd, "namespaces", hole, img_len);
+		T_RC(load_fresh(&mem, &r, dir_fd), KVT_ECORRUPT);
+		T_EQ_INT(atomic_load(&r.count), 0);
+		ns_reg_free(&r);
+		free(hole);
+	}
+
+	bad = malloc(img_len);
+	T_ASSERT(bad != NULL);
+	/* A damaged record with records after it: refused, whichever byte. */
+	for (size_t i = 16; i < start; i += 3) {
+		memcpy(bad, img, img_len);
+		bad[i] ^= 0x40;
+		if (parse_exact(bad, img_len) != KVT_ECORRUPT)
+			T_FAIL("byte %zu flipped before the last record: not refused", i);
+	}
+	/* The last record with a good CRC but the wrong id: not a torn write. */
+	memcpy(bad, img, img_len);
+	put_u32le(bad + start, 7);
+	put_u32le(bad + img_len - 4, kvt_crc32c(0, bad + start, 40 + len[2]));
+	T_RC(parse_exact(bad, img_len), KVT_ECORRUPT);
+	/* A count in a version 2 header. */
+	memcpy(bad, img, img_len);
+	put_u32le(bad + 12, 3);
+	T_RC(parse_exact(bad, img_len), KVT_ECORRUPT);
+	free(bad);
+	free(img);
+
+	T_EQ_INT(atomic_load(&mem.bytes), 0);
+	close(dir_fd);
+	t_rmtree(dir);
+	free(dir);
+}
+
+#define GC_THREADS 4
+#define GC_EACH 50
+
+struct gc_arg {
+	pthread_t t;
+	struct ns_registry *r;
+	uint32_t base;
+	uint32_t ids[GC_EACH + 1];
+};
+
+static void *gc_main(void *p)
+{
+	struct gc_arg *a = p;
+	char name[32], canon[NS_CANON_MAX + 1];
+	uint8_t digest[32];
+
+	for (uint32_t i = 0; i <= GC_EACH; i++) {
+		/* The last one is the same descriptor in every thread. */
+		struct kvt_ns_desc d = i < GC_EACH ? desc_n(a->base + i, name) : DESC_A;
+		uint32_t len = canon_of(&d, digest, canon);
+		T_RC(ns_reg_add(a->r, digest, canon, len, &a->ids[i]), 0);
+	}
+	return NULL;
+}
+
+/* Concurrent adds share fdatasyncs, ids stay dense and survive a reopen. */
+static void test_reg_group_commit(void)
+{
+	char *dir = t_mkdtemp();
+	int dir_fd = open_dir(dir);
+	struct kvt_mem mem;
+	struct ns_registry r;
+	static struct gc_arg a[GC_THREADS];
+	static bool seen[GC_THREADS * GC_EACH + 2];
+	const uint32_t total = GC_THREADS * GC_EACH + 1;
+
+	kvt_mem_init(&mem);
+	T_RC(load_fresh(&mem, &r, dir_fd), 0);
+	for (int t = 0; t < GC_THREADS; t++) {
+		a[t].r = &r;
+		a[t].base = 1000u * (uint32_t)(t + 1);
+		T_RC(pthread_create(&a[t].t, NULL, gc_main, &a[t]), 0);
+	}
+	for (int t = 0; t < GC_THREADS; t++)
+		pthread_join(a[t].t, NULL);
+	T_EQ_INT(atomic_load(&r.count), total);
+	for (int t = 0; t < GC_THREADS; t++) {
+		T_EQ_INT(a[t].ids[GC_EACH], a[0].ids[GC_EACH]);
+		for (uint32_t i = 0; i < GC_EACH; i++) {
+			T_ASSERT(a[t].ids[i] >= 1 && a[t].ids[i] <= total);
+			T_ASSERT(!seen[a[t].ids[i]]);
+			seen[a[t].ids[i]] = true;
+		}
+	}
+	T_ASSERT(!seen[a[0].ids[GC_EACH]]);
+	printf("group commit: %u registrations by %d threads, %llu fdatasyncs, %llu rewrites\n",
+	       total, GC_THREADS, (unsigned long long)r.syncs, (unsigned long long)r.rewrites);
+	T_ASSERT(r.syncs + r.rewrites <= total);
+	ns_reg_free(&r);
+
+	T_RC(load_fresh(&mem, &r, dir_fd), 0);
+	T_EQ_INT(atomic_load(&r.count), total);
+	for (int t = 0; t < GC_THREADS; t++) {
+		for (uint32_t i = 0; i < GC_EACH; i++) {
+			char name[32], canon[NS_CANON_MAX + 1];
+			uint8_t digest[32];
+			struct kvt_ns_desc d = desc_n(a[t].base + i, name);
+			uint32_t id;
+			canon_of(&d, digest, canon);
+			T_RC(ns_reg_find(&r, digest, &id), 0);
+			T_EQ_INT(id, a[t].ids[i]);
+		}
+	}
+	ns_reg_free(&r);
 	T_EQ_INT(atomic_load(&mem.bytes), 0);
 	close(dir_fd);
 	t_rmtree(dir);
@@ -778,7 +1081,7 @@ static void test_reg_corrupt(void)
 	free(img);
 
 	/* A newer version. */
-	img = make_image(descs, 3, 2, &len);
+	img = make_image(descs, 3, 3, &len);
 	write_file(dir_fd, "namespaces", img, len);
 	T_RC(load_fresh(&mem, &r, dir_fd), KVT_EVERSION);
 	ns_reg_free(&r);
@@ -893,7 +1196,8 @@ static void test_store_api(void)
 		int dir_fd = open_dir(dir);
 		size_t len;
 		uint8_t *f = read_file(dir_fd, "namespaces", &len);
-		f[len - 1] ^= 1;
+		/* The first record (a torn last one would be dropped, not refused). */
+		f[16 + 40] ^= 1;
 		write_file(dir_fd, "namespaces", f, len);
 		free(f);
 		close(dir_fd);
@@ -920,6 +1224,9 @@ int main(void)
 	test_reg_persist();
 	test_reg_load_alloc_failure();
 	test_reg_corrupt();
+	test_reg_append();
+	test_reg_torn_tail();
+	test_reg_group_commit();
 	test_store_api();
 	return 0;
 }
