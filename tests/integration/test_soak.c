@@ -298,6 +298,20 @@ int main(int argc, char **argv)
 			t_rmtree(dir);
 			snprintf(dir, sizeof(dir), "%s/data.%u", fsdir, ++data_gen);
 			tsrv_start(&srv, bin, base, dir, NULL, args);
+			/* The clients register their namespace (a registry write)
+			 * before the disk fills: else every request fails there
+			 * and no block ever reaches the SSD.  So wait for their
+			 * first put on the fresh server. */
+			for (t0 = t_now_ms(); v == 0 && t_now_ms() - t0 < 10000; tsrv_sleep_ms(20)) {
+				if (kc_connect_unix(&c, sock_path) == 0) {
+					if (kc_login(&c, "default", NULL) == 0)
+						T_RC(kc_stat(&c, PROTO_SCOPE_ALL, "dram.puts", &v), 0);
+					kc_close(&c);
+				}
+			}
+			if (v == 0)
+				T_FAIL("diskfull: no put reached the fresh server in 10 s");
+			v = 0;
 			fd = open(filler, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
 			T_ASSERT(fd >= 0);
 			/* Take everything, a MiB and then a page at a time (the
