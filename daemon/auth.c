@@ -963,3 +963,15 @@ int kvtd_auth_s3_secret(const char *tenant, size_t tenant_len, uint8_t *out, uin
 	}
 	return 0;
 }
+
+/* A new connection of a protocol whose AUTH comes later: without
+ * --tenants it is the default tenant, an admin, at once. */
+void kvtd_auth_open_conn(struct kvtd_conn *c)
+{
+	if (kvtd_auth_enabled())
+		return;
+	c->state = KVTD_CS_READY;
+	snprintf(c->tenant, sizeof(c->tenant), "%s", KVTD_DEFAULT_TENANT);
+	c->tenant_len = (uint32_t)strlen(KVTD_DEFAULT_TENANT);
+	c->role = PROTO_ROLE_ADMIN;
+}

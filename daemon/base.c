@@ -11,6 +11,7 @@
  */
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "kvtierd.h"
@@ -72,4 +73,27 @@ uint64_t kvtd_now_ns(void)
 int kvtd_parse_size(const char *v, uint64_t *out)
 {
 	return kvt_parse_size(v, out) < 0 ? -EINVAL : 0;
+}
+
+/* len bytes at off of a pinned answer's value, across its view's spans
+ * (RESP's and S3's stored headers): false if the value is shorter. */
+bool kvtd_view_read(const struct kvt_req *r, uint64_t off, void *out, size_t len)
+{
+	uint8_t *o = out;
+
+	if (off + len > r->length)
+		return false;
+	for (uint32_t i = 0; i < r->view_count && len; i++) {
+		size_t vl = r->view[i].iov_len;
+		if (off >= vl) {
+			off -= vl;
+			continue;
+		}
+		size_t take = vl - (size_t)off < len ? vl - (size_t)off : len;
+		memcpy(o, (uint8_t *)r->view[i].iov_base + off, take);
+		o += take;
+		len -= take;
+		off = 0;
+	}
+	return len == 0;
 }

@@ -180,6 +180,10 @@ void kvtd_auth_shutdown(void);
 /* Bumped by every kvtd_auth_install: what a connection cached about
  * namespaces under an older table is stale. */
 uint64_t kvtd_auth_generation(void);
+struct kvtd_conn;
+/* A RESP or S3 connection just opened: without --tenants, the default
+ * tenant as admin at once (auth.c). */
+void kvtd_auth_open_conn(struct kvtd_conn *c);
 /* The installed table's role of a tenant: 0, or -ENOENT (removed).  With
  * auth off, PROTO_ROLE_ADMIN.  Any thread. */
 int kvtd_tenant_role(const char *name, size_t len, uint32_t *role);
@@ -554,6 +558,8 @@ struct kvtd_server {
 #define KVTD_COPY_CONN_MAX(srv) ((srv)->cfg.max_memory / 4)
 
 uint64_t kvtd_now_ns(void); /* base.c: CLOCK_MONOTONIC */
+/* base.c: len bytes at off of a request's pinned value view; false if short. */
+bool kvtd_view_read(const struct kvt_req *r, uint64_t off, void *out, size_t len);
 
 /* loop.c: the --max-memory budget.  Charge n bytes: true if they fit
  * (and are charged), false otherwise (nothing charged).  force charges

@@ -441,27 +441,6 @@ static int respd_ns(struct kvtd_conn *c, uint32_t *id)
 	return 0;
 }
 
-/* Copy view bytes [off, off+len) into out (a pinned value may be split). */
-static bool respd_view_read(const struct kvt_req *r, uint64_t off, void *out, size_t len)
-{
-	uint8_t *o = out;
-
-	if (off + len > r->length)
-		return false;
-	for (uint32_t i = 0; i < r->view_count && len; i++) {
-		size_t vl = r->view[i].iov_len;
-		if (off >= vl) {
-			off -= vl;
-			continue;
-		}
-		size_t take = vl - (size_t)off < len ? vl - (size_t)off : len;
-		memcpy(o, (uint8_t *)r->view[i].iov_base + off, take);
-		o += take;
-		len -= take;
-		off = 0;
-	}
-	return len == 0;
-}
 
 static bool respd_view_equal(const struct kvt_req *r, uint64_t off, const uint8_t *p, size_t len)
 {
@@ -493,7 +472,7 @@ static uint64_t respd_check(struct respd_cmd *cmd, struct respd_item *it)
 	it->live = false;
 	if (!it->present)
 		return 0;
-	if (!respd_view_read(&it->req, 0, h, sizeof(h)) || memcmp(h, "KVR1", 4) != 0)
+	if (!kvtd_view_read(&it->req, 0, h, sizeof(h)) || memcmp(h, "KVR1", 4) != 0)
 		return 0;
 	if (((uint64_t)h[4] | (uint64_t)h[5] << 8 | (uint64_t)h[6] << 16 | (uint64_t)h[7] << 24) !=
 		    k->len ||
@@ -674,7 +653,7 @@ static void respd_reap_expired(struct respd_cmd *cmd, uint32_t ns)
 		uint8_t h[RESPD_HDR_LEN];
 		struct kvt_req *r;
 
-		if (!it->present || it->live || !respd_view_read(&it->req, 0, h, sizeof(h)) ||
+		if (!it->present || it->live || !kvtd_view_read(&it->req, 0, h, sizeof(h)) ||
 		    memcmp(h, "KVR1", 4) != 0 || respd_get64(h + 8) == 0 ||
 		    respd_unix_ms() < respd_get64(h + 8))
 			continue;
@@ -1347,12 +1326,7 @@ static int respd_open(struct kvtd_conn *c)
 	if (!rc)
 		return -ENOMEM;
 	c->alt = rc;
-	if (!kvtd_auth_enabled()) {
-		c->state = KVTD_CS_READY;
-		snprintf(c->tenant, sizeof(c->tenant), "%s", KVTD_DEFAULT_TENANT);
-		c->tenant_len = (uint32_t)strlen(KVTD_DEFAULT_TENANT);
-		c->role = PROTO_ROLE_ADMIN;
-	}
+	kvtd_auth_open_conn(c);
 	return 0;
 }
 

@@ -1145,12 +1145,7 @@ static int s3d_open(struct kvtd_conn *c)
 	if (!sc)
 		return -ENOMEM;
 	c->alt = sc;
-	if (!kvtd_auth_enabled()) {
-		c->state = KVTD_CS_READY;
-		snprintf(c->tenant, sizeof(c->tenant), "%s", KVTD_DEFAULT_TENANT);
-		c->tenant_len = (uint32_t)strlen(KVTD_DEFAULT_TENANT);
-		c->role = PROTO_ROLE_ADMIN;
-	}
+	kvtd_auth_open_conn(c);
 	return 0;
 }
 

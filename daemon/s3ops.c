@@ -203,27 +203,6 @@ static int s3d_bucket_own(struct s3d_req *rq, bool create)
 	return create ? 0 : s3d_bucket_live(c->loop->srv, rq->ns);
 }
 
-/* Copy view bytes [off, off+len) of a pinned value into out. */
-static bool s3d_view_read(const struct kvt_req *r, uint64_t off, void *out, size_t len)
-{
-	uint8_t *o = out;
-
-	if (off + len > r->length)
-		return false;
-	for (uint32_t i = 0; i < r->view_count && len; i++) {
-		size_t vl = r->view[i].iov_len;
-		if (off >= vl) {
-			off -= vl;
-			continue;
-		}
-		size_t take = vl - (size_t)off < len ? vl - (size_t)off : len;
-		memcpy(o, (uint8_t *)r->view[i].iov_base + off, take);
-		o += take;
-		len -= take;
-		off = 0;
-	}
-	return len == 0;
-}
 
 /* Parse and check a pinned value's header against the expected name:
  * true if it is the object asked for. */
@@ -233,7 +212,7 @@ static bool s3d_obj_check(const struct kvt_req *r, const void *name, size_t name
 	uint8_t h[S3D_HDR_LEN];
 	uint8_t nb[S3D_KEY_MAX];
 
-	if (r->status != KVT_OK || !s3d_view_read(r, 0, h, sizeof(h)) || memcmp(h, "KVS3", 4) != 0 ||
+	if (r->status != KVT_OK || !kvtd_view_read(r, 0, h, sizeof(h)) || memcmp(h, "KVS3", 4) != 0 ||
 	    s3d_get32(h + 4) != 1)
 		return false;
 	ob->len = s3d_get64(h + 8);
@@ -247,10 +226,10 @@ static bool s3d_obj_check(const struct kvt_req *r, const void *name, size_t name
 	ob->data_off = S3D_HDR_LEN + (uint64_t)ob->name_len + ob->ctype_len;
 	if (ob->data_off + ob->len != r->length)
 		return false;
-	if (!s3d_view_read(r, S3D_HDR_LEN, nb, ob->name_len) ||
+	if (!kvtd_view_read(r, S3D_HDR_LEN, nb, ob->name_len) ||
 	    (name_len && memcmp(nb, name, name_len) != 0))
 		return false;
-	if (!s3d_view_read(r, S3D_HDR_LEN + ob->name_len, ob->ctype, ob->ctype_len))
+	if (!kvtd_view_read(r, S3D_HDR_LEN + ob->name_len, ob->ctype, ob->ctype_len))
 		return false;
 	ob->ctype[ob->ctype_len] = 0;
 	return true;
@@ -489,7 +468,7 @@ static void s3d_list_buckets_answer(struct s3d_req *rq)
 		uint8_t created[8];
 		char d[40];
 		if (it->req.status != KVT_OK || it->req.length != 8 ||
-		    !s3d_view_read(&it->req, 0, created, 8))
+		    !kvtd_view_read(&it->req, 0, created, 8))
 			continue;
 		s3d_iso_date(d, sizeof(d), s3d_get64(created));
 		s3d_text(rq, "<Bucket><Name>", 14);
@@ -722,7 +701,7 @@ static void s3d_assemble(struct s3d_req *rq)
 		/* data_off and len of each source were checked by the caller
 		 * (part_no holds nothing here); recompute from headers */
 		uint8_t h[S3D_HDR_LEN];
-		s3d_view_read(&src[i].req, 0, h, sizeof(h));
+		kvtd_view_read(&src[i].req, 0, h, sizeof(h));
 		lens[1 + i] = s3d_get64(h + 8);
 		total += lens[1 + i];
 	}
@@ -808,7 +787,7 @@ static void s3d_assemble(struct s3d_req *rq)
 		for (uint32_t i = 0; i < nsrc; i++) {
 			uint8_t h[S3D_HDR_LEN];
 			const struct kvt_req *sr = &src[i].req;
-			s3d_view_read(sr, 0, h, sizeof(h));
+			kvtd_view_read(sr, 0, h, sizeof(h));
 			uint64_t off = S3D_HDR_LEN + (uint64_t)s3d_get32(h + 28) + s3d_get32(h + 32);
 			uint64_t left = s3d_get64(h + 8);
 			for (uint32_t v = 0; v < sr->view_count && left; v++) {
