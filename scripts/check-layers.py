@@ -40,8 +40,8 @@ LOWER_TIERS = ("ssd", "ssd_recover", "ssd_fsck", "shared", "shdir", "shs3", "rem
 
 
 def short(member):
-    """lib_store.c.o, libkvtier.a.p/lib_store.c.o -> store"""
-    m = re.search(r"lib_([A-Za-z0-9_]+)\.c\.o$", member)
+    """store.c.o, lib/store/libkvt_store.a.p/store.c.o -> store"""
+    m = re.search(r"(?:^lib_)?([A-Za-z0-9_]+)\.c\.o$", member)
     return m.group(1) if m else member
 
 
