@@ -232,11 +232,6 @@ void quota_ssd_add(struct quota *q, uint32_t ns, uint64_t bytes, bool add);
 bool quota_ssd_refuse(struct quota *q, uint32_t ns, uint64_t bytes);
 void quota_stats(struct quota *q, kvt_stats_fn fn, void *ctx);
 
-/* ------------------------------------------------------------------------
- * dram.c: the DRAM tier (dram.h: the lower tiers' part, then the store's).
- */
-#include "dram.h"
-
 /* crc.c */
 uint32_t crc_iov(const struct iovec *iov, unsigned n);
 

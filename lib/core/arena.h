@@ -5,6 +5,7 @@
 #ifndef KVT_ARENA_H
 #define KVT_ARENA_H
 
+#include "dram.h"
 #include "kvt_int.h"
 
 enum { ARENA_PAGES_4K = 0, ARENA_PAGES_THP = 1, ARENA_PAGES_HUGETLB = 2 };

@@ -5,6 +5,7 @@
 #ifndef KVT_EVICT_H
 #define KVT_EVICT_H
 
+#include "dram.h"
 #include "kvt_int.h"
 
 enum { EVICT_Q_NONE = 0, EVICT_Q_SMALL = 1, EVICT_Q_MAIN = 2 };

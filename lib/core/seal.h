@@ -27,6 +27,7 @@
 #ifndef KVT_SEAL_H
 #define KVT_SEAL_H
 
+#include "dram.h"
 #include "kvt_int.h"
 
 #define SEAL_VERSION 1

@@ -30,6 +30,7 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include "dram.h"
 #include "kvt_int.h"
 #include "kvevents.h"
 #include "remote.h"

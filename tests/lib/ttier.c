@@ -14,6 +14,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "dram.h"
 #include "kvt_int.h"
 #include "tier.h"
 #include "ttier.h"

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
+#include "dram.h"
 #include "kvt_int.h"
 #include "t.h"
 #include "tstore.h"

@@ -30,6 +30,7 @@
 #ifndef KVT_REMOTE_H
 #define KVT_REMOTE_H
 
+#include "dram.h"
 #include "kvt_int.h"
 #include "tier.h"
 

@@ -25,6 +25,7 @@
 #ifndef KVT_SHARED_H
 #define KVT_SHARED_H
 
+#include "dram.h"
 #include "kvt_int.h"
 #include "tier.h"
 

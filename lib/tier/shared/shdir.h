@@ -26,6 +26,7 @@
 
 #include <sys/types.h>
 
+#include "dram.h"
 #include "kvt_int.h"
 
 #define SHDIR_MAGIC 0x4853544bu /* "KTSH" little-endian */

@@ -6,6 +6,7 @@
 #define KVT_SSD_H
 
 #include "io.h"
+#include "dram.h"
 #include "kvt_int.h"
 #include "tier.h"
 
