@@ -1,17 +1,25 @@
 #!/usr/bin/env python3
-"""check-layers.py - the library's object graph has no cycle, and the tiers
-below DRAM call only the DRAM tier's lower-tier interface.
+"""check-layers.py - the library's object graph has no cycle, calls go only
+down the layers of lib/'s folders, and the tiers below DRAM call only the
+DRAM tier's lower-tier interface.
 
-Usage: check-layers.py LIBKVTIER.a [--allow-cycle a.o,b.o ...]
+Usage: check-layers.py LIBKVTIER.a [--allow-cycle a,b ...]
 
 Reads every member of the static library with `nm`, draws an edge a -> b
 when object a references a global symbol that object b defines, and finds
 the strongly connected components (Tarjan).  A component of more than one
 object is a cycle: printed with the symbols that make each edge, and the
 test fails (exit 1), unless the component is exactly one listed with
---allow-cycle (a known cycle, left for later: doc/decisions.md "Layers").
-Then checks that the tier implementations (lib/dram.h's first part) and
-the seal decorator reference no DRAM function outside that part.
+--allow-cycle.  Each object's layer is its folder under lib/ (its member
+path, lib/<layer>/libkvt_<layer>.a.p/x.c.o, from lib/meson.build): an
+edge to an object of a layer that SEES does not list for its own fails,
+as does an object in no known layer (a new folder goes into SEES and
+lib/meson.build together).  The folders' include_directories already
+stop an upward #include from compiling; this catches what a declaration
+in a lower header (kvt_int.h declares ns.c's and quota.c's functions)
+lets through, and a sibling tier calling another.  Then checks that the
+tier implementations (lib/core/dram.h's first part) and the seal
+decorator reference no DRAM function outside that part.
 Exit 0 pass, 1 fail, 77 skip (no nm).
 
 read(), graph() and sccs() are also the object-graph code of
@@ -39,6 +47,24 @@ LOWER_TIERS = ("ssd", "ssd_recover", "ssd_fsck", "shared", "shdir", "shs3", "rem
                "cluster", "seal", "tier_ssd", "tier_shared", "tier_remote")
 
 
+# lib/'s layers, bottom first (lib/meson.build), and the layers each one's
+# objects may call: the same as the include_directories each is compiled
+# with.  The three tiers are siblings, except that the shared tier sees the
+# SSD tier (its SSD evict hook).
+_CORE = {"base", "fmt", "sys", "core"}
+SEES = {
+    "base": {"base"},
+    "fmt": {"base", "fmt"},
+    "sys": {"base", "fmt", "sys"},
+    "core": _CORE,
+    "tier_ssd": _CORE | {"tier_ssd"},
+    "tier_shared": _CORE | {"tier_ssd", "tier_shared"},
+    "tier_remote": _CORE | {"tier_remote"},
+    "store": _CORE | {"tier_ssd", "tier_shared", "tier_remote", "store"},
+}
+LAYER = re.compile(r"libkvt_([a-z_]+)\.a\.p/")
+
+
 def short(member):
     """store.c.o, lib/store/libkvt_store.a.p/store.c.o -> store"""
     m = re.search(r"(?:^lib_)?([A-Za-z0-9_]+)\.c\.o$", member)
@@ -51,10 +77,11 @@ def short(member):
 LINE = re.compile(r"^(?:.*?\.a:)?([^:]+\.o):\s*(?:[0-9a-fA-F]+\s+)?([A-Za-z])\s+(\S+)$")
 
 
-def read(files, name=short):
+def read(files, name=short, layers=None):
     """Objects, {symbol: defining object}, {object: symbols it references},
     from `nm` of a static library or object files (a path or a list of
-    paths); name(member) names each object."""
+    paths); name(member) names each object.  A dict given as layers gets
+    {object: its lib/ layer, or None} from the member paths."""
     defs, uses, objs = {}, {}, set()
     files = [files] if isinstance(files, str) else list(files)
     out = subprocess.run(["nm", "-A", "-g", *files], capture_output=True, text=True,
@@ -65,6 +92,9 @@ def read(files, name=short):
             continue
         obj, kind, sym = name(os.path.basename(m.group(1))), m.group(2), m.group(3)
         objs.add(obj)
+        if layers is not None:
+            lm = LAYER.search(m.group(1))
+            layers[obj] = lm.group(1) if lm else None
         if kind == "U":
             uses.setdefault(obj, set()).add(sym)
         elif kind not in "wv":
@@ -131,9 +161,22 @@ def main():
         else:
             print("usage: check-layers.py LIB.a [--allow-cycle a,b,...]", file=sys.stderr)
             return 2
-    objs, defs, uses = read(archive)
+    layers = {}
+    objs, defs, uses = read(archive, layers=layers)
     edges, why = graph(defs, uses)
     fail = False
+    for a in sorted(objs):
+        if layers.get(a) not in SEES:
+            print(f"LAYER: {a} is in no known layer ({layers.get(a)}): "
+                  "lib/meson.build and SEES list the folders")
+            fail = True
+    for a in sorted(edges):
+        for b in sorted(edges[a]):
+            la, lb = layers.get(a), layers.get(b)
+            if la in SEES and lb not in SEES.get(la, ()):
+                print(f"LAYER: {a} ({la}) calls {b} ({lb}): "
+                      f"{', '.join(sorted(why[(a, b)])[:6])}")
+                fail = True
     comps = [c for c in sccs(objs, edges) if len(c) > 1]
     for comp in comps:
         known = tuple(comp) in allowed
@@ -155,8 +198,8 @@ def main():
         if a in LOWER_TIERS and any(defs.get(s, "").startswith("store") for s in uses.get(a, ())):
             print(f"LAYER: tier {a} calls the store")
             fail = True
-    print(f"{len(objs)} objects, {sum(len(v) for v in edges.values())} edges, "
-          f"{len(comps)} cycle(s)")
+    print(f"{len(objs)} objects in {len(set(layers.values()))} layers, "
+          f"{sum(len(v) for v in edges.values())} edges, {len(comps)} cycle(s)")
     return 1 if fail else 0
 
 
