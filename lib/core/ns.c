@@ -225,16 +225,6 @@ int kvt_ns_digest(const struct kvt_ns_desc *desc, uint8_t digest[32], char *buf,
 #define NS_ID_MAX ((uint32_t)NS_PAGES * NS_PAGE_LEN - 1)
 #define NS_FILE_MAX ((uint64_t)NS_HDR_LEN + (uint64_t)NS_ID_MAX * (NS_REC_FIXED + NS_CANON_MAX))
 
-static uint32_t ns_get_u32le(const uint8_t *p)
-{
-	return le_get32(p);
-}
-
-static void ns_put_u32le(uint8_t *p, uint32_t v)
-{
-	le_put32(p, v);
-}
-
 /* Canonical text may hold only what ns_canon writes: 0x21..0x7e, ' ', '\n'. */
 static bool ns_canon_chars_ok(const char *s, size_t n)
 {
@@ -259,14 +249,14 @@ static bool ns_torn_tail(const uint8_t *buf, size_t len, size_t off, uint32_t id
 	uint64_t max_id = (uint64_t)id + (len - off) / (NS_REC_FIXED + 1);
 
 	for (size_t p = off + 1; p + NS_REC_FIXED < len; p++) {
-		uint32_t rid = ns_get_u32le(buf + p), cl;
+		uint32_t rid = le_get32(buf + p), cl;
 
 		if (rid <= id || rid > max_id)
 			continue;
-		cl = ns_get_u32le(buf + p + 36);
+		cl = le_get32(buf + p + 36);
 		if (cl == 0 || cl > NS_CANON_MAX || len - p < NS_REC_FIXED + (size_t)cl)
 			continue;
-		if (kvt_crc32c(0, buf + p, 40 + (size_t)cl) == ns_get_u32le(buf + p + 40 + cl))
+		if (kvt_crc32c(0, buf + p, 40 + (size_t)cl) == le_get32(buf + p + 40 + cl))
 			return false;
 	}
 	return true;
@@ -285,10 +275,10 @@ int ns_reg_parse_ex(const uint8_t *buf, size_t len, ns_rec_fn fn, void *ctx, siz
 		return KVT_ENULL;
 	if (len < NS_HDR_LEN || memcmp(buf, NS_FILE_MAGIC, 8) != 0)
 		return KVT_ECORRUPT;
-	ver = ns_get_u32le(buf + 8);
+	ver = le_get32(buf + 8);
 	if (ver != NS_FILE_V1 && ver != NS_FILE_VERSION)
 		return KVT_EVERSION;
-	count = ns_get_u32le(buf + 12);
+	count = le_get32(buf + 12);
 	if (ver == NS_FILE_VERSION) {
 		/* Append-only: no count (the field is 0); records run to the end. */
 		if (count != 0)
@@ -317,12 +307,12 @@ int ns_reg_parse_ex(const uint8_t *buf, size_t len, ns_rec_fn fn, void *ctx, siz
 		ret = KVT_ECORRUPT;
 		framed = len - off >= NS_REC_FIXED;
 		if (framed) {
-			canon_len = ns_get_u32le(rec + 36);
+			canon_len = le_get32(rec + 36);
 			framed = canon_len != 0 && canon_len <= NS_CANON_MAX &&
 				 len - off >= NS_REC_FIXED + (size_t)canon_len;
 		}
 		rec_len = NS_REC_FIXED + canon_len;
-		if (framed && kvt_crc32c(0, rec, rec_len - 4) != ns_get_u32le(rec + rec_len - 4))
+		if (framed && kvt_crc32c(0, rec, rec_len - 4) != le_get32(rec + rec_len - 4))
 			framed = false;
 		if (!framed) {
 			if (ver == NS_FILE_VERSION && ns_torn_tail(buf, len, off, i + 1))
@@ -330,7 +320,7 @@ int ns_reg_parse_ex(const uint8_t *buf, size_t len, ns_rec_fn fn, void *ctx, siz
 			goto out;
 		}
 		/* The CRC holds: anything wrong from here on is not a torn write. */
-		if (ns_get_u32le(rec) != i + 1)
+		if (le_get32(rec) != i + 1)
 			goto out;
 		canon = (const char *)rec + 40;
 		if (!ns_canon_chars_ok(canon, canon_len))
@@ -397,7 +387,7 @@ static struct ns_entry *ns_entry_at(struct ns_registry *r, uint32_t id)
 /* Digests are SHA-256: any 8 bytes of one are already a good hash. */
 static uint32_t ns_hash_slot(const uint8_t digest[32], uint32_t cap)
 {
-	uint64_t h = (uint64_t)ns_get_u32le(digest) | (uint64_t)ns_get_u32le(digest + 4) << 32;
+	uint64_t h = (uint64_t)le_get32(digest) | (uint64_t)le_get32(digest + 4) << 32;
 	return (uint32_t)(h ^ (h >> 32)) & (cap - 1);
 }
 
@@ -650,11 +640,11 @@ static int ns_write_all(int fd, const uint8_t *p, size_t len)
 /* Record of entry e into rec (NS_REC_FIXED + canon_len bytes); its length. */
 static size_t ns_put_rec(uint8_t *rec, const struct ns_entry *e)
 {
-	ns_put_u32le(rec, e->id);
+	le_put32(rec, e->id);
 	memcpy(rec + 4, e->digest, 32);
-	ns_put_u32le(rec + 36, e->canon_len);
+	le_put32(rec + 36, e->canon_len);
 	memcpy(rec + 40, e->canon, e->canon_len);
-	ns_put_u32le(rec + 40 + e->canon_len, kvt_crc32c(0, rec, 40 + e->canon_len));
+	le_put32(rec + 40 + e->canon_len, kvt_crc32c(0, rec, 40 + e->canon_len));
 	return NS_REC_FIXED + e->canon_len;
 }
 
@@ -679,8 +669,8 @@ static int ns_rewrite(struct ns_registry *r)
 	if (!image)
 		return -ENOMEM;
 	memcpy(image, NS_FILE_MAGIC, 8);
-	ns_put_u32le(image + 8, NS_FILE_VERSION);
-	ns_put_u32le(image + 12, 0);
+	le_put32(image + 8, NS_FILE_VERSION);
+	le_put32(image + 12, 0);
 	off = NS_HDR_LEN;
 	for (id = 1; id <= n; id++)
 		off += ns_put_rec(image + off, ns_entry_at(r, id));

@@ -56,36 +56,6 @@ struct shdir {
  *   136  part table: part_count x { u64 len, u32 crc32c, u32 zero }
  */
 
-static void put16(uint8_t *p, uint16_t v)
-{
-	le_put16(p, v);
-}
-
-static void put32(uint8_t *p, uint32_t v)
-{
-	le_put32(p, v);
-}
-
-static void put64(uint8_t *p, uint64_t v)
-{
-	le_put64(p, v);
-}
-
-static uint16_t get16(const uint8_t *p)
-{
-	return le_get16(p);
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-	return le_get32(p);
-}
-
-static uint64_t get64(const uint8_t *p)
-{
-	return le_get64(p);
-}
-
 static uint32_t hdr_crc(const uint8_t *buf, uint32_t hdr_len)
 {
 	static const uint8_t zero[4];
@@ -113,22 +83,22 @@ int64_t shdir_hdr_encode(uint8_t *buf, size_t cap, const uint8_t ns_digest[32],
 		if (part_lens[p] == 0 || part_lens[p] > KVT_VALUE_MAX)
 			return KVT_EBADLEN;
 		value_len += part_lens[p];
-		put64(buf + SHDIR_FIXED_LEN + p * SHDIR_PART_LEN, part_lens[p]);
-		put32(buf + SHDIR_FIXED_LEN + p * SHDIR_PART_LEN + 8, crcs[p]);
+		le_put64(buf + SHDIR_FIXED_LEN + p * SHDIR_PART_LEN, part_lens[p]);
+		le_put32(buf + SHDIR_FIXED_LEN + p * SHDIR_PART_LEN + 8, crcs[p]);
 	}
 	if (value_len > KVT_VALUE_MAX)
 		return KVT_EBADLEN;
-	put32(buf, SHDIR_MAGIC);
-	put16(buf + 4, SHDIR_VERSION);
-	put16(buf + 6, (uint16_t)key->len);
-	put32(buf + 8, part_count);
-	put32(buf + 12, hdr_len);
-	put64(buf + 16, value_len);
-	put64(buf + 24, data_off);
+	le_put32(buf, SHDIR_MAGIC);
+	le_put16(buf + 4, SHDIR_VERSION);
+	le_put16(buf + 6, (uint16_t)key->len);
+	le_put32(buf + 8, part_count);
+	le_put32(buf + 12, hdr_len);
+	le_put64(buf + 16, value_len);
+	le_put64(buf + 24, data_off);
 	memcpy(buf + 32, ns_digest, 32);
 	memcpy(buf + 64, key->bytes, key->len);
-	put32(buf + 128, flags);
-	put32(buf + 132, hdr_crc(buf, hdr_len));
+	le_put32(buf + 128, flags);
+	le_put32(buf + 132, hdr_crc(buf, hdr_len));
 	return (int64_t)data_off;
 }
 
@@ -145,24 +115,24 @@ int shdir_hdr_parse(const uint8_t *buf, size_t len, struct shdir_hdr *h)
 	uint64_t value_len = 0, data_off;
 
 	if (len < SHDIR_FIXED_LEN)
-		return len >= 4 && get32(buf) != SHDIR_MAGIC ? KVT_ECORRUPT : SHDIR_FIXED_LEN;
-	if (get32(buf) != SHDIR_MAGIC)
+		return len >= 4 && le_get32(buf) != SHDIR_MAGIC ? KVT_ECORRUPT : SHDIR_FIXED_LEN;
+	if (le_get32(buf) != SHDIR_MAGIC)
 		return KVT_ECORRUPT;
-	if (get16(buf + 4) != SHDIR_VERSION)
+	if (le_get16(buf + 4) != SHDIR_VERSION)
 		return KVT_EVERSION;
-	key_len = get16(buf + 6);
-	parts = get32(buf + 8);
-	hdr_len = get32(buf + 12);
-	data_off = get64(buf + 24);
+	key_len = le_get16(buf + 6);
+	parts = le_get32(buf + 8);
+	hdr_len = le_get32(buf + 12);
+	data_off = le_get64(buf + 24);
 	if (key_len == 0 || key_len > KVT_KEY_MAX || parts == 0 || parts > KVT_PARTS_MAX ||
 	    hdr_len != SHDIR_FIXED_LEN + parts * SHDIR_PART_LEN ||
 	    data_off != KVT_ALIGN_UP(hdr_len, SHDIR_ALIGN))
 		return KVT_ECORRUPT;
 	if (len < hdr_len)
 		return (int)hdr_len;
-	if (get32(buf + 132) != hdr_crc(buf, hdr_len))
+	if (le_get32(buf + 132) != hdr_crc(buf, hdr_len))
 		return KVT_ECORRUPT;
-	flags = get32(buf + 128);
+	flags = le_get32(buf + 128);
 	if (flags & ~(uint32_t)KVT_F_SEALED)
 		return KVT_ECORRUPT;
 	for (uint32_t k = key_len; k < KVT_KEY_MAX; k++)
@@ -170,16 +140,16 @@ int shdir_hdr_parse(const uint8_t *buf, size_t len, struct shdir_hdr *h)
 			return KVT_ECORRUPT;
 	for (uint32_t p = 0; p < parts; p++) {
 		const uint8_t *e = buf + SHDIR_FIXED_LEN + p * SHDIR_PART_LEN;
-		uint64_t pl = get64(e);
-		if (pl == 0 || pl > KVT_VALUE_MAX || get32(e + 12) != 0)
+		uint64_t pl = le_get64(e);
+		if (pl == 0 || pl > KVT_VALUE_MAX || le_get32(e + 12) != 0)
 			return KVT_ECORRUPT;
 		value_len += pl;
 		if (value_len > KVT_VALUE_MAX)
 			return KVT_ECORRUPT;
 		h->part_lens[p] = pl;
-		h->crcs[p] = get32(e + 8);
+		h->crcs[p] = le_get32(e + 8);
 	}
-	if (value_len != get64(buf + 16))
+	if (value_len != le_get64(buf + 16))
 		return KVT_ECORRUPT;
 	memcpy(h->ns_digest, buf + 32, 32);
 	memset(&h->key, 0, sizeof(h->key));
