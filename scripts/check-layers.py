@@ -37,7 +37,7 @@ DRAM_LOWER = {
     "dram_item_alive", "dram_item_flags", "dram_pin", "dram_ref_quiet", "dram_item_view",
     "dram_unpin", "dram_item_ref", "dram_item_part_lens", "dram_writedown_done",
     "dram_forget_lower", "dram_item_meta", "dram_exists", "dram_regions",
-    "dram_item_reads_locked", "dram_item_parts_locked",
+    "dram_victim_parts",
     # installed by the tier's own open
     "dram_set_admit_hook", "dram_set_evict_hook",
     # the close write-down through that hook, from the tier's own stop

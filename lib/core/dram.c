@@ -532,14 +532,10 @@ static inline void item_count_read(struct dram_item *it)
 		it->node.owner[0] = (uint8_t)(it->node.owner[0] + (1u << ITEM_READS_SHIFT));
 }
 
-unsigned dram_item_reads_locked(struct dram_item *it)
+int dram_victim_parts(const struct dram_victim *v, uint64_t *lens, uint32_t *crcs,
+		      unsigned max, bool *crcs_valid)
 {
-	return (it->node.owner[0] & ITEM_READS_MASK) >> ITEM_READS_SHIFT;
-}
-
-int dram_item_parts_locked(struct dram_item *it, uint64_t *lens, uint32_t *crcs,
-			   unsigned max, bool *crcs_valid)
-{
+	struct dram_item *it = v->item;
 	unsigned np = it->part_count;
 	if (np > max)
 		return KVT_ERANGE;
@@ -575,10 +571,16 @@ static void evict_one_locked(struct dram *d, struct dram_shard *s, struct dram_i
 
 	if (d->evict_fn && s->scratch) {
 		struct kvt_key k;
-		unsigned n = item_view(s, it, s->scratch);
+		struct dram_victim v = {
+			.ns = it->ns, .key = &k, .view = s->scratch, .len = it->value_len,
+			.flags = dram_item_flags(it),
+			.reads = (it->node.owner[0] & ITEM_READS_MASK) >> ITEM_READS_SHIFT,
+			.item = it,
+		};
+		v.view_count = item_view(s, it, s->scratch);
 		k.len = ITEM_KEYLEN(it);
 		memcpy(k.bytes, item_key(it), k.len);
-		d->evict_fn(d->evict_ctx, it, it->ns, &k, s->scratch, n, it->value_len);
+		d->evict_fn(d->evict_ctx, &v);
 	}
 	evict_remove(&s->ev, &it->node);
 	index_unlink_locked(d, s, it);

@@ -116,14 +116,27 @@ struct dram_read {
 };
 
 /*
- * For evict hooks only (dram_evict_fn, below), under the shard lock the
- * hook runs with: reads of the block since it entered DRAM (0..3,
- * saturating), and its part table (crcs only if *crcs_valid: a put may
- * have deferred them).  Parts, or KVT_ERANGE.
+ * A block the DRAM tier is evicting, as an evict hook (dram_evict_fn,
+ * below) is handed it: everything the hook may know of it, filled in by
+ * the tier, so that a hook never reaches into the tier's locked state.
+ * Valid only during the hook's call.
  */
-unsigned dram_item_reads_locked(struct dram_item *item);
-int dram_item_parts_locked(struct dram_item *item, uint64_t *lens, uint32_t *crcs,
-			   unsigned max, bool *crcs_valid);
+struct dram_victim {
+	uint32_t ns;
+	const struct kvt_key *key;
+	const struct iovec *view; /* its bytes, still readable */
+	unsigned view_count;
+	uint64_t len;             /* value bytes */
+	uint32_t flags;           /* value flags (KVT_F_SEALED) */
+	unsigned reads;           /* reads since it entered DRAM (0..3, saturating) */
+	struct dram_item *item;   /* opaque: for dram_victim_parts only */
+};
+
+/* The victim's part table (crcs only if *crcs_valid: a put may have
+ * deferred them).  Parts, or KVT_ERANGE if more than max.  From the hook
+ * only. */
+int dram_victim_parts(const struct dram_victim *v, uint64_t *lens, uint32_t *crcs,
+		      unsigned max, bool *crcs_valid);
 
 /* ------------------------------------------------------------------------
  * The store's: open, hooks, requests.
@@ -145,13 +158,12 @@ enum { DRAM_HUGE_AUTO = 0, DRAM_HUGE_THP = 1, DRAM_HUGE_OFF = 2 };
 
 /*
  * Called for every block the DRAM tier evicts, under the block's shard
- * lock, while its bytes are still readable through view.  It must not
- * block and must not call into the DRAM tier: copy or queue what it needs,
- * or drop the block.  (The SSD tier's write-down fills this in.)
+ * lock, while its bytes are still readable through v->view.  It must not
+ * block and must not call into the DRAM tier (dram_victim_parts aside):
+ * copy or queue what it needs, or drop the block.  (The shared tier's
+ * hot-eviction write-down and the store's KV events fill this in.)
  */
-typedef void (*dram_evict_fn)(void *ctx, struct dram_item *item, uint32_t ns,
-			      const struct kvt_key *key, const struct iovec *view,
-			      unsigned view_count, uint64_t len);
+typedef void (*dram_evict_fn)(void *ctx, const struct dram_victim *v);
 
 int dram_open(struct dram **out, const struct dram_config *cfg, struct kvt_mem *mem,
 	      const struct kvt_logger *log);

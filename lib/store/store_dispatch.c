@@ -110,17 +110,10 @@ void store_event_stored(struct kvt_store *s, const struct kvt_req *r, uint32_t n
 	kvevents_stored(s->events, key, parent, ns_block_tokens(s, ns));
 }
 
-void store_evicted_event(void *ctx, struct dram_item *item, uint32_t ns,
-			 const struct kvt_key *key, const struct iovec *view,
-			 unsigned view_count, uint64_t len)
+void store_evicted_event(void *ctx, const struct dram_victim *v)
 {
 	struct kvt_store *s = ctx;
-	KVT_UNUSED(item);
-	KVT_UNUSED(ns);
-	KVT_UNUSED(view);
-	KVT_UNUSED(view_count);
-	KVT_UNUSED(len);
-	kvevents_removed(s->events, key);
+	kvevents_removed(s->events, v->key);
 }
 
 /* ------------------------------------------------------------------------

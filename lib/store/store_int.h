@@ -243,8 +243,6 @@ int store_exec(struct kvt_store *s, struct kvt_req *r);
 void store_event_stored(struct kvt_store *s, const struct kvt_req *r, uint32_t ns,
 			const struct kvt_key *key);
 /* The DRAM evict hook when no tier keeps evicted blocks (KV events). */
-void store_evicted_event(void *ctx, struct dram_item *item, uint32_t ns,
-			 const struct kvt_key *key, const struct iovec *view,
-			 unsigned view_count, uint64_t len);
+void store_evicted_event(void *ctx, const struct dram_victim *v);
 
 #endif /* KVT_STORE_INT_H */

@@ -503,20 +503,24 @@ struct hook_seen {
 	uint64_t count, bytes, bad;
 };
 
-static void hook(void *ctx, struct dram_item *item, uint32_t ns, const struct kvt_key *key,
-		 const struct iovec *view, unsigned view_count, uint64_t len)
+static void hook(void *ctx, const struct dram_victim *v)
 {
-	(void)item;
 	struct hook_seen *h = ctx;
-	uint64_t k, total = 0;
+	uint64_t k, total = 0, len = v->len, lens[2];
+	uint32_t crcs[2];
+	bool crcs_valid;
 	char *want = malloc(len);
-	(void)ns;
-	memcpy(&k, key->bytes, sizeof(k));
+	/* What the tier hands the hook: the block's namespace, no reads
+	 * (never got), its one part. */
+	if (v->ns != 1 || v->reads != 0 || v->flags != 0 ||
+	    dram_victim_parts(v, lens, crcs, 2, &crcs_valid) != 1 || lens[0] != len)
+		h->bad++;
+	memcpy(&k, v->key->bytes, sizeof(k));
 	t_fill(want, len, k);
-	for (unsigned i = 0; i < view_count; i++) {
-		if (memcmp(view[i].iov_base, want + total, view[i].iov_len))
+	for (unsigned i = 0; i < v->view_count; i++) {
+		if (memcmp(v->view[i].iov_base, want + total, v->view[i].iov_len))
 			h->bad++;
-		total += view[i].iov_len;
+		total += v->view[i].iov_len;
 	}
 	if (total != len)
 		h->bad++;

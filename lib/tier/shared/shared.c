@@ -872,11 +872,13 @@ void shared_put(struct shared *sh, uint32_t ns, const struct kvt_key *key)
 	A(sh->wd_queued);
 }
 
-void shared_evicted(void *ctx, struct dram_item *item, uint32_t ns, const struct kvt_key *key,
-		    const struct iovec *view, unsigned view_count, uint64_t len)
+void shared_evicted(void *ctx, const struct dram_victim *v)
 {
 	struct shared *sh = ctx;
 	struct sh_task *t;
+	const struct iovec *view = v->view;
+	uint32_t ns = v->ns;
+	uint64_t len = v->len;
 	uint64_t off = 0, lens[KVT_PARTS_MAX];
 	uint32_t crcs[KVT_PARTS_MAX];
 	int np;
@@ -884,7 +886,7 @@ void shared_evicted(void *ctx, struct dram_item *item, uint32_t ns, const struct
 
 	/* Only blocks read at least twice in DRAM are worth the shared file
 	 * system; a persistent namespace's blocks went down at put. */
-	if (dram_item_reads_locked(item) < 2 || ns_persistent(sh, ns))
+	if (v->reads < 2 || ns_persistent(sh, ns))
 		return;
 	pthread_mutex_lock(&sh->lock);
 	ok = wd_reserve_locked(sh, len);
@@ -898,12 +900,12 @@ void shared_evicted(void *ctx, struct dram_item *item, uint32_t ns, const struct
 		goto shed;
 	t->type = T_WD_BUF;
 	t->ns = ns;
-	t->key = *key;
+	t->key = *v->key;
 	t->len = len;
-	t->flags = dram_item_flags(item);
+	t->flags = v->flags;
 	t->buf_cap = KVT_ALIGN_UP(len, 4096);
 	t->buf = kvt_mem_alloc_aligned(sh->mem, 4096, t->buf_cap);
-	np = dram_item_parts_locked(item, lens, crcs, KVT_PARTS_MAX, &t->crcs_valid);
+	np = dram_victim_parts(v, lens, crcs, KVT_PARTS_MAX, &t->crcs_valid);
 	if (!t->buf || np <= 0)
 		goto shed_free;
 	t->part_lens = kvt_mem_alloc(sh->mem, (size_t)np * sizeof(uint64_t));
@@ -913,7 +915,7 @@ void shared_evicted(void *ctx, struct dram_item *item, uint32_t ns, const struct
 		goto shed_free;
 	memcpy(t->part_lens, lens, (size_t)np * sizeof(uint64_t));
 	memcpy(t->crcs, crcs, (size_t)np * sizeof(uint32_t));
-	for (unsigned i = 0; i < view_count && off < len; i++) {
+	for (unsigned i = 0; i < v->view_count && off < len; i++) {
 		uint64_t n = view[i].iov_len < len - off ? view[i].iov_len : len - off;
 		memcpy(t->buf + off, view[i].iov_base, n);
 		off += n;

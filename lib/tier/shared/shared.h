@@ -74,8 +74,7 @@ int shared_set_persistent(struct shared *sh, uint32_t ns);
 void shared_put(struct shared *sh, uint32_t ns, const struct kvt_key *key);
 
 /* The DRAM evict hook (dram_set_evict_hook); ctx is the struct shared. */
-void shared_evicted(void *ctx, struct dram_item *item, uint32_t ns, const struct kvt_key *key,
-		    const struct iovec *view, unsigned view_count, uint64_t len);
+void shared_evicted(void *ctx, const struct dram_victim *v);
 
 /* The SSD evict hook (ssd_set_evict_hook); ctx is the struct shared. */
 struct ssd_evict_hook;
