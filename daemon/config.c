@@ -166,6 +166,17 @@ static int config_option_cluster(struct kvtd_config *cfg, const char *name, cons
 	return config_replace(slot, v) < 0 ? config_oom(err, err_len) : 1;
 }
 
+/* Is name (len bytes) one of the library's options?  Its table
+ * (kvt_option_info) is the one list: kvtierd keeps none of its own. */
+static bool config_store_option(const char *name, size_t len)
+{
+	struct kvt_option o;
+	for (unsigned i = 0; kvt_option_info(i, &o) == 0; i++)
+		if (strlen(o.name) == len && memcmp(o.name, name, len) == 0)
+			return true;
+	return false;
+}
+
 int kvtd_config_option(struct kvtd_config *cfg, const char *name, const char *v,
 		       const char *where, char *err, size_t err_len)
 {
@@ -254,6 +265,11 @@ int kvtd_config_option(struct kvtd_config *cfg, const char *name, const char *v,
 		if (!eq || eq == v)
 			return config_usage(err, err_len, "%s: --set: want NAME=VALUE, got '%s'",
 					    where, v);
+		if (!config_store_option(v, (size_t)(eq - v)))
+			return config_usage(err, err_len,
+					    "%s: --set: '%.*s' is not a libkvtier option "
+					    "(kvtierd --help lists them)",
+					    where, (int)(eq - v), v);
 		if (cfg->set_count == KVTD_SET_MAX)
 			return config_usage(err, err_len, "%s: --set: more than %d --set options",
 					    where, KVTD_SET_MAX);

@@ -50,11 +50,21 @@
 #define DEFAULT_SHUTDOWN_S 10
 #define DRAM_DEFAULT_CAP (UINT64_C(4) << 30)
 #define SSD_DEFAULT_CAP (UINT64_C(64) << 30)
-#define SSD_DEFAULT_SEGMENT (UINT64_C(256) << 20)
 
 /* ------------------------------------------------------------------------
  * Usage
  */
+
+/* The library's options, for --set: names, defaults and docs from its
+ * one table (kvt_option_info), which "kvtier options" also prints. */
+static void kvtierd_usage_options(FILE *f)
+{
+	struct kvt_option o;
+	fprintf(f, "\nlibkvtier options (--set NAME=VALUE; default in brackets):\n");
+	for (unsigned i = 0; kvt_option_info(i, &o) == 0; i++)
+		fprintf(f, "  %-26s %s%s%s%s\n", o.name, o.doc, o.def ? " [" : "",
+			o.def ? o.def : "", o.def ? "]" : "");
+}
 
 static void kvtierd_usage(FILE *f)
 {
@@ -72,7 +82,7 @@ static void kvtierd_usage(FILE *f)
 		"  --ssd SIZE            SSD tier bytes in DIR (default: 10%% of the file\n"
 		"                        system's free space, at most 64G, at least two\n"
 		"                        segments); 0 disables the SSD tier\n"
-		"  --set NAME=VALUE      any libkvtier option (kvtier.h), e.g.\n"
+		"  --set NAME=VALUE      any libkvtier option (listed at the end), e.g.\n"
 		"                        --set ssd.admission=always; repeatable\n"
 		"\n"
 		"Network:\n"
@@ -148,6 +158,7 @@ static void kvtierd_usage(FILE *f)
 		"stop cleanly (exit 0), SIGHUP reopens the log and reloads the tenants.\n"
 		"Exit status: 0 ok, 1 runtime failure, 2 usage error.  kvtierd(8).\n",
 		DEFAULT_IDLE_S, DEFAULT_SHUTDOWN_S);
+	kvtierd_usage_options(f);
 }
 
 static void kvtierd_die_usage(const char *fmt, ...)
@@ -313,14 +324,21 @@ static uint64_t kvtierd_default_max_memory(void)
 	return q & ~((UINT64_C(1) << 20) - 1);
 }
 
-/* The segment size the store will use (a --set ssd.segment wins). */
+/* The segment size the store will use: a --set ssd.segment, else the
+ * library's default (its option table, not a copy here). */
 static uint64_t kvtierd_segment(const struct kvtd_config *cfg)
 {
-	uint64_t seg = SSD_DEFAULT_SEGMENT;
+	struct kvt_option o;
+	uint64_t def = 0, seg = 0;
+	for (unsigned i = 0; kvt_option_info(i, &o) == 0; i++)
+		if (strcmp(o.name, "ssd.segment") == 0 && o.def)
+			kvtd_parse_size(o.def, &def);
 	for (unsigned i = 0; i < cfg->set_count; i++)
 		if (strcmp(cfg->set_names[i], "ssd.segment") == 0)
 			kvtd_parse_size(cfg->set_values[i], &seg);
-	return seg ? seg : SSD_DEFAULT_SEGMENT;
+	if (!seg)
+		seg = def;
+	return seg ? seg : UINT64_C(256) << 20;
 }
 
 static uint64_t kvtierd_default_ssd(const struct kvtd_config *cfg)

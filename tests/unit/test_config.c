@@ -65,7 +65,7 @@ static void test_every_option(void)
 		   "tls-ca = ca.pem\n"
 		   "tls-verify-client = yes\n"
 		   "set = ssd.admission=always\n"
-		   "set = a==b",
+		   "set = events.topic==b",
 		   err, sizeof(err)));
 	T_EQ_STR(err, "");
 	T_EQ_STR(cfg.dir, "/var/lib/kvtierd");
@@ -94,7 +94,7 @@ static void test_every_option(void)
 	T_EQ_INT(cfg.set_count, 2);
 	T_EQ_STR(cfg.set_names[0], "ssd.admission");
 	T_EQ_STR(cfg.set_values[0], "always");
-	T_EQ_STR(cfg.set_names[1], "a");
+	T_EQ_STR(cfg.set_names[1], "events.topic");
 	T_EQ_STR(cfg.set_values[1], "=b");
 
 	/* A later line overrides; the replaced string is freed (ASan). */
@@ -125,6 +125,11 @@ static void test_mistakes(void)
 	bad("log-level = loud\n", "k.conf:1: --log-level: 'loud' is not error, warn, info or debug");
 	bad("max-memory = 512K\n", "k.conf:1: --max-memory: '512K' is not a size of at least 1M");
 	bad("set = novalue\n", "k.conf:1: --set: want NAME=VALUE, got 'novalue'");
+	/* --set names come from the library's option table (kvt_option_info). */
+	bad("set = ssd.bogus=1\n",
+	    "k.conf:1: --set: 'ssd.bogus' is not a libkvtier option (kvtierd --help lists them)");
+	bad("set = ssd.segmen=1M\n",
+	    "k.conf:1: --set: 'ssd.segmen' is not a libkvtier option (kvtierd --help lists them)");
 	bad("dir =\n", "k.conf:1: --dir: empty directory");
 	bad("metrics =\n", "k.conf:1: --metrics: want [HOST:]PORT");
 	bad("tls-verify-client = maybe\n",
@@ -133,8 +138,10 @@ static void test_mistakes(void)
 	/* 32 --set options at most. */
 	memset(&cfg, 0, sizeof(cfg));
 	for (int i = 0; i < KVTD_SET_MAX; i++)
-		T_OK(kvtd_config_option(&cfg, "set", "a=b", "command line", err, sizeof(err)));
-	T_EQ_INT(kvtd_config_option(&cfg, "set", "a=b", "command line", err, sizeof(err)), -EINVAL);
+		T_OK(kvtd_config_option(&cfg, "set", "dram.shards=1", "command line", err,
+					sizeof(err)));
+	T_EQ_INT(kvtd_config_option(&cfg, "set", "dram.shards=1", "command line", err, sizeof(err)),
+		 -EINVAL);
 	T_EQ_STR(err, "command line: --set: more than 32 --set options");
 	kvtd_config_free(&cfg);
 
