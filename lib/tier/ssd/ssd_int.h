@@ -217,7 +217,12 @@ static inline uint64_t align4k(uint64_t v)
 #define AN(x, n) atomic_fetch_add_explicit(&(x), (n), memory_order_relaxed)
 #define AL(x) atomic_load_explicit(&(x), memory_order_relaxed)
 
-/* ssd.c */
+/* ssd_idx.c: below ssd.c and ssd_recover.c */
+/* Where (ns, k) with hash h is or would be linked in sh.  Locked. */
+struct ssd_entry **ssd_idx_slot(struct ssd_shard *sh, uint64_t h, uint32_t ns,
+				const struct kvt_key *k);
+/* Unlink *pp (an entry of sh) and free it.  Locked. */
+void ssd_idx_remove_locked(struct ssd *s, struct ssd_shard *sh, struct ssd_entry **pp);
 /* Insert or replace (if newer); uses *spare (then NULL) instead of
  * allocating, if given.  0, KVT_EXISTS, -ENOMEM. */
 int ssd_idx_put_locked(struct ssd *s, struct ssd_shard *sh, uint64_t h,
@@ -229,6 +234,10 @@ int64_t ssd_io_sync(struct ssd *s, int op, int fd, uint64_t off, void *buf, size
 int ssd_seg_open_file(struct ssd *s, uint32_t slot, bool create);
 void ssd_seg_sum_free(struct ssd *s, struct ssd_seg *g);
 void ssd_seg_seal_locked(struct ssd *s);
+/* Write the slot's segment header.  Writer thread. */
+int ssd_seg_write_hdr(struct ssd *s, uint32_t slot, uint64_t sum_off, uint64_t sum_len);
+/* An I/O error in a slot, from any thread: the writer quarantines it. */
+void ssd_seg_mark_bad(struct ssd *s, uint32_t slot, int err);
 int ssd_sync_all(struct ssd *s);
 
 /* ssd_recover.c */

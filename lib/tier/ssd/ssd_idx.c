@@ -1,0 +1,337 @@
+/*
+ * ssd_idx.c - what the SSD tier's write path (ssd.c) and its recovery
+ * (ssd_recover.c) both stand on: the in-memory index of what is on SSD,
+ * synchronous I/O through the engine, and the segment files (open, header,
+ * seal).  Below both, so that neither calls up into the other's helpers:
+ * ssd.c calls recovery at open, recovery calls these (doc/decisions.md
+ * "Layers").  Locks: as ssd.c's header says; nothing here takes seg_lock.
+ */
+#include "ssd_int.h"
+
+/* ------------------------------------------------------------------------
+ * Index
+ */
+
+struct ssd_entry **ssd_idx_slot(struct ssd_shard *sh, uint64_t h, uint32_t ns,
+				const struct kvt_key *k)
+{
+	struct ssd_entry **pp = &sh->buckets[h & sh->mask];
+	for (; *pp; pp = &(*pp)->hnext) {
+		struct ssd_entry *e = *pp;
+		if (e->ns == ns && e->key_len == k->len && memcmp(e->key, k->bytes, k->len) == 0)
+			return pp;
+	}
+	return pp;
+}
+
+static void idx_grow_locked(struct ssd *s, struct ssd_shard *sh)
+{
+	uint32_t old = sh->mask + 1, n = old * 2;
+	struct ssd_entry **nb;
+	if (sh->count <= old || n == 0)
+		return;
+	nb = kvt_mem_calloc(s->mem, n, sizeof(*nb));
+	if (!nb)
+		return;
+	for (uint32_t i = 0; i < old; i++) {
+		struct ssd_entry *e = sh->buckets[i], *next;
+		for (; e; e = next) {
+			struct kvt_key k;
+			uint64_t h;
+			next = e->hnext;
+			k.len = e->key_len;
+			memcpy(k.bytes, e->key, e->key_len);
+			h = ssd_hash(s, e->ns, &k);
+			e->hnext = nb[h & (n - 1)];
+			nb[h & (n - 1)] = e;
+		}
+	}
+	kvt_mem_free(s->mem, sh->buckets, (size_t)old * sizeof(*nb));
+	sh->buckets = nb;
+	sh->mask = n - 1;
+}
+
+/* Unlink *pp (an entry of sh) and free it.  Locked. */
+void ssd_idx_remove_locked(struct ssd *s, struct ssd_shard *sh, struct ssd_entry **pp)
+{
+	struct ssd_entry *e = *pp;
+	*pp = e->hnext;
+	sh->count--;
+	if (!(e->flags & E_PENDING)) {
+		sh->bytes -= e->value_len;
+		quota_ssd_add(s->cfg.quota, e->ns, e->value_len, false);
+	}
+	kvt_mem_free(s->mem, e, sizeof(*e));
+}
+
+/* Insert or replace (if seq is newer) an entry.  Locked.  0, KVT_EXISTS, -ENOMEM. */
+int ssd_idx_put_locked(struct ssd *s, struct ssd_shard *sh, uint64_t h,
+			  const struct ssd_entry *src, struct ssd_entry **spare)
+{
+	struct kvt_key k;
+	struct ssd_entry **pp, *e;
+	k.len = src->key_len;
+	memcpy(k.bytes, src->key, src->key_len);
+	pp = ssd_idx_slot(sh, h, src->ns, &k);
+	if (*pp) {
+		if ((*pp)->seq >= src->seq)
+			return KVT_EXISTS;
+		ssd_idx_remove_locked(s, sh, pp);
+		pp = ssd_idx_slot(sh, h, src->ns, &k);
+	}
+	if (spare && *spare) {
+		e = *spare; /* allocated before anything reached the disk */
+		*spare = NULL;
+	} else {
+		e = kvt_mem_alloc(s->mem, sizeof(*e));
+		if (!e)
+			return -ENOMEM;
+	}
+	*e = *src;
+	e->hnext = NULL;
+	*pp = e;
+	sh->count++;
+	if (!(e->flags & E_PENDING)) {
+		sh->bytes += e->value_len;
+		quota_ssd_add(s->cfg.quota, e->ns, e->value_len, true);
+	}
+	idx_grow_locked(s, sh);
+	return 0;
+}
+
+/* Remove the entry for (ns, key) if its seq is below `below` (UINT64_MAX: any). */
+bool ssd_idx_remove_key(struct ssd *s, uint32_t ns, const struct kvt_key *k, uint64_t below)
+{
+	uint64_t h = ssd_hash(s, ns, k);
+	struct ssd_shard *sh = shard_of(s, h);
+	struct ssd_entry **pp;
+	bool found = false;
+	pthread_mutex_lock(&sh->lock);
+	pp = ssd_idx_slot(sh, h, ns, k);
+	if (*pp && (*pp)->seq < below) {
+		ssd_idx_remove_locked(s, sh, pp);
+		found = true;
+	}
+	pthread_mutex_unlock(&sh->lock);
+	return found;
+}
+
+/* Remove every entry matching: ns (KVT_NS_ALL: any), slot (UINT32_MAX: any)
+ * and generation (0: any), with seq < below.  Returns how many. */
+uint64_t ssd_idx_sweep(struct ssd *s, uint32_t ns, uint32_t slot, uint64_t gen, uint64_t below)
+{
+	uint64_t n = 0;
+	for (int i = 0; i < SSD_SHARDS; i++) {
+		struct ssd_shard *sh = &s->shards[i];
+		pthread_mutex_lock(&sh->lock);
+		for (uint32_t b = 0; b <= sh->mask; b++) {
+			struct ssd_entry **pp = &sh->buckets[b];
+			while (*pp) {
+				struct ssd_entry *e = *pp;
+				if ((ns == KVT_NS_ALL || e->ns == ns) &&
+				    (slot == UINT32_MAX || e->slot == slot) &&
+				    (gen == 0 || e->generation == gen) && e->seq < below) {
+					if (!(e->flags & E_PENDING))
+						n++;
+					ssd_idx_remove_locked(s, sh, pp);
+				} else {
+					pp = &e->hnext;
+				}
+			}
+		}
+		pthread_mutex_unlock(&sh->lock);
+	}
+	return n;
+}
+
+/* ------------------------------------------------------------------------
+ * Synchronous I/O through the engine (metadata writes, so that fault
+ * injection and power-loss simulation see them too).
+ */
+
+struct sync_wait {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	bool done;
+};
+
+static void sync_done(struct io_req *r)
+{
+	struct sync_wait *w = r->ctx;
+	pthread_mutex_lock(&w->lock);
+	w->done = true;
+	pthread_cond_signal(&w->cond);
+	pthread_mutex_unlock(&w->lock);
+}
+
+int64_t ssd_io_sync(struct ssd *s, int op, int fd, uint64_t off, void *buf, size_t len)
+{
+	struct sync_wait w = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false };
+	struct iovec v = { buf, len };
+	struct io_req r;
+	memset(&r, 0, sizeof(r));
+	r.opcode = (uint8_t)op;
+	r.prio = IO_PRIO_WRITE;
+	r.fd = fd;
+	r.off = off;
+	r.iov = &v;
+	r.iov_count = op == IO_FSYNC ? 0 : 1;
+	r.done = sync_done;
+	r.ctx = &w;
+	io_submit(s->io, &r);
+	pthread_mutex_lock(&w.lock);
+	while (!w.done)
+		pthread_cond_wait(&w.cond, &w.lock);
+	pthread_mutex_unlock(&w.lock);
+	pthread_mutex_destroy(&w.lock);
+	pthread_cond_destroy(&w.cond);
+	if (op != IO_FSYNC && r.res >= 0 && (uint64_t)r.res != len)
+		return -EIO;
+	return r.res;
+}
+
+/* Plain aligned pread (recovery): exactly len bytes or an error. */
+int ssd_pread_full(int fd, void *buf, size_t len, uint64_t off)
+{
+	size_t done = 0;
+	while (done < len) {
+		ssize_t n = pread(fd, (char *)buf + done, len - done, (off_t)(off + done));
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (n == 0)
+			return -ENODATA;
+		done += (size_t)n;
+	}
+	return 0;
+}
+
+/* ------------------------------------------------------------------------
+ * Segments
+ */
+
+int ssd_seg_open_file(struct ssd *s, uint32_t slot, bool create)
+{
+	struct ssd_seg *g = &s->segs[slot];
+	char name[32];
+	int fd;
+	if (g->fd >= 0)
+		return 0;
+	snprintf(name, sizeof(name), "seg-%06u", slot);
+	fd = io_open_file(s->io, s->dir_fd, name, O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0),
+			  0600, &g->direct);
+	if (fd < 0)
+		return fd;
+	__atomic_store_n(&g->fd, fd, __ATOMIC_RELAXED);
+	return 0;
+}
+
+/* Write the slot's segment header.  Called by the writer thread. */
+int ssd_seg_write_hdr(struct ssd *s, uint32_t slot, uint64_t sum_off, uint64_t sum_len)
+{
+	struct ssd_seg *g = &s->segs[slot];
+	struct ssd_seg_hdr h;
+	uint8_t *buf = kvt_mem_alloc_aligned(s->mem, SSD_ALIGN, SSD_ALIGN);
+	int64_t r;
+	if (!buf)
+		return -ENOMEM;
+	memset(&h, 0, sizeof(h));
+	h.version = SSD_FMT_VERSION;
+	h.slot = slot;
+	h.generation = g->generation;
+	h.seg_size = s->cfg.seg_size;
+	h.created_ns = wall_ns();
+	h.summary_off = sum_off;
+	h.summary_len = sum_len;
+	memcpy(h.store_id, s->store_id, 16);
+	ssd_seg_hdr_encode(&h, buf);
+	r = ssd_io_sync(s, IO_WRITE, g->fd, 0, buf, SSD_ALIGN);
+	kvt_mem_free(s->mem, buf, SSD_ALIGN);
+	g->dirty = true;
+	return r < 0 ? (int)r : 0;
+}
+
+/*
+ * An I/O error in a slot: from any thread (I/O completions included), so
+ * only an atomic mark and a wake-up; the writer thread quarantines it
+ * (seg_quarantine_pending), since it alone may hold seg_lock across I/O.
+ */
+void ssd_seg_mark_bad(struct ssd *s, uint32_t slot, int err)
+{
+	int zero = 0;
+	atomic_compare_exchange_strong(&s->segs[slot].bad_err, &zero, err);
+	pthread_mutex_lock(&s->wd_lock);
+	atomic_fetch_add(&s->bad_marks, 1);
+	pthread_cond_broadcast(&s->wd_cond);
+	pthread_mutex_unlock(&s->wd_lock);
+}
+
+void ssd_seg_sum_free(struct ssd *s, struct ssd_seg *g)
+{
+	kvt_mem_free(s->mem, g->sum, g->sum_cap * sizeof(*g->sum));
+	g->sum = NULL;
+	g->sum_count = g->sum_cap = 0;
+	g->sum_bytes = 0;
+}
+
+/* Seal the open segment: write its summary, then its header.  seg_lock held. */
+void ssd_seg_seal_locked(struct ssd *s)
+{
+	int32_t slot = s->open_slot;
+	struct ssd_seg *g;
+	uint64_t len;
+	uint8_t *buf;
+	int64_t n;
+	int r = 0;
+
+	if (slot < 0)
+		return;
+	g = &s->segs[slot];
+	s->open_slot = -1;
+	len = align4k(g->sum_bytes);
+	buf = kvt_mem_alloc_aligned(s->mem, SSD_ALIGN, len);
+	if (!buf) {
+		r = -ENOMEM;
+	} else {
+		n = ssd_sum_encode(g->generation, g->sum, g->sum_count, buf, len);
+		if (n < 0)
+			r = (int)n;
+		else if ((r = (int)ssd_io_sync(s, IO_WRITE, g->fd, g->write_off, buf, (size_t)n)) >= 0)
+			r = ssd_seg_write_hdr(s, (uint32_t)slot, g->write_off, (uint64_t)n);
+		kvt_mem_free(s->mem, buf, len);
+	}
+	ssd_seg_sum_free(s, g);
+	if (r < 0) {
+		/* Without a summary recovery walks the records: still correct. */
+		kvt_logf(s->log, KVT_LOG_WARN, "ssd: sealing segment %d: %s", slot,
+			 kvt_strerror(r));
+		if (r == -EIO)
+			ssd_seg_mark_bad(s, (uint32_t)slot, r);
+	}
+	if (g->state == SEG_OPEN)
+		g->state = SEG_SEALED;
+	A(s->seg_sealed);
+	s->seals_since_ckpt++;
+}
+
+/* fsync every dirty segment file (flush, and before a checkpoint). */
+int ssd_sync_all(struct ssd *s)
+{
+	int ret = 0;
+	for (uint32_t i = 0; i < s->slot_count; i++) {
+		struct ssd_seg *g = &s->segs[i];
+		bool dirty;
+		pthread_mutex_lock(&s->seg_lock);
+		dirty = g->dirty && g->fd >= 0 && g->state != SEG_BAD;
+		g->dirty = false;
+		pthread_mutex_unlock(&s->seg_lock);
+		if (dirty) {
+			int64_t r = ssd_io_sync(s, IO_FSYNC, g->fd, 0, NULL, 0);
+			if (r < 0 && ret == 0)
+				ret = (int)r;
+		}
+	}
+	return ret;
+}
