@@ -3,7 +3,8 @@
 down the layers of lib/'s folders, and the tiers below DRAM call only the
 DRAM tier's lower-tier interface.
 
-Usage: check-layers.py LIBKVTIER.a [--allow-cycle a,b ...]
+Usage: check-layers.py LIBKVTIER.a [--compdb compile_commands.json]
+                       [--allow-cycle a,b ...]
 
 Reads every member of the static library with `nm`, draws an edge a -> b
 when object a references a global symbol that object b defines, and finds
@@ -20,13 +21,19 @@ in a lower header (kvt_int.h declares ns.c's and quota.c's functions)
 lets through, and a sibling tier calling another.  Then checks that the
 tier implementations (lib/core/dram.h's first part) and the seal
 decorator reference no DRAM function outside that part.
+With --compdb (the build's compile_commands.json), also checks that each
+layer's sources are compiled with no lib/ include folder beyond its own,
+those SEES lists and tier/ (tier.h): the guard on the guard, should a
+layer's include_directories in lib/*/meson.build be widened.
 Exit 0 pass, 1 fail, 77 skip (no nm).
 
 read(), graph() and sccs() are also the object-graph code of
 tests/unit/test_daemon_layers.py (kvtierd's files), which imports them.
 """
+import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -63,6 +70,37 @@ SEES = {
     "store": _CORE | {"tier_ssd", "tier_shared", "tier_remote", "store"},
 }
 LAYER = re.compile(r"libkvt_([a-z_]+)\.a\.p/")
+
+
+def include_layers(compdb):
+    """{source under lib/: (its layer, {layers of the lib/ folders on its
+    include path})} for the objects of the layer libraries in a meson
+    compile_commands.json."""
+    out = {}
+    with open(compdb, encoding="utf-8") as f:
+        cmds = json.load(f)
+    for c in cmds:
+        lm = LAYER.search(c.get("output", "") + "/")
+        if not lm:
+            continue
+        args = c["arguments"] if "arguments" in c else shlex.split(c["command"])
+        src = os.path.normpath(os.path.join(c["directory"], c["file"]))
+        seen = set()
+        for i, a in enumerate(args):
+            if a in ("-I", "-isystem", "-iquote") and i + 1 < len(args):
+                d = args[i + 1]
+            elif a.startswith("-I"):
+                d = a[2:]
+            else:
+                continue
+            d = os.path.normpath(os.path.join(c["directory"], d))
+            # lib/<folder> of the source tree: the folder whose parent's
+            # parent holds the source's lib/ (build dirs never match).
+            m = re.search(r"/lib/((?:tier/)?[a-z_]+)$", d)
+            if m and d.startswith(src[:src.rindex("/lib/")] + "/lib/"):
+                seen.add(m.group(1).replace("/", "_"))
+        out[src] = (lm.group(1), seen)
+    return out
 
 
 def short(member):
@@ -153,18 +191,37 @@ def main():
         return 77
     archive = sys.argv[1]
     allowed = set()
+    compdb = None
     args = sys.argv[2:]
     while args:
         if args[0] == "--allow-cycle" and len(args) > 1:
             allowed.add(tuple(sorted(x.strip() for x in args[1].split(","))))
             args = args[2:]
+        elif args[0] == "--compdb" and len(args) > 1:
+            compdb = args[1]
+            args = args[2:]
         else:
-            print("usage: check-layers.py LIB.a [--allow-cycle a,b,...]", file=sys.stderr)
+            print("usage: check-layers.py LIB.a [--compdb FILE] [--allow-cycle a,b,...]",
+                  file=sys.stderr)
             return 2
     layers = {}
     objs, defs, uses = read(archive, layers=layers)
     edges, why = graph(defs, uses)
     fail = False
+    if compdb:
+        srcs = include_layers(compdb)
+        if not srcs:
+            print(f"no layer library's source in {compdb}")
+            fail = True
+        for src, (layer, seen) in sorted(srcs.items()):
+            may = SEES.get(layer, set()) | ({"tier"} if layer.startswith(("tier_", "store"))
+                                            else set())
+            extra = sorted(seen - may)
+            if extra:
+                print(f"INCLUDE: {src} ({layer}) is compiled with lib/ folders above "
+                      f"it: {', '.join(extra)}")
+                fail = True
+        print(f"{len(srcs)} sources' include folders checked")
     for a in sorted(objs):
         if layers.get(a) not in SEES:
             print(f"LAYER: {a} is in no known layer ({layers.get(a)}): "
