@@ -267,8 +267,8 @@ int kvtd_config_option(struct kvtd_config *cfg, const char *name, const char *v,
 					    where, v);
 		if (!config_store_option(v, (size_t)(eq - v)))
 			return config_usage(err, err_len,
-					    "%s: --set: '%.*s' is not a libkvtier option "
-					    "(kvtierd --help lists them)",
+					    "%s: --set: unknown option '%.*s' "
+					    "(kvtierd --help lists libkvtier's options)",
 					    where, (int)(eq - v), v);
 		if (cfg->set_count == KVTD_SET_MAX)
 			return config_usage(err, err_len, "%s: --set: more than %d --set options",
