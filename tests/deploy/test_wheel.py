@@ -126,8 +126,9 @@ def sdist(src, work):
     names = subprocess.run(["tar", "tzf", tars[0]], capture_output=True, text=True,
                            check=True).stdout.split()
     for want in ("pyproject.toml", "meson.build", "meson_options.txt", "PKG-INFO",
-                 "include/kvtier.h", "lib/store/store.c", "lib/meson.build", "python/kvtier/_kvtier.c",
-                 "python/kvtier/vllm.py", "python/kvtier/meson.build"):
+                 "include/kvtier.h", "lib/store/store.c", "lib/meson.build",
+                 "python/kvtier/_kvtier.c", "python/kvtier/vllm.py",
+                 "python/kvtier/meson.build"):
         if "kvtier-0.1.0/" + want not in names:
             print(f"FAIL: the sdist lacks {want}")
             sys.exit(1)
