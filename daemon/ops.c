@@ -660,7 +660,6 @@ static void ops_ns_register_reply(struct kvtd_frame *fr)
 	for (uint32_t i = 0; i < fr->n; i++) {
 		struct kvtd_item *it = &fr->items[i];
 		pis[i].index = i;
-		pis[i].status = it->status;
 		/* The table changed while the frame waited (on the aux
 		 * thread): a grant is checked again, and what was learned
 		 * under the old table is not cached. */
@@ -668,6 +667,7 @@ static void ops_ns_register_reply(struct kvtd_frame *fr)
 		    !kvtd_grant_allows(it->desc.tenant, strlen(it->desc.tenant), it->desc.model,
 				       strlen(it->desc.model), it->digest, c->tenant, c->tenant_len))
 			it->status = KVT_ENONS;
+		pis[i].status = it->status; /* after the check: a refused item has no digest */
 		if (it->status == KVT_OK) {
 			pis[i].digest = it->digest;
 			pis[i].text = it->canon;

@@ -13,6 +13,9 @@
  *                 after a few KiB; authenticated ones streaming SETs they
  *                 never finish are charged to --max-memory and refused
  *                 past it
+ *   grant_race    a grant revoked (SIGHUP) while an NS_REGISTER frame waits
+ *                 in the registry's sync (held there by the LD_PRELOAD shim
+ *                 shim_sync.c, argv[3]): checked again, nothing cached
  *
  * Every phase samples the server's VmRSS every 20 ms and asserts the bound
  * of doc/security.md: RSS < RSS at start + --dram + --max-memory +
@@ -1563,6 +1566,142 @@ static void phase_insecure(void)
 	T_EQ_INT(st2, 124); /* it ran until timeout stopped it */
 }
 
+/* ------------------------------------------------------------------------
+ * grant_race (item 13): a grant revoked while an NS_REGISTER waits on the
+ * registry's sync is checked again, and nothing learned under the old
+ * tenants table is cached
+ */
+
+static const char *shim; /* argv[3]: tests/libshim_sync.so */
+
+/* Wait until path exists (ms at most): true if it does. */
+static bool wait_file(const char *path, int ms)
+{
+	for (int i = 0; i < ms / 10; i++) {
+		if (access(path, F_OK) == 0)
+			return true;
+		tsrv_sleep_ms(10);
+	}
+	return access(path, F_OK) == 0;
+}
+
+static void phase_grant_race(void)
+{
+	const char *owner_only = "alice " SECRET_ALICE " tenant\n"
+				 "bob " SECRET_ALICE " tenant\n"
+				 "admin " SECRET_ADMIN " admin\n";
+	char gate[700], file[720], tenants[1000], asan[1200];
+	const char *extra[] = { "--ssd", "0", NULL };
+	struct kvt_ns_desc shared = desc, own = desc;
+	char shared_text[PROTO_CANON_MAX + 1], own_text[PROTO_CANON_MAX + 1];
+	uint8_t alice_ns[PROTO_DIGEST_LEN], bob_ns[PROTO_DIGEST_LEN], v[1000];
+	struct proto_frame f = { .op = PROTO_OP_NS_REGISTER };
+	struct proto_item its[2] = { { 0 } };
+	struct proto_iter iter;
+	struct proto_item pi;
+	struct kc_resp r;
+	struct kc alice, bob;
+	struct kvt_key k;
+	struct iovec p = { v, sizeof(v) };
+	struct kc_value got = { 0 };
+	int st[2] = { 1, 1 }, get_rc, reg_rc;
+	bool alice_digest = false, entered;
+	unsigned n = 0;
+
+	T_ASSERT(shim != NULL && access(shim, R_OK) == 0);
+	snprintf(gate, sizeof(gate), "%s/gate", base);
+	T_EQ_INT(mkdir(gate, 0700), 0);
+	/* The server preloads the shim; a sanitized one must not insist on
+	 * its runtime coming first. */
+	snprintf(asan, sizeof(asan), "%s:verify_asan_link_order=0",
+		 getenv("ASAN_OPTIONS") ? getenv("ASAN_OPTIONS") : "");
+	setenv("ASAN_OPTIONS", asan, 1);
+	setenv("LD_PRELOAD", shim, 1);
+	setenv("KVT_SHIM_SYNC_NAME", "namespaces", 1);
+	setenv("KVT_SHIM_SYNC_DIR", gate, 1);
+	snprintf(tenants, sizeof(tenants), "%sgrant alice model=race-model to bob\n", owner_only);
+	start_with("grant_race", extra, tenants);
+	unsetenv("LD_PRELOAD");
+
+	/* alice's shared namespace, with one block. */
+	shared.model = "race-model";
+	T_RC(kc_connect_tcp(&alice, srv.port), 0);
+	T_RC(kc_login(&alice, "alice", SECRET_ALICE), 0);
+	T_RC(kc_register(&alice, &shared, alice_ns, NULL, 0), KVT_OK);
+	kvt_key_set(&k, "race-key", 8);
+	tsrv_fill(v, sizeof(v), 13);
+	T_RC(kc_put(&alice, alice_ns, &k, &p, 1, NULL), KVT_OK);
+
+	/* bob reads it under the grant (on another connection, which is
+	 * left to cache it). */
+	T_RC(kc_connect_tcp(&bob, srv.port), 0);
+	T_RC(kc_login(&bob, "bob", SECRET_ALICE), 0);
+	shared.tenant = "alice";
+	{
+		uint8_t dg[PROTO_DIGEST_LEN];
+		struct kc b0;
+		T_RC(kc_connect_tcp(&b0, srv.port), 0);
+		T_RC(kc_login(&b0, "bob", SECRET_ALICE), 0);
+		T_RC(kc_register(&b0, &shared, dg, NULL, 0), KVT_OK);
+		T_ASSERT(memcmp(dg, alice_ns, sizeof(dg)) == 0);
+		T_RC(kc_get(&b0, alice_ns, &k, 0, 0, 0, 0, &got), KVT_OK);
+		kc_value_free(&got);
+		kc_close(&b0);
+	}
+
+	/* One frame: alice's namespace under the grant, and a new one of
+	 * bob's own, whose registration syncs the registry on the aux
+	 * thread: the shim holds that sync until the grant is gone. */
+	own.model = "race-own-model";
+	its[0].text = shared_text;
+	its[0].text_len = (uint32_t)kvt_ns_digest(&shared, NULL, shared_text, sizeof(shared_text));
+	its[1].text = own_text;
+	its[1].text_len = (uint32_t)kvt_ns_digest(&own, NULL, own_text, sizeof(own_text));
+	snprintf(file, sizeof(file), "%s/arm", gate);
+	write_file(file, "");
+	T_ASSERT(kc_request(&bob, &f, its, 2, NULL, 0) > 0);
+	snprintf(file, sizeof(file), "%s/entered", gate);
+	entered = wait_file(file, 10000);
+	T_ASSERT(entered);
+	/* Still held: no answer yet. */
+	T_EQ_INT(kc_recv(&bob, &r, 200), -ETIMEDOUT);
+	reload(owner_only); /* the grant revoked while the frame waits */
+	snprintf(file, sizeof(file), "%s/release", gate);
+	write_file(file, "");
+
+	T_RC(kc_recv(&bob, &r, 30000), 0);
+	reg_rc = r.f.status;
+	proto_iter_init(&iter, &r.f, NULL, NULL, 0);
+	while (n < 2 && proto_iter_next(&iter, &pi) == 1) {
+		st[n] = pi.status;
+		if (n == 0 && pi.status == KVT_OK)
+			alice_digest = memcmp(pi.digest, alice_ns, PROTO_DIGEST_LEN) == 0;
+		if (n == 1 && pi.status == KVT_OK)
+			memcpy(bob_ns, pi.digest, PROTO_DIGEST_LEN);
+		n++;
+	}
+	kc_resp_free(&r);
+	/* And on that connection, after the answer: alice's block. */
+	get_rc = kc_get(&bob, alice_ns, &k, 0, 0, 0, 0, &got);
+	kc_value_free(&got);
+	printf("grant_race: NS_REGISTER held in the registry's sync across a reload that "
+	       "revoked the grant: frame %d, granted item %d (alice's digest: %d), own item "
+	       "%d; bob's GET of alice's block after it: %d (%s)\n", reg_rc, st[0],
+	       alice_digest, st[1], get_rc, kvt_strerror(get_rc));
+	T_EQ_INT(reg_rc, 0);
+	T_EQ_INT(n, 2);
+	/* The grant is checked again under the new table. */
+	T_ASSERT(!alice_digest);
+	T_EQ_INT(st[0], KVT_ENONS);
+	T_EQ_INT(st[1], KVT_OK);
+	/* Nothing cached: the revoked namespace is unknown to bob. */
+	T_EQ_INT(get_rc, KVT_ENONS);
+	T_RC(kc_exists(&bob, bob_ns, &k, NULL), KVT_MISS);
+	kc_close(&bob);
+	kc_close(&alice);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
 /* ------------------------------------------------------------------------ */
 
 static const struct {
@@ -1583,6 +1722,7 @@ static const struct {
 	{ "resp_info", phase_resp_info },
 	{ "ns_split", phase_ns_split },
 	{ "insecure", phase_insecure },
+	{ "grant_race", phase_grant_race },
 };
 
 int main(int argc, char **argv)
@@ -1591,6 +1731,7 @@ int main(int argc, char **argv)
 	const char *phase = argc > 2 ? argv[2] : "";
 
 	bin = argc > 1 ? argv[1] : "daemon/kvtierd";
+	shim = argc > 3 ? argv[3] : NULL;
 	/* ASan keeps freed memory in a quarantine (256 MiB by default),
 	 * which would count as RSS; the server gets a small one. */
 	{
