@@ -898,6 +898,8 @@ static int kvtierd_open(struct kvtd_server *srv, struct kvtd_listener *listeners
 		listeners[i].tls = !listeners[i].is_unix && listeners[i].proto != KVTD_PROTO_HTTP;
 	kvtierd_nofile(srv);
 	kvtd_ns_count_init(srv);
+	if (kvtd_tenant_ns_init(srv) < 0)
+		return KVTD_EXIT_FAIL;
 	return KVTD_EXIT_OK;
 }
 
@@ -1019,6 +1021,7 @@ static void kvtierd_close(struct kvtd_server *srv, int sfd)
 	kvt_store_destroy(srv->store);
 	kvtd_auth_shutdown();
 	kvtd_metrics_free(srv);
+	kvtd_tenant_ns_free(srv);
 	kvtd_tls_free(srv);
 	free(srv->metrics_token);
 	kvtd_log_close();

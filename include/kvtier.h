@@ -1037,6 +1037,16 @@ int kvt_store_stats(struct kvt_store *store, kvt_stats_fn fn, void *ctx);
 int kvt_store_stat(struct kvt_store *store, const char *name, uint64_t *value);
 
 /*
+ * The statistics of one quota group ("quota.<group>.*", as kvt_store_stats
+ * reports them), through fn, without walking the store's other statistics
+ * or groups: its cost does not grow with the number of groups.  Nothing is
+ * reported for a group no limit or namespace has named yet.  Returns 0,
+ * KVT_ENULL, KVT_EOPTVAL (group 0 or >= KVT_QUOTA_GROUPS), KVT_ECLOSED.
+ * After open; any thread; fn runs on the calling thread.
+ */
+int kvt_quota_stats(struct kvt_store *store, uint32_t group, kvt_stats_fn fn, void *ctx);
+
+/*
  * The statistics of the kvtierd behind the store's remote tier (option
  * remote.addr), from its STATS request (doc/protocol.md, doc/kvtierd.md):
  * tenant NULL for the store's own tenant (remote.tenant), "*" for the

@@ -698,6 +698,19 @@ int kvt_ns_set_group(struct kvt_store *s, uint32_t ns, uint32_t group)
 	return quota_ns_set_group(&s->quota, ns, group);
 }
 
+int kvt_quota_stats(struct kvt_store *s, uint32_t group, kvt_stats_fn fn, void *ctx)
+{
+	int ret;
+	if (!s || !fn)
+		return KVT_ENULL;
+	if ((ret = store_check(s)) < 0)
+		return ret;
+	if (group == 0 || group >= KVT_QUOTA_GROUPS)
+		return KVT_EOPTVAL;
+	quota_group_stats(&s->quota, group, fn, ctx);
+	return 0;
+}
+
 /* ------------------------------------------------------------------------
  * Validation
  */
