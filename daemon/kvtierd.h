@@ -264,6 +264,9 @@ struct kvtd_counters {
 	_Atomic uint64_t pin_deferred;
 	/* of conns_refused: past the unauthenticated limits (loop.c) */
 	_Atomic uint64_t unauth_refused;
+	/* of conns_refused: shed at EMFILE with the spare descriptor, and
+	 * times a loop took its listeners out of epoll instead (loop_shed) */
+	_Atomic uint64_t conns_shed, listen_paused;
 };
 
 #define KVTD_COUNT(srv, field, n) \

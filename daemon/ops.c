@@ -1385,6 +1385,8 @@ static void ops_stats(struct kvtd_frame *fr)
 		ops_stats_add(&st, "server.value_crc_errors", atomic_load(&k->value_crc_errors), NULL);
 		ops_stats_add(&st, "server.conns_refused", atomic_load(&k->conns_refused), NULL);
 		ops_stats_add(&st, "server.unauth_refused", atomic_load(&k->unauth_refused), NULL);
+		ops_stats_add(&st, "server.conns_shed", atomic_load(&k->conns_shed), NULL);
+		ops_stats_add(&st, "server.listen_paused", atomic_load(&k->listen_paused), NULL);
 		ops_stats_add(&st, "server.unauth_conns", atomic_load(&srv->unauth_conns), NULL);
 		ops_stats_add(&st, "server.mem_refused", atomic_load(&k->mem_refused), NULL);
 		ops_stats_add(&st, "server.copy_refused", atomic_load(&k->copy_refused), NULL);
