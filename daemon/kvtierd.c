@@ -510,6 +510,10 @@ static int kvtierd_store_open(struct kvtd_server *srv)
 			return rc;
 		}
 	}
+	/* Each tenant's own KV-events feed (tenants file events=, auth.c):
+	 * the publisher runs, idle until a feed is set. */
+	if (cfg->tenants_path)
+		kvt_store_set_option(srv->store, "events.groups", "on");
 	for (unsigned i = 0; i < cfg->set_count; i++) {
 		rc = kvt_store_set_option(srv->store, cfg->set_names[i], cfg->set_values[i]);
 		if (rc < 0) {

@@ -107,7 +107,8 @@ void store_event_stored(struct kvt_store *s, const struct kvt_req *r, uint32_t n
 		return;
 	if (r && (r->flags & KVT_F_PROMPT) && r->key_count > 1)
 		parent = &r->keys[r->key_count - 2];
-	kvevents_stored(s->events, key, parent, ns_block_tokens(s, ns));
+	kvevents_stored(s->events, quota_group_lookup(&s->quota, ns), key, parent,
+			ns_block_tokens(s, ns));
 }
 
 void store_evicted_event(void *ctx, struct dram_item *item, uint32_t ns,
@@ -116,11 +117,10 @@ void store_evicted_event(void *ctx, struct dram_item *item, uint32_t ns,
 {
 	struct kvt_store *s = ctx;
 	KVT_UNUSED(item);
-	KVT_UNUSED(ns);
 	KVT_UNUSED(view);
 	KVT_UNUSED(view_count);
 	KVT_UNUSED(len);
-	kvevents_removed(s->events, key);
+	kvevents_removed(s->events, quota_group_lookup(&s->quota, ns), key);
 }
 
 /* ------------------------------------------------------------------------
@@ -841,7 +841,7 @@ static int store_del_walk(struct kvt_store *s, struct kvt_req *r, unsigned from,
 			status = ret < 0 ? ret : (status == KVT_OK || ret == KVT_OK ? KVT_OK : KVT_MISS);
 	}
 	if (local_hit && s->events)
-		kvevents_removed(s->events, &r->key);
+		kvevents_removed(s->events, quota_group_lookup(&s->quota, r->ns), &r->key);
 	return status;
 }
 
@@ -943,7 +943,10 @@ static int store_clear(struct kvt_store *s, struct kvt_req *r)
 	}
 	r->length = (uint64_t)(a > b ? a : b);
 	if (s->events)
-		kvevents_cleared(s->events); /* the format has no per-namespace clear */
+		/* The format has no per-namespace clear: a router drops
+		 * everything the main feed (or the group's) told it. */
+		kvevents_cleared(s->events, r->ns == KVT_NS_ALL ? KVEV_GROUP_ALL
+							      : quota_group_lookup(&s->quota, r->ns));
 	return store_clear_walk(s, r, 0, KVT_OK);
 }
 

@@ -44,6 +44,8 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 
+#include <zmq.h>
+
 #include "client.h"
 #include "server.h"
 #include "t.h"
@@ -1992,6 +1994,123 @@ static void phase_grant_race(void)
 	T_EQ_INT(tsrv_stop(&srv), 0);
 }
 
+/* ------------------------------------------------------------------------
+ * kvevents_tenant (item 16): each tenant's KV-events feed carries its own
+ * blocks only
+ */
+
+/* Every message on sub within ms, payloads (third frames) appended to
+ * buf: bytes. */
+static size_t ev_drain(void *sub, uint8_t *buf, size_t cap, int ms, unsigned *msgs)
+{
+	uint64_t end = tsrv_now_ns() + (uint64_t)ms * 1000000ull;
+	size_t n = 0;
+
+	while (tsrv_now_ns() < end) {
+		zmq_pollitem_t p = { .socket = sub, .events = ZMQ_POLLIN };
+		if (zmq_poll(&p, 1, 50) <= 0)
+			continue;
+		for (int frame = 0;; frame++) {
+			zmq_msg_t m;
+			int more;
+			size_t ml = sizeof(more);
+			zmq_msg_init(&m);
+			T_ASSERT(zmq_msg_recv(&m, sub, 0) >= 0);
+			if (frame == 2 && n + zmq_msg_size(&m) <= cap) {
+				memcpy(buf + n, zmq_msg_data(&m), zmq_msg_size(&m));
+				n += zmq_msg_size(&m);
+			}
+			zmq_getsockopt(sub, ZMQ_RCVMORE, &more, &ml);
+			zmq_msg_close(&m);
+			if (!more)
+				break;
+		}
+		(*msgs)++;
+	}
+	return n;
+}
+
+static unsigned ev_count(const uint8_t *buf, size_t n, const char *what)
+{
+	unsigned c = 0;
+	size_t wl = strlen(what);
+
+	for (const uint8_t *p = buf; n >= wl && (p = memmem(p, n - (size_t)(p - buf), what, wl));
+	     p += wl)
+		c++;
+	return c;
+}
+
+#define EV_KEYS 10
+
+static void phase_kvevents_tenant(void)
+{
+	const char *extra[] = { "--ssd", "0", "--set", "events.batch_ms=1", NULL };
+	const char *who[2] = { "alice", "bob" };
+	char text[2000], ep[2][700];
+	void *zctx = zmq_ctx_new(), *sub[2];
+	static uint8_t got[2][1 << 20];
+	size_t got_n[2];
+	unsigned msgs[2] = { 0, 0 }, own[2], other[2], cleared[2];
+	uint8_t v[256];
+	struct kc c[2];
+	uint8_t ns[2][PROTO_DIGEST_LEN];
+
+	for (int t = 0; t < 2; t++)
+		snprintf(ep[t], sizeof(ep[t]), "ipc://%s/%s.events", base, who[t]);
+	snprintf(text, sizeof(text), "alice " SECRET_ALICE " tenant events=%s\n"
+		 "bob " SECRET_ALICE " tenant events=%s\nadmin " SECRET_ADMIN " admin\n", ep[0],
+		 ep[1]);
+	start_with("kvevents_tenant", extra, text);
+	for (int t = 0; t < 2; t++) {
+		sub[t] = zmq_socket(zctx, ZMQ_SUB);
+		T_EQ_INT(zmq_setsockopt(sub[t], ZMQ_SUBSCRIBE, "", 0), 0);
+		T_EQ_INT(zmq_connect(sub[t], ep[t]), 0);
+		T_RC(kc_connect_tcp(&c[t], srv.port), 0);
+		T_RC(kc_login(&c[t], who[t], SECRET_ALICE), 0);
+		T_RC(kc_register(&c[t], &desc, ns[t], NULL, 0), KVT_OK);
+	}
+	tsrv_sleep_ms(300); /* the subscriptions reach the publisher */
+	/* Both tenants put blocks; then alice clears hers. */
+	for (int i = 0; i < EV_KEYS; i++)
+		for (int t = 0; t < 2; t++) {
+			struct kvt_key k;
+			struct iovec p = { v, sizeof(v) };
+			char name[32];
+			snprintf(name, sizeof(name), "%s-ev-key-%d", who[t], i);
+			kvt_key_set(&k, name, strlen(name));
+			tsrv_fill(v, sizeof(v), (uint32_t)i);
+			T_RC(kc_put(&c[t], ns[t], &k, &p, 1, NULL), KVT_OK);
+		}
+	{
+		uint64_t removed = 0;
+		T_RC(kc_clear(&c[0], PROTO_SCOPE_NS, ns[0], NULL, &removed), 0);
+		T_EQ_U64(removed, EV_KEYS);
+	}
+	for (int t = 0; t < 2; t++) {
+		got_n[t] = ev_drain(sub[t], got[t], sizeof(got[t]), 1000, &msgs[t]);
+		own[t] = ev_count(got[t], got_n[t], t == 0 ? "alice-ev-key-" : "bob-ev-key-");
+		other[t] = ev_count(got[t], got_n[t], t == 0 ? "bob-ev-key-" : "alice-ev-key-");
+		cleared[t] = ev_count(got[t], got_n[t], "AllBlocksCleared");
+	}
+	printf("kvevents_tenant: alice's feed: %u messages, %u of her blocks, %u of bob's, %u "
+	       "clears; bob's feed: %u messages, %u of his blocks, %u of alice's, %u clears\n",
+	       msgs[0], own[0], other[0], cleared[0], msgs[1], own[1], other[1], cleared[1]);
+	T_EQ_INT(own[0], EV_KEYS);
+	T_EQ_INT(own[1], EV_KEYS);
+	T_EQ_INT(other[0], 0);
+	T_EQ_INT(other[1], 0);
+	/* alice's clear is hers: bob's router keeps what it knows. */
+	T_EQ_INT(cleared[0], 1);
+	T_EQ_INT(cleared[1], 0);
+	for (int t = 0; t < 2; t++) {
+		zmq_close(sub[t]);
+		kc_close(&c[t]);
+	}
+	zmq_ctx_term(zctx);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
 /* ------------------------------------------------------------------------ */
 
 static const struct {
@@ -2014,6 +2133,7 @@ static const struct {
 	{ "insecure", phase_insecure },
 	{ "grant_race", phase_grant_race },
 	{ "tenant_index", phase_tenant_index },
+	{ "kvevents_tenant", phase_kvevents_tenant },
 };
 
 int main(int argc, char **argv)
