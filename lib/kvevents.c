@@ -330,6 +330,8 @@ static void kvevents_send(struct kvevents *ev)
 		if (na) {
 			ev->sub.ev = na;
 			ev->sub.cap = ev->send.n;
+		} else {
+			atomic_fetch_add_explicit(&ev->c_dropped, ev->send.n, memory_order_relaxed);
 		}
 	}
 	for (size_t c = 0; c < ev->chan_n && ev->sub.cap >= ev->send.n; c++) {
