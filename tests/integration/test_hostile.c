@@ -727,7 +727,7 @@ static unsigned fds_of(pid_t pid)
 static void emfile_shed(void)
 {
 	struct rlimit old, low;
-	uint64_t shed0 = 0, shed1 = 0, paused = 0;
+	uint64_t shed0 = 0, shed1 = 0, paused = 0, acc0 = 0, acc1 = 0;
 	int conns[EMFILE_SHED], login_rc;
 	double cpu0, cpu1;
 	struct kc adm, late;
@@ -735,6 +735,7 @@ static void emfile_shed(void)
 	T_RC(kc_connect_tcp(&adm, srv.port), 0);
 	T_RC(kc_login(&adm, "admin", SECRET_ADMIN), 0);
 	T_RC(kc_stat(&adm, PROTO_SCOPE_ALL, "server.conns_shed", &shed0), 0);
+	T_RC(kc_stat(&adm, PROTO_SCOPE_ALL, "server.conns_accepted", &acc0), 0);
 	tsrv_sleep_ms(200);
 	T_EQ_INT(prlimit(srv.pid, RLIMIT_NOFILE, NULL, &old), 0);
 	low.rlim_cur = fds_of(srv.pid);
@@ -747,16 +748,21 @@ static void emfile_shed(void)
 	cpu1 = cpu_of(srv.pid);
 	T_RC(kc_stat(&adm, PROTO_SCOPE_ALL, "server.conns_shed", &shed1), 0);
 	T_RC(kc_stat(&adm, PROTO_SCOPE_ALL, "server.listen_paused", &paused), 0);
+	T_RC(kc_stat(&adm, PROTO_SCOPE_ALL, "server.conns_accepted", &acc1), 0);
 	T_EQ_INT(prlimit(srv.pid, RLIMIT_NOFILE, &old, NULL), 0);
 	for (int i = 0; i < EMFILE_SHED; i++)
 		close(conns[i]);
 	T_RC(kc_connect_tcp(&late, srv.port), 0);
 	login_rc = kc_login(&late, "alice", SECRET_ALICE);
 	printf("emfile: NOFILE lowered to the %u descriptors the server holds: %d new "
-	       "connections, %" PRIu64 " shed with the spare descriptor, listeners paused %"
-	       PRIu64 " times, server CPU %.2f s in 1 s; limit back: login %d\n",
-	       (unsigned)low.rlim_cur, EMFILE_SHED, shed1 - shed0, paused, cpu1 - cpu0, login_rc);
-	T_EQ_INT(shed1 - shed0, EMFILE_SHED);
+	       "connections, %" PRIu64 " shed with the spare descriptor, %" PRIu64 " accepted "
+	       "(a hole in its descriptor table), listeners paused %" PRIu64 " times, server "
+	       "CPU %.2f s in 1 s; limit back: login %d\n", (unsigned)low.rlim_cur, EMFILE_SHED,
+	       shed1 - shed0, acc1 - acc0, paused, cpu1 - cpu0, login_rc);
+	/* Each was shed or, where a lower descriptor number was free (the
+	 * limit caps numbers, not counts), accepted; most were shed. */
+	T_EQ_INT(shed1 - shed0 + acc1 - acc0, EMFILE_SHED);
+	T_GE_INT(shed1 - shed0, EMFILE_SHED / 2);
 	T_LE_INT((uint64_t)((cpu1 - cpu0) * 1000), 500);
 	T_EQ_INT(login_rc, 0);
 	kc_close(&late);
