@@ -1481,6 +1481,7 @@ static void phase_tenant_index(void)
 		shm[0] = 0;
 	}
 	start_with("tenant_index", extra, text);
+	rss_begin();
 	T_RC(kc_connect_tcp(&a, srv.port), 0);
 	T_RC(kc_login(&a, "alice", SECRET_ALICE), 0);
 	{
@@ -1560,6 +1561,8 @@ static void phase_tenant_index(void)
 	 * stall of the loop would pass this bound.) */
 	T_LE_INT(p50, 2 * base_p50 + 2000000ull);
 	T_LE_INT(p99, base_p99 + 100000000ull);
+	/* The index and the registry stay within the bound of doc/security.md. */
+	rss_end(DRAM + MAX_MEMORY);
 	kc_close(&m);
 	kc_close(&a);
 	T_EQ_INT(tsrv_stop(&srv), 0);
