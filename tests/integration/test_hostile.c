@@ -1449,6 +1449,15 @@ static void *ti_hammer_main(void *arg)
 	return NULL;
 }
 
+static char ti_shm[64]; /* the store's tmpfs directory, removed even if the phase fails */
+
+static void ti_shm_remove(void)
+{
+	if (ti_shm[0])
+		t_rmtree(ti_shm);
+	ti_shm[0] = 0;
+}
+
 static void phase_tenant_index(void)
 {
 	static struct getter g;
@@ -1460,7 +1469,6 @@ static void phase_tenant_index(void)
 	uint8_t mns[PROTO_DIGEST_LEN], v[4096];
 	uint64_t st0, cl0, st1, cl1, nss, base_p50, base_p99, p50, p99, t0, fill_ns;
 	unsigned filled = 0;
-	char shm[64];
 	struct kc a, m;
 
 	tl += (size_t)snprintf(text + tl, sizeof(text) - tl,
@@ -1472,13 +1480,14 @@ static void phase_tenant_index(void)
 	/* The store (a registry only: --ssd 0) on tmpfs where there is one:
 	 * this phase is about the cost of STATS and CLEAR, not of 10,000
 	 * fdatasyncs on a shared disk. */
-	snprintf(shm, sizeof(shm), "/dev/shm/kvt-tenant-index.XXXXXX");
-	if (mkdtemp(shm)) {
+	snprintf(ti_shm, sizeof(ti_shm), "/dev/shm/kvt-tenant-index.XXXXXX");
+	if (mkdtemp(ti_shm)) {
 		char link[700];
+		atexit(ti_shm_remove);
 		snprintf(link, sizeof(link), "%s/tenant_index", base);
-		T_EQ_INT(symlink(shm, link), 0);
+		T_EQ_INT(symlink(ti_shm, link), 0);
 	} else {
-		shm[0] = 0;
+		ti_shm[0] = 0;
 	}
 	start_with("tenant_index", extra, text);
 	rss_begin();
@@ -1566,8 +1575,7 @@ static void phase_tenant_index(void)
 	kc_close(&m);
 	kc_close(&a);
 	T_EQ_INT(tsrv_stop(&srv), 0);
-	if (shm[0])
-		t_rmtree(shm);
+	ti_shm_remove();
 }
 
 /* ------------------------------------------------------------------------
