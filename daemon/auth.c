@@ -7,6 +7,7 @@
  *
  *   # comment
  *   name  secret  role  [dram=SIZE] [ssd=SIZE]    role: tenant | admin
+ *                       [s3_secret=KEY] [events=ENDPOINT]  (its own KV-events feed)
  *   grant OWNER  WHAT  to GRANTEE                 read access (doc/kvtierd.md)
  *
  * name is 1..64 bytes of 0x21..0x7e, not "-" and not "grant"; secret is
@@ -61,6 +62,7 @@ struct kvtd_tenant {
 	uint8_t *s3_secret;       /* s3_secret=: the S3 listener's SigV4 secret
 				   * key (doc/s3.md); NULL: the secret above */
 	uint32_t s3_secret_len;
+	char *events;             /* events=: its own KV-events feed (ZeroMQ endpoint) */
 };
 
 enum { GRANT_ALL = 1, GRANT_MODEL = 2, GRANT_DIGEST = 3 };
@@ -106,6 +108,7 @@ void kvtd_tenants_free(struct kvtd_tenants *t)
 			OPENSSL_cleanse(t->v[i].secret, t->v[i].secret_len);
 			free(t->v[i].secret);
 			free(t->v[i].s3_secret);
+			free(t->v[i].events);
 		}
 	}
 	free(t->v);
@@ -233,6 +236,10 @@ static int auth_parse_quota(struct kvtd_tenant *e, const char *w, size_t wl, uns
 		e->s3_secret_len = (uint32_t)(wl - 10);
 		return 0;
 	}
+	if (wl > 7 && memcmp(w, "events=", 7) == 0 && !e->events) {
+		e->events = strndup(w + 7, wl - 7);
+		return e->events ? 0 : -ENOMEM;
+	}
 	if (wl > 5 && memcmp(w, "dram=", 5) == 0) {
 		dst = &e->dram_quota;
 		skip = 5;
@@ -242,7 +249,8 @@ static int auth_parse_quota(struct kvtd_tenant *e, const char *w, size_t wl, uns
 	}
 	if (!dst || wl - skip >= sizeof(num)) {
 		snprintf(errbuf, errlen,
-			 "line %u: after the role only dram=SIZE, ssd=SIZE and s3_secret=KEY", lineno);
+			 "line %u: after the role only dram=SIZE, ssd=SIZE, s3_secret=KEY and "
+			 "events=ENDPOINT", lineno);
 		return -EINVAL;
 	}
 	memcpy(num, w + skip, wl - skip);
@@ -258,21 +266,21 @@ static int auth_parse_quota(struct kvtd_tenant *e, const char *w, size_t wl, uns
 static int auth_parse_line(struct kvtd_tenants *t, const char *line, size_t len, unsigned lineno,
 			   char *errbuf, size_t errlen)
 {
-	const char *w[7];
-	size_t wl[7], pos = 0;
+	const char *w[8];
+	size_t wl[8], pos = 0;
 	unsigned n = 0;
 	struct kvtd_tenant *e;
 	int rc;
 
-	while (n < 7 && auth_word(line, len, &pos, &w[n], &wl[n]))
+	while (n < 8 && auth_word(line, len, &pos, &w[n], &wl[n]))
 		n++;
 	if (n == 0 || w[0][0] == '#')
 		return 0;
 	if (auth_word_is(w[0], wl[0], "grant"))
 		return auth_parse_grant(t, w, wl, n, lineno, errbuf, errlen);
-	if (n < 3 || n > 6) { /* 7 words read: a seventh is too many */
+	if (n < 3 || n > 7) { /* 8 words read: an eighth is too many */
 		snprintf(errbuf, errlen, "line %u: want \"name secret role [dram=SIZE] [ssd=SIZE] "
-			 "[s3_secret=KEY]\"",
+			 "[s3_secret=KEY] [events=ENDPOINT]\"",
 			 lineno);
 		return -EINVAL;
 	}
@@ -606,7 +614,32 @@ int kvtd_ns_apply_group(struct kvt_store *store, uint32_t id)
 struct auth_limit {
 	uint32_t group;
 	uint64_t dram, ssd;
+	char *events; /* a copy of the tenant's events= */
 };
+
+/* Each tenant's KV-events feed on its group (doc/kvevents.md "Per
+ * tenant"); groups of tenants without one, or removed, have none. */
+static int auth_events_apply(struct kvt_store *store, const struct auth_limit *lim, unsigned n,
+			     const bool *listed, uint32_t groups)
+{
+	int rc = 0, r;
+
+	for (unsigned i = 0; i < n; i++) {
+		if (!lim[i].group)
+			continue;
+		r = kvt_events_group_endpoint(store, lim[i].group, lim[i].events);
+		if (r < 0 && lim[i].events) {
+			kvtd_log(KVTD_ERROR, "cannot publish a tenant's KV events", "endpoint=%s error=\"%s\"",
+				 lim[i].events, kvt_strerror(r));
+			if (rc == 0)
+				rc = r;
+		}
+	}
+	for (uint32_t g = 1; g <= groups; g++)
+		if (!listed[g])
+			kvt_events_group_endpoint(store, g, NULL);
+	return rc;
+}
 
 /*
  * Several tenants whose DRAM quotas do not partition the DRAM tier (one
@@ -663,6 +696,9 @@ int kvtd_quota_apply(struct kvt_store *store)
 				lim[i].group = auth_table->v[i].group;
 				lim[i].dram = auth_table->v[i].dram_quota;
 				lim[i].ssd = auth_table->v[i].ssd_quota;
+				lim[i].events = auth_table->v[i].events
+							? strdup(auth_table->v[i].events)
+							: NULL;
 			}
 		}
 	}
@@ -693,6 +729,11 @@ int kvtd_quota_apply(struct kvt_store *store)
 		}
 	}
 	auth_warn_shared_dram(store, lim, n);
+	r = auth_events_apply(store, lim, n, listed, groups);
+	if (r < 0 && rc == 0)
+		rc = r;
+	for (unsigned i = 0; i < n; i++)
+		free(lim[i].events);
 	free(lim);
 	free(listed);
 	kvt_store_stat(store, "store.namespaces", &total);

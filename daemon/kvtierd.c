@@ -528,6 +528,10 @@ static int kvtierd_store_open(struct kvtd_server *srv)
 			return rc;
 		}
 	}
+	/* Each tenant's own KV-events feed (tenants file events=, auth.c):
+	 * the publisher runs, idle until a feed is set. */
+	if (cfg->tenants_path)
+		kvt_store_set_option(srv->store, "events.groups", "on");
 	for (unsigned i = 0; i < cfg->set_count; i++) {
 		rc = kvt_store_set_option(srv->store, cfg->set_names[i], cfg->set_values[i]);
 		if (rc < 0) {
@@ -916,6 +920,8 @@ static int kvtierd_open(struct kvtd_server *srv, struct kvtd_listener *listeners
 		listeners[i].tls = !listeners[i].is_unix && listeners[i].proto != KVTD_PROTO_HTTP;
 	kvtierd_nofile(srv);
 	kvtd_ns_count_init(srv);
+	if (kvtd_tenant_ns_init(srv) < 0)
+		return KVTD_EXIT_FAIL;
 	return KVTD_EXIT_OK;
 }
 
@@ -1037,6 +1043,7 @@ static void kvtierd_close(struct kvtd_server *srv, int sfd)
 	kvt_store_destroy(srv->store);
 	kvtd_auth_shutdown();
 	kvtd_metrics_free(srv);
+	kvtd_tenant_ns_free(srv);
 	kvtd_tls_free(srv);
 	free(srv->metrics_token);
 	kvtd_log_close();

@@ -264,6 +264,9 @@ struct kvtd_counters {
 	_Atomic uint64_t pin_deferred;
 	/* of conns_refused: past the unauthenticated limits (loop.c) */
 	_Atomic uint64_t unauth_refused;
+	/* of conns_refused: shed at EMFILE with the spare descriptor, and
+	 * times a loop took its listeners out of epoll instead (loop_shed) */
+	_Atomic uint64_t conns_shed, listen_paused;
 };
 
 #define KVTD_COUNT(srv, field, n) \
@@ -516,6 +519,7 @@ struct kvtd_server {
 	uint64_t start_ns;
 	struct kvtd_counters ctr;
 	struct kvtd_metrics *metrics; /* metrics.c: histograms, tenants, RESP counters */
+	struct kvtd_tenant_ns *tenant_ns; /* tenant_ns.c: each tenant's namespace ids */
 	/* The protocol table: what a listener's connections speak, by enum
 	 * kvtd_proto (kvtierd.c fills it) */
 	const struct kvtd_proto *protos[KVTD_PROTO__COUNT];
@@ -913,6 +917,17 @@ struct kvtd_tstat {
 struct kvtd_tstat *kvtd_tstat_named(struct kvtd_server *srv, const char *name, size_t len);
 /* Count each tenant's namespaces in the registry (startup, main thread). */
 void kvtd_ns_count_init(struct kvtd_server *srv);
+/* tenant_ns.c: each tenant's namespace ids, following the registry (its
+ * ids run 1..count).  init: at startup, after the store opened (0 or
+ * -ENOMEM); free: at exit.  kvtd_tenant_ns_ids: how many namespaces the
+ * tenant named (tenant, len) has, and with ids not NULL a malloc'ed copy
+ * of their ids (the caller frees it; NULL when there are none); -ENOMEM.
+ * Its cost is the tenant's own namespaces plus those registered since the
+ * last call, never the whole registry.  Any thread. */
+int kvtd_tenant_ns_init(struct kvtd_server *srv);
+void kvtd_tenant_ns_free(struct kvtd_server *srv);
+int64_t kvtd_tenant_ns_ids(struct kvtd_server *srv, const char *tenant, size_t len,
+			   uint32_t **ids);
 /* The counters of c's tenant (NULL before the tenant is known). */
 struct kvtd_tstat *kvtd_tstat_of(struct kvtd_conn *c);
 

@@ -825,6 +825,7 @@ static bool loop_shed(struct kvtd_loop *loop, struct kvtd_listener *l)
 		if (fd >= 0) {
 			close(fd);
 			KVTD_COUNT(loop->srv, conns_refused, 1);
+			KVTD_COUNT(loop->srv, conns_shed, 1);
 		}
 		loop->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 		if (fd >= 0)
@@ -833,6 +834,7 @@ static bool loop_shed(struct kvtd_loop *loop, struct kvtd_listener *l)
 	if (loop->listening) {
 		loop_stop_listening(loop);
 		loop->listen_resume_ns = loop->now_ns + LOOP_LISTEN_PAUSE_NS;
+		KVTD_COUNT(loop->srv, listen_paused, 1);
 	}
 	return false;
 }

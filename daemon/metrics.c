@@ -377,6 +377,12 @@ int kvtd_metrics_render(struct kvtd_server *srv, char **out, size_t *out_len)
 	metrics_one(f, "kvtier_connections_unauth_refused_total", "counter",
 		    "of them, past the unauthenticated limits (all, per address)",
 		    MGET(srv->ctr.unauth_refused));
+	metrics_one(f, "kvtier_connections_shed_total", "counter",
+		    "of them, shed at the descriptor limit (EMFILE) with the spare descriptor",
+		    MGET(srv->ctr.conns_shed));
+	metrics_one(f, "kvtier_listen_paused_total", "counter",
+		    "times a loop stopped listening for 100 ms at the descriptor limit",
+		    MGET(srv->ctr.listen_paused));
 	metrics_one(f, "kvtier_connections_unauthenticated", "gauge",
 		    "connections not yet authenticated", MGET(srv->unauth_conns));
 	metrics_one(f, "kvtier_server_copy_refused_total", "counter",

@@ -660,7 +660,6 @@ static void ops_ns_register_reply(struct kvtd_frame *fr)
 	for (uint32_t i = 0; i < fr->n; i++) {
 		struct kvtd_item *it = &fr->items[i];
 		pis[i].index = i;
-		pis[i].status = it->status;
 		/* The table changed while the frame waited (on the aux
 		 * thread): a grant is checked again, and what was learned
 		 * under the old table is not cached. */
@@ -668,6 +667,7 @@ static void ops_ns_register_reply(struct kvtd_frame *fr)
 		    !kvtd_grant_allows(it->desc.tenant, strlen(it->desc.tenant), it->desc.model,
 				       strlen(it->desc.model), it->digest, c->tenant, c->tenant_len))
 			it->status = KVT_ENONS;
+		pis[i].status = it->status; /* after the check: a refused item has no digest */
 		if (it->status == KVT_OK) {
 			pis[i].digest = it->digest;
 			pis[i].text = it->canon;
@@ -1099,8 +1099,7 @@ static void ops_clear(struct kvtd_frame *fr)
 	struct kvtd_conn *c = fr->conn;
 	const struct proto_scope *s = &fr->f.scope;
 	struct kvtd_item **subs = NULL;
-	uint32_t id, count = 0;
-	uint64_t ns_total = 0;
+	uint32_t id;
 	bool ro = false;
 	int rc;
 
@@ -1126,30 +1125,30 @@ static void ops_clear(struct kvtd_frame *fr)
 	case PROTO_SCOPE_TENANT: {
 		const char *tn = s->tenant_len ? s->tenant : c->tenant;
 		uint32_t tl = s->tenant_len ? s->tenant_len : c->tenant_len;
-		char canon[PROTO_CANON_MAX + 1];
-		uint8_t dg[PROTO_DIGEST_LEN];
+		uint32_t *ids = NULL;
+		int64_t n;
 
 		if (!ops_is_own(c, s->tenant, s->tenant_len) && c->role != PROTO_ROLE_ADMIN) {
 			kvtd_reply_error(fr, PROTO_EPERM, "clearing another tenant needs the admin role");
 			kvtd_frame_free(fr);
 			return;
 		}
-		kvt_store_stat(srv->store, "store.namespaces", &ns_total);
-		/* Ids run 1..count and are never reused (doc/keys.md). */
-		for (uint64_t k = 1; k <= ns_total; k++) {
-			rc = kvt_ns_info(srv->store, (uint32_t)k, dg, canon, sizeof(canon));
-			if (rc < 0 || (size_t)rc >= sizeof(canon) ||
-			    !ops_canon_is_tenant(canon, (size_t)rc, tn, tl))
-				continue;
-			struct kvtd_item *ns = realloc(fr->subs, (count + 1) * sizeof(*ns));
-			if (!ns)
+		/* The tenant's own namespaces (tenant_ns.c), not a walk of
+		 * every tenant's. */
+		n = kvtd_tenant_ns_ids(srv, tn, tl, &ids);
+		if (n < 0)
+			goto nomem;
+		if (n > 0) {
+			fr->subs = calloc((size_t)n, sizeof(*fr->subs));
+			if (!fr->subs) {
+				free(ids);
 				goto nomem;
-			fr->subs = ns;
-			memset(&fr->subs[count], 0, sizeof(*ns));
-			fr->subs[count].req.ns = (uint32_t)k;
-			count++;
-			fr->sub_count = count;
+			}
+			for (int64_t k = 0; k < n; k++)
+				fr->subs[k].req.ns = ids[k];
+			fr->sub_count = (uint32_t)n;
 		}
+		free(ids);
 		break;
 	}
 	case PROTO_SCOPE_ALL:
@@ -1271,27 +1270,52 @@ static void ops_stats_cb(void *ctx, const char *name, uint64_t value, const char
 	ops_stats_add(ctx, name, value, str);
 }
 
+static const char *const ops_quota_fields[] = { "dram_bytes", "dram_limit", "dram_evictions",
+						"dram_full", "ssd_bytes", "ssd_limit",
+						"ssd_declined" };
+#define OPS_QUOTA_FIELDS (sizeof(ops_quota_fields) / sizeof(ops_quota_fields[0]))
+
+struct ops_quota {
+	uint64_t v[OPS_QUOTA_FIELDS];
+	bool found[OPS_QUOTA_FIELDS];
+};
+
+/* "quota.<group>.<field>" into q's slot for field. */
+static void ops_stats_quota_cb(void *ctx, const char *name, uint64_t value, const char *str)
+{
+	struct ops_quota *q = ctx;
+	const char *f = strrchr(name, '.');
+
+	if (str || !f)
+		return;
+	for (size_t i = 0; i < OPS_QUOTA_FIELDS; i++)
+		if (strcmp(f + 1, ops_quota_fields[i]) == 0) {
+			q->v[i] = value;
+			q->found[i] = true;
+		}
+}
+
 /* A tenant's bytes, limits and quota counters per tier: its quota group's
  * statistics (doc/stats.md "quota.<group>.*") under "tenant.". */
 static void ops_stats_quota(struct ops_stats *st, struct kvtd_server *srv, const char *tn,
 			    uint32_t tl)
 {
-	static const char *const fields[] = { "dram_bytes", "dram_limit", "dram_evictions",
-					      "dram_full", "ssd_bytes", "ssd_limit",
-					      "ssd_declined" };
+	const char *const *fields = ops_quota_fields;
+	struct ops_quota q;
 	uint32_t g = kvtd_tenant_group(tn, tl);
 	char name[96];
 
 	if (!g)
 		return;
+	memset(&q, 0, sizeof(q));
 	ops_stats_add(st, "tenant.quota_group", g, NULL);
-	for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
-		uint64_t v = 0;
-		snprintf(name, sizeof(name), "quota.%u.%s", g, fields[i]);
-		if (kvt_store_stat(srv->store, name, &v) != 0)
+	/* This group's statistics only: not a walk of every group's. */
+	kvt_quota_stats(srv->store, g, ops_stats_quota_cb, &q);
+	for (size_t i = 0; i < OPS_QUOTA_FIELDS; i++) {
+		if (!q.found[i])
 			continue;
 		snprintf(name, sizeof(name), "tenant.%s", fields[i]);
-		ops_stats_add(st, name, v, NULL);
+		ops_stats_add(st, name, q.v[i], NULL);
 	}
 }
 
@@ -1361,6 +1385,8 @@ static void ops_stats(struct kvtd_frame *fr)
 		ops_stats_add(&st, "server.value_crc_errors", atomic_load(&k->value_crc_errors), NULL);
 		ops_stats_add(&st, "server.conns_refused", atomic_load(&k->conns_refused), NULL);
 		ops_stats_add(&st, "server.unauth_refused", atomic_load(&k->unauth_refused), NULL);
+		ops_stats_add(&st, "server.conns_shed", atomic_load(&k->conns_shed), NULL);
+		ops_stats_add(&st, "server.listen_paused", atomic_load(&k->listen_paused), NULL);
 		ops_stats_add(&st, "server.unauth_conns", atomic_load(&srv->unauth_conns), NULL);
 		ops_stats_add(&st, "server.mem_refused", atomic_load(&k->mem_refused), NULL);
 		ops_stats_add(&st, "server.copy_refused", atomic_load(&k->copy_refused), NULL);
@@ -1381,21 +1407,19 @@ static void ops_stats(struct kvtd_frame *fr)
 	} else {
 		const char *tn = s->tenant_len ? s->tenant : c->tenant;
 		uint32_t tl = s->tenant_len ? s->tenant_len : c->tenant_len;
-		char canon[PROTO_CANON_MAX + 1], tbuf[PROTO_TENANT_MAX + 1];
-		uint8_t dg[PROTO_DIGEST_LEN];
-		uint64_t total = 0, mine = 0;
+		char tbuf[PROTO_TENANT_MAX + 1];
+		/* From the tenant's own index (tenant_ns.c), not a walk of
+		 * every tenant's namespaces. */
+		int64_t mine = kvtd_tenant_ns_ids(srv, tn, tl, NULL);
 
+		if (mine < 0) {
+			kvtd_reply_error(fr, -ENOMEM, "server out of memory");
+			goto out;
+		}
 		memcpy(tbuf, tn, tl);
 		tbuf[tl] = 0;
-		kvt_store_stat(srv->store, "store.namespaces", &total);
-		for (uint64_t k = 1; k <= total; k++) {
-			int rc = kvt_ns_info(srv->store, (uint32_t)k, dg, canon, sizeof(canon));
-			if (rc >= 0 && (size_t)rc < sizeof(canon) &&
-			    ops_canon_is_tenant(canon, (size_t)rc, tn, tl))
-				mine++;
-		}
 		ops_stats_add(&st, "tenant.name", 0, tbuf);
-		ops_stats_add(&st, "tenant.namespaces", mine, NULL);
+		ops_stats_add(&st, "tenant.namespaces", (uint64_t)mine, NULL);
 		ops_stats_quota(&st, srv, tn, tl);
 		if (ops_is_own(c, s->tenant, s->tenant_len)) {
 			ops_stats_add(&st, "conn.frames", c->frames, NULL);

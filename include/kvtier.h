@@ -462,6 +462,9 @@ int kvt_store_create(struct kvt_store **out);
  *                     BlockStored for new blocks, BlockRemoved for deletes
  *                     (and evictions from a store with no lower tier),
  *                     AllBlocksCleared for clears.
+ *   events.groups     "off" (default) or "on": start the publisher even
+ *                     without events.endpoint, for the feeds of quota
+ *                     groups (kvt_events_group_endpoint).
  *   events.topic, events.medium  the messages' topic (default "") and the
  *                     events' medium (default "CPU").
  *   events.format     map (default: vLLM 0.32's layout, byte for byte) or
@@ -1035,6 +1038,30 @@ int kvt_store_stats(struct kvt_store *store, kvt_stats_fn fn, void *ctx);
 /* One numeric statistic by name into *value.  Returns 0, KVT_MISS (no such
  * numeric statistic), KVT_ENULL, KVT_ECLOSED. */
 int kvt_store_stat(struct kvt_store *store, const char *name, uint64_t *value);
+
+/*
+ * The statistics of one quota group ("quota.<group>.*", as kvt_store_stats
+ * reports them), through fn, without walking the store's other statistics
+ * or groups: its cost does not grow with the number of groups.  Nothing is
+ * reported for a group no limit or namespace has named yet.  Returns 0,
+ * KVT_ENULL, KVT_EOPTVAL (group 0 or >= KVT_QUOTA_GROUPS), KVT_ECLOSED.
+ * After open; any thread; fn runs on the calling thread.
+ */
+int kvt_quota_stats(struct kvt_store *store, uint32_t group, kvt_stats_fn fn, void *ctx);
+
+/*
+ * Publish quota group's KV events (those of its namespaces, and clears of
+ * every namespace) on a ZeroMQ PUB socket of its own at endpoint, bound or
+ * connected as events.endpoint is; NULL or "" closes it.  Each feed
+ * numbers its messages from 0.  A subscriber of the group's feed learns
+ * nothing of other groups' blocks (a server gives each tenant its own
+ * feed this way; doc/kvevents.md "Per tenant"); events.endpoint, if set,
+ * still carries everything.  Returns 0, KVT_ENULL, KVT_ECLOSED, KVT_ESTATE
+ * (neither events.endpoint nor events.groups=on), KVT_EOPTVAL (group 0 or
+ * >= KVT_QUOTA_GROUPS, or an endpoint ZeroMQ refuses: logged), -ENOMEM.
+ * After open; any thread.
+ */
+int kvt_events_group_endpoint(struct kvt_store *store, uint32_t group, const char *endpoint);
 
 /*
  * The statistics of the kvtierd behind the store's remote tier (option

@@ -231,6 +231,8 @@ void quota_ssd_add(struct quota *q, uint32_t ns, uint64_t bytes, bool add);
  * its group's SSD limit.  q may be NULL. */
 bool quota_ssd_refuse(struct quota *q, uint32_t ns, uint64_t bytes);
 void quota_stats(struct quota *q, kvt_stats_fn fn, void *ctx);
+/* One group's (1..KVT_QUOTA_GROUPS-1; nothing for an unknown one). */
+void quota_group_stats(struct quota *q, uint32_t group, kvt_stats_fn fn, void *ctx);
 
 /* crc.c */
 uint32_t crc_iov(const struct iovec *iov, unsigned n);

@@ -35,12 +35,25 @@ struct evq {
 	size_t n, cap;
 };
 
+/* A group's own socket. */
+struct kvev_chan {
+	uint32_t group;
+	void *pub;
+	uint64_t seq;
+	char want[256];                 /* the endpoint asked for */
+};
+
 struct kvevents {
 	struct kvevents_config cfg;
 	struct kvt_mem *mem;
 	const struct kvt_logger *log;
-	void *zctx, *pub;
+	void *zctx, *pub;               /* pub: NULL without events.endpoint */
 	char endpoint[256];             /* ZMQ_LAST_ENDPOINT: what it is bound to */
+
+	pthread_mutex_t chan_lock;      /* chans; their sockets are used under it */
+	struct kvev_chan *chans;
+	size_t chan_n, chan_cap;
+	_Atomic bool listening;         /* a socket exists: events are worth queuing */
 
 	pthread_t thread;
 	bool started;
@@ -51,6 +64,7 @@ struct kvevents {
 
 	/* publisher thread */
 	struct evq send;
+	struct evq sub;                 /* one group's share of send */
 	uint8_t *buf;
 	size_t buf_cap;
 	uint64_t seq;
@@ -201,6 +215,8 @@ int64_t kvevents_encode(const struct kvevent *evs, size_t n, double ts, const ch
 static void kvevents_push(struct kvevents *ev, const struct kvevent *v)
 {
 	bool wake;
+	if (!atomic_load_explicit(&ev->listening, memory_order_relaxed))
+		return;
 	pthread_mutex_lock(&ev->lock);
 	if (ev->fill.n == ev->fill.cap) {
 		size_t nc = ev->fill.cap ? ev->fill.cap * 2 : 256;
@@ -227,10 +243,11 @@ static void kvevents_push(struct kvevents *ev, const struct kvevent *v)
 		pthread_cond_signal(&ev->cond);
 }
 
-void kvevents_stored(struct kvevents *ev, const struct kvt_key *key,
+void kvevents_stored(struct kvevents *ev, uint32_t group, const struct kvt_key *key,
 		     const struct kvt_key *parent, uint32_t block_size)
 {
-	struct kvevent v = { .type = KVEV_STORED, .block_size = block_size, .key = *key };
+	struct kvevent v = { .type = KVEV_STORED, .group = group, .block_size = block_size,
+			     .key = *key };
 	if (parent) {
 		v.has_parent = true;
 		v.parent = *parent;
@@ -238,15 +255,15 @@ void kvevents_stored(struct kvevents *ev, const struct kvt_key *key,
 	kvevents_push(ev, &v);
 }
 
-void kvevents_removed(struct kvevents *ev, const struct kvt_key *key)
+void kvevents_removed(struct kvevents *ev, uint32_t group, const struct kvt_key *key)
 {
-	struct kvevent v = { .type = KVEV_REMOVED, .key = *key };
+	struct kvevent v = { .type = KVEV_REMOVED, .group = group, .key = *key };
 	kvevents_push(ev, &v);
 }
 
-void kvevents_cleared(struct kvevents *ev)
+void kvevents_cleared(struct kvevents *ev, uint32_t group)
 {
-	struct kvevent v = { .type = KVEV_CLEARED };
+	struct kvevent v = { .type = KVEV_CLEARED, .group = group };
 	kvevents_push(ev, &v);
 }
 
@@ -254,7 +271,9 @@ void kvevents_cleared(struct kvevents *ev)
  * The publisher thread
  */
 
-static void kvevents_send(struct kvevents *ev)
+/* One KVEventBatch of evs[0..n) on socket pub, numbered *seqp. */
+static void kvevents_send_on(struct kvevents *ev, void *pub, uint64_t *seqp,
+			     const struct kvevent *evs, size_t n)
 {
 	struct timespec now;
 	size_t need = 0;
@@ -263,7 +282,7 @@ static void kvevents_send(struct kvevents *ev)
 
 	clock_gettime(CLOCK_REALTIME, &now);
 	for (;;) {
-		len = kvevents_encode(ev->send.ev, ev->send.n,
+		len = kvevents_encode(evs, n,
 				      (double)now.tv_sec + (double)now.tv_nsec / 1e9,
 				      ev->cfg.medium ? ev->cfg.medium : "CPU", ev->cfg.format,
 				      ev->buf, ev->buf_cap,
@@ -274,27 +293,58 @@ static void kvevents_send(struct kvevents *ev)
 		ev->buf_cap = 0;
 		ev->buf = kvt_mem_alloc(ev->mem, need);
 		if (!ev->buf) {
-			atomic_fetch_add_explicit(&ev->c_dropped, ev->send.n, memory_order_relaxed);
+			atomic_fetch_add_explicit(&ev->c_dropped, n, memory_order_relaxed);
 			return;
 		}
 		ev->buf_cap = need;
 	}
 	for (int i = 0; i < 8; i++)
-		seq[i] = (uint8_t)(ev->seq >> (56 - 8 * i));
-	ev->seq++;
+		seq[i] = (uint8_t)(*seqp >> (56 - 8 * i));
+	(*seqp)++;
 	{
 		const char *topic = ev->cfg.topic ? ev->cfg.topic : "";
 		/* A PUB socket never blocks: with no subscriber, or one past its
 		 * high-water mark, ZeroMQ drops the message. */
-		if (zmq_send(ev->pub, topic, strlen(topic), ZMQ_SNDMORE) < 0 ||
-		    zmq_send(ev->pub, seq, sizeof(seq), ZMQ_SNDMORE) < 0 ||
-		    zmq_send(ev->pub, ev->buf, (size_t)len, 0) < 0) {
+		if (zmq_send(pub, topic, strlen(topic), ZMQ_SNDMORE) < 0 ||
+		    zmq_send(pub, seq, sizeof(seq), ZMQ_SNDMORE) < 0 ||
+		    zmq_send(pub, ev->buf, (size_t)len, 0) < 0) {
 			atomic_fetch_add_explicit(&ev->c_send_errors, 1, memory_order_relaxed);
 			return;
 		}
 	}
 	atomic_fetch_add_explicit(&ev->c_batches, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&ev->c_bytes, (uint64_t)len, memory_order_relaxed);
+}
+
+/* Everything to the main socket; each group's share (and the clears of
+ * everything) to the group's. */
+static void kvevents_send(struct kvevents *ev)
+{
+	if (ev->pub)
+		kvevents_send_on(ev, ev->pub, &ev->seq, ev->send.ev, ev->send.n);
+	pthread_mutex_lock(&ev->chan_lock);
+	if (ev->chan_n && ev->sub.cap < ev->send.n) {
+		struct kvevent *na = kvt_mem_realloc(ev->mem, ev->sub.ev,
+						     ev->sub.cap * sizeof(*na),
+						     ev->send.n * sizeof(*na));
+		if (na) {
+			ev->sub.ev = na;
+			ev->sub.cap = ev->send.n;
+		} else {
+			atomic_fetch_add_explicit(&ev->c_dropped, ev->send.n, memory_order_relaxed);
+		}
+	}
+	for (size_t c = 0; c < ev->chan_n && ev->sub.cap >= ev->send.n; c++) {
+		struct kvev_chan *ch = &ev->chans[c];
+		ev->sub.n = 0;
+		for (size_t i = 0; i < ev->send.n; i++)
+			if (ev->send.ev[i].group == ch->group ||
+			    ev->send.ev[i].group == KVEV_GROUP_ALL)
+				ev->sub.ev[ev->sub.n++] = ev->send.ev[i];
+		if (ev->sub.n)
+			kvevents_send_on(ev, ch->pub, &ch->seq, ev->sub.ev, ev->sub.n);
+	}
+	pthread_mutex_unlock(&ev->chan_lock);
 }
 
 static void *kvevents_main(void *arg)
@@ -344,6 +394,11 @@ static void *kvevents_main(void *arg)
 
 static void kvevents_free(struct kvevents *ev)
 {
+	for (size_t c = 0; c < ev->chan_n; c++)
+		zmq_close(ev->chans[c].pub);
+	kvt_mem_free(ev->mem, ev->chans, ev->chan_cap * sizeof(*ev->chans));
+	kvt_mem_free(ev->mem, ev->sub.ev, ev->sub.cap * sizeof(*ev->sub.ev));
+	pthread_mutex_destroy(&ev->chan_lock);
 	if (ev->pub)
 		zmq_close(ev->pub);
 	if (ev->zctx)
@@ -356,12 +411,39 @@ static void kvevents_free(struct kvevents *ev)
 	kvt_mem_free(ev->mem, ev, sizeof(*ev));
 }
 
+/* A PUB socket on endpoint ep (what names it in the log): bound if ep
+ * holds a wildcard or is a local transport, else connected (vLLM's rule).
+ * 0, KVT_EOPTVAL (refused: logged), -ENOMEM. */
+static int kvevents_socket(struct kvevents *ev, const char *ep, const char *what, void **out)
+{
+	int linger = 200, hwm = 100000, ret;
+	void *pub = zmq_socket(ev->zctx, ZMQ_PUB);
+
+	if (!pub)
+		return -ENOMEM;
+	zmq_setsockopt(pub, ZMQ_LINGER, &linger, sizeof(linger));
+	zmq_setsockopt(pub, ZMQ_SNDHWM, &hwm, sizeof(hwm));
+	if (strchr(ep, '*') || strstr(ep, "::") || strncmp(ep, "ipc://", 6) == 0 ||
+	    strncmp(ep, "inproc://", 9) == 0)
+		ret = zmq_bind(pub, ep);
+	else
+		ret = zmq_connect(pub, ep);
+	if (ret < 0) {
+		kvt_logf(ev->log, KVT_LOG_ERROR, "events: cannot use %s %s: %s", what, ep,
+			 zmq_strerror(zmq_errno()));
+		zmq_close(pub);
+		return KVT_EOPTVAL;
+	}
+	*out = pub;
+	return 0;
+}
+
 int kvevents_open(struct kvevents **out, const struct kvevents_config *cfg,
 		  struct kvt_mem *mem, const struct kvt_logger *log)
 {
 	struct kvevents *ev = kvt_mem_calloc(mem, 1, sizeof(*ev));
 	const char *ep = cfg->endpoint;
-	int linger = 200, hwm = 100000, ret;
+	int ret;
 	size_t len;
 
 	if (!ev)
@@ -372,36 +454,30 @@ int kvevents_open(struct kvevents **out, const struct kvevents_config *cfg,
 	ev->mem = mem;
 	ev->log = log;
 	pthread_mutex_init(&ev->lock, NULL);
+	pthread_mutex_init(&ev->chan_lock, NULL);
 	pthread_cond_init(&ev->cond, NULL);
 	ev->zctx = zmq_ctx_new();
-	ev->pub = ev->zctx ? zmq_socket(ev->zctx, ZMQ_PUB) : NULL;
-	if (!ev->pub) {
+	if (!ev->zctx) {
 		ret = -ENOMEM;
 		goto fail;
 	}
-	zmq_setsockopt(ev->pub, ZMQ_LINGER, &linger, sizeof(linger));
-	zmq_setsockopt(ev->pub, ZMQ_SNDHWM, &hwm, sizeof(hwm));
-	/* vLLM's rule: bind a wildcard or a local transport, else connect. */
-	if (strchr(ep, '*') || strstr(ep, "::") || strncmp(ep, "ipc://", 6) == 0 ||
-	    strncmp(ep, "inproc://", 9) == 0)
-		ret = zmq_bind(ev->pub, ep);
-	else
-		ret = zmq_connect(ev->pub, ep);
-	if (ret < 0) {
-		kvt_logf(log, KVT_LOG_ERROR, "events: cannot use events.endpoint %s: %s", ep,
-			 zmq_strerror(zmq_errno()));
-		ret = KVT_EOPTVAL;
-		goto fail;
+	if (ep) {
+		ret = kvevents_socket(ev, ep, "events.endpoint", &ev->pub);
+		if (ret < 0)
+			goto fail;
+		len = sizeof(ev->endpoint);
+		if (zmq_getsockopt(ev->pub, ZMQ_LAST_ENDPOINT, ev->endpoint, &len) < 0 ||
+		    !ev->endpoint[0])
+			snprintf(ev->endpoint, sizeof(ev->endpoint), "%s", ep);
+		atomic_store(&ev->listening, true);
 	}
-	len = sizeof(ev->endpoint);
-	if (zmq_getsockopt(ev->pub, ZMQ_LAST_ENDPOINT, ev->endpoint, &len) < 0 || !ev->endpoint[0])
-		snprintf(ev->endpoint, sizeof(ev->endpoint), "%s", ep);
 	ret = -pthread_create(&ev->thread, NULL, kvevents_main, ev);
 	if (ret < 0)
 		goto fail;
 	pthread_setname_np(ev->thread, "kvt-events");
 	ev->started = true;
-	kvt_logf(log, KVT_LOG_INFO, "events: publishing KV events on %s", ev->endpoint);
+	if (ep)
+		kvt_logf(log, KVT_LOG_INFO, "events: publishing KV events on %s", ev->endpoint);
 	*out = ev;
 	return 0;
 fail:
@@ -421,6 +497,65 @@ void kvevents_close(struct kvevents *ev)
 		pthread_join(ev->thread, NULL);
 	}
 	kvevents_free(ev);
+}
+
+int kvevents_group_endpoint(struct kvevents *ev, uint32_t group, const char *endpoint)
+{
+	struct kvev_chan *ch = NULL;
+	void *pub = NULL;
+	int ret = 0;
+
+	if (group == 0 || group >= KVT_QUOTA_GROUPS ||
+	    (endpoint && strlen(endpoint) >= sizeof(ch->want)))
+		return KVT_EOPTVAL;
+	pthread_mutex_lock(&ev->chan_lock);
+	for (size_t c = 0; c < ev->chan_n; c++)
+		if (ev->chans[c].group == group)
+			ch = &ev->chans[c];
+	if (ch && endpoint && strcmp(ch->want, endpoint) == 0)
+		goto out; /* as it is */
+	if (endpoint && *endpoint) {
+		char what[48];
+		snprintf(what, sizeof(what), "the endpoint of group %u", group);
+		ret = kvevents_socket(ev, endpoint, what, &pub);
+		if (ret < 0)
+			goto out;
+	}
+	if (!ch && pub) {
+		if (ev->chan_n == ev->chan_cap) {
+			size_t nc = ev->chan_cap ? 2 * ev->chan_cap : 8;
+			struct kvev_chan *na = kvt_mem_realloc(ev->mem, ev->chans,
+							       ev->chan_cap * sizeof(*na),
+							       nc * sizeof(*na));
+			if (!na) {
+				zmq_close(pub);
+				ret = -ENOMEM;
+				goto out;
+			}
+			ev->chans = na;
+			ev->chan_cap = nc;
+		}
+		ch = &ev->chans[ev->chan_n++];
+		memset(ch, 0, sizeof(*ch));
+		ch->group = group;
+	} else if (ch) {
+		zmq_close(ch->pub);
+		if (!pub) { /* closed: the last one takes its place */
+			*ch = ev->chans[--ev->chan_n];
+			ch = NULL;
+		}
+	}
+	if (ch) {
+		ch->pub = pub;
+		ch->seq = 0;
+		snprintf(ch->want, sizeof(ch->want), "%s", endpoint);
+		kvt_logf(ev->log, KVT_LOG_INFO, "events: publishing group %u's KV events on %s",
+			 group, endpoint);
+	}
+	atomic_store(&ev->listening, ev->pub != NULL || ev->chan_n > 0);
+out:
+	pthread_mutex_unlock(&ev->chan_lock);
+	return ret;
 }
 
 void kvevents_stats(struct kvevents *ev, kvt_stats_fn fn, void *ctx)

@@ -25,9 +25,17 @@
  * ["BlockRemoved", [hash], medium], ["AllBlocksCleared"].  A hash is the
  * block's key as msgpack bin (vLLM's ExternalBlockHash is bytes).
  *
+ * Each event carries its namespace's quota group.  Besides the main
+ * socket (events.endpoint: every event), a group may have its own socket
+ * (kvevents_group_endpoint) that gets only that group's events and the
+ * clears of everything: kvtierd gives each tenant its own feed that way
+ * (doc/kvevents.md "Per tenant").  Each socket numbers its own messages.
+ *
  * Threads: kvevents_stored/removed/cleared from any thread (they queue
  * under a mutex and never block on the socket: past events.queue_max
- * queued events they drop, counted); one publisher thread owns the socket.
+ * queued events they drop, counted; with no socket at all they return at
+ * once); one publisher thread sends on the sockets, under chan_lock for
+ * the groups' (kvevents_group_endpoint opens and closes them under it).
  */
 #ifndef KVT_KVEVENTS_H
 #define KVT_KVEVENTS_H
@@ -38,7 +46,10 @@ struct kvevents;
 
 struct kvevents_config {
 	char *endpoint;          /* "tcp://HOST:*" or a wildcard host binds, "tcp://HOST:PORT"
-				  * connects (vLLM's rule); owned by the store */
+				  * connects (vLLM's rule); owned by the store; NULL: no
+				  * main socket (groups' sockets only) */
+	bool groups;             /* events.groups: publish even without endpoint, for
+				  * the groups' sockets */
 	char *topic;             /* NULL: "" */
 	char *medium;            /* NULL: "CPU" */
 	int format;              /* KVEVENTS_MAP (default) or KVEVENTS_ARRAY */
@@ -50,12 +61,14 @@ struct kvevents_config {
 #define KVEVENTS_DEF_QUEUE_MAX 65536
 
 enum { KVEV_STORED = 1, KVEV_REMOVED, KVEV_CLEARED };
+#define KVEV_GROUP_ALL UINT32_MAX /* a clear of every namespace: to every socket */
 enum { KVEVENTS_MAP = 0, KVEVENTS_ARRAY = 1 };
 
 /* One event, as queued and as the encoder takes it. */
 struct kvevent {
 	uint8_t type;            /* KVEV_* */
 	bool has_parent;
+	uint32_t group;          /* the namespace's quota group (0: none), or KVEV_GROUP_ALL */
 	uint32_t block_size;     /* STORED: tokens per block */
 	struct kvt_key key;
 	struct kvt_key parent;   /* STORED with has_parent */
@@ -71,10 +84,19 @@ int kvevents_open(struct kvevents **out, const struct kvevents_config *cfg,
 /* Send what is queued, stop the thread, close the socket.  NULL: no-op. */
 void kvevents_close(struct kvevents *ev);
 
-void kvevents_stored(struct kvevents *ev, const struct kvt_key *key,
+void kvevents_stored(struct kvevents *ev, uint32_t group, const struct kvt_key *key,
 		     const struct kvt_key *parent, uint32_t block_size);
-void kvevents_removed(struct kvevents *ev, const struct kvt_key *key);
-void kvevents_cleared(struct kvevents *ev);
+void kvevents_removed(struct kvevents *ev, uint32_t group, const struct kvt_key *key);
+void kvevents_cleared(struct kvevents *ev, uint32_t group);
+
+/*
+ * Publish group's events (1..KVT_QUOTA_GROUPS-1) on their own PUB socket
+ * at endpoint as well (bound or connected by vLLM's rule, as the main
+ * one); NULL or "" closes the group's socket.  Setting the endpoint a
+ * group already has does nothing.  0, KVT_EOPTVAL (group out of range, or
+ * endpoint refused by ZeroMQ: logged), -ENOMEM.  Any thread.
+ */
+int kvevents_group_endpoint(struct kvevents *ev, uint32_t group, const char *endpoint);
 
 void kvevents_stats(struct kvevents *ev, kvt_stats_fn fn, void *ctx);
 

@@ -186,25 +186,30 @@ bool quota_ssd_refuse(struct quota *q, uint32_t ns, uint64_t bytes)
 void quota_stats(struct quota *q, kvt_stats_fn fn, void *ctx)
 {
 	struct quota_group *g = atomic_load_explicit(&q->groups, memory_order_acquire);
-	char name[64];
-
 	if (!g)
 		return;
-	for (uint32_t i = 1; i < KVT_QUOTA_GROUPS; i++) {
-		if (!atomic_load(&g[i].known))
-			continue;
+	for (uint32_t i = 1; i < KVT_QUOTA_GROUPS; i++)
+		quota_group_stats(q, i, fn, ctx);
+}
+
+void quota_group_stats(struct quota *q, uint32_t i, kvt_stats_fn fn, void *ctx)
+{
+	struct quota_group *g = atomic_load_explicit(&q->groups, memory_order_acquire);
+	char name[64];
+
+	if (!g || i == 0 || i >= KVT_QUOTA_GROUPS || !atomic_load(&g[i].known))
+		return;
 #define QSTAT(field, v) \
 	do { \
 		snprintf(name, sizeof(name), "quota.%u." field, i); \
 		fn(ctx, name, (v), NULL); \
 	} while (0)
-		QSTAT("dram_bytes", atomic_load(&g[i].used[QUOTA_DRAM]));
-		QSTAT("dram_limit", atomic_load(&g[i].limit[QUOTA_DRAM]));
-		QSTAT("dram_evictions", atomic_load(&g[i].evicted[QUOTA_DRAM]));
-		QSTAT("dram_full", atomic_load(&g[i].full));
-		QSTAT("ssd_bytes", atomic_load(&g[i].used[QUOTA_SSD]));
-		QSTAT("ssd_limit", atomic_load(&g[i].limit[QUOTA_SSD]));
-		QSTAT("ssd_declined", atomic_load(&g[i].evicted[QUOTA_SSD]));
+	QSTAT("dram_bytes", atomic_load(&g[i].used[QUOTA_DRAM]));
+	QSTAT("dram_limit", atomic_load(&g[i].limit[QUOTA_DRAM]));
+	QSTAT("dram_evictions", atomic_load(&g[i].evicted[QUOTA_DRAM]));
+	QSTAT("dram_full", atomic_load(&g[i].full));
+	QSTAT("ssd_bytes", atomic_load(&g[i].used[QUOTA_SSD]));
+	QSTAT("ssd_limit", atomic_load(&g[i].limit[QUOTA_SSD]));
+	QSTAT("ssd_declined", atomic_load(&g[i].evicted[QUOTA_SSD]));
 #undef QSTAT
-	}
 }

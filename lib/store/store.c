@@ -491,7 +491,7 @@ static int store_open_locked(struct kvt_store *s)
 	ret = store_tiers_open(s);
 	if (ret < 0)
 		goto fail;
-	if (s->events_cfg.endpoint) {
+	if (s->events_cfg.endpoint || s->events_cfg.groups) {
 		ret = kvevents_open(&s->events, &s->events_cfg, &s->mem, &s->log);
 		if (ret < 0)
 			goto fail;
@@ -696,6 +696,31 @@ int kvt_ns_set_group(struct kvt_store *s, uint32_t ns, uint32_t group)
 	if ((ret = store_check(s)) < 0)
 		return ret;
 	return quota_ns_set_group(&s->quota, ns, group);
+}
+
+int kvt_events_group_endpoint(struct kvt_store *s, uint32_t group, const char *endpoint)
+{
+	int ret;
+	if (!s)
+		return KVT_ENULL;
+	if ((ret = store_check(s)) < 0)
+		return ret;
+	if (!s->events)
+		return KVT_ESTATE;
+	return kvevents_group_endpoint(s->events, group, endpoint);
+}
+
+int kvt_quota_stats(struct kvt_store *s, uint32_t group, kvt_stats_fn fn, void *ctx)
+{
+	int ret;
+	if (!s || !fn)
+		return KVT_ENULL;
+	if ((ret = store_check(s)) < 0)
+		return ret;
+	if (group == 0 || group >= KVT_QUOTA_GROUPS)
+		return KVT_EOPTVAL;
+	quota_group_stats(&s->quota, group, fn, ctx);
+	return 0;
 }
 
 /* ------------------------------------------------------------------------

@@ -107,13 +107,14 @@ void store_event_stored(struct kvt_store *s, const struct kvt_req *r, uint32_t n
 		return;
 	if (r && (r->flags & KVT_F_PROMPT) && r->key_count > 1)
 		parent = &r->keys[r->key_count - 2];
-	kvevents_stored(s->events, key, parent, ns_block_tokens(s, ns));
+	kvevents_stored(s->events, quota_group_lookup(&s->quota, ns), key, parent,
+			ns_block_tokens(s, ns));
 }
 
 void store_evicted_event(void *ctx, const struct dram_victim *v)
 {
 	struct kvt_store *s = ctx;
-	kvevents_removed(s->events, v->key);
+	kvevents_removed(s->events, quota_group_lookup(&s->quota, v->ns), v->key);
 }
 
 /* ------------------------------------------------------------------------
@@ -834,7 +835,7 @@ static int store_del_walk(struct kvt_store *s, struct kvt_req *r, unsigned from,
 			status = ret < 0 ? ret : (status == KVT_OK || ret == KVT_OK ? KVT_OK : KVT_MISS);
 	}
 	if (local_hit && s->events)
-		kvevents_removed(s->events, &r->key);
+		kvevents_removed(s->events, quota_group_lookup(&s->quota, r->ns), &r->key);
 	return status;
 }
 
@@ -936,7 +937,10 @@ static int store_clear(struct kvt_store *s, struct kvt_req *r)
 	}
 	r->length = (uint64_t)(a > b ? a : b);
 	if (s->events)
-		kvevents_cleared(s->events); /* the format has no per-namespace clear */
+		/* The format has no per-namespace clear: a router drops
+		 * everything the main feed (or the group's) told it. */
+		kvevents_cleared(s->events, r->ns == KVT_NS_ALL ? KVEV_GROUP_ALL
+							      : quota_group_lookup(&s->quota, r->ns));
 	return store_clear_walk(s, r, 0, KVT_OK);
 }
 

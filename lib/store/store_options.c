@@ -192,6 +192,8 @@ static const struct opt_def opts[] = {
 
 	{ "events.endpoint", OPT_STR, 0, F(events_cfg.endpoint), 0, 0, NULL, NULL, NULL,
 	  "publish KV events on this ZeroMQ endpoint (doc/kvevents.md)" },
+	{ "events.groups", OPT_BOOL, 0, F(events_cfg.groups), 0, 0, "off|on", NULL, "off",
+	  "publish each quota group's events on its own endpoint (kvt_events_group_endpoint)" },
 	{ "events.topic", OPT_STR, 0, F(events_cfg.topic), 0, 255, NULL, NULL, NULL,
 	  "topic of the events" },
 	{ "events.medium", OPT_STR, 0, F(events_cfg.medium), 0, 64, NULL, NULL, NULL,

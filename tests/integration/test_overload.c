@@ -5,9 +5,12 @@
  * once by: more connections than it may hold; clients that send most of
  * a 4.6 MiB LOOKUP table and stop (each grows its read buffer to 8 MiB);
  * clients that send PUT frames with 24 MiB data sections before AUTH
- * (refused with PROTO_ENOAUTH from their header since issue 21; the
- * adversaries that fill budgets exactly are test_hostile's); and
- * slow readers that pipeline GETs of a 2 MiB value and never read.
+ * (refused with PROTO_ENOAUTH from their header since issue 21;
+ * test_hostile's preauth phase sizes such frames to fill the budget
+ * exactly); slow readers that pipeline GETs of a 2 MiB value and never
+ * read; and then authenticated fillers that size half-sent LOOKUP tables
+ * to take what is left of --max-memory exactly (halving on each refusal,
+ * down to 128 KiB), so that less is left than such a table needs.
  * Meanwhile:
  *   (a) the server's VmRSS, sampled every 20 ms, stays under its RSS
  *       after startup + --dram + --max-memory + a read buffer per
@@ -15,7 +18,9 @@
  *   (b) a well-behaved client doing PUT and GET of 64 KiB every 10 ms is
  *       served, every round trip under 2 s, every byte checked;
  *   (c) the refusals are counted (server.conns_refused, mem_refused) and
- *       each refused client got an ERROR frame saying why.
+ *       each refused client got an ERROR frame saying why;
+ *   (d) with the budget filled to within 256 KiB, the
+ *       well-behaved client still completes rounds.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -36,6 +41,7 @@
 #define DRAM (64u << 20)
 #define MARGIN (48u << 20)
 #define EXTRA 50
+#define FILLERS 16
 
 static const struct kvt_ns_desc desc = {
 	.model = "overload-model", .dtype = "bf16", .layout = "vllm-flash-nhd",
@@ -145,6 +151,9 @@ int main(int argc, char **argv)
 	char base[512], dir[600], mc[32], mm[32];
 	static struct kc extra[EXTRA], tables[8], puts[8], slow[8];
 	unsigned refused = 0, mem_errors = 0, tables_n = 8, puts_n = 8, slow_n = 8;
+	static struct kc fill[FILLERS];
+	unsigned fill_n = 0, fill_refused = 0;
+	uint64_t used_full = 0, rounds_full = 0;
 	pthread_t rt, gt;
 	uint64_t rss0, limit, n_refused = 0, n_memref = 0, n_paused = 0, used = 1;
 	uint8_t ns[PROTO_DIGEST_LEN];
@@ -255,6 +264,35 @@ int main(int argc, char **argv)
 		if (got_error(&puts[i], -ENOMEM, "--max-memory", 3000))
 			mem_errors++;
 
+	/* (d) Fillers: what is left of the budget, taken exactly. */
+	{
+		uint32_t n = (1u << 20) / 80; /* ~1 MiB of table: 64-byte keys */
+		struct proto_item *its = calloc(n, sizeof(*its));
+		for (uint32_t i = 0; i < n; i++) {
+			its[i].key.len = 64;
+			memcpy(its[i].key.bytes, &i, sizeof(i));
+		}
+		while (n >= (128u << 10) / 80 && fill_n < FILLERS) {
+			struct proto_frame f = { .op = PROTO_OP_LOOKUP };
+			struct kc *c = &fill[fill_n];
+			T_RC(kc_connect_tcp(c, srv.port), 0);
+			T_RC(kc_login(c, "default", NULL), 0);
+			f.ns_count = 1;
+			f.ns = ns;
+			send_partial(c, &f, its, n, 0);
+			if (got_error(c, -ENOMEM, "--max-memory", 300)) {
+				fill_refused++;
+				kc_close(c);
+				n /= 2;
+			} else {
+				fill_n++;
+			}
+		}
+		free(its);
+	}
+	T_RC(kc_stat(&adm, PROTO_SCOPE_ALL, "server.mem_used", &used_full), 0);
+	rounds_full = atomic_load(&good_rounds);
+
 	tsrv_sleep_ms(2000);
 	T_RC(kc_stat(&adm, PROTO_SCOPE_ALL, "server.conns_refused", &n_refused), 0);
 	T_RC(kc_stat(&adm, PROTO_SCOPE_ALL, "server.mem_refused", &n_memref), 0);
@@ -273,6 +311,10 @@ int main(int argc, char **argv)
 	       atomic_load(&rss_max) >> 20, rss0 >> 20, limit >> 20);
 	printf("well-behaved client: %" PRIu64 " rounds, slowest %.1f ms\n",
 	       atomic_load(&good_rounds), atomic_load(&good_max_ns) / 1e6);
+	printf("fillers: %u holding half-sent tables, %u refused; mem_used then %" PRIu64
+	       " of %u bytes (%" PRIu64 " KiB left); well-behaved rounds after: %" PRIu64 "\n",
+	       fill_n, fill_refused, used_full, MAX_MEMORY, (MAX_MEMORY - used_full) >> 10,
+	       atomic_load(&good_rounds) - rounds_full);
 
 	/* 1 admin + 1 good + 8 slow readers were open before the extras. */
 	T_GE_INT(refused, 10 + EXTRA - MAX_CONNS);
@@ -281,8 +323,14 @@ int main(int argc, char **argv)
 	T_GE_INT(n_memref, mem_errors);
 	T_LE_INT(atomic_load(&rss_max), limit);
 	T_GE_INT(atomic_load(&good_rounds), 20);
+	/* (d): filled to within the last filler's size, and still served. */
+	T_GE_INT(fill_refused, 1);
+	T_GE_INT(used_full + (256u << 10), MAX_MEMORY);
+	T_GE_INT(atomic_load(&good_rounds) - rounds_full, 20);
 	T_LE_INT(atomic_load(&good_max_ns), 2000000000ull);
 
+	for (unsigned i = 0; i < fill_n; i++)
+		kc_close(&fill[i]);
 	for (unsigned i = 0; i < 8; i++) {
 		kc_close(&tables[i]);
 		kc_close(&puts[i]);

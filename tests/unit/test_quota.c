@@ -52,6 +52,27 @@ static uint64_t qstat(struct kvt_store *s, uint32_t g, const char *field)
 	return t_stat(s, name);
 }
 
+/* kvt_quota_stats's callback: counts the statistics named want*, and
+ * the others. */
+struct quota_seen {
+	const char *want;
+	int n, other;
+	uint64_t dram_limit;
+};
+
+static void quota_cb(void *ctx, const char *name, uint64_t value, const char *str)
+{
+	struct quota_seen *q = ctx;
+
+	if (str || strncmp(name, q->want, strlen(q->want)) != 0) {
+		q->other++;
+		return;
+	}
+	q->n++;
+	if (strcmp(name + strlen(q->want), "dram_limit") == 0)
+		q->dram_limit = value;
+}
+
 /* 1. Two groups in one DRAM tier: A (16 blocks of quota) writes 40 blocks,
  *    B (no limit) wrote 20 before and 20 during.  A keeps its newest 16,
  *    B keeps all 40, byte for byte; nothing else was evicted. */
@@ -173,11 +194,13 @@ static void test_dram_pinned_and_too_big(void)
 /* 3. Bad arguments. */
 static void test_args(void)
 {
+	struct quota_seen qs = { .want = "quota.1023." };
 	struct kvt_store *s;
 	uint32_t a;
 
 	T_OK(kvt_store_create(&s));
 	T_RC(kvt_quota_set(s, 1, 1, 1), KVT_ECLOSED);
+	T_RC(kvt_quota_stats(s, 1, quota_cb, &qs), KVT_ECLOSED);
 	T_RC(kvt_ns_set_group(s, 1, 1), KVT_ECLOSED);
 	kvt_store_destroy(s);
 	s = t_store_open("dram.capacity", "4M", NULL);
@@ -194,8 +217,26 @@ static void test_args(void)
 		/* No group known yet: no quota statistics. */
 		T_RC(kvt_store_stat(s, "quota.1.dram_bytes", &v), KVT_MISS);
 	}
+	T_RC(kvt_quota_stats(s, 1, quota_cb, &qs), KVT_OK);
+	T_EQ_INT(qs.n, 0);
 	T_OK(kvt_ns_set_group(s, a, 1023));
 	T_EQ_U64(qstat(s, 1023, "dram_limit"), 0);
+	/* One group's statistics alone: the same as kvt_store_stats's. */
+	T_OK(kvt_quota_set(s, 1022, 3 << 20, 5 << 20));
+	T_RC(kvt_quota_stats(s, 1023, quota_cb, &qs), KVT_OK);
+	T_EQ_INT(qs.n, 7);
+	T_EQ_INT(qs.other, 0);
+	qs.n = 0;
+	qs.want = "quota.1022.";
+	T_RC(kvt_quota_stats(s, 1022, quota_cb, &qs), KVT_OK);
+	T_EQ_INT(qs.n, 7);
+	T_EQ_INT(qs.other, 0);
+	T_EQ_U64(qs.dram_limit, 3 << 20);
+	T_EQ_U64(qstat(s, 1022, "ssd_limit"), 5 << 20);
+	T_RC(kvt_quota_stats(s, 0, quota_cb, &qs), KVT_EOPTVAL);
+	T_RC(kvt_quota_stats(s, KVT_QUOTA_GROUPS, quota_cb, &qs), KVT_EOPTVAL);
+	T_RC(kvt_quota_stats(NULL, 1, quota_cb, &qs), KVT_ENULL);
+	T_RC(kvt_quota_stats(s, 1, NULL, &qs), KVT_ENULL);
 	kvt_store_destroy(s);
 }
 
