@@ -462,7 +462,8 @@ static int s3d_route(struct s3d_req *rq)
 			has_part = true;
 		} else if (IS("x-id") || (nl > 6 && memcmp(n, "X-Amz-", 6) == 0) ||
 			   IS("max-keys") || IS("prefix") || IS("delimiter") || IS("encoding-type") ||
-			   IS("continuation-token") || IS("start-after") || IS("fetch-owner")) {
+			   IS("continuation-token") || IS("start-after") || IS("fetch-owner") ||
+			   IS("marker")) {
 			/* read elsewhere or harmless */
 		} else {
 			other_sub = true; /* ?acl, ?tagging, ?versioning, ... */
@@ -484,8 +485,10 @@ static int s3d_route(struct s3d_req *rq)
 			rq->op = S3_BUCKET_LOCATION;
 		else if (post && rq->q_delete)
 			rq->op = S3_DELETE_MANY;
+		else if (get && !rq->q_uploads)
+			rq->op = rq->q_list2 ? S3_LIST_V2 : S3_LIST_V1;
 		else
-			rq->op = S3_NOT_IMPL; /* ListObjects(V2): doc/s3.md */
+			rq->op = S3_NOT_IMPL; /* ListMultipartUploads: doc/s3.md */
 	} else if (put && has_upload && has_part) {
 		rq->op = s3h_header(&rq->h, "x-amz-copy-source", &vl) ? S3_NOT_IMPL : S3_MPU_PART;
 	} else if (put) {

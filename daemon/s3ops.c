@@ -838,6 +838,381 @@ static void s3d_assemble(struct s3d_req *rq)
 	s3d_complete_answer(rq);
 }
 
+/* ---- ListObjects, ListObjectsV2 ------------------------------------------
+ *
+ * Object keys are hashed into kvtier keys, so names are only in the
+ * objects' headers: a listing walks the bucket's 'o' keys (kvt_scan, a
+ * page of S3D_LIST_PAGE at a time) and reads each one's part 0 (the
+ * header, at most S3D_LIST_HDR bytes; nothing promoted from SSD), and
+ * keeps the max-keys + 1 smallest entries above the marker -- an entry
+ * being a key, or with a delimiter the common prefix it rolls up into.
+ * Cost: every object's header per page (doc/s3.md "Listing").  The
+ * continuation token is the page's last entry in hex, so a page goes on
+ * after it whatever was put or deleted meanwhile; entries are compared
+ * with the marker (not names), so a common prefix is never listed twice.
+ */
+#define S3D_LIST_PAGE 1000
+#define S3D_LIST_HDR (S3D_HDR_LEN + S3D_KEY_MAX + S3D_CTYPE_MAX)
+#define S3D_LIST_MAXKEYS 1000
+
+struct s3d_lent {
+	uint32_t len;              /* bytes of name */
+	bool is_prefix;            /* a CommonPrefix */
+	uint32_t crc, nparts;
+	uint64_t size, mtime_ms;
+	char name[S3D_KEY_MAX];
+};
+
+struct s3d_list {
+	bool url;                  /* encoding-type=url */
+	uint32_t max_keys;
+	size_t prefix_len, delim_len, marker_len, start_len, token_len;
+	char prefix[S3D_KEY_MAX], delim[S3D_KEY_MAX], marker[S3D_KEY_MAX];
+	char start[S3D_KEY_MAX];   /* start-after (V2) or marker (V1), as sent */
+	char token[2 * S3D_KEY_MAX + 1]; /* continuation-token, as sent */
+	bool last_page;
+	struct kvt_key cursor;
+	struct kvt_key keys[S3D_LIST_PAGE];
+	uint8_t bufs[S3D_LIST_PAGE][S3D_LIST_HDR];
+	uint32_t nent, cap;        /* cap = max_keys + 1 */
+	struct s3d_lent ent[];
+};
+
+static int s3d_hexval(char c)
+{
+	return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+static int s3d_name_cmp(const char *a, size_t al, const char *b, size_t bl)
+{
+	int c = memcmp(a, b, al < bl ? al : bl);
+	return c ? c : (al > bl) - (al < bl);
+}
+
+/* The query parameter `name`, percent-decoded into out: its length, -1
+ * absent, -2 malformed or longer than cap. */
+static int64_t s3d_query(const struct s3d_req *rq, const char *name, char *out, size_t cap)
+{
+	const char *t = rq->h.target, *q = memchr(t, '?', rq->h.target_len);
+	size_t tl = rq->h.target_len, nl = strlen(name);
+
+	for (size_t i = q ? (size_t)(q - t) + 1 : tl; i < tl;) {
+		size_t s = i, e;
+		while (i < tl && t[i] != '&')
+			i++;
+		e = i++;
+		const char *eq = memchr(t + s, '=', e - s);
+		size_t kl = eq ? (size_t)(eq - t) - s : e - s;
+		if (kl != nl || memcmp(t + s, name, nl) != 0)
+			continue;
+		if (!eq)
+			return 0;
+		size_t vl = e - (size_t)(eq + 1 - t);
+		if (vl > 3 * cap)
+			return -2;
+		int64_t dl = s3h_unescape(eq + 1, vl, out, cap);
+		return dl < 0 ? -2 : dl;
+	}
+	return -1;
+}
+
+static void s3d_list_page(struct s3d_req *rq);
+
+static void s3d_list_start(struct s3d_req *rq)
+{
+	struct kvtd_server *srv = rq->conn->loop->srv;
+	bool v2 = rq->op == S3_LIST_V2;
+	char num[16], enc[8];
+	int64_t l;
+	uint32_t max_keys = S3D_LIST_MAXKEYS;
+	struct s3d_list *L;
+	size_t sz;
+
+	if ((l = s3d_query(rq, "max-keys", num, sizeof(num) - 1)) >= 0) {
+		unsigned long v = 0;
+		num[l] = 0;
+		for (int64_t i = 0; i < l; i++)
+			v = num[i] >= '0' && num[i] <= '9' ? v * 10 + (unsigned long)(num[i] - '0') : ~0ul;
+		if (l == 0 || v == ~0ul) {
+			s3d_fail(rq, 400, "InvalidArgument", "Provided max-keys not an integer or "
+				 "within integer range");
+			return;
+		}
+		max_keys = v < S3D_LIST_MAXKEYS ? (uint32_t)v : S3D_LIST_MAXKEYS;
+	} else if (l == -2) {
+		goto bad;
+	}
+	sz = sizeof(*L) + (size_t)(max_keys + 1) * sizeof(struct s3d_lent);
+	if (!kvtd_mem_charge(srv, sz, false)) {
+		s3d_fail(rq, 503, "SlowDown", "server out of memory");
+		return;
+	}
+	rq->mem_charged += sz;
+	L = rq->list = calloc(1, sz);
+	if (!L) {
+		s3d_fail(rq, 503, "SlowDown", "server out of memory");
+		return;
+	}
+	L->max_keys = max_keys;
+	L->cap = max_keys + 1;
+	if ((l = s3d_query(rq, "encoding-type", enc, sizeof(enc))) >= 0) {
+		if (l != 3 || memcmp(enc, "url", 3) != 0) {
+			s3d_fail(rq, 400, "InvalidArgument", "Invalid Encoding Method specified in "
+				 "Request");
+			return;
+		}
+		L->url = true;
+	}
+	if ((l = s3d_query(rq, "prefix", L->prefix, sizeof(L->prefix))) == -2)
+		goto bad;
+	L->prefix_len = l > 0 ? (size_t)l : 0;
+	if ((l = s3d_query(rq, "delimiter", L->delim, sizeof(L->delim))) == -2)
+		goto bad;
+	L->delim_len = l > 0 ? (size_t)l : 0;
+	if ((l = s3d_query(rq, v2 ? "start-after" : "marker", L->start, sizeof(L->start))) == -2)
+		goto bad;
+	L->start_len = l > 0 ? (size_t)l : 0;
+	memcpy(L->marker, L->start, L->start_len);
+	L->marker_len = L->start_len;
+	if (v2 && (l = s3d_query(rq, "continuation-token", L->token, sizeof(L->token) - 1)) != -1) {
+		/* our token: the last entry of the page before, in hex */
+		if (l < 2 || (l & 1))
+			goto bad_token;
+		L->token_len = (size_t)l;
+		for (int64_t i = 0; i < l; i += 2) {
+			int hi = s3d_hexval(L->token[i]), lo = s3d_hexval(L->token[i + 1]);
+			if (hi < 0 || lo < 0)
+				goto bad_token;
+			L->marker[i / 2] = (char)(hi << 4 | lo);
+		}
+		L->marker_len = (size_t)l / 2;
+		/* start-after is ignored once a token is given, as S3 does */
+	}
+	s3d_list_page(rq);
+	return;
+bad_token:
+	s3d_fail(rq, 400, "InvalidArgument", "The continuation token provided is incorrect");
+	return;
+bad:
+	s3d_fail(rq, 400, "InvalidArgument", "A listing parameter is malformed or too long.");
+}
+
+/* Enter one entry in the sorted, bounded set (deduplicating prefixes). */
+static void s3d_list_add(struct s3d_list *L, const char *name, size_t len, bool is_prefix,
+			 const struct s3d_obj *ob)
+{
+	uint32_t lo = 0, hi = L->nent;
+	while (lo < hi) {
+		uint32_t mid = (lo + hi) / 2;
+		int c = s3d_name_cmp(L->ent[mid].name, L->ent[mid].len, name, len);
+		if (c == 0)
+			return; /* a common prefix seen already */
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == L->cap)
+		return; /* above every entry kept, and the set is full */
+	if (L->nent == L->cap)
+		L->nent--; /* the largest goes */
+	memmove(&L->ent[lo + 1], &L->ent[lo], (L->nent - lo) * sizeof(L->ent[0]));
+	L->nent++;
+	struct s3d_lent *e = &L->ent[lo];
+	e->len = (uint32_t)len;
+	e->is_prefix = is_prefix;
+	memcpy(e->name, name, len);
+	if (!is_prefix) {
+		e->size = ob->len;
+		e->mtime_ms = ob->mtime_ms;
+		e->crc = ob->crc;
+		e->nparts = ob->nparts;
+	}
+}
+
+/* One object's header (its part 0, or the first bytes of a pinned view)
+ * into the set. */
+static void s3d_list_note(struct s3d_list *L, const uint8_t *h, size_t n, uint64_t value_len)
+{
+	struct s3d_obj ob;
+	const char *name = (const char *)h + S3D_HDR_LEN;
+	size_t len;
+
+	if (n < S3D_HDR_LEN || memcmp(h, "KVS3", 4) != 0 || s3d_get32(h + 4) != 1)
+		return;
+	ob.len = s3d_get64(h + 8);
+	ob.mtime_ms = s3d_get64(h + 16);
+	ob.crc = s3d_get32(h + 24);
+	ob.name_len = s3d_get32(h + 28);
+	ob.ctype_len = s3d_get32(h + 32);
+	ob.nparts = s3d_get32(h + 36);
+	if (ob.name_len > S3D_KEY_MAX || ob.ctype_len > S3D_CTYPE_MAX ||
+	    S3D_HDR_LEN + (uint64_t)ob.name_len > n ||
+	    S3D_HDR_LEN + (uint64_t)ob.name_len + ob.ctype_len + ob.len != value_len)
+		return;
+	len = ob.name_len;
+	if (len < L->prefix_len || memcmp(name, L->prefix, L->prefix_len) != 0)
+		return;
+	if (L->delim_len) {
+		const char *d = memmem(name + L->prefix_len, len - L->prefix_len, L->delim, L->delim_len);
+		if (d) {
+			size_t pl = (size_t)(d - name) + L->delim_len;
+			if (s3d_name_cmp(name, pl, L->marker, L->marker_len) > 0)
+				s3d_list_add(L, name, pl, true, NULL);
+			return;
+		}
+	}
+	if (s3d_name_cmp(name, len, L->marker, L->marker_len) > 0)
+		s3d_list_add(L, name, len, false, &ob);
+}
+
+/* The next page of the bucket's object keys, and a read of each header. */
+static void s3d_list_page(struct s3d_req *rq)
+{
+	struct kvtd_server *srv = rq->conn->loop->srv;
+	struct s3d_list *L = rq->list;
+	struct s3d_item *it;
+	int64_t n = kvt_scan(srv->store, rq->ns, &L->cursor, "o", 1, L->keys, S3D_LIST_PAGE);
+
+	if (n < 0) {
+		s3d_fail(rq, 503, "SlowDown", kvt_strerror((int)n));
+		return;
+	}
+	L->last_page = n < S3D_LIST_PAGE;
+	it = s3d_items(rq, (uint32_t)n);
+	if (!it) {
+		s3d_fail(rq, 503, "SlowDown", "server out of memory");
+		return;
+	}
+	for (int64_t i = 0; i < n; i++) {
+		if (rq->granted) {
+			/* another tenant's blocks: read quietly (doc/security.md) */
+			s3d_item_init(rq, &it[i], KVT_OP_GET_PINNED, &L->keys[i]);
+			it[i].req.flags = KVT_F_QUIET;
+		} else {
+			s3d_item_init(rq, &it[i], KVT_OP_GET, &L->keys[i]);
+			it[i].req.flags = KVT_F_PART;
+			it[i].req.part = 0;
+			it[i].iov[0] = (struct iovec){ L->bufs[i], S3D_LIST_HDR };
+			it[i].req.iov = it[i].iov;
+			it[i].req.iov_count = 1;
+		}
+	}
+	s3d_submit(rq, PH_PROBE);
+}
+
+/* A string of the answer, URL-encoded with encoding-type=url. */
+static void s3d_list_str(struct s3d_req *rq, const char *s, size_t n)
+{
+	if (!rq->list->url) {
+		s3d_xml_str(rq, s, n);
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		unsigned char ch = (unsigned char)s[i];
+		if ((ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') ||
+		    ch == '-' || ch == '_' || ch == '.' || ch == '~' || ch == '/')
+			s3d_text(rq, s + i, 1);
+		else
+			s3d_printf(rq, "%%%02X", ch);
+	}
+}
+
+static void s3d_list_elem(struct s3d_req *rq, const char *tag, const char *s, size_t n)
+{
+	s3d_printf(rq, "<%s>", tag);
+	s3d_list_str(rq, s, n);
+	s3d_printf(rq, "</%s>", tag);
+}
+
+static void s3d_list_answer(struct s3d_req *rq)
+{
+	struct s3d_list *L = rq->list;
+	bool v2 = rq->op == S3_LIST_V2;
+	bool trunc = L->nent > L->max_keys;
+	uint32_t n = trunc ? L->max_keys : L->nent;
+
+	s3d_xml_begin(rq, "ListBucketResult");
+	s3d_text(rq, "<Name>", 6);
+	s3d_xml_str(rq, rq->bucket, strlen(rq->bucket));
+	s3d_text(rq, "</Name>", 7);
+	s3d_list_elem(rq, "Prefix", L->prefix, L->prefix_len);
+	if (L->delim_len)
+		s3d_list_elem(rq, "Delimiter", L->delim, L->delim_len);
+	if (v2) {
+		if (L->start_len)
+			s3d_list_elem(rq, "StartAfter", L->start, L->start_len);
+		if (L->token_len) {
+			s3d_text(rq, "<ContinuationToken>", 19);
+			s3d_text(rq, L->token, L->token_len);
+			s3d_text(rq, "</ContinuationToken>", 20);
+		}
+		s3d_printf(rq, "<KeyCount>%u</KeyCount>", n);
+	} else {
+		s3d_list_elem(rq, "Marker", L->start, L->start_len);
+	}
+	s3d_printf(rq, "<MaxKeys>%u</MaxKeys>", L->max_keys);
+	if (L->url)
+		s3d_text(rq, "<EncodingType>url</EncodingType>", 32);
+	s3d_printf(rq, "<IsTruncated>%s</IsTruncated>", trunc ? "true" : "false");
+	if (trunc && n) {
+		const struct s3d_lent *e = &L->ent[n - 1];
+		if (v2) {
+			char hex[2 * S3D_KEY_MAX + 1];
+			sigv4_hex((const uint8_t *)e->name, e->len, hex);
+			s3d_printf(rq, "<NextContinuationToken>%s</NextContinuationToken>", hex);
+		} else {
+			s3d_list_elem(rq, "NextMarker", e->name, e->len);
+		}
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		const struct s3d_lent *e = &L->ent[i];
+		char etag[48], d[40];
+		if (e->is_prefix)
+			continue;
+		s3d_etag(etag, sizeof(etag), e->crc, e->size, e->nparts);
+		s3d_iso_date(d, sizeof(d), e->mtime_ms);
+		s3d_text(rq, "<Contents>", 10);
+		s3d_list_elem(rq, "Key", e->name, e->len);
+		s3d_printf(rq, "<LastModified>%s</LastModified><ETag>", d);
+		s3d_xml_str(rq, etag, strlen(etag));
+		s3d_printf(rq, "</ETag><Size>%" PRIu64 "</Size><StorageClass>STANDARD</StorageClass>"
+			   "</Contents>", e->size);
+	}
+	for (uint32_t i = 0; i < n; i++)
+		if (L->ent[i].is_prefix) {
+			s3d_text(rq, "<CommonPrefixes>", 16);
+			s3d_list_elem(rq, "Prefix", L->ent[i].name, L->ent[i].len);
+			s3d_text(rq, "</CommonPrefixes>", 17);
+		}
+	s3d_text(rq, "</ListBucketResult>\n", 20);
+	s3d_xml_answer(rq, 200);
+	s3d_finish(rq);
+}
+
+/* The headers of a page are back: into the set, then the next page. */
+static void s3d_list_step(struct s3d_req *rq)
+{
+	struct s3d_list *L = rq->list;
+
+	for (uint32_t i = 0; i < rq->n; i++) {
+		struct kvt_req *r = &rq->items[i].req;
+		if (r->status != KVT_OK)
+			continue; /* deleted meanwhile, or not an object we can read */
+		if (r->op == KVT_OP_GET) {
+			s3d_list_note(L, L->bufs[i], r->length, r->value_len);
+		} else {
+			size_t n = r->length < S3D_LIST_HDR ? r->length : S3D_LIST_HDR;
+			if (kvtd_view_read(r, 0, L->bufs[i], n))
+				s3d_list_note(L, L->bufs[i], n, r->length);
+		}
+	}
+	if (L->last_page)
+		s3d_list_answer(rq);
+	else
+		s3d_list_page(rq);
+}
+
 /* ---- the step after each phase ---------------------------------------- */
 
 static void s3d_step(struct s3d_req *rq)
@@ -847,6 +1222,10 @@ static void s3d_step(struct s3d_req *rq)
 	switch (rq->op) {
 	case S3_LIST_BUCKETS:
 		s3d_list_buckets_answer(rq);
+		return;
+	case S3_LIST_V1:
+	case S3_LIST_V2:
+		s3d_list_step(rq);
 		return;
 	case S3_GET:
 	case S3_HEAD:
@@ -902,6 +1281,19 @@ static void s3d_step(struct s3d_req *rq)
 		if (rq->phase == PH_PROBE) {
 			if (it[0].req.status != KVT_OK) {
 				s3d_fail(rq, 404, "NoSuchBucket", "The specified bucket does not exist");
+				return;
+			}
+			/* Objects left: refused.  Parts of unfinished uploads
+			 * and the marker go with the clear. */
+			struct kvt_key cur = { .len = 0 }, one;
+			int64_t left = kvt_scan(rq->conn->loop->srv->store, rq->ns, &cur, "o", 1,
+						&one, 1);
+			if (left != 0) {
+				if (left > 0)
+					s3d_fail(rq, 409, "BucketNotEmpty", "The bucket you tried to "
+						 "delete is not empty");
+				else
+					s3d_fail(rq, 503, "SlowDown", kvt_strerror((int)left));
 				return;
 			}
 			it = s3d_items(rq, 1);
@@ -1238,7 +1630,8 @@ void s3d_run(struct s3d_req *rq)
 		s3d_fail(rq, 503, "SlowDown", kvt_strerror(r));
 		return;
 	}
-	if (rq->granted && rq->op != S3_GET && rq->op != S3_HEAD && rq->op != S3_HEAD_BUCKET) {
+	if (rq->granted && rq->op != S3_GET && rq->op != S3_HEAD && rq->op != S3_HEAD_BUCKET &&
+	    rq->op != S3_LIST_V1 && rq->op != S3_LIST_V2) {
 		s3d_fail(rq, 403, "AccessDenied", "A grant gives read access only.");
 		return;
 	}
@@ -1288,6 +1681,10 @@ void s3d_run(struct s3d_req *rq)
 		return;
 	case S3_DELETE_MANY:
 		s3d_delete_many_start(rq);
+		return;
+	case S3_LIST_V1:
+	case S3_LIST_V2:
+		s3d_list_start(rq);
 		return;
 	case S3_MPU_CREATE: {
 		uint8_t rnd[16];

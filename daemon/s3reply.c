@@ -252,6 +252,7 @@ void s3d_req_free(struct kvtd_server *srv, struct s3d_req *rq)
 		free(rq->items[i].etag_sent);
 	}
 	free(rq->del_item);
+	free(rq->list);
 	for (unsigned i = 0; i < rq->npin; i++)
 		kvt_pin_release(srv->store, rq->pins[i]);
 	if (rq->reserved)
