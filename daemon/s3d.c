@@ -463,7 +463,7 @@ static int s3d_route(struct s3d_req *rq)
 		} else if (IS("x-id") || (nl > 6 && memcmp(n, "X-Amz-", 6) == 0) ||
 			   IS("max-keys") || IS("prefix") || IS("delimiter") || IS("encoding-type") ||
 			   IS("continuation-token") || IS("start-after") || IS("fetch-owner") ||
-			   IS("marker")) {
+			   IS("marker") || IS("max-parts") || IS("part-number-marker")) {
 			/* read elsewhere or harmless */
 		} else {
 			other_sub = true; /* ?acl, ?tagging, ?versioning, ... */
@@ -490,11 +490,13 @@ static int s3d_route(struct s3d_req *rq)
 		else
 			rq->op = S3_NOT_IMPL; /* ListMultipartUploads: doc/s3.md */
 	} else if (put && has_upload && has_part) {
-		rq->op = s3h_header(&rq->h, "x-amz-copy-source", &vl) ? S3_NOT_IMPL : S3_MPU_PART;
+		rq->op = s3h_header(&rq->h, "x-amz-copy-source", &vl) ? S3_MPU_PART_COPY : S3_MPU_PART;
 	} else if (put) {
 		rq->op = s3h_header(&rq->h, "x-amz-copy-source", &vl) ? S3_COPY : S3_PUT;
 	} else if (get && !has_upload && !has_part) {
 		rq->op = S3_GET;
+	} else if (get && has_upload && !has_part) {
+		rq->op = S3_LIST_PARTS;
 	} else if (head && !has_upload && !has_part) {
 		rq->op = S3_HEAD;
 	} else if (del) {
@@ -506,7 +508,8 @@ static int s3d_route(struct s3d_req *rq)
 	} else {
 		rq->op = S3_NOT_IMPL;
 	}
-	if ((rq->op == S3_MPU_PART || rq->op == S3_MPU_ABORT || rq->op == S3_MPU_COMPLETE) &&
+	if ((rq->op == S3_MPU_PART || rq->op == S3_MPU_ABORT || rq->op == S3_MPU_COMPLETE ||
+	     rq->op == S3_MPU_PART_COPY || rq->op == S3_LIST_PARTS) &&
 	    !has_upload)
 		rq->op = S3_NOT_IMPL;
 	return 0;

@@ -42,7 +42,7 @@ enum s3d_op {
 	S3_NONE = 0, S3_LIST_BUCKETS, S3_CREATE_BUCKET, S3_HEAD_BUCKET, S3_DELETE_BUCKET,
 	S3_BUCKET_LOCATION, S3_PUT, S3_GET, S3_HEAD, S3_DELETE, S3_DELETE_MANY, S3_COPY,
 	S3_MPU_CREATE, S3_MPU_PART, S3_MPU_COMPLETE, S3_MPU_ABORT, S3_LIST_V1, S3_LIST_V2,
-	S3_NOT_IMPL, S3__COUNT
+	S3_MPU_PART_COPY, S3_LIST_PARTS, S3_NOT_IMPL, S3__COUNT
 };
 _Static_assert(S3__COUNT == KVTD_S3_OPS, "kvtierd.h's KVTD_S3_OPS follows enum s3d_op");
 
@@ -103,6 +103,8 @@ struct s3d_req {
 	size_t key_len;
 	char upload_id[40];
 	uint32_t part_no;
+	uint64_t copy_first, copy_last; /* UploadPartCopy: x-amz-copy-source-range */
+	bool copy_range;
 	bool q_uploads, q_delete, q_location, q_list2;
 	/* identity */
 	char tenant[PROTO_TENANT_MAX + 1];

@@ -664,12 +664,13 @@ static void s3d_complete_answer(struct s3d_req *rq)
 {
 	char lm[40];
 
-	if (rq->op == S3_COPY) {
+	if (rq->op == S3_COPY || rq->op == S3_MPU_PART_COPY) {
+		const char *root = rq->op == S3_COPY ? "CopyObjectResult" : "CopyPartResult";
 		s3d_iso_date(lm, sizeof(lm), s3d_unix_ms());
-		s3d_xml_begin(rq, "CopyObjectResult");
+		s3d_xml_begin(rq, root);
 		s3d_printf(rq, "<LastModified>%s</LastModified><ETag>", lm);
 		s3d_xml_str(rq, rq->etag, strlen(rq->etag));
-		s3d_text(rq, "</ETag></CopyObjectResult>\n", 27);
+		s3d_printf(rq, "</ETag></%s>\n", root);
 	} else {
 		s3d_xml_begin(rq, "CompleteMultipartUploadResult");
 		s3d_text(rq, "<Bucket>", 8);
@@ -687,8 +688,15 @@ static void s3d_complete_answer(struct s3d_req *rq)
 static void s3d_assemble(struct s3d_req *rq)
 {
 	struct kvtd_server *srv = rq->conn->loop->srv;
-	uint32_t nsrc = rq->op == S3_COPY ? 1 : rq->n - 1; /* Complete: items[0] is the marker */
-	struct s3d_item *src = rq->op == S3_COPY ? rq->items : rq->items + 1;
+	/* Copy, UploadPartCopy: one source, items[0]; Complete: items[0] is
+	 * the marker, the parts follow */
+	bool one = rq->op == S3_COPY || rq->op == S3_MPU_PART_COPY;
+	bool pcopy = rq->op == S3_MPU_PART_COPY;
+	uint32_t nsrc = one ? 1 : rq->n - 1;
+	struct s3d_item *src = one ? rq->items : rq->items + 1;
+	char pname[64];
+	const char *name = rq->key;
+	size_t name_len = rq->key_len;
 	uint64_t lens[KVT_PARTS_MAX];
 	uint32_t crcs[KVT_PARTS_MAX];
 	struct s3d_obj ob;
@@ -702,12 +710,18 @@ static void s3d_assemble(struct s3d_req *rq)
 		 * (part_no holds nothing here); recompute from headers */
 		uint8_t h[S3D_HDR_LEN];
 		kvtd_view_read(&src[i].req, 0, h, sizeof(h));
-		lens[1 + i] = s3d_get64(h + 8);
+		lens[1 + i] = pcopy ? rq->copy_last - rq->copy_first + 1 : s3d_get64(h + 8);
 		total += lens[1 + i];
 	}
-	s3d_key(&k, 'o', rq->key, rq->key_len);
-	rq->hdr_len = s3d_obj_header(rq->hdrbuf, total, 0, rq->key, rq->key_len, rq->ctype,
-				     rq->op == S3_COPY ? 0 : nsrc);
+	if (pcopy) {
+		name_len = (size_t)snprintf(pname, sizeof(pname), "%s/%u", rq->upload_id, rq->part_no);
+		name = pname;
+		s3d_part_key(&k, rq->upload_id, rq->part_no);
+	} else {
+		s3d_key(&k, 'o', rq->key, rq->key_len);
+	}
+	rq->hdr_len = s3d_obj_header(rq->hdrbuf, total, 0, name, name_len, rq->ctype,
+				     one ? 0 : nsrc);
 	lens[0] = rq->hdr_len;
 	/* Empty sources are not parts (kvtier parts are >= 1 byte). */
 	unsigned np = 1;
@@ -789,7 +803,9 @@ static void s3d_assemble(struct s3d_req *rq)
 			const struct kvt_req *sr = &src[i].req;
 			kvtd_view_read(sr, 0, h, sizeof(h));
 			uint64_t off = S3D_HDR_LEN + (uint64_t)s3d_get32(h + 28) + s3d_get32(h + 32);
-			uint64_t left = s3d_get64(h + 8);
+			uint64_t left = pcopy ? lens[1] : s3d_get64(h + 8);
+			if (pcopy)
+				off += rq->copy_first;
 			for (uint32_t v = 0; v < sr->view_count && left; v++) {
 				size_t l = sr->view[v].iov_len;
 				if (off >= l) {
@@ -824,7 +840,7 @@ static void s3d_assemble(struct s3d_req *rq)
 		return;
 	}
 	(void)ob;
-	s3d_etag(rq->etag, sizeof(rq->etag), whole, total, rq->op == S3_COPY ? 0 : nsrc);
+	s3d_etag(rq->etag, sizeof(rq->etag), whole, total, one ? 0 : nsrc);
 	if (rq->op == S3_MPU_COMPLETE) {
 		/* The parts and the marker are no longer needed. */
 		struct kvt_key pk;
@@ -871,6 +887,9 @@ struct s3d_list {
 	char start[S3D_KEY_MAX];   /* start-after (V2) or marker (V1), as sent */
 	char token[2 * S3D_KEY_MAX + 1]; /* continuation-token, as sent */
 	bool last_page;
+	uint32_t part_next;        /* ListParts: the next part number to probe */
+	uint32_t part_marker;      /* ListParts: part-number-marker */
+	bool upload_ok;            /* ListParts: the upload's marker was read */
 	struct kvt_key cursor;
 	struct kvt_key keys[S3D_LIST_PAGE];
 	uint8_t bufs[S3D_LIST_PAGE][S3D_LIST_HDR];
@@ -1030,25 +1049,35 @@ static void s3d_list_add(struct s3d_list *L, const char *name, size_t len, bool 
 	}
 }
 
+/* A header's fields from its first n bytes (the value value_len long):
+ * the name (ob->name_len bytes, inside h), or NULL if it is none. */
+static const char *s3d_hdr_parse(const uint8_t *h, size_t n, uint64_t value_len,
+				 struct s3d_obj *ob)
+{
+	if (n < S3D_HDR_LEN || memcmp(h, "KVS3", 4) != 0 || s3d_get32(h + 4) != 1)
+		return NULL;
+	ob->len = s3d_get64(h + 8);
+	ob->mtime_ms = s3d_get64(h + 16);
+	ob->crc = s3d_get32(h + 24);
+	ob->name_len = s3d_get32(h + 28);
+	ob->ctype_len = s3d_get32(h + 32);
+	ob->nparts = s3d_get32(h + 36);
+	if (ob->name_len > S3D_KEY_MAX || ob->ctype_len > S3D_CTYPE_MAX ||
+	    S3D_HDR_LEN + (uint64_t)ob->name_len > n ||
+	    S3D_HDR_LEN + (uint64_t)ob->name_len + ob->ctype_len + ob->len != value_len)
+		return NULL;
+	return (const char *)h + S3D_HDR_LEN;
+}
+
 /* One object's header (its part 0, or the first bytes of a pinned view)
  * into the set. */
 static void s3d_list_note(struct s3d_list *L, const uint8_t *h, size_t n, uint64_t value_len)
 {
 	struct s3d_obj ob;
-	const char *name = (const char *)h + S3D_HDR_LEN;
+	const char *name = s3d_hdr_parse(h, n, value_len, &ob);
 	size_t len;
 
-	if (n < S3D_HDR_LEN || memcmp(h, "KVS3", 4) != 0 || s3d_get32(h + 4) != 1)
-		return;
-	ob.len = s3d_get64(h + 8);
-	ob.mtime_ms = s3d_get64(h + 16);
-	ob.crc = s3d_get32(h + 24);
-	ob.name_len = s3d_get32(h + 28);
-	ob.ctype_len = s3d_get32(h + 32);
-	ob.nparts = s3d_get32(h + 36);
-	if (ob.name_len > S3D_KEY_MAX || ob.ctype_len > S3D_CTYPE_MAX ||
-	    S3D_HDR_LEN + (uint64_t)ob.name_len > n ||
-	    S3D_HDR_LEN + (uint64_t)ob.name_len + ob.ctype_len + ob.len != value_len)
+	if (!name)
 		return;
 	len = ob.name_len;
 	if (len < L->prefix_len || memcmp(name, L->prefix, L->prefix_len) != 0)
@@ -1213,6 +1242,170 @@ static void s3d_list_step(struct s3d_req *rq)
 		s3d_list_page(rq);
 }
 
+
+/* ---- ListParts ------------------------------------------------------------
+ *
+ * An upload's parts are blocks 'p' + SHA-256(uploadId "/" n), which no
+ * index groups by upload; but part numbers are 1..10000, so ListParts
+ * probes them in order, S3D_LIST_PAGE at a time (part 0 of each: its
+ * header, nothing promoted), from part-number-marker + 1 until max-parts
+ * + 1 parts are found.  The first window also reads the upload's marker,
+ * which must be this key's.  A miss is an index lookup: the whole range
+ * costs about a millisecond.
+ */
+#define S3D_PART_NO_MAX 10000
+
+static int64_t s3d_query_uint(const struct s3d_req *rq, const char *name, uint64_t dflt)
+{
+	char num[16];
+	int64_t l = s3d_query(rq, name, num, sizeof(num) - 1);
+	uint64_t v = 0;
+	if (l == -1)
+		return (int64_t)dflt;
+	if (l <= 0 || l > 9)
+		return -1;
+	for (int64_t i = 0; i < l; i++) {
+		if (num[i] < '0' || num[i] > '9')
+			return -1;
+		v = v * 10 + (uint64_t)(num[i] - '0');
+	}
+	return (int64_t)v;
+}
+
+static void s3d_list_parts_probe(struct s3d_req *rq)
+{
+	struct s3d_list *L = rq->list;
+	uint32_t extra = L->upload_ok ? 0 : 1, count = S3D_PART_NO_MAX - L->part_next + 1;
+	struct s3d_item *it;
+	struct kvt_key k;
+
+	if (count > S3D_LIST_PAGE)
+		count = S3D_LIST_PAGE;
+	it = s3d_items(rq, count + extra);
+	if (!it) {
+		s3d_fail(rq, 503, "SlowDown", "server out of memory");
+		return;
+	}
+	if (extra) {
+		s3d_key(&k, 'u', rq->upload_id, strlen(rq->upload_id));
+		s3d_item_init(rq, &it[0], KVT_OP_GET_PINNED, &k);
+	}
+	for (uint32_t i = 0; i < count; i++) {
+		struct s3d_item *p = &it[extra + i];
+		s3d_part_key(&k, rq->upload_id, L->part_next + i);
+		s3d_item_init(rq, p, KVT_OP_GET, &k);
+		p->part_no = L->part_next + i;
+		p->req.flags = KVT_F_PART;
+		p->req.part = 0;
+		p->iov[0] = (struct iovec){ L->bufs[i], S3D_LIST_HDR };
+		p->req.iov = p->iov;
+		p->req.iov_count = 1;
+	}
+	L->part_next += count;
+	s3d_submit(rq, PH_PROBE);
+}
+
+static void s3d_list_parts_start(struct s3d_req *rq)
+{
+	struct kvtd_server *srv = rq->conn->loop->srv;
+	int64_t max = s3d_query_uint(rq, "max-parts", S3D_LIST_MAXKEYS);
+	int64_t marker = s3d_query_uint(rq, "part-number-marker", 0);
+	struct s3d_list *L;
+	size_t sz;
+
+	if (max < 0 || marker < 0) {
+		s3d_fail(rq, 400, "InvalidArgument", "max-parts and part-number-marker must be "
+			 "non-negative integers");
+		return;
+	}
+	if (max > S3D_LIST_MAXKEYS)
+		max = S3D_LIST_MAXKEYS;
+	sz = sizeof(*L) + (size_t)(max + 1) * sizeof(struct s3d_lent);
+	if (!kvtd_mem_charge(srv, sz, false)) {
+		s3d_fail(rq, 503, "SlowDown", "server out of memory");
+		return;
+	}
+	rq->mem_charged += sz;
+	L = rq->list = calloc(1, sz);
+	if (!L) {
+		s3d_fail(rq, 503, "SlowDown", "server out of memory");
+		return;
+	}
+	L->max_keys = (uint32_t)max;
+	L->cap = (uint32_t)max + 1;
+	L->part_marker = marker > S3D_PART_NO_MAX ? S3D_PART_NO_MAX : (uint32_t)marker;
+	L->part_next = L->part_marker + 1;
+	s3d_list_parts_probe(rq);
+}
+
+/* A window of parts is back: keep them; probe on, or answer. */
+static void s3d_list_parts_answer(struct s3d_req *rq)
+{
+	struct s3d_list *L = rq->list;
+	uint32_t base = 0, n;
+	struct s3d_obj ob;
+	bool trunc;
+
+	if (!L->upload_ok) {
+		if (!s3d_obj_check(&rq->items[0].req, rq->key, rq->key_len, &ob)) {
+			s3d_fail(rq, 404, "NoSuchUpload", "The specified multipart upload does not "
+				 "exist.");
+			return;
+		}
+		L->upload_ok = true;
+		base = 1;
+	}
+	for (uint32_t i = base; i < rq->n && L->nent < L->cap; i++) {
+		struct kvt_req *r = &rq->items[i].req;
+		char pname[64];
+		int pl = snprintf(pname, sizeof(pname), "%s/%u", rq->upload_id, rq->items[i].part_no);
+		const char *name;
+		if (r->status != KVT_OK ||
+		    !(name = s3d_hdr_parse(L->bufs[i - base], r->length, r->value_len, &ob)) ||
+		    ob.name_len != (uint32_t)pl || memcmp(name, pname, (size_t)pl) != 0)
+			continue;
+		struct s3d_lent *e = &L->ent[L->nent++];
+		e->len = rq->items[i].part_no; /* the part number */
+		e->size = ob.len;
+		e->mtime_ms = ob.mtime_ms;
+		e->crc = ob.crc;
+	}
+	if (L->nent < L->cap && L->part_next <= S3D_PART_NO_MAX) {
+		s3d_list_parts_probe(rq);
+		return;
+	}
+	trunc = L->nent > L->max_keys;
+	n = trunc ? L->max_keys : L->nent;
+	s3d_xml_begin(rq, "ListPartsResult");
+	s3d_text(rq, "<Bucket>", 8);
+	s3d_xml_str(rq, rq->bucket, strlen(rq->bucket));
+	s3d_text(rq, "</Bucket><Key>", 14);
+	s3d_xml_str(rq, rq->key, rq->key_len);
+	s3d_printf(rq, "</Key><UploadId>%s</UploadId><PartNumberMarker>%u</PartNumberMarker>",
+		   rq->upload_id, L->part_marker);
+	if (trunc && n)
+		s3d_printf(rq, "<NextPartNumberMarker>%u</NextPartNumberMarker>", L->ent[n - 1].len);
+	s3d_printf(rq, "<MaxParts>%u</MaxParts><IsTruncated>%s</IsTruncated>", L->max_keys,
+		   trunc ? "true" : "false");
+	for (uint32_t i = 0; i < n; i++) {
+		const struct s3d_lent *e = &L->ent[i];
+		char etag[48], d[40];
+		s3d_etag(etag, sizeof(etag), e->crc, e->size, 0);
+		s3d_iso_date(d, sizeof(d), e->mtime_ms);
+		s3d_printf(rq, "<Part><PartNumber>%u</PartNumber><LastModified>%s</LastModified>"
+			   "<ETag>", e->len, d);
+		s3d_xml_str(rq, etag, strlen(etag));
+		s3d_printf(rq, "</ETag><Size>%" PRIu64 "</Size></Part>", e->size);
+	}
+	s3d_text(rq, "<Initiator><ID>", 15);
+	s3d_xml_str(rq, rq->tenant, rq->tenant_len);
+	s3d_text(rq, "</ID></Initiator><Owner><ID>", 28);
+	s3d_xml_str(rq, rq->tenant, rq->tenant_len);
+	s3d_text(rq, "</ID></Owner><StorageClass>STANDARD</StorageClass></ListPartsResult>\n", 69);
+	s3d_xml_answer(rq, 200);
+	s3d_finish(rq);
+}
+
 /* ---- the step after each phase ---------------------------------------- */
 
 static void s3d_step(struct s3d_req *rq)
@@ -1334,6 +1527,10 @@ static void s3d_step(struct s3d_req *rq)
 		s3d_finish(rq);
 		return;
 	}
+	case S3_LIST_PARTS:
+		s3d_list_parts_answer(rq);
+		return;
+	case S3_MPU_PART_COPY:
 	case S3_COPY: {
 		struct s3d_obj ob;
 		if (rq->phase == PH_ASSEMBLE_DEL) {
@@ -1344,6 +1541,18 @@ static void s3d_step(struct s3d_req *rq)
 		if (!s3d_obj_check(&it[0].req, rq->buf, strlen((char *)rq->buf), &ob)) {
 			s3d_fail(rq, 404, "NoSuchKey", "The specified source key does not exist.");
 			return;
+		}
+		if (rq->op == S3_MPU_PART_COPY) {
+			if (!rq->copy_range) {
+				rq->copy_first = 0;
+				rq->copy_last = ob.len - 1;
+			}
+			if (ob.len == 0 || rq->copy_last >= ob.len) {
+				s3d_fail(rq, 400, "InvalidRange", "The x-amz-copy-source-range is "
+					 "not within the source object's size");
+				return;
+			}
+			ob.ctype[0] = 0; /* a part's header has the upload's, not the source's */
 		}
 		snprintf(rq->ctype, sizeof(rq->ctype), "%s", ob.ctype);
 		s3d_assemble(rq);
@@ -1716,13 +1925,39 @@ void s3d_run(struct s3d_req *rq)
 	case S3_MPU_COMPLETE:
 		s3d_complete_start(rq);
 		return;
+	case S3_LIST_PARTS:
+		s3d_list_parts_start(rq);
+		return;
+	case S3_MPU_PART_COPY:
 	case S3_COPY: {
 		/* x-amz-copy-source: [/]bucket/key, percent-encoded: from any
 		 * bucket the signer can read into this one (doc/s3.md) */
 		size_t vl;
-		const char *v = s3h_header(&rq->h, "x-amz-copy-source", &vl);
-		char *dec = malloc(vl + 1);
+		const char *v;
+		char *dec;
 		int64_t dl;
+		if (rq->op == S3_MPU_PART_COPY &&
+		    (v = s3h_header(&rq->h, "x-amz-copy-source-range", &vl))) {
+			/* bytes=first-last, both given (S3's only form here) */
+			char rb[64];
+			unsigned long long a, b;
+			int used = 0;
+			memcpy(rb, v, vl < sizeof(rb) - 1 ? vl : sizeof(rb) - 1);
+			rb[vl < sizeof(rb) - 1 ? vl : sizeof(rb) - 1] = 0;
+			if (vl >= sizeof(rb) - 1 || sscanf(rb, "bytes=%llu-%llu%n", &a, &b, &used) != 2 ||
+			    (size_t)used != vl || a > b || strchr(rb, '+') || strchr(rb, ' ')) {
+				s3d_fail(rq, 400, "InvalidArgument", "The x-amz-copy-source-range "
+					 "value must be of the form bytes=first-last where first "
+					 "and last are the zero-based offsets of the first and last "
+					 "bytes to copy");
+				return;
+			}
+			rq->copy_first = a;
+			rq->copy_last = b;
+			rq->copy_range = true;
+		}
+		v = s3h_header(&rq->h, "x-amz-copy-source", &vl);
+		dec = malloc(vl + 1);
 		if (!dec)
 			break;
 		dl = s3h_unescape(v, vl, dec, vl);

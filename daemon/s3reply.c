@@ -354,7 +354,8 @@ void s3d_finish(struct s3d_req *rq)
 {
 	struct kvtd_server *srv = rq->conn->loop->srv;
 	bool write = rq->op == S3_PUT || rq->op == S3_MPU_PART || rq->op == S3_MPU_COMPLETE ||
-		     rq->op == S3_COPY || rq->op == S3_DELETE || rq->op == S3_DELETE_MANY;
+		     rq->op == S3_COPY || rq->op == S3_DELETE || rq->op == S3_DELETE_MANY ||
+		     rq->op == S3_MPU_PART_COPY;
 
 	rq->done = true;
 	rq->phase = PH_DONE;

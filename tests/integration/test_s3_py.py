@@ -627,7 +627,7 @@ print("boto3 " + boto3.__version__ + ": ok")
 '''
 
 LIST_CLIENT = r'''
-import sys, concurrent.futures
+import os, sys, concurrent.futures
 import boto3, botocore
 from botocore.config import Config
 port = int(sys.argv[1])
@@ -724,6 +724,53 @@ a.complete_multipart_upload(Bucket="lst", Key="mpu-done", UploadId=up2,
                             MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": e["ETag"]}]})
 keys, _, _ = v2(Prefix="mpu")
 assert keys == ["mpu-done"], keys
+# ListParts: the parts uploaded so far, in part order, in pages; another
+# key's or an unknown upload is NoSuchUpload
+up3 = a.create_multipart_upload(Bucket="lst", Key="mpu-parts")["UploadId"]
+etags = {}
+for n in (3, 1, 7, 1500):
+    etags[n] = a.upload_part(Bucket="lst", Key="mpu-parts", UploadId=up3, PartNumber=n,
+                             Body=bytes([n % 256]) * (100 + n))["ETag"]
+r = a.list_parts(Bucket="lst", Key="mpu-parts", UploadId=up3)
+assert [(p["PartNumber"], p["ETag"], p["Size"]) for p in r["Parts"]] == \
+    [(n, etags[n], 100 + n) for n in (1, 3, 7, 1500)] and not r["IsTruncated"], r
+pages = list(a.get_paginator("list_parts").paginate(Bucket="lst", Key="mpu-parts", UploadId=up3,
+                                                    PaginationConfig={"PageSize": 3}))
+assert [p["PartNumber"] for pg in pages for p in pg["Parts"]] == [1, 3, 7, 1500], pages
+assert len(pages) == 2 and pages[0]["NextPartNumberMarker"] == 7
+assert a.list_parts(Bucket="lst", Key="mpu-parts", UploadId=up3, PartNumberMarker=7)["Parts"][0][
+    "PartNumber"] == 1500
+assert code(a.list_parts, Bucket="lst", Key="other", UploadId=up3) == ("NoSuchUpload", 404)
+assert code(a.list_parts, Bucket="lst", Key="mpu-parts", UploadId="0" * 32) == \
+    ("NoSuchUpload", 404)
+# UploadPartCopy: ranges of a source and a whole one; the object completed
+# from them is the bytes copied, and each part's ETag is ListParts'
+src = os.urandom((6 << 20) + 5)
+a.put_object(Bucket="lst", Key="copy-src", Body=src)
+up4 = a.create_multipart_upload(Bucket="lst", Key="mpu-copy")["UploadId"]
+cs = {"Bucket": "lst", "Key": "copy-src"}
+def pcopy(n, rng=None):
+    kw = {"CopySourceRange": rng} if rng else {}
+    return a.upload_part_copy(Bucket="lst", Key="mpu-copy", UploadId=up4, PartNumber=n,
+                              CopySource=cs, **kw)["CopyPartResult"]["ETag"]
+e1 = pcopy(1, "bytes=0-%d" % ((5 << 20) - 1))
+e2 = pcopy(2)
+e3 = pcopy(3, "bytes=0-99")
+e3 = pcopy(3, "bytes=%d-%d" % (5 << 20, len(src) - 1))  # a part copied again replaces it
+assert [p["ETag"] for p in a.list_parts(Bucket="lst", Key="mpu-copy", UploadId=up4)["Parts"]] \
+    == [e1, e2, e3]
+assert code(a.upload_part_copy, Bucket="lst", Key="mpu-copy", UploadId=up4, PartNumber=4,
+            CopySource=cs, CopySourceRange="bytes=0-%d" % len(src)) == ("InvalidRange", 400)
+assert code(a.upload_part_copy, Bucket="lst", Key="mpu-copy", UploadId=up4, PartNumber=4,
+            CopySource=cs, CopySourceRange="bytes=5-") == ("InvalidArgument", 400)
+assert code(a.upload_part_copy, Bucket="lst", Key="mpu-copy", UploadId=up4, PartNumber=4,
+            CopySource={"Bucket": "lst", "Key": "absent"}) == ("NoSuchKey", 404)
+a.complete_multipart_upload(Bucket="lst", Key="mpu-copy", UploadId=up4, MultipartUpload={
+    "Parts": [{"PartNumber": n, "ETag": e} for n, e in ((1, e1), (2, e2), (3, e3))]})
+whole = src[:5 << 20] + src + src[5 << 20:]
+assert a.get_object(Bucket="lst", Key="mpu-copy")["Body"].read() == whole
+assert a.get_object(Bucket="lst", Key="mpu-copy", Range="bytes=%d-%d" % (
+    (5 << 20) - 2, (5 << 20) + 2))["Body"].read() == whole[(5 << 20) - 2:(5 << 20) + 3]
 # another tenant: no listing of alice's buckets, except through a grant
 assert code(b.list_objects_v2, Bucket="lst") == ("NoSuchBucket", 404)
 assert code(b.list_objects_v2, Bucket="alice.lst") == ("NoSuchBucket", 404)
