@@ -908,31 +908,9 @@ static int s3d_name_cmp(const char *a, size_t al, const char *b, size_t bl)
 	return c ? c : (al > bl) - (al < bl);
 }
 
-/* The query parameter `name`, percent-decoded into out: its length, -1
- * absent, -2 malformed or longer than cap. */
 static int64_t s3d_query(const struct s3d_req *rq, const char *name, char *out, size_t cap)
 {
-	const char *t = rq->h.target, *q = memchr(t, '?', rq->h.target_len);
-	size_t tl = rq->h.target_len, nl = strlen(name);
-
-	for (size_t i = q ? (size_t)(q - t) + 1 : tl; i < tl;) {
-		size_t s = i, e;
-		while (i < tl && t[i] != '&')
-			i++;
-		e = i++;
-		const char *eq = memchr(t + s, '=', e - s);
-		size_t kl = eq ? (size_t)(eq - t) - s : e - s;
-		if (kl != nl || memcmp(t + s, name, nl) != 0)
-			continue;
-		if (!eq)
-			return 0;
-		size_t vl = e - (size_t)(eq + 1 - t);
-		if (vl > 3 * cap)
-			return -2;
-		int64_t dl = s3h_unescape(eq + 1, vl, out, cap);
-		return dl < 0 ? -2 : dl;
-	}
-	return -1;
+	return s3h_query(rq->h.target, rq->h.target_len, name, out, cap);
 }
 
 static void s3d_list_page(struct s3d_req *rq);
