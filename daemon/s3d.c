@@ -463,7 +463,8 @@ static int s3d_route(struct s3d_req *rq)
 		} else if (IS("x-id") || (nl > 6 && memcmp(n, "X-Amz-", 6) == 0) ||
 			   IS("max-keys") || IS("prefix") || IS("delimiter") || IS("encoding-type") ||
 			   IS("continuation-token") || IS("start-after") || IS("fetch-owner") ||
-			   IS("marker") || IS("max-parts") || IS("part-number-marker")) {
+			   IS("marker") || IS("max-parts") || IS("part-number-marker") ||
+			   IS("max-uploads") || IS("key-marker") || IS("upload-id-marker")) {
 			/* read elsewhere or harmless */
 		} else {
 			other_sub = true; /* ?acl, ?tagging, ?versioning, ... */
@@ -485,10 +486,12 @@ static int s3d_route(struct s3d_req *rq)
 			rq->op = S3_BUCKET_LOCATION;
 		else if (post && rq->q_delete)
 			rq->op = S3_DELETE_MANY;
-		else if (get && !rq->q_uploads)
+		else if (get && rq->q_uploads)
+			rq->op = S3_LIST_UPLOADS;
+		else if (get)
 			rq->op = rq->q_list2 ? S3_LIST_V2 : S3_LIST_V1;
 		else
-			rq->op = S3_NOT_IMPL; /* ListMultipartUploads: doc/s3.md */
+			rq->op = S3_NOT_IMPL;
 	} else if (put && has_upload && has_part) {
 		rq->op = s3h_header(&rq->h, "x-amz-copy-source", &vl) ? S3_MPU_PART_COPY : S3_MPU_PART;
 	} else if (put) {

@@ -21,7 +21,8 @@
  *     off 28 u32 name length (the object key, compared on every read)
  *     off 32 u32 content-type length
  *     off 36 u32 S3 parts (0: a single PUT)
- *     off 40 24 reserved (0)
+ *     off 40 an upload marker's: the upload id (16 bytes; 0 before
+ *            ListMultipartUploads); else reserved (0); 24 bytes
  *     off 64 name, then content type
  *
  * Threads: the connection's loop thread; no locks.  The one call that
@@ -872,18 +873,20 @@ static void s3d_assemble(struct s3d_req *rq)
 #define S3D_LIST_MAXKEYS 1000
 
 struct s3d_lent {
-	uint32_t len;              /* bytes of name */
+	uint32_t len;              /* bytes of name (uploads: key, 0, upload id in hex) */
 	bool is_prefix;            /* a CommonPrefix */
 	uint32_t crc, nparts;
 	uint64_t size, mtime_ms;
-	char name[S3D_KEY_MAX];
+	char name[S3D_KEY_MAX + 34];
 };
 
 struct s3d_list {
 	bool url;                  /* encoding-type=url */
+	bool uploads;              /* ListMultipartUploads: 'u' markers, not objects */
+	char upload_marker[33];    /* upload-id-marker, as sent */
 	uint32_t max_keys;
 	size_t prefix_len, delim_len, marker_len, start_len, token_len;
-	char prefix[S3D_KEY_MAX], delim[S3D_KEY_MAX], marker[S3D_KEY_MAX];
+	char prefix[S3D_KEY_MAX], delim[S3D_KEY_MAX], marker[S3D_KEY_MAX + 34];
 	char start[S3D_KEY_MAX];   /* start-after (V2) or marker (V1), as sent */
 	char token[2 * S3D_KEY_MAX + 1]; /* continuation-token, as sent */
 	bool last_page;
@@ -918,14 +921,14 @@ static void s3d_list_page(struct s3d_req *rq);
 static void s3d_list_start(struct s3d_req *rq)
 {
 	struct kvtd_server *srv = rq->conn->loop->srv;
-	bool v2 = rq->op == S3_LIST_V2;
+	bool v2 = rq->op == S3_LIST_V2, up = rq->op == S3_LIST_UPLOADS;
 	char num[16], enc[8];
 	int64_t l;
 	uint32_t max_keys = S3D_LIST_MAXKEYS;
 	struct s3d_list *L;
 	size_t sz;
 
-	if ((l = s3d_query(rq, "max-keys", num, sizeof(num) - 1)) >= 0) {
+	if ((l = s3d_query(rq, up ? "max-uploads" : "max-keys", num, sizeof(num) - 1)) >= 0) {
 		unsigned long v = 0;
 		num[l] = 0;
 		for (int64_t i = 0; i < l; i++)
@@ -966,11 +969,29 @@ static void s3d_list_start(struct s3d_req *rq)
 	if ((l = s3d_query(rq, "delimiter", L->delim, sizeof(L->delim))) == -2)
 		goto bad;
 	L->delim_len = l > 0 ? (size_t)l : 0;
-	if ((l = s3d_query(rq, v2 ? "start-after" : "marker", L->start, sizeof(L->start))) == -2)
+	if ((l = s3d_query(rq, v2 ? "start-after" : up ? "key-marker" : "marker", L->start,
+			   sizeof(L->start))) == -2)
 		goto bad;
 	L->start_len = l > 0 ? (size_t)l : 0;
 	memcpy(L->marker, L->start, L->start_len);
 	L->marker_len = L->start_len;
+	L->uploads = up;
+	if (up && L->start_len) {
+		/* (key-marker, upload-id-marker): after that upload; without an
+		 * id, after every upload of key-marker ("\0\xff" sorts after
+		 * "\0" and any hex id) */
+		l = s3d_query(rq, "upload-id-marker", L->upload_marker, 32);
+		if (l == -2)
+			goto bad;
+		L->marker[L->marker_len++] = 0;
+		if (l > 0) {
+			L->upload_marker[l] = 0;
+			memcpy(L->marker + L->marker_len, L->upload_marker, (size_t)l);
+			L->marker_len += (size_t)l;
+		} else {
+			L->marker[L->marker_len++] = (char)0xff;
+		}
+	}
 	if (v2 && (l = s3d_query(rq, "continuation-token", L->token, sizeof(L->token) - 1)) != -1) {
 		/* our token: the last entry of the page before, in hex */
 		if (l < 2 || (l & 1))
@@ -1069,6 +1090,19 @@ static void s3d_list_note(struct s3d_list *L, const uint8_t *h, size_t n, uint64
 			return;
 		}
 	}
+	if (L->uploads) {
+		/* an upload: (key, 0, id) orders by key, then id */
+		char e[S3D_KEY_MAX + 34];
+		static const uint8_t zero[16];
+		if (len + 33 > sizeof(e) || memcmp(h + 40, zero, 16) == 0)
+			return; /* a marker from before ids were kept */
+		memcpy(e, name, len);
+		e[len] = 0;
+		sigv4_hex(h + 40, 16, e + len + 1);
+		if (s3d_name_cmp(e, len + 33, L->marker, L->marker_len) > 0)
+			s3d_list_add(L, e, len + 33, false, &ob);
+		return;
+	}
 	if (s3d_name_cmp(name, len, L->marker, L->marker_len) > 0)
 		s3d_list_add(L, name, len, false, &ob);
 }
@@ -1079,7 +1113,8 @@ static void s3d_list_page(struct s3d_req *rq)
 	struct kvtd_server *srv = rq->conn->loop->srv;
 	struct s3d_list *L = rq->list;
 	struct s3d_item *it;
-	int64_t n = kvt_scan(srv->store, rq->ns, &L->cursor, "o", 1, L->keys, S3D_LIST_PAGE);
+	int64_t n = kvt_scan(srv->store, rq->ns, &L->cursor, L->uploads ? "u" : "o", 1, L->keys,
+			     S3D_LIST_PAGE);
 
 	if (n < 0) {
 		s3d_fail(rq, 503, "SlowDown", kvt_strerror((int)n));
@@ -1132,9 +1167,15 @@ static void s3d_list_elem(struct s3d_req *rq, const char *tag, const char *s, si
 	s3d_printf(rq, "</%s>", tag);
 }
 
+static void s3d_list_uploads_answer(struct s3d_req *rq);
+
 static void s3d_list_answer(struct s3d_req *rq)
 {
 	struct s3d_list *L = rq->list;
+	if (L->uploads) {
+		s3d_list_uploads_answer(rq);
+		return;
+	}
 	bool v2 = rq->op == S3_LIST_V2;
 	bool trunc = L->nent > L->max_keys;
 	uint32_t n = trunc ? L->max_keys : L->nent;
@@ -1193,6 +1234,65 @@ static void s3d_list_answer(struct s3d_req *rq)
 			s3d_text(rq, "</CommonPrefixes>", 17);
 		}
 	s3d_text(rq, "</ListBucketResult>\n", 20);
+	s3d_xml_answer(rq, 200);
+	s3d_finish(rq);
+}
+
+/* ListMultipartUploads' answer: entries are (key, 0, id) or prefixes. */
+static void s3d_list_uploads_answer(struct s3d_req *rq)
+{
+	struct s3d_list *L = rq->list;
+	bool trunc = L->nent > L->max_keys;
+	uint32_t n = trunc ? L->max_keys : L->nent;
+
+	s3d_xml_begin(rq, "ListMultipartUploadsResult");
+	s3d_text(rq, "<Bucket>", 8);
+	s3d_xml_str(rq, rq->bucket, strlen(rq->bucket));
+	s3d_text(rq, "</Bucket>", 9);
+	s3d_list_elem(rq, "KeyMarker", L->start, L->start_len);
+	s3d_text(rq, "<UploadIdMarker>", 16);
+	s3d_xml_str(rq, L->upload_marker, strlen(L->upload_marker));
+	s3d_text(rq, "</UploadIdMarker>", 17);
+	if (trunc && n) {
+		const struct s3d_lent *e = &L->ent[n - 1];
+		size_t kl = e->is_prefix ? e->len : e->len - 33;
+		s3d_list_elem(rq, "NextKeyMarker", e->name, kl);
+		s3d_text(rq, "<NextUploadIdMarker>", 20);
+		if (!e->is_prefix)
+			s3d_text(rq, e->name + kl + 1, 32);
+		s3d_text(rq, "</NextUploadIdMarker>", 21);
+	}
+	s3d_list_elem(rq, "Prefix", L->prefix, L->prefix_len);
+	if (L->delim_len)
+		s3d_list_elem(rq, "Delimiter", L->delim, L->delim_len);
+	s3d_printf(rq, "<MaxUploads>%u</MaxUploads>", L->max_keys);
+	if (L->url)
+		s3d_text(rq, "<EncodingType>url</EncodingType>", 32);
+	s3d_printf(rq, "<IsTruncated>%s</IsTruncated>", trunc ? "true" : "false");
+	for (uint32_t i = 0; i < n; i++) {
+		const struct s3d_lent *e = &L->ent[i];
+		char d[40];
+		if (e->is_prefix)
+			continue;
+		s3d_iso_date(d, sizeof(d), e->mtime_ms);
+		s3d_text(rq, "<Upload>", 8);
+		s3d_list_elem(rq, "Key", e->name, e->len - 33);
+		s3d_text(rq, "<UploadId>", 10);
+		s3d_text(rq, e->name + e->len - 32, 32);
+		s3d_text(rq, "</UploadId><Initiator><ID>", 26);
+		s3d_xml_str(rq, rq->tenant, rq->tenant_len);
+		s3d_text(rq, "</ID></Initiator><Owner><ID>", 28);
+		s3d_xml_str(rq, rq->tenant, rq->tenant_len);
+		s3d_printf(rq, "</ID></Owner><StorageClass>STANDARD</StorageClass>"
+			   "<Initiated>%s</Initiated></Upload>", d);
+	}
+	for (uint32_t i = 0; i < n; i++)
+		if (L->ent[i].is_prefix) {
+			s3d_text(rq, "<CommonPrefixes>", 16);
+			s3d_list_elem(rq, "Prefix", L->ent[i].name, L->ent[i].len);
+			s3d_text(rq, "</CommonPrefixes>", 17);
+		}
+	s3d_text(rq, "</ListMultipartUploadsResult>\n", 30);
 	s3d_xml_answer(rq, 200);
 	s3d_finish(rq);
 }
@@ -1396,6 +1496,7 @@ static void s3d_step(struct s3d_req *rq)
 		return;
 	case S3_LIST_V1:
 	case S3_LIST_V2:
+	case S3_LIST_UPLOADS:
 		s3d_list_step(rq);
 		return;
 	case S3_GET:
@@ -1871,6 +1972,7 @@ void s3d_run(struct s3d_req *rq)
 		return;
 	case S3_LIST_V1:
 	case S3_LIST_V2:
+	case S3_LIST_UPLOADS:
 		s3d_list_start(rq);
 		return;
 	case S3_MPU_CREATE: {
@@ -1886,6 +1988,7 @@ void s3d_run(struct s3d_req *rq)
 		s3d_key(&k, 'u', rq->upload_id, strlen(rq->upload_id));
 		s3d_item_init(rq, it, KVT_OP_PUT, &k);
 		rq->hdr_len = s3d_obj_header(rq->hdrbuf, 0, 0, rq->key, rq->key_len, rq->ctype, 0);
+		memcpy(rq->hdrbuf + 40, rnd, sizeof(rnd)); /* the upload id, for listings */
 		it->iov[0] = (struct iovec){ rq->hdrbuf, rq->hdr_len };
 		it->req.iov = it->iov;
 		it->req.iov_count = 1;

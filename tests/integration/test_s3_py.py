@@ -771,6 +771,28 @@ whole = src[:5 << 20] + src + src[5 << 20:]
 assert a.get_object(Bucket="lst", Key="mpu-copy")["Body"].read() == whole
 assert a.get_object(Bucket="lst", Key="mpu-copy", Range="bytes=%d-%d" % (
     (5 << 20) - 2, (5 << 20) + 2))["Body"].read() == whole[(5 << 20) - 2:(5 << 20) + 3]
+# ListMultipartUploads: the uploads neither completed nor aborted, by key
+# then id, in pages; prefixes and delimiters as for objects
+def uploads(**kw):
+    got, pages = [], 0
+    for p in a.get_paginator("list_multipart_uploads").paginate(Bucket="lst", **kw):
+        pages += 1
+        got += [(u["Key"], u["UploadId"]) for u in p.get("Uploads", [])]
+    return got, pages
+assert uploads() == (sorted([("mpu-open", up), ("mpu-parts", up3)]), 1), uploads()
+more = [a.create_multipart_upload(Bucket="lst", Key="mpu-parts")["UploadId"] for _ in range(3)]
+want = sorted([("mpu-open", up), ("mpu-parts", up3)] + [("mpu-parts", x) for x in more])
+assert uploads(PaginationConfig={"PageSize": 2}) == (want, 3), uploads(PaginationConfig={"PageSize": 2})
+r = a.list_multipart_uploads(Bucket="lst", KeyMarker="mpu-open")
+assert [(u["Key"], u["UploadId"]) for u in r["Uploads"]] == want[1:], r
+r = a.list_multipart_uploads(Bucket="lst", KeyMarker=want[2][0], UploadIdMarker=want[2][1])
+assert [(u["Key"], u["UploadId"]) for u in r["Uploads"]] == want[3:], r
+r = a.list_multipart_uploads(Bucket="lst", Delimiter="-")
+assert [c["Prefix"] for c in r["CommonPrefixes"]] == ["mpu-"] and "Uploads" not in r, r
+assert uploads(Prefix="mpu-o")[0] == [("mpu-open", up)]
+for x in more:
+    a.abort_multipart_upload(Bucket="lst", Key="mpu-parts", UploadId=x)
+assert uploads()[0] == sorted([("mpu-open", up), ("mpu-parts", up3)])
 # another tenant: no listing of alice's buckets, except through a grant
 assert code(b.list_objects_v2, Bucket="lst") == ("NoSuchBucket", 404)
 assert code(b.list_objects_v2, Bucket="alice.lst") == ("NoSuchBucket", 404)
