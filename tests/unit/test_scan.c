@@ -22,10 +22,14 @@ static struct kvt_store *open_ssd(const char *dir, const char *dram)
 
 static int put_key(struct kvt_store *s, uint32_t ns, const struct kvt_key *k, size_t len)
 {
-	static char buf[65536];
+	char *buf = malloc(len);
 	struct iovec v = { buf, len };
+	int r;
+	T_ASSERT(buf);
 	memset(buf, (int)k->bytes[0], len);
-	return kvt_put(s, ns, k, &v, 1);
+	r = kvt_put(s, ns, k, &v, 1);
+	free(buf);
+	return r;
 }
 
 static struct kvt_key str_key(const char *p)
@@ -43,10 +47,11 @@ static int key_cmp(const void *a, const void *b)
 	return c ? c : (x->len > y->len) - (x->len < y->len);
 }
 
-/* Every key of ns, paging by `page`; asserts the pages ascend strictly.
- * Returns how many (into out, of cap). */
-static size_t scan_all(struct kvt_store *s, uint32_t ns, const char *prefix, size_t page,
-		       struct kvt_key *out, size_t cap)
+/* Every key of ns, paging by `page`, calling between(ctx) (if not NULL)
+ * after each page; asserts the pages ascend strictly.  Returns how many
+ * (into out, of cap). */
+static size_t scan_pages(struct kvt_store *s, uint32_t ns, const char *prefix, size_t page,
+			 struct kvt_key *out, size_t cap, void (*between)(void *), void *ctx)
 {
 	struct kvt_key cur = { .len = 0 };
 	size_t n = 0;
@@ -64,9 +69,17 @@ static size_t scan_all(struct kvt_store *s, uint32_t ns, const char *prefix, siz
 			T_ASSERT(key_cmp(&cur, &buf[r - 1]) == 0);
 		if ((size_t)r < page)
 			break;
+		if (between)
+			between(ctx);
 	}
 	free(buf);
 	return n;
+}
+
+static size_t scan_all(struct kvt_store *s, uint32_t ns, const char *prefix, size_t page,
+		       struct kvt_key *out, size_t cap)
+{
+	return scan_pages(s, ns, prefix, page, out, cap, NULL, NULL);
 }
 
 /* The hand-worked case: opaque keys in byte order, a key before its
@@ -236,8 +249,9 @@ static void test_eviction(void)
 }
 
 /* Under concurrent puts (new keys) and deletes (of keys outside the base
- * set), with evictions: pages never repeat a key and every base key --
- * present throughout -- is listed exactly once. */
+ * set) -- from another thread, and between pages from the scanning one --
+ * with evictions: pages never repeat a key and every base key -- present
+ * throughout -- is listed exactly once. */
 struct churn {
 	struct kvt_store *s;
 	uint32_t ns;
@@ -264,6 +278,28 @@ static void *churn_main(void *arg)
 	return NULL;
 }
 
+/* Between two pages, on the scanning thread: two new keys (one may sort
+ * before the cursor, one after) and a delete of an earlier such key, so
+ * every resumption meets changes whatever the other thread managed. */
+struct between {
+	struct kvt_store *s;
+	uint32_t ns;
+	uint64_t next;
+};
+
+static void between_pages(void *arg)
+{
+	struct between *b = arg;
+	for (int i = 0; i < 2; i++) {
+		struct kvt_key k = t_key(b->next++);
+		T_ASSERT(put_key(b->s, b->ns, &k, 4096) >= 0);
+	}
+	if (b->next > 2000005) {
+		struct kvt_key d = t_key(b->next - 5);
+		T_ASSERT(kvt_delete(b->s, b->ns, &d) >= 0);
+	}
+}
+
 static void test_concurrent(void)
 {
 	char *dir = t_mkdtemp();
@@ -271,7 +307,7 @@ static void test_concurrent(void)
 	struct churn c = { .s = s };
 	pthread_t th;
 	struct kvt_key *got = calloc(100000, sizeof(*got));
-	uint64_t before;
+	struct between bt = { .s = s, .next = 2000000 };
 
 	c.ns = t_ns(s, "scan-churn");
 	for (uint64_t i = 0; i < BASE; i++) {
@@ -284,9 +320,10 @@ static void test_concurrent(void)
 	T_ASSERT(pthread_create(&th, NULL, churn_main, &c) == 0);
 	while (atomic_load(&c.puts) < 20)
 		usleep(1000);
-	before = atomic_load(&c.puts);
+	bt.ns = c.ns;
 	for (int round = 0; round < 4; round++) {
-		size_t n = scan_all(s, c.ns, NULL, 20 + round * 50, got, 100000); /* ascends strictly */
+		/* ascends strictly */
+		size_t n = scan_pages(s, c.ns, NULL, 20 + round * 50, got, 100000, between_pages, &bt);
 		size_t base = 0;
 		for (size_t i = 0; i < n; i++) {
 			uint64_t id;
@@ -295,7 +332,7 @@ static void test_concurrent(void)
 		}
 		T_EQ_U64(base, BASE);
 	}
-	T_ASSERT(atomic_load(&c.puts) > before); /* the scans ran while it put */
+	T_ASSERT(bt.next > 2000000 + 20);
 	atomic_store(&c.stop, true);
 	pthread_join(th, NULL);
 	for (uint64_t i = 0; i < BASE; i++) {
