@@ -6,7 +6,10 @@ corrupted bodies, pipelining), and NIXL's OBJ plugin (nixl-cu12 from
 PyPI) writing DRAM buffers, reading them back at offsets, checking
 existence, and reading again after a restart.
 
-Usage: test_s3_py.py PATH-TO-KVTIERD BUILD-DIR [boto|raw|cli|tls|nixl ...].
+Usage: test_s3_py.py PATH-TO-KVTIERD BUILD-DIR [boto|list|raw|cli|tls|nixl ...].
+"list": ListObjects(V2), ListParts, ListMultipartUploads, UploadPartCopy,
+BucketNotEmpty with boto3's paginators; "cli" also runs aws s3 ls, sync,
+rm --recursive and rb.
 Installs into venvs under BUILD-DIR (once); exits 77 only when PyPI
 cannot be reached.  Starts a real kvtierd on 127.0.0.1 port 0 with a
 tenants file (alice, bob).
@@ -859,7 +862,7 @@ print("nixl %s: ok" % phase)
 
 def main():
     if len(sys.argv) < 3:
-        print("SKIP: usage: test_s3_py.py KVTIERD BUILD-DIR [boto|cli|nixl]")
+        print("SKIP: usage: test_s3_py.py KVTIERD BUILD-DIR [boto|list|raw|cli|tls|nixl]")
         return 77
     kvtierd, build = sys.argv[1], sys.argv[2]
     parts = sys.argv[3:] or ["boto", "list", "raw", "cli", "tls", "nixl"]
