@@ -13,11 +13,14 @@
 #include "t.h"
 #include "tstore.h"
 
+/* KVT_TEST_IO=psync|uring picks the SSD engine (the TSan run uses psync:
+ * TSan cannot see the kernel fill io_uring's read buffers). */
 static struct kvt_store *open_ssd(const char *dir, const char *dram)
 {
+	const char *io = getenv("KVT_TEST_IO") ? getenv("KVT_TEST_IO") : "uring";
 	return t_store_open("path", dir, "dram.capacity", dram, "dram.chunk", "4K",
 			    "dram.prefault", "off", "ssd.capacity", "128M", "ssd.segment", "1M",
-			    "ssd.admission", "always", NULL);
+			    "ssd.admission", "always", "ssd.io", io, NULL);
 }
 
 static int put_key(struct kvt_store *s, uint32_t ns, const struct kvt_key *k, size_t len)
