@@ -890,6 +890,8 @@ struct s3d_list {
 	char start[S3D_KEY_MAX];   /* start-after (V2) or marker (V1), as sent */
 	char token[2 * S3D_KEY_MAX + 1]; /* continuation-token, as sent */
 	bool last_page;
+	uint32_t nkeys, win;       /* keys of this scan page; read so far */
+	bool stepping, again;      /* s3d_list_step running; reads came back inline */
 	uint32_t part_next;        /* ListParts: the next part number to probe */
 	uint32_t part_marker;      /* ListParts: part-number-marker */
 	bool upload_ok;            /* ListParts: the upload's marker was read */
@@ -916,7 +918,7 @@ static int64_t s3d_query(const struct s3d_req *rq, const char *name, char *out, 
 	return s3h_query(rq->h.target, rq->h.target_len, name, out, cap);
 }
 
-static void s3d_list_page(struct s3d_req *rq);
+static bool s3d_list_page(struct s3d_req *rq);
 
 static void s3d_list_start(struct s3d_req *rq)
 {
@@ -1107,32 +1109,33 @@ static void s3d_list_note(struct s3d_list *L, const uint8_t *h, size_t n, uint64
 		s3d_list_add(L, name, len, false, &ob);
 }
 
-/* The next page of the bucket's object keys, and a read of each header. */
-static void s3d_list_page(struct s3d_req *rq)
-{
-	struct kvtd_server *srv = rq->conn->loop->srv;
-	struct s3d_list *L = rq->list;
-	struct s3d_item *it;
-	int64_t n = kvt_scan(srv->store, rq->ns, &L->cursor, L->uploads ? "u" : "o", 1, L->keys,
-			     S3D_LIST_PAGE);
+/* Reads of the headers of the page's next keys: all of them at once; a
+ * granted bucket's S3D_LIST_QUIET_WIN at a time, since a quiet read of a
+ * block only on SSD copies the whole value (lib: KVT_F_QUIET). */
+#define S3D_LIST_QUIET_WIN 4
 
-	if (n < 0) {
-		s3d_fail(rq, 503, "SlowDown", kvt_strerror((int)n));
-		return;
-	}
-	L->last_page = n < S3D_LIST_PAGE;
-	it = s3d_items(rq, (uint32_t)n);
+/* These return false when the request was answered (rq may be freed). */
+static bool s3d_list_window(struct s3d_req *rq)
+{
+	struct s3d_list *L = rq->list;
+	uint32_t n = L->nkeys - L->win;
+	struct s3d_item *it;
+
+	if (rq->granted && n > S3D_LIST_QUIET_WIN)
+		n = S3D_LIST_QUIET_WIN;
+	it = s3d_items(rq, n);
 	if (!it) {
 		s3d_fail(rq, 503, "SlowDown", "server out of memory");
-		return;
+		return false;
 	}
-	for (int64_t i = 0; i < n; i++) {
+	for (uint32_t i = 0; i < n; i++) {
+		const struct kvt_key *k = &L->keys[L->win + i];
 		if (rq->granted) {
 			/* another tenant's blocks: read quietly (doc/security.md) */
-			s3d_item_init(rq, &it[i], KVT_OP_GET_PINNED, &L->keys[i]);
+			s3d_item_init(rq, &it[i], KVT_OP_GET_PINNED, k);
 			it[i].req.flags = KVT_F_QUIET;
 		} else {
-			s3d_item_init(rq, &it[i], KVT_OP_GET, &L->keys[i]);
+			s3d_item_init(rq, &it[i], KVT_OP_GET, k);
 			it[i].req.flags = KVT_F_PART;
 			it[i].req.part = 0;
 			it[i].iov[0] = (struct iovec){ L->bufs[i], S3D_LIST_HDR };
@@ -1140,7 +1143,27 @@ static void s3d_list_page(struct s3d_req *rq)
 			it[i].req.iov_count = 1;
 		}
 	}
+	L->win += n;
 	s3d_submit(rq, PH_PROBE);
+	return true;
+}
+
+/* The next page of the bucket's object keys, and a read of each header. */
+static bool s3d_list_page(struct s3d_req *rq)
+{
+	struct kvtd_server *srv = rq->conn->loop->srv;
+	struct s3d_list *L = rq->list;
+	int64_t n = kvt_scan(srv->store, rq->ns, &L->cursor, L->uploads ? "u" : "o", 1, L->keys,
+			     S3D_LIST_PAGE);
+
+	if (n < 0) {
+		s3d_fail(rq, 503, "SlowDown", kvt_strerror((int)n));
+		return false;
+	}
+	L->last_page = n < S3D_LIST_PAGE;
+	L->nkeys = (uint32_t)n;
+	L->win = 0;
+	return s3d_list_window(rq);
 }
 
 /* A string of the answer, URL-encoded with encoding-type=url. */
@@ -1297,8 +1320,33 @@ static void s3d_list_uploads_answer(struct s3d_req *rq)
 	s3d_finish(rq);
 }
 
-/* The headers of a page are back: into the set, then the next page. */
+static bool s3d_list_collect(struct s3d_req *rq);
+
+/* The headers of a window are back: into the set, then the next window,
+ * page, or the answer. */
 static void s3d_list_step(struct s3d_req *rq)
+{
+	struct s3d_list *L = rq->list;
+
+	/* Reads that complete inline come back here from within the submit
+	 * below: note that and loop, rather than recurse once per window
+	 * (a granted bucket of 10^5 objects has 25,000 of them). */
+	if (L->stepping) {
+		L->again = true;
+		return;
+	}
+	L->stepping = true;
+	do {
+		L->again = false;
+		if (!s3d_list_collect(rq))
+			return; /* answered: rq may be gone */
+	} while (L->again);
+	L->stepping = false;
+}
+
+/* Note the headers back; go on (true: reads in flight or done inline,
+ * see again) or answer (false). */
+static bool s3d_list_collect(struct s3d_req *rq)
 {
 	struct s3d_list *L = rq->list;
 
@@ -1314,10 +1362,12 @@ static void s3d_list_step(struct s3d_req *rq)
 				s3d_list_note(L, L->bufs[i], n, r->length);
 		}
 	}
-	if (L->last_page)
-		s3d_list_answer(rq);
-	else
-		s3d_list_page(rq);
+	if (L->win < L->nkeys)
+		return s3d_list_window(rq);
+	if (!L->last_page)
+		return s3d_list_page(rq);
+	s3d_list_answer(rq);
+	return false;
 }
 
 

@@ -805,6 +805,14 @@ except botocore.exceptions.ClientError:
     pass
 a.put_object(Bucket="shared", Key="listed", Body=b"1")
 assert "listed" in [c["Key"] for c in b.list_objects_v2(Bucket="alice.shared")["Contents"]]
+# a granted bucket's headers are read quietly, a few at a time
+for i in range(11):
+    a.put_object(Bucket="shared", Key="g/%02d" % i, Body=b"g" * i)
+seen = []
+for p in b.get_paginator("list_objects_v2").paginate(Bucket="alice.shared", Prefix="g/",
+                                                      PaginationConfig={"PageSize": 5}):
+    seen += [(c["Key"], c["Size"]) for c in p["Contents"]]
+assert seen == [("g/%02d" % i, i) for i in range(11)], seen
 # DeleteBucket refuses a bucket with objects (not one with only an
 # unfinished upload's parts)
 assert code(a.delete_bucket, Bucket="lst") == ("BucketNotEmpty", 409)
