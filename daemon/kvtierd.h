@@ -883,7 +883,7 @@ void kvtd_conn_stop_input(struct kvtd_conn *c);
 int kvtd_resp_setup(struct kvtd_server *srv);
 
 /* S3 operations as counted in metrics (s3d.c's enum s3d_op) */
-#define KVTD_S3_OPS 17
+#define KVTD_S3_OPS 22
 extern const char *const kvtd_s3_op_names[KVTD_S3_OPS];
 void kvtd_metrics_s3(struct kvtd_server *srv, int op, bool error);
 

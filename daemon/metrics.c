@@ -120,7 +120,8 @@ const char *const kvtd_s3_op_names[KVTD_S3_OPS] = {
 	"none", "ListBuckets", "CreateBucket", "HeadBucket", "DeleteBucket",
 	"GetBucketLocation", "PutObject", "GetObject", "HeadObject", "DeleteObject",
 	"DeleteObjects", "CopyObject", "CreateMultipartUpload", "UploadPart",
-	"CompleteMultipartUpload", "AbortMultipartUpload", "NotImplemented",
+	"CompleteMultipartUpload", "AbortMultipartUpload", "ListObjects", "ListObjectsV2",
+	"UploadPartCopy", "ListParts", "ListMultipartUploads", "NotImplemented",
 };
 
 void kvtd_metrics_s3(struct kvtd_server *srv, int op, bool error)

@@ -462,7 +462,9 @@ static int s3d_route(struct s3d_req *rq)
 			has_part = true;
 		} else if (IS("x-id") || (nl > 6 && memcmp(n, "X-Amz-", 6) == 0) ||
 			   IS("max-keys") || IS("prefix") || IS("delimiter") || IS("encoding-type") ||
-			   IS("continuation-token") || IS("start-after") || IS("fetch-owner")) {
+			   IS("continuation-token") || IS("start-after") || IS("fetch-owner") ||
+			   IS("marker") || IS("max-parts") || IS("part-number-marker") ||
+			   IS("max-uploads") || IS("key-marker") || IS("upload-id-marker")) {
 			/* read elsewhere or harmless */
 		} else {
 			other_sub = true; /* ?acl, ?tagging, ?versioning, ... */
@@ -484,14 +486,20 @@ static int s3d_route(struct s3d_req *rq)
 			rq->op = S3_BUCKET_LOCATION;
 		else if (post && rq->q_delete)
 			rq->op = S3_DELETE_MANY;
+		else if (get && rq->q_uploads)
+			rq->op = S3_LIST_UPLOADS;
+		else if (get)
+			rq->op = rq->q_list2 ? S3_LIST_V2 : S3_LIST_V1;
 		else
-			rq->op = S3_NOT_IMPL; /* ListObjects(V2): doc/s3.md */
+			rq->op = S3_NOT_IMPL;
 	} else if (put && has_upload && has_part) {
-		rq->op = s3h_header(&rq->h, "x-amz-copy-source", &vl) ? S3_NOT_IMPL : S3_MPU_PART;
+		rq->op = s3h_header(&rq->h, "x-amz-copy-source", &vl) ? S3_MPU_PART_COPY : S3_MPU_PART;
 	} else if (put) {
 		rq->op = s3h_header(&rq->h, "x-amz-copy-source", &vl) ? S3_COPY : S3_PUT;
 	} else if (get && !has_upload && !has_part) {
 		rq->op = S3_GET;
+	} else if (get && has_upload && !has_part) {
+		rq->op = S3_LIST_PARTS;
 	} else if (head && !has_upload && !has_part) {
 		rq->op = S3_HEAD;
 	} else if (del) {
@@ -503,7 +511,8 @@ static int s3d_route(struct s3d_req *rq)
 	} else {
 		rq->op = S3_NOT_IMPL;
 	}
-	if ((rq->op == S3_MPU_PART || rq->op == S3_MPU_ABORT || rq->op == S3_MPU_COMPLETE) &&
+	if ((rq->op == S3_MPU_PART || rq->op == S3_MPU_ABORT || rq->op == S3_MPU_COMPLETE ||
+	     rq->op == S3_MPU_PART_COPY || rq->op == S3_LIST_PARTS) &&
 	    !has_upload)
 		rq->op = S3_NOT_IMPL;
 	return 0;

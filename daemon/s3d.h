@@ -41,7 +41,8 @@
 enum s3d_op {
 	S3_NONE = 0, S3_LIST_BUCKETS, S3_CREATE_BUCKET, S3_HEAD_BUCKET, S3_DELETE_BUCKET,
 	S3_BUCKET_LOCATION, S3_PUT, S3_GET, S3_HEAD, S3_DELETE, S3_DELETE_MANY, S3_COPY,
-	S3_MPU_CREATE, S3_MPU_PART, S3_MPU_COMPLETE, S3_MPU_ABORT, S3_NOT_IMPL, S3__COUNT
+	S3_MPU_CREATE, S3_MPU_PART, S3_MPU_COMPLETE, S3_MPU_ABORT, S3_LIST_V1, S3_LIST_V2,
+	S3_MPU_PART_COPY, S3_LIST_PARTS, S3_LIST_UPLOADS, S3_NOT_IMPL, S3__COUNT
 };
 _Static_assert(S3__COUNT == KVTD_S3_OPS, "kvtierd.h's KVTD_S3_OPS follows enum s3d_op");
 
@@ -62,6 +63,7 @@ enum { PH_NONE = 0, PH_PROBE, PH_WRITE, PH_ASSEMBLE_DEL, PH_DONE };
 enum s3d_ck { CK_CRC32C = 0, CK_CRC32, CK_SHA256, CK_MD5, CK__COUNT };
 
 struct s3d_req;
+struct s3d_list;
 
 struct s3d_item {
 	struct kvt_req req;        /* user_data: this | S3D_UD */
@@ -101,6 +103,8 @@ struct s3d_req {
 	size_t key_len;
 	char upload_id[40];
 	uint32_t part_no;
+	uint64_t copy_first, copy_last; /* UploadPartCopy: x-amz-copy-source-range */
+	bool copy_range;
 	bool q_uploads, q_delete, q_location, q_list2;
 	/* identity */
 	char tenant[PROTO_TENANT_MAX + 1];
@@ -148,6 +152,7 @@ struct s3d_req {
 	int phase;
 	bool cond_none_match;      /* PUT with If-None-Match: *; DeleteObjects: Quiet */
 	struct s3d_item *del_item; /* Complete, Copy: the DELETE of a replaced object (owned) */
+	struct s3d_list *list;     /* ListObjects(V2): its state, one allocation (owned) */
 	/* an error decided before the body was read: answered after it */
 	int err_status;
 	const char *err_code;

@@ -352,3 +352,25 @@ int64_t s3h_unescape(const char *src, size_t len, char *dst, size_t cap)
 	}
 	return (int64_t)o;
 }
+
+int64_t s3h_query(const char *target, size_t target_len, const char *name, char *out, size_t cap)
+{
+	const char *q = memchr(target, '?', target_len);
+	size_t nl = strlen(name);
+
+	for (size_t i = q ? (size_t)(q - target) + 1 : target_len; i < target_len;) {
+		size_t s = i, e;
+		while (i < target_len && target[i] != '&')
+			i++;
+		e = i++;
+		const char *eq = memchr(target + s, '=', e - s);
+		size_t kl = eq ? (size_t)(eq - target) - s : e - s;
+		if (kl != nl || memcmp(target + s, name, nl) != 0)
+			continue;
+		if (!eq)
+			return 0;
+		int64_t dl = s3h_unescape(eq + 1, e - (size_t)(eq + 1 - target), out, cap);
+		return dl < 0 ? -2 : dl;
+	}
+	return -1;
+}

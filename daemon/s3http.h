@@ -122,4 +122,10 @@ bool s3c_done(const struct s3c_dec *d);
  * space). */
 int64_t s3h_unescape(const char *src, size_t len, char *dst, size_t cap);
 
+/* The query parameter `name` of a request target (the part after '?'),
+ * percent-decoded into out (cap bytes): its length (0 also for "name"
+ * without '='), -1 absent, -2 malformed or longer than cap.  The first
+ * occurrence counts. */
+int64_t s3h_query(const char *target, size_t target_len, const char *name, char *out, size_t cap);
+
 #endif

@@ -21,7 +21,8 @@
  *     off 28 u32 name length (the object key, compared on every read)
  *     off 32 u32 content-type length
  *     off 36 u32 S3 parts (0: a single PUT)
- *     off 40 24 reserved (0)
+ *     off 40 an upload marker's: the upload id (16 bytes; 0 before
+ *            ListMultipartUploads); else reserved (0); 24 bytes
  *     off 64 name, then content type
  *
  * Threads: the connection's loop thread; no locks.  The one call that
@@ -664,12 +665,13 @@ static void s3d_complete_answer(struct s3d_req *rq)
 {
 	char lm[40];
 
-	if (rq->op == S3_COPY) {
+	if (rq->op == S3_COPY || rq->op == S3_MPU_PART_COPY) {
+		const char *root = rq->op == S3_COPY ? "CopyObjectResult" : "CopyPartResult";
 		s3d_iso_date(lm, sizeof(lm), s3d_unix_ms());
-		s3d_xml_begin(rq, "CopyObjectResult");
+		s3d_xml_begin(rq, root);
 		s3d_printf(rq, "<LastModified>%s</LastModified><ETag>", lm);
 		s3d_xml_str(rq, rq->etag, strlen(rq->etag));
-		s3d_text(rq, "</ETag></CopyObjectResult>\n", 27);
+		s3d_printf(rq, "</ETag></%s>\n", root);
 	} else {
 		s3d_xml_begin(rq, "CompleteMultipartUploadResult");
 		s3d_text(rq, "<Bucket>", 8);
@@ -687,8 +689,15 @@ static void s3d_complete_answer(struct s3d_req *rq)
 static void s3d_assemble(struct s3d_req *rq)
 {
 	struct kvtd_server *srv = rq->conn->loop->srv;
-	uint32_t nsrc = rq->op == S3_COPY ? 1 : rq->n - 1; /* Complete: items[0] is the marker */
-	struct s3d_item *src = rq->op == S3_COPY ? rq->items : rq->items + 1;
+	/* Copy, UploadPartCopy: one source, items[0]; Complete: items[0] is
+	 * the marker, the parts follow */
+	bool one = rq->op == S3_COPY || rq->op == S3_MPU_PART_COPY;
+	bool pcopy = rq->op == S3_MPU_PART_COPY;
+	uint32_t nsrc = one ? 1 : rq->n - 1;
+	struct s3d_item *src = one ? rq->items : rq->items + 1;
+	char pname[64];
+	const char *name = rq->key;
+	size_t name_len = rq->key_len;
 	uint64_t lens[KVT_PARTS_MAX];
 	uint32_t crcs[KVT_PARTS_MAX];
 	struct s3d_obj ob;
@@ -702,12 +711,18 @@ static void s3d_assemble(struct s3d_req *rq)
 		 * (part_no holds nothing here); recompute from headers */
 		uint8_t h[S3D_HDR_LEN];
 		kvtd_view_read(&src[i].req, 0, h, sizeof(h));
-		lens[1 + i] = s3d_get64(h + 8);
+		lens[1 + i] = pcopy ? rq->copy_last - rq->copy_first + 1 : s3d_get64(h + 8);
 		total += lens[1 + i];
 	}
-	s3d_key(&k, 'o', rq->key, rq->key_len);
-	rq->hdr_len = s3d_obj_header(rq->hdrbuf, total, 0, rq->key, rq->key_len, rq->ctype,
-				     rq->op == S3_COPY ? 0 : nsrc);
+	if (pcopy) {
+		name_len = (size_t)snprintf(pname, sizeof(pname), "%s/%u", rq->upload_id, rq->part_no);
+		name = pname;
+		s3d_part_key(&k, rq->upload_id, rq->part_no);
+	} else {
+		s3d_key(&k, 'o', rq->key, rq->key_len);
+	}
+	rq->hdr_len = s3d_obj_header(rq->hdrbuf, total, 0, name, name_len, rq->ctype,
+				     one ? 0 : nsrc);
 	lens[0] = rq->hdr_len;
 	/* Empty sources are not parts (kvtier parts are >= 1 byte). */
 	unsigned np = 1;
@@ -789,7 +804,9 @@ static void s3d_assemble(struct s3d_req *rq)
 			const struct kvt_req *sr = &src[i].req;
 			kvtd_view_read(sr, 0, h, sizeof(h));
 			uint64_t off = S3D_HDR_LEN + (uint64_t)s3d_get32(h + 28) + s3d_get32(h + 32);
-			uint64_t left = s3d_get64(h + 8);
+			uint64_t left = pcopy ? lens[1] : s3d_get64(h + 8);
+			if (pcopy)
+				off += rq->copy_first;
 			for (uint32_t v = 0; v < sr->view_count && left; v++) {
 				size_t l = sr->view[v].iov_len;
 				if (off >= l) {
@@ -824,7 +841,7 @@ static void s3d_assemble(struct s3d_req *rq)
 		return;
 	}
 	(void)ob;
-	s3d_etag(rq->etag, sizeof(rq->etag), whole, total, rq->op == S3_COPY ? 0 : nsrc);
+	s3d_etag(rq->etag, sizeof(rq->etag), whole, total, one ? 0 : nsrc);
 	if (rq->op == S3_MPU_COMPLETE) {
 		/* The parts and the marker are no longer needed. */
 		struct kvt_key pk;
@@ -838,6 +855,685 @@ static void s3d_assemble(struct s3d_req *rq)
 	s3d_complete_answer(rq);
 }
 
+/* ---- ListObjects, ListObjectsV2 ------------------------------------------
+ *
+ * Object keys are hashed into kvtier keys, so names are only in the
+ * objects' headers: a listing walks the bucket's 'o' keys (kvt_scan, a
+ * page of S3D_LIST_PAGE at a time) and reads each one's part 0 (the
+ * header, at most S3D_LIST_HDR bytes; nothing promoted from SSD), and
+ * keeps the max-keys + 1 smallest entries above the marker -- an entry
+ * being a key, or with a delimiter the common prefix it rolls up into.
+ * Cost: every object's header per page (doc/s3.md "Listing").  The
+ * continuation token is the page's last entry in hex, so a page goes on
+ * after it whatever was put or deleted meanwhile; entries are compared
+ * with the marker (not names), so a common prefix is never listed twice.
+ */
+#define S3D_LIST_PAGE 1000
+#define S3D_LIST_HDR (S3D_HDR_LEN + S3D_KEY_MAX + S3D_CTYPE_MAX)
+#define S3D_LIST_MAXKEYS 1000
+
+struct s3d_lent {
+	uint32_t len;              /* bytes of name (uploads: key, 0, upload id in hex) */
+	bool is_prefix;            /* a CommonPrefix */
+	uint32_t crc, nparts;
+	uint64_t size, mtime_ms;
+	char name[S3D_KEY_MAX + 34];
+};
+
+struct s3d_list {
+	bool url;                  /* encoding-type=url */
+	bool uploads;              /* ListMultipartUploads: 'u' markers, not objects */
+	char upload_marker[33];    /* upload-id-marker, as sent */
+	uint32_t max_keys;
+	size_t prefix_len, delim_len, marker_len, start_len, token_len;
+	char prefix[S3D_KEY_MAX], delim[S3D_KEY_MAX], marker[S3D_KEY_MAX + 34];
+	char start[S3D_KEY_MAX];   /* start-after (V2) or marker (V1), as sent */
+	char token[2 * S3D_KEY_MAX + 1]; /* continuation-token, as sent */
+	bool last_page;
+	uint32_t nkeys, win;       /* keys of this scan page; read so far */
+	bool stepping, again;      /* s3d_list_step running; reads came back inline */
+	uint32_t part_next;        /* ListParts: the next part number to probe */
+	uint32_t part_marker;      /* ListParts: part-number-marker */
+	bool upload_ok;            /* ListParts: the upload's marker was read */
+	struct kvt_key cursor;
+	struct kvt_key keys[S3D_LIST_PAGE];
+	uint8_t bufs[S3D_LIST_PAGE][S3D_LIST_HDR];
+	uint32_t nent, cap;        /* cap = max_keys + 1 */
+	struct s3d_lent ent[];
+};
+
+static int s3d_hexval(char c)
+{
+	return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+static int s3d_name_cmp(const char *a, size_t al, const char *b, size_t bl)
+{
+	int c = memcmp(a, b, al < bl ? al : bl);
+	return c ? c : (al > bl) - (al < bl);
+}
+
+static int64_t s3d_query(const struct s3d_req *rq, const char *name, char *out, size_t cap)
+{
+	return s3h_query(rq->h.target, rq->h.target_len, name, out, cap);
+}
+
+static bool s3d_list_page(struct s3d_req *rq);
+
+static void s3d_list_start(struct s3d_req *rq)
+{
+	struct kvtd_server *srv = rq->conn->loop->srv;
+	bool v2 = rq->op == S3_LIST_V2, up = rq->op == S3_LIST_UPLOADS;
+	char num[16], enc[8];
+	int64_t l;
+	uint32_t max_keys = S3D_LIST_MAXKEYS;
+	struct s3d_list *L;
+	size_t sz;
+
+	if ((l = s3d_query(rq, up ? "max-uploads" : "max-keys", num, sizeof(num) - 1)) >= 0) {
+		unsigned long v = 0;
+		num[l] = 0;
+		for (int64_t i = 0; i < l; i++)
+			v = num[i] >= '0' && num[i] <= '9' ? v * 10 + (unsigned long)(num[i] - '0') : ~0ul;
+		if (l == 0 || v == ~0ul) {
+			s3d_fail(rq, 400, "InvalidArgument", "Provided max-keys not an integer or "
+				 "within integer range");
+			return;
+		}
+		max_keys = v < S3D_LIST_MAXKEYS ? (uint32_t)v : S3D_LIST_MAXKEYS;
+	} else if (l == -2) {
+		goto bad;
+	}
+	sz = sizeof(*L) + (size_t)(max_keys + 1) * sizeof(struct s3d_lent);
+	if (!kvtd_mem_charge(srv, sz, false)) {
+		s3d_fail(rq, 503, "SlowDown", "server out of memory");
+		return;
+	}
+	rq->mem_charged += sz;
+	L = rq->list = calloc(1, sz);
+	if (!L) {
+		s3d_fail(rq, 503, "SlowDown", "server out of memory");
+		return;
+	}
+	L->max_keys = max_keys;
+	L->cap = max_keys + 1;
+	if ((l = s3d_query(rq, "encoding-type", enc, sizeof(enc))) >= 0) {
+		if (l != 3 || memcmp(enc, "url", 3) != 0) {
+			s3d_fail(rq, 400, "InvalidArgument", "Invalid Encoding Method specified in "
+				 "Request");
+			return;
+		}
+		L->url = true;
+	}
+	if ((l = s3d_query(rq, "prefix", L->prefix, sizeof(L->prefix))) == -2)
+		goto bad;
+	L->prefix_len = l > 0 ? (size_t)l : 0;
+	if ((l = s3d_query(rq, "delimiter", L->delim, sizeof(L->delim))) == -2)
+		goto bad;
+	L->delim_len = l > 0 ? (size_t)l : 0;
+	if ((l = s3d_query(rq, v2 ? "start-after" : up ? "key-marker" : "marker", L->start,
+			   sizeof(L->start))) == -2)
+		goto bad;
+	L->start_len = l > 0 ? (size_t)l : 0;
+	memcpy(L->marker, L->start, L->start_len);
+	L->marker_len = L->start_len;
+	L->uploads = up;
+	if (up && L->start_len) {
+		/* (key-marker, upload-id-marker): after that upload; without an
+		 * id, after every upload of key-marker ("\0\xff" sorts after
+		 * "\0" and any hex id) */
+		l = s3d_query(rq, "upload-id-marker", L->upload_marker, 32);
+		if (l == -2)
+			goto bad;
+		L->marker[L->marker_len++] = 0;
+		if (l > 0) {
+			L->upload_marker[l] = 0;
+			memcpy(L->marker + L->marker_len, L->upload_marker, (size_t)l);
+			L->marker_len += (size_t)l;
+		} else {
+			L->marker[L->marker_len++] = (char)0xff;
+		}
+	}
+	if (v2 && (l = s3d_query(rq, "continuation-token", L->token, sizeof(L->token) - 1)) != -1) {
+		/* our token: the last entry of the page before, in hex */
+		if (l < 2 || (l & 1))
+			goto bad_token;
+		L->token_len = (size_t)l;
+		for (int64_t i = 0; i < l; i += 2) {
+			int hi = s3d_hexval(L->token[i]), lo = s3d_hexval(L->token[i + 1]);
+			if (hi < 0 || lo < 0)
+				goto bad_token;
+			L->marker[i / 2] = (char)(hi << 4 | lo);
+		}
+		L->marker_len = (size_t)l / 2;
+		/* start-after is ignored once a token is given, as S3 does */
+	}
+	s3d_list_page(rq);
+	return;
+bad_token:
+	s3d_fail(rq, 400, "InvalidArgument", "The continuation token provided is incorrect");
+	return;
+bad:
+	s3d_fail(rq, 400, "InvalidArgument", "A listing parameter is malformed or too long.");
+}
+
+/* Enter one entry in the sorted, bounded set (deduplicating prefixes). */
+static void s3d_list_add(struct s3d_list *L, const char *name, size_t len, bool is_prefix,
+			 const struct s3d_obj *ob)
+{
+	uint32_t lo = 0, hi = L->nent;
+	while (lo < hi) {
+		uint32_t mid = (lo + hi) / 2;
+		int c = s3d_name_cmp(L->ent[mid].name, L->ent[mid].len, name, len);
+		if (c == 0)
+			return; /* a common prefix seen already */
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == L->cap)
+		return; /* above every entry kept, and the set is full */
+	if (L->nent == L->cap)
+		L->nent--; /* the largest goes */
+	memmove(&L->ent[lo + 1], &L->ent[lo], (L->nent - lo) * sizeof(L->ent[0]));
+	L->nent++;
+	struct s3d_lent *e = &L->ent[lo];
+	e->len = (uint32_t)len;
+	e->is_prefix = is_prefix;
+	memcpy(e->name, name, len);
+	if (!is_prefix) {
+		e->size = ob->len;
+		e->mtime_ms = ob->mtime_ms;
+		e->crc = ob->crc;
+		e->nparts = ob->nparts;
+	}
+}
+
+/* A header's fields from its first n bytes (the value value_len long):
+ * the name (ob->name_len bytes, inside h), or NULL if it is none. */
+static const char *s3d_hdr_parse(const uint8_t *h, size_t n, uint64_t value_len,
+				 struct s3d_obj *ob)
+{
+	if (n < S3D_HDR_LEN || memcmp(h, "KVS3", 4) != 0 || s3d_get32(h + 4) != 1)
+		return NULL;
+	ob->len = s3d_get64(h + 8);
+	ob->mtime_ms = s3d_get64(h + 16);
+	ob->crc = s3d_get32(h + 24);
+	ob->name_len = s3d_get32(h + 28);
+	ob->ctype_len = s3d_get32(h + 32);
+	ob->nparts = s3d_get32(h + 36);
+	if (ob->name_len > S3D_KEY_MAX || ob->ctype_len > S3D_CTYPE_MAX ||
+	    S3D_HDR_LEN + (uint64_t)ob->name_len > n ||
+	    S3D_HDR_LEN + (uint64_t)ob->name_len + ob->ctype_len + ob->len != value_len)
+		return NULL;
+	return (const char *)h + S3D_HDR_LEN;
+}
+
+/* One object's header (its part 0, or the first bytes of a pinned view)
+ * into the set. */
+static void s3d_list_note(struct s3d_list *L, const uint8_t *h, size_t n, uint64_t value_len)
+{
+	struct s3d_obj ob;
+	const char *name = s3d_hdr_parse(h, n, value_len, &ob);
+	size_t len;
+
+	if (!name)
+		return;
+	len = ob.name_len;
+	if (len < L->prefix_len || memcmp(name, L->prefix, L->prefix_len) != 0)
+		return;
+	if (L->delim_len) {
+		const char *d = memmem(name + L->prefix_len, len - L->prefix_len, L->delim, L->delim_len);
+		if (d) {
+			size_t pl = (size_t)(d - name) + L->delim_len;
+			if (s3d_name_cmp(name, pl, L->marker, L->marker_len) > 0)
+				s3d_list_add(L, name, pl, true, NULL);
+			return;
+		}
+	}
+	if (L->uploads) {
+		/* an upload: (key, 0, id) orders by key, then id */
+		char e[S3D_KEY_MAX + 34];
+		static const uint8_t zero[16];
+		if (len + 33 > sizeof(e) || memcmp(h + 40, zero, 16) == 0)
+			return; /* a marker from before ids were kept */
+		memcpy(e, name, len);
+		e[len] = 0;
+		sigv4_hex(h + 40, 16, e + len + 1);
+		if (s3d_name_cmp(e, len + 33, L->marker, L->marker_len) > 0)
+			s3d_list_add(L, e, len + 33, false, &ob);
+		return;
+	}
+	if (s3d_name_cmp(name, len, L->marker, L->marker_len) > 0)
+		s3d_list_add(L, name, len, false, &ob);
+}
+
+/* Reads of the headers of the page's next keys: all of them at once; a
+ * granted bucket's S3D_LIST_QUIET_WIN at a time, since a quiet read of a
+ * block only on SSD copies the whole value (lib: KVT_F_QUIET). */
+#define S3D_LIST_QUIET_WIN 4
+
+/* These return false when the request was answered (rq may be freed). */
+static bool s3d_list_window(struct s3d_req *rq)
+{
+	struct s3d_list *L = rq->list;
+	uint32_t n = L->nkeys - L->win;
+	struct s3d_item *it;
+
+	if (rq->granted && n > S3D_LIST_QUIET_WIN)
+		n = S3D_LIST_QUIET_WIN;
+	it = s3d_items(rq, n);
+	if (!it) {
+		s3d_fail(rq, 503, "SlowDown", "server out of memory");
+		return false;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		const struct kvt_key *k = &L->keys[L->win + i];
+		if (rq->granted) {
+			/* another tenant's blocks: read quietly (doc/security.md) */
+			s3d_item_init(rq, &it[i], KVT_OP_GET_PINNED, k);
+			it[i].req.flags = KVT_F_QUIET;
+		} else {
+			s3d_item_init(rq, &it[i], KVT_OP_GET, k);
+			it[i].req.flags = KVT_F_PART;
+			it[i].req.part = 0;
+			it[i].iov[0] = (struct iovec){ L->bufs[i], S3D_LIST_HDR };
+			it[i].req.iov = it[i].iov;
+			it[i].req.iov_count = 1;
+		}
+	}
+	L->win += n;
+	s3d_submit(rq, PH_PROBE);
+	return true;
+}
+
+/* The next page of the bucket's object keys, and a read of each header. */
+static bool s3d_list_page(struct s3d_req *rq)
+{
+	struct kvtd_server *srv = rq->conn->loop->srv;
+	struct s3d_list *L = rq->list;
+	int64_t n = kvt_scan(srv->store, rq->ns, &L->cursor, L->uploads ? "u" : "o", 1, L->keys,
+			     S3D_LIST_PAGE);
+
+	if (n < 0) {
+		s3d_fail(rq, 503, "SlowDown", kvt_strerror((int)n));
+		return false;
+	}
+	L->last_page = n < S3D_LIST_PAGE;
+	L->nkeys = (uint32_t)n;
+	L->win = 0;
+	return s3d_list_window(rq);
+}
+
+/* A string of the answer, URL-encoded with encoding-type=url. */
+static void s3d_list_str(struct s3d_req *rq, const char *s, size_t n)
+{
+	if (!rq->list->url) {
+		s3d_xml_str(rq, s, n);
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		unsigned char ch = (unsigned char)s[i];
+		if ((ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') ||
+		    ch == '-' || ch == '_' || ch == '.' || ch == '~' || ch == '/')
+			s3d_text(rq, s + i, 1);
+		else
+			s3d_printf(rq, "%%%02X", ch);
+	}
+}
+
+static void s3d_list_elem(struct s3d_req *rq, const char *tag, const char *s, size_t n)
+{
+	s3d_printf(rq, "<%s>", tag);
+	s3d_list_str(rq, s, n);
+	s3d_printf(rq, "</%s>", tag);
+}
+
+static void s3d_list_uploads_answer(struct s3d_req *rq);
+
+static void s3d_list_answer(struct s3d_req *rq)
+{
+	struct s3d_list *L = rq->list;
+	if (L->uploads) {
+		s3d_list_uploads_answer(rq);
+		return;
+	}
+	bool v2 = rq->op == S3_LIST_V2;
+	bool trunc = L->nent > L->max_keys;
+	uint32_t n = trunc ? L->max_keys : L->nent;
+
+	s3d_xml_begin(rq, "ListBucketResult");
+	s3d_text(rq, "<Name>", 6);
+	s3d_xml_str(rq, rq->bucket, strlen(rq->bucket));
+	s3d_text(rq, "</Name>", 7);
+	s3d_list_elem(rq, "Prefix", L->prefix, L->prefix_len);
+	if (L->delim_len)
+		s3d_list_elem(rq, "Delimiter", L->delim, L->delim_len);
+	if (v2) {
+		if (L->start_len)
+			s3d_list_elem(rq, "StartAfter", L->start, L->start_len);
+		if (L->token_len) {
+			s3d_text(rq, "<ContinuationToken>", 19);
+			s3d_text(rq, L->token, L->token_len);
+			s3d_text(rq, "</ContinuationToken>", 20);
+		}
+		s3d_printf(rq, "<KeyCount>%u</KeyCount>", n);
+	} else {
+		s3d_list_elem(rq, "Marker", L->start, L->start_len);
+	}
+	s3d_printf(rq, "<MaxKeys>%u</MaxKeys>", L->max_keys);
+	if (L->url)
+		s3d_text(rq, "<EncodingType>url</EncodingType>", 32);
+	s3d_printf(rq, "<IsTruncated>%s</IsTruncated>", trunc ? "true" : "false");
+	if (trunc && n) {
+		const struct s3d_lent *e = &L->ent[n - 1];
+		if (v2) {
+			char hex[2 * S3D_KEY_MAX + 1];
+			sigv4_hex((const uint8_t *)e->name, e->len, hex);
+			s3d_printf(rq, "<NextContinuationToken>%s</NextContinuationToken>", hex);
+		} else {
+			s3d_list_elem(rq, "NextMarker", e->name, e->len);
+		}
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		const struct s3d_lent *e = &L->ent[i];
+		char etag[48], d[40];
+		if (e->is_prefix)
+			continue;
+		s3d_etag(etag, sizeof(etag), e->crc, e->size, e->nparts);
+		s3d_iso_date(d, sizeof(d), e->mtime_ms);
+		s3d_text(rq, "<Contents>", 10);
+		s3d_list_elem(rq, "Key", e->name, e->len);
+		s3d_printf(rq, "<LastModified>%s</LastModified><ETag>", d);
+		s3d_xml_str(rq, etag, strlen(etag));
+		s3d_printf(rq, "</ETag><Size>%" PRIu64 "</Size><StorageClass>STANDARD</StorageClass>"
+			   "</Contents>", e->size);
+	}
+	for (uint32_t i = 0; i < n; i++)
+		if (L->ent[i].is_prefix) {
+			s3d_text(rq, "<CommonPrefixes>", 16);
+			s3d_list_elem(rq, "Prefix", L->ent[i].name, L->ent[i].len);
+			s3d_text(rq, "</CommonPrefixes>", 17);
+		}
+	s3d_text(rq, "</ListBucketResult>\n", 20);
+	s3d_xml_answer(rq, 200);
+	s3d_finish(rq);
+}
+
+/* ListMultipartUploads' answer: entries are (key, 0, id) or prefixes. */
+static void s3d_list_uploads_answer(struct s3d_req *rq)
+{
+	struct s3d_list *L = rq->list;
+	bool trunc = L->nent > L->max_keys;
+	uint32_t n = trunc ? L->max_keys : L->nent;
+
+	s3d_xml_begin(rq, "ListMultipartUploadsResult");
+	s3d_text(rq, "<Bucket>", 8);
+	s3d_xml_str(rq, rq->bucket, strlen(rq->bucket));
+	s3d_text(rq, "</Bucket>", 9);
+	s3d_list_elem(rq, "KeyMarker", L->start, L->start_len);
+	s3d_text(rq, "<UploadIdMarker>", 16);
+	s3d_xml_str(rq, L->upload_marker, strlen(L->upload_marker));
+	s3d_text(rq, "</UploadIdMarker>", 17);
+	if (trunc && n) {
+		const struct s3d_lent *e = &L->ent[n - 1];
+		size_t kl = e->is_prefix ? e->len : e->len - 33;
+		s3d_list_elem(rq, "NextKeyMarker", e->name, kl);
+		s3d_text(rq, "<NextUploadIdMarker>", 20);
+		if (!e->is_prefix)
+			s3d_text(rq, e->name + kl + 1, 32);
+		s3d_text(rq, "</NextUploadIdMarker>", 21);
+	}
+	s3d_list_elem(rq, "Prefix", L->prefix, L->prefix_len);
+	if (L->delim_len)
+		s3d_list_elem(rq, "Delimiter", L->delim, L->delim_len);
+	s3d_printf(rq, "<MaxUploads>%u</MaxUploads>", L->max_keys);
+	if (L->url)
+		s3d_text(rq, "<EncodingType>url</EncodingType>", 32);
+	s3d_printf(rq, "<IsTruncated>%s</IsTruncated>", trunc ? "true" : "false");
+	for (uint32_t i = 0; i < n; i++) {
+		const struct s3d_lent *e = &L->ent[i];
+		char d[40];
+		if (e->is_prefix)
+			continue;
+		s3d_iso_date(d, sizeof(d), e->mtime_ms);
+		s3d_text(rq, "<Upload>", 8);
+		s3d_list_elem(rq, "Key", e->name, e->len - 33);
+		s3d_text(rq, "<UploadId>", 10);
+		s3d_text(rq, e->name + e->len - 32, 32);
+		s3d_text(rq, "</UploadId><Initiator><ID>", 26);
+		s3d_xml_str(rq, rq->tenant, rq->tenant_len);
+		s3d_text(rq, "</ID></Initiator><Owner><ID>", 28);
+		s3d_xml_str(rq, rq->tenant, rq->tenant_len);
+		s3d_printf(rq, "</ID></Owner><StorageClass>STANDARD</StorageClass>"
+			   "<Initiated>%s</Initiated></Upload>", d);
+	}
+	for (uint32_t i = 0; i < n; i++)
+		if (L->ent[i].is_prefix) {
+			s3d_text(rq, "<CommonPrefixes>", 16);
+			s3d_list_elem(rq, "Prefix", L->ent[i].name, L->ent[i].len);
+			s3d_text(rq, "</CommonPrefixes>", 17);
+		}
+	s3d_text(rq, "</ListMultipartUploadsResult>\n", 30);
+	s3d_xml_answer(rq, 200);
+	s3d_finish(rq);
+}
+
+static bool s3d_list_collect(struct s3d_req *rq);
+
+/* The headers of a window are back: into the set, then the next window,
+ * page, or the answer. */
+static void s3d_list_step(struct s3d_req *rq)
+{
+	struct s3d_list *L = rq->list;
+
+	/* Reads that complete inline come back here from within the submit
+	 * below: note that and loop, rather than recurse once per window
+	 * (a granted bucket of 10^5 objects has 25,000 of them). */
+	if (L->stepping) {
+		L->again = true;
+		return;
+	}
+	L->stepping = true;
+	do {
+		L->again = false;
+		if (!s3d_list_collect(rq))
+			return; /* answered: rq may be gone */
+	} while (L->again);
+	L->stepping = false;
+}
+
+/* Note the headers back; go on (true: reads in flight or done inline,
+ * see again) or answer (false). */
+static bool s3d_list_collect(struct s3d_req *rq)
+{
+	struct s3d_list *L = rq->list;
+
+	for (uint32_t i = 0; i < rq->n; i++) {
+		struct kvt_req *r = &rq->items[i].req;
+		if (r->status != KVT_OK)
+			continue; /* deleted meanwhile, or not an object we can read */
+		if (r->op == KVT_OP_GET) {
+			s3d_list_note(L, L->bufs[i], r->length, r->value_len);
+		} else {
+			size_t n = r->length < S3D_LIST_HDR ? r->length : S3D_LIST_HDR;
+			if (kvtd_view_read(r, 0, L->bufs[i], n))
+				s3d_list_note(L, L->bufs[i], n, r->length);
+		}
+	}
+	if (L->win < L->nkeys)
+		return s3d_list_window(rq);
+	if (!L->last_page)
+		return s3d_list_page(rq);
+	s3d_list_answer(rq);
+	return false;
+}
+
+
+/* ---- ListParts ------------------------------------------------------------
+ *
+ * An upload's parts are blocks 'p' + SHA-256(uploadId "/" n), which no
+ * index groups by upload; but part numbers are 1..10000, so ListParts
+ * probes them in order, S3D_LIST_PAGE at a time (part 0 of each: its
+ * header, nothing promoted), from part-number-marker + 1 until max-parts
+ * + 1 parts are found.  The first window also reads the upload's marker,
+ * which must be this key's.  A miss is an index lookup: the whole range
+ * costs about a millisecond.
+ */
+#define S3D_PART_NO_MAX 10000
+
+static int64_t s3d_query_uint(const struct s3d_req *rq, const char *name, uint64_t dflt)
+{
+	char num[16];
+	int64_t l = s3d_query(rq, name, num, sizeof(num) - 1);
+	uint64_t v = 0;
+	if (l == -1)
+		return (int64_t)dflt;
+	if (l <= 0 || l > 9)
+		return -1;
+	for (int64_t i = 0; i < l; i++) {
+		if (num[i] < '0' || num[i] > '9')
+			return -1;
+		v = v * 10 + (uint64_t)(num[i] - '0');
+	}
+	return (int64_t)v;
+}
+
+static void s3d_list_parts_probe(struct s3d_req *rq)
+{
+	struct s3d_list *L = rq->list;
+	uint32_t extra = L->upload_ok ? 0 : 1, count = S3D_PART_NO_MAX - L->part_next + 1;
+	struct s3d_item *it;
+	struct kvt_key k;
+
+	if (count > S3D_LIST_PAGE)
+		count = S3D_LIST_PAGE;
+	it = s3d_items(rq, count + extra);
+	if (!it) {
+		s3d_fail(rq, 503, "SlowDown", "server out of memory");
+		return;
+	}
+	if (extra) {
+		s3d_key(&k, 'u', rq->upload_id, strlen(rq->upload_id));
+		s3d_item_init(rq, &it[0], KVT_OP_GET_PINNED, &k);
+	}
+	for (uint32_t i = 0; i < count; i++) {
+		struct s3d_item *p = &it[extra + i];
+		s3d_part_key(&k, rq->upload_id, L->part_next + i);
+		s3d_item_init(rq, p, KVT_OP_GET, &k);
+		p->part_no = L->part_next + i;
+		p->req.flags = KVT_F_PART;
+		p->req.part = 0;
+		p->iov[0] = (struct iovec){ L->bufs[i], S3D_LIST_HDR };
+		p->req.iov = p->iov;
+		p->req.iov_count = 1;
+	}
+	L->part_next += count;
+	s3d_submit(rq, PH_PROBE);
+}
+
+static void s3d_list_parts_start(struct s3d_req *rq)
+{
+	struct kvtd_server *srv = rq->conn->loop->srv;
+	int64_t max = s3d_query_uint(rq, "max-parts", S3D_LIST_MAXKEYS);
+	int64_t marker = s3d_query_uint(rq, "part-number-marker", 0);
+	struct s3d_list *L;
+	size_t sz;
+
+	if (max < 0 || marker < 0) {
+		s3d_fail(rq, 400, "InvalidArgument", "max-parts and part-number-marker must be "
+			 "non-negative integers");
+		return;
+	}
+	if (max > S3D_LIST_MAXKEYS)
+		max = S3D_LIST_MAXKEYS;
+	sz = sizeof(*L) + (size_t)(max + 1) * sizeof(struct s3d_lent);
+	if (!kvtd_mem_charge(srv, sz, false)) {
+		s3d_fail(rq, 503, "SlowDown", "server out of memory");
+		return;
+	}
+	rq->mem_charged += sz;
+	L = rq->list = calloc(1, sz);
+	if (!L) {
+		s3d_fail(rq, 503, "SlowDown", "server out of memory");
+		return;
+	}
+	L->max_keys = (uint32_t)max;
+	L->cap = (uint32_t)max + 1;
+	L->part_marker = marker > S3D_PART_NO_MAX ? S3D_PART_NO_MAX : (uint32_t)marker;
+	L->part_next = L->part_marker + 1;
+	s3d_list_parts_probe(rq);
+}
+
+/* A window of parts is back: keep them; probe on, or answer. */
+static void s3d_list_parts_answer(struct s3d_req *rq)
+{
+	struct s3d_list *L = rq->list;
+	uint32_t base = 0, n;
+	struct s3d_obj ob;
+	bool trunc;
+
+	if (!L->upload_ok) {
+		if (!s3d_obj_check(&rq->items[0].req, rq->key, rq->key_len, &ob)) {
+			s3d_fail(rq, 404, "NoSuchUpload", "The specified multipart upload does not "
+				 "exist.");
+			return;
+		}
+		L->upload_ok = true;
+		base = 1;
+	}
+	for (uint32_t i = base; i < rq->n && L->nent < L->cap; i++) {
+		struct kvt_req *r = &rq->items[i].req;
+		char pname[64];
+		int pl = snprintf(pname, sizeof(pname), "%s/%u", rq->upload_id, rq->items[i].part_no);
+		const char *name;
+		if (r->status != KVT_OK ||
+		    !(name = s3d_hdr_parse(L->bufs[i - base], r->length, r->value_len, &ob)) ||
+		    ob.name_len != (uint32_t)pl || memcmp(name, pname, (size_t)pl) != 0)
+			continue;
+		struct s3d_lent *e = &L->ent[L->nent++];
+		e->len = rq->items[i].part_no; /* the part number */
+		e->size = ob.len;
+		e->mtime_ms = ob.mtime_ms;
+		e->crc = ob.crc;
+	}
+	if (L->nent < L->cap && L->part_next <= S3D_PART_NO_MAX) {
+		s3d_list_parts_probe(rq);
+		return;
+	}
+	trunc = L->nent > L->max_keys;
+	n = trunc ? L->max_keys : L->nent;
+	s3d_xml_begin(rq, "ListPartsResult");
+	s3d_text(rq, "<Bucket>", 8);
+	s3d_xml_str(rq, rq->bucket, strlen(rq->bucket));
+	s3d_text(rq, "</Bucket><Key>", 14);
+	s3d_xml_str(rq, rq->key, rq->key_len);
+	s3d_printf(rq, "</Key><UploadId>%s</UploadId><PartNumberMarker>%u</PartNumberMarker>",
+		   rq->upload_id, L->part_marker);
+	if (trunc && n)
+		s3d_printf(rq, "<NextPartNumberMarker>%u</NextPartNumberMarker>", L->ent[n - 1].len);
+	s3d_printf(rq, "<MaxParts>%u</MaxParts><IsTruncated>%s</IsTruncated>", L->max_keys,
+		   trunc ? "true" : "false");
+	for (uint32_t i = 0; i < n; i++) {
+		const struct s3d_lent *e = &L->ent[i];
+		char etag[48], d[40];
+		s3d_etag(etag, sizeof(etag), e->crc, e->size, 0);
+		s3d_iso_date(d, sizeof(d), e->mtime_ms);
+		s3d_printf(rq, "<Part><PartNumber>%u</PartNumber><LastModified>%s</LastModified>"
+			   "<ETag>", e->len, d);
+		s3d_xml_str(rq, etag, strlen(etag));
+		s3d_printf(rq, "</ETag><Size>%" PRIu64 "</Size></Part>", e->size);
+	}
+	s3d_text(rq, "<Initiator><ID>", 15);
+	s3d_xml_str(rq, rq->tenant, rq->tenant_len);
+	s3d_text(rq, "</ID></Initiator><Owner><ID>", 28);
+	s3d_xml_str(rq, rq->tenant, rq->tenant_len);
+	s3d_text(rq, "</ID></Owner><StorageClass>STANDARD</StorageClass></ListPartsResult>\n", 69);
+	s3d_xml_answer(rq, 200);
+	s3d_finish(rq);
+}
+
 /* ---- the step after each phase ---------------------------------------- */
 
 static void s3d_step(struct s3d_req *rq)
@@ -847,6 +1543,11 @@ static void s3d_step(struct s3d_req *rq)
 	switch (rq->op) {
 	case S3_LIST_BUCKETS:
 		s3d_list_buckets_answer(rq);
+		return;
+	case S3_LIST_V1:
+	case S3_LIST_V2:
+	case S3_LIST_UPLOADS:
+		s3d_list_step(rq);
 		return;
 	case S3_GET:
 	case S3_HEAD:
@@ -904,6 +1605,19 @@ static void s3d_step(struct s3d_req *rq)
 				s3d_fail(rq, 404, "NoSuchBucket", "The specified bucket does not exist");
 				return;
 			}
+			/* Objects left: refused.  Parts of unfinished uploads
+			 * and the marker go with the clear. */
+			struct kvt_key cur = { .len = 0 }, one;
+			int64_t left = kvt_scan(rq->conn->loop->srv->store, rq->ns, &cur, "o", 1,
+						&one, 1);
+			if (left != 0) {
+				if (left > 0)
+					s3d_fail(rq, 409, "BucketNotEmpty", "The bucket you tried to "
+						 "delete is not empty");
+				else
+					s3d_fail(rq, 503, "SlowDown", kvt_strerror((int)left));
+				return;
+			}
 			it = s3d_items(rq, 1);
 			if (!it) {
 				s3d_fail(rq, 503, "SlowDown", "server out of memory");
@@ -942,6 +1656,10 @@ static void s3d_step(struct s3d_req *rq)
 		s3d_finish(rq);
 		return;
 	}
+	case S3_LIST_PARTS:
+		s3d_list_parts_answer(rq);
+		return;
+	case S3_MPU_PART_COPY:
 	case S3_COPY: {
 		struct s3d_obj ob;
 		if (rq->phase == PH_ASSEMBLE_DEL) {
@@ -952,6 +1670,18 @@ static void s3d_step(struct s3d_req *rq)
 		if (!s3d_obj_check(&it[0].req, rq->buf, strlen((char *)rq->buf), &ob)) {
 			s3d_fail(rq, 404, "NoSuchKey", "The specified source key does not exist.");
 			return;
+		}
+		if (rq->op == S3_MPU_PART_COPY) {
+			if (!rq->copy_range) {
+				rq->copy_first = 0;
+				rq->copy_last = ob.len - 1;
+			}
+			if (ob.len == 0 || rq->copy_last >= ob.len) {
+				s3d_fail(rq, 400, "InvalidRange", "The x-amz-copy-source-range is "
+					 "not within the source object's size");
+				return;
+			}
+			ob.ctype[0] = 0; /* a part's header has the upload's, not the source's */
 		}
 		snprintf(rq->ctype, sizeof(rq->ctype), "%s", ob.ctype);
 		s3d_assemble(rq);
@@ -1238,7 +1968,8 @@ void s3d_run(struct s3d_req *rq)
 		s3d_fail(rq, 503, "SlowDown", kvt_strerror(r));
 		return;
 	}
-	if (rq->granted && rq->op != S3_GET && rq->op != S3_HEAD && rq->op != S3_HEAD_BUCKET) {
+	if (rq->granted && rq->op != S3_GET && rq->op != S3_HEAD && rq->op != S3_HEAD_BUCKET &&
+	    rq->op != S3_LIST_V1 && rq->op != S3_LIST_V2) {
 		s3d_fail(rq, 403, "AccessDenied", "A grant gives read access only.");
 		return;
 	}
@@ -1289,6 +2020,11 @@ void s3d_run(struct s3d_req *rq)
 	case S3_DELETE_MANY:
 		s3d_delete_many_start(rq);
 		return;
+	case S3_LIST_V1:
+	case S3_LIST_V2:
+	case S3_LIST_UPLOADS:
+		s3d_list_start(rq);
+		return;
 	case S3_MPU_CREATE: {
 		uint8_t rnd[16];
 		if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd)) {
@@ -1302,6 +2038,7 @@ void s3d_run(struct s3d_req *rq)
 		s3d_key(&k, 'u', rq->upload_id, strlen(rq->upload_id));
 		s3d_item_init(rq, it, KVT_OP_PUT, &k);
 		rq->hdr_len = s3d_obj_header(rq->hdrbuf, 0, 0, rq->key, rq->key_len, rq->ctype, 0);
+		memcpy(rq->hdrbuf + 40, rnd, sizeof(rnd)); /* the upload id, for listings */
 		it->iov[0] = (struct iovec){ rq->hdrbuf, rq->hdr_len };
 		it->req.iov = it->iov;
 		it->req.iov_count = 1;
@@ -1319,13 +2056,39 @@ void s3d_run(struct s3d_req *rq)
 	case S3_MPU_COMPLETE:
 		s3d_complete_start(rq);
 		return;
+	case S3_LIST_PARTS:
+		s3d_list_parts_start(rq);
+		return;
+	case S3_MPU_PART_COPY:
 	case S3_COPY: {
 		/* x-amz-copy-source: [/]bucket/key, percent-encoded: from any
 		 * bucket the signer can read into this one (doc/s3.md) */
 		size_t vl;
-		const char *v = s3h_header(&rq->h, "x-amz-copy-source", &vl);
-		char *dec = malloc(vl + 1);
+		const char *v;
+		char *dec;
 		int64_t dl;
+		if (rq->op == S3_MPU_PART_COPY &&
+		    (v = s3h_header(&rq->h, "x-amz-copy-source-range", &vl))) {
+			/* bytes=first-last, both given (S3's only form here) */
+			char rb[64];
+			unsigned long long a, b;
+			int used = 0;
+			memcpy(rb, v, vl < sizeof(rb) - 1 ? vl : sizeof(rb) - 1);
+			rb[vl < sizeof(rb) - 1 ? vl : sizeof(rb) - 1] = 0;
+			if (vl >= sizeof(rb) - 1 || sscanf(rb, "bytes=%llu-%llu%n", &a, &b, &used) != 2 ||
+			    (size_t)used != vl || a > b || strchr(rb, '+') || strchr(rb, ' ')) {
+				s3d_fail(rq, 400, "InvalidArgument", "The x-amz-copy-source-range "
+					 "value must be of the form bytes=first-last where first "
+					 "and last are the zero-based offsets of the first and last "
+					 "bytes to copy");
+				return;
+			}
+			rq->copy_first = a;
+			rq->copy_last = b;
+			rq->copy_range = true;
+		}
+		v = s3h_header(&rq->h, "x-amz-copy-source", &vl);
+		dec = malloc(vl + 1);
 		if (!dec)
 			break;
 		dl = s3h_unescape(v, vl, dec, vl);

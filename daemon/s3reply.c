@@ -252,6 +252,7 @@ void s3d_req_free(struct kvtd_server *srv, struct s3d_req *rq)
 		free(rq->items[i].etag_sent);
 	}
 	free(rq->del_item);
+	free(rq->list);
 	for (unsigned i = 0; i < rq->npin; i++)
 		kvt_pin_release(srv->store, rq->pins[i]);
 	if (rq->reserved)
@@ -353,7 +354,8 @@ void s3d_finish(struct s3d_req *rq)
 {
 	struct kvtd_server *srv = rq->conn->loop->srv;
 	bool write = rq->op == S3_PUT || rq->op == S3_MPU_PART || rq->op == S3_MPU_COMPLETE ||
-		     rq->op == S3_COPY || rq->op == S3_DELETE || rq->op == S3_DELETE_MANY;
+		     rq->op == S3_COPY || rq->op == S3_DELETE || rq->op == S3_DELETE_MANY ||
+		     rq->op == S3_MPU_PART_COPY;
 
 	rq->done = true;
 	rq->phase = PH_DONE;

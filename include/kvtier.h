@@ -995,6 +995,38 @@ int64_t kvt_clear(struct kvt_store *store, uint32_t ns);
 /* Waits until everything submitted before it has reached its tiers. */
 int kvt_flush(struct kvt_store *store);
 
+/*
+ * Listing a namespace's keys, a page at a time (lib/store_scan.c).
+ *
+ * kvt_scan fills keys[0..n) with up to max keys of namespace ns that the
+ * local tiers hold -- DRAM and SSD -- in increasing order (bytes compared
+ * as unsigned, a key before its extensions), each strictly after *cursor
+ * and starting with the prefix bytes [prefix, prefix+prefix_len)
+ * (prefix_len 0: every key).  cursor->len 0 starts from the first key; on
+ * return *cursor is the last key filled (unchanged when n is 0), so the
+ * next call goes on from there.  Returns n (>= 0) or an error: KVT_ENULL,
+ * KVT_EBADLEN (max 0 or above KVT_SCAN_MAX, prefix_len above
+ * KVT_KEY_MAX), KVT_EKEYLEN (cursor->len above KVT_KEY_MAX), KVT_ENONS,
+ * -ENOMEM.  n < max: there was nothing more when the call looked.
+ *
+ * The cursor is the key itself, so it stays valid across puts, deletes,
+ * eviction, restarts and stores: pages never repeat a key, and a key
+ * present (in DRAM or SSD) from the first call to the last is returned
+ * exactly once.  Keys put or deleted meanwhile may or may not be.  A key
+ * being written (not yet visible) is not listed; a block both in DRAM
+ * and on SSD is listed once.  The remote and shared tiers are not
+ * listed: they hold other stores' keys too, and have no index here.
+ *
+ * Cost: every call walks the DRAM and SSD indexes whole (every
+ * namespace's entries, one shard lock at a time, nothing read from disk)
+ * and keeps the 2*max smallest candidates: O(N log max) for N entries
+ * in the store, per page.  Meant for administration and object-store
+ * listings, not for the data path.  Any thread.
+ */
+#define KVT_SCAN_MAX 100000
+int64_t kvt_scan(struct kvt_store *store, uint32_t ns, struct kvt_key *cursor,
+		 const void *prefix, size_t prefix_len, struct kvt_key *keys, size_t max);
+
 /* ------------------------------------------------------------------------
  * Registering the DRAM tier's memory with a device (the CUDA module)
  *

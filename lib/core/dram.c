@@ -1838,6 +1838,22 @@ int64_t dram_clear(struct dram *d, uint32_t ns)
 	return removed;
 }
 
+void dram_scan(struct dram *d, uint32_t ns, dram_scan_fn fn, void *ctx)
+{
+	for (uint32_t i = 0; i < d->shard_count; i++) {
+		struct dram_shard *s = &d->shards[i];
+		pthread_mutex_lock(&s->lock);
+		for (uint32_t b = 0; b <= s->bucket_mask; b++)
+			for (struct dram_item *it = s->buckets[b]; it; it = it->hnext)
+				if (it->ns == ns && ITEM_STATE(it) == ITEM_VISIBLE) {
+					struct kvt_key k = { .len = ITEM_KEYLEN(it) };
+					memcpy(k.bytes, item_key(it), k.len);
+					fn(ctx, &k);
+				}
+		pthread_mutex_unlock(&s->lock);
+	}
+}
+
 unsigned dram_regions(struct dram *d, struct iovec *out, unsigned max)
 {
 	unsigned n = 0;

@@ -209,6 +209,10 @@ int64_t dram_lookup(struct dram *d, uint32_t ns, const struct kvt_key *keys, siz
 		    uint8_t *tiers, uint64_t *bytes);
 /* Blocks removed.  ns may be KVT_NS_ALL. */
 int64_t dram_clear(struct dram *d, uint32_t ns);
+/* fn(ctx, key) for every visible block of ns, shard by shard under the
+ * shard's lock: fn must not call into the DRAM tier (store_scan.c). */
+typedef void (*dram_scan_fn)(void *ctx, const struct kvt_key *key);
+void dram_scan(struct dram *d, uint32_t ns, dram_scan_fn fn, void *ctx);
 /* Items still pinned (for close's report). */
 /* KVT_OK, KVT_MISS, KVT_ERANGE, KVT_EBUFSMALL. */
 int dram_get(struct dram *d, uint32_t ns, const struct kvt_key *key, struct dram_read *rd);

@@ -184,6 +184,10 @@ struct tier_ops {
 	/* Namespace ns was registered persistent (KVT_NS_PERSISTENT). */
 	int (*set_persistent)(void *t, uint32_t ns);
 	void (*stats)(void *t, kvt_stats_fn fn, void *ctx);
+	/* kvt_scan: fn(ctx, key) for every key of ns the tier's own index
+	 * holds, under its locks (fn must not call into the tier). */
+	void (*scan)(void *t, uint32_t ns, void (*fn)(void *ctx, const struct kvt_key *key),
+		     void *ctx);
 };
 
 /* The built-in tiers (tier_ssd.c, tier_remote.c, tier_shared.c). */

@@ -7,8 +7,11 @@
  * lies within the input and the limit, every field and header lies inside
  * it, the header count is within the caller's array; Content-Length and
  * chunked never come together; the head alone parses the same; every
- * shorter prefix of a complete head is "need more".  Seed corpus:
- * tests/fuzz/corpus/s3http/.
+ * shorter prefix of a complete head is "need more".  The target's query
+ * parameters (s3h_query, what ListObjects(V2) and ListParts read) decode
+ * into a buffer exactly cap bytes long, never past it, with a result that
+ * is -1, -2 or a length within cap; a value found decodes the same into a
+ * larger buffer.  Seed corpus: tests/fuzz/corpus/s3http/.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -55,6 +58,29 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			FUZZ_CHECK(hd[i].name >= buf && hd[i].name + hd[i].name_len <= end);
 			FUZZ_CHECK(hd[i].value >= buf && hd[i].value + hd[i].value_len <= end);
 			FUZZ_CHECK(hd[i].name_len > 0);
+		}
+		/* query parameters: bounded, and the same with more room */
+		{
+			static const char *const names[] = { "prefix", "delimiter", "max-keys",
+							     "continuation-token", "uploadId", "" };
+			size_t cap = size > 2 ? data[2] % 40 : 8;
+			for (size_t n = 0; n < sizeof(names) / sizeof(names[0]); n++) {
+				char *out = malloc(cap ? cap : 1), *big = malloc(rq.target_len + 1);
+				if (!out || !big) {
+					free(out);
+					free(big);
+					break;
+				}
+				int64_t l = s3h_query(rq.target, rq.target_len, names[n], out, cap);
+				FUZZ_CHECK(l == -1 || l == -2 || (l >= 0 && (size_t)l <= cap));
+				if (l >= 0) {
+					int64_t l2 = s3h_query(rq.target, rq.target_len, names[n], big,
+							       rq.target_len + 1);
+					FUZZ_CHECK(l2 == l && memcmp(out, big, (size_t)l) == 0);
+				}
+				free(out);
+				free(big);
+			}
 		}
 		/* the head alone parses the same; a shorter prefix needs more */
 		{

@@ -6,7 +6,10 @@ corrupted bodies, pipelining), and NIXL's OBJ plugin (nixl-cu12 from
 PyPI) writing DRAM buffers, reading them back at offsets, checking
 existence, and reading again after a restart.
 
-Usage: test_s3_py.py PATH-TO-KVTIERD BUILD-DIR [boto|raw|cli|tls|nixl ...].
+Usage: test_s3_py.py PATH-TO-KVTIERD BUILD-DIR [boto|list|raw|cli|tls|nixl ...].
+"list": ListObjects(V2), ListParts, ListMultipartUploads, UploadPartCopy,
+BucketNotEmpty with boto3's paginators; "cli" also runs aws s3 ls, sync,
+rm --recursive and rb.
 Installs into venvs under BUILD-DIR (once); exits 77 only when PyPI
 cannot be reached.  Starts a real kvtierd on 127.0.0.1 port 0 with a
 tenants file (alice, bob).
@@ -582,7 +585,6 @@ except urllib.error.HTTPError as e:
     assert e.code == 403 and b"SignatureDoesNotMatch" in e.read()
 
 # what is not implemented says so
-assert code(a.list_objects_v2, Bucket="kvb") == ("NotImplemented", 501)
 assert code(a.get_bucket_acl, Bucket="kvb") == ("NotImplemented", 501)
 
 # tenants: bob's buckets are his own namespaces; alice's bucket does not
@@ -617,12 +619,212 @@ assert a.get_object(Bucket="shared", Key="prompt")["Body"].read() == b"system pr
 # no grant on alice's "kvb": the same answer as a bucket nobody created
 assert code(b.get_object, Bucket="alice.kvb", Key="small") == ("NoSuchBucket", 404)
 assert code(a.get_object, Bucket="bob.kvb", Key="small") == ("NoSuchBucket", 404)
-# a bucket deleted is gone, with its objects
+# a bucket deleted is gone; one with objects is refused
+assert code(b.delete_bucket, Bucket="kvb") == ("BucketNotEmpty", 409)
+b.delete_objects(Bucket="kvb", Delete={"Objects": [{"Key": "small"}, {"Key": "copied"}]})
 b.delete_bucket(Bucket="kvb")
 assert code(b.head_bucket, Bucket="kvb")[1] == 404
 b.create_bucket(Bucket="kvb")
 assert code(b.get_object, Bucket="kvb", Key="small")[0] == "NoSuchKey"
 print("boto3 " + boto3.__version__ + ": ok")
+'''
+
+LIST_CLIENT = r'''
+import os, sys, concurrent.futures
+import boto3, botocore
+from botocore.config import Config
+port = int(sys.argv[1])
+def client(ak, sk):
+    return boto3.client("s3", endpoint_url="http://127.0.0.1:%d" % port, aws_access_key_id=ak,
+                        aws_secret_access_key=sk, region_name="us-east-1",
+                        config=Config(s3={"addressing_style": "path"},
+                                      retries={"max_attempts": 1}))
+a = client("alice", "secret-of-alice-0123")
+b = client("bob", "s3-key-of-bob-0123456789")
+def code(f, *args, **kw):
+    try:
+        f(*args, **kw)
+    except botocore.exceptions.ClientError as e:
+        return e.response["Error"]["Code"], e.response["ResponseMetadata"]["HTTPStatusCode"]
+    raise AssertionError("no error from %s" % f.__name__)
+def ordered(ns):
+    return sorted(ns, key=lambda s: s.encode())
+def v2(**kw):
+    """Every page of a ListObjectsV2 paginator: (keys, prefixes, pages)."""
+    keys, prefixes, pages = [], [], 0
+    for p in a.get_paginator("list_objects_v2").paginate(Bucket="lst", **kw):
+        pages += 1
+        keys += [c["Key"] for c in p.get("Contents", [])]
+        prefixes += [c["Prefix"] for c in p.get("CommonPrefixes", [])]
+    return keys, prefixes, pages
+
+a.create_bucket(Bucket="lst")
+# names that need escaping in XML and in encoding-type=url (boto3 asks
+# for it and unquotes with unquote_plus: a "+" sent raw would come back
+# as a space), UTF-8, and more than a page of kvt_scan and of max-keys
+odd = ["a", "a/b", "a/b/c", "a/c", "b", "b+c d", "\u00fc/\u00e4", "z/1", "z/2", "z/3/x",
+       "~tilde", "%41pct", "k&<>\"'", "sp ace/x"]
+many = ["many/%04d" % i for i in range(1100)]
+names = odd + many
+with concurrent.futures.ThreadPoolExecutor(8) as ex:
+    list(ex.map(lambda n: a.put_object(Bucket="lst", Key=n, Body=n.encode() * 3), names))
+# parts of an unfinished multipart upload, and its marker, are no objects
+up = a.create_multipart_upload(Bucket="lst", Key="mpu-open")["UploadId"]
+a.upload_part(Bucket="lst", Key="mpu-open", UploadId=up, PartNumber=1, Body=b"x" * 1000)
+
+keys, prefixes, pages = v2()
+assert keys == ordered(names) and prefixes == [] and pages == 2, (keys[:20], pages)
+r = a.list_objects_v2(Bucket="lst")
+assert r["KeyCount"] == 1000 and r["IsTruncated"] and r["MaxKeys"] == 1000, r["KeyCount"]
+keys, _, pages = v2(PaginationConfig={"PageSize": 97})
+assert keys == ordered(names) and pages == (len(names) + 96) // 97, pages
+# sizes, ETags and dates are the objects'
+r = a.list_objects_v2(Bucket="lst", Prefix="z/")
+assert [c["Key"] for c in r["Contents"]] == ["z/1", "z/2", "z/3/x"]
+for c in r["Contents"]:
+    h = a.head_object(Bucket="lst", Key=c["Key"])
+    assert c["Size"] == h["ContentLength"] == 3 * len(c["Key"]) and c["ETag"] == h["ETag"], (c, h)
+    assert abs((c["LastModified"] - h["LastModified"]).total_seconds()) < 1
+# delimiter: common prefixes, each once however the pages fall
+want_k = ordered([n for n in names if "/" not in n])
+want_p = ordered({n.split("/")[0] + "/" for n in names if "/" in n})
+for size in (1, 2, 3, 1000):
+    keys, prefixes, _ = v2(Delimiter="/", PaginationConfig={"PageSize": size})
+    assert keys == want_k and prefixes == want_p, (size, keys, prefixes)
+keys, prefixes, _ = v2(Prefix="a/", Delimiter="/")
+assert keys == ["a/b", "a/c"] and prefixes == ["a/b/"], (keys, prefixes)
+keys, prefixes, _ = v2(Prefix="z/3/", Delimiter="/")
+assert keys == ["z/3/x"] and prefixes == []
+keys, _, _ = v2(Prefix="nothing")
+assert keys == []
+# start-after; max-keys 0
+keys, _, _ = v2(StartAfter="z/1")
+assert keys == [n for n in ordered(names) if n.encode() > b"z/1"], keys
+r = a.list_objects_v2(Bucket="lst", MaxKeys=0)
+assert r["KeyCount"] == 0 and r["IsTruncated"] and "Contents" not in r
+assert code(a.list_objects_v2, Bucket="lst", ContinuationToken="not-a-token") == \
+    ("InvalidArgument", 400)
+assert code(a.list_objects_v2, Bucket="nope") == ("NoSuchBucket", 404)
+# ListObjects (v1): markers
+keys = []
+for p in a.get_paginator("list_objects").paginate(Bucket="lst", PaginationConfig={"PageSize": 300}):
+    keys += [c["Key"] for c in p.get("Contents", [])]
+assert keys == ordered(names), len(keys)
+r = a.list_objects(Bucket="lst", Delimiter="/", MaxKeys=3)
+assert r["IsTruncated"] and r["NextMarker"] == "a/", r
+# a page goes on after its token whatever changed meanwhile: keys put
+# behind it are not seen, keys deleted ahead are not listed
+r = a.list_objects_v2(Bucket="lst", MaxKeys=10)
+a.put_object(Bucket="lst", Key="%00early", Body=b"1")
+a.delete_object(Bucket="lst", Key="many/0500")
+keys, _, _ = v2(ContinuationToken=r["NextContinuationToken"])
+assert keys == [n for n in ordered(names)[10:] if n != "many/0500"], keys[:5]
+names = [n for n in names if n != "many/0500"] + ["%00early"]
+# the multipart upload completed is one object
+up2 = a.create_multipart_upload(Bucket="lst", Key="mpu-done")["UploadId"]
+e = a.upload_part(Bucket="lst", Key="mpu-done", UploadId=up2, PartNumber=1, Body=b"y" * 100)
+a.complete_multipart_upload(Bucket="lst", Key="mpu-done", UploadId=up2,
+                            MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": e["ETag"]}]})
+keys, _, _ = v2(Prefix="mpu")
+assert keys == ["mpu-done"], keys
+# ListParts: the parts uploaded so far, in part order, in pages; another
+# key's or an unknown upload is NoSuchUpload
+up3 = a.create_multipart_upload(Bucket="lst", Key="mpu-parts")["UploadId"]
+etags = {}
+for n in (3, 1, 7, 1500):
+    etags[n] = a.upload_part(Bucket="lst", Key="mpu-parts", UploadId=up3, PartNumber=n,
+                             Body=bytes([n % 256]) * (100 + n))["ETag"]
+r = a.list_parts(Bucket="lst", Key="mpu-parts", UploadId=up3)
+assert [(p["PartNumber"], p["ETag"], p["Size"]) for p in r["Parts"]] == \
+    [(n, etags[n], 100 + n) for n in (1, 3, 7, 1500)] and not r["IsTruncated"], r
+pages = list(a.get_paginator("list_parts").paginate(Bucket="lst", Key="mpu-parts", UploadId=up3,
+                                                    PaginationConfig={"PageSize": 3}))
+assert [p["PartNumber"] for pg in pages for p in pg["Parts"]] == [1, 3, 7, 1500], pages
+assert len(pages) == 2 and pages[0]["NextPartNumberMarker"] == 7
+assert a.list_parts(Bucket="lst", Key="mpu-parts", UploadId=up3, PartNumberMarker=7)["Parts"][0][
+    "PartNumber"] == 1500
+assert code(a.list_parts, Bucket="lst", Key="other", UploadId=up3) == ("NoSuchUpload", 404)
+assert code(a.list_parts, Bucket="lst", Key="mpu-parts", UploadId="0" * 32) == \
+    ("NoSuchUpload", 404)
+# UploadPartCopy: ranges of a source and a whole one; the object completed
+# from them is the bytes copied, and each part's ETag is ListParts'
+src = os.urandom((6 << 20) + 5)
+a.put_object(Bucket="lst", Key="copy-src", Body=src)
+up4 = a.create_multipart_upload(Bucket="lst", Key="mpu-copy")["UploadId"]
+cs = {"Bucket": "lst", "Key": "copy-src"}
+def pcopy(n, rng=None):
+    kw = {"CopySourceRange": rng} if rng else {}
+    return a.upload_part_copy(Bucket="lst", Key="mpu-copy", UploadId=up4, PartNumber=n,
+                              CopySource=cs, **kw)["CopyPartResult"]["ETag"]
+e1 = pcopy(1, "bytes=0-%d" % ((5 << 20) - 1))
+e2 = pcopy(2)
+e3 = pcopy(3, "bytes=0-99")
+e3 = pcopy(3, "bytes=%d-%d" % (5 << 20, len(src) - 1))  # a part copied again replaces it
+assert [p["ETag"] for p in a.list_parts(Bucket="lst", Key="mpu-copy", UploadId=up4)["Parts"]] \
+    == [e1, e2, e3]
+assert code(a.upload_part_copy, Bucket="lst", Key="mpu-copy", UploadId=up4, PartNumber=4,
+            CopySource=cs, CopySourceRange="bytes=0-%d" % len(src)) == ("InvalidRange", 400)
+assert code(a.upload_part_copy, Bucket="lst", Key="mpu-copy", UploadId=up4, PartNumber=4,
+            CopySource=cs, CopySourceRange="bytes=5-") == ("InvalidArgument", 400)
+assert code(a.upload_part_copy, Bucket="lst", Key="mpu-copy", UploadId=up4, PartNumber=4,
+            CopySource={"Bucket": "lst", "Key": "absent"}) == ("NoSuchKey", 404)
+a.complete_multipart_upload(Bucket="lst", Key="mpu-copy", UploadId=up4, MultipartUpload={
+    "Parts": [{"PartNumber": n, "ETag": e} for n, e in ((1, e1), (2, e2), (3, e3))]})
+whole = src[:5 << 20] + src + src[5 << 20:]
+assert a.get_object(Bucket="lst", Key="mpu-copy")["Body"].read() == whole
+assert a.get_object(Bucket="lst", Key="mpu-copy", Range="bytes=%d-%d" % (
+    (5 << 20) - 2, (5 << 20) + 2))["Body"].read() == whole[(5 << 20) - 2:(5 << 20) + 3]
+# ListMultipartUploads: the uploads neither completed nor aborted, by key
+# then id, in pages; prefixes and delimiters as for objects
+def uploads(**kw):
+    got, pages = [], 0
+    for p in a.get_paginator("list_multipart_uploads").paginate(Bucket="lst", **kw):
+        pages += 1
+        got += [(u["Key"], u["UploadId"]) for u in p.get("Uploads", [])]
+    return got, pages
+assert uploads() == (sorted([("mpu-open", up), ("mpu-parts", up3)]), 1), uploads()
+more = [a.create_multipart_upload(Bucket="lst", Key="mpu-parts")["UploadId"] for _ in range(3)]
+want = sorted([("mpu-open", up), ("mpu-parts", up3)] + [("mpu-parts", x) for x in more])
+assert uploads(PaginationConfig={"PageSize": 2}) == (want, 3), uploads(PaginationConfig={"PageSize": 2})
+r = a.list_multipart_uploads(Bucket="lst", KeyMarker="mpu-open")
+assert [(u["Key"], u["UploadId"]) for u in r["Uploads"]] == want[1:], r
+r = a.list_multipart_uploads(Bucket="lst", KeyMarker=want[2][0], UploadIdMarker=want[2][1])
+assert [(u["Key"], u["UploadId"]) for u in r["Uploads"]] == want[3:], r
+r = a.list_multipart_uploads(Bucket="lst", Delimiter="-")
+assert [c["Prefix"] for c in r["CommonPrefixes"]] == ["mpu-"] and "Uploads" not in r, r
+assert uploads(Prefix="mpu-o")[0] == [("mpu-open", up)]
+for x in more:
+    a.abort_multipart_upload(Bucket="lst", Key="mpu-parts", UploadId=x)
+assert uploads()[0] == sorted([("mpu-open", up), ("mpu-parts", up3)])
+# another tenant: no listing of alice's buckets, except through a grant
+assert code(b.list_objects_v2, Bucket="lst") == ("NoSuchBucket", 404)
+assert code(b.list_objects_v2, Bucket="alice.lst") == ("NoSuchBucket", 404)
+try:
+    a.create_bucket(Bucket="shared")
+except botocore.exceptions.ClientError:
+    pass
+a.put_object(Bucket="shared", Key="listed", Body=b"1")
+assert "listed" in [c["Key"] for c in b.list_objects_v2(Bucket="alice.shared")["Contents"]]
+# a granted bucket's headers are read quietly, a few at a time
+for i in range(11):
+    a.put_object(Bucket="shared", Key="g/%02d" % i, Body=b"g" * i)
+seen = []
+for p in b.get_paginator("list_objects_v2").paginate(Bucket="alice.shared", Prefix="g/",
+                                                      PaginationConfig={"PageSize": 5}):
+    seen += [(c["Key"], c["Size"]) for c in p["Contents"]]
+assert seen == [("g/%02d" % i, i) for i in range(11)], seen
+# DeleteBucket refuses a bucket with objects (not one with only an
+# unfinished upload's parts)
+assert code(a.delete_bucket, Bucket="lst") == ("BucketNotEmpty", 409)
+for i in range(0, len(names) + 1, 1000):
+    keys = [c["Key"] for c in a.list_objects_v2(Bucket="lst").get("Contents", [])]
+    if keys:
+        r = a.delete_objects(Bucket="lst", Delete={"Objects": [{"Key": k} for k in keys]})
+        assert len(r["Deleted"]) == len(keys)
+assert a.list_objects_v2(Bucket="lst")["KeyCount"] == 0
+a.delete_bucket(Bucket="lst")
+assert code(a.head_bucket, Bucket="lst")[1] == 404
+print("boto3 listings: ok")
 '''
 
 NIXL_CLIENT = r'''
@@ -668,10 +870,10 @@ print("nixl %s: ok" % phase)
 
 def main():
     if len(sys.argv) < 3:
-        print("SKIP: usage: test_s3_py.py KVTIERD BUILD-DIR [boto|cli|nixl]")
+        print("SKIP: usage: test_s3_py.py KVTIERD BUILD-DIR [boto|list|raw|cli|tls|nixl]")
         return 77
     kvtierd, build = sys.argv[1], sys.argv[2]
-    parts = sys.argv[3:] or ["boto", "raw", "cli", "tls", "nixl"]
+    parts = sys.argv[3:] or ["boto", "list", "raw", "cli", "tls", "nixl"]
     py = venv(build, "venv-s3", BOTO)
     base = tempfile.mkdtemp(dir=os.environ.get("TMPDIR"))
     tenants = os.path.join(base, "tenants")
@@ -687,6 +889,10 @@ def main():
         if "boto" in parts:
             client = os.path.join(base, "boto_client.py")
             open(client, "w").write(BOTO_CLIENT)
+            subprocess.run([py, client, str(srv.port)], check=True, timeout=600)
+        if "list" in parts:
+            client = os.path.join(base, "list_client.py")
+            open(client, "w").write(LIST_CLIENT)
             subprocess.run([py, client, str(srv.port)], check=True, timeout=600)
         if "raw" in parts:
             test_raw(srv.port, None)
@@ -715,6 +921,35 @@ def main():
             cli("s3", "rm", "s3://cli/dir/blob")
             r = cli("s3api", "head-object", "--bucket", "cli", "--key", "dir/blob", ok=False)
             assert "404" in r.stderr, r.stderr
+            # listings: ls, sync both ways (a second sync sends nothing:
+            # sizes and dates come from the listing), after a restart
+            # from SSD, rb refused while objects remain, rm --recursive
+            tree = os.path.join(base, "tree")
+            files = {"a.txt": b"a" * 10, "d1/b.bin": os.urandom(70000), "d1/d2/c": b"",
+                     "sp ace+plus.txt": b"+"}
+            for rel, v in files.items():
+                os.makedirs(os.path.dirname(os.path.join(tree, rel)), exist_ok=True)
+                open(os.path.join(tree, rel), "wb").write(v)
+            cli("s3", "mb", "s3://clisync")
+            cli("s3", "sync", tree, "s3://clisync/t")
+            out = cli("s3", "ls", "s3://clisync/t/").stdout
+            assert "PRE d1/" in out and "a.txt" in out and "sp ace+plus.txt" in out, out
+            assert "b.bin" not in out, out
+            assert "upload:" not in cli("s3", "sync", tree, "s3://clisync/t").stdout
+            back = os.path.join(base, "back")
+            cli("s3", "sync", "s3://clisync/t", back)
+            for rel, v in files.items():
+                assert open(os.path.join(back, rel), "rb").read() == v, rel
+            srv.restart()
+            aws[-1] = "http://127.0.0.1:%d" % srv.port
+            out = cli("s3", "ls", "--recursive", "s3://clisync").stdout
+            assert sorted(l.split(None, 3)[3] for l in out.splitlines() if l.strip()) == \
+                sorted("t/" + k for k in files), out
+            r = cli("s3", "rb", "s3://clisync", ok=False)
+            assert "BucketNotEmpty" in r.stderr, r.stderr
+            cli("s3", "rm", "--recursive", "s3://clisync/t")
+            assert cli("s3", "ls", "--recursive", "s3://clisync").stdout.strip() == ""
+            cli("s3", "rb", "s3://clisync")
             bad = dict(env, AWS_SECRET_ACCESS_KEY="wrong-secret-0000000")
             r = subprocess.run(aws + ["s3", "ls"], env=bad, capture_output=True, text=True)
             assert r.returncode != 0 and "SignatureDoesNotMatch" in r.stderr, r.stderr

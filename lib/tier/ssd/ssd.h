@@ -72,6 +72,10 @@ int ssd_set_persistent(struct ssd *s, uint32_t ns);
 
 /* Present on SSD?  KVT_OK (with *value_len) or KVT_MISS.  Never pins. */
 int ssd_find(struct ssd *s, uint32_t ns, const struct kvt_key *key, uint64_t *value_len);
+/* fn(ctx, key) for every published entry of ns, under its index shard's
+ * lock: fn must not call into the SSD tier (store_scan.c). */
+void ssd_scan(struct ssd *s, uint32_t ns, void (*fn)(void *ctx, const struct kvt_key *key),
+	      void *ctx);
 
 /*
  * Promote a block: reserve DRAM, read it (priority IO_PRIO_DEMAND or

@@ -144,6 +144,23 @@ uint64_t ssd_idx_sweep(struct ssd *s, uint32_t ns, uint32_t slot, uint64_t gen, 
 	return n;
 }
 
+void ssd_scan(struct ssd *s, uint32_t ns, void (*fn)(void *ctx, const struct kvt_key *key),
+	      void *ctx)
+{
+	for (int i = 0; i < SSD_SHARDS; i++) {
+		struct ssd_shard *sh = &s->shards[i];
+		pthread_mutex_lock(&sh->lock);
+		for (uint32_t b = 0; b <= sh->mask; b++)
+			for (struct ssd_entry *e = sh->buckets[b]; e; e = e->hnext)
+				if (e->ns == ns && !(e->flags & E_PENDING)) {
+					struct kvt_key k = { .len = e->key_len };
+					memcpy(k.bytes, e->key, k.len);
+					fn(ctx, &k);
+				}
+		pthread_mutex_unlock(&sh->lock);
+	}
+}
+
 /* ------------------------------------------------------------------------
  * Synchronous I/O through the engine (metadata writes, so that fault
  * injection and power-loss simulation see them too).

@@ -102,6 +102,12 @@ static void tssd_stats(void *t, kvt_stats_fn fn, void *ctx)
 	ssd_stats(t, fn, ctx);
 }
 
+static void tssd_scan(void *t, uint32_t ns, void (*fn)(void *ctx, const struct kvt_key *key),
+		      void *ctx)
+{
+	ssd_scan(t, ns, fn, ctx);
+}
+
 const struct tier_ops tier_ssd_ops = {
 	.name = "ssd",
 	.id = KVT_TIER_SSD,
@@ -118,4 +124,5 @@ const struct tier_ops tier_ssd_ops = {
 	.flush = tssd_flush,
 	.set_persistent = tssd_set_persistent,
 	.stats = tssd_stats,
+	.scan = tssd_scan,
 };
