@@ -171,12 +171,19 @@ static void cls_credit(struct evict *e, struct evict_node *n)
 	e->reu_total++;
 }
 
-/* Evidence a class is reused less often than the average block: at least
- * EVICT_CLS_EVIDENCE of its blocks seen, and reu/ins < reu_total/ins_total. */
-#define EVICT_CLS_EVIDENCE 16
+/* Evidence a class is seldom reused: at least EVICT_CLS_EVIDENCE of its
+ * blocks seen, and reu/ins below both the average block's reu_total/ins_total
+ * and EVICT_CLS_RARE_DIV (1 in 4).  The absolute bound keeps a workload where
+ * every class is reused (multi-turn chat, agents) out of probation: "below
+ * average" alone put a chat's newest turn there and lost hits
+ * (doc/policies.md). */
+#define EVICT_CLS_EVIDENCE 64
+#define EVICT_CLS_RARE_DIV 4
 static bool cls_below_average(const struct evict *e, unsigned c)
 {
 	if (e->cls_ins[c] < EVICT_CLS_EVIDENCE)
+		return false;
+	if ((uint64_t)e->cls_reu[c] * EVICT_CLS_RARE_DIV >= e->cls_ins[c])
 		return false;
 	uint64_t ri = (uint64_t)e->cls_reu[c] * (e->ins_total + 2);
 	uint64_t ai = (e->reu_total + 1) * (uint64_t)e->cls_ins[c];
