@@ -35,17 +35,19 @@
  * already cached (a continuation), and the block's distance from the
  * prompt's end.  Per class the shard counts blocks inserted and blocks
  * reused (hit in DRAM, or put again while the ghost table remembers them),
- * halved every `window` inserts.  A block whose class has evidence (16
- * blocks seen) of being reused less often than the average block starts in
- * P; the others in M; a hit moves a block to M; victims come from
- * P's tail first while M holds at most 90 % of the shard (so M cannot go
- * stale), from M's tail otherwise.  Blocks evicted from P unhit are the
- * ones the SSD write-down filter skips (evict_worth_keeping).  It wins on
- * some traces and loses on others (doc/policies.md), hence not default.
+ * halved every `window` inserts.  A block whose class has evidence (64
+ * blocks seen) of being reused rarely -- less often than the average block
+ * and than 1 in 4 -- starts in P; the others in M; a hit moves a block to
+ * M; victims come from P's tail first while M holds at most 90 % of the
+ * shard (so M cannot go stale), from M's tail otherwise.  Blocks evicted
+ * from P unhit are the ones the SSD write-down filter skips
+ * (evict_worth_keeping).  Not the default: its class statistics are per
+ * shard, so one namespace's traffic could move another's blocks to P
+ * (doc/policies.md).
  *
- *     put --est < avg--> [ P: new ... old ] --evict first--> ghost (class)
- *         --otherwise--> [ M: new ... old ] --evict when M > 90 %--> ghost
- *                          ^ hit (in P or M): to M, class credited
+ *     put --est < avg, 1/4--> [ P: new ... old ] --evict first--> ghost (class)
+ *         --otherwise-------> [ M: new ... old ] --evict when M > 90 %--> ghost
+ *                               ^ hit (in P or M): to M, class credited
  * *
  * Pinned items are never evicted: evict_victim rotates them to the head of
  * their queue and goes on; after a full lap with nothing evictable it
