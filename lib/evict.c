@@ -175,13 +175,13 @@ static void cls_credit(struct evict *e, struct evict_node *n)
 
 /* Evidence a class is seldom reused: at least EVICT_CLS_EVIDENCE of its
  * blocks seen, and reu/ins below both the average block's reu_total/ins_total
- * and EVICT_CLS_RARE_DIV (1 in 4).  The absolute bound keeps a workload where
+ * and 1/EVICT_CLS_RARE_DIV (1 in 4).  The absolute bound keeps a workload where
  * every class is reused (multi-turn chat, agents) out of probation: "below
  * average" alone put a chat's newest turn there and lost hits
  * (doc/policies.md). */
 #define EVICT_CLS_EVIDENCE 64
 #define EVICT_CLS_RARE_DIV 4
-static bool cls_below_average(const struct evict *e, unsigned c)
+static bool cls_rare(const struct evict *e, unsigned c)
 {
 	if (e->cls_ins[c] < EVICT_CLS_EVIDENCE)
 		return false;
@@ -237,7 +237,7 @@ static void prefix_insert(struct evict *e, struct evict_node *n, uint64_t hash, 
 	 * without evidence no block is put on probation, and a tenant's
 	 * activity cannot move another's blocks between segments. */
 	if (!back && predict && (n->freq & EVICT_CLS_MASK) != 0 &&
-	    cls_below_average(e, n->freq & EVICT_CLS_MASK)) {
+	    cls_rare(e, n->freq & EVICT_CLS_MASK)) {
 		e->probation_inserts++;
 		n->queue = EVICT_Q_SMALL;
 	} else {
