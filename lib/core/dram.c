@@ -1756,6 +1756,9 @@ int dram_delete(struct dram *d, uint32_t ns, const struct kvt_key *key)
  *   3. under the shard lock, walk the chain and compare keys
  *
  * stopping at the first miss.  Lookups never take refs or count as hits.
+ * Passes 2 and 3 keep a shard's lock across consecutive keys of the same
+ * shard (with one shard: one lock per pass of a window, not one per key):
+ * at most LOOKUP_WIN short steps under it.
  */
 #define LOOKUP_WIN 16
 
@@ -1763,7 +1766,7 @@ int64_t dram_lookup(struct dram *d, uint32_t ns, const struct kvt_key *keys, siz
 		    uint8_t *tiers, uint64_t *bytes)
 {
 	uint64_t h[LOOKUP_WIN];
-	struct dram_shard *sh[LOOKUP_WIN];
+	struct dram_shard *sh[LOOKUP_WIN], *held;
 	size_t i = 0;
 	bool miss = false;
 
@@ -1778,29 +1781,41 @@ int64_t dram_lookup(struct dram *d, uint32_t ns, const struct kvt_key *keys, siz
 			mask = __atomic_load_n(&sh[j]->bucket_mask, __ATOMIC_RELAXED);
 			__builtin_prefetch(&b[h[j] & mask]);
 		}
+		held = NULL;
 		for (size_t j = 0; j < m; j++) {
 			struct dram_item *it;
-			pthread_mutex_lock(&sh[j]->lock);
-			it = sh[j]->buckets[h[j] & sh[j]->bucket_mask];
+			if (sh[j] != held) {
+				if (held)
+					pthread_mutex_unlock(&held->lock);
+				held = sh[j];
+				pthread_mutex_lock(&held->lock);
+			}
+			it = held->buckets[h[j] & held->bucket_mask];
 			if (it) {
 				/* An item spans two cache lines (104 bytes). */
 				__builtin_prefetch(it);
 				__builtin_prefetch((char *)it + 64);
 			}
-			pthread_mutex_unlock(&sh[j]->lock);
 		}
+		if (held)
+			pthread_mutex_unlock(&held->lock);
+		held = NULL;
 		for (size_t j = 0; j < m; j++) {
 			struct dram_shard *s = sh[j];
 			struct dram_item *it;
 			bool hit;
-			pthread_mutex_lock(&s->lock);
+			if (s != held) {
+				if (held)
+					pthread_mutex_unlock(&held->lock);
+				held = s;
+				pthread_mutex_lock(&s->lock);
+				chain_start(s, ns, n); /* a new request: its gets and puts follow */
+			}
 			it = *index_slot(s, h[j], ns, &keys[i]);
 			hit = it && ITEM_STATE(it) == ITEM_VISIBLE;
 			if (hit && bytes)
 				*bytes += it->value_len;
 			s->lookups++;
-			chain_start(s, ns, n); /* a new request: its gets and puts follow */
-			pthread_mutex_unlock(&s->lock);
 			if (!hit) {
 				miss = true;
 				break;
@@ -1809,6 +1824,8 @@ int64_t dram_lookup(struct dram *d, uint32_t ns, const struct kvt_key *keys, siz
 				tiers[i] = KVT_TIER_DRAM;
 			i++;
 		}
+		if (held)
+			pthread_mutex_unlock(&held->lock);
 	}
 	if (tiers)
 		for (size_t j = i; j < n; j++)

@@ -35,17 +35,19 @@
  * already cached (a continuation), and the block's distance from the
  * prompt's end.  Per class the shard counts blocks inserted and blocks
  * reused (hit in DRAM, or put again while the ghost table remembers them),
- * halved every `window` inserts.  A block whose class has evidence (16
- * blocks seen) of being reused less often than the average block starts in
- * P; the others in M; a hit moves a block to M; victims come from
- * P's tail first while M holds at most 90 % of the shard (so M cannot go
- * stale), from M's tail otherwise.  Blocks evicted from P unhit are the
- * ones the SSD write-down filter skips (evict_worth_keeping).  It wins on
- * some traces and loses on others (doc/policies.md), hence not default.
+ * halved every `window` inserts.  A block whose class has evidence (64
+ * blocks seen) of being reused rarely -- less often than the average block
+ * and than 1 in 4 -- starts in P; the others in M; a hit moves a block to
+ * M; victims come from P's tail first while M holds at most 90 % of the
+ * shard (so M cannot go stale), from M's tail otherwise.  Blocks evicted
+ * from P unhit are the ones the SSD write-down filter skips
+ * (evict_worth_keeping).  Not the default: its class statistics are per
+ * shard, so one namespace's traffic could move another's blocks to P
+ * (doc/policies.md).
  *
- *     put --est < avg--> [ P: new ... old ] --evict first--> ghost (class)
- *         --otherwise--> [ M: new ... old ] --evict when M > 90 %--> ghost
- *                          ^ hit (in P or M): to M, class credited
+ *     put --est < avg, 1/4--> [ P: new ... old ] --evict first--> ghost (class)
+ *         --otherwise-------> [ M: new ... old ] --evict when M > 90 %--> ghost
+ *                               ^ hit (in P or M): to M, class credited
  * *
  * Pinned items are never evicted: evict_victim rotates them to the head of
  * their queue and goes on; after a full lap with nothing evictable it
@@ -171,12 +173,19 @@ static void cls_credit(struct evict *e, struct evict_node *n)
 	e->reu_total++;
 }
 
-/* Evidence a class is reused less often than the average block: at least
- * EVICT_CLS_EVIDENCE of its blocks seen, and reu/ins < reu_total/ins_total. */
-#define EVICT_CLS_EVIDENCE 16
-static bool cls_below_average(const struct evict *e, unsigned c)
+/* Evidence a class is seldom reused: at least EVICT_CLS_EVIDENCE of its
+ * blocks seen, and reu/ins below both the average block's reu_total/ins_total
+ * and 1/EVICT_CLS_RARE_DIV (1 in 4).  The absolute bound keeps a workload where
+ * every class is reused (multi-turn chat, agents) out of probation: "below
+ * average" alone put a chat's newest turn there and lost hits
+ * (doc/policies.md). */
+#define EVICT_CLS_EVIDENCE 64
+#define EVICT_CLS_RARE_DIV 4
+static bool cls_rare(const struct evict *e, unsigned c)
 {
 	if (e->cls_ins[c] < EVICT_CLS_EVIDENCE)
+		return false;
+	if ((uint64_t)e->cls_reu[c] * EVICT_CLS_RARE_DIV >= e->cls_ins[c])
 		return false;
 	uint64_t ri = (uint64_t)e->cls_reu[c] * (e->ins_total + 2);
 	uint64_t ai = (e->reu_total + 1) * (uint64_t)e->cls_ins[c];
@@ -228,7 +237,7 @@ static void prefix_insert(struct evict *e, struct evict_node *n, uint64_t hash, 
 	 * without evidence no block is put on probation, and a tenant's
 	 * activity cannot move another's blocks between segments. */
 	if (!back && predict && (n->freq & EVICT_CLS_MASK) != 0 &&
-	    cls_below_average(e, n->freq & EVICT_CLS_MASK)) {
+	    cls_rare(e, n->freq & EVICT_CLS_MASK)) {
 		e->probation_inserts++;
 		n->queue = EVICT_Q_SMALL;
 	} else {

@@ -1,0 +1,245 @@
+#!/usr/bin/env python3
+"""sim.py TRACE... : online policies beyond LRU, simulated (doc/policies.md, "What else was tried").
+
+Prefix semantics as kvtier replay and cli/optimum.c: a request's hits are its leading blocks
+present; then each of its blocks is inserted or refreshed, tail first (a chain ends head newest).
+One cache of a quarter of the trace's distinct blocks.  Prints, per trace, the block hit ratio of:
+
+  lru            LRU (the prefix policy's order)
+  arc            ARC (Megiddo & Modha, FAST'03): recency/frequency split adapted by ghost hits
+  slru50         segmented LRU, half protected (blocks hit once or more)
+  lhd            hit density per class and age (Beckmann et al., NSDI'18), classes: hits so far
+                 x blocks from the prompt's end; victims: the class tail of lowest density
+  class-oracle   bypass the first sighting of blocks whose class (log2 prompt blocks, prefix
+                 cached, blocks from the end) is reused less than 40 % of the time, with the
+                 class rates taken from the whole trace in advance (an upper bound for any
+                 predictor on those signals) and a ghost of 4x capacity
+  reuse-oracle   LRU that never admits a block that will not be read again (the future known)
+"""
+import json, sys
+from collections import OrderedDict, defaultdict
+
+
+def load(p):
+    return [json.loads(l)["hash_ids"] for l in open(p) if l.strip()]
+
+
+def run(reqs, pol):
+    hits = total = 0
+    for r in reqs:
+        k = 0
+        for b in r:
+            if pol.has(b):
+                k += 1
+            else:
+                break
+        hits += k
+        total += len(r)
+        pol.access(r, k)
+    return hits / total
+
+
+class LRU:
+    def __init__(s, cap, admit=None):
+        s.c = OrderedDict(); s.cap = cap; s.admit = admit
+
+    def has(s, b):
+        return b in s.c
+
+    def access(s, r, k):
+        for i in range(len(r) - 1, -1, -1):
+            b = r[i]
+            if b in s.c:
+                s.c.move_to_end(b)
+            elif s.admit is None or s.admit(r, i, k):
+                s.c[b] = 1
+                if len(s.c) > s.cap:
+                    s.c.popitem(last=False)
+
+
+class ARC:
+    def __init__(s, c):
+        s.c = c; s.p = 0.0; s.T1, s.T2, s.B1, s.B2 = OrderedDict(), OrderedDict(), OrderedDict(), OrderedDict()
+
+    def has(s, b):
+        return b in s.T1 or b in s.T2
+
+    def replace(s, in_b2):
+        if s.T1 and (len(s.T1) > s.p or (in_b2 and len(s.T1) == int(s.p))):
+            b, _ = s.T1.popitem(last=False); s.B1[b] = 1
+        else:
+            b, _ = s.T2.popitem(last=False); s.B2[b] = 1
+
+    def one(s, x):
+        c = s.c
+        if x in s.T1:
+            del s.T1[x]; s.T2[x] = 1; return
+        if x in s.T2:
+            s.T2.move_to_end(x); return
+        if x in s.B1:
+            s.p = min(c, s.p + max(len(s.B2) / len(s.B1), 1)); s.replace(False); del s.B1[x]; s.T2[x] = 1; return
+        if x in s.B2:
+            s.p = max(0, s.p - max(len(s.B1) / len(s.B2), 1)); s.replace(True); del s.B2[x]; s.T2[x] = 1; return
+        l1 = len(s.T1) + len(s.B1)
+        if l1 == c:
+            if len(s.T1) < c:
+                s.B1.popitem(last=False); s.replace(False)
+            else:
+                s.T1.popitem(last=False)
+        elif l1 < c and l1 + len(s.T2) + len(s.B2) >= c:
+            if l1 + len(s.T2) + len(s.B2) == 2 * c:
+                s.B2.popitem(last=False)
+            s.replace(False)
+        s.T1[x] = 1
+
+    def access(s, r, k):
+        for b in reversed(r):
+            s.one(b)
+
+
+class SLRU:
+    def __init__(s, c, f):
+        s.c = c; s.pc = int(c * f); s.P = OrderedDict(); s.T = OrderedDict()
+
+    def has(s, b):
+        return b in s.P or b in s.T
+
+    def access(s, r, k):
+        for b in reversed(r):
+            if b in s.P:
+                s.P.move_to_end(b); continue
+            if b in s.T:
+                del s.T[b]; s.P[b] = 1
+                if len(s.P) > s.pc:
+                    v, _ = s.P.popitem(last=False); s.T[v] = 1
+            else:
+                s.T[b] = 1
+            while len(s.P) + len(s.T) > s.c:
+                s.T.popitem(last=False)
+
+
+class LHD:
+    def __init__(s, cap, nb=128, decay=0.9):
+        s.cap = cap; s.q = defaultdict(OrderedDict); s.cls = {}; s.t = 0; s.W = max(1, cap // 16); s.nb = nb
+        s.H = defaultdict(lambda: [0.0] * nb); s.E = defaultdict(lambda: [0.0] * nb)
+        s.hd = {}; s.nxt = cap; s.decay = decay; s.size = 0
+
+    def has(s, b):
+        return b in s.cls
+
+    def age(s, ts):
+        return min(s.nb - 1, (s.t - ts) // s.W)
+
+    def recompute(s):
+        for c in set(s.H) | set(s.E):
+            H, E = s.H[c], s.E[c]
+            hd = [0.0] * s.nb; hsum = esum = life = 0.0
+            for a in range(s.nb - 1, -1, -1):
+                hsum += H[a]; esum += H[a] + E[a]; life += esum
+                hd[a] = hsum / life if life > 0 else 0.0
+            s.hd[c] = hd
+            for a in range(s.nb):
+                H[a] *= s.decay; E[a] *= s.decay
+
+    def access(s, r, k):
+        n = len(r)
+        for i in range(n - 1, -1, -1):
+            b = r[i]; s.t += 1
+            if b in s.cls:
+                c, ts, nh = s.cls[b]
+                s.H[c][s.age(ts)] += 1
+                del s.q[c][b]
+                nh += 1
+            else:
+                nh = 0; s.size += 1
+            c = (min(nh, 3), min(n - 1 - i, 2))
+            s.cls[b] = (c, s.t, nh); s.q[c][b] = 1
+            while s.size > s.cap:
+                best = None
+                for cc, q in s.q.items():
+                    if q:
+                        v = next(iter(q)); a = s.age(s.cls[v][1]); hd = s.hd.get(cc)
+                        d = hd[a] if hd else 1.0
+                        if best is None or d < best[0]:
+                            best = (d, cc, v, a)
+                _, cc, v, a = best
+                s.E[cc][a] += 1; del s.q[cc][v]; del s.cls[v]; s.size -= 1
+            if s.t >= s.nxt:
+                s.recompute(); s.nxt = s.t + s.cap
+
+
+def feat(r, i, k):
+    n = len(r)
+    return (min(n.bit_length(), 7), k > 0, min(n - 1 - i, 3))
+
+
+def class_rates(reqs, uses):
+    seen = set(); st = defaultdict(lambda: [0, 0])
+    for r in reqs:
+        k = 0
+        for b in r:
+            if b in seen:
+                k += 1
+            else:
+                break
+        for i, b in enumerate(r):
+            if b not in seen:
+                seen.add(b); c = feat(r, i, k); st[c][0] += 1; st[c][1] += uses[b] > 1
+    return {c: v[1] / v[0] for c, v in st.items()}
+
+
+class Ghosted(LRU):
+    """Admit a block on its first sighting only if admit(r, i, k); later sightings (ghost) always."""
+    def __init__(s, cap, admit, gm=4):
+        super().__init__(cap); s.g = OrderedDict(); s.gm = gm; s.first = admit
+        s.admit = s._admit
+
+    def _admit(s, r, i, k):
+        b = r[i]
+        if b in s.g:
+            del s.g[b]; return True
+        if s.first(r, i, k):
+            return True
+        s.g[b] = 1
+        if len(s.g) > s.gm * s.cap:
+            s.g.popitem(last=False)
+        return False
+
+
+def main():
+    for p in sys.argv[1:]:
+        reqs = load(p)
+        uses = defaultdict(int)
+        for r in reqs:
+            for b in r:
+                uses[b] += 1
+        cap = len(uses) // 4
+        rates = class_rates(reqs, uses)
+        rare = {c for c, v in rates.items() if v < 0.4}
+        pols = [('lru', LRU(cap)), ('arc', ARC(cap)), ('slru50', SLRU(cap, 0.5)), ('lhd', LHD(cap)),
+                ('class-oracle', Ghosted(cap, lambda r, i, k: feat(r, i, k) not in rare)),
+                ('reuse-oracle', None)]
+        out = []
+        for name, pol in pols:
+            if pol is None:
+                left = dict(uses)
+
+                def fut(r, i, k):
+                    return left[r[i]] > 0
+                pol = LRU(cap, fut)
+
+                class Wrap:
+                    def has(s, b):
+                        return pol.has(b)
+
+                    def access(s, r, k):
+                        for b in r:
+                            left[b] -= 1
+                        pol.access(r, k)
+                out.append('%s %.4f' % (name, run(reqs, Wrap())))
+            else:
+                out.append('%s %.4f' % (name, run(reqs, pol)))
+        print(p.split('/')[-1], ' | '.join(out), flush=True)
+
+
+main()
