@@ -163,6 +163,10 @@ unsigned kvtd_tenants_count(const struct kvtd_tenants *t);
 int kvtd_auth_s3_secret(const char *tenant, size_t tenant_len, uint8_t *out, uint32_t *out_len,
 			uint32_t *role);
 
+/* A tenant's native secret (PROTO_SECRET_MAX bytes of out), for logging in
+ * to a pod peer as that tenant (peer.c): 0, or PROTO_EAUTH.  Any thread. */
+int kvtd_auth_peer_secret(const char *tenant, size_t tenant_len, uint8_t *out,
+			  uint32_t *out_len);
 /* The table in use (replaced by SIGHUP); NULL when auth is off. */
 void kvtd_auth_install(struct kvtd_tenants *t);
 bool kvtd_auth_enabled(void);
@@ -509,6 +513,7 @@ struct kvtd_server {
 	struct kvtd_listener *listeners;
 	unsigned listener_count;
 	struct kvtd_cluster cluster; /* members.c */
+	struct kvtd_repair *repair;  /* repair.c: healing, or NULL outside a pod */
 	struct kvtd_aux aux;
 	_Atomic bool stopping;
 	_Atomic uint64_t next_conn_id;

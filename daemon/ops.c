@@ -35,6 +35,7 @@
 #include <sys/random.h>
 
 #include "kvtierd.h"
+#include "repair.h"
 
 /* ------------------------------------------------------------------------
  * Frames and items
@@ -1295,6 +1296,11 @@ static void ops_stats_quota(struct ops_stats *st, struct kvtd_server *srv, const
 	}
 }
 
+static void ops_stats_repair(void *ctx, const char *name, uint64_t value)
+{
+	ops_stats_add(ctx, name, value, NULL);
+}
+
 /* The member list, for every tenant: engines learn the cluster from any
  * server (doc/members.md). */
 static void ops_stats_cluster(struct ops_stats *st, struct kvtd_server *srv)
@@ -1316,6 +1322,7 @@ static void ops_stats_cluster(struct ops_stats *st, struct kvtd_server *srv)
 		ops_stats_add(st, name, 0, text);
 	}
 	pthread_mutex_unlock(&cl->lock);
+	kvtd_repair_stats(srv, ops_stats_repair, st);
 }
 
 static void ops_stats(struct kvtd_frame *fr)
@@ -1726,11 +1733,39 @@ static bool ops_verify(struct kvtd_frame *fr)
 	return true;
 }
 
+/* Healing (repair.c): what PLACED puts stored and deletes removed. */
+static void ops_repair_hook(struct kvtd_frame *fr)
+{
+	struct kvtd_server *srv = ops_srv(fr);
+	struct proto_iter iter;
+	struct proto_item pi;
+	uint32_t i = 0;
+
+	if (!srv->repair || !fr->items || !fr->ns_ids ||
+	    (fr->f.op != PROTO_OP_PUT && fr->f.op != PROTO_OP_DELETE))
+		return;
+	proto_iter_init(&iter, &fr->f, NULL, NULL, 0);
+	while (i < fr->n && proto_iter_next(&iter, &pi) == 1) {
+		const struct kvtd_item *it = &fr->items[i++];
+		if (fr->ns_err[pi.ns_index])
+			continue;
+		if (fr->f.op == PROTO_OP_DELETE) {
+			if (it->status == KVT_OK)
+				kvtd_repair_forget(srv, fr->ns_ids[pi.ns_index], &pi.key);
+		} else if (pi.flags & PROTO_IF_PLACED &&
+			   (it->status == KVT_OK || it->status == KVT_EXISTS)) {
+			kvtd_repair_note(srv, fr->ns_ids[pi.ns_index], &pi.key, pi.anchor,
+					 pi.copies);
+		}
+	}
+}
+
 static void ops_finish(struct kvtd_frame *fr)
 {
 	if (ops_durable(fr) || ops_verify(fr))
 		return;
 	ops_durable_status(fr);
+	ops_repair_hook(fr);
 	if (fr->f.op == PROTO_OP_GET || fr->f.op == PROTO_OP_PUT)
 		ops_latency(fr);
 	if (!fr->conn->dead) {

@@ -324,11 +324,12 @@ static unsigned cluster_rank(struct cluster *cl, const struct cview *v, uint64_t
 }
 
 /* Where a single key goes: the hint, else the anchor memory, else itself. */
-static unsigned cluster_place(struct cluster *cl, const struct cview *v, uint32_t ns,
-			      const struct kvt_key *key, const struct cluster_hint *hint,
-			      unsigned *out)
+static unsigned cluster_place_ex(struct cluster *cl, const struct cview *v, uint32_t ns,
+				 const struct kvt_key *key, const struct cluster_hint *hint,
+				 unsigned *out, uint64_t *anchor_out, unsigned *want)
 {
 	uint64_t anchor;
+	unsigned reps = cluster_replicas(cl, ns);
 	bool hot = false;
 	if (hint && hint->keys) {
 		uint32_t g = hint->pos / cl->group;
@@ -341,7 +342,18 @@ static unsigned cluster_place(struct cluster *cl, const struct cview *v, uint32_
 		anchor = placement_key_hash(key);
 		A(cl->c_unknown);
 	}
-	return cluster_rank(cl, v, anchor, hot, cluster_replicas(cl, ns), out);
+	if (anchor_out)
+		*anchor_out = anchor;
+	if (want)
+		*want = hot && v->hot > reps ? v->hot : reps;
+	return cluster_rank(cl, v, anchor, hot, reps, out);
+}
+
+static unsigned cluster_place(struct cluster *cl, const struct cview *v, uint32_t ns,
+			      const struct kvt_key *key, const struct cluster_hint *hint,
+			      unsigned *out)
+{
+	return cluster_place_ex(cl, v, ns, key, hint, out, NULL, NULL);
 }
 
 void cluster_note_prompt(struct cluster *cl, const struct kvt_key *keys, uint32_t n)
@@ -636,14 +648,17 @@ int cluster_put(struct cluster *cl, uint32_t ns, const struct kvt_key *key,
 		const struct cluster_hint *hint, const struct iovec *parts, unsigned part_count,
 		const uint32_t *crcs, bool sealed, tier_done_fn cb, void *ctx)
 {
-	unsigned owners[REMOTE_HOT_REPLICAS_MAX], k = 1;
+	unsigned owners[REMOTE_HOT_REPLICAS_MAX], k = 1, want = 0;
+	uint64_t anchor = 0;
 	struct cview *v = cview_get(cl);
 	struct fan *f;
 	int first_err = 0, ret;
 
-	if (v->n == 1 || (k = cluster_place(cl, v, ns, key, hint, owners)) == 1) {
-		ret = remote_put(v->m[v->n == 1 ? 0 : owners[0]].mb->rm, ns, key, parts, part_count,
-				 crcs, sealed, cb, ctx);
+	/* Every put in a pod tells the member the block's anchor and how
+	 * many members it is placed on: what the members need to heal. */
+	if (v->n == 1 || (k = cluster_place_ex(cl, v, ns, key, hint, owners, &anchor, &want)) == 1) {
+		ret = remote_put_placed(v->m[v->n == 1 ? 0 : owners[0]].mb->rm, ns, key, parts,
+					part_count, crcs, sealed, anchor, want, cb, ctx);
 		cview_put(cl, v);
 		return ret;
 	}
@@ -656,8 +671,8 @@ int cluster_put(struct cluster *cl, uint32_t ns, const struct kvt_key *key,
 	}
 	for (unsigned i = 0; i < k; i++) {
 		atomic_fetch_add(&f->left, 1);
-		ret = remote_put(v->m[owners[i]].mb->rm, ns, key, parts, part_count, crcs, sealed,
-				 fan_put_done, f);
+		ret = remote_put_placed(v->m[owners[i]].mb->rm, ns, key, parts, part_count, crcs,
+					sealed, anchor, want, fan_put_done, f);
 		if (ret == 0) {
 			atomic_fetch_or(&f->flags, FAN_SUBMITTED);
 		} else {

@@ -82,7 +82,8 @@ _Static_assert(H_END == PROTO_HDR_LEN, "the fixed header is 48 bytes");
 _Static_assert(H_CRC + 4 == H_END, "the CRC is the header's last field");
 
 #define PROTO_F_KNOWN (PROTO_F_RESPONSE | PROTO_F_MORE | PROTO_F_RDMA)
-#define PROTO_IF_KNOWN (PROTO_IF_PART | PROTO_IF_RANGE | PROTO_IF_SEALED)
+#define PROTO_IF_KNOWN (PROTO_IF_PART | PROTO_IF_RANGE | PROTO_IF_SEALED | PROTO_IF_PLACED | \
+			PROTO_IF_REPAIR)
 
 /* ------------------------------------------------------------------------
  * Table: [op section][namespace table][items].  Op sections (only in
@@ -521,8 +522,13 @@ static int proto_item_check(unsigned op, bool resp, const struct proto_item *it,
 				return KVT_EBADLEN;
 			return 0;
 		case PROTO_OP_PUT:
-			if (it->flags & ~PROTO_IF_SEALED)
+			if (it->flags & ~(PROTO_IF_SEALED | PROTO_IF_PLACED | PROTO_IF_REPAIR) ||
+			    (it->flags & PROTO_IF_REPAIR && !(it->flags & PROTO_IF_PLACED)))
 				return PROTO_EFLAGS;
+			if (it->flags & PROTO_IF_PLACED ?
+			    it->copies < 1 || it->copies > PROTO_COPIES_MAX :
+			    it->copies != 0 || it->anchor != 0)
+				return PROTO_EMALFORMED;
 			rc = proto_parts_check(it, lim, &sum);
 			if (rc)
 				return rc;
@@ -571,7 +577,7 @@ static int proto_item_check(unsigned op, bool resp, const struct proto_item *it,
 	case PROTO_OP_GET:
 		if (it->value_len > lim->value_max)
 			return KVT_EBADLEN;
-		if (it->flags & ~PROTO_IF_KNOWN)
+		if (it->flags & ~(PROTO_IF_PART | PROTO_IF_RANGE | PROTO_IF_SEALED))
 			return PROTO_EFLAGS;
 		if (it->status != KVT_OK)
 			return it->flags == 0 && it->part_count == 0 && it->off == 0 &&
@@ -824,7 +830,8 @@ static int proto_item_decode(const struct proto_frame *f, bool resp, struct prot
 				return PROTO_EMALFORMED;
 		} else if (op == PROTO_OP_PUT) {
 			it->part_count = le_get32(p + PQ_PARTS);
-			if (le_get32(p + PQ_RSV) != 0)
+			it->copies = le_get32(p + PQ_RSV); /* PLACED; else reserved, 0 */
+			if (!(it->flags & PROTO_IF_PLACED) && it->copies != 0)
 				return PROTO_EMALFORMED;
 		}
 		if (it->key.len < 1 || it->key.len > lim->key_max)
@@ -902,6 +909,12 @@ static int proto_item_decode(const struct proto_frame *f, bool resp, struct prot
 			if (le_get32(p + (size_t)i * PROTO_PART_ENTRY + PE_RSV) != 0)
 				return PROTO_EMALFORMED;
 		it->parts_wire_ = p;
+	}
+	/* PLACED PUT: the anchor after the part table. */
+	if (!resp && op == PROTO_OP_PUT && it->flags & PROTO_IF_PLACED) {
+		if (!(p = proto_take(c, 8)))
+			return PROTO_EMALFORMED;
+		it->anchor = le_get64(p);
 	}
 
 	rc = proto_item_check(op, resp, it, lim, f->ns_count, prev, &data_len);
@@ -1295,6 +1308,7 @@ int proto_write_item(struct proto_writer *w, const struct proto_item *it)
 			le_put64(t + GQ_LEN, it->len);
 		} else if (w->op == PROTO_OP_PUT) {
 			le_put32(t + PQ_PARTS, it->part_count);
+			le_put32(t + PQ_RSV, it->copies);
 		}
 		memcpy(t + n, it->key.bytes, it->key.len);
 		proto_w_put(w, t, n + it->key.len);
@@ -1348,6 +1362,10 @@ int proto_write_item(struct proto_writer *w, const struct proto_item *it)
 			le_put32(pe + PE_CRC, crc);
 			proto_w_put(w, pe, PROTO_PART_ENTRY);
 		}
+	}
+	if (!resp && w->op == PROTO_OP_PUT && it->flags & PROTO_IF_PLACED) {
+		le_put64(pe, it->anchor);
+		proto_w_put(w, pe, 8);
 	}
 	w->item_count++;
 	w->data_len += data_len;

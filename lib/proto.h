@@ -113,6 +113,11 @@ const char *proto_op_name(unsigned op);
 #define PROTO_IF_PART   0x1u  /* GET: one part (request: which; response: that part) */
 #define PROTO_IF_RANGE  0x2u  /* GET: a byte range of the value */
 #define PROTO_IF_SEALED 0x4u  /* PUT, GET response: value sealed (AES-GCM) by the client */
+#define PROTO_IF_PLACED 0x8u  /* PUT request: the item carries its group's anchor and the
+			       * number of members it is placed on (doc/cluster.md "Healing") */
+#define PROTO_IF_REPAIR 0x10u /* PUT request with PLACED: a pod peer's repair copy, refused
+			       * (-ECANCELED) for a key the server saw deleted lately */
+#define PROTO_COPIES_MAX 8u   /* PLACED: copies 1..8 */
 
 /* AUTH methods (u16). */
 #define PROTO_AUTH_NONE 1u        /* tenant by name only: for trusted listeners */
@@ -256,8 +261,9 @@ struct proto_frame {
  *
  *   request  LOOKUP EXISTS DELETE  ns_index key
  *            GET                   ns_index key flags (PART: part; RANGE: off len)
- *            PUT                   ns_index key flags (SEALED) part_count
- *                                  part_lens part_crcs
+ *            PUT                   ns_index key flags (SEALED, PLACED, REPAIR)
+ *                                  part_count part_lens part_crcs
+ *                                  (PLACED: anchor copies)
  *            NS_REGISTER           text (canonical descriptor)
  *   response PUT DELETE            index status
  *            EXISTS LOOKUP         index status tier
@@ -286,6 +292,8 @@ struct proto_item {
 	uint64_t value_len;    /* GET response: the whole value's bytes; PUT request: sum */
 	uint32_t first_part;   /* GET response: index of the first part described */
 	uint32_t part_count;   /* PUT request, GET response: entries in the part table */
+	uint64_t anchor;       /* PUT request with PROTO_IF_PLACED: the group's anchor */
+	uint32_t copies;       /* ... and the members it is placed on, 1..PROTO_COPIES_MAX */
 	const uint64_t *part_lens; /* part_count byte lengths, each >= 1 */
 	const uint32_t *part_crcs; /* part_count CRC32C (kvt_crc32c) */
 	const uint8_t *digest; /* NS_REGISTER response: PROTO_DIGEST_LEN bytes */

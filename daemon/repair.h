@@ -1,0 +1,31 @@
+/*
+ * repair.h - healing the pod (repair.c, doc/cluster.md "Healing"):
+ * re-replication of the groups this server holds after the member list
+ * changed.
+ */
+#ifndef KVTD_REPAIR_H
+#define KVTD_REPAIR_H
+
+#include <stdint.h>
+
+#include "kvtier.h"
+
+struct kvtd_server;
+
+/* The repair thread, when the server is in a pod (--members or --etcd):
+ * after kvtd_cluster_start.  0 or -errno. */
+int kvtd_repair_start(struct kvtd_server *srv);
+/* Stop and free (before the store closes). */
+void kvtd_repair_stop(struct kvtd_server *srv);
+/* A PLACED put of (ns, key) completed here (stored or present): remember
+ * its anchor and copies (blocks on one member only are not tracked).
+ * Any loop. */
+void kvtd_repair_note(struct kvtd_server *srv, uint32_t ns, const struct kvt_key *key,
+		      uint64_t anchor, uint32_t copies);
+/* (ns, key) was deleted here. */
+void kvtd_repair_forget(struct kvtd_server *srv, uint32_t ns, const struct kvt_key *key);
+/* repair.* statistics. */
+void kvtd_repair_stats(struct kvtd_server *srv,
+		       void (*fn)(void *ctx, const char *name, uint64_t value), void *ctx);
+
+#endif

@@ -1,0 +1,324 @@
+/*
+ * test_heal.c - the pod heals itself (doc/cluster.md "Healing"): four
+ * kvtierd registered in a real etcd, an engine following them, a
+ * namespace with replicas = 2.  kill -9 of one member: once etcd dropped
+ * it and --repair-grace passed, the survivors copy its groups to their
+ * new owners until every block is on two members again (counted on the
+ * servers: the sum of their dram.blocks), every block reads back
+ * byte-exact through a fresh engine, and a second kill -9 then loses
+ * nothing.
+ *
+ * KVT_HEAL_OFF=1 starts the servers with --repair-rate 0 (healing off):
+ * the test must then fail (the copies never come back), which is how it
+ * was shown able to fail.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "server.h"
+#include "etcd.h"
+#include "t.h"
+#include "tstore.h"
+
+#define NODES 4
+#define PROMPTS 4
+#define PLEN 32      /* blocks a prompt: 4 groups of 8 */
+#define GROUP 8
+#define BLOCKS (PROMPTS * PLEN)
+#define VLEN 4096
+
+static const char *bin;
+static char *base;
+static struct t_etcd etcd;
+static char node_base[NODES][600], node_addr[NODES][64];
+static struct tsrv srv[NODES];
+static bool alive[NODES];
+
+static void etcd_atexit(void)
+{
+	t_etcd_kill(&etcd);
+}
+
+static void node_start(unsigned i, bool heal_off)
+{
+	const char *extra[] = { "--etcd", etcd.url, "--etcd-ttl", "2", "--repair-grace", "500",
+				"--repair-rate", heal_off ? "0" : "64M", NULL };
+	char dir[700];
+	snprintf(node_base[i], sizeof(node_base[i]), "%s/node%u", base, i);
+	T_RC(mkdir(node_base[i], 0700), 0);
+	snprintf(dir, sizeof(dir), "%s/data", node_base[i]);
+	T_RC(mkdir(dir, 0700), 0);
+	tsrv_start(&srv[i], bin, node_base[i], dir, NULL, extra);
+	snprintf(node_addr[i], sizeof(node_addr[i]), "127.0.0.1:%u", srv[i].port);
+	alive[i] = true;
+}
+
+static struct kvt_store *engine_follow(const char *seed)
+{
+	return t_store_open("dram.capacity", "32M", "dram.chunk", "4K", "dram.prefault", "off",
+			    "remote.discover", seed, "remote.refresh_ms", "200",
+			    "remote.group", "8", "remote.hot_replicas", "2",
+			    "remote.timeout_ms", "2000", "remote.backoff_ms", "20",
+			    "remote.backoff_max_ms", "200", NULL);
+}
+
+static uint64_t members_now(struct kvt_store *s)
+{
+	uint64_t v = 1;
+	int rc = kvt_store_stat(s, "remote.members", &v);
+	T_ASSERT(rc == KVT_OK || rc == KVT_MISS);
+	return rc == KVT_OK ? v : 1;
+}
+
+static void wait_members(struct kvt_store *s, uint64_t want)
+{
+	uint64_t t0 = tsrv_now_ns();
+	while (members_now(s) != want) {
+		if (tsrv_now_ns() - t0 > 15000000000ull)
+			T_FAIL("the engine sees %llu members, want %llu",
+			       (unsigned long long)members_now(s), (unsigned long long)want);
+		tsrv_sleep_ms(20);
+	}
+}
+
+static void wait_up(struct kvt_store *s, uint64_t want)
+{
+	for (int i = 0; i < 1000; i++) {
+		if (t_stat(s, "remote.conns_up") >= want)
+			return;
+		tsrv_sleep_ms(10);
+	}
+	T_FAIL("remote tier never connected");
+}
+
+static uint32_t ns_r2(struct kvt_store *s)
+{
+	struct kvt_ns_desc d = t_desc("heal", 0);
+	uint32_t id = 0;
+	d.replicas = 2;
+	T_OK(kvt_ns_register(s, &d, &id));
+	return id;
+}
+
+static void put_block(struct kvt_store *s, uint32_t ns, const struct kvt_key *prompt, uint32_t i,
+		      uint64_t seed)
+{
+	static uint8_t v[VLEN];
+	struct iovec part = { v, sizeof(v) };
+	struct kvt_req r = { .op = KVT_OP_PUT, .ns = ns, .key = prompt[i], .iov = &part,
+			     .iov_count = 1, .flags = KVT_F_PROMPT, .keys = prompt,
+			     .key_count = i + 1 };
+	struct kvt_req *rp = &r, *got;
+	struct kvt_queue *q;
+	t_fill(v, sizeof(v), seed);
+	T_OK(kvt_queue_create(s, &q));
+	T_RC(kvt_submit(q, &rp, 1), 1);
+	T_RC(kvt_queue_wait(q, &got, 1, 30000), 1);
+	T_RC(r.status, KVT_OK);
+	T_OK(kvt_queue_destroy(q));
+}
+
+struct nstat {
+	uint64_t blocks, copied, pending, passes, members;
+};
+
+static void nstat_cb(void *ctx, const char *name, uint64_t value, const char *str)
+{
+	struct nstat *n = ctx;
+	(void)str;
+	if (getenv("KVT_HEAL_DEBUG"))
+		fprintf(stderr, "  %s = %llu %s\n", name, (unsigned long long)value, str ? str : "");
+	if (strcmp(name, "dram.blocks") == 0)
+		n->blocks = value;
+	else if (strcmp(name, "repair.copied") == 0)
+		n->copied = value;
+	else if (strcmp(name, "repair.pending") == 0)
+		n->pending = value;
+	else if (strcmp(name, "repair.passes") == 0)
+		n->passes = value;
+	else if (strcmp(name, "cluster.members") == 0)
+		n->members = value;
+}
+
+/* One server's own figures (an engine with it as its only member). */
+static struct nstat node_stat(unsigned m)
+{
+	struct kvt_store *s = t_store_open("dram.capacity", "4M", "dram.chunk", "4K",
+					   "dram.prefault", "off", "remote.addr", node_addr[m],
+					   NULL);
+	struct nstat n = { UINT64_MAX, 0, 0, 0, 0 };
+	wait_up(s, 1);
+	T_OK(kvt_remote_stats(s, "*", nstat_cb, &n));
+	T_ASSERT(n.blocks != UINT64_MAX);
+	kvt_store_destroy(s);
+	return n;
+}
+
+static uint64_t copies_held(uint64_t *copied)
+{
+	uint64_t sum = 0;
+	*copied = 0;
+	for (unsigned m = 0; m < NODES; m++)
+		if (alive[m]) {
+			struct nstat n = node_stat(m);
+			sum += n.blocks;
+			*copied += n.copied;
+		}
+	return sum;
+}
+
+static struct kvt_key keys[PROMPTS][PLEN];
+
+/* Every live server lists want members and has no repair pass due: the
+ * pod agrees on placement (a pass run while members disagree copies to
+ * the owners of a list the engines no longer use: extra copies). */
+static void wait_settled(uint64_t want)
+{
+	for (int i = 0; i < 300; i++) {
+		bool ok = true;
+		for (unsigned m = 0; m < NODES && ok; m++)
+			if (alive[m]) {
+				struct nstat n = node_stat(m);
+				ok = n.members == want && n.pending == 0;
+			}
+		if (ok)
+			return;
+		tsrv_sleep_ms(50);
+	}
+	T_FAIL("the servers never agreed on %llu members", (unsigned long long)want);
+}
+
+/* Every block through a fresh engine (nothing in its DRAM): hits, and
+ * the bytes put. */
+static uint32_t read_all(unsigned seed_node)
+{
+	static uint8_t buf[VLEN], want[VLEN];
+	struct kvt_store *e = engine_follow(node_addr[seed_node]);
+	uint32_t ns = ns_r2(e), hits = 0;
+	unsigned live = 0;
+	for (unsigned m = 0; m < NODES; m++)
+		live += alive[m];
+	wait_members(e, live);
+	wait_up(e, live * 2);
+	for (uint32_t p = 0; p < PROMPTS; p++) {
+		T_RC(kvt_lookup_prefix(e, ns, keys[p], PLEN, NULL), PLEN);
+		for (uint32_t i = 0; i < PLEN; i++) {
+			uint64_t len = 0;
+			int rc = kvt_get(e, ns, &keys[p][i], buf, sizeof(buf), &len);
+			if (rc != KVT_OK)
+				continue;
+			t_fill(want, sizeof(want), p * 1000 + i);
+			T_EQ_U64(len, VLEN);
+			T_EQ_MEM(buf, want, VLEN);
+			hits++;
+		}
+	}
+	kvt_store_destroy(e);
+	return hits;
+}
+
+/* Wait until the live servers hold want copies in all. */
+static uint64_t wait_healed(uint64_t want, uint64_t limit_ms)
+{
+	uint64_t t0 = tsrv_now_ns(), held, copied;
+	for (;;) {
+		held = copies_held(&copied);
+		if (held == want)
+			return (tsrv_now_ns() - t0) / 1000000;
+		if (tsrv_now_ns() - t0 > limit_ms * 1000000)
+			T_FAIL("the pod holds %llu copies, want %llu (%llu copied by repair)",
+			       (unsigned long long)held, (unsigned long long)want,
+			       (unsigned long long)copied);
+		tsrv_sleep_ms(100);
+	}
+}
+
+static void test_kill_heal(bool heal_off)
+{
+	struct kvt_store *e;
+	uint64_t held, copied, ms, lost_left;
+	uint32_t ns;
+
+	for (unsigned m = 0; m < NODES; m++)
+		node_start(m, heal_off);
+	wait_settled(NODES);
+	e = engine_follow(node_addr[0]);
+	ns = ns_r2(e);
+	wait_members(e, NODES);
+	wait_up(e, NODES * 2);
+	for (uint32_t p = 0; p < PROMPTS; p++) {
+		for (uint32_t i = 0; i < PLEN; i++)
+			keys[p][i] = t_key(50000 + p * 1000 + i);
+		for (uint32_t i = 0; i < PLEN; i++)
+			put_block(e, ns, keys[p], i, p * 1000 + i);
+	}
+	T_OK(kvt_flush(e));
+	kvt_store_destroy(e);
+	/* Every group on two members. */
+	held = copies_held(&copied);
+	T_EQ_U64(held, 2 * BLOCKS);
+	T_EQ_U64(copied, 0);
+
+	/* 1. kill -9 one member: its copies are gone from the pod ... */
+	tsrv_kill9(&srv[1]);
+	alive[1] = false;
+	held = lost_left = copies_held(&copied);
+	T_ASSERT(held < 2 * BLOCKS);
+	fprintf(stderr, "node 1 killed: %llu of %u copies left\n", (unsigned long long)held,
+		2 * BLOCKS);
+	/* ... and come back once etcd dropped it (2 s lease) and the grace
+	 * (500 ms) passed. */
+	ms = wait_healed(2 * BLOCKS, 12000);
+	held = copies_held(&copied);
+	fprintf(stderr, "healed: %llu copies after %llu ms, %llu copied by repair\n",
+		(unsigned long long)held, (unsigned long long)ms, (unsigned long long)copied);
+	/* The repair counted at least the copies the kill took. */
+	T_ASSERT(copied >= 2 * BLOCKS - lost_left);
+	T_EQ_U64(read_all(0), BLOCKS);
+
+	/* 2. A second kill -9 loses nothing. */
+	tsrv_kill9(&srv[2]);
+	alive[2] = false;
+	T_EQ_U64(read_all(0), BLOCKS);
+	fprintf(stderr, "second kill: all %u blocks read back byte-exact\n", BLOCKS);
+	/* and the two left heal again: every block on both. */
+	ms = wait_healed(2 * BLOCKS, 12000);
+	fprintf(stderr, "healed again on two members after %llu ms\n", (unsigned long long)ms);
+
+	for (unsigned m = 0; m < NODES; m++)
+		if (alive[m]) {
+			T_EQ_INT(tsrv_stop(&srv[m]), 0);
+			alive[m] = false;
+		}
+	for (unsigned m = 0; m < NODES; m++)
+		tsrv_check_reports(node_base[m]);
+}
+
+int main(int argc, char **argv)
+{
+	const char *off = getenv("KVT_HEAL_OFF");
+
+	if (argc < 2)
+		T_SKIP("usage: test_heal PATH-TO-KVTIERD");
+	bin = argv[1];
+	signal(SIGPIPE, SIG_IGN);
+	base = t_mkdtemp();
+	t_etcd_init(&etcd, base);
+	atexit(etcd_atexit);
+	if (!t_etcd_start(&etcd)) {
+		if (t_etcd_required())
+			T_FAIL("no etcd, and KVT_REQUIRE_ETCD or CI is set (scripts/deps.txt)");
+		T_SKIP("test_heal: no etcd to run (Debian: etcd-server)");
+	}
+	test_kill_heal(off && *off && strcmp(off, "0") != 0);
+	etcd_atexit();
+	t_rmtree(base);
+	printf("test_heal: ok\n");
+	return 0;
+}
