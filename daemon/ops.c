@@ -732,6 +732,9 @@ bool kvtd_put_prepare(struct kvtd_frame *fr)
 		it->fr = fr;
 		it->flags = pi.flags;
 		it->rlen = pi.data_len;
+		if (rc == 0 && pi.flags & PROTO_IF_REPAIR &&
+		    kvtd_repair_refused(c->loop->srv, fr->ns_ids[pi.ns_index], &pi.key))
+			rc = -ECANCELED; /* a repair copy of a key deleted lately */
 		if (rc == 0)
 			rc = kvtd_value_put_reserve(fr, it, &pi, fr->ns_ids[pi.ns_index]);
 		if (rc != 0)
@@ -965,6 +968,12 @@ static void ops_keyed(struct kvtd_frame *fr)
 			}
 			break;
 		case PROTO_OP_PUT:
+			/* A repair copy of a key deleted lately: dropped. */
+			if (pi.flags & PROTO_IF_REPAIR &&
+			    kvtd_repair_refused(ops_srv(fr), it->req.ns, &pi.key)) {
+				it->status = -ECANCELED;
+				continue;
+			}
 			rc = kvtd_value_put_item(fr, it, &pi);
 			if (rc < 0) {
 				it->status = rc;
@@ -1741,6 +1750,8 @@ static void ops_repair_hook(struct kvtd_frame *fr)
 	struct proto_item pi;
 	uint32_t i = 0;
 
+	if (srv->repair && fr->f.op == PROTO_OP_CLEAR)
+		kvtd_repair_cleared(srv);
 	if (!srv->repair || !fr->items || !fr->ns_ids ||
 	    (fr->f.op != PROTO_OP_PUT && fr->f.op != PROTO_OP_DELETE))
 		return;
@@ -1750,7 +1761,7 @@ static void ops_repair_hook(struct kvtd_frame *fr)
 		if (fr->ns_err[pi.ns_index])
 			continue;
 		if (fr->f.op == PROTO_OP_DELETE) {
-			if (it->status == KVT_OK)
+			if (it->status == KVT_OK || it->status == KVT_MISS)
 				kvtd_repair_forget(srv, fr->ns_ids[pi.ns_index], &pi.key);
 		} else if (pi.flags & PROTO_IF_PLACED &&
 			   (it->status == KVT_OK || it->status == KVT_EXISTS)) {

@@ -290,7 +290,7 @@ int kvtd_peer_put(struct kvtd_peer *p, const uint8_t digest[PROTO_DIGEST_LEN],
 	f.ns_count = 1;
 	f.ns = digest;
 	it.key = *key;
-	it.flags = PROTO_IF_PLACED;
+	it.flags = PROTO_IF_PLACED | PROTO_IF_REPAIR;
 	it.anchor = anchor;
 	it.copies = copies;
 	it.part_count = 1;

@@ -38,11 +38,16 @@
 #define REPAIR_TICK_MS 100u
 #define REPAIR_RETRY_MS 1000u
 
+/* How long a delete is remembered: a repair copy of the key arriving
+ * within it is refused.  A copy is in flight for one put (seconds at
+ * worst: the peer's deadline is PEER_TIMEOUT_MS), so a minute is ample. */
+#define REPAIR_TOMB_NS (60ull * 1000000000ull)
+
 struct rent {
 	uint32_t ns;
-	uint8_t state;   /* 0 free, 1 used, 2 removed */
+	uint8_t state;   /* 0 free, 1 used, 2 removed, 3 tombstone (deleted at anchor ns) */
 	uint8_t copies;
-	uint64_t anchor;
+	uint64_t anchor; /* state 3: kvtd_now_ns() of the delete */
 	struct kvt_key key;
 };
 
@@ -52,13 +57,15 @@ struct kvtd_repair {
 	pthread_cond_t cond;
 	struct rent *tab;
 	size_t cap, used, removed;
+	size_t blocks;           /* entries in state 1 */
 	bool stop;
 	pthread_t thread;
 	bool started;
 	uint64_t grace_ns, rate;
 	struct kvt_mem mem;
 	_Atomic uint64_t passes, checked, copied, bytes, errors, gone, pending, last_pass_ms;
-	_Atomic uint64_t yields;
+	_Atomic uint64_t yields, tombs, refused;
+	uint64_t clear_ns;       /* lock: the last CLEAR (0: none) */
 };
 
 static uint64_t rent_hash(uint32_t ns, const struct kvt_key *k)
@@ -92,7 +99,7 @@ static struct rent *rent_find(struct kvtd_repair *rp, uint32_t ns, const struct 
 /* Double (or rebuild) the table: false without memory. */
 static bool rent_grow(struct kvtd_repair *rp)
 {
-	size_t ncap = rp->used * 4 > rp->cap ? rp->cap * 2 : rp->cap;
+	size_t ncap = rp->used * 2 > rp->cap ? rp->cap * 2 : rp->cap;
 	struct rent *old = rp->tab, *nt = calloc(ncap, sizeof(*nt));
 	size_t ocap = rp->cap;
 	if (!nt)
@@ -100,8 +107,10 @@ static bool rent_grow(struct kvtd_repair *rp)
 	rp->tab = nt;
 	rp->cap = ncap;
 	rp->used = rp->removed = 0;
+	uint64_t now = kvtd_now_ns();
 	for (size_t i = 0; i < ocap; i++)
-		if (old[i].state == 1) {
+		if (old[i].state == 1 ||
+		    (old[i].state == 3 && now - old[i].anchor < REPAIR_TOMB_NS)) {
 			*rent_find(rp, old[i].ns, &old[i].key, true) = old[i];
 			rp->used++;
 		}
@@ -122,16 +131,33 @@ void kvtd_repair_note(struct kvtd_server *srv, uint32_t ns, const struct kvt_key
 		return;
 	}
 	e = rent_find(rp, ns, key, true);
-	if (e->state != 1) {
+	if (e->state == 0 || e->state == 2) {
 		if (e->state == 2)
 			rp->removed--;
 		rp->used++;
 	}
+	if (e->state != 1)
+		rp->blocks++;
 	e->state = 1;
 	e->ns = ns;
 	e->key = *key;
 	e->anchor = anchor;
 	e->copies = (uint8_t)copies;
+	pthread_mutex_unlock(&rp->lock);
+}
+
+/* The block is gone here (a repair pass found it missing). */
+static void repair_drop(struct kvtd_repair *rp, uint32_t ns, const struct kvt_key *key)
+{
+	struct rent *e;
+	pthread_mutex_lock(&rp->lock);
+	e = rent_find(rp, ns, key, false);
+	if (e && e->state == 1) {
+		e->state = 2;
+		rp->used--;
+		rp->removed++;
+		rp->blocks--;
+	}
 	pthread_mutex_unlock(&rp->lock);
 }
 
@@ -142,13 +168,57 @@ void kvtd_repair_forget(struct kvtd_server *srv, uint32_t ns, const struct kvt_k
 	if (!rp)
 		return;
 	pthread_mutex_lock(&rp->lock);
-	e = rent_find(rp, ns, key, false);
-	if (e) {
-		e->state = 2;
-		rp->used--;
-		rp->removed++;
+	if ((rp->used + rp->removed + 1) * 4 > rp->cap * 3 && !rent_grow(rp)) {
+		/* No room to remember it: refuse every repair copy for a while. */
+		rp->clear_ns = kvtd_now_ns();
+		pthread_mutex_unlock(&rp->lock);
+		return;
+	}
+	e = rent_find(rp, ns, key, true);
+	if (e->state == 0 || e->state == 2) {
+		if (e->state == 2)
+			rp->removed--;
+		rp->used++;
+	}
+	if (e->state == 1)
+		rp->blocks--;
+	e->state = 3;
+	e->ns = ns;
+	e->key = *key;
+	e->anchor = kvtd_now_ns();
+	e->copies = 0;
+	atomic_fetch_add(&rp->tombs, 1);
+	pthread_mutex_unlock(&rp->lock);
+}
+
+void kvtd_repair_cleared(struct kvtd_server *srv)
+{
+	struct kvtd_repair *rp = srv->repair;
+	if (!rp)
+		return;
+	pthread_mutex_lock(&rp->lock);
+	rp->clear_ns = kvtd_now_ns();
+	pthread_mutex_unlock(&rp->lock);
+}
+
+bool kvtd_repair_refused(struct kvtd_server *srv, uint32_t ns, const struct kvt_key *key)
+{
+	struct kvtd_repair *rp = srv->repair;
+	uint64_t now = kvtd_now_ns();
+	struct rent *e;
+	bool refused;
+	if (!rp)
+		return false;
+	pthread_mutex_lock(&rp->lock);
+	refused = rp->clear_ns && now - rp->clear_ns < REPAIR_TOMB_NS;
+	if (!refused) {
+		e = rent_find(rp, ns, key, false);
+		refused = e && e->state == 3 && now - e->anchor < REPAIR_TOMB_NS;
 	}
 	pthread_mutex_unlock(&rp->lock);
+	if (refused)
+		atomic_fetch_add(&rp->refused, 1);
+	return refused;
 }
 
 /* ------------------------------------------------------------------------
@@ -278,7 +348,7 @@ static uint64_t repair_read(struct rpass *ps, const struct rent *e)
 	}
 	if (rc != KVT_OK) {
 		if (rc == KVT_MISS) {
-			kvtd_repair_forget(ps->rp->srv, e->ns, &e->key);
+			repair_drop(ps->rp, e->ns, &e->key);
 			atomic_fetch_add(&ps->rp->gone, 1);
 		}
 		return 0;
@@ -506,7 +576,7 @@ void kvtd_repair_stats(struct kvtd_server *srv,
 	if (!rp)
 		return;
 	pthread_mutex_lock(&rp->lock);
-	tracked = rp->used;
+	tracked = rp->blocks;
 	pthread_mutex_unlock(&rp->lock);
 	fn(ctx, "repair.tracked", tracked);
 	fn(ctx, "repair.pending", atomic_load(&rp->pending));
@@ -517,6 +587,8 @@ void kvtd_repair_stats(struct kvtd_server *srv,
 	fn(ctx, "repair.errors", atomic_load(&rp->errors));
 	fn(ctx, "repair.gone", atomic_load(&rp->gone));
 	fn(ctx, "repair.yields", atomic_load(&rp->yields));
+	fn(ctx, "repair.tombstones", atomic_load(&rp->tombs));
+	fn(ctx, "repair.refused", atomic_load(&rp->refused));
 	fn(ctx, "repair.last_pass_ms", atomic_load(&rp->last_pass_ms));
 	fn(ctx, "repair.rate", rp->rate);
 }

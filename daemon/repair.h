@@ -6,6 +6,7 @@
 #ifndef KVTD_REPAIR_H
 #define KVTD_REPAIR_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "kvtier.h"
@@ -22,8 +23,13 @@ void kvtd_repair_stop(struct kvtd_server *srv);
  * Any loop. */
 void kvtd_repair_note(struct kvtd_server *srv, uint32_t ns, const struct kvt_key *key,
 		      uint64_t anchor, uint32_t copies);
-/* (ns, key) was deleted here. */
+/* A DELETE of (ns, key) reached this server (removed or not): a tombstone
+ * for a minute, so that a repair copy in flight does not resurrect it. */
 void kvtd_repair_forget(struct kvtd_server *srv, uint32_t ns, const struct kvt_key *key);
+/* A CLEAR ran here: every repair copy is refused for a minute. */
+void kvtd_repair_cleared(struct kvtd_server *srv);
+/* Must a REPAIR put of (ns, key) be refused (-ECANCELED)?  Any loop. */
+bool kvtd_repair_refused(struct kvtd_server *srv, uint32_t ns, const struct kvt_key *key);
 /* repair.* statistics. */
 void kvtd_repair_stats(struct kvtd_server *srv,
 		       void (*fn)(void *ctx, const char *name, uint64_t value), void *ctx);

@@ -21,6 +21,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "client.h"
 #include "server.h"
 #include "etcd.h"
 #include "t.h"
@@ -48,7 +49,7 @@ static void etcd_atexit(void)
 static void node_start(unsigned i, bool heal_off)
 {
 	const char *extra[] = { "--etcd", etcd.url, "--etcd-ttl", "2", "--repair-grace", "500",
-				"--repair-rate", heal_off ? "0" : "64M", NULL };
+				"--repair-rate", heal_off ? "0" : "256K", NULL };
 	char dir[700];
 	snprintf(node_base[i], sizeof(node_base[i]), "%s/node%u", base, i);
 	T_RC(mkdir(node_base[i], 0700), 0);
@@ -125,7 +126,7 @@ static void put_block(struct kvt_store *s, uint32_t ns, const struct kvt_key *pr
 }
 
 struct nstat {
-	uint64_t blocks, copied, pending, passes, members;
+	uint64_t blocks, copied, pending, passes, members, refused;
 };
 
 static void nstat_cb(void *ctx, const char *name, uint64_t value, const char *str)
@@ -144,6 +145,8 @@ static void nstat_cb(void *ctx, const char *name, uint64_t value, const char *st
 		n->passes = value;
 	else if (strcmp(name, "cluster.members") == 0)
 		n->members = value;
+	else if (strcmp(name, "repair.refused") == 0)
+		n->refused = value;
 }
 
 /* One server's own figures (an engine with it as its only member). */
@@ -152,7 +155,7 @@ static struct nstat node_stat(unsigned m)
 	struct kvt_store *s = t_store_open("dram.capacity", "4M", "dram.chunk", "4K",
 					   "dram.prefault", "off", "remote.addr", node_addr[m],
 					   NULL);
-	struct nstat n = { UINT64_MAX, 0, 0, 0, 0 };
+	struct nstat n = { UINT64_MAX, 0, 0, 0, 0, 0 };
 	wait_up(s, 1);
 	T_OK(kvt_remote_stats(s, "*", nstat_cb, &n));
 	T_ASSERT(n.blocks != UINT64_MAX);
@@ -174,6 +177,16 @@ static uint64_t copies_held(uint64_t *copied)
 }
 
 static struct kvt_key keys[PROMPTS][PLEN];
+static bool deleted[PROMPTS];
+
+static uint64_t refused_all(void)
+{
+	uint64_t r = 0;
+	for (unsigned m = 0; m < NODES; m++)
+		if (alive[m])
+			r += node_stat(m).refused;
+	return r;
+}
 
 /* Every live server lists want members and has no repair pass due: the
  * pod agrees on placement (a pass run while members disagree copies to
@@ -207,10 +220,12 @@ static uint32_t read_all(unsigned seed_node)
 	wait_members(e, live);
 	wait_up(e, live * 2);
 	for (uint32_t p = 0; p < PROMPTS; p++) {
-		T_RC(kvt_lookup_prefix(e, ns, keys[p], PLEN, NULL), PLEN);
+		T_RC(kvt_lookup_prefix(e, ns, keys[p], PLEN, NULL), deleted[p] ? 0 : PLEN);
 		for (uint32_t i = 0; i < PLEN; i++) {
 			uint64_t len = 0;
 			int rc = kvt_get(e, ns, &keys[p][i], buf, sizeof(buf), &len);
+			if (deleted[p])
+				T_RC(rc, KVT_MISS); /* never resurrected */
 			if (rc != KVT_OK)
 				continue;
 			t_fill(want, sizeof(want), p * 1000 + i);
@@ -239,10 +254,70 @@ static uint64_t wait_healed(uint64_t want, uint64_t limit_ms)
 	}
 }
 
+/* A PLACED|REPAIR put of one value (what a peer sends while healing). */
+static int repair_put(struct kc *c, const uint8_t dg[PROTO_DIGEST_LEN], const struct kvt_key *k,
+		      uint32_t flags)
+{
+	static uint8_t v[VLEN];
+	struct proto_frame f = { .op = PROTO_OP_PUT, .ns_count = 1, .ns = dg };
+	struct proto_item it = { .key = *k, .flags = flags, .anchor = 42, .copies = 2,
+				 .part_count = 1 }, got;
+	struct iovec iov = { v, sizeof(v) };
+	uint64_t len = sizeof(v);
+	uint32_t crc = kvt_crc32c(0, v, sizeof(v));
+	struct proto_iter iter;
+	struct kc_resp r;
+	int64_t tag;
+	int rc;
+
+	it.part_lens = &len;
+	it.part_crcs = &crc;
+	tag = kc_request(c, &f, &it, 1, &iov, 1);
+	T_ASSERT(tag > 0);
+	T_OK(kc_recv(c, &r, 10000));
+	T_EQ_U64(r.f.tag, (uint64_t)tag);
+	T_OK(r.f.status);
+	proto_iter_init(&iter, &r.f, NULL, NULL, 0);
+	T_RC(proto_iter_next(&iter, &got), 1);
+	rc = got.status;
+	kc_resp_free(&r);
+	return rc;
+}
+
+/* A repair copy never resurrects a deleted block: a member that saw a
+ * DELETE of a key refuses a REPAIR put of it (-ECANCELED) for a minute,
+ * while an engine's own put of it (recomputed) is taken. */
+static void test_repair_refused(unsigned m)
+{
+	struct kvt_ns_desc d = t_desc("rawheal", 0);
+	uint8_t dg[PROTO_DIGEST_LEN];
+	struct kvt_key k1 = t_key(900001), k2 = t_key(900002);
+	struct kc c;
+
+	T_OK(kc_connect_tcp(&c, srv[m].port));
+	T_OK(kc_login(&c, "default", NULL));
+	T_OK(kc_register(&c, &d, dg, NULL, 0));
+	/* Never deleted: a repair copy is stored. */
+	T_RC(repair_put(&c, dg, &k1, PROTO_IF_PLACED | PROTO_IF_REPAIR), KVT_OK);
+	T_RC(kc_exists(&c, dg, &k1, NULL), KVT_OK);
+	/* Deleted (here it was not even present): refused, not stored. */
+	T_RC(kc_delete(&c, dg, &k2), KVT_MISS);
+	T_RC(repair_put(&c, dg, &k2, PROTO_IF_PLACED | PROTO_IF_REPAIR), -ECANCELED);
+	T_RC(kc_exists(&c, dg, &k2, NULL), KVT_MISS);
+	T_RC(kc_delete(&c, dg, &k1), KVT_OK);
+	T_RC(repair_put(&c, dg, &k1, PROTO_IF_PLACED | PROTO_IF_REPAIR), -ECANCELED);
+	T_RC(kc_exists(&c, dg, &k1, NULL), KVT_MISS);
+	/* An engine's put of it is taken. */
+	T_RC(repair_put(&c, dg, &k1, PROTO_IF_PLACED), KVT_OK);
+	T_RC(kc_exists(&c, dg, &k1, NULL), KVT_OK);
+	T_RC(kc_delete(&c, dg, &k1), KVT_OK);
+	kc_close(&c);
+}
+
 static void test_kill_heal(bool heal_off)
 {
 	struct kvt_store *e;
-	uint64_t held, copied, ms, lost_left;
+	uint64_t held, copied, ms, lost_left, t0;
 	uint32_t ns;
 
 	for (unsigned m = 0; m < NODES; m++)
@@ -274,21 +349,47 @@ static void test_kill_heal(bool heal_off)
 		2 * BLOCKS);
 	/* ... and come back once etcd dropped it (2 s lease) and the grace
 	 * (500 ms) passed. */
-	ms = wait_healed(2 * BLOCKS, 12000);
+	/* Delete during repair: once the survivors started copying (at 256
+	 * KiB/s the pass takes about a second), the last prompt is deleted
+	 * through an engine; copies read before the delete and sent after it
+	 * must not bring any of it back. */
+	t0 = tsrv_now_ns();
+	while (copies_held(&copied) == lost_left && copied == 0) {
+		if (tsrv_now_ns() - t0 > 12000000000ull)
+			T_FAIL("the repair never started");
+		tsrv_sleep_ms(20);
+	}
+	e = engine_follow(node_addr[0]);
+	ns = ns_r2(e);
+	wait_members(e, NODES - 1);
+	for (uint32_t i = 0; i < PLEN; i++) {
+		int rc = kvt_delete(e, ns, &keys[PROMPTS - 1][i]);
+		T_ASSERT(rc == KVT_OK || rc == KVT_MISS);
+	}
+	deleted[PROMPTS - 1] = true;
+	kvt_store_destroy(e);
+	ms = wait_healed(2 * (BLOCKS - PLEN), 12000);
 	held = copies_held(&copied);
-	fprintf(stderr, "healed: %llu copies after %llu ms, %llu copied by repair\n",
-		(unsigned long long)held, (unsigned long long)ms, (unsigned long long)copied);
-	/* The repair counted at least the copies the kill took. */
-	T_ASSERT(copied >= 2 * BLOCKS - lost_left);
-	T_EQ_U64(read_all(0), BLOCKS);
+	fprintf(stderr, "healed: %llu copies after %llu ms, %llu copied by repair, "
+		"%llu repair copies of deleted blocks refused\n",
+		(unsigned long long)held, (unsigned long long)ms, (unsigned long long)copied,
+		(unsigned long long)refused_all());
+	/* The repair counted at least the copies the kill took of the
+	 * blocks left. */
+	T_ASSERT(copied > 0);
+	T_EQ_U64(read_all(0), BLOCKS - PLEN);
+	tsrv_sleep_ms(500); /* nothing left in flight comes back later either */
+	T_EQ_U64(copies_held(&copied), 2 * (BLOCKS - PLEN));
+
+	test_repair_refused(0);
 
 	/* 2. A second kill -9 loses nothing. */
 	tsrv_kill9(&srv[2]);
 	alive[2] = false;
-	T_EQ_U64(read_all(0), BLOCKS);
-	fprintf(stderr, "second kill: all %u blocks read back byte-exact\n", BLOCKS);
+	T_EQ_U64(read_all(0), BLOCKS - PLEN);
+	fprintf(stderr, "second kill: all %u blocks read back byte-exact\n", BLOCKS - PLEN);
 	/* and the two left heal again: every block on both. */
-	ms = wait_healed(2 * BLOCKS, 12000);
+	ms = wait_healed(2 * (BLOCKS - PLEN), 12000);
 	fprintf(stderr, "healed again on two members after %llu ms\n", (unsigned long long)ms);
 
 	for (unsigned m = 0; m < NODES; m++)
