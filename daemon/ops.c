@@ -498,6 +498,25 @@ static void ops_simple(struct kvtd_frame *fr)
 	kvtd_frame_free(fr);
 }
 
+/* DRAIN (admin): repair.c hands this server's blocks over and leaves the
+ * pod; answered at once (progress: STATS repair.drain_state). */
+static void ops_drain(struct kvtd_frame *fr)
+{
+	struct proto_frame rf;
+	int rc;
+
+	if (fr->conn->role != PROTO_ROLE_ADMIN) {
+		kvtd_reply_error(fr, PROTO_EPERM, "drain needs the admin role");
+	} else if ((rc = kvtd_repair_drain(ops_srv(fr), fr->f.drain_mode == PROTO_DRAIN_EXIT)) < 0) {
+		kvtd_reply_error(fr, rc, rc == -EALREADY ? "a drain is running" :
+				 "drain needs a pod with etcd membership");
+	} else {
+		kvtd_resp_init(fr, &rf, 0);
+		kvtd_reply(fr, &rf, NULL, 0);
+	}
+	kvtd_frame_free(fr);
+}
+
 /* ------------------------------------------------------------------------
  * NS_REGISTER
  */
@@ -1489,6 +1508,9 @@ void kvtd_frame_dispatch(struct kvtd_frame *fr)
 		return;
 	case PROTO_OP_STATS:
 		ops_stats(fr);
+		return;
+	case PROTO_OP_DRAIN:
+		ops_drain(fr);
 		return;
 	}
 	ops_fail(fr, KVT_EBADOP, "unknown opcode");

@@ -1,11 +1,9 @@
 /*
- * peer.c - kvtierd as a client of another member of its pod (peer.h):
- * one blocking connection (poll() deadlines) speaking the native
- * protocol through lib/proto.h, for the repair thread (repair.c).  It
- * logs in as the tenant whose blocks it copies, with that tenant's secret
- * from this server's tenants file (every member of a pod is given the
- * same file: doc/cluster.md "Healing"), so a peer can do nothing the
- * tenant could not.
+ * peer.c - one blocking native-protocol connection to a kvtierd (peer.h),
+ * poll() deadlines, frames through lib/proto.h: kvtierd's repair thread
+ * talks to the other members of its pod with it (repair.c), and the
+ * kvtier CLI's drain command to a server (cli/drain.c).  It depends on
+ * nothing of the server (kvtier.h and proto.h only), so both link it.
  *
  * Single-threaded per struct kvtd_peer; no global state.
  */
@@ -21,7 +19,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "kvtierd.h"
 #include "peer.h"
 
 #define PEER_TIMEOUT_MS 5000
@@ -137,7 +134,7 @@ static int peer_call(struct kvtd_peer *p, struct proto_frame *f, const struct pr
 
 static int peer_tcp(const char *addr)
 {
-	char host[KVTD_MEMBER_ADDR_MAX + 1], *colon;
+	char host[KVTD_PEER_ADDR_MAX + 1], *colon;
 	struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *res = NULL;
 	int fd = -1, one = 1;
 
@@ -164,11 +161,11 @@ static int peer_tcp(const char *addr)
 	return fd < 0 ? (fd == -1 ? -errno : fd) : fd;
 }
 
-int kvtd_peer_open(struct kvtd_peer *p, const char *addr, const char *tenant)
+int kvtd_peer_open(struct kvtd_peer *p, const char *addr, const char *tenant,
+		   const uint8_t *secret, uint32_t secret_len)
 {
 	struct proto_frame f = { .op = PROTO_OP_HELLO };
-	uint8_t secret[PROTO_SECRET_MAX], snonce[PROTO_NONCE_LEN];
-	uint32_t secret_len = 0;
+	uint8_t snonce[PROTO_NONCE_LEN];
 	uint16_t method;
 	int rc;
 
@@ -196,7 +193,7 @@ int kvtd_peer_open(struct kvtd_peer *p, const char *addr, const char *tenant)
 	f.auth.tenant = p->tenant;
 	f.auth.tenant_len = (uint32_t)strlen(p->tenant);
 	if (method == PROTO_AUTH_HMAC_SHA256) {
-		rc = kvtd_auth_peer_secret(p->tenant, strlen(p->tenant), secret, &secret_len);
+		rc = secret && secret_len ? 0 : PROTO_EAUTH;
 		if (rc == 0 && getrandom(f.auth.nonce, PROTO_NONCE_LEN, 0) != PROTO_NONCE_LEN)
 			rc = -EIO;
 		if (rc == 0)
@@ -298,4 +295,57 @@ int kvtd_peer_put(struct kvtd_peer *p, const uint8_t digest[PROTO_DIGEST_LEN],
 	it.part_crcs = &crc;
 	rc = peer_call(p, &f, &it, 1, &iov, 1);
 	return rc < 0 ? rc : peer_one(p);
+}
+
+int kvtd_peer_drain(struct kvtd_peer *p, uint32_t mode)
+{
+	struct proto_frame f = { .op = PROTO_OP_DRAIN };
+
+	f.drain_mode = mode;
+	return peer_call(p, &f, NULL, 0, NULL, 0);
+}
+
+int kvtd_peer_stat(struct kvtd_peer *p, const char *name, uint64_t *value)
+{
+	struct proto_frame f = { .op = PROTO_OP_STATS };
+	struct proto_iter iter;
+	struct proto_item it;
+	size_t nl = strlen(name);
+	int rc, found = KVT_MISS;
+
+	f.scope.scope = PROTO_SCOPE_TENANT;
+	f.tag = ++p->tag;
+	f.version = PROTO_VERSION_MAX;
+	{
+		/* STATS answers may come in several frames: read them all. */
+		uint64_t need = 0;
+		int64_t len = proto_encode(&f, NULL, 0, NULL, 0, &p->lim, &need);
+		uint8_t *buf;
+		if (len != KVT_EBUFSMALL)
+			return len < 0 ? (int)len : KVT_EBADLEN;
+		if (!(buf = malloc(need)))
+			return -ENOMEM;
+		len = proto_encode(&f, NULL, 0, buf, need, &p->lim, NULL);
+		rc = len < 0 ? (int)len : peer_send(p, buf, (size_t)len);
+		free(buf);
+	}
+	while (rc == 0) {
+		rc = peer_recv(p);
+		if (rc < 0)
+			return rc;
+		if (p->resp.op == PROTO_OP_ERROR || p->resp.status < 0)
+			return p->resp.status < 0 ? p->resp.status : PROTO_EMALFORMED;
+		if (p->resp.tag != f.tag)
+			continue;
+		proto_iter_init(&iter, &p->resp, NULL, NULL, 0);
+		while (proto_iter_next(&iter, &it) == 1)
+			if (it.name_len == nl && memcmp(it.name, name, nl) == 0 &&
+			    it.kind == PROTO_STAT_NUM) {
+				*value = it.value;
+				found = KVT_OK;
+			}
+		if (!(p->resp.flags & PROTO_F_MORE))
+			return found;
+	}
+	return rc;
 }

@@ -1,6 +1,7 @@
 /*
- * peer.h - a blocking native-protocol connection from this kvtierd to
- * another member of its pod (peer.c), for healing (repair.c).
+ * peer.h - a blocking native-protocol connection to a kvtierd (peer.c):
+ * kvtierd to the other members of its pod (repair.c), kvtier drain to a
+ * server (cli/drain.c).
  */
 #ifndef KVTD_PEER_H
 #define KVTD_PEER_H
@@ -10,11 +11,11 @@
 
 #include "kvtier.h"
 #include "proto.h"
-#include "members.h"
+#define KVTD_PEER_ADDR_MAX 255u /* "HOST:PORT" */
 
 struct kvtd_peer {
 	int fd;
-	char addr[KVTD_MEMBER_ADDR_MAX + 1];
+	char addr[KVTD_PEER_ADDR_MAX + 1];
 	char tenant[PROTO_TENANT_MAX + 1];
 	struct proto_limits lim;
 	uint64_t tag;
@@ -23,10 +24,12 @@ struct kvtd_peer {
 	struct proto_frame resp; /* the last response, in rbuf */
 };
 
-/* Connect to addr ("HOST:PORT"), HELLO, AUTH as tenant (its secret from
- * the installed tenants table; method NONE where the peer offers it).
- * 0 or < 0 (nothing to close then). */
-int kvtd_peer_open(struct kvtd_peer *p, const char *addr, const char *tenant);
+/* Connect to addr ("HOST:PORT"), HELLO, AUTH as tenant with secret
+ * (HMAC-SHA-256, the server's proof checked; method NONE where the server
+ * offers it, and then secret may be NULL).  0 or < 0 (nothing to close
+ * then). */
+int kvtd_peer_open(struct kvtd_peer *p, const char *addr, const char *tenant,
+		   const uint8_t *secret, uint32_t secret_len);
 void kvtd_peer_close(struct kvtd_peer *p);
 /* NS_REGISTER the canonical text: the digest there.  KVT_OK or < 0. */
 int kvtd_peer_register(struct kvtd_peer *p, const char *canon, size_t len,
@@ -38,5 +41,11 @@ int kvtd_peer_exists(struct kvtd_peer *p, const uint8_t digest[PROTO_DIGEST_LEN]
 int kvtd_peer_put(struct kvtd_peer *p, const uint8_t digest[PROTO_DIGEST_LEN],
 		  const struct kvt_key *key, const void *value, uint64_t len, uint64_t anchor,
 		  uint32_t copies);
+
+/* DRAIN (admin): PROTO_DRAIN_STAY or PROTO_DRAIN_EXIT.  0 or < 0. */
+int kvtd_peer_drain(struct kvtd_peer *p, uint32_t mode);
+/* A numeric statistic of the server (STATS, own tenant's scope): KVT_OK
+ * with *value, KVT_MISS (not listed), or < 0. */
+int kvtd_peer_stat(struct kvtd_peer *p, const char *name, uint64_t *value);
 
 #endif

@@ -23,15 +23,19 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "kvtierd.h"
 #include "peer.h"
 #include "repair.h"
 #include "placement.h"
+
+#include <openssl/crypto.h>
 
 #define REPAIR_GRACE_MS 10000u
 #define REPAIR_RATE (256ull << 20)
@@ -66,6 +70,8 @@ struct kvtd_repair {
 	_Atomic uint64_t passes, checked, copied, bytes, errors, gone, pending, last_pass_ms;
 	_Atomic uint64_t yields, tombs, refused;
 	uint64_t clear_ns;       /* lock: the last CLEAR (0: none) */
+	int drain_req;           /* lock: 1 drain, 2 drain then exit (taken by the thread) */
+	_Atomic int drain_state; /* 0 none, 1 handing over, 2 left, 3 done */
 };
 
 static uint64_t rent_hash(uint32_t ns, const struct kvt_key *k)
@@ -123,7 +129,7 @@ void kvtd_repair_note(struct kvtd_server *srv, uint32_t ns, const struct kvt_key
 {
 	struct kvtd_repair *rp = srv->repair;
 	struct rent *e;
-	if (!rp || copies < 2)
+	if (!rp || copies < 1)
 		return;
 	pthread_mutex_lock(&rp->lock);
 	if ((rp->used + rp->removed + 1) * 4 > rp->cap * 3 && !rent_grow(rp)) {
@@ -303,7 +309,17 @@ static struct rpeer *repair_peer(struct rpass *ps, unsigned i, uint32_t ns, cons
 		r->ns_n = 0;
 	}
 	if (!r->open) {
-		rc = kvtd_peer_open(&r->p, ps->m[i].addr, tenant);
+		/* Logged in as the tenant, with its secret from our own tenants
+		 * file (the pod's members share it). */
+		uint8_t secret[PROTO_SECRET_MAX];
+		uint32_t secret_len = 0;
+		if (kvtd_auth_enabled() &&
+		    kvtd_auth_peer_secret(tenant, strlen(tenant), secret, &secret_len) < 0) {
+			atomic_fetch_add(&ps->rp->errors, 1);
+			return NULL;
+		}
+		rc = kvtd_peer_open(&r->p, ps->m[i].addr, tenant, secret, secret_len);
+		OPENSSL_cleanse(secret, sizeof(secret));
 		if (rc < 0) {
 			kvtd_log(KVTD_WARN, "repair: cannot reach a member", "member=%s error=%d",
 				 ps->m[i].addr, rc);
@@ -363,14 +379,19 @@ static void repair_one(struct rpass *ps, const struct rent *e)
 	uint8_t digest[PROTO_DIGEST_LEN];
 	const char *t;
 	uint64_t len = 0;
-	bool mine = false;
+	bool others = false;
 	int tl, cl;
 
+	/* Every member of the block's top `copies` must hold it: those that
+	 * lost a peer, those a join or a leave made owners, and, while this
+	 * server drains (not in the list), all of them.  A holder outside
+	 * the top (an owner before a join) pushes it too: that is the join's
+	 * warm-up. */
 	k = placement_rank(ps->pl, e->anchor, NULL, top, e->copies);
 	for (unsigned j = 0; j < k; j++)
-		mine |= top[j] == ps->self;
-	if (!mine)
-		return; /* the members that hold it by placement copy it */
+		others |= top[j] != ps->self;
+	if (!others)
+		return;
 	atomic_fetch_add(&ps->rp->checked, 1);
 	cl = kvt_ns_info(ps->rp->srv->store, e->ns, digest, canon, sizeof(canon));
 	if (cl <= 0)
@@ -416,7 +437,7 @@ static void repair_one(struct rpass *ps, const struct rent *e)
 /* One pass over the table with list m[0..n): false if it should be run
  * again (a member could not be reached). */
 static bool repair_pass(struct kvtd_repair *rp, struct kvtd_member *m, unsigned n,
-			const char *self)
+			const char *self, bool drain)
 {
 	struct placement_member pm[PLACEMENT_MEMBERS_MAX];
 	struct rpass ps = { .rp = rp, .m = m, .n = n, .self = n };
@@ -437,8 +458,8 @@ static bool repair_pass(struct kvtd_repair *rp, struct kvtd_member *m, unsigned 
 		if (strcmp(m[i].addr, self) == 0)
 			ps.self = i;
 	}
-	if (ps.self == n)
-		return true; /* not a member (yet): nothing of ours is placed */
+	if (ps.self == n && !drain)
+		return true; /* not a member (yet, or any more): nothing of ours is placed */
 	if (placement_new(&ps.pl, pm, n, &rp->mem) < 0)
 		return false;
 	pthread_mutex_lock(&rp->lock);
@@ -471,6 +492,76 @@ static bool repair_pass(struct kvtd_repair *rp, struct kvtd_member *m, unsigned 
 	return !ps.retry;
 }
 
+/* The member list without this server (a new array, or NULL). */
+static struct kvtd_member *repair_list_without(struct kvtd_repair *rp, const char *self,
+					       unsigned *n)
+{
+	struct kvtd_cluster *cl = &rp->srv->cluster;
+	struct kvtd_member *m;
+	*n = 0;
+	pthread_mutex_lock(&cl->lock);
+	m = cl->count ? malloc(cl->count * sizeof(*m)) : NULL;
+	for (unsigned i = 0; m && i < cl->count; i++)
+		if (strcmp(cl->list[i].addr, self) != 0)
+			m[(*n)++] = cl->list[i];
+	pthread_mutex_unlock(&cl->lock);
+	return m;
+}
+
+/*
+ * Drain (kvtier drain): hand every tracked block over to the members the
+ * ranking gives without this server, leave the member list (the etcd
+ * lease revoked), keep serving while engines notice (--repair-grace, which
+ * must exceed their remote.refresh_ms), hand over what was put meanwhile,
+ * then exit if asked.
+ */
+static void repair_drain(struct kvtd_repair *rp, bool exit_after)
+{
+	struct kvtd_server *srv = rp->srv;
+	const char *self = srv->cluster.self_addr ? srv->cluster.self_addr : srv->cfg.advertise;
+	uint64_t wait_ms = rp->grace_ns / 1000000; /* > the engines' remote.refresh_ms */
+	struct kvtd_member *m;
+	unsigned n;
+	bool ok = false;
+
+	atomic_store(&rp->drain_state, 1);
+	kvtd_log(KVTD_INFO, "drain: handing over", "exit=%s", exit_after ? "yes" : "no");
+	for (int tries = 0; self && !ok && tries < 5 && !repair_stopping(rp); tries++) {
+		m = repair_list_without(rp, self, &n);
+		ok = m && n && repair_pass(rp, m, n, self, true);
+		free(m);
+		if (!ok)
+			sleep_ms(REPAIR_RETRY_MS);
+	}
+	kvtd_cluster_leave(srv);
+	atomic_store(&rp->drain_state, 2);
+	for (uint64_t t = 0; t < wait_ms && !repair_stopping(rp); t += REPAIR_TICK_MS)
+		sleep_ms(REPAIR_TICK_MS);
+	m = self ? repair_list_without(rp, self, &n) : NULL;
+	if (m && n)
+		ok = repair_pass(rp, m, n, self, true) && ok;
+	free(m);
+	atomic_store(&rp->drain_state, 3);
+	kvtd_log(ok ? KVTD_INFO : KVTD_WARN, "drain: done", "complete=%s copied=%llu exit=%s",
+		 ok ? "yes" : "no", (unsigned long long)atomic_load(&rp->copied),
+		 exit_after ? "yes" : "no");
+	if (exit_after)
+		kill(getpid(), SIGTERM); /* the main thread's signalfd: a normal stop */
+}
+
+int kvtd_repair_drain(struct kvtd_server *srv, bool exit_after)
+{
+	struct kvtd_repair *rp = srv->repair;
+	if (!rp || srv->cluster.source != KVTD_CLUSTER_ETCD)
+		return -ENOTSUP;
+	if (atomic_load(&rp->drain_state) == 1 || atomic_load(&rp->drain_state) == 2)
+		return -EALREADY;
+	pthread_mutex_lock(&rp->lock);
+	rp->drain_req = exit_after ? 2 : 1;
+	pthread_mutex_unlock(&rp->lock);
+	return 0;
+}
+
 static void *repair_main(void *arg)
 {
 	struct kvtd_repair *rp = arg;
@@ -483,6 +574,16 @@ static void *repair_main(void *arg)
 		struct kvtd_member *m = NULL;
 		unsigned n = 0;
 		const char *self;
+		int drain;
+
+		pthread_mutex_lock(&rp->lock);
+		drain = rp->drain_req;
+		rp->drain_req = 0;
+		pthread_mutex_unlock(&rp->lock);
+		if (drain) {
+			repair_drain(rp, drain == 2);
+			continue;
+		}
 
 		pthread_mutex_lock(&cl->lock);
 		epoch = cl->epoch;
@@ -505,7 +606,7 @@ static void *repair_main(void *arg)
 			}
 			pthread_mutex_unlock(&cl->lock);
 			self = cl->self_addr ? cl->self_addr : rp->srv->cfg.advertise;
-			if (m && self && repair_pass(rp, m, n, self))
+			if (m && self && repair_pass(rp, m, n, self, false))
 				pending = false;
 			else
 				due = kvtd_now_ns() + (uint64_t)REPAIR_RETRY_MS * 1000000;
@@ -591,4 +692,5 @@ void kvtd_repair_stats(struct kvtd_server *srv,
 	fn(ctx, "repair.refused", atomic_load(&rp->refused));
 	fn(ctx, "repair.last_pass_ms", atomic_load(&rp->last_pass_ms));
 	fn(ctx, "repair.rate", rp->rate);
+	fn(ctx, "repair.drain_state", (uint64_t)atomic_load(&rp->drain_state));
 }

@@ -30,6 +30,10 @@ void kvtd_repair_forget(struct kvtd_server *srv, uint32_t ns, const struct kvt_k
 void kvtd_repair_cleared(struct kvtd_server *srv);
 /* Must a REPAIR put of (ns, key) be refused (-ECANCELED)?  Any loop. */
 bool kvtd_repair_refused(struct kvtd_server *srv, uint32_t ns, const struct kvt_key *key);
+/* Drain (PROTO_OP_DRAIN, kvtier drain): the repair thread hands what this
+ * server holds over and leaves the pod, then exits if asked.  0 (started),
+ * -ENOTSUP (not in an etcd pod), -EALREADY (a drain runs).  Any thread. */
+int kvtd_repair_drain(struct kvtd_server *srv, bool exit_after);
 /* repair.* statistics. */
 void kvtd_repair_stats(struct kvtd_server *srv,
 		       void (*fn)(void *ctx, const char *name, uint64_t value), void *ctx);

@@ -135,6 +135,7 @@ enum {
 	AR_ROLE = 0, AR_RSV = 4, AR_PROOF = 8, AR_END = 40,
 	SQ_SCOPE = 0, SQ_TENANT_LEN = 4, SQ_RSV = 6, SQ_DIGEST = 8, SQ_TENANT = 40,
 	CR_REMOVED = 0, CR_END = 8,
+	DQ_MODE = 0, DQ_RSV = 4, DQ_END = 8,
 	LR_HITS = 0, LR_RSV = 4, LR_LOAD_NS = 8, LR_END = 16,
 	M_LEN = 0, M_RSV = 2, M_TEXT = 4,
 	NT_COUNT = 0, NT_RSV = 4, NT_DIGESTS = 8,
@@ -437,6 +438,9 @@ static int proto_op_check(const struct proto_frame *f, bool resp)
 			return PROTO_EMALFORMED;
 		return proto_tenant_check(s->tenant, s->tenant_len, true);
 	}
+	case PROTO_OP_DRAIN:
+		return resp || f->drain_mode == PROTO_DRAIN_STAY || f->drain_mode == PROTO_DRAIN_EXIT ?
+		       0 : PROTO_EMALFORMED;
 	default:
 		return 0;
 	}
@@ -750,6 +754,15 @@ static int proto_op_decode(struct proto_frame *f, struct proto_cur *c, bool resp
 		if (f->scope.tenant_len > PROTO_TENANT_MAX)
 			return KVT_EBADLEN;
 		if (!proto_take_text(c, f->scope.tenant_len, &f->scope.tenant))
+			return PROTO_EMALFORMED;
+		break;
+	case PROTO_OP_DRAIN:
+		if (resp)
+			break;
+		if (!(p = proto_take(c, DQ_END)))
+			return PROTO_EMALFORMED;
+		f->drain_mode = le_get32(p + DQ_MODE);
+		if (le_get32(p + DQ_RSV) != 0)
 			return PROTO_EMALFORMED;
 		break;
 	case PROTO_OP_LOOKUP:
@@ -1205,6 +1218,12 @@ static void proto_w_op(struct proto_writer *w, const struct proto_frame *f, bool
 		proto_w_put(w, t, SQ_TENANT);
 		proto_w_put(w, f->scope.tenant, f->scope.tenant_len);
 		break;
+	case PROTO_OP_DRAIN:
+		if (!resp) {
+			le_put32(t + DQ_MODE, f->drain_mode);
+			proto_w_put(w, t, DQ_END);
+		}
+		break;
 	case PROTO_OP_LOOKUP:
 		if (resp) {
 			le_put32(t + LR_HITS, f->lookup.hits);
@@ -1526,6 +1545,7 @@ const char *proto_op_name(unsigned op)
 		[PROTO_OP_STATS] = "stats",
 		[PROTO_OP_PING] = "ping",
 		[PROTO_OP_BYE] = "bye",
+		[PROTO_OP_DRAIN] = "drain",
 	};
 	return op < PROTO_OP__COUNT ? names[op] : "unknown";
 }

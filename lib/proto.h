@@ -97,6 +97,7 @@ enum proto_op {
 	PROTO_OP_STATS = 10,      /* name/value pairs */
 	PROTO_OP_PING = 11,
 	PROTO_OP_BYE = 12,        /* answered last, then the server closes */
+	PROTO_OP_DRAIN = 13,      /* admin: hand the server's blocks over, leave the pod */
 	PROTO_OP__COUNT
 };
 
@@ -131,6 +132,10 @@ const char *proto_op_name(unsigned op);
 #define PROTO_SCOPE_NS 1u     /* CLEAR: the namespace named by digest */
 #define PROTO_SCOPE_TENANT 2u /* a tenant's namespaces (empty name: your own) */
 #define PROTO_SCOPE_ALL 3u    /* every tenant (admin) */
+
+/* DRAIN modes. */
+#define PROTO_DRAIN_STAY 1u   /* hand over, leave the member list, keep serving */
+#define PROTO_DRAIN_EXIT 2u   /* ... then exit */
 
 /* STATS item kinds. */
 #define PROTO_STAT_NUM 0u
@@ -243,6 +248,7 @@ struct proto_frame {
 		struct proto_auth auth;   /* AUTH */
 		struct proto_scope scope; /* CLEAR and STATS requests */
 		uint64_t removed;         /* CLEAR response: blocks removed */
+		uint32_t drain_mode;      /* DRAIN request: PROTO_DRAIN_* */
 		struct {                  /* LOOKUP response */
 			uint32_t hits;    /* leading keys present */
 			uint64_t load_ns; /* estimated time to load them */

@@ -13,6 +13,8 @@
  * was shown able to fail.
  */
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -29,6 +31,7 @@
 
 #define NODES 4
 #define PROMPTS 4
+#define RPROMPTS 2   /* rolling: prompts a namespace */
 #define PLEN 32      /* blocks a prompt: 4 groups of 8 */
 #define GROUP 8
 #define BLOCKS (PROMPTS * PLEN)
@@ -37,9 +40,11 @@
 static const char *bin;
 static char *base;
 static struct t_etcd etcd;
-static char node_base[NODES][600], node_addr[NODES][64];
-static struct tsrv srv[NODES];
-static bool alive[NODES];
+#define SLOTS (2 * NODES) /* nodes and their restarts */
+static const char *cli;
+static char node_base[SLOTS][600], node_addr[SLOTS][64];
+static struct tsrv srv[SLOTS];
+static bool alive[SLOTS];
 
 static void etcd_atexit(void)
 {
@@ -167,7 +172,7 @@ static uint64_t copies_held(uint64_t *copied)
 {
 	uint64_t sum = 0;
 	*copied = 0;
-	for (unsigned m = 0; m < NODES; m++)
+	for (unsigned m = 0; m < SLOTS; m++)
 		if (alive[m]) {
 			struct nstat n = node_stat(m);
 			sum += n.blocks;
@@ -182,7 +187,7 @@ static bool deleted[PROMPTS];
 static uint64_t refused_all(void)
 {
 	uint64_t r = 0;
-	for (unsigned m = 0; m < NODES; m++)
+	for (unsigned m = 0; m < SLOTS; m++)
 		if (alive[m])
 			r += node_stat(m).refused;
 	return r;
@@ -195,7 +200,7 @@ static void wait_settled(uint64_t want)
 {
 	for (int i = 0; i < 300; i++) {
 		bool ok = true;
-		for (unsigned m = 0; m < NODES && ok; m++)
+		for (unsigned m = 0; m < SLOTS && ok; m++)
 			if (alive[m]) {
 				struct nstat n = node_stat(m);
 				ok = n.members == want && n.pending == 0;
@@ -215,7 +220,7 @@ static uint32_t read_all(unsigned seed_node)
 	struct kvt_store *e = engine_follow(node_addr[seed_node]);
 	uint32_t ns = ns_r2(e), hits = 0;
 	unsigned live = 0;
-	for (unsigned m = 0; m < NODES; m++)
+	for (unsigned m = 0; m < SLOTS; m++)
 		live += alive[m];
 	wait_members(e, live);
 	wait_up(e, live * 2);
@@ -392,7 +397,7 @@ static void test_kill_heal(bool heal_off)
 	ms = wait_healed(2 * (BLOCKS - PLEN), 12000);
 	fprintf(stderr, "healed again on two members after %llu ms\n", (unsigned long long)ms);
 
-	for (unsigned m = 0; m < NODES; m++)
+	for (unsigned m = 0; m < SLOTS; m++)
 		if (alive[m]) {
 			T_EQ_INT(tsrv_stop(&srv[m]), 0);
 			alive[m] = false;
@@ -401,13 +406,169 @@ static void test_kill_heal(bool heal_off)
 		tsrv_check_reports(node_base[m]);
 }
 
+/* ------------------------------------------------------------------------
+ * Rolling restart: every member in turn drained (kvtier drain --exit),
+ * then a new one started in its place, under a steady read load from two
+ * engines (threads of this process, each its own store), with a
+ * namespace of replicas = 2 and one of replicas = 1.
+ */
+struct reader {
+	pthread_t th;
+	unsigned seed_node;
+	_Atomic bool stop;
+	uint64_t gets[2], misses[2]; /* [R - 1] */
+	uint64_t rounds;
+};
+
+static struct kvt_key rkeys[2][RPROMPTS][PLEN];
+
+static uint32_t ns_r(struct kvt_store *s, uint32_t r)
+{
+	struct kvt_ns_desc d = t_desc(r == 2 ? "roll2" : "roll1", 0);
+	uint32_t id = 0;
+	d.replicas = r;
+	T_OK(kvt_ns_register(s, &d, &id));
+	return id;
+}
+
+static void *reader_main(void *arg)
+{
+	struct reader *rd = arg;
+	static _Thread_local uint8_t buf[VLEN], want[VLEN];
+	struct kvt_store *e = engine_follow(node_addr[rd->seed_node]);
+	uint32_t ns[2] = { ns_r(e, 1), ns_r(e, 2) };
+
+	while (!atomic_load(&rd->stop)) {
+		for (uint32_t r = 0; r < 2; r++)
+			for (uint32_t p = 0; p < RPROMPTS; p++) {
+				/* A lookup first, as engines do (the anchors). */
+				kvt_lookup_prefix(e, ns[r], rkeys[r][p], PLEN, NULL);
+				for (uint32_t i = 0; i < PLEN; i++) {
+					uint64_t len = 0;
+					int rc = kvt_get(e, ns[r], &rkeys[r][p][i], buf, sizeof(buf),
+							 &len);
+					rd->gets[r]++;
+					if (rc != KVT_OK) {
+						rd->misses[r]++;
+						continue;
+					}
+					t_fill(want, sizeof(want), r * 100000 + p * 1000 + i);
+					T_EQ_U64(len, VLEN);
+					T_EQ_MEM(buf, want, VLEN);
+				}
+			}
+		rd->rounds++;
+	}
+	kvt_store_destroy(e);
+	return NULL;
+}
+
+static void test_rolling(void)
+{
+	struct reader rd[2];
+	struct kvt_store *e;
+	unsigned next = NODES;
+	uint64_t t0, t1, t2;
+
+	for (unsigned m = 0; m < NODES; m++)
+		node_start(m, false);
+	wait_settled(NODES);
+	e = engine_follow(node_addr[0]);
+	wait_members(e, NODES);
+	wait_up(e, NODES * 2);
+	for (uint32_t r = 0; r < 2; r++) {
+		uint32_t ns = ns_r(e, r + 1);
+		for (uint32_t p = 0; p < RPROMPTS; p++) {
+			for (uint32_t i = 0; i < PLEN; i++)
+				rkeys[r][p][i] = t_key(70000 + r * 100000 + p * 1000 + i);
+			for (uint32_t i = 0; i < PLEN; i++)
+				put_block(e, ns, rkeys[r][p], i, r * 100000 + p * 1000 + i);
+		}
+	}
+	T_OK(kvt_flush(e));
+	kvt_store_destroy(e);
+
+	for (unsigned k = 0; k < 2; k++) {
+		memset(&rd[k], 0, sizeof(rd[k]));
+		rd[k].seed_node = 3 - k; /* restarted last */
+		T_EQ_INT(pthread_create(&rd[k].th, NULL, reader_main, &rd[k]), 0);
+	}
+	tsrv_sleep_ms(300);
+	t0 = tsrv_now_ns();
+	for (unsigned m = 0; m < NODES; m++) {
+		char cmd[1200];
+		/* 1. Drain: hand over, leave, stop. */
+		snprintf(cmd, sizeof(cmd), "%s drain %s --exit --timeout 30 >%s/drain%u.out 2>&1",
+			 cli, node_addr[m], base, m);
+		T_EQ_INT(system(cmd), 0);
+		T_EQ_INT(tsrv_wait_exit(&srv[m], 15000), 0);
+		alive[m] = false;
+		t1 = tsrv_now_ns();
+		/* 2. Its replacement joins (a new address: a new member). */
+		node_start(next++, false);
+		t2 = tsrv_now_ns();
+		wait_settled(NODES);
+		fprintf(stderr, "node %u: drained in %llu ms, replacement up in %llu ms, "
+			"settled in %llu ms\n", m, (unsigned long long)((t1 - t0) / 1000000),
+			(unsigned long long)((t2 - t1) / 1000000),
+			(unsigned long long)((tsrv_now_ns() - t2) / 1000000));
+		t0 = tsrv_now_ns();
+	}
+	tsrv_sleep_ms(300);
+	for (unsigned k = 0; k < 2; k++) {
+		atomic_store(&rd[k].stop, true);
+		T_EQ_INT(pthread_join(rd[k].th, NULL), 0);
+		fprintf(stderr, "reader %u: %llu rounds; replicas=2: %llu gets, %llu misses; "
+			"replicas=1: %llu gets, %llu misses\n", k,
+			(unsigned long long)rd[k].rounds, (unsigned long long)rd[k].gets[1],
+			(unsigned long long)rd[k].misses[1], (unsigned long long)rd[k].gets[0],
+			(unsigned long long)rd[k].misses[0]);
+		T_ASSERT(rd[k].rounds >= 2);
+		/* Zero misses: the replicated namespace by its other copy, the
+		 * other by drain (handed over before leaving) and the join's
+		 * warm-up (the previous owner tried too). */
+		T_EQ_U64(rd[k].misses[1], 0);
+		T_EQ_U64(rd[k].misses[0], 0);
+	}
+	/* After the roll every block of both namespaces is in the pod of
+	 * four new members: what drains handed over and joins warmed up. */
+	{
+		struct reader last = { .seed_node = NODES };
+		atomic_store(&last.stop, false);
+		/* one round */
+		T_EQ_INT(pthread_create(&last.th, NULL, reader_main, &last), 0);
+		while (last.rounds == 0 && !atomic_load(&last.stop)) {
+			tsrv_sleep_ms(20);
+			if (last.gets[0] + last.gets[1] >= 2 * RPROMPTS * PLEN)
+				atomic_store(&last.stop, true);
+		}
+		atomic_store(&last.stop, true);
+		T_EQ_INT(pthread_join(last.th, NULL), 0);
+		fprintf(stderr, "after the roll: replicas=1 %llu/%llu hits, replicas=2 %llu/%llu\n",
+			(unsigned long long)(last.gets[0] - last.misses[0]),
+			(unsigned long long)last.gets[0],
+			(unsigned long long)(last.gets[1] - last.misses[1]),
+			(unsigned long long)last.gets[1]);
+		T_EQ_U64(last.misses[0], 0);
+		T_EQ_U64(last.misses[1], 0);
+	}
+	for (unsigned m = 0; m < SLOTS; m++)
+		if (alive[m]) {
+			T_EQ_INT(tsrv_stop(&srv[m]), 0);
+			alive[m] = false;
+		}
+	for (unsigned m = 0; m < next; m++)
+		tsrv_check_reports(node_base[m]);
+}
+
 int main(int argc, char **argv)
 {
 	const char *off = getenv("KVT_HEAL_OFF");
 
 	if (argc < 2)
-		T_SKIP("usage: test_heal PATH-TO-KVTIERD");
+		T_SKIP("usage: test_heal PATH-TO-KVTIERD [PATH-TO-KVTIER rolling]");
 	bin = argv[1];
+	cli = argc > 2 ? argv[2] : NULL;
 	signal(SIGPIPE, SIG_IGN);
 	base = t_mkdtemp();
 	t_etcd_init(&etcd, base);
@@ -417,7 +578,10 @@ int main(int argc, char **argv)
 			T_FAIL("no etcd, and KVT_REQUIRE_ETCD or CI is set (scripts/deps.txt)");
 		T_SKIP("test_heal: no etcd to run (Debian: etcd-server)");
 	}
-	test_kill_heal(off && *off && strcmp(off, "0") != 0);
+	if (argc > 3 && strcmp(argv[3], "rolling") == 0)
+		test_rolling();
+	else
+		test_kill_heal(off && *off && strcmp(off, "0") != 0);
 	etcd_atexit();
 	t_rmtree(base);
 	printf("test_heal: ok\n");
