@@ -1450,6 +1450,27 @@ static void test_placed(void)
 	T_RC(proto_encode(&f, it, 1, g_buf, sizeof(g_buf), NULL, NULL), PROTO_EMALFORMED);
 	it[0].flags = PROTO_IF_REPAIR;
 	T_RC(proto_encode(&f, it, 1, g_buf, sizeof(g_buf), NULL, NULL), PROTO_EFLAGS);
+	/* DRAIN: the mode round-trips; another mode or reserved bytes are
+	 * refused; the response is bare. */
+	{
+		struct proto_frame d = { .op = PROTO_OP_DRAIN, .tag = 5,
+					 .drain_mode = PROTO_DRAIN_EXIT }, gd;
+		len = proto_encode(&d, NULL, 0, g_buf, sizeof(g_buf), NULL, NULL);
+		T_EQ_U64(len, PROTO_HDR_LEN + 8);
+		T_RC(proto_parse_request(g_buf, (size_t)len, NULL, &gd), 0);
+		T_EQ_U64(gd.drain_mode, PROTO_DRAIN_EXIT);
+		g_buf[PROTO_HDR_LEN + 4] = 1;
+		fix_crc(g_buf, (size_t)len);
+		T_RC(proto_parse_request(g_buf, (size_t)len, NULL, &gd), PROTO_EMALFORMED);
+		d.drain_mode = 3;
+		T_RC(proto_encode(&d, NULL, 0, g_buf, sizeof(g_buf), NULL, NULL), PROTO_EMALFORMED);
+		d.flags = PROTO_F_RESPONSE;
+		d.drain_mode = 0;
+		len = proto_encode(&d, NULL, 0, g_buf, sizeof(g_buf), NULL, NULL);
+		T_EQ_U64(len, PROTO_HDR_LEN);
+		T_RC(proto_parse_response(g_buf, (size_t)len, NULL, &gd), 0);
+		T_EQ_STR(proto_op_name(PROTO_OP_DRAIN), "drain");
+	}
 	/* PLACED only on PUT requests. */
 	f.op = PROTO_OP_GET;
 	it[0].flags = PROTO_IF_PLACED;
