@@ -6,16 +6,18 @@
  * --repair-grace, at most --repair-rate bytes a second, yielding to client
  * traffic.
  *
- * The table: (namespace id, key) -> (anchor, copies) for blocks placed on
- * two members or more, open addressing under rp->lock, filled by the loops
- * as PUTs complete (ops.c), emptied by DELETEs and by repair passes that
- * find a block gone from the store.  The thread takes a snapshot of it
- * and of the member list, ranks each group over the list exactly as
- * engines do (lib/placement.c, weights scaled as the engines'
- * remote.discover scales them), and for each block whose top `copies`
- * include this server, asks each other member of the top whether it holds
- * the block (EXISTS) and sends it where not (a PLACED put, so that the new
- * holder can heal it in turn).  Duplicate work (two holders both copying)
+ * The table: (namespace id, key) -> (anchor, copies) for placed blocks,
+ * open addressing under rp->lock, filled by the loops as PUTs complete
+ * (ops.c), turned into tombstones by DELETEs (a REPAIR put of the key is
+ * refused for a minute), dropped by repair passes that find a block gone
+ * from the store.  The thread takes a snapshot of it and of the member
+ * list, ranks each group over the list exactly as engines do
+ * (lib/placement.c, weights scaled as the engines' remote.discover scales
+ * them), and asks each member of a block's top `copies` but itself
+ * whether it holds the block (EXISTS), sending it where not (a PLACED
+ * REPAIR put, so that the new holder can heal it in turn).  A drain
+ * (kvtier drain) is such a pass over the list without this server, then
+ * the etcd lease revoked, then a second pass, then maybe SIGTERM.  Duplicate work (two holders both copying)
  * costs an EXISTS or a no-op put, never wrong bytes: keys name immutable
  * values.
  *

@@ -19,8 +19,7 @@ int kvtd_repair_start(struct kvtd_server *srv);
 /* Stop and free (before the store closes). */
 void kvtd_repair_stop(struct kvtd_server *srv);
 /* A PLACED put of (ns, key) completed here (stored or present): remember
- * its anchor and copies (blocks on one member only are not tracked).
- * Any loop. */
+ * its anchor and copies.  Any loop. */
 void kvtd_repair_note(struct kvtd_server *srv, uint32_t ns, const struct kvt_key *key,
 		      uint64_t anchor, uint32_t copies);
 /* A DELETE of (ns, key) reached this server (removed or not): a tombstone
