@@ -69,6 +69,7 @@ struct kvtd_repair {
 	bool started;
 	uint64_t grace_ns, rate;
 	struct kvt_mem mem;
+	char self[KVTD_MEMBER_ADDR_MAX + 1]; /* this server's address in the list */
 	_Atomic uint64_t passes, checked, copied, bytes, errors, gone, pending, last_pass_ms;
 	_Atomic uint64_t yields, tombs, refused;
 	uint64_t clear_ns;       /* lock: the last CLEAR (0: none) */
@@ -520,7 +521,7 @@ static struct kvtd_member *repair_list_without(struct kvtd_repair *rp, const cha
 static void repair_drain(struct kvtd_repair *rp, bool exit_after)
 {
 	struct kvtd_server *srv = rp->srv;
-	const char *self = srv->cluster.self_addr ? srv->cluster.self_addr : srv->cfg.advertise;
+	const char *self = srv->cluster.self_addr ? srv->cluster.self_addr : rp->self;
 	uint64_t wait_ms = rp->grace_ns / 1000000; /* > the engines' remote.refresh_ms */
 	struct kvtd_member *m;
 	unsigned n;
@@ -607,7 +608,7 @@ static void *repair_main(void *arg)
 				n = cl->count;
 			}
 			pthread_mutex_unlock(&cl->lock);
-			self = cl->self_addr ? cl->self_addr : rp->srv->cfg.advertise;
+			self = cl->self_addr ? cl->self_addr : rp->self;
 			if (m && self && repair_pass(rp, m, n, self, false))
 				pending = false;
 			else
@@ -636,6 +637,13 @@ int kvtd_repair_start(struct kvtd_server *srv)
 		return -ENOMEM;
 	}
 	kvt_mem_init(&rp->mem);
+	/* Our name in the list: etcd's self_addr, else --advertise, else the
+	 * native TCP listener (as members.c registers it). */
+	if (srv->cfg.advertise)
+		snprintf(rp->self, sizeof(rp->self), "%s", srv->cfg.advertise);
+	for (unsigned i = 0; !rp->self[0] && i < srv->listener_count; i++)
+		if (!srv->listeners[i].is_unix && srv->listeners[i].proto == KVTD_PROTO_NATIVE)
+			snprintf(rp->self, sizeof(rp->self), "%s", srv->listeners[i].name);
 	pthread_mutex_init(&rp->lock, NULL);
 	pthread_cond_init(&rp->cond, NULL);
 	rp->grace_ns = (uint64_t)(srv->cfg.repair_grace_set ? srv->cfg.repair_grace_ms :
