@@ -552,6 +552,21 @@ static void test_rolling(void)
 		T_EQ_U64(last.misses[0], 0);
 		T_EQ_U64(last.misses[1], 0);
 	}
+	/* kvtier stat shows a member's repair progress. */
+	{
+		char cmd[1200], path[700], out[8192] = "";
+		FILE *f;
+		size_t n;
+		snprintf(path, sizeof(path), "%s/stat.out", base);
+		snprintf(cmd, sizeof(cmd), "%s stat --server %s >%s 2>&1", cli, node_addr[NODES],
+			 path);
+		T_EQ_INT(system(cmd), 0);
+		T_ASSERT((f = fopen(path, "r")) != NULL);
+		n = fread(out, 1, sizeof(out) - 1, f);
+		out[n] = 0;
+		fclose(f);
+		T_ASSERT(strstr(out, "repair: ") && strstr(out, " copied ("));
+	}
 	for (unsigned m = 0; m < SLOTS; m++)
 		if (alive[m]) {
 			T_EQ_INT(tsrv_stop(&srv[m]), 0);
