@@ -111,7 +111,7 @@ static uint64_t bh_stat(struct bh *b, unsigned i, const char *name)
 	snprintf(addr, sizeof(addr), "127.0.0.1:%u", b->port[i]);
 	if (kvtd_peer_open(&p, addr, "bench", NULL, 0) < 0)
 		return UINT64_MAX;
-	if (kvtd_peer_stat(&p, name, &v) != KVT_OK)
+	if (kvtd_peer_stat(&p, PROTO_SCOPE_ALL, name, &v) != KVT_OK)
 		v = UINT64_MAX;
 	kvtd_peer_close(&p);
 	return v;
@@ -271,8 +271,10 @@ static int bh_run(struct bh *b)
 		bh_sleep_ms(100);
 	}
 	e = bh_engine(b, &ns);
-	if (!e)
+	if (!e) {
+		free(val);
 		return -EIO;
+	}
 	bh_sleep_ms(500);
 	/* Fill: prompts of BH_PROMPT blocks, looked up first (the anchors). */
 	for (unsigned pr = 0; pr * BH_PROMPT < b->blocks && rc == 0; pr++) {
@@ -291,20 +293,24 @@ static int bh_run(struct bh *b)
 	kvt_store_destroy(e);
 	if (rc < 0) {
 		bh_err("put failed: %s", kvt_strerror(rc));
+		free(val);
 		return rc;
 	}
 	want = 2ull * b->blocks;
 	held = bh_sum(b, "dram.blocks");
 	if (held != want) {
 		bh_err("the pod holds %" PRIu64 " copies after the puts, want %" PRIu64, held, want);
+		free(val);
 		return -EIO;
 	}
 
 	/* The reader, then a baseline of 2 s. */
 	b->lat = calloc(BH_LAT_MAX, sizeof(*b->lat));
 	b->rs = bh_engine(b, &b->rns);
-	if (!b->lat || !b->rs)
+	if (!b->lat || !b->rs) {
+		free(val);
 		return -ENOMEM;
+	}
 	pthread_create(&b->rth, NULL, bh_reader, b);
 	bh_sleep_ms(2000);
 
@@ -355,7 +361,7 @@ static int bh_run(struct bh *b)
 		if (kvtd_peer_drain(&p, PROTO_DRAIN_STAY) == 0)
 			for (int t = 0; t < 60000; t++) {
 				uint64_t st = 0;
-				if (kvtd_peer_stat(&p, "repair.drain_state", &st) == KVT_OK && st >= 2) {
+				if (kvtd_peer_stat(&p, PROTO_SCOPE_TENANT, "repair.drain_state", &st) == KVT_OK && st >= 2) {
 					t_d1 = bh_now();
 					break;
 				}

@@ -132,9 +132,9 @@ int drain_main(int argc, char **argv)
 	t0 = time(NULL);
 	for (;;) {
 		struct timespec ts = { 0, 200 * 1000000L };
-		rc = kvtd_peer_stat(&p, "repair.drain_state", &state);
+		rc = kvtd_peer_stat(&p, PROTO_SCOPE_TENANT, "repair.drain_state", &state);
 		if (rc == KVT_OK)
-			kvtd_peer_stat(&p, "repair.copied", &copied);
+			kvtd_peer_stat(&p, PROTO_SCOPE_TENANT, "repair.copied", &copied);
 		if (rc < 0 && exit_after) {
 			/* It stopped: the drain finished just before. */
 			printf("%s: drained (%llu blocks copied), stopped\n", addr,

@@ -305,7 +305,7 @@ int kvtd_peer_drain(struct kvtd_peer *p, uint32_t mode)
 	return peer_call(p, &f, NULL, 0, NULL, 0);
 }
 
-int kvtd_peer_stat(struct kvtd_peer *p, const char *name, uint64_t *value)
+int kvtd_peer_stat(struct kvtd_peer *p, uint32_t scope, const char *name, uint64_t *value)
 {
 	struct proto_frame f = { .op = PROTO_OP_STATS };
 	struct proto_iter iter;
@@ -313,7 +313,7 @@ int kvtd_peer_stat(struct kvtd_peer *p, const char *name, uint64_t *value)
 	size_t nl = strlen(name);
 	int rc, found = KVT_MISS;
 
-	f.scope.scope = PROTO_SCOPE_TENANT;
+	f.scope.scope = scope;
 	f.tag = ++p->tag;
 	f.version = PROTO_VERSION_MAX;
 	{

@@ -44,8 +44,9 @@ int kvtd_peer_put(struct kvtd_peer *p, const uint8_t digest[PROTO_DIGEST_LEN],
 
 /* DRAIN (admin): PROTO_DRAIN_STAY or PROTO_DRAIN_EXIT.  0 or < 0. */
 int kvtd_peer_drain(struct kvtd_peer *p, uint32_t mode);
-/* A numeric statistic of the server (STATS, own tenant's scope): KVT_OK
- * with *value, KVT_MISS (not listed), or < 0. */
-int kvtd_peer_stat(struct kvtd_peer *p, const char *name, uint64_t *value);
+/* A numeric statistic of the server (STATS with scope PROTO_SCOPE_TENANT:
+ * one's own, or PROTO_SCOPE_ALL: the whole server, admin): KVT_OK with
+ * *value, KVT_MISS (not listed), or < 0. */
+int kvtd_peer_stat(struct kvtd_peer *p, uint32_t scope, const char *name, uint64_t *value);
 
 #endif
