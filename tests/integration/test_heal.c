@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/types.h>
 #include <unistd.h>
 
 #include "client.h"
@@ -46,6 +47,33 @@ static char node_base[SLOTS][600], node_addr[SLOTS][64];
 static struct tsrv srv[SLOTS];
 static bool alive[SLOTS];
 
+/* Auth on (doc/cluster.md "Peers"): engines are tenant "team"; the
+ * servers copy team's blocks to each other logged in as team, with its
+ * secret from the tenants file they share; "root" (admin) reads the
+ * servers' own statistics and drains. */
+#define SECRET_TEAM "team-secret-0123456789abcdef"
+#define SECRET_ROOT "root-secret-abcdefghijklmnop"
+static char tenants_path[700], team_secret[700], root_secret[700];
+
+static void write_file(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+	T_ASSERT(f != NULL);
+	fputs(text, f);
+	fclose(f);
+	T_RC(chmod(path, 0600), 0);
+}
+
+static void auth_files(void)
+{
+	snprintf(tenants_path, sizeof(tenants_path), "%s/tenants", base);
+	snprintf(team_secret, sizeof(team_secret), "%s/team.secret", base);
+	snprintf(root_secret, sizeof(root_secret), "%s/root.secret", base);
+	write_file(tenants_path, "team " SECRET_TEAM " tenant\nroot " SECRET_ROOT " admin\n");
+	write_file(team_secret, SECRET_TEAM "\n");
+	write_file(root_secret, SECRET_ROOT "\n");
+}
+
 static void etcd_atexit(void)
 {
 	t_etcd_kill(&etcd);
@@ -60,7 +88,7 @@ static void node_start(unsigned i, bool heal_off)
 	T_RC(mkdir(node_base[i], 0700), 0);
 	snprintf(dir, sizeof(dir), "%s/data", node_base[i]);
 	T_RC(mkdir(dir, 0700), 0);
-	tsrv_start(&srv[i], bin, node_base[i], dir, NULL, extra);
+	tsrv_start(&srv[i], bin, node_base[i], dir, tenants_path, extra);
 	snprintf(node_addr[i], sizeof(node_addr[i]), "127.0.0.1:%u", srv[i].port);
 	alive[i] = true;
 }
@@ -71,7 +99,8 @@ static struct kvt_store *engine_follow(const char *seed)
 			    "remote.discover", seed, "remote.refresh_ms", "200",
 			    "remote.group", "8", "remote.hot_replicas", "2",
 			    "remote.timeout_ms", "2000", "remote.backoff_ms", "20",
-			    "remote.backoff_max_ms", "200", NULL);
+			    "remote.backoff_max_ms", "200", "remote.tenant", "team",
+			    "remote.secret_file", team_secret, NULL);
 }
 
 static uint64_t members_now(struct kvt_store *s)
@@ -131,7 +160,7 @@ static void put_block(struct kvt_store *s, uint32_t ns, const struct kvt_key *pr
 }
 
 struct nstat {
-	uint64_t blocks, copied, pending, passes, members, refused;
+	uint64_t blocks, copied, pending, passes, members, refused, drain_state;
 };
 
 static void nstat_cb(void *ctx, const char *name, uint64_t value, const char *str)
@@ -152,6 +181,8 @@ static void nstat_cb(void *ctx, const char *name, uint64_t value, const char *st
 		n->members = value;
 	else if (strcmp(name, "repair.refused") == 0)
 		n->refused = value;
+	else if (strcmp(name, "repair.drain_state") == 0)
+		n->drain_state = value;
 }
 
 /* One server's own figures (an engine with it as its only member). */
@@ -159,8 +190,9 @@ static struct nstat node_stat(unsigned m)
 {
 	struct kvt_store *s = t_store_open("dram.capacity", "4M", "dram.chunk", "4K",
 					   "dram.prefault", "off", "remote.addr", node_addr[m],
-					   NULL);
-	struct nstat n = { UINT64_MAX, 0, 0, 0, 0, 0 };
+					   "remote.tenant", "root", "remote.secret_file",
+					   root_secret, NULL);
+	struct nstat n = { UINT64_MAX, 0, 0, 0, 0, 0, 0 };
 	wait_up(s, 1);
 	T_OK(kvt_remote_stats(s, "*", nstat_cb, &n));
 	T_ASSERT(n.blocks != UINT64_MAX);
@@ -289,6 +321,30 @@ static int repair_put(struct kc *c, const uint8_t dg[PROTO_DIGEST_LEN], const st
 	return rc;
 }
 
+/* DRAIN is the admin's: a tenant is refused (PROTO_EPERM), and the
+ * member is left as it was. */
+static void test_drain_perm(unsigned m)
+{
+	struct proto_frame f = { .op = PROTO_OP_DRAIN, .drain_mode = PROTO_DRAIN_EXIT };
+	uint64_t members = node_stat(m).members;
+	struct kc_resp r;
+	struct kc c;
+	int64_t tag;
+
+	T_OK(kc_connect_tcp(&c, srv[m].port));
+	T_OK(kc_login(&c, "team", SECRET_TEAM));
+	tag = kc_request(&c, &f, NULL, 0, NULL, 0);
+	T_ASSERT(tag > 0);
+	T_OK(kc_recv(&c, &r, 10000));
+	T_EQ_U64(r.f.tag, (uint64_t)tag);
+	T_RC(r.f.status, PROTO_EPERM);
+	kc_resp_free(&r);
+	kc_close(&c);
+	tsrv_sleep_ms(300);
+	T_EQ_U64(node_stat(m).members, members);
+	T_EQ_U64(node_stat(m).drain_state, 0);
+}
+
 /* A repair copy never resurrects a deleted block: a member that saw a
  * DELETE of a key refuses a REPAIR put of it (-ECANCELED) for a minute,
  * while an engine's own put of it (recomputed) is taken. */
@@ -300,7 +356,7 @@ static void test_repair_refused(unsigned m)
 	struct kc c;
 
 	T_OK(kc_connect_tcp(&c, srv[m].port));
-	T_OK(kc_login(&c, "default", NULL));
+	T_OK(kc_login(&c, "team", SECRET_TEAM));
 	T_OK(kc_register(&c, &d, dg, NULL, 0));
 	/* Never deleted: a repair copy is stored. */
 	T_RC(repair_put(&c, dg, &k1, PROTO_IF_PLACED | PROTO_IF_REPAIR), KVT_OK);
@@ -387,6 +443,7 @@ static void test_kill_heal(bool heal_off)
 	T_EQ_U64(copies_held(&copied), 2 * (BLOCKS - PLEN));
 
 	test_repair_refused(0);
+	test_drain_perm(0);
 
 	/* 2. A second kill -9 loses nothing. */
 	tsrv_kill9(&srv[2]);
@@ -496,10 +553,11 @@ static void test_rolling(void)
 	tsrv_sleep_ms(300);
 	t0 = tsrv_now_ns();
 	for (unsigned m = 0; m < NODES; m++) {
-		char cmd[1200];
+		char cmd[4096];
 		/* 1. Drain: hand over, leave, stop. */
-		snprintf(cmd, sizeof(cmd), "%s drain %s --exit --timeout 30 >%s/drain%u.out 2>&1",
-			 cli, node_addr[m], base, m);
+		snprintf(cmd, sizeof(cmd), "%s drain %s --exit --timeout 30 --tenant root "
+			 "--secret-file %s >%s/drain%u.out 2>&1", cli, node_addr[m], root_secret,
+			 base, m);
 		T_EQ_INT(system(cmd), 0);
 		T_EQ_INT(tsrv_wait_exit(&srv[m], 15000), 0);
 		alive[m] = false;
@@ -554,12 +612,12 @@ static void test_rolling(void)
 	}
 	/* kvtier stat shows a member's repair progress. */
 	{
-		char cmd[1200], path[700], out[8192] = "";
+		char cmd[4096], path[700], out[8192] = "";
 		FILE *f;
 		size_t n;
 		snprintf(path, sizeof(path), "%s/stat.out", base);
-		snprintf(cmd, sizeof(cmd), "%s stat --server %s >%s 2>&1", cli, node_addr[NODES],
-			 path);
+		snprintf(cmd, sizeof(cmd), "%s stat --server %s --tenant root --secret-file %s "
+			 ">%s 2>&1", cli, node_addr[NODES], root_secret, path);
 		T_EQ_INT(system(cmd), 0);
 		T_ASSERT((f = fopen(path, "r")) != NULL);
 		n = fread(out, 1, sizeof(out) - 1, f);
@@ -586,6 +644,7 @@ int main(int argc, char **argv)
 	cli = argc > 2 ? argv[2] : NULL;
 	signal(SIGPIPE, SIG_IGN);
 	base = t_mkdtemp();
+	auth_files();
 	t_etcd_init(&etcd, base);
 	atexit(etcd_atexit);
 	if (!t_etcd_start(&etcd)) {
