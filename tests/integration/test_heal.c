@@ -163,40 +163,23 @@ struct nstat {
 	uint64_t blocks, copied, pending, passes, members, refused, drain_state;
 };
 
-static void nstat_cb(void *ctx, const char *name, uint64_t value, const char *str)
-{
-	struct nstat *n = ctx;
-	(void)str;
-	if (getenv("KVT_HEAL_DEBUG"))
-		fprintf(stderr, "  %s = %llu %s\n", name, (unsigned long long)value, str ? str : "");
-	if (strcmp(name, "dram.blocks") == 0)
-		n->blocks = value;
-	else if (strcmp(name, "repair.copied") == 0)
-		n->copied = value;
-	else if (strcmp(name, "repair.pending") == 0)
-		n->pending = value;
-	else if (strcmp(name, "repair.passes") == 0)
-		n->passes = value;
-	else if (strcmp(name, "cluster.members") == 0)
-		n->members = value;
-	else if (strcmp(name, "repair.refused") == 0)
-		n->refused = value;
-	else if (strcmp(name, "repair.drain_state") == 0)
-		n->drain_state = value;
-}
 
-/* One server's own figures (an engine with it as its only member). */
+/* One server's own figures: STATS of the whole server, as root. */
 static struct nstat node_stat(unsigned m)
 {
-	struct kvt_store *s = t_store_open("dram.capacity", "4M", "dram.chunk", "4K",
-					   "dram.prefault", "off", "remote.addr", node_addr[m],
-					   "remote.tenant", "root", "remote.secret_file",
-					   root_secret, NULL);
-	struct nstat n = { UINT64_MAX, 0, 0, 0, 0, 0, 0 };
-	wait_up(s, 1);
-	T_OK(kvt_remote_stats(s, "*", nstat_cb, &n));
-	T_ASSERT(n.blocks != UINT64_MAX);
-	kvt_store_destroy(s);
+	static const char *const names[] = { "dram.blocks", "repair.copied", "repair.pending",
+					     "repair.passes", "cluster.members", "repair.refused",
+					     "repair.drain_state" };
+	struct nstat n = { 0 };
+	uint64_t *dst[] = { &n.blocks, &n.copied, &n.pending, &n.passes, &n.members, &n.refused,
+			    &n.drain_state };
+	struct kc c;
+
+	T_OK(kc_connect_tcp(&c, srv[m].port));
+	T_OK(kc_login(&c, "root", SECRET_ROOT));
+	for (unsigned i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		T_RC(kc_stat(&c, PROTO_SCOPE_ALL, names[i], dst[i]), 0);
+	kc_close(&c);
 	return n;
 }
 
