@@ -617,6 +617,66 @@ static void test_rolling(void)
 		tsrv_check_reports(node_base[m]);
 }
 
+/* Scale-out 3 -> 4 under a read load: the hit ratio while the new member
+ * takes its share stays within 2 points of the steady state (here: both
+ * are 100 %, by the engines' warm-up reads and the members' push). */
+static void test_scaleout(void)
+{
+	struct reader rd = { .seed_node = 0 };
+	struct kvt_store *e;
+	uint64_t g0, m0, g1, m1, g2, m2;
+	double steady, move;
+
+	for (unsigned m = 0; m < 3; m++)
+		node_start(m, false);
+	wait_settled(3);
+	e = engine_follow(node_addr[0]);
+	wait_members(e, 3);
+	wait_up(e, 6);
+	for (uint32_t r = 0; r < 2; r++) {
+		uint32_t ns = ns_r(e, r + 1);
+		for (uint32_t p = 0; p < RPROMPTS; p++) {
+			for (uint32_t i = 0; i < PLEN; i++)
+				rkeys[r][p][i] = t_key(90000 + r * 100000 + p * 1000 + i);
+			for (uint32_t i = 0; i < PLEN; i++)
+				put_block(e, ns, rkeys[r][p], i, r * 100000 + p * 1000 + i);
+		}
+	}
+	T_OK(kvt_flush(e));
+	kvt_store_destroy(e);
+	T_EQ_INT(pthread_create(&rd.th, NULL, reader_main, &rd), 0);
+	tsrv_sleep_ms(1500);
+	g0 = rd.gets[0];
+	m0 = rd.misses[0];
+	tsrv_sleep_ms(1000);
+	g1 = rd.gets[0];
+	m1 = rd.misses[0];
+	node_start(3, false);
+	wait_settled(4);
+	tsrv_sleep_ms(500);
+	g2 = rd.gets[0];
+	m2 = rd.misses[0];
+	atomic_store(&rd.stop, true);
+	T_EQ_INT(pthread_join(rd.th, NULL), 0);
+	steady = 1.0 - (double)(m1 - m0) / (double)(g1 - g0);
+	move = 1.0 - (double)(m2 - m1) / (double)(g2 - g1);
+	fprintf(stderr, "scale-out 3 -> 4, replicas=1: hit ratio %.4f steady (%llu gets), "
+		"%.4f over the move (%llu gets); replicas=2: %llu misses in %llu gets\n", steady,
+		(unsigned long long)(g1 - g0), move, (unsigned long long)(g2 - g1),
+		(unsigned long long)rd.misses[1], (unsigned long long)rd.gets[1]);
+	T_ASSERT(g1 > g0 && g2 > g1);
+	T_ASSERT(move >= steady - 0.02);
+	T_EQ_U64(rd.misses[1], 0);
+	/* The newcomer holds its share now. */
+	T_ASSERT(node_stat(3).blocks > 0);
+	for (unsigned m = 0; m < 4; m++) {
+		T_EQ_INT(tsrv_stop(&srv[m]), 0);
+		alive[m] = false;
+	}
+	for (unsigned m = 0; m < 4; m++)
+		tsrv_check_reports(node_base[m]);
+}
+
 int main(int argc, char **argv)
 {
 	const char *off = getenv("KVT_HEAL_OFF");
@@ -637,6 +697,8 @@ int main(int argc, char **argv)
 	}
 	if (argc > 3 && strcmp(argv[3], "rolling") == 0)
 		test_rolling();
+	else if (argc > 2 && strcmp(argv[argc - 1], "scaleout") == 0)
+		test_scaleout();
 	else
 		test_kill_heal(off && *off && strcmp(off, "0") != 0);
 	etcd_atexit();
