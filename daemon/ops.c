@@ -1772,8 +1772,13 @@ static void ops_repair_hook(struct kvtd_frame *fr)
 	struct proto_item pi;
 	uint32_t i = 0;
 
-	if (srv->repair && fr->f.op == PROTO_OP_CLEAR)
-		kvtd_repair_cleared(srv);
+	if (srv->repair && fr->f.op == PROTO_OP_CLEAR) {
+		uint32_t id = KVT_NS_ALL;
+		if (fr->f.scope.scope != PROTO_SCOPE_NS ||
+		    kvt_ns_find(srv->store, fr->f.scope.digest, &id) != KVT_OK)
+			id = KVT_NS_ALL;
+		kvtd_repair_cleared(srv, id);
+	}
 	if (!srv->repair || !fr->items || !fr->ns_ids ||
 	    (fr->f.op != PROTO_OP_PUT && fr->f.op != PROTO_OP_DELETE))
 		return;

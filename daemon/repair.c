@@ -49,6 +49,8 @@
  * worst: the peer's deadline is PEER_TIMEOUT_MS), so a minute is ample. */
 #define REPAIR_TOMB_NS (60ull * 1000000000ull)
 
+#define REPAIR_CLEARS 64 /* namespaces whose CLEAR is remembered one by one */
+
 struct rent {
 	uint32_t ns;
 	uint8_t state;   /* 0 free, 1 used, 2 removed, 3 tombstone (deleted at anchor ns) */
@@ -72,7 +74,12 @@ struct kvtd_repair {
 	char self[KVTD_MEMBER_ADDR_MAX + 1]; /* this server's address in the list */
 	_Atomic uint64_t passes, checked, copied, bytes, errors, gone, pending, last_pass_ms;
 	_Atomic uint64_t yields, tombs, refused;
-	uint64_t clear_ns;       /* lock: the last CLEAR (0: none) */
+	uint64_t clear_ns;       /* lock: the last CLEAR of more than a namespace, or the
+				  * last a full clear_at[] could not record (0: none) */
+	struct {
+		uint32_t ns;
+		uint64_t at;
+	} clear_at[REPAIR_CLEARS]; /* lock: CLEARs of one namespace (at 0: free) */
 	int drain_req;           /* lock: 1 drain, 2 drain then exit (taken by the thread) */
 	_Atomic int drain_state; /* 0 none, 1 handing over, 2 left, 3 done */
 };
@@ -200,13 +207,29 @@ void kvtd_repair_forget(struct kvtd_server *srv, uint32_t ns, const struct kvt_k
 	pthread_mutex_unlock(&rp->lock);
 }
 
-void kvtd_repair_cleared(struct kvtd_server *srv)
+void kvtd_repair_cleared(struct kvtd_server *srv, uint32_t ns)
 {
 	struct kvtd_repair *rp = srv->repair;
+	uint64_t now = kvtd_now_ns();
+	unsigned slot = REPAIR_CLEARS;
 	if (!rp)
 		return;
 	pthread_mutex_lock(&rp->lock);
-	rp->clear_ns = kvtd_now_ns();
+	for (unsigned i = 0; ns != KVT_NS_ALL && i < REPAIR_CLEARS; i++) {
+		bool stale = now - rp->clear_at[i].at >= REPAIR_TOMB_NS;
+		if (rp->clear_at[i].at && rp->clear_at[i].ns == ns && !stale) {
+			slot = i;
+			break;
+		}
+		if ((!rp->clear_at[i].at || stale) && slot == REPAIR_CLEARS)
+			slot = i;
+	}
+	if (slot < REPAIR_CLEARS) {
+		rp->clear_at[slot].ns = ns;
+		rp->clear_at[slot].at = now;
+	} else {
+		rp->clear_ns = now; /* every namespace, or no room: refuse all */
+	}
 	pthread_mutex_unlock(&rp->lock);
 }
 
@@ -220,6 +243,9 @@ bool kvtd_repair_refused(struct kvtd_server *srv, uint32_t ns, const struct kvt_
 		return false;
 	pthread_mutex_lock(&rp->lock);
 	refused = rp->clear_ns && now - rp->clear_ns < REPAIR_TOMB_NS;
+	for (unsigned i = 0; !refused && i < REPAIR_CLEARS; i++)
+		refused = rp->clear_at[i].at && rp->clear_at[i].ns == ns &&
+			  now - rp->clear_at[i].at < REPAIR_TOMB_NS;
 	if (!refused) {
 		e = rent_find(rp, ns, key, false);
 		refused = e && e->state == 3 && now - e->anchor < REPAIR_TOMB_NS;

@@ -25,8 +25,9 @@ void kvtd_repair_note(struct kvtd_server *srv, uint32_t ns, const struct kvt_key
 /* A DELETE of (ns, key) reached this server (removed or not): a tombstone
  * for a minute, so that a repair copy in flight does not resurrect it. */
 void kvtd_repair_forget(struct kvtd_server *srv, uint32_t ns, const struct kvt_key *key);
-/* A CLEAR ran here: every repair copy is refused for a minute. */
-void kvtd_repair_cleared(struct kvtd_server *srv);
+/* A CLEAR of namespace ns (KVT_NS_ALL: of a tenant or everything) ran
+ * here: repair copies into it are refused for a minute. */
+void kvtd_repair_cleared(struct kvtd_server *srv, uint32_t ns);
 /* Must a REPAIR put of (ns, key) be refused (-ECANCELED)?  Any loop. */
 bool kvtd_repair_refused(struct kvtd_server *srv, uint32_t ns, const struct kvt_key *key);
 /* Drain (PROTO_OP_DRAIN, kvtier drain): the repair thread hands what this

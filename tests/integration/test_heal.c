@@ -355,6 +355,20 @@ static void test_repair_refused(unsigned m)
 	T_RC(repair_put(&c, dg, &k1, PROTO_IF_PLACED), KVT_OK);
 	T_RC(kc_exists(&c, dg, &k1, NULL), KVT_OK);
 	T_RC(kc_delete(&c, dg, &k1), KVT_OK);
+	/* A CLEAR of the namespace: no repair copy into it for a while, while
+	 * another namespace keeps healing. */
+	{
+		struct kvt_ns_desc d2 = t_desc("rawheal2", 0);
+		uint8_t dg2[PROTO_DIGEST_LEN];
+		struct kvt_key k3 = t_key(900003);
+		uint64_t removed = 0;
+		T_OK(kc_register(&c, &d2, dg2, NULL, 0));
+		T_OK(kc_clear(&c, PROTO_SCOPE_NS, dg, NULL, &removed));
+		T_RC(repair_put(&c, dg, &k3, PROTO_IF_PLACED | PROTO_IF_REPAIR), -ECANCELED);
+		T_RC(kc_exists(&c, dg, &k3, NULL), KVT_MISS);
+		T_RC(repair_put(&c, dg2, &k3, PROTO_IF_PLACED | PROTO_IF_REPAIR), KVT_OK);
+		T_RC(kc_delete(&c, dg2, &k3), KVT_OK);
+	}
 	kc_close(&c);
 }
 
