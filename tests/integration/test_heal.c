@@ -470,8 +470,8 @@ struct reader {
 	pthread_t th;
 	unsigned seed_node;
 	_Atomic bool stop;
-	uint64_t gets[2], misses[2]; /* [R - 1] */
-	uint64_t rounds;
+	_Atomic uint64_t gets[2], misses[2]; /* [R - 1]; read while it runs */
+	_Atomic uint64_t rounds;
 };
 
 static struct kvt_key rkeys[2][RPROMPTS][PLEN];
