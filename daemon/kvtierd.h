@@ -39,6 +39,12 @@
  *              connection (plain or TLS)
  *   auth.c     tenants file, AUTH proofs, canonical descriptor parsing
  *   members.c, memberlist.c  the cluster's members (members.h)
+ *   repair.c   healing the pod (repair.h, doc/cluster.md "Healing"):
+ *              placed blocks, re-replication passes, drain, tombstones;
+ *              ranks groups with lib/placement.h, the one library
+ *              header besides kvtier.h and proto.h the server uses
+ *   peer.c     a blocking native-protocol client (peer.h): repair.c to
+ *              the other members (also linked into kvtier drain)
  *   config.c   options and the --config file (config.h): pure, fuzzed
  *   resp.c     the RESP2 codec (resp.h): pure, fuzzed
  *   http.c     the HTTP request-head parser (http.h): pure, fuzzed
@@ -55,6 +61,9 @@
  *              EPOLLEXCLUSIVE.  A connection, its frames and its output
  *              belong to the loop that accepted it and are touched by no
  *              other thread.
+ *   kvtd-repair (repair.c, in a pod) waits for changes of the member
+ *              list and runs repair passes and drains; blocking I/O to
+ *              peers, kvt_get on the store
  *   kvtd-aux   runs jobs no loop should (kvtd_aux_submit: run there,
  *              done back on the loop through its mailbox, mail_lock +
  *              wake eventfd): registering a new namespace (fsyncs the
