@@ -161,7 +161,9 @@ static int bh_node_start(struct bh *b, unsigned i)
 				"--repair-rate", rate, NULL };
 	struct bench_kvtierd k = {
 		.path = b->kvtierd, .dir = dir, .log = log,
-		.dram = bench_align_up(2 * b->bytes + 128 * BH_MIB, BH_MIB), .ssd = 0,
+		/* a node holds 2 x bytes / nodes on average; after the kill and
+		 * the drain two members hold every block: bytes each */
+		.dram = bench_align_up(b->bytes + b->bytes / 8 + 128 * BH_MIB, BH_MIB), .ssd = 0,
 		.threads = b->threads, .extra = extra,
 	};
 	int rc = bench_kvtierd_start(&k, &b->pid[i], &b->port[i]);
