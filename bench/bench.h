@@ -103,6 +103,10 @@ double bench_median(const double *v, unsigned n);       /* of n <= BENCH_ROUNDS_
 void bench_json_rounds(const char *name, const double *v, unsigned n);
 void bench_json_num(const char *name, double v, const char *fmt);
 
+/* "kvtier bench cluster --heal": bench/bench_heal.c (a pod of kvtierd in
+ * etcd healing after kill -9 and a drain, against iperf3). */
+int bench_heal_main(int argc, char **argv);
+
 /* "kvtier bench shared": bench/bench_shared.c (the shared tier's directory
  * backend against fio, its S3 backend against a plain libcurl client). */
 int bench_shared_main(int argc, char **argv);

@@ -755,6 +755,7 @@ static void bc_usage(FILE *f)
 		"Options:\n"
 		"  --smoke            32 blocks of 256K, 1 round: fields and bytes only\n"
 		"  --json             JSON lines instead of a table\n"
+		"  --heal             the healing suite instead (kvtier bench cluster --heal --help)\n"
 		"  --nodes LIST       node counts (default 1,3; at most %u nodes)\n"
 		"  --sizes LIST       block sizes (default 2M; e.g. 256K,2M)\n"
 		"  --bytes SIZE       working set per size (default 512M; --smoke 8M)\n"
@@ -803,6 +804,11 @@ static int bc_parse_list(const char *s, uint64_t *out, unsigned max, bool sizes)
 
 int bench_cluster_main(int argc, char **argv)
 {
+	/* --heal: the healing suite (bench_heal.c). */
+	for (int i = 1; i < argc; i++)
+		if (strcmp(argv[i], "--heal") == 0)
+			return bench_heal_main(argc, argv);
+
 	static const struct option lo[] = {
 		{ "smoke", no_argument, NULL, 's' }, { "json", no_argument, NULL, 'j' },
 		{ "nodes", required_argument, NULL, 'n' }, { "sizes", required_argument, NULL, 'z' },

@@ -1189,6 +1189,26 @@ static void stat_print(const char *addr, const char *scope, const struct stat_ma
 		stat_tier_row(m, prev, dt, "ssd", "ssd.blocks", "ssd.value_bytes",
 			      "ssd.capacity_bytes", "ssd.reads", "ssd.read_misses");
 	}
+	/* Healing (doc/cluster.md): the pod member's repair progress. */
+	if (stat_find(m, "repair.tracked")) {
+		static const char *const drain[] = { "", ", draining", ", drained: out of the list",
+						     ", drained" };
+		uint64_t ds = stat_num(m, "repair.drain_state", NULL), bytes;
+		char b[32];
+		bytes = stat_num(m, "repair.bytes", NULL);
+		fmt_bytes(bytes, b, sizeof(b));
+		printf("repair: %" PRIu64 " placed blocks, %s, %" PRIu64 " passes; %" PRIu64
+		       " copied (%s), %" PRIu64 " refused, %" PRIu64 " errors%s",
+		       stat_num(m, "repair.tracked", NULL),
+		       stat_num(m, "repair.pending", NULL) ? "a pass due" : "in place",
+		       stat_num(m, "repair.passes", NULL), stat_num(m, "repair.copied", NULL), b,
+		       stat_num(m, "repair.refused", NULL), stat_num(m, "repair.errors", NULL),
+		       ds < 4 ? drain[ds] : "");
+		if (prev && dt > 0)
+			printf("; %.1f MB/s",
+			       (double)(bytes - stat_num(prev, "repair.bytes", NULL)) / dt / 1e6);
+		printf("\n");
+	}
 	/* Errors: every non-zero error counter. */
 	{
 		int shown = 0;

@@ -23,6 +23,7 @@
 #include "gc.h"
 #include "replay.h"
 #include "admin.h"
+#include "drain.h"
 #include "top.h"
 
 #define CLI_EXIT_OK BENCH_EXIT_OK
@@ -58,6 +59,8 @@ static const struct cli_cmd cli_cmds[] = {
 	{ "clear", "remove a namespace, or everything, from every tier", admin_clear },
 	{ "fsck", "verify every record of a store directory offline", admin_fsck },
 	{ "who", "which kvtierd of a pod hold a prompt's blocks", admin_who },
+	{ "drain", "hand a pod member's blocks over, then leave the pod (doc/cluster.md)",
+	  drain_main },
 	{ "bench", "measure libkvtier against the machine's limits (kvtier-bench(1))", cli_bench },
 	{ "replay", "replay a request trace; hit ratios and a what-if model (kvtier-replay(1))",
 	  replay_main },

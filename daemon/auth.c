@@ -1005,6 +1005,26 @@ int kvtd_auth_s3_secret(const char *tenant, size_t tenant_len, uint8_t *out, uin
 	return 0;
 }
 
+/* A tenant's native secret, for this server logging in to a pod peer as
+ * that tenant (peer.c): 0, or PROTO_EAUTH (unknown tenant). */
+int kvtd_auth_peer_secret(const char *tenant, size_t tenant_len, uint8_t *out, uint32_t *out_len)
+{
+	int rc = PROTO_EAUTH;
+
+	pthread_mutex_lock(&auth_lock);
+	for (unsigned i = 0; auth_table && i < auth_table->count; i++) {
+		const struct kvtd_tenant *e = &auth_table->v[i];
+		if (e->name_len == tenant_len && memcmp(e->name, tenant, tenant_len) == 0) {
+			memcpy(out, e->secret, e->secret_len);
+			*out_len = e->secret_len;
+			rc = 0;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&auth_lock);
+	return rc;
+}
+
 /* A new connection of a protocol whose AUTH comes later: without
  * --tenants it is the default tenant, an admin, at once. */
 void kvtd_auth_open_conn(struct kvtd_conn *c)

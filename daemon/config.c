@@ -152,6 +152,21 @@ static int config_option_cluster(struct kvtd_config *cfg, const char *name, cons
 		slot = &cfg->etcd_prefix;
 	} else if (strcmp(name, "advertise") == 0) {
 		slot = &cfg->advertise;
+	} else if (strcmp(name, "repair-grace") == 0) {
+		/* healing (repair.c): milliseconds a member may be gone before
+		 * its groups are copied back up to their copies */
+		if (config_parse_uint(v, 86400000, &cfg->repair_grace_ms) < 0)
+			return config_usage(err, err_len,
+					    "%s: --repair-grace: '%s' is not a number of ms", where, v);
+		cfg->repair_grace_set = true;
+		return 1;
+	} else if (strcmp(name, "repair-rate") == 0) {
+		if (kvtd_parse_size(v, &cfg->repair_rate) < 0)
+			return config_usage(err, err_len,
+					    "%s: --repair-rate: '%s' is not a size (bytes a second, 0: off)",
+					    where, v);
+		cfg->repair_rate_set = true;
+		return 1;
 	} else if (strcmp(name, "etcd-ttl") == 0) {
 		if (config_parse_uint(v, 3600, &cfg->etcd_ttl_s) < 0 || cfg->etcd_ttl_s < 2)
 			return config_usage(err, err_len,
@@ -301,7 +316,8 @@ bool kvtd_config_is_option(const char *name)
 		"check-config",
 		"resp", "s3", "metrics", "metrics-token", "max-conns", "max-memory", "conn-inflight",
 		"conn-output", "tls-cert", "tls-key", "tls-ca", "tls-verify-client", "insecure",
-		"members", "etcd", "etcd-prefix", "etcd-ttl", "advertise", NULL,
+		"members", "etcd", "etcd-prefix", "etcd-ttl", "advertise", "repair-grace",
+		"repair-rate", NULL,
 	};
 	for (int i = 0; names[i]; i++)
 		if (strcmp(name, names[i]) == 0)

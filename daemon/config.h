@@ -58,6 +58,10 @@ struct kvtd_config {
 	char *etcd;               /* --etcd URL: register and read the list there */
 	char *etcd_prefix;        /* --etcd-prefix, or NULL: KVTD_ETCD_PREFIX */
 	unsigned etcd_ttl_s;      /* --etcd-ttl, or 0: KVTD_ETCD_TTL_S */
+	unsigned repair_grace_ms; /* --repair-grace (repair.c), if repair_grace_set */
+	bool repair_grace_set;
+	uint64_t repair_rate;     /* --repair-rate bytes/s (0: off), if repair_rate_set */
+	bool repair_rate_set;
 	char *advertise;          /* --advertise HOST:PORT, or NULL: the TCP listener */
 };
 

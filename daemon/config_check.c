@@ -220,6 +220,10 @@ static void check_print(FILE *out, const struct kvtd_config *cfg)
 		fprintf(out, "conn-output = %llu\n", (unsigned long long)cfg->conn_output);
 	if (cfg->etcd_ttl_s)
 		fprintf(out, "etcd-ttl = %u\n", cfg->etcd_ttl_s);
+	if (cfg->repair_grace_set)
+		fprintf(out, "repair-grace = %u\n", cfg->repair_grace_ms);
+	if (cfg->repair_rate_set)
+		fprintf(out, "repair-rate = %llu\n", (unsigned long long)cfg->repair_rate);
 	if (cfg->tls_verify_client)
 		fprintf(out, "tls-verify-client = yes\n");
 	for (unsigned i = 0; i < cfg->set_count; i++)

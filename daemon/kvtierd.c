@@ -43,6 +43,7 @@
 #include <unistd.h>
 
 #include "kvtierd.h"
+#include "repair.h"
 
 #define DEFAULT_DIR "./kvtierd-data"
 #define DEFAULT_LISTEN "127.0.0.1:7070"
@@ -141,6 +142,9 @@ static void kvtierd_usage(FILE *f)
 		"                        listed (default 10)\n"
 		"  --advertise HOST:PORT the address engines reach this server on (default:\n"
 		"                        the --listen address, which must not be a wildcard)\n"
+		"  --repair-grace MS     heal (doc/cluster.md): copy a departed member's\n"
+		"                        replicated groups back up after MS (default 10000)\n"
+		"  --repair-rate SIZE    bytes a second the repair may send (default 256M; 0: off)\n"
 		"\n"
 		"Logging and config:\n"
 		"  --log FILE            log to FILE instead of stderr (SIGHUP reopens it)\n"
@@ -968,6 +972,12 @@ static int kvtierd_serve(struct kvtd_server *srv, int sfd)
 		goto stop;
 	}
 
+	rc = kvtd_repair_start(srv);
+	if (rc < 0) {
+		kvtd_log(KVTD_ERROR, "cannot start the repair thread", "error=\"%s\"", strerror(-rc));
+		goto stop;
+	}
+
 	/* 4. Threads */
 	srv->loop_count = srv->cfg.threads;
 	rc = kvtd_aux_start(srv);
@@ -1006,6 +1016,7 @@ stop:
 	/* 6. Stop */
 	kvtd_loops_stop(srv);
 	kvtd_loops_join(srv);
+	kvtd_repair_stop(srv);
 	kvtd_cluster_stop(srv);
 	for (unsigned i = 0; i < srv->listener_count; i++) {
 		close(srv->listeners[i].fd);

@@ -39,6 +39,12 @@
  *              connection (plain or TLS)
  *   auth.c     tenants file, AUTH proofs, canonical descriptor parsing
  *   members.c, memberlist.c  the cluster's members (members.h)
+ *   repair.c   healing the pod (repair.h, doc/cluster.md "Healing"):
+ *              placed blocks, re-replication passes, drain, tombstones;
+ *              ranks groups with lib/placement.h, the one library
+ *              header besides kvtier.h and proto.h the server uses
+ *   peer.c     a blocking native-protocol client (peer.h): repair.c to
+ *              the other members (also linked into kvtier drain)
  *   config.c   options and the --config file (config.h): pure, fuzzed
  *   resp.c     the RESP2 codec (resp.h): pure, fuzzed
  *   http.c     the HTTP request-head parser (http.h): pure, fuzzed
@@ -55,6 +61,9 @@
  *              EPOLLEXCLUSIVE.  A connection, its frames and its output
  *              belong to the loop that accepted it and are touched by no
  *              other thread.
+ *   kvtd-repair (repair.c, in a pod) waits for changes of the member
+ *              list and runs repair passes and drains; blocking I/O to
+ *              peers, kvt_get on the store
  *   kvtd-aux   runs jobs no loop should (kvtd_aux_submit: run there,
  *              done back on the loop through its mailbox, mail_lock +
  *              wake eventfd): registering a new namespace (fsyncs the
@@ -163,6 +172,10 @@ unsigned kvtd_tenants_count(const struct kvtd_tenants *t);
 int kvtd_auth_s3_secret(const char *tenant, size_t tenant_len, uint8_t *out, uint32_t *out_len,
 			uint32_t *role);
 
+/* A tenant's native secret (PROTO_SECRET_MAX bytes of out), for logging in
+ * to a pod peer as that tenant (peer.c): 0, or PROTO_EAUTH.  Any thread. */
+int kvtd_auth_peer_secret(const char *tenant, size_t tenant_len, uint8_t *out,
+			  uint32_t *out_len);
 /* The table in use (replaced by SIGHUP); NULL when auth is off. */
 void kvtd_auth_install(struct kvtd_tenants *t);
 bool kvtd_auth_enabled(void);
@@ -512,6 +525,7 @@ struct kvtd_server {
 	struct kvtd_listener *listeners;
 	unsigned listener_count;
 	struct kvtd_cluster cluster; /* members.c */
+	struct kvtd_repair *repair;  /* repair.c: healing, or NULL outside a pod */
 	struct kvtd_aux aux;
 	_Atomic bool stopping;
 	_Atomic uint64_t next_conn_id;

@@ -321,8 +321,14 @@ static void *etcd_main(void *arg)
 		struct timespec ts;
 		int rc = -ENOMEM;
 
+		bool leaving = cl->leave;
+
 		pthread_mutex_unlock(&cl->lock);
-		if (h) {
+		if (h && leaving) {
+			/* Drained (repair.c): out of the list, still reading it. */
+			etcd_revoke(cl, h);
+			rc = etcd_read(cl, h, err, sizeof(err));
+		} else if (h) {
 			rc = cl->lease ? etcd_keepalive(cl, h, err, sizeof(err))
 				       : etcd_register(cl, h, err, sizeof(err));
 			if (rc == 0)
@@ -341,7 +347,8 @@ static void *etcd_main(void *arg)
 		ts.tv_nsec += (long)(period_ms % 1000) * 1000000L;
 		ts.tv_sec += period_ms / 1000 + ts.tv_nsec / 1000000000L;
 		ts.tv_nsec %= 1000000000L;
-		while (!cl->stop && pthread_cond_timedwait(&cl->cond, &cl->lock, &ts) != ETIMEDOUT)
+		while (!cl->stop && !(cl->leave && cl->lease) &&
+		       pthread_cond_timedwait(&cl->cond, &cl->lock, &ts) != ETIMEDOUT)
 			;
 	}
 	pthread_mutex_unlock(&cl->lock);
@@ -355,6 +362,18 @@ static void *etcd_main(void *arg)
 /* ------------------------------------------------------------------------
  * Start and stop
  */
+
+int kvtd_cluster_leave(struct kvtd_server *srv)
+{
+	struct kvtd_cluster *cl = &srv->cluster;
+	if (cl->source != KVTD_CLUSTER_ETCD)
+		return -ENOTSUP;
+	pthread_mutex_lock(&cl->lock);
+	cl->leave = true;
+	pthread_cond_broadcast(&cl->cond);
+	pthread_mutex_unlock(&cl->lock);
+	return 0;
+}
 
 /* The native TCP listener's "HOST:PORT", or NULL. */
 static const char *cluster_tcp_name(struct kvtd_server *srv)

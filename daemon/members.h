@@ -93,11 +93,16 @@ struct kvtd_cluster {
 	unsigned ttl_s;
 	int64_t lease;             /* 0: none held */
 	unsigned bad_seen;         /* unparsable entries at the last read */
+	bool leave;                /* lock: kvtd_cluster_leave asked (drain) */
 };
 
 /* Static list or etcd thread, from srv->cfg (members, etcd, advertise);
  * the TCP listener must exist.  0, or -EINVAL after logging why. */
 int kvtd_cluster_start(struct kvtd_server *srv);
+/* Leave the pod but keep serving (drain, repair.c): with etcd, revoke the
+ * lease and from then on only read the list (which no longer names this
+ * server).  A static list cannot be left: -ENOTSUP.  0 once asked. */
+int kvtd_cluster_leave(struct kvtd_server *srv);
 /* Stop the thread, revoke the lease (so the others see this server leave
  * at once), free everything. */
 void kvtd_cluster_stop(struct kvtd_server *srv);

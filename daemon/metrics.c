@@ -30,6 +30,7 @@
 #include <openssl/crypto.h>
 
 #include "kvtierd.h"
+#include "repair.h"
 
 #define METRICS_TENANTS_MAX 4096
 
@@ -234,6 +235,35 @@ static void metrics_one(FILE *f, const char *name, const char *type, const char 
 	fprintf(f, "%s %" PRIu64 "\n", name, v);
 }
 
+/* Healing (repair.c): its STATS repair.* as kvtier_repair_* (counters
+ * with _total). */
+static void metrics_repair(void *ctx, const char *name, uint64_t v)
+{
+	static const struct {
+		const char *stat, *metric, *type, *help;
+	} map[] = {
+		{ "repair.tracked", "kvtier_repair_tracked", "gauge",
+		  "placed blocks this server holds (what healing and drain can move)" },
+		{ "repair.pending", "kvtier_repair_pending", "gauge",
+		  "1 while a change of the member list waits for its repair pass" },
+		{ "repair.passes", "kvtier_repair_passes_total", "counter", "repair passes run" },
+		{ "repair.copied", "kvtier_repair_copied_total", "counter",
+		  "blocks copied to members that lacked them (healing, drain, joins)" },
+		{ "repair.bytes", "kvtier_repair_bytes_total", "counter", "bytes of those copies" },
+		{ "repair.errors", "kvtier_repair_errors_total", "counter",
+		  "repair copies or members that failed (the pass is retried)" },
+		{ "repair.refused", "kvtier_repair_refused_total", "counter",
+		  "repair copies refused: their key was deleted here lately" },
+		{ "repair.last_pass_ms", "kvtier_repair_last_pass_ms", "gauge",
+		  "milliseconds the last repair pass took" },
+		{ "repair.drain_state", "kvtier_repair_drain_state", "gauge",
+		  "0, or a drain: 1 handing over, 2 out of the member list, 3 done" },
+	};
+	for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
+		if (strcmp(name, map[i].stat) == 0)
+			metrics_one(ctx, map[i].metric, map[i].type, map[i].help, v);
+}
+
 /* A label value: tenant names are 0x21..0x7e; escape \ and ". */
 static void metrics_label(FILE *f, const char *s)
 {
@@ -373,6 +403,7 @@ int kvtd_metrics_render(struct kvtd_server *srv, char **out, size_t *out_len)
 				    MGET(cl->changes));
 		}
 	}
+	kvtd_repair_stats(srv, metrics_repair, f);
 	metrics_one(f, "kvtier_connections_refused_total", "counter",
 		    "connections refused past --max-conns", MGET(srv->ctr.conns_refused));
 	metrics_one(f, "kvtier_connections_unauth_refused_total", "counter",

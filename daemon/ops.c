@@ -35,6 +35,7 @@
 #include <sys/random.h>
 
 #include "kvtierd.h"
+#include "repair.h"
 
 /* ------------------------------------------------------------------------
  * Frames and items
@@ -497,6 +498,25 @@ static void ops_simple(struct kvtd_frame *fr)
 	kvtd_frame_free(fr);
 }
 
+/* DRAIN (admin): repair.c hands this server's blocks over and leaves the
+ * pod; answered at once (progress: STATS repair.drain_state). */
+static void ops_drain(struct kvtd_frame *fr)
+{
+	struct proto_frame rf;
+	int rc;
+
+	if (fr->conn->role != PROTO_ROLE_ADMIN) {
+		kvtd_reply_error(fr, PROTO_EPERM, "drain needs the admin role");
+	} else if ((rc = kvtd_repair_drain(ops_srv(fr), fr->f.drain_mode == PROTO_DRAIN_EXIT)) < 0) {
+		kvtd_reply_error(fr, rc, rc == -EALREADY ? "a drain is running" :
+				 "drain needs a pod with etcd membership");
+	} else {
+		kvtd_resp_init(fr, &rf, 0);
+		kvtd_reply(fr, &rf, NULL, 0);
+	}
+	kvtd_frame_free(fr);
+}
+
 /* ------------------------------------------------------------------------
  * NS_REGISTER
  */
@@ -731,6 +751,9 @@ bool kvtd_put_prepare(struct kvtd_frame *fr)
 		it->fr = fr;
 		it->flags = pi.flags;
 		it->rlen = pi.data_len;
+		if (rc == 0 && pi.flags & PROTO_IF_REPAIR &&
+		    kvtd_repair_refused(c->loop->srv, fr->ns_ids[pi.ns_index], &pi.key))
+			rc = -ECANCELED; /* a repair copy of a key deleted lately */
 		if (rc == 0)
 			rc = kvtd_value_put_reserve(fr, it, &pi, fr->ns_ids[pi.ns_index]);
 		if (rc != 0)
@@ -964,6 +987,12 @@ static void ops_keyed(struct kvtd_frame *fr)
 			}
 			break;
 		case PROTO_OP_PUT:
+			/* A repair copy of a key deleted lately: dropped. */
+			if (pi.flags & PROTO_IF_REPAIR &&
+			    kvtd_repair_refused(ops_srv(fr), it->req.ns, &pi.key)) {
+				it->status = -ECANCELED;
+				continue;
+			}
 			rc = kvtd_value_put_item(fr, it, &pi);
 			if (rc < 0) {
 				it->status = rc;
@@ -1319,6 +1348,11 @@ static void ops_stats_quota(struct ops_stats *st, struct kvtd_server *srv, const
 	}
 }
 
+static void ops_stats_repair(void *ctx, const char *name, uint64_t value)
+{
+	ops_stats_add(ctx, name, value, NULL);
+}
+
 /* The member list, for every tenant: engines learn the cluster from any
  * server (doc/members.md). */
 static void ops_stats_cluster(struct ops_stats *st, struct kvtd_server *srv)
@@ -1340,6 +1374,7 @@ static void ops_stats_cluster(struct ops_stats *st, struct kvtd_server *srv)
 		ops_stats_add(st, name, 0, text);
 	}
 	pthread_mutex_unlock(&cl->lock);
+	kvtd_repair_stats(srv, ops_stats_repair, st);
 }
 
 static void ops_stats(struct kvtd_frame *fr)
@@ -1497,6 +1532,9 @@ void kvtd_frame_dispatch(struct kvtd_frame *fr)
 		return;
 	case PROTO_OP_STATS:
 		ops_stats(fr);
+		return;
+	case PROTO_OP_DRAIN:
+		ops_drain(fr);
 		return;
 	}
 	ops_fail(fr, KVT_EBADOP, "unknown opcode");
@@ -1750,11 +1788,46 @@ static bool ops_verify(struct kvtd_frame *fr)
 	return true;
 }
 
+/* Healing (repair.c): what PLACED puts stored and deletes removed. */
+static void ops_repair_hook(struct kvtd_frame *fr)
+{
+	struct kvtd_server *srv = ops_srv(fr);
+	struct proto_iter iter;
+	struct proto_item pi;
+	uint32_t i = 0;
+
+	if (srv->repair && fr->f.op == PROTO_OP_CLEAR) {
+		uint32_t id = KVT_NS_ALL;
+		if (fr->f.scope.scope != PROTO_SCOPE_NS ||
+		    kvt_ns_find(srv->store, fr->f.scope.digest, &id) != KVT_OK)
+			id = KVT_NS_ALL;
+		kvtd_repair_cleared(srv, id);
+	}
+	if (!srv->repair || !fr->items || !fr->ns_ids ||
+	    (fr->f.op != PROTO_OP_PUT && fr->f.op != PROTO_OP_DELETE))
+		return;
+	proto_iter_init(&iter, &fr->f, NULL, NULL, 0);
+	while (i < fr->n && proto_iter_next(&iter, &pi) == 1) {
+		const struct kvtd_item *it = &fr->items[i++];
+		if (fr->ns_err[pi.ns_index])
+			continue;
+		if (fr->f.op == PROTO_OP_DELETE) {
+			if (it->status == KVT_OK || it->status == KVT_MISS)
+				kvtd_repair_forget(srv, fr->ns_ids[pi.ns_index], &pi.key);
+		} else if (pi.flags & PROTO_IF_PLACED &&
+			   (it->status == KVT_OK || it->status == KVT_EXISTS)) {
+			kvtd_repair_note(srv, fr->ns_ids[pi.ns_index], &pi.key, pi.anchor,
+					 pi.copies);
+		}
+	}
+}
+
 static void ops_finish(struct kvtd_frame *fr)
 {
 	if (ops_durable(fr) || ops_verify(fr))
 		return;
 	ops_durable_status(fr);
+	ops_repair_hook(fr);
 	if (fr->f.op == PROTO_OP_GET || fr->f.op == PROTO_OP_PUT)
 		ops_latency(fr);
 	if (!fr->conn->dead) {

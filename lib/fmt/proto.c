@@ -82,7 +82,8 @@ _Static_assert(H_END == PROTO_HDR_LEN, "the fixed header is 48 bytes");
 _Static_assert(H_CRC + 4 == H_END, "the CRC is the header's last field");
 
 #define PROTO_F_KNOWN (PROTO_F_RESPONSE | PROTO_F_MORE | PROTO_F_RDMA)
-#define PROTO_IF_KNOWN (PROTO_IF_PART | PROTO_IF_RANGE | PROTO_IF_SEALED)
+#define PROTO_IF_KNOWN (PROTO_IF_PART | PROTO_IF_RANGE | PROTO_IF_SEALED | PROTO_IF_PLACED | \
+			PROTO_IF_REPAIR)
 
 /* ------------------------------------------------------------------------
  * Table: [op section][namespace table][items].  Op sections (only in
@@ -134,6 +135,7 @@ enum {
 	AR_ROLE = 0, AR_RSV = 4, AR_PROOF = 8, AR_END = 40,
 	SQ_SCOPE = 0, SQ_TENANT_LEN = 4, SQ_RSV = 6, SQ_DIGEST = 8, SQ_TENANT = 40,
 	CR_REMOVED = 0, CR_END = 8,
+	DQ_MODE = 0, DQ_RSV = 4, DQ_END = 8,
 	LR_HITS = 0, LR_RSV = 4, LR_LOAD_NS = 8, LR_END = 16,
 	M_LEN = 0, M_RSV = 2, M_TEXT = 4,
 	NT_COUNT = 0, NT_RSV = 4, NT_DIGESTS = 8,
@@ -436,6 +438,9 @@ static int proto_op_check(const struct proto_frame *f, bool resp)
 			return PROTO_EMALFORMED;
 		return proto_tenant_check(s->tenant, s->tenant_len, true);
 	}
+	case PROTO_OP_DRAIN:
+		return resp || f->drain_mode == PROTO_DRAIN_STAY || f->drain_mode == PROTO_DRAIN_EXIT ?
+		       0 : PROTO_EMALFORMED;
 	default:
 		return 0;
 	}
@@ -521,8 +526,13 @@ static int proto_item_check(unsigned op, bool resp, const struct proto_item *it,
 				return KVT_EBADLEN;
 			return 0;
 		case PROTO_OP_PUT:
-			if (it->flags & ~PROTO_IF_SEALED)
+			if (it->flags & ~(PROTO_IF_SEALED | PROTO_IF_PLACED | PROTO_IF_REPAIR) ||
+			    (it->flags & PROTO_IF_REPAIR && !(it->flags & PROTO_IF_PLACED)))
 				return PROTO_EFLAGS;
+			if (it->flags & PROTO_IF_PLACED ?
+			    it->copies < 1 || it->copies > PROTO_COPIES_MAX :
+			    it->copies != 0 || it->anchor != 0)
+				return PROTO_EMALFORMED;
 			rc = proto_parts_check(it, lim, &sum);
 			if (rc)
 				return rc;
@@ -571,7 +581,7 @@ static int proto_item_check(unsigned op, bool resp, const struct proto_item *it,
 	case PROTO_OP_GET:
 		if (it->value_len > lim->value_max)
 			return KVT_EBADLEN;
-		if (it->flags & ~PROTO_IF_KNOWN)
+		if (it->flags & ~(PROTO_IF_PART | PROTO_IF_RANGE | PROTO_IF_SEALED))
 			return PROTO_EFLAGS;
 		if (it->status != KVT_OK)
 			return it->flags == 0 && it->part_count == 0 && it->off == 0 &&
@@ -746,6 +756,15 @@ static int proto_op_decode(struct proto_frame *f, struct proto_cur *c, bool resp
 		if (!proto_take_text(c, f->scope.tenant_len, &f->scope.tenant))
 			return PROTO_EMALFORMED;
 		break;
+	case PROTO_OP_DRAIN:
+		if (resp)
+			break;
+		if (!(p = proto_take(c, DQ_END)))
+			return PROTO_EMALFORMED;
+		f->drain_mode = le_get32(p + DQ_MODE);
+		if (le_get32(p + DQ_RSV) != 0)
+			return PROTO_EMALFORMED;
+		break;
 	case PROTO_OP_LOOKUP:
 		if (resp) {
 			if (!(p = proto_take(c, LR_END)))
@@ -824,7 +843,8 @@ static int proto_item_decode(const struct proto_frame *f, bool resp, struct prot
 				return PROTO_EMALFORMED;
 		} else if (op == PROTO_OP_PUT) {
 			it->part_count = le_get32(p + PQ_PARTS);
-			if (le_get32(p + PQ_RSV) != 0)
+			it->copies = le_get32(p + PQ_RSV); /* PLACED; else reserved, 0 */
+			if (!(it->flags & PROTO_IF_PLACED) && it->copies != 0)
 				return PROTO_EMALFORMED;
 		}
 		if (it->key.len < 1 || it->key.len > lim->key_max)
@@ -902,6 +922,12 @@ static int proto_item_decode(const struct proto_frame *f, bool resp, struct prot
 			if (le_get32(p + (size_t)i * PROTO_PART_ENTRY + PE_RSV) != 0)
 				return PROTO_EMALFORMED;
 		it->parts_wire_ = p;
+	}
+	/* PLACED PUT: the anchor after the part table. */
+	if (!resp && op == PROTO_OP_PUT && it->flags & PROTO_IF_PLACED) {
+		if (!(p = proto_take(c, 8)))
+			return PROTO_EMALFORMED;
+		it->anchor = le_get64(p);
 	}
 
 	rc = proto_item_check(op, resp, it, lim, f->ns_count, prev, &data_len);
@@ -1192,6 +1218,12 @@ static void proto_w_op(struct proto_writer *w, const struct proto_frame *f, bool
 		proto_w_put(w, t, SQ_TENANT);
 		proto_w_put(w, f->scope.tenant, f->scope.tenant_len);
 		break;
+	case PROTO_OP_DRAIN:
+		if (!resp) {
+			le_put32(t + DQ_MODE, f->drain_mode);
+			proto_w_put(w, t, DQ_END);
+		}
+		break;
 	case PROTO_OP_LOOKUP:
 		if (resp) {
 			le_put32(t + LR_HITS, f->lookup.hits);
@@ -1295,6 +1327,7 @@ int proto_write_item(struct proto_writer *w, const struct proto_item *it)
 			le_put64(t + GQ_LEN, it->len);
 		} else if (w->op == PROTO_OP_PUT) {
 			le_put32(t + PQ_PARTS, it->part_count);
+			le_put32(t + PQ_RSV, it->copies);
 		}
 		memcpy(t + n, it->key.bytes, it->key.len);
 		proto_w_put(w, t, n + it->key.len);
@@ -1348,6 +1381,10 @@ int proto_write_item(struct proto_writer *w, const struct proto_item *it)
 			le_put32(pe + PE_CRC, crc);
 			proto_w_put(w, pe, PROTO_PART_ENTRY);
 		}
+	}
+	if (!resp && w->op == PROTO_OP_PUT && it->flags & PROTO_IF_PLACED) {
+		le_put64(pe, it->anchor);
+		proto_w_put(w, pe, 8);
 	}
 	w->item_count++;
 	w->data_len += data_len;
@@ -1508,6 +1545,7 @@ const char *proto_op_name(unsigned op)
 		[PROTO_OP_STATS] = "stats",
 		[PROTO_OP_PING] = "ping",
 		[PROTO_OP_BYE] = "bye",
+		[PROTO_OP_DRAIN] = "drain",
 	};
 	return op < PROTO_OP__COUNT ? names[op] : "unknown";
 }

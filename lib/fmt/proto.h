@@ -97,6 +97,7 @@ enum proto_op {
 	PROTO_OP_STATS = 10,      /* name/value pairs */
 	PROTO_OP_PING = 11,
 	PROTO_OP_BYE = 12,        /* answered last, then the server closes */
+	PROTO_OP_DRAIN = 13,      /* admin: hand the server's blocks over, leave the pod */
 	PROTO_OP__COUNT
 };
 
@@ -113,6 +114,11 @@ const char *proto_op_name(unsigned op);
 #define PROTO_IF_PART   0x1u  /* GET: one part (request: which; response: that part) */
 #define PROTO_IF_RANGE  0x2u  /* GET: a byte range of the value */
 #define PROTO_IF_SEALED 0x4u  /* PUT, GET response: value sealed (AES-GCM) by the client */
+#define PROTO_IF_PLACED 0x8u  /* PUT request: the item carries its group's anchor and the
+			       * number of members it is placed on (doc/cluster.md "Healing") */
+#define PROTO_IF_REPAIR 0x10u /* PUT request with PLACED: a pod peer's repair copy, refused
+			       * (-ECANCELED) for a key the server saw deleted lately */
+#define PROTO_COPIES_MAX 8u   /* PLACED: copies 1..8 */
 
 /* AUTH methods (u16). */
 #define PROTO_AUTH_NONE 1u        /* tenant by name only: for trusted listeners */
@@ -126,6 +132,10 @@ const char *proto_op_name(unsigned op);
 #define PROTO_SCOPE_NS 1u     /* CLEAR: the namespace named by digest */
 #define PROTO_SCOPE_TENANT 2u /* a tenant's namespaces (empty name: your own) */
 #define PROTO_SCOPE_ALL 3u    /* every tenant (admin) */
+
+/* DRAIN modes. */
+#define PROTO_DRAIN_STAY 1u   /* hand over, leave the member list, keep serving */
+#define PROTO_DRAIN_EXIT 2u   /* ... then exit */
 
 /* STATS item kinds. */
 #define PROTO_STAT_NUM 0u
@@ -238,6 +248,7 @@ struct proto_frame {
 		struct proto_auth auth;   /* AUTH */
 		struct proto_scope scope; /* CLEAR and STATS requests */
 		uint64_t removed;         /* CLEAR response: blocks removed */
+		uint32_t drain_mode;      /* DRAIN request: PROTO_DRAIN_* */
 		struct {                  /* LOOKUP response */
 			uint32_t hits;    /* leading keys present */
 			uint64_t load_ns; /* estimated time to load them */
@@ -256,8 +267,9 @@ struct proto_frame {
  *
  *   request  LOOKUP EXISTS DELETE  ns_index key
  *            GET                   ns_index key flags (PART: part; RANGE: off len)
- *            PUT                   ns_index key flags (SEALED) part_count
- *                                  part_lens part_crcs
+ *            PUT                   ns_index key flags (SEALED, PLACED, REPAIR)
+ *                                  part_count part_lens part_crcs
+ *                                  (PLACED: anchor copies)
  *            NS_REGISTER           text (canonical descriptor)
  *   response PUT DELETE            index status
  *            EXISTS LOOKUP         index status tier
@@ -286,6 +298,8 @@ struct proto_item {
 	uint64_t value_len;    /* GET response: the whole value's bytes; PUT request: sum */
 	uint32_t first_part;   /* GET response: index of the first part described */
 	uint32_t part_count;   /* PUT request, GET response: entries in the part table */
+	uint64_t anchor;       /* PUT request with PROTO_IF_PLACED: the group's anchor */
+	uint32_t copies;       /* ... and the members it is placed on, 1..PROTO_COPIES_MAX */
 	const uint64_t *part_lens; /* part_count byte lengths, each >= 1 */
 	const uint32_t *part_crcs; /* part_count CRC32C (kvt_crc32c) */
 	const uint8_t *digest; /* NS_REGISTER response: PROTO_DIGEST_LEN bytes */

@@ -206,6 +206,17 @@ int main(int argc, char **argv)
 		struct proto_item t[2] = { it[0], it[3] };
 		emit("put-req", &f, t, 2);
 	}
+	{
+		/* A pod's put: anchor and copies (PLACED), and a repair copy. */
+		struct proto_item t[2] = { it[0], it[3] };
+		t[0].flags = PROTO_IF_PLACED;
+		t[0].anchor = 0x0123456789abcdefull;
+		t[0].copies = 2;
+		t[1].flags |= PROTO_IF_PLACED | PROTO_IF_REPAIR;
+		t[1].anchor = 42;
+		t[1].copies = 8;
+		emit("put-placed-req", &f, t, 2);
+	}
 	f = frame(PROTO_OP_PUT, true, 7);
 	{
 		struct proto_item t[2] = { { .index = 0, .status = KVT_OK },
@@ -243,6 +254,10 @@ int main(int argc, char **argv)
 		};
 		emit("stats-resp", &f, t, 2);
 	}
+
+	f = frame(PROTO_OP_DRAIN, false, 14);
+	f.drain_mode = PROTO_DRAIN_EXIT;
+	emit("drain-req", &f, NULL, 0);
 
 	f = frame(PROTO_OP_PING, false, 11);
 	emit("ping-req", &f, NULL, 0);

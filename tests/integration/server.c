@@ -145,6 +145,21 @@ void tsrv_start(struct tsrv *s, const char *bin, const char *base, const char *d
 	T_FAIL("kvtierd did not start listening within 60 s; log %s", s->log);
 }
 
+int tsrv_wait_exit(struct tsrv *s, int timeout_ms)
+{
+	int st;
+	for (int waited = 0; waited <= timeout_ms; waited += 20) {
+		pid_t r = waitpid(s->pid, &st, WNOHANG);
+		if (r == s->pid) {
+			track(s->pid, 0);
+			s->pid = 0;
+			return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+		}
+		tsrv_sleep_ms(20);
+	}
+	T_FAIL("kvtierd %d did not exit within %d ms", (int)s->pid, timeout_ms);
+}
+
 int tsrv_stop(struct tsrv *s)
 {
 	int st;

@@ -29,6 +29,9 @@ void tsrv_start(struct tsrv *s, const char *bin, const char *base, const char *d
 		const char *tenants, const char *const *extra);
 /* SIGTERM and wait; the exit status, or -1 if it did not exit normally. */
 int tsrv_stop(struct tsrv *s);
+/* Wait for a server that stops by itself (kvtier drain --exit): its exit
+ * status, -1 if not a normal exit; fails the test after timeout_ms. */
+int tsrv_wait_exit(struct tsrv *s, int timeout_ms);
 /* SIGKILL and wait. */
 void tsrv_kill9(struct tsrv *s);
 void tsrv_sleep_ms(long ms);

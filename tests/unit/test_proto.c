@@ -1103,8 +1103,11 @@ static void test_table_errors(void)
 	T_ASSERT(patched(14, PUT_I0 + 6, "\x1f", 1, NULL) < 0);   /* sizes disagree */
 
 	/* Item flags: reserved bits, flags of another op, PART with RANGE. */
-	for (int bit = 3; bit < 16; bit++)
+	for (int bit = 5; bit < 16; bit++)
 		T_RC(patched16(14, PUT_I0 + 4, (uint16_t)(1u << bit)), PROTO_EFLAGS);
+	/* PLACED without its anchor bytes and copies; REPAIR without PLACED. */
+	T_RC(patched16(14, PUT_I0 + 4, PROTO_IF_PLACED), PROTO_EMALFORMED);
+	T_RC(patched16(14, PUT_I0 + 4, PROTO_IF_REPAIR), PROTO_EFLAGS);
 	T_RC(patched16(14, PUT_I0 + 4, PROTO_IF_PART), PROTO_EFLAGS);
 	T_RC(patched16(12, GET_I0 + 4, PROTO_IF_SEALED), PROTO_EFLAGS);
 	T_RC(patched16(12, GET_I0 + 4, PROTO_IF_PART | PROTO_IF_RANGE), PROTO_EFLAGS);
@@ -1399,6 +1402,82 @@ static void test_names(void)
 		T_ASSERT(proto_op_name(op) != NULL && strcmp(proto_op_name(op), "unknown") != 0);
 }
 
+/* PUT items with PROTO_IF_PLACED (doc/protocol.md, PUT): the anchor and
+ * copies round-trip; the encoder refuses what the parser would. */
+static void test_placed(void)
+{
+	struct proto_frame f = { .op = PROTO_OP_PUT, .tag = 9, .ns_count = 1 }, g;
+	struct proto_item it[2] = { 0 }, got;
+	struct proto_iter iter;
+	uint64_t lens[1] = { 100 };
+	uint32_t crcs[1] = { 7 };
+	int64_t len;
+
+	f.ns = g_ns[0];
+	for (int i = 0; i < 2; i++) {
+		key_item(&it[i], 0, i);
+		it[i].part_count = 1;
+		it[i].part_lens = lens;
+		it[i].part_crcs = crcs;
+	}
+	it[0].flags = PROTO_IF_PLACED | PROTO_IF_REPAIR;
+	it[0].anchor = UINT64_C(0x0123456789abcdef);
+	it[0].copies = 3;
+	len = proto_encode(&f, it, 2, g_buf, sizeof(g_buf), NULL, NULL);
+	T_ASSERT(len > 0);
+	T_RC(proto_parse_request(g_buf, (size_t)len, NULL, &g), 0);
+	T_EQ_U64(g.data_len, 200);
+	proto_iter_init(&iter, &g, NULL, NULL, 0);
+	T_RC(proto_iter_next(&iter, &got), 1);
+	T_EQ_U64(got.flags, PROTO_IF_PLACED | PROTO_IF_REPAIR);
+	T_EQ_U64(got.anchor, UINT64_C(0x0123456789abcdef));
+	T_EQ_U64(got.copies, 3);
+	T_EQ_U64(got.value_len, 100);
+	T_RC(proto_iter_next(&iter, &got), 1);
+	T_EQ_U64(got.flags, 0);
+	T_EQ_U64(got.anchor, 0);
+	T_EQ_U64(got.copies, 0);
+	T_RC(proto_iter_next(&iter, &got), 0);
+
+	/* Refused: copies 0 or past PROTO_COPIES_MAX with PLACED, an anchor
+	 * or copies without it, REPAIR alone. */
+	it[0].copies = 0;
+	T_RC(proto_encode(&f, it, 1, g_buf, sizeof(g_buf), NULL, NULL), PROTO_EMALFORMED);
+	it[0].copies = PROTO_COPIES_MAX + 1;
+	T_RC(proto_encode(&f, it, 1, g_buf, sizeof(g_buf), NULL, NULL), PROTO_EMALFORMED);
+	it[0].copies = 2;
+	it[0].flags = 0;
+	T_RC(proto_encode(&f, it, 1, g_buf, sizeof(g_buf), NULL, NULL), PROTO_EMALFORMED);
+	it[0].flags = PROTO_IF_REPAIR;
+	T_RC(proto_encode(&f, it, 1, g_buf, sizeof(g_buf), NULL, NULL), PROTO_EFLAGS);
+	/* DRAIN: the mode round-trips; another mode or reserved bytes are
+	 * refused; the response is bare. */
+	{
+		struct proto_frame d = { .op = PROTO_OP_DRAIN, .tag = 5,
+					 .drain_mode = PROTO_DRAIN_EXIT }, gd;
+		len = proto_encode(&d, NULL, 0, g_buf, sizeof(g_buf), NULL, NULL);
+		T_EQ_U64(len, PROTO_HDR_LEN + 8);
+		T_RC(proto_parse_request(g_buf, (size_t)len, NULL, &gd), 0);
+		T_EQ_U64(gd.drain_mode, PROTO_DRAIN_EXIT);
+		g_buf[PROTO_HDR_LEN + 4] = 1;
+		fix_crc(g_buf, (size_t)len);
+		T_RC(proto_parse_request(g_buf, (size_t)len, NULL, &gd), PROTO_EMALFORMED);
+		d.drain_mode = 3;
+		T_RC(proto_encode(&d, NULL, 0, g_buf, sizeof(g_buf), NULL, NULL), PROTO_EMALFORMED);
+		d.flags = PROTO_F_RESPONSE;
+		d.drain_mode = 0;
+		len = proto_encode(&d, NULL, 0, g_buf, sizeof(g_buf), NULL, NULL);
+		T_EQ_U64(len, PROTO_HDR_LEN);
+		T_RC(proto_parse_response(g_buf, (size_t)len, NULL, &gd), 0);
+		T_EQ_STR(proto_op_name(PROTO_OP_DRAIN), "drain");
+	}
+	/* PLACED only on PUT requests. */
+	f.op = PROTO_OP_GET;
+	it[0].flags = PROTO_IF_PLACED;
+	it[0].part_count = 0;
+	T_RC(proto_encode(&f, it, 1, g_buf, sizeof(g_buf), NULL, NULL), PROTO_EFLAGS);
+}
+
 int main(void)
 {
 	samples_init();
@@ -1414,6 +1493,7 @@ int main(void)
 	test_iterator();
 	test_auth();
 	test_names();
+	test_placed();
 	/* fuzz_proto has found no crash yet; each one it finds becomes a
 	 * test_fuzz_<what>() here, with its input as bytes. */
 	return 0;

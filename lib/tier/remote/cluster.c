@@ -99,6 +99,7 @@ struct cview {
 	unsigned n;                  /* members, 1..PLACEMENT_MEMBERS_MAX */
 	unsigned hot;                /* replicas of a prompt's first group, <= n */
 	struct placement *pl;        /* n > 1 only */
+	uint64_t warm_until_ns;      /* a member joined: reads fall back until then */
 	struct cview *next;          /* cl->retired: the refresh thread's */
 	struct cslot m[];            /* n, in the list's order */
 };
@@ -142,6 +143,7 @@ struct cluster {
 
 	_Atomic uint64_t rr;         /* rotation over hot replicas */
 	_Atomic uint64_t c_known, c_unknown, c_hinted, c_replica_retries, c_fanouts, c_skipped;
+	_Atomic uint64_t c_warm_reads; /* reads given the previous owner too (join warm-up) */
 	_Atomic uint64_t c_epoch, c_refreshes, c_view_changes, c_refresh_errors;
 };
 
@@ -324,11 +326,12 @@ static unsigned cluster_rank(struct cluster *cl, const struct cview *v, uint64_t
 }
 
 /* Where a single key goes: the hint, else the anchor memory, else itself. */
-static unsigned cluster_place(struct cluster *cl, const struct cview *v, uint32_t ns,
-			      const struct kvt_key *key, const struct cluster_hint *hint,
-			      unsigned *out)
+static unsigned cluster_place_ex(struct cluster *cl, const struct cview *v, uint32_t ns,
+				 const struct kvt_key *key, const struct cluster_hint *hint,
+				 unsigned *out, uint64_t *anchor_out, unsigned *want)
 {
 	uint64_t anchor;
+	unsigned reps = cluster_replicas(cl, ns);
 	bool hot = false;
 	if (hint && hint->keys) {
 		uint32_t g = hint->pos / cl->group;
@@ -341,7 +344,39 @@ static unsigned cluster_place(struct cluster *cl, const struct cview *v, uint32_
 		anchor = placement_key_hash(key);
 		A(cl->c_unknown);
 	}
-	return cluster_rank(cl, v, anchor, hot, cluster_replicas(cl, ns), out);
+	if (anchor_out)
+		*anchor_out = anchor;
+	if (want)
+		*want = hot && v->hot > reps ? v->hot : reps;
+	return cluster_rank(cl, v, anchor, hot, reps, out);
+}
+
+/* Join warm-up (doc/cluster.md "Healing"): for CLUSTER_WARMUP_NS after a
+ * view gained a member, a read of a group with one owner may also try
+ * the next member of its ranking, the group's owner before the join,
+ * until the members' repair has moved the group over. */
+#define CLUSTER_WARMUP_NS (60ull * 1000000000ull)
+
+static uint64_t cluster_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Where a single-key read goes: as cluster_place, and during a join's
+ * warm-up the previous owner after the new one. */
+static unsigned cluster_place_read(struct cluster *cl, const struct cview *v, uint32_t ns,
+				   const struct kvt_key *key, const struct cluster_hint *hint,
+				   unsigned *out)
+{
+	uint64_t anchor;
+	unsigned k = cluster_place_ex(cl, v, ns, key, hint, out, &anchor, NULL);
+	if (k == 1 && v->warm_until_ns && cluster_now_ns() < v->warm_until_ns) {
+		k = cluster_rank(cl, v, anchor, false, 2, out);
+		A(cl->c_warm_reads);
+	}
+	return k;
 }
 
 void cluster_note_prompt(struct cluster *cl, const struct kvt_key *keys, uint32_t n)
@@ -582,7 +617,7 @@ int cluster_get(struct cluster *cl, uint32_t ns, const struct kvt_key *key,
 	int ret;
 	if (v->n == 1) {
 		ret = remote_get(v->m[0].mb->rm, ns, key, cb, ctx);
-	} else if ((k = cluster_place(cl, v, ns, key, hint, owners)) == 1) {
+	} else if ((k = cluster_place_read(cl, v, ns, key, hint, owners)) == 1) {
 		ret = remote_get(v->m[owners[0]].mb->rm, ns, key, cb, ctx);
 	} else {
 		ret = ctry_start(cl, v, false, ns, key, owners, k, cb, NULL, ctx, NULL, 0);
@@ -602,7 +637,7 @@ int cluster_get_into(struct cluster *cl, uint32_t ns, const struct kvt_key *key,
 	int ret;
 	if (v->n == 1) {
 		ret = remote_get_into(v->m[0].mb->rm, ns, key, dst, dst_count, cb, ctx);
-	} else if ((k = cluster_place(cl, v, ns, key, hint, owners)) == 1) {
+	} else if ((k = cluster_place_read(cl, v, ns, key, hint, owners)) == 1) {
 		ret = remote_get_into(v->m[owners[0]].mb->rm, ns, key, dst, dst_count, cb, ctx);
 	} else {
 		ret = ctry_start(cl, v, false, ns, key, owners, k, NULL, cb, ctx, dst, dst_count);
@@ -621,7 +656,7 @@ int cluster_exists(struct cluster *cl, uint32_t ns, const struct kvt_key *key,
 	int ret;
 	if (v->n == 1) {
 		ret = remote_exists(v->m[0].mb->rm, ns, key, cb, ctx);
-	} else if ((k = cluster_place(cl, v, ns, key, hint, owners)) == 1) {
+	} else if ((k = cluster_place_read(cl, v, ns, key, hint, owners)) == 1) {
 		ret = remote_exists(v->m[owners[0]].mb->rm, ns, key, cb, ctx);
 	} else {
 		ret = ctry_start(cl, v, true, ns, key, owners, k, NULL, cb, ctx, NULL, 0);
@@ -636,14 +671,17 @@ int cluster_put(struct cluster *cl, uint32_t ns, const struct kvt_key *key,
 		const struct cluster_hint *hint, const struct iovec *parts, unsigned part_count,
 		const uint32_t *crcs, bool sealed, tier_done_fn cb, void *ctx)
 {
-	unsigned owners[REMOTE_HOT_REPLICAS_MAX], k = 1;
+	unsigned owners[REMOTE_HOT_REPLICAS_MAX], k = 1, want = 0;
+	uint64_t anchor = 0;
 	struct cview *v = cview_get(cl);
 	struct fan *f;
 	int first_err = 0, ret;
 
-	if (v->n == 1 || (k = cluster_place(cl, v, ns, key, hint, owners)) == 1) {
-		ret = remote_put(v->m[v->n == 1 ? 0 : owners[0]].mb->rm, ns, key, parts, part_count,
-				 crcs, sealed, cb, ctx);
+	/* Every put in a pod tells the member the block's anchor and how
+	 * many members it is placed on: what the members need to heal. */
+	if (v->n == 1 || (k = cluster_place_ex(cl, v, ns, key, hint, owners, &anchor, &want)) == 1) {
+		ret = remote_put_placed(v->m[v->n == 1 ? 0 : owners[0]].mb->rm, ns, key, parts,
+					part_count, crcs, sealed, anchor, want, cb, ctx);
 		cview_put(cl, v);
 		return ret;
 	}
@@ -656,8 +694,8 @@ int cluster_put(struct cluster *cl, uint32_t ns, const struct kvt_key *key,
 	}
 	for (unsigned i = 0; i < k; i++) {
 		atomic_fetch_add(&f->left, 1);
-		ret = remote_put(v->m[owners[i]].mb->rm, ns, key, parts, part_count, crcs, sealed,
-				 fan_put_done, f);
+		ret = remote_put_placed(v->m[owners[i]].mb->rm, ns, key, parts, part_count, crcs,
+					sealed, anchor, want, fan_put_done, f);
 		if (ret == 0) {
 			atomic_fetch_or(&f->flags, FAN_SUBMITTED);
 		} else {
@@ -1011,6 +1049,7 @@ void cluster_stats(struct cluster *cl, kvt_stats_fn fn, void *ctx)
 	fn(ctx, "remote.group_blocks", cl->group, NULL);
 	fn(ctx, "remote.hot_replicas", v->hot, NULL);
 	fn(ctx, "remote.anchor_hinted", atomic_load(&cl->c_hinted), NULL);
+	fn(ctx, "remote.warm_reads", atomic_load(&cl->c_warm_reads), NULL);
 	fn(ctx, "remote.anchor_known", atomic_load(&cl->c_known), NULL);
 	fn(ctx, "remote.anchor_unknown", atomic_load(&cl->c_unknown), NULL);
 	fn(ctx, "remote.replica_retries", atomic_load(&cl->c_replica_retries), NULL);
@@ -1550,6 +1589,13 @@ static int cluster_apply(struct cluster *cl, char *text, uint64_t epoch)
 	}
 	old = atomic_load(&cl->view);
 	cluster_log_change(cl, old, nv, epoch);
+	for (unsigned i = 0; i < nv->n && !nv->warm_until_ns; i++) {
+		bool was = false;
+		for (unsigned j = 0; j < old->n && !was; j++)
+			was = old->m[j].mb == nv->m[i].mb;
+		if (!was)
+			nv->warm_until_ns = cluster_now_ns() + CLUSTER_WARMUP_NS;
+	}
 	cview_swap(cl, nv);
 	kvt_mem_strfree(cl->mem, cl->list);
 	cl->list = text;

@@ -83,6 +83,8 @@ struct rop {
 	struct rop *next;             /* rm->sub, pending list */
 	uint8_t kind;                 /* enum rop_kind */
 	bool sealed;                  /* PUT */
+	uint32_t copies;              /* PUT: PROTO_IF_PLACED with anchor (0: not placed) */
+	uint64_t anchor;
 	bool answered;                /* frame: its item was answered */
 	uint32_t ns;                  /* local id (KVT_NS_ALL for a tenant-wide CLEAR) */
 	struct kvt_key key;
@@ -581,6 +583,11 @@ static void op_item(const struct rop *op, uint32_t nsi, struct proto_item *it)
 	it->key = op->key;
 	if (op->kind == RK_PUT) {
 		it->flags = op->sealed ? PROTO_IF_SEALED : 0;
+		if (op->copies) {
+			it->flags |= PROTO_IF_PLACED;
+			it->anchor = op->anchor;
+			it->copies = op->copies;
+		}
 		it->part_count = op->part_count;
 		it->part_lens = op->lens;
 		it->part_crcs = op->crcs;
@@ -1785,6 +1792,13 @@ int remote_put(struct remote *rm, uint32_t ns, const struct kvt_key *key,
 	       const struct iovec *parts, unsigned part_count, const uint32_t *crcs, bool sealed,
 	       tier_done_fn cb, void *ctx)
 {
+	return remote_put_placed(rm, ns, key, parts, part_count, crcs, sealed, 0, 0, cb, ctx);
+}
+
+int remote_put_placed(struct remote *rm, uint32_t ns, const struct kvt_key *key,
+		      const struct iovec *parts, unsigned part_count, const uint32_t *crcs,
+		      bool sealed, uint64_t anchor, unsigned copies, tier_done_fn cb, void *ctx)
+{
 	struct rop *op = rop_new(rm, RK_PUT, ns, key, cb, ctx);
 	if (!op)
 		return -ENOMEM;
@@ -1797,6 +1811,8 @@ int remote_put(struct remote *rm, uint32_t ns, const struct kvt_key *key,
 	op->crcs = (uint32_t *)(op->lens + part_count);
 	op->parts = parts;
 	op->sealed = sealed;
+	op->anchor = anchor;
+	op->copies = copies > PROTO_COPIES_MAX ? PROTO_COPIES_MAX : copies;
 	for (unsigned i = 0; i < part_count; i++) {
 		op->lens[i] = parts[i].iov_len;
 		op->value_len += parts[i].iov_len;

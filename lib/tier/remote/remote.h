@@ -118,6 +118,12 @@ int remote_get_into(struct remote *rm, uint32_t ns, const struct kvt_key *key,
 int remote_put(struct remote *rm, uint32_t ns, const struct kvt_key *key,
 	       const struct iovec *parts, unsigned part_count, const uint32_t *crcs,
 	       bool sealed, tier_done_fn cb, void *ctx);
+/* The same, telling the server the block's placement (PROTO_IF_PLACED): its
+ * group's anchor and the members it is placed on (copies; 0: say nothing),
+ * what the server needs to heal the pod (doc/cluster.md "Healing"). */
+int remote_put_placed(struct remote *rm, uint32_t ns, const struct kvt_key *key,
+		      const struct iovec *parts, unsigned part_count, const uint32_t *crcs,
+		      bool sealed, uint64_t anchor, unsigned copies, tier_done_fn cb, void *ctx);
 int remote_exists(struct remote *rm, uint32_t ns, const struct kvt_key *key,
 		  tier_done_fn cb, void *ctx);
 int remote_delete(struct remote *rm, uint32_t ns, const struct kvt_key *key,

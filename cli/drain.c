@@ -1,0 +1,164 @@
+/*
+ * drain.c - "kvtier drain ADDR": ask a kvtierd of a pod to hand what it
+ * holds over to the members the ranking gives without it, leave the
+ * member list and, with --exit, stop (doc/cluster.md "Drain").  It speaks
+ * the native protocol through daemon/peer.c (the client kvtierd's repair
+ * thread uses too): DRAIN, then STATS repair.drain_state until the drain
+ * is done (or the server exited).
+ *
+ * Exit codes: 0 drained, 1 failure, 2 usage.
+ */
+#include "drain.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <openssl/crypto.h>
+
+#include "daemon/peer.h"
+#include "kvtier.h"
+#include "proto.h"
+
+static const char drain_help[] =
+	"usage: kvtier drain ADDR [--exit] [--tenant T --secret-file F] [--timeout S] [--no-wait]\n"
+	"\n"
+	"Ask the kvtierd at ADDR (HOST:PORT, a member of an etcd pod) to hand every\n"
+	"block it holds over to the members placement gives without it, leave the\n"
+	"member list (its etcd lease revoked) and keep serving reads; with --exit it\n"
+	"then stops.  Needs the admin role.\n"
+	"\n"
+	"  --exit             stop the server once drained\n"
+	"  --tenant T         authenticate as T (default \"default\")\n"
+	"  --secret-file F    T's secret (mode 0600); none: no authentication\n"
+	"  --timeout S        give up waiting after S seconds (default 600)\n"
+	"  --no-wait          return once the server accepted the drain\n";
+
+static int drain_secret(const char *path, uint8_t *buf, uint32_t *len)
+{
+	struct stat st;
+	ssize_t n;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) < 0 || (st.st_mode & 077)) {
+		close(fd);
+		return -EPERM;
+	}
+	n = read(fd, buf, PROTO_SECRET_MAX);
+	close(fd);
+	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' '))
+		n--;
+	if (n < (ssize_t)PROTO_SECRET_MIN)
+		return -EINVAL;
+	*len = (uint32_t)n;
+	return 0;
+}
+
+static const char *drain_err(int rc)
+{
+	return rc <= -5000 && rc > -6000 ? (proto_strerror(rc)) : rc < 0 && rc > -4096 ?
+	       strerror(-rc) : kvt_strerror(rc);
+}
+
+int drain_main(int argc, char **argv)
+{
+	enum { O_EXIT = 256, O_TENANT, O_SECRET, O_TIMEOUT, O_NOWAIT };
+	static const struct option lo[] = {
+		{ "exit", no_argument, NULL, O_EXIT },
+		{ "tenant", required_argument, NULL, O_TENANT },
+		{ "secret-file", required_argument, NULL, O_SECRET },
+		{ "timeout", required_argument, NULL, O_TIMEOUT },
+		{ "no-wait", no_argument, NULL, O_NOWAIT },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 }
+	};
+	const char *tenant = "default", *secret_path = NULL, *addr;
+	uint8_t secret[PROTO_SECRET_MAX];
+	uint32_t secret_len = 0;
+	bool exit_after = false, wait = true;
+	long timeout_s = 600;
+	struct kvtd_peer p;
+	uint64_t state = 0, copied = 0;
+	time_t t0;
+	int c, rc;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+		switch (c) {
+		case O_EXIT: exit_after = true; break;
+		case O_TENANT: tenant = optarg; break;
+		case O_SECRET: secret_path = optarg; break;
+		case O_TIMEOUT: timeout_s = strtol(optarg, NULL, 10); break;
+		case O_NOWAIT: wait = false; break;
+		case 'h': fputs(drain_help, stdout); return 0;
+		default: fputs(drain_help, stderr); return 2;
+		}
+	}
+	if (optind + 1 != argc || timeout_s <= 0) {
+		fputs(drain_help, stderr);
+		return 2;
+	}
+	addr = argv[optind];
+	if (secret_path && (rc = drain_secret(secret_path, secret, &secret_len)) < 0) {
+		fprintf(stderr, "kvtier drain: --secret-file %s: %s\n", secret_path,
+			rc == -EPERM ? "must be readable by its owner only (chmod 600)" :
+			rc == -EINVAL ? "a secret is 16..4096 bytes" : strerror(-rc));
+		return 1;
+	}
+	rc = kvtd_peer_open(&p, addr, tenant, secret_len ? secret : NULL, secret_len);
+	OPENSSL_cleanse(secret, sizeof(secret));
+	if (rc < 0) {
+		fprintf(stderr, "kvtier drain: cannot reach %s: %s\n", addr, drain_err(rc));
+		return 1;
+	}
+	rc = kvtd_peer_drain(&p, exit_after ? PROTO_DRAIN_EXIT : PROTO_DRAIN_STAY);
+	if (rc < 0) {
+		fprintf(stderr, "kvtier drain: %s refused: %s\n", addr, drain_err(rc));
+		kvtd_peer_close(&p);
+		return 1;
+	}
+	if (!wait) {
+		printf("%s: draining\n", addr);
+		kvtd_peer_close(&p);
+		return 0;
+	}
+	t0 = time(NULL);
+	for (;;) {
+		struct timespec ts = { 0, 200 * 1000000L };
+		rc = kvtd_peer_stat(&p, PROTO_SCOPE_TENANT, "repair.drain_state", &state);
+		if (rc == KVT_OK)
+			kvtd_peer_stat(&p, PROTO_SCOPE_TENANT, "repair.copied", &copied);
+		if (rc < 0 && exit_after) {
+			/* It stopped: the drain finished just before. */
+			printf("%s: drained (%llu blocks copied), stopped\n", addr,
+			       (unsigned long long)copied);
+			kvtd_peer_close(&p);
+			return 0;
+		}
+		if (rc != KVT_OK) {
+			fprintf(stderr, "kvtier drain: %s: %s\n", addr, drain_err(rc));
+			break;
+		}
+		if (state == 3 && !exit_after) {
+			printf("%s: drained (%llu blocks copied), out of the member list\n", addr,
+			       (unsigned long long)copied);
+			kvtd_peer_close(&p);
+			return 0;
+		}
+		if (time(NULL) - t0 > timeout_s) {
+			fprintf(stderr, "kvtier drain: %s: still draining after %ld s\n", addr,
+				timeout_s);
+			break;
+		}
+		nanosleep(&ts, NULL);
+	}
+	kvtd_peer_close(&p);
+	return 1;
+}

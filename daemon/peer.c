@@ -1,0 +1,351 @@
+/*
+ * peer.c - one blocking native-protocol connection to a kvtierd (peer.h),
+ * poll() deadlines, frames through lib/proto.h: kvtierd's repair thread
+ * talks to the other members of its pod with it (repair.c), and the
+ * kvtier CLI's drain command to a server (cli/drain.c).  It depends on
+ * nothing of the server (kvtier.h and proto.h only), so both link it.
+ *
+ * Single-threaded per struct kvtd_peer; no global state.
+ */
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "peer.h"
+
+#define PEER_TIMEOUT_MS 5000
+
+static int peer_send(struct kvtd_peer *p, const void *buf, size_t len)
+{
+	const uint8_t *b = buf;
+	while (len) {
+		struct pollfd pf = { .fd = p->fd, .events = POLLOUT };
+		ssize_t w;
+		int pr = poll(&pf, 1, PEER_TIMEOUT_MS);
+		if (pr < 0 && errno == EINTR)
+			continue;
+		if (pr <= 0)
+			return pr == 0 ? -ETIMEDOUT : -errno;
+		w = send(p->fd, b, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (w < 0 && (errno == EINTR || errno == EAGAIN))
+			continue;
+		if (w < 0)
+			return -errno;
+		b += w;
+		len -= (size_t)w;
+	}
+	return 0;
+}
+
+static int peer_fill(struct kvtd_peer *p, size_t want)
+{
+	if (p->rcap < want) {
+		size_t nc = p->rcap ? p->rcap : 65536;
+		uint8_t *nb;
+		while (nc < want)
+			nc *= 2;
+		nb = realloc(p->rbuf, nc);
+		if (!nb)
+			return -ENOMEM;
+		p->rbuf = nb;
+		p->rcap = nc;
+	}
+	for (;;) {
+		struct pollfd pf = { .fd = p->fd, .events = POLLIN };
+		ssize_t r;
+		int pr = poll(&pf, 1, PEER_TIMEOUT_MS);
+		if (pr < 0 && errno == EINTR)
+			continue;
+		if (pr <= 0)
+			return pr == 0 ? -ETIMEDOUT : -errno;
+		r = recv(p->fd, p->rbuf + p->rlen, p->rcap - p->rlen, MSG_DONTWAIT);
+		if (r < 0 && (errno == EINTR || errno == EAGAIN))
+			continue;
+		if (r <= 0)
+			return r == 0 ? -ECONNRESET : -errno;
+		p->rlen += (size_t)r;
+		return 0;
+	}
+}
+
+/* The next response frame: p->resp points into p->rbuf until the next
+ * call (its first p->used bytes). */
+static int peer_recv(struct kvtd_peer *p)
+{
+	if (p->used) {
+		memmove(p->rbuf, p->rbuf + p->used, p->rlen - p->used);
+		p->rlen -= p->used;
+		p->used = 0;
+	}
+	for (;;) {
+		int rc = proto_parse_response(p->rbuf, p->rlen, &p->lim, &p->resp);
+		if (rc == 0) {
+			uint64_t total = p->resp.hdr_len + p->resp.data_len;
+			if (p->rlen >= total) {
+				p->used = total;
+				return 0;
+			}
+			rc = peer_fill(p, (size_t)total);
+		} else if (rc == PROTO_NEED_MORE) {
+			rc = peer_fill(p, (size_t)p->resp.need);
+		}
+		if (rc < 0)
+			return rc;
+	}
+}
+
+/* One request, its response (the last frame of its tag) in p->resp. */
+static int peer_call(struct kvtd_peer *p, struct proto_frame *f, const struct proto_item *items,
+		     uint32_t n, const struct iovec *data, unsigned data_n)
+{
+	uint64_t need = 0;
+	int64_t len;
+	uint8_t *buf;
+	int rc;
+
+	f->tag = ++p->tag;
+	f->version = f->op == PROTO_OP_HELLO ? PROTO_VERSION_HELLO : PROTO_VERSION_MAX;
+	len = proto_encode(f, items, n, NULL, 0, &p->lim, &need);
+	if (len != KVT_EBUFSMALL)
+		return len < 0 ? (int)len : KVT_EBADLEN;
+	if (!(buf = malloc(need)))
+		return -ENOMEM;
+	len = proto_encode(f, items, n, buf, need, &p->lim, NULL);
+	rc = len < 0 ? (int)len : peer_send(p, buf, (size_t)len);
+	free(buf);
+	for (unsigned i = 0; rc == 0 && i < data_n; i++)
+		rc = peer_send(p, data[i].iov_base, data[i].iov_len);
+	while (rc == 0) {
+		rc = peer_recv(p);
+		if (rc == 0 && (p->resp.op == PROTO_OP_ERROR ||
+				(p->resp.tag == f->tag && !(p->resp.flags & PROTO_F_MORE))))
+			return p->resp.status;
+	}
+	return rc;
+}
+
+static int peer_tcp(const char *addr)
+{
+	char host[KVTD_PEER_ADDR_MAX + 1], *colon;
+	struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *res = NULL;
+	int fd = -1, one = 1;
+
+	snprintf(host, sizeof(host), "%s", addr);
+	colon = strrchr(host, ':');
+	if (!colon)
+		return -EINVAL;
+	*colon = 0;
+	if (host[0] == '[' && colon > host && colon[-1] == ']') {
+		colon[-1] = 0;
+		memmove(host, host + 1, strlen(host));
+	}
+	if (getaddrinfo(host, colon + 1, &hints, &res) != 0 || !res)
+		return -EHOSTUNREACH;
+	fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd >= 0 && connect(fd, res->ai_addr, res->ai_addrlen) < 0) {
+		int e = errno;
+		close(fd);
+		fd = -e;
+	}
+	freeaddrinfo(res);
+	if (fd >= 0)
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	return fd < 0 ? (fd == -1 ? -errno : fd) : fd;
+}
+
+int kvtd_peer_open(struct kvtd_peer *p, const char *addr, const char *tenant,
+		   const uint8_t *secret, uint32_t secret_len)
+{
+	struct proto_frame f = { .op = PROTO_OP_HELLO };
+	uint8_t snonce[PROTO_NONCE_LEN];
+	uint16_t method;
+	int rc;
+
+	memset(p, 0, sizeof(*p));
+	proto_limits_default(&p->lim);
+	snprintf(p->addr, sizeof(p->addr), "%s", addr);
+	snprintf(p->tenant, sizeof(p->tenant), "%s", tenant);
+	p->fd = peer_tcp(addr);
+	if (p->fd < 0)
+		return p->fd;
+	f.hello.min_version = PROTO_VERSION_MIN;
+	f.hello.max_version = PROTO_VERSION_MAX;
+	f.hello.name = "kvtierd-peer";
+	f.hello.name_len = 12;
+	rc = peer_call(p, &f, NULL, 0, NULL, 0);
+	if (rc < 0)
+		goto fail;
+	p->lim = p->resp.hello.limits;
+	method = p->resp.hello.auth[0];
+	memcpy(snonce, p->resp.hello.nonce, PROTO_NONCE_LEN);
+
+	memset(&f, 0, sizeof(f));
+	f.op = PROTO_OP_AUTH;
+	f.auth.method = method;
+	f.auth.tenant = p->tenant;
+	f.auth.tenant_len = (uint32_t)strlen(p->tenant);
+	if (method == PROTO_AUTH_HMAC_SHA256) {
+		rc = secret && secret_len ? 0 : PROTO_EAUTH;
+		if (rc == 0 && getrandom(f.auth.nonce, PROTO_NONCE_LEN, 0) != PROTO_NONCE_LEN)
+			rc = -EIO;
+		if (rc == 0)
+			rc = proto_auth_proof(PROTO_PROOF_CLIENT, secret, secret_len, snonce,
+					      f.auth.nonce, p->tenant, strlen(p->tenant),
+					      f.auth.proof);
+		if (rc < 0)
+			goto fail;
+	}
+	rc = peer_call(p, &f, NULL, 0, NULL, 0);
+	if (rc == 0 && method == PROTO_AUTH_HMAC_SHA256 &&
+	    proto_auth_check(PROTO_PROOF_SERVER, secret, secret_len, snonce, f.auth.nonce,
+			     p->tenant, strlen(p->tenant), p->resp.auth.proof) != 0)
+		rc = PROTO_EAUTH; /* not a member of this pod */
+	if (rc < 0)
+		goto fail;
+	return 0;
+fail:
+	kvtd_peer_close(p);
+	return rc;
+}
+
+void kvtd_peer_close(struct kvtd_peer *p)
+{
+	if (p->fd >= 0)
+		close(p->fd);
+	p->fd = -1;
+	free(p->rbuf);
+	p->rbuf = NULL;
+	p->rlen = p->rcap = p->used = 0;
+}
+
+int kvtd_peer_register(struct kvtd_peer *p, const char *canon, size_t len,
+		       uint8_t digest[PROTO_DIGEST_LEN])
+{
+	struct proto_frame f = { .op = PROTO_OP_NS_REGISTER };
+	struct proto_item it = { 0 }, got;
+	struct proto_iter iter;
+	int rc;
+
+	it.text = canon;
+	it.text_len = (uint32_t)len;
+	rc = peer_call(p, &f, &it, 1, NULL, 0);
+	if (rc < 0)
+		return rc;
+	proto_iter_init(&iter, &p->resp, NULL, NULL, 0);
+	if (proto_iter_next(&iter, &got) != 1)
+		return PROTO_EMALFORMED;
+	if (got.status == KVT_OK)
+		memcpy(digest, got.digest, PROTO_DIGEST_LEN);
+	return got.status;
+}
+
+/* The one item's status of a keyed response. */
+static int peer_one(struct kvtd_peer *p)
+{
+	struct proto_iter iter;
+	struct proto_item got;
+
+	proto_iter_init(&iter, &p->resp, NULL, NULL, 0);
+	if (proto_iter_next(&iter, &got) != 1)
+		return PROTO_EMALFORMED;
+	return got.status;
+}
+
+int kvtd_peer_exists(struct kvtd_peer *p, const uint8_t digest[PROTO_DIGEST_LEN],
+		     const struct kvt_key *key)
+{
+	struct proto_frame f = { .op = PROTO_OP_EXISTS };
+	struct proto_item it = { 0 };
+	int rc;
+
+	f.ns_count = 1;
+	f.ns = digest;
+	it.key = *key;
+	rc = peer_call(p, &f, &it, 1, NULL, 0);
+	return rc < 0 ? rc : peer_one(p);
+}
+
+int kvtd_peer_put(struct kvtd_peer *p, const uint8_t digest[PROTO_DIGEST_LEN],
+		  const struct kvt_key *key, const void *value, uint64_t len, uint64_t anchor,
+		  uint32_t copies)
+{
+	struct proto_frame f = { .op = PROTO_OP_PUT };
+	struct proto_item it = { 0 };
+	struct iovec iov = { (void *)value, (size_t)len };
+	uint64_t plen = len;
+	uint32_t crc = kvt_crc32c(0, value, (size_t)len);
+	int rc;
+
+	f.ns_count = 1;
+	f.ns = digest;
+	it.key = *key;
+	it.flags = PROTO_IF_PLACED | PROTO_IF_REPAIR;
+	it.anchor = anchor;
+	it.copies = copies;
+	it.part_count = 1;
+	it.part_lens = &plen;
+	it.part_crcs = &crc;
+	rc = peer_call(p, &f, &it, 1, &iov, 1);
+	return rc < 0 ? rc : peer_one(p);
+}
+
+int kvtd_peer_drain(struct kvtd_peer *p, uint32_t mode)
+{
+	struct proto_frame f = { .op = PROTO_OP_DRAIN };
+
+	f.drain_mode = mode;
+	return peer_call(p, &f, NULL, 0, NULL, 0);
+}
+
+int kvtd_peer_stat(struct kvtd_peer *p, uint32_t scope, const char *name, uint64_t *value)
+{
+	struct proto_frame f = { .op = PROTO_OP_STATS };
+	struct proto_iter iter;
+	struct proto_item it;
+	size_t nl = strlen(name);
+	int rc, found = KVT_MISS;
+
+	f.scope.scope = scope;
+	f.tag = ++p->tag;
+	f.version = PROTO_VERSION_MAX;
+	{
+		/* STATS answers may come in several frames: read them all. */
+		uint64_t need = 0;
+		int64_t len = proto_encode(&f, NULL, 0, NULL, 0, &p->lim, &need);
+		uint8_t *buf;
+		if (len != KVT_EBUFSMALL)
+			return len < 0 ? (int)len : KVT_EBADLEN;
+		if (!(buf = malloc(need)))
+			return -ENOMEM;
+		len = proto_encode(&f, NULL, 0, buf, need, &p->lim, NULL);
+		rc = len < 0 ? (int)len : peer_send(p, buf, (size_t)len);
+		free(buf);
+	}
+	while (rc == 0) {
+		rc = peer_recv(p);
+		if (rc < 0)
+			return rc;
+		if (p->resp.op == PROTO_OP_ERROR || p->resp.status < 0)
+			return p->resp.status < 0 ? p->resp.status : PROTO_EMALFORMED;
+		if (p->resp.tag != f.tag)
+			continue;
+		proto_iter_init(&iter, &p->resp, NULL, NULL, 0);
+		while (proto_iter_next(&iter, &it) == 1)
+			if (it.name_len == nl && memcmp(it.name, name, nl) == 0 &&
+			    it.kind == PROTO_STAT_NUM) {
+				*value = it.value;
+				found = KVT_OK;
+			}
+		if (!(p->resp.flags & PROTO_F_MORE))
+			return found;
+	}
+	return rc;
+}

@@ -1,0 +1,52 @@
+/*
+ * peer.h - a blocking native-protocol connection to a kvtierd (peer.c):
+ * kvtierd to the other members of its pod (repair.c), kvtier drain to a
+ * server (cli/drain.c).
+ */
+#ifndef KVTD_PEER_H
+#define KVTD_PEER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kvtier.h"
+#include "proto.h"
+#define KVTD_PEER_ADDR_MAX 255u /* "HOST:PORT" */
+
+struct kvtd_peer {
+	int fd;
+	char addr[KVTD_PEER_ADDR_MAX + 1];
+	char tenant[PROTO_TENANT_MAX + 1];
+	struct proto_limits lim;
+	uint64_t tag;
+	uint8_t *rbuf;
+	size_t rcap, rlen, used;
+	struct proto_frame resp; /* the last response, in rbuf */
+};
+
+/* Connect to addr ("HOST:PORT"), HELLO, AUTH as tenant with secret
+ * (HMAC-SHA-256, the server's proof checked; method NONE where the server
+ * offers it, and then secret may be NULL).  0 or < 0 (nothing to close
+ * then). */
+int kvtd_peer_open(struct kvtd_peer *p, const char *addr, const char *tenant,
+		   const uint8_t *secret, uint32_t secret_len);
+void kvtd_peer_close(struct kvtd_peer *p);
+/* NS_REGISTER the canonical text: the digest there.  KVT_OK or < 0. */
+int kvtd_peer_register(struct kvtd_peer *p, const char *canon, size_t len,
+		       uint8_t digest[PROTO_DIGEST_LEN]);
+/* KVT_OK, KVT_MISS or < 0. */
+int kvtd_peer_exists(struct kvtd_peer *p, const uint8_t digest[PROTO_DIGEST_LEN],
+		     const struct kvt_key *key);
+/* A PLACED put of one value (one part): KVT_OK, KVT_EXISTS or < 0. */
+int kvtd_peer_put(struct kvtd_peer *p, const uint8_t digest[PROTO_DIGEST_LEN],
+		  const struct kvt_key *key, const void *value, uint64_t len, uint64_t anchor,
+		  uint32_t copies);
+
+/* DRAIN (admin): PROTO_DRAIN_STAY or PROTO_DRAIN_EXIT.  0 or < 0. */
+int kvtd_peer_drain(struct kvtd_peer *p, uint32_t mode);
+/* A numeric statistic of the server (STATS with scope PROTO_SCOPE_TENANT:
+ * one's own, or PROTO_SCOPE_ALL: the whole server, admin): KVT_OK with
+ * *value, KVT_MISS (not listed), or < 0. */
+int kvtd_peer_stat(struct kvtd_peer *p, uint32_t scope, const char *name, uint64_t *value);
+
+#endif

@@ -1,0 +1,732 @@
+/*
+ * repair.c - the pod heals itself (doc/cluster.md "Healing"): the blocks
+ * this server holds with their placement (anchor, copies: PROTO_IF_PLACED
+ * puts), and the repair thread that copies them to the members placement
+ * now gives them once the member list changed and stayed so for
+ * --repair-grace, at most --repair-rate bytes a second, yielding to client
+ * traffic.
+ *
+ * The table: (namespace id, key) -> (anchor, copies) for placed blocks,
+ * open addressing under rp->lock, filled by the loops as PUTs complete
+ * (ops.c), turned into tombstones by DELETEs (a REPAIR put of the key is
+ * refused for a minute), dropped by repair passes that find a block gone
+ * from the store.  The thread takes a snapshot of it and of the member
+ * list, ranks each group over the list exactly as engines do
+ * (lib/placement.c, weights scaled as the engines' remote.discover scales
+ * them), and asks each member of a block's top `copies` but itself
+ * whether it holds the block (EXISTS), sending it where not (a PLACED
+ * REPAIR put, so that the new holder can heal it in turn).  A drain
+ * (kvtier drain) is such a pass over the list without this server, then
+ * the etcd lease revoked, then a second pass, then maybe SIGTERM.  Duplicate work (two holders both copying)
+ * costs an EXISTS or a no-op put, never wrong bytes: keys name immutable
+ * values.
+ *
+ * Threads: kvtd-repair (the passes), loops (note/forget), any (stats).
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kvtierd.h"
+#include "peer.h"
+#include "repair.h"
+#include "placement.h"
+
+#include <openssl/crypto.h>
+
+#define REPAIR_GRACE_MS 10000u
+#define REPAIR_RATE (256ull << 20)
+#define REPAIR_TICK_MS 100u
+#define REPAIR_RETRY_MS 1000u
+
+/* How long a delete is remembered: a repair copy of the key arriving
+ * within it is refused.  A copy is in flight for one put (seconds at
+ * worst: the peer's deadline is PEER_TIMEOUT_MS), so a minute is ample. */
+#define REPAIR_TOMB_NS (60ull * 1000000000ull)
+
+#define REPAIR_CLEARS 64 /* namespaces whose CLEAR is remembered one by one */
+
+struct rent {
+	uint32_t ns;
+	uint8_t state;   /* 0 free, 1 used, 2 removed, 3 tombstone (deleted at anchor ns) */
+	uint8_t copies;
+	uint64_t anchor; /* state 3: kvtd_now_ns() of the delete */
+	struct kvt_key key;
+};
+
+struct kvtd_repair {
+	struct kvtd_server *srv;
+	pthread_mutex_t lock;    /* the table, stop */
+	pthread_cond_t cond;
+	struct rent *tab;
+	size_t cap, used, removed;
+	size_t blocks;           /* entries in state 1 */
+	bool stop;
+	pthread_t thread;
+	bool started;
+	uint64_t grace_ns, rate;
+	struct kvt_mem mem;
+	char self[KVTD_MEMBER_ADDR_MAX + 1]; /* this server's address in the list */
+	_Atomic uint64_t passes, checked, copied, bytes, errors, gone, pending, last_pass_ms;
+	_Atomic uint64_t yields, tombs, refused;
+	uint64_t clear_ns;       /* lock: the last CLEAR of more than a namespace, or the
+				  * last a full clear_at[] could not record (0: none) */
+	struct {
+		uint32_t ns;
+		uint64_t at;
+	} clear_at[REPAIR_CLEARS]; /* lock: CLEARs of one namespace (at 0: free) */
+	int drain_req;           /* lock: 1 drain, 2 drain then exit (taken by the thread) */
+	_Atomic int drain_state; /* 0 none, 1 handing over, 2 left, 3 done */
+};
+
+static uint64_t rent_hash(uint32_t ns, const struct kvt_key *k)
+{
+	uint64_t h = 1469598103934665603ull ^ ns;
+	for (unsigned i = 0; i < k->len; i++)
+		h = (h ^ k->bytes[i]) * 1099511628211ull;
+	return h ^ (h >> 29);
+}
+
+static struct rent *rent_find(struct kvtd_repair *rp, uint32_t ns, const struct kvt_key *k,
+			      bool for_insert)
+{
+	size_t mask = rp->cap - 1, i = rent_hash(ns, k) & mask;
+	struct rent *free_slot = NULL;
+	for (size_t n = 0; n < rp->cap; n++, i = (i + 1) & mask) {
+		struct rent *e = &rp->tab[i];
+		if (e->state == 0)
+			return for_insert ? (free_slot ? free_slot : e) : NULL;
+		if (e->state == 2) {
+			if (!free_slot)
+				free_slot = e;
+			continue;
+		}
+		if (e->ns == ns && e->key.len == k->len && !memcmp(e->key.bytes, k->bytes, k->len))
+			return e;
+	}
+	return for_insert ? free_slot : NULL;
+}
+
+/* Double (or rebuild) the table: false without memory. */
+static bool rent_grow(struct kvtd_repair *rp)
+{
+	size_t ncap = rp->used * 2 > rp->cap ? rp->cap * 2 : rp->cap;
+	struct rent *old = rp->tab, *nt = calloc(ncap, sizeof(*nt));
+	size_t ocap = rp->cap;
+	if (!nt)
+		return false;
+	rp->tab = nt;
+	rp->cap = ncap;
+	rp->used = rp->removed = 0;
+	uint64_t now = kvtd_now_ns();
+	for (size_t i = 0; i < ocap; i++)
+		if (old[i].state == 1 ||
+		    (old[i].state == 3 && now - old[i].anchor < REPAIR_TOMB_NS)) {
+			*rent_find(rp, old[i].ns, &old[i].key, true) = old[i];
+			rp->used++;
+		}
+	free(old);
+	return true;
+}
+
+void kvtd_repair_note(struct kvtd_server *srv, uint32_t ns, const struct kvt_key *key,
+		      uint64_t anchor, uint32_t copies)
+{
+	struct kvtd_repair *rp = srv->repair;
+	struct rent *e;
+	if (!rp || copies < 1)
+		return;
+	pthread_mutex_lock(&rp->lock);
+	if ((rp->used + rp->removed + 1) * 4 > rp->cap * 3 && !rent_grow(rp)) {
+		pthread_mutex_unlock(&rp->lock);
+		return;
+	}
+	e = rent_find(rp, ns, key, true);
+	if (e->state == 0 || e->state == 2) {
+		if (e->state == 2)
+			rp->removed--;
+		rp->used++;
+	}
+	if (e->state != 1)
+		rp->blocks++;
+	e->state = 1;
+	e->ns = ns;
+	e->key = *key;
+	e->anchor = anchor;
+	e->copies = (uint8_t)copies;
+	pthread_mutex_unlock(&rp->lock);
+}
+
+/* The block is gone here (a repair pass found it missing). */
+static void repair_drop(struct kvtd_repair *rp, uint32_t ns, const struct kvt_key *key)
+{
+	struct rent *e;
+	pthread_mutex_lock(&rp->lock);
+	e = rent_find(rp, ns, key, false);
+	if (e && e->state == 1) {
+		e->state = 2;
+		rp->used--;
+		rp->removed++;
+		rp->blocks--;
+	}
+	pthread_mutex_unlock(&rp->lock);
+}
+
+void kvtd_repair_forget(struct kvtd_server *srv, uint32_t ns, const struct kvt_key *key)
+{
+	struct kvtd_repair *rp = srv->repair;
+	struct rent *e;
+	if (!rp)
+		return;
+	pthread_mutex_lock(&rp->lock);
+	if ((rp->used + rp->removed + 1) * 4 > rp->cap * 3 && !rent_grow(rp)) {
+		/* No room to remember it: refuse every repair copy for a while. */
+		rp->clear_ns = kvtd_now_ns();
+		pthread_mutex_unlock(&rp->lock);
+		return;
+	}
+	e = rent_find(rp, ns, key, true);
+	if (e->state == 0 || e->state == 2) {
+		if (e->state == 2)
+			rp->removed--;
+		rp->used++;
+	}
+	if (e->state == 1)
+		rp->blocks--;
+	e->state = 3;
+	e->ns = ns;
+	e->key = *key;
+	e->anchor = kvtd_now_ns();
+	e->copies = 0;
+	atomic_fetch_add(&rp->tombs, 1);
+	pthread_mutex_unlock(&rp->lock);
+}
+
+void kvtd_repair_cleared(struct kvtd_server *srv, uint32_t ns)
+{
+	struct kvtd_repair *rp = srv->repair;
+	uint64_t now = kvtd_now_ns();
+	unsigned slot = REPAIR_CLEARS;
+	if (!rp)
+		return;
+	pthread_mutex_lock(&rp->lock);
+	for (unsigned i = 0; ns != KVT_NS_ALL && i < REPAIR_CLEARS; i++) {
+		bool stale = now - rp->clear_at[i].at >= REPAIR_TOMB_NS;
+		if (rp->clear_at[i].at && rp->clear_at[i].ns == ns && !stale) {
+			slot = i;
+			break;
+		}
+		if ((!rp->clear_at[i].at || stale) && slot == REPAIR_CLEARS)
+			slot = i;
+	}
+	if (slot < REPAIR_CLEARS) {
+		rp->clear_at[slot].ns = ns;
+		rp->clear_at[slot].at = now;
+	} else {
+		rp->clear_ns = now; /* every namespace, or no room: refuse all */
+	}
+	pthread_mutex_unlock(&rp->lock);
+}
+
+bool kvtd_repair_refused(struct kvtd_server *srv, uint32_t ns, const struct kvt_key *key)
+{
+	struct kvtd_repair *rp = srv->repair;
+	uint64_t now = kvtd_now_ns();
+	struct rent *e;
+	bool refused;
+	if (!rp)
+		return false;
+	pthread_mutex_lock(&rp->lock);
+	refused = rp->clear_ns && now - rp->clear_ns < REPAIR_TOMB_NS;
+	for (unsigned i = 0; !refused && i < REPAIR_CLEARS; i++)
+		refused = rp->clear_at[i].at && rp->clear_at[i].ns == ns &&
+			  now - rp->clear_at[i].at < REPAIR_TOMB_NS;
+	if (!refused) {
+		e = rent_find(rp, ns, key, false);
+		refused = e && e->state == 3 && now - e->anchor < REPAIR_TOMB_NS;
+	}
+	pthread_mutex_unlock(&rp->lock);
+	if (refused)
+		atomic_fetch_add(&rp->refused, 1);
+	return refused;
+}
+
+/* ------------------------------------------------------------------------
+ * A pass
+ */
+struct rpeer {
+	struct kvtd_peer p;
+	bool open;
+	bool failed;          /* gave up on it for this pass */
+	uint32_t ns_id[16];   /* namespace ids whose digest there is known */
+	uint8_t digest[16][PROTO_DIGEST_LEN];
+	unsigned ns_n;
+};
+
+struct rpass {
+	struct kvtd_repair *rp;
+	struct kvtd_member *m;
+	unsigned n, self;
+	struct placement *pl;
+	struct rpeer *peers;
+	uint8_t *buf;
+	size_t buf_cap;
+	double tokens;
+	uint64_t tok_ns, frames_seen;
+	bool retry;
+};
+
+static bool repair_stopping(struct kvtd_repair *rp)
+{
+	bool s;
+	pthread_mutex_lock(&rp->lock);
+	s = rp->stop;
+	pthread_mutex_unlock(&rp->lock);
+	return s || atomic_load(&rp->srv->stopping);
+}
+
+static void sleep_ms(unsigned ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+	nanosleep(&ts, NULL);
+}
+
+/* The token bucket (--repair-rate, burst a tenth of a second) and the
+ * yield: while clients' frames keep arriving, a copy waits a little. */
+static void repair_pace(struct rpass *ps, uint64_t len)
+{
+	struct kvtd_server *srv = ps->rp->srv;
+	uint64_t rate = ps->rp->rate;
+	uint64_t frames = atomic_load_explicit(&srv->ctr.frames_in, memory_order_relaxed);
+	if (frames > ps->frames_seen + 16) { /* client traffic since the last copy */
+		atomic_fetch_add(&ps->rp->yields, 1);
+		sleep_ms(2);
+	}
+	ps->frames_seen = atomic_load_explicit(&srv->ctr.frames_in, memory_order_relaxed);
+	for (;;) {
+		uint64_t now = kvtd_now_ns();
+		double burst = (double)rate / 10 > (double)len ? (double)rate / 10 : (double)len;
+		ps->tokens += (double)(now - ps->tok_ns) * (double)rate / 1e9;
+		ps->tok_ns = now;
+		if (ps->tokens > burst)
+			ps->tokens = burst;
+		if (ps->tokens >= (double)len) {
+			ps->tokens -= (double)len;
+			return;
+		}
+		sleep_ms(1 + (unsigned)(((double)len - ps->tokens) * 1000.0 / (double)rate));
+	}
+}
+
+/* The peer of member i logged in as tenant, and the digest of namespace
+ * ns there; NULL if it cannot be had (counted). */
+static struct rpeer *repair_peer(struct rpass *ps, unsigned i, uint32_t ns, const char *canon,
+				 size_t canon_len, const char *tenant, const uint8_t **digest)
+{
+	struct rpeer *r = &ps->peers[i];
+	int rc;
+	if (r->failed)
+		return NULL;
+	if (r->open && strcmp(r->p.tenant, tenant) != 0) {
+		kvtd_peer_close(&r->p);
+		r->open = false;
+		r->ns_n = 0;
+	}
+	if (!r->open) {
+		/* Logged in as the tenant, with its secret from our own tenants
+		 * file (the pod's members share it). */
+		uint8_t secret[PROTO_SECRET_MAX];
+		uint32_t secret_len = 0;
+		if (kvtd_auth_enabled() &&
+		    kvtd_auth_peer_secret(tenant, strlen(tenant), secret, &secret_len) < 0) {
+			atomic_fetch_add(&ps->rp->errors, 1);
+			return NULL;
+		}
+		rc = kvtd_peer_open(&r->p, ps->m[i].addr, tenant, secret, secret_len);
+		OPENSSL_cleanse(secret, sizeof(secret));
+		if (rc < 0) {
+			kvtd_log(KVTD_WARN, "repair: cannot reach a member", "member=%s error=%d",
+				 ps->m[i].addr, rc);
+			r->failed = true;
+			ps->retry = true;
+			atomic_fetch_add(&ps->rp->errors, 1);
+			return NULL;
+		}
+		r->open = true;
+	}
+	for (unsigned k = 0; k < r->ns_n; k++)
+		if (r->ns_id[k] == ns) {
+			*digest = r->digest[k];
+			return r;
+		}
+	if (r->ns_n == 16)
+		r->ns_n = 0;
+	rc = kvtd_peer_register(&r->p, canon, canon_len, r->digest[r->ns_n]);
+	if (rc != KVT_OK) {
+		kvtd_log(KVTD_WARN, "repair: namespace refused by a member", "member=%s error=%d",
+			 ps->m[i].addr, rc);
+		atomic_fetch_add(&ps->rp->errors, 1);
+		return NULL;
+	}
+	r->ns_id[r->ns_n] = ns;
+	*digest = r->digest[r->ns_n++];
+	return r;
+}
+
+/* The value of e into ps->buf: its length, or 0 (gone: forgotten). */
+static uint64_t repair_read(struct rpass *ps, const struct rent *e)
+{
+	uint64_t len = 0;
+	int rc = kvt_get(ps->rp->srv->store, e->ns, &e->key, ps->buf, ps->buf_cap, &len);
+	if (rc == KVT_EBUFSMALL) {
+		uint8_t *nb = realloc(ps->buf, len);
+		if (!nb)
+			return 0;
+		ps->buf = nb;
+		ps->buf_cap = len;
+		rc = kvt_get(ps->rp->srv->store, e->ns, &e->key, ps->buf, ps->buf_cap, &len);
+	}
+	if (rc != KVT_OK) {
+		if (rc == KVT_MISS) {
+			repair_drop(ps->rp, e->ns, &e->key);
+			atomic_fetch_add(&ps->rp->gone, 1);
+		}
+		return 0;
+	}
+	return len;
+}
+
+static void repair_one(struct rpass *ps, const struct rent *e)
+{
+	unsigned top[PROTO_COPIES_MAX], k;
+	char canon[PROTO_CANON_MAX + 1], tenant[PROTO_TENANT_MAX + 1];
+	uint8_t digest[PROTO_DIGEST_LEN];
+	const char *t;
+	uint64_t len = 0;
+	bool others = false;
+	int tl, cl;
+
+	/* Every member of the block's top `copies` must hold it: those that
+	 * lost a peer, those a join or a leave made owners, and, while this
+	 * server drains (not in the list), all of them.  A holder outside
+	 * the top (an owner before a join) pushes it too: that is the join's
+	 * warm-up. */
+	k = placement_rank(ps->pl, e->anchor, NULL, top, e->copies);
+	for (unsigned j = 0; j < k; j++)
+		others |= top[j] != ps->self;
+	if (!others)
+		return;
+	atomic_fetch_add(&ps->rp->checked, 1);
+	cl = kvt_ns_info(ps->rp->srv->store, e->ns, digest, canon, sizeof(canon));
+	if (cl <= 0)
+		return;
+	tl = kvtd_canon_tenant(canon, (size_t)cl, &t);
+	if (tl > 0)
+		snprintf(tenant, sizeof(tenant), "%.*s", tl, t);
+	else
+		snprintf(tenant, sizeof(tenant), "%s", KVTD_DEFAULT_TENANT);
+	for (unsigned j = 0; j < k; j++) {
+		const uint8_t *dg;
+		struct rpeer *r;
+		int rc;
+		if (top[j] == ps->self)
+			continue;
+		r = repair_peer(ps, top[j], e->ns, canon, (size_t)cl, tenant, &dg);
+		if (!r)
+			continue;
+		rc = kvtd_peer_exists(&r->p, dg, &e->key);
+		if (rc == KVT_OK)
+			continue;
+		if (rc == KVT_MISS && !len && !(len = repair_read(ps, e)))
+			return;
+		if (rc == KVT_MISS) {
+			repair_pace(ps, len);
+			rc = kvtd_peer_put(&r->p, dg, &e->key, ps->buf, len, e->anchor, e->copies);
+		}
+		if (rc == KVT_OK) {
+			atomic_fetch_add(&ps->rp->copied, 1);
+			atomic_fetch_add(&ps->rp->bytes, len);
+		} else if (rc != KVT_EXISTS) {
+			atomic_fetch_add(&ps->rp->errors, 1);
+			if (rc < 0 && rc > -4096) { /* the connection: drop it, retry later */
+				kvtd_peer_close(&r->p);
+				r->open = false;
+				r->failed = true;
+				ps->retry = true;
+			}
+		}
+	}
+}
+
+/* One pass over the table with list m[0..n): false if it should be run
+ * again (a member could not be reached). */
+static bool repair_pass(struct kvtd_repair *rp, struct kvtd_member *m, unsigned n,
+			const char *self, bool drain)
+{
+	struct placement_member pm[PLACEMENT_MEMBERS_MAX];
+	struct rpass ps = { .rp = rp, .m = m, .n = n, .self = n };
+	uint64_t max = 1, div, t0 = kvtd_now_ns();
+	struct rent *snap;
+	size_t cnt = 0;
+
+	if (n == 0 || n > PLACEMENT_MEMBERS_MAX)
+		return true;
+	for (unsigned i = 0; i < n; i++)
+		if (m[i].weight > max)
+			max = m[i].weight;
+	div = (max + PLACEMENT_WEIGHT_MAX - 1) / PLACEMENT_WEIGHT_MAX; /* as lib/cluster.c */
+	for (unsigned i = 0; i < n; i++) {
+		uint64_t w = m[i].weight / div;
+		pm[i].name = m[i].addr;
+		pm[i].weight = (uint32_t)(w ? w : 1);
+		if (strcmp(m[i].addr, self) == 0)
+			ps.self = i;
+	}
+	if (ps.self == n && !drain)
+		return true; /* not a member (yet, or any more): nothing of ours is placed */
+	if (placement_new(&ps.pl, pm, n, &rp->mem) < 0)
+		return false;
+	pthread_mutex_lock(&rp->lock);
+	snap = rp->used ? malloc(rp->used * sizeof(*snap)) : NULL;
+	for (size_t i = 0; snap && i < rp->cap; i++)
+		if (rp->tab[i].state == 1)
+			snap[cnt++] = rp->tab[i];
+	pthread_mutex_unlock(&rp->lock);
+	ps.peers = calloc(n, sizeof(*ps.peers));
+	ps.buf_cap = 1u << 20;
+	ps.buf = malloc(ps.buf_cap);
+	ps.tok_ns = kvtd_now_ns();
+	ps.frames_seen = atomic_load(&rp->srv->ctr.frames_in);
+	if (ps.peers && ps.buf)
+		for (size_t i = 0; i < cnt && !repair_stopping(rp); i++)
+			repair_one(&ps, &snap[i]);
+	else
+		ps.retry = true;
+	for (unsigned i = 0; ps.peers && i < n; i++)
+		if (ps.peers[i].open)
+			kvtd_peer_close(&ps.peers[i].p);
+	free(ps.peers);
+	free(ps.buf);
+	free(snap);
+	placement_free(ps.pl);
+	atomic_fetch_add(&rp->passes, 1);
+	atomic_store(&rp->last_pass_ms, (kvtd_now_ns() - t0) / 1000000);
+	kvtd_log(KVTD_INFO, "repair pass done", "members=%u blocks=%zu copied=%llu retry=%s", n,
+		 cnt, (unsigned long long)atomic_load(&rp->copied), ps.retry ? "yes" : "no");
+	return !ps.retry;
+}
+
+/* The member list without this server (a new array, or NULL). */
+static struct kvtd_member *repair_list_without(struct kvtd_repair *rp, const char *self,
+					       unsigned *n)
+{
+	struct kvtd_cluster *cl = &rp->srv->cluster;
+	struct kvtd_member *m;
+	*n = 0;
+	pthread_mutex_lock(&cl->lock);
+	m = cl->count ? malloc(cl->count * sizeof(*m)) : NULL;
+	for (unsigned i = 0; m && i < cl->count; i++)
+		if (strcmp(cl->list[i].addr, self) != 0)
+			m[(*n)++] = cl->list[i];
+	pthread_mutex_unlock(&cl->lock);
+	return m;
+}
+
+/*
+ * Drain (kvtier drain): hand every tracked block over to the members the
+ * ranking gives without this server, leave the member list (the etcd
+ * lease revoked), keep serving while engines notice (--repair-grace, which
+ * must exceed their remote.refresh_ms), hand over what was put meanwhile,
+ * then exit if asked.
+ */
+static void repair_drain(struct kvtd_repair *rp, bool exit_after)
+{
+	struct kvtd_server *srv = rp->srv;
+	const char *self = srv->cluster.self_addr ? srv->cluster.self_addr : rp->self;
+	uint64_t wait_ms = rp->grace_ns / 1000000; /* > the engines' remote.refresh_ms */
+	struct kvtd_member *m;
+	unsigned n;
+	bool ok = false;
+
+	atomic_store(&rp->drain_state, 1);
+	kvtd_log(KVTD_INFO, "drain: handing over", "exit=%s", exit_after ? "yes" : "no");
+	for (int tries = 0; self && !ok && tries < 5 && !repair_stopping(rp); tries++) {
+		m = repair_list_without(rp, self, &n);
+		ok = m && n && repair_pass(rp, m, n, self, true);
+		free(m);
+		if (!ok)
+			sleep_ms(REPAIR_RETRY_MS);
+	}
+	kvtd_cluster_leave(srv);
+	atomic_store(&rp->drain_state, 2);
+	for (uint64_t t = 0; t < wait_ms && !repair_stopping(rp); t += REPAIR_TICK_MS)
+		sleep_ms(REPAIR_TICK_MS);
+	m = self ? repair_list_without(rp, self, &n) : NULL;
+	if (m && n)
+		ok = repair_pass(rp, m, n, self, true) && ok;
+	free(m);
+	atomic_store(&rp->drain_state, 3);
+	kvtd_log(ok ? KVTD_INFO : KVTD_WARN, "drain: done", "complete=%s copied=%llu exit=%s",
+		 ok ? "yes" : "no", (unsigned long long)atomic_load(&rp->copied),
+		 exit_after ? "yes" : "no");
+	if (exit_after)
+		kill(getpid(), SIGTERM); /* the main thread's signalfd: a normal stop */
+}
+
+int kvtd_repair_drain(struct kvtd_server *srv, bool exit_after)
+{
+	struct kvtd_repair *rp = srv->repair;
+	if (!rp || srv->cluster.source != KVTD_CLUSTER_ETCD)
+		return -ENOTSUP;
+	if (atomic_load(&rp->drain_state) == 1 || atomic_load(&rp->drain_state) == 2)
+		return -EALREADY;
+	pthread_mutex_lock(&rp->lock);
+	rp->drain_req = exit_after ? 2 : 1;
+	pthread_mutex_unlock(&rp->lock);
+	return 0;
+}
+
+static void *repair_main(void *arg)
+{
+	struct kvtd_repair *rp = arg;
+	struct kvtd_cluster *cl = &rp->srv->cluster;
+	uint64_t seen = 0, due = 0;
+	bool pending = false;
+
+	while (!repair_stopping(rp)) {
+		uint64_t now = kvtd_now_ns(), epoch;
+		struct kvtd_member *m = NULL;
+		unsigned n = 0;
+		const char *self;
+		int drain;
+
+		pthread_mutex_lock(&rp->lock);
+		drain = rp->drain_req;
+		rp->drain_req = 0;
+		pthread_mutex_unlock(&rp->lock);
+		if (drain) {
+			repair_drain(rp, drain == 2);
+			continue;
+		}
+
+		pthread_mutex_lock(&cl->lock);
+		epoch = cl->epoch;
+		pthread_mutex_unlock(&cl->lock);
+		if (epoch != seen) {
+			/* The list changed: heal once it stayed so for the grace
+			 * period (a member back within it needs nothing). */
+			seen = epoch;
+			pending = true;
+			due = now + rp->grace_ns;
+		}
+		if (!rp->rate)
+			pending = false; /* --repair-rate 0: healing off */
+		atomic_store(&rp->pending, pending);
+		if (pending && now >= due && rp->rate) {
+			pthread_mutex_lock(&cl->lock);
+			if (cl->count && (m = malloc(cl->count * sizeof(*m)))) {
+				memcpy(m, cl->list, cl->count * sizeof(*m));
+				n = cl->count;
+			}
+			pthread_mutex_unlock(&cl->lock);
+			self = cl->self_addr ? cl->self_addr : rp->self;
+			if (m && self && repair_pass(rp, m, n, self, false))
+				pending = false;
+			else
+				due = kvtd_now_ns() + (uint64_t)REPAIR_RETRY_MS * 1000000;
+			free(m);
+			continue;
+		}
+		sleep_ms(REPAIR_TICK_MS);
+	}
+	return NULL;
+}
+
+int kvtd_repair_start(struct kvtd_server *srv)
+{
+	struct kvtd_repair *rp;
+	if (srv->cluster.source == KVTD_CLUSTER_NONE)
+		return 0; /* no pod */
+	rp = calloc(1, sizeof(*rp));
+	if (!rp)
+		return -ENOMEM;
+	rp->srv = srv;
+	rp->cap = 1024;
+	rp->tab = calloc(rp->cap, sizeof(*rp->tab));
+	if (!rp->tab) {
+		free(rp);
+		return -ENOMEM;
+	}
+	kvt_mem_init(&rp->mem);
+	/* Our name in the list: etcd's self_addr, else --advertise, else the
+	 * native TCP listener (as members.c registers it). */
+	if (srv->cfg.advertise)
+		snprintf(rp->self, sizeof(rp->self), "%s", srv->cfg.advertise);
+	for (unsigned i = 0; !rp->self[0] && i < srv->listener_count; i++)
+		if (!srv->listeners[i].is_unix && srv->listeners[i].proto == KVTD_PROTO_NATIVE)
+			snprintf(rp->self, sizeof(rp->self), "%s", srv->listeners[i].name);
+	pthread_mutex_init(&rp->lock, NULL);
+	pthread_cond_init(&rp->cond, NULL);
+	rp->grace_ns = (uint64_t)(srv->cfg.repair_grace_set ? srv->cfg.repair_grace_ms :
+				  REPAIR_GRACE_MS) * 1000000;
+	rp->rate = srv->cfg.repair_rate_set ? srv->cfg.repair_rate : REPAIR_RATE;
+	srv->repair = rp;
+	if (pthread_create(&rp->thread, NULL, repair_main, rp) != 0) {
+		srv->repair = NULL;
+		free(rp->tab);
+		free(rp);
+		return -EAGAIN;
+	}
+	rp->started = true;
+	kvtd_log(KVTD_INFO, "healing on", "repair_grace_ms=%llu repair_rate=%llu",
+		 (unsigned long long)(rp->grace_ns / 1000000), (unsigned long long)rp->rate);
+	return 0;
+}
+
+void kvtd_repair_stop(struct kvtd_server *srv)
+{
+	struct kvtd_repair *rp = srv->repair;
+	if (!rp)
+		return;
+	pthread_mutex_lock(&rp->lock);
+	rp->stop = true;
+	pthread_mutex_unlock(&rp->lock);
+	if (rp->started)
+		pthread_join(rp->thread, NULL);
+	srv->repair = NULL;
+	pthread_mutex_destroy(&rp->lock);
+	pthread_cond_destroy(&rp->cond);
+	free(rp->tab);
+	free(rp);
+}
+
+void kvtd_repair_stats(struct kvtd_server *srv,
+		       void (*fn)(void *ctx, const char *name, uint64_t value), void *ctx)
+{
+	struct kvtd_repair *rp = srv->repair;
+	uint64_t tracked;
+	if (!rp)
+		return;
+	pthread_mutex_lock(&rp->lock);
+	tracked = rp->blocks;
+	pthread_mutex_unlock(&rp->lock);
+	fn(ctx, "repair.tracked", tracked);
+	fn(ctx, "repair.pending", atomic_load(&rp->pending));
+	fn(ctx, "repair.passes", atomic_load(&rp->passes));
+	fn(ctx, "repair.checked", atomic_load(&rp->checked));
+	fn(ctx, "repair.copied", atomic_load(&rp->copied));
+	fn(ctx, "repair.bytes", atomic_load(&rp->bytes));
+	fn(ctx, "repair.errors", atomic_load(&rp->errors));
+	fn(ctx, "repair.gone", atomic_load(&rp->gone));
+	fn(ctx, "repair.yields", atomic_load(&rp->yields));
+	fn(ctx, "repair.tombstones", atomic_load(&rp->tombs));
+	fn(ctx, "repair.refused", atomic_load(&rp->refused));
+	fn(ctx, "repair.last_pass_ms", atomic_load(&rp->last_pass_ms));
+	fn(ctx, "repair.rate", rp->rate);
+	fn(ctx, "repair.drain_state", (uint64_t)atomic_load(&rp->drain_state));
+}

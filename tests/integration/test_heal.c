@@ -1,0 +1,722 @@
+/*
+ * test_heal.c - the pod heals itself (doc/cluster.md "Healing"): four
+ * kvtierd registered in a real etcd, an engine following them, a
+ * namespace with replicas = 2.  kill -9 of one member: once etcd dropped
+ * it and --repair-grace passed, the survivors copy its groups to their
+ * new owners until every block is on two members again (counted on the
+ * servers: the sum of their dram.blocks), every block reads back
+ * byte-exact through a fresh engine, and a second kill -9 then loses
+ * nothing.
+ *
+ * KVT_HEAL_OFF=1 starts the servers with --repair-rate 0 (healing off):
+ * the test must then fail (the copies never come back), which is how it
+ * was shown able to fail.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include "client.h"
+#include "server.h"
+#include "etcd.h"
+#include "t.h"
+#include "tstore.h"
+
+#define NODES 4
+#define PROMPTS 4
+#define RPROMPTS 2   /* rolling: prompts a namespace */
+#define PLEN 32      /* blocks a prompt: 4 groups of 8 */
+#define GROUP 8
+#define BLOCKS (PROMPTS * PLEN)
+#define VLEN 4096
+
+static const char *bin;
+static char *base;
+static struct t_etcd etcd;
+#define SLOTS (2 * NODES) /* nodes and their restarts */
+static const char *cli;
+static char node_base[SLOTS][600], node_addr[SLOTS][64];
+static struct tsrv srv[SLOTS];
+static bool alive[SLOTS];
+
+/* Auth on (doc/cluster.md "Peers"): engines are tenant "team"; the
+ * servers copy team's blocks to each other logged in as team, with its
+ * secret from the tenants file they share; "root" (admin) reads the
+ * servers' own statistics and drains. */
+#define SECRET_TEAM "team-secret-0123456789abcdef"
+#define SECRET_ROOT "root-secret-abcdefghijklmnop"
+static char tenants_path[700], team_secret[700], root_secret[700];
+
+static void write_file(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+	T_ASSERT(f != NULL);
+	fputs(text, f);
+	fclose(f);
+	T_RC(chmod(path, 0600), 0);
+}
+
+static void auth_files(void)
+{
+	snprintf(tenants_path, sizeof(tenants_path), "%s/tenants", base);
+	snprintf(team_secret, sizeof(team_secret), "%s/team.secret", base);
+	snprintf(root_secret, sizeof(root_secret), "%s/root.secret", base);
+	write_file(tenants_path, "team " SECRET_TEAM " tenant\nroot " SECRET_ROOT " admin\n");
+	write_file(team_secret, SECRET_TEAM "\n");
+	write_file(root_secret, SECRET_ROOT "\n");
+}
+
+static void etcd_atexit(void)
+{
+	t_etcd_kill(&etcd);
+}
+
+static void node_start(unsigned i, bool heal_off)
+{
+	const char *extra[] = { "--etcd", etcd.url, "--etcd-ttl", "2", "--repair-grace", "500",
+				"--repair-rate", heal_off ? "0" : "256K", NULL };
+	char dir[700];
+	snprintf(node_base[i], sizeof(node_base[i]), "%s/node%u", base, i);
+	T_RC(mkdir(node_base[i], 0700), 0);
+	snprintf(dir, sizeof(dir), "%s/data", node_base[i]);
+	T_RC(mkdir(dir, 0700), 0);
+	tsrv_start(&srv[i], bin, node_base[i], dir, tenants_path, extra);
+	snprintf(node_addr[i], sizeof(node_addr[i]), "127.0.0.1:%u", srv[i].port);
+	alive[i] = true;
+}
+
+static struct kvt_store *engine_follow(const char *seed)
+{
+	return t_store_open("dram.capacity", "32M", "dram.chunk", "4K", "dram.prefault", "off",
+			    "remote.discover", seed, "remote.refresh_ms", "200",
+			    "remote.group", "8", "remote.hot_replicas", "2",
+			    "remote.timeout_ms", "2000", "remote.backoff_ms", "20",
+			    "remote.backoff_max_ms", "200", "remote.tenant", "team",
+			    "remote.secret_file", team_secret, NULL);
+}
+
+static uint64_t members_now(struct kvt_store *s)
+{
+	uint64_t v = 1;
+	int rc = kvt_store_stat(s, "remote.members", &v);
+	T_ASSERT(rc == KVT_OK || rc == KVT_MISS);
+	return rc == KVT_OK ? v : 1;
+}
+
+static void wait_members(struct kvt_store *s, uint64_t want)
+{
+	uint64_t t0 = tsrv_now_ns();
+	while (members_now(s) != want) {
+		if (tsrv_now_ns() - t0 > 15000000000ull)
+			T_FAIL("the engine sees %llu members, want %llu",
+			       (unsigned long long)members_now(s), (unsigned long long)want);
+		tsrv_sleep_ms(20);
+	}
+}
+
+static void wait_up(struct kvt_store *s, uint64_t want)
+{
+	for (int i = 0; i < 1000; i++) {
+		if (t_stat(s, "remote.conns_up") >= want)
+			return;
+		tsrv_sleep_ms(10);
+	}
+	T_FAIL("remote tier never connected");
+}
+
+static uint32_t ns_r2(struct kvt_store *s)
+{
+	struct kvt_ns_desc d = t_desc("heal", 0);
+	uint32_t id = 0;
+	d.replicas = 2;
+	T_OK(kvt_ns_register(s, &d, &id));
+	return id;
+}
+
+static void put_block(struct kvt_store *s, uint32_t ns, const struct kvt_key *prompt, uint32_t i,
+		      uint64_t seed)
+{
+	static uint8_t v[VLEN];
+	struct iovec part = { v, sizeof(v) };
+	struct kvt_req r = { .op = KVT_OP_PUT, .ns = ns, .key = prompt[i], .iov = &part,
+			     .iov_count = 1, .flags = KVT_F_PROMPT, .keys = prompt,
+			     .key_count = i + 1 };
+	struct kvt_req *rp = &r, *got;
+	struct kvt_queue *q;
+	t_fill(v, sizeof(v), seed);
+	T_OK(kvt_queue_create(s, &q));
+	T_RC(kvt_submit(q, &rp, 1), 1);
+	T_RC(kvt_queue_wait(q, &got, 1, 30000), 1);
+	T_RC(r.status, KVT_OK);
+	T_OK(kvt_queue_destroy(q));
+}
+
+struct nstat {
+	uint64_t blocks, copied, pending, passes, members, refused, drain_state;
+};
+
+
+/* One server's own figures: STATS of the whole server, as root. */
+static struct nstat node_stat(unsigned m)
+{
+	static const char *const names[] = { "dram.blocks", "repair.copied", "repair.pending",
+					     "repair.passes", "cluster.members", "repair.refused",
+					     "repair.drain_state" };
+	struct nstat n = { 0 };
+	uint64_t *dst[] = { &n.blocks, &n.copied, &n.pending, &n.passes, &n.members, &n.refused,
+			    &n.drain_state };
+	struct kc c;
+
+	T_OK(kc_connect_tcp(&c, srv[m].port));
+	T_OK(kc_login(&c, "root", SECRET_ROOT));
+	for (unsigned i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		T_RC(kc_stat(&c, PROTO_SCOPE_ALL, names[i], dst[i]), 0);
+	kc_close(&c);
+	return n;
+}
+
+static uint64_t copies_held(uint64_t *copied)
+{
+	uint64_t sum = 0;
+	*copied = 0;
+	for (unsigned m = 0; m < SLOTS; m++)
+		if (alive[m]) {
+			struct nstat n = node_stat(m);
+			sum += n.blocks;
+			*copied += n.copied;
+		}
+	return sum;
+}
+
+static struct kvt_key keys[PROMPTS][PLEN];
+static bool deleted[PROMPTS];
+
+static uint64_t refused_all(void)
+{
+	uint64_t r = 0;
+	for (unsigned m = 0; m < SLOTS; m++)
+		if (alive[m])
+			r += node_stat(m).refused;
+	return r;
+}
+
+/* Every live server lists want members and has no repair pass due: the
+ * pod agrees on placement (a pass run while members disagree copies to
+ * the owners of a list the engines no longer use: extra copies). */
+static void wait_settled(uint64_t want)
+{
+	for (int i = 0; i < 300; i++) {
+		bool ok = true;
+		for (unsigned m = 0; m < SLOTS && ok; m++)
+			if (alive[m]) {
+				struct nstat n = node_stat(m);
+				ok = n.members == want && n.pending == 0;
+			}
+		if (ok)
+			return;
+		tsrv_sleep_ms(50);
+	}
+	T_FAIL("the servers never agreed on %llu members", (unsigned long long)want);
+}
+
+/* Every block through a fresh engine (nothing in its DRAM): hits, and
+ * the bytes put. */
+static uint32_t read_all(unsigned seed_node)
+{
+	static uint8_t buf[VLEN], want[VLEN];
+	struct kvt_store *e = engine_follow(node_addr[seed_node]);
+	uint32_t ns = ns_r2(e), hits = 0;
+	unsigned live = 0;
+	for (unsigned m = 0; m < SLOTS; m++)
+		live += alive[m];
+	wait_members(e, live);
+	wait_up(e, live * 2);
+	for (uint32_t p = 0; p < PROMPTS; p++) {
+		T_RC(kvt_lookup_prefix(e, ns, keys[p], PLEN, NULL), deleted[p] ? 0 : PLEN);
+		for (uint32_t i = 0; i < PLEN; i++) {
+			uint64_t len = 0;
+			int rc = kvt_get(e, ns, &keys[p][i], buf, sizeof(buf), &len);
+			if (deleted[p])
+				T_RC(rc, KVT_MISS); /* never resurrected */
+			if (rc != KVT_OK)
+				continue;
+			t_fill(want, sizeof(want), p * 1000 + i);
+			T_EQ_U64(len, VLEN);
+			T_EQ_MEM(buf, want, VLEN);
+			hits++;
+		}
+	}
+	kvt_store_destroy(e);
+	return hits;
+}
+
+/* Wait until the live servers hold want copies in all. */
+static uint64_t wait_healed(uint64_t want, uint64_t limit_ms)
+{
+	uint64_t t0 = tsrv_now_ns(), held, copied;
+	for (;;) {
+		held = copies_held(&copied);
+		if (held == want)
+			return (tsrv_now_ns() - t0) / 1000000;
+		if (tsrv_now_ns() - t0 > limit_ms * 1000000)
+			T_FAIL("the pod holds %llu copies, want %llu (%llu copied by repair)",
+			       (unsigned long long)held, (unsigned long long)want,
+			       (unsigned long long)copied);
+		tsrv_sleep_ms(100);
+	}
+}
+
+/* A PLACED|REPAIR put of one value (what a peer sends while healing). */
+static int repair_put(struct kc *c, const uint8_t dg[PROTO_DIGEST_LEN], const struct kvt_key *k,
+		      uint32_t flags)
+{
+	static uint8_t v[VLEN];
+	struct proto_frame f = { .op = PROTO_OP_PUT, .ns_count = 1, .ns = dg };
+	struct proto_item it = { .key = *k, .flags = flags, .anchor = 42, .copies = 2,
+				 .part_count = 1 }, got;
+	struct iovec iov = { v, sizeof(v) };
+	uint64_t len = sizeof(v);
+	uint32_t crc = kvt_crc32c(0, v, sizeof(v));
+	struct proto_iter iter;
+	struct kc_resp r;
+	int64_t tag;
+	int rc;
+
+	it.part_lens = &len;
+	it.part_crcs = &crc;
+	tag = kc_request(c, &f, &it, 1, &iov, 1);
+	T_ASSERT(tag > 0);
+	T_OK(kc_recv(c, &r, 10000));
+	T_EQ_U64(r.f.tag, (uint64_t)tag);
+	T_OK(r.f.status);
+	proto_iter_init(&iter, &r.f, NULL, NULL, 0);
+	T_RC(proto_iter_next(&iter, &got), 1);
+	rc = got.status;
+	kc_resp_free(&r);
+	return rc;
+}
+
+/* DRAIN is the admin's: a tenant is refused (PROTO_EPERM), and the
+ * member is left as it was. */
+static void test_drain_perm(unsigned m)
+{
+	struct proto_frame f = { .op = PROTO_OP_DRAIN, .drain_mode = PROTO_DRAIN_EXIT };
+	uint64_t members = node_stat(m).members;
+	struct kc_resp r;
+	struct kc c;
+	int64_t tag;
+
+	T_OK(kc_connect_tcp(&c, srv[m].port));
+	T_OK(kc_login(&c, "team", SECRET_TEAM));
+	tag = kc_request(&c, &f, NULL, 0, NULL, 0);
+	T_ASSERT(tag > 0);
+	T_OK(kc_recv(&c, &r, 10000));
+	T_EQ_U64(r.f.tag, (uint64_t)tag);
+	T_RC(r.f.status, PROTO_EPERM);
+	kc_resp_free(&r);
+	kc_close(&c);
+	tsrv_sleep_ms(300);
+	T_EQ_U64(node_stat(m).members, members);
+	T_EQ_U64(node_stat(m).drain_state, 0);
+}
+
+/* A repair copy never resurrects a deleted block: a member that saw a
+ * DELETE of a key refuses a REPAIR put of it (-ECANCELED) for a minute,
+ * while an engine's own put of it (recomputed) is taken. */
+static void test_repair_refused(unsigned m)
+{
+	struct kvt_ns_desc d = t_desc("rawheal", 0);
+	uint8_t dg[PROTO_DIGEST_LEN];
+	struct kvt_key k1 = t_key(900001), k2 = t_key(900002);
+	struct kc c;
+
+	T_OK(kc_connect_tcp(&c, srv[m].port));
+	T_OK(kc_login(&c, "team", SECRET_TEAM));
+	T_OK(kc_register(&c, &d, dg, NULL, 0));
+	/* Never deleted: a repair copy is stored. */
+	T_RC(repair_put(&c, dg, &k1, PROTO_IF_PLACED | PROTO_IF_REPAIR), KVT_OK);
+	T_RC(kc_exists(&c, dg, &k1, NULL), KVT_OK);
+	/* Deleted (here it was not even present): refused, not stored. */
+	T_RC(kc_delete(&c, dg, &k2), KVT_MISS);
+	T_RC(repair_put(&c, dg, &k2, PROTO_IF_PLACED | PROTO_IF_REPAIR), -ECANCELED);
+	T_RC(kc_exists(&c, dg, &k2, NULL), KVT_MISS);
+	T_RC(kc_delete(&c, dg, &k1), KVT_OK);
+	T_RC(repair_put(&c, dg, &k1, PROTO_IF_PLACED | PROTO_IF_REPAIR), -ECANCELED);
+	T_RC(kc_exists(&c, dg, &k1, NULL), KVT_MISS);
+	/* An engine's put of it is taken. */
+	T_RC(repair_put(&c, dg, &k1, PROTO_IF_PLACED), KVT_OK);
+	T_RC(kc_exists(&c, dg, &k1, NULL), KVT_OK);
+	T_RC(kc_delete(&c, dg, &k1), KVT_OK);
+	/* A CLEAR of the namespace: no repair copy into it for a while, while
+	 * another namespace keeps healing. */
+	{
+		struct kvt_ns_desc d2 = t_desc("rawheal2", 0);
+		uint8_t dg2[PROTO_DIGEST_LEN];
+		struct kvt_key k3 = t_key(900003);
+		uint64_t removed = 0;
+		T_OK(kc_register(&c, &d2, dg2, NULL, 0));
+		T_OK(kc_clear(&c, PROTO_SCOPE_NS, dg, NULL, &removed));
+		T_RC(repair_put(&c, dg, &k3, PROTO_IF_PLACED | PROTO_IF_REPAIR), -ECANCELED);
+		T_RC(kc_exists(&c, dg, &k3, NULL), KVT_MISS);
+		T_RC(repair_put(&c, dg2, &k3, PROTO_IF_PLACED | PROTO_IF_REPAIR), KVT_OK);
+		T_RC(kc_delete(&c, dg2, &k3), KVT_OK);
+	}
+	kc_close(&c);
+}
+
+static void test_kill_heal(bool heal_off)
+{
+	struct kvt_store *e;
+	uint64_t held, copied, ms, lost_left, t0;
+	uint32_t ns;
+
+	for (unsigned m = 0; m < NODES; m++)
+		node_start(m, heal_off);
+	wait_settled(NODES);
+	e = engine_follow(node_addr[0]);
+	ns = ns_r2(e);
+	wait_members(e, NODES);
+	wait_up(e, NODES * 2);
+	for (uint32_t p = 0; p < PROMPTS; p++) {
+		for (uint32_t i = 0; i < PLEN; i++)
+			keys[p][i] = t_key(50000 + p * 1000 + i);
+		for (uint32_t i = 0; i < PLEN; i++)
+			put_block(e, ns, keys[p], i, p * 1000 + i);
+	}
+	T_OK(kvt_flush(e));
+	kvt_store_destroy(e);
+	/* Every group on two members. */
+	held = copies_held(&copied);
+	T_EQ_U64(held, 2 * BLOCKS);
+	T_EQ_U64(copied, 0);
+
+	/* 1. kill -9 one member: its copies are gone from the pod ... */
+	tsrv_kill9(&srv[1]);
+	alive[1] = false;
+	held = lost_left = copies_held(&copied);
+	T_ASSERT(held < 2 * BLOCKS);
+	fprintf(stderr, "node 1 killed: %llu of %u copies left\n", (unsigned long long)held,
+		2 * BLOCKS);
+	/* ... and come back once etcd dropped it (2 s lease) and the grace
+	 * (500 ms) passed. */
+	/* Delete during repair: once the survivors started copying (at 256
+	 * KiB/s the pass takes about a second), the last prompt is deleted
+	 * through an engine; copies read before the delete and sent after it
+	 * must not bring any of it back. */
+	t0 = tsrv_now_ns();
+	while (copies_held(&copied) == lost_left && copied == 0) {
+		if (tsrv_now_ns() - t0 > 12000000000ull)
+			T_FAIL("the repair never started");
+		tsrv_sleep_ms(20);
+	}
+	e = engine_follow(node_addr[0]);
+	ns = ns_r2(e);
+	wait_members(e, NODES - 1);
+	for (uint32_t i = 0; i < PLEN; i++) {
+		int rc = kvt_delete(e, ns, &keys[PROMPTS - 1][i]);
+		T_ASSERT(rc == KVT_OK || rc == KVT_MISS);
+	}
+	deleted[PROMPTS - 1] = true;
+	kvt_store_destroy(e);
+	ms = wait_healed(2 * (BLOCKS - PLEN), 12000);
+	held = copies_held(&copied);
+	fprintf(stderr, "healed: %llu copies after %llu ms, %llu copied by repair, "
+		"%llu repair copies of deleted blocks refused\n",
+		(unsigned long long)held, (unsigned long long)ms, (unsigned long long)copied,
+		(unsigned long long)refused_all());
+	/* The repair counted at least the copies the kill took of the
+	 * blocks left. */
+	T_ASSERT(copied > 0);
+	T_EQ_U64(read_all(0), BLOCKS - PLEN);
+	tsrv_sleep_ms(500); /* nothing left in flight comes back later either */
+	T_EQ_U64(copies_held(&copied), 2 * (BLOCKS - PLEN));
+
+	test_repair_refused(0);
+	test_drain_perm(0);
+
+	/* 2. A second kill -9 loses nothing. */
+	tsrv_kill9(&srv[2]);
+	alive[2] = false;
+	T_EQ_U64(read_all(0), BLOCKS - PLEN);
+	fprintf(stderr, "second kill: all %u blocks read back byte-exact\n", BLOCKS - PLEN);
+	/* and the two left heal again: every block on both. */
+	ms = wait_healed(2 * (BLOCKS - PLEN), 12000);
+	fprintf(stderr, "healed again on two members after %llu ms\n", (unsigned long long)ms);
+
+	for (unsigned m = 0; m < SLOTS; m++)
+		if (alive[m]) {
+			T_EQ_INT(tsrv_stop(&srv[m]), 0);
+			alive[m] = false;
+		}
+	for (unsigned m = 0; m < NODES; m++)
+		tsrv_check_reports(node_base[m]);
+}
+
+/* ------------------------------------------------------------------------
+ * Rolling restart: every member in turn drained (kvtier drain --exit),
+ * then a new one started in its place, under a steady read load from two
+ * engines (threads of this process, each its own store), with a
+ * namespace of replicas = 2 and one of replicas = 1.
+ */
+struct reader {
+	pthread_t th;
+	unsigned seed_node;
+	_Atomic bool stop;
+	_Atomic uint64_t gets[2], misses[2]; /* [R - 1]; read while it runs */
+	_Atomic uint64_t rounds;
+};
+
+static struct kvt_key rkeys[2][RPROMPTS][PLEN];
+
+static uint32_t ns_r(struct kvt_store *s, uint32_t r)
+{
+	struct kvt_ns_desc d = t_desc(r == 2 ? "roll2" : "roll1", 0);
+	uint32_t id = 0;
+	d.replicas = r;
+	T_OK(kvt_ns_register(s, &d, &id));
+	return id;
+}
+
+static void *reader_main(void *arg)
+{
+	struct reader *rd = arg;
+	static _Thread_local uint8_t buf[VLEN], want[VLEN];
+	struct kvt_store *e = engine_follow(node_addr[rd->seed_node]);
+	uint32_t ns[2] = { ns_r(e, 1), ns_r(e, 2) };
+
+	while (!atomic_load(&rd->stop)) {
+		for (uint32_t r = 0; r < 2; r++)
+			for (uint32_t p = 0; p < RPROMPTS; p++) {
+				/* A lookup first, as engines do (the anchors). */
+				kvt_lookup_prefix(e, ns[r], rkeys[r][p], PLEN, NULL);
+				for (uint32_t i = 0; i < PLEN; i++) {
+					uint64_t len = 0;
+					int rc = kvt_get(e, ns[r], &rkeys[r][p][i], buf, sizeof(buf),
+							 &len);
+					rd->gets[r]++;
+					if (rc != KVT_OK) {
+						rd->misses[r]++;
+						continue;
+					}
+					t_fill(want, sizeof(want), r * 100000 + p * 1000 + i);
+					T_EQ_U64(len, VLEN);
+					T_EQ_MEM(buf, want, VLEN);
+				}
+			}
+		rd->rounds++;
+	}
+	kvt_store_destroy(e);
+	return NULL;
+}
+
+static void test_rolling(void)
+{
+	struct reader rd[2];
+	struct kvt_store *e;
+	unsigned next = NODES;
+	uint64_t t0, t1, t2;
+
+	for (unsigned m = 0; m < NODES; m++)
+		node_start(m, false);
+	wait_settled(NODES);
+	e = engine_follow(node_addr[0]);
+	wait_members(e, NODES);
+	wait_up(e, NODES * 2);
+	for (uint32_t r = 0; r < 2; r++) {
+		uint32_t ns = ns_r(e, r + 1);
+		for (uint32_t p = 0; p < RPROMPTS; p++) {
+			for (uint32_t i = 0; i < PLEN; i++)
+				rkeys[r][p][i] = t_key(70000 + r * 100000 + p * 1000 + i);
+			for (uint32_t i = 0; i < PLEN; i++)
+				put_block(e, ns, rkeys[r][p], i, r * 100000 + p * 1000 + i);
+		}
+	}
+	T_OK(kvt_flush(e));
+	kvt_store_destroy(e);
+
+	for (unsigned k = 0; k < 2; k++) {
+		memset(&rd[k], 0, sizeof(rd[k]));
+		rd[k].seed_node = 3 - k; /* restarted last */
+		T_EQ_INT(pthread_create(&rd[k].th, NULL, reader_main, &rd[k]), 0);
+	}
+	tsrv_sleep_ms(300);
+	t0 = tsrv_now_ns();
+	for (unsigned m = 0; m < NODES; m++) {
+		char cmd[4096];
+		/* 1. Drain: hand over, leave, stop. */
+		snprintf(cmd, sizeof(cmd), "%s drain %s --exit --timeout 30 --tenant root "
+			 "--secret-file %s >%s/drain%u.out 2>&1", cli, node_addr[m], root_secret,
+			 base, m);
+		T_EQ_INT(system(cmd), 0);
+		T_EQ_INT(tsrv_wait_exit(&srv[m], 15000), 0);
+		alive[m] = false;
+		t1 = tsrv_now_ns();
+		/* 2. Its replacement joins (a new address: a new member). */
+		node_start(next++, false);
+		t2 = tsrv_now_ns();
+		wait_settled(NODES);
+		fprintf(stderr, "node %u: drained in %llu ms, replacement up in %llu ms, "
+			"settled in %llu ms\n", m, (unsigned long long)((t1 - t0) / 1000000),
+			(unsigned long long)((t2 - t1) / 1000000),
+			(unsigned long long)((tsrv_now_ns() - t2) / 1000000));
+		t0 = tsrv_now_ns();
+	}
+	tsrv_sleep_ms(300);
+	for (unsigned k = 0; k < 2; k++) {
+		atomic_store(&rd[k].stop, true);
+		T_EQ_INT(pthread_join(rd[k].th, NULL), 0);
+		fprintf(stderr, "reader %u: %llu rounds; replicas=2: %llu gets, %llu misses; "
+			"replicas=1: %llu gets, %llu misses\n", k,
+			(unsigned long long)rd[k].rounds, (unsigned long long)rd[k].gets[1],
+			(unsigned long long)rd[k].misses[1], (unsigned long long)rd[k].gets[0],
+			(unsigned long long)rd[k].misses[0]);
+		T_ASSERT(rd[k].rounds >= 2);
+		/* Zero misses: the replicated namespace by its other copy, the
+		 * other by drain (handed over before leaving) and the join's
+		 * warm-up (the previous owner tried too). */
+		T_EQ_U64(rd[k].misses[1], 0);
+		T_EQ_U64(rd[k].misses[0], 0);
+	}
+	/* After the roll every block of both namespaces is in the pod of
+	 * four new members: what drains handed over and joins warmed up. */
+	{
+		struct reader last = { .seed_node = NODES };
+		atomic_store(&last.stop, false);
+		/* one round */
+		T_EQ_INT(pthread_create(&last.th, NULL, reader_main, &last), 0);
+		while (last.rounds == 0 && !atomic_load(&last.stop)) {
+			tsrv_sleep_ms(20);
+			if (last.gets[0] + last.gets[1] >= 2 * RPROMPTS * PLEN)
+				atomic_store(&last.stop, true);
+		}
+		atomic_store(&last.stop, true);
+		T_EQ_INT(pthread_join(last.th, NULL), 0);
+		fprintf(stderr, "after the roll: replicas=1 %llu/%llu hits, replicas=2 %llu/%llu\n",
+			(unsigned long long)(last.gets[0] - last.misses[0]),
+			(unsigned long long)last.gets[0],
+			(unsigned long long)(last.gets[1] - last.misses[1]),
+			(unsigned long long)last.gets[1]);
+		T_EQ_U64(last.misses[0], 0);
+		T_EQ_U64(last.misses[1], 0);
+	}
+	/* kvtier stat shows a member's repair progress. */
+	{
+		char cmd[4096], path[700], out[8192] = "";
+		FILE *f;
+		size_t n;
+		snprintf(path, sizeof(path), "%s/stat.out", base);
+		snprintf(cmd, sizeof(cmd), "%s stat --server %s --tenant root --secret-file %s "
+			 ">%s 2>&1", cli, node_addr[NODES], root_secret, path);
+		T_EQ_INT(system(cmd), 0);
+		T_ASSERT((f = fopen(path, "r")) != NULL);
+		n = fread(out, 1, sizeof(out) - 1, f);
+		out[n] = 0;
+		fclose(f);
+		T_ASSERT(strstr(out, "repair: ") && strstr(out, " copied ("));
+	}
+	for (unsigned m = 0; m < SLOTS; m++)
+		if (alive[m]) {
+			T_EQ_INT(tsrv_stop(&srv[m]), 0);
+			alive[m] = false;
+		}
+	for (unsigned m = 0; m < next; m++)
+		tsrv_check_reports(node_base[m]);
+}
+
+/* Scale-out 3 -> 4 under a read load: the hit ratio while the new member
+ * takes its share stays within 2 points of the steady state (here: both
+ * are 100 %, by the engines' warm-up reads and the members' push). */
+static void test_scaleout(void)
+{
+	struct reader rd = { .seed_node = 0 };
+	struct kvt_store *e;
+	uint64_t g0, m0, g1, m1, g2, m2;
+	double steady, move;
+
+	for (unsigned m = 0; m < 3; m++)
+		node_start(m, false);
+	wait_settled(3);
+	e = engine_follow(node_addr[0]);
+	wait_members(e, 3);
+	wait_up(e, 6);
+	for (uint32_t r = 0; r < 2; r++) {
+		uint32_t ns = ns_r(e, r + 1);
+		for (uint32_t p = 0; p < RPROMPTS; p++) {
+			for (uint32_t i = 0; i < PLEN; i++)
+				rkeys[r][p][i] = t_key(90000 + r * 100000 + p * 1000 + i);
+			for (uint32_t i = 0; i < PLEN; i++)
+				put_block(e, ns, rkeys[r][p], i, r * 100000 + p * 1000 + i);
+		}
+	}
+	T_OK(kvt_flush(e));
+	kvt_store_destroy(e);
+	T_EQ_INT(pthread_create(&rd.th, NULL, reader_main, &rd), 0);
+	tsrv_sleep_ms(1500);
+	g0 = rd.gets[0];
+	m0 = rd.misses[0];
+	tsrv_sleep_ms(1000);
+	g1 = rd.gets[0];
+	m1 = rd.misses[0];
+	node_start(3, false);
+	wait_settled(4);
+	tsrv_sleep_ms(500);
+	g2 = rd.gets[0];
+	m2 = rd.misses[0];
+	atomic_store(&rd.stop, true);
+	T_EQ_INT(pthread_join(rd.th, NULL), 0);
+	steady = 1.0 - (double)(m1 - m0) / (double)(g1 - g0);
+	move = 1.0 - (double)(m2 - m1) / (double)(g2 - g1);
+	fprintf(stderr, "scale-out 3 -> 4, replicas=1: hit ratio %.4f steady (%llu gets), "
+		"%.4f over the move (%llu gets); replicas=2: %llu misses in %llu gets\n", steady,
+		(unsigned long long)(g1 - g0), move, (unsigned long long)(g2 - g1),
+		(unsigned long long)rd.misses[1], (unsigned long long)rd.gets[1]);
+	T_ASSERT(g1 > g0 && g2 > g1);
+	T_ASSERT(move >= steady - 0.02);
+	T_EQ_U64(rd.misses[1], 0);
+	/* The newcomer holds its share now. */
+	T_ASSERT(node_stat(3).blocks > 0);
+	for (unsigned m = 0; m < 4; m++) {
+		T_EQ_INT(tsrv_stop(&srv[m]), 0);
+		alive[m] = false;
+	}
+	for (unsigned m = 0; m < 4; m++)
+		tsrv_check_reports(node_base[m]);
+}
+
+int main(int argc, char **argv)
+{
+	const char *off = getenv("KVT_HEAL_OFF");
+
+	if (argc < 2)
+		T_SKIP("usage: test_heal PATH-TO-KVTIERD [PATH-TO-KVTIER rolling]");
+	bin = argv[1];
+	cli = argc > 2 ? argv[2] : NULL;
+	signal(SIGPIPE, SIG_IGN);
+	base = t_mkdtemp();
+	auth_files();
+	t_etcd_init(&etcd, base);
+	atexit(etcd_atexit);
+	if (!t_etcd_start(&etcd)) {
+		if (t_etcd_required())
+			T_FAIL("no etcd, and KVT_REQUIRE_ETCD or CI is set (scripts/deps.txt)");
+		T_SKIP("test_heal: no etcd to run (Debian: etcd-server)");
+	}
+	if (argc > 3 && strcmp(argv[3], "rolling") == 0)
+		test_rolling();
+	else if (argc > 2 && strcmp(argv[argc - 1], "scaleout") == 0)
+		test_scaleout();
+	else
+		test_kill_heal(off && *off && strcmp(off, "0") != 0);
+	etcd_atexit();
+	t_rmtree(base);
+	printf("test_heal: ok\n");
+	return 0;
+}
