@@ -124,6 +124,7 @@ enum { C_DOWN = 0, C_CONNECTING, C_TLS, C_HELLO, C_AUTH, C_READY };
 enum { RX_HEAD = 0, RX_DATA };
 
 #define RX_SCRATCH (64u << 10)
+#define REMOTE_TX_IOV 1024u /* iovecs in one sendmsg: Linux's UIO_MAXIOV */
 #define REMOTE_PUT_FRAME_BYTES (UINT64_C(256) << 20) /* PUT values in one frame, at most */
 /* Striping of gets: a GET frame asks for about this many value bytes (by
  * the mean value size seen so far), so that a batch of big blocks spreads
@@ -223,7 +224,7 @@ struct remote {
 	_Atomic uint64_t c_gets, c_direct_gets, c_hits, c_misses, c_puts, c_put_stored, c_put_exists, c_put_failed,
 		c_lookups, c_exists, c_deletes, c_clears, c_errors, c_timeouts, c_fast_fails,
 		c_connects, c_connect_failures, c_disconnects, c_bytes_in, c_bytes_out, c_frames_out,
-		c_crc_errors, c_promote_full, c_conns_up, c_tls_failures;
+		c_crc_errors, c_promote_full, c_conns_up, c_tls_failures, c_sends;
 };
 
 #define A(c) atomic_fetch_add_explicit(&(c), 1, memory_order_relaxed)
@@ -500,12 +501,15 @@ static int conn_tx(struct rconn *c)
 	struct remote *rm = c->rm;
 	while (c->out_head) {
 		struct rframe *fr = c->out_head;
-		struct iovec iov[64];
+		/* One sendmsg per frame: header, table and every part of every
+		 * PUT value (a value of many parts, one per layer, still goes in
+		 * one call), up to what the kernel takes at once. */
+		struct iovec iov[REMOTE_TX_IOV];
 		unsigned n = 0;
 		struct msghdr mh = { 0 };
 		ssize_t w;
 
-		for (unsigned i = c->out_iov; i < fr->iov_count && n < 64; i++, n++) {
+		for (unsigned i = c->out_iov; i < fr->iov_count && n < REMOTE_TX_IOV; i++, n++) {
 			iov[n] = fr->iov[i];
 			if (i == c->out_iov) {
 				iov[n].iov_base = (uint8_t *)iov[n].iov_base + c->out_off;
@@ -525,6 +529,7 @@ static int conn_tx(struct rconn *c)
 			return -errno;
 		}
 		AN(rm->c_bytes_out, (uint64_t)w);
+		A(rm->c_sends);
 		while (w > 0) {
 			size_t left = fr->iov[c->out_iov].iov_len - c->out_off;
 			if ((size_t)w >= left) {
@@ -2218,6 +2223,7 @@ void remote_stats(struct remote *rm, kvt_stats_fn fn, void *ctx)
 	S("connect_failures", c_connect_failures);
 	S("disconnects", c_disconnects);
 	S("frames_out", c_frames_out);
+	S("sends", c_sends);
 	S("bytes_in", c_bytes_in);
 	S("bytes_out", c_bytes_out);
 	S("crc_errors", c_crc_errors);

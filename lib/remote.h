@@ -56,7 +56,12 @@ struct remote_config {
 	unsigned hot_replicas;      /* members that hold a prompt's first group */
 	unsigned anchor_slots;      /* remembered key -> group entries; 0: none */
 	unsigned refresh_ms;        /* discover: re-read the member list this often; 0: never */
+	/* The store's (store_dispatch.c store_put_admit), not the tier's: */
+	int put_local;              /* REMOTE_PUT_LOCAL_*: does a put also go to local DRAM */
 };
+
+#define REMOTE_PUT_LOCAL_ALWAYS 0 /* a put lands in DRAM and is written through */
+#define REMOTE_PUT_LOCAL_NEVER 1  /* a put is written through only, DRAM untouched */
 
 #define REMOTE_DEF_CONNS 2
 #define REMOTE_DEF_TIMEOUT_MS 2000
