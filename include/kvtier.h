@@ -389,6 +389,10 @@ int kvt_store_create(struct kvt_store **out);
  *   remote.secret_file  file holding the tenant's secret (16..4096 bytes,
  *                     readable by its owner only); none: AUTH method NONE.
  *   remote.conns      connections in the pool, 1..64 (default 2).
+ *   remote.conns_max  connections the pool grows to once the engine's values
+ *                     average 512 KiB or more, 1..64 (default 4; at most
+ *                     remote.conns: a fixed pool).  GET and PUT frames then
+ *                     carry about 4 MiB of values each (doc/remote.md).
  *   remote.timeout_ms deadline of one remote operation (default 2000).
  *   remote.connect_timeout_ms  connect and handshake deadline (default 1000).
  *   remote.backoff_ms, remote.backoff_max_ms  reconnect delay, doubling

@@ -39,7 +39,8 @@ struct remote_config {
 	char *addr;                 /* "HOST:PORT", "[V6]:PORT" or "unix:/PATH"; owned by the store */
 	char *tenant;               /* NULL: "default" */
 	char *secret_file;          /* NULL: AUTH method NONE */
-	unsigned conns;             /* connections in the pool */
+	unsigned conns;             /* connections in the pool at open */
+	unsigned conns_max;         /* ... grown to for big values (remote_rule_conns) */
 	unsigned timeout_ms;        /* deadline of one operation */
 	unsigned connect_timeout_ms;
 	unsigned backoff_ms;        /* first reconnect delay; doubles up to backoff_max_ms */
@@ -64,6 +65,9 @@ struct remote_config {
 #define REMOTE_PUT_LOCAL_NEVER 1  /* a put is written through only, DRAM untouched */
 
 #define REMOTE_DEF_CONNS 2
+#define REMOTE_DEF_CONNS_MAX 4
+#define REMOTE_BIG_VALUE (UINT64_C(512) << 10)   /* values this big grow the pool */
+#define REMOTE_STRIPE_BYTES (UINT64_C(4) << 20)  /* values in one GET or PUT frame, about */
 #define REMOTE_DEF_TIMEOUT_MS 2000
 #define REMOTE_DEF_CONNECT_TIMEOUT_MS 1000
 #define REMOTE_DEF_BACKOFF_MS 50
@@ -74,6 +78,16 @@ struct remote_config {
 #define REMOTE_HOT_REPLICAS_MAX 8
 #define REMOTE_DEF_ANCHOR_SLOTS 262144
 #define REMOTE_DEF_REFRESH_MS 2000
+
+/*
+ * The pool and striping rule (remote.c says why; doc/remote.md): the
+ * connections a pool of conns (at open) .. conns_max holds for a mean
+ * value size; the items of one GET frame; the most value bytes of one PUT
+ * frame (always at least one value).  mean 0: not known yet.
+ */
+unsigned remote_rule_conns(unsigned conns, unsigned conns_max, uint64_t mean);
+uint32_t remote_rule_get_items(uint64_t mean, uint32_t batch, unsigned conns);
+uint64_t remote_rule_put_bytes(unsigned conns);
 
 /* Operations complete through tier.h's two types: tier_done_fn with what
  * the operation learned (struct tier_result), and gets through tier_got_fn

@@ -138,6 +138,8 @@ static const struct opt_def opts[] = {
 	  "file holding the tenant's secret" },
 	{ "remote.conns", OPT_COUNT, 0, F(remote_cfg.conns), 1, 64, NULL, NULL,
 	  STR(REMOTE_DEF_CONNS), "connections per server" },
+	{ "remote.conns_max", OPT_COUNT, 0, F(remote_cfg.conns_max), 1, 64, NULL, NULL,
+	  STR(REMOTE_DEF_CONNS_MAX), "connections per server once values average 512 KiB or more" },
 	{ "remote.timeout_ms", OPT_COUNT, 0, F(remote_cfg.timeout_ms), 1, 3600000, NULL, NULL,
 	  STR(REMOTE_DEF_TIMEOUT_MS), "deadline of one operation" },
 	{ "remote.connect_timeout_ms", OPT_COUNT, 0, F(remote_cfg.connect_timeout_ms), 1,

@@ -13,6 +13,10 @@
  *     (always) the same put lands in DRAM;
  *   - a value of 100 parts goes out in one sendmsg (remote.sends ==
  *     remote.frames_out), from the caller's parts;
+ *   - the pool and striping rule: small values keep remote.conns
+ *     connections, 1 MiB values (a mean past 512 KiB) grow the pool to remote.conns_max and a
+ *     batch of them goes out in frames of about 4 MiB (remote.pool,
+ *     remote.frames_out); a fixed pool stays;
  *   - a store destroyed while such puts wait on a stopped server releases
  *     everything and never touches the caller's parts afterwards
  *     (ASan/LSan: the parts are freed right after);
@@ -106,7 +110,10 @@ static void test_exact(const char *addr)
 	T_EQ_U64(t_stat(b, "remote.puts_only"), 1);
 	T_EQ_U64(t_stat(b, "remote.puts_stored"), 1);
 
-	/* A value of 100 parts: one frame, one sendmsg. */
+	/* A value of 100 parts: one frame, one sendmsg (once the pool the
+	 * 1 MiB value grew is up: handshakes are frames too). */
+	for (int i = 0; i < 500 && t_stat(b, "remote.conns_up") < t_stat(b, "remote.pool"); i++)
+		tsrv_sleep_ms(10);
 	for (unsigned i = 0; i < NP; i++)
 		parts[i] = (struct iovec){ dst + (size_t)i * PLEN, PLEN };
 	t_fill(dst, (size_t)NP * PLEN, 2);
@@ -243,6 +250,82 @@ static void test_down(struct tsrv *srv, const char *addr)
 		free(vals[i]);
 }
 
+/* The pool and striping rule at work: small values keep remote.conns
+ * (2); 1 MiB values grow the pool to remote.conns_max (4), and a batch of
+ * 16 of them goes out in frames of about 4 MiB, byte-exact; a fixed pool
+ * (conns_max = conns) stays. */
+static void test_pool(const char *addr)
+{
+	enum { N = 16 };
+	struct kvt_store *b = engine(addr, "never", "10000");
+	uint32_t nb = t_ns(b, "pool");
+	struct kvt_req reqs[N], *got[N];
+	struct iovec parts[N];
+	uint8_t *vals[N], small[4096];
+	struct kvt_queue *q;
+	struct iovec one = { small, sizeof(small) };
+
+	T_EQ_U64(t_stat(b, "remote.pool"), 2);
+	for (int i = 0; i < N; i++) {
+		t_fill(small, sizeof(small), 500 + (uint64_t)i);
+		T_RC(put1(b, nb, 500 + (uint64_t)i, &one, 1).status, KVT_OK);
+	}
+	T_EQ_U64(t_stat(b, "remote.pool"), 2);
+
+	T_OK(kvt_queue_create(b, &q));
+	uint64_t f0 = t_stat(b, "remote.frames_out");
+	struct kvt_req *rp[N];
+	for (int i = 0; i < N; i++) {
+		vals[i] = malloc(VLEN);
+		T_ASSERT(vals[i]);
+		t_fill(vals[i], VLEN, 600 + (uint64_t)i);
+		parts[i] = (struct iovec){ vals[i], VLEN };
+		reqs[i] = (struct kvt_req){ .op = KVT_OP_PUT, .ns = nb, .key = t_key(600 + (uint64_t)i),
+					    .iov = &parts[i], .iov_count = 1 };
+		rp[i] = &reqs[i];
+	}
+	T_RC(kvt_submit(q, rp, N), N);
+	for (int done = 0; done < N;) {
+		int n = kvt_queue_wait(q, got, N, 30000);
+		T_ASSERT(n > 0);
+		done += n;
+	}
+	uint64_t frames = t_stat(b, "remote.frames_out") - f0;
+	fprintf(stderr, "%d puts of 1 MiB went out in %llu frames\n", N, (unsigned long long)frames);
+	T_ASSERT(frames >= N / 4 && frames <= N);
+	for (int i = 0; i < N; i++)
+		T_RC(reqs[i].status, KVT_OK);
+	T_EQ_U64(t_stat(b, "remote.pool"), 4);
+	for (int i = 0; i < 500 && t_stat(b, "remote.conns_up") < 4; i++)
+		tsrv_sleep_ms(10);
+	T_EQ_U64(t_stat(b, "remote.conns_up"), 4);
+	/* Read back over the grown pool, byte-exact. */
+	uint8_t *dst = malloc(VLEN);
+	T_ASSERT(dst);
+	for (int i = 0; i < N; i++) {
+		memset(dst, 0, VLEN);
+		struct kvt_req r = get_into(b, nb, 600 + (uint64_t)i, dst, VLEN);
+		T_RC(r.status, KVT_OK);
+		T_EQ_MEM(dst, vals[i], VLEN);
+	}
+	T_OK(kvt_queue_destroy(q));
+	kvt_store_destroy(b);
+
+	/* A fixed pool stays as it is. */
+	struct kvt_store *c = t_store_open("dram.capacity", "16M", "dram.prefault", "off",
+					   "remote.addr", addr, "remote.conns", "2",
+					   "remote.conns_max", "2", NULL);
+	uint32_t nc = t_ns(c, "pool");
+	memset(dst, 0, VLEN);
+	T_RC(get_into(c, nc, 600, dst, VLEN).status, KVT_OK);
+	T_EQ_MEM(dst, vals[0], VLEN);
+	T_EQ_U64(t_stat(c, "remote.pool"), 2);
+	kvt_store_destroy(c);
+	for (int i = 0; i < N; i++)
+		free(vals[i]);
+	free(dst);
+}
+
 int main(int argc, char **argv)
 {
 	struct tsrv srv;
@@ -260,6 +343,7 @@ int main(int argc, char **argv)
 	tsrv_start(&srv, argv[1], base, dir, NULL, NULL);
 	snprintf(addr, sizeof(addr), "127.0.0.1:%u", srv.port);
 	test_exact(addr);
+	test_pool(addr);
 	test_close(&srv, addr);
 	test_down(&srv, addr);
 	tsrv_check_reports(base);
