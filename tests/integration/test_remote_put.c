@@ -13,6 +13,8 @@
  *     (always) the same put lands in DRAM;
  *   - a value of 100 parts goes out in one sendmsg (remote.sends ==
  *     remote.frames_out), from the caller's parts;
+ *   - a sealed namespace's put with remote.put_local=never seals into a
+ *     buffer (DRAM untouched) and another engine with the key opens it;
  *   - the pool and striping rule: small values keep remote.conns
  *     connections, 1 MiB values (a mean past 512 KiB) grow the pool to remote.conns_max and a
  *     batch of them goes out in frames of about 4 MiB (remote.pool,
@@ -158,6 +160,33 @@ static void test_exact(const char *addr)
 	T_EQ_INT(r.tier, KVT_TIER_DRAM);
 	T_EQ_U64(t_stat(a, "dram.puts"), 1);
 	T_EQ_U64(t_stat(a, "remote.puts_only"), 0);
+	kvt_store_destroy(a);
+	kvt_store_destroy(b);
+	free(v);
+	free(dst);
+}
+
+/* A sealed namespace: the ciphertext goes out from a buffer, not from
+ * DRAM, and another engine with the key opens it byte-exact. */
+static void test_sealed(const char *addr)
+{
+	struct kvt_store *a = engine(addr, "always", "5000"), *b = engine(addr, "never", "5000");
+	uint32_t na = t_ns(a, "sealed-put"), nb = t_ns(b, "sealed-put");
+	uint8_t m[32], *v = malloc(VLEN), *dst = malloc(VLEN);
+	struct kvt_key k = t_key(700);
+	T_ASSERT(v && dst);
+	t_fill(m, sizeof(m), 77);
+	T_OK(kvt_ns_set_seal_key(a, na, m, 32));
+	T_OK(kvt_ns_set_seal_key(b, nb, m, 32));
+	t_fill(v, VLEN, 700);
+	struct iovec parts[3] = { { v, VLEN / 3 }, { v + VLEN / 3, VLEN / 3 },
+				  { v + 2 * (VLEN / 3), VLEN - 2 * (VLEN / 3) } };
+	struct kvt_req r = put1(b, nb, 700, parts, 3);
+	T_RC(r.status, KVT_OK);
+	T_EQ_INT(r.tier, KVT_TIER_REMOTE);
+	dram_untouched(b);
+	T_RC(kvt_get(a, na, &k, dst, VLEN, NULL), KVT_OK);
+	T_EQ_MEM(dst, v, VLEN);
 	kvt_store_destroy(a);
 	kvt_store_destroy(b);
 	free(v);
@@ -344,6 +373,7 @@ int main(int argc, char **argv)
 	snprintf(addr, sizeof(addr), "127.0.0.1:%u", srv.port);
 	test_exact(addr);
 	test_pool(addr);
+	test_sealed(addr);
 	test_close(&srv, addr);
 	test_down(&srv, addr);
 	tsrv_check_reports(base);
