@@ -62,6 +62,8 @@ struct bc_opts {
 	uint64_t sizes[BC_SIZES_MAX];
 	unsigned size_count;
 	unsigned rounds, threads, inflight, conns, prompt_blocks, group, hot;
+	unsigned conns_max;           /* remote.conns_max; 0: --conns (a fixed pool) */
+	const char *put_local;        /* remote.put_local */
 	uint64_t bytes;               /* working set per size */
 	uint64_t local_dram;          /* the engine's DRAM tier */
 	uint64_t ssd;                 /* each node's --ssd, 0: DRAM only */
@@ -82,6 +84,7 @@ struct bc_cell {
 	unsigned nlat;
 	uint64_t node_blocks[BC_NODES_MAX]; /* each node's dram.blocks after the puts */
 	uint64_t local_hits;          /* gets served by the engine's own DRAM (expected 0) */
+	uint64_t put_wire_bytes;      /* remote.bytes_out of the engine's put phase */
 };
 
 struct bc {
@@ -177,7 +180,7 @@ static const struct kvt_ns_desc bc_desc = {
 /* A store whose remote tier is node[0..n): *s owned by the caller. */
 static int bc_store_open(struct bc *b, unsigned n, struct kvt_store **out, uint32_t *ns)
 {
-	char addrs[BC_NODES_MAX * 24] = "", dram[32], group[16], hot[16], conns[16];
+	char addrs[BC_NODES_MAX * 24] = "", dram[32], group[16], hot[16], conns[16], cmax[16];
 	struct kvt_store *s = NULL;
 	int r;
 
@@ -190,10 +193,12 @@ static int bc_store_open(struct bc *b, unsigned n, struct kvt_store **out, uint3
 	snprintf(group, sizeof(group), "%u", b->o.group);
 	snprintf(hot, sizeof(hot), "%u", b->o.hot);
 	snprintf(conns, sizeof(conns), "%u", b->o.conns);
+	snprintf(cmax, sizeof(cmax), "%u", b->o.conns_max ? b->o.conns_max : b->o.conns);
 	const char *opts[][2] = {
 		{ "dram.capacity", dram }, { "remote.addrs", addrs },
 		{ "remote.group", group }, { "remote.hot_replicas", hot },
 		{ "remote.conns", conns }, { "remote.timeout_ms", "20000" },
+		{ "remote.conns_max", cmax }, { "remote.put_local", b->o.put_local },
 	};
 	if ((r = kvt_store_create(&s)) < 0)
 		goto fail;
@@ -514,13 +519,18 @@ static int bc_cell(struct bc *b, unsigned n, struct bc_cell *c, bool direct_firs
 	uint32_t ns;
 	int rc;
 
+	uint64_t out0 = 0, out1 = 0;
+
 	memset(c, 0, sizeof(*c));
 	if ((rc = bc_nodes_start(b, n)) < 0 || (rc = bc_store_open(b, n, &s, &ns)) < 0)
 		goto out;
+	kvt_store_stat(s, "remote.bytes_out", &out0);
 	if ((direct_first && (rc = bc_direct_all(b, n, true, &c->dput_gbps)) < 0) ||
 	    (rc = bc_phase(b, s, ns, true, &c->put_gbps, NULL)) < 0 ||
 	    (!direct_first && (rc = bc_direct_all(b, n, true, &c->dput_gbps)) < 0))
 		goto out;
+	kvt_store_stat(s, "remote.bytes_out", &out1);
+	c->put_wire_bytes = out1 - out0;
 	struct bc_blocks bl = { c->node_blocks, n };
 	uint64_t sum = 0, want = bc_expected_blocks(b, n) + b->blocks;
 	if ((rc = kvt_flush(s)) < 0 || (rc = kvt_remote_stats(s, "*", bc_blocks_stat, &bl)) < 0) {
@@ -654,20 +664,30 @@ static void bc_report(struct bc *b, bool put, unsigned ni, struct bc_cell cells[
 	if (b->o.json) {
 		printf("{\"bench\":\"cluster.%s\",\"nodes\":%u,\"threads_per_node\":%u"
 		       ",\"server_threads\":%u,\"value_bytes\":%" PRIu64 ",\"blocks\":%u"
-		       ",\"inflight\":%u,\"conns_per_node\":%u,\"prompt_blocks\":%u,\"group\":%u"
+		       ",\"inflight\":%u,\"conns_per_node\":%u,\"conns_max\":%u,\"put_local\":\"%s\""
+		       ",\"prompt_blocks\":%u,\"group\":%u"
 		       ",\"hot_replicas\":%u,\"ssd_bytes\":%" PRIu64 ",\"gbps\":%.3f,\"per_node_gbps\":%.3f"
 		       ",\"baseline\":\"iperf3\",\"baseline_gbps\":%.3f,\"ratio\":%.4f",
 		       put ? "put" : "get", n, b->o.threads, n * b->o.threads, b->size, b->blocks,
-		       b->o.inflight, b->o.conns, b->o.prompt_blocks, b->o.group,
+		       b->o.inflight, b->o.conns, b->o.conns_max ? b->o.conns_max : b->o.conns,
+		       b->o.put_local, b->o.prompt_blocks, b->o.group,
 		       b->o.hot < n ? b->o.hot : n, b->o.ssd, gm, gm / n, im,
 		       gm / (im > 0 ? im : 1e-12));
 		printf(",\"direct\":\"bench net client\",\"direct_conns\":%u,\"direct_gbps\":%.3f"
 		       ",\"ratio_direct\":%.4f",
 		       n * b->o.conns, dm, gm / (dm > 0 ? dm : 1e-12));
 		/* Puts: what the engine sent per block it put (hot replicas: the
-		 * first group of a prompt once per replica); the direct client 1. */
-		if (put)
-			printf(",\"put_wire_factor\":%.4f", placed / (double)b->blocks);
+		 * first group of a prompt once per replica), by placement and as
+		 * measured (remote.bytes_out, frames and all, over the bytes put);
+		 * the direct client 1. */
+		if (put) {
+			double wf[BENCH_ROUNDS_MAX];
+			for (unsigned r = 0; r < rounds; r++)
+				wf[r] = (double)cells[r][ni].put_wire_bytes /
+					((double)b->blocks * (double)b->size);
+			printf(",\"put_wire_factor\":%.4f,\"put_wire_measured\":%.4f",
+			       placed / (double)b->blocks, bench_median(wf, rounds));
+		}
 		if (!put) {
 			printf(",\"prompt_loads\":%u,\"prompt_load_p50_ms\":%.3f,\"prompt_load_p99_ms\":%.3f"
 			       ",\"direct_prompt_load_p50_ms\":%.3f,\"direct_prompt_load_p99_ms\":%.3f",
@@ -763,6 +783,9 @@ static void bc_usage(FILE *f)
 		"  --threads N        loop threads of each node (default 1)\n"
 		"  --inflight N       requests in flight (default 8)\n"
 		"  --conns N          engine connections per node, remote.conns (default 2)\n"
+		"  --conns-max N      remote.conns_max (default: --conns, so that the\n"
+		"                     engine and the direct client use as many)\n"
+		"  --put-local MODE   remote.put_local: always (default) or never\n"
 		"  --prompt-blocks N  blocks per prompt (default 32; --smoke 8)\n"
 		"  --group N          remote.group (default 16; --smoke 4)\n"
 		"  --hot-replicas N   remote.hot_replicas (default 2)\n"
@@ -818,6 +841,8 @@ int bench_cluster_main(int argc, char **argv)
 		{ "prompt-blocks", required_argument, NULL, 'p' },
 		{ "group", required_argument, NULL, 'g' },
 		{ "hot-replicas", required_argument, NULL, 'H' },
+		{ "conns-max", required_argument, NULL, 'C' },
+		{ "put-local", required_argument, NULL, 'P' },
 		{ "local-dram", required_argument, NULL, 'L' }, { "ssd", required_argument, NULL, 'S' },
 		{ "dir", required_argument, NULL, 'd' }, { "keep", no_argument, NULL, 'k' },
 		{ "kvtierd", required_argument, NULL, 'K' }, { "iperf3", required_argument, NULL, 'I' },
@@ -835,7 +860,7 @@ int bench_cluster_main(int argc, char **argv)
 		return BENCH_EXIT_FAIL;
 	}
 	b->o = (struct bc_opts){ .dir = ".", .threads = 1, .inflight = 8, .conns = 2, .hot = 2,
-				 .local_dram = 64 * BC_MIB };
+				 .local_dram = 64 * BC_MIB, .put_local = "always" };
 	optind = 1;
 	opterr = 0;
 	while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
@@ -853,6 +878,16 @@ int bench_cluster_main(int argc, char **argv)
 		case 'T': b->o.threads = (unsigned)v; break;
 		case 'i': b->o.inflight = (unsigned)v; break;
 		case 'c': b->o.conns = (unsigned)v; break;
+		case 'C':
+			if (v < 1 || v > 64)
+				goto usage;
+			b->o.conns_max = (unsigned)v;
+			break;
+		case 'P':
+			if (strcmp(optarg, "always") != 0 && strcmp(optarg, "never") != 0)
+				goto usage;
+			b->o.put_local = optarg;
+			break;
 		case 'p': pb = v; break;
 		case 'g': group = v; break;
 		case 'H': b->o.hot = (unsigned)v; break;

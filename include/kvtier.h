@@ -389,11 +389,20 @@ int kvt_store_create(struct kvt_store **out);
  *   remote.secret_file  file holding the tenant's secret (16..4096 bytes,
  *                     readable by its owner only); none: AUTH method NONE.
  *   remote.conns      connections in the pool, 1..64 (default 2).
+ *   remote.conns_max  connections the pool grows to once the engine's values
+ *                     average 512 KiB or more, 1..64 (default 4; at most
+ *                     remote.conns: a fixed pool).  GET and PUT frames then
+ *                     carry about 4 MiB of values each (doc/remote.md).
  *   remote.timeout_ms deadline of one remote operation (default 2000).
  *   remote.connect_timeout_ms  connect and handshake deadline (default 1000).
  *   remote.backoff_ms, remote.backoff_max_ms  reconnect delay, doubling
  *                     from the first to the second (default 50, 5000).
  *   remote.batch      most items in one frame, 1..65536 (default 64).
+ *   remote.put_local  "always" (default): a put lands in local DRAM and is
+ *                     written through; "never": written through only, from
+ *                     the caller's parts, local DRAM untouched (status
+ *                     KVT_OK, tier remote, once the server took it; else
+ *                     KVT_EFULL).
  *   remote.tls        "on": TLS (1.2 minimum, 1.3 preferred) to a kvtierd
  *                     started with --tls-cert; the handshake runs within
  *                     remote.connect_timeout_ms (default "off").

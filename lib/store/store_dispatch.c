@@ -20,9 +20,10 @@
  *            memory), then each other tier's lookup from the first key
  *            that had none
  *   prefetch per key: down the chain until a tier has it
- *   put      put-if-absent over the tiers with a find; DRAM; each tier's
- *            put_down (write-down by policy), then each put_through
- *            (write-through from the caller's parts), merged
+ *   put      put-if-absent over the tiers with a find; DRAM (unless its
+ *            admission says no: store_put_admit); each tier's put_down
+ *            (write-down by policy), then each put_through (write-through
+ *            from the caller's parts), merged
  *   delete,  the tiers' prepare (tombstones), DRAM, the prepared tiers,
  *   clear    DRAM again (a promotion may have raced), then the rest
  *   flush    each tier's flush, in order
@@ -720,6 +721,20 @@ static void store_sealed_done(void *ctx, const struct tier_result *res)
 	req_finish(s, r, store_through_walk(s, r, i + 1, status, w));
 }
 
+/*
+ * Local admission of a put: whether DRAM takes a copy.  With a tier that
+ * writes puts through and remote.put_local=never, the pod store is where
+ * the block goes and DRAM is not asked (no reservation, no copy, no
+ * eviction): the write-through sends from the caller's parts and the
+ * put's local status is KVT_EFULL, which the tier turns into KVT_OK (tier
+ * remote) once the server took it.  A block DRAM already holds was put or
+ * fetched before: KVT_EXISTS, nothing sent.
+ */
+static bool store_put_admit(const struct kvt_store *s)
+{
+	return !(s->tier_through && s->remote_cfg.put_local == REMOTE_PUT_LOCAL_NEVER);
+}
+
 static int store_put_sealed(struct kvt_store *s, struct kvt_req *r, const struct seal_key *sk)
 {
 	struct dram_item *item = NULL;
@@ -728,8 +743,12 @@ static int store_put_sealed(struct kvt_store *s, struct kvt_req *r, const struct
 
 	if (store_tiers_have(s, r->ns, &r->key))
 		return KVT_EXISTS;
-	ret = seal_put(s->seal, sk, s->dram, r->ns, &r->key, r->iov, r->iov_count,
-		       (r->flags & KVT_F_CRC) ? r->crcs : NULL, s->tier_through ? &item : NULL);
+	if (!store_put_admit(s)) /* sealed into a buffer below, DRAM untouched */
+		ret = dram_exists(s->dram, r->ns, &r->key) == KVT_OK ? KVT_EXISTS : KVT_EFULL;
+	else
+		ret = seal_put(s->seal, sk, s->dram, r->ns, &r->key, r->iov, r->iov_count,
+			       (r->flags & KVT_F_CRC) ? r->crcs : NULL,
+			       s->tier_through ? &item : NULL);
 	if (ret == KVT_OK) {
 		r->tier = KVT_TIER_DRAM;
 		store_event_stored(s, r, r->ns, &r->key);
@@ -768,6 +787,11 @@ static int store_put(struct kvt_store *s, struct kvt_req *r)
 		return store_put_sealed(s, r, seal_key_of(s->seal, r->ns));
 	if (store_tiers_have(s, r->ns, &r->key))
 		return KVT_EXISTS;
+	if (!store_put_admit(s)) {
+		if (dram_exists(s->dram, r->ns, &r->key) == KVT_OK)
+			return KVT_EXISTS;
+		return store_through_walk(s, r, 0, KVT_EFULL, NULL);
+	}
 	ret = dram_put(s->dram, r->ns, &r->key, r->iov, r->iov_count,
 		       (r->flags & KVT_F_CRC) ? r->crcs : NULL,
 		       (r->flags & KVT_F_SEALED) ? DRAM_SEALED : 0);

@@ -144,6 +144,7 @@ struct cluster {
 	_Atomic uint64_t rr;         /* rotation over hot replicas */
 	_Atomic uint64_t c_known, c_unknown, c_hinted, c_replica_retries, c_fanouts, c_skipped;
 	_Atomic uint64_t c_warm_reads; /* reads given the previous owner too (join warm-up) */
+	_Atomic uint64_t c_puts_only;   /* puts local DRAM did not take, sent here alone */
 	_Atomic uint64_t c_epoch, c_refreshes, c_view_changes, c_refresh_errors;
 };
 
@@ -669,13 +670,16 @@ int cluster_exists(struct cluster *cl, uint32_t ns, const struct kvt_key *key,
 
 int cluster_put(struct cluster *cl, uint32_t ns, const struct kvt_key *key,
 		const struct cluster_hint *hint, const struct iovec *parts, unsigned part_count,
-		const uint32_t *crcs, bool sealed, tier_done_fn cb, void *ctx)
+		const uint32_t *crcs, bool sealed, bool only, tier_done_fn cb, void *ctx)
 {
 	unsigned owners[REMOTE_HOT_REPLICAS_MAX], k = 1, want = 0;
 	uint64_t anchor = 0;
 	struct cview *v = cview_get(cl);
 	struct fan *f;
 	int first_err = 0, ret;
+
+	if (only)
+		A(cl->c_puts_only);
 
 	/* Every put in a pod tells the member the block's anchor and how
 	 * many members it is placed on: what the members need to heal. */
@@ -1019,6 +1023,7 @@ void cluster_stats(struct cluster *cl, kvt_stats_fn fn, void *ctx)
 	unsigned down = 0;
 	char name[64];
 
+	fn(ctx, "remote.puts_only", atomic_load(&cl->c_puts_only), NULL);
 	if (v->n == 1) {
 		remote_stats(v->m[0].mb->rm, fn, ctx);
 		cluster_stats_refresh(cl, fn, ctx);

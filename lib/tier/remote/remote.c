@@ -42,6 +42,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -126,12 +127,8 @@ enum { C_DOWN = 0, C_CONNECTING, C_TLS, C_HELLO, C_AUTH, C_READY };
 enum { RX_HEAD = 0, RX_DATA };
 
 #define RX_SCRATCH (64u << 10)
+#define REMOTE_TX_IOV 1024u /* iovecs in one sendmsg: Linux's UIO_MAXIOV */
 #define REMOTE_PUT_FRAME_BYTES (UINT64_C(256) << 20) /* PUT values in one frame, at most */
-/* Striping of gets: a GET frame asks for about this many value bytes (by
- * the mean value size seen so far), so that a batch of big blocks spreads
- * over the pool's connections instead of queueing behind one frame on one
- * of them; small blocks still go remote.batch to a frame. */
-#define REMOTE_GET_STRIPE_BYTES (UINT64_C(4) << 20)
 
 struct rconn {
 	struct remote *rm;
@@ -216,17 +213,22 @@ struct remote {
 
 	/* remote thread only */
 	struct rop *pend_head, *pend_tail;
-	struct rconn *conns;
+	struct rconn *conns;             /* conns_cap slots; [0, conns_used) started */
+	unsigned conns_cap;              /* max(cfg.conns, cfg.conns_max) */
+	unsigned conns_used;             /* the pool now (remote_rule_conns); grows only */
 	struct rns *nsmap;
 	struct rop **batch_ops;          /* RK__COUNT x cfg.batch: dispatch's batches */
-	uint64_t get_mean;               /* running mean of GET value sizes (1/8 weight), 0: none yet */
+	uint64_t get_mean;               /* running mean of value sizes, GETs received and
+					  * PUTs sent (1/8 weight), 0: none yet */
 	uint32_t nsmap_cap;
 
 	_Atomic uint64_t c_gets, c_direct_gets, c_hits, c_misses, c_puts, c_put_stored, c_put_exists, c_put_failed,
 		c_lookups, c_exists, c_deletes, c_clears, c_errors, c_timeouts, c_fast_fails,
 		c_connects, c_connect_failures, c_disconnects, c_bytes_in, c_bytes_out, c_frames_out,
-		c_crc_errors, c_promote_full, c_conns_up, c_tls_failures;
+		c_crc_errors, c_promote_full, c_conns_up, c_tls_failures, c_sends, c_pool;
 };
+
+static void pool_note(struct remote *rm, uint64_t len);
 
 #define A(c) atomic_fetch_add_explicit(&(c), 1, memory_order_relaxed)
 #define AN(c, n) atomic_fetch_add_explicit(&(c), (n), memory_order_relaxed)
@@ -367,7 +369,7 @@ static void conn_epoll(struct rconn *c, bool out)
 
 static bool remote_all_down(struct remote *rm)
 {
-	for (unsigned i = 0; i < rm->cfg.conns; i++) {
+	for (unsigned i = 0; i < rm->conns_used; i++) {
 		struct rconn *c = &rm->conns[i];
 		if (c->state == C_READY || !c->failed_once)
 			return false;
@@ -502,12 +504,15 @@ static int conn_tx(struct rconn *c)
 	struct remote *rm = c->rm;
 	while (c->out_head) {
 		struct rframe *fr = c->out_head;
-		struct iovec iov[64];
+		/* One sendmsg per frame: header, table and every part of every
+		 * PUT value (a value of many parts, one per layer, still goes in
+		 * one call), up to what the kernel takes at once. */
+		struct iovec iov[REMOTE_TX_IOV];
 		unsigned n = 0;
 		struct msghdr mh = { 0 };
 		ssize_t w;
 
-		for (unsigned i = c->out_iov; i < fr->iov_count && n < 64; i++, n++) {
+		for (unsigned i = c->out_iov; i < fr->iov_count && n < REMOTE_TX_IOV; i++, n++) {
 			iov[n] = fr->iov[i];
 			if (i == c->out_iov) {
 				iov[n].iov_base = (uint8_t *)iov[n].iov_base + c->out_off;
@@ -527,6 +532,7 @@ static int conn_tx(struct rconn *c)
 			return -errno;
 		}
 		AN(rm->c_bytes_out, (uint64_t)w);
+		A(rm->c_sends);
 		while (w > 0) {
 			size_t left = fr->iov[c->out_iov].iov_len - c->out_off;
 			if ((size_t)w >= left) {
@@ -988,8 +994,7 @@ static int rx_get_next(struct rconn *c)
 		if ((it->flags & (PROTO_IF_PART | PROTO_IF_RANGE)) || it->off != 0 ||
 		    it->data_len != it->value_len)
 			return -EPROTO; /* we asked for whole values */
-		rm->get_mean = rm->get_mean ? rm->get_mean - rm->get_mean / 8 + it->value_len / 8
-					    : it->value_len;
+		pool_note(rm, it->value_len);
 		c->have_cur = true;
 		c->cur_done = 0;
 		c->cur_vc = 0;
@@ -1464,7 +1469,7 @@ static void conn_event(struct rconn *c, uint32_t events)
 static struct rconn *conn_pick(struct remote *rm)
 {
 	struct rconn *best = NULL;
-	for (unsigned i = 0; i < rm->cfg.conns; i++) {
+	for (unsigned i = 0; i < rm->conns_used; i++) {
 		struct rconn *c = &rm->conns[i];
 		if (c->state == C_READY && (!best || c->inflight_bytes < best->inflight_bytes))
 			best = c;
@@ -1497,6 +1502,61 @@ static void pend_push(struct remote *rm, struct rop *op)
 	else
 		rm->pend_head = op;
 	rm->pend_tail = op;
+}
+
+/*
+ * The pool and striping rule (doc/remote.md "Connections, batching,
+ * pipelining"), by the running mean of value sizes (gets received, puts
+ * sent: the engine's block size):
+ *
+ *   pool      cfg.conns at open; once the mean reaches REMOTE_BIG_VALUE
+ *             (512 KiB: a 4 MiB frame holds 8 values or fewer),
+ *             cfg.conns_max (4): a prompt of big blocks is many frames,
+ *             worth more streams in parallel; one of small blocks is one
+ *             or two frames, which more connections would not speed up
+ *             (and every connection costs the server a slot per engine).
+ *             The pool never shrinks.
+ *   GET frame about REMOTE_STRIPE_BYTES (4 MiB) of values: mean 2 MiB: 2
+ *             items, 256 KiB: 16, 64 KiB and less: remote.batch (64);
+ *             remote.batch until the mean is known or with one connection.
+ *   PUT frame values up to REMOTE_STRIPE_BYTES (at least one value), or
+ *             REMOTE_PUT_FRAME_BYTES (256 MiB) with one connection.
+ *   depth     every frame is sent at once, to the ready connection with the
+ *             fewest bytes in flight: the depth is what the engine keeps in
+ *             flight, spread over the pool ceil(bytes / 4 MiB) frames wide.
+ */
+unsigned remote_rule_conns(unsigned conns, unsigned conns_max, uint64_t mean)
+{
+	return mean >= REMOTE_BIG_VALUE && conns_max > conns ? conns_max : conns;
+}
+
+uint32_t remote_rule_get_items(uint64_t mean, uint32_t batch, unsigned conns)
+{
+	uint64_t per;
+	if (mean == 0 || conns < 2)
+		return batch;
+	per = REMOTE_STRIPE_BYTES / mean;
+	return per < 1 ? 1 : per < batch ? (uint32_t)per : batch;
+}
+
+uint64_t remote_rule_put_bytes(unsigned conns)
+{
+	return conns < 2 ? REMOTE_PUT_FRAME_BYTES : REMOTE_STRIPE_BYTES;
+}
+
+/* A value of len bytes went out or came in: the mean, and the pool. */
+static void pool_note(struct remote *rm, uint64_t len)
+{
+	unsigned want;
+	rm->get_mean = rm->get_mean ? rm->get_mean - rm->get_mean / 8 + len / 8 : len;
+	want = remote_rule_conns(rm->cfg.conns, rm->conns_cap, rm->get_mean);
+	if (want <= rm->conns_used)
+		return;
+	kvt_logf(rm->log, KVT_LOG_INFO, "remote %s: values of ~%" PRIu64 " KiB: %u connections",
+		 rm->cfg.addr, rm->get_mean >> 10, want);
+	while (rm->conns_used < want)
+		conn_start(&rm->conns[rm->conns_used++]);
+	atomic_store(&rm->c_pool, rm->conns_used);
 }
 
 /* Batches being filled, one per kind. */
@@ -1534,10 +1594,7 @@ static void dispatch(struct remote *rm, uint64_t now, uint64_t *next_timer)
 			b[k].ops = rm->batch_ops + (size_t)k * rm->cfg.batch;
 			b[k].cap = batch_max;
 		}
-		if (rm->get_mean > 0 && rm->cfg.conns > 1) {
-			uint64_t per = REMOTE_GET_STRIPE_BYTES / rm->get_mean;
-			b[RK_GET].cap = per < 1 ? 1 : per < batch_max ? (uint32_t)per : batch_max;
-		}
+		b[RK_GET].cap = remote_rule_get_items(rm->get_mean, batch_max, rm->conns_used);
 	}
 	while ((op = list)) {
 		int kind = op->kind;
@@ -1593,9 +1650,14 @@ static void dispatch(struct remote *rm, uint64_t now, uint64_t *next_timer)
 			frame_send(rm, c, kind, &op, 1);
 			continue;
 		}
-		if (kind == RK_PUT && b[kind].n &&
-		    b[kind].bytes + op->value_len > REMOTE_PUT_FRAME_BYTES)
-			batch_flush(rm, c, &b[kind], kind);
+		if (kind == RK_PUT) {
+			pool_note(rm, op->value_len);
+			if (b[kind].n && b[kind].bytes + op->value_len >
+						 remote_rule_put_bytes(rm->conns_used)) {
+				batch_flush(rm, c, &b[kind], kind);
+				c = conn_pick(rm); /* spread the next batch */
+			}
+		}
 		b[kind].ops[b[kind].n++] = op;
 		b[kind].bytes += op->value_len;
 		if (b[kind].n == b[kind].cap) {
@@ -1609,7 +1671,7 @@ static void dispatch(struct remote *rm, uint64_t now, uint64_t *next_timer)
 		if (op->deadline < *next_timer)
 			*next_timer = op->deadline;
 	/* Send what was queued. */
-	for (unsigned i = 0; i < rm->cfg.conns; i++) {
+	for (unsigned i = 0; i < rm->conns_used; i++) {
 		struct rconn *cc = &rm->conns[i];
 		if (cc->state == C_READY && cc->out_head && !cc->want_out) {
 			int ret = conn_tx(cc);
@@ -1625,7 +1687,7 @@ static void dispatch(struct remote *rm, uint64_t now, uint64_t *next_timer)
 
 static void timers(struct remote *rm, uint64_t now, uint64_t *next)
 {
-	for (unsigned i = 0; i < rm->cfg.conns; i++) {
+	for (unsigned i = 0; i < rm->conns_used; i++) {
 		struct rconn *c = &rm->conns[i];
 		if (c->state == C_DOWN) {
 			if (now >= c->retry_at)
@@ -1659,7 +1721,7 @@ static void *remote_main(void *arg)
 
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, NULL);
-	for (unsigned i = 0; i < rm->cfg.conns; i++)
+	for (unsigned i = 0; i < rm->conns_used; i++)
 		conn_start(&rm->conns[i]);
 	for (;;) {
 		uint64_t now = now_ns(), next = now + 100000000u;
@@ -1695,7 +1757,7 @@ static void *remote_main(void *arg)
 		}
 	}
 	/* Closing: everything in flight or queued fails. */
-	for (unsigned i = 0; i < rm->cfg.conns; i++) {
+	for (unsigned i = 0; i < rm->conns_used; i++) {
 		struct rconn *c = &rm->conns[i];
 		c->failed_once = true;
 		conn_fail(c, -ECANCELED, "closing");
@@ -2077,14 +2139,14 @@ static int remote_tls_open(struct remote *rm)
 static void remote_free(struct remote *rm)
 {
 	if (rm->conns) {
-		for (unsigned i = 0; i < rm->cfg.conns; i++) {
+		for (unsigned i = 0; i < rm->conns_cap; i++) {
 			struct rconn *c = &rm->conns[i];
 			kvt_mem_free(rm->mem, c->rbuf, c->rcap);
 			kvt_mem_free(rm->mem, c->plens, c->plens ? KVT_PARTS_MAX * sizeof(uint64_t) : 0);
 			kvt_mem_free(rm->mem, c->pcrcs, c->pcrcs ? KVT_PARTS_MAX * sizeof(uint32_t) : 0);
 			kvt_mem_free(rm->mem, c->scratch, c->scratch ? RX_SCRATCH : 0);
 		}
-		kvt_mem_free(rm->mem, rm->conns, rm->cfg.conns * sizeof(*rm->conns));
+		kvt_mem_free(rm->mem, rm->conns, rm->conns_cap * sizeof(*rm->conns));
 	}
 	if (rm->secret) {
 		OPENSSL_cleanse(rm->secret, rm->secret_len);
@@ -2132,12 +2194,15 @@ int remote_open(struct remote **out, const struct remote_config *cfg, struct dra
 	if (cfg->tls && (ret = remote_tls_open(rm)) < 0)
 		goto fail;
 	rm->batch_ops = kvt_mem_alloc(mem, (size_t)RK__COUNT * cfg->batch * sizeof(*rm->batch_ops));
-	rm->conns = kvt_mem_calloc(mem, cfg->conns, sizeof(*rm->conns));
+	rm->conns_used = cfg->conns;
+	rm->conns_cap = cfg->conns_max > cfg->conns ? cfg->conns_max : cfg->conns;
+	rm->conns = kvt_mem_calloc(mem, rm->conns_cap, sizeof(*rm->conns));
 	if (!rm->batch_ops || !rm->conns) {
 		ret = -ENOMEM;
 		goto fail;
 	}
-	for (unsigned i = 0; i < cfg->conns; i++) {
+	atomic_store(&rm->c_pool, rm->conns_used);
+	for (unsigned i = 0; i < rm->conns_cap; i++) {
 		struct rconn *c = &rm->conns[i];
 		c->rm = rm;
 		c->idx = i;
@@ -2234,6 +2299,8 @@ void remote_stats(struct remote *rm, kvt_stats_fn fn, void *ctx)
 	S("connect_failures", c_connect_failures);
 	S("disconnects", c_disconnects);
 	S("frames_out", c_frames_out);
+	S("sends", c_sends);
+	S("pool", c_pool);
 	S("bytes_in", c_bytes_in);
 	S("bytes_out", c_bytes_out);
 	S("crc_errors", c_crc_errors);

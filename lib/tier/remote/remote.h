@@ -40,7 +40,8 @@ struct remote_config {
 	char *addr;                 /* "HOST:PORT", "[V6]:PORT" or "unix:/PATH"; owned by the store */
 	char *tenant;               /* NULL: "default" */
 	char *secret_file;          /* NULL: AUTH method NONE */
-	unsigned conns;             /* connections in the pool */
+	unsigned conns;             /* connections in the pool at open */
+	unsigned conns_max;         /* ... grown to for big values (remote_rule_conns) */
 	unsigned timeout_ms;        /* deadline of one operation */
 	unsigned connect_timeout_ms;
 	unsigned backoff_ms;        /* first reconnect delay; doubles up to backoff_max_ms */
@@ -57,9 +58,17 @@ struct remote_config {
 	unsigned hot_replicas;      /* members that hold a prompt's first group */
 	unsigned anchor_slots;      /* remembered key -> group entries; 0: none */
 	unsigned refresh_ms;        /* discover: re-read the member list this often; 0: never */
+	/* The store's (store_dispatch.c store_put_admit), not the tier's: */
+	int put_local;              /* REMOTE_PUT_LOCAL_*: does a put also go to local DRAM */
 };
 
+#define REMOTE_PUT_LOCAL_ALWAYS 0 /* a put lands in DRAM and is written through */
+#define REMOTE_PUT_LOCAL_NEVER 1  /* a put is written through only, DRAM untouched */
+
 #define REMOTE_DEF_CONNS 2
+#define REMOTE_DEF_CONNS_MAX 4
+#define REMOTE_BIG_VALUE (UINT64_C(512) << 10)   /* values this big grow the pool */
+#define REMOTE_STRIPE_BYTES (UINT64_C(4) << 20)  /* values in one GET or PUT frame, about */
 #define REMOTE_DEF_TIMEOUT_MS 2000
 #define REMOTE_DEF_CONNECT_TIMEOUT_MS 1000
 #define REMOTE_DEF_BACKOFF_MS 50
@@ -70,6 +79,16 @@ struct remote_config {
 #define REMOTE_HOT_REPLICAS_MAX 8
 #define REMOTE_DEF_ANCHOR_SLOTS 262144
 #define REMOTE_DEF_REFRESH_MS 2000
+
+/*
+ * The pool and striping rule (remote.c says why; doc/remote.md): the
+ * connections a pool of conns (at open) .. conns_max holds for a mean
+ * value size; the items of one GET frame; the most value bytes of one PUT
+ * frame (always at least one value).  mean 0: not known yet.
+ */
+unsigned remote_rule_conns(unsigned conns, unsigned conns_max, uint64_t mean);
+uint32_t remote_rule_get_items(uint64_t mean, uint32_t batch, unsigned conns);
+uint64_t remote_rule_put_bytes(unsigned conns);
 
 /* Operations complete through tier.h's two types: tier_done_fn with what
  * the operation learned (struct tier_result), and gets through tier_got_fn

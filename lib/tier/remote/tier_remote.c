@@ -5,7 +5,9 @@
  * Every operation is a round trip on the remote thread, so every one may
  * complete later (TIER_ASYNC_ALL).  Puts are written through from the
  * caller's parts (other engines must see first-time blocks), which is why
- * a store with this tier refuses kvt_put_reserve.  A server that is down
+ * a store with this tier refuses kvt_put_reserve; with remote.put_local
+ * never, DRAM is not asked at all (store_put_admit) and this is the only
+ * copy made, by the kernel.  A server that is down
  * is a miss (remote.fast_fails), never an error to the model.
  */
 #include "cluster.h"
@@ -98,7 +100,7 @@ static int trem_put_through(void *t, const struct tier_key *k, const struct iove
 	if (local != KVT_OK && local != KVT_EFULL && local != KVT_ETOOBIG)
 		return KVT_MISS;
 	return cluster_put(t, k->ns, k->key, trem_hint(k, &h), parts, part_count, crcs, sealed,
-			   done, ctx) == 0 ? TIER_PENDING : KVT_MISS;
+			   local != KVT_OK, done, ctx) == 0 ? TIER_PENDING : KVT_MISS;
 }
 
 static int trem_del(void *t, void *prepared, const struct tier_key *k, tier_done_fn done,

@@ -1,0 +1,384 @@
+/*
+ * test_remote_put.c - puts of the remote tier without staging, against a
+ * real kvtierd.
+ *
+ * Usage: test_remote_put PATH-TO-KVTIERD
+ *
+ * What it proves:
+ *   - with remote.put_local=never a put reaches the server and nothing
+ *     else: no DRAM reservation, copy or publish (dram.puts, put_bytes,
+ *     used_bytes, full_errors stay 0; remote.puts_only counts it), status
+ *     KVT_OK with tier remote; another engine and this one read it back
+ *     byte-exact; a second put of it is KVT_EXISTS; with the default
+ *     (always) the same put lands in DRAM;
+ *   - a value of 100 parts goes out in one sendmsg (remote.sends ==
+ *     remote.frames_out), from the caller's parts;
+ *   - a sealed namespace's put with remote.put_local=never seals into a
+ *     buffer (DRAM untouched) and another engine with the key opens it;
+ *   - the pool and striping rule: small values keep remote.conns
+ *     connections, 1 MiB values (a mean past 512 KiB) grow the pool to remote.conns_max and a
+ *     batch of them goes out in frames of about 4 MiB (remote.pool,
+ *     remote.frames_out); a fixed pool stays;
+ *   - a store destroyed while such puts wait on a stopped server releases
+ *     everything and never touches the caller's parts afterwards
+ *     (ASan/LSan: the parts are freed right after);
+ *   - a server killed while such puts are in flight: each completes, by
+ *     its deadline, as KVT_EFULL (stored nowhere), never KVT_OK, and DRAM
+ *     is still untouched.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "server.h"
+#include "t.h"
+#include "tstore.h"
+
+#define VLEN (1u << 20)
+
+static struct kvt_store *engine(const char *addr, const char *put_local, const char *timeout_ms)
+{
+	struct kvt_store *s = t_store_open("dram.capacity", "64M", "dram.chunk", "4K",
+					   "dram.prefault", "off", "remote.addr", addr,
+					   "remote.put_local", put_local, "remote.timeout_ms",
+					   timeout_ms, "remote.backoff_ms", "20",
+					   "remote.backoff_max_ms", "200", NULL);
+	for (int i = 0; i < 1000 && t_stat(s, "remote.conns_up") == 0; i++)
+		tsrv_sleep_ms(10);
+	T_ASSERT(t_stat(s, "remote.conns_up") > 0);
+	return s;
+}
+
+/* Local DRAM was never asked. */
+static void dram_untouched(struct kvt_store *s)
+{
+	T_EQ_U64(t_stat(s, "dram.puts"), 0);
+	T_EQ_U64(t_stat(s, "dram.put_bytes"), 0);
+	T_EQ_U64(t_stat(s, "dram.used_bytes"), 0);
+	T_EQ_U64(t_stat(s, "dram.full_errors"), 0);
+	T_EQ_U64(t_stat(s, "dram.put_exists"), 0);
+}
+
+static struct kvt_req get_into(struct kvt_store *s, uint32_t ns, uint64_t id, uint8_t *dst,
+			       size_t len)
+{
+	struct iovec iov = { dst, len };
+	struct kvt_req r = { .op = KVT_OP_GET, .ns = ns, .key = t_key(id), .iov = &iov,
+			     .iov_count = 1 };
+	struct kvt_req *rp = &r, *got;
+	struct kvt_queue *q;
+	T_OK(kvt_queue_create(s, &q));
+	T_RC(kvt_submit(q, &rp, 1), 1);
+	T_RC(kvt_queue_wait(q, &got, 1, 30000), 1);
+	T_OK(kvt_queue_destroy(q));
+	return r;
+}
+
+static struct kvt_req put1(struct kvt_store *s, uint32_t ns, uint64_t id,
+			   const struct iovec *parts, unsigned n)
+{
+	struct kvt_req r = { .op = KVT_OP_PUT, .ns = ns, .key = t_key(id), .iov = parts,
+			     .iov_count = n };
+	struct kvt_req *rp = &r, *got;
+	struct kvt_queue *q;
+	T_OK(kvt_queue_create(s, &q));
+	T_RC(kvt_submit(q, &rp, 1), 1);
+	T_RC(kvt_queue_wait(q, &got, 1, 30000), 1);
+	T_OK(kvt_queue_destroy(q));
+	return r;
+}
+
+static void test_exact(const char *addr)
+{
+	enum { NP = 100, PLEN = 512 };
+	struct kvt_store *a = engine(addr, "always", "5000"), *b = engine(addr, "never", "5000");
+	uint32_t na = t_ns(a, "put"), nb = t_ns(b, "put");
+	uint8_t *v = malloc(VLEN), *dst = malloc(VLEN);
+	struct iovec parts[NP];
+	struct kvt_req r;
+	T_ASSERT(v && dst);
+
+	/* A 1 MiB value: the server only. */
+	t_fill(v, VLEN, 1);
+	struct iovec one = { v, VLEN };
+	r = put1(b, nb, 1, &one, 1);
+	T_RC(r.status, KVT_OK);
+	T_EQ_INT(r.tier, KVT_TIER_REMOTE);
+	dram_untouched(b);
+	T_EQ_U64(t_stat(b, "remote.puts_only"), 1);
+	T_EQ_U64(t_stat(b, "remote.puts_stored"), 1);
+
+	/* A value of 100 parts: one frame, one sendmsg (once the pool the
+	 * 1 MiB value grew is up: handshakes are frames too). */
+	for (int i = 0; i < 500 && t_stat(b, "remote.conns_up") < t_stat(b, "remote.pool"); i++)
+		tsrv_sleep_ms(10);
+	for (unsigned i = 0; i < NP; i++)
+		parts[i] = (struct iovec){ dst + (size_t)i * PLEN, PLEN };
+	t_fill(dst, (size_t)NP * PLEN, 2);
+	uint64_t f0 = t_stat(b, "remote.frames_out"), s0 = t_stat(b, "remote.sends");
+	r = put1(b, nb, 2, parts, NP);
+	T_RC(r.status, KVT_OK);
+	T_EQ_INT(r.tier, KVT_TIER_REMOTE);
+	T_EQ_U64(t_stat(b, "remote.frames_out") - f0, 1);
+	T_EQ_U64(t_stat(b, "remote.sends") - s0, 1);
+	dram_untouched(b);
+	T_EQ_U64(t_stat(b, "remote.puts_only"), 2);
+
+	/* Present on the server: EXISTS, nothing stored twice. */
+	r = put1(b, nb, 1, &one, 1);
+	T_RC(r.status, KVT_EXISTS);
+	dram_untouched(b);
+
+	/* Byte-exact from another engine and from this one (received into
+	 * the buffer, still not into DRAM). */
+	memset(dst, 0, VLEN);
+	r = get_into(a, na, 1, dst, VLEN);
+	T_RC(r.status, KVT_OK);
+	T_EQ_INT(r.tier, KVT_TIER_REMOTE);
+	T_EQ_MEM(dst, v, VLEN);
+	memset(dst, 0, VLEN);
+	r = get_into(b, nb, 1, dst, VLEN);
+	T_RC(r.status, KVT_OK);
+	T_EQ_INT(r.tier, KVT_TIER_REMOTE);
+	T_EQ_MEM(dst, v, VLEN);
+	t_fill(v, (size_t)NP * PLEN, 2);
+	memset(dst, 0, VLEN);
+	r = get_into(a, na, 2, dst, VLEN);
+	T_RC(r.status, KVT_OK);
+	T_EQ_U64(r.length, (uint64_t)NP * PLEN);
+	T_EQ_MEM(dst, v, (size_t)NP * PLEN);
+	dram_untouched(b);
+
+	/* The default: the same kind of put lands in DRAM too. */
+	t_fill(v, VLEN, 3);
+	r = put1(a, na, 3, &one, 1);
+	T_RC(r.status, KVT_OK);
+	T_EQ_INT(r.tier, KVT_TIER_DRAM);
+	T_EQ_U64(t_stat(a, "dram.puts"), 1);
+	T_EQ_U64(t_stat(a, "remote.puts_only"), 0);
+	kvt_store_destroy(a);
+	kvt_store_destroy(b);
+	free(v);
+	free(dst);
+}
+
+/* A sealed namespace: the ciphertext goes out from a buffer, not from
+ * DRAM, and another engine with the key opens it byte-exact. */
+static void test_sealed(const char *addr)
+{
+	struct kvt_store *a = engine(addr, "always", "5000"), *b = engine(addr, "never", "5000");
+	uint32_t na = t_ns(a, "sealed-put"), nb = t_ns(b, "sealed-put");
+	uint8_t m[32], *v = malloc(VLEN), *dst = malloc(VLEN);
+	struct kvt_key k = t_key(700);
+	T_ASSERT(v && dst);
+	t_fill(m, sizeof(m), 77);
+	T_OK(kvt_ns_set_seal_key(a, na, m, 32));
+	T_OK(kvt_ns_set_seal_key(b, nb, m, 32));
+	t_fill(v, VLEN, 700);
+	struct iovec parts[3] = { { v, VLEN / 3 }, { v + VLEN / 3, VLEN / 3 },
+				  { v + 2 * (VLEN / 3), VLEN - 2 * (VLEN / 3) } };
+	struct kvt_req r = put1(b, nb, 700, parts, 3);
+	T_RC(r.status, KVT_OK);
+	T_EQ_INT(r.tier, KVT_TIER_REMOTE);
+	dram_untouched(b);
+	T_RC(kvt_get(a, na, &k, dst, VLEN, NULL), KVT_OK);
+	T_EQ_MEM(dst, v, VLEN);
+	kvt_store_destroy(a);
+	kvt_store_destroy(b);
+	free(v);
+	free(dst);
+}
+
+enum { NPUT = 8 };
+
+/* NPUT puts of 1 MiB submitted on q; the requests and values are the caller's. */
+static void put_batch(struct kvt_queue *q, uint32_t ns, uint64_t id0, struct kvt_req *reqs,
+		      struct iovec *parts, uint8_t **vals)
+{
+	struct kvt_req *rp[NPUT];
+	for (int i = 0; i < NPUT; i++) {
+		vals[i] = malloc(VLEN);
+		T_ASSERT(vals[i]);
+		t_fill(vals[i], VLEN, id0 + (uint64_t)i);
+		parts[i] = (struct iovec){ vals[i], VLEN };
+		reqs[i] = (struct kvt_req){ .op = KVT_OP_PUT, .ns = ns, .key = t_key(id0 + (uint64_t)i),
+					    .iov = &parts[i], .iov_count = 1 };
+		rp[i] = &reqs[i];
+	}
+	T_RC(kvt_submit(q, rp, NPUT), NPUT);
+}
+
+/* Destroyed while its puts wait on a stopped server. */
+static void test_close(struct tsrv *srv, const char *addr)
+{
+	struct kvt_store *b = engine(addr, "never", "30000");
+	uint32_t nb = t_ns(b, "put");
+	struct kvt_req reqs[NPUT];
+	struct iovec parts[NPUT];
+	uint8_t *vals[NPUT];
+	struct kvt_queue *q;
+	struct iovec one;
+	uint8_t x = 1;
+
+	one = (struct iovec){ &x, 1 };
+	T_RC(put1(b, nb, 99, &one, 1).status, KVT_OK); /* namespace registered */
+	T_RC(kill(srv->pid, SIGSTOP), 0);
+	tsrv_wait_stopped(srv->pid);
+	T_OK(kvt_queue_create(b, &q));
+	uint64_t o0 = t_stat(b, "remote.bytes_out");
+	put_batch(q, nb, 200, reqs, parts, vals);
+	/* Some of the values went into the socket, the rest wait for room. */
+	for (int i = 0; i < 500 && t_stat(b, "remote.bytes_out") - o0 < VLEN / 2; i++)
+		tsrv_sleep_ms(10);
+	T_ASSERT(t_stat(b, "remote.bytes_out") - o0 >= VLEN / 2);
+	dram_untouched(b);
+	kvt_store_destroy(b); /* frees q; the puts fail, nobody reads the parts after */
+	for (int i = 0; i < NPUT; i++)
+		free(vals[i]);
+	T_RC(kill(srv->pid, SIGCONT), 0);
+}
+
+/* Killed while puts are in flight: each completes as KVT_EFULL. */
+static void test_down(struct tsrv *srv, const char *addr)
+{
+	struct kvt_store *b = engine(addr, "never", "1000");
+	uint32_t nb = t_ns(b, "put");
+	struct kvt_req reqs[NPUT], *got[NPUT];
+	struct iovec parts[NPUT];
+	uint8_t *vals[NPUT];
+	struct kvt_queue *q;
+	struct iovec one;
+	uint8_t x = 2;
+
+	one = (struct iovec){ &x, 1 };
+	T_RC(put1(b, nb, 98, &one, 1).status, KVT_OK);
+	T_RC(kill(srv->pid, SIGSTOP), 0);
+	tsrv_wait_stopped(srv->pid);
+	T_OK(kvt_queue_create(b, &q));
+	put_batch(q, nb, 300, reqs, parts, vals);
+	tsrv_sleep_ms(50);
+	uint64_t t0 = t_now_ms();
+	tsrv_kill9(srv);
+	for (int done = 0; done < NPUT;) {
+		int n = kvt_queue_wait(q, got, NPUT, 30000);
+		T_ASSERT(n > 0);
+		done += n;
+	}
+	T_ASSERT(t_now_ms() - t0 < 5000);
+	for (int i = 0; i < NPUT; i++)
+		T_RC(reqs[i].status, KVT_EFULL);
+	dram_untouched(b);
+	T_EQ_U64(t_stat(b, "remote.puts_only"), 1 + NPUT);
+	T_OK(kvt_queue_destroy(q));
+	kvt_store_destroy(b);
+	for (int i = 0; i < NPUT; i++)
+		free(vals[i]);
+}
+
+/* The pool and striping rule at work: small values keep remote.conns
+ * (2); 1 MiB values grow the pool to remote.conns_max (4), and a batch of
+ * 16 of them goes out in frames of about 4 MiB, byte-exact; a fixed pool
+ * (conns_max = conns) stays. */
+static void test_pool(const char *addr)
+{
+	enum { N = 16 };
+	struct kvt_store *b = engine(addr, "never", "10000");
+	uint32_t nb = t_ns(b, "pool");
+	struct kvt_req reqs[N], *got[N];
+	struct iovec parts[N];
+	uint8_t *vals[N], small[4096];
+	struct kvt_queue *q;
+	struct iovec one = { small, sizeof(small) };
+
+	T_EQ_U64(t_stat(b, "remote.pool"), 2);
+	for (int i = 0; i < N; i++) {
+		t_fill(small, sizeof(small), 500 + (uint64_t)i);
+		T_RC(put1(b, nb, 500 + (uint64_t)i, &one, 1).status, KVT_OK);
+	}
+	T_EQ_U64(t_stat(b, "remote.pool"), 2);
+
+	T_OK(kvt_queue_create(b, &q));
+	uint64_t f0 = t_stat(b, "remote.frames_out");
+	struct kvt_req *rp[N];
+	for (int i = 0; i < N; i++) {
+		vals[i] = malloc(VLEN);
+		T_ASSERT(vals[i]);
+		t_fill(vals[i], VLEN, 600 + (uint64_t)i);
+		parts[i] = (struct iovec){ vals[i], VLEN };
+		reqs[i] = (struct kvt_req){ .op = KVT_OP_PUT, .ns = nb, .key = t_key(600 + (uint64_t)i),
+					    .iov = &parts[i], .iov_count = 1 };
+		rp[i] = &reqs[i];
+	}
+	T_RC(kvt_submit(q, rp, N), N);
+	for (int done = 0; done < N;) {
+		int n = kvt_queue_wait(q, got, N, 30000);
+		T_ASSERT(n > 0);
+		done += n;
+	}
+	uint64_t frames = t_stat(b, "remote.frames_out") - f0;
+	fprintf(stderr, "%d puts of 1 MiB went out in %llu frames\n", N, (unsigned long long)frames);
+	T_ASSERT(frames >= N / 4 && frames <= N);
+	for (int i = 0; i < N; i++)
+		T_RC(reqs[i].status, KVT_OK);
+	T_EQ_U64(t_stat(b, "remote.pool"), 4);
+	for (int i = 0; i < 500 && t_stat(b, "remote.conns_up") < 4; i++)
+		tsrv_sleep_ms(10);
+	T_EQ_U64(t_stat(b, "remote.conns_up"), 4);
+	/* Read back over the grown pool, byte-exact. */
+	uint8_t *dst = malloc(VLEN);
+	T_ASSERT(dst);
+	for (int i = 0; i < N; i++) {
+		memset(dst, 0, VLEN);
+		struct kvt_req r = get_into(b, nb, 600 + (uint64_t)i, dst, VLEN);
+		T_RC(r.status, KVT_OK);
+		T_EQ_MEM(dst, vals[i], VLEN);
+	}
+	T_OK(kvt_queue_destroy(q));
+	kvt_store_destroy(b);
+
+	/* A fixed pool stays as it is. */
+	struct kvt_store *c = t_store_open("dram.capacity", "16M", "dram.prefault", "off",
+					   "remote.addr", addr, "remote.conns", "2",
+					   "remote.conns_max", "2", NULL);
+	uint32_t nc = t_ns(c, "pool");
+	memset(dst, 0, VLEN);
+	T_RC(get_into(c, nc, 600, dst, VLEN).status, KVT_OK);
+	T_EQ_MEM(dst, vals[0], VLEN);
+	T_EQ_U64(t_stat(c, "remote.pool"), 2);
+	kvt_store_destroy(c);
+	for (int i = 0; i < N; i++)
+		free(vals[i]);
+	free(dst);
+}
+
+int main(int argc, char **argv)
+{
+	struct tsrv srv;
+	char dir[600], addr[700];
+	char *base;
+
+	if (argc < 2)
+		T_SKIP("usage: test_remote_put PATH-TO-KVTIERD");
+	if (access(argv[1], X_OK) != 0)
+		T_FAIL("%s is not executable", argv[1]);
+	signal(SIGPIPE, SIG_IGN);
+	base = t_mkdtemp();
+	snprintf(dir, sizeof(dir), "%s/main", base);
+	T_RC(mkdir(dir, 0700), 0);
+	tsrv_start(&srv, argv[1], base, dir, NULL, NULL);
+	snprintf(addr, sizeof(addr), "127.0.0.1:%u", srv.port);
+	test_exact(addr);
+	test_pool(addr);
+	test_sealed(addr);
+	test_close(&srv, addr);
+	test_down(&srv, addr);
+	tsrv_check_reports(base);
+	t_rmtree(base);
+	free(base);
+	printf("test_remote_put: ok\n");
+	return 0;
+}
