@@ -343,6 +343,34 @@ int ssd_pread_full(int fd, void *buf, size_t len, uint64_t off)
  * Segments
  */
 
+/*
+ * Records sit at multiples of SSD_REC_ALIGN (512 B).  A device whose
+ * O_DIRECT needs more (a 4Kn drive: statx's dio_offset_align 4096) would
+ * refuse those offsets: the file then goes through the page cache, said
+ * in the log and counted as io.odirect_refused does -- never an I/O error
+ * at the first write.  Unknown alignment (no STATX_DIOALIGN): trusted.
+ */
+static void seg_check_dio(struct ssd *s, struct ssd_seg *g, int fd, const char *name)
+{
+	struct statx sx;
+	int fl;
+	if (statx(fd, "", AT_EMPTY_PATH, STATX_DIOALIGN, &sx) < 0 ||
+	    !(sx.stx_mask & STATX_DIOALIGN) ||
+	    (sx.stx_dio_offset_align != 0 && sx.stx_dio_offset_align <= SSD_REC_ALIGN &&
+	     sx.stx_dio_mem_align <= SSD_ALIGN))
+		return;
+	fl = fcntl(fd, F_GETFL);
+	if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_DIRECT) < 0)
+		return;
+	g->direct = false;
+	if (!s->dio_warned) {
+		s->dio_warned = true;
+		kvt_logf(s->log, KVT_LOG_WARN,
+			 "ssd: %s: O_DIRECT needs %u-byte offsets here, records are %u-byte aligned: "
+			 "using the page cache", name, sx.stx_dio_offset_align, SSD_REC_ALIGN);
+	}
+}
+
 int ssd_seg_open_file(struct ssd *s, uint32_t slot, bool create)
 {
 	struct ssd_seg *g = &s->segs[slot];
@@ -355,6 +383,8 @@ int ssd_seg_open_file(struct ssd *s, uint32_t slot, bool create)
 			  0600, &g->direct);
 	if (fd < 0)
 		return fd;
+	if (g->direct)
+		seg_check_dio(s, g, fd, name);
 	__atomic_store_n(&g->fd, fd, __ATOMIC_RELAXED);
 	return 0;
 }
@@ -574,8 +604,8 @@ static int evict_entry_cb(void *ctx, const struct ssd_sum_entry *se)
 			   reinsert_cb_budget(s, &ec->budget, (*pp)->value_len);
 		hot = ((*pp)->flags & E_READ2) && s->evict_hook;
 		seq = (*pp)->seq;
-		off = (uint64_t)(*pp)->off_4k * SSD_ALIGN;
-		rec_len = (uint64_t)(*pp)->len_4k * SSD_ALIGN;
+		off = (uint64_t)(*pp)->off_512 * SSD_REC_ALIGN;
+		rec_len = (uint64_t)(*pp)->len_512 * SSD_REC_ALIGN;
 		value_len = (*pp)->value_len;
 		pc = (*pp)->part_count;
 		idx_remove_locked(s, sh, pp);
@@ -773,8 +803,8 @@ static int seg_reserve_locked(struct ssd *s, uint64_t rec_len, struct ssd_sum_en
 		g->sum_cap = ncap;
 	}
 	se->seq = s->next_seq++;
-	se->off_4k = (uint32_t)(g->write_off / SSD_ALIGN);
-	se->len_4k = (uint32_t)(rec_len / SSD_ALIGN);
+	se->off_512 = (uint32_t)(g->write_off / SSD_REC_ALIGN);
+	se->len_512 = (uint32_t)(rec_len / SSD_REC_ALIGN);
 	g->sum[g->sum_count++] = *se;
 	g->sum_bytes += elen;
 	*slot = (uint32_t)s->open_slot;
@@ -1132,7 +1162,7 @@ static void wd_write(struct ssd *s, struct wd_task *t)
 		goto fail;
 	}
 	t->seq = se.seq;
-	t->off_4k = se.off_4k;
+	t->off_512 = se.off_512;
 	if (t->type == T_CLEAR) {
 		pthread_mutex_lock(&s->seg_lock);
 		ssd_clear_raise(s, rh.ns_id, se.seq);
@@ -1158,8 +1188,8 @@ static void wd_write(struct ssd *s, struct wd_task *t)
 		e.generation = t->generation;
 		e.ns = t->ns;
 		e.slot = t->slot;
-		e.off_4k = se.off_4k;
-		e.len_4k = se.len_4k;
+		e.off_512 = se.off_512;
+		e.len_512 = se.len_512;
 		e.part_count = (uint16_t)np;
 		e.flags = E_PENDING;
 		e.key_len = (uint8_t)t->key.len;
@@ -1188,7 +1218,7 @@ static void wd_write(struct ssd *s, struct wd_task *t)
 		t->iov[0].iov_base = t->hdr;
 		t->iov[0].iov_len = t->hdr_len;
 		vc = dram_item_view(s->dram, t->item, t->iov + 1, &h);
-		t->iov[vc].iov_len = align4k(t->iov[vc].iov_len);
+		t->iov[vc].iov_len = align_rec(t->iov[vc].iov_len);
 		vc++;
 		kvt_mem_free(s->mem, lens, KVT_PARTS_MAX * (sizeof(*lens) + sizeof(*crcs) +
 							   sizeof(*parts)));
@@ -1609,8 +1639,8 @@ int ssd_promote(struct ssd *s, uint32_t ns, const struct kvt_key *key, int prio,
 	p->value_len = e->value_len;
 	p->slot = e->slot;
 	p->part_count = e->part_count;
-	p->rec_len = (uint64_t)e->len_4k * SSD_ALIGN;
-	off = (uint64_t)e->off_4k * SSD_ALIGN;
+	p->rec_len = (uint64_t)e->len_512 * SSD_REC_ALIGN;
+	off = (uint64_t)e->off_512 * SSD_REC_ALIGN;
 	pthread_mutex_unlock(&sh->lock);
 
 	p->hdr_len = ssd_rec_hdr_len(p->part_count);
@@ -1665,7 +1695,7 @@ int ssd_promote(struct ssd *s, uint32_t ns, const struct kvt_key *key, int prio,
 	}
 	p->iov[0].iov_base = p->hdr;
 	p->iov[0].iov_len = p->hdr_len;
-	p->iov[vc].iov_len = align4k(p->iov[vc].iov_len);
+	p->iov[vc].iov_len = align_rec(p->iov[vc].iov_len);
 	p->cb = cb;
 	p->ctx = ctx;
 	p->start_ns = now_ns();
@@ -1719,8 +1749,8 @@ int ssd_read_copy(struct ssd *s, uint32_t ns, const struct kvt_key *key, int pri
 	p->value_len = e->value_len;
 	p->slot = e->slot;
 	p->part_count = e->part_count;
-	p->rec_len = (uint64_t)e->len_4k * SSD_ALIGN;
-	off = (uint64_t)e->off_4k * SSD_ALIGN;
+	p->rec_len = (uint64_t)e->len_512 * SSD_REC_ALIGN;
+	off = (uint64_t)e->off_512 * SSD_REC_ALIGN;
 	pthread_mutex_unlock(&sh->lock);
 
 	p->hdr_len = ssd_rec_hdr_len(p->part_count);
@@ -2010,6 +2040,7 @@ void ssd_stats(struct ssd *s, kvt_stats_fn fn, void *ctx)
 	fn(ctx, "ssd.recovery_records_scanned", s->rec_records, NULL);
 	fn(ctx, "ssd.recovery_segments_scanned", s->rec_segments, NULL);
 	fn(ctx, "ssd.recovery_dropped", s->rec_dropped, NULL);
+	fn(ctx, "ssd.recovery_old_format_segments", s->rec_old_format, NULL);
 	io_stats(s->io, fn, ctx);
 }
 

@@ -36,7 +36,7 @@ struct ssd_entry {
 	uint64_t generation;  /* of the segment holding the record */
 	uint32_t ns;
 	uint32_t slot;
-	uint32_t off_4k, len_4k;
+	uint32_t off_512, len_512;
 	uint16_t part_count;
 	uint8_t flags;        /* E_* */
 	uint8_t key_len;
@@ -94,7 +94,7 @@ struct wd_task {
 	struct kvt_key key;
 	uint64_t value_len;
 	uint64_t seq, generation, rec_len;
-	uint32_t slot, off_4k, part_count;
+	uint32_t slot, off_512, part_count;
 	uint8_t *hdr;         /* aligned record header */
 	uint32_t hdr_len;
 	struct iovec iov[1 + DRAM_MAX_RUNS];
@@ -150,6 +150,7 @@ struct ssd {
 	uint32_t clear_cap;
 	uint32_t seals_since_ckpt;
 	bool degraded;              /* ENOSPC: write-downs shed until retry */
+	bool dio_warned;            /* seg_check_dio said it once (seg_lock or recovery) */
 	uint64_t degraded_at_ns;
 	pthread_mutex_t ns_lock;    /* leaf: guards persistent[] (taken under DRAM locks) */
 	uint8_t *persistent;        /* per namespace id: write down at put */
@@ -176,6 +177,7 @@ struct ssd {
 		io_errors, seg_sealed, seg_evicted, evicted_blocks, reinserted, quarantined,
 		ckpts, enospc, promote_full, copy_reads, evicted_handed;
 	uint64_t rec_ckpt_entries, rec_records, rec_segments, rec_ns, rec_dropped;
+	uint64_t rec_old_format;     /* segments of an older format version, dropped */
 };
 
 /* ------------------------------------------------------------------------
@@ -211,6 +213,12 @@ static inline struct ssd_shard *shard_of(struct ssd *s, uint64_t h)
 static inline uint64_t align4k(uint64_t v)
 {
 	return (v + SSD_ALIGN - 1) & ~(uint64_t)(SSD_ALIGN - 1);
+}
+
+/* Records and offsets in a segment: multiples of SSD_REC_ALIGN (512). */
+static inline uint64_t align_rec(uint64_t v)
+{
+	return (v + SSD_REC_ALIGN - 1) & ~(uint64_t)(SSD_REC_ALIGN - 1);
 }
 
 #define A(x) atomic_fetch_add_explicit(&(x), 1, memory_order_relaxed)
