@@ -26,8 +26,15 @@
 #define SSD_ID "id"
 
 enum { SEG_FREE = 0, SEG_OPEN, SEG_SEALED, SEG_BAD };
-enum { E_PENDING = 0x1, E_READ = 0x2, E_READ2 = 0x4 /* promoted twice or more */ };
-enum { T_PUT = 1, T_DELETE, T_CLEAR, T_FLUSH, T_CKPT };
+enum {
+	E_PENDING = 0x1,
+	E_READ = 0x2,
+	E_READ2 = 0x4, /* promoted twice or more */
+	E_CARRY = 0x8,  /* with E_PENDING: kept while its record is carried (ssd.c) */
+};
+/* T_CARRY: a hot record of a reclaimed segment, read back, written again
+ * at the log's head (ssd.c, "Reclamation"). */
+enum { T_PUT = 1, T_DELETE, T_CLEAR, T_FLUSH, T_CKPT, T_CARRY };
 
 struct ssd_entry {
 	struct ssd_entry *hnext;
@@ -106,6 +113,12 @@ struct wd_task {
 	int wait_status;
 	int retries;          /* T_DELETE, T_CLEAR: times the record was re-logged */
 	bool rewrite;         /* T_PUT from a DRAM eviction: rewrite an old copy */
+	/* T_CARRY: the record read back into hdr (hdr_len bytes: its header,
+	 * re-encoded in place, then the value), its part table, and the seq
+	 * of the index entry kept PENDING for it meanwhile. */
+	struct ssd_part *carry_parts;
+	uint64_t carry_seq;
+	uint32_t carry_flags;  /* SSD_REC_F_* */
 };
 
 struct promote_task {
@@ -175,7 +188,8 @@ struct ssd {
 	_Atomic uint64_t wd_queued, wd_written, wd_written_bytes, wd_shed, wd_skipped,
 		wd_errors, tombstones, reads, read_bytes, read_misses, crc_errors, hdr_errors,
 		io_errors, seg_sealed, seg_evicted, evicted_blocks, reinserted, quarantined,
-		ckpts, enospc, promote_full, copy_reads, evicted_handed;
+		ckpts, enospc, promote_full, copy_reads, evicted_handed, carried, carried_bytes,
+		carry_lost;
 	uint64_t rec_ckpt_entries, rec_records, rec_segments, rec_ns, rec_dropped;
 	uint64_t rec_old_format;     /* segments of an older format version, dropped */
 };

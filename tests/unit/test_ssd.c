@@ -511,6 +511,83 @@ static void test_format_versions(void)
 	free(dir);
 }
 
+/*
+ * Reclamation with a second chance: a block read while in a segment that
+ * is reclaimed, and no longer in DRAM, is read back and carried to the
+ * log's head (ssd.carried_blocks) instead of leaving with its segment;
+ * the carried copy is exact, and a delete after it holds across a restart.
+ */
+static void wait_writes(struct kvt_store *s);
+
+/* The fastest tier holding k (KVT_TIER_NONE: none); moves nothing. */
+static int tier_of(struct kvt_store *s, uint32_t ns, uint64_t k)
+{
+	struct kvt_key key = t_key(k);
+	uint8_t tier = KVT_TIER_NONE;
+	T_ASSERT(kvt_lookup_prefix(s, ns, &key, 1, &tier) >= 0);
+	return tier;
+}
+
+static void test_carry(void)
+{
+	char *dir = t_mkdtemp();
+	const uint64_t hot = 5; /* 40,595 bytes: within 10 % of a 1 MiB segment */
+	struct kvt_store *s = t_store_open("path", dir, "dram.capacity", "2M", "dram.chunk", "4K",
+					   "dram.shards", "1", "dram.prefault", "off", "ssd.capacity", "16M",
+					   "ssd.segment", "1M", "ssd.admission", "always",
+					   "ssd.io", io_backend, NULL);
+	uint32_t ns = ns_of(s);
+	uint64_t k = 100, reads;
+
+	T_RC(put_k(s, ns, hot), KVT_OK);
+	/* The hot block leaves DRAM, stays on SSD. */
+	while (tier_of(s, ns, hot) == KVT_TIER_DRAM && k < 1000)
+		T_RC(put_k(s, ns, k++), KVT_OK);
+	wait_writes(s);
+	T_EQ_INT(tier_of(s, ns, hot), KVT_TIER_SSD);
+	reads = t_stat(s, "ssd.reads");
+	T_RC(get_k(s, ns, hot), KVT_OK); /* promoted: read while in segment 0 */
+	T_EQ_U64(t_stat(s, "ssd.reads"), reads + 1);
+	/* Write until segment 0 is reclaimed, DRAM having turned over. */
+	while (tier_of(s, ns, hot) == KVT_TIER_DRAM && k < 2000)
+		T_RC(put_k(s, ns, k++), KVT_OK);
+	while (t_stat(s, "ssd.carried_blocks") == 0 && k < 2000) {
+		T_RC(put_k(s, ns, k++), KVT_OK);
+		if (k % 16 == 0)
+			wait_writes(s);
+	}
+	wait_writes(s);
+	T_EQ_U64(t_stat(s, "ssd.carried_blocks"), 1);
+	T_EQ_U64(t_stat(s, "ssd.carry_lost"), 0);
+	T_ASSERT(t_stat(s, "ssd.segments_evicted") >= 1);
+	/* Keys of segment 0 that were never read left with it. */
+	T_EQ_INT(tier_of(s, ns, 100), KVT_TIER_NONE);
+	T_EQ_INT(tier_of(s, ns, hot), KVT_TIER_SSD);
+	reads = t_stat(s, "ssd.reads");
+	T_RC(get_k(s, ns, hot), KVT_OK); /* from its carried copy */
+	T_EQ_U64(t_stat(s, "ssd.reads"), reads + 1);
+	kvt_store_destroy(s);
+
+	/* After a restart the carried copy is there; deleted, it stays gone. */
+	s = t_store_open("path", dir, "dram.capacity", "2M", "dram.chunk", "4K", "dram.prefault",
+			 "off", "ssd.capacity", "16M", "ssd.segment", "1M", "ssd.admission", "always",
+			 "ssd.io", io_backend, NULL);
+	T_RC(get_k(s, ns, hot), KVT_OK);
+	{
+		struct kvt_key key = t_key(hot);
+		T_RC(kvt_delete(s, ns, &key), KVT_OK);
+	}
+	T_RC(kvt_flush(s), KVT_OK);
+	kvt_store_destroy(s);
+	s = t_store_open("path", dir, "dram.capacity", "2M", "dram.chunk", "4K", "dram.prefault",
+			 "off", "ssd.capacity", "16M", "ssd.segment", "1M", "ssd.admission", "always",
+			 "ssd.io", io_backend, NULL);
+	T_RC(get_k(s, ns, hot), KVT_MISS);
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+}
+
 /* 6. Faults injected in the I/O engine: torn writes, ENOSPC, EIO, short reads. */
 static void wait_writes(struct kvt_store *s)
 {
@@ -1260,6 +1337,7 @@ int main(void)
 		test_corruption();
 		test_format_versions();
 		test_faults();
+		test_carry();
 		test_powerloss();
 		test_powerloss_random();
 		test_eviction();
