@@ -28,10 +28,13 @@
  * and every part's CRC32C against the bytes, and only then is the block
  * published in DRAM.  Anything that fails is a miss, counted, never bytes.
  *
- * Eviction: FIFO by whole segment (oldest generation first) when more than
+ * Eviction: FIFO by whole segment (oldest generation first) when at least
  * high_pct of the slots are used, down to low_pct; no garbage-collection
- * copying.  Blocks read while in the dropped segment and still in DRAM are
- * written down again (at most reinsert_pct of a segment).  Blocks promoted
+ * copying of cold data.  Blocks read while in the dropped segment get a
+ * second chance (at most reinsert_pct of a segment): written down again
+ * from DRAM if DRAM holds them, else read back from the segment and
+ * carried to the log's head (T_CARRY, their index entry kept PENDING
+ * meanwhile so that a delete still finds it).  Blocks promoted
  * at least twice that are not reinserted are read back from the dropped
  * segment and handed to the eviction hook (the shared tier).
  *
@@ -346,10 +349,11 @@ int ssd_pread_full(int fd, void *buf, size_t len, uint64_t off)
  */
 
 /*
- * Records sit at multiples of SSD_REC_ALIGN (512 B).  A device whose
- * O_DIRECT needs more (a 4Kn drive: statx's dio_offset_align 4096) would
- * refuse those offsets: the file then goes through the page cache, said
- * in the log and counted as io.odirect_refused does -- never an I/O error
+ * Records sit at multiples of SSD_REC_ALIGN (512 B), and a record's
+ * header is a 512-byte buffer of its own in the I/O.  A device whose
+ * O_DIRECT needs more (a 4Kn drive: statx's dio_offset_align 4096, or
+ * buffers aligned past 512) would refuse those requests: the file then
+ * goes through the page cache, said once in the log -- never an I/O error
  * at the first write.  Unknown alignment (no STATX_DIOALIGN): trusted.
  */
 static void seg_check_dio(struct ssd *s, struct ssd_seg *g, int fd, const char *name)
@@ -359,7 +363,7 @@ static void seg_check_dio(struct ssd *s, struct ssd_seg *g, int fd, const char *
 	if (statx(fd, "", AT_EMPTY_PATH, STATX_DIOALIGN, &sx) < 0 ||
 	    !(sx.stx_mask & STATX_DIOALIGN) ||
 	    (sx.stx_dio_offset_align != 0 && sx.stx_dio_offset_align <= SSD_REC_ALIGN &&
-	     sx.stx_dio_mem_align <= SSD_ALIGN))
+	     sx.stx_dio_mem_align <= SSD_REC_ALIGN))
 		return;
 	fl = fcntl(fd, F_GETFL);
 	if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_DIRECT) < 0)
@@ -589,7 +593,7 @@ struct evict_ctx {
  * again at the log's head (T_CARRY).  Its index entry stays, PENDING,
  * until that write replaces it: a delete or clear meanwhile finds it,
  * removes it and logs its tombstone, and the carry is then dropped
- * (wd_carry_place).  Writer thread, seg_lock held.  False if the record
+ * (wd_carry_write).  Writer thread, seg_lock held.  False if the record
  * could not be carried (the caller drops the entry).
  */
 static bool evict_carry(struct ssd *s, uint32_t slot, uint32_t ns, const struct kvt_key *key,
@@ -604,8 +608,8 @@ static bool evict_carry(struct ssd *s, uint32_t slot, uint32_t ns, const struct 
 	uint64_t o = hdr_len;
 	bool ok;
 
-	if (pc == 0 || rec_len != ssd_rec_len(pc, value_len))
-		return false;
+	if (pc == 0 || rec_len != ssd_rec_len(pc, value_len) || rec_len > UINT32_MAX)
+		return false; /* hdr_len below holds the record's length */
 	buf = kvt_mem_alloc_aligned(s->mem, SSD_ALIGN, rec_len);
 	parts = kvt_mem_alloc(s->mem, (size_t)pc * sizeof(*parts));
 	t = kvt_mem_calloc(s->mem, 1, sizeof(*t));

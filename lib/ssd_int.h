@@ -102,7 +102,7 @@ struct wd_task {
 	uint64_t value_len;
 	uint64_t seq, generation, rec_len;
 	uint32_t slot, off_512, part_count;
-	uint8_t *hdr;         /* aligned record header */
+	uint8_t *hdr;         /* aligned record header (T_CARRY: the whole record) */
 	uint32_t hdr_len;
 	struct iovec iov[1 + DRAM_MAX_RUNS];
 	struct multi_io io;
