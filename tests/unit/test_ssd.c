@@ -7,8 +7,10 @@
  * with one torn at a 512-byte boundary), torn writes and flipped bits
  * becoming counted misses, ENOSPC degrading to DRAM only and
  * recovering, EIO quarantining a segment, FIFO segment eviction, prefetch,
- * lookup across tiers, a second opener refused, and quiet gets
- * (KVT_F_QUIET) that leave no trace in what the tiers keep.
+ * lookup across tiers, a second opener refused, quiet gets
+ * (KVT_F_QUIET) that leave no trace in what the tiers keep, format 2
+ * records (and format 1 segments dropped), and reclamation carrying read
+ * blocks, racing deletes (KVT_TEST_ONLY=carry runs just those).
  *
  * Every scenario runs on the io_uring backend and on the pread/pwrite
  * backend (KVT_TEST_IO=uring|psync picks one).
@@ -584,6 +586,74 @@ static void test_carry(void)
 			 "ssd.io", io_backend, NULL);
 	T_RC(get_k(s, ns, hot), KVT_MISS);
 	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+}
+
+/*
+ * Deletes racing carries: blocks are read (so their segment's reclamation
+ * carries them), and some are deleted at random times meanwhile -- among
+ * them some while their carry waits in the writer's queue.  However the
+ * race falls, a deleted block must stay deleted, in this session and after
+ * a restart (the carry never writes a record that recovery would bring
+ * back), and every other block read is exact or a miss.  The race is hit
+ * a few times a run (ssd.carry_lost: carries that found their entry
+ * deleted); a carry that dropped its entry at eviction and wrote anyway
+ * brings deleted blocks back here (checked by breaking it on purpose).
+ */
+static void test_carry_deletes(void)
+{
+	char *dir = t_mkdtemp();
+	const uint64_t n = 1200;
+	uint8_t *deleted = calloc(n, 1);
+	struct kvt_store *s = t_store_open("path", dir, "dram.capacity", "2M", "dram.chunk", "4K",
+					   "dram.shards", "1", "dram.prefault", "off", "ssd.capacity", "8M",
+					   "ssd.segment", "1M", "ssd.admission", "always",
+					   "ssd.reinsert_pct", "50", "ssd.io", io_backend, NULL);
+	uint32_t ns = ns_of(s);
+	uint64_t x = 88172645463325252ull, dels = 0;
+
+	for (uint64_t k = 0; k < n; k++) {
+		T_RC(put_k(s, ns, k), KVT_OK);
+		for (int r = 0; r < 2 && k > 8; r++) {
+			uint64_t o;
+			x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+			if (r == 0 || k < 300)
+				o = k - 1 - x % (k < 120 ? k : 120); /* recent: read, so hot */
+			else
+				o = k - 200 - x % 60; /* about the oldest segment's: carried now */
+			if (deleted[o])
+				T_RC(get_k(s, ns, o), KVT_MISS);
+			else if (r == 1 && k >= 300 && x % 3 == 0) {
+				struct kvt_key key = t_key(o);
+				int rc = kvt_delete(s, ns, &key);
+				T_ASSERT(rc == KVT_OK || rc == KVT_MISS);
+				deleted[o] = 1;
+				dels++;
+			} else {
+				get_k(s, ns, o); /* exact or a miss */
+			}
+		}
+	}
+	T_RC(kvt_flush(s), KVT_OK);
+	T_ASSERT(t_stat(s, "ssd.carried_blocks") > 0);
+	for (uint64_t k = 0; k < n; k++)
+		if (deleted[k])
+			T_RC(get_k(s, ns, k), KVT_MISS);
+	fprintf(stderr, "carry vs delete: %llu deleted, %llu carried, %llu carries lost (%s)\n",
+		(unsigned long long)dels, (unsigned long long)t_stat(s, "ssd.carried_blocks"),
+		(unsigned long long)t_stat(s, "ssd.carry_lost"), io_backend);
+	kvt_store_destroy(s);
+	s = t_store_open("path", dir, "dram.capacity", "2M", "dram.chunk", "4K", "dram.shards", "1",
+			 "dram.prefault", "off", "ssd.capacity", "8M", "ssd.segment", "1M",
+			 "ssd.admission", "always", "ssd.io", io_backend, NULL);
+	for (uint64_t k = 0; k < n; k++) {
+		int rc = get_k(s, ns, k);
+		if (deleted[k])
+			T_RC(rc, KVT_MISS);
+	}
+	kvt_store_destroy(s);
+	free(deleted);
 	t_rmtree(dir);
 	free(dir);
 }
@@ -1329,6 +1399,12 @@ int main(void)
 			test_powerloss_random();
 			continue;
 		}
+		/* KVT_TEST_ONLY=carry: reclamation's carries and their races. */
+		if (getenv("KVT_TEST_ONLY") && !strcmp(getenv("KVT_TEST_ONLY"), "carry")) {
+			test_carry();
+			test_carry_deletes();
+			continue;
+		}
 		test_persist();
 		test_sealed();
 		test_admission();
@@ -1338,6 +1414,7 @@ int main(void)
 		test_format_versions();
 		test_faults();
 		test_carry();
+		test_carry_deletes();
 		test_powerloss();
 		test_powerloss_random();
 		test_eviction();
