@@ -43,7 +43,7 @@
  * (write-through), a working set of 3C of 2 MiB values, read in a random
  * order, each value once per pass, with 4 connections; against fio
  * --rw=randread, O_DIRECT, io_uring, block = kvtierd's record (value + its
- * 4 KiB header), iodepth = connections, on a file in the same run
+ * 512-byte header), iodepth = connections, on a file in the same run
  * directory.  kvtierd's STATS give the share of bytes served from SSD.
  * The row's GB/s counts SSD-served bytes only (ssd.reads x value over the
  * pass's time; the 6-8 % a pass finds in DRAM, promoted there by an earlier
@@ -97,7 +97,7 @@
 #define BN_RBUF (256 * BN_KIB)  /* a connection's receive buffer, grows for big tables */
 #define BN_PEEK 4096u           /* bytes a header read asks for beyond what it needs */
 #define BN_IO_TIMEOUT_S 60      /* a server that does not answer this long: failure */
-#define BN_REC_HDR 4096u        /* kvtierd's SSD record header (doc/ssd-format.md) */
+#define BN_REC_HDR 512u         /* kvtierd's SSD record header (doc/ssd-format.md, format 2) */
 
 /* Targets from issue 5; judged only outside --smoke. */
 #define BN_TARGET_REDIS 1.0

@@ -25,8 +25,8 @@
  *                               --qd requests in flight, from SSD only
  *     fio --rw=randread, bs = record, iodepth = --qd, over fio.dat
  *
- * Record and block: kvtier stores a value as one record of a 4 KiB header
- * plus the value rounded up to 4 KiB, and moves it with one I/O; fio's block
+ * Record and block: kvtier stores a value as one record of a 512-byte header
+ * plus the value rounded up to 512 bytes (SSD format 2), and moves it with one I/O; fio's block
  * size is that record's size, so both issue the same I/Os.  kvtier's GB/s
  * counts value bytes only (the header is honest overhead), fio's counts its
  * blocks.  fio's GB/s is its own bw_bytes (io_bytes over its runtime, which
@@ -70,7 +70,8 @@
 #define BS_GIB (UINT64_C(1) << 30)
 
 #define BS_ALIGN 4096u             /* caller buffers, value slots, record units */
-#define BS_REC_HDR 4096u           /* kvtier's record header for one part (ssd-format.md) */
+#define BS_REC_HDR 512u            /* kvtier's record header for one part (ssd-format.md) */
+#define BS_REC_ALIGN 512u          /* kvtier's record unit (ssd-format.md, format 2) */
 #define BS_SUM_PER_REC 128u        /* summary bytes per record, an upper estimate */
 #define BS_SIZES_MAX 16
 #define BS_STORE_OPTS_MAX 32
@@ -187,10 +188,10 @@ static void bs_key(struct kvt_key *key, uint64_t size, uint64_t i)
 }
 
 
-/* Bytes of kvtier's record for a one-part value: header + value in 4 KiB units. */
+/* Bytes of kvtier's record for a one-part value: header + value in 512-byte units. */
 static uint64_t bs_rec_len(uint64_t value)
 {
-	return BS_REC_HDR + bench_align_up(value, BS_ALIGN);
+	return BS_REC_HDR + bench_align_up(value, BS_REC_ALIGN);
 }
 
 
@@ -1762,7 +1763,7 @@ static void bs_usage(FILE *f)
 		"  ssd.read      gets of every value once, random order, --qd in flight, from\n"
 		"                a reopened store (DRAM tier cold), against fio --rw=randread\n"
 		"  ssd.recovery  with --recovery: see 'kvtier bench recovery --help'\n"
-		"fio's block size is kvtier's record (4 KiB header + value rounded to 4 KiB);\n"
+		"fio's block size is kvtier's record (512 B header + value rounded to 512 B);\n"
 		"kvtier's GB/s counts value bytes, fio's block bytes.  Every value read is\n"
 		"checked byte for byte; /proc/self/io must show the reads reached the device.\n"
 		"\n"
@@ -2159,8 +2160,8 @@ int bench_ssd_main(int argc, char **argv)
 		bs_note(&b, "run directory %s (%s free); kvtier ssd.io=%s io_depth=%u, fio io_uring "
 			    "O_DIRECT", b.run_dir, bench_fmt_size(a, sizeof(a), free_b), b.o.io,
 			b.o.io_depth);
-		bs_note(&b, "kvtier moves value bytes in records of a 4 KiB header + the value in "
-			    "4 KiB units; fio moves blocks of the record's size.  kvtier GB/s counts "
+		bs_note(&b, "kvtier moves value bytes in records of a 512 B header + the value in "
+			    "512 B units; fio moves blocks of the record's size.  kvtier GB/s counts "
 			    "value bytes, fio GB/s block bytes; 'records' is kvtier on block bytes");
 		bs_note(&b, "write: write-through puts paced so nothing is shed, timed to kvt_flush "
 			    "(fdatasync); read: a reopened store (DRAM cold), every value once in "

@@ -61,6 +61,12 @@ static uint64_t ssdfmt_align(uint64_t n)
 	return KVT_ALIGN_UP(n, SSD_ALIGN);
 }
 
+/* Bytes up to the next multiple of SSD_REC_ALIGN: records (n <= 2^63). */
+static uint64_t ssdfmt_rec_align(uint64_t n)
+{
+	return KVT_ALIGN_UP(n, SSD_REC_ALIGN);
+}
+
 /* ------------------------------------------------------------------------
  * What a record, summary entry or checkpoint entry may say (doc/ssd-format.md,
  * "Record types").  Shared by every encoder and decoder.
@@ -99,7 +105,7 @@ static bool ssdfmt_kind_ok(uint32_t type, uint32_t ns_id, uint32_t key_len,
  *    24     8  u64 generation
  *    32     8  u64 seg_size: multiple of 4096, >= 8192
  *    40     8  u64 created_ns
- *    48     8  u64 summary_off: 0 (open), else multiple of 4096, >= 4096
+ *    48     8  u64 summary_off: 0 (open), else multiple of 512, >= 4096
  *    56     8  u64 summary_len: 0 (open), else multiple of 4096, >= 4096
  *    64    16  store_id
  *    80  4016  zero
@@ -122,8 +128,8 @@ _Static_assert(sizeof(SSD_SEG_MAGIC) - 1 == SEG_VERSION - SEG_MAGIC, "segment ma
 _Static_assert(SEG_FIXED == SEG_STORE_ID + 16, "segment header fields end at 80");
 _Static_assert(SEG_FIXED <= SSD_ALIGN, "segment header fits its block");
 
-/* Largest segment: summary entries address it in u32 units of SSD_ALIGN. */
-#define SSDFMT_SEG_MAX ((uint64_t)UINT32_MAX * SSD_ALIGN)
+/* Largest segment: summary entries address it in u32 units of SSD_REC_ALIGN. */
+#define SSDFMT_SEG_MAX ((uint64_t)UINT32_MAX / SSD_ALIGN * SSD_ALIGN * SSD_REC_ALIGN)
 
 void ssd_seg_hdr_encode(const struct ssd_seg_hdr *h, uint8_t *buf)
 {
@@ -149,8 +155,12 @@ int ssd_seg_hdr_decode(const uint8_t *buf, struct ssd_seg_hdr *h)
 		return KVT_ECORRUPT;
 	if (ssdfmt_crc_skip(buf, SSD_ALIGN, SEG_CRC) != le_get32(buf + SEG_CRC))
 		return KVT_ECORRUPT;
-	if (le_get32(buf + SEG_VERSION) != SSD_FMT_VERSION)
+	if (le_get32(buf + SEG_VERSION) != SSD_FMT_VERSION) {
+		/* Recovery tells an older format (dropped) from a newer one
+		 * (refused): doc/ssd-format.md "Versions". */
+		h->version = le_get32(buf + SEG_VERSION);
 		return KVT_EVERSION;
+	}
 
 	memset(&t, 0, sizeof(t));
 	t.version = SSD_FMT_VERSION;
@@ -173,8 +183,8 @@ int ssd_seg_hdr_decode(const uint8_t *buf, struct ssd_seg_hdr *h)
 			return KVT_ECORRUPT;
 	} else {
 		/* Both are at most seg_size, so the sum cannot wrap. */
-		if (t.summary_off % SSD_ALIGN || t.summary_len % SSD_ALIGN ||
-		    t.summary_off > t.seg_size || t.summary_len > t.seg_size ||
+		if (t.summary_off % SSD_REC_ALIGN || t.summary_off < SSD_ALIGN ||
+		    t.summary_len % SSD_ALIGN || t.summary_off > t.seg_size || t.summary_len > t.seg_size ||
 		    t.summary_off + t.summary_len > t.seg_size)
 			return KVT_ECORRUPT;
 	}
@@ -183,7 +193,7 @@ int ssd_seg_hdr_decode(const uint8_t *buf, struct ssd_seg_hdr *h)
 }
 
 /* ------------------------------------------------------------------------
- * Record header: hdr_len bytes (a multiple of 4096) before the value.
+ * Record header: hdr_len bytes (a multiple of 512) before the value.
  *
  *   off  size  field
  *     0     4  magic "KVR1"
@@ -243,21 +253,24 @@ _Static_assert(KVT_PARTS_MAX <= UINT16_MAX, "part_count fits a summary entry's u
 _Static_assert(KVT_KEY_MAX <= UINT8_MAX, "key_len fits a summary entry's u8");
 
 #define SSDFMT_REC_HDR_MAX \
-	((uint32_t)KVT_ALIGN_UP(SSD_REC_FIXED + (uint64_t)KVT_PARTS_MAX * SSD_PART_ENTRY, SSD_ALIGN))
-_Static_assert(SSDFMT_REC_HDR_MAX == 5 * SSD_ALIGN, "largest record header is 20 KiB");
+	((uint32_t)KVT_ALIGN_UP(SSD_REC_FIXED + (uint64_t)KVT_PARTS_MAX * SSD_PART_ENTRY, \
+				SSD_REC_ALIGN))
+_Static_assert(SSDFMT_REC_HDR_MAX == 33 * SSD_REC_ALIGN, "largest record header is 16.5 KiB");
+_Static_assert(SSD_REC_FIXED + 21 * SSD_PART_ENTRY <= SSD_REC_ALIGN,
+	       "a record of up to 21 parts has a 512-byte header");
 
 uint32_t ssd_rec_hdr_len(uint32_t part_count)
 {
 	if (part_count > KVT_PARTS_MAX)
 		return 0;
-	return (uint32_t)ssdfmt_align(SSD_REC_FIXED + (uint64_t)part_count * SSD_PART_ENTRY);
+	return (uint32_t)ssdfmt_rec_align(SSD_REC_FIXED + (uint64_t)part_count * SSD_PART_ENTRY);
 }
 
 uint64_t ssd_rec_len(uint32_t part_count, uint64_t value_len)
 {
 	if (part_count > KVT_PARTS_MAX || value_len > KVT_VALUE_MAX)
 		return 0;
-	return ssd_rec_hdr_len(part_count) + ssdfmt_align(value_len);
+	return ssd_rec_hdr_len(part_count) + ssdfmt_rec_align(value_len);
 }
 
 /* Fields of a record header besides its part table, as both sides check them. */
@@ -328,14 +341,14 @@ int ssd_rec_hdr_decode(const uint8_t *buf, size_t buf_len, struct ssd_rec_hdr *h
 
 	memset(h, 0, sizeof(*h));
 	/* 1. The frame: enough bytes, magic, a bounded hdr_len, the CRC. */
-	if (buf_len < SSD_ALIGN) {
-		h->hdr_len = SSD_ALIGN;
+	if (buf_len < SSD_REC_ALIGN) {
+		h->hdr_len = SSD_REC_ALIGN;
 		return KVT_EBUFSMALL;
 	}
 	if (memcmp(buf + REC_MAGIC, SSD_REC_MAGIC, 4) != 0)
 		return KVT_ECORRUPT;
 	hdr_len = le_get32(buf + REC_HDR_LEN);
-	if (hdr_len < SSD_ALIGN || hdr_len > SSDFMT_REC_HDR_MAX || hdr_len % SSD_ALIGN)
+	if (hdr_len < SSD_REC_ALIGN || hdr_len > SSDFMT_REC_HDR_MAX || hdr_len % SSD_REC_ALIGN)
 		return KVT_ECORRUPT;
 	if (hdr_len > buf_len) {
 		h->hdr_len = hdr_len;
@@ -407,8 +420,8 @@ int ssd_rec_hdr_decode(const uint8_t *buf, size_t buf_len, struct ssd_rec_hdr *h
  *     1     1  u8  key_len
  *     2     2  u16 part_count
  *     4     4  u32 ns_id
- *     8     4  u32 off_4k: record offset in the segment / 4096, >= 1
- *    12     4  u32 len_4k: ssd_rec_len(part_count, value_len) / 4096
+ *     8     4  u32 off_512: record offset in the segment / 512, >= 1
+ *    12     4  u32 len_512: ssd_rec_len(part_count, value_len) / 512
  *    16     8  u64 seq
  *    24     8  u64 value_len
  *    32     K  key bytes, K = key_len rounded up to 8, zero past key_len
@@ -438,9 +451,9 @@ static bool ssdfmt_ent_ok(const struct ssd_sum_entry *e)
 	if (!ssdfmt_kind_ok(e->type, e->ns_id, e->key.len, e->part_count, e->value_len, e->seq))
 		return false;
 	rec_len = ssd_rec_len(e->part_count, e->value_len);
-	return e->off_4k >= 1 && e->len_4k >= 1 &&
-	       (uint64_t)e->off_4k + e->len_4k <= UINT32_MAX &&
-	       (uint64_t)e->len_4k * SSD_ALIGN == rec_len;
+	return e->off_512 >= 1 && e->len_512 >= 1 &&
+	       (uint64_t)e->off_512 + e->len_512 <= UINT32_MAX &&
+	       (uint64_t)e->len_512 * SSD_REC_ALIGN == rec_len;
 }
 
 size_t ssd_sum_entry_len(const struct ssd_sum_entry *e)
@@ -458,8 +471,8 @@ static size_t ssdfmt_ent_put(uint8_t *p, const struct ssd_sum_entry *e)
 	p[ENT_KEY_LEN] = (uint8_t)e->key.len;
 	le_put16(p + ENT_PART_COUNT, e->part_count);
 	le_put32(p + ENT_NS_ID, e->ns_id);
-	le_put32(p + ENT_OFF_4K, e->off_4k);
-	le_put32(p + ENT_LEN_4K, e->len_4k);
+	le_put32(p + ENT_OFF_4K, e->off_512);
+	le_put32(p + ENT_LEN_4K, e->len_512);
 	le_put64(p + ENT_SEQ, e->seq);
 	le_put64(p + ENT_VALUE_LEN, e->value_len);
 	memcpy(p + ENT_FIXED, e->key.bytes, e->key.len);
@@ -478,8 +491,8 @@ static int64_t ssdfmt_ent_get(const uint8_t *p, size_t avail, struct ssd_sum_ent
 	e->key.len = p[ENT_KEY_LEN];
 	e->part_count = le_get16(p + ENT_PART_COUNT);
 	e->ns_id = le_get32(p + ENT_NS_ID);
-	e->off_4k = le_get32(p + ENT_OFF_4K);
-	e->len_4k = le_get32(p + ENT_LEN_4K);
+	e->off_512 = le_get32(p + ENT_OFF_4K);
+	e->len_512 = le_get32(p + ENT_LEN_4K);
 	e->seq = le_get64(p + ENT_SEQ);
 	e->value_len = le_get64(p + ENT_VALUE_LEN);
 	if (e->key.len > KVT_KEY_MAX || !ssdfmt_ent_ok(e))
@@ -533,9 +546,9 @@ int64_t ssd_sum_encode(uint64_t generation, const struct ssd_sum_entry *e, size_
 		return KVT_EBADLEN;
 	/* Check everything and size it before the first byte is written. */
 	for (size_t i = 0; i < n; i++) {
-		if (!ssdfmt_ent_ok(&e[i]) || e[i].off_4k < prev_end)
+		if (!ssdfmt_ent_ok(&e[i]) || e[i].off_512 < prev_end)
 			return KVT_EBADLEN;
-		prev_end = (uint64_t)e[i].off_4k + e[i].len_4k;
+		prev_end = (uint64_t)e[i].off_512 + e[i].len_512;
 		off += ssd_sum_entry_len(&e[i]);
 	}
 	total = ssdfmt_align(off);
@@ -569,9 +582,9 @@ static int64_t ssdfmt_sum_walk(const uint8_t *buf, uint32_t count, uint64_t entr
 
 		if (len < 0)
 			return len;
-		if (e.off_4k < prev_end)
+		if (e.off_512 < prev_end)
 			return KVT_ECORRUPT;
-		prev_end = (uint64_t)e.off_4k + e.len_4k;
+		prev_end = (uint64_t)e.off_512 + e.len_512;
 		off += (uint64_t)len;
 		if (fn) {
 			int ret = fn(ctx, &e);
@@ -636,7 +649,7 @@ int64_t ssd_sum_decode(const uint8_t *buf, size_t buf_len, uint64_t generation,
  *    68    60  reserved, 0
  *   128        slot table: slot_count x 16
  *                 +0  8  u64 generation
- *                 +8  8  u64 write_off (multiple of 4096)
+ *                 +8  8  u64 write_off (multiple of 512)
  *              clear table: clear_count x 16
  *                 +0  4  u32 ns_id (0: every namespace)
  *                 +4  4  u32 reserved, 0
@@ -727,7 +740,7 @@ int ssd_ckpt_put_slot(struct ssd_ckpt_writer *w, const struct ssd_ckpt_slot *s)
 
 	if (w->clears || w->entries)
 		return KVT_ESTATE;
-	if (w->slots == UINT32_MAX || s->write_off % SSD_ALIGN || !ssdfmt_room(w, CSLOT_LEN))
+	if (w->slots == UINT32_MAX || s->write_off % SSD_REC_ALIGN || !ssdfmt_room(w, CSLOT_LEN))
 		return KVT_EBADLEN;
 	p = w->buf + w->off;
 	le_put64(p + CSLOT_GENERATION, s->generation);
@@ -812,7 +825,7 @@ static int ssdfmt_ckpt_walk(const uint8_t *buf, const struct ssd_ckpt_hdr *h, ui
 
 		s.generation = le_get64(p + off + CSLOT_GENERATION);
 		s.write_off = le_get64(p + off + CSLOT_WRITE_OFF);
-		if (s.write_off % SSD_ALIGN)
+		if (s.write_off % SSD_REC_ALIGN)
 			return KVT_ECORRUPT;
 		if (cbs && cbs->slot && (ret = cbs->slot(ctx, i, &s)) < 0)
 			return ret;

@@ -4,17 +4,22 @@
  * no I/O, no allocation, every length from disk bounded before use
  * (ssdfmt.c; byte-by-byte specification in doc/ssd-format.md).
  *
- * All integers are little-endian.  Everything on disk is in units of
- * SSD_ALIGN (4096) bytes so that it can be read and written with O_DIRECT.
+ * All integers are little-endian.  Segment headers, summaries and
+ * checkpoints are in units of SSD_ALIGN (4096) bytes; records, and every
+ * offset into a segment, in units of SSD_REC_ALIGN (512) bytes, the
+ * logical block of most devices, so that they can still be read and
+ * written with O_DIRECT while a small block does not pay a 4 KiB header
+ * (format version 2; version 1 aligned records to 4096).
  *
  * A store directory holds ssd/seg-NNNNNN (fixed-size segment files, one per
  * slot) and ssd/checkpoint.  A segment is:
  *
  *   [segment header, 4096 B][record][record]...[summary][free space]
  *
- * A record is [record header, hdr_len B (multiple of 4096)][value, padded
- * with zeros to a multiple of 4096].  A summary (written when a segment is
- * sealed) lists every record of the segment so recovery need not walk them.
+ * A record is [record header, hdr_len B (multiple of 512)][value, padded
+ * with zeros to a multiple of 512].  A summary (written when a segment is
+ * sealed, at a multiple of 512, its length a multiple of 4096) lists every
+ * record of the segment so recovery need not walk them.
  */
 #ifndef KVT_SSDFMT_H
 #define KVT_SSDFMT_H
@@ -25,7 +30,8 @@
 #include "kvtier.h"
 
 #define SSD_ALIGN 4096u
-#define SSD_FMT_VERSION 1u
+#define SSD_REC_ALIGN 512u
+#define SSD_FMT_VERSION 2u
 
 /* ------------------------------------------------------------------------
  * Segment header: the first 4096 bytes of every segment file.
@@ -33,7 +39,8 @@
 #define SSD_SEG_MAGIC "KVTSEG01" /* 8 bytes, no NUL */
 
 struct ssd_seg_hdr {
-	uint32_t version;      /* SSD_FMT_VERSION */
+	uint32_t version;      /* SSD_FMT_VERSION (decode: the version found, also
+			        * with KVT_EVERSION) */
 	uint32_t slot;         /* this file's slot number */
 	uint64_t generation;   /* bumped each time the slot is reused; 0: never written */
 	uint64_t seg_size;     /* bytes, multiple of SSD_ALIGN */
@@ -45,7 +52,8 @@ struct ssd_seg_hdr {
 
 /* Encode into buf[SSD_ALIGN] (zero padding, CRC).  Always succeeds. */
 void ssd_seg_hdr_encode(const struct ssd_seg_hdr *h, uint8_t *buf);
-/* Decode buf[SSD_ALIGN].  0, KVT_ECORRUPT (magic, CRC, fields), KVT_EVERSION. */
+/* Decode buf[SSD_ALIGN].  0, KVT_ECORRUPT (magic, CRC, fields), KVT_EVERSION
+ * (an intact header of another format version: h->version says which). */
 int ssd_seg_hdr_decode(const uint8_t *buf, struct ssd_seg_hdr *h);
 
 /* ------------------------------------------------------------------------
@@ -70,7 +78,7 @@ struct ssd_part {
 
 struct ssd_rec_hdr {
 	uint32_t type;           /* enum ssd_rec_type */
-	uint32_t hdr_len;        /* bytes from the record start to the value, multiple of SSD_ALIGN */
+	uint32_t hdr_len;        /* bytes from the record start to the value, multiple of SSD_REC_ALIGN */
 	uint32_t part_count;     /* PUT: 1..KVT_PARTS_MAX; others 0 */
 	uint32_t ns_id;          /* store-local namespace id (stable: the registry is persisted) */
 	uint64_t value_len;      /* PUT: sum of part lengths; others 0 */
@@ -81,10 +89,10 @@ struct ssd_rec_hdr {
 	uint32_t flags;          /* SSD_REC_F_* (PUT only); other bits 0 */
 };
 
-/* Header bytes for a record with this many parts (a multiple of SSD_ALIGN);
- * 0 if part_count > KVT_PARTS_MAX. */
+/* Header bytes for a record with this many parts (a multiple of
+ * SSD_REC_ALIGN: 512 up to 21 parts); 0 if part_count > KVT_PARTS_MAX. */
 uint32_t ssd_rec_hdr_len(uint32_t part_count);
-/* Total bytes on disk of a record: hdr_len + value rounded up to SSD_ALIGN;
+/* Total bytes on disk of a record: hdr_len + value rounded up to SSD_REC_ALIGN;
  * 0 if part_count > KVT_PARTS_MAX or value_len > KVT_VALUE_MAX. */
 uint64_t ssd_rec_len(uint32_t part_count, uint64_t value_len);
 
@@ -99,7 +107,7 @@ int ssd_rec_hdr_encode(const struct ssd_rec_hdr *h, const struct ssd_part *parts
 
 /*
  * Decode a record header from buf (buf_len bytes available, at least
- * SSD_ALIGN; fewer gives KVT_EBUFSMALL with h->hdr_len SSD_ALIGN).  Checks magic, version, CRC, type, lengths and that the whole
+ * SSD_REC_ALIGN; fewer gives KVT_EBUFSMALL with h->hdr_len SSD_REC_ALIGN).  Checks magic, version, CRC, type, lengths and that the whole
  * header fits in buf_len (if hdr_len > buf_len it returns KVT_EBUFSMALL and
  * sets h->hdr_len so the caller can read more).  parts may be NULL to skip
  * the table; otherwise it must hold max_parts entries (KVT_ERANGE if fewer
@@ -120,8 +128,8 @@ int ssd_rec_hdr_decode(const uint8_t *buf, size_t buf_len, struct ssd_rec_hdr *h
 struct ssd_sum_entry {
 	uint32_t type;        /* enum ssd_rec_type */
 	uint32_t ns_id;
-	uint32_t off_4k;      /* record offset in the segment, in SSD_ALIGN units */
-	uint32_t len_4k;      /* record length, in SSD_ALIGN units */
+	uint32_t off_512;     /* record offset in the segment, in SSD_REC_ALIGN units */
+	uint32_t len_512;     /* record length, in SSD_REC_ALIGN units */
 	uint64_t seq;
 	uint64_t value_len;
 	uint16_t part_count;  /* PUT */

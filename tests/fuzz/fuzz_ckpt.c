@@ -47,7 +47,7 @@ static int slot_fn(void *p, uint32_t idx, const struct ssd_ckpt_slot *s)
 	struct ck_ctx *c = p;
 
 	FUZZ_CHECK(idx == c->slots && c->clears == 0 && c->entries == 0);
-	FUZZ_CHECK(s->write_off % SSD_ALIGN == 0);
+	FUZZ_CHECK(s->write_off % SSD_REC_ALIGN == 0);
 	if (c->slots < KEEP)
 		c->s[c->slots] = *s;
 	c->slots++;

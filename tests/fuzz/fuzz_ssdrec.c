@@ -28,7 +28,7 @@
 			__builtin_trap(); \
 	} while (0)
 
-#define REC_HDR_MAX (5 * SSD_ALIGN) /* ssd_rec_hdr_len(KVT_PARTS_MAX) */
+#define REC_HDR_MAX (33 * SSD_REC_ALIGN) /* ssd_rec_hdr_len(KVT_PARTS_MAX) */
 #define SUM_KEEP 8192               /* summaries with more entries skip the re-encode */
 
 static struct ssd_part g_parts[KVT_PARTS_MAX];
@@ -58,7 +58,7 @@ static void fuzz_rec(const uint8_t *buf, size_t len)
 	rc = ssd_rec_hdr_decode(buf, len, &h, g_parts, KVT_PARTS_MAX);
 	FUZZ_CHECK(rc == 0 || rc == KVT_ECORRUPT || rc == KVT_EVERSION || rc == KVT_EBUFSMALL);
 	if (rc == KVT_EBUFSMALL) {
-		FUZZ_CHECK(h.hdr_len > len && h.hdr_len % SSD_ALIGN == 0 && h.hdr_len <= REC_HDR_MAX);
+		FUZZ_CHECK(h.hdr_len > len && h.hdr_len % SSD_REC_ALIGN == 0 && h.hdr_len <= REC_HDR_MAX);
 		return;
 	}
 	if (rc != 0)
@@ -96,10 +96,10 @@ static int sum_fn(void *p, const struct ssd_sum_entry *e)
 
 	FUZZ_CHECK(e->type >= SSD_REC_PUT && e->type <= SSD_REC_CLEAR_ALL);
 	FUZZ_CHECK(e->part_count <= KVT_PARTS_MAX && e->value_len <= KVT_VALUE_MAX);
-	FUZZ_CHECK(e->seq != 0 && e->off_4k >= c->prev_end && e->len_4k >= 1);
-	FUZZ_CHECK((uint64_t)e->len_4k * SSD_ALIGN == ssd_rec_len(e->part_count, e->value_len));
+	FUZZ_CHECK(e->seq != 0 && e->off_512 >= c->prev_end && e->len_512 >= 1);
+	FUZZ_CHECK((uint64_t)e->len_512 * SSD_REC_ALIGN == ssd_rec_len(e->part_count, e->value_len));
 	check_key(&e->key);
-	c->prev_end = e->off_4k + e->len_4k;
+	c->prev_end = e->off_512 + e->len_512;
 	if (c->n < SUM_KEEP)
 		g_ents[c->n] = *e;
 	c->n++;
@@ -135,7 +135,8 @@ static void fuzz_seg(const uint8_t *buf)
 	FUZZ_CHECK(rc == 0 || rc == KVT_ECORRUPT || rc == KVT_EVERSION);
 	if (rc != 0)
 		return;
-	FUZZ_CHECK(h.seg_size % SSD_ALIGN == 0 && h.summary_off + h.summary_len <= h.seg_size);
+	FUZZ_CHECK(h.seg_size % SSD_ALIGN == 0 && h.summary_off % SSD_REC_ALIGN == 0 &&
+		   h.summary_off + h.summary_len <= h.seg_size);
 	ssd_seg_hdr_encode(&h, g_enc);
 	FUZZ_CHECK(memcmp(g_enc, buf, SSD_ALIGN) == 0);
 }

@@ -95,9 +95,9 @@ static void sum(const char *dir, const char *name, size_t n)
 			break;
 		}
 		fill(e[i].key.bytes, e[i].key.len, (uint32_t)i);
-		e[i].off_4k = off;
-		e[i].len_4k = (uint32_t)(ssd_rec_len(e[i].part_count, e[i].value_len) / SSD_ALIGN);
-		off += e[i].len_4k;
+		e[i].off_512 = off;
+		e[i].len_512 = (uint32_t)(ssd_rec_len(e[i].part_count, e[i].value_len) / SSD_REC_ALIGN);
+		off += e[i].len_512;
 	}
 	len = ssd_sum_encode(9, e, n, g_buf, sizeof(g_buf));
 	if (len < 0)
@@ -155,8 +155,8 @@ static void ckpt(const char *dir, const char *name, uint32_t slots, uint32_t cle
 		}
 		e.e.key.len = i % 3 ? 32 : 64;
 		fill(e.e.key.bytes, e.e.key.len, i);
-		e.e.off_4k = 1 + i * 20;
-		e.e.len_4k = (uint32_t)(ssd_rec_len(e.e.part_count, e.e.value_len) / SSD_ALIGN);
+		e.e.off_512 = 1 + i * 20;
+		e.e.len_512 = (uint32_t)(ssd_rec_len(e.e.part_count, e.e.value_len) / SSD_REC_ALIGN);
 		e.slot = i % slots;
 		e.generation = 1 + i % slots;
 		if (ssd_ckpt_put_entry(&w, &e) < 0)

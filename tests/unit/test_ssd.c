@@ -7,8 +7,10 @@
  * with one torn at a 512-byte boundary), torn writes and flipped bits
  * becoming counted misses, ENOSPC degrading to DRAM only and
  * recovering, EIO quarantining a segment, FIFO segment eviction, prefetch,
- * lookup across tiers, a second opener refused, and quiet gets
- * (KVT_F_QUIET) that leave no trace in what the tiers keep.
+ * lookup across tiers, a second opener refused, quiet gets
+ * (KVT_F_QUIET) that leave no trace in what the tiers keep, format 2
+ * records (and format 1 segments dropped), and reclamation carrying read
+ * blocks, racing deletes (KVT_TEST_ONLY=carry runs just those).
  *
  * Every scenario runs on the io_uring backend and on the pread/pwrite
  * backend (KVT_TEST_IO=uring|psync picks one).
@@ -25,6 +27,7 @@
 
 #include "io.h"
 #include "kvt_int.h"
+#include "le.h"
 #include "ssd.h"
 #include "ssd_int.h"
 #include "store_int.h"
@@ -401,6 +404,256 @@ static void test_corruption(void)
 	T_EQ_U64(t_stat(s, "ssd.crc_errors") + t_stat(s, "ssd.header_errors"), (uint64_t)bad);
 	/* A corrupt block is dropped: asking again is a plain miss. */
 	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+}
+
+/* Set the format version of every segment file's header to v (CRC fixed). */
+static int seg_set_version(const char *dir, uint32_t v)
+{
+	int n = 0;
+	for (int i = 0; i < 64; i++) {
+		char path[4096];
+		uint8_t *b = malloc(SSD_ALIGN);
+		int fd;
+		snprintf(path, sizeof(path), "%s/ssd/seg-%06d", dir, i);
+		fd = open(path, O_RDWR);
+		if (fd < 0) {
+			free(b);
+			continue;
+		}
+		T_EQ_INT(pread(fd, b, SSD_ALIGN, 0), (int)SSD_ALIGN);
+		if (memcmp(b, "KVTSEG01", 8) == 0) {
+			le_put32(b + 8, v);
+			le_put32(b + 12, 0);
+			le_put32(b + 12, kvt_crc32c(0, b, SSD_ALIGN));
+			T_EQ_INT(pwrite(fd, b, SSD_ALIGN, 0), (int)SSD_ALIGN);
+			n++;
+		}
+		close(fd);
+		free(b);
+	}
+	return n;
+}
+
+/*
+ * Format version 2: records are 512-byte aligned, so a 16 KiB block takes
+ * 16.5 KiB on SSD (version 1: 20 KiB).  Segments of an older version are
+ * dropped at open (their blocks are misses, their slots reused); a newer
+ * version is refused (doc/ssd-format.md "Versions").
+ */
+static void test_format_versions(void)
+{
+	char *dir = t_mkdtemp(), path[4096];
+	struct kvt_store *s = open_store(dir, "16M", "always");
+	uint32_t ns = ns_of(s);
+	uint8_t *buf = malloc(16384), *hdr = NULL;
+	struct ssd_rec_hdr h;
+	int fd, segs;
+
+	for (uint64_t k = 0; k < 8; k++) {
+		struct kvt_key key = t_key(1000 + k);
+		struct iovec v = { buf, 16384 };
+		t_fill(buf, 16384, k);
+		T_RC(kvt_put(s, ns, &key, &v, 1), KVT_OK);
+	}
+	T_RC(kvt_flush(s), KVT_OK);
+	kvt_store_destroy(s);
+
+	/* Records back to back: 512-byte header, then the 16 KiB value. */
+	snprintf(path, sizeof(path), "%s/ssd/seg-000000", dir);
+	fd = open(path, O_RDONLY);
+	T_GE_INT(fd, 0);
+	T_EQ_INT(posix_memalign((void **)&hdr, SSD_ALIGN, SSD_ALIGN), 0);
+	for (uint64_t k = 0; k < 8; k++) {
+		T_EQ_INT(pread(fd, hdr, SSD_REC_ALIGN, (off_t)(SSD_ALIGN + k * (512 + 16384))),
+			 (int)SSD_REC_ALIGN);
+		T_RC(ssd_rec_hdr_decode(hdr, SSD_REC_ALIGN, &h, NULL, 0), 0);
+		T_EQ_INT(h.hdr_len, 512);
+		T_EQ_U64(h.value_len, 16384);
+	}
+	close(fd);
+	free(hdr);
+
+	/* An older format: dropped at open; the store opens and works. */
+	segs = seg_set_version(dir, 1);
+	T_GE_INT(segs, 1);
+	s = open_store(dir, "16M", "always");
+	ns = ns_of(s);
+	T_EQ_U64(t_stat(s, "ssd.recovery_old_format_segments"), (uint64_t)segs);
+	T_EQ_U64(t_stat(s, "ssd.blocks"), 0);
+	for (uint64_t k = 0; k < 8; k++) {
+		struct kvt_key key = t_key(1000 + k);
+		uint64_t vl = 0;
+		T_RC(kvt_get(s, ns, &key, buf, 16384, &vl), KVT_MISS);
+	}
+	for (uint64_t k = 0; k < 20; k++)
+		T_RC(put_k(s, ns, k), KVT_OK);
+	T_RC(kvt_flush(s), KVT_OK);
+	kvt_store_destroy(s);
+	s = open_store(dir, "16M", "always");
+	for (uint64_t k = 0; k < 20; k++)
+		T_RC(get_k(s, ns, k), KVT_OK);
+	kvt_store_destroy(s);
+
+	/* A newer format: refused, and nothing of it overwritten. */
+	segs = seg_set_version(dir, SSD_FMT_VERSION + 1);
+	T_GE_INT(segs, 1);
+	T_OK(kvt_store_create(&s));
+	T_OK(kvt_store_set_option(s, "path", dir));
+	T_OK(kvt_store_set_option(s, "dram.capacity", "64M"));
+	T_OK(kvt_store_set_option(s, "ssd.capacity", "16M"));
+	T_OK(kvt_store_set_option(s, "ssd.segment", "1M"));
+	T_OK(kvt_store_set_option(s, "ssd.io", io_backend));
+	T_RC(kvt_store_open(s), KVT_EVERSION);
+	kvt_store_destroy(s);
+	T_EQ_INT(seg_set_version(dir, SSD_FMT_VERSION + 1), segs);
+	free(buf);
+	t_rmtree(dir);
+	free(dir);
+}
+
+/*
+ * Reclamation with a second chance: a block read while in a segment that
+ * is reclaimed, and no longer in DRAM, is read back and carried to the
+ * log's head (ssd.carried_blocks) instead of leaving with its segment;
+ * the carried copy is exact, and a delete after it holds across a restart.
+ */
+static void wait_writes(struct kvt_store *s);
+
+/* The fastest tier holding k (KVT_TIER_NONE: none); moves nothing. */
+static int tier_of(struct kvt_store *s, uint32_t ns, uint64_t k)
+{
+	struct kvt_key key = t_key(k);
+	uint8_t tier = KVT_TIER_NONE;
+	T_ASSERT(kvt_lookup_prefix(s, ns, &key, 1, &tier) >= 0);
+	return tier;
+}
+
+static void test_carry(void)
+{
+	char *dir = t_mkdtemp();
+	const uint64_t hot = 5; /* 40,595 bytes: within 10 % of a 1 MiB segment */
+	struct kvt_store *s = t_store_open("path", dir, "dram.capacity", "2M", "dram.chunk", "4K",
+					   "dram.shards", "1", "dram.prefault", "off", "ssd.capacity", "16M",
+					   "ssd.segment", "1M", "ssd.admission", "always",
+					   "ssd.io", io_backend, NULL);
+	uint32_t ns = ns_of(s);
+	uint64_t k = 100, reads;
+
+	T_RC(put_k(s, ns, hot), KVT_OK);
+	/* The hot block leaves DRAM, stays on SSD. */
+	while (tier_of(s, ns, hot) == KVT_TIER_DRAM && k < 1000)
+		T_RC(put_k(s, ns, k++), KVT_OK);
+	wait_writes(s);
+	T_EQ_INT(tier_of(s, ns, hot), KVT_TIER_SSD);
+	reads = t_stat(s, "ssd.reads");
+	T_RC(get_k(s, ns, hot), KVT_OK); /* promoted: read while in segment 0 */
+	T_EQ_U64(t_stat(s, "ssd.reads"), reads + 1);
+	/* Write until segment 0 is reclaimed, DRAM having turned over. */
+	while (tier_of(s, ns, hot) == KVT_TIER_DRAM && k < 2000)
+		T_RC(put_k(s, ns, k++), KVT_OK);
+	while (t_stat(s, "ssd.carried_blocks") == 0 && k < 2000) {
+		T_RC(put_k(s, ns, k++), KVT_OK);
+		if (k % 16 == 0)
+			wait_writes(s);
+	}
+	wait_writes(s);
+	T_EQ_U64(t_stat(s, "ssd.carried_blocks"), 1);
+	T_EQ_U64(t_stat(s, "ssd.carry_lost"), 0);
+	T_ASSERT(t_stat(s, "ssd.segments_evicted") >= 1);
+	/* Keys of segment 0 that were never read left with it. */
+	T_EQ_INT(tier_of(s, ns, 100), KVT_TIER_NONE);
+	T_EQ_INT(tier_of(s, ns, hot), KVT_TIER_SSD);
+	reads = t_stat(s, "ssd.reads");
+	T_RC(get_k(s, ns, hot), KVT_OK); /* from its carried copy */
+	T_EQ_U64(t_stat(s, "ssd.reads"), reads + 1);
+	kvt_store_destroy(s);
+
+	/* After a restart the carried copy is there; deleted, it stays gone. */
+	s = t_store_open("path", dir, "dram.capacity", "2M", "dram.chunk", "4K", "dram.prefault",
+			 "off", "ssd.capacity", "16M", "ssd.segment", "1M", "ssd.admission", "always",
+			 "ssd.io", io_backend, NULL);
+	T_RC(get_k(s, ns, hot), KVT_OK);
+	{
+		struct kvt_key key = t_key(hot);
+		T_RC(kvt_delete(s, ns, &key), KVT_OK);
+	}
+	T_RC(kvt_flush(s), KVT_OK);
+	kvt_store_destroy(s);
+	s = t_store_open("path", dir, "dram.capacity", "2M", "dram.chunk", "4K", "dram.prefault",
+			 "off", "ssd.capacity", "16M", "ssd.segment", "1M", "ssd.admission", "always",
+			 "ssd.io", io_backend, NULL);
+	T_RC(get_k(s, ns, hot), KVT_MISS);
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+}
+
+/*
+ * Deletes racing carries: blocks are read (so their segment's reclamation
+ * carries them), and some are deleted at random times meanwhile -- among
+ * them some while their carry waits in the writer's queue.  However the
+ * race falls, a deleted block must stay deleted, in this session and after
+ * a restart (the carry never writes a record that recovery would bring
+ * back), and every other block read is exact or a miss.  The race is hit
+ * a few times a run (ssd.carry_lost: carries that found their entry
+ * deleted); a carry that dropped its entry at eviction and wrote anyway
+ * brings deleted blocks back here (checked by breaking it on purpose).
+ */
+static void test_carry_deletes(void)
+{
+	char *dir = t_mkdtemp();
+	const uint64_t n = 1200;
+	uint8_t *deleted = calloc(n, 1);
+	struct kvt_store *s = t_store_open("path", dir, "dram.capacity", "2M", "dram.chunk", "4K",
+					   "dram.shards", "1", "dram.prefault", "off", "ssd.capacity", "8M",
+					   "ssd.segment", "1M", "ssd.admission", "always",
+					   "ssd.reinsert_pct", "50", "ssd.io", io_backend, NULL);
+	uint32_t ns = ns_of(s);
+	uint64_t x = 88172645463325252ull, dels = 0;
+
+	for (uint64_t k = 0; k < n; k++) {
+		T_RC(put_k(s, ns, k), KVT_OK);
+		for (int r = 0; r < 2 && k > 8; r++) {
+			uint64_t o;
+			x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+			if (r == 0 || k < 300)
+				o = k - 1 - x % (k < 120 ? k : 120); /* recent: read, so hot */
+			else
+				o = k - 200 - x % 60; /* about the oldest segment's: carried now */
+			if (deleted[o])
+				T_RC(get_k(s, ns, o), KVT_MISS);
+			else if (r == 1 && k >= 300 && x % 3 == 0) {
+				struct kvt_key key = t_key(o);
+				int rc = kvt_delete(s, ns, &key);
+				T_ASSERT(rc == KVT_OK || rc == KVT_MISS);
+				deleted[o] = 1;
+				dels++;
+			} else {
+				get_k(s, ns, o); /* exact or a miss */
+			}
+		}
+	}
+	T_RC(kvt_flush(s), KVT_OK);
+	T_ASSERT(t_stat(s, "ssd.carried_blocks") > 0);
+	for (uint64_t k = 0; k < n; k++)
+		if (deleted[k])
+			T_RC(get_k(s, ns, k), KVT_MISS);
+	fprintf(stderr, "carry vs delete: %llu deleted, %llu carried, %llu carries lost (%s)\n",
+		(unsigned long long)dels, (unsigned long long)t_stat(s, "ssd.carried_blocks"),
+		(unsigned long long)t_stat(s, "ssd.carry_lost"), io_backend);
+	kvt_store_destroy(s);
+	s = t_store_open("path", dir, "dram.capacity", "2M", "dram.chunk", "4K", "dram.shards", "1",
+			 "dram.prefault", "off", "ssd.capacity", "8M", "ssd.segment", "1M",
+			 "ssd.admission", "always", "ssd.io", io_backend, NULL);
+	for (uint64_t k = 0; k < n; k++) {
+		int rc = get_k(s, ns, k);
+		if (deleted[k])
+			T_RC(rc, KVT_MISS);
+	}
+	kvt_store_destroy(s);
+	free(deleted);
 	t_rmtree(dir);
 	free(dir);
 }
@@ -1146,13 +1399,22 @@ int main(void)
 			test_powerloss_random();
 			continue;
 		}
+		/* KVT_TEST_ONLY=carry: reclamation's carries and their races. */
+		if (getenv("KVT_TEST_ONLY") && !strcmp(getenv("KVT_TEST_ONLY"), "carry")) {
+			test_carry();
+			test_carry_deletes();
+			continue;
+		}
 		test_persist();
 		test_sealed();
 		test_admission();
 		test_delete_clear();
 		test_kill9();
 		test_corruption();
+		test_format_versions();
 		test_faults();
+		test_carry();
+		test_carry_deletes();
 		test_powerloss();
 		test_powerloss_random();
 		test_eviction();

@@ -111,7 +111,7 @@ int main(void)
 		moved = last->key;
 		moved_ns = last->ns_id;
 		T_EQ_INT(moved_ns, ns);
-		last->off_4k = (uint32_t)(h.summary_off / SSD_ALIGN); /* ends past it */
+		last->off_512 = (uint32_t)(h.summary_off / SSD_REC_ALIGN); /* ends past it */
 	}
 	memset(sum, 0, h.summary_len);
 	T_EQ_INT(ssd_sum_encode(h.generation, sc.e, sc.n, sum, h.summary_len),

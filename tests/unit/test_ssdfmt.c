@@ -58,7 +58,7 @@
 
 #define SEG_CRC 12
 
-#define REC_HDR_MAX (5 * SSD_ALIGN)
+#define REC_HDR_MAX (33 * SSD_REC_ALIGN)
 
 static void put16(uint8_t *p, uint16_t v)
 {
@@ -174,8 +174,8 @@ static void ent_eq(const struct ssd_sum_entry *a, const struct ssd_sum_entry *b)
 {
 	T_EQ_INT(a->type, b->type);
 	T_EQ_INT(a->ns_id, b->ns_id);
-	T_EQ_INT(a->off_4k, b->off_4k);
-	T_EQ_INT(a->len_4k, b->len_4k);
+	T_EQ_INT(a->off_512, b->off_512);
+	T_EQ_INT(a->len_512, b->len_512);
 	T_EQ_U64(a->seq, b->seq);
 	T_EQ_U64(a->value_len, b->value_len);
 	T_EQ_INT(a->part_count, b->part_count);
@@ -183,8 +183,8 @@ static void ent_eq(const struct ssd_sum_entry *a, const struct ssd_sum_entry *b)
 	T_EQ_MEM(a->key.bytes, b->key.bytes, KVT_KEY_MAX);
 }
 
-/* Entry i of a summary; *off_4k is where the next record starts. */
-static struct ssd_sum_entry mk_entry(uint32_t i, uint32_t *off_4k)
+/* Entry i of a summary; *off_512 is where the next record starts. */
+static struct ssd_sum_entry mk_entry(uint32_t i, uint32_t *off_512)
 {
 	struct ssd_sum_entry e;
 
@@ -205,9 +205,9 @@ static struct ssd_sum_entry mk_entry(uint32_t i, uint32_t *off_4k)
 		e.value_len = e.part_count + (uint64_t)i * 1237;
 		mk_key(&e.key, 1 + i % KVT_KEY_MAX, i);
 	}
-	e.off_4k = *off_4k;
-	e.len_4k = (uint32_t)(ssd_rec_len(e.part_count, e.value_len) / SSD_ALIGN);
-	*off_4k += e.len_4k + i % 2; /* a gap now and then is allowed */
+	e.off_512 = *off_512;
+	e.len_512 = (uint32_t)(ssd_rec_len(e.part_count, e.value_len) / SSD_REC_ALIGN);
+	*off_512 += e.len_512 + i % 2; /* a gap now and then is allowed */
 	return e;
 }
 
@@ -244,17 +244,17 @@ static int64_t sum_build(uint8_t *buf, size_t cap, struct ssd_sum_entry *e, size
 
 static void test_rec_lengths(void)
 {
-	T_EQ_INT(ssd_rec_hdr_len(0), SSD_ALIGN);
-	T_EQ_INT(ssd_rec_hdr_len(1), SSD_ALIGN);
-	T_EQ_INT(ssd_rec_hdr_len(246), SSD_ALIGN); /* 160 + 246 * 16 = 4096 */
-	T_EQ_INT(ssd_rec_hdr_len(247), 2 * SSD_ALIGN);
+	T_EQ_INT(ssd_rec_hdr_len(0), SSD_REC_ALIGN);
+	T_EQ_INT(ssd_rec_hdr_len(1), SSD_REC_ALIGN);
+	T_EQ_INT(ssd_rec_hdr_len(22), SSD_REC_ALIGN); /* 160 + 22 * 16 = 512 */
+	T_EQ_INT(ssd_rec_hdr_len(23), 2 * SSD_REC_ALIGN);
 	T_EQ_INT(ssd_rec_hdr_len(KVT_PARTS_MAX), REC_HDR_MAX);
 	T_EQ_INT(ssd_rec_hdr_len(KVT_PARTS_MAX + 1), 0);
 	T_EQ_INT(ssd_rec_hdr_len(UINT32_MAX), 0);
-	T_EQ_U64(ssd_rec_len(1, 1), 2 * SSD_ALIGN);
-	T_EQ_U64(ssd_rec_len(1, SSD_ALIGN), 2 * SSD_ALIGN);
-	T_EQ_U64(ssd_rec_len(1, SSD_ALIGN + 1), 3 * SSD_ALIGN);
-	T_EQ_U64(ssd_rec_len(0, 0), SSD_ALIGN);
+	T_EQ_U64(ssd_rec_len(1, 1), 2 * SSD_REC_ALIGN);
+	T_EQ_U64(ssd_rec_len(1, SSD_REC_ALIGN), 2 * SSD_REC_ALIGN);
+	T_EQ_U64(ssd_rec_len(1, SSD_REC_ALIGN + 1), 3 * SSD_REC_ALIGN);
+	T_EQ_U64(ssd_rec_len(0, 0), SSD_REC_ALIGN);
 	T_EQ_U64(ssd_rec_len(KVT_PARTS_MAX, KVT_VALUE_MAX), REC_HDR_MAX + KVT_VALUE_MAX);
 	T_EQ_U64(ssd_rec_len(1, KVT_VALUE_MAX + 1), 0);
 	T_EQ_U64(ssd_rec_len(KVT_PARTS_MAX + 1, 1), 0);
@@ -309,16 +309,16 @@ static void test_rec_round_trip(void)
 	h.generation = 2;
 	t_fill(h.ns_digest, 32, 5);
 	mk_key(&h.key, 32, 6);
-	T_EQ_INT(rec_round_trip(&h), SSD_ALIGN);
+	T_EQ_INT(rec_round_trip(&h), SSD_REC_ALIGN);
 
 	h.type = SSD_REC_CLEAR_NS;
 	mk_key(&h.key, 0, 0);
-	T_EQ_INT(rec_round_trip(&h), SSD_ALIGN);
+	T_EQ_INT(rec_round_trip(&h), SSD_REC_ALIGN);
 
 	h.type = SSD_REC_CLEAR_ALL;
 	h.ns_id = 0;
 	memset(h.ns_digest, 0, 32);
-	T_EQ_INT(rec_round_trip(&h), SSD_ALIGN);
+	T_EQ_INT(rec_round_trip(&h), SSD_REC_ALIGN);
 
 	/* Extremes of the integer fields. */
 	h = mk_put(1, 64, 1);
@@ -334,7 +334,7 @@ static void test_rec_round_trip(void)
 /* doc/ssd-format.md, "Golden record header": computed with Python's struct
  * from the offset table (CRC32C in pure Python), not by this library. */
 static const uint8_t GOLDEN_REC[192] =
-	"\x4b\x56\x52\x31\x01\x00\x00\x00\x00\x10\x00\x00\x2b\x3f\xea\x33"
+	"\x4b\x56\x52\x31\x02\x00\x00\x00\x00\x02\x00\x00\xd4\x4e\x97\xd2"
 	"\x01\x00\x00\x00\x02\x00\x00\x00\x01\x00\x00\x00\x00\x00\x00\x00"
 	"\x08\x00\x00\x00\x00\x00\x00\x00\x07\x00\x00\x00\x00\x00\x00\x00"
 	"\x03\x00\x00\x00\x00\x00\x00\x00\x00\x01\x02\x03\x04\x05\x06\x07"
@@ -373,18 +373,18 @@ static void test_rec_golden(void)
 	T_EQ_INT(parts[1].crc, 0xf4ae60a6);
 
 	memset(g_rec, 0xa5, sizeof(g_rec));
-	T_RC(ssd_rec_hdr_encode(&h, parts, g_rec, sizeof(g_rec)), SSD_ALIGN);
+	T_RC(ssd_rec_hdr_encode(&h, parts, g_rec, sizeof(g_rec)), SSD_REC_ALIGN);
 	T_EQ_MEM(g_rec, GOLDEN_REC, sizeof(GOLDEN_REC));
-	for (size_t i = sizeof(GOLDEN_REC); i < SSD_ALIGN; i++)
+	for (size_t i = sizeof(GOLDEN_REC); i < SSD_REC_ALIGN; i++)
 		T_EQ_INT(g_rec[i], 0);
-	T_EQ_INT(g_rec[SSD_ALIGN], 0xa5); /* nothing written past hdr_len */
+	T_EQ_INT(g_rec[SSD_REC_ALIGN], 0xa5); /* nothing written past hdr_len */
 
 	/* The golden bytes decode on their own. */
-	memset(g_rec, 0, SSD_ALIGN);
+	memset(g_rec, 0, SSD_REC_ALIGN);
 	memcpy(g_rec, GOLDEN_REC, sizeof(GOLDEN_REC));
-	p = t_at_guard(g_rec, SSD_ALIGN);
-	T_RC(ssd_rec_hdr_decode(p, SSD_ALIGN, &got, g_parts_out, 2), 0);
-	h.hdr_len = SSD_ALIGN;
+	p = t_at_guard(g_rec, SSD_REC_ALIGN);
+	T_RC(ssd_rec_hdr_decode(p, SSD_REC_ALIGN, &got, g_parts_out, 2), 0);
+	h.hdr_len = SSD_REC_ALIGN;
 	rec_eq(&got, &h);
 	T_EQ_U64(g_parts_out[1].len, 3);
 	T_EQ_INT(g_parts_out[1].crc, 0xf4ae60a6);
@@ -400,10 +400,10 @@ static void test_rec_truncated(void)
 
 		h = mk_put(part_counts[i], 32, i);
 		len = ssd_rec_hdr_encode(&h, g_parts, g_rec, sizeof(g_rec));
-		T_GE_INT(len, SSD_ALIGN);
+		T_GE_INT(len, SSD_REC_ALIGN);
 		for (int n = 0; n < len; n++) {
 			const uint8_t *p = t_at_guard(g_rec, (size_t)n);
-			int want = n < (int)SSD_ALIGN ? (int)SSD_ALIGN : len;
+			int want = n < (int)SSD_REC_ALIGN ? (int)SSD_REC_ALIGN : len;
 
 			T_RC(ssd_rec_hdr_decode(p, (size_t)n, &got, g_parts_out, KVT_PARTS_MAX),
 			     KVT_EBUFSMALL);
@@ -421,8 +421,8 @@ static void rec_flip_all(const struct ssd_rec_hdr *h)
 
 	memset(g_rec, 0, sizeof(g_rec));
 	len = ssd_rec_hdr_encode(h, g_parts, g_rec, sizeof(g_rec));
-	T_GE_INT(len, SSD_ALIGN);
-	/* The whole 20 KiB is readable, so a flip that makes hdr_len larger
+	T_GE_INT(len, SSD_REC_ALIGN);
+	/* The whole 16.5 KiB is readable, so a flip that makes hdr_len larger
 	 * gets as far as the CRC. */
 	p = t_at_guard(g_rec, REC_HDR_MAX);
 	for (int i = 0; i < len; i++)
@@ -462,7 +462,7 @@ static void test_rec_bit_flips(void)
 		uint8_t *p = g_rec;                                               \
 		memset(g_rec, 0, sizeof(g_rec));                                  \
 		T_RC(ssd_rec_hdr_encode(&t_h_, g_parts, g_rec, sizeof(g_rec)),    \
-		     SSD_ALIGN);                                                  \
+		     SSD_REC_ALIGN);                                                  \
 		(void)p;                                                          \
 		stmt;                                                             \
 		rec_fix(p);                                                       \
@@ -490,7 +490,7 @@ static void test_rec_bounds(void)
 	T_RC(ssd_rec_hdr_encode(&h, g_parts, g_rec, sizeof(g_rec)), KVT_EBADLEN);
 	h = mk_put(3, 32, 1);
 	T_RC(ssd_rec_hdr_encode(&h, NULL, g_rec, sizeof(g_rec)), KVT_EBADLEN);
-	T_RC(ssd_rec_hdr_encode(&h, g_parts, g_rec, SSD_ALIGN - 1), KVT_EBADLEN);
+	T_RC(ssd_rec_hdr_encode(&h, g_parts, g_rec, SSD_REC_ALIGN - 1), KVT_EBADLEN);
 	h = mk_put(KVT_PARTS_MAX, 32, 1);
 	T_RC(ssd_rec_hdr_encode(&h, g_parts, g_rec, REC_HDR_MAX - 1), KVT_EBADLEN);
 	h = mk_put(2, 32, 1);
@@ -552,7 +552,8 @@ static void test_rec_bounds(void)
 
 	/* Decoder: the same rules with a valid CRC.  The untouched header first. */
 	REC_TAMPER((void)0, 0);
-	REC_TAMPER(put32(p + R_VERSION, 2), KVT_EVERSION);
+	REC_TAMPER(put32(p + R_VERSION, 3), KVT_EVERSION);
+	REC_TAMPER(put32(p + R_VERSION, 1), KVT_EVERSION);
 	REC_TAMPER(put32(p + R_VERSION, 0), KVT_EVERSION);
 	REC_TAMPER(put32(p + R_PART_COUNT, KVT_PARTS_MAX + 1), KVT_ECORRUPT);
 	REC_TAMPER((put32(p + R_PART_COUNT, KVT_PARTS_MAX + 1),
@@ -579,7 +580,7 @@ static void test_rec_bounds(void)
 		   KVT_ECORRUPT);
 	REC_TAMPER(put32(p + R_TABLE + 16 + 12, 1), KVT_ECORRUPT); /* part reserved */
 	REC_TAMPER(p[R_TABLE + 48] = 1, KVT_ECORRUPT);            /* past the table */
-	REC_TAMPER(p[SSD_ALIGN - 1] = 1, KVT_ECORRUPT);           /* last padding byte */
+	REC_TAMPER(p[SSD_REC_ALIGN - 1] = 1, KVT_ECORRUPT);           /* last padding byte */
 	REC_TAMPER(put32(p + R_RESERVED, 1), KVT_ECORRUPT);
 	REC_TAMPER(put32(p + R_FLAGS, 2), KVT_ECORRUPT); /* undefined flag bit */
 	REC_TAMPER(put32(p + R_TYPE, 0), KVT_ECORRUPT);
@@ -588,16 +589,17 @@ static void test_rec_bounds(void)
 	REC_TAMPER(put32(p + R_NS_ID, 0), KVT_ECORRUPT);
 	REC_TAMPER(put64(p + R_SEQ, 0), KVT_ECORRUPT);
 	REC_TAMPER(put64(p + R_GENERATION, 0), KVT_ECORRUPT);
-	REC_TAMPER(put32(p + R_HDR_LEN, 2 * SSD_ALIGN), KVT_ECORRUPT); /* != hdr_len(3) */
-	REC_TAMPER(put32(p + R_HDR_LEN, SSD_ALIGN + 1), KVT_ECORRUPT);
-	REC_TAMPER(put32(p + R_HDR_LEN, 6 * SSD_ALIGN), KVT_ECORRUPT);
+	REC_TAMPER(put32(p + R_HDR_LEN, 2 * SSD_REC_ALIGN), KVT_ECORRUPT); /* != hdr_len(3) */
+	REC_TAMPER(put32(p + R_HDR_LEN, SSD_REC_ALIGN + 1), KVT_ECORRUPT);
+	REC_TAMPER(put32(p + R_HDR_LEN, 34 * SSD_REC_ALIGN), KVT_ECORRUPT); /* > the largest */
+	REC_TAMPER(put32(p + R_HDR_LEN, SSD_ALIGN), KVT_ECORRUPT); /* version 1's length */
 	REC_TAMPER(put32(p + R_HDR_LEN, 0), KVT_ECORRUPT);
 	REC_TAMPER(p[0] = 'k', KVT_ECORRUPT);
 
 	/* hdr_len beyond the buffer: ask for more, before the CRC is known. */
 	h = mk_put(KVT_PARTS_MAX, 32, 1);
 	T_RC(ssd_rec_hdr_encode(&h, g_parts, g_rec, sizeof(g_rec)), REC_HDR_MAX);
-	T_RC(ssd_rec_hdr_decode(t_at_guard(g_rec, SSD_ALIGN), SSD_ALIGN, &got, NULL, 0),
+	T_RC(ssd_rec_hdr_decode(t_at_guard(g_rec, SSD_REC_ALIGN), SSD_REC_ALIGN, &got, NULL, 0),
 	     KVT_EBUFSMALL);
 	T_EQ_INT(got.hdr_len, REC_HDR_MAX);
 	/* A part array too small: the header is still reported. */
@@ -691,7 +693,13 @@ static void test_seg(void)
 	/* Field rules with a valid CRC. */
 	h = mk_seg(1, 1);
 	SEG_TAMPER(h, (void)0, 0);
-	SEG_TAMPER(h, put32(p + 8, 2), KVT_EVERSION);
+	SEG_TAMPER(h, put32(p + 8, 3), KVT_EVERSION);
+	SEG_TAMPER(h, put32(p + 8, 1), KVT_EVERSION); /* the old format: recovery drops it */
+	ssd_seg_hdr_encode(&h, g_seg);
+	put32(g_seg + 8, 1);
+	fix_crc(g_seg, SSD_ALIGN, SEG_CRC);
+	T_RC(ssd_seg_hdr_decode(g_seg, &got), KVT_EVERSION);
+	T_EQ_INT(got.version, 1); /* which version: older is dropped, newer refused */
 	SEG_TAMPER(h, put32(p + 20, 1), KVT_ECORRUPT);        /* reserved */
 	SEG_TAMPER(h, p[SSD_ALIGN - 1] = 1, KVT_ECORRUPT);    /* padding */
 	SEG_TAMPER(h, p[80] = 1, KVT_ECORRUPT);
@@ -701,6 +709,8 @@ static void test_seg(void)
 	SEG_TAMPER(h, put64(p + 48, 0), KVT_ECORRUPT);         /* off 0, len set */
 	SEG_TAMPER(h, put64(p + 56, 0), KVT_ECORRUPT);         /* len 0, off set */
 	SEG_TAMPER(h, put64(p + 48, 4097), KVT_ECORRUPT);
+	SEG_TAMPER(h, put64(p + 48, 4096 + 512), 0);          /* records end at 512 multiples */
+	SEG_TAMPER(h, put64(p + 48, 2048), KVT_ECORRUPT);     /* inside the segment header */
 	SEG_TAMPER(h, put64(p + 56, 4097), KVT_ECORRUPT);
 	SEG_TAMPER(h, put64(p + 48, (256u << 20) - SSD_ALIGN), KVT_ECORRUPT); /* past the end */
 	SEG_TAMPER(h, put64(p + 48, (256u << 20) - 2 * SSD_ALIGN), 0);        /* to the end */
@@ -772,8 +782,8 @@ static void test_sum_round_trip(void)
 	e.seq = UINT64_MAX;
 	e.part_count = KVT_PARTS_MAX;
 	e.value_len = KVT_VALUE_MAX;
-	e.len_4k = (uint32_t)(ssd_rec_len(KVT_PARTS_MAX, KVT_VALUE_MAX) / SSD_ALIGN);
-	e.off_4k = UINT32_MAX - e.len_4k;
+	e.len_512 = (uint32_t)(ssd_rec_len(KVT_PARTS_MAX, KVT_VALUE_MAX) / SSD_REC_ALIGN);
+	e.off_512 = UINT32_MAX - e.len_512;
 	mk_key(&e.key, 64, 9);
 	{
 		struct collect c = { g_ent_out, 0, 1, -1 };
@@ -845,23 +855,23 @@ static void test_sum_bounds(void)
 	/* Encoder rules. */
 	T_RC(ssd_sum_encode(1, e, 3, g_sum, SSD_ALIGN - 1), KVT_EBADLEN);
 	T_RC(ssd_sum_encode(1, e, 0, g_sum, SSD_ALIGN - 1), KVT_EBADLEN);
-	e[2].off_4k = e[1].off_4k; /* overlaps its predecessor */
+	e[2].off_512 = e[1].off_512; /* overlaps its predecessor */
 	T_RC(ssd_sum_encode(1, e, 3, g_sum, sizeof(g_sum)), KVT_EBADLEN);
 	off = 1;
 	for (int i = 0; i < 3; i++)
 		e[i] = mk_entry((uint32_t)i, &off);
-	e[1].len_4k++;
+	e[1].len_512++;
 	T_RC(ssd_sum_encode(1, e, 3, g_sum, sizeof(g_sum)), KVT_EBADLEN);
-	e[1].len_4k--;
+	e[1].len_512--;
 	e[1].key.len = KVT_KEY_MAX + 1;
 	T_RC(ssd_sum_encode(1, e, 3, g_sum, sizeof(g_sum)), KVT_EBADLEN);
 	e[1].key.len = 2;
 	e[1].part_count = KVT_PARTS_MAX + 1;
 	T_RC(ssd_sum_encode(1, e, 3, g_sum, sizeof(g_sum)), KVT_EBADLEN);
 	e[1].part_count = 2;
-	e[0].off_4k = 0;
+	e[0].off_512 = 0;
 	T_RC(ssd_sum_encode(1, e, 3, g_sum, sizeof(g_sum)), KVT_EBADLEN);
-	e[0].off_4k = 1;
+	e[0].off_512 = 1;
 	e[1].seq = 0;
 	T_RC(ssd_sum_encode(1, e, 3, g_sum, sizeof(g_sum)), KVT_EBADLEN);
 	e[1].seq = 5;
@@ -869,7 +879,7 @@ static void test_sum_bounds(void)
 
 	/* Decoder rules with valid CRCs. */
 	SUM_TAMPER((void)0, 3);
-	SUM_TAMPER(put32(p + S_VERSION, 2), KVT_EVERSION);
+	SUM_TAMPER(put32(p + S_VERSION, 1), KVT_EVERSION);
 	SUM_TAMPER(put64(p + S_GENERATION, 8), KVT_ECORRUPT);
 	SUM_TAMPER(p[S_HDR - 1] = 1, KVT_ECORRUPT);                 /* reserved */
 	SUM_TAMPER(put32(p + S_COUNT, 2), KVT_ECORRUPT);            /* bytes left over */
@@ -887,7 +897,7 @@ static void test_sum_bounds(void)
 	SUM_TAMPER(put16(p + e1 + 2, KVT_PARTS_MAX + 1), KVT_ECORRUPT);
 	SUM_TAMPER(put32(p + e1 + 4, 0), KVT_ECORRUPT);             /* ns_id */
 	SUM_TAMPER(put32(p + e1 + 8, 1), KVT_ECORRUPT);             /* overlaps entry 0 */
-	SUM_TAMPER(put32(p + e1 + 12, get32(p + e1 + 12) + 1), KVT_ECORRUPT); /* len_4k */
+	SUM_TAMPER(put32(p + e1 + 12, get32(p + e1 + 12) + 1), KVT_ECORRUPT); /* len_512 */
 	SUM_TAMPER(put64(p + e1 + 16, 0), KVT_ECORRUPT);            /* seq */
 	SUM_TAMPER(put64(p + e1 + 24, 1), KVT_ECORRUPT);            /* value_len < parts */
 	SUM_TAMPER(put64(p + e1 + 24, KVT_VALUE_MAX + 1), KVT_ECORRUPT);
@@ -1205,7 +1215,7 @@ static void test_ckpt_bounds(void)
 
 	/* Decoder rules with valid CRCs. */
 	CK_TAMPER((void)0, 0);
-	CK_TAMPER(put32(p + C_VERSION, 2), KVT_EVERSION);
+	CK_TAMPER(put32(p + C_VERSION, 1), KVT_EVERSION);
 	CK_TAMPER(p[C_HDR - 1] = 1, KVT_ECORRUPT);                       /* reserved */
 	CK_TAMPER(p[SSD_ALIGN - 1] = 1, KVT_ECORRUPT);                   /* padding */
 	CK_TAMPER(put32(p + C_SLOT_COUNT, 2), KVT_ECORRUPT);

@@ -40,7 +40,7 @@
 #define FSCK_CHUNK (1u << 20)
 
 struct fsck_rec {
-	uint32_t slot, off_4k;
+	uint32_t slot, off_512;
 	uint32_t type, ns;
 	uint64_t seq, value_len;
 	struct kvt_key key;
@@ -214,12 +214,12 @@ static int64_t check_record(struct fsck *c, int fd, uint32_t slot, uint64_t gen,
 	struct fsck_rec fr = { 0 };
 	char kh[2 * KVT_KEY_MAX + 1];
 	uint64_t len, vo;
-	size_t hl = SSD_ALIGN;
+	size_t hl = SSD_REC_ALIGN;
 	int r;
 
-	if (off + SSD_ALIGN > end)
+	if (off + SSD_REC_ALIGN > end)
 		return 0;
-	if ((r = pread_full(fd, c->buf, SSD_ALIGN, off)) < 0)
+	if ((r = pread_full(fd, c->buf, SSD_REC_ALIGN, off)) < 0)
 		return r;
 	if (!sealed && memcmp(c->buf, zero, sizeof(zero)) == 0)
 		return 0;
@@ -300,7 +300,7 @@ static int64_t check_record(struct fsck *c, int fd, uint32_t slot, uint64_t gen,
 	if (h.type == SSD_REC_PUT && !fr.bad)
 		c->f->blocks_checked++;
 	fr.slot = slot;
-	fr.off_4k = (uint32_t)(off / SSD_ALIGN);
+	fr.off_512 = (uint32_t)(off / SSD_REC_ALIGN);
 	fr.type = h.type;
 	fr.ns = h.ns_id;
 	fr.seq = h.seq;
@@ -322,14 +322,14 @@ struct sum_walk {
 static int sum_cb(void *ctx, const struct ssd_sum_entry *e)
 {
 	struct sum_walk *w = ctx;
-	int64_t r = check_record(w->c, w->fd, w->slot, w->gen, (uint64_t)e->off_4k * SSD_ALIGN,
+	int64_t r = check_record(w->c, w->fd, w->slot, w->gen, (uint64_t)e->off_512 * SSD_REC_ALIGN,
 				 w->end, true);
 	if (r < 0 && r != KVT_ECORRUPT)
 		return (int)r;
-	if (r > 0 && (uint64_t)r != (uint64_t)e->len_4k * SSD_ALIGN)
+	if (r > 0 && (uint64_t)r != (uint64_t)e->len_512 * SSD_REC_ALIGN)
 		fsck_say(w->c, KVT_FSCK_DAMAGE,
 			 "ssd/seg-%06u offset %llu seq %llu: the summary's length differs from the "
-			 "record's", w->slot, (unsigned long long)e->off_4k * SSD_ALIGN,
+			 "record's", w->slot, (unsigned long long)e->off_512 * SSD_REC_ALIGN,
 			 (unsigned long long)e->seq);
 	return 0;
 }
@@ -355,6 +355,13 @@ static int check_segment(struct fsck *c, uint32_t slot, uint64_t fsize)
 	if (r < 0)
 		goto out;
 	r = ssd_seg_hdr_decode(c->buf, &h);
+	if (r == KVT_EVERSION && h.version < SSD_FMT_VERSION) {
+		fsck_say(c, KVT_FSCK_WARN,
+			 "ssd/%s: format version %u, older than %u: its blocks are dropped when "
+			 "the store opens", name, h.version, SSD_FMT_VERSION);
+		r = 0;
+		goto out;
+	}
 	if (r < 0) {
 		fsck_say(c, KVT_FSCK_DAMAGE, "ssd/%s: segment header damaged (%s)", name,
 			 kvt_strerror(r));
@@ -423,7 +430,7 @@ static int rec_pos_cmp(const void *a, const void *b)
 	const struct fsck_rec *x = a, *y = b;
 	if (x->slot != y->slot)
 		return x->slot < y->slot ? -1 : 1;
-	return x->off_4k < y->off_4k ? -1 : x->off_4k > y->off_4k;
+	return x->off_512 < y->off_512 ? -1 : x->off_512 > y->off_512;
 }
 
 static int rec_key_cmp(const void *a, const void *b)
@@ -454,7 +461,7 @@ static int ck_clear(void *ctx, const struct ssd_ckpt_clear *cl)
 static int ck_entry(void *ctx, const struct ssd_ckpt_entry *e)
 {
 	struct fsck *c = ctx;
-	struct fsck_rec k = { .slot = e->slot, .off_4k = e->e.off_4k }, *r;
+	struct fsck_rec k = { .slot = e->slot, .off_512 = e->e.off_512 }, *r;
 	char kh[2 * KVT_KEY_MAX + 1];
 	if (e->slot >= c->slots || c->gen[e->slot] != e->generation)
 		return 0; /* its segment was evicted since: dropped by generation */
@@ -467,7 +474,7 @@ static int ck_entry(void *ctx, const struct ssd_ckpt_entry *e)
 		 "ssd/checkpoint: entry seq %llu ns %u key %s names ssd/seg-%06u offset %llu, "
 		 "where there is no such sound record",
 		 (unsigned long long)e->e.seq, e->e.ns_id, kh, e->slot,
-		 (unsigned long long)e->e.off_4k * SSD_ALIGN);
+		 (unsigned long long)e->e.off_512 * SSD_REC_ALIGN);
 	return 0;
 }
 
@@ -496,8 +503,10 @@ static int check_checkpoint(struct fsck *c, const char *name)
 		r = ssd_ckpt_decode(b, (size_t)st.st_size, &h, &cbs, c);
 	free(b);
 	if (r == KVT_ECORRUPT || r == KVT_EVERSION) {
-		fsck_say(c, KVT_FSCK_DAMAGE, "ssd/%s: damaged (%s); recovery will scan every segment",
-			 name, kvt_strerror(r));
+		/* Another format version (an upgrade): ignored at open, like damage. */
+		fsck_say(c, r == KVT_EVERSION ? KVT_FSCK_WARN : KVT_FSCK_DAMAGE,
+			 "ssd/%s: %s; recovery will scan every segment", name,
+			 r == KVT_EVERSION ? "another format version" : "damaged");
 		return 0;
 	}
 	if (r < 0)

@@ -117,7 +117,9 @@ bool ssd_idx_remove_key(struct ssd *s, uint32_t ns, const struct kvt_key *k, uin
 }
 
 /* Remove every entry matching: ns (KVT_NS_ALL: any), slot (UINT32_MAX: any)
- * and generation (0: any), with seq < below.  Returns how many. */
+ * and generation (0: any), with seq < below.  Returns how many.  A sweep of
+ * one slot leaves the entries kept for a carry (E_CARRY): they name the
+ * slot they are leaving. */
 uint64_t ssd_idx_sweep(struct ssd *s, uint32_t ns, uint32_t slot, uint64_t gen, uint64_t below)
 {
 	uint64_t n = 0;
@@ -129,7 +131,7 @@ uint64_t ssd_idx_sweep(struct ssd *s, uint32_t ns, uint32_t slot, uint64_t gen, 
 			while (*pp) {
 				struct ssd_entry *e = *pp;
 				if ((ns == KVT_NS_ALL || e->ns == ns) &&
-				    (slot == UINT32_MAX || e->slot == slot) &&
+				    (slot == UINT32_MAX || (e->slot == slot && !(e->flags & E_CARRY))) &&
 				    (gen == 0 || e->generation == gen) && e->seq < below) {
 					if (!(e->flags & E_PENDING))
 						n++;
@@ -229,6 +231,35 @@ int ssd_pread_full(int fd, void *buf, size_t len, uint64_t off)
  * Segments
  */
 
+/*
+ * Records sit at multiples of SSD_REC_ALIGN (512 B), and a record's
+ * header is a 512-byte buffer of its own in the I/O.  A device whose
+ * O_DIRECT needs more (a 4Kn drive: statx's dio_offset_align 4096, or
+ * buffers aligned past 512) would refuse those requests: the file then
+ * goes through the page cache, said once in the log -- never an I/O error
+ * at the first write.  Unknown alignment (no STATX_DIOALIGN): trusted.
+ */
+static void seg_check_dio(struct ssd *s, struct ssd_seg *g, int fd, const char *name)
+{
+	struct statx sx;
+	int fl;
+	if (statx(fd, "", AT_EMPTY_PATH, STATX_DIOALIGN, &sx) < 0 ||
+	    !(sx.stx_mask & STATX_DIOALIGN) ||
+	    (sx.stx_dio_offset_align != 0 && sx.stx_dio_offset_align <= SSD_REC_ALIGN &&
+	     sx.stx_dio_mem_align <= SSD_REC_ALIGN))
+		return;
+	fl = fcntl(fd, F_GETFL);
+	if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_DIRECT) < 0)
+		return;
+	g->direct = false;
+	if (!s->dio_warned) {
+		s->dio_warned = true;
+		kvt_logf(s->log, KVT_LOG_WARN,
+			 "ssd: %s: O_DIRECT needs %u-byte offsets here, records are %u-byte aligned: "
+			 "using the page cache", name, sx.stx_dio_offset_align, SSD_REC_ALIGN);
+	}
+}
+
 int ssd_seg_open_file(struct ssd *s, uint32_t slot, bool create)
 {
 	struct ssd_seg *g = &s->segs[slot];
@@ -241,6 +272,8 @@ int ssd_seg_open_file(struct ssd *s, uint32_t slot, bool create)
 			  0600, &g->direct);
 	if (fd < 0)
 		return fd;
+	if (g->direct)
+		seg_check_dio(s, g, fd, name);
 	__atomic_store_n(&g->fd, fd, __ATOMIC_RELAXED);
 	return 0;
 }

@@ -26,8 +26,15 @@
 #define SSD_ID "id"
 
 enum { SEG_FREE = 0, SEG_OPEN, SEG_SEALED, SEG_BAD };
-enum { E_PENDING = 0x1, E_READ = 0x2, E_READ2 = 0x4 /* promoted twice or more */ };
-enum { T_PUT = 1, T_DELETE, T_CLEAR, T_FLUSH, T_CKPT };
+enum {
+	E_PENDING = 0x1,
+	E_READ = 0x2,
+	E_READ2 = 0x4, /* promoted twice or more */
+	E_CARRY = 0x8,  /* with E_PENDING: kept while its record is carried (ssd.c) */
+};
+/* T_CARRY: a hot record of a reclaimed segment, read back, written again
+ * at the log's head (ssd.c, "Reclamation"). */
+enum { T_PUT = 1, T_DELETE, T_CLEAR, T_FLUSH, T_CKPT, T_CARRY };
 
 struct ssd_entry {
 	struct ssd_entry *hnext;
@@ -36,7 +43,7 @@ struct ssd_entry {
 	uint64_t generation;  /* of the segment holding the record */
 	uint32_t ns;
 	uint32_t slot;
-	uint32_t off_4k, len_4k;
+	uint32_t off_512, len_512;
 	uint16_t part_count;
 	uint8_t flags;        /* E_* */
 	uint8_t key_len;
@@ -94,8 +101,8 @@ struct wd_task {
 	struct kvt_key key;
 	uint64_t value_len;
 	uint64_t seq, generation, rec_len;
-	uint32_t slot, off_4k, part_count;
-	uint8_t *hdr;         /* aligned record header */
+	uint32_t slot, off_512, part_count;
+	uint8_t *hdr;         /* aligned record header (T_CARRY: the whole record) */
 	uint32_t hdr_len;
 	struct iovec iov[1 + DRAM_MAX_RUNS];
 	struct multi_io io;
@@ -106,6 +113,12 @@ struct wd_task {
 	int wait_status;
 	int retries;          /* T_DELETE, T_CLEAR: times the record was re-logged */
 	bool rewrite;         /* T_PUT from a DRAM eviction: rewrite an old copy */
+	/* T_CARRY: the record read back into hdr (hdr_len bytes: its header,
+	 * re-encoded in place, then the value), its part table, and the seq
+	 * of the index entry kept PENDING for it meanwhile. */
+	struct ssd_part *carry_parts;
+	uint64_t carry_seq;
+	uint32_t carry_flags;  /* SSD_REC_F_* */
 };
 
 struct promote_task {
@@ -150,6 +163,7 @@ struct ssd {
 	uint32_t clear_cap;
 	uint32_t seals_since_ckpt;
 	bool degraded;              /* ENOSPC: write-downs shed until retry */
+	bool dio_warned;            /* seg_check_dio said it once (seg_lock or recovery) */
 	uint64_t degraded_at_ns;
 	pthread_mutex_t ns_lock;    /* leaf: guards persistent[] (taken under DRAM locks) */
 	uint8_t *persistent;        /* per namespace id: write down at put */
@@ -174,8 +188,10 @@ struct ssd {
 	_Atomic uint64_t wd_queued, wd_written, wd_written_bytes, wd_shed, wd_skipped,
 		wd_errors, tombstones, reads, read_bytes, read_misses, crc_errors, hdr_errors,
 		io_errors, seg_sealed, seg_evicted, evicted_blocks, reinserted, quarantined,
-		ckpts, enospc, promote_full, copy_reads, evicted_handed;
+		ckpts, enospc, promote_full, copy_reads, evicted_handed, carried, carried_bytes,
+		carry_lost;
 	uint64_t rec_ckpt_entries, rec_records, rec_segments, rec_ns, rec_dropped;
+	uint64_t rec_old_format;     /* segments of an older format version, dropped */
 };
 
 /* ------------------------------------------------------------------------
@@ -211,6 +227,12 @@ static inline struct ssd_shard *shard_of(struct ssd *s, uint64_t h)
 static inline uint64_t align4k(uint64_t v)
 {
 	return (v + SSD_ALIGN - 1) & ~(uint64_t)(SSD_ALIGN - 1);
+}
+
+/* Records and offsets in a segment: multiples of SSD_REC_ALIGN (512). */
+static inline uint64_t align_rec(uint64_t v)
+{
+	return (v + SSD_REC_ALIGN - 1) & ~(uint64_t)(SSD_REC_ALIGN - 1);
 }
 
 #define A(x) atomic_fetch_add_explicit(&(x), 1, memory_order_relaxed)

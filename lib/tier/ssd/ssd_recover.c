@@ -75,8 +75,8 @@ int ssd_ckpt_write(struct ssd *s)
 				memset(&ce, 0, sizeof(ce));
 				ce.e.type = SSD_REC_PUT;
 				ce.e.ns_id = e->ns;
-				ce.e.off_4k = e->off_4k;
-				ce.e.len_4k = e->len_4k;
+				ce.e.off_512 = e->off_512;
+				ce.e.len_512 = e->len_512;
 				ce.e.seq = e->seq;
 				ce.e.value_len = e->value_len;
 				ce.e.part_count = e->part_count;
@@ -178,7 +178,8 @@ static int rec_push(struct recovery *rc, const struct ssd_ckpt_entry *it)
 static int rec_sum_bound_cb(void *ctx, const struct ssd_sum_entry *e)
 {
 	const struct recovery *rc = ctx;
-	return ((uint64_t)e->off_4k + e->len_4k) * SSD_ALIGN > rc->cur_sum_off ? KVT_ECORRUPT : 0;
+	return ((uint64_t)e->off_512 + e->len_512) * SSD_REC_ALIGN > rc->cur_sum_off ? KVT_ECORRUPT
+										      : 0;
 }
 
 static int rec_sum_cb(void *ctx, const struct ssd_sum_entry *e)
@@ -218,8 +219,8 @@ static int rec_insert(struct ssd *s, const struct ssd_ckpt_entry *ce)
 	e.generation = ce->generation;
 	e.ns = ce->e.ns_id;
 	e.slot = ce->slot;
-	e.off_4k = ce->e.off_4k;
-	e.len_4k = ce->e.len_4k;
+	e.off_512 = ce->e.off_512;
+	e.len_512 = ce->e.len_512;
 	e.part_count = ce->e.part_count;
 	e.key_len = (uint8_t)ce->e.key.len;
 	memcpy(e.key, ce->e.key.bytes, ce->e.key.len);
@@ -316,13 +317,13 @@ static int rec_walk(struct recovery *rc, uint32_t slot, uint64_t from, uint64_t 
 
 	if (!buf)
 		return -ENOMEM;
-	while (off + SSD_ALIGN <= s->cfg.seg_size) {
+	while (off + SSD_REC_ALIGN <= s->cfg.seg_size) {
 		struct ssd_rec_hdr h;
 		struct ssd_ckpt_entry it;
 		int d;
-		if (ssd_pread_full(g->fd, buf, SSD_ALIGN, off) < 0)
+		if (ssd_pread_full(g->fd, buf, SSD_REC_ALIGN, off) < 0)
 			break;
-		d = ssd_rec_hdr_decode(buf, SSD_ALIGN, &h, NULL, 0);
+		d = ssd_rec_hdr_decode(buf, SSD_REC_ALIGN, &h, NULL, 0);
 		if (d == KVT_EBUFSMALL && h.hdr_len <= s->cfg.seg_size - off) {
 			if (h.hdr_len > cap) {
 				kvt_mem_free(s->mem, buf, cap);
@@ -345,15 +346,15 @@ static int rec_walk(struct recovery *rc, uint32_t slot, uint64_t from, uint64_t 
 		memset(&it, 0, sizeof(it));
 		it.e.type = h.type;
 		it.e.ns_id = h.ns_id;
-		it.e.off_4k = (uint32_t)(off / SSD_ALIGN);
-		it.e.len_4k = (uint32_t)(ssd_rec_len(h.part_count, h.value_len) / SSD_ALIGN);
+		it.e.off_512 = (uint32_t)(off / SSD_REC_ALIGN);
+		it.e.len_512 = (uint32_t)(ssd_rec_len(h.part_count, h.value_len) / SSD_REC_ALIGN);
 		it.e.part_count = (uint16_t)h.part_count;
 		it.e.seq = h.seq;
 		it.e.value_len = h.value_len;
 		it.e.key = h.key;
 		it.slot = slot;
 		it.generation = g->generation;
-		off += (uint64_t)it.e.len_4k * SSD_ALIGN;
+		off += (uint64_t)it.e.len_512 * SSD_REC_ALIGN;
 		/* The summary the crash prevented: rebuilt for sealing. */
 		if (g->sum_count == g->sum_cap) {
 			size_t ncap = g->sum_cap ? g->sum_cap * 2 : 256;
@@ -498,11 +499,22 @@ int ssd_recover(struct ssd *s)
 			goto out;
 		if (ssd_pread_full(g->fd, buf, SSD_ALIGN, 0) == 0 &&
 		    ssd_seg_hdr_decode(buf, &h) == KVT_EVERSION) {
-			/* A newer kvtier wrote this: never overwrite what we cannot read. */
-			kvt_logf(s->log, KVT_LOG_ERROR,
-				 "ssd: segment %u has an unsupported format version", i);
-			r = KVT_EVERSION;
-			goto out;
+			if (h.version > SSD_FMT_VERSION) {
+				/* A newer kvtier wrote this: never overwrite what we
+				 * cannot read. */
+				kvt_logf(s->log, KVT_LOG_ERROR,
+					 "ssd: segment %u has format version %u, newer than this "
+					 "kvtier's %u: refusing to open",
+					 i, h.version, SSD_FMT_VERSION);
+				r = KVT_EVERSION;
+				goto out;
+			}
+			/* An older format (doc/ssd-format.md "Versions"): its blocks
+			 * are dropped, the slot reused as free.  A cache loses
+			 * nothing it cannot recompute, and nothing deleted comes
+			 * back: its tombstones go with the blocks they covered. */
+			s->rec_old_format++;
+			continue;
 		}
 		if (ssd_pread_full(g->fd, buf, SSD_ALIGN, 0) < 0 || ssd_seg_hdr_decode(buf, &h) < 0 ||
 		    h.slot != i || h.seg_size != s->cfg.seg_size ||
@@ -578,6 +590,11 @@ int ssd_recover(struct ssd *s)
 			g->sum_bytes += 64;
 		}
 	}
+	if (s->rec_old_format)
+		kvt_logf(s->log, KVT_LOG_WARN,
+			 "ssd: %llu segments of an older format (before version %u) dropped: "
+			 "their blocks are misses, the space is reused",
+			 (unsigned long long)s->rec_old_format, SSD_FMT_VERSION);
 	s->next_gen = max_gen + 1;
 	r = rec_apply(&rc);
 	if (r < 0)

@@ -1,0 +1,57 @@
+#!/usr/bin/env python3
+"""ssd_ab.py DIR KVTIER_A KVTIER_B TRACE...: DRAM + SSD against DRAM alone, two builds.
+
+For each trace, total capacity C = a quarter of its distinct blocks, 16 KiB values
+(--bytes-per-token 32), the default policies: DRAM-only LRU of C (the target: adding
+an SSD below DRAM should never lose to the same bytes of DRAM), then DRAM C/4 + SSD
+3C/4 with build A and with build B, interleaved, next to the offline optimum at C.
+Used to measure the SSD format and reclamation changes (doc/policies.md, bench/
+RESULTS.md).  Extra replay flags (e.g. --speed 20) go in KVT_REPLAY_ARGS.  Hit ratios
+do not depend on timing except through write-down shedding (the shed column).
+"""
+import json, os, subprocess, sys
+
+d, kva, kvb = sys.argv[1], sys.argv[2], sys.argv[3]
+extra = os.environ.get('KVT_REPLAY_ARGS', '').split()
+BPB = 32 * 512
+
+
+def distinct(path):
+    s = set()
+    with open(path) as f:
+        for line in f:
+            if line.strip():
+                s.update(json.loads(line)['hash_ids'])
+    return len(s)
+
+
+def replay(kv, path, dram, ssd, policy=None):
+    cmd = [kv, 'replay', path, '--bytes-per-token', '32', '--dram', str(dram), '--json',
+           '--no-progress'] + extra
+    if policy:
+        cmd += ['--dram-policy', policy]
+    if ssd:
+        cmd += ['--ssd', str(ssd), '--dir', d]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    return json.loads(out.splitlines()[0])
+
+
+print('| trace | configuration | build | block hit ratio | of optimum | of DRAM-only LRU | SSD hits | SSD bytes written | shed |')
+print('|---|---|---|---:|---:|---:|---:|---:|---:|')
+for path in sys.argv[4:]:
+    cap = distinct(path) // 4
+    total = cap * BPB
+    dram = (total // 4) // BPB * BPB
+    name = os.path.basename(path)
+    ref = replay(kvb, path, total, 0, 'lru')
+    print('| %s | optimum at %d blocks | | %.3f | 1.000 | | | | |' % (name, ref['optimum_capacity_blocks'],
+                                                              ref['optimum_block_hit_ratio']))
+    print('| | DRAM %d MiB, lru | B | %.3f | %.3f | 1.000 | | | |' % (total >> 20, ref['block_hit_ratio'],
+                                                                ref['of_optimum']))
+    for tag, kv in (('A', kva), ('B', kvb)):
+        j = replay(kv, path, dram, total - dram)
+        print('| | DRAM %d MiB + SSD %d MiB | %s | %.3f | %.3f | %.3f | %d | %d | %d |' % (
+            dram >> 20, (total - dram) >> 20, tag, j['block_hit_ratio'], j['of_optimum'],
+            j['block_hit_ratio'] / ref['block_hit_ratio'], j['ssd_hits'], j['ssd_writedown_bytes'],
+            j['ssd_writedown_shed']))
+    sys.stdout.flush()
