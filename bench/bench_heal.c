@@ -152,7 +152,7 @@ static int bh_etcd_start(struct bh *b)
 
 static int bh_node_start(struct bh *b, unsigned i)
 {
-	char dir[PATH_MAX + 16], log[PATH_MAX + 16], grace[24], rate[24];
+	char dir[PATH_MAX + 32], log[PATH_MAX + 32], grace[24], rate[24];
 	snprintf(dir, sizeof(dir), "%s/node-%u", b->run_dir, i);
 	snprintf(log, sizeof(log), "%s/node-%u.log", b->run_dir, i);
 	snprintf(grace, sizeof(grace), "%" PRIu64, b->grace_ms);
