@@ -10,7 +10,9 @@ answers each stdin line with one "@@" + JSON line on stdout:
       -> {"results": [{"token", "logprobs": [N floats by token id] or null,
           "kv_transfer_params", "wall_s"}]}: prompts run one at a time, each
           with max_tokens=1, so wall_s is the request's time to first token.
-  {"op": "stats", "rank": 0}   -> kvtier.vllm.query_stats of that worker
+  {"op": "stats", "rank": 0, "drain": true}
+                               -> kvtier.vllm.query_stats of that worker (drain:
+                                  once its loads and stores in flight are done)
   {"op": "reset"}              -> LLM.reset_prefix_cache() (vLLM's own cache)
   {"op": "exit"}               -> shuts the engine down and exits 0
 """
@@ -52,7 +54,8 @@ def main():
                 continue
             if req["op"] == "stats":
                 from kvtier.vllm import query_stats
-                out(query_stats(cfg["engine_id"], req.get("rank", 0)))
+                out(query_stats(cfg["engine_id"], req.get("rank", 0),
+                                drain=req.get("drain", False)))
                 continue
             results = []
             for p in req["prompts"]:

@@ -137,8 +137,10 @@ class Engine:
         """Empty vLLM's own prefix cache (kvtier keeps its blocks)."""
         assert self.call(op="reset")["reset"]
 
-    def stats(self, rank=0):
-        return self.call(op="stats", rank=rank)
+    def stats(self, rank=0, drain=True):
+        """The worker's counters, by default once its stores in flight are
+        done (they complete after the request returned)."""
+        return self.call(op="stats", rank=rank, drain=drain)
 
     def close(self, timeout=300):
         if self.proc.poll() is None:
