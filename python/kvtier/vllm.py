@@ -461,7 +461,10 @@ class _SchedulerSide:
             st.loaded_tokens += num_external_tokens
         # Blocks kvtier already holds need no store; those of vLLM's own
         # prefix cache beyond them do (computed before kvtier saw them).
+        # Once: vLLM calls again after an asynchronous load, and blocks that
+        # failed to load may have lowered st.stored since.
         st.stored = max(st.stored, min(st.hit_blocks, st.n_blocks))
+        st.hit_blocks = 0
 
     def _send_prompt(self, meta, req_id, st):
         if not st.sent_prompt:

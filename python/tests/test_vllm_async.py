@@ -9,7 +9,8 @@ run cannot reach on demand:
 - a block deleted between the lookup and an asynchronous load: its vLLM
   block id (and the ones after it) comes out of
   get_block_ids_with_load_errors in the very call sequence that reports the
-  request's load done (get_finished), as vLLM's contract requires;
+  request's load done (get_finished), as vLLM's contract requires, and
+  the connector stores those blocks once vLLM has recomputed them;
 - a store that fails (values larger than the store can hold) costs a
   counter, raises nothing, and the request's delayed free is still
   reported;
@@ -203,6 +204,16 @@ def test_async_load_reports_a_block_gone_since_the_lookup(srv):
         c = b.w.stats()["connector"]
         assert (c["loads_async"], c["load_batches"], c["load_blocks"], c["load_misses"]) == \
             (1, 1, 2, 2)
+        # vLLM: the failed blocks go back to be computed (num_computed_tokens
+        # 2 blocks), a second update_state_after_alloc, then the request is
+        # scheduled.  The connector stores blocks 2 and 3 once computed.
+        b.sched.update_connector_output(SimpleNamespace(invalid_block_ids=errors))
+        b.sched.update_state_after_alloc(r, blocks(dst + [14]), 0)
+        meta = b.sched.build_connector_meta(
+            sched_out(new=[("b1", dst + [14], 2 * BS, len(toks) - 2 * BS)]))
+        assert [(t.req_id, t.first, t.block_ids) for t in meta.stores] == \
+            [("b1", 2, [12, 13])]
+        assert meta.loads == []
     finally:
         a.close()
         b.close()
