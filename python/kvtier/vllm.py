@@ -91,10 +91,17 @@ Configuration (kv_connector_extra_config, or the environment):
                       KVTIER_STORE_ASYNC).
   kvtier.prefetch     prefetch below-DRAM hits at lookup (default true; env
                       KVTIER_PREFETCH).
+  kvtier.layerwise    synchronous loads layer by layer: start_load_kv starts
+                      one batched call per layer (each block's part for that
+                      layer) and each attention layer waits only for its own
+                      (wait_for_layer_load), so loading overlaps the forward
+                      pass's earlier layers (default false; env
+                      KVTIER_LAYERWISE).  Stores stay whole blocks.
 Per request (SamplingParams(extra_args={"kv_transfer_params": {...}})):
   {"kvtier_load": False} computes the prompt even if kvtier holds it,
   {"kvtier_store": False} does not store its blocks,
-  {"kvtier_load_async": True or False} overrides kvtier.load_async.  The request's
+  {"kvtier_load_async": True or False} overrides kvtier.load_async,
+  {"kvtier_layerwise": True or False} overrides kvtier.layerwise.  The request's
   kv_transfer_params on output carry "kvtier_loaded_tokens".
 
 query_stats(engine_id) reads a worker's connector counters and its store's
@@ -205,6 +212,7 @@ class _Transfer:
     block_ids: list  # vLLM block ids, one per kvtier block in [first, first+len)
     first: int       # index of the first prompt block
     async_: bool = False  # a load the request waits for (WAITING_FOR_REMOTE_KVS)
+    layerwise: bool = False  # a synchronous load, one call per layer (wait_for_layer_load)
 
 
 @dataclass
@@ -225,6 +233,7 @@ class _ReqState:
     n_blocks: int            # whole prompt blocks
     load: bool
     store: bool
+    layerwise: bool = False
     block_ids: list = field(default_factory=list)
     local_tokens: int = 0    # vLLM's own prefix-cache hit (block aligned)
     hit_blocks: int = 0      # leading blocks kvtier holds (at the last lookup)
@@ -263,6 +272,8 @@ class KVTierConnector(KVConnectorBase_V1):
             "kvtier.store_async", os.environ.get("KVTIER_STORE_ASYNC", "1")))
         self._prefetch = _truthy(self._extra.get(
             "kvtier.prefetch", os.environ.get("KVTIER_PREFETCH", "1")))
+        self._layerwise = _truthy(self._extra.get(
+            "kvtier.layerwise", os.environ.get("KVTIER_LAYERWISE", "0")))
         if role == KVConnectorRole.SCHEDULER:
             self._sched = _SchedulerSide(self)
             self._worker = None
@@ -304,7 +315,10 @@ class KVTierConnector(KVConnectorBase_V1):
         self._worker.start_load_kv(self._get_connector_metadata())
 
     def wait_for_layer_load(self, layer_name):
-        return  # loads finish in start_load_kv, before the forward pass
+        # Only layer-wise loads are still running here: the others finish
+        # in start_load_kv, or are asynchronous (their requests not in this step).
+        if self._worker is not None:
+            self._worker.wait_layer(layer_name)
 
     def save_kv_layer(self, layer_name, kv_layer, attn_metadata, **kwargs):
         return  # whole blocks are stored in wait_for_save, after every layer ran
@@ -395,7 +409,8 @@ class _SchedulerSide:
                 tokens=np.asarray(prompt[: n_blocks * bs], dtype=np.uint32).tobytes(),
                 extra=request_extra(request), n_blocks=n_blocks,
                 load=params.get("kvtier_load", True) is not False,
-                store=params.get("kvtier_store", True) is not False)
+                store=params.get("kvtier_store", True) is not False,
+                layerwise=bool(params.get("kvtier_layerwise", self.c._layerwise)))
             self.reqs[request.request_id] = st
         return st
 
@@ -477,7 +492,8 @@ class _SchedulerSide:
             a, b = st.load_pending
             st.load_pending = None
             if b > a and len(st.block_ids) >= b:
-                meta.loads.append(_Transfer(req_id, list(st.block_ids[a:b]), a))
+                meta.loads.append(_Transfer(req_id, list(st.block_ids[a:b]), a,
+                                            layerwise=st.layerwise))
                 st.loaded_range = (a, meta.loads[-1].block_ids)
                 self._send_prompt(meta, req_id, st)
         if st.store:
@@ -566,7 +582,8 @@ def _recv_exact(s, n: int) -> bytes:
 class _Counters(Counters):
     NAMES = ("lookups", "lookup_blocks", "lookup_hit_blocks", "lookup_slow_blocks",
              "prefetches", "prefetch_blocks", "prefetch_errors",
-             "loads_sync", "loads_async", "load_batches", "load_blocks",
+             "loads_sync", "loads_async", "loads_layerwise", "layer_waits", "load_batches",
+             "load_blocks",
              "load_bytes", "load_ns", "load_misses",
              "store_batches", "store_blocks", "store_bytes", "store_exists", "store_ns",
              "store_errors", "store_wait_ns", "sends_delayed")
@@ -602,6 +619,12 @@ class _WorkerSide:
             2, thread_name_prefix="kvtier-store")
         self.prefetch_pool = concurrent.futures.ThreadPoolExecutor(
             1, thread_name_prefix="kvtier-prefetch")
+        # Layer-wise loads of this step: (transfer, [Future per layer]),
+        # layers in order on one thread; layer_of: vLLM's layer name -> index.
+        self.layer_pool = concurrent.futures.ThreadPoolExecutor(
+            1, thread_name_prefix="kvtier-layer")
+        self.layer_loads: list = []
+        self.layer_of: dict = {}
         from vllm.distributed.parallel_state import (
             get_pipeline_model_parallel_rank, get_tensor_model_parallel_rank)
         self.tp_rank = get_tensor_model_parallel_rank()
@@ -653,10 +676,13 @@ class _WorkerSide:
     def register_kv_caches(self, kv_caches: dict):
         seen = set()
         num_blocks = self.c._kv_cache_config.num_blocks
+        index = {}
         for name, t in kv_caches.items():
             if t.data_ptr() in seen:
+                self.layer_of[name] = index[t.data_ptr()]
                 continue  # layers sharing one KV buffer store it once
             seen.add(t.data_ptr())
+            index[t.data_ptr()] = self.layer_of[name] = len(self.layers)
             if t.shape[0] != num_blocks or not t[0].is_contiguous():
                 raise ValueError(
                     f"kvtier: layer {name}: KV cache of shape {tuple(t.shape)}, strides "
@@ -727,7 +753,7 @@ class _WorkerSide:
             self.server.shutdown()
             self.server.server_close()
             self.server = None
-        for pool in (self.prefetch_pool, self.load_pool, self.store_pool):
+        for pool in (self.prefetch_pool, self.layer_pool, self.load_pool, self.store_pool):
             pool.shutdown(wait=True)
         if self.store is not None:
             logger.info("kvtier: closing the store: %s", self.n.snapshot())
@@ -828,6 +854,46 @@ class _WorkerSide:
                            len(res) - ok)
         return set(t.block_ids[ok:])
 
+    def _load_layer(self, t: _Transfer, keys: list, layer: int) -> list:
+        """One batched get of part `layer` of the transfer's blocks into
+        that layer's buffers; per block the bytes copied or a code."""
+        t0 = time.perf_counter_ns()
+        try:
+            res = self.store.get_into_many(
+                self.ns, keys[t.first: t.first + len(t.block_ids)],
+                addrs=[self.bases[layer] + b * self.strides[layer] for b in t.block_ids],
+                lens=self.part_lens[layer], part=layer)
+        except kvtier.Error as e:
+            res = [e.code] * len(t.block_ids)
+        self.n.add(load_batches=1, load_ns=time.perf_counter_ns() - t0)
+        return res
+
+    def wait_layer(self, layer_name: str):
+        layer = self.layer_of.get(layer_name)
+        if layer is None or not self.layer_loads:
+            return
+        futs = [fs[layer] for _, fs in self.layer_loads if not fs[layer].done()]
+        if futs:
+            self.n.add(layer_waits=1)
+            concurrent.futures.wait(futs)
+
+    def _finish_layer_loads(self):
+        """After the forward pass: every layer-wise load of the step is
+        done; the blocks that failed in any layer are load errors."""
+        for t, futs in self.layer_loads:
+            per_layer = [f.result() for f in futs]
+            ok = len(t.block_ids)
+            for res, want in zip(per_layer, self.part_lens):
+                ok = min(ok, next((i for i, n in enumerate(res) if n != want), len(res)))
+            self.n.add(load_blocks=ok, load_bytes=ok * self.block_bytes,
+                       load_misses=len(t.block_ids) - ok)
+            if ok < len(t.block_ids):
+                logger.warning("kvtier: request %s: block %d missed at a layer-wise load; "
+                               "%d blocks to recompute", t.req_id, t.first + ok,
+                               len(t.block_ids) - ok)
+                self.errors |= set(t.block_ids[ok:])
+        self.layer_loads = []
+
     def _store(self, t: _Transfer, keys: list):
         """One batched put of the transfer's blocks, read straight from the
         KV cache.  A full or failing store costs a future miss and a count."""
@@ -869,6 +935,12 @@ class _WorkerSide:
                 self.n.add(loads_async=1)
                 with self.lock:
                     self.loading[t.req_id] = (t, self.load_pool.submit(self._load, t, keys))
+            elif t.layerwise:
+                # The forward pass starts now; each attention layer waits
+                # for its own layer's blocks (wait_for_layer_load).
+                self.n.add(loads_sync=1, loads_layerwise=1)
+                self.layer_loads.append((t, [self.layer_pool.submit(self._load_layer, t, keys, i)
+                                             for i in range(len(self.layers))]))
             else:
                 self.n.add(loads_sync=1)
                 self.errors |= self._load(t, keys)
@@ -915,6 +987,7 @@ class _WorkerSide:
         return sending or None, recving or None
 
     def take_load_errors(self) -> set:
+        self._finish_layer_loads()
         e, self.errors = self.errors, set()
         return e
 

@@ -175,6 +175,20 @@ def test_loaded_bytes_and_logits(env, engine1, client):
     print(f"asynchronous load: max |d logprob| {d_async:.3g} against vLLM's prefix cache")
     assert d_async <= TOL and ra["token"] == local["token"]
 
+    # ... and layer-wise (kvtier.layerwise): one batched call per layer,
+    # each attention layer waiting for its own (wait_for_layer_load).
+    engine1.reset()
+    rl = run(engine1, P, "a", {"kvtier_layerwise": True})
+    after3 = engine1.stats()
+    assert rl["loaded"] == n * BS
+    assert deltas(after2, after3, "loads_sync", "loads_layerwise", "load_batches",
+                  "load_blocks", "load_misses") == (1, 1, 2, n, 0)
+    assert delta(after2, after3, "layer_waits") >= 1
+    d_layer = maxdiff(rl["logprobs"], local["logprobs"])
+    print(f"layer-wise load: max |d logprob| {d_layer:.3g} against vLLM's prefix cache "
+          f"({delta(after2, after3, 'layer_waits')} layers waited for)")
+    assert d_layer <= TOL and rl["token"] == local["token"]
+
     # Negative control: the KV of another prompt, planted on the kvtierd
     # under the keys of P with salt c.  The engine loads it (same count of
     # blocks, same sizes) and its logits move far beyond the tolerance.
