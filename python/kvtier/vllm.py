@@ -241,7 +241,6 @@ class _ReqState:
                              # blocks in DRAM, SSD, kvtierd, shared (the slowest rank)
     load_pending: Optional[tuple] = None   # (first block, end block): a synchronous load
     load_async: bool = False                # the last lookup answered load_async=True
-    async_load: Optional[_Transfer] = None  # an asynchronous load not yet sent
     loaded_range: Optional[tuple] = None    # (first block, vLLM block ids) of the last load
     stores_sent: int = 0     # store transfers sent to the workers
     loaded_tokens: int = 0
@@ -349,6 +348,10 @@ class _SchedulerSide:
         self.c = conn
         self.reqs: dict[str, _ReqState] = {}
         self.finished: list = []
+        # Asynchronous loads not yet sent to the workers, (state, transfer):
+        # sent even if vLLM finished (aborted) the request meanwhile, since
+        # vLLM keeps its blocks until the workers report the load done.
+        self.async_loads: list = []
         self.socks: dict = {}
 
     def close(self):
@@ -466,8 +469,9 @@ class _SchedulerSide:
                 # the block ids come from here, not from the step's output.
                 ids = list(blocks.get_block_ids()[0])
                 if len(ids) >= end:
-                    st.async_load = _Transfer(request.request_id, ids[first:end], first, True)
-                    st.loaded_range = (first, st.async_load.block_ids)
+                    t = _Transfer(request.request_id, ids[first:end], first, True)
+                    self.async_loads.append((st, t))
+                    st.loaded_range = (first, t.block_ids)
                 else:  # cannot happen: vLLM allocated the blocks it loads into
                     logger.error("kvtier: request %s: %d blocks allocated for a load of "
                                  "blocks [%d, %d)", request.request_id, len(ids), first, end)
@@ -507,13 +511,12 @@ class _SchedulerSide:
 
     def build_connector_meta(self, so):
         meta = KVTierConnectorMetadata()
-        meta.finished, self.finished = self.finished, []
         meta.preempted = list(getattr(so, "preempted_req_ids", None) or ())
-        for req_id, st in self.reqs.items():
-            if st.async_load is not None:
-                meta.loads.append(st.async_load)
-                st.async_load = None
-                self._send_prompt(meta, req_id, st)
+        for st, t in self.async_loads:
+            meta.loads.append(t)
+            self._send_prompt(meta, t.req_id, st)
+        self.async_loads = []
+        meta.finished, self.finished = self.finished, []
         for nr in so.scheduled_new_reqs:
             st = self.reqs.get(nr.req_id)
             if st is None:
@@ -554,8 +557,9 @@ class _SchedulerSide:
 
     def request_finished(self, request):
         st = self.reqs.pop(request.request_id, None)
-        if st is not None and st.sent_prompt:
-            self.finished.append(request.request_id)
+        if st is not None and (st.sent_prompt or any(t.req_id == request.request_id
+                                                     for _, t in self.async_loads)):
+            self.finished.append(request.request_id)  # the workers drop its keys
         loaded = st.loaded_tokens if st is not None else 0
         # Asynchronous stores read the request's blocks until they complete:
         # vLLM keeps them until the worker reports the request in
@@ -927,8 +931,6 @@ class _WorkerSide:
 
     def start_load_kv(self, meta: KVTierConnectorMetadata):
         self.wait_preempted(meta)  # also here: a step without a forward skips that hook
-        for req_id in meta.finished:
-            self.keys.pop(req_id, None)
         for t in meta.loads:
             keys = self._keys(meta, t.req_id)
             if t.async_:
@@ -944,6 +946,10 @@ class _WorkerSide:
             else:
                 self.n.add(loads_sync=1)
                 self.errors |= self._load(t, keys)
+        # After the loads: a request aborted while its asynchronous load was
+        # unsent has both in one step.  (Its stores, if any, came earlier.)
+        for req_id in meta.finished:
+            self.keys.pop(req_id, None)
 
     def save(self, meta: KVTierConnectorMetadata):
         for t in meta.stores:

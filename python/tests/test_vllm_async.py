@@ -280,3 +280,31 @@ def test_preemption_and_finish_wait_for_stores_in_flight():
     finally:
         slow.gate.set()
         eng.close()
+
+
+def test_request_aborted_before_its_async_load_is_sent():
+    """vLLM finishes (aborts) a request in WAITING_FOR_REMOTE_KVS before the
+    step that would send its load: vLLM keeps its blocks until the workers
+    report the load, so the load is still sent, done and reported (and the
+    worker forgets the request's keys)."""
+    eng = Engine({"kvtier.options": {"dram.capacity": "16M", "dram.prefault": "off"},
+                  "kvtier.load_async": "always"})
+    try:
+        toks = list(range(500, 500 + 3 * BS + 1))
+        compute_and_store(eng, "s1", toks, [1, 2, 3], seed=4)
+        r = request("x1", toks)
+        assert eng.sched.get_num_new_matched_tokens(r, 0) == (3 * BS, True)
+        eng.sched.update_state_after_alloc(r, blocks([20, 21, 22, 23]), 3 * BS)
+        delay, params = eng.sched.request_finished(r, [20, 21, 22, 23])
+        assert not delay and params == {"kvtier_loaded_tokens": 3 * BS}
+        recving = set()
+        for _ in range(200):
+            recving |= eng.step(sched_out(), finished={"x1"})[1]
+            if recving:
+                break
+            time.sleep(0.01)
+        assert recving == {"x1"}
+        assert [eng.block(b) for b in (20, 21, 22)] == [eng.block(b) for b in (1, 2, 3)]
+        assert "x1" not in eng.w.keys
+    finally:
+        eng.close()
