@@ -586,7 +586,8 @@ def _recv_exact(s, n: int) -> bytes:
 class _Counters(Counters):
     NAMES = ("lookups", "lookup_blocks", "lookup_hit_blocks", "lookup_slow_blocks",
              "prefetches", "prefetch_blocks", "prefetch_errors",
-             "loads_sync", "loads_async", "loads_layerwise", "layer_waits", "load_batches",
+             "loads_sync", "loads_async", "loads_layerwise", "layer_hooks",
+             "layer_waits", "load_batches",
              "load_blocks",
              "load_bytes", "load_ns", "load_misses",
              "store_batches", "store_blocks", "store_bytes", "store_exists", "store_ns",
@@ -876,6 +877,7 @@ class _WorkerSide:
         layer = self.layer_of.get(layer_name)
         if layer is None or not self.layer_loads:
             return
+        self.n.add(layer_hooks=1)  # (layer_waits: those that found it still loading)
         futs = [fs[layer] for _, fs in self.layer_loads if not fs[layer].done()]
         if futs:
             self.n.add(layer_waits=1)

@@ -183,10 +183,12 @@ def test_loaded_bytes_and_logits(env, engine1, client):
     assert rl["loaded"] == n * BS
     assert deltas(after2, after3, "loads_sync", "loads_layerwise", "load_batches",
                   "load_blocks", "load_misses") == (1, 1, 2, n, 0)
-    assert delta(after2, after3, "layer_waits") >= 1
+    # Both attention layers asked (wait_for_layer_load); those that found
+    # their layer still loading waited (from DRAM, usually none).
+    assert delta(after2, after3, "layer_hooks") == 2
     d_layer = maxdiff(rl["logprobs"], local["logprobs"])
     print(f"layer-wise load: max |d logprob| {d_layer:.3g} against vLLM's prefix cache "
-          f"({delta(after2, after3, 'layer_waits')} layers waited for)")
+          f"({delta(after2, after3, 'layer_waits')} of 2 layers still loading when asked)")
     assert d_layer <= TOL and rl["token"] == local["token"]
 
     # Negative control: the KV of another prompt, planted on the kvtierd
