@@ -585,7 +585,8 @@ def _recv_exact(s, n: int) -> bytes:
 
 class _Counters(Counters):
     NAMES = ("lookups", "lookup_blocks", "lookup_hit_blocks", "lookup_slow_blocks",
-             "prefetches", "prefetch_blocks", "prefetch_errors",
+             "prefetches", "prefetch_blocks", "prefetch_errors", "prefetch_waits",
+             "prefetch_wait_ns",
              "loads_sync", "loads_async", "loads_layerwise", "layer_hooks",
              "layer_waits", "load_batches",
              "load_blocks",
@@ -630,6 +631,9 @@ class _WorkerSide:
             1, thread_name_prefix="kvtier-layer")
         self.layer_loads: list = []
         self.layer_of: dict = {}
+        # Prefetches in flight, (frozenset of keys, Future): a load of one
+        # of those keys waits for it (see _await_prefetch).
+        self.prefetching: list = []
         from vllm.distributed.parallel_state import (
             get_pipeline_model_parallel_rank, get_tensor_model_parallel_rank)
         self.tp_rank = get_tensor_model_parallel_rank()
@@ -785,7 +789,10 @@ class _WorkerSide:
         self.n.add(lookups=1, lookup_blocks=len(keys), lookup_hit_blocks=hits,
                    lookup_slow_blocks=len(slow))
         if slow and self.c._prefetch:
-            self.prefetch_pool.submit(self._prefetch, slow)
+            fut = self.prefetch_pool.submit(self._prefetch, slow)
+            with self.lock:
+                self.prefetching = [p for p in self.prefetching if not p[1].done()]
+                self.prefetching.append((frozenset(slow), fut))
         return (hits, *by_tier)
 
     def _prefetch(self, keys):
@@ -838,10 +845,24 @@ class _WorkerSide:
         lens = self.part_lens
         return lens[0] if len(set(lens)) == 1 else lens * n_blocks
 
+    def _await_prefetch(self, keys):
+        """Wait for the prefetches in flight of any of these keys.  A get
+        that runs while a prefetch of the same SSD-resident key is moving
+        it up can miss (libkvtier at this writing: most of a 23-block get
+        missed that way); the prefetch does the I/O the load needs anyway."""
+        ks = set(keys)
+        with self.lock:
+            futs = [f for k, f in self.prefetching if not f.done() and not k.isdisjoint(ks)]
+        if futs:
+            t0 = time.perf_counter_ns()
+            concurrent.futures.wait(futs)
+            self.n.add(prefetch_waits=1, prefetch_wait_ns=time.perf_counter_ns() - t0)
+
     def _load(self, t: _Transfer, keys: list) -> set:
         """One batched get of the transfer's blocks straight into the KV
         cache; the vLLM block ids to recompute (from the first that did
         not load whole: evicted since the lookup, or a foreign value)."""
+        self._await_prefetch(keys[t.first: t.first + len(t.block_ids)])
         t0 = time.perf_counter_ns()
         try:
             res = self.store.get_into_many(self.ns, keys[t.first: t.first + len(t.block_ids)],
@@ -862,6 +883,7 @@ class _WorkerSide:
     def _load_layer(self, t: _Transfer, keys: list, layer: int) -> list:
         """One batched get of part `layer` of the transfer's blocks into
         that layer's buffers; per block the bytes copied or a code."""
+        self._await_prefetch(keys[t.first: t.first + len(t.block_ids)])
         t0 = time.perf_counter_ns()
         try:
             res = self.store.get_into_many(

@@ -308,3 +308,41 @@ def test_request_aborted_before_its_async_load_is_sent():
         assert "x1" not in eng.w.keys
     finally:
         eng.close()
+
+
+def test_async_load_from_ssd_while_its_prefetch_runs(tmp_path):
+    """A prompt on the SSD tier only (engine A's store, reopened by B): B's
+    lookup prefetches it and the asynchronous load follows at once; the load
+    waits for the prefetch (a get racing a prefetch of the same SSD block
+    misses in libkvtier) and every block loads."""
+    opts = {"kvtier.options": {"dram.capacity": "16M", "dram.prefault": "off",
+                               "path": str(tmp_path / "store"), "ssd.capacity": "256M",
+                               "ssd.segment": "16M"},
+            "kvtier.persistent": True}
+    toks = list(range(900, 900 + 23 * BS + 5))
+    src = list(range(23))
+    a = Engine(opts)
+    try:
+        compute_and_store(a, "a1", toks, src, seed=6)
+        want = [a.block(i) for i in src]
+    finally:
+        a.close()
+    for attempt in range(3):  # the race, unguarded, lost most blocks 7 times in 8
+        b = Engine(opts)
+        try:
+            assert b.w.store.stat("dram.blocks") == 0
+            r = request("b1", toks)
+            assert b.sched.get_num_new_matched_tokens(r, 0) == (23 * BS, True)
+            b.sched.update_state_after_alloc(r, blocks(list(range(1, 25))), 23 * BS)
+            recving = set()
+            for _ in range(500):
+                recving |= b.step(sched_out())[1]
+                if recving:
+                    break
+                time.sleep(0.01)
+            c = b.w.stats()["connector"]
+            assert recving == {"b1"}
+            assert (c["prefetches"], c["load_blocks"], c["load_misses"]) == (1, 23, 0), c
+            assert [b.block(i) for i in range(1, 24)] == want
+        finally:
+            b.close()
