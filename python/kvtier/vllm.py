@@ -586,13 +586,10 @@ def _recv_exact(s, n: int) -> bytes:
 class _Counters(Counters):
     NAMES = ("lookups", "lookup_blocks", "lookup_hit_blocks", "lookup_slow_blocks",
              "prefetches", "prefetch_blocks", "prefetch_errors", "prefetch_waits",
-             "prefetch_wait_ns",
-             "loads_sync", "loads_async", "loads_layerwise", "layer_hooks",
-             "layer_waits", "load_batches",
-             "load_blocks",
-             "load_bytes", "load_ns", "load_misses",
-             "store_batches", "store_blocks", "store_bytes", "store_exists", "store_ns",
-             "store_errors", "store_wait_ns", "sends_delayed")
+             "prefetch_wait_ns", "loads_sync", "loads_async", "loads_layerwise",
+             "layer_hooks", "layer_waits", "load_batches", "load_blocks", "load_bytes",
+             "load_ns", "load_misses", "store_batches", "store_blocks", "store_bytes",
+             "store_exists", "store_ns", "store_errors", "store_wait_ns", "sends_delayed")
 
 
 class _WorkerSide:
