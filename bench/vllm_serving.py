@@ -20,8 +20,8 @@ every conversation submitted at once (vLLM batches them), then turn k+1.
 Each trace block becomes --scale tokens (prompts scaled by scale/512: the
 CPU engine is slow), the same tokens for the same block id, so prompts
 share exactly the prefixes the trace says; outputs are --max-out tokens
-(greedy, EOS ignored).  Each round uses other tokens (a seed per round), so
-every round starts cold.  vLLM's KV cache is --num-blocks blocks of 128
+(greedy, EOS ignored).  Each round of each mode uses other tokens (a seed
+per round and mode), so every round starts cold, in vLLM and in kvtier.  vLLM's KV cache is --num-blocks blocks of 128
 tokens, small enough that a conversation's earlier turns are evicted from
 it before its next turn comes.
 
@@ -158,7 +158,7 @@ def main():
     srv = vs.Kvtierd(a.kvtierd or os.path.join(build, "daemon", "kvtierd"), work)
     rows = {}
     try:
-        for mode in a.modes.split(","):
+        for m_i, mode in enumerate(a.modes.split(",")):
             extra = None
             if mode != "vllm":
                 extra = {"kvtier.options": {"dram.capacity": a.dram, "dram.prefault": "off",
@@ -171,7 +171,9 @@ def main():
                             max_model_len=max_len, prefix_caching=True, env=env,
                             num_blocks=a.num_blocks)
             try:
-                rounds = [serve_round(eng, convs, a, seed=1000 * (i + 1))
+                # Tokens of their own per mode and round: the kvtierd is
+                # shared, and a mode must not find the blocks of another.
+                rounds = [serve_round(eng, convs, a, seed=1000 * (i + 1) + 100 * m_i)
                           for i in range(a.rounds)]
                 st = eng.stats()["connector"] if extra else None
             finally:
