@@ -21,9 +21,10 @@ Each trace block becomes --scale tokens (prompts scaled by scale/512: the
 CPU engine is slow), the same tokens for the same block id, so prompts
 share exactly the prefixes the trace says; outputs are --max-out tokens
 (greedy, EOS ignored).  Each round of each mode uses other tokens (a seed
-per round and mode), so every round starts cold, in vLLM and in kvtier.  vLLM's KV cache is --num-blocks blocks of 128
-tokens, small enough that a conversation's earlier turns are evicted from
-it before its next turn comes.
+per round and mode), so every round starts cold, in vLLM and in kvtier.
+vLLM's KV cache is --num-blocks blocks of 128 tokens, small enough that a
+conversation's earlier turns are evicted from it before its next turn
+comes.
 
 Modes, one engine each, started one after the other (vLLM's prefix cache
 on in all):

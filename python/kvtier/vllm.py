@@ -820,7 +820,8 @@ class _WorkerSide:
         """Wait for every load and store in flight (for a caller that reads
         the counters after its requests returned)."""
         with self.lock:
-            futs = [f for _, f in self.loading.values()] + [f for fs in self.saving.values() for f in fs]
+            futs = [f for _, f in self.loading.values()]
+            futs += [f for fs in self.saving.values() for f in fs]
         concurrent.futures.wait(futs)
 
     # -- per step ----------------------------------------------------------

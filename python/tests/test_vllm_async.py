@@ -30,7 +30,6 @@ import time
 import uuid
 from types import SimpleNamespace
 
-import numpy as np
 import pytest
 import torch
 
