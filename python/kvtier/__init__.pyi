@@ -96,8 +96,10 @@ class Store:
     def get_into_many(self, ns: int, keys: Sequence[Key],
                       parts: Optional[Sequence[Buffer]] = None, *,
                       addrs: Optional[Sequence[int]] = None,
-                      lens: Union[int, Sequence[int], None] = None) -> List[int]:
-        """Per key the value's length, 0 a miss, < 0 a code."""
+                      lens: Union[int, Sequence[int], None] = None,
+                      part: Optional[int] = None) -> List[int]:
+        """Per key the value's length, 0 a miss, < 0 a code.  part=i: only
+        part i of each value, the result then the bytes copied."""
     def exists_many(self, ns: int, keys: Sequence[Key]) -> List[int]:
         """Per key the tier holding it, 0 absent, < 0 a code."""
     def clear(self, ns: Optional[int] = None) -> int: ...

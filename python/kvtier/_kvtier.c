@@ -912,7 +912,7 @@ static PyObject *Store_prefetch(struct store_obj *self, PyObject *args)
  * instead of one after another.
  *
  *   put_many(ns, keys, parts=None, *, addrs=None, lens=None) -> [int]
- *   get_into_many(ns, keys, parts=None, *, addrs=None, lens=None) -> [int]
+ *   get_into_many(ns, keys, parts=None, *, addrs=None, lens=None, part=None) -> [int]
  *   exists_many(ns, keys) -> [int]
  *
  * The parts of all values are one flat sequence, k per key (k =
@@ -924,7 +924,11 @@ static PyObject *Store_prefetch(struct store_obj *self, PyObject *args)
  *
  * Results are per key and never raise for one key's outcome:
  *   put_many:      1 stored, 0 already present, < 0 its code (EFULL, ...)
- *   get_into_many: the value's length, 0 a miss, < 0 its code (EBUFSMALL)
+ *   get_into_many: the value's length, 0 a miss, < 0 its code (EBUFSMALL);
+ *                  with part=i (KVT_F_PART), only part i of each value is
+ *                  read into that key's buffers, and the result is the
+ *                  bytes copied (the part's length); a value without part
+ *                  i is ERANGE
  *   exists_many:   the tier holding it (TIER_*), 0 absent, < 0 its code
  * Wrong arguments, and a store that takes no requests (closed, after
  * fork, an unknown namespace), raise as the single-key calls do.
@@ -1087,18 +1091,29 @@ static int batch_run(struct store_obj *self, struct batch *b)
 
 static PyObject *batch_call(struct store_obj *self, PyObject *args, PyObject *kw, uint32_t op)
 {
-	static char *kwlist[] = { "ns", "keys", "parts", "addrs", "lens", NULL };
+	static char *kwlist[] = { "ns", "keys", "parts", "addrs", "lens", "part", NULL };
 	unsigned int ns;
-	PyObject *keyseq, *parts = Py_None, *addrs = Py_None, *lens = Py_None, *out;
+	PyObject *keyseq, *parts = Py_None, *addrs = Py_None, *lens = Py_None, *parto = Py_None;
+	PyObject *out;
+	long part = -1;
 	struct batch b;
 	int ret = 0;
 	memset(&b, 0, sizeof(b));
 	if (op == KVT_OP_EXISTS) {
 		if (!PyArg_ParseTuple(args, "IO", &ns, &keyseq))
 			return NULL;
-	} else if (!PyArg_ParseTupleAndKeywords(args, kw, "IO|O$OO", kwlist, &ns, &keyseq,
-						&parts, &addrs, &lens)) {
+	} else if (!PyArg_ParseTupleAndKeywords(args, kw, "IO|O$OOO", kwlist, &ns, &keyseq,
+						&parts, &addrs, &lens, &parto)) {
 		return NULL;
+	}
+	if (parto != Py_None) {
+		part = op == KVT_OP_GET ? PyLong_AsLong(parto) : -1;
+		if (op != KVT_OP_GET || part < 0 || part >= KVT_PARTS_MAX) {
+			if (!PyErr_Occurred())
+				PyErr_Format(PyExc_ValueError, "part: a get's part index, 0..%d",
+					     KVT_PARTS_MAX - 1);
+			return NULL;
+		}
 	}
 	if (store_check(self) < 0 || !(b.keys = keys_from(keyseq, &b.n)))
 		return NULL;
@@ -1123,6 +1138,10 @@ static PyObject *batch_call(struct store_obj *self, PyObject *args, PyObject *kw
 			r->iov = b.iov + (size_t)b.per * i;
 			r->iov_count = (uint32_t)b.per;
 		}
+		if (part >= 0) {
+			r->flags |= KVT_F_PART;
+			r->part = (uint32_t)part;
+		}
 		b.rp[i] = r;
 	}
 	if (b.n) {
@@ -1141,7 +1160,7 @@ static PyObject *batch_call(struct store_obj *self, PyObject *args, PyObject *kw
 		if (op == KVT_OP_PUT)
 			v = r->status == KVT_OK ? 1 : r->status == KVT_EXISTS ? 0 : r->status;
 		else if (op == KVT_OP_GET)
-			v = r->status == KVT_OK ? (long long)r->value_len
+			v = r->status == KVT_OK ? (long long)(part >= 0 ? r->length : r->value_len)
 					       : r->status == KVT_MISS ? 0 : r->status;
 		else
 			v = r->status == KVT_OK ? (long long)(r->tier ? r->tier : KVT_TIER_DRAM)
@@ -1341,7 +1360,7 @@ static PyMethodDef Store_methods[] = {
 	  "put_many(ns, keys, parts=None, *, addrs=None, lens=None) -> [int]: per key 1 stored, "
 	  "0 present, < 0 its error code; one call, one GIL release for all." },
 	{ "get_into_many", FN(Store_get_into_many), METH_VARARGS | METH_KEYWORDS,
-	  "get_into_many(ns, keys, parts=None, *, addrs=None, lens=None) -> [int]: per key the "
+	  "get_into_many(ns, keys, parts=None, *, addrs=None, lens=None, part=None) -> [int]: per key the "
 	  "value length, 0 a miss, < 0 its error code." },
 	{ "exists_many", FN(Store_exists_many), METH_VARARGS,
 	  "exists_many(ns, keys) -> [int]: per key the tier holding it, 0 absent, < 0 its code." },

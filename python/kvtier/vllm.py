@@ -46,15 +46,35 @@ prompt token to compute.  A rank that does not answer counts as a miss.
 
 Per engine step the scheduler sends each worker (in the connector
 metadata) which blocks of which request to load into which block ids, and
-which newly computed whole prompt blocks to store.  Loads run in
-start_load_kv before the forward pass (synchronous loads: get_into writes
-straight into the paged KV cache, no staging copy); stores run in
-wait_for_save after it (put reads straight from the paged cache).  A value
-is one block with one part per attention layer (the layer's slice of that
-block), so the kvtier CRC of each layer is checked on every read from SSD
-or the network.  A block that misses at load time (evicted since the
-lookup) is reported through get_block_ids_with_load_errors, and vLLM
-recomputes it with kv_load_failure_policy="recompute".
+which newly computed whole prompt blocks to store.  A value is one block
+with one part per attention layer (the layer's slice of that block), so the
+kvtier CRC of each layer is checked on every read from SSD or the network.
+Each transfer is one batched binding call (get_into_many / put_many on the
+parts' addresses in the paged cache: one GIL release, every block in
+flight at once, no staging copy).
+
+Loads.  The lookup also tells the scheduler which tier holds each block;
+blocks below the worker's DRAM (SSD, kvtierd, shared) are prefetched into
+DRAM at once, on a thread of the worker.  With kvtier.load_async "auto"
+(the default), a load with any block below DRAM is asynchronous:
+get_num_new_matched_tokens answers load_async=True, the request waits in
+vLLM's WAITING_FOR_REMOTE_KVS state while a worker thread loads its blocks,
+the worker reports it through get_finished, and the other requests' steps
+run meanwhile.  A load all from DRAM is synchronous (start_load_kv, before
+the forward pass: a memory copy is cheaper than a step's round trip).  A
+block that misses at load time (evicted since the lookup, or a foreign
+value) is reported through get_block_ids_with_load_errors (for an
+asynchronous load in the step that reports it done), vLLM recomputes it and
+every block after it (kv_load_failure_policy="recompute"), and the
+connector stores those again.
+
+Stores.  wait_for_save, after the forward pass, submits the step's stores
+to a worker thread and returns (kvtier.store_async, default on): a request
+that finishes while its stores are in flight keeps its blocks
+(request_finished answers True) until the worker reports it through
+get_finished; a preempted request's stores are waited for before its blocks
+are reused (handle_preemptions).  A full or failing store costs a future
+miss and a counter (store_errors), never a stall.
 
 Configuration (kv_connector_extra_config, or the environment):
   kvtier.options      dict of Store options (kvt_store_set_option names,
@@ -65,14 +85,30 @@ Configuration (kv_connector_extra_config, or the environment):
   kvtier.model_id     the model's identity in the namespace (default: the
                       model name or path vLLM was given); weights that
                       change under the same name and config need a new one.
+  kvtier.load_async   "auto" (default: asynchronous when a block is below
+                      DRAM), "always" or "never" (env KVTIER_LOAD_ASYNC).
+  kvtier.store_async  stores complete in the background (default true; env
+                      KVTIER_STORE_ASYNC).
+  kvtier.prefetch     prefetch below-DRAM hits at lookup (default true; env
+                      KVTIER_PREFETCH).
+  kvtier.layerwise    synchronous loads layer by layer: start_load_kv starts
+                      one batched call per layer (each block's part for that
+                      layer) and each attention layer waits only for its own
+                      (wait_for_layer_load), so loading overlaps the forward
+                      pass's earlier layers (default false; env
+                      KVTIER_LAYERWISE).  Stores stay whole blocks.
 Per request (SamplingParams(extra_args={"kv_transfer_params": {...}})):
   {"kvtier_load": False} computes the prompt even if kvtier holds it,
-  {"kvtier_store": False} does not store its blocks.  The request's
+  {"kvtier_store": False} does not store its blocks,
+  {"kvtier_load_async": True or False} overrides kvtier.load_async,
+  {"kvtier_layerwise": True or False} overrides kvtier.layerwise.  The request's
   kv_transfer_params on output carry "kvtier_loaded_tokens".
 
 query_stats(engine_id) reads a worker's connector counters and its store's
-statistics (doc/stats.md) through the same socket.
+statistics (doc/stats.md) through the same socket (drain=True: once the
+loads and stores in flight are done).
 """
+import concurrent.futures
 import hashlib
 import json
 import os
@@ -97,11 +133,21 @@ from vllm.distributed.kv_transfer.kv_connector.v1.base import (
 )
 from vllm.logger import init_logger
 
+try:  # vLLM >= 0.32: the tier each loaded token came from, in vLLM's metrics
+    from vllm.v1.metrics.cache_hit_source import CacheHitSource
+except ImportError:  # pragma: no cover
+    CacheHitSource = None
+
 logger = init_logger(__name__)
 
 _SOCK_TIMEOUT_S = 5.0
 _OP_LOOKUP = b"L"
 _OP_STATS = b"S"
+_OP_DRAIN_STATS = b"D"  # stats once every load and store in flight is done
+# A lookup's reply: leading blocks held, then of those from the first block
+# to load on, how many each tier holds (DRAM, SSD, kvtierd, shared).
+_LOOKUP_REPLY = "<5I"
+_LOOKUP_REPLY_LEN = struct.calcsize(_LOOKUP_REPLY)
 
 
 # ---------------------------------------------------------------------------
@@ -139,6 +185,18 @@ def request_extra(request) -> bytes:
     return b"\n".join(parts)
 
 
+def _load_async_mode(extra: dict) -> str:
+    mode = str(extra.get("kvtier.load_async",
+                         os.environ.get("KVTIER_LOAD_ASYNC", "auto"))).lower()
+    if mode in ("1", "true", "yes", "on"):
+        mode = "always"
+    elif mode in ("0", "false", "no", "off"):
+        mode = "never"
+    if mode not in ("auto", "always", "never"):
+        raise ValueError(f"kvtier.load_async: {mode!r} is not auto, always or never")
+    return mode
+
+
 def _req_params(request) -> dict:
     p = getattr(request, "kv_transfer_params", None)
     return p if isinstance(p, dict) else {}
@@ -153,6 +211,8 @@ class _Transfer:
     req_id: str
     block_ids: list  # vLLM block ids, one per kvtier block in [first, first+len)
     first: int       # index of the first prompt block
+    async_: bool = False  # a load the request waits for (WAITING_FOR_REMOTE_KVS)
+    layerwise: bool = False  # a synchronous load, one call per layer (wait_for_layer_load)
 
 
 @dataclass
@@ -163,6 +223,7 @@ class KVTierConnectorMetadata(KVConnectorMetadata):
     loads: list = field(default_factory=list)
     stores: list = field(default_factory=list)
     finished: list = field(default_factory=list)
+    preempted: list = field(default_factory=list)
 
 
 @dataclass
@@ -172,10 +233,16 @@ class _ReqState:
     n_blocks: int            # whole prompt blocks
     load: bool
     store: bool
+    layerwise: bool = False
     block_ids: list = field(default_factory=list)
     local_tokens: int = 0    # vLLM's own prefix-cache hit (block aligned)
     hit_blocks: int = 0      # leading blocks kvtier holds (at the last lookup)
-    load_pending: Optional[tuple] = None   # (first block, end block)
+    hit_tiers: list = field(default_factory=lambda: [0, 0, 0, 0])  # of those loaded,
+                             # blocks in DRAM, SSD, kvtierd, shared (the slowest rank)
+    load_pending: Optional[tuple] = None   # (first block, end block): a synchronous load
+    load_async: bool = False                # the last lookup answered load_async=True
+    loaded_range: Optional[tuple] = None    # (first block, vLLM block ids) of the last load
+    stores_sent: int = 0     # store transfers sent to the workers
     loaded_tokens: int = 0
     stored: int = 0          # blocks [0, stored) are in kvtier or need no store
     sent_prompt: bool = False
@@ -196,6 +263,16 @@ class KVTierConnector(KVConnectorBase_V1):
         self._tp_size = par.tensor_parallel_size
         self._pp_size = par.pipeline_parallel_size
         self._engine_id = vllm_config.kv_transfer_config.engine_id
+        # Both sides read these from the same config: the scheduler delays
+        # a finished request's free exactly when its worker will report
+        # the request's stores done (get_finished).
+        self._load_async = _load_async_mode(self._extra)
+        self._store_async = _truthy(self._extra.get(
+            "kvtier.store_async", os.environ.get("KVTIER_STORE_ASYNC", "1")))
+        self._prefetch = _truthy(self._extra.get(
+            "kvtier.prefetch", os.environ.get("KVTIER_PREFETCH", "1")))
+        self._layerwise = _truthy(self._extra.get(
+            "kvtier.layerwise", os.environ.get("KVTIER_LAYERWISE", "0")))
         if role == KVConnectorRole.SCHEDULER:
             self._sched = _SchedulerSide(self)
             self._worker = None
@@ -210,21 +287,37 @@ class KVTierConnector(KVConnectorBase_V1):
     def update_state_after_alloc(self, request, blocks, num_external_tokens):
         self._sched.update_state_after_alloc(request, blocks, num_external_tokens)
 
+    def get_external_cache_hit_sources(self, request, num_external_tokens):
+        return self._sched.hit_sources(request, num_external_tokens)
+
+    @property
+    def requires_kv_delivery(self) -> bool:
+        return False  # a cache: a store dropped at preemption is a future miss
+
     def build_connector_meta(self, scheduler_output):
         return self._sched.build_connector_meta(scheduler_output)
 
     def request_finished(self, request, block_ids):
         return self._sched.request_finished(request)
 
+    def update_connector_output(self, connector_output):
+        self._sched.update_connector_output(connector_output)
+
     # -- worker side -------------------------------------------------------
     def register_kv_caches(self, kv_caches):
         self._worker.register_kv_caches(kv_caches)
+
+    def handle_preemptions(self, kv_connector_metadata):
+        self._worker.wait_preempted(kv_connector_metadata)
 
     def start_load_kv(self, forward_context, **kwargs):
         self._worker.start_load_kv(self._get_connector_metadata())
 
     def wait_for_layer_load(self, layer_name):
-        return  # loads finish in start_load_kv, before the forward pass
+        # Only layer-wise loads are still running here: the others finish
+        # in start_load_kv, or are asynchronous (their requests not in this step).
+        if self._worker is not None:
+            self._worker.wait_layer(layer_name)
 
     def save_kv_layer(self, layer_name, kv_layer, attn_metadata, **kwargs):
         return  # whole blocks are stored in wait_for_save, after every layer ran
@@ -232,6 +325,9 @@ class KVTierConnector(KVConnectorBase_V1):
     def wait_for_save(self):
         if self.has_connector_metadata():
             self._worker.save(self._get_connector_metadata())
+
+    def get_finished(self, finished_req_ids):
+        return self._worker.get_finished(finished_req_ids)
 
     def get_block_ids_with_load_errors(self):
         return self._worker.take_load_errors() if self._worker else set()
@@ -252,6 +348,10 @@ class _SchedulerSide:
         self.c = conn
         self.reqs: dict[str, _ReqState] = {}
         self.finished: list = []
+        # Asynchronous loads not yet sent to the workers, (state, transfer):
+        # sent even if vLLM finished (aborted) the request meanwhile, since
+        # vLLM keeps its blocks until the workers report the load done.
+        self.async_loads: list = []
         self.socks: dict = {}
 
     def close(self):
@@ -259,7 +359,11 @@ class _SchedulerSide:
             s.close()
         self.socks.clear()
 
-    def _rank_lookup(self, tp: int, pp: int, tokens: bytes, extra: bytes) -> int:
+    def _rank_lookup(self, tp: int, pp: int, tokens: bytes, extra: bytes,
+                     skip: int) -> tuple:
+        """(leading blocks rank (tp, pp) holds, then how many of those from
+        block skip on each tier holds: DRAM, SSD, kvtierd, shared); (0,) if
+        it does not answer."""
         name = _socket_name(self.c._engine_id, tp, pp)
         for attempt in (0, 1):
             s = self.socks.get(name)
@@ -269,9 +373,9 @@ class _SchedulerSide:
                     s.settimeout(_SOCK_TIMEOUT_S)
                     s.connect(name)
                     self.socks[name] = s
-                s.sendall(_OP_LOOKUP + struct.pack("<II", len(tokens) // 4, len(extra)) +
+                s.sendall(_OP_LOOKUP + struct.pack("<III", len(tokens) // 4, len(extra), skip) +
                           tokens + extra)
-                return struct.unpack("<I", _recv_exact(s, 4))[0]
+                return struct.unpack(_LOOKUP_REPLY, _recv_exact(s, _LOOKUP_REPLY_LEN))
             except OSError as e:
                 if s is not None:
                     s.close()
@@ -279,17 +383,23 @@ class _SchedulerSide:
                 if attempt:
                     logger.warning("kvtier: rank tp=%d pp=%d did not answer a lookup "
                                    "(%s): counted as a miss", tp, pp, e)
-        return 0
+        return (0,) * 5
 
-    def _lookup(self, st: _ReqState, n_blocks: int) -> int:
+    def _lookup(self, st: _ReqState, n_blocks: int, skip: int) -> tuple:
+        """Blocks every rank holds, and the tiers of those from block skip
+        on: (hits, [blocks per tier 1..4]) of the rank with the most below
+        DRAM (the slowest load decides)."""
         toks = st.tokens[: n_blocks * self.c._block_size * 4]
-        hits = n_blocks
+        hits, tiers = n_blocks, [0, 0, 0, 0]
         for pp in range(self.c._pp_size):
             for tp in range(self.c._tp_size):
-                hits = min(hits, self._rank_lookup(tp, pp, toks, st.extra))
+                h, *t = self._rank_lookup(tp, pp, toks, st.extra, skip)
+                hits = min(hits, h)
                 if hits == 0:
-                    return 0
-        return hits
+                    return 0, [0, 0, 0, 0]
+                if sum(t[1:]) > sum(tiers[1:]):
+                    tiers = t
+        return hits, tiers
 
     def _state(self, request) -> _ReqState:
         st = self.reqs.get(request.request_id)
@@ -302,9 +412,17 @@ class _SchedulerSide:
                 tokens=np.asarray(prompt[: n_blocks * bs], dtype=np.uint32).tobytes(),
                 extra=request_extra(request), n_blocks=n_blocks,
                 load=params.get("kvtier_load", True) is not False,
-                store=params.get("kvtier_store", True) is not False)
+                store=params.get("kvtier_store", True) is not False,
+                layerwise=bool(params.get("kvtier_layerwise", self.c._layerwise)))
             self.reqs[request.request_id] = st
         return st
+
+    def _wants_async(self, request, slow: int) -> bool:
+        forced = _req_params(request).get("kvtier_load_async")
+        if forced is not None:
+            return bool(forced)
+        mode = self.c._load_async
+        return mode == "always" or (mode == "auto" and slow > 0)
 
     def get_num_new_matched_tokens(self, request, num_computed_tokens):
         st = self._state(request)
@@ -313,21 +431,64 @@ class _SchedulerSide:
         loadable = (len(request.prompt_token_ids or []) - 1) // bs
         st.local_tokens = num_computed_tokens
         st.hit_blocks = 0
+        st.load_async = False
         if not st.load or loadable * bs <= num_computed_tokens:
             return 0, False
-        st.hit_blocks = self._lookup(st, loadable)
-        return max(0, st.hit_blocks * bs - num_computed_tokens), False
+        st.hit_blocks, st.hit_tiers = self._lookup(st, loadable, num_computed_tokens // bs)
+        slow = sum(st.hit_tiers[1:])
+        n = max(0, st.hit_blocks * bs - num_computed_tokens)
+        # Asynchronous: the request waits (WAITING_FOR_REMOTE_KVS) while the
+        # workers load, and the other requests' steps go on meanwhile.
+        st.load_async = n > 0 and self._wants_async(request, slow)
+        return n, st.load_async
+
+    def hit_sources(self, request, num_external_tokens) -> dict:
+        """num_external_tokens by the tier the lookup found them in: local
+        DRAM as HOST, SSD and shared storage as DISK, kvtierd as P2P
+        (another machine's memory or flash)."""
+        st = self.reqs.get(request.request_id)
+        if CacheHitSource is None or st is None or num_external_tokens <= 0:
+            return {}
+        bs = self.c._block_size
+        dram, ssd, remote, shared = st.hit_tiers
+        out = {CacheHitSource.DISK: (ssd + shared) * bs, CacheHitSource.P2P: remote * bs}
+        out[CacheHitSource.HOST] = num_external_tokens - out[CacheHitSource.DISK] - \
+            out[CacheHitSource.P2P]
+        if out[CacheHitSource.HOST] < 0:  # the counts are of another lookup
+            return {CacheHitSource.EXTERNAL_UNSPECIFIED: num_external_tokens}
+        return {k: v for k, v in out.items() if v > 0}
 
     def update_state_after_alloc(self, request, blocks, num_external_tokens):
         st = self._state(request)
         bs = self.c._block_size
         if num_external_tokens > 0:
             first = st.local_tokens // bs
-            st.load_pending = (first, first + num_external_tokens // bs)
+            end = first + num_external_tokens // bs
+            if st.load_async:
+                # The request is not scheduled until the load is done, so
+                # the block ids come from here, not from the step's output.
+                ids = list(blocks.get_block_ids()[0])
+                if len(ids) >= end:
+                    t = _Transfer(request.request_id, ids[first:end], first, True)
+                    self.async_loads.append((st, t))
+                    st.loaded_range = (first, t.block_ids)
+                else:  # cannot happen: vLLM allocated the blocks it loads into
+                    logger.error("kvtier: request %s: %d blocks allocated for a load of "
+                                 "blocks [%d, %d)", request.request_id, len(ids), first, end)
+            else:
+                st.load_pending = (first, end)
             st.loaded_tokens += num_external_tokens
         # Blocks kvtier already holds need no store; those of vLLM's own
         # prefix cache beyond them do (computed before kvtier saw them).
+        # Once: vLLM calls again after an asynchronous load, and blocks that
+        # failed to load may have lowered st.stored since.
         st.stored = max(st.stored, min(st.hit_blocks, st.n_blocks))
+        st.hit_blocks = 0
+
+    def _send_prompt(self, meta, req_id, st):
+        if not st.sent_prompt:
+            meta.new_prompts[req_id] = (st.tokens, st.extra)
+            st.sent_prompt = True
 
     def _advance(self, meta, req_id, st, computed_after):
         bs = self.c._block_size
@@ -335,20 +496,26 @@ class _SchedulerSide:
             a, b = st.load_pending
             st.load_pending = None
             if b > a and len(st.block_ids) >= b:
-                meta.loads.append(_Transfer(req_id, list(st.block_ids[a:b]), a))
+                meta.loads.append(_Transfer(req_id, list(st.block_ids[a:b]), a,
+                                            layerwise=st.layerwise))
+                st.loaded_range = (a, meta.loads[-1].block_ids)
+                self._send_prompt(meta, req_id, st)
         if st.store:
             done = min(computed_after // bs, st.n_blocks, len(st.block_ids))
             if done > st.stored:
                 meta.stores.append(_Transfer(req_id, list(st.block_ids[st.stored:done]),
                                              st.stored))
                 st.stored = done
-        if (meta.loads and meta.loads[-1].req_id == req_id or
-                meta.stores and meta.stores[-1].req_id == req_id) and not st.sent_prompt:
-            meta.new_prompts[req_id] = (st.tokens, st.extra)
-            st.sent_prompt = True
+                st.stores_sent += 1
+                self._send_prompt(meta, req_id, st)
 
     def build_connector_meta(self, so):
         meta = KVTierConnectorMetadata()
+        meta.preempted = list(getattr(so, "preempted_req_ids", None) or ())
+        for st, t in self.async_loads:
+            meta.loads.append(t)
+            self._send_prompt(meta, t.req_id, st)
+        self.async_loads = []
         meta.finished, self.finished = self.finished, []
         for nr in so.scheduled_new_reqs:
             st = self.reqs.get(nr.req_id)
@@ -373,12 +540,33 @@ class _SchedulerSide:
                           cr.num_computed_tokens[i] + so.num_scheduled_tokens.get(req_id, 0))
         return meta
 
+    def update_connector_output(self, out):
+        """Blocks that failed to load are recomputed by vLLM: store them
+        once they are (the lookup had counted them as held)."""
+        bad = getattr(out, "invalid_block_ids", None)
+        if not bad:
+            return
+        for st in self.reqs.values():
+            if st.loaded_range is None:
+                continue
+            first, ids = st.loaded_range
+            idx = [first + i for i, b in enumerate(ids) if b in bad]
+            if idx:
+                st.stored = min(st.stored, idx[0])
+                st.loaded_range = None
+
     def request_finished(self, request):
         st = self.reqs.pop(request.request_id, None)
-        if st is not None and st.sent_prompt:
-            self.finished.append(request.request_id)
+        if st is not None and (st.sent_prompt or any(t.req_id == request.request_id
+                                                     for _, t in self.async_loads)):
+            self.finished.append(request.request_id)  # the workers drop its keys
         loaded = st.loaded_tokens if st is not None else 0
-        return False, {"kvtier_loaded_tokens": loaded}
+        # Asynchronous stores read the request's blocks until they complete:
+        # vLLM keeps them until the worker reports the request in
+        # get_finished (finished_sending).  A request still waiting for its
+        # load never stored anything, so vLLM's own wait covers it.
+        delay = self.c._store_async and st is not None and st.stores_sent > 0
+        return delay, {"kvtier_loaded_tokens": loaded}
 
 
 # ---------------------------------------------------------------------------
@@ -396,9 +584,12 @@ def _recv_exact(s, n: int) -> bytes:
 
 
 class _Counters(Counters):
-    NAMES = ("lookups", "lookup_blocks", "lookup_hit_blocks", "load_blocks",
-             "load_bytes", "load_ns", "load_misses", "store_blocks", "store_bytes",
-             "store_exists", "store_ns", "store_errors")
+    NAMES = ("lookups", "lookup_blocks", "lookup_hit_blocks", "lookup_slow_blocks",
+             "prefetches", "prefetch_blocks", "prefetch_errors", "prefetch_waits",
+             "prefetch_wait_ns", "loads_sync", "loads_async", "loads_layerwise",
+             "layer_hooks", "layer_waits", "load_batches", "load_blocks", "load_bytes",
+             "load_ns", "load_misses", "store_batches", "store_blocks", "store_bytes",
+             "store_exists", "store_ns", "store_errors", "store_wait_ns", "sends_delayed")
 
 
 class _WorkerSide:
@@ -416,6 +607,30 @@ class _WorkerSide:
         self.errors: set = set()
         self.n = _Counters()
         self.server = None
+        # Transfers in flight on the pools' threads (the batched binding
+        # calls release the GIL): loads by request (asynchronous ones),
+        # stores by request, and the requests vLLM finished whose blocks
+        # wait for their stores (request_finished answered True).
+        self.lock = threading.Lock()
+        self.loading: dict = {}      # req_id -> (_Transfer, Future) of an asynchronous load
+        self.saving: dict = {}       # req_id -> [Future of a store]
+        self.stored_reqs: set = set()  # had a store sent: reported in finished_sending
+        self.finishing: set = set()    # finished by vLLM, stores maybe in flight
+        self.load_pool = concurrent.futures.ThreadPoolExecutor(
+            2, thread_name_prefix="kvtier-load")
+        self.store_pool = concurrent.futures.ThreadPoolExecutor(
+            2, thread_name_prefix="kvtier-store")
+        self.prefetch_pool = concurrent.futures.ThreadPoolExecutor(
+            1, thread_name_prefix="kvtier-prefetch")
+        # Layer-wise loads of this step: (transfer, [Future per layer]),
+        # layers in order on one thread; layer_of: vLLM's layer name -> index.
+        self.layer_pool = concurrent.futures.ThreadPoolExecutor(
+            1, thread_name_prefix="kvtier-layer")
+        self.layer_loads: list = []
+        self.layer_of: dict = {}
+        # Prefetches in flight, (frozenset of keys, Future): a load of one
+        # of those keys waits for it (see _await_prefetch).
+        self.prefetching: list = []
         from vllm.distributed.parallel_state import (
             get_pipeline_model_parallel_rank, get_tensor_model_parallel_rank)
         self.tp_rank = get_tensor_model_parallel_rank()
@@ -467,10 +682,13 @@ class _WorkerSide:
     def register_kv_caches(self, kv_caches: dict):
         seen = set()
         num_blocks = self.c._kv_cache_config.num_blocks
+        index = {}
         for name, t in kv_caches.items():
             if t.data_ptr() in seen:
+                self.layer_of[name] = index[t.data_ptr()]
                 continue  # layers sharing one KV buffer store it once
             seen.add(t.data_ptr())
+            index[t.data_ptr()] = self.layer_of[name] = len(self.layers)
             if t.shape[0] != num_blocks or not t[0].is_contiguous():
                 raise ValueError(
                     f"kvtier: layer {name}: KV cache of shape {tuple(t.shape)}, strides "
@@ -485,6 +703,11 @@ class _WorkerSide:
         # Blocks of each layer as uint8 arrays sharing the cache's memory:
         # put reads them and get_into writes them in place.
         self.views = [t.view(torch.uint8).view(t.shape[0], -1).numpy() for t in self.layers]
+        # ... and as raw addresses for the batched calls: block b of layer
+        # l is at base[l] + b * stride[l], len[l] bytes.
+        self.bases = [t.data_ptr() for t in self.layers]
+        self.strides = [t.stride(0) * t.element_size() for t in self.layers]
+        self.part_lens = [t[0].nbytes for t in self.layers]
         self._serve()
         logger.info("kvtier: rank tp=%d pp=%d: %d layers, %d bytes per block of %d tokens, "
                     "namespace %s, store %s", self.tp_rank, self.pp_rank, len(self.layers),
@@ -509,11 +732,13 @@ class _WorkerSide:
                         if not op:
                             return
                         if op == _OP_LOOKUP:
-                            n_tok, n_extra = struct.unpack("<II", _recv_exact(s, 8))
+                            n_tok, n_extra, skip = struct.unpack("<III", _recv_exact(s, 12))
                             toks = _recv_exact(s, 4 * n_tok)
                             extra = _recv_exact(s, n_extra)
-                            s.sendall(struct.pack("<I", worker.lookup(toks, extra)))
-                        elif op == _OP_STATS:
+                            s.sendall(struct.pack(_LOOKUP_REPLY, *worker.lookup(toks, extra, skip)))
+                        elif op in (_OP_STATS, _OP_DRAIN_STATS):
+                            if op == _OP_DRAIN_STATS:
+                                worker.drain()
                             body = json.dumps(worker.stats()).encode()
                             s.sendall(struct.pack("<I", len(body)) + body)
                         else:
@@ -534,6 +759,8 @@ class _WorkerSide:
             self.server.shutdown()
             self.server.server_close()
             self.server = None
+        for pool in (self.prefetch_pool, self.layer_pool, self.load_pool, self.store_pool):
+            pool.shutdown(wait=True)
         if self.store is not None:
             logger.info("kvtier: closing the store: %s", self.n.snapshot())
             self.store.flush()
@@ -541,22 +768,61 @@ class _WorkerSide:
             self.store = None
 
     # -- lookups (socket threads) -----------------------------------------
-    def lookup(self, toks: bytes, extra: bytes) -> int:
+    def lookup(self, toks: bytes, extra: bytes, skip: int) -> tuple:
+        """(leading blocks held, then how many of those from block skip on
+        each tier holds: DRAM, SSD, kvtierd, shared).  Those below DRAM are
+        prefetched into DRAM at once, on a thread of their own, so that the
+        load that follows copies from DRAM."""
         keys = kvtier.key_chain_prompt(self.digest, np.frombuffer(toks, dtype=np.uint32),
                                        self.c._block_size, False, extra)
         if not keys:
-            return 0
-        hits, _ = self.store.lookup_prefix(self.ns, keys)
-        self.n.add(lookups=1, lookup_blocks=len(keys), lookup_hit_blocks=hits)
-        return hits
+            return (0,) * 5
+        hits, tiers = self.store.lookup_prefix(self.ns, keys)
+        by_tier = [0, 0, 0, 0]
+        for i in range(skip, hits):
+            if 1 <= tiers[i] <= 4:
+                by_tier[tiers[i] - 1] += 1
+        slow = [keys[i] for i in range(skip, hits) if tiers[i] != kvtier.TIER_DRAM]
+        self.n.add(lookups=1, lookup_blocks=len(keys), lookup_hit_blocks=hits,
+                   lookup_slow_blocks=len(slow))
+        if slow and self.c._prefetch:
+            fut = self.prefetch_pool.submit(self._prefetch, slow)
+            with self.lock:
+                self.prefetching = [p for p in self.prefetching if not p[1].done()]
+                self.prefetching.append((frozenset(slow), fut))
+        return (hits, *by_tier)
+
+    def _prefetch(self, keys):
+        try:
+            n = self.store.prefetch(self.ns, keys)
+            self.n.add(prefetches=1, prefetch_blocks=n)
+        except kvtier.Error as e:  # a prefetch is a hint: the load still reads below
+            self.n.add(prefetches=1, prefetch_errors=1)
+            logger.warning("kvtier: prefetch of %d blocks failed: %s", len(keys), e)
 
     def stats(self) -> dict:
+        with self.lock:
+            inflight = {"loading": len(self.loading),
+                        "saving": sum(len(f) for f in self.saving.values()),
+                        "finishing": len(self.finishing)}
         return {"connector": self.n.snapshot(), "store": self.store.stats(),
+                "inflight": inflight,
                 "ns_digest": self.digest.hex(), "ns_canon": self.canon, "ns_desc": self.desc,
                 "block_bytes": self.block_bytes, "block_tokens": self.c._block_size,
                 "kv_bytes_per_token": self.block_bytes // self.c._block_size,
                 "layers": len(self.layers), "tp_rank": self.tp_rank,
-                "pp_rank": self.pp_rank}
+                "pp_rank": self.pp_rank,
+                "modes": {"load_async": self.c._load_async,
+                          "store_async": self.c._store_async,
+                          "prefetch": self.c._prefetch}}
+
+    def drain(self):
+        """Wait for every load and store in flight (for a caller that reads
+        the counters after its requests returned)."""
+        with self.lock:
+            futs = [f for _, f in self.loading.values()]
+            futs += [f for fs in self.saving.values() for f in fs]
+        concurrent.futures.wait(futs)
 
     # -- per step ----------------------------------------------------------
     def _keys(self, meta, req_id):
@@ -568,61 +834,200 @@ class _WorkerSide:
             self.keys[req_id] = keys
         return keys
 
+    def _addrs(self, block_ids) -> list:
+        """Part addresses of the blocks, len(layers) per block, in order."""
+        return [base + b * stride for b in block_ids
+                for base, stride in zip(self.bases, self.strides)]
+
+    def _lens(self, n_blocks: int):
+        lens = self.part_lens
+        return lens[0] if len(set(lens)) == 1 else lens * n_blocks
+
+    def _await_prefetch(self, keys):
+        """Wait for the prefetches in flight of any of these keys.  A get
+        that runs while a prefetch of the same SSD-resident key is moving
+        it up can miss (libkvtier at this writing: most of a 23-block get
+        missed that way); the prefetch does the I/O the load needs anyway."""
+        ks = set(keys)
+        with self.lock:
+            futs = [f for k, f in self.prefetching if not f.done() and not k.isdisjoint(ks)]
+        if futs:
+            t0 = time.perf_counter_ns()
+            concurrent.futures.wait(futs)
+            self.n.add(prefetch_waits=1, prefetch_wait_ns=time.perf_counter_ns() - t0)
+
+    def _load(self, t: _Transfer, keys: list) -> set:
+        """One batched get of the transfer's blocks straight into the KV
+        cache; the vLLM block ids to recompute (from the first that did
+        not load whole: evicted since the lookup, or a foreign value)."""
+        self._await_prefetch(keys[t.first: t.first + len(t.block_ids)])
+        t0 = time.perf_counter_ns()
+        try:
+            res = self.store.get_into_many(self.ns, keys[t.first: t.first + len(t.block_ids)],
+                                           addrs=self._addrs(t.block_ids),
+                                           lens=self._lens(len(t.block_ids)))
+        except kvtier.Error as e:  # a store that takes no requests: recompute all
+            logger.warning("kvtier: request %s: load failed: %s", t.req_id, e)
+            res = [e.code] * len(t.block_ids)
+        ok = next((i for i, n in enumerate(res) if n != self.block_bytes), len(res))
+        self.n.add(load_batches=1, load_blocks=ok, load_bytes=ok * self.block_bytes,
+                   load_misses=len(res) - ok, load_ns=time.perf_counter_ns() - t0)
+        if ok < len(res):
+            logger.warning("kvtier: request %s: block %d missed at load (%d); "
+                           "%d blocks to recompute", t.req_id, t.first + ok, res[ok],
+                           len(res) - ok)
+        return set(t.block_ids[ok:])
+
+    def _load_layer(self, t: _Transfer, keys: list, layer: int) -> list:
+        """One batched get of part `layer` of the transfer's blocks into
+        that layer's buffers; per block the bytes copied or a code."""
+        self._await_prefetch(keys[t.first: t.first + len(t.block_ids)])
+        t0 = time.perf_counter_ns()
+        try:
+            res = self.store.get_into_many(
+                self.ns, keys[t.first: t.first + len(t.block_ids)],
+                addrs=[self.bases[layer] + b * self.strides[layer] for b in t.block_ids],
+                lens=self.part_lens[layer], part=layer)
+        except kvtier.Error as e:
+            res = [e.code] * len(t.block_ids)
+        self.n.add(load_batches=1, load_ns=time.perf_counter_ns() - t0)
+        return res
+
+    def wait_layer(self, layer_name: str):
+        layer = self.layer_of.get(layer_name)
+        if layer is None or not self.layer_loads:
+            return
+        self.n.add(layer_hooks=1)  # (layer_waits: those that found it still loading)
+        futs = [fs[layer] for _, fs in self.layer_loads if not fs[layer].done()]
+        if futs:
+            self.n.add(layer_waits=1)
+            concurrent.futures.wait(futs)
+
+    def _finish_layer_loads(self):
+        """After the forward pass: every layer-wise load of the step is
+        done; the blocks that failed in any layer are load errors."""
+        for t, futs in self.layer_loads:
+            per_layer = [f.result() for f in futs]
+            ok = len(t.block_ids)
+            for res, want in zip(per_layer, self.part_lens):
+                ok = min(ok, next((i for i, n in enumerate(res) if n != want), len(res)))
+            self.n.add(load_blocks=ok, load_bytes=ok * self.block_bytes,
+                       load_misses=len(t.block_ids) - ok)
+            if ok < len(t.block_ids):
+                logger.warning("kvtier: request %s: block %d missed at a layer-wise load; "
+                               "%d blocks to recompute", t.req_id, t.first + ok,
+                               len(t.block_ids) - ok)
+                self.errors |= set(t.block_ids[ok:])
+        self.layer_loads = []
+
+    def _store(self, t: _Transfer, keys: list):
+        """One batched put of the transfer's blocks, read straight from the
+        KV cache.  A full or failing store costs a future miss and a count."""
+        t0 = time.perf_counter_ns()
+        try:
+            res = self.store.put_many(self.ns, keys[t.first: t.first + len(t.block_ids)],
+                                      addrs=self._addrs(t.block_ids),
+                                      lens=self._lens(len(t.block_ids)))
+        except kvtier.Error as e:
+            res = [e.code] * len(t.block_ids)
+        stored = sum(1 for r in res if r == 1)
+        errors = [r for r in res if r < 0]
+        self.n.add(store_batches=1, store_blocks=stored, store_exists=res.count(0),
+                   store_errors=len(errors), store_bytes=stored * self.block_bytes,
+                   store_ns=time.perf_counter_ns() - t0)
+        if errors:
+            logger.warning("kvtier: request %s: %d of %d blocks not stored: %s", t.req_id,
+                           len(errors), len(res), kvtier.strerror(errors[0]))
+
+    def wait_preempted(self, meta):
+        """A preempted request's blocks go back to vLLM now: its stores in
+        flight, which read them, must finish first."""
+        if not isinstance(meta, KVTierConnectorMetadata) or not meta.preempted:
+            return
+        with self.lock:
+            futs = [f for r in meta.preempted for f in self.saving.get(r, ())]
+        if futs:
+            t0 = time.perf_counter_ns()
+            concurrent.futures.wait(futs)
+            self.n.add(store_wait_ns=time.perf_counter_ns() - t0)
+
     def start_load_kv(self, meta: KVTierConnectorMetadata):
-        for req_id in meta.finished:
-            self.keys.pop(req_id, None)
+        self.wait_preempted(meta)  # also here: a step without a forward skips that hook
         for t in meta.loads:
             keys = self._keys(meta, t.req_id)
-            t0 = time.perf_counter_ns()
-            nbytes = nblocks = 0
-            for i, block_id in enumerate(t.block_ids):
-                n = self.store.get_into(self.ns, keys[t.first + i],
-                                        [v[block_id] for v in self.views])
-                if n != self.block_bytes:
-                    # Evicted since the lookup (or a foreign value): vLLM
-                    # recomputes this block and every one after it.
-                    self.errors.update(t.block_ids[i:])
-                    self.n.add(load_misses=len(t.block_ids) - i)
-                    logger.warning("kvtier: request %s: block %d missed at load (%d bytes); "
-                                   "%d blocks to recompute", t.req_id, t.first + i, n,
-                                   len(t.block_ids) - i)
-                    break
-                nbytes += n
-                nblocks += 1
-            self.n.add(load_blocks=nblocks, load_bytes=nbytes,
-                       load_ns=time.perf_counter_ns() - t0)
+            if t.async_:
+                self.n.add(loads_async=1)
+                with self.lock:
+                    self.loading[t.req_id] = (t, self.load_pool.submit(self._load, t, keys))
+            elif t.layerwise:
+                # The forward pass starts now; each attention layer waits
+                # for its own layer's blocks (wait_for_layer_load).
+                self.n.add(loads_sync=1, loads_layerwise=1)
+                self.layer_loads.append((t, [self.layer_pool.submit(self._load_layer, t, keys, i)
+                                             for i in range(len(self.layers))]))
+            else:
+                self.n.add(loads_sync=1)
+                self.errors |= self._load(t, keys)
+        # After the loads: a request aborted while its asynchronous load was
+        # unsent has both in one step.  (Its stores, if any, came earlier.)
+        for req_id in meta.finished:
+            self.keys.pop(req_id, None)
 
     def save(self, meta: KVTierConnectorMetadata):
         for t in meta.stores:
             keys = self._keys(meta, t.req_id)
-            t0 = time.perf_counter_ns()
-            stored = exists = errors = 0
-            for i, block_id in enumerate(t.block_ids):
-                try:
-                    if self.store.put(self.ns, keys[t.first + i],
-                                      [v[block_id] for v in self.views]):
-                        stored += 1
-                    else:
-                        exists += 1
-                except kvtier.Error as e:  # a full store costs a future miss
-                    errors += 1
-                    logger.warning("kvtier: put of block %d failed: %s", t.first + i, e)
-            self.n.add(store_blocks=stored, store_exists=exists, store_errors=errors,
-                       store_bytes=stored * self.block_bytes,
-                       store_ns=time.perf_counter_ns() - t0)
+            if not self.c._store_async:
+                self._store(t, keys)
+                continue
+            fut = self.store_pool.submit(self._store, t, keys)
+            with self.lock:
+                self.saving.setdefault(t.req_id, []).append(fut)
+                self.stored_reqs.add(t.req_id)
+
+    def get_finished(self, finished_req_ids):
+        """(requests whose delayed free may happen: their stores are done,
+        requests whose asynchronous load is done).  The failed blocks of a
+        done load go to take_load_errors in the same step."""
+        sending, recving = set(), set()
+        with self.lock:
+            for r, (t, fut) in list(self.loading.items()):
+                if fut.done():
+                    del self.loading[r]
+                    recving.add(r)
+                    try:
+                        self.errors |= fut.result()
+                    except Exception as e:  # a bug, not a miss: recompute it all
+                        logger.error("kvtier: request %s: load raised %r", r, e)
+                        self.errors |= set(t.block_ids)
+            for r, futs in list(self.saving.items()):
+                futs[:] = [f for f in futs if not f.done()]
+                if not futs:
+                    del self.saving[r]
+            new = set(finished_req_ids or ()) & self.stored_reqs
+            self.stored_reqs -= new
+            self.finishing |= new
+            for r in list(self.finishing):
+                if r not in self.saving:
+                    self.finishing.discard(r)
+                    sending.add(r)
+                else:
+                    self.n.add(sends_delayed=1)
+        return sending or None, recving or None
 
     def take_load_errors(self) -> set:
+        self._finish_layer_loads()
         e, self.errors = self.errors, set()
         return e
 
 
 def query_stats(engine_id: str, tp_rank: int = 0, pp_rank: int = 0,
-                timeout: float = _SOCK_TIMEOUT_S) -> dict:
+                timeout: float = _SOCK_TIMEOUT_S, drain: bool = False) -> dict:
     """The connector counters and store statistics of one worker of a
-    running engine (on this host), by the engine id of its KVTransferConfig."""
+    running engine (on this host), by the engine id of its KVTransferConfig.
+    drain: first wait until the loads and stores in flight are done."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
         s.settimeout(timeout)
         s.connect(_socket_name(engine_id, tp_rank, pp_rank))
-        s.sendall(_OP_STATS)
+        s.sendall(_OP_DRAIN_STATS if drain else _OP_STATS)
         n = struct.unpack("<I", _recv_exact(s, 4))[0]
         return json.loads(_recv_exact(s, n))

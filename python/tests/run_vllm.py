@@ -10,8 +10,9 @@ Exits 77 only when a separate probe cannot reach the package index
 (tests/lib/pipvenv.py); any other failed install fails with pip's log.  Then
 installs the kvtier wheel built from this checkout (pyproject.toml, pip
 wheel: what an engine's environment gets with `pip install kvtier`) into
-that venv, and runs pytest on test_vllm.py against the installed package:
-the build tree is not on PYTHONPATH.
+that venv, and runs pytest on test_vllm_async.py (the connector's
+asynchronous bookkeeping, no engine) and test_vllm.py (the engine) against
+the installed package: the build tree is not on PYTHONPATH.
 """
 import glob
 import os
@@ -48,6 +49,7 @@ def main():
                VLLM_NO_USAGE_STATS="1", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
     r = subprocess.run([py, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider",
                         "-W", "error::pytest.PytestUnhandledThreadExceptionWarning",
+                        os.path.join(here, "test_vllm_async.py"),
                         os.path.join(here, "test_vllm.py"),
                         "--basetemp", os.path.join(build, "pytest-vllm-tmp")], env=env)
     sys.exit(0 if r.returncode == 0 else 1)

@@ -74,6 +74,31 @@ def test_addresses_round_trip():
         assert r == [kvtier.EBUFSMALL, 8192]
 
 
+def test_one_part_of_each_value():
+    """part=i reads only part i of each value (a layer of a block, for a
+    layer-wise load), the result is its length; a part the value lacks is
+    ERANGE for that key; part= on a put is refused."""
+    with kvtier.Store(small()) as s:
+        ns = s.register(DESC)
+        keys = [b"l%d" % i for i in range(4)]
+        src = blocks(4, 3, 1000, 5)
+        src[1] = src[1][:700]                       # key 0's part 1 is shorter
+        assert s.put_many(ns, keys, src) == [1] * 4
+        for part in range(3):
+            dst = [np.zeros(1000, np.uint8) for _ in range(4)]
+            got = s.get_into_many(ns, keys, dst, part=part)
+            assert got == [700 if part == 1 else 1000] + [1000] * 3
+            for i in range(4):
+                want = src[i * 3 + part]
+                assert np.array_equal(dst[i][: len(want)], want)
+        assert s.get_into_many(ns, keys[:1], [np.zeros(1000, np.uint8)], part=3) == \
+            [kvtier.ERANGE]
+        with pytest.raises(ValueError):
+            s.put_many(ns, keys, src, part=0)
+        with pytest.raises(ValueError):
+            s.get_into_many(ns, keys, [np.zeros(1000, np.uint8)] * 4, part=-1)
+
+
 def test_argument_errors_raise():
     with kvtier.Store(small()) as s:
         ns = s.register(DESC)

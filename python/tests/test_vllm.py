@@ -6,7 +6,14 @@ pinned vLLM venv, with KVTIERD naming the server binary.  The model is a
 engine runs in a process of its own (vllm_engine.py).
 
 Engine 1's store: its own DRAM, an SSD directory (namespace persistent, so
-blocks go to the SSD at put) and a kvtierd below them.  The test process
+blocks go to the SSD at put) and a kvtierd below them.  The connector runs
+in its default modes: stores asynchronous (vLLM keeps a finished request's
+blocks until they are done), loads asynchronous when a block to load is
+below the worker's DRAM (kvtierd, SSD), which the lookup also prefetches;
+a request can force either load mode (kv_transfer_params
+"kvtier_load_async"), so each proof below runs a synchronous and an
+asynchronous load.  Counters are read once the stores in flight are done
+(Engine.stats drains).  The test process
 reads and plants blocks on that kvtierd with a Store of its own.  Before
 every run that must load from kvtier, the test empties vLLM's own prefix
 cache (LLM.reset_prefix_cache), so a prefix that is not recomputed can only
@@ -88,6 +95,10 @@ def delta(before, after, name):
     return after["connector"][name] - before["connector"][name]
 
 
+def deltas(before, after, *names):
+    return tuple(delta(before, after, n) for n in names)
+
+
 def run(eng, toks, salt=None, params=None, logprobs=V):
     r = eng.generate([{"prompt_token_ids": toks, "cache_salt": salt, "params": params}],
                      logprobs=logprobs)["results"][0]
@@ -137,18 +148,48 @@ def test_loaded_bytes_and_logits(env, engine1, client):
     assert blocks_a == blocks_b
 
     engine1.reset()
-    r = run(engine1, P, "a")            # the 4 blocks come from kvtier
+    r = run(engine1, P, "a")            # the 4 blocks come from kvtier's DRAM
     after = engine1.stats()
     assert r["loaded"] == n * BS
     assert delta(mid, after, "load_blocks") == n
     assert delta(mid, after, "load_bytes") == n * bb
     assert delta(mid, after, "load_misses") == 0
+    # In DRAM: a synchronous load, all n blocks in one batched call.
+    assert deltas(mid, after, "loads_sync", "loads_async", "load_batches") == (1, 0, 1)
     d_ok, d_full = maxdiff(r["logprobs"], local["logprobs"]), maxdiff(r["logprobs"],
                                                                       full["logprobs"])
     print(f"\n{len(P)} tokens, {n * BS} loaded: max |d logprob| {d_ok:.3g} against vLLM's "
           f"prefix cache (TOL {TOL}), {d_full:.3g} against full recomputation")
     assert d_ok <= TOL and d_full <= TOL_FULL
     assert r["token"] == local["token"]
+
+    # The same load, asynchronous: the request waits in vLLM's
+    # WAITING_FOR_REMOTE_KVS state, the worker loads on its thread.
+    engine1.reset()
+    ra = run(engine1, P, "a", {"kvtier_load_async": True})
+    after2 = engine1.stats()
+    assert ra["loaded"] == n * BS
+    assert deltas(after, after2, "loads_sync", "loads_async", "load_batches",
+                  "load_blocks", "load_misses") == (0, 1, 1, n, 0)
+    d_async = maxdiff(ra["logprobs"], local["logprobs"])
+    print(f"asynchronous load: max |d logprob| {d_async:.3g} against vLLM's prefix cache")
+    assert d_async <= TOL and ra["token"] == local["token"]
+
+    # ... and layer-wise (kvtier.layerwise): one batched call per layer,
+    # each attention layer waiting for its own (wait_for_layer_load).
+    engine1.reset()
+    rl = run(engine1, P, "a", {"kvtier_layerwise": True})
+    after3 = engine1.stats()
+    assert rl["loaded"] == n * BS
+    assert deltas(after2, after3, "loads_sync", "loads_layerwise", "load_batches",
+                  "load_blocks", "load_misses") == (1, 1, 2, n, 0)
+    # Both attention layers asked (wait_for_layer_load); those that found
+    # their layer still loading waited (from DRAM, usually none).
+    assert delta(after2, after3, "layer_hooks") == 2
+    d_layer = maxdiff(rl["logprobs"], local["logprobs"])
+    print(f"layer-wise load: max |d logprob| {d_layer:.3g} against vLLM's prefix cache "
+          f"({delta(after2, after3, 'layer_waits')} of 2 layers still loading when asked)")
+    assert d_layer <= TOL and rl["token"] == local["token"]
 
     # Negative control: the KV of another prompt, planted on the kvtierd
     # under the keys of P with salt c.  The engine loads it (same count of
@@ -166,9 +207,54 @@ def test_loaded_bytes_and_logits(env, engine1, client):
     rc = run(engine1, P, "c")
     after = engine1.stats()
     assert rc["loaded"] == n * BS and delta(before, after, "load_blocks") == n
+    # Only on the kvtierd: the lookup saw them below DRAM, prefetched them,
+    # and the load was asynchronous (the default "auto" mode).
+    assert delta(before, after, "lookup_slow_blocks") >= n
+    assert delta(before, after, "prefetches") >= 1
+    assert deltas(before, after, "loads_sync", "loads_async", "load_batches") == (0, 1, 1)
     d_bad = maxdiff(rc["logprobs"], local["logprobs"])
-    print(f"wrong KV under the keys: max |d logprob| {d_bad:.3g}")
+    print(f"wrong KV under the keys (asynchronous load from kvtierd): max |d logprob| "
+          f"{d_bad:.3g}")
     assert d_bad > TOL_FULL
+    # ... and caught in synchronous mode as well.
+    engine1.reset()
+    rs = run(engine1, P, "c", {"kvtier_load_async": False})
+    after2 = engine1.stats()
+    assert rs["loaded"] == n * BS
+    assert deltas(after, after2, "loads_sync", "loads_async") == (1, 0)
+    assert maxdiff(rs["logprobs"], local["logprobs"]) > TOL_FULL
+
+
+def test_async_load_error_is_recomputed(env, engine1, client):
+    """A block that the lookup found but that does not load (here a value
+    of the wrong length on the kvtierd) is reported through
+    get_block_ids_with_load_errors in the step that reports the
+    asynchronous load done; vLLM recomputes it and the blocks after it
+    (and the connector stores those again), and the logits are right."""
+    s, ns, digest, st0 = client
+    P = prompt(4 * BS + 17, seed=1)
+    n = 4
+    engine1.reset()
+    run(engine1, P, "f", logprobs=0)    # computed, stored under salt f
+    local = run(engine1, P, "f")        # reference: vLLM's own prefix cache
+    engine1.stats()                     # (its stores done)
+    good = [s.get(ns, k) for k in
+            kvtier.key_chain_prompt(digest, P[: n * BS], BS, extra=b"salt:f")]
+    assert all(g is not None for g in good)
+    keys = kvtier.key_chain_prompt(digest, P[: n * BS], BS, extra=b"salt:e")
+    for i, k in enumerate(keys):
+        assert s.put(ns, k, good[i] if i != 2 else good[i][: len(good[i]) // 2])
+    engine1.reset()
+    before = engine1.stats()
+    r = run(engine1, P, "e")
+    after = engine1.stats()
+    assert deltas(before, after, "loads_async", "load_blocks", "load_misses") == (1, 2, 2)
+    # Blocks 2 and 3 were recomputed and stored (put: stored or present).
+    assert delta(before, after, "store_blocks") + delta(before, after, "store_exists") == 2
+    d = maxdiff(r["logprobs"], local["logprobs"])
+    print(f"\nload error at block 2 of {n}, asynchronous: max |d logprob| {d:.3g} against "
+          f"vLLM's prefix cache")
+    assert d <= TOL_FULL and r["token"] == local["token"]
 
 
 def test_second_run_loads_and_ttft_drops(env, engine1):
@@ -195,7 +281,7 @@ def test_second_run_loads_and_ttft_drops(env, engine1):
     assert d_ok <= TOL and d_full <= TOL_FULL
     # TTFT, alternating with recomputation of the same prompt (kvtier asked
     # not to load it); vLLM's cache emptied before each run.  Medians of 3.
-    loaded, computed = [], []
+    loaded, loaded_async, computed = [], [], []
     for _ in range(3):
         engine1.reset()
         computed.append(run(engine1, L, "long", {"kvtier_load": False}, logprobs=0)["wall_s"])
@@ -203,10 +289,16 @@ def test_second_run_loads_and_ttft_drops(env, engine1):
         r = run(engine1, L, "long", logprobs=0)
         assert r["loaded"] == n * BS
         loaded.append(r["wall_s"])
-    tl, tc = statistics.median(loaded), statistics.median(computed)
+        engine1.reset()
+        r = run(engine1, L, "long", {"kvtier_load_async": True}, logprobs=0)
+        assert r["loaded"] == n * BS
+        loaded_async.append(r["wall_s"])
+    tl, ta, tc = (statistics.median(loaded), statistics.median(loaded_async),
+                  statistics.median(computed))
     print(f"{len(L)}-token prompt: TTFT {tc * 1e3:.1f} ms computed, {tl * 1e3:.1f} ms with "
-          f"{n * BS} tokens from kvtier (first run {first['wall_s'] * 1e3:.1f} ms)")
-    assert tl < tc
+          f"{n * BS} tokens from kvtier, {ta * 1e3:.1f} ms loaded asynchronously "
+          f"(first run {first['wall_s'] * 1e3:.1f} ms)")
+    assert tl < tc and ta < tc
     env["keep"]["long"] = (L, local["logprobs"], n)
 
 
@@ -226,6 +318,9 @@ def test_restart_serves_from_ssd(env, engine1):
         st = eng.stats()
         assert r["loaded"] == n * BS
         assert delta(st0, st, "load_blocks") == n
+        # On the SSD, below DRAM: prefetched at lookup, loaded asynchronously.
+        assert deltas(st0, st, "loads_async", "load_batches") == (1, 1)
+        assert delta(st0, st, "lookup_slow_blocks") >= n
         assert st["store"]["ssd.reads"] - st0["store"]["ssd.reads"] >= n
         assert "remote.gets" not in st["store"]
         d = maxdiff(r["logprobs"], lp)

@@ -10,7 +10,16 @@ answers each stdin line with one "@@" + JSON line on stdout:
       -> {"results": [{"token", "logprobs": [N floats by token id] or null,
           "kv_transfer_params", "wall_s"}]}: prompts run one at a time, each
           with max_tokens=1, so wall_s is the request's time to first token.
-  {"op": "stats", "rank": 0}   -> kvtier.vllm.query_stats of that worker
+  {"op": "stats", "rank": 0, "drain": true}
+                               -> kvtier.vllm.query_stats of that worker (drain:
+                                  once its loads and stores in flight are done)
+  {"op": "serve", "prompts": [{"prompt_token_ids", "cache_salt", "params",
+   "max_tokens"}]}             -> every prompt submitted at once to the engine
+                                  (batched by vLLM's scheduler), greedy,
+                                  max_tokens each (EOS ignored), stepped
+                                  until done: {"wall_s", "results": [{"t":
+                                  [time of each output token after the
+                                  submission, s], "kv_transfer_params"}]}
   {"op": "reset"}              -> LLM.reset_prefix_cache() (vLLM's own cache)
   {"op": "exit"}               -> shuts the engine down and exits 0
 """
@@ -23,6 +32,39 @@ import traceback
 def out(obj):
     sys.stdout.write("@@" + json.dumps(obj) + "\n")
     sys.stdout.flush()
+
+
+def serve(llm, prompts):
+    """All prompts at once through the engine's step loop, each output
+    token's time recorded as the step that produced it returns."""
+    from vllm import SamplingParams
+    eng = llm.llm_engine
+    times = {}
+    t0 = time.perf_counter()
+    for i, p in enumerate(prompts):
+        sp = SamplingParams(max_tokens=p["max_tokens"], temperature=0.0, ignore_eos=True,
+                            detokenize=False,
+                            extra_args={"kv_transfer_params": p.get("params") or {}})
+        prompt = {"prompt_token_ids": p["prompt_token_ids"]}
+        if p.get("cache_salt"):
+            prompt["cache_salt"] = p["cache_salt"]
+        rid = f"serve-{t0}-{i}"
+        times[rid] = ([], None)
+        eng.add_request(rid, prompt, sp)
+    while eng.has_unfinished_requests():
+        outs = eng.step()
+        now = time.perf_counter() - t0
+        for o in outs:
+            ts, _ = times.get(o.request_id, (None, None))
+            if ts is None:
+                continue
+            n = len(o.outputs[0].token_ids) if o.outputs else 0
+            ts.extend([now] * (n - len(ts)))
+            if o.finished:
+                times[o.request_id] = (ts, o.kv_transfer_params)
+    wall = time.perf_counter() - t0
+    return {"wall_s": wall, "results": [{"t": ts, "kv_transfer_params": kvp}
+                                        for ts, kvp in times.values()]}
 
 
 def main():
@@ -40,7 +82,8 @@ def main():
     llm = LLM(model=cfg["model"], skip_tokenizer_init=True, enforce_eager=True,
               dtype="bfloat16", max_model_len=cfg["max_model_len"],
               enable_prefix_caching=cfg["prefix_caching"], seed=0,
-              max_logprobs=cfg.get("max_logprobs", 20), **kw)
+              max_logprobs=cfg.get("max_logprobs", 20),
+              num_gpu_blocks_override=cfg.get("num_blocks"), **kw)
     out({"startup_s": time.time() - t0})
     for line in sys.stdin:
         req = json.loads(line)
@@ -52,7 +95,11 @@ def main():
                 continue
             if req["op"] == "stats":
                 from kvtier.vllm import query_stats
-                out(query_stats(cfg["engine_id"], req.get("rank", 0)))
+                out(query_stats(cfg["engine_id"], req.get("rank", 0),
+                                drain=req.get("drain", False)))
+                continue
+            if req["op"] == "serve":
+                out(serve(llm, req["prompts"]))
                 continue
             results = []
             for p in req["prompts"]:

@@ -98,10 +98,11 @@ class Engine:
     """A vLLM engine in its own process (vllm_engine.py)."""
 
     def __init__(self, py, model, log, kvtier_extra=None, engine_id="e",
-                 max_model_len=4096, prefix_caching=False, env=None, timeout=900):
+                 max_model_len=4096, prefix_caching=False, env=None, timeout=900,
+                 num_blocks=None):
         cfg = dict(model=model, kvtier=kvtier_extra, engine_id=engine_id,
                    max_model_len=max_model_len, prefix_caching=prefix_caching,
-                   max_logprobs=MODEL["vocab_size"])
+                   max_logprobs=MODEL["vocab_size"], num_blocks=num_blocks)
         self.log = open(log, "a")
         self.proc = subprocess.Popen(
             [py, os.path.join(HERE, "vllm_engine.py"), json.dumps(cfg)],
@@ -137,8 +138,10 @@ class Engine:
         """Empty vLLM's own prefix cache (kvtier keeps its blocks)."""
         assert self.call(op="reset")["reset"]
 
-    def stats(self, rank=0):
-        return self.call(op="stats", rank=rank)
+    def stats(self, rank=0, drain=True):
+        """The worker's counters, by default once its stores in flight are
+        done (they complete after the request returned)."""
+        return self.call(op="stats", rank=rank, drain=drain)
 
     def close(self, timeout=300):
         if self.proc.poll() is None:

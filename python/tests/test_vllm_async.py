@@ -1,0 +1,347 @@
+"""kvtier.vllm's asynchronous bookkeeping, driven without an engine.
+
+Run by run_vllm.py next to test_vllm.py, in the same venv (vLLM's base
+classes, torch), against the real library and a real kvtierd.  The engine
+test proves the common paths on vLLM itself; these drive, through the
+connector's own methods in the order vLLM calls them, the paths an engine
+run cannot reach on demand:
+
+- a block deleted between the lookup and an asynchronous load: its vLLM
+  block id (and the ones after it) comes out of
+  get_block_ids_with_load_errors in the very call sequence that reports the
+  request's load done (get_finished), as vLLM's contract requires, and
+  the connector stores those blocks once vLLM has recomputed them;
+- a store that fails (values larger than the store can hold) costs a
+  counter, raises nothing, and the request's delayed free is still
+  reported;
+- a preempted request's stores in flight are waited for before its blocks
+  go back to vLLM (handle_preemptions), and a finished request is reported
+  in finished_sending only once its stores are done.
+
+The "engine" here: a scheduler-side and a worker-side KVTierConnector of one
+engine id in this process (the lookup goes over the worker's real Unix
+socket), a paged KV cache of torch tensors, and stand-ins for vLLM's
+request, block list and scheduler output carrying only the fields the
+connector reads.
+"""
+import os
+import threading
+import time
+import uuid
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+import kvtier
+import vllm.distributed.parallel_state as ps
+from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorRole
+from vllm_support import Kvtierd
+
+BS = 16            # tokens per block
+NBLOCKS = 32       # blocks in the paged cache
+SHAPE = (2, 4, BS, 8)  # per block and layer: K/V, heads, tokens, head dim (bf16: 2 KiB)
+
+
+@pytest.fixture(scope="module")
+def srv(tmp_path_factory):
+    if not os.environ.get("KVTIERD"):
+        pytest.fail("KVTIERD is not set (run through run_vllm.py)")
+    s = Kvtierd(os.environ["KVTIERD"], str(tmp_path_factory.mktemp("async")))
+    yield s
+    assert s.stop() == 0
+
+
+@pytest.fixture(autouse=True)
+def ranks(monkeypatch):
+    monkeypatch.setattr(ps, "get_tensor_model_parallel_rank", lambda: 0)
+    monkeypatch.setattr(ps, "get_pipeline_model_parallel_rank", lambda: 0)
+
+
+def vllm_config(extra):
+    return SimpleNamespace(
+        kv_transfer_config=SimpleNamespace(engine_id="kvtier-async-" + uuid.uuid4().hex[:8],
+                                           kv_connector_extra_config=extra),
+        cache_config=SimpleNamespace(block_size=BS, cache_dtype="auto"),
+        parallel_config=SimpleNamespace(tensor_parallel_size=1, pipeline_parallel_size=1),
+        model_config=SimpleNamespace(model="fake-model",
+                                     hf_config=SimpleNamespace(to_dict=lambda: {"l": 2})),
+        compilation_config=SimpleNamespace(static_forward_context={}))
+
+
+class Engine:
+    """A scheduler-side and a worker-side connector sharing one config, and
+    the worker's paged cache: 2 layers of NBLOCKS blocks."""
+
+    def __init__(self, extra, shape=SHAPE):
+        from kvtier.vllm import KVTierConnector
+        cfg = vllm_config(extra)
+        kvc = SimpleNamespace(num_blocks=NBLOCKS)
+        self.worker = KVTierConnector(cfg, KVConnectorRole.WORKER, kvc)
+        self.shape = shape
+        self.kv = {f"layer.{i}": torch.zeros((NBLOCKS,) + shape, dtype=torch.bfloat16)
+                   for i in range(2)}
+        self.worker.register_kv_caches(self.kv)
+        self.sched = KVTierConnector(cfg, KVConnectorRole.SCHEDULER, kvc)
+        self.w = self.worker._worker
+
+    def close(self):
+        self.sched.shutdown()
+        self.worker.shutdown()
+
+    def fill(self, block_ids, seed):
+        g = torch.Generator().manual_seed(seed)
+        for t in self.kv.values():
+            for b in block_ids:
+                t[b] = torch.randn(self.shape, generator=g).to(torch.bfloat16)
+
+    def block(self, b):
+        return b"".join(t[b].view(torch.uint8).numpy().tobytes() for t in self.kv.values())
+
+    def step(self, so, finished=frozenset()):
+        """One engine step as vLLM's model runner drives the worker; returns
+        (finished_sending, finished_recving, load errors)."""
+        meta = self.sched.build_connector_meta(so)
+        self.worker.bind_connector_metadata(meta)
+        self.worker.handle_preemptions(meta)
+        self.worker.start_load_kv(None)
+        self.worker.wait_for_save()
+        sending, recving = self.worker.get_finished(set(finished))
+        errors = self.worker.get_block_ids_with_load_errors()
+        self.worker.clear_connector_metadata()
+        return sending or set(), recving or set(), errors
+
+
+def request(req_id, tokens, **params):
+    return SimpleNamespace(request_id=req_id, prompt_token_ids=tokens, kv_transfer_params=params,
+                           cache_salt=None, lora_request=None, mm_features=None)
+
+
+def blocks(ids):
+    return SimpleNamespace(get_block_ids=lambda: (list(ids),))
+
+
+def sched_out(new=(), running=(), finished=(), preempted=()):
+    """new: (req_id, block ids, computed, scheduled); running likewise,
+    with the block ids new this step."""
+    return SimpleNamespace(
+        scheduled_new_reqs=[SimpleNamespace(req_id=r, block_ids=(list(b),),
+                                            num_computed_tokens=c) for r, b, c, _ in new],
+        scheduled_cached_reqs=SimpleNamespace(
+            req_ids=[r for r, _, _, _ in running], resumed_req_ids=set(),
+            new_block_ids=[(list(b),) if b else None for _, b, _, _ in running],
+            num_computed_tokens=[c for _, _, c, _ in running]),
+        num_scheduled_tokens={r: n for r, _, _, n in list(new) + list(running)},
+        finished_req_ids=set(finished), preempted_req_ids=set(preempted))
+
+
+def compute_and_store(eng, req_id, tokens, ids, seed):
+    """A request computed by the "engine" (its blocks filled with random KV)
+    and stored by the connector; steps until its delayed free is reported."""
+    r = request(req_id, tokens)
+    assert eng.sched.get_num_new_matched_tokens(r, 0) == (0, False)
+    eng.sched.update_state_after_alloc(r, blocks(ids), 0)
+    eng.fill(ids, seed)
+    sending, _, _ = eng.step(sched_out(new=[(req_id, ids, 0, len(tokens))]))
+    delay, params = eng.sched.request_finished(r, ids)
+    assert delay, "stores were in flight: vLLM must keep the blocks"
+    for _ in range(200):
+        sending, _, _ = eng.step(sched_out(), finished={req_id})
+        if req_id in sending:
+            return
+        time.sleep(0.01)
+    pytest.fail("the finished request's stores were never reported done")
+
+
+def test_async_load_reports_a_block_gone_since_the_lookup(srv):
+    """Engine A stores a prompt on the kvtierd; engine B (empty DRAM, same
+    kvtierd) looks it up: below DRAM, so load_async; between lookup and load
+    block 2 is deleted on the kvtierd.  B's load is reported done with
+    blocks 2 and 3 as load errors in the same step, blocks 0 and 1 hold A's
+    bytes."""
+    opts = {"kvtier.options": {"dram.capacity": "16M", "dram.prefault": "off",
+                               "remote.addr": srv.addr}}
+    a, b = Engine(opts), Engine(opts)
+    try:
+        # One model, one namespace: B's blocks are A's keys.
+        assert a.w.digest == b.w.digest
+        toks = list(range(100, 100 + 4 * BS + 3))
+        src = [3, 4, 5, 6]
+        compute_and_store(a, "a1", toks, src, seed=1)
+        a.worker.shutdown()  # (its puts reached the kvtierd: flush at close)
+
+        r = request("b1", toks)
+        n, load_async = b.sched.get_num_new_matched_tokens(r, 0)
+        assert (n, load_async) == (4 * BS, True)
+        st = b.w.stats()["connector"]
+        assert st["lookup_slow_blocks"] == 4
+        dst = [10, 11, 12, 13]
+        b.sched.update_state_after_alloc(r, blocks(dst + [14]), n)
+        # Block 2 is gone: from B's DRAM (the lookup's prefetch may have
+        # brought it there) and from the kvtierd.
+        b.w.prefetch_pool.shutdown(wait=True)
+        key = kvtier.key_chain_prompt(b.w.digest, toks[: 4 * BS], BS)[2]
+        b.w.store.delete(b.w.ns, key)
+        with kvtier.Store({"dram.capacity": "8M", "dram.prefault": "off",
+                           "remote.addr": srv.addr}) as c:
+            ns = c.register(b.w.desc)
+            c.delete(ns, key)
+            assert c.exists(ns, key) == 0
+        assert b.w.store.exists(b.w.ns, key) == 0
+        errors, recving = set(), set()
+        for _ in range(200):
+            _, rv, err = b.step(sched_out())
+            recving |= rv
+            errors |= err
+            if rv:
+                break
+            assert not err, "load errors reported before the load is done"
+            time.sleep(0.01)
+        assert recving == {"b1"}
+        assert errors == {12, 13}
+        assert [b.block(i) for i in dst[:2]] == [a.block(i) for i in src[:2]]
+        c = b.w.stats()["connector"]
+        assert (c["loads_async"], c["load_batches"], c["load_blocks"], c["load_misses"]) == \
+            (1, 1, 2, 2)
+        # vLLM: the failed blocks go back to be computed (num_computed_tokens
+        # 2 blocks), a second update_state_after_alloc, then the request is
+        # scheduled.  The connector stores blocks 2 and 3 once computed.
+        b.sched.update_connector_output(SimpleNamespace(invalid_block_ids=errors))
+        b.sched.update_state_after_alloc(r, blocks(dst + [14]), 0)
+        meta = b.sched.build_connector_meta(
+            sched_out(new=[("b1", dst + [14], 2 * BS, len(toks) - 2 * BS)]))
+        assert [(t.req_id, t.first, t.block_ids) for t in meta.stores] == \
+            [("b1", 2, [12, 13])]
+        assert meta.loads == []
+    finally:
+        a.close()
+        b.close()
+
+
+def test_failing_store_costs_a_counter_not_a_stall(srv):
+    """Blocks larger than the whole store: every put fails (ETOOBIG or
+    EFULL); nothing raises, store_errors counts them, and the finished
+    request's delayed free is reported all the same."""
+    eng = Engine({"kvtier.options": {"dram.capacity": "64K", "dram.prefault": "off"}},
+                 shape=(2, 8, BS, 128))
+    try:
+        assert eng.w.block_bytes == 2 * 64 * 1024  # larger than the store
+        compute_and_store(eng, "f1", list(range(3 * BS + 1)), [0, 1, 2], seed=2)
+        c = eng.w.stats()["connector"]
+        assert (c["store_batches"], c["store_errors"], c["store_blocks"]) == (1, 3, 0)
+    finally:
+        eng.close()
+
+
+class SlowPuts:
+    """The worker's Store, with put_many held until release() (real puts)."""
+
+    def __init__(self, store):
+        self.store, self.gate, self.started = store, threading.Event(), threading.Event()
+
+    def __getattr__(self, name):
+        return getattr(self.store, name)
+
+    def put_many(self, *args, **kw):
+        self.started.set()
+        self.gate.wait(30)
+        return self.store.put_many(*args, **kw)
+
+
+def test_preemption_and_finish_wait_for_stores_in_flight():
+    """While a request's store is held in flight: a step that preempts it
+    does not return before the store is done; a finished request is not
+    reported in finished_sending before its stores are."""
+    eng = Engine({"kvtier.options": {"dram.capacity": "16M", "dram.prefault": "off"}})
+    slow = SlowPuts(eng.w.store)
+    eng.w.store = slow
+    try:
+        toks = list(range(2 * BS + 1))
+        r = request("p1", toks)
+        eng.sched.get_num_new_matched_tokens(r, 0)
+        eng.sched.update_state_after_alloc(r, blocks([7, 8, 9]), 0)
+        eng.fill([7, 8], seed=3)
+        eng.step(sched_out(new=[("p1", [7, 8, 9], 0, len(toks))]))
+        assert slow.started.wait(10)
+        # Finished while its store is held: not reported.
+        delay, _ = eng.sched.request_finished(r, [7, 8, 9])
+        assert delay
+        sending, _, _ = eng.step(sched_out(), finished={"p1"})
+        assert "p1" not in sending
+        # A preemption of it (as if it were still running) waits.
+        threading.Timer(0.3, slow.gate.set).start()
+        t0 = time.monotonic()
+        sending, _, _ = eng.step(sched_out(preempted={"p1"}))
+        assert time.monotonic() - t0 >= 0.25
+        assert eng.w.stats()["connector"]["store_blocks"] == 2
+        sending |= eng.step(sched_out())[0]
+        assert sending == {"p1"}
+    finally:
+        slow.gate.set()
+        eng.close()
+
+
+def test_request_aborted_before_its_async_load_is_sent():
+    """vLLM finishes (aborts) a request in WAITING_FOR_REMOTE_KVS before the
+    step that would send its load: vLLM keeps its blocks until the workers
+    report the load, so the load is still sent, done and reported (and the
+    worker forgets the request's keys)."""
+    eng = Engine({"kvtier.options": {"dram.capacity": "16M", "dram.prefault": "off"},
+                  "kvtier.load_async": "always"})
+    try:
+        toks = list(range(500, 500 + 3 * BS + 1))
+        compute_and_store(eng, "s1", toks, [1, 2, 3], seed=4)
+        r = request("x1", toks)
+        assert eng.sched.get_num_new_matched_tokens(r, 0) == (3 * BS, True)
+        eng.sched.update_state_after_alloc(r, blocks([20, 21, 22, 23]), 3 * BS)
+        delay, params = eng.sched.request_finished(r, [20, 21, 22, 23])
+        assert not delay and params == {"kvtier_loaded_tokens": 3 * BS}
+        recving = set()
+        for _ in range(200):
+            recving |= eng.step(sched_out(), finished={"x1"})[1]
+            if recving:
+                break
+            time.sleep(0.01)
+        assert recving == {"x1"}
+        assert [eng.block(b) for b in (20, 21, 22)] == [eng.block(b) for b in (1, 2, 3)]
+        assert "x1" not in eng.w.keys
+    finally:
+        eng.close()
+
+
+def test_async_load_from_ssd_while_its_prefetch_runs(tmp_path):
+    """A prompt on the SSD tier only (engine A's store, reopened by B): B's
+    lookup prefetches it and the asynchronous load follows at once; the load
+    waits for the prefetch (a get racing a prefetch of the same SSD block
+    misses in libkvtier) and every block loads."""
+    opts = {"kvtier.options": {"dram.capacity": "16M", "dram.prefault": "off",
+                               "path": str(tmp_path / "store"), "ssd.capacity": "256M",
+                               "ssd.segment": "16M"},
+            "kvtier.persistent": True}
+    toks = list(range(900, 900 + 23 * BS + 5))
+    src = list(range(23))
+    a = Engine(opts)
+    try:
+        compute_and_store(a, "a1", toks, src, seed=6)
+        want = [a.block(i) for i in src]
+    finally:
+        a.close()
+    for attempt in range(3):  # the race, unguarded, lost most blocks 7 times in 8
+        b = Engine(opts)
+        try:
+            assert b.w.store.stat("dram.blocks") == 0
+            r = request("b1", toks)
+            assert b.sched.get_num_new_matched_tokens(r, 0) == (23 * BS, True)
+            b.sched.update_state_after_alloc(r, blocks(list(range(1, 25))), 23 * BS)
+            recving = set()
+            for _ in range(500):
+                recving |= b.step(sched_out())[1]
+                if recving:
+                    break
+                time.sleep(0.01)
+            c = b.w.stats()["connector"]
+            assert recving == {"b1"}
+            assert (c["prefetches"], c["load_blocks"], c["load_misses"]) == (1, 23, 0), c
+            assert [b.block(i) for i in range(1, 24)] == want
+        finally:
+            b.close()
