@@ -468,7 +468,8 @@ static void test_store_stopped(pid_t pid)
 	 * logged (the endpoint may come back); the open succeeds in time. */
 	t0 = now_ms();
 	late = open_s3(creds_file, "1000");
-	T_LE_INT(now_ms() - t0, 2500);
+	/* One 1 s timeout plus a loaded machine's scheduling: not a hang. */
+	T_LE_INT(now_ms() - t0, 5000);
 	T_ASSERT(kill(pid, SIGCONT) == 0);
 
 	/* Answering again. */
