@@ -237,8 +237,13 @@ static int auth_parse_quota(struct kvtd_tenant *e, const char *w, size_t wl, uns
 		return 0;
 	}
 	if (wl > 7 && memcmp(w, "events=", 7) == 0 && !e->events) {
-		e->events = strndup(w + 7, wl - 7);
-		return e->events ? 0 : -ENOMEM;
+		/* The word is not NUL-terminated (the file's text is not). */
+		e->events = malloc(wl - 7 + 1);
+		if (!e->events)
+			return -ENOMEM;
+		memcpy(e->events, w + 7, wl - 7);
+		e->events[wl - 7] = '\0';
+		return 0;
 	}
 	if (wl > 5 && memcmp(w, "dram=", 5) == 0) {
 		dst = &e->dram_quota;
