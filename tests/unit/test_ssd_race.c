@@ -16,7 +16,7 @@
 
 #define KEYS 23
 #define PART (64 * 1024)
-#define ROUNDS 12
+#define ROUNDS 8
 
 static const char *io_backend = "uring";
 
