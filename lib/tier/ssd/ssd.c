@@ -47,9 +47,10 @@
  * Locks: index shard locks; seg_lock guards the slot table, the sequence
  * and generation counters and the open segment's summary; wd_lock guards
  * the write-down queue and in-flight counters; ns_lock the persistent
- * flags.  Order: seg_lock -> SSD shard lock -> DRAM shard lock (eviction
- * pins blocks to reinsert them) -> wd_lock / ns_lock (the DRAM admission
- * hook takes these under a DRAM shard lock).  Only the writer thread holds
+ * flags; pf_lock (a leaf) the promotions in flight.  Order: seg_lock ->
+ * SSD shard lock -> DRAM shard lock (eviction pins blocks to reinsert
+ * them) -> wd_lock / ns_lock (the DRAM admission hook takes these under a
+ * DRAM shard lock).  Only the writer thread holds
  * seg_lock across I/O, and I/O completions never take seg_lock (they mark
  * a slot bad or broken; the writer acts on it), or they could deadlock
  * with it.  The writer is the only thread that allocates space, seals,
@@ -1307,6 +1308,67 @@ int64_t ssd_clear(struct ssd *s, void *prepared, uint32_t ns)
  * Promotion
  */
 
+/*
+ * Single flight.  A promotion reserves the block in DRAM before its read
+ * ends; a second get of the block meanwhile would find it reserved (not
+ * yet visible: KVT_EXISTS) and the store could only answer a miss for a
+ * block that is on SSD and on its way.  So each promotion is in s->pf[]
+ * from before its reservation until after its publish or abort, and a get
+ * of a block whose promotion is in flight joins it instead: its callback
+ * runs when that promotion ends, with the same status and a ref of its own.
+ */
+
+/* Join the promotion of p's block if one is in flight (w is then queued
+ * on it: true), else enter p as the one in flight (false). */
+static bool pf_join_or_enter(struct ssd *s, struct promote_task *p, struct promote_waiter *w)
+{
+	struct promote_task **b = &s->pf[p->h % SSD_PF_BUCKETS], *q;
+	pthread_mutex_lock(&s->pf_lock);
+	for (q = *b; q; q = q->pf_next)
+		if (q->h == p->h && q->ns == p->ns && q->key.len == p->key.len &&
+		    memcmp(q->key.bytes, p->key.bytes, p->key.len) == 0)
+			break;
+	if (q) {
+		w->next = q->waiters;
+		q->waiters = w;
+	} else {
+		p->pf_next = *b;
+		*b = p;
+		p->in_flight = true;
+	}
+	pthread_mutex_unlock(&s->pf_lock);
+	return q != NULL;
+}
+
+/* A promotion ended (published: KVT_OK and item, with the caller's ref;
+ * else a status and NULL): leave s->pf[], answer the gets that joined it,
+ * then, if cb, the one that started it (which owns the item's ref). */
+static void pf_end(struct ssd *s, struct promote_task *p, int status, struct dram_item *item,
+		   bool cb)
+{
+	struct promote_waiter *w = NULL, *n;
+	if (p->in_flight) {
+		struct promote_task **pp = &s->pf[p->h % SSD_PF_BUCKETS];
+		pthread_mutex_lock(&s->pf_lock);
+		while (*pp != p)
+			pp = &(*pp)->pf_next;
+		*pp = p->pf_next;
+		w = p->waiters;
+		p->waiters = NULL;
+		p->in_flight = false;
+		pthread_mutex_unlock(&s->pf_lock);
+	}
+	for (; w; w = n) {
+		n = w->next;
+		if (status == KVT_OK)
+			dram_item_ref(s->dram, item); /* theirs: they dram_unpin it */
+		w->cb(w->ctx, status, status == KVT_OK ? item : NULL);
+		kvt_mem_free(s->mem, w, sizeof(*w));
+	}
+	if (cb)
+		p->cb(p->ctx, status, item);
+}
+
 static void promote_free(struct ssd *s, struct promote_task *p)
 {
 	if (p->hdr && !p->copy_cb) /* a copy's header is in its buffer */
@@ -1426,7 +1488,7 @@ static void promote_done(struct multi_io *m, int64_t res)
 	if (parts != parts_small)
 		kvt_mem_free(s->mem, parts, p->part_count * (sizeof(*parts) + sizeof(*lens) +
 							    sizeof(*crcs)));
-	p->cb(p->ctx, status, p->item);
+	pf_end(s, p, status, p->item, true);
 	promote_free(s, p);
 	return;
 
@@ -1442,7 +1504,7 @@ fail:
 		p->copy_cb(p->ctx, KVT_MISS, NULL);
 	} else {
 		dram_abort(s->dram, p->item);
-		p->cb(p->ctx, KVT_MISS, NULL);
+		pf_end(s, p, KVT_MISS, NULL, true);
 	}
 	promote_free(s, p);
 }
@@ -1454,24 +1516,33 @@ int ssd_promote(struct ssd *s, uint32_t ns, const struct kvt_key *key, int prio,
 	struct ssd_shard *sh = shard_of(s, h);
 	struct ssd_entry *e;
 	struct promote_task *p;
+	struct promote_waiter *w;
 	uint64_t off;
 	unsigned vc = 0;
 	int ret;
 
 	p = kvt_mem_calloc(s->mem, 1, sizeof(*p));
-	if (!p)
+	w = kvt_mem_alloc(s->mem, sizeof(*w));
+	if (!p || !w) {
+		kvt_mem_free(s->mem, p, sizeof(*p));
+		kvt_mem_free(s->mem, w, sizeof(*w));
 		return -ENOMEM;
+	}
+	w->cb = cb;
+	w->ctx = ctx;
 	pthread_mutex_lock(&sh->lock);
 	e = *ssd_idx_slot(sh, h, ns, key);
 	if (!e || (e->flags & E_PENDING)) {
 		pthread_mutex_unlock(&sh->lock);
 		kvt_mem_free(s->mem, p, sizeof(*p));
+		kvt_mem_free(s->mem, w, sizeof(*w));
 		return KVT_MISS;
 	}
 	if (e->flags & E_READ)
 		e->flags |= E_READ2;
 	e->flags |= E_READ;
 	p->s = s;
+	p->h = h;
 	p->ns = ns;
 	p->key = *key;
 	p->seq = e->seq;
@@ -1486,10 +1557,18 @@ int ssd_promote(struct ssd *s, uint32_t ns, const struct kvt_key *key, int prio,
 	p->hdr_len = ssd_rec_hdr_len(p->part_count);
 	if (p->rec_len != ssd_rec_len(p->part_count, p->value_len)) {
 		promote_free(s, p);
+		kvt_mem_free(s->mem, w, sizeof(*w));
 		return KVT_MISS;
 	}
+	/* Its promotion in flight (another get's, a prefetch's): wait for it. */
+	if (pf_join_or_enter(s, p, w)) {
+		promote_free(s, p);
+		return 0;
+	}
+	kvt_mem_free(s->mem, w, sizeof(*w));
 	p->hdr = kvt_mem_alloc_aligned(s->mem, SSD_ALIGN, p->hdr_len);
 	if (!p->hdr) {
+		pf_end(s, p, -ENOMEM, NULL, false);
 		promote_free(s, p);
 		return -ENOMEM;
 	}
@@ -1500,6 +1579,7 @@ int ssd_promote(struct ssd *s, uint32_t ns, const struct kvt_key *key, int prio,
 		if (p->part_count > 1) {
 			lens = kvt_mem_calloc(s->mem, p->part_count, sizeof(*lens));
 			if (!lens) {
+				pf_end(s, p, -ENOMEM, NULL, false);
 				promote_free(s, p);
 				return -ENOMEM;
 			}
@@ -1513,6 +1593,7 @@ int ssd_promote(struct ssd *s, uint32_t ns, const struct kvt_key *key, int prio,
 	if (ret == KVT_EFULL)
 		A(s->promote_full);
 	if (ret != KVT_OK) {
+		pf_end(s, p, ret, NULL, false);
 		promote_free(s, p);
 		return ret;
 	}
@@ -1529,6 +1610,7 @@ int ssd_promote(struct ssd *s, uint32_t ns, const struct kvt_key *key, int prio,
 		pthread_mutex_unlock(&sh->lock);
 		if (!same) {
 			dram_abort(s->dram, p->item);
+			pf_end(s, p, KVT_MISS, NULL, false);
 			promote_free(s, p);
 			return KVT_MISS;
 		}
@@ -1670,6 +1752,7 @@ int ssd_open(struct ssd **out, const struct ssd_config *cfg, int dir_fd, struct 
 	pthread_mutex_init(&s->seg_lock, NULL);
 	pthread_mutex_init(&s->ns_lock, NULL);
 	pthread_mutex_init(&s->wd_lock, NULL);
+	pthread_mutex_init(&s->pf_lock, NULL);
 	pthread_cond_init(&s->wd_cond, NULL);
 	for (int i = 0; i < SSD_SHARDS; i++) {
 		pthread_mutex_init(&s->shards[i].lock, NULL);
@@ -1786,6 +1869,7 @@ void ssd_close(struct ssd *s)
 	pthread_mutex_destroy(&s->seg_lock);
 	pthread_mutex_destroy(&s->ns_lock);
 	pthread_mutex_destroy(&s->wd_lock);
+	pthread_mutex_destroy(&s->pf_lock);
 	pthread_cond_destroy(&s->wd_cond);
 	kvt_mem_free(s->mem, s, sizeof(*s));
 }

@@ -83,7 +83,11 @@ void ssd_scan(struct ssd *s, uint32_t ns, void (*fn)(void *ctx, const struct kvt
  * cb on the I/O thread with KVT_OK and the item pinned (the callee must
  * dram_unpin it), or with KVT_MISS (absent, corrupt, I/O error: counted)
  * and NULL.  Returns 0 if cb will run; KVT_MISS if not on SSD; KVT_EXISTS
- * if the block is in DRAM (or being put there) already; errors.
+ * if the block is in DRAM (or being put there) already; errors.  A block
+ * whose promotion is in flight (another get's, a prefetch's) is not read
+ * twice: this call joins it, and cb gets that promotion's outcome (its own
+ * ref on KVT_OK), on the I/O thread or, if that promotion failed before
+ * its read, on the thread that started it.
  */
 int ssd_promote(struct ssd *s, uint32_t ns, const struct kvt_key *key, int prio,
 		tier_got_fn cb, void *ctx);

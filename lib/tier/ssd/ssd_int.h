@@ -121,6 +121,16 @@ struct wd_task {
 	uint32_t carry_flags;  /* SSD_REC_F_* */
 };
 
+/* A get that found the same block's promotion in flight (ssd_promote):
+ * answered when that promotion ends, with its own ref on the item. */
+struct promote_waiter {
+	struct promote_waiter *next;
+	tier_got_fn cb;
+	void *ctx;
+};
+
+#define SSD_PF_BUCKETS 64 /* in-flight promotions table (single flight) */
+
 struct promote_task {
 	struct ssd *s;
 	struct multi_io io;
@@ -138,6 +148,10 @@ struct promote_task {
 	uint64_t start_ns;
 	struct ssd_copy *copy;    /* ssd_read_copy: read here, item NULL */
 	tier_copy_fn copy_cb;
+	uint64_t h;               /* ssd_hash of (ns, key) */
+	struct promote_task *pf_next;     /* in s->pf[]: pf_lock */
+	struct promote_waiter *waiters;   /* joined gets: pf_lock */
+	bool in_flight;           /* in s->pf[] (promotions only, not copies) */
 };
 
 struct ssd {
@@ -168,6 +182,9 @@ struct ssd {
 	pthread_mutex_t ns_lock;    /* leaf: guards persistent[] (taken under DRAM locks) */
 	uint8_t *persistent;        /* per namespace id: write down at put */
 	uint32_t persistent_cap;
+
+	pthread_mutex_t pf_lock;    /* leaf: guards pf[] and its tasks' waiters */
+	struct promote_task *pf[SSD_PF_BUCKETS]; /* promotions in flight, by key */
 
 	pthread_mutex_t wd_lock;
 	pthread_cond_t wd_cond;     /* work queued, stop, or an in-flight write finished */
