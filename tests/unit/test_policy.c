@@ -290,12 +290,16 @@ static void test_kill9(void)
 			T_RC(kvt_put(s, ns, &key, &(struct iovec){ vbuf, VLEN }, 1), KVT_OK);
 			T_OK(kvt_flush(s));
 		}
+		/* One at a time, as above: more than ssd.writedown_max (here
+		 * DRAM/4, two blocks) of puts in flight would be shed. */
 		for (uint64_t k = 100; k < 104; k++) {
 			struct kvt_key key = t_key(k);
 			t_fill(vbuf, VLEN, k);
 			T_RC(kvt_put(s, pns, &key, &(struct iovec){ vbuf, VLEN }, 1), KVT_OK);
+			T_OK(kvt_flush(s));
 		}
 		T_OK(kvt_flush(s));
+		T_EQ_U64(t_stat(s, "ssd.writedown_shed"), 0);
 		uint64_t on_ssd = t_stat(s, "ssd.blocks");
 		T_ASSERT(write(fds[1], &on_ssd, sizeof on_ssd) == (ssize_t)sizeof on_ssd);
 		pause();
