@@ -40,6 +40,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <pthread.h>
 #include <unistd.h>
@@ -58,6 +59,7 @@
 
 struct bc_opts {
 	bool smoke, json, keep;
+	bool direct_crc;              /* the direct client checks each got value's CRC32C */
 	unsigned nodes[BC_NODES_MAX], node_count;
 	uint64_t sizes[BC_SIZES_MAX];
 	unsigned size_count;
@@ -82,6 +84,15 @@ struct bc_cell {
 	double dput_gbps, dget_gbps;  /* the direct client's (bench_kvt_*), same nodes */
 	double lat_ms[BC_LAT_PROMPTS], dlat_ms[BC_LAT_PROMPTS]; /* whole-prompt loads */
 	unsigned nlat;
+	/* Summed over the whole-prompt loads, engine and direct client: the
+	 * process's minor page faults and context switches (getrusage), and
+	 * the engine's frames, receive calls and remote-thread wake-ups. */
+	uint64_t lat_faults, dlat_faults, lat_csw, dlat_csw;
+	uint64_t lat_frames, lat_reads, lat_wakeups;
+	double lat_cpu_s, dlat_cpu_s;
+	/* The engine process's CPU seconds in each phase (the servers' not
+	 * included): engine put, direct put, engine get, direct get. */
+	double put_cpu_s, dput_cpu_s, get_cpu_s, dget_cpu_s;
 	uint64_t node_blocks[BC_NODES_MAX]; /* each node's dram.blocks after the puts */
 	uint64_t local_hits;          /* gets served by the engine's own DRAM (expected 0) */
 	uint64_t put_wire_bytes;      /* remote.bytes_out of the engine's put phase */
@@ -100,6 +111,7 @@ struct bc {
 	uint64_t size;
 	unsigned blocks;              /* W, whole prompts */
 	uint8_t *vals;                /* blocks x size: value i at i * size */
+	uint32_t *crcs;               /* value i's CRC32C (--direct-crc) */
 	struct kvt_key *keys;         /* prompt p's keys at [p * prompt_blocks] */
 	uint8_t *dst;                 /* inflight x size: rotating get buffers */
 	/* A phase's requests: here, not on bc_phase's stack, because one still
@@ -169,6 +181,39 @@ static int bc_nodes_start(struct bc *b, unsigned n)
 	return 0;
 }
 
+/* The process's minor faults and context switches (every thread's). */
+struct bc_ru {
+	uint64_t faults, csw;
+	double cpu_s;                /* user + system, every thread */
+};
+
+static void bc_ru_now(struct bc_ru *r)
+{
+	struct rusage u;
+	getrusage(RUSAGE_SELF, &u);
+	r->faults = (uint64_t)u.ru_minflt;
+	r->csw = (uint64_t)u.ru_nvcsw + (uint64_t)u.ru_nivcsw;
+	r->cpu_s = (double)u.ru_utime.tv_sec + (double)u.ru_utime.tv_usec * 1e-6 +
+		   (double)u.ru_stime.tv_sec + (double)u.ru_stime.tv_usec * 1e-6;
+}
+
+/* *acc += now - *from */
+static void bc_ru_since(struct bc_ru *acc, const struct bc_ru *from)
+{
+	struct bc_ru now;
+	bc_ru_now(&now);
+	acc->faults += now.faults - from->faults;
+	acc->csw += now.csw - from->csw;
+	acc->cpu_s += now.cpu_s - from->cpu_s;
+}
+
+static uint64_t bc_stat(struct kvt_store *s, const char *name)
+{
+	uint64_t v = 0;
+	kvt_store_stat(s, name, &v);
+	return v;
+}
+
 /* ------------------------------------------------------------------------
  * The engine.
  */
@@ -224,8 +269,9 @@ fail:
  * submit to the last completion.
  */
 static int bc_phase(struct bc *b, struct kvt_store *s, uint32_t ns, bool put, double *gbps,
-		    uint64_t *local_hits)
+		    double *cpu_s, uint64_t *local_hits)
 {
+	struct bc_ru ru = { 0 }, ru0;
 	struct kvt_req *reqs = b->reqs, *done[BC_INFLIGHT_MAX];
 	struct iovec *iov = b->iov;
 	unsigned free_slots[BC_INFLIGHT_MAX], nfree = b->o.inflight, next = 0, finished = 0;
@@ -238,6 +284,7 @@ static int bc_phase(struct bc *b, struct kvt_store *s, uint32_t ns, bool put, do
 	}
 	for (unsigned i = 0; i < nfree; i++)
 		free_slots[i] = i;
+	bc_ru_now(&ru0);
 	double t0 = bench_now();
 	while (finished < b->blocks) {
 		while (next < b->blocks && nfree > 0) {
@@ -283,6 +330,8 @@ static int bc_phase(struct bc *b, struct kvt_store *s, uint32_t ns, bool put, do
 		finished += (unsigned)r;
 	}
 	*gbps = bench_rate((double)b->blocks * (double)b->size, bench_now() - t0) / 1e9;
+	bc_ru_since(&ru, &ru0);
+	*cpu_s = ru.cpu_s;
 	rc = 0;
 out:
 	/* On failure, collect what is still in flight before the queue goes. */
@@ -307,7 +356,8 @@ struct bc_direct_job {
 	struct bench_kvt *k;
 	unsigned n, node, j;
 	bool put;
-	uint8_t *dst;
+	uint8_t *dst;                /* this connection's buffer, or NULL: */
+	uint8_t *base;               /* block i lands at base + (i - from) x size */
 	unsigned from, to;           /* blocks [from, to) */
 	int err;
 	unsigned block;
@@ -329,8 +379,11 @@ static void *bc_direct_run(void *arg)
 			rc = bench_kvt_put(jb->k, key, (uint32_t)kl, v, b->size,
 					   kvt_crc32c(0, v, b->size));
 		} else {
-			rc = bench_kvt_get(jb->k, key, (uint32_t)kl, jb->dst, b->size, &got);
-			if (rc == 0 && (got != b->size || memcmp(jb->dst, v, b->size) != 0))
+			uint8_t *d = jb->dst ? jb->dst : jb->base + (uint64_t)(i - jb->from) * b->size;
+			rc = bench_kvt_get(jb->k, key, (uint32_t)kl, d, b->size, &got);
+			if (rc == 0 && b->o.direct_crc && kvt_crc32c(0, d, got) != b->crcs[i])
+				rc = -EBADMSG; /* as the library checks what it receives */
+			if (rc == 0 && (got != b->size || memcmp(d, v, b->size) != 0))
 				rc = -EBADMSG;
 		}
 		if (rc != 0) {
@@ -341,27 +394,33 @@ static void *bc_direct_run(void *arg)
 	return NULL;
 }
 
-/* Blocks [from, to) by the direct client; *secs the time it took. */
+/* Blocks [from, to) by the direct client; *secs the time it took.  Gets
+ * land in a buffer per connection, or with base (prompt loads) each block
+ * at its place in base, as the engine's do. */
 static int bc_direct_phase(struct bc *b, unsigned n, bool put, unsigned from, unsigned to,
-			   double *secs)
+			   uint8_t *base, double *secs, struct bc_ru *ru)
 {
+	struct bc_ru ru0;
 	unsigned nj = n * b->o.conns, started = 0;
 	struct bc_direct_job *jobs = calloc(nj, sizeof(*jobs));
 	pthread_t *th = calloc(nj, sizeof(*th));
-	uint8_t *dst = put ? NULL : calloc(nj, b->size); /* zeroed: faulted in */
+	uint8_t *dst = put || base ? NULL : calloc(nj, b->size);
 	int rc = -ENOMEM;
 
-	if (!jobs || !th || (!put && !dst))
+	if (!jobs || !th || (!put && !base && !dst))
 		goto out;
+	if (dst)
+		memset(dst, 0, (uint64_t)nj * b->size); /* faulted in before timing */
 	for (unsigned t = 0; t < nj; t++) {
 		jobs[t] = (struct bc_direct_job){ .b = b, .n = n, .node = t % n, .j = t / n,
-						  .put = put, .from = from, .to = to,
+						  .put = put, .from = from, .to = to, .base = base,
 						  .dst = dst ? dst + (uint64_t)t * b->size : NULL };
 		if ((rc = bench_kvt_connect(&jobs[t].k, b->node[t % n].port)) < 0) {
 			bc_err("direct client to node %u: %s", t % n, kvt_strerror(rc));
 			goto out;
 		}
 	}
+	bc_ru_now(&ru0);
 	double t0 = bench_now();
 	for (; started < nj; started++)
 		if (pthread_create(&th[started], NULL, bc_direct_run, &jobs[started]) != 0) {
@@ -371,6 +430,8 @@ static int bc_direct_phase(struct bc *b, unsigned n, bool put, unsigned from, un
 	for (unsigned t = 0; t < started; t++)
 		pthread_join(th[t], NULL);
 	double t1 = bench_now();
+	if (ru)
+		bc_ru_since(ru, &ru0);
 	if (started < nj)
 		goto out;
 	rc = 0;
@@ -392,10 +453,12 @@ out:
 }
 
 /* Every block, by the direct client: *gbps. */
-static int bc_direct_all(struct bc *b, unsigned n, bool put, double *gbps)
+static int bc_direct_all(struct bc *b, unsigned n, bool put, double *gbps, double *cpu_s)
 {
 	double secs = 0;
-	int rc = bc_direct_phase(b, n, put, 0, b->blocks, &secs);
+	struct bc_ru ru = { 0 };
+	int rc = bc_direct_phase(b, n, put, 0, b->blocks, NULL, &secs, &ru);
+	*cpu_s = ru.cpu_s;
 	if (rc == 0)
 		*gbps = bench_rate((double)b->blocks * (double)b->size, secs) / 1e9;
 	return rc;
@@ -407,13 +470,17 @@ static int bc_direct_all(struct bc *b, unsigned n, bool put, double *gbps)
  * into buffers of their own (KVT_F_PROMPT); the time from the submit to
  * the last completion.  Then the same prompt by the direct client (its
  * connections in parallel, one request in flight each), alternating which
- * goes first.  Bytes checked after timing.
+ * goes first.  Both land every block at its own place in a prompt-sized
+ * buffer faulted in before timing (an engine's are pinned), the direct
+ * client in a second one, so that the engine's bytes are its own when
+ * they are checked after timing.
  */
 static int bc_prompt_loads(struct bc *b, struct kvt_store *s, uint32_t ns, unsigned n,
 			   struct bc_cell *c)
 {
 	unsigned pb = b->o.prompt_blocks, np = b->blocks / pb;
-	uint8_t *buf = calloc(pb, b->size);
+	uint64_t bytes = (uint64_t)pb * b->size;
+	uint8_t *buf = malloc(bytes), *dbuf = malloc(bytes);
 	struct kvt_req *reqs = calloc(pb, sizeof(*reqs)), **rp = calloc(pb, sizeof(*rp));
 	struct kvt_req **done = calloc(pb, sizeof(*done));
 	struct iovec *iov = calloc(pb, sizeof(*iov));
@@ -421,14 +488,17 @@ static int bc_prompt_loads(struct bc *b, struct kvt_store *s, uint32_t ns, unsig
 	int r, rc = -ENOMEM;
 
 	np = np < BC_LAT_PROMPTS ? np : BC_LAT_PROMPTS;
-	if (!buf || !reqs || !rp || !done || !iov)
+	if (!buf || !dbuf || !reqs || !rp || !done || !iov)
 		goto out;
+	memset(dbuf, 0, bytes);
 	if ((rc = kvt_queue_create(s, &q)) < 0)
 		goto out;
 	for (unsigned p = 0; p < np; p++) {
 		unsigned p0 = p * pb, got = 0;
 		double dsecs = 0;
-		if (p % 2 && (rc = bc_direct_phase(b, n, false, p0, p0 + pb, &dsecs)) < 0)
+		struct bc_ru dru = { 0 }, ru = { 0 }, ru0;
+		memset(buf, 0, bytes); /* faulted in; no byte of the last load left */
+		if (p % 2 && (rc = bc_direct_phase(b, n, false, p0, p0 + pb, dbuf, &dsecs, &dru)) < 0)
 			goto out;
 		for (unsigned j = 0; j < pb; j++) {
 			iov[j] = (struct iovec){ buf + (uint64_t)j * b->size, b->size };
@@ -437,6 +507,9 @@ static int bc_prompt_loads(struct bc *b, struct kvt_store *s, uint32_t ns, unsig
 						    .key_count = j + 1, .iov = &iov[j], .iov_count = 1 };
 			rp[j] = &reqs[j];
 		}
+		uint64_t f0 = bc_stat(s, "remote.frames_out"), rd0 = bc_stat(s, "remote.reads");
+		uint64_t w0 = bc_stat(s, "remote.wakeups");
+		bc_ru_now(&ru0);
 		double t0 = bench_now();
 		if ((r = kvt_submit(q, rp, pb)) != (int)pb) {
 			bc_err("kvt_submit of a prompt: %s", kvt_strerror(r));
@@ -453,6 +526,10 @@ static int bc_prompt_loads(struct bc *b, struct kvt_store *s, uint32_t ns, unsig
 			got += (unsigned)r;
 		}
 		double t1 = bench_now();
+		bc_ru_since(&ru, &ru0);
+		c->lat_frames += bc_stat(s, "remote.frames_out") - f0;
+		c->lat_reads += bc_stat(s, "remote.reads") - rd0;
+		c->lat_wakeups += bc_stat(s, "remote.wakeups") - w0;
 		for (unsigned j = 0; j < pb; j++)
 			if (reqs[j].status != KVT_OK || reqs[j].length != b->size ||
 			    memcmp(buf + (uint64_t)j * b->size, b->vals + (uint64_t)(p0 + j) * b->size,
@@ -463,8 +540,15 @@ static int bc_prompt_loads(struct bc *b, struct kvt_store *s, uint32_t ns, unsig
 				rc = -EIO;
 				goto out;
 			}
-		if (p % 2 == 0 && (rc = bc_direct_phase(b, n, false, p0, p0 + pb, &dsecs)) < 0)
+		if (p % 2 == 0 &&
+		    (rc = bc_direct_phase(b, n, false, p0, p0 + pb, dbuf, &dsecs, &dru)) < 0)
 			goto out;
+		c->lat_cpu_s += ru.cpu_s;
+		c->dlat_cpu_s += dru.cpu_s;
+		c->lat_faults += ru.faults;
+		c->lat_csw += ru.csw;
+		c->dlat_faults += dru.faults;
+		c->dlat_csw += dru.csw;
 		c->lat_ms[c->nlat] = (t1 - t0) * 1e3;
 		c->dlat_ms[c->nlat++] = dsecs * 1e3;
 	}
@@ -474,6 +558,7 @@ out:
 		;
 	kvt_queue_destroy(q);
 	free(buf);
+	free(dbuf);
 	free(reqs);
 	free(rp);
 	free(done);
@@ -525,9 +610,9 @@ static int bc_cell(struct bc *b, unsigned n, struct bc_cell *c, bool direct_firs
 	if ((rc = bc_nodes_start(b, n)) < 0 || (rc = bc_store_open(b, n, &s, &ns)) < 0)
 		goto out;
 	kvt_store_stat(s, "remote.bytes_out", &out0);
-	if ((direct_first && (rc = bc_direct_all(b, n, true, &c->dput_gbps)) < 0) ||
-	    (rc = bc_phase(b, s, ns, true, &c->put_gbps, NULL)) < 0 ||
-	    (!direct_first && (rc = bc_direct_all(b, n, true, &c->dput_gbps)) < 0))
+	if ((direct_first && (rc = bc_direct_all(b, n, true, &c->dput_gbps, &c->dput_cpu_s)) < 0) ||
+	    (rc = bc_phase(b, s, ns, true, &c->put_gbps, &c->put_cpu_s, NULL)) < 0 ||
+	    (!direct_first && (rc = bc_direct_all(b, n, true, &c->dput_gbps, &c->dput_cpu_s)) < 0))
 		goto out;
 	kvt_store_stat(s, "remote.bytes_out", &out1);
 	c->put_wire_bytes = out1 - out0;
@@ -552,9 +637,10 @@ static int bc_cell(struct bc *b, unsigned n, struct bc_cell *c, bool direct_firs
 	kvt_store_destroy(s); /* the gets come from a cold engine: every one a remote hit */
 	s = NULL;
 	if ((rc = bc_store_open(b, n, &s, &ns)) < 0 ||
-	    (direct_first && (rc = bc_direct_all(b, n, false, &c->dget_gbps)) < 0) ||
-	    (rc = bc_phase(b, s, ns, false, &c->get_gbps, &c->local_hits)) < 0 ||
-	    (!direct_first && (rc = bc_direct_all(b, n, false, &c->dget_gbps)) < 0) ||
+	    (direct_first && (rc = bc_direct_all(b, n, false, &c->dget_gbps, &c->dget_cpu_s)) < 0) ||
+	    (rc = bc_phase(b, s, ns, false, &c->get_gbps, &c->get_cpu_s, &c->local_hits)) < 0 ||
+	    (!direct_first &&
+	     (rc = bc_direct_all(b, n, false, &c->dget_gbps, &c->dget_cpu_s)) < 0) ||
 	    (rc = bc_prompt_loads(b, s, ns, n, c)) < 0)
 		goto out;
 out:
@@ -569,6 +655,8 @@ out:
 static void bc_set_free(struct bc *b)
 {
 	free(b->vals);
+	free(b->crcs);
+	b->crcs = NULL;
 	free(b->keys);
 	free(b->dst);
 	b->vals = b->dst = NULL;
@@ -589,15 +677,18 @@ static int bc_set_make(struct bc *b, uint64_t size)
 	b->size = size;
 	b->blocks = (unsigned)w;
 	b->vals = malloc(w * size);
+	b->crcs = malloc(w * sizeof(*b->crcs));
 	b->keys = calloc(w, sizeof(*b->keys));
 	b->dst = malloc((uint64_t)b->o.inflight * size);
-	if (!b->vals || !b->keys || !b->dst) {
+	if (!b->vals || !b->crcs || !b->keys || !b->dst) {
 		bc_err("out of memory for %" PRIu64 " blocks of %" PRIu64 " bytes", w, size);
 		return -ENOMEM;
 	}
 	memset(b->dst, 0, (uint64_t)b->o.inflight * size); /* fault in before timing */
-	for (uint64_t i = 0; i < w; i++)
+	for (uint64_t i = 0; i < w; i++) {
 		bench_fill(b->vals + i * size, size, bench_seed(size, i));
+		b->crcs[i] = kvt_crc32c(0, b->vals + i * size, size);
+	}
 	for (uint64_t p = 0; p < w / pb; p++) {
 		uint64_t x = bench_seed(size, UINT64_C(1) << 40 | p);
 		for (unsigned t = 0; t < pb * BC_BLOCK_TOKENS; t++)
@@ -647,6 +738,14 @@ static void bc_report(struct bc *b, bool put, unsigned ni, struct bc_cell cells[
 			bmax = c->node_blocks[i] > bmax ? c->node_blocks[i] : bmax;
 		}
 	}
+	double cpu[BENCH_ROUNDS_MAX], dcpu[BENCH_ROUNDS_MAX];
+	double gbytes = (double)b->blocks * (double)b->size / 1e9;
+	for (unsigned r = 0; r < rounds; r++) {
+		const struct bc_cell *c = &cells[r][ni];
+		cpu[r] = (put ? c->put_cpu_s : c->get_cpu_s) / gbytes;
+		dcpu[r] = (put ? c->dput_cpu_s : c->dget_cpu_s) / gbytes;
+	}
+	double cpum = bench_median(cpu, rounds), dcpum = bench_median(dcpu, rounds);
 	double gm = bench_median(g, rounds), im = bench_median(iperf, rounds);
 	double dm = bench_median(d, rounds);
 	/* Whole-prompt loads of every round, pooled (gets only). */
@@ -657,6 +756,16 @@ static void bc_report(struct bc *b, bool put, unsigned ni, struct bc_cell cells[
 			lat[nl] = cells[r][ni].lat_ms[i];
 			dlat[nl] = cells[r][ni].dlat_ms[i];
 		}
+	uint64_t lf = 0, dlf = 0, lcsw = 0, dlcsw = 0, lfr = 0, lrd = 0, lwk = 0;
+	double lcpu = 0, dlcpu = 0;
+	for (unsigned r = 0; !put && r < rounds; r++) {
+		const struct bc_cell *c = &cells[r][ni];
+		lf += c->lat_faults, dlf += c->dlat_faults, lcsw += c->lat_csw;
+		dlcsw += c->dlat_csw, lfr += c->lat_frames, lrd += c->lat_reads;
+		lwk += c->lat_wakeups;
+		lcpu += c->lat_cpu_s, dlcpu += c->dlat_cpu_s;
+	}
+	double per = nl ? 1.0 / nl : 0;
 	double l50 = bc_pct(lat, nl, 0.5), l99 = bc_pct(lat, nl, 0.99);
 	double d50 = bc_pct(dlat, nl, 0.5), d99 = bc_pct(dlat, nl, 0.99);
 	double g1m = one != UINT_MAX ? bench_median(g1, rounds) : -1;
@@ -673,9 +782,13 @@ static void bc_report(struct bc *b, bool put, unsigned ni, struct bc_cell cells[
 		       b->o.put_local, b->o.prompt_blocks, b->o.group,
 		       b->o.hot < n ? b->o.hot : n, b->o.ssd, gm, gm / n, im,
 		       gm / (im > 0 ? im : 1e-12));
-		printf(",\"direct\":\"bench net client\",\"direct_conns\":%u,\"direct_gbps\":%.3f"
+		printf(",\"direct\":\"bench net client%s\",\"direct_conns\":%u,\"direct_gbps\":%.3f"
 		       ",\"ratio_direct\":%.4f",
-		       n * b->o.conns, dm, gm / (dm > 0 ? dm : 1e-12));
+		       b->o.direct_crc ? ", CRC32C checked" : "", n * b->o.conns, dm,
+		       gm / (dm > 0 ? dm : 1e-12));
+		/* CPU seconds of this process (engine or direct client, not the
+		 * servers) per GB moved: holds better than GB/s on a loaded box. */
+		printf(",\"cpu_s_per_gb\":%.4f,\"direct_cpu_s_per_gb\":%.4f", cpum, dcpum);
 		/* Puts: what the engine sent per block it put (hot replicas: the
 		 * first group of a prompt once per replica), by placement and as
 		 * measured (remote.bytes_out, frames and all, over the bytes put);
@@ -692,6 +805,16 @@ static void bc_report(struct bc *b, bool put, unsigned ni, struct bc_cell cells[
 			printf(",\"prompt_loads\":%u,\"prompt_load_p50_ms\":%.3f,\"prompt_load_p99_ms\":%.3f"
 			       ",\"direct_prompt_load_p50_ms\":%.3f,\"direct_prompt_load_p99_ms\":%.3f",
 			       nl, l50, l99, d50, d99);
+			/* Per load, means: counts that hold under a loaded machine. */
+			printf(",\"prompt_load_cpu_ms\":%.2f,\"direct_prompt_load_cpu_ms\":%.2f",
+			       lcpu * per * 1e3, dlcpu * per * 1e3);
+			printf(",\"prompt_load_faults\":%.1f,\"direct_prompt_load_faults\":%.1f"
+			       ",\"prompt_load_csw\":%.1f,\"direct_prompt_load_csw\":%.1f"
+			       ",\"prompt_load_frames\":%.1f,\"prompt_load_reads\":%.1f"
+			       ",\"prompt_load_wakeups\":%.1f",
+			       (double)lf * per, (double)dlf * per, (double)lcsw * per,
+			       (double)dlcsw * per, (double)lfr * per, (double)lrd * per,
+			       (double)lwk * per);
 		}
 		bench_json_num("nodes1_gbps", g1m, "%.3f");
 		bench_json_num("ratio_nodes1", g1m > 0 ? gm / g1m : -1, "%.4f");
@@ -714,9 +837,16 @@ static void bc_report(struct bc *b, bool put, unsigned ni, struct bc_cell cells[
 		       b->o.threads, gm, gm / n, im, gm / (im > 0 ? im : 1e-12), dm,
 		       gm / (dm > 0 ? dm : 1e-12), rel,
 		       100.0 * (double)bmin / placed, 100.0 * (double)bmax / placed);
+		printf("#   this process's CPU per GB: engine %.3f s, direct %.3f s\n", cpum, dcpum);
 		if (!put && nl)
-			printf("#   %u-block prompt loads (%u): p50/p99 %.1f/%.1f ms, direct %.1f/%.1f ms\n",
-			       b->o.prompt_blocks, nl, l50, l99, d50, d99);
+			printf("#   %u-block prompt loads (%u): p50/p99 %.1f/%.1f ms, direct %.1f/%.1f ms;"
+			       " per load: %.1f/%.1f CPU ms, %.0f/%.0f faults, %.0f/%.0f context"
+			       " switches (engine/direct); the engine's %.0f frames, %.0f reads,"
+			       " %.0f wake-ups\n",
+			       b->o.prompt_blocks, nl, l50, l99, d50, d99, lcpu * per * 1e3,
+			       dlcpu * per * 1e3, (double)lf * per, (double)dlf * per,
+			       (double)lcsw * per, (double)dlcsw * per, (double)lfr * per,
+			       (double)lrd * per, (double)lwk * per);
 	}
 	fflush(stdout);
 }
@@ -786,6 +916,9 @@ static void bc_usage(FILE *f)
 		"  --conns-max N      remote.conns_max (default: --conns, so that the\n"
 		"                     engine and the direct client use as many)\n"
 		"  --put-local MODE   remote.put_local: always (default) or never\n"
+		"  --direct-crc       the direct client also checks each value it gets\n"
+		"                     against its CRC32C, as the library does (the same CPU\n"
+		"                     work; default: bytes only, as 'bench net' does)\n"
 		"  --prompt-blocks N  blocks per prompt (default 32; --smoke 8)\n"
 		"  --group N          remote.group (default 16; --smoke 4)\n"
 		"  --hot-replicas N   remote.hot_replicas (default 2)\n"
@@ -843,6 +976,7 @@ int bench_cluster_main(int argc, char **argv)
 		{ "hot-replicas", required_argument, NULL, 'H' },
 		{ "conns-max", required_argument, NULL, 'C' },
 		{ "put-local", required_argument, NULL, 'P' },
+		{ "direct-crc", no_argument, NULL, 'R' },
 		{ "local-dram", required_argument, NULL, 'L' }, { "ssd", required_argument, NULL, 'S' },
 		{ "dir", required_argument, NULL, 'd' }, { "keep", no_argument, NULL, 'k' },
 		{ "kvtierd", required_argument, NULL, 'K' }, { "iperf3", required_argument, NULL, 'I' },
@@ -868,6 +1002,7 @@ int bench_cluster_main(int argc, char **argv)
 		switch (ch) {
 		case 's': b->o.smoke = true; break;
 		case 'j': b->o.json = true; break;
+		case 'R': b->o.direct_crc = true; break;
 		case 'n': nodes = optarg; break;
 		case 'z': sizes = optarg; break;
 		case 'b':
@@ -972,9 +1107,11 @@ int bench_cluster_main(int argc, char **argv)
 	}
 	if (!b->o.json) {
 		printf("# kvtier bench cluster: loopback, %u loop thread(s) per node, %u round(s), "
-		       "%u in flight, kvtierd %s\n"
+		       "%u in flight, put_local %s, hot replicas %u%s, kvtierd %s\n"
 		       "%-4s %-8s %5s %4s %8s %8s %8s %6s %8s %7s %8s %s\n",
-		       b->o.threads, b->o.rounds, b->o.inflight, kvtierd, "op", "size", "nodes",
+		       b->o.threads, b->o.rounds, b->o.inflight, b->o.put_local, b->o.hot,
+		       b->o.direct_crc ? ", the direct client checks CRC32C" : "", kvtierd, "op",
+		       "size", "nodes",
 		       "thr", "GB/s", "per-node", "iperf3", "ratio", "direct", "/direct", "vs-1node",
 		       "node share");
 		fflush(stdout);

@@ -225,7 +225,8 @@ struct remote {
 	_Atomic uint64_t c_gets, c_direct_gets, c_hits, c_misses, c_puts, c_put_stored, c_put_exists, c_put_failed,
 		c_lookups, c_exists, c_deletes, c_clears, c_errors, c_timeouts, c_fast_fails,
 		c_connects, c_connect_failures, c_disconnects, c_bytes_in, c_bytes_out, c_frames_out,
-		c_crc_errors, c_promote_full, c_conns_up, c_tls_failures, c_sends, c_pool;
+		c_crc_errors, c_promote_full, c_conns_up, c_tls_failures, c_sends, c_pool,
+		c_reads, c_wakeups;
 };
 
 static void pool_note(struct remote *rm, uint64_t len);
@@ -475,6 +476,7 @@ static ssize_t conn_sendv(struct rconn *c, const struct msghdr *mh)
 static ssize_t conn_read(struct rconn *c, void *buf, size_t len)
 {
 	ssize_t r;
+	A(c->rm->c_reads);
 	if (!c->ssl)
 		return read(c->fd, buf, len);
 	r = tlsio_read(c->ssl, buf, len, &c->tls_want);
@@ -488,6 +490,7 @@ static ssize_t conn_read(struct rconn *c, void *buf, size_t len)
 static ssize_t conn_readv(struct rconn *c, const struct iovec *iov, int n)
 {
 	ssize_t r;
+	A(c->rm->c_reads);
 	if (!c->ssl)
 		return readv(c->fd, iov, n);
 	r = tlsio_readv(c->ssl, iov, n, &c->tls_want);
@@ -1746,6 +1749,7 @@ static void *remote_main(void *arg)
 		now = now_ns();
 		ms = next > now ? (int)((next - now + 999999) / 1000000) : 0;
 		n = epoll_wait(rm->epfd, evs, 16, ms);
+		A(rm->c_wakeups);
 		for (int i = 0; i < n; i++) {
 			if (evs[i].data.ptr == NULL) {
 				uint64_t v;
@@ -2300,6 +2304,8 @@ void remote_stats(struct remote *rm, kvt_stats_fn fn, void *ctx)
 	S("disconnects", c_disconnects);
 	S("frames_out", c_frames_out);
 	S("sends", c_sends);
+	S("reads", c_reads);
+	S("wakeups", c_wakeups);
 	S("pool", c_pool);
 	S("bytes_in", c_bytes_in);
 	S("bytes_out", c_bytes_out);
