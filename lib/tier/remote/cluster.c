@@ -515,157 +515,148 @@ static void fan_del_done(void *ctx, const struct tier_result *res)
  * Single-key operations
  */
 
-/* A get or exists over replicas: try each in turn until one hits. */
+/* A single-key read: which remote_* call, and the caller's callback. */
+enum { CREAD_GET, CREAD_GET_INTO, CREAD_EXISTS };
+struct cread {
+	int kind;                    /* CREAD_* */
+	tier_got_fn gcb;             /* CREAD_GET */
+	tier_done_fn cb;             /* CREAD_GET_INTO, CREAD_EXISTS */
+	void *ctx;
+	const struct iovec *dst;     /* CREAD_GET_INTO: the caller's buffers */
+	unsigned dst_count;
+};
+
+/* Submit rd to one member.  0: submitted (its callback will run). */
+static int cread_submit(struct remote *rm, uint32_t ns, const struct kvt_key *key,
+			const struct cread *rd)
+{
+	switch (rd->kind) {
+	case CREAD_EXISTS:
+		return remote_exists(rm, ns, key, rd->cb, rd->ctx);
+	case CREAD_GET_INTO:
+		return remote_get_into(rm, ns, key, rd->dst, rd->dst_count, rd->cb, rd->ctx);
+	default:
+		return remote_get(rm, ns, key, rd->gcb, rd->ctx);
+	}
+}
+
+/* A read over replicas: try each in turn until one hits. */
 struct ctry {
 	struct cluster *cl;
 	struct cview *v;             /* held until the last answer */
-	bool exists;
 	uint32_t ns;
 	const struct kvt_key *key;   /* the caller's, valid until the callback */
 	unsigned owners[REMOTE_HOT_REPLICAS_MAX];
 	unsigned count, start, tried;
-	tier_got_fn gcb;
-	tier_done_fn cb;
-	void *ctx;
-	const struct iovec *dst;     /* get into the caller's buffers, or NULL */
-	unsigned dst_count;
+	struct cread rd;             /* the caller's */
 };
 
 static void ctry_get_done(void *ctx, int status, struct dram_item *item);
-static void ctry_exists_done(void *ctx, const struct tier_result *res);
+static void ctry_done(void *ctx, const struct tier_result *res);
 
 /* Submit to the next replica.  0: submitted; else the last error. */
 static int ctry_next(struct ctry *t)
 {
+	struct cread mine = t->rd;
 	int ret = -ENOTCONN;
+	mine.gcb = ctry_get_done;
+	mine.cb = ctry_done;
+	mine.ctx = t;
 	while (t->tried < t->count) {
 		struct remote *rm = t->v->m[t->owners[(t->start + t->tried) % t->count]].mb->rm;
 		t->tried++;
-		ret = t->exists ? remote_exists(rm, t->ns, t->key, ctry_exists_done, t)
-		      : t->dst	  ? remote_get_into(rm, t->ns, t->key, t->dst, t->dst_count,
-						    ctry_exists_done, t)
-				  : remote_get(rm, t->ns, t->key, ctry_get_done, t);
-		if (ret == 0)
+		if ((ret = cread_submit(rm, t->ns, t->key, &mine)) == 0)
 			return 0;
 	}
 	return ret;
 }
 
+static void ctry_free(struct ctry *t)
+{
+	struct cluster *cl = t->cl;
+	cview_put(cl, t->v);
+	kvt_mem_free(cl->mem, t, sizeof(*t));
+}
+
 static void ctry_get_done(void *ctx, int status, struct dram_item *item)
 {
 	struct ctry *t = ctx;
-	struct cluster *cl = t->cl;
 	if (status != KVT_OK && t->tried < t->count) {
-		A(cl->c_replica_retries);
+		A(t->cl->c_replica_retries);
 		if (ctry_next(t) == 0)
 			return;
 	}
-	t->gcb(t->ctx, status, item);
-	cview_put(cl, t->v);
-	kvt_mem_free(cl->mem, t, sizeof(*t));
+	t->rd.gcb(t->rd.ctx, status, item);
+	ctry_free(t);
 }
 
 /* Exists, and gets into the caller's buffers (a buffer too small is
  * the answer, not a reason to ask the next replica). */
-static void ctry_exists_done(void *ctx, const struct tier_result *res)
+static void ctry_done(void *ctx, const struct tier_result *res)
 {
 	struct ctry *t = ctx;
-	struct cluster *cl = t->cl;
 	if (res->status != KVT_OK && res->status != KVT_EBUFSMALL && t->tried < t->count) {
-		A(cl->c_replica_retries);
+		A(t->cl->c_replica_retries);
 		if (ctry_next(t) == 0)
 			return;
 	}
-	t->cb(t->ctx, res);
-	cview_put(cl, t->v);
-	kvt_mem_free(cl->mem, t, sizeof(*t));
+	t->rd.cb(t->rd.ctx, res);
+	ctry_free(t);
 }
 
-/* The caller's reference on v passes to the record if it returns 0. */
-static int ctry_start(struct cluster *cl, struct cview *v, bool exists, uint32_t ns,
-		      const struct kvt_key *key, const unsigned *owners, unsigned count,
-		      tier_got_fn gcb, tier_done_fn cb, void *ctx, const struct iovec *dst,
-		      unsigned dst_count)
+/*
+ * Every single-key read (get, get into the caller's buffers, exists): one
+ * member: there; a group with one owner: that owner; several (a hot group,
+ * a replicated namespace, a join's warm-up): each in turn, starting at a
+ * rotating one so that reads of a hot group spread over its replicas.
+ */
+static int cluster_read(struct cluster *cl, uint32_t ns, const struct kvt_key *key,
+			const struct cluster_hint *hint, const struct cread *rd)
 {
-	struct ctry *t = kvt_mem_calloc(cl->mem, 1, sizeof(*t));
+	unsigned owners[REMOTE_HOT_REPLICAS_MAX], k;
+	struct cview *v = cview_get(cl);
+	struct ctry *t;
 	int ret;
-	if (!t)
-		return -ENOMEM;
-	t->cl = cl;
-	t->v = v;
-	t->exists = exists;
-	t->ns = ns;
-	t->key = key;
-	memcpy(t->owners, owners, count * sizeof(*owners));
-	t->count = count;
-	t->start = (unsigned)(atomic_fetch_add_explicit(&cl->rr, 1, memory_order_relaxed) % count);
-	t->gcb = gcb;
-	t->cb = cb;
-	t->ctx = ctx;
-	t->dst = dst;
-	t->dst_count = dst_count;
-	ret = ctry_next(t);
-	if (ret != 0)
+
+	if (v->n == 1) {
+		ret = cread_submit(v->m[0].mb->rm, ns, key, rd);
+	} else if ((k = cluster_place_read(cl, v, ns, key, hint, owners)) == 1) {
+		ret = cread_submit(v->m[owners[0]].mb->rm, ns, key, rd);
+	} else if (!(t = kvt_mem_calloc(cl->mem, 1, sizeof(*t)))) {
+		ret = -ENOMEM;
+	} else {
+		*t = (struct ctry){ .cl = cl, .v = v, .ns = ns, .key = key, .count = k, .rd = *rd };
+		memcpy(t->owners, owners, k * sizeof(*owners));
+		t->start = (unsigned)(atomic_fetch_add_explicit(&cl->rr, 1, memory_order_relaxed) % k);
+		if ((ret = ctry_next(t)) == 0)
+			return 0; /* the record holds v */
 		kvt_mem_free(cl->mem, t, sizeof(*t));
+	}
+	cview_put(cl, v);
 	return ret;
 }
 
 int cluster_get(struct cluster *cl, uint32_t ns, const struct kvt_key *key,
 		const struct cluster_hint *hint, tier_got_fn cb, void *ctx)
 {
-	unsigned owners[REMOTE_HOT_REPLICAS_MAX], k;
-	struct cview *v = cview_get(cl);
-	int ret;
-	if (v->n == 1) {
-		ret = remote_get(v->m[0].mb->rm, ns, key, cb, ctx);
-	} else if ((k = cluster_place_read(cl, v, ns, key, hint, owners)) == 1) {
-		ret = remote_get(v->m[owners[0]].mb->rm, ns, key, cb, ctx);
-	} else {
-		ret = ctry_start(cl, v, false, ns, key, owners, k, cb, NULL, ctx, NULL, 0);
-		if (ret == 0)
-			return 0; /* the record holds v */
-	}
-	cview_put(cl, v);
-	return ret;
+	struct cread rd = { .kind = CREAD_GET, .gcb = cb, .ctx = ctx };
+	return cluster_read(cl, ns, key, hint, &rd);
 }
 
 int cluster_get_into(struct cluster *cl, uint32_t ns, const struct kvt_key *key,
 		     const struct cluster_hint *hint, const struct iovec *dst, unsigned dst_count,
 		     tier_done_fn cb, void *ctx)
 {
-	unsigned owners[REMOTE_HOT_REPLICAS_MAX], k;
-	struct cview *v = cview_get(cl);
-	int ret;
-	if (v->n == 1) {
-		ret = remote_get_into(v->m[0].mb->rm, ns, key, dst, dst_count, cb, ctx);
-	} else if ((k = cluster_place_read(cl, v, ns, key, hint, owners)) == 1) {
-		ret = remote_get_into(v->m[owners[0]].mb->rm, ns, key, dst, dst_count, cb, ctx);
-	} else {
-		ret = ctry_start(cl, v, false, ns, key, owners, k, NULL, cb, ctx, dst, dst_count);
-		if (ret == 0)
-			return 0; /* the record holds v */
-	}
-	cview_put(cl, v);
-	return ret;
+	struct cread rd = { .kind = CREAD_GET_INTO, .cb = cb, .ctx = ctx, .dst = dst,
+			    .dst_count = dst_count };
+	return cluster_read(cl, ns, key, hint, &rd);
 }
 
 int cluster_exists(struct cluster *cl, uint32_t ns, const struct kvt_key *key,
 		   const struct cluster_hint *hint, tier_done_fn cb, void *ctx)
 {
-	unsigned owners[REMOTE_HOT_REPLICAS_MAX], k;
-	struct cview *v = cview_get(cl);
-	int ret;
-	if (v->n == 1) {
-		ret = remote_exists(v->m[0].mb->rm, ns, key, cb, ctx);
-	} else if ((k = cluster_place_read(cl, v, ns, key, hint, owners)) == 1) {
-		ret = remote_exists(v->m[owners[0]].mb->rm, ns, key, cb, ctx);
-	} else {
-		ret = ctry_start(cl, v, true, ns, key, owners, k, NULL, cb, ctx, NULL, 0);
-		if (ret == 0)
-			return 0;
-	}
-	cview_put(cl, v);
-	return ret;
+	struct cread rd = { .kind = CREAD_EXISTS, .cb = cb, .ctx = ctx };
+	return cluster_read(cl, ns, key, hint, &rd);
 }
 
 int cluster_put(struct cluster *cl, uint32_t ns, const struct kvt_key *key,
