@@ -11,6 +11,9 @@
  *     (remote.direct_gets), byte-exact, for values of several parts over
  *     iovecs whose boundaries are not the parts'; a bigger buffer reports
  *     the value's length; a smaller one is KVT_EBUFSMALL with value_len;
+ *   - a batch of 1 MiB gets in one submit goes out in 4 MiB frames, one
+ *     on each of the pool's 4 connections (counted by the proxy, on the
+ *     wire);
  *   - a byte flipped in the middle of a value on the wire (after part of
  *     it already landed in the caller's buffer) is a miss, never a hit,
  *     and counted as remote.crc_errors; the next get of it is a hit;
@@ -41,6 +44,7 @@
 #define AT (600u * 1024)     /* the proxy acts at this byte of a run of MARKs */
 
 enum { P_RELAY = 0, P_FLIP, P_STALL };
+#define PROXY_SLOTS 64
 
 /* ------------------------------------------------------------------------
  * A proxy: relays every connection to the server; server-to-client bytes
@@ -56,11 +60,14 @@ struct proxy {
 	_Atomic int acted;           /* times it flipped or stalled */
 	_Atomic int stop;
 	_Atomic int relays;          /* relay threads alive */
+	_Atomic int opened;          /* connections relayed so far: each one's slot */
+	_Atomic uint64_t down[PROXY_SLOTS]; /* bytes relayed server to client, by slot */
 };
 
 struct relay {
 	struct proxy *p;
 	int a, b;                    /* client, server */
+	int slot;                    /* in p->down, or -1 past PROXY_SLOTS */
 	uint64_t run;                /* MARKs in a row, server to client */
 };
 
@@ -105,12 +112,17 @@ static void *relay_main(void *arg)
 			fwd = (size_t)n;
 			if (i == 1)
 				stall = relay_scan(r, buf, (size_t)n, &fwd);
+			/* Counted before it is sent: once the client has it, so does
+			 * the count. */
+			if (i == 1 && r->slot >= 0)
+				atomic_fetch_add(&r->p->down[r->slot], fwd);
 			for (size_t off = 0; off < fwd;) {
 				ssize_t w = write(i ? r->a : r->b, buf + off, fwd - off);
 				if (w <= 0)
 					goto done;
 				off += (size_t)w;
 			}
+
 			if (stall) {
 				while (atomic_load(&r->p->mode) == P_STALL && !atomic_load(&r->p->stop))
 					tsrv_sleep_ms(10);
@@ -151,7 +163,8 @@ static void *proxy_main(void *arg)
 		}
 		r = calloc(1, sizeof(*r));
 		T_ASSERT(r);
-		*r = (struct relay){ .p = p, .a = c, .b = s };
+		int slot = atomic_fetch_add(&p->opened, 1);
+		*r = (struct relay){ .p = p, .a = c, .b = s, .slot = slot < PROXY_SLOTS ? slot : -1 };
 		atomic_fetch_add(&p->relays, 1);
 		T_OK(pthread_create(&t, NULL, relay_main, r));
 		pthread_detach(t);
@@ -278,11 +291,18 @@ static void test_exact(const char *addr)
 }
 
 /* Striping: a batch of 1 MiB gets in one kvt_submit goes out in frames
- * of about REMOTE_GET_STRIPE_BYTES (4 MiB: 4 gets each), not one frame. */
-static void test_stripe(const char *addr)
+ * of about REMOTE_GET_STRIPE_BYTES (4 MiB: 4 gets each), not one frame,
+ * and the frames go over every connection of the pool (grown to
+ * remote.conns_max, 4, by the 1 MiB mean): the proxy between the engine
+ * and the server sees the answers come back on 4 connections, 4 MiB
+ * each. */
+static void test_stripe(const char *addr, struct proxy *px)
 {
 	enum { N = 16 };
-	struct kvt_store *a = engine(addr, "5000"), *b = engine(addr, "5000");
+	char paddr[64];
+	snprintf(paddr, sizeof(paddr), "127.0.0.1:%u", px->port);
+	struct kvt_store *a = engine(addr, "5000"), *b = engine(paddr, "5000");
+	uint64_t down0[PROXY_SLOTS];
 	uint32_t na = t_ns(a, "stripe"), nb = t_ns(b, "stripe");
 	uint8_t *v = malloc(VLEN), *dst = malloc((size_t)N * VLEN);
 	struct kvt_req reqs[N], *rp[N], *got[N];
@@ -298,6 +318,13 @@ static void test_stripe(const char *addr)
 	/* One get first: the tier learns the size of the blocks. */
 	iov[0] = (struct iovec){ dst, VLEN };
 	T_RC(get_into(b, nb, 100, iov, 1).status, KVT_OK);
+	T_EQ_U64(t_stat(b, "remote.pool"), 4);
+	for (int i = 0; i < 1000 && t_stat(b, "remote.conns_up") < 4; i++)
+		tsrv_sleep_ms(10);
+	T_EQ_U64(t_stat(b, "remote.conns_up"), 4);
+	T_ASSERT(atomic_load(&px->opened) <= PROXY_SLOTS);
+	for (int i = 0; i < PROXY_SLOTS; i++)
+		down0[i] = atomic_load(&px->down[i]);
 	uint64_t f0 = t_stat(b, "remote.frames_out");
 	T_OK(kvt_queue_create(b, &q));
 	for (int i = 0; i < N; i++) {
@@ -315,6 +342,16 @@ static void test_stripe(const char *addr)
 	uint64_t frames = t_stat(b, "remote.frames_out") - f0;
 	fprintf(stderr, "%d gets of 1 MiB went out in %llu frames\n", N, (unsigned long long)frames);
 	T_ASSERT(frames >= N / 4 && frames <= N);
+	/* Every connection carried its share: 4 of them at least 4 MiB. */
+	int busy = 0;
+	for (int i = 0; i < PROXY_SLOTS; i++) {
+		uint64_t d = atomic_load(&px->down[i]) - down0[i];
+		if (d > 0)
+			fprintf(stderr, "  connection %d: %llu bytes of answers\n", i,
+				(unsigned long long)d);
+		busy += d >= (uint64_t)N / 4 * VLEN;
+	}
+	T_EQ_INT(busy, 4);
 	for (int i = 0; i < N; i++) {
 		T_RC(reqs[i].status, KVT_OK);
 		t_fill(v, VLEN, 100 + (uint64_t)i);
@@ -466,7 +503,7 @@ int main(int argc, char **argv)
 	snprintf(addr, sizeof(addr), "127.0.0.1:%u", srv.port);
 	proxy_start(&px, srv.port);
 	test_exact(addr);
-	test_stripe(addr);
+	test_stripe(addr, &px);
 	test_crc(addr, &px);
 	test_stall(addr, &px);
 	proxy_stop(&px);
