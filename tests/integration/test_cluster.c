@@ -177,6 +177,8 @@ static void test_spread(struct kvt_key *keys, uint8_t *holders)
 	T_EQ_U64(t_stat(a, "remote.anchor_known"), BLOCKS);
 	/* The first group on two members: GROUP more blocks stored. */
 	T_EQ_U64(t_stat(a, "remote.puts_stored"), BLOCKS + GROUP);
+	/* ... each value's CRC32C computed once, not once per replica. */
+	T_EQ_U64(t_stat(a, "remote.put_crc_bytes"), (uint64_t)BLOCKS * VLEN);
 
 	/* Engine B, empty: one lookup finds the whole prompt across members. */
 	T_RC(kvt_lookup_prefix(b, nb, keys, BLOCKS, tiers), BLOCKS);

@@ -681,11 +681,19 @@ int cluster_put(struct cluster *cl, uint32_t ns, const struct kvt_key *key,
 		return ret;
 	}
 	/* A hot block, or one of a replicated namespace: written through to
-	 * each replica. */
-	f = fan_new(cl, v, sizeof(*f), cb, ctx);
+	 * each replica, with the CRC32Cs computed once for all of them (each
+	 * replica's remote_put would compute its own). */
+	f = fan_new(cl, v, sizeof(*f) + (crcs ? 0 : part_count * sizeof(uint32_t)), cb, ctx);
 	if (!f) {
 		cview_put(cl, v);
 		return -ENOMEM;
+	}
+	if (!crcs) {
+		uint32_t *mine = (uint32_t *)(f + 1);
+		for (unsigned i = 0; i < part_count; i++)
+			mine[i] = kvt_crc32c(0, parts[i].iov_base, parts[i].iov_len);
+		remote_note_crc(v->m[owners[0]].mb->rm, parts, part_count);
+		crcs = mine;
 	}
 	for (unsigned i = 0; i < k; i++) {
 		atomic_fetch_add(&f->left, 1);

@@ -143,6 +143,9 @@ int remote_put(struct remote *rm, uint32_t ns, const struct kvt_key *key,
 int remote_put_placed(struct remote *rm, uint32_t ns, const struct kvt_key *key,
 		      const struct iovec *parts, unsigned part_count, const uint32_t *crcs,
 		      bool sealed, uint64_t anchor, unsigned copies, tier_done_fn cb, void *ctx);
+/* Count parts whose CRC32Cs the caller (cluster_put, once for every
+ * replica) computed for a put of this tier: remote.put_crc_bytes. */
+void remote_note_crc(struct remote *rm, const struct iovec *parts, unsigned part_count);
 int remote_exists(struct remote *rm, uint32_t ns, const struct kvt_key *key,
 		  tier_done_fn cb, void *ctx);
 int remote_delete(struct remote *rm, uint32_t ns, const struct kvt_key *key,
