@@ -32,6 +32,7 @@
  * miss, a wrong byte, blocks missing on the nodes), 2 usage, 77 iperf3
  * not installed.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -93,6 +94,7 @@ struct bc_cell {
 	/* The engine process's CPU seconds in each phase (the servers' not
 	 * included): engine put, direct put, engine get, direct get. */
 	double put_cpu_s, dput_cpu_s, get_cpu_s, dget_cpu_s;
+	double put_io_cpu_s, get_io_cpu_s; /* of those, the remote I/O threads' */
 	uint64_t node_blocks[BC_NODES_MAX]; /* each node's dram.blocks after the puts */
 	uint64_t local_hits;          /* gets served by the engine's own DRAM (expected 0) */
 	uint64_t put_wire_bytes;      /* remote.bytes_out of the engine's put phase */
@@ -207,6 +209,40 @@ static void bc_ru_since(struct bc_ru *acc, const struct bc_ru *from)
 	acc->cpu_s += now.cpu_s - from->cpu_s;
 }
 
+/* CPU seconds the remote tier's I/O threads ("kvt-remote", one per
+ * member) have run so far (their schedstat): what one of them costs per
+ * GB sets how fast one member can go on a machine with cores to spare. */
+static double bc_io_cpu(void)
+{
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *e;
+	double sum = 0;
+	while (d && (e = readdir(d))) {
+		char path[300], comm[32] = "";
+		unsigned long long ns = 0;
+		FILE *f;
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/task/%s/comm", e->d_name);
+		if (!(f = fopen(path, "r")))
+			continue;
+		if (!fgets(comm, sizeof(comm), f))
+			comm[0] = 0;
+		fclose(f);
+		if (strncmp(comm, "kvt-remote", 10) != 0)
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/task/%s/schedstat", e->d_name);
+		if (!(f = fopen(path, "r")))
+			continue;
+		if (fscanf(f, "%llu", &ns) == 1)
+			sum += (double)ns * 1e-9;
+		fclose(f);
+	}
+	if (d)
+		closedir(d);
+	return sum;
+}
+
 static uint64_t bc_stat(struct kvt_store *s, const char *name)
 {
 	uint64_t v = 0;
@@ -269,8 +305,9 @@ fail:
  * submit to the last completion.
  */
 static int bc_phase(struct bc *b, struct kvt_store *s, uint32_t ns, bool put, double *gbps,
-		    double *cpu_s, uint64_t *local_hits)
+		    double *cpu_s, double *io_cpu_s, uint64_t *local_hits)
 {
+	double io0;
 	struct bc_ru ru = { 0 }, ru0;
 	struct kvt_req *reqs = b->reqs, *done[BC_INFLIGHT_MAX];
 	struct iovec *iov = b->iov;
@@ -285,6 +322,7 @@ static int bc_phase(struct bc *b, struct kvt_store *s, uint32_t ns, bool put, do
 	for (unsigned i = 0; i < nfree; i++)
 		free_slots[i] = i;
 	bc_ru_now(&ru0);
+	io0 = bc_io_cpu();
 	double t0 = bench_now();
 	while (finished < b->blocks) {
 		while (next < b->blocks && nfree > 0) {
@@ -332,6 +370,7 @@ static int bc_phase(struct bc *b, struct kvt_store *s, uint32_t ns, bool put, do
 	*gbps = bench_rate((double)b->blocks * (double)b->size, bench_now() - t0) / 1e9;
 	bc_ru_since(&ru, &ru0);
 	*cpu_s = ru.cpu_s;
+	*io_cpu_s = bc_io_cpu() - io0;
 	rc = 0;
 out:
 	/* On failure, collect what is still in flight before the queue goes. */
@@ -611,7 +650,7 @@ static int bc_cell(struct bc *b, unsigned n, struct bc_cell *c, bool direct_firs
 		goto out;
 	kvt_store_stat(s, "remote.bytes_out", &out0);
 	if ((direct_first && (rc = bc_direct_all(b, n, true, &c->dput_gbps, &c->dput_cpu_s)) < 0) ||
-	    (rc = bc_phase(b, s, ns, true, &c->put_gbps, &c->put_cpu_s, NULL)) < 0 ||
+	    (rc = bc_phase(b, s, ns, true, &c->put_gbps, &c->put_cpu_s, &c->put_io_cpu_s, NULL)) < 0 ||
 	    (!direct_first && (rc = bc_direct_all(b, n, true, &c->dput_gbps, &c->dput_cpu_s)) < 0))
 		goto out;
 	kvt_store_stat(s, "remote.bytes_out", &out1);
@@ -638,7 +677,8 @@ static int bc_cell(struct bc *b, unsigned n, struct bc_cell *c, bool direct_firs
 	s = NULL;
 	if ((rc = bc_store_open(b, n, &s, &ns)) < 0 ||
 	    (direct_first && (rc = bc_direct_all(b, n, false, &c->dget_gbps, &c->dget_cpu_s)) < 0) ||
-	    (rc = bc_phase(b, s, ns, false, &c->get_gbps, &c->get_cpu_s, &c->local_hits)) < 0 ||
+	    (rc = bc_phase(b, s, ns, false, &c->get_gbps, &c->get_cpu_s, &c->get_io_cpu_s,
+			   &c->local_hits)) < 0 ||
 	    (!direct_first &&
 	     (rc = bc_direct_all(b, n, false, &c->dget_gbps, &c->dget_cpu_s)) < 0) ||
 	    (rc = bc_prompt_loads(b, s, ns, n, c)) < 0)
@@ -738,14 +778,16 @@ static void bc_report(struct bc *b, bool put, unsigned ni, struct bc_cell cells[
 			bmax = c->node_blocks[i] > bmax ? c->node_blocks[i] : bmax;
 		}
 	}
-	double cpu[BENCH_ROUNDS_MAX], dcpu[BENCH_ROUNDS_MAX];
+	double cpu[BENCH_ROUNDS_MAX], dcpu[BENCH_ROUNDS_MAX], iocpu[BENCH_ROUNDS_MAX];
 	double gbytes = (double)b->blocks * (double)b->size / 1e9;
 	for (unsigned r = 0; r < rounds; r++) {
 		const struct bc_cell *c = &cells[r][ni];
 		cpu[r] = (put ? c->put_cpu_s : c->get_cpu_s) / gbytes;
 		dcpu[r] = (put ? c->dput_cpu_s : c->dget_cpu_s) / gbytes;
+		iocpu[r] = (put ? c->put_io_cpu_s : c->get_io_cpu_s) / gbytes;
 	}
 	double cpum = bench_median(cpu, rounds), dcpum = bench_median(dcpu, rounds);
+	double iocpum = bench_median(iocpu, rounds);
 	double gm = bench_median(g, rounds), im = bench_median(iperf, rounds);
 	double dm = bench_median(d, rounds);
 	/* Whole-prompt loads of every round, pooled (gets only). */
@@ -788,7 +830,9 @@ static void bc_report(struct bc *b, bool put, unsigned ni, struct bc_cell cells[
 		       gm / (dm > 0 ? dm : 1e-12));
 		/* CPU seconds of this process (engine or direct client, not the
 		 * servers) per GB moved: holds better than GB/s on a loaded box. */
-		printf(",\"cpu_s_per_gb\":%.4f,\"direct_cpu_s_per_gb\":%.4f", cpum, dcpum);
+		printf(",\"cpu_s_per_gb\":%.4f,\"direct_cpu_s_per_gb\":%.4f"
+		       ",\"io_threads_cpu_s_per_gb\":%.4f",
+		       cpum, dcpum, iocpum);
 		/* Puts: what the engine sent per block it put (hot replicas: the
 		 * first group of a prompt once per replica), by placement and as
 		 * measured (remote.bytes_out, frames and all, over the bytes put);
@@ -837,7 +881,9 @@ static void bc_report(struct bc *b, bool put, unsigned ni, struct bc_cell cells[
 		       b->o.threads, gm, gm / n, im, gm / (im > 0 ? im : 1e-12), dm,
 		       gm / (dm > 0 ? dm : 1e-12), rel,
 		       100.0 * (double)bmin / placed, 100.0 * (double)bmax / placed);
-		printf("#   this process's CPU per GB: engine %.3f s, direct %.3f s\n", cpum, dcpum);
+		printf("#   this process's CPU per GB: engine %.3f s (its remote I/O threads %.3f s),"
+		       " direct %.3f s\n",
+		       cpum, iocpum, dcpum);
 		if (!put && nl)
 			printf("#   %u-block prompt loads (%u): p50/p99 %.1f/%.1f ms, direct %.1f/%.1f ms;"
 			       " per load: %.1f/%.1f CPU ms, %.0f/%.0f faults, %.0f/%.0f context"
