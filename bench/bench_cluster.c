@@ -41,6 +41,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <pthread.h>
@@ -95,6 +96,7 @@ struct bc_cell {
 	 * included): engine put, direct put, engine get, direct get. */
 	double put_cpu_s, dput_cpu_s, get_cpu_s, dget_cpu_s;
 	double put_io_cpu_s, get_io_cpu_s; /* of those, the remote I/O threads' */
+	double get_check_cpu_s, dget_check_cpu_s; /* and the bench's byte checks' */
 	uint64_t node_blocks[BC_NODES_MAX]; /* each node's dram.blocks after the puts */
 	uint64_t local_hits;          /* gets served by the engine's own DRAM (expected 0) */
 	uint64_t put_wire_bytes;      /* remote.bytes_out of the engine's put phase */
@@ -191,10 +193,19 @@ static void bc_fault_in(uint8_t *p, uint64_t len)
 	memset(p, 0xee, len);
 }
 
+/* This thread's CPU seconds so far. */
+static double bc_thread_cpu(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
 /* The process's minor faults and context switches (every thread's). */
 struct bc_ru {
 	uint64_t faults, csw;
 	double cpu_s;                /* user + system, every thread */
+	double check_s;              /* of it, in the bench's byte checks (memcmp) */
 };
 
 static void bc_ru_now(struct bc_ru *r)
@@ -313,9 +324,9 @@ fail:
  * submit to the last completion.
  */
 static int bc_phase(struct bc *b, struct kvt_store *s, uint32_t ns, bool put, double *gbps,
-		    double *cpu_s, double *io_cpu_s, uint64_t *local_hits)
+		    double *cpu_s, double *io_cpu_s, double *check_cpu_s, uint64_t *local_hits)
 {
-	double io0;
+	double io0, check = 0;
 	struct bc_ru ru = { 0 }, ru0;
 	struct kvt_req *reqs = b->reqs, *done[BC_INFLIGHT_MAX];
 	struct iovec *iov = b->iov;
@@ -365,11 +376,14 @@ static int bc_phase(struct bc *b, struct kvt_store *s, uint32_t ns, bool put, do
 				       d->length);
 				goto out;
 			}
+			double c0 = put ? 0 : bc_thread_cpu();
 			if (!put && memcmp(b->dst + (uint64_t)slot * b->size,
 					   b->vals + (uint64_t)i * b->size, b->size) != 0) {
 				bc_err("get of block %u: wrong bytes", i);
 				goto out;
 			}
+			if (!put)
+				check += bc_thread_cpu() - c0;
 			if (!put && d->tier == KVT_TIER_DRAM)
 				(*local_hits)++;
 		}
@@ -379,6 +393,7 @@ static int bc_phase(struct bc *b, struct kvt_store *s, uint32_t ns, bool put, do
 	bc_ru_since(&ru, &ru0);
 	*cpu_s = ru.cpu_s;
 	*io_cpu_s = bc_io_cpu() - io0;
+	*check_cpu_s = check;
 	rc = 0;
 out:
 	/* On failure, collect what is still in flight before the queue goes. */
@@ -408,6 +423,7 @@ struct bc_direct_job {
 	unsigned from, to;           /* blocks [from, to) */
 	int err;
 	unsigned block;
+	double check_cpu_s;          /* in the bench's byte check (memcmp) */
 };
 
 static void *bc_direct_run(void *arg)
@@ -430,8 +446,10 @@ static void *bc_direct_run(void *arg)
 			rc = bench_kvt_get(jb->k, key, (uint32_t)kl, d, b->size, &got);
 			if (rc == 0 && b->o.direct_crc && kvt_crc32c(0, d, got) != b->crcs[i])
 				rc = -EBADMSG; /* as the library checks what it receives */
+			double c0 = bc_thread_cpu();
 			if (rc == 0 && (got != b->size || memcmp(d, v, b->size) != 0))
 				rc = -EBADMSG;
+			jb->check_cpu_s += bc_thread_cpu() - c0;
 		}
 		if (rc != 0) {
 			jb->err = rc;
@@ -477,8 +495,11 @@ static int bc_direct_phase(struct bc *b, unsigned n, bool put, unsigned from, un
 	for (unsigned t = 0; t < started; t++)
 		pthread_join(th[t], NULL);
 	double t1 = bench_now();
-	if (ru)
+	if (ru) {
 		bc_ru_since(ru, &ru0);
+		for (unsigned t = 0; t < started; t++)
+			ru->check_s += jobs[t].check_cpu_s;
+	}
 	if (started < nj)
 		goto out;
 	rc = 0;
@@ -500,12 +521,14 @@ out:
 }
 
 /* Every block, by the direct client: *gbps. */
-static int bc_direct_all(struct bc *b, unsigned n, bool put, double *gbps, double *cpu_s)
+static int bc_direct_all(struct bc *b, unsigned n, bool put, double *gbps, double *cpu_s,
+			 double *check_cpu_s)
 {
 	double secs = 0;
 	struct bc_ru ru = { 0 };
 	int rc = bc_direct_phase(b, n, put, 0, b->blocks, NULL, &secs, &ru);
 	*cpu_s = ru.cpu_s;
+	*check_cpu_s = ru.check_s;
 	if (rc == 0)
 		*gbps = bench_rate((double)b->blocks * (double)b->size, secs) / 1e9;
 	return rc;
@@ -652,14 +675,15 @@ static int bc_cell(struct bc *b, unsigned n, struct bc_cell *c, bool direct_firs
 	int rc;
 
 	uint64_t out0 = 0, out1 = 0;
+	double skip;
 
 	memset(c, 0, sizeof(*c));
 	if ((rc = bc_nodes_start(b, n)) < 0 || (rc = bc_store_open(b, n, &s, &ns)) < 0)
 		goto out;
 	kvt_store_stat(s, "remote.bytes_out", &out0);
-	if ((direct_first && (rc = bc_direct_all(b, n, true, &c->dput_gbps, &c->dput_cpu_s)) < 0) ||
-	    (rc = bc_phase(b, s, ns, true, &c->put_gbps, &c->put_cpu_s, &c->put_io_cpu_s, NULL)) < 0 ||
-	    (!direct_first && (rc = bc_direct_all(b, n, true, &c->dput_gbps, &c->dput_cpu_s)) < 0))
+	if ((direct_first && (rc = bc_direct_all(b, n, true, &c->dput_gbps, &c->dput_cpu_s, &skip)) < 0) ||
+	    (rc = bc_phase(b, s, ns, true, &c->put_gbps, &c->put_cpu_s, &c->put_io_cpu_s, &skip, NULL)) < 0 ||
+	    (!direct_first && (rc = bc_direct_all(b, n, true, &c->dput_gbps, &c->dput_cpu_s, &skip)) < 0))
 		goto out;
 	kvt_store_stat(s, "remote.bytes_out", &out1);
 	c->put_wire_bytes = out1 - out0;
@@ -684,11 +708,13 @@ static int bc_cell(struct bc *b, unsigned n, struct bc_cell *c, bool direct_firs
 	kvt_store_destroy(s); /* the gets come from a cold engine: every one a remote hit */
 	s = NULL;
 	if ((rc = bc_store_open(b, n, &s, &ns)) < 0 ||
-	    (direct_first && (rc = bc_direct_all(b, n, false, &c->dget_gbps, &c->dget_cpu_s)) < 0) ||
+	    (direct_first && (rc = bc_direct_all(b, n, false, &c->dget_gbps, &c->dget_cpu_s,
+					&c->dget_check_cpu_s)) < 0) ||
 	    (rc = bc_phase(b, s, ns, false, &c->get_gbps, &c->get_cpu_s, &c->get_io_cpu_s,
-			   &c->local_hits)) < 0 ||
+			   &c->get_check_cpu_s, &c->local_hits)) < 0 ||
 	    (!direct_first &&
-	     (rc = bc_direct_all(b, n, false, &c->dget_gbps, &c->dget_cpu_s)) < 0) ||
+	     (rc = bc_direct_all(b, n, false, &c->dget_gbps, &c->dget_cpu_s,
+					&c->dget_check_cpu_s)) < 0) ||
 	    (rc = bc_prompt_loads(b, s, ns, n, c)) < 0)
 		goto out;
 out:
@@ -790,8 +816,9 @@ static void bc_report(struct bc *b, bool put, unsigned ni, struct bc_cell cells[
 	double gbytes = (double)b->blocks * (double)b->size / 1e9;
 	for (unsigned r = 0; r < rounds; r++) {
 		const struct bc_cell *c = &cells[r][ni];
-		cpu[r] = (put ? c->put_cpu_s : c->get_cpu_s) / gbytes;
-		dcpu[r] = (put ? c->dput_cpu_s : c->dget_cpu_s) / gbytes;
+		/* less the bench's own byte checks (gets: a memcmp of each value) */
+		cpu[r] = (put ? c->put_cpu_s : c->get_cpu_s - c->get_check_cpu_s) / gbytes;
+		dcpu[r] = (put ? c->dput_cpu_s : c->dget_cpu_s - c->dget_check_cpu_s) / gbytes;
 		iocpu[r] = (put ? c->put_io_cpu_s : c->get_io_cpu_s) / gbytes;
 	}
 	double cpum = bench_median(cpu, rounds), dcpum = bench_median(dcpu, rounds);
@@ -837,7 +864,8 @@ static void bc_report(struct bc *b, bool put, unsigned ni, struct bc_cell cells[
 		       b->o.direct_crc ? ", CRC32C checked" : "", n * b->o.conns, dm,
 		       gm / (dm > 0 ? dm : 1e-12));
 		/* CPU seconds of this process (engine or direct client, not the
-		 * servers) per GB moved: holds better than GB/s on a loaded box. */
+		 * servers) per GB moved, less the bench's byte checks: holds
+		 * better than GB/s on a loaded box. */
 		printf(",\"cpu_s_per_gb\":%.4f,\"direct_cpu_s_per_gb\":%.4f"
 		       ",\"io_threads_cpu_s_per_gb\":%.4f",
 		       cpum, dcpum, iocpum);
@@ -889,7 +917,8 @@ static void bc_report(struct bc *b, bool put, unsigned ni, struct bc_cell cells[
 		       b->o.threads, gm, gm / n, im, gm / (im > 0 ? im : 1e-12), dm,
 		       gm / (dm > 0 ? dm : 1e-12), rel,
 		       100.0 * (double)bmin / placed, 100.0 * (double)bmax / placed);
-		printf("#   this process's CPU per GB: engine %.3f s (its remote I/O threads %.3f s),"
+		printf("#   CPU per GB (this process, less the byte checks): engine %.3f s (its remote"
+		       " I/O threads %.3f s),"
 		       " direct %.3f s\n",
 		       cpum, iocpum, dcpum);
 		if (!put && nl)
