@@ -325,7 +325,8 @@ static void test_stripe(const char *addr, struct proxy *px)
 	T_ASSERT(atomic_load(&px->opened) <= PROXY_SLOTS);
 	for (int i = 0; i < PROXY_SLOTS; i++)
 		down0[i] = atomic_load(&px->down[i]);
-	uint64_t f0 = t_stat(b, "remote.frames_out");
+	uint64_t f0 = t_stat(b, "remote.frames_out"), rd0 = t_stat(b, "remote.reads");
+	uint64_t wk0 = t_stat(b, "remote.wakeups");
 	T_OK(kvt_queue_create(b, &q));
 	for (int i = 0; i < N; i++) {
 		iov[i] = (struct iovec){ dst + (size_t)i * VLEN, VLEN };
@@ -342,6 +343,13 @@ static void test_stripe(const char *addr, struct proxy *px)
 	uint64_t frames = t_stat(b, "remote.frames_out") - f0;
 	fprintf(stderr, "%d gets of 1 MiB went out in %llu frames\n", N, (unsigned long long)frames);
 	T_ASSERT(frames >= N / 4 && frames <= N);
+	/* Each answer took a header and a table read and at least one readv
+	 * per value; the I/O thread woke at least once for them. */
+	uint64_t reads = t_stat(b, "remote.reads") - rd0, wakeups = t_stat(b, "remote.wakeups") - wk0;
+	fprintf(stderr, "  %llu receive calls, %llu wake-ups of the I/O thread\n",
+		(unsigned long long)reads, (unsigned long long)wakeups);
+	T_ASSERT(reads >= 2 * frames + N);
+	T_ASSERT(wakeups >= 1);
 	/* Every connection carried its share: 4 of them at least 4 MiB. */
 	int busy = 0;
 	for (int i = 0; i < PROXY_SLOTS; i++) {
