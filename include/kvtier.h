@@ -337,6 +337,9 @@ int kvt_store_create(struct kvt_store **out);
  *                     restart.  doc/policies.md.
  *   ssd.writedown_max write-down bytes queued before new ones are shed
  *                     (default 256M, at most a quarter of dram.capacity).
+ *                     A persistent namespace's puts are never shed: they
+ *   ssd.writedown_wait_ms  wait for room this long (default 2000), then
+ *                     fail with KVT_EFULL (nothing stored).
  *   ssd.checkpoint_seals  checkpoint after this many sealed segments
  *                     (default 8; 0: only at close).
  *   ssd.high_watermark, ssd.low_watermark  percent of segments in use that

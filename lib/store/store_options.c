@@ -104,6 +104,8 @@ static const struct opt_def opts[] = {
 	  "write a block down when DRAM evicts it (victim), on its second access, or always" },
 	{ "ssd.writedown_max", OPT_SIZE, 0, F(ssd_cfg.wd_max_bytes), 1u << 20, UINT64_MAX, NULL,
 	  NULL, "256M", "write-down bytes queued before shedding (at most DRAM/4)" },
+	{ "ssd.writedown_wait_ms", OPT_MS_NS, 0, F(ssd_cfg.wd_wait_ns), 0, 3600000, NULL, NULL,
+	  "2000", "a persistent namespace's put waits this long for write-down room, then fails" },
 	{ "ssd.checkpoint_seals", OPT_COUNT, 0, F(ssd_cfg.ckpt_seals), 0, 1000000, NULL, NULL,
 	  "8", "checkpoint the index after this many sealed segments" },
 	{ "ssd.high_watermark", OPT_COUNT, 0, F(ssd_cfg.high_pct), 0, 100, NULL, NULL, "95",

@@ -1384,6 +1384,86 @@ static void test_hash_secret(void)
 	free(dir2);
 }
 
+/*
+ * A persistent namespace's put is never shed: with the write-down queue
+ * full (writer held, ssd.writedown_max 1 MiB = 16 blocks of 64 KiB) the
+ * 17th put waits ssd.writedown_wait_ms (200) and fails with KVT_EFULL,
+ * nothing stored; released while a put waits, the put lands and reaches
+ * the disk.  (Before: the 17th put returned KVT_OK, the block was in DRAM
+ * only, counted in ssd.writedown_shed, and a restart lost it.)
+ */
+struct hold_release {
+	struct ssd *ssd;
+	unsigned ms;
+};
+
+static void *release_later(void *arg)
+{
+	struct hold_release *h = arg;
+	usleep(h->ms * 1000u);
+	ssd_hold_writes(h->ssd, false);
+	return NULL;
+}
+
+static int put_64k(struct kvt_store *s, uint32_t ns, uint64_t k)
+{
+	static char buf[65536];
+	struct kvt_key key = t_key(k);
+	struct iovec v = { buf, sizeof buf };
+	t_fill(buf, sizeof buf, k);
+	return kvt_put(s, ns, &key, &v, 1);
+}
+
+static void test_persistent_wait(void)
+{
+	char *dir = t_mkdtemp();
+	struct kvt_store *s = t_store_open("path", dir, "dram.capacity", "64M", "dram.chunk", "4K",
+					   "dram.prefault", "off", "ssd.capacity", "16M",
+					   "ssd.segment", "1M", "ssd.io", io_backend,
+					   "ssd.writedown_max", "1M", "ssd.writedown_wait_ms", "200",
+					   NULL);
+	struct kvt_ns_desc d = t_desc("persistent-wait", 0);
+	struct hold_release h = { ssd_of(s), 100 };
+	struct timespec a, b;
+	pthread_t th;
+	uint32_t pns;
+	double ms;
+
+	d.flags = KVT_NS_PERSISTENT;
+	T_OK(kvt_ns_register(s, &d, &pns));
+	ssd_hold_writes(h.ssd, true);
+	for (uint64_t k = 0; k < 16; k++)
+		T_RC(put_64k(s, pns, k), KVT_OK);
+	T_EQ_U64(t_stat(s, "ssd.writedown_put_waits"), 0);
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	T_RC(put_64k(s, pns, 16), KVT_EFULL);
+	clock_gettime(CLOCK_MONOTONIC, &b);
+	ms = (double)(b.tv_sec - a.tv_sec) * 1e3 + (double)(b.tv_nsec - a.tv_nsec) / 1e6;
+	T_ASSERT(ms >= 150);
+	T_EQ_U64(t_stat(s, "ssd.writedown_put_timeouts"), 1);
+	T_EQ_U64(t_stat(s, "ssd.writedown_shed"), 0);
+	T_RC(get_k(s, pns, 16), KVT_MISS); /* a failed put stored nothing */
+	/* Released while the next put waits: it lands. */
+	T_ASSERT(pthread_create(&th, NULL, release_later, &h) == 0);
+	T_RC(put_64k(s, pns, 17), KVT_OK);
+	pthread_join(th, NULL);
+	T_EQ_U64(t_stat(s, "ssd.writedown_put_waits"), 2);
+	T_EQ_U64(t_stat(s, "ssd.writedown_put_timeouts"), 1);
+	T_OK(kvt_flush(s));
+	T_EQ_U64(t_stat(s, "ssd.blocks"), 17);
+	T_EQ_U64(t_stat(s, "ssd.writedown_shed"), 0);
+	/* A restart keeps all 17: they were on disk, not only in DRAM. */
+	kvt_store_destroy(s);
+	s = t_store_open("path", dir, "dram.capacity", "64M", "dram.chunk", "4K",
+			 "dram.prefault", "off", "ssd.capacity", "16M", "ssd.segment", "1M",
+			 "ssd.io", io_backend, NULL);
+	T_OK(kvt_ns_register(s, &d, &pns));
+	T_EQ_U64(t_stat(s, "ssd.blocks"), 17);
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+}
+
 int main(void)
 {
 	const char *only = getenv("KVT_TEST_IO");
@@ -1399,6 +1479,10 @@ int main(void)
 			test_powerloss_random();
 			continue;
 		}
+		if (getenv("KVT_TEST_ONLY") && !strcmp(getenv("KVT_TEST_ONLY"), "persistent_wait")) {
+			test_persistent_wait();
+			continue;
+		}
 		/* KVT_TEST_ONLY=carry: reclamation's carries and their races. */
 		if (getenv("KVT_TEST_ONLY") && !strcmp(getenv("KVT_TEST_ONLY"), "carry")) {
 			test_carry();
@@ -1408,6 +1492,7 @@ int main(void)
 		test_persist();
 		test_sealed();
 		test_admission();
+		test_persistent_wait();
 		test_delete_clear();
 		test_kill9();
 		test_corruption();

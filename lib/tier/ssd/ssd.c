@@ -675,8 +675,12 @@ bool ssd_admit(void *ctx, struct dram_item *item, uint32_t ns, int why)
 	pthread_mutex_lock(&s->wd_lock);
 	/* DRAM bounds its victims in flight itself (dram.c): they neither
 	 * count against wd_max nor crowd out puts of persistent namespaces. */
+	/* A persistent namespace's put waited for room before it reached
+	 * DRAM (ssd_put_room): it is never shed here, even when puts that
+	 * waited together pass wd_max by a block each. */
 	if (s->wd_stop ||
-	    (why != DRAM_ADMIT_EVICT && s->wd_bytes - s->wd_victim_bytes + len > s->cfg.wd_max_bytes) ||
+	    (why != DRAM_ADMIT_EVICT && !(why == DRAM_ADMIT_PUT && persistent) &&
+	     s->wd_bytes - s->wd_victim_bytes + len > s->cfg.wd_max_bytes) ||
 	    (s->degraded && now_ns() - s->degraded_at_ns < s->cfg.retry_ns)) {
 		pthread_mutex_unlock(&s->wd_lock);
 		A(s->wd_shed);
@@ -705,6 +709,51 @@ bool ssd_admit(void *ctx, struct dram_item *item, uint32_t ns, int why)
 	A(s->wd_queued);
 	wd_enqueue(s, t, false);
 	return true;
+}
+
+int ssd_put_room(struct ssd *s, uint32_t ns, uint64_t len)
+{
+	struct timespec dl;
+	bool waited = false;
+	int ret = KVT_OK;
+
+	if (!ns_persistent(s, ns))
+		return KVT_OK;
+	clock_gettime(CLOCK_REALTIME, &dl);
+	dl.tv_sec += (time_t)(s->cfg.wd_wait_ns / 1000000000u);
+	dl.tv_nsec += (long)(s->cfg.wd_wait_ns % 1000000000u);
+	if (dl.tv_nsec >= 1000000000L) {
+		dl.tv_sec++;
+		dl.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&s->wd_lock);
+	/* A value larger than the whole queue goes alone, once it is empty. */
+	while (!s->wd_stop && !s->degraded &&
+	       s->wd_bytes - s->wd_victim_bytes + len > s->cfg.wd_max_bytes &&
+	       s->wd_bytes - s->wd_victim_bytes > 0) {
+		if (!waited) {
+			waited = true;
+			A(s->wd_put_waits);
+		}
+		if (pthread_cond_timedwait(&s->wd_cond, &s->wd_lock, &dl) == ETIMEDOUT) {
+			if (s->wd_bytes - s->wd_victim_bytes + len > s->cfg.wd_max_bytes &&
+			    s->wd_bytes - s->wd_victim_bytes > 0) {
+				A(s->wd_put_timeouts);
+				ret = KVT_EFULL;
+			}
+			break;
+		}
+	}
+	pthread_mutex_unlock(&s->wd_lock);
+	return ret;
+}
+
+void ssd_hold_writes(struct ssd *s, bool hold)
+{
+	pthread_mutex_lock(&s->wd_lock);
+	s->wd_hold = hold;
+	pthread_cond_broadcast(&s->wd_cond);
+	pthread_mutex_unlock(&s->wd_lock);
 }
 
 static void wd_task_free(struct ssd *s, struct wd_task *t)
@@ -1133,12 +1182,19 @@ static void *wd_main(void *arg)
 	for (;;) {
 		struct wd_task *t;
 		pthread_mutex_lock(&s->wd_lock);
-		while (!s->wd_head && !s->wd_stop && atomic_load(&s->bad_marks) == marks_seen)
+		while ((!s->wd_head || s->wd_hold) && !s->wd_stop &&
+		       atomic_load(&s->bad_marks) == marks_seen)
 			pthread_cond_wait(&s->wd_cond, &s->wd_lock);
 		t = s->wd_head;
 		if (!t && atomic_load(&s->bad_marks) != marks_seen && !s->wd_stop) {
 			/* An I/O error was reported: quarantine now, not at the
 			 * next write. */
+			marks_seen = atomic_load(&s->bad_marks);
+			pthread_mutex_unlock(&s->wd_lock);
+			seg_quarantine_pending(s);
+			continue;
+		}
+		if (s->wd_hold && !s->wd_stop) { /* held (tests): only faults */
 			marks_seen = atomic_load(&s->bad_marks);
 			pthread_mutex_unlock(&s->wd_lock);
 			seg_quarantine_pending(s);
@@ -1937,6 +1993,8 @@ void ssd_stats(struct ssd *s, kvt_stats_fn fn, void *ctx)
 	fn(ctx, "ssd.writedown_blocks", AL(s->wd_written), NULL);
 	fn(ctx, "ssd.writedown_bytes", AL(s->wd_written_bytes), NULL);
 	fn(ctx, "ssd.writedown_shed", AL(s->wd_shed), NULL);
+	fn(ctx, "ssd.writedown_put_waits", AL(s->wd_put_waits), NULL);
+	fn(ctx, "ssd.writedown_put_timeouts", AL(s->wd_put_timeouts), NULL);
 	fn(ctx, "ssd.writedown_skipped", AL(s->wd_skipped), NULL);
 	fn(ctx, "ssd.writedown_errors", AL(s->wd_errors), NULL);
 	fn(ctx, "ssd.writedown_pending_bytes", wd_bytes, NULL);
