@@ -1464,6 +1464,82 @@ static void test_persistent_wait(void)
 	free(dir);
 }
 
+/*
+ * The first read of a block from SSD (victim admission, ssd.first_hit=cold)
+ * is served from a DRAM copy that is the next victim and is not written
+ * down again (the SSD keeps its record); a second read promotes it as any
+ * hit.  Worked by hand: DRAM of 4 blocks of 64 KiB (one shard, prefix
+ * policy), puts 1..8: 1..4 are evicted to SSD, DRAM holds 5..8.
+ *   get 1 (SSD, first read): served; room for it evicts 5 (to SSD).
+ *   put 9: cold -- evicts 1 (no write-down): DRAM 6 7 8 9;
+ *          promote -- evicts 6 (written down): DRAM 7 8 1 9.
+ *   get 1 (second read): promoted; evicts the oldest (cold: 6).
+ *   put 10: evicts the oldest (cold: 7); 1 stays in DRAM.
+ */
+static int get_64k(struct kvt_store *s, uint32_t ns, uint64_t k)
+{
+	static char buf[65536], want[65536];
+	struct kvt_key key = t_key(k);
+	uint64_t vl = 0;
+	int r = kvt_get(s, ns, &key, buf, sizeof buf, &vl);
+	if (r == KVT_OK) {
+		T_EQ_U64(vl, sizeof buf);
+		t_fill(want, sizeof want, k);
+		T_EQ_MEM(buf, want, sizeof buf);
+	}
+	return r;
+}
+
+static void first_hit(const char *mode)
+{
+	char *dir = t_mkdtemp();
+	struct kvt_store *s = t_store_open("path", dir, "dram.capacity", "256K", "dram.chunk", "64K",
+					   "dram.shards", "1", "dram.prefault", "off",
+					   "dram.policy", "prefix", "dram.victim_wait_ms", "30000",
+					   "ssd.capacity", "16M", "ssd.segment", "1M",
+					   "ssd.io", io_backend, "ssd.first_hit", mode, NULL);
+	uint32_t ns = ns_of(s);
+	bool cold = !strcmp(mode, "cold");
+	uint64_t wd;
+
+	for (uint64_t k = 1; k <= 8; k++) {
+		T_RC(put_64k(s, ns, k), KVT_OK);
+		T_OK(kvt_flush(s));
+	}
+	wait_writes(s);
+	T_EQ_U64(t_stat(s, "ssd.writedown_blocks"), 4);
+	T_EQ_INT(tier_of(s, ns, 1), KVT_TIER_SSD);
+	T_RC(get_64k(s, ns, 1), KVT_OK);
+	T_OK(kvt_flush(s));
+	T_RC(put_64k(s, ns, 9), KVT_OK);
+	T_OK(kvt_flush(s));
+	wait_writes(s);
+	wd = t_stat(s, "ssd.writedown_blocks");
+	T_EQ_U64(wd, cold ? 5 : 6); /* 5 went down; promoted: 6 as well */
+	T_EQ_INT(tier_of(s, ns, 1), cold ? KVT_TIER_SSD : KVT_TIER_DRAM);
+	T_EQ_INT(tier_of(s, ns, 6), cold ? KVT_TIER_DRAM : KVT_TIER_SSD);
+	if (cold) {
+		T_RC(get_64k(s, ns, 1), KVT_OK); /* the second read promotes */
+		T_OK(kvt_flush(s));
+		T_RC(put_64k(s, ns, 10), KVT_OK);
+		T_OK(kvt_flush(s));
+		wait_writes(s);
+		T_EQ_INT(tier_of(s, ns, 1), KVT_TIER_DRAM);
+		T_EQ_INT(tier_of(s, ns, 6), KVT_TIER_SSD);
+		T_EQ_INT(tier_of(s, ns, 7), KVT_TIER_SSD);
+		T_EQ_INT(tier_of(s, ns, 8), KVT_TIER_DRAM);
+	}
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+}
+
+static void test_first_hit(void)
+{
+	first_hit("cold");
+	first_hit("promote");
+}
+
 int main(void)
 {
 	const char *only = getenv("KVT_TEST_IO");
@@ -1479,8 +1555,9 @@ int main(void)
 			test_powerloss_random();
 			continue;
 		}
-		if (getenv("KVT_TEST_ONLY") && !strcmp(getenv("KVT_TEST_ONLY"), "persistent_wait")) {
+		if (getenv("KVT_TEST_ONLY") && !strcmp(getenv("KVT_TEST_ONLY"), "tiers")) {
 			test_persistent_wait();
+			test_first_hit();
 			continue;
 		}
 		/* KVT_TEST_ONLY=carry: reclamation's carries and their races. */
@@ -1493,6 +1570,7 @@ int main(void)
 		test_sealed();
 		test_admission();
 		test_persistent_wait();
+		test_first_hit();
 		test_delete_clear();
 		test_kill9();
 		test_corruption();

@@ -1525,7 +1525,9 @@ static void promote_done(struct multi_io *m, int64_t res)
 	 * evicts it if its copy here is old by then (wd_write); otherwise
 	 * DRAM knows a copy is here and never writes it again. */
 	if (dram_publish(s->dram, p->item, crcs, lens,
-			 (s->cfg.admission == SSD_ADMIT_VICTIM ? 0 : DRAM_ON_LOWER) | DRAM_PROMOTED |
+			 (s->cfg.admission != SSD_ADMIT_VICTIM ? DRAM_ON_LOWER
+			  : p->first && s->cfg.first_hit_cold ? DRAM_ON_LOWER | DRAM_COLD
+							      : 0) | DRAM_PROMOTED |
 				 ((rh.flags & SSD_REC_F_SEALED) ? DRAM_SEALED : 0),
 			 true) == KVT_OK) {
 		uint64_t dt = now_ns() - p->start_ns;
@@ -1594,6 +1596,7 @@ int ssd_promote(struct ssd *s, uint32_t ns, const struct kvt_key *key, int prio,
 		kvt_mem_free(s->mem, w, sizeof(*w));
 		return KVT_MISS;
 	}
+	p->first = !(e->flags & E_READ);
 	if (e->flags & E_READ)
 		e->flags |= E_READ2;
 	e->flags |= E_READ;

@@ -152,6 +152,7 @@ struct promote_task {
 	struct promote_task *pf_next;     /* in s->pf[]: pf_lock */
 	struct promote_waiter *waiters;   /* joined gets: pf_lock */
 	bool in_flight;           /* in s->pf[] (promotions only, not copies) */
+	bool first;               /* the record's first read (E_READ was clear) */
 };
 
 struct ssd {
