@@ -107,7 +107,7 @@ static const struct opt_def opts[] = {
 	{ "ssd.writedown_wait_ms", OPT_MS_NS, 0, F(ssd_cfg.wd_wait_ns), 0, 3600000, NULL, NULL,
 	  "2000", "a persistent namespace's put waits this long for write-down room, then fails" },
 	{ "ssd.first_hit", OPT_BOOL, 0, F(ssd_cfg.first_hit_cold), 0, 0, "promote|cold", NULL,
-	  "cold", "victim: a block's first read from SSD is served and left on SSD (cold), or promoted" },
+	  "cold", "victim: a block's first read from SSD leaves it there, the second moves it to DRAM (cold), or every read promotes" },
 	{ "ssd.checkpoint_seals", OPT_COUNT, 0, F(ssd_cfg.ckpt_seals), 0, 1000000, NULL, NULL,
 	  "8", "checkpoint the index after this many sealed segments" },
 	{ "ssd.high_watermark", OPT_COUNT, 0, F(ssd_cfg.high_pct), 0, 100, NULL, NULL, "95",

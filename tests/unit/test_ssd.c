@@ -1473,8 +1473,10 @@ static void test_persistent_wait(void)
  *   get 1 (SSD, first read): served; room for it evicts 5 (to SSD).
  *   put 9: cold -- evicts 1 (no write-down): DRAM 6 7 8 9;
  *          promote -- evicts 6 (written down): DRAM 7 8 1 9.
- *   get 1 (second read): promoted; evicts the oldest (cold: 6).
- *   put 10: evicts the oldest (cold: 7); 1 stays in DRAM.
+ *   get 1 (second read): promoted, and (cold) the SSD drops its record:
+ *          one copy; room for it evicts the oldest, 6 (written down).
+ *   put 10: evicts 7 (written down); 1 stays in DRAM.
+ *   puts 11..14: evict 8, 9, 1, 10, all written down, 1 among them again.
  */
 static int get_64k(struct kvt_store *s, uint32_t ns, uint64_t k)
 {
@@ -1524,10 +1526,22 @@ static void first_hit(const char *mode)
 		T_RC(put_64k(s, ns, 10), KVT_OK);
 		T_OK(kvt_flush(s));
 		wait_writes(s);
+		struct kvt_key k1 = t_key(1);
 		T_EQ_INT(tier_of(s, ns, 1), KVT_TIER_DRAM);
+		T_RC(ssd_find(ssd_of(s), ns, &k1, NULL), KVT_MISS);
+		T_EQ_U64(t_stat(s, "ssd.promoted_dropped"), 1);
+		T_EQ_U64(t_stat(s, "ssd.writedown_blocks"), 7);
 		T_EQ_INT(tier_of(s, ns, 6), KVT_TIER_SSD);
 		T_EQ_INT(tier_of(s, ns, 7), KVT_TIER_SSD);
 		T_EQ_INT(tier_of(s, ns, 8), KVT_TIER_DRAM);
+		for (uint64_t k = 11; k <= 14; k++) {
+			T_RC(put_64k(s, ns, k), KVT_OK);
+			T_OK(kvt_flush(s));
+		}
+		wait_writes(s);
+		T_EQ_U64(t_stat(s, "ssd.writedown_blocks"), 11);
+		T_RC(ssd_find(ssd_of(s), ns, &k1, NULL), KVT_OK);
+		T_RC(get_64k(s, ns, 1), KVT_OK);
 	}
 	kvt_store_destroy(s);
 	t_rmtree(dir);

@@ -1521,9 +1521,14 @@ static void promote_done(struct multi_io *m, int64_t res)
 		promote_free(s, p);
 		return;
 	}
-	/* As the victim tier, a promoted block is written down again when DRAM
-	 * evicts it if its copy here is old by then (wd_write); otherwise
-	 * DRAM knows a copy is here and never writes it again. */
+	/* As the victim tier (doc/policies.md), with ssd.first_hit=cold: a
+	 * record's first read leaves the block here -- DRAM's copy is the
+	 * next victim and is not written again; a second read promotes it
+	 * and drops the copy here (exclusive: one copy of the bytes, written
+	 * again at the log's head when DRAM evicts it), except for a
+	 * persistent namespace.  With first_hit=promote, a promoted block is
+	 * written down again when DRAM evicts it if its copy here is old by
+	 * then (wd_write); otherwise DRAM knows a copy is here. */
 	if (dram_publish(s->dram, p->item, crcs, lens,
 			 (s->cfg.admission != SSD_ADMIT_VICTIM ? DRAM_ON_LOWER
 			  : p->first && s->cfg.first_hit_cold ? DRAM_ON_LOWER | DRAM_COLD
@@ -1532,6 +1537,9 @@ static void promote_done(struct multi_io *m, int64_t res)
 			 true) == KVT_OK) {
 		uint64_t dt = now_ns() - p->start_ns;
 		status = KVT_OK;
+		if (!p->first && s->cfg.admission == SSD_ADMIT_VICTIM && s->cfg.first_hit_cold &&
+		    !ns_persistent(s, p->ns) && ssd_idx_remove_key(s, p->ns, &p->key, p->seq + 1))
+			A(s->dropped_promoted);
 		A(s->reads);
 		AN(s->read_bytes, p->value_len);
 		if (dt > 0) {
@@ -1997,6 +2005,7 @@ void ssd_stats(struct ssd *s, kvt_stats_fn fn, void *ctx)
 	fn(ctx, "ssd.writedown_bytes", AL(s->wd_written_bytes), NULL);
 	fn(ctx, "ssd.writedown_shed", AL(s->wd_shed), NULL);
 	fn(ctx, "ssd.writedown_put_waits", AL(s->wd_put_waits), NULL);
+	fn(ctx, "ssd.promoted_dropped", AL(s->dropped_promoted), NULL);
 	fn(ctx, "ssd.writedown_put_timeouts", AL(s->wd_put_timeouts), NULL);
 	fn(ctx, "ssd.writedown_skipped", AL(s->wd_skipped), NULL);
 	fn(ctx, "ssd.writedown_errors", AL(s->wd_errors), NULL);

@@ -24,7 +24,8 @@ struct ssd_config {
 	uint64_t wd_max_bytes;   /* write-down bytes queued or in flight before shedding */
 	uint64_t wd_wait_ns;     /* a persistent put waits this long for room, then fails */
 	bool first_hit_cold;     /* victim: a record's first read is served from a DRAM
-				  * copy that is the next victim (doc/policies.md) */
+				  * copy that is the next victim, its second promotes it
+				  * and drops the record (doc/policies.md) */
 	unsigned ckpt_seals;     /* checkpoint after this many sealed segments */
 	unsigned high_pct;       /* evict when more than this % of slots are used ... */
 	unsigned low_pct;        /* ... down to this % */
