@@ -1526,18 +1526,19 @@ static void promote_done(struct multi_io *m, int64_t res)
 	 * next victim and is not written again; a second read promotes it
 	 * and drops the copy here (exclusive: one copy of the bytes, written
 	 * again at the log's head when DRAM evicts it), except for a
-	 * persistent namespace.  With first_hit=promote, a promoted block is
+	 * persistent namespace.  A prefetch (the engine will read the block
+	 * soon) promotes as before.  With first_hit=promote, a promoted block is
 	 * written down again when DRAM evicts it if its copy here is old by
 	 * then (wd_write); otherwise DRAM knows a copy is here. */
 	if (dram_publish(s->dram, p->item, crcs, lens,
 			 (s->cfg.admission != SSD_ADMIT_VICTIM ? DRAM_ON_LOWER
-			  : p->first && s->cfg.first_hit_cold ? DRAM_ON_LOWER | DRAM_COLD
+			  : p->demand && p->first && s->cfg.first_hit_cold ? DRAM_ON_LOWER | DRAM_COLD
 							      : 0) | DRAM_PROMOTED |
 				 ((rh.flags & SSD_REC_F_SEALED) ? DRAM_SEALED : 0),
 			 true) == KVT_OK) {
 		uint64_t dt = now_ns() - p->start_ns;
 		status = KVT_OK;
-		if (!p->first && s->cfg.admission == SSD_ADMIT_VICTIM && s->cfg.first_hit_cold &&
+		if (p->demand && !p->first && s->cfg.admission == SSD_ADMIT_VICTIM && s->cfg.first_hit_cold &&
 		    !ns_persistent(s, p->ns) && ssd_idx_remove_key(s, p->ns, &p->key, p->seq + 1))
 			A(s->dropped_promoted);
 		A(s->reads);
@@ -1605,6 +1606,7 @@ int ssd_promote(struct ssd *s, uint32_t ns, const struct kvt_key *key, int prio,
 		return KVT_MISS;
 	}
 	p->first = !(e->flags & E_READ);
+	p->demand = prio == IO_PRIO_DEMAND;
 	if (e->flags & E_READ)
 		e->flags |= E_READ2;
 	e->flags |= E_READ;

@@ -153,6 +153,7 @@ struct promote_task {
 	struct promote_waiter *waiters;   /* joined gets: pf_lock */
 	bool in_flight;           /* in s->pf[] (promotions only, not copies) */
 	bool first;               /* the record's first read (E_READ was clear) */
+	bool demand;              /* a get's (IO_PRIO_DEMAND), not a prefetch */
 };
 
 struct ssd {
