@@ -337,12 +337,21 @@ int kvt_store_create(struct kvt_store **out);
  *                     restart.  doc/policies.md.
  *   ssd.writedown_max write-down bytes queued before new ones are shed
  *                     (default 256M, at most a quarter of dram.capacity).
+ *                     A persistent namespace's puts are never shed.
+ *   ssd.writedown_wait_ms  a persistent namespace's put waits this long
+ *                     for write-down room (default 2000), then fails with
+ *                     KVT_EFULL (nothing stored).
  *   ssd.checkpoint_seals  checkpoint after this many sealed segments
  *                     (default 8; 0: only at close).
  *   ssd.high_watermark, ssd.low_watermark  percent of segments in use that
  *                     start and stop eviction (default 95, 90).
  *   ssd.reinsert_pct  at most this % of an evicted segment is written again
- *                     because it was read there (default 10).
+ *                     because it was read there (default 50).
+ *   ssd.first_hit     "cold" (default): with victim admission, a block's
+ *                     first read from SSD leaves it there (DRAM's copy is
+ *                     the next victim), its second moves it to DRAM and
+ *                     drops the SSD record; "promote": every read promotes.
+ *                     doc/policies.md.
  *   ssd.enospc_retry_ms  after ENOSPC, shed write-downs this long before
  *                     trying again (default 5000).
  *   remote.addr       the kvtierd of the remote tier (G3.5): "HOST:PORT",

@@ -1417,10 +1417,17 @@ int dram_publish(struct dram *d, struct dram_item *it, const uint32_t *crcs,
 		it->node.owner[1] |= ITEM_SEALED; /* no reader has a ref yet */
 	/* The prefix policy keeps a chain in order: just behind the block the
 	 * shard's previous get or put placed (chain_prev). */
-	evict_insert_after(&s->ev, &it->node, h,
-			   (flags & DRAM_PROMOTED) ? EVICT_CLASSES : dram_hint_class(d, h),
-			   chain_prev(s, it->ns));
-	chain_note(s, it->ns, &it->node);
+	if (flags & DRAM_COLD) {
+		/* Read once from below, which keeps its copy: no DRAM space
+		 * taken from what DRAM alone holds (doc/policies.md). */
+		evict_insert(&s->ev, &it->node, h, EVICT_CLASSES);
+		evict_demote(&s->ev, &it->node);
+	} else {
+		evict_insert_after(&s->ev, &it->node, h,
+				   (flags & DRAM_PROMOTED) ? EVICT_CLASSES : dram_hint_class(d, h),
+				   chain_prev(s, it->ns));
+		chain_note(s, it->ns, &it->node);
+	}
 	if (flags & DRAM_PROMOTED) {
 		s->promotions++;
 		s->promoted_bytes += it->value_len;

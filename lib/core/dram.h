@@ -45,6 +45,9 @@ struct dram_item;
 #define DRAM_ON_LOWER 0x1u /* publish: a lower tier already holds the block */
 #define DRAM_PROMOTED 0x2u /* publish: count as a promotion, not a put */
 #define DRAM_SEALED 0x4u   /* publish: the value is client-sealed (KVT_F_SEALED) */
+#define DRAM_COLD 0x8u     /* publish (with DRAM_ON_LOWER): at the old end of the
+			    * queue, outside any chain: served, then the next victim
+			    * unless read again (a first hit in the tier below) */
 int dram_reserve(struct dram *d, uint32_t ns, const struct kvt_key *key, uint64_t len,
 		 const uint64_t *part_lens, unsigned part_count, struct dram_item **item,
 		 struct iovec *view, unsigned *view_count);

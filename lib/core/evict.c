@@ -331,6 +331,16 @@ void evict_insert(struct evict *e, struct evict_node *n, uint64_t hash, unsigned
 	}
 }
 
+void evict_demote(struct evict *e, struct evict_node *n)
+{
+	struct evict_list *l;
+	if (n->queue == EVICT_Q_NONE)
+		return;
+	l = evict_list_of(e, n);
+	list_unlink(l, n);
+	list_insert_after(l, l->head.prev, n);
+}
+
 void evict_hit(struct evict *e, struct evict_node *n)
 {
 	if (n->queue == EVICT_Q_NONE)

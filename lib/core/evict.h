@@ -74,6 +74,9 @@ bool evict_worth_keeping(const struct evict *e, const struct evict_node *n);
 /* How much the policy expects n to be reused, 0 (least) .. 3. */
 unsigned evict_value(const struct evict *e, const struct evict_node *n);
 void evict_hit(struct evict *e, struct evict_node *n);
+/* Move a queued node to the old end of its queue: the next victim (a
+ * block read once from the tier below, which keeps its copy). */
+void evict_demote(struct evict *e, struct evict_node *n);
 /* Unlink (delete, clear, or after evict_victim).  hash >= 0 records a ghost. */
 void evict_remove(struct evict *e, struct evict_node *n);
 /*

@@ -96,6 +96,11 @@ int kvt_put_reserve(struct kvt_store *s, uint32_t ns, const struct kvt_key *key,
 		if (s->tiers[i].ops->find &&
 		    s->tiers[i].ops->find(s->tiers[i].t, ns, key, NULL) == KVT_OK)
 			return KVT_EXISTS;
+	/* A persistent namespace's write-down waits for room (ssd.h). */
+	for (unsigned i = 0; i < s->tier_count; i++)
+		if (s->tiers[i].ops->put_room &&
+		    (ret = s->tiers[i].ops->put_room(s->tiers[i].t, ns, len)) < 0)
+			return ret;
 	ret = dram_reserve(s->dram, ns, key, len, part_count > 1 ? part_lens : NULL, part_count,
 			   &item, view, &vc);
 	if (ret != KVT_OK)

@@ -630,6 +630,25 @@ static void store_put_down(struct kvt_store *s, uint32_t ns, const struct kvt_ke
 			s->tiers[i].ops->put_down(s->tiers[i].t, ns, key);
 }
 
+/* Room for a put in the tiers that must take it at once (a persistent
+ * namespace's write-down): they may wait, bounded; KVT_OK or an error the
+ * put returns (nothing stored). */
+static int store_put_room(struct kvt_store *s, const struct kvt_req *r)
+{
+	uint64_t len = 0;
+	for (unsigned i = 0; i < s->tier_count; i++) {
+		int ret;
+		if (!s->tiers[i].ops->put_room)
+			continue;
+		if (len == 0)
+			for (unsigned j = 0; j < r->iov_count; j++)
+				len += r->iov[j].iov_len;
+		if ((ret = s->tiers[i].ops->put_room(s->tiers[i].t, r->ns, len)) < 0)
+			return ret;
+	}
+	return KVT_OK;
+}
+
 /* What a write-through merges: the status so far, and a tier's answer.
  * A block that only a lower tier could take (no DRAM room) is a success. */
 static int store_put_merge(struct kvt_req *r, int status, const struct tier_result *res,
@@ -743,6 +762,8 @@ static int store_put_sealed(struct kvt_store *s, struct kvt_req *r, const struct
 
 	if (store_tiers_have(s, r->ns, &r->key))
 		return KVT_EXISTS;
+	if ((ret = store_put_room(s, r)) < 0)
+		return ret;
 	if (!store_put_admit(s)) /* sealed into a buffer below, DRAM untouched */
 		ret = dram_exists(s->dram, r->ns, &r->key) == KVT_OK ? KVT_EXISTS : KVT_EFULL;
 	else
@@ -792,6 +813,8 @@ static int store_put(struct kvt_store *s, struct kvt_req *r)
 			return KVT_EXISTS;
 		return store_through_walk(s, r, 0, KVT_EFULL, NULL);
 	}
+	if ((ret = store_put_room(s, r)) < 0)
+		return ret;
 	ret = dram_put(s->dram, r->ns, &r->key, r->iov, r->iov_count,
 		       (r->flags & KVT_F_CRC) ? r->crcs : NULL,
 		       (r->flags & KVT_F_SEALED) ? DRAM_SEALED : 0);

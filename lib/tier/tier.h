@@ -154,6 +154,12 @@ struct tier_ops {
 	/* Write-down: (ns, key) entered DRAM by a put or a commit; queue it
 	 * by the tier's policy.  Never blocks, never fails the put. */
 	void (*put_down)(void *t, uint32_t ns, const struct kvt_key *key);
+	/* Before a put of len bytes to ns lands in DRAM: a tier that must
+	 * take it at once (the SSD, for a persistent namespace) waits, for at
+	 * most its bound, until its write-down queue has room.  KVT_OK, or
+	 * KVT_EFULL: the put fails, nothing stored (never shed silently).
+	 * May block; called with no lock held.  May be NULL. */
+	int (*put_room)(void *t, uint32_t ns, uint64_t len);
 	/* Write-through from the caller's parts (valid until done): local is
 	 * what DRAM said (KVT_OK, KVT_EFULL, KVT_ETOOBIG).  TIER_PENDING or
 	 * KVT_MISS (not taken).  A tier with put_through makes the store

@@ -1384,6 +1384,202 @@ static void test_hash_secret(void)
 	free(dir2);
 }
 
+/*
+ * A persistent namespace's put is never shed: with the write-down queue
+ * full (writer held, ssd.writedown_max 1 MiB = 16 blocks of 64 KiB) the
+ * 17th put waits ssd.writedown_wait_ms (1000) and fails with KVT_EFULL,
+ * nothing stored; released while a put waits, the put lands and reaches
+ * the disk.  (Before: the 17th put returned KVT_OK, the block was in DRAM
+ * only, counted in ssd.writedown_shed, and a restart lost it.)
+ */
+struct hold_release {
+	struct ssd *ssd;
+	unsigned ms;
+};
+
+static void *release_later(void *arg)
+{
+	struct hold_release *h = arg;
+	usleep(h->ms * 1000u);
+	ssd_hold_writes(h->ssd, false);
+	return NULL;
+}
+
+static int put_64k(struct kvt_store *s, uint32_t ns, uint64_t k)
+{
+	static char buf[65536];
+	struct kvt_key key = t_key(k);
+	struct iovec v = { buf, sizeof buf };
+	t_fill(buf, sizeof buf, k);
+	return kvt_put(s, ns, &key, &v, 1);
+}
+
+static void test_persistent_wait(void)
+{
+	char *dir = t_mkdtemp();
+	struct kvt_store *s = t_store_open("path", dir, "dram.capacity", "64M", "dram.chunk", "4K",
+					   "dram.prefault", "off", "ssd.capacity", "16M",
+					   "ssd.segment", "1M", "ssd.io", io_backend,
+					   "ssd.writedown_max", "1M", "ssd.writedown_wait_ms", "1000",
+					   NULL);
+	struct kvt_ns_desc d = t_desc("persistent-wait", 0);
+	struct hold_release h = { ssd_of(s), 100 };
+	struct timespec a, b;
+	pthread_t th;
+	uint32_t pns;
+	double ms;
+
+	d.flags = KVT_NS_PERSISTENT;
+	T_OK(kvt_ns_register(s, &d, &pns));
+	ssd_hold_writes(h.ssd, true);
+	for (uint64_t k = 0; k < 16; k++)
+		T_RC(put_64k(s, pns, k), KVT_OK);
+	T_EQ_U64(t_stat(s, "ssd.writedown_put_waits"), 0);
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	T_RC(put_64k(s, pns, 16), KVT_EFULL);
+	clock_gettime(CLOCK_MONOTONIC, &b);
+	ms = (double)(b.tv_sec - a.tv_sec) * 1e3 + (double)(b.tv_nsec - a.tv_nsec) / 1e6;
+	T_ASSERT(ms >= 900);
+	T_EQ_U64(t_stat(s, "ssd.writedown_put_timeouts"), 1);
+	T_EQ_U64(t_stat(s, "ssd.writedown_shed"), 0);
+	T_RC(get_k(s, pns, 16), KVT_MISS); /* a failed put stored nothing */
+	/* Released while the next put waits: it lands. */
+	T_ASSERT(pthread_create(&th, NULL, release_later, &h) == 0);
+	T_RC(put_64k(s, pns, 17), KVT_OK);
+	pthread_join(th, NULL);
+	T_EQ_U64(t_stat(s, "ssd.writedown_put_waits"), 2);
+	T_EQ_U64(t_stat(s, "ssd.writedown_put_timeouts"), 1);
+	T_OK(kvt_flush(s));
+	T_EQ_U64(t_stat(s, "ssd.blocks"), 17);
+	T_EQ_U64(t_stat(s, "ssd.writedown_shed"), 0);
+	/* A restart keeps all 17: they were on disk, not only in DRAM. */
+	kvt_store_destroy(s);
+	s = t_store_open("path", dir, "dram.capacity", "64M", "dram.chunk", "4K",
+			 "dram.prefault", "off", "ssd.capacity", "16M", "ssd.segment", "1M",
+			 "ssd.io", io_backend, NULL);
+	T_OK(kvt_ns_register(s, &d, &pns));
+	T_EQ_U64(t_stat(s, "ssd.blocks"), 17);
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+}
+
+/*
+ * The first read of a block from SSD (victim admission, ssd.first_hit=cold)
+ * is served from a DRAM copy that is the next victim and is not written
+ * down again (the SSD keeps its record); a second read promotes it as any
+ * hit.  Worked by hand: DRAM of 4 blocks of 64 KiB (one shard, prefix
+ * policy), puts 1..8: 1..4 are evicted to SSD, DRAM holds 5..8.
+ *   get 1 (SSD, first read): served; room for it evicts 5 (to SSD).
+ *   put 9: cold -- evicts 1 (no write-down): DRAM 6 7 8 9;
+ *          promote -- evicts 6 (written down): DRAM 7 8 1 9.
+ *   get 1 (second read): promoted, and (cold) the SSD drops its record:
+ *          one copy; room for it evicts the oldest, 6 (written down).
+ *   put 10: evicts 7 (written down); 1 stays in DRAM.
+ *   puts 11..14: evict 8, 9, 1, 10, all written down, 1 among them again.
+ */
+static int get_64k(struct kvt_store *s, uint32_t ns, uint64_t k)
+{
+	static char buf[65536], want[65536];
+	struct kvt_key key = t_key(k);
+	uint64_t vl = 0;
+	int r = kvt_get(s, ns, &key, buf, sizeof buf, &vl);
+	if (r == KVT_OK) {
+		T_EQ_U64(vl, sizeof buf);
+		t_fill(want, sizeof want, k);
+		T_EQ_MEM(buf, want, sizeof buf);
+	}
+	return r;
+}
+
+static void first_hit(const char *mode)
+{
+	char *dir = t_mkdtemp();
+	struct kvt_store *s = t_store_open("path", dir, "dram.capacity", "256K", "dram.chunk", "64K",
+					   "dram.shards", "1", "dram.prefault", "off",
+					   "dram.policy", "prefix", "dram.victim_wait_ms", "30000",
+					   "ssd.capacity", "16M", "ssd.segment", "1M",
+					   "ssd.io", io_backend, "ssd.first_hit", mode, NULL);
+	uint32_t ns = ns_of(s);
+	bool cold = !strcmp(mode, "cold");
+	uint64_t wd;
+
+	for (uint64_t k = 1; k <= 8; k++) {
+		T_RC(put_64k(s, ns, k), KVT_OK);
+		T_OK(kvt_flush(s));
+	}
+	wait_writes(s);
+	T_EQ_U64(t_stat(s, "ssd.writedown_blocks"), 4);
+	T_EQ_INT(tier_of(s, ns, 1), KVT_TIER_SSD);
+	T_RC(get_64k(s, ns, 1), KVT_OK);
+	T_OK(kvt_flush(s));
+	T_RC(put_64k(s, ns, 9), KVT_OK);
+	T_OK(kvt_flush(s));
+	wait_writes(s);
+	wd = t_stat(s, "ssd.writedown_blocks");
+	T_EQ_U64(wd, cold ? 5 : 6); /* 5 went down; promoted: 6 as well */
+	T_EQ_INT(tier_of(s, ns, 1), cold ? KVT_TIER_SSD : KVT_TIER_DRAM);
+	T_EQ_INT(tier_of(s, ns, 6), cold ? KVT_TIER_DRAM : KVT_TIER_SSD);
+	if (cold) {
+		T_RC(get_64k(s, ns, 1), KVT_OK); /* the second read promotes */
+		T_OK(kvt_flush(s));
+		T_RC(put_64k(s, ns, 10), KVT_OK);
+		T_OK(kvt_flush(s));
+		wait_writes(s);
+		struct kvt_key k1 = t_key(1);
+		T_EQ_INT(tier_of(s, ns, 1), KVT_TIER_DRAM);
+		T_RC(ssd_find(ssd_of(s), ns, &k1, NULL), KVT_MISS);
+		T_EQ_U64(t_stat(s, "ssd.promoted_dropped"), 1);
+		T_EQ_U64(t_stat(s, "ssd.writedown_blocks"), 7);
+		T_EQ_INT(tier_of(s, ns, 6), KVT_TIER_SSD);
+		T_EQ_INT(tier_of(s, ns, 7), KVT_TIER_SSD);
+		T_EQ_INT(tier_of(s, ns, 8), KVT_TIER_DRAM);
+		for (uint64_t k = 11; k <= 14; k++) {
+			T_RC(put_64k(s, ns, k), KVT_OK);
+			T_OK(kvt_flush(s));
+		}
+		wait_writes(s);
+		T_EQ_U64(t_stat(s, "ssd.writedown_blocks"), 11);
+		T_RC(ssd_find(ssd_of(s), ns, &k1, NULL), KVT_OK);
+		/* DRAM 14 13 12 11; 1's new record read once: evicts 11, cold. */
+		T_RC(get_64k(s, ns, 1), KVT_OK);
+		/* A prefetch promotes as before (the engine reads it soon): 2
+		 * evicts the cold 1 and goes to the head, its record kept; the
+		 * next put evicts 12, not 2. */
+		{
+			struct kvt_queue *q;
+			struct kvt_req r, *rp = &r, *got;
+			struct kvt_key k2 = t_key(2);
+			T_OK(kvt_queue_create(s, &q));
+			memset(&r, 0, sizeof(r));
+			r.op = KVT_OP_PREFETCH;
+			r.ns = ns;
+			r.keys = &k2;
+			r.key_count = 1;
+			T_RC(kvt_submit(q, &rp, 1), 1);
+			T_RC(kvt_queue_wait(q, &got, 1, 10000), 1);
+			T_RC(r.status, KVT_OK);
+			T_OK(kvt_queue_destroy(q));
+			T_RC(put_64k(s, ns, 15), KVT_OK);
+			T_OK(kvt_flush(s));
+			wait_writes(s);
+			T_EQ_INT(tier_of(s, ns, 2), KVT_TIER_DRAM);
+			T_RC(ssd_find(ssd_of(s), ns, &k2, NULL), KVT_OK);
+			T_EQ_INT(tier_of(s, ns, 12), KVT_TIER_SSD);
+			T_EQ_U64(t_stat(s, "ssd.promoted_dropped"), 1);
+		}
+	}
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+}
+
+static void test_first_hit(void)
+{
+	first_hit("cold");
+	first_hit("promote");
+}
+
 int main(void)
 {
 	const char *only = getenv("KVT_TEST_IO");
@@ -1399,6 +1595,11 @@ int main(void)
 			test_powerloss_random();
 			continue;
 		}
+		if (getenv("KVT_TEST_ONLY") && !strcmp(getenv("KVT_TEST_ONLY"), "tiers")) {
+			test_persistent_wait();
+			test_first_hit();
+			continue;
+		}
 		/* KVT_TEST_ONLY=carry: reclamation's carries and their races. */
 		if (getenv("KVT_TEST_ONLY") && !strcmp(getenv("KVT_TEST_ONLY"), "carry")) {
 			test_carry();
@@ -1408,6 +1609,8 @@ int main(void)
 		test_persist();
 		test_sealed();
 		test_admission();
+		test_persistent_wait();
+		test_first_hit();
 		test_delete_clear();
 		test_kill9();
 		test_corruption();

@@ -675,8 +675,12 @@ bool ssd_admit(void *ctx, struct dram_item *item, uint32_t ns, int why)
 	pthread_mutex_lock(&s->wd_lock);
 	/* DRAM bounds its victims in flight itself (dram.c): they neither
 	 * count against wd_max nor crowd out puts of persistent namespaces. */
+	/* A persistent namespace's put waited for room before it reached
+	 * DRAM (ssd_put_room): it is never shed here, even when puts that
+	 * waited together pass wd_max by a block each. */
 	if (s->wd_stop ||
-	    (why != DRAM_ADMIT_EVICT && s->wd_bytes - s->wd_victim_bytes + len > s->cfg.wd_max_bytes) ||
+	    (why != DRAM_ADMIT_EVICT && !(why == DRAM_ADMIT_PUT && persistent) &&
+	     s->wd_bytes - s->wd_victim_bytes + len > s->cfg.wd_max_bytes) ||
 	    (s->degraded && now_ns() - s->degraded_at_ns < s->cfg.retry_ns)) {
 		pthread_mutex_unlock(&s->wd_lock);
 		A(s->wd_shed);
@@ -705,6 +709,51 @@ bool ssd_admit(void *ctx, struct dram_item *item, uint32_t ns, int why)
 	A(s->wd_queued);
 	wd_enqueue(s, t, false);
 	return true;
+}
+
+int ssd_put_room(struct ssd *s, uint32_t ns, uint64_t len)
+{
+	struct timespec dl;
+	bool waited = false;
+	int ret = KVT_OK;
+
+	if (!ns_persistent(s, ns))
+		return KVT_OK;
+	clock_gettime(CLOCK_REALTIME, &dl);
+	dl.tv_sec += (time_t)(s->cfg.wd_wait_ns / 1000000000u);
+	dl.tv_nsec += (long)(s->cfg.wd_wait_ns % 1000000000u);
+	if (dl.tv_nsec >= 1000000000L) {
+		dl.tv_sec++;
+		dl.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&s->wd_lock);
+	/* A value larger than the whole queue goes alone, once it is empty. */
+	while (!s->wd_stop && !s->degraded &&
+	       s->wd_bytes - s->wd_victim_bytes + len > s->cfg.wd_max_bytes &&
+	       s->wd_bytes - s->wd_victim_bytes > 0) {
+		if (!waited) {
+			waited = true;
+			A(s->wd_put_waits);
+		}
+		if (pthread_cond_timedwait(&s->wd_cond, &s->wd_lock, &dl) == ETIMEDOUT) {
+			if (s->wd_bytes - s->wd_victim_bytes + len > s->cfg.wd_max_bytes &&
+			    s->wd_bytes - s->wd_victim_bytes > 0) {
+				A(s->wd_put_timeouts);
+				ret = KVT_EFULL;
+			}
+			break;
+		}
+	}
+	pthread_mutex_unlock(&s->wd_lock);
+	return ret;
+}
+
+void ssd_hold_writes(struct ssd *s, bool hold)
+{
+	pthread_mutex_lock(&s->wd_lock);
+	s->wd_hold = hold;
+	pthread_cond_broadcast(&s->wd_cond);
+	pthread_mutex_unlock(&s->wd_lock);
 }
 
 static void wd_task_free(struct ssd *s, struct wd_task *t)
@@ -1133,12 +1182,19 @@ static void *wd_main(void *arg)
 	for (;;) {
 		struct wd_task *t;
 		pthread_mutex_lock(&s->wd_lock);
-		while (!s->wd_head && !s->wd_stop && atomic_load(&s->bad_marks) == marks_seen)
+		while ((!s->wd_head || s->wd_hold) && !s->wd_stop &&
+		       atomic_load(&s->bad_marks) == marks_seen)
 			pthread_cond_wait(&s->wd_cond, &s->wd_lock);
 		t = s->wd_head;
 		if (!t && atomic_load(&s->bad_marks) != marks_seen && !s->wd_stop) {
 			/* An I/O error was reported: quarantine now, not at the
 			 * next write. */
+			marks_seen = atomic_load(&s->bad_marks);
+			pthread_mutex_unlock(&s->wd_lock);
+			seg_quarantine_pending(s);
+			continue;
+		}
+		if (s->wd_hold && !s->wd_stop) { /* held (tests): only faults */
 			marks_seen = atomic_load(&s->bad_marks);
 			pthread_mutex_unlock(&s->wd_lock);
 			seg_quarantine_pending(s);
@@ -1465,15 +1521,26 @@ static void promote_done(struct multi_io *m, int64_t res)
 		promote_free(s, p);
 		return;
 	}
-	/* As the victim tier, a promoted block is written down again when DRAM
-	 * evicts it if its copy here is old by then (wd_write); otherwise
-	 * DRAM knows a copy is here and never writes it again. */
+	/* As the victim tier (doc/policies.md), with ssd.first_hit=cold: a
+	 * record's first read leaves the block here -- DRAM's copy is the
+	 * next victim and is not written again; a second read promotes it
+	 * and drops the copy here (exclusive: one copy of the bytes, written
+	 * again at the log's head when DRAM evicts it), except for a
+	 * persistent namespace.  A prefetch (the engine will read the block
+	 * soon) promotes as before.  With first_hit=promote, a promoted block is
+	 * written down again when DRAM evicts it if its copy here is old by
+	 * then (wd_write); otherwise DRAM knows a copy is here. */
 	if (dram_publish(s->dram, p->item, crcs, lens,
-			 (s->cfg.admission == SSD_ADMIT_VICTIM ? 0 : DRAM_ON_LOWER) | DRAM_PROMOTED |
+			 (s->cfg.admission != SSD_ADMIT_VICTIM ? DRAM_ON_LOWER
+			  : p->demand && p->first && s->cfg.first_hit_cold ? DRAM_ON_LOWER | DRAM_COLD
+							      : 0) | DRAM_PROMOTED |
 				 ((rh.flags & SSD_REC_F_SEALED) ? DRAM_SEALED : 0),
 			 true) == KVT_OK) {
 		uint64_t dt = now_ns() - p->start_ns;
 		status = KVT_OK;
+		if (p->demand && !p->first && s->cfg.admission == SSD_ADMIT_VICTIM && s->cfg.first_hit_cold &&
+		    !ns_persistent(s, p->ns) && ssd_idx_remove_key(s, p->ns, &p->key, p->seq + 1))
+			A(s->dropped_promoted);
 		A(s->reads);
 		AN(s->read_bytes, p->value_len);
 		if (dt > 0) {
@@ -1538,6 +1605,8 @@ int ssd_promote(struct ssd *s, uint32_t ns, const struct kvt_key *key, int prio,
 		kvt_mem_free(s->mem, w, sizeof(*w));
 		return KVT_MISS;
 	}
+	p->first = !(e->flags & E_READ);
+	p->demand = prio == IO_PRIO_DEMAND;
 	if (e->flags & E_READ)
 		e->flags |= E_READ2;
 	e->flags |= E_READ;
@@ -1937,6 +2006,9 @@ void ssd_stats(struct ssd *s, kvt_stats_fn fn, void *ctx)
 	fn(ctx, "ssd.writedown_blocks", AL(s->wd_written), NULL);
 	fn(ctx, "ssd.writedown_bytes", AL(s->wd_written_bytes), NULL);
 	fn(ctx, "ssd.writedown_shed", AL(s->wd_shed), NULL);
+	fn(ctx, "ssd.writedown_put_waits", AL(s->wd_put_waits), NULL);
+	fn(ctx, "ssd.promoted_dropped", AL(s->dropped_promoted), NULL);
+	fn(ctx, "ssd.writedown_put_timeouts", AL(s->wd_put_timeouts), NULL);
 	fn(ctx, "ssd.writedown_skipped", AL(s->wd_skipped), NULL);
 	fn(ctx, "ssd.writedown_errors", AL(s->wd_errors), NULL);
 	fn(ctx, "ssd.writedown_pending_bytes", wd_bytes, NULL);

@@ -22,6 +22,10 @@ struct ssd_config {
 	int backend;             /* IO_BACKEND_* */
 	int admission;           /* SSD_ADMIT_*: victim (default), second access or write-through */
 	uint64_t wd_max_bytes;   /* write-down bytes queued or in flight before shedding */
+	uint64_t wd_wait_ns;     /* a persistent put waits this long for room, then fails */
+	bool first_hit_cold;     /* victim: a record's first read is served from a DRAM
+				  * copy that is the next victim, its second promotes it
+				  * and drops the record (doc/policies.md) */
 	unsigned ckpt_seals;     /* checkpoint after this many sealed segments */
 	unsigned high_pct;       /* evict when more than this % of slots are used ... */
 	unsigned low_pct;        /* ... down to this % */
@@ -146,6 +150,18 @@ void ssd_close_writedown(struct ssd *s);
 /* Estimated ns to read len bytes at the tier's measured throughput. */
 uint64_t ssd_load_ns(struct ssd *s, uint64_t len);
 void ssd_stats(struct ssd *s, kvt_stats_fn fn, void *ctx);
+/*
+ * A put of len bytes to ns is about to land in DRAM.  For a persistent
+ * namespace (written down at put, never shed): wait until the write-down
+ * queue holds at most wd_max_bytes with it, for at most wd_wait_ns; then
+ * KVT_EFULL (counted as ssd.writedown_put_timeouts).  KVT_OK at once for
+ * other namespaces, and while the device is full (ENOSPC: degraded, the
+ * put is served from DRAM only, as before).  No lock may be held.
+ */
+int ssd_put_room(struct ssd *s, uint32_t ns, uint64_t len);
+/* Tests: hold (true) or release the writer thread; held, queued
+ * write-downs wait and nothing reaches the disk. */
+void ssd_hold_writes(struct ssd *s, bool hold);
 /* Tests: the I/O engine, for fault injection. */
 struct kvt_io *ssd_io(struct ssd *s);
 /* Tests: write a checkpoint now (0 or -errno). */

@@ -152,6 +152,8 @@ struct promote_task {
 	struct promote_task *pf_next;     /* in s->pf[]: pf_lock */
 	struct promote_waiter *waiters;   /* joined gets: pf_lock */
 	bool in_flight;           /* in s->pf[] (promotions only, not copies) */
+	bool first;               /* the record's first read (E_READ was clear) */
+	bool demand;              /* a get's (IO_PRIO_DEMAND), not a prefetch */
 };
 
 struct ssd {
@@ -193,6 +195,7 @@ struct ssd {
 	uint64_t wd_victim_bytes;   /* of which DRAM victims (bounded by DRAM, not wd_max) */
 	uint64_t wd_inflight;       /* writes submitted, not completed */
 	bool wd_stop;
+	bool wd_hold;               /* tests: the writer takes nothing (ssd_hold_writes) */
 	_Atomic unsigned bad_marks; /* seg_mark_bad calls: the writer reacts */
 	pthread_t wd_thread;
 	bool wd_started;
@@ -206,7 +209,7 @@ struct ssd {
 		wd_errors, tombstones, reads, read_bytes, read_misses, crc_errors, hdr_errors,
 		io_errors, seg_sealed, seg_evicted, evicted_blocks, reinserted, quarantined,
 		ckpts, enospc, promote_full, copy_reads, evicted_handed, carried, carried_bytes,
-		carry_lost;
+		carry_lost, wd_put_waits, wd_put_timeouts, dropped_promoted;
 	uint64_t rec_ckpt_entries, rec_records, rec_segments, rec_ns, rec_dropped;
 	uint64_t rec_old_format;     /* segments of an older format version, dropped */
 };

@@ -55,6 +55,11 @@ static uint64_t tssd_load_ns(void *t, uint64_t len)
 	return ssd_load_ns(t, len);
 }
 
+static int tssd_put_room(void *t, uint32_t ns, uint64_t len)
+{
+	return ssd_put_room(t, ns, len);
+}
+
 static int tssd_get(void *t, const struct tier_key *k, int prio, tier_got_fn got, void *ctx)
 {
 	int ret = ssd_promote(t, k->ns, k->key, prio, got, ctx);
@@ -118,6 +123,7 @@ const struct tier_ops tier_ssd_ops = {
 	.load_ns = tssd_load_ns,
 	.get = tssd_get,
 	.get_copy = tssd_get_copy,
+	.put_room = tssd_put_room,
 	.prepare = tssd_prepare,
 	.del = tssd_del,
 	.clear = tssd_clear,
