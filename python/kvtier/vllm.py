@@ -88,7 +88,8 @@ them, so vLLM's blocks are free at once (no delayed free).
 
 Step time.  The worker counts each step that ran a forward pass (steps)
 and its time from bind_connector_metadata to get_finished (step_ns): the
-forward pass and what the connector does on its path.
+forward pass and what the connector does on its path; save_ns is the part
+of it spent in wait_for_save (submitting stores, or doing them).
 
 Configuration (kv_connector_extra_config, or the environment):
   kvtier.options      dict of Store options (kvt_store_set_option names,
@@ -362,7 +363,11 @@ class KVTierConnector(KVConnectorBase_V1):
 
     def wait_for_save(self):
         if self.has_connector_metadata():
+            t0 = time.perf_counter_ns()
             self._worker.save(self._get_connector_metadata())
+            # What storing costs the step itself (submission, or the puts
+            # when synchronous): counted apart from the stores' own time.
+            self._worker.n.add(save_ns=time.perf_counter_ns() - t0)
 
     def get_finished(self, finished_req_ids):
         return self._worker.get_finished(finished_req_ids)
@@ -633,7 +638,7 @@ class _Counters(Counters):
              "layer_hooks", "layer_waits", "load_batches", "load_blocks", "load_bytes",
              "load_ns", "load_misses", "store_batches", "store_blocks", "store_bytes",
              "store_exists", "store_ns", "store_errors", "store_wait_ns", "sends_delayed",
-             "stores_sync", "stores_layerwise", "layers_staged", "stage_ns", "steps", "step_ns")
+             "stores_sync", "stores_layerwise", "layers_staged", "stage_ns", "save_ns", "steps", "step_ns")
 
 
 class _WorkerSide:

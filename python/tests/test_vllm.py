@@ -6,7 +6,9 @@ pinned vLLM venv, with KVTIERD naming the server binary.  The model is a
 engine runs in a process of its own (vllm_engine.py).
 
 Engine 1's store: its own DRAM, an SSD directory (namespace persistent, so
-blocks go to the SSD at put) and a kvtierd below them.  The connector runs
+blocks go to the SSD at put) and a kvtierd below them, reached through a
+relay in this process (vllm_support.SlowLink) that the no-stall and
+store tests slow down (a plain relay otherwise).  The connector runs
 in its default modes: stores asynchronous (vLLM keeps a finished request's
 blocks until they are done), loads asynchronous when a block to load is
 below the worker's DRAM (kvtierd, SSD), which the lookup also prefetches;
@@ -451,13 +453,20 @@ def test_stores_off_the_critical_path(env, engine1):
     engine 1's puts to the kvtierd to 4 MiB/s (a put completes when the
     kvtierd answered).  The worker's mean step time (bind_connector_metadata
     to get_finished, forward steps only: counters steps/step_ns) with
-    asynchronous stores is within 1.1x of the same run not storing; with
-    synchronous stores (kvtier_store_async false) the step waits for its
-    puts: the negative control, at least 1.3x.  Each mode's figure is its
-    minimum over rounds (3, up to 5 while either bound is not met: the
-    machine's noise is random, what the stores cost the step is in every
-    run of the mode)."""
+    asynchronous stores is within 1.1x of the same run not storing, and
+    what storing costs the step itself (save_ns: wait_for_save) is under
+    2% of a step.  The negative control, synchronous stores
+    (kvtier_store_async false): the step waits for its puts, save_ns at
+    least half of what the relay's rate makes them take.
+
+    Each mode's mean step time is its minimum over rounds (3, up to 5
+    while the bound is not met): a loaded machine's noise is random, what
+    the stores cost the step is in every run of the mode.  (On a 2-core
+    machine at load 20, steps of 6 to 20 s drown the sync mode's 0.5 s
+    in wall time; save_ns, the connector's own time on the step, does not
+    depend on that.)"""
     link = env["link"]
+    rate_up = 4 << 20                   # a run's 2 MiB of puts take half a second
     modes = {"off": {"kvtier_store": False}, "async": {"kvtier_store_async": True},
              "sync": {"kvtier_store_async": False}}
     n, reqs = 8, 2
@@ -474,26 +483,30 @@ def test_stores_off_the_critical_path(env, engine1):
         assert stored == (0 if mode == "off" else n * reqs), (mode, stored)
         assert delta(before, after, "stores_sync") == (
             delta(before, after, "store_batches") if mode == "sync" else 0)
-        return delta(before, after, "step_ns") / delta(before, after, "steps") / 1e9
+        steps = delta(before, after, "steps")
+        return {"step": delta(before, after, "step_ns") / steps / 1e9,
+                "save": delta(before, after, "save_ns") / steps / 1e9,
+                "put_s": delta(before, after, "store_bytes") / rate_up / steps}
 
-    def met(best):
-        return best["async"] <= 1.1 * best["off"] and best["sync"] >= 1.3 * best["off"]
+    def best(mode, what="step"):
+        return min(r[mode][what] for r in rounds)
 
-    link.rate_up = 4 << 20              # a run's 2 MiB of puts take half a second
+    link.rate_up = rate_up
     try:
-        while len(rounds) < 3 or (len(rounds) < 5 and not met(best)):
+        while len(rounds) < 3 or (len(rounds) < 5 and best("async") > 1.1 * best("off")):
             rounds.append({m: one(len(rounds), m) for m in modes})
-            best = {m: min(r[m] for r in rounds) for m in modes}
             print(("\n" if len(rounds) == 1 else "") + f"round {len(rounds) - 1}: mean step "
-                  + ", ".join(f"{m} {v * 1e3:.1f} ms" for m, v in rounds[-1].items()))
+                  + ", ".join(f"{m} {v['step'] * 1e3:.1f} ms (wait_for_save "
+                              f"{v['save'] * 1e3:.1f} ms)" for m, v in rounds[-1].items()))
     finally:
         link.rate_up = None
     print(f"minima over {len(rounds)} rounds: mean step time with stores off "
-          f"{best['off'] * 1e3:.1f} ms, asynchronous {best['async'] * 1e3:.1f} ms "
-          f"({best['async'] / best['off']:.2f}x), synchronous {best['sync'] * 1e3:.1f} ms "
-          f"({best['sync'] / best['off']:.2f}x)")
-    assert best["async"] <= 1.1 * best["off"]
-    assert best["sync"] >= 1.3 * best["off"]
+          f"{best('off') * 1e3:.1f} ms, asynchronous {best('async') * 1e3:.1f} ms "
+          f"({best('async') / best('off'):.2f}x), synchronous {best('sync') * 1e3:.1f} ms "
+          f"({best('sync') / best('off'):.2f}x)")
+    assert best("async") <= 1.1 * best("off")
+    assert best("async", "save") <= 0.02 * best("off")
+    assert all(r["sync"]["save"] >= 0.5 * r["sync"]["put_s"] for r in rounds)
 
 
 def test_restart_serves_from_ssd(env, engine1):
