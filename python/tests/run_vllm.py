@@ -10,8 +10,9 @@ Exits 77 only when a separate probe cannot reach the package index
 (tests/lib/pipvenv.py); any other failed install fails with pip's log.  Then
 installs the kvtier wheel built from this checkout (pyproject.toml, pip
 wheel: what an engine's environment gets with `pip install kvtier`) into
-that venv, and runs pytest on test_vllm_async.py (the connector's
-asynchronous bookkeeping, no engine) and test_vllm.py (the engine) against
+that venv, and runs pytest on test_vllm_versions.py (the connector's
+signatures against vLLM 0.33's base class), test_vllm_async.py (the
+connector's asynchronous bookkeeping, no engine) and test_vllm.py (the engine) against
 the installed package: the build tree is not on PYTHONPATH.
 """
 import glob
@@ -49,6 +50,7 @@ def main():
                VLLM_NO_USAGE_STATS="1", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
     r = subprocess.run([py, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider",
                         "-W", "error::pytest.PytestUnhandledThreadExceptionWarning",
+                        os.path.join(here, "test_vllm_versions.py"),
                         os.path.join(here, "test_vllm_async.py"),
                         os.path.join(here, "test_vllm.py"),
                         "--basetemp", os.path.join(build, "pytest-vllm-tmp")], env=env)

@@ -98,13 +98,19 @@ class Engine:
     def block(self, b):
         return b"".join(t[b].view(torch.uint8).numpy().tobytes() for t in self.kv.values())
 
-    def step(self, so, finished=frozenset()):
+    def step(self, so, finished=frozenset(), forward=None):
         """One engine step as vLLM's model runner drives the worker; returns
-        (finished_sending, finished_recving, load errors)."""
+        (finished_sending, finished_recving, load errors).  forward(): what
+        the "forward pass" does, between the attention layers' hooks."""
         meta = self.sched.build_connector_meta(so)
         self.worker.bind_connector_metadata(meta)
         self.worker.handle_preemptions(meta)
         self.worker.start_load_kv(None)
+        for name in self.kv:  # the attention layers, in order
+            self.worker.wait_for_layer_load(name)
+            if forward is not None:
+                forward(name)
+            self.worker.save_kv_layer(name, self.kv[name], None)
         self.worker.wait_for_save()
         sending, recving = self.worker.get_finished(set(finished))
         errors = self.worker.get_block_ids_with_load_errors()
@@ -345,3 +351,38 @@ def test_async_load_from_ssd_while_its_prefetch_runs(tmp_path):
             assert [b.block(i) for i in range(1, 24)] == want
         finally:
             b.close()
+
+
+def test_layerwise_store_copies_each_layer_as_it_ends():
+    """kvtier.layerwise stores: save_kv_layer copies the layer's parts of
+    the step's blocks out as that layer ends (each "layer" here is written
+    by the step's forward just before its hook); the blocks are put from
+    the copies, byte for byte what each layer held, and the request needs
+    no delayed free (the cache is not read after the step): vLLM is told
+    nothing in finished_sending (it would fail on a request it freed)."""
+    eng = Engine({"kvtier.options": {"dram.capacity": "16M", "dram.prefault": "off"},
+                  "kvtier.layerwise": True})
+    try:
+        toks = list(range(700, 700 + 3 * BS + 1))
+        ids = [4, 5, 6, 7]
+        r = request("l1", toks)
+        assert eng.sched.get_num_new_matched_tokens(r, 0) == (0, False)
+        eng.sched.update_state_after_alloc(r, blocks(ids), 0)
+        g = torch.Generator().manual_seed(7)
+
+        def forward(name):
+            for b in ids:
+                eng.kv[name][b] = torch.randn(eng.shape, generator=g).to(torch.bfloat16)
+
+        sending, _, _ = eng.step(sched_out(new=[("l1", ids, 0, len(toks))]), forward=forward)
+        delay, _ = eng.sched.request_finished(r, ids)
+        assert not delay, "layer-wise stores read copies: no delayed free"
+        eng.w.drain()                   # (the put in flight)
+        c = eng.w.stats()["connector"]
+        assert (c["stores_layerwise"], c["layers_staged"], c["store_blocks"]) == (1, 2, 3)
+        sending |= eng.step(sched_out(), finished={"l1"})[0]
+        assert not sending
+        keys = kvtier.key_chain_prompt(eng.w.digest, toks[: 3 * BS], BS)
+        assert [eng.w.store.get(eng.w.ns, k) for k in keys] == [eng.block(b) for b in ids[:3]]
+    finally:
+        eng.close()

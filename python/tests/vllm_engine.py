@@ -17,9 +17,12 @@ answers each stdin line with one "@@" + JSON line on stdout:
    "max_tokens"}]}             -> every prompt submitted at once to the engine
                                   (batched by vLLM's scheduler), greedy,
                                   max_tokens each (EOS ignored), stepped
-                                  until done: {"wall_s", "results": [{"t":
-                                  [time of each output token after the
-                                  submission, s], "kv_transfer_params"}]}
+                                  until done; a prompt with "after_steps": K
+                                  is added once K engine steps returned:
+                                  {"wall_s", "steps", "results": [{"t": [time
+                                  of each output token after the first
+                                  submission, s], "submitted": its own
+                                  submission, s, "kv_transfer_params"}]}
   {"op": "reset"}              -> LLM.reset_prefix_cache() (vLLM's own cache)
   {"op": "exit"}               -> shuts the engine down and exits 0
 """
@@ -40,8 +43,10 @@ def serve(llm, prompts):
     from vllm import SamplingParams
     eng = llm.llm_engine
     times = {}
+    submitted = {}
     t0 = time.perf_counter()
-    for i, p in enumerate(prompts):
+
+    def add(i, p):
         sp = SamplingParams(max_tokens=p["max_tokens"], temperature=0.0, ignore_eos=True,
                             detokenize=False,
                             extra_args={"kv_transfer_params": p.get("params") or {}})
@@ -49,10 +54,23 @@ def serve(llm, prompts):
         if p.get("cache_salt"):
             prompt["cache_salt"] = p["cache_salt"]
         rid = f"serve-{t0}-{i}"
-        times[rid] = ([], None)
+        submitted[rid] = time.perf_counter() - t0
         eng.add_request(rid, prompt, sp)
-    while eng.has_unfinished_requests():
+
+    later = []  # (steps to wait, index, prompt): added once that many steps returned
+    for i, p in enumerate(prompts):
+        times[f"serve-{t0}-{i}"] = ([], None)
+        if p.get("after_steps"):
+            later.append((p["after_steps"], i, p))
+        else:
+            add(i, p)
+    steps = 0
+    while later or eng.has_unfinished_requests():
+        for item in [x for x in later if x[0] <= steps]:
+            later.remove(item)
+            add(item[1], item[2])
         outs = eng.step()
+        steps += 1
         now = time.perf_counter() - t0
         for o in outs:
             ts, _ = times.get(o.request_id, (None, None))
@@ -63,8 +81,9 @@ def serve(llm, prompts):
             if o.finished:
                 times[o.request_id] = (ts, o.kv_transfer_params)
     wall = time.perf_counter() - t0
-    return {"wall_s": wall, "results": [{"t": ts, "kv_transfer_params": kvp}
-                                        for ts, kvp in times.values()]}
+    return {"wall_s": wall, "steps": steps,
+            "results": [{"t": ts, "kv_transfer_params": kvp, "submitted": submitted[rid]}
+                        for rid, (ts, kvp) in times.items()]}
 
 
 def main():

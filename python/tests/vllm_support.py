@@ -11,14 +11,20 @@
 - Engine: a vLLM engine in a process of its own (vllm_engine.py), driven by
   JSON lines, so a test can end it and start a new one.
 - Kvtierd: a kvtierd on 127.0.0.1:0.
+- SlowLink: a TCP relay on 127.0.0.1:0 in front of a kvtierd whose
+  server-to-client bytes can be throttled (the test-only latency
+  injection: a "cold", slow kvtierd without touching the library).
 """
 import hashlib
 import json
 import os
 import re
 import shutil
+import select
 import signal
+import socket
 import subprocess
+import threading
 import sys
 import time
 
@@ -187,3 +193,67 @@ class Kvtierd:
     def stop(self):
         self.proc.send_signal(signal.SIGTERM)
         return self.proc.wait(60)
+
+
+class SlowLink:
+    """A TCP relay on 127.0.0.1:0 to upstream ("HOST:PORT"), for a client
+    (an engine's remote tier) to use instead of the server's own address.
+    While rate (bytes/s) is set, the server's replies reach the client at
+    that rate, in 64 KiB chunks (requests pass at once): a kvtierd whose
+    reads are slow, a load that takes rate-bound seconds, with the lookups'
+    small replies still quick; rate_up likewise slows what the client
+    sends (puts).  None: a plain relay."""
+
+    CHUNK = 64 * 1024
+
+    def __init__(self, upstream, rate=None, rate_up=None):
+        host, port = upstream.rsplit(":", 1)
+        self.upstream = (host, int(port))
+        self.rate = rate
+        self.rate_up = rate_up
+        self.bytes_down = 0
+        self.lsock = socket.create_server(("127.0.0.1", 0))
+        self.addr = "127.0.0.1:%d" % self.lsock.getsockname()[1]
+        self.closed = False
+        threading.Thread(target=self._accept, daemon=True, name="slowlink").start()
+
+    def _accept(self):
+        while not self.closed:
+            try:
+                c, _ = self.lsock.accept()
+                u = socket.create_connection(self.upstream)
+            except OSError:
+                continue
+            for s in (c, u):
+                s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            threading.Thread(target=self._pump, args=(c, u, False), daemon=True).start()
+            threading.Thread(target=self._pump, args=(u, c, True), daemon=True).start()
+
+    def _pump(self, src, dst, down):
+        try:
+            while not self.closed:
+                r, _, _ = select.select([src], [], [], 0.5)
+                if not r:
+                    continue
+                data = src.recv(self.CHUNK)
+                if not data:
+                    break
+                dst.sendall(data)
+                if down:
+                    self.bytes_down += len(data)
+                rate = self.rate if down else self.rate_up
+                if rate:
+                    time.sleep(len(data) / rate)
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+            src.close()
+
+    def close(self):
+        self.closed = True
+        self.lsock.close()
