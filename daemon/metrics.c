@@ -210,6 +210,9 @@ static const char *const metrics_stat_names[] = {
 	"ssd.degraded",
 	"ssd.enospc",
 	"ssd.writedown_pending_bytes",
+#define S_SSD_WAIT 28
+	"ssd.writedown_put_timeouts",
+	"ssd.promoted_dropped",
 	NULL,
 };
 
@@ -362,6 +365,12 @@ int kvtd_metrics_render(struct kvtd_server *srv, char **out, size_t *out_len)
 		    st.v[S_SSD_HEALTH + 2]);
 	metrics_one(f, "kvtier_ssd_writedown_pending_bytes", "gauge",
 		    "bytes queued or in flight for write-down to SSD", st.v[S_SSD_HEALTH + 3]);
+	metrics_one(f, "kvtier_ssd_writedown_put_timeouts_total", "counter",
+		    "persistent-namespace puts refused because the write-down queue stayed full",
+		    st.v[S_SSD_WAIT]);
+	metrics_one(f, "kvtier_ssd_promoted_dropped_total", "counter",
+		    "SSD records dropped when their block was promoted to DRAM (one copy kept)",
+		    st.v[S_SSD_WAIT + 1]);
 	metrics_one(f, "kvtier_pins_active", "gauge", "pinned reads not yet released",
 		    st.v[S_PINS]);
 	metrics_one(f, "kvtier_meta_bytes", "gauge", "bytes of index and metadata",
