@@ -32,6 +32,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "proxy.h"
 #include "server.h"
 #include "t.h"
 #include "tstore.h"
@@ -42,175 +43,46 @@
 
 enum { P_RELAY = 0, P_FLIP, P_STALL };
 
-/* ------------------------------------------------------------------------
- * A proxy: relays every connection to the server; server-to-client bytes
- * are scanned for runs of MARK, and at byte AT of a run it flips that byte
- * (P_FLIP, once) or stops relaying that connection (P_STALL, until the
- * mode changes: then the relay closes both ends).
- */
-struct proxy {
-	int lfd;
-	uint16_t port, to_port;
-	pthread_t thr;
-	_Atomic int mode;
-	_Atomic int acted;           /* times it flipped or stalled */
-	_Atomic int stop;
-	_Atomic int relays;          /* relay threads alive */
-};
-
-struct relay {
-	struct proxy *p;
-	int a, b;                    /* client, server */
-	uint64_t run;                /* MARKs in a row, server to client */
-};
-
-static bool relay_scan(struct relay *r, uint8_t *buf, size_t n, size_t *fwd)
+/* The proxy's filter (proxy.h): server-to-client bytes are scanned for
+ * runs of MARK, and at byte AT of a run it flips that byte (P_FLIP, once)
+ * or stalls that connection (P_STALL, until the mode changes: then the
+ * relay closes both ends). */
+static size_t mark_filter(struct tproxy *p, int mode, uint64_t *run, uint8_t *buf, size_t n,
+			  bool *stall)
 {
-	*fwd = n;
 	for (size_t i = 0; i < n; i++) {
-		r->run = buf[i] == MARK ? r->run + 1 : 0;
-		if (r->run != AT)
+		*run = buf[i] == MARK ? *run + 1 : 0;
+		if (*run != AT)
 			continue;
-		int m = atomic_load(&r->p->mode);
-		if (m == P_FLIP) {
+		if (mode == P_FLIP) {
 			buf[i] ^= 0x01;
-			atomic_store(&r->p->mode, P_RELAY);
-			atomic_fetch_add(&r->p->acted, 1);
-		} else if (m == P_STALL) {
-			*fwd = i; /* the value's first AT - 1 bytes went through */
-			atomic_fetch_add(&r->p->acted, 1);
-			return true;
+			atomic_store(&p->mode, P_RELAY);
+			mode = P_RELAY;
+			atomic_fetch_add(&p->acted, 1);
+		} else if (mode == P_STALL) {
+			*stall = true; /* the value's first AT - 1 bytes went through */
+			atomic_fetch_add(&p->acted, 1);
+			return i;
 		}
 	}
-	return false;
-}
-
-static void *relay_main(void *arg)
-{
-	struct relay *r = arg;
-	uint8_t *buf = malloc(1 << 16);
-	T_ASSERT(buf);
-	while (!atomic_load(&r->p->stop)) {
-		struct pollfd pf[2] = { { r->a, POLLIN, 0 }, { r->b, POLLIN, 0 } };
-		if (poll(pf, 2, 50) < 0 && errno != EINTR)
-			break;
-		for (int i = 0; i < 2; i++) {
-			size_t fwd;
-			bool stall = false;
-			if (!(pf[i].revents & (POLLIN | POLLHUP | POLLERR)))
-				continue;
-			ssize_t n = read(pf[i].fd, buf, 1 << 16);
-			if (n <= 0)
-				goto done;
-			fwd = (size_t)n;
-			if (i == 1)
-				stall = relay_scan(r, buf, (size_t)n, &fwd);
-			for (size_t off = 0; off < fwd;) {
-				ssize_t w = write(i ? r->a : r->b, buf + off, fwd - off);
-				if (w <= 0)
-					goto done;
-				off += (size_t)w;
-			}
-			if (stall) {
-				while (atomic_load(&r->p->mode) == P_STALL && !atomic_load(&r->p->stop))
-					tsrv_sleep_ms(10);
-				goto done;
-			}
-		}
-	}
-done:
-	close(r->a);
-	close(r->b);
-	free(buf);
-	atomic_fetch_sub(&r->p->relays, 1);
-	free(r);
-	return NULL;
-}
-
-static void *proxy_main(void *arg)
-{
-	struct proxy *p = arg;
-	while (!atomic_load(&p->stop)) {
-		struct pollfd pf = { p->lfd, POLLIN, 0 };
-		struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(p->to_port),
-					  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-		struct relay *r;
-		pthread_t t;
-		int c, s;
-		if (poll(&pf, 1, 50) <= 0)
-			continue;
-		c = accept(p->lfd, NULL, NULL);
-		if (c < 0)
-			continue;
-		s = socket(AF_INET, SOCK_STREAM, 0);
-		if (s < 0 || connect(s, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-			close(c);
-			if (s >= 0)
-				close(s);
-			continue;
-		}
-		r = calloc(1, sizeof(*r));
-		T_ASSERT(r);
-		*r = (struct relay){ .p = p, .a = c, .b = s };
-		atomic_fetch_add(&p->relays, 1);
-		T_OK(pthread_create(&t, NULL, relay_main, r));
-		pthread_detach(t);
-	}
-	return NULL;
-}
-
-static void proxy_start(struct proxy *p, uint16_t to_port)
-{
-	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	socklen_t sl = sizeof(sa);
-	memset(p, 0, sizeof(*p));
-	p->to_port = to_port;
-	p->lfd = socket(AF_INET, SOCK_STREAM, 0);
-	T_ASSERT(p->lfd >= 0);
-	T_OK(bind(p->lfd, (struct sockaddr *)&sa, sizeof(sa)));
-	T_OK(listen(p->lfd, 16));
-	T_OK(getsockname(p->lfd, (struct sockaddr *)&sa, &sl));
-	p->port = ntohs(sa.sin_port);
-	T_OK(pthread_create(&p->thr, NULL, proxy_main, p));
-}
-
-static void proxy_stop(struct proxy *p)
-{
-	atomic_store(&p->stop, 1);
-	pthread_join(p->thr, NULL);
-	close(p->lfd);
-	for (int i = 0; i < 500 && atomic_load(&p->relays) > 0; i++)
-		tsrv_sleep_ms(10);
-	T_EQ_INT(atomic_load(&p->relays), 0);
+	return n;
 }
 
 /* ------------------------------------------------------------------------ */
 
 static struct kvt_store *engine(const char *addr, const char *timeout_ms)
 {
-	struct kvt_store *s = t_store_open("dram.capacity", "64M", "dram.chunk", "4K",
-					   "dram.prefault", "off", "remote.addr", addr,
-					   "remote.timeout_ms", timeout_ms, "remote.backoff_ms",
-					   "20", "remote.backoff_max_ms", "200", NULL);
-	for (int i = 0; i < 1000 && t_stat(s, "remote.conns_up") == 0; i++)
-		tsrv_sleep_ms(10);
-	T_ASSERT(t_stat(s, "remote.conns_up") > 0);
-	return s;
+	return tsrv_engine(addr, (const char *[]){ "remote.timeout_ms", timeout_ms,
+						   "remote.backoff_ms", "20",
+						   "remote.backoff_max_ms", "200", NULL });
 }
 
 /* One plain get into iov[0..n): the finished request. */
 static struct kvt_req get_into(struct kvt_store *s, uint32_t ns, uint64_t id,
 			       const struct iovec *iov, unsigned n)
 {
-	struct kvt_req r = { .op = KVT_OP_GET, .ns = ns, .key = t_key(id), .iov = iov,
-			     .iov_count = n };
-	struct kvt_req *rp = &r, *got;
-	struct kvt_queue *q;
-	T_OK(kvt_queue_create(s, &q));
-	T_RC(kvt_submit(q, &rp, 1), 1);
-	T_RC(kvt_queue_wait(q, &got, 1, 30000), 1);
-	T_OK(kvt_queue_destroy(q));
-	return r;
+	return t_req1(s, (struct kvt_req){ .op = KVT_OP_GET, .ns = ns, .key = t_key(id),
+					   .iov = iov, .iov_count = n });
 }
 
 /* Byte-exact gets of a three-part value over iovecs that split it
@@ -328,7 +200,7 @@ static void test_stripe(const char *addr)
 }
 
 /* A byte flipped mid-value on the wire: a miss, never a hit. */
-static void test_crc(const char *addr, struct proxy *px)
+static void test_crc(const char *addr, struct tproxy *px)
 {
 	char paddr[64];
 	snprintf(paddr, sizeof(paddr), "127.0.0.1:%u", px->port);
@@ -366,7 +238,7 @@ static void test_crc(const char *addr, struct proxy *px)
 
 /* Loads stalled mid-value: a timeout is a miss by the deadline; a store
  * destroyed under one releases everything and stops writing. */
-static void test_stall(const char *addr, struct proxy *px)
+static void test_stall(const char *addr, struct tproxy *px)
 {
 	char paddr[64];
 	snprintf(paddr, sizeof(paddr), "127.0.0.1:%u", px->port);
@@ -449,7 +321,7 @@ static void test_down(void)
 int main(int argc, char **argv)
 {
 	struct tsrv srv;
-	struct proxy px;
+	struct tproxy px;
 	char dir[600], addr[700];
 	char *base;
 
@@ -464,12 +336,12 @@ int main(int argc, char **argv)
 	T_RC(mkdir(dir, 0700), 0);
 	tsrv_start(&srv, argv[1], base, dir, NULL, NULL);
 	snprintf(addr, sizeof(addr), "127.0.0.1:%u", srv.port);
-	proxy_start(&px, srv.port);
+	tproxy_start(&px, srv.port, mark_filter, false);
 	test_exact(addr);
 	test_stripe(addr);
 	test_crc(addr, &px);
 	test_stall(addr, &px);
-	proxy_stop(&px);
+	tproxy_stop(&px);
 	T_EQ_INT(tsrv_stop(&srv), 0);
 	tsrv_check_reports(base);
 	t_rmtree(base);
