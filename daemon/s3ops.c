@@ -920,15 +920,48 @@ static int64_t s3d_query(const struct s3d_req *rq, const char *name, char *out, 
 
 static bool s3d_list_page(struct s3d_req *rq);
 
-static void s3d_list_start(struct s3d_req *rq)
+/* A listing's state for up to max_keys entries (one more is kept, to tell
+ * a truncated answer), charged to the server's memory; NULL when the
+ * request was answered (503). */
+static struct s3d_list *s3d_list_alloc(struct s3d_req *rq, uint32_t max_keys)
 {
 	struct kvtd_server *srv = rq->conn->loop->srv;
+	size_t sz = sizeof(struct s3d_list) + (size_t)(max_keys + 1) * sizeof(struct s3d_lent);
+	struct s3d_list *L;
+
+	if (!kvtd_mem_charge(srv, sz, false)) {
+		s3d_fail(rq, 503, "SlowDown", "server out of memory");
+		return NULL;
+	}
+	rq->mem_charged += sz;
+	L = rq->list = calloc(1, sz);
+	if (!L) {
+		s3d_fail(rq, 503, "SlowDown", "server out of memory");
+		return NULL;
+	}
+	L->max_keys = max_keys;
+	L->cap = max_keys + 1;
+	return L;
+}
+
+/* Part 0 of a value, its first S3D_LIST_HDR bytes, into buf: an object's
+ * or part's header. */
+static void s3d_item_hdr(struct s3d_item *it, uint8_t *buf)
+{
+	it->req.flags = KVT_F_PART;
+	it->req.part = 0;
+	it->iov[0] = (struct iovec){ buf, S3D_LIST_HDR };
+	it->req.iov = it->iov;
+	it->req.iov_count = 1;
+}
+
+static void s3d_list_start(struct s3d_req *rq)
+{
 	bool v2 = rq->op == S3_LIST_V2, up = rq->op == S3_LIST_UPLOADS;
 	char num[16], enc[8];
 	int64_t l;
 	uint32_t max_keys = S3D_LIST_MAXKEYS;
 	struct s3d_list *L;
-	size_t sz;
 
 	if ((l = s3d_query(rq, up ? "max-uploads" : "max-keys", num, sizeof(num) - 1)) >= 0) {
 		unsigned long v = 0;
@@ -944,19 +977,8 @@ static void s3d_list_start(struct s3d_req *rq)
 	} else if (l == -2) {
 		goto bad;
 	}
-	sz = sizeof(*L) + (size_t)(max_keys + 1) * sizeof(struct s3d_lent);
-	if (!kvtd_mem_charge(srv, sz, false)) {
-		s3d_fail(rq, 503, "SlowDown", "server out of memory");
+	if (!(L = s3d_list_alloc(rq, max_keys)))
 		return;
-	}
-	rq->mem_charged += sz;
-	L = rq->list = calloc(1, sz);
-	if (!L) {
-		s3d_fail(rq, 503, "SlowDown", "server out of memory");
-		return;
-	}
-	L->max_keys = max_keys;
-	L->cap = max_keys + 1;
 	if ((l = s3d_query(rq, "encoding-type", enc, sizeof(enc))) >= 0) {
 		if (l != 3 || memcmp(enc, "url", 3) != 0) {
 			s3d_fail(rq, 400, "InvalidArgument", "Invalid Encoding Method specified in "
@@ -1136,11 +1158,7 @@ static bool s3d_list_window(struct s3d_req *rq)
 			it[i].req.flags = KVT_F_QUIET;
 		} else {
 			s3d_item_init(rq, &it[i], KVT_OP_GET, k);
-			it[i].req.flags = KVT_F_PART;
-			it[i].req.part = 0;
-			it[i].iov[0] = (struct iovec){ L->bufs[i], S3D_LIST_HDR };
-			it[i].req.iov = it[i].iov;
-			it[i].req.iov_count = 1;
+			s3d_item_hdr(&it[i], L->bufs[i]);
 		}
 	}
 	L->win += n;
@@ -1190,6 +1208,40 @@ static void s3d_list_elem(struct s3d_req *rq, const char *tag, const char *s, si
 	s3d_printf(rq, "</%s>", tag);
 }
 
+/* <tag>s</tag>, s XML-escaped (never URL-encoded). */
+static void s3d_xml_elem(struct s3d_req *rq, const char *tag, const char *s, size_t n)
+{
+	s3d_printf(rq, "<%s>", tag);
+	s3d_xml_str(rq, s, n);
+	s3d_printf(rq, "</%s>", tag);
+}
+
+/* Who started an upload and owns it: the tenant. */
+static void s3d_list_owner(struct s3d_req *rq)
+{
+	s3d_text(rq, "<Initiator><ID>", 15);
+	s3d_xml_str(rq, rq->tenant, rq->tenant_len);
+	s3d_text(rq, "</ID></Initiator><Owner><ID>", 28);
+	s3d_xml_str(rq, rq->tenant, rq->tenant_len);
+	s3d_text(rq, "</ID></Owner>", 13);
+}
+
+/* A listing answer's end: the common prefixes among its first n entries,
+ * the root element's end tag; sent. */
+static void s3d_list_end(struct s3d_req *rq, uint32_t n, const char *root)
+{
+	struct s3d_list *L = rq->list;
+	for (uint32_t i = 0; i < n; i++)
+		if (L->ent[i].is_prefix) {
+			s3d_text(rq, "<CommonPrefixes>", 16);
+			s3d_list_elem(rq, "Prefix", L->ent[i].name, L->ent[i].len);
+			s3d_text(rq, "</CommonPrefixes>", 17);
+		}
+	s3d_printf(rq, "</%s>\n", root);
+	s3d_xml_answer(rq, 200);
+	s3d_finish(rq);
+}
+
 static void s3d_list_uploads_answer(struct s3d_req *rq);
 
 static void s3d_list_answer(struct s3d_req *rq)
@@ -1204,9 +1256,7 @@ static void s3d_list_answer(struct s3d_req *rq)
 	uint32_t n = trunc ? L->max_keys : L->nent;
 
 	s3d_xml_begin(rq, "ListBucketResult");
-	s3d_text(rq, "<Name>", 6);
-	s3d_xml_str(rq, rq->bucket, strlen(rq->bucket));
-	s3d_text(rq, "</Name>", 7);
+	s3d_xml_elem(rq, "Name", rq->bucket, strlen(rq->bucket));
 	s3d_list_elem(rq, "Prefix", L->prefix, L->prefix_len);
 	if (L->delim_len)
 		s3d_list_elem(rq, "Delimiter", L->delim, L->delim_len);
@@ -1250,15 +1300,7 @@ static void s3d_list_answer(struct s3d_req *rq)
 		s3d_printf(rq, "</ETag><Size>%" PRIu64 "</Size><StorageClass>STANDARD</StorageClass>"
 			   "</Contents>", e->size);
 	}
-	for (uint32_t i = 0; i < n; i++)
-		if (L->ent[i].is_prefix) {
-			s3d_text(rq, "<CommonPrefixes>", 16);
-			s3d_list_elem(rq, "Prefix", L->ent[i].name, L->ent[i].len);
-			s3d_text(rq, "</CommonPrefixes>", 17);
-		}
-	s3d_text(rq, "</ListBucketResult>\n", 20);
-	s3d_xml_answer(rq, 200);
-	s3d_finish(rq);
+	s3d_list_end(rq, n, "ListBucketResult");
 }
 
 /* ListMultipartUploads' answer: entries are (key, 0, id) or prefixes. */
@@ -1269,13 +1311,9 @@ static void s3d_list_uploads_answer(struct s3d_req *rq)
 	uint32_t n = trunc ? L->max_keys : L->nent;
 
 	s3d_xml_begin(rq, "ListMultipartUploadsResult");
-	s3d_text(rq, "<Bucket>", 8);
-	s3d_xml_str(rq, rq->bucket, strlen(rq->bucket));
-	s3d_text(rq, "</Bucket>", 9);
+	s3d_xml_elem(rq, "Bucket", rq->bucket, strlen(rq->bucket));
 	s3d_list_elem(rq, "KeyMarker", L->start, L->start_len);
-	s3d_text(rq, "<UploadIdMarker>", 16);
-	s3d_xml_str(rq, L->upload_marker, strlen(L->upload_marker));
-	s3d_text(rq, "</UploadIdMarker>", 17);
+	s3d_xml_elem(rq, "UploadIdMarker", L->upload_marker, strlen(L->upload_marker));
 	if (trunc && n) {
 		const struct s3d_lent *e = &L->ent[n - 1];
 		size_t kl = e->is_prefix ? e->len : e->len - 33;
@@ -1302,22 +1340,12 @@ static void s3d_list_uploads_answer(struct s3d_req *rq)
 		s3d_list_elem(rq, "Key", e->name, e->len - 33);
 		s3d_text(rq, "<UploadId>", 10);
 		s3d_text(rq, e->name + e->len - 32, 32);
-		s3d_text(rq, "</UploadId><Initiator><ID>", 26);
-		s3d_xml_str(rq, rq->tenant, rq->tenant_len);
-		s3d_text(rq, "</ID></Initiator><Owner><ID>", 28);
-		s3d_xml_str(rq, rq->tenant, rq->tenant_len);
-		s3d_printf(rq, "</ID></Owner><StorageClass>STANDARD</StorageClass>"
+		s3d_text(rq, "</UploadId>", 11);
+		s3d_list_owner(rq);
+		s3d_printf(rq, "<StorageClass>STANDARD</StorageClass>"
 			   "<Initiated>%s</Initiated></Upload>", d);
 	}
-	for (uint32_t i = 0; i < n; i++)
-		if (L->ent[i].is_prefix) {
-			s3d_text(rq, "<CommonPrefixes>", 16);
-			s3d_list_elem(rq, "Prefix", L->ent[i].name, L->ent[i].len);
-			s3d_text(rq, "</CommonPrefixes>", 17);
-		}
-	s3d_text(rq, "</ListMultipartUploadsResult>\n", 30);
-	s3d_xml_answer(rq, 200);
-	s3d_finish(rq);
+	s3d_list_end(rq, n, "ListMultipartUploadsResult");
 }
 
 static bool s3d_list_collect(struct s3d_req *rq);
@@ -1423,11 +1451,7 @@ static void s3d_list_parts_probe(struct s3d_req *rq)
 		s3d_part_key(&k, rq->upload_id, L->part_next + i);
 		s3d_item_init(rq, p, KVT_OP_GET, &k);
 		p->part_no = L->part_next + i;
-		p->req.flags = KVT_F_PART;
-		p->req.part = 0;
-		p->iov[0] = (struct iovec){ L->bufs[i], S3D_LIST_HDR };
-		p->req.iov = p->iov;
-		p->req.iov_count = 1;
+		s3d_item_hdr(p, L->bufs[i]);
 	}
 	L->part_next += count;
 	s3d_submit(rq, PH_PROBE);
@@ -1435,11 +1459,9 @@ static void s3d_list_parts_probe(struct s3d_req *rq)
 
 static void s3d_list_parts_start(struct s3d_req *rq)
 {
-	struct kvtd_server *srv = rq->conn->loop->srv;
 	int64_t max = s3d_query_uint(rq, "max-parts", S3D_LIST_MAXKEYS);
 	int64_t marker = s3d_query_uint(rq, "part-number-marker", 0);
 	struct s3d_list *L;
-	size_t sz;
 
 	if (max < 0 || marker < 0) {
 		s3d_fail(rq, 400, "InvalidArgument", "max-parts and part-number-marker must be "
@@ -1448,19 +1470,8 @@ static void s3d_list_parts_start(struct s3d_req *rq)
 	}
 	if (max > S3D_LIST_MAXKEYS)
 		max = S3D_LIST_MAXKEYS;
-	sz = sizeof(*L) + (size_t)(max + 1) * sizeof(struct s3d_lent);
-	if (!kvtd_mem_charge(srv, sz, false)) {
-		s3d_fail(rq, 503, "SlowDown", "server out of memory");
+	if (!(L = s3d_list_alloc(rq, (uint32_t)max)))
 		return;
-	}
-	rq->mem_charged += sz;
-	L = rq->list = calloc(1, sz);
-	if (!L) {
-		s3d_fail(rq, 503, "SlowDown", "server out of memory");
-		return;
-	}
-	L->max_keys = (uint32_t)max;
-	L->cap = (uint32_t)max + 1;
 	L->part_marker = marker > S3D_PART_NO_MAX ? S3D_PART_NO_MAX : (uint32_t)marker;
 	L->part_next = L->part_marker + 1;
 	s3d_list_parts_probe(rq);
@@ -1525,11 +1536,8 @@ static void s3d_list_parts_answer(struct s3d_req *rq)
 		s3d_xml_str(rq, etag, strlen(etag));
 		s3d_printf(rq, "</ETag><Size>%" PRIu64 "</Size></Part>", e->size);
 	}
-	s3d_text(rq, "<Initiator><ID>", 15);
-	s3d_xml_str(rq, rq->tenant, rq->tenant_len);
-	s3d_text(rq, "</ID></Initiator><Owner><ID>", 28);
-	s3d_xml_str(rq, rq->tenant, rq->tenant_len);
-	s3d_text(rq, "</ID></Owner><StorageClass>STANDARD</StorageClass></ListPartsResult>\n", 69);
+	s3d_list_owner(rq);
+	s3d_text(rq, "<StorageClass>STANDARD</StorageClass></ListPartsResult>\n", 56);
 	s3d_xml_answer(rq, 200);
 	s3d_finish(rq);
 }

@@ -18,6 +18,7 @@
 
 #include "server.h"
 #include "t.h"
+#include "tstore.h"
 
 #define TSRV_MAX 16
 static pid_t running[TSRV_MAX]; /* servers to kill if the test fails */
@@ -49,6 +50,26 @@ void tsrv_sleep_ms(long ms)
 	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
 	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
 		;
+}
+
+struct kvt_store *tsrv_engine(const char *addr, const char *const *opts)
+{
+	const char *base[] = { "dram.capacity", "64M", "dram.chunk", "4K", "dram.prefault", "off",
+			       "remote.addr", addr, NULL };
+	const char *const *lists[] = { base, opts };
+	struct kvt_store *s;
+	T_OK(kvt_store_create(&s));
+	for (int l = 0; l < 2; l++)
+		for (const char *const *o = lists[l]; o && *o; o += 2) {
+			int r = kvt_store_set_option(s, o[0], o[1]);
+			if (r < 0)
+				T_FAIL("option %s=%s: %s", o[0], o[1], kvt_strerror(r));
+		}
+	T_OK(kvt_store_open(s));
+	for (int i = 0; i < 1000 && t_stat(s, "remote.conns_up") == 0; i++)
+		tsrv_sleep_ms(10);
+	T_ASSERT(t_stat(s, "remote.conns_up") > 0);
+	return s;
 }
 
 void tsrv_start(struct tsrv *s, const char *bin, const char *base, const char *dir,

@@ -27,6 +27,14 @@ struct tsrv {
  */
 void tsrv_start(struct tsrv *s, const char *bin, const char *base, const char *dir,
 		const char *tenants, const char *const *extra);
+/*
+ * An engine's store whose remote tier is the server at addr
+ * ("127.0.0.1:PORT"): 64 MiB of DRAM in 4 KiB chunks, not prefaulted,
+ * then the option pairs of opts (name, value, ..., NULL; opts may be
+ * NULL).  Returns once the tier has a connection up; fails the test if it
+ * has none within 10 s.
+ */
+struct kvt_store *tsrv_engine(const char *addr, const char *const *opts);
 /* SIGTERM and wait; the exit status, or -1 if it did not exit normally. */
 int tsrv_stop(struct tsrv *s);
 /* Wait for a server that stops by itself (kvtier drain --exit): its exit

@@ -35,6 +35,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "proxy.h"
 #include "server.h"
 #include "t.h"
 #include "tstore.h"
@@ -44,186 +45,47 @@
 #define AT (600u * 1024)     /* the proxy acts at this byte of a run of MARKs */
 
 enum { P_RELAY = 0, P_FLIP, P_STALL };
-#define PROXY_SLOTS 64
 
-/* ------------------------------------------------------------------------
- * A proxy: relays every connection to the server; server-to-client bytes
- * are scanned for runs of MARK, and at byte AT of a run it flips that byte
- * (P_FLIP, once) or stops relaying that connection (P_STALL, until the
- * mode changes: then the relay closes both ends).
- */
-struct proxy {
-	int lfd;
-	uint16_t port, to_port;
-	pthread_t thr;
-	_Atomic int mode;
-	_Atomic int acted;           /* times it flipped or stalled */
-	_Atomic int stop;
-	_Atomic int relays;          /* relay threads alive */
-	_Atomic int opened;          /* connections relayed so far: each one's slot */
-	_Atomic uint64_t down[PROXY_SLOTS]; /* bytes relayed server to client, by slot */
-};
-
-struct relay {
-	struct proxy *p;
-	int a, b;                    /* client, server */
-	int slot;                    /* in p->down, or -1 past PROXY_SLOTS */
-	uint64_t run;                /* MARKs in a row, server to client */
-};
-
-static bool relay_scan(struct relay *r, uint8_t *buf, size_t n, size_t *fwd)
+/* The proxy's filter (proxy.h): server-to-client bytes are scanned for
+ * runs of MARK, and at byte AT of a run it flips that byte (P_FLIP, once)
+ * or stalls that connection (P_STALL, until the mode changes: then the
+ * relay closes both ends). */
+static size_t mark_filter(struct tproxy *p, int mode, uint64_t *run, uint8_t *buf, size_t n,
+			  bool *stall)
 {
-	*fwd = n;
 	for (size_t i = 0; i < n; i++) {
-		r->run = buf[i] == MARK ? r->run + 1 : 0;
-		if (r->run != AT)
+		*run = buf[i] == MARK ? *run + 1 : 0;
+		if (*run != AT)
 			continue;
-		int m = atomic_load(&r->p->mode);
-		if (m == P_FLIP) {
+		if (mode == P_FLIP) {
 			buf[i] ^= 0x01;
-			atomic_store(&r->p->mode, P_RELAY);
-			atomic_fetch_add(&r->p->acted, 1);
-		} else if (m == P_STALL) {
-			*fwd = i; /* the value's first AT - 1 bytes went through */
-			atomic_fetch_add(&r->p->acted, 1);
-			return true;
+			atomic_store(&p->mode, P_RELAY);
+			mode = P_RELAY;
+			atomic_fetch_add(&p->acted, 1);
+		} else if (mode == P_STALL) {
+			*stall = true; /* the value's first AT - 1 bytes went through */
+			atomic_fetch_add(&p->acted, 1);
+			return i;
 		}
 	}
-	return false;
-}
-
-static void *relay_main(void *arg)
-{
-	struct relay *r = arg;
-	uint8_t *buf = malloc(1 << 16);
-	T_ASSERT(buf);
-	while (!atomic_load(&r->p->stop)) {
-		struct pollfd pf[2] = { { r->a, POLLIN, 0 }, { r->b, POLLIN, 0 } };
-		if (poll(pf, 2, 50) < 0 && errno != EINTR)
-			break;
-		for (int i = 0; i < 2; i++) {
-			size_t fwd;
-			bool stall = false;
-			if (!(pf[i].revents & (POLLIN | POLLHUP | POLLERR)))
-				continue;
-			ssize_t n = read(pf[i].fd, buf, 1 << 16);
-			if (n <= 0)
-				goto done;
-			fwd = (size_t)n;
-			if (i == 1)
-				stall = relay_scan(r, buf, (size_t)n, &fwd);
-			/* Counted before it is sent: once the client has it, so does
-			 * the count. */
-			if (i == 1 && r->slot >= 0)
-				atomic_fetch_add(&r->p->down[r->slot], fwd);
-			for (size_t off = 0; off < fwd;) {
-				ssize_t w = write(i ? r->a : r->b, buf + off, fwd - off);
-				if (w <= 0)
-					goto done;
-				off += (size_t)w;
-			}
-
-			if (stall) {
-				while (atomic_load(&r->p->mode) == P_STALL && !atomic_load(&r->p->stop))
-					tsrv_sleep_ms(10);
-				goto done;
-			}
-		}
-	}
-done:
-	close(r->a);
-	close(r->b);
-	free(buf);
-	atomic_fetch_sub(&r->p->relays, 1);
-	free(r);
-	return NULL;
-}
-
-static void *proxy_main(void *arg)
-{
-	struct proxy *p = arg;
-	while (!atomic_load(&p->stop)) {
-		struct pollfd pf = { p->lfd, POLLIN, 0 };
-		struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(p->to_port),
-					  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-		struct relay *r;
-		pthread_t t;
-		int c, s;
-		if (poll(&pf, 1, 50) <= 0)
-			continue;
-		c = accept(p->lfd, NULL, NULL);
-		if (c < 0)
-			continue;
-		s = socket(AF_INET, SOCK_STREAM, 0);
-		if (s < 0 || connect(s, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-			close(c);
-			if (s >= 0)
-				close(s);
-			continue;
-		}
-		r = calloc(1, sizeof(*r));
-		T_ASSERT(r);
-		int slot = atomic_fetch_add(&p->opened, 1);
-		*r = (struct relay){ .p = p, .a = c, .b = s, .slot = slot < PROXY_SLOTS ? slot : -1 };
-		atomic_fetch_add(&p->relays, 1);
-		T_OK(pthread_create(&t, NULL, relay_main, r));
-		pthread_detach(t);
-	}
-	return NULL;
-}
-
-static void proxy_start(struct proxy *p, uint16_t to_port)
-{
-	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	socklen_t sl = sizeof(sa);
-	memset(p, 0, sizeof(*p));
-	p->to_port = to_port;
-	p->lfd = socket(AF_INET, SOCK_STREAM, 0);
-	T_ASSERT(p->lfd >= 0);
-	T_OK(bind(p->lfd, (struct sockaddr *)&sa, sizeof(sa)));
-	T_OK(listen(p->lfd, 16));
-	T_OK(getsockname(p->lfd, (struct sockaddr *)&sa, &sl));
-	p->port = ntohs(sa.sin_port);
-	T_OK(pthread_create(&p->thr, NULL, proxy_main, p));
-}
-
-static void proxy_stop(struct proxy *p)
-{
-	atomic_store(&p->stop, 1);
-	pthread_join(p->thr, NULL);
-	close(p->lfd);
-	for (int i = 0; i < 500 && atomic_load(&p->relays) > 0; i++)
-		tsrv_sleep_ms(10);
-	T_EQ_INT(atomic_load(&p->relays), 0);
+	return n;
 }
 
 /* ------------------------------------------------------------------------ */
 
 static struct kvt_store *engine(const char *addr, const char *timeout_ms)
 {
-	struct kvt_store *s = t_store_open("dram.capacity", "64M", "dram.chunk", "4K",
-					   "dram.prefault", "off", "remote.addr", addr,
-					   "remote.timeout_ms", timeout_ms, "remote.backoff_ms",
-					   "20", "remote.backoff_max_ms", "200", NULL);
-	for (int i = 0; i < 1000 && t_stat(s, "remote.conns_up") == 0; i++)
-		tsrv_sleep_ms(10);
-	T_ASSERT(t_stat(s, "remote.conns_up") > 0);
-	return s;
+	return tsrv_engine(addr, (const char *[]){ "remote.timeout_ms", timeout_ms,
+						   "remote.backoff_ms", "20",
+						   "remote.backoff_max_ms", "200", NULL });
 }
 
 /* One plain get into iov[0..n): the finished request. */
 static struct kvt_req get_into(struct kvt_store *s, uint32_t ns, uint64_t id,
 			       const struct iovec *iov, unsigned n)
 {
-	struct kvt_req r = { .op = KVT_OP_GET, .ns = ns, .key = t_key(id), .iov = iov,
-			     .iov_count = n };
-	struct kvt_req *rp = &r, *got;
-	struct kvt_queue *q;
-	T_OK(kvt_queue_create(s, &q));
-	T_RC(kvt_submit(q, &rp, 1), 1);
-	T_RC(kvt_queue_wait(q, &got, 1, 30000), 1);
-	T_OK(kvt_queue_destroy(q));
-	return r;
+	return t_req1(s, (struct kvt_req){ .op = KVT_OP_GET, .ns = ns, .key = t_key(id),
+					   .iov = iov, .iov_count = n });
 }
 
 /* Byte-exact gets of a three-part value over iovecs that split it
@@ -296,13 +158,13 @@ static void test_exact(const char *addr)
  * remote.conns_max, 4, by the 1 MiB mean): the proxy between the engine
  * and the server sees the answers come back on 4 connections, 4 MiB
  * each. */
-static void test_stripe(const char *addr, struct proxy *px)
+static void test_stripe(const char *addr, struct tproxy *px)
 {
 	enum { N = 16 };
 	char paddr[64];
 	snprintf(paddr, sizeof(paddr), "127.0.0.1:%u", px->port);
 	struct kvt_store *a = engine(addr, "5000"), *b = engine(paddr, "5000");
-	uint64_t down0[PROXY_SLOTS];
+	uint64_t down0[TPROXY_SLOTS];
 	uint32_t na = t_ns(a, "stripe"), nb = t_ns(b, "stripe");
 	uint8_t *v = malloc(VLEN), *dst = malloc((size_t)N * VLEN);
 	struct kvt_req reqs[N], *rp[N], *got[N];
@@ -322,8 +184,8 @@ static void test_stripe(const char *addr, struct proxy *px)
 	for (int i = 0; i < 1000 && t_stat(b, "remote.conns_up") < 4; i++)
 		tsrv_sleep_ms(10);
 	T_EQ_U64(t_stat(b, "remote.conns_up"), 4);
-	T_ASSERT(atomic_load(&px->opened) <= PROXY_SLOTS);
-	for (int i = 0; i < PROXY_SLOTS; i++)
+	T_ASSERT(atomic_load(&px->opened) <= TPROXY_SLOTS);
+	for (int i = 0; i < TPROXY_SLOTS; i++)
 		down0[i] = atomic_load(&px->down[i]);
 	uint64_t f0 = t_stat(b, "remote.frames_out"), rd0 = t_stat(b, "remote.reads");
 	uint64_t wk0 = t_stat(b, "remote.wakeups");
@@ -352,7 +214,7 @@ static void test_stripe(const char *addr, struct proxy *px)
 	T_ASSERT(wakeups >= 1);
 	/* Every connection carried its share: 4 of them at least 4 MiB. */
 	int busy = 0;
-	for (int i = 0; i < PROXY_SLOTS; i++) {
+	for (int i = 0; i < TPROXY_SLOTS; i++) {
 		uint64_t d = atomic_load(&px->down[i]) - down0[i];
 		if (d > 0)
 			fprintf(stderr, "  connection %d: %llu bytes of answers\n", i,
@@ -373,7 +235,7 @@ static void test_stripe(const char *addr, struct proxy *px)
 }
 
 /* A byte flipped mid-value on the wire: a miss, never a hit. */
-static void test_crc(const char *addr, struct proxy *px)
+static void test_crc(const char *addr, struct tproxy *px)
 {
 	char paddr[64];
 	snprintf(paddr, sizeof(paddr), "127.0.0.1:%u", px->port);
@@ -411,7 +273,7 @@ static void test_crc(const char *addr, struct proxy *px)
 
 /* Loads stalled mid-value: a timeout is a miss by the deadline; a store
  * destroyed under one releases everything and stops writing. */
-static void test_stall(const char *addr, struct proxy *px)
+static void test_stall(const char *addr, struct tproxy *px)
 {
 	char paddr[64];
 	snprintf(paddr, sizeof(paddr), "127.0.0.1:%u", px->port);
@@ -494,7 +356,7 @@ static void test_down(void)
 int main(int argc, char **argv)
 {
 	struct tsrv srv;
-	struct proxy px;
+	struct tproxy px;
 	char dir[600], addr[700];
 	char *base;
 
@@ -509,12 +371,12 @@ int main(int argc, char **argv)
 	T_RC(mkdir(dir, 0700), 0);
 	tsrv_start(&srv, argv[1], base, dir, NULL, NULL);
 	snprintf(addr, sizeof(addr), "127.0.0.1:%u", srv.port);
-	proxy_start(&px, srv.port);
+	tproxy_start(&px, srv.port, mark_filter, false);
 	test_exact(addr);
 	test_stripe(addr, &px);
 	test_crc(addr, &px);
 	test_stall(addr, &px);
-	proxy_stop(&px);
+	tproxy_stop(&px);
 	T_EQ_INT(tsrv_stop(&srv), 0);
 	tsrv_check_reports(base);
 	t_rmtree(base);

@@ -42,15 +42,10 @@
 
 static struct kvt_store *engine(const char *addr, const char *put_local, const char *timeout_ms)
 {
-	struct kvt_store *s = t_store_open("dram.capacity", "64M", "dram.chunk", "4K",
-					   "dram.prefault", "off", "remote.addr", addr,
-					   "remote.put_local", put_local, "remote.timeout_ms",
-					   timeout_ms, "remote.backoff_ms", "20",
-					   "remote.backoff_max_ms", "200", NULL);
-	for (int i = 0; i < 1000 && t_stat(s, "remote.conns_up") == 0; i++)
-		tsrv_sleep_ms(10);
-	T_ASSERT(t_stat(s, "remote.conns_up") > 0);
-	return s;
+	return tsrv_engine(addr, (const char *[]){ "remote.put_local", put_local,
+						   "remote.timeout_ms", timeout_ms,
+						   "remote.backoff_ms", "20",
+						   "remote.backoff_max_ms", "200", NULL });
 }
 
 /* Local DRAM was never asked. */
@@ -67,29 +62,15 @@ static struct kvt_req get_into(struct kvt_store *s, uint32_t ns, uint64_t id, ui
 			       size_t len)
 {
 	struct iovec iov = { dst, len };
-	struct kvt_req r = { .op = KVT_OP_GET, .ns = ns, .key = t_key(id), .iov = &iov,
-			     .iov_count = 1 };
-	struct kvt_req *rp = &r, *got;
-	struct kvt_queue *q;
-	T_OK(kvt_queue_create(s, &q));
-	T_RC(kvt_submit(q, &rp, 1), 1);
-	T_RC(kvt_queue_wait(q, &got, 1, 30000), 1);
-	T_OK(kvt_queue_destroy(q));
-	return r;
+	return t_req1(s, (struct kvt_req){ .op = KVT_OP_GET, .ns = ns, .key = t_key(id),
+					   .iov = &iov, .iov_count = 1 });
 }
 
 static struct kvt_req put1(struct kvt_store *s, uint32_t ns, uint64_t id,
 			   const struct iovec *parts, unsigned n)
 {
-	struct kvt_req r = { .op = KVT_OP_PUT, .ns = ns, .key = t_key(id), .iov = parts,
-			     .iov_count = n };
-	struct kvt_req *rp = &r, *got;
-	struct kvt_queue *q;
-	T_OK(kvt_queue_create(s, &q));
-	T_RC(kvt_submit(q, &rp, 1), 1);
-	T_RC(kvt_queue_wait(q, &got, 1, 30000), 1);
-	T_OK(kvt_queue_destroy(q));
-	return r;
+	return t_req1(s, (struct kvt_req){ .op = KVT_OP_PUT, .ns = ns, .key = t_key(id),
+					   .iov = parts, .iov_count = n });
 }
 
 static void test_exact(const char *addr)

@@ -10,8 +10,9 @@ Usage: test_s3_py.py PATH-TO-KVTIERD BUILD-DIR [boto|list|raw|cli|tls|nixl ...].
 "list": ListObjects(V2), ListParts, ListMultipartUploads, UploadPartCopy,
 BucketNotEmpty with boto3's paginators; "cli" also runs aws s3 ls, sync,
 rm --recursive and rb.
-Installs into venvs under BUILD-DIR (once); exits 77 only when PyPI
-cannot be reached.  Starts a real kvtierd on 127.0.0.1 port 0 with a
+Installs into venvs under BUILD-DIR (once, tests/lib/pipvenv.py); exits
+77 only when a separate probe cannot reach the package index, and fails
+with the installer's log on any other failed install.  Starts a real kvtierd on 127.0.0.1 port 0 with a
 tenants file (alice, bob).
 """
 import base64
@@ -29,6 +30,9 @@ import tempfile
 import time
 import urllib.parse
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import pipvenv  # noqa: E402
+
 BOTO = ["boto3==1.44.5", "awscli==1.46.2"]
 NIXL = ["nixl-cu12==1.5.1", "numpy==2.4.6"]  # --no-deps: its torch is not needed for OBJ
 
@@ -38,24 +42,7 @@ BOB_S3 = "s3-key-of-bob-0123456789"  # bob's s3_secret=
 
 
 def venv(build, name, pkgs, no_deps=False):
-    d = os.path.join(build, name)
-    py = os.path.join(d, "bin", "python3")
-    if os.path.exists(os.path.join(d, ".ok")):
-        return py
-    shutil.rmtree(d, ignore_errors=True)
-    subprocess.run([sys.executable, "-m", "venv", d], check=True)
-    cmd = [py, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--timeout", "30"]
-    r = subprocess.run(cmd + (["--no-deps"] if no_deps else []) + pkgs, capture_output=True,
-                       text=True)
-    if r.returncode != 0:
-        if re.search(r"(Could not find|Network|connection|resolve|Max retries|timed out)",
-                     r.stderr + r.stdout, re.I):
-            print("SKIP: PyPI unreachable: " + r.stderr[-300:])
-            sys.exit(77)
-        print(r.stdout, r.stderr)
-        sys.exit(1)
-    open(os.path.join(d, ".ok"), "w").close()
-    return py
+    return pipvenv.venv(os.path.join(build, name), [(["--no-deps"] if no_deps else []) + pkgs])
 
 
 class Server:

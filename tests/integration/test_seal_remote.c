@@ -34,6 +34,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 
+#include "proxy.h"
 #include "server.h"
 #include "t.h"
 #include "tstore.h"
@@ -43,129 +44,6 @@
 #define OVER 33 /* sealed bytes added per part (doc/security.md) */
 
 static const char canary[] = "KVTIER-PLAINTEXT-CANARY-7f3a9";
-
-/* ------------------------------------------------------------------------
- * A recording proxy: every connection to it is relayed to the server, and
- * every byte either way is appended to one log.
- */
-struct proxy {
-	int lfd;
-	uint16_t port;
-	_Atomic uint16_t to_port;    /* the server's: changes when it restarts */
-	pthread_t thr;
-	pthread_mutex_t lock;
-	uint8_t *log;
-	size_t log_len, log_cap;
-	_Atomic int stop;
-};
-
-struct relay {
-	struct proxy *p;
-	int a, b;
-};
-
-static void proxy_record(struct proxy *p, const uint8_t *buf, size_t n)
-{
-	pthread_mutex_lock(&p->lock);
-	if (p->log_len + n > p->log_cap) {
-		p->log_cap = (p->log_len + n) * 2;
-		p->log = realloc(p->log, p->log_cap);
-		T_ASSERT(p->log);
-	}
-	memcpy(p->log + p->log_len, buf, n);
-	p->log_len += n;
-	pthread_mutex_unlock(&p->lock);
-}
-
-static void *relay_main(void *arg)
-{
-	struct relay *r = arg;
-	uint8_t *buf = malloc(1 << 16);
-	T_ASSERT(buf);
-	for (;;) {
-		struct pollfd pf[2] = { { r->a, POLLIN, 0 }, { r->b, POLLIN, 0 } };
-		if (poll(pf, 2, 100) < 0 && errno != EINTR)
-			break;
-		if (r->p->stop)
-			break;
-		for (int i = 0; i < 2; i++) {
-			if (!(pf[i].revents & (POLLIN | POLLHUP | POLLERR)))
-				continue;
-			ssize_t n = read(pf[i].fd, buf, 1 << 16);
-			if (n <= 0)
-				goto done;
-			proxy_record(r->p, buf, (size_t)n);
-			for (ssize_t off = 0; off < n;) {
-				ssize_t w = write(i ? r->a : r->b, buf + off, (size_t)(n - off));
-				if (w <= 0)
-					goto done;
-				off += w;
-			}
-		}
-	}
-done:
-	close(r->a);
-	close(r->b);
-	free(buf);
-	free(r);
-	return NULL;
-}
-
-static void *proxy_main(void *arg)
-{
-	struct proxy *p = arg;
-	while (!p->stop) {
-		struct pollfd pf = { p->lfd, POLLIN, 0 };
-		struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(p->to_port),
-					  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-		struct relay *r;
-		pthread_t t;
-		int c, s;
-		if (poll(&pf, 1, 100) <= 0)
-			continue;
-		c = accept(p->lfd, NULL, NULL);
-		if (c < 0)
-			continue;
-		s = socket(AF_INET, SOCK_STREAM, 0);
-		if (s < 0 || connect(s, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-			close(c);
-			if (s >= 0)
-				close(s);
-			continue;
-		}
-		r = malloc(sizeof(*r));
-		T_ASSERT(r);
-		*r = (struct relay){ p, c, s };
-		T_OK(pthread_create(&t, NULL, relay_main, r));
-		pthread_detach(t);
-	}
-	return NULL;
-}
-
-static void proxy_start(struct proxy *p, uint16_t to_port)
-{
-	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	socklen_t sl = sizeof(sa);
-	memset(p, 0, sizeof(*p));
-	p->to_port = to_port;
-	pthread_mutex_init(&p->lock, NULL);
-	p->lfd = socket(AF_INET, SOCK_STREAM, 0);
-	T_ASSERT(p->lfd >= 0);
-	T_OK(bind(p->lfd, (struct sockaddr *)&sa, sizeof(sa)));
-	T_OK(listen(p->lfd, 16));
-	T_OK(getsockname(p->lfd, (struct sockaddr *)&sa, &sl));
-	p->port = ntohs(sa.sin_port);
-	T_OK(pthread_create(&p->thr, NULL, proxy_main, p));
-}
-
-static bool proxy_saw(struct proxy *p, const char *pat)
-{
-	bool hit;
-	pthread_mutex_lock(&p->lock);
-	hit = p->log_len && memmem(p->log, p->log_len, pat, strlen(pat)) != NULL;
-	pthread_mutex_unlock(&p->lock);
-	return hit;
-}
 
 /* ------------------------------------------------------------------------ */
 
@@ -202,13 +80,7 @@ static bool dir_contains(const char *dir, const char *pat)
 
 static struct kvt_store *engine(const char *addr)
 {
-	struct kvt_store *s = t_store_open("dram.capacity", "64M", "dram.chunk", "4K",
-					   "dram.prefault", "off", "remote.addr", addr,
-					   "remote.timeout_ms", "5000", NULL);
-	for (int i = 0; i < 1000 && t_stat(s, "remote.conns_up") == 0; i++)
-		tsrv_sleep_ms(10);
-	T_ASSERT(t_stat(s, "remote.conns_up") > 0);
-	return s;
+	return tsrv_engine(addr, (const char *[]){ "remote.timeout_ms", "5000", NULL });
 }
 
 static void master(uint8_t m[32], uint8_t seed)
@@ -223,15 +95,10 @@ static void put3(struct kvt_store *s, uint32_t ns, uint64_t id, const uint8_t *b
 	size_t per = len / PARTS;
 	struct iovec iov[PARTS] = { { (void *)buf, per }, { (void *)(buf + per), per },
 				    { (void *)(buf + 2 * per), len - 2 * per } };
-	struct kvt_req r = { .op = KVT_OP_PUT, .flags = flags, .ns = ns, .key = t_key(id),
-			     .iov = iov, .iov_count = PARTS };
-	struct kvt_req *rp = &r, *got;
-	struct kvt_queue *q;
-	T_OK(kvt_queue_create(s, &q));
-	T_RC(kvt_submit(q, &rp, 1), 1);
-	T_RC(kvt_queue_wait(q, &got, 1, 30000), 1);
+	struct kvt_req r = t_req1(s, (struct kvt_req){ .op = KVT_OP_PUT, .flags = flags, .ns = ns,
+						       .key = t_key(id), .iov = iov,
+						       .iov_count = PARTS });
 	T_RC(r.status, KVT_OK);
-	T_OK(kvt_queue_destroy(q));
 }
 
 int main(int argc, char **argv)
@@ -242,7 +109,7 @@ int main(int argc, char **argv)
 	char dir[600], addr[64], *base;
 	struct kvt_key k1 = t_key(1), k2 = t_key(2), k3 = t_key(3);
 	struct kvt_store *a, *b;
-	struct proxy px;
+	struct tproxy px;
 	struct tsrv srv;
 	uint32_t ns_a, ns_b, ns_plain;
 	uint64_t vlen;
@@ -255,7 +122,7 @@ int main(int argc, char **argv)
 	snprintf(dir, sizeof(dir), "%s/data", base);
 	T_RC(mkdir(dir, 0700), 0);
 	tsrv_start(&srv, argv[1], base, dir, NULL, extra);
-	proxy_start(&px, srv.port);
+	tproxy_start(&px, srv.port, NULL, true);
 	snprintf(addr, sizeof(addr), "127.0.0.1:%u", px.port);
 	for (size_t i = 0; i < VLEN; i++)
 		plain[i] = (uint8_t)canary[i % (sizeof(canary) - 1)];
@@ -280,7 +147,7 @@ int main(int argc, char **argv)
 	T_EQ_U64(vlen, VLEN);
 	T_EQ_MEM(out, plain, VLEN);
 	kvt_store_destroy(b);
-	T_ASSERT(!proxy_saw(&px, canary));
+	T_ASSERT(!tproxy_saw(&px, canary));
 
 	/* Another tenant's master key: a miss. */
 	b = engine(addr);
@@ -403,30 +270,27 @@ int main(int argc, char **argv)
 	}
 
 	/* Nothing so far carried the pattern: not on the wire, not on disk. */
-	T_ASSERT(!proxy_saw(&px, canary));
+	T_ASSERT(!tproxy_saw(&px, canary));
 	kvt_store_destroy(a);
 	T_EQ_INT(tsrv_stop(&srv), 0);
 	T_ASSERT(!dir_contains(dir, canary));
 
 	/* Control: the same pattern unsealed is visible in both places. */
 	tsrv_start(&srv, argv[1], base, dir, NULL, extra);
-	px.to_port = srv.port;
+	atomic_store(&px.to_port, srv.port);
 	a = engine(addr);
 	ns_plain = t_ns(a, "plain");
 	put3(a, ns_plain, 9, plain, VLEN, 0);
 	T_OK(kvt_flush(a));
 	kvt_store_destroy(a);
 	T_EQ_INT(tsrv_stop(&srv), 0);
-	T_ASSERT(proxy_saw(&px, canary));
+	T_ASSERT(tproxy_saw(&px, canary));
 	T_ASSERT(dir_contains(dir, canary));
 
-	px.stop = 1;
-	pthread_join(px.thr, NULL);
-	close(px.lfd);
+	tproxy_stop(&px);
 	t_rmtree(base);
 	free(base);
 	free(plain);
 	free(out);
-	free(px.log);
 	return 0;
 }

@@ -29,6 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "proxy.h"
 #include "server.h"
 #include "t.h"
 #include "tstore.h"
@@ -75,137 +76,6 @@ static void make_certs(void)
 	snprintf(srv_key, sizeof(srv_key), "%s/srv.key", dir);
 	snprintf(cli_cert, sizeof(cli_cert), "%s/cli.pem", dir);
 	snprintf(cli_key, sizeof(cli_key), "%s/cli.key", dir);
-}
-
-/* ------------------------------------------------------------------------
- * A forwarding proxy that records every byte in both directions.
- */
-struct proxy {
-	int lfd;
-	uint16_t port, to_port;
-	pthread_t thread;
-	atomic_bool stop;
-	pthread_mutex_t lock;
-	uint8_t *rec;
-	size_t rec_len, rec_cap;
-};
-
-struct pair {
-	struct proxy *p;
-	int a, b;
-};
-
-static void proxy_record(struct proxy *p, const uint8_t *buf, size_t n)
-{
-	pthread_mutex_lock(&p->lock);
-	if (p->rec_len + n <= p->rec_cap) {
-		memcpy(p->rec + p->rec_len, buf, n);
-		p->rec_len += n;
-	}
-	pthread_mutex_unlock(&p->lock);
-}
-
-static void *pair_main(void *arg)
-{
-	struct pair *pr = arg;
-	static uint8_t bufs[64][65536];
-	static atomic_uint next;
-	uint8_t *buf = bufs[atomic_fetch_add(&next, 1) % 64];
-	struct pollfd pf[2] = { { pr->a, POLLIN, 0 }, { pr->b, POLLIN, 0 } };
-
-	while (!atomic_load(&pr->p->stop)) {
-		int n = poll(pf, 2, 200);
-		if (n <= 0)
-			continue;
-		for (int i = 0; i < 2; i++) {
-			ssize_t r;
-			if (!(pf[i].revents & (POLLIN | POLLHUP | POLLERR)))
-				continue;
-			r = read(pf[i].fd, buf, 65536);
-			if (r <= 0)
-				goto out;
-			proxy_record(pr->p, buf, (size_t)r);
-			for (ssize_t off = 0; off < r;) {
-				ssize_t w = write(pf[1 - i].fd, buf + off, (size_t)(r - off));
-				if (w <= 0)
-					goto out;
-				off += w;
-			}
-		}
-	}
-out:
-	close(pr->a);
-	close(pr->b);
-	free(pr);
-	return NULL;
-}
-
-static void *proxy_main(void *arg)
-{
-	struct proxy *p = arg;
-	while (!atomic_load(&p->stop)) {
-		struct pollfd pf = { p->lfd, POLLIN, 0 };
-		struct sockaddr_in to = { .sin_family = AF_INET, .sin_port = htons(p->to_port) };
-		struct pair *pr;
-		pthread_t t;
-		int a, b;
-		if (poll(&pf, 1, 100) <= 0)
-			continue;
-		a = accept(p->lfd, NULL, NULL);
-		if (a < 0)
-			continue;
-		to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-		b = socket(AF_INET, SOCK_STREAM, 0);
-		if (b < 0 || connect(b, (struct sockaddr *)&to, sizeof(to)) < 0) {
-			close(a);
-			if (b >= 0)
-				close(b);
-			continue;
-		}
-		pr = malloc(sizeof(*pr));
-		T_ASSERT(pr);
-		*pr = (struct pair){ p, a, b };
-		T_RC(pthread_create(&t, NULL, pair_main, pr), 0);
-		pthread_detach(t);
-	}
-	return NULL;
-}
-
-static void proxy_start(struct proxy *p, uint16_t to_port)
-{
-	struct sockaddr_in a = { .sin_family = AF_INET };
-	socklen_t al = sizeof(a);
-	memset(p, 0, sizeof(*p));
-	p->to_port = to_port;
-	p->rec_cap = 64u << 20;
-	p->rec = malloc(p->rec_cap);
-	T_ASSERT(p->rec);
-	pthread_mutex_init(&p->lock, NULL);
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	p->lfd = socket(AF_INET, SOCK_STREAM, 0);
-	T_ASSERT(p->lfd >= 0);
-	T_RC(bind(p->lfd, (struct sockaddr *)&a, sizeof(a)), 0);
-	T_RC(listen(p->lfd, 16), 0);
-	T_RC(getsockname(p->lfd, (struct sockaddr *)&a, &al), 0);
-	p->port = ntohs(a.sin_port);
-	T_RC(pthread_create(&p->thread, NULL, proxy_main, p), 0);
-}
-
-static void proxy_stop(struct proxy *p)
-{
-	atomic_store(&p->stop, true);
-	pthread_join(p->thread, NULL);
-	close(p->lfd);
-	tsrv_sleep_ms(300); /* the pair threads see stop within 200 ms */
-}
-
-static bool proxy_saw(struct proxy *p, const void *pat, size_t n)
-{
-	bool found;
-	pthread_mutex_lock(&p->lock);
-	found = memmem(p->rec, p->rec_len, pat, n) != NULL;
-	pthread_mutex_unlock(&p->lock);
-	return found;
 }
 
 /* ------------------------------------------------------------------------
@@ -496,7 +366,7 @@ static int bench(int rounds)
 int main(int argc, char **argv)
 {
 	struct tsrv srv, mtls;
-	struct proxy px;
+	struct tproxy px;
 	char dir[600], addr[64], paddr[64];
 	unsigned fails;
 
@@ -517,12 +387,11 @@ int main(int argc, char **argv)
 	snprintf(dir, sizeof(dir), "%s/plain", base);
 	T_RC(mkdir(dir, 0700), 0);
 	tsrv_start(&srv, bin, base, dir, NULL, NULL);
-	proxy_start(&px, srv.port);
+	tproxy_start(&px, srv.port, NULL, true);
 	snprintf(paddr, sizeof(paddr), "127.0.0.1:%u", px.port);
 	round_trip(paddr, NULL, 0);
-	T_ASSERT(proxy_saw(&px, pattern, sizeof(pattern) - 1));
-	proxy_stop(&px);
-	free(px.rec);
+	T_ASSERT(tproxy_saw(&px, pattern));
+	tproxy_stop(&px);
 	T_EQ_INT(tsrv_stop(&srv), 0);
 
 	/* 2. TLS: byte-exact, and nothing of the plaintext on the wire. */
@@ -533,16 +402,15 @@ int main(int argc, char **argv)
 		tsrv_start(&srv, bin, base, dir, NULL, extra);
 	}
 	snprintf(addr, sizeof(addr), "127.0.0.1:%u", srv.port);
-	proxy_start(&px, srv.port);
+	tproxy_start(&px, srv.port, NULL, true);
 	snprintf(paddr, sizeof(paddr), "127.0.0.1:%u", px.port);
 	{
 		const char *opts[] = { "remote.tls", "on", "remote.tls_ca", ca, NULL };
 		round_trip(paddr, opts, 100);
 	}
-	T_ASSERT(px.rec_len > 8 * VALUE_LEN * 2);
-	T_ASSERT(!proxy_saw(&px, pattern, sizeof(pattern) - 1));
-	proxy_stop(&px);
-	free(px.rec);
+	T_ASSERT(px.log_len > 8 * VALUE_LEN * 2);
+	T_ASSERT(!tproxy_saw(&px, pattern));
+	tproxy_stop(&px);
 
 	/* 3. Clients that cannot verify the server: no connection, misses. */
 	{

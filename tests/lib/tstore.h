@@ -53,6 +53,19 @@ static inline uint32_t t_ns(struct kvt_store *s, const char *model)
 	return id;
 }
 
+/* One request on a queue of its own, waited for (30 s): the finished
+ * request (its buffers are the caller's). */
+static inline struct kvt_req t_req1(struct kvt_store *s, struct kvt_req r)
+{
+	struct kvt_req *rp = &r, *got;
+	struct kvt_queue *q;
+	T_OK(kvt_queue_create(s, &q));
+	T_RC(kvt_submit(q, &rp, 1), 1);
+	T_RC(kvt_queue_wait(q, &got, 1, 30000), 1);
+	T_OK(kvt_queue_destroy(q));
+	return r;
+}
+
 /* Key number i: 32 bytes derived from i. */
 static inline struct kvt_key t_key(uint64_t i)
 {

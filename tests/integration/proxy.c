@@ -1,0 +1,160 @@
+/*
+ * proxy.c - a relaying, recording, filtering TCP proxy for tests (proxy.h).
+ */
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "proxy.h"
+#include "server.h"
+#include "t.h"
+
+struct relay {
+	struct tproxy *p;
+	int a, b;                    /* client, server */
+	uint64_t conn;               /* the filter's */
+	int slot;                    /* in p->down, or -1 past TPROXY_SLOTS */
+};
+
+static void record(struct tproxy *p, const uint8_t *buf, size_t n)
+{
+	pthread_mutex_lock(&p->lock);
+	if (p->log_len + n > p->log_cap) {
+		p->log_cap = (p->log_len + n) * 2;
+		p->log = realloc(p->log, p->log_cap);
+		T_ASSERT(p->log);
+	}
+	memcpy(p->log + p->log_len, buf, n);
+	p->log_len += n;
+	pthread_mutex_unlock(&p->lock);
+}
+
+static void *relay_main(void *arg)
+{
+	struct relay *r = arg;
+	struct tproxy *p = r->p;
+	uint8_t *buf = malloc(1 << 16);
+	T_ASSERT(buf);
+	while (!atomic_load(&p->stop)) {
+		struct pollfd pf[2] = { { r->a, POLLIN, 0 }, { r->b, POLLIN, 0 } };
+		if (poll(pf, 2, 50) < 0 && errno != EINTR)
+			break;
+		for (int i = 0; i < 2; i++) {
+			size_t fwd;
+			bool stall = false;
+			int mode = 0;
+			if (!(pf[i].revents & (POLLIN | POLLHUP | POLLERR)))
+				continue;
+			ssize_t n = read(pf[i].fd, buf, 1 << 16);
+			if (n <= 0)
+				goto done;
+			fwd = (size_t)n;
+			if (i == 1 && p->filter) {
+				mode = atomic_load(&p->mode);
+				fwd = p->filter(p, mode, &r->conn, buf, (size_t)n, &stall);
+			}
+			if (p->record)
+				record(p, buf, fwd);
+			/* Counted before it is sent: once the client has it, so
+			 * does the count. */
+			if (i == 1 && r->slot >= 0)
+				atomic_fetch_add(&p->down[r->slot], fwd);
+			for (size_t off = 0; off < fwd;) {
+				ssize_t w = write(i ? r->a : r->b, buf + off, fwd - off);
+				if (w <= 0)
+					goto done;
+				off += (size_t)w;
+			}
+			if (stall) {
+				while (atomic_load(&p->mode) == mode && !atomic_load(&p->stop))
+					tsrv_sleep_ms(10);
+				goto done;
+			}
+		}
+	}
+done:
+	close(r->a);
+	close(r->b);
+	free(buf);
+	atomic_fetch_sub(&p->relays, 1);
+	free(r);
+	return NULL;
+}
+
+static void *proxy_main(void *arg)
+{
+	struct tproxy *p = arg;
+	while (!atomic_load(&p->stop)) {
+		struct pollfd pf = { p->lfd, POLLIN, 0 };
+		struct sockaddr_in sa = { .sin_family = AF_INET,
+					  .sin_port = htons(atomic_load(&p->to_port)),
+					  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+		struct relay *r;
+		pthread_t t;
+		int c, s;
+		if (poll(&pf, 1, 50) <= 0)
+			continue;
+		c = accept(p->lfd, NULL, NULL);
+		if (c < 0)
+			continue;
+		s = socket(AF_INET, SOCK_STREAM, 0);
+		if (s < 0 || connect(s, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+			close(c);
+			if (s >= 0)
+				close(s);
+			continue;
+		}
+		r = calloc(1, sizeof(*r));
+		T_ASSERT(r);
+		int slot = atomic_fetch_add(&p->opened, 1);
+		*r = (struct relay){ .p = p, .a = c, .b = s, .slot = slot < TPROXY_SLOTS ? slot : -1 };
+		atomic_fetch_add(&p->relays, 1);
+		T_OK(pthread_create(&t, NULL, relay_main, r));
+		pthread_detach(t);
+	}
+	return NULL;
+}
+
+void tproxy_start(struct tproxy *p, uint16_t to_port, tproxy_filter_fn filter, bool rec)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t sl = sizeof(sa);
+	memset(p, 0, sizeof(*p));
+	p->to_port = to_port;
+	p->filter = filter;
+	p->record = rec;
+	pthread_mutex_init(&p->lock, NULL);
+	p->lfd = socket(AF_INET, SOCK_STREAM, 0);
+	T_ASSERT(p->lfd >= 0);
+	T_OK(bind(p->lfd, (struct sockaddr *)&sa, sizeof(sa)));
+	T_OK(listen(p->lfd, 16));
+	T_OK(getsockname(p->lfd, (struct sockaddr *)&sa, &sl));
+	p->port = ntohs(sa.sin_port);
+	T_OK(pthread_create(&p->thr, NULL, proxy_main, p));
+}
+
+void tproxy_stop(struct tproxy *p)
+{
+	atomic_store(&p->stop, 1);
+	pthread_join(p->thr, NULL);
+	close(p->lfd);
+	for (int i = 0; i < 500 && atomic_load(&p->relays) > 0; i++)
+		tsrv_sleep_ms(10);
+	T_EQ_INT(atomic_load(&p->relays), 0);
+	pthread_mutex_destroy(&p->lock);
+	free(p->log);
+	p->log = NULL;
+}
+
+bool tproxy_saw(struct tproxy *p, const char *pat)
+{
+	bool hit;
+	pthread_mutex_lock(&p->lock);
+	hit = p->log_len && memmem(p->log, p->log_len, pat, strlen(pat)) != NULL;
+	pthread_mutex_unlock(&p->lock);
+	return hit;
+}
