@@ -257,6 +257,7 @@ extern const char *const kvtd_err_names[KVTD_ERR__COUNT];
 struct kvtd_counters {
 	_Atomic uint64_t conns_accepted, conns_active, conns_closed;
 	_Atomic uint64_t frames_in, frames_out, bytes_in, bytes_out;
+	_Atomic uint64_t peer_frames_in; /* of frames_in: on connections of pod peers (repair.c) */
 	_Atomic uint64_t items_in;
 	_Atomic uint64_t ops[PROTO_OP__COUNT];
 	_Atomic uint64_t auth_ok;
@@ -386,6 +387,7 @@ struct kvtd_conn {
 	void *alt;             /* the protocol's own state (RESP, HTTP), or NULL */
 	struct kvtd_tstat *tstat; /* per-tenant counters, once the tenant is known */
 	char peer[80];
+	bool pod_peer;         /* HELLO named daemon/peer.c: a member's repair, an admin poll */
 
 	/* TLS (tls.c): SSL *, or NULL for a plain connection */
 	void *tls;
