@@ -60,8 +60,8 @@ struct rent {
 	uint32_t ns;
 	uint8_t state;   /* 0 free, 1 used, 2 removed, 3 tombstone (deleted at anchor ns) */
 	uint8_t copies;
-	uint32_t heat;   /* when last put or read here: seconds since the thread started, + 1 */
 	uint64_t len;    /* the value's bytes */
+	uint64_t heat;   /* kvtd_now_ns() when last put or read here */
 	uint64_t anchor; /* state 3: kvtd_now_ns() of the delete */
 	struct kvt_key key;
 };
@@ -91,7 +91,6 @@ struct kvtd_repair {
 	_Atomic int drain_state; /* 0 none, 1 handing over, 2 left, 3 done */
 	uint64_t idle_rate;      /* --repair-idle-rate (0: no limit) */
 	uint64_t drain_budget;   /* --drain-budget: bytes of unreplicated blocks a drain hands over */
-	uint64_t t0_ns;          /* the thread's start (heat's clock) */
 	_Atomic uint64_t drain_skipped; /* blocks a drain left behind (over the budget) */
 	/* the repair thread's own: pacing */
 	double tokens;
@@ -148,11 +147,6 @@ static bool rent_grow(struct kvtd_repair *rp)
 	return true;
 }
 
-static uint32_t repair_heat_now(struct kvtd_repair *rp)
-{
-	return (uint32_t)((kvtd_now_ns() - rp->t0_ns) / 1000000000ull) + 1;
-}
-
 void kvtd_repair_touch(struct kvtd_server *srv, uint32_t ns, const struct kvt_key *key)
 {
 	struct kvtd_repair *rp = srv->repair;
@@ -162,7 +156,7 @@ void kvtd_repair_touch(struct kvtd_server *srv, uint32_t ns, const struct kvt_ke
 	pthread_mutex_lock(&rp->lock);
 	e = rent_find(rp, ns, key, false);
 	if (e && e->state == 1)
-		e->heat = repair_heat_now(rp);
+		e->heat = kvtd_now_ns();
 	pthread_mutex_unlock(&rp->lock);
 }
 
@@ -192,7 +186,7 @@ void kvtd_repair_note(struct kvtd_server *srv, uint32_t ns, const struct kvt_key
 	e->anchor = anchor;
 	e->copies = (uint8_t)copies;
 	e->len = len;
-	e->heat = repair_heat_now(rp);
+	e->heat = kvtd_now_ns();
 	pthread_mutex_unlock(&rp->lock);
 }
 
@@ -701,7 +695,7 @@ static size_t repair_drain_pick(struct kvtd_repair *rp, struct rent *snap, size_
 	keep = rep;
 	while (keep < cnt && used + snap[keep].len <= rp->drain_budget)
 		used += snap[keep++].len;
-	atomic_fetch_add(&rp->drain_skipped, cnt - keep);
+	atomic_store(&rp->drain_skipped, cnt - keep); /* of the last drain pass */
 	return keep;
 }
 
@@ -1026,7 +1020,6 @@ int kvtd_repair_start(struct kvtd_server *srv)
 			cap = srv->cfg.dram_bytes;
 		rp->drain_budget = cap / REPAIR_DRAIN_BUDGET_DIV;
 	}
-	rp->t0_ns = kvtd_now_ns();
 	srv->repair = rp;
 	if (pthread_create(&rp->thread, NULL, repair_main, rp) != 0) {
 		srv->repair = NULL;
