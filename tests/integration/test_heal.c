@@ -98,7 +98,11 @@ static void node_start(unsigned i, bool heal_off)
 
 static struct kvt_store *engine_follow(const char *seed)
 {
-	return t_store_open("dram.capacity", "32M", "dram.chunk", "4K", "dram.prefault", "off",
+	/* KVT_HEAL_WARM_MS=0: no join warm-up reads (test_heal_scaleout
+	 * must then fail: it was shown able to) */
+	const char *warm = getenv("KVT_HEAL_WARM_MS");
+	return t_store_open("remote.warm_ms", warm && *warm ? warm : "60000",
+			    "dram.capacity", "32M", "dram.chunk", "4K", "dram.prefault", "off",
 			    "remote.discover", seed, "remote.refresh_ms", "200",
 			    "remote.group", "8", "remote.hot_replicas", "2",
 			    "remote.timeout_ms", "2000", "remote.backoff_ms", "20",
