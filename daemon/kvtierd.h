@@ -176,6 +176,10 @@ int kvtd_auth_s3_secret(const char *tenant, size_t tenant_len, uint8_t *out, uin
  * to a pod peer as that tenant (peer.c): 0, or PROTO_EAUTH.  Any thread. */
 int kvtd_auth_peer_secret(const char *tenant, size_t tenant_len, uint8_t *out,
 			  uint32_t *out_len);
+/* The first tenant of the tenants file, for this server asking a pod peer
+ * a question any tenant may ask (repair.c): its name in name[0..cap)
+ * (NUL-terminated) and its secret, or PROTO_EAUTH (no tenants). */
+int kvtd_auth_any_peer(char *name, size_t cap, uint8_t *secret, uint32_t *secret_len);
 /* The table in use (replaced by SIGHUP); NULL when auth is off. */
 void kvtd_auth_install(struct kvtd_tenants *t);
 bool kvtd_auth_enabled(void);

@@ -512,7 +512,7 @@ static void ops_drain(struct kvtd_frame *fr)
 		kvtd_reply_error(fr, PROTO_EPERM, "drain needs the admin role");
 	} else if ((rc = kvtd_repair_drain(ops_srv(fr), fr->f.drain_mode == PROTO_DRAIN_EXIT)) < 0) {
 		kvtd_reply_error(fr, rc, rc == -EALREADY ? "a drain is running" :
-				 "drain needs a pod with etcd membership");
+				 "drain needs a pod (--etcd or --members)");
 	} else {
 		kvtd_resp_init(fr, &rf, 0);
 		kvtd_reply(fr, &rf, NULL, 0);

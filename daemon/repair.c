@@ -44,6 +44,7 @@
 #define REPAIR_TICK_MS 100u
 #define REPAIR_RETRY_MS 1000u
 #define REPAIR_DRAIN_BUDGET_DIV 4u /* --drain-budget default: a quarter of the DRAM tier */
+#define REPAIR_POLL_MS 1000u /* a static pod: how often the members are asked if they left */
 
 /* How long a delete is remembered: a repair copy of the key arriving
  * within it is refused.  A copy is in flight for one put (seconds at
@@ -95,6 +96,10 @@ struct kvtd_repair {
 	/* the repair thread's own: pacing */
 	double tokens;
 	uint64_t tok_ns, frames_seen, busy_ns;
+	/* ... and a static pod's members that left (repair_static_poll) */
+	bool *st_out;
+	unsigned st_n;
+	uint64_t st_next_ns;
 };
 
 static uint64_t rent_hash(uint32_t ns, const struct kvt_key *k)
@@ -897,8 +902,10 @@ static void repair_drain(struct kvtd_repair *rp, bool exit_after)
 		if (!ok)
 			sleep_ms(REPAIR_RETRY_MS);
 	}
-	kvtd_cluster_leave(srv);
+	kvtd_cluster_leave(srv, self);
 	atomic_store(&rp->drain_state, 2);
+	if (srv->cluster.source == KVTD_CLUSTER_STATIC && wait_ms < 3 * REPAIR_POLL_MS)
+		wait_ms = 3 * REPAIR_POLL_MS; /* the others ask every REPAIR_POLL_MS */
 	for (uint64_t t = 0; t < wait_ms && !repair_stopping(rp); t += REPAIR_TICK_MS)
 		sleep_ms(REPAIR_TICK_MS);
 	m = self ? repair_list_without(rp, self, &n) : NULL;
@@ -916,7 +923,7 @@ static void repair_drain(struct kvtd_repair *rp, bool exit_after)
 int kvtd_repair_drain(struct kvtd_server *srv, bool exit_after)
 {
 	struct kvtd_repair *rp = srv->repair;
-	if (!rp || srv->cluster.source != KVTD_CLUSTER_ETCD)
+	if (!rp || srv->cluster.source == KVTD_CLUSTER_NONE)
 		return -ENOTSUP;
 	if (atomic_load(&rp->drain_state) == 1 || atomic_load(&rp->drain_state) == 2)
 		return -EALREADY;
@@ -924,6 +931,51 @@ int kvtd_repair_drain(struct kvtd_server *srv, bool exit_after)
 	rp->drain_req = exit_after ? 2 : 1;
 	pthread_mutex_unlock(&rp->lock);
 	return 0;
+}
+
+/*
+ * A static pod (--members) has no etcd to leave: a member that drains
+ * serves the list without itself and says so in its stats
+ * (repair.drain_state 2, then 3), and every member asks the others about
+ * it every REPAIR_POLL_MS, serving the configured list less those that
+ * left.  One that answers otherwise (restarted: 0) is back; one that does
+ * not answer keeps its state (dead members stay listed, as configured).
+ * Engines that follow a member (remote.discover) see the change within
+ * their remote.refresh_ms.
+ */
+static void repair_static_poll(struct kvtd_repair *rp, const char *self)
+{
+	char tenant[PROTO_TENANT_MAX + 1] = KVTD_DEFAULT_TENANT;
+	uint8_t secret[PROTO_SECRET_MAX];
+	uint32_t secret_len = 0;
+	unsigned n;
+	struct kvtd_member *m = kvtd_cluster_static_conf(rp->srv, &n);
+
+	if (!m)
+		return;
+	if (rp->st_n != n) {
+		free(rp->st_out);
+		rp->st_out = calloc(n, sizeof(*rp->st_out));
+		rp->st_n = rp->st_out ? n : 0;
+	}
+	if (rp->st_out && (!kvtd_auth_enabled() ||
+			   kvtd_auth_any_peer(tenant, sizeof(tenant), secret, &secret_len) == 0)) {
+		for (unsigned i = 0; i < n && !repair_stopping(rp); i++) {
+			struct kvtd_peer p;
+			uint64_t st = 0;
+			if (self && strcmp(m[i].addr, self) == 0)
+				continue;
+			if (kvtd_peer_open(&p, m[i].addr, tenant, secret, secret_len) < 0)
+				continue; /* unreachable: as it was */
+			if (kvtd_peer_stat(&p, PROTO_SCOPE_TENANT, "repair.drain_state", &st) ==
+			    KVT_OK)
+				rp->st_out[i] = st >= 2;
+			kvtd_peer_close(&p);
+		}
+		kvtd_cluster_static_set(rp->srv, rp->st_out);
+	}
+	OPENSSL_cleanse(secret, sizeof(secret));
+	free(m);
 }
 
 static void *repair_main(void *arg)
@@ -949,6 +1001,10 @@ static void *repair_main(void *arg)
 			continue;
 		}
 
+		if (cl->source == KVTD_CLUSTER_STATIC && now >= rp->st_next_ns) {
+			repair_static_poll(rp, cl->self_addr ? cl->self_addr : rp->self);
+			rp->st_next_ns = kvtd_now_ns() + REPAIR_POLL_MS * 1000000ull;
+		}
 		pthread_mutex_lock(&cl->lock);
 		epoch = cl->epoch;
 		pthread_mutex_unlock(&cl->lock);
@@ -1048,6 +1104,7 @@ void kvtd_repair_stop(struct kvtd_server *srv)
 	srv->repair = NULL;
 	pthread_mutex_destroy(&rp->lock);
 	pthread_cond_destroy(&rp->cond);
+	free(rp->st_out);
 	free(rp->tab);
 	free(rp);
 }

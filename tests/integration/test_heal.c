@@ -640,6 +640,100 @@ static void test_rolling(void)
 
 static void test_drain_budget(unsigned nodes);
 
+/* ------------------------------------------------------------------------
+ * A static pod (--members, no etcd) drained (doc/cluster.md "Drain"):
+ * three members, an engine following them (remote.discover); member 2 is
+ * drained with kvtier drain --exit: the others drop it from the list they
+ * serve (they ask it), the engine follows, every block reads back from
+ * the two left; started again at the same address it is listed again.
+ */
+static char static_members[256], static_listen[SLOTS][32];
+
+static void node_start_static(unsigned i)
+{
+	const char *extra[] = { "--listen", static_listen[i], "--members", static_members,
+				"--repair-grace", "500", "--repair-rate", "256K", NULL };
+	char dir[700];
+	snprintf(node_base[i], sizeof(node_base[i]), "%s/snode%u-%d", base, i, (int)alive[i]);
+	mkdir(node_base[i], 0700);
+	snprintf(dir, sizeof(dir), "%s/data", node_base[i]);
+	mkdir(dir, 0700);
+	tsrv_start(&srv[i], bin, node_base[i], dir, tenants_path, extra);
+	snprintf(node_addr[i], sizeof(node_addr[i]), "%s", static_listen[i]);
+	alive[i] = true;
+}
+
+static void test_static_drain(void)
+{
+	struct kvt_store *e;
+	char cmd[4096];
+	uint32_t ns[2];
+
+	for (unsigned m = 0; m < 3; m++)
+		snprintf(static_listen[m], sizeof(static_listen[m]), "127.0.0.1:%u",
+			 t_etcd_free_port());
+	snprintf(static_members, sizeof(static_members), "%s,%s,%s", static_listen[0],
+		 static_listen[1], static_listen[2]);
+	for (unsigned m = 0; m < 3; m++)
+		node_start_static(m);
+	wait_settled(3);
+	e = engine_follow(node_addr[0]);
+	wait_members(e, 3);
+	wait_up(e, 6);
+	for (uint32_t r = 0; r < 2; r++) {
+		ns[r] = ns_r(e, r + 1);
+		for (uint32_t p = 0; p < RPROMPTS; p++) {
+			for (uint32_t i = 0; i < PLEN; i++)
+				rkeys[r][p][i] = t_key(95000 + r * 100000 + p * 1000 + i);
+			for (uint32_t i = 0; i < PLEN; i++)
+				put_block(e, ns[r], rkeys[r][p], i, r * 100000 + p * 1000 + i);
+		}
+	}
+	T_OK(kvt_flush(e));
+	T_ASSERT(node_stat(2).blocks > 0);
+
+	/* Drain member 2 (stops once done). */
+	snprintf(cmd, sizeof(cmd), "%s drain %s --exit --timeout 30 --tenant root "
+		 "--secret-file %s >%s/sdrain.out 2>&1", cli, node_addr[2], root_secret, base);
+	T_EQ_INT(system(cmd), 0);
+	T_EQ_INT(tsrv_wait_exit(&srv[2], 15000), 0);
+	alive[2] = false;
+	/* The others list two members (they asked it before it stopped), and
+	 * the engine follows them. */
+	T_EQ_U64(node_stat(0).members, 2);
+	T_EQ_U64(node_stat(1).members, 2);
+	wait_members(e, 2);
+	kvt_store_destroy(e);
+	/* Every block from the two left, through a fresh engine. */
+	e = engine_follow(node_addr[1]);
+	wait_members(e, 2);
+	for (uint32_t r = 0; r < 2; r++) {
+		uint32_t id = ns_r(e, r + 1);
+		for (uint32_t p = 0; p < RPROMPTS; p++) {
+			T_RC(kvt_lookup_prefix(e, id, rkeys[r][p], PLEN, NULL), PLEN);
+			for (uint32_t i = 0; i < PLEN; i++) {
+				static uint8_t buf[VLEN], want[VLEN];
+				uint64_t len = 0;
+				T_RC(kvt_get(e, id, &rkeys[r][p][i], buf, sizeof(buf), &len), KVT_OK);
+				t_fill(want, sizeof(want), r * 100000 + p * 1000 + i);
+				T_EQ_U64(len, VLEN);
+				T_EQ_MEM(buf, want, VLEN);
+			}
+		}
+	}
+	fprintf(stderr, "static pod: member 2 drained and stopped, %u blocks read back from "
+		"the two left\n", 2 * RPROMPTS * PLEN);
+	/* Back at the same address: listed again. */
+	node_start_static(2);
+	wait_settled(3);
+	wait_members(e, 3);
+	kvt_store_destroy(e);
+	for (unsigned m = 0; m < 3; m++) {
+		T_EQ_INT(tsrv_stop(&srv[m]), 0);
+		alive[m] = false;
+	}
+}
+
 /* Scale-out 3 -> 4 under a read load: the hit ratio while the new member
  * takes its share stays within 2 points of the steady state (here: both
  * are 100 %, by the engines' warm-up reads and the members' push). */
@@ -881,6 +975,8 @@ int main(int argc, char **argv)
 	}
 	if (argc > 3 && strcmp(argv[3], "rolling") == 0)
 		test_rolling();
+	else if (argc > 3 && strcmp(argv[3], "static") == 0)
+		test_static_drain();
 	else if (argc > 2 && strcmp(argv[argc - 1], "scaleout") == 0)
 		drain_budget = "16K", test_scaleout();
 	else
