@@ -487,7 +487,7 @@ static void bh_usage(FILE *f)
 	      "client reads and time the heal back to 2 copies (repair GB/s vs iperf3), then\n"
 	      "kill -9 another under a reader (repair GB/s, the reader's GET p99 during the\n"
 	      "repair vs before), then drain one survivor (its GB/s).\n"
-	      "--rate is each node's --repair-rate (default 256M), --idle-rate its\n"
+	      "--rate is each node's --repair-rate (default 128M), --idle-rate its\n"
 	      "--repair-idle-rate (default 0: no limit), --grace its --repair-grace\n"
 	      "(default 200 ms).\n", f);
 }
@@ -514,7 +514,7 @@ int bench_heal_main(int argc, char **argv)
 	if (!b)
 		return BENCH_EXIT_FAIL;
 	*b = (struct bh){ .dir = ".", .nodes = 5, .threads = 1, .bytes = 256 * BH_MIB,
-			  .size = 2 * BH_MIB, .rate = 256 * BH_MIB, .grace_ms = 200 };
+			  .size = 2 * BH_MIB, .rate = 128 * BH_MIB, .grace_ms = 200 };
 	optind = 1;
 	opterr = 0;
 	while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {

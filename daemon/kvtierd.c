@@ -145,7 +145,7 @@ static void kvtierd_usage(FILE *f)
 		"  --repair-grace MS     heal (doc/cluster.md): copy a departed member's\n"
 		"                        replicated groups back up after MS (default 10000)\n"
 		"  --repair-rate SIZE    bytes a second the repair may send while clients are\n"
-		"                        served (default 256M; 0: healing off)\n"
+		"                        served (default 128M; 0: healing off)\n"
 		"  --repair-idle-rate SIZE  ... while none are (default 0: no limit)\n"
 		"  --drain-budget SIZE   bytes of unreplicated blocks a drain hands over, most\n"
 		"                        recently used first (default: a quarter of --dram)\n"

@@ -40,7 +40,7 @@
 #include <openssl/crypto.h>
 
 #define REPAIR_GRACE_MS 10000u
-#define REPAIR_RATE (256ull << 20)
+#define REPAIR_RATE (128ull << 20)
 #define REPAIR_TICK_MS 100u
 #define REPAIR_RETRY_MS 1000u
 #define REPAIR_DRAIN_BUDGET_DIV 4u /* --drain-budget default: a quarter of the DRAM tier */

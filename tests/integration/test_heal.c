@@ -85,6 +85,9 @@ static void node_start(unsigned i, bool heal_off)
 {
 	const char *extra[] = { "--etcd", etcd.url, "--etcd-ttl", "2", "--repair-grace", "500",
 				"--repair-rate", heal_off ? "0" : "256K",
+				/* idle or not: a pass takes about a second (the
+				 * delete during repair lands while it copies) */
+				"--repair-idle-rate", "256K",
 				drain_budget[0] != '0' ? "--drain-budget" : NULL, drain_budget, NULL };
 	char dir[700];
 	snprintf(node_base[i], sizeof(node_base[i]), "%s/node%u", base, i);
