@@ -70,6 +70,7 @@ struct rent {
 struct kvtd_repair {
 	struct kvtd_server *srv;
 	pthread_mutex_t lock;    /* the table, stop */
+	pthread_mutex_t pace_lock; /* tokens .. busy_ns, while a pass's workers run */
 	pthread_cond_t cond;
 	struct rent *tab;
 	size_t cap, used, removed;
@@ -305,6 +306,7 @@ bool kvtd_repair_refused(struct kvtd_server *srv, uint32_t ns, const struct kvt_
 #define REPAIR_FRAME_BYTES (4u << 20)
 #define REPAIR_FRAME_ITEMS 256u
 #define REPAIR_WINDOW 4u
+#define REPAIR_WORKERS 8u /* members copied to at once */
 
 struct rflight {
 	uint64_t tag;
@@ -381,13 +383,14 @@ static bool repair_busy(struct kvtd_repair *rp, uint64_t now, bool yield)
  * burst a tenth of a second. */
 static void repair_pace(struct kvtd_repair *rp, uint64_t len)
 {
+	pthread_mutex_lock(&rp->pace_lock); /* one bucket for the pass's workers */
 	for (;;) {
 		uint64_t now = kvtd_now_ns();
 		uint64_t rate = repair_busy(rp, now, true) ? rp->rate : rp->idle_rate;
 		double burst;
 		if (rate == 0) { /* no limit */
 			rp->tok_ns = now;
-			return;
+			break;
 		}
 		burst = (double)rate / 10 > (double)len ? (double)rate / 10 : (double)len;
 		rp->tokens += (double)(now - rp->tok_ns) * (double)rate / 1e9;
@@ -396,13 +399,14 @@ static void repair_pace(struct kvtd_repair *rp, uint64_t len)
 			rp->tokens = burst;
 		if (rp->tokens >= (double)len) {
 			rp->tokens -= (double)len;
-			return;
+			break;
 		}
 		{
 			double ms = ((double)len - rp->tokens) * 1000.0 / (double)rate;
 			sleep_ms(ms > 10 ? 10 : 1 + (unsigned)ms); /* look at clients again soon */
 		}
 	}
+	pthread_mutex_unlock(&rp->pace_lock);
 }
 
 static void repair_conn_lost(struct rpass *ps, struct rpeer *r, int rc)
@@ -777,6 +781,32 @@ out:
 	free(have);
 }
 
+/* One member's share of a pass, on a thread of its own (its own queue for
+ * the pins, its own connection: ps->peers[d]). */
+struct rworker {
+	struct rpass ps;
+	unsigned d;
+	struct rent *snap;
+	size_t cnt;
+	const uint16_t (*tops)[PROTO_COPIES_MAX];
+	const uint8_t *k;
+	pthread_t th;
+	bool started;
+};
+
+static void *repair_worker(void *arg)
+{
+	struct rworker *w = arg;
+	if (kvt_queue_create(w->ps.rp->srv->store, &w->ps.q) < 0) {
+		w->ps.retry = true;
+		return NULL;
+	}
+	repair_member(&w->ps, w->d, w->snap, w->cnt, w->tops, w->k);
+	kvt_queue_destroy(w->ps.q);
+	w->ps.q = NULL;
+	return NULL;
+}
+
 /* One pass over snap[0..cnt) with list m[0..n): false if it should be run
  * again (a member could not be reached). */
 static bool repair_pass(struct kvtd_repair *rp, struct kvtd_member *m, unsigned n,
@@ -820,7 +850,7 @@ static bool repair_pass(struct kvtd_repair *rp, struct kvtd_member *m, unsigned 
 	ps.peers = calloc(n, sizeof(*ps.peers));
 	tops = cnt ? malloc(cnt * sizeof(*tops)) : NULL;
 	k = cnt ? malloc(cnt) : NULL;
-	if (ps.peers && (!cnt || (tops && k)) && kvt_queue_create(rp->srv->store, &ps.q) == 0) {
+	if (ps.peers && (!cnt || (tops && k))) {
 		/* Every member of a block's top `copies` must hold it: those that
 		 * lost a peer, those a join or a leave made owners, and, while
 		 * this server drains (not in the list), all of them.  A holder
@@ -838,17 +868,39 @@ static bool repair_pass(struct kvtd_repair *rp, struct kvtd_member *m, unsigned 
 			if (others)
 				atomic_fetch_add(&rp->checked, 1);
 		}
-		for (unsigned d = 0; d < n && !repair_stopping(rp); d++)
-			if (d != ps.self)
-				repair_member(&ps, d, snap, cnt, (const uint16_t(*)[PROTO_COPIES_MAX])tops, k);
+		/* The members at once, REPAIR_WORKERS at a time: a member's
+		 * round trips (connect, HELLO, AUTH, NS_REGISTER, EXISTS, the
+		 * last answers) overlap the others' copies. */
+		struct rworker w[REPAIR_WORKERS];
+		unsigned d = 0;
+		while (d < n && !repair_stopping(rp)) {
+			unsigned nw = 0;
+			for (; d < n && nw < REPAIR_WORKERS; d++) {
+				if (d == ps.self)
+					continue;
+				w[nw] = (struct rworker){ .ps = ps, .d = d, .snap = snap, .cnt = cnt,
+							  .tops = (const uint16_t(*)[PROTO_COPIES_MAX])tops,
+							  .k = k };
+				w[nw].ps.q = NULL;
+				w[nw].ps.retry = false;
+				w[nw].started = pthread_create(&w[nw].th, NULL, repair_worker,
+							       &w[nw]) == 0;
+				if (!w[nw].started)
+					repair_worker(&w[nw]); /* here, then */
+				nw++;
+			}
+			for (unsigned j = 0; j < nw; j++) {
+				if (w[j].started)
+					pthread_join(w[j].th, NULL);
+				ps.retry |= w[j].ps.retry;
+			}
+		}
 	} else {
 		ps.retry = true;
 	}
 	for (unsigned i = 0; ps.peers && i < n; i++)
 		if (ps.peers[i].open)
 			kvtd_peer_close(&ps.peers[i].p);
-	if (ps.q)
-		kvt_queue_destroy(ps.q);
 	free(ps.peers);
 	free(tops);
 	free(k);
@@ -1033,7 +1085,9 @@ static void *repair_main(void *arg)
 			free(m);
 			continue;
 		}
+		pthread_mutex_lock(&rp->pace_lock);
 		repair_busy(rp, kvtd_now_ns(), false); /* follow the clients between passes too */
+		pthread_mutex_unlock(&rp->pace_lock);
 		sleep_ms(REPAIR_TICK_MS);
 	}
 	return NULL;
@@ -1063,6 +1117,7 @@ int kvtd_repair_start(struct kvtd_server *srv)
 		if (!srv->listeners[i].is_unix && srv->listeners[i].proto == KVTD_PROTO_NATIVE)
 			snprintf(rp->self, sizeof(rp->self), "%s", srv->listeners[i].name);
 	pthread_mutex_init(&rp->lock, NULL);
+	pthread_mutex_init(&rp->pace_lock, NULL);
 	pthread_cond_init(&rp->cond, NULL);
 	rp->grace_ns = (uint64_t)(srv->cfg.repair_grace_set ? srv->cfg.repair_grace_ms :
 				  REPAIR_GRACE_MS) * 1000000;
@@ -1103,6 +1158,7 @@ void kvtd_repair_stop(struct kvtd_server *srv)
 		pthread_join(rp->thread, NULL);
 	srv->repair = NULL;
 	pthread_mutex_destroy(&rp->lock);
+	pthread_mutex_destroy(&rp->pace_lock);
 	pthread_cond_destroy(&rp->cond);
 	free(rp->st_out);
 	free(rp->tab);
