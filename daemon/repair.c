@@ -908,8 +908,12 @@ static bool repair_pass(struct kvtd_repair *rp, struct kvtd_member *m, unsigned 
 	placement_free(ps.pl);
 	atomic_fetch_add(&rp->passes, 1);
 	atomic_store(&rp->last_pass_ms, (kvtd_now_ns() - t0) / 1000000);
-	kvtd_log(KVTD_INFO, "repair pass done", "members=%u blocks=%zu copied=%llu retry=%s", n,
-		 cnt, (unsigned long long)atomic_load(&rp->copied), ps.retry ? "yes" : "no");
+	kvtd_log(KVTD_INFO, "repair pass done",
+		 "members=%u blocks=%zu ms=%llu copied=%llu bytes=%llu yields=%llu retry=%s", n, cnt,
+		 (unsigned long long)atomic_load(&rp->last_pass_ms),
+		 (unsigned long long)atomic_load(&rp->copied),
+		 (unsigned long long)atomic_load(&rp->bytes),
+		 (unsigned long long)atomic_load(&rp->yields), ps.retry ? "yes" : "no");
 	return !ps.retry;
 }
 
