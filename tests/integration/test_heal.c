@@ -980,8 +980,10 @@ int main(int argc, char **argv)
 		test_rolling();
 	else if (argc > 3 && strcmp(argv[3], "static") == 0)
 		test_static_drain();
-	else if (argc > 2 && strcmp(argv[argc - 1], "scaleout") == 0)
-		drain_budget = "16K", test_scaleout();
+	else if (argc > 2 && strcmp(argv[argc - 1], "scaleout") == 0) {
+		drain_budget = "16K"; /* test_drain_budget: 4 blocks */
+		test_scaleout();
+	}
 	else
 		test_kill_heal(off && *off && strcmp(off, "0") != 0);
 	etcd_atexit();
