@@ -15,13 +15,18 @@
  * (lib/placement.c, weights scaled as the engines' remote.discover scales
  * them), and asks each member of a block's top `copies` but itself
  * whether it holds the block (EXISTS), sending it where not (a PLACED
- * REPAIR put, so that the new holder can heal it in turn).  A drain
- * (kvtier drain) is such a pass over the list without this server, then
- * the etcd lease revoked, then a second pass, then maybe SIGTERM.  Duplicate work (two holders both copying)
+ * REPAIR put, so that the new holder can heal it in turn): pipelined, a
+ * thread per member ("A pass" below).  A drain (kvtier drain) is such a
+ * pass over the list without this server (every replicated block, the
+ * hottest others up to --drain-budget), then the etcd lease revoked (a
+ * static --members pod: the list served without it, which the others
+ * learn by asking: repair_static_poll), then a second pass, then maybe
+ * SIGTERM.  Duplicate work (two holders both copying)
  * costs an EXISTS or a no-op put, never wrong bytes: keys name immutable
  * values.
  *
- * Threads: kvtd-repair (the passes), loops (note/forget), any (stats).
+ * Threads: kvtd-repair (the passes) and its workers (a pass's members),
+ * loops (note/forget/touch), any (stats).
  */
 #include <errno.h>
 #include <pthread.h>
