@@ -20,8 +20,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "client.h"
@@ -473,7 +476,7 @@ static void test_kill_heal(bool heal_off)
 /* ------------------------------------------------------------------------
  * Rolling restart: every member in turn drained (kvtier drain --exit),
  * then a new one started in its place, under a steady read load from two
- * engines (threads of this process, each its own store), with a
+ * engines (processes of their own, forked before each opens its store), with a
  * namespace of replicas = 2 and one of replicas = 1.
  */
 struct reader {
@@ -527,9 +530,31 @@ static void *reader_main(void *arg)
 	return NULL;
 }
 
+/* A reader in a process of its own (an engine process: fork before it
+ * opens its store); its counters in shared memory.  The exit status
+ * says whether every byte it read was right. */
+static pid_t reader_spawn(struct reader *rd)
+{
+	pid_t pid = fork();
+	T_ASSERT(pid >= 0);
+	if (pid == 0) {
+		/* dies with the test, also when a check there fails */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() == 1)
+			_exit(1);
+		etcd.pid = 0; /* the parent's: never this process's to stop */
+		reader_main(rd);
+		_exit(0);
+	}
+	return pid;
+}
+
 static void test_rolling(void)
 {
-	struct reader rd[2];
+	/* two engine processes: shared counters */
+	struct reader *rd = mmap(NULL, 2 * sizeof(*rd), PROT_READ | PROT_WRITE,
+				 MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	pid_t rpid[2];
 	struct kvt_store *e;
 	unsigned next = NODES;
 	uint64_t t0, t1, t2;
@@ -552,10 +577,11 @@ static void test_rolling(void)
 	T_OK(kvt_flush(e));
 	kvt_store_destroy(e);
 
+	T_ASSERT(rd != MAP_FAILED);
 	for (unsigned k = 0; k < 2; k++) {
 		memset(&rd[k], 0, sizeof(rd[k]));
 		rd[k].seed_node = 3 - k; /* restarted last */
-		T_EQ_INT(pthread_create(&rd[k].th, NULL, reader_main, &rd[k]), 0);
+		rpid[k] = reader_spawn(&rd[k]);
 	}
 	tsrv_sleep_ms(300);
 	t0 = tsrv_now_ns();
@@ -581,8 +607,10 @@ static void test_rolling(void)
 	}
 	tsrv_sleep_ms(300);
 	for (unsigned k = 0; k < 2; k++) {
+		int st = 0;
 		atomic_store(&rd[k].stop, true);
-		T_EQ_INT(pthread_join(rd[k].th, NULL), 0);
+		T_EQ_INT(waitpid(rpid[k], &st, 0), rpid[k]);
+		T_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0); /* every byte right */
 		fprintf(stderr, "reader %u: %llu rounds; replicas=2: %llu gets, %llu misses; "
 			"replicas=1: %llu gets, %llu misses\n", k,
 			(unsigned long long)rd[k].rounds, (unsigned long long)rd[k].gets[1],
