@@ -476,8 +476,8 @@ static void test_kill_heal(bool heal_off)
 /* ------------------------------------------------------------------------
  * Rolling restart: every member in turn drained (kvtier drain --exit),
  * then a new one started in its place, under a steady read load from two
- * engines (processes of their own, forked before each opens its store), with a
- * namespace of replicas = 2 and one of replicas = 1.
+ * engines (processes of their own, forked before each opens its store),
+ * with a namespace of replicas = 2 and one of replicas = 1.
  */
 struct reader {
 	pthread_t th;
