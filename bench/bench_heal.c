@@ -6,11 +6,13 @@
  *   etcd (loopback)  <- N kvtierd, --etcd-ttl 2, --repair-grace, --repair-rate
  *   engine (this process): a namespace with replicas = 2, W bytes of
  *      blocks put as prompts, a reader thread timing single-block gets
- *   1. kill -9 one node; time until the live nodes hold 2 copies of every
- *      block again (the sum of their dram.blocks), the repair's GB/s (the
- *      bytes the survivors copied over their longest pass), the reader's
- *      GET p99 while the repair ran against before the kill
- *   2. drain one of the survivors (kvtier drain, without exit): the GB/s
+ *   1. kill -9 one node while no client reads (--repair-idle-rate); time
+ *      until the live nodes hold 2 copies of every block again (the sum of
+ *      their dram.blocks), the repair's GB/s (the bytes the survivors
+ *      copied over their longest pass)
+ *   2. the same with a reader thread reading (--repair-rate), and its
+ *      GET p99 while the repair ran against the 2 s before the kill
+ *   3. drain one of the survivors (kvtier drain, without exit): the GB/s
  *      of its hand-over (bytes over the time to leave the list)
  *
  * Every block is read back byte-exact after the heal.  Exit: 0 ran, 1
@@ -50,7 +52,7 @@ struct bh_lat {
 struct bh {
 	const char *kvtierd, *iperf3, *etcd, *dir;
 	unsigned nodes, threads;
-	uint64_t bytes, size, rate, grace_ms;
+	uint64_t bytes, size, rate, idle_rate, grace_ms;
 	bool json, keep;
 	char run_dir[PATH_MAX], etcd_url[64];
 	pid_t etcd_pid, iperf_pid, pid[BH_NODES_MAX];
@@ -152,17 +154,18 @@ static int bh_etcd_start(struct bh *b)
 
 static int bh_node_start(struct bh *b, unsigned i)
 {
-	char dir[PATH_MAX + 32], log[PATH_MAX + 32], grace[24], rate[24];
+	char dir[PATH_MAX + 32], log[PATH_MAX + 32], grace[24], rate[24], irate[24];
 	snprintf(dir, sizeof(dir), "%s/node-%u", b->run_dir, i);
 	snprintf(log, sizeof(log), "%s/node-%u.log", b->run_dir, i);
 	snprintf(grace, sizeof(grace), "%" PRIu64, b->grace_ms);
 	snprintf(rate, sizeof(rate), "%" PRIu64, b->rate);
+	snprintf(irate, sizeof(irate), "%" PRIu64, b->idle_rate);
 	const char *extra[] = { "--etcd", b->etcd_url, "--etcd-ttl", "2", "--repair-grace", grace,
-				"--repair-rate", rate, NULL };
+				"--repair-rate", rate, "--repair-idle-rate", irate, NULL };
 	struct bench_kvtierd k = {
 		.path = b->kvtierd, .dir = dir, .log = log,
-		/* a node holds 2 x bytes / nodes on average; after the kill and
-		 * the drain two members hold every block: bytes each */
+		/* a node holds 2 x bytes / nodes on average; after the kills
+		 * and the drain two members hold every block: bytes each */
 		.dram = bench_align_up(b->bytes + b->bytes / 8 + 128 * BH_MIB, BH_MIB), .ssd = 0,
 		.threads = b->threads, .extra = extra,
 	};
@@ -249,15 +252,65 @@ static double bh_p99(struct bh *b, uint64_t t0, uint64_t t1, unsigned *count)
 	return p;
 }
 
+/* Kill node victim (-9) and wait until the live nodes hold `want` copies
+ * again: the repair's GB/s (the bytes the survivors copied over their
+ * longest pass), when the copying started and ended. */
+static int bh_kill_heal(struct bh *b, unsigned victim, uint64_t want, double *gbps,
+			uint64_t *t_kill, uint64_t *t_start, uint64_t *t_healed, uint64_t *bytes)
+{
+	uint64_t held, lost, rbytes0 = bh_sum(b, "repair.bytes"), maxpass = 0;
+	int rc = 0;
+
+	*t_start = *t_healed = 0;
+	*t_kill = bh_now();
+	kill(b->pid[victim], SIGKILL);
+	waitpid(b->pid[victim], NULL, 0);
+	b->pid[victim] = 0;
+	b->alive[victim] = false;
+	lost = want - bh_sum(b, "dram.blocks");
+	for (;;) {
+		held = bh_sum(b, "dram.blocks");
+		if (!*t_start && held > want - lost)
+			*t_start = bh_now();
+		if (held >= want) {
+			*t_healed = bh_now();
+			break;
+		}
+		if (bh_now() - *t_kill > 600ull * 1000000000ull) {
+			bh_err("not healed after 600 s (%" PRIu64 " of %" PRIu64 " copies)", held,
+			       want);
+			*t_healed = bh_now();
+			rc = -ETIMEDOUT;
+			break;
+		}
+		bh_sleep_ms(20);
+	}
+	if (!*t_start)
+		*t_start = *t_healed;
+	/* the passes' own clocks: wait until none is pending */
+	for (int t = 0; t < 500 && bh_sum(b, "repair.pending"); t++)
+		bh_sleep_ms(20);
+	*bytes = bh_sum(b, "repair.bytes") - rbytes0;
+	for (unsigned i = 0; i < b->nodes; i++)
+		if (b->alive[i]) {
+			uint64_t v = bh_stat(b, i, "repair.last_pass_ms");
+			if (v != UINT64_MAX && v > maxpass)
+				maxpass = v;
+		}
+	*gbps = maxpass ? (double)*bytes / ((double)maxpass / 1e3) / 1e9 : 0;
+	return rc;
+}
+
 static int bh_run(struct bh *b)
 {
 	struct kvt_store *e;
 	uint32_t ns;
 	uint8_t *val = malloc(b->size);
-	double iperf = 0, repair_gbps = 0, drain_gbps = 0, p99_base, p99_rep;
-	uint64_t t_kill, t_start = 0, t_healed = 0, held, want, lost, rbytes0, rbytes, maxpass;
+	double iperf = 0, idle_gbps = 0, repair_gbps = 0, drain_gbps = 0, p99_base, p99_rep;
+	uint64_t t_kill, t_start = 0, t_healed = 0, held, want, rbytes, ibytes;
+	uint64_t i_kill, i_start, i_healed;
 	uint64_t t_d0, t_d1, dbytes0, dbytes;
-	unsigned nb, nr, victim = 1, drained = 2;
+	unsigned nb, nr, idle_victim = 1, victim = 3, drained = 2;
 	char out[PATH_MAX + 32], addr[32];
 	struct kvtd_peer p;
 	int rc = 0;
@@ -310,55 +363,26 @@ static int bh_run(struct bh *b)
 		return -EIO;
 	}
 
+	/* 1. kill -9 one node while no client reads: the repair at
+	 * --repair-idle-rate (the servers' default: no limit). */
+	rc = bh_kill_heal(b, idle_victim, want, &idle_gbps, &i_kill, &i_start, &i_healed, &ibytes);
+
 	/* The reader, then a baseline of 2 s. */
 	b->lat = calloc(BH_LAT_MAX, sizeof(*b->lat));
-	b->rs = bh_engine(b, &b->rns);
+	b->rs = rc == 0 ? bh_engine(b, &b->rns) : NULL;
 	if (!b->lat || !b->rs) {
 		free(val);
-		return -ENOMEM;
+		return rc < 0 ? rc : -ENOMEM;
 	}
 	pthread_create(&b->rth, NULL, bh_reader, b);
 	bh_sleep_ms(3000); /* 1 s of warm-up (connections, view), then the baseline */
 
-	/* 1. kill -9 one node. */
-	rbytes0 = bh_sum(b, "repair.bytes");
-	t_kill = bh_now();
-	kill(b->pid[victim], SIGKILL);
-	waitpid(b->pid[victim], NULL, 0);
-	b->pid[victim] = 0;
-	b->alive[victim] = false;
-	lost = want - bh_sum(b, "dram.blocks");
-	for (;;) {
-		held = bh_sum(b, "dram.blocks");
-		if (!t_start && held > want - lost)
-			t_start = bh_now();
-		if (held >= want) {
-			t_healed = bh_now();
-			break;
-		}
-		if (bh_now() - t_kill > 600ull * 1000000000ull) {
-			bh_err("not healed after 600 s (%" PRIu64 " of %" PRIu64 " copies)", held,
-			       want);
-			rc = -ETIMEDOUT;
-			break;
-		}
-		bh_sleep_ms(20);
-	}
-	if (!t_start)
-		t_start = t_healed;
-	rbytes = bh_sum(b, "repair.bytes") - rbytes0;
-	maxpass = 0;
-	for (unsigned i = 0; i < b->nodes; i++)
-		if (b->alive[i]) {
-			uint64_t v = bh_stat(b, i, "repair.last_pass_ms");
-			if (v != UINT64_MAX && v > maxpass)
-				maxpass = v;
-		}
-	repair_gbps = maxpass ? (double)rbytes / ((double)maxpass / 1e3) / 1e9 : 0;
+	/* 2. kill -9 another while the reader reads: --repair-rate. */
+	rc = bh_kill_heal(b, victim, want, &repair_gbps, &t_kill, &t_start, &t_healed, &rbytes);
 	p99_base = bh_p99(b, t_kill - 2000000000ull, t_kill, &nb);
 	p99_rep = bh_p99(b, t_start, t_healed, &nr);
 
-	/* 2. Drain one survivor (it stays up). */
+	/* 3. Drain one survivor (it stays up), the reader still reading. */
 	snprintf(addr, sizeof(addr), "127.0.0.1:%u", b->port[drained]);
 	dbytes0 = bh_stat(b, drained, "repair.bytes");
 	t_d0 = bh_now();
@@ -402,12 +426,18 @@ static int bh_run(struct bh *b)
 	{
 		double heal_s = (double)(t_healed - t_kill) / 1e9;
 		double copy_s = (double)(t_healed - t_start) / 1e9;
+		double iheal_s = (double)(i_healed - i_kill) / 1e9;
+		double icopy_s = (double)(i_healed - i_start) / 1e9;
 		if (b->json) {
 			printf("{\"suite\":\"cluster-heal\",\"nodes\":%u,\"block\":%" PRIu64
 			       ",\"bytes\":%" PRIu64 ",\"rate\":%" PRIu64 ",\"grace_ms\":%" PRIu64,
 			       b->nodes, b->size, b->bytes, b->rate, b->grace_ms);
-			printf(",\"iperf3_gbps\":%.3f,\"repair_bytes\":%" PRIu64
-			       ",\"repair_gbps\":%.3f,\"repair_vs_iperf3\":%.3f", iperf, rbytes,
+			printf(",\"iperf3_gbps\":%.3f,\"idle_repair_bytes\":%" PRIu64
+			       ",\"idle_repair_gbps\":%.3f,\"idle_repair_vs_iperf3\":%.3f"
+			       ",\"idle_time_to_heal_s\":%.3f,\"idle_copy_s\":%.3f", iperf, ibytes,
+			       idle_gbps, iperf > 0 ? idle_gbps / iperf : 0, iheal_s, icopy_s);
+			printf(",\"repair_bytes\":%" PRIu64
+			       ",\"repair_gbps\":%.3f,\"repair_vs_iperf3\":%.3f", rbytes,
 			       repair_gbps, iperf > 0 ? repair_gbps / iperf : 0);
 			printf(",\"time_to_heal_s\":%.3f,\"copy_s\":%.3f,\"drain_bytes\":%" PRIu64
 			       ",\"drain_gbps\":%.3f,\"drain_vs_iperf3\":%.3f", heal_s, copy_s, dbytes,
@@ -424,12 +454,17 @@ static int bh_run(struct bh *b)
 			       b->nodes, b->bytes / BH_MIB, b->size >> 10, b->rate / BH_MIB,
 			       b->grace_ms);
 			printf("iperf3 loopback (1 stream)      %8.2f GB/s\n", iperf);
-			printf("repair after kill -9            %8.2f GB/s  %.2fx iperf3  (%" PRIu64
+			printf("repair, pod idle (kill -9)      %8.2f GB/s  %.2fx iperf3  (%" PRIu64
+			       " MiB copied)\n", idle_gbps, iperf > 0 ? idle_gbps / iperf : 0,
+			       ibytes / BH_MIB);
+			printf("time to heal, idle              %8.2f s     (etcd ttl 2 s + grace + "
+			       "%.2f s copying)\n", iheal_s, icopy_s);
+			printf("repair, a reader (kill -9)      %8.2f GB/s  %.2fx iperf3  (%" PRIu64
 			       " MiB copied)\n", repair_gbps, iperf > 0 ? repair_gbps / iperf : 0,
 			       rbytes / BH_MIB);
-			printf("time to heal (kill -> 2 copies) %8.2f s     (etcd ttl 2 s + grace + "
+			printf("time to heal, a reader          %8.2f s     (etcd ttl 2 s + grace + "
 			       "%.2f s copying)\n", heal_s, copy_s);
-			printf("drain of one member             %8.2f GB/s  %.2fx iperf3  (%" PRIu64
+			printf("drain of one member, a reader   %8.2f GB/s  %.2fx iperf3  (%" PRIu64
 			       " MiB handed over)\n", drain_gbps, iperf > 0 ? drain_gbps / iperf : 0,
 			       dbytes / BH_MIB);
 			printf("client GET p99, no repair       %8.2f ms    (%u gets)\n", p99_base, nb);
@@ -444,14 +479,16 @@ static int bh_run(struct bh *b)
 static void bh_usage(FILE *f)
 {
 	fputs("usage: kvtier bench cluster --heal [--nodes N] [--bytes SIZE] [--size SIZE]\n"
-	      "       [--rate SIZE] [--grace MS] [--threads N] [--json] [--keep] [--dir DIR]\n"
-	      "       [--kvtierd PATH] [--iperf3 PATH] [--etcd PATH]\n"
+	      "       [--rate SIZE] [--idle-rate SIZE] [--grace MS] [--threads N] [--json]\n"
+	      "       [--keep] [--dir DIR] [--kvtierd PATH] [--iperf3 PATH] [--etcd PATH]\n"
 	      "\n"
-	      "N kvtierd (default 4) in a loopback etcd, --bytes (default 256M) of blocks of\n"
-	      "--size (default 2M) in a namespace with replicas 2; kill -9 one node and time\n"
-	      "the heal back to 2 copies (repair GB/s vs iperf3, time to heal, a reader's GET\n"
-	      "p99 during the repair vs before), then drain one survivor (its GB/s).\n"
-	      "--rate is each node's --repair-rate (default 256M), --grace its --repair-grace\n"
+	      "N kvtierd (default 5) in a loopback etcd, --bytes (default 256M) of blocks of\n"
+	      "--size (default 2M) in a namespace with replicas 2; kill -9 one node while no\n"
+	      "client reads and time the heal back to 2 copies (repair GB/s vs iperf3), then\n"
+	      "kill -9 another under a reader (repair GB/s, the reader's GET p99 during the\n"
+	      "repair vs before), then drain one survivor (its GB/s).\n"
+	      "--rate is each node's --repair-rate (default 128M), --idle-rate its\n"
+	      "--repair-idle-rate (default 0: no limit), --grace its --repair-grace\n"
 	      "(default 200 ms).\n", f);
 }
 
@@ -461,6 +498,7 @@ int bench_heal_main(int argc, char **argv)
 		{ "heal", no_argument, NULL, 'E' }, { "nodes", required_argument, NULL, 'n' },
 		{ "bytes", required_argument, NULL, 'b' }, { "size", required_argument, NULL, 'z' },
 		{ "rate", required_argument, NULL, 'R' }, { "grace", required_argument, NULL, 'G' },
+		{ "idle-rate", required_argument, NULL, 'D' },
 		{ "threads", required_argument, NULL, 'T' }, { "json", no_argument, NULL, 'j' },
 		{ "keep", no_argument, NULL, 'k' }, { "dir", required_argument, NULL, 'd' },
 		{ "kvtierd", required_argument, NULL, 'K' }, { "iperf3", required_argument, NULL, 'I' },
@@ -475,8 +513,8 @@ int bench_heal_main(int argc, char **argv)
 
 	if (!b)
 		return BENCH_EXIT_FAIL;
-	*b = (struct bh){ .dir = ".", .nodes = 4, .threads = 1, .bytes = 256 * BH_MIB,
-			  .size = 2 * BH_MIB, .rate = 256 * BH_MIB, .grace_ms = 200 };
+	*b = (struct bh){ .dir = ".", .nodes = 5, .threads = 1, .bytes = 256 * BH_MIB,
+			  .size = 2 * BH_MIB, .rate = 128 * BH_MIB, .grace_ms = 200 };
 	optind = 1;
 	opterr = 0;
 	while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
@@ -486,6 +524,7 @@ int bench_heal_main(int argc, char **argv)
 		case 'b': if (bench_parse_size(optarg, &b->bytes) < 0) goto usage; break;
 		case 'z': if (bench_parse_size(optarg, &b->size) < 0) goto usage; break;
 		case 'R': if (bench_parse_size(optarg, &b->rate) < 0) goto usage; break;
+		case 'D': if (bench_parse_size(optarg, &b->idle_rate) < 0) goto usage; break;
 		case 'G': b->grace_ms = (uint64_t)atoll(optarg); break;
 		case 'T': b->threads = (unsigned)atoi(optarg); break;
 		case 'j': b->json = true; break;
@@ -498,7 +537,7 @@ int bench_heal_main(int argc, char **argv)
 		default: goto usage;
 		}
 	}
-	if (optind < argc || b->nodes < 3 || b->nodes > BH_NODES_MAX || b->size < 4096 ||
+	if (optind < argc || b->nodes < 5 || b->nodes > BH_NODES_MAX || b->size < 4096 ||
 	    b->bytes < b->size || b->rate == 0 || b->threads < 1 || b->threads > 64)
 		goto usage;
 	b->blocks = (unsigned)(b->bytes / b->size);

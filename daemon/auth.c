@@ -1030,6 +1030,23 @@ int kvtd_auth_peer_secret(const char *tenant, size_t tenant_len, uint8_t *out, u
 	return rc;
 }
 
+int kvtd_auth_any_peer(char *name, size_t cap, uint8_t *secret, uint32_t *secret_len)
+{
+	int rc = PROTO_EAUTH;
+
+	pthread_mutex_lock(&auth_lock);
+	if (auth_table && auth_table->count && auth_table->v[0].name_len < cap) {
+		const struct kvtd_tenant *e = &auth_table->v[0];
+		memcpy(name, e->name, e->name_len);
+		name[e->name_len] = 0;
+		memcpy(secret, e->secret, e->secret_len);
+		*secret_len = e->secret_len;
+		rc = 0;
+	}
+	pthread_mutex_unlock(&auth_lock);
+	return rc;
+}
+
 /* A new connection of a protocol whose AUTH comes later: without
  * --tenants it is the default tenant, an admin, at once. */
 void kvtd_auth_open_conn(struct kvtd_conn *c)

@@ -167,6 +167,19 @@ static int config_option_cluster(struct kvtd_config *cfg, const char *name, cons
 					    where, v);
 		cfg->repair_rate_set = true;
 		return 1;
+	} else if (strcmp(name, "repair-idle-rate") == 0) {
+		if (kvtd_parse_size(v, &cfg->repair_idle_rate) < 0)
+			return config_usage(err, err_len,
+					    "%s: --repair-idle-rate: '%s' is not a size (bytes a second, "
+					    "0: no limit)", where, v);
+		cfg->repair_idle_rate_set = true;
+		return 1;
+	} else if (strcmp(name, "drain-budget") == 0) {
+		if (kvtd_parse_size(v, &cfg->drain_budget) < 0)
+			return config_usage(err, err_len,
+					    "%s: --drain-budget: '%s' is not a size", where, v);
+		cfg->drain_budget_set = true;
+		return 1;
 	} else if (strcmp(name, "etcd-ttl") == 0) {
 		if (config_parse_uint(v, 3600, &cfg->etcd_ttl_s) < 0 || cfg->etcd_ttl_s < 2)
 			return config_usage(err, err_len,
@@ -317,7 +330,7 @@ bool kvtd_config_is_option(const char *name)
 		"resp", "s3", "metrics", "metrics-token", "max-conns", "max-memory", "conn-inflight",
 		"conn-output", "tls-cert", "tls-key", "tls-ca", "tls-verify-client", "insecure",
 		"members", "etcd", "etcd-prefix", "etcd-ttl", "advertise", "repair-grace",
-		"repair-rate", NULL,
+		"repair-rate", "repair-idle-rate", "drain-budget", NULL,
 	};
 	for (int i = 0; names[i]; i++)
 		if (strcmp(name, names[i]) == 0)

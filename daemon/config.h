@@ -62,6 +62,10 @@ struct kvtd_config {
 	bool repair_grace_set;
 	uint64_t repair_rate;     /* --repair-rate bytes/s (0: off), if repair_rate_set */
 	bool repair_rate_set;
+	uint64_t repair_idle_rate; /* --repair-idle-rate bytes/s with no client (0: no limit) */
+	bool repair_idle_rate_set;
+	uint64_t drain_budget;    /* --drain-budget bytes, if drain_budget_set */
+	bool drain_budget_set;
 	char *advertise;          /* --advertise HOST:PORT, or NULL: the TCP listener */
 };
 

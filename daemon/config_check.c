@@ -224,6 +224,10 @@ static void check_print(FILE *out, const struct kvtd_config *cfg)
 		fprintf(out, "repair-grace = %u\n", cfg->repair_grace_ms);
 	if (cfg->repair_rate_set)
 		fprintf(out, "repair-rate = %llu\n", (unsigned long long)cfg->repair_rate);
+	if (cfg->repair_idle_rate_set)
+		fprintf(out, "repair-idle-rate = %llu\n", (unsigned long long)cfg->repair_idle_rate);
+	if (cfg->drain_budget_set)
+		fprintf(out, "drain-budget = %llu\n", (unsigned long long)cfg->drain_budget);
 	if (cfg->tls_verify_client)
 		fprintf(out, "tls-verify-client = yes\n");
 	for (unsigned i = 0; i < cfg->set_count; i++)

@@ -176,6 +176,10 @@ int kvtd_auth_s3_secret(const char *tenant, size_t tenant_len, uint8_t *out, uin
  * to a pod peer as that tenant (peer.c): 0, or PROTO_EAUTH.  Any thread. */
 int kvtd_auth_peer_secret(const char *tenant, size_t tenant_len, uint8_t *out,
 			  uint32_t *out_len);
+/* The first tenant of the tenants file, for this server asking a pod peer
+ * a question any tenant may ask (repair.c): its name in name[0..cap)
+ * (NUL-terminated) and its secret, or PROTO_EAUTH (no tenants). */
+int kvtd_auth_any_peer(char *name, size_t cap, uint8_t *secret, uint32_t *secret_len);
 /* The table in use (replaced by SIGHUP); NULL when auth is off. */
 void kvtd_auth_install(struct kvtd_tenants *t);
 bool kvtd_auth_enabled(void);
@@ -257,6 +261,7 @@ extern const char *const kvtd_err_names[KVTD_ERR__COUNT];
 struct kvtd_counters {
 	_Atomic uint64_t conns_accepted, conns_active, conns_closed;
 	_Atomic uint64_t frames_in, frames_out, bytes_in, bytes_out;
+	_Atomic uint64_t peer_frames_in; /* of frames_in: on connections of pod peers (repair.c) */
 	_Atomic uint64_t items_in;
 	_Atomic uint64_t ops[PROTO_OP__COUNT];
 	_Atomic uint64_t auth_ok;
@@ -386,6 +391,7 @@ struct kvtd_conn {
 	void *alt;             /* the protocol's own state (RESP, HTTP), or NULL */
 	struct kvtd_tstat *tstat; /* per-tenant counters, once the tenant is known */
 	char peer[80];
+	bool pod_peer;         /* HELLO named daemon/peer.c: a member's repair, an admin poll */
 
 	/* TLS (tls.c): SSL *, or NULL for a plain connection */
 	void *tls;

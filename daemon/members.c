@@ -363,16 +363,81 @@ static void *etcd_main(void *arg)
  * Start and stop
  */
 
-int kvtd_cluster_leave(struct kvtd_server *srv)
+/* The static list served: conf less out[] (NULL: none) and less self once
+ * left.  cl->lock held. */
+static void cluster_static_rebuild_locked(struct kvtd_cluster *cl, const bool *out,
+					  const char *self)
+{
+	struct kvtd_member *nl = malloc((cl->conf_count ? cl->conf_count : 1) * sizeof(*nl));
+	unsigned n = 0;
+	if (!nl)
+		return; /* keep the old list */
+	for (unsigned i = 0; i < cl->conf_count; i++) {
+		bool is_self = self && strcmp(cl->conf[i].addr, self) == 0;
+		if ((out && out[i] && !is_self) || (cl->leave && is_self))
+			continue;
+		nl[n++] = cl->conf[i];
+	}
+	if (kvtd_members_equal(nl, n, cl->list, cl->count)) {
+		free(nl);
+		return;
+	}
+	free(cl->list);
+	cl->list = nl;
+	cl->count = n;
+	cl->epoch++;
+	atomic_fetch_add(&cl->changes, 1);
+	kvtd_log(KVTD_INFO, "static cluster members", "members=%u of=%u", n, cl->conf_count);
+}
+
+int kvtd_cluster_leave(struct kvtd_server *srv, const char *self)
 {
 	struct kvtd_cluster *cl = &srv->cluster;
-	if (cl->source != KVTD_CLUSTER_ETCD)
+	if (cl->source == KVTD_CLUSTER_NONE)
 		return -ENOTSUP;
 	pthread_mutex_lock(&cl->lock);
 	cl->leave = true;
+	if (cl->source == KVTD_CLUSTER_STATIC) {
+		/* others as they were: only self goes */
+		bool *out = calloc(cl->conf_count ? cl->conf_count : 1, sizeof(*out));
+		for (unsigned i = 0; out && i < cl->conf_count; i++) {
+			bool listed = false;
+			for (unsigned j = 0; j < cl->count && !listed; j++)
+				listed = strcmp(cl->list[j].addr, cl->conf[i].addr) == 0;
+			out[i] = !listed;
+		}
+		if (out)
+			cluster_static_rebuild_locked(cl, out, self);
+		free(out);
+	}
+	free(cl->leave_self);
+	cl->leave_self = self ? strdup(self) : NULL;
 	pthread_cond_broadcast(&cl->cond);
 	pthread_mutex_unlock(&cl->lock);
 	return 0;
+}
+
+struct kvtd_member *kvtd_cluster_static_conf(struct kvtd_server *srv, unsigned *n)
+{
+	struct kvtd_cluster *cl = &srv->cluster;
+	struct kvtd_member *m = NULL;
+	*n = 0;
+	pthread_mutex_lock(&cl->lock);
+	if (cl->conf_count && (m = malloc(cl->conf_count * sizeof(*m)))) {
+		memcpy(m, cl->conf, cl->conf_count * sizeof(*m));
+		*n = cl->conf_count;
+	}
+	pthread_mutex_unlock(&cl->lock);
+	return m;
+}
+
+void kvtd_cluster_static_set(struct kvtd_server *srv, const bool *out)
+{
+	struct kvtd_cluster *cl = &srv->cluster;
+	pthread_mutex_lock(&cl->lock);
+	if (cl->source == KVTD_CLUSTER_STATIC)
+		cluster_static_rebuild_locked(cl, out, cl->leave_self);
+	pthread_mutex_unlock(&cl->lock);
 }
 
 /* The native TCP listener's "HOST:PORT", or NULL. */
@@ -417,6 +482,11 @@ int kvtd_cluster_start(struct kvtd_server *srv)
 			return rc == -ENOMEM ? rc : cluster_fail("--members refused", "error=\"%s\"", err);
 		cl->source = KVTD_CLUSTER_STATIC;
 		cl->epoch = 1;
+		cl->conf = malloc(cl->count * sizeof(*cl->conf));
+		if (!cl->conf)
+			return -ENOMEM;
+		memcpy(cl->conf, cl->list, cl->count * sizeof(*cl->conf));
+		cl->conf_count = cl->count;
 		kvtd_log(KVTD_INFO, "static cluster members", "members=%u", cl->count);
 		return 0;
 	}
@@ -476,6 +546,11 @@ void kvtd_cluster_stop(struct kvtd_server *srv)
 		cl->started = false;
 	}
 	free(cl->list);
+	free(cl->conf);
+	free(cl->leave_self);
+	cl->conf = NULL;
+	cl->leave_self = NULL;
+	cl->conf_count = 0;
 	free(cl->url);
 	free(cl->prefix);
 	free(cl->self_key);

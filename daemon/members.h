@@ -94,6 +94,11 @@ struct kvtd_cluster {
 	int64_t lease;             /* 0: none held */
 	unsigned bad_seen;         /* unparsable entries at the last read */
 	bool leave;                /* lock: kvtd_cluster_leave asked (drain) */
+	/* A static list (--members): the configured members; the list served
+	 * is they less those out (kvtd_cluster_static_set) */
+	struct kvtd_member *conf;
+	unsigned conf_count;
+	char *leave_self;          /* lock: the address this server left as */
 };
 
 /* Static list or etcd thread, from srv->cfg (members, etcd, advertise);
@@ -101,8 +106,16 @@ struct kvtd_cluster {
 int kvtd_cluster_start(struct kvtd_server *srv);
 /* Leave the pod but keep serving (drain, repair.c): with etcd, revoke the
  * lease and from then on only read the list (which no longer names this
- * server).  A static list cannot be left: -ENOTSUP.  0 once asked. */
-int kvtd_cluster_leave(struct kvtd_server *srv);
+ * server); with a static list, serve it without this server (self).  0
+ * once asked, -ENOTSUP without a pod. */
+int kvtd_cluster_leave(struct kvtd_server *srv, const char *self);
+/* A static list: the configured members (a new array, *n of them; NULL
+ * when none or without memory). */
+struct kvtd_member *kvtd_cluster_static_conf(struct kvtd_server *srv, unsigned *n);
+/* A static list: serve the configured members less those with out[i]
+ * (out: conf_count flags, in the configured order) and less this server
+ * once it left; a change bumps the epoch (engines and the repair follow). */
+void kvtd_cluster_static_set(struct kvtd_server *srv, const bool *out);
 /* Stop the thread, revoke the lease (so the others see this server leave
  * at once), free everything. */
 void kvtd_cluster_stop(struct kvtd_server *srv);

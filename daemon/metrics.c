@@ -261,6 +261,8 @@ static void metrics_repair(void *ctx, const char *name, uint64_t v)
 		  "milliseconds the last repair pass took" },
 		{ "repair.drain_state", "kvtier_repair_drain_state", "gauge",
 		  "0, or a drain: 1 handing over, 2 out of the member list, 3 done" },
+		{ "repair.drain_skipped", "kvtier_repair_drain_skipped", "gauge",
+		  "blocks of one copy the last drain pass left behind (over --drain-budget)" },
 	};
 	for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
 		if (strcmp(name, map[i].stat) == 0)

@@ -405,6 +405,9 @@ static void ops_hello(struct kvtd_frame *fr)
 	}
 	c->version = (uint16_t)hi;
 	c->state = KVTD_CS_AUTH;
+	/* Another member's repair, or an admin's poll (daemon/peer.c): not
+	 * client traffic for the repair's pacing (repair.c).  Only that. */
+	c->pod_peer = h->name_len == 12 && memcmp(h->name, "kvtierd-peer", 12) == 0;
 	kvtd_resp_init(fr, &rf, 0);
 	rf.hello.min_version = PROTO_VERSION_MIN;
 	rf.hello.max_version = PROTO_VERSION_MAX;
@@ -509,7 +512,7 @@ static void ops_drain(struct kvtd_frame *fr)
 		kvtd_reply_error(fr, PROTO_EPERM, "drain needs the admin role");
 	} else if ((rc = kvtd_repair_drain(ops_srv(fr), fr->f.drain_mode == PROTO_DRAIN_EXIT)) < 0) {
 		kvtd_reply_error(fr, rc, rc == -EALREADY ? "a drain is running" :
-				 "drain needs a pod with etcd membership");
+				 "drain needs a pod (--etcd or --members)");
 	} else {
 		kvtd_resp_init(fr, &rf, 0);
 		kvtd_reply(fr, &rf, NULL, 0);
@@ -1485,6 +1488,8 @@ void kvtd_frame_dispatch(struct kvtd_frame *fr)
 	unsigned op = fr->f.op;
 
 	KVTD_COUNT(srv, frames_in, 1);
+	if (c->pod_peer)
+		KVTD_COUNT(srv, peer_frames_in, 1);
 	KVTD_COUNT(srv, ops[op], 1);
 	KVTD_COUNT(srv, items_in, fr->f.item_count);
 	c->frames++;
@@ -1804,20 +1809,23 @@ static void ops_repair_hook(struct kvtd_frame *fr)
 		kvtd_repair_cleared(srv, id);
 	}
 	if (!srv->repair || !fr->items || !fr->ns_ids ||
-	    (fr->f.op != PROTO_OP_PUT && fr->f.op != PROTO_OP_DELETE))
+	    (fr->f.op != PROTO_OP_PUT && fr->f.op != PROTO_OP_DELETE && fr->f.op != PROTO_OP_GET))
 		return;
 	proto_iter_init(&iter, &fr->f, NULL, NULL, 0);
 	while (i < fr->n && proto_iter_next(&iter, &pi) == 1) {
 		const struct kvtd_item *it = &fr->items[i++];
 		if (fr->ns_err[pi.ns_index])
 			continue;
-		if (fr->f.op == PROTO_OP_DELETE) {
+		if (fr->f.op == PROTO_OP_GET) {
+			if (it->status == KVT_OK) /* what a drain hands over first */
+				kvtd_repair_touch(srv, fr->ns_ids[pi.ns_index], &pi.key);
+		} else if (fr->f.op == PROTO_OP_DELETE) {
 			if (it->status == KVT_OK || it->status == KVT_MISS)
 				kvtd_repair_forget(srv, fr->ns_ids[pi.ns_index], &pi.key);
 		} else if (pi.flags & PROTO_IF_PLACED &&
 			   (it->status == KVT_OK || it->status == KVT_EXISTS)) {
 			kvtd_repair_note(srv, fr->ns_ids[pi.ns_index], &pi.key, pi.anchor,
-					 pi.copies);
+					 pi.copies, pi.value_len);
 		}
 	}
 }

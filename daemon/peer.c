@@ -45,6 +45,37 @@ static int peer_send(struct kvtd_peer *p, const void *buf, size_t len)
 	return 0;
 }
 
+/* All of iov[0..n) (modified), with as few system calls as the socket
+ * allows. */
+static int peer_sendv(struct kvtd_peer *p, struct iovec *iov, unsigned n)
+{
+	while (n) {
+		struct pollfd pf = { .fd = p->fd, .events = POLLOUT };
+		struct msghdr mh = { .msg_iov = iov, .msg_iovlen = n > 64 ? 64 : n };
+		ssize_t w;
+		int pr = poll(&pf, 1, PEER_TIMEOUT_MS);
+		if (pr < 0 && errno == EINTR)
+			continue;
+		if (pr <= 0)
+			return pr == 0 ? -ETIMEDOUT : -errno;
+		w = sendmsg(p->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (w < 0 && (errno == EINTR || errno == EAGAIN))
+			continue;
+		if (w < 0)
+			return -errno;
+		while (n && (size_t)w >= iov->iov_len) {
+			w -= (ssize_t)iov->iov_len;
+			iov++;
+			n--;
+		}
+		if (n) {
+			iov->iov_base = (uint8_t *)iov->iov_base + w;
+			iov->iov_len -= (size_t)w;
+		}
+	}
+	return 0;
+}
+
 static int peer_fill(struct kvtd_peer *p, size_t want)
 {
 	if (p->rcap < want) {
@@ -102,9 +133,8 @@ static int peer_recv(struct kvtd_peer *p)
 	}
 }
 
-/* One request, its response (the last frame of its tag) in p->resp. */
-static int peer_call(struct kvtd_peer *p, struct proto_frame *f, const struct proto_item *items,
-		     uint32_t n, const struct iovec *data, unsigned data_n)
+int kvtd_peer_send(struct kvtd_peer *p, struct proto_frame *f, const struct proto_item *items,
+		   uint32_t n, const struct iovec *data, unsigned data_n)
 {
 	uint64_t need = 0;
 	int64_t len;
@@ -119,10 +149,38 @@ static int peer_call(struct kvtd_peer *p, struct proto_frame *f, const struct pr
 	if (!(buf = malloc(need)))
 		return -ENOMEM;
 	len = proto_encode(f, items, n, buf, need, &p->lim, NULL);
-	rc = len < 0 ? (int)len : peer_send(p, buf, (size_t)len);
+	if (len < 0) {
+		free(buf);
+		return (int)len;
+	}
+	if (data_n) {
+		/* the table and the data section in one go */
+		struct iovec *v = malloc((data_n + 1) * sizeof(*v));
+		rc = -ENOMEM;
+		if (v) {
+			v[0].iov_base = buf;
+			v[0].iov_len = (size_t)len;
+			memcpy(v + 1, data, data_n * sizeof(*v));
+			rc = peer_sendv(p, v, data_n + 1);
+			free(v);
+		}
+	} else {
+		rc = peer_send(p, buf, (size_t)len);
+	}
 	free(buf);
-	for (unsigned i = 0; rc == 0 && i < data_n; i++)
-		rc = peer_send(p, data[i].iov_base, data[i].iov_len);
+	return rc;
+}
+
+int kvtd_peer_next(struct kvtd_peer *p)
+{
+	return peer_recv(p);
+}
+
+/* One request, its response (the last frame of its tag) in p->resp. */
+static int peer_call(struct kvtd_peer *p, struct proto_frame *f, const struct proto_item *items,
+		     uint32_t n, const struct iovec *data, unsigned data_n)
+{
+	int rc = kvtd_peer_send(p, f, items, n, data, data_n);
 	while (rc == 0) {
 		rc = peer_recv(p);
 		if (rc == 0 && (p->resp.op == PROTO_OP_ERROR ||

@@ -8,6 +8,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 #include "kvtier.h"
 #include "proto.h"
@@ -41,6 +42,15 @@ int kvtd_peer_exists(struct kvtd_peer *p, const uint8_t digest[PROTO_DIGEST_LEN]
 int kvtd_peer_put(struct kvtd_peer *p, const uint8_t digest[PROTO_DIGEST_LEN],
 		  const struct kvt_key *key, const void *value, uint64_t len, uint64_t anchor,
 		  uint32_t copies);
+
+/* Pipelining (repair.c): send one request frame without waiting for its
+ * answer (f->tag and f->version are set here; data[] is its data section,
+ * written after the table).  0 or < 0 (the connection is then unusable). */
+int kvtd_peer_send(struct kvtd_peer *p, struct proto_frame *f, const struct proto_item *items,
+		   uint32_t n, const struct iovec *data, unsigned data_n);
+/* The next response frame, of any tag, into p->resp (valid until the
+ * next call).  0 or < 0. */
+int kvtd_peer_next(struct kvtd_peer *p);
 
 /* DRAIN (admin): PROTO_DRAIN_STAY or PROTO_DRAIN_EXIT.  0 or < 0. */
 int kvtd_peer_drain(struct kvtd_peer *p, uint32_t mode);

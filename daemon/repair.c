@@ -15,13 +15,18 @@
  * (lib/placement.c, weights scaled as the engines' remote.discover scales
  * them), and asks each member of a block's top `copies` but itself
  * whether it holds the block (EXISTS), sending it where not (a PLACED
- * REPAIR put, so that the new holder can heal it in turn).  A drain
- * (kvtier drain) is such a pass over the list without this server, then
- * the etcd lease revoked, then a second pass, then maybe SIGTERM.  Duplicate work (two holders both copying)
+ * REPAIR put, so that the new holder can heal it in turn): pipelined, a
+ * thread per member ("A pass" below).  A drain (kvtier drain) is such a
+ * pass over the list without this server (every replicated block, the
+ * hottest others up to --drain-budget), then the etcd lease revoked (a
+ * static --members pod: the list served without it, which the others
+ * learn by asking: repair_static_poll), then a second pass, then maybe
+ * SIGTERM.  Duplicate work (two holders both copying)
  * costs an EXISTS or a no-op put, never wrong bytes: keys name immutable
  * values.
  *
- * Threads: kvtd-repair (the passes), loops (note/forget), any (stats).
+ * Threads: kvtd-repair (the passes) and its workers (a pass's members),
+ * loops (note/forget/touch), any (stats).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -40,9 +45,11 @@
 #include <openssl/crypto.h>
 
 #define REPAIR_GRACE_MS 10000u
-#define REPAIR_RATE (256ull << 20)
+#define REPAIR_RATE (128ull << 20)
 #define REPAIR_TICK_MS 100u
 #define REPAIR_RETRY_MS 1000u
+#define REPAIR_DRAIN_BUDGET_DIV 4u /* --drain-budget default: a quarter of the DRAM tier */
+#define REPAIR_POLL_MS 1000u /* a static pod: how often the members are asked if they left */
 
 /* How long a delete is remembered: a repair copy of the key arriving
  * within it is refused.  A copy is in flight for one put (seconds at
@@ -51,10 +58,16 @@
 
 #define REPAIR_CLEARS 64 /* namespaces whose CLEAR is remembered one by one */
 
+/* Clients are being served until this long after the last frame of theirs
+ * arrived: the repair keeps to --repair-rate meanwhile. */
+#define REPAIR_BUSY_NS (200ull * 1000000ull)
+
 struct rent {
 	uint32_t ns;
 	uint8_t state;   /* 0 free, 1 used, 2 removed, 3 tombstone (deleted at anchor ns) */
 	uint8_t copies;
+	uint64_t len;    /* the value's bytes */
+	uint64_t heat;   /* kvtd_now_ns() when last put or read here */
 	uint64_t anchor; /* state 3: kvtd_now_ns() of the delete */
 	struct kvt_key key;
 };
@@ -62,6 +75,7 @@ struct rent {
 struct kvtd_repair {
 	struct kvtd_server *srv;
 	pthread_mutex_t lock;    /* the table, stop */
+	pthread_mutex_t pace_lock; /* tokens .. busy_ns, while a pass's workers run */
 	pthread_cond_t cond;
 	struct rent *tab;
 	size_t cap, used, removed;
@@ -82,6 +96,16 @@ struct kvtd_repair {
 	} clear_at[REPAIR_CLEARS]; /* lock: CLEARs of one namespace (at 0: free) */
 	int drain_req;           /* lock: 1 drain, 2 drain then exit (taken by the thread) */
 	_Atomic int drain_state; /* 0 none, 1 handing over, 2 left, 3 done */
+	uint64_t idle_rate;      /* --repair-idle-rate (0: no limit) */
+	uint64_t drain_budget;   /* --drain-budget: bytes of unreplicated blocks a drain hands over */
+	_Atomic uint64_t drain_skipped; /* blocks a drain left behind (over the budget) */
+	/* the repair thread's own: pacing */
+	double tokens;
+	uint64_t tok_ns, frames_seen, busy_ns;
+	/* ... and a static pod's members that left (repair_static_poll) */
+	bool *st_out;
+	unsigned st_n;
+	uint64_t st_next_ns;
 };
 
 static uint64_t rent_hash(uint32_t ns, const struct kvt_key *k)
@@ -134,8 +158,21 @@ static bool rent_grow(struct kvtd_repair *rp)
 	return true;
 }
 
+void kvtd_repair_touch(struct kvtd_server *srv, uint32_t ns, const struct kvt_key *key)
+{
+	struct kvtd_repair *rp = srv->repair;
+	struct rent *e;
+	if (!rp)
+		return;
+	pthread_mutex_lock(&rp->lock);
+	e = rent_find(rp, ns, key, false);
+	if (e && e->state == 1)
+		e->heat = kvtd_now_ns();
+	pthread_mutex_unlock(&rp->lock);
+}
+
 void kvtd_repair_note(struct kvtd_server *srv, uint32_t ns, const struct kvt_key *key,
-		      uint64_t anchor, uint32_t copies)
+		      uint64_t anchor, uint32_t copies, uint64_t len)
 {
 	struct kvtd_repair *rp = srv->repair;
 	struct rent *e;
@@ -159,6 +196,8 @@ void kvtd_repair_note(struct kvtd_server *srv, uint32_t ns, const struct kvt_key
 	e->key = *key;
 	e->anchor = anchor;
 	e->copies = (uint8_t)copies;
+	e->len = len;
+	e->heat = kvtd_now_ns();
 	pthread_mutex_unlock(&rp->lock);
 }
 
@@ -258,7 +297,28 @@ bool kvtd_repair_refused(struct kvtd_server *srv, uint32_t ns, const struct kvt_
 
 /* ------------------------------------------------------------------------
  * A pass
+ *
+ * Pipelined (doc/cluster.md "Rate"): for each other member, the blocks it
+ * should hold are asked about REPAIR_EXISTS_BATCH keys to an EXISTS
+ * frame, and those it lacks are sent in PUT frames of about
+ * REPAIR_FRAME_BYTES, up to REPAIR_WINDOW frames unanswered.  Values go
+ * from this store's DRAM to the socket without a copy (quiet pinned gets:
+ * the pass changes no block's recency or tier; the pin is released as
+ * soon as the bytes are in the socket), with the parts and CRCs they were
+ * stored with (kvt_pin_parts), so the receiver verifies them end to end.
  */
+#define REPAIR_EXISTS_BATCH 1024u
+#define REPAIR_FRAME_BYTES (4u << 20)
+#define REPAIR_FRAME_ITEMS 256u
+#define REPAIR_WINDOW 4u
+#define REPAIR_WORKERS 8u /* members copied to at once */
+
+struct rflight {
+	uint64_t tag;
+	uint32_t n;
+	uint64_t len[REPAIR_FRAME_ITEMS]; /* each item's value bytes */
+};
+
 struct rpeer {
 	struct kvtd_peer p;
 	bool open;
@@ -266,6 +326,10 @@ struct rpeer {
 	uint32_t ns_id[16];   /* namespace ids whose digest there is known */
 	uint8_t digest[16][PROTO_DIGEST_LEN];
 	unsigned ns_n;
+	struct rflight fl[REPAIR_WINDOW]; /* PUT frames unanswered */
+	unsigned fl_n;
+	uint64_t ex_tag;      /* the EXISTS frame waited for (0: none) */
+	uint8_t *ex_have;     /* its answers by index: 1 held (or not to send) */
 };
 
 struct rpass {
@@ -274,10 +338,7 @@ struct rpass {
 	unsigned n, self;
 	struct placement *pl;
 	struct rpeer *peers;
-	uint8_t *buf;
-	size_t buf_cap;
-	double tokens;
-	uint64_t tok_ns, frames_seen;
+	struct kvt_queue *q;
 	bool retry;
 };
 
@@ -296,31 +357,127 @@ static void sleep_ms(unsigned ms)
 	nanosleep(&ts, NULL);
 }
 
-/* The token bucket (--repair-rate, burst a tenth of a second) and the
- * yield: while clients' frames keep arriving, a copy waits a little. */
-static void repair_pace(struct rpass *ps, uint64_t len)
+/* Frames from clients (not from the pod's peers: other members' repair
+ * copies and admin polls) this server received so far. */
+static uint64_t repair_client_frames(struct kvtd_server *srv)
 {
-	struct kvtd_server *srv = ps->rp->srv;
-	uint64_t rate = ps->rp->rate;
-	uint64_t frames = atomic_load_explicit(&srv->ctr.frames_in, memory_order_relaxed);
-	if (frames > ps->frames_seen + 16) { /* client traffic since the last copy */
-		atomic_fetch_add(&ps->rp->yields, 1);
-		sleep_ms(2);
+	uint64_t all = atomic_load_explicit(&srv->ctr.frames_in, memory_order_relaxed);
+	uint64_t peer = atomic_load_explicit(&srv->ctr.peer_frames_in, memory_order_relaxed);
+	return all > peer ? all - peer : 0;
+}
+
+/* Is a client being served?  True for REPAIR_BUSY_NS after the last
+ * client frame seen (the repair thread's view; it looks at least every
+ * REPAIR_TICK_MS and before every frame it sends). */
+static bool repair_busy(struct kvtd_repair *rp, uint64_t now, bool yield)
+{
+	uint64_t f = repair_client_frames(rp->srv);
+	if (f != rp->frames_seen) {
+		rp->busy_ns = now;
+		if (yield && f > rp->frames_seen + 16) { /* many since the last look: let them pass */
+			atomic_fetch_add(&rp->yields, 1);
+			sleep_ms(2);
+		}
+		rp->frames_seen = repair_client_frames(rp->srv);
 	}
-	ps->frames_seen = atomic_load_explicit(&srv->ctr.frames_in, memory_order_relaxed);
+	return rp->busy_ns && now - rp->busy_ns < REPAIR_BUSY_NS;
+}
+
+/* The token bucket before len bytes go out: --repair-rate while clients
+ * are served, --repair-idle-rate (default: no limit) while none are;
+ * burst a tenth of a second. */
+static void repair_pace(struct kvtd_repair *rp, uint64_t len)
+{
+	pthread_mutex_lock(&rp->pace_lock); /* one bucket for the pass's workers */
 	for (;;) {
 		uint64_t now = kvtd_now_ns();
-		double burst = (double)rate / 10 > (double)len ? (double)rate / 10 : (double)len;
-		ps->tokens += (double)(now - ps->tok_ns) * (double)rate / 1e9;
-		ps->tok_ns = now;
-		if (ps->tokens > burst)
-			ps->tokens = burst;
-		if (ps->tokens >= (double)len) {
-			ps->tokens -= (double)len;
-			return;
+		uint64_t rate = repair_busy(rp, now, true) ? rp->rate : rp->idle_rate;
+		double burst;
+		if (rate == 0) { /* no limit */
+			rp->tok_ns = now;
+			break;
 		}
-		sleep_ms(1 + (unsigned)(((double)len - ps->tokens) * 1000.0 / (double)rate));
+		burst = (double)rate / 10 > (double)len ? (double)rate / 10 : (double)len;
+		rp->tokens += (double)(now - rp->tok_ns) * (double)rate / 1e9;
+		rp->tok_ns = now;
+		if (rp->tokens > burst)
+			rp->tokens = burst;
+		if (rp->tokens >= (double)len) {
+			rp->tokens -= (double)len;
+			break;
+		}
+		{
+			double ms = ((double)len - rp->tokens) * 1000.0 / (double)rate;
+			sleep_ms(ms > 10 ? 10 : 1 + (unsigned)ms); /* look at clients again soon */
+		}
 	}
+	pthread_mutex_unlock(&rp->pace_lock);
+}
+
+static void repair_conn_lost(struct rpass *ps, struct rpeer *r, int rc)
+{
+	kvtd_log(KVTD_WARN, "repair: lost a member", "member=%s error=%d", r->p.addr, rc);
+	atomic_fetch_add(&ps->rp->errors, 1 + r->fl_n);
+	kvtd_peer_close(&r->p);
+	r->open = false;
+	r->failed = true;
+	r->fl_n = 0;
+	r->ex_tag = 0;
+	ps->retry = true;
+}
+
+/* Read one answer from r and account for it.  0 or < 0 (the connection
+ * is lost: closed here). */
+static int repair_recv(struct rpass *ps, struct rpeer *r)
+{
+	struct proto_frame *f = &r->p.resp;
+	struct proto_iter iter;
+	struct proto_item it;
+	int rc = kvtd_peer_next(&r->p);
+	if (rc == 0 && f->op == PROTO_OP_ERROR)
+		rc = f->status < 0 ? f->status : PROTO_EMALFORMED;
+	if (rc < 0) {
+		repair_conn_lost(ps, r, rc);
+		return rc;
+	}
+	if (r->ex_tag && f->tag == r->ex_tag) {
+		proto_iter_init(&iter, f, NULL, NULL, 0);
+		while (proto_iter_next(&iter, &it) == 1 && it.index < REPAIR_EXISTS_BATCH) {
+			if (it.status != KVT_OK && it.status != KVT_MISS)
+				atomic_fetch_add(&ps->rp->errors, 1);
+			r->ex_have[it.index] = it.status != KVT_MISS;
+		}
+		if (!(f->flags & PROTO_F_MORE))
+			r->ex_tag = 0;
+		return 0;
+	}
+	for (unsigned k = 0; k < r->fl_n; k++) {
+		struct rflight *fl = &r->fl[k];
+		if (fl->tag != f->tag)
+			continue;
+		proto_iter_init(&iter, f, NULL, NULL, 0);
+		while (proto_iter_next(&iter, &it) == 1 && it.index < fl->n) {
+			if (it.status == KVT_OK) {
+				atomic_fetch_add(&ps->rp->copied, 1);
+				atomic_fetch_add(&ps->rp->bytes, fl->len[it.index]);
+			} else if (it.status != KVT_EXISTS && it.status != -ECANCELED) {
+				atomic_fetch_add(&ps->rp->errors, 1);
+			}
+		}
+		if (!(f->flags & PROTO_F_MORE))
+			r->fl[k] = r->fl[--r->fl_n];
+		break;
+	}
+	return 0;
+}
+
+/* Wait until at most `keep` PUT frames are unanswered at r.  0 or < 0. */
+static int repair_settle(struct rpass *ps, struct rpeer *r, unsigned keep)
+{
+	int rc = 0;
+	while (rc == 0 && r->open && r->fl_n > keep)
+		rc = repair_recv(ps, r);
+	return r->open ? rc : -ECONNRESET;
 }
 
 /* The peer of member i logged in as tenant, and the digest of namespace
@@ -333,6 +490,8 @@ static struct rpeer *repair_peer(struct rpass *ps, unsigned i, uint32_t ns, cons
 	if (r->failed)
 		return NULL;
 	if (r->open && strcmp(r->p.tenant, tenant) != 0) {
+		if (repair_settle(ps, r, 0) < 0)
+			return NULL;
 		kvtd_peer_close(&r->p);
 		r->open = false;
 		r->ns_n = 0;
@@ -366,6 +525,10 @@ static struct rpeer *repair_peer(struct rpass *ps, unsigned i, uint32_t ns, cons
 		}
 	if (r->ns_n == 16)
 		r->ns_n = 0;
+	/* kvtd_peer_register would skip the answers of PUTs in flight:
+	 * take those first. */
+	if (repair_settle(ps, r, 0) < 0)
+		return NULL;
 	rc = kvtd_peer_register(&r->p, canon, canon_len, r->digest[r->ns_n]);
 	if (rc != KVT_OK) {
 		kvtd_log(KVTD_WARN, "repair: namespace refused by a member", "member=%s error=%d",
@@ -378,92 +541,278 @@ static struct rpeer *repair_peer(struct rpass *ps, unsigned i, uint32_t ns, cons
 	return r;
 }
 
-/* The value of e into ps->buf: its length, or 0 (gone: forgotten). */
-static uint64_t repair_read(struct rpass *ps, const struct rent *e)
+/* Which of keys e[0..n) member r holds (have[i] 1), one EXISTS frame;
+ * the PUT answers that arrive meanwhile are taken too.  0 or < 0. */
+static int repair_exists(struct rpass *ps, struct rpeer *r, const uint8_t *digest,
+			 struct rent *const *e, uint32_t n, uint8_t *have)
 {
-	uint64_t len = 0;
-	int rc = kvt_get(ps->rp->srv->store, e->ns, &e->key, ps->buf, ps->buf_cap, &len);
-	if (rc == KVT_EBUFSMALL) {
-		uint8_t *nb = realloc(ps->buf, len);
-		if (!nb)
-			return 0;
-		ps->buf = nb;
-		ps->buf_cap = len;
-		rc = kvt_get(ps->rp->srv->store, e->ns, &e->key, ps->buf, ps->buf_cap, &len);
+	struct proto_frame f = { .op = PROTO_OP_EXISTS };
+	struct proto_item *items = calloc(n, sizeof(*items));
+	int rc;
+	if (!items)
+		return -ENOMEM;
+	f.ns_count = 1;
+	f.ns = digest;
+	for (uint32_t i = 0; i < n; i++) {
+		items[i].key = e[i]->key;
+		have[i] = 1; /* an item left unanswered is not sent */
 	}
-	if (rc != KVT_OK) {
-		if (rc == KVT_MISS) {
-			repair_drop(ps->rp, e->ns, &e->key);
-			atomic_fetch_add(&ps->rp->gone, 1);
-		}
-		return 0;
+	rc = kvtd_peer_send(&r->p, &f, items, n, NULL, 0);
+	free(items);
+	if (rc < 0) {
+		repair_conn_lost(ps, r, rc);
+		return rc;
 	}
-	return len;
+	r->ex_tag = f.tag;
+	r->ex_have = have;
+	while (rc == 0 && r->ex_tag)
+		rc = repair_recv(ps, r);
+	return rc;
 }
 
-static void repair_one(struct rpass *ps, const struct rent *e)
+/* A quiet pinned get of e (the pass leaves no trace in the cache): KVT_OK
+ * with the pin in *rq, KVT_MISS (gone: forgotten here), or < 0. */
+static int repair_pin(struct rpass *ps, const struct rent *e, struct kvt_req *rq)
 {
-	unsigned top[PROTO_COPIES_MAX], k;
-	char canon[PROTO_CANON_MAX + 1], tenant[PROTO_TENANT_MAX + 1];
-	uint8_t digest[PROTO_DIGEST_LEN];
-	const char *t;
-	uint64_t len = 0;
-	bool others = false;
-	int tl, cl;
+	struct kvt_req *one = rq, *out;
+	int rc;
+	memset(rq, 0, sizeof(*rq));
+	rq->op = KVT_OP_GET_PINNED;
+	rq->flags = KVT_F_QUIET;
+	rq->ns = e->ns;
+	rq->key = e->key;
+	rc = kvt_submit(ps->q, &one, 1);
+	if (rc < 0)
+		return rc;
+	do
+		rc = kvt_queue_wait(ps->q, &out, 1, 1000);
+	while (rc == 0 || rc == -EINTR);
+	if (rc < 0)
+		return rc;
+	if (rq->status == KVT_MISS) {
+		repair_drop(ps->rp, e->ns, &e->key);
+		atomic_fetch_add(&ps->rp->gone, 1);
+	}
+	return rq->status;
+}
 
-	/* Every member of the block's top `copies` must hold it: those that
-	 * lost a peer, those a join or a leave made owners, and, while this
-	 * server drains (not in the list), all of them.  A holder outside
-	 * the top (an owner before a join) pushes it too: that is the join's
-	 * warm-up. */
-	k = placement_rank(ps->pl, e->anchor, NULL, top, e->copies);
-	for (unsigned j = 0; j < k; j++)
-		others |= top[j] != ps->self;
-	if (!others)
-		return;
-	atomic_fetch_add(&ps->rp->checked, 1);
-	cl = kvt_ns_info(ps->rp->srv->store, e->ns, digest, canon, sizeof(canon));
-	if (cl <= 0)
-		return;
-	tl = kvtd_canon_tenant(canon, (size_t)cl, &t);
-	if (tl > 0)
-		snprintf(tenant, sizeof(tenant), "%.*s", tl, t);
-	else
-		snprintf(tenant, sizeof(tenant), "%s", KVTD_DEFAULT_TENANT);
-	for (unsigned j = 0; j < k; j++) {
+/* Send member r the values of e[0..n) in PUT frames (it lacks them),
+ * keeping up to REPAIR_WINDOW frames unanswered.  0 or < 0 (lost). */
+static int repair_send(struct rpass *ps, struct rpeer *r, const uint8_t *digest,
+		       struct rent *const *e, uint32_t n)
+{
+	struct kvt_store *st = ps->rp->srv->store;
+	struct kvt_req rq[REPAIR_FRAME_ITEMS];
+	struct proto_item items[REPAIR_FRAME_ITEMS];
+	uint64_t *lens[REPAIR_FRAME_ITEMS];
+	uint32_t *crcs[REPAIR_FRAME_ITEMS];
+	uint32_t i = 0;
+	int rc = 0;
+
+	while (i < n && rc == 0 && !repair_stopping(ps->rp)) {
+		struct proto_frame f = { .op = PROTO_OP_PUT };
+		struct iovec *iov = NULL;
+		uint32_t k = 0, views = 0;
+		uint64_t bytes = 0;
+
+		/* Pin up to a frame's worth. */
+		for (; i < n && k < REPAIR_FRAME_ITEMS && bytes < REPAIR_FRAME_BYTES; i++) {
+			int parts;
+			if (repair_pin(ps, e[i], &rq[k]) != KVT_OK)
+				continue;
+			parts = kvt_pin_parts(st, rq[k].pin, NULL, NULL, 0);
+			lens[k] = parts > 0 ? malloc((size_t)parts * sizeof(uint64_t)) : NULL;
+			crcs[k] = parts > 0 ? malloc((size_t)parts * sizeof(uint32_t)) : NULL;
+			if (!lens[k] || !crcs[k] ||
+			    kvt_pin_parts(st, rq[k].pin, lens[k], crcs[k], (unsigned)parts) != parts) {
+				free(lens[k]);
+				free(crcs[k]);
+				kvt_pin_release(st, rq[k].pin);
+				atomic_fetch_add(&ps->rp->errors, 1);
+				continue;
+			}
+			memset(&items[k], 0, sizeof(items[k]));
+			items[k].key = e[i]->key;
+			items[k].flags = PROTO_IF_PLACED | PROTO_IF_REPAIR;
+			if (rq[k].value_flags & KVT_F_SEALED)
+				items[k].flags |= PROTO_IF_SEALED;
+			items[k].anchor = e[i]->anchor;
+			items[k].copies = e[i]->copies;
+			items[k].part_count = (uint32_t)parts;
+			items[k].part_lens = lens[k];
+			items[k].part_crcs = crcs[k];
+			bytes += rq[k].length;
+			views += rq[k].view_count;
+			k++;
+		}
+		if (!k)
+			break;
+		iov = malloc(views * sizeof(*iov));
+		if (iov) {
+			uint32_t v = 0;
+			for (uint32_t j = 0; j < k; j++)
+				for (uint32_t w = 0; w < rq[j].view_count; w++)
+					iov[v++] = rq[j].view[w];
+			f.ns_count = 1;
+			f.ns = digest;
+			rc = repair_settle(ps, r, REPAIR_WINDOW - 1);
+			if (rc == 0) {
+				repair_pace(ps->rp, bytes);
+				rc = kvtd_peer_send(&r->p, &f, items, k, iov, views);
+				if (rc < 0)
+					repair_conn_lost(ps, r, rc);
+			}
+		} else {
+			rc = -ENOMEM;
+		}
+		free(iov);
+		if (rc == 0) {
+			struct rflight *fl = &r->fl[r->fl_n++];
+			fl->tag = f.tag;
+			fl->n = k;
+			for (uint32_t j = 0; j < k; j++)
+				fl->len[j] = rq[j].length;
+		}
+		/* The bytes are in the socket (or the frame failed): unpin. */
+		for (uint32_t j = 0; j < k; j++) {
+			kvt_pin_release(st, rq[j].pin);
+			free(lens[j]);
+			free(crcs[j]);
+		}
+	}
+	return rc;
+}
+
+static int rent_heat_cmp(const void *a, const void *b)
+{
+	const struct rent *x = a, *y = b;
+	return x->heat > y->heat ? -1 : x->heat < y->heat;
+}
+
+/* What a drain hands over, moved to the front of snap[0..cnt): every block
+ * of a replicated namespace (copies >= 2: a replica the pod counts on),
+ * and of the others the most recently used first, up to --drain-budget
+ * bytes (the rest is a cache's to lose: engines recompute it).  Returns
+ * how many. */
+static size_t repair_drain_pick(struct kvtd_repair *rp, struct rent *snap, size_t cnt)
+{
+	size_t rep = 0, keep;
+	uint64_t used = 0;
+	for (size_t i = 0; i < cnt; i++)
+		if (snap[i].copies >= 2) {
+			struct rent t = snap[rep];
+			snap[rep++] = snap[i];
+			snap[i] = t;
+		}
+	if (cnt > rep)
+		qsort(snap + rep, cnt - rep, sizeof(*snap), rent_heat_cmp);
+	keep = rep;
+	while (keep < cnt && used + snap[keep].len <= rp->drain_budget)
+		used += snap[keep++].len;
+	atomic_store(&rp->drain_skipped, cnt - keep); /* of the last drain pass */
+	return keep;
+}
+
+static int rent_cmp(const void *a, const void *b)
+{
+	const struct rent *x = a, *y = b;
+	if (x->ns != y->ns)
+		return x->ns < y->ns ? -1 : 1;
+	return x->anchor < y->anchor ? -1 : x->anchor > y->anchor;
+}
+
+/* Every block of snap[0..cnt) whose top includes member d (tops: each
+ * block's top `copies` of the ranking, k[i] of them), to d: asked, then
+ * sent what it lacks. */
+static void repair_member(struct rpass *ps, unsigned d, struct rent *snap, size_t cnt,
+			  const uint16_t (*tops)[PROTO_COPIES_MAX], const uint8_t *k)
+{
+	struct rent **batch = malloc(REPAIR_EXISTS_BATCH * sizeof(*batch));
+	struct rent **miss = malloc(REPAIR_EXISTS_BATCH * sizeof(*miss));
+	uint8_t *have = malloc(REPAIR_EXISTS_BATCH);
+	char canon[PROTO_CANON_MAX + 1], tenant[PROTO_TENANT_MAX + 1];
+	uint32_t canon_ns = UINT32_MAX;
+	int cl = 0;
+	size_t i = 0;
+
+	if (!batch || !miss || !have) {
+		ps->retry = true;
+		goto out;
+	}
+	while (i < cnt && !ps->peers[d].failed && !repair_stopping(ps->rp)) {
+		uint32_t ns = snap[i].ns, bn = 0, mn = 0;
 		const uint8_t *dg;
 		struct rpeer *r;
-		int rc;
-		if (top[j] == ps->self)
+		uint8_t digest[PROTO_DIGEST_LEN];
+
+		/* A batch: blocks of one namespace that d should hold. */
+		for (; i < cnt && snap[i].ns == ns && bn < REPAIR_EXISTS_BATCH; i++)
+			for (unsigned j = 0; j < k[i]; j++)
+				if (tops[i][j] == d) {
+					batch[bn++] = &snap[i];
+					break;
+				}
+		if (!bn)
 			continue;
-		r = repair_peer(ps, top[j], e->ns, canon, (size_t)cl, tenant, &dg);
-		if (!r)
-			continue;
-		rc = kvtd_peer_exists(&r->p, dg, &e->key);
-		if (rc == KVT_OK)
-			continue;
-		if (rc == KVT_MISS && !len && !(len = repair_read(ps, e)))
-			return;
-		if (rc == KVT_MISS) {
-			repair_pace(ps, len);
-			rc = kvtd_peer_put(&r->p, dg, &e->key, ps->buf, len, e->anchor, e->copies);
-		}
-		if (rc == KVT_OK) {
-			atomic_fetch_add(&ps->rp->copied, 1);
-			atomic_fetch_add(&ps->rp->bytes, len);
-		} else if (rc != KVT_EXISTS) {
-			atomic_fetch_add(&ps->rp->errors, 1);
-			if (rc < 0 && rc > -4096) { /* the connection: drop it, retry later */
-				kvtd_peer_close(&r->p);
-				r->open = false;
-				r->failed = true;
-				ps->retry = true;
+		if (canon_ns != ns) {
+			const char *t;
+			int tl;
+			cl = kvt_ns_info(ps->rp->srv->store, ns, digest, canon, sizeof(canon));
+			canon_ns = ns;
+			if (cl > 0) {
+				tl = kvtd_canon_tenant(canon, (size_t)cl, &t);
+				if (tl > 0)
+					snprintf(tenant, sizeof(tenant), "%.*s", tl, t);
+				else
+					snprintf(tenant, sizeof(tenant), "%s", KVTD_DEFAULT_TENANT);
 			}
 		}
+		if (cl <= 0)
+			continue;
+		r = repair_peer(ps, d, ns, canon, (size_t)cl, tenant, &dg);
+		if (!r || repair_exists(ps, r, dg, batch, bn, have) < 0)
+			continue;
+		for (uint32_t j = 0; j < bn; j++)
+			if (!have[j])
+				miss[mn++] = batch[j];
+		if (mn)
+			repair_send(ps, r, dg, miss, mn);
 	}
+	if (ps->peers[d].open)
+		repair_settle(ps, &ps->peers[d], 0);
+out:
+	free(batch);
+	free(miss);
+	free(have);
 }
 
-/* One pass over the table with list m[0..n): false if it should be run
+/* One member's share of a pass, on a thread of its own (its own queue for
+ * the pins, its own connection: ps->peers[d]). */
+struct rworker {
+	struct rpass ps;
+	unsigned d;
+	struct rent *snap;
+	size_t cnt;
+	const uint16_t (*tops)[PROTO_COPIES_MAX];
+	const uint8_t *k;
+	pthread_t th;
+	bool started;
+};
+
+static void *repair_worker(void *arg)
+{
+	struct rworker *w = arg;
+	if (kvt_queue_create(w->ps.rp->srv->store, &w->ps.q) < 0) {
+		w->ps.retry = true;
+		return NULL;
+	}
+	repair_member(&w->ps, w->d, w->snap, w->cnt, w->tops, w->k);
+	kvt_queue_destroy(w->ps.q);
+	w->ps.q = NULL;
+	return NULL;
+}
+
+/* One pass over snap[0..cnt) with list m[0..n): false if it should be run
  * again (a member could not be reached). */
 static bool repair_pass(struct kvtd_repair *rp, struct kvtd_member *m, unsigned n,
 			const char *self, bool drain)
@@ -472,6 +821,8 @@ static bool repair_pass(struct kvtd_repair *rp, struct kvtd_member *m, unsigned 
 	struct rpass ps = { .rp = rp, .m = m, .n = n, .self = n };
 	uint64_t max = 1, div, t0 = kvtd_now_ns();
 	struct rent *snap;
+	uint16_t (*tops)[PROTO_COPIES_MAX] = NULL;
+	uint8_t *k = NULL;
 	size_t cnt = 0;
 
 	if (n == 0 || n > PLACEMENT_MEMBERS_MAX)
@@ -497,27 +848,77 @@ static bool repair_pass(struct kvtd_repair *rp, struct kvtd_member *m, unsigned 
 		if (rp->tab[i].state == 1)
 			snap[cnt++] = rp->tab[i];
 	pthread_mutex_unlock(&rp->lock);
+	if (drain && cnt)
+		cnt = repair_drain_pick(rp, snap, cnt);
+	if (cnt)
+		qsort(snap, cnt, sizeof(*snap), rent_cmp);
 	ps.peers = calloc(n, sizeof(*ps.peers));
-	ps.buf_cap = 1u << 20;
-	ps.buf = malloc(ps.buf_cap);
-	ps.tok_ns = kvtd_now_ns();
-	ps.frames_seen = atomic_load(&rp->srv->ctr.frames_in);
-	if (ps.peers && ps.buf)
-		for (size_t i = 0; i < cnt && !repair_stopping(rp); i++)
-			repair_one(&ps, &snap[i]);
-	else
+	tops = cnt ? malloc(cnt * sizeof(*tops)) : NULL;
+	k = cnt ? malloc(cnt) : NULL;
+	if (ps.peers && (!cnt || (tops && k))) {
+		/* Every member of a block's top `copies` must hold it: those that
+		 * lost a peer, those a join or a leave made owners, and, while
+		 * this server drains (not in the list), all of them.  A holder
+		 * outside the top (an owner before a join) pushes it too: that
+		 * is the join's warm-up. */
+		for (size_t i = 0; i < cnt; i++) {
+			unsigned top[PROTO_COPIES_MAX];
+			bool others = false;
+			k[i] = (uint8_t)placement_rank(ps.pl, snap[i].anchor, NULL, top,
+						       snap[i].copies);
+			for (unsigned j = 0; j < k[i]; j++) {
+				tops[i][j] = (uint16_t)top[j];
+				others |= top[j] != ps.self;
+			}
+			if (others)
+				atomic_fetch_add(&rp->checked, 1);
+		}
+		/* The members at once, REPAIR_WORKERS at a time: a member's
+		 * round trips (connect, HELLO, AUTH, NS_REGISTER, EXISTS, the
+		 * last answers) overlap the others' copies. */
+		struct rworker w[REPAIR_WORKERS];
+		unsigned d = 0;
+		while (d < n && !repair_stopping(rp)) {
+			unsigned nw = 0;
+			for (; d < n && nw < REPAIR_WORKERS; d++) {
+				if (d == ps.self)
+					continue;
+				w[nw] = (struct rworker){ .ps = ps, .d = d, .snap = snap, .cnt = cnt,
+							  .tops = (const uint16_t(*)[PROTO_COPIES_MAX])tops,
+							  .k = k };
+				w[nw].ps.q = NULL;
+				w[nw].ps.retry = false;
+				w[nw].started = pthread_create(&w[nw].th, NULL, repair_worker,
+							       &w[nw]) == 0;
+				if (!w[nw].started)
+					repair_worker(&w[nw]); /* here, then */
+				nw++;
+			}
+			for (unsigned j = 0; j < nw; j++) {
+				if (w[j].started)
+					pthread_join(w[j].th, NULL);
+				ps.retry |= w[j].ps.retry;
+			}
+		}
+	} else {
 		ps.retry = true;
+	}
 	for (unsigned i = 0; ps.peers && i < n; i++)
 		if (ps.peers[i].open)
 			kvtd_peer_close(&ps.peers[i].p);
 	free(ps.peers);
-	free(ps.buf);
+	free(tops);
+	free(k);
 	free(snap);
 	placement_free(ps.pl);
 	atomic_fetch_add(&rp->passes, 1);
 	atomic_store(&rp->last_pass_ms, (kvtd_now_ns() - t0) / 1000000);
-	kvtd_log(KVTD_INFO, "repair pass done", "members=%u blocks=%zu copied=%llu retry=%s", n,
-		 cnt, (unsigned long long)atomic_load(&rp->copied), ps.retry ? "yes" : "no");
+	kvtd_log(KVTD_INFO, "repair pass done",
+		 "members=%u blocks=%zu ms=%llu copied=%llu bytes=%llu yields=%llu retry=%s", n, cnt,
+		 (unsigned long long)atomic_load(&rp->last_pass_ms),
+		 (unsigned long long)atomic_load(&rp->copied),
+		 (unsigned long long)atomic_load(&rp->bytes),
+		 (unsigned long long)atomic_load(&rp->yields), ps.retry ? "yes" : "no");
 	return !ps.retry;
 }
 
@@ -562,8 +963,10 @@ static void repair_drain(struct kvtd_repair *rp, bool exit_after)
 		if (!ok)
 			sleep_ms(REPAIR_RETRY_MS);
 	}
-	kvtd_cluster_leave(srv);
+	kvtd_cluster_leave(srv, self);
 	atomic_store(&rp->drain_state, 2);
+	if (srv->cluster.source == KVTD_CLUSTER_STATIC && wait_ms < 3 * REPAIR_POLL_MS)
+		wait_ms = 3 * REPAIR_POLL_MS; /* the others ask every REPAIR_POLL_MS */
 	for (uint64_t t = 0; t < wait_ms && !repair_stopping(rp); t += REPAIR_TICK_MS)
 		sleep_ms(REPAIR_TICK_MS);
 	m = self ? repair_list_without(rp, self, &n) : NULL;
@@ -581,7 +984,7 @@ static void repair_drain(struct kvtd_repair *rp, bool exit_after)
 int kvtd_repair_drain(struct kvtd_server *srv, bool exit_after)
 {
 	struct kvtd_repair *rp = srv->repair;
-	if (!rp || srv->cluster.source != KVTD_CLUSTER_ETCD)
+	if (!rp || srv->cluster.source == KVTD_CLUSTER_NONE)
 		return -ENOTSUP;
 	if (atomic_load(&rp->drain_state) == 1 || atomic_load(&rp->drain_state) == 2)
 		return -EALREADY;
@@ -589,6 +992,51 @@ int kvtd_repair_drain(struct kvtd_server *srv, bool exit_after)
 	rp->drain_req = exit_after ? 2 : 1;
 	pthread_mutex_unlock(&rp->lock);
 	return 0;
+}
+
+/*
+ * A static pod (--members) has no etcd to leave: a member that drains
+ * serves the list without itself and says so in its stats
+ * (repair.drain_state 2, then 3), and every member asks the others about
+ * it every REPAIR_POLL_MS, serving the configured list less those that
+ * left.  One that answers otherwise (restarted: 0) is back; one that does
+ * not answer keeps its state (dead members stay listed, as configured).
+ * Engines that follow a member (remote.discover) see the change within
+ * their remote.refresh_ms.
+ */
+static void repair_static_poll(struct kvtd_repair *rp, const char *self)
+{
+	char tenant[PROTO_TENANT_MAX + 1] = KVTD_DEFAULT_TENANT;
+	uint8_t secret[PROTO_SECRET_MAX];
+	uint32_t secret_len = 0;
+	unsigned n;
+	struct kvtd_member *m = kvtd_cluster_static_conf(rp->srv, &n);
+
+	if (!m)
+		return;
+	if (rp->st_n != n) {
+		free(rp->st_out);
+		rp->st_out = calloc(n, sizeof(*rp->st_out));
+		rp->st_n = rp->st_out ? n : 0;
+	}
+	if (rp->st_out && (!kvtd_auth_enabled() ||
+			   kvtd_auth_any_peer(tenant, sizeof(tenant), secret, &secret_len) == 0)) {
+		for (unsigned i = 0; i < n && !repair_stopping(rp); i++) {
+			struct kvtd_peer p;
+			uint64_t st = 0;
+			if (self && strcmp(m[i].addr, self) == 0)
+				continue;
+			if (kvtd_peer_open(&p, m[i].addr, tenant, secret, secret_len) < 0)
+				continue; /* unreachable: as it was */
+			if (kvtd_peer_stat(&p, PROTO_SCOPE_TENANT, "repair.drain_state", &st) ==
+			    KVT_OK)
+				rp->st_out[i] = st >= 2;
+			kvtd_peer_close(&p);
+		}
+		kvtd_cluster_static_set(rp->srv, rp->st_out);
+	}
+	OPENSSL_cleanse(secret, sizeof(secret));
+	free(m);
 }
 
 static void *repair_main(void *arg)
@@ -614,6 +1062,10 @@ static void *repair_main(void *arg)
 			continue;
 		}
 
+		if (cl->source == KVTD_CLUSTER_STATIC && now >= rp->st_next_ns) {
+			repair_static_poll(rp, cl->self_addr ? cl->self_addr : rp->self);
+			rp->st_next_ns = kvtd_now_ns() + REPAIR_POLL_MS * 1000000ull;
+		}
 		pthread_mutex_lock(&cl->lock);
 		epoch = cl->epoch;
 		pthread_mutex_unlock(&cl->lock);
@@ -642,6 +1094,9 @@ static void *repair_main(void *arg)
 			free(m);
 			continue;
 		}
+		pthread_mutex_lock(&rp->pace_lock);
+		repair_busy(rp, kvtd_now_ns(), false); /* follow the clients between passes too */
+		pthread_mutex_unlock(&rp->pace_lock);
 		sleep_ms(REPAIR_TICK_MS);
 	}
 	return NULL;
@@ -671,10 +1126,20 @@ int kvtd_repair_start(struct kvtd_server *srv)
 		if (!srv->listeners[i].is_unix && srv->listeners[i].proto == KVTD_PROTO_NATIVE)
 			snprintf(rp->self, sizeof(rp->self), "%s", srv->listeners[i].name);
 	pthread_mutex_init(&rp->lock, NULL);
+	pthread_mutex_init(&rp->pace_lock, NULL);
 	pthread_cond_init(&rp->cond, NULL);
 	rp->grace_ns = (uint64_t)(srv->cfg.repair_grace_set ? srv->cfg.repair_grace_ms :
 				  REPAIR_GRACE_MS) * 1000000;
 	rp->rate = srv->cfg.repair_rate_set ? srv->cfg.repair_rate : REPAIR_RATE;
+	rp->idle_rate = srv->cfg.repair_idle_rate_set ? srv->cfg.repair_idle_rate : 0;
+	if (srv->cfg.drain_budget_set) {
+		rp->drain_budget = srv->cfg.drain_budget;
+	} else {
+		uint64_t cap = 0;
+		if (kvt_store_stat(srv->store, "dram.capacity_bytes", &cap) != KVT_OK)
+			cap = srv->cfg.dram_bytes;
+		rp->drain_budget = cap / REPAIR_DRAIN_BUDGET_DIV;
+	}
 	srv->repair = rp;
 	if (pthread_create(&rp->thread, NULL, repair_main, rp) != 0) {
 		srv->repair = NULL;
@@ -683,8 +1148,10 @@ int kvtd_repair_start(struct kvtd_server *srv)
 		return -EAGAIN;
 	}
 	rp->started = true;
-	kvtd_log(KVTD_INFO, "healing on", "repair_grace_ms=%llu repair_rate=%llu",
-		 (unsigned long long)(rp->grace_ns / 1000000), (unsigned long long)rp->rate);
+	kvtd_log(KVTD_INFO, "healing on",
+		 "repair_grace_ms=%llu repair_rate=%llu repair_idle_rate=%llu drain_budget=%llu",
+		 (unsigned long long)(rp->grace_ns / 1000000), (unsigned long long)rp->rate,
+		 (unsigned long long)rp->idle_rate, (unsigned long long)rp->drain_budget);
 	return 0;
 }
 
@@ -700,7 +1167,9 @@ void kvtd_repair_stop(struct kvtd_server *srv)
 		pthread_join(rp->thread, NULL);
 	srv->repair = NULL;
 	pthread_mutex_destroy(&rp->lock);
+	pthread_mutex_destroy(&rp->pace_lock);
 	pthread_cond_destroy(&rp->cond);
+	free(rp->st_out);
 	free(rp->tab);
 	free(rp);
 }
@@ -728,5 +1197,8 @@ void kvtd_repair_stats(struct kvtd_server *srv,
 	fn(ctx, "repair.refused", atomic_load(&rp->refused));
 	fn(ctx, "repair.last_pass_ms", atomic_load(&rp->last_pass_ms));
 	fn(ctx, "repair.rate", rp->rate);
+	fn(ctx, "repair.idle_rate", rp->idle_rate);
+	fn(ctx, "repair.drain_budget", rp->drain_budget);
+	fn(ctx, "repair.drain_skipped", atomic_load(&rp->drain_skipped));
 	fn(ctx, "repair.drain_state", (uint64_t)atomic_load(&rp->drain_state));
 }

@@ -21,7 +21,10 @@ void kvtd_repair_stop(struct kvtd_server *srv);
 /* A PLACED put of (ns, key) completed here (stored or present): remember
  * its anchor and copies.  Any loop. */
 void kvtd_repair_note(struct kvtd_server *srv, uint32_t ns, const struct kvt_key *key,
-		      uint64_t anchor, uint32_t copies);
+		      uint64_t anchor, uint32_t copies, uint64_t len);
+/* A GET of (ns, key) hit here: its heat (what a drain hands over first
+ * when it cannot hand over everything).  Any loop. */
+void kvtd_repair_touch(struct kvtd_server *srv, uint32_t ns, const struct kvt_key *key);
 /* A DELETE of (ns, key) reached this server (removed or not): a tombstone
  * for a minute, so that a repair copy in flight does not resurrect it. */
 void kvtd_repair_forget(struct kvtd_server *srv, uint32_t ns, const struct kvt_key *key);

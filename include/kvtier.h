@@ -387,6 +387,11 @@ int kvt_store_create(struct kvt_store **out);
  *                     cluster.epoch), .refreshes, .view_changes,
  *                     .refresh_errors (no member answered: the last list
  *                     is kept).
+ *   remote.warm_ms    with remote.discover, for how long after the member
+ *                     list gained a member a single-key read of a group
+ *                     with one owner also tries its owner before the join
+ *                     (stat remote.warm_reads), 0..3600000 (default 60000;
+ *                     0: off; doc/cluster.md "Join without a cold start").
  *   remote.group      blocks of a prompt placed together, 1..65536
  *                     (default 16).
  *   remote.hot_replicas  members that hold a prompt's first group, 1..8

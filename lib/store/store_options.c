@@ -136,6 +136,8 @@ static const struct opt_def opts[] = {
 	  NULL, STR(REMOTE_DEF_ANCHOR_SLOTS), "remembered key -> group anchors; 0: none" },
 	{ "remote.refresh_ms", OPT_COUNT, 0, F(remote_cfg.refresh_ms), 0, 3600000, NULL, NULL,
 	  STR(REMOTE_DEF_REFRESH_MS), "re-read the member list this often; 0: never" },
+	{ "remote.warm_ms", OPT_COUNT, 0, F(remote_cfg.warm_ms), 0, 3600000, NULL, NULL,
+	  STR(REMOTE_DEF_WARM_MS), "after a join, reads try the previous owner too; 0: off" },
 	{ "remote.tenant", OPT_STR, 0, F(remote_cfg.tenant), 0, 64, NULL, NULL, NULL,
 	  "tenant to authenticate as" },
 	{ "remote.secret_file", OPT_STR, 0, F(remote_cfg.secret_file), 0, 0, NULL, NULL, NULL,

@@ -20,8 +20,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "client.h"
@@ -79,10 +82,16 @@ static void etcd_atexit(void)
 	t_etcd_kill(&etcd);
 }
 
+static const char *drain_budget = "0"; /* --drain-budget of the nodes started */
+
 static void node_start(unsigned i, bool heal_off)
 {
 	const char *extra[] = { "--etcd", etcd.url, "--etcd-ttl", "2", "--repair-grace", "500",
-				"--repair-rate", heal_off ? "0" : "256K", NULL };
+				"--repair-rate", heal_off ? "0" : "256K",
+				/* idle or not: a pass takes about a second (the
+				 * delete during repair lands while it copies) */
+				"--repair-idle-rate", "256K",
+				drain_budget[0] != '0' ? "--drain-budget" : NULL, drain_budget, NULL };
 	char dir[700];
 	snprintf(node_base[i], sizeof(node_base[i]), "%s/node%u", base, i);
 	T_RC(mkdir(node_base[i], 0700), 0);
@@ -95,7 +104,11 @@ static void node_start(unsigned i, bool heal_off)
 
 static struct kvt_store *engine_follow(const char *seed)
 {
-	return t_store_open("dram.capacity", "32M", "dram.chunk", "4K", "dram.prefault", "off",
+	/* KVT_HEAL_WARM_MS=0: no join warm-up reads (test_heal_scaleout
+	 * must then fail: it was shown able to) */
+	const char *warm = getenv("KVT_HEAL_WARM_MS");
+	return t_store_open("remote.warm_ms", warm && *warm ? warm : "60000",
+			    "dram.capacity", "32M", "dram.chunk", "4K", "dram.prefault", "off",
 			    "remote.discover", seed, "remote.refresh_ms", "200",
 			    "remote.group", "8", "remote.hot_replicas", "2",
 			    "remote.timeout_ms", "2000", "remote.backoff_ms", "20",
@@ -463,8 +476,8 @@ static void test_kill_heal(bool heal_off)
 /* ------------------------------------------------------------------------
  * Rolling restart: every member in turn drained (kvtier drain --exit),
  * then a new one started in its place, under a steady read load from two
- * engines (threads of this process, each its own store), with a
- * namespace of replicas = 2 and one of replicas = 1.
+ * engines (processes of their own, forked before each opens its store),
+ * with a namespace of replicas = 2 and one of replicas = 1.
  */
 struct reader {
 	pthread_t th;
@@ -517,9 +530,31 @@ static void *reader_main(void *arg)
 	return NULL;
 }
 
+/* A reader in a process of its own (an engine process: fork before it
+ * opens its store); its counters in shared memory.  The exit status
+ * says whether every byte it read was right. */
+static pid_t reader_spawn(struct reader *rd)
+{
+	pid_t pid = fork();
+	T_ASSERT(pid >= 0);
+	if (pid == 0) {
+		/* dies with the test, also when a check there fails */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() == 1)
+			_exit(1);
+		etcd.pid = 0; /* the parent's: never this process's to stop */
+		reader_main(rd);
+		_exit(0);
+	}
+	return pid;
+}
+
 static void test_rolling(void)
 {
-	struct reader rd[2];
+	/* two engine processes: shared counters */
+	struct reader *rd = mmap(NULL, 2 * sizeof(*rd), PROT_READ | PROT_WRITE,
+				 MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	pid_t rpid[2];
 	struct kvt_store *e;
 	unsigned next = NODES;
 	uint64_t t0, t1, t2;
@@ -542,10 +577,11 @@ static void test_rolling(void)
 	T_OK(kvt_flush(e));
 	kvt_store_destroy(e);
 
+	T_ASSERT(rd != MAP_FAILED);
 	for (unsigned k = 0; k < 2; k++) {
 		memset(&rd[k], 0, sizeof(rd[k]));
 		rd[k].seed_node = 3 - k; /* restarted last */
-		T_EQ_INT(pthread_create(&rd[k].th, NULL, reader_main, &rd[k]), 0);
+		rpid[k] = reader_spawn(&rd[k]);
 	}
 	tsrv_sleep_ms(300);
 	t0 = tsrv_now_ns();
@@ -571,8 +607,10 @@ static void test_rolling(void)
 	}
 	tsrv_sleep_ms(300);
 	for (unsigned k = 0; k < 2; k++) {
+		int st = 0;
 		atomic_store(&rd[k].stop, true);
-		T_EQ_INT(pthread_join(rd[k].th, NULL), 0);
+		T_EQ_INT(waitpid(rpid[k], &st, 0), rpid[k]);
+		T_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0); /* every byte right */
 		fprintf(stderr, "reader %u: %llu rounds; replicas=2: %llu gets, %llu misses; "
 			"replicas=1: %llu gets, %llu misses\n", k,
 			(unsigned long long)rd[k].rounds, (unsigned long long)rd[k].gets[1],
@@ -631,6 +669,102 @@ static void test_rolling(void)
 		tsrv_check_reports(node_base[m]);
 }
 
+static void test_drain_budget(unsigned nodes);
+
+/* ------------------------------------------------------------------------
+ * A static pod (--members, no etcd) drained (doc/cluster.md "Drain"):
+ * three members, an engine following them (remote.discover); member 2 is
+ * drained with kvtier drain --exit: the others drop it from the list they
+ * serve (they ask it), the engine follows, every block reads back from
+ * the two left; started again at the same address it is listed again.
+ */
+static char static_members[256], static_listen[SLOTS][32];
+
+static void node_start_static(unsigned i)
+{
+	const char *extra[] = { "--listen", static_listen[i], "--members", static_members,
+				"--repair-grace", "500", "--repair-rate", "256K", NULL };
+	char dir[700];
+	snprintf(node_base[i], sizeof(node_base[i]), "%s/snode%u-%d", base, i, (int)alive[i]);
+	mkdir(node_base[i], 0700);
+	snprintf(dir, sizeof(dir), "%s/data", node_base[i]);
+	mkdir(dir, 0700);
+	tsrv_start(&srv[i], bin, node_base[i], dir, tenants_path, extra);
+	snprintf(node_addr[i], sizeof(node_addr[i]), "%s", static_listen[i]);
+	alive[i] = true;
+}
+
+static void test_static_drain(void)
+{
+	struct kvt_store *e;
+	char cmd[4096];
+	uint32_t ns[2];
+
+	for (unsigned m = 0; m < 3; m++)
+		snprintf(static_listen[m], sizeof(static_listen[m]), "127.0.0.1:%u",
+			 t_etcd_free_port());
+	snprintf(static_members, sizeof(static_members), "%s,%s,%s", static_listen[0],
+		 static_listen[1], static_listen[2]);
+	for (unsigned m = 0; m < 3; m++)
+		node_start_static(m);
+	wait_settled(3);
+	e = engine_follow(node_addr[0]);
+	wait_members(e, 3);
+	wait_up(e, 6);
+	for (uint32_t r = 0; r < 2; r++) {
+		ns[r] = ns_r(e, r + 1);
+		for (uint32_t p = 0; p < RPROMPTS; p++) {
+			for (uint32_t i = 0; i < PLEN; i++)
+				rkeys[r][p][i] = t_key(95000 + r * 100000 + p * 1000 + i);
+			for (uint32_t i = 0; i < PLEN; i++)
+				put_block(e, ns[r], rkeys[r][p], i, r * 100000 + p * 1000 + i);
+		}
+	}
+	T_OK(kvt_flush(e));
+	T_ASSERT(node_stat(2).blocks > 0);
+
+	/* Drain member 2 (stops once done). */
+	snprintf(cmd, sizeof(cmd), "%s drain %s --exit --timeout 30 --tenant root "
+		 "--secret-file %s >%s/sdrain.out 2>&1", cli, node_addr[2], root_secret, base);
+	T_EQ_INT(system(cmd), 0);
+	T_EQ_INT(tsrv_wait_exit(&srv[2], 15000), 0);
+	alive[2] = false;
+	/* The others list two members (they asked it before it stopped), and
+	 * the engine follows them. */
+	T_EQ_U64(node_stat(0).members, 2);
+	T_EQ_U64(node_stat(1).members, 2);
+	wait_members(e, 2);
+	kvt_store_destroy(e);
+	/* Every block from the two left, through a fresh engine. */
+	e = engine_follow(node_addr[1]);
+	wait_members(e, 2);
+	for (uint32_t r = 0; r < 2; r++) {
+		uint32_t id = ns_r(e, r + 1);
+		for (uint32_t p = 0; p < RPROMPTS; p++) {
+			T_RC(kvt_lookup_prefix(e, id, rkeys[r][p], PLEN, NULL), PLEN);
+			for (uint32_t i = 0; i < PLEN; i++) {
+				static uint8_t buf[VLEN], want[VLEN];
+				uint64_t len = 0;
+				T_RC(kvt_get(e, id, &rkeys[r][p][i], buf, sizeof(buf), &len), KVT_OK);
+				t_fill(want, sizeof(want), r * 100000 + p * 1000 + i);
+				T_EQ_U64(len, VLEN);
+				T_EQ_MEM(buf, want, VLEN);
+			}
+		}
+	}
+	fprintf(stderr, "static pod: member 2 drained and stopped, %u blocks read back from "
+		"the two left\n", 2 * RPROMPTS * PLEN);
+	/* Back at the same address: listed again. */
+	node_start_static(2);
+	wait_settled(3);
+	wait_members(e, 3);
+	kvt_store_destroy(e);
+	for (unsigned m = 0; m < 3; m++) {
+		T_EQ_INT(tsrv_stop(&srv[m]), 0);
+		alive[m] = false;
+	}
+}
+
 /* Scale-out 3 -> 4 under a read load: the hit ratio while the new member
  * takes its share stays within 2 points of the steady state (here: both
  * are 100 %, by the engines' warm-up reads and the members' push). */
@@ -686,12 +820,170 @@ static void test_scaleout(void)
 	for (int i = 0; i < 100 && node_stat(3).blocks == 0; i++)
 		tsrv_sleep_ms(100);
 	T_ASSERT(node_stat(3).blocks > 0);
+	test_drain_budget(4);
 	for (unsigned m = 0; m < 4; m++) {
 		T_EQ_INT(tsrv_stop(&srv[m]), 0);
 		alive[m] = false;
 	}
 	for (unsigned m = 0; m < 4; m++)
 		tsrv_check_reports(node_base[m]);
+}
+
+/* Does member n hold key in namespace d? */
+static unsigned holds(unsigned n, const struct kvt_ns_desc *d, const struct kvt_key *key)
+{
+	uint8_t dg[PROTO_DIGEST_LEN];
+	struct kc o;
+	int rc;
+	T_OK(kc_connect_tcp(&o, srv[n].port));
+	T_OK(kc_login(&o, "team", SECRET_TEAM));
+	T_OK(kc_register(&o, d, dg, NULL, 0));
+	rc = kc_exists(&o, dg, key, NULL);
+	kc_close(&o);
+	return rc == KVT_OK;
+}
+
+/* Drain with a byte budget (doc/cluster.md "Drain"): the pod has
+ * --drain-budget 16K (4 blocks); the member that holds the most blocks
+ * of one copy that no other member holds hands over every block of the
+ * replicated namespace, and of the unreplicated one only the 4 read last,
+ * hottest first; the others stay behind (repair.drain_skipped).  A value
+ * of 3 parts arrives in 3 parts, each readable alone. */
+static void test_drain_budget(unsigned nodes)
+{
+	struct kvt_ns_desc d1 = t_desc("roll1", 0), d2 = t_desc("roll2", 0);
+	uint8_t dg1[PROTO_DIGEST_LEN], dg2[PROTO_DIGEST_LEN];
+	static struct kvt_key only[SLOTS][RPROMPTS * PLEN];
+	struct kvt_key *held, mk = t_key(990001);
+	unsigned nonly[SLOTS] = { 0 }, single[SLOTS] = { 0 }, nheld, nsingle, hot = 4, m = 0;
+	uint64_t skipped = 0;
+	struct kc c, o;
+
+	/* Each member's blocks of one copy (a prompt's first group has
+	 * remote.hot_replicas = 2 copies), and of those the ones no other
+	 * member holds (a join's push leaves the previous owner its copy). */
+	for (uint32_t p = 0; p < RPROMPTS; p++)
+		for (uint32_t i = GROUP; i < PLEN; i++) {
+			unsigned who = 0, n_at = 0;
+			for (unsigned n = 0; n < nodes; n++)
+				if (holds(n, &d1, &rkeys[0][p][i])) {
+					who++;
+					n_at = n;
+					single[n]++;
+				}
+			if (who == 1)
+				only[n_at][nonly[n_at]++] = rkeys[0][p][i];
+		}
+	for (unsigned n = 1; n < nodes; n++)
+		if (nonly[n] > nonly[m])
+			m = n;
+	held = only[m];
+	nheld = nonly[m];
+	nsingle = single[m];
+	T_ASSERT(nheld > hot);
+
+	T_OK(kc_connect_tcp(&c, srv[m].port));
+	T_OK(kc_login(&c, "team", SECRET_TEAM));
+	T_OK(kc_register(&c, &d1, dg1, NULL, 0));
+	T_OK(kc_register(&c, &d2, dg2, NULL, 0));
+	/* The last `hot` of them read after every put: the hottest. */
+	tsrv_sleep_ms(20);
+	for (unsigned j = nheld - hot; j < nheld; j++) {
+		struct kc_value v;
+		T_RC(kc_get(&c, dg1, &held[j], 0, 0, 0, 0, &v), KVT_OK);
+		kc_value_free(&v);
+	}
+	/* A placed value of 3 parts (as an engine's layer-wise put). */
+	{
+		static uint8_t v[3 * 4096];
+		struct proto_frame f = { .op = PROTO_OP_PUT, .ns_count = 1, .ns = dg2 };
+		uint64_t lens[3] = { 4096, 4096, 4096 };
+		uint32_t crcs[3];
+		struct proto_item it = { .key = mk, .flags = PROTO_IF_PLACED, .anchor = 4242,
+					 .copies = 2, .part_count = 3, .part_lens = lens,
+					 .part_crcs = crcs }, got;
+		struct iovec iov = { v, sizeof(v) };
+		struct proto_iter iter;
+		struct kc_resp r;
+		t_fill(v, sizeof(v), 4242);
+		for (unsigned k = 0; k < 3; k++)
+			crcs[k] = kvt_crc32c(0, v + k * 4096, 4096);
+		T_ASSERT(kc_request(&c, &f, &it, 1, &iov, 1) > 0);
+		T_OK(kc_recv(&c, &r, 10000));
+		proto_iter_init(&iter, &r.f, NULL, NULL, 0);
+		T_RC(proto_iter_next(&iter, &got), 1);
+		T_RC(got.status, KVT_OK);
+		kc_resp_free(&r);
+	}
+	kc_close(&c);
+
+	/* Drain it (it stays up), as root. */
+	{
+		struct proto_frame f = { .op = PROTO_OP_DRAIN, .drain_mode = PROTO_DRAIN_STAY };
+		struct kc_resp r;
+		T_OK(kc_connect_tcp(&c, srv[m].port));
+		T_OK(kc_login(&c, "root", SECRET_ROOT));
+		T_ASSERT(kc_request(&c, &f, NULL, 0, NULL, 0) > 0);
+		T_OK(kc_recv(&c, &r, 10000));
+		T_OK(r.f.status);
+		kc_resp_free(&r);
+		kc_close(&c);
+	}
+	for (int i = 0; i < 300 && node_stat(m).drain_state != 3; i++)
+		tsrv_sleep_ms(50);
+	T_EQ_U64(node_stat(m).drain_state, 3);
+	T_OK(kc_connect_tcp(&c, srv[m].port));
+	T_OK(kc_login(&c, "root", SECRET_ROOT));
+	T_RC(kc_stat(&c, PROTO_SCOPE_ALL, "repair.drain_skipped", &skipped), 0);
+	kc_close(&c);
+	fprintf(stderr, "drain of member %u with a budget of %u blocks: %u blocks of one copy "
+		"held (%u only there), %llu left behind\n", m, hot, nsingle, nheld,
+		(unsigned long long)skipped);
+	T_EQ_U64(skipped, nsingle - hot);
+
+	/* Where they are now, asked of every other member: the hot ones
+	 * handed over, the others not. */
+	for (unsigned j = 0; j < nheld; j++) {
+		unsigned found = 0;
+		for (unsigned n = 0; n < nodes; n++)
+			if (n != m)
+				found += holds(n, &d1, &held[j]);
+		T_EQ_U64(found, j >= nheld - hot ? 1 : 0);
+	}
+	/* Every replicated block on two members or more among the rest, the
+	 * 3-part value by parts. */
+	for (uint32_t p = 0; p < RPROMPTS; p++)
+		for (uint32_t i = 0; i < PLEN; i++) {
+			unsigned found = 0;
+			for (unsigned n = 0; n < nodes; n++)
+				if (n != m)
+					found += holds(n, &d2, &rkeys[1][p][i]);
+			T_ASSERT(found >= 2);
+		}
+	{
+		unsigned parts_ok = 0;
+		for (unsigned n = 0; n < nodes; n++) {
+			struct kc_value v;
+			if (n == m)
+				continue;
+			T_OK(kc_connect_tcp(&o, srv[n].port));
+			T_OK(kc_login(&o, "team", SECRET_TEAM));
+			T_OK(kc_register(&o, &d2, dg2, NULL, 0));
+			if (kc_get(&o, dg2, &mk, PROTO_IF_PART, 1, 0, 0, &v) == KVT_OK) {
+				static uint8_t want[3 * 4096];
+				t_fill(want, sizeof(want), 4242);
+				T_EQ_U64(v.part_count, 1);
+				T_EQ_U64(v.first_part, 1);
+				T_EQ_U64(v.lens[0], 4096);
+				T_EQ_U64(v.len, 4096);
+				T_EQ_MEM(v.bytes, want + 4096, 4096);
+				parts_ok++;
+				kc_value_free(&v);
+			}
+			kc_close(&o);
+		}
+		T_ASSERT(parts_ok >= 2);
+	}
 }
 
 int main(int argc, char **argv)
@@ -714,8 +1006,12 @@ int main(int argc, char **argv)
 	}
 	if (argc > 3 && strcmp(argv[3], "rolling") == 0)
 		test_rolling();
-	else if (argc > 2 && strcmp(argv[argc - 1], "scaleout") == 0)
+	else if (argc > 3 && strcmp(argv[3], "static") == 0)
+		test_static_drain();
+	else if (argc > 2 && strcmp(argv[argc - 1], "scaleout") == 0) {
+		drain_budget = "16K"; /* test_drain_budget: 4 blocks */
 		test_scaleout();
+	}
 	else
 		test_kill_heal(off && *off && strcmp(off, "0") != 0);
 	etcd_atexit();

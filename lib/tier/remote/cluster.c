@@ -352,11 +352,10 @@ static unsigned cluster_place_ex(struct cluster *cl, const struct cview *v, uint
 	return cluster_rank(cl, v, anchor, hot, reps, out);
 }
 
-/* Join warm-up (doc/cluster.md "Healing"): for CLUSTER_WARMUP_NS after a
+/* Join warm-up (doc/cluster.md "Healing"): for remote.warm_ms after a
  * view gained a member, a read of a group with one owner may also try
  * the next member of its ranking, the group's owner before the join,
  * until the members' repair has moved the group over. */
-#define CLUSTER_WARMUP_NS (60ull * 1000000000ull)
 
 static uint64_t cluster_now_ns(void)
 {
@@ -1597,8 +1596,8 @@ static int cluster_apply(struct cluster *cl, char *text, uint64_t epoch)
 		bool was = false;
 		for (unsigned j = 0; j < old->n && !was; j++)
 			was = old->m[j].mb == nv->m[i].mb;
-		if (!was)
-			nv->warm_until_ns = cluster_now_ns() + CLUSTER_WARMUP_NS;
+		if (!was && cl->cfg.warm_ms)
+			nv->warm_until_ns = cluster_now_ns() + cl->cfg.warm_ms * 1000000ull;
 	}
 	cview_swap(cl, nv);
 	kvt_mem_strfree(cl->mem, cl->list);

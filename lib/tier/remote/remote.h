@@ -58,6 +58,7 @@ struct remote_config {
 	unsigned hot_replicas;      /* members that hold a prompt's first group */
 	unsigned anchor_slots;      /* remembered key -> group entries; 0: none */
 	unsigned refresh_ms;        /* discover: re-read the member list this often; 0: never */
+	unsigned warm_ms;           /* a join's warm-up: reads try the previous owner too; 0: off */
 	/* The store's (store_dispatch.c store_put_admit), not the tier's: */
 	int put_local;              /* REMOTE_PUT_LOCAL_*: does a put also go to local DRAM */
 };
@@ -76,6 +77,7 @@ struct remote_config {
 #define REMOTE_DEF_BATCH 64
 #define REMOTE_DEF_GROUP_BLOCKS 16
 #define REMOTE_DEF_HOT_REPLICAS 2
+#define REMOTE_DEF_WARM_MS 60000
 #define REMOTE_HOT_REPLICAS_MAX 8
 #define REMOTE_DEF_ANCHOR_SLOTS 262144
 #define REMOTE_DEF_REFRESH_MS 2000
