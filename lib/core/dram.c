@@ -496,7 +496,8 @@ void dram_note_prefix(struct dram *d, uint32_t ns, const struct kvt_key *keys, s
 	 * n = 1): start the chain for the whole prompt here (one shard: no
 	 * hashing; with several, chains are dram_lookup's). */
 	if (d->shard_count == 1 && n > 1 &&
-	    (d->policy == DRAM_POLICY_PREFIX || d->policy == DRAM_POLICY_PREFIX_LEARN)) {
+	    (d->policy == DRAM_POLICY_PREFIX || d->policy == DRAM_POLICY_PREFIX_LEARN ||
+	     d->policy == DRAM_POLICY_PREFIX_ADAPT)) {
 		pthread_mutex_lock(&d->shards[0].lock);
 		chain_start(&d->shards[0], ns, n);
 		pthread_mutex_unlock(&d->shards[0].lock);
@@ -1519,7 +1520,7 @@ static struct dram_item *dram_ref_locked(struct dram *d, struct dram_shard *s, u
 	s->hits++;
 	item_count_read(it);
 	item_ref_locked(s, it);
-	evict_hit_after(&s->ev, &it->node, chain_prev(s, ns));
+	evict_hit_after(&s->ev, &it->node, h, chain_prev(s, ns));
 	chain_note(s, ns, &it->node);
 	dram_admit_locked(d, s, it, DRAM_ADMIT_HIT);
 	return it;
@@ -1901,7 +1902,7 @@ void dram_stats(struct dram *d, kvt_stats_fn fn, void *ctx)
 		uint64_t small_blocks, main_blocks, dead, promoted, promoted_bytes, admitted;
 		uint64_t quota_evictions;
 		uint64_t victim_wd, victim_filtered, victim_shed, victim_waits, leaving;
-		uint64_t probation_inserts;
+		uint64_t probation_inserts, adapt_switches, adapt_seg;
 	} t;
 	memset(&t, 0, sizeof(t));
 	for (uint32_t i = 0; i < d->shard_count; i++) {
@@ -1940,6 +1941,8 @@ void dram_stats(struct dram *d, kvt_stats_fn fn, void *ctx)
 		t.victim_waits += s->victim_waits;
 		t.leaving += s->leaving_bytes;
 		t.probation_inserts += s->ev.probation_inserts;
+		t.adapt_switches += s->ev.mode_switches;
+		t.adapt_seg += s->ev.seg;
 		pthread_mutex_unlock(&s->lock);
 	}
 	fn(ctx, "dram.capacity_bytes", d->capacity, NULL);
@@ -1978,6 +1981,9 @@ void dram_stats(struct dram *d, kvt_stats_fn fn, void *ctx)
 	fn(ctx, "dram.victim_waits", t.victim_waits, NULL);
 	fn(ctx, "dram.leaving_bytes", t.leaving, NULL);
 	fn(ctx, "dram.probation_inserts", t.probation_inserts, NULL);
+	/* prefix-adapt: shards now in segmented mode, mode changes so far */
+	fn(ctx, "dram.adapt_segmented_shards", t.adapt_seg, NULL);
+	fn(ctx, "dram.adapt_switches", t.adapt_switches, NULL);
 	fn(ctx, "dram.split_allocs", t.split, NULL);
 	fn(ctx, "dram.crc_errors", t.crc_errors, NULL);
 	fn(ctx, "dram.s3fifo_small_blocks", t.small_blocks, NULL);
