@@ -49,6 +49,16 @@
  *         --otherwise-------> [ M: new ... old ] --evict when M > 90 %--> ghost
  *                               ^ hit (in P or M): to M, class credited
  * *
+ * Prefix-adapt (opt-in): the prefix order in two modes.  LRU mode is
+ * prefix; segmented mode puts a new block on probation (P) and a block hit,
+ * or back while the ghost (ghost.c, near-FIFO, 2 keys per chunk) remembers
+ * it, in main (M), victims from P while M holds at most 95 %.  Two
+ * miniature simulations (minisim.c) of the two modes, fed 1 key in 16 at
+ * 1/16 of the shard, pick the mode: segmented while its simulation hits 2 %
+ * more than LRU's (counts halved every 4 simulated capacities).  Entering
+ * segmented mode moves M's never-reused blocks to P; leaving it moves
+ * nothing (P's leftovers go first).  No write-down filter.
+ *
  * Pinned items are never evicted: evict_victim rotates them to the head of
  * their queue and goes on; after a full lap with nothing evictable it
  * returns NULL (the caller reports KVT_EFULL).
