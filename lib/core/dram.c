@@ -1033,11 +1033,23 @@ uint64_t dram_writedown_pass(struct dram *d, uint64_t *budget, uint64_t pass_max
 	return taken;
 }
 
+/* A tier below keeps what DRAM evicts (the SSD's admission hook, in any
+ * mode): prefix-adapt stays in LRU mode. */
+static void dram_pin_lru(struct dram *d, bool below)
+{
+	for (uint32_t i = 0; below && i < d->shard_count; i++) {
+		pthread_mutex_lock(&d->shards[i].lock);
+		evict_pin_lru(&d->shards[i].ev);
+		pthread_mutex_unlock(&d->shards[i].lock);
+	}
+}
+
 void dram_set_admit_hook(struct dram *d, dram_admit_fn fn, void *ctx, bool victim)
 {
 	d->admit_fn = fn;
 	d->admit_ctx = ctx;
 	d->victim_wd = victim;
+	dram_pin_lru(d, fn != NULL);
 }
 
 void dram_writedown_done(struct dram *d, struct dram_item *it, bool stored)

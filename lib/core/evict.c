@@ -57,7 +57,9 @@
  * 1/16 of the shard, pick the mode: segmented while its simulation hits 2 %
  * more than LRU's (counts halved every 4 simulated capacities).  Entering
  * segmented mode moves M's never-reused blocks to P; leaving it moves
- * nothing (P's leftovers go first).  No write-down filter.
+ * nothing (P's leftovers go first).  No write-down filter.  With a tier
+ * below taking DRAM's victims it stays in LRU mode (evict_pin_lru): the
+ * simulations model DRAM alone and chose badly there (doc/policies.md).
  *
  * Pinned items are never evicted: evict_victim rotates them to the head of
  * their queue and goes on; after a full lap with nothing evictable it
@@ -225,10 +227,21 @@ static void adapt_to_segmented(struct evict *e)
 	}
 }
 
+void evict_pin_lru(struct evict *e)
+{
+	if (!e->adapt)
+		return;
+	e->adapt_pinned = true;
+	if (e->seg) {
+		e->seg = false;
+		e->mode_switches++;
+	}
+}
+
 static void adapt_note(struct evict *e, uint64_t hash, uint32_t chunks)
 {
 	bool seg;
-	if (!e->adapt || ((hash >> EVICT_SIM_SHIFT) & (EVICT_SIM_RATE - 1)) != 0)
+	if (!e->adapt || e->adapt_pinned || ((hash >> EVICT_SIM_SHIFT) & (EVICT_SIM_RATE - 1)) != 0)
 		return;
 	for (unsigned i = 0; i < 2; i++)
 		if (minisim_access(&e->sim[i], hash, chunks))

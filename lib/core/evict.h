@@ -56,6 +56,7 @@ struct evict {
 	 * ([0]) and segmented ([1]), and their decayed hit counts choose
 	 * the real queues' mode (seg) */
 	bool adapt, seg;
+	bool adapt_pinned;        /* a tier below takes DRAM's victims: LRU mode */
 	struct minisim sim[2];
 	struct ghost gh;          /* prefix-adapt's ghost (near-FIFO) */
 	uint64_t sim_hits[2], sim_accesses, sim_window, mode_switches;
@@ -98,5 +99,8 @@ void evict_ghost_note(struct evict *e, const struct evict_node *n, uint64_t hash
 /* The oldest node pick(node, ctx) accepts, S before M; still linked.  NULL if none. */
 struct evict_node *evict_oldest_match(struct evict *e, evict_busy_fn pick, void *ctx);
 const char *evict_policy_name(int policy);
+/* prefix-adapt: stay in LRU mode (a lower tier takes the victims; the
+ * simulations model DRAM alone, doc/policies.md).  Others: nothing. */
+void evict_pin_lru(struct evict *e);
 
 #endif
