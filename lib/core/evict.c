@@ -51,7 +51,7 @@
  * *
  * Prefix-adapt (opt-in): the prefix order in two modes.  LRU mode is
  * prefix; segmented mode puts a new block on probation (P) and a block hit,
- * or back while the ghost (ghost.c, near-FIFO, 2 keys per chunk) remembers
+ * or back while the ghost (ghost.c, near-FIFO, 3 keys per chunk) remembers
  * it, in main (M), victims from P while M holds at most 95 %.  Two
  * miniature simulations (minisim.c) of the two modes, fed 1 key in 16 at
  * 1/16 of the shard, pick the mode: segmented while its simulation hits 2 %
@@ -143,7 +143,7 @@ int evict_init(struct evict *e, struct kvt_mem *mem, int policy, uint64_t capaci
 		uint32_t ents = cap > (UINT32_C(1) << 22) ? (UINT32_C(1) << 22) : (uint32_t)cap;
 		int r;
 		e->main_max = capacity_chunks * EVICT_SEG_MAIN_PCT / 100;
-		r = ghost_init(&e->gh, mem, 2 * capacity_chunks);
+		r = ghost_init(&e->gh, mem, 3 * capacity_chunks);
 		if (r == 0)
 			r = minisim_init(&e->sim[0], mem, cap, ents, false, 0, 0);
 		if (r == 0)

@@ -26,15 +26,17 @@
 
 int ghost_init(struct ghost *g, struct kvt_mem *mem, uint64_t keys)
 {
-	uint64_t nb = 1;
+	uint64_t nb = (keys + GHOST_WAYS - 1) / GHOST_WAYS;
 	memset(g, 0, sizeof(*g));
 	g->mem = mem;
-	while (nb * GHOST_WAYS < keys && nb < (UINT64_C(1) << 22))
-		nb <<= 1;
+	if (nb == 0)
+		nb = 1;
+	if (nb > (UINT64_C(1) << 24))
+		nb = UINT64_C(1) << 24;
 	g->slot = kvt_mem_calloc(mem, nb * GHOST_WAYS, sizeof(uint32_t));
 	if (!g->slot)
 		return -ENOMEM;
-	g->bucket_mask = (uint32_t)(nb - 1);
+	g->buckets = (uint32_t)nb;
 	g->per_gen = nb * GHOST_WAYS / 128 ? nb * GHOST_WAYS / 128 : 1;
 	return 0;
 }
@@ -42,7 +44,7 @@ int ghost_init(struct ghost *g, struct kvt_mem *mem, uint64_t keys)
 void ghost_fini(struct ghost *g)
 {
 	if (g->slot)
-		kvt_mem_free(g->mem, g->slot, ((size_t)g->bucket_mask + 1) * GHOST_WAYS * sizeof(uint32_t));
+		kvt_mem_free(g->mem, g->slot, (size_t)g->buckets * GHOST_WAYS * sizeof(uint32_t));
 	memset(g, 0, sizeof(*g));
 }
 
@@ -53,7 +55,8 @@ static inline uint32_t ghost_fp(uint64_t hash)
 
 static inline uint32_t *ghost_bucket(const struct ghost *g, uint64_t hash)
 {
-	return &g->slot[(size_t)(hash & g->bucket_mask) * GHOST_WAYS];
+	/* Any bucket count: the low 32 bits scaled (fingerprints are the top 24). */
+	return &g->slot[(size_t)(((hash & UINT32_MAX) * g->buckets) >> 32) * GHOST_WAYS];
 }
 
 void ghost_add(struct ghost *g, uint64_t hash)

@@ -13,11 +13,11 @@
 struct ghost {
 	struct kvt_mem *mem;
 	uint32_t *slot;     /* GHOST_WAYS per bucket: fingerprint << 8 | generation; 0 empty */
-	uint32_t bucket_mask;
+	uint32_t buckets;
 	uint64_t adds, per_gen;
 };
 
-/* Room for about `keys` keys (rounded up to a power of two). */
+/* Room for `keys` keys (rounded up to a whole bucket of 16). */
 int ghost_init(struct ghost *g, struct kvt_mem *mem, uint64_t keys);
 void ghost_fini(struct ghost *g);
 void ghost_add(struct ghost *g, uint64_t hash);

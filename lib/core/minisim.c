@@ -23,7 +23,6 @@
 #include "minisim.h"
 
 struct minisim_ent {
-	uint64_t hash;
 	uint32_t fp;     /* 0: free */
 	uint32_t prev, next;
 	uint32_t hnext;  /* index chain */
@@ -36,6 +35,12 @@ enum { MS_P = 0, MS_M = 1, MS_FIRST = 2 };
 static inline uint32_t ms_fp(uint64_t hash)
 {
 	return (uint32_t)(hash >> 32) | 1u;
+}
+
+/* The ghost's key for a fingerprint (entries keep only the fingerprint). */
+static inline uint64_t ms_ghost_key(uint32_t fp)
+{
+	return (uint64_t)fp << 32 | (fp * UINT32_C(0x9e3779b1));
 }
 
 static void ms_unlink(struct minisim *m, uint32_t i)
@@ -110,7 +115,7 @@ static void ms_evict(struct minisim *m, uint32_t i)
 		slot = &m->ent[*slot].hnext;
 	*slot = e->hnext;
 	if (m->seg)
-		ghost_add(&m->ghost, e->hash);
+		ghost_add(&m->ghost, ms_ghost_key(e->fp));
 	e->fp = 0;
 	e->hnext = m->free_head;
 	m->free_head = i;
@@ -143,7 +148,7 @@ bool minisim_access(struct minisim *m, uint64_t hash, uint32_t chunks)
 	}
 	if (chunks == 0)
 		chunks = 1;
-	to_main = !m->seg || ghost_take(&m->ghost, hash);
+	to_main = !m->seg || ghost_take(&m->ghost, ms_ghost_key(fp));
 	while (m->used_chunks + chunks > m->cap_chunks || (!m->free_head && m->next_unused >= m->nent)) {
 		uint32_t v = ms_victim(m);
 		if (v < MS_FIRST)
@@ -159,7 +164,6 @@ bool minisim_access(struct minisim *m, uint64_t hash, uint32_t chunks)
 		return false; /* cannot happen: the loop above freed one */
 	}
 	m->ent[i].fp = fp;
-	m->ent[i].hash = hash;
 	m->ent[i].chunks = chunks;
 	m->ent[i].hnext = m->bucket[b];
 	m->bucket[b] = i;

@@ -472,7 +472,8 @@ static void test_write_pressure(void)
 
 /*
  * 7a. A ghost of 64 keys: 4 buckets of 16.  Keys i = 1..68 with hash
- *     (i << 40) | (i % 4): 17 per bucket, added in order.  Each bucket's
+ *     (i << 40) | (i % 4) << 30 (bucket i % 4: the low 32 bits scaled to
+ *     4 buckets): 17 per bucket, added in order.  Each bucket's
  *     17th add replaces its oldest, so keys 1..4 are forgotten and 5..68
  *     remembered; a second take of a key fails (taking forgets it).
  */
@@ -483,10 +484,10 @@ static void test_ghost_fifo(void)
 	kvt_mem_init(&mem);
 	T_OK(ghost_init(&g, &mem, 64));
 	for (uint64_t i = 1; i <= 68; i++)
-		ghost_add(&g, (i << 40) | (i % 4));
+		ghost_add(&g, (i << 40) | (i % 4) << 30);
 	for (uint64_t i = 1; i <= 68; i++)
-		T_EQ_INT(ghost_take(&g, (i << 40) | (i % 4)), i > 4);
-	T_EQ_INT(ghost_take(&g, (UINT64_C(5) << 40) | 1), false);
+		T_EQ_INT(ghost_take(&g, (i << 40) | (i % 4) << 30), i > 4);
+	T_EQ_INT(ghost_take(&g, (UINT64_C(5) << 40) | UINT64_C(1) << 30), false);
 	ghost_fini(&g);
 	T_EQ_INT(atomic_load(&mem.bytes), 0);
 }
