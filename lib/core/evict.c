@@ -206,11 +206,10 @@ void evict_ghost_add(struct evict *e, uint64_t hash)
 /* ---- prefix policy ---- */
 
 /*
- * prefix-adapt: feed a sampled access (a get that hit, or a put) to both
- * miniature simulations, and set the mode to the one that hit more
- * (segmented only if it beats LRU by 2 %: LRU is the fallback).  Leaving
- * segmented mode moves nothing: P's leftovers are the first victims
- * (evict_victim), as if P had been appended to M's old end.
+ * prefix-adapt entering segmented mode: M's blocks never reused (not
+ * credited) move to P, as if the mode had always been segmented.  O(blocks
+ * in M) under the shard lock, once per switch (2-7 per trace in
+ * doc/policies.md's runs).
  */
 static void adapt_to_segmented(struct evict *e)
 {
@@ -238,6 +237,14 @@ void evict_pin_lru(struct evict *e)
 	}
 }
 
+/*
+ * prefix-adapt: feed a sampled access (a get that hit, or a put) to both
+ * miniature simulations and pick the mode: segmented once its simulation
+ * hits 2 % more than LRU's, LRU again once LRU's hits 2 % more (LRU is
+ * where it starts: the fallback).  Leaving segmented mode moves nothing:
+ * P's leftovers are the first victims (evict_victim), as if P had been
+ * appended to M's old end.
+ */
 static void adapt_note(struct evict *e, uint64_t hash, uint32_t chunks)
 {
 	bool seg;
