@@ -745,8 +745,8 @@ static void replay_usage(FILE *f)
 		"  --ssd SIZE            SSD tier (default 0: none); a comma list sweeps\n"
 		"  --dir DIR             where SSD run directories go (default $TMPDIR or\n"
 		"                        /var/tmp; must support O_DIRECT); removed after\n"
-		"  --dram-policy P       DRAM eviction: prefix (default), prefix-learn, lru\n"
-		"                        or s3fifo (doc/policies.md)\n"
+		"  --dram-policy P       DRAM eviction: prefix (default), prefix-adapt,\n"
+		"                        prefix-learn, lru or s3fifo (doc/policies.md)\n"
 		"  --admission POLICY    SSD admission: victim (default: what DRAM evicts),\n"
 		"                        second (on a second access) or always (every put)\n"
 		"  --keep                keep the run directory\n"
@@ -898,8 +898,10 @@ static int replay_parse(int argc, char **argv, struct replay_opts *o)
 		case O_FLUSH: o->flush_each = true; break;
 		case O_POLICY:
 			if (strcmp(optarg, "prefix") && strcmp(optarg, "prefix-learn") &&
-			    strcmp(optarg, "s3fifo") && strcmp(optarg, "lru"))
-				return replay_bad("--dram-policy is prefix, prefix-learn, lru or s3fifo, not",
+			    strcmp(optarg, "prefix-adapt") && strcmp(optarg, "s3fifo") &&
+			    strcmp(optarg, "lru"))
+				return replay_bad("--dram-policy is prefix, prefix-adapt, prefix-learn, lru or "
+						  "s3fifo, not",
 						  optarg);
 			o->policy = optarg;
 			break;

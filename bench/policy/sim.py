@@ -15,6 +15,19 @@ One cache of a quarter of the trace's distinct blocks.  Prints, per trace, the b
                  class rates taken from the whole trace in advance (an upper bound for any
                  predictor on those signals) and a ghost of 4x capacity
   reuse-oracle   LRU that never admits a block that will not be read again (the future known)
+
+With --new (2026-12-01, issue 19 third pass), instead: lru, and
+  seg95          segmented: a new block starts on probation (P), a block hit, or back while a
+                 ghost of 4x capacity remembers it, goes to main (M); victims from P while M
+                 holds at most 95 %
+  adapt          the cache runs LRU or seg95, whichever of two miniature simulations (Waldspurger
+                 et al., ATC'17: caches of C/16 fed the blocks whose hash is 0 mod 16) hit more
+                 in the recent past (counts halved every 4 simulated capacities; seg95 must
+                 beat LRU by 2 %)
+  min-nofirst    a bound: Belady MIN with bypass that never caches a block at its first
+                 sighting.  Hits on a block's third or later use, counted as found (each block
+                 on its own), are at most this for ANY policy; the optimum's other hits are on
+                 second uses, which only a predictor of first reuse can keep on purpose.
 """
 import json, sys
 from collections import OrderedDict, defaultdict
@@ -206,7 +219,117 @@ class Ghosted(LRU):
         return False
 
 
+def hsh(b):
+    x = (b * 0x9E3779B97F4A7C15 + 12345) & 0xFFFFFFFFFFFFFFFF
+    x ^= x >> 29
+    x = (x * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
+    return x ^ (x >> 32)
+
+
+class Seg:
+    """f = 0: LRU; f > 0: probation + main (main at most f of the capacity), ghost of g x cap."""
+    def __init__(s, cap, f, g=4):
+        s.cap = cap; s.P = OrderedDict(); s.M = OrderedDict(); s.G = OrderedDict(); s.f = f; s.gc = int(g * cap)
+
+    def has(s, b):
+        return b in s.P or b in s.M
+
+    def evict(s):
+        while len(s.P) + len(s.M) > s.cap:
+            if s.f == 0:
+                v, _ = (s.P if s.P else s.M).popitem(last=False)
+            elif s.M and (len(s.M) > s.f * s.cap or not s.P):
+                v, _ = s.M.popitem(last=False)
+            else:
+                v, _ = s.P.popitem(last=False)
+            s.G[v] = 1
+            if len(s.G) > s.gc:
+                s.G.popitem(last=False)
+
+    def one(s, b):
+        hit = s.has(b)
+        if b in s.M:
+            s.M.move_to_end(b)
+        elif b in s.P:
+            del s.P[b]; s.M[b] = 1
+        elif s.f == 0:
+            s.M[b] = 1
+        elif b in s.G:
+            del s.G[b]; s.M[b] = 1
+        else:
+            s.P[b] = 1
+        s.evict()
+        return hit
+
+    def access(s, r, k):
+        for b in reversed(r):
+            s.one(b)
+
+
+class Adapt:
+    def __init__(s, cap, f=0.95, S=16, margin=0.02, win=4):
+        s.real = Seg(cap, 0); s.S = S; s.f = f; s.sh = [Seg(max(1, cap // S), 0), Seg(max(1, cap // S), f)]
+        s.sc = [0.0, 0.0]; s.n = 0; s.win = win * cap // S; s.margin = margin; s.switches = 0
+
+    def has(s, b):
+        return s.real.has(b)
+
+    def access(s, r, k):
+        for b in reversed(r):
+            if hsh(b) % s.S == 0:
+                for i, sh in enumerate(s.sh):
+                    s.sc[i] += sh.one(b)
+                s.n += 1
+                if s.n >= s.win:
+                    s.n = 0; s.sc = [x / 2 for x in s.sc]
+            f = s.f if s.sc[1] > s.sc[0] * (1 + s.margin) + 1 else 0
+            if f != s.real.f:
+                s.switches += 1; s.real.f = f
+            s.real.one(b)
+
+
+def min_nofirst(reqs, cap):
+    import heapq
+    pos = defaultdict(list); t = 0
+    for r in reqs:
+        for b in r:
+            pos[b].append(t); t += 1
+    cache = {}; heap = []; found = tot = 0; seen = defaultdict(int); t = 0
+    for r in reqs:
+        for b in r:
+            tot += 1; seen[b] += 1
+            nu = pos[b][seen[b]] if seen[b] < len(pos[b]) else 1 << 60
+            if b in cache:
+                found += 1; cache[b] = nu; heapq.heappush(heap, (-nu, b)); continue
+            if seen[b] == 1 or nu == 1 << 60:
+                continue
+            if len(cache) >= cap:
+                while True:
+                    nn, v = heapq.heappop(heap)
+                    if cache.get(v) == -nn:
+                        break
+                if -nn <= nu:
+                    heapq.heappush(heap, (nn, v)); continue
+                del cache[v]
+            cache[b] = nu; heapq.heappush(heap, (-nu, b))
+    return found / tot
+
+
+def main_new(paths, div):
+    for p in paths:
+        reqs = load(p)
+        cap = len(set(b for r in reqs for b in r)) // div
+        ad = Adapt(cap)
+        out = ['lru %.4f' % run(reqs, LRU(cap)), 'seg95 %.4f' % run(reqs, Seg(cap, 0.95)),
+               'adapt %.4f (%d switches)' % (run(reqs, ad), ad.switches), 'min-nofirst %.4f' % min_nofirst(reqs, cap)]
+        print(p.split('/')[-1], '1/%d' % div, ' | '.join(out), flush=True)
+
+
 def main():
+    if sys.argv[1] == '--new':
+        for div in (4, 8, 2):
+            main_new(sys.argv[2:], div)
+        return
     for p in sys.argv[1:]:
         reqs = load(p)
         uses = defaultdict(int)

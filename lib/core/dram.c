@@ -496,7 +496,8 @@ void dram_note_prefix(struct dram *d, uint32_t ns, const struct kvt_key *keys, s
 	 * n = 1): start the chain for the whole prompt here (one shard: no
 	 * hashing; with several, chains are dram_lookup's). */
 	if (d->shard_count == 1 && n > 1 &&
-	    (d->policy == DRAM_POLICY_PREFIX || d->policy == DRAM_POLICY_PREFIX_LEARN)) {
+	    (d->policy == DRAM_POLICY_PREFIX || d->policy == DRAM_POLICY_PREFIX_LEARN ||
+	     d->policy == DRAM_POLICY_PREFIX_ADAPT)) {
 		pthread_mutex_lock(&d->shards[0].lock);
 		chain_start(&d->shards[0], ns, n);
 		pthread_mutex_unlock(&d->shards[0].lock);
@@ -1032,11 +1033,23 @@ uint64_t dram_writedown_pass(struct dram *d, uint64_t *budget, uint64_t pass_max
 	return taken;
 }
 
+/* A tier below keeps what DRAM evicts (the SSD's admission hook, in any
+ * mode): prefix-adapt stays in LRU mode. */
+static void dram_pin_lru(struct dram *d, bool below)
+{
+	for (uint32_t i = 0; below && i < d->shard_count; i++) {
+		pthread_mutex_lock(&d->shards[i].lock);
+		evict_pin_lru(&d->shards[i].ev);
+		pthread_mutex_unlock(&d->shards[i].lock);
+	}
+}
+
 void dram_set_admit_hook(struct dram *d, dram_admit_fn fn, void *ctx, bool victim)
 {
 	d->admit_fn = fn;
 	d->admit_ctx = ctx;
 	d->victim_wd = victim;
+	dram_pin_lru(d, fn != NULL);
 }
 
 void dram_writedown_done(struct dram *d, struct dram_item *it, bool stored)
@@ -1526,7 +1539,7 @@ static struct dram_item *dram_ref_locked(struct dram *d, struct dram_shard *s, u
 	s->hits++;
 	item_count_read(it);
 	item_ref_locked(s, it);
-	evict_hit_after(&s->ev, &it->node, chain_prev(s, ns));
+	evict_hit_after(&s->ev, &it->node, h, chain_prev(s, ns));
 	chain_note(s, ns, &it->node);
 	dram_admit_locked(d, s, it, DRAM_ADMIT_HIT);
 	return it;
@@ -1908,7 +1921,7 @@ void dram_stats(struct dram *d, kvt_stats_fn fn, void *ctx)
 		uint64_t small_blocks, main_blocks, dead, promoted, promoted_bytes, admitted;
 		uint64_t quota_evictions;
 		uint64_t victim_wd, victim_filtered, victim_shed, victim_waits, leaving;
-		uint64_t probation_inserts;
+		uint64_t probation_inserts, adapt_switches, adapt_seg;
 	} t;
 	memset(&t, 0, sizeof(t));
 	for (uint32_t i = 0; i < d->shard_count; i++) {
@@ -1947,6 +1960,8 @@ void dram_stats(struct dram *d, kvt_stats_fn fn, void *ctx)
 		t.victim_waits += s->victim_waits;
 		t.leaving += s->leaving_bytes;
 		t.probation_inserts += s->ev.probation_inserts;
+		t.adapt_switches += s->ev.mode_switches;
+		t.adapt_seg += s->ev.seg;
 		pthread_mutex_unlock(&s->lock);
 	}
 	fn(ctx, "dram.capacity_bytes", d->capacity, NULL);
@@ -1985,6 +2000,9 @@ void dram_stats(struct dram *d, kvt_stats_fn fn, void *ctx)
 	fn(ctx, "dram.victim_waits", t.victim_waits, NULL);
 	fn(ctx, "dram.leaving_bytes", t.leaving, NULL);
 	fn(ctx, "dram.probation_inserts", t.probation_inserts, NULL);
+	/* prefix-adapt: shards now in segmented mode, mode changes so far */
+	fn(ctx, "dram.adapt_segmented_shards", t.adapt_seg, NULL);
+	fn(ctx, "dram.adapt_switches", t.adapt_switches, NULL);
 	fn(ctx, "dram.split_allocs", t.split, NULL);
 	fn(ctx, "dram.crc_errors", t.crc_errors, NULL);
 	fn(ctx, "dram.s3fifo_small_blocks", t.small_blocks, NULL);

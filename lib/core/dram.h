@@ -156,7 +156,8 @@ struct dram_config {
 				  * are shed (doc/policies.md) */
 };
 
-enum { DRAM_POLICY_S3FIFO = 0, DRAM_POLICY_LRU = 1, DRAM_POLICY_PREFIX = 2, DRAM_POLICY_PREFIX_LEARN = 3 };
+enum { DRAM_POLICY_S3FIFO = 0, DRAM_POLICY_LRU = 1, DRAM_POLICY_PREFIX = 2, DRAM_POLICY_PREFIX_LEARN = 3,
+       DRAM_POLICY_PREFIX_ADAPT = 4 };
 enum { DRAM_HUGE_AUTO = 0, DRAM_HUGE_THP = 1, DRAM_HUGE_OFF = 2 };
 
 /*

@@ -49,6 +49,18 @@
  *         --otherwise-------> [ M: new ... old ] --evict when M > 90 %--> ghost
  *                               ^ hit (in P or M): to M, class credited
  * *
+ * Prefix-adapt (opt-in): the prefix order in two modes.  LRU mode is
+ * prefix; segmented mode puts a new block on probation (P) and a block hit,
+ * or back while the ghost (ghost.c, near-FIFO, 3 keys per chunk) remembers
+ * it, in main (M), victims from P while M holds at most 95 %.  Two
+ * miniature simulations (minisim.c) of the two modes, fed 1 key in 16 at
+ * 1/16 of the shard, pick the mode: segmented while its simulation hits 2 %
+ * more than LRU's (counts halved every 4 simulated capacities).  Entering
+ * segmented mode moves M's never-reused blocks to P; leaving it moves
+ * nothing (P's leftovers go first).  No write-down filter.  With a tier
+ * below taking DRAM's victims it stays in LRU mode (evict_pin_lru): the
+ * simulations model DRAM alone and chose badly there (doc/policies.md).
+ *
  * Pinned items are never evicted: evict_victim rotates them to the head of
  * their queue and goes on; after a full lap with nothing evictable it
  * returns NULL (the caller reports KVT_EFULL).
@@ -57,6 +69,13 @@
 #include <string.h>
 
 #include "evict.h"
+
+/* prefix-adapt: the simulations see keys whose hash bits
+ * [EVICT_SIM_SHIFT, +4) are 0, 1 in EVICT_SIM_RATE; M's share in
+ * segmented mode. */
+#define EVICT_SIM_RATE 16
+#define EVICT_SIM_SHIFT 16
+#define EVICT_SEG_MAIN_PCT 95
 
 static void list_init(struct evict_list *l)
 {
@@ -104,14 +123,37 @@ int evict_init(struct evict *e, struct kvt_mem *mem, int policy, uint64_t capaci
 {
 	uint64_t g = 64;
 	memset(e, 0, sizeof(*e));
-	e->policy = policy == DRAM_POLICY_PREFIX_LEARN ? DRAM_POLICY_PREFIX : policy;
+	e->policy = policy == DRAM_POLICY_PREFIX_LEARN || policy == DRAM_POLICY_PREFIX_ADAPT
+			    ? DRAM_POLICY_PREFIX
+			    : policy;
 	e->learn = policy == DRAM_POLICY_PREFIX_LEARN;
+	e->adapt = policy == DRAM_POLICY_PREFIX_ADAPT;
 	e->mem = mem;
 	list_init(&e->small);
 	list_init(&e->main);
 	e->small_target = capacity_chunks / 10;
 	e->main_max = capacity_chunks * 9 / 10;
 	e->window = capacity_chunks * 4 > 4096 ? capacity_chunks * 4 : 4096;
+	if (e->adapt) {
+		/* Segmented mode: M at most 95 % (doc/policies.md); the
+		 * simulations see 1 key in EVICT_SIM_RATE, at that fraction of
+		 * the shard's chunks, and their hit counts are halved every 4
+		 * simulated capacities of accesses. */
+		uint64_t cap = capacity_chunks / EVICT_SIM_RATE;
+		uint32_t ents = cap > (UINT32_C(1) << 22) ? (UINT32_C(1) << 22) : (uint32_t)cap;
+		int r;
+		e->main_max = capacity_chunks * EVICT_SEG_MAIN_PCT / 100;
+		r = ghost_init(&e->gh, mem, 3 * capacity_chunks);
+		if (r == 0)
+			r = minisim_init(&e->sim[0], mem, cap, ents, false, 0, 0);
+		if (r == 0)
+			r = minisim_init(&e->sim[1], mem, cap, ents, true, EVICT_SEG_MAIN_PCT, 4);
+		if (r < 0) {
+			evict_fini(e);
+			return r;
+		}
+		e->sim_window = 4 * (uint64_t)(ents > 64 ? ents : 64);
+	}
 	if (policy == DRAM_POLICY_S3FIFO || e->learn) {
 		/* One ghost slot per chunk bounds it by the most items M can hold;
 		 * prefix-learn remembers twice that (reuse after DRAM, from the
@@ -121,8 +163,10 @@ int evict_init(struct evict *e, struct kvt_mem *mem, int policy, uint64_t capaci
 		while (g < want && g < (UINT64_C(1) << 24))
 			g <<= 1;
 		e->ghost = kvt_mem_calloc(mem, g, sizeof(uint32_t));
-		if (!e->ghost)
+		if (!e->ghost) {
+			evict_fini(e);
 			return -ENOMEM;
+		}
 		e->ghost_mask = (uint32_t)(g - 1);
 	}
 	return 0;
@@ -133,6 +177,9 @@ void evict_fini(struct evict *e)
 	if (e->ghost)
 		kvt_mem_free(e->mem, e->ghost, ((size_t)e->ghost_mask + 1) * sizeof(uint32_t));
 	e->ghost = NULL;
+	minisim_fini(&e->sim[0]);
+	minisim_fini(&e->sim[1]);
+	ghost_fini(&e->gh);
 }
 
 const char *evict_policy_name(int policy)
@@ -140,6 +187,7 @@ const char *evict_policy_name(int policy)
 	return policy == DRAM_POLICY_LRU		? "lru"
 	       : policy == DRAM_POLICY_PREFIX	? "prefix"
 	       : policy == DRAM_POLICY_PREFIX_LEARN ? "prefix-learn"
+	       : policy == DRAM_POLICY_PREFIX_ADAPT ? "prefix-adapt"
 						: "s3fifo";
 }
 
@@ -156,6 +204,71 @@ void evict_ghost_add(struct evict *e, uint64_t hash)
 }
 
 /* ---- prefix policy ---- */
+
+/*
+ * prefix-adapt entering segmented mode: M's blocks never reused (not
+ * credited) move to P, as if the mode had always been segmented.  O(blocks
+ * in M) under the shard lock, once per switch (2-7 per trace in
+ * doc/policies.md's runs).
+ */
+static void adapt_to_segmented(struct evict *e)
+{
+	struct evict_node *n = e->main.head.prev, *newer;
+	/* M from its oldest end: blocks never reused (not credited) go to
+	 * P's head in the order met, so P ends newest first. */
+	for (; n != &e->main.head; n = newer) {
+		newer = n->prev;
+		if (n->freq & EVICT_CLS_CREDITED)
+			continue;
+		list_unlink(&e->main, n);
+		n->queue = EVICT_Q_SMALL;
+		list_push_head(&e->small, n);
+	}
+}
+
+void evict_pin_lru(struct evict *e)
+{
+	if (!e->adapt)
+		return;
+	e->adapt_pinned = true;
+	if (e->seg) {
+		e->seg = false;
+		e->mode_switches++;
+	}
+}
+
+/*
+ * prefix-adapt: feed a sampled access (a get that hit, or a put) to both
+ * miniature simulations and pick the mode: segmented once its simulation
+ * hits 2 % more than LRU's, LRU again once LRU's hits 2 % more (LRU is
+ * where it starts: the fallback).  Leaving segmented mode moves nothing:
+ * P's leftovers are the first victims (evict_victim), as if P had been
+ * appended to M's old end.
+ */
+static void adapt_note(struct evict *e, uint64_t hash, uint32_t chunks)
+{
+	bool seg;
+	if (!e->adapt || e->adapt_pinned || ((hash >> EVICT_SIM_SHIFT) & (EVICT_SIM_RATE - 1)) != 0)
+		return;
+	for (unsigned i = 0; i < 2; i++)
+		if (minisim_access(&e->sim[i], hash, chunks))
+			e->sim_hits[i]++;
+	if (++e->sim_accesses >= e->sim_window) {
+		e->sim_accesses = 0;
+		e->sim_hits[0] /= 2;
+		e->sim_hits[1] /= 2;
+	}
+	if (e->seg)
+		seg = !(e->sim_hits[0] > e->sim_hits[1] + e->sim_hits[1] / 50 + 1);
+	else
+		seg = e->sim_hits[1] > e->sim_hits[0] + e->sim_hits[0] / 50 + 1;
+	if (seg != e->seg) {
+		e->seg = seg;
+		e->mode_switches++;
+		if (seg)
+			adapt_to_segmented(e);
+	}
+}
 
 /* Ghost fingerprint carrying the class: the hash's top bits, a marker bit
  * (never 0), the class in the low 6. */
@@ -200,6 +313,7 @@ static void prefix_insert(struct evict *e, struct evict_node *n, uint64_t hash, 
 	bool back = false;
 	bool predict = e->learn;
 
+	adapt_note(e, hash, n->chunks);
 	if (cls > EVICT_CLS_MASK) { /* a promotion from below: reused, class unknown */
 		n->freq = EVICT_CLS_CREDITED;
 		if (*slot && ((*slot ^ ghost_fp_cls(hash, 0)) & ~(uint32_t)EVICT_CLS_MASK) == 0) {
@@ -213,7 +327,13 @@ static void prefix_insert(struct evict *e, struct evict_node *n, uint64_t hash, 
 		return;
 	}
 	n->freq = (uint8_t)cls;
-	if (*slot && ((*slot ^ ghost_fp_cls(hash, 0)) & ~(uint32_t)EVICT_CLS_MASK) == 0) {
+	if (e->adapt) {
+		if (ghost_take(&e->gh, hash)) {
+			e->ghost_hits++;
+			cls_credit(e, n);
+			back = true;
+		}
+	} else if (*slot && ((*slot ^ ghost_fp_cls(hash, 0)) & ~(uint32_t)EVICT_CLS_MASK) == 0) {
 		/* Back while remembered: credit the class it had then. */
 		n->freq = (uint8_t)(*slot & EVICT_CLS_MASK);
 		*slot = 0;
@@ -240,6 +360,10 @@ static void prefix_insert(struct evict *e, struct evict_node *n, uint64_t hash, 
 	    cls_rare(e, n->freq & EVICT_CLS_MASK)) {
 		e->probation_inserts++;
 		n->queue = EVICT_Q_SMALL;
+	} else if (!back && e->adapt && e->seg) {
+		/* Segmented mode: a block earns M by a reuse. */
+		e->probation_inserts++;
+		n->queue = EVICT_Q_SMALL;
 	} else {
 		n->queue = EVICT_Q_MAIN;
 	}
@@ -260,19 +384,23 @@ static void prefix_hit(struct evict *e, struct evict_node *n, struct evict_node 
 		list_push_head(&e->main, n);
 }
 
-void evict_hit_after(struct evict *e, struct evict_node *n, struct evict_node *prev)
+void evict_hit_after(struct evict *e, struct evict_node *n, uint64_t hash, struct evict_node *prev)
 {
 	if (n->queue == EVICT_Q_NONE)
 		return;
-	if (e->policy == DRAM_POLICY_PREFIX)
+	if (e->policy == DRAM_POLICY_PREFIX) {
+		adapt_note(e, hash, n->chunks);
 		prefix_hit(e, n, prev);
+	}
 	else
 		evict_hit(e, n);
 }
 
 bool evict_worth_keeping(const struct evict *e, const struct evict_node *n)
 {
-	if (e->policy != DRAM_POLICY_PREFIX)
+	/* prefix-adapt's probation is no evidence against reuse: the
+	 * segmented mode keeps reused blocks longer, it predicts nothing. */
+	if (e->policy != DRAM_POLICY_PREFIX || !e->learn)
 		return true;
 	return !(n->queue == EVICT_Q_SMALL && !(n->freq & EVICT_CLS_CREDITED));
 }
@@ -292,6 +420,8 @@ unsigned evict_value(const struct evict *e, const struct evict_node *n)
 void evict_ghost_note(struct evict *e, const struct evict_node *n, uint64_t hash, bool from_small)
 {
 	if (e->policy == DRAM_POLICY_PREFIX) {
+		if (e->adapt)
+			ghost_add(&e->gh, hash);
 		if (e->ghost)
 			e->ghost[hash & e->ghost_mask] = ghost_fp_cls(hash, n->freq & EVICT_CLS_MASK);
 	}
@@ -383,7 +513,8 @@ struct evict_node *evict_victim(struct evict *e, evict_busy_fn busy, void *ctx)
 		bool from_small;
 		if (e->policy == DRAM_POLICY_PREFIX)
 			from_small = e->small.count > 0 && !small_stuck &&
-				     (e->main.chunks <= e->main_max || e->main.count == 0 || main_stuck);
+				     (e->main.chunks <= e->main_max || (e->adapt && !e->seg) ||
+				      e->main.count == 0 || main_stuck);
 		else
 			from_small = e->policy == DRAM_POLICY_S3FIFO && e->small.count > 0 &&
 				     !small_stuck &&

@@ -7,6 +7,8 @@
 
 #include "dram.h"
 #include "kvt_int.h"
+#include "ghost.h"
+#include "minisim.h"
 
 enum { EVICT_Q_NONE = 0, EVICT_Q_SMALL = 1, EVICT_Q_MAIN = 2 };
 
@@ -50,6 +52,14 @@ struct evict {
 	uint64_t main_max;        /* chunks: above this M gives victims even if P has some */
 	uint64_t probation_inserts; /* blocks predicted not to be reused */
 	bool learn;               /* prefix-learn: classes choose P or M */
+	/* prefix-adapt: two miniature simulations over sampled keys, LRU
+	 * ([0]) and segmented ([1]), and their decayed hit counts choose
+	 * the real queues' mode (seg) */
+	bool adapt, seg;
+	bool adapt_pinned;        /* a tier below takes DRAM's victims: LRU mode */
+	struct minisim sim[2];
+	struct ghost gh;          /* prefix-adapt's ghost (near-FIFO) */
+	uint64_t sim_hits[2], sim_accesses, sim_window, mode_switches;
 };
 
 /* busy(node, ctx): true if the node must not be evicted now (pinned). */
@@ -67,7 +77,7 @@ void evict_insert_after(struct evict *e, struct evict_node *n, uint64_t hash, un
 /* A hit, for the prefix policy just behind prev (the node the shard's
  * previous get or put placed, NULL: at the head), so that a chain read or
  * written head first ends head newest, tail oldest. */
-void evict_hit_after(struct evict *e, struct evict_node *n, struct evict_node *prev);
+void evict_hit_after(struct evict *e, struct evict_node *n, uint64_t hash, struct evict_node *prev);
 /* Worth a write-down to the tier below when evicted?  False only with
  * evidence: the prefix policy predicted no reuse and none came. */
 bool evict_worth_keeping(const struct evict *e, const struct evict_node *n);
@@ -92,5 +102,8 @@ void evict_ghost_note(struct evict *e, const struct evict_node *n, uint64_t hash
 /* The oldest node pick(node, ctx) accepts, S before M; still linked.  NULL if none. */
 struct evict_node *evict_oldest_match(struct evict *e, evict_busy_fn pick, void *ctx);
 const char *evict_policy_name(int policy);
+/* prefix-adapt: stay in LRU mode (a lower tier takes the victims; the
+ * simulations model DRAM alone, doc/policies.md).  Others: nothing. */
+void evict_pin_lru(struct evict *e);
 
 #endif

@@ -57,7 +57,7 @@ struct opt_def {
 static const int io_vals[] = { IO_BACKEND_AUTO, IO_BACKEND_URING, IO_BACKEND_PSYNC,
 			       IO_BACKEND_PSYNC };
 static const int policy_vals[] = { DRAM_POLICY_S3FIFO, DRAM_POLICY_LRU, DRAM_POLICY_PREFIX,
-				    DRAM_POLICY_PREFIX_LEARN };
+				    DRAM_POLICY_PREFIX_LEARN, DRAM_POLICY_PREFIX_ADAPT };
 static const int huge_vals[] = { DRAM_HUGE_AUTO, DRAM_HUGE_THP, DRAM_HUGE_OFF };
 static const int ssd_admit_vals[] = { SSD_ADMIT_SECOND, SSD_ADMIT_ALWAYS, SSD_ADMIT_VICTIM };
 static const int shared_admit_vals[] = { SHARED_ADMIT_PERSISTENT, SHARED_ADMIT_ALWAYS };
@@ -82,7 +82,7 @@ static const struct opt_def opts[] = {
 	  "allocation chunk, a power of two" },
 	{ "dram.shards", OPT_COUNT, 0, F(dram_cfg.shards), 1, 256, NULL, NULL, NULL,
 	  "index and eviction shards; unset: chosen from the CPUs" },
-	{ "dram.policy", OPT_CHOICE, 0, F(dram_cfg.policy), 0, 0, "s3fifo|lru|prefix|prefix-learn",
+	{ "dram.policy", OPT_CHOICE, 0, F(dram_cfg.policy), 0, 0, "s3fifo|lru|prefix|prefix-learn|prefix-adapt",
 	  policy_vals, "prefix", "eviction policy (doc/policies.md)" },
 	{ "dram.victim_wait_ms", OPT_COUNT, 0, F(dram_cfg.victim_wait_ms), 0, 60000, NULL, NULL,
 	  "20", "longest a put waits for the disk before victim write-downs are shed" },

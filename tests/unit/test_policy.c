@@ -15,7 +15,11 @@
  *   5. kill -9: what survives a crash is what was on SSD already (victims
  *      and persistent namespaces), not what only DRAM held;
  *   6. write pressure: with the disk stuck, victims beyond what may be on
- *      their way down are shed oldest first, and every put still lands.
+ *      their way down are shed oldest first, and every put still lands;
+ *   7. prefix-adapt's parts: its ghost forgets the oldest keys first (a
+ *      direct-mapped one forgets at random), and its miniature simulations
+ *      count the hits LRU and the segmented rule make on a hand-made
+ *      sequence.
  * Values are 64 KiB, one DRAM chunk each, one shard: capacities count blocks.
  */
 #include <signal.h>
@@ -23,7 +27,9 @@
 #include <unistd.h>
 
 #include "dram.h"
+#include "ghost.h"
 #include "kvt_int.h"
+#include "minisim.h"
 #include "t.h"
 #include "tstore.h"
 
@@ -464,8 +470,69 @@ static void test_write_pressure(void)
 	T_EQ_INT(atomic_load(&mem.bytes), 0);
 }
 
+/*
+ * 7a. A ghost of 64 keys: 4 buckets of 16.  Keys i = 1..68 with hash
+ *     (i << 40) | (i % 4) << 30 (bucket i % 4: the low 32 bits scaled to
+ *     4 buckets): 17 per bucket, added in order.  Each bucket's
+ *     17th add replaces its oldest, so keys 1..4 are forgotten and 5..68
+ *     remembered; a second take of a key fails (taking forgets it).
+ */
+static void test_ghost_fifo(void)
+{
+	struct kvt_mem mem;
+	struct ghost g;
+	kvt_mem_init(&mem);
+	T_OK(ghost_init(&g, &mem, 64));
+	for (uint64_t i = 1; i <= 68; i++)
+		ghost_add(&g, (i << 40) | (i % 4) << 30);
+	for (uint64_t i = 1; i <= 68; i++)
+		T_EQ_INT(ghost_take(&g, (i << 40) | (i % 4) << 30), i > 4);
+	T_EQ_INT(ghost_take(&g, (UINT64_C(5) << 40) | UINT64_C(1) << 30), false);
+	ghost_fini(&g);
+	T_EQ_INT(atomic_load(&mem.bytes), 0);
+}
+
+/*
+ * 7b. Two simulated caches of 4 one-chunk keys: LRU, and segmented with
+ *     main at most 2 (50 %).  Sequence a b a b c d e f a b:
+ *     LRU: a b miss, a b hit, c d miss (b a kept), e evicts a, f evicts b,
+ *          a b miss: 2 hits.
+ *     seg: a b on probation, a b hit -> main (2 chunks, not over 2), c d on
+ *          probation, e evicts c, f evicts d (probation first), a b hit
+ *          in main: 4 hits.  Then c, remembered by the ghost, goes to main,
+ *          evicting e (probation first while main holds 2); main holds 3
+ *          > 2 now, so g evicts main's oldest, a, not probation's f: f
+ *          hits, a misses.
+ */
+static void test_minisim_hand(void)
+{
+	struct kvt_mem mem;
+	struct minisim lru, seg;
+	static const char seq[] = "ababcdefab";
+	unsigned hl = 0, hs = 0;
+	kvt_mem_init(&mem);
+	T_OK(minisim_init(&lru, &mem, 4, 4, false, 0, 0));
+	T_OK(minisim_init(&seg, &mem, 4, 4, true, 50, 4));
+	for (const char *c = seq; *c; c++) {
+		uint64_t h = (uint64_t)(unsigned char)*c << 40 | (unsigned char)*c;
+		hl += minisim_access(&lru, h, 1);
+		hs += minisim_access(&seg, h, 1);
+	}
+	T_EQ_INT(hl, 2);
+	T_EQ_INT(hs, 4);
+	T_EQ_INT(minisim_access(&seg, (uint64_t)'c' << 40 | 'c', 1), false); /* back: to main */
+	T_EQ_INT(minisim_access(&seg, (uint64_t)'g' << 40 | 'g', 1), false); /* evicts a */
+	T_EQ_INT(minisim_access(&seg, (uint64_t)'f' << 40 | 'f', 1), true);
+	T_EQ_INT(minisim_access(&seg, (uint64_t)'a' << 40 | 'a', 1), false);
+	minisim_fini(&lru);
+	minisim_fini(&seg);
+	T_EQ_INT(atomic_load(&mem.bytes), 0);
+}
+
 int main(void)
 {
+	test_ghost_fifo();
+	test_minisim_hand();
 	test_write_pressure();
 	test_one_reuse();
 	test_orphan();

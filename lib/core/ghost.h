@@ -1,0 +1,27 @@
+/*
+ * ghost.h - a set of recently evicted keys, by fingerprint (see ghost.c).
+ * Not thread-safe: the owner calls it under its lock.
+ */
+#ifndef KVT_GHOST_H
+#define KVT_GHOST_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "kvt_int.h"
+
+struct ghost {
+	struct kvt_mem *mem;
+	uint32_t *slot;     /* GHOST_WAYS per bucket: fingerprint << 8 | generation; 0 empty */
+	uint32_t buckets;
+	uint64_t adds, per_gen;
+};
+
+/* Room for `keys` keys (rounded up to a whole bucket of 16). */
+int ghost_init(struct ghost *g, struct kvt_mem *mem, uint64_t keys);
+void ghost_fini(struct ghost *g);
+void ghost_add(struct ghost *g, uint64_t hash);
+/* Was the key added and not yet forgotten?  Forgets it if so. */
+bool ghost_take(struct ghost *g, uint64_t hash);
+
+#endif
