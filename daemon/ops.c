@@ -1488,7 +1488,11 @@ void kvtd_frame_dispatch(struct kvtd_frame *fr)
 	unsigned op = fr->f.op;
 
 	KVTD_COUNT(srv, frames_in, 1);
-	if (c->pod_peer)
+	/* Repair paces itself by client traffic (repair.c): the pod's own
+	 * frames and the control ones (HELLO, AUTH, STATS polls, PING, BYE,
+	 * DRAIN) are not that. */
+	if (c->pod_peer || op < PROTO_OP_NS_REGISTER || op == PROTO_OP_STATS ||
+	    op == PROTO_OP_PING || op == PROTO_OP_BYE || op == PROTO_OP_DRAIN)
 		KVTD_COUNT(srv, peer_frames_in, 1);
 	KVTD_COUNT(srv, ops[op], 1);
 	KVTD_COUNT(srv, items_in, fr->f.item_count);
