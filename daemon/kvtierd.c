@@ -540,11 +540,6 @@ static int kvtierd_store_open(struct kvtd_server *srv)
 	 * the publisher runs, idle until a feed is set. */
 	if (cfg->tenants_path)
 		kvt_store_set_option(srv->store, "events.groups", "on");
-	/* A persistent namespace's put that finds the SSD's write-down queue
-	 * full fails at once (KVT_EFULL, the client retries) instead of
-	 * waiting: an event-loop thread serves many connections, and a wait
-	 * there would stall them all.  --set ssd.writedown_wait_ms=N overrides. */
-	kvt_store_set_option(srv->store, "ssd.writedown_wait_ms", "0");
 	for (unsigned i = 0; i < cfg->set_count; i++) {
 		rc = kvt_store_set_option(srv->store, cfg->set_names[i], cfg->set_values[i]);
 		if (rc < 0) {

@@ -340,7 +340,7 @@ int kvt_store_create(struct kvt_store **out);
  *                     A persistent namespace's puts are never shed.
  *   ssd.writedown_wait_ms  a persistent namespace's put waits this long
  *                     for write-down room (default 2000), then fails with
- *                     KVT_EFULL (nothing stored); kvtierd sets 0 (fail at once).
+ *                     KVT_EFULL (nothing stored); 0: fail at once.
  *   ssd.checkpoint_seals  checkpoint after this many sealed segments
  *                     (default 8; 0: only at close).
  *   ssd.high_watermark, ssd.low_watermark  percent of segments in use that
