@@ -516,7 +516,12 @@ static void *reader_main(void *arg)
 							 &len);
 					rd->gets[r]++;
 					if (rc != KVT_OK) {
-						rd->misses[r]++;
+						/* a miss or an error (a timeout on a loaded
+						 * machine): say which, for the log */
+						if (rd->misses[r]++ < 8)
+							fprintf(stderr, "reader %u: R=%u prompt %u block "
+								"%u: %s\n", rd->seed_node, r + 1, p, i,
+								kvt_strerror(rc));
 						continue;
 					}
 					t_fill(want, sizeof(want), r * 100000 + p * 1000 + i);
