@@ -23,28 +23,6 @@
 
 #define PEER_TIMEOUT_MS 5000
 
-static int peer_send(struct kvtd_peer *p, const void *buf, size_t len)
-{
-	const uint8_t *b = buf;
-	while (len) {
-		struct pollfd pf = { .fd = p->fd, .events = POLLOUT };
-		ssize_t w;
-		int pr = poll(&pf, 1, PEER_TIMEOUT_MS);
-		if (pr < 0 && errno == EINTR)
-			continue;
-		if (pr <= 0)
-			return pr == 0 ? -ETIMEDOUT : -errno;
-		w = send(p->fd, b, len, MSG_NOSIGNAL | MSG_DONTWAIT);
-		if (w < 0 && (errno == EINTR || errno == EAGAIN))
-			continue;
-		if (w < 0)
-			return -errno;
-		b += w;
-		len -= (size_t)w;
-	}
-	return 0;
-}
-
 /* All of iov[0..n) (modified), with as few system calls as the socket
  * allows. */
 static int peer_sendv(struct kvtd_peer *p, struct iovec *iov, unsigned n)
@@ -74,6 +52,12 @@ static int peer_sendv(struct kvtd_peer *p, struct iovec *iov, unsigned n)
 		}
 	}
 	return 0;
+}
+
+static int peer_send(struct kvtd_peer *p, const void *buf, size_t len)
+{
+	struct iovec v = { .iov_base = (void *)buf, .iov_len = len };
+	return peer_sendv(p, &v, 1);
 }
 
 static int peer_fill(struct kvtd_peer *p, size_t want)
