@@ -447,18 +447,27 @@ def test_no_stall_while_a_long_prompt_loads(env, engine1, client):
 
 
 def test_stores_off_the_critical_path(env, engine1):
-    """A run that stores every block (two prompts of 8 whole blocks, new to
-    kvtier and vLLM, one output token each: the forward steps compute
-    prompt blocks and store them, 2 MiB a run), with the relay slowing
-    engine 1's puts to the kvtierd to 4 MiB/s (a put completes when the
-    kvtierd answered).  The worker's mean step time (bind_connector_metadata
-    to get_finished, forward steps only: counters steps/step_ns) with
-    asynchronous stores is within 1.1x of the same run not storing, and
-    what storing costs the step itself (save_ns: wait_for_save) is under
-    2% of a step.  The negative control, synchronous stores
-    (kvtier_store_async false): the step waits for its puts, save_ns at
-    least half of what the relay's rate makes them take.
+    """A run that stores every block (one prompt of 16 whole blocks, new
+    to kvtier and vLLM: its prefill step computes them and stores them,
+    2 MiB a run, then DECODE_STEPS - 1 decode steps that store nothing),
+    with the relay slowing engine 1's puts to the kvtierd to 4 MiB/s (a
+    put completes when the kvtierd answered, half a second after the
+    prefill).  The worker's mean step time (bind_connector_metadata to
+    get_finished, forward steps only: counters steps/step_ns) with
+    asynchronous stores, whose puts are in flight during the decode steps,
+    is within 1.1x of the same run not storing, and what storing costs the
+    step itself (save_ns: wait_for_save) is under 2% of a step.  The
+    negative control, synchronous stores (kvtier_store_async false): the
+    prefill step waits for its puts, save_ns at least half of what the
+    relay's rate makes them take.
 
+    One prompt a run, so that every run of every mode has the same steps
+    (a prefill and its decodes).  With two prompts submitted at once, vLLM
+    batched them into one prefill step or two depending on when the engine
+    core saw the second, and a mean over one step against a mean over two
+    is not a comparison (the official CI of 2026-12-02 failed the bound at
+    1.12x with means whose step counts varied by mode and round; the test
+    now asserts they are all the same).
     Each mode's mean step time is its minimum over rounds (3, up to 5
     while the bound is not met): a loaded machine's noise is random, what
     the stores cost the step is in every run of the mode.  (On a 2-core
@@ -469,22 +478,22 @@ def test_stores_off_the_critical_path(env, engine1):
     rate_up = 4 << 20                   # a run's 2 MiB of puts take half a second
     modes = {"off": {"kvtier_store": False}, "async": {"kvtier_store_async": True},
              "sync": {"kvtier_store_async": False}}
-    n, reqs = 8, 2
+    n, decode_steps = 16, 8
     rounds = []
 
     def one(rnd, mode):
-        prompts = [{"prompt_token_ids": prompt(n * BS + 1, seed=1000 + 10 * rnd + i),
-                    "cache_salt": f"st-{mode}-{rnd}", "max_tokens": 1,
-                    "params": modes[mode]} for i in range(reqs)]
+        prompts = [{"prompt_token_ids": prompt(n * BS + 1, seed=1000 + rnd),
+                    "cache_salt": f"st-{mode}-{rnd}", "max_tokens": decode_steps,
+                    "params": modes[mode]}]
         before = engine1.stats()
         serve(engine1, prompts)
         after = engine1.stats()
         stored = delta(before, after, "store_blocks")
-        assert stored == (0 if mode == "off" else n * reqs), (mode, stored)
+        assert stored == (0 if mode == "off" else n), (mode, stored)
         assert delta(before, after, "stores_sync") == (
             delta(before, after, "store_batches") if mode == "sync" else 0)
         steps = delta(before, after, "steps")
-        return {"step": delta(before, after, "step_ns") / steps / 1e9,
+        return {"steps": steps, "step": delta(before, after, "step_ns") / steps / 1e9,
                 "save": delta(before, after, "save_ns") / steps / 1e9,
                 "put_s": delta(before, after, "store_bytes") / rate_up / steps}
 
@@ -496,7 +505,7 @@ def test_stores_off_the_critical_path(env, engine1):
         while len(rounds) < 3 or (len(rounds) < 5 and best("async") > 1.1 * best("off")):
             rounds.append({m: one(len(rounds), m) for m in modes})
             print(("\n" if len(rounds) == 1 else "") + f"round {len(rounds) - 1}: mean step "
-                  + ", ".join(f"{m} {v['step'] * 1e3:.1f} ms (wait_for_save "
+                  + ", ".join(f"{m} {v['step'] * 1e3:.1f} ms over {v['steps']} (wait_for_save "
                               f"{v['save'] * 1e3:.1f} ms)" for m, v in rounds[-1].items()))
     finally:
         link.rate_up = None
@@ -504,6 +513,8 @@ def test_stores_off_the_critical_path(env, engine1):
           f"{best('off') * 1e3:.1f} ms, asynchronous {best('async') * 1e3:.1f} ms "
           f"({best('async') / best('off'):.2f}x), synchronous {best('sync') * 1e3:.1f} ms "
           f"({best('sync') / best('off'):.2f}x)")
+    # Every run had the same steps: the comparison is of like with like.
+    assert len({v["steps"] for r in rounds for v in r.values()}) == 1, rounds
     assert best("async") <= 1.1 * best("off")
     assert best("async", "save") <= 0.02 * best("off")
     assert all(r["sync"]["save"] >= 0.5 * r["sync"]["put_s"] for r in rounds)
