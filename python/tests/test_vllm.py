@@ -361,16 +361,26 @@ SHORT, DECODE, AFTER = 8, 48, 6   # decoding requests, their tokens, the long on
 
 
 def test_no_stall_while_a_long_prompt_loads(env, engine1, client):
-    """Eight short requests decode while a long prompt's 23 blocks load
-    from a slow kvtierd (the relay between engine 1 and the kvtierd sends
-    replies at a rate that makes the load take about a second; the blocks
-    are planted there cold, under a fresh salt, so nothing holds them above
-    it).  Each round runs the same eight requests three times: alone, with
-    the long prompt loaded asynchronously (kvtier_load_async, the default
-    for a load below DRAM), and loaded synchronously.  The decoding
-    requests' inter-token latency p99 with the asynchronous load in flight
-    is within 1.2x of theirs alone; the synchronous load stalls every
-    request for the load's time (the negative control: at least 2x).
+    """Eight short requests decode while a long prompt joins them after
+    AFTER steps, its 23 blocks loading from a slow kvtierd (the relay
+    between engine 1 and the kvtierd sends replies at a rate that makes
+    the load take about a second; the blocks are planted there cold, under
+    a fresh salt, so nothing holds them above it).  Each round runs the
+    same requests three times: the long prompt's blocks already in vLLM's
+    own prefix cache (no load: the control), loaded asynchronously
+    (kvtier_load_async, the default for a load below DRAM), and loaded
+    synchronously.  The decoding requests' inter-token latency p99 with
+    the asynchronous load in flight is within 1.2x of the same run without
+    the load; the synchronous load stalls every request for the load's
+    time (the negative control: at least 2x).
+
+    The control admits the same long request (its one token to compute,
+    with 368 tokens of context, in a step of its own), so both runs have
+    the same steps and differ only by the load.  With 47 gaps per request,
+    all requests sharing each step, p99 is the slowest step: a control
+    without the long request (as this test had until 2026-12-02) measured
+    the cost of admitting it (3 to 5 ms on a 16 ms step) as if it were a
+    stall, and passed only in rounds where noise hid it.
 
     A loaded machine stalls steps at random (a 2-core machine shared with
     builds: gaps of 0.1 to 1 s in any run); a stall caused by the load is
@@ -392,58 +402,60 @@ def test_no_stall_while_a_long_prompt_loads(env, engine1, client):
     link = env["link"]
 
     def one(rnd, mode):
-        prompts = list(shorts)
-        if mode != "alone":
-            salt = f"ns-{mode}-{rnd}"
+        salt = f"ns-{mode}-{rnd}"
+        if mode == "cached":
+            run(engine1, L, salt, logprobs=0)   # now in vLLM's prefix cache
+        else:
             for k, b in zip(kvtier.key_chain_prompt(digest, L[: n * BS], BS,
                                                     extra=b"salt:" + salt.encode()), src):
                 assert s.put(ns, k, b)  # only on the kvtierd: a cold load
-            prompts.append({"prompt_token_ids": L, "cache_salt": salt, "max_tokens": 1,
-                            "after_steps": AFTER,
-                            "params": {"kvtier_load_async": mode == "async"}})
+        prompts = list(shorts) + [{
+            "prompt_token_ids": L, "cache_salt": salt, "max_tokens": 1, "after_steps": AFTER,
+            "params": {} if mode == "cached" else {"kvtier_load_async": mode == "async"}}]
         before = engine1.stats()
         res = serve(engine1, prompts)
         after = engine1.stats()
-        dec = res[:SHORT]
+        dec, lr = res[:SHORT], res[SHORT]
         assert all(len(r["t"]) == DECODE for r in dec)
-        out = {"p99": p99(gaps(dec))}
-        if mode != "alone":
-            lr = res[SHORT]
+        out = {"p99": p99(gaps(dec)),
+               # The load's time: submission to the long request's first token.
+               "load_s": lr["t"][0] - lr["submitted"],
+               # Decoding steps that returned while it loaded.
+               "during": len({t for r in dec for t in r["t"]
+                              if lr["submitted"] < t < lr["t"][0]})}
+        if mode == "cached":
+            assert lr["cached"] in (None, n * BS), lr["cached"]
+            assert delta(before, after, "load_blocks") == 0
+        else:
             assert lr["kv_transfer_params"]["kvtier_loaded_tokens"] == n * BS
             assert delta(before, after, "load_blocks") == n
             assert delta(before, after, "loads_async" if mode == "async" else "loads_sync") == 1
-            # The load's time: submission to the long request's first token.
-            out["load_s"] = lr["t"][0] - lr["submitted"]
-            # Decoding steps that returned while it loaded.
-            out["during"] = len({t for r in dec for t in r["t"]
-                                 if lr["submitted"] < t < lr["t"][0]})
         return out
 
-    modes = ("alone", "async", "sync")
+    modes = ("cached", "async", "sync")
     rounds = []
     link.rate = n * bb / 1.0            # the 23 blocks in about a second
     try:
         while len(rounds) < 3 or (
                 len(rounds) < 6 and min(r["async"]["p99"] for r in rounds) >
-                1.2 * min(r["alone"]["p99"] for r in rounds)):
+                1.2 * min(r["cached"]["p99"] for r in rounds)):
             rounds.append({m: one(len(rounds), m) for m in modes})
             print(f"\nround {len(rounds) - 1}: ITL p99 " + ", ".join(
-                f"{m} {v['p99'] * 1e3:.1f} ms" + (f" (load {v['load_s'] * 1e3:.0f} ms, "
-                                                 f"{v['during']} steps during it)"
-                                                 if "load_s" in v else "")
+                f"{m} {v['p99'] * 1e3:.1f} ms (long prompt's first token after "
+                f"{v['load_s'] * 1e3:.0f} ms, {v['during']} steps meanwhile)"
                 for m, v in rounds[-1].items()))
     finally:
         link.rate = None
     best = {m: min(r[m]["p99"] for r in rounds) for m in modes}
-    print(f"minima over {len(rounds)} rounds: ITL p99 alone {best['alone'] * 1e3:.1f} ms, "
+    print(f"minima over {len(rounds)} rounds: ITL p99 without a load {best['cached'] * 1e3:.1f} ms, "
           f"asynchronous load in flight {best['async'] * 1e3:.1f} ms "
-          f"({best['async'] / best['alone']:.2f}x), synchronous {best['sync'] * 1e3:.1f} ms "
-          f"({best['sync'] / best['alone']:.2f}x)")
+          f"({best['async'] / best['cached']:.2f}x), synchronous {best['sync'] * 1e3:.1f} ms "
+          f"({best['sync'] / best['cached']:.2f}x)")
     # The load was slow enough to matter, and the others ran meanwhile.
     assert statistics.median(r["async"]["load_s"] for r in rounds) >= 0.5
     assert statistics.median(r["async"]["during"] for r in rounds) >= 3
-    assert best["async"] <= 1.2 * best["alone"]
-    assert best["sync"] >= 2 * best["alone"]
+    assert best["async"] <= 1.2 * best["cached"]
+    assert best["sync"] >= 2 * best["cached"]
 
 
 def test_stores_off_the_critical_path(env, engine1):

@@ -22,7 +22,9 @@ answers each stdin line with one "@@" + JSON line on stdout:
                                   {"wall_s", "steps", "results": [{"t": [time
                                   of each output token after the first
                                   submission, s], "submitted": its own
-                                  submission, s, "kv_transfer_params"}]}
+                                  submission, s, "kv_transfer_params",
+                                  "cached": tokens from vLLM's own prefix
+                                  cache}]}
   {"op": "reset"}              -> LLM.reset_prefix_cache() (vLLM's own cache)
   {"op": "exit"}               -> shuts the engine down and exits 0
 """
@@ -57,6 +59,7 @@ def serve(llm, prompts):
         submitted[rid] = time.perf_counter() - t0
         eng.add_request(rid, prompt, sp)
 
+    cached = {}  # request -> vLLM's num_cached_tokens (its own prefix cache)
     later = []  # (steps to wait, index, prompt): added once that many steps returned
     for i, p in enumerate(prompts):
         times[f"serve-{t0}-{i}"] = ([], None)
@@ -80,9 +83,11 @@ def serve(llm, prompts):
             ts.extend([now] * (n - len(ts)))
             if o.finished:
                 times[o.request_id] = (ts, o.kv_transfer_params)
+                cached[o.request_id] = getattr(o, "num_cached_tokens", None)
     wall = time.perf_counter() - t0
     return {"wall_s": wall, "steps": steps,
-            "results": [{"t": ts, "kv_transfer_params": kvp, "submitted": submitted[rid]}
+            "results": [{"t": ts, "kv_transfer_params": kvp, "submitted": submitted[rid],
+                         "cached": cached.get(rid)}
                         for rid, (ts, kvp) in times.items()]}
 
 
