@@ -472,7 +472,14 @@ int kvt_store_create(struct kvt_store **out);
  *                     most min(s3_conns, shared.threads) requests run at once.
  *   shared.s3_timeout_ms  per request, connecting included (default 10000):
  *                     an endpoint that stops answering turns into misses
- *                     (stats shared.s3_errors, shared.s3_timeouts) within it.
+ *                     (stats shared.s3_errors, shared.s3_timeouts) within it,
+ *                     retries included.
+ *   shared.s3_attempts  tries of a whole-object PUT, GET, HEAD or DELETE that
+ *                     failed transiently (no answer, HTTP 500, 502, 503, 504,
+ *                     429), as the AWS SDKs' standard mode (default 3; 1: no
+ *                     retry); stats shared.s3_retries, shared.s3_retry_giveups.
+ *   shared.s3_retry_base_ms  backoff before retry n: uniform in
+ *                     [0, base * 2^(n-1)] ms (default 100).
  *   shared.s3_part_size  blocks larger than this go up as multipart uploads
  *                     with parts in parallel (5M..5G, default 64M).
  *   shared.s3_sign_payload  "off" (default: bulk PUTs are signed with

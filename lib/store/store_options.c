@@ -183,6 +183,11 @@ static const struct opt_def opts[] = {
 	  "connections to the endpoint; unset: " STR(SHARED_DEF_S3_CONNS) },
 	{ "shared.s3_timeout_ms", OPT_COUNT, 0, F(shared_cfg.s3_timeout_ms), 1, 3600 * 1000,
 	  NULL, NULL, NULL, "per request; unset: " STR(SHARED_DEF_S3_TIMEOUT_MS) },
+	{ "shared.s3_attempts", OPT_COUNT, 0, F(shared_cfg.s3_attempts), 1, 10, NULL, NULL, NULL,
+	  "tries of a request that failed transiently (1: no retry); unset: "
+	  STR(SHARED_DEF_S3_ATTEMPTS) },
+	{ "shared.s3_retry_base_ms", OPT_COUNT, 0, F(shared_cfg.s3_retry_base_ms), 1, 60000, NULL,
+	  NULL, NULL, "retry backoff base (full jitter); unset: " STR(SHARED_DEF_S3_RETRY_BASE_MS) },
 	{ "shared.s3_part_size", OPT_SIZE, 0, F(shared_cfg.s3_part_size), UINT64_C(5) << 20,
 	  UINT64_C(5) << 30, NULL, NULL, NULL, "multipart upload part size; unset: 64M" },
 	{ "shared.s3_sign_payload", OPT_BOOL, 0, F(shared_cfg.s3_sign_payload), 0, 0, "off|on",
