@@ -106,6 +106,8 @@ static const struct opt_def opts[] = {
 	  NULL, "256M", "write-down bytes queued before shedding (at most DRAM/4)" },
 	{ "ssd.writedown_wait_ms", OPT_MS_NS, 0, F(ssd_cfg.wd_wait_ns), 0, 3600000, NULL, NULL,
 	  "2000", "a persistent namespace's put waits this long for write-down room, then fails" },
+	{ "ssd.debug_write_delay_ms", OPT_MS_NS, 0, F(ssd_cfg.debug_delay_ns), 0, 60000, NULL, NULL,
+	  NULL, "tests: the writer waits this long before each write-down (a slow device)" },
 	{ "ssd.first_hit", OPT_BOOL, 0, F(ssd_cfg.first_hit_cold), 0, 0, "promote|cold", NULL,
 	  "cold", "victim: a block's first read from SSD leaves it there, the second moves it to DRAM (cold), or every read promotes" },
 	{ "ssd.checkpoint_seals", OPT_COUNT, 0, F(ssd_cfg.ckpt_seals), 0, 1000000, NULL, NULL,
