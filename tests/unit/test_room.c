@@ -104,7 +104,8 @@ int main(void)
 	T_ASSERT(wait_one(q, 0) == &r1);
 	T_RC(r1.status, KVT_OK);
 
-	/* The backlog full (the writer held). */
+	/* The backlog full (the writer held), from empty. */
+	T_OK(kvt_flush(s));
 	ssd_hold_writes(h.ssd, true);
 	for (uint64_t i = 0; i < 16; i++)
 		T_RC(put_64k(s, pns, i, 0), KVT_OK);
