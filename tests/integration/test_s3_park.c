@@ -3,15 +3,15 @@
  * write-down room instead of blocking its event loop (s3d.c "Parking",
  * doc/kvtierd.md "Persistent write-downs").  One loop thread
  * (--threads 1), a write-down queue of 1 MiB and a writer that takes
- * 1000 ms per write (ssd.debug_write_delay_ms), ssd.writedown_wait_ms
- * 700:
+ * 1200 ms per write (ssd.debug_write_delay_ms), ssd.writedown_wait_ms
+ * 800:
  *   1. a 1 MiB PUT fills the queue; the next one parks.  While it waits,
  *      a GET on another connection -- the same loop thread -- is answered
- *      within 300 ms (the library's wait in the loop took 700);
- *   2. no room within 700 ms: the parked PUT is answered 503 SlowDown,
+ *      within 300 ms (the library's wait in the loop took the whole wait);
+ *   2. no room within 800 ms: the parked PUT is answered 503 SlowDown,
  *      nothing stored (a GET of it: 404), counted in
  *      server.put_park_timeouts;
- *   3. a PUT parked 650 ms into a write: room comes 350 ms later, the
+ *   3. a PUT parked 700 ms into a write: room comes 500 ms later, the
  *      PUT succeeds and reads back byte for byte;
  *   4. the same for a CopyObject (reserved after its source is read).
  *
@@ -169,8 +169,8 @@ int main(int argc, char **argv)
 	char base[600], dir[700], tenants[700];
 	const char *extra[] = { "--s3", "127.0.0.1:0", "--threads", "1", "--ssd", "64M",
 				"--set", "ssd.writedown_max=1M",
-				"--set", "ssd.debug_write_delay_ms=1000",
-				"--set", "ssd.writedown_wait_ms=700", NULL };
+				"--set", "ssd.debug_write_delay_ms=1200",
+				"--set", "ssd.writedown_wait_ms=800", NULL };
 	uint8_t *v1 = malloc(OBJ), *v2 = malloc(OBJ), *back = malloc(OBJ + 1);
 	uint8_t small[100];
 	struct put_job j;
@@ -202,7 +202,7 @@ int main(int argc, char **argv)
 	T_EQ_INT((int)s3_call("PUT", "/bkt/small", small, sizeof(small), NULL, NULL), 200);
 	drained(&srv); /* the bucket's marker and small are on SSD */
 
-	/* 1 + 2: o1 takes the queue for 1000 ms; o2 parks and times out,
+	/* 1 + 2: o1 takes the queue for 1200 ms; o2 parks and times out,
 	 * while a GET is served. */
 	T_EQ_INT((int)s3_call("PUT", "/bkt/o1", v1, OBJ, NULL, NULL), 200);
 	j = (struct put_job){ "/bkt/o2", v2, 0, 0 };
@@ -214,17 +214,17 @@ int main(int argc, char **argv)
 		(unsigned long long)j.ms, (unsigned long long)get_ms);
 	T_LE_INT((long long)get_ms, 300);
 	T_EQ_INT((int)j.status, 503);
-	T_GE_INT((long long)j.ms, 650);
+	T_GE_INT((long long)j.ms, 750);
 	T_EQ_INT((int)s3_call("GET", "/bkt/o2", NULL, 0, NULL, NULL), 404);
 
 	/* 3: room comes while o4 is parked. */
 	drained(&srv); /* o1 written */
 	T_EQ_INT((int)s3_call("PUT", "/bkt/o3", v1, OBJ, NULL, NULL), 200);
 	t0 = t_now_ms();
-	tsrv_sleep_ms(650);
+	tsrv_sleep_ms(700);
 	j = (struct put_job){ "/bkt/o4", v2, 0, 0 };
 	put_thread(&j);
-	fprintf(stderr, "PUT parked 650 ms into a write: %ld after %llu ms (%llu after o3)\n",
+	fprintf(stderr, "PUT parked 700 ms into a write: %ld after %llu ms (%llu after o3)\n",
 		j.status, (unsigned long long)j.ms, (unsigned long long)(t_now_ms() - t0));
 	T_EQ_INT((int)j.status, 200);
 	{
@@ -237,14 +237,14 @@ int main(int argc, char **argv)
 	 * on a KVT_OP_ROOM too, and lands once room comes. */
 	drained(&srv);
 	T_EQ_INT((int)s3_call("PUT", "/bkt/o5", v1, OBJ, NULL, NULL), 200);
-	tsrv_sleep_ms(650);
+	tsrv_sleep_ms(700);
 	{
 		uint8_t buf[4096];
 		struct body b = { buf, 0, sizeof(buf) };
 		uint64_t ms;
 		T_EQ_INT((int)s3_call_hdr("PUT", "/bkt/copy", NULL, 0, NULL, &ms,
 					  "x-amz-copy-source: /bkt/small"), 200);
-		fprintf(stderr, "CopyObject parked 650 ms into a write: %llu ms\n",
+		fprintf(stderr, "CopyObject parked 700 ms into a write: %llu ms\n",
 			(unsigned long long)ms);
 		T_EQ_INT((int)s3_call("GET", "/bkt/copy", NULL, 0, &b, NULL), 200);
 		T_EQ_INT((int)b.len, (int)sizeof(small));
