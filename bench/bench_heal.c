@@ -111,7 +111,7 @@ static uint64_t bh_stat(struct bh *b, unsigned i, const char *name)
 	struct kvtd_peer p;
 	uint64_t v = UINT64_MAX;
 	snprintf(addr, sizeof(addr), "127.0.0.1:%u", b->port[i]);
-	if (kvtd_peer_open(&p, addr, "bench", NULL, 0) < 0)
+	if (kvtd_peer_open(&p, addr, "bench", NULL, 0, 0) < 0)
 		return UINT64_MAX;
 	if (kvtd_peer_stat(&p, PROTO_SCOPE_ALL, name, &v) != KVT_OK)
 		v = UINT64_MAX;
@@ -387,7 +387,7 @@ static int bh_run(struct bh *b)
 	dbytes0 = bh_stat(b, drained, "repair.bytes");
 	t_d0 = bh_now();
 	t_d1 = 0;
-	if (rc == 0 && kvtd_peer_open(&p, addr, "bench", NULL, 0) == 0) {
+	if (rc == 0 && kvtd_peer_open(&p, addr, "bench", NULL, 0, 0) == 0) {
 		if (kvtd_peer_drain(&p, PROTO_DRAIN_STAY) == 0)
 			for (int t = 0; t < 60000; t++) {
 				uint64_t st = 0;

@@ -114,7 +114,7 @@ int drain_main(int argc, char **argv)
 			rc == -EINVAL ? "a secret is 16..4096 bytes" : strerror(-rc));
 		return 1;
 	}
-	rc = kvtd_peer_open(&p, addr, tenant, secret_len ? secret : NULL, secret_len);
+	rc = kvtd_peer_open(&p, addr, tenant, secret_len ? secret : NULL, secret_len, 0);
 	OPENSSL_cleanse(secret, sizeof(secret));
 	if (rc < 0) {
 		fprintf(stderr, "kvtier drain: cannot reach %s: %s\n", addr, drain_err(rc));

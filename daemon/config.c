@@ -160,6 +160,14 @@ static int config_option_cluster(struct kvtd_config *cfg, const char *name, cons
 					    "%s: --repair-grace: '%s' is not a number of ms", where, v);
 		cfg->repair_grace_set = true;
 		return 1;
+	} else if (strcmp(name, "peer-connect-timeout") == 0) {
+		/* healing (repair.c): how long a TCP connect to another member
+		 * may take before that member counts as unreachable */
+		if (config_parse_uint(v, 600000, &cfg->peer_connect_ms) < 0 || cfg->peer_connect_ms == 0)
+			return config_usage(err, err_len,
+					    "%s: --peer-connect-timeout: '%s' is not a number of ms "
+					    "(1..600000)", where, v);
+		return 1;
 	} else if (strcmp(name, "repair-rate") == 0) {
 		if (kvtd_parse_size(v, &cfg->repair_rate) < 0)
 			return config_usage(err, err_len,
@@ -330,7 +338,7 @@ bool kvtd_config_is_option(const char *name)
 		"resp", "s3", "metrics", "metrics-token", "max-conns", "max-memory", "conn-inflight",
 		"conn-output", "tls-cert", "tls-key", "tls-ca", "tls-verify-client", "insecure",
 		"members", "etcd", "etcd-prefix", "etcd-ttl", "advertise", "repair-grace",
-		"repair-rate", "repair-idle-rate", "drain-budget", NULL,
+		"peer-connect-timeout", "repair-rate", "repair-idle-rate", "drain-budget", NULL,
 	};
 	for (int i = 0; names[i]; i++)
 		if (strcmp(name, names[i]) == 0)

@@ -60,6 +60,7 @@ struct kvtd_config {
 	unsigned etcd_ttl_s;      /* --etcd-ttl, or 0: KVTD_ETCD_TTL_S */
 	unsigned repair_grace_ms; /* --repair-grace (repair.c), if repair_grace_set */
 	bool repair_grace_set;
+	unsigned peer_connect_ms; /* --peer-connect-timeout (peer.c), 0: KVTD_PEER_CONNECT_MS */
 	uint64_t repair_rate;     /* --repair-rate bytes/s (0: off), if repair_rate_set */
 	bool repair_rate_set;
 	uint64_t repair_idle_rate; /* --repair-idle-rate bytes/s with no client (0: no limit) */

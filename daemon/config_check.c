@@ -222,6 +222,8 @@ static void check_print(FILE *out, const struct kvtd_config *cfg)
 		fprintf(out, "etcd-ttl = %u\n", cfg->etcd_ttl_s);
 	if (cfg->repair_grace_set)
 		fprintf(out, "repair-grace = %u\n", cfg->repair_grace_ms);
+	if (cfg->peer_connect_ms)
+		fprintf(out, "peer-connect-timeout = %u\n", cfg->peer_connect_ms);
 	if (cfg->repair_rate_set)
 		fprintf(out, "repair-rate = %llu\n", (unsigned long long)cfg->repair_rate);
 	if (cfg->repair_idle_rate_set)

@@ -144,6 +144,8 @@ static void kvtierd_usage(FILE *f)
 		"                        the --listen address, which must not be a wildcard)\n"
 		"  --repair-grace MS     heal (doc/cluster.md): copy a departed member's\n"
 		"                        replicated groups back up after MS (default 10000)\n"
+		"  --peer-connect-timeout MS  give up a TCP connect to another member after\n"
+		"                        MS (default 2000): a blackholed member costs that\n"
 		"  --repair-rate SIZE    bytes a second the repair may send while clients are\n"
 		"                        served (default 128M; 0: healing off)\n"
 		"  --repair-idle-rate SIZE  ... while none are (default 0: no limit)\n"

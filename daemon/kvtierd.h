@@ -280,6 +280,9 @@ struct kvtd_counters {
 	_Atomic uint64_t ns_refused;
 	/* GET frames answered in chunks because their pins would pass a cap */
 	_Atomic uint64_t pin_deferred;
+	/* S3 PUTs parked for SSD write-down room (s3d.c "Parking"), and those
+	 * answered 503 because none came within ssd.writedown_wait_ms */
+	_Atomic uint64_t put_parked, put_park_timeouts;
 	/* of conns_refused: past the unauthenticated limits (loop.c) */
 	_Atomic uint64_t unauth_refused;
 	/* of conns_refused: shed at EMFILE with the spare descriptor, and
@@ -425,7 +428,9 @@ struct kvtd_conn {
 	bool bye_pending;      /* BYE read: answer it once nothing else is in flight */
 	uint64_t bye_tag;
 	bool close_when_flushed;
-	bool read_paused;      /* EPOLLIN off: too much in flight */
+	bool read_paused;      /* EPOLLIN off: too much in flight, or parked */
+	bool parked;           /* a request waits for write-down room (s3d.c
+				* "Parking"): nothing more is read until it resumes */
 	bool dead;             /* fd closed; freed when inflight drops to 0 */
 	bool touched;          /* on the loop's touched list */
 	uint32_t events;       /* registered epoll events */

@@ -196,7 +196,8 @@ static void loop_conn_flow(struct kvtd_conn *c)
 {
 	const struct kvtd_config *cfg = &c->loop->srv->cfg;
 	bool mem = c->out_bytes > 0 && loop_mem_over(c->loop->srv);
-	bool pause = c->inflight >= cfg->conn_inflight || c->out_bytes >= cfg->conn_output || mem;
+	bool pause = c->inflight >= cfg->conn_inflight || c->out_bytes >= cfg->conn_output || mem ||
+		     c->parked;
 
 	if (pause == c->read_paused)
 		return;

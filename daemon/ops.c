@@ -1429,6 +1429,9 @@ static void ops_stats(struct kvtd_frame *fr)
 		ops_stats_add(&st, "server.mem_refused", atomic_load(&k->mem_refused), NULL);
 		ops_stats_add(&st, "server.copy_refused", atomic_load(&k->copy_refused), NULL);
 		ops_stats_add(&st, "server.pin_deferred", atomic_load(&k->pin_deferred), NULL);
+		ops_stats_add(&st, "server.put_parked", atomic_load(&k->put_parked), NULL);
+		ops_stats_add(&st, "server.put_park_timeouts", atomic_load(&k->put_park_timeouts),
+			      NULL);
 		ops_stats_add(&st, "server.ns_refused", atomic_load(&k->ns_refused), NULL);
 		ops_stats_add(&st, "server.mem_paused", atomic_load(&k->mem_paused), NULL);
 		ops_stats_add(&st, "server.mem_used", atomic_load(&srv->mem_used), NULL);

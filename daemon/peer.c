@@ -8,6 +8,7 @@
  * Single-threaded per struct kvtd_peer; no global state.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -17,11 +18,20 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "peer.h"
 
 #define PEER_TIMEOUT_MS 5000
+
+/* The monotonic clock in ms. */
+static int64_t peer_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
 
 /* All of iov[0..n) (modified), with as few system calls as the socket
  * allows. */
@@ -174,11 +184,56 @@ static int peer_call(struct kvtd_peer *p, struct proto_frame *f, const struct pr
 	return rc;
 }
 
-static int peer_tcp(const char *addr)
+/*
+ * connect() with a deadline: non-blocking, then poll for writability and
+ * read SO_ERROR.  A member that is blackholed (its SYNs dropped, or its
+ * accept queue full so that the kernel ignores ours) would otherwise hold
+ * the caller for the kernel's SYN retries, over two minutes.  0 or -errno
+ * (-ETIMEDOUT past connect_ms).
+ */
+static int peer_connect(int fd, const struct sockaddr *sa, socklen_t sa_len, unsigned connect_ms)
+{
+	int64_t deadline = peer_now_ms() + connect_ms;
+	int fl = fcntl(fd, F_GETFL), err = 0;
+	socklen_t el = sizeof(err);
+
+	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
+		return -errno;
+	if (connect(fd, sa, sa_len) < 0) {
+		if (errno != EINPROGRESS)
+			return -errno;
+		for (;;) {
+			struct pollfd pf = { .fd = fd, .events = POLLOUT };
+			int64_t left = deadline - peer_now_ms();
+			int pr;
+			if (left <= 0)
+				return -ETIMEDOUT;
+			pr = poll(&pf, 1, (int)left);
+			if (pr < 0 && errno == EINTR)
+				continue;
+			if (pr < 0)
+				return -errno;
+			if (pr == 0)
+				return -ETIMEDOUT;
+			break;
+		}
+		if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) < 0)
+			return -errno;
+		if (err)
+			return -err;
+	}
+	/* The rest of peer.c polls before every send and receive itself, but
+	 * expects blocking reads and writes. */
+	if (fcntl(fd, F_SETFL, fl) < 0)
+		return -errno;
+	return 0;
+}
+
+static int peer_tcp(const char *addr, unsigned connect_ms)
 {
 	char host[KVTD_PEER_ADDR_MAX + 1], *colon;
 	struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *res = NULL;
-	int fd = -1, one = 1;
+	int fd = -1, one = 1, rc;
 
 	snprintf(host, sizeof(host), "%s", addr);
 	colon = strrchr(host, ':');
@@ -192,19 +247,21 @@ static int peer_tcp(const char *addr)
 	if (getaddrinfo(host, colon + 1, &hints, &res) != 0 || !res)
 		return -EHOSTUNREACH;
 	fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd >= 0 && connect(fd, res->ai_addr, res->ai_addrlen) < 0) {
-		int e = errno;
+	if (fd < 0) {
+		fd = -errno;
+	} else if ((rc = peer_connect(fd, res->ai_addr, res->ai_addrlen,
+				      connect_ms ? connect_ms : KVTD_PEER_CONNECT_MS)) < 0) {
 		close(fd);
-		fd = -e;
+		fd = rc;
 	}
 	freeaddrinfo(res);
 	if (fd >= 0)
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	return fd < 0 ? (fd == -1 ? -errno : fd) : fd;
+	return fd;
 }
 
 int kvtd_peer_open(struct kvtd_peer *p, const char *addr, const char *tenant,
-		   const uint8_t *secret, uint32_t secret_len)
+		   const uint8_t *secret, uint32_t secret_len, unsigned connect_ms)
 {
 	struct proto_frame f = { .op = PROTO_OP_HELLO };
 	uint8_t snonce[PROTO_NONCE_LEN];
@@ -215,7 +272,7 @@ int kvtd_peer_open(struct kvtd_peer *p, const char *addr, const char *tenant,
 	proto_limits_default(&p->lim);
 	snprintf(p->addr, sizeof(p->addr), "%s", addr);
 	snprintf(p->tenant, sizeof(p->tenant), "%s", tenant);
-	p->fd = peer_tcp(addr);
+	p->fd = peer_tcp(addr, connect_ms);
 	if (p->fd < 0)
 		return p->fd;
 	f.hello.min_version = PROTO_VERSION_MIN;

@@ -13,6 +13,7 @@
 #include "kvtier.h"
 #include "proto.h"
 #define KVTD_PEER_ADDR_MAX 255u /* "HOST:PORT" */
+#define KVTD_PEER_CONNECT_MS 2000u /* connect timeout when the caller passes 0 */
 
 struct kvtd_peer {
 	int fd;
@@ -27,10 +28,11 @@ struct kvtd_peer {
 
 /* Connect to addr ("HOST:PORT"), HELLO, AUTH as tenant with secret
  * (HMAC-SHA-256, the server's proof checked; method NONE where the server
- * offers it, and then secret may be NULL).  0 or < 0 (nothing to close
- * then). */
+ * offers it, and then secret may be NULL).  The TCP connect gives up after
+ * connect_ms (0: KVTD_PEER_CONNECT_MS) with -ETIMEDOUT.  0 or < 0 (nothing
+ * to close then). */
 int kvtd_peer_open(struct kvtd_peer *p, const char *addr, const char *tenant,
-		   const uint8_t *secret, uint32_t secret_len);
+		   const uint8_t *secret, uint32_t secret_len, unsigned connect_ms);
 void kvtd_peer_close(struct kvtd_peer *p);
 /* NS_REGISTER the canonical text: the digest there.  KVT_OK or < 0. */
 int kvtd_peer_register(struct kvtd_peer *p, const char *canon, size_t len,

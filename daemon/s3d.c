@@ -658,8 +658,56 @@ static int s3d_auth(struct s3d_req *rq)
 	return 0;
 }
 
+/* Where a PutObject or UploadPart body goes, from kvt_put_reserve's
+ * answer r: 0 (rq->sink set; an error to answer after the body may be
+ * set too) or -1 (answered now). */
+static int s3d_put_sink(struct s3d_req *rq, int r)
+{
+	struct kvtd_server *srv = rq->conn->loop->srv;
+
+	if (r == KVT_OK) {
+		rq->reserved = true;
+		rq->sink = SK_RESV;
+		return 0;
+	}
+	if (r == KVT_EXISTS && rq->cond_none_match) {
+		rq->sink = SK_DISCARD;
+		rq->err_status = 412;
+		rq->err_code = "PreconditionFailed";
+		snprintf(rq->err_msg, sizeof(rq->err_msg), "At least one of the pre-conditions "
+			 "you specified did not hold");
+		return 0;
+	}
+	if (r != KVT_EXISTS) {
+		rq->sink = SK_DISCARD;
+		rq->err_status = r == KVT_ETOOBIG || r == KVT_EBADLEN ? 400 : 503;
+		rq->err_code = rq->err_status == 400 ? "EntityTooLarge" : "SlowDown";
+		snprintf(rq->err_msg, sizeof(rq->err_msg), "%s", kvt_strerror(r));
+		return 0;
+	}
+	/* an overwrite: into a buffer, then DELETE + PUT */
+	if (!kvtd_mem_charge(srv, rq->decoded_len, false)) {
+		KVTD_COUNT(srv, mem_refused, 1);
+		s3d_fail(rq, 503, "SlowDown", "server memory limit reached (--max-memory); "
+			 "retry later");
+		rq->close_after = true;
+		return -1;
+	}
+	rq->buf_charged = rq->decoded_len;
+	rq->buf = malloc(rq->decoded_len ? rq->decoded_len : 1);
+	if (!rq->buf)
+		goto oom;
+	rq->sink = SK_BUF;
+	return 0;
+oom:
+	rq->close_after = true;
+	s3d_fail(rq, 503, "SlowDown", "server out of memory");
+	return -1;
+}
+
 /* Payload mode, lengths, checksums and the sink: 0, or an answer was
- * written and the connection closes (-1). */
+ * written and the connection closes (-1), or 1: a PutObject or UploadPart
+ * would wait for write-down room (the caller parks it). */
 static int s3d_body_setup(struct s3d_req *rq)
 {
 	struct kvtd_server *srv = rq->conn->loop->srv;
@@ -812,41 +860,15 @@ static int s3d_body_setup(struct s3d_req *rq)
 			s3d_fail(rq, 400, "EntityTooLarge", m);
 			return -1;
 		}
-		r = kvt_put_reserve(srv->store, rq->ns, &k, lens, rq->decoded_len ? 2 : 1, 0, &rq->res);
-		if (r == KVT_OK) {
-			rq->reserved = true;
-			rq->sink = SK_RESV;
-			return 0;
-		}
-		if (r == KVT_EXISTS && rq->cond_none_match) {
-			rq->sink = SK_DISCARD;
-			rq->err_status = 412;
-			rq->err_code = "PreconditionFailed";
-			snprintf(rq->err_msg, sizeof(rq->err_msg), "At least one of the pre-conditions "
-				 "you specified did not hold");
-			return 0;
-		}
-		if (r != KVT_EXISTS) {
-			rq->sink = SK_DISCARD;
-			rq->err_status = r == KVT_ETOOBIG || r == KVT_EBADLEN ? 400 : 503;
-			rq->err_code = rq->err_status == 400 ? "EntityTooLarge" : "SlowDown";
-			snprintf(rq->err_msg, sizeof(rq->err_msg), "%s", kvt_strerror(r));
-			return 0;
-		}
-		/* an overwrite: into a buffer, then DELETE + PUT */
-		if (!kvtd_mem_charge(srv, rq->decoded_len, false)) {
-			KVTD_COUNT(srv, mem_refused, 1);
-			s3d_fail(rq, 503, "SlowDown", "server memory limit reached (--max-memory); "
-				 "retry later");
-			rq->close_after = true;
-			return -1;
-		}
-		rq->buf_charged = rq->decoded_len;
-		rq->buf = malloc(rq->decoded_len ? rq->decoded_len : 1);
-		if (!rq->buf)
-			goto oom;
-		rq->sink = SK_BUF;
-		return 0;
+		rq->room_key = k;
+		rq->room_parts = rq->decoded_len ? 2 : 1;
+		/* A persistent namespace (every bucket) whose write-down queue is
+		 * full: park the request rather than the loop (s3d_park). */
+		r = kvt_put_reserve(srv->store, rq->ns, &k, lens, rq->room_parts, KVT_F_NOWAIT,
+				    &rq->res);
+		if (r == KVT_EWAIT)
+			return 1;
+		return s3d_put_sink(rq, r);
 	}
 	if (rq->op == S3_DELETE_MANY || rq->op == S3_MPU_COMPLETE || rq->op == S3_CREATE_BUCKET) {
 		if (rq->decoded_len > S3D_SMALL_MAX) {
@@ -929,6 +951,120 @@ static void s3d_send_continue(struct kvtd_conn *c)
 	kvtd_conn_queue(c, o);
 }
 
+/* The body of a request whose sink is set: received from here on. */
+static void s3d_body_start(struct s3d_req *rq)
+{
+	struct kvtd_conn *c = rq->conn;
+	struct s3d_conn *sc = s3d_of(c);
+
+	if (rq->wire_left == 0 && !rq->transport_chunked) {
+		s3d_body_done(rq);
+		return;
+	}
+	if (rq->err_status && rq->h.expect_continue) {
+		/* Already refused (412 of a conditional PUT, ...): a client that
+		 * waits for 100 Continue gets the answer instead, and sends no
+		 * body; the connection closes after it. */
+		rq->close_after = true;
+		s3d_fail(rq, rq->err_status, rq->err_code, rq->err_msg);
+		if (!c->dead && !c->no_more_input)
+			kvtd_conn_stop_input(c);
+		return;
+	}
+	rq->in_body = true;
+	sc->rx = rq;
+	if (rq->h.expect_continue && sc->head == rq)
+		s3d_send_continue(c);
+	c->frame_start_ns = c->loop->now_ns;
+}
+
+/*
+ * Parking (doc/kvtierd.md "Persistent write-downs").  A PutObject or
+ * UploadPart into a bucket -- a persistent namespace, whose puts go down
+ * to the SSD at once and are never shed -- may find the SSD's write-down
+ * queue full.  The library would then wait for room in the calling
+ * thread, this loop, stalling every connection it serves.  Instead the
+ * request is parked: its connection stops being read (its body stays in
+ * the socket, nothing after it is parsed), a KVT_OP_ROOM waits in the
+ * library with no thread blocked, and its completion, on this loop's
+ * queue, resumes the request where s3d_begin left it: reserve again,
+ * receive the body.  The ROOM fails after ssd.writedown_wait_ms; the PUT
+ * is then answered 503 SlowDown once its body is read, as before.  A
+ * reserve that finds the room taken again by another put parks once
+ * more, then gives up the same way (at most twice the wait).
+ */
+static void s3d_room_done(struct s3d_req *rq, int status);
+
+static void s3d_park(struct s3d_req *rq)
+{
+	struct kvtd_conn *c = rq->conn;
+	struct s3d_item *it = calloc(1, sizeof(*it));
+	struct kvt_req *r;
+
+	if (!it) {
+		s3d_room_done(rq, -ENOMEM);
+		return;
+	}
+	it->rq = rq;
+	it->req.op = KVT_OP_ROOM;
+	it->req.ns = rq->ns;
+	it->req.len = rq->hdr_len + rq->decoded_len;
+	it->req.user_data = (uint64_t)(uintptr_t)it | S3D_UD;
+	it->room_done = s3d_room_done;
+	rq->room_item = it;
+	rq->parks++;
+	c->parked = true;
+	kvtd_conn_flow(c); /* reads pause */
+	KVTD_COUNT(c->loop->srv, put_parked, 1);
+	r = &it->req;
+	if (kvt_submit(c->loop->q, &r, 1) != 1) {
+		rq->room_item = NULL;
+		free(it);
+		s3d_room_done(rq, KVT_EFULL);
+	}
+}
+
+/* The parked request's KVT_OP_ROOM is back (s3d_req_done). */
+static void s3d_room_done(struct s3d_req *rq, int status)
+{
+	struct kvtd_conn *c = rq->conn;
+	struct kvtd_server *srv = c->loop->srv;
+	uint64_t lens[2] = { rq->hdr_len, rq->decoded_len };
+	int r = status;
+
+	free(rq->room_item);
+	rq->room_item = NULL;
+	c->parked = false;
+	if (c->dead || c->no_more_input) {
+		/* closed while it waited: its body will not come */
+		rq->close_after = true;
+		s3d_fail(rq, 400, "IncompleteBody",
+			 "The connection closed before the body was complete.");
+		return;
+	}
+	if (r == KVT_OK) {
+		r = kvt_put_reserve(srv->store, rq->ns, &rq->room_key, lens, rq->room_parts,
+				    KVT_F_NOWAIT, &rq->res);
+		if (r == KVT_EWAIT && rq->parks < 2) {
+			s3d_park(rq); /* another put took the room first */
+			return;
+		}
+	}
+	if (r == KVT_EWAIT || r == -ENOMEM)
+		r = KVT_EFULL;
+	if (r == KVT_EFULL)
+		KVTD_COUNT(srv, put_park_timeouts, 1);
+	if (s3d_put_sink(rq, r) < 0) {
+		if (!c->dead && !c->no_more_input)
+			kvtd_conn_stop_input(c);
+		kvtd_conn_flow(c);
+		return;
+	}
+	s3d_body_start(rq);
+	kvtd_conn_flow(c); /* reads resume; what is buffered is parsed */
+	kvtd_conn_touch(c);
+}
+
 /* A complete head at the start of the buffer: a new request. */
 static void s3d_begin(struct kvtd_conn *c, const struct s3h_req *h)
 {
@@ -998,30 +1134,18 @@ static void s3d_begin(struct kvtd_conn *c, const struct s3h_req *h)
 			atomic_fetch_add_explicit(&t->bytes_in, h->head_len, memory_order_relaxed);
 		}
 	}
-	if (s3d_body_setup(rq) < 0) {
+	switch (s3d_body_setup(rq)) {
+	case 0:
+		s3d_body_start(rq);
+		return;
+	case 1:
+		s3d_park(rq);
+		return;
+	default:
 		if (!c->dead && !c->no_more_input)
 			kvtd_conn_stop_input(c);
 		return;
 	}
-	if (rq->wire_left == 0 && !rq->transport_chunked) {
-		s3d_body_done(rq);
-		return;
-	}
-	if (rq->err_status && h->expect_continue) {
-		/* Already refused (412 of a conditional PUT, ...): a client that
-		 * waits for 100 Continue gets the answer instead, and sends no
-		 * body; the connection closes after it. */
-		rq->close_after = true;
-		s3d_fail(rq, rq->err_status, rq->err_code, rq->err_msg);
-		if (!c->dead && !c->no_more_input)
-			kvtd_conn_stop_input(c);
-		return;
-	}
-	rq->in_body = true;
-	sc->rx = rq;
-	if (h->expect_continue && sc->head == rq)
-		s3d_send_continue(c);
-	c->frame_start_ns = c->loop->now_ns;
 }
 
 /* Feed buffered bytes to the body being received; parse the next heads. */

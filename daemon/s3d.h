@@ -72,6 +72,9 @@ struct s3d_item {
 	struct iovec iov[2];
 	uint32_t part_no;
 	char *etag_sent;           /* Complete: the part's ETag in the request (owned) */
+	/* A KVT_OP_ROOM's (s3d.c "Parking"): s3d_req_done calls this
+	 * instead of counting it among the request's pending items */
+	void (*room_done)(struct s3d_req *rq, int status);
 };
 
 /* A decoded object header. */
@@ -139,6 +142,11 @@ struct s3d_req {
 	/* DRAM reservation (SK_RESV) */
 	struct kvt_reservation res;
 	bool reserved;
+	/* parked for write-down room (s3d.c "Parking") */
+	struct kvt_key room_key;   /* what to reserve again */
+	unsigned room_parts;
+	struct s3d_item *room_item; /* its KVT_OP_ROOM in flight (owned), or NULL */
+	unsigned parks;
 	uint64_t hdr_len;
 	uint8_t hdrbuf[S3D_HDR_LEN + S3D_KEY_MAX + S3D_CTYPE_MAX];
 	char ctype[S3D_CTYPE_MAX + 1];

@@ -308,6 +308,7 @@ void s3d_b64(const uint8_t *p, size_t n, char *out)
  */
 
 static void s3d_step(struct s3d_req *rq);
+static void s3d_assemble(struct s3d_req *rq);
 
 static struct s3d_item *s3d_items(struct s3d_req *rq, uint32_t n)
 {
@@ -384,6 +385,10 @@ void s3d_req_done(struct kvtd_loop *loop, struct kvt_req *r)
 		if (r->op == KVT_OP_GET_PINNED && r->status == KVT_OK)
 			kvt_pin_release(loop->srv->store, r->pin);
 		free(it);
+		return;
+	}
+	if (it->room_done) { /* a KVT_OP_ROOM (s3d.c "Parking") */
+		it->room_done(rq, r->status);
 		return;
 	}
 	if (r->op == KVT_OP_GET_PINNED && r->status == KVT_OK)
@@ -686,6 +691,19 @@ static void s3d_complete_answer(struct s3d_req *rq)
 	s3d_finish(rq);
 }
 
+/* Copy, UploadPartCopy, Complete: the wait for write-down room ended. */
+static void s3d_assemble_room_done(struct s3d_req *rq, int status)
+{
+	free(rq->room_item);
+	rq->room_item = NULL;
+	if (status == KVT_OK) {
+		s3d_assemble(rq);
+		return;
+	}
+	KVTD_COUNT(rq->conn->loop->srv, put_park_timeouts, 1);
+	s3d_fail(rq, 503, "SlowDown", kvt_strerror(status));
+}
+
 static void s3d_assemble(struct s3d_req *rq)
 {
 	struct kvtd_server *srv = rq->conn->loop->srv;
@@ -729,7 +747,26 @@ static void s3d_assemble(struct s3d_req *rq)
 	for (uint32_t i = 0; i < nsrc; i++)
 		if (lens[1 + i])
 			lens[np++] = lens[1 + i];
-	r = kvt_put_reserve(srv->store, rq->ns, &k, lens, np, 0, &rq->res);
+	/* The bucket's write-down queue full: wait for room on a KVT_OP_ROOM,
+	 * not in this loop (s3d.c "Parking"; the body is read already, so
+	 * the connection need not stop), at most twice. */
+	r = kvt_put_reserve(srv->store, rq->ns, &k, lens, np, KVT_F_NOWAIT, &rq->res);
+	if (r == KVT_EWAIT && rq->parks < 2 && (rq->room_item = calloc(1, sizeof(*rq->room_item)))) {
+		struct kvt_req *rr = &rq->room_item->req;
+		s3d_item_init(rq, rq->room_item, KVT_OP_ROOM, NULL);
+		rq->room_item->room_done = s3d_assemble_room_done;
+		rr->len = lens[0] + total;
+		rq->parks++;
+		KVTD_COUNT(srv, put_parked, 1);
+		if (kvt_submit(rq->conn->loop->q, &rr, 1) == 1)
+			return; /* s3d_req_done comes back here */
+		free(rq->room_item);
+		rq->room_item = NULL;
+	}
+	if (r == KVT_EWAIT) {
+		KVTD_COUNT(srv, put_park_timeouts, 1);
+		r = KVT_EFULL;
+	}
 	if (r == KVT_EXISTS && rq->phase != PH_ASSEMBLE_DEL) {
 		/* Replace: delete first, then come back here. */
 		struct s3d_item *d = calloc(1, sizeof(*d));

@@ -128,6 +128,7 @@ const char *kvt_version(void);
 #define KVT_EVERSION  (-5018) /* persisted file has a format version we do not read */
 #define KVT_EBUSY     (-5019) /* handle still in use (queue with requests in flight) */
 #define KVT_EDESC     (-5020) /* namespace descriptor field malformed */
+#define KVT_EWAIT     (-5021) /* would wait for write-down room (KVT_F_NOWAIT) */
 /* [-5999, -5900] belong to the kvtierd wire protocol (doc/protocol.md):
  * a bad frame, failed authentication, a permission refused by a server.
  * kvt_strerror names them too. */
@@ -341,6 +342,9 @@ int kvt_store_create(struct kvt_store **out);
  *   ssd.writedown_wait_ms  a persistent namespace's put waits this long
  *                     for write-down room (default 2000), then fails with
  *                     KVT_EFULL (nothing stored); 0: fail at once.
+ *                     KVT_OP_ROOM waits the same way with no thread blocked.
+ *   ssd.debug_write_delay_ms  tests: the SSD writer waits this long before
+ *                     each write-down (a slow device; default 0).
  *   ssd.checkpoint_seals  checkpoint after this many sealed segments
  *                     (default 8; 0: only at close).
  *   ssd.high_watermark, ssd.low_watermark  percent of segments in use that
@@ -472,7 +476,14 @@ int kvt_store_create(struct kvt_store **out);
  *                     most min(s3_conns, shared.threads) requests run at once.
  *   shared.s3_timeout_ms  per request, connecting included (default 10000):
  *                     an endpoint that stops answering turns into misses
- *                     (stats shared.s3_errors, shared.s3_timeouts) within it.
+ *                     (stats shared.s3_errors, shared.s3_timeouts) within it,
+ *                     retries included.
+ *   shared.s3_attempts  tries of a whole-object PUT, GET, HEAD or DELETE that
+ *                     failed transiently (no answer, HTTP 500, 502, 503, 504,
+ *                     429), as the AWS SDKs' standard mode (default 3; 1: no
+ *                     retry); stats shared.s3_retries, shared.s3_retry_giveups.
+ *   shared.s3_retry_base_ms  backoff before retry n: uniform in
+ *                     [0, base * 2^(n-1)] ms (default 100).
  *   shared.s3_part_size  blocks larger than this go up as multipart uploads
  *                     with parts in parallel (5M..5G, default 64M).
  *   shared.s3_sign_payload  "off" (default: bulk PUTs are signed with
@@ -747,6 +758,20 @@ int kvt_ns_set_seal_ns_key(struct kvt_store *store, uint32_t ns, const uint8_t n
  *                                                submitted to this store
  *                                                before it has reached the
  *                                                tiers it was headed for
+ *   KVT_OP_ROOM        ns len                    status OK once a put of len
+ *                                                bytes to ns would not wait
+ *                                                for write-down room, or
+ *                                                KVT_EFULL after
+ *                                                ssd.writedown_wait_ms
+ *
+ * KVT_OP_ROOM is the wait of a persistent namespace's put (kvtier.h
+ * "ssd.writedown_wait_ms") without a thread: no thread blocks while it
+ * waits, it completes through the queue like any request, after the
+ * puts that waited before it, and it is counted as such a put's wait
+ * (ssd.writedown_put_waits, ssd.writedown_put_timeouts).  It reserves
+ * nothing: a put after it (with KVT_F_NOWAIT) may still find another
+ * put took the room.  kvtierd parks a persistent put on it instead of
+ * blocking its event loop.  Other namespaces: KVT_OK at once.
  *
  * Values: a put takes one iovec element per part (1..KVT_PARTS_MAX parts,
  * each at least 1 byte; the value is their concatenation, at most
@@ -796,6 +821,7 @@ enum kvt_op {
 	KVT_OP_PREFETCH,
 	KVT_OP_CLEAR,
 	KVT_OP_FLUSH,
+	KVT_OP_ROOM,
 	KVT_OP__COUNT
 };
 
@@ -811,6 +837,8 @@ enum kvt_op {
 			    * are the prompt's keys through this block (key is
 			    * keys[key_count - 1]), so that a remote tier over several
 			    * kvtierd places the block with its group (doc/cluster.md) */
+#define KVT_F_NOWAIT 0x100u /* put, kvt_put_reserve: KVT_EWAIT instead of waiting
+			     * for write-down room (then KVT_OP_ROOM) */
 
 #define KVT_NS_ALL UINT32_MAX   /* KVT_OP_CLEAR: every namespace */
 #define KVT_PARTS_MAX 1024      /* most parts in one value */
@@ -831,7 +859,7 @@ struct kvt_req {
 	const struct iovec *iov;    /* PUT: parts; GET: destination buffers */
 	const uint32_t *crcs;       /* PUT with KVT_F_CRC: iov_count CRC32C values */
 	uint8_t *tiers;             /* LOOKUP: optional, key_count bytes (enum kvt_tier) */
-	uint64_t off, len;          /* GET with KVT_F_RANGE */
+	uint64_t off, len;          /* GET with KVT_F_RANGE; ROOM: len */
 	uint64_t user_data;         /* yours; untouched */
 	/* out */
 	int32_t status;             /* KVT_OK, KVT_MISS, KVT_EXISTS, or an error */
@@ -962,7 +990,10 @@ int kvt_pin_parts(struct kvt_store *store, uint64_t pin, uint64_t *lens, uint32_
  * from the socket into DRAM, no copy in user space.
  *
  * kvt_put_reserve: part_lens[0..part_count) are the parts' lengths (each
- * >= 1); flags 0 or KVT_F_SEALED.  Returns KVT_OK with *res filled (the
+ * >= 1); flags 0, KVT_F_SEALED, KVT_F_NOWAIT (a persistent namespace's
+ * put that would wait for write-down room returns KVT_EWAIT at once,
+ * nothing counted: wait with KVT_OP_ROOM, then try again).  Returns
+ * KVT_OK with *res filled (the
  * handle and view are valid until commit or abort), KVT_EXISTS (present
  * in DRAM or SSD, or being written), KVT_ETOOBIG, KVT_EFULL, KVT_ENONS,
  * KVT_EKEYLEN, KVT_EBADLEN, KVT_EBADOP (flags), KVT_ENULL, KVT_ECLOSED,

@@ -51,6 +51,7 @@ const char *kvt_strerror(int code)
 	case KVT_EVERSION: return "persisted file has an unsupported format version";
 	case KVT_EBUSY: return "handle busy: requests still in flight";
 	case KVT_EDESC: return "namespace descriptor field missing or malformed";
+	case KVT_EWAIT: return "would wait for write-down room (KVT_F_NOWAIT)";
 	/* The wire protocol's (lib/proto.h, -5901..-5999): in this one table,
 	 * so that nothing below proto.c calls up into it. */
 	case PROTO_EMAGIC: return "not a kvtier frame (bad magic)";

@@ -71,7 +71,7 @@ int kvt_put_reserve(struct kvt_store *s, uint32_t ns, const struct kvt_key *key,
 		return KVT_ENULL;
 	if ((ret = store_check(s)) < 0)
 		return ret;
-	if (flags & ~(uint32_t)KVT_F_SEALED)
+	if (flags & ~(uint32_t)(KVT_F_SEALED | KVT_F_NOWAIT))
 		return KVT_EBADOP;
 	if (!ns_reg_get(&s->ns, ns))
 		return KVT_ENONS;
@@ -96,11 +96,17 @@ int kvt_put_reserve(struct kvt_store *s, uint32_t ns, const struct kvt_key *key,
 		if (s->tiers[i].ops->find &&
 		    s->tiers[i].ops->find(s->tiers[i].t, ns, key, NULL) == KVT_OK)
 			return KVT_EXISTS;
-	/* A persistent namespace's write-down waits for room (ssd.h). */
-	for (unsigned i = 0; i < s->tier_count; i++)
-		if (s->tiers[i].ops->put_room &&
-		    (ret = s->tiers[i].ops->put_room(s->tiers[i].t, ns, len)) < 0)
+	/* A persistent namespace's write-down waits for room (ssd.h), or
+	 * with KVT_F_NOWAIT says it would (KVT_EWAIT). */
+	for (unsigned i = 0; i < s->tier_count; i++) {
+		const struct tier_ops *o = s->tiers[i].ops;
+		if (flags & KVT_F_NOWAIT)
+			ret = o->room_watch ? o->room_watch(s->tiers[i].t, ns, len, NULL, NULL) : 0;
+		else
+			ret = o->put_room ? o->put_room(s->tiers[i].t, ns, len) : 0;
+		if (ret < 0)
 			return ret;
+	}
 	ret = dram_reserve(s->dram, ns, key, len, part_count > 1 ? part_lens : NULL, part_count,
 			   &item, view, &vc);
 	if (ret != KVT_OK)
@@ -738,7 +744,7 @@ int key_check(const struct kvt_key *k)
 }
 
 #define KVT_F_ALL (KVT_F_PART | KVT_F_RANGE | KVT_F_CRC | KVT_F_VERIFY | KVT_F_DEFER | \
-		   KVT_F_SEALED | KVT_F_QUIET | KVT_F_PROMPT)
+		   KVT_F_SEALED | KVT_F_QUIET | KVT_F_PROMPT | KVT_F_NOWAIT)
 
 int req_check(struct kvt_store *s, const struct kvt_req *r)
 {
@@ -752,6 +758,8 @@ int req_check(struct kvt_store *s, const struct kvt_req *r)
 	if ((r->flags & (KVT_F_CRC | KVT_F_SEALED)) && r->op != KVT_OP_PUT)
 		return KVT_EBADOP;
 	if ((r->flags & KVT_F_QUIET) && r->op != KVT_OP_GET_PINNED)
+		return KVT_EBADOP;
+	if ((r->flags & KVT_F_NOWAIT) && r->op != KVT_OP_PUT)
 		return KVT_EBADOP;
 	if ((r->flags & KVT_F_PART) && (r->flags & KVT_F_RANGE))
 		return KVT_EBADOP;
@@ -823,6 +831,7 @@ int req_check(struct kvt_store *s, const struct kvt_req *r)
 				return ret;
 		return 0;
 	case KVT_OP_CLEAR:
+	case KVT_OP_ROOM:
 		return 0;
 	}
 	return KVT_EBADOP;

@@ -643,10 +643,48 @@ static int store_put_room(struct kvt_store *s, const struct kvt_req *r)
 		if (len == 0)
 			for (unsigned j = 0; j < r->iov_count; j++)
 				len += r->iov[j].iov_len;
-		if ((ret = s->tiers[i].ops->put_room(s->tiers[i].t, r->ns, len)) < 0)
+		if (r->flags & KVT_F_NOWAIT)
+			ret = s->tiers[i].ops->room_watch
+				      ? s->tiers[i].ops->room_watch(s->tiers[i].t, r->ns, len, NULL, NULL)
+				      : KVT_OK;
+		else
+			ret = s->tiers[i].ops->put_room(s->tiers[i].t, r->ns, len);
+		if (ret < 0)
 			return ret;
 	}
 	return KVT_OK;
+}
+
+/* KVT_OP_ROOM: each tier that may make a put wait, in chain order; none
+ * blocks (TIER_PENDING: store_room_done goes on). */
+static void store_room_done(void *ctx, const struct tier_result *res);
+
+static int store_room_walk(struct kvt_store *s, struct kvt_req *r, unsigned from)
+{
+	for (unsigned i = from; i < s->tier_count; i++) {
+		int ret;
+		if (!s->tiers[i].ops->room_watch)
+			continue;
+		req_set_cursor(r, i);
+		ret = s->tiers[i].ops->room_watch(s->tiers[i].t, r->ns, r->len, store_room_done, r);
+		if (ret == TIER_PENDING)
+			return STORE_PENDING;
+		if (ret < 0)
+			return ret;
+	}
+	return KVT_OK;
+}
+
+static void store_room_done(void *ctx, const struct tier_result *res)
+{
+	struct kvt_req *r = ctx;
+	struct kvt_store *s = req_queue(r)->store;
+
+	if (res->status < 0) {
+		req_complete(s, r, res->status);
+		return;
+	}
+	req_finish(s, r, store_room_walk(s, r, (req_cursor(r) & CUR_INDEX) + 1));
 }
 
 /* What a write-through merges: the status so far, and a tier's answer.
@@ -1063,6 +1101,8 @@ int store_exec(struct kvt_store *s, struct kvt_req *r)
 		return store_prefetch(s, r);
 	case KVT_OP_CLEAR:
 		return store_clear(s, r);
+	case KVT_OP_ROOM:
+		return store_room_walk(s, r, 0);
 	case KVT_OP_FLUSH:
 		pthread_mutex_lock(&s->work_lock);
 		while (!store_flush_ready(s, r->priv_seq_))

@@ -160,6 +160,11 @@ struct tier_ops {
 	 * KVT_EFULL: the put fails, nothing stored (never shed silently).
 	 * May block; called with no lock held.  May be NULL. */
 	int (*put_room)(void *t, uint32_t ns, uint64_t len);
+	/* put_room without blocking (KVT_OP_ROOM, KVT_F_NOWAIT): KVT_OK if
+	 * the put would not wait; with done NULL, KVT_EWAIT if it would;
+	 * else TIER_PENDING and done runs with KVT_OK once there is room or
+	 * KVT_EFULL once the bound passed.  Never blocks.  May be NULL. */
+	int (*room_watch)(void *t, uint32_t ns, uint64_t len, tier_done_fn done, void *ctx);
 	/* Write-through from the caller's parts (valid until done): local is
 	 * what DRAM said (KVT_OK, KVT_EFULL, KVT_ETOOBIG).  TIER_PENDING or
 	 * KVT_MISS (not taken).  A tier with put_through makes the store

@@ -361,6 +361,8 @@ static void s3_stats(struct shared *sh, kvt_stats_fn fn, void *ctx)
 	fn(ctx, "shared.s3_denied", AL(st->denied), NULL);
 	fn(ctx, "shared.s3_conns_opened", AL(st->conns_opened), NULL);
 	fn(ctx, "shared.s3_multipart_parts", AL(st->multipart_parts), NULL);
+	fn(ctx, "shared.s3_retries", AL(st->retries), NULL);
+	fn(ctx, "shared.s3_retry_giveups", AL(st->retry_giveups), NULL);
 }
 
 static int64_t s3_read_part(struct shared *sh, const uint8_t *dg, const struct kvt_key *key,
@@ -679,6 +681,9 @@ static int shared_open_s3(struct shared *sh)
 		.bucket = c->s3_bucket,
 		.conns = c->s3_conns ? c->s3_conns : SHARED_DEF_S3_CONNS,
 		.timeout_ms = c->s3_timeout_ms ? c->s3_timeout_ms : SHARED_DEF_S3_TIMEOUT_MS,
+		.attempts = c->s3_attempts ? c->s3_attempts : SHARED_DEF_S3_ATTEMPTS,
+		.retry_base_ms = c->s3_retry_base_ms ? c->s3_retry_base_ms
+						     : SHARED_DEF_S3_RETRY_BASE_MS,
 		.part_size = c->s3_part_size ? c->s3_part_size : SHARED_DEF_S3_PART_SIZE,
 		.sign_payload = c->s3_sign_payload,
 	};

@@ -42,6 +42,8 @@ struct shared_config {
 	char *s3_credentials;    /* file; NULL: AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY */
 	unsigned s3_conns;       /* 0: SHARED_DEF_S3_CONNS */
 	unsigned s3_timeout_ms;  /* per request; 0: SHARED_DEF_S3_TIMEOUT_MS */
+	unsigned s3_attempts;    /* tries of a transient failure; 0: SHARED_DEF_S3_ATTEMPTS */
+	unsigned s3_retry_base_ms; /* backoff base; 0: SHARED_DEF_S3_RETRY_BASE_MS */
 	uint64_t s3_part_size;   /* multipart above; 0: SHARED_DEF_S3_PART_SIZE */
 	bool s3_sign_payload;
 	uint64_t budget;         /* bytes; 0: no limit (kvt_shared_gc) */
@@ -56,6 +58,8 @@ struct shared_config {
 #define SHARED_DEF_WD_MAX (UINT64_C(256) << 20)
 #define SHARED_DEF_S3_CONNS 16
 #define SHARED_DEF_S3_TIMEOUT_MS 10000
+#define SHARED_DEF_S3_ATTEMPTS 3        /* the AWS SDKs' standard mode */
+#define SHARED_DEF_S3_RETRY_BASE_MS 100 /* the AWS SDKs' base delay */
 #define SHARED_DEF_S3_PART_SIZE (UINT64_C(64) << 20)
 
 /* 0, -ENOMEM, -errno (the directory).  reg and dram must outlive it. */

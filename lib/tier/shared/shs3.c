@@ -7,6 +7,19 @@
  * open, wiped at close, never logged) and its counters.  Every call may
  * come from any thread; each borrows handles from the pool for its
  * duration, so at most `conns` requests run at once.
+ *
+ * Retries (req_run), as the AWS SDKs' "standard" mode: a request that
+ * failed transiently -- no HTTP answer (refused, reset, timed out, closed
+ * early) or HTTP 500, 502, 503 (SlowDown), 504, 429 -- is tried again, at
+ * most `attempts` times in all, after a full-jitter exponential backoff
+ * (uniform in [0, retry_base_ms * 2^(n-1)], capped at 20 s), and all of
+ * them within timeout_ms: each attempt gets what is left of it, so an
+ * endpoint that stops answering still costs one timeout.  Only whole-object
+ * PUT, GET, HEAD and DELETE are retried (idempotent: a PUT with
+ * If-None-Match whose first attempt landed is answered 412, KVT_EXISTS);
+ * POSTs (multipart initiate and complete) are not, nor a streamed GET
+ * whose sink already took bytes, nor multipart parts (curl multi).  The
+ * handle goes back to the pool during the backoff.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -14,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -31,6 +45,7 @@
 #define S3_MAX_CONNS 64
 #define S3_URL_MAX 1024
 #define S3_GET_BUFFER (512L << 10) /* curl's receive buffer for GETs (its default: 16 KiB) */
+#define S3_BACKOFF_CAP_MS 20000u   /* the AWS SDKs' MAX_BACKOFF */
 
 struct shs3 {
 	struct shs3_config cfg;
@@ -235,7 +250,9 @@ struct s3req {
 	struct curl_slist *hdrs;
 	CURL *cur;                  /* the handle running it */
 	long status;
-	bool head;
+	bool head;                  /* HEAD: content_len is the object's size */
+	int64_t content_len;        /* HEAD: Content-Length, -1 if none */
+	unsigned timeout_ms;        /* this attempt's (req_run); 0: cfg.timeout_ms */
 };
 
 /* Copy n body bytes from stream position pos to dst. */
@@ -391,8 +408,9 @@ static int req_prepare(struct s3req *r, CURL *h)
 		 r->query);
 	curl_easy_setopt(h, CURLOPT_URL, url);
 	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)s3->cfg.timeout_ms);
-	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)s3->cfg.timeout_ms);
+	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)(r->timeout_ms ? r->timeout_ms : s3->cfg.timeout_ms));
+	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS,
+			 (long)(r->timeout_ms ? r->timeout_ms : s3->cfg.timeout_ms));
 	curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
 	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, wr_cb);
 	curl_easy_setopt(h, CURLOPT_WRITEDATA, r);
@@ -504,18 +522,111 @@ static void pool_give(struct shs3 *s3, CURL **hs, unsigned n)
 	pthread_mutex_unlock(&s3->lock);
 }
 
+static uint64_t s3_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* Whether a finished attempt failed transiently: no HTTP answer, or one
+ * the AWS SDKs retry (throttling, 5xx but 501). */
+static bool req_transient(const struct s3req *r, CURLcode cc)
+{
+	switch (cc) {
+	case CURLE_OK:
+		return r->status == 500 || r->status == 502 || r->status == 503 ||
+		       r->status == 504 || r->status == 429;
+	case CURLE_COULDNT_CONNECT:
+	case CURLE_OPERATION_TIMEDOUT:
+	case CURLE_SEND_ERROR:
+	case CURLE_RECV_ERROR:
+	case CURLE_GOT_NOTHING:
+	case CURLE_PARTIAL_FILE:
+		return true;
+	default:
+		return false;
+	}
+}
+
+/*
+ * Run r, retrying transient failures (the file's header comment):
+ * KVT_OK, KVT_MISS, KVT_EXISTS or -errno of the last attempt.  A request
+ * that gives up after retrying is logged (a warning: the caller turns it
+ * into a miss or a failed write-down) and counted in retry_giveups.
+ */
 static int req_run(struct s3req *r)
 {
-	CURL *h;
-	int ret;
-	pool_take(r->s3, &h, 1);
-	ret = req_prepare(r, h);
-	if (ret == 0)
-		ret = req_result(r, h, curl_easy_perform(h));
-	else if (r->hdrs)
-		curl_slist_free_all(r->hdrs);
-	pool_give(r->s3, &h, 1);
-	return ret;
+	struct shs3 *s3 = r->s3;
+	unsigned attempts = s3->cfg.attempts ? s3->cfg.attempts : 1, n = 0;
+	uint64_t deadline = s3_now_ms() + s3->cfg.timeout_ms;
+	bool idem = strcmp(r->method, "POST") != 0;
+
+	for (;;) {
+		CURLcode cc = CURLE_OK;
+		uint64_t now, backoff, cap;
+		uint32_t rnd = 0;
+		CURL *h;
+		int ret;
+
+		pool_take(s3, &h, 1);
+		ret = req_prepare(r, h);
+		if (ret == 0) {
+			cc = curl_easy_perform(h);
+			if (r->head) {
+				curl_off_t cl = -1;
+				curl_easy_getinfo(h, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &cl);
+				r->content_len = cl;
+			}
+			ret = req_result(r, h, cc);
+		} else if (r->hdrs) {
+			curl_slist_free_all(r->hdrs);
+			r->hdrs = NULL;
+		}
+		pool_give(s3, &h, 1);
+		n++;
+		if (ret >= 0 || !idem || !req_transient(r, cc) || (r->sink && r->got > 0))
+			return ret;
+		now = s3_now_ms();
+		if (n >= attempts || now + 1 >= deadline) {
+			if (attempts > 1) {
+				A(s3->st.retry_giveups);
+				kvt_logf(s3->log, KVT_LOG_WARN,
+					 "s3 %s: %s %s failed after %u attempts (last: %s%ld%s)",
+					 s3->endpoint, r->method, r->uri, n,
+					 cc == CURLE_OK ? "HTTP " : "", cc == CURLE_OK ? r->status : 0,
+					 cc == CURLE_OK ? "" : curl_easy_strerror(cc));
+			}
+			return ret;
+		}
+		/* Full jitter: uniform in [0, base * 2^(n-1)], capped. */
+		cap = (uint64_t)s3->cfg.retry_base_ms << (n - 1 < 16 ? n - 1 : 16);
+		if (cap > S3_BACKOFF_CAP_MS)
+			cap = S3_BACKOFF_CAP_MS;
+		if (getrandom(&rnd, sizeof(rnd), GRND_NONBLOCK) != (ssize_t)sizeof(rnd))
+			rnd = (uint32_t)(now * 2654435761u);
+		backoff = cap ? rnd % (cap + 1) : 0;
+		if (now + backoff + 1 >= deadline)
+			backoff = deadline - now - 1;
+		if (backoff) {
+			struct timespec ts = { .tv_sec = (time_t)(backoff / 1000),
+					       .tv_nsec = (long)(backoff % 1000) * 1000000L };
+			while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+				;
+		}
+		A(s3->st.retries);
+		now = s3_now_ms();
+		if (now >= deadline)
+			return ret;
+		r->timeout_ms = (unsigned)(deadline - now);
+		/* The next attempt starts over: body from its first byte,
+		 * nothing received. */
+		r->sent = 0;
+		r->got = 0;
+		r->resp_len = 0;
+		r->etag[0] = 0;
+		r->status = 0;
+	}
 }
 
 static void uri_of(struct shs3 *s3, const char *name, char *out)
@@ -739,20 +850,12 @@ int64_t shs3_get(struct shs3 *s3, const char *name, uint64_t off, uint64_t len, 
 int shs3_head(struct shs3 *s3, const char *name, uint64_t *len)
 {
 	struct s3req r;
-	CURL *h;
 	int ret;
 	req_init(&r, s3, "HEAD", name);
-	pool_take(s3, &h, 1);
-	ret = req_prepare(&r, h);
-	if (ret == 0) {
-		CURLcode cc = curl_easy_perform(h);
-		curl_off_t cl = -1;
-		curl_easy_getinfo(h, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &cl);
-		ret = req_result(&r, h, cc);
-		if (ret == KVT_OK && len)
-			*len = cl >= 0 ? (uint64_t)cl : 0;
-	}
-	pool_give(s3, &h, 1);
+	r.head = true;
+	ret = req_run(&r);
+	if (ret == KVT_OK && len)
+		*len = r.content_len >= 0 ? (uint64_t)r.content_len : 0;
 	free(r.resp);
 	return ret;
 }

@@ -70,6 +70,8 @@ struct shs3_config {
 	bool sign_payload;       /* hash PUT bodies into the signature (else
 				  * UNSIGNED-PAYLOAD: headers are still signed) */
 	unsigned list_page;      /* ListObjectsV2 max-keys; 0: the server's (1000) */
+	unsigned attempts;       /* tries of an idempotent request in all (0, 1: no retry) */
+	unsigned retry_base_ms;  /* backoff before retry n: uniform in [0, base * 2^(n-1)] */
 };
 
 int shs3_open(struct shs3 **out, const struct shs3_config *cfg, const struct shs3_creds *creds,
@@ -104,6 +106,8 @@ int shs3_list(struct shs3 *s3, const char *prefix, shs3_list_fn fn, void *ctx);
 struct shs3_stats {
 	_Atomic uint64_t requests, errors, timeouts, denied, bytes_out, bytes_in, multipart_parts;
 	_Atomic uint64_t conns_opened; /* new connections curl opened (reuse: stays low) */
+	_Atomic uint64_t retries;       /* attempts after a transient failure (req_run) */
+	_Atomic uint64_t retry_giveups; /* requests that failed after their last attempt */
 };
 struct shs3_stats *shs3_stats(struct shs3 *s3);
 

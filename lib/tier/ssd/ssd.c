@@ -748,6 +748,126 @@ int ssd_put_room(struct ssd *s, uint32_t ns, uint64_t len)
 	return ret;
 }
 
+/* ------------------------------------------------------------------------
+ * Parked puts (ssd_room_watch): the wait of ssd_put_room with no thread
+ * blocked.  A waiter is completed by whoever next changes the backlog or
+ * passes its deadline: wd_finish (an I/O thread), the writer between
+ * tasks, or the writer's wait, timed to the head's deadline.
+ */
+struct ssd_room_waiter {
+	struct ssd_room_waiter *next;
+	uint64_t len;
+	uint64_t deadline_ns;       /* CLOCK_REALTIME, as wd_cond's timed waits */
+	int status;
+	tier_done_fn done;
+	void *ctx;
+};
+
+static uint64_t ssd_realtime_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static struct timespec ssd_ts_of(uint64_t ns)
+{
+	return (struct timespec){ .tv_sec = (time_t)(ns / 1000000000u),
+				  .tv_nsec = (long)(ns % 1000000000u) };
+}
+
+/* Would a persistent put of len bytes wait?  ssd_put_room's condition.
+ * wd_lock. */
+static bool ssd_room_short_locked(const struct ssd *s, uint64_t len)
+{
+	return !s->wd_stop && !s->degraded &&
+	       s->wd_bytes - s->wd_victim_bytes + len > s->cfg.wd_max_bytes &&
+	       s->wd_bytes - s->wd_victim_bytes > 0;
+}
+
+/* Complete the parked puts that now fit, in order, and those past their
+ * deadline.  Takes wd_lock; the callbacks run without it. */
+static void ssd_room_run(struct ssd *s)
+{
+	struct ssd_room_waiter *ready = NULL, **tail = &ready, *w;
+	uint64_t promised = 0, now;
+
+	pthread_mutex_lock(&s->wd_lock);
+	if (!s->room_head) {
+		pthread_mutex_unlock(&s->wd_lock);
+		return;
+	}
+	now = ssd_realtime_ns();
+	while ((w = s->room_head)) {
+		/* Those woken together pass wd_max by a block each at most,
+		 * as puts that waited in ssd_put_room do. */
+		if (!ssd_room_short_locked(s, promised + w->len)) {
+			w->status = KVT_OK;
+			promised += w->len;
+		} else if (now >= w->deadline_ns) {
+			w->status = KVT_EFULL;
+			A(s->wd_put_timeouts);
+		} else {
+			break; /* FIFO, one bound: the rest are later still */
+		}
+		s->room_head = w->next;
+		w->next = NULL;
+		*tail = w;
+		tail = &w->next;
+	}
+	if (!s->room_head)
+		s->room_tail = NULL;
+	pthread_mutex_unlock(&s->wd_lock);
+	while ((w = ready)) {
+		struct tier_result res = { .status = w->status };
+		ready = w->next;
+		w->done(w->ctx, &res);
+		kvt_mem_free(s->mem, w, sizeof(*w));
+	}
+}
+
+int ssd_room_watch(struct ssd *s, uint32_t ns, uint64_t len, tier_done_fn done, void *ctx)
+{
+	struct ssd_room_waiter *w;
+
+	if (!ns_persistent(s, ns))
+		return KVT_OK;
+	pthread_mutex_lock(&s->wd_lock);
+	/* A new wait queues behind those parked before it; a put (done
+	 * NULL) -- typically one whose wait just ended -- only needs room. */
+	if ((!done || !s->room_head) && !ssd_room_short_locked(s, len)) {
+		pthread_mutex_unlock(&s->wd_lock);
+		return KVT_OK;
+	}
+	if (!done || s->cfg.wd_wait_ns == 0) {
+		if (done) {
+			A(s->wd_put_waits);
+			A(s->wd_put_timeouts);
+		}
+		pthread_mutex_unlock(&s->wd_lock);
+		return done ? KVT_EFULL : KVT_EWAIT;
+	}
+	pthread_mutex_unlock(&s->wd_lock);
+	w = kvt_mem_calloc(s->mem, 1, sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	w->len = len;
+	w->deadline_ns = ssd_realtime_ns() + s->cfg.wd_wait_ns;
+	w->done = done;
+	w->ctx = ctx;
+	pthread_mutex_lock(&s->wd_lock);
+	if (s->room_tail)
+		s->room_tail->next = w;
+	else
+		s->room_head = w;
+	s->room_tail = w;
+	A(s->wd_put_waits);
+	pthread_cond_broadcast(&s->wd_cond); /* the writer times its wait by the head */
+	pthread_mutex_unlock(&s->wd_lock);
+	ssd_room_run(s); /* room may have come meanwhile: done may run now */
+	return TIER_PENDING;
+}
+
 void ssd_hold_writes(struct ssd *s, bool hold)
 {
 	pthread_mutex_lock(&s->wd_lock);
@@ -863,6 +983,7 @@ static void wd_finish(struct ssd *s, struct wd_task *t, int64_t res)
 	pthread_cond_broadcast(&s->wd_cond);
 	pthread_mutex_unlock(&s->wd_lock);
 	wd_task_free(s, t);
+	ssd_room_run(s);
 }
 
 static void wd_io_done(struct multi_io *m, int64_t res)
@@ -1145,6 +1266,7 @@ static void wd_carry_write(struct ssd *s, struct wd_task *t)
 		pthread_cond_broadcast(&s->wd_cond);
 		pthread_mutex_unlock(&s->wd_lock);
 		wd_task_free(s, t);
+		ssd_room_run(s);
 		return;
 	}
 	t->iov[0].iov_base = t->hdr;
@@ -1175,16 +1297,54 @@ static void wd_wake_waiter(struct wd_task *t, int status)
 	pthread_mutex_unlock(t->wait_lock);
 }
 
+/* Tests (ssd.debug_write_delay_ms): a slow device.  A timed wait on
+ * wd_cond rather than a sleep, so that parked puts still fail on time. */
+static void wd_debug_delay(struct ssd *s)
+{
+	uint64_t until = ssd_realtime_ns() + s->cfg.debug_delay_ns;
+	for (;;) {
+		uint64_t at = until;
+		struct timespec ts;
+		ssd_room_run(s);
+		if (ssd_realtime_ns() >= until)
+			return;
+		pthread_mutex_lock(&s->wd_lock);
+		if (s->wd_stop) {
+			pthread_mutex_unlock(&s->wd_lock);
+			return;
+		}
+		if (s->room_head && s->room_head->deadline_ns < at)
+			at = s->room_head->deadline_ns;
+		ts = ssd_ts_of(at);
+		pthread_cond_timedwait(&s->wd_cond, &s->wd_lock, &ts);
+		pthread_mutex_unlock(&s->wd_lock);
+	}
+}
+
 static void *wd_main(void *arg)
 {
 	struct ssd *s = arg;
 	unsigned marks_seen = 0;
 	for (;;) {
 		struct wd_task *t;
+		bool idle;
+		ssd_room_run(s);
 		pthread_mutex_lock(&s->wd_lock);
-		while ((!s->wd_head || s->wd_hold) && !s->wd_stop &&
-		       atomic_load(&s->bad_marks) == marks_seen)
-			pthread_cond_wait(&s->wd_cond, &s->wd_lock);
+		while ((idle = (!s->wd_head || s->wd_hold) && !s->wd_stop &&
+			       atomic_load(&s->bad_marks) == marks_seen)) {
+			if (s->room_head) {
+				/* a parked put's deadline: ssd_room_run fails it */
+				struct timespec ts = ssd_ts_of(s->room_head->deadline_ns);
+				if (pthread_cond_timedwait(&s->wd_cond, &s->wd_lock, &ts) == ETIMEDOUT)
+					break;
+			} else {
+				pthread_cond_wait(&s->wd_cond, &s->wd_lock);
+			}
+		}
+		if (idle) {
+			pthread_mutex_unlock(&s->wd_lock);
+			continue;
+		}
 		t = s->wd_head;
 		if (!t && atomic_load(&s->bad_marks) != marks_seen && !s->wd_stop) {
 			/* An I/O error was reported: quarantine now, not at the
@@ -1223,6 +1383,8 @@ static void *wd_main(void *arg)
 			}
 			pthread_mutex_unlock(&s->seg_lock);
 		}
+		if (s->cfg.debug_delay_ns && t->type == T_PUT)
+			wd_debug_delay(s);
 		switch (t->type) {
 		case T_PUT:
 		case T_DELETE:
@@ -1906,6 +2068,7 @@ void ssd_close(struct ssd *s)
 		pthread_cond_broadcast(&s->wd_cond);
 		pthread_mutex_unlock(&s->wd_lock);
 		pthread_join(s->wd_thread, NULL);
+		ssd_room_run(s); /* stopped: nothing waits any more (ssd_put_room's rule) */
 	}
 	if (s->io)
 		io_close(s->io);

@@ -23,6 +23,7 @@ struct ssd_config {
 	int admission;           /* SSD_ADMIT_*: victim (default), second access or write-through */
 	uint64_t wd_max_bytes;   /* write-down bytes queued or in flight before shedding */
 	uint64_t wd_wait_ns;     /* a persistent put waits this long for room, then fails */
+	uint64_t debug_delay_ns; /* tests: the writer waits this long before each write-down */
 	bool first_hit_cold;     /* victim: a record's first read is served from a DRAM
 				  * copy that is the next victim, its second promotes it
 				  * and drops the record (doc/policies.md) */
@@ -159,6 +160,16 @@ void ssd_stats(struct ssd *s, kvt_stats_fn fn, void *ctx);
  * put is served from DRAM only, as before).  No lock may be held.
  */
 int ssd_put_room(struct ssd *s, uint32_t ns, uint64_t len);
+/*
+ * ssd_put_room without blocking (what kvtierd parks a persistent put on):
+ * KVT_OK when a put of len bytes to ns would not wait (or ns is not
+ * persistent); with done NULL, KVT_EAGAIN when it would (nothing
+ * counted); else TIER_PENDING: the request waits, after any that waited
+ * before it, and done(ctx, res) runs once -- on the writer or an I/O
+ * thread, no lock held -- with KVT_OK once there is room or KVT_EFULL
+ * after wd_wait_ns (counted as ssd_put_room counts).  -ENOMEM.
+ */
+int ssd_room_watch(struct ssd *s, uint32_t ns, uint64_t len, tier_done_fn done, void *ctx);
 /* Tests: hold (true) or release the writer thread; held, queued
  * write-downs wait and nothing reaches the disk. */
 void ssd_hold_writes(struct ssd *s, bool hold);

@@ -196,6 +196,9 @@ struct ssd {
 	uint64_t wd_inflight;       /* writes submitted, not completed */
 	bool wd_stop;
 	bool wd_hold;               /* tests: the writer takes nothing (ssd_hold_writes) */
+	/* Puts parked for room (ssd_room_watch), FIFO; all share one bound,
+	 * so the head's deadline is the earliest.  wd_lock. */
+	struct ssd_room_waiter *room_head, *room_tail;
 	_Atomic unsigned bad_marks; /* seg_mark_bad calls: the writer reacts */
 	pthread_t wd_thread;
 	bool wd_started;

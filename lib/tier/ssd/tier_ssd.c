@@ -60,6 +60,11 @@ static int tssd_put_room(void *t, uint32_t ns, uint64_t len)
 	return ssd_put_room(t, ns, len);
 }
 
+static int tssd_room_watch(void *t, uint32_t ns, uint64_t len, tier_done_fn done, void *ctx)
+{
+	return ssd_room_watch(t, ns, len, done, ctx);
+}
+
 static int tssd_get(void *t, const struct tier_key *k, int prio, tier_got_fn got, void *ctx)
 {
 	int ret = ssd_promote(t, k->ns, k->key, prio, got, ctx);
@@ -124,6 +129,7 @@ const struct tier_ops tier_ssd_ops = {
 	.get = tssd_get,
 	.get_copy = tssd_get_copy,
 	.put_room = tssd_put_room,
+	.room_watch = tssd_room_watch,
 	.prepare = tssd_prepare,
 	.del = tssd_del,
 	.clear = tssd_clear,
