@@ -555,6 +555,20 @@ static bool req_transient(const struct s3req *r, CURLcode cc)
  * that gives up after retrying is logged (a warning: the caller turns it
  * into a miss or a failed write-down) and counted in retry_giveups.
  */
+/* A transient failure that will not be tried again (attempts or time used
+ * up): counted and logged once, when retries were allowed at all. */
+static int req_giveup(struct s3req *r, unsigned n, CURLcode cc, int ret)
+{
+	struct shs3 *s3 = r->s3;
+	if (s3->cfg.attempts > 1) {
+		A(s3->st.retry_giveups);
+		kvt_logf(s3->log, KVT_LOG_WARN, "s3 %s: %s %s failed after %u attempts (last: %s%ld%s)",
+			 s3->endpoint, r->method, r->uri, n, cc == CURLE_OK ? "HTTP " : "",
+			 cc == CURLE_OK ? r->status : 0, cc == CURLE_OK ? "" : curl_easy_strerror(cc));
+	}
+	return ret;
+}
+
 static int req_run(struct s3req *r)
 {
 	struct shs3 *s3 = r->s3;
@@ -588,17 +602,8 @@ static int req_run(struct s3req *r)
 		if (ret >= 0 || !idem || !req_transient(r, cc) || (r->sink && r->got > 0))
 			return ret;
 		now = s3_now_ms();
-		if (n >= attempts || now + 1 >= deadline) {
-			if (attempts > 1) {
-				A(s3->st.retry_giveups);
-				kvt_logf(s3->log, KVT_LOG_WARN,
-					 "s3 %s: %s %s failed after %u attempts (last: %s%ld%s)",
-					 s3->endpoint, r->method, r->uri, n,
-					 cc == CURLE_OK ? "HTTP " : "", cc == CURLE_OK ? r->status : 0,
-					 cc == CURLE_OK ? "" : curl_easy_strerror(cc));
-			}
-			return ret;
-		}
+		if (n >= attempts || now + 1 >= deadline)
+			return req_giveup(r, n, cc, ret);
 		/* Full jitter: uniform in [0, base * 2^(n-1)], capped. */
 		cap = (uint64_t)s3->cfg.retry_base_ms << (n - 1 < 16 ? n - 1 : 16);
 		if (cap > S3_BACKOFF_CAP_MS)
@@ -616,8 +621,8 @@ static int req_run(struct s3req *r)
 		}
 		A(s3->st.retries);
 		now = s3_now_ms();
-		if (now >= deadline)
-			return ret;
+		if (now >= deadline) /* the sleep overran what was left */
+			return req_giveup(r, n, cc, ret);
 		r->timeout_ms = (unsigned)(deadline - now);
 		/* The next attempt starts over: body from its first byte,
 		 * nothing received. */
