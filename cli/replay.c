@@ -70,6 +70,8 @@ struct replay_opts {
 	const char *plot;           /* --plot FILE: an SVG chart */
 	double speed;               /* 0: as fast as possible */
 	uint64_t limit;             /* replay the first N requests (0: all) */
+	const char *set[16];        /* --set NAME=VALUE: store options, applied last */
+	unsigned n_set;
 	bool json, flush_each, keep, progress;
 };
 
@@ -90,6 +92,12 @@ struct replay_result {
 	uint64_t ssd_wd_bytes, ssd_wd_blocks, ssd_wd_shed, ssd_read_bytes, ssd_reads,
 		ssd_evicted;
 	uint64_t victim_wd, victim_filtered; /* DRAM evictions written down, or not (policy) */
+	/* blocks held, averaged over the requests (sampled after each): what the
+	 * tiers' bytes really hold, against capacity / value size */
+	double dram_blocks_avg, ssd_blocks_avg;
+	double dram_leaving_avg, dram_used_avg, ssd_segments_avg; /* bytes on their way down; slots in use */
+	uint64_t full_samples; /* requests sampled: from the first SSD segment eviction on
+				* (DRAM only: the first DRAM eviction), so warm-up is not averaged */
 	/* per request, for the what-if model (requests entries) */
 	uint64_t *req_dram_tokens, *req_ssd_tokens;
 	uint64_t *req_dram_lead; /* leading hit tokens before the first non-DRAM one */
@@ -261,6 +269,16 @@ static int replay_open(const struct replay_run *run, const char *dir, struct kvt
 			RP_OPT("ssd.admission", run->o->admission);
 		/* A throwaway store: no warm-restart write-down at close. */
 		RP_OPT("ssd.close_writedown_ms", "0");
+	}
+	for (unsigned i = 0; i < run->o->n_set; i++) {
+		char name[128];
+		const char *eq = strchr(run->o->set[i], '=');
+		size_t nl = (size_t)(eq - run->o->set[i]);
+		if (nl >= sizeof name)
+			nl = sizeof name - 1;
+		memcpy(name, run->o->set[i], nl);
+		name[nl] = '\0';
+		RP_OPT(name, eq + 1);
 	}
 	if (run->o->server != NULL) {
 		/* A list is a pod of kvtierd (doc/cluster.md). */
@@ -451,6 +469,15 @@ static int replay_run_one(const struct replay_run *run, struct replay_result *re
 				goto out;
 			}
 		}
+		if (run->ssd_cap > 0 ? replay_stat(st, "ssd.segments_evicted") > 0
+				     : replay_stat(st, "dram.evictions") > 0) {
+			res->full_samples++;
+			res->dram_blocks_avg += (double)replay_stat(st, "dram.blocks");
+			res->dram_leaving_avg += (double)replay_stat(st, "dram.leaving_bytes");
+			res->dram_used_avg += (double)replay_stat(st, "dram.used_bytes");
+			res->ssd_blocks_avg += (double)replay_stat(st, "ssd.blocks");
+			res->ssd_segments_avg += (double)replay_stat(st, "ssd.segments_used");
+		}
 		res->requests++;
 		res->blocks += r->n_ids;
 		res->tokens += r->input_len;
@@ -462,6 +489,13 @@ static int replay_run_one(const struct replay_run *run, struct replay_result *re
 		goto out;
 	}
 	res->wall_s = replay_now() - t0;
+	if (res->full_samples > 0) {
+		res->dram_blocks_avg /= (double)res->full_samples;
+		res->dram_leaving_avg /= (double)res->full_samples;
+		res->dram_used_avg /= (double)res->full_samples;
+		res->ssd_blocks_avg /= (double)res->full_samples;
+		res->ssd_segments_avg /= (double)res->full_samples;
+	}
 	if (lat_n > 0) {
 		qsort(lat_ns, lat_n, sizeof *lat_ns, replay_cmp_u64);
 		res->get_p50_s = (double)lat_ns[(lat_n - 1) / 2] / 1e9;
@@ -622,10 +656,16 @@ static void replay_report(const struct replay_ctx *c, const struct replay_result
 		json_object_set_new(j, "dram_put_bytes", json_integer((json_int_t)r->dram_put_bytes));
 		json_object_set_new(j, "dram_get_bytes", json_integer((json_int_t)r->dram_get_bytes));
 		json_object_set_new(j, "dram_evictions", json_integer((json_int_t)r->dram_evictions));
+		json_object_set_new(j, "dram_blocks_avg", json_real(r->dram_blocks_avg));
 		json_object_set_new(j, "ssd_writedown_bytes", json_integer((json_int_t)r->ssd_wd_bytes));
 		json_object_set_new(j, "ssd_writedown_shed", json_integer((json_int_t)r->ssd_wd_shed));
 		json_object_set_new(j, "ssd_read_bytes", json_integer((json_int_t)r->ssd_read_bytes));
 		json_object_set_new(j, "ssd_evicted_blocks", json_integer((json_int_t)r->ssd_evicted));
+		json_object_set_new(j, "ssd_blocks_avg", json_real(r->ssd_blocks_avg));
+		json_object_set_new(j, "ssd_segments_avg", json_real(r->ssd_segments_avg));
+		json_object_set_new(j, "dram_leaving_avg", json_real(r->dram_leaving_avg));
+		json_object_set_new(j, "dram_used_avg", json_real(r->dram_used_avg));
+		json_object_set_new(j, "full_samples", json_integer((json_int_t)r->full_samples));
 		json_object_set_new(j, "wall_s", json_real(r->wall_s));
 		json_object_set_new(j, "requests_per_s", json_real(bench_rate((double)r->requests, r->wall_s)));
 		json_object_set_new(j, "get_p50_us", json_real(r->get_p50_s * 1e6));
@@ -750,6 +790,8 @@ static void replay_usage(FILE *f)
 		"  --admission POLICY    SSD admission: victim (default: what DRAM evicts),\n"
 		"                        second (on a second access) or always (every put)\n"
 		"  --keep                keep the run directory\n"
+		"  --set NAME=VALUE      a store option (kvt_store_set_option), after the\n"
+		"                        replay's own; repeatable\n"
 		"  --flush-each          wait for each put's write-down (deterministic\n"
 		"                        SSD contents, nothing shed; slower)\n"
 		"  --server ADDR         a kvtierd below the local tiers (the remote tier:\n"
@@ -812,7 +854,7 @@ static int replay_sizes(const char *s, uint64_t *v, unsigned max)
 static int replay_parse(int argc, char **argv, struct replay_opts *o)
 {
 	enum { O_SYNTH = 256, O_SEED, O_SYNTH_WRITE, O_LIMIT, O_DRAM, O_SSD, O_DIR, O_ADMIT, O_KEEP,
-	       O_FLUSH, O_POLICY, O_SERVER, O_TENANT, O_SECRET, O_PLOT, O_MODEL, O_BPT, O_SPEED, O_GPU, O_TPS, O_JSON, O_NOPROG };
+	       O_FLUSH, O_POLICY, O_SERVER, O_TENANT, O_SECRET, O_PLOT, O_MODEL, O_BPT, O_SPEED, O_GPU, O_TPS, O_JSON, O_NOPROG, O_SET };
 	static const struct option longs[] = {
 		{ "synth", optional_argument, NULL, O_SYNTH },
 		{ "seed", required_argument, NULL, O_SEED },
@@ -836,6 +878,7 @@ static int replay_parse(int argc, char **argv, struct replay_opts *o)
 		{ "prefill-tps", required_argument, NULL, O_TPS },
 		{ "json", no_argument, NULL, O_JSON },
 		{ "no-progress", no_argument, NULL, O_NOPROG },
+		{ "set", required_argument, NULL, O_SET },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -936,6 +979,12 @@ static int replay_parse(int argc, char **argv, struct replay_opts *o)
 			break;
 		case O_JSON: o->json = true; break;
 		case O_NOPROG: o->progress = false; break;
+		case O_SET:
+			if (strchr(optarg, '=') == NULL || optarg[0] == '=' ||
+			    o->n_set == sizeof o->set / sizeof o->set[0])
+				return replay_bad("--set wants NAME=VALUE (at most 16), not", optarg);
+			o->set[o->n_set++] = optarg;
+			break;
 		default:
 			return replay_bad("unknown or incomplete option", argv[optind - 1]);
 		}

@@ -348,9 +348,10 @@ int kvt_store_create(struct kvt_store **out);
  *   ssd.checkpoint_seals  checkpoint after this many sealed segments
  *                     (default 8; 0: only at close).
  *   ssd.high_watermark, ssd.low_watermark  percent of segments in use that
- *                     start and stop eviction (default 95, 90).
+ *                     start and stop eviction (default 100, 100: one
+ *                     segment at a time, when no slot is free).
  *   ssd.reinsert_pct  at most this % of an evicted segment is written again
- *                     because it was read there (default 50).
+ *                     because it was read there (default 80).
  *   ssd.first_hit     "cold" (default): with victim admission, a block's
  *                     first read from SSD leaves it there (DRAM's copy is
  *                     the next victim), its second moves it to DRAM and

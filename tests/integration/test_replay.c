@@ -152,7 +152,35 @@ static void test_small(const char *data)
 	T_EQ_INT(num(j, "hit_tokens"), 3072);
 	T_EQ_INT(num(j, "dram_hits"), 6);
 	T_GE_INT(num(j, "dram_evictions"), 3);
+	/* What DRAM held, averaged from its first eviction (R6) on: after R6
+	 * and R7 it is full (7 to 9 blocks, whatever the arena's rounding). */
+	T_EQ_INT(num(j, "full_samples"), 2);
+	T_ASSERT(real(j, "dram_blocks_avg") >= 7 && real(j, "dram_blocks_avg") <= 9);
+	T_ASSERT(fabs(real(j, "dram_used_avg") - real(j, "dram_blocks_avg") * (512 << 10)) < 1);
 	json_decref(j);
+	free(out);
+	free(err);
+
+	/* 2b. --set goes after the replay's own options: room for every block
+	 *     again (9 hits); a bad one is an error naming it; no '=' is usage. */
+	snprintf(args, sizeof args,
+		 "'%s/replay-small.jsonl' --bytes-per-token 1024 --dram 4M --dram-policy lru "
+		 "--set dram.capacity=64M --json", data);
+	T_EQ_INT(run(args, &out, &err), 0);
+	j = find(out, "replay", 0);
+	T_EQ_INT(num(j, "hit_blocks"), 9);
+	T_EQ_INT(num(j, "full_samples"), 0);
+	json_decref(j);
+	free(out);
+	free(err);
+	snprintf(args, sizeof args, "'%s/replay-small.jsonl' --dram 4M --set dram.capacity=lots", data);
+	T_EQ_INT(run(args, &out, &err), 1);
+	T_ASSERT(strstr(err, "option dram.capacity=lots") != NULL);
+	free(out);
+	free(err);
+	snprintf(args, sizeof args, "'%s/replay-small.jsonl' --dram 4M --set dram.capacity", data);
+	T_EQ_INT(run(args, &out, &err), 2);
+	T_ASSERT(strstr(err, "--set wants NAME=VALUE") != NULL);
 	free(out);
 	free(err);
 

@@ -940,6 +940,38 @@ static void test_eviction(void)
 	free(dir);
 }
 
+/* Every slot holds cache once the log has wrapped: by default eviction
+ * frees one segment when the writer needs a slot and none is free (at the
+ * old 95/90 watermarks a tier of 24 slots kept 2 or 3 of them empty:
+ * high ceil(22.8) = 23, low ceil(21.6) = 22), and a graceful stop's room
+ * still keeps one slot out, so its write-down never evicts. */
+static void test_slots_used(void)
+{
+	char *dir = t_mkdtemp();
+	struct kvt_store *s = open_store(dir, "24M", "always");
+	uint32_t ns = ns_of(s);
+	uint64_t k = 0;
+
+	T_EQ_U64(t_stat(s, "ssd.segments"), 24);
+	while (t_stat(s, "ssd.segments_evicted") < 3 && k < 5000) {
+		for (uint64_t end = k + 50; k < end; k++)
+			T_RC(put_k(s, ns, k), KVT_OK);
+		T_OK(kvt_flush(s));
+	}
+	T_ASSERT(t_stat(s, "ssd.segments_evicted") >= 3);
+	/* 24 in use after every wrap: never more than one evicted ahead. */
+	for (int round = 0; round < 4; round++) {
+		for (uint64_t end = k + 20; k < end; k++)
+			T_RC(put_k(s, ns, k), KVT_OK);
+		T_OK(kvt_flush(s));
+		T_EQ_U64(t_stat(s, "ssd.segments_used"), 24);
+	}
+	T_EQ_U64(ssd_room_bytes(store_ssd(s)), 0);
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+}
+
 /* 9. Prefetch promotes ahead of need; a second opener is refused. */
 static void test_prefetch_lock(void)
 {
@@ -1598,6 +1630,7 @@ int main(void)
 		if (getenv("KVT_TEST_ONLY") && !strcmp(getenv("KVT_TEST_ONLY"), "tiers")) {
 			test_persistent_wait();
 			test_first_hit();
+			test_slots_used();
 			continue;
 		}
 		/* KVT_TEST_ONLY=carry: reclamation's carries and their races. */
@@ -1621,6 +1654,7 @@ int main(void)
 		test_powerloss();
 		test_powerloss_random();
 		test_eviction();
+		test_slots_used();
 		test_prefetch_lock();
 		test_race_eviction();
 		test_review_regressions();

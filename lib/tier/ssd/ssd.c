@@ -31,7 +31,8 @@
  * published in DRAM.  Anything that fails is a miss, counted, never bytes.
  *
  * Eviction: FIFO by whole segment (oldest generation first) when at least
- * high_pct of the slots are used, down to low_pct; no garbage-collection
+ * high_pct of the slots are used, down to low_pct (by default 100/100: one
+ * segment, when the writer needs a slot and none is free); no garbage-collection
  * copying of cold data.  Blocks read while in the dropped segment get a
  * second chance (at most reinsert_pct of a segment): written down again
  * from DRAM if DRAM holds them, else read back from the segment and
@@ -479,7 +480,11 @@ static int seg_open_next_locked(struct ssd *s)
 			used++;
 	/* Rounded up to whole segments: on a small tier (16 slots at 95/90)
 	 * rounding down kept two of sixteen free -- an eighth of the flash,
-	 * about 1.3 points of hit ratio on the repository's trace. */
+	 * about 1.3 points of hit ratio on the repository's trace.  The
+	 * defaults are 100/100 (since 2026-12-02): a cache log has no garbage
+	 * to collect, so a free slot held in reserve is flash holding no
+	 * cache -- at 95/90 a tier of 400 segments kept 20 to 40 of them
+	 * empty (doc/policies.md). */
 	high = ((uint64_t)s->slot_count * s->cfg.high_pct + 99) / 100;
 	low = ((uint64_t)s->slot_count * s->cfg.low_pct + 99) / 100;
 	if (high >= s->slot_count)
@@ -2118,6 +2123,11 @@ struct kvt_io *ssd_io(struct ssd *s)
 uint64_t ssd_room_bytes(struct ssd *s)
 {
 	uint64_t used = 0, usable = (uint64_t)s->slot_count * s->cfg.low_pct / 100;
+	/* One slot stays out of it: the close write-down's cost estimate
+	 * must never make the writer evict what the SSD holds (at the 100 %
+	 * default the low watermark leaves no slot free by itself). */
+	if (usable + 1 > s->slot_count)
+		usable = s->slot_count > 0 ? s->slot_count - 1 : 0;
 	pthread_mutex_lock(&s->seg_lock);
 	for (uint32_t i = 0; i < s->slot_count; i++)
 		used += s->segs[i].state == SEG_OPEN || s->segs[i].state == SEG_SEALED;
