@@ -92,6 +92,7 @@ int kvt_store_stats(struct kvt_store *s, kvt_stats_fn fn, void *ctx)
 		kvevents_stats(s->events, fn, ctx);
 	quota_stats(&s->quota, fn, ctx);
 	seal_stats(s->seal, fn, ctx);
+	nsstat_stats(&s->nsstat, &s->ns, fn, ctx);
 	return 0;
 }
 
