@@ -503,6 +503,11 @@ int kvt_store_create(struct kvt_store **out);
  *                     the pod store comes before shared storage).  Names of
  *                     tiers not configured are passed over; a configured
  *                     tier left out fails kvt_store_open with KVT_EOPTVAL.
+ *   stats.namespaces  namespaces (ids 1..N) whose lookups, gets, puts and
+ *                     DRAM evictions are counted each in a row of their
+ *                     own (stats "ns.<id>.*"), 0..256 (default 64; 0: no
+ *                     per-namespace counting); namespaces with larger ids
+ *                     share the row "ns.other.*" (doc/stats.md).
  *   debug.fail_alloc  N: the Nth allocation made through the library's
  *                     allocator from now on fails with -ENOMEM (tests).
  *   debug.pause_workers  "1": workers take no work until "0" is set again
