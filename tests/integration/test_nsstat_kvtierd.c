@@ -5,7 +5,8 @@
  * stats.namespaces=2), then checks the exact counts in the server's
  * STATS (ns.<id>.*, ns.other.*) and the same figures on its /metrics
  * page under the `namespace` label (the digest's first 16 hex digits,
- * "other" for the rest), with kvtier_namespace_info naming each.
+ * "other" for the rest), with kvtier_namespace_info naming each; and
+ * `kvtier stat` (table and --json) shows the rows.
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -127,6 +128,55 @@ static int get_blk(struct kvt_store *e, uint32_t ns, uint64_t k)
 	return kvt_get(e, ns, &key, buf, BLK, NULL);
 }
 
+/* The whole output of a shell command (exit status 0). */
+static char *run_out(const char *cmd)
+{
+	size_t cap = 1 << 16, len = 0, r;
+	char *buf = malloc(cap);
+	FILE *p = popen(cmd, "r");
+	T_ASSERT(p && buf);
+	while ((r = fread(buf + len, 1, cap - len - 1, p)) > 0) {
+		len += r;
+		if (cap - len < 2) {
+			cap *= 2;
+			T_ASSERT((buf = realloc(buf, cap)));
+		}
+	}
+	buf[len] = 0;
+	T_EQ_INT(pclose(p), 0);
+	return buf;
+}
+
+/* kvtier stat: the table has a row for A (digest, model, 6 gets) and
+ * one for the rest; --json has A's row with its exact counts. */
+static void check_cli(const char *kvtier, const char *addr, const struct srv_stats *st)
+{
+	char cmd[1024], want[160], *out, *row, *end;
+
+	snprintf(cmd, sizeof(cmd), "%s stat --server %s", kvtier, addr);
+	out = run_out(cmd);
+	snprintf(want, sizeof(want), "\n%-16s %-5s %-20s", st->digest[1], "1", "model-a/default");
+	if (!strstr(out, want))
+		T_FAIL("no row '%s' in:\n%s", want + 1, out);
+	T_ASSERT(strstr(out, "\nother            -     (the rest)"));
+	free(out);
+	snprintf(cmd, sizeof(cmd), "%s stat --server %s --json", kvtier, addr);
+	out = run_out(cmd);
+	snprintf(want, sizeof(want), "\"namespace\":\"%s\"", st->digest[1]);
+	T_ASSERT((row = strstr(out, want)));
+	T_ASSERT((end = strchr(row, '}')));
+	*end = 0;
+	T_ASSERT(strstr(row, "\"model\":\"model-a\""));
+	T_ASSERT(strstr(row, "\"gets\":6,"));
+	T_ASSERT(strstr(row, "\"hits_dram\":4,"));
+	T_ASSERT(strstr(row, "\"misses\":2,"));
+	T_ASSERT(strstr(row, "\"puts\":3,"));
+	*end = '}';
+	T_ASSERT(strstr(out, "\"namespace\":\"other\""));
+	T_ASSERT(strstr(out, "\"ns.1.hits_dram\":4"));
+	free(out);
+}
+
 int main(int argc, char **argv)
 {
 	const char *extra[] = { "--dram", "64M", "--metrics", "127.0.0.1:0", "--set",
@@ -138,8 +188,8 @@ int main(int argc, char **argv)
 	char addr[64], dir[600], series[160], *base, *page;
 	uint32_t a, b, c;
 
-	if (argc < 2)
-		T_SKIP("usage: test_nsstat_kvtierd PATH-TO-KVTIERD");
+	if (argc < 3)
+		T_SKIP("usage: test_nsstat_kvtierd PATH-TO-KVTIERD PATH-TO-KVTIER");
 	base = t_mkdtemp();
 	snprintf(dir, sizeof(dir), "%s/srv", base);
 	T_EQ_INT(mkdir(dir, 0700), 0);
@@ -210,6 +260,7 @@ int main(int argc, char **argv)
 		T_EQ_INT(n, 3);
 	}
 	free(page);
+	check_cli(argv[2], addr, &st);
 
 	kvt_store_destroy(e);
 	T_EQ_INT(tsrv_stop(&srv), 0);
