@@ -1240,7 +1240,7 @@ static const char stat_help[] =
 	"--watch the table refreshes every SECS seconds (default 2), with hit and\n"
 	"miss rates since the last refresh, until interrupted.\n"
 	"\n"
-	"Per namespace (server-wide figures): lookups' leading keys found (KEYS%),\n"
+	"Per namespace (the server's, or your tenant's own): lookup keys found (KEYS%),\n"
 	"gets and the share served (HIT%), hits by tier, puts, bytes in DRAM now,\n"
 	"bytes evicted from DRAM and the share of them never read there (UNREAD%:\n"
 	"context stored and never reused).  The server counts its first\n"

@@ -1110,6 +1110,17 @@ int kvt_store_stat(struct kvt_store *store, const char *name, uint64_t *value);
 int kvt_quota_stats(struct kvt_store *store, uint32_t group, kvt_stats_fn fn, void *ctx);
 
 /*
+ * The statistics of one namespace ("ns.<ns>.*", as kvt_store_stats reports
+ * them: doc/stats.md "ns"), through fn, without walking the others.
+ * Nothing is reported for a namespace without a row of its own (an id past
+ * option stats.namespaces is counted in the shared "other" row, which is
+ * not this namespace's alone) or when the option is 0.  Returns 0,
+ * KVT_ENULL, KVT_ENONS (not registered), KVT_ECLOSED.  After open; any
+ * thread; fn runs on the calling thread.
+ */
+int kvt_ns_stats(struct kvt_store *store, uint32_t ns, kvt_stats_fn fn, void *ctx);
+
+/*
  * Publish quota group's KV events (those of its namespaces, and clears of
  * every namespace) on a ZeroMQ PUB socket of its own at endpoint, bound or
  * connected as events.endpoint is; NULL or "" closes it.  Each feed

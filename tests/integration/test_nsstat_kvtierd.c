@@ -3,7 +3,8 @@
  * kvtierd (127.0.0.1, port 0): an engine puts and gets in three
  * namespaces of a server counting two in rows of their own (--set
  * stats.namespaces=2), then checks the exact counts in the server's
- * STATS (ns.<id>.*, ns.other.*) and the same figures on its /metrics
+ * STATS (ns.<id>.*, ns.other.*; a tenant's own STATS: its rows only)
+ * and the same figures on its /metrics
  * page under the `namespace` label (the digest's first 16 hex digits,
  * "other" for the rest), with kvtier_namespace_info naming each; and
  * `kvtier stat` (table and --json) shows the rows.
@@ -233,6 +234,21 @@ int main(int argc, char **argv)
 	T_EQ_U64(st.v[0][0], 1);           /* other: C's put */
 	T_EQ_U64(st.v[0][3], 0);
 	T_EQ_U64(st.v[0][4], 1);           /* and its miss */
+
+	/* STATS, the tenant's own: its namespaces with rows, and no
+	 * "other" (other tenants' namespaces may be in it). */
+	{
+		static struct srv_stats own;
+		T_OK(kvt_remote_stats(e, NULL, stats_cb, &own));
+		T_EQ_STR(own.model[1], "model-a");
+		T_EQ_STR(own.model[2], "model-b");
+		T_EQ_STR(own.model[3], "");
+		T_EQ_U64(own.v[1][3], 4);
+		T_EQ_U64(own.v[1][4], 2);
+		T_EQ_U64(own.v[2][3], 1);
+		T_EQ_U64(own.v[0][0], 0);
+		T_EQ_U64(own.v[0][4], 0);
+	}
 
 	/* /metrics: the same figures, labelled. */
 	page = http_body(log_port(&srv, "metrics"), "/metrics");
