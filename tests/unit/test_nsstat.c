@@ -5,8 +5,9 @@
  * counts are checked exactly, per namespace, for the synchronous and the
  * queued paths; then a flood of puts in one namespace evicts the others,
  * and each namespace's evictions are split into blocks read at least once
- * in DRAM and blocks never read; a delete is not an eviction; the option
- * at 0 reports nothing.
+ * in DRAM and blocks never read; a delete is not an eviction;
+ * kvt_ns_stats reports one namespace's row alone; the option at 0 reports
+ * nothing.
  */
 #include <stdlib.h>
 
@@ -47,7 +48,7 @@ static uint64_t nstat(struct kvt_store *s, const char *row, const char *field)
 struct text_find {
 	const char *name;
 	char out[256];
-	int numbers_with_prefix; /* numeric statistics named prefix* */
+	int numbers_with_prefix; /* statistics (numbers and texts) named prefix* */
 	const char *prefix;
 };
 
@@ -197,6 +198,22 @@ static void test_counts(void)
 	T_EQ_U64(nstat(s, "2", "dram_blocks"), t_stat(s, "dram.blocks"));
 	T_EQ_U64(nstat(s, "1", "evicted") + nstat(s, "2", "evicted") + nstat(s, "other", "evicted"),
 		 t_stat(s, "dram.evictions"));
+	/* kvt_ns_stats: B's row alone; nothing for C (in "other"). */
+	{
+		struct text_find g;
+		memset(&g, 0, sizeof(g));
+		g.prefix = "ns.2.";
+		g.name = "ns.2.model";
+		T_OK(kvt_ns_stats(s, b, text_cb, &g));
+		T_EQ_STR(g.out, "model-b");
+		T_EQ_INT(g.numbers_with_prefix, 21); /* 3 texts + gets + 17 counters */
+		memset(&g, 0, sizeof(g));
+		g.prefix = "ns.";
+		T_OK(kvt_ns_stats(s, c, text_cb, &g));
+		T_EQ_INT(g.numbers_with_prefix, 0);
+		T_RC(kvt_ns_stats(s, 99, text_cb, &g), KVT_ENONS);
+		T_RC(kvt_ns_stats(s, a, NULL, &g), KVT_ENULL);
+	}
 	T_OK(kvt_store_close(s));
 	kvt_store_destroy(s);
 }
