@@ -27,6 +27,7 @@
 
 #include "kvtier.h"
 #include "progress.h"
+#include "stat_ns.h"
 
 #define EX_OK 0
 #define EX_FAIL 1
@@ -1054,11 +1055,6 @@ int admin_fsck(int argc, char **argv)
  * stat
  */
 
-struct stat_ent {
-	char *name, *str;
-	uint64_t value;
-};
-
 struct stat_map {
 	struct stat_ent *v;
 	size_t n, cap;
@@ -1189,6 +1185,8 @@ static void stat_print(const char *addr, const char *scope, const struct stat_ma
 		stat_tier_row(m, prev, dt, "ssd", "ssd.blocks", "ssd.value_bytes",
 			      "ssd.capacity_bytes", "ssd.reads", "ssd.read_misses");
 	}
+	/* Per namespace (doc/stats.md "ns"): who finds its context again. */
+	stat_ns_print(m->v, m->n);
 	/* Healing (doc/cluster.md): the pod member's repair progress. */
 	if (stat_find(m, "repair.tracked")) {
 		static const char *const drain[] = { "", ", draining", ", drained: out of the list",
@@ -1234,7 +1232,7 @@ static void stat_on_int(int sig)
 
 static const char stat_help[] =
 	"usage: kvtier stat [--server ADDR] [--tenant T --secret-file F] [--of TENANT]\n"
-	"                   [--watch [SECS]] [--raw]\n"
+	"                   [--watch [SECS]] [--raw | --json]\n"
 	"\n"
 	"Show a running kvtierd: per tier blocks, bytes used of capacity, hits,\n"
 	"misses and hit ratio; connections; non-zero error counters.  Server-wide\n"
@@ -1242,26 +1240,36 @@ static const char stat_help[] =
 	"--watch the table refreshes every SECS seconds (default 2), with hit and\n"
 	"miss rates since the last refresh, until interrupted.\n"
 	"\n"
+	"Per namespace (the server's, or your tenant's own): lookup keys found (KEYS%),\n"
+	"gets and the share served (HIT%), hits by tier, puts, bytes in DRAM now,\n"
+	"bytes evicted from DRAM and the share of them never read there (UNREAD%:\n"
+	"context stored and never reused).  The server counts its first\n"
+	"stats.namespaces namespaces (default 64) each in a row; the rest share\n"
+	"the row \"other\".  NAMESPACE is the digest's first 16 hex digits.\n"
+	"\n"
 	"  --server ADDR        HOST:PORT, [V6]:PORT or unix:/PATH (default $KVTIER_SERVER)\n"
 	"  --tenant T           authenticate as tenant T (default \"default\")\n"
 	"  --secret-file F      the tenant's secret (mode 0600)\n"
 	"  --of TENANT          another tenant's figures (admin)\n"
 	"  --watch [SECS]       refresh every SECS seconds\n"
 	"  --raw                every statistic as NAME VALUE lines, for scripts\n"
+	"  --json               every statistic, and the per-namespace rows, as one\n"
+	"                       JSON object per refresh\n"
 	"\nExit status: 0 ok, 1 cannot reach the server or refused, 2 usage.  kvtier-admin(1).\n";
 
 int admin_stat(int argc, char **argv)
 {
-	enum { O_OF = 400, O_RAW };
+	enum { O_OF = 400, O_RAW, O_JSON };
 	static const struct option lo[] = { CONN_LONGOPTS,
 					    { "watch", optional_argument, NULL, O_WATCH },
 					    { "of", required_argument, NULL, O_OF },
 					    { "raw", no_argument, NULL, O_RAW },
+					    { "json", no_argument, NULL, O_JSON },
 					    { 0 } };
 	struct conn_opts o = { 0 };
 	const char *of = NULL, *scope;
 	double every = 0;
-	bool raw = false;
+	bool raw = false, json = false;
 	struct kvt_store *s;
 	struct stat_map cur = { 0 }, prev = { 0 };
 	double t_prev = 0;
@@ -1287,12 +1295,16 @@ int admin_stat(int argc, char **argv)
 			of = optarg;
 		} else if (c == O_RAW) {
 			raw = true;
+		} else if (c == O_JSON) {
+			json = true;
 		} else {
 			return usage_err("stat", "%s", "unknown option");
 		}
 	}
 	if (optind != argc)
 		return usage_err("stat", "unexpected argument '%s'", argv[optind]);
+	if (raw && json)
+		return usage_err("stat", "%s", "--raw or --json, not both");
 	if ((ex = conn_check("stat", &o, false, true)))
 		return ex;
 	if ((ex = conn_open("stat", &o, &s)))
@@ -1317,7 +1329,13 @@ int admin_stat(int argc, char **argv)
 			break;
 		}
 		double now = cli_now();
-		if (raw) {
+		if (json) {
+			if (stat_json_print(o.server, scope, cur.v, cur.n) < 0) {
+				fprintf(stderr, "kvtier stat: out of memory\n");
+				ex = EX_FAIL;
+				break;
+			}
+		} else if (raw) {
 			for (size_t i = 0; i < cur.n; i++) {
 				if (cur.v[i].str)
 					printf("%s %s\n", cur.v[i].name, cur.v[i].str);

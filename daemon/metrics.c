@@ -329,6 +329,145 @@ static void metrics_tier(FILE *f, const char *tier, const uint64_t *v, uint64_t 
 	metrics_one(f, n, "gauge", "blocks this tier holds", v[7]);
 }
 
+/* ------------------------------------------------------------------------
+ * Per namespace: the library's ns.<id>.* statistics (doc/stats.md) as
+ * series with a `namespace` label, the first 16 hex digits of the
+ * namespace's digest (the same on every node, unlike the id), "other" for
+ * the row namespaces past stats.namespaces share.  The rows are bounded
+ * by that option (at most 256 + 1), so is the label's cardinality.
+ */
+
+#define METRICS_NS_ROWS 258 /* the library's most (256) + other, and one spare */
+
+static const char *const metrics_ns_fields[] = {
+	"lookups", "lookup_keys", "lookup_hits", "hits_dram", "hits_ssd", "hits_remote",
+	"hits_shared", "misses", "get_errors", "puts", "put_bytes", "dram_bytes", "dram_blocks",
+	"evicted", "evicted_bytes", "evicted_unread", "evicted_unread_bytes",
+};
+#define METRICS_NS_FIELDS (sizeof(metrics_ns_fields) / sizeof(metrics_ns_fields[0]))
+
+struct metrics_ns_row {
+	char row[16];          /* "<id>" or "other" */
+	char label[20];        /* digest prefix or "other" */
+	char model[128], tenant[PROTO_TENANT_MAX + 1];
+	uint64_t v[METRICS_NS_FIELDS];
+};
+
+struct metrics_ns {
+	struct metrics_ns_row *rows;
+	unsigned n;
+};
+
+static struct metrics_ns_row *metrics_ns_row(struct metrics_ns *ns, const char *row, size_t len)
+{
+	if (len == 0 || len >= sizeof(ns->rows[0].row))
+		return NULL;
+	for (unsigned i = 0; i < ns->n; i++)
+		if (strlen(ns->rows[i].row) == len && memcmp(ns->rows[i].row, row, len) == 0)
+			return &ns->rows[i];
+	if (ns->n == METRICS_NS_ROWS)
+		return NULL;
+	memcpy(ns->rows[ns->n].row, row, len);
+	ns->rows[ns->n].row[len] = 0;
+	snprintf(ns->rows[ns->n].label, sizeof(ns->rows[0].label), "%s",
+		 strcmp(ns->rows[ns->n].row, "other") == 0 ? "other" : "?");
+	return &ns->rows[ns->n++];
+}
+
+static void metrics_ns_cb(void *ctx, const char *name, uint64_t value, const char *str)
+{
+	struct metrics_ns *ns = ctx;
+	const char *row, *field;
+	struct metrics_ns_row *r;
+
+	if (strncmp(name, "ns.", 3) != 0)
+		return;
+	row = name + 3;
+	if (!(field = strchr(row, '.')))
+		return; /* ns.table_rows, ns.other_namespaces */
+	if (!(r = metrics_ns_row(ns, row, (size_t)(field - row))))
+		return;
+	field++;
+	if (str) {
+		if (strcmp(field, "digest") == 0)
+			snprintf(r->label, sizeof(r->label), "%s", str);
+		else if (strcmp(field, "model") == 0)
+			snprintf(r->model, sizeof(r->model), "%s", str);
+		else if (strcmp(field, "tenant") == 0)
+			snprintf(r->tenant, sizeof(r->tenant), "%s", str);
+		return;
+	}
+	for (size_t i = 0; i < METRICS_NS_FIELDS; i++)
+		if (strcmp(field, metrics_ns_fields[i]) == 0)
+			r->v[i] = value;
+}
+
+/* One family: every row's field i (with an extra label, or NULL). */
+static void metrics_ns_family(FILE *f, const struct metrics_ns *ns, const char *name,
+			      const char *type, const char *help, size_t i)
+{
+	metrics_head(f, name, type, help);
+	for (unsigned r = 0; r < ns->n; r++)
+		fprintf(f, "%s{namespace=\"%s\"} %" PRIu64 "\n", name, ns->rows[r].label,
+			ns->rows[r].v[i]);
+}
+
+static void metrics_namespaces(FILE *f, struct kvt_store *store)
+{
+	static const char *const tiers[] = { "dram", "ssd", "remote", "shared" };
+	static const struct {
+		const char *metric, *type, *help;
+		size_t field;
+	} fam[] = {
+		{ "kvtier_ns_lookups_total", "counter", "longest-prefix lookups", 0 },
+		{ "kvtier_ns_lookup_keys_total", "counter", "keys those lookups asked about", 1 },
+		{ "kvtier_ns_lookup_hits_total", "counter", "leading keys those lookups found", 2 },
+		{ "kvtier_ns_misses_total", "counter", "gets that found nothing", 7 },
+		{ "kvtier_ns_get_errors_total", "counter", "gets that ended in an error", 8 },
+		{ "kvtier_ns_puts_total", "counter", "values stored in DRAM by puts", 9 },
+		{ "kvtier_ns_put_bytes_total", "counter", "bytes of those values", 10 },
+		{ "kvtier_ns_dram_bytes", "gauge", "value bytes in DRAM now", 11 },
+		{ "kvtier_ns_dram_blocks", "gauge", "blocks in DRAM now", 12 },
+		{ "kvtier_ns_evicted_total", "counter", "blocks evicted from DRAM", 13 },
+		{ "kvtier_ns_evicted_bytes_total", "counter", "bytes of blocks evicted from DRAM", 14 },
+		{ "kvtier_ns_evicted_unread_total", "counter",
+		  "blocks evicted from DRAM never read while there (stored, never reused)", 15 },
+		{ "kvtier_ns_evicted_unread_bytes_total", "counter",
+		  "bytes of blocks evicted from DRAM never read while there", 16 },
+	};
+	struct metrics_ns ns = { 0 };
+
+	ns.rows = calloc(METRICS_NS_ROWS, sizeof(*ns.rows));
+	if (!ns.rows)
+		return;
+	kvt_store_stats(store, metrics_ns_cb, &ns);
+	if (ns.n) {
+		metrics_head(f, "kvtier_namespace_info", "gauge",
+			     "1 per namespace counted in its own row: its model and tenant "
+			     "(namespace: the digest's first 16 hex digits)");
+		for (unsigned r = 0; r < ns.n; r++) {
+			if (strcmp(ns.rows[r].row, "other") == 0)
+				continue;
+			fprintf(f, "kvtier_namespace_info{namespace=\"%s\",id=\"%s\",model=\"",
+				ns.rows[r].label, ns.rows[r].row);
+			metrics_label(f, ns.rows[r].model);
+			fputs("\",tenant=\"", f);
+			metrics_label(f, ns.rows[r].tenant);
+			fputs("\"} 1\n", f);
+		}
+		metrics_head(f, "kvtier_ns_hits_total", "counter",
+			     "gets served, by namespace and the tier that had the block");
+		for (unsigned r = 0; r < ns.n; r++)
+			for (size_t t = 0; t < 4; t++)
+				fprintf(f, "kvtier_ns_hits_total{namespace=\"%s\",tier=\"%s\"} %" PRIu64
+					   "\n", ns.rows[r].label, tiers[t], ns.rows[r].v[3 + t]);
+		for (size_t i = 0; i < sizeof(fam) / sizeof(fam[0]); i++)
+			metrics_ns_family(f, &ns, fam[i].metric, fam[i].type, fam[i].help,
+					  fam[i].field);
+	}
+	free(ns.rows);
+}
+
 /* The whole /metrics page into a new buffer: 0 or -ENOMEM. */
 int kvtd_metrics_render(struct kvtd_server *srv, char **out, size_t *out_len)
 {
@@ -474,6 +613,8 @@ int kvtd_metrics_render(struct kvtd_server *srv, char **out, size_t *out_len)
 	for (int k = 0; k < KVTD_ERR__COUNT; k++)
 		fprintf(f, "kvtier_errors_total{kind=\"%s\"} %" PRIu64 "\n", kvtd_err_names[k],
 			MGET(srv->ctr.errors[k]));
+
+	metrics_namespaces(f, srv->store);
 
 	nt = atomic_load(&m->tenant_count);
 	metrics_head(f, "kvtier_tenant_requests_total", "counter",

@@ -1351,6 +1351,26 @@ static void ops_stats_quota(struct ops_stats *st, struct kvtd_server *srv, const
 	}
 }
 
+/* A tenant's namespaces' rows (doc/stats.md "ns"), numbered 1.. in the
+ * tenant's own list: server ids, which count every tenant's namespaces,
+ * are not shown to a tenant. */
+struct ops_ns_rows {
+	struct ops_stats *st;
+	uint32_t id, k;
+};
+
+static void ops_stats_ns_cb(void *ctx, const char *name, uint64_t value, const char *str)
+{
+	struct ops_ns_rows *r = ctx;
+	char pre[24], n[PROTO_STAT_NAME_MAX + 1];
+	int l = snprintf(pre, sizeof(pre), "ns.%u.", r->id);
+
+	if (l <= 0 || strncmp(name, pre, (size_t)l) != 0)
+		return;
+	snprintf(n, sizeof(n), "ns.%u.%s", r->k, name + l);
+	ops_stats_add(r->st, n, value, str);
+}
+
 static void ops_stats_repair(void *ctx, const char *name, uint64_t value)
 {
 	ops_stats_add(ctx, name, value, NULL);
@@ -1451,7 +1471,8 @@ static void ops_stats(struct kvtd_frame *fr)
 		char tbuf[PROTO_TENANT_MAX + 1];
 		/* From the tenant's own index (tenant_ns.c), not a walk of
 		 * every tenant's namespaces. */
-		int64_t mine = kvtd_tenant_ns_ids(srv, tn, tl, NULL);
+		uint32_t *ids = NULL;
+		int64_t mine = kvtd_tenant_ns_ids(srv, tn, tl, &ids);
 
 		if (mine < 0) {
 			kvtd_reply_error(fr, -ENOMEM, "server out of memory");
@@ -1462,6 +1483,11 @@ static void ops_stats(struct kvtd_frame *fr)
 		ops_stats_add(&st, "tenant.name", 0, tbuf);
 		ops_stats_add(&st, "tenant.namespaces", (uint64_t)mine, NULL);
 		ops_stats_quota(&st, srv, tn, tl);
+		for (int64_t k = 0; k < mine; k++) {
+			struct ops_ns_rows r = { &st, ids[k], (uint32_t)k + 1 };
+			kvt_ns_stats(srv->store, ids[k], ops_stats_ns_cb, &r);
+		}
+		free(ids);
 		if (ops_is_own(c, s->tenant, s->tenant_len)) {
 			ops_stats_add(&st, "conn.frames", c->frames, NULL);
 			ops_stats_add(&st, "conn.bytes_in", c->bytes_in, NULL);

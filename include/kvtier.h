@@ -515,6 +515,11 @@ int kvt_store_create(struct kvt_store **out);
  *                     the pod store comes before shared storage).  Names of
  *                     tiers not configured are passed over; a configured
  *                     tier left out fails kvt_store_open with KVT_EOPTVAL.
+ *   stats.namespaces  namespaces (ids 1..N) whose lookups, gets, puts and
+ *                     DRAM evictions are counted each in a row of their
+ *                     own (stats "ns.<id>.*"), 0..256 (default 64; 0: no
+ *                     per-namespace counting); namespaces with larger ids
+ *                     share the row "ns.other.*" (doc/stats.md).
  *   debug.fail_alloc  N: the Nth allocation made through the library's
  *                     allocator from now on fails with -ENOMEM (tests).
  *   debug.pause_workers  "1": workers take no work until "0" is set again
@@ -1135,6 +1140,17 @@ int kvt_store_stat(struct kvt_store *store, const char *name, uint64_t *value);
  * After open; any thread; fn runs on the calling thread.
  */
 int kvt_quota_stats(struct kvt_store *store, uint32_t group, kvt_stats_fn fn, void *ctx);
+
+/*
+ * The statistics of one namespace ("ns.<ns>.*", as kvt_store_stats reports
+ * them: doc/stats.md "ns"), through fn, without walking the others.
+ * Nothing is reported for a namespace without a row of its own (an id past
+ * option stats.namespaces is counted in the shared "other" row, which is
+ * not this namespace's alone) or when the option is 0.  Returns 0,
+ * KVT_ENULL, KVT_ENONS (not registered), KVT_ECLOSED.  After open; any
+ * thread; fn runs on the calling thread.
+ */
+int kvt_ns_stats(struct kvt_store *store, uint32_t ns, kvt_stats_fn fn, void *ctx);
 
 /*
  * Publish quota group's KV events (those of its namespaces, and clears of

@@ -47,6 +47,7 @@
 #include "arena.h"
 #include "evict.h"
 #include "kvt_int.h"
+#include "nsstat.h"
 
 #define DRAM_KEY_INLINE 32     /* keys up to this long live in the item */
 #define DRAM_POOL_SMALL 65536            /* first item pool blocks, and what a shard takes */
@@ -171,6 +172,7 @@ struct dram {
 	_Atomic uint64_t *hints;
 	uint32_t hint_mask;
 	struct quota *quota;      /* or NULL: nothing is charged */
+	const struct nsstat *nsstat; /* or NULL: per-namespace counters (nsstat.h) */
 	/* Item pool shared by the shards: 2 MiB blocks on huge pages (after a
 	 * few 64 KiB ones), handed out in 64 KiB slices.  Shared so that the
 	 * unused tail is one block's, not one per shard. */
@@ -562,6 +564,29 @@ static unsigned item_view(struct dram_shard *s, struct dram_item *it, struct iov
 	return it->run_count;
 }
 
+/* Per namespace (nsstat.h): a block leaves DRAM, evicted (unread: never
+ * read since it entered) or deleted.  Locked. */
+static void dram_nsstat_gone(struct dram *d, const struct dram_item *it)
+{
+	nsstat_sub(d->nsstat, it->ns, NSS_DRAM_BYTES, it->value_len);
+	nsstat_sub(d->nsstat, it->ns, NSS_DRAM_BLOCKS, 1);
+}
+
+static void dram_nsstat_evicted(struct dram *d, const struct dram_item *it)
+{
+	struct nsstat_row *row = nsstat_row(d->nsstat, it->ns);
+	if (!row)
+		return;
+	dram_nsstat_gone(d, it);
+	atomic_fetch_add_explicit(&row->c[NSS_EVICTED], 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&row->c[NSS_EVICTED_BYTES], it->value_len, memory_order_relaxed);
+	if (!(it->node.owner[0] & ITEM_READS_MASK)) {
+		atomic_fetch_add_explicit(&row->c[NSS_EVICTED_UNREAD], 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&row->c[NSS_EVICTED_UNREAD_BYTES], it->value_len,
+					  memory_order_relaxed);
+	}
+}
+
 /* Unlink an unreferenced item and free it, telling the next tier.  Locked. */
 static void evict_one_locked(struct dram *d, struct dram_shard *s, struct dram_item *it)
 {
@@ -588,6 +613,7 @@ static void evict_one_locked(struct dram *d, struct dram_shard *s, struct dram_i
 	s->evictions++;
 	s->evicted_bytes += it->value_len;
 	s->value_bytes -= it->value_len;
+	dram_nsstat_evicted(d, it);
 	item_free_locked(d, s, it);
 }
 
@@ -1239,6 +1265,11 @@ void dram_close(struct dram *d)
 	kvt_mem_free(d->mem, d, sizeof(*d));
 }
 
+void dram_set_nsstat(struct dram *d, const struct nsstat *t)
+{
+	d->nsstat = t && t->rows ? t : NULL;
+}
+
 void dram_set_evict_hook(struct dram *d, dram_evict_fn fn, void *ctx)
 {
 	/* Before any put: each shard needs a view array for the hook. */
@@ -1447,8 +1478,12 @@ int dram_publish(struct dram *d, struct dram_item *it, const uint32_t *crcs,
 	} else {
 		s->puts++;
 		s->put_bytes += it->value_len;
+		nsstat_add(d->nsstat, it->ns, NSS_PUTS, 1);
+		nsstat_add(d->nsstat, it->ns, NSS_PUT_BYTES, it->value_len);
 	}
 	s->value_bytes += it->value_len;
+	nsstat_add(d->nsstat, it->ns, NSS_DRAM_BYTES, it->value_len);
+	nsstat_add(d->nsstat, it->ns, NSS_DRAM_BLOCKS, 1);
 	if (!(flags & DRAM_ON_LOWER))
 		dram_admit_locked(d, s, it, DRAM_ADMIT_PUT);
 	if (keep_ref) {
@@ -1736,6 +1771,7 @@ static void dram_kill_locked(struct dram *d, struct dram_shard *s, struct dram_i
 	if (ITEM_STATE(it) == ITEM_VISIBLE) {
 		evict_remove(&s->ev, &it->node);
 		s->value_bytes -= it->value_len;
+		dram_nsstat_gone(d, it);
 	}
 	if (it->refs == 0) {
 		item_free_locked(d, s, it);

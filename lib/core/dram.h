@@ -24,6 +24,7 @@
 struct kvt_mem;
 struct kvt_logger;
 struct quota;
+struct nsstat;
 struct dram;
 struct dram_item;
 
@@ -178,6 +179,8 @@ uint64_t dram_key_hash(const struct dram *d, uint32_t ns, const struct kvt_key *
 void dram_set_evict_hook(struct dram *d, dram_evict_fn fn, void *ctx);
 /* Charge blocks to their namespaces' quota groups (before any put). */
 void dram_set_quota(struct dram *d, struct quota *q);
+/* Count puts, bytes held and evictions per namespace (nsstat.h; before any put). */
+void dram_set_nsstat(struct dram *d, const struct nsstat *t);
 
 /* KVT_OK, KVT_EXISTS, -ECANCELED (a delete or clear won), KVT_ETOOBIG, KVT_EFULL,
  * KVT_ECORRUPT (supplied CRCs wrong), -ENOMEM. */

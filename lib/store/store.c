@@ -412,6 +412,7 @@ static void store_release(struct kvt_store *s, bool child)
 	 * run until DRAM is gone. */
 	store_tiers_free(s, child);
 	quota_fini(&s->quota);
+	nsstat_fini(&s->nsstat); /* after DRAM, which counts into it */
 	if (s->ns_ready) {
 		ns_reg_free(&s->ns);
 		s->ns_ready = false;
@@ -481,6 +482,9 @@ static int store_open_locked(struct kvt_store *s)
 	ret = seal_open(&s->seal, &s->mem);
 	if (ret < 0)
 		goto fail;
+	ret = nsstat_init(&s->nsstat, &s->mem, s->nsstat_rows);
+	if (ret < 0)
+		goto fail;
 	if (s->dir_fd >= 0) {
 		ret = ns_reg_load(&s->ns, s->dir_fd);
 		if (ret < 0) {
@@ -496,6 +500,7 @@ static int store_open_locked(struct kvt_store *s)
 			goto fail;
 		}
 		dram_set_quota(s->dram, &s->quota);
+		dram_set_nsstat(s->dram, &s->nsstat);
 	} else {
 		kvt_logf(&s->log, KVT_LOG_WARN, "no DRAM tier configured: every get is a miss");
 	}

@@ -33,6 +33,7 @@
 #include "dram.h"
 #include "kvt_int.h"
 #include "kvevents.h"
+#include "nsstat.h"
 #include "remote.h"
 #include "seal.h"
 #include "shared.h"
@@ -123,6 +124,8 @@ struct kvt_store {
 	bool ns_ready;
 	struct quota quota;         /* quota groups (quota.c); initialized at open */
 	struct seal *seal;          /* sealed namespaces' keys (seal.c); from open */
+	struct nsstat nsstat;       /* per-namespace counters (nsstat.c); from open */
+	unsigned nsstat_rows;       /* option stats.namespaces */
 
 	/* tiers */
 	struct dram *dram;

@@ -25,6 +25,7 @@ void req_complete_bell(struct kvt_store *s, struct kvt_req *r, int status, bool 
 
 	r->status = status;
 	atomic_fetch_add_explicit(&s->completed, 1, memory_order_relaxed);
+	nsstat_req(&s->nsstat, r, status);
 	pthread_mutex_lock(&q->lock);
 	req_set_state(r, REQ_DONE);
 	r->priv_[1] = NULL;

@@ -92,6 +92,20 @@ int kvt_store_stats(struct kvt_store *s, kvt_stats_fn fn, void *ctx)
 		kvevents_stats(s->events, fn, ctx);
 	quota_stats(&s->quota, fn, ctx);
 	seal_stats(s->seal, fn, ctx);
+	nsstat_stats(&s->nsstat, &s->ns, fn, ctx);
+	return 0;
+}
+
+int kvt_ns_stats(struct kvt_store *s, uint32_t ns, kvt_stats_fn fn, void *ctx)
+{
+	int ret;
+	if (!s || !fn)
+		return KVT_ENULL;
+	if ((ret = store_check(s)) < 0)
+		return ret;
+	if (!ns_reg_get(&s->ns, ns))
+		return KVT_ENONS;
+	nsstat_ns_stats(&s->nsstat, &s->ns, ns, fn, ctx);
 	return 0;
 }
 

@@ -37,8 +37,11 @@ static int store_sync(struct kvt_store *s, struct kvt_req *r)
 	 * without one (lookups are hot). */
 	if (!(s->tier_flags & TIER_ASYNC_ALL) &&
 	    (!(s->tier_flags & TIER_ASYNC_GET) ||
-	     (r->op != KVT_OP_GET && r->op != KVT_OP_GET_PINNED)))
-		return store_exec(s, r);
+	     (r->op != KVT_OP_GET && r->op != KVT_OP_GET_PINNED))) {
+		ret = store_exec(s, r);
+		nsstat_req(&s->nsstat, r, ret); /* never pending here */
+		return ret;
+	}
 	memset(&q, 0, sizeof(q));
 	q.store = s;
 	q.efd = -1;
@@ -52,7 +55,9 @@ static int store_sync(struct kvt_store *s, struct kvt_req *r)
 		while (!q.done_head)
 			pthread_cond_wait(&q.cond, &q.lock);
 		pthread_mutex_unlock(&q.lock);
-		ret = r->status;
+		ret = r->status; /* counted by req_complete */
+	} else {
+		nsstat_req(&s->nsstat, r, ret);
 	}
 	pthread_mutex_destroy(&q.lock);
 	pthread_cond_destroy(&q.cond);

@@ -1,0 +1,24 @@
+/*
+ * stat_ns.h - kvtier stat's per-namespace table and its --json output
+ * (stat_ns.c), over the statistics a kvtierd's STATS answered.
+ */
+#ifndef KVT_CLI_STAT_NS_H
+#define KVT_CLI_STAT_NS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* One statistic as STATS answered it: str NULL for a number. */
+struct stat_ent {
+	char *name, *str;
+	uint64_t value;
+};
+
+/* The "ns.<id>.*" rows as a table on stdout (nothing if there are none). */
+void stat_ns_print(const struct stat_ent *v, size_t n);
+/* Every statistic as one JSON object on stdout: {"server", "scope",
+ * "stats": {name: number or text}, "namespaces": [{row}]}.  0, or -1 if
+ * out of memory. */
+int stat_json_print(const char *addr, const char *scope, const struct stat_ent *v, size_t n);
+
+#endif
