@@ -1394,13 +1394,18 @@ static void test_hash_secret(void)
  */
 struct hold_release {
 	struct ssd *ssd;
-	unsigned ms;
+	struct kvt_store *s;
+	uint64_t waits; /* release once ssd.writedown_put_waits reaches this */
 };
 
+/* Release the held writes once a put is waiting for room (the counter is
+ * taken under the queue's lock before the wait): "released while a put
+ * waits" by construction, not by a sleep racing the putting thread. */
 static void *release_later(void *arg)
 {
 	struct hold_release *h = arg;
-	usleep(h->ms * 1000u);
+	for (int i = 0; i < 10000 && t_stat(h->s, "ssd.writedown_put_waits") < h->waits; i++)
+		usleep(1000);
 	ssd_hold_writes(h->ssd, false);
 	return NULL;
 }
@@ -1423,7 +1428,7 @@ static void test_persistent_wait(void)
 					   "ssd.writedown_max", "1M", "ssd.writedown_wait_ms", "1000",
 					   NULL);
 	struct kvt_ns_desc d = t_desc("persistent-wait", 0);
-	struct hold_release h = { ssd_of(s), 100 };
+	struct hold_release h = { ssd_of(s), s, 2 };
 	struct timespec a, b;
 	pthread_t th;
 	uint32_t pns;
