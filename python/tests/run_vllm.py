@@ -15,9 +15,7 @@ signatures against vLLM 0.33's base class), test_vllm_async.py (the
 connector's asynchronous bookkeeping, no engine) and test_vllm.py (the engine) against
 the installed package: the build tree is not on PYTHONPATH.
 """
-import glob
 import os
-import shutil
 import subprocess
 import sys
 
@@ -26,18 +24,15 @@ import vllm_support  # noqa: E402
 
 
 def install_wheel(py, build, here):
-    """pip wheel the checkout into build/dist-wheel (an incremental build
-    directory beside it) and install it into the venv of py."""
+    """pip wheel the checkout in build/wheel (tests/lib/kvwheel.py: the
+    folder deploy_wheel builds it in too, incrementally) and install it into
+    the venv of py."""
     src = os.path.abspath(os.path.join(here, "..", ".."))
-    dist = os.path.join(build, "dist-wheel")
-    shutil.rmtree(dist, ignore_errors=True)
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps",
-                    "--disable-pip-version-check", "--timeout", "20", "-w", dist,
-                    "-Cbuild-dir=" + os.path.join(build, "wheel-build"), src], check=True)
-    wheels = glob.glob(os.path.join(dist, "kvtier-*.whl"))
-    assert len(wheels) == 1, wheels
+    sys.path.insert(0, os.path.join(src, "tests", "lib"))
+    import kvwheel
+    wheel = kvwheel.build(src, os.path.join(build, "wheel"), os.path.join(build, "dist-wheel"))
     subprocess.run([py, "-m", "pip", "install", "--no-index", "--no-deps", "--force-reinstall",
-                    "--disable-pip-version-check", "--quiet", wheels[0]], check=True)
+                    "--disable-pip-version-check", "--quiet", wheel], check=True)
 
 
 def main():

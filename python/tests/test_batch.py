@@ -258,9 +258,12 @@ def test_one_call_one_gil_release(tmp_path):
                 t.start()
                 time.sleep(0.3)
                 assert t.is_alive(), "the loads finished with kvtierd stopped"
+                # Python runs while the call waits: counted in iterations, not
+                # in a time window (a window can fall in a stall of this thread
+                # on a loaded machine); 1001 of them, within 5 s at most.
                 ticks = 0
-                t_end = time.perf_counter() + 0.1
-                while time.perf_counter() < t_end:
+                t_end = time.perf_counter() + 5
+                while ticks <= 1000 and time.perf_counter() < t_end:
                     ticks += 1  # Python runs while the call waits
                 peak = b._inflight_peak()  # before stat(), itself a call
                 deadline = time.monotonic() + 5  # the client's I/O thread sends them

@@ -409,9 +409,12 @@ def test_blocking_wait_releases_gil():
         t.start()
         time.sleep(0.3)
         assert t.is_alive(), "prefetch finished with the workers paused"
+        # Python runs while the call waits: counted in iterations, not
+        # in a time window (a window can fall in a stall of this thread
+        # on a loaded machine); 1001 of them, within 5 s at most.
         ticks = 0
-        t_end = time.perf_counter() + 0.2
-        while time.perf_counter() < t_end:
+        t_end = time.perf_counter() + 5
+        while ticks <= 1000 and time.perf_counter() < t_end:
             ticks += 1  # Python runs while the other thread waits
         s.set_option("debug.pause_workers", "0")
         t.join(30)

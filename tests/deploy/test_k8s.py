@@ -22,7 +22,8 @@ in it.  For each overlay in deploy/k8s/overlays:
      --config=F turned into --check-config F, pass `kvtierd
      --check-config` (exit 0); the same with a broken --etcd URL exits 2.
 
-Skips (77) without kubectl, or when PyPI cannot be reached.
+Skips (77) without kubectl, or when the package index cannot be reached
+(tests/lib/pipvenv.py's probe; a bad pin fails).
 """
 import os
 import re
@@ -30,6 +31,9 @@ import shutil
 import subprocess
 import sys
 import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import pipvenv  # noqa: E402
 
 K8S_VERSION = "1.32.0"   # the kubectl this image ships (v1.32.4, kustomize v5.5.0; not a Debian package)
 REQUIREMENTS = ["kubernetes-validate==1.37.0", "PyYAML==6.0.4", "jsonschema==4.26.0",
@@ -50,24 +54,10 @@ def fail(msg):
 
 
 def venv(work):
-    v = os.path.join(work, "venv-k8s")
-    py = os.path.join(v, "bin", "python3")
-    stamp = os.path.join(v, ".ok")
-    if os.path.exists(stamp) and open(stamp).read() == " ".join(REQUIREMENTS):
-        return py
-    shutil.rmtree(v, ignore_errors=True)
-    subprocess.run([sys.executable, "-m", "venv", v], check=True)
-    r = subprocess.run([py, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-                        "--timeout", "20", *REQUIREMENTS], capture_output=True, text=True)
-    if r.returncode != 0:
-        if re.search(r"(from versions: none|NewConnectionError|Max retries|"
-                     r"Temporary failure in name resolution|timed out)", r.stderr, re.I):
-            print("SKIP: PyPI unreachable")
-            sys.exit(77)
-        fail("pip: " + r.stderr[-2000:])
-    with open(stamp, "w") as f:
-        f.write(" ".join(REQUIREMENTS))
-    return py
+    """WORK/venv-k8s with REQUIREMENTS (tests/lib/pipvenv.py: made once,
+    pinned; exits 77 only when a separate probe cannot reach the index,
+    1 with the installer's log on any other failed install)."""
+    return pipvenv.venv(os.path.join(work, "venv-k8s"), [REQUIREMENTS])
 
 
 def check_shape(name, objs):

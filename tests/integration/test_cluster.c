@@ -398,9 +398,34 @@ static void test_stop_cont(struct tsrv *srv, const struct kvt_key *keys, const u
 		T_ASSERT(t_now_ms() - t0 < 1500);
 	}
 	T_EQ_U64(t_stat(e, "remote.members_down"), 1);
-	t0 = t_now_ms();
-	T_RC(get_block(e, ns, keys, probe, 1000), KVT_MISS);
-	T_ASSERT(t_now_ms() - t0 < 100); /* known down: fails at the call */
+	/* Known down: a get misses at the call, routed around the stopped
+	 * member (remote.placed_around_down) or failed fast by it
+	 * (remote.fast_fails), never waiting for the 400 ms deadline (no
+	 * remote.timeouts).  The cause is counted; the time, well under the
+	 * deadline, is the fastest of three gets (one sample can be a loaded
+	 * machine's stall of this thread). */
+	{
+		uint64_t pa0 = t_stat(e, "remote.placed_around_down");
+		uint64_t ff0 = t_stat(e, "remote.fast_fails");
+		uint64_t to0 = t_stat(e, "remote.timeouts");
+		uint64_t best = UINT64_MAX;
+		for (int i = 0; i < 3; i++) {
+			t0 = t_now_ms();
+			T_RC(get_block(e, ns, keys, probe, 1000), KVT_MISS);
+			dt = t_now_ms() - t0;
+			best = dt < best ? dt : best;
+		}
+		fprintf(stderr, "node %u known down: 3 gets miss at the call, fastest %llu ms; "
+				"placed around it +%llu, fast fails +%llu, timeouts +%llu\n",
+			victim, (unsigned long long)best,
+			(unsigned long long)(t_stat(e, "remote.placed_around_down") - pa0),
+			(unsigned long long)(t_stat(e, "remote.fast_fails") - ff0),
+			(unsigned long long)(t_stat(e, "remote.timeouts") - to0));
+		T_ASSERT(t_stat(e, "remote.placed_around_down") - pa0 +
+				 (t_stat(e, "remote.fast_fails") - ff0) >= 3);
+		T_EQ_U64(t_stat(e, "remote.timeouts"), to0);
+		T_ASSERT(best < 100);
+	}
 	kill(srv[victim].pid, SIGCONT);
 	for (int i = 0; i < 500 && t_stat(e, "remote.members_down") != 0; i++)
 		tsrv_sleep_ms(10);

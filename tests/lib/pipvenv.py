@@ -81,9 +81,10 @@ def index_reachable(url, timeout=20):
         return False, f"{probe}: {e}"
 
 
-def _run(cmd, what, py, env=None):
-    """Run an install command; on failure exit 77 if the index is
-    unreachable, else print its log and exit 1."""
+def run_checked(cmd, what, py=sys.executable, env=None):
+    """Run a command that needs the package index (an install, a pip
+    wheel); on failure exit 77 if the index is unreachable, else print its
+    log and exit 1."""
     t0 = time.time()
     r = subprocess.run(cmd, capture_output=True, text=True, env=env)
     print(f"{what}: rc={r.returncode} in {time.time() - t0:.0f} s", flush=True)
@@ -113,7 +114,7 @@ def uv_binary(folder, python=sys.executable, timeout=60):
             return uv
         shutil.rmtree(path, ignore_errors=True)
         subprocess.run([python, "-m", "venv", path], check=True)
-        _run([os.path.join(path, "bin", "python3"), "-m", "pip", "install",
+        run_checked([os.path.join(path, "bin", "python3"), "-m", "pip", "install",
               "--disable-pip-version-check", "--timeout", str(timeout), UV],
              f"pip install {UV}", python)
         with open(stamp, "w") as f:
@@ -131,7 +132,7 @@ def install(py, args, timeout=60):
     cert = pip_setting("cert", py)
     if cert and os.path.exists(cert):
         env["SSL_CERT_FILE"] = cert
-    _run([uv, "pip", "install", "--python", py, "--index-url", index_url(py),
+    run_checked([uv, "pip", "install", "--python", py, "--index-url", index_url(py),
           "--compile-bytecode"] + list(args), f"uv pip install {' '.join(args)}", py, env)
 
 
