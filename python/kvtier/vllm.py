@@ -1414,6 +1414,7 @@ class _WorkerSide:
                 self.saving.setdefault(t.req_id, []).append(fut)
                 self.stored_reqs.add(t.req_id)
                 if windowed:
+                    self.fenced = [(i, f) for i, f in self.fenced if not f.done()]
                     self.fenced.append((windowed, fut))
 
     def get_finished(self, finished_req_ids):
