@@ -20,8 +20,9 @@ run cannot reach on demand:
 - a hybrid model (two KV cache groups, sliding-window and full): each
   group's blocks under its own keys, loads of the full group's blocks and
   the window's only, a load that misses failing whole (failed_recving, no
-  block-level error), and a store in flight fencing the sliding-window
-  blocks it reads against a step that assigns one of them again.
+  block-level error), a store in flight fencing the sliding-window
+  blocks it reads against a step that assigns one of them again, and two
+  TP ranks whose windows differ agreeing on a prefix both can load.
 
 The "engine" here: a scheduler-side and a worker-side KVTierConnector of one
 engine id in this process (the lookup goes over the worker's real Unix
@@ -35,6 +36,7 @@ import time
 import uuid
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 import torch
 
@@ -398,6 +400,24 @@ def test_layerwise_store_copies_each_layer_as_it_ends():
 WIN = 2 * BS  # the sliding-window group's window
 
 
+def hybrid_kv_cache_config():
+    from vllm.v1.kv_cache_interface import FullAttentionSpec, SlidingWindowSpec
+    spec = dict(block_size=BS, num_kv_heads=4, head_size=8, dtype=torch.bfloat16)
+    return SimpleNamespace(
+        num_blocks=NBLOCKS, prefix_cacheable_group_ids=(0, 1), kv_cache_groups=[
+            SimpleNamespace(layer_names=["layer.0", "layer.2"],
+                            kv_cache_spec=SlidingWindowSpec(sliding_window=WIN, **spec)),
+            SimpleNamespace(layer_names=["layer.1", "layer.3"],
+                            kv_cache_spec=FullAttentionSpec(**spec))])
+
+
+def hybrid_kv():
+    """(the 2 buffers, layer name -> buffer): layers 0 and 1 share one."""
+    bufs = [torch.zeros((NBLOCKS,) + SHAPE, dtype=torch.bfloat16) for _ in range(2)]
+    return bufs, {"layer.0": bufs[0], "layer.1": bufs[0], "layer.2": bufs[1],
+                  "layer.3": bufs[1]}
+
+
 class HybridEngine(Engine):
     """Two KV cache groups as vLLM's hybrid allocator makes them: group 0
     sliding-window (layers 0 and 2), group 1 full attention (layers 1 and
@@ -406,21 +426,11 @@ class HybridEngine(Engine):
 
     def __init__(self, extra):
         from kvtier.vllm import KVTierConnector
-        from vllm.v1.kv_cache_interface import FullAttentionSpec, SlidingWindowSpec
         cfg = vllm_config(extra)
-        spec = dict(block_size=BS, num_kv_heads=4, head_size=8, dtype=torch.bfloat16)
-        kvc = SimpleNamespace(
-            num_blocks=NBLOCKS, prefix_cacheable_group_ids=(0, 1), kv_cache_groups=[
-                SimpleNamespace(layer_names=["layer.0", "layer.2"],
-                                kv_cache_spec=SlidingWindowSpec(sliding_window=WIN, **spec)),
-                SimpleNamespace(layer_names=["layer.1", "layer.3"],
-                                kv_cache_spec=FullAttentionSpec(**spec))])
+        kvc = hybrid_kv_cache_config()
         self.worker = KVTierConnector(cfg, KVConnectorRole.WORKER, kvc)
         self.shape = SHAPE
-        bufs = [torch.zeros((NBLOCKS,) + SHAPE, dtype=torch.bfloat16) for _ in range(2)]
-        self.bufs = bufs
-        self.kv = {"layer.0": bufs[0], "layer.1": bufs[0], "layer.2": bufs[1],
-                   "layer.3": bufs[1]}
+        self.bufs, self.kv = hybrid_kv()
         self.worker.register_kv_caches(self.kv)
         self.sched = KVTierConnector(cfg, KVConnectorRole.SCHEDULER, kvc)
         self.w = self.worker._worker
@@ -565,3 +575,47 @@ def test_hybrid_load_by_group_and_a_failed_load_fails_whole():
         assert eng.sched.request_finished(r3, [])[1] == {"kvtier_loaded_tokens": 0}
     finally:
         eng.close()
+
+
+def test_hybrid_ranks_agree_on_a_window(monkeypatch):
+    """TP = 2: a prefix one rank can load is not always one the other can
+    (a shorter prefix needs another window), so the scheduler asks the
+    ranks again, up to the smallest answer, until they agree.  Rank 0 holds
+    the full group's 6 blocks and of the sliding-window group blocks 4 and
+    5 (the window of the 6-block prefix), rank 1 blocks 0 to 3 (a 4-block
+    prefix's window is blocks 2 and 3): alone they answer 6 and 4, and no
+    prefix is loadable on both.  With rank 0 holding blocks 2 to 5 they
+    agree on 4."""
+    from kvtier.vllm import KVTierConnector
+    cfg = vllm_config({"kvtier.options": {"dram.capacity": "16M", "dram.prefault": "off"}})
+    cfg.parallel_config.tensor_parallel_size = 2
+    kvc = hybrid_kv_cache_config()
+    workers = []
+    try:
+        for rank in (0, 1):
+            monkeypatch.setattr(ps, "get_tensor_model_parallel_rank", lambda r=rank: r)
+            w = KVTierConnector(cfg, KVConnectorRole.WORKER, kvc)
+            w.register_kv_caches(hybrid_kv()[1])
+            workers.append(w)
+        sched = KVTierConnector(cfg, KVConnectorRole.SCHEDULER, kvc)
+
+        def plant(toks, swa_by_rank):
+            for w, swa in zip(workers, swa_by_rank):
+                for g in w._worker.groups:
+                    for i, k in enumerate(kvtier.key_chain_prompt(g.digest, toks[: 6 * BS], BS)):
+                        if not g.spec.window or i in swa:
+                            assert w._worker.store.put(g.ns, k, bytes(g.block_bytes))
+
+        a = list(range(1000, 1000 + 6 * BS + 1))
+        plant(a, ({4, 5}, {0, 1, 2, 3}))
+        tok_bytes = np.asarray(a[: 6 * BS], dtype=np.uint32).tobytes()
+        assert [sched._sched._rank_lookup(r, 0, tok_bytes, b"", 0)[0] for r in (0, 1)] == [6, 4]
+        assert sched.get_num_new_matched_tokens(request("a", a), 0) == (0, False)
+
+        b = list(range(2000, 2000 + 6 * BS + 1))
+        plant(b, ({2, 3, 4, 5}, {0, 1, 2, 3}))
+        assert sched.get_num_new_matched_tokens(request("b", b), 0) == (4 * BS, True)
+        sched.shutdown()
+    finally:
+        for w in workers:
+            w.shutdown()
