@@ -1083,8 +1083,9 @@ class _WorkerSide:
 
     # -- lookups (socket threads) -----------------------------------------
     def lookup(self, toks: bytes, extra: bytes, skip: int) -> tuple:
-        """(leading blocks held, then how many of those from block skip on
-        each tier holds: DRAM, SSD, kvtierd, shared).  Those below DRAM are
+        """(leading blocks every group can load (a hybrid model: see below),
+        then how many of those from block skip on each tier holds, the
+        slowest group's: DRAM, SSD, kvtierd, shared).  Those below DRAM are
         prefetched into DRAM at once, on a thread of their own, so that the
         load that follows copies from DRAM."""
         toks = np.frombuffer(toks, dtype=np.uint32)
