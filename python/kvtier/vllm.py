@@ -8,9 +8,32 @@ holds and loads those instead of computing them.  Read against vLLM 0.32
 vllm/distributed/kv_transfer/kv_connector/v1/base.py, and checked against
 vLLM 0.33.0's signatures of that class (python/tests/test_vllm_versions.py:
 constructor with kv_cache_config, sleep mode's unregister_kv_caches and
-restore_kv_caches).  Not a SupportsHMA connector: a value is one block of
-every layer at one block id, so vLLM turns its hybrid allocator off for a
-hybrid-attention model (one KV cache group) when this connector is set.
+restore_kv_caches).
+
+Hybrid models (SupportsHMA).  With vLLM's hybrid allocator a model with
+full and sliding-window attention layers has several KV cache groups, each
+with its own block ids (one pool: a block id belongs to one group at a
+time, and the groups' layers share buffers).  Each group the connector
+moves (vLLM's prefix-cacheable groups: full or sliding-window attention of
+the engine's block size; others, a Mamba state say, are refused at start)
+has its own namespace, whose descriptor's layout names the group (index,
+"full" or "swa<window>"), so a group's keys, chained from that digest,
+never name another group's block; a value is one block of the group's
+layers.  Stores put every block a group still holds (a sliding-window
+group's blocks that left the window are null blocks, skipped), so any
+prefix can hit later.  A lookup answers the longest prefix every group can
+load: a full group needs every block of it, a sliding-window group only
+those the window of the prefix's next token covers (vLLM's
+get_num_skipped_tokens; the blocks before it vLLM does not hold, and they
+are not loaded); with several ranks the scheduler asks again until they
+agree.  vLLM takes load errors as block ids of one group only, so with
+several groups every load is asynchronous, and one that misses a block
+fails whole (failed_recving: vLLM recomputes the request, which is not
+loaded again); layer-wise modes are off.  A sliding-window block goes back
+to vLLM while its request runs (out of the window): the scheduler sends the
+block ids each step reassigns (the metadata's fence) and the worker waits,
+before the step writes them (handle_preemptions), for the stores in flight
+that read one.
 
     from vllm import LLM
     from vllm.config import KVTransferConfig
@@ -143,12 +166,19 @@ import torch
 import kvtier
 from kvtier._engine import Counters, ident as _ident, store_options, truthy as _truthy
 
+from vllm.distributed.kv_transfer.kv_connector.v1 import base as _vbase
 from vllm.distributed.kv_transfer.kv_connector.v1.base import (
     KVConnectorBase_V1,
     KVConnectorMetadata,
     KVConnectorRole,
+    SupportsHMA,
 )
 from vllm.logger import init_logger
+
+try:  # the KV cache group kinds a hybrid model's groups may have
+    from vllm.v1.kv_cache_interface import FullAttentionSpec, SlidingWindowSpec
+except ImportError:  # pragma: no cover
+    FullAttentionSpec = SlidingWindowSpec = None
 
 try:  # vLLM >= 0.32: the tier each loaded token came from, in vLLM's metrics
     from vllm.v1.metrics.cache_hit_source import CacheHitSource
@@ -165,6 +195,7 @@ _OP_DRAIN_STATS = b"D"  # stats once every load and store in flight is done
 # to load on, how many each tier holds (DRAM, SSD, kvtierd, shared).
 _LOOKUP_REPLY = "<5I"
 _LOOKUP_REPLY_LEN = struct.calcsize(_LOOKUP_REPLY)
+_NULL_BLOCK = 0  # vLLM's null block: a sliding-window block freed outside the window
 
 
 # ---------------------------------------------------------------------------
@@ -214,6 +245,60 @@ def _load_async_mode(extra: dict) -> str:
     return mode
 
 
+@dataclass(frozen=True)
+class _Group:
+    """A KV cache group the connector moves: vLLM's group index, its layers
+    (None: every layer, no kv_cache_config) and its sliding window in
+    tokens (0: full attention)."""
+    vllm_id: int
+    layer_names: Optional[frozenset]
+    window: int = 0
+    retained: int = 0  # tokens vLLM keeps below the window (multi-token prediction)
+
+    def first_needed(self, end: int, bs: int) -> int:
+        """The first block vLLM holds for the token after blocks [0, end):
+        vLLM's get_num_skipped_tokens (the blocks before it are null blocks
+        in the request's table once it ran past them).  Those from it on a
+        load must fill: vLLM caches every block it holds once loaded."""
+        if not self.window:
+            return 0
+        return max(0, end * bs - self.window + 1 - self.retained) // bs
+
+
+def _kv_groups(kv_cache_config, block_size: int) -> list:
+    """The groups the connector stores and loads: vLLM's prefix-cacheable
+    transfer groups (what get_loaded_kv_cache_group_ids answers by
+    default).  With several groups (the hybrid allocator) each must be
+    full or sliding-window attention of the engine's block size: a Mamba
+    state, chunked-local or cross attention group is not KV of prompt
+    blocks that the key chain names."""
+    groups = getattr(kv_cache_config, "kv_cache_groups", None)
+    if not groups:  # (no kv_cache_config: vLLM before 0.11, or a test)
+        return [_Group(0, None)]
+    ids = getattr(kv_cache_config, "prefix_cacheable_group_ids", None)
+    if ids is None:
+        ids = range(len(groups))
+    out = []
+    for gid in ids:
+        spec = groups[gid].kv_cache_spec
+        window = retained = 0
+        if SlidingWindowSpec is not None and isinstance(spec, SlidingWindowSpec):
+            window = int(spec.sliding_window)
+            retained = int(getattr(spec, "extra_retained_tokens", 0) or 0)
+        elif len(groups) > 1 and not (FullAttentionSpec is not None and
+                                      type(spec).__name__ in ("FullAttentionSpec",
+                                                              "MLAAttentionSpec")):
+            raise ValueError(f"kvtier: KV cache group {gid} ({type(spec).__name__}) is not "
+                             f"supported: full and sliding-window attention groups only")
+        if len(groups) > 1 and getattr(spec, "block_size", block_size) != block_size:
+            raise ValueError(f"kvtier: KV cache group {gid} has blocks of {spec.block_size} "
+                             f"tokens, the engine {block_size}: one block size only")
+        out.append(_Group(gid, frozenset(groups[gid].layer_names), window, retained))
+    if not out:
+        raise ValueError("kvtier: the model has no prefix-cacheable KV cache group")
+    return out
+
+
 def _req_params(request) -> dict:
     p = getattr(request, "kv_transfer_params", None)
     return p if isinstance(p, dict) else {}
@@ -232,6 +317,16 @@ class _Transfer:
                           # a store: completes in the background
     layerwise: bool = False  # a synchronous load, one call per layer (wait_for_layer_load);
                              # a store: each layer's parts copied out as the layer ends
+    # (block_ids, first) above are the connector's first KV cache group's;
+    # a hybrid model's other groups: (first, block ids) each, in group order
+    # (a sliding-window group's range starts later: only its window).
+    more: list = field(default_factory=list)
+
+    def per_group(self) -> list:
+        return [(self.first, self.block_ids)] + self.more
+
+    def all_ids(self):
+        return [b for _, ids in self.per_group() for b in ids]
 
 
 @dataclass
@@ -243,6 +338,11 @@ class KVTierConnectorMetadata(KVConnectorMetadata):
     stores: list = field(default_factory=list)
     finished: list = field(default_factory=list)
     preempted: list = field(default_factory=list)
+    # A model with sliding-window groups: every vLLM block id (re)assigned
+    # this step.  Such a group's blocks go back to vLLM while the request
+    # runs (out of the window), so a store in flight that reads one must end
+    # before the step writes it (the worker waits: handle_preemptions).
+    fence: set = field(default_factory=set)
 
 
 @dataclass
@@ -254,7 +354,7 @@ class _ReqState:
     store: bool
     layerwise: bool = False
     store_async: bool = True
-    block_ids: list = field(default_factory=list)
+    block_ids: list = field(default_factory=list)  # per connector group
     local_tokens: int = 0    # vLLM's own prefix-cache hit (block aligned)
     hit_blocks: int = 0      # leading blocks kvtier holds (at the last lookup)
     hit_tiers: list = field(default_factory=lambda: [0, 0, 0, 0])  # of those loaded,
@@ -264,6 +364,7 @@ class _ReqState:
     loaded_range: Optional[tuple] = None    # (first block, vLLM block ids) of the last load
     stores_sent: int = 0     # store transfers sent that read the KV cache after the step
     loaded_tokens: int = 0
+    last_load_tokens: int = 0  # of the last load (undone if it fails whole)
     stored: int = 0          # blocks [0, stored) are in kvtier or need no store
     sent_prompt: bool = False
 
@@ -272,12 +373,19 @@ class _ReqState:
 # The connector
 
 
-class KVTierConnector(KVConnectorBase_V1):
+class KVTierConnector(KVConnectorBase_V1, SupportsHMA):
     """kvtier as vLLM's external KV cache (see the module's documentation)."""
 
     def __init__(self, vllm_config, role, kv_cache_config=None):
         super().__init__(vllm_config=vllm_config, role=role, kv_cache_config=kv_cache_config)
         self._block_size = vllm_config.cache_config.block_size
+        # The KV cache groups moved (one unless vLLM's hybrid allocator
+        # runs); vLLM takes load errors as block ids of one group only, so
+        # with several a failed load fails the request's load whole
+        # (failed_recving), which only an asynchronous load can report.
+        self._groups = _kv_groups(kv_cache_config, self._block_size)
+        self._multi_group = len(getattr(kv_cache_config, "kv_cache_groups", None) or ()) > 1
+        self._windowed = any(g.window for g in self._groups)
         self._extra = _extra(vllm_config)
         par = vllm_config.parallel_config
         self._tp_size = par.tensor_parallel_size
@@ -318,6 +426,11 @@ class KVTierConnector(KVConnectorBase_V1):
         return self._sched.build_connector_meta(scheduler_output)
 
     def request_finished(self, request, block_ids):
+        return self._sched.request_finished(request)
+
+    def request_finished_all_groups(self, request, block_ids):
+        # SupportsHMA: vLLM's call with every group's blocks.  The delayed
+        # free covers them all (stores read each group's blocks).
         return self._sched.request_finished(request)
 
     def update_connector_output(self, connector_output):
@@ -371,6 +484,14 @@ class KVTierConnector(KVConnectorBase_V1):
 
     def get_finished(self, finished_req_ids):
         return self._worker.get_finished(finished_req_ids)
+
+    def get_transfer_results(self, finished_req_ids):
+        # get_finished, and the requests whose asynchronous load failed
+        # whole (a hybrid model's: see take_failed): vLLM recomputes them.
+        sending, recving = self.get_finished(finished_req_ids)
+        return _vbase.KVConnectorTransferResults(
+            finished_sending=set(sending or ()), finished_recving=set(recving or ()),
+            failed_recving=self._worker.take_failed() if self._worker else set())
 
     def get_block_ids_with_load_errors(self):
         return self._worker.take_load_errors() if self._worker else set()
@@ -431,18 +552,26 @@ class _SchedulerSide:
     def _lookup(self, st: _ReqState, n_blocks: int, skip: int) -> tuple:
         """Blocks every rank holds, and the tiers of those from block skip
         on: (hits, [blocks per tier 1..4]) of the rank with the most below
-        DRAM (the slowest load decides)."""
-        toks = st.tokens[: n_blocks * self.c._block_size * 4]
-        hits, tiers = n_blocks, [0, 0, 0, 0]
-        for pp in range(self.c._pp_size):
-            for tp in range(self.c._tp_size):
-                h, *t = self._rank_lookup(tp, pp, toks, st.extra, skip)
-                hits = min(hits, h)
-                if hits == 0:
-                    return 0, [0, 0, 0, 0]
-                if sum(t[1:]) > sum(tiers[1:]):
-                    tiers = t
-        return hits, tiers
+        DRAM (the slowest load decides).  A rank answers the longest hit
+        of at most n_blocks that it can load (see _WorkerSide.lookup); with
+        sliding-window groups a shorter hit is not always one too (its
+        window's blocks may be missing), so the ranks are asked again up to
+        the smallest answer until they agree."""
+        ranks = self.c._pp_size * self.c._tp_size
+        while True:
+            toks = st.tokens[: n_blocks * self.c._block_size * 4]
+            hits, tiers = n_blocks, [0, 0, 0, 0]
+            for pp in range(self.c._pp_size):
+                for tp in range(self.c._tp_size):
+                    h, *t = self._rank_lookup(tp, pp, toks, st.extra, skip)
+                    hits = min(hits, h)
+                    if hits == 0:
+                        return 0, [0, 0, 0, 0]
+                    if sum(t[1:]) > sum(tiers[1:]):
+                        tiers = t
+            if not self.c._windowed or ranks == 1 or hits == n_blocks or hits <= skip:
+                return hits, tiers
+            n_blocks = hits
 
     def _state(self, request) -> _ReqState:
         st = self.reqs.get(request.request_id)
@@ -456,12 +585,17 @@ class _SchedulerSide:
                 extra=request_extra(request), n_blocks=n_blocks,
                 load=params.get("kvtier_load", True) is not False,
                 store=params.get("kvtier_store", True) is not False,
-                layerwise=bool(params.get("kvtier_layerwise", self.c._layerwise)),
-                store_async=bool(params.get("kvtier_store_async", self.c._store_async)))
+                # (layer-wise: one group's layers; not with several groups)
+                layerwise=bool(params.get("kvtier_layerwise", self.c._layerwise)) and
+                not self.c._multi_group,
+                store_async=bool(params.get("kvtier_store_async", self.c._store_async)),
+                block_ids=[[] for _ in self.c._groups])
             self.reqs[request.request_id] = st
         return st
 
     def _wants_async(self, request, slow: int) -> bool:
+        if self.c._multi_group:
+            return True  # a failed load is reported whole, only asynchronously
         forced = _req_params(request).get("kvtier_load_async")
         if forced is not None:
             return bool(forced)
@@ -511,23 +645,50 @@ class _SchedulerSide:
             if st.load_async:
                 # The request is not scheduled until the load is done, so
                 # the block ids come from here, not from the step's output.
-                ids = list(blocks.get_block_ids()[0])
-                if len(ids) >= end:
-                    t = _Transfer(request.request_id, ids[first:end], first, True)
+                all_ids = blocks.get_block_ids()
+                t = self._transfer(request.request_id,
+                                   [list(all_ids[g.vllm_id]) for g in self.c._groups],
+                                   first, end, load=True, async_=True)
+                if t is not None:
                     self.async_loads.append((st, t))
                     st.loaded_range = (first, t.block_ids)
-                else:  # cannot happen: vLLM allocated the blocks it loads into
-                    logger.error("kvtier: request %s: %d blocks allocated for a load of "
-                                 "blocks [%d, %d)", request.request_id, len(ids), first, end)
             else:
                 st.load_pending = (first, end)
             st.loaded_tokens += num_external_tokens
+            st.last_load_tokens = num_external_tokens
         # Blocks kvtier already holds need no store; those of vLLM's own
         # prefix cache beyond them do (computed before kvtier saw them).
         # Once: vLLM calls again after an asynchronous load, and blocks that
         # failed to load may have lowered st.stored since.
         st.stored = max(st.stored, min(st.hit_blocks, st.n_blocks))
         st.hit_blocks = 0
+
+    def _transfer(self, req_id, ids: list, a: int, b: int, load: bool, async_=False,
+                  layerwise=False) -> Optional[_Transfer]:
+        """Prompt blocks [a, b) of every group (ids: the request's block ids
+        per group).  A sliding-window group loads only the blocks the
+        window of the token after block b-1 covers (vLLM holds null blocks
+        before them), and stores the blocks it still holds: those freed
+        out of its window (null blocks, always a leading run) are skipped."""
+        parts = []
+        for g, gids in zip(self.c._groups, ids):
+            lo = a
+            if g.window:
+                if load:
+                    lo = max(a, g.first_needed(b, self.c._block_size))
+                else:
+                    while lo < min(b, len(gids)) and gids[lo] == _NULL_BLOCK:
+                        lo += 1
+            if len(gids) < b or (load and _NULL_BLOCK in gids[lo:b]):
+                # cannot happen: vLLM allocated the blocks it loads into
+                # or computed the blocks stored
+                logger.error("kvtier: request %s: group %d: block ids %s for a %s of "
+                             "blocks [%d, %d)", req_id, g.vllm_id, gids[:b + 1],
+                             "load" if load else "store", lo, b)
+                return None
+            parts.append((lo, list(gids[lo:b])))
+        (first, head), more = parts[0], parts[1:]
+        return _Transfer(req_id, head, first, async_, layerwise, more)
 
     def _send_prompt(self, meta, req_id, st):
         if not st.sent_prompt:
@@ -539,17 +700,19 @@ class _SchedulerSide:
         if st.load_pending is not None:
             a, b = st.load_pending
             st.load_pending = None
-            if b > a and len(st.block_ids) >= b:
-                meta.loads.append(_Transfer(req_id, list(st.block_ids[a:b]), a,
-                                            layerwise=st.layerwise))
-                st.loaded_range = (a, meta.loads[-1].block_ids)
+            t = self._transfer(req_id, st.block_ids, a, b, load=True,
+                               layerwise=st.layerwise) if b > a else None
+            if t is not None:
+                meta.loads.append(t)
+                st.loaded_range = (t.first, t.block_ids)
                 self._send_prompt(meta, req_id, st)
         if st.store:
-            done = min(computed_after // bs, st.n_blocks, len(st.block_ids))
-            if done > st.stored:
-                meta.stores.append(_Transfer(req_id, list(st.block_ids[st.stored:done]),
-                                             st.stored, async_=st.store_async,
-                                             layerwise=st.layerwise))
+            done = min(computed_after // bs, st.n_blocks, min(len(i) for i in st.block_ids))
+            t = self._transfer(req_id, st.block_ids, st.stored, done, load=False,
+                               async_=st.store_async,
+                               layerwise=st.layerwise) if done > st.stored else None
+            if t is not None:
+                meta.stores.append(t)
                 st.stored = done
                 # A layer-wise store reads copies made during the step: the
                 # request's blocks can go back to vLLM at once.
@@ -565,11 +728,14 @@ class _SchedulerSide:
             self._send_prompt(meta, t.req_id, st)
         self.async_loads = []
         meta.finished, self.finished = self.finished, []
+        if self.c._windowed:
+            self._fence(meta, so)
+        groups = self.c._groups
         for nr in so.scheduled_new_reqs:
             st = self.reqs.get(nr.req_id)
             if st is None:
                 continue
-            st.block_ids = list(nr.block_ids[0])
+            st.block_ids = [list(nr.block_ids[g.vllm_id]) for g in groups]
             self._advance(meta, nr.req_id, st,
                           nr.num_computed_tokens + so.num_scheduled_tokens.get(nr.req_id, 0))
         cr = so.scheduled_cached_reqs
@@ -581,16 +747,46 @@ class _SchedulerSide:
             if req_id in cr.resumed_req_ids:
                 # Preempted and back: new_block_ids is the whole table, and
                 # what the old blocks held is gone (stored blocks stay stored).
-                st.block_ids = list(new_ids[0]) if new_ids is not None else []
+                st.block_ids = [list(new_ids[g.vllm_id]) if new_ids is not None else []
+                                for g in groups]
             elif new_ids is not None:
-                st.block_ids.extend(new_ids[0])
+                for g, ids in zip(groups, st.block_ids):
+                    ids.extend(new_ids[g.vllm_id])
             self._advance(meta, req_id, st,
                           cr.num_computed_tokens[i] + so.num_scheduled_tokens.get(req_id, 0))
         return meta
 
+    def _fence(self, meta, so):
+        """Every block id vLLM (re)assigned this step, whatever its group
+        (the groups share one pool): the scheduled requests' new blocks,
+        the asynchronous loads' and copy-on-write targets."""
+        fence = meta.fence
+        for nr in so.scheduled_new_reqs:
+            for ids in nr.block_ids:
+                fence.update(ids)
+        for new_ids in so.scheduled_cached_reqs.new_block_ids:
+            for ids in new_ids or ():
+                fence.update(ids)
+        for t in meta.loads:
+            fence.update(t.all_ids())
+        for c in getattr(so, "kv_cache_block_copies", None) or ():
+            fence.add(c.dst_block_id)
+        fence.discard(_NULL_BLOCK)
+
     def update_connector_output(self, out):
         """Blocks that failed to load are recomputed by vLLM: store them
-        once they are (the lookup had counted them as held)."""
+        once they are (the lookup had counted them as held).  A load that
+        failed whole (several groups: failed_recving): vLLM recomputes the
+        request from its start; it is not loaded again, and its blocks
+        are stored as they are computed."""
+        for r in getattr(out, "failed_recving", None) or ():
+            st = self.reqs.get(r)
+            if st is not None:
+                st.load = False
+                st.stored = 0
+                st.loaded_range = None
+                st.loaded_tokens -= st.last_load_tokens
+                st.last_load_tokens = 0
         bad = getattr(out, "invalid_block_ids", None)
         if not bad:
             return
@@ -638,7 +834,35 @@ class _Counters(Counters):
              "layer_hooks", "layer_waits", "load_batches", "load_blocks", "load_bytes",
              "load_ns", "load_misses", "store_batches", "store_blocks", "store_bytes",
              "store_exists", "store_ns", "store_errors", "store_wait_ns", "sends_delayed",
-             "stores_sync", "stores_layerwise", "layers_staged", "stage_ns", "save_ns", "steps", "step_ns")
+             "stores_sync", "stores_layerwise", "layers_staged", "stage_ns", "save_ns", "steps", "step_ns",
+             "loads_failed", "fence_waits", "fence_wait_ns")
+
+
+class _WGroup:
+    """A KV cache group on a worker: its layers' buffers and namespace.  A
+    value is one block of the group: one part per distinct buffer of its
+    layers, layer order; block b of buffer l is at bases[l] + b *
+    strides[l], part_lens[l] bytes."""
+
+    def __init__(self, spec: _Group, layers: list):
+        self.spec = spec
+        self.layers = layers
+        self.bases = [t.data_ptr() for t in layers]
+        self.strides = [t.stride(0) * t.element_size() for t in layers]
+        self.part_lens = [t[0].nbytes for t in layers]
+        self.block_bytes = sum(self.part_lens)
+        self.ns = 0
+        self.digest = b""
+        self.canon = ""
+        self.desc: dict = {}
+
+    def addrs(self, block_ids) -> list:
+        return [base + b * stride for b in block_ids
+                for base, stride in zip(self.bases, self.strides)]
+
+    def lens(self, n_blocks: int):
+        lens = self.part_lens
+        return lens[0] if len(set(lens)) == 1 else lens * n_blocks
 
 
 class _WorkerSide:
@@ -652,8 +876,13 @@ class _WorkerSide:
         self.desc: dict = {}
         self.layers: list = []     # one tensor per distinct KV buffer, layer order
         self.block_bytes = 0
-        self.keys: dict = {}        # req_id -> list of block keys
+        self.groups: list = []      # _WGroup per KV cache group (the first's also below)
+        self.keys: dict = {}        # req_id -> per group, the list of block keys
         self.errors: set = set()
+        self.failed: set = set()    # requests whose asynchronous load failed whole
+        # Stores in flight that read sliding-window blocks: (their vLLM block
+        # ids, Future); a step that reassigns one waits (KVTierConnectorMetadata.fence).
+        self.fenced: list = []
         self.n = _Counters()
         self.server = None
         # Transfers in flight on the pools' threads (the batched binding
@@ -698,7 +927,7 @@ class _WorkerSide:
         self.pp_rank = get_pipeline_model_parallel_rank()
 
     # -- set-up ------------------------------------------------------------
-    def _descriptor(self, kv: torch.Tensor, n_layers: int) -> dict:
+    def _descriptor(self, kv: torch.Tensor, n_layers: int, gi: int = 0) -> dict:
         vc = self.vllm_config
         mc = vc.model_config
         model = self.c._extra.get("kvtier.model_id") or mc.model
@@ -711,6 +940,13 @@ class _WorkerSide:
         block_shape = "x".join(str(d) for d in kv.shape[1:])
         layout = f"vllm-{current_platform.device_type}-{self._backend_name()}" \
             f"-L{n_layers}-{block_shape}"
+        if len(self.c._groups) > 1:
+            # A hybrid model: one namespace per KV cache group (its value is
+            # that group's layers), so a group's keys, which start from
+            # the namespace digest, never name another group's block.
+            g = self.c._groups[gi]
+            layout += f"-g{gi}of{len(self.c._groups)}-" + (f"swa{g.window}" if g.window
+                                                          else "full")
         return {
             "model": _ident(str(model)),
             "config_hash": hashlib.sha256(cfg.encode()).hexdigest()[:16],
@@ -741,42 +977,55 @@ class _WorkerSide:
         return "unknown"
 
     def register_kv_caches(self, kv_caches: dict):
-        seen = set()
         num_blocks = self.c._kv_cache_config.num_blocks
-        index = {}
-        for name, t in kv_caches.items():
-            if t.data_ptr() in seen:
-                self.layer_of[name] = index[t.data_ptr()]
-                continue  # layers sharing one KV buffer store it once
-            seen.add(t.data_ptr())
-            index[t.data_ptr()] = self.layer_of[name] = len(self.layers)
-            if t.shape[0] != num_blocks or not t[0].is_contiguous():
-                raise ValueError(
-                    f"kvtier: layer {name}: KV cache of shape {tuple(t.shape)}, strides "
-                    f"{t.stride()}: the connector needs the block dimension first "
-                    f"({num_blocks} blocks) and each block contiguous")
-            self.layers.append(t)
-        self.block_bytes = sum(t[0].nbytes for t in self.layers)
-        self.desc = self._descriptor(self.layers[0], len(self.layers))
+        single = len(self.c._groups) == 1
+        for spec in self.c._groups:
+            # Layers sharing one KV buffer in a group store it once; in a
+            # hybrid model one buffer also holds a layer of each other
+            # group (a block id belongs to one group at a time).
+            index: dict = {}
+            layers = []
+            for name, t in kv_caches.items():
+                if spec.layer_names is not None and name not in spec.layer_names:
+                    continue
+                if t.data_ptr() not in index:
+                    if t.shape[0] != num_blocks or not t[0].is_contiguous():
+                        raise ValueError(
+                            f"kvtier: layer {name}: KV cache of shape {tuple(t.shape)}, "
+                            f"strides {t.stride()}: the connector needs the block dimension "
+                            f"first ({num_blocks} blocks) and each block contiguous")
+                    index[t.data_ptr()] = len(layers)
+                    layers.append(t)
+                if single:  # (layer-wise transfers: one group only)
+                    self.layer_of[name] = index[t.data_ptr()]
+            if not layers:
+                raise ValueError(f"kvtier: KV cache group {spec.vllm_id}: no KV buffer "
+                                 f"registered for its layers")
+            self.groups.append(_WGroup(spec, layers))
+        # The first group's buffers, by the names the single-group paths use
+        # (_backend_name reads them).
+        g = self.groups[0]
+        self.layers, self.block_bytes = g.layers, g.block_bytes
+        self.bases, self.strides, self.part_lens = g.bases, g.strides, g.part_lens
         self.store = kvtier.Store(store_options(self.c._extra))
-        self.ns = self.store.register(self.desc)
-        self.digest, self.canon = self.store.ns_info(self.ns)
-        # Blocks of each layer as uint8 arrays sharing the cache's memory:
-        # put reads them and get_into writes them in place.
-        self.views = [t.view(torch.uint8).view(t.shape[0], -1).numpy() for t in self.layers]
-        # ... and as raw addresses for the batched calls: block b of layer
-        # l is at base[l] + b * stride[l], len[l] bytes.
-        self.bases = [t.data_ptr() for t in self.layers]
-        self.strides = [t.stride(0) * t.element_size() for t in self.layers]
-        self.part_lens = [t[0].nbytes for t in self.layers]
+        for gi, g in enumerate(self.groups):
+            g.desc = self._descriptor(g.layers[0], len(g.layers), gi)
+            g.ns = self.store.register(g.desc)
+            g.digest, g.canon = self.store.ns_info(g.ns)
+        g = self.groups[0]
+        self.desc, self.ns, self.digest, self.canon = g.desc, g.ns, g.digest, g.canon
         self._serve()
-        logger.info("kvtier: rank tp=%d pp=%d: %d layers, %d bytes per block of %d tokens, "
-                    "namespace %s, store %s", self.tp_rank, self.pp_rank, len(self.layers),
-                    self.block_bytes, self.c._block_size, self.digest.hex()[:16],
-                    store_options(self.c._extra))
+        logger.info("kvtier: rank tp=%d pp=%d: %s, blocks of %d tokens, store %s",
+                    self.tp_rank, self.pp_rank, "; ".join(
+                        f"group {g.spec.vllm_id}" + (f" (window {g.spec.window})"
+                                                     if g.spec.window else "") +
+                        f": {len(g.layers)} layers, {g.block_bytes} bytes per block, "
+                        f"namespace {g.digest.hex()[:16]}" for g in self.groups),
+                    self.c._block_size, store_options(self.c._extra))
 
     def restore_addrs(self):
-        self.bases = [t.data_ptr() for t in self.layers]
+        for g in self.groups:
+            g.bases[:] = [t.data_ptr() for t in g.layers]
 
     def _serve(self):
         worker = self
@@ -834,32 +1083,68 @@ class _WorkerSide:
 
     # -- lookups (socket threads) -----------------------------------------
     def lookup(self, toks: bytes, extra: bytes, skip: int) -> tuple:
-        """(leading blocks held, then how many of those from block skip on
-        each tier holds: DRAM, SSD, kvtierd, shared).  Those below DRAM are
+        """(leading blocks every group can load (a hybrid model: see below),
+        then how many of those from block skip on each tier holds, the
+        slowest group's: DRAM, SSD, kvtierd, shared).  Those below DRAM are
         prefetched into DRAM at once, on a thread of their own, so that the
         load that follows copies from DRAM."""
-        keys = kvtier.key_chain_prompt(self.digest, np.frombuffer(toks, dtype=np.uint32),
-                                       self.c._block_size, False, extra)
-        if not keys:
+        toks = np.frombuffer(toks, dtype=np.uint32)
+        keys = [kvtier.key_chain_prompt(g.digest, toks, self.c._block_size, False, extra)
+                for g in self.groups]
+        n = len(keys[0])
+        if not n:
             return (0,) * 5
-        hits, tiers = self.store.lookup_prefix(self.ns, keys)
+        bs = self.c._block_size
+        # hits: the longest prefix that every group can load.  A full
+        # attention group needs every block of it; a sliding-window group
+        # only those of the window of the prefix's next token, from block
+        # skip on (vLLM's own cache holds the blocks before skip).
+        hits, tiers, runs = n, [], []
+        for g, k in zip(self.groups, keys):
+            if g.spec.window:
+                t = self.store.exists_many(g.ns, k)
+                run, r = [], 0  # present blocks in a row, ending at each
+                for x in t:
+                    r = r + 1 if x > 0 else 0
+                    run.append(r)
+                runs.append(run)
+            else:
+                h, t = self.store.lookup_prefix(g.ns, k)
+                hits = min(hits, h)
+                runs.append(None)
+            tiers.append(t)
+        while hits > skip and not all(
+                run is None or run[hits - 1] >= hits - max(skip, g.spec.first_needed(hits, bs))
+                for g, run in zip(self.groups, runs)):
+            hits -= 1
+        # Of the blocks to load, by the slowest tier any group has each in.
         by_tier = [0, 0, 0, 0]
+        slow = [[] for _ in self.groups]
         for i in range(skip, hits):
-            if 1 <= tiers[i] <= 4:
-                by_tier[tiers[i] - 1] += 1
-        slow = [keys[i] for i in range(skip, hits) if tiers[i] != kvtier.TIER_DRAM]
-        self.n.add(lookups=1, lookup_blocks=len(keys), lookup_hit_blocks=hits,
-                   lookup_slow_blocks=len(slow))
-        if slow and self.c._prefetch:
-            fut = self.prefetch_pool.submit(self._prefetch, slow)
-            with self.lock:
-                self.prefetching = [p for p in self.prefetching if not p[1].done()]
-                self.prefetching.append((frozenset(slow), fut))
-        return (hits, *by_tier)
+            worst = 0
+            for gi, g in enumerate(self.groups):
+                if i >= g.spec.first_needed(hits, bs):
+                    tier = tiers[gi][i]
+                    worst = max(worst, tier if 1 <= tier <= 4 else 0)
+                    if tier != kvtier.TIER_DRAM:
+                        slow[gi].append(keys[gi][i])
+            if worst:
+                by_tier[worst - 1] += 1
+        n_slow = sum(len(k) for k in slow)
+        self.n.add(lookups=1, lookup_blocks=n, lookup_hit_blocks=max(hits, 0),
+                   lookup_slow_blocks=n_slow)
+        if n_slow and self.c._prefetch:
+            for g, k in zip(self.groups, slow):
+                if k:
+                    fut = self.prefetch_pool.submit(self._prefetch, k, g.ns)
+                    with self.lock:
+                        self.prefetching = [p for p in self.prefetching if not p[1].done()]
+                        self.prefetching.append((frozenset(k), fut))
+        return (max(hits, 0), *by_tier)
 
-    def _prefetch(self, keys):
+    def _prefetch(self, keys, ns=None):
         try:
-            n = self.store.prefetch(self.ns, keys)
+            n = self.store.prefetch(self.ns if ns is None else ns, keys)
             self.n.add(prefetches=1, prefetch_blocks=n)
         except kvtier.Error as e:  # a prefetch is a hint: the load still reads below
             self.n.add(prefetches=1, prefetch_errors=1)
@@ -870,12 +1155,20 @@ class _WorkerSide:
             inflight = {"loading": len(self.loading),
                         "saving": sum(len(f) for f in self.saving.values()),
                         "finishing": len(self.finishing)}
+        # block_bytes, layers: of every group (one block index); ns_*: the
+        # first group's; groups: each group's.
+        block_bytes = sum(g.block_bytes for g in self.groups)
         return {"connector": self.n.snapshot(), "store": self.store.stats(),
                 "inflight": inflight,
                 "ns_digest": self.digest.hex(), "ns_canon": self.canon, "ns_desc": self.desc,
-                "block_bytes": self.block_bytes, "block_tokens": self.c._block_size,
-                "kv_bytes_per_token": self.block_bytes // self.c._block_size,
-                "layers": len(self.layers), "tp_rank": self.tp_rank,
+                "block_bytes": block_bytes, "block_tokens": self.c._block_size,
+                "kv_bytes_per_token": block_bytes // self.c._block_size,
+                "layers": sum(len(g.layers) for g in self.groups),
+                "groups": [{"vllm_group": g.spec.vllm_id, "window": g.spec.window,
+                            "layers": len(g.layers), "block_bytes": g.block_bytes,
+                            "ns_digest": g.digest.hex(), "ns_desc": g.desc}
+                           for g in self.groups],
+                "tp_rank": self.tp_rank,
                 "pp_rank": self.pp_rank,
                 "modes": {"load_async": self.c._load_async,
                           "store_async": self.c._store_async,
@@ -891,22 +1184,15 @@ class _WorkerSide:
 
     # -- per step ----------------------------------------------------------
     def _keys(self, meta, req_id):
+        """The request's block keys, per group."""
         keys = self.keys.get(req_id)
         if keys is None:
             toks, extra = meta.new_prompts[req_id]
-            keys = kvtier.key_chain_prompt(self.digest, np.frombuffer(toks, dtype=np.uint32),
-                                           self.c._block_size, False, extra)
+            toks = np.frombuffer(toks, dtype=np.uint32)
+            keys = [kvtier.key_chain_prompt(g.digest, toks, self.c._block_size, False, extra)
+                    for g in self.groups]
             self.keys[req_id] = keys
         return keys
-
-    def _addrs(self, block_ids) -> list:
-        """Part addresses of the blocks, len(layers) per block, in order."""
-        return [base + b * stride for b in block_ids
-                for base, stride in zip(self.bases, self.strides)]
-
-    def _lens(self, n_blocks: int):
-        lens = self.part_lens
-        return lens[0] if len(set(lens)) == 1 else lens * n_blocks
 
     def _await_prefetch(self, keys):
         """Wait for the prefetches in flight of any of these keys.  A get
@@ -923,29 +1209,39 @@ class _WorkerSide:
 
     def _load(self, t: _Transfer, keys: list) -> set:
         """One batched get of the transfer's blocks straight into the KV
-        cache; the vLLM block ids to recompute (from the first that did
-        not load whole: evicted since the lookup, or a foreign value)."""
-        self._await_prefetch(keys[t.first: t.first + len(t.block_ids)])
-        t0 = time.perf_counter_ns()
-        try:
-            res = self.store.get_into_many(self.ns, keys[t.first: t.first + len(t.block_ids)],
-                                           addrs=self._addrs(t.block_ids),
-                                           lens=self._lens(len(t.block_ids)))
-        except kvtier.Error as e:  # a store that takes no requests: recompute all
-            logger.warning("kvtier: request %s: load failed: %s", t.req_id, e)
-            res = [e.code] * len(t.block_ids)
-        ok = next((i for i, n in enumerate(res) if n != self.block_bytes), len(res))
-        self.n.add(load_batches=1, load_blocks=ok, load_bytes=ok * self.block_bytes,
-                   load_misses=len(res) - ok, load_ns=time.perf_counter_ns() - t0)
-        if ok < len(res):
-            logger.warning("kvtier: request %s: block %d missed at load (%d); "
-                           "%d blocks to recompute", t.req_id, t.first + ok, res[ok],
-                           len(res) - ok)
-        return set(t.block_ids[ok:])
+        cache (one per group); the vLLM block ids to recompute (from the
+        first that did not load whole: evicted since the lookup, or a
+        foreign value).  Several groups: any such block fails the load
+        whole (every block id of it returned; see get_finished)."""
+        for gi, (first, ids) in enumerate(t.per_group()):
+            self._await_prefetch(keys[gi][first: first + len(ids)])
+        bad = set()
+        for gi, (g, (first, ids)) in enumerate(zip(self.groups, t.per_group())):
+            if not ids:
+                continue
+            t0 = time.perf_counter_ns()
+            try:
+                res = self.store.get_into_many(g.ns, keys[gi][first: first + len(ids)],
+                                               addrs=g.addrs(ids), lens=g.lens(len(ids)))
+            except kvtier.Error as e:  # a store that takes no requests: recompute all
+                logger.warning("kvtier: request %s: load failed: %s", t.req_id, e)
+                res = [e.code] * len(ids)
+            ok = next((i for i, n in enumerate(res) if n != g.block_bytes), len(res))
+            self.n.add(load_batches=1, load_blocks=ok, load_bytes=ok * g.block_bytes,
+                       load_misses=len(res) - ok, load_ns=time.perf_counter_ns() - t0)
+            if ok < len(res):
+                logger.warning("kvtier: request %s: group %d: block %d missed at load (%d); "
+                               "%d blocks to recompute", t.req_id, g.spec.vllm_id, first + ok,
+                               res[ok], len(res) - ok)
+                bad |= set(ids[ok:])
+        if bad and self.c._multi_group:
+            return set(t.all_ids())
+        return bad
 
     def _load_layer(self, t: _Transfer, keys: list, layer: int) -> list:
         """One batched get of part `layer` of the transfer's blocks into
         that layer's buffers; per block the bytes copied or a code."""
+        keys = keys[0]  # (layer-wise: a model of one KV cache group)
         self._await_prefetch(keys[t.first: t.first + len(t.block_ids)])
         t0 = time.perf_counter_ns()
         try:
@@ -991,34 +1287,51 @@ class _WorkerSide:
         self.layer_loads = []
 
     def _store(self, t: _Transfer, keys: list, staged=None):
-        """One batched put of the transfer's blocks, read straight from the
-        KV cache (or from staged: per layer, the copies of its parts, see
-        save_layer).  A full or failing store costs a future miss and a
-        count."""
-        t0 = time.perf_counter_ns()
-        if staged is None:
-            addrs = self._addrs(t.block_ids)
-        else:
-            addrs = [staged[layer].data_ptr() + i * self.part_lens[layer]
-                     for i in range(len(t.block_ids)) for layer in range(len(self.layers))]
-        try:
-            res = self.store.put_many(self.ns, keys[t.first: t.first + len(t.block_ids)],
-                                      addrs=addrs, lens=self._lens(len(t.block_ids)))
-        except kvtier.Error as e:
-            res = [e.code] * len(t.block_ids)
-        stored = sum(1 for r in res if r == 1)
-        errors = [r for r in res if r < 0]
-        self.n.add(store_batches=1, store_blocks=stored, store_exists=res.count(0),
-                   store_errors=len(errors), store_bytes=stored * self.block_bytes,
-                   store_ns=time.perf_counter_ns() - t0)
-        if errors:
-            logger.warning("kvtier: request %s: %d of %d blocks not stored: %s", t.req_id,
-                           len(errors), len(res), kvtier.strerror(errors[0]))
+        """One batched put of the transfer's blocks per group, read
+        straight from the KV cache (or from staged: per layer, the copies
+        of its parts, see save_layer; one group).  A full or failing store
+        costs a future miss and a count."""
+        for gi, (g, (first, ids)) in enumerate(zip(self.groups, t.per_group())):
+            if not ids:
+                continue
+            t0 = time.perf_counter_ns()
+            if staged is None:
+                addrs = g.addrs(ids)
+            else:
+                addrs = [staged[layer].data_ptr() + i * g.part_lens[layer]
+                         for i in range(len(ids)) for layer in range(len(g.layers))]
+            try:
+                res = self.store.put_many(g.ns, keys[gi][first: first + len(ids)],
+                                          addrs=addrs, lens=g.lens(len(ids)))
+            except kvtier.Error as e:
+                res = [e.code] * len(ids)
+            stored = sum(1 for r in res if r == 1)
+            errors = [r for r in res if r < 0]
+            self.n.add(store_batches=1, store_blocks=stored, store_exists=res.count(0),
+                       store_errors=len(errors), store_bytes=stored * g.block_bytes,
+                       store_ns=time.perf_counter_ns() - t0)
+            if errors:
+                logger.warning("kvtier: request %s: %d of %d blocks not stored: %s", t.req_id,
+                               len(errors), len(res), kvtier.strerror(errors[0]))
 
     def wait_preempted(self, meta):
         """A preempted request's blocks go back to vLLM now: its stores in
-        flight, which read them, must finish first."""
-        if not isinstance(meta, KVTierConnectorMetadata) or not meta.preempted:
+        flight, which read them, must finish first.  So must a store in
+        flight that reads a sliding-window block vLLM freed (out of the
+        window) and assigned again this step (meta.fence): before the step
+        zeroes, loads into or computes it."""
+        if not isinstance(meta, KVTierConnectorMetadata):
+            return
+        fence = getattr(meta, "fence", None)
+        if fence and self.fenced:
+            with self.lock:
+                self.fenced = [(ids, f) for ids, f in self.fenced if not f.done()]
+                futs = [f for ids, f in self.fenced if not ids.isdisjoint(fence)]
+            if futs:
+                t0 = time.perf_counter_ns()
+                concurrent.futures.wait(futs)
+                self.n.add(fence_waits=1, fence_wait_ns=time.perf_counter_ns() - t0)
+        if not meta.preempted:
             return
         with self.lock:
             futs = [f for r in meta.preempted for f in self.saving.get(r, ())]
@@ -1096,9 +1409,14 @@ class _WorkerSide:
                 self._store(t, keys)
                 continue
             fut = self.store_pool.submit(self._store, t, keys)
+            windowed = frozenset(b for g, (_, ids) in zip(self.groups, t.per_group())
+                                 if g.spec.window for b in ids)
             with self.lock:
                 self.saving.setdefault(t.req_id, []).append(fut)
                 self.stored_reqs.add(t.req_id)
+                if windowed:
+                    self.fenced = [(i, f) for i, f in self.fenced if not f.done()]
+                    self.fenced.append((windowed, fut))
 
     def get_finished(self, finished_req_ids):
         """(requests whose delayed free may happen: their stores are done,
@@ -1115,10 +1433,17 @@ class _WorkerSide:
                     del self.loading[r]
                     recving.add(r)
                     try:
-                        self.errors |= fut.result()
+                        bad = fut.result()
                     except Exception as e:  # a bug, not a miss: recompute it all
                         logger.error("kvtier: request %s: load raised %r", r, e)
-                        self.errors |= set(t.block_ids)
+                        bad = set(t.all_ids())
+                    if bad and self.c._multi_group:
+                        # vLLM takes block-level errors of one KV cache
+                        # group only: the request's load fails whole.
+                        self.failed.add(r)
+                        self.n.add(loads_failed=1)
+                    else:
+                        self.errors |= bad
             for r, futs in list(self.saving.items()):
                 futs[:] = [f for f in futs if not f.done()]
                 if not futs:
@@ -1133,6 +1458,11 @@ class _WorkerSide:
                 else:
                     self.n.add(sends_delayed=1)
         return sending or None, recving or None
+
+    def take_failed(self) -> set:
+        with self.lock:
+            f, self.failed = self.failed, set()
+        return f
 
     def take_load_errors(self) -> set:
         self._finish_layer_loads()

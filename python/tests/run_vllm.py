@@ -12,8 +12,9 @@ installs the kvtier wheel built from this checkout (pyproject.toml, pip
 wheel: what an engine's environment gets with `pip install kvtier`) into
 that venv, and runs pytest on test_vllm_versions.py (the connector's
 signatures against vLLM 0.33's base class), test_vllm_async.py (the
-connector's asynchronous bookkeeping, no engine) and test_vllm.py (the engine) against
-the installed package: the build tree is not on PYTHONPATH.
+connector's asynchronous bookkeeping, no engine), test_vllm.py (the engine)
+and test_vllm_hybrid.py (a hybrid-attention model: vLLM's hybrid allocator)
+against the installed package: the build tree is not on PYTHONPATH.
 """
 import os
 import subprocess
@@ -48,6 +49,7 @@ def main():
                         os.path.join(here, "test_vllm_versions.py"),
                         os.path.join(here, "test_vllm_async.py"),
                         os.path.join(here, "test_vllm.py"),
+                        os.path.join(here, "test_vllm_hybrid.py"),
                         "--basetemp", os.path.join(build, "pytest-vllm-tmp")], env=env)
     sys.exit(0 if r.returncode == 0 else 1)
 

@@ -17,6 +17,12 @@ run cannot reach on demand:
 - a preempted request's stores in flight are waited for before its blocks
   go back to vLLM (handle_preemptions), and a finished request is reported
   in finished_sending only once its stores are done.
+- a hybrid model (two KV cache groups, sliding-window and full): each
+  group's blocks under its own keys, loads of the full group's blocks and
+  the window's only, a load that misses failing whole (failed_recving, no
+  block-level error), a store in flight fencing the sliding-window
+  blocks it reads against a step that assigns one of them again, and two
+  TP ranks whose windows differ agreeing on a prefix both can load.
 
 The "engine" here: a scheduler-side and a worker-side KVTierConnector of one
 engine id in this process (the lookup goes over the worker's real Unix
@@ -30,6 +36,7 @@ import time
 import uuid
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 import torch
 
@@ -386,3 +393,229 @@ def test_layerwise_store_copies_each_layer_as_it_ends():
         assert [eng.w.store.get(eng.w.ns, k) for k in keys] == [eng.block(b) for b in ids[:3]]
     finally:
         eng.close()
+
+
+# -- a hybrid model: two KV cache groups (SupportsHMA) ----------------------
+
+WIN = 2 * BS  # the sliding-window group's window
+
+
+def hybrid_kv_cache_config():
+    from vllm.v1.kv_cache_interface import FullAttentionSpec, SlidingWindowSpec
+    spec = dict(block_size=BS, num_kv_heads=4, head_size=8, dtype=torch.bfloat16)
+    return SimpleNamespace(
+        num_blocks=NBLOCKS, prefix_cacheable_group_ids=(0, 1), kv_cache_groups=[
+            SimpleNamespace(layer_names=["layer.0", "layer.2"],
+                            kv_cache_spec=SlidingWindowSpec(sliding_window=WIN, **spec)),
+            SimpleNamespace(layer_names=["layer.1", "layer.3"],
+                            kv_cache_spec=FullAttentionSpec(**spec))])
+
+
+def hybrid_kv():
+    """(the 2 buffers, layer name -> buffer): layers 0 and 1 share one."""
+    bufs = [torch.zeros((NBLOCKS,) + SHAPE, dtype=torch.bfloat16) for _ in range(2)]
+    return bufs, {"layer.0": bufs[0], "layer.1": bufs[0], "layer.2": bufs[1],
+                  "layer.3": bufs[1]}
+
+
+class HybridEngine(Engine):
+    """Two KV cache groups as vLLM's hybrid allocator makes them: group 0
+    sliding-window (layers 0 and 2), group 1 full attention (layers 1 and
+    3); block ids are one pool, so one buffer holds a layer of each group
+    (layers 0 and 1 share one, 2 and 3 the other)."""
+
+    def __init__(self, extra):
+        from kvtier.vllm import KVTierConnector
+        cfg = vllm_config(extra)
+        kvc = hybrid_kv_cache_config()
+        self.worker = KVTierConnector(cfg, KVConnectorRole.WORKER, kvc)
+        self.shape = SHAPE
+        self.bufs, self.kv = hybrid_kv()
+        self.worker.register_kv_caches(self.kv)
+        self.sched = KVTierConnector(cfg, KVConnectorRole.SCHEDULER, kvc)
+        self.w = self.worker._worker
+
+    def block(self, b):
+        """A group's value at block id b (either group: the same buffers)."""
+        return b"".join(t[b].view(torch.uint8).numpy().tobytes() for t in self.bufs)
+
+    def fill(self, block_ids, seed):
+        g = torch.Generator().manual_seed(seed)
+        for t in self.bufs:
+            for b in block_ids:
+                t[b] = torch.randn(self.shape, generator=g).to(torch.bfloat16)
+
+    def hstep(self, so):
+        """step(), reporting through get_transfer_results: (finished
+        sending, finished receiving, failed receiving, load errors)."""
+        meta = self.sched.build_connector_meta(so)
+        self.worker.bind_connector_metadata(meta)
+        self.worker.handle_preemptions(meta)
+        self.worker.start_load_kv(None)
+        self.worker.wait_for_save()
+        res = self.worker.get_transfer_results(set())
+        errors = self.worker.get_block_ids_with_load_errors()
+        self.worker.clear_connector_metadata()
+        return res.finished_sending, res.finished_recving, res.failed_recving, errors
+
+
+def hblocks(swa, full):
+    return SimpleNamespace(get_block_ids=lambda: (list(swa), list(full)))
+
+
+def hsched_out(new=(), running=()):
+    """new: (req_id, (swa ids, full ids), computed, scheduled)."""
+    return SimpleNamespace(
+        scheduled_new_reqs=[SimpleNamespace(req_id=r, block_ids=tuple(list(x) for x in b),
+                                            num_computed_tokens=c) for r, b, c, _ in new],
+        scheduled_cached_reqs=SimpleNamespace(
+            req_ids=[r for r, _, _, _ in running], resumed_req_ids=set(),
+            new_block_ids=[tuple(list(x) for x in b) if b else None for _, b, _, _ in running],
+            num_computed_tokens=[c for _, _, c, _ in running]),
+        num_scheduled_tokens={r: n for r, _, _, n in list(new) + list(running)},
+        finished_req_ids=set(), preempted_req_ids=set())
+
+
+def test_hybrid_store_in_flight_fences_a_reassigned_window_block():
+    """A sliding-window group's blocks go back to vLLM while the request
+    runs (out of the window): a store in flight that reads one is waited
+    for by the step that assigns that block again (before it zeroes or
+    computes it), and only by such a step: one that assigns other blocks,
+    or a full-attention block the store reads, does not wait."""
+    eng = HybridEngine({"kvtier.options": {"dram.capacity": "16M", "dram.prefault": "off"}})
+    slow = SlowPuts(eng.w.store)
+    eng.w.store = slow
+    try:
+        toks = list(range(300, 300 + 3 * BS + 1))
+        swa, full = [1, 2, 3, 4], [5, 6, 7, 8]
+        r = request("h1", toks)
+        assert eng.sched.get_num_new_matched_tokens(r, 0) == (0, False)
+        eng.sched.update_state_after_alloc(r, hblocks(swa, full), 0)
+        eng.fill(swa + full, seed=8)
+        eng.hstep(hsched_out(new=[("h1", (swa, full), 0, len(toks))]))
+        assert slow.started.wait(10)
+        # Other blocks: no wait.  (Block 5 is the full group's: vLLM holds
+        # those until the request finishes, so it is not fenced.)
+        eng.hstep(hsched_out(new=[("o1", ([12], [5]), 0, 1)]))
+        assert eng.w.stats()["connector"]["fence_waits"] == 0
+        # Block 1, out of h1's window, freed and assigned to another request.
+        threading.Timer(0.3, slow.gate.set).start()
+        t0 = time.monotonic()
+        eng.hstep(hsched_out(new=[("o2", ([1, 13], [14, 15]), 0, 1)]))
+        assert time.monotonic() - t0 >= 0.25
+        c = eng.w.stats()["connector"]
+        assert c["fence_waits"] == 1 and c["store_blocks"] == 6, c
+    finally:
+        slow.gate.set()
+        eng.close()
+
+
+def test_hybrid_load_by_group_and_a_failed_load_fails_whole():
+    """Per group: the prefix's keys in each group's namespace (no key in
+    both), the full group's blocks all loaded and, of the sliding-window
+    group, only the window's, asynchronously even from DRAM (several
+    groups).  A load that misses a block fails whole: the request comes
+    out in failed_recving with no block-level error (vLLM takes those of
+    one group only), and it is not loaded again."""
+    eng = HybridEngine({"kvtier.options": {"dram.capacity": "16M", "dram.prefault": "off"}})
+    try:
+        w = eng.w
+        toks = list(range(600, 600 + 4 * BS + 1))
+        swa, full = [1, 2, 3, 4, 5], [6, 7, 8, 9, 10]
+        r = request("s1", toks)
+        eng.sched.get_num_new_matched_tokens(r, 0)
+        eng.sched.update_state_after_alloc(r, hblocks(swa, full), 0)
+        eng.fill(swa + full, seed=9)
+        eng.hstep(hsched_out(new=[("s1", (swa, full), 0, len(toks))]))
+        w.drain()
+        ks = [kvtier.key_chain_prompt(g.digest, toks[: 4 * BS], BS) for g in w.groups]
+        assert not set(ks[0]) & set(ks[1])
+        for g, k, ids in zip(w.groups, ks, (swa, full)):
+            assert [w.store.get(g.ns, x) for x in k] == [eng.block(b) for b in ids[:4]]
+
+        # Loaded back: 4 blocks; the window of token 64 is blocks 2 and 3.
+        r2 = request("l1", toks)
+        assert eng.sched.get_num_new_matched_tokens(r2, 0) == (4 * BS, True)
+        dswa, dfull = [0, 0, 20, 21, 22], [23, 24, 25, 26, 27]
+        eng.sched.update_state_after_alloc(r2, hblocks(dswa, dfull), 4 * BS)
+        got = set()
+        for _ in range(200):
+            _, rv, failed, err = eng.hstep(hsched_out())
+            assert not failed and not err
+            got |= rv
+            if got:
+                break
+            time.sleep(0.01)
+        assert got == {"l1"}
+        assert [eng.block(b) for b in dswa[2:4]] == [eng.block(b) for b in swa[2:4]]
+        assert [eng.block(b) for b in dfull[:4]] == [eng.block(b) for b in full[:4]]
+        c = w.stats()["connector"]
+        assert (c["loads_async"], c["load_blocks"], c["load_misses"]) == (1, 6, 0), c
+
+        # A block of the full group gone between the lookup and the load.
+        r3 = request("f1", toks)
+        assert eng.sched.get_num_new_matched_tokens(r3, 0) == (4 * BS, True)
+        w.store.delete(w.groups[1].ns, ks[1][1])
+        eng.sched.update_state_after_alloc(r3, hblocks([0, 0, 28, 29, 30], [11, 12, 13, 14, 15]),
+                                           4 * BS)
+        res = None
+        for _ in range(200):
+            _, rv, failed, err = eng.hstep(hsched_out())
+            assert not err, "block-level errors with several groups"
+            if rv:
+                res = (rv, failed)
+                break
+            time.sleep(0.01)
+        assert res == ({"f1"}, {"f1"})
+        assert w.stats()["connector"]["loads_failed"] == 1
+        eng.sched.update_connector_output(SimpleNamespace(failed_recving={"f1"},
+                                                          invalid_block_ids=set()))
+        # vLLM recomputes it from the start: no load again.
+        assert eng.sched.get_num_new_matched_tokens(r3, 0) == (0, False)
+        assert eng.sched.request_finished(r3, [])[1] == {"kvtier_loaded_tokens": 0}
+    finally:
+        eng.close()
+
+
+def test_hybrid_ranks_agree_on_a_window(monkeypatch):
+    """TP = 2: a prefix one rank can load is not always one the other can
+    (a shorter prefix needs another window), so the scheduler asks the
+    ranks again, up to the smallest answer, until they agree.  Rank 0 holds
+    the full group's 6 blocks and of the sliding-window group blocks 4 and
+    5 (the window of the 6-block prefix), rank 1 blocks 0 to 3 (a 4-block
+    prefix's window is blocks 2 and 3): alone they answer 6 and 4, and no
+    prefix is loadable on both.  With rank 0 holding blocks 2 to 5 they
+    agree on 4."""
+    from kvtier.vllm import KVTierConnector
+    cfg = vllm_config({"kvtier.options": {"dram.capacity": "16M", "dram.prefault": "off"}})
+    cfg.parallel_config.tensor_parallel_size = 2
+    kvc = hybrid_kv_cache_config()
+    workers = []
+    try:
+        for rank in (0, 1):
+            monkeypatch.setattr(ps, "get_tensor_model_parallel_rank", lambda r=rank: r)
+            w = KVTierConnector(cfg, KVConnectorRole.WORKER, kvc)
+            w.register_kv_caches(hybrid_kv()[1])
+            workers.append(w)
+        sched = KVTierConnector(cfg, KVConnectorRole.SCHEDULER, kvc)
+
+        def plant(toks, swa_by_rank):
+            for w, swa in zip(workers, swa_by_rank):
+                for g in w._worker.groups:
+                    for i, k in enumerate(kvtier.key_chain_prompt(g.digest, toks[: 6 * BS], BS)):
+                        if not g.spec.window or i in swa:
+                            assert w._worker.store.put(g.ns, k, bytes(g.block_bytes))
+
+        a = list(range(1000, 1000 + 6 * BS + 1))
+        plant(a, ({4, 5}, {0, 1, 2, 3}))
+        tok_bytes = np.asarray(a[: 6 * BS], dtype=np.uint32).tobytes()
+        assert [sched._sched._rank_lookup(r, 0, tok_bytes, b"", 0)[0] for r in (0, 1)] == [6, 4]
+        assert sched.get_num_new_matched_tokens(request("a", a), 0) == (0, False)
+
+        b = list(range(2000, 2000 + 6 * BS + 1))
+        plant(b, ({2, 3, 4, 5}, {0, 1, 2, 3}))
+        assert sched.get_num_new_matched_tokens(request("b", b), 0) == (4 * BS, True)
+        sched.shutdown()
+    finally:
+        for w in workers:
+            w.shutdown()

@@ -74,14 +74,15 @@ def venv(build):
     return py
 
 
-def write_model(path, seed=0):
-    """A random-weight Llama (MODEL) as config.json + model.safetensors."""
+def write_model(path, seed=0, overrides=None):
+    """A random-weight Llama (MODEL, with overrides over it) as
+    config.json + model.safetensors."""
     if os.path.exists(os.path.join(path, "model.safetensors")):
         return path
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
     torch.manual_seed(seed)
-    cfg = dict(MODEL)
+    cfg = dict(MODEL, **(overrides or {}))
     dtype = cfg.pop("torch_dtype")
     config = LlamaConfig(**cfg, bos_token_id=1, eos_token_id=2)
     model = LlamaForCausalLM(config).to(getattr(torch, dtype))
