@@ -17,9 +17,8 @@
  *   - a byte flipped in the middle of a value on the wire (after part of
  *     it already landed in the caller's buffer) is a miss, never a hit,
  *     and counted as remote.crc_errors; the next get of it is a hit;
- *   - gets into buffers complete in batches (remote.c done_defer): of a
- *     batch of small values answered together, the one flipped on the
- *     wire is a miss and every other a byte-exact hit;
+ *   - of a batch of small gets answered in one frame, the value flipped
+ *     on the wire is the only miss, every other a byte-exact hit;
  *   - a load stalled mid-value that times out is a miss by its deadline,
  *     and a load stalled mid-value while the store is destroyed releases
  *     everything (ASan/LSan) and writes nothing to the buffer afterwards.
@@ -274,8 +273,8 @@ static void test_crc(const char *addr, struct tproxy *px)
 	free(dst);
 }
 
-/* Small gets in one submit, answered in one frame and completed in
- * batches: the value flipped on the wire among them is the only miss. */
+/* Small gets in one submit, answered in one frame: the value flipped on
+ * the wire among them is the only miss, the others land intact. */
 static void test_batch_crc(const char *addr, struct tproxy *px)
 {
 	enum { N = 7, BAD = 3, SMALL = 64 << 10, BIG = 700 << 10 };

@@ -25,7 +25,8 @@
  *   4. Responses are read in two exact steps (48-byte header, then the
  *      table, so nothing of the data section lands in the table buffer) and
  *      matched to their frame by tag; GET values are then read straight
- *      into DRAM reservations (readv), CRC-checked and published.
+ *      into the caller's buffers or DRAM reservations (readv), CRC-checked
+ *      and, into DRAM, published.
  *   5. A frame past its deadline, a protocol error or a closed socket
  *      fails the connection: every operation on it completes (gets as
  *      misses), the socket is closed, and the connection retries after a
@@ -105,8 +106,6 @@ struct rop {
 	const char *tenant;           /* STATS: scope (NULL own, "*" all); the caller's */
 	kvt_stats_fn sfn;             /* STATS: called per item on the remote thread */
 	uint64_t deadline;            /* ns, CLOCK_MONOTONIC */
-	int done_status;              /* GET into buffers, answered: on rm->done until flushed */
-	struct tier_result done_res;
 };
 
 /* A frame sent (or to be sent) and the operations it carries. */
@@ -215,8 +214,6 @@ struct remote {
 
 	/* remote thread only */
 	struct rop *pend_head, *pend_tail;
-	struct rop *done_head, *done_tail; /* answered gets into buffers, not yet completed */
-	uint64_t done_bytes;             /* their values' bytes */
 	struct rconn *conns;             /* conns_cap slots; [0, conns_used) started */
 	unsigned conns_cap;              /* max(cfg.conns, cfg.conns_max) */
 	unsigned conns_used;             /* the pool now (remote_rule_conns); grows only */
@@ -315,45 +312,6 @@ static void rop_done(struct remote *rm, struct rop *op, int status, struct dram_
 		break;
 	}
 	rop_free(rm, op);
-}
-
-/*
- * Gets into the caller's buffers complete in batches: an answered one
- * (its bytes landed and checked, its status final: a CRC failure is
- * already a miss) waits on rm->done until the thread's pass over the
- * ready connections ends, or until REMOTE_DONE_BYTES of values wait, and
- * then they all complete together: one wake-up of the engine's thread
- * for several small values instead of one each.  A value of
- * REMOTE_DONE_BYTES or more completes at once.
- */
-#define REMOTE_DONE_BYTES (UINT64_C(1) << 20)
-
-static void done_flush(struct remote *rm)
-{
-	struct rop *op = rm->done_head;
-	rm->done_head = rm->done_tail = NULL;
-	rm->done_bytes = 0;
-	while (op) {
-		struct rop *nx = op->next;
-		op->next = NULL;
-		rop_done(rm, op, op->done_status, NULL, &op->done_res);
-		op = nx;
-	}
-}
-
-static void done_defer(struct remote *rm, struct rop *op, int status, const struct tier_result *res)
-{
-	op->done_status = status;
-	op->done_res = *res;
-	op->next = NULL;
-	if (rm->done_tail)
-		rm->done_tail->next = op;
-	else
-		rm->done_head = op;
-	rm->done_tail = op;
-	rm->done_bytes += op->done_res.value_len;
-	if (rm->done_bytes >= REMOTE_DONE_BYTES)
-		done_flush(rm);
 }
 
 /* The status an operation gets when its frame or connection failed. */
@@ -1130,7 +1088,7 @@ static void rx_get_done(struct rconn *c)
 			res.count = it->value_len;
 		}
 		c->cur_direct = c->cur_bad = false;
-		done_defer(rm, op, status, &res);
+		rop_done(rm, op, status, NULL, &res);
 		return;
 	}
 	if (c->cur_small) {
@@ -1802,9 +1760,7 @@ static void *remote_main(void *arg)
 			}
 			conn_event(evs[i].data.ptr, evs[i].events);
 		}
-		done_flush(rm); /* the gets this pass answered, together */
 	}
-	done_flush(rm);
 	/* Closing: everything in flight or queued fails. */
 	for (unsigned i = 0; i < rm->conns_used; i++) {
 		struct rconn *c = &rm->conns[i];
