@@ -68,6 +68,7 @@ struct bc_opts {
 	unsigned rounds, threads, inflight, conns, prompt_blocks, group, hot;
 	unsigned conns_max;           /* remote.conns_max; 0: --conns (a fixed pool) */
 	const char *put_local;        /* remote.put_local */
+	bool seq;                     /* --order seq: the engine's phases walk blocks 0, 1, 2... */
 	uint64_t bytes;               /* working set per size */
 	uint64_t local_dram;          /* the engine's DRAM tier */
 	uint64_t ssd;                 /* each node's --ssd, 0: DRAM only */
@@ -117,6 +118,7 @@ struct bc {
 	uint8_t *vals;                /* blocks x size: value i at i * size */
 	uint32_t *crcs;               /* value i's CRC32C (--direct-crc) */
 	struct kvt_key *keys;         /* prompt p's keys at [p * prompt_blocks] */
+	unsigned *order;              /* the engine's phases submit block order[j] j-th */
 	uint8_t *dst;                 /* inflight x size: rotating get buffers */
 	/* A phase's requests: here, not on bc_phase's stack, because one still
 	 * in flight after a failed wait completes when its store is destroyed. */
@@ -345,7 +347,7 @@ static int bc_phase(struct bc *b, struct kvt_store *s, uint32_t ns, bool put, do
 	double t0 = bench_now();
 	while (finished < b->blocks) {
 		while (next < b->blocks && nfree > 0) {
-			unsigned slot = free_slots[--nfree], i = next++;
+			unsigned slot = free_slots[--nfree], i = b->order[next++];
 			unsigned p0 = i / b->o.prompt_blocks * b->o.prompt_blocks;
 			struct kvt_req *rq = &reqs[slot];
 			iov[slot] = (struct iovec){ put ? b->vals + (uint64_t)i * b->size :
@@ -732,6 +734,8 @@ static void bc_set_free(struct bc *b)
 	free(b->crcs);
 	b->crcs = NULL;
 	free(b->keys);
+	free(b->order);
+	b->order = NULL;
 	free(b->dst);
 	b->vals = b->dst = NULL;
 	b->keys = NULL;
@@ -753,12 +757,33 @@ static int bc_set_make(struct bc *b, uint64_t size)
 	b->vals = malloc(w * size);
 	b->crcs = malloc(w * sizeof(*b->crcs));
 	b->keys = calloc(w, sizeof(*b->keys));
+	b->order = malloc(w * sizeof(*b->order));
 	b->dst = malloc((uint64_t)b->o.inflight * size);
-	if (!b->vals || !b->crcs || !b->keys || !b->dst) {
+	if (!b->vals || !b->crcs || !b->keys || !b->order || !b->dst) {
 		bc_err("out of memory for %" PRIu64 " blocks of %" PRIu64 " bytes", w, size);
 		return -ENOMEM;
 	}
 	bc_fault_in(b->dst, (uint64_t)b->o.inflight * size);
+	/* The order of the engine's phases: by default round-robin over the
+	 * groups (block 0 of every group, then block 1 of every group...),
+	 * so that the blocks in flight at any time belong to --inflight
+	 * different groups, which placement spreads over the nodes, as the
+	 * direct client's threads (one set per node, working side by side)
+	 * spread theirs: an engine serving several prompts at once.  With
+	 * --order seq the window is --inflight consecutive blocks, mostly of
+	 * one group and so on one node at a time (3 nodes cannot then beat
+	 * one). */
+	{
+		unsigned groups = (unsigned)((w + b->o.group - 1) / b->o.group), j = 0;
+		if (b->o.seq)
+			for (unsigned i = 0; i < w; i++)
+				b->order[j++] = i;
+		else
+			for (unsigned r = 0; r < b->o.group; r++)
+				for (unsigned g = 0; g < groups; g++)
+					if ((uint64_t)g * b->o.group + r < w)
+						b->order[j++] = g * b->o.group + r;
+	}
 	for (uint64_t i = 0; i < w; i++) {
 		bench_fill(b->vals + i * size, size, bench_seed(size, i));
 		b->crcs[i] = kvt_crc32c(0, b->vals + i * size, size);
@@ -850,13 +875,15 @@ static void bc_report(struct bc *b, bool put, unsigned ni, struct bc_cell cells[
 	if (b->o.json) {
 		printf("{\"bench\":\"cluster.%s\",\"nodes\":%u,\"threads_per_node\":%u"
 		       ",\"server_threads\":%u,\"value_bytes\":%" PRIu64 ",\"blocks\":%u"
-		       ",\"inflight\":%u,\"conns_per_node\":%u,\"conns_max\":%u,\"put_local\":\"%s\""
+		       ",\"inflight\":%u,\"order\":\"%s\",\"conns_per_node\":%u,\"conns_max\":%u"
+		       ",\"put_local\":\"%s\""
 		       ",\"prompt_blocks\":%u,\"group\":%u"
 		       ",\"hot_replicas\":%u,\"ssd_bytes\":%" PRIu64 ",\"gbps\":%.3f,\"per_node_gbps\":%.3f"
 		       ",\"baseline\":\"iperf3\",\"baseline_gbps\":%.3f,\"ratio\":%.4f",
 		       put ? "put" : "get", n, b->o.threads, n * b->o.threads, b->size, b->blocks,
-		       b->o.inflight, b->o.conns, b->o.conns_max ? b->o.conns_max : b->o.conns,
-		       b->o.put_local, b->o.prompt_blocks, b->o.group,
+		       b->o.inflight, b->o.seq ? "seq" : "groups", b->o.conns,
+		       b->o.conns_max ? b->o.conns_max : b->o.conns, b->o.put_local,
+		       b->o.prompt_blocks, b->o.group,
 		       b->o.hot < n ? b->o.hot : n, b->o.ssd, gm, gm / n, im,
 		       gm / (im > 0 ? im : 1e-12));
 		printf(",\"direct\":\"bench net client%s\",\"direct_conns\":%u,\"direct_gbps\":%.3f"
@@ -999,6 +1026,10 @@ static void bc_usage(FILE *f)
 		"  --conns-max N      remote.conns_max (default: --conns, so that the\n"
 		"                     engine and the direct client use as many)\n"
 		"  --put-local MODE   remote.put_local: always (default) or never\n"
+		"  --order ORDER      the engine's put and get phases submit blocks\n"
+		"                     round-robin over the groups (groups, default: the\n"
+		"                     blocks in flight are on several nodes, as the\n"
+		"                     direct client's are) or 0, 1, 2... (seq)\n"
 		"  --direct-crc       the direct client also checks each value it gets\n"
 		"                     against its CRC32C, as the library does (the same CPU\n"
 		"                     work; default: bytes only, as 'bench net' does)\n"
@@ -1060,6 +1091,7 @@ int bench_cluster_main(int argc, char **argv)
 		{ "conns-max", required_argument, NULL, 'C' },
 		{ "put-local", required_argument, NULL, 'P' },
 		{ "direct-crc", no_argument, NULL, 'R' },
+		{ "order", required_argument, NULL, 'O' },
 		{ "local-dram", required_argument, NULL, 'L' }, { "ssd", required_argument, NULL, 'S' },
 		{ "dir", required_argument, NULL, 'd' }, { "keep", no_argument, NULL, 'k' },
 		{ "kvtierd", required_argument, NULL, 'K' }, { "iperf3", required_argument, NULL, 'I' },
@@ -1100,6 +1132,11 @@ int bench_cluster_main(int argc, char **argv)
 			if (v < 1 || v > 64)
 				goto usage;
 			b->o.conns_max = (unsigned)v;
+			break;
+		case 'O':
+			if (strcmp(optarg, "groups") != 0 && strcmp(optarg, "seq") != 0)
+				goto usage;
+			b->o.seq = strcmp(optarg, "seq") == 0;
 			break;
 		case 'P':
 			if (strcmp(optarg, "always") != 0 && strcmp(optarg, "never") != 0)
@@ -1190,9 +1227,10 @@ int bench_cluster_main(int argc, char **argv)
 	}
 	if (!b->o.json) {
 		printf("# kvtier bench cluster: loopback, %u loop thread(s) per node, %u round(s), "
-		       "%u in flight, put_local %s, hot replicas %u%s, kvtierd %s\n"
+		       "%u in flight (order %s), put_local %s, hot replicas %u%s, kvtierd %s\n"
 		       "%-4s %-8s %5s %4s %8s %8s %8s %6s %8s %7s %8s %s\n",
-		       b->o.threads, b->o.rounds, b->o.inflight, b->o.put_local, b->o.hot,
+		       b->o.threads, b->o.rounds, b->o.inflight, b->o.seq ? "seq" : "groups",
+		       b->o.put_local, b->o.hot,
 		       b->o.direct_crc ? ", the direct client checks CRC32C" : "", kvtierd, "op",
 		       "size", "nodes",
 		       "thr", "GB/s", "per-node", "iperf3", "ratio", "direct", "/direct", "vs-1node",

@@ -17,6 +17,8 @@
  *   - a byte flipped in the middle of a value on the wire (after part of
  *     it already landed in the caller's buffer) is a miss, never a hit,
  *     and counted as remote.crc_errors; the next get of it is a hit;
+ *   - of a batch of small gets answered in one frame, the value flipped
+ *     on the wire is the only miss, every other a byte-exact hit;
  *   - a load stalled mid-value that times out is a miss by its deadline,
  *     and a load stalled mid-value while the store is destroyed releases
  *     everything (ASan/LSan) and writes nothing to the buffer afterwards.
@@ -271,6 +273,67 @@ static void test_crc(const char *addr, struct tproxy *px)
 	free(dst);
 }
 
+/* Small gets in one submit, answered in one frame: the value flipped on
+ * the wire among them is the only miss, the others land intact. */
+static void test_batch_crc(const char *addr, struct tproxy *px)
+{
+	enum { N = 7, BAD = 3, SMALL = 64 << 10, BIG = 700 << 10 };
+	char paddr[64];
+	snprintf(paddr, sizeof(paddr), "127.0.0.1:%u", px->port);
+	struct kvt_store *a = engine(addr, "5000"), *b = engine(paddr, "5000");
+	uint32_t na = t_ns(a, "batch"), nb = t_ns(b, "batch");
+	uint8_t *v = malloc(BIG), *dst = malloc((size_t)N * BIG);
+	struct kvt_req reqs[N], *rp[N], *got[N];
+	struct iovec iov[N];
+	struct kvt_queue *q;
+	T_ASSERT(v && dst);
+	for (int i = 0; i < N; i++) {
+		struct kvt_key k = t_key(200 + (uint64_t)i);
+		struct iovec part = { v, i == BAD ? BIG : SMALL };
+		if (i == BAD)
+			memset(v, MARK, BIG); /* the proxy flips byte AT of it */
+		else
+			t_fill(v, SMALL, 200 + (uint64_t)i);
+		T_RC(kvt_put(a, na, &k, &part, 1), KVT_OK);
+	}
+	int acted = atomic_load(&px->acted);
+	uint64_t crc0 = t_stat(b, "remote.crc_errors");
+	memset(dst, 0, (size_t)N * BIG);
+	atomic_store(&px->mode, P_FLIP);
+	T_OK(kvt_queue_create(b, &q));
+	for (int i = 0; i < N; i++) {
+		iov[i] = (struct iovec){ dst + (size_t)i * BIG, BIG };
+		reqs[i] = (struct kvt_req){ .op = KVT_OP_GET, .ns = nb, .key = t_key(200 + (uint64_t)i),
+					    .iov = &iov[i], .iov_count = 1 };
+		rp[i] = &reqs[i];
+	}
+	T_RC(kvt_submit(q, rp, N), N);
+	for (int done = 0; done < N;) {
+		int n = kvt_queue_wait(q, got, N, 30000);
+		T_ASSERT(n > 0);
+		done += n;
+	}
+	T_EQ_INT(atomic_load(&px->acted), acted + 1);
+	T_EQ_U64(t_stat(b, "remote.crc_errors") - crc0, 1);
+	for (int i = 0; i < N; i++) {
+		if (i == BAD) {
+			T_RC(reqs[i].status, KVT_MISS);
+			T_EQ_U64(reqs[i].length, 0);
+			continue;
+		}
+		T_RC(reqs[i].status, KVT_OK);
+		T_EQ_U64(reqs[i].length, SMALL);
+		t_fill(v, SMALL, 200 + (uint64_t)i);
+		T_EQ_MEM(dst + (size_t)i * BIG, v, SMALL);
+	}
+	T_OK(kvt_queue_destroy(q));
+	atomic_store(&px->mode, P_RELAY);
+	kvt_store_destroy(a);
+	kvt_store_destroy(b);
+	free(v);
+	free(dst);
+}
+
 /* Loads stalled mid-value: a timeout is a miss by the deadline; a store
  * destroyed under one releases everything and stops writing. */
 static void test_stall(const char *addr, struct tproxy *px)
@@ -375,6 +438,7 @@ int main(int argc, char **argv)
 	test_exact(addr);
 	test_stripe(addr, &px);
 	test_crc(addr, &px);
+	test_batch_crc(addr, &px);
 	test_stall(addr, &px);
 	tproxy_stop(&px);
 	T_EQ_INT(tsrv_stop(&srv), 0);

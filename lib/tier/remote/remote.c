@@ -25,7 +25,8 @@
  *   4. Responses are read in two exact steps (48-byte header, then the
  *      table, so nothing of the data section lands in the table buffer) and
  *      matched to their frame by tag; GET values are then read straight
- *      into DRAM reservations (readv), CRC-checked and published.
+ *      into the caller's buffers or DRAM reservations (readv), CRC-checked
+ *      and, into DRAM, published.
  *   5. A frame past its deadline, a protocol error or a closed socket
  *      fails the connection: every operation on it completes (gets as
  *      misses), the socket is closed, and the connection retries after a
