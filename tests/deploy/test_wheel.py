@@ -92,6 +92,8 @@ STUBS = {
         class KVConnectorRole(enum.Enum):
             SCHEDULER = 0
             WORKER = 1
+        class SupportsHMA:
+            pass
         """),
 }
 

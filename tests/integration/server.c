@@ -52,6 +52,26 @@ void tsrv_sleep_ms(long ms)
 		;
 }
 
+uint16_t tsrv_s3_port(const char *log)
+{
+	for (int i = 0; i < 600; i++) {
+		char line[512];
+		FILE *f = fopen(log, "r");
+		while (f && fgets(line, sizeof(line), f)) {
+			char *p = strstr(line, "S3 listener on 127.0.0.1:");
+			if (p) {
+				fclose(f);
+				return (uint16_t)atoi(p + strlen("S3 listener on 127.0.0.1:"));
+			}
+		}
+		if (f)
+			fclose(f);
+		tsrv_sleep_ms(50);
+	}
+	T_FAIL("no S3 listener line in %s", log);
+	return 0;
+}
+
 struct kvt_store *tsrv_engine(const char *addr, const char *const *opts)
 {
 	const char *base[] = { "dram.capacity", "64M", "dram.chunk", "4K", "dram.prefault", "off",

@@ -29,26 +29,6 @@
 
 static char endpoint[64], creds[1024];
 
-static uint16_t s3_port(const char *log)
-{
-	for (int i = 0; i < 600; i++) {
-		char line[512];
-		FILE *f = fopen(log, "r");
-		while (f && fgets(line, sizeof(line), f)) {
-			char *p = strstr(line, "S3 listener on 127.0.0.1:");
-			if (p) {
-				fclose(f);
-				return (uint16_t)atoi(p + strlen("S3 listener on 127.0.0.1:"));
-			}
-		}
-		if (f)
-			fclose(f);
-		tsrv_sleep_ms(50);
-	}
-	T_FAIL("no S3 listener line in %s", log);
-	return 0;
-}
-
 static size_t sink(char *p, size_t size, size_t nm, void *ctx)
 {
 	(void)p;
@@ -172,7 +152,7 @@ int main(int argc, char **argv)
 	T_EQ_INT(curl_global_init(CURL_GLOBAL_DEFAULT), CURLE_OK);
 
 	tsrv_start(&srv, argv[1], base, dir, tenants, extra);
-	snprintf(endpoint, sizeof(endpoint), "http://127.0.0.1:%u", s3_port(srv.log));
+	snprintf(endpoint, sizeof(endpoint), "http://127.0.0.1:%u", tsrv_s3_port(srv.log));
 	T_EQ_INT((int)create_bucket("kvt"), 200);
 
 	/* 1. writes through the shared tier */
@@ -200,7 +180,7 @@ int main(int argc, char **argv)
 	/* 4. the serving kvtierd restarted: the objects are still there */
 	T_EQ_INT(tsrv_stop(&srv), 0);
 	tsrv_start(&srv, argv[1], base, dir, tenants, extra);
-	snprintf(endpoint, sizeof(endpoint), "http://127.0.0.1:%u", s3_port(srv.log));
+	snprintf(endpoint, sizeof(endpoint), "http://127.0.0.1:%u", tsrv_s3_port(srv.log));
 	s = open_g4();
 	ns = ns_of(s);
 	for (size_t i = 0; i < NSIZES; i++) {

@@ -37,26 +37,6 @@
 
 static char endpoint[64];
 
-static uint16_t s3_port(const char *log)
-{
-	for (int i = 0; i < 600; i++) {
-		char line[512];
-		FILE *f = fopen(log, "r");
-		while (f && fgets(line, sizeof(line), f)) {
-			char *p = strstr(line, "S3 listener on 127.0.0.1:");
-			if (p) {
-				fclose(f);
-				return (uint16_t)atoi(p + strlen("S3 listener on 127.0.0.1:"));
-			}
-		}
-		if (f)
-			fclose(f);
-		tsrv_sleep_ms(50);
-	}
-	T_FAIL("no S3 listener line in %s", log);
-	return 0;
-}
-
 struct body {
 	uint8_t *p;
 	size_t len, cap;
@@ -197,7 +177,7 @@ int main(int argc, char **argv)
 	tsrv_fill(small, sizeof(small), 3);
 
 	tsrv_start(&srv, argv[1], base, dir, tenants, extra);
-	snprintf(endpoint, sizeof(endpoint), "http://127.0.0.1:%u", s3_port(srv.log));
+	snprintf(endpoint, sizeof(endpoint), "http://127.0.0.1:%u", tsrv_s3_port(srv.log));
 	T_EQ_INT((int)s3_call("PUT", "/bkt", NULL, 0, NULL, NULL), 200);
 	T_EQ_INT((int)s3_call("PUT", "/bkt/small", small, sizeof(small), NULL, NULL), 200);
 	drained(&srv); /* the bucket's marker and small are on SSD */
