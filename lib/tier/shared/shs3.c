@@ -14,7 +14,11 @@
  * most `attempts` times in all, after a full-jitter exponential backoff
  * (uniform in [0, retry_base_ms * 2^(n-1)], capped at 20 s), and all of
  * them within timeout_ms: each attempt gets what is left of it, so an
- * endpoint that stops answering still costs one timeout.  Only whole-object
+ * endpoint that stops answering still costs one timeout.  A retry starts
+ * only with S3_MIN_ATTEMPT_MS of that time left after its backoff (the
+ * backoff is cut short to leave it); with less, the request gives up at
+ * once with the last attempt's error rather than sleep away the caller's
+ * time and start an attempt bound to time out.  Only whole-object
  * PUT, GET, HEAD and DELETE are retried (idempotent: a PUT with
  * If-None-Match whose first attempt landed is answered 412, KVT_EXISTS);
  * POSTs (multipart initiate and complete) are not, nor a streamed GET
@@ -46,6 +50,7 @@
 #define S3_URL_MAX 1024
 #define S3_GET_BUFFER (512L << 10) /* curl's receive buffer for GETs (its default: 16 KiB) */
 #define S3_BACKOFF_CAP_MS 20000u   /* the AWS SDKs' MAX_BACKOFF */
+#define S3_MIN_ATTEMPT_MS 50u      /* the least time a retry is started with */
 
 struct shs3 {
 	struct shs3_config cfg;
@@ -602,7 +607,7 @@ static int req_run(struct s3req *r)
 		if (ret >= 0 || !idem || !req_transient(r, cc) || (r->sink && r->got > 0))
 			return ret;
 		now = s3_now_ms();
-		if (n >= attempts || now + 1 >= deadline)
+		if (n >= attempts || now + S3_MIN_ATTEMPT_MS >= deadline)
 			return req_giveup(r, n, cc, ret);
 		/* Full jitter: uniform in [0, base * 2^(n-1)], capped. */
 		cap = (uint64_t)s3->cfg.retry_base_ms << (n - 1 < 16 ? n - 1 : 16);
@@ -611,8 +616,8 @@ static int req_run(struct s3req *r)
 		if (getrandom(&rnd, sizeof(rnd), GRND_NONBLOCK) != (ssize_t)sizeof(rnd))
 			rnd = (uint32_t)(now * 2654435761u);
 		backoff = cap ? rnd % (cap + 1) : 0;
-		if (now + backoff + 1 >= deadline)
-			backoff = deadline - now - 1;
+		if (now + backoff + S3_MIN_ATTEMPT_MS > deadline)
+			backoff = deadline - now - S3_MIN_ATTEMPT_MS;
 		if (backoff) {
 			struct timespec ts = { .tv_sec = (time_t)(backoff / 1000),
 					       .tv_nsec = (long)(backoff % 1000) * 1000000L };
