@@ -1123,18 +1123,6 @@ static int stat_fetch(struct kvt_store *s, const char *tenant, struct stat_map *
 	return rc;
 }
 
-static void fmt_bytes(uint64_t b, char *out, size_t cap)
-{
-	static const char *u[] = { "B", "KiB", "MiB", "GiB", "TiB" };
-	double v = (double)b;
-	int i = 0;
-	while (v >= 1024 && i < 4) {
-		v /= 1024;
-		i++;
-	}
-	snprintf(out, cap, i ? "%.1f %s" : "%.0f %s", v, u[i]);
-}
-
 static void stat_tier_row(const struct stat_map *m, const struct stat_map *prev, double dt,
 			  const char *tier, const char *blocks, const char *used, const char *cap,
 			  const char *hits, const char *misses)
@@ -1144,8 +1132,8 @@ static void stat_tier_row(const struct stat_map *m, const struct stat_map *prev,
 	uint64_t h = stat_num(m, hits, &have), mi = stat_num(m, misses, NULL);
 	if (!have)
 		return;
-	fmt_bytes(stat_num(m, used, NULL), ub, sizeof(ub));
-	fmt_bytes(stat_num(m, cap, NULL), cb, sizeof(cb));
+	stat_fmt_bytes(stat_num(m, used, NULL), false, ub, sizeof(ub));
+	stat_fmt_bytes(stat_num(m, cap, NULL), false, cb, sizeof(cb));
 	if (h + mi)
 		snprintf(ratio, sizeof(ratio), "%5.1f%%", 100.0 * (double)h / (double)(h + mi));
 	else
@@ -1194,7 +1182,7 @@ static void stat_print(const char *addr, const char *scope, const struct stat_ma
 		uint64_t ds = stat_num(m, "repair.drain_state", NULL), bytes;
 		char b[32];
 		bytes = stat_num(m, "repair.bytes", NULL);
-		fmt_bytes(bytes, b, sizeof(b));
+		stat_fmt_bytes(bytes, false, b, sizeof(b));
 		printf("repair: %" PRIu64 " placed blocks, %s, %" PRIu64 " passes; %" PRIu64
 		       " copied (%s), %" PRIu64 " refused, %" PRIu64 " errors%s",
 		       stat_num(m, "repair.tracked", NULL),

@@ -3,7 +3,8 @@
  * "ns.<id>.*" statistics (doc/stats.md "ns"), as a kvtierd reports them
  * in STATS, gathered into rows -- one per namespace counted on its own,
  * and "other" for those past the server's stats.namespaces -- and printed
- * as a table, or with every other statistic as JSON (--json).
+ * as a table, or with every other statistic as JSON (--json); and the
+ * byte counts kvtier stat prints (stat_fmt_bytes, admin.c's rows too).
  */
 #include "stat_ns.h"
 
@@ -89,16 +90,18 @@ static void ns_pct(char *out, size_t cap, uint64_t part, uint64_t whole)
 		snprintf(out, cap, "-");
 }
 
-static void ns_bytes(uint64_t b, char *out, size_t cap)
+void stat_fmt_bytes(uint64_t b, bool compact, char *out, size_t cap)
 {
-	static const char *u[] = { "B", "K", "M", "G", "T" };
+	static const char *const u[] = { "B", "KiB", "MiB", "GiB", "TiB" };
 	double x = (double)b;
 	int i = 0;
 	while (x >= 1024 && i < 4) {
 		x /= 1024;
 		i++;
 	}
-	snprintf(out, cap, i ? "%.1f%s" : "%.0f%s", x, u[i]);
+	/* compact: the unit's first letter, no space */
+	snprintf(out, cap, i ? "%.1f%s%.*s" : "%.0f%s%.*s", x, compact ? "" : " ", compact ? 1 : 3,
+		 u[i]);
 }
 
 void stat_ns_print(const struct stat_ent *v, size_t n)
@@ -124,8 +127,8 @@ void stat_ns_print(const struct stat_ent *v, size_t n)
 		ns_pct(kp, sizeof(kp), r->v[F_LOOKUP_HITS], r->v[F_LOOKUP_KEYS]);
 		ns_pct(hp, sizeof(hp), hits, r->v[F_GETS]);
 		ns_pct(ub, sizeof(ub), r->v[F_UNREAD_BYTES], r->v[F_EVICTED_BYTES]);
-		ns_bytes(r->v[F_DRAM_BYTES], db, sizeof(db));
-		ns_bytes(r->v[F_EVICTED_BYTES], eb, sizeof(eb));
+		stat_fmt_bytes(r->v[F_DRAM_BYTES], true, db, sizeof(db));
+		stat_fmt_bytes(r->v[F_EVICTED_BYTES], true, eb, sizeof(eb));
 		printf("%-16s %-5s %-20.20s %6s %9" PRIu64 " %6s %9" PRIu64 " %9" PRIu64 " %9" PRIu64
 		       " %9" PRIu64 " %8" PRIu64 " %8s %8s %7s\n",
 		       other ? "other" : (r->digest ? r->digest : "?"), other ? "-" : r->id, who, kp,

@@ -5,6 +5,7 @@
 #ifndef KVT_CLI_STAT_NS_H
 #define KVT_CLI_STAT_NS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -14,6 +15,9 @@ struct stat_ent {
 	uint64_t value;
 };
 
+/* b bytes in powers of 1024, one decimal past bytes, into out: "512 B",
+ * "1.5 MiB", or compact (the namespace table's columns) "512B", "1.5M". */
+void stat_fmt_bytes(uint64_t b, bool compact, char *out, size_t cap);
 /* The "ns.<id>.*" rows as a table on stdout (nothing if there are none). */
 void stat_ns_print(const struct stat_ent *v, size_t n);
 /* Every statistic as one JSON object on stdout: {"server", "scope",

@@ -575,6 +575,12 @@ int kvtd_metrics_render(struct kvtd_server *srv, char **out, size_t *out_len)
 	metrics_one(f, "kvtier_server_memory_paused_total", "counter",
 		    "times a connection was not read because --max-memory was reached",
 		    MGET(srv->ctr.mem_paused));
+	metrics_one(f, "kvtier_server_put_parked_total", "counter",
+		    "S3 PUTs parked waiting for SSD write-down room (a persistent namespace)",
+		    MGET(srv->ctr.put_parked));
+	metrics_one(f, "kvtier_server_put_park_timeouts_total", "counter",
+		    "of them, answered 503 SlowDown: no room within ssd.writedown_wait_ms",
+		    MGET(srv->ctr.put_park_timeouts));
 	metrics_one(f, "kvtier_server_memory_bytes", "gauge",
 		    "receive buffers, tables and queued responses charged to --max-memory",
 		    MGET(srv->mem_used));

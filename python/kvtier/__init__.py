@@ -32,6 +32,12 @@ constants here, in [-5999, -5000]) or a negative errno, .strerror its text
 (kvt_strerror).  get_into() into a too small buffer raises Error with code
 EBUFSMALL and .value_len, the length needed.
 
+Persistent namespaces (descriptor persistent=True) with an SSD tier: a put
+waits up to ssd.writedown_wait_ms for write-down room.  put(..., nowait=True)
+and put_many(..., nowait=True) give EWAIT at once instead (KVT_F_NOWAIT),
+and room(ns, length) waits for that room with no thread of the library
+blocked (KVT_OP_ROOM): True once it is there, False after the bound.
+
 Threads: a Store may be used from many Python threads at once; every call
 that may block (put, get, lookups, prefetch, flush, open, close, stats)
 releases the GIL while it is inside the library.  close() waits for calls in
@@ -47,7 +53,7 @@ from ._kvtier import (  # noqa: F401
     key_chain_prompt,
     OK, MISS, EXISTS, ENULL, EBADLEN, ENONS, EKEYLEN, EPIN, ECLOSED, ESTATE, EOPTION,
     EOPTVAL, ETOOBIG, EFULL, ECORRUPT, ELOCKED, EBADOP, ERANGE, EBUFSMALL, EFORK,
-    EVERSION, EBUSY, EDESC, TIER_NONE, TIER_DRAM, TIER_SSD, TIER_REMOTE, TIER_SHARED,
+    EVERSION, EBUSY, EDESC, EWAIT, TIER_NONE, TIER_DRAM, TIER_SSD, TIER_REMOTE, TIER_SHARED,
     KEY_MAX, PARTS_MAX,
 )
 

@@ -30,6 +30,7 @@ EFORK: int
 EVERSION: int
 EBUSY: int
 EDESC: int
+EWAIT: int
 TIER_NONE: int
 TIER_DRAM: int
 TIER_SSD: int
@@ -78,8 +79,10 @@ class Store:
     def register(self, desc: Mapping[str, Any]) -> int:
         """Local id of a namespace (registering it if new)."""
     def ns_info(self, ns: int) -> Tuple[bytes, str]: ...
-    def put(self, ns: int, key: Key, value: Value) -> bool:
-        """Store value (no copy here); True if stored, False if already present."""
+    def put(self, ns: int, key: Key, value: Value, *, nowait: bool = False) -> bool:
+        """Store value (no copy here); True if stored, False if already present.
+        nowait: a persistent namespace's put raises Error(EWAIT) at once
+        instead of waiting for write-down room (then room())."""
     def get(self, ns: int, key: Key) -> Optional[bytes]: ...
     def get_into(self, ns: int, key: Key, buf: Union[Buffer, Sequence[Buffer]]) -> int:
         """Copy the value into writable buffer(s); its length, or 0 on a miss."""
@@ -91,8 +94,10 @@ class Store:
     def prefetch(self, ns: int, keys: Sequence[Key]) -> int: ...
     def put_many(self, ns: int, keys: Sequence[Key], parts: Optional[Sequence[Buffer]] = None,
                  *, addrs: Optional[Sequence[int]] = None,
-                 lens: Union[int, Sequence[int], None] = None) -> List[int]:
-        """len(parts) // len(keys) parts per key; per key 1 stored, 0 present, < 0 a code."""
+                 lens: Union[int, Sequence[int], None] = None,
+                 nowait: bool = False) -> List[int]:
+        """len(parts) // len(keys) parts per key; per key 1 stored, 0 present, < 0 a code
+        (EWAIT with nowait, as put's)."""
     def get_into_many(self, ns: int, keys: Sequence[Key],
                       parts: Optional[Sequence[Buffer]] = None, *,
                       addrs: Optional[Sequence[int]] = None,
@@ -103,6 +108,10 @@ class Store:
     def exists_many(self, ns: int, keys: Sequence[Key]) -> List[int]:
         """Per key the tier holding it, 0 absent, < 0 a code."""
     def clear(self, ns: Optional[int] = None) -> int: ...
+    def room(self, ns: int, length: int) -> bool:
+        """True once a put of length bytes to ns would not wait for write-down
+        room (at once for other namespaces), False if none came within
+        ssd.writedown_wait_ms.  Waits without the GIL."""
     def flush(self) -> None: ...
     def stats(self) -> dict[str, Union[int, str]]: ...
     def stat(self, name: str) -> Optional[int]: ...

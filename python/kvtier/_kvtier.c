@@ -618,20 +618,34 @@ static int views_from(PyObject *o, int flags, Py_buffer **views_out, struct iove
 	return 0;
 }
 
-static PyObject *Store_put(struct store_obj *self, PyObject *args)
+static int store_run_req(struct store_obj *self, struct kvt_req *r);
+
+/* put(ns, key, value | [parts], *, nowait=False): nowait is KVT_F_NOWAIT
+ * (a persistent namespace's put raises EWAIT at once instead of waiting
+ * for write-down room; then room()), run as one request of its own. */
+static PyObject *Store_put(struct store_obj *self, PyObject *args, PyObject *kw)
 {
+	static char *kwlist[] = { "ns", "key", "value", "nowait", NULL };
 	unsigned int ns;
 	PyObject *keyo, *value;
 	struct kvt_key key;
 	Py_buffer *views;
 	struct iovec *iov;
 	Py_ssize_t n;
-	int ret;
-	if (!PyArg_ParseTuple(args, "IOO", &ns, &keyo, &value) || store_check(self) < 0 ||
-	    key_from(keyo, &key) < 0 || views_from(value, PyBUF_SIMPLE, &views, &iov, &n) < 0)
+	int ret, nowait = 0;
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "IOO|$p", kwlist, &ns, &keyo, &value,
+					 &nowait) ||
+	    store_check(self) < 0 || key_from(keyo, &key) < 0 ||
+	    views_from(value, PyBUF_SIMPLE, &views, &iov, &n) < 0)
 		return NULL;
 	STORE_ENTER(self)
-	ret = kvt_put(self->store, ns, &key, iov, (unsigned)n);
+	if (nowait) {
+		struct kvt_req r = { .op = KVT_OP_PUT, .flags = KVT_F_NOWAIT, .ns = ns,
+				     .key = key, .iov = iov, .iov_count = (uint32_t)n };
+		ret = store_run_req(self, &r);
+	} else {
+		ret = kvt_put(self->store, ns, &key, iov, (unsigned)n);
+	}
 	STORE_LEAVE(self)
 	views_release(views, n);
 	PyMem_Free(views);
@@ -923,7 +937,8 @@ static PyObject *Store_prefetch(struct store_obj *self, PyObject *args)
  * e.g. the pointers of SGLang's get_page_buffer_meta().
  *
  * Results are per key and never raise for one key's outcome:
- *   put_many:      1 stored, 0 already present, < 0 its code (EFULL, ...)
+ *   put_many:      1 stored, 0 already present, < 0 its code (EFULL, ...;
+ *                  with nowait=True, KVT_F_NOWAIT: EWAIT)
  *   get_into_many: the value's length, 0 a miss, < 0 its code (EBUFSMALL);
  *                  with part=i (KVT_F_PART), only part i of each value is
  *                  read into that key's buffers, and the result is the
@@ -1091,19 +1106,23 @@ static int batch_run(struct store_obj *self, struct batch *b)
 
 static PyObject *batch_call(struct store_obj *self, PyObject *args, PyObject *kw, uint32_t op)
 {
-	static char *kwlist[] = { "ns", "keys", "parts", "addrs", "lens", "part", NULL };
+	static char *kwlist[] = { "ns", "keys", "parts", "addrs", "lens", "part", "nowait", NULL };
 	unsigned int ns;
 	PyObject *keyseq, *parts = Py_None, *addrs = Py_None, *lens = Py_None, *parto = Py_None;
 	PyObject *out;
 	long part = -1;
 	struct batch b;
-	int ret = 0;
+	int ret = 0, nowait = 0;
 	memset(&b, 0, sizeof(b));
 	if (op == KVT_OP_EXISTS) {
 		if (!PyArg_ParseTuple(args, "IO", &ns, &keyseq))
 			return NULL;
-	} else if (!PyArg_ParseTupleAndKeywords(args, kw, "IO|O$OOO", kwlist, &ns, &keyseq,
-						&parts, &addrs, &lens, &parto)) {
+	} else if (!PyArg_ParseTupleAndKeywords(args, kw, "IO|O$OOOp", kwlist, &ns, &keyseq,
+						&parts, &addrs, &lens, &parto, &nowait)) {
+		return NULL;
+	}
+	if (nowait && op != KVT_OP_PUT) {
+		PyErr_SetString(PyExc_ValueError, "nowait: puts only");
 		return NULL;
 	}
 	if (parto != Py_None) {
@@ -1142,6 +1161,8 @@ static PyObject *batch_call(struct store_obj *self, PyObject *args, PyObject *kw
 			r->flags |= KVT_F_PART;
 			r->part = (uint32_t)part;
 		}
+		if (nowait)
+			r->flags |= KVT_F_NOWAIT;
 		b.rp[i] = r;
 	}
 	if (b.n) {
@@ -1210,6 +1231,27 @@ static PyObject *Store_clear(struct store_obj *self, PyObject *args)
 	if (ret < 0)
 		return raise_code((int)ret);
 	return PyLong_FromLongLong(ret);
+}
+
+/* room(ns, length) -> bool: KVT_OP_ROOM, waited for without the GIL. */
+static PyObject *Store_room(struct store_obj *self, PyObject *args)
+{
+	unsigned int ns;
+	unsigned long long len;
+	struct kvt_req r = { .op = KVT_OP_ROOM };
+	int ret;
+	if (!PyArg_ParseTuple(args, "IK", &ns, &len) || store_check(self) < 0)
+		return NULL;
+	r.ns = ns;
+	r.len = len;
+	STORE_ENTER(self)
+	ret = store_run_req(self, &r);
+	STORE_LEAVE(self)
+	if (ret == KVT_EFULL)
+		Py_RETURN_FALSE;
+	if (ret < 0)
+		return raise_code(ret);
+	Py_RETURN_TRUE;
 }
 
 static PyObject *Store_flush(struct store_obj *self, PyObject *unused)
@@ -1343,8 +1385,9 @@ static PyMethodDef Store_methods[] = {
 	  "register(desc: dict) -> int: the local id of a namespace." },
 	{ "ns_info", FN(Store_ns_info), METH_O,
 	  "ns_info(id) -> (digest, canonical text)." },
-	{ "put", FN(Store_put), METH_VARARGS,
-	  "put(ns, key, value | [parts]) -> bool: True stored, False already present." },
+	{ "put", FN(Store_put), METH_VARARGS | METH_KEYWORDS,
+	  "put(ns, key, value | [parts], *, nowait=False) -> bool: True stored, False "
+	  "already present; nowait: raise EWAIT rather than wait for write-down room." },
 	{ "get", FN(Store_get), METH_VARARGS, "get(ns, key) -> bytes | None." },
 	{ "get_into", FN(Store_get_into), METH_VARARGS,
 	  "get_into(ns, key, buf | [bufs]) -> int: value length, 0 on a miss." },
@@ -1366,6 +1409,9 @@ static PyMethodDef Store_methods[] = {
 	  "exists_many(ns, keys) -> [int]: per key the tier holding it, 0 absent, < 0 its code." },
 	{ "clear", FN(Store_clear), METH_VARARGS,
 	  "clear(ns=None) -> int: blocks removed (None: every namespace)." },
+	{ "room", FN(Store_room), METH_VARARGS,
+	  "room(ns, length) -> bool: True once a put of length bytes to ns would not "
+	  "wait for write-down room, False if none came within ssd.writedown_wait_ms." },
 	{ "flush", FN(Store_flush), METH_NOARGS,
 	  "flush(): wait until earlier puts reached their tiers." },
 	{ "stats", FN(Store_stats), METH_NOARGS, "stats() -> dict of statistics." },
@@ -1571,6 +1617,7 @@ PyMODINIT_FUNC PyInit__kvtier(void)
 		{ "ELOCKED", KVT_ELOCKED }, { "EBADOP", KVT_EBADOP }, { "ERANGE", KVT_ERANGE },
 		{ "EBUFSMALL", KVT_EBUFSMALL }, { "EFORK", KVT_EFORK },
 		{ "EVERSION", KVT_EVERSION }, { "EBUSY", KVT_EBUSY }, { "EDESC", KVT_EDESC },
+		{ "EWAIT", KVT_EWAIT },
 		{ "TIER_NONE", KVT_TIER_NONE }, { "TIER_DRAM", KVT_TIER_DRAM },
 		{ "TIER_SSD", KVT_TIER_SSD }, { "TIER_REMOTE", KVT_TIER_REMOTE },
 		{ "TIER_SHARED", KVT_TIER_SHARED }, { "KEY_MAX", KVT_KEY_MAX },

@@ -492,6 +492,49 @@ def test_ssd_tier_survives_reopen(tmp_path):
     assert e.value.code == kvtier.ELOCKED
 
 
+def test_room_and_nowait(tmp_path):
+    """KVT_OP_ROOM and KVT_F_NOWAIT through the binding.  A persistent
+    namespace, a 1 MiB write-down backlog and a writer that waits 2 s
+    before each write: one 1 MiB put fills the backlog; then a nowait put
+    raises EWAIT and a nowait put_many gives EWAIT per key, none counted as
+    a wait; room() with the bound at 200 ms is False (a counted timeout),
+    and a plain put fails (EFULL); room() of another namespace is True at
+    once.  Once the writer has written (flush), room() is True and a
+    nowait put lands, byte-exact."""
+    opts = small(path=str(tmp_path / "store"), **{"ssd.capacity": "16M", "ssd.segment": "4M",
+                                                  "ssd.writedown_max": "1M",
+                                                  "ssd.writedown_wait_ms": 200,
+                                                  "ssd.debug_write_delay_ms": 2000})
+    big = np.random.default_rng(5).integers(0, 255, MiB, dtype=np.uint8)
+    v = np.random.default_rng(6).integers(0, 255, 65536, dtype=np.uint8)
+    with kvtier.Store(opts) as s:
+        pns = s.register(dict(DESC_A, persistent=True))
+        ons = s.register(DESC_B)
+        assert s.put(pns, b"big", big)
+        # The writer holds the backlog for 2 s from here; the steps below
+        # take 400 ms (the two 200 ms bounds) and a few milliseconds.
+        with pytest.raises(kvtier.Error) as e:
+            s.put(pns, b"k", v, nowait=True)
+        assert e.value.code == kvtier.EWAIT
+        assert s.put_many(pns, [b"k", b"k2"], [v, v], nowait=True) == [kvtier.EWAIT] * 2
+        assert s.stat("ssd.writedown_put_waits") == 0
+        assert s.room(ons, len(v)) is True
+        assert s.room(pns, len(v)) is False
+        assert s.stat("ssd.writedown_put_timeouts") == 1
+        with pytest.raises(kvtier.Error) as e:
+            s.put(pns, b"k", v)
+        assert e.value.code == kvtier.EFULL
+        assert s.exists(pns, b"k") == 0
+        s.flush()  # the writer wrote "big": the backlog is empty
+        assert s.room(pns, len(v)) is True
+        assert s.put(pns, b"k", v, nowait=True) is True
+        out = np.zeros_like(v)
+        assert s.get_into(pns, b"k", out) == v.nbytes
+        assert np.array_equal(out, v)
+        with pytest.raises(ValueError):
+            s.get_into_many(pns, [b"k"], [out], nowait=True)
+
+
 # ---------------------------------------------------------------- remote tier
 
 

@@ -52,24 +52,31 @@ void tsrv_sleep_ms(long ms)
 		;
 }
 
-uint16_t tsrv_s3_port(const char *log)
+uint16_t tsrv_listener_port(const char *log, const char *what)
 {
+	char pat[64];
+	snprintf(pat, sizeof(pat), "%s listener on 127.0.0.1:", what);
 	for (int i = 0; i < 600; i++) {
 		char line[512];
 		FILE *f = fopen(log, "r");
 		while (f && fgets(line, sizeof(line), f)) {
-			char *p = strstr(line, "S3 listener on 127.0.0.1:");
+			char *p = strstr(line, pat);
 			if (p) {
 				fclose(f);
-				return (uint16_t)atoi(p + strlen("S3 listener on 127.0.0.1:"));
+				return (uint16_t)atoi(p + strlen(pat));
 			}
 		}
 		if (f)
 			fclose(f);
 		tsrv_sleep_ms(50);
 	}
-	T_FAIL("no S3 listener line in %s", log);
+	T_FAIL("no %s listener line in %s", what, log);
 	return 0;
+}
+
+uint16_t tsrv_s3_port(const char *log)
+{
+	return tsrv_listener_port(log, "S3");
 }
 
 struct kvt_store *tsrv_engine(const char *addr, const char *const *opts)

@@ -43,8 +43,10 @@ int tsrv_wait_exit(struct tsrv *s, int timeout_ms);
 /* SIGKILL and wait. */
 void tsrv_kill9(struct tsrv *s);
 void tsrv_sleep_ms(long ms);
-/* The port of a kvtierd's S3 listener, read from its log ("S3 listener on
- * 127.0.0.1:PORT"); fails the test if the line is not there within 30 s. */
+/* The port of a kvtierd's listener what ("S3", "metrics", "RESP"), read
+ * from its log ("<what> listener on 127.0.0.1:PORT"); fails the test if
+ * the line is not there within 30 s.  tsrv_s3_port: what "S3". */
+uint16_t tsrv_listener_port(const char *log, const char *what);
 uint16_t tsrv_s3_port(const char *log);
 /* After kill(pid, SIGSTOP): wait until every thread of pid is stopped
  * (kill returns before they are; a running thread could still answer). */

@@ -24,23 +24,6 @@
 
 #define BLK 8192
 
-static uint16_t log_port(const struct tsrv *s, const char *what)
-{
-	char buf[1 << 16], pat[64];
-	FILE *f = fopen(s->log, "r");
-	size_t r;
-	const char *p;
-
-	T_ASSERT(f);
-	r = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	buf[r] = 0;
-	snprintf(pat, sizeof(pat), "%s listener on 127.0.0.1:", what);
-	if (!(p = strstr(buf, pat)))
-		T_FAIL("no '%s' in %s", pat, s->log);
-	return (uint16_t)atoi(p + strlen(pat));
-}
-
 /* GET path over a real socket: the body of a 200 answer. */
 static char *http_body(uint16_t port, const char *path)
 {
@@ -251,7 +234,7 @@ int main(int argc, char **argv)
 	}
 
 	/* /metrics: the same figures, labelled. */
-	page = http_body(log_port(&srv, "metrics"), "/metrics");
+	page = http_body(tsrv_listener_port(srv.log, "metrics"), "/metrics");
 	snprintf(series, sizeof(series), "kvtier_ns_puts_total{namespace=\"%s\"}", st.digest[1]);
 	T_EQ_U64(sample(page, series), 3);
 	snprintf(series, sizeof(series), "kvtier_ns_hits_total{namespace=\"%s\",tier=\"dram\"}",

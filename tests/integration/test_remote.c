@@ -200,14 +200,13 @@ static void test_share(const char *addr)
 	/* A batch of gets goes out in fewer frames than requests. */
 	{
 		enum { N = 48 };
-		struct kvt_req reqs[N], *rp[N], *got[N];
+		struct kvt_req reqs[N];
 		static uint8_t bufs[N][512];
 		struct iovec iov[N];
 		struct kvt_queue *q;
 		struct kvt_store *c = engine(addr, "5000");
 		uint32_t nc = t_ns(c, "remote-share");
 		uint64_t frames0;
-		int done = 0;
 		uint8_t v[512];
 		struct iovec part = { v, sizeof(v) };
 
@@ -228,14 +227,8 @@ static void test_share(const char *addr)
 			iov[i] = (struct iovec){ bufs[i], sizeof(bufs[i]) };
 			reqs[i].iov = &iov[i];
 			reqs[i].iov_count = 1;
-			rp[i] = &reqs[i];
 		}
-		T_RC(kvt_submit(q, rp, N), N);
-		while (done < N) {
-			int n = kvt_queue_wait(q, got, N, 30000);
-			T_ASSERT(n > 0);
-			done += n;
-		}
+		t_run_batch(q, reqs, N);
 		for (int i = 0; i < N; i++) {
 			T_RC(reqs[i].status, KVT_OK);
 			T_EQ_INT(reqs[i].tier, KVT_TIER_REMOTE);

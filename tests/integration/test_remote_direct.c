@@ -173,7 +173,7 @@ static void test_stripe(const char *addr, struct tproxy *px)
 	uint64_t down0[TPROXY_SLOTS];
 	uint32_t na = t_ns(a, "stripe"), nb = t_ns(b, "stripe");
 	uint8_t *v = malloc(VLEN), *dst = malloc((size_t)N * VLEN);
-	struct kvt_req reqs[N], *rp[N], *got[N];
+	struct kvt_req reqs[N];
 	struct iovec iov[N];
 	struct kvt_queue *q;
 	T_ASSERT(v && dst);
@@ -200,14 +200,8 @@ static void test_stripe(const char *addr, struct tproxy *px)
 		iov[i] = (struct iovec){ dst + (size_t)i * VLEN, VLEN };
 		reqs[i] = (struct kvt_req){ .op = KVT_OP_GET, .ns = nb, .key = t_key(100 + (uint64_t)i),
 					    .iov = &iov[i], .iov_count = 1 };
-		rp[i] = &reqs[i];
 	}
-	T_RC(kvt_submit(q, rp, N), N);
-	for (int done = 0; done < N;) {
-		int n = kvt_queue_wait(q, got, N, 30000);
-		T_ASSERT(n > 0);
-		done += n;
-	}
+	t_run_batch(q, reqs, N);
 	uint64_t frames = t_stat(b, "remote.frames_out") - f0;
 	fprintf(stderr, "%d gets of 1 MiB went out in %llu frames\n", N, (unsigned long long)frames);
 	T_ASSERT(frames >= N / 4 && frames <= N);
@@ -287,7 +281,7 @@ static void test_batch_crc(const char *addr, struct tproxy *px)
 	struct kvt_store *a = engine(addr, "5000"), *b = engine(paddr, "5000");
 	uint32_t na = t_ns(a, "batch"), nb = t_ns(b, "batch");
 	uint8_t *v = malloc(BIG), *dst = malloc((size_t)N * BIG);
-	struct kvt_req reqs[N], *rp[N], *got[N];
+	struct kvt_req reqs[N];
 	struct iovec iov[N];
 	struct kvt_queue *q;
 	T_ASSERT(v && dst);
@@ -309,14 +303,8 @@ static void test_batch_crc(const char *addr, struct tproxy *px)
 		iov[i] = (struct iovec){ dst + (size_t)i * BIG, BIG };
 		reqs[i] = (struct kvt_req){ .op = KVT_OP_GET, .ns = nb, .key = t_key(200 + (uint64_t)i),
 					    .iov = &iov[i], .iov_count = 1 };
-		rp[i] = &reqs[i];
 	}
-	T_RC(kvt_submit(q, rp, N), N);
-	for (int done = 0; done < N;) {
-		int n = kvt_queue_wait(q, got, N, 30000);
-		T_ASSERT(n > 0);
-		done += n;
-	}
+	t_run_batch(q, reqs, N);
 	T_EQ_INT(atomic_load(&px->acted), acted + 1);
 	T_EQ_U64(t_stat(b, "remote.crc_errors") - crc0, 1);
 	for (int i = 0; i < N; i++) {

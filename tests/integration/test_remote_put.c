@@ -180,7 +180,6 @@ enum { NPUT = 8 };
 static void put_batch(struct kvt_queue *q, uint32_t ns, uint64_t id0, struct kvt_req *reqs,
 		      struct iovec *parts, uint8_t **vals)
 {
-	struct kvt_req *rp[NPUT];
 	for (int i = 0; i < NPUT; i++) {
 		vals[i] = malloc(VLEN);
 		T_ASSERT(vals[i]);
@@ -188,9 +187,8 @@ static void put_batch(struct kvt_queue *q, uint32_t ns, uint64_t id0, struct kvt
 		parts[i] = (struct iovec){ vals[i], VLEN };
 		reqs[i] = (struct kvt_req){ .op = KVT_OP_PUT, .ns = ns, .key = t_key(id0 + (uint64_t)i),
 					    .iov = &parts[i], .iov_count = 1 };
-		rp[i] = &reqs[i];
 	}
-	T_RC(kvt_submit(q, rp, NPUT), NPUT);
+	t_submit_all(q, reqs, NPUT);
 }
 
 /* Destroyed while its puts wait on a stopped server. */
@@ -228,7 +226,7 @@ static void test_down(struct tsrv *srv, const char *addr)
 {
 	struct kvt_store *b = engine(addr, "never", "1000");
 	uint32_t nb = t_ns(b, "put");
-	struct kvt_req reqs[NPUT], *got[NPUT];
+	struct kvt_req reqs[NPUT];
 	struct iovec parts[NPUT];
 	uint8_t *vals[NPUT];
 	struct kvt_queue *q;
@@ -244,11 +242,7 @@ static void test_down(struct tsrv *srv, const char *addr)
 	tsrv_sleep_ms(50);
 	uint64_t t0 = t_now_ms();
 	tsrv_kill9(srv);
-	for (int done = 0; done < NPUT;) {
-		int n = kvt_queue_wait(q, got, NPUT, 30000);
-		T_ASSERT(n > 0);
-		done += n;
-	}
+	t_wait_all(q, NPUT);
 	T_ASSERT(t_now_ms() - t0 < 5000);
 	for (int i = 0; i < NPUT; i++)
 		T_RC(reqs[i].status, KVT_EFULL);
@@ -269,7 +263,7 @@ static void test_pool(const char *addr)
 	enum { N = 16 };
 	struct kvt_store *b = engine(addr, "never", "10000");
 	uint32_t nb = t_ns(b, "pool");
-	struct kvt_req reqs[N], *got[N];
+	struct kvt_req reqs[N];
 	struct iovec parts[N];
 	uint8_t *vals[N], small[4096];
 	struct kvt_queue *q;
@@ -284,7 +278,6 @@ static void test_pool(const char *addr)
 
 	T_OK(kvt_queue_create(b, &q));
 	uint64_t f0 = t_stat(b, "remote.frames_out");
-	struct kvt_req *rp[N];
 	for (int i = 0; i < N; i++) {
 		vals[i] = malloc(VLEN);
 		T_ASSERT(vals[i]);
@@ -292,14 +285,8 @@ static void test_pool(const char *addr)
 		parts[i] = (struct iovec){ vals[i], VLEN };
 		reqs[i] = (struct kvt_req){ .op = KVT_OP_PUT, .ns = nb, .key = t_key(600 + (uint64_t)i),
 					    .iov = &parts[i], .iov_count = 1 };
-		rp[i] = &reqs[i];
 	}
-	T_RC(kvt_submit(q, rp, N), N);
-	for (int done = 0; done < N;) {
-		int n = kvt_queue_wait(q, got, N, 30000);
-		T_ASSERT(n > 0);
-		done += n;
-	}
+	t_run_batch(q, reqs, N);
 	uint64_t frames = t_stat(b, "remote.frames_out") - f0;
 	fprintf(stderr, "%d puts of 1 MiB went out in %llu frames\n", N, (unsigned long long)frames);
 	T_ASSERT(frames >= N / 4 && frames <= N);

@@ -37,25 +37,6 @@ static uint16_t resp_port, metrics_port, native_port;
  * Helpers
  */
 
-static uint16_t log_port(const struct tsrv *s, const char *what)
-{
-	char buf[1 << 16], pat[64];
-	int fd = open(s->log, O_RDONLY);
-	ssize_t r;
-	const char *p;
-
-	T_ASSERT(fd >= 0);
-	r = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	T_ASSERT(r > 0);
-	buf[r] = 0;
-	snprintf(pat, sizeof(pat), "%s listener on 127.0.0.1:", what);
-	p = strstr(buf, pat);
-	if (!p)
-		T_FAIL("no '%s' in %s", pat, s->log);
-	return (uint16_t)atoi(p + strlen(pat));
-}
-
 static void write_file(const char *path, const void *p, size_t n)
 {
 	FILE *f = fopen(path, "wb");
@@ -731,8 +712,8 @@ static void test_auth(void)
 	snprintf(dir, sizeof(dir), "%s/auth", base);
 	T_EQ_INT(mkdir(dir, 0700), 0);
 	tsrv_start(&s, bin, base, dir, tenants, extra);
-	resp_port = log_port(&s, "RESP");
-	metrics_port = log_port(&s, "metrics");
+	resp_port = tsrv_listener_port(s.log, "RESP");
+	metrics_port = tsrv_listener_port(s.log, "metrics");
 
 	cli_eq("--no-raw get k", "(error) NOAUTH Authentication required.");
 	cli_eq("--no-raw auth alice wrong-secret-xxxxxx", "(error) WRONGPASS invalid username-password pair or user is disabled.");
@@ -843,8 +824,8 @@ int main(int argc, char **argv)
 	T_EQ_INT(mkdir(dir, 0700), 0);
 	tsrv_start(&s, bin, base, dir, NULL, extra);
 	native_port = s.port;
-	resp_port = log_port(&s, "RESP");
-	metrics_port = log_port(&s, "metrics");
+	resp_port = tsrv_listener_port(s.log, "RESP");
+	metrics_port = tsrv_listener_port(s.log, "metrics");
 
 	test_basic();
 	test_multi();

@@ -14,6 +14,7 @@
  *   3. a PUT parked 700 ms into a write: room comes 500 ms later, the
  *      PUT succeeds and reads back byte for byte;
  *   4. the same for a CopyObject (reserved after its source is read).
+ * The counters are the same on /metrics as in STATS.
  *
  * argv[1]: kvtierd.
  */
@@ -133,6 +134,35 @@ static uint64_t stat_of(const struct tsrv *srv, const char *name)
 	return v;
 }
 
+/* A metric without labels from the server's /metrics page: its value;
+ * fails the test if the page has no such line. */
+static uint64_t metric_of(const struct tsrv *srv, const char *name)
+{
+	static char page[1 << 20];
+	struct body b = { (uint8_t *)page, 0, sizeof(page) - 1 };
+	CURL *h = curl_easy_init();
+	char url[128], pat[160];
+	long status = 0;
+	const char *p;
+
+	snprintf(url, sizeof(url), "http://127.0.0.1:%u/metrics",
+		 tsrv_listener_port(srv->log, "metrics"));
+	curl_easy_setopt(h, CURLOPT_URL, url);
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, sink);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
+	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, 20000L);
+	T_EQ_INT(curl_easy_perform(h), CURLE_OK);
+	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+	curl_easy_cleanup(h);
+	T_EQ_INT((int)status, 200);
+	page[b.len] = 0;
+	snprintf(pat, sizeof(pat), "\n%s ", name);
+	p = strstr(page, pat);
+	if (!p)
+		T_FAIL("no %s on /metrics", name);
+	return strtoull(p + strlen(pat), NULL, 10);
+}
+
 /* Until the write-down queue is empty (within 10 s). */
 static void drained(const struct tsrv *srv)
 {
@@ -147,7 +177,8 @@ static void drained(const struct tsrv *srv)
 int main(int argc, char **argv)
 {
 	char base[600], dir[700], tenants[700];
-	const char *extra[] = { "--s3", "127.0.0.1:0", "--threads", "1", "--ssd", "64M",
+	const char *extra[] = { "--s3", "127.0.0.1:0", "--metrics", "127.0.0.1:0",
+				"--threads", "1", "--ssd", "64M",
 				"--set", "ssd.writedown_max=1M",
 				"--set", "ssd.debug_write_delay_ms=1200",
 				"--set", "ssd.writedown_wait_ms=800", NULL };
@@ -232,6 +263,9 @@ int main(int argc, char **argv)
 	}
 	T_GE_INT((long long)stat_of(&srv, "server.put_parked"), 3);
 	T_EQ_INT((int)stat_of(&srv, "server.put_park_timeouts"), 1);
+	T_EQ_U64(metric_of(&srv, "kvtier_server_put_parked_total"),
+		 stat_of(&srv, "server.put_parked"));
+	T_EQ_U64(metric_of(&srv, "kvtier_server_put_park_timeouts_total"), 1);
 
 	T_EQ_INT(tsrv_stop(&srv), 0);
 	tsrv_check_reports(base);

@@ -66,6 +66,38 @@ static inline struct kvt_req t_req1(struct kvt_store *s, struct kvt_req r)
 	return r;
 }
 
+/* Submit reqs[0..n) on q in one kvt_submit. */
+static inline void t_submit_all(struct kvt_queue *q, struct kvt_req *reqs, unsigned n)
+{
+	struct kvt_req **rp = malloc((n ? n : 1) * sizeof(*rp));
+	T_ASSERT(rp);
+	for (unsigned i = 0; i < n; i++)
+		rp[i] = &reqs[i];
+	T_RC(kvt_submit(q, rp, n), (int)n);
+	free(rp);
+}
+
+/* Wait until n requests submitted on q have completed (each wait up to
+ * 30 s); their statuses are the caller's to check. */
+static inline void t_wait_all(struct kvt_queue *q, unsigned n)
+{
+	struct kvt_req **got = malloc((n ? n : 1) * sizeof(*got));
+	T_ASSERT(got);
+	for (unsigned done = 0; done < n;) {
+		int k = kvt_queue_wait(q, got, n - done, 30000);
+		T_ASSERT(k > 0);
+		done += (unsigned)k;
+	}
+	free(got);
+}
+
+/* A batch: reqs[0..n) submitted at once on q, all waited for. */
+static inline void t_run_batch(struct kvt_queue *q, struct kvt_req *reqs, unsigned n)
+{
+	t_submit_all(q, reqs, n);
+	t_wait_all(q, n);
+}
+
 /* Key number i: 32 bytes derived from i. */
 static inline struct kvt_key t_key(uint64_t i)
 {

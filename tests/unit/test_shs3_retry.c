@@ -5,7 +5,8 @@
  * retries, counted in shared.s3_retries; a request failing every time
  * gives up after `attempts` tries (exactly that many reach the server),
  * counted in retry_giveups and within timeout_ms; a 404 and a multipart
- * initiate (POST, not idempotent) are not retried.
+ * initiate (POST, not idempotent) are not retried; a multipart part is
+ * retried on its own (test_multipart).
  */
 #include <errno.h>
 #include <netinet/in.h>
@@ -38,6 +39,13 @@ struct fake {
 	uint8_t *obj;        /* the one object, any name */
 	size_t obj_len;
 	bool have;
+	/* Multipart (test_multipart): faults only hit requests whose request
+	 * line holds fail_match (when set); match_requests counts those. */
+	char fail_match[32];
+	unsigned match_requests;
+	uint8_t *part[8];    /* the upload's parts by number - 1 */
+	size_t part_len[8];
+	unsigned completes, aborts;
 };
 
 static bool fake_read(int fd, char *hdr, size_t cap, uint8_t **body, size_t *body_len)
@@ -86,6 +94,83 @@ static void fake_write(int fd, const void *p, size_t n)
 	}
 }
 
+/* Whether the request line (hdr's first line) holds s. */
+static bool fake_line_has(const char *hdr, const char *s)
+{
+	const char *eol = strstr(hdr, "\r\n"), *hit = strstr(hdr, s);
+	return hit && (!eol || hit < eol);
+}
+
+/* A multipart request (initiate, part, complete, abort): answered, and
+ * true; else false.  Under no lock (only the server thread and, between
+ * runs, the test touch the parts). */
+static bool fake_multipart(struct fake *f, int fd, const char *hdr, const uint8_t *body,
+			   size_t body_len)
+{
+	char out[512];
+	const char *pn = strstr(hdr, "partNumber=");
+	if (!strncmp(hdr, "POST ", 5) && fake_line_has(hdr, "?uploads")) {
+		static const char x[] = "<InitiateMultipartUploadResult><UploadId>u1</UploadId>"
+					"</InitiateMultipartUploadResult>";
+		snprintf(out, sizeof(out), "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\n"
+			 "Connection: close\r\n\r\n%s", strlen(x), x);
+	} else if (!strncmp(hdr, "PUT ", 4) && pn && fake_line_has(hdr, "partNumber=")) {
+		unsigned n = (unsigned)strtoul(pn + 11, NULL, 10);
+		if (n < 1 || n > 8)
+			return false;
+		free(f->part[n - 1]);
+		f->part[n - 1] = malloc(body_len + 1);
+		memcpy(f->part[n - 1], body, body_len);
+		f->part_len[n - 1] = body_len;
+		snprintf(out, sizeof(out), "HTTP/1.1 200 OK\r\nETag: \"p%u\"\r\n"
+			 "Content-Length: 0\r\nConnection: close\r\n\r\n", n);
+	} else if (!strncmp(hdr, "POST ", 5) && fake_line_has(hdr, "uploadId=u1")) {
+		/* Complete: the object is the parts the body lists, each with
+		 * the ETag its last upload got. */
+		char *xml = strndup((const char *)body, body_len), want[64];
+		size_t len = 0;
+		unsigned n = 0;
+		bool ok = true;
+		while (n < 8 && f->part[n]) {
+			snprintf(want, sizeof(want), "<PartNumber>%u</PartNumber><ETag>\"p%u\"</ETag>",
+				 n + 1, n + 1);
+			ok = ok && strstr(xml, want);
+			len += f->part_len[n++];
+		}
+		free(xml);
+		pthread_mutex_lock(&f->lock);
+		if (ok && n > 0) {
+			free(f->obj);
+			f->obj = malloc(len);
+			f->obj_len = 0;
+			for (unsigned i = 0; i < n; i++) {
+				memcpy(f->obj + f->obj_len, f->part[i], f->part_len[i]);
+				f->obj_len += f->part_len[i];
+			}
+			f->have = true;
+			f->completes++;
+		}
+		pthread_mutex_unlock(&f->lock);
+		snprintf(out, sizeof(out), "HTTP/1.1 %s\r\nContent-Length: 0\r\n"
+			 "Connection: close\r\n\r\n", ok && n ? "200 OK" : "400 Bad");
+	} else if (!strncmp(hdr, "DELETE ", 7) && fake_line_has(hdr, "uploadId=u1")) {
+		pthread_mutex_lock(&f->lock);
+		f->aborts++;
+		pthread_mutex_unlock(&f->lock);
+		snprintf(out, sizeof(out), "HTTP/1.1 204 No Content\r\nConnection: close\r\n\r\n");
+	} else {
+		return false;
+	}
+	fake_write(fd, out, strlen(out));
+	/* After a complete or an abort, the next upload starts from no parts. */
+	if (strncmp(hdr, "PUT ", 4) && !fake_line_has(hdr, "?uploads"))
+		for (unsigned i = 0; i < 8; i++) {
+			free(f->part[i]);
+			f->part[i] = NULL;
+		}
+	return true;
+}
+
 static void *fake_main(void *arg)
 {
 	struct fake *f = arg;
@@ -106,7 +191,10 @@ static void *fake_main(void *arg)
 		}
 		pthread_mutex_lock(&f->lock);
 		f->requests++;
-		if (f->fail_left) {
+		bool match = !f->fail_match[0] || fake_line_has(hdr, f->fail_match);
+		if (f->fail_match[0] && match)
+			f->match_requests++;
+		if (f->fail_left && match) {
 			f->fail_left--;
 			fail = (int)f->mode;
 		}
@@ -118,6 +206,8 @@ static void *fake_main(void *arg)
 				 "HTTP/1.1 %d Oops\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
 				 fail == F_503 ? 503 : 500);
 			fake_write(fd, out, strlen(out));
+		} else if (fake_multipart(f, fd, hdr, body, body_len)) {
+			/* answered */
 		} else if (!strncmp(hdr, "PUT ", 4)) {
 			pthread_mutex_lock(&f->lock);
 			free(f->obj);
@@ -180,6 +270,8 @@ static void fake_stop(struct fake *f)
 	pthread_join(f->th, NULL);
 	close(f->lfd);
 	free(f->obj);
+	for (unsigned i = 0; i < 8; i++)
+		free(f->part[i]);
 }
 
 /* Fail the next n requests with mode; returns the request count so far. */
@@ -321,11 +413,98 @@ static void test_gives_up(struct kvt_mem *mem)
 	fake_stop(&f);
 }
 
+/* Fail the next n requests whose request line holds match, with mode;
+ * returns how many such requests the server has seen. */
+static unsigned fake_fail_match(struct fake *f, unsigned n, enum fault mode, const char *match)
+{
+	unsigned r;
+	pthread_mutex_lock(&f->lock);
+	f->fail_left = n;
+	f->mode = mode;
+	snprintf(f->fail_match, sizeof(f->fail_match), "%s", match);
+	r = f->match_requests;
+	pthread_mutex_unlock(&f->lock);
+	return r;
+}
+
+static unsigned fake_counter(struct fake *f, const unsigned *c)
+{
+	unsigned r;
+	pthread_mutex_lock(&f->lock);
+	r = *c;
+	pthread_mutex_unlock(&f->lock);
+	return r;
+}
+
+/* Multipart parts are retried one by one (shs3.c mp_retry): a part
+ * answered 503 or dropped a few times lands and the upload completes,
+ * byte-exact; a part failing every time is sent exactly `attempts` times,
+ * then the upload is aborted; attempts 1 sends it once. */
+static void test_multipart(struct kvt_mem *mem)
+{
+	const size_t len = (6u << 20) + 1000; /* two parts of a 5 MiB part size */
+	uint8_t *val = malloc(len), *back = malloc(len + 1);
+	struct fake f;
+	struct shs3 *s3;
+	unsigned m0;
+
+	T_ASSERT(val && back);
+	t_fill(val, len, 11);
+	fake_start(&f);
+	s3 = open_s3(&f, mem, 3, 10, 5000);
+
+	/* Part 2 answered 503 twice: its third try lands. */
+	m0 = fake_fail_match(&f, 2, F_503, "partNumber=2&");
+	T_OK(shs3_put(s3, "big", val, len));
+	T_EQ_INT(fake_counter(&f, &f.match_requests) - m0, 3);
+	T_EQ_U64(ST(s3, retries), 2);
+	T_EQ_U64(ST(s3, retry_giveups), 0);
+	T_EQ_U64(ST(s3, multipart_parts), 2);
+	T_EQ_INT(fake_counter(&f, &f.completes), 1);
+	T_EQ_INT(fake_counter(&f, &f.aborts), 0);
+	T_EQ_INT(shs3_get(s3, "big", 0, 0, back, len + 1), (int64_t)len);
+	T_EQ_MEM(back, val, len);
+
+	/* Part 1 read, then its connection closed without an answer. */
+	val[0] ^= 0xff;
+	val[len - 1] ^= 0xff;
+	m0 = fake_fail_match(&f, 1, F_DROP, "partNumber=1&");
+	T_OK(shs3_put(s3, "big", val, len));
+	T_EQ_INT(fake_counter(&f, &f.match_requests) - m0, 2);
+	T_EQ_U64(ST(s3, retries), 3);
+	T_EQ_INT(fake_counter(&f, &f.completes), 2);
+	T_EQ_INT(shs3_get(s3, "big", 0, 0, back, len + 1), (int64_t)len);
+	T_EQ_MEM(back, val, len);
+
+	/* Part 2 failing every time: `attempts` tries, then the abort. */
+	m0 = fake_fail_match(&f, 1000, F_503, "partNumber=2&");
+	T_RC(shs3_put(s3, "big", val, len), -EIO);
+	T_EQ_INT(fake_counter(&f, &f.match_requests) - m0, 3);
+	T_EQ_U64(ST(s3, retries), 5);
+	T_EQ_U64(ST(s3, retry_giveups), 1);
+	T_EQ_INT(fake_counter(&f, &f.completes), 2);
+	T_EQ_INT(fake_counter(&f, &f.aborts), 1);
+	shs3_close(s3);
+
+	/* attempts 1: one failure of one part fails the upload. */
+	s3 = open_s3(&f, mem, 1, 10, 5000);
+	m0 = fake_fail_match(&f, 1, F_503, "partNumber=1&");
+	T_RC(shs3_put(s3, "big", val, len), -EIO);
+	T_EQ_INT(fake_counter(&f, &f.match_requests) - m0, 1);
+	T_EQ_U64(ST(s3, retries), 0);
+	T_EQ_INT(fake_counter(&f, &f.aborts), 2);
+	shs3_close(s3);
+	fake_stop(&f);
+	free(val);
+	free(back);
+}
+
 int main(void)
 {
 	struct kvt_mem mem;
 	kvt_mem_init(&mem);
 	test_recovers(&mem);
 	test_gives_up(&mem);
+	test_multipart(&mem);
 	return 0;
 }

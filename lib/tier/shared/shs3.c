@@ -22,8 +22,9 @@
  * PUT, GET, HEAD and DELETE are retried (idempotent: a PUT with
  * If-None-Match whose first attempt landed is answered 412, KVT_EXISTS);
  * POSTs (multipart initiate and complete) are not, nor a streamed GET
- * whose sink already took bytes, nor multipart parts (curl multi).  The
- * handle goes back to the pool during the backoff.
+ * whose sink already took bytes.  The handle goes back to the pool during
+ * the backoff.  Multipart parts (PUTs too) are retried by the same rule,
+ * each part on its own while the others run (mp_retry).
  */
 #include <ctype.h>
 #include <errno.h>
@@ -683,12 +684,78 @@ static char *xml_tag(const char *xml, const char *tag, char *out, size_t cap)
 	return out;
 }
 
+/*
+ * Multipart part retries.  The parts of one upload share a curl multi
+ * handle, so a failed part cannot sleep out its backoff the way req_run
+ * does: it is put back among the waiting parts with a time before which
+ * it does not start (ready_ms), and the others keep running meanwhile.
+ * Otherwise the rule is req_run's: a transient failure (req_transient) is
+ * tried again, at most `attempts` times in all, after a full-jitter
+ * backoff (s3_backoff_ms), all within timeout_ms of the part's first
+ * attempt; a retry is counted in retries when it starts, a part that
+ * gives up in retry_giveups (req_giveup).  A part is a PUT of a fixed
+ * byte range under its part number: sending it again replaces it.
+ */
+struct mp_part {
+	uint64_t deadline_ms;  /* first attempt's start + timeout_ms */
+	uint64_t ready_ms;     /* a retry starts no earlier (monotonic ms) */
+	unsigned tries;        /* attempts started */
+	CURLcode cc;           /* the last failed attempt's, for req_giveup */
+	int ret;
+	bool running, done;
+};
+
+/* Full jitter: uniform in [0, base * 2^(n-1)], capped, after n attempts. */
+static uint64_t s3_backoff_ms(const struct shs3 *s3, unsigned n, uint64_t now)
+{
+	uint64_t cap = (uint64_t)s3->cfg.retry_base_ms << (n - 1 < 16 ? n - 1 : 16);
+	uint32_t rnd = 0;
+	if (cap > S3_BACKOFF_CAP_MS)
+		cap = S3_BACKOFF_CAP_MS;
+	if (getrandom(&rnd, sizeof(rnd), GRND_NONBLOCK) != (ssize_t)sizeof(rnd))
+		rnd = (uint32_t)(now * 2654435761u);
+	return cap ? rnd % (cap + 1) : 0;
+}
+
+/* The next attempt starts over: body from its first byte, nothing received. */
+static void req_rewind(struct s3req *r)
+{
+	r->sent = 0;
+	r->got = 0;
+	r->resp_len = 0;
+	r->etag[0] = 0;
+	r->status = 0;
+}
+
+/* Part r (state p) failed with (cc, rr): schedule a retry and return true,
+ * or return false (not transient, or attempts or time used up: then
+ * counted and logged by req_giveup). */
+static bool mp_retry(struct shs3 *s3, struct mp_part *p, CURLcode cc, int rr, struct s3req *r)
+{
+	unsigned attempts = s3->cfg.attempts ? s3->cfg.attempts : 1;
+	uint64_t now = s3_now_ms(), backoff;
+	if (!req_transient(r, cc))
+		return false;
+	if (p->tries >= attempts || now + 1 >= p->deadline_ms) {
+		req_giveup(r, p->tries, cc, rr);
+		return false;
+	}
+	backoff = s3_backoff_ms(s3, p->tries, now);
+	if (now + backoff + 1 >= p->deadline_ms)
+		backoff = p->deadline_ms - now - 1;
+	p->ready_ms = now + backoff;
+	p->cc = cc;
+	p->ret = rr;
+	return true;
+}
+
 static int put_multipart(struct shs3 *s3, const char *name, const struct iovec *iov,
 			 unsigned iovcnt, uint64_t len)
 {
 	uint64_t psz = s3->cfg.part_size;
-	unsigned parts = (unsigned)((len + psz - 1) / psz), next = 0, done = 0;
+	unsigned parts = (unsigned)((len + psz - 1) / psz), done = 0;
 	struct s3req cr, *pr = calloc(parts, sizeof(*pr));
+	struct mp_part *ps = NULL;
 	char upload_id[256], *xml = NULL;
 	CURL *hs[S3_MAX_CONNS];
 	CURLM *m = NULL;
@@ -705,9 +772,11 @@ static int put_multipart(struct shs3 *s3, const char *name, const struct iovec *
 	free(cr.resp);
 	if (ret != KVT_OK)
 		goto out;
-	/* The parts, in parallel over as many handles as the pool lends. */
+	/* The parts, in parallel over as many handles as the pool lends,
+	 * each retried on its own (mp_retry). */
 	m = curl_multi_init();
-	if (!m) {
+	ps = calloc(parts, sizeof(*ps));
+	if (!m || !ps) {
 		ret = -ENOMEM;
 		goto abort;
 	}
@@ -723,16 +792,42 @@ static int put_multipart(struct shs3 *s3, const char *name, const struct iovec *
 	}
 	{
 		CURL *idle[S3_MAX_CONNS];
-		unsigned nidle = nh;
+		unsigned nidle = nh, inflight = 0;
 		memcpy(idle, hs, nh * sizeof(CURL *));
 		while (done < parts && ret == KVT_OK) {
-			while (nidle > 0 && next < parts) {
-				CURL *h = idle[--nidle];
-				if ((ret = req_prepare(&pr[next], h)) < 0)
+			uint64_t now = s3_now_ms();
+			/* 1. Start waiting parts whose time has come. */
+			for (unsigned i = 0; i < parts && nidle > 0 && ret == KVT_OK; i++) {
+				struct mp_part *p = &ps[i];
+				if (p->running || p->done)
+					continue;
+				if (p->ready_ms > now)
+					continue;
+				if (p->tries == 0) {
+					p->deadline_ms = now + s3->cfg.timeout_ms;
+				} else if (now >= p->deadline_ms) { /* the backoff overran it */
+					ret = req_giveup(&pr[i], p->tries, p->cc, p->ret);
 					break;
+				} else {
+					A(s3->st.retries);
+					req_rewind(&pr[i]);
+					pr[i].timeout_ms = (unsigned)(p->deadline_ms - now);
+				}
+				CURL *h = idle[--nidle];
+				if ((ret = req_prepare(&pr[i], h)) < 0) {
+					curl_slist_free_all(pr[i].hdrs);
+					pr[i].hdrs = NULL;
+					idle[nidle++] = h;
+					break;
+				}
 				curl_multi_add_handle(m, h);
-				next++;
+				p->running = true;
+				p->tries++;
+				inflight++;
 			}
+			if (ret != KVT_OK)
+				break;
+			/* 2. Collect the parts that ended. */
 			int running = 0, q;
 			curl_multi_perform(m, &running);
 			CURLMsg *msg;
@@ -744,22 +839,40 @@ static int put_multipart(struct shs3 *s3, const char *name, const struct iovec *
 				CURLcode cc = msg->data.result;
 				curl_easy_getinfo(h, CURLINFO_PRIVATE, (char **)&r);
 				curl_multi_remove_handle(m, h);
-				int rr = req_result(r, h, cc);
-				if (rr != KVT_OK && ret == KVT_OK)
-					ret = rr == KVT_MISS ? -EIO : rr;
-				A(s3->st.multipart_parts);
 				idle[nidle++] = h;
-				done++;
+				inflight--;
+				int rr = req_result(r, h, cc);
+				struct mp_part *p = &ps[r - pr];
+				p->running = false;
+				if (rr == KVT_OK) {
+					A(s3->st.multipart_parts);
+					p->done = true;
+					done++;
+				} else if (ret == KVT_OK && !mp_retry(s3, p, cc, rr, r)) {
+					p->done = true;
+					done++;
+					ret = rr == KVT_MISS ? -EIO : rr;
+				}
 			}
-			if (done < parts && running)
-				curl_multi_poll(m, NULL, 0, 100, NULL);
+			/* 3. Wait for a transfer, or (a handle idle) for the
+			 * next waiting part's time. */
+			if (done < parts && ret == KVT_OK) {
+				uint64_t t = 100, wake = UINT64_MAX;
+				now = s3_now_ms();
+				for (unsigned i = 0; i < parts && nidle > 0; i++)
+					if (!ps[i].running && !ps[i].done && ps[i].ready_ms < wake)
+						wake = ps[i].ready_ms;
+				if (wake != UINT64_MAX)
+					t = wake <= now ? 0 : (wake - now < t ? wake - now : t);
+				if (inflight || t)
+					curl_multi_poll(m, NULL, 0, (int)t, NULL);
+			}
 		}
 		/* A failure with parts still running: let them end. */
-		int running = 1;
-		while (running && done < next) {
+		while (inflight > 0) {
+			int running = 0, q;
 			curl_multi_perform(m, &running);
 			CURLMsg *msg;
-			int q;
 			while ((msg = curl_multi_info_read(m, &q))) {
 				if (msg->msg != CURLMSG_DONE)
 					continue;
@@ -767,9 +880,9 @@ static int put_multipart(struct shs3 *s3, const char *name, const struct iovec *
 				curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&r);
 				curl_multi_remove_handle(m, msg->easy_handle);
 				req_result(r, msg->easy_handle, msg->data.result);
-				done++;
+				inflight--;
 			}
-			if (running)
+			if (inflight > 0)
 				curl_multi_poll(m, NULL, 0, 100, NULL);
 		}
 	}
@@ -813,6 +926,7 @@ out:
 	for (unsigned i = 0; i < parts; i++)
 		free(pr[i].resp);
 	free(pr);
+	free(ps);
 	free(xml);
 	return ret;
 }

@@ -106,8 +106,8 @@ int shs3_list(struct shs3 *s3, const char *prefix, shs3_list_fn fn, void *ctx);
 struct shs3_stats {
 	_Atomic uint64_t requests, errors, timeouts, denied, bytes_out, bytes_in, multipart_parts;
 	_Atomic uint64_t conns_opened; /* new connections curl opened (reuse: stays low) */
-	_Atomic uint64_t retries;       /* attempts after a transient failure (req_run) */
-	_Atomic uint64_t retry_giveups; /* requests that failed after their last attempt */
+	_Atomic uint64_t retries;       /* attempts after a transient failure (req_run, mp_retry) */
+	_Atomic uint64_t retry_giveups; /* requests (or parts) that failed after their last attempt */
 };
 struct shs3_stats *shs3_stats(struct shs3 *s3);
 
