@@ -575,17 +575,53 @@ static int req_giveup(struct s3req *r, unsigned n, CURLcode cc, int ret)
 	return ret;
 }
 
+/* Full jitter: uniform in [0, base * 2^(n-1)], capped, after n attempts. */
+static uint64_t s3_backoff_ms(const struct shs3 *s3, unsigned n, uint64_t now)
+{
+	uint64_t cap = (uint64_t)s3->cfg.retry_base_ms << (n - 1 < 16 ? n - 1 : 16);
+	uint32_t rnd = 0;
+	if (cap > S3_BACKOFF_CAP_MS)
+		cap = S3_BACKOFF_CAP_MS;
+	if (getrandom(&rnd, sizeof(rnd), GRND_NONBLOCK) != (ssize_t)sizeof(rnd))
+		rnd = (uint32_t)(now * 2654435761u);
+	return cap ? rnd % (cap + 1) : 0;
+}
+
+/* The next attempt starts over: body from its first byte, nothing received. */
+static void req_rewind(struct s3req *r)
+{
+	r->sent = 0;
+	r->got = 0;
+	r->resp_len = 0;
+	r->etag[0] = 0;
+	r->status = 0;
+}
+
+/* After n attempts, with the request's deadline: false when no retry
+ * fits (attempts used up, or under S3_MIN_ATTEMPT_MS left); else true
+ * with the backoff to wait, cut short to leave S3_MIN_ATTEMPT_MS. */
+static bool s3_retry_plan(const struct shs3 *s3, unsigned n, uint64_t now, uint64_t deadline,
+			  uint64_t *backoff)
+{
+	unsigned attempts = s3->cfg.attempts ? s3->cfg.attempts : 1;
+	if (n >= attempts || now + S3_MIN_ATTEMPT_MS >= deadline)
+		return false;
+	*backoff = s3_backoff_ms(s3, n, now);
+	if (now + *backoff + S3_MIN_ATTEMPT_MS > deadline)
+		*backoff = deadline - now - S3_MIN_ATTEMPT_MS;
+	return true;
+}
+
 static int req_run(struct s3req *r)
 {
 	struct shs3 *s3 = r->s3;
-	unsigned attempts = s3->cfg.attempts ? s3->cfg.attempts : 1, n = 0;
 	uint64_t deadline = s3_now_ms() + s3->cfg.timeout_ms;
 	bool idem = strcmp(r->method, "POST") != 0;
+	unsigned n = 0;
 
 	for (;;) {
 		CURLcode cc = CURLE_OK;
-		uint64_t now, backoff, cap;
-		uint32_t rnd = 0;
+		uint64_t now, backoff = 0;
 		CURL *h;
 		int ret;
 
@@ -607,18 +643,8 @@ static int req_run(struct s3req *r)
 		n++;
 		if (ret >= 0 || !idem || !req_transient(r, cc) || (r->sink && r->got > 0))
 			return ret;
-		now = s3_now_ms();
-		if (n >= attempts || now + S3_MIN_ATTEMPT_MS >= deadline)
+		if (!s3_retry_plan(s3, n, s3_now_ms(), deadline, &backoff))
 			return req_giveup(r, n, cc, ret);
-		/* Full jitter: uniform in [0, base * 2^(n-1)], capped. */
-		cap = (uint64_t)s3->cfg.retry_base_ms << (n - 1 < 16 ? n - 1 : 16);
-		if (cap > S3_BACKOFF_CAP_MS)
-			cap = S3_BACKOFF_CAP_MS;
-		if (getrandom(&rnd, sizeof(rnd), GRND_NONBLOCK) != (ssize_t)sizeof(rnd))
-			rnd = (uint32_t)(now * 2654435761u);
-		backoff = cap ? rnd % (cap + 1) : 0;
-		if (now + backoff + S3_MIN_ATTEMPT_MS > deadline)
-			backoff = deadline - now - S3_MIN_ATTEMPT_MS;
 		if (backoff) {
 			struct timespec ts = { .tv_sec = (time_t)(backoff / 1000),
 					       .tv_nsec = (long)(backoff % 1000) * 1000000L };
@@ -630,13 +656,7 @@ static int req_run(struct s3req *r)
 		if (now >= deadline) /* the sleep overran what was left */
 			return req_giveup(r, n, cc, ret);
 		r->timeout_ms = (unsigned)(deadline - now);
-		/* The next attempt starts over: body from its first byte,
-		 * nothing received. */
-		r->sent = 0;
-		r->got = 0;
-		r->resp_len = 0;
-		r->etag[0] = 0;
-		r->status = 0;
+		req_rewind(r);
 	}
 }
 
@@ -705,44 +725,18 @@ struct mp_part {
 	bool running, done;
 };
 
-/* Full jitter: uniform in [0, base * 2^(n-1)], capped, after n attempts. */
-static uint64_t s3_backoff_ms(const struct shs3 *s3, unsigned n, uint64_t now)
-{
-	uint64_t cap = (uint64_t)s3->cfg.retry_base_ms << (n - 1 < 16 ? n - 1 : 16);
-	uint32_t rnd = 0;
-	if (cap > S3_BACKOFF_CAP_MS)
-		cap = S3_BACKOFF_CAP_MS;
-	if (getrandom(&rnd, sizeof(rnd), GRND_NONBLOCK) != (ssize_t)sizeof(rnd))
-		rnd = (uint32_t)(now * 2654435761u);
-	return cap ? rnd % (cap + 1) : 0;
-}
-
-/* The next attempt starts over: body from its first byte, nothing received. */
-static void req_rewind(struct s3req *r)
-{
-	r->sent = 0;
-	r->got = 0;
-	r->resp_len = 0;
-	r->etag[0] = 0;
-	r->status = 0;
-}
-
 /* Part r (state p) failed with (cc, rr): schedule a retry and return true,
  * or return false (not transient, or attempts or time used up: then
  * counted and logged by req_giveup). */
 static bool mp_retry(struct shs3 *s3, struct mp_part *p, CURLcode cc, int rr, struct s3req *r)
 {
-	unsigned attempts = s3->cfg.attempts ? s3->cfg.attempts : 1;
-	uint64_t now = s3_now_ms(), backoff;
+	uint64_t now = s3_now_ms(), backoff = 0;
 	if (!req_transient(r, cc))
 		return false;
-	if (p->tries >= attempts || now + 1 >= p->deadline_ms) {
+	if (!s3_retry_plan(s3, p->tries, now, p->deadline_ms, &backoff)) {
 		req_giveup(r, p->tries, cc, rr);
 		return false;
 	}
-	backoff = s3_backoff_ms(s3, p->tries, now);
-	if (now + backoff + 1 >= p->deadline_ms)
-		backoff = p->deadline_ms - now - 1;
 	p->ready_ms = now + backoff;
 	p->cc = cc;
 	p->ret = rr;
