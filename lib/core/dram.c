@@ -698,11 +698,6 @@ static bool deadline_passed(const struct timespec *dl)
  * policy until there is enough in at most DRAM_MAX_RUNS runs.  *waited is
  * set if the lock was dropped meanwhile (the caller re-checks its key).
  */
-/* Victims a paced put lets be on their way down beyond its own room: a
- * few writes in flight (16 at 16 KiB; at MiB blocks queue depth 1 already
- * gets 91-96 % of the disk's bandwidth, ../shared/machine.md). */
-#define DRAM_AHEAD_BYTES (UINT64_C(256) << 10)
-
 static int dram_alloc_locked(struct dram *d, struct dram_shard *s, uint32_t chunks,
 			     struct arena_run *runs, uint32_t *run_count, bool *waited, bool paced)
 {
@@ -712,9 +707,12 @@ static int dram_alloc_locked(struct dram *d, struct dram_shard *s, uint32_t chun
 		struct dram_item *it;
 		if (arena_alloc(&s->arena, chunks, runs, DRAM_MAX_RUNS, run_count) == 0)
 			return 0;
-		/* Enough is on its way down to make room for this block, and
-		 * DRAM_AHEAD_BYTES more to keep the disk busy: wait for a write
-		 * to end rather than send one more victim ahead of need.  Each
+		/* Enough is on its way down to make room for this block: wait
+		 * for a write to end rather than send one more victim ahead of
+		 * need.  (A put thread's write-downs then go at queue depth 1:
+		 * at MiB blocks that is 91-96 % of the disk's bandwidth,
+		 * ../shared/machine.md; 256 KiB more in flight lost most of the
+		 * gain at 16 KiB, doc/policies.md.)  Each
 		 * victim sent ahead is a block fewer held: its chunks are free
 		 * once it is written while the SSD evicted one more to take it
 		 * (doc/policies.md "Where the rest goes").  Paced: after
@@ -722,8 +720,7 @@ static int dram_alloc_locked(struct dram *d, struct dram_shard *s, uint32_t chun
 		 * goes down and the wait starts again; after dram.victim_wait_ms
 		 * in all, victims go down as before (never shed for this: the
 		 * shedding deadline is apart). */
-		if (paced && d->victim_ahead_ns > 0 &&
-		    s->leaving_bytes >= (uint64_t)chunks * d->chunk + DRAM_AHEAD_BYTES) {
+		if (paced && d->victim_ahead_ns > 0 && s->leaving_bytes >= (uint64_t)chunks * d->chunk) {
 			if (ahead_end.tv_sec == 0) {
 				clock_gettime(CLOCK_REALTIME, &ahead_end);
 				deadline_add(&ahead_end, d->victim_wait_ns);
