@@ -316,10 +316,6 @@ int kvt_store_create(struct kvt_store **out);
  *                     "s3fifo".  doc/policies.md.
  *   dram.victim_wait_ms  a put waits at most this long for the SSD before
  *                     DRAM's victims are shed unwritten (default 20).
- *   dram.victim_ahead_us  a put that finds enough on its way down to make
- *                     its room waits at most this long for those writes
- *                     before it sends one more victim ahead of need
- *                     (default 2000; 0: never waits).
  *   dram.hugepages    "auto" (default: hugetlbfs pages if reserved, else
  *                     transparent huge pages), "thp", "off".
  *   dram.prefault     "on" (default) maps the arena populated at open,

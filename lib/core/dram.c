@@ -165,8 +165,6 @@ struct dram {
 	void *admit_ctx;
 	bool victim_wd;           /* evicted blocks go down through admit_fn */
 	uint64_t victim_wait_ns;  /* a put waits this long for the disk, then sheds */
-	uint64_t victim_ahead_ns; /* ... and this long for room on its way, then
-				   * sends one more victim ahead */
 	/* Reuse classes the last prefix lookups gave to blocks they missed,
 	 * for the prefix policy's insert: direct mapped, (hash & ~0xff) | class,
 	 * written and read without a lock (a lost or stale hint only costs a
@@ -699,45 +697,14 @@ static bool deadline_passed(const struct timespec *dl)
  * set if the lock was dropped meanwhile (the caller re-checks its key).
  */
 static int dram_alloc_locked(struct dram *d, struct dram_shard *s, uint32_t chunks,
-			     struct arena_run *runs, uint32_t *run_count, bool *waited, bool paced)
+			     struct arena_run *runs, uint32_t *run_count, bool *waited)
 {
-	struct timespec deadline = { 0, 0 }, ahead = { 0, 0 }, ahead_end = { 0, 0 };
+	struct timespec deadline = { 0, 0 };
 	for (;;) {
 		struct evict_node *victim;
 		struct dram_item *it;
 		if (arena_alloc(&s->arena, chunks, runs, DRAM_MAX_RUNS, run_count) == 0)
 			return 0;
-		/* Enough is on its way down to make room for this block: wait
-		 * for a write to end rather than send one more victim ahead of
-		 * need.  (A put thread's write-downs then go at queue depth 1:
-		 * at MiB blocks that is 91-96 % of the disk's bandwidth,
-		 * ../shared/machine.md; 256 KiB more in flight lost most of the
-		 * gain at 16 KiB, doc/policies.md.)  Each
-		 * victim sent ahead is a block fewer held: its chunks are free
-		 * once it is written while the SSD evicted one more to take it
-		 * (doc/policies.md "Where the rest goes").  Paced: after
-		 * dram.victim_ahead_us without a write ending, one more victim
-		 * goes down and the wait starts again; after dram.victim_wait_ms
-		 * in all, victims go down as before (never shed for this: the
-		 * shedding deadline is apart). */
-		if (paced && d->victim_ahead_ns > 0 && s->leaving_bytes >= (uint64_t)chunks * d->chunk) {
-			if (ahead_end.tv_sec == 0) {
-				clock_gettime(CLOCK_REALTIME, &ahead_end);
-				deadline_add(&ahead_end, d->victim_wait_ns);
-			}
-			if (!deadline_passed(&ahead_end)) {
-				if (ahead.tv_sec == 0) {
-					clock_gettime(CLOCK_REALTIME, &ahead);
-					deadline_add(&ahead, d->victim_ahead_ns);
-				}
-				if (!deadline_passed(&ahead)) {
-					*waited = true;
-					pthread_cond_timedwait(&s->room, &s->lock, &ahead);
-					continue;
-				}
-				ahead.tv_sec = 0; /* one victim now, then wait again */
-			}
-		}
 		victim = evict_victim(&s->ev, dram_busy, NULL);
 		if (!victim) {
 			/* Blocks on their way down will free their chunks. */
@@ -1206,7 +1173,6 @@ int dram_open(struct dram **out, const struct dram_config *cfg, struct kvt_mem *
 	d->chunk = cfg->chunk;
 	d->policy = cfg->policy;
 	d->victim_wait_ns = (uint64_t)cfg->victim_wait_ms * 1000000u;
-	d->victim_ahead_ns = (uint64_t)cfg->victim_ahead_us * 1000u;
 	d->shards = kvt_mem_calloc(mem, n, sizeof(struct dram_shard));
 	if (!d->shards) {
 		kvt_mem_free(mem, d, sizeof(*d));
@@ -1331,9 +1297,9 @@ void dram_set_evict_hook(struct dram *d, dram_evict_fn fn, void *ctx)
  * value, up to the next 4 KiB boundary, are zeroed now, so a write-down with
  * O_DIRECT never carries recycled memory to disk.
  */
-static int dram_reserve_how(struct dram *d, uint32_t ns, const struct kvt_key *key, uint64_t len,
-			    const uint64_t *part_lens, unsigned part_count, struct dram_item **item,
-			    struct iovec *view, unsigned *view_count, bool paced)
+int dram_reserve(struct dram *d, uint32_t ns, const struct kvt_key *key, uint64_t len,
+		 const uint64_t *part_lens, unsigned part_count, struct dram_item **item,
+		 struct iovec *view, unsigned *view_count)
 {
 	struct arena_run runs[DRAM_MAX_RUNS];
 	uint32_t run_count = 0, chunks;
@@ -1379,7 +1345,7 @@ static int dram_reserve_how(struct dram *d, uint32_t ns, const struct kvt_key *k
 		goto fail_unlock;
 	}
 	bool waited = false;
-	ret = dram_alloc_locked(d, s, chunks, runs, &run_count, &waited, paced);
+	ret = dram_alloc_locked(d, s, chunks, runs, &run_count, &waited);
 	if (ret < 0) {
 		pool_put(s, it);
 		if (ret == KVT_EFULL)
@@ -1453,22 +1419,6 @@ fail_uncharge:
 	if (group)
 		dram_quota_uncharge(d, group, (uint64_t)chunks * d->chunk);
 	return ret;
-}
-
-int dram_reserve(struct dram *d, uint32_t ns, const struct kvt_key *key, uint64_t len,
-		 const uint64_t *part_lens, unsigned part_count, struct dram_item **item,
-		 struct iovec *view, unsigned *view_count)
-{
-	return dram_reserve_how(d, ns, key, len, part_lens, part_count, item, view, view_count,
-				false);
-}
-
-int dram_reserve_paced(struct dram *d, uint32_t ns, const struct kvt_key *key, uint64_t len,
-		       const uint64_t *part_lens, unsigned part_count, struct dram_item **item,
-		       struct iovec *view, unsigned *view_count)
-{
-	return dram_reserve_how(d, ns, key, len, part_lens, part_count, item, view, view_count,
-				true);
 }
 
 /*
@@ -1592,8 +1542,7 @@ int dram_put(struct dram *d, uint32_t ns, const struct kvt_key *key,
 		lens[i] = parts[i].iov_len;
 		len += parts[i].iov_len;
 	}
-	ret = dram_reserve_how(d, ns, key, len, lens, part_count, &it, view, &view_count,
-			       (publish_flags & DRAM_PACED) != 0);
+	ret = dram_reserve(d, ns, key, len, lens, part_count, &it, view, &view_count);
 	if (ret == KVT_OK && crcs) {
 		uint32_t *got = (uint32_t *)(lens + part_count);
 		iov_copy_crc(view, view_count, parts, part_count, got);

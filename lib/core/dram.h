@@ -49,16 +49,9 @@ struct dram_item;
 #define DRAM_COLD 0x8u     /* publish (with DRAM_ON_LOWER): at the old end of the
 			    * queue, outside any chain: served, then the next victim
 			    * unless read again (a first hit in the tier below) */
-#define DRAM_PACED 0x10u   /* dram_put: may wait for room on its way down, as
-			    * dram_reserve_paced */
 int dram_reserve(struct dram *d, uint32_t ns, const struct kvt_key *key, uint64_t len,
 		 const uint64_t *part_lens, unsigned part_count, struct dram_item **item,
 		 struct iovec *view, unsigned *view_count);
-/* The same for a put that may wait for room (dram.victim_ahead_us): a
- * caller's put, not a promotion or a put that must not block. */
-int dram_reserve_paced(struct dram *d, uint32_t ns, const struct kvt_key *key, uint64_t len,
-		       const uint64_t *part_lens, unsigned part_count, struct dram_item **item,
-		       struct iovec *view, unsigned *view_count);
 int dram_publish(struct dram *d, struct dram_item *item, const uint32_t *crcs,
 		 const uint64_t *part_lens, unsigned flags, bool keep_ref);
 /* The namespace and key of an item the caller holds a ref on. */
@@ -162,9 +155,6 @@ struct dram_config {
 	bool prefault;
 	uint32_t victim_wait_ms; /* longest a put waits for the disk before victims
 				  * are shed (doc/policies.md) */
-	uint32_t victim_ahead_us; /* longest a put waits for a write in flight to
-				   * free room before it sends one more victim
-				   * ahead of need (0: never waits) */
 };
 
 enum { DRAM_POLICY_S3FIFO = 0, DRAM_POLICY_LRU = 1, DRAM_POLICY_PREFIX = 2, DRAM_POLICY_PREFIX_LEARN = 3,

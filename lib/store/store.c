@@ -107,11 +107,8 @@ int kvt_put_reserve(struct kvt_store *s, uint32_t ns, const struct kvt_key *key,
 		if (ret < 0)
 			return ret;
 	}
-	/* A put that may block waits for its room to come from victims
-	 * already on their way down rather than send more ahead of need
-	 * (dram.victim_ahead_us); one that must not block does not. */
-	ret = (flags & KVT_F_NOWAIT ? dram_reserve : dram_reserve_paced)(
-		s->dram, ns, key, len, part_count > 1 ? part_lens : NULL, part_count, &item, view, &vc);
+	ret = dram_reserve(s->dram, ns, key, len, part_count > 1 ? part_lens : NULL, part_count,
+			   &item, view, &vc);
 	if (ret != KVT_OK)
 		return ret;
 	/* The last run may reach past the value to a 4 KiB boundary: the

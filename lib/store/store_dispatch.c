@@ -853,13 +853,9 @@ static int store_put(struct kvt_store *s, struct kvt_req *r)
 	}
 	if ((ret = store_put_room(s, r)) < 0)
 		return ret;
-	/* A put that may block waits for its room to come from victims
-	 * already on their way down rather than send more ahead of need
-	 * (dram.victim_ahead_us); one that must not block does not. */
 	ret = dram_put(s->dram, r->ns, &r->key, r->iov, r->iov_count,
 		       (r->flags & KVT_F_CRC) ? r->crcs : NULL,
-		       ((r->flags & KVT_F_SEALED) ? DRAM_SEALED : 0) |
-			       ((r->flags & KVT_F_NOWAIT) ? 0 : DRAM_PACED));
+		       (r->flags & KVT_F_SEALED) ? DRAM_SEALED : 0);
 	if (ret == KVT_OK) {
 		r->tier = KVT_TIER_DRAM;
 		store_event_stored(s, r, r->ns, &r->key);

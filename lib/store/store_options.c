@@ -89,8 +89,6 @@ static const struct opt_def opts[] = {
 	  policy_vals, "prefix", "eviction policy (doc/policies.md)" },
 	{ "dram.victim_wait_ms", OPT_COUNT, 0, F(dram_cfg.victim_wait_ms), 0, 60000, NULL, NULL,
 	  "20", "longest a put waits for the disk before victim write-downs are shed" },
-	{ "dram.victim_ahead_us", OPT_COUNT, 0, F(dram_cfg.victim_ahead_us), 0, 60000000, NULL, NULL,
-	  "2000", "longest a put waits for a victim's write to free room before sending another" },
 	{ "dram.hugepages", OPT_CHOICE, 0, F(dram_cfg.hugepages), 0, 0, "auto|thp|off", huge_vals,
 	  "auto", "huge pages for the arena" },
 	{ "dram.prefault", OPT_BOOL, 0, F(dram_cfg.prefault), 0, 0, "off|on", NULL, "on",

@@ -1661,47 +1661,6 @@ static void test_first_hit(void)
 	first_hit("promote");
 }
 
-/*
- * A put into a full DRAM waits for a write in flight to free its room
- * (dram.victim_ahead_us) once enough victims are on their way down for
- * it, rather than sending more ahead of need: each one sent ahead is a
- * DRAM chunk left free once written, so the tiers together hold a block
- * fewer.  DRAM of 64 blocks of 64 KiB (one shard, LRU; up to 16 may be on
- * their way down), each write held 20 ms (ssd.debug_write_delay_ms),
- * puts 1..72 with no flush between: each of the 8 puts past 64 sends one
- * victim (1..8, oldest first) and waits for its write, so 8 are written
- * and DRAM holds 64 blocks, 9..72.  With the wait off (ahead 0) the first
- * put past 64 sends 16 at once, then waits for the disk: 16 or more
- * written, 56 or fewer held (shown failing so).  The waits are bounded
- * at 60 s here so that a loaded machine cannot end one early (the
- * default is 2 ms, then one more victim goes).
- */
-static void test_victim_pacing(void)
-{
-	char *dir = t_mkdtemp();
-	struct kvt_store *s = t_store_open("path", dir, "dram.capacity", "4M", "dram.chunk", "64K",
-					   "dram.shards", "1", "dram.prefault", "off",
-					   "dram.policy", "lru", "dram.victim_wait_ms", "60000",
-					   "dram.victim_ahead_us", "60000000", "ssd.capacity", "16M",
-					   "ssd.segment", "1M", "ssd.debug_write_delay_ms", "20",
-					   "ssd.io", io_backend, NULL);
-	uint32_t ns = ns_of(s);
-
-	for (uint64_t k = 1; k <= 72; k++)
-		T_RC(put_64k(s, ns, k), KVT_OK);
-	T_OK(kvt_flush(s));
-	wait_writes(s);
-	T_EQ_U64(t_stat(s, "dram.victim_writedowns"), 8);
-	T_EQ_U64(t_stat(s, "dram.victim_shed"), 0);
-	T_EQ_U64(t_stat(s, "ssd.writedown_blocks"), 8);
-	T_EQ_U64(t_stat(s, "dram.blocks"), 64);
-	for (uint64_t k = 1; k <= 72; k++)
-		T_EQ_INT(tier_of(s, ns, k), k <= 8 ? KVT_TIER_SSD : KVT_TIER_DRAM);
-	kvt_store_destroy(s);
-	t_rmtree(dir);
-	free(dir);
-}
-
 int main(void)
 {
 	const char *only = getenv("KVT_TEST_IO");
@@ -1720,7 +1679,6 @@ int main(void)
 		if (getenv("KVT_TEST_ONLY") && !strcmp(getenv("KVT_TEST_ONLY"), "tiers")) {
 			test_persistent_wait();
 			test_first_hit();
-			test_victim_pacing();
 			test_slots_used();
 			continue;
 		}
@@ -1735,7 +1693,6 @@ int main(void)
 		test_admission();
 		test_persistent_wait();
 		test_first_hit();
-		test_victim_pacing();
 		test_delete_clear();
 		test_kill9();
 		test_corruption();
