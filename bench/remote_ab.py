@@ -88,6 +88,6 @@ for path in sys.argv[4:]:
                            total - dram)):
         j = through_kvtierd(path, dd, ss)
         print('| | local DRAM 1 MiB over %s | %.4f | %.3f | %.3f | %d | %d |' % (
-            label, j['block_hit_ratio'], j['of_optimum'], j['block_hit_ratio'] / lru, j['dram_hits'],
+            label, j['block_hit_ratio'], j['block_hit_ratio'] / ref['optimum_block_hit_ratio'], j['block_hit_ratio'] / lru, j['dram_hits'],
             j['remote_hits']))
     sys.stdout.flush()
