@@ -43,15 +43,14 @@ class Fenwick:
 
 def main():
     reqs = load(sys.argv[1])
-    log, stats, onlow = {}, {}, []
+    log, stats = {}, {}
     for line in open(sys.argv[2]):
         if line.startswith('# '):
             _, k, v = line.split()
             stats[k] = int(v)
         elif line.strip():
             f = line.split()
-            log[int(f[0])] = (int(f[1]), f[4] if len(f) > 4 else '')
-            onlow.append(int(f[3]))
+            log[int(f[0])] = (int(f[1]), f[3] if len(f) > 3 else '')
     cap = int(sys.argv[3]) if len(sys.argv) > 3 else len({b for r in reqs for b in r}) // 4
     total = sum(len(r) for r in reqs)
     fw, last, t = Fenwick(total + 1), {}, 0
@@ -112,9 +111,6 @@ def main():
             'ssd.evicted_unread', 'ssd.evicted_over_budget', 'ssd.evicted_dead', 'ssd.sealed_records', 'ssd.reads', 'ssd.blocks',
             'ssd.segments_used', 'dram.blocks']
     print(' '.join('%s=%d' % (k, stats[k]) for k in keys if k in stats))
-    half = onlow[len(onlow) // 2:]
-    print('DRAM blocks a lower tier holds too (inclusive copies), averaged over the second half: %.0f' % (
-        sum(half) / max(len(half), 1)))
 
 
 main()

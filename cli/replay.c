@@ -191,8 +191,7 @@ static uint64_t replay_stat(struct kvt_store *st, const char *name)
 }
 
 /* KVT_REPLAY_HITLOG=FILE (a diagnostic, bench/ssd_lost.py): one line per
- * request "q got n_ids on_lower tiers" (DRAM's blocks a lower tier holds
- * too, before the request's puts; a tier letter per hit block: D, S, R
+ * request "q got n_ids tiers" (a tier letter per hit block: D, S, R
  * remote, H shared),
  * then every store statistic as "# name value". */
 static void replay_hitlog_stat(void *ctx, const char *name, uint64_t value, const char *str)
@@ -459,8 +458,7 @@ static int replay_run_one(const struct replay_run *run, struct replay_result *re
 				res->req_dram_lead[q] = res->req_dram_tokens[q];
 		}
 		if (hitlog) {
-			fprintf(hitlog, "%zu %u %u %" PRIu64 " ", q, got, r->n_ids,
-				replay_stat(st, "dram.on_lower_blocks"));
+			fprintf(hitlog, "%zu %u %u ", q, got, r->n_ids);
 			for (uint32_t i = 0; i < got; i++)
 				fputc("?DSRH"[tiers[i] <= KVT_TIER_SHARED ? tiers[i] : 0], hitlog);
 			fputc('\n', hitlog);

@@ -1957,7 +1957,7 @@ void dram_stats(struct dram *d, kvt_stats_fn fn, void *ctx)
 		uint64_t small_blocks, main_blocks, dead, promoted, promoted_bytes, admitted;
 		uint64_t quota_evictions;
 		uint64_t victim_wd, victim_filtered, victim_shed, victim_waits, leaving;
-		uint64_t probation_inserts, adapt_switches, adapt_seg, on_lower;
+		uint64_t probation_inserts, adapt_switches, adapt_seg;
 	} t;
 	memset(&t, 0, sizeof(t));
 	for (uint32_t i = 0; i < d->shard_count; i++) {
@@ -1998,12 +1998,6 @@ void dram_stats(struct dram *d, kvt_stats_fn fn, void *ctx)
 		t.probation_inserts += s->ev.probation_inserts;
 		t.adapt_switches += s->ev.mode_switches;
 		t.adapt_seg += s->ev.seg;
-		/* Blocks a lower tier holds too (inclusive copies: a hit from
-		 * below, a graceful stop's write-down): a walk of the index,
-		 * for diagnostics (bench/ssd_lost.py), not a hot-path gauge. */
-		for (uint32_t b = 0; b <= s->bucket_mask; b++)
-			for (struct dram_item *it = s->buckets[b]; it; it = it->hnext)
-				t.on_lower += (it->node.owner[0] & ITEM_ON_LOWER) != 0;
 		pthread_mutex_unlock(&s->lock);
 	}
 	fn(ctx, "dram.capacity_bytes", d->capacity, NULL);
@@ -2012,7 +2006,6 @@ void dram_stats(struct dram *d, kvt_stats_fn fn, void *ctx)
 	/* Internal fragmentation: chunk rounding of stored values (+ in-flight puts). */
 	fn(ctx, "dram.frag_bytes", t.used > t.value_bytes ? t.used - t.value_bytes : 0, NULL);
 	fn(ctx, "dram.blocks", t.blocks, NULL);
-	fn(ctx, "dram.on_lower_blocks", t.on_lower, NULL);
 	fn(ctx, "dram.max_value_bytes", d->max_value, NULL);
 	fn(ctx, "dram.chunk_bytes", d->chunk, NULL);
 	fn(ctx, "dram.shards", d->shard_count, NULL);
