@@ -52,6 +52,7 @@ def main():
             f = line.split()
             log[int(f[0])] = (int(f[1]), f[3] if len(f) > 3 else '')
     cap = int(sys.argv[3]) if len(sys.argv) > 3 else len({b for r in reqs for b in r}) // 4
+    reqs = [r for q, r in enumerate(reqs) if q in log]  # a --limit run: its requests only
     total = sum(len(r) for r in reqs)
     fw, last, t = Fenwick(total + 1), {}, 0
     lru = OrderedDict()
@@ -59,7 +60,6 @@ def main():
     lost_n, lost_b = [0] * len(bins), [0] * len(bins)
     gain_n, gain_b = [0] * len(bins), [0] * len(bins)
     lru_hits = run_hits = 0
-    tiers_lost = {}
     for q, r in enumerate(reqs):
         if q not in log:
             break
