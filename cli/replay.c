@@ -190,6 +190,16 @@ static uint64_t replay_stat(struct kvt_store *st, const char *name)
 	return v;
 }
 
+/* KVT_REPLAY_HITLOG=FILE (a diagnostic, bench/ssd_lost.py): one line per
+ * request "q got n_ids tiers" (a tier letter per hit block: D, S, R
+ * remote, H shared),
+ * then every store statistic as "# name value". */
+static void replay_hitlog_stat(void *ctx, const char *name, uint64_t value, const char *str)
+{
+	if (str == NULL)
+		fprintf(ctx, "# %s %" PRIu64 "\n", name, value);
+}
+
 static int replay_cmp_u64(const void *a, const void *b)
 {
 	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -335,6 +345,8 @@ static int replay_run_one(const struct replay_run *run, struct replay_result *re
 	size_t lat_n = 0, lat_cap = 0;
 	uint32_t ns;
 	int ret = -1, rc;
+	const char *hitlog_path = getenv("KVT_REPLAY_HITLOG");
+	FILE *hitlog = hitlog_path && *hitlog_path && !run->quiet ? fopen(hitlog_path, "w") : NULL;
 
 	memset(res, 0, sizeof *res);
 	res->dram_cap = run->dram_cap;
@@ -445,6 +457,12 @@ static int replay_run_one(const struct replay_run *run, struct replay_result *re
 			if (res->req_ssd_tokens[q] == 0)
 				res->req_dram_lead[q] = res->req_dram_tokens[q];
 		}
+		if (hitlog) {
+			fprintf(hitlog, "%zu %u %u ", q, got, r->n_ids);
+			for (uint32_t i = 0; i < got; i++)
+				fputc("?DSRH"[tiers[i] <= KVT_TIER_SHARED ? tiers[i] : 0], hitlog);
+			fputc('\n', hitlog);
+		}
 		/* (4) put what was missed */
 		for (uint32_t i = got; i < r->n_ids; i++) {
 			replay_fill(buf, run->value_len, replay_seed(&keys[i]));
@@ -515,8 +533,12 @@ static int replay_run_one(const struct replay_run *run, struct replay_result *re
 	res->ssd_read_bytes = replay_stat(st, "ssd.read_bytes");
 	res->ssd_reads = replay_stat(st, "ssd.reads");
 	res->ssd_evicted = replay_stat(st, "ssd.evicted_blocks");
+	if (hitlog)
+		kvt_store_stats(st, replay_hitlog_stat, hitlog);
 	ret = 0;
 out:
+	if (hitlog)
+		fclose(hitlog);
 	if (st != NULL) {
 		kvt_store_close(st);
 		kvt_store_destroy(st);

@@ -571,8 +571,14 @@ static void test_carry(void)
 	T_EQ_U64(t_stat(s, "ssd.carried_blocks"), 1);
 	T_EQ_U64(t_stat(s, "ssd.carry_lost"), 0);
 	T_ASSERT(t_stat(s, "ssd.segments_evicted") >= 1);
-	/* Keys of segment 0 that were never read left with it. */
+	/* Keys of segment 0 that were never read left with it, counted as
+	 * such; the one read was carried, within the budget. */
 	T_EQ_INT(tier_of(s, ns, 100), KVT_TIER_NONE);
+	T_ASSERT(t_stat(s, "ssd.evicted_unread") >= 1);
+	T_LE_INT(t_stat(s, "ssd.evicted_unread"), t_stat(s, "ssd.evicted_blocks"));
+	T_EQ_U64(t_stat(s, "ssd.evicted_over_budget"), 0);
+	T_ASSERT(t_stat(s, "ssd.sealed_records") >=
+		 t_stat(s, "ssd.evicted_unread") + t_stat(s, "ssd.carried_blocks"));
 	T_EQ_INT(tier_of(s, ns, hot), KVT_TIER_SSD);
 	reads = t_stat(s, "ssd.reads");
 	T_RC(get_k(s, ns, hot), KVT_OK); /* from its carried copy */

@@ -355,10 +355,20 @@ static int evict_entry_cb(void *ctx, const struct ssd_sum_entry *se)
 			quota_ssd_add(s->cfg.quota, e->ns, e->value_len, false);
 			carry = true;
 		} else {
+			/* Why it leaves (doc/policies.md "Where the rest goes"):
+			 * never read while here, or read but past the budget. */
+			if (!((*pp)->flags & E_READ))
+				A(s->evicted_unread);
+			else if (!reinsert)
+				A(s->evicted_over_budget);
 			ssd_idx_remove_locked(s, sh, pp);
 			ec->dropped++;
 			dropped = true;
 		}
+	} else {
+		/* A dead record: superseded, deleted, or promoted and dropped;
+		 * its room held no cache since. */
+		A(s->evicted_dead);
 	}
 	pthread_mutex_unlock(&sh->lock);
 	if (carry) {
@@ -2205,6 +2215,12 @@ void ssd_stats(struct ssd *s, kvt_stats_fn fn, void *ctx)
 	fn(ctx, "ssd.carried_blocks", AL(s->carried), NULL);
 	fn(ctx, "ssd.carried_bytes", AL(s->carried_bytes), NULL);
 	fn(ctx, "ssd.carry_lost", AL(s->carry_lost), NULL);
+	/* Reclamation, record by record: dropped unread, dropped read but
+	 * past ssd.reinsert_pct, dead already (room that held no cache). */
+	fn(ctx, "ssd.evicted_unread", AL(s->evicted_unread), NULL);
+	fn(ctx, "ssd.evicted_over_budget", AL(s->evicted_over_budget), NULL);
+	fn(ctx, "ssd.evicted_dead", AL(s->evicted_dead), NULL);
+	fn(ctx, "ssd.sealed_records", AL(s->sealed_records), NULL);
 	fn(ctx, "ssd.evicted_to_shared", AL(s->evicted_handed), NULL);
 	fn(ctx, "ssd.checkpoints", AL(s->ckpts), NULL);
 	fn(ctx, "ssd.recovery_ns", s->rec_ns, NULL);

@@ -352,6 +352,7 @@ void ssd_seg_seal_locked(struct ssd *s)
 			r = ssd_seg_write_hdr(s, (uint32_t)slot, g->write_off, (uint64_t)n);
 		kvt_mem_free(s->mem, buf, len);
 	}
+	AN(s->sealed_records, g->sum_count);
 	ssd_seg_sum_free(s, g);
 	if (r < 0) {
 		/* Without a summary recovery walks the records: still correct. */

@@ -212,7 +212,8 @@ struct ssd {
 		wd_errors, tombstones, reads, read_bytes, read_misses, crc_errors, hdr_errors,
 		io_errors, seg_sealed, seg_evicted, evicted_blocks, reinserted, quarantined,
 		ckpts, enospc, promote_full, copy_reads, evicted_handed, carried, carried_bytes,
-		carry_lost, wd_put_waits, wd_put_timeouts, dropped_promoted;
+		carry_lost, wd_put_waits, wd_put_timeouts, dropped_promoted,
+		sealed_records, evicted_unread, evicted_over_budget, evicted_dead;
 	uint64_t rec_ckpt_entries, rec_records, rec_segments, rec_ns, rec_dropped;
 	uint64_t rec_old_format;     /* segments of an older format version, dropped */
 };
