@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """ssd_lost.py TRACE HITLOG [CAP_BLOCKS]: where a tiered run loses hits against LRU of the same blocks.
 
-HITLOG is what `KVT_REPLAY_HITLOG=FILE kvtier replay TRACE ...` writes (one line per request:
+HITLOG is what `kvtier replay --hit-log FILE TRACE ...` writes (one line per request:
 index, prefix hits, blocks, a tier letter per hit; then the store's statistics as "# name
 value").  CAP_BLOCKS (default: a quarter of the trace's distinct blocks, as bench/ssd_ab.py)
 is the capacity of the reference, an LRU of blocks with the replay's prefix semantics (a

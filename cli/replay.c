@@ -68,6 +68,7 @@ struct replay_opts {
 	const char *tenant;         /* remote.tenant */
 	const char *secret_file;    /* remote.secret_file */
 	const char *plot;           /* --plot FILE: an SVG chart */
+	const char *hit_log;        /* --hit-log FILE: per-request hits (one run) */
 	double speed;               /* 0: as fast as possible */
 	uint64_t limit;             /* replay the first N requests (0: all) */
 	const char *set[16];        /* --set NAME=VALUE: store options, applied last */
@@ -190,10 +191,10 @@ static uint64_t replay_stat(struct kvt_store *st, const char *name)
 	return v;
 }
 
-/* KVT_REPLAY_HITLOG=FILE (a diagnostic, bench/ssd_lost.py): one line per
- * request "q got n_ids tiers" (a tier letter per hit block: D, S, R
- * remote, H shared),
- * then every store statistic as "# name value". */
+/* --hit-log FILE (a diagnostic, bench/ssd_lost.py): one line per request
+ * "q got n_ids tiers" (a tier letter per hit block: D dram, S ssd, R
+ * remote, H shared), then every store statistic as "# name value".  A
+ * sweep writes the last of its runs. */
 static void replay_hitlog_stat(void *ctx, const char *name, uint64_t value, const char *str)
 {
 	if (str == NULL)
@@ -345,8 +346,7 @@ static int replay_run_one(const struct replay_run *run, struct replay_result *re
 	size_t lat_n = 0, lat_cap = 0;
 	uint32_t ns;
 	int ret = -1, rc;
-	const char *hitlog_path = getenv("KVT_REPLAY_HITLOG");
-	FILE *hitlog = hitlog_path && *hitlog_path && !run->quiet ? fopen(hitlog_path, "w") : NULL;
+	FILE *hitlog = run->o->hit_log ? fopen(run->o->hit_log, "w") : NULL;
 
 	memset(res, 0, sizeof *res);
 	res->dram_cap = run->dram_cap;
@@ -824,6 +824,9 @@ static void replay_usage(FILE *f)
 		"  --tenant NAME         tenant to authenticate as (default \"default\")\n"
 		"  --plot FILE           also write an SVG chart: hit ratio against capacity\n"
 		"                        (every point of a sweep), modelled TTFT per tier\n"
+		"  --hit-log FILE        write each request's hits (a tier letter per\n"
+		"                        block) and every store statistic (a diagnostic:\n"
+		"                        bench/ssd_lost.py reads it)\n"
 		"  --secret-file FILE    the tenant's secret (mode 600)\n"
 		"Values and time:\n"
 		"  --model NAME          model profile (default Llama-3.1-8B)\n"
@@ -876,7 +879,7 @@ static int replay_sizes(const char *s, uint64_t *v, unsigned max)
 static int replay_parse(int argc, char **argv, struct replay_opts *o)
 {
 	enum { O_SYNTH = 256, O_SEED, O_SYNTH_WRITE, O_LIMIT, O_DRAM, O_SSD, O_DIR, O_ADMIT, O_KEEP,
-	       O_FLUSH, O_POLICY, O_SERVER, O_TENANT, O_SECRET, O_PLOT, O_MODEL, O_BPT, O_SPEED, O_GPU, O_TPS, O_JSON, O_NOPROG, O_SET };
+	       O_FLUSH, O_POLICY, O_SERVER, O_TENANT, O_SECRET, O_PLOT, O_MODEL, O_BPT, O_SPEED, O_GPU, O_TPS, O_JSON, O_NOPROG, O_SET, O_HITLOG };
 	static const struct option longs[] = {
 		{ "synth", optional_argument, NULL, O_SYNTH },
 		{ "seed", required_argument, NULL, O_SEED },
@@ -892,6 +895,7 @@ static int replay_parse(int argc, char **argv, struct replay_opts *o)
 		{ "server", required_argument, NULL, O_SERVER },
 		{ "tenant", required_argument, NULL, O_TENANT },
 		{ "plot", required_argument, NULL, O_PLOT },
+		{ "hit-log", required_argument, NULL, O_HITLOG },
 		{ "secret-file", required_argument, NULL, O_SECRET },
 		{ "model", required_argument, NULL, O_MODEL },
 		{ "bytes-per-token", required_argument, NULL, O_BPT },
@@ -973,6 +977,7 @@ static int replay_parse(int argc, char **argv, struct replay_opts *o)
 		case O_SERVER: o->server = optarg; break;
 		case O_TENANT: o->tenant = optarg; break;
 		case O_PLOT: o->plot = optarg; break;
+		case O_HITLOG: o->hit_log = optarg; break;
 		case O_SECRET: o->secret_file = optarg; break;
 		case O_MODEL:
 			if ((o->model = rp_model_find(optarg)) == NULL)

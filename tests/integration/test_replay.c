@@ -115,8 +115,33 @@ static void test_small(const char *data)
 
 	/* 1. DRAM only, room for everything: the replay hits what an
 	 *    unlimited cache hits, and verifies every block it gets. */
-	snprintf(args, sizeof args, "'%s/replay-small.jsonl' --dram 64M --json", data);
+	char hl[4096];
+	snprintf(hl, sizeof hl, "%s/replay-hitlog-%d.txt", tmp, (int)getpid());
+	snprintf(args, sizeof args, "'%s/replay-small.jsonl' --dram 64M --json --hit-log '%s'",
+		 data, hl);
 	T_EQ_INT(run(args, &out, &err), 0);
+	{
+		/* --hit-log: a line per request, a D per block hit in DRAM,
+		 * then the store's statistics. */
+		FILE *f = fopen(hl, "r");
+		char line[1024];
+		int reqs = 0, d = 0, stats = 0;
+		T_ASSERT(f != NULL);
+		while (fgets(line, sizeof line, f)) {
+			if (line[0] == '#') {
+				stats += !strncmp(line, "# dram.", 7);
+				continue;
+			}
+			reqs++;
+			for (char *c = line; *c; c++)
+				d += *c == 'D';
+		}
+		fclose(f);
+		unlink(hl);
+		T_EQ_INT(reqs, 7);
+		T_EQ_INT(d, 9);
+		T_ASSERT(stats > 0);
+	}
 	j = find(out, "replay", 0);
 	T_EQ_INT(num(j, "requests"), 7);
 	T_EQ_INT(num(j, "blocks"), 20);
