@@ -27,7 +27,10 @@
  * completion of the last; GB/s counts the engine's bytes (W x size).
  *
  * iperf3 over loopback runs once per round as the reference limit.
- * Rounds alternate the order of the node counts; medians are reported.
+ * Rounds alternate the order of the node counts, and in each cell which
+ * of the engine and the direct client goes first; medians are reported,
+ * and for the ratios engine / direct and N nodes / 1 the median, min and
+ * max of the per-round ratios (each measured side by side in one round).
  * Exit: 0 ran, 1 failure (a node that did not start or stop cleanly, a
  * miss, a wrong byte, blocks missing on the nodes), 2 usage, 77 iperf3
  * not installed.
@@ -872,6 +875,18 @@ static void bc_report(struct bc *b, bool put, unsigned ni, struct bc_cell cells[
 	double d50 = bc_pct(dlat, nl, 0.5), d99 = bc_pct(dlat, nl, 0.99);
 	double g1m = one != UINT_MAX ? bench_median(g1, rounds) : -1;
 	double placed = (double)bc_expected_blocks(b, n);
+	/* The spread of the per-round ratios (engine / direct client, and N
+	 * nodes / 1 node), each measured side by side in one round: on a
+	 * shared machine the medians alone hide runs that differ 2x. */
+	double drm = bench_median(dr, rounds), drmin = dr[0], drmax = dr[0];
+	double n1[BENCH_ROUNDS_MAX], n1min = -1, n1max = -1;
+	for (unsigned r = 0; r < rounds; r++) {
+		drmin = dr[r] < drmin ? dr[r] : drmin;
+		drmax = dr[r] > drmax ? dr[r] : drmax;
+		n1[r] = g1[r] > 0 ? g[r] / g1[r] : -1;
+		n1min = r == 0 || n1[r] < n1min ? n1[r] : n1min;
+		n1max = r == 0 || n1[r] > n1max ? n1[r] : n1max;
+	}
 	if (b->o.json) {
 		printf("{\"bench\":\"cluster.%s\",\"nodes\":%u,\"threads_per_node\":%u"
 		       ",\"server_threads\":%u,\"value_bytes\":%" PRIu64 ",\"blocks\":%u"
@@ -933,7 +948,14 @@ static void bc_report(struct bc *b, bool put, unsigned ni, struct bc_cell cells[
 		bench_json_rounds("baseline_gbps_rounds", iperf, rounds);
 		bench_json_rounds("direct_gbps_rounds", d, rounds);
 		bench_json_rounds("ratio_direct_rounds", dr, rounds);
-		bench_json_num("ratio_direct_median_of_rounds", bench_median(dr, rounds), "%.4f");
+		bench_json_num("ratio_direct_median_of_rounds", drm, "%.4f");
+		bench_json_num("ratio_direct_min", drmin, "%.4f");
+		bench_json_num("ratio_direct_max", drmax, "%.4f");
+		if (g1m > 0) {
+			bench_json_rounds("ratio_nodes1_rounds", n1, rounds);
+			bench_json_num("ratio_nodes1_min", n1min, "%.4f");
+			bench_json_num("ratio_nodes1_max", n1max, "%.4f");
+		}
 		printf("}\n");
 	} else {
 		char sz[32], rel[32] = "-";
@@ -941,9 +963,13 @@ static void bc_report(struct bc *b, bool put, unsigned ni, struct bc_cell cells[
 			snprintf(rel, sizeof(rel), "%.3f", gm / g1m);
 		printf("%-4s %-8s %5u %4u %8.3f %8.3f %8.3f %6.3f %8.3f %7.3f %8s %6.1f%%..%.1f%%\n",
 		       put ? "put" : "get", bench_fmt_size(sz, sizeof(sz), b->size), n,
-		       b->o.threads, gm, gm / n, im, gm / (im > 0 ? im : 1e-12), dm,
-		       gm / (dm > 0 ? dm : 1e-12), rel,
+		       b->o.threads, gm, gm / n, im, gm / (im > 0 ? im : 1e-12), dm, drm, rel,
 		       100.0 * (double)bmin / placed, 100.0 * (double)bmax / placed);
+		printf("#   /direct per round: median %.3f, min %.3f, max %.3f (%u rounds)", drm,
+		       drmin, drmax, rounds);
+		if (g1m > 0 && n != 1)
+			printf("; vs-1node per round: min %.3f, max %.3f", n1min, n1max);
+		printf("\n");
 		printf("#   CPU per GB (this process, less the byte checks): engine %.3f s (its remote"
 		       " I/O threads %.3f s),"
 		       " direct %.3f s\n",
@@ -1010,7 +1036,8 @@ static void bc_usage(FILE *f)
 		"In every cell the direct client of 'kvtier bench net' (the wire protocol,\n"
 		"no library; --conns connections per node, one request in flight each)\n"
 		"puts and gets the same number of blocks on the same nodes, before the\n"
-		"engine in odd rounds and after it in even ones: /direct is the ratio.\n"
+		"engine in odd rounds and after it in even ones: /direct is the median\n"
+		"of the per-round ratios (their min and max on the line below it).\n"
 		"\n"
 		"Options:\n"
 		"  --smoke            32 blocks of 256K, 1 round: fields and bytes only\n"
