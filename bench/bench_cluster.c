@@ -70,6 +70,7 @@ struct bc_opts {
 	unsigned size_count;
 	unsigned rounds, threads, inflight, conns, prompt_blocks, group, hot;
 	unsigned conns_max;           /* remote.conns_max; 0: --conns (a fixed pool) */
+	unsigned io_threads;          /* remote.io_threads */
 	const char *put_local;        /* remote.put_local */
 	bool seq;                     /* --order seq: the engine's phases walk blocks 0, 1, 2... */
 	uint64_t bytes;               /* working set per size */
@@ -286,6 +287,7 @@ static const struct kvt_ns_desc bc_desc = {
 static int bc_store_open(struct bc *b, unsigned n, struct kvt_store **out, uint32_t *ns)
 {
 	char addrs[BC_NODES_MAX * 24] = "", dram[32], group[16], hot[16], conns[16], cmax[16];
+	char iot[16];
 	struct kvt_store *s = NULL;
 	int r;
 
@@ -299,11 +301,13 @@ static int bc_store_open(struct bc *b, unsigned n, struct kvt_store **out, uint3
 	snprintf(hot, sizeof(hot), "%u", b->o.hot);
 	snprintf(conns, sizeof(conns), "%u", b->o.conns);
 	snprintf(cmax, sizeof(cmax), "%u", b->o.conns_max ? b->o.conns_max : b->o.conns);
+	snprintf(iot, sizeof(iot), "%u", b->o.io_threads);
 	const char *opts[][2] = {
 		{ "dram.capacity", dram }, { "remote.addrs", addrs },
 		{ "remote.group", group }, { "remote.hot_replicas", hot },
 		{ "remote.conns", conns }, { "remote.timeout_ms", "20000" },
 		{ "remote.conns_max", cmax }, { "remote.put_local", b->o.put_local },
+		{ "remote.io_threads", iot },
 	};
 	if ((r = kvt_store_create(&s)) < 0)
 		goto fail;
@@ -891,13 +895,13 @@ static void bc_report(struct bc *b, bool put, unsigned ni, struct bc_cell cells[
 		printf("{\"bench\":\"cluster.%s\",\"nodes\":%u,\"threads_per_node\":%u"
 		       ",\"server_threads\":%u,\"value_bytes\":%" PRIu64 ",\"blocks\":%u"
 		       ",\"inflight\":%u,\"order\":\"%s\",\"conns_per_node\":%u,\"conns_max\":%u"
-		       ",\"put_local\":\"%s\""
+		       ",\"put_local\":\"%s\",\"io_threads\":%u"
 		       ",\"prompt_blocks\":%u,\"group\":%u"
 		       ",\"hot_replicas\":%u,\"ssd_bytes\":%" PRIu64 ",\"gbps\":%.3f,\"per_node_gbps\":%.3f"
 		       ",\"baseline\":\"iperf3\",\"baseline_gbps\":%.3f,\"ratio\":%.4f",
 		       put ? "put" : "get", n, b->o.threads, n * b->o.threads, b->size, b->blocks,
 		       b->o.inflight, b->o.seq ? "seq" : "groups", b->o.conns,
-		       b->o.conns_max ? b->o.conns_max : b->o.conns, b->o.put_local,
+		       b->o.conns_max ? b->o.conns_max : b->o.conns, b->o.put_local, b->o.io_threads,
 		       b->o.prompt_blocks, b->o.group,
 		       b->o.hot < n ? b->o.hot : n, b->o.ssd, gm, gm / n, im,
 		       gm / (im > 0 ? im : 1e-12));
@@ -1052,6 +1056,8 @@ static void bc_usage(FILE *f)
 		"  --conns N          engine connections per node, remote.conns (default 2)\n"
 		"  --conns-max N      remote.conns_max (default: --conns, so that the\n"
 		"                     engine and the direct client use as many)\n"
+		"  --io-threads N     remote.io_threads: the engine's I/O threads per node\n"
+		"                     (default 1; the direct client has --conns per node)\n"
 		"  --put-local MODE   remote.put_local: always (default) or never\n"
 		"  --order ORDER      the engine's put and get phases submit blocks\n"
 		"                     round-robin over the groups (groups, default: the\n"
@@ -1118,6 +1124,7 @@ int bench_cluster_main(int argc, char **argv)
 		{ "conns-max", required_argument, NULL, 'C' },
 		{ "put-local", required_argument, NULL, 'P' },
 		{ "direct-crc", no_argument, NULL, 'R' },
+		{ "io-threads", required_argument, NULL, 'Y' },
 		{ "order", required_argument, NULL, 'O' },
 		{ "local-dram", required_argument, NULL, 'L' }, { "ssd", required_argument, NULL, 'S' },
 		{ "dir", required_argument, NULL, 'd' }, { "keep", no_argument, NULL, 'k' },
@@ -1136,7 +1143,8 @@ int bench_cluster_main(int argc, char **argv)
 		return BENCH_EXIT_FAIL;
 	}
 	b->o = (struct bc_opts){ .dir = ".", .threads = 1, .inflight = 8, .conns = 2, .hot = 2,
-				 .local_dram = 64 * BC_MIB, .put_local = "always" };
+				 .local_dram = 64 * BC_MIB, .put_local = "always",
+				 .io_threads = 1 };
 	optind = 1;
 	opterr = 0;
 	while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
@@ -1145,6 +1153,11 @@ int bench_cluster_main(int argc, char **argv)
 		case 's': b->o.smoke = true; break;
 		case 'j': b->o.json = true; break;
 		case 'R': b->o.direct_crc = true; break;
+		case 'Y':
+			if (v < 1 || v > 8)
+				goto usage;
+			b->o.io_threads = (unsigned)v;
+			break;
 		case 'n': nodes = optarg; break;
 		case 'z': sizes = optarg; break;
 		case 'b':
@@ -1254,10 +1267,11 @@ int bench_cluster_main(int argc, char **argv)
 	}
 	if (!b->o.json) {
 		printf("# kvtier bench cluster: loopback, %u loop thread(s) per node, %u round(s), "
-		       "%u in flight (order %s), put_local %s, hot replicas %u%s, kvtierd %s\n"
+		       "%u in flight (order %s), put_local %s, engine I/O threads %u per node,"
+		       " hot replicas %u%s, kvtierd %s\n"
 		       "%-4s %-8s %5s %4s %8s %8s %8s %6s %8s %7s %8s %s\n",
 		       b->o.threads, b->o.rounds, b->o.inflight, b->o.seq ? "seq" : "groups",
-		       b->o.put_local, b->o.hot,
+		       b->o.put_local, b->o.io_threads, b->o.hot,
 		       b->o.direct_crc ? ", the direct client checks CRC32C" : "", kvtierd, "op",
 		       "size", "nodes",
 		       "thr", "GB/s", "per-node", "iperf3", "ratio", "direct", "/direct", "vs-1node",
