@@ -17,7 +17,9 @@
  *   - with remote.io_threads=2 the store runs two I/O threads for the
  *     one server, and a batch of 8 1 MiB puts and one of 8 1 MiB gets are
  *     split between them (each sent and received at least a quarter of
- *     the bytes: remote.lane_min_bytes_*), every get byte-exact;
+ *     the bytes: remote.lane_min_bytes_*), every get byte-exact (the
+ *     puts' CRC32Cs, computed by the lanes' threads, are checked by the
+ *     server and again by the gets);
  *   - a byte flipped in the middle of a value on the wire (after part of
  *     it already landed in the caller's buffer) is a miss, never a hit,
  *     and counted as remote.crc_errors; the next get of it is a hit;

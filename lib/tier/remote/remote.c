@@ -85,6 +85,7 @@ struct rop {
 	struct rop *next;             /* rm->sub, pending list */
 	uint8_t kind;                 /* enum rop_kind */
 	bool sealed;                  /* PUT */
+	bool crc_later;               /* PUT: crcs computed by the lane's thread (frame_send) */
 	uint32_t copies;              /* PUT: PROTO_IF_PLACED with anchor (0: not placed) */
 	uint64_t anchor;
 	bool answered;                /* frame: its item was answered */
@@ -726,8 +727,13 @@ static void frame_send(struct remote *rm, struct rconn *c, int kind, struct rop 
 	int ret;
 
 	if (kind == RK_PUT)
-		for (uint32_t i = 0; i < n; i++)
-			extra += ops[i]->part_count;
+		for (uint32_t i = 0; i < n; i++) {
+			struct rop *op = ops[i];
+			extra += op->part_count;
+			for (uint32_t p = 0; op->crc_later && p < op->part_count; p++)
+				op->crcs[p] = kvt_crc32c(0, op->parts[p].iov_base, op->parts[p].iov_len);
+			op->crc_later = false;
+		}
 	fr = frame_new(rm, n, extra);
 	if (!fr) {
 		for (uint32_t i = 0; i < n; i++)
@@ -1914,14 +1920,19 @@ int remote_put_placed(struct remote *rm, uint32_t ns, const struct kvt_key *key,
 	op->sealed = sealed;
 	op->anchor = anchor;
 	op->copies = copies > PROTO_COPIES_MAX ? PROTO_COPIES_MAX : copies;
+	/* The writer's CRCs travel end to end; deferred ones are computed
+	 * here, on the caller's thread (ISA-L: 8-11 GB/s on the 2026-12-01
+	 * test machine, 0.09-0.13 CPU s per GB: a value going to several
+	 * replicas has them computed once, by cluster_put), or with several
+	 * lanes by the lane's thread as it packs the frame, so that the
+	 * lanes compute them side by side rather than the one caller. */
+	op->crc_later = !crcs && rm->cfg.io_threads > 1;
 	for (unsigned i = 0; i < part_count; i++) {
 		op->lens[i] = parts[i].iov_len;
 		op->value_len += parts[i].iov_len;
-		/* The writer's CRCs travel end to end; deferred ones are computed
-		 * now, on the caller's thread (ISA-L: 8-11 GB/s on the 2026-12-01
-		 * test machine, 0.09-0.13 CPU s per GB: a value going to several
-		 * replicas has them computed once, by cluster_put). */
-		op->crcs[i] = crcs ? crcs[i] : kvt_crc32c(0, parts[i].iov_base, parts[i].iov_len);
+		if (!op->crc_later)
+			op->crcs[i] = crcs ? crcs[i] : kvt_crc32c(0, parts[i].iov_base,
+								  parts[i].iov_len);
 	}
 	if (!crcs)
 		AN(rm->c_put_crc_bytes, op->value_len);
