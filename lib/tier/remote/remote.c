@@ -37,6 +37,13 @@
  * then the same framing through the SSL.  A failed handshake fails the
  * connection like a refused connect (remote.tls_failures).
  *
+ * Lanes (remote.io_threads = K > 1): remote_open opens K remotes to the
+ * same server, each with its share of the pool; the first is the handle
+ * the caller holds, and gets, puts and exists go round-robin over the
+ * lanes (lane_pick), so K threads receive and check values side by side.
+ * Each lane is everything above on its own; the handle's plug, unplug,
+ * flush, stop, close, is_down and stats cover every lane.
+ *
  * Threads and locks: rm->lock guards rm->sub, rm->stop and the flush
  * counters; everything else but the atomic counters belongs to the remote
  * thread.  Callbacks run on the remote thread with no lock held.

@@ -102,7 +102,9 @@ uint64_t remote_rule_put_bytes(unsigned conns);
 /*
  * Start the tier: reads the secret file, starts the remote thread, which
  * connects in the background (a server not up yet is not an error: the
- * first operations wait for it up to their deadline).  0, KVT_EOPTVAL
+ * first operations wait for it up to their deadline); with cfg->io_threads
+ * K > 1, K such threads, the pool split between them (remote.c "Lanes").
+ * 0, KVT_EOPTVAL
  * (addr or secret file unusable: logged), -ENOMEM, -errno.
  */
 int remote_open(struct remote **out, const struct remote_config *cfg, struct dram *dram,
