@@ -27,7 +27,10 @@
  * completion of the last; GB/s counts the engine's bytes (W x size).
  *
  * iperf3 over loopback runs once per round as the reference limit.
- * Rounds alternate the order of the node counts; medians are reported.
+ * Rounds alternate the order of the node counts, and in each cell which
+ * of the engine and the direct client goes first; medians are reported,
+ * and for the ratios engine / direct and N nodes / 1 the median, min and
+ * max of the per-round ratios (each measured side by side in one round).
  * Exit: 0 ran, 1 failure (a node that did not start or stop cleanly, a
  * miss, a wrong byte, blocks missing on the nodes), 2 usage, 77 iperf3
  * not installed.
@@ -67,6 +70,7 @@ struct bc_opts {
 	unsigned size_count;
 	unsigned rounds, threads, inflight, conns, prompt_blocks, group, hot;
 	unsigned conns_max;           /* remote.conns_max; 0: --conns (a fixed pool) */
+	unsigned io_threads;          /* remote.io_threads */
 	const char *put_local;        /* remote.put_local */
 	bool seq;                     /* --order seq: the engine's phases walk blocks 0, 1, 2... */
 	uint64_t bytes;               /* working set per size */
@@ -283,6 +287,7 @@ static const struct kvt_ns_desc bc_desc = {
 static int bc_store_open(struct bc *b, unsigned n, struct kvt_store **out, uint32_t *ns)
 {
 	char addrs[BC_NODES_MAX * 24] = "", dram[32], group[16], hot[16], conns[16], cmax[16];
+	char iot[16];
 	struct kvt_store *s = NULL;
 	int r;
 
@@ -296,11 +301,13 @@ static int bc_store_open(struct bc *b, unsigned n, struct kvt_store **out, uint3
 	snprintf(hot, sizeof(hot), "%u", b->o.hot);
 	snprintf(conns, sizeof(conns), "%u", b->o.conns);
 	snprintf(cmax, sizeof(cmax), "%u", b->o.conns_max ? b->o.conns_max : b->o.conns);
+	snprintf(iot, sizeof(iot), "%u", b->o.io_threads);
 	const char *opts[][2] = {
 		{ "dram.capacity", dram }, { "remote.addrs", addrs },
 		{ "remote.group", group }, { "remote.hot_replicas", hot },
 		{ "remote.conns", conns }, { "remote.timeout_ms", "20000" },
 		{ "remote.conns_max", cmax }, { "remote.put_local", b->o.put_local },
+		{ "remote.io_threads", iot },
 	};
 	if ((r = kvt_store_create(&s)) < 0)
 		goto fail;
@@ -872,17 +879,29 @@ static void bc_report(struct bc *b, bool put, unsigned ni, struct bc_cell cells[
 	double d50 = bc_pct(dlat, nl, 0.5), d99 = bc_pct(dlat, nl, 0.99);
 	double g1m = one != UINT_MAX ? bench_median(g1, rounds) : -1;
 	double placed = (double)bc_expected_blocks(b, n);
+	/* The spread of the per-round ratios (engine / direct client, and N
+	 * nodes / 1 node), each measured side by side in one round: on a
+	 * shared machine the medians alone hide runs that differ 2x. */
+	double drm = bench_median(dr, rounds), drmin = dr[0], drmax = dr[0];
+	double n1[BENCH_ROUNDS_MAX], n1min = -1, n1max = -1;
+	for (unsigned r = 0; r < rounds; r++) {
+		drmin = dr[r] < drmin ? dr[r] : drmin;
+		drmax = dr[r] > drmax ? dr[r] : drmax;
+		n1[r] = g1[r] > 0 ? g[r] / g1[r] : -1;
+		n1min = r == 0 || n1[r] < n1min ? n1[r] : n1min;
+		n1max = r == 0 || n1[r] > n1max ? n1[r] : n1max;
+	}
 	if (b->o.json) {
 		printf("{\"bench\":\"cluster.%s\",\"nodes\":%u,\"threads_per_node\":%u"
 		       ",\"server_threads\":%u,\"value_bytes\":%" PRIu64 ",\"blocks\":%u"
 		       ",\"inflight\":%u,\"order\":\"%s\",\"conns_per_node\":%u,\"conns_max\":%u"
-		       ",\"put_local\":\"%s\""
+		       ",\"put_local\":\"%s\",\"io_threads\":%u"
 		       ",\"prompt_blocks\":%u,\"group\":%u"
 		       ",\"hot_replicas\":%u,\"ssd_bytes\":%" PRIu64 ",\"gbps\":%.3f,\"per_node_gbps\":%.3f"
 		       ",\"baseline\":\"iperf3\",\"baseline_gbps\":%.3f,\"ratio\":%.4f",
 		       put ? "put" : "get", n, b->o.threads, n * b->o.threads, b->size, b->blocks,
 		       b->o.inflight, b->o.seq ? "seq" : "groups", b->o.conns,
-		       b->o.conns_max ? b->o.conns_max : b->o.conns, b->o.put_local,
+		       b->o.conns_max ? b->o.conns_max : b->o.conns, b->o.put_local, b->o.io_threads,
 		       b->o.prompt_blocks, b->o.group,
 		       b->o.hot < n ? b->o.hot : n, b->o.ssd, gm, gm / n, im,
 		       gm / (im > 0 ? im : 1e-12));
@@ -933,7 +952,14 @@ static void bc_report(struct bc *b, bool put, unsigned ni, struct bc_cell cells[
 		bench_json_rounds("baseline_gbps_rounds", iperf, rounds);
 		bench_json_rounds("direct_gbps_rounds", d, rounds);
 		bench_json_rounds("ratio_direct_rounds", dr, rounds);
-		bench_json_num("ratio_direct_median_of_rounds", bench_median(dr, rounds), "%.4f");
+		bench_json_num("ratio_direct_median_of_rounds", drm, "%.4f");
+		bench_json_num("ratio_direct_min", drmin, "%.4f");
+		bench_json_num("ratio_direct_max", drmax, "%.4f");
+		if (g1m > 0) {
+			bench_json_rounds("ratio_nodes1_rounds", n1, rounds);
+			bench_json_num("ratio_nodes1_min", n1min, "%.4f");
+			bench_json_num("ratio_nodes1_max", n1max, "%.4f");
+		}
 		printf("}\n");
 	} else {
 		char sz[32], rel[32] = "-";
@@ -941,9 +967,13 @@ static void bc_report(struct bc *b, bool put, unsigned ni, struct bc_cell cells[
 			snprintf(rel, sizeof(rel), "%.3f", gm / g1m);
 		printf("%-4s %-8s %5u %4u %8.3f %8.3f %8.3f %6.3f %8.3f %7.3f %8s %6.1f%%..%.1f%%\n",
 		       put ? "put" : "get", bench_fmt_size(sz, sizeof(sz), b->size), n,
-		       b->o.threads, gm, gm / n, im, gm / (im > 0 ? im : 1e-12), dm,
-		       gm / (dm > 0 ? dm : 1e-12), rel,
+		       b->o.threads, gm, gm / n, im, gm / (im > 0 ? im : 1e-12), dm, drm, rel,
 		       100.0 * (double)bmin / placed, 100.0 * (double)bmax / placed);
+		printf("#   /direct per round: median %.3f, min %.3f, max %.3f (%u rounds)", drm,
+		       drmin, drmax, rounds);
+		if (g1m > 0 && n != 1)
+			printf("; vs-1node per round: min %.3f, max %.3f", n1min, n1max);
+		printf("\n");
 		printf("#   CPU per GB (this process, less the byte checks): engine %.3f s (its remote"
 		       " I/O threads %.3f s),"
 		       " direct %.3f s\n",
@@ -1010,7 +1040,8 @@ static void bc_usage(FILE *f)
 		"In every cell the direct client of 'kvtier bench net' (the wire protocol,\n"
 		"no library; --conns connections per node, one request in flight each)\n"
 		"puts and gets the same number of blocks on the same nodes, before the\n"
-		"engine in odd rounds and after it in even ones: /direct is the ratio.\n"
+		"engine in odd rounds and after it in even ones: /direct is the median\n"
+		"of the per-round ratios (their min and max on the line below it).\n"
 		"\n"
 		"Options:\n"
 		"  --smoke            32 blocks of 256K, 1 round: fields and bytes only\n"
@@ -1025,6 +1056,8 @@ static void bc_usage(FILE *f)
 		"  --conns N          engine connections per node, remote.conns (default 2)\n"
 		"  --conns-max N      remote.conns_max (default: --conns, so that the\n"
 		"                     engine and the direct client use as many)\n"
+		"  --io-threads N     remote.io_threads: the engine's I/O threads per node\n"
+		"                     (default 1; the direct client has --conns per node)\n"
 		"  --put-local MODE   remote.put_local: always (default) or never\n"
 		"  --order ORDER      the engine's put and get phases submit blocks\n"
 		"                     round-robin over the groups (groups, default: the\n"
@@ -1091,6 +1124,7 @@ int bench_cluster_main(int argc, char **argv)
 		{ "conns-max", required_argument, NULL, 'C' },
 		{ "put-local", required_argument, NULL, 'P' },
 		{ "direct-crc", no_argument, NULL, 'R' },
+		{ "io-threads", required_argument, NULL, 'Y' },
 		{ "order", required_argument, NULL, 'O' },
 		{ "local-dram", required_argument, NULL, 'L' }, { "ssd", required_argument, NULL, 'S' },
 		{ "dir", required_argument, NULL, 'd' }, { "keep", no_argument, NULL, 'k' },
@@ -1109,7 +1143,8 @@ int bench_cluster_main(int argc, char **argv)
 		return BENCH_EXIT_FAIL;
 	}
 	b->o = (struct bc_opts){ .dir = ".", .threads = 1, .inflight = 8, .conns = 2, .hot = 2,
-				 .local_dram = 64 * BC_MIB, .put_local = "always" };
+				 .local_dram = 64 * BC_MIB, .put_local = "always",
+				 .io_threads = 1 };
 	optind = 1;
 	opterr = 0;
 	while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
@@ -1118,6 +1153,11 @@ int bench_cluster_main(int argc, char **argv)
 		case 's': b->o.smoke = true; break;
 		case 'j': b->o.json = true; break;
 		case 'R': b->o.direct_crc = true; break;
+		case 'Y':
+			if (v < 1 || v > 8)
+				goto usage;
+			b->o.io_threads = (unsigned)v;
+			break;
 		case 'n': nodes = optarg; break;
 		case 'z': sizes = optarg; break;
 		case 'b':
@@ -1227,10 +1267,11 @@ int bench_cluster_main(int argc, char **argv)
 	}
 	if (!b->o.json) {
 		printf("# kvtier bench cluster: loopback, %u loop thread(s) per node, %u round(s), "
-		       "%u in flight (order %s), put_local %s, hot replicas %u%s, kvtierd %s\n"
+		       "%u in flight (order %s), put_local %s, engine I/O threads %u per node,"
+		       " hot replicas %u%s, kvtierd %s\n"
 		       "%-4s %-8s %5s %4s %8s %8s %8s %6s %8s %7s %8s %s\n",
 		       b->o.threads, b->o.rounds, b->o.inflight, b->o.seq ? "seq" : "groups",
-		       b->o.put_local, b->o.hot,
+		       b->o.put_local, b->o.io_threads, b->o.hot,
 		       b->o.direct_crc ? ", the direct client checks CRC32C" : "", kvtierd, "op",
 		       "size", "nodes",
 		       "thr", "GB/s", "per-node", "iperf3", "ratio", "direct", "/direct", "vs-1node",

@@ -412,6 +412,11 @@ int kvt_store_create(struct kvt_store **out);
  *                     average 512 KiB or more, 1..64 (default 4; at most
  *                     remote.conns: a fixed pool).  GET and PUT frames then
  *                     carry about 4 MiB of values each (doc/remote.md).
+ *   remote.io_threads I/O threads per server, 1..8 (default 1): the pool's
+ *                     connections are split between them (at least one
+ *                     each), and gets, puts and exists go round-robin over
+ *                     them, so that several threads receive and check
+ *                     values side by side (doc/remote.md).
  *   remote.timeout_ms deadline of one remote operation (default 2000).
  *   remote.connect_timeout_ms  connect and handshake deadline (default 1000).
  *   remote.backoff_ms, remote.backoff_max_ms  reconnect delay, doubling

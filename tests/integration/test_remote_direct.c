@@ -14,6 +14,12 @@
  *   - a batch of 1 MiB gets in one submit goes out in 4 MiB frames, one
  *     on each of the pool's 4 connections (counted by the proxy, on the
  *     wire);
+ *   - with remote.io_threads=2 the store runs two I/O threads for the
+ *     one server, and a batch of 8 1 MiB puts and one of 8 1 MiB gets are
+ *     split between them (each sent and received at least a quarter of
+ *     the bytes: remote.lane_min_bytes_*), every get byte-exact (the
+ *     puts' CRC32Cs, computed by the lanes' threads, are checked by the
+ *     server and again by the gets);
  *   - a byte flipped in the middle of a value on the wire (after part of
  *     it already landed in the caller's buffer) is a miss, never a hit,
  *     and counted as remote.crc_errors; the next get of it is a hit;
@@ -23,6 +29,7 @@
  *     and a load stalled mid-value while the store is destroyed releases
  *     everything (ASan/LSan) and writes nothing to the buffer afterwards.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -234,6 +241,102 @@ static void test_stripe(const char *addr, struct tproxy *px)
 	free(dst);
 }
 
+/* Threads of this process named name. */
+static int count_threads(const char *name)
+{
+	char path[300], comm[64];
+	int n = 0;
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *e;
+	T_ASSERT(d != NULL);
+	while ((e = readdir(d))) {
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/task/%s/comm", e->d_name);
+		FILE *f = fopen(path, "r");
+		if (!f)
+			continue;
+		if (fgets(comm, sizeof(comm), f) && strncmp(comm, name, strlen(name)) == 0 &&
+		    (comm[strlen(name)] == '\n' || comm[strlen(name)] == 0))
+			n++;
+		fclose(f);
+	}
+	closedir(d);
+	return n;
+}
+
+/* remote.io_threads=2: two I/O threads for one server, a batch of puts
+ * and one of gets split between them, every byte right. */
+static void test_lanes(const char *addr)
+{
+	enum { N = 8 };
+	int before = count_threads("kvt-remote");
+	struct kvt_store *b = tsrv_engine(addr, (const char *[]){ "remote.timeout_ms", "5000",
+								 "remote.io_threads", "2", NULL });
+	T_EQ_INT(count_threads("kvt-remote") - before, 2);
+	uint64_t t0 = t_now_ms();
+	T_EQ_U64(t_stat(b, "remote.io_threads"), 2);
+	uint32_t nb = t_ns(b, "lanes");
+	uint8_t *v = malloc((size_t)N * VLEN), *dst = malloc((size_t)N * VLEN);
+	struct kvt_req reqs[N], *rp[N], *got[N];
+	struct iovec iov[N];
+	struct kvt_queue *q;
+	T_ASSERT(v && dst);
+	T_OK(kvt_queue_create(b, &q));
+	for (int op = 0; op < 2; op++) {
+		uint64_t in0 = t_stat(b, "remote.lane_min_bytes_in");
+		uint64_t out0 = t_stat(b, "remote.lane_min_bytes_out");
+		for (int i = 0; i < N; i++) {
+			uint8_t *p = (op == 0 ? v : dst) + (size_t)i * VLEN;
+			if (op == 0)
+				t_fill(p, VLEN, 300 + (uint64_t)i);
+			iov[i] = (struct iovec){ p, VLEN };
+			reqs[i] = (struct kvt_req){ .op = op == 0 ? KVT_OP_PUT : KVT_OP_GET, .ns = nb,
+						    .key = t_key(300 + (uint64_t)i), .iov = &iov[i],
+						    .iov_count = 1 };
+			rp[i] = &reqs[i];
+		}
+		if (op == 1) {
+			/* A fresh store's gets must come from the server. */
+			T_OK(kvt_queue_destroy(q));
+			kvt_store_destroy(b);
+			b = tsrv_engine(addr, (const char *[]){ "remote.timeout_ms", "5000",
+								"remote.io_threads", "2", NULL });
+			nb = t_ns(b, "lanes");
+			for (int i = 0; i < N; i++)
+				reqs[i].ns = nb;
+			T_OK(kvt_queue_create(b, &q));
+			in0 = t_stat(b, "remote.lane_min_bytes_in");
+			out0 = t_stat(b, "remote.lane_min_bytes_out");
+		}
+		T_RC(kvt_submit(q, rp, N), N);
+		for (int done = 0; done < N;) {
+			int n = kvt_queue_wait(q, got, N, 30000);
+			T_ASSERT(n > 0);
+			done += n;
+		}
+		for (int i = 0; i < N; i++)
+			T_RC(reqs[i].status, KVT_OK);
+		uint64_t in = t_stat(b, "remote.lane_min_bytes_in") - in0;
+		uint64_t out = t_stat(b, "remote.lane_min_bytes_out") - out0;
+		fprintf(stderr, "%s of %d x 1 MiB over 2 I/O threads: the lesser one received %llu"
+			" bytes, sent %llu\n", op == 0 ? "puts" : "gets", N,
+			(unsigned long long)in, (unsigned long long)out);
+		if (op == 0)
+			T_ASSERT(out >= (uint64_t)N / 4 * VLEN);
+		else
+			T_ASSERT(in >= (uint64_t)N / 4 * VLEN);
+	}
+	T_EQ_U64(t_stat(b, "remote.direct_gets"), N);
+	T_EQ_MEM(dst, v, (size_t)N * VLEN);
+	T_OK(kvt_queue_destroy(q));
+	kvt_store_destroy(b);
+	T_EQ_INT(count_threads("kvt-remote"), before);
+	fprintf(stderr, "test_lanes took %llu ms\n", (unsigned long long)(t_now_ms() - t0));
+	free(v);
+	free(dst);
+}
+
 /* A byte flipped mid-value on the wire: a miss, never a hit. */
 static void test_crc(const char *addr, struct tproxy *px)
 {
@@ -429,6 +532,7 @@ int main(int argc, char **argv)
 	tproxy_start(&px, srv.port, mark_filter, false);
 	test_exact(addr);
 	test_stripe(addr, &px);
+	test_lanes(addr);
 	test_crc(addr, &px);
 	test_batch_crc(addr, &px);
 	test_stall(addr, &px);

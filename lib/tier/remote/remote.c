@@ -37,6 +37,13 @@
  * then the same framing through the SSL.  A failed handshake fails the
  * connection like a refused connect (remote.tls_failures).
  *
+ * Lanes (remote.io_threads = K > 1): remote_open opens K remotes to the
+ * same server, each with its share of the pool; the first is the handle
+ * the caller holds, and gets, puts and exists go round-robin over the
+ * lanes (lane_pick), so K threads receive and check values side by side.
+ * Each lane is everything above on its own; the handle's plug, unplug,
+ * flush, stop, close, is_down and stats cover every lane.
+ *
  * Threads and locks: rm->lock guards rm->sub, rm->stop and the flush
  * counters; everything else but the atomic counters belongs to the remote
  * thread.  Callbacks run on the remote thread with no lock held.
@@ -85,6 +92,7 @@ struct rop {
 	struct rop *next;             /* rm->sub, pending list */
 	uint8_t kind;                 /* enum rop_kind */
 	bool sealed;                  /* PUT */
+	bool crc_later;               /* PUT: crcs computed by the lane's thread (frame_send) */
 	uint32_t copies;              /* PUT: PROTO_IF_PLACED with anchor (0: not placed) */
 	uint64_t anchor;
 	bool answered;                /* frame: its item was answered */
@@ -222,6 +230,15 @@ struct remote {
 	uint64_t get_mean;               /* running mean of value sizes, GETs received and
 					  * PUTs sent (1/8 weight), 0: none yet */
 	uint32_t nsmap_cap;
+
+	/* I/O lanes (remote.io_threads): lane[0] is this remote itself, the
+	 * others are remotes of their own (thread, epoll set, connections,
+	 * namespace map) to the same server, opened and closed with it.  Set
+	 * at open, read-only after; a lane's own lane_count is 1. */
+	struct remote **lane;
+	struct remote *lane_self;        /* lane[0] of a remote with one lane */
+	unsigned lane_count;
+	_Atomic unsigned lane_next;      /* round-robin of lane_pick */
 
 	_Atomic uint64_t c_gets, c_direct_gets, c_hits, c_misses, c_puts, c_put_stored, c_put_exists, c_put_failed,
 		c_lookups, c_exists, c_deletes, c_clears, c_errors, c_timeouts, c_fast_fails,
@@ -717,8 +734,13 @@ static void frame_send(struct remote *rm, struct rconn *c, int kind, struct rop 
 	int ret;
 
 	if (kind == RK_PUT)
-		for (uint32_t i = 0; i < n; i++)
-			extra += ops[i]->part_count;
+		for (uint32_t i = 0; i < n; i++) {
+			struct rop *op = ops[i];
+			extra += op->part_count;
+			for (uint32_t p = 0; op->crc_later && p < op->part_count; p++)
+				op->crcs[p] = kvt_crc32c(0, op->parts[p].iov_base, op->parts[p].iov_len);
+			op->crc_later = false;
+		}
 	fr = frame_new(rm, n, extra);
 	if (!fr) {
 		for (uint32_t i = 0; i < n; i++)
@@ -1813,6 +1835,28 @@ static int rop_submit(struct remote *rm, struct rop *op)
 	return 0;
 }
 
+/*
+ * The lane a get, put or exists goes to: round-robin over the lanes that
+ * are up (each lane packs what it is given into its own frames, on its own
+ * connections, and receives on its own thread, so a batch spread over K
+ * lanes is received by K threads side by side); every lane down: lane 0,
+ * which fails the operation fast.  Lookups, deletes, clears and STATS go
+ * to lane 0.
+ */
+static struct remote *lane_pick(struct remote *rm)
+{
+	unsigned k = rm->lane_count;
+	if (k <= 1)
+		return rm;
+	unsigned at = atomic_fetch_add_explicit(&rm->lane_next, 1, memory_order_relaxed);
+	for (unsigned i = 0; i < k; i++) {
+		struct remote *l = rm->lane[(at + i) % k];
+		if (!atomic_load_explicit(&l->down, memory_order_relaxed))
+			return l;
+	}
+	return rm;
+}
+
 static struct rop *rop_new(struct remote *rm, int kind, uint32_t ns, const struct kvt_key *key,
 			   tier_done_fn cb, void *ctx)
 {
@@ -1831,6 +1875,7 @@ static struct rop *rop_new(struct remote *rm, int kind, uint32_t ns, const struc
 int remote_get(struct remote *rm, uint32_t ns, const struct kvt_key *key, tier_got_fn cb,
 	       void *ctx)
 {
+	rm = lane_pick(rm);
 	struct rop *op = rop_new(rm, RK_GET, ns, key, NULL, ctx);
 	if (!op)
 		return -ENOMEM;
@@ -1845,6 +1890,7 @@ int remote_get_into(struct remote *rm, uint32_t ns, const struct kvt_key *key,
 	struct rop *op;
 	if (!dst_count)
 		return -EINVAL;
+	rm = lane_pick(rm);
 	op = rop_new(rm, RK_GET, ns, key, cb, ctx);
 	if (!op)
 		return -ENOMEM;
@@ -1866,6 +1912,7 @@ int remote_put_placed(struct remote *rm, uint32_t ns, const struct kvt_key *key,
 		      const struct iovec *parts, unsigned part_count, const uint32_t *crcs,
 		      bool sealed, uint64_t anchor, unsigned copies, tier_done_fn cb, void *ctx)
 {
+	rm = lane_pick(rm);
 	struct rop *op = rop_new(rm, RK_PUT, ns, key, cb, ctx);
 	if (!op)
 		return -ENOMEM;
@@ -1880,14 +1927,19 @@ int remote_put_placed(struct remote *rm, uint32_t ns, const struct kvt_key *key,
 	op->sealed = sealed;
 	op->anchor = anchor;
 	op->copies = copies > PROTO_COPIES_MAX ? PROTO_COPIES_MAX : copies;
+	/* The writer's CRCs travel end to end; deferred ones are computed
+	 * here, on the caller's thread (ISA-L: 8-11 GB/s on the 2026-12-01
+	 * test machine, 0.09-0.13 CPU s per GB: a value going to several
+	 * replicas has them computed once, by cluster_put), or with several
+	 * lanes by the lane's thread as it packs the frame, so that the
+	 * lanes compute them side by side rather than the one caller. */
+	op->crc_later = !crcs && rm->cfg.io_threads > 1;
 	for (unsigned i = 0; i < part_count; i++) {
 		op->lens[i] = parts[i].iov_len;
 		op->value_len += parts[i].iov_len;
-		/* The writer's CRCs travel end to end; deferred ones are computed
-		 * now, on the caller's thread (ISA-L: 8-11 GB/s on the 2026-12-01
-		 * test machine, 0.09-0.13 CPU s per GB: a value going to several
-		 * replicas has them computed once, by cluster_put). */
-		op->crcs[i] = crcs ? crcs[i] : kvt_crc32c(0, parts[i].iov_base, parts[i].iov_len);
+		if (!op->crc_later)
+			op->crcs[i] = crcs ? crcs[i] : kvt_crc32c(0, parts[i].iov_base,
+								  parts[i].iov_len);
 	}
 	if (!crcs)
 		AN(rm->c_put_crc_bytes, op->value_len);
@@ -1904,6 +1956,7 @@ void remote_note_crc(struct remote *rm, const struct iovec *parts, unsigned part
 int remote_exists(struct remote *rm, uint32_t ns, const struct kvt_key *key, tier_done_fn cb,
 		  void *ctx)
 {
+	rm = lane_pick(rm);
 	struct rop *op = rop_new(rm, RK_EXISTS, ns, key, cb, ctx);
 	if (!op)
 		return -ENOMEM;
@@ -1999,14 +2052,20 @@ int remote_stats_query(struct remote *rm, const char *tenant, kvt_stats_fn fn, v
 	return ret;
 }
 
-void remote_plug(struct remote *rm)
+static void lane_plug(struct remote *rm)
 {
 	pthread_mutex_lock(&rm->lock);
 	rm->plugged++;
 	pthread_mutex_unlock(&rm->lock);
 }
 
-void remote_unplug(struct remote *rm)
+void remote_plug(struct remote *rm)
+{
+	for (unsigned i = 0; i < rm->lane_count; i++)
+		lane_plug(rm->lane[i]);
+}
+
+static void lane_unplug(struct remote *rm)
 {
 	bool wake;
 	pthread_mutex_lock(&rm->lock);
@@ -2019,7 +2078,13 @@ void remote_unplug(struct remote *rm)
 	}
 }
 
-void remote_flush(struct remote *rm)
+void remote_unplug(struct remote *rm)
+{
+	for (unsigned i = 0; i < rm->lane_count; i++)
+		lane_unplug(rm->lane[i]);
+}
+
+static void lane_flush(struct remote *rm)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
@@ -2031,6 +2096,12 @@ void remote_flush(struct remote *rm)
 		if (pthread_cond_timedwait(&rm->flush_cond, &rm->lock, &ts) == ETIMEDOUT)
 			break;
 	pthread_mutex_unlock(&rm->lock);
+}
+
+void remote_flush(struct remote *rm)
+{
+	for (unsigned i = 0; i < rm->lane_count; i++)
+		lane_flush(rm->lane[i]);
 }
 
 /* ------------------------------------------------------------------------
@@ -2180,8 +2251,10 @@ static void remote_free(struct remote *rm)
 	kvt_mem_free(rm->mem, rm, sizeof(*rm));
 }
 
-int remote_open(struct remote **out, const struct remote_config *cfg, struct dram *dram,
-		struct ns_registry *ns, struct kvt_mem *mem, const struct kvt_logger *log)
+/* One lane: a remote with its own thread and connections (cfg: the lane's
+ * share of the pool). */
+static int lane_open(struct remote **out, const struct remote_config *cfg, struct dram *dram,
+		     struct ns_registry *ns, struct kvt_mem *mem, const struct kvt_logger *log)
 {
 	struct remote *rm = kvt_mem_calloc(mem, 1, sizeof(*rm));
 	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = NULL };
@@ -2190,6 +2263,9 @@ int remote_open(struct remote **out, const struct remote_config *cfg, struct dra
 	if (!rm)
 		return -ENOMEM;
 	rm->cfg = *cfg;
+	rm->lane_self = rm;
+	rm->lane = &rm->lane_self;
+	rm->lane_count = 1;
 	rm->dram = dram;
 	rm->nsreg = ns;
 	rm->mem = mem;
@@ -2254,7 +2330,50 @@ fail:
 	return ret;
 }
 
-void remote_stop(struct remote *rm)
+/*
+ * remote.io_threads = K lanes, each a remote of its own to the same
+ * server with its share of the pool: lane i gets conns / K connections at
+ * open (one more for the first conns % K lanes) and conns_max / K at most
+ * (likewise), at least one each; K is at most max(conns, conns_max).  The
+ * pool and striping rule (remote_rule_*) applies within each lane.
+ */
+int remote_open(struct remote **out, const struct remote_config *cfg, struct dram *dram,
+		struct ns_registry *ns, struct kvt_mem *mem, const struct kvt_logger *log)
+{
+	unsigned cmax = cfg->conns_max > cfg->conns ? cfg->conns_max : cfg->conns;
+	unsigned k = cfg->io_threads ? cfg->io_threads : 1, opened = 0;
+	struct remote **lane;
+	int ret = 0;
+
+	if (k > cmax)
+		k = cmax;
+	if (k == 1)
+		return lane_open(out, cfg, dram, ns, mem, log);
+	lane = kvt_mem_calloc(mem, k, sizeof(*lane));
+	if (!lane)
+		return -ENOMEM;
+	for (; opened < k; opened++) {
+		struct remote_config lc = *cfg;
+		lc.conns = cfg->conns / k + (opened < cfg->conns % k);
+		lc.conns_max = cmax / k + (opened < cmax % k);
+		lc.conns = lc.conns ? lc.conns : 1;
+		lc.conns_max = lc.conns_max > lc.conns ? lc.conns_max : lc.conns;
+		if ((ret = lane_open(&lane[opened], &lc, dram, ns, mem, log)) < 0)
+			break;
+	}
+	if (ret < 0) {
+		for (unsigned i = 0; i < opened; i++)
+			remote_close(lane[i]);
+		kvt_mem_free(mem, lane, k * sizeof(*lane));
+		return ret;
+	}
+	lane[0]->lane = lane;
+	lane[0]->lane_count = k;
+	*out = lane[0];
+	return 0;
+}
+
+static void lane_stop(struct remote *rm)
 {
 	uint64_t one = 1;
 	ssize_t w;
@@ -2271,17 +2390,36 @@ void remote_stop(struct remote *rm)
 	 * any that landed before it were moved to pending and failed. */
 }
 
-void remote_close(struct remote *rm)
+void remote_stop(struct remote *rm)
 {
 	if (!rm)
 		return;
+	for (unsigned i = 0; i < rm->lane_count; i++)
+		lane_stop(rm->lane[i]);
+}
+
+void remote_close(struct remote *rm)
+{
+	struct remote **lane;
+	unsigned k;
+	if (!rm)
+		return;
 	remote_stop(rm);
+	lane = rm->lane;
+	k = rm->lane_count;
+	for (unsigned i = 1; i < k; i++)
+		remote_free(lane[i]);
+	if (k > 1)
+		kvt_mem_free(rm->mem, lane, k * sizeof(*lane));
 	remote_free(rm);
 }
 
 bool remote_is_down(struct remote *rm)
 {
-	return atomic_load_explicit(&rm->down, memory_order_relaxed);
+	for (unsigned i = 0; i < rm->lane_count; i++)
+		if (!atomic_load_explicit(&rm->lane[i]->down, memory_order_relaxed))
+			return false;
+	return true;
 }
 
 const char *remote_addr(const struct remote *rm)
@@ -2291,10 +2429,30 @@ const char *remote_addr(const struct remote *rm)
 
 void remote_stats(struct remote *rm, kvt_stats_fn fn, void *ctx)
 {
-#define S(name, c) fn(ctx, "remote." name, atomic_load_explicit(&rm->c, memory_order_relaxed), NULL)
+	/* Every lane's counters, summed (remote.pool: the connections of all). */
+#define S(name, c)                                                                         \
+	do {                                                                               \
+		uint64_t v_ = 0;                                                           \
+		for (unsigned i_ = 0; i_ < rm->lane_count; i_++)                          \
+			v_ += atomic_load_explicit(&rm->lane[i_]->c, memory_order_relaxed); \
+		fn(ctx, "remote." name, v_, NULL);                                         \
+	} while (0)
 	fn(ctx, "remote.addr", 0, rm->cfg.addr);
 	S("conns_up", c_conns_up);
-	fn(ctx, "remote.down", atomic_load(&rm->down), NULL);
+	fn(ctx, "remote.down", remote_is_down(rm), NULL);
+	fn(ctx, "remote.io_threads", rm->lane_count, NULL);
+	{
+		/* How evenly the lanes share the bytes: the least any moved. */
+		uint64_t in = UINT64_MAX, out = UINT64_MAX;
+		for (unsigned i = 0; i < rm->lane_count; i++) {
+			uint64_t a = atomic_load_explicit(&rm->lane[i]->c_bytes_in, memory_order_relaxed);
+			uint64_t b = atomic_load_explicit(&rm->lane[i]->c_bytes_out, memory_order_relaxed);
+			in = a < in ? a : in;
+			out = b < out ? b : out;
+		}
+		fn(ctx, "remote.lane_min_bytes_in", in, NULL);
+		fn(ctx, "remote.lane_min_bytes_out", out, NULL);
+	}
 	S("gets", c_gets);
 	S("direct_gets", c_direct_gets);
 	S("hits", c_hits);

@@ -42,6 +42,7 @@ struct remote_config {
 	char *secret_file;          /* NULL: AUTH method NONE */
 	unsigned conns;             /* connections in the pool at open */
 	unsigned conns_max;         /* ... grown to for big values (remote_rule_conns) */
+	unsigned io_threads;        /* lanes (threads) the pool is split over; 0: 1 */
 	unsigned timeout_ms;        /* deadline of one operation */
 	unsigned connect_timeout_ms;
 	unsigned backoff_ms;        /* first reconnect delay; doubles up to backoff_max_ms */
@@ -68,6 +69,8 @@ struct remote_config {
 
 #define REMOTE_DEF_CONNS 2
 #define REMOTE_DEF_CONNS_MAX 4
+#define REMOTE_DEF_IO_THREADS 1
+#define REMOTE_IO_THREADS_MAX 8
 #define REMOTE_BIG_VALUE (UINT64_C(512) << 10)   /* values this big grow the pool */
 #define REMOTE_STRIPE_BYTES (UINT64_C(4) << 20)  /* values in one GET or PUT frame, about */
 #define REMOTE_DEF_TIMEOUT_MS 2000
@@ -99,7 +102,9 @@ uint64_t remote_rule_put_bytes(unsigned conns);
 /*
  * Start the tier: reads the secret file, starts the remote thread, which
  * connects in the background (a server not up yet is not an error: the
- * first operations wait for it up to their deadline).  0, KVT_EOPTVAL
+ * first operations wait for it up to their deadline); with cfg->io_threads
+ * K > 1, K such threads, the pool split between them (remote.c "Lanes").
+ * 0, KVT_EOPTVAL
  * (addr or secret file unusable: logged), -ENOMEM, -errno.
  */
 int remote_open(struct remote **out, const struct remote_config *cfg, struct dram *dram,
