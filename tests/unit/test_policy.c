@@ -471,23 +471,27 @@ static void test_write_pressure(void)
 }
 
 /*
- * 7a. A ghost of 64 keys: 4 buckets of 16.  Keys i = 1..68 with hash
- *     (i << 40) | (i % 4) << 30 (bucket i % 4: the low 32 bits scaled to
- *     4 buckets): 17 per bucket, added in order.  Each bucket's
- *     17th add replaces its oldest, so keys 1..4 are forgotten and 5..68
- *     remembered; a second take of a key fails (taking forgets it).
+ * 7a. A ghost of 84 keys: 4 buckets of 21.  Keys i = 1..92 with hash
+ *     (i << 48) | (i % 4) << 30 (bucket i % 4: the low 32 bits scaled to
+ *     4 buckets; fingerprint i: the top 16 bits): 23 per bucket, added in
+ *     order.  A bucket's 22nd add replaces its oldest (keys 1..4), its
+ *     23rd the oldest again (keys 5..8; replacing the first slot again
+ *     would forget 85..88 instead), so 9..92 are remembered; a second
+ *     take of a key fails (taking forgets it).  The table is 4 cache
+ *     lines, nothing more.
  */
 static void test_ghost_fifo(void)
 {
 	struct kvt_mem mem;
 	struct ghost g;
 	kvt_mem_init(&mem);
-	T_OK(ghost_init(&g, &mem, 64));
-	for (uint64_t i = 1; i <= 68; i++)
-		ghost_add(&g, (i << 40) | (i % 4) << 30);
-	for (uint64_t i = 1; i <= 68; i++)
-		T_EQ_INT(ghost_take(&g, (i << 40) | (i % 4) << 30), i > 4);
-	T_EQ_INT(ghost_take(&g, (UINT64_C(5) << 40) | UINT64_C(1) << 30), false);
+	T_OK(ghost_init(&g, &mem, 84));
+	T_EQ_U64(atomic_load(&mem.bytes), 4 * 64);
+	for (uint64_t i = 1; i <= 92; i++)
+		ghost_add(&g, (i << 48) | (i % 4) << 30);
+	for (uint64_t i = 1; i <= 92; i++)
+		T_EQ_INT(ghost_take(&g, (i << 48) | (i % 4) << 30), i > 8);
+	T_EQ_INT(ghost_take(&g, (UINT64_C(9) << 48) | UINT64_C(1) << 30), false);
 	ghost_fini(&g);
 	T_EQ_INT(atomic_load(&mem.bytes), 0);
 }
