@@ -55,7 +55,9 @@
  * it, in main (M), victims from P while M holds at most 95 %.  Two
  * miniature simulations (minisim.c) of the two modes, fed 1 key in 16 at
  * 1/16 of the shard, pick the mode: segmented while its simulation hits 2 %
- * more than LRU's (counts halved every 4 simulated capacities).  Entering
+ * more than LRU's and the difference is significant (a sign test over the
+ * sampled accesses only one of them hit; counts halved every 4 simulated
+ * capacities; see adapt_note).  Entering
  * segmented mode moves M's never-reused blocks to P; leaving it moves
  * nothing (P's leftovers go first).  No write-down filter.  With a tier
  * below taking DRAM's victims it stays in LRU mode (evict_pin_lru): the
@@ -239,29 +241,56 @@ void evict_pin_lru(struct evict *e)
 
 /*
  * prefix-adapt: feed a sampled access (a get that hit, or a put) to both
- * miniature simulations and pick the mode: segmented once its simulation
- * hits 2 % more than LRU's, LRU again once LRU's hits 2 % more (LRU is
- * where it starts: the fallback).  Leaving segmented mode moves nothing:
- * P's leftovers are the first victims (evict_victim), as if P had been
- * appended to M's old end.
+ * miniature simulations and pick the mode.  The two see the same keys, so
+ * what tells them apart is the accesses only one of them hit: a (only the
+ * segmented one), b (only LRU).  Segmented once a - b is both 2 % of LRU's
+ * hits and significant -- (a - b)^2 > EVICT_SIM_Z2 (a + b), a one-sided
+ * sign test (McNemar's) at z = 2 -- and after EVICT_SIM_EVIDENCE sampled
+ * accesses; LRU again on the mirror condition (LRU is where it starts:
+ * the fallback).  On workloads where the two are equal in expectation
+ * (conversations at an eighth of their blocks) the 2 % rule alone let
+ * sampling noise choose the segmented mode for a while and lose hits
+ * (doc/policies.md).  Leaving segmented mode moves nothing: P's leftovers
+ * are the first victims (evict_victim), as if P had been appended to M's
+ * old end.
  */
+#define EVICT_SIM_Z2 4
+#define EVICT_SIM_EVIDENCE 256
+static bool adapt_better(uint64_t only_mine, uint64_t only_other, uint64_t other_hits)
+{
+	uint64_t d;
+	if (only_mine <= only_other)
+		return false;
+	d = only_mine - only_other;
+	return d > other_hits / 50 + 1 && d * d > EVICT_SIM_Z2 * (only_mine + only_other);
+}
+
 static void adapt_note(struct evict *e, uint64_t hash, uint32_t chunks)
 {
-	bool seg;
+	bool seg, hit[2];
 	if (!e->adapt || e->adapt_pinned || ((hash >> EVICT_SIM_SHIFT) & (EVICT_SIM_RATE - 1)) != 0)
 		return;
-	for (unsigned i = 0; i < 2; i++)
-		if (minisim_access(&e->sim[i], hash, chunks))
-			e->sim_hits[i]++;
+	for (unsigned i = 0; i < 2; i++) {
+		hit[i] = minisim_access(&e->sim[i], hash, chunks);
+		e->sim_hits[i] += hit[i];
+	}
+	if (hit[0] != hit[1])
+		e->sim_only[hit[1]]++;
+	if (e->sim_seen < EVICT_SIM_EVIDENCE)
+		e->sim_seen++;
 	if (++e->sim_accesses >= e->sim_window) {
 		e->sim_accesses = 0;
-		e->sim_hits[0] /= 2;
-		e->sim_hits[1] /= 2;
+		for (unsigned i = 0; i < 2; i++) {
+			e->sim_hits[i] /= 2;
+			e->sim_only[i] /= 2;
+		}
 	}
+	if (e->sim_seen < EVICT_SIM_EVIDENCE)
+		return;
 	if (e->seg)
-		seg = !(e->sim_hits[0] > e->sim_hits[1] + e->sim_hits[1] / 50 + 1);
+		seg = !adapt_better(e->sim_only[0], e->sim_only[1], e->sim_hits[1]);
 	else
-		seg = e->sim_hits[1] > e->sim_hits[0] + e->sim_hits[0] / 50 + 1;
+		seg = adapt_better(e->sim_only[1], e->sim_only[0], e->sim_hits[0]);
 	if (seg != e->seg) {
 		e->seg = seg;
 		e->mode_switches++;

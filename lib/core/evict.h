@@ -60,6 +60,10 @@ struct evict {
 	struct minisim sim[2];
 	struct ghost gh;          /* prefix-adapt's ghost (near-FIFO) */
 	uint64_t sim_hits[2], sim_accesses, sim_window, mode_switches;
+	/* sampled accesses only one simulation hit ([0] LRU's, [1] the
+	 * segmented one's), halved with sim_hits; sampled accesses seen in
+	 * all (to EVICT_SIM_EVIDENCE) */
+	uint64_t sim_only[2], sim_seen;
 };
 
 /* busy(node, ctx): true if the node must not be evicted now (pinned). */
