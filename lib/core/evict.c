@@ -1,6 +1,7 @@
 /*
- * evict.c - which DRAM item goes next: S3-FIFO (default) or LRU, for one
- * shard.  Owns the queues and the ghost table; the items belong to dram.c.
+ * evict.c - which DRAM item goes next (prefix-adapt by default, prefix,
+ * prefix-learn, LRU or S3-FIFO), for one shard.  Owns the queues, the
+ * ghost tables and the simulations; the items belong to dram.c.
  * Locking: the shard lock, held by every caller.
  *
  * S3-FIFO (Yang et al., SOSP'23): most blocks are read once or never, so a
@@ -18,7 +19,7 @@
  *
  * LRU: one list, hits move to the head, evict from the tail.
  *
- * Prefix (default; doc/policies.md): LRU that keeps chains in order.  A
+ * Prefix (doc/policies.md): LRU that keeps chains in order.  A
  * get or put goes just behind the block its shard's previous get or put
  * placed, if nothing else happened in that shard in between (dram.c tracks
  * it; otherwise to the head): a request reads its hit prefix and writes its
@@ -49,7 +50,7 @@
  *         --otherwise-------> [ M: new ... old ] --evict when M > 90 %--> ghost
  *                               ^ hit (in P or M): to M, class credited
  * *
- * Prefix-adapt (opt-in): the prefix order in two modes.  LRU mode is
+ * Prefix-adapt (the default): the prefix order in two modes.  LRU mode is
  * prefix; segmented mode puts a new block on probation (P) and a block hit,
  * or back while the ghost (ghost.c, near-FIFO, 3 keys per chunk) remembers
  * it, in main (M), victims from P while M holds at most 95 %.  Two

@@ -121,6 +121,7 @@ static unsigned one_reuse(const char *policy, const char *admission)
 static void test_one_reuse(void)
 {
 	T_EQ_INT(one_reuse("prefix", "victim"), 2);
+	T_EQ_INT(one_reuse("prefix-adapt", "victim"), 2);
 	T_EQ_INT(one_reuse("lru", "victim"), 2);
 	T_EQ_INT(one_reuse("lru", "second"), 0);
 }
@@ -150,6 +151,8 @@ static unsigned orphan(const char *policy)
 static void test_orphan(void)
 {
 	T_EQ_INT(orphan("prefix"), 2);
+	/* The default: prefix's order until its simulations have evidence. */
+	T_EQ_INT(orphan("prefix-adapt"), 2);
 	T_EQ_INT(orphan("lru"), 0);
 }
 
