@@ -157,12 +157,23 @@ int evict_init(struct evict *e, struct kvt_mem *mem, int policy, uint64_t capaci
 		}
 		e->sim_window = 4 * (uint64_t)(ents > 64 ? ents : 64);
 	}
-	if (policy == DRAM_POLICY_S3FIFO || e->learn) {
-		/* One ghost slot per chunk bounds it by the most items M can hold;
-		 * prefix-learn remembers twice that (reuse after DRAM, from the
-		 * SSD below, must be seen to be credited).  Plain prefix needs
+	if (policy == DRAM_POLICY_S3FIFO) {
+		/* As many keys as chunks: the most items M can hold (the
+		 * paper's ghost queue is as long as M).  ghost.c forgets the
+		 * oldest first, as the paper's FIFO ghost does; a direct-mapped
+		 * table forgot at random (doc/policies.md). */
+		int r = ghost_init(&e->gh, mem, capacity_chunks);
+		if (r < 0) {
+			evict_fini(e);
+			return r;
+		}
+	}
+	if (e->learn) {
+		/* prefix-learn: direct mapped, two slots per chunk (reuse after
+		 * DRAM, from the SSD below, must be seen to be credited); each
+		 * slot carries the evicted block's class.  Plain prefix needs
 		 * none. */
-		uint64_t want = e->learn ? 2 * capacity_chunks : capacity_chunks;
+		uint64_t want = 2 * capacity_chunks;
 		while (g < want && g < (UINT64_C(1) << 24))
 			g <<= 1;
 		e->ghost = kvt_mem_calloc(mem, g, sizeof(uint32_t));
@@ -202,7 +213,9 @@ static inline uint32_t ghost_fp(uint64_t hash)
 
 void evict_ghost_add(struct evict *e, uint64_t hash)
 {
-	if (e->ghost)
+	if (e->policy == DRAM_POLICY_S3FIFO)
+		ghost_add(&e->gh, hash);
+	else if (e->ghost)
 		e->ghost[hash & e->ghost_mask] = ghost_fp(hash);
 }
 
@@ -480,8 +493,7 @@ void evict_insert(struct evict *e, struct evict_node *n, uint64_t hash, unsigned
 		list_push_head(&e->main, n);
 		return;
 	}
-	if (e->ghost[hash & e->ghost_mask] == ghost_fp(hash)) {
-		e->ghost[hash & e->ghost_mask] = 0;
+	if (ghost_take(&e->gh, hash)) {
 		e->ghost_hits++;
 		n->queue = EVICT_Q_MAIN;
 		list_push_head(&e->main, n);

@@ -40,7 +40,7 @@ struct evict {
 	struct evict_list small;  /* S3-FIFO probation queue (unused by LRU) */
 	struct evict_list main;   /* S3-FIFO main queue / the LRU list */
 	uint64_t small_target;    /* chunks: S is drained first while above this */
-	uint32_t *ghost;          /* fingerprints of keys evicted from S, direct mapped */
+	uint32_t *ghost;          /* prefix-learn: fingerprint and class of evicted keys, direct mapped */
 	uint32_t ghost_mask;
 	uint64_t ghost_hits;      /* inserts that went straight to main */
 	uint64_t promotions;      /* small -> main moves */
@@ -58,7 +58,7 @@ struct evict {
 	bool adapt, seg;
 	bool adapt_pinned;        /* a tier below takes DRAM's victims: LRU mode */
 	struct minisim sim[2];
-	struct ghost gh;          /* prefix-adapt's ghost (near-FIFO) */
+	struct ghost gh;          /* prefix-adapt's and S3-FIFO's ghost (near-FIFO, ghost.c) */
 	uint64_t sim_hits[2], sim_accesses, sim_window, mode_switches;
 	/* sampled accesses only one simulation hit ([0] LRU's, [1] the
 	 * segmented one's), halved with sim_hits; sampled accesses seen in
