@@ -19,7 +19,8 @@
  *   7. prefix-adapt's parts: its ghost forgets the oldest keys first (a
  *      direct-mapped one forgets at random), and its miniature simulations
  *      count the hits LRU and the segmented rule make on a hand-made
- *      sequence.
+ *      sequence; and the mode they choose: segmented where it wins by
+ *      far, only after enough evidence, and never where the two tie.
  * Values are 64 KiB, one DRAM chunk each, one shard: capacities count blocks.
  */
 #include <signal.h>
@@ -27,6 +28,7 @@
 #include <unistd.h>
 
 #include "dram.h"
+#include "evict.h"
 #include "ghost.h"
 #include "kvt_int.h"
 #include "minisim.h"
@@ -536,10 +538,68 @@ static void test_minisim_hand(void)
 	T_EQ_INT(atomic_load(&mem.bytes), 0);
 }
 
+/*
+ * 7c. prefix-adapt's choice of mode, on its own evict state (256 chunks:
+ *     simulations of 16), every key sampled (hash bits 16..19 zero), each
+ *     access a put of a one-chunk block that is dropped at once (the real
+ *     queues stay empty; only the simulations see the stream).
+ *     Scan: rounds of a hot set of 12 keys then 12 keys never seen again.
+ *     LRU of 16 sees 24 distinct keys a round and never hits; segmented
+ *     keeps the hot set in main (its second round, back from the ghost)
+ *     and hits 12 a round.  Still LRU after 240 sampled accesses (under
+ *     the 256 of evidence), segmented after 40 rounds.
+ *     Tie: rounds of the same 10 keys: both simulations hit all of them
+ *     from the second round, no access tells them apart, no switch ever.
+ */
+static uint64_t adapt_hash(uint64_t key)
+{
+	return (2 * key + 1) << 32 | key << 20; /* bits 16..19 zero: sampled */
+}
+
+static void adapt_access(struct evict *e, uint64_t key)
+{
+	struct evict_node n;
+	memset(&n, 0, sizeof(n));
+	n.chunks = 1;
+	evict_insert(e, &n, adapt_hash(key), 0);
+	evict_remove(e, &n);
+}
+
+static void test_adapt_mode(void)
+{
+	struct kvt_mem mem;
+	struct evict e;
+	uint64_t next = 1000;
+	kvt_mem_init(&mem);
+	T_OK(evict_init(&e, &mem, DRAM_POLICY_PREFIX_ADAPT, 256));
+	for (unsigned r = 0; r < 40; r++) {
+		for (uint64_t k = 1; k <= 12; k++)
+			adapt_access(&e, k);
+		for (unsigned i = 0; i < 12; i++)
+			adapt_access(&e, next++);
+		if (r == 9) /* 240 sampled accesses */
+			T_EQ_INT(e.seg, false);
+	}
+	T_EQ_INT(e.seg, true);
+	T_EQ_U64(e.mode_switches, 1);
+	evict_fini(&e);
+
+	T_OK(evict_init(&e, &mem, DRAM_POLICY_PREFIX_ADAPT, 256));
+	for (unsigned r = 0; r < 100; r++)
+		for (uint64_t k = 1; k <= 10; k++)
+			adapt_access(&e, k);
+	T_EQ_INT(e.seg, false);
+	T_EQ_U64(e.mode_switches, 0);
+	T_EQ_U64(e.sim_only[0] + e.sim_only[1], 0);
+	evict_fini(&e);
+	T_EQ_INT(atomic_load(&mem.bytes), 0);
+}
+
 int main(void)
 {
 	test_ghost_fifo();
 	test_minisim_hand();
+	test_adapt_mode();
 	test_write_pressure();
 	test_one_reuse();
 	test_orphan();
