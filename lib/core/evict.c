@@ -251,6 +251,12 @@ void evict_pin_lru(struct evict *e)
 		e->seg = false;
 		e->mode_switches++;
 	}
+	/* Pinned for good (the tier below stays until close): the ghost and
+	 * the simulations decide nothing now, so give their bytes back and
+	 * run prefix's code path exactly. */
+	minisim_fini(&e->sim[0]);
+	minisim_fini(&e->sim[1]);
+	ghost_fini(&e->gh);
 }
 
 /*
@@ -371,7 +377,7 @@ static void prefix_insert(struct evict *e, struct evict_node *n, uint64_t hash, 
 	}
 	n->freq = (uint8_t)cls;
 	if (e->adapt) {
-		if (ghost_take(&e->gh, hash)) {
+		if (!e->adapt_pinned && ghost_take(&e->gh, hash)) {
 			e->ghost_hits++;
 			cls_credit(e, n);
 			back = true;
@@ -463,7 +469,7 @@ unsigned evict_value(const struct evict *e, const struct evict_node *n)
 void evict_ghost_note(struct evict *e, const struct evict_node *n, uint64_t hash, bool from_small)
 {
 	if (e->policy == DRAM_POLICY_PREFIX) {
-		if (e->adapt)
+		if (e->adapt && !e->adapt_pinned)
 			ghost_add(&e->gh, hash);
 		if (e->ghost)
 			e->ghost[hash & e->ghost_mask] = ghost_fp_cls(hash, n->freq & EVICT_CLS_MASK);

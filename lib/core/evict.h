@@ -106,8 +106,9 @@ void evict_ghost_note(struct evict *e, const struct evict_node *n, uint64_t hash
 /* The oldest node pick(node, ctx) accepts, S before M; still linked.  NULL if none. */
 struct evict_node *evict_oldest_match(struct evict *e, evict_busy_fn pick, void *ctx);
 const char *evict_policy_name(int policy);
-/* prefix-adapt: stay in LRU mode (a lower tier takes the victims; the
- * simulations model DRAM alone, doc/policies.md).  Others: nothing. */
+/* prefix-adapt: stay in LRU mode for good (a lower tier takes the
+ * victims; the simulations model DRAM alone, doc/policies.md), freeing the
+ * ghost and the simulations.  Others: nothing. */
 void evict_pin_lru(struct evict *e);
 
 #endif

@@ -565,6 +565,30 @@ static void adapt_access(struct evict *e, uint64_t key)
 	evict_remove(e, &n);
 }
 
+/*
+ * 7d. Over an SSD, prefix-adapt is prefix: pinned to LRU mode, it gives
+ *     its ghost and simulations back.  A store of 1,024 DRAM blocks over
+ *     an SSD holds the same metadata bytes under both policies; without
+ *     the SSD, prefix-adapt holds more (its ghost alone is 3 keys a chunk).
+ */
+static uint64_t meta_bytes(const char *policy, bool ssd)
+{
+	char *dir = t_mkdtemp();
+	struct kvt_store *s = open_blocks(dir, 1024, ssd ? "16M" : NULL, policy, "victim", "0");
+	uint64_t v = 0;
+	T_RC(kvt_store_stat(s, "mem.meta_bytes", &v), KVT_OK);
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+	return v;
+}
+
+static void test_adapt_pinned(void)
+{
+	T_EQ_U64(meta_bytes("prefix-adapt", true), meta_bytes("prefix", true));
+	T_ASSERT(meta_bytes("prefix-adapt", false) > meta_bytes("prefix", false) + 1024 * 9);
+}
+
 static void test_adapt_mode(void)
 {
 	struct kvt_mem mem;
@@ -600,6 +624,7 @@ int main(void)
 	test_ghost_fifo();
 	test_minisim_hand();
 	test_adapt_mode();
+	test_adapt_pinned();
 	test_write_pressure();
 	test_one_reuse();
 	test_orphan();
