@@ -807,7 +807,7 @@ static void replay_usage(FILE *f)
 		"  --ssd SIZE            SSD tier (default 0: none); a comma list sweeps\n"
 		"  --dir DIR             where SSD run directories go (default $TMPDIR or\n"
 		"                        /var/tmp; must support O_DIRECT); removed after\n"
-		"  --dram-policy P       DRAM eviction: prefix (default), prefix-adapt,\n"
+		"  --dram-policy P       DRAM eviction: prefix-adapt (default), prefix,\n"
 		"                        prefix-learn, lru or s3fifo (doc/policies.md)\n"
 		"  --admission POLICY    SSD admission: victim (default: what DRAM evicts),\n"
 		"                        second (on a second access) or always (every put)\n"

@@ -310,10 +310,13 @@ int kvt_store_create(struct kvt_store **out);
  *                     largest value, and with few large values per shard
  *                     the hash spreads them unevenly, so a shard can evict
  *                     before the tier is full.  Fewer shards for big blocks.
- *   dram.policy       "prefix" (default: LRU keeping each prompt's chain in
- *                     order, tails evicted before heads), "prefix-learn"
- *                     (the same, with reuse predicted per class), "lru" or
- *                     "s3fifo".  doc/policies.md.
+ *   dram.policy       "prefix-adapt" (default: "prefix", or a segmented
+ *                     order protecting reused blocks, chosen online by two
+ *                     miniature simulations; "prefix" whenever an SSD tier
+ *                     takes DRAM's victims), "prefix" (LRU keeping each
+ *                     prompt's chain in order, tails evicted before heads),
+ *                     "prefix-learn" (the same, with reuse predicted per
+ *                     class), "lru" or "s3fifo".  doc/policies.md.
  *   dram.victim_wait_ms  a put waits at most this long for the SSD before
  *                     DRAM's victims are shed unwritten (default 20).
  *   dram.hugepages    "auto" (default: hugetlbfs pages if reserved, else

@@ -1,6 +1,7 @@
 /*
- * evict.c - which DRAM item goes next: S3-FIFO (default) or LRU, for one
- * shard.  Owns the queues and the ghost table; the items belong to dram.c.
+ * evict.c - which DRAM item goes next (prefix-adapt by default, prefix,
+ * prefix-learn, LRU or S3-FIFO), for one shard.  Owns the queues, the
+ * ghost tables and the simulations; the items belong to dram.c.
  * Locking: the shard lock, held by every caller.
  *
  * S3-FIFO (Yang et al., SOSP'23): most blocks are read once or never, so a
@@ -18,7 +19,7 @@
  *
  * LRU: one list, hits move to the head, evict from the tail.
  *
- * Prefix (default; doc/policies.md): LRU that keeps chains in order.  A
+ * Prefix (doc/policies.md): LRU that keeps chains in order.  A
  * get or put goes just behind the block its shard's previous get or put
  * placed, if nothing else happened in that shard in between (dram.c tracks
  * it; otherwise to the head): a request reads its hit prefix and writes its
@@ -49,13 +50,15 @@
  *         --otherwise-------> [ M: new ... old ] --evict when M > 90 %--> ghost
  *                               ^ hit (in P or M): to M, class credited
  * *
- * Prefix-adapt (opt-in): the prefix order in two modes.  LRU mode is
+ * Prefix-adapt (the default): the prefix order in two modes.  LRU mode is
  * prefix; segmented mode puts a new block on probation (P) and a block hit,
  * or back while the ghost (ghost.c, near-FIFO, 3 keys per chunk) remembers
  * it, in main (M), victims from P while M holds at most 95 %.  Two
  * miniature simulations (minisim.c) of the two modes, fed 1 key in 16 at
  * 1/16 of the shard, pick the mode: segmented while its simulation hits 2 %
- * more than LRU's (counts halved every 4 simulated capacities).  Entering
+ * more than LRU's and the difference is significant (a sign test over the
+ * sampled accesses only one of them hit; counts halved every 4 simulated
+ * capacities; see adapt_note).  Entering
  * segmented mode moves M's never-reused blocks to P; leaving it moves
  * nothing (P's leftovers go first).  No write-down filter.  With a tier
  * below taking DRAM's victims it stays in LRU mode (evict_pin_lru): the
@@ -154,12 +157,23 @@ int evict_init(struct evict *e, struct kvt_mem *mem, int policy, uint64_t capaci
 		}
 		e->sim_window = 4 * (uint64_t)(ents > 64 ? ents : 64);
 	}
-	if (policy == DRAM_POLICY_S3FIFO || e->learn) {
-		/* One ghost slot per chunk bounds it by the most items M can hold;
-		 * prefix-learn remembers twice that (reuse after DRAM, from the
-		 * SSD below, must be seen to be credited).  Plain prefix needs
+	if (policy == DRAM_POLICY_S3FIFO) {
+		/* As many keys as chunks: the most items M can hold (the
+		 * paper's ghost queue is as long as M).  ghost.c forgets the
+		 * oldest first, as the paper's FIFO ghost does; a direct-mapped
+		 * table forgot at random (doc/policies.md). */
+		int r = ghost_init(&e->gh, mem, capacity_chunks);
+		if (r < 0) {
+			evict_fini(e);
+			return r;
+		}
+	}
+	if (e->learn) {
+		/* prefix-learn: direct mapped, two slots per chunk (reuse after
+		 * DRAM, from the SSD below, must be seen to be credited); each
+		 * slot carries the evicted block's class.  Plain prefix needs
 		 * none. */
-		uint64_t want = e->learn ? 2 * capacity_chunks : capacity_chunks;
+		uint64_t want = 2 * capacity_chunks;
 		while (g < want && g < (UINT64_C(1) << 24))
 			g <<= 1;
 		e->ghost = kvt_mem_calloc(mem, g, sizeof(uint32_t));
@@ -199,7 +213,9 @@ static inline uint32_t ghost_fp(uint64_t hash)
 
 void evict_ghost_add(struct evict *e, uint64_t hash)
 {
-	if (e->ghost)
+	if (e->policy == DRAM_POLICY_S3FIFO)
+		ghost_add(&e->gh, hash);
+	else if (e->ghost)
 		e->ghost[hash & e->ghost_mask] = ghost_fp(hash);
 }
 
@@ -235,33 +251,66 @@ void evict_pin_lru(struct evict *e)
 		e->seg = false;
 		e->mode_switches++;
 	}
+	/* Pinned for good (the tier below stays until close): the ghost and
+	 * the simulations decide nothing now, so give their bytes back and
+	 * run prefix's code path exactly. */
+	minisim_fini(&e->sim[0]);
+	minisim_fini(&e->sim[1]);
+	ghost_fini(&e->gh);
 }
 
 /*
  * prefix-adapt: feed a sampled access (a get that hit, or a put) to both
- * miniature simulations and pick the mode: segmented once its simulation
- * hits 2 % more than LRU's, LRU again once LRU's hits 2 % more (LRU is
- * where it starts: the fallback).  Leaving segmented mode moves nothing:
- * P's leftovers are the first victims (evict_victim), as if P had been
- * appended to M's old end.
+ * miniature simulations and pick the mode.  The two see the same keys, so
+ * what tells them apart is the accesses only one of them hit: a (only the
+ * segmented one), b (only LRU).  Segmented once a - b is both 2 % of LRU's
+ * hits and significant -- (a - b)^2 > EVICT_SIM_Z2 (a + b), a one-sided
+ * sign test (McNemar's) at z = 2 -- and after EVICT_SIM_EVIDENCE sampled
+ * accesses; LRU again on the mirror condition (LRU is where it starts:
+ * the fallback).  On workloads where the two are equal in expectation
+ * (conversations at an eighth of their blocks) the 2 % rule alone let
+ * sampling noise choose the segmented mode for a while and lose hits
+ * (doc/policies.md).  Leaving segmented mode moves nothing: P's leftovers
+ * are the first victims (evict_victim), as if P had been appended to M's
+ * old end.
  */
+#define EVICT_SIM_Z2 4
+#define EVICT_SIM_EVIDENCE 256
+static bool adapt_better(uint64_t only_mine, uint64_t only_other, uint64_t other_hits)
+{
+	uint64_t d;
+	if (only_mine <= only_other)
+		return false;
+	d = only_mine - only_other;
+	return d > other_hits / 50 + 1 && d * d > EVICT_SIM_Z2 * (only_mine + only_other);
+}
+
 static void adapt_note(struct evict *e, uint64_t hash, uint32_t chunks)
 {
-	bool seg;
+	bool seg, hit[2];
 	if (!e->adapt || e->adapt_pinned || ((hash >> EVICT_SIM_SHIFT) & (EVICT_SIM_RATE - 1)) != 0)
 		return;
-	for (unsigned i = 0; i < 2; i++)
-		if (minisim_access(&e->sim[i], hash, chunks))
-			e->sim_hits[i]++;
+	for (unsigned i = 0; i < 2; i++) {
+		hit[i] = minisim_access(&e->sim[i], hash, chunks);
+		e->sim_hits[i] += hit[i];
+	}
+	if (hit[0] != hit[1])
+		e->sim_only[hit[1]]++;
+	if (e->sim_seen < EVICT_SIM_EVIDENCE)
+		e->sim_seen++;
 	if (++e->sim_accesses >= e->sim_window) {
 		e->sim_accesses = 0;
-		e->sim_hits[0] /= 2;
-		e->sim_hits[1] /= 2;
+		for (unsigned i = 0; i < 2; i++) {
+			e->sim_hits[i] /= 2;
+			e->sim_only[i] /= 2;
+		}
 	}
+	if (e->sim_seen < EVICT_SIM_EVIDENCE)
+		return;
 	if (e->seg)
-		seg = !(e->sim_hits[0] > e->sim_hits[1] + e->sim_hits[1] / 50 + 1);
+		seg = !adapt_better(e->sim_only[0], e->sim_only[1], e->sim_hits[1]);
 	else
-		seg = e->sim_hits[1] > e->sim_hits[0] + e->sim_hits[0] / 50 + 1;
+		seg = adapt_better(e->sim_only[1], e->sim_only[0], e->sim_hits[0]);
 	if (seg != e->seg) {
 		e->seg = seg;
 		e->mode_switches++;
@@ -328,7 +377,7 @@ static void prefix_insert(struct evict *e, struct evict_node *n, uint64_t hash, 
 	}
 	n->freq = (uint8_t)cls;
 	if (e->adapt) {
-		if (ghost_take(&e->gh, hash)) {
+		if (!e->adapt_pinned && ghost_take(&e->gh, hash)) {
 			e->ghost_hits++;
 			cls_credit(e, n);
 			back = true;
@@ -420,7 +469,7 @@ unsigned evict_value(const struct evict *e, const struct evict_node *n)
 void evict_ghost_note(struct evict *e, const struct evict_node *n, uint64_t hash, bool from_small)
 {
 	if (e->policy == DRAM_POLICY_PREFIX) {
-		if (e->adapt)
+		if (e->adapt && !e->adapt_pinned)
 			ghost_add(&e->gh, hash);
 		if (e->ghost)
 			e->ghost[hash & e->ghost_mask] = ghost_fp_cls(hash, n->freq & EVICT_CLS_MASK);
@@ -450,8 +499,7 @@ void evict_insert(struct evict *e, struct evict_node *n, uint64_t hash, unsigned
 		list_push_head(&e->main, n);
 		return;
 	}
-	if (e->ghost[hash & e->ghost_mask] == ghost_fp(hash)) {
-		e->ghost[hash & e->ghost_mask] = 0;
+	if (ghost_take(&e->gh, hash)) {
 		e->ghost_hits++;
 		n->queue = EVICT_Q_MAIN;
 		list_push_head(&e->main, n);

@@ -40,7 +40,7 @@ struct evict {
 	struct evict_list small;  /* S3-FIFO probation queue (unused by LRU) */
 	struct evict_list main;   /* S3-FIFO main queue / the LRU list */
 	uint64_t small_target;    /* chunks: S is drained first while above this */
-	uint32_t *ghost;          /* fingerprints of keys evicted from S, direct mapped */
+	uint32_t *ghost;          /* prefix-learn: fingerprint and class of evicted keys, direct mapped */
 	uint32_t ghost_mask;
 	uint64_t ghost_hits;      /* inserts that went straight to main */
 	uint64_t promotions;      /* small -> main moves */
@@ -58,8 +58,12 @@ struct evict {
 	bool adapt, seg;
 	bool adapt_pinned;        /* a tier below takes DRAM's victims: LRU mode */
 	struct minisim sim[2];
-	struct ghost gh;          /* prefix-adapt's ghost (near-FIFO) */
+	struct ghost gh;          /* prefix-adapt's and S3-FIFO's ghost (near-FIFO, ghost.c) */
 	uint64_t sim_hits[2], sim_accesses, sim_window, mode_switches;
+	/* sampled accesses only one simulation hit ([0] LRU's, [1] the
+	 * segmented one's), halved with sim_hits; sampled accesses seen in
+	 * all (to EVICT_SIM_EVIDENCE) */
+	uint64_t sim_only[2], sim_seen;
 };
 
 /* busy(node, ctx): true if the node must not be evicted now (pinned). */
@@ -102,8 +106,9 @@ void evict_ghost_note(struct evict *e, const struct evict_node *n, uint64_t hash
 /* The oldest node pick(node, ctx) accepts, S before M; still linked.  NULL if none. */
 struct evict_node *evict_oldest_match(struct evict *e, evict_busy_fn pick, void *ctx);
 const char *evict_policy_name(int policy);
-/* prefix-adapt: stay in LRU mode (a lower tier takes the victims; the
- * simulations model DRAM alone, doc/policies.md).  Others: nothing. */
+/* prefix-adapt: stay in LRU mode for good (a lower tier takes the
+ * victims; the simulations model DRAM alone, doc/policies.md), freeing the
+ * ghost and the simulations.  Others: nothing. */
 void evict_pin_lru(struct evict *e);
 
 #endif

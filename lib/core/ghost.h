@@ -10,14 +10,17 @@
 
 #include "kvt_int.h"
 
+#define GHOST_WAYS 21 /* 3-byte slots per bucket */
+#define GHOST_LINE 64 /* bytes per bucket: one cache line */
+
 struct ghost {
 	struct kvt_mem *mem;
-	uint32_t *slot;     /* GHOST_WAYS per bucket: fingerprint << 8 | generation; 0 empty */
+	uint8_t *line;      /* `buckets` lines of GHOST_WAYS slots (ghost.c) */
 	uint32_t buckets;
 	uint64_t adds, per_gen;
 };
 
-/* Room for `keys` keys (rounded up to a whole bucket of 16). */
+/* Room for `keys` keys (rounded up to a whole bucket of GHOST_WAYS). */
 int ghost_init(struct ghost *g, struct kvt_mem *mem, uint64_t keys);
 void ghost_fini(struct ghost *g);
 void ghost_add(struct ghost *g, uint64_t hash);

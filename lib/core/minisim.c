@@ -26,9 +26,12 @@ struct minisim_ent {
 	uint32_t fp;     /* 0: free */
 	uint32_t prev, next;
 	uint32_t hnext;  /* index chain */
-	uint32_t chunks;
-	uint8_t main;
+	uint32_t chunks : 31;
+	uint32_t main : 1;
 };
+/* 20 bytes: two simulations of 1/16 of the chunks cost 2.5 B per block
+ * (doc/policies.md "Bookkeeping"). */
+_Static_assert(sizeof(struct minisim_ent) == 20, "minisim_ent grew");
 
 enum { MS_P = 0, MS_M = 1, MS_FIRST = 2 };
 
@@ -37,10 +40,15 @@ static inline uint32_t ms_fp(uint64_t hash)
 	return (uint32_t)(hash >> 32) | 1u;
 }
 
-/* The ghost's key for a fingerprint (entries keep only the fingerprint). */
+/* The ghost's key for a fingerprint (entries keep only the fingerprint):
+ * mixed (splitmix64's finalizer), so that the ghost's bucket (low bits)
+ * and its 16-bit fingerprint (top bits) both depend on all of fp's. */
 static inline uint64_t ms_ghost_key(uint32_t fp)
 {
-	return (uint64_t)fp << 32 | (fp * UINT32_C(0x9e3779b1));
+	uint64_t z = (uint64_t)fp * UINT64_C(0x9e3779b97f4a7c15);
+	z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+	z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+	return z ^ (z >> 31);
 }
 
 static void ms_unlink(struct minisim *m, uint32_t i)
@@ -148,6 +156,8 @@ bool minisim_access(struct minisim *m, uint64_t hash, uint32_t chunks)
 	}
 	if (chunks == 0)
 		chunks = 1;
+	if (chunks > INT32_MAX) /* the entry's 31-bit field (8 TiB of 4 KiB chunks) */
+		chunks = INT32_MAX;
 	to_main = !m->seg || ghost_take(&m->ghost, ms_ghost_key(fp));
 	while (m->used_chunks + chunks > m->cap_chunks || (!m->free_head && m->next_unused >= m->nent)) {
 		uint32_t v = ms_victim(m);

@@ -86,7 +86,7 @@ static const struct opt_def opts[] = {
 	{ "dram.shards", OPT_COUNT, 0, F(dram_cfg.shards), 1, 256, NULL, NULL, NULL,
 	  "index and eviction shards; unset: chosen from the CPUs" },
 	{ "dram.policy", OPT_CHOICE, 0, F(dram_cfg.policy), 0, 0, "s3fifo|lru|prefix|prefix-learn|prefix-adapt",
-	  policy_vals, "prefix", "eviction policy (doc/policies.md)" },
+	  policy_vals, "prefix-adapt", "eviction policy (doc/policies.md)" },
 	{ "dram.victim_wait_ms", OPT_COUNT, 0, F(dram_cfg.victim_wait_ms), 0, 60000, NULL, NULL,
 	  "20", "longest a put waits for the disk before victim write-downs are shed" },
 	{ "dram.hugepages", OPT_CHOICE, 0, F(dram_cfg.hugepages), 0, 0, "auto|thp|off", huge_vals,

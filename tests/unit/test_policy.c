@@ -19,7 +19,8 @@
  *   7. prefix-adapt's parts: its ghost forgets the oldest keys first (a
  *      direct-mapped one forgets at random), and its miniature simulations
  *      count the hits LRU and the segmented rule make on a hand-made
- *      sequence.
+ *      sequence; and the mode they choose: segmented where it wins by
+ *      far, only after enough evidence, and never where the two tie.
  * Values are 64 KiB, one DRAM chunk each, one shard: capacities count blocks.
  */
 #include <signal.h>
@@ -27,6 +28,7 @@
 #include <unistd.h>
 
 #include "dram.h"
+#include "evict.h"
 #include "ghost.h"
 #include "kvt_int.h"
 #include "minisim.h"
@@ -121,6 +123,7 @@ static unsigned one_reuse(const char *policy, const char *admission)
 static void test_one_reuse(void)
 {
 	T_EQ_INT(one_reuse("prefix", "victim"), 2);
+	T_EQ_INT(one_reuse("prefix-adapt", "victim"), 2);
 	T_EQ_INT(one_reuse("lru", "victim"), 2);
 	T_EQ_INT(one_reuse("lru", "second"), 0);
 }
@@ -150,6 +153,8 @@ static unsigned orphan(const char *policy)
 static void test_orphan(void)
 {
 	T_EQ_INT(orphan("prefix"), 2);
+	/* The default: prefix's order until its simulations have evidence. */
+	T_EQ_INT(orphan("prefix-adapt"), 2);
 	T_EQ_INT(orphan("lru"), 0);
 }
 
@@ -471,23 +476,27 @@ static void test_write_pressure(void)
 }
 
 /*
- * 7a. A ghost of 64 keys: 4 buckets of 16.  Keys i = 1..68 with hash
- *     (i << 40) | (i % 4) << 30 (bucket i % 4: the low 32 bits scaled to
- *     4 buckets): 17 per bucket, added in order.  Each bucket's
- *     17th add replaces its oldest, so keys 1..4 are forgotten and 5..68
- *     remembered; a second take of a key fails (taking forgets it).
+ * 7a. A ghost of 84 keys: 4 buckets of 21.  Keys i = 1..92 with hash
+ *     (i << 48) | (i % 4) << 30 (bucket i % 4: the low 32 bits scaled to
+ *     4 buckets; fingerprint i: the top 16 bits): 23 per bucket, added in
+ *     order.  A bucket's 22nd add replaces its oldest (keys 1..4), its
+ *     23rd the oldest again (keys 5..8; replacing the first slot again
+ *     would forget 85..88 instead), so 9..92 are remembered; a second
+ *     take of a key fails (taking forgets it).  The table is 4 cache
+ *     lines, nothing more.
  */
 static void test_ghost_fifo(void)
 {
 	struct kvt_mem mem;
 	struct ghost g;
 	kvt_mem_init(&mem);
-	T_OK(ghost_init(&g, &mem, 64));
-	for (uint64_t i = 1; i <= 68; i++)
-		ghost_add(&g, (i << 40) | (i % 4) << 30);
-	for (uint64_t i = 1; i <= 68; i++)
-		T_EQ_INT(ghost_take(&g, (i << 40) | (i % 4) << 30), i > 4);
-	T_EQ_INT(ghost_take(&g, (UINT64_C(5) << 40) | UINT64_C(1) << 30), false);
+	T_OK(ghost_init(&g, &mem, 84));
+	T_EQ_U64(atomic_load(&mem.bytes), 4 * 64);
+	for (uint64_t i = 1; i <= 92; i++)
+		ghost_add(&g, (i << 48) | (i % 4) << 30);
+	for (uint64_t i = 1; i <= 92; i++)
+		T_EQ_INT(ghost_take(&g, (i << 48) | (i % 4) << 30), i > 8);
+	T_EQ_INT(ghost_take(&g, (UINT64_C(9) << 48) | UINT64_C(1) << 30), false);
 	ghost_fini(&g);
 	T_EQ_INT(atomic_load(&mem.bytes), 0);
 }
@@ -529,10 +538,93 @@ static void test_minisim_hand(void)
 	T_EQ_INT(atomic_load(&mem.bytes), 0);
 }
 
+/*
+ * 7c. prefix-adapt's choice of mode, on its own evict state (256 chunks:
+ *     simulations of 16), every key sampled (hash bits 16..19 zero), each
+ *     access a put of a one-chunk block that is dropped at once (the real
+ *     queues stay empty; only the simulations see the stream).
+ *     Scan: rounds of a hot set of 12 keys then 12 keys never seen again.
+ *     LRU of 16 sees 24 distinct keys a round and never hits; segmented
+ *     keeps the hot set in main (its second round, back from the ghost)
+ *     and hits 12 a round.  Still LRU after 240 sampled accesses (under
+ *     the 256 of evidence), segmented after 40 rounds.
+ *     Tie: rounds of the same 10 keys: both simulations hit all of them
+ *     from the second round, no access tells them apart, no switch ever.
+ */
+static uint64_t adapt_hash(uint64_t key)
+{
+	return (2 * key + 1) << 32 | key << 20; /* bits 16..19 zero: sampled */
+}
+
+static void adapt_access(struct evict *e, uint64_t key)
+{
+	struct evict_node n;
+	memset(&n, 0, sizeof(n));
+	n.chunks = 1;
+	evict_insert(e, &n, adapt_hash(key), 0);
+	evict_remove(e, &n);
+}
+
+/*
+ * 7d. Over an SSD, prefix-adapt is prefix: pinned to LRU mode, it gives
+ *     its ghost and simulations back.  A store of 1,024 DRAM blocks over
+ *     an SSD holds the same metadata bytes under both policies; without
+ *     the SSD, prefix-adapt holds more (its ghost alone is 3 keys a chunk).
+ */
+static uint64_t meta_bytes(const char *policy, bool ssd)
+{
+	char *dir = t_mkdtemp();
+	struct kvt_store *s = open_blocks(dir, 1024, ssd ? "16M" : NULL, policy, "victim", "0");
+	uint64_t v = 0;
+	T_RC(kvt_store_stat(s, "mem.meta_bytes", &v), KVT_OK);
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+	return v;
+}
+
+static void test_adapt_pinned(void)
+{
+	T_EQ_U64(meta_bytes("prefix-adapt", true), meta_bytes("prefix", true));
+	T_ASSERT(meta_bytes("prefix-adapt", false) > meta_bytes("prefix", false) + 1024 * 9);
+}
+
+static void test_adapt_mode(void)
+{
+	struct kvt_mem mem;
+	struct evict e;
+	uint64_t next = 1000;
+	kvt_mem_init(&mem);
+	T_OK(evict_init(&e, &mem, DRAM_POLICY_PREFIX_ADAPT, 256));
+	for (unsigned r = 0; r < 40; r++) {
+		for (uint64_t k = 1; k <= 12; k++)
+			adapt_access(&e, k);
+		for (unsigned i = 0; i < 12; i++)
+			adapt_access(&e, next++);
+		if (r == 9) /* 240 sampled accesses */
+			T_EQ_INT(e.seg, false);
+	}
+	T_EQ_INT(e.seg, true);
+	T_EQ_U64(e.mode_switches, 1);
+	evict_fini(&e);
+
+	T_OK(evict_init(&e, &mem, DRAM_POLICY_PREFIX_ADAPT, 256));
+	for (unsigned r = 0; r < 100; r++)
+		for (uint64_t k = 1; k <= 10; k++)
+			adapt_access(&e, k);
+	T_EQ_INT(e.seg, false);
+	T_EQ_U64(e.mode_switches, 0);
+	T_EQ_U64(e.sim_only[0] + e.sim_only[1], 0);
+	evict_fini(&e);
+	T_EQ_INT(atomic_load(&mem.bytes), 0);
+}
+
 int main(void)
 {
 	test_ghost_fifo();
 	test_minisim_hand();
+	test_adapt_mode();
+	test_adapt_pinned();
 	test_write_pressure();
 	test_one_reuse();
 	test_orphan();

@@ -1113,8 +1113,8 @@ static void test_race_eviction(void)
 	/* 8 MiB of DRAM for ~40 MiB of blocks: reads keep going to a 6-segment
 	 * SSD whose oldest segments are evicted and reused meanwhile.  S3-FIFO
 	 * keeps DRAM from holding just the newest 8 MiB: under a recency
-	 * policy (the default "prefix") DRAM would hold everything the 6 MiB
-	 * SSD holds, and no read would reach the SSD. */
+	 * policy (prefix, the default's order over an SSD) DRAM would hold
+	 * everything the 6 MiB SSD holds, and no read would reach the SSD. */
 	rc.s = t_store_open("path", dir, "dram.capacity", "8M", "dram.chunk", "4K",
 			    "dram.policy", "s3fifo",
 			    "dram.prefault", "off", "ssd.capacity", "6M", "ssd.segment", "1M",

@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+"""adapt_eval.py KVTIER TRACE...: DRAM-only block hit ratios of lru, prefix and prefix-adapt
+at an eighth, a quarter and a half of each trace's distinct blocks (16 KiB blocks,
+--bytes-per-token 32), the table doc/policies.md uses to choose the default DRAM policy.
+
+prefix-adapt's simulations sample keys by the store's randomly seeded hash, so its ratio
+moves between runs: it is run RUNS times (environment, default 3) and the table gives the
+lowest and highest.  lru and prefix are deterministic (one run).  JOBS (default 2)
+replays run at once; the hit ratios do not depend on timing (DRAM only).  Extra replay
+flags in KVT_REPLAY_ARGS (e.g. "--set dram.policy=..." overrides).  Prints a markdown table
+and, per cell, "loses" when prefix-adapt's lowest run is below max(lru, prefix).
+BASELINE=FILE takes lru and prefix from FILE, the table an earlier run printed for the
+same traces in the same order (they do not change with prefix-adapt's code), and replays
+only prefix-adapt.
+"""
+import concurrent.futures, json, os, subprocess, sys
+
+kv = sys.argv[1]
+traces = sys.argv[2:]
+runs = int(os.environ.get('RUNS', '3'))
+jobs = int(os.environ.get('JOBS', '2'))
+extra = os.environ.get('KVT_REPLAY_ARGS', '').split()
+BPB = 32 * 512
+FRACS = ((8, '1/8'), (4, '1/4'), (2, '1/2'))
+
+
+def distinct(path):
+    s = set()
+    with open(path) as f:
+        for line in f:
+            if line.strip():
+                s.update(json.loads(line)['hash_ids'])
+    return len(s)
+
+
+def replay(path, dram, policy):
+    cmd = ['nice', '-n', '5', kv, 'replay', path, '--bytes-per-token', '32', '--dram', str(dram),
+           '--dram-policy', policy, '--json', '--no-progress'] + extra
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    return json.loads(out.splitlines()[0])
+
+
+work = []
+for path in traces:
+    n = distinct(path)
+    for div, name in FRACS:
+        dram = (n // div) * BPB
+        work.append((path, name, dram, 'lru'))
+        work.append((path, name, dram, 'prefix'))
+        for _ in range(runs):
+            work.append((path, name, dram, 'prefix-adapt'))
+
+res = {}
+base = os.environ.get('BASELINE')
+if base:
+    work = [w for w in work if w[3] == 'prefix-adapt']
+with concurrent.futures.ThreadPoolExecutor(jobs) as ex:
+    futs = {ex.submit(replay, p, d, pol): (p, f, pol) for p, f, d, pol in work}
+    for fu in concurrent.futures.as_completed(futs):
+        p, f, pol = futs[fu]
+        j = fu.result()
+        res.setdefault((p, f), {}).setdefault(pol, []).append(j)
+        print(json.dumps({'trace': os.path.basename(p), 'path': p, 'frac': f, 'policy': pol,
+                          'hit': j['block_hit_ratio'], 'of_optimum': j['of_optimum'],
+                          'optimum': j['optimum_block_hit_ratio']}),
+              file=sys.stderr, flush=True)
+
+if base:  # read once the replays are done: it may be an earlier run still going
+    with open(base) as f:
+        rows = [l.split('|') for l in f if l.startswith('| ') and not l.startswith('| trace')]
+    cells = [(p, f) for p in traces for _, f in FRACS]
+    baseline = {c: (float(r[4]), float(r[5])) for c, r in zip(cells, rows)}
+print('| trace | capacity | optimum | lru | prefix | prefix-adapt (%d runs: min-max) | adapt min of opt. | verdict |' % runs)
+print('|---|---|---:|---:|---:|---:|---:|---|')
+worst = None
+for path in traces:
+    for _, f in FRACS:
+        r = res[(path, f)]
+        ad = sorted(j['block_hit_ratio'] for j in r['prefix-adapt'])
+        opt = r['prefix-adapt'][0]['optimum_block_hit_ratio']
+        if base:
+            lru, pre = baseline[(path, f)]
+        else:
+            lru = r['lru'][0]['block_hit_ratio']
+            pre = r['prefix'][0]['block_hit_ratio']
+        d = ad[0] - max(lru, pre)
+        worst = d if worst is None or d < worst else worst
+        print('| %s | %s | %.4f | %.4f | %.4f | %.4f-%.4f | %.3f | %s |' % (
+            os.path.basename(path), f, opt, lru, pre, ad[0], ad[-1], ad[0] / opt if opt else 0,
+            'loses %.2f pt' % (-100 * d) if d < 0 else '+%.2f pt' % (100 * d)))
+print('\nworst (adapt min - max(lru, prefix)): %+.2f points' % (100 * worst))
