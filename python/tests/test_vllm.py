@@ -44,12 +44,13 @@ import sys
 import pytest
 
 import kvtier
-from vllm_support import MODEL, Engine, Kvtierd, SlowLink, kv_bytes_per_token, prompt, write_model
+from vllm_support import (Engine, Kvtierd, SlowLink, delta, deltas, kv_bytes_per_token,
+                          kvtier_extra, maxdiff, prompt, write_model)
+from vllm_support import run_prompt as run
 
 BS = 128              # vLLM's CPU block size (its default on CPU)
 TOL = 1e-3            # max |delta logprob| against vLLM's own prefix-cache path
 TOL_FULL = 0.5        # ... against a full recomputation (other kernel shapes)
-V = MODEL["vocab_size"]
 
 
 @pytest.fixture(scope="module")
@@ -69,12 +70,8 @@ def env(tmp_path_factory):
 
 
 def kvtier_config(env, remote=True):
-    opts = {"dram.capacity": "256M", "dram.prefault": "off", "path": env["store"],
-            "ssd.capacity": "1G", "ssd.segment": "16M"}
-    if remote:
-        opts["remote.addr"] = env["link"].addr
-        opts["remote.timeout_ms"] = "20000"  # (the no-stall test's slow link, loaded machine)
-    return {"kvtier.options": opts, "kvtier.persistent": True}
+    return kvtier_extra(remote=env["link"].addr if remote else None, store=env["store"],
+                        persistent=True)
 
 
 @pytest.fixture(scope="module")
@@ -97,26 +94,6 @@ def client(env, engine1):
     assert s.ns_info(ns)[0].hex() == st["ns_digest"]
     yield s, ns, bytes.fromhex(st["ns_digest"]), st
     s.close()
-
-
-def delta(before, after, name):
-    return after["connector"][name] - before["connector"][name]
-
-
-def deltas(before, after, *names):
-    return tuple(delta(before, after, n) for n in names)
-
-
-def run(eng, toks, salt=None, params=None, logprobs=V):
-    r = eng.generate([{"prompt_token_ids": toks, "cache_salt": salt, "params": params}],
-                     logprobs=logprobs)["results"][0]
-    r["loaded"] = (r["kv_transfer_params"] or {}).get("kvtier_loaded_tokens")
-    return r
-
-
-def maxdiff(a, b):
-    assert None not in a and None not in b, "logprobs of the whole vocabulary expected"
-    return max(abs(x - y) for x, y in zip(a, b))
 
 
 def test_namespace_describes_the_kv(engine1):
@@ -231,6 +208,40 @@ def test_loaded_bytes_and_logits(env, engine1, client):
     assert rs["loaded"] == n * BS
     assert deltas(after, after2, "loads_sync", "loads_async") == (1, 0)
     assert maxdiff(rs["logprobs"], local["logprobs"]) > TOL_FULL
+
+
+def test_io_threads_off_the_compute_cores(engine1):
+    """vLLM's CPU backend pins the worker process's threads to its compute
+    cores (OpenMP, with VLLM_CPU_NUM_OF_RESERVED_CPU=1 here: one core of
+    the machine's two), and a thread inherits its creator's affinity.  The
+    connector's threads (its pools, which the loads and stores above used,
+    and its lookup server) and the store's (kvt-*) run on the CPUs the
+    worker had at start less the compute ones (kvtier.io_cpus "auto"):
+    none of them competes with the forward pass.  Until 2026-12-02 every
+    one of them ran on the compute core (a probe of Cpus_allowed_list of
+    the worker's threads: kvt-io, kvt-remote, kvt-ssd-wd, kvt-worker all
+    "0", the compute core; CPU 1, the reserved one, had none of them)."""
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("one CPU: nothing is left to the I/O threads")
+    st = engine1.stats()
+    io, compute = set(st["io_cpus"] or ()), set(st["compute_cpus"])
+    print(f"\nworker {st['pid']}: compute CPUs {sorted(compute)}, I/O threads on {sorted(io)}")
+    assert io and not io & compute, (io, compute)
+    tids = dict((tid, name) for name, tid in st["threads"].items())
+    for tid in os.listdir(f"/proc/{st['pid']}/task"):
+        try:
+            with open(f"/proc/{st['pid']}/task/{tid}/comm") as f:
+                comm = f.read().strip()
+        except OSError:
+            continue
+        if comm.startswith("kvt-"):
+            tids[int(tid)] = comm
+    names = {n.rstrip("_0123456789") for n in tids.values()}
+    assert {"kvtier-load", "kvtier-store", "kvtier-prefetch", "kvtier-lookup", "kvt-worker",
+            "kvt-remote"} <= names, names
+    wrong = {f"{n}/{t}": sorted(os.sched_getaffinity(t)) for t, n in tids.items()
+             if os.sched_getaffinity(t) != io}
+    assert not wrong, wrong
 
 
 def test_layerwise_stores(env, engine1, client):
