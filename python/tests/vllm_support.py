@@ -144,9 +144,16 @@ class Engine:
         """prompts: list of dicts (prompt_token_ids, cache_salt, params)."""
         return self.call(op="generate", prompts=prompts, logprobs=logprobs, **kw)
 
-    def reset(self):
-        """Empty vLLM's own prefix cache (kvtier keeps its blocks)."""
-        assert self.call(op="reset")["reset"]
+    def reset(self, timeout=30):
+        """Empty vLLM's own prefix cache (kvtier keeps its blocks).  vLLM
+        refuses while a finished request's blocks wait for their stores
+        (a delayed free, released by the engine's next step after the
+        worker reports them): asked again until it empties, for up to
+        timeout seconds (blocks never released fail it)."""
+        deadline = time.monotonic() + timeout
+        while not self.call(op="reset")["reset"]:
+            assert time.monotonic() < deadline, "vLLM's prefix cache still holds blocks in use"
+            time.sleep(0.05)
 
     def stats(self, rank=0, drain=True):
         """The worker's counters, by default once its stores in flight are
@@ -279,6 +286,15 @@ def kvtier_extra(remote=None, store=None, persistent=False):
     if persistent:
         extra["kvtier.persistent"] = True
     return extra
+
+
+def pin_process(pid, cpus):
+    """Every thread of process pid (and so the threads they start) on cpus."""
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            os.sched_setaffinity(int(tid), cpus)
+        except OSError:  # (a thread that ended meanwhile)
+            pass
 
 
 def run_prompt(eng, toks, salt=None, params=None, logprobs=MODEL["vocab_size"]):
