@@ -129,6 +129,11 @@ Configuration (kv_connector_extra_config, or the environment):
                       KVTIER_STORE_ASYNC).
   kvtier.prefetch     prefetch below-DRAM hits at lookup (default true; env
                       KVTIER_PREFETCH).
+  kvtier.io_cpus      where the worker's I/O threads (the connector's and the
+                      store's) run: "auto" (default: the CPUs vLLM's CPU
+                      backend left free of its pinned compute threads, see
+                      _io_cpus), "inherit" (the creating thread's), or a
+                      list "2-3,6" (env KVTIER_IO_CPUS).
   kvtier.layerwise    synchronous loads layer by layer: start_load_kv starts
                       one batched call per layer (each block's part for that
                       layer) and each attention layer waits only for its own
@@ -149,6 +154,7 @@ statistics (doc/stats.md) through the same socket (drain=True: once the
 loads and stores in flight are done).
 """
 import concurrent.futures
+import functools
 import hashlib
 import json
 import os
@@ -299,6 +305,86 @@ def _kv_groups(kv_cache_config, block_size: int) -> list:
     return out
 
 
+def _parse_cpus(text: str) -> set:
+    """"0,2-3" -> {0, 2, 3}."""
+    out = set()
+    for item in filter(None, (x.strip() for x in text.split(","))):
+        lo, _, hi = item.partition("-")
+        out.update(range(int(lo), int(hi or lo) + 1))
+    if not out:
+        raise ValueError(f"kvtier.io_cpus: {text!r} names no CPU")
+    return out
+
+
+def _io_cpus(extra: dict) -> Optional[frozenset]:
+    """The CPUs the worker's I/O threads run on (the connector's pools and
+    lookup server, and the threads libkvtier starts at open), or None to
+    leave them where they are created.
+
+    vLLM's CPU backend pins its compute threads: the worker process gets
+    OMP_PLACES / OMP_PROC_BIND (or the GOMP/KMP equivalents) and OpenMP
+    binds the process's initial thread to the compute cores when it loads,
+    before any of our code runs; on Linux a new thread inherits the
+    affinity of the thread that creates it, so without this every thread
+    of the connector and of the store ran on the compute cores, and an
+    asynchronous store competed with the forward pass it was meant to stay
+    off.  vLLM leaves the process's other CPUs (VLLM_CPU_NUM_OF_RESERVED_CPU;
+    by default one, "for the scheduler" and one more with a KV connector) to
+    the rest: kvtier.io_cpus "auto" (the default) puts the I/O threads
+    there, on the CPUs the process was allowed at start (its parent's
+    affinity: the engine core, which OpenMP does not bind) less those the
+    calling thread is pinned to; with no CPU reserved, on every CPU the
+    process was allowed, so the OS can at least move them.  "inherit"
+    keeps the threads on the creating thread's CPUs (what the connector did
+    before); a list ("2-3,6") names them."""
+    opt = str(extra.get("kvtier.io_cpus", os.environ.get("KVTIER_IO_CPUS", "auto"))).strip()
+    if opt == "inherit":
+        return None
+    if opt != "auto":
+        return frozenset(_parse_cpus(opt))
+    try:
+        mine = os.sched_getaffinity(0)          # the calling thread's
+        start = os.sched_getaffinity(os.getppid())
+    except OSError:
+        return None
+    start |= mine
+    if mine == start:
+        return None                            # not pinned: nothing to undo
+    return frozenset(start - mine or start)
+
+
+def _pin_io(cpus: Optional[frozenset]):
+    """Run the calling thread (and the threads it creates from now on) on
+    cpus; a set the kernel refuses (none of them in this process's cpuset)
+    leaves it where it is."""
+    if cpus:
+        try:
+            os.sched_setaffinity(0, cpus)
+        except OSError as e:
+            logger.warning("kvtier: I/O threads stay on CPUs %s: %s",
+                           sorted(os.sched_getaffinity(0)), e)
+
+
+class _IOAffinity:
+    """with _IOAffinity(cpus): threads created inside run on cpus (the
+    library's, started by kvt_store_open); the calling thread's own
+    affinity is restored after."""
+
+    def __init__(self, cpus):
+        self.cpus = cpus
+
+    def __enter__(self):
+        self.saved = os.sched_getaffinity(0) if self.cpus else None
+        _pin_io(self.cpus)
+
+    def __exit__(self, *exc):
+        if self.saved is not None:
+            try:
+                os.sched_setaffinity(0, self.saved)
+            except OSError:
+                pass
+
+
 def _req_params(request) -> dict:
     p = getattr(request, "kv_transfer_params", None)
     return p if isinstance(p, dict) else {}
@@ -321,6 +407,11 @@ class _Transfer:
     # a hybrid model's other groups: (first, block ids) each, in group order
     # (a sliding-window group's range starts later: only its window).
     more: list = field(default_factory=list)
+    # An asynchronous load the scheduler could not build (block ids that
+    # do not cover the blocks to load: see _transfer): no blocks move, the
+    # workers report it failed whole (failed_recving) and vLLM recomputes
+    # the request, which would otherwise wait for it forever.
+    failed: bool = False
 
     def per_group(self) -> list:
         return [(self.first, self.block_ids)] + self.more
@@ -650,8 +741,12 @@ class _SchedulerSide:
                                    [list(all_ids[g.vllm_id]) for g in self.c._groups],
                                    first, end, load=True, async_=True)
                 if t is not None:
-                    self.async_loads.append((st, t))
                     st.loaded_range = (first, t.block_ids)
+                else:
+                    # The request waits (WAITING_FOR_REMOTE_KVS) until the
+                    # workers report its load: they report it failed.
+                    t = _Transfer(request.request_id, [], first, async_=True, failed=True)
+                self.async_loads.append((st, t))
             else:
                 st.load_pending = (first, end)
             st.loaded_tokens += num_external_tokens
@@ -725,7 +820,8 @@ class _SchedulerSide:
         meta.preempted = list(getattr(so, "preempted_req_ids", None) or ())
         for st, t in self.async_loads:
             meta.loads.append(t)
-            self._send_prompt(meta, t.req_id, st)
+            if not t.failed:
+                self._send_prompt(meta, t.req_id, st)
         self.async_loads = []
         meta.finished, self.finished = self.finished, []
         if self.c._windowed:
@@ -894,23 +990,26 @@ class _WorkerSide:
         self.saving: dict = {}       # req_id -> [Future of a store]
         self.stored_reqs: set = set()  # had a store sent: reported in finished_sending
         self.finishing: set = set()    # finished by vLLM, stores maybe in flight
-        self.load_pool = concurrent.futures.ThreadPoolExecutor(
-            2, thread_name_prefix="kvtier-load")
-        self.store_pool = concurrent.futures.ThreadPoolExecutor(
-            2, thread_name_prefix="kvtier-store")
-        self.prefetch_pool = concurrent.futures.ThreadPoolExecutor(
-            1, thread_name_prefix="kvtier-prefetch")
+        # Every thread of the connector and of its store runs on the I/O
+        # CPUs, not on the compute cores vLLM pinned this process's threads
+        # to (see _io_cpus).  The pools' threads are started later, by
+        # whichever thread submits first: each pins itself as it starts.
+        self.io_cpus = _io_cpus(conn._extra)
+        self.compute_cpus = sorted(os.sched_getaffinity(0))
+        pool = functools.partial(concurrent.futures.ThreadPoolExecutor,
+                                 initializer=_pin_io, initargs=(self.io_cpus,))
+        self.load_pool = pool(2, thread_name_prefix="kvtier-load")
+        self.store_pool = pool(2, thread_name_prefix="kvtier-store")
+        self.prefetch_pool = pool(1, thread_name_prefix="kvtier-prefetch")
         # Layer-wise loads of this step: (transfer, [Future per layer]),
         # layers in order on one thread; layer_of: vLLM's layer name -> index.
-        self.layer_pool = concurrent.futures.ThreadPoolExecutor(
-            1, thread_name_prefix="kvtier-layer")
+        self.layer_pool = pool(1, thread_name_prefix="kvtier-layer")
         self.layer_loads: list = []
         self.layer_of: dict = {}
         # Layer-wise stores of this step: id(transfer) -> {layer: Future of
         # the layer's parts copied out (a tensor, blocks in order)}, on a
         # thread of their own; their puts (from the copies) in flight.
-        self.stage_pool = concurrent.futures.ThreadPoolExecutor(
-            1, thread_name_prefix="kvtier-stage")
+        self.stage_pool = pool(1, thread_name_prefix="kvtier-stage")
         self.staging: dict = {}
         self.staged_saves: list = []
         # The step's time on the worker, bind_connector_metadata to
@@ -1007,7 +1106,8 @@ class _WorkerSide:
         g = self.groups[0]
         self.layers, self.block_bytes = g.layers, g.block_bytes
         self.bases, self.strides, self.part_lens = g.bases, g.strides, g.part_lens
-        self.store = kvtier.Store(store_options(self.c._extra))
+        with _IOAffinity(self.io_cpus):  # the library's threads start here
+            self.store = kvtier.Store(store_options(self.c._extra))
         for gi, g in enumerate(self.groups):
             g.desc = self._descriptor(g.layers[0], len(g.layers), gi)
             g.ns = self.store.register(g.desc)
@@ -1015,13 +1115,16 @@ class _WorkerSide:
         g = self.groups[0]
         self.desc, self.ns, self.digest, self.canon = g.desc, g.ns, g.digest, g.canon
         self._serve()
-        logger.info("kvtier: rank tp=%d pp=%d: %s, blocks of %d tokens, store %s",
+        logger.info("kvtier: rank tp=%d pp=%d: %s, blocks of %d tokens, store %s, "
+                    "I/O threads on CPUs %s (compute: %s)",
                     self.tp_rank, self.pp_rank, "; ".join(
                         f"group {g.spec.vllm_id}" + (f" (window {g.spec.window})"
                                                      if g.spec.window else "") +
                         f": {len(g.layers)} layers, {g.block_bytes} bytes per block, "
                         f"namespace {g.digest.hex()[:16]}" for g in self.groups),
-                    self.c._block_size, store_options(self.c._extra))
+                    self.c._block_size, store_options(self.c._extra),
+                    sorted(self.io_cpus) if self.io_cpus else "inherited",
+                    self.compute_cpus)
 
     def restore_addrs(self):
         for g in self.groups:
@@ -1064,8 +1167,12 @@ class _WorkerSide:
 
         self.server = Server(_socket_name(self.c._engine_id, self.tp_rank, self.pp_rank),
                              Handler)
-        threading.Thread(target=self.server.serve_forever, name="kvtier-lookup",
-                         daemon=True).start()
+
+        def serve():
+            _pin_io(self.io_cpus)  # (and the threads it starts per connection)
+            self.server.serve_forever()
+
+        threading.Thread(target=serve, name="kvtier-lookup", daemon=True).start()
 
     def close(self):
         if self.server is not None:
@@ -1170,6 +1277,12 @@ class _WorkerSide:
                            for g in self.groups],
                 "tp_rank": self.tp_rank,
                 "pp_rank": self.pp_rank,
+                "pid": os.getpid(),
+                "io_cpus": sorted(self.io_cpus) if self.io_cpus else None,
+                # the connector's own threads (the library's are named kvt-*)
+                "threads": {t.name: t.native_id for t in threading.enumerate()
+                            if t.name.startswith("kvtier-")},
+                "compute_cpus": self.compute_cpus,
                 "modes": {"load_async": self.c._load_async,
                           "store_async": self.c._store_async,
                           "prefetch": self.c._prefetch}}
@@ -1343,6 +1456,14 @@ class _WorkerSide:
     def start_load_kv(self, meta: KVTierConnectorMetadata):
         self.wait_preempted(meta)  # also here: a step without a forward skips that hook
         for t in meta.loads:
+            if t.failed:
+                # Nothing to load (see _Transfer.failed): reported failed
+                # whole in this step's get_finished.
+                done = concurrent.futures.Future()
+                done.set_result(None)
+                with self.lock:
+                    self.loading[t.req_id] = (t, done)
+                continue
             keys = self._keys(meta, t.req_id)
             if t.async_:
                 self.n.add(loads_async=1)
@@ -1437,9 +1558,10 @@ class _WorkerSide:
                     except Exception as e:  # a bug, not a miss: recompute it all
                         logger.error("kvtier: request %s: load raised %r", r, e)
                         bad = set(t.all_ids())
-                    if bad and self.c._multi_group:
-                        # vLLM takes block-level errors of one KV cache
-                        # group only: the request's load fails whole.
+                    if bad is None or (bad and self.c._multi_group):
+                        # A load that could not be sent (None), or vLLM
+                        # takes block-level errors of one KV cache group
+                        # only: the request's load fails whole.
                         self.failed.add(r)
                         self.n.add(loads_failed=1)
                     else:

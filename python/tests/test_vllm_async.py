@@ -16,7 +16,12 @@ run cannot reach on demand:
   reported;
 - a preempted request's stores in flight are waited for before its blocks
   go back to vLLM (handle_preemptions), and a finished request is reported
-  in finished_sending only once its stores are done.
+  in finished_sending only once its stores are done;
+- the worker's I/O threads (the connector's and the library's) run off
+  the compute CPUs vLLM pins the worker's threads to;
+- an asynchronous load whose block ids do not cover its blocks (a "cannot
+  happen" of the scheduler side) is reported failed whole (failed_recving)
+  and recomputed, instead of leaving the request waiting forever.
 - a hybrid model (two KV cache groups, sliding-window and full): each
   group's blocks under its own keys, loads of the full group's blocks and
   the window's only, a load that misses failing whole (failed_recving, no
@@ -123,6 +128,19 @@ class Engine:
         errors = self.worker.get_block_ids_with_load_errors()
         self.worker.clear_connector_metadata()
         return sending or set(), recving or set(), errors
+
+    def hstep(self, so):
+        """step(), reporting through get_transfer_results: (finished
+        sending, finished receiving, failed receiving, load errors)."""
+        meta = self.sched.build_connector_meta(so)
+        self.worker.bind_connector_metadata(meta)
+        self.worker.handle_preemptions(meta)
+        self.worker.start_load_kv(None)
+        self.worker.wait_for_save()
+        res = self.worker.get_transfer_results(set())
+        errors = self.worker.get_block_ids_with_load_errors()
+        self.worker.clear_connector_metadata()
+        return res.finished_sending, res.finished_recving, res.failed_recving, errors
 
 
 def request(req_id, tokens, **params):
@@ -322,6 +340,112 @@ def test_request_aborted_before_its_async_load_is_sent():
         eng.close()
 
 
+@pytest.mark.parametrize("ids", [[20], [20, 0, 22, 23]], ids=["too-few", "null-block"])
+def test_async_load_with_inconsistent_block_ids_fails(ids):
+    """An asynchronous load whose block ids do not cover the blocks to load
+    (too few, or vLLM's null block among them: the connector logs "cannot
+    happen") has nothing to send.  The request waits in vLLM's
+    WAITING_FOR_REMOTE_KVS state until the workers report its load, so the
+    load must still be reported: done and failed whole (failed_recving, no
+    block-level error), after which the request is recomputed, not loaded
+    again, and stored as it is computed.  (Before: no transfer was sent
+    and the request waited forever.)"""
+    eng = Engine({"kvtier.options": {"dram.capacity": "16M", "dram.prefault": "off"},
+                  "kvtier.load_async": "always"})
+    try:
+        toks = list(range(800, 800 + 3 * BS + 1))
+        compute_and_store(eng, "s1", toks, [1, 2, 3], seed=5)
+        r = request("i1", toks)
+        assert eng.sched.get_num_new_matched_tokens(r, 0) == (3 * BS, True)
+        eng.sched.update_state_after_alloc(r, blocks(ids), 3 * BS)
+        got = None
+        for _ in range(5):
+            _, rv, failed, err = eng.hstep(sched_out())
+            assert not err, "no block-level error: the load fails whole"
+            if rv or failed:
+                got = (rv, failed)
+                break
+        assert got == ({"i1"}, {"i1"}), "the load was never reported: the request waits forever"
+        c = eng.w.stats()["connector"]
+        assert (c["loads_failed"], c["load_batches"], c["load_misses"]) == (1, 0, 0), c
+        # vLLM: num_computed_tokens 0, the request back to WAITING and
+        # scheduled from its start; the connector does not load it again
+        # and stores its blocks as they are computed.
+        eng.sched.update_connector_output(SimpleNamespace(failed_recving={"i1"},
+                                                          invalid_block_ids=set()))
+        assert eng.sched.get_num_new_matched_tokens(r, 0) == (0, False)
+        eng.sched.update_state_after_alloc(r, blocks([24, 25, 26, 27]), 0)
+        meta = eng.sched.build_connector_meta(
+            sched_out(new=[("i1", [24, 25, 26, 27], 0, len(toks))]))
+        assert meta.loads == []
+        assert [(t.req_id, t.first, t.block_ids) for t in meta.stores] == \
+            [("i1", 0, [24, 25, 26])]
+        assert eng.sched.request_finished(r, [])[1] == {"kvtier_loaded_tokens": 0}
+    finally:
+        eng.close()
+
+
+def thread_cpus(w):
+    """{thread: its allowed CPUs} of the worker's I/O threads in this
+    process: the connector's pools (kvtier-*) and the library's (kvt-*)."""
+    tids = {t.native_id: t.name for t in threading.enumerate() if t.name.startswith("kvtier-")}
+    for tid in os.listdir("/proc/self/task"):
+        with open(f"/proc/self/task/{tid}/comm") as f:
+            comm = f.read().strip()
+        if comm.startswith("kvt-"):
+            tids[int(tid)] = comm
+    return {f"{name}/{tid}": os.sched_getaffinity(tid) for tid, name in tids.items()}
+
+
+@pytest.mark.parametrize("mode", ["auto", "inherit"])
+def test_io_threads_leave_the_compute_cpus(srv, mode):
+    """vLLM's CPU backend pins the worker's threads to its compute cores
+    (OpenMP binds the initial thread), and a thread inherits the affinity
+    of its creator: the connector's and the store's threads (pools, the
+    library's kvt-* threads, with a kvtierd and an SSD) run on the CPUs
+    the process had at start less the compute ones (kvtier.io_cpus
+    "auto"), not on the compute core.  The main thread here is pinned to
+    one CPU as OpenMP pins vLLM's worker; "inherit" (the connector before
+    2026-12-02) leaves every one of them on it."""
+    start = os.sched_getaffinity(0)
+    if len(start) < 2:
+        pytest.skip("one CPU: nothing to leave")
+    compute = {min(start)}
+    os.sched_setaffinity(0, compute)
+    eng = None
+    try:
+        eng = Engine({"kvtier.options": {"dram.capacity": "16M", "dram.prefault": "off",
+                                         "remote.addr": srv.addr},
+                      "kvtier.io_cpus": mode, "kvtier.load_async": "always"})
+        base = 1100 if mode == "auto" else 1200  # (one kvtierd for both)
+        toks = list(range(base, base + 2 * BS + 1))
+        compute_and_store(eng, "c1", toks, [1, 2], seed=10)  # a store thread
+        r = request("c2", toks)
+        assert eng.sched.get_num_new_matched_tokens(r, 0) == (2 * BS, True)
+        eng.sched.update_state_after_alloc(r, blocks([3, 4, 5]), 2 * BS)
+        for _ in range(200):                                 # a load thread
+            if eng.step(sched_out())[1]:
+                break
+            time.sleep(0.01)
+        cpus = thread_cpus(eng.w)
+        names = {k.split("/")[0].rstrip("_0123456789") for k in cpus}
+        assert {"kvtier-store", "kvtier-load", "kvtier-lookup", "kvt-remote",
+                "kvt-worker"} <= names, names
+        st = eng.w.stats()
+        if mode == "inherit":
+            assert st["io_cpus"] is None
+            assert all(c == compute for c in cpus.values()), cpus
+        else:
+            assert st["io_cpus"] == sorted(start - compute)
+            assert st["compute_cpus"] == sorted(compute)
+            assert all(c == start - compute for c in cpus.values()), cpus
+        assert os.sched_getaffinity(0) == compute   # the caller's own is kept
+    finally:
+        os.sched_setaffinity(0, start)
+        if eng is not None:
+            eng.close()
+
+
 def test_async_load_from_ssd_while_its_prefetch_runs(tmp_path):
     """A prompt on the SSD tier only (engine A's store, reopened by B): B's
     lookup prefetches it and the asynchronous load follows at once; the load
@@ -444,19 +568,6 @@ class HybridEngine(Engine):
         for t in self.bufs:
             for b in block_ids:
                 t[b] = torch.randn(self.shape, generator=g).to(torch.bfloat16)
-
-    def hstep(self, so):
-        """step(), reporting through get_transfer_results: (finished
-        sending, finished receiving, failed receiving, load errors)."""
-        meta = self.sched.build_connector_meta(so)
-        self.worker.bind_connector_metadata(meta)
-        self.worker.handle_preemptions(meta)
-        self.worker.start_load_kv(None)
-        self.worker.wait_for_save()
-        res = self.worker.get_transfer_results(set())
-        errors = self.worker.get_block_ids_with_load_errors()
-        self.worker.clear_connector_metadata()
-        return res.finished_sending, res.finished_recving, res.failed_recving, errors
 
 
 def hblocks(swa, full):

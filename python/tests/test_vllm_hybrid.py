@@ -34,12 +34,12 @@ import sys
 import pytest
 
 import kvtier
-from vllm_support import MODEL, Engine, Kvtierd, prompt, write_model
+from vllm_support import Engine, Kvtierd, delta, kvtier_extra, maxdiff, prompt, write_model
+from vllm_support import run_prompt as run
 
 BS = 128              # vLLM's CPU block size
 WINDOW = 2 * BS       # the sliding-window layers' window, tokens
 TOL_FULL = 0.5        # against a full recomputation (other kernel shapes: test_vllm.py)
-V = MODEL["vocab_size"]
 HYBRID = dict(num_hidden_layers=4, sliding_window=WINDOW,
               layer_types=["sliding_attention", "full_attention"] * 2)
 
@@ -58,11 +58,8 @@ def env(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def engine(env):
-    extra = {"kvtier.options": {"dram.capacity": "256M", "dram.prefault": "off",
-                                "remote.addr": env["srv"].addr,
-                                "remote.timeout_ms": "20000"}}
     eng = Engine(sys.executable, env["model"], os.path.join(env["base"], "engine.log"),
-                 kvtier_extra=extra, engine_id="kvtier-test-hybrid", prefix_caching=True)
+                 kvtier_extra=kvtier_extra(remote=env["srv"].addr), engine_id="kvtier-test-hybrid", prefix_caching=True)
     print(f"hybrid engine up in {eng.ready['startup_s']:.1f} s")
     yield eng
     eng.close()
@@ -82,22 +79,6 @@ def client(env, engine):
         groups.append((ns, bytes.fromhex(g["ns_digest"])))
     yield s, groups, st
     s.close()
-
-
-def delta(before, after, name):
-    return after["connector"][name] - before["connector"][name]
-
-
-def run(eng, toks, salt, params=None, logprobs=V):
-    r = eng.generate([{"prompt_token_ids": toks, "cache_salt": salt, "params": params}],
-                     logprobs=logprobs)["results"][0]
-    r["loaded"] = (r["kv_transfer_params"] or {}).get("kvtier_loaded_tokens")
-    return r
-
-
-def maxdiff(a, b):
-    assert None not in a and None not in b, "logprobs of the whole vocabulary expected"
-    return max(abs(x - y) for x, y in zip(a, b))
 
 
 def keys(digest, toks, n, salt):

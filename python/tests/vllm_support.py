@@ -14,6 +14,9 @@
 - SlowLink: a TCP relay on 127.0.0.1:0 in front of a kvtierd whose
   server-to-client bytes can be throttled (the test-only latency
   injection: a "cold", slow kvtierd without touching the library).
+- kvtier_extra, run_prompt, delta(s), maxdiff: what the engine tests
+  (test_vllm.py, test_vllm_hybrid.py) share: the connector's config, one
+  prompt through the engine, counter differences, log-probability distance.
 """
 import hashlib
 import json
@@ -141,9 +144,16 @@ class Engine:
         """prompts: list of dicts (prompt_token_ids, cache_salt, params)."""
         return self.call(op="generate", prompts=prompts, logprobs=logprobs, **kw)
 
-    def reset(self):
-        """Empty vLLM's own prefix cache (kvtier keeps its blocks)."""
-        assert self.call(op="reset")["reset"]
+    def reset(self, timeout=30):
+        """Empty vLLM's own prefix cache (kvtier keeps its blocks).  vLLM
+        refuses while a finished request's blocks wait for their stores
+        (a delayed free, released by the engine's next step after the
+        worker reports them): asked again until it empties, for up to
+        timeout seconds (blocks never released fail it)."""
+        deadline = time.monotonic() + timeout
+        while not self.call(op="reset")["reset"]:
+            assert time.monotonic() < deadline, "vLLM's prefix cache still holds blocks in use"
+            time.sleep(0.05)
 
     def stats(self, rank=0, drain=True):
         """The worker's counters, by default once its stores in flight are
@@ -258,3 +268,54 @@ class SlowLink:
     def close(self):
         self.closed = True
         self.lsock.close()
+
+
+# -- what the engine tests share ---------------------------------------------
+
+def kvtier_extra(remote=None, store=None, persistent=False):
+    """The engine tests' kv_connector_extra_config: the worker's own DRAM
+    (256 MiB, not prefaulted), an SSD tier in the directory store (if
+    given), a kvtierd at remote ("HOST:PORT", if given; a 20 s timeout for
+    the no-stall test's slow link on a loaded machine)."""
+    opts = {"dram.capacity": "256M", "dram.prefault": "off"}
+    if store is not None:
+        opts.update({"path": store, "ssd.capacity": "1G", "ssd.segment": "16M"})
+    if remote is not None:
+        opts.update({"remote.addr": remote, "remote.timeout_ms": "20000"})
+    extra = {"kvtier.options": opts}
+    if persistent:
+        extra["kvtier.persistent"] = True
+    return extra
+
+
+def pin_process(pid, cpus):
+    """Every thread of process pid (and so the threads they start) on cpus."""
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            os.sched_setaffinity(int(tid), cpus)
+        except OSError:  # (a thread that ended meanwhile)
+            pass
+
+
+def run_prompt(eng, toks, salt=None, params=None, logprobs=MODEL["vocab_size"]):
+    """One prompt through eng (its first token), with the log-probabilities
+    of the whole vocabulary by default; "loaded": the tokens kvtier loaded."""
+    r = eng.generate([{"prompt_token_ids": toks, "cache_salt": salt, "params": params}],
+                     logprobs=logprobs)["results"][0]
+    r["loaded"] = (r["kv_transfer_params"] or {}).get("kvtier_loaded_tokens")
+    return r
+
+
+def delta(before, after, name):
+    """A connector counter's growth between two Engine.stats()."""
+    return after["connector"][name] - before["connector"][name]
+
+
+def deltas(before, after, *names):
+    return tuple(delta(before, after, n) for n in names)
+
+
+def maxdiff(a, b):
+    """Largest |difference| of two log-probability vectors (whole vocabulary)."""
+    assert None not in a and None not in b, "logprobs of the whole vocabulary expected"
+    return max(abs(x - y) for x, y in zip(a, b))
