@@ -12,6 +12,7 @@ it).  Extra kvtierd flags in KVT_KVTIERD_ARGS, extra replay flags in KVT_REPLAY_
 Local DRAM hits (the replay's `dram_hits`) are printed so the pod's share is visible.
 """
 import json, os, shutil, signal, subprocess, sys, time
+from tracefile import distinct
 
 d, kv, kvd = sys.argv[1], sys.argv[2], sys.argv[3]
 extra = os.environ.get('KVT_REPLAY_ARGS', '').split()
@@ -20,13 +21,6 @@ BPB = 32 * 512
 MIB = 1 << 20
 
 
-def distinct(path):
-    s = set()
-    with open(path) as f:
-        for line in f:
-            if line.strip():
-                s.update(json.loads(line)['hash_ids'])
-    return len(s)
 
 
 def replay(path, args):

@@ -14,6 +14,7 @@ really held, averaged after warm-up (kvtier replay --json): blocks in DRAM (queu
 on their way down) and on SSD, against DRAM C/4 + SSD 3C/4 in blocks.
 """
 import json, os, subprocess, sys
+from tracefile import distinct
 
 d, kva, kvb = sys.argv[1], sys.argv[2], sys.argv[3]
 extra = os.environ.get('KVT_REPLAY_ARGS', '').split()
@@ -21,13 +22,6 @@ own = {'A': os.environ.get('KVT_A_ARGS', '').split(), 'B': os.environ.get('KVT_B
 BPB = 32 * 512
 
 
-def distinct(path):
-    s = set()
-    with open(path) as f:
-        for line in f:
-            if line.strip():
-                s.update(json.loads(line)['hash_ids'])
-    return len(s)
 
 
 def replay(kv, path, dram, ssd, policy=None, more=()):

@@ -16,11 +16,10 @@ LRU would keep much longer).  Gains (the run's prefix longer than LRU's) are bin
 same way.  Prints the bins and the store counters the attribution needs.
 """
 import json, sys
+from tracefile import requests as load
 from collections import OrderedDict
 
 
-def load(p):
-    return [json.loads(l)['hash_ids'] for l in open(p) if l.strip()]
 
 
 class Fenwick:

@@ -15,10 +15,9 @@ fraction of LRU(C):
 Used for doc/policies.md ("Reads from SSD"); the store's own figures come from ssd_ab.py.
 """
 import json, sys, os
+from tracefile import requests as load
 BUD=float(os.environ.get('BUD','1'))
 from collections import OrderedDict, deque
-def load(p):
-    return [json.loads(l)['hash_ids'] for l in open(p) if l.strip()]
 def lru_sim(reqs, C):
     c=OrderedDict(); hit=tot=0
     for r in reqs:

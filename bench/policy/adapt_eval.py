@@ -14,6 +14,8 @@ same traces in the same order (they do not change with prefix-adapt's code), and
 only prefix-adapt.
 """
 import concurrent.futures, json, os, subprocess, sys
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir))
+from tracefile import distinct
 
 kv = sys.argv[1]
 traces = sys.argv[2:]
@@ -24,13 +26,6 @@ BPB = 32 * 512
 FRACS = ((8, '1/8'), (4, '1/4'), (2, '1/2'))
 
 
-def distinct(path):
-    s = set()
-    with open(path) as f:
-        for line in f:
-            if line.strip():
-                s.update(json.loads(line)['hash_ids'])
-    return len(s)
 
 
 def replay(path, dram, policy):

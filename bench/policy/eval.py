@@ -10,18 +10,13 @@ KVT_REPLAY_ARGS.  Prints a markdown table; contended machine: hit ratios do not
 depend on timing except through write-down shedding (reported).
 """
 import json, os, subprocess, sys
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir))
+from tracefile import distinct
 
 kv, d = sys.argv[1], sys.argv[2]
 extra = os.environ.get('KVT_REPLAY_ARGS', '').split()
 BPB = 32 * 512
 
-def distinct(path):
-    s = set()
-    with open(path) as f:
-        for line in f:
-            if line.strip():
-                s.update(json.loads(line)['hash_ids'])
-    return len(s)
 
 def replay(path, dram, ssd, policy, admission=None):
     cmd = [kv, 'replay', path, '--bytes-per-token', '32', '--dram', str(dram), '--dram-policy', policy,

@@ -30,11 +30,12 @@ With --new (2026-12-01, issue 19 third pass), instead: lru, and
                  second uses, which only a predictor of first reuse can keep on purpose.
 """
 import json, sys
+import os
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir))
+from tracefile import requests as load
 from collections import OrderedDict, defaultdict
 
 
-def load(p):
-    return [json.loads(l)["hash_ids"] for l in open(p) if l.strip()]
 
 
 def run(reqs, pol):
