@@ -79,6 +79,7 @@ static bool fake_read(int fd, char *hdr, size_t cap, uint8_t **body, size_t *bod
 		}
 		have += (size_t)r;
 	}
+	(*body)[want] = 0; /* a C string too (the multipart XML) */
 	*body_len = want;
 	return true;
 }
@@ -127,10 +128,12 @@ static bool fake_multipart(struct fake *f, int fd, const char *hdr, const uint8_
 	} else if (!strncmp(hdr, "POST ", 5) && fake_line_has(hdr, "uploadId=u1")) {
 		/* Complete: the object is the parts the body lists, each with
 		 * the ETag its last upload got. */
-		char *xml = strndup((const char *)body, body_len), want[64];
+		char *xml = malloc(body_len + 1), want[64];
 		size_t len = 0;
 		unsigned n = 0;
 		bool ok = true;
+		memcpy(xml, body, body_len);
+		xml[body_len] = 0;
 		while (n < 8 && f->part[n]) {
 			snprintf(want, sizeof(want), "<PartNumber>%u</PartNumber><ETag>\"p%u\"</ETag>",
 				 n + 1, n + 1);
