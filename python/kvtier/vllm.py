@@ -316,6 +316,11 @@ def _parse_cpus(text: str) -> set:
     return out
 
 
+# The environment by which OpenMP runtimes bind threads (vLLM's CPU backend
+# sets the first two for its workers).
+_OMP_BINDING = ("OMP_PROC_BIND", "OMP_PLACES", "GOMP_CPU_AFFINITY", "KMP_AFFINITY")
+
+
 def _io_cpus(extra: dict) -> Optional[frozenset]:
     """The CPUs the worker's I/O threads run on (the connector's pools and
     lookup server, and the threads libkvtier starts at open), or None to
@@ -334,7 +339,10 @@ def _io_cpus(extra: dict) -> Optional[frozenset]:
     there, on the CPUs the process was allowed at start (its parent's
     affinity: the engine core, which OpenMP does not bind) less those the
     calling thread is pinned to; with no CPU reserved, on every CPU the
-    process was allowed, so the OS can at least move them.  "inherit"
+    process was allowed, so the OS can at least move them.  Only when an
+    OpenMP binding is in the environment (_OMP_BINDING): otherwise the
+    thread's pinning is the operator's (numactl to a GPU's NUMA node) and
+    the I/O threads keep it.  "inherit"
     keeps the threads on the creating thread's CPUs (what the connector did
     before); a list ("2-3,6") names them."""
     opt = str(extra.get("kvtier.io_cpus", os.environ.get("KVTIER_IO_CPUS", "auto"))).strip()
@@ -342,6 +350,10 @@ def _io_cpus(extra: dict) -> Optional[frozenset]:
         return None
     if opt != "auto":
         return frozenset(_parse_cpus(opt))
+    if not any(os.environ.get(v) for v in _OMP_BINDING):
+        # No OpenMP binding asked for: a pinning the operator chose (numactl
+        # to the GPU's NUMA node, a cgroup cpuset) is kept, not inverted.
+        return None
     try:
         mine = os.sched_getaffinity(0)          # the calling thread's
         start = os.sched_getaffinity(os.getppid())

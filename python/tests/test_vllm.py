@@ -192,6 +192,7 @@ def test_loaded_bytes_and_logits(env, engine1, client):
     Q = prompt(4 * BS + 17, seed=2)
     rq = run(engine1, Q, "q")
     assert rq["loaded"] == 0
+    engine1.stats()                     # (its stores done: they are asynchronous)
     kq = kvtier.key_chain_prompt(digest, Q[: n * BS], BS, extra=b"salt:q")
     wrong = [s.get(ns, k) for k in kq]
     assert all(w is not None for w in wrong) and wrong != blocks_a

@@ -397,8 +397,8 @@ def thread_cpus(w):
     return {f"{name}/{tid}": os.sched_getaffinity(tid) for tid, name in tids.items()}
 
 
-@pytest.mark.parametrize("mode", ["auto", "inherit"])
-def test_io_threads_leave_the_compute_cpus(srv, mode):
+@pytest.mark.parametrize("mode", ["auto", "inherit", "auto-no-openmp"])
+def test_io_threads_leave_the_compute_cpus(srv, mode, monkeypatch):
     """vLLM's CPU backend pins the worker's threads to its compute cores
     (OpenMP binds the initial thread), and a thread inherits the affinity
     of its creator: the connector's and the store's threads (pools, the
@@ -406,7 +406,13 @@ def test_io_threads_leave_the_compute_cpus(srv, mode):
     the process had at start less the compute ones (kvtier.io_cpus
     "auto"), not on the compute core.  The main thread here is pinned to
     one CPU as OpenMP pins vLLM's worker; "inherit" (the connector before
-    2026-12-02) leaves every one of them on it."""
+    2026-12-02) leaves every one of them on it, and so does "auto" when no
+    OpenMP binding is in the environment ("auto-no-openmp": the pinning is
+    then the operator's, e.g. numactl to a GPU's NUMA node, and kept)."""
+    for v in ("OMP_PROC_BIND", "OMP_PLACES", "GOMP_CPU_AFFINITY", "KMP_AFFINITY"):
+        monkeypatch.delenv(v, raising=False)
+    if mode == "auto":
+        monkeypatch.setenv("OMP_PROC_BIND", "true")   # as vLLM's CPU worker has it
     start = os.sched_getaffinity(0)
     if len(start) < 2:
         pytest.skip("one CPU: nothing to leave")
@@ -416,8 +422,8 @@ def test_io_threads_leave_the_compute_cpus(srv, mode):
     try:
         eng = Engine({"kvtier.options": {"dram.capacity": "16M", "dram.prefault": "off",
                                          "remote.addr": srv.addr},
-                      "kvtier.io_cpus": mode, "kvtier.load_async": "always"})
-        base = 1100 if mode == "auto" else 1200  # (one kvtierd for both)
+                      "kvtier.io_cpus": mode.split("-")[0], "kvtier.load_async": "always"})
+        base = {"auto": 1100, "inherit": 1200}.get(mode, 1300)  # (one kvtierd for all)
         toks = list(range(base, base + 2 * BS + 1))
         compute_and_store(eng, "c1", toks, [1, 2], seed=10)  # a store thread
         r = request("c2", toks)
@@ -432,7 +438,7 @@ def test_io_threads_leave_the_compute_cpus(srv, mode):
         assert {"kvtier-store", "kvtier-load", "kvtier-lookup", "kvt-remote",
                 "kvt-worker"} <= names, names
         st = eng.w.stats()
-        if mode == "inherit":
+        if mode != "auto":
             assert st["io_cpus"] is None
             assert all(c == compute for c in cpus.values()), cpus
         else:
