@@ -12,7 +12,7 @@ it).  Extra kvtierd flags in KVT_KVTIERD_ARGS, extra replay flags in KVT_REPLAY_
 Local DRAM hits (the replay's `dram_hits`) are printed so the pod's share is visible.
 """
 import json, os, shutil, signal, subprocess, sys, time
-from tracefile import distinct
+from tracefile import quarter
 
 d, kv, kvd = sys.argv[1], sys.argv[2], sys.argv[3]
 extra = os.environ.get('KVT_REPLAY_ARGS', '').split()
@@ -70,9 +70,7 @@ def through_kvtierd(path, dram, ssd):
 print('| trace | configuration | block hit ratio | of optimum | of DRAM-only LRU | local DRAM hits | pod hits |')
 print('|---|---|---:|---:|---:|---:|---:|')
 for path in sys.argv[4:]:
-    cap = distinct(path) // 4
-    total = cap * BPB
-    dram = (total // 4) // BPB * BPB
+    total, dram = quarter(path, BPB)
     name = os.path.basename(path)
     ref = replay(path, ['--dram', str(total), '--dram-policy', 'lru'])
     lru = ref['block_hit_ratio']

@@ -14,7 +14,7 @@ really held, averaged after warm-up (kvtier replay --json): blocks in DRAM (queu
 on their way down) and on SSD, against DRAM C/4 + SSD 3C/4 in blocks.
 """
 import json, os, subprocess, sys
-from tracefile import distinct
+from tracefile import quarter
 
 d, kva, kvb = sys.argv[1], sys.argv[2], sys.argv[3]
 extra = os.environ.get('KVT_REPLAY_ARGS', '').split()
@@ -38,9 +38,7 @@ def replay(kv, path, dram, ssd, policy=None, more=()):
 print('| trace | configuration | build | block hit ratio | of optimum | of DRAM-only LRU | SSD hits | SSD bytes written | shed | DRAM blocks held | SSD blocks held |')
 print('|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|')
 for path in sys.argv[4:]:
-    cap = distinct(path) // 4
-    total = cap * BPB
-    dram = (total // 4) // BPB * BPB
+    total, dram = quarter(path, BPB)
     name = os.path.basename(path)
     ref = replay(kvb, path, total, 0, 'lru')
     print('| %s | optimum at %d blocks | | %.3f | 1.000 | | | | | | |' % (name, ref['optimum_capacity_blocks'],

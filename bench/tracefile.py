@@ -13,3 +13,11 @@ def requests(path):
 def distinct(path):
     """How many distinct blocks the trace reads."""
     return len({h for r in requests(path) for h in r})
+
+
+def quarter(path, block_bytes):
+    """The issue's capacities for a trace: C, a quarter of its distinct
+    blocks, in bytes, and the DRAM of the tiered runs, C/4 rounded down to
+    whole blocks (the SSD or pod below it holds the rest)."""
+    total = distinct(path) // 4 * block_bytes
+    return total, total // 4 // block_bytes * block_bytes
