@@ -105,6 +105,7 @@ struct bc_cell {
 	uint64_t node_blocks[BC_NODES_MAX]; /* each node's dram.blocks after the puts */
 	uint64_t local_hits;          /* gets served by the engine's own DRAM (expected 0) */
 	uint64_t put_wire_bytes;      /* remote.bytes_out of the engine's put phase */
+	uint64_t put_skips;           /* store.put_local_skips of it (put_local auto) */
 };
 
 struct bc {
@@ -705,6 +706,7 @@ static int bc_cell(struct bc *b, unsigned n, struct bc_cell *c, bool direct_firs
 		goto out;
 	kvt_store_stat(s, "remote.bytes_out", &out1);
 	c->put_wire_bytes = out1 - out0;
+	c->put_skips = bc_stat(s, "store.put_local_skips");
 	struct bc_blocks bl = { c->node_blocks, n };
 	uint64_t sum = 0, want = bc_expected_blocks(b, n) + b->blocks;
 	if ((rc = kvt_flush(s)) < 0 || (rc = kvt_remote_stats(s, "*", bc_blocks_stat, &bl)) < 0) {
@@ -935,6 +937,9 @@ static void bc_report(struct bc *b, bool put, unsigned ni, struct bc_cell cells[
 					((double)b->blocks * (double)b->size);
 			printf(",\"put_wire_factor\":%.4f,\"put_wire_measured\":%.4f",
 			       placed / (double)b->blocks, bench_median(wf, rounds));
+			for (unsigned r = 0; r < rounds; r++)
+				wf[r] = (double)cells[r][ni].put_skips / (double)b->blocks;
+			printf(",\"put_local_skipped\":%.4f", bench_median(wf, rounds));
 		}
 		if (!put) {
 			printf(",\"prompt_loads\":%u,\"prompt_load_p50_ms\":%.3f,\"prompt_load_p99_ms\":%.3f"
@@ -987,6 +992,13 @@ static void bc_report(struct bc *b, bool put, unsigned ni, struct bc_cell cells[
 		       " I/O threads %.3f s),"
 		       " direct %.3f s\n",
 		       cpum, iocpum, dcpum);
+		if (put) {
+			double sk[BENCH_ROUNDS_MAX];
+			for (unsigned r = 0; r < rounds; r++)
+				sk[r] = (double)cells[r][ni].put_skips / (double)b->blocks;
+			printf("#   puts without a local DRAM copy (store.put_local_skips): %.0f %%"
+			       " (median of rounds)\n", 100.0 * bench_median(sk, rounds));
+		}
 		if (!put && nl)
 			printf("#   %u-block prompt loads (%u): p50/p99 %.1f/%.1f ms, direct %.1f/%.1f ms;"
 			       " per load: %.1f/%.1f CPU ms, %.0f/%.0f faults, %.0f/%.0f context"
@@ -1067,7 +1079,7 @@ static void bc_usage(FILE *f)
 		"                     engine and the direct client use as many)\n"
 		"  --io-threads N     remote.io_threads: the engine's I/O threads per node\n"
 		"                     (default 1; the direct client has --conns per node)\n"
-		"  --put-local MODE   remote.put_local: always (default) or never\n"
+		"  --put-local MODE   remote.put_local: auto (default), always or never\n"
 		"  --order ORDER      the engine's put and get phases submit blocks\n"
 		"                     round-robin over the groups (groups, default: the\n"
 		"                     blocks in flight are on several nodes, as the\n"
@@ -1152,7 +1164,7 @@ int bench_cluster_main(int argc, char **argv)
 		return BENCH_EXIT_FAIL;
 	}
 	b->o = (struct bc_opts){ .dir = ".", .threads = 1, .inflight = 8, .conns = 2, .hot = 2,
-				 .local_dram = 64 * BC_MIB, .put_local = "always",
+				 .local_dram = 64 * BC_MIB, .put_local = "auto",
 				 .io_threads = 1 };
 	optind = 1;
 	opterr = 0;

@@ -779,17 +779,79 @@ static void store_sealed_done(void *ctx, const struct tier_result *res)
 }
 
 /*
- * Local admission of a put: whether DRAM takes a copy.  With a tier that
- * writes puts through and remote.put_local=never, the pod store is where
- * the block goes and DRAM is not asked (no reservation, no copy, no
- * eviction): the write-through sends from the caller's parts and the
- * put's local status is KVT_EFULL, which the tier turns into KVT_OK (tier
- * remote) once the server took it.  A block DRAM already holds was put or
- * fetched before: KVT_EXISTS, nothing sent.
+ * remote.put_local=auto: a put skips local DRAM while DRAM is full and
+ * most of what it evicted was never read there (a copy of this put would
+ * most likely leave unread too, after pushing out something else): the
+ * store's DRAM counters (nsstat: evictions, and those never read while
+ * in DRAM, summed over the namespaces) are looked at every
+ * PUT_AUTO_EVERY puts; with at least PUT_AUTO_EVIDENCE evictions since
+ * the last decision, puts skip while more than half of them were unread,
+ * and copy again once half or fewer were.  While skipping, one put in
+ * PUT_AUTO_PROBE still takes a copy, so that the evidence keeps coming;
+ * PUT_AUTO_QUIET puts with fewer than PUT_AUTO_EVIDENCE evictions (DRAM
+ * has room again) end skipping.  Without namespace counters (stats.namespaces=0)
+ * every put takes a copy, as with always.  doc/remote.md.
  */
-static bool store_put_admit(const struct kvt_store *s)
+#define PUT_AUTO_EVERY 16
+#define PUT_AUTO_EVIDENCE 8
+#define PUT_AUTO_PROBE 8
+#define PUT_AUTO_QUIET 64
+
+static void store_put_auto_decide(struct kvt_store *s)
 {
-	return !(s->tier_through && s->remote_cfg.put_local == REMOTE_PUT_LOCAL_NEVER);
+	uint64_t ev = 0, unread = 0;
+	const struct nsstat *t = &s->nsstat;
+	for (uint32_t i = 0; i < t->row_count; i++) {
+		ev += atomic_load_explicit(&t->rows[i].c[NSS_EVICTED], memory_order_relaxed);
+		unread += atomic_load_explicit(&t->rows[i].c[NSS_EVICTED_UNREAD],
+					       memory_order_relaxed);
+	}
+	uint64_t dev = ev - atomic_load_explicit(&s->put_auto.ev0, memory_order_relaxed);
+	uint64_t dun = unread - atomic_load_explicit(&s->put_auto.unread0, memory_order_relaxed);
+	uint64_t since = atomic_fetch_add_explicit(&s->put_auto.since, PUT_AUTO_EVERY,
+						   memory_order_relaxed) + PUT_AUTO_EVERY;
+	if (dev >= PUT_AUTO_EVIDENCE)
+		atomic_store_explicit(&s->put_auto.skip, 2 * dun > dev, memory_order_relaxed);
+	else if (since >= PUT_AUTO_QUIET)
+		atomic_store_explicit(&s->put_auto.skip, false, memory_order_relaxed);
+	else
+		return; /* not enough evidence yet: the decision stands */
+	atomic_store_explicit(&s->put_auto.ev0, ev, memory_order_relaxed);
+	atomic_store_explicit(&s->put_auto.unread0, unread, memory_order_relaxed);
+	atomic_store_explicit(&s->put_auto.since, 0, memory_order_relaxed);
+}
+
+/*
+ * Local admission of a put: whether DRAM takes a copy.  With a tier that
+ * writes puts through and remote.put_local=never (or auto, deciding so:
+ * above), the pod store is where the block goes and DRAM is not asked
+ * (no reservation, no copy, no eviction): the write-through sends from
+ * the caller's parts and the put's local status is KVT_EFULL, which the
+ * tier turns into KVT_OK (tier remote) once the server took it.  A block
+ * DRAM already holds was put or fetched before: KVT_EXISTS, nothing sent.
+ */
+static bool store_put_admit(struct kvt_store *s)
+{
+	if (!s->tier_through)
+		return true;
+	switch (s->remote_cfg.put_local) {
+	case REMOTE_PUT_LOCAL_NEVER:
+		return false;
+	case REMOTE_PUT_LOCAL_AUTO:
+		break;
+	default:
+		return true;
+	}
+	if (!s->nsstat.rows)
+		return true;
+	uint64_t n = atomic_fetch_add_explicit(&s->put_auto.puts, 1, memory_order_relaxed) + 1;
+	if (n % PUT_AUTO_EVERY == 0)
+		store_put_auto_decide(s);
+	if (!atomic_load_explicit(&s->put_auto.skip, memory_order_relaxed) ||
+	    n % PUT_AUTO_PROBE == 0)
+		return true;
+	atomic_fetch_add_explicit(&s->put_auto.skips, 1, memory_order_relaxed);
+	return false;
 }
 
 static int store_put_sealed(struct kvt_store *s, struct kvt_req *r, const struct seal_key *sk)

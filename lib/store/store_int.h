@@ -144,6 +144,13 @@ struct kvt_store {
 	char *tiers_opt;            /* option store.tiers; NULL: STORE_TIERS_DEFAULT */
 	struct kvevents *events;    /* kvevents.c; NULL without option events.endpoint */
 	double dram_bps;            /* memcpy rate measured at open, for load estimates */
+	/* remote.put_local=auto (store_dispatch.c store_put_admit): puts seen,
+	 * DRAM's evictions and unread evictions at the last decision, whether
+	 * puts skip DRAM now, and how many did. */
+	struct {
+		_Atomic uint64_t puts, since, ev0, unread0, skips;
+		_Atomic bool skip;
+	} put_auto;
 
 	/* deferred work */
 	pthread_mutex_t work_lock;

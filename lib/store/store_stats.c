@@ -79,6 +79,8 @@ int kvt_store_stats(struct kvt_store *s, kvt_stats_fn fn, void *ctx)
 	fn(ctx, "mem.meta_peak_bytes", (uint64_t)atomic_load(&s->mem.peak_bytes), NULL);
 	fn(ctx, "mem.allocs", (uint64_t)atomic_load(&s->mem.allocs), NULL);
 	fn(ctx, "store.dram_copy_bps", (uint64_t)s->dram_bps, NULL);
+	fn(ctx, "store.put_local_skips", atomic_load(&s->put_auto.skips), NULL);
+	fn(ctx, "store.put_local_skipping", atomic_load(&s->put_auto.skip), NULL);
 	if (s->dram) {
 		uint64_t reg = atomic_load(&s->region_bytes);
 		dram_stats(s->dram, fn, ctx);

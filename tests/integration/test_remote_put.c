@@ -24,7 +24,14 @@
  *     (ASan/LSan: the parts are freed right after);
  *   - a server killed while such puts are in flight: each completes, by
  *     its deadline, as KVT_EFULL (stored nowhere), never KVT_OK, and DRAM
- *     is still untouched.
+ *     is still untouched;
+ *   - the default, remote.put_local=auto, by the counters: puts the engine
+ *     reads back from DRAM keep their local copy even with DRAM full
+ *     (its evictions were read: store.put_local_skips stays 0); puts never
+ *     read stop being copied once DRAM evicts mostly unread blocks (skips,
+ *     dram.puts + skips = puts), one in 8 still copied; once DRAM has room
+ *     again (a clear) puts are copied again; each skipped put is on the
+ *     server, byte-exact.
  */
 #include <errno.h>
 #include <signal.h>
@@ -323,6 +330,86 @@ static void test_pool(const char *addr)
 	free(dst);
 }
 
+/* remote.put_local=auto (the default), by its counters: DRAM of 2 MiB,
+ * values of 64 KiB (32 fit). */
+static void test_auto(const char *addr)
+{
+	enum { AL = 64 << 10, NA = 96, NB = 128, NC = 80 };
+	struct kvt_store *s = tsrv_engine(addr, (const char *[]){ "dram.capacity", "2M",
+								   "remote.timeout_ms", "5000", NULL });
+	uint32_t ns = t_ns(s, "auto");
+	uint8_t *v = malloc(AL), *dst = malloc(AL);
+	struct iovec one = { v, AL };
+	struct kvt_req r;
+	uint64_t id = 1000, skips, puts0;
+	T_ASSERT(v && dst);
+
+	/* A: every put read back (a DRAM hit) before the next: DRAM fills and
+	 * evicts, but what it evicts was read, so every put keeps its copy. */
+	for (int i = 0; i < NA; i++, id++) {
+		t_fill(v, AL, id);
+		r = put1(s, ns, id, &one, 1);
+		T_RC(r.status, KVT_OK);
+		T_EQ_INT(r.tier, KVT_TIER_DRAM);
+		r = get_into(s, ns, id, dst, AL);
+		T_RC(r.status, KVT_OK);
+		T_EQ_INT(r.tier, KVT_TIER_DRAM);
+	}
+	T_ASSERT(t_stat(s, "dram.evictions") > 0);
+	T_EQ_U64(t_stat(s, "store.put_local_skips"), 0);
+	T_EQ_U64(t_stat(s, "store.put_local_skipping"), 0);
+	T_EQ_U64(t_stat(s, "dram.puts"), NA);
+
+	/* B: puts never read.  Once DRAM has evicted A's blocks and then
+	 * mostly unread ones, puts skip it (but one in 8), sent from the
+	 * caller's parts only. */
+	puts0 = t_stat(s, "dram.puts");
+	uint64_t first = id;
+	for (int i = 0; i < NB; i++, id++) {
+		t_fill(v, AL, id);
+		r = put1(s, ns, id, &one, 1);
+		T_RC(r.status, KVT_OK);
+	}
+	skips = t_stat(s, "store.put_local_skips");
+	T_EQ_U64(t_stat(s, "store.put_local_skipping"), 1);
+	T_ASSERT(skips >= NB / 4);
+	T_ASSERT(skips <= NB - NB / 8 / 2);
+	T_EQ_U64(t_stat(s, "dram.puts") - puts0 + skips, NB);
+	T_EQ_U64(t_stat(s, "remote.puts_only"), skips);
+	/* The last ones were skipped (but probes): on the server, exact. */
+	for (uint64_t k = first + NB - 4; k < first + NB; k++) {
+		memset(dst, 0, AL);
+		r = get_into(s, ns, k, dst, AL);
+		T_RC(r.status, KVT_OK);
+		t_fill(v, AL, k);
+		T_EQ_MEM(dst, v, AL);
+	}
+
+	/* C: DRAM has room again: within 64 puts without evictions (only
+	 * the probes are copied) the copies come back. */
+	r = t_req1(s, (struct kvt_req){ .op = KVT_OP_CLEAR, .ns = ns });
+	T_RC(r.status, KVT_OK);
+	for (int i = 0; i < NC; i++, id++) {
+		t_fill(v, AL, id);
+		r = put1(s, ns, id, &one, 1);
+		T_RC(r.status, KVT_OK);
+	}
+	T_EQ_U64(t_stat(s, "store.put_local_skipping"), 0);
+	puts0 = t_stat(s, "dram.puts");
+	skips = t_stat(s, "store.put_local_skips");
+	for (int i = 0; i < 8; i++, id++) {
+		t_fill(v, AL, id);
+		r = put1(s, ns, id, &one, 1);
+		T_RC(r.status, KVT_OK);
+		T_EQ_INT(r.tier, KVT_TIER_DRAM);
+	}
+	T_EQ_U64(t_stat(s, "dram.puts") - puts0, 8);
+	T_EQ_U64(t_stat(s, "store.put_local_skips"), skips);
+	kvt_store_destroy(s);
+	free(v);
+	free(dst);
+}
+
 int main(int argc, char **argv)
 {
 	struct tsrv srv;
@@ -341,6 +428,7 @@ int main(int argc, char **argv)
 	snprintf(addr, sizeof(addr), "127.0.0.1:%u", srv.port);
 	test_exact(addr);
 	test_pool(addr);
+	test_auto(addr);
 	test_sealed(addr);
 	test_close(&srv, addr);
 	test_down(&srv, addr);
