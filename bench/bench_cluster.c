@@ -101,6 +101,10 @@ struct bc_cell {
 	 * included): engine put, direct put, engine get, direct get. */
 	double put_cpu_s, dput_cpu_s, get_cpu_s, dget_cpu_s;
 	double put_io_cpu_s, get_io_cpu_s; /* of those, the remote I/O threads' */
+	/* The nodes' CPU (every thread of every kvtierd) in the same phases:
+	 * on loopback the receive path of a segment runs on whichever side's
+	 * thread meets it, so what one side saves the other may pay. */
+	double put_srv_s, dput_srv_s, get_srv_s, dget_srv_s;
 	double get_check_cpu_s, dget_check_cpu_s; /* and the bench's byte checks' */
 	uint64_t node_blocks[BC_NODES_MAX]; /* each node's dram.blocks after the puts */
 	uint64_t local_hits;          /* gets served by the engine's own DRAM (expected 0) */
@@ -269,6 +273,35 @@ static double bc_io_cpu(void)
 	return sum;
 }
 
+/* CPU seconds every thread of the running nodes has run so far
+ * (the schedstat of each of their tasks). */
+static double bc_nodes_cpu(const struct bc *b)
+{
+	double sum = 0;
+	for (unsigned i = 0; i < b->running; i++) {
+		char path[300];
+		snprintf(path, sizeof(path), "/proc/%d/task", (int)b->node[i].pid);
+		DIR *d = opendir(path);
+		struct dirent *e;
+		while (d && (e = readdir(d))) {
+			unsigned long long ns = 0;
+			FILE *f;
+			if (e->d_name[0] == '.')
+				continue;
+			snprintf(path, sizeof(path), "/proc/%d/task/%s/schedstat", (int)b->node[i].pid,
+				 e->d_name);
+			if (!(f = fopen(path, "r")))
+				continue;
+			if (fscanf(f, "%llu", &ns) == 1)
+				sum += (double)ns * 1e-9;
+			fclose(f);
+		}
+		if (d)
+			closedir(d);
+	}
+	return sum;
+}
+
 static uint64_t bc_stat(struct kvt_store *s, const char *name)
 {
 	uint64_t v = 0;
@@ -334,9 +367,10 @@ fail:
  * submit to the last completion.
  */
 static int bc_phase(struct bc *b, struct kvt_store *s, uint32_t ns, bool put, double *gbps,
-		    double *cpu_s, double *io_cpu_s, double *check_cpu_s, uint64_t *local_hits)
+		    double *cpu_s, double *io_cpu_s, double *check_cpu_s, uint64_t *local_hits,
+		    double *srv_s)
 {
-	double io0, check = 0;
+	double io0, srv0, check = 0;
 	struct bc_ru ru = { 0 }, ru0;
 	struct kvt_req *reqs = b->reqs, *done[BC_INFLIGHT_MAX];
 	struct iovec *iov = b->iov;
@@ -361,6 +395,7 @@ static int bc_phase(struct bc *b, struct kvt_store *s, uint32_t ns, bool put, do
 		bc_fault_in(b->dst, (uint64_t)b->o.inflight * b->size);
 	bc_ru_now(&ru0);
 	io0 = bc_io_cpu();
+	srv0 = bc_nodes_cpu(b);
 	double t0 = bench_now();
 	while (finished < b->blocks) {
 		while (next < b->blocks && nfree > 0) {
@@ -412,6 +447,7 @@ static int bc_phase(struct bc *b, struct kvt_store *s, uint32_t ns, bool put, do
 	bc_ru_since(&ru, &ru0);
 	*cpu_s = ru.cpu_s;
 	*io_cpu_s = bc_io_cpu() - io0;
+	*srv_s = bc_nodes_cpu(b) - srv0;
 	*check_cpu_s = check;
 	rc = 0;
 out:
@@ -541,11 +577,13 @@ out:
 
 /* Every block, by the direct client: *gbps. */
 static int bc_direct_all(struct bc *b, unsigned n, bool put, double *gbps, double *cpu_s,
-			 double *check_cpu_s)
+			 double *check_cpu_s, double *srv_s)
 {
 	double secs = 0;
 	struct bc_ru ru = { 0 };
+	double srv0 = bc_nodes_cpu(b);
 	int rc = bc_direct_phase(b, n, put, 0, b->blocks, NULL, &secs, &ru);
+	*srv_s = bc_nodes_cpu(b) - srv0;
 	*cpu_s = ru.cpu_s;
 	*check_cpu_s = ru.check_s;
 	if (rc == 0)
@@ -700,9 +738,12 @@ static int bc_cell(struct bc *b, unsigned n, struct bc_cell *c, bool direct_firs
 	if ((rc = bc_nodes_start(b, n)) < 0 || (rc = bc_store_open(b, n, &s, &ns)) < 0)
 		goto out;
 	kvt_store_stat(s, "remote.bytes_out", &out0);
-	if ((direct_first && (rc = bc_direct_all(b, n, true, &c->dput_gbps, &c->dput_cpu_s, &skip)) < 0) ||
-	    (rc = bc_phase(b, s, ns, true, &c->put_gbps, &c->put_cpu_s, &c->put_io_cpu_s, &skip, NULL)) < 0 ||
-	    (!direct_first && (rc = bc_direct_all(b, n, true, &c->dput_gbps, &c->dput_cpu_s, &skip)) < 0))
+	if ((direct_first && (rc = bc_direct_all(b, n, true, &c->dput_gbps, &c->dput_cpu_s, &skip,
+						 &c->dput_srv_s)) < 0) ||
+	    (rc = bc_phase(b, s, ns, true, &c->put_gbps, &c->put_cpu_s, &c->put_io_cpu_s, &skip, NULL,
+			    &c->put_srv_s)) < 0 ||
+	    (!direct_first && (rc = bc_direct_all(b, n, true, &c->dput_gbps, &c->dput_cpu_s, &skip,
+						  &c->dput_srv_s)) < 0))
 		goto out;
 	kvt_store_stat(s, "remote.bytes_out", &out1);
 	c->put_wire_bytes = out1 - out0;
@@ -729,12 +770,12 @@ static int bc_cell(struct bc *b, unsigned n, struct bc_cell *c, bool direct_firs
 	s = NULL;
 	if ((rc = bc_store_open(b, n, &s, &ns)) < 0 ||
 	    (direct_first && (rc = bc_direct_all(b, n, false, &c->dget_gbps, &c->dget_cpu_s,
-					&c->dget_check_cpu_s)) < 0) ||
+					&c->dget_check_cpu_s, &c->dget_srv_s)) < 0) ||
 	    (rc = bc_phase(b, s, ns, false, &c->get_gbps, &c->get_cpu_s, &c->get_io_cpu_s,
-			   &c->get_check_cpu_s, &c->local_hits)) < 0 ||
+			   &c->get_check_cpu_s, &c->local_hits, &c->get_srv_s)) < 0 ||
 	    (!direct_first &&
 	     (rc = bc_direct_all(b, n, false, &c->dget_gbps, &c->dget_cpu_s,
-					&c->dget_check_cpu_s)) < 0) ||
+					&c->dget_check_cpu_s, &c->dget_srv_s)) < 0) ||
 	    (rc = bc_prompt_loads(b, s, ns, n, c)) < 0)
 		goto out;
 out:
@@ -856,6 +897,7 @@ static void bc_report(struct bc *b, bool put, unsigned ni, struct bc_cell cells[
 		}
 	}
 	double cpu[BENCH_ROUNDS_MAX], dcpu[BENCH_ROUNDS_MAX], iocpu[BENCH_ROUNDS_MAX];
+	double srv[BENCH_ROUNDS_MAX], dsrv[BENCH_ROUNDS_MAX];
 	double gbytes = (double)b->blocks * (double)b->size / 1e9;
 	for (unsigned r = 0; r < rounds; r++) {
 		const struct bc_cell *c = &cells[r][ni];
@@ -863,7 +905,10 @@ static void bc_report(struct bc *b, bool put, unsigned ni, struct bc_cell cells[
 		cpu[r] = (put ? c->put_cpu_s : c->get_cpu_s - c->get_check_cpu_s) / gbytes;
 		dcpu[r] = (put ? c->dput_cpu_s : c->dget_cpu_s - c->dget_check_cpu_s) / gbytes;
 		iocpu[r] = (put ? c->put_io_cpu_s : c->get_io_cpu_s) / gbytes;
+		srv[r] = (put ? c->put_srv_s : c->get_srv_s) / gbytes;
+		dsrv[r] = (put ? c->dput_srv_s : c->dget_srv_s) / gbytes;
 	}
+	double srvm = bench_median(srv, rounds), dsrvm = bench_median(dsrv, rounds);
 	double cpum = bench_median(cpu, rounds), dcpum = bench_median(dcpu, rounds);
 	double iocpum = bench_median(iocpu, rounds);
 	double gm = bench_median(g, rounds), im = bench_median(iperf, rounds);
@@ -926,6 +971,8 @@ static void bc_report(struct bc *b, bool put, unsigned ni, struct bc_cell cells[
 		printf(",\"cpu_s_per_gb\":%.4f,\"direct_cpu_s_per_gb\":%.4f"
 		       ",\"io_threads_cpu_s_per_gb\":%.4f",
 		       cpum, dcpum, iocpum);
+		printf(",\"nodes_cpu_s_per_gb\":%.4f,\"direct_nodes_cpu_s_per_gb\":%.4f", srvm,
+		       dsrvm);
 		/* Puts: what the engine sent per block it put (hot replicas: the
 		 * first group of a prompt once per replica), by placement and as
 		 * measured (remote.bytes_out, frames and all, over the bytes put);
@@ -990,8 +1037,9 @@ static void bc_report(struct bc *b, bool put, unsigned ni, struct bc_cell cells[
 		printf("\n");
 		printf("#   CPU per GB (this process, less the byte checks): engine %.3f s (its remote"
 		       " I/O threads %.3f s),"
-		       " direct %.3f s\n",
-		       cpum, iocpum, dcpum);
+		       " direct %.3f s; the nodes' %.3f s with the engine, %.3f s with the direct"
+		       " client\n",
+		       cpum, iocpum, dcpum, srvm, dsrvm);
 		if (put) {
 			double sk[BENCH_ROUNDS_MAX];
 			for (unsigned r = 0; r < rounds; r++)

@@ -25,6 +25,11 @@
  *   - a server killed while such puts are in flight: each completes, by
  *     its deadline, as KVT_EFULL (stored nowhere), never KVT_OK, and DRAM
  *     is still untouched;
+ *   - the window: with a pool of 2 connections and the server stopped,
+ *     16 puts of 1 MiB submitted together put one frame of 4 MiB on each
+ *     connection and the other 8 wait (remote.window_waits), instead of
+ *     all 4 frames going at once; the rest go when answers come back
+ *     (server continued), all stored;
  *   - the default, remote.put_local=auto, by the counters: puts the engine
  *     reads back from DRAM keep their local copy even with DRAM full
  *     (its evictions were read: store.put_local_skips stays 0); puts never
@@ -410,6 +415,58 @@ static void test_auto(const char *addr)
 	free(dst);
 }
 
+/* The per-connection window (remote.c, the pool and striping rule). */
+static void test_window(struct tsrv *srv, const char *addr)
+{
+	enum { N = 16 };
+	struct kvt_store *b = tsrv_engine(addr, (const char *[]){ "remote.put_local", "never",
+								   "remote.timeout_ms", "30000",
+								   "remote.conns", "2",
+								   "remote.conns_max", "2", NULL });
+	uint32_t nb = t_ns(b, "window");
+	struct kvt_req reqs[N];
+	struct iovec parts[N];
+	uint8_t *vals[N];
+	struct kvt_queue *q;
+	uint8_t x = 3;
+	struct iovec one = { &x, 1 };
+
+	T_RC(put1(b, nb, 700, &one, 1).status, KVT_OK); /* namespace registered */
+	for (int i = 0; i < 500 && t_stat(b, "remote.conns_up") < 2; i++)
+		tsrv_sleep_ms(10);
+	T_EQ_U64(t_stat(b, "remote.conns_up"), 2);
+	T_RC(kill(srv->pid, SIGSTOP), 0);
+	tsrv_wait_stopped(srv->pid);
+	T_OK(kvt_queue_create(b, &q));
+	uint64_t f0 = t_stat(b, "remote.frames_out"), w0 = t_stat(b, "remote.window_waits");
+	for (int i = 0; i < N; i++) {
+		vals[i] = malloc(VLEN);
+		T_ASSERT(vals[i]);
+		t_fill(vals[i], VLEN, 710 + (uint64_t)i);
+		parts[i] = (struct iovec){ vals[i], VLEN };
+		reqs[i] = (struct kvt_req){ .op = KVT_OP_PUT, .ns = nb, .key = t_key(710 + (uint64_t)i),
+					    .iov = &parts[i], .iov_count = 1 };
+	}
+	t_submit_all(q, reqs, N);
+	for (int i = 0; i < 500 && t_stat(b, "remote.window_waits") == w0; i++)
+		tsrv_sleep_ms(10);
+	/* Without the window all 4 frames of 4 MiB would be queued on the
+	 * connections at once and nothing would wait. */
+	uint64_t waits = t_stat(b, "remote.window_waits") - w0;
+	fprintf(stderr, "server stopped: %llu waits of puts for a window\n",
+		(unsigned long long)waits);
+	T_ASSERT(waits >= N / 2);
+	T_RC(kill(srv->pid, SIGCONT), 0);
+	t_wait_all(q, N);
+	for (int i = 0; i < N; i++)
+		T_RC(reqs[i].status, KVT_OK);
+	T_ASSERT(t_stat(b, "remote.frames_out") - f0 >= 4);
+	T_OK(kvt_queue_destroy(q));
+	kvt_store_destroy(b);
+	for (int i = 0; i < N; i++)
+		free(vals[i]);
+}
+
 int main(int argc, char **argv)
 {
 	struct tsrv srv;
@@ -429,6 +486,7 @@ int main(int argc, char **argv)
 	test_exact(addr);
 	test_pool(addr);
 	test_auto(addr);
+	test_window(&srv, addr);
 	test_sealed(addr);
 	test_close(&srv, addr);
 	test_down(&srv, addr);

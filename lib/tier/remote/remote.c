@@ -244,7 +244,7 @@ struct remote {
 		c_lookups, c_exists, c_deletes, c_clears, c_errors, c_timeouts, c_fast_fails,
 		c_connects, c_connect_failures, c_disconnects, c_bytes_in, c_bytes_out, c_frames_out,
 		c_crc_errors, c_promote_full, c_conns_up, c_tls_failures, c_sends, c_pool,
-		c_reads, c_wakeups, c_put_crc_bytes;
+		c_reads, c_wakeups, c_put_crc_bytes, c_window_waits;
 };
 
 static void pool_note(struct remote *rm, uint64_t len);
@@ -1492,12 +1492,18 @@ static void conn_event(struct rconn *c, uint32_t events)
  * Dispatch: pending operations into frames
  */
 
-static struct rconn *conn_pick(struct remote *rm)
+/* The ready connection with the fewest bytes in flight; with window (GET
+ * and PUT frames, a pool of two or more: the rule below) only one with
+ * fewer than REMOTE_STRIPE_BYTES in flight, else NULL. */
+static struct rconn *conn_pick(struct remote *rm, bool window)
 {
 	struct rconn *best = NULL;
+	window = window && rm->conns_used >= 2;
 	for (unsigned i = 0; i < rm->conns_used; i++) {
 		struct rconn *c = &rm->conns[i];
-		if (c->state == C_READY && (!best || c->inflight_bytes < best->inflight_bytes))
+		if (c->state != C_READY || (window && c->inflight_bytes >= REMOTE_STRIPE_BYTES))
+			continue;
+		if (!best || c->inflight_bytes < best->inflight_bytes)
 			best = c;
 	}
 	return best;
@@ -1547,9 +1553,18 @@ static void pend_push(struct remote *rm, struct rop *op)
  *             remote.batch until the mean is known or with one connection.
  *   PUT frame values up to REMOTE_STRIPE_BYTES (at least one value), or
  *             REMOTE_PUT_FRAME_BYTES (256 MiB) with one connection.
- *   depth     every frame is sent at once, to the ready connection with the
- *             fewest bytes in flight: the depth is what the engine keeps in
- *             flight, spread over the pool ceil(bytes / 4 MiB) frames wide.
+ *   depth     a GET or PUT frame goes to the ready connection with the
+ *             fewest bytes in flight, and with a pool of two or more only
+ *             to one with less than REMOTE_STRIPE_BYTES (4 MiB) in flight
+ *             (so about one such frame per connection); the others wait
+ *             here until an answer comes back.  Deeper queues on the socket
+ *             cost CPU per byte on both sides (a full receive window: the
+ *             receiver reads it in pieces, the sender writes into it in
+ *             pieces): with 8 puts of 2 MiB in flight over 2 connections,
+ *             the server spent 1.5-1.9x the direct client's CPU per GB,
+ *             1.2-1.5x with the window (bench cluster, 2026-12-02).  Other
+ *             frames (exists, delete, lookup, clear, STATS, namespace
+ *             registration) go at once.
  */
 unsigned remote_rule_conns(unsigned conns, unsigned conns_max, uint64_t mean)
 {
@@ -1602,7 +1617,8 @@ static void batch_flush(struct remote *rm, struct rconn *c, struct batch *b, int
 
 static void dispatch(struct remote *rm, uint64_t now, uint64_t *next_timer)
 {
-	struct rconn *c = conn_pick(rm);
+	struct rconn *any = conn_pick(rm, false); /* for small frames */
+	struct rconn *c = conn_pick(rm, true), *last = c; /* for GET and PUT frames */
 	struct rop *list = rm->pend_head, *op;
 	struct batch b[RK__COUNT] = { { 0 } };
 	bool down = atomic_load_explicit(&rm->down, memory_order_relaxed);
@@ -1610,12 +1626,12 @@ static void dispatch(struct remote *rm, uint64_t now, uint64_t *next_timer)
 
 	rm->pend_head = rm->pend_tail = NULL;
 	if (!list)
-		c = NULL; /* nothing to pack: go straight to sending */
-	if (c) {
-		if (batch_max > c->lim.items_max)
-			batch_max = c->lim.items_max;
-		if (batch_max > c->lim.ns_max)
-			batch_max = c->lim.ns_max; /* every item may name its own namespace */
+		any = c = last = NULL; /* nothing to pack: go straight to sending */
+	if (any) {
+		if (batch_max > any->lim.items_max)
+			batch_max = any->lim.items_max;
+		if (batch_max > any->lim.ns_max)
+			batch_max = any->lim.ns_max; /* every item may name its own namespace */
 		for (int k = 0; k < RK__COUNT; k++) {
 			b[k].ops = rm->batch_ops + (size_t)k * rm->cfg.batch;
 			b[k].cap = batch_max;
@@ -1638,7 +1654,7 @@ static void dispatch(struct remote *rm, uint64_t now, uint64_t *next_timer)
 			rop_done(rm, op, -ENOTCONN, NULL, NULL);
 			continue;
 		}
-		if (!c) {
+		if (!any) {
 			pend_push(rm, op);
 			continue;
 		}
@@ -1661,19 +1677,25 @@ static void dispatch(struct remote *rm, uint64_t now, uint64_t *next_timer)
 						reg->ns = op->ns;
 						reg->deadline = now + (uint64_t)rm->cfg.timeout_ms * 1000000u;
 						e->state = NS_PENDING;
-						frame_send(rm, c, RK_NSREG, &reg, 1);
+						frame_send(rm, any, RK_NSREG, &reg, 1);
 					}
 				}
 				pend_push(rm, op);
 				continue;
 			}
 		}
-		if (kind == RK_PUT && op->value_len > c->lim.value_max) {
+		if (kind == RK_PUT && op->value_len > any->lim.value_max) {
 			rop_done(rm, op, KVT_ETOOBIG, NULL, NULL);
 			continue;
 		}
 		if (kind == RK_LOOKUP || kind == RK_CLEAR || kind == RK_STATS) {
-			frame_send(rm, c, kind, &op, 1);
+			frame_send(rm, any, kind, &op, 1);
+			continue;
+		}
+		bool big = kind == RK_GET || kind == RK_PUT;
+		if (big && !c) {
+			A(rm->c_window_waits);
+			pend_push(rm, op); /* every connection has a window's worth in flight */
 			continue;
 		}
 		if (kind == RK_PUT) {
@@ -1681,18 +1703,41 @@ static void dispatch(struct remote *rm, uint64_t now, uint64_t *next_timer)
 			if (b[kind].n && b[kind].bytes + op->value_len >
 						 remote_rule_put_bytes(rm->conns_used)) {
 				batch_flush(rm, c, &b[kind], kind);
-				c = conn_pick(rm); /* spread the next batch */
+				c = conn_pick(rm, true); /* spread the next batch */
+				if (!c) {
+					A(rm->c_window_waits);
+					pend_push(rm, op);
+					continue;
+				}
+				last = c;
 			}
 		}
 		b[kind].ops[b[kind].n++] = op;
 		b[kind].bytes += op->value_len;
 		if (b[kind].n == b[kind].cap) {
-			batch_flush(rm, c, &b[kind], kind);
-			c = conn_pick(rm); /* spread the next batch */
+			if (big) {
+				batch_flush(rm, c, &b[kind], kind);
+				c = conn_pick(rm, true); /* spread the next batch */
+				last = c ? c : last;
+			} else {
+				batch_flush(rm, any, &b[kind], kind);
+				any = conn_pick(rm, false);
+			}
 		}
 	}
-	for (int k = 0; c && k < RK__COUNT; k++)
-		batch_flush(rm, c, &b[k], k);
+	/* What is left: GET and PUT batches to the connection they were
+	 * packed for (c, or the last one if that filled up since), the rest to
+	 * any ready one. */
+	for (int k = 0; k < RK__COUNT; k++) {
+		struct rconn *to = k == RK_GET || k == RK_PUT ? (c ? c : last) : any;
+		if (to && to->state == C_READY) {
+			batch_flush(rm, to, &b[k], k);
+			continue;
+		}
+		for (uint32_t i = 0; i < b[k].n; i++) /* its connection failed meanwhile */
+			pend_push(rm, b[k].ops[i]);
+		b[k].n = 0;
+	}
 	for (op = rm->pend_head; op; op = op->next)
 		if (op->deadline < *next_timer)
 			*next_timer = op->deadline;
@@ -2476,6 +2521,7 @@ void remote_stats(struct remote *rm, kvt_stats_fn fn, void *ctx)
 	S("reads", c_reads);
 	S("wakeups", c_wakeups);
 	S("put_crc_bytes", c_put_crc_bytes);
+	S("window_waits", c_window_waits);
 	S("pool", c_pool);
 	S("bytes_in", c_bytes_in);
 	S("bytes_out", c_bytes_out);
