@@ -34,6 +34,7 @@
  *              connections, read buffers, the output queue, timeouts,
  *              the --max-memory budget, the aux thread
  *   metrics.c  latency histograms, per-tenant counters, the /metrics page
+ *   counters.c the server's counters as one table (STATS and /metrics)
  *   tls.c      TLS on the TCP listeners (--tls-cert): the server's
  *              context, handshakes, and the socket I/O of every
  *              connection (plain or TLS)
@@ -292,6 +293,23 @@ struct kvtd_counters {
 
 #define KVTD_COUNT(srv, field, n) \
 	atomic_fetch_add_explicit(&(srv)->ctr.field, (uint64_t)(n), memory_order_relaxed)
+
+/* counters.c: the server's counters and gauges as one table, read by
+ * STATS (ops.c, name "server.*"; NULL: not in STATS) and /metrics
+ * (metrics.c; metric NULL: not there), in that table's order.  A row's
+ * value is at off in struct kvtd_server, of type kind. */
+struct kvtd_server;
+enum kvtd_ctr_kind { KVTD_CTR_ATOMIC_U64, KVTD_CTR_ATOMIC_UINT, KVTD_CTR_U64 };
+struct kvtd_counter_def {
+	const char *stat;                 /* "server.<name>", or NULL */
+	const char *metric, *type, *help; /* kvtier_<name>, "counter"/"gauge"; or NULL */
+	size_t off;
+	enum kvtd_ctr_kind kind;
+	int part; /* /metrics: 1 before kvtier_loop_connections, 2 after repair */
+};
+extern const struct kvtd_counter_def kvtd_counter_defs[];
+extern const size_t kvtd_counter_def_count;
+uint64_t kvtd_counter_value(const struct kvtd_server *srv, const struct kvtd_counter_def *d);
 
 /* A proto/kvtier error code to the counter it bumps (base.c). */
 enum kvtd_err kvtd_err_of(int code);

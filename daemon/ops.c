@@ -1431,31 +1431,10 @@ static void ops_stats(struct kvtd_frame *fr)
 		ops_stats_add(&st, "server.uptime_ns", kvtd_now_ns() - srv->start_ns, NULL);
 		ops_stats_add(&st, "server.threads", srv->loop_count, NULL);
 		ops_stats_add(&st, "server.auth", 0, kvtd_auth_enabled() ? "hmac-sha256" : "none");
-		ops_stats_add(&st, "server.conns_accepted", atomic_load(&k->conns_accepted), NULL);
-		ops_stats_add(&st, "server.conns_active", atomic_load(&k->conns_active), NULL);
-		ops_stats_add(&st, "server.conns_closed", atomic_load(&k->conns_closed), NULL);
-		ops_stats_add(&st, "server.frames_in", atomic_load(&k->frames_in), NULL);
-		ops_stats_add(&st, "server.frames_out", atomic_load(&k->frames_out), NULL);
-		ops_stats_add(&st, "server.bytes_in", atomic_load(&k->bytes_in), NULL);
-		ops_stats_add(&st, "server.bytes_out", atomic_load(&k->bytes_out), NULL);
-		ops_stats_add(&st, "server.items_in", atomic_load(&k->items_in), NULL);
-		ops_stats_add(&st, "server.auth_ok", atomic_load(&k->auth_ok), NULL);
-		ops_stats_add(&st, "server.value_crc_errors", atomic_load(&k->value_crc_errors), NULL);
-		ops_stats_add(&st, "server.conns_refused", atomic_load(&k->conns_refused), NULL);
-		ops_stats_add(&st, "server.unauth_refused", atomic_load(&k->unauth_refused), NULL);
-		ops_stats_add(&st, "server.conns_shed", atomic_load(&k->conns_shed), NULL);
-		ops_stats_add(&st, "server.listen_paused", atomic_load(&k->listen_paused), NULL);
-		ops_stats_add(&st, "server.unauth_conns", atomic_load(&srv->unauth_conns), NULL);
-		ops_stats_add(&st, "server.mem_refused", atomic_load(&k->mem_refused), NULL);
-		ops_stats_add(&st, "server.copy_refused", atomic_load(&k->copy_refused), NULL);
-		ops_stats_add(&st, "server.pin_deferred", atomic_load(&k->pin_deferred), NULL);
-		ops_stats_add(&st, "server.put_parked", atomic_load(&k->put_parked), NULL);
-		ops_stats_add(&st, "server.put_park_timeouts", atomic_load(&k->put_park_timeouts),
-			      NULL);
-		ops_stats_add(&st, "server.ns_refused", atomic_load(&k->ns_refused), NULL);
-		ops_stats_add(&st, "server.mem_paused", atomic_load(&k->mem_paused), NULL);
-		ops_stats_add(&st, "server.mem_used", atomic_load(&srv->mem_used), NULL);
-		ops_stats_add(&st, "server.mem_max", srv->cfg.max_memory, NULL);
+		for (size_t i = 0; i < kvtd_counter_def_count; i++) /* counters.c */
+			if (kvtd_counter_defs[i].stat)
+				ops_stats_add(&st, kvtd_counter_defs[i].stat,
+					      kvtd_counter_value(srv, &kvtd_counter_defs[i]), NULL);
 		for (unsigned op = 0; op < PROTO_OP__COUNT; op++) {
 			snprintf(name, sizeof(name), "server.ops.%s", proto_op_name(op));
 			ops_stats_add(&st, name, atomic_load(&k->ops[op]), NULL);
