@@ -158,6 +158,10 @@ struct dram {
 	uint32_t chunk;
 	uint64_t capacity;        /* bytes of arena over all shards */
 	uint64_t max_value;       /* largest value one shard can hold */
+	/* dram.prefault at open: bytes the arenas populated and the time
+	 * their setup took (with THP the kernel may compact memory for
+	 * seconds); 0 and 0 when off */
+	uint64_t prefault_bytes, prefault_ns;
 	int policy;
 	dram_evict_fn evict_fn;
 	void *evict_ctx;
@@ -1145,6 +1149,8 @@ int dram_open(struct dram **out, const struct dram_config *cfg, struct kvt_mem *
 	struct dram *d;
 	uint32_t n = cfg->shards;
 	uint64_t per, secret;
+	struct timespec t0, t1;
+	char pf[64] = "";
 	ssize_t got;
 	int ret = 0;
 
@@ -1201,9 +1207,16 @@ int dram_open(struct dram **out, const struct dram_config *cfg, struct kvt_mem *
 		if (s->leaving_max > per / 4)
 			s->leaving_max = per / 4;
 		d->shard_count = i + 1;
+		clock_gettime(CLOCK_MONOTONIC, &t0);
 		ret = arena_init(&s->arena, mem, per, cfg->chunk, cfg->hugepages, cfg->prefault);
 		if (ret < 0)
 			goto fail;
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		if (s->arena.prefaulted) {
+			d->prefault_bytes += s->arena.map_len;
+			d->prefault_ns += (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000000000u +
+					  (uint64_t)t1.tv_nsec - (uint64_t)t0.tv_nsec;
+		}
 		ret = evict_init(&s->ev, mem, cfg->policy, s->arena.chunk_count);
 		if (ret < 0)
 			goto fail;
@@ -1216,11 +1229,15 @@ int dram_open(struct dram **out, const struct dram_config *cfg, struct kvt_mem *
 	}
 	d->capacity = per * n;
 	d->max_value = per;
+	if (d->prefault_bytes)
+		snprintf(pf, sizeof(pf), " (pre-faulted %llu MiB in %llu ms)",
+			 (unsigned long long)(d->prefault_bytes >> 20),
+			 (unsigned long long)(d->prefault_ns / 1000000u));
 	kvt_logf(log, KVT_LOG_INFO,
 		 "dram: %llu MiB in %u shards of %llu MiB, %u KiB chunks, pages %s%s, policy %s",
 		 (unsigned long long)(d->capacity >> 20), n, (unsigned long long)(per >> 20),
-		 cfg->chunk >> 10, arena_page_mode_name(d->shards[0].arena.page_mode),
-		 cfg->prefault ? " (pre-faulted)" : "", evict_policy_name(cfg->policy));
+		 cfg->chunk >> 10, arena_page_mode_name(d->shards[0].arena.page_mode), pf,
+		 evict_policy_name(cfg->policy));
 	*out = d;
 	return 0;
 fail:
@@ -2011,6 +2028,8 @@ void dram_stats(struct dram *d, kvt_stats_fn fn, void *ctx)
 	fn(ctx, "dram.shards", d->shard_count, NULL);
 	fn(ctx, "dram.hugepages", 0, arena_page_mode_name(d->shards[0].arena.page_mode));
 	fn(ctx, "dram.prefaulted", d->shards[0].arena.prefaulted, NULL);
+	fn(ctx, "dram.prefault_bytes", d->prefault_bytes, NULL);
+	fn(ctx, "dram.prefault_ms", d->prefault_ns / 1000000u, NULL);
 	fn(ctx, "dram.policy", 0, evict_policy_name(d->policy));
 	fn(ctx, "dram.puts", t.puts, NULL);
 	fn(ctx, "dram.put_bytes", t.put_bytes, NULL);
