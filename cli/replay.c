@@ -65,6 +65,7 @@ struct replay_opts {
 	const char *admission;      /* ssd.admission or NULL */
 	const char *policy;         /* dram.policy or NULL */
 	const char *server;         /* remote.addr: a kvtierd below the local tiers */
+	uint64_t server_cap;        /* --server-capacity: its bytes, counted in the optimum */
 	const char *tenant;         /* remote.tenant */
 	const char *secret_file;    /* remote.secret_file */
 	const char *plot;           /* --plot FILE: an SVG chart */
@@ -597,6 +598,7 @@ static void replay_json_optimum(json_t *j, const struct replay_ctx *c, const str
 	double opt = replay_frac(r->opt.prefix_hits, r->opt.blocks);
 	double ideal = replay_frac(c->ideal.hit_blocks, c->ideal.blocks);
 	json_object_set_new(j, "optimum_capacity_blocks", json_integer((json_int_t)r->opt.capacity));
+	json_object_set_new(j, "optimum_server_bytes", json_integer((json_int_t)c->o->server_cap));
 	json_object_set_new(j, "optimum_block_hit_ratio", json_real(opt));
 	json_object_set_new(j, "optimum_bound_block_hit_ratio",
 			    json_real(replay_frac(r->opt.any_hits, r->opt.blocks)));
@@ -612,9 +614,9 @@ static void replay_print_optimum(const struct replay_ctx *c, const struct replay
 	double hit = replay_frac(r->hit_blocks, r->blocks);
 	double opt = replay_frac(r->opt.prefix_hits, r->opt.blocks);
 	double ideal = replay_frac(c->ideal.hit_blocks, c->ideal.blocks);
-	printf("optimum here          %7.2f %%                 offline, at DRAM+SSD = %" PRIu64
+	printf("optimum here          %7.2f %%                 offline, at DRAM+SSD%s = %" PRIu64
 	       " blocks (Belady MIN with bypass, prefix hits)\n",
-	       100.0 * opt, r->opt.capacity);
+	       100.0 * opt, c->o->server_cap ? "+server" : "", r->opt.capacity);
 	if (r->opt.any_hits != r->opt.prefix_hits)
 		printf("optimum bound         %7.2f %%                 ids with several parents: the true "
 		       "optimum lies between\n",
@@ -715,8 +717,9 @@ static void replay_report(const struct replay_ctx *c, const struct replay_result
 	       replay_pct(c->ideal.hit_blocks, c->ideal.blocks),
 	       replay_pct(c->ideal.hit_tokens, c->ideal.tokens));
 	replay_print_optimum(c, r);
-	if (c->o->server)
-		printf("                      (the optimum counts the local tiers only, not kvtierd)\n");
+	if (c->o->server && !c->o->server_cap)
+		printf("                      (the optimum counts the local tiers only, not kvtierd: "
+		       "--server-capacity)\n");
 	printf("hits from DRAM     %10" PRIu64 "    %10" PRIu64 "\n", r->tier_hits[KVT_TIER_DRAM],
 	       r->tier_tokens[KVT_TIER_DRAM]);
 	printf("hits from SSD      %10" PRIu64 "    %10" PRIu64 "\n", r->tier_hits[KVT_TIER_SSD],
@@ -821,6 +824,10 @@ static void replay_usage(FILE *f)
 		"                        cleared: replay twice to see what it kept.\n"
 		"                        ADDR,ADDR[=WEIGHT],...: a pod of kvtierd\n"
 		"                        (remote.addrs, doc/cluster.md)\n"
+		"  --server-capacity SIZE  the bytes the server (or pod) holds for this\n"
+		"                        replay, added to DRAM+SSD for the optimum, so that\n"
+		"                        'of optimum' is against the whole hierarchy\n"
+		"                        (default 0: the local tiers only)\n"
 		"  --tenant NAME         tenant to authenticate as (default \"default\")\n"
 		"  --plot FILE           also write an SVG chart: hit ratio against capacity\n"
 		"                        (every point of a sweep), modelled TTFT per tier\n"
@@ -879,7 +886,7 @@ static int replay_sizes(const char *s, uint64_t *v, unsigned max)
 static int replay_parse(int argc, char **argv, struct replay_opts *o)
 {
 	enum { O_SYNTH = 256, O_SEED, O_SYNTH_WRITE, O_LIMIT, O_DRAM, O_SSD, O_DIR, O_ADMIT, O_KEEP,
-	       O_FLUSH, O_POLICY, O_SERVER, O_TENANT, O_SECRET, O_PLOT, O_MODEL, O_BPT, O_SPEED, O_GPU, O_TPS, O_JSON, O_NOPROG, O_SET, O_HITLOG };
+	       O_FLUSH, O_POLICY, O_SERVER, O_TENANT, O_SECRET, O_PLOT, O_MODEL, O_BPT, O_SPEED, O_GPU, O_TPS, O_JSON, O_NOPROG, O_SET, O_HITLOG, O_SERVER_CAP };
 	static const struct option longs[] = {
 		{ "synth", optional_argument, NULL, O_SYNTH },
 		{ "seed", required_argument, NULL, O_SEED },
@@ -893,6 +900,7 @@ static int replay_parse(int argc, char **argv, struct replay_opts *o)
 		{ "flush-each", no_argument, NULL, O_FLUSH },
 		{ "dram-policy", required_argument, NULL, O_POLICY },
 		{ "server", required_argument, NULL, O_SERVER },
+		{ "server-capacity", required_argument, NULL, O_SERVER_CAP },
 		{ "tenant", required_argument, NULL, O_TENANT },
 		{ "plot", required_argument, NULL, O_PLOT },
 		{ "hit-log", required_argument, NULL, O_HITLOG },
@@ -975,6 +983,10 @@ static int replay_parse(int argc, char **argv, struct replay_opts *o)
 			o->policy = optarg;
 			break;
 		case O_SERVER: o->server = optarg; break;
+		case O_SERVER_CAP:
+			if (bench_parse_size(optarg, &o->server_cap) < 0 || o->server_cap == 0)
+				return replay_bad("--server-capacity wants a size like 64G, not", optarg);
+			break;
 		case O_TENANT: o->tenant = optarg; break;
 		case O_PLOT: o->plot = optarg; break;
 		case O_HITLOG: o->hit_log = optarg; break;
@@ -1020,6 +1032,11 @@ static int replay_parse(int argc, char **argv, struct replay_opts *o)
 		o->trace_path = argv[optind++];
 	if (optind < argc)
 		return replay_bad("unexpected argument", argv[optind]);
+	if (o->server_cap && !o->server) {
+		fprintf(stderr, "kvtier replay: --server-capacity goes with --server\n"
+				"Run 'kvtier replay --help'.\n");
+		return BENCH_EXIT_USAGE;
+	}
 	if ((o->trace_path == NULL) == (o->synth == 0)) {
 		fprintf(stderr, "kvtier replay: give a TRACE file or --synth (not both)\n"
 				"Run 'kvtier replay --help'.\n");
@@ -1166,8 +1183,10 @@ int replay_main(int argc, char **argv)
 				exit_rc = BENCH_EXIT_FAIL;
 				break;
 			}
-			/* The ceiling at this point's total capacity, in blocks. */
-			if (rp_optimum(&t, res.requests, (run.dram_cap + run.ssd_cap) / c.value_len,
+			/* The ceiling at this point's total capacity, in blocks
+			 * (with the server's, --server-capacity). */
+			if (rp_optimum(&t, res.requests,
+				       (run.dram_cap + run.ssd_cap + o.server_cap) / c.value_len,
 				       &res.opt) < 0) {
 				fprintf(stderr, "kvtier replay: out of memory\n");
 				replay_result_free(&res);
