@@ -383,25 +383,6 @@ static void phase_preauth(void)
  * resp_preauth (item 2): RESP before AUTH, and RESP buffers charged
  */
 
-static uint16_t log_port(const char *what)
-{
-	char buf[1 << 16], pat[64];
-	int fd = open(srv.log, O_RDONLY);
-	ssize_t r;
-	const char *p;
-
-	T_ASSERT(fd >= 0);
-	r = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	T_ASSERT(r > 0);
-	buf[r] = 0;
-	snprintf(pat, sizeof(pat), "%s listener on 127.0.0.1:", what);
-	p = strstr(buf, pat);
-	if (!p)
-		T_FAIL("no '%s' in %s", pat, srv.log);
-	return (uint16_t)atoi(p + strlen(pat));
-}
-
 struct streamer {
 	pthread_t t;
 	uint16_t port;
@@ -467,7 +448,7 @@ static void phase_resp_preauth(void)
 	rss_begin();
 	for (int i = 0; i < 4; i++) {
 		memset(&st[i], 0, sizeof(st[i]));
-		st[i].port = log_port("RESP");
+		st[i].port = tsrv_listener_port(srv.log, "RESP");
 		st[i].value_len = value_len;
 		pthread_create(&st[i].t, NULL, streamer_main, &st[i]);
 	}
@@ -484,7 +465,7 @@ static void phase_resp_preauth(void)
 	rss_begin();
 	for (int i = 0; i < 8; i++) {
 		memset(&st[i], 0, sizeof(st[i]));
-		st[i].port = log_port("RESP");
+		st[i].port = tsrv_listener_port(srv.log, "RESP");
 		st[i].value_len = value_len;
 		st[i].auth = true;
 		pthread_create(&st[i].t, NULL, streamer_main, &st[i]);
@@ -556,40 +537,41 @@ static void g_send(struct kc *c, const uint8_t ns[PROTO_DIGEST_LEN], const unsig
 	free(its);
 }
 
+struct g_seen {
+	const unsigned *idx;
+	unsigned n, seen, hits, misses;
+	uint8_t *want;
+};
+
+static void g_item(void *ctx, const struct kc_resp *r, const struct proto_item *pi)
+{
+	struct g_seen *g = ctx;
+
+	T_ASSERT(pi->index < g->n);
+	g->seen++;
+	if (pi->status == KVT_MISS) {
+		g->misses++;
+		return;
+	}
+	T_EQ_INT(pi->status, KVT_OK);
+	T_EQ_U64(pi->data_len, G_LEN);
+	tsrv_fill(g->want, G_LEN, 100 + g->idx[pi->index]);
+	T_ASSERT(memcmp(r->data + pi->data_off, g->want, G_LEN) == 0);
+	g->hits++;
+}
+
 /* Read the answers of one GET frame: each item the exact bytes or a miss.
  * Returns the hits. */
 static unsigned g_check(struct kc *c, const unsigned *idx, unsigned n, unsigned *misses)
 {
-	uint8_t *want = malloc(G_LEN);
-	unsigned hits = 0, seen = 0;
-	bool more = true;
+	struct g_seen g = { idx, n, 0, 0, 0, malloc(G_LEN) };
 
-	*misses = 0;
-	while (more) {
-		struct kc_resp r;
-		struct proto_iter iter;
-		struct proto_item pi;
-		T_RC(kc_recv(c, &r, 20000), 0);
-		more = (r.f.flags & PROTO_F_MORE) != 0;
-		proto_iter_init(&iter, &r.f, NULL, NULL, 0);
-		while (proto_iter_next(&iter, &pi) == 1) {
-			T_ASSERT(pi.index < n);
-			seen++;
-			if (pi.status == KVT_MISS) {
-				(*misses)++;
-				continue;
-			}
-			T_EQ_INT(pi.status, KVT_OK);
-			T_EQ_U64(pi.data_len, G_LEN);
-			tsrv_fill(want, G_LEN, 100 + idx[pi.index]);
-			T_ASSERT(memcmp(r.data + pi.data_off, want, G_LEN) == 0);
-			hits++;
-		}
-		kc_resp_free(&r);
-	}
-	T_EQ_INT(seen, n);
-	free(want);
-	return hits;
+	T_ASSERT(g.want);
+	T_GE_INT(kc_recv_items(c, 20000, g_item, &g, NULL), 1);
+	T_EQ_INT(g.seen, n);
+	free(g.want);
+	*misses = g.misses;
+	return g.hits;
 }
 
 static void phase_grantee_ssd(void)
@@ -1024,6 +1006,22 @@ static void *pinger_main(void *arg)
 	return NULL;
 }
 
+struct range_seen {
+	const struct proto_item *its;
+	const uint8_t *v;
+	unsigned ok, seen;
+};
+
+static void range_item(void *ctx, const struct kc_resp *r, const struct proto_item *pi)
+{
+	struct range_seen *rs = ctx;
+
+	rs->seen++;
+	if (pi->status == KVT_OK && pi->data_len == 1 &&
+	    r->data[pi->data_off] == rs->v[rs->its[pi->index].off])
+		rs->ok++;
+}
+
 static void phase_range(void)
 {
 	const char *extra[] = { "--threads", "1", "--ssd", "0", NULL };
@@ -1032,7 +1030,7 @@ static void phase_range(void)
 	struct proto_item *its = calloc(R_RANGES, sizeof(*its));
 	struct proto_frame f = { .op = PROTO_OP_GET };
 	struct pinger pg = { 0 };
-	unsigned ok = 0, seen = 0;
+	struct range_seen rs = { its, v, 0, 0 };
 	uint64_t t0, took, best = UINT64_MAX;
 	struct kvt_key k;
 	struct kc c;
@@ -1064,27 +1062,12 @@ static void phase_range(void)
 	f.ns = ns;
 	for (int round = 0; round < RANGE_ROUNDS && best > RANGE_PING_MAX_NS; round++) {
 		uint64_t m;
-		bool more = true;
 		tsrv_sleep_ms(100);
-		ok = seen = 0;
+		rs.ok = rs.seen = 0;
 		atomic_store(&pg.max_ns, 0);
 		t0 = tsrv_now_ns();
 		T_ASSERT(kc_request(&c, &f, its, R_RANGES, NULL, 0) > 0);
-		while (more) {
-			struct kc_resp r;
-			struct proto_iter iter;
-			struct proto_item pi;
-			T_RC(kc_recv(&c, &r, 60000), 0);
-			more = (r.f.flags & PROTO_F_MORE) != 0;
-			proto_iter_init(&iter, &r.f, NULL, NULL, 0);
-			while (proto_iter_next(&iter, &pi) == 1) {
-				seen++;
-				if (pi.status == KVT_OK && pi.data_len == 1 &&
-				    r.data[pi.data_off] == v[its[pi.index].off])
-					ok++;
-			}
-			kc_resp_free(&r);
-		}
+		T_GE_INT(kc_recv_items(&c, 60000, range_item, &rs, NULL), 1);
 		took = tsrv_now_ns() - t0;
 		tsrv_sleep_ms(50); /* a PING the ranges held answers by now */
 		m = atomic_load(&pg.max_ns);
@@ -1092,9 +1075,9 @@ static void phase_range(void)
 			best = m;
 		printf("range round %d: %u one-byte ranges of a 32 MiB value (4 parts) in one "
 		       "frame: %u exact, answered in %.1f ms; a concurrent PING (one loop "
-		       "thread): slowest %.1f ms\n", round + 1, R_RANGES, ok, took / 1e6, m / 1e6);
-		T_EQ_INT(seen, R_RANGES);
-		T_EQ_INT(ok, R_RANGES);
+		       "thread): slowest %.1f ms\n", round + 1, R_RANGES, rs.ok, took / 1e6, m / 1e6);
+		T_EQ_INT(rs.seen, R_RANGES);
+		T_EQ_INT(rs.ok, R_RANGES);
 	}
 	atomic_store(&pg.stop, true);
 	pthread_join(pg.t, NULL);
@@ -1625,7 +1608,7 @@ static void phase_auth_guess(void)
 	ssize_t r;
 
 	start("auth_guess", extra);
-	port = log_port("RESP");
+	port = tsrv_listener_port(srv.log, "RESP");
 	/* A wrong password: WRONGPASS, and the connection is closed (the
 	 * PING pipelined after it is not answered). */
 	resp_auth_once(port, "wrong-password-000", reply, sizeof(reply), &closed);
@@ -1767,7 +1750,7 @@ static void phase_resp_info(void)
 	uint16_t port;
 
 	start("resp_info", extra);
-	port = log_port("RESP");
+	port = tsrv_listener_port(srv.log, "RESP");
 	resp_as(port, "alice", SECRET_ALICE, "INFO", r1, sizeof(r1));
 	resp_as(port, "admin", SECRET_ADMIN, "INFO", r2, sizeof(r2));
 	resp_as(port, "alice", SECRET_ALICE, "DBSIZE", r3, sizeof(r3));
@@ -1791,6 +1774,12 @@ static void phase_resp_info(void)
  * ns_split (item 16): an NS_REGISTER answer larger than a table is split
  */
 
+static void ns_split_item(void *ctx, const struct kc_resp *r, const struct proto_item *pi)
+{
+	(void)r;
+	*(unsigned *)ctx += pi->status == KVT_OK;
+}
+
 static void phase_ns_split(void)
 {
 	const char *extra[] = { "--ssd", "0", NULL };
@@ -1798,9 +1787,9 @@ static void phase_ns_split(void)
 	struct proto_item *its;
 	char (*texts)[PROTO_CANON_MAX + 1];
 	uint64_t need, len = 0;
-	unsigned n = 0, ok = 0, frames = 0;
-	bool more = true;
-	int bad_status = 0;
+	unsigned n = 0, ok = 0;
+	int32_t bad_status = 0;
+	int frames;
 	struct kc c;
 
 	start("ns_split", extra);
@@ -1841,23 +1830,11 @@ static void phase_ns_split(void)
 		kc_resp_free(&r);
 	}
 	T_ASSERT(kc_request(&c, &f, its, n, NULL, 0) > 0);
-	while (more) {
-		struct kc_resp r;
-		struct proto_iter iter;
-		struct proto_item pi;
-		T_RC(kc_recv(&c, &r, 60000), 0);
-		frames++;
-		more = (r.f.flags & PROTO_F_MORE) != 0;
-		if (r.f.status < 0 && !bad_status)
-			bad_status = r.f.status;
-		proto_iter_init(&iter, &r.f, NULL, NULL, 0);
-		while (proto_iter_next(&iter, &pi) == 1)
-			ok += pi.status == KVT_OK;
-		kc_resp_free(&r);
-	}
+	frames = kc_recv_items(&c, 60000, ns_split_item, &ok, &bad_status);
+	T_GE_INT(frames, 1);
 	printf("ns_split: %u descriptors (%" PRIu64 " KiB of request table, limit %" PRIu64
-	       " KiB): %u registered, answered in %u frames (status %d)\n", n, len >> 10,
-	       need >> 10, ok, frames, bad_status);
+	       " KiB): %u registered, answered in %d frames (status %d)\n", n, len >> 10,
+	       need >> 10, ok, frames, (int)bad_status);
 	T_EQ_INT(bad_status, 0);
 	T_EQ_INT(ok, n);
 	T_GE_INT(frames, 2);
