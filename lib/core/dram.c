@@ -734,6 +734,32 @@ static int dram_alloc_locked(struct dram *d, struct dram_shard *s, uint32_t chun
  * Quota eviction
  */
 
+/*
+ * prefix-adapt's mode is per quota group with a DRAM limit (evict.h
+ * evict_group_fn): the group the item was charged to, and its limit's
+ * share of one shard in chunks (a group's blocks spread over the shards
+ * by hash, and its quota evicts in the put's shard first).  A block of no
+ * group, or of a group without a DRAM limit, follows the shard's mode.
+ * Locked (the shard's).
+ */
+static uint32_t dram_mode_group(const struct evict_node *n, void *ctx, uint64_t *cap_chunks)
+{
+	const struct dram_item *it = (const struct dram_item *)n;
+	struct dram *d = ctx;
+	struct quota_group *qg;
+	uint64_t limit, per, max = d->shards[0].arena.chunk_count;
+
+	if (!it->group || !d->quota)
+		return 0;
+	qg = quota_group_at(d->quota, it->group);
+	limit = qg ? atomic_load_explicit(&qg->limit[QUOTA_DRAM], memory_order_relaxed) : 0;
+	if (limit == 0)
+		return 0;
+	per = (limit / d->chunk + d->shard_count - 1) / d->shard_count;
+	*cap_chunks = per < max ? per : max;
+	return it->group;
+}
+
 /* Evictable and charged to the group *ctx? */
 static bool dram_quota_pick(struct evict_node *n, void *ctx)
 {
@@ -1207,6 +1233,7 @@ int dram_open(struct dram **out, const struct dram_config *cfg, struct kvt_mem *
 		ret = evict_init(&s->ev, mem, cfg->policy, s->arena.chunk_count);
 		if (ret < 0)
 			goto fail;
+		evict_set_group_fn(&s->ev, dram_mode_group, d);
 		s->buckets = kvt_mem_calloc(mem, 64, sizeof(*s->buckets));
 		if (!s->buckets) {
 			ret = -ENOMEM;
@@ -1957,7 +1984,7 @@ void dram_stats(struct dram *d, kvt_stats_fn fn, void *ctx)
 		uint64_t small_blocks, main_blocks, dead, promoted, promoted_bytes, admitted;
 		uint64_t quota_evictions;
 		uint64_t victim_wd, victim_filtered, victim_shed, victim_waits, leaving;
-		uint64_t probation_inserts, adapt_switches, adapt_seg;
+		uint64_t probation_inserts, adapt_switches, adapt_seg, adapt_groups, adapt_gseg;
 	} t;
 	memset(&t, 0, sizeof(t));
 	for (uint32_t i = 0; i < d->shard_count; i++) {
@@ -1996,8 +2023,14 @@ void dram_stats(struct dram *d, kvt_stats_fn fn, void *ctx)
 		t.victim_waits += s->victim_waits;
 		t.leaving += s->leaving_bytes;
 		t.probation_inserts += s->ev.probation_inserts;
-		t.adapt_switches += s->ev.mode_switches;
-		t.adapt_seg += s->ev.seg;
+		{
+			uint64_t g, gs, gsw;
+			evict_group_stats(&s->ev, &g, &gs, &gsw);
+			t.adapt_switches += s->ev.ad0.mode_switches + gsw;
+			t.adapt_seg += s->ev.ad0.seg;
+			t.adapt_groups += g;
+			t.adapt_gseg += gs;
+		}
 		pthread_mutex_unlock(&s->lock);
 	}
 	fn(ctx, "dram.capacity_bytes", d->capacity, NULL);
@@ -2039,6 +2072,10 @@ void dram_stats(struct dram *d, kvt_stats_fn fn, void *ctx)
 	/* prefix-adapt: shards now in segmented mode, mode changes so far */
 	fn(ctx, "dram.adapt_segmented_shards", t.adapt_seg, NULL);
 	fn(ctx, "dram.adapt_switches", t.adapt_switches, NULL);
+	/* per quota group with a DRAM limit: (shard, group) modes made, and
+	 * those in segmented mode */
+	fn(ctx, "dram.adapt_groups", t.adapt_groups, NULL);
+	fn(ctx, "dram.adapt_segmented_groups", t.adapt_gseg, NULL);
 	fn(ctx, "dram.split_allocs", t.split, NULL);
 	fn(ctx, "dram.crc_errors", t.crc_errors, NULL);
 	fn(ctx, "dram.s3fifo_small_blocks", t.small_blocks, NULL);

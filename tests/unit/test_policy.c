@@ -602,19 +602,19 @@ static void test_adapt_mode(void)
 		for (unsigned i = 0; i < 12; i++)
 			adapt_access(&e, next++);
 		if (r == 9) /* 240 sampled accesses */
-			T_EQ_INT(e.seg, false);
+			T_EQ_INT(e.ad0.seg, false);
 	}
-	T_EQ_INT(e.seg, true);
-	T_EQ_U64(e.mode_switches, 1);
+	T_EQ_INT(e.ad0.seg, true);
+	T_EQ_U64(e.ad0.mode_switches, 1);
 	evict_fini(&e);
 
 	T_OK(evict_init(&e, &mem, DRAM_POLICY_PREFIX_ADAPT, 256));
 	for (unsigned r = 0; r < 100; r++)
 		for (uint64_t k = 1; k <= 10; k++)
 			adapt_access(&e, k);
-	T_EQ_INT(e.seg, false);
-	T_EQ_U64(e.mode_switches, 0);
-	T_EQ_U64(e.sim_only[0] + e.sim_only[1], 0);
+	T_EQ_INT(e.ad0.seg, false);
+	T_EQ_U64(e.ad0.mode_switches, 0);
+	T_EQ_U64(e.ad0.sim_only[0] + e.ad0.sim_only[1], 0);
 	evict_fini(&e);
 	T_EQ_INT(atomic_load(&mem.bytes), 0);
 }
