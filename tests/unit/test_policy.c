@@ -20,7 +20,9 @@
  *      direct-mapped one forgets at random), and its miniature simulations
  *      count the hits LRU and the segmented rule make on a hand-made
  *      sequence; and the mode they choose: segmented where it wins by
- *      far, only after enough evidence, and never where the two tie.
+ *      far, only after enough evidence, and never where the two tie;
+ *      per quota group, each group's mode follows its own traffic and
+ *      another group's cannot change its victim order.
  * Values are 64 KiB, one DRAM chunk each, one shard: capacities count blocks.
  */
 #include <signal.h>
@@ -589,6 +591,148 @@ static void test_adapt_pinned(void)
 	T_ASSERT(meta_bytes("prefix-adapt", false) > meta_bytes("prefix", false) + 1024 * 9);
 }
 
+/*
+ * 7e. prefix-adapt per quota group: each group's mode follows its own
+ *     traffic.  Group 1 runs 7c's scan (segmented wins by far), group 2
+ *     7c's tie, interleaved round by round in one shard: group 1 ends
+ *     segmented, group 2 never switches, and the shard's own mode (blocks
+ *     of no group) never moves.
+ */
+struct gnode {
+	struct evict_node node; /* first: the evict state sees only this */
+	uint32_t group;
+};
+
+static bool per_group = true; /* false: every block in group 0 (the per-shard mode) */
+
+static uint32_t gnode_group(const struct evict_node *n, void *ctx, uint64_t *cap)
+{
+	KVT_UNUSED(ctx);
+	*cap = 256;
+	return per_group ? ((const struct gnode *)n)->group : 0;
+}
+
+static void gaccess(struct evict *e, uint32_t group, uint64_t key)
+{
+	struct gnode g;
+	memset(&g, 0, sizeof(g));
+	g.node.chunks = 1;
+	g.group = group;
+	evict_insert(e, &g.node, adapt_hash(key), 0);
+	evict_remove(e, &g.node);
+}
+
+static void test_adapt_groups(void)
+{
+	struct kvt_mem mem;
+	struct evict e;
+	uint64_t next = 1000;
+	kvt_mem_init(&mem);
+	T_OK(evict_init(&e, &mem, DRAM_POLICY_PREFIX_ADAPT, 256));
+	evict_set_group_fn(&e, gnode_group, NULL);
+	for (unsigned r = 0; r < 100; r++) {
+		for (uint64_t k = 1; k <= 12; k++)
+			gaccess(&e, 1, k);
+		for (unsigned i = 0; i < 12; i++)
+			gaccess(&e, 1, next++);
+		for (uint64_t k = 1; k <= 10; k++)
+			gaccess(&e, 2, 3000 + k);
+	}
+	T_ASSERT(e.grp && e.grp[1] && e.grp[2]);
+	T_EQ_INT(e.grp[1]->seg, true);
+	T_EQ_U64(e.grp[1]->mode_switches, 1);
+	T_EQ_INT(e.grp[2]->seg, false);
+	T_EQ_U64(e.grp[2]->mode_switches, 0);
+	T_EQ_INT(e.ad0.seg, false);
+	T_EQ_U64(e.ad0.mode_switches, 0);
+	T_EQ_U64(e.ad0.sim_seen, 0); /* nothing of group 0 came */
+	evict_fini(&e);
+	T_EQ_INT(atomic_load(&mem.bytes), 0);
+}
+
+/*
+ * 7f. ... so one group's requests cannot change which of another's blocks
+ *     leave first.  Group 2 (B) puts keys 1..20, gets 1..10 and puts
+ *     21..40, keeping them; then group 1 (A) either runs 7c's scan (which
+ *     makes the segmented mode win) or does nothing; then B puts 41..60.
+ *     B's victim order (evict_oldest_match, as a quota evicts) must be the
+ *     same both ways: 11..20, 1..10, 21..60 (prefix's LRU order; B's 70
+ *     accesses are under the evidence threshold).  With one mode per shard
+ *     (the control, per_group false) A's switch moves B's unread 11..40 to
+ *     probation and B's new blocks start there, so B's order becomes
+ *     11..20, 21..60, 1..10: the test's power, checked too.  (A switch
+ *     that moved every group's unread blocks, not only its own, would
+ *     give 11..40, 1..10, 41..60.)
+ */
+static bool pick_group2(struct evict_node *n, void *ctx)
+{
+	KVT_UNUSED(ctx);
+	return ((struct gnode *)n)->group == 2;
+}
+
+static bool a_seg; /* b_order's A ended in segmented mode */
+
+static void b_order(bool a_scans, uint64_t *order)
+{
+	static struct gnode b[61];
+	struct kvt_mem mem;
+	struct evict e;
+	uint64_t next = 1000;
+	kvt_mem_init(&mem);
+	T_OK(evict_init(&e, &mem, DRAM_POLICY_PREFIX_ADAPT, 256));
+	evict_set_group_fn(&e, gnode_group, NULL);
+	memset(b, 0, sizeof(b));
+	for (unsigned k = 1; k <= 60; k++) {
+		b[k].node.chunks = 1;
+		b[k].group = 2;
+	}
+	for (unsigned k = 1; k <= 20; k++)
+		evict_insert(&e, &b[k].node, adapt_hash(3500 + k), 0);
+	for (unsigned k = 1; k <= 10; k++)
+		evict_hit_after(&e, &b[k].node, adapt_hash(3500 + k), NULL);
+	for (unsigned k = 21; k <= 40; k++)
+		evict_insert(&e, &b[k].node, adapt_hash(3500 + k), 0);
+	for (unsigned r = 0; a_scans && r < 40; r++) {
+		for (uint64_t k = 1; k <= 12; k++)
+			gaccess(&e, 1, k);
+		for (unsigned i = 0; i < 12; i++)
+			gaccess(&e, 1, next++);
+	}
+	for (unsigned k = 41; k <= 60; k++)
+		evict_insert(&e, &b[k].node, adapt_hash(3500 + k), 0);
+	for (unsigned i = 0; i < 60; i++) {
+		struct evict_node *v = evict_oldest_match(&e, pick_group2, NULL);
+		T_ASSERT(v != NULL);
+		order[i] = (uint64_t)((struct gnode *)v - b);
+		evict_remove(&e, v);
+	}
+	T_ASSERT(evict_oldest_match(&e, pick_group2, NULL) == NULL);
+	a_seg = per_group ? e.grp && e.grp[1] && e.grp[1]->seg : e.ad0.seg;
+	evict_fini(&e);
+	T_EQ_INT(atomic_load(&mem.bytes), 0);
+}
+
+static void test_adapt_group_isolation(void)
+{
+	uint64_t quiet[60], busy[60];
+	per_group = true;
+	b_order(false, quiet);
+	b_order(true, busy);
+	T_EQ_INT(a_seg, true);
+	T_ASSERT(memcmp(quiet, busy, sizeof(quiet)) == 0);
+	for (unsigned i = 0; i < 60; i++) /* 11..20, 1..10, 21..60 */
+		T_EQ_U64(quiet[i], i < 10 ? 11 + i : i < 20 ? i - 9 : i + 1);
+	/* The control: one mode per shard lets A reorder B. */
+	per_group = false;
+	b_order(false, quiet);
+	b_order(true, busy);
+	T_ASSERT(memcmp(quiet, busy, sizeof(quiet)) != 0);
+	T_EQ_INT(a_seg, true);
+	for (unsigned i = 0; i < 60; i++) /* 11..20, 21..60, 1..10 */
+		T_EQ_U64(busy[i], i < 50 ? 11 + i : i - 49);
+	per_group = true;
+}
+
 static void test_adapt_mode(void)
 {
 	struct kvt_mem mem;
@@ -625,6 +769,8 @@ int main(void)
 	test_minisim_hand();
 	test_adapt_mode();
 	test_adapt_pinned();
+	test_adapt_groups();
+	test_adapt_group_isolation();
 	test_write_pressure();
 	test_one_reuse();
 	test_orphan();
