@@ -733,6 +733,41 @@ static void test_adapt_group_isolation(void)
 	per_group = true;
 }
 
+/*
+ * 7g. The store wires it: namespaces in two quota groups with DRAM limits
+ *     get a mode each (dram.adapt_groups, one shard: 2), a namespace of no
+ *     group none; over an SSD (pinned to LRU mode) none at all.
+ */
+static uint64_t store_groups(bool ssd)
+{
+	char *dir = t_mkdtemp();
+	struct kvt_store *s = open_blocks(dir, 64, ssd ? "16M" : NULL, "prefix-adapt", "victim", "0");
+	uint32_t ns[3] = { t_ns(s, "g1"), t_ns(s, "g2"), t_ns(s, "nogroup") };
+	uint64_t v = 0;
+	T_RC(kvt_quota_set(s, 1, 16 * VLEN, 0), KVT_OK);
+	T_RC(kvt_quota_set(s, 2, 16 * VLEN, 0), KVT_OK);
+	T_RC(kvt_ns_set_group(s, ns[0], 1), KVT_OK);
+	T_RC(kvt_ns_set_group(s, ns[1], 2), KVT_OK);
+	for (unsigned n = 0; n < 3; n++) {
+		for (uint64_t i = 0; i < 20; i++) {
+			struct kvt_key key;
+			chain_keys(&i, 1, &key);
+			T_RC(kvt_put(s, ns[n], &key, &(struct iovec){ vbuf, VLEN }, 1), KVT_OK);
+		}
+	}
+	T_RC(kvt_store_stat(s, "dram.adapt_groups", &v), KVT_OK);
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+	return v;
+}
+
+static void test_adapt_store_groups(void)
+{
+	T_EQ_U64(store_groups(false), 2);
+	T_EQ_U64(store_groups(true), 0);
+}
+
 static void test_adapt_mode(void)
 {
 	struct kvt_mem mem;
@@ -771,6 +806,7 @@ int main(void)
 	test_adapt_pinned();
 	test_adapt_groups();
 	test_adapt_group_isolation();
+	test_adapt_store_groups();
 	test_write_pressure();
 	test_one_reuse();
 	test_orphan();
