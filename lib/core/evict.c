@@ -136,6 +136,7 @@ static int adapt_init(struct evict_adapt *a, struct kvt_mem *mem, uint64_t capac
 	uint32_t ents = cap > (UINT32_C(1) << 22) ? (UINT32_C(1) << 22) : (uint32_t)cap;
 	int r;
 	memset(a, 0, sizeof(*a));
+	a->cap_chunks = capacity_chunks;
 	r = ghost_init(&a->gh, mem, 3 * capacity_chunks);
 	if (r == 0)
 		r = minisim_init(&a->sim[0], mem, cap, ents, false, 0, 0);
@@ -146,7 +147,6 @@ static int adapt_init(struct evict_adapt *a, struct kvt_mem *mem, uint64_t capac
 		return r;
 	}
 	a->sim_window = 4 * (uint64_t)(ents > 64 ? ents : 64);
-	a->cap_chunks = capacity_chunks;
 	a->ready = true;
 	return 0;
 }
@@ -189,13 +189,13 @@ int evict_init(struct evict *e, struct kvt_mem *mem, int policy, uint64_t capaci
 	e->main_max = capacity_chunks * 9 / 10;
 	e->window = capacity_chunks * 4 > 4096 ? capacity_chunks * 4 : 4096;
 	if (e->adapt) {
-		/* Segmented mode: M at most 95 % (doc/policies.md). */
-		int r = adapt_init(&e->ad0, mem, capacity_chunks);
+		/* Segmented mode: M at most 95 % (doc/policies.md).  The
+		 * shard's own mode state is made at its first block of no
+		 * group (adapt_of): a store whose every block is in a quota
+		 * group with a limit (kvtierd with tenants) pays only for the
+		 * groups'. */
 		e->main_max = capacity_chunks * EVICT_SEG_MAIN_PCT / 100;
-		if (r < 0) {
-			evict_fini(e);
-			return r;
-		}
+		e->ad0.cap_chunks = capacity_chunks;
 	}
 	if (policy == DRAM_POLICY_S3FIFO) {
 		/* As many keys as chunks: the most items M can hold (the
@@ -339,8 +339,12 @@ static struct evict_adapt *adapt_of(struct evict *e, const struct evict_node *n,
 	if (!e->adapt || e->adapt_pinned)
 		return NULL;
 	*group = node_group(e, n, &cap);
-	if (*group == 0 || *group >= KVT_QUOTA_GROUPS)
-		return e->ad0.ready ? &e->ad0 : NULL;
+	if (*group == 0 || *group >= KVT_QUOTA_GROUPS) {
+		*group = 0;
+		if (!e->ad0.ready && adapt_init(&e->ad0, e->mem, e->ad0.cap_chunks) < 0)
+			return NULL; /* no memory: LRU order, tried again later */
+		return &e->ad0;
+	}
 	if (!e->grp) {
 		e->grp = kvt_mem_calloc(e->mem, KVT_QUOTA_GROUPS, sizeof(*e->grp));
 		if (!e->grp)

@@ -577,7 +577,11 @@ static uint64_t meta_bytes(const char *policy, bool ssd)
 {
 	char *dir = t_mkdtemp();
 	struct kvt_store *s = open_blocks(dir, 1024, ssd ? "16M" : NULL, policy, "victim", "0");
+	struct kvt_key key = t_key(1);
 	uint64_t v = 0;
+	/* One block: prefix-adapt makes its state at the first (evict.c). */
+	T_RC(kvt_put(s, t_ns(s, "meta"), &key, &(struct iovec){ vbuf, VLEN }, 1), KVT_OK);
+	T_OK(kvt_flush(s));
 	T_RC(kvt_store_stat(s, "mem.meta_bytes", &v), KVT_OK);
 	kvt_store_destroy(s);
 	t_rmtree(dir);
