@@ -766,8 +766,41 @@ static uint64_t store_groups(bool ssd)
 	return v;
 }
 
+/* mem.meta_bytes after filling a 1,024-block store, all in one namespace
+ * of no group, or half in each of two groups of 512 blocks' limit. */
+static uint64_t filled_meta(const char *policy, bool grouped)
+{
+	struct kvt_store *s = open_blocks(NULL, 1024, NULL, policy, "victim", "0");
+	uint32_t ns[2] = { t_ns(s, "a"), t_ns(s, "b") };
+	uint64_t v = 0;
+	if (grouped) {
+		T_RC(kvt_quota_set(s, 1, 512 * VLEN, 0), KVT_OK);
+		T_RC(kvt_quota_set(s, 2, 512 * VLEN, 0), KVT_OK);
+		T_RC(kvt_ns_set_group(s, ns[0], 1), KVT_OK);
+		T_RC(kvt_ns_set_group(s, ns[1], 2), KVT_OK);
+	}
+	for (uint64_t i = 0; i < 1024; i++) {
+		struct kvt_key key = t_key(i);
+		T_RC(kvt_put(s, grouped ? ns[i % 2] : ns[0], &key, &(struct iovec){ vbuf, VLEN }, 1),
+		     KVT_OK);
+	}
+	T_RC(kvt_store_stat(s, "mem.meta_bytes", &v), KVT_OK);
+	kvt_store_destroy(s);
+	return v;
+}
+
 static void test_adapt_store_groups(void)
 {
+	/* prefix-adapt's bytes over prefix's: groups that partition DRAM
+	 * cost what the shard's own state costs (their ghosts and
+	 * simulations add up to the same chunks), plus the shard's table of
+	 * group pointers (8 KiB) and the states' headers. */
+	uint64_t plain = filled_meta("prefix-adapt", false) - filled_meta("prefix", false);
+	uint64_t grouped = filled_meta("prefix-adapt", true) - filled_meta("prefix", true);
+	fprintf(stderr, "prefix-adapt's bytes, 1024 blocks: no groups %llu, two groups %llu\n",
+		(unsigned long long)plain, (unsigned long long)grouped);
+	T_ASSERT(plain > 1024 * 9);
+	T_ASSERT(grouped <= plain + KVT_QUOTA_GROUPS * sizeof(void *) + 2048);
 	T_EQ_U64(store_groups(false), 2);
 	T_EQ_U64(store_groups(true), 0);
 }
