@@ -1086,8 +1086,10 @@ uint64_t dram_writedown_pass(struct dram *d, uint64_t *budget, uint64_t pass_max
 }
 
 /* A tier below keeps what DRAM evicts (the SSD's admission hook, in any
- * mode): prefix-adapt stays in LRU mode. */
-static void dram_pin_lru(struct dram *d, bool below)
+ * mode) or serves what DRAM misses (a shared or remote tier): prefix-adapt
+ * stays in LRU mode -- its simulations model DRAM alone (doc/policies.md,
+ * "prefix-adapt over lower tiers"). */
+void dram_pin_lru(struct dram *d, bool below)
 {
 	for (uint32_t i = 0; below && i < d->shard_count; i++) {
 		pthread_mutex_lock(&d->shards[i].lock);

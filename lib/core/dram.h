@@ -203,6 +203,10 @@ typedef bool (*dram_admit_fn)(void *ctx, struct dram_item *item, uint32_t ns, in
 /* victim: also offer evicted blocks (DRAM_ADMIT_EVICT; the SSD as DRAM's
  * victim tier, doc/policies.md). */
 void dram_set_admit_hook(struct dram *d, dram_admit_fn fn, void *ctx, bool victim);
+/* prefix-adapt: LRU mode for good, its simulations and ghost given back,
+ * when below is true (a lower tier: the store calls it once its tiers are
+ * open; the SSD's admission hook calls it too).  Other policies: nothing. */
+void dram_pin_lru(struct dram *d, bool below);
 /* A prefix lookup over keys[0..n) found the first `hits` present:
  * prefix-learn notes reuse classes for the others, which their puts will
  * read (doc/policies.md).  Nothing under the other policies. */

@@ -507,6 +507,10 @@ static int store_open_locked(struct kvt_store *s)
 	ret = store_tiers_open(s);
 	if (ret < 0)
 		goto fail;
+	/* Any tier below DRAM: prefix-adapt runs prefix's order (doc/policies.md,
+	 * "prefix-adapt over lower tiers"). */
+	if (s->dram)
+		dram_pin_lru(s->dram, s->tier_count > 0);
 	if (s->events_cfg.endpoint || s->events_cfg.groups) {
 		ret = kvevents_open(&s->events, &s->events_cfg, &s->mem, &s->log);
 		if (ret < 0)

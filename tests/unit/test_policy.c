@@ -589,9 +589,32 @@ static uint64_t meta_bytes(const char *policy, bool ssd)
 	return v;
 }
 
+/* The same over a shared directory tier and no SSD: any tier below pins it
+ * (a remote tier likewise; doc/policies.md "prefix-adapt over lower
+ * tiers"). */
+static uint64_t meta_bytes_shared(const char *policy)
+{
+	char *dir = t_mkdtemp();
+	char cap[32];
+	struct kvt_store *s;
+	struct kvt_key key = t_key(1);
+	uint64_t v = 0;
+	snprintf(cap, sizeof cap, "%u", 1024 * VLEN);
+	s = t_store_open("dram.capacity", cap, "dram.chunk", "65536", "dram.shards", "1",
+			 "dram.prefault", "off", "dram.policy", policy, "shared.dir", dir, NULL);
+	T_RC(kvt_put(s, t_ns(s, "meta"), &key, &(struct iovec){ vbuf, VLEN }, 1), KVT_OK);
+	T_OK(kvt_flush(s));
+	T_RC(kvt_store_stat(s, "mem.meta_bytes", &v), KVT_OK);
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+	return v;
+}
+
 static void test_adapt_pinned(void)
 {
 	T_EQ_U64(meta_bytes("prefix-adapt", true), meta_bytes("prefix", true));
+	T_EQ_U64(meta_bytes_shared("prefix-adapt"), meta_bytes_shared("prefix"));
 	T_ASSERT(meta_bytes("prefix-adapt", false) > meta_bytes("prefix", false) + 1024 * 9);
 }
 
