@@ -1497,7 +1497,8 @@ int dram_publish(struct dram *d, struct dram_item *it, const uint32_t *crcs,
 		evict_demote(&s->ev, &it->node);
 	} else {
 		evict_insert_after(&s->ev, &it->node, h,
-				   (flags & DRAM_PROMOTED) ? EVICT_CLASSES : dram_hint_class(d, h),
+				   ((flags & DRAM_PROMOTED) ? EVICT_CLASSES : dram_hint_class(d, h)) |
+					   ((flags & DRAM_RETAIN) ? EVICT_RETAIN : 0u),
 				   chain_prev(s, it->ns));
 		chain_note(s, it->ns, &it->node);
 	}
@@ -1588,7 +1589,7 @@ int dram_put(struct dram *d, uint32_t ns, const struct kvt_key *key,
 		kvt_mem_free(d->mem, lens, part_count * sizeof(*lens) * 2);
 	if (ret != KVT_OK)
 		return ret;
-	return dram_publish(d, it, crcs, NULL, publish_flags & DRAM_SEALED, false);
+	return dram_publish(d, it, crcs, NULL, publish_flags & (DRAM_SEALED | DRAM_RETAIN), false);
 }
 
 /* Find a visible item and take a ref; counts the hit or miss.  Locked. */
@@ -1987,6 +1988,7 @@ void dram_stats(struct dram *d, kvt_stats_fn fn, void *ctx)
 		uint64_t quota_evictions;
 		uint64_t victim_wd, victim_filtered, victim_shed, victim_waits, leaving;
 		uint64_t probation_inserts, adapt_switches, adapt_seg, adapt_groups, adapt_gseg;
+		uint64_t retain_hints;
 	} t;
 	memset(&t, 0, sizeof(t));
 	for (uint32_t i = 0; i < d->shard_count; i++) {
@@ -2025,6 +2027,7 @@ void dram_stats(struct dram *d, kvt_stats_fn fn, void *ctx)
 		t.victim_waits += s->victim_waits;
 		t.leaving += s->leaving_bytes;
 		t.probation_inserts += s->ev.probation_inserts;
+		t.retain_hints += s->ev.retain_hints;
 		{
 			uint64_t g, gs, gsw;
 			evict_group_stats(&s->ev, &g, &gs, &gsw);
@@ -2078,6 +2081,8 @@ void dram_stats(struct dram *d, kvt_stats_fn fn, void *ctx)
 	 * those in segmented mode */
 	fn(ctx, "dram.adapt_groups", t.adapt_groups, NULL);
 	fn(ctx, "dram.adapt_segmented_groups", t.adapt_gseg, NULL);
+	/* puts with KVT_F_RETAIN that reached prefix-adapt's queues */
+	fn(ctx, "dram.retain_hints", t.retain_hints, NULL);
 	fn(ctx, "dram.split_allocs", t.split, NULL);
 	fn(ctx, "dram.crc_errors", t.crc_errors, NULL);
 	fn(ctx, "dram.s3fifo_small_blocks", t.small_blocks, NULL);

@@ -49,6 +49,7 @@ struct dram_item;
 #define DRAM_COLD 0x8u     /* publish (with DRAM_ON_LOWER): at the old end of the
 			    * queue, outside any chain: served, then the next victim
 			    * unless read again (a first hit in the tier below) */
+#define DRAM_RETAIN 0x10u  /* publish: the caller's retain hint (KVT_F_RETAIN) */
 int dram_reserve(struct dram *d, uint32_t ns, const struct kvt_key *key, uint64_t len,
 		 const uint64_t *part_lens, unsigned part_count, struct dram_item **item,
 		 struct iovec *view, unsigned *view_count);

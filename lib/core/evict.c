@@ -394,13 +394,13 @@ static bool adapt_better(uint64_t only_mine, uint64_t only_other, uint64_t other
 }
 
 static void adapt_note(struct evict *e, struct evict_adapt *a, uint32_t group, uint64_t hash,
-		       uint32_t chunks)
+		       uint32_t chunks, bool retain)
 {
 	bool seg, hit[2];
 	if (!a || ((hash >> EVICT_SIM_SHIFT) & (EVICT_SIM_RATE - 1)) != 0)
 		return;
 	for (unsigned i = 0; i < 2; i++) {
-		hit[i] = minisim_access(&a->sim[i], hash, chunks);
+		hit[i] = minisim_access(&a->sim[i], hash, chunks, retain);
 		a->sim_hits[i] += hit[i];
 	}
 	if (hit[0] != hit[1])
@@ -472,8 +472,12 @@ static void prefix_insert(struct evict *e, struct evict_node *n, uint64_t hash, 
 	bool predict = e->learn;
 	uint32_t group;
 	struct evict_adapt *a = adapt_of(e, n, &group);
+	bool retain = (cls & EVICT_RETAIN) != 0;
 
-	adapt_note(e, a, group, hash, n->chunks);
+	cls &= ~EVICT_RETAIN;
+	if (retain && e->adapt)
+		e->retain_hints++;
+	adapt_note(e, a, group, hash, n->chunks, retain);
 	if (cls > EVICT_CLS_MASK) { /* a promotion from below: reused, class unknown */
 		n->freq = EVICT_CLS_CREDITED;
 		if (*slot && ((*slot ^ ghost_fp_cls(hash, 0)) & ~(uint32_t)EVICT_CLS_MASK) == 0) {
@@ -520,8 +524,11 @@ static void prefix_insert(struct evict *e, struct evict_node *n, uint64_t hash, 
 	    cls_rare(e, n->freq & EVICT_CLS_MASK)) {
 		e->probation_inserts++;
 		n->queue = EVICT_Q_SMALL;
-	} else if (!back && a && a->seg) {
-		/* Segmented mode: a block earns M by a reuse. */
+	} else if (!back && a && a->seg && !retain) {
+		/* Segmented mode: a block earns M by a reuse, or by the
+		 * caller's retain hint (which the segmented simulation took
+		 * too: the mode is segmented only where hints plus order beat
+		 * LRU). */
 		e->probation_inserts++;
 		n->queue = EVICT_Q_SMALL;
 	} else {
@@ -551,7 +558,7 @@ void evict_hit_after(struct evict *e, struct evict_node *n, uint64_t hash, struc
 	if (e->policy == DRAM_POLICY_PREFIX) {
 		uint32_t group;
 		struct evict_adapt *a = adapt_of(e, n, &group);
-		adapt_note(e, a, group, hash, n->chunks);
+		adapt_note(e, a, group, hash, n->chunks, false);
 		prefix_hit(e, n, prev);
 	}
 	else

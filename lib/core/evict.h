@@ -27,6 +27,8 @@ struct evict_node {
 #define EVICT_CLASSES 64
 #define EVICT_CLS_MASK 0x3f
 #define EVICT_CLS_CREDITED 0x80
+/* Or'ed into an insert's cls: the caller's retain hint (KVT_F_RETAIN). */
+#define EVICT_RETAIN 0x1000u
 
 struct evict_list {
 	struct evict_node head; /* sentinel: head.next is newest, head.prev oldest */
@@ -77,6 +79,7 @@ struct evict {
 	uint64_t ins_total, reu_total, window, since_halving;
 	uint64_t main_max;        /* chunks: above this M gives victims even if P has some */
 	uint64_t probation_inserts; /* blocks predicted not to be reused */
+	uint64_t retain_hints;    /* inserts with the retain hint (prefix-adapt) */
 	bool learn;               /* prefix-learn: classes choose P or M */
 	bool adapt;               /* prefix-adapt */
 	bool adapt_pinned;        /* a tier below takes DRAM's victims: LRU mode */

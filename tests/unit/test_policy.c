@@ -22,7 +22,9 @@
  *      sequence; and the mode they choose: segmented where it wins by
  *      far, only after enough evidence, and never where the two tie;
  *      per quota group, each group's mode follows its own traffic and
- *      another group's cannot change its victim order.
+ *      another group's cannot change its victim order; the caller's
+ *      retain hint makes the segmented order win where it alone cannot,
+ *      and starts a hinted block in main.
  * Values are 64 KiB, one DRAM chunk each, one shard: capacities count blocks.
  */
 #include <signal.h>
@@ -526,15 +528,15 @@ static void test_minisim_hand(void)
 	T_OK(minisim_init(&seg, &mem, 4, 4, true, 50, 4));
 	for (const char *c = seq; *c; c++) {
 		uint64_t h = (uint64_t)(unsigned char)*c << 40 | (unsigned char)*c;
-		hl += minisim_access(&lru, h, 1);
-		hs += minisim_access(&seg, h, 1);
+		hl += minisim_access(&lru, h, 1, false);
+		hs += minisim_access(&seg, h, 1, false);
 	}
 	T_EQ_INT(hl, 2);
 	T_EQ_INT(hs, 4);
-	T_EQ_INT(minisim_access(&seg, (uint64_t)'c' << 40 | 'c', 1), false); /* back: to main */
-	T_EQ_INT(minisim_access(&seg, (uint64_t)'g' << 40 | 'g', 1), false); /* evicts a */
-	T_EQ_INT(minisim_access(&seg, (uint64_t)'f' << 40 | 'f', 1), true);
-	T_EQ_INT(minisim_access(&seg, (uint64_t)'a' << 40 | 'a', 1), false);
+	T_EQ_INT(minisim_access(&seg, (uint64_t)'c' << 40 | 'c', 1, false), false); /* back: to main */
+	T_EQ_INT(minisim_access(&seg, (uint64_t)'g' << 40 | 'g', 1, false), false); /* evicts a */
+	T_EQ_INT(minisim_access(&seg, (uint64_t)'f' << 40 | 'f', 1, false), true);
+	T_EQ_INT(minisim_access(&seg, (uint64_t)'a' << 40 | 'a', 1, false), false);
 	minisim_fini(&lru);
 	minisim_fini(&seg);
 	T_EQ_INT(atomic_load(&mem.bytes), 0);
@@ -828,6 +830,91 @@ static void test_adapt_store_groups(void)
 	T_EQ_U64(store_groups(true), 0);
 }
 
+/*
+ * 7h. The retain hint (KVT_F_RETAIN, doc/policies.md "Fifth pass").
+ *     Rounds of: 8 new "document" keys, 24 one-time keys, the 8 documents
+ *     again.  LRU of the simulated 16 misses the documents' second reads
+ *     (24 keys came between), and so does the segmented rule without a
+ *     hint (the documents wait on probation, which the one-time keys
+ *     flush): a tie, never a switch.  With the documents hinted, the
+ *     segmented simulation starts them in main and hits all 8 a round: the
+ *     mode goes segmented, and then a hinted block starts in the real main
+ *     queue, an unhinted one on probation.
+ */
+static uint32_t doc_rounds(bool hint)
+{
+	struct kvt_mem mem;
+	struct evict e;
+	struct evict_node a, b;
+	uint64_t doc = 1000, scan = 2000;
+	uint32_t seg;
+	kvt_mem_init(&mem);
+	T_OK(evict_init(&e, &mem, DRAM_POLICY_PREFIX_ADAPT, 256));
+	for (unsigned r = 0; r < 40; r++, doc += 8) {
+		for (unsigned pass = 0; pass < 2; pass++) {
+			for (uint64_t k = doc; k < doc + 8; k++) {
+				struct evict_node n;
+				memset(&n, 0, sizeof(n));
+				n.chunks = 1;
+				evict_insert(&e, &n, adapt_hash(k), hint ? EVICT_RETAIN : 0);
+				evict_remove(&e, &n);
+			}
+			for (unsigned i = 0; pass == 0 && i < 24; i++)
+				adapt_access(&e, scan++);
+		}
+	}
+	seg = e.ad0.seg;
+	T_EQ_U64(e.retain_hints, hint ? 640u : 0u);
+	/* The real queues: a hinted new block to main in segmented mode. */
+	memset(&a, 0, sizeof(a));
+	memset(&b, 0, sizeof(b));
+	a.chunks = b.chunks = 1;
+	evict_insert(&e, &a, adapt_hash(3900), EVICT_RETAIN);
+	evict_insert(&e, &b, adapt_hash(3901), 0);
+	if (seg) {
+		T_EQ_INT(a.queue, EVICT_Q_MAIN);
+		T_EQ_INT(b.queue, EVICT_Q_SMALL);
+	}
+	evict_remove(&e, &a);
+	evict_remove(&e, &b);
+	evict_fini(&e);
+	T_EQ_INT(atomic_load(&mem.bytes), 0);
+	return seg;
+}
+
+/* And through the store: a PUT with KVT_F_RETAIN reaches the queues
+ * (dram.retain_hints); any other op with it is refused. */
+static void store_retain(void)
+{
+	struct kvt_store *s = open_blocks(NULL, 64, NULL, "prefix-adapt", "victim", "0");
+	struct kvt_queue *q;
+	struct kvt_req req, *rp = &req, *got;
+	struct iovec v = { vbuf, VLEN };
+	uint32_t ns = t_ns(s, "retain");
+	T_OK(kvt_queue_create(s, &q));
+	memset(&req, 0, sizeof(req));
+	req.op = KVT_OP_PUT;
+	req.flags = KVT_F_RETAIN;
+	req.ns = ns;
+	req.key = t_key(7);
+	req.iov = &v;
+	req.iov_count = 1;
+	T_RC(kvt_submit(q, &rp, 1), 1);
+	T_RC(kvt_queue_wait(q, &got, 1, 10000), 1);
+	T_RC(got->status, KVT_OK);
+	T_EQ_U64(t_stat(s, "dram.retain_hints"), 1);
+	req.op = KVT_OP_GET;
+	T_RC(kvt_submit(q, &rp, 1), KVT_EBADOP);
+	kvt_store_destroy(s);
+}
+
+static void test_retain_hint(void)
+{
+	T_EQ_INT(doc_rounds(false), false);
+	T_EQ_INT(doc_rounds(true), true);
+	store_retain();
+}
+
 static void test_adapt_mode(void)
 {
 	struct kvt_mem mem;
@@ -867,6 +954,7 @@ int main(void)
 	test_adapt_groups();
 	test_adapt_group_isolation();
 	test_adapt_store_groups();
+	test_retain_hint();
 	test_write_pressure();
 	test_one_reuse();
 	test_orphan();
