@@ -28,6 +28,12 @@ With --new (2026-12-01, issue 19 third pass), instead: lru, and
                  sighting.  Hits on a block's third or later use, counted as found (each block
                  on its own), are at most this for ANY policy; the optimum's other hits are on
                  second uses, which only a predictor of first reuse can keep on purpose.
+
+With --new and ROOT=1 (2026-12-02, fifth pass): lru, seg95, and rootseg95 (seg95 whose requests
+with a root seen before put their blocks in main), adapt, adapt-root.  With --new and HINT=1:
+lru, hint-block and hint-prompt (seg95 with an application's retain hint, from the future: per
+block "read again", per prompt "a later request has this root"; NOISE=recall,fp degrades the
+prompt hint), and adapt-hint-prompt (prefix-adapt whose segmented simulation takes the hint).
 """
 import json, sys
 import os
