@@ -60,9 +60,14 @@
  * sampled accesses only one of them hit; counts halved every 4 simulated
  * capacities; see adapt_note).  Entering
  * segmented mode moves M's never-reused blocks to P; leaving it moves
- * nothing (P's leftovers go first).  No write-down filter.  With a tier
- * below taking DRAM's victims it stays in LRU mode (evict_pin_lru): the
- * simulations model DRAM alone and chose badly there (doc/policies.md).
+ * nothing (P's leftovers go first).  No write-down filter.  With any tier
+ * below DRAM it stays in LRU mode (evict_pin_lru): the simulations model
+ * DRAM alone and chose badly there (doc/policies.md).  The mode, ghost and
+ * simulations are per quota group with a DRAM limit (struct evict_adapt,
+ * adapt_of; the shard's own, ad0, for every other block), so one group's
+ * traffic never changes another's order; a switch moves only its group's
+ * blocks.  A put with the caller's retain hint (EVICT_RETAIN) starts in M
+ * in segmented mode, and the segmented simulation takes the hint too.
  *
  * Pinned items are never evicted: evict_victim rotates them to the head of
  * their queue and goes on; after a full lap with nothing evictable it
