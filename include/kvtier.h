@@ -853,6 +853,14 @@ enum kvt_op {
 			    * kvtierd places the block with its group (doc/cluster.md) */
 #define KVT_F_NOWAIT 0x100u /* put, kvt_put_reserve: KVT_EWAIT instead of waiting
 			     * for write-down room (then KVT_OP_ROOM) */
+#define KVT_F_RETAIN 0x200u /* put (kvt_submit): a hint that this block's prompt
+			     * will be asked again (a router that knows a document
+			     * is shared).  prefix-adapt starts it in main rather
+			     * than on probation when its segmented order wins with
+			     * the hints seen (doc/policies.md "Fifth pass"); a
+			     * wrong hint costs no hits below LRU.  Ignored by the
+			     * other policies, by sealed puts and over a remote tier
+			     * (not carried on the wire yet). */
 
 #define KVT_NS_ALL UINT32_MAX   /* KVT_OP_CLEAR: every namespace */
 #define KVT_PARTS_MAX 1024      /* most parts in one value */

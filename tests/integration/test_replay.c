@@ -142,6 +142,30 @@ static void test_small(const char *data)
 		T_EQ_INT(d, 9);
 		T_ASSERT(stats > 0);
 	}
+	{
+		/* --retain-oracle: the blocks a request puts carry KVT_F_RETAIN
+		 * when a later request starts with its first block: requests
+		 * 1-4 (roots 1, 1, 5, 1 come back), which put 3 + 1 + 1 + 1
+		 * blocks; 5-7 put 5 blocks unhinted (the store counts hinted
+		 * inserts in dram.retain_hints, which --hit-log lists). */
+		FILE *f;
+		char line[1024], a2[8192], *out2, *err2;
+		long hints = -1;
+		snprintf(a2, sizeof a2,
+			 "'%s/replay-small.jsonl' --dram 64M --json --retain-oracle --hit-log '%s'", data,
+			 hl);
+		T_EQ_INT(run(a2, &out2, &err2), 0);
+		free(out2);
+		free(err2);
+		f = fopen(hl, "r");
+		T_ASSERT(f != NULL);
+		while (fgets(line, sizeof line, f))
+			if (!strncmp(line, "# dram.retain_hints ", 20))
+				hints = strtol(line + 20, NULL, 10);
+		fclose(f);
+		unlink(hl);
+		T_EQ_INT(hints, 6);
+	}
 	j = find(out, "replay", 0);
 	T_EQ_INT(num(j, "requests"), 7);
 	T_EQ_INT(num(j, "blocks"), 20);
