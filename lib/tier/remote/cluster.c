@@ -143,6 +143,7 @@ struct cluster {
 
 	_Atomic uint64_t rr;         /* rotation over hot replicas */
 	_Atomic uint64_t c_known, c_unknown, c_hinted, c_replica_retries, c_fanouts, c_skipped;
+	_Atomic uint64_t c_forwarded;   /* replicated puts sent once, PROTO_IF_FORWARD */
 	_Atomic uint64_t c_warm_reads; /* reads given the previous owner too (join warm-up) */
 	_Atomic uint64_t c_puts_only;   /* puts local DRAM did not take, sent here alone */
 	_Atomic uint64_t c_epoch, c_refreshes, c_view_changes, c_refresh_errors;
@@ -679,6 +680,21 @@ int cluster_put(struct cluster *cl, uint32_t ns, const struct kvt_key *key,
 		cview_put(cl, v);
 		return ret;
 	}
+	/* remote.hot_forward: sent once, to the first live replica, which
+	 * forwards it to the others (doc/cluster.md "Forwarded replicas");
+	 * a replica that refuses the submission (down) passes it on to the
+	 * next. */
+	if (cl->cfg.hot_forward) {
+		ret = -ENOTCONN;
+		for (unsigned i = 0; i < k && ret != 0; i++)
+			ret = remote_put_placed(v->m[owners[i]].mb->rm, ns, key, parts, part_count,
+						crcs, sealed, anchor, want | REMOTE_PUT_FORWARD, cb,
+						ctx);
+		if (ret == 0)
+			A(cl->c_forwarded);
+		cview_put(cl, v);
+		return ret;
+	}
 	/* A hot block, or one of a replicated namespace: written through to
 	 * each replica, with the CRC32Cs computed once for all of them (each
 	 * replica's remote_put would compute its own). */
@@ -1057,6 +1073,7 @@ void cluster_stats(struct cluster *cl, kvt_stats_fn fn, void *ctx)
 	fn(ctx, "remote.anchor_unknown", atomic_load(&cl->c_unknown), NULL);
 	fn(ctx, "remote.replica_retries", atomic_load(&cl->c_replica_retries), NULL);
 	fn(ctx, "remote.fanouts", atomic_load(&cl->c_fanouts), NULL);
+	fn(ctx, "remote.forwarded_puts", atomic_load(&cl->c_forwarded), NULL);
 	fn(ctx, "remote.placed_around_down", atomic_load(&cl->c_skipped), NULL);
 	cluster_stats_refresh(cl, fn, ctx);
 	for (unsigned i = 0; i < v->n; i++) {
