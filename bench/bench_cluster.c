@@ -112,6 +112,7 @@ struct bc_cell {
 	uint64_t put_wire_bytes;      /* remote.bytes_out of the engine's put phase */
 	/* --hot-forward ab: the same puts with remote.hot_forward on */
 	double fput_gbps, fwd_lag_ms; /* ... and how long after them the last copy landed */
+	double fput_cpu_s;            /* the engine process's CPU seconds in that phase */
 	uint64_t fput_wire_bytes;
 };
 
@@ -769,7 +770,7 @@ static int bc_fwd_phase(struct bc *b, unsigned n, struct bc_cell *c, uint64_t *f
 	if (rc < 0)
 		return rc;
 	kvt_store_stat(s, "remote.bytes_out", &out0);
-	if ((rc = bc_phase(b, s, ns, true, &c->fput_gbps, &skip, &skip, &skip, NULL)) < 0 ||
+	if ((rc = bc_phase(b, s, ns, true, &c->fput_gbps, &c->fput_cpu_s, &skip, &skip, NULL)) < 0 ||
 	    (rc = kvt_flush(s)) < 0)
 		goto out;
 	kvt_store_stat(s, "remote.bytes_out", &out1);
@@ -955,7 +956,8 @@ static void bc_report_fwd(struct bc *b, unsigned ni, struct bc_cell cells[][BC_N
 {
 	unsigned rounds = b->o.rounds;
 	double f[BENCH_ROUNDS_MAX], fd[BENCH_ROUNDS_MAX], fo[BENCH_ROUNDS_MAX];
-	double wf[BENCH_ROUNDS_MAX], lag[BENCH_ROUNDS_MAX];
+	double wf[BENCH_ROUNDS_MAX], lag[BENCH_ROUNDS_MAX], cpu[BENCH_ROUNDS_MAX];
+	double gbytes = (double)b->blocks * (double)b->size / 1e9;
 	double fdmin = 0, fdmax = 0, fomin = 0, fomax = 0;
 	for (unsigned r = 0; r < rounds; r++) {
 		const struct bc_cell *c = &cells[r][ni];
@@ -964,6 +966,7 @@ static void bc_report_fwd(struct bc *b, unsigned ni, struct bc_cell cells[][BC_N
 		fo[r] = c->fput_gbps / (c->put_gbps > 0 ? c->put_gbps : 1e-12);
 		wf[r] = (double)c->fput_wire_bytes / ((double)b->blocks * (double)b->size);
 		lag[r] = c->fwd_lag_ms;
+		cpu[r] = c->fput_cpu_s / gbytes;
 		fdmin = r == 0 || fd[r] < fdmin ? fd[r] : fdmin;
 		fdmax = r == 0 || fd[r] > fdmax ? fd[r] : fdmax;
 		fomin = r == 0 || fo[r] < fomin ? fo[r] : fomin;
@@ -979,16 +982,17 @@ static void bc_report_fwd(struct bc *b, unsigned ni, struct bc_cell cells[][BC_N
 		bench_json_num("fwd_vs_engine_max", fomax, "%.4f");
 		bench_json_num("fwd_put_wire_measured", bench_median(wf, rounds), "%.4f");
 		bench_json_num("fwd_copies_landed_ms", bench_median(lag, rounds), "%.1f");
+		bench_json_num("fwd_cpu_s_per_gb", bench_median(cpu, rounds), "%.4f");
 		bench_json_rounds("fwd_ratio_direct_rounds", fd, rounds);
 		bench_json_rounds("fwd_vs_engine_rounds", fo, rounds);
 		return;
 	}
 	printf("#   hot_forward on: %.3f GB/s, /direct per round median %.3f [%.3f..%.3f],"
 	       " /engine (off) median %.3f [%.3f..%.3f], wire %.3f of the bytes put,"
-	       " copies landed %.1f ms after the puts (median)\n",
+	       " copies landed %.1f ms after the puts (median), engine CPU %.3f s per GB\n",
 	       bench_median(f, rounds), bench_median(fd, rounds), fdmin, fdmax,
 	       bench_median(fo, rounds), fomin, fomax, bench_median(wf, rounds),
-	       bench_median(lag, rounds));
+	       bench_median(lag, rounds), bench_median(cpu, rounds));
 }
 
 static void bc_report(struct bc *b, bool put, unsigned ni, struct bc_cell cells[][BC_NODES_MAX],
