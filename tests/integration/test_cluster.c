@@ -1358,13 +1358,13 @@ static void test_forward(void)
 	}
 	for (unsigned m = 0; m < NODES; m++) {
 		const char *extra[] = { "--listen", listen[m], "--members", wmembers, NULL };
-		char dir[700];
+		char dir[2048];
 		snprintf(wnode_base[m], sizeof(wnode_base[m]), "%s/fwd%u", base, m);
 		T_RC(mkdir(wnode_base[m], 0700), 0);
 		snprintf(dir, sizeof(dir), "%s/data", wnode_base[m]);
 		T_RC(mkdir(dir, 0700), 0);
 		tsrv_start(&srv[m], bin, wnode_base[m], dir, NULL, extra);
-		snprintf(wnode_addr[m], sizeof(wnode_addr[m]), "%s", listen[m]);
+		snprintf(wnode_addr[m], sizeof(wnode_addr[m]), "%.31s", listen[m]);
 	}
 
 	/* 1. A 2-group prompt through a forwarding engine: it sends each
