@@ -1445,7 +1445,59 @@ static void test_forward(void)
 		kvt_store_destroy(o);
 	}
 
-	/* 4. kill -9 of the member the engine sent the first group to (after
+	/* 4. The member a forwarded put goes to stops answering (SIGSTOP)
+	 * while the engine still counts it up: its put times out and goes to
+	 * the other replica (remote.forward_retries), so the put succeeds
+	 * (put_local never: the put's status is the pod's) and the block is
+	 * there, byte-exact. */
+	{
+		static struct kvt_key k4[GROUP];
+		struct kvt_store *s;
+		uint8_t h4[GROUP];
+		unsigned first = NODES;
+		uint64_t q[NODES];
+		uint32_t ns4;
+		e = t_store_open("dram.capacity", "32M", "dram.chunk", "4K", "dram.prefault", "off",
+				 "remote.addrs", wmembers, "remote.group", "8",
+				 "remote.hot_replicas", "2", "remote.hot_forward", "on",
+				 "remote.put_local", "never", "remote.timeout_ms", "400",
+				 "remote.connect_timeout_ms", "300", "remote.backoff_ms", "20",
+				 "remote.backoff_max_ms", "100", NULL);
+		wait_up(e, 2 * NODES);
+		ns = t_ns(e, "fwd");
+		mk_keys(k4, GROUP, 330000);
+		for (unsigned m = 0; m < NODES; m++)
+			q[m] = wnode_stat(wnode_addr[m], "repair.forward_queued");
+		T_RC(kvt_lookup_prefix(e, ns, k4, GROUP, NULL), 0);
+		put_block(e, ns, k4, 0, 34000, false);
+		for (unsigned m = 0; m < NODES; m++)
+			if (wnode_stat(wnode_addr[m], "repair.forward_queued") == q[m] + 1)
+				first = m;
+		T_ASSERT(first < NODES);
+		T_RC(kill(srv[first].pid, SIGSTOP), 0);
+		tsrv_wait_stopped(srv[first].pid);
+		for (uint32_t i = 1; i < GROUP; i++)
+			put_block(e, ns, k4, i, 34000, false);
+		T_ASSERT(t_stat(e, "remote.forward_retries") >= 1);
+		kvt_store_destroy(e);
+		T_RC(kill(srv[first].pid, SIGCONT), 0);
+		memset(h4, 0, sizeof(h4));
+		for (unsigned m = 0; m < NODES; m++) {
+			if (m == first)
+				continue;
+			s = engine_at("remote.addr", wnode_addr[m]);
+			ns4 = t_ns(s, "fwd");
+			wait_up(s, 1);
+			for (uint32_t i = 1; i < GROUP; i++)
+				if (get_block(s, ns4, k4, i, 34000) == KVT_OK)
+					h4[i]++;
+			kvt_store_destroy(s);
+		}
+		for (uint32_t i = 1; i < GROUP; i++)
+			T_ASSERT(h4[i] >= 1);
+	}
+
+	/* 5. kill -9 of the member the engine sent the first group to (after
 	 * it forwarded it): a fresh engine still reads the whole first group
 	 * of the forwarded prompt, byte-exact. */
 	tsrv_kill9(&srv[sender]);
