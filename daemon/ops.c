@@ -1837,7 +1837,8 @@ static void ops_repair_hook(struct kvtd_frame *fr)
 		} else if (pi.flags & PROTO_IF_PLACED &&
 			   (it->status == KVT_OK || it->status == KVT_EXISTS)) {
 			kvtd_repair_note(srv, fr->ns_ids[pi.ns_index], &pi.key, pi.anchor,
-					 pi.copies, pi.value_len);
+					 pi.copies, pi.value_len,
+					 pi.flags & PROTO_IF_FORWARD && it->status == KVT_OK);
 		}
 	}
 }

@@ -404,6 +404,13 @@ int kvt_store_create(struct kvt_store **out);
  *                     (default 16).
  *   remote.hot_replicas  members that hold a prompt's first group, 1..8
  *                     (default 2).
+ *   remote.hot_forward  off (default) or on: a put of a block placed on
+ *                     several members (the first group, a namespace with
+ *                     replicas) is sent once, to the first, which forwards
+ *                     it to the others (stat remote.forwarded_puts).  Every
+ *                     member must be a kvtierd that knows it, in a pod
+ *                     (--members or --etcd): doc/cluster.md "Forwarded
+ *                     replicas".
  *   remote.anchor_slots  keys whose group this store remembers from its
  *                     lookups and prefetches, for single-key requests without
  *                     KVT_F_PROMPT (default 262144, 16 bytes each; 0: none).

@@ -137,6 +137,8 @@ static const struct opt_def opts[] = {
 	{ "remote.hot_replicas", OPT_COUNT, 0, F(remote_cfg.hot_replicas), 1,
 	  REMOTE_HOT_REPLICAS_MAX, NULL, NULL, STR(REMOTE_DEF_HOT_REPLICAS),
 	  "members holding a prompt's first group" },
+	{ "remote.hot_forward", OPT_BOOL, 0, F(remote_cfg.hot_forward), 0, 0, "off|on", NULL,
+	  "off", "replicated puts go to one member, which forwards them (doc/cluster.md)" },
 	{ "remote.anchor_slots", OPT_COUNT, 0, F(remote_cfg.anchor_slots), 0, 1u << 26, NULL,
 	  NULL, STR(REMOTE_DEF_ANCHOR_SLOTS), "remembered key -> group anchors; 0: none" },
 	{ "remote.refresh_ms", OPT_COUNT, 0, F(remote_cfg.refresh_ms), 0, 3600000, NULL, NULL,
