@@ -438,6 +438,7 @@ struct kvtd_conn {
 	/* Output queue */
 	struct kvtd_out *out_head, *out_tail;
 	uint64_t out_bytes;    /* bytes queued, not yet written */
+	uint32_t out_entries;  /* entries queued: each costs KVTD_OUT_COST more */
 	uint64_t out_stall_ns; /* output pending since, without progress */
 
 	/* Namespaces named by this connection (open addressing) */
@@ -566,6 +567,12 @@ struct kvtd_server {
 /* Per-connection flow control: defaults of --conn-inflight, --conn-output. */
 #define KVTD_INFLIGHT_MAX 256            /* frames in flight before reads pause */
 #define KVTD_OUT_MAX (64u << 20)         /* queued output bytes before reads pause */
+/* What a queued output entry costs beyond its bytes, charged with them to
+ * --max-memory and counted against --conn-output: its struct and the
+ * heap's headers of the buffers it owns.  (A PING's answer is 48 bytes and
+ * its entry ~200; RESP's +PONG 7 and ~400: a client pipelining them
+ * without reading grew kvtierd 4-60 times past --max-memory.) */
+#define KVTD_OUT_COST (sizeof(struct kvtd_out) + 64u)
 #define KVTD_MAX_CONNS 4096              /* --max-conns default (and the fd limit) */
 #define KVTD_RBUF_MIN (64u << 10)        /* initial read buffer */
 #define KVTD_HDR_STEP 4096u              /* a header read after a streamed PUT */

@@ -146,6 +146,7 @@ void kvtd_out_free(struct kvtd_server *srv, struct kvtd_out *o)
 static void loop_out_done(struct kvtd_conn *c, struct kvtd_out *o)
 {
 	c->copy_bytes -= o->copy_len;
+	c->out_entries--;
 	if (o->pin_len) {
 		c->pin_bytes -= o->pin_len;
 		if (c->tstat)
@@ -196,7 +197,8 @@ static void loop_conn_flow(struct kvtd_conn *c)
 {
 	const struct kvtd_config *cfg = &c->loop->srv->cfg;
 	bool mem = c->out_bytes > 0 && loop_mem_over(c->loop->srv);
-	bool pause = c->inflight >= cfg->conn_inflight || c->out_bytes >= cfg->conn_output || mem ||
+	uint64_t out = c->out_bytes + (uint64_t)c->out_entries * KVTD_OUT_COST;
+	bool pause = c->inflight >= cfg->conn_inflight || out >= cfg->conn_output || mem ||
 		     c->parked;
 
 	if (pause == c->read_paused)
@@ -233,9 +235,11 @@ void kvtd_conn_queue(struct kvtd_conn *c, struct kvtd_out *o)
 			atomic_fetch_add_explicit(&c->tstat->pinned, o->pin_len,
 						  memory_order_relaxed);
 	}
-	/* Encoded bytes are charged; pinned DRAM runs are the DRAM tier's;
-	 * private copies behind pins were charged when made (ops.c). */
+	/* Encoded bytes and the entry itself are charged; pinned DRAM runs
+	 * are the DRAM tier's; private copies behind pins were charged when
+	 * made (ops.c). */
 	o->mem_len = o->pin_count ? (o->iov_count ? o->iov[0].iov_len : 0) : o->bytes;
+	o->mem_len += KVTD_OUT_COST;
 	kvtd_mem_charge(srv, o->mem_len, true);
 	o->mem_len += o->copy_len;
 	o->next = NULL;
@@ -245,6 +249,7 @@ void kvtd_conn_queue(struct kvtd_conn *c, struct kvtd_out *o)
 		c->out_head = o;
 	c->out_tail = o;
 	c->out_bytes += o->bytes;
+	c->out_entries++;
 	loop_conn_touch(c);
 }
 

@@ -66,6 +66,7 @@
 #define RESPD_BUF_MIN (64u << 10)
 #define RESPD_STEAL_MIN (256u << 10)  /* commands this large take the buffer */
 #define RESPD_PREAUTH_ARGC 16         /* arguments of a command before AUTH */
+#define RESPD_ARGS_FREE 64            /* parser scratch entries not charged */
 
 enum respd_kind {
 	RK_NONE = 0, RK_GET, RK_MGET, RK_EXISTS, RK_DEL, RK_SET, RK_MSET, RK_FLUSH,
@@ -126,6 +127,7 @@ struct respd_cmd {
 struct respd_conn {
 	struct resp_arg *args;     /* parser scratch */
 	uint32_t args_cap;
+	uint64_t args_charged;     /* of it, charged to --max-memory (respd_args) */
 	struct respd_cmd *head, *tail;
 	bool ns_ok;
 	uint32_t ns;
@@ -321,6 +323,15 @@ static struct kvtd_out *respd_out(struct kvtd_server *srv, struct respd_cmd *cmd
 		respd_simple(cmd, '-', "ERR server out of memory");
 		if (cmd->oom)
 			return NULL;
+	}
+	/* The text's room (256 bytes at least) goes back: a "+PONG" waiting
+	 * in the queue holds 7 bytes, as it is charged (KVTD_OUT_COST). */
+	if (cmd->text && cmd->tcap > cmd->tlen + 64) {
+		uint8_t *nt = realloc(cmd->text, cmd->tlen ? cmd->tlen : 1);
+		if (nt) {
+			cmd->text = nt;
+			cmd->tcap = cmd->tlen;
+		}
 	}
 	o = calloc(1, sizeof(*o));
 	if (!o)
@@ -1344,8 +1355,49 @@ static void respd_free(struct kvtd_conn *c)
 		respd_cmd_free(c->loop->srv, cmd);
 	}
 	free(rc->args);
+	kvtd_mem_uncharge(c->loop->srv, rc->args_charged);
 	free(rc);
 	c->alt = NULL;
+}
+
+/*
+ * The parser's argument scratch for n arguments.  Past RESPD_ARGS_FREE
+ * entries it is charged to --max-memory: "*65536" is 8 bytes that ask
+ * for a 1 MiB array, kept for the connection's life, and a few thousand
+ * connections asking were gigabytes outside the budget.  0, -ENOBUFS
+ * (the budget), -ENOMEM.
+ */
+static int respd_args(struct kvtd_conn *c, struct respd_conn *rc, uint32_t n)
+{
+	uint64_t want = n > RESPD_ARGS_FREE ? (uint64_t)n * sizeof(*rc->args) : 0;
+	struct resp_arg *na;
+
+	if (want > rc->args_charged &&
+	    !kvtd_mem_charge(c->loop->srv, want - rc->args_charged, false))
+		return -ENOBUFS;
+	na = realloc(rc->args, n * sizeof(*na));
+	if (!na) {
+		if (want > rc->args_charged)
+			kvtd_mem_uncharge(c->loop->srv, want - rc->args_charged);
+		return -ENOMEM;
+	}
+	if (want > rc->args_charged)
+		rc->args_charged = want;
+	rc->args = na;
+	rc->args_cap = n;
+	return 0;
+}
+
+/* A large scratch goes back once its command is parsed. */
+static void respd_args_release(struct kvtd_conn *c, struct respd_conn *rc)
+{
+	if (rc->args_cap <= RESPD_ARGS_FREE)
+		return;
+	free(rc->args);
+	rc->args = NULL;
+	rc->args_cap = 0;
+	kvtd_mem_uncharge(c->loop->srv, rc->args_charged);
+	rc->args_charged = 0;
 }
 
 /* A fatal protocol error: the error reply, then close (as Redis does). */
@@ -1385,6 +1437,7 @@ static void respd_parse(struct kvtd_conn *c)
 		struct resp_cmd pc;
 		struct respd_cmd *cmd;
 		uint8_t *base = c->rbuf + c->rstart;
+		uint64_t argv_cost;
 		int r;
 
 		if (c->inflight >= KVTD_INFLIGHT_MAX)
@@ -1396,13 +1449,17 @@ static void respd_parse(struct kvtd_conn *c)
 			return;
 		}
 		if (r == RESP_NEED_ARGS) {
-			struct resp_arg *na = realloc(rc->args, pc.argc * sizeof(*na));
-			if (!na) {
+			r = respd_args(c, rc, pc.argc);
+			if (r == -ENOBUFS) {
+				KVTD_COUNT(srv, mem_refused, 1);
+				respd_proto_error(c, "server memory limit reached (--max-memory); "
+						  "retry later");
+				return;
+			}
+			if (r < 0) {
 				respd_proto_error(c, "server out of memory");
 				return;
 			}
-			rc->args = na;
-			rc->args_cap = pc.argc;
 			continue;
 		}
 		if (r == RESP_NEED_MORE) {
@@ -1437,9 +1494,19 @@ static void respd_parse(struct kvtd_conn *c)
 			c->rstart += pc.len;
 			continue;
 		}
+		/* The command's struct and argument array are charged to
+		 * --max-memory with its bytes (raw_charged). */
+		argv_cost = sizeof(*cmd) + (uint64_t)pc.argc * sizeof(*cmd->argv);
+		if (!kvtd_mem_charge(srv, argv_cost, false)) {
+			KVTD_COUNT(srv, mem_refused, 1);
+			respd_proto_error(c, "server memory limit reached (--max-memory); "
+					  "retry later");
+			return;
+		}
 		cmd = calloc(1, sizeof(*cmd));
 		if (!cmd || !(cmd->argv = malloc(pc.argc * sizeof(*cmd->argv)))) {
 			free(cmd);
+			kvtd_mem_uncharge(srv, argv_cost);
 			respd_proto_error(c, "server out of memory");
 			return;
 		}
@@ -1452,6 +1519,7 @@ static void respd_parse(struct kvtd_conn *c)
 			if (!kvtd_mem_charge(srv, pc.len, false)) {
 				free(cmd->argv);
 				free(cmd);
+				kvtd_mem_uncharge(srv, argv_cost);
 				KVTD_COUNT(srv, mem_refused, 1);
 				respd_proto_error(c, "server memory limit reached (--max-memory); "
 						  "retry later");
@@ -1460,7 +1528,7 @@ static void respd_parse(struct kvtd_conn *c)
 			cmd->raw_charged = pc.len;
 			cmd->raw = malloc(pc.len ? pc.len : 1);
 			if (!cmd->raw) {
-				kvtd_mem_uncharge(srv, pc.len);
+				kvtd_mem_uncharge(srv, pc.len + argv_cost);
 				free(cmd->argv);
 				free(cmd);
 				respd_proto_error(c, "server out of memory");
@@ -1473,6 +1541,8 @@ static void respd_parse(struct kvtd_conn *c)
 			cmd->argv[i].p = cmd->raw + (rc->args[i].p - base);
 			cmd->argv[i].len = rc->args[i].len;
 		}
+		cmd->raw_charged += argv_cost;
+		respd_args_release(c, rc);
 		cmd->argc = pc.argc;
 		cmd->conn = c;
 		cmd->start_ns = kvtd_now_ns();

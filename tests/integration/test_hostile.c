@@ -2162,6 +2162,143 @@ static void phase_kvevents_tenant(void)
 	T_EQ_INT(tsrv_stop(&srv), 0);
 }
 
+/* ------------------------------------------------------------------------
+ * out_flood (hostile7): requests pipelined, their answers never read.
+ * Each answer waiting in the output queue is an entry of ~200 bytes (and
+ * RESP's text room) besides its bytes: charged as its 48 (native PING) or
+ * 7 (+PONG) bytes alone, a client that never read grew kvtierd past
+ * --max-memory before the budget said so.  Now each entry is charged
+ * what it holds (KVTD_OUT_COST), and reads pause once the budget is full
+ * (mem_paused): RSS stays within --max-memory.
+ */
+
+#define FLOOD_BUDGET (16u << 20) /* --max-memory of this phase */
+#define FLOOD_NATIVE 250000u /* PINGs: 12 MiB of answers (under the budget as the
+			      * bytes alone were charged), ~60 MiB of entries */
+#define RESP_SCRATCH_CONNS 64u
+#define RESP_SCRATCH_ARGS 65536u /* RESPD_ARGC_MAX */
+
+/* Send n copies of req (len bytes) on fd within ms, never reading, until
+ * the server has taken nothing for 2 s (it stopped reading) or closed:
+ * copies sent. */
+static uint64_t flood_send(int fd, const void *req, size_t len, uint64_t n, int ms)
+{
+	uint64_t last = tsrv_now_ns();
+	size_t per = 8192, chunk = per * len;
+	uint8_t *buf = malloc(chunk);
+	uint64_t total = n * len, sent = 0, end = tsrv_now_ns() + (uint64_t)ms * 1000000ull;
+
+	T_ASSERT(buf != NULL);
+	for (size_t i = 0; i < per; i++)
+		memcpy(buf + i * len, req, len);
+	while (sent < total && tsrv_now_ns() < end) {
+		size_t off = (size_t)(sent % chunk), want = chunk - off;
+		int64_t w;
+		if (want > total - sent)
+			want = (size_t)(total - sent);
+		w = send_for(fd, buf + off, want, 200);
+		if (w < 0)
+			break;
+		if (w > 0)
+			last = tsrv_now_ns();
+		else if (tsrv_now_ns() - last > 2000000000ull)
+			break;
+		sent += (uint64_t)w;
+	}
+	free(buf);
+	return sent / len;
+}
+
+static void phase_out_flood(void)
+{
+	const char *extra[] = { "--resp", "127.0.0.1:0", "--max-memory", "16M", "--dram", "16M",
+				NULL };
+	const char *auth = "*3\r\n$4\r\nAUTH\r\n$5\r\nalice\r\n$26\r\n" SECRET_ALICE "\r\n";
+	uint8_t ns[PROTO_DIGEST_LEN], ping[PROTO_HDR_LEN + 64];
+	struct proto_frame f = { .op = PROTO_OP_PING, .tag = 1 };
+	uint64_t stopped0, stopped, sent, grew_resp, grew_native, used;
+	struct kc fl, good;
+	char reply[256];
+	bool closed;
+	int64_t plen;
+
+	start("out_flood", extra);
+	stopped0 = stat_of("server.mem_paused") + stat_of("server.mem_refused");
+
+	/* Native: HELLO + AUTH, then PING frames. */
+	rss_begin();
+	T_RC(kc_connect_tcp(&fl, srv.port), 0);
+	T_RC(kc_login(&fl, "alice", SECRET_ALICE), 0);
+	f.version = fl.version;
+	plen = proto_encode(&f, NULL, 0, ping, sizeof(ping), NULL, NULL);
+	T_EQ_INT(plen, PROTO_HDR_LEN);
+	sent = flood_send(fl.fd, ping, (size_t)plen, FLOOD_NATIVE, 10000);
+	tsrv_sleep_ms(300);
+	grew_native = rss_end(FLOOD_BUDGET);
+	kc_close(&fl);
+	/* The budget stopped it: its reads paused, or its next frame did not
+	 * fit and it was closed. */
+	for (int i = 0; i < 100 && stat_of("server.mem_used") > FLOOD_BUDGET; i++)
+		tsrv_sleep_ms(50);
+	stopped = stat_of("server.mem_paused") + stat_of("server.mem_refused") - stopped0;
+	printf("out_flood: native: %" PRIu64 " PINGs sent unread, RSS +%" PRIu64
+	       " MiB, reads paused or refused for memory %" PRIu64 " times\n", sent,
+	       grew_native >> 20, stopped);
+
+	/* RESP: each connection sends one command of 65536 arguments and
+	 * stays.  Its parser's argument scratch (1 MiB) was kept for the
+	 * connection's life, outside the budget: now charged, and given back
+	 * once the command is parsed. */
+	rss_begin();
+	{
+		size_t blen = 8 + 6 * (size_t)(RESP_SCRATCH_ARGS - 1) + 7;
+		char *big = malloc(blen + 1);
+		int fds[RESP_SCRATCH_CONNS];
+		size_t o = 0;
+		unsigned answered = 0;
+		T_ASSERT(big != NULL);
+		o += (size_t)snprintf(big + o, blen + 1 - o, "*%u\r\n$1\r\nX\r\n",
+				      RESP_SCRATCH_ARGS);
+		for (unsigned i = 1; i < RESP_SCRATCH_ARGS; i++) {
+			memcpy(big + o, "$0\r\n\r\n", 6);
+			o += 6;
+		}
+		for (unsigned i = 0; i < RESP_SCRATCH_CONNS; i++) {
+			fds[i] = tcp_connect(log_port("RESP"));
+			T_EQ_INT(send_for(fds[i], auth, strlen(auth), 1000), (int64_t)strlen(auth));
+			recv_for(fds[i], reply, 6, 2000, &closed);
+			T_ASSERT(strncmp(reply, "+OK", 3) == 0);
+			T_EQ_INT(send_for(fds[i], big, o, 5000), (int64_t)o);
+			recv_for(fds[i], reply, 5, 5000, &closed);
+			if (strncmp(reply, "-ERR", 4) == 0)
+				answered++;
+		}
+		tsrv_sleep_ms(300);
+		grew_resp = rss_end(0);
+		for (unsigned i = 0; i < RESP_SCRATCH_CONNS; i++)
+			close(fds[i]);
+		free(big);
+		printf("out_flood: RESP: %u connections each parsed a command of %u arguments "
+		       "(%u answered), RSS +%" PRIu64 " MiB\n", RESP_SCRATCH_CONNS,
+		       RESP_SCRATCH_ARGS, answered, grew_resp >> 20);
+		T_EQ_INT(answered, RESP_SCRATCH_CONNS);
+	}
+
+	/* The flooders are gone: their charges with them; others are served. */
+	for (int i = 0; i < 100 && (used = stat_of("server.mem_used")) > (1u << 20); i++)
+		tsrv_sleep_ms(50);
+	printf("out_flood: mem_used %" PRIu64 " bytes after\n", used);
+	T_LE_INT(used, 1u << 20);
+	T_RC(kc_connect_tcp(&good, srv.port), 0);
+	T_RC(kc_login(&good, "alice", SECRET_ALICE), 0);
+	T_RC(kc_register(&good, &desc, ns, NULL, 0), KVT_OK);
+	T_EQ_INT(roundtrips(&good, ns, 8, 64u << 10, 7), 0);
+	kc_close(&good);
+	/* The budget, not the machine, stopped both floods. */
+	T_GE_INT(stopped, 1);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
 /* ------------------------------------------------------------------------ */
 
 static const struct {
@@ -2185,6 +2322,7 @@ static const struct {
 	{ "grant_race", phase_grant_race },
 	{ "tenant_index", phase_tenant_index },
 	{ "kvevents_tenant", phase_kvevents_tenant },
+	{ "out_flood", phase_out_flood },
 };
 
 int main(int argc, char **argv)
