@@ -56,8 +56,8 @@
  * connection past --max-conns gets an ERROR frame (KVT_EBUSY) and is
  * closed, counted in conns_refused.
  *
- * Timeouts (--idle-timeout, doc/kvtierd.md): a connection not
- * authenticated in time, a frame not completed in time (its clock
+ * Timeouts (--idle-timeout, doc/kvtierd.md): a TLS handshake or a
+ * connection not authenticated in time, a frame not completed in time (its clock
  * restarts every KVTD_SLOW_PROGRESS data bytes), and output that makes no
  * progress in time (a reader that stopped reading while pins wait) close
  * the connection.
@@ -1083,7 +1083,12 @@ static void loop_sweep(struct kvtd_loop *loop)
 		const char *why = NULL;
 		if (c->dead)
 			continue;
-		if (c->state != KVTD_CS_READY && now - c->accept_ns > limit)
+		if (c->tls && !c->tls_ready && now - c->accept_ns > limit)
+			/* Before AUTH too: a RESP or S3 connection without
+			 * --tenants is ready from its accept, and a handshake
+			 * that never ends held its slot for good. */
+			why = "TLS handshake not completed in time";
+		else if (c->state != KVTD_CS_READY && now - c->accept_ns > limit)
 			why = "not authenticated in time";
 		else if (c->frame_start_ns && !c->read_paused && !c->no_more_input &&
 			 now - c->frame_start_ns > limit)

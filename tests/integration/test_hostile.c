@@ -2299,6 +2299,85 @@ static void phase_out_flood(void)
 	T_EQ_INT(tsrv_stop(&srv), 0);
 }
 
+/* ------------------------------------------------------------------------
+ * tls_handshake (hostile7): TLS handshakes that never end.  A native
+ * connection is unauthenticated until AUTH, so the "not authenticated in
+ * time" timeout bounded its handshake; a RESP (or S3) connection of a
+ * server without --tenants is ready from its accept, and a client that
+ * opened the TLS port and sent nothing, or half a ClientHello record,
+ * held its connection (one of --max-conns, an SSL) for good.  Now a
+ * handshake has --idle-timeout, whatever the protocol's state.
+ */
+
+#define TLS_SILENT 4u
+
+static uint64_t stat_unix(const char *name)
+{
+	struct kc a;
+	uint64_t v = 0;
+
+	T_RC(kc_connect_unix(&a, srv.sock), 0);
+	T_RC(kc_login(&a, "default", NULL), 0);
+	T_RC(kc_stat(&a, PROTO_SCOPE_ALL, name, &v), 0);
+	kc_close(&a);
+	return v;
+}
+
+static void phase_tls_handshake(void)
+{
+	char pki[700], cmd[2000], cert[760], key[760], dir[700];
+	const char *argv[] = { "--resp", "127.0.0.1:0", "--tls-cert", cert, "--tls-key", key,
+			       "--idle-timeout", "2", "--threads", "2", NULL };
+	/* A TLS handshake record header announcing 512 bytes that never come. */
+	static const uint8_t half_hello[] = { 0x16, 0x03, 0x01, 0x02, 0x00, 0x01 };
+	int fds[TLS_SILENT];
+	unsigned closed_n = 0;
+	uint64_t t0, timeouts0, timeouts;
+	uint16_t port;
+
+	if (system("command -v openssl >/dev/null 2>&1") != 0)
+		T_SKIP("no openssl command to make a certificate with");
+	snprintf(pki, sizeof(pki), "%s/pki", base);
+	T_RC(mkdir(pki, 0700), 0);
+	snprintf(cmd, sizeof(cmd), "cd '%s' && openssl req -x509 -newkey ec -pkeyopt "
+		 "ec_paramgen_curve:prime256v1 -nodes -keyout srv.key -out srv.pem -days 2 "
+		 "-subj /CN=localhost >openssl.log 2>&1", pki);
+	T_EQ_INT(system(cmd), 0);
+	snprintf(cert, sizeof(cert), "%s/srv.pem", pki);
+	snprintf(key, sizeof(key), "%s/srv.key", pki);
+	snprintf(dir, sizeof(dir), "%s/tls_handshake", base);
+	tsrv_start(&srv, bin, base, dir, NULL, argv); /* no tenants: RESP ready at once */
+	port = log_port("RESP");
+	timeouts0 = stat_unix("server.errors.timeout");
+
+	t0 = tsrv_now_ns();
+	for (unsigned i = 0; i < TLS_SILENT; i++) {
+		fds[i] = tcp_connect(port);
+		if (i % 2)
+			T_EQ_INT(send_for(fds[i], half_hello, sizeof(half_hello), 1000),
+				 (int64_t)sizeof(half_hello));
+	}
+	/* --idle-timeout 2, swept once a second: closed within a few. */
+	for (unsigned i = 0; i < TLS_SILENT; i++) {
+		char buf[256];
+		bool closed = false;
+		while (tsrv_now_ns() - t0 < 12000000000ull) {
+			recv_for(fds[i], buf, sizeof(buf), 500, &closed);
+			if (closed)
+				break;
+		}
+		if (closed)
+			closed_n++;
+		close(fds[i]);
+	}
+	timeouts = stat_unix("server.errors.timeout") - timeouts0;
+	printf("tls_handshake: %u of %u unfinished handshakes closed by the server, "
+	       "errors.timeout +%" PRIu64 "\n", closed_n, TLS_SILENT, timeouts);
+	T_EQ_INT(closed_n, TLS_SILENT);
+	T_GE_INT(timeouts, TLS_SILENT);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
 /* ------------------------------------------------------------------------ */
 
 static const struct {
@@ -2323,6 +2402,7 @@ static const struct {
 	{ "tenant_index", phase_tenant_index },
 	{ "kvevents_tenant", phase_kvevents_tenant },
 	{ "out_flood", phase_out_flood },
+	{ "tls_handshake", phase_tls_handshake },
 };
 
 int main(int argc, char **argv)
