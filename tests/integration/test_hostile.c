@@ -2264,7 +2264,7 @@ static void phase_out_flood(void)
 			o += 6;
 		}
 		for (unsigned i = 0; i < RESP_SCRATCH_CONNS; i++) {
-			fds[i] = tcp_connect(log_port("RESP"));
+			fds[i] = tcp_connect(tsrv_listener_port(srv.log, "RESP"));
 			T_EQ_INT(send_for(fds[i], auth, strlen(auth), 1000), (int64_t)strlen(auth));
 			recv_for(fds[i], reply, 6, 2000, &closed);
 			T_ASSERT(strncmp(reply, "+OK", 3) == 0);
@@ -2347,7 +2347,7 @@ static void phase_tls_handshake(void)
 	snprintf(key, sizeof(key), "%s/srv.key", pki);
 	snprintf(dir, sizeof(dir), "%s/tls_handshake", base);
 	tsrv_start(&srv, bin, base, dir, NULL, argv); /* no tenants: RESP ready at once */
-	port = log_port("RESP");
+	port = tsrv_listener_port(srv.log, "RESP");
 	timeouts0 = stat_unix("server.errors.timeout");
 
 	t0 = tsrv_now_ns();
