@@ -139,6 +139,14 @@ bool kvtd_log_enabled(int level);
  */
 void kvtd_log(int level, const char *msg, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+/* The same for a line a client causes (a refused connection, a protocol
+ * error, a failed AUTH): at most KVTD_LOG_CLIENT_PER_SEC a second
+ * server-wide at info and above, the rest dropped and counted (log.c). */
+#define KVTD_LOG_CLIENT_PER_SEC 50u
+void kvtd_log_client(int level, const char *msg, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* Lines kvtd_log_client dropped since start. */
+uint64_t kvtd_log_client_dropped(void);
 /* Write s into buf as a logfmt value (quoted and escaped if needed). */
 const char *kvtd_log_quote(char *buf, size_t len, const char *s);
 /* The library's log callback (kvt_store_set_log). */

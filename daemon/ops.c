@@ -465,7 +465,7 @@ static void ops_auth(struct kvtd_frame *fr)
 	}
 	if (rc != 0) {
 		kvtd_auth_failed(c);
-		kvtd_log(KVTD_WARN, "authentication failed", "conn=%llu peer=%s tenant=%s",
+		kvtd_log_client(KVTD_WARN, "authentication failed", "conn=%llu peer=%s tenant=%s",
 			 (unsigned long long)c->id, c->peer,
 			 kvtd_log_quote(tq, sizeof(tq), tn));
 		ops_fail(fr, PROTO_EAUTH, "authentication failed");

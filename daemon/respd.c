@@ -1017,7 +1017,7 @@ static int respd_auth(struct respd_cmd *cmd, const struct resp_arg *user, const 
 		kvtd_auth_failed(c);
 		snprintf(tn, sizeof(tn), "%.*s", (int)(tl <= PROTO_TENANT_MAX ? tl : 0), t);
 		if (!thr) /* past the throttle, not every guess is a line */
-			kvtd_log(KVTD_WARN, "authentication failed",
+			kvtd_log_client(KVTD_WARN, "authentication failed",
 				 "conn=%llu peer=%s tenant=%s proto=resp", (unsigned long long)c->id,
 				 c->peer, kvtd_log_quote(q, sizeof(q), tn));
 		respd_simple(cmd, '-', "WRONGPASS invalid username-password pair or user is disabled.");

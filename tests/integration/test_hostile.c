@@ -2378,6 +2378,71 @@ static void phase_tls_handshake(void)
 	T_EQ_INT(tsrv_stop(&srv), 0);
 }
 
+/* ------------------------------------------------------------------------
+ * log_flood (hostile7): a client that connects in a loop and sends garbage
+ * got one log line per connection ("closing connection after a protocol
+ * error"), as fast as it could connect: the log filled the disk.  Lines a
+ * client causes are now at most KVTD_LOG_CLIENT_PER_SEC a second; the
+ * rest are counted and a warning says how many were dropped.
+ */
+
+#define LOG_FLOOD_CONNS 600u
+
+/* Occurrences of what in the server's log; *sum adds up the numbers that
+ * follow each "dropped=" on those lines (if sum). */
+static unsigned log_lines(const char *what, uint64_t *sum)
+{
+	FILE *f = fopen(srv.log, "r");
+	char line[4096];
+	unsigned n = 0;
+
+	T_ASSERT(f != NULL);
+	while (fgets(line, sizeof(line), f)) {
+		const char *d;
+		if (!strstr(line, what))
+			continue;
+		n++;
+		if (sum && (d = strstr(line, "dropped=")))
+			*sum += strtoull(d + 8, NULL, 10);
+	}
+	fclose(f);
+	return n;
+}
+
+static void phase_log_flood(void)
+{
+	static const char junk[48] = "GET / HTTP/1.1\r\nthis is not a kvtier frame\r\n\r\n";
+	uint64_t t0, secs, magic0, magic, dropped = 0;
+	unsigned logged, warned;
+
+	start("log_flood", NULL);
+	magic0 = stat_of("server.errors.magic");
+	t0 = tsrv_now_ns();
+	for (unsigned i = 0; i <= LOG_FLOOD_CONNS; i++) {
+		int fd;
+		if (i == LOG_FLOOD_CONNS) /* one more, a second later: reports the drops */
+			tsrv_sleep_ms(1100);
+		fd = tcp_connect(srv.port);
+		T_EQ_INT(send_for(fd, junk, sizeof(junk), 1000), (int64_t)sizeof(junk));
+		close(fd);
+	}
+	/* Every one was read and refused (counted), whatever was logged. */
+	for (int i = 0; i < 100 && stat_of("server.errors.magic") - magic0 < LOG_FLOOD_CONNS + 1;
+	     i++)
+		tsrv_sleep_ms(50);
+	magic = stat_of("server.errors.magic") - magic0;
+	secs = (tsrv_now_ns() - t0) / 1000000000ull + 1;
+	logged = log_lines("closing connection after a protocol error", NULL);
+	warned = log_lines("client log lines dropped", &dropped);
+	printf("log_flood: %" PRIu64 " bad connections refused in %" PRIu64 " s; %u logged, %u "
+	       "warnings of %" PRIu64 " dropped lines\n", magic, secs, logged, warned, dropped);
+	T_EQ_INT(magic, LOG_FLOOD_CONNS + 1);
+	T_LE_INT(logged, (secs + 1) * 50u);
+	T_GE_INT(warned, 1);
+	T_LE_INT(logged + dropped, LOG_FLOOD_CONNS + 1);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
 /* ------------------------------------------------------------------------ */
 
 static const struct {
@@ -2403,6 +2468,7 @@ static const struct {
 	{ "kvevents_tenant", phase_kvevents_tenant },
 	{ "out_flood", phase_out_flood },
 	{ "tls_handshake", phase_tls_handshake },
+	{ "log_flood", phase_log_flood },
 };
 
 int main(int argc, char **argv)
