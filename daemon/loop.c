@@ -198,8 +198,10 @@ static void loop_conn_flow(struct kvtd_conn *c)
 	const struct kvtd_config *cfg = &c->loop->srv->cfg;
 	bool mem = c->out_bytes > 0 && loop_mem_over(c->loop->srv);
 	uint64_t out = c->out_bytes + (uint64_t)c->out_entries * KVTD_OUT_COST;
-	bool pause = c->inflight >= cfg->conn_inflight || out >= cfg->conn_output || mem ||
-		     c->parked;
+	/* Before AUTH, answers (PING's, NOAUTH errors) are bounded like the
+	 * input: at most preauth_buf queued, outside the budget. */
+	uint64_t out_max = c->state == KVTD_CS_READY ? cfg->conn_output : c->ops->preauth_buf;
+	bool pause = c->inflight >= cfg->conn_inflight || out >= out_max || mem || c->parked;
 
 	if (pause == c->read_paused)
 		return;
@@ -237,9 +239,13 @@ void kvtd_conn_queue(struct kvtd_conn *c, struct kvtd_out *o)
 	}
 	/* Encoded bytes and the entry itself are charged; pinned DRAM runs
 	 * are the DRAM tier's; private copies behind pins were charged when
-	 * made (ops.c). */
+	 * made (ops.c).  Before AUTH nothing is: the connection's output is
+	 * bounded by its preauth_buf instead (loop_conn_flow), so that
+	 * unauthenticated clients never take the budget from the others. */
 	o->mem_len = o->pin_count ? (o->iov_count ? o->iov[0].iov_len : 0) : o->bytes;
 	o->mem_len += KVTD_OUT_COST;
+	if (c->state != KVTD_CS_READY)
+		o->mem_len = 0;
 	kvtd_mem_charge(srv, o->mem_len, true);
 	o->mem_len += o->copy_len;
 	o->next = NULL;

@@ -2443,6 +2443,65 @@ static void phase_log_flood(void)
 	T_EQ_INT(tsrv_stop(&srv), 0);
 }
 
+/* ------------------------------------------------------------------------
+ * preauth_out (hostile7): what an unauthenticated client may make the
+ * server hold is bounded on the way in (preauth_buf); on the way out it
+ * was not.  PING (native) and any RESP command (answered NOAUTH) are
+ * answered before AUTH, and a client that pipelined them and never read
+ * filled --max-memory with its answers, which are charged to the shared
+ * budget: every authenticated client's next frame was then refused.  Now
+ * an unauthenticated connection's queued output is at most its
+ * protocol's preauth_buf, outside the budget; past that it is not read
+ * (until it reads, or the unauthenticated timeout closes it).
+ */
+
+#define PREAUTH_OUT_NATIVE 4u
+#define PREAUTH_OUT_RESP 2u
+
+static void phase_preauth_out(void)
+{
+	const char *extra[] = { "--resp", "127.0.0.1:0", "--max-memory", "16M", "--dram", "16M",
+				NULL };
+	uint8_t ns[PROTO_DIGEST_LEN], ping[PROTO_HDR_LEN + 64];
+	struct proto_frame f = { .op = PROTO_OP_PING, .tag = 1,
+				 .version = PROTO_VERSION_HELLO };
+	int fds[PREAUTH_OUT_NATIVE + PREAUTH_OUT_RESP];
+	uint64_t sent[PREAUTH_OUT_NATIVE + PREAUTH_OUT_RESP], used, grew;
+	struct kc good;
+	int64_t plen;
+	int bad;
+
+	start("preauth_out", extra);
+	plen = proto_encode(&f, NULL, 0, ping, sizeof(ping), NULL, NULL);
+	T_EQ_INT(plen, PROTO_HDR_LEN);
+	rss_begin();
+	for (unsigned i = 0; i < PREAUTH_OUT_NATIVE + PREAUTH_OUT_RESP; i++) {
+		bool resp = i >= PREAUTH_OUT_NATIVE;
+		fds[i] = tcp_connect(resp ? tsrv_listener_port(srv.log, "RESP") : srv.port);
+		sent[i] = resp ? flood_send(fds[i], "PING\r\n", 6, 400000, 6000)
+			       : flood_send(fds[i], ping, (size_t)plen, 100000, 6000);
+	}
+	/* All still open, none read: the budget is the authenticated ones'. */
+	used = stat_of("server.mem_used");
+	T_RC(kc_connect_tcp(&good, srv.port), 0);
+	T_RC(kc_login(&good, "alice", SECRET_ALICE), 0);
+	T_RC(kc_register(&good, &desc, ns, NULL, 0), KVT_OK);
+	bad = roundtrips(&good, ns, 8, 64u << 10, 11);
+	kc_close(&good);
+	grew = rss_end(0);
+	for (unsigned i = 0; i < PREAUTH_OUT_NATIVE + PREAUTH_OUT_RESP; i++) {
+		printf("  unauthenticated %s %u: %" PRIu64 " PINGs taken\n",
+		       i >= PREAUTH_OUT_NATIVE ? "RESP" : "native", i, sent[i]);
+		close(fds[i]);
+	}
+	printf("preauth_out: mem_used %" PRIu64 " bytes with %u unauthenticated floods unread; "
+	       "alice's failed round trips %d of 8; RSS +%" PRIu64 " MiB\n", used,
+	       PREAUTH_OUT_NATIVE + PREAUTH_OUT_RESP, bad, grew >> 20);
+	T_LE_INT(used, 1u << 20);
+	T_EQ_INT(bad, 0);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
 /* ------------------------------------------------------------------------ */
 
 static const struct {
@@ -2469,6 +2528,7 @@ static const struct {
 	{ "out_flood", phase_out_flood },
 	{ "tls_handshake", phase_tls_handshake },
 	{ "log_flood", phase_log_flood },
+	{ "preauth_out", phase_preauth_out },
 };
 
 int main(int argc, char **argv)
