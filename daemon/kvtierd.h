@@ -303,6 +303,9 @@ struct kvtd_counters {
 
 /* A proto/kvtier error code to the counter it bumps (base.c). */
 enum kvtd_err kvtd_err_of(int code);
+/* A peer address's slot of the per-address limits, 0..KVTD_PEER_SLOTS-1:
+ * an IPv4 address, an IPv6 /64, all Unix clients together; keyed (base.c). */
+uint32_t kvtd_peer_slot(uint64_t key, const struct sockaddr_storage *ss, bool is_unix);
 
 /* Configuration: struct kvtd_config and its parser are in config.h. */
 
@@ -565,6 +568,7 @@ struct kvtd_server {
 	/* Quiet GETs in the store, all loops (ops.c "Quiet GETs") */
 	_Atomic unsigned quiet_inflight;
 	_Atomic unsigned peer_unauth[KVTD_PEER_SLOTS];
+	uint64_t peer_key;        /* kvtd_peer_slot's key: random, set before the loops start */
 	/* Failed AUTHs by peer slot in the current second (loop.c) */
 	_Atomic uint64_t auth_fail_sec[KVTD_PEER_SLOTS];
 	_Atomic uint32_t auth_fails[KVTD_PEER_SLOTS];

@@ -79,6 +79,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <time.h>
@@ -510,31 +511,12 @@ static void loop_conn_refuse(struct kvtd_conn *c)
 /*
  * Unauthenticated connections (doc/security.md "Before AUTH"): at most
  * kvtd_unauth_max() of them at once, and at most kvtd_unauth_peer_max()
- * from one peer address (Unix sockets are one peer).  Peers are counted
- * in KVTD_PEER_SLOTS hashed slots: peers sharing a slot share its count,
- * which can only refuse early, never admit more.  A connection leaves the
+ * from one peer (an IPv4 address, an IPv6 /64; Unix sockets are one
+ * peer).  Peers are counted in KVTD_PEER_SLOTS slots, hashed with a
+ * random key (kvtd_peer_slot, base.c): peers sharing a slot share its
+ * count, which can only refuse early, never admit more.  A connection leaves the
  * count when it authenticates (kvtd_conn_ready) or closes.
  */
-static uint32_t loop_peer_slot(const struct sockaddr_storage *ss, bool is_unix)
-{
-	uint64_t h = 1469598103934665603ull;
-	const uint8_t *p = NULL;
-	size_t n = 0;
-
-	if (is_unix)
-		return 0;
-	if (ss->ss_family == AF_INET) {
-		p = (const uint8_t *)&((const struct sockaddr_in *)ss)->sin_addr;
-		n = 4;
-	} else if (ss->ss_family == AF_INET6) {
-		p = (const uint8_t *)&((const struct sockaddr_in6 *)ss)->sin6_addr;
-		n = 16;
-	}
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ p[i]) * 1099511628211ull;
-	return (uint32_t)(h % KVTD_PEER_SLOTS);
-}
-
 unsigned kvtd_unauth_max(const struct kvtd_server *srv)
 {
 	unsigned m = srv->cfg.max_conns / 2;
@@ -557,7 +539,7 @@ static void loop_unauth_add(struct kvtd_conn *c, const struct sockaddr_storage *
 	unsigned total, peer;
 	char msg[200];
 
-	c->peer_slot = loop_peer_slot(ss, is_unix);
+	c->peer_slot = kvtd_peer_slot(srv->peer_key, ss, is_unix);
 	if (c->state == KVTD_CS_READY || c->dead)
 		return;
 	c->unauth = true;
@@ -1323,6 +1305,8 @@ static void *loop_main(void *arg)
 
 int kvtd_loops_start(struct kvtd_server *srv)
 {
+	if (getrandom(&srv->peer_key, sizeof(srv->peer_key), 0) != (ssize_t)sizeof(srv->peer_key))
+		return -EIO;
 	srv->loops = calloc(srv->loop_count, sizeof(*srv->loops));
 	if (!srv->loops)
 		return -ENOMEM;
