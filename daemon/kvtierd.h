@@ -442,6 +442,9 @@ struct kvtd_conn {
 	bool read_paused;      /* EPOLLIN off: too much in flight, or parked */
 	bool parked;           /* a request waits for write-down room (s3d.c
 				* "Parking"): nothing more is read until it resumes */
+	bool pin_paused;       /* its queued answers pin past a cap (RESP, whose
+				* in-order answers cannot be chunked): not read
+				* until they drain (respd.c respd_pin_flow) */
 	bool dead;             /* fd closed; freed when inflight drops to 0 */
 	bool touched;          /* on the loop's touched list */
 	uint32_t events;       /* registered epoll events */

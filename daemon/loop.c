@@ -202,7 +202,8 @@ static void loop_conn_flow(struct kvtd_conn *c)
 	/* Before AUTH, answers (PING's, NOAUTH errors) are bounded like the
 	 * input: at most preauth_buf queued, outside the budget. */
 	uint64_t out_max = c->state == KVTD_CS_READY ? cfg->conn_output : c->ops->preauth_buf;
-	bool pause = c->inflight >= cfg->conn_inflight || out >= out_max || mem || c->parked;
+	bool pause = c->inflight >= cfg->conn_inflight || out >= out_max || mem || c->parked ||
+		     c->pin_paused;
 
 	if (pause == c->read_paused)
 		return;

@@ -121,6 +121,8 @@ struct respd_cmd {
 	unsigned nseg, segcap;
 	uint64_t *pins;
 	unsigned npin, pincap;
+	uint64_t pin_held;         /* value bytes behind pins, in respd_conn.pin_held
+				    * until the reply is queued (respd_pin_flow) */
 	bool oom;
 };
 
@@ -132,6 +134,7 @@ struct respd_conn {
 	bool ns_ok;
 	uint32_t ns;
 	bool resp3;                /* HELLO 3 was answered */
+	uint64_t pin_held;         /* value bytes its commands pin, replies not queued */
 };
 
 static struct respd_conn *respd_of(struct kvtd_conn *c)
@@ -292,6 +295,8 @@ static void respd_keep_pin(struct respd_cmd *cmd, struct respd_item *it)
 
 static void respd_cmd_free(struct kvtd_server *srv, struct respd_cmd *cmd)
 {
+	if (cmd->pin_held && cmd->conn && cmd->conn->alt)
+		respd_of(cmd->conn)->pin_held -= cmd->pin_held;
 	for (uint32_t i = 0; i < cmd->n; i++)
 		if (cmd->items[i].pinned)
 			kvt_pin_release(srv->store, cmd->items[i].req.pin);
@@ -346,8 +351,14 @@ static struct kvtd_out *respd_out(struct kvtd_server *srv, struct respd_cmd *cmd
 		o->iov[i].iov_base = s->p ? (void *)s->p : cmd->text + s->off;
 		o->iov[i].iov_len = s->len;
 		o->bytes += s->len;
+		if (s->p) /* value bytes in pinned DRAM: the loop's pin accounting */
+			o->pin_len += s->len;
 	}
 	o->iov_count = cmd->nseg;
+	/* its pins are the output's now (c->pin_bytes) */
+	if (cmd->pin_held && cmd->conn->alt)
+		respd_of(cmd->conn)->pin_held -= cmd->pin_held;
+	cmd->pin_held = 0;
 	o->buf = cmd->text;
 	o->pins = cmd->pins;
 	o->pin_count = cmd->npin;
@@ -355,6 +366,45 @@ static struct kvtd_out *respd_out(struct kvtd_server *srv, struct respd_cmd *cmd
 	cmd->pins = NULL;
 	cmd->npin = 0;
 	return o;
+}
+
+/*
+ * Pinned answers (doc/kvtierd.md "Overload"): GET and MGET replies are
+ * sent from pinned DRAM, counted in c->pin_bytes and the tenant's pinned
+ * bytes (o->pin_len), so loop.c closes a reader slower than
+ * KVTD_MIN_DRAIN_BPS.  Replies go out in order and whole, so instead of
+ * answering in chunks as native GETs do, a connection whose queued
+ * answers pin past KVTD_PIN_CONN_MAX (or whose tenant's pass
+ * KVTD_PIN_TENANT_MAX) is not read until its own drain (the written
+ * hook), counted in pin_deferred; pins held by finished commands whose
+ * replies wait for earlier ones count too (pin_held), so parsing stops
+ * at the cap.  A pipeline of GETs left unread pinned DRAM without bound
+ * before.  (One MGET still pins all of its keys at once.)
+ */
+static void respd_pin_flow(struct kvtd_conn *c)
+{
+	struct kvtd_server *srv = c->loop->srv;
+	bool over = false;
+
+	if (c->dead)
+		return;
+	if (c->pin_bytes + respd_of(c)->pin_held) {
+		over = c->pin_bytes + respd_of(c)->pin_held >= KVTD_PIN_CONN_MAX(srv);
+		if (!over && c->tstat)
+			over = atomic_load_explicit(&c->tstat->pinned, memory_order_relaxed) >=
+			       KVTD_PIN_TENANT_MAX(srv);
+	}
+	if (over == c->pin_paused)
+		return;
+	c->pin_paused = over;
+	if (over)
+		KVTD_COUNT(srv, pin_deferred, 1);
+	kvtd_conn_flow(c);
+}
+
+static void respd_written(struct kvtd_conn *c)
+{
+	respd_pin_flow(c);
 }
 
 /* Queue the replies of the finished commands at the head, in order. */
@@ -382,6 +432,7 @@ static void respd_flush_done(struct kvtd_conn *c)
 		if (quit && !c->dead && !c->no_more_input)
 			kvtd_conn_stop_input(c);
 	}
+	respd_pin_flow(c);
 }
 
 static void respd_finish(struct respd_cmd *cmd)
@@ -513,8 +564,11 @@ static void respd_reply_value(struct respd_cmd *cmd, struct respd_item *it, uint
 		off = 0;
 	}
 	respd_text(cmd, "\r\n", 2);
-	if (vlen)
+	if (vlen) {
 		respd_keep_pin(cmd, it);
+		cmd->pin_held += vlen;
+		respd_of(cmd->conn)->pin_held += vlen;
+	}
 }
 
 /* ------------------------------------------------------------------------
@@ -1442,6 +1496,9 @@ static void respd_parse(struct kvtd_conn *c)
 
 		if (c->inflight >= KVTD_INFLIGHT_MAX)
 			return; /* loop.c pauses reads; settle brings us back */
+		respd_pin_flow(c);
+		if (c->pin_paused)
+			return; /* the written hook brings us back */
 		r = resp_parse(base, c->rend - c->rstart, &lim, &pc, rc->args, rc->args_cap);
 		if (r == RESP_NEED_ARGS && c->state != KVTD_CS_READY && pc.argc > RESPD_PREAUTH_ARGC) {
 			respd_proto_error(c, "NOAUTH Authentication required (too many arguments "
@@ -1602,6 +1659,7 @@ const struct kvtd_proto kvtd_resp_proto = {
 	.open = respd_open,
 	.parse = respd_parse,
 	.fail = respd_fail,
+	.written = respd_written,
 	.req_done = respd_req_done,
 	.free = respd_free,
 };

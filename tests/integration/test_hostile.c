@@ -2502,6 +2502,92 @@ static void phase_preauth_out(void)
 	T_EQ_INT(tsrv_stop(&srv), 0);
 }
 
+/* ------------------------------------------------------------------------
+ * resp_pins (hostile7): RESP GET replies are sent from pinned DRAM, and
+ * their pins were outside the caps and the drain rule that bound native
+ * GETs (slow_reader): a client pipelining GETs of 1 MiB values and
+ * reading a byte now and then held every one of them pinned, for as long
+ * as it liked.  Now a RESP connection is not read while its queued
+ * answers pin past --dram/8 (pin_deferred), and a reader slower than
+ * 1 MiB/s is closed after --idle-timeout, its pins released.  (The GETs
+ * of one pipeline already parsed, up to 256 commands, still pin at once.)
+ */
+
+#define RESP_PIN_VALUES 8u
+#define RESP_PIN_GETS 48u
+
+static void phase_resp_pins(void)
+{
+	const char *extra[] = { "--resp", "127.0.0.1:0", "--dram", "16M", "--idle-timeout", "3",
+				NULL };
+	const char *auth = "*3\r\n$4\r\nAUTH\r\n$5\r\nalice\r\n$26\r\n" SECRET_ALICE "\r\n";
+	size_t vlen = 1u << 20, cap = 64 + vlen;
+	char *cmd = malloc(cap), reply[256];
+	uint64_t deferred0, deferred, pins = 0, pins_end, t0, timeouts0;
+	uint16_t port;
+	bool closed = false;
+	int w, r;
+
+	T_ASSERT(cmd != NULL);
+	start("resp_pins", extra);
+	port = tsrv_listener_port(srv.log, "RESP");
+	w = tcp_connect(port);
+	T_EQ_INT(send_for(w, auth, strlen(auth), 1000), (int64_t)strlen(auth));
+	recv_for(w, reply, 6, 2000, &closed);
+	T_ASSERT(strncmp(reply, "+OK", 3) == 0);
+	for (unsigned i = 0; i < RESP_PIN_VALUES; i++) {
+		int n = snprintf(cmd, cap, "*3\r\n$3\r\nSET\r\n$2\r\nv%u\r\n$%zu\r\n", i, vlen);
+		memset(cmd + n, 'a' + (int)i, vlen);
+		memcpy(cmd + n + vlen, "\r\n", 2);
+		T_EQ_INT(send_for(w, cmd, (size_t)n + vlen + 2, 5000), (int64_t)(n + vlen + 2));
+		recv_for(w, reply, 6, 5000, &closed);
+		T_ASSERT(strncmp(reply, "+OK", 3) == 0);
+	}
+	close(w);
+	deferred0 = stat_of("server.pin_deferred");
+
+	/* 48 GETs pipelined (48 MiB of answers from 8 MiB of DRAM); then
+	 * 128 KiB read every 300 ms (~430 KiB/s: enough that the output never
+	 * stalls, below the 1 MiB/s a reader holding pins owes). */
+	r = tcp_connect(port);
+	T_EQ_INT(send_for(r, auth, strlen(auth), 1000), (int64_t)strlen(auth));
+	recv_for(r, reply, 6, 2000, &closed);
+	T_ASSERT(strncmp(reply, "+OK", 3) == 0);
+	{
+		size_t o = 0;
+		for (unsigned i = 0; i < RESP_PIN_GETS; i++)
+			o += (size_t)snprintf(cmd + o, cap - o, "*2\r\n$3\r\nGET\r\n$2\r\nv%u\r\n",
+					      i % RESP_PIN_VALUES);
+		T_EQ_INT(send_for(r, cmd, o, 2000), (int64_t)o);
+	}
+	timeouts0 = stat_of("server.errors.timeout");
+	t0 = tsrv_now_ns();
+	pins_end = 1;
+	while (pins_end && tsrv_now_ns() - t0 < 15000000000ull) {
+		static char b[128u << 10];
+		tsrv_sleep_ms(300);
+		if (recv(r, b, sizeof(b), MSG_DONTWAIT) == 0)
+			break;
+		if (tsrv_now_ns() - t0 > 1000000000ull && !pins)
+			pins = stat_of("store.pins_active") + 1; /* +1: sampled */
+		if (pins)
+			pins_end = stat_of("store.pins_active");
+	}
+	closed = stat_of("server.errors.timeout") > timeouts0;
+	deferred = stat_of("server.pin_deferred") - deferred0;
+	printf("resp_pins: %u GETs of 1 MiB pipelined, read 128 KiB per 300 ms: store.pins_active "
+	       "%" PRIu64 " after 1 s (cap --dram/8 = 2 MiB), %" PRIu64 " at the end; "
+	       "pin_deferred +%" PRIu64 "; closed by the server (timeout) %d after %.1f s\n",
+	       RESP_PIN_GETS,
+	       pins - 1, pins_end, deferred, closed, (tsrv_now_ns() - t0) / 1e9);
+	close(r);
+	free(cmd);
+	T_GE_INT(deferred, 1);
+	T_ASSERT(closed);
+	T_EQ_INT(pins_end, 0);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
 /* ------------------------------------------------------------------------ */
 
 static const struct {
@@ -2529,6 +2615,7 @@ static const struct {
 	{ "tls_handshake", phase_tls_handshake },
 	{ "log_flood", phase_log_flood },
 	{ "preauth_out", phase_preauth_out },
+	{ "resp_pins", phase_resp_pins },
 };
 
 int main(int argc, char **argv)
