@@ -67,6 +67,7 @@
 #define RESPD_STEAL_MIN (256u << 10)  /* commands this large take the buffer */
 #define RESPD_PREAUTH_ARGC 16         /* arguments of a command before AUTH */
 #define RESPD_ARGS_FREE 64            /* parser scratch entries not charged */
+#define RESPD_PROBE_MAX 16            /* commands of a connection pinning in the store */
 
 enum respd_kind {
 	RK_NONE = 0, RK_GET, RK_MGET, RK_EXISTS, RK_DEL, RK_SET, RK_MSET, RK_FLUSH,
@@ -135,6 +136,7 @@ struct respd_conn {
 	uint32_t ns;
 	bool resp3;                /* HELLO 3 was answered */
 	uint64_t pin_held;         /* value bytes its commands pin, replies not queued */
+	uint32_t probing;          /* commands whose pinned probes are in the store */
 };
 
 static struct respd_conn *respd_of(struct kvtd_conn *c)
@@ -378,26 +380,29 @@ static struct kvtd_out *respd_out(struct kvtd_server *srv, struct respd_cmd *cmd
  * KVTD_PIN_TENANT_MAX) is not read until its own drain (the written
  * hook), counted in pin_deferred; pins held by finished commands whose
  * replies wait for earlier ones count too (pin_held), so parsing stops
- * at the cap.  A pipeline of GETs left unread pinned DRAM without bound
+ * at the cap; and at most RESPD_PROBE_MAX commands of a connection have
+ * their pinned probes in the store at once (their sizes are known only
+ * once pinned).  A pipeline of GETs left unread pinned DRAM without bound
  * before.  (One MGET still pins all of its keys at once.)
  */
 static void respd_pin_flow(struct kvtd_conn *c)
 {
 	struct kvtd_server *srv = c->loop->srv;
-	bool over = false;
+	bool bytes_over = false, over;
 
 	if (c->dead)
 		return;
 	if (c->pin_bytes + respd_of(c)->pin_held) {
-		over = c->pin_bytes + respd_of(c)->pin_held >= KVTD_PIN_CONN_MAX(srv);
-		if (!over && c->tstat)
-			over = atomic_load_explicit(&c->tstat->pinned, memory_order_relaxed) >=
-			       KVTD_PIN_TENANT_MAX(srv);
+		bytes_over = c->pin_bytes + respd_of(c)->pin_held >= KVTD_PIN_CONN_MAX(srv);
+		if (!bytes_over && c->tstat)
+			bytes_over = atomic_load_explicit(&c->tstat->pinned, memory_order_relaxed) >=
+				     KVTD_PIN_TENANT_MAX(srv);
 	}
+	over = bytes_over || respd_of(c)->probing >= RESPD_PROBE_MAX;
 	if (over == c->pin_paused)
 		return;
 	c->pin_paused = over;
-	if (over)
+	if (bytes_over)
 		KVTD_COUNT(srv, pin_deferred, 1);
 	kvtd_conn_flow(c);
 }
@@ -655,6 +660,7 @@ static void respd_probe(struct respd_cmd *cmd, uint32_t ns, uint32_t first, uint
 	}
 	cmd->n = count;
 	cmd->phase = RP_PROBE;
+	respd_of(cmd->conn)->probing++;
 	for (uint32_t i = 0; i < count; i++)
 		respd_item_init(cmd, &cmd->items[i], KVT_OP_GET_PINNED, ns, first + i * stride);
 	cmd->pending = 1; /* held while submitting: completions come inline */
@@ -770,6 +776,8 @@ static void respd_step(struct respd_cmd *cmd)
 
 	if (cmd->phase == RP_PROBE) {
 		uint64_t vlen[1] = { 0 };
+		respd_of(cmd->conn)->probing--;
+		respd_pin_flow(cmd->conn); /* reading may go on */
 		for (uint32_t i = 0; i < cmd->n; i++) {
 			uint64_t l = respd_check(cmd, &cmd->items[i]);
 			if (i == 0)
@@ -1498,7 +1506,7 @@ static void respd_parse(struct kvtd_conn *c)
 			return; /* loop.c pauses reads; settle brings us back */
 		respd_pin_flow(c);
 		if (c->pin_paused)
-			return; /* the written hook brings us back */
+			return; /* the written hook or a probe's end brings us back */
 		r = resp_parse(base, c->rend - c->rstart, &lim, &pc, rc->args, rc->args_cap);
 		if (r == RESP_NEED_ARGS && c->state != KVTD_CS_READY && pc.argc > RESPD_PREAUTH_ARGC) {
 			respd_proto_error(c, "NOAUTH Authentication required (too many arguments "
