@@ -1793,7 +1793,7 @@ static void phase_resp_info(void)
 
 static void phase_ns_split(void)
 {
-	const char *extra[] = { "--ssd", "0", NULL };
+	const char *extra[] = { "--ssd", "0", "--max-memory", "64M", NULL };
 	struct proto_frame f = { .op = PROTO_OP_NS_REGISTER };
 	struct proto_item *its;
 	char (*texts)[PROTO_CANON_MAX + 1];
@@ -2591,6 +2591,64 @@ static void phase_resp_pins(void)
 	T_EQ_INT(tsrv_stop(&srv), 0);
 }
 
+/* ------------------------------------------------------------------------
+ * frame_items (hostile7): a frame's per-item state (struct kvtd_item,
+ * ~560 bytes) against its table (~30 bytes an item, the part that was
+ * charged).  GET frames of 16384 keys whose answers wait for the
+ * connection's pins to drain (the client reads nothing) held 9 MiB each
+ * outside --max-memory, up to --conn-inflight of them.  Now the items are
+ * charged with their frame; a frame that does not fit is answered
+ * -ENOMEM (mem_refused) and the connection stays.
+ */
+
+#define FI_FRAMES 12u
+#define FI_ITEMS 16384u
+
+static void phase_frame_items(void)
+{
+	uint8_t ns[PROTO_DIGEST_LEN], val[4096];
+	struct iovec v = { val, sizeof(val) };
+	struct proto_item *its = calloc(FI_ITEMS, sizeof(*its));
+	uint64_t refused0, refused, grew;
+	struct kvt_key k;
+	struct kc c, good;
+	int bad;
+
+	T_ASSERT(its != NULL);
+	start("frame_items", NULL);
+	T_RC(kc_connect_tcp(&c, srv.port), 0);
+	T_RC(kc_login(&c, "alice", SECRET_ALICE), 0);
+	T_RC(kc_register(&c, &desc, ns, NULL, 0), KVT_OK);
+	kvt_key_set(&k, "fi", 2);
+	memset(val, 7, sizeof(val));
+	T_RC(kc_put(&c, ns, &k, &v, 1, NULL), KVT_OK);
+	refused0 = stat_of("server.mem_refused");
+	for (unsigned i = 0; i < FI_ITEMS; i++)
+		its[i].key = k;
+	rss_begin();
+	/* 12 frames x 16384 GETs of a 4 KiB value: 64 MiB of answers each,
+	 * past the connection's pin cap: each waits, none is read. */
+	for (unsigned i = 0; i < FI_FRAMES; i++) {
+		struct proto_frame f = { .op = PROTO_OP_GET, .ns_count = 1, .ns = ns };
+		T_ASSERT(kc_request(&c, &f, its, FI_ITEMS, NULL, 0) > 0);
+	}
+	tsrv_sleep_ms(1500);
+	refused = stat_of("server.mem_refused") - refused0;
+	/* Others are served meanwhile (what the budget left them). */
+	T_RC(kc_connect_tcp(&good, srv.port), 0);
+	T_RC(kc_login(&good, "alice", SECRET_ALICE), 0);
+	bad = roundtrips(&good, ns, 4, 4096, 13);
+	kc_close(&good);
+	grew = rss_end(MAX_MEMORY);
+	kc_close(&c);
+	printf("frame_items: %u GET frames of %u items waiting unread: mem_refused +%" PRIu64
+	       ", RSS +%" PRIu64 " MiB, another client's failed round trips %d of 4\n", FI_FRAMES,
+	       FI_ITEMS, refused, grew >> 20, bad);
+	free(its);
+	T_GE_INT(refused, 1);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
 /* ------------------------------------------------------------------------ */
 
 static const struct {
@@ -2619,6 +2677,7 @@ static const struct {
 	{ "log_flood", phase_log_flood },
 	{ "preauth_out", phase_preauth_out },
 	{ "resp_pins", phase_resp_pins },
+	{ "frame_items", phase_frame_items },
 };
 
 int main(int argc, char **argv)
