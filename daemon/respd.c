@@ -648,10 +648,32 @@ static void respd_submit(struct respd_cmd *cmd, uint32_t from, uint32_t n)
 
 static void respd_step(struct respd_cmd *cmd);
 
+/* A command's library requests (~330 bytes a key, against the 7 or more
+ * of its key in the command) are charged to --max-memory with its bytes
+ * (raw_charged, given back when it is freed): an MGET of 65535 keys held
+ * 21 MiB outside the budget.  false: over it (an error reply). */
+static bool respd_items_charge(struct respd_cmd *cmd, uint64_t n)
+{
+	struct kvtd_server *srv = cmd->conn->loop->srv;
+	uint64_t cost = n * sizeof(*cmd->items);
+
+	if (!kvtd_mem_charge(srv, cost, false)) {
+		KVTD_COUNT(srv, mem_refused, 1);
+		return false;
+	}
+	cmd->raw_charged += cost;
+	return true;
+}
+
 /* Probe phase: a pinned get per key argument [first, first + count*stride). */
 static void respd_probe(struct respd_cmd *cmd, uint32_t ns, uint32_t first, uint32_t count,
 			uint32_t stride)
 {
+	if (!respd_items_charge(cmd, count)) {
+		cmd->oom = true;
+		respd_finish(cmd);
+		return;
+	}
 	cmd->items = calloc(count, sizeof(*cmd->items));
 	if (!cmd->items) {
 		cmd->oom = true;
@@ -682,7 +704,9 @@ static void respd_write(struct respd_cmd *cmd, uint32_t ns)
 			old[i].pinned = false;
 		}
 	pairs = cmd->kind == RK_SET ? 1 : cmd->kind == RK_MSET ? (cmd->argc - 1) / 2 : 0;
-	if (cmd->kind == RK_DEL)
+	if (!respd_items_charge(cmd, cmd->kind == RK_DEL ? oldn : 2 * (uint64_t)pairs))
+		cmd->items = NULL;
+	else if (cmd->kind == RK_DEL)
 		cmd->items = calloc(oldn ? oldn : 1, sizeof(*cmd->items));
 	else
 		cmd->items = calloc(2 * pairs, sizeof(*cmd->items));
