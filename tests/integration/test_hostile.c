@@ -2649,6 +2649,55 @@ static void phase_frame_items(void)
 	T_EQ_INT(tsrv_stop(&srv), 0);
 }
 
+/* ------------------------------------------------------------------------
+ * resp_items (hostile7): each key of a RESP MGET gets a library request
+ * (~330 bytes) against the 7 bytes of the key in the command, which alone
+ * was charged: connections pipelining MGETs of 65535 keys, never reading,
+ * grew kvtierd far past --max-memory.  Now the requests are charged with
+ * the command; past the budget a command is answered with an error.
+ */
+
+#define RI_CONNS 12u
+#define RI_KEYS 65535u
+
+static void phase_resp_items(void)
+{
+	const char *extra[] = { "--resp", "127.0.0.1:0", NULL };
+	const char *auth = "*3\r\n$4\r\nAUTH\r\n$5\r\nalice\r\n$26\r\n" SECRET_ALICE "\r\n";
+	size_t one = 32 + (size_t)RI_KEYS * 12, len = 0;
+	char *cmd = malloc(4 * one), reply[64];
+	int fds[RI_CONNS];
+	uint64_t refused0, refused, grew;
+	bool closed;
+
+	T_ASSERT(cmd != NULL);
+	start("resp_items", extra);
+	len = (size_t)snprintf(cmd, one, "*%u\r\n$4\r\nMGET\r\n", RI_KEYS + 1);
+	for (unsigned i = 0; i < RI_KEYS; i++)
+		len += (size_t)snprintf(cmd + len, one - len, "$6\r\nk%05u\r\n", i);
+	for (unsigned i = 1; i < 4; i++)
+		memcpy(cmd + i * len, cmd, len);
+	refused0 = stat_of("server.mem_refused");
+	rss_begin();
+	for (unsigned i = 0; i < RI_CONNS; i++) {
+		fds[i] = tcp_connect(tsrv_listener_port(srv.log, "RESP"));
+		T_EQ_INT(send_for(fds[i], auth, strlen(auth), 1000), (int64_t)strlen(auth));
+		recv_for(fds[i], reply, 6, 10000, &closed);
+		T_ASSERT(strncmp(reply, "+OK", 3) == 0);
+		send_for(fds[i], cmd, 4 * len, 3000); /* what it takes; never read */
+	}
+	tsrv_sleep_ms(1000);
+	grew = rss_end(MAX_MEMORY);
+	for (unsigned i = 0; i < RI_CONNS; i++)
+		close(fds[i]);
+	refused = stat_of("server.mem_refused") - refused0;
+	printf("resp_items: %u connections x 4 MGETs of %u keys, unread: RSS +%" PRIu64
+	       " MiB, mem_refused +%" PRIu64 "\n", RI_CONNS, RI_KEYS, grew >> 20, refused);
+	free(cmd);
+	T_GE_INT(refused, 1);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
 /* ------------------------------------------------------------------------ */
 
 static const struct {
@@ -2678,6 +2727,7 @@ static const struct {
 	{ "preauth_out", phase_preauth_out },
 	{ "resp_pins", phase_resp_pins },
 	{ "frame_items", phase_frame_items },
+	{ "resp_items", phase_resp_items },
 };
 
 int main(int argc, char **argv)
