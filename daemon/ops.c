@@ -465,7 +465,7 @@ static void ops_auth(struct kvtd_frame *fr)
 	}
 	if (rc != 0) {
 		kvtd_auth_failed(c);
-		kvtd_log(KVTD_WARN, "authentication failed", "conn=%llu peer=%s tenant=%s",
+		kvtd_log_client(KVTD_WARN, "authentication failed", "conn=%llu peer=%s tenant=%s",
 			 (unsigned long long)c->id, c->peer,
 			 kvtd_log_quote(tq, sizeof(tq), tn));
 		ops_fail(fr, PROTO_EAUTH, "authentication failed");
@@ -555,6 +555,32 @@ void kvtd_ns_count_init(struct kvtd_server *srv)
 	free(canon);
 }
 
+/*
+ * A frame's per-item state is charged to --max-memory with the frame
+ * (fr->mem_charged, given back by kvtd_frame_free): an item is ~560 bytes
+ * of struct kvtd_item (and a LOOKUP's key) against ~30 in the table that
+ * was charged, so a GET of 65536 keys held 36 MiB outside the budget for
+ * as long as it waited (for an SSD read, or for its pins to drain), and a
+ * connection has up to --conn-inflight frames.  false: over the budget
+ * (counted in mem_refused; nothing charged).
+ */
+static bool ops_items_charge(struct kvtd_frame *fr, uint64_t per_item)
+{
+	struct kvtd_server *srv = ops_srv(fr);
+	uint64_t cost = (uint64_t)fr->n * per_item;
+
+	if (fr->conn->state != KVTD_CS_READY)
+		return true; /* before AUTH: no items (native.c refuses such frames) */
+	if (!kvtd_mem_charge(srv, cost, false)) {
+		KVTD_COUNT(srv, mem_refused, 1);
+		return false;
+	}
+	fr->mem_charged += cost;
+	return true;
+}
+
+#define OPS_MEM_MSG "server memory limit reached (--max-memory) for the frame's items; retry later"
+
 static void ops_ns_register(struct kvtd_frame *fr)
 {
 	struct kvtd_server *srv = ops_srv(fr);
@@ -565,6 +591,11 @@ static void ops_ns_register(struct kvtd_frame *fr)
 	uint32_t i = 0, fresh = 0;
 
 	fr->n = fr->f.item_count;
+	if (!ops_items_charge(fr, sizeof(*fr->items))) {
+		kvtd_reply_error(fr, -ENOMEM, OPS_MEM_MSG);
+		kvtd_frame_free(fr);
+		return;
+	}
 	fr->items = calloc(fr->n, sizeof(*fr->items));
 	if (!fr->items) {
 		kvtd_reply_error(fr, -ENOMEM, "server out of memory");
@@ -734,6 +765,10 @@ bool kvtd_put_prepare(struct kvtd_frame *fr)
 	    fr->f.version != c->version)
 		return false;
 	fr->n = fr->f.item_count;
+	if (!ops_items_charge(fr, sizeof(*fr->items))) {
+		fr->n = 0;
+		return false; /* the frame takes the other path, and is refused there */
+	}
 	fr->items = calloc(fr->n, sizeof(*fr->items));
 	if (!fr->items || ops_ns_table(fr, true) < 0) {
 		free(fr->items);
@@ -744,6 +779,10 @@ bool kvtd_put_prepare(struct kvtd_frame *fr)
 		fr->ns_ids = NULL;
 		fr->ns_err = NULL;
 		fr->ns_ro = NULL;
+		if (c->state == KVTD_CS_READY) { /* ops_items_charge's, back */
+			kvtd_mem_uncharge(c->loop->srv, (uint64_t)fr->n * sizeof(*fr->items));
+			fr->mem_charged -= (uint64_t)fr->n * sizeof(*fr->items);
+		}
 		fr->n = 0;
 		return false;
 	}
@@ -943,6 +982,11 @@ static void ops_keyed(struct kvtd_frame *fr)
 	}
 
 	fr->n = fr->f.item_count;
+	if (!ops_items_charge(fr, sizeof(*fr->items) + sizeof(*sub))) {
+		kvtd_reply_error(fr, -ENOMEM, OPS_MEM_MSG);
+		kvtd_frame_free(fr);
+		return;
+	}
 	fr->items = calloc(fr->n, sizeof(*fr->items));
 	sub = malloc(fr->n * sizeof(*sub));
 	if (!fr->items || !sub ||
@@ -1056,6 +1100,11 @@ static void ops_lookup(struct kvtd_frame *fr)
 	uint32_t i = 0;
 
 	fr->n = fr->f.item_count;
+	if (!ops_items_charge(fr, sizeof(*fr->items) + sizeof(*fr->keys) + 1)) {
+		kvtd_reply_error(fr, -ENOMEM, OPS_MEM_MSG);
+		kvtd_frame_free(fr);
+		return;
+	}
 	fr->keys = calloc(fr->n, sizeof(*fr->keys));
 	fr->tiers = calloc(fr->n, 1);
 	fr->items = calloc(fr->n, sizeof(*fr->items));
