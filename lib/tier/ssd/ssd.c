@@ -30,9 +30,14 @@
  * and every part's CRC32C against the bytes, and only then is the block
  * published in DRAM.  Anything that fails is a miss, counted, never bytes.
  *
- * Eviction: FIFO by whole segment (oldest generation first) when at least
- * high_pct of the slots are used, down to low_pct (by default 100/100: one
- * segment, when the writer needs a slot and none is free); no garbage-collection
+ * Eviction: FIFO by segment (oldest generation first).  By default
+ * (ssd.reuse=progressive, watermarks 100/100) the writer that needs a slot
+ * and finds none free reuses the oldest segment's slot in place: a new
+ * generation, its header synced first, and the old records stay indexed
+ * and readable until the new writes reach them, each reclaimed just before
+ * (seg_reclaim_upto_locked), the rest at the seal.  With ssd.reuse=whole,
+ * or watermarks below 100, whole segments go at once when at least
+ * high_pct of the slots are used, down to low_pct.  No garbage-collection
  * copying of cold data.  Blocks read while in the dropped segment get a
  * second chance (at most reinsert_pct of a segment): written down again
  * from DRAM if DRAM holds them, else read back from the segment and
