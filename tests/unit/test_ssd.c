@@ -1877,6 +1877,50 @@ static void test_reuse_kill9(void)
 	free(dir);
 }
 
+/* 15c. The new header of a slot being reused cannot be written (EIO): the
+ *      slot is quarantined, the old segment's blocks are misses at once, the
+ *      other segments' read back exactly, and the log goes on in the next
+ *      slot. */
+static void test_reuse_fault(void)
+{
+	char *dir = t_mkdtemp();
+	struct kvt_store *s = reuse_open(dir, "progressive");
+	uint32_t ns = ns_of(s);
+	struct ssd *sd = store_ssd(s);
+	uint64_t k = 0, seg1 = UINT64_MAX, ok = 0;
+
+	for (; k < 400 && t_stat(s, "ssd.segments_sealed") < 3; k++) {
+		T_RC(put_k(s, ns, k), KVT_OK);
+		wait_writes(s);
+		if (seg1 == UINT64_MAX && t_stat(s, "ssd.segments_sealed") == 1)
+			seg1 = k; /* the first key of segment 1 */
+	}
+	T_ASSERT(seg1 != UINT64_MAX && seg1 > 3);
+	{
+		/* Slot 0 holds segment 0, the oldest: its next write is the
+		 * reuse's header. */
+		struct io_fault f = { .kind = IO_FAULT_EIO_WRITE, .fd = sd->segs[0].fd, .count = 1 };
+		T_OK(io_fault_add(ssd_io(sd), &f));
+	}
+	while (t_stat(s, "ssd.segments_evicted") < 2 && k < 600) {
+		T_RC(put_k(s, ns, k++), KVT_OK);
+		wait_writes(s);
+	}
+	io_fault_clear(ssd_io(sd));
+	T_ASSERT(t_stat(s, "ssd.segments_quarantined") >= 1);
+	T_EQ_INT(tier_of(s, ns, 0), KVT_TIER_NONE);
+	T_EQ_INT(tier_of(s, ns, seg1 - 1), KVT_TIER_NONE); /* segment 0's last */
+	for (uint64_t j = 0; j < k; j++)
+		ok += get_k(s, ns, j) == KVT_OK; /* exact or a miss */
+	T_ASSERT(ok > 0);
+	T_EQ_U64(t_stat(s, "ssd.crc_errors"), 0);
+	T_RC(put_k(s, ns, 100000), KVT_OK);
+	T_OK(kvt_flush(s));
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+}
+
 int main(void)
 {
 	const char *only = getenv("KVT_TEST_IO");
@@ -1907,6 +1951,7 @@ int main(void)
 		if (getenv("KVT_TEST_ONLY") && !strcmp(getenv("KVT_TEST_ONLY"), "reuse")) {
 			test_reuse();
 			test_reuse_kill9();
+			test_reuse_fault();
 			continue;
 		}
 		test_persist();
@@ -1927,6 +1972,7 @@ int main(void)
 		test_slots_used();
 		test_reuse();
 		test_reuse_kill9();
+		test_reuse_fault();
 		test_prefetch_lock();
 		test_race_eviction();
 		test_review_regressions();
