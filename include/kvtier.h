@@ -355,6 +355,11 @@ int kvt_store_create(struct kvt_store **out);
  *                     segment at a time, when no slot is free).
  *   ssd.reinsert_pct  at most this % of an evicted segment is written again
  *                     because it was read there (default 80).
+ *   ssd.reuse         "progressive" (default): the oldest segment's slot is
+ *                     reused in place, its records readable (and reclaimed
+ *                     one by one, with their second chance) until the new
+ *                     segment's writes reach them; "whole": the whole
+ *                     segment goes when its slot is taken.  doc/ssd.md.
  *   ssd.first_hit     "cold" (default): with victim admission, a block's
  *                     first read from SSD leaves it there (DRAM's copy is
  *                     the next victim), its second moves it to DRAM and

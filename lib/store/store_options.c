@@ -121,6 +121,8 @@ static const struct opt_def opts[] = {
 	  "... down to this % used" },
 	{ "ssd.reinsert_pct", OPT_COUNT, 0, F(ssd_cfg.reinsert_pct), 0, 100, NULL, NULL, "80",
 	  "% of an evicted segment's read blocks written again" },
+	{ "ssd.reuse", OPT_BOOL, 0, F(ssd_cfg.reuse_progressive), 0, 0, "whole|progressive", NULL,
+	  "progressive", "a reclaimed segment's records stay readable until new writes reach them (progressive), or go at once (whole)" },
 	{ "ssd.close_writedown_ms", OPT_SIZE, 0, F(ssd_cfg.close_wd_ms), 0, 3600000, NULL, NULL,
 	  "10000", "a graceful close writes DRAM's blocks down for at most this long" },
 	{ "ssd.enospc_retry_ms", OPT_MS_NS, 0, F(ssd_cfg.retry_ns), 0, 3600000, NULL, NULL,
