@@ -72,12 +72,17 @@ struct bc_opts {
 	unsigned conns_max;           /* remote.conns_max; 0: --conns (a fixed pool) */
 	unsigned io_threads;          /* remote.io_threads */
 	const char *put_local;        /* remote.put_local */
+	int fwd;                      /* --hot-forward: BC_FWD_* */
 	bool seq;                     /* --order seq: the engine's phases walk blocks 0, 1, 2... */
 	uint64_t bytes;               /* working set per size */
 	uint64_t local_dram;          /* the engine's DRAM tier */
 	uint64_t ssd;                 /* each node's --ssd, 0: DRAM only */
 	const char *kvtierd, *iperf3, *dir;
 };
+
+#define BC_FWD_OFF 0 /* the engine writes hot replicas itself */
+#define BC_FWD_ON 1  /* remote.hot_forward on: the nodes forward them (a static pod) */
+#define BC_FWD_AB 2  /* both, each cell, on the same nodes (another namespace) */
 
 struct bc_node {
 	pid_t pid;
@@ -110,6 +115,10 @@ struct bc_cell {
 	uint64_t local_hits;          /* gets served by the engine's own DRAM (expected 0) */
 	uint64_t put_wire_bytes;      /* remote.bytes_out of the engine's put phase */
 	uint64_t put_skips;           /* store.put_local_skips of it (put_local auto) */
+	/* --hot-forward ab: the same puts with remote.hot_forward on */
+	double fput_gbps, fwd_lag_ms; /* ... and how long after them the last copy landed */
+	double fput_cpu_s;            /* the engine process's CPU seconds in that phase */
+	uint64_t fput_wire_bytes;
 };
 
 struct bc {
@@ -121,6 +130,7 @@ struct bc {
 	pid_t iperf_pid;
 	uint16_t iperf_port;
 	uint8_t ns_digest[32];
+	bool fwd_now;                 /* bc_store_open: remote.hot_forward on */
 	/* The working set of the current size, owned here, freed per size. */
 	uint64_t size;
 	unsigned blocks;              /* W, whole prompts */
@@ -169,10 +179,36 @@ static int bc_nodes_stop(struct bc *b)
  * share on one node, and an eviction would turn into a miss. */
 static int bc_nodes_start(struct bc *b, unsigned n)
 {
-	char dir[PATH_MAX + 32], a_ssd[32];
-	const char *extra[] = { "--set", "ssd.admission=always", NULL };
+	char dir[PATH_MAX + 32], a_ssd[32], listen[BC_NODES_MAX][24], members[BC_NODES_MAX * 24];
+	const char *extra[8] = { NULL };
+	unsigned ne = 0;
 	snprintf(a_ssd, sizeof(a_ssd), "%" PRIu64, b->o.ssd);
+	if (b->o.ssd) {
+		extra[ne++] = "--set";
+		extra[ne++] = "ssd.admission=always";
+	}
+	/* Forwarding needs a pod: each node knows the list (--members), so
+	 * its port is chosen before it starts. */
+	members[0] = 0;
+	for (unsigned i = 0; b->o.fwd != BC_FWD_OFF && n > 1 && i < n; i++) {
+		uint16_t port = 0;
+		size_t l = strlen(members);
+		int rc = bench_free_port(&port);
+		if (rc < 0)
+			return rc;
+		snprintf(listen[i], sizeof(listen[i]), "127.0.0.1:%u", port);
+		snprintf(members + l, sizeof(members) - l, "%s%s", i ? "," : "", listen[i]);
+	}
+	if (members[0]) {
+		extra[ne++] = "--members";
+		extra[ne++] = members;
+		extra[ne++] = "--listen";
+	}
 	for (unsigned i = 0; i < n; i++) {
+		if (members[0]) { /* its own address: "--listen" ADDR */
+			extra[ne] = listen[i];
+			extra[ne + 1] = NULL;
+		}
 		struct bc_node *nd = &b->node[i];
 		unsigned seq = ++b->starts;
 		snprintf(dir, sizeof(dir), "%s/node-%u", b->run_dir, seq);
@@ -182,8 +218,9 @@ static int bc_nodes_start(struct bc *b, unsigned n)
 		struct bench_kvtierd k = {
 			.path = b->o.kvtierd, .dir = dir, .log = nd->log,
 			/* the engine's working set, and the direct client's copy */
-			.dram = bench_align_up(2 * b->o.bytes + b->o.bytes / 4 + 64 * BC_MIB, BC_MIB),
-			.ssd = b->o.ssd, .threads = b->o.threads, .extra = b->o.ssd ? extra : NULL,
+			.dram = bench_align_up((b->o.fwd == BC_FWD_AB ? 3 : 2) * b->o.bytes +
+						       b->o.bytes / 2 + 64 * BC_MIB, BC_MIB),
+			.ssd = b->o.ssd, .threads = b->o.threads, .extra = ne ? extra : NULL,
 		};
 		int rc = bench_kvtierd_start(&k, &nd->pid, &nd->port);
 		if (nd->pid > 0)
@@ -342,6 +379,7 @@ static int bc_store_open(struct bc *b, unsigned n, struct kvt_store **out, uint3
 		{ "remote.conns", conns }, { "remote.timeout_ms", "20000" },
 		{ "remote.conns_max", cmax }, { "remote.put_local", b->o.put_local },
 		{ "remote.io_threads", iot },
+		{ "remote.hot_forward", b->fwd_now ? "on" : "off" },
 	};
 	if ((r = kvt_store_create(&s)) < 0)
 		goto fail;
@@ -350,7 +388,11 @@ static int bc_store_open(struct bc *b, unsigned n, struct kvt_store **out, uint3
 			bc_err("option %s=%s: %s", opts[i][0], opts[i][1], kvt_strerror(r));
 			goto fail;
 		}
-	if ((r = kvt_store_open(s)) < 0 || (r = kvt_ns_register(s, &bc_desc, ns)) < 0)
+	/* --hot-forward ab: the forwarded puts in a namespace of their own */
+	struct kvt_ns_desc desc = bc_desc;
+	if (b->o.fwd == BC_FWD_AB && b->fwd_now)
+		desc.model = "bench-cluster-fwd";
+	if ((r = kvt_store_open(s)) < 0 || (r = kvt_ns_register(s, &desc, ns)) < 0)
 		goto fail;
 	*out = s;
 	return 0;
@@ -725,8 +767,75 @@ static uint64_t bc_expected_blocks(const struct bc *b, unsigned n)
 /* One cell: N fresh nodes, the puts (the engine's and the direct
  * client's, in the order direct_first says), the node counts, the gets
  * from a fresh engine and the direct client, the nodes stopped. */
+static void bc_fwd_stat(void *ctx, const char *name, uint64_t value, const char *str)
+{
+	size_t l = strlen(name), w = sizeof("repair.forwarded") - 1;
+	(void)str;
+	/* "node.<i>.repair.forwarded" with several members */
+	if (l >= w && strcmp(name + l - w, "repair.forwarded") == 0 &&
+	    (l == w || name[l - w - 1] == '.'))
+		*(uint64_t *)ctx += value;
+}
+
+/* The copies n nodes forwarded so far (every node's repair.forwarded). */
+static uint64_t bc_forwarded(struct kvt_store *s)
+{
+	uint64_t sum = 0;
+	kvt_remote_stats(s, "*", bc_fwd_stat, &sum);
+	return sum;
+}
+
+/* Wait until the nodes forwarded want copies in all: how long (ms), or
+ * < 0 after BC_WAIT_MS. */
+static double bc_fwd_wait(struct kvt_store *s, uint64_t want)
+{
+	double t0 = bench_now();
+	while (bc_forwarded(s) < want) {
+		if (bench_now() - t0 > BC_WAIT_MS / 1000.0) {
+			bc_err("the nodes forwarded %" PRIu64 " of %" PRIu64 " copies",
+			       bc_forwarded(s), want);
+			return -1;
+		}
+		usleep(1000);
+	}
+	return (bench_now() - t0) * 1e3;
+}
+
+/* --hot-forward on / ab: an engine put phase with remote.hot_forward on,
+ * its written-through puts answered, then the time until the nodes'
+ * forwarded copies landed (the next phase does not overlap them). */
+static int bc_fwd_phase(struct bc *b, unsigned n, struct bc_cell *c, uint64_t *fwd_base)
+{
+	struct kvt_store *s = NULL;
+	uint64_t out0 = 0, out1 = 0;
+	double skip, srv;
+	uint32_t ns;
+	int rc;
+
+	b->fwd_now = true;
+	rc = bc_store_open(b, n, &s, &ns);
+	b->fwd_now = false;
+	if (rc < 0)
+		return rc;
+	kvt_store_stat(s, "remote.bytes_out", &out0);
+	if ((rc = bc_phase(b, s, ns, true, &c->fput_gbps, &c->fput_cpu_s, &skip, &skip, NULL,
+			    &srv)) < 0 ||
+	    (rc = kvt_flush(s)) < 0)
+		goto out;
+	kvt_store_stat(s, "remote.bytes_out", &out1);
+	c->fput_wire_bytes = out1 - out0;
+	*fwd_base += bc_expected_blocks(b, n) - b->blocks;
+	c->fwd_lag_ms = n > 1 ? bc_fwd_wait(s, *fwd_base) : 0;
+	if (c->fwd_lag_ms < 0)
+		rc = -EIO;
+out:
+	kvt_store_destroy(s);
+	return rc;
+}
+
 static int bc_cell(struct bc *b, unsigned n, struct bc_cell *c, bool direct_first)
 {
+	uint64_t fwd_base = 0;
 	struct kvt_store *s = NULL;
 	uint32_t ns;
 	int rc;
@@ -738,6 +847,10 @@ static int bc_cell(struct bc *b, unsigned n, struct bc_cell *c, bool direct_firs
 	if ((rc = bc_nodes_start(b, n)) < 0 || (rc = bc_store_open(b, n, &s, &ns)) < 0)
 		goto out;
 	kvt_store_stat(s, "remote.bytes_out", &out0);
+	/* ab: the forwarded puts before the engine's in odd rounds, after
+	 * them in even ones */
+	if (b->o.fwd == BC_FWD_AB && direct_first && (rc = bc_fwd_phase(b, n, c, &fwd_base)) < 0)
+		goto out;
 	if ((direct_first && (rc = bc_direct_all(b, n, true, &c->dput_gbps, &c->dput_cpu_s, &skip,
 						 &c->dput_srv_s)) < 0) ||
 	    (rc = bc_phase(b, s, ns, true, &c->put_gbps, &c->put_cpu_s, &c->put_io_cpu_s, &skip, NULL,
@@ -748,8 +861,19 @@ static int bc_cell(struct bc *b, unsigned n, struct bc_cell *c, bool direct_firs
 	kvt_store_stat(s, "remote.bytes_out", &out1);
 	c->put_wire_bytes = out1 - out0;
 	c->put_skips = bc_stat(s, "store.put_local_skips");
+	if (b->o.fwd == BC_FWD_AB && !direct_first && (rc = bc_fwd_phase(b, n, c, &fwd_base)) < 0)
+		goto out;
+	if (b->o.fwd == BC_FWD_ON && n > 1) { /* the engine's own puts were forwarded */
+		if ((rc = kvt_flush(s)) < 0 ||
+		    bc_fwd_wait(s, bc_expected_blocks(b, n) - b->blocks) < 0) {
+			rc = rc < 0 ? rc : -EIO;
+			goto out;
+		}
+	}
 	struct bc_blocks bl = { c->node_blocks, n };
 	uint64_t sum = 0, want = bc_expected_blocks(b, n) + b->blocks;
+	if (b->o.fwd == BC_FWD_AB)
+		want += bc_expected_blocks(b, n);
 	if ((rc = kvt_flush(s)) < 0 || (rc = kvt_remote_stats(s, "*", bc_blocks_stat, &bl)) < 0) {
 		bc_err("the nodes' STATS: %s", kvt_strerror(rc));
 		goto out;
@@ -762,10 +886,13 @@ static int bc_cell(struct bc *b, unsigned n, struct bc_cell *c, bool direct_firs
 		rc = -EIO;
 		goto out;
 	}
-	/* The shares reported are the engine's: less the direct client's blocks. */
+	/* The shares reported are the engine's: less the direct client's
+	 * blocks (and the forwarded puts', placed alike: half of the rest). */
 	for (unsigned i = 0; i < b->blocks; i++)
 		if (c->node_blocks[(i / b->o.group) % n] > 0)
 			c->node_blocks[(i / b->o.group) % n]--;
+	for (unsigned i = 0; b->o.fwd == BC_FWD_AB && i < n; i++)
+		c->node_blocks[i] /= 2;
 	kvt_store_destroy(s); /* the gets come from a cold engine: every one a remote hit */
 	s = NULL;
 	if ((rc = bc_store_open(b, n, &s, &ns)) < 0 ||
@@ -874,6 +1001,53 @@ static double bc_pct(double *v, unsigned n, double p)
 /* ------------------------------------------------------------------------
  * Report: one line (or row) per op and node count, medians of the rounds.
  */
+/* --hot-forward ab: the forwarded puts of every round against the direct
+ * client's and the engine's own (hot replicas sent by the engine), each
+ * per round, measured side by side. */
+static void bc_report_fwd(struct bc *b, unsigned ni, struct bc_cell cells[][BC_NODES_MAX],
+			  bool json)
+{
+	unsigned rounds = b->o.rounds;
+	double f[BENCH_ROUNDS_MAX], fd[BENCH_ROUNDS_MAX], fo[BENCH_ROUNDS_MAX];
+	double wf[BENCH_ROUNDS_MAX], lag[BENCH_ROUNDS_MAX], cpu[BENCH_ROUNDS_MAX];
+	double gbytes = (double)b->blocks * (double)b->size / 1e9;
+	double fdmin = 0, fdmax = 0, fomin = 0, fomax = 0;
+	for (unsigned r = 0; r < rounds; r++) {
+		const struct bc_cell *c = &cells[r][ni];
+		f[r] = c->fput_gbps;
+		fd[r] = c->fput_gbps / (c->dput_gbps > 0 ? c->dput_gbps : 1e-12);
+		fo[r] = c->fput_gbps / (c->put_gbps > 0 ? c->put_gbps : 1e-12);
+		wf[r] = (double)c->fput_wire_bytes / ((double)b->blocks * (double)b->size);
+		lag[r] = c->fwd_lag_ms;
+		cpu[r] = c->fput_cpu_s / gbytes;
+		fdmin = r == 0 || fd[r] < fdmin ? fd[r] : fdmin;
+		fdmax = r == 0 || fd[r] > fdmax ? fd[r] : fdmax;
+		fomin = r == 0 || fo[r] < fomin ? fo[r] : fomin;
+		fomax = r == 0 || fo[r] > fomax ? fo[r] : fomax;
+	}
+	if (json) {
+		bench_json_num("fwd_gbps", bench_median(f, rounds), "%.3f");
+		bench_json_num("fwd_ratio_direct_median_of_rounds", bench_median(fd, rounds), "%.4f");
+		bench_json_num("fwd_ratio_direct_min", fdmin, "%.4f");
+		bench_json_num("fwd_ratio_direct_max", fdmax, "%.4f");
+		bench_json_num("fwd_vs_engine_median_of_rounds", bench_median(fo, rounds), "%.4f");
+		bench_json_num("fwd_vs_engine_min", fomin, "%.4f");
+		bench_json_num("fwd_vs_engine_max", fomax, "%.4f");
+		bench_json_num("fwd_put_wire_measured", bench_median(wf, rounds), "%.4f");
+		bench_json_num("fwd_copies_landed_ms", bench_median(lag, rounds), "%.1f");
+		bench_json_num("fwd_cpu_s_per_gb", bench_median(cpu, rounds), "%.4f");
+		bench_json_rounds("fwd_ratio_direct_rounds", fd, rounds);
+		bench_json_rounds("fwd_vs_engine_rounds", fo, rounds);
+		return;
+	}
+	printf("#   hot_forward on: %.3f GB/s, /direct per round median %.3f [%.3f..%.3f],"
+	       " /engine (off) median %.3f [%.3f..%.3f], wire %.3f of the bytes put,"
+	       " copies landed %.1f ms after the puts (median), engine CPU %.3f s per GB\n",
+	       bench_median(f, rounds), bench_median(fd, rounds), fdmin, fdmax,
+	       bench_median(fo, rounds), fomin, fomax, bench_median(wf, rounds),
+	       bench_median(lag, rounds), bench_median(cpu, rounds));
+}
+
 static void bc_report(struct bc *b, bool put, unsigned ni, struct bc_cell cells[][BC_NODES_MAX],
 		      const double *iperf)
 {
@@ -987,6 +1161,10 @@ static void bc_report(struct bc *b, bool put, unsigned ni, struct bc_cell cells[
 			for (unsigned r = 0; r < rounds; r++)
 				wf[r] = (double)cells[r][ni].put_skips / (double)b->blocks;
 			printf(",\"put_local_skipped\":%.4f", bench_median(wf, rounds));
+			printf(",\"hot_forward\":\"%s\"", b->o.fwd == BC_FWD_ON ? "on" :
+							 b->o.fwd == BC_FWD_AB ? "ab" : "off");
+			if (b->o.fwd == BC_FWD_AB)
+				bc_report_fwd(b, ni, cells, true);
 		}
 		if (!put) {
 			printf(",\"prompt_loads\":%u,\"prompt_load_p50_ms\":%.3f,\"prompt_load_p99_ms\":%.3f"
@@ -1035,6 +1213,8 @@ static void bc_report(struct bc *b, bool put, unsigned ni, struct bc_cell cells[
 		if (g1m > 0 && n != 1)
 			printf("; vs-1node per round: min %.3f, max %.3f", n1min, n1max);
 		printf("\n");
+		if (put && b->o.fwd == BC_FWD_AB)
+			bc_report_fwd(b, ni, cells, false);
 		printf("#   CPU per GB (this process, less the byte checks): engine %.3f s (its remote"
 		       " I/O threads %.3f s),"
 		       " direct %.3f s; the nodes' %.3f s with the engine, %.3f s with the direct"
@@ -1138,6 +1318,13 @@ static void bc_usage(FILE *f)
 		"  --prompt-blocks N  blocks per prompt (default 32; --smoke 8)\n"
 		"  --group N          remote.group (default 16; --smoke 4)\n"
 		"  --hot-replicas N   remote.hot_replicas (default 2)\n"
+		"  --hot-forward M    remote.hot_forward: off (default), on (the nodes\n"
+		"                     run as a static pod, --members, and forward the\n"
+		"                     hot replicas), or ab: both in every cell on the\n"
+		"                     same nodes, the forwarded puts in a namespace of\n"
+		"                     their own, before the engine's puts in odd rounds\n"
+		"                     and after them in even ones, each waited for until\n"
+		"                     the nodes' copies landed\n"
 		"  --local-dram SIZE  the engine's own DRAM tier (default 64M)\n"
 		"  --ssd SIZE         give each node an SSD tier (write-through) too\n"
 		"  --dir DIR          run directory goes under DIR (default .)\n"
@@ -1190,6 +1377,7 @@ int bench_cluster_main(int argc, char **argv)
 		{ "prompt-blocks", required_argument, NULL, 'p' },
 		{ "group", required_argument, NULL, 'g' },
 		{ "hot-replicas", required_argument, NULL, 'H' },
+		{ "hot-forward", required_argument, NULL, 'W' },
 		{ "conns-max", required_argument, NULL, 'C' },
 		{ "put-local", required_argument, NULL, 'P' },
 		{ "direct-crc", no_argument, NULL, 'R' },
@@ -1255,6 +1443,16 @@ int bench_cluster_main(int argc, char **argv)
 		case 'p': pb = v; break;
 		case 'g': group = v; break;
 		case 'H': b->o.hot = (unsigned)v; break;
+		case 'W':
+			if (strcmp(optarg, "off") == 0)
+				b->o.fwd = BC_FWD_OFF;
+			else if (strcmp(optarg, "on") == 0)
+				b->o.fwd = BC_FWD_ON;
+			else if (strcmp(optarg, "ab") == 0)
+				b->o.fwd = BC_FWD_AB;
+			else
+				goto usage;
+			break;
 		case 'L':
 			if (bench_parse_size(optarg, &b->o.local_dram) < 0)
 				goto usage;

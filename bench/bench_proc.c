@@ -403,14 +403,23 @@ int bench_kvtierd_start(const struct bench_kvtierd *k, pid_t *pid, uint16_t *por
 	argv[n++] = a_dram;
 	argv[n++] = "--ssd";
 	argv[n++] = a_ssd;
+	const char *listen = "127.0.0.1:0"; /* or the extra arguments' --listen */
+	for (unsigned i = 0; k->extra && k->extra[i] && k->extra[i + 1]; i++)
+		if (strcmp(k->extra[i], "--listen") == 0)
+			listen = k->extra[i + 1];
 	argv[n++] = "--listen";
-	argv[n++] = "127.0.0.1:0";
+	argv[n++] = listen;
 	argv[n++] = "--threads";
 	argv[n++] = a_thr;
 	argv[n++] = "--idle-timeout";
 	argv[n++] = "0";
-	for (unsigned i = 0; k->extra && k->extra[i] && n < 46; i++)
+	for (unsigned i = 0; k->extra && k->extra[i] && n < 46; i++) {
+		if (strcmp(k->extra[i], "--listen") == 0 && k->extra[i + 1]) {
+			i++; /* given above */
+			continue;
+		}
 		argv[n++] = k->extra[i];
+	}
 	argv[n] = NULL;
 	*port = 0;
 	*pid = bench_spawn((char *const *)argv, k->log);

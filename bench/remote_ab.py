@@ -10,6 +10,11 @@ kvtierd (Unix socket under DIR, one loop thread, 16 KiB chunks, one shard) of
 and the hit ratio of each is given as a fraction of LRU's (issue 19's target: never below
 it).  Extra kvtierd flags in KVT_KVTIERD_ARGS, extra replay flags in KVT_REPLAY_ARGS.
 Local DRAM hits (the replay's `dram_hits`) are printed so the pod's share is visible.
+
+LOCAL_POLICIES=p1,p2,... (environment) measures instead a local DRAM of C/4 over a kvtierd of
+DRAM 3C/4 only (no SSD anywhere, so prefix-adapt is not pinned to LRU mode locally), once per
+local --dram-policy, each against the same LRU reference (doc/policies.md, "prefix-adapt over
+lower tiers").
 """
 import json, os, shutil, signal, subprocess, sys, time
 from tracefile import quarter
@@ -34,7 +39,7 @@ def segment(cap):
     return max(seg, MIB)
 
 
-def through_kvtierd(path, dram, ssd):
+def through_kvtierd(path, dram, ssd, local=MIB, local_args=()):
     sd = os.path.join(d, 'kvtierd')
     shutil.rmtree(sd, ignore_errors=True)
     os.makedirs(sd)
@@ -55,7 +60,7 @@ def through_kvtierd(path, dram, ssd):
             time.sleep(0.05)
         if p.poll() is not None:
             raise SystemExit('kvtierd exited: see %s' % log.name)
-        return replay(path, ['--dram', str(MIB), '--server', 'unix:' + sock])
+        return replay(path, ['--dram', str(local), '--server', 'unix:' + sock] + list(local_args))
     finally:
         p.send_signal(signal.SIGTERM)
         try:
@@ -69,7 +74,21 @@ def through_kvtierd(path, dram, ssd):
 
 print('| trace | configuration | block hit ratio | of optimum | of DRAM-only LRU | local DRAM hits | pod hits |')
 print('|---|---|---:|---:|---:|---:|---:|')
-for path in sys.argv[4:]:
+local_policies = [p for p in os.environ.get('LOCAL_POLICIES', '').split(',') if p]
+for path in sys.argv[4:] if local_policies else ():
+    total, dram = quarter(path, BPB)
+    name = os.path.basename(path)
+    ref = replay(path, ['--dram', str(total), '--dram-policy', 'lru'])
+    lru = ref['block_hit_ratio']
+    print('| %s | embedded DRAM %d MiB, lru | %.4f | %.3f | 1.000 | | |' % (name, total >> 20, lru, ref['of_optimum']))
+    for pol in local_policies:
+        j = through_kvtierd(path, total - dram, 0, dram, ('--dram-policy', pol))
+        print('| | local DRAM %d MiB %s over kvtierd DRAM %d MiB | %.4f | %.3f | %.3f | %d | %d |' % (
+            dram >> 20, pol, (total - dram) >> 20, j['block_hit_ratio'],
+            j['block_hit_ratio'] / ref['optimum_block_hit_ratio'], j['block_hit_ratio'] / lru,
+            j['dram_hits'], j['remote_hits']))
+    sys.stdout.flush()
+for path in sys.argv[4:] if not local_policies else ():
     total, dram = quarter(path, BPB)
     name = os.path.basename(path)
     ref = replay(path, ['--dram', str(total), '--dram-policy', 'lru'])

@@ -13,6 +13,11 @@ fraction of LRU(C):
   prom2   the first SSD read is served, the second promotes (record kept);
   prom2x  the same, the second read drops the record (exclusive) -- ssd.first_hit=cold.
 Used for doc/policies.md ("Reads from SSD"); the store's own figures come from ssd_ab.py.
+PROB=0.1,0.2 (optional) adds a segmented SSD, simulated with prom2x's read rule and an
+unlimited second chance: DRAM victims never reused (no DRAM hit, not from SSD) go to a
+probation log of that fraction of S, reused ones to the main log; a probation record read
+there moves to the main log at reclamation, the others leave ("base": one log, the same
+rules).  doc/policies.md "Protecting reused blocks on SSD".
 """
 import json, sys, os
 from tracefile import requests as load
@@ -83,6 +88,47 @@ def tier_sim(reqs, D, S, mode, reinsert=True, promote=True):
             else:
                 dram_insert(b, False)
     return hit/tot, ssdh
+def seg_sim(reqs, D, S, P, split):
+    """Two FIFO logs on SSD (probation P*S, main the rest), prom2x reads."""
+    Sp = int(S * P) if split else 0
+    cap = {'p': Sp, 'm': S - Sp}
+    dram = OrderedDict()  # key -> [on_lower, reused]
+    logs = {'p': deque(), 'm': deque()}; live = {}; read = set(); nid = [0]
+    def append(which, k):
+        nid[0] += 1; logs[which].append((k, nid[0])); live[k] = (which, nid[0])
+    def reclaim(which):
+        lg = logs[which]
+        while len(lg) > cap[which]:
+            k2, i2 = lg.popleft()
+            if live.get(k2) != (which, i2):
+                continue
+            if k2 in read:
+                read.discard(k2); append('m', k2)
+            else:
+                del live[k2]
+                if k2 in dram: dram[k2][0] = False
+    def write(which, k):
+        append(which if cap['p'] else 'm', k)
+        reclaim('p'); reclaim('m')
+    def ins(k, reused):
+        dram[k] = [False, reused]
+        while len(dram) > D:
+            v, (ol, ru) = dram.popitem(last=False)
+            if not ol: write('m' if ru else 'p', v)
+    hit = tot = 0
+    for r in reqs:
+        n = 0
+        for b in r:
+            if b in dram or b in live: n += 1
+            else: break
+        hit += n; tot += len(r)
+        for b in r:
+            if b in dram: dram.move_to_end(b); dram[b][1] = True
+            elif b in live:
+                if b in read: del live[b]; read.discard(b); ins(b, True)
+                else: read.add(b)
+            else: ins(b, False)
+    return hit / tot
 for p in sys.argv[1:]:
     reqs=load(p); s=set()
     for r in reqs: s.update(r)
@@ -93,4 +139,8 @@ for p in sys.argv[1:]:
         for ri in (True,):
             h,sh=tier_sim(reqs,D,S,m,ri)
             out.append('%s%s %.3f'%(m,'+ri' if ri else '',h/l))
+    if os.environ.get('PROB'):
+        out.append('base %.3f' % (seg_sim(reqs, D, S, 0, False) / l))
+        for P in os.environ['PROB'].split(','):
+            out.append('prob%s %.3f' % (P, seg_sim(reqs, D, S, float(P), True) / l))
     print(' '.join(out), flush=True)

@@ -65,10 +65,12 @@ struct replay_opts {
 	const char *admission;      /* ssd.admission or NULL */
 	const char *policy;         /* dram.policy or NULL */
 	const char *server;         /* remote.addr: a kvtierd below the local tiers */
+	uint64_t server_cap;        /* --server-capacity: its bytes, counted in the optimum */
 	const char *tenant;         /* remote.tenant */
 	const char *secret_file;    /* remote.secret_file */
 	const char *plot;           /* --plot FILE: an SVG chart */
 	const char *hit_log;        /* --hit-log FILE: per-request hits (one run) */
+	bool retain_oracle;         /* --retain-oracle: KVT_F_RETAIN from the future */
 	double speed;               /* 0: as fast as possible */
 	uint64_t limit;             /* replay the first N requests (0: all) */
 	const char *set[16];        /* --set NAME=VALUE: store options, applied last */
@@ -332,6 +334,61 @@ static int replay_keys(const uint8_t digest[32], const struct rp_req *r, struct 
 	return 0;
 }
 
+/*
+ * --retain-oracle (an experiment, doc/policies.md "Fifth pass"): which
+ * requests a later request starts with the same block -- what a router
+ * that knows a document is shared could say with KVT_F_RETAIN.  later[q]
+ * for q < count; NULL on no memory.
+ */
+static bool *replay_later_roots(const struct rp_trace *t, size_t count)
+{
+	size_t cap = 16;
+	uint64_t *tab;
+	bool *later = calloc(count ? count : 1, sizeof *later);
+	while (cap < 2 * count)
+		cap <<= 1;
+	tab = calloc(cap, sizeof *tab); /* root id + 1, 0: empty */
+	if (!later || !tab) {
+		free(later);
+		free(tab);
+		return NULL;
+	}
+	for (size_t q = count; q-- > 0;) {
+		uint64_t id, i;
+		if (t->reqs[q].n_ids == 0)
+			continue;
+		id = t->reqs[q].ids[0] + 1;
+		for (i = (id * UINT64_C(0x9e3779b97f4a7c15)) & (cap - 1); tab[i] && tab[i] != id;
+		     i = (i + 1) & (cap - 1))
+			;
+		later[q] = tab[i] == id;
+		tab[i] = id;
+	}
+	free(tab);
+	return later;
+}
+
+/* kvt_put with KVT_F_RETAIN, through the request queue. */
+static int replay_put_retain(struct kvt_queue *qh, uint32_t ns, const struct kvt_key *key,
+			     const void *buf, uint64_t len)
+{
+	struct iovec v = { (void *)buf, len };
+	struct kvt_req r, *rp = &r, *got;
+	int rc;
+	memset(&r, 0, sizeof r);
+	r.op = KVT_OP_PUT;
+	r.flags = KVT_F_RETAIN;
+	r.ns = ns;
+	r.key = *key;
+	r.iov = &v;
+	r.iov_count = 1;
+	if ((rc = kvt_submit(qh, &rp, 1)) < 0)
+		return rc;
+	if ((rc = kvt_queue_wait(qh, &got, 1, -1)) < 0)
+		return rc;
+	return got->status;
+}
+
 static int replay_run_one(const struct replay_run *run, struct replay_result *res, char *err,
 			  size_t err_len)
 {
@@ -347,6 +404,8 @@ static int replay_run_one(const struct replay_run *run, struct replay_result *re
 	uint32_t ns;
 	int ret = -1, rc;
 	FILE *hitlog = run->o->hit_log ? fopen(run->o->hit_log, "w") : NULL;
+	bool *later = NULL;
+	struct kvt_queue *qh = NULL;
 
 	memset(res, 0, sizeof *res);
 	res->dram_cap = run->dram_cap;
@@ -373,6 +432,11 @@ static int replay_run_one(const struct replay_run *run, struct replay_result *re
 	}
 	if (replay_open(run, dir, &st, &ns, digest, err, err_len) < 0)
 		goto out;
+	if (o->retain_oracle &&
+	    (!(later = replay_later_roots(t, count)) || kvt_queue_create(st, &qh) < 0)) {
+		snprintf(err, err_len, "--retain-oracle: out of memory");
+		goto out;
+	}
 
 	double t0 = replay_now();
 	uint64_t ts0 = count ? t->reqs[0].ts_ms : 0;
@@ -466,7 +530,10 @@ static int replay_run_one(const struct replay_run *run, struct replay_result *re
 		/* (4) put what was missed */
 		for (uint32_t i = got; i < r->n_ids; i++) {
 			replay_fill(buf, run->value_len, replay_seed(&keys[i]));
-			rc = kvt_put(st, ns, &keys[i], &(struct iovec){ buf, run->value_len }, 1);
+			if (later && later[q])
+				rc = replay_put_retain(qh, ns, &keys[i], buf, run->value_len);
+			else
+				rc = kvt_put(st, ns, &keys[i], &(struct iovec){ buf, run->value_len }, 1);
 			if (rc == KVT_OK) {
 				res->puts++;
 			} else if (rc == KVT_EXISTS) {
@@ -537,6 +604,7 @@ static int replay_run_one(const struct replay_run *run, struct replay_result *re
 		kvt_store_stats(st, replay_hitlog_stat, hitlog);
 	ret = 0;
 out:
+	free(later);
 	if (hitlog)
 		fclose(hitlog);
 	if (st != NULL) {
@@ -597,6 +665,7 @@ static void replay_json_optimum(json_t *j, const struct replay_ctx *c, const str
 	double opt = replay_frac(r->opt.prefix_hits, r->opt.blocks);
 	double ideal = replay_frac(c->ideal.hit_blocks, c->ideal.blocks);
 	json_object_set_new(j, "optimum_capacity_blocks", json_integer((json_int_t)r->opt.capacity));
+	json_object_set_new(j, "optimum_server_bytes", json_integer((json_int_t)c->o->server_cap));
 	json_object_set_new(j, "optimum_block_hit_ratio", json_real(opt));
 	json_object_set_new(j, "optimum_bound_block_hit_ratio",
 			    json_real(replay_frac(r->opt.any_hits, r->opt.blocks)));
@@ -612,9 +681,9 @@ static void replay_print_optimum(const struct replay_ctx *c, const struct replay
 	double hit = replay_frac(r->hit_blocks, r->blocks);
 	double opt = replay_frac(r->opt.prefix_hits, r->opt.blocks);
 	double ideal = replay_frac(c->ideal.hit_blocks, c->ideal.blocks);
-	printf("optimum here          %7.2f %%                 offline, at DRAM+SSD = %" PRIu64
+	printf("optimum here          %7.2f %%                 offline, at DRAM+SSD%s = %" PRIu64
 	       " blocks (Belady MIN with bypass, prefix hits)\n",
-	       100.0 * opt, r->opt.capacity);
+	       100.0 * opt, c->o->server_cap ? "+server" : "", r->opt.capacity);
 	if (r->opt.any_hits != r->opt.prefix_hits)
 		printf("optimum bound         %7.2f %%                 ids with several parents: the true "
 		       "optimum lies between\n",
@@ -715,8 +784,9 @@ static void replay_report(const struct replay_ctx *c, const struct replay_result
 	       replay_pct(c->ideal.hit_blocks, c->ideal.blocks),
 	       replay_pct(c->ideal.hit_tokens, c->ideal.tokens));
 	replay_print_optimum(c, r);
-	if (c->o->server)
-		printf("                      (the optimum counts the local tiers only, not kvtierd)\n");
+	if (c->o->server && !c->o->server_cap)
+		printf("                      (the optimum counts the local tiers only, not kvtierd: "
+		       "--server-capacity)\n");
 	printf("hits from DRAM     %10" PRIu64 "    %10" PRIu64 "\n", r->tier_hits[KVT_TIER_DRAM],
 	       r->tier_tokens[KVT_TIER_DRAM]);
 	printf("hits from SSD      %10" PRIu64 "    %10" PRIu64 "\n", r->tier_hits[KVT_TIER_SSD],
@@ -821,12 +891,20 @@ static void replay_usage(FILE *f)
 		"                        cleared: replay twice to see what it kept.\n"
 		"                        ADDR,ADDR[=WEIGHT],...: a pod of kvtierd\n"
 		"                        (remote.addrs, doc/cluster.md)\n"
+		"  --server-capacity SIZE  the bytes the server (or pod) holds for this\n"
+		"                        replay, added to DRAM+SSD for the optimum, so that\n"
+		"                        'of optimum' is against the whole hierarchy\n"
+		"                        (default 0: the local tiers only)\n"
 		"  --tenant NAME         tenant to authenticate as (default \"default\")\n"
 		"  --plot FILE           also write an SVG chart: hit ratio against capacity\n"
 		"                        (every point of a sweep), modelled TTFT per tier\n"
 		"  --hit-log FILE        write each request's hits (a tier letter per\n"
 		"                        block) and every store statistic (a diagnostic:\n"
 		"                        bench/ssd_lost.py reads it)\n"
+		"  --retain-oracle       put with KVT_F_RETAIN the blocks of each request\n"
+		"                        whose first block a later request starts with\n"
+		"                        (the future known: what a router's retain hint\n"
+		"                        could give; doc/policies.md \"Fifth pass\")\n"
 		"  --secret-file FILE    the tenant's secret (mode 600)\n"
 		"Values and time:\n"
 		"  --model NAME          model profile (default Llama-3.1-8B)\n"
@@ -879,7 +957,8 @@ static int replay_sizes(const char *s, uint64_t *v, unsigned max)
 static int replay_parse(int argc, char **argv, struct replay_opts *o)
 {
 	enum { O_SYNTH = 256, O_SEED, O_SYNTH_WRITE, O_LIMIT, O_DRAM, O_SSD, O_DIR, O_ADMIT, O_KEEP,
-	       O_FLUSH, O_POLICY, O_SERVER, O_TENANT, O_SECRET, O_PLOT, O_MODEL, O_BPT, O_SPEED, O_GPU, O_TPS, O_JSON, O_NOPROG, O_SET, O_HITLOG };
+	       O_FLUSH, O_POLICY, O_SERVER, O_TENANT, O_SECRET, O_PLOT, O_MODEL, O_BPT, O_SPEED, O_GPU, O_TPS, O_JSON, O_NOPROG, O_SET, O_HITLOG,
+	       O_SERVER_CAP, O_RETAIN };
 	static const struct option longs[] = {
 		{ "synth", optional_argument, NULL, O_SYNTH },
 		{ "seed", required_argument, NULL, O_SEED },
@@ -893,9 +972,11 @@ static int replay_parse(int argc, char **argv, struct replay_opts *o)
 		{ "flush-each", no_argument, NULL, O_FLUSH },
 		{ "dram-policy", required_argument, NULL, O_POLICY },
 		{ "server", required_argument, NULL, O_SERVER },
+		{ "server-capacity", required_argument, NULL, O_SERVER_CAP },
 		{ "tenant", required_argument, NULL, O_TENANT },
 		{ "plot", required_argument, NULL, O_PLOT },
 		{ "hit-log", required_argument, NULL, O_HITLOG },
+		{ "retain-oracle", no_argument, NULL, O_RETAIN },
 		{ "secret-file", required_argument, NULL, O_SECRET },
 		{ "model", required_argument, NULL, O_MODEL },
 		{ "bytes-per-token", required_argument, NULL, O_BPT },
@@ -975,9 +1056,14 @@ static int replay_parse(int argc, char **argv, struct replay_opts *o)
 			o->policy = optarg;
 			break;
 		case O_SERVER: o->server = optarg; break;
+		case O_SERVER_CAP:
+			if (bench_parse_size(optarg, &o->server_cap) < 0 || o->server_cap == 0)
+				return replay_bad("--server-capacity wants a size like 64G, not", optarg);
+			break;
 		case O_TENANT: o->tenant = optarg; break;
 		case O_PLOT: o->plot = optarg; break;
 		case O_HITLOG: o->hit_log = optarg; break;
+		case O_RETAIN: o->retain_oracle = true; break;
 		case O_SECRET: o->secret_file = optarg; break;
 		case O_MODEL:
 			if ((o->model = rp_model_find(optarg)) == NULL)
@@ -1020,6 +1106,11 @@ static int replay_parse(int argc, char **argv, struct replay_opts *o)
 		o->trace_path = argv[optind++];
 	if (optind < argc)
 		return replay_bad("unexpected argument", argv[optind]);
+	if (o->server_cap && !o->server) {
+		fprintf(stderr, "kvtier replay: --server-capacity goes with --server\n"
+				"Run 'kvtier replay --help'.\n");
+		return BENCH_EXIT_USAGE;
+	}
 	if ((o->trace_path == NULL) == (o->synth == 0)) {
 		fprintf(stderr, "kvtier replay: give a TRACE file or --synth (not both)\n"
 				"Run 'kvtier replay --help'.\n");
@@ -1166,8 +1257,10 @@ int replay_main(int argc, char **argv)
 				exit_rc = BENCH_EXIT_FAIL;
 				break;
 			}
-			/* The ceiling at this point's total capacity, in blocks. */
-			if (rp_optimum(&t, res.requests, (run.dram_cap + run.ssd_cap) / c.value_len,
+			/* The ceiling at this point's total capacity, in blocks
+			 * (with the server's, --server-capacity). */
+			if (rp_optimum(&t, res.requests,
+				       (run.dram_cap + run.ssd_cap + o.server_cap) / c.value_len,
 				       &res.opt) < 0) {
 				fprintf(stderr, "kvtier replay: out of memory\n");
 				replay_result_free(&res);

@@ -14,6 +14,9 @@
 #include <string.h>
 #include <time.h>
 
+#include <netinet/in.h>
+#include <xxhash.h>
+
 #include "kvtierd.h"
 
 const char *const kvtd_err_names[KVTD_ERR__COUNT] = {
@@ -96,4 +99,42 @@ bool kvtd_view_read(const struct kvt_req *r, uint64_t off, void *out, size_t len
 		off = 0;
 	}
 	return len == 0;
+}
+
+/*
+ * The slot of a peer address for the per-address limits (loop.c: the
+ * unauthenticated connections, the AUTH throttle).  What counts as one
+ * peer: an IPv4 address; an IPv6 address's /64 (one host or site is
+ * handed a whole /64 and may use any address in it, so a limit per IPv6
+ * address bounded nothing); an IPv4-mapped IPv6 address as its IPv4 one;
+ * every Unix-socket client as one.  Hashed with key (random per server)
+ * so that a client cannot compute which addresses share a slot with
+ * another's and get that one throttled.
+ */
+uint32_t kvtd_peer_slot(uint64_t key, const struct sockaddr_storage *ss, bool is_unix)
+{
+	uint8_t b[9];
+	size_t n = 0;
+
+	if (is_unix)
+		return 0;
+	if (ss->ss_family == AF_INET) {
+		b[0] = 4;
+		memcpy(b + 1, &((const struct sockaddr_in *)ss)->sin_addr, 4);
+		n = 5;
+	} else if (ss->ss_family == AF_INET6) {
+		const struct in6_addr *a = &((const struct sockaddr_in6 *)ss)->sin6_addr;
+		if (IN6_IS_ADDR_V4MAPPED(a)) {
+			b[0] = 4;
+			memcpy(b + 1, a->s6_addr + 12, 4);
+			n = 5;
+		} else {
+			b[0] = 6;
+			memcpy(b + 1, a->s6_addr, 8);
+			n = 9;
+		}
+	} else {
+		return 0;
+	}
+	return (uint32_t)(XXH3_64bits_withSeed(b, n, key) % KVTD_PEER_SLOTS);
 }

@@ -542,14 +542,6 @@ static int kvtierd_store_open(struct kvtd_server *srv)
 	 * the publisher runs, idle until a feed is set. */
 	if (cfg->tenants_path)
 		kvt_store_set_option(srv->store, "events.groups", "on");
-	/* The library's default, prefix-adapt, chooses its eviction order per
-	 * shard from every namespace's traffic: one tenant's reuse could then
-	 * change which of another's blocks leave first, which partitioned
-	 * quotas promise it cannot (doc/security.md, "Cross-tenant probing",
-	 * 3).  A server with tenants uses prefix, whose order is per chain;
-	 * --set dram.policy (below) still chooses. */
-	if (cfg->tenants_path)
-		kvt_store_set_option(srv->store, "dram.policy", "prefix");
 	for (unsigned i = 0; i < cfg->set_count; i++) {
 		rc = kvt_store_set_option(srv->store, cfg->set_names[i], cfg->set_values[i]);
 		if (rc < 0) {

@@ -34,6 +34,7 @@
  *              connections, read buffers, the output queue, timeouts,
  *              the --max-memory budget, the aux thread
  *   metrics.c  latency histograms, per-tenant counters, the /metrics page
+ *   counters.c the server's counters as one table (STATS and /metrics)
  *   tls.c      TLS on the TCP listeners (--tls-cert): the server's
  *              context, handshakes, and the socket I/O of every
  *              connection (plain or TLS)
@@ -139,6 +140,14 @@ bool kvtd_log_enabled(int level);
  */
 void kvtd_log(int level, const char *msg, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+/* The same for a line a client causes (a refused connection, a protocol
+ * error, a failed AUTH): at most KVTD_LOG_CLIENT_PER_SEC a second
+ * server-wide at info and above, the rest dropped and counted (log.c). */
+#define KVTD_LOG_CLIENT_PER_SEC 50u
+void kvtd_log_client(int level, const char *msg, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* Lines kvtd_log_client dropped since start. */
+uint64_t kvtd_log_client_dropped(void);
 /* Write s into buf as a logfmt value (quoted and escaped if needed). */
 const char *kvtd_log_quote(char *buf, size_t len, const char *s);
 /* The library's log callback (kvt_store_set_log). */
@@ -293,8 +302,28 @@ struct kvtd_counters {
 #define KVTD_COUNT(srv, field, n) \
 	atomic_fetch_add_explicit(&(srv)->ctr.field, (uint64_t)(n), memory_order_relaxed)
 
+/* counters.c: the server's counters and gauges as one table, read by
+ * STATS (ops.c, name "server.*"; NULL: not in STATS) and /metrics
+ * (metrics.c; metric NULL: not there), in that table's order.  A row's
+ * value is at off in struct kvtd_server, of type kind. */
+struct kvtd_server;
+enum kvtd_ctr_kind { KVTD_CTR_ATOMIC_U64, KVTD_CTR_ATOMIC_UINT, KVTD_CTR_U64 };
+struct kvtd_counter_def {
+	const char *stat;                 /* "server.<name>", or NULL */
+	const char *metric, *type, *help; /* kvtier_<name>, "counter"/"gauge"; or NULL */
+	size_t off;
+	enum kvtd_ctr_kind kind;
+	int part; /* /metrics: 1 before kvtier_loop_connections, 2 after repair */
+};
+extern const struct kvtd_counter_def kvtd_counter_defs[];
+extern const size_t kvtd_counter_def_count;
+uint64_t kvtd_counter_value(const struct kvtd_server *srv, const struct kvtd_counter_def *d);
+
 /* A proto/kvtier error code to the counter it bumps (base.c). */
 enum kvtd_err kvtd_err_of(int code);
+/* A peer address's slot of the per-address limits, 0..KVTD_PEER_SLOTS-1:
+ * an IPv4 address, an IPv6 /64, all Unix clients together; keyed (base.c). */
+uint32_t kvtd_peer_slot(uint64_t key, const struct sockaddr_storage *ss, bool is_unix);
 
 /* Configuration: struct kvtd_config and its parser are in config.h. */
 
@@ -431,6 +460,9 @@ struct kvtd_conn {
 	bool read_paused;      /* EPOLLIN off: too much in flight, or parked */
 	bool parked;           /* a request waits for write-down room (s3d.c
 				* "Parking"): nothing more is read until it resumes */
+	bool pin_paused;       /* its queued answers pin past a cap (RESP, whose
+				* in-order answers cannot be chunked): not read
+				* until they drain (respd.c respd_pin_flow) */
 	bool dead;             /* fd closed; freed when inflight drops to 0 */
 	bool touched;          /* on the loop's touched list */
 	uint32_t events;       /* registered epoll events */
@@ -438,6 +470,7 @@ struct kvtd_conn {
 	/* Output queue */
 	struct kvtd_out *out_head, *out_tail;
 	uint64_t out_bytes;    /* bytes queued, not yet written */
+	uint32_t out_entries;  /* entries queued: each costs KVTD_OUT_COST more */
 	uint64_t out_stall_ns; /* output pending since, without progress */
 
 	/* Namespaces named by this connection (open addressing) */
@@ -556,6 +589,7 @@ struct kvtd_server {
 	/* Quiet GETs in the store, all loops (ops.c "Quiet GETs") */
 	_Atomic unsigned quiet_inflight;
 	_Atomic unsigned peer_unauth[KVTD_PEER_SLOTS];
+	uint64_t peer_key;        /* kvtd_peer_slot's key: random, set before the loops start */
 	/* Failed AUTHs by peer slot in the current second (loop.c) */
 	_Atomic uint64_t auth_fail_sec[KVTD_PEER_SLOTS];
 	_Atomic uint32_t auth_fails[KVTD_PEER_SLOTS];
@@ -566,6 +600,12 @@ struct kvtd_server {
 /* Per-connection flow control: defaults of --conn-inflight, --conn-output. */
 #define KVTD_INFLIGHT_MAX 256            /* frames in flight before reads pause */
 #define KVTD_OUT_MAX (64u << 20)         /* queued output bytes before reads pause */
+/* What a queued output entry costs beyond its bytes, charged with them to
+ * --max-memory and counted against --conn-output: its struct and the
+ * heap's headers of the buffers it owns.  (A PING's answer is 48 bytes and
+ * its entry ~200; RESP's +PONG 7 and ~400: a client pipelining them
+ * without reading grew kvtierd 4-60 times past --max-memory.) */
+#define KVTD_OUT_COST (sizeof(struct kvtd_out) + 64u)
 #define KVTD_MAX_CONNS 4096              /* --max-conns default (and the fd limit) */
 #define KVTD_RBUF_MIN (64u << 10)        /* initial read buffer */
 #define KVTD_HDR_STEP 4096u              /* a header read after a streamed PUT */

@@ -213,6 +213,59 @@ void kvtd_log(int level, const char *msg, const char *fmt, ...)
 	va_end(ap);
 }
 
+/*
+ * Lines a client causes (kvtd_log_client: refused connections, protocol
+ * errors, failed handshakes and AUTHs, timeouts) are at most
+ * KVTD_LOG_CLIENT_PER_SEC a second, server-wide: a client opening
+ * connections in a loop wrote one line each, as fast as it could connect
+ * (a disk filled by the log).  The rest are dropped and counted; the first
+ * line of a later second is preceded by one warning with how many were
+ * (kvtd_log_client_dropped has the total).  Debug lines, which an
+ * operator turns on, are not limited.  The counts are relaxed atomics: a
+ * second's limit may pass by a few lines between threads.
+ */
+static _Atomic uint64_t log_client_sec, log_client_n, log_client_held, log_client_total;
+
+uint64_t kvtd_log_client_dropped(void)
+{
+	return atomic_load_explicit(&log_client_total, memory_order_relaxed);
+}
+
+static bool log_client_admit(void)
+{
+	struct timespec ts;
+	uint64_t sec, was, held = 0;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	sec = (uint64_t)ts.tv_sec;
+	was = atomic_load_explicit(&log_client_sec, memory_order_relaxed);
+	if (was != sec && atomic_compare_exchange_strong(&log_client_sec, &was, sec)) {
+		atomic_store_explicit(&log_client_n, 0, memory_order_relaxed);
+		held = atomic_exchange_explicit(&log_client_held, 0, memory_order_relaxed);
+	}
+	if (held)
+		kvtd_log(KVTD_WARN, "client log lines dropped (more than the limit a second)",
+			 "dropped=%llu limit_per_sec=%u total=%llu", (unsigned long long)held,
+			 KVTD_LOG_CLIENT_PER_SEC, (unsigned long long)kvtd_log_client_dropped());
+	if (atomic_fetch_add_explicit(&log_client_n, 1, memory_order_relaxed) <
+	    KVTD_LOG_CLIENT_PER_SEC)
+		return true;
+	atomic_fetch_add_explicit(&log_client_held, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&log_client_total, 1, memory_order_relaxed);
+	return false;
+}
+
+void kvtd_log_client(int level, const char *msg, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!kvtd_log_enabled(level) || (level != KVTD_DEBUG && !log_client_admit()))
+		return;
+	va_start(ap, fmt);
+	log_vline(level, NULL, msg, fmt, ap);
+	va_end(ap);
+}
+
 static void log_lib_line(int level, const char *msg, const char *fmt, ...)
 {
 	va_list ap;
@@ -229,11 +282,13 @@ void kvtd_log_lib(void *ctx, int level, const char *msg)
 }
 
 /* One line about a connection: its id, peer and tenant (loop.c, tls.c,
- * the protocols). */
+ * the protocols); a client's doing, so limited (kvtd_log_client). */
 void kvtd_conn_log(const struct kvtd_conn *c, int level, const char *msg, const char *what)
 {
 	char q[256], t[PROTO_TENANT_MAX * 4 + 8];
-	kvtd_log(level, msg, "conn=%llu peer=%s tenant=%s%s%s", (unsigned long long)c->id, c->peer,
+	if (!kvtd_log_enabled(level))
+		return;
+	kvtd_log_client(level, msg, "conn=%llu peer=%s tenant=%s%s%s", (unsigned long long)c->id, c->peer,
 		 c->tenant_len ? kvtd_log_quote(t, sizeof(t), c->tenant) : "-",
 		 what ? " reason=" : "", what ? kvtd_log_quote(q, sizeof(q), what) : "");
 }

@@ -56,8 +56,8 @@
  * connection past --max-conns gets an ERROR frame (KVT_EBUSY) and is
  * closed, counted in conns_refused.
  *
- * Timeouts (--idle-timeout, doc/kvtierd.md): a connection not
- * authenticated in time, a frame not completed in time (its clock
+ * Timeouts (--idle-timeout, doc/kvtierd.md): a TLS handshake or a
+ * connection not authenticated in time, a frame not completed in time (its clock
  * restarts every KVTD_SLOW_PROGRESS data bytes), and output that makes no
  * progress in time (a reader that stopped reading while pins wait) close
  * the connection.
@@ -79,6 +79,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <time.h>
@@ -146,6 +147,7 @@ void kvtd_out_free(struct kvtd_server *srv, struct kvtd_out *o)
 static void loop_out_done(struct kvtd_conn *c, struct kvtd_out *o)
 {
 	c->copy_bytes -= o->copy_len;
+	c->out_entries--;
 	if (o->pin_len) {
 		c->pin_bytes -= o->pin_len;
 		if (c->tstat)
@@ -196,8 +198,12 @@ static void loop_conn_flow(struct kvtd_conn *c)
 {
 	const struct kvtd_config *cfg = &c->loop->srv->cfg;
 	bool mem = c->out_bytes > 0 && loop_mem_over(c->loop->srv);
-	bool pause = c->inflight >= cfg->conn_inflight || c->out_bytes >= cfg->conn_output || mem ||
-		     c->parked;
+	uint64_t out = c->out_bytes + (uint64_t)c->out_entries * KVTD_OUT_COST;
+	/* Before AUTH, answers (PING's, NOAUTH errors) are bounded like the
+	 * input: at most preauth_buf queued, outside the budget. */
+	uint64_t out_max = c->state == KVTD_CS_READY ? cfg->conn_output : c->ops->preauth_buf;
+	bool pause = c->inflight >= cfg->conn_inflight || out >= out_max || mem || c->parked ||
+		     c->pin_paused;
 
 	if (pause == c->read_paused)
 		return;
@@ -233,9 +239,15 @@ void kvtd_conn_queue(struct kvtd_conn *c, struct kvtd_out *o)
 			atomic_fetch_add_explicit(&c->tstat->pinned, o->pin_len,
 						  memory_order_relaxed);
 	}
-	/* Encoded bytes are charged; pinned DRAM runs are the DRAM tier's;
-	 * private copies behind pins were charged when made (ops.c). */
+	/* Encoded bytes and the entry itself are charged; pinned DRAM runs
+	 * are the DRAM tier's; private copies behind pins were charged when
+	 * made (ops.c).  Before AUTH nothing is: the connection's output is
+	 * bounded by its preauth_buf instead (loop_conn_flow), so that
+	 * unauthenticated clients never take the budget from the others. */
 	o->mem_len = o->pin_count ? (o->iov_count ? o->iov[0].iov_len : 0) : o->bytes;
+	o->mem_len += KVTD_OUT_COST;
+	if (c->state != KVTD_CS_READY)
+		o->mem_len = 0;
 	kvtd_mem_charge(srv, o->mem_len, true);
 	o->mem_len += o->copy_len;
 	o->next = NULL;
@@ -245,6 +257,7 @@ void kvtd_conn_queue(struct kvtd_conn *c, struct kvtd_out *o)
 		c->out_head = o;
 	c->out_tail = o;
 	c->out_bytes += o->bytes;
+	c->out_entries++;
 	loop_conn_touch(c);
 }
 
@@ -499,31 +512,12 @@ static void loop_conn_refuse(struct kvtd_conn *c)
 /*
  * Unauthenticated connections (doc/security.md "Before AUTH"): at most
  * kvtd_unauth_max() of them at once, and at most kvtd_unauth_peer_max()
- * from one peer address (Unix sockets are one peer).  Peers are counted
- * in KVTD_PEER_SLOTS hashed slots: peers sharing a slot share its count,
- * which can only refuse early, never admit more.  A connection leaves the
+ * from one peer (an IPv4 address, an IPv6 /64; Unix sockets are one
+ * peer).  Peers are counted in KVTD_PEER_SLOTS slots, hashed with a
+ * random key (kvtd_peer_slot, base.c): peers sharing a slot share its
+ * count, which can only refuse early, never admit more.  A connection leaves the
  * count when it authenticates (kvtd_conn_ready) or closes.
  */
-static uint32_t loop_peer_slot(const struct sockaddr_storage *ss, bool is_unix)
-{
-	uint64_t h = 1469598103934665603ull;
-	const uint8_t *p = NULL;
-	size_t n = 0;
-
-	if (is_unix)
-		return 0;
-	if (ss->ss_family == AF_INET) {
-		p = (const uint8_t *)&((const struct sockaddr_in *)ss)->sin_addr;
-		n = 4;
-	} else if (ss->ss_family == AF_INET6) {
-		p = (const uint8_t *)&((const struct sockaddr_in6 *)ss)->sin6_addr;
-		n = 16;
-	}
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ p[i]) * 1099511628211ull;
-	return (uint32_t)(h % KVTD_PEER_SLOTS);
-}
-
 unsigned kvtd_unauth_max(const struct kvtd_server *srv)
 {
 	unsigned m = srv->cfg.max_conns / 2;
@@ -546,7 +540,7 @@ static void loop_unauth_add(struct kvtd_conn *c, const struct sockaddr_storage *
 	unsigned total, peer;
 	char msg[200];
 
-	c->peer_slot = loop_peer_slot(ss, is_unix);
+	c->peer_slot = kvtd_peer_slot(srv->peer_key, ss, is_unix);
 	if (c->state == KVTD_CS_READY || c->dead)
 		return;
 	c->unauth = true;
@@ -1078,7 +1072,12 @@ static void loop_sweep(struct kvtd_loop *loop)
 		const char *why = NULL;
 		if (c->dead)
 			continue;
-		if (c->state != KVTD_CS_READY && now - c->accept_ns > limit)
+		if (c->tls && !c->tls_ready && now - c->accept_ns > limit)
+			/* Before AUTH too: a RESP or S3 connection without
+			 * --tenants is ready from its accept, and a handshake
+			 * that never ends held its slot for good. */
+			why = "TLS handshake not completed in time";
+		else if (c->state != KVTD_CS_READY && now - c->accept_ns > limit)
 			why = "not authenticated in time";
 		else if (c->frame_start_ns && !c->read_paused && !c->no_more_input &&
 			 now - c->frame_start_ns > limit)
@@ -1307,6 +1306,8 @@ static void *loop_main(void *arg)
 
 int kvtd_loops_start(struct kvtd_server *srv)
 {
+	if (getrandom(&srv->peer_key, sizeof(srv->peer_key), 0) != (ssize_t)sizeof(srv->peer_key))
+		return -EIO;
 	srv->loops = calloc(srv->loop_count, sizeof(*srv->loops));
 	if (!srv->loops)
 		return -ENOMEM;

@@ -2,7 +2,8 @@
  * metrics.c - what only the daemon measures -- request latency
  * histograms, per-tenant counters, RESP command and HTTP request counts --
  * and the /metrics page in the Prometheus text format (doc/metrics.md
- * lists every metric); the --metrics-token file.  The HTTP listener that
+ * lists every metric; the server's own counters come from counters.c's
+ * table, which STATS reads too); the --metrics-token file.  The HTTP listener that
  * serves the page is httpd.c.
  *
  * Rendering reads kvt_store_stats and relaxed atomic counters; it never
@@ -236,6 +237,16 @@ static void metrics_one(FILE *f, const char *name, const char *type, const char 
 {
 	metrics_head(f, name, type, help);
 	fprintf(f, "%s %" PRIu64 "\n", name, v);
+}
+
+/* The server's counters of one part of the page (counters.c's table). */
+static void metrics_counters(FILE *f, const struct kvtd_server *srv, int part)
+{
+	for (size_t i = 0; i < kvtd_counter_def_count; i++) {
+		const struct kvtd_counter_def *d = &kvtd_counter_defs[i];
+		if (d->metric && d->part == part)
+			metrics_one(f, d->metric, d->type, d->help, kvtd_counter_value(srv, d));
+	}
 }
 
 /* Healing (repair.c): its STATS repair.* as kvtier_repair_* (counters
@@ -522,12 +533,7 @@ int kvtd_metrics_render(struct kvtd_server *srv, char **out, size_t *out_len)
 		     "or a RESP command) (native GET/PUT frames; RESP read: GET MGET EXISTS, "
 		     "write: SET MSET DEL)", m);
 
-	metrics_one(f, "kvtier_connections_accepted_total", "counter", "connections accepted",
-		    MGET(srv->ctr.conns_accepted));
-	metrics_one(f, "kvtier_connections_closed_total", "counter", "connections closed",
-		    MGET(srv->ctr.conns_closed));
-	metrics_one(f, "kvtier_connections_active", "gauge", "connections open now",
-		    MGET(srv->ctr.conns_active));
+	metrics_counters(f, srv, 1);
 	metrics_head(f, "kvtier_loop_connections", "gauge",
 		     "connections open now, by event loop (new ones go to the loop with the fewest)");
 	for (unsigned i = 0; srv->loops && i < srv->loop_count; i++)
@@ -554,49 +560,7 @@ int kvtd_metrics_render(struct kvtd_server *srv, char **out, size_t *out_len)
 		}
 	}
 	kvtd_repair_stats(srv, metrics_repair, f);
-	metrics_one(f, "kvtier_connections_refused_total", "counter",
-		    "connections refused past --max-conns", MGET(srv->ctr.conns_refused));
-	metrics_one(f, "kvtier_connections_unauth_refused_total", "counter",
-		    "of them, past the unauthenticated limits (all, per address)",
-		    MGET(srv->ctr.unauth_refused));
-	metrics_one(f, "kvtier_connections_shed_total", "counter",
-		    "of them, shed at the descriptor limit (EMFILE) with the spare descriptor",
-		    MGET(srv->ctr.conns_shed));
-	metrics_one(f, "kvtier_listen_paused_total", "counter",
-		    "times a loop stopped listening for 100 ms at the descriptor limit",
-		    MGET(srv->ctr.listen_paused));
-	metrics_one(f, "kvtier_connections_unauthenticated", "gauge",
-		    "connections not yet authenticated", MGET(srv->unauth_conns));
-	metrics_one(f, "kvtier_server_copy_refused_total", "counter",
-		    "grantee GET items answered as a miss: their private SSD copy would pass "
-		    "the connection's or the server's bound", MGET(srv->ctr.copy_refused));
-	metrics_one(f, "kvtier_server_memory_refused_total", "counter",
-		    "frames refused because --max-memory was reached", MGET(srv->ctr.mem_refused));
-	metrics_one(f, "kvtier_server_memory_paused_total", "counter",
-		    "times a connection was not read because --max-memory was reached",
-		    MGET(srv->ctr.mem_paused));
-	metrics_one(f, "kvtier_server_put_parked_total", "counter",
-		    "S3 PUTs parked waiting for SSD write-down room (a persistent namespace)",
-		    MGET(srv->ctr.put_parked));
-	metrics_one(f, "kvtier_server_put_park_timeouts_total", "counter",
-		    "of them, answered 503 SlowDown: no room within ssd.writedown_wait_ms",
-		    MGET(srv->ctr.put_park_timeouts));
-	metrics_one(f, "kvtier_server_memory_bytes", "gauge",
-		    "receive buffers, tables and queued responses charged to --max-memory",
-		    MGET(srv->mem_used));
-	metrics_one(f, "kvtier_server_memory_limit_bytes", "gauge", "--max-memory",
-		    srv->cfg.max_memory);
-	metrics_one(f, "kvtier_server_bytes_in_total", "counter", "bytes received on every connection",
-		    MGET(srv->ctr.bytes_in));
-	metrics_one(f, "kvtier_server_bytes_out_total", "counter", "bytes sent on every connection",
-		    MGET(srv->ctr.bytes_out));
-	metrics_one(f, "kvtier_server_frames_in_total", "counter", "native protocol frames received",
-		    MGET(srv->ctr.frames_in));
-	metrics_one(f, "kvtier_tls_handshakes_total", "counter",
-		    "TLS handshakes completed (failed ones: kvtier_errors_total{kind=\"tls\"})",
-		    MGET(srv->ctr.tls_handshakes));
-	metrics_one(f, "kvtier_tls_ktls_total", "counter",
-		    "TLS connections sending through kernel TLS", MGET(srv->ctr.tls_ktls));
+	metrics_counters(f, srv, 2);
 	metrics_one(f, "kvtier_resp_commands_total", "counter", "RESP commands answered",
 		    MGET(m->resp_commands));
 	metrics_one(f, "kvtier_resp_error_replies_total", "counter", "RESP commands answered with an error",

@@ -66,7 +66,9 @@ static void native_parse(struct kvtd_conn *c)
 {
 	struct kvtd_server *srv = c->loop->srv;
 
-	while (!c->dead && !c->no_more_input && !c->rx) {
+	/* read_paused: past --conn-output or the budget (loop.c flow), what
+	 * is buffered waits too; the loop parses it once reads resume. */
+	while (!c->dead && !c->no_more_input && !c->rx && !c->read_paused) {
 		size_t avail = c->rend - c->rstart;
 		struct proto_frame f;
 		struct kvtd_frame *fr;

@@ -465,7 +465,7 @@ static void ops_auth(struct kvtd_frame *fr)
 	}
 	if (rc != 0) {
 		kvtd_auth_failed(c);
-		kvtd_log(KVTD_WARN, "authentication failed", "conn=%llu peer=%s tenant=%s",
+		kvtd_log_client(KVTD_WARN, "authentication failed", "conn=%llu peer=%s tenant=%s",
 			 (unsigned long long)c->id, c->peer,
 			 kvtd_log_quote(tq, sizeof(tq), tn));
 		ops_fail(fr, PROTO_EAUTH, "authentication failed");
@@ -555,6 +555,32 @@ void kvtd_ns_count_init(struct kvtd_server *srv)
 	free(canon);
 }
 
+/*
+ * A frame's per-item state is charged to --max-memory with the frame
+ * (fr->mem_charged, given back by kvtd_frame_free): an item is ~560 bytes
+ * of struct kvtd_item (and a LOOKUP's key) against ~30 in the table that
+ * was charged, so a GET of 65536 keys held 36 MiB outside the budget for
+ * as long as it waited (for an SSD read, or for its pins to drain), and a
+ * connection has up to --conn-inflight frames.  false: over the budget
+ * (counted in mem_refused; nothing charged).
+ */
+static bool ops_items_charge(struct kvtd_frame *fr, uint64_t per_item)
+{
+	struct kvtd_server *srv = ops_srv(fr);
+	uint64_t cost = (uint64_t)fr->n * per_item;
+
+	if (fr->conn->state != KVTD_CS_READY)
+		return true; /* before AUTH: no items (native.c refuses such frames) */
+	if (!kvtd_mem_charge(srv, cost, false)) {
+		KVTD_COUNT(srv, mem_refused, 1);
+		return false;
+	}
+	fr->mem_charged += cost;
+	return true;
+}
+
+#define OPS_MEM_MSG "server memory limit reached (--max-memory) for the frame's items; retry later"
+
 static void ops_ns_register(struct kvtd_frame *fr)
 {
 	struct kvtd_server *srv = ops_srv(fr);
@@ -565,6 +591,11 @@ static void ops_ns_register(struct kvtd_frame *fr)
 	uint32_t i = 0, fresh = 0;
 
 	fr->n = fr->f.item_count;
+	if (!ops_items_charge(fr, sizeof(*fr->items))) {
+		kvtd_reply_error(fr, -ENOMEM, OPS_MEM_MSG);
+		kvtd_frame_free(fr);
+		return;
+	}
 	fr->items = calloc(fr->n, sizeof(*fr->items));
 	if (!fr->items) {
 		kvtd_reply_error(fr, -ENOMEM, "server out of memory");
@@ -734,6 +765,10 @@ bool kvtd_put_prepare(struct kvtd_frame *fr)
 	    fr->f.version != c->version)
 		return false;
 	fr->n = fr->f.item_count;
+	if (!ops_items_charge(fr, sizeof(*fr->items))) {
+		fr->n = 0;
+		return false; /* the frame takes the other path, and is refused there */
+	}
 	fr->items = calloc(fr->n, sizeof(*fr->items));
 	if (!fr->items || ops_ns_table(fr, true) < 0) {
 		free(fr->items);
@@ -744,6 +779,10 @@ bool kvtd_put_prepare(struct kvtd_frame *fr)
 		fr->ns_ids = NULL;
 		fr->ns_err = NULL;
 		fr->ns_ro = NULL;
+		if (c->state == KVTD_CS_READY) { /* ops_items_charge's, back */
+			kvtd_mem_uncharge(c->loop->srv, (uint64_t)fr->n * sizeof(*fr->items));
+			fr->mem_charged -= (uint64_t)fr->n * sizeof(*fr->items);
+		}
 		fr->n = 0;
 		return false;
 	}
@@ -943,6 +982,11 @@ static void ops_keyed(struct kvtd_frame *fr)
 	}
 
 	fr->n = fr->f.item_count;
+	if (!ops_items_charge(fr, sizeof(*fr->items) + sizeof(*sub))) {
+		kvtd_reply_error(fr, -ENOMEM, OPS_MEM_MSG);
+		kvtd_frame_free(fr);
+		return;
+	}
 	fr->items = calloc(fr->n, sizeof(*fr->items));
 	sub = malloc(fr->n * sizeof(*sub));
 	if (!fr->items || !sub ||
@@ -1056,6 +1100,11 @@ static void ops_lookup(struct kvtd_frame *fr)
 	uint32_t i = 0;
 
 	fr->n = fr->f.item_count;
+	if (!ops_items_charge(fr, sizeof(*fr->items) + sizeof(*fr->keys) + 1)) {
+		kvtd_reply_error(fr, -ENOMEM, OPS_MEM_MSG);
+		kvtd_frame_free(fr);
+		return;
+	}
 	fr->keys = calloc(fr->n, sizeof(*fr->keys));
 	fr->tiers = calloc(fr->n, 1);
 	fr->items = calloc(fr->n, sizeof(*fr->items));
@@ -1431,31 +1480,10 @@ static void ops_stats(struct kvtd_frame *fr)
 		ops_stats_add(&st, "server.uptime_ns", kvtd_now_ns() - srv->start_ns, NULL);
 		ops_stats_add(&st, "server.threads", srv->loop_count, NULL);
 		ops_stats_add(&st, "server.auth", 0, kvtd_auth_enabled() ? "hmac-sha256" : "none");
-		ops_stats_add(&st, "server.conns_accepted", atomic_load(&k->conns_accepted), NULL);
-		ops_stats_add(&st, "server.conns_active", atomic_load(&k->conns_active), NULL);
-		ops_stats_add(&st, "server.conns_closed", atomic_load(&k->conns_closed), NULL);
-		ops_stats_add(&st, "server.frames_in", atomic_load(&k->frames_in), NULL);
-		ops_stats_add(&st, "server.frames_out", atomic_load(&k->frames_out), NULL);
-		ops_stats_add(&st, "server.bytes_in", atomic_load(&k->bytes_in), NULL);
-		ops_stats_add(&st, "server.bytes_out", atomic_load(&k->bytes_out), NULL);
-		ops_stats_add(&st, "server.items_in", atomic_load(&k->items_in), NULL);
-		ops_stats_add(&st, "server.auth_ok", atomic_load(&k->auth_ok), NULL);
-		ops_stats_add(&st, "server.value_crc_errors", atomic_load(&k->value_crc_errors), NULL);
-		ops_stats_add(&st, "server.conns_refused", atomic_load(&k->conns_refused), NULL);
-		ops_stats_add(&st, "server.unauth_refused", atomic_load(&k->unauth_refused), NULL);
-		ops_stats_add(&st, "server.conns_shed", atomic_load(&k->conns_shed), NULL);
-		ops_stats_add(&st, "server.listen_paused", atomic_load(&k->listen_paused), NULL);
-		ops_stats_add(&st, "server.unauth_conns", atomic_load(&srv->unauth_conns), NULL);
-		ops_stats_add(&st, "server.mem_refused", atomic_load(&k->mem_refused), NULL);
-		ops_stats_add(&st, "server.copy_refused", atomic_load(&k->copy_refused), NULL);
-		ops_stats_add(&st, "server.pin_deferred", atomic_load(&k->pin_deferred), NULL);
-		ops_stats_add(&st, "server.put_parked", atomic_load(&k->put_parked), NULL);
-		ops_stats_add(&st, "server.put_park_timeouts", atomic_load(&k->put_park_timeouts),
-			      NULL);
-		ops_stats_add(&st, "server.ns_refused", atomic_load(&k->ns_refused), NULL);
-		ops_stats_add(&st, "server.mem_paused", atomic_load(&k->mem_paused), NULL);
-		ops_stats_add(&st, "server.mem_used", atomic_load(&srv->mem_used), NULL);
-		ops_stats_add(&st, "server.mem_max", srv->cfg.max_memory, NULL);
+		for (size_t i = 0; i < kvtd_counter_def_count; i++) /* counters.c */
+			if (kvtd_counter_defs[i].stat)
+				ops_stats_add(&st, kvtd_counter_defs[i].stat,
+					      kvtd_counter_value(srv, &kvtd_counter_defs[i]), NULL);
 		for (unsigned op = 0; op < PROTO_OP__COUNT; op++) {
 			snprintf(name, sizeof(name), "server.ops.%s", proto_op_name(op));
 			ops_stats_add(&st, name, atomic_load(&k->ops[op]), NULL);
@@ -1858,7 +1886,8 @@ static void ops_repair_hook(struct kvtd_frame *fr)
 		} else if (pi.flags & PROTO_IF_PLACED &&
 			   (it->status == KVT_OK || it->status == KVT_EXISTS)) {
 			kvtd_repair_note(srv, fr->ns_ids[pi.ns_index], &pi.key, pi.anchor,
-					 pi.copies, pi.value_len);
+					 pi.copies, pi.value_len,
+					 pi.flags & PROTO_IF_FORWARD && it->status == KVT_OK);
 		}
 	}
 }

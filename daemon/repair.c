@@ -25,6 +25,14 @@
  * costs an EXISTS or a no-op put, never wrong bytes: keys name immutable
  * values.
  *
+ * Forwarded replicas (PROTO_IF_FORWARD: an engine sent a replicated block
+ * once, doc/cluster.md "Forwarded replicas"): the loops queue the block,
+ * and the repair thread runs a pass over the queue as soon as it has one
+ * (the same pass, on the current list: EXISTS, then the copies those
+ * members lack, PLACED|REPAIR so that nobody forwards them again),
+ * neither paced by --repair-rate nor throttled to one value per frame:
+ * these bytes are the client's own put, moved off its wire.
+ *
  * Threads: kvtd-repair (the passes) and its workers (a pass's members),
  * loops (note/forget/touch), any (stats).
  */
@@ -106,7 +114,15 @@ struct kvtd_repair {
 	bool *st_out;
 	unsigned st_n;
 	uint64_t st_next_ns;
+	/* forwards waiting (lock), and their counters */
+	struct rent *fq;
+	size_t fq_n, fq_cap;
+	_Atomic uint64_t fwd_queued, fwd_copied, fwd_bytes, fwd_dropped, fwd_passes;
 };
+
+/* Forwards queued at most: a pod that cannot keep up drops the rest
+ * (repair.forward_dropped; a later pass heals them when the list changes). */
+#define REPAIR_FWD_MAX 65536u
 
 static uint64_t rent_hash(uint32_t ns, const struct kvt_key *k)
 {
@@ -172,7 +188,7 @@ void kvtd_repair_touch(struct kvtd_server *srv, uint32_t ns, const struct kvt_ke
 }
 
 void kvtd_repair_note(struct kvtd_server *srv, uint32_t ns, const struct kvt_key *key,
-		      uint64_t anchor, uint32_t copies, uint64_t len)
+		      uint64_t anchor, uint32_t copies, uint64_t len, bool forward)
 {
 	struct kvtd_repair *rp = srv->repair;
 	struct rent *e;
@@ -198,6 +214,23 @@ void kvtd_repair_note(struct kvtd_server *srv, uint32_t ns, const struct kvt_key
 	e->copies = (uint8_t)copies;
 	e->len = len;
 	e->heat = kvtd_now_ns();
+	if (forward && copies > 1) {
+		if (rp->fq_n == rp->fq_cap && rp->fq_cap < REPAIR_FWD_MAX) {
+			size_t nc = rp->fq_cap ? rp->fq_cap * 2 : 256;
+			struct rent *nq = realloc(rp->fq, nc * sizeof(*nq));
+			if (nq) {
+				rp->fq = nq;
+				rp->fq_cap = nc;
+			}
+		}
+		if (rp->fq_n < rp->fq_cap) {
+			rp->fq[rp->fq_n++] = *e;
+			atomic_fetch_add(&rp->fwd_queued, 1);
+			pthread_cond_signal(&rp->cond);
+		} else {
+			atomic_fetch_add(&rp->fwd_dropped, 1);
+		}
+	}
 	pthread_mutex_unlock(&rp->lock);
 }
 
@@ -340,6 +373,7 @@ struct rpass {
 	struct rpeer *peers;
 	struct kvt_queue *q;
 	bool retry;
+	bool fwd;             /* a pass over forwarded puts: unpaced, counted apart */
 };
 
 static bool repair_stopping(struct kvtd_repair *rp)
@@ -472,8 +506,9 @@ static int repair_recv(struct rpass *ps, struct rpeer *r)
 		proto_iter_init(&iter, f, NULL, NULL, 0);
 		while (proto_iter_next(&iter, &it) == 1 && it.index < fl->n) {
 			if (it.status == KVT_OK) {
-				atomic_fetch_add(&ps->rp->copied, 1);
-				atomic_fetch_add(&ps->rp->bytes, fl->len[it.index]);
+				atomic_fetch_add(ps->fwd ? &ps->rp->fwd_copied : &ps->rp->copied, 1);
+				atomic_fetch_add(ps->fwd ? &ps->rp->fwd_bytes : &ps->rp->bytes,
+						 fl->len[it.index]);
 			} else if (it.status != KVT_EXISTS && it.status != -ECANCELED) {
 				atomic_fetch_add(&ps->rp->errors, 1);
 			}
@@ -629,7 +664,7 @@ static int repair_send(struct rpass *ps, struct rpeer *r, const uint8_t *digest,
 		struct iovec *iov = NULL;
 		uint32_t k = 0, views = 0;
 		uint64_t bytes = 0;
-		bool busy = repair_busy_now(ps->rp);
+		bool busy = !ps->fwd && repair_busy_now(ps->rp);
 		uint64_t frame_bytes = busy ? 1 : REPAIR_FRAME_BYTES;
 
 		/* Pin up to a frame's worth. */
@@ -674,7 +709,8 @@ static int repair_send(struct rpass *ps, struct rpeer *r, const uint8_t *digest,
 			f.ns = digest;
 			rc = repair_settle(ps, r, busy ? 0 : REPAIR_WINDOW - 1);
 			if (rc == 0) {
-				repair_pace(ps->rp, bytes);
+				if (!ps->fwd)
+					repair_pace(ps->rp, bytes);
 				rc = kvtd_peer_send(&r->p, &f, items, k, iov, views);
 				if (rc < 0)
 					repair_conn_lost(ps, r, rc);
@@ -829,21 +865,24 @@ static void *repair_worker(void *arg)
 	return NULL;
 }
 
-/* One pass over snap[0..cnt) with list m[0..n): false if it should be run
- * again (a member could not be reached). */
+/* One pass with list m[0..n) over every tracked block, or (fwd: taken over,
+ * freed here) over the forwarded blocks fwd[0..fwd_n): false if it should
+ * be run again (a member could not be reached). */
 static bool repair_pass(struct kvtd_repair *rp, struct kvtd_member *m, unsigned n,
-			const char *self, bool drain)
+			const char *self, bool drain, struct rent *fwd, size_t fwd_n)
 {
 	struct placement_member pm[PLACEMENT_MEMBERS_MAX];
-	struct rpass ps = { .rp = rp, .m = m, .n = n, .self = n };
+	struct rpass ps = { .rp = rp, .m = m, .n = n, .self = n, .fwd = fwd != NULL };
 	uint64_t max = 1, div, t0 = kvtd_now_ns();
-	struct rent *snap;
+	struct rent *snap = fwd;
 	uint16_t (*tops)[PROTO_COPIES_MAX] = NULL;
 	uint8_t *k = NULL;
-	size_t cnt = 0;
+	size_t cnt = fwd ? fwd_n : 0;
 
-	if (n == 0 || n > PLACEMENT_MEMBERS_MAX)
+	if (n == 0 || n > PLACEMENT_MEMBERS_MAX) {
+		free(fwd);
 		return true;
+	}
 	for (unsigned i = 0; i < n; i++)
 		if (m[i].weight > max)
 			max = m[i].weight;
@@ -855,16 +894,21 @@ static bool repair_pass(struct kvtd_repair *rp, struct kvtd_member *m, unsigned 
 		if (strcmp(m[i].addr, self) == 0)
 			ps.self = i;
 	}
-	if (ps.self == n && !drain)
-		return true; /* not a member (yet, or any more): nothing of ours is placed */
-	if (placement_new(&ps.pl, pm, n, &rp->mem) < 0)
-		return false;
-	pthread_mutex_lock(&rp->lock);
-	snap = rp->used ? malloc(rp->used * sizeof(*snap)) : NULL;
-	for (size_t i = 0; snap && i < rp->cap; i++)
-		if (rp->tab[i].state == 1)
-			snap[cnt++] = rp->tab[i];
-	pthread_mutex_unlock(&rp->lock);
+	if ((ps.self == n && !drain) || placement_new(&ps.pl, pm, n, &rp->mem) < 0) {
+		/* not a member (yet, or any more): nothing of ours is placed */
+		if (fwd)
+			atomic_fetch_add(&rp->fwd_dropped, fwd_n);
+		free(fwd);
+		return ps.self == n && !drain;
+	}
+	if (!fwd) {
+		pthread_mutex_lock(&rp->lock);
+		snap = rp->used ? malloc(rp->used * sizeof(*snap)) : NULL;
+		for (size_t i = 0; snap && i < rp->cap; i++)
+			if (rp->tab[i].state == 1)
+				snap[cnt++] = rp->tab[i];
+		pthread_mutex_unlock(&rp->lock);
+	}
 	if (drain && cnt)
 		cnt = repair_drain_pick(rp, snap, cnt);
 	if (cnt)
@@ -887,7 +931,7 @@ static bool repair_pass(struct kvtd_repair *rp, struct kvtd_member *m, unsigned 
 				tops[i][j] = (uint16_t)top[j];
 				others |= top[j] != ps.self;
 			}
-			if (others)
+			if (others && !ps.fwd)
 				atomic_fetch_add(&rp->checked, 1);
 		}
 		/* The members at once, REPAIR_WORKERS at a time: a member's
@@ -928,6 +972,10 @@ static bool repair_pass(struct kvtd_repair *rp, struct kvtd_member *m, unsigned 
 	free(k);
 	free(snap);
 	placement_free(ps.pl);
+	if (ps.fwd) {
+		atomic_fetch_add(&rp->fwd_passes, 1);
+		return !ps.retry;
+	}
 	atomic_fetch_add(&rp->passes, 1);
 	atomic_store(&rp->last_pass_ms, (kvtd_now_ns() - t0) / 1000000);
 	kvtd_log(KVTD_INFO, "repair pass done",
@@ -975,7 +1023,7 @@ static void repair_drain(struct kvtd_repair *rp, bool exit_after)
 	kvtd_log(KVTD_INFO, "drain: handing over", "exit=%s", exit_after ? "yes" : "no");
 	for (int tries = 0; self && !ok && tries < 5 && !repair_stopping(rp); tries++) {
 		m = repair_list_without(rp, self, &n);
-		ok = m && n && repair_pass(rp, m, n, self, true);
+		ok = m && n && repair_pass(rp, m, n, self, true, NULL, 0);
 		free(m);
 		if (!ok)
 			sleep_ms(REPAIR_RETRY_MS);
@@ -988,7 +1036,7 @@ static void repair_drain(struct kvtd_repair *rp, bool exit_after)
 		sleep_ms(REPAIR_TICK_MS);
 	m = self ? repair_list_without(rp, self, &n) : NULL;
 	if (m && n)
-		ok = repair_pass(rp, m, n, self, true) && ok;
+		ok = repair_pass(rp, m, n, self, true, NULL, 0) && ok;
 	free(m);
 	atomic_store(&rp->drain_state, 3);
 	kvtd_log(ok ? KVTD_INFO : KVTD_WARN, "drain: done", "complete=%s copied=%llu exit=%s",
@@ -1057,6 +1105,45 @@ static void repair_static_poll(struct kvtd_repair *rp, const char *self)
 	free(m);
 }
 
+/* Send the forwarded puts queued so far to the other members of their
+ * top (a pass over them on the current list).  Whatever a member lacks
+ * after a failed pass is left to healing.  True if there were any. */
+static bool repair_forward(struct kvtd_repair *rp)
+{
+	struct kvtd_cluster *cl = &rp->srv->cluster;
+	struct kvtd_member *m = NULL;
+	struct rent *q;
+	size_t qn;
+	unsigned n = 0;
+	const char *self;
+
+	pthread_mutex_lock(&rp->lock);
+	q = rp->fq;
+	qn = rp->fq_n;
+	rp->fq = NULL;
+	rp->fq_n = rp->fq_cap = 0;
+	pthread_mutex_unlock(&rp->lock);
+	if (!qn) {
+		free(q);
+		return false;
+	}
+	pthread_mutex_lock(&cl->lock);
+	if (cl->count && (m = malloc(cl->count * sizeof(*m)))) {
+		memcpy(m, cl->list, cl->count * sizeof(*m));
+		n = cl->count;
+	}
+	pthread_mutex_unlock(&cl->lock);
+	self = cl->self_addr ? cl->self_addr : rp->self;
+	if (m && self) {
+		repair_pass(rp, m, n, self, false, q, qn); /* frees q */
+	} else {
+		atomic_fetch_add(&rp->fwd_dropped, qn);
+		free(q);
+	}
+	free(m);
+	return true;
+}
+
 static void *repair_main(void *arg)
 {
 	struct kvtd_repair *rp = arg;
@@ -1105,17 +1192,31 @@ static void *repair_main(void *arg)
 			}
 			pthread_mutex_unlock(&cl->lock);
 			self = cl->self_addr ? cl->self_addr : rp->self;
-			if (m && self && repair_pass(rp, m, n, self, false))
+			if (m && self && repair_pass(rp, m, n, self, false, NULL, 0))
 				pending = false;
 			else
 				due = kvtd_now_ns() + (uint64_t)REPAIR_RETRY_MS * 1000000;
 			free(m);
 			continue;
 		}
+		if (repair_forward(rp))
+			continue;
 		pthread_mutex_lock(&rp->pace_lock);
 		repair_busy(rp, kvtd_now_ns(), false); /* follow the clients between passes too */
 		pthread_mutex_unlock(&rp->pace_lock);
-		sleep_ms(REPAIR_TICK_MS);
+		/* A tick, or until a forward is queued. */
+		pthread_mutex_lock(&rp->lock);
+		if (!rp->fq_n && !rp->stop) {
+			struct timespec ts;
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_nsec += (long)REPAIR_TICK_MS * 1000000L;
+			if (ts.tv_nsec >= 1000000000L) {
+				ts.tv_sec++;
+				ts.tv_nsec -= 1000000000L;
+			}
+			pthread_cond_timedwait(&rp->cond, &rp->lock, &ts);
+		}
+		pthread_mutex_unlock(&rp->lock);
 	}
 	return NULL;
 }
@@ -1188,6 +1289,7 @@ void kvtd_repair_stop(struct kvtd_server *srv)
 	pthread_mutex_destroy(&rp->pace_lock);
 	pthread_cond_destroy(&rp->cond);
 	free(rp->st_out);
+	free(rp->fq);
 	free(rp->tab);
 	free(rp);
 }
@@ -1219,4 +1321,9 @@ void kvtd_repair_stats(struct kvtd_server *srv,
 	fn(ctx, "repair.drain_budget", rp->drain_budget);
 	fn(ctx, "repair.drain_skipped", atomic_load(&rp->drain_skipped));
 	fn(ctx, "repair.drain_state", (uint64_t)atomic_load(&rp->drain_state));
+	fn(ctx, "repair.forward_queued", atomic_load(&rp->fwd_queued));
+	fn(ctx, "repair.forward_passes", atomic_load(&rp->fwd_passes));
+	fn(ctx, "repair.forwarded", atomic_load(&rp->fwd_copied));
+	fn(ctx, "repair.forward_bytes", atomic_load(&rp->fwd_bytes));
+	fn(ctx, "repair.forward_dropped", atomic_load(&rp->fwd_dropped));
 }

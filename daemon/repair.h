@@ -19,9 +19,12 @@ int kvtd_repair_start(struct kvtd_server *srv);
 /* Stop and free (before the store closes). */
 void kvtd_repair_stop(struct kvtd_server *srv);
 /* A PLACED put of (ns, key) completed here (stored or present): remember
- * its anchor and copies.  Any loop. */
+ * its anchor and copies; forward (a PROTO_IF_FORWARD put stored here):
+ * queue it for the repair thread, which sends it to the other members of
+ * its top `copies` at once (doc/cluster.md "Forwarded replicas").  Any
+ * loop. */
 void kvtd_repair_note(struct kvtd_server *srv, uint32_t ns, const struct kvt_key *key,
-		      uint64_t anchor, uint32_t copies, uint64_t len);
+		      uint64_t anchor, uint32_t copies, uint64_t len, bool forward);
 /* A GET of (ns, key) hit here: its heat (what a drain hands over first
  * when it cannot hand over everything).  Any loop. */
 void kvtd_repair_touch(struct kvtd_server *srv, uint32_t ns, const struct kvt_key *key);

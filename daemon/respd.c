@@ -66,6 +66,8 @@
 #define RESPD_BUF_MIN (64u << 10)
 #define RESPD_STEAL_MIN (256u << 10)  /* commands this large take the buffer */
 #define RESPD_PREAUTH_ARGC 16         /* arguments of a command before AUTH */
+#define RESPD_ARGS_FREE 64            /* parser scratch entries not charged */
+#define RESPD_PROBE_MAX 16            /* commands of a connection pinning in the store */
 
 enum respd_kind {
 	RK_NONE = 0, RK_GET, RK_MGET, RK_EXISTS, RK_DEL, RK_SET, RK_MSET, RK_FLUSH,
@@ -120,16 +122,21 @@ struct respd_cmd {
 	unsigned nseg, segcap;
 	uint64_t *pins;
 	unsigned npin, pincap;
+	uint64_t pin_held;         /* value bytes behind pins, in respd_conn.pin_held
+				    * until the reply is queued (respd_pin_flow) */
 	bool oom;
 };
 
 struct respd_conn {
 	struct resp_arg *args;     /* parser scratch */
 	uint32_t args_cap;
+	uint64_t args_charged;     /* of it, charged to --max-memory (respd_args) */
 	struct respd_cmd *head, *tail;
 	bool ns_ok;
 	uint32_t ns;
 	bool resp3;                /* HELLO 3 was answered */
+	uint64_t pin_held;         /* value bytes its commands pin, replies not queued */
+	uint32_t probing;          /* commands whose pinned probes are in the store */
 };
 
 static struct respd_conn *respd_of(struct kvtd_conn *c)
@@ -290,6 +297,8 @@ static void respd_keep_pin(struct respd_cmd *cmd, struct respd_item *it)
 
 static void respd_cmd_free(struct kvtd_server *srv, struct respd_cmd *cmd)
 {
+	if (cmd->pin_held && cmd->conn && cmd->conn->alt)
+		respd_of(cmd->conn)->pin_held -= cmd->pin_held;
 	for (uint32_t i = 0; i < cmd->n; i++)
 		if (cmd->items[i].pinned)
 			kvt_pin_release(srv->store, cmd->items[i].req.pin);
@@ -322,6 +331,15 @@ static struct kvtd_out *respd_out(struct kvtd_server *srv, struct respd_cmd *cmd
 		if (cmd->oom)
 			return NULL;
 	}
+	/* The text's room (256 bytes at least) goes back: a "+PONG" waiting
+	 * in the queue holds 7 bytes, as it is charged (KVTD_OUT_COST). */
+	if (cmd->text && cmd->tcap > cmd->tlen + 64) {
+		uint8_t *nt = realloc(cmd->text, cmd->tlen ? cmd->tlen : 1);
+		if (nt) {
+			cmd->text = nt;
+			cmd->tcap = cmd->tlen;
+		}
+	}
 	o = calloc(1, sizeof(*o));
 	if (!o)
 		return NULL;
@@ -335,8 +353,14 @@ static struct kvtd_out *respd_out(struct kvtd_server *srv, struct respd_cmd *cmd
 		o->iov[i].iov_base = s->p ? (void *)s->p : cmd->text + s->off;
 		o->iov[i].iov_len = s->len;
 		o->bytes += s->len;
+		if (s->p) /* value bytes in pinned DRAM: the loop's pin accounting */
+			o->pin_len += s->len;
 	}
 	o->iov_count = cmd->nseg;
+	/* its pins are the output's now (c->pin_bytes) */
+	if (cmd->pin_held && cmd->conn->alt)
+		respd_of(cmd->conn)->pin_held -= cmd->pin_held;
+	cmd->pin_held = 0;
 	o->buf = cmd->text;
 	o->pins = cmd->pins;
 	o->pin_count = cmd->npin;
@@ -344,6 +368,48 @@ static struct kvtd_out *respd_out(struct kvtd_server *srv, struct respd_cmd *cmd
 	cmd->pins = NULL;
 	cmd->npin = 0;
 	return o;
+}
+
+/*
+ * Pinned answers (doc/kvtierd.md "Overload"): GET and MGET replies are
+ * sent from pinned DRAM, counted in c->pin_bytes and the tenant's pinned
+ * bytes (o->pin_len), so loop.c closes a reader slower than
+ * KVTD_MIN_DRAIN_BPS.  Replies go out in order and whole, so instead of
+ * answering in chunks as native GETs do, a connection whose queued
+ * answers pin past KVTD_PIN_CONN_MAX (or whose tenant's pass
+ * KVTD_PIN_TENANT_MAX) is not read until its own drain (the written
+ * hook), counted in pin_deferred; pins held by finished commands whose
+ * replies wait for earlier ones count too (pin_held), so parsing stops
+ * at the cap; and at most RESPD_PROBE_MAX commands of a connection have
+ * their pinned probes in the store at once (their sizes are known only
+ * once pinned).  A pipeline of GETs left unread pinned DRAM without bound
+ * before.  (One MGET still pins all of its keys at once.)
+ */
+static void respd_pin_flow(struct kvtd_conn *c)
+{
+	struct kvtd_server *srv = c->loop->srv;
+	bool bytes_over = false, over;
+
+	if (c->dead)
+		return;
+	if (c->pin_bytes + respd_of(c)->pin_held) {
+		bytes_over = c->pin_bytes + respd_of(c)->pin_held >= KVTD_PIN_CONN_MAX(srv);
+		if (!bytes_over && c->tstat)
+			bytes_over = atomic_load_explicit(&c->tstat->pinned, memory_order_relaxed) >=
+				     KVTD_PIN_TENANT_MAX(srv);
+	}
+	over = bytes_over || respd_of(c)->probing >= RESPD_PROBE_MAX;
+	if (over == c->pin_paused)
+		return;
+	c->pin_paused = over;
+	if (bytes_over)
+		KVTD_COUNT(srv, pin_deferred, 1);
+	kvtd_conn_flow(c);
+}
+
+static void respd_written(struct kvtd_conn *c)
+{
+	respd_pin_flow(c);
 }
 
 /* Queue the replies of the finished commands at the head, in order. */
@@ -371,6 +437,7 @@ static void respd_flush_done(struct kvtd_conn *c)
 		if (quit && !c->dead && !c->no_more_input)
 			kvtd_conn_stop_input(c);
 	}
+	respd_pin_flow(c);
 }
 
 static void respd_finish(struct respd_cmd *cmd)
@@ -502,8 +569,11 @@ static void respd_reply_value(struct respd_cmd *cmd, struct respd_item *it, uint
 		off = 0;
 	}
 	respd_text(cmd, "\r\n", 2);
-	if (vlen)
+	if (vlen) {
 		respd_keep_pin(cmd, it);
+		cmd->pin_held += vlen;
+		respd_of(cmd->conn)->pin_held += vlen;
+	}
 }
 
 /* ------------------------------------------------------------------------
@@ -578,10 +648,32 @@ static void respd_submit(struct respd_cmd *cmd, uint32_t from, uint32_t n)
 
 static void respd_step(struct respd_cmd *cmd);
 
+/* A command's library requests (~330 bytes a key, against the 7 or more
+ * of its key in the command) are charged to --max-memory with its bytes
+ * (raw_charged, given back when it is freed): an MGET of 65535 keys held
+ * 21 MiB outside the budget.  false: over it (an error reply). */
+static bool respd_items_charge(struct respd_cmd *cmd, uint64_t n)
+{
+	struct kvtd_server *srv = cmd->conn->loop->srv;
+	uint64_t cost = n * sizeof(*cmd->items);
+
+	if (!kvtd_mem_charge(srv, cost, false)) {
+		KVTD_COUNT(srv, mem_refused, 1);
+		return false;
+	}
+	cmd->raw_charged += cost;
+	return true;
+}
+
 /* Probe phase: a pinned get per key argument [first, first + count*stride). */
 static void respd_probe(struct respd_cmd *cmd, uint32_t ns, uint32_t first, uint32_t count,
 			uint32_t stride)
 {
+	if (!respd_items_charge(cmd, count)) {
+		cmd->oom = true;
+		respd_finish(cmd);
+		return;
+	}
 	cmd->items = calloc(count, sizeof(*cmd->items));
 	if (!cmd->items) {
 		cmd->oom = true;
@@ -590,6 +682,7 @@ static void respd_probe(struct respd_cmd *cmd, uint32_t ns, uint32_t first, uint
 	}
 	cmd->n = count;
 	cmd->phase = RP_PROBE;
+	respd_of(cmd->conn)->probing++;
 	for (uint32_t i = 0; i < count; i++)
 		respd_item_init(cmd, &cmd->items[i], KVT_OP_GET_PINNED, ns, first + i * stride);
 	cmd->pending = 1; /* held while submitting: completions come inline */
@@ -611,7 +704,9 @@ static void respd_write(struct respd_cmd *cmd, uint32_t ns)
 			old[i].pinned = false;
 		}
 	pairs = cmd->kind == RK_SET ? 1 : cmd->kind == RK_MSET ? (cmd->argc - 1) / 2 : 0;
-	if (cmd->kind == RK_DEL)
+	if (!respd_items_charge(cmd, cmd->kind == RK_DEL ? oldn : 2 * (uint64_t)pairs))
+		cmd->items = NULL;
+	else if (cmd->kind == RK_DEL)
 		cmd->items = calloc(oldn ? oldn : 1, sizeof(*cmd->items));
 	else
 		cmd->items = calloc(2 * pairs, sizeof(*cmd->items));
@@ -705,6 +800,8 @@ static void respd_step(struct respd_cmd *cmd)
 
 	if (cmd->phase == RP_PROBE) {
 		uint64_t vlen[1] = { 0 };
+		respd_of(cmd->conn)->probing--;
+		respd_pin_flow(cmd->conn); /* reading may go on */
 		for (uint32_t i = 0; i < cmd->n; i++) {
 			uint64_t l = respd_check(cmd, &cmd->items[i]);
 			if (i == 0)
@@ -1006,7 +1103,7 @@ static int respd_auth(struct respd_cmd *cmd, const struct resp_arg *user, const 
 		kvtd_auth_failed(c);
 		snprintf(tn, sizeof(tn), "%.*s", (int)(tl <= PROTO_TENANT_MAX ? tl : 0), t);
 		if (!thr) /* past the throttle, not every guess is a line */
-			kvtd_log(KVTD_WARN, "authentication failed",
+			kvtd_log_client(KVTD_WARN, "authentication failed",
 				 "conn=%llu peer=%s tenant=%s proto=resp", (unsigned long long)c->id,
 				 c->peer, kvtd_log_quote(q, sizeof(q), tn));
 		respd_simple(cmd, '-', "WRONGPASS invalid username-password pair or user is disabled.");
@@ -1344,8 +1441,49 @@ static void respd_free(struct kvtd_conn *c)
 		respd_cmd_free(c->loop->srv, cmd);
 	}
 	free(rc->args);
+	kvtd_mem_uncharge(c->loop->srv, rc->args_charged);
 	free(rc);
 	c->alt = NULL;
+}
+
+/*
+ * The parser's argument scratch for n arguments.  Past RESPD_ARGS_FREE
+ * entries it is charged to --max-memory: "*65536" is 8 bytes that ask
+ * for a 1 MiB array, kept for the connection's life, and a few thousand
+ * connections asking were gigabytes outside the budget.  0, -ENOBUFS
+ * (the budget), -ENOMEM.
+ */
+static int respd_args(struct kvtd_conn *c, struct respd_conn *rc, uint32_t n)
+{
+	uint64_t want = n > RESPD_ARGS_FREE ? (uint64_t)n * sizeof(*rc->args) : 0;
+	struct resp_arg *na;
+
+	if (want > rc->args_charged &&
+	    !kvtd_mem_charge(c->loop->srv, want - rc->args_charged, false))
+		return -ENOBUFS;
+	na = realloc(rc->args, n * sizeof(*na));
+	if (!na) {
+		if (want > rc->args_charged)
+			kvtd_mem_uncharge(c->loop->srv, want - rc->args_charged);
+		return -ENOMEM;
+	}
+	if (want > rc->args_charged)
+		rc->args_charged = want;
+	rc->args = na;
+	rc->args_cap = n;
+	return 0;
+}
+
+/* A large scratch goes back once its command is parsed. */
+static void respd_args_release(struct kvtd_conn *c, struct respd_conn *rc)
+{
+	if (rc->args_cap <= RESPD_ARGS_FREE)
+		return;
+	free(rc->args);
+	rc->args = NULL;
+	rc->args_cap = 0;
+	kvtd_mem_uncharge(c->loop->srv, rc->args_charged);
+	rc->args_charged = 0;
 }
 
 /* A fatal protocol error: the error reply, then close (as Redis does). */
@@ -1385,10 +1523,14 @@ static void respd_parse(struct kvtd_conn *c)
 		struct resp_cmd pc;
 		struct respd_cmd *cmd;
 		uint8_t *base = c->rbuf + c->rstart;
+		uint64_t argv_cost;
 		int r;
 
 		if (c->inflight >= KVTD_INFLIGHT_MAX)
 			return; /* loop.c pauses reads; settle brings us back */
+		respd_pin_flow(c);
+		if (c->pin_paused)
+			return; /* the written hook or a probe's end brings us back */
 		r = resp_parse(base, c->rend - c->rstart, &lim, &pc, rc->args, rc->args_cap);
 		if (r == RESP_NEED_ARGS && c->state != KVTD_CS_READY && pc.argc > RESPD_PREAUTH_ARGC) {
 			respd_proto_error(c, "NOAUTH Authentication required (too many arguments "
@@ -1396,13 +1538,17 @@ static void respd_parse(struct kvtd_conn *c)
 			return;
 		}
 		if (r == RESP_NEED_ARGS) {
-			struct resp_arg *na = realloc(rc->args, pc.argc * sizeof(*na));
-			if (!na) {
+			r = respd_args(c, rc, pc.argc);
+			if (r == -ENOBUFS) {
+				KVTD_COUNT(srv, mem_refused, 1);
+				respd_proto_error(c, "server memory limit reached (--max-memory); "
+						  "retry later");
+				return;
+			}
+			if (r < 0) {
 				respd_proto_error(c, "server out of memory");
 				return;
 			}
-			rc->args = na;
-			rc->args_cap = pc.argc;
 			continue;
 		}
 		if (r == RESP_NEED_MORE) {
@@ -1437,9 +1583,19 @@ static void respd_parse(struct kvtd_conn *c)
 			c->rstart += pc.len;
 			continue;
 		}
+		/* The command's struct and argument array are charged to
+		 * --max-memory with its bytes (raw_charged). */
+		argv_cost = sizeof(*cmd) + (uint64_t)pc.argc * sizeof(*cmd->argv);
+		if (!kvtd_mem_charge(srv, argv_cost, false)) {
+			KVTD_COUNT(srv, mem_refused, 1);
+			respd_proto_error(c, "server memory limit reached (--max-memory); "
+					  "retry later");
+			return;
+		}
 		cmd = calloc(1, sizeof(*cmd));
 		if (!cmd || !(cmd->argv = malloc(pc.argc * sizeof(*cmd->argv)))) {
 			free(cmd);
+			kvtd_mem_uncharge(srv, argv_cost);
 			respd_proto_error(c, "server out of memory");
 			return;
 		}
@@ -1452,6 +1608,7 @@ static void respd_parse(struct kvtd_conn *c)
 			if (!kvtd_mem_charge(srv, pc.len, false)) {
 				free(cmd->argv);
 				free(cmd);
+				kvtd_mem_uncharge(srv, argv_cost);
 				KVTD_COUNT(srv, mem_refused, 1);
 				respd_proto_error(c, "server memory limit reached (--max-memory); "
 						  "retry later");
@@ -1460,7 +1617,7 @@ static void respd_parse(struct kvtd_conn *c)
 			cmd->raw_charged = pc.len;
 			cmd->raw = malloc(pc.len ? pc.len : 1);
 			if (!cmd->raw) {
-				kvtd_mem_uncharge(srv, pc.len);
+				kvtd_mem_uncharge(srv, pc.len + argv_cost);
 				free(cmd->argv);
 				free(cmd);
 				respd_proto_error(c, "server out of memory");
@@ -1473,6 +1630,8 @@ static void respd_parse(struct kvtd_conn *c)
 			cmd->argv[i].p = cmd->raw + (rc->args[i].p - base);
 			cmd->argv[i].len = rc->args[i].len;
 		}
+		cmd->raw_charged += argv_cost;
+		respd_args_release(c, rc);
 		cmd->argc = pc.argc;
 		cmd->conn = c;
 		cmd->start_ns = kvtd_now_ns();
@@ -1532,6 +1691,7 @@ const struct kvtd_proto kvtd_resp_proto = {
 	.open = respd_open,
 	.parse = respd_parse,
 	.fail = respd_fail,
+	.written = respd_written,
 	.req_done = respd_req_done,
 	.free = respd_free,
 };

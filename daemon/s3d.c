@@ -610,7 +610,7 @@ static int s3d_auth(struct s3d_req *rq)
 	if (known != 0 || r != 0) {
 		char qt[PROTO_TENANT_MAX * 4 + 8];
 		kvtd_auth_failed(c);
-		kvtd_log(KVTD_WARN, "authentication failed",
+		kvtd_log_client(KVTD_WARN, "authentication failed",
 			 "conn=%llu peer=%s tenant=%s proto=s3 why=%s", (unsigned long long)c->id,
 			 c->peer, kvtd_log_quote(qt, sizeof(qt), rq->cred.access_key),
 			 known != 0 ? "unknown-access-key" : r == SIGV4_ESKEW ? "clock-skew" :

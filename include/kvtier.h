@@ -355,6 +355,11 @@ int kvt_store_create(struct kvt_store **out);
  *                     segment at a time, when no slot is free).
  *   ssd.reinsert_pct  at most this % of an evicted segment is written again
  *                     because it was read there (default 80).
+ *   ssd.reuse         "progressive" (default): the oldest segment's slot is
+ *                     reused in place, its records readable (and reclaimed
+ *                     one by one, with their second chance) until the new
+ *                     segment's writes reach them; "whole": the whole
+ *                     segment goes when its slot is taken.  doc/ssd.md.
  *   ssd.first_hit     "cold" (default): with victim admission, a block's
  *                     first read from SSD leaves it there (DRAM's copy is
  *                     the next victim), its second moves it to DRAM and
@@ -404,6 +409,13 @@ int kvt_store_create(struct kvt_store **out);
  *                     (default 16).
  *   remote.hot_replicas  members that hold a prompt's first group, 1..8
  *                     (default 2).
+ *   remote.hot_forward  off (default) or on: a put of a block placed on
+ *                     several members (the first group, a namespace with
+ *                     replicas) is sent once, to the first, which forwards
+ *                     it to the others (stat remote.forwarded_puts).  Every
+ *                     member must be a kvtierd that knows it, in a pod
+ *                     (--members or --etcd): doc/cluster.md "Forwarded
+ *                     replicas".
  *   remote.anchor_slots  keys whose group this store remembers from its
  *                     lookups and prefetches, for single-key requests without
  *                     KVT_F_PROMPT (default 262144, 16 bytes each; 0: none).
@@ -855,6 +867,14 @@ enum kvt_op {
 			    * kvtierd places the block with its group (doc/cluster.md) */
 #define KVT_F_NOWAIT 0x100u /* put, kvt_put_reserve: KVT_EWAIT instead of waiting
 			     * for write-down room (then KVT_OP_ROOM) */
+#define KVT_F_RETAIN 0x200u /* put (kvt_submit): a hint that this block's prompt
+			     * will be asked again (a router that knows a document
+			     * is shared).  prefix-adapt starts it in main rather
+			     * than on probation when its segmented order wins with
+			     * the hints seen (doc/policies.md "Fifth pass"); a
+			     * wrong hint costs no hits below LRU.  Ignored by the
+			     * other policies, by sealed puts and over a remote tier
+			     * (not carried on the wire yet). */
 
 #define KVT_NS_ALL UINT32_MAX   /* KVT_OP_CLEAR: every namespace */
 #define KVT_PARTS_MAX 1024      /* most parts in one value */

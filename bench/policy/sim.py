@@ -28,6 +28,12 @@ With --new (2026-12-01, issue 19 third pass), instead: lru, and
                  sighting.  Hits on a block's third or later use, counted as found (each block
                  on its own), are at most this for ANY policy; the optimum's other hits are on
                  second uses, which only a predictor of first reuse can keep on purpose.
+
+With --new and ROOT=1 (2026-12-02, fifth pass): lru, seg95, and rootseg95 (seg95 whose requests
+with a root seen before put their blocks in main), adapt, adapt-root.  With --new and HINT=1:
+lru, hint-block and hint-prompt (seg95 with an application's retain hint, from the future: per
+block "read again", per prompt "a later request has this root"; NOISE=recall,fp degrades the
+prompt hint), and adapt-hint-prompt (prefix-adapt whose segmented simulation takes the hint).
 """
 import json, sys
 import os
@@ -267,15 +273,126 @@ class Seg:
             s.one(b)
 
 
+class RootSeg(Seg):
+    """seg95 plus the prompt's own history: a request whose first block (its root) was seen in
+    an earlier request, while a ghost of rg x cap roots remembers it, puts its missing blocks
+    in main, not on probation (a document asked again is asked whole)."""
+    def __init__(s, cap, f, g=4, rg=4):
+        Seg.__init__(s, cap, f, g); s.R = OrderedDict(); s.rc = int(rg * cap); s.again = False
+
+    def one(s, b):
+        if s.again and s.f and not s.has(b) and b not in s.G:
+            s.M[b] = 1
+            s.evict()
+            return False
+        return Seg.one(s, b)
+
+    def access(s, r, k):
+        root = r[0]
+        s.again = root in s.R
+        s.R[root] = 1
+        s.R.move_to_end(root)
+        if len(s.R) > s.rc:
+            s.R.popitem(last=False)
+        Seg.access(s, r, k)
+        s.again = False
+
+
+class HintSeg(Seg):
+    """seg95 whose new blocks go to main when the caller's hint says so: hint(r, i) is called
+    for each block of each request before it is inserted (an application's retain hint)."""
+    def __init__(s, cap, f, hint, g=4):
+        Seg.__init__(s, cap, f, g); s.hint = hint
+
+    def access(s, r, k):
+        for i in range(len(r) - 1, -1, -1):
+            b = r[i]
+            if not s.has(b) and b not in s.G and s.hint(r, i):
+                s.M[b] = 1
+                s.evict()
+            else:
+                s.one(b)
+
+
+class AdaptHint:
+    """Adapt whose segmented simulation and real cache take the hint (a hinted new block starts
+    in main): the simulations decide whether the hinted segmented order beats LRU, so a hint
+    that is wrong too often costs nothing (LRU mode)."""
+    def __init__(s, cap, hint, f=0.95, S=16, margin=0.02, win=4):
+        s.real = Seg(cap, 0); s.S = S; s.f = f; s.hint = hint
+        s.sh = [Seg(max(1, cap // S), 0), Seg(max(1, cap // S), f)]
+        s.only = [0, 0]; s.hits = [0, 0]; s.n = 0; s.seen = 0; s.win = win * max(64, cap // S); s.switches = 0
+
+    def has(s, b):
+        return s.real.has(b)
+
+    @staticmethod
+    def put(c, b, h):
+        if h and c.f and not c.has(b) and b not in c.G:
+            c.M[b] = 1; c.evict(); return False
+        return c.one(b)
+
+    def access(s, r, k):
+        for i in range(len(r) - 1, -1, -1):
+            b = r[i]; h = s.hint(r, i)
+            if hsh(b) % s.S == 0:
+                hit = [s.put(x, b, h) for x in s.sh]
+                s.hits[0] += hit[0]; s.hits[1] += hit[1]
+                if hit[0] != hit[1]:
+                    s.only[1 if hit[1] else 0] += 1
+                s.seen += 1; s.n += 1
+                if s.n >= s.win:
+                    s.n = 0; s.only = [x // 2 for x in s.only]; s.hits = [x // 2 for x in s.hits]
+                if s.seen >= 256:  # evict.c's rule: 2 % and a sign test at z = 2
+                    a, c = (s.only[0], s.only[1]) if s.real.f else (s.only[1], s.only[0])
+                    better = a > c and a - c > (s.hits[1 if s.real.f else 0]) // 50 + 1 and (a - c) ** 2 > 4 * (a + c)
+                    f = (0 if better else s.f) if s.real.f else (s.f if better else 0)
+                    if f != s.real.f:
+                        s.switches += 1; s.real.f = f
+            s.put(s.real, b, h)
+
+
+def hints(reqs):
+    """Two oracle hints, the future known: per block (it will be read again) and per prompt
+    (a later request has the same first block: a router that knows a document is shared)."""
+    left = defaultdict(int); roots = defaultdict(int)
+    for r in reqs:
+        roots[r[0]] += 1
+        for b in r:
+            left[b] += 1
+    state = {'left': left, 'roots': roots}
+
+    class Track:
+        def __init__(s, pol):
+            s.pol = pol
+
+        def has(s, b):
+            return s.pol.has(b)
+
+        def access(s, r, k):
+            state['roots'][r[0]] -= 1
+            for b in r:
+                state['left'][b] -= 1
+            s.pol.access(r, k)
+    return state, Track
+
+
 class Adapt:
-    def __init__(s, cap, f=0.95, S=16, margin=0.02, win=4):
-        s.real = Seg(cap, 0); s.S = S; s.f = f; s.sh = [Seg(max(1, cap // S), 0), Seg(max(1, cap // S), f)]
+    def __init__(s, cap, f=0.95, S=16, margin=0.02, win=4, seg=Seg):
+        s.real = seg(cap, 0); s.S = S; s.f = f; s.sh = [seg(max(1, cap // S), 0), seg(max(1, cap // S), f)]
         s.sc = [0.0, 0.0]; s.n = 0; s.win = win * cap // S; s.margin = margin; s.switches = 0
 
     def has(s, b):
         return s.real.has(b)
 
     def access(s, r, k):
+        if isinstance(s.real, RootSeg):  # the request's root, as RootSeg.access notes it
+            for x in [s.real] + s.sh:
+                x.again = r[0] in x.R
+                x.R[r[0]] = 1
+                x.R.move_to_end(r[0])
+                if len(x.R) > x.rc:
+                    x.R.popitem(last=False)
         for b in reversed(r):
             if hsh(b) % s.S == 0:
                 for i, sh in enumerate(s.sh):
@@ -321,6 +438,41 @@ def main_new(paths, div):
         reqs = load(p)
         cap = len(set(b for r in reqs for b in r)) // div
         ad = Adapt(cap)
+        if os.environ.get('HINT'):  # an application's retain hint, oracle (doc/policies.md)
+            out = ['lru %.4f' % run(reqs, LRU(cap))]
+            for name, kind in (('hint-block', 'block'), ('hint-prompt', 'prompt')):
+                st, Track = hints(reqs)
+                if kind == 'block':
+                    h = (lambda st: lambda r, i: st['left'][r[i]] > 0)(st)
+                else:
+                    # NOISE="recall,false-positive rate": a router that knows some shared
+                    # documents, and hints some that are not (per prompt, fixed per request)
+                    rec, fp = (float(x) for x in os.environ.get('NOISE', '1,0').split(','))
+                    import random
+                    rnd = random.Random(1); memo = {}
+
+                    def h(r, i, st=st):
+                        key = id(r)
+                        if key not in memo:
+                            memo.clear()
+                            memo[key] = rnd.random() < (rec if st['roots'][r[0]] > 0 else fp)
+                        return memo[key]
+                out.append('%s %.4f' % (name, run(reqs, Track(HintSeg(cap, 0.95, h)))))
+                if kind == 'prompt':
+                    st, Track = hints(reqs)
+                    rnd.seed(1); memo.clear()
+                    ah = AdaptHint(cap, lambda r, i, st=st: h(r, i, st))
+                    out.append('adapt-hint-prompt %.4f (%d switches)' % (run(reqs, Track(ah)), ah.switches))
+            print(p.split('/')[-1], '1/%d' % div, ' | '.join(out), flush=True)
+            continue
+        if os.environ.get('ROOT'):  # the prompt's own history (doc/policies.md, "Fifth pass")
+            ar = Adapt(cap, seg=RootSeg)
+            out = ['lru %.4f' % run(reqs, LRU(cap)), 'seg95 %.4f' % run(reqs, Seg(cap, 0.95)),
+                   'rootseg95 %.4f' % run(reqs, RootSeg(cap, 0.95)),
+                   'adapt %.4f (%d switches)' % (run(reqs, ad), ad.switches),
+                   'adapt-root %.4f (%d switches)' % (run(reqs, ar), ar.switches)]
+            print(p.split('/')[-1], '1/%d' % div, ' | '.join(out), flush=True)
+            continue
         out = ['lru %.4f' % run(reqs, LRU(cap)), 'seg95 %.4f' % run(reqs, Seg(cap, 0.95)),
                'adapt %.4f (%d switches)' % (run(reqs, ad), ad.switches), 'min-nofirst %.4f' % min_nofirst(reqs, cap)]
         print(p.split('/')[-1], '1/%d' % div, ' | '.join(out), flush=True)

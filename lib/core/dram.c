@@ -158,6 +158,10 @@ struct dram {
 	uint32_t chunk;
 	uint64_t capacity;        /* bytes of arena over all shards */
 	uint64_t max_value;       /* largest value one shard can hold */
+	/* dram.prefault at open: bytes the arenas populated and the time
+	 * their setup took (with THP the kernel may compact memory for
+	 * seconds); 0 and 0 when off */
+	uint64_t prefault_bytes, prefault_ns;
 	int policy;
 	dram_evict_fn evict_fn;
 	void *evict_ctx;
@@ -734,6 +738,32 @@ static int dram_alloc_locked(struct dram *d, struct dram_shard *s, uint32_t chun
  * Quota eviction
  */
 
+/*
+ * prefix-adapt's mode is per quota group with a DRAM limit (evict.h
+ * evict_group_fn): the group the item was charged to, and its limit's
+ * share of one shard in chunks (a group's blocks spread over the shards
+ * by hash, and its quota evicts in the put's shard first).  A block of no
+ * group, or of a group without a DRAM limit, follows the shard's mode.
+ * Locked (the shard's).
+ */
+static uint32_t dram_mode_group(const struct evict_node *n, void *ctx, uint64_t *cap_chunks)
+{
+	const struct dram_item *it = (const struct dram_item *)n;
+	struct dram *d = ctx;
+	struct quota_group *qg;
+	uint64_t limit, per, max = d->shards[0].arena.chunk_count;
+
+	if (!it->group || !d->quota)
+		return 0;
+	qg = quota_group_at(d->quota, it->group);
+	limit = qg ? atomic_load_explicit(&qg->limit[QUOTA_DRAM], memory_order_relaxed) : 0;
+	if (limit == 0)
+		return 0;
+	per = (limit / d->chunk + d->shard_count - 1) / d->shard_count;
+	*cap_chunks = per < max ? per : max;
+	return it->group;
+}
+
 /* Evictable and charged to the group *ctx? */
 static bool dram_quota_pick(struct evict_node *n, void *ctx)
 {
@@ -1060,8 +1090,10 @@ uint64_t dram_writedown_pass(struct dram *d, uint64_t *budget, uint64_t pass_max
 }
 
 /* A tier below keeps what DRAM evicts (the SSD's admission hook, in any
- * mode): prefix-adapt stays in LRU mode. */
-static void dram_pin_lru(struct dram *d, bool below)
+ * mode) or serves what DRAM misses (a shared or remote tier): prefix-adapt
+ * stays in LRU mode -- its simulations model DRAM alone (doc/policies.md,
+ * "prefix-adapt over lower tiers"). */
+void dram_pin_lru(struct dram *d, bool below)
 {
 	for (uint32_t i = 0; below && i < d->shard_count; i++) {
 		pthread_mutex_lock(&d->shards[i].lock);
@@ -1145,6 +1177,8 @@ int dram_open(struct dram **out, const struct dram_config *cfg, struct kvt_mem *
 	struct dram *d;
 	uint32_t n = cfg->shards;
 	uint64_t per, secret;
+	struct timespec t0, t1;
+	char pf[64] = "";
 	ssize_t got;
 	int ret = 0;
 
@@ -1201,12 +1235,20 @@ int dram_open(struct dram **out, const struct dram_config *cfg, struct kvt_mem *
 		if (s->leaving_max > per / 4)
 			s->leaving_max = per / 4;
 		d->shard_count = i + 1;
+		clock_gettime(CLOCK_MONOTONIC, &t0);
 		ret = arena_init(&s->arena, mem, per, cfg->chunk, cfg->hugepages, cfg->prefault);
 		if (ret < 0)
 			goto fail;
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		if (s->arena.prefaulted) {
+			d->prefault_bytes += s->arena.map_len;
+			d->prefault_ns += (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000000000u +
+					  (uint64_t)t1.tv_nsec - (uint64_t)t0.tv_nsec;
+		}
 		ret = evict_init(&s->ev, mem, cfg->policy, s->arena.chunk_count);
 		if (ret < 0)
 			goto fail;
+		evict_set_group_fn(&s->ev, dram_mode_group, d);
 		s->buckets = kvt_mem_calloc(mem, 64, sizeof(*s->buckets));
 		if (!s->buckets) {
 			ret = -ENOMEM;
@@ -1216,11 +1258,15 @@ int dram_open(struct dram **out, const struct dram_config *cfg, struct kvt_mem *
 	}
 	d->capacity = per * n;
 	d->max_value = per;
+	if (d->prefault_bytes)
+		snprintf(pf, sizeof(pf), " (pre-faulted %llu MiB in %llu ms)",
+			 (unsigned long long)(d->prefault_bytes >> 20),
+			 (unsigned long long)(d->prefault_ns / 1000000u));
 	kvt_logf(log, KVT_LOG_INFO,
 		 "dram: %llu MiB in %u shards of %llu MiB, %u KiB chunks, pages %s%s, policy %s",
 		 (unsigned long long)(d->capacity >> 20), n, (unsigned long long)(per >> 20),
-		 cfg->chunk >> 10, arena_page_mode_name(d->shards[0].arena.page_mode),
-		 cfg->prefault ? " (pre-faulted)" : "", evict_policy_name(cfg->policy));
+		 cfg->chunk >> 10, arena_page_mode_name(d->shards[0].arena.page_mode), pf,
+		 evict_policy_name(cfg->policy));
 	*out = d;
 	return 0;
 fail:
@@ -1468,7 +1514,8 @@ int dram_publish(struct dram *d, struct dram_item *it, const uint32_t *crcs,
 		evict_demote(&s->ev, &it->node);
 	} else {
 		evict_insert_after(&s->ev, &it->node, h,
-				   (flags & DRAM_PROMOTED) ? EVICT_CLASSES : dram_hint_class(d, h),
+				   ((flags & DRAM_PROMOTED) ? EVICT_CLASSES : dram_hint_class(d, h)) |
+					   ((flags & DRAM_RETAIN) ? EVICT_RETAIN : 0u),
 				   chain_prev(s, it->ns));
 		chain_note(s, it->ns, &it->node);
 	}
@@ -1559,7 +1606,7 @@ int dram_put(struct dram *d, uint32_t ns, const struct kvt_key *key,
 		kvt_mem_free(d->mem, lens, part_count * sizeof(*lens) * 2);
 	if (ret != KVT_OK)
 		return ret;
-	return dram_publish(d, it, crcs, NULL, publish_flags & DRAM_SEALED, false);
+	return dram_publish(d, it, crcs, NULL, publish_flags & (DRAM_SEALED | DRAM_RETAIN), false);
 }
 
 /* Find a visible item and take a ref; counts the hit or miss.  Locked. */
@@ -1957,7 +2004,8 @@ void dram_stats(struct dram *d, kvt_stats_fn fn, void *ctx)
 		uint64_t small_blocks, main_blocks, dead, promoted, promoted_bytes, admitted;
 		uint64_t quota_evictions;
 		uint64_t victim_wd, victim_filtered, victim_shed, victim_waits, leaving;
-		uint64_t probation_inserts, adapt_switches, adapt_seg;
+		uint64_t probation_inserts, adapt_switches, adapt_seg, adapt_groups, adapt_gseg;
+		uint64_t retain_hints;
 	} t;
 	memset(&t, 0, sizeof(t));
 	for (uint32_t i = 0; i < d->shard_count; i++) {
@@ -1996,8 +2044,15 @@ void dram_stats(struct dram *d, kvt_stats_fn fn, void *ctx)
 		t.victim_waits += s->victim_waits;
 		t.leaving += s->leaving_bytes;
 		t.probation_inserts += s->ev.probation_inserts;
-		t.adapt_switches += s->ev.mode_switches;
-		t.adapt_seg += s->ev.seg;
+		t.retain_hints += s->ev.retain_hints;
+		{
+			uint64_t g, gs, gsw;
+			evict_group_stats(&s->ev, &g, &gs, &gsw);
+			t.adapt_switches += s->ev.ad0.mode_switches + gsw;
+			t.adapt_seg += s->ev.ad0.seg;
+			t.adapt_groups += g;
+			t.adapt_gseg += gs;
+		}
 		pthread_mutex_unlock(&s->lock);
 	}
 	fn(ctx, "dram.capacity_bytes", d->capacity, NULL);
@@ -2011,6 +2066,8 @@ void dram_stats(struct dram *d, kvt_stats_fn fn, void *ctx)
 	fn(ctx, "dram.shards", d->shard_count, NULL);
 	fn(ctx, "dram.hugepages", 0, arena_page_mode_name(d->shards[0].arena.page_mode));
 	fn(ctx, "dram.prefaulted", d->shards[0].arena.prefaulted, NULL);
+	fn(ctx, "dram.prefault_bytes", d->prefault_bytes, NULL);
+	fn(ctx, "dram.prefault_ms", d->prefault_ns / 1000000u, NULL);
 	fn(ctx, "dram.policy", 0, evict_policy_name(d->policy));
 	fn(ctx, "dram.puts", t.puts, NULL);
 	fn(ctx, "dram.put_bytes", t.put_bytes, NULL);
@@ -2039,6 +2096,12 @@ void dram_stats(struct dram *d, kvt_stats_fn fn, void *ctx)
 	/* prefix-adapt: shards now in segmented mode, mode changes so far */
 	fn(ctx, "dram.adapt_segmented_shards", t.adapt_seg, NULL);
 	fn(ctx, "dram.adapt_switches", t.adapt_switches, NULL);
+	/* per quota group with a DRAM limit: (shard, group) modes made, and
+	 * those in segmented mode */
+	fn(ctx, "dram.adapt_groups", t.adapt_groups, NULL);
+	fn(ctx, "dram.adapt_segmented_groups", t.adapt_gseg, NULL);
+	/* puts with KVT_F_RETAIN that reached prefix-adapt's queues */
+	fn(ctx, "dram.retain_hints", t.retain_hints, NULL);
 	fn(ctx, "dram.split_allocs", t.split, NULL);
 	fn(ctx, "dram.crc_errors", t.crc_errors, NULL);
 	fn(ctx, "dram.s3fifo_small_blocks", t.small_blocks, NULL);

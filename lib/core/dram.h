@@ -49,6 +49,7 @@ struct dram_item;
 #define DRAM_COLD 0x8u     /* publish (with DRAM_ON_LOWER): at the old end of the
 			    * queue, outside any chain: served, then the next victim
 			    * unless read again (a first hit in the tier below) */
+#define DRAM_RETAIN 0x10u  /* publish: the caller's retain hint (KVT_F_RETAIN) */
 int dram_reserve(struct dram *d, uint32_t ns, const struct kvt_key *key, uint64_t len,
 		 const uint64_t *part_lens, unsigned part_count, struct dram_item **item,
 		 struct iovec *view, unsigned *view_count);
@@ -203,6 +204,10 @@ typedef bool (*dram_admit_fn)(void *ctx, struct dram_item *item, uint32_t ns, in
 /* victim: also offer evicted blocks (DRAM_ADMIT_EVICT; the SSD as DRAM's
  * victim tier, doc/policies.md). */
 void dram_set_admit_hook(struct dram *d, dram_admit_fn fn, void *ctx, bool victim);
+/* prefix-adapt: LRU mode for good, its simulations and ghost given back,
+ * when below is true (a lower tier: the store calls it once its tiers are
+ * open; the SSD's admission hook calls it too).  Other policies: nothing. */
+void dram_pin_lru(struct dram *d, bool below);
 /* A prefix lookup over keys[0..n) found the first `hits` present:
  * prefix-learn notes reuse classes for the others, which their puts will
  * read (doc/policies.md).  Nothing under the other policies. */

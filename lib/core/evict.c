@@ -60,9 +60,14 @@
  * sampled accesses only one of them hit; counts halved every 4 simulated
  * capacities; see adapt_note).  Entering
  * segmented mode moves M's never-reused blocks to P; leaving it moves
- * nothing (P's leftovers go first).  No write-down filter.  With a tier
- * below taking DRAM's victims it stays in LRU mode (evict_pin_lru): the
- * simulations model DRAM alone and chose badly there (doc/policies.md).
+ * nothing (P's leftovers go first).  No write-down filter.  With any tier
+ * below DRAM it stays in LRU mode (evict_pin_lru): the simulations model
+ * DRAM alone and chose badly there (doc/policies.md).  The mode, ghost and
+ * simulations are per quota group with a DRAM limit (struct evict_adapt,
+ * adapt_of; the shard's own, ad0, for every other block), so one group's
+ * traffic never changes another's order; a switch moves only its group's
+ * blocks.  A put with the caller's retain hint (EVICT_RETAIN) starts in M
+ * in segmented mode, and the segmented simulation takes the hint too.
  *
  * Pinned items are never evicted: evict_victim rotates them to the head of
  * their queue and goes on; after a full lap with nothing evictable it
@@ -122,6 +127,57 @@ static struct evict_list *evict_list_of(struct evict *e, struct evict_node *n)
 	return n->queue == EVICT_Q_SMALL ? &e->small : &e->main;
 }
 
+/*
+ * prefix-adapt's state for a capacity of cap chunks: a ghost of 3 keys a
+ * chunk, and simulations of 1 key in EVICT_SIM_RATE at that fraction of
+ * the chunks, whose hit counts are halved every 4 simulated capacities of
+ * accesses.
+ */
+static void adapt_fini(struct evict_adapt *a);
+
+static int adapt_init(struct evict_adapt *a, struct kvt_mem *mem, uint64_t capacity_chunks)
+{
+	uint64_t cap = capacity_chunks / EVICT_SIM_RATE;
+	uint32_t ents = cap > (UINT32_C(1) << 22) ? (UINT32_C(1) << 22) : (uint32_t)cap;
+	int r;
+	memset(a, 0, sizeof(*a));
+	a->cap_chunks = capacity_chunks;
+	r = ghost_init(&a->gh, mem, 3 * capacity_chunks);
+	if (r == 0)
+		r = minisim_init(&a->sim[0], mem, cap, ents, false, 0, 0);
+	if (r == 0)
+		r = minisim_init(&a->sim[1], mem, cap, ents, true, EVICT_SEG_MAIN_PCT, 4);
+	if (r < 0) {
+		adapt_fini(a);
+		return r;
+	}
+	a->sim_window = 4 * (uint64_t)(ents > 64 ? ents : 64);
+	a->ready = true;
+	return 0;
+}
+
+static void adapt_fini(struct evict_adapt *a)
+{
+	minisim_fini(&a->sim[0]);
+	minisim_fini(&a->sim[1]);
+	ghost_fini(&a->gh);
+	a->ready = false;
+}
+
+static void groups_fini(struct evict *e)
+{
+	if (!e->grp)
+		return;
+	for (uint32_t g = 0; g < KVT_QUOTA_GROUPS; g++) {
+		if (!e->grp[g])
+			continue;
+		adapt_fini(e->grp[g]);
+		kvt_mem_free(e->mem, e->grp[g], sizeof(*e->grp[g]));
+	}
+	kvt_mem_free(e->mem, e->grp, KVT_QUOTA_GROUPS * sizeof(*e->grp));
+	e->grp = NULL;
+}
+
 int evict_init(struct evict *e, struct kvt_mem *mem, int policy, uint64_t capacity_chunks)
 {
 	uint64_t g = 64;
@@ -138,31 +194,20 @@ int evict_init(struct evict *e, struct kvt_mem *mem, int policy, uint64_t capaci
 	e->main_max = capacity_chunks * 9 / 10;
 	e->window = capacity_chunks * 4 > 4096 ? capacity_chunks * 4 : 4096;
 	if (e->adapt) {
-		/* Segmented mode: M at most 95 % (doc/policies.md); the
-		 * simulations see 1 key in EVICT_SIM_RATE, at that fraction of
-		 * the shard's chunks, and their hit counts are halved every 4
-		 * simulated capacities of accesses. */
-		uint64_t cap = capacity_chunks / EVICT_SIM_RATE;
-		uint32_t ents = cap > (UINT32_C(1) << 22) ? (UINT32_C(1) << 22) : (uint32_t)cap;
-		int r;
+		/* Segmented mode: M at most 95 % (doc/policies.md).  The
+		 * shard's own mode state is made at its first block of no
+		 * group (adapt_of): a store whose every block is in a quota
+		 * group with a limit (kvtierd with tenants) pays only for the
+		 * groups'. */
 		e->main_max = capacity_chunks * EVICT_SEG_MAIN_PCT / 100;
-		r = ghost_init(&e->gh, mem, 3 * capacity_chunks);
-		if (r == 0)
-			r = minisim_init(&e->sim[0], mem, cap, ents, false, 0, 0);
-		if (r == 0)
-			r = minisim_init(&e->sim[1], mem, cap, ents, true, EVICT_SEG_MAIN_PCT, 4);
-		if (r < 0) {
-			evict_fini(e);
-			return r;
-		}
-		e->sim_window = 4 * (uint64_t)(ents > 64 ? ents : 64);
+		e->ad0.cap_chunks = capacity_chunks;
 	}
 	if (policy == DRAM_POLICY_S3FIFO) {
 		/* As many keys as chunks: the most items M can hold (the
 		 * paper's ghost queue is as long as M).  ghost.c forgets the
 		 * oldest first, as the paper's FIFO ghost does; a direct-mapped
 		 * table forgot at random (doc/policies.md). */
-		int r = ghost_init(&e->gh, mem, capacity_chunks);
+		int r = ghost_init(&e->ad0.gh, mem, capacity_chunks);
 		if (r < 0) {
 			evict_fini(e);
 			return r;
@@ -191,9 +236,8 @@ void evict_fini(struct evict *e)
 	if (e->ghost)
 		kvt_mem_free(e->mem, e->ghost, ((size_t)e->ghost_mask + 1) * sizeof(uint32_t));
 	e->ghost = NULL;
-	minisim_fini(&e->sim[0]);
-	minisim_fini(&e->sim[1]);
-	ghost_fini(&e->gh);
+	adapt_fini(&e->ad0);
+	groups_fini(e);
 }
 
 const char *evict_policy_name(int policy)
@@ -214,7 +258,7 @@ static inline uint32_t ghost_fp(uint64_t hash)
 void evict_ghost_add(struct evict *e, uint64_t hash)
 {
 	if (e->policy == DRAM_POLICY_S3FIFO)
-		ghost_add(&e->gh, hash);
+		ghost_add(&e->ad0.gh, hash);
 	else if (e->ghost)
 		e->ghost[hash & e->ghost_mask] = ghost_fp(hash);
 }
@@ -227,14 +271,24 @@ void evict_ghost_add(struct evict *e, uint64_t hash)
  * in M) under the shard lock, once per switch (2-7 per trace in
  * doc/policies.md's runs).
  */
-static void adapt_to_segmented(struct evict *e)
+static uint32_t node_group(const struct evict *e, const struct evict_node *n, uint64_t *cap)
+{
+	*cap = 0;
+	return e->group_of ? e->group_of(n, e->group_ctx, cap) : 0;
+}
+
+static void adapt_to_segmented(struct evict *e, uint32_t group)
 {
 	struct evict_node *n = e->main.head.prev, *newer;
-	/* M from its oldest end: blocks never reused (not credited) go to
-	 * P's head in the order met, so P ends newest first. */
+	uint64_t cap;
+	/* M from its oldest end: the group's blocks never reused (not
+	 * credited) go to P's head in the order met, so P ends newest first.
+	 * Other groups' blocks stay where they are. */
 	for (; n != &e->main.head; n = newer) {
 		newer = n->prev;
 		if (n->freq & EVICT_CLS_CREDITED)
+			continue;
+		if (e->group_of && node_group(e, n, &cap) != group)
 			continue;
 		list_unlink(&e->main, n);
 		n->queue = EVICT_Q_SMALL;
@@ -247,16 +301,75 @@ void evict_pin_lru(struct evict *e)
 	if (!e->adapt)
 		return;
 	e->adapt_pinned = true;
-	if (e->seg) {
-		e->seg = false;
-		e->mode_switches++;
+	if (e->ad0.seg) {
+		e->ad0.seg = false;
+		e->ad0.mode_switches++;
 	}
 	/* Pinned for good (the tier below stays until close): the ghost and
 	 * the simulations decide nothing now, so give their bytes back and
 	 * run prefix's code path exactly. */
-	minisim_fini(&e->sim[0]);
-	minisim_fini(&e->sim[1]);
-	ghost_fini(&e->gh);
+	adapt_fini(&e->ad0);
+	groups_fini(e);
+}
+
+void evict_set_group_fn(struct evict *e, evict_group_fn fn, void *ctx)
+{
+	e->group_of = fn;
+	e->group_ctx = ctx;
+}
+
+void evict_group_stats(const struct evict *e, uint64_t *groups, uint64_t *seg, uint64_t *switches)
+{
+	*groups = *seg = *switches = 0;
+	for (uint32_t g = 0; e->grp && g < KVT_QUOTA_GROUPS; g++) {
+		if (!e->grp[g])
+			continue;
+		*groups += 1;
+		*seg += e->grp[g]->seg;
+		*switches += e->grp[g]->mode_switches;
+	}
+}
+
+/*
+ * The prefix-adapt state that decides for node n: the shard's own (ad0)
+ * for a block of no group with a DRAM limit, else its group's, made (or
+ * remade, if the group's limit changed) here.  NULL: none (pinned, or no
+ * memory for it: the block is kept in LRU mode).  *group: whose.
+ */
+static struct evict_adapt *adapt_of(struct evict *e, const struct evict_node *n, uint32_t *group)
+{
+	uint64_t cap;
+	struct evict_adapt *a;
+	*group = 0;
+	if (!e->adapt || e->adapt_pinned)
+		return NULL;
+	*group = node_group(e, n, &cap);
+	if (*group == 0 || *group >= KVT_QUOTA_GROUPS) {
+		*group = 0;
+		if (!e->ad0.ready && adapt_init(&e->ad0, e->mem, e->ad0.cap_chunks) < 0)
+			return NULL; /* no memory: LRU order, tried again later */
+		return &e->ad0;
+	}
+	if (!e->grp) {
+		e->grp = kvt_mem_calloc(e->mem, KVT_QUOTA_GROUPS, sizeof(*e->grp));
+		if (!e->grp)
+			return NULL;
+	}
+	a = e->grp[*group];
+	if (!a) {
+		a = kvt_mem_calloc(e->mem, 1, sizeof(*a));
+		if (!a)
+			return NULL;
+		e->grp[*group] = a;
+	}
+	if (a->ready && a->cap_chunks == cap)
+		return a;
+	/* New, or its limit changed (a reload): start again, in LRU mode
+	 * (leftovers in P go first, as after any switch back). */
+	adapt_fini(a);
+	if (adapt_init(a, e->mem, cap) < 0)
+		return NULL;
+	return a;
 }
 
 /*
@@ -285,37 +398,38 @@ static bool adapt_better(uint64_t only_mine, uint64_t only_other, uint64_t other
 	return d > other_hits / 50 + 1 && d * d > EVICT_SIM_Z2 * (only_mine + only_other);
 }
 
-static void adapt_note(struct evict *e, uint64_t hash, uint32_t chunks)
+static void adapt_note(struct evict *e, struct evict_adapt *a, uint32_t group, uint64_t hash,
+		       uint32_t chunks, bool retain)
 {
 	bool seg, hit[2];
-	if (!e->adapt || e->adapt_pinned || ((hash >> EVICT_SIM_SHIFT) & (EVICT_SIM_RATE - 1)) != 0)
+	if (!a || ((hash >> EVICT_SIM_SHIFT) & (EVICT_SIM_RATE - 1)) != 0)
 		return;
 	for (unsigned i = 0; i < 2; i++) {
-		hit[i] = minisim_access(&e->sim[i], hash, chunks);
-		e->sim_hits[i] += hit[i];
+		hit[i] = minisim_access(&a->sim[i], hash, chunks, retain);
+		a->sim_hits[i] += hit[i];
 	}
 	if (hit[0] != hit[1])
-		e->sim_only[hit[1]]++;
-	if (e->sim_seen < EVICT_SIM_EVIDENCE)
-		e->sim_seen++;
-	if (++e->sim_accesses >= e->sim_window) {
-		e->sim_accesses = 0;
+		a->sim_only[hit[1]]++;
+	if (a->sim_seen < EVICT_SIM_EVIDENCE)
+		a->sim_seen++;
+	if (++a->sim_accesses >= a->sim_window) {
+		a->sim_accesses = 0;
 		for (unsigned i = 0; i < 2; i++) {
-			e->sim_hits[i] /= 2;
-			e->sim_only[i] /= 2;
+			a->sim_hits[i] /= 2;
+			a->sim_only[i] /= 2;
 		}
 	}
-	if (e->sim_seen < EVICT_SIM_EVIDENCE)
+	if (a->sim_seen < EVICT_SIM_EVIDENCE)
 		return;
-	if (e->seg)
-		seg = !adapt_better(e->sim_only[0], e->sim_only[1], e->sim_hits[1]);
+	if (a->seg)
+		seg = !adapt_better(a->sim_only[0], a->sim_only[1], a->sim_hits[1]);
 	else
-		seg = adapt_better(e->sim_only[1], e->sim_only[0], e->sim_hits[0]);
-	if (seg != e->seg) {
-		e->seg = seg;
-		e->mode_switches++;
+		seg = adapt_better(a->sim_only[1], a->sim_only[0], a->sim_hits[0]);
+	if (seg != a->seg) {
+		a->seg = seg;
+		a->mode_switches++;
 		if (seg)
-			adapt_to_segmented(e);
+			adapt_to_segmented(e, group);
 	}
 }
 
@@ -361,8 +475,14 @@ static void prefix_insert(struct evict *e, struct evict_node *n, uint64_t hash, 
 	uint32_t *slot = e->ghost ? &e->ghost[hash & e->ghost_mask] : &none;
 	bool back = false;
 	bool predict = e->learn;
+	uint32_t group;
+	struct evict_adapt *a = adapt_of(e, n, &group);
+	bool retain = (cls & EVICT_RETAIN) != 0;
 
-	adapt_note(e, hash, n->chunks);
+	cls &= ~EVICT_RETAIN;
+	if (retain && e->adapt)
+		e->retain_hints++;
+	adapt_note(e, a, group, hash, n->chunks, retain);
 	if (cls > EVICT_CLS_MASK) { /* a promotion from below: reused, class unknown */
 		n->freq = EVICT_CLS_CREDITED;
 		if (*slot && ((*slot ^ ghost_fp_cls(hash, 0)) & ~(uint32_t)EVICT_CLS_MASK) == 0) {
@@ -377,7 +497,7 @@ static void prefix_insert(struct evict *e, struct evict_node *n, uint64_t hash, 
 	}
 	n->freq = (uint8_t)cls;
 	if (e->adapt) {
-		if (!e->adapt_pinned && ghost_take(&e->gh, hash)) {
+		if (a && ghost_take(&a->gh, hash)) {
 			e->ghost_hits++;
 			cls_credit(e, n);
 			back = true;
@@ -409,8 +529,11 @@ static void prefix_insert(struct evict *e, struct evict_node *n, uint64_t hash, 
 	    cls_rare(e, n->freq & EVICT_CLS_MASK)) {
 		e->probation_inserts++;
 		n->queue = EVICT_Q_SMALL;
-	} else if (!back && e->adapt && e->seg) {
-		/* Segmented mode: a block earns M by a reuse. */
+	} else if (!back && a && a->seg && !retain) {
+		/* Segmented mode: a block earns M by a reuse, or by the
+		 * caller's retain hint (which the segmented simulation took
+		 * too: the mode is segmented only where hints plus order beat
+		 * LRU). */
 		e->probation_inserts++;
 		n->queue = EVICT_Q_SMALL;
 	} else {
@@ -438,7 +561,9 @@ void evict_hit_after(struct evict *e, struct evict_node *n, uint64_t hash, struc
 	if (n->queue == EVICT_Q_NONE)
 		return;
 	if (e->policy == DRAM_POLICY_PREFIX) {
-		adapt_note(e, hash, n->chunks);
+		uint32_t group;
+		struct evict_adapt *a = adapt_of(e, n, &group);
+		adapt_note(e, a, group, hash, n->chunks, false);
 		prefix_hit(e, n, prev);
 	}
 	else
@@ -469,8 +594,10 @@ unsigned evict_value(const struct evict *e, const struct evict_node *n)
 void evict_ghost_note(struct evict *e, const struct evict_node *n, uint64_t hash, bool from_small)
 {
 	if (e->policy == DRAM_POLICY_PREFIX) {
-		if (e->adapt && !e->adapt_pinned)
-			ghost_add(&e->gh, hash);
+		uint32_t group;
+		struct evict_adapt *a = adapt_of(e, n, &group);
+		if (a)
+			ghost_add(&a->gh, hash);
 		if (e->ghost)
 			e->ghost[hash & e->ghost_mask] = ghost_fp_cls(hash, n->freq & EVICT_CLS_MASK);
 	}
@@ -499,7 +626,7 @@ void evict_insert(struct evict *e, struct evict_node *n, uint64_t hash, unsigned
 		list_push_head(&e->main, n);
 		return;
 	}
-	if (ghost_take(&e->gh, hash)) {
+	if (ghost_take(&e->ad0.gh, hash)) {
 		e->ghost_hits++;
 		n->queue = EVICT_Q_MAIN;
 		list_push_head(&e->main, n);
@@ -561,7 +688,7 @@ struct evict_node *evict_victim(struct evict *e, evict_busy_fn busy, void *ctx)
 		bool from_small;
 		if (e->policy == DRAM_POLICY_PREFIX)
 			from_small = e->small.count > 0 && !small_stuck &&
-				     (e->main.chunks <= e->main_max || (e->adapt && !e->seg) ||
+				     (e->main.chunks <= e->main_max || (e->adapt && !e->ad0.seg) ||
 				      e->main.count == 0 || main_stuck);
 		else
 			from_small = e->policy == DRAM_POLICY_S3FIFO && e->small.count > 0 &&

@@ -27,12 +27,40 @@ struct evict_node {
 #define EVICT_CLASSES 64
 #define EVICT_CLS_MASK 0x3f
 #define EVICT_CLS_CREDITED 0x80
+/* Or'ed into an insert's cls: the caller's retain hint (KVT_F_RETAIN). */
+#define EVICT_RETAIN 0x1000u
 
 struct evict_list {
 	struct evict_node head; /* sentinel: head.next is newest, head.prev oldest */
 	uint64_t chunks;        /* sum of members' chunks */
 	uint64_t count;
 };
+
+/*
+ * prefix-adapt's decision state: two miniature simulations over sampled
+ * keys, LRU ([0]) and segmented ([1]), whose decayed hit counts choose the
+ * mode (seg), and the ghost of evicted keys the segmented mode reads.
+ */
+struct evict_adapt {
+	struct minisim sim[2];
+	struct ghost gh;          /* near-FIFO, ghost.c */
+	uint64_t sim_hits[2], sim_accesses, sim_window, mode_switches;
+	/* sampled accesses only one simulation hit ([0] LRU's, [1] the
+	 * segmented one's), halved with sim_hits; sampled accesses seen in
+	 * all (to EVICT_SIM_EVIDENCE) */
+	uint64_t sim_only[2], sim_seen;
+	uint64_t cap_chunks;      /* the capacity it models */
+	bool seg;                 /* segmented mode */
+	bool ready;               /* sims and ghost allocated */
+};
+
+/*
+ * The quota group whose prefix-adapt state decides for node n (0: the
+ * shard's own, ad0), and in *cap_chunks the chunks of this shard the group
+ * may hold (its DRAM limit's share).  Set by the embedder (dram.c); none:
+ * every node is group 0.
+ */
+typedef uint32_t (*evict_group_fn)(const struct evict_node *n, void *ctx, uint64_t *cap_chunks);
 
 struct evict {
 	int policy;               /* DRAM_POLICY_* */
@@ -51,19 +79,20 @@ struct evict {
 	uint64_t ins_total, reu_total, window, since_halving;
 	uint64_t main_max;        /* chunks: above this M gives victims even if P has some */
 	uint64_t probation_inserts; /* blocks predicted not to be reused */
+	uint64_t retain_hints;    /* inserts with the retain hint (prefix-adapt) */
 	bool learn;               /* prefix-learn: classes choose P or M */
-	/* prefix-adapt: two miniature simulations over sampled keys, LRU
-	 * ([0]) and segmented ([1]), and their decayed hit counts choose
-	 * the real queues' mode (seg) */
-	bool adapt, seg;
+	bool adapt;               /* prefix-adapt */
 	bool adapt_pinned;        /* a tier below takes DRAM's victims: LRU mode */
-	struct minisim sim[2];
-	struct ghost gh;          /* prefix-adapt's and S3-FIFO's ghost (near-FIFO, ghost.c) */
-	uint64_t sim_hits[2], sim_accesses, sim_window, mode_switches;
-	/* sampled accesses only one simulation hit ([0] LRU's, [1] the
-	 * segmented one's), halved with sim_hits; sampled accesses seen in
-	 * all (to EVICT_SIM_EVIDENCE) */
-	uint64_t sim_only[2], sim_seen;
+	/* prefix-adapt's mode, ghost and simulations for blocks of no quota
+	 * group with a DRAM limit (all blocks when no quota is used); also
+	 * S3-FIFO's ghost (ad0.gh) */
+	struct evict_adapt ad0;
+	/* prefix-adapt, per quota group with a DRAM limit: its own mode,
+	 * ghost and simulations, made at the group's first block in the
+	 * shard (KVT_QUOTA_GROUPS pointers, or NULL before) */
+	struct evict_adapt **grp;
+	evict_group_fn group_of;
+	void *group_ctx;
 };
 
 /* busy(node, ctx): true if the node must not be evicted now (pinned). */
@@ -110,5 +139,9 @@ const char *evict_policy_name(int policy);
  * victims; the simulations model DRAM alone, doc/policies.md), freeing the
  * ghost and the simulations.  Others: nothing. */
 void evict_pin_lru(struct evict *e);
+/* prefix-adapt: per-group modes (see evict_group_fn). */
+void evict_set_group_fn(struct evict *e, evict_group_fn fn, void *ctx);
+/* Stats: groups' states made, in segmented mode, their mode switches. */
+void evict_group_stats(const struct evict *e, uint64_t *groups, uint64_t *seg, uint64_t *switches);
 
 #endif

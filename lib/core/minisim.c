@@ -140,7 +140,7 @@ static uint32_t ms_victim(const struct minisim *m)
 	return q;
 }
 
-bool minisim_access(struct minisim *m, uint64_t hash, uint32_t chunks)
+bool minisim_access(struct minisim *m, uint64_t hash, uint32_t chunks, bool retain)
 {
 	uint32_t fp = ms_fp(hash);
 	uint32_t b = fp & m->bucket_mask;
@@ -158,7 +158,7 @@ bool minisim_access(struct minisim *m, uint64_t hash, uint32_t chunks)
 		chunks = 1;
 	if (chunks > INT32_MAX) /* the entry's 31-bit field (8 TiB of 4 KiB chunks) */
 		chunks = INT32_MAX;
-	to_main = !m->seg || ghost_take(&m->ghost, ms_ghost_key(fp));
+	to_main = !m->seg || ghost_take(&m->ghost, ms_ghost_key(fp)) || retain;
 	while (m->used_chunks + chunks > m->cap_chunks || (!m->free_head && m->next_unused >= m->nent)) {
 		uint32_t v = ms_victim(m);
 		if (v < MS_FIRST)

@@ -34,7 +34,8 @@ int minisim_init(struct minisim *m, struct kvt_mem *mem, uint64_t cap_chunks, ui
 		 bool seg, unsigned main_pct, unsigned ghost_mult);
 void minisim_fini(struct minisim *m);
 /* One access (a get or a put) of the key with this hash and size: true if
- * the simulated cache held it; it does afterwards. */
-bool minisim_access(struct minisim *m, uint64_t hash, uint32_t chunks);
+ * the simulated cache held it; it does afterwards.  retain: the caller's
+ * hint (KVT_F_RETAIN): a new key starts in main (segmented only). */
+bool minisim_access(struct minisim *m, uint64_t hash, uint32_t chunks, bool retain);
 
 #endif

@@ -118,6 +118,10 @@ const char *proto_op_name(unsigned op);
 			       * number of members it is placed on (doc/cluster.md "Healing") */
 #define PROTO_IF_REPAIR 0x10u /* PUT request with PLACED: a pod peer's repair copy, refused
 			       * (-ECANCELED) for a key the server saw deleted lately */
+#define PROTO_IF_FORWARD 0x20u /* PUT request with PLACED, not REPAIR: the client sent
+				* this one copy; the server forwards it to the group's
+				* other copies - 1 members (doc/cluster.md "Forwarded
+				* replicas") */
 #define PROTO_COPIES_MAX 8u   /* PLACED: copies 1..8 */
 
 /* AUTH methods (u16). */

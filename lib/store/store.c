@@ -507,6 +507,10 @@ static int store_open_locked(struct kvt_store *s)
 	ret = store_tiers_open(s);
 	if (ret < 0)
 		goto fail;
+	/* Any tier below DRAM: prefix-adapt runs prefix's order (doc/policies.md,
+	 * "prefix-adapt over lower tiers"). */
+	if (s->dram)
+		dram_pin_lru(s->dram, s->tier_count > 0);
 	if (s->events_cfg.endpoint || s->events_cfg.groups) {
 		ret = kvevents_open(&s->events, &s->events_cfg, &s->mem, &s->log);
 		if (ret < 0)
@@ -749,7 +753,7 @@ int key_check(const struct kvt_key *k)
 }
 
 #define KVT_F_ALL (KVT_F_PART | KVT_F_RANGE | KVT_F_CRC | KVT_F_VERIFY | KVT_F_DEFER | \
-		   KVT_F_SEALED | KVT_F_QUIET | KVT_F_PROMPT | KVT_F_NOWAIT)
+		   KVT_F_SEALED | KVT_F_QUIET | KVT_F_PROMPT | KVT_F_NOWAIT | KVT_F_RETAIN)
 
 int req_check(struct kvt_store *s, const struct kvt_req *r)
 {
@@ -764,7 +768,7 @@ int req_check(struct kvt_store *s, const struct kvt_req *r)
 		return KVT_EBADOP;
 	if ((r->flags & KVT_F_QUIET) && r->op != KVT_OP_GET_PINNED)
 		return KVT_EBADOP;
-	if ((r->flags & KVT_F_NOWAIT) && r->op != KVT_OP_PUT)
+	if ((r->flags & (KVT_F_NOWAIT | KVT_F_RETAIN)) && r->op != KVT_OP_PUT)
 		return KVT_EBADOP;
 	if ((r->flags & KVT_F_PART) && (r->flags & KVT_F_RANGE))
 		return KVT_EBADOP;

@@ -94,7 +94,12 @@ block that misses at load time (evicted since the lookup, or a foreign
 value) is reported through get_block_ids_with_load_errors (for an
 asynchronous load in the step that reports it done), vLLM recomputes it and
 every block after it (kv_load_failure_policy="recompute"), and the
-connector stores those again.
+connector stores those again.  A load the scheduler side cannot build (block
+ids that do not cover its blocks: "cannot happen") fails too, never
+silently: asynchronous, the request's load is reported failed whole
+(failed_recving); synchronous, its block ids in the load's range are this
+step's load errors, since vLLM would otherwise run the request on whatever
+those blocks held.
 
 Stores.  wait_for_save, after the forward pass, submits the step's stores
 to a worker thread and returns (kvtier.store_async, default on): a request
@@ -419,10 +424,14 @@ class _Transfer:
     # a hybrid model's other groups: (first, block ids) each, in group order
     # (a sliding-window group's range starts later: only its window).
     more: list = field(default_factory=list)
-    # An asynchronous load the scheduler could not build (block ids that
-    # do not cover the blocks to load: see _transfer): no blocks move, the
-    # workers report it failed whole (failed_recving) and vLLM recomputes
-    # the request, which would otherwise wait for it forever.
+    # A load the scheduler could not build (block ids that do not cover
+    # the blocks to load: see _transfer): no blocks move.  Asynchronous:
+    # the workers report it failed whole (failed_recving) and vLLM
+    # recomputes the request, which would otherwise wait for it forever.
+    # Synchronous: vLLM takes the blocks as computed unless told, so the
+    # workers report block_ids (the request's blocks in the load's range
+    # the scheduler knows) as load errors in this step, and vLLM recomputes
+    # from the first of them.
     failed: bool = False
 
     def per_group(self) -> list:
@@ -462,7 +471,8 @@ class _ReqState:
     hit_blocks: int = 0      # leading blocks kvtier holds (at the last lookup)
     hit_tiers: list = field(default_factory=lambda: [0, 0, 0, 0])  # of those loaded,
                              # blocks in DRAM, SSD, kvtierd, shared (the slowest rank)
-    load_pending: Optional[tuple] = None   # (first block, end block): a synchronous load
+    load_pending: Optional[tuple] = None   # (first block, end block, block ids vLLM
+                                           # allocated): a synchronous load
     load_async: bool = False                # the last lookup answered load_async=True
     loaded_range: Optional[tuple] = None    # (first block, vLLM block ids) of the last load
     stores_sent: int = 0     # store transfers sent that read the KV cache after the step
@@ -760,7 +770,10 @@ class _SchedulerSide:
                     t = _Transfer(request.request_id, [], first, async_=True, failed=True)
                 self.async_loads.append((st, t))
             else:
-                st.load_pending = (first, end)
+                # The step's output brings the block ids to load into; vLLM's
+                # table now is kept in case those do not cover the load.
+                st.load_pending = (first, end, list(blocks.get_block_ids()[
+                    self.c._groups[0].vllm_id]))
             st.loaded_tokens += num_external_tokens
             st.last_load_tokens = num_external_tokens
         # Blocks kvtier already holds need no store; those of vLLM's own
@@ -797,6 +810,26 @@ class _SchedulerSide:
         (first, head), more = parts[0], parts[1:]
         return _Transfer(req_id, head, first, async_, layerwise, more)
 
+    def _failed_sync_load(self, req_id, st, a: int, b: int, alloc_ids: list) -> _Transfer:
+        """A synchronous load of blocks [a, b) whose block ids do not cover
+        them (_transfer logged it): vLLM counts those tokens as computed,
+        so unless load errors name a block of them it runs the request on
+        whatever its blocks hold.  The errors: every real (not null) block
+        id in [a, b) of the step's table and of the table vLLM had at
+        allocation; vLLM recomputes from the first of them it finds in the
+        request's own table (kv_load_failure_policy "recompute").  The
+        request is not loaded again, and its loaded tokens are undone."""
+        ids = [i for src in (st.block_ids[0], alloc_ids) for i in src[a:b]
+               if i != _NULL_BLOCK]
+        if not ids:
+            logger.error("kvtier: request %s: no block id to report its failed load of "
+                         "blocks [%d, %d) with", req_id, a, b)
+        st.load = False
+        st.loaded_range = None
+        st.loaded_tokens -= st.last_load_tokens
+        st.last_load_tokens = 0
+        return _Transfer(req_id, list(dict.fromkeys(ids)), a, failed=True)
+
     def _send_prompt(self, meta, req_id, st):
         if not st.sent_prompt:
             meta.new_prompts[req_id] = (st.tokens, st.extra)
@@ -805,7 +838,7 @@ class _SchedulerSide:
     def _advance(self, meta, req_id, st, computed_after):
         bs = self.c._block_size
         if st.load_pending is not None:
-            a, b = st.load_pending
+            a, b, alloc_ids = st.load_pending
             st.load_pending = None
             t = self._transfer(req_id, st.block_ids, a, b, load=True,
                                layerwise=st.layerwise) if b > a else None
@@ -813,6 +846,8 @@ class _SchedulerSide:
                 meta.loads.append(t)
                 st.loaded_range = (t.first, t.block_ids)
                 self._send_prompt(meta, req_id, st)
+            elif b > a:
+                meta.loads.append(self._failed_sync_load(req_id, st, a, b, alloc_ids))
         if st.store:
             done = min(computed_after // bs, st.n_blocks, min(len(i) for i in st.block_ids))
             t = self._transfer(req_id, st.block_ids, st.stored, done, load=False,
@@ -1468,6 +1503,12 @@ class _WorkerSide:
     def start_load_kv(self, meta: KVTierConnectorMetadata):
         self.wait_preempted(meta)  # also here: a step without a forward skips that hook
         for t in meta.loads:
+            if t.failed and not t.async_:
+                # Nothing to load (see _Transfer.failed): its block ids are
+                # this step's load errors.
+                self.n.add(loads_failed=1)
+                self.errors |= set(t.block_ids)
+                continue
             if t.failed:
                 # Nothing to load (see _Transfer.failed): reported failed
                 # whole in this step's get_finished.

@@ -21,7 +21,10 @@ run cannot reach on demand:
   the compute CPUs vLLM pins the worker's threads to;
 - an asynchronous load whose block ids do not cover its blocks (a "cannot
   happen" of the scheduler side) is reported failed whole (failed_recving)
-  and recomputed, instead of leaving the request waiting forever.
+  and recomputed, instead of leaving the request waiting forever; a
+  synchronous one reports the request's blocks in its range as load
+  errors, so vLLM recomputes them instead of taking whatever they held as
+  computed.
 - a hybrid model (two KV cache groups, sliding-window and full): each
   group's blocks under its own keys, loads of the full group's blocks and
   the window's only, a load that misses failing whole (failed_recving, no
@@ -35,6 +38,7 @@ socket), a paged KV cache of torch tensors, and stand-ins for vLLM's
 request, block list and scheduler output carrying only the fields the
 connector reads.
 """
+import contextlib
 import os
 import threading
 import time
@@ -312,19 +316,32 @@ def test_preemption_and_finish_wait_for_stores_in_flight():
         eng.close()
 
 
+@contextlib.contextmanager
+def matched(req_id, toks, ids, seed, load_async="always"):
+    """An engine whose kvtier holds the 3 whole blocks of toks (a prompt of
+    3 blocks and a token, computed in blocks 1-3 and stored by request
+    "s1"), and request req_id of the same prompt, matched for all 3 blocks
+    (asynchronously with load_async "always", synchronously with "never")
+    and allocated the block ids ids: yields (engine, request)."""
+    eng = Engine({"kvtier.options": {"dram.capacity": "16M", "dram.prefault": "off"},
+                  "kvtier.load_async": load_async})
+    try:
+        compute_and_store(eng, "s1", toks, [1, 2, 3], seed=seed)
+        r = request(req_id, toks)
+        assert eng.sched.get_num_new_matched_tokens(r, 0) == (3 * BS, load_async == "always")
+        eng.sched.update_state_after_alloc(r, blocks(ids), 3 * BS)
+        yield eng, r
+    finally:
+        eng.close()
+
+
 def test_request_aborted_before_its_async_load_is_sent():
     """vLLM finishes (aborts) a request in WAITING_FOR_REMOTE_KVS before the
     step that would send its load: vLLM keeps its blocks until the workers
     report the load, so the load is still sent, done and reported (and the
     worker forgets the request's keys)."""
-    eng = Engine({"kvtier.options": {"dram.capacity": "16M", "dram.prefault": "off"},
-                  "kvtier.load_async": "always"})
-    try:
-        toks = list(range(500, 500 + 3 * BS + 1))
-        compute_and_store(eng, "s1", toks, [1, 2, 3], seed=4)
-        r = request("x1", toks)
-        assert eng.sched.get_num_new_matched_tokens(r, 0) == (3 * BS, True)
-        eng.sched.update_state_after_alloc(r, blocks([20, 21, 22, 23]), 3 * BS)
+    toks = list(range(500, 500 + 3 * BS + 1))
+    with matched("x1", toks, [20, 21, 22, 23], seed=4) as (eng, r):
         delay, params = eng.sched.request_finished(r, [20, 21, 22, 23])
         assert not delay and params == {"kvtier_loaded_tokens": 3 * BS}
         recving = set()
@@ -336,8 +353,6 @@ def test_request_aborted_before_its_async_load_is_sent():
         assert recving == {"x1"}
         assert [eng.block(b) for b in (20, 21, 22)] == [eng.block(b) for b in (1, 2, 3)]
         assert "x1" not in eng.w.keys
-    finally:
-        eng.close()
 
 
 @pytest.mark.parametrize("ids", [[20], [20, 0, 22, 23]], ids=["too-few", "null-block"])
@@ -350,14 +365,8 @@ def test_async_load_with_inconsistent_block_ids_fails(ids):
     block-level error), after which the request is recomputed, not loaded
     again, and stored as it is computed.  (Before: no transfer was sent
     and the request waited forever.)"""
-    eng = Engine({"kvtier.options": {"dram.capacity": "16M", "dram.prefault": "off"},
-                  "kvtier.load_async": "always"})
-    try:
-        toks = list(range(800, 800 + 3 * BS + 1))
-        compute_and_store(eng, "s1", toks, [1, 2, 3], seed=5)
-        r = request("i1", toks)
-        assert eng.sched.get_num_new_matched_tokens(r, 0) == (3 * BS, True)
-        eng.sched.update_state_after_alloc(r, blocks(ids), 3 * BS)
+    toks = list(range(800, 800 + 3 * BS + 1))
+    with matched("i1", toks, ids, seed=5) as (eng, r):
         got = None
         for _ in range(5):
             _, rv, failed, err = eng.hstep(sched_out())
@@ -381,8 +390,37 @@ def test_async_load_with_inconsistent_block_ids_fails(ids):
         assert [(t.req_id, t.first, t.block_ids) for t in meta.stores] == \
             [("i1", 0, [24, 25, 26])]
         assert eng.sched.request_finished(r, [])[1] == {"kvtier_loaded_tokens": 0}
-    finally:
-        eng.close()
+
+
+@pytest.mark.parametrize("ids", [[20], [20, 0, 22, 23]], ids=["too-few", "null-block"])
+def test_sync_load_with_inconsistent_block_ids_fails(ids):
+    """The same for a synchronous load (the step's block ids, here also
+    vLLM's at allocation, do not cover the blocks to load): vLLM counts the
+    loaded tokens as computed once it schedules the request, so unless the
+    step reports load errors it runs the request on whatever those blocks
+    held (wrong output).  The step reports the request's real block ids in
+    the load's range as load errors (get_block_ids_with_load_errors, no
+    failed_recving: that is for requests waiting for an asynchronous
+    load); vLLM truncates the request's computed tokens at the first of
+    them in its table (block 0: everything recomputed), and the connector
+    neither loads the request again nor counts its tokens as loaded.
+    (Before: nothing was sent and nothing reported.)"""
+    toks = list(range(900, 900 + 3 * BS + 1))
+    with matched("i2", toks, ids, seed=6, load_async="never") as (eng, r):
+        _, rv, failed, err = eng.hstep(sched_out(new=[("i2", ids, 3 * BS, len(toks) - 3 * BS)]))
+        assert not rv and not failed
+        assert err == set(ids[:3]) - {0}, "the failed load was not reported: vLLM computes garbage"
+        # vLLM's _update_requests_with_invalid_blocks: the request's
+        # computed tokens end at its first block reported.
+        assert next(i for i, b in enumerate(ids) if b in err) == 0
+        c = eng.w.stats()["connector"]
+        assert (c["loads_failed"], c["loads_sync"], c["load_batches"]) == (1, 0, 0), c
+        eng.sched.update_connector_output(SimpleNamespace(invalid_block_ids=err))
+        # Recomputed from token 0 in the next step: not loaded again (its
+        # blocks are in kvtier already: nothing to store either).
+        meta = eng.sched.build_connector_meta(sched_out(running=[("i2", [], 0, len(toks))]))
+        assert (meta.loads, meta.stores) == ([], [])
+        assert eng.sched.request_finished(r, [])[1] == {"kvtier_loaded_tokens": 0}
 
 
 def thread_cpus(w):

@@ -216,6 +216,9 @@ int main(int argc, char **argv)
 		t[1].anchor = 42;
 		t[1].copies = 8;
 		emit("put-placed-req", &f, t, 2);
+		/* ... and a hot put the server forwards to the other copy. */
+		t[1].flags = PROTO_IF_SEALED | PROTO_IF_PLACED | PROTO_IF_FORWARD;
+		emit("put-forward-req", &f, t, 2);
 	}
 	f = frame(PROTO_OP_PUT, true, 7);
 	{

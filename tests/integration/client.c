@@ -196,6 +196,34 @@ void kc_resp_free(struct kc_resp *r)
 	r->buf = NULL;
 }
 
+int kc_recv_items(struct kc *c, int timeout_ms, kc_item_fn fn, void *ctx, int32_t *status)
+{
+	int frames = 0;
+	bool more = true;
+
+	if (status)
+		*status = 0;
+	while (more) {
+		struct kc_resp r;
+		struct proto_iter iter;
+		struct proto_item it;
+		int rc = kc_recv(c, &r, timeout_ms);
+		if (rc < 0) {
+			kc_resp_free(&r);
+			return rc;
+		}
+		frames++;
+		more = (r.f.flags & PROTO_F_MORE) != 0;
+		if (status && r.f.status < 0 && !*status)
+			*status = r.f.status;
+		proto_iter_init(&iter, &r.f, NULL, NULL, 0);
+		while (fn && proto_iter_next(&iter, &it) == 1)
+			fn(ctx, &r, &it);
+		kc_resp_free(&r);
+	}
+	return frames;
+}
+
 bool kc_wait_closed(struct kc *c, int timeout_ms)
 {
 	for (;;) {

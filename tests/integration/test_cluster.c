@@ -1241,6 +1241,282 @@ static void test_options(void)
 	kvt_store_destroy(s);
 }
 
+/* ------------------------------------------------------------------------
+ * Forwarded replicas (remote.hot_forward, doc/cluster.md "Forwarded
+ * replicas"): three kvtierd in a static pod (--members), an engine that
+ * sends a prompt's first group once and lets the member forward it.
+ */
+static char wnode_base[NODES][600], wnode_addr[NODES][64], wmembers[NODES * 64];
+
+/* A numeric stat of node addr's STATS (UINT64_MAX: not listed). */
+struct nstat_ctx {
+	const char *name;
+	uint64_t v;
+};
+
+static void nstat_cb(void *ctx, const char *name, uint64_t value, const char *str)
+{
+	struct nstat_ctx *c = ctx;
+	(void)str;
+	if (strcmp(name, c->name) == 0)
+		c->v = value;
+}
+
+static uint64_t wnode_stat(const char *addr, const char *name)
+{
+	struct kvt_store *s = engine_at("remote.addr", addr);
+	struct nstat_ctx c = { name, UINT64_MAX };
+	wait_up(s, 1);
+	T_OK(kvt_remote_stats(s, "*", nstat_cb, &c));
+	kvt_store_destroy(s);
+	return c.v;
+}
+
+static uint64_t wpod_stat(const bool *alive, const char *name)
+{
+	uint64_t sum = 0;
+	for (unsigned m = 0; m < NODES; m++)
+		if (alive[m]) {
+			uint64_t v = wnode_stat(wnode_addr[m], name);
+			T_ASSERT(v != UINT64_MAX);
+			sum += v;
+		}
+	return sum;
+}
+
+static struct kvt_store *engine_fwd(bool forward)
+{
+	return t_store_open("dram.capacity", "32M", "dram.chunk", "4K", "dram.prefault", "off",
+			    "remote.addrs", wmembers, "remote.group", "8", "remote.hot_replicas",
+			    "2", "remote.hot_forward", forward ? "on" : "off", "remote.timeout_ms",
+			    "3000", "remote.connect_timeout_ms", "300", "remote.backoff_ms", "20",
+			    "remote.backoff_max_ms", "100", NULL);
+}
+
+/* Put blocks [0, n) of keys (after a lookup: their groups known); what the
+ * engine sent (remote.bytes_out). */
+static uint64_t wput(struct kvt_store *e, uint32_t ns, const struct kvt_key *keys, uint32_t n,
+		     uint64_t seed)
+{
+	uint64_t out0;
+	T_RC(kvt_lookup_prefix(e, ns, keys, n, NULL), 0);
+	out0 = t_stat(e, "remote.bytes_out");
+	for (uint32_t i = 0; i < n; i++)
+		put_block(e, ns, keys, i, seed, false);
+	T_OK(kvt_flush(e));
+	return t_stat(e, "remote.bytes_out") - out0;
+}
+
+/* Which members hold blocks [0, n) (bit m), each copy checked byte-exact. */
+static void wholders(const bool *alive, const char *model, const struct kvt_key *keys,
+		     uint32_t n, uint64_t seed, uint8_t *holders)
+{
+	memset(holders, 0, n);
+	for (unsigned m = 0; m < NODES; m++) {
+		struct kvt_store *s;
+		uint32_t ns;
+		if (!alive[m])
+			continue;
+		s = engine_at("remote.addr", wnode_addr[m]);
+		ns = t_ns(s, model);
+		wait_up(s, 1);
+		for (uint32_t i = 0; i < n; i++) {
+			int rc = get_block(s, ns, keys, i, seed);
+			T_ASSERT(rc == KVT_OK || rc == KVT_MISS);
+			if (rc == KVT_OK)
+				holders[i] |= (uint8_t)(1u << m);
+		}
+		kvt_store_destroy(s);
+	}
+}
+
+/* Wait until the pod forwarded want copies in all (repair.forwarded). */
+static void wait_forwarded(const bool *alive, uint64_t want)
+{
+	uint64_t got = 0;
+	for (int i = 0; i < 200 && (got = wpod_stat(alive, "repair.forwarded")) < want; i++)
+		tsrv_sleep_ms(50);
+	T_EQ_U64(got, want);
+}
+
+static void test_forward(void)
+{
+	struct tsrv srv[NODES];
+	bool alive[NODES] = { true, true, true };
+	static struct kvt_key k1[16], k2[16], k3[GROUP];
+	uint8_t h[16];
+	char listen[NODES][32];
+	size_t off = 0;
+	struct kvt_store *e, *o;
+	uint32_t ns;
+	uint64_t sent, sender = NODES;
+
+	for (unsigned m = 0; m < NODES; m++) {
+		snprintf(listen[m], sizeof(listen[m]), "127.0.0.1:%u", free_port());
+		off += (size_t)snprintf(wmembers + off, sizeof(wmembers) - off, "%s%s", m ? "," : "",
+					listen[m]);
+	}
+	for (unsigned m = 0; m < NODES; m++) {
+		const char *extra[] = { "--listen", listen[m], "--members", wmembers, NULL };
+		char dir[2048];
+		snprintf(wnode_base[m], sizeof(wnode_base[m]), "%s/fwd%u", base, m);
+		T_RC(mkdir(wnode_base[m], 0700), 0);
+		snprintf(dir, sizeof(dir), "%s/data", wnode_base[m]);
+		T_RC(mkdir(dir, 0700), 0);
+		tsrv_start(&srv[m], bin, wnode_base[m], dir, NULL, extra);
+		snprintf(wnode_addr[m], sizeof(wnode_addr[m]), "%.31s", listen[m]);
+	}
+
+	/* 1. A 2-group prompt through a forwarding engine: it sends each
+	 * block once (16 values and their frames, not 24), the member that
+	 * got the first group forwards it, and then each block of that group
+	 * is on two members, byte-exact on both; the rest on one. */
+	e = engine_fwd(true);
+	wait_up(e, 2 * NODES);
+	ns = t_ns(e, "fwd");
+	mk_keys(k1, 16, 300000);
+	sent = wput(e, ns, k1, 16, 31000);
+	if (!(sent >= 16ull * VLEN && sent < 16ull * (VLEN + 512)))
+		T_FAIL("the engine sent %llu bytes for 16 blocks of %u", (unsigned long long)sent, VLEN);
+	T_EQ_U64(t_stat(e, "remote.forwarded_puts"), GROUP);
+	wait_forwarded(alive, GROUP);
+	wholders(alive, "fwd", k1, 16, 31000, h);
+	for (uint32_t i = 0; i < 16; i++) {
+		T_EQ_INT(__builtin_popcount(h[i]), i < GROUP ? 2 : 1);
+		if (i % GROUP)
+			T_EQ_INT(h[i], h[i - 1]);
+	}
+	for (unsigned m = 0; m < NODES; m++)
+		if (wnode_stat(wnode_addr[m], "repair.forwarded") == GROUP)
+			sender = m;
+	T_ASSERT(sender < NODES && (h[0] >> sender & 1));
+	kvt_store_destroy(e);
+
+	/* 2. An engine that replicates itself (the old way) still works with
+	 * these servers: it sends the first group twice, nobody forwards. */
+	o = engine_fwd(false);
+	wait_up(o, 2 * NODES);
+	ns = t_ns(o, "fwd");
+	mk_keys(k2, 16, 310000);
+	sent = wput(o, ns, k2, 16, 32000);
+	T_ASSERT(sent >= 24ull * VLEN);
+	T_EQ_U64(t_stat(o, "remote.forwarded_puts"), 0);
+	wholders(alive, "fwd", k2, 16, 32000, h);
+	for (uint32_t i = 0; i < 16; i++)
+		T_EQ_INT(__builtin_popcount(h[i]), i < GROUP ? 2 : 1);
+	T_EQ_U64(wpod_stat(alive, "repair.forwarded"), GROUP);
+	kvt_store_destroy(o);
+
+	/* 3. A replica that lags (does not hold the block yet: here one
+	 * replica's copy deleted) costs a read nothing but a retry within the
+	 * same get: every read of the group hits, byte-exact, and at least one
+	 * started at the lagging replica (reads rotate over replicas). */
+	{
+		uint8_t h3[GROUP];
+		unsigned lag = NODES;
+		uint64_t retries0;
+		o = engine_fwd(false);
+		wait_up(o, 2 * NODES);
+		ns = t_ns(o, "fwd");
+		mk_keys(k3, GROUP, 320000);
+		(void)wput(o, ns, k3, GROUP, 33000);
+		kvt_store_destroy(o);
+		wholders(alive, "fwd", k3, GROUP, 33000, h3);
+		for (unsigned m = 0; m < NODES && lag == NODES; m++)
+			if (h3[0] >> m & 1)
+				lag = m;
+		T_ASSERT(lag < NODES);
+		{
+			struct kvt_store *s = engine_at("remote.addr", wnode_addr[lag]);
+			uint32_t ns1 = t_ns(s, "fwd");
+			wait_up(s, 1);
+			for (uint32_t i = 0; i < GROUP; i++)
+				T_RC(kvt_delete(s, ns1, &k3[i]), KVT_OK);
+			kvt_store_destroy(s);
+		}
+		o = engine_fwd(true);
+		wait_up(o, 2 * NODES);
+		ns = t_ns(o, "fwd");
+		T_RC(kvt_lookup_prefix(o, ns, k3, GROUP, NULL), GROUP);
+		retries0 = t_stat(o, "remote.replica_retries");
+		for (uint32_t i = 0; i < GROUP; i++)
+			T_RC(get_block(o, ns, k3, i, 33000), KVT_OK);
+		T_ASSERT(t_stat(o, "remote.replica_retries") > retries0);
+		kvt_store_destroy(o);
+	}
+
+	/* 4. The member a forwarded put goes to stops answering (SIGSTOP)
+	 * while the engine still counts it up: its put times out and goes to
+	 * the other replica (remote.forward_retries), so the put succeeds
+	 * (put_local never: the put's status is the pod's) and the block is
+	 * there, byte-exact. */
+	{
+		static struct kvt_key k4[GROUP];
+		struct kvt_store *s;
+		uint8_t h4[GROUP];
+		unsigned first = NODES;
+		uint64_t q[NODES];
+		uint32_t ns4;
+		e = t_store_open("dram.capacity", "32M", "dram.chunk", "4K", "dram.prefault", "off",
+				 "remote.addrs", wmembers, "remote.group", "8",
+				 "remote.hot_replicas", "2", "remote.hot_forward", "on",
+				 "remote.put_local", "never", "remote.timeout_ms", "400",
+				 "remote.connect_timeout_ms", "300", "remote.backoff_ms", "20",
+				 "remote.backoff_max_ms", "100", NULL);
+		wait_up(e, 2 * NODES);
+		ns = t_ns(e, "fwd");
+		mk_keys(k4, GROUP, 330000);
+		for (unsigned m = 0; m < NODES; m++)
+			q[m] = wnode_stat(wnode_addr[m], "repair.forward_queued");
+		T_RC(kvt_lookup_prefix(e, ns, k4, GROUP, NULL), 0);
+		put_block(e, ns, k4, 0, 34000, false);
+		for (unsigned m = 0; m < NODES; m++)
+			if (wnode_stat(wnode_addr[m], "repair.forward_queued") == q[m] + 1)
+				first = m;
+		T_ASSERT(first < NODES);
+		T_RC(kill(srv[first].pid, SIGSTOP), 0);
+		tsrv_wait_stopped(srv[first].pid);
+		for (uint32_t i = 1; i < GROUP; i++)
+			put_block(e, ns, k4, i, 34000, false);
+		T_ASSERT(t_stat(e, "remote.forward_retries") >= 1);
+		kvt_store_destroy(e);
+		T_RC(kill(srv[first].pid, SIGCONT), 0);
+		memset(h4, 0, sizeof(h4));
+		for (unsigned m = 0; m < NODES; m++) {
+			if (m == first)
+				continue;
+			s = engine_at("remote.addr", wnode_addr[m]);
+			ns4 = t_ns(s, "fwd");
+			wait_up(s, 1);
+			for (uint32_t i = 1; i < GROUP; i++)
+				if (get_block(s, ns4, k4, i, 34000) == KVT_OK)
+					h4[i]++;
+			kvt_store_destroy(s);
+		}
+		for (uint32_t i = 1; i < GROUP; i++)
+			T_ASSERT(h4[i] >= 1);
+	}
+
+	/* 5. kill -9 of the member the engine sent the first group to (after
+	 * it forwarded it): a fresh engine still reads the whole first group
+	 * of the forwarded prompt, byte-exact. */
+	tsrv_kill9(&srv[sender]);
+	alive[sender] = false;
+	e = engine_fwd(true);
+	wait_up(e, 2 * (NODES - 1));
+	ns = t_ns(e, "fwd");
+	T_ASSERT(kvt_lookup_prefix(e, ns, k1, 16, NULL) >= GROUP);
+	for (uint32_t i = 0; i < GROUP; i++)
+		T_RC(get_block(e, ns, k1, i, 31000), KVT_OK);
+	kvt_store_destroy(e);
+
+	for (unsigned m = 0; m < NODES; m++)
+		if (alive[m])
+			T_EQ_INT(tsrv_stop(&srv[m]), 0);
+	for (unsigned m = 0; m < NODES; m++)
+		tsrv_check_reports(wnode_base[m]);
+}
+
 int main(int argc, char **argv)
 {
 	struct tsrv srv[NODES];
@@ -1261,6 +1537,12 @@ int main(int argc, char **argv)
 	/* "follow": the etcd case alone (meson test test_cluster_follow), so
 	 * that without etcd it is a skip of its own (or a failure where etcd
 	 * is required) and not a quiet pass inside test_cluster. */
+	if (argc > 3 && strcmp(argv[3], "forward") == 0) {
+		test_forward();
+		t_rmtree(base);
+		printf("test_cluster forward: ok\n");
+		return 0;
+	}
 	if (argc > 3 && strcmp(argv[3], "follow") == 0) {
 		test_follow();
 		t_rmtree(base);

@@ -383,25 +383,6 @@ static void phase_preauth(void)
  * resp_preauth (item 2): RESP before AUTH, and RESP buffers charged
  */
 
-static uint16_t log_port(const char *what)
-{
-	char buf[1 << 16], pat[64];
-	int fd = open(srv.log, O_RDONLY);
-	ssize_t r;
-	const char *p;
-
-	T_ASSERT(fd >= 0);
-	r = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	T_ASSERT(r > 0);
-	buf[r] = 0;
-	snprintf(pat, sizeof(pat), "%s listener on 127.0.0.1:", what);
-	p = strstr(buf, pat);
-	if (!p)
-		T_FAIL("no '%s' in %s", pat, srv.log);
-	return (uint16_t)atoi(p + strlen(pat));
-}
-
 struct streamer {
 	pthread_t t;
 	uint16_t port;
@@ -467,7 +448,7 @@ static void phase_resp_preauth(void)
 	rss_begin();
 	for (int i = 0; i < 4; i++) {
 		memset(&st[i], 0, sizeof(st[i]));
-		st[i].port = log_port("RESP");
+		st[i].port = tsrv_listener_port(srv.log, "RESP");
 		st[i].value_len = value_len;
 		pthread_create(&st[i].t, NULL, streamer_main, &st[i]);
 	}
@@ -484,7 +465,7 @@ static void phase_resp_preauth(void)
 	rss_begin();
 	for (int i = 0; i < 8; i++) {
 		memset(&st[i], 0, sizeof(st[i]));
-		st[i].port = log_port("RESP");
+		st[i].port = tsrv_listener_port(srv.log, "RESP");
 		st[i].value_len = value_len;
 		st[i].auth = true;
 		pthread_create(&st[i].t, NULL, streamer_main, &st[i]);
@@ -556,40 +537,41 @@ static void g_send(struct kc *c, const uint8_t ns[PROTO_DIGEST_LEN], const unsig
 	free(its);
 }
 
+struct g_seen {
+	const unsigned *idx;
+	unsigned n, seen, hits, misses;
+	uint8_t *want;
+};
+
+static void g_item(void *ctx, const struct kc_resp *r, const struct proto_item *pi)
+{
+	struct g_seen *g = ctx;
+
+	T_ASSERT(pi->index < g->n);
+	g->seen++;
+	if (pi->status == KVT_MISS) {
+		g->misses++;
+		return;
+	}
+	T_EQ_INT(pi->status, KVT_OK);
+	T_EQ_U64(pi->data_len, G_LEN);
+	tsrv_fill(g->want, G_LEN, 100 + g->idx[pi->index]);
+	T_ASSERT(memcmp(r->data + pi->data_off, g->want, G_LEN) == 0);
+	g->hits++;
+}
+
 /* Read the answers of one GET frame: each item the exact bytes or a miss.
  * Returns the hits. */
 static unsigned g_check(struct kc *c, const unsigned *idx, unsigned n, unsigned *misses)
 {
-	uint8_t *want = malloc(G_LEN);
-	unsigned hits = 0, seen = 0;
-	bool more = true;
+	struct g_seen g = { idx, n, 0, 0, 0, malloc(G_LEN) };
 
-	*misses = 0;
-	while (more) {
-		struct kc_resp r;
-		struct proto_iter iter;
-		struct proto_item pi;
-		T_RC(kc_recv(c, &r, 20000), 0);
-		more = (r.f.flags & PROTO_F_MORE) != 0;
-		proto_iter_init(&iter, &r.f, NULL, NULL, 0);
-		while (proto_iter_next(&iter, &pi) == 1) {
-			T_ASSERT(pi.index < n);
-			seen++;
-			if (pi.status == KVT_MISS) {
-				(*misses)++;
-				continue;
-			}
-			T_EQ_INT(pi.status, KVT_OK);
-			T_EQ_U64(pi.data_len, G_LEN);
-			tsrv_fill(want, G_LEN, 100 + idx[pi.index]);
-			T_ASSERT(memcmp(r.data + pi.data_off, want, G_LEN) == 0);
-			hits++;
-		}
-		kc_resp_free(&r);
-	}
-	T_EQ_INT(seen, n);
-	free(want);
-	return hits;
+	T_ASSERT(g.want);
+	T_GE_INT(kc_recv_items(c, 20000, g_item, &g, NULL), 1);
+	T_EQ_INT(g.seen, n);
+	free(g.want);
+	*misses = g.misses;
+	return g.hits;
 }
 
 static void phase_grantee_ssd(void)
@@ -1024,6 +1006,22 @@ static void *pinger_main(void *arg)
 	return NULL;
 }
 
+struct range_seen {
+	const struct proto_item *its;
+	const uint8_t *v;
+	unsigned ok, seen;
+};
+
+static void range_item(void *ctx, const struct kc_resp *r, const struct proto_item *pi)
+{
+	struct range_seen *rs = ctx;
+
+	rs->seen++;
+	if (pi->status == KVT_OK && pi->data_len == 1 &&
+	    r->data[pi->data_off] == rs->v[rs->its[pi->index].off])
+		rs->ok++;
+}
+
 static void phase_range(void)
 {
 	const char *extra[] = { "--threads", "1", "--ssd", "0", NULL };
@@ -1032,7 +1030,7 @@ static void phase_range(void)
 	struct proto_item *its = calloc(R_RANGES, sizeof(*its));
 	struct proto_frame f = { .op = PROTO_OP_GET };
 	struct pinger pg = { 0 };
-	unsigned ok = 0, seen = 0;
+	struct range_seen rs = { its, v, 0, 0 };
 	uint64_t t0, took, best = UINT64_MAX;
 	struct kvt_key k;
 	struct kc c;
@@ -1064,27 +1062,12 @@ static void phase_range(void)
 	f.ns = ns;
 	for (int round = 0; round < RANGE_ROUNDS && best > RANGE_PING_MAX_NS; round++) {
 		uint64_t m;
-		bool more = true;
 		tsrv_sleep_ms(100);
-		ok = seen = 0;
+		rs.ok = rs.seen = 0;
 		atomic_store(&pg.max_ns, 0);
 		t0 = tsrv_now_ns();
 		T_ASSERT(kc_request(&c, &f, its, R_RANGES, NULL, 0) > 0);
-		while (more) {
-			struct kc_resp r;
-			struct proto_iter iter;
-			struct proto_item pi;
-			T_RC(kc_recv(&c, &r, 60000), 0);
-			more = (r.f.flags & PROTO_F_MORE) != 0;
-			proto_iter_init(&iter, &r.f, NULL, NULL, 0);
-			while (proto_iter_next(&iter, &pi) == 1) {
-				seen++;
-				if (pi.status == KVT_OK && pi.data_len == 1 &&
-				    r.data[pi.data_off] == v[its[pi.index].off])
-					ok++;
-			}
-			kc_resp_free(&r);
-		}
+		T_GE_INT(kc_recv_items(&c, 60000, range_item, &rs, NULL), 1);
 		took = tsrv_now_ns() - t0;
 		tsrv_sleep_ms(50); /* a PING the ranges held answers by now */
 		m = atomic_load(&pg.max_ns);
@@ -1092,9 +1075,9 @@ static void phase_range(void)
 			best = m;
 		printf("range round %d: %u one-byte ranges of a 32 MiB value (4 parts) in one "
 		       "frame: %u exact, answered in %.1f ms; a concurrent PING (one loop "
-		       "thread): slowest %.1f ms\n", round + 1, R_RANGES, ok, took / 1e6, m / 1e6);
-		T_EQ_INT(seen, R_RANGES);
-		T_EQ_INT(ok, R_RANGES);
+		       "thread): slowest %.1f ms\n", round + 1, R_RANGES, rs.ok, took / 1e6, m / 1e6);
+		T_EQ_INT(rs.seen, R_RANGES);
+		T_EQ_INT(rs.ok, R_RANGES);
 	}
 	atomic_store(&pg.stop, true);
 	pthread_join(pg.t, NULL);
@@ -1625,7 +1608,7 @@ static void phase_auth_guess(void)
 	ssize_t r;
 
 	start("auth_guess", extra);
-	port = log_port("RESP");
+	port = tsrv_listener_port(srv.log, "RESP");
 	/* A wrong password: WRONGPASS, and the connection is closed (the
 	 * PING pipelined after it is not answered). */
 	resp_auth_once(port, "wrong-password-000", reply, sizeof(reply), &closed);
@@ -1767,7 +1750,7 @@ static void phase_resp_info(void)
 	uint16_t port;
 
 	start("resp_info", extra);
-	port = log_port("RESP");
+	port = tsrv_listener_port(srv.log, "RESP");
 	resp_as(port, "alice", SECRET_ALICE, "INFO", r1, sizeof(r1));
 	resp_as(port, "admin", SECRET_ADMIN, "INFO", r2, sizeof(r2));
 	resp_as(port, "alice", SECRET_ALICE, "DBSIZE", r3, sizeof(r3));
@@ -1791,16 +1774,22 @@ static void phase_resp_info(void)
  * ns_split (item 16): an NS_REGISTER answer larger than a table is split
  */
 
+static void ns_split_item(void *ctx, const struct kc_resp *r, const struct proto_item *pi)
+{
+	(void)r;
+	*(unsigned *)ctx += pi->status == KVT_OK;
+}
+
 static void phase_ns_split(void)
 {
-	const char *extra[] = { "--ssd", "0", NULL };
+	const char *extra[] = { "--ssd", "0", "--max-memory", "64M", NULL };
 	struct proto_frame f = { .op = PROTO_OP_NS_REGISTER };
 	struct proto_item *its;
 	char (*texts)[PROTO_CANON_MAX + 1];
 	uint64_t need, len = 0;
-	unsigned n = 0, ok = 0, frames = 0;
-	bool more = true;
-	int bad_status = 0;
+	unsigned n = 0, ok = 0;
+	int32_t bad_status = 0;
+	int frames;
 	struct kc c;
 
 	start("ns_split", extra);
@@ -1841,23 +1830,11 @@ static void phase_ns_split(void)
 		kc_resp_free(&r);
 	}
 	T_ASSERT(kc_request(&c, &f, its, n, NULL, 0) > 0);
-	while (more) {
-		struct kc_resp r;
-		struct proto_iter iter;
-		struct proto_item pi;
-		T_RC(kc_recv(&c, &r, 60000), 0);
-		frames++;
-		more = (r.f.flags & PROTO_F_MORE) != 0;
-		if (r.f.status < 0 && !bad_status)
-			bad_status = r.f.status;
-		proto_iter_init(&iter, &r.f, NULL, NULL, 0);
-		while (proto_iter_next(&iter, &pi) == 1)
-			ok += pi.status == KVT_OK;
-		kc_resp_free(&r);
-	}
+	frames = kc_recv_items(&c, 60000, ns_split_item, &ok, &bad_status);
+	T_GE_INT(frames, 1);
 	printf("ns_split: %u descriptors (%" PRIu64 " KiB of request table, limit %" PRIu64
-	       " KiB): %u registered, answered in %u frames (status %d)\n", n, len >> 10,
-	       need >> 10, ok, frames, bad_status);
+	       " KiB): %u registered, answered in %d frames (status %d)\n", n, len >> 10,
+	       need >> 10, ok, frames, (int)bad_status);
 	T_EQ_INT(bad_status, 0);
 	T_EQ_INT(ok, n);
 	T_GE_INT(frames, 2);
@@ -2162,6 +2139,542 @@ static void phase_kvevents_tenant(void)
 	T_EQ_INT(tsrv_stop(&srv), 0);
 }
 
+/* ------------------------------------------------------------------------
+ * out_flood (hostile7): requests pipelined, their answers never read.
+ * Each answer waiting in the output queue is an entry of ~200 bytes (and
+ * RESP's text room) besides its bytes: charged as its 48 (native PING) or
+ * 7 (+PONG) bytes alone, a client that never read grew kvtierd past
+ * --max-memory before the budget said so.  Now each entry is charged
+ * what it holds (KVTD_OUT_COST), and reads pause once the budget is full
+ * (mem_paused): RSS stays within --max-memory.
+ */
+
+#define FLOOD_BUDGET (16u << 20) /* --max-memory of this phase */
+#define FLOOD_NATIVE 250000u /* PINGs: 12 MiB of answers (under the budget as the
+			      * bytes alone were charged), ~60 MiB of entries */
+#define RESP_SCRATCH_CONNS 64u
+#define RESP_SCRATCH_ARGS 65536u /* RESPD_ARGC_MAX */
+
+/* Send n copies of req (len bytes) on fd within ms, never reading, until
+ * the server has taken nothing for 2 s (it stopped reading) or closed:
+ * copies sent. */
+static uint64_t flood_send(int fd, const void *req, size_t len, uint64_t n, int ms)
+{
+	uint64_t last = tsrv_now_ns();
+	size_t per = 8192, chunk = per * len;
+	uint8_t *buf = malloc(chunk);
+	uint64_t total = n * len, sent = 0, end = tsrv_now_ns() + (uint64_t)ms * 1000000ull;
+
+	T_ASSERT(buf != NULL);
+	for (size_t i = 0; i < per; i++)
+		memcpy(buf + i * len, req, len);
+	while (sent < total && tsrv_now_ns() < end) {
+		size_t off = (size_t)(sent % chunk), want = chunk - off;
+		int64_t w;
+		if (want > total - sent)
+			want = (size_t)(total - sent);
+		w = send_for(fd, buf + off, want, 200);
+		if (w < 0)
+			break;
+		if (w > 0)
+			last = tsrv_now_ns();
+		else if (tsrv_now_ns() - last > 2000000000ull)
+			break;
+		sent += (uint64_t)w;
+	}
+	free(buf);
+	return sent / len;
+}
+
+static void phase_out_flood(void)
+{
+	const char *extra[] = { "--resp", "127.0.0.1:0", "--max-memory", "16M", "--dram", "16M",
+				NULL };
+	const char *auth = "*3\r\n$4\r\nAUTH\r\n$5\r\nalice\r\n$26\r\n" SECRET_ALICE "\r\n";
+	uint8_t ns[PROTO_DIGEST_LEN], ping[PROTO_HDR_LEN + 64];
+	struct proto_frame f = { .op = PROTO_OP_PING, .tag = 1 };
+	uint64_t stopped0, stopped, sent, grew_resp, grew_native, used;
+	struct kc fl, good;
+	char reply[256];
+	bool closed;
+	int64_t plen;
+
+	start("out_flood", extra);
+	stopped0 = stat_of("server.mem_paused") + stat_of("server.mem_refused");
+
+	/* Native: HELLO + AUTH, then PING frames. */
+	rss_begin();
+	T_RC(kc_connect_tcp(&fl, srv.port), 0);
+	T_RC(kc_login(&fl, "alice", SECRET_ALICE), 0);
+	f.version = fl.version;
+	plen = proto_encode(&f, NULL, 0, ping, sizeof(ping), NULL, NULL);
+	T_EQ_INT(plen, PROTO_HDR_LEN);
+	sent = flood_send(fl.fd, ping, (size_t)plen, FLOOD_NATIVE, 10000);
+	tsrv_sleep_ms(300);
+	grew_native = rss_end(FLOOD_BUDGET);
+	kc_close(&fl);
+	/* The budget stopped it: its reads paused, or its next frame did not
+	 * fit and it was closed. */
+	for (int i = 0; i < 100 && stat_of("server.mem_used") > FLOOD_BUDGET; i++)
+		tsrv_sleep_ms(50);
+	stopped = stat_of("server.mem_paused") + stat_of("server.mem_refused") - stopped0;
+	printf("out_flood: native: %" PRIu64 " PINGs sent unread, RSS +%" PRIu64
+	       " MiB, reads paused or refused for memory %" PRIu64 " times\n", sent,
+	       grew_native >> 20, stopped);
+
+	/* RESP: each connection sends one command of 65536 arguments and
+	 * stays.  Its parser's argument scratch (1 MiB) was kept for the
+	 * connection's life, outside the budget: now charged, and given back
+	 * once the command is parsed. */
+	rss_begin();
+	{
+		size_t blen = 8 + 6 * (size_t)(RESP_SCRATCH_ARGS - 1) + 7;
+		char *big = malloc(blen + 1);
+		int fds[RESP_SCRATCH_CONNS];
+		size_t o = 0;
+		unsigned answered = 0;
+		T_ASSERT(big != NULL);
+		o += (size_t)snprintf(big + o, blen + 1 - o, "*%u\r\n$1\r\nX\r\n",
+				      RESP_SCRATCH_ARGS);
+		for (unsigned i = 1; i < RESP_SCRATCH_ARGS; i++) {
+			memcpy(big + o, "$0\r\n\r\n", 6);
+			o += 6;
+		}
+		for (unsigned i = 0; i < RESP_SCRATCH_CONNS; i++) {
+			fds[i] = tcp_connect(tsrv_listener_port(srv.log, "RESP"));
+			T_EQ_INT(send_for(fds[i], auth, strlen(auth), 1000), (int64_t)strlen(auth));
+			recv_for(fds[i], reply, 6, 2000, &closed);
+			T_ASSERT(strncmp(reply, "+OK", 3) == 0);
+			T_EQ_INT(send_for(fds[i], big, o, 5000), (int64_t)o);
+			recv_for(fds[i], reply, 5, 5000, &closed);
+			if (strncmp(reply, "-ERR", 4) == 0)
+				answered++;
+		}
+		tsrv_sleep_ms(300);
+		grew_resp = rss_end(0);
+		for (unsigned i = 0; i < RESP_SCRATCH_CONNS; i++)
+			close(fds[i]);
+		free(big);
+		printf("out_flood: RESP: %u connections each parsed a command of %u arguments "
+		       "(%u answered), RSS +%" PRIu64 " MiB\n", RESP_SCRATCH_CONNS,
+		       RESP_SCRATCH_ARGS, answered, grew_resp >> 20);
+		T_EQ_INT(answered, RESP_SCRATCH_CONNS);
+	}
+
+	/* The flooders are gone: their charges with them; others are served. */
+	for (int i = 0; i < 100 && (used = stat_of("server.mem_used")) > (1u << 20); i++)
+		tsrv_sleep_ms(50);
+	printf("out_flood: mem_used %" PRIu64 " bytes after\n", used);
+	T_LE_INT(used, 1u << 20);
+	T_RC(kc_connect_tcp(&good, srv.port), 0);
+	T_RC(kc_login(&good, "alice", SECRET_ALICE), 0);
+	T_RC(kc_register(&good, &desc, ns, NULL, 0), KVT_OK);
+	T_EQ_INT(roundtrips(&good, ns, 8, 64u << 10, 7), 0);
+	kc_close(&good);
+	/* The budget, not the machine, stopped both floods. */
+	T_GE_INT(stopped, 1);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
+/* ------------------------------------------------------------------------
+ * tls_handshake (hostile7): TLS handshakes that never end.  A native
+ * connection is unauthenticated until AUTH, so the "not authenticated in
+ * time" timeout bounded its handshake; a RESP (or S3) connection of a
+ * server without --tenants is ready from its accept, and a client that
+ * opened the TLS port and sent nothing, or half a ClientHello record,
+ * held its connection (one of --max-conns, an SSL) for good.  Now a
+ * handshake has --idle-timeout, whatever the protocol's state.
+ */
+
+#define TLS_SILENT 4u
+
+static uint64_t stat_unix(const char *name)
+{
+	struct kc a;
+	uint64_t v = 0;
+
+	T_RC(kc_connect_unix(&a, srv.sock), 0);
+	T_RC(kc_login(&a, "default", NULL), 0);
+	T_RC(kc_stat(&a, PROTO_SCOPE_ALL, name, &v), 0);
+	kc_close(&a);
+	return v;
+}
+
+static void phase_tls_handshake(void)
+{
+	char pki[700], cmd[2000], cert[760], key[760], dir[700];
+	const char *argv[] = { "--resp", "127.0.0.1:0", "--tls-cert", cert, "--tls-key", key,
+			       "--idle-timeout", "2", "--threads", "2", NULL };
+	/* A TLS handshake record header announcing 512 bytes that never come. */
+	static const uint8_t half_hello[] = { 0x16, 0x03, 0x01, 0x02, 0x00, 0x01 };
+	int fds[TLS_SILENT];
+	unsigned closed_n = 0;
+	uint64_t t0, timeouts0, timeouts;
+	uint16_t port;
+
+	if (system("command -v openssl >/dev/null 2>&1") != 0)
+		T_SKIP("no openssl command to make a certificate with");
+	snprintf(pki, sizeof(pki), "%s/pki", base);
+	T_RC(mkdir(pki, 0700), 0);
+	snprintf(cmd, sizeof(cmd), "cd '%s' && openssl req -x509 -newkey ec -pkeyopt "
+		 "ec_paramgen_curve:prime256v1 -nodes -keyout srv.key -out srv.pem -days 2 "
+		 "-subj /CN=localhost >openssl.log 2>&1", pki);
+	T_EQ_INT(system(cmd), 0);
+	snprintf(cert, sizeof(cert), "%s/srv.pem", pki);
+	snprintf(key, sizeof(key), "%s/srv.key", pki);
+	snprintf(dir, sizeof(dir), "%s/tls_handshake", base);
+	tsrv_start(&srv, bin, base, dir, NULL, argv); /* no tenants: RESP ready at once */
+	port = tsrv_listener_port(srv.log, "RESP");
+	timeouts0 = stat_unix("server.errors.timeout");
+
+	t0 = tsrv_now_ns();
+	for (unsigned i = 0; i < TLS_SILENT; i++) {
+		fds[i] = tcp_connect(port);
+		if (i % 2)
+			T_EQ_INT(send_for(fds[i], half_hello, sizeof(half_hello), 1000),
+				 (int64_t)sizeof(half_hello));
+	}
+	/* --idle-timeout 2, swept once a second: closed within a few. */
+	for (unsigned i = 0; i < TLS_SILENT; i++) {
+		char buf[256];
+		bool closed = false;
+		while (tsrv_now_ns() - t0 < 12000000000ull) {
+			recv_for(fds[i], buf, sizeof(buf), 500, &closed);
+			if (closed)
+				break;
+		}
+		if (closed)
+			closed_n++;
+		close(fds[i]);
+	}
+	timeouts = stat_unix("server.errors.timeout") - timeouts0;
+	printf("tls_handshake: %u of %u unfinished handshakes closed by the server, "
+	       "errors.timeout +%" PRIu64 "\n", closed_n, TLS_SILENT, timeouts);
+	T_EQ_INT(closed_n, TLS_SILENT);
+	T_GE_INT(timeouts, TLS_SILENT);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
+/* ------------------------------------------------------------------------
+ * log_flood (hostile7): a client that connects in a loop and sends garbage
+ * got one log line per connection ("closing connection after a protocol
+ * error"), as fast as it could connect: the log filled the disk.  Lines a
+ * client causes are now at most KVTD_LOG_CLIENT_PER_SEC a second; the
+ * rest are counted and a warning says how many were dropped.
+ */
+
+#define LOG_FLOOD_CONNS 600u
+
+/* Occurrences of what in the server's log; *sum adds up the numbers that
+ * follow each "dropped=" on those lines (if sum). */
+static unsigned log_lines(const char *what, uint64_t *sum)
+{
+	FILE *f = fopen(srv.log, "r");
+	char line[4096];
+	unsigned n = 0;
+
+	T_ASSERT(f != NULL);
+	while (fgets(line, sizeof(line), f)) {
+		const char *d;
+		if (!strstr(line, what))
+			continue;
+		n++;
+		if (sum && (d = strstr(line, "dropped=")))
+			*sum += strtoull(d + 8, NULL, 10);
+	}
+	fclose(f);
+	return n;
+}
+
+static void phase_log_flood(void)
+{
+	static const char junk[48] = "GET / HTTP/1.1\r\nthis is not a kvtier frame\r\n\r\n";
+	uint64_t t0, secs, magic0, magic, dropped = 0;
+	unsigned logged, warned;
+
+	start("log_flood", NULL);
+	magic0 = stat_of("server.errors.magic");
+	t0 = tsrv_now_ns();
+	for (unsigned i = 0; i <= LOG_FLOOD_CONNS; i++) {
+		int fd;
+		if (i == LOG_FLOOD_CONNS) /* one more, a second later: reports the drops */
+			tsrv_sleep_ms(1100);
+		fd = tcp_connect(srv.port);
+		T_EQ_INT(send_for(fd, junk, sizeof(junk), 1000), (int64_t)sizeof(junk));
+		close(fd);
+	}
+	/* Every one was read and refused (counted), whatever was logged. */
+	for (int i = 0; i < 100 && stat_of("server.errors.magic") - magic0 < LOG_FLOOD_CONNS + 1;
+	     i++)
+		tsrv_sleep_ms(50);
+	magic = stat_of("server.errors.magic") - magic0;
+	secs = (tsrv_now_ns() - t0) / 1000000000ull + 1;
+	logged = log_lines("closing connection after a protocol error", NULL);
+	warned = log_lines("client log lines dropped", &dropped);
+	printf("log_flood: %" PRIu64 " bad connections refused in %" PRIu64 " s; %u logged, %u "
+	       "warnings of %" PRIu64 " dropped lines\n", magic, secs, logged, warned, dropped);
+	T_EQ_INT(magic, LOG_FLOOD_CONNS + 1);
+	T_LE_INT(logged, (secs + 1) * 50u);
+	T_GE_INT(warned, 1);
+	T_LE_INT(logged + dropped, LOG_FLOOD_CONNS + 1);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
+/* ------------------------------------------------------------------------
+ * preauth_out (hostile7): what an unauthenticated client may make the
+ * server hold is bounded on the way in (preauth_buf); on the way out it
+ * was not.  PING (native) and any RESP command (answered NOAUTH) are
+ * answered before AUTH, and a client that pipelined them and never read
+ * filled --max-memory with its answers, which are charged to the shared
+ * budget: every authenticated client's next frame was then refused.  Now
+ * an unauthenticated connection's queued output is at most its
+ * protocol's preauth_buf, outside the budget; past that it is not read
+ * (until it reads, or the unauthenticated timeout closes it).
+ */
+
+#define PREAUTH_OUT_NATIVE 4u
+#define PREAUTH_OUT_RESP 2u
+
+static void phase_preauth_out(void)
+{
+	const char *extra[] = { "--resp", "127.0.0.1:0", "--max-memory", "16M", "--dram", "16M",
+				NULL };
+	uint8_t ns[PROTO_DIGEST_LEN], ping[PROTO_HDR_LEN + 64];
+	struct proto_frame f = { .op = PROTO_OP_PING, .tag = 1,
+				 .version = PROTO_VERSION_HELLO };
+	int fds[PREAUTH_OUT_NATIVE + PREAUTH_OUT_RESP];
+	uint64_t sent[PREAUTH_OUT_NATIVE + PREAUTH_OUT_RESP], used, grew;
+	struct kc good;
+	int64_t plen;
+	int bad;
+
+	start("preauth_out", extra);
+	plen = proto_encode(&f, NULL, 0, ping, sizeof(ping), NULL, NULL);
+	T_EQ_INT(plen, PROTO_HDR_LEN);
+	rss_begin();
+	for (unsigned i = 0; i < PREAUTH_OUT_NATIVE + PREAUTH_OUT_RESP; i++) {
+		bool resp = i >= PREAUTH_OUT_NATIVE;
+		fds[i] = tcp_connect(resp ? tsrv_listener_port(srv.log, "RESP") : srv.port);
+		sent[i] = resp ? flood_send(fds[i], "PING\r\n", 6, 400000, 6000)
+			       : flood_send(fds[i], ping, (size_t)plen, 100000, 6000);
+	}
+	/* All still open, none read: the budget is the authenticated ones'. */
+	used = stat_of("server.mem_used");
+	T_RC(kc_connect_tcp(&good, srv.port), 0);
+	T_RC(kc_login(&good, "alice", SECRET_ALICE), 0);
+	T_RC(kc_register(&good, &desc, ns, NULL, 0), KVT_OK);
+	bad = roundtrips(&good, ns, 8, 64u << 10, 11);
+	kc_close(&good);
+	grew = rss_end(0);
+	for (unsigned i = 0; i < PREAUTH_OUT_NATIVE + PREAUTH_OUT_RESP; i++) {
+		printf("  unauthenticated %s %u: %" PRIu64 " PINGs taken\n",
+		       i >= PREAUTH_OUT_NATIVE ? "RESP" : "native", i, sent[i]);
+		close(fds[i]);
+	}
+	printf("preauth_out: mem_used %" PRIu64 " bytes with %u unauthenticated floods unread; "
+	       "alice's failed round trips %d of 8; RSS +%" PRIu64 " MiB\n", used,
+	       PREAUTH_OUT_NATIVE + PREAUTH_OUT_RESP, bad, grew >> 20);
+	T_LE_INT(used, 1u << 20);
+	T_EQ_INT(bad, 0);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
+/* ------------------------------------------------------------------------
+ * resp_pins (hostile7): RESP GET replies are sent from pinned DRAM, and
+ * their pins were outside the caps and the drain rule that bound native
+ * GETs (slow_reader): a client pipelining GETs of 1 MiB values and
+ * reading a byte now and then held every one of them pinned, for as long
+ * as it liked.  Now a RESP connection is not read while its queued
+ * answers pin past --dram/8 (pin_deferred), and a reader slower than
+ * 1 MiB/s is closed after --idle-timeout, its pins released; at most 16
+ * of its commands pin in the store at once (all 256 of a pipeline did).
+ */
+
+#define RESP_PIN_VALUES 8u
+#define RESP_PIN_GETS 48u
+
+static void phase_resp_pins(void)
+{
+	const char *extra[] = { "--resp", "127.0.0.1:0", "--dram", "16M", "--idle-timeout", "3",
+				NULL };
+	const char *auth = "*3\r\n$4\r\nAUTH\r\n$5\r\nalice\r\n$26\r\n" SECRET_ALICE "\r\n";
+	size_t vlen = 1u << 20, cap = 64 + vlen;
+	char *cmd = malloc(cap), reply[256];
+	uint64_t deferred0, deferred, pins = 0, pins_end, t0, timeouts0;
+	uint16_t port;
+	bool closed = false;
+	int w, r;
+
+	T_ASSERT(cmd != NULL);
+	start("resp_pins", extra);
+	port = tsrv_listener_port(srv.log, "RESP");
+	w = tcp_connect(port);
+	T_EQ_INT(send_for(w, auth, strlen(auth), 1000), (int64_t)strlen(auth));
+	recv_for(w, reply, 6, 2000, &closed);
+	T_ASSERT(strncmp(reply, "+OK", 3) == 0);
+	for (unsigned i = 0; i < RESP_PIN_VALUES; i++) {
+		int n = snprintf(cmd, cap, "*3\r\n$3\r\nSET\r\n$2\r\nv%u\r\n$%zu\r\n", i, vlen);
+		memset(cmd + n, 'a' + (int)i, vlen);
+		memcpy(cmd + n + vlen, "\r\n", 2);
+		T_EQ_INT(send_for(w, cmd, (size_t)n + vlen + 2, 5000), (int64_t)(n + vlen + 2));
+		recv_for(w, reply, 6, 5000, &closed);
+		T_ASSERT(strncmp(reply, "+OK", 3) == 0);
+	}
+	close(w);
+	deferred0 = stat_of("server.pin_deferred");
+
+	/* 48 GETs pipelined (48 MiB of answers from 8 MiB of DRAM); then
+	 * 128 KiB read every 300 ms (~430 KiB/s: enough that the output never
+	 * stalls, below the 1 MiB/s a reader holding pins owes). */
+	r = tcp_connect(port);
+	T_EQ_INT(send_for(r, auth, strlen(auth), 1000), (int64_t)strlen(auth));
+	recv_for(r, reply, 6, 2000, &closed);
+	T_ASSERT(strncmp(reply, "+OK", 3) == 0);
+	{
+		size_t o = 0;
+		for (unsigned i = 0; i < RESP_PIN_GETS; i++)
+			o += (size_t)snprintf(cmd + o, cap - o, "*2\r\n$3\r\nGET\r\n$2\r\nv%u\r\n",
+					      i % RESP_PIN_VALUES);
+		T_EQ_INT(send_for(r, cmd, o, 2000), (int64_t)o);
+	}
+	timeouts0 = stat_of("server.errors.timeout");
+	t0 = tsrv_now_ns();
+	pins_end = 1;
+	while (pins_end && tsrv_now_ns() - t0 < 15000000000ull) {
+		static char b[128u << 10];
+		tsrv_sleep_ms(300);
+		if (recv(r, b, sizeof(b), MSG_DONTWAIT) == 0)
+			break;
+		if (tsrv_now_ns() - t0 > 1000000000ull && !pins)
+			pins = stat_of("store.pins_active") + 1; /* +1: sampled */
+		if (pins)
+			pins_end = stat_of("store.pins_active");
+	}
+	closed = stat_of("server.errors.timeout") > timeouts0;
+	deferred = stat_of("server.pin_deferred") - deferred0;
+	printf("resp_pins: %u GETs of 1 MiB pipelined, read 128 KiB per 300 ms: store.pins_active "
+	       "%" PRIu64 " after 1 s (cap --dram/8 = 2 MiB), %" PRIu64 " at the end; "
+	       "pin_deferred +%" PRIu64 "; closed by the server (timeout) %d after %.1f s\n",
+	       RESP_PIN_GETS,
+	       pins - 1, pins_end, deferred, closed, (tsrv_now_ns() - t0) / 1e9);
+	close(r);
+	free(cmd);
+	/* 16 commands' probes in the store at most, and 2 MiB of replies
+	 * queued (before: all 48, 45 sampled) */
+	T_LE_INT(pins - 1, 20);
+	T_GE_INT(deferred, 1);
+	T_ASSERT(closed);
+	T_EQ_INT(pins_end, 0);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
+/* ------------------------------------------------------------------------
+ * frame_items (hostile7): a frame's per-item state (struct kvtd_item,
+ * ~560 bytes) against its table (~30 bytes an item, the part that was
+ * charged).  GET frames of 16384 keys whose answers wait for the
+ * connection's pins to drain (the client reads nothing) held 9 MiB each
+ * outside --max-memory, up to --conn-inflight of them.  Now the items are
+ * charged with their frame; a frame that does not fit is answered
+ * -ENOMEM (mem_refused) and the connection stays.
+ */
+
+#define FI_FRAMES 12u
+#define FI_ITEMS 16384u
+
+static void phase_frame_items(void)
+{
+	uint8_t ns[PROTO_DIGEST_LEN], val[4096];
+	struct iovec v = { val, sizeof(val) };
+	struct proto_item *its = calloc(FI_ITEMS, sizeof(*its));
+	uint64_t refused0, refused, grew;
+	struct kvt_key k;
+	struct kc c, good;
+	int bad;
+
+	T_ASSERT(its != NULL);
+	start("frame_items", NULL);
+	T_RC(kc_connect_tcp(&c, srv.port), 0);
+	T_RC(kc_login(&c, "alice", SECRET_ALICE), 0);
+	T_RC(kc_register(&c, &desc, ns, NULL, 0), KVT_OK);
+	kvt_key_set(&k, "fi", 2);
+	memset(val, 7, sizeof(val));
+	T_RC(kc_put(&c, ns, &k, &v, 1, NULL), KVT_OK);
+	refused0 = stat_of("server.mem_refused");
+	for (unsigned i = 0; i < FI_ITEMS; i++)
+		its[i].key = k;
+	rss_begin();
+	/* 12 frames x 16384 GETs of a 4 KiB value: 64 MiB of answers each,
+	 * past the connection's pin cap: each waits, none is read. */
+	for (unsigned i = 0; i < FI_FRAMES; i++) {
+		struct proto_frame f = { .op = PROTO_OP_GET, .ns_count = 1, .ns = ns };
+		T_ASSERT(kc_request(&c, &f, its, FI_ITEMS, NULL, 0) > 0);
+	}
+	tsrv_sleep_ms(1500);
+	refused = stat_of("server.mem_refused") - refused0;
+	/* Others are served meanwhile (what the budget left them). */
+	T_RC(kc_connect_tcp(&good, srv.port), 0);
+	T_RC(kc_login(&good, "alice", SECRET_ALICE), 0);
+	bad = roundtrips(&good, ns, 4, 4096, 13);
+	kc_close(&good);
+	grew = rss_end(MAX_MEMORY);
+	kc_close(&c);
+	printf("frame_items: %u GET frames of %u items waiting unread: mem_refused +%" PRIu64
+	       ", RSS +%" PRIu64 " MiB, another client's failed round trips %d of 4\n", FI_FRAMES,
+	       FI_ITEMS, refused, grew >> 20, bad);
+	free(its);
+	T_GE_INT(refused, 1);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
+/* ------------------------------------------------------------------------
+ * resp_items (hostile7): each key of a RESP MGET gets a library request
+ * (~330 bytes) against the 7 bytes of the key in the command, which alone
+ * was charged: connections pipelining MGETs of 65535 keys, never reading,
+ * grew kvtierd far past --max-memory.  Now the requests are charged with
+ * the command; past the budget a command is answered with an error.
+ */
+
+#define RI_CONNS 12u
+#define RI_KEYS 65535u
+
+static void phase_resp_items(void)
+{
+	const char *extra[] = { "--resp", "127.0.0.1:0", NULL };
+	const char *auth = "*3\r\n$4\r\nAUTH\r\n$5\r\nalice\r\n$26\r\n" SECRET_ALICE "\r\n";
+	size_t one = 32 + (size_t)RI_KEYS * 12, len = 0;
+	char *cmd = malloc(4 * one), reply[64];
+	int fds[RI_CONNS];
+	uint64_t refused0, refused, grew;
+	bool closed;
+
+	T_ASSERT(cmd != NULL);
+	start("resp_items", extra);
+	len = (size_t)snprintf(cmd, one, "*%u\r\n$4\r\nMGET\r\n", RI_KEYS + 1);
+	for (unsigned i = 0; i < RI_KEYS; i++)
+		len += (size_t)snprintf(cmd + len, one - len, "$6\r\nk%05u\r\n", i);
+	for (unsigned i = 1; i < 4; i++)
+		memcpy(cmd + i * len, cmd, len);
+	refused0 = stat_of("server.mem_refused");
+	rss_begin();
+	for (unsigned i = 0; i < RI_CONNS; i++) {
+		fds[i] = tcp_connect(tsrv_listener_port(srv.log, "RESP"));
+		T_EQ_INT(send_for(fds[i], auth, strlen(auth), 1000), (int64_t)strlen(auth));
+		recv_for(fds[i], reply, 6, 10000, &closed);
+		T_ASSERT(strncmp(reply, "+OK", 3) == 0);
+		send_for(fds[i], cmd, 4 * len, 3000); /* what it takes; never read */
+	}
+	tsrv_sleep_ms(1000);
+	grew = rss_end(MAX_MEMORY);
+	for (unsigned i = 0; i < RI_CONNS; i++)
+		close(fds[i]);
+	refused = stat_of("server.mem_refused") - refused0;
+	printf("resp_items: %u connections x 4 MGETs of %u keys, unread: RSS +%" PRIu64
+	       " MiB, mem_refused +%" PRIu64 "\n", RI_CONNS, RI_KEYS, grew >> 20, refused);
+	free(cmd);
+	T_GE_INT(refused, 1);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
 /* ------------------------------------------------------------------------ */
 
 static const struct {
@@ -2185,6 +2698,13 @@ static const struct {
 	{ "grant_race", phase_grant_race },
 	{ "tenant_index", phase_tenant_index },
 	{ "kvevents_tenant", phase_kvevents_tenant },
+	{ "out_flood", phase_out_flood },
+	{ "tls_handshake", phase_tls_handshake },
+	{ "log_flood", phase_log_flood },
+	{ "preauth_out", phase_preauth_out },
+	{ "resp_pins", phase_resp_pins },
+	{ "frame_items", phase_frame_items },
+	{ "resp_items", phase_resp_items },
 };
 
 int main(int argc, char **argv)

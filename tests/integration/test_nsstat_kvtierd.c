@@ -7,7 +7,9 @@
  * and the same figures on its /metrics
  * page under the `namespace` label (the digest's first 16 hex digits,
  * "other" for the rest), with kvtier_namespace_info naming each; and
- * `kvtier stat` (table and --json) shows the rows.
+ * `kvtier stat` (table and --json) shows the rows.  The server's own
+ * counters (daemon/counters.c's table) are the same in STATS and on
+ * /metrics, and none of either is outside that table.
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -18,6 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "kvtierd.h"
 #include "server.h"
 #include "t.h"
 #include "tstore.h"
@@ -110,6 +113,119 @@ static int get_blk(struct kvt_store *e, uint32_t ns, uint64_t k)
 	static uint8_t buf[BLK];
 	struct kvt_key key = t_key(ns * 1000 + k);
 	return kvt_get(e, ns, &key, buf, BLK, NULL);
+}
+
+/* ------------------------------------------------------------------------
+ * The server's counters (daemon/counters.c's table): every row's STATS
+ * name is in STATS and its family on /metrics, with its type; where a
+ * counter has both, the page's value lies between two STATS taken around
+ * it; and no server.* number in STATS,
+ * no kvtier_server_ or kvtier_connections_ family on /metrics, is
+ * outside the table (the ones kept apart: uptime, threads, per-opcode and
+ * per-kind errors).
+ */
+
+#define SRV_MAX 256
+
+struct srv_all {
+	char name[SRV_MAX][96];
+	uint64_t v[SRV_MAX];
+	unsigned n;
+};
+
+static void all_cb(void *ctx, const char *name, uint64_t value, const char *str)
+{
+	struct srv_all *a = ctx;
+
+	if (str || strncmp(name, "server.", 7) != 0 || a->n == SRV_MAX)
+		return;
+	snprintf(a->name[a->n], sizeof(a->name[0]), "%s", name);
+	a->v[a->n++] = value;
+}
+
+static bool all_find(const struct srv_all *a, const char *name, uint64_t *v)
+{
+	for (unsigned i = 0; i < a->n; i++)
+		if (strcmp(a->name[i], name) == 0) {
+			*v = a->v[i];
+			return true;
+		}
+	return false;
+}
+
+static const struct kvtd_counter_def *def_of_stat(const char *stat)
+{
+	for (size_t i = 0; i < kvtd_counter_def_count; i++)
+		if (kvtd_counter_defs[i].stat && strcmp(kvtd_counter_defs[i].stat, stat) == 0)
+			return &kvtd_counter_defs[i];
+	return NULL;
+}
+
+static const struct kvtd_counter_def *def_of_metric(const char *m, size_t len)
+{
+	for (size_t i = 0; i < kvtd_counter_def_count; i++)
+		if (kvtd_counter_defs[i].metric && strlen(kvtd_counter_defs[i].metric) == len &&
+		    memcmp(kvtd_counter_defs[i].metric, m, len) == 0)
+			return &kvtd_counter_defs[i];
+	return NULL;
+}
+
+static void check_counters(struct kvt_store *e, uint16_t metrics_port)
+{
+	static struct srv_all s1, s2;
+	unsigned both = 0, nonzero = 0;
+	char *page;
+
+	T_OK(kvt_remote_stats(e, "*", all_cb, &s1));
+	page = http_body(metrics_port, "/metrics");
+	T_OK(kvt_remote_stats(e, "*", all_cb, &s2));
+	for (size_t i = 0; i < kvtd_counter_def_count; i++) {
+		const struct kvtd_counter_def *d = &kvtd_counter_defs[i];
+		uint64_t a = 0, b = 0, m;
+		char head[160];
+
+		T_ASSERT(d->stat || d->metric);
+		if (d->stat && (!all_find(&s1, d->stat, &a) || !all_find(&s2, d->stat, &b)))
+			T_FAIL("%s is in daemon/counters.c but not in STATS", d->stat);
+		if (!d->metric)
+			continue;
+		T_ASSERT(strcmp(d->type, "counter") == 0 || strcmp(d->type, "gauge") == 0);
+		snprintf(head, sizeof(head), "\n# TYPE %s %s\n", d->metric, d->type);
+		if (!strstr(page, head))
+			T_FAIL("no '# TYPE %s %s' on /metrics", d->metric, d->type);
+		m = sample(page, d->metric);
+		/* Gauges move with this test's own HTTP connection (open,
+		 * its buffer charged): only counters are compared. */
+		if (!d->stat || strcmp(d->type, "counter") != 0)
+			continue;
+		if (m < a || m > b)
+			T_FAIL("%s = %llu on /metrics, STATS %s %llu then %llu", d->metric,
+			       (unsigned long long)m, d->stat, (unsigned long long)a,
+			       (unsigned long long)b);
+		both++;
+		nonzero += m != 0;
+	}
+	/* The engine's traffic shows: not only zeros were compared. */
+	T_GE_INT(both, 12);
+	T_GE_INT(nonzero, 5);
+	for (unsigned i = 0; i < s1.n; i++) {
+		const char *n = s1.name[i];
+		if (strncmp(n, "server.ops.", 11) == 0 || strncmp(n, "server.errors.", 14) == 0 ||
+		    strcmp(n, "server.uptime_ns") == 0 || strcmp(n, "server.threads") == 0)
+			continue;
+		if (!def_of_stat(n))
+			T_FAIL("STATS %s is not in daemon/counters.c's table", n);
+	}
+	for (const char *p = page; (p = strstr(p, "\n# TYPE kvtier_")); p++) {
+		const char *m = p + 8, *end = strchr(m, ' ');
+		T_ASSERT(end);
+		if ((strncmp(m, "kvtier_server_", 14) == 0 ||
+		     strncmp(m, "kvtier_connections_", 19) == 0) &&
+		    !def_of_metric(m, (size_t)(end - m)))
+			T_FAIL("/metrics family %.*s is not in daemon/counters.c's table",
+			       (int)(end - m), m);
+	}
+	free(page);
 }
 
 /* The whole output of a shell command (exit status 0). */
@@ -259,6 +375,7 @@ int main(int argc, char **argv)
 		T_EQ_INT(n, 3);
 	}
 	free(page);
+	check_counters(e, tsrv_listener_port(srv.log, "metrics"));
 	check_cli(argv[2], addr, &st);
 
 	kvt_store_destroy(e);

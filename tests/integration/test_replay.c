@@ -142,6 +142,30 @@ static void test_small(const char *data)
 		T_EQ_INT(d, 9);
 		T_ASSERT(stats > 0);
 	}
+	{
+		/* --retain-oracle: the blocks a request puts carry KVT_F_RETAIN
+		 * when a later request starts with its first block: requests
+		 * 1-4 (roots 1, 1, 5, 1 come back), which put 3 + 1 + 1 + 1
+		 * blocks; 5-7 put 5 blocks unhinted (the store counts hinted
+		 * inserts in dram.retain_hints, which --hit-log lists). */
+		FILE *f;
+		char line[1024], a2[8192], *out2, *err2;
+		long hints = -1;
+		snprintf(a2, sizeof a2,
+			 "'%s/replay-small.jsonl' --dram 64M --json --retain-oracle --hit-log '%s'", data,
+			 hl);
+		T_EQ_INT(run(a2, &out2, &err2), 0);
+		free(out2);
+		free(err2);
+		f = fopen(hl, "r");
+		T_ASSERT(f != NULL);
+		while (fgets(line, sizeof line, f))
+			if (!strncmp(line, "# dram.retain_hints ", 20))
+				hints = strtol(line + 20, NULL, 10);
+		fclose(f);
+		unlink(hl);
+		T_EQ_INT(hints, 6);
+	}
 	j = find(out, "replay", 0);
 	T_EQ_INT(num(j, "requests"), 7);
 	T_EQ_INT(num(j, "blocks"), 20);
@@ -356,6 +380,49 @@ static void test_server(const char *data, const char *kvtierd)
 		free(out);
 		free(err);
 	}
+	/* --server-capacity: the optimum counts the server's bytes too.  At
+	 * 1 MiB of DRAM (2 blocks of 512 KiB) the optimum is below the
+	 * ideal; with the server's 8 MiB (16 more) it is the ideal's 9 of 20
+	 * blocks, and of_optimum is the hit ratio over it; the table names it. */
+	{
+		static const char *const extra[] = { "--json", "--json --server-capacity 8M",
+						     "--server-capacity 8M --no-progress" };
+		double opt_all;
+		for (int k = 0; k < 3; k++) {
+			snprintf(args, sizeof args,
+				 "'%s/replay-small.jsonl' --bytes-per-token 1024 --dram 1M "
+				 "--dram-policy lru --server %s %s", data, addr, extra[k]);
+			T_EQ_INT(run(args, &out, &err), 0);
+			if (k == 2) {
+				/* The table says so. */
+				if (!strstr(out, "offline, at DRAM+SSD+server = 18 blocks"))
+					T_FAIL("no optimum at DRAM+SSD+server in:\n%s", out);
+			} else if (k == 0) {
+				j = find(out, "replay", 0);
+				T_EQ_INT(num(j, "optimum_capacity_blocks"), 2);
+				T_EQ_INT(num(j, "optimum_server_bytes"), 0);
+				T_ASSERT(real(j, "optimum_block_hit_ratio") < 9.0 / 20 - 1e-9);
+				json_decref(j);
+			} else {
+				j = find(out, "replay", 0);
+				T_EQ_INT(num(j, "optimum_capacity_blocks"), 18);
+				T_EQ_INT(num(j, "optimum_server_bytes"), 8 << 20);
+				opt_all = real(j, "optimum_block_hit_ratio");
+				T_ASSERT(fabs(opt_all - 9.0 / 20) < 1e-9);
+				T_ASSERT(fabs(real(j, "of_optimum") -
+					      real(j, "block_hit_ratio") / opt_all) < 1e-9);
+				json_decref(j);
+			}
+			free(out);
+			free(err);
+		}
+	}
+	/* Without --server it means nothing: a usage error. */
+	snprintf(args, sizeof args, "'%s/replay-small.jsonl' --server-capacity 8M", data);
+	T_EQ_INT(run(args, &out, &err), 2);
+	T_ASSERT(strstr(err, "--server-capacity goes with --server"));
+	free(out);
+	free(err);
 	T_EQ_INT(tsrv_stop(&srv), 0);
 	t_rmtree(base);
 	free(base);

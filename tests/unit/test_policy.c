@@ -20,7 +20,11 @@
  *      direct-mapped one forgets at random), and its miniature simulations
  *      count the hits LRU and the segmented rule make on a hand-made
  *      sequence; and the mode they choose: segmented where it wins by
- *      far, only after enough evidence, and never where the two tie.
+ *      far, only after enough evidence, and never where the two tie;
+ *      per quota group, each group's mode follows its own traffic and
+ *      another group's cannot change its victim order; the caller's
+ *      retain hint makes the segmented order win where it alone cannot,
+ *      and starts a hinted block in main.
  * Values are 64 KiB, one DRAM chunk each, one shard: capacities count blocks.
  */
 #include <signal.h>
@@ -524,15 +528,15 @@ static void test_minisim_hand(void)
 	T_OK(minisim_init(&seg, &mem, 4, 4, true, 50, 4));
 	for (const char *c = seq; *c; c++) {
 		uint64_t h = (uint64_t)(unsigned char)*c << 40 | (unsigned char)*c;
-		hl += minisim_access(&lru, h, 1);
-		hs += minisim_access(&seg, h, 1);
+		hl += minisim_access(&lru, h, 1, false);
+		hs += minisim_access(&seg, h, 1, false);
 	}
 	T_EQ_INT(hl, 2);
 	T_EQ_INT(hs, 4);
-	T_EQ_INT(minisim_access(&seg, (uint64_t)'c' << 40 | 'c', 1), false); /* back: to main */
-	T_EQ_INT(minisim_access(&seg, (uint64_t)'g' << 40 | 'g', 1), false); /* evicts a */
-	T_EQ_INT(minisim_access(&seg, (uint64_t)'f' << 40 | 'f', 1), true);
-	T_EQ_INT(minisim_access(&seg, (uint64_t)'a' << 40 | 'a', 1), false);
+	T_EQ_INT(minisim_access(&seg, (uint64_t)'c' << 40 | 'c', 1, false), false); /* back: to main */
+	T_EQ_INT(minisim_access(&seg, (uint64_t)'g' << 40 | 'g', 1, false), false); /* evicts a */
+	T_EQ_INT(minisim_access(&seg, (uint64_t)'f' << 40 | 'f', 1, false), true);
+	T_EQ_INT(minisim_access(&seg, (uint64_t)'a' << 40 | 'a', 1, false), false);
 	minisim_fini(&lru);
 	minisim_fini(&seg);
 	T_EQ_INT(atomic_load(&mem.bytes), 0);
@@ -575,7 +579,33 @@ static uint64_t meta_bytes(const char *policy, bool ssd)
 {
 	char *dir = t_mkdtemp();
 	struct kvt_store *s = open_blocks(dir, 1024, ssd ? "16M" : NULL, policy, "victim", "0");
+	struct kvt_key key = t_key(1);
 	uint64_t v = 0;
+	/* One block: prefix-adapt makes its state at the first (evict.c). */
+	T_RC(kvt_put(s, t_ns(s, "meta"), &key, &(struct iovec){ vbuf, VLEN }, 1), KVT_OK);
+	T_OK(kvt_flush(s));
+	T_RC(kvt_store_stat(s, "mem.meta_bytes", &v), KVT_OK);
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+	return v;
+}
+
+/* The same over a shared directory tier and no SSD: any tier below pins it
+ * (a remote tier likewise; doc/policies.md "prefix-adapt over lower
+ * tiers"). */
+static uint64_t meta_bytes_shared(const char *policy)
+{
+	char *dir = t_mkdtemp();
+	char cap[32];
+	struct kvt_store *s;
+	struct kvt_key key = t_key(1);
+	uint64_t v = 0;
+	snprintf(cap, sizeof cap, "%u", 1024 * VLEN);
+	s = t_store_open("dram.capacity", cap, "dram.chunk", "65536", "dram.shards", "1",
+			 "dram.prefault", "off", "dram.policy", policy, "shared.dir", dir, NULL);
+	T_RC(kvt_put(s, t_ns(s, "meta"), &key, &(struct iovec){ vbuf, VLEN }, 1), KVT_OK);
+	T_OK(kvt_flush(s));
 	T_RC(kvt_store_stat(s, "mem.meta_bytes", &v), KVT_OK);
 	kvt_store_destroy(s);
 	t_rmtree(dir);
@@ -586,7 +616,303 @@ static uint64_t meta_bytes(const char *policy, bool ssd)
 static void test_adapt_pinned(void)
 {
 	T_EQ_U64(meta_bytes("prefix-adapt", true), meta_bytes("prefix", true));
+	T_EQ_U64(meta_bytes_shared("prefix-adapt"), meta_bytes_shared("prefix"));
 	T_ASSERT(meta_bytes("prefix-adapt", false) > meta_bytes("prefix", false) + 1024 * 9);
+}
+
+/*
+ * 7e. prefix-adapt per quota group: each group's mode follows its own
+ *     traffic.  Group 1 runs 7c's scan (segmented wins by far), group 2
+ *     7c's tie, interleaved round by round in one shard: group 1 ends
+ *     segmented, group 2 never switches, and the shard's own mode (blocks
+ *     of no group) never moves.
+ */
+struct gnode {
+	struct evict_node node; /* first: the evict state sees only this */
+	uint32_t group;
+};
+
+static bool per_group = true; /* false: every block in group 0 (the per-shard mode) */
+
+static uint32_t gnode_group(const struct evict_node *n, void *ctx, uint64_t *cap)
+{
+	KVT_UNUSED(ctx);
+	*cap = 256;
+	return per_group ? ((const struct gnode *)n)->group : 0;
+}
+
+static void gaccess(struct evict *e, uint32_t group, uint64_t key)
+{
+	struct gnode g;
+	memset(&g, 0, sizeof(g));
+	g.node.chunks = 1;
+	g.group = group;
+	evict_insert(e, &g.node, adapt_hash(key), 0);
+	evict_remove(e, &g.node);
+}
+
+static void test_adapt_groups(void)
+{
+	struct kvt_mem mem;
+	struct evict e;
+	uint64_t next = 1000;
+	kvt_mem_init(&mem);
+	T_OK(evict_init(&e, &mem, DRAM_POLICY_PREFIX_ADAPT, 256));
+	evict_set_group_fn(&e, gnode_group, NULL);
+	for (unsigned r = 0; r < 100; r++) {
+		for (uint64_t k = 1; k <= 12; k++)
+			gaccess(&e, 1, k);
+		for (unsigned i = 0; i < 12; i++)
+			gaccess(&e, 1, next++);
+		for (uint64_t k = 1; k <= 10; k++)
+			gaccess(&e, 2, 3000 + k);
+	}
+	T_ASSERT(e.grp && e.grp[1] && e.grp[2]);
+	T_EQ_INT(e.grp[1]->seg, true);
+	T_EQ_U64(e.grp[1]->mode_switches, 1);
+	T_EQ_INT(e.grp[2]->seg, false);
+	T_EQ_U64(e.grp[2]->mode_switches, 0);
+	T_EQ_INT(e.ad0.seg, false);
+	T_EQ_U64(e.ad0.mode_switches, 0);
+	T_EQ_U64(e.ad0.sim_seen, 0); /* nothing of group 0 came */
+	evict_fini(&e);
+	T_EQ_INT(atomic_load(&mem.bytes), 0);
+}
+
+/*
+ * 7f. ... so one group's requests cannot change which of another's blocks
+ *     leave first.  Group 2 (B) puts keys 1..20, gets 1..10 and puts
+ *     21..40, keeping them; then group 1 (A) either runs 7c's scan (which
+ *     makes the segmented mode win) or does nothing; then B puts 41..60.
+ *     B's victim order (evict_oldest_match, as a quota evicts) must be the
+ *     same both ways: 11..20, 1..10, 21..60 (prefix's LRU order; B's 70
+ *     accesses are under the evidence threshold).  With one mode per shard
+ *     (the control, per_group false) A's switch moves B's unread 11..40 to
+ *     probation and B's new blocks start there, so B's order becomes
+ *     11..20, 21..60, 1..10: the test's power, checked too.  (A switch
+ *     that moved every group's unread blocks, not only its own, would
+ *     give 11..40, 1..10, 41..60.)
+ */
+static bool pick_group2(struct evict_node *n, void *ctx)
+{
+	KVT_UNUSED(ctx);
+	return ((struct gnode *)n)->group == 2;
+}
+
+static bool a_seg; /* b_order's A ended in segmented mode */
+
+static void b_order(bool a_scans, uint64_t *order)
+{
+	static struct gnode b[61];
+	struct kvt_mem mem;
+	struct evict e;
+	uint64_t next = 1000;
+	kvt_mem_init(&mem);
+	T_OK(evict_init(&e, &mem, DRAM_POLICY_PREFIX_ADAPT, 256));
+	evict_set_group_fn(&e, gnode_group, NULL);
+	memset(b, 0, sizeof(b));
+	for (unsigned k = 1; k <= 60; k++) {
+		b[k].node.chunks = 1;
+		b[k].group = 2;
+	}
+	for (unsigned k = 1; k <= 20; k++)
+		evict_insert(&e, &b[k].node, adapt_hash(3500 + k), 0);
+	for (unsigned k = 1; k <= 10; k++)
+		evict_hit_after(&e, &b[k].node, adapt_hash(3500 + k), NULL);
+	for (unsigned k = 21; k <= 40; k++)
+		evict_insert(&e, &b[k].node, adapt_hash(3500 + k), 0);
+	for (unsigned r = 0; a_scans && r < 40; r++) {
+		for (uint64_t k = 1; k <= 12; k++)
+			gaccess(&e, 1, k);
+		for (unsigned i = 0; i < 12; i++)
+			gaccess(&e, 1, next++);
+	}
+	for (unsigned k = 41; k <= 60; k++)
+		evict_insert(&e, &b[k].node, adapt_hash(3500 + k), 0);
+	for (unsigned i = 0; i < 60; i++) {
+		struct evict_node *v = evict_oldest_match(&e, pick_group2, NULL);
+		T_ASSERT(v != NULL);
+		order[i] = (uint64_t)((struct gnode *)v - b);
+		evict_remove(&e, v);
+	}
+	T_ASSERT(evict_oldest_match(&e, pick_group2, NULL) == NULL);
+	a_seg = per_group ? e.grp && e.grp[1] && e.grp[1]->seg : e.ad0.seg;
+	evict_fini(&e);
+	T_EQ_INT(atomic_load(&mem.bytes), 0);
+}
+
+static void test_adapt_group_isolation(void)
+{
+	uint64_t quiet[60], busy[60];
+	per_group = true;
+	b_order(false, quiet);
+	b_order(true, busy);
+	T_EQ_INT(a_seg, true);
+	T_ASSERT(memcmp(quiet, busy, sizeof(quiet)) == 0);
+	for (unsigned i = 0; i < 60; i++) /* 11..20, 1..10, 21..60 */
+		T_EQ_U64(quiet[i], i < 10 ? 11 + i : i < 20 ? i - 9 : i + 1);
+	/* The control: one mode per shard lets A reorder B. */
+	per_group = false;
+	b_order(false, quiet);
+	b_order(true, busy);
+	T_ASSERT(memcmp(quiet, busy, sizeof(quiet)) != 0);
+	T_EQ_INT(a_seg, true);
+	for (unsigned i = 0; i < 60; i++) /* 11..20, 21..60, 1..10 */
+		T_EQ_U64(busy[i], i < 50 ? 11 + i : i - 49);
+	per_group = true;
+}
+
+/*
+ * 7g. The store wires it: namespaces in two quota groups with DRAM limits
+ *     get a mode each (dram.adapt_groups, one shard: 2), a namespace of no
+ *     group none; over an SSD (pinned to LRU mode) none at all.
+ */
+static uint64_t store_groups(bool ssd)
+{
+	char *dir = t_mkdtemp();
+	struct kvt_store *s = open_blocks(dir, 64, ssd ? "16M" : NULL, "prefix-adapt", "victim", "0");
+	uint32_t ns[3] = { t_ns(s, "g1"), t_ns(s, "g2"), t_ns(s, "nogroup") };
+	uint64_t v = 0;
+	T_RC(kvt_quota_set(s, 1, 16 * VLEN, 0), KVT_OK);
+	T_RC(kvt_quota_set(s, 2, 16 * VLEN, 0), KVT_OK);
+	T_RC(kvt_ns_set_group(s, ns[0], 1), KVT_OK);
+	T_RC(kvt_ns_set_group(s, ns[1], 2), KVT_OK);
+	for (unsigned n = 0; n < 3; n++) {
+		for (uint64_t i = 0; i < 20; i++) {
+			struct kvt_key key;
+			chain_keys(&i, 1, &key);
+			T_RC(kvt_put(s, ns[n], &key, &(struct iovec){ vbuf, VLEN }, 1), KVT_OK);
+		}
+	}
+	T_RC(kvt_store_stat(s, "dram.adapt_groups", &v), KVT_OK);
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+	return v;
+}
+
+/* mem.meta_bytes after filling a 1,024-block store, all in one namespace
+ * of no group, or half in each of two groups of 512 blocks' limit. */
+static uint64_t filled_meta(const char *policy, bool grouped)
+{
+	struct kvt_store *s = open_blocks(NULL, 1024, NULL, policy, "victim", "0");
+	uint32_t ns[2] = { t_ns(s, "a"), t_ns(s, "b") };
+	uint64_t v = 0;
+	if (grouped) {
+		T_RC(kvt_quota_set(s, 1, 512 * VLEN, 0), KVT_OK);
+		T_RC(kvt_quota_set(s, 2, 512 * VLEN, 0), KVT_OK);
+		T_RC(kvt_ns_set_group(s, ns[0], 1), KVT_OK);
+		T_RC(kvt_ns_set_group(s, ns[1], 2), KVT_OK);
+	}
+	for (uint64_t i = 0; i < 1024; i++) {
+		struct kvt_key key = t_key(i);
+		T_RC(kvt_put(s, grouped ? ns[i % 2] : ns[0], &key, &(struct iovec){ vbuf, VLEN }, 1),
+		     KVT_OK);
+	}
+	T_RC(kvt_store_stat(s, "mem.meta_bytes", &v), KVT_OK);
+	kvt_store_destroy(s);
+	return v;
+}
+
+static void test_adapt_store_groups(void)
+{
+	/* prefix-adapt's bytes over prefix's: groups that partition DRAM
+	 * cost what the shard's own state costs (their ghosts and
+	 * simulations add up to the same chunks), plus the shard's table of
+	 * group pointers (8 KiB) and the states' headers. */
+	uint64_t plain = filled_meta("prefix-adapt", false) - filled_meta("prefix", false);
+	uint64_t grouped = filled_meta("prefix-adapt", true) - filled_meta("prefix", true);
+	fprintf(stderr, "prefix-adapt's bytes, 1024 blocks: no groups %llu, two groups %llu\n",
+		(unsigned long long)plain, (unsigned long long)grouped);
+	T_ASSERT(plain > 1024 * 9);
+	T_ASSERT(grouped <= plain + KVT_QUOTA_GROUPS * sizeof(void *) + 2048);
+	T_EQ_U64(store_groups(false), 2);
+	T_EQ_U64(store_groups(true), 0);
+}
+
+/*
+ * 7h. The retain hint (KVT_F_RETAIN, doc/policies.md "Fifth pass").
+ *     Rounds of: 8 new "document" keys, 24 one-time keys, the 8 documents
+ *     again.  LRU of the simulated 16 misses the documents' second reads
+ *     (24 keys came between), and so does the segmented rule without a
+ *     hint (the documents wait on probation, which the one-time keys
+ *     flush): a tie, never a switch.  With the documents hinted, the
+ *     segmented simulation starts them in main and hits all 8 a round: the
+ *     mode goes segmented, and then a hinted block starts in the real main
+ *     queue, an unhinted one on probation.
+ */
+static uint32_t doc_rounds(bool hint)
+{
+	struct kvt_mem mem;
+	struct evict e;
+	struct evict_node a, b;
+	uint64_t doc = 1000, scan = 2000;
+	uint32_t seg;
+	kvt_mem_init(&mem);
+	T_OK(evict_init(&e, &mem, DRAM_POLICY_PREFIX_ADAPT, 256));
+	for (unsigned r = 0; r < 40; r++, doc += 8) {
+		for (unsigned pass = 0; pass < 2; pass++) {
+			for (uint64_t k = doc; k < doc + 8; k++) {
+				struct evict_node n;
+				memset(&n, 0, sizeof(n));
+				n.chunks = 1;
+				evict_insert(&e, &n, adapt_hash(k), hint ? EVICT_RETAIN : 0);
+				evict_remove(&e, &n);
+			}
+			for (unsigned i = 0; pass == 0 && i < 24; i++)
+				adapt_access(&e, scan++);
+		}
+	}
+	seg = e.ad0.seg;
+	T_EQ_U64(e.retain_hints, hint ? 640u : 0u);
+	/* The real queues: a hinted new block to main in segmented mode. */
+	memset(&a, 0, sizeof(a));
+	memset(&b, 0, sizeof(b));
+	a.chunks = b.chunks = 1;
+	evict_insert(&e, &a, adapt_hash(3900), EVICT_RETAIN);
+	evict_insert(&e, &b, adapt_hash(3901), 0);
+	if (seg) {
+		T_EQ_INT(a.queue, EVICT_Q_MAIN);
+		T_EQ_INT(b.queue, EVICT_Q_SMALL);
+	}
+	evict_remove(&e, &a);
+	evict_remove(&e, &b);
+	evict_fini(&e);
+	T_EQ_INT(atomic_load(&mem.bytes), 0);
+	return seg;
+}
+
+/* And through the store: a PUT with KVT_F_RETAIN reaches the queues
+ * (dram.retain_hints); any other op with it is refused. */
+static void store_retain(void)
+{
+	struct kvt_store *s = open_blocks(NULL, 64, NULL, "prefix-adapt", "victim", "0");
+	struct kvt_queue *q;
+	struct kvt_req req, *rp = &req, *got;
+	struct iovec v = { vbuf, VLEN };
+	uint32_t ns = t_ns(s, "retain");
+	T_OK(kvt_queue_create(s, &q));
+	memset(&req, 0, sizeof(req));
+	req.op = KVT_OP_PUT;
+	req.flags = KVT_F_RETAIN;
+	req.ns = ns;
+	req.key = t_key(7);
+	req.iov = &v;
+	req.iov_count = 1;
+	T_RC(kvt_submit(q, &rp, 1), 1);
+	T_RC(kvt_queue_wait(q, &got, 1, 10000), 1);
+	T_RC(got->status, KVT_OK);
+	T_EQ_U64(t_stat(s, "dram.retain_hints"), 1);
+	req.op = KVT_OP_GET;
+	T_RC(kvt_submit(q, &rp, 1), KVT_EBADOP);
+	kvt_store_destroy(s);
+}
+
+static void test_retain_hint(void)
+{
+	T_EQ_INT(doc_rounds(false), false);
+	T_EQ_INT(doc_rounds(true), true);
+	store_retain();
 }
 
 static void test_adapt_mode(void)
@@ -602,19 +928,19 @@ static void test_adapt_mode(void)
 		for (unsigned i = 0; i < 12; i++)
 			adapt_access(&e, next++);
 		if (r == 9) /* 240 sampled accesses */
-			T_EQ_INT(e.seg, false);
+			T_EQ_INT(e.ad0.seg, false);
 	}
-	T_EQ_INT(e.seg, true);
-	T_EQ_U64(e.mode_switches, 1);
+	T_EQ_INT(e.ad0.seg, true);
+	T_EQ_U64(e.ad0.mode_switches, 1);
 	evict_fini(&e);
 
 	T_OK(evict_init(&e, &mem, DRAM_POLICY_PREFIX_ADAPT, 256));
 	for (unsigned r = 0; r < 100; r++)
 		for (uint64_t k = 1; k <= 10; k++)
 			adapt_access(&e, k);
-	T_EQ_INT(e.seg, false);
-	T_EQ_U64(e.mode_switches, 0);
-	T_EQ_U64(e.sim_only[0] + e.sim_only[1], 0);
+	T_EQ_INT(e.ad0.seg, false);
+	T_EQ_U64(e.ad0.mode_switches, 0);
+	T_EQ_U64(e.ad0.sim_only[0] + e.ad0.sim_only[1], 0);
 	evict_fini(&e);
 	T_EQ_INT(atomic_load(&mem.bytes), 0);
 }
@@ -625,6 +951,10 @@ int main(void)
 	test_minisim_hand();
 	test_adapt_mode();
 	test_adapt_pinned();
+	test_adapt_groups();
+	test_adapt_group_isolation();
+	test_adapt_store_groups();
+	test_retain_hint();
 	test_write_pressure();
 	test_one_reuse();
 	test_orphan();

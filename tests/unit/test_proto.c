@@ -1103,11 +1103,13 @@ static void test_table_errors(void)
 	T_ASSERT(patched(14, PUT_I0 + 6, "\x1f", 1, NULL) < 0);   /* sizes disagree */
 
 	/* Item flags: reserved bits, flags of another op, PART with RANGE. */
-	for (int bit = 5; bit < 16; bit++)
+	for (int bit = 6; bit < 16; bit++)
 		T_RC(patched16(14, PUT_I0 + 4, (uint16_t)(1u << bit)), PROTO_EFLAGS);
-	/* PLACED without its anchor bytes and copies; REPAIR without PLACED. */
+	/* PLACED without its anchor bytes and copies; REPAIR or FORWARD
+	 * without PLACED. */
 	T_RC(patched16(14, PUT_I0 + 4, PROTO_IF_PLACED), PROTO_EMALFORMED);
 	T_RC(patched16(14, PUT_I0 + 4, PROTO_IF_REPAIR), PROTO_EFLAGS);
+	T_RC(patched16(14, PUT_I0 + 4, PROTO_IF_FORWARD), PROTO_EFLAGS);
 	T_RC(patched16(14, PUT_I0 + 4, PROTO_IF_PART), PROTO_EFLAGS);
 	T_RC(patched16(12, GET_I0 + 4, PROTO_IF_SEALED), PROTO_EFLAGS);
 	T_RC(patched16(12, GET_I0 + 4, PROTO_IF_PART | PROTO_IF_RANGE), PROTO_EFLAGS);
@@ -1449,6 +1451,21 @@ static void test_placed(void)
 	it[0].flags = 0;
 	T_RC(proto_encode(&f, it, 1, g_buf, sizeof(g_buf), NULL, NULL), PROTO_EMALFORMED);
 	it[0].flags = PROTO_IF_REPAIR;
+	T_RC(proto_encode(&f, it, 1, g_buf, sizeof(g_buf), NULL, NULL), PROTO_EFLAGS);
+	/* FORWARD (the server makes the other copies): with PLACED it
+	 * round-trips; alone, or with REPAIR (a peer's copy is never forwarded
+	 * again), it is refused. */
+	it[0].flags = PROTO_IF_PLACED | PROTO_IF_FORWARD | PROTO_IF_SEALED;
+	len = proto_encode(&f, it, 1, g_buf, sizeof(g_buf), NULL, NULL);
+	T_ASSERT(len > 0);
+	T_RC(proto_parse_request(g_buf, (size_t)len, NULL, &g), 0);
+	proto_iter_init(&iter, &g, NULL, NULL, 0);
+	T_RC(proto_iter_next(&iter, &got), 1);
+	T_EQ_U64(got.flags, PROTO_IF_PLACED | PROTO_IF_FORWARD | PROTO_IF_SEALED);
+	T_EQ_U64(got.copies, 2);
+	it[0].flags = PROTO_IF_FORWARD;
+	T_RC(proto_encode(&f, it, 1, g_buf, sizeof(g_buf), NULL, NULL), PROTO_EFLAGS);
+	it[0].flags = PROTO_IF_PLACED | PROTO_IF_FORWARD | PROTO_IF_REPAIR;
 	T_RC(proto_encode(&f, it, 1, g_buf, sizeof(g_buf), NULL, NULL), PROTO_EFLAGS);
 	/* DRAIN: the mode round-trips; another mode or reserved bytes are
 	 * refused; the response is bare. */

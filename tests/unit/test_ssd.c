@@ -1667,6 +1667,260 @@ static void test_first_hit(void)
 	first_hit("promote");
 }
 
+/*
+ * 15. Progressive reuse of the oldest slot (ssd.reuse, default
+ *     "progressive"): 4 slots of 1 MiB, write-through, a DRAM of 2 MiB.
+ *     Once the log wraps, the new segment takes segment 0's slot in place:
+ *     segment 0's last record is still on SSD and reads back exactly (with
+ *     "whole" it left with its segment), while its first, overwritten,
+ *     is gone.  Then, in a child, segment 0's first key is deleted -- it
+ *     is in no tier, so no tombstone is logged -- and the power goes off
+ *     with every write since the last flush undone: reopened, that key
+ *     stays gone (the new generation's header was synced before any old
+ *     record was forgotten), and every other key reads back exactly or
+ *     misses.
+ */
+static struct kvt_store *reuse_open(const char *dir, const char *reuse)
+{
+	return t_store_open("path", dir, "dram.capacity", "2M", "dram.chunk", "4K", "dram.shards",
+			    "1", "dram.prefault", "off", "ssd.capacity", "4M", "ssd.segment", "1M",
+			    "ssd.admission", "always", "ssd.checkpoint_seals", "0", "ssd.reuse",
+			    reuse, "ssd.io", io_backend, NULL);
+}
+
+static void reuse_fsck_problem(void *ctx, int kind, const char *msg)
+{
+	(void)ctx;
+	fprintf(stderr, "  fsck (%d): %s\n", kind, msg);
+}
+
+static void reuse_round(const char *reuse)
+{
+	char *dir = t_mkdtemp();
+	struct kvt_store *s;
+	uint32_t ns;
+	pid_t pid;
+	int st;
+	uint64_t first = UINT64_MAX, last = 0, end = 0;
+	bool prog = strcmp(reuse, "progressive") == 0;
+	int pfd[2];
+
+	T_EQ_INT(pipe(pfd), 0);
+	pid = fork();
+	T_GE_INT(pid, 0);
+	if (pid == 0) {
+		struct kvt_store *c = reuse_open(dir, reuse);
+		uint32_t cns = ns_of(c);
+		struct kvt_io *io = ssd_io(store_ssd(c));
+		uint64_t k = 0, reads, v[3];
+		struct kvt_key key;
+		io_powerloss_arm(io, true);
+		/* Segment 0's keys: written while no segment was sealed. */
+		for (; k < 400 && t_stat(c, "ssd.segments_sealed") < 3; k++) {
+			if (put_k(c, cns, k) != KVT_OK)
+				_exit(10);
+			wait_writes(c);
+			if (t_stat(c, "ssd.segments_sealed") == 0)
+				last = k;
+		}
+		first = 0;
+		if (kvt_flush(c) != KVT_OK)
+			_exit(11);
+		/* The wrap: the first write into the reused slot. */
+		while (t_stat(c, "ssd.segments_evicted") == 0 && k < 400) {
+			if (put_k(c, cns, k++) != KVT_OK)
+				_exit(12);
+			wait_writes(c);
+		}
+		if (t_stat(c, "ssd.writedown_shed") != 0 || t_stat(c, "ssd.segments_evicted") != 1)
+			_exit(13);
+		/* Segment 0's first record was overwritten; its last is on SSD
+		 * only if the slot is reused progressively. */
+		if (tier_of(c, cns, first) != KVT_TIER_NONE)
+			_exit(14);
+		if (tier_of(c, cns, last) != (prog ? KVT_TIER_SSD : KVT_TIER_NONE))
+			_exit(15);
+		reads = t_stat(c, "ssd.reads");
+		if (get_k(c, cns, last) != (prog ? KVT_OK : KVT_MISS) || /* exact bytes */
+		    t_stat(c, "ssd.reads") != reads + (prog ? 1 : 0))
+			_exit(16);
+		key = t_key(first);
+		if (kvt_delete(c, cns, &key) != KVT_MISS)
+			_exit(17);
+		wait_writes(c);
+		v[0] = first;
+		v[1] = last;
+		v[2] = k;
+		if (write(pfd[1], v, sizeof(v)) != sizeof(v))
+			_exit(18);
+		fprintf(stderr, "  reuse %s: segment 0 = keys %llu..%llu, %llu keys, "
+			"%lld writes undone\n", reuse, (unsigned long long)first,
+			(unsigned long long)last, (unsigned long long)k,
+			(long long)io_powerloss_cut(io));
+		_exit(0); /* the machine is off: no close, no checkpoint */
+	}
+	close(pfd[1]);
+	{
+		uint64_t v[3];
+		if (read(pfd[0], v, sizeof(v)) != (ssize_t)sizeof(v)) {
+			T_EQ_INT(waitpid(pid, &st, 0), pid);
+			T_FAIL("reuse %s: the writer exited with status %#x before the cut", reuse,
+			       st);
+		}
+		first = v[0];
+		last = v[1];
+		end = v[2];
+	}
+	close(pfd[0]);
+	T_EQ_INT(waitpid(pid, &st, 0), pid);
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+		T_FAIL("reuse %s: the writer exited with status %#x", reuse, st);
+	T_ASSERT(last > first + 2);
+	{
+		/* The old generation's records past the new one's end are
+		 * leftovers to kvtier fsck, not damage. */
+		struct kvt_fsck f;
+		memset(&f, 0, sizeof(f));
+		f.problem = reuse_fsck_problem;
+		T_EQ_INT(kvt_store_fsck(dir, &f), 0);
+		T_EQ_U64(f.damaged, 0);
+		T_ASSERT(f.blocks_checked > 0);
+	}
+	s = reuse_open(dir, reuse);
+	ns = ns_of(s);
+	T_RC(get_k(s, ns, first), KVT_MISS);
+	for (uint64_t k = 0; k < end; k++)
+		(void)get_k(s, ns, k); /* exact or a miss */
+	T_EQ_U64(t_stat(s, "ssd.crc_errors"), 0);
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+}
+
+static void test_reuse(void)
+{
+	reuse_round("progressive");
+	reuse_round("whole");
+}
+
+/* 15b. kill -9 of a writer whose log wraps many times, every slot reused
+ *      progressively while reads and deletes run: reopened, every key reads
+ *      back exactly or misses, and the deleted ones miss. */
+static void test_reuse_kill9(void)
+{
+	char *dir = t_mkdtemp();
+	int pfd[2];
+	pid_t pid;
+	uint64_t done = 0;
+	struct kvt_store *s;
+	uint32_t ns;
+	int st;
+
+	T_EQ_INT(pipe(pfd), 0);
+	pid = fork();
+	T_GE_INT(pid, 0);
+	if (pid == 0) {
+		struct kvt_store *c = reuse_open(dir, "progressive");
+		uint32_t cns = ns_of(c);
+		close(pfd[0]);
+		for (uint64_t k = 0;; k++) {
+			if (put_k(c, cns, k) < 0)
+				_exit(3);
+			if (k >= 20 && k % 3 == 0)
+				(void)get_k(c, cns, k - 20);
+			if (k % 10 == 5) {
+				struct kvt_key key = t_key(k - 5);
+				(void)kvt_delete(c, cns, &key);
+			}
+			if (k % 25 == 24) {
+				kvt_flush(c);
+				if (write(pfd[1], &k, sizeof(k)) != sizeof(k))
+					_exit(4);
+			}
+		}
+	}
+	close(pfd[1]);
+	for (;;) {
+		uint64_t k;
+		if (read(pfd[0], &k, sizeof(k)) != sizeof(k))
+			T_FAIL("writer died early");
+		done = k + 1;
+		if (done >= 500) /* about 15 MiB through 4: every slot reused */
+			break;
+	}
+	kill(pid, SIGKILL);
+	T_EQ_INT(waitpid(pid, &st, 0), pid);
+	T_ASSERT(WIFSIGNALED(st));
+	close(pfd[0]);
+	s = reuse_open(dir, "progressive");
+	ns = ns_of(s);
+	{
+		uint64_t ok = 0;
+		for (uint64_t k = 0; k < done + 100; k++) {
+			int r = get_k(s, ns, k);
+			if (k % 10 == 0 && k + 5 < done)
+				T_RC(r, KVT_MISS); /* deleted, flushed since */
+			ok += r == KVT_OK;
+		}
+		T_ASSERT(ok > 0);
+		fprintf(stderr, "reuse kill -9: %llu flushed, %llu readable after recovery (%s)\n",
+			(unsigned long long)done, (unsigned long long)ok, io_backend);
+	}
+	T_EQ_U64(t_stat(s, "ssd.crc_errors"), 0);
+	/* Writes go on: the log keeps wrapping. */
+	for (uint64_t k = 100000; k < 100200; k++)
+		T_RC(put_k(s, ns, k), KVT_OK);
+	T_OK(kvt_flush(s));
+	T_RC(get_k(s, ns, 100199), KVT_OK);
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+}
+
+/* 15c. The new header of a slot being reused cannot be written (EIO): the
+ *      slot is quarantined, the old segment's blocks are misses at once, the
+ *      other segments' read back exactly, and the log goes on in the next
+ *      slot. */
+static void test_reuse_fault(void)
+{
+	char *dir = t_mkdtemp();
+	struct kvt_store *s = reuse_open(dir, "progressive");
+	uint32_t ns = ns_of(s);
+	struct ssd *sd = store_ssd(s);
+	uint64_t k = 0, seg1 = UINT64_MAX, ok = 0;
+
+	for (; k < 400 && t_stat(s, "ssd.segments_sealed") < 3; k++) {
+		T_RC(put_k(s, ns, k), KVT_OK);
+		wait_writes(s);
+		if (seg1 == UINT64_MAX && t_stat(s, "ssd.segments_sealed") == 1)
+			seg1 = k; /* the first key of segment 1 */
+	}
+	T_ASSERT(seg1 != UINT64_MAX && seg1 > 3);
+	{
+		/* Slot 0 holds segment 0, the oldest: its next write is the
+		 * reuse's header. */
+		struct io_fault f = { .kind = IO_FAULT_EIO_WRITE, .fd = sd->segs[0].fd, .count = 1 };
+		T_OK(io_fault_add(ssd_io(sd), &f));
+	}
+	while (t_stat(s, "ssd.segments_evicted") < 2 && k < 600) {
+		T_RC(put_k(s, ns, k++), KVT_OK);
+		wait_writes(s);
+	}
+	io_fault_clear(ssd_io(sd));
+	T_ASSERT(t_stat(s, "ssd.segments_quarantined") >= 1);
+	T_EQ_INT(tier_of(s, ns, 0), KVT_TIER_NONE);
+	T_EQ_INT(tier_of(s, ns, seg1 - 1), KVT_TIER_NONE); /* segment 0's last */
+	for (uint64_t j = 0; j < k; j++)
+		ok += get_k(s, ns, j) == KVT_OK; /* exact or a miss */
+	T_ASSERT(ok > 0);
+	T_EQ_U64(t_stat(s, "ssd.crc_errors"), 0);
+	T_RC(put_k(s, ns, 100000), KVT_OK);
+	T_OK(kvt_flush(s));
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+}
+
 int main(void)
 {
 	const char *only = getenv("KVT_TEST_IO");
@@ -1694,6 +1948,12 @@ int main(void)
 			test_carry_deletes();
 			continue;
 		}
+		if (getenv("KVT_TEST_ONLY") && !strcmp(getenv("KVT_TEST_ONLY"), "reuse")) {
+			test_reuse();
+			test_reuse_kill9();
+			test_reuse_fault();
+			continue;
+		}
 		test_persist();
 		test_sealed();
 		test_admission();
@@ -1710,6 +1970,9 @@ int main(void)
 		test_powerloss_random();
 		test_eviction();
 		test_slots_used();
+		test_reuse();
+		test_reuse_kill9();
+		test_reuse_fault();
 		test_prefetch_lock();
 		test_race_eviction();
 		test_review_regressions();

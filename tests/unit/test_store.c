@@ -687,6 +687,45 @@ static void test_region_hook(void)
 	kvt_store_destroy(s);
 }
 
+/* dram.prefault: on, the arenas are populated at open (all of each
+ * shard's mapping) and the time it took is a statistic and in the open's
+ * log line; off, both are 0 and the line does not say it. */
+static void test_prefault_stats(void)
+{
+	for (int on = 0; on < 2; on++) {
+		struct logbuf lb = { .lock = PTHREAD_MUTEX_INITIALIZER };
+		uint64_t bytes = 1, ms = 1, cap = 0, flag = 2;
+		char want[64];
+		struct kvt_store *s;
+
+		T_OK(kvt_store_create(&s));
+		T_OK(kvt_store_set_option(s, "dram.capacity", "12M"));
+		T_OK(kvt_store_set_option(s, "dram.shards", "3"));
+		T_OK(kvt_store_set_option(s, "dram.prefault", on ? "on" : "off"));
+		T_OK(kvt_store_set_log(s, log_cb, &lb, KVT_LOG_INFO));
+		T_OK(kvt_store_open(s));
+		T_OK(kvt_store_stat(s, "dram.prefault_bytes", &bytes));
+		T_OK(kvt_store_stat(s, "dram.prefault_ms", &ms));
+		T_OK(kvt_store_stat(s, "dram.capacity_bytes", &cap));
+		T_OK(kvt_store_stat(s, "dram.prefaulted", &flag));
+		T_EQ_U64(flag, (uint64_t)on);
+		if (on) {
+			/* 4 MiB a shard, mapped in whole 2 MiB pages */
+			T_EQ_U64(cap, 12u << 20);
+			T_EQ_U64(bytes, 12u << 20);
+			snprintf(want, sizeof(want), "(pre-faulted 12 MiB in %llu ms)",
+				 (unsigned long long)ms);
+			if (!strstr(lb.last, want))
+				T_FAIL("no '%s' in the open's log line: %s", want, lb.last);
+		} else {
+			T_EQ_U64(bytes, 0);
+			T_EQ_U64(ms, 0);
+			T_ASSERT(strstr(lb.last, "dram: ") && !strstr(lb.last, "pre-faulted"));
+		}
+		kvt_store_destroy(s);
+	}
+}
+
 int main(void)
 {
 	test_lifecycle_options();
@@ -696,5 +735,6 @@ int main(void)
 	test_log_and_fork();
 	test_reserve_commit();
 	test_region_hook();
+	test_prefault_stats();
 	return 0;
 }

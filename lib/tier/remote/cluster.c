@@ -143,6 +143,8 @@ struct cluster {
 
 	_Atomic uint64_t rr;         /* rotation over hot replicas */
 	_Atomic uint64_t c_known, c_unknown, c_hinted, c_replica_retries, c_fanouts, c_skipped;
+	_Atomic uint64_t c_forwarded;   /* replicated puts sent once, PROTO_IF_FORWARD */
+	_Atomic uint64_t c_fwd_retries; /* ... sent to the next replica after a failure */
 	_Atomic uint64_t c_warm_reads; /* reads given the previous owner too (join warm-up) */
 	_Atomic uint64_t c_puts_only;   /* puts local DRAM did not take, sent here alone */
 	_Atomic uint64_t c_epoch, c_refreshes, c_view_changes, c_refresh_errors;
@@ -658,6 +660,54 @@ int cluster_exists(struct cluster *cl, uint32_t ns, const struct kvt_key *key,
 	return cluster_read(cl, ns, key, hint, &rd);
 }
 
+/* A put sent once with FORWARD (remote.hot_forward): a replica that fails
+ * it, at the submission or after, passes it on to the next one (FORWARD
+ * too), so that the put succeeds if any replica stored it, as it does
+ * when the engine writes every replica itself.  parts (and crcs) stay the
+ * caller's until cb, as for any put. */
+struct cfwd {
+	struct cluster *cl;
+	struct cview *v;             /* held until the record is freed */
+	uint32_t ns;
+	struct kvt_key key;
+	const struct iovec *parts;
+	const uint32_t *crcs;
+	unsigned part_count, want, k, next;
+	unsigned owners[REMOTE_HOT_REPLICAS_MAX];
+	bool sealed;
+	uint64_t anchor;
+	tier_done_fn cb;
+	void *ctx;
+};
+
+static void cfwd_done(void *ctx, const struct tier_result *res);
+
+/* Submit to the next replica.  0: submitted; else the last error. */
+static int cfwd_next(struct cfwd *f)
+{
+	int ret = -ENOTCONN;
+	/* ret first: once a submission took, f may be freed by its answer */
+	while (ret != 0 && f->next < f->k)
+		ret = remote_put_placed(f->v->m[f->owners[f->next++]].mb->rm, f->ns, &f->key,
+					f->parts, f->part_count, f->crcs, f->sealed, f->anchor,
+					f->want | REMOTE_PUT_FORWARD, cfwd_done, f);
+	return ret;
+}
+
+static void cfwd_done(void *ctx, const struct tier_result *res)
+{
+	struct cfwd *f = ctx;
+	struct cluster *cl = f->cl;
+	if (res->status != KVT_OK && res->status != KVT_EXISTS && f->next < f->k) {
+		A(cl->c_fwd_retries);
+		if (cfwd_next(f) == 0)
+			return;
+	}
+	f->cb(f->ctx, res);
+	cview_put(cl, f->v);
+	kvt_mem_free(cl->mem, f, sizeof(*f));
+}
+
 int cluster_put(struct cluster *cl, uint32_t ns, const struct kvt_key *key,
 		const struct cluster_hint *hint, const struct iovec *parts, unsigned part_count,
 		const uint32_t *crcs, bool sealed, bool only, tier_done_fn cb, void *ctx)
@@ -676,6 +726,28 @@ int cluster_put(struct cluster *cl, uint32_t ns, const struct kvt_key *key,
 	if (v->n == 1 || (k = cluster_place_ex(cl, v, ns, key, hint, owners, &anchor, &want)) == 1) {
 		ret = remote_put_placed(v->m[v->n == 1 ? 0 : owners[0]].mb->rm, ns, key, parts,
 					part_count, crcs, sealed, anchor, want, cb, ctx);
+		cview_put(cl, v);
+		return ret;
+	}
+	/* remote.hot_forward: sent once, to the first live replica, which
+	 * forwards it to the others (doc/cluster.md "Forwarded replicas");
+	 * a replica that refuses the submission (down) passes it on to the
+	 * next. */
+	if (cl->cfg.hot_forward) {
+		struct cfwd *fw = kvt_mem_calloc(cl->mem, 1, sizeof(*fw));
+		if (!fw) {
+			cview_put(cl, v);
+			return -ENOMEM;
+		}
+		*fw = (struct cfwd){ .cl = cl, .v = v, .ns = ns, .key = *key, .parts = parts,
+				     .crcs = crcs, .part_count = part_count, .want = want, .k = k,
+				     .sealed = sealed, .anchor = anchor, .cb = cb, .ctx = ctx };
+		memcpy(fw->owners, owners, k * sizeof(*owners));
+		if ((ret = cfwd_next(fw)) == 0) {
+			A(cl->c_forwarded);
+			return 0; /* the record holds v */
+		}
+		kvt_mem_free(cl->mem, fw, sizeof(*fw));
 		cview_put(cl, v);
 		return ret;
 	}
@@ -1057,6 +1129,8 @@ void cluster_stats(struct cluster *cl, kvt_stats_fn fn, void *ctx)
 	fn(ctx, "remote.anchor_unknown", atomic_load(&cl->c_unknown), NULL);
 	fn(ctx, "remote.replica_retries", atomic_load(&cl->c_replica_retries), NULL);
 	fn(ctx, "remote.fanouts", atomic_load(&cl->c_fanouts), NULL);
+	fn(ctx, "remote.forwarded_puts", atomic_load(&cl->c_forwarded), NULL);
+	fn(ctx, "remote.forward_retries", atomic_load(&cl->c_fwd_retries), NULL);
 	fn(ctx, "remote.placed_around_down", atomic_load(&cl->c_skipped), NULL);
 	cluster_stats_refresh(cl, fn, ctx);
 	for (unsigned i = 0; i < v->n; i++) {

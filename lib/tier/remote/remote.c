@@ -611,9 +611,10 @@ static void op_item(const struct rop *op, uint32_t nsi, struct proto_item *it)
 	if (op->kind == RK_PUT) {
 		it->flags = op->sealed ? PROTO_IF_SEALED : 0;
 		if (op->copies) {
-			it->flags |= PROTO_IF_PLACED;
+			it->flags |= PROTO_IF_PLACED |
+				     (op->copies & REMOTE_PUT_FORWARD ? PROTO_IF_FORWARD : 0);
 			it->anchor = op->anchor;
-			it->copies = op->copies;
+			it->copies = op->copies & ~REMOTE_PUT_FORWARD;
 		}
 		it->part_count = op->part_count;
 		it->part_lens = op->lens;
@@ -1971,7 +1972,8 @@ int remote_put_placed(struct remote *rm, uint32_t ns, const struct kvt_key *key,
 	op->parts = parts;
 	op->sealed = sealed;
 	op->anchor = anchor;
-	op->copies = copies > PROTO_COPIES_MAX ? PROTO_COPIES_MAX : copies;
+	op->copies = (copies & ~REMOTE_PUT_FORWARD) > PROTO_COPIES_MAX ?
+			     PROTO_COPIES_MAX | (copies & REMOTE_PUT_FORWARD) : copies;
 	/* The writer's CRCs travel end to end; deferred ones are computed
 	 * here, on the caller's thread (ISA-L: 8-11 GB/s on the 2026-12-01
 	 * test machine, 0.09-0.13 CPU s per GB: a value going to several

@@ -30,9 +30,14 @@
  * and every part's CRC32C against the bytes, and only then is the block
  * published in DRAM.  Anything that fails is a miss, counted, never bytes.
  *
- * Eviction: FIFO by whole segment (oldest generation first) when at least
- * high_pct of the slots are used, down to low_pct (by default 100/100: one
- * segment, when the writer needs a slot and none is free); no garbage-collection
+ * Eviction: FIFO by segment (oldest generation first).  By default
+ * (ssd.reuse=progressive, watermarks 100/100) the writer that needs a slot
+ * and finds none free reuses the oldest segment's slot in place: a new
+ * generation, its header synced first, and the old records stay indexed
+ * and readable until the new writes reach them, each reclaimed just before
+ * (seg_reclaim_upto_locked), the rest at the seal.  With ssd.reuse=whole,
+ * or watermarks below 100, whole segments go at once when at least
+ * high_pct of the slots are used, down to low_pct.  No garbage-collection
  * copying of cold data.  Blocks read while in the dropped segment get a
  * second chance (at most reinsert_pct of a segment): written down again
  * from DRAM if DRAM holds them, else read back from the segment and
@@ -157,7 +162,7 @@ static void seg_quarantine_pending(struct ssd *s)
 {
 	for (uint32_t slot = 0; slot < s->slot_count; slot++) {
 		int err = atomic_load(&s->segs[slot].bad_err);
-		uint64_t gen, n;
+		uint64_t gen, old_gen, n;
 		if (!err)
 			continue;
 		pthread_mutex_lock(&s->seg_lock);
@@ -171,8 +176,19 @@ static void seg_quarantine_pending(struct ssd *s)
 		}
 		s->segs[slot].state = SEG_BAD;
 		gen = s->segs[slot].generation;
+		old_gen = s->segs[slot].old_gen;
+		if (old_gen) {
+			/* A generation being reclaimed here goes too. */
+			kvt_mem_free(s->mem, s->segs[slot].old_sum,
+				     s->segs[slot].old_count * sizeof(*s->segs[slot].old_sum));
+			s->segs[slot].old_sum = NULL;
+			s->segs[slot].old_count = s->segs[slot].old_next = 0;
+			s->segs[slot].old_gen = 0;
+		}
 		pthread_mutex_unlock(&s->seg_lock);
 		n = ssd_idx_sweep(s, KVT_NS_ALL, slot, gen, UINT64_MAX);
+		if (old_gen)
+			n += ssd_idx_sweep(s, KVT_NS_ALL, slot, old_gen, UINT64_MAX);
 		atomic_fetch_add(&s->quarantined, 1); /* release: after the sweep */
 		kvt_logf(s->log, KVT_LOG_ERROR,
 			 "ssd: segment %u quarantined after %s; %llu blocks dropped", slot,
@@ -478,6 +494,173 @@ static bool seg_evict_oldest_locked(struct ssd *s)
 	return true;
 }
 
+/* ssd_sum_decode's callback: the entries of a segment's summary, in write
+ * order (rising offsets, ssd-format.md), into an array. */
+struct sum_collect {
+	struct ssd *s;
+	struct ssd_sum_entry *v;
+	size_t n, cap;
+};
+
+static int sum_collect_cb(void *ctx, const struct ssd_sum_entry *se)
+{
+	struct sum_collect *c = ctx;
+	if (c->n == c->cap) {
+		size_t ncap = c->cap ? c->cap * 2 : 256;
+		struct ssd_sum_entry *n = kvt_mem_realloc(c->s->mem, c->v, c->cap * sizeof(*n),
+							  ncap * sizeof(*n));
+		if (!n)
+			return -ENOMEM;
+		c->v = n;
+		c->cap = ncap;
+	}
+	c->v[c->n++] = *se;
+	return 0;
+}
+
+/*
+ * Progressive reuse: reclaim the records of the slot's old generation
+ * that start before `end` (UINT64_MAX: all of them, then whatever the
+ * summary missed), each as whole-segment eviction would (evict_entry_cb:
+ * dropped, or given its second chance within the old segment's budget).
+ * Called before a reservation hands out [off, end) and before the
+ * segment seals (its summary lands past the last record).  Writer
+ * thread, seg_lock held.
+ */
+static void seg_reclaim_upto_locked(struct ssd *s, uint32_t slot, uint64_t end)
+{
+	struct ssd_seg *g = &s->segs[slot];
+	struct evict_ctx ec;
+
+	if (!g->old_gen)
+		return;
+	memset(&ec, 0, sizeof(ec));
+	ec.s = s;
+	ec.slot = slot;
+	ec.gen = g->old_gen;
+	ec.budget = g->old_budget;
+	while (g->old_next < g->old_count &&
+	       (uint64_t)g->old_sum[g->old_next].off_512 * SSD_REC_ALIGN < end)
+		evict_entry_cb(&ec, &g->old_sum[g->old_next++]);
+	g->old_budget = ec.budget;
+	if (end == UINT64_MAX) {
+		ec.dropped += ssd_idx_sweep(s, KVT_NS_ALL, slot, g->old_gen, UINT64_MAX);
+		kvt_mem_free(s->mem, g->old_sum, g->old_count * sizeof(*g->old_sum));
+		g->old_sum = NULL;
+		g->old_count = g->old_next = 0;
+		kvt_logf(s->log, KVT_LOG_DEBUG,
+			 "ssd: segment %u (generation %llu) reclaimed: %llu blocks", slot,
+			 (unsigned long long)g->old_gen,
+			 (unsigned long long)(g->old_dropped + ec.dropped));
+		g->old_gen = 0;
+		g->old_dropped = 0;
+	} else {
+		g->old_dropped += ec.dropped;
+	}
+	AN(s->evicted_blocks, ec.dropped);
+}
+
+/* Seal the open segment: its old generation's last records first (the
+ * summary is written over them).  seg_lock held. */
+static void seg_seal_locked(struct ssd *s)
+{
+	if (s->open_slot >= 0)
+		seg_reclaim_upto_locked(s, (uint32_t)s->open_slot, UINT64_MAX);
+	ssd_seg_seal_locked(s);
+}
+
+/*
+ * Open a new segment in the slot of the oldest sealed one, reclaiming its
+ * records progressively (ssd.reuse=progressive): they stay indexed and
+ * readable until the new generation's writes reach them, so the open
+ * segment costs the tier no room -- with whole-segment eviction a slot
+ * emptied at once, and the open segment, half full on average, held half
+ * a segment less cache (3 % of a 16-segment tier).
+ *
+ * Crash safety: the new header (the new generation) is written and synced
+ * before any old record is forgotten, so that a delete which then finds no
+ * entry (and logs no tombstone) cannot see the block come back: recovery
+ * drops every checkpoint entry of the old generation (the slot's header
+ * names the new one) and its walk of the open segment stops at the first
+ * header of another generation.  A read racing the overwrite checks the
+ * record's header (generation, seq, key) and every part's CRC32C: exact
+ * bytes or a miss, as with whole-segment reuse.  seg_lock held.
+ */
+static int seg_reuse_oldest_locked(struct ssd *s)
+{
+	int64_t victim = -1;
+	struct ssd_seg *g;
+	struct sum_collect c = { s, NULL, 0, 0 };
+	uint8_t *buf, *sum = NULL;
+	uint64_t sum_len = 0, old_gen;
+	struct ssd_seg_hdr hdr;
+	int r;
+
+	for (uint32_t i = 0; i < s->slot_count; i++) {
+		if (s->segs[i].state != SEG_SEALED)
+			continue;
+		if (victim < 0 || s->segs[i].generation < s->segs[victim].generation)
+			victim = i;
+	}
+	if (victim < 0)
+		return KVT_EFULL;
+	g = &s->segs[victim];
+	old_gen = g->generation;
+	/* 1. The old summary, kept in memory: its records, by offset. */
+	buf = kvt_mem_alloc_aligned(s->mem, SSD_ALIGN, SSD_ALIGN);
+	if (!buf)
+		return -ENOMEM;
+	if (ssd_pread_full(g->fd, buf, SSD_ALIGN, 0) == 0 && ssd_seg_hdr_decode(buf, &hdr) == 0 &&
+	    hdr.generation == old_gen && hdr.summary_len > 0 &&
+	    hdr.summary_len <= s->cfg.seg_size) {
+		sum_len = hdr.summary_len;
+		sum = kvt_mem_alloc_aligned(s->mem, SSD_ALIGN, sum_len);
+		if (sum && (ssd_pread_full(g->fd, sum, sum_len, hdr.summary_off) < 0 ||
+			    ssd_sum_decode(sum, sum_len, old_gen, sum_collect_cb, &c) < 0)) {
+			/* Unreadable: its entries go at once (the sweep below). */
+			kvt_mem_free(s->mem, c.v, c.cap * sizeof(*c.v));
+			c.v = NULL;
+			c.n = c.cap = 0;
+		}
+		if (sum)
+			kvt_mem_free(s->mem, sum, sum_len);
+	}
+	kvt_mem_free(s->mem, buf, SSD_ALIGN);
+	/* 2. The new generation's header, durable before anything old is
+	 *    forgotten (above). */
+	g->generation = s->next_gen++;
+	atomic_store(&g->broken, false);
+	g->write_off = SSD_ALIGN;
+	g->sum_bytes = 64; /* the summary header */
+	r = ssd_seg_write_hdr(s, (uint32_t)victim, 0, 0);
+	if (r == 0 && ssd_io_sync(s, IO_FSYNC, g->fd, 0, NULL, 0) < 0)
+		r = -EIO;
+	A(s->seg_evicted);
+	if (r < 0) {
+		/* The old records may or may not be void on disk: forget them
+		 * now, and let the writer quarantine the slot. */
+		AN(s->evicted_blocks, ssd_idx_sweep(s, KVT_NS_ALL, (uint32_t)victim, old_gen,
+						    UINT64_MAX));
+		kvt_mem_free(s->mem, c.v, c.cap * sizeof(*c.v));
+		g->state = SEG_FREE;
+		g->generation = 0;
+		ssd_seg_mark_bad(s, (uint32_t)victim, r);
+		return r;
+	}
+	g->old_gen = old_gen;
+	g->old_sum = c.v;
+	g->old_count = c.n;
+	g->old_next = 0;
+	g->old_budget = s->cfg.seg_size / 100 * s->cfg.reinsert_pct;
+	g->old_dropped = 0;
+	if (!c.v)
+		AN(s->evicted_blocks, ssd_idx_sweep(s, KVT_NS_ALL, (uint32_t)victim, old_gen,
+						    UINT64_MAX));
+	g->state = SEG_OPEN;
+	s->open_slot = (int32_t)victim;
+	return 0;
+}
+
 /* Start a new segment in a free slot, evicting by watermarks.  seg_lock held. */
 static int seg_open_next_locked(struct ssd *s)
 {
@@ -497,8 +680,10 @@ static int seg_open_next_locked(struct ssd *s)
 	 * empty (doc/policies.md). */
 	high = ((uint64_t)s->slot_count * s->cfg.high_pct + 99) / 100;
 	low = ((uint64_t)s->slot_count * s->cfg.low_pct + 99) / 100;
-	if (high >= s->slot_count)
-		high = s->slot_count - 1;
+	/* Progressive reuse takes the oldest slot in place (no slot need be
+	 * free); whole-segment eviction frees one ahead of the open. */
+	if (high > s->slot_count - (s->cfg.reuse_progressive ? 0 : 1))
+		high = s->slot_count - (s->cfg.reuse_progressive ? 0 : 1);
 	if (low > high)
 		low = high;
 	if (used >= high) {
@@ -512,6 +697,8 @@ static int seg_open_next_locked(struct ssd *s)
 			break;
 		}
 	}
+	if (slot == UINT32_MAX && s->cfg.reuse_progressive)
+		return seg_reuse_oldest_locked(s);
 	if (slot == UINT32_MAX && seg_evict_oldest_locked(s)) {
 		for (uint32_t i = 0; i < s->slot_count; i++)
 			if (s->segs[i].state == SEG_FREE) {
@@ -563,7 +750,7 @@ static int seg_reserve_locked(struct ssd *s, uint64_t rec_len, struct ssd_sum_en
 		g = &s->segs[s->open_slot];
 		if (g->write_off + rec_len + align4k(g->sum_bytes + elen) <= s->cfg.seg_size)
 			break;
-		ssd_seg_seal_locked(s);
+		seg_seal_locked(s);
 	}
 	if (s->open_slot < 0)
 		return KVT_EFULL;
@@ -577,6 +764,8 @@ static int seg_reserve_locked(struct ssd *s, uint64_t rec_len, struct ssd_sum_en
 		g->sum = n;
 		g->sum_cap = ncap;
 	}
+	/* The old generation's records this one overwrites go first. */
+	seg_reclaim_upto_locked(s, (uint32_t)s->open_slot, g->write_off + rec_len);
 	se->seq = s->next_seq++;
 	se->off_512 = (uint32_t)(g->write_off / SSD_REC_ALIGN);
 	se->len_512 = (uint32_t)(rec_len / SSD_REC_ALIGN);
@@ -1394,7 +1583,7 @@ static void *wd_main(void *arg)
 			pthread_mutex_lock(&s->seg_lock);
 			if (s->open_slot >= 0) {
 				atomic_store(&s->segs[s->open_slot].broken, false);
-				ssd_seg_seal_locked(s);
+				seg_seal_locked(s);
 			}
 			pthread_mutex_unlock(&s->seg_lock);
 		}
@@ -2106,6 +2295,8 @@ void ssd_close(struct ssd *s)
 			if (s->segs[i].fd >= 0)
 				close(s->segs[i].fd);
 			ssd_seg_sum_free(s, &s->segs[i]);
+			kvt_mem_free(s->mem, s->segs[i].old_sum,
+				     s->segs[i].old_count * sizeof(*s->segs[i].old_sum));
 		}
 		kvt_mem_free(s->mem, s->segs, s->slot_count * sizeof(*s->segs));
 	}

@@ -31,6 +31,9 @@ struct ssd_config {
 	unsigned high_pct;       /* evict when more than this % of slots are used ... */
 	unsigned low_pct;        /* ... down to this % */
 	unsigned reinsert_pct;   /* at most this % of an evicted segment is reinserted */
+	bool reuse_progressive;  /* the slot of the oldest segment is reused in place:
+				  * its records stay readable until the new
+				  * generation's writes reach them (ssd.c) */
 	unsigned io_depth;       /* I/O engine queue depth */
 	uint64_t retry_ns;       /* after ENOSPC, try writing again after this long */
 	uint64_t close_wd_ms;    /* graceful stop: write DRAM's blocks down for this long

@@ -354,6 +354,17 @@ static int check_segment(struct fsck *c, uint32_t slot, uint64_t fsize)
 	}
 	if (r < 0)
 		goto out;
+	{
+		/* A zeroed header is a free slot (doc/ssd-format.md "Recovery"
+		 * step 2: whole-segment eviction zeroes and syncs it before its
+		 * blocks are forgotten; a crash before the next header leaves
+		 * it so). */
+		bool zero = true;
+		for (size_t i = 0; i < SSD_ALIGN && zero; i++)
+			zero = c->buf[i] == 0;
+		if (zero)
+			goto out;
+	}
 	r = ssd_seg_hdr_decode(c->buf, &h);
 	if (r == KVT_EVERSION && h.version < SSD_FMT_VERSION) {
 		fsck_say(c, KVT_FSCK_WARN,

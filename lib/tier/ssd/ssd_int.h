@@ -73,6 +73,17 @@ struct ssd_seg {
 	uint64_t sum_bytes;   /* summary bytes the entries so far need */
 	struct ssd_sum_entry *sum; /* open segment: one entry per record */
 	size_t sum_count, sum_cap;
+	/* Progressive reuse (ssd.c, "Reclamation"): the open segment took
+	 * this slot from the sealed generation old_gen, whose records past
+	 * write_off are still intact and indexed; each is reclaimed just
+	 * before the new generation's writes reach it (old_next: the first
+	 * summary entry not yet reclaimed), the rest when the segment seals.
+	 * old_gen 0: none. */
+	uint64_t old_gen;
+	struct ssd_sum_entry *old_sum;
+	size_t old_count, old_next;
+	uint64_t old_budget;  /* reinsert budget left of the old segment */
+	uint64_t old_dropped; /* index entries dropped so far */
 };
 
 /*

@@ -1,0 +1,94 @@
+/*
+ * counters.c - the server's own counters and gauges as one table: each
+ * row names where the value lives in struct kvtd_server, its STATS name
+ * (server.*, ops.c) and its /metrics family with type and help
+ * (metrics.c; doc/metrics.md), so that the two cannot drift: adding a
+ * counter to both is one row.  A row with no STATS name is on /metrics
+ * only, one with no metric in STATS only.  Per-opcode and per-kind
+ * error counters are tables of their own (proto_op_name, kvtd_err_names).
+ *
+ * Pure data and one reader: no dependencies beyond kvtierd.h's structs
+ * (tests link it to check STATS against /metrics).  Values are read as
+ * relaxed atomics: each exact, together not a snapshot.
+ */
+#include <stddef.h>
+
+#include "kvtierd.h"
+
+#define CTR(field) offsetof(struct kvtd_server, ctr.field), KVTD_CTR_ATOMIC_U64
+
+/* In /metrics order (part 1 before the per-loop connection gauge, part 2
+ * after the cluster and repair families); STATS lists the rows in this
+ * order too. */
+const struct kvtd_counter_def kvtd_counter_defs[] = {
+	{ "server.conns_accepted", "kvtier_connections_accepted_total", "counter",
+	  "connections accepted", CTR(conns_accepted), 1 },
+	{ "server.conns_closed", "kvtier_connections_closed_total", "counter",
+	  "connections closed", CTR(conns_closed), 1 },
+	{ "server.conns_active", "kvtier_connections_active", "gauge", "connections open now",
+	  CTR(conns_active), 1 },
+	{ "server.frames_out", NULL, NULL, NULL, CTR(frames_out), 2 },
+	{ "server.items_in", NULL, NULL, NULL, CTR(items_in), 2 },
+	{ "server.auth_ok", NULL, NULL, NULL, CTR(auth_ok), 2 },
+	{ "server.value_crc_errors", NULL, NULL, NULL, CTR(value_crc_errors), 2 },
+	{ "server.conns_refused", "kvtier_connections_refused_total", "counter",
+	  "connections refused past --max-conns", CTR(conns_refused), 2 },
+	{ "server.unauth_refused", "kvtier_connections_unauth_refused_total", "counter",
+	  "of them, past the unauthenticated limits (all, per address)", CTR(unauth_refused), 2 },
+	{ "server.conns_shed", "kvtier_connections_shed_total", "counter",
+	  "of them, shed at the descriptor limit (EMFILE) with the spare descriptor",
+	  CTR(conns_shed), 2 },
+	{ "server.listen_paused", "kvtier_listen_paused_total", "counter",
+	  "times a loop stopped listening for 100 ms at the descriptor limit",
+	  CTR(listen_paused), 2 },
+	{ "server.unauth_conns", "kvtier_connections_unauthenticated", "gauge",
+	  "connections not yet authenticated", offsetof(struct kvtd_server, unauth_conns),
+	  KVTD_CTR_ATOMIC_UINT, 2 },
+	{ "server.copy_refused", "kvtier_server_copy_refused_total", "counter",
+	  "grantee GET items answered as a miss: their private SSD copy would pass "
+	  "the connection's or the server's bound", CTR(copy_refused), 2 },
+	{ "server.pin_deferred", NULL, NULL, NULL, CTR(pin_deferred), 2 },
+	{ "server.ns_refused", NULL, NULL, NULL, CTR(ns_refused), 2 },
+	{ "server.mem_refused", "kvtier_server_memory_refused_total", "counter",
+	  "frames refused because --max-memory was reached", CTR(mem_refused), 2 },
+	{ "server.mem_paused", "kvtier_server_memory_paused_total", "counter",
+	  "times a connection was not read because --max-memory was reached", CTR(mem_paused),
+	  2 },
+	{ "server.put_parked", "kvtier_server_put_parked_total", "counter",
+	  "S3 PUTs parked waiting for SSD write-down room (a persistent namespace)",
+	  CTR(put_parked), 2 },
+	{ "server.put_park_timeouts", "kvtier_server_put_park_timeouts_total", "counter",
+	  "of them, answered 503 SlowDown: no room within ssd.writedown_wait_ms",
+	  CTR(put_park_timeouts), 2 },
+	{ "server.mem_used", "kvtier_server_memory_bytes", "gauge",
+	  "receive buffers, tables and queued responses charged to --max-memory",
+	  offsetof(struct kvtd_server, mem_used), KVTD_CTR_ATOMIC_U64, 2 },
+	{ "server.mem_max", "kvtier_server_memory_limit_bytes", "gauge", "--max-memory",
+	  offsetof(struct kvtd_server, cfg.max_memory), KVTD_CTR_U64, 2 },
+	{ "server.bytes_in", "kvtier_server_bytes_in_total", "counter",
+	  "bytes received on every connection", CTR(bytes_in), 2 },
+	{ "server.bytes_out", "kvtier_server_bytes_out_total", "counter",
+	  "bytes sent on every connection", CTR(bytes_out), 2 },
+	{ "server.frames_in", "kvtier_server_frames_in_total", "counter",
+	  "native protocol frames received", CTR(frames_in), 2 },
+	{ NULL, "kvtier_tls_handshakes_total", "counter",
+	  "TLS handshakes completed (failed ones: kvtier_errors_total{kind=\"tls\"})",
+	  CTR(tls_handshakes), 2 },
+	{ NULL, "kvtier_tls_ktls_total", "counter", "TLS connections sending through kernel TLS",
+	  CTR(tls_ktls), 2 },
+};
+const size_t kvtd_counter_def_count = sizeof(kvtd_counter_defs) / sizeof(kvtd_counter_defs[0]);
+
+uint64_t kvtd_counter_value(const struct kvtd_server *srv, const struct kvtd_counter_def *d)
+{
+	const char *p = (const char *)srv + d->off;
+
+	switch (d->kind) {
+	case KVTD_CTR_ATOMIC_U64:
+		return atomic_load_explicit((const _Atomic uint64_t *)p, memory_order_relaxed);
+	case KVTD_CTR_ATOMIC_UINT:
+		return atomic_load_explicit((const _Atomic unsigned *)p, memory_order_relaxed);
+	default:
+		return *(const uint64_t *)p;
+	}
+}
