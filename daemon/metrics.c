@@ -274,6 +274,16 @@ static void metrics_repair(void *ctx, const char *name, uint64_t v)
 		  "0, or a drain: 1 handing over, 2 out of the member list, 3 done" },
 		{ "repair.drain_skipped", "kvtier_repair_drain_skipped", "gauge",
 		  "blocks of one copy the last drain pass left behind (over --drain-budget)" },
+		{ "repair.forward_queued", "kvtier_repair_forward_queued_total", "counter",
+		  "forwarded puts (remote.hot_forward) queued for their other replicas" },
+		{ "repair.forward_passes", "kvtier_repair_forward_passes_total", "counter",
+		  "passes that sent forwarded puts" },
+		{ "repair.forwarded", "kvtier_repair_forwarded_total", "counter",
+		  "copies of forwarded puts sent to the members that lacked them" },
+		{ "repair.forward_bytes", "kvtier_repair_forward_bytes_total", "counter",
+		  "bytes of those copies" },
+		{ "repair.forward_dropped", "kvtier_repair_forward_dropped_total", "counter",
+		  "forwarded puts not copied: queue full, or this server not in its member list" },
 	};
 	for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
 		if (strcmp(name, map[i].stat) == 0)
