@@ -437,11 +437,11 @@ int kvt_store_create(struct kvt_store **out);
  *   remote.backoff_ms, remote.backoff_max_ms  reconnect delay, doubling
  *                     from the first to the second (default 50, 5000).
  *   remote.batch      most items in one frame, 1..65536 (default 64).
- *   remote.put_local  "always": a put lands in local DRAM and is written
+ *   remote.put_local  "always" (default): a put lands in local DRAM and is written
  *                     through; "never": written through only, from the
  *                     caller's parts, local DRAM untouched (status KVT_OK,
  *                     tier remote, once the server took it; else
- *                     KVT_EFULL); "auto" (default): as never while DRAM is
+ *                     KVT_EFULL); "auto": as never while DRAM is
  *                     full and evicts mostly blocks never read there, else
  *                     as always (doc/remote.md; stat store.put_local_skips).
  *   remote.tls        "on": TLS (1.2 minimum, 1.3 preferred) to a kvtierd

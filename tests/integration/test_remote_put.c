@@ -30,7 +30,7 @@
  *     connection and the other 8 wait (remote.window_waits), instead of
  *     all 4 frames going at once; the rest go when answers come back
  *     (server continued), all stored;
- *   - the default, remote.put_local=auto, by the counters: puts the engine
+ *   - remote.put_local=auto (opt-in), by the counters: puts the engine
  *     reads back from DRAM keep their local copy even with DRAM full
  *     (its evictions were read: store.put_local_skips stays 0); puts never
  *     read stop being copied once DRAM evicts mostly unread blocks (skips,
@@ -335,12 +335,13 @@ static void test_pool(const char *addr)
 	free(dst);
 }
 
-/* remote.put_local=auto (the default), by its counters: DRAM of 2 MiB,
+/* remote.put_local=auto (opt-in), by its counters: DRAM of 2 MiB,
  * values of 64 KiB (32 fit). */
 static void test_auto(const char *addr)
 {
 	enum { AL = 64 << 10, NA = 96, NB = 128, NC = 80 };
 	struct kvt_store *s = tsrv_engine(addr, (const char *[]){ "dram.capacity", "2M",
+								   "remote.put_local", "auto",
 								   "remote.timeout_ms", "5000", NULL });
 	uint32_t ns = t_ns(s, "auto");
 	uint8_t *v = malloc(AL), *dst = malloc(AL);
