@@ -276,29 +276,33 @@ static void bc_ru_since(struct bc_ru *acc, const struct bc_ru *from)
 	acc->cpu_s += now.cpu_s - from->cpu_s;
 }
 
-/* CPU seconds the remote tier's I/O threads ("kvt-remote", one per
- * member) have run so far (their schedstat): what one of them costs per
- * GB sets how fast one member can go on a machine with cores to spare. */
-static double bc_io_cpu(void)
+/* CPU seconds the tasks of process pid ("self" or a number) have run so
+ * far (their schedstat), only those whose name starts with comm if one is
+ * given. */
+static double bc_tasks_cpu(const char *pid, const char *comm)
 {
-	DIR *d = opendir("/proc/self/task");
+	char path[300];
+	snprintf(path, sizeof(path), "/proc/%s/task", pid);
+	DIR *d = opendir(path);
 	struct dirent *e;
 	double sum = 0;
 	while (d && (e = readdir(d))) {
-		char path[300], comm[32] = "";
+		char name[32] = "";
 		unsigned long long ns = 0;
 		FILE *f;
 		if (e->d_name[0] == '.')
 			continue;
-		snprintf(path, sizeof(path), "/proc/self/task/%s/comm", e->d_name);
-		if (!(f = fopen(path, "r")))
-			continue;
-		if (!fgets(comm, sizeof(comm), f))
-			comm[0] = 0;
-		fclose(f);
-		if (strncmp(comm, "kvt-remote", 10) != 0)
-			continue;
-		snprintf(path, sizeof(path), "/proc/self/task/%s/schedstat", e->d_name);
+		if (comm) {
+			snprintf(path, sizeof(path), "/proc/%s/task/%s/comm", pid, e->d_name);
+			if (!(f = fopen(path, "r")))
+				continue;
+			if (!fgets(name, sizeof(name), f))
+				name[0] = 0;
+			fclose(f);
+			if (strncmp(name, comm, strlen(comm)) != 0)
+				continue;
+		}
+		snprintf(path, sizeof(path), "/proc/%s/task/%s/schedstat", pid, e->d_name);
 		if (!(f = fopen(path, "r")))
 			continue;
 		if (fscanf(f, "%llu", &ns) == 1)
@@ -310,31 +314,22 @@ static double bc_io_cpu(void)
 	return sum;
 }
 
-/* CPU seconds every thread of the running nodes has run so far
- * (the schedstat of each of their tasks). */
+/* CPU seconds the remote tier's I/O threads ("kvt-remote", one per
+ * member) have run so far: what one of them costs per GB sets how fast
+ * one member can go on a machine with cores to spare. */
+static double bc_io_cpu(void)
+{
+	return bc_tasks_cpu("self", "kvt-remote");
+}
+
+/* CPU seconds every thread of the running nodes has run so far. */
 static double bc_nodes_cpu(const struct bc *b)
 {
 	double sum = 0;
 	for (unsigned i = 0; i < b->running; i++) {
-		char path[300];
-		snprintf(path, sizeof(path), "/proc/%d/task", (int)b->node[i].pid);
-		DIR *d = opendir(path);
-		struct dirent *e;
-		while (d && (e = readdir(d))) {
-			unsigned long long ns = 0;
-			FILE *f;
-			if (e->d_name[0] == '.')
-				continue;
-			snprintf(path, sizeof(path), "/proc/%d/task/%s/schedstat", (int)b->node[i].pid,
-				 e->d_name);
-			if (!(f = fopen(path, "r")))
-				continue;
-			if (fscanf(f, "%llu", &ns) == 1)
-				sum += (double)ns * 1e-9;
-			fclose(f);
-		}
-		if (d)
-			closedir(d);
+		char pid[24];
+		snprintf(pid, sizeof(pid), "%d", (int)b->node[i].pid);
+		sum += bc_tasks_cpu(pid, NULL);
 	}
 	return sum;
 }

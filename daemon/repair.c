@@ -1105,6 +1105,22 @@ static void repair_static_poll(struct kvtd_repair *rp, const char *self)
 	free(m);
 }
 
+/* A copy of the current member list (the caller frees it), its length in
+ * *n; NULL with *n 0 when the list is empty or memory is short. */
+static struct kvtd_member *repair_members_copy(struct kvtd_cluster *cl, unsigned *n)
+{
+	struct kvtd_member *m = NULL;
+
+	*n = 0;
+	pthread_mutex_lock(&cl->lock);
+	if (cl->count && (m = malloc(cl->count * sizeof(*m)))) {
+		memcpy(m, cl->list, cl->count * sizeof(*m));
+		*n = cl->count;
+	}
+	pthread_mutex_unlock(&cl->lock);
+	return m;
+}
+
 /* Send the forwarded puts queued so far to the other members of their
  * top (a pass over them on the current list).  Whatever a member lacks
  * after a failed pass is left to healing.  True if there were any. */
@@ -1127,12 +1143,7 @@ static bool repair_forward(struct kvtd_repair *rp)
 		free(q);
 		return false;
 	}
-	pthread_mutex_lock(&cl->lock);
-	if (cl->count && (m = malloc(cl->count * sizeof(*m)))) {
-		memcpy(m, cl->list, cl->count * sizeof(*m));
-		n = cl->count;
-	}
-	pthread_mutex_unlock(&cl->lock);
+	m = repair_members_copy(cl, &n);
 	self = cl->self_addr ? cl->self_addr : rp->self;
 	if (m && self) {
 		repair_pass(rp, m, n, self, false, q, qn); /* frees q */
@@ -1185,12 +1196,7 @@ static void *repair_main(void *arg)
 			pending = false; /* --repair-rate 0: healing off */
 		atomic_store(&rp->pending, pending);
 		if (pending && now >= due && rp->rate) {
-			pthread_mutex_lock(&cl->lock);
-			if (cl->count && (m = malloc(cl->count * sizeof(*m)))) {
-				memcpy(m, cl->list, cl->count * sizeof(*m));
-				n = cl->count;
-			}
-			pthread_mutex_unlock(&cl->lock);
+			m = repair_members_copy(cl, &n);
 			self = cl->self_addr ? cl->self_addr : rp->self;
 			if (m && self && repair_pass(rp, m, n, self, false, NULL, 0))
 				pending = false;

@@ -432,15 +432,11 @@ static int evict_entry_cb(void *ctx, const struct ssd_sum_entry *se)
 	return 0;
 }
 
-/* Evict the oldest sealed segment.  seg_lock held.  Returns false if none. */
-static bool seg_evict_oldest_locked(struct ssd *s)
+/* The sealed segment of the lowest generation (the log's oldest), or -1.
+ * seg_lock held. */
+static int64_t seg_oldest_sealed_locked(const struct ssd *s)
 {
 	int64_t victim = -1;
-	struct ssd_seg *g;
-	struct evict_ctx ec;
-	uint8_t *buf = NULL, *sum = NULL;
-	uint64_t sum_len = 0;
-	struct ssd_seg_hdr hdr;
 
 	for (uint32_t i = 0; i < s->slot_count; i++) {
 		if (s->segs[i].state != SEG_SEALED)
@@ -448,6 +444,19 @@ static bool seg_evict_oldest_locked(struct ssd *s)
 		if (victim < 0 || s->segs[i].generation < s->segs[victim].generation)
 			victim = i;
 	}
+	return victim;
+}
+
+/* Evict the oldest sealed segment.  seg_lock held.  Returns false if none. */
+static bool seg_evict_oldest_locked(struct ssd *s)
+{
+	int64_t victim = seg_oldest_sealed_locked(s);
+	struct ssd_seg *g;
+	struct evict_ctx ec;
+	uint8_t *buf = NULL, *sum = NULL;
+	uint64_t sum_len = 0;
+	struct ssd_seg_hdr hdr;
+
 	if (victim < 0)
 		return false;
 	g = &s->segs[victim];
@@ -588,7 +597,7 @@ static void seg_seal_locked(struct ssd *s)
  */
 static int seg_reuse_oldest_locked(struct ssd *s)
 {
-	int64_t victim = -1;
+	int64_t victim = seg_oldest_sealed_locked(s);
 	struct ssd_seg *g;
 	struct sum_collect c = { s, NULL, 0, 0 };
 	uint8_t *buf, *sum = NULL;
@@ -596,12 +605,6 @@ static int seg_reuse_oldest_locked(struct ssd *s)
 	struct ssd_seg_hdr hdr;
 	int r;
 
-	for (uint32_t i = 0; i < s->slot_count; i++) {
-		if (s->segs[i].state != SEG_SEALED)
-			continue;
-		if (victim < 0 || s->segs[i].generation < s->segs[victim].generation)
-			victim = i;
-	}
 	if (victim < 0)
 		return KVT_EFULL;
 	g = &s->segs[victim];
