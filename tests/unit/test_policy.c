@@ -575,13 +575,12 @@ static void adapt_access(struct evict *e, uint64_t key)
  *     an SSD holds the same metadata bytes under both policies; without
  *     the SSD, prefix-adapt holds more (its ghost alone is 3 keys a chunk).
  */
-static uint64_t meta_bytes(const char *policy, bool ssd)
+/* mem.meta_bytes of store s after one block (prefix-adapt makes its state
+ * at the first, evict.c); destroys s and removes dir. */
+static uint64_t meta_after_one(struct kvt_store *s, char *dir)
 {
-	char *dir = t_mkdtemp();
-	struct kvt_store *s = open_blocks(dir, 1024, ssd ? "16M" : NULL, policy, "victim", "0");
 	struct kvt_key key = t_key(1);
 	uint64_t v = 0;
-	/* One block: prefix-adapt makes its state at the first (evict.c). */
 	T_RC(kvt_put(s, t_ns(s, "meta"), &key, &(struct iovec){ vbuf, VLEN }, 1), KVT_OK);
 	T_OK(kvt_flush(s));
 	T_RC(kvt_store_stat(s, "mem.meta_bytes", &v), KVT_OK);
@@ -591,6 +590,13 @@ static uint64_t meta_bytes(const char *policy, bool ssd)
 	return v;
 }
 
+static uint64_t meta_bytes(const char *policy, bool ssd)
+{
+	char *dir = t_mkdtemp();
+	return meta_after_one(open_blocks(dir, 1024, ssd ? "16M" : NULL, policy, "victim", "0"),
+			      dir);
+}
+
 /* The same over a shared directory tier and no SSD: any tier below pins it
  * (a remote tier likewise; doc/policies.md "prefix-adapt over lower
  * tiers"). */
@@ -598,19 +604,11 @@ static uint64_t meta_bytes_shared(const char *policy)
 {
 	char *dir = t_mkdtemp();
 	char cap[32];
-	struct kvt_store *s;
-	struct kvt_key key = t_key(1);
-	uint64_t v = 0;
 	snprintf(cap, sizeof cap, "%u", 1024 * VLEN);
-	s = t_store_open("dram.capacity", cap, "dram.chunk", "65536", "dram.shards", "1",
-			 "dram.prefault", "off", "dram.policy", policy, "shared.dir", dir, NULL);
-	T_RC(kvt_put(s, t_ns(s, "meta"), &key, &(struct iovec){ vbuf, VLEN }, 1), KVT_OK);
-	T_OK(kvt_flush(s));
-	T_RC(kvt_store_stat(s, "mem.meta_bytes", &v), KVT_OK);
-	kvt_store_destroy(s);
-	t_rmtree(dir);
-	free(dir);
-	return v;
+	return meta_after_one(t_store_open("dram.capacity", cap, "dram.chunk", "65536",
+					   "dram.shards", "1", "dram.prefault", "off",
+					   "dram.policy", policy, "shared.dir", dir, NULL),
+			      dir);
 }
 
 static void test_adapt_pinned(void)
