@@ -236,6 +236,10 @@ void quota_group_stats(struct quota *q, uint32_t group, kvt_stats_fn fn, void *c
 
 /* crc.c */
 uint32_t crc_iov(const struct iovec *iov, unsigned n);
+/* Copy len bytes from src to dst and return their CRC32C chained onto crc,
+ * reading src once; stream: non-temporal stores for the destination (a
+ * large value not read again soon). */
+uint32_t crc_copy(uint32_t crc, void *dst, const void *src, size_t len, bool stream);
 
 
 /* store.c: the SSD tier of an open store, or NULL (tests: fault injection). */

@@ -991,12 +991,15 @@ static void iov_copy(const struct iovec *dst, unsigned nd, const struct iovec *s
 /*
  * The same, and the CRC32C of each source part into crcs[]: each piece is
  * checksummed right after it was copied, while it is still in cache, so a
- * put with supplied CRCs reads its source once, not twice.
+ * put reads its source once, not twice.  A value of DRAM_STREAM_MIN bytes
+ * or more is written with streaming stores (crc_copy): a put's block is
+ * read, if ever, much later, and such a copy costs less CPU per byte.
  */
-#define COPY_CRC_PIECE (128u << 10)
+#define DRAM_STREAM_MIN (256u << 10)
 static void iov_copy_crc(const struct iovec *dst, unsigned nd, const struct iovec *src,
-			 unsigned ns, uint32_t *crcs)
+			 unsigned ns, uint64_t len, uint32_t *crcs)
 {
+	bool stream = len >= DRAM_STREAM_MIN;
 	unsigned di = 0;
 	uint64_t doff = 0;
 	for (unsigned si = 0; si < ns; si++) {
@@ -1007,10 +1010,7 @@ static void iov_copy_crc(const struct iovec *dst, unsigned nd, const struct iove
 			uint64_t n = dst[di].iov_len - doff;
 			if (n > left)
 				n = left;
-			if (n > COPY_CRC_PIECE)
-				n = COPY_CRC_PIECE;
-			memcpy((char *)dst[di].iov_base + doff, sp, n);
-			crc = kvt_crc32c(crc, sp, n);
+			crc = crc_copy(crc, (char *)dst[di].iov_base + doff, sp, n, stream);
 			sp += n;
 			left -= n;
 			doff += n;
@@ -1571,6 +1571,13 @@ int dram_put(struct dram *d, uint32_t ns, const struct kvt_key *key,
 	     const struct iovec *parts, unsigned part_count, const uint32_t *crcs,
 	     unsigned publish_flags)
 {
+	return dram_put_crcs(d, ns, key, parts, part_count, crcs, NULL, publish_flags);
+}
+
+int dram_put_crcs(struct dram *d, uint32_t ns, const struct kvt_key *key,
+		  const struct iovec *parts, unsigned part_count, const uint32_t *crcs,
+		  uint32_t *crcs_out, unsigned publish_flags)
+{
 	uint64_t lens_small[16] = { 0 }, *lens = lens_small, len = 0;
 	struct iovec view[DRAM_MAX_RUNS];
 	unsigned view_count = 0;
@@ -1579,7 +1586,9 @@ int dram_put(struct dram *d, uint32_t ns, const struct kvt_key *key,
 
 	/* Supplied checksums are checked as the bytes are copied, before the
 	 * value is published: a mismatch drops the reservation (nothing was
-	 * ever visible).  lens has room for the computed CRCs too. */
+	 * ever visible).  Asked for (crcs_out), they are computed as the bytes
+	 * are copied and kept with the item.  lens has room for the computed
+	 * CRCs too. */
 	if (part_count > KVT_ARRAY_LEN(lens_small) / 2) {
 		lens = kvt_mem_alloc(d->mem, part_count * sizeof(*lens) * 2);
 		if (!lens)
@@ -1592,13 +1601,16 @@ int dram_put(struct dram *d, uint32_t ns, const struct kvt_key *key,
 	ret = dram_reserve(d, ns, key, len, lens, part_count, &it, view, &view_count);
 	if (ret == KVT_OK && crcs) {
 		uint32_t *got = (uint32_t *)(lens + part_count);
-		iov_copy_crc(view, view_count, parts, part_count, got);
+		iov_copy_crc(view, view_count, parts, part_count, len, got);
 		for (unsigned i = 0; i < part_count; i++)
 			if (got[i] != crcs[i]) {
 				dram_abort(d, it);
 				ret = KVT_ECORRUPT;
 				break;
 			}
+	} else if (ret == KVT_OK && crcs_out) {
+		iov_copy_crc(view, view_count, parts, part_count, len, crcs_out);
+		crcs = crcs_out;
 	} else if (ret == KVT_OK) {
 		iov_copy(view, view_count, parts, part_count, len);
 	}

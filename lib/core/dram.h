@@ -188,6 +188,13 @@ void dram_set_nsstat(struct dram *d, const struct nsstat *t);
 int dram_put(struct dram *d, uint32_t ns, const struct kvt_key *key,
 	     const struct iovec *parts, unsigned part_count, const uint32_t *crcs,
 	     unsigned publish_flags);
+/* The same; without crcs, crcs_out (part_count entries, or NULL) gets each
+ * part's CRC32C, computed as the bytes are copied (the source is read
+ * once) and kept with the item: what a write-through sends with the
+ * value.  Written only when the put returns KVT_OK. */
+int dram_put_crcs(struct dram *d, uint32_t ns, const struct kvt_key *key,
+		  const struct iovec *parts, unsigned part_count, const uint32_t *crcs,
+		  uint32_t *crcs_out, unsigned publish_flags);
 
 /*
  * Write-down admission.  When a block that no lower tier holds is put

@@ -728,10 +728,15 @@ static void store_put_done(void *ctx, const struct tier_result *res);
 static void store_sealed_done(void *ctx, const struct tier_result *res);
 
 /* Write-through to the tiers from `from` on: the caller's parts, or w's
- * sealed ones.  Returns STORE_PENDING or the put's status (w freed). */
+ * sealed ones.  crcs: the parts' CRC32Cs computed by the DRAM copy, valid
+ * during this call only (each tier copies them), or NULL: the caller's
+ * (KVT_F_CRC), else each tier computes them.  Returns STORE_PENDING or
+ * the put's status (w freed). */
 static int store_through_walk(struct kvt_store *s, struct kvt_req *r, unsigned from, int status,
-			      struct store_sealed_wt *w)
+			      struct store_sealed_wt *w, const uint32_t *crcs)
 {
+	if (!crcs && (r->flags & KVT_F_CRC))
+		crcs = r->crcs;
 	struct tier_key k = req_tkey(r);
 	for (unsigned i = from; s->tier_through && i < s->tier_count; i++) {
 		const struct store_tier *t = &s->tiers[i];
@@ -745,8 +750,7 @@ static int store_through_walk(struct kvt_store *s, struct kvt_req *r, unsigned f
 						  status, store_sealed_done, w);
 		} else {
 			req_stash(r, status);
-			ret = t->ops->put_through(t->t, &k, r->iov, r->iov_count,
-						  (r->flags & KVT_F_CRC) ? r->crcs : NULL,
+			ret = t->ops->put_through(t->t, &k, r->iov, r->iov_count, crcs,
 						  (r->flags & KVT_F_SEALED) != 0, status,
 						  store_put_done, r);
 		}
@@ -765,7 +769,7 @@ static void store_put_done(void *ctx, const struct tier_result *res)
 	struct kvt_store *s = req_queue(r)->store;
 	unsigned i = req_cursor(r) & CUR_INDEX;
 	int status = store_put_merge(r, (int)req_stashed(r), res, s->tiers[i].ops->id);
-	req_finish(s, r, store_through_walk(s, r, i + 1, status, NULL));
+	req_finish(s, r, store_through_walk(s, r, i + 1, status, NULL, NULL));
 }
 
 static void store_sealed_done(void *ctx, const struct tier_result *res)
@@ -775,7 +779,7 @@ static void store_sealed_done(void *ctx, const struct tier_result *res)
 	struct kvt_store *s = req_queue(r)->store;
 	unsigned i = req_cursor(r) & CUR_INDEX;
 	int status = store_put_merge(r, w->status, res, s->tiers[i].ops->id);
-	req_finish(s, r, store_through_walk(s, r, i + 1, status, w));
+	req_finish(s, r, store_through_walk(s, r, i + 1, status, w, NULL));
 }
 
 /*
@@ -896,7 +900,7 @@ static int store_put_sealed(struct kvt_store *s, struct kvt_req *r, const struct
 			return ret;
 		}
 	}
-	return store_through_walk(s, r, 0, ret, w);
+	return store_through_walk(s, r, 0, ret, w, NULL);
 }
 
 static int store_put(struct kvt_store *s, struct kvt_req *r)
@@ -911,14 +915,19 @@ static int store_put(struct kvt_store *s, struct kvt_req *r)
 	if (!store_put_admit(s)) {
 		if (dram_exists(s->dram, r->ns, &r->key) == KVT_OK)
 			return KVT_EXISTS;
-		return store_through_walk(s, r, 0, KVT_EFULL, NULL);
+		return store_through_walk(s, r, 0, KVT_EFULL, NULL, NULL);
 	}
 	if ((ret = store_put_room(s, r)) < 0)
 		return ret;
-	ret = dram_put(s->dram, r->ns, &r->key, r->iov, r->iov_count,
-		       (r->flags & KVT_F_CRC) ? r->crcs : NULL,
-		       ((r->flags & KVT_F_SEALED) ? DRAM_SEALED : 0) |
-			       ((r->flags & KVT_F_RETAIN) ? DRAM_RETAIN : 0));
+	/* A put written through needs its parts' CRC32Cs for the wire: the
+	 * DRAM copy computes them as it copies (the caller's bytes are read
+	 * once for both), rather than the tier in a pass of its own. */
+	uint32_t crcs[KVT_PARTS_MAX];
+	bool want_crcs = s->tier_through && !(r->flags & KVT_F_CRC);
+	ret = dram_put_crcs(s->dram, r->ns, &r->key, r->iov, r->iov_count,
+			    (r->flags & KVT_F_CRC) ? r->crcs : NULL, want_crcs ? crcs : NULL,
+			    ((r->flags & KVT_F_SEALED) ? DRAM_SEALED : 0) |
+				    ((r->flags & KVT_F_RETAIN) ? DRAM_RETAIN : 0));
 	if (ret == KVT_OK) {
 		r->tier = KVT_TIER_DRAM;
 		store_event_stored(s, r, r->ns, &r->key);
@@ -927,7 +936,7 @@ static int store_put(struct kvt_store *s, struct kvt_req *r)
 	/* Write-through: other engines must see first-time blocks.  The
 	 * value goes from the caller's parts, which stay valid until the
 	 * request completes; a present key (EXISTS) was written before. */
-	return store_through_walk(s, r, 0, ret, NULL);
+	return store_through_walk(s, r, 0, ret, NULL, want_crcs && ret == KVT_OK ? crcs : NULL);
 }
 
 /* ------------------------------------------------------------------------

@@ -177,8 +177,11 @@ static void test_spread(struct kvt_key *keys, uint8_t *holders)
 	T_EQ_U64(t_stat(a, "remote.anchor_known"), BLOCKS);
 	/* The first group on two members: GROUP more blocks stored. */
 	T_EQ_U64(t_stat(a, "remote.puts_stored"), BLOCKS + GROUP);
-	/* ... each value's CRC32C computed once, not once per replica. */
-	T_EQ_U64(t_stat(a, "remote.put_crc_bytes"), (uint64_t)BLOCKS * VLEN);
+	/* ... each value's CRC32C computed once, not once per replica: by
+	 * the DRAM copy (put_local always), so the tier made no pass; an
+	 * engine without the copy (never) computes them once per value (at
+	 * the end). */
+	T_EQ_U64(t_stat(a, "remote.put_crc_bytes"), 0);
 
 	/* Engine B, empty: one lookup finds the whole prompt across members. */
 	T_RC(kvt_lookup_prefix(b, nb, keys, BLOCKS, tiers), BLOCKS);
@@ -230,6 +233,23 @@ static void test_spread(struct kvt_key *keys, uint8_t *holders)
 		/* a group's blocks together */
 		if (i % GROUP)
 			T_EQ_INT(holders[i], holders[i - 1]);
+	}
+	/* An engine without the DRAM copy (put_local never): the tier computes
+	 * each value's CRC32C, once for its two replicas. */
+	{
+		struct kvt_store *c = t_store_open(
+			"dram.capacity", "32M", "dram.chunk", "4K", "dram.prefault", "off",
+			"remote.addrs", addrs, "remote.group", "8", "remote.hot_replicas", "2",
+			"remote.put_local", "never", "remote.timeout_ms", "3000", NULL);
+		uint32_t nc = t_ns(c, "cluster-crc");
+		wait_up(c, 2 * NODES);
+		T_RC(kvt_lookup_prefix(c, nc, keys, BLOCKS, NULL), 0);
+		for (uint32_t i = 0; i < GROUP; i++) /* the hot group: two replicas each */
+			put_block(c, nc, keys, i, 1000, true);
+		T_EQ_U64(t_stat(c, "remote.put_crc_bytes"), (uint64_t)GROUP * VLEN);
+		kvt_store_destroy(c);
+		uint8_t seen[BLOCKS] = { 0 };
+		events_drain(keys, BLOCKS, seen); /* its BlockStored events */
 	}
 	kvt_store_destroy(a);
 	kvt_store_destroy(b);

@@ -30,6 +30,13 @@
  *     connection and the other 8 wait (remote.window_waits), instead of
  *     all 4 frames going at once; the rest go when answers come back
  *     (server continued), all stored;
+ *   - with the default (always) the CRC32Cs a put sends are the ones its
+ *     DRAM copy computed (remote.put_crc_bytes stays 0: the tier made no
+ *     pass of its own), and they are right: the server checks every
+ *     part's CRC32C and stored each value (a value of 1 MiB from an
+ *     unaligned address, copied with streaming stores; one of 3 parts of
+ *     odd lengths; a small one), which a cold engine reads back
+ *     byte-exact, and so does this engine from its DRAM;
  *   - remote.put_local=auto (opt-in), by the counters: puts the engine
  *     reads back from DRAM keep their local copy even with DRAM full
  *     (its evictions were read: store.put_local_skips stays 0); puts never
@@ -153,6 +160,60 @@ static void test_exact(const char *addr)
 	T_EQ_INT(r.tier, KVT_TIER_DRAM);
 	T_EQ_U64(t_stat(a, "dram.puts"), 1);
 	T_EQ_U64(t_stat(a, "remote.puts_only"), 0);
+	kvt_store_destroy(a);
+	kvt_store_destroy(b);
+	free(v);
+	free(dst);
+}
+
+/* put_local=always: the DRAM copy computes the CRC32Cs the put sends. */
+static void test_copy_crc(const char *addr)
+{
+	struct kvt_store *a = engine(addr, "always", "5000"), *b = engine(addr, "never", "5000");
+	uint32_t na = t_ns(a, "copycrc"), nb = t_ns(b, "copycrc");
+	uint8_t *v = malloc(VLEN + 64), *dst = malloc(VLEN + 64);
+	const size_t lens[3] = { 300001, 5, 400000 }; /* 700006 bytes */
+	struct iovec vals[3][3] = {
+		{ { v + 7, VLEN } },                       /* unaligned, streamed */
+		{ { v + 1, lens[0] }, { v + 300100, lens[1] }, { v + 300200, lens[2] } },
+		{ { v + 3, 4096 } },                       /* small: plain copy */
+	};
+	const unsigned counts[3] = { 1, 3, 1 };
+	struct kvt_req r;
+	T_ASSERT(v && dst);
+
+	for (unsigned k = 0; k < 3; k++) {
+		t_fill(v, VLEN + 64, 40 + k);
+		r = put1(a, na, 40 + k, vals[k], counts[k]);
+		T_RC(r.status, KVT_OK);
+		T_EQ_INT(r.tier, KVT_TIER_DRAM);
+		T_EQ_U64(t_stat(a, "remote.puts_stored"), k + 1); /* the server's check passed */
+		T_EQ_U64(t_stat(a, "remote.put_crc_bytes"), 0);   /* no pass of the tier's */
+		/* Byte-exact on the server (a cold engine) and in this DRAM. */
+		uint64_t off = 0;
+		for (unsigned p = 0; p < counts[k]; p++)
+			off += vals[k][p].iov_len;
+		memset(dst, 0, VLEN);
+		r = get_into(b, nb, 40 + k, dst, VLEN);
+		T_RC(r.status, KVT_OK);
+		T_EQ_INT(r.tier, KVT_TIER_REMOTE);
+		T_EQ_U64(r.length, off);
+		off = 0;
+		for (unsigned p = 0; p < counts[k]; p++) {
+			T_EQ_MEM(dst + off, vals[k][p].iov_base, vals[k][p].iov_len);
+			off += vals[k][p].iov_len;
+		}
+		memset(dst, 0, VLEN);
+		r = get_into(a, na, 40 + k, dst, VLEN);
+		T_RC(r.status, KVT_OK);
+		T_EQ_INT(r.tier, KVT_TIER_DRAM);
+		off = 0;
+		for (unsigned p = 0; p < counts[k]; p++) {
+			T_EQ_MEM(dst + off, vals[k][p].iov_base, vals[k][p].iov_len);
+			off += vals[k][p].iov_len;
+		}
+	}
+	T_EQ_U64(t_stat(a, "remote.crc_errors"), 0);
 	kvt_store_destroy(a);
 	kvt_store_destroy(b);
 	free(v);
@@ -485,6 +546,7 @@ int main(int argc, char **argv)
 	tsrv_start(&srv, argv[1], base, dir, NULL, NULL);
 	snprintf(addr, sizeof(addr), "127.0.0.1:%u", srv.port);
 	test_exact(addr);
+	test_copy_crc(addr);
 	test_pool(addr);
 	test_auto(addr);
 	test_window(&srv, addr);

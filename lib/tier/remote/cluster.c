@@ -663,8 +663,9 @@ int cluster_exists(struct cluster *cl, uint32_t ns, const struct kvt_key *key,
 /* A put sent once with FORWARD (remote.hot_forward): a replica that fails
  * it, at the submission or after, passes it on to the next one (FORWARD
  * too), so that the put succeeds if any replica stored it, as it does
- * when the engine writes every replica itself.  parts (and crcs) stay the
- * caller's until cb, as for any put. */
+ * when the engine writes every replica itself.  parts stay the caller's
+ * until cb, as for any put; crcs, if given, are copied behind the record
+ * (the store's, computed by its DRAM copy, live only during the call). */
 struct cfwd {
 	struct cluster *cl;
 	struct cview *v;             /* held until the record is freed */
@@ -681,6 +682,11 @@ struct cfwd {
 };
 
 static void cfwd_done(void *ctx, const struct tier_result *res);
+
+static size_t cfwd_size(const struct cfwd *f)
+{
+	return sizeof(*f) + (f->crcs ? f->part_count * sizeof(uint32_t) : 0);
+}
 
 /* Submit to the next replica.  0: submitted; else the last error. */
 static int cfwd_next(struct cfwd *f)
@@ -705,7 +711,7 @@ static void cfwd_done(void *ctx, const struct tier_result *res)
 	}
 	f->cb(f->ctx, res);
 	cview_put(cl, f->v);
-	kvt_mem_free(cl->mem, f, sizeof(*f));
+	kvt_mem_free(cl->mem, f, cfwd_size(f));
 }
 
 int cluster_put(struct cluster *cl, uint32_t ns, const struct kvt_key *key,
@@ -734,20 +740,24 @@ int cluster_put(struct cluster *cl, uint32_t ns, const struct kvt_key *key,
 	 * a replica that refuses the submission (down) passes it on to the
 	 * next. */
 	if (cl->cfg.hot_forward) {
-		struct cfwd *fw = kvt_mem_calloc(cl->mem, 1, sizeof(*fw));
+		struct cfwd *fw = kvt_mem_calloc(
+			cl->mem, 1, sizeof(*fw) + (crcs ? part_count * sizeof(uint32_t) : 0));
 		if (!fw) {
 			cview_put(cl, v);
 			return -ENOMEM;
 		}
 		*fw = (struct cfwd){ .cl = cl, .v = v, .ns = ns, .key = *key, .parts = parts,
-				     .crcs = crcs, .part_count = part_count, .want = want, .k = k,
+				     .crcs = crcs ? (uint32_t *)(fw + 1) : NULL,
+				     .part_count = part_count, .want = want, .k = k,
 				     .sealed = sealed, .anchor = anchor, .cb = cb, .ctx = ctx };
+		if (crcs)
+			memcpy(fw + 1, crcs, part_count * sizeof(uint32_t));
 		memcpy(fw->owners, owners, k * sizeof(*owners));
 		if ((ret = cfwd_next(fw)) == 0) {
 			A(cl->c_forwarded);
 			return 0; /* the record holds v */
 		}
-		kvt_mem_free(cl->mem, fw, sizeof(*fw));
+		kvt_mem_free(cl->mem, fw, cfwd_size(fw));
 		cview_put(cl, v);
 		return ret;
 	}

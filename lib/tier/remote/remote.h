@@ -143,7 +143,8 @@ int remote_get(struct remote *rm, uint32_t ns, const struct kvt_key *key,
  * dst any more.  dst must stay valid until then. */
 int remote_get_into(struct remote *rm, uint32_t ns, const struct kvt_key *key,
 		    const struct iovec *dst, unsigned dst_count, tier_done_fn cb, void *ctx);
-/* parts: the value; crcs: one per part or NULL (computed here). */
+/* parts: the value (valid until cb); crcs: one per part (copied at the
+ * call) or NULL (computed here). */
 int remote_put(struct remote *rm, uint32_t ns, const struct kvt_key *key,
 	       const struct iovec *parts, unsigned part_count, const uint32_t *crcs,
 	       bool sealed, tier_done_fn cb, void *ctx);
