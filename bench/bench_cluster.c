@@ -106,6 +106,10 @@ struct bc_cell {
 	 * included): engine put, direct put, engine get, direct get. */
 	double put_cpu_s, dput_cpu_s, get_cpu_s, dget_cpu_s;
 	double put_io_cpu_s, get_io_cpu_s; /* of those, the remote I/O threads' */
+	/* The process's context switches in the same phases, and the
+	 * engine's sendmsg calls and I/O-thread wake-ups in its two. */
+	uint64_t put_csw, dput_csw, get_csw, dget_csw;
+	uint64_t put_sends, get_sends, put_wakeups, get_wakeups;
 	/* The nodes' CPU (every thread of every kvtierd) in the same phases:
 	 * on loopback the receive path of a segment runs on whichever side's
 	 * thread meets it, so what one side saves the other may pay. */
@@ -405,7 +409,7 @@ fail:
  */
 static int bc_phase(struct bc *b, struct kvt_store *s, uint32_t ns, bool put, double *gbps,
 		    double *cpu_s, double *io_cpu_s, double *check_cpu_s, uint64_t *local_hits,
-		    double *srv_s)
+		    double *srv_s, uint64_t *csw)
 {
 	double io0, srv0, check = 0;
 	struct bc_ru ru = { 0 }, ru0;
@@ -483,6 +487,8 @@ static int bc_phase(struct bc *b, struct kvt_store *s, uint32_t ns, bool put, do
 	*gbps = bench_rate((double)b->blocks * (double)b->size, bench_now() - t0) / 1e9;
 	bc_ru_since(&ru, &ru0);
 	*cpu_s = ru.cpu_s;
+	if (csw)
+		*csw = ru.csw;
 	*io_cpu_s = bc_io_cpu() - io0;
 	*srv_s = bc_nodes_cpu(b) - srv0;
 	*check_cpu_s = check;
@@ -614,7 +620,7 @@ out:
 
 /* Every block, by the direct client: *gbps. */
 static int bc_direct_all(struct bc *b, unsigned n, bool put, double *gbps, double *cpu_s,
-			 double *check_cpu_s, double *srv_s)
+			 double *check_cpu_s, double *srv_s, uint64_t *csw)
 {
 	double secs = 0;
 	struct bc_ru ru = { 0 };
@@ -622,6 +628,7 @@ static int bc_direct_all(struct bc *b, unsigned n, bool put, double *gbps, doubl
 	int rc = bc_direct_phase(b, n, put, 0, b->blocks, NULL, &secs, &ru);
 	*srv_s = bc_nodes_cpu(b) - srv0;
 	*cpu_s = ru.cpu_s;
+	*csw = ru.csw;
 	*check_cpu_s = ru.check_s;
 	if (rc == 0)
 		*gbps = bench_rate((double)b->blocks * (double)b->size, secs) / 1e9;
@@ -814,7 +821,7 @@ static int bc_fwd_phase(struct bc *b, unsigned n, struct bc_cell *c, uint64_t *f
 		return rc;
 	kvt_store_stat(s, "remote.bytes_out", &out0);
 	if ((rc = bc_phase(b, s, ns, true, &c->fput_gbps, &c->fput_cpu_s, &skip, &skip, NULL,
-			    &srv)) < 0 ||
+			    &srv, NULL)) < 0 ||
 	    (rc = kvt_flush(s)) < 0)
 		goto out;
 	kvt_store_stat(s, "remote.bytes_out", &out1);
@@ -846,13 +853,16 @@ static int bc_cell(struct bc *b, unsigned n, struct bc_cell *c, bool direct_firs
 	 * them in even ones */
 	if (b->o.fwd == BC_FWD_AB && direct_first && (rc = bc_fwd_phase(b, n, c, &fwd_base)) < 0)
 		goto out;
+	uint64_t sends0 = bc_stat(s, "remote.sends"), wk0 = bc_stat(s, "remote.wakeups");
 	if ((direct_first && (rc = bc_direct_all(b, n, true, &c->dput_gbps, &c->dput_cpu_s, &skip,
-						 &c->dput_srv_s)) < 0) ||
+						 &c->dput_srv_s, &c->dput_csw)) < 0) ||
 	    (rc = bc_phase(b, s, ns, true, &c->put_gbps, &c->put_cpu_s, &c->put_io_cpu_s, &skip, NULL,
-			    &c->put_srv_s)) < 0 ||
+			    &c->put_srv_s, &c->put_csw)) < 0 ||
 	    (!direct_first && (rc = bc_direct_all(b, n, true, &c->dput_gbps, &c->dput_cpu_s, &skip,
-						  &c->dput_srv_s)) < 0))
+						  &c->dput_srv_s, &c->dput_csw)) < 0))
 		goto out;
+	c->put_sends = bc_stat(s, "remote.sends") - sends0;
+	c->put_wakeups = bc_stat(s, "remote.wakeups") - wk0;
 	kvt_store_stat(s, "remote.bytes_out", &out1);
 	c->put_wire_bytes = out1 - out0;
 	c->put_skips = bc_stat(s, "store.put_local_skips");
@@ -890,15 +900,20 @@ static int bc_cell(struct bc *b, unsigned n, struct bc_cell *c, bool direct_firs
 		c->node_blocks[i] /= 2;
 	kvt_store_destroy(s); /* the gets come from a cold engine: every one a remote hit */
 	s = NULL;
-	if ((rc = bc_store_open(b, n, &s, &ns)) < 0 ||
-	    (direct_first && (rc = bc_direct_all(b, n, false, &c->dget_gbps, &c->dget_cpu_s,
-					&c->dget_check_cpu_s, &c->dget_srv_s)) < 0) ||
+	if ((rc = bc_store_open(b, n, &s, &ns)) < 0)
+		goto out;
+	sends0 = bc_stat(s, "remote.sends"), wk0 = bc_stat(s, "remote.wakeups");
+	if ((direct_first && (rc = bc_direct_all(b, n, false, &c->dget_gbps, &c->dget_cpu_s,
+					&c->dget_check_cpu_s, &c->dget_srv_s, &c->dget_csw)) < 0) ||
 	    (rc = bc_phase(b, s, ns, false, &c->get_gbps, &c->get_cpu_s, &c->get_io_cpu_s,
-			   &c->get_check_cpu_s, &c->local_hits, &c->get_srv_s)) < 0 ||
+			   &c->get_check_cpu_s, &c->local_hits, &c->get_srv_s, &c->get_csw)) < 0 ||
 	    (!direct_first &&
 	     (rc = bc_direct_all(b, n, false, &c->dget_gbps, &c->dget_cpu_s,
-					&c->dget_check_cpu_s, &c->dget_srv_s)) < 0) ||
-	    (rc = bc_prompt_loads(b, s, ns, n, c)) < 0)
+					&c->dget_check_cpu_s, &c->dget_srv_s, &c->dget_csw)) < 0))
+		goto out;
+	c->get_sends = bc_stat(s, "remote.sends") - sends0;
+	c->get_wakeups = bc_stat(s, "remote.wakeups") - wk0;
+	if ((rc = bc_prompt_loads(b, s, ns, n, c)) < 0)
 		goto out;
 out:
 	kvt_store_destroy(s);
@@ -1077,6 +1092,19 @@ static void bc_report(struct bc *b, bool put, unsigned ni, struct bc_cell cells[
 		srv[r] = (put ? c->put_srv_s : c->get_srv_s) / gbytes;
 		dsrv[r] = (put ? c->dput_srv_s : c->dget_srv_s) / gbytes;
 	}
+	/* Per GB moved: context switches (engine, direct client), the
+	 * engine's sendmsg calls and I/O-thread wake-ups. */
+	double csw[BENCH_ROUNDS_MAX], dcsw[BENCH_ROUNDS_MAX], snd[BENCH_ROUNDS_MAX];
+	double wak[BENCH_ROUNDS_MAX];
+	for (unsigned r = 0; r < rounds; r++) {
+		const struct bc_cell *c = &cells[r][ni];
+		csw[r] = (double)(put ? c->put_csw : c->get_csw) / gbytes;
+		dcsw[r] = (double)(put ? c->dput_csw : c->dget_csw) / gbytes;
+		snd[r] = (double)(put ? c->put_sends : c->get_sends) / gbytes;
+		wak[r] = (double)(put ? c->put_wakeups : c->get_wakeups) / gbytes;
+	}
+	double cswm = bench_median(csw, rounds), dcswm = bench_median(dcsw, rounds);
+	double sndm = bench_median(snd, rounds), wakm = bench_median(wak, rounds);
 	double srvm = bench_median(srv, rounds), dsrvm = bench_median(dsrv, rounds);
 	double cpum = bench_median(cpu, rounds), dcpum = bench_median(dcpu, rounds);
 	double iocpum = bench_median(iocpu, rounds);
@@ -1142,6 +1170,9 @@ static void bc_report(struct bc *b, bool put, unsigned ni, struct bc_cell cells[
 		       cpum, dcpum, iocpum);
 		printf(",\"nodes_cpu_s_per_gb\":%.4f,\"direct_nodes_cpu_s_per_gb\":%.4f", srvm,
 		       dsrvm);
+		printf(",\"csw_per_gb\":%.1f,\"direct_csw_per_gb\":%.1f,\"sends_per_gb\":%.1f"
+		       ",\"wakeups_per_gb\":%.1f",
+		       cswm, dcswm, sndm, wakm);
 		/* Puts: what the engine sent per block it put (hot replicas: the
 		 * first group of a prompt once per replica), by placement and as
 		 * measured (remote.bytes_out, frames and all, over the bytes put);
@@ -1215,6 +1246,9 @@ static void bc_report(struct bc *b, bool put, unsigned ni, struct bc_cell cells[
 		       " direct %.3f s; the nodes' %.3f s with the engine, %.3f s with the direct"
 		       " client\n",
 		       cpum, iocpum, dcpum, srvm, dsrvm);
+		printf("#   per GB: %.0f context switches (engine), %.0f (direct); the engine's %.0f"
+		       " sendmsg calls, %.0f I/O-thread wake-ups\n",
+		       cswm, dcswm, sndm, wakm);
 		if (put) {
 			double sk[BENCH_ROUNDS_MAX];
 			for (unsigned r = 0; r < rounds; r++)
