@@ -71,6 +71,9 @@ const struct kvtd_counter_def kvtd_counter_defs[] = {
 	  "bytes sent on every connection", CTR(bytes_out), 2 },
 	{ "server.frames_in", "kvtier_server_frames_in_total", "counter",
 	  "native protocol frames received", CTR(frames_in), 2 },
+	{ "server.log_client_dropped", "kvtier_server_log_client_dropped_total", "counter",
+	  "log lines a client caused, dropped past the limit a second (log.c)",
+	  offsetof(struct kvtd_server, log_dropped), KVTD_CTR_ATOMIC_U64_REF, 2 },
 	{ NULL, "kvtier_tls_handshakes_total", "counter",
 	  "TLS handshakes completed (failed ones: kvtier_errors_total{kind=\"tls\"})",
 	  CTR(tls_handshakes), 2 },
@@ -86,6 +89,10 @@ uint64_t kvtd_counter_value(const struct kvtd_server *srv, const struct kvtd_cou
 	switch (d->kind) {
 	case KVTD_CTR_ATOMIC_U64:
 		return atomic_load_explicit((const _Atomic uint64_t *)p, memory_order_relaxed);
+	case KVTD_CTR_ATOMIC_U64_REF: {
+		const _Atomic uint64_t *ref = *(const _Atomic uint64_t *const *)p;
+		return ref ? atomic_load_explicit(ref, memory_order_relaxed) : 0;
+	}
 	case KVTD_CTR_ATOMIC_UINT:
 		return atomic_load_explicit((const _Atomic unsigned *)p, memory_order_relaxed);
 	default:

@@ -146,8 +146,10 @@ void kvtd_log(int level, const char *msg, const char *fmt, ...)
 #define KVTD_LOG_CLIENT_PER_SEC 50u
 void kvtd_log_client(int level, const char *msg, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
-/* Lines kvtd_log_client dropped since start. */
+/* Lines kvtd_log_client dropped since start; the counter itself (for
+ * struct kvtd_server.log_dropped: STATS and /metrics, counters.c). */
 uint64_t kvtd_log_client_dropped(void);
+const _Atomic uint64_t *kvtd_log_client_dropped_ctr(void);
 /* Write s into buf as a logfmt value (quoted and escaped if needed). */
 const char *kvtd_log_quote(char *buf, size_t len, const char *s);
 /* The library's log callback (kvt_store_set_log). */
@@ -305,9 +307,11 @@ struct kvtd_counters {
 /* counters.c: the server's counters and gauges as one table, read by
  * STATS (ops.c, name "server.*"; NULL: not in STATS) and /metrics
  * (metrics.c; metric NULL: not there), in that table's order.  A row's
- * value is at off in struct kvtd_server, of type kind. */
+ * value is at off in struct kvtd_server, of type kind (_REF: the field
+ * there points to the atomic, which lives elsewhere: log.c's). */
 struct kvtd_server;
-enum kvtd_ctr_kind { KVTD_CTR_ATOMIC_U64, KVTD_CTR_ATOMIC_UINT, KVTD_CTR_U64 };
+enum kvtd_ctr_kind { KVTD_CTR_ATOMIC_U64, KVTD_CTR_ATOMIC_UINT, KVTD_CTR_U64,
+		     KVTD_CTR_ATOMIC_U64_REF };
 struct kvtd_counter_def {
 	const char *stat;                 /* "server.<name>", or NULL */
 	const char *metric, *type, *help; /* kvtier_<name>, "counter"/"gauge"; or NULL */
@@ -593,6 +597,9 @@ struct kvtd_server {
 	/* Failed AUTHs by peer slot in the current second (loop.c) */
 	_Atomic uint64_t auth_fail_sec[KVTD_PEER_SLOTS];
 	_Atomic uint32_t auth_fails[KVTD_PEER_SLOTS];
+	/* kvtd_log_client_dropped_ctr(): lines a client caused that log.c
+	 * dropped (counters.c; NULL reads as 0) */
+	const _Atomic uint64_t *log_dropped;
 	char *metrics_token;      /* bearer token for /metrics, or NULL */
 	void *tls_ctx;            /* SSL_CTX * of the TCP listeners, or NULL (tls.c) */
 };

@@ -1308,6 +1308,7 @@ int kvtd_loops_start(struct kvtd_server *srv)
 {
 	if (getrandom(&srv->peer_key, sizeof(srv->peer_key), 0) != (ssize_t)sizeof(srv->peer_key))
 		return -EIO;
+	srv->log_dropped = kvtd_log_client_dropped_ctr();
 	srv->loops = calloc(srv->loop_count, sizeof(*srv->loops));
 	if (!srv->loops)
 		return -ENOMEM;
