@@ -284,6 +284,9 @@ struct kvtd_counters {
 	 * frames refused because --max-memory was reached, and times a
 	 * connection's reads were paused for memory */
 	_Atomic uint64_t conns_refused, mem_refused, mem_paused;
+	/* ... and times because its tenant's queued answers held their share
+	 * of --max-memory (KVTD_OUT_TENANT_MAX) */
+	_Atomic uint64_t out_share_paused;
 	/* quiet GET items answered as a miss: their private copy would pass
 	 * the connection's or the server's bound (ops.c "Quiet GETs") */
 	_Atomic uint64_t copy_refused;
@@ -392,6 +395,9 @@ struct kvtd_out {
 	uint64_t copy_len;     /* of them, private SSD copies of quiet GETs behind
 				* pins (charged before it was queued; also in the
 				* connection's copy_bytes until written) */
+	struct kvtd_tstat *tstat; /* the tenant its queued charge (tenant_len)
+				   * counts in (kvtd_tstat.out_charged), or NULL */
+	uint64_t tenant_len;
 	struct iovec iov_small[2];
 };
 
@@ -626,6 +632,11 @@ struct kvtd_server {
 #define KVTD_PIN_CONN_MAX(srv) ((srv)->cfg.conn_output < (srv)->cfg.dram_bytes / 8 ? \
 				(srv)->cfg.conn_output : (srv)->cfg.dram_bytes / 8)
 #define KVTD_PIN_TENANT_MAX(srv) ((srv)->cfg.dram_bytes / 4)
+/* A tenant's share of --max-memory for its connections' queued answers:
+ * past it, a connection of the tenant with answers queued is not read
+ * until they are written (loop.c "Limits"), so that a few tenants'
+ * clients that stop reading cannot take the budget from the others */
+#define KVTD_OUT_TENANT_MAX(srv) ((srv)->cfg.max_memory / 4)
 /* A reader holding pins must take at least this many bytes a second,
  * averaged over --idle-timeout, or be closed */
 #define KVTD_MIN_DRAIN_BPS (1u << 20)
@@ -982,6 +993,8 @@ void kvtd_metrics_resp(struct kvtd_server *srv, bool error);
 struct kvtd_tstat {
 	_Atomic uint64_t requests, bytes_in, bytes_out;
 	_Atomic uint64_t pinned;  /* pinned bytes of its connections' queued output */
+	_Atomic uint64_t out_charged; /* --max-memory its connections' queued output
+				       * holds (KVTD_OUT_TENANT_MAX) */
 	_Atomic uint32_t ns_count; /* namespaces registered in its name (KVTD_NS_TENANT_MAX) */
 };
 /* The counters of a tenant by name (created if new; NULL past the table's

@@ -250,6 +250,20 @@ static uint64_t stat_of(const char *name)
 	return v;
 }
 
+/* The same for a counter an older server may lack: 0 then. */
+static uint64_t stat_opt(const char *name)
+{
+	struct kc a;
+	uint64_t v = 0;
+
+	T_RC(kc_connect_tcp(&a, srv.port), 0);
+	T_RC(kc_login(&a, "admin", SECRET_ADMIN), 0);
+	if (kc_stat(&a, PROTO_SCOPE_ALL, name, &v) != 0)
+		v = 0;
+	kc_close(&a);
+	return v;
+}
+
 /* PUT and GET n values of len bytes: how many round trips failed (a
  * status, or bytes that differ); the first failure is printed. */
 static int roundtrips(struct kc *c, const uint8_t ns[PROTO_DIGEST_LEN], int n, size_t len,
@@ -2200,7 +2214,10 @@ static void phase_out_flood(void)
 	int64_t plen;
 
 	start("out_flood", extra);
-	stopped0 = stat_of("server.mem_paused") + stat_of("server.mem_refused");
+	/* paused for the budget or the tenant's share of it (out_share), or
+	 * refused */
+	stopped0 = stat_of("server.mem_paused") + stat_of("server.mem_refused") +
+		   stat_of("server.out_share_paused");
 
 	/* Native: HELLO + AUTH, then PING frames. */
 	rss_begin();
@@ -2217,7 +2234,8 @@ static void phase_out_flood(void)
 	 * fit and it was closed. */
 	for (int i = 0; i < 100 && stat_of("server.mem_used") > FLOOD_BUDGET; i++)
 		tsrv_sleep_ms(50);
-	stopped = stat_of("server.mem_paused") + stat_of("server.mem_refused") - stopped0;
+	stopped = stat_of("server.mem_paused") + stat_of("server.mem_refused") +
+		  stat_of("server.out_share_paused") - stopped0;
 	printf("out_flood: native: %" PRIu64 " PINGs sent unread, RSS +%" PRIu64
 	       " MiB, reads paused or refused for memory %" PRIu64 " times\n", sent,
 	       grew_native >> 20, stopped);
@@ -2682,6 +2700,81 @@ static void phase_resp_items(void)
 	T_EQ_INT(tsrv_stop(&srv), 0);
 }
 
+/* ------------------------------------------------------------------------
+ * out_share (hostile8): a logged-in client that pipelines requests and
+ * never reads held up to --conn-output (64 MiB) of queued answers, all
+ * charged to the shared --max-memory: two tenants' idle sockets took the
+ * whole budget, and every other tenant's next frame was refused -ENOMEM
+ * until --idle-timeout closed them.  Now a tenant's queued answers hold
+ * at most a quarter of the budget (KVTD_OUT_TENANT_MAX): past that its
+ * connections with answers queued are not read (out_share_paused).
+ */
+
+#define SHARE_BUDGET (16u << 20) /* --max-memory of this phase */
+#define SHARE_CONNS 2u           /* flooding connections per hostile tenant */
+#define SECRET_MALLORY "secret-of-mallory-0123456789"
+#define SECRET_TRUDY "secret-of-trudy-01234567890"
+
+static void phase_out_share(void)
+{
+	const char *extra[] = { "--max-memory", "16M", "--dram", "32M", "--idle-timeout", "120",
+				NULL };
+	static const struct {
+		const char *who, *secret;
+	} hostile[] = { { "mallory", SECRET_MALLORY }, { "trudy", SECRET_TRUDY } };
+	uint8_t ns[PROTO_DIGEST_LEN], ping[PROTO_HDR_LEN + 64];
+	struct proto_frame f = { .op = PROTO_OP_PING, .tag = 1 };
+	struct kc fl[2 * SHARE_CONNS], good;
+	uint64_t sent[2 * SHARE_CONNS], used, paused0, paused, t0, ms, grew;
+	int64_t plen = 0;
+	int bad;
+
+	start_with("out_share", extra,
+		   "alice " SECRET_ALICE " tenant\n"
+		   "admin " SECRET_ADMIN " admin\n"
+		   "mallory " SECRET_MALLORY " tenant\n"
+		   "trudy " SECRET_TRUDY " tenant\n");
+	paused0 = stat_of("server.mem_paused");
+	rss_begin();
+	for (unsigned i = 0; i < 2 * SHARE_CONNS; i++) {
+		T_RC(kc_connect_tcp(&fl[i], srv.port), 0);
+		T_RC(kc_login(&fl[i], hostile[i % 2].who, hostile[i % 2].secret), 0);
+		f.version = fl[i].version;
+		plen = proto_encode(&f, NULL, 0, ping, sizeof(ping), NULL, NULL);
+		T_EQ_INT(plen, PROTO_HDR_LEN);
+		/* 250,000 PINGs: ~60 MiB of queued answers if all were taken */
+		sent[i] = flood_send(fl[i].fd, ping, (size_t)plen, FLOOD_NATIVE, 10000);
+	}
+	/* All open, none read.  A third tenant is served, at once.  (Before,
+	 * the admin's STATS itself could be refused: 0 then.) */
+	used = stat_opt("server.mem_used");
+	T_RC(kc_connect_tcp(&good, srv.port), 0);
+	T_RC(kc_login(&good, "alice", SECRET_ALICE), 0);
+	t0 = tsrv_now_ns();
+	T_RC(kc_register(&good, &desc, ns, NULL, 0), KVT_OK);
+	bad = roundtrips(&good, ns, 8, 64u << 10, 17);
+	ms = (tsrv_now_ns() - t0) / 1000000;
+	kc_close(&good);
+	grew = rss_end(SHARE_BUDGET);
+	paused = stat_opt("server.out_share_paused");
+	for (unsigned i = 0; i < 2 * SHARE_CONNS; i++) {
+		printf("  %s connection %u: %" PRIu64 " PINGs taken, unread\n", hostile[i % 2].who,
+		       i / 2, sent[i]);
+		kc_close(&fl[i]);
+	}
+	printf("out_share: mem_used %" PRIu64 " KiB of %u with %u tenants' floods unread "
+	       "(mem_paused +%" PRIu64 ", out_share_paused %" PRIu64 "); alice's failed round "
+	       "trips %d of 8 in %" PRIu64 " ms; RSS +%" PRIu64 " MiB\n", used >> 10,
+	       SHARE_BUDGET >> 10, 2, stat_of("server.mem_paused") - paused0, paused, bad, ms,
+	       grew >> 20);
+	/* Two quarters, and what the frames in flight answer past them */
+	T_LE_INT(used, SHARE_BUDGET / 2 + (2u << 20));
+	T_EQ_INT(bad, 0);
+	T_LE_INT(ms, 5000);
+	T_GE_INT(paused, 2);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
 /* ------------------------------------------------------------------------ */
 
 static const struct {
@@ -2712,6 +2805,7 @@ static const struct {
 	{ "resp_pins", phase_resp_pins },
 	{ "frame_items", phase_frame_items },
 	{ "resp_items", phase_resp_items },
+	{ "out_share", phase_out_share },
 };
 
 int main(int argc, char **argv)
