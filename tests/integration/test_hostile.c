@@ -2775,6 +2775,86 @@ static void phase_out_share(void)
 	T_EQ_INT(tsrv_stop(&srv), 0);
 }
 
+/* ------------------------------------------------------------------------
+ * resp_mget (hostile8): one RESP MGET pinned every key it named before
+ * its reply was built, whatever the connection's pin cap: an MGET naming
+ * 24 values of 1 MiB 400 times each held 9600 pins (DRAM no other client
+ * could evict into) for as long as its client did not read.  Now an MGET
+ * probes 64 keys at a time and is answered with an error once they pin
+ * the cap (--dram/8), its pins released at once.
+ */
+
+#define MG_VALUES 24u
+#define MG_REPEAT 400u
+
+static void phase_resp_mget(void)
+{
+	const char *extra[] = { "--resp", "127.0.0.1:0", "--dram", "32M", NULL };
+	const char *auth = "*3\r\n$4\r\nAUTH\r\n$5\r\nalice\r\n$26\r\n" SECRET_ALICE "\r\n";
+	size_t vlen = 1u << 20, cap = 64 + vlen + 16 * MG_VALUES * MG_REPEAT, o = 0;
+	char *cmd = malloc(cap), reply[256], big[8] = { 0 };
+	uint64_t pins = 0, t0;
+	uint16_t port;
+	bool closed = false;
+	int w, r;
+
+	T_ASSERT(cmd != NULL);
+	start("resp_mget", extra);
+	port = tsrv_listener_port(srv.log, "RESP");
+	w = tcp_connect(port);
+	T_EQ_INT(send_for(w, auth, strlen(auth), 1000), (int64_t)strlen(auth));
+	recv_for(w, reply, 6, 2000, &closed);
+	T_ASSERT(strncmp(reply, "+OK", 3) == 0);
+	for (unsigned i = 0; i < MG_VALUES; i++) {
+		int n = snprintf(cmd, cap, "*3\r\n$3\r\nSET\r\n$3\r\nm%02u\r\n$%zu\r\n", i, vlen);
+		memset(cmd + n, 'a' + (int)i, vlen);
+		memcpy(cmd + n + vlen, "\r\n", 2);
+		T_EQ_INT(send_for(w, cmd, (size_t)n + vlen + 2, 5000), (int64_t)(n + vlen + 2));
+		recv_for(w, reply, 6, 5000, &closed);
+		T_ASSERT(strncmp(reply, "+OK", 3) == 0);
+	}
+
+	/* The hostile MGET, never read: 9600 keys, 9.4 GiB of reply. */
+	r = tcp_connect(port);
+	T_EQ_INT(send_for(r, auth, strlen(auth), 1000), (int64_t)strlen(auth));
+	recv_for(r, reply, 6, 2000, &closed);
+	T_ASSERT(strncmp(reply, "+OK", 3) == 0);
+	o = (size_t)snprintf(cmd, cap, "*%u\r\n$4\r\nMGET\r\n", MG_VALUES * MG_REPEAT + 1);
+	for (unsigned i = 0; i < MG_VALUES * MG_REPEAT; i++)
+		o += (size_t)snprintf(cmd + o, cap - o, "$3\r\nm%02u\r\n", i % MG_VALUES);
+	T_EQ_INT(send_for(r, cmd, o, 5000), (int64_t)o);
+	/* Its probes settle (each pinned once, or refused): the most pins
+	 * seen over 1 s */
+	t0 = tsrv_now_ns();
+	while (tsrv_now_ns() - t0 < 1000000000ull) {
+		uint64_t p = stat_of("store.pins_active");
+		if (p > pins)
+			pins = p;
+		tsrv_sleep_ms(50);
+	}
+	if (recv(r, big, 5, MSG_DONTWAIT) < 0)
+		big[0] = 0;
+	printf("resp_mget: an MGET of %u keys (%u values of 1 MiB) unread: at most %" PRIu64
+	       " pins in its first second; its reply begins '%.5s'\n", MG_VALUES * MG_REPEAT,
+	       MG_VALUES, pins, big);
+
+	/* Another connection's small MGET is answered whole. */
+	o = (size_t)snprintf(cmd, cap, "*4\r\n$4\r\nMGET\r\n$3\r\nm00\r\n$3\r\nm01\r\n"
+			     "$4\r\nnone\r\n");
+	T_EQ_INT(send_for(w, cmd, o, 1000), (int64_t)o);
+	recv_for(w, reply, 15, 5000, &closed);
+	printf("resp_mget: a small MGET's reply begins '%.14s'\n", reply);
+	T_ASSERT(strncmp(reply, "*3\r\n$1048576\r\n", 14) == 0);
+	close(w);
+	close(r);
+	free(cmd);
+	/* The cap (--dram/8 = 4 MiB: 4 values) plus one window of 64 keys
+	 * (before: all 9600) */
+	T_LE_INT(pins, 4u + 64u + 4u);
+	T_ASSERT(strncmp(big, "-ERR", 4) == 0);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
 /* ------------------------------------------------------------------------ */
 
 static const struct {
@@ -2806,6 +2886,7 @@ static const struct {
 	{ "frame_items", phase_frame_items },
 	{ "resp_items", phase_resp_items },
 	{ "out_share", phase_out_share },
+	{ "resp_mget", phase_resp_mget },
 };
 
 int main(int argc, char **argv)
