@@ -2855,6 +2855,123 @@ static void phase_resp_mget(void)
 	T_EQ_INT(tsrv_stop(&srv), 0);
 }
 
+/* ------------------------------------------------------------------------
+ * fwd_queue (hostile8): in a pod, each put a client marks FORWARD (one copy
+ * sent, the server forwards it to the group's other members:
+ * remote.hot_forward) waits in the repair thread's queue, up to 65,536
+ * entries (~100 bytes each), which was outside --max-memory.  Now the
+ * queue's array is charged; past the budget it does not grow and the
+ * forward is dropped (repair.forward_mem_dropped, of forward_dropped).
+ * The pod's other member is a socket that never accepts: the repair
+ * thread's pass waits on it (5 s, PEER_TIMEOUT_MS in daemon/peer.c; the
+ * puts take ~1 s under ASan) while the queue fills.  (--dram 192M: the
+ * 32768 values, 4 KiB chunks each, fit without write-down.)
+ */
+
+#define FQ_ITEMS 32768u
+#define FQ_FRAME 64u
+#define FQ_LEN 16u
+
+static uint16_t free_tcp_port(int *keep)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET };
+	socklen_t al = sizeof(a);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	T_ASSERT(fd >= 0);
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	T_EQ_INT(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	if (keep)
+		T_EQ_INT(listen(fd, 64), 0);
+	T_EQ_INT(getsockname(fd, (struct sockaddr *)&a, &al), 0);
+	if (keep)
+		*keep = fd;
+	else
+		close(fd);
+	return ntohs(a.sin_port);
+}
+
+struct fq_seen {
+	unsigned ok, bad;
+	int first_bad;
+	uint32_t first_index;
+};
+
+static void fq_item(void *ctx, const struct kc_resp *r, const struct proto_item *pi)
+{
+	struct fq_seen *s = ctx;
+	(void)r;
+	if (pi->status == KVT_OK) {
+		s->ok++;
+	} else if (!s->bad++) {
+		s->first_bad = pi->status;
+		s->first_index = pi->index;
+	}
+}
+
+static void phase_fwd_queue(void)
+{
+	char listen_at[32], members[80];
+	int hole = -1;
+	uint16_t hp = free_tcp_port(&hole), p = free_tcp_port(NULL);
+	const char *extra[] = { "--listen", listen_at, "--advertise", listen_at, "--members",
+				members, "--max-memory", "1M", "--dram", "192M", NULL };
+	struct proto_item *its = calloc(FQ_FRAME, sizeof(*its));
+	uint64_t lens[1] = { FQ_LEN }, queued, dropped, mem_dropped, used;
+	uint8_t ns[PROTO_DIGEST_LEN], val[FQ_LEN * FQ_FRAME];
+	uint32_t crc[1];
+	struct fq_seen seen = { 0 };
+	uint64_t t0;
+	struct kc c;
+
+	T_ASSERT(its != NULL);
+	snprintf(listen_at, sizeof(listen_at), "127.0.0.1:%u", p);
+	snprintf(members, sizeof(members), "127.0.0.1:%u,127.0.0.1:%u", p, hp);
+	start("fwd_queue", extra);
+	memset(val, 0x5a, sizeof(val));
+	crc[0] = kvt_crc32c(0, val, FQ_LEN);
+	T_RC(kc_connect_tcp(&c, srv.port), 0);
+	T_RC(kc_login(&c, "alice", SECRET_ALICE), 0);
+	T_RC(kc_register(&c, &desc, ns, NULL, 0), KVT_OK);
+	t0 = tsrv_now_ns();
+	for (unsigned done = 0; done < FQ_ITEMS; done += FQ_FRAME) {
+		struct proto_frame f = { .op = PROTO_OP_PUT, .ns_count = 1, .ns = ns };
+		struct iovec d = { val, sizeof(val) };
+		for (unsigned i = 0; i < FQ_FRAME; i++) {
+			char name[16];
+			snprintf(name, sizeof(name), "fq%05u", done + i);
+			kvt_key_set(&its[i].key, name, strlen(name));
+			its[i].flags = PROTO_IF_PLACED | PROTO_IF_FORWARD;
+			its[i].anchor = done + i;
+			its[i].copies = 2;
+			its[i].part_count = 1;
+			its[i].part_lens = lens;
+			its[i].part_crcs = crc;
+		}
+		T_ASSERT(kc_request(&c, &f, its, FQ_FRAME, &d, 1) > 0);
+		T_ASSERT(kc_recv_items(&c, 30000, fq_item, &seen, NULL) > 0);
+	}
+	kc_close(&c);
+	used = stat_of("server.mem_used");
+	queued = stat_of("repair.forward_queued");
+	dropped = stat_of("repair.forward_dropped");
+	mem_dropped = stat_opt("repair.forward_mem_dropped");
+	printf("fwd_queue: %u FORWARD puts in %" PRIu64 " ms (%u stored, %u refused) with the "
+	       "other member silent: %" PRIu64 " queued, %" PRIu64 " dropped, of them %" PRIu64
+	       " past --max-memory 1M; mem_used %" PRIu64 " KiB\n", FQ_ITEMS,
+	       (tsrv_now_ns() - t0) / 1000000, seen.ok, seen.bad,
+	       queued, dropped, mem_dropped, used >> 10);
+	if (seen.bad)
+		printf("  first refused: item %u of its frame, %d (%s)\n", seen.first_index,
+		       seen.first_bad, kvt_strerror(seen.first_bad));
+	close(hole); /* the pass fails now: the server stops at once */
+	free(its);
+	T_EQ_INT(seen.ok, FQ_ITEMS);
+	T_GE_INT(queued + dropped, FQ_ITEMS); /* a failed pass counts its drops too */
+	T_GE_INT(mem_dropped, 1);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
 /* ------------------------------------------------------------------------ */
 
 static const struct {
@@ -2887,6 +3004,7 @@ static const struct {
 	{ "resp_items", phase_resp_items },
 	{ "out_share", phase_out_share },
 	{ "resp_mget", phase_resp_mget },
+	{ "fwd_queue", phase_fwd_queue },
 };
 
 int main(int argc, char **argv)
