@@ -2407,11 +2407,12 @@ static unsigned log_lines(const char *what, uint64_t *sum)
 static void phase_log_flood(void)
 {
 	static const char junk[48] = "GET / HTTP/1.1\r\nthis is not a kvtier frame\r\n\r\n";
-	uint64_t t0, secs, magic0, magic, dropped = 0;
+	uint64_t t0, secs, magic0, magic, refused0, refused, dropped = 0;
 	unsigned logged, warned;
 
 	start("log_flood", NULL);
 	magic0 = stat_of("server.errors.magic");
+	refused0 = stat_of("server.unauth_refused");
 	t0 = tsrv_now_ns();
 	for (unsigned i = 0; i <= LOG_FLOOD_CONNS; i++) {
 		int fd;
@@ -2421,23 +2422,32 @@ static void phase_log_flood(void)
 		T_EQ_INT(send_for(fd, junk, sizeof(junk), 1000), (int64_t)sizeof(junk));
 		close(fd);
 	}
-	/* Every one was read and refused (counted), whatever was logged.  The
-	 * server counts an error before it logs it: wait for the last
-	 * connection's warning too, or the log is read a line early. */
-	for (int i = 0; i < 200 && (stat_of("server.errors.magic") - magic0 < LOG_FLOOD_CONNS + 1 ||
-				    log_lines("client log lines dropped", NULL) == 0);
+	/* Every one was read and refused (counted), whatever was logged, or
+	 * refused at accept: a server slowed down (a loaded CI machine) can
+	 * find more than 256 of them waiting unauthenticated from this one
+	 * address (unauth_refused; a suite run on a loaded machine failed so,
+	 * 577 read + 24 refused of 601).  The server
+	 * counts an error before it logs it: wait for the last connection's
+	 * warning too, or the log is read a line early. */
+	for (int i = 0;
+	     i < 200 && (stat_of("server.errors.magic") - magic0 +
+				 stat_of("server.unauth_refused") - refused0 < LOG_FLOOD_CONNS + 1 ||
+			 log_lines("client log lines dropped", NULL) == 0);
 	     i++)
 		tsrv_sleep_ms(50);
 	magic = stat_of("server.errors.magic") - magic0;
+	refused = stat_of("server.unauth_refused") - refused0;
 	secs = (tsrv_now_ns() - t0) / 1000000000ull + 1;
 	logged = log_lines("closing connection after a protocol error", NULL);
 	warned = log_lines("client log lines dropped", &dropped);
-	printf("log_flood: %" PRIu64 " bad connections refused in %" PRIu64 " s; %u logged, %u "
-	       "warnings of %" PRIu64 " dropped lines\n", magic, secs, logged, warned, dropped);
-	T_EQ_INT(magic, LOG_FLOOD_CONNS + 1);
+	printf("log_flood: %" PRIu64 " bad connections refused in %" PRIu64 " s (%" PRIu64
+	       " of them at accept); %u logged, %u warnings of %" PRIu64 " dropped lines\n",
+	       magic + refused, secs, refused, logged, warned, dropped);
+	T_EQ_INT(magic + refused, LOG_FLOOD_CONNS + 1);
 	T_LE_INT(logged, (secs + 1) * 50u);
 	T_GE_INT(warned, 1);
-	T_LE_INT(logged + dropped, LOG_FLOOD_CONNS + 1);
+	/* one line each, two for one refused at accept (refusing, closing) */
+	T_LE_INT(logged + dropped, LOG_FLOOD_CONNS + 1 + refused);
 	/* The drops are counted on STATS (and so /metrics: counters.c,
 	 * test_nsstat_kvtierd), at least what the warnings reported
 	 * (hostile8: they were on neither). */
