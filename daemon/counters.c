@@ -54,6 +54,9 @@ const struct kvtd_counter_def kvtd_counter_defs[] = {
 	{ "server.mem_paused", "kvtier_server_memory_paused_total", "counter",
 	  "times a connection was not read because --max-memory was reached", CTR(mem_paused),
 	  2 },
+	{ "server.out_share_paused", "kvtier_server_output_share_paused_total", "counter",
+	  "times a connection was not read because its tenant's queued answers held "
+	  "their share (a quarter) of --max-memory", CTR(out_share_paused), 2 },
 	{ "server.put_parked", "kvtier_server_put_parked_total", "counter",
 	  "S3 PUTs parked waiting for SSD write-down room (a persistent namespace)",
 	  CTR(put_parked), 2 },
@@ -71,6 +74,9 @@ const struct kvtd_counter_def kvtd_counter_defs[] = {
 	  "bytes sent on every connection", CTR(bytes_out), 2 },
 	{ "server.frames_in", "kvtier_server_frames_in_total", "counter",
 	  "native protocol frames received", CTR(frames_in), 2 },
+	{ "server.log_client_dropped", "kvtier_server_log_client_dropped_total", "counter",
+	  "log lines a client caused, dropped past the limit a second (log.c)",
+	  offsetof(struct kvtd_server, log_dropped), KVTD_CTR_ATOMIC_U64_REF, 2 },
 	{ NULL, "kvtier_tls_handshakes_total", "counter",
 	  "TLS handshakes completed (failed ones: kvtier_errors_total{kind=\"tls\"})",
 	  CTR(tls_handshakes), 2 },
@@ -86,6 +92,10 @@ uint64_t kvtd_counter_value(const struct kvtd_server *srv, const struct kvtd_cou
 	switch (d->kind) {
 	case KVTD_CTR_ATOMIC_U64:
 		return atomic_load_explicit((const _Atomic uint64_t *)p, memory_order_relaxed);
+	case KVTD_CTR_ATOMIC_U64_REF: {
+		const _Atomic uint64_t *ref = *(const _Atomic uint64_t *const *)p;
+		return ref ? atomic_load_explicit(ref, memory_order_relaxed) : 0;
+	}
 	case KVTD_CTR_ATOMIC_UINT:
 		return atomic_load_explicit((const _Atomic unsigned *)p, memory_order_relaxed);
 	default:

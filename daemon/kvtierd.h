@@ -146,8 +146,10 @@ void kvtd_log(int level, const char *msg, const char *fmt, ...)
 #define KVTD_LOG_CLIENT_PER_SEC 50u
 void kvtd_log_client(int level, const char *msg, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
-/* Lines kvtd_log_client dropped since start. */
+/* Lines kvtd_log_client dropped since start; the counter itself (for
+ * struct kvtd_server.log_dropped: STATS and /metrics, counters.c). */
 uint64_t kvtd_log_client_dropped(void);
+const _Atomic uint64_t *kvtd_log_client_dropped_ctr(void);
 /* Write s into buf as a logfmt value (quoted and escaped if needed). */
 const char *kvtd_log_quote(char *buf, size_t len, const char *s);
 /* The library's log callback (kvt_store_set_log). */
@@ -282,6 +284,9 @@ struct kvtd_counters {
 	 * frames refused because --max-memory was reached, and times a
 	 * connection's reads were paused for memory */
 	_Atomic uint64_t conns_refused, mem_refused, mem_paused;
+	/* ... and times because its tenant's queued answers held their share
+	 * of --max-memory (KVTD_OUT_TENANT_MAX) */
+	_Atomic uint64_t out_share_paused;
 	/* quiet GET items answered as a miss: their private copy would pass
 	 * the connection's or the server's bound (ops.c "Quiet GETs") */
 	_Atomic uint64_t copy_refused;
@@ -305,9 +310,11 @@ struct kvtd_counters {
 /* counters.c: the server's counters and gauges as one table, read by
  * STATS (ops.c, name "server.*"; NULL: not in STATS) and /metrics
  * (metrics.c; metric NULL: not there), in that table's order.  A row's
- * value is at off in struct kvtd_server, of type kind. */
+ * value is at off in struct kvtd_server, of type kind (_REF: the field
+ * there points to the atomic, which lives elsewhere: log.c's). */
 struct kvtd_server;
-enum kvtd_ctr_kind { KVTD_CTR_ATOMIC_U64, KVTD_CTR_ATOMIC_UINT, KVTD_CTR_U64 };
+enum kvtd_ctr_kind { KVTD_CTR_ATOMIC_U64, KVTD_CTR_ATOMIC_UINT, KVTD_CTR_U64,
+		     KVTD_CTR_ATOMIC_U64_REF };
 struct kvtd_counter_def {
 	const char *stat;                 /* "server.<name>", or NULL */
 	const char *metric, *type, *help; /* kvtier_<name>, "counter"/"gauge"; or NULL */
@@ -388,6 +395,9 @@ struct kvtd_out {
 	uint64_t copy_len;     /* of them, private SSD copies of quiet GETs behind
 				* pins (charged before it was queued; also in the
 				* connection's copy_bytes until written) */
+	struct kvtd_tstat *tstat; /* the tenant its queued charge (tenant_len)
+				   * counts in (kvtd_tstat.out_charged), or NULL */
+	uint64_t tenant_len;
 	struct iovec iov_small[2];
 };
 
@@ -593,6 +603,9 @@ struct kvtd_server {
 	/* Failed AUTHs by peer slot in the current second (loop.c) */
 	_Atomic uint64_t auth_fail_sec[KVTD_PEER_SLOTS];
 	_Atomic uint32_t auth_fails[KVTD_PEER_SLOTS];
+	/* kvtd_log_client_dropped_ctr(): lines a client caused that log.c
+	 * dropped (counters.c; NULL reads as 0) */
+	const _Atomic uint64_t *log_dropped;
 	char *metrics_token;      /* bearer token for /metrics, or NULL */
 	void *tls_ctx;            /* SSL_CTX * of the TCP listeners, or NULL (tls.c) */
 };
@@ -619,6 +632,11 @@ struct kvtd_server {
 #define KVTD_PIN_CONN_MAX(srv) ((srv)->cfg.conn_output < (srv)->cfg.dram_bytes / 8 ? \
 				(srv)->cfg.conn_output : (srv)->cfg.dram_bytes / 8)
 #define KVTD_PIN_TENANT_MAX(srv) ((srv)->cfg.dram_bytes / 4)
+/* A tenant's share of --max-memory for its connections' queued answers:
+ * past it, a connection of the tenant with answers queued is not read
+ * until they are written (loop.c "Limits"), so that a few tenants'
+ * clients that stop reading cannot take the budget from the others */
+#define KVTD_OUT_TENANT_MAX(srv) ((srv)->cfg.max_memory / 4)
 /* A reader holding pins must take at least this many bytes a second,
  * averaged over --idle-timeout, or be closed */
 #define KVTD_MIN_DRAIN_BPS (1u << 20)
@@ -975,6 +993,8 @@ void kvtd_metrics_resp(struct kvtd_server *srv, bool error);
 struct kvtd_tstat {
 	_Atomic uint64_t requests, bytes_in, bytes_out;
 	_Atomic uint64_t pinned;  /* pinned bytes of its connections' queued output */
+	_Atomic uint64_t out_charged; /* --max-memory its connections' queued output
+				       * holds (KVTD_OUT_TENANT_MAX) */
 	_Atomic uint32_t ns_count; /* namespaces registered in its name (KVTD_NS_TENANT_MAX) */
 };
 /* The counters of a tenant by name (created if new; NULL past the table's

@@ -220,7 +220,7 @@ void kvtd_log(int level, const char *msg, const char *fmt, ...)
  * connections in a loop wrote one line each, as fast as it could connect
  * (a disk filled by the log).  The rest are dropped and counted; the first
  * line of a later second is preceded by one warning with how many were
- * (kvtd_log_client_dropped has the total).  Debug lines, which an
+ * (kvtd_log_client_dropped has the total: server.log_client_dropped).  Debug lines, which an
  * operator turns on, are not limited.  The counts are relaxed atomics: a
  * second's limit may pass by a few lines between threads.
  */
@@ -229,6 +229,11 @@ static _Atomic uint64_t log_client_sec, log_client_n, log_client_held, log_clien
 uint64_t kvtd_log_client_dropped(void)
 {
 	return atomic_load_explicit(&log_client_total, memory_order_relaxed);
+}
+
+const _Atomic uint64_t *kvtd_log_client_dropped_ctr(void)
+{
+	return &log_client_total;
 }
 
 static bool log_client_admit(void)

@@ -50,7 +50,14 @@
  *     memory limit") and the connection closes, counted in mem_refused;
  *   - output is always charged (the response is owed), but while the
  *     budget is exceeded a connection with output queued is not read
- *     (backpressure) until its output is written, counted in mem_paused.
+ *     (backpressure) until its output is written, counted in mem_paused;
+ *   - a tenant's share: while the answers queued on its connections hold
+ *     KVTD_OUT_TENANT_MAX (a quarter of the budget), a connection of that
+ *     tenant with answers queued is not read until they are written,
+ *     counted in out_share_paused.  Clients that pipeline and never read
+ *     held --conn-output each, and a few of them the whole budget: every
+ *     other tenant's next frame was refused.  Past the share a connection
+ *     adds at most the answers of the frames it has in flight.
  * What stays outside the budget is per connection and small: its struct
  * and a KVTD_RBUF_MIN read buffer; --max-conns bounds those.  A new
  * connection past --max-conns gets an ERROR frame (KVT_EBUSY) and is
@@ -119,6 +126,16 @@ static bool loop_mem_over(const struct kvtd_server *srv)
 	       atomic_load_explicit(&srv->mem_used, memory_order_relaxed) > srv->cfg.max_memory;
 }
 
+/* c's tenant's queued answers hold their share of the budget. */
+static bool loop_share_over(const struct kvtd_conn *c)
+{
+	const struct kvtd_server *srv = c->loop->srv;
+
+	return c->tstat && srv->cfg.max_memory &&
+	       atomic_load_explicit(&c->tstat->out_charged, memory_order_relaxed) >=
+		       KVTD_OUT_TENANT_MAX(srv);
+}
+
 static void loop_conn_close(struct kvtd_conn *c, const char *why);
 static void loop_conn_flush(struct kvtd_conn *c);
 static void loop_conn_touch(struct kvtd_conn *c);
@@ -148,6 +165,9 @@ static void loop_out_done(struct kvtd_conn *c, struct kvtd_out *o)
 {
 	c->copy_bytes -= o->copy_len;
 	c->out_entries--;
+	if (o->tstat)
+		atomic_fetch_sub_explicit(&o->tstat->out_charged, o->tenant_len,
+					  memory_order_relaxed);
 	if (o->pin_len) {
 		c->pin_bytes -= o->pin_len;
 		if (c->tstat)
@@ -198,17 +218,20 @@ static void loop_conn_flow(struct kvtd_conn *c)
 {
 	const struct kvtd_config *cfg = &c->loop->srv->cfg;
 	bool mem = c->out_bytes > 0 && loop_mem_over(c->loop->srv);
+	bool share = c->out_bytes > 0 && loop_share_over(c);
 	uint64_t out = c->out_bytes + (uint64_t)c->out_entries * KVTD_OUT_COST;
 	/* Before AUTH, answers (PING's, NOAUTH errors) are bounded like the
 	 * input: at most preauth_buf queued, outside the budget. */
 	uint64_t out_max = c->state == KVTD_CS_READY ? cfg->conn_output : c->ops->preauth_buf;
-	bool pause = c->inflight >= cfg->conn_inflight || out >= out_max || mem || c->parked ||
-		     c->pin_paused;
+	bool pause = c->inflight >= cfg->conn_inflight || out >= out_max || mem || share ||
+		     c->parked || c->pin_paused;
 
 	if (pause == c->read_paused)
 		return;
 	if (pause && mem)
 		KVTD_COUNT(c->loop->srv, mem_paused, 1);
+	else if (pause && share)
+		KVTD_COUNT(c->loop->srv, out_share_paused, 1);
 	c->read_paused = pause;
 	if (!pause) {
 		/* Frames may already wait in rbuf; their clock restarts. */
@@ -249,6 +272,14 @@ void kvtd_conn_queue(struct kvtd_conn *c, struct kvtd_out *o)
 	if (c->state != KVTD_CS_READY)
 		o->mem_len = 0;
 	kvtd_mem_charge(srv, o->mem_len, true);
+	/* ... and counted in its tenant's share (loop_share_over): the
+	 * protocols look the tenant up for every request after AUTH
+	 * (kvtd_tstat_of; the loop does not call metrics.c) */
+	o->tstat = o->mem_len ? c->tstat : NULL;
+	o->tenant_len = o->tstat ? o->mem_len : 0;
+	if (o->tstat)
+		atomic_fetch_add_explicit(&o->tstat->out_charged, o->tenant_len,
+					  memory_order_relaxed);
 	o->mem_len += o->copy_len;
 	o->next = NULL;
 	if (c->out_tail)
@@ -1308,6 +1339,7 @@ int kvtd_loops_start(struct kvtd_server *srv)
 {
 	if (getrandom(&srv->peer_key, sizeof(srv->peer_key), 0) != (ssize_t)sizeof(srv->peer_key))
 		return -EIO;
+	srv->log_dropped = kvtd_log_client_dropped_ctr();
 	srv->loops = calloc(srv->loop_count, sizeof(*srv->loops));
 	if (!srv->loops)
 		return -ENOMEM;

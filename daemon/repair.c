@@ -117,11 +117,18 @@ struct kvtd_repair {
 	/* forwards waiting (lock), and their counters */
 	struct rent *fq;
 	size_t fq_n, fq_cap;
+	uint64_t fq_charged;     /* lock: fq's bytes, charged to --max-memory */
 	_Atomic uint64_t fwd_queued, fwd_copied, fwd_bytes, fwd_dropped, fwd_passes;
+	_Atomic uint64_t fwd_mem_dropped; /* of fwd_dropped: the queue could not grow
+					   * within --max-memory */
 };
 
 /* Forwards queued at most: a pod that cannot keep up drops the rest
- * (repair.forward_dropped; a later pass heals them when the list changes). */
+ * (repair.forward_dropped; a later pass heals them when the list changes).
+ * The queue's array (~100 bytes an entry, 6 MiB full) is charged to
+ * --max-memory: clients' puts make it grow, and it held that much outside
+ * the budget; past the budget it does not grow and the forward is dropped
+ * (repair.forward_mem_dropped too). */
 #define REPAIR_FWD_MAX 65536u
 
 static uint64_t rent_hash(uint32_t ns, const struct kvt_key *k)
@@ -217,10 +224,19 @@ void kvtd_repair_note(struct kvtd_server *srv, uint32_t ns, const struct kvt_key
 	if (forward && copies > 1) {
 		if (rp->fq_n == rp->fq_cap && rp->fq_cap < REPAIR_FWD_MAX) {
 			size_t nc = rp->fq_cap ? rp->fq_cap * 2 : 256;
-			struct rent *nq = realloc(rp->fq, nc * sizeof(*nq));
+			uint64_t more = (uint64_t)(nc - rp->fq_cap) * sizeof(*rp->fq);
+			struct rent *nq = NULL;
+			if (kvtd_mem_charge(srv, more, false)) {
+				nq = realloc(rp->fq, nc * sizeof(*nq));
+				if (!nq)
+					kvtd_mem_uncharge(srv, more);
+			} else {
+				atomic_fetch_add(&rp->fwd_mem_dropped, 1);
+			}
 			if (nq) {
 				rp->fq = nq;
 				rp->fq_cap = nc;
+				rp->fq_charged += more;
 			}
 		}
 		if (rp->fq_n < rp->fq_cap) {
@@ -1130,17 +1146,21 @@ static bool repair_forward(struct kvtd_repair *rp)
 	struct kvtd_member *m = NULL;
 	struct rent *q;
 	size_t qn;
+	uint64_t charged;
 	unsigned n = 0;
 	const char *self;
 
 	pthread_mutex_lock(&rp->lock);
 	q = rp->fq;
 	qn = rp->fq_n;
+	charged = rp->fq_charged;
 	rp->fq = NULL;
 	rp->fq_n = rp->fq_cap = 0;
+	rp->fq_charged = 0;
 	pthread_mutex_unlock(&rp->lock);
 	if (!qn) {
 		free(q);
+		kvtd_mem_uncharge(rp->srv, charged);
 		return false;
 	}
 	m = repair_members_copy(cl, &n);
@@ -1151,6 +1171,7 @@ static bool repair_forward(struct kvtd_repair *rp)
 		atomic_fetch_add(&rp->fwd_dropped, qn);
 		free(q);
 	}
+	kvtd_mem_uncharge(rp->srv, charged); /* q is freed */
 	free(m);
 	return true;
 }
@@ -1296,6 +1317,7 @@ void kvtd_repair_stop(struct kvtd_server *srv)
 	pthread_cond_destroy(&rp->cond);
 	free(rp->st_out);
 	free(rp->fq);
+	kvtd_mem_uncharge(srv, rp->fq_charged);
 	free(rp->tab);
 	free(rp);
 }
@@ -1332,4 +1354,5 @@ void kvtd_repair_stats(struct kvtd_server *srv,
 	fn(ctx, "repair.forwarded", atomic_load(&rp->fwd_copied));
 	fn(ctx, "repair.forward_bytes", atomic_load(&rp->fwd_bytes));
 	fn(ctx, "repair.forward_dropped", atomic_load(&rp->fwd_dropped));
+	fn(ctx, "repair.forward_mem_dropped", atomic_load(&rp->fwd_mem_dropped));
 }

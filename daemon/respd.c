@@ -68,6 +68,7 @@
 #define RESPD_PREAUTH_ARGC 16         /* arguments of a command before AUTH */
 #define RESPD_ARGS_FREE 64            /* parser scratch entries not charged */
 #define RESPD_PROBE_MAX 16            /* commands of a connection pinning in the store */
+#define RESPD_MGET_WINDOW 64          /* keys of an MGET probed (pinned) at a time */
 
 enum respd_kind {
 	RK_NONE = 0, RK_GET, RK_MGET, RK_EXISTS, RK_DEL, RK_SET, RK_MSET, RK_FLUSH,
@@ -107,6 +108,8 @@ struct respd_cmd {
 	uint32_t pending;          /* requests in flight */
 	struct respd_item *items;  /* owned */
 	uint32_t n;
+	uint32_t probed;           /* MGET: items submitted so far (respd_mget_next) */
+	uint64_t probe_bytes;      /* ... and the bytes their pins hold */
 	uint64_t start_ns;
 	uint64_t expire_ms;        /* SET/MSET: absolute, 0 none */
 	int cond;                  /* SET: 0, 'N' (NX), 'X' (XX) */
@@ -383,7 +386,9 @@ static struct kvtd_out *respd_out(struct kvtd_server *srv, struct respd_cmd *cmd
  * at the cap; and at most RESPD_PROBE_MAX commands of a connection have
  * their pinned probes in the store at once (their sizes are known only
  * once pinned).  A pipeline of GETs left unread pinned DRAM without bound
- * before.  (One MGET still pins all of its keys at once.)
+ * before.  One MGET probes its keys RESPD_MGET_WINDOW at a time and stops
+ * once they pin KVTD_PIN_CONN_MAX: it is answered with an error instead
+ * (respd_mget_next); all of its keys were pinned at once before.
  */
 static void respd_pin_flow(struct kvtd_conn *c)
 {
@@ -685,10 +690,59 @@ static void respd_probe(struct respd_cmd *cmd, uint32_t ns, uint32_t first, uint
 	respd_of(cmd->conn)->probing++;
 	for (uint32_t i = 0; i < count; i++)
 		respd_item_init(cmd, &cmd->items[i], KVT_OP_GET_PINNED, ns, first + i * stride);
+	/* An MGET's keys go a window at a time (respd_mget_next) */
+	cmd->probed = cmd->kind == RK_MGET && count > RESPD_MGET_WINDOW ? RESPD_MGET_WINDOW
+									  : count;
 	cmd->pending = 1; /* held while submitting: completions come inline */
-	respd_submit(cmd, 0, count);
+	respd_submit(cmd, 0, cmd->probed);
 	if (--cmd->pending == 0)
 		respd_step(cmd);
+}
+
+/*
+ * An MGET's probes so far are back: count what they pin, and probe the
+ * next window of keys, or refuse the command once its pins reach
+ * KVTD_PIN_CONN_MAX (released at once; an error reply, counted in
+ * pin_deferred).  One MGET of 65535 big values pinned them all at once,
+ * whatever the caps: DRAM no other client could use until it was read.
+ * Now an MGET pins at most the cap plus one window of values.  true:
+ * the probe phase goes on (requests in flight, or refused).
+ */
+static bool respd_mget_next(struct respd_cmd *cmd)
+{
+	struct kvtd_server *srv = cmd->conn->loop->srv;
+
+	while (cmd->probed < cmd->n) {
+		uint32_t from = cmd->probed, w = cmd->n - from;
+		for (uint32_t i = from >= RESPD_MGET_WINDOW ? from - RESPD_MGET_WINDOW : 0;
+		     i < from; i++)
+			if (cmd->items[i].pinned)
+				cmd->probe_bytes += cmd->items[i].req.length;
+		if (cmd->probe_bytes >= KVTD_PIN_CONN_MAX(srv)) {
+			char m[160];
+			for (uint32_t i = 0; i < from; i++)
+				if (cmd->items[i].pinned) {
+					kvt_pin_release(srv->store, cmd->items[i].req.pin);
+					cmd->items[i].pinned = false;
+				}
+			KVTD_COUNT(srv, pin_deferred, 1);
+			respd_of(cmd->conn)->probing--;
+			respd_pin_flow(cmd->conn);
+			snprintf(m, sizeof(m), "ERR MGET reply past %llu bytes (the connection's "
+				 "pin cap); ask for fewer keys", (unsigned long long)KVTD_PIN_CONN_MAX(srv));
+			respd_simple(cmd, '-', m);
+			respd_finish(cmd);
+			return true;
+		}
+		if (w > RESPD_MGET_WINDOW)
+			w = RESPD_MGET_WINDOW;
+		cmd->probed += w;
+		cmd->pending = 1;
+		respd_submit(cmd, from, w);
+		if (--cmd->pending != 0)
+			return true;
+	}
+	return false;
 }
 
 /* Write phase of SET / MSET / DEL: new items replace the probes. */
@@ -800,6 +854,8 @@ static void respd_step(struct respd_cmd *cmd)
 
 	if (cmd->phase == RP_PROBE) {
 		uint64_t vlen[1] = { 0 };
+		if (cmd->kind == RK_MGET && respd_mget_next(cmd))
+			return;
 		respd_of(cmd->conn)->probing--;
 		respd_pin_flow(cmd->conn); /* reading may go on */
 		for (uint32_t i = 0; i < cmd->n; i++) {

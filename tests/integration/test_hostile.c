@@ -250,6 +250,20 @@ static uint64_t stat_of(const char *name)
 	return v;
 }
 
+/* The same for a counter an older server may lack: 0 then. */
+static uint64_t stat_opt(const char *name)
+{
+	struct kc a;
+	uint64_t v = 0;
+
+	T_RC(kc_connect_tcp(&a, srv.port), 0);
+	T_RC(kc_login(&a, "admin", SECRET_ADMIN), 0);
+	if (kc_stat(&a, PROTO_SCOPE_ALL, name, &v) != 0)
+		v = 0;
+	kc_close(&a);
+	return v;
+}
+
 /* PUT and GET n values of len bytes: how many round trips failed (a
  * status, or bytes that differ); the first failure is printed. */
 static int roundtrips(struct kc *c, const uint8_t ns[PROTO_DIGEST_LEN], int n, size_t len,
@@ -2200,7 +2214,10 @@ static void phase_out_flood(void)
 	int64_t plen;
 
 	start("out_flood", extra);
-	stopped0 = stat_of("server.mem_paused") + stat_of("server.mem_refused");
+	/* paused for the budget or the tenant's share of it (out_share), or
+	 * refused */
+	stopped0 = stat_of("server.mem_paused") + stat_of("server.mem_refused") +
+		   stat_of("server.out_share_paused");
 
 	/* Native: HELLO + AUTH, then PING frames. */
 	rss_begin();
@@ -2217,7 +2234,8 @@ static void phase_out_flood(void)
 	 * fit and it was closed. */
 	for (int i = 0; i < 100 && stat_of("server.mem_used") > FLOOD_BUDGET; i++)
 		tsrv_sleep_ms(50);
-	stopped = stat_of("server.mem_paused") + stat_of("server.mem_refused") - stopped0;
+	stopped = stat_of("server.mem_paused") + stat_of("server.mem_refused") +
+		  stat_of("server.out_share_paused") - stopped0;
 	printf("out_flood: native: %" PRIu64 " PINGs sent unread, RSS +%" PRIu64
 	       " MiB, reads paused or refused for memory %" PRIu64 " times\n", sent,
 	       grew_native >> 20, stopped);
@@ -2389,11 +2407,12 @@ static unsigned log_lines(const char *what, uint64_t *sum)
 static void phase_log_flood(void)
 {
 	static const char junk[48] = "GET / HTTP/1.1\r\nthis is not a kvtier frame\r\n\r\n";
-	uint64_t t0, secs, magic0, magic, dropped = 0;
+	uint64_t t0, secs, magic0, magic, refused0, refused, dropped = 0;
 	unsigned logged, warned;
 
 	start("log_flood", NULL);
 	magic0 = stat_of("server.errors.magic");
+	refused0 = stat_of("server.unauth_refused");
 	t0 = tsrv_now_ns();
 	for (unsigned i = 0; i <= LOG_FLOOD_CONNS; i++) {
 		int fd;
@@ -2403,23 +2422,36 @@ static void phase_log_flood(void)
 		T_EQ_INT(send_for(fd, junk, sizeof(junk), 1000), (int64_t)sizeof(junk));
 		close(fd);
 	}
-	/* Every one was read and refused (counted), whatever was logged.  The
-	 * server counts an error before it logs it: wait for the last
-	 * connection's warning too, or the log is read a line early. */
-	for (int i = 0; i < 200 && (stat_of("server.errors.magic") - magic0 < LOG_FLOOD_CONNS + 1 ||
-				    log_lines("client log lines dropped", NULL) == 0);
+	/* Every one was read and refused (counted), whatever was logged, or
+	 * refused at accept: a server slowed down (a loaded CI machine) can
+	 * find more than 256 of them waiting unauthenticated from this one
+	 * address (unauth_refused; a suite run on a loaded machine failed so,
+	 * 577 read + 24 refused of 601).  The server
+	 * counts an error before it logs it: wait for the last connection's
+	 * warning too, or the log is read a line early. */
+	for (int i = 0;
+	     i < 200 && (stat_of("server.errors.magic") - magic0 +
+				 stat_of("server.unauth_refused") - refused0 < LOG_FLOOD_CONNS + 1 ||
+			 log_lines("client log lines dropped", NULL) == 0);
 	     i++)
 		tsrv_sleep_ms(50);
 	magic = stat_of("server.errors.magic") - magic0;
+	refused = stat_of("server.unauth_refused") - refused0;
 	secs = (tsrv_now_ns() - t0) / 1000000000ull + 1;
 	logged = log_lines("closing connection after a protocol error", NULL);
 	warned = log_lines("client log lines dropped", &dropped);
-	printf("log_flood: %" PRIu64 " bad connections refused in %" PRIu64 " s; %u logged, %u "
-	       "warnings of %" PRIu64 " dropped lines\n", magic, secs, logged, warned, dropped);
-	T_EQ_INT(magic, LOG_FLOOD_CONNS + 1);
+	printf("log_flood: %" PRIu64 " bad connections refused in %" PRIu64 " s (%" PRIu64
+	       " of them at accept); %u logged, %u warnings of %" PRIu64 " dropped lines\n",
+	       magic + refused, secs, refused, logged, warned, dropped);
+	T_EQ_INT(magic + refused, LOG_FLOOD_CONNS + 1);
 	T_LE_INT(logged, (secs + 1) * 50u);
 	T_GE_INT(warned, 1);
-	T_LE_INT(logged + dropped, LOG_FLOOD_CONNS + 1);
+	/* one line each, two for one refused at accept (refusing, closing) */
+	T_LE_INT(logged + dropped, LOG_FLOOD_CONNS + 1 + refused);
+	/* The drops are counted on STATS (and so /metrics: counters.c,
+	 * test_nsstat_kvtierd), at least what the warnings reported
+	 * (hostile8: they were on neither). */
+	T_GE_INT(stat_of("server.log_client_dropped"), dropped);
 	T_EQ_INT(tsrv_stop(&srv), 0);
 }
 
@@ -2678,6 +2710,278 @@ static void phase_resp_items(void)
 	T_EQ_INT(tsrv_stop(&srv), 0);
 }
 
+/* ------------------------------------------------------------------------
+ * out_share (hostile8): a logged-in client that pipelines requests and
+ * never reads held up to --conn-output (64 MiB) of queued answers, all
+ * charged to the shared --max-memory: two tenants' idle sockets took the
+ * whole budget, and every other tenant's next frame was refused -ENOMEM
+ * until --idle-timeout closed them.  Now a tenant's queued answers hold
+ * at most a quarter of the budget (KVTD_OUT_TENANT_MAX): past that its
+ * connections with answers queued are not read (out_share_paused).
+ */
+
+#define SHARE_BUDGET (16u << 20) /* --max-memory of this phase */
+#define SHARE_CONNS 2u           /* flooding connections per hostile tenant */
+#define SECRET_MALLORY "secret-of-mallory-0123456789"
+#define SECRET_TRUDY "secret-of-trudy-01234567890"
+
+static void phase_out_share(void)
+{
+	const char *extra[] = { "--max-memory", "16M", "--dram", "32M", "--idle-timeout", "120",
+				NULL };
+	static const struct {
+		const char *who, *secret;
+	} hostile[] = { { "mallory", SECRET_MALLORY }, { "trudy", SECRET_TRUDY } };
+	uint8_t ns[PROTO_DIGEST_LEN], ping[PROTO_HDR_LEN + 64];
+	struct proto_frame f = { .op = PROTO_OP_PING, .tag = 1 };
+	struct kc fl[2 * SHARE_CONNS], good;
+	uint64_t sent[2 * SHARE_CONNS], used, paused0, paused, t0, ms, grew;
+	int64_t plen = 0;
+	int bad;
+
+	start_with("out_share", extra,
+		   "alice " SECRET_ALICE " tenant\n"
+		   "admin " SECRET_ADMIN " admin\n"
+		   "mallory " SECRET_MALLORY " tenant\n"
+		   "trudy " SECRET_TRUDY " tenant\n");
+	paused0 = stat_of("server.mem_paused");
+	rss_begin();
+	for (unsigned i = 0; i < 2 * SHARE_CONNS; i++) {
+		T_RC(kc_connect_tcp(&fl[i], srv.port), 0);
+		T_RC(kc_login(&fl[i], hostile[i % 2].who, hostile[i % 2].secret), 0);
+		f.version = fl[i].version;
+		plen = proto_encode(&f, NULL, 0, ping, sizeof(ping), NULL, NULL);
+		T_EQ_INT(plen, PROTO_HDR_LEN);
+		/* 250,000 PINGs: ~60 MiB of queued answers if all were taken */
+		sent[i] = flood_send(fl[i].fd, ping, (size_t)plen, FLOOD_NATIVE, 10000);
+	}
+	/* All open, none read.  A third tenant is served, at once.  (Before,
+	 * the admin's STATS itself could be refused: 0 then.) */
+	used = stat_opt("server.mem_used");
+	T_RC(kc_connect_tcp(&good, srv.port), 0);
+	T_RC(kc_login(&good, "alice", SECRET_ALICE), 0);
+	t0 = tsrv_now_ns();
+	T_RC(kc_register(&good, &desc, ns, NULL, 0), KVT_OK);
+	bad = roundtrips(&good, ns, 8, 64u << 10, 17);
+	ms = (tsrv_now_ns() - t0) / 1000000;
+	kc_close(&good);
+	grew = rss_end(SHARE_BUDGET);
+	paused = stat_opt("server.out_share_paused");
+	for (unsigned i = 0; i < 2 * SHARE_CONNS; i++) {
+		printf("  %s connection %u: %" PRIu64 " PINGs taken, unread\n", hostile[i % 2].who,
+		       i / 2, sent[i]);
+		kc_close(&fl[i]);
+	}
+	printf("out_share: mem_used %" PRIu64 " KiB of %u with %u tenants' floods unread "
+	       "(mem_paused +%" PRIu64 ", out_share_paused %" PRIu64 "); alice's failed round "
+	       "trips %d of 8 in %" PRIu64 " ms; RSS +%" PRIu64 " MiB\n", used >> 10,
+	       SHARE_BUDGET >> 10, 2, stat_of("server.mem_paused") - paused0, paused, bad, ms,
+	       grew >> 20);
+	/* Two quarters, and what the frames in flight answer past them */
+	T_LE_INT(used, SHARE_BUDGET / 2 + (2u << 20));
+	T_EQ_INT(bad, 0);
+	T_LE_INT(ms, 5000);
+	T_GE_INT(paused, 2);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
+/* ------------------------------------------------------------------------
+ * resp_mget (hostile8): one RESP MGET pinned every key it named before
+ * its reply was built, whatever the connection's pin cap: an MGET naming
+ * 24 values of 1 MiB 400 times each held 9600 pins (DRAM no other client
+ * could evict into) for as long as its client did not read.  Now an MGET
+ * probes 64 keys at a time and is answered with an error once they pin
+ * the cap (--dram/8), its pins released at once.
+ */
+
+#define MG_VALUES 24u
+#define MG_REPEAT 400u
+
+static void phase_resp_mget(void)
+{
+	const char *extra[] = { "--resp", "127.0.0.1:0", "--dram", "32M", NULL };
+	const char *auth = "*3\r\n$4\r\nAUTH\r\n$5\r\nalice\r\n$26\r\n" SECRET_ALICE "\r\n";
+	size_t vlen = 1u << 20, cap = 64 + vlen + 16 * MG_VALUES * MG_REPEAT, o = 0;
+	char *cmd = malloc(cap), reply[256], big[8] = { 0 };
+	uint64_t pins = 0, t0;
+	uint16_t port;
+	bool closed = false;
+	int w, r;
+
+	T_ASSERT(cmd != NULL);
+	start("resp_mget", extra);
+	port = tsrv_listener_port(srv.log, "RESP");
+	w = tcp_connect(port);
+	T_EQ_INT(send_for(w, auth, strlen(auth), 1000), (int64_t)strlen(auth));
+	recv_for(w, reply, 6, 2000, &closed);
+	T_ASSERT(strncmp(reply, "+OK", 3) == 0);
+	for (unsigned i = 0; i < MG_VALUES; i++) {
+		int n = snprintf(cmd, cap, "*3\r\n$3\r\nSET\r\n$3\r\nm%02u\r\n$%zu\r\n", i, vlen);
+		memset(cmd + n, 'a' + (int)i, vlen);
+		memcpy(cmd + n + vlen, "\r\n", 2);
+		T_EQ_INT(send_for(w, cmd, (size_t)n + vlen + 2, 5000), (int64_t)(n + vlen + 2));
+		recv_for(w, reply, 6, 5000, &closed);
+		T_ASSERT(strncmp(reply, "+OK", 3) == 0);
+	}
+
+	/* The hostile MGET, never read: 9600 keys, 9.4 GiB of reply. */
+	r = tcp_connect(port);
+	T_EQ_INT(send_for(r, auth, strlen(auth), 1000), (int64_t)strlen(auth));
+	recv_for(r, reply, 6, 2000, &closed);
+	T_ASSERT(strncmp(reply, "+OK", 3) == 0);
+	o = (size_t)snprintf(cmd, cap, "*%u\r\n$4\r\nMGET\r\n", MG_VALUES * MG_REPEAT + 1);
+	for (unsigned i = 0; i < MG_VALUES * MG_REPEAT; i++)
+		o += (size_t)snprintf(cmd + o, cap - o, "$3\r\nm%02u\r\n", i % MG_VALUES);
+	T_EQ_INT(send_for(r, cmd, o, 5000), (int64_t)o);
+	/* Its probes settle (each pinned once, or refused): the most pins
+	 * seen over 1 s */
+	t0 = tsrv_now_ns();
+	while (tsrv_now_ns() - t0 < 1000000000ull) {
+		uint64_t p = stat_of("store.pins_active");
+		if (p > pins)
+			pins = p;
+		tsrv_sleep_ms(50);
+	}
+	if (recv(r, big, 5, MSG_DONTWAIT) < 0)
+		big[0] = 0;
+	printf("resp_mget: an MGET of %u keys (%u values of 1 MiB) unread: at most %" PRIu64
+	       " pins in its first second; its reply begins '%.5s'\n", MG_VALUES * MG_REPEAT,
+	       MG_VALUES, pins, big);
+
+	/* Another connection's small MGET is answered whole. */
+	o = (size_t)snprintf(cmd, cap, "*4\r\n$4\r\nMGET\r\n$3\r\nm00\r\n$3\r\nm01\r\n"
+			     "$4\r\nnone\r\n");
+	T_EQ_INT(send_for(w, cmd, o, 1000), (int64_t)o);
+	recv_for(w, reply, 15, 5000, &closed);
+	printf("resp_mget: a small MGET's reply begins '%.14s'\n", reply);
+	T_ASSERT(strncmp(reply, "*3\r\n$1048576\r\n", 14) == 0);
+	close(w);
+	close(r);
+	free(cmd);
+	/* The cap (--dram/8 = 4 MiB: 4 values) plus one window of 64 keys
+	 * (before: all 9600) */
+	T_LE_INT(pins, 4u + 64u + 4u);
+	T_ASSERT(strncmp(big, "-ERR", 4) == 0);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
+/* ------------------------------------------------------------------------
+ * fwd_queue (hostile8): in a pod, each put a client marks FORWARD (one copy
+ * sent, the server forwards it to the group's other members:
+ * remote.hot_forward) waits in the repair thread's queue, up to 65,536
+ * entries (~100 bytes each), which was outside --max-memory.  Now the
+ * queue's array is charged; past the budget it does not grow and the
+ * forward is dropped (repair.forward_mem_dropped, of forward_dropped).
+ * The pod's other member is a socket that never accepts: the repair
+ * thread's pass waits on it (5 s, PEER_TIMEOUT_MS in daemon/peer.c; the
+ * puts take ~1 s under ASan) while the queue fills.  (--dram 192M: the
+ * 32768 values, 4 KiB chunks each, fit without write-down.)
+ */
+
+#define FQ_ITEMS 32768u
+#define FQ_FRAME 64u
+#define FQ_LEN 16u
+
+static uint16_t free_tcp_port(int *keep)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET };
+	socklen_t al = sizeof(a);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	T_ASSERT(fd >= 0);
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	T_EQ_INT(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	if (keep)
+		T_EQ_INT(listen(fd, 64), 0);
+	T_EQ_INT(getsockname(fd, (struct sockaddr *)&a, &al), 0);
+	if (keep)
+		*keep = fd;
+	else
+		close(fd);
+	return ntohs(a.sin_port);
+}
+
+struct fq_seen {
+	unsigned ok, bad;
+	int first_bad;
+	uint32_t first_index;
+};
+
+static void fq_item(void *ctx, const struct kc_resp *r, const struct proto_item *pi)
+{
+	struct fq_seen *s = ctx;
+	(void)r;
+	if (pi->status == KVT_OK) {
+		s->ok++;
+	} else if (!s->bad++) {
+		s->first_bad = pi->status;
+		s->first_index = pi->index;
+	}
+}
+
+static void phase_fwd_queue(void)
+{
+	char listen_at[32], members[80];
+	int hole = -1;
+	uint16_t hp = free_tcp_port(&hole), p = free_tcp_port(NULL);
+	const char *extra[] = { "--listen", listen_at, "--advertise", listen_at, "--members",
+				members, "--max-memory", "1M", "--dram", "192M", NULL };
+	struct proto_item *its = calloc(FQ_FRAME, sizeof(*its));
+	uint64_t lens[1] = { FQ_LEN }, queued, dropped, mem_dropped, used;
+	uint8_t ns[PROTO_DIGEST_LEN], val[FQ_LEN * FQ_FRAME];
+	uint32_t crc[1];
+	struct fq_seen seen = { 0 };
+	uint64_t t0;
+	struct kc c;
+
+	T_ASSERT(its != NULL);
+	snprintf(listen_at, sizeof(listen_at), "127.0.0.1:%u", p);
+	snprintf(members, sizeof(members), "127.0.0.1:%u,127.0.0.1:%u", p, hp);
+	start("fwd_queue", extra);
+	memset(val, 0x5a, sizeof(val));
+	crc[0] = kvt_crc32c(0, val, FQ_LEN);
+	T_RC(kc_connect_tcp(&c, srv.port), 0);
+	T_RC(kc_login(&c, "alice", SECRET_ALICE), 0);
+	T_RC(kc_register(&c, &desc, ns, NULL, 0), KVT_OK);
+	t0 = tsrv_now_ns();
+	for (unsigned done = 0; done < FQ_ITEMS; done += FQ_FRAME) {
+		struct proto_frame f = { .op = PROTO_OP_PUT, .ns_count = 1, .ns = ns };
+		struct iovec d = { val, sizeof(val) };
+		for (unsigned i = 0; i < FQ_FRAME; i++) {
+			char name[16];
+			snprintf(name, sizeof(name), "fq%05u", done + i);
+			kvt_key_set(&its[i].key, name, strlen(name));
+			its[i].flags = PROTO_IF_PLACED | PROTO_IF_FORWARD;
+			its[i].anchor = done + i;
+			its[i].copies = 2;
+			its[i].part_count = 1;
+			its[i].part_lens = lens;
+			its[i].part_crcs = crc;
+		}
+		T_ASSERT(kc_request(&c, &f, its, FQ_FRAME, &d, 1) > 0);
+		T_ASSERT(kc_recv_items(&c, 30000, fq_item, &seen, NULL) > 0);
+	}
+	kc_close(&c);
+	used = stat_of("server.mem_used");
+	queued = stat_of("repair.forward_queued");
+	dropped = stat_of("repair.forward_dropped");
+	mem_dropped = stat_opt("repair.forward_mem_dropped");
+	printf("fwd_queue: %u FORWARD puts in %" PRIu64 " ms (%u stored, %u refused) with the "
+	       "other member silent: %" PRIu64 " queued, %" PRIu64 " dropped, of them %" PRIu64
+	       " past --max-memory 1M; mem_used %" PRIu64 " KiB\n", FQ_ITEMS,
+	       (tsrv_now_ns() - t0) / 1000000, seen.ok, seen.bad,
+	       queued, dropped, mem_dropped, used >> 10);
+	if (seen.bad)
+		printf("  first refused: item %u of its frame, %d (%s)\n", seen.first_index,
+		       seen.first_bad, kvt_strerror(seen.first_bad));
+	close(hole); /* the pass fails now: the server stops at once */
+	free(its);
+	T_EQ_INT(seen.ok, FQ_ITEMS);
+	T_GE_INT(queued + dropped, FQ_ITEMS); /* a failed pass counts its drops too */
+	T_GE_INT(mem_dropped, 1);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
 /* ------------------------------------------------------------------------ */
 
 static const struct {
@@ -2708,6 +3012,9 @@ static const struct {
 	{ "resp_pins", phase_resp_pins },
 	{ "frame_items", phase_frame_items },
 	{ "resp_items", phase_resp_items },
+	{ "out_share", phase_out_share },
+	{ "resp_mget", phase_resp_mget },
+	{ "fwd_queue", phase_fwd_queue },
 };
 
 int main(int argc, char **argv)
