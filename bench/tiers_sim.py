@@ -18,10 +18,30 @@ unlimited second chance: DRAM victims never reused (no DRAM hit, not from SSD) g
 probation log of that fraction of S, reused ones to the main log; a probation record read
 there moves to the main log at reclamation, the others leave ("base": one log, the same
 rules).  doc/policies.md "Protecting reused blocks on SSD".
+
+Where the SSD's bytes go (doc/policies.md, same title), each against prom2x:
+  MODES=m1,m2  the variants to run (default incl,noprom,prom2,prom2x), also
+    prom2k   (a) the second read promotes and keeps the record; DRAM drops the
+             block when it evicts it unless its record is older than KEEP (0.5) of
+             the log, then it is written again (no dead copy while young);
+    prom2age the second read promotes (and drops) only a record older than AGE
+             (0.5) of the log; a younger one is served and stays (its dead copy
+             would hold room for most of a lap);
+  COMPACT=1    (b, its bound) dead records take no room: a free, perfect compaction;
+  ORPH=1       (d) a DRAM victim whose parent block is in no tier is not written;
+  DEAD=1       print the dead records' share of the log (end, average);
+  SLOT=oldest,g2,g4,greedy  (b) which slot a full log reuses: the oldest (FIFO), the
+             one with fewest live records among the oldest 2 or 4, or of all (read
+             records carried as usual, progressive reuse), 16 slots.
 """
 import json, sys, os
 from tracefile import requests as load
 BUD=float(os.environ.get('BUD','1'))
+ORPH=int(os.environ.get('ORPH','0'))
+PARENT={}
+COMPACT=int(os.environ.get('COMPACT','0'))  # see the docstring
+AGE=float(os.environ.get('AGE','0.5'))
+KEEP=float(os.environ.get('KEEP','0.5'))
 from collections import OrderedDict, deque
 def lru_sim(reqs, C):
     c=OrderedDict(); hit=tot=0
@@ -41,10 +61,10 @@ def tier_sim(reqs, D, S, mode, reinsert=True, promote=True):
     dram=OrderedDict()   # key -> on_lower
     log=deque(); live={}  # log of (key, id); live: key -> id of live record
     read=set(); nid=[0]; used=[0]; segsz=max(1,S//16); cnt=[0]; bud=[segsz*BUD]
-    hit=tot=0; ssdh=0
+    hit=tot=0; ssdh=0; orph=[0]
     def log_write(k):
         nid[0]+=1; log.append((k,nid[0])); live[k]=nid[0]
-        while len(log)>S:
+        while (len(live) if COMPACT else len(log))>S:
             k2,i2=log.popleft()
             if live.get(k2)==i2:
                 cnt[0]+=1
@@ -59,11 +79,15 @@ def tier_sim(reqs, D, S, mode, reinsert=True, promote=True):
         dram[k]=on_lower
         while len(dram)>D:
             v,ol=dram.popitem(last=False)
-            if not ol: log_write(v)
-            elif mode=='incl-rw':
-                # rewrite if in older half
-                pass
+            if not ol:
+                if ORPH and PARENT.get(v) is not None and PARENT[v] not in dram and PARENT[v] not in live:
+                    orph[0]+=1; continue
+                log_write(v)
+            elif mode=='prom2k' and ol=='P' and v in live and nid[0]-live[v] > KEEP*S:
+                read.discard(v); log_write(v)
+    dsum=[0,0]
     for r in reqs:
+        if len(log)>=S: dsum[0]+=len(log)-len(live); dsum[1]+=len(log)
         n=0
         for b in r:
             if b in dram or b in live: n+=1
@@ -82,11 +106,21 @@ def tier_sim(reqs, D, S, mode, reinsert=True, promote=True):
                 elif mode=='prom2':
                     if b in read: dram_insert(b, True)
                     else: read.add(b)
+                elif mode=='prom2k':
+                    if b in read: dram_insert(b, 'P')
+                    else: read.add(b)
+                elif mode=='prom2age':
+                    if b in read and nid[0]-live[b] > AGE*S: del live[b]; read.discard(b); dram_insert(b, False)
+                    else: read.add(b)
                 elif mode=='prom2x':
                     if b in read: del live[b]; read.discard(b); dram_insert(b, False)
                     else: read.add(b)
             else:
                 dram_insert(b, False)
+    if ORPH: print('  %s: %d orphans not written' % (mode, orph[0]), file=sys.stderr)
+    if os.environ.get('DEAD'):
+        print('  %s: dead records %.1f %% of the log at the end, %.1f %% on average' %
+              (mode, 100-100*len(live)/max(1,len(log)), 100*dsum[0]/max(1,dsum[1])), file=sys.stderr)
     return hit/tot, ssdh
 def seg_sim(reqs, D, S, P, split):
     """Two FIFO logs on SSD (probation P*S, main the rest), prom2x reads."""
@@ -129,16 +163,101 @@ def seg_sim(reqs, D, S, P, split):
                 else: read.add(b)
             else: ins(b, False)
     return hit / tot
+def slot_sim(reqs, D, S, choose, NSEG=16):
+    segsz=max(1,S//NSEG)
+    segs=[None]*NSEG   # each: dict gen, recs list of (k,id), live count
+    live={}            # k -> (slot, id)
+    read=set(); dram=OrderedDict(); nid=[0]; gen=[0]
+    st={'open':None,'old':None,'oldpos':0,'bud':0,'wpos':0}
+    segs_live=[0]*NSEG
+    def reclaim_one(slot_old_recs, i):
+        k,idn=slot_old_recs[i]
+        if k in live and live[k][1]==idn:
+            sl=live[k][0]; segs_live[sl]-=1
+            if k in read and st['bud']>0:
+                st['bud']-=1; read.discard(k); pend.append(k)
+            else:
+                del live[k]; read.discard(k)
+                if k in dram: dram[k]=False
+    pend=[]
+    def open_new():
+        # pick slot
+        free=[i for i in range(NSEG) if segs[i] is None]
+        if free:
+            sl=free[0]; old=None
+        else:
+            cands=[i for i in range(NSEG) if i!=st['open']]
+            sl=choose(cands, segs, segs_live, gen[0], segsz)
+            old=segs[sl]['recs']
+        gen[0]+=1
+        segs[sl]={'gen':gen[0],'recs':[]}
+        st['open']=sl; st['old']=old; st['oldpos']=0; st['bud']=segsz*BUD
+        # live of old records still counted in segs_live[sl]; they get reclaimed progressively
+    def append(k):
+        if st['open'] is None or len(segs[st['open']]['recs'])>=segsz:
+            # seal: reclaim rest of old
+            if st['open'] is not None and st['old'] is not None:
+                while st['oldpos']<len(st['old']):
+                    reclaim_one(st['old'], st['oldpos']); st['oldpos']+=1
+            open_new()
+        sl=st['open']; rec=segs[sl]['recs']
+        # progressive: reclaim old record at same position before overwrite
+        if st['old'] is not None and st['oldpos']<len(st['old']) and st['oldpos']<=len(rec):
+            reclaim_one(st['old'], st['oldpos']); st['oldpos']+=1
+        nid[0]+=1
+        rec.append((k,nid[0])); 
+        if k in live: segs_live[live[k][0]]-=1
+        live[k]=(sl,nid[0]); segs_live[sl]+=1
+    def write(k):
+        append(k)
+        while pend:
+            append(pend.pop(0))
+    def drop_live(k):
+        sl,_=live.pop(k); segs_live[sl]-=1
+    def dram_insert(k):
+        dram[k]=False
+        while len(dram)>D:
+            v,ol=dram.popitem(last=False)
+            if not ol: write(v)
+    hit=tot=0
+    for r in reqs:
+        n=0
+        for b in r:
+            if b in dram or b in live: n+=1
+            else: break
+        hit+=n; tot+=len(r)
+        for b in r:
+            if b in dram: dram.move_to_end(b)
+            elif b in live:
+                if b in read:
+                    drop_live(b); read.discard(b); dram_insert(b)
+                else:
+                    read.add(b)
+            else: dram_insert(b)
+    return hit/tot
+def oldest(c,segs,lv,g,sz): return min(c,key=lambda i:segs[i]['gen'])
+def greedy(c,segs,lv,g,sz): return min(c,key=lambda i:(lv[i],segs[i]['gen']))
+def greedyK(K):
+    def f(c,segs,lv,g,sz):
+        cc=sorted(c,key=lambda i:segs[i]['gen'])[:K]
+        return min(cc,key=lambda i:(lv[i],segs[i]['gen']))
+    return f
+SLOTS={'oldest':oldest,'greedy':greedy,'g2':greedyK(2),'g4':greedyK(4)}
 for p in sys.argv[1:]:
     reqs=load(p); s=set()
+    PARENT.clear()
+    for r in reqs:
+        for i,b in enumerate(r): PARENT.setdefault(b, r[i-1] if i else None)
     for r in reqs: s.update(r)
     C=len(s)//4; D=C//4; S=int((C-D)*float(os.environ.get("SF","1")))
     l=lru_sim(reqs,C)
     out=[p.split('/')[-1][:12], 'lru %.4f'%l]
-    for m in ('incl','noprom','prom2','prom2x'):
+    for m in os.environ.get('MODES','incl,noprom,prom2,prom2x').split(','):
         for ri in (True,):
             h,sh=tier_sim(reqs,D,S,m,ri)
             out.append('%s%s %.3f'%(m,'+ri' if ri else '',h/l))
+    for n in filter(None, os.environ.get('SLOT','').split(',')):
+        out.append('slot-%s %.3f' % (n, slot_sim(reqs, D, S, SLOTS[n]) / l))
     if os.environ.get('PROB'):
         out.append('base %.3f' % (seg_sim(reqs, D, S, 0, False) / l))
         for P in os.environ['PROB'].split(','):

@@ -233,6 +233,30 @@ static void test_small(const char *data)
 	free(out);
 	free(err);
 
+	{
+		/* 2b. The SSD holds the bytes asked, to 1/128: 35.12 MiB was
+		 *     17 segments of 2 MiB (a sixteenth, whole MiB), 3.2 % of
+		 *     it left out; now 35 of 1 MiB. */
+		FILE *f;
+		char line[1024], a2[8192], *out2, *err2;
+		long long cap = -1;
+		snprintf(a2, sizeof a2,
+			 "'%s/replay-small.jsonl' --bytes-per-token 32 --dram 4M --ssd 36831232 "
+			 "--dir '%s' --hit-log '%s'",
+			 data, tmp, hl);
+		T_EQ_INT(run(a2, &out2, &err2), 0);
+		free(out2);
+		free(err2);
+		f = fopen(hl, "r");
+		T_ASSERT(f != NULL);
+		while (fgets(line, sizeof line, f))
+			if (!strncmp(line, "# ssd.capacity_bytes ", 21))
+				cap = strtoll(line + 21, NULL, 10);
+		fclose(f);
+		unlink(hl);
+		T_ASSERT(cap <= 36831232 && cap >= 36831232 - 36831232 / 128);
+	}
+
 	/* 3. The same DRAM over an SSD tier that keeps every block. */
 	snprintf(args, sizeof args,
 		 "'%s/replay-small.jsonl' --bytes-per-token 1024 --dram 4M --dram-policy lru "

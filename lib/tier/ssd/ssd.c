@@ -368,6 +368,7 @@ static int evict_entry_cb(void *ctx, const struct ssd_sum_entry *se)
 			struct ssd_entry *e = *pp;
 			e->flags |= E_PENDING | E_CARRY;
 			sh->bytes -= e->value_len;
+			sh->rec_bytes -= (uint64_t)e->len_512 * SSD_REC_ALIGN;
 			quota_ssd_add(s->cfg.quota, e->ns, e->value_len, false);
 			carry = true;
 		} else {
@@ -430,6 +431,20 @@ static int evict_entry_cb(void *ctx, const struct ssd_sum_entry *se)
 		}
 	}
 	return 0;
+}
+
+/* Where the open segment's records end: its own, or the old generation's
+ * not yet overwritten (progressive reuse).  seg_lock held. */
+static uint64_t seg_records_end(const struct ssd_seg *g)
+{
+	uint64_t end = g->write_off;
+
+	if (g->old_next < g->old_count) {
+		const struct ssd_sum_entry *e = &g->old_sum[g->old_count - 1];
+		uint64_t old_end = ((uint64_t)e->off_512 + e->len_512) * SSD_REC_ALIGN;
+		end = old_end > end ? old_end : end;
+	}
+	return end;
 }
 
 /* The sealed segment of the lowest generation (the log's oldest), or -1.
@@ -1107,6 +1122,7 @@ static void wd_finish(struct ssd *s, struct wd_task *t, int64_t res)
 			if (ok) {
 				(*pp)->flags &= (uint8_t)~E_PENDING;
 				sh->bytes += (*pp)->value_len;
+				sh->rec_bytes += (uint64_t)(*pp)->len_512 * SSD_REC_ALIGN;
 				quota_ssd_add(s->cfg.quota, t->ns, (*pp)->value_len, true);
 			} else {
 				ssd_idx_remove_locked(s, sh, pp);
@@ -2341,7 +2357,8 @@ uint64_t ssd_room_bytes(struct ssd *s)
 
 void ssd_stats(struct ssd *s, kvt_stats_fn fn, void *ctx)
 {
-	uint64_t blocks = 0, bytes = 0, used_slots = 0, wd_bytes, inflight;
+	uint64_t blocks = 0, bytes = 0, rec_bytes = 0, log_bytes = 0, used_slots = 0, wd_bytes,
+		 inflight;
 	double bps;
 	bool measured, degraded;
 
@@ -2349,11 +2366,16 @@ void ssd_stats(struct ssd *s, kvt_stats_fn fn, void *ctx)
 		pthread_mutex_lock(&s->shards[i].lock);
 		blocks += s->shards[i].count;
 		bytes += s->shards[i].bytes;
+		rec_bytes += s->shards[i].rec_bytes;
 		pthread_mutex_unlock(&s->shards[i].lock);
 	}
 	pthread_mutex_lock(&s->seg_lock);
 	for (uint32_t i = 0; i < s->slot_count; i++) {
-		used_slots += s->segs[i].state == SEG_OPEN || s->segs[i].state == SEG_SEALED;
+		const struct ssd_seg *g = &s->segs[i];
+		used_slots += g->state == SEG_OPEN || g->state == SEG_SEALED;
+		log_bytes += g->state == SEG_SEALED ? g->rec_end - SSD_ALIGN
+			     : g->state == SEG_OPEN ? seg_records_end(g) - SSD_ALIGN
+						    : 0;
 	}
 	pthread_mutex_unlock(&s->seg_lock);
 	pthread_mutex_lock(&s->wd_lock);
@@ -2374,6 +2396,10 @@ void ssd_stats(struct ssd *s, kvt_stats_fn fn, void *ctx)
 	fn(ctx, "ssd.segments_quarantined", atomic_load(&s->quarantined), NULL);
 	fn(ctx, "ssd.blocks", blocks, NULL);
 	fn(ctx, "ssd.value_bytes", bytes, NULL);
+	/* Where the flash goes (doc/ssd.md, "Where the bytes go"): the
+	 * records in the slots, live or dead, and the live ones' records. */
+	fn(ctx, "ssd.log_record_bytes", log_bytes, NULL);
+	fn(ctx, "ssd.live_record_bytes", rec_bytes, NULL);
 	fn(ctx, "ssd.degraded", degraded, NULL);
 	fn(ctx, "ssd.admission", 0,
 	   s->cfg.admission == SSD_ADMIT_ALWAYS   ? "write-through"

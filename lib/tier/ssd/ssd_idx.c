@@ -59,6 +59,7 @@ void ssd_idx_remove_locked(struct ssd *s, struct ssd_shard *sh, struct ssd_entry
 	sh->count--;
 	if (!(e->flags & E_PENDING)) {
 		sh->bytes -= e->value_len;
+		sh->rec_bytes -= (uint64_t)e->len_512 * SSD_REC_ALIGN;
 		quota_ssd_add(s->cfg.quota, e->ns, e->value_len, false);
 	}
 	kvt_mem_free(s->mem, e, sizeof(*e));
@@ -93,6 +94,7 @@ int ssd_idx_put_locked(struct ssd *s, struct ssd_shard *sh, uint64_t h,
 	sh->count++;
 	if (!(e->flags & E_PENDING)) {
 		sh->bytes += e->value_len;
+		sh->rec_bytes += (uint64_t)e->len_512 * SSD_REC_ALIGN;
 		quota_ssd_add(s->cfg.quota, e->ns, e->value_len, true);
 	}
 	idx_grow_locked(s, sh);
@@ -353,6 +355,7 @@ void ssd_seg_seal_locked(struct ssd *s)
 		kvt_mem_free(s->mem, buf, len);
 	}
 	AN(s->sealed_records, g->sum_count);
+	g->rec_end = g->write_off;
 	ssd_seg_sum_free(s, g);
 	if (r < 0) {
 		/* Without a summary recovery walks the records: still correct. */

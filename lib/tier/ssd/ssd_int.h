@@ -56,6 +56,8 @@ struct ssd_shard {
 	uint32_t mask;
 	uint64_t count;
 	uint64_t bytes;       /* value bytes of published entries */
+	uint64_t rec_bytes;   /* their records' bytes on flash (header, value,
+			       * padding to SSD_REC_ALIGN): ssd.live_record_bytes */
 } __attribute__((aligned(64)));
 
 struct ssd_seg {
@@ -71,6 +73,8 @@ struct ssd_seg {
 	uint64_t generation;  /* 0: never written */
 	uint64_t write_off;   /* bytes allocated so far */
 	uint64_t sum_bytes;   /* summary bytes the entries so far need */
+	uint64_t rec_end;     /* sealed: where its records end (its summary
+			       * starts): ssd.log_record_bytes */
 	struct ssd_sum_entry *sum; /* open segment: one entry per record */
 	size_t sum_count, sum_cap;
 	/* Progressive reuse (ssd.c, "Reclamation"): the open segment took

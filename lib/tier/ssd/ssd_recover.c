@@ -551,6 +551,7 @@ int ssd_recover(struct ssd *s)
 		rc.cur_gen = g->generation;
 		if (g->state == SEG_SEALED) {
 			g->write_off = sum_off + sum_len;
+			g->rec_end = sum_off;
 			/* Sealed before the checkpoint and unchanged: nothing newer. */
 			if (same && rc.ck_off[i] >= sum_off)
 				continue;
