@@ -716,7 +716,8 @@ int cluster_put(struct cluster *cl, uint32_t ns, const struct kvt_key *key,
 	unsigned owners[REMOTE_HOT_REPLICAS_MAX], k = 1, want = 0;
 	bool sealed = (vflags & KVT_F_SEALED) != 0;
 	/* The retain hint travels in the copies word (remote.h). */
-	unsigned hint_bit = (vflags & KVT_F_RETAIN) && cl->cfg.retain_hint ? REMOTE_PUT_RETAIN : 0;
+	unsigned hint_bit =
+		((vflags & KVT_F_RETAIN) && cl->cfg.retain_hint) ? REMOTE_PUT_RETAIN : 0;
 	uint64_t anchor = 0;
 	struct cview *v = cview_get(cl);
 	struct fan *f;
