@@ -17,7 +17,9 @@
  * simulation hits them, the group goes segmented, and then her hinted
  * documents start in main and are read back from the server.  Between
  * alice's steps, bob (never hinting) does the same with 160 one-time
- * blocks: LRU hits part of his documents.
+ * blocks: LRU keeps all his documents, the segmented order (unhinted, on
+ * probation) would lose them -- so his reads show whether his group's
+ * order moved.
  *
  * What it proves:
  *   - hinted: alice's late rounds read nearly all her documents back
