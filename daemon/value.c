@@ -132,7 +132,9 @@ int kvtd_value_put_reserve(struct kvtd_frame *fr, struct kvtd_item *it,
 	it->req.ns = ns;
 	it->req.key = pi->key;
 	rc = kvt_put_reserve(srv->store, ns, &pi->key, it->lens, n,
-			     (pi->flags & PROTO_IF_SEALED) ? KVT_F_SEALED : 0, &res);
+			     ((pi->flags & PROTO_IF_SEALED) ? KVT_F_SEALED : 0) |
+				     ((pi->flags & PROTO_IF_RETAIN) ? KVT_F_RETAIN : 0),
+			     &res);
 	if (rc != KVT_OK)
 		return rc;
 	it->nparts = n;

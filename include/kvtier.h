@@ -416,6 +416,12 @@ int kvt_store_create(struct kvt_store **out);
  *                     member must be a kvtierd that knows it, in a pod
  *                     (--members or --etcd): doc/cluster.md "Forwarded
  *                     replicas".
+ *   remote.retain_hint  off (default) or on: puts with KVT_F_RETAIN carry
+ *                     the hint to the servers (PROTO_IF_RETAIN), whose
+ *                     DRAM takes it for this tenant's quota group.  Every
+ *                     server must know the flag: one that predates it
+ *                     refuses the frame (PROTO_EFLAGS, then closes the
+ *                     connection; doc/protocol.md "PUT").
  *   remote.anchor_slots  keys whose group this store remembers from its
  *                     lookups and prefetches, for single-key requests without
  *                     KVT_F_PROMPT (default 262144, 16 bytes each; 0: none).
@@ -867,14 +873,16 @@ enum kvt_op {
 			    * kvtierd places the block with its group (doc/cluster.md) */
 #define KVT_F_NOWAIT 0x100u /* put, kvt_put_reserve: KVT_EWAIT instead of waiting
 			     * for write-down room (then KVT_OP_ROOM) */
-#define KVT_F_RETAIN 0x200u /* put (kvt_submit): a hint that this block's prompt
-			     * will be asked again (a router that knows a document
-			     * is shared).  prefix-adapt starts it in main rather
-			     * than on probation when its segmented order wins with
-			     * the hints seen (doc/policies.md "Fifth pass"); a
-			     * wrong hint costs no hits below LRU.  Ignored by the
-			     * other policies, by sealed puts and over a remote tier
-			     * (not carried on the wire yet). */
+#define KVT_F_RETAIN 0x200u /* put, kvt_put_reserve: a hint that this block's
+			     * prompt will be asked again (a router that knows a
+			     * document is shared).  prefix-adapt starts it in main
+			     * rather than on probation when its segmented order
+			     * wins with the hints seen (doc/policies.md "The retain
+			     * hint"); a wrong hint costs no hits below LRU.
+			     * Ignored by the other policies and where a tier below
+			     * DRAM pins prefix-adapt to LRU order.  A remote tier
+			     * sends it to kvtierd with remote.retain_hint on, which
+			     * takes it for the sender's quota group. */
 
 #define KVT_NS_ALL UINT32_MAX   /* KVT_OP_CLEAR: every namespace */
 #define KVT_PARTS_MAX 1024      /* most parts in one value */
@@ -1028,7 +1036,8 @@ int kvt_pin_parts(struct kvt_store *store, uint64_t pin, uint64_t *lens, uint32_
  * kvt_put_reserve: part_lens[0..part_count) are the parts' lengths (each
  * >= 1); flags 0, KVT_F_SEALED, KVT_F_NOWAIT (a persistent namespace's
  * put that would wait for write-down room returns KVT_EWAIT at once,
- * nothing counted: wait with KVT_OP_ROOM, then try again).  Returns
+ * nothing counted: wait with KVT_OP_ROOM, then try again), KVT_F_RETAIN
+ * (the retain hint, taken at the commit).  Returns
  * KVT_OK with *res filled (the
  * handle and view are valid until commit or abort), KVT_EXISTS (present
  * in DRAM or SSD, or being written), KVT_ETOOBIG, KVT_EFULL, KVT_ENONS,

@@ -83,7 +83,7 @@ _Static_assert(H_CRC + 4 == H_END, "the CRC is the header's last field");
 
 #define PROTO_F_KNOWN (PROTO_F_RESPONSE | PROTO_F_MORE | PROTO_F_RDMA)
 #define PROTO_IF_KNOWN (PROTO_IF_PART | PROTO_IF_RANGE | PROTO_IF_SEALED | PROTO_IF_PLACED | \
-			PROTO_IF_REPAIR | PROTO_IF_FORWARD)
+			PROTO_IF_REPAIR | PROTO_IF_FORWARD | PROTO_IF_RETAIN)
 
 /* ------------------------------------------------------------------------
  * Table: [op section][namespace table][items].  Op sections (only in
@@ -527,7 +527,7 @@ static int proto_item_check(unsigned op, bool resp, const struct proto_item *it,
 			return 0;
 		case PROTO_OP_PUT:
 			if (it->flags & ~(PROTO_IF_SEALED | PROTO_IF_PLACED | PROTO_IF_REPAIR |
-					  PROTO_IF_FORWARD) ||
+					  PROTO_IF_FORWARD | PROTO_IF_RETAIN) ||
 			    (it->flags & (PROTO_IF_REPAIR | PROTO_IF_FORWARD) &&
 			     !(it->flags & PROTO_IF_PLACED)) ||
 			    (it->flags & PROTO_IF_REPAIR && it->flags & PROTO_IF_FORWARD))

@@ -122,6 +122,10 @@ const char *proto_op_name(unsigned op);
 				* this one copy; the server forwards it to the group's
 				* other copies - 1 members (doc/cluster.md "Forwarded
 				* replicas") */
+#define PROTO_IF_RETAIN 0x40u /* PUT request: the sender's retain hint (KVT_F_RETAIN): the
+			       * server's store takes it for the sender's own quota group
+			       * (doc/protocol.md "PUT"); a server older than it refuses
+			       * the frame (PROTO_EFLAGS) */
 #define PROTO_COPIES_MAX 8u   /* PLACED: copies 1..8 */
 
 /* AUTH methods (u16). */
@@ -271,7 +275,8 @@ struct proto_frame {
  *
  *   request  LOOKUP EXISTS DELETE  ns_index key
  *            GET                   ns_index key flags (PART: part; RANGE: off len)
- *            PUT                   ns_index key flags (SEALED, PLACED, REPAIR)
+ *            PUT                   ns_index key flags (SEALED, PLACED, REPAIR, FORWARD,
+ *                                  RETAIN)
  *                                  part_count part_lens part_crcs
  *                                  (PLACED: anchor copies)
  *            NS_REGISTER           text (canonical descriptor)

@@ -71,7 +71,7 @@ int kvt_put_reserve(struct kvt_store *s, uint32_t ns, const struct kvt_key *key,
 		return KVT_ENULL;
 	if ((ret = store_check(s)) < 0)
 		return ret;
-	if (flags & ~(uint32_t)(KVT_F_SEALED | KVT_F_NOWAIT))
+	if (flags & ~(uint32_t)(KVT_F_SEALED | KVT_F_NOWAIT | KVT_F_RETAIN))
 		return KVT_EBADOP;
 	if (!ns_reg_get(&s->ns, ns))
 		return KVT_ENONS;
@@ -123,7 +123,9 @@ int kvt_put_reserve(struct kvt_store *s, uint32_t ns, const struct kvt_key *key,
 		left -= view[i].iov_len;
 	}
 	ret = slot_add(s, (uintptr_t)res, item, NULL, view, vc, SLOT_RESV,
-		       (flags & KVT_F_SEALED) != 0, &res->handle, &v);
+		       ((flags & KVT_F_SEALED) ? DRAM_SEALED : 0) |
+			       ((flags & KVT_F_RETAIN) ? DRAM_RETAIN : 0),
+		       &res->handle, &v);
 	if (ret < 0) {
 		dram_abort(s->dram, item);
 		return ret;
@@ -137,14 +139,14 @@ int kvt_put_reserve(struct kvt_store *s, uint32_t ns, const struct kvt_key *key,
 static int put_commit(struct kvt_store *s, uint64_t handle, const uint32_t *crcs, bool checked)
 {
 	struct dram_item *item;
-	bool sealed;
+	unsigned pflags;
 	int ret;
 
 	if (!s || (checked && !crcs))
 		return KVT_ENULL;
 	if (s->state != ST_OPEN)
 		return KVT_ECLOSED;
-	ret = slot_take(s, handle, SLOT_RESV, &item, NULL, &sealed);
+	ret = slot_take(s, handle, SLOT_RESV, &item, NULL, &pflags);
 	if (ret < 0)
 		return ret;
 	if (crcs && !checked && dram_item_verify(s->dram, item, crcs) != KVT_OK) {
@@ -156,7 +158,7 @@ static int put_commit(struct kvt_store *s, uint64_t handle, const uint32_t *crcs
 		uint32_t ns;
 		struct kvt_key key;
 		dram_item_key(item, &ns, &key);
-		ret = dram_publish(s->dram, item, crcs, NULL, sealed ? DRAM_SEALED : 0, false);
+		ret = dram_publish(s->dram, item, crcs, NULL, pflags, false);
 		for (unsigned i = 0; ret == KVT_OK && i < s->tier_count; i++)
 			if (s->tiers[i].ops->put_down)
 				s->tiers[i].ops->put_down(s->tiers[i].t, ns, &key);
@@ -164,7 +166,7 @@ static int put_commit(struct kvt_store *s, uint64_t handle, const uint32_t *crcs
 			store_event_stored(s, NULL, ns, &key);
 		return ret;
 	}
-	return dram_publish(s->dram, item, crcs, NULL, sealed ? DRAM_SEALED : 0, false);
+	return dram_publish(s->dram, item, crcs, NULL, pflags, false);
 }
 
 int kvt_put_commit(struct kvt_store *s, uint64_t handle, const uint32_t *crcs)

@@ -306,7 +306,7 @@ static void store_copied(void *ctx, int status, struct ssd_copy *copy)
 	if (status == KVT_OK) {
 		view.iov_base = (void *)copy->value;
 		view.iov_len = copy->value_len;
-		status = slot_add(s, (uintptr_t)r, NULL, copy, &view, 1, SLOT_COPY, false, &r->pin,
+		status = slot_add(s, (uintptr_t)r, NULL, copy, &view, 1, SLOT_COPY, 0, &r->pin,
 				  &v);
 		if (status == 0) {
 			r->view = v;
@@ -746,12 +746,13 @@ static int store_through_walk(struct kvt_store *s, struct kvt_req *r, unsigned f
 		req_set_cursor(r, i);
 		if (w) {
 			w->status = status;
-			ret = t->ops->put_through(t->t, &k, w->parts, w->part_count, NULL, true,
-						  status, store_sealed_done, w);
+			ret = t->ops->put_through(t->t, &k, w->parts, w->part_count, NULL,
+						  KVT_F_SEALED | (r->flags & KVT_F_RETAIN), status,
+						  store_sealed_done, w);
 		} else {
 			req_stash(r, status);
 			ret = t->ops->put_through(t->t, &k, r->iov, r->iov_count, crcs,
-						  (r->flags & KVT_F_SEALED) != 0, status,
+						  r->flags & (KVT_F_SEALED | KVT_F_RETAIN), status,
 						  store_put_done, r);
 		}
 		if (ret == TIER_PENDING)

@@ -59,7 +59,7 @@ struct pin_slot {
 	uint32_t gen;           /* bumped on every release */
 	uint32_t next_free;     /* free list link, index + 1 (0: end) */
 	uint8_t kind;           /* SLOT_PIN, or SLOT_RESV: a kvt_put_reserve not yet committed */
-	uint8_t sealed;         /* SLOT_RESV: publish as KVT_F_SEALED */
+	uint8_t pflags;         /* SLOT_RESV: dram_publish flags (DRAM_SEALED, DRAM_RETAIN) */
 };
 
 enum { SLOT_PIN = 0, SLOT_RESV = 1, SLOT_COPY = 2 };
@@ -220,13 +220,13 @@ static inline void req_complete(struct kvt_store *s, struct kvt_req *r, int stat
 	req_complete_bell(s, r, status, true);
 }
 int slot_add(struct kvt_store *s, uintptr_t hint, struct dram_item *item, struct ssd_copy *copy,
-	     const struct iovec *view, unsigned view_count, int kind, bool sealed,
+	     const struct iovec *view, unsigned view_count, int kind, unsigned pflags,
 	     uint64_t *handle, struct iovec **vcopy);
 int pin_add(struct kvt_store *s, struct kvt_req *r, struct dram_item *item,
 	    const struct iovec *view, unsigned view_count);
 /* Take a slot out of the table (store_pins.c says how); drop one. */
 int slot_take(struct kvt_store *s, uint64_t handle, int kind, struct dram_item **item,
-		     struct ssd_copy **copy, bool *sealed);
+		     struct ssd_copy **copy, unsigned *pflags);
 int slot_drop(struct kvt_store *s, uint64_t handle, int kind);
 /* Release every pin and reservation (close). */
 void pins_drop_all(struct kvt_store *s);

@@ -73,7 +73,7 @@ void req_complete_bell(struct kvt_store *s, struct kvt_req *r, int status, bool 
  */
 int slot_add(struct kvt_store *s, uintptr_t hint, struct dram_item *item,
 		    struct ssd_copy *copy, const struct iovec *view, unsigned view_count, int kind,
-		    bool sealed, uint64_t *handle, struct iovec **vcopy)
+		    unsigned pflags, uint64_t *handle, struct iovec **vcopy)
 {
 	struct pin_shard *ps = &s->pins[(hint >> 6) % PIN_SHARDS];
 	unsigned shard = (unsigned)(ps - s->pins);
@@ -117,7 +117,7 @@ int slot_add(struct kvt_store *s, uintptr_t hint, struct dram_item *item,
 	slot->view = v;
 	slot->view_count = view_count;
 	slot->kind = (uint8_t)kind;
-	slot->sealed = sealed;
+	slot->pflags = (uint8_t)pflags;
 	ps->active++;
 	*handle = ((uint64_t)slot->gen << 32) | ((uint64_t)shard << PIN_IDX_BITS) | idx;
 	pthread_mutex_unlock(&ps->lock);
@@ -129,7 +129,7 @@ int pin_add(struct kvt_store *s, struct kvt_req *r, struct dram_item *item,
 		   const struct iovec *view, unsigned view_count)
 {
 	struct iovec *v;
-	int ret = slot_add(s, (uintptr_t)r, item, NULL, view, view_count, SLOT_PIN, false, &r->pin,
+	int ret = slot_add(s, (uintptr_t)r, item, NULL, view, view_count, SLOT_PIN, 0, &r->pin,
 			   &v);
 	if (ret < 0)
 		return ret;
@@ -140,10 +140,10 @@ int pin_add(struct kvt_store *s, struct kvt_req *r, struct dram_item *item,
 
 /* Take the slot of handle out of the table (it must be of kind; SLOT_PIN
  * takes SLOT_COPY too): its item (the ref passes to the caller) or copy
- * (*copy, may be NULL: then a SLOT_COPY is not taken) and sealed flag; its
+ * (*copy, may be NULL: then a SLOT_COPY is not taken) and publish flags; its
  * view is freed.  0, KVT_EPIN. */
 int slot_take(struct kvt_store *s, uint64_t handle, int kind, struct dram_item **item,
-		     struct ssd_copy **copy, bool *sealed)
+		     struct ssd_copy **copy, unsigned *pflags)
 {
 	unsigned shard = (unsigned)((handle >> PIN_IDX_BITS) & 0xff);
 	uint32_t idx = (uint32_t)(handle & ((1u << PIN_IDX_BITS) - 1)), gen = (uint32_t)(handle >> 32);
@@ -165,8 +165,8 @@ int slot_take(struct kvt_store *s, uint64_t handle, int kind, struct dram_item *
 	if (copy)
 		*copy = ps->slots[idx].copy;
 	ps->slots[idx].copy = NULL;
-	if (sealed)
-		*sealed = ps->slots[idx].sealed;
+	if (pflags)
+		*pflags = ps->slots[idx].pflags;
 	v = ps->slots[idx].view;
 	vc = ps->slots[idx].view_count;
 	ps->slots[idx].item = NULL;

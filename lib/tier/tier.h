@@ -166,13 +166,14 @@ struct tier_ops {
 	 * KVT_EFULL once the bound passed.  Never blocks.  May be NULL. */
 	int (*room_watch)(void *t, uint32_t ns, uint64_t len, tier_done_fn done, void *ctx);
 	/* Write-through from the caller's parts (valid until done): local is
-	 * what DRAM said (KVT_OK, KVT_EFULL, KVT_ETOOBIG).  crcs (one per
-	 * part, or NULL: the tier computes them) are valid during the call
-	 * only (the DRAM copy's, on the store's stack): a tier keeps a copy.  TIER_PENDING or
+	 * what DRAM said (KVT_OK, KVT_EFULL, KVT_ETOOBIG); vflags the put's
+	 * KVT_F_SEALED and KVT_F_RETAIN.  crcs (one per part, or NULL: the
+	 * tier computes them) are valid during the call only (the DRAM
+	 * copy's, on the store's stack): a tier keeps a copy.  TIER_PENDING or
 	 * KVT_MISS (not taken).  A tier with put_through makes the store
 	 * refuse reservations (kvt_put_reserve: nothing to write from). */
 	int (*put_through)(void *t, const struct tier_key *k, const struct iovec *parts,
-			   unsigned part_count, const uint32_t *crcs, bool sealed, int local,
+			   unsigned part_count, const uint32_t *crcs, uint32_t vflags, int local,
 			   tier_done_fn done, void *ctx);
 
 	/* Deletes and clears.  prepare (may be NULL) runs before DRAM is

@@ -79,10 +79,13 @@ class Store:
     def register(self, desc: Mapping[str, Any]) -> int:
         """Local id of a namespace (registering it if new)."""
     def ns_info(self, ns: int) -> Tuple[bytes, str]: ...
-    def put(self, ns: int, key: Key, value: Value, *, nowait: bool = False) -> bool:
+    def put(self, ns: int, key: Key, value: Value, *, nowait: bool = False,
+            retain: bool = False) -> bool:
         """Store value (no copy here); True if stored, False if already present.
         nowait: a persistent namespace's put raises Error(EWAIT) at once
-        instead of waiting for write-down room (then room())."""
+        instead of waiting for write-down room (then room()).
+        retain: KVT_F_RETAIN, a hint that this block's prompt will be asked
+        again (doc/policies.md "The retain hint")."""
     def get(self, ns: int, key: Key) -> Optional[bytes]: ...
     def get_into(self, ns: int, key: Key, buf: Union[Buffer, Sequence[Buffer]]) -> int:
         """Copy the value into writable buffer(s); its length, or 0 on a miss."""
@@ -95,9 +98,9 @@ class Store:
     def put_many(self, ns: int, keys: Sequence[Key], parts: Optional[Sequence[Buffer]] = None,
                  *, addrs: Optional[Sequence[int]] = None,
                  lens: Union[int, Sequence[int], None] = None,
-                 nowait: bool = False) -> List[int]:
+                 nowait: bool = False, retain: bool = False) -> List[int]:
         """len(parts) // len(keys) parts per key; per key 1 stored, 0 present, < 0 a code
-        (EWAIT with nowait, as put's)."""
+        (EWAIT with nowait, as put's); retain as put's."""
     def get_into_many(self, ns: int, keys: Sequence[Key],
                       parts: Optional[Sequence[Buffer]] = None, *,
                       addrs: Optional[Sequence[int]] = None,

@@ -620,28 +620,32 @@ static int views_from(PyObject *o, int flags, Py_buffer **views_out, struct iove
 
 static int store_run_req(struct store_obj *self, struct kvt_req *r);
 
-/* put(ns, key, value | [parts], *, nowait=False): nowait is KVT_F_NOWAIT
- * (a persistent namespace's put raises EWAIT at once instead of waiting
- * for write-down room; then room()), run as one request of its own. */
+/* put(ns, key, value | [parts], *, nowait=False, retain=False): nowait is
+ * KVT_F_NOWAIT (a persistent namespace's put raises EWAIT at once instead
+ * of waiting for write-down room; then room()), retain KVT_F_RETAIN (this
+ * block's prompt will be asked again); either runs as one request of its
+ * own. */
 static PyObject *Store_put(struct store_obj *self, PyObject *args, PyObject *kw)
 {
-	static char *kwlist[] = { "ns", "key", "value", "nowait", NULL };
+	static char *kwlist[] = { "ns", "key", "value", "nowait", "retain", NULL };
 	unsigned int ns;
 	PyObject *keyo, *value;
 	struct kvt_key key;
 	Py_buffer *views;
 	struct iovec *iov;
 	Py_ssize_t n;
-	int ret, nowait = 0;
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "IOO|$p", kwlist, &ns, &keyo, &value,
-					 &nowait) ||
+	int ret, nowait = 0, retain = 0;
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "IOO|$pp", kwlist, &ns, &keyo, &value,
+					 &nowait, &retain) ||
 	    store_check(self) < 0 || key_from(keyo, &key) < 0 ||
 	    views_from(value, PyBUF_SIMPLE, &views, &iov, &n) < 0)
 		return NULL;
 	STORE_ENTER(self)
-	if (nowait) {
-		struct kvt_req r = { .op = KVT_OP_PUT, .flags = KVT_F_NOWAIT, .ns = ns,
-				     .key = key, .iov = iov, .iov_count = (uint32_t)n };
+	if (nowait || retain) {
+		struct kvt_req r = { .op = KVT_OP_PUT,
+				     .flags = (nowait ? KVT_F_NOWAIT : 0u) |
+					      (retain ? KVT_F_RETAIN : 0u),
+				     .ns = ns, .key = key, .iov = iov, .iov_count = (uint32_t)n };
 		ret = store_run_req(self, &r);
 	} else {
 		ret = kvt_put(self->store, ns, &key, iov, (unsigned)n);
@@ -925,7 +929,8 @@ static PyObject *Store_prefetch(struct store_obj *self, PyObject *args)
  * leave DRAM (SSD reads, kvtierd round trips) are in flight at once
  * instead of one after another.
  *
- *   put_many(ns, keys, parts=None, *, addrs=None, lens=None) -> [int]
+ *   put_many(ns, keys, parts=None, *, addrs=None, lens=None, nowait=False,
+ *            retain=False) -> [int]
  *   get_into_many(ns, keys, parts=None, *, addrs=None, lens=None, part=None) -> [int]
  *   exists_many(ns, keys) -> [int]
  *
@@ -1106,23 +1111,25 @@ static int batch_run(struct store_obj *self, struct batch *b)
 
 static PyObject *batch_call(struct store_obj *self, PyObject *args, PyObject *kw, uint32_t op)
 {
-	static char *kwlist[] = { "ns", "keys", "parts", "addrs", "lens", "part", "nowait", NULL };
+	static char *kwlist[] = { "ns",	  "keys",   "parts", "addrs", "lens",
+				  "part", "nowait", "retain", NULL };
 	unsigned int ns;
 	PyObject *keyseq, *parts = Py_None, *addrs = Py_None, *lens = Py_None, *parto = Py_None;
 	PyObject *out;
 	long part = -1;
 	struct batch b;
-	int ret = 0, nowait = 0;
+	int ret = 0, nowait = 0, retain = 0;
 	memset(&b, 0, sizeof(b));
 	if (op == KVT_OP_EXISTS) {
 		if (!PyArg_ParseTuple(args, "IO", &ns, &keyseq))
 			return NULL;
-	} else if (!PyArg_ParseTupleAndKeywords(args, kw, "IO|O$OOOp", kwlist, &ns, &keyseq,
-						&parts, &addrs, &lens, &parto, &nowait)) {
+	} else if (!PyArg_ParseTupleAndKeywords(args, kw, "IO|O$OOOpp", kwlist, &ns, &keyseq,
+						&parts, &addrs, &lens, &parto, &nowait,
+						&retain)) {
 		return NULL;
 	}
-	if (nowait && op != KVT_OP_PUT) {
-		PyErr_SetString(PyExc_ValueError, "nowait: puts only");
+	if ((nowait || retain) && op != KVT_OP_PUT) {
+		PyErr_SetString(PyExc_ValueError, nowait ? "nowait: puts only" : "retain: puts only");
 		return NULL;
 	}
 	if (parto != Py_None) {
@@ -1163,6 +1170,8 @@ static PyObject *batch_call(struct store_obj *self, PyObject *args, PyObject *kw
 		}
 		if (nowait)
 			r->flags |= KVT_F_NOWAIT;
+		if (retain)
+			r->flags |= KVT_F_RETAIN;
 		b.rp[i] = r;
 	}
 	if (b.n) {
@@ -1386,8 +1395,9 @@ static PyMethodDef Store_methods[] = {
 	{ "ns_info", FN(Store_ns_info), METH_O,
 	  "ns_info(id) -> (digest, canonical text)." },
 	{ "put", FN(Store_put), METH_VARARGS | METH_KEYWORDS,
-	  "put(ns, key, value | [parts], *, nowait=False) -> bool: True stored, False "
-	  "already present; nowait: raise EWAIT rather than wait for write-down room." },
+	  "put(ns, key, value | [parts], *, nowait=False, retain=False) -> bool: True stored, "
+	  "False already present; nowait: raise EWAIT rather than wait for write-down room; "
+	  "retain: hint that this block's prompt will be asked again (KVT_F_RETAIN)." },
 	{ "get", FN(Store_get), METH_VARARGS, "get(ns, key) -> bytes | None." },
 	{ "get_into", FN(Store_get_into), METH_VARARGS,
 	  "get_into(ns, key, buf | [bufs]) -> int: value length, 0 on a miss." },
@@ -1400,8 +1410,9 @@ static PyMethodDef Store_methods[] = {
 	{ "prefetch", FN(Store_prefetch), METH_VARARGS,
 	  "prefetch(ns, keys) -> int: blocks now in the fastest tier." },
 	{ "put_many", FN(Store_put_many), METH_VARARGS | METH_KEYWORDS,
-	  "put_many(ns, keys, parts=None, *, addrs=None, lens=None) -> [int]: per key 1 stored, "
-	  "0 present, < 0 its error code; one call, one GIL release for all." },
+	  "put_many(ns, keys, parts=None, *, addrs=None, lens=None, nowait=False, retain=False) "
+	  "-> [int]: per key 1 stored, 0 present, < 0 its error code; one call, one GIL release "
+	  "for all." },
 	{ "get_into_many", FN(Store_get_into_many), METH_VARARGS | METH_KEYWORDS,
 	  "get_into_many(ns, keys, parts=None, *, addrs=None, lens=None, part=None) -> [int]: per key the "
 	  "value length, 0 a miss, < 0 its error code." },

@@ -151,7 +151,11 @@ Per request (SamplingParams(extra_args={"kv_transfer_params": {...}})):
   {"kvtier_store": False} does not store its blocks,
   {"kvtier_load_async": True or False} overrides kvtier.load_async,
   {"kvtier_layerwise": True or False} overrides kvtier.layerwise,
-  {"kvtier_store_async": True or False} overrides kvtier.store_async.  The request's
+  {"kvtier_store_async": True or False} overrides kvtier.store_async,
+  {"kvtier_retain": True} stores its blocks with the retain hint
+  (KVT_F_RETAIN: a router that knows the prompt's document or system prompt
+  is shared says it will be asked again; doc/policies.md "The retain
+  hint"; reaches kvtierd with remote.retain_hint on).  The request's
   kv_transfer_params on output carry "kvtier_loaded_tokens".
 
 query_stats(engine_id) reads a worker's connector counters and its store's
@@ -433,6 +437,7 @@ class _Transfer:
     # the scheduler knows) as load errors in this step, and vLLM recomputes
     # from the first of them.
     failed: bool = False
+    retain: bool = False  # a store: put with KVT_F_RETAIN ("kvtier_retain")
 
     def per_group(self) -> list:
         return [(self.first, self.block_ids)] + self.more
@@ -466,6 +471,7 @@ class _ReqState:
     store: bool
     layerwise: bool = False
     store_async: bool = True
+    retain: bool = False     # kv_transfer_params "kvtier_retain": stores hint KVT_F_RETAIN
     block_ids: list = field(default_factory=list)  # per connector group
     local_tokens: int = 0    # vLLM's own prefix-cache hit (block aligned)
     hit_blocks: int = 0      # leading blocks kvtier holds (at the last lookup)
@@ -702,6 +708,7 @@ class _SchedulerSide:
                 layerwise=bool(params.get("kvtier_layerwise", self.c._layerwise)) and
                 not self.c._multi_group,
                 store_async=bool(params.get("kvtier_store_async", self.c._store_async)),
+                retain=params.get("kvtier_retain", False) is True,
                 block_ids=[[] for _ in self.c._groups])
             self.reqs[request.request_id] = st
         return st
@@ -854,6 +861,7 @@ class _SchedulerSide:
                                async_=st.store_async,
                                layerwise=st.layerwise) if done > st.stored else None
             if t is not None:
+                t.retain = st.retain
                 meta.stores.append(t)
                 st.stored = done
                 # A layer-wise store reads copies made during the step: the
@@ -1462,7 +1470,8 @@ class _WorkerSide:
                          for i in range(len(ids)) for layer in range(len(g.layers))]
             try:
                 res = self.store.put_many(g.ns, keys[gi][first: first + len(ids)],
-                                          addrs=addrs, lens=g.lens(len(ids)))
+                                          addrs=addrs, lens=g.lens(len(ids)),
+                                          retain=t.retain)
             except kvtier.Error as e:
                 res = [e.code] * len(ids)
             stored = sum(1 for r in res if r == 1)

@@ -537,6 +537,25 @@ def test_room_and_nowait(tmp_path):
             s.get_into_many(pns, [b"k"], [out], nowait=True)
 
 
+def test_retain_hint():
+    """put(..., retain=True) and put_many(..., retain=True) are puts with
+    KVT_F_RETAIN: each reaches prefix-adapt's queues (dram.retain_hints);
+    a plain put counts nothing; a read with retain= is a ValueError."""
+    v = np.arange(4096, dtype=np.uint8)
+    with kvtier.Store(small(**{"dram.policy": "prefix-adapt"})) as s:
+        ns = s.register(DESC_A)
+        assert s.put(ns, b"a", v, retain=True) is True
+        assert s.stat("dram.retain_hints") == 1
+        assert s.put(ns, b"b", v) is True
+        assert s.stat("dram.retain_hints") == 1
+        assert s.put_many(ns, [b"c", b"d"], [v, v], retain=True) == [1, 1]
+        assert s.stat("dram.retain_hints") == 3
+        assert s.put_many(ns, [b"e"], [v]) == [1]
+        assert s.stat("dram.retain_hints") == 3
+        with pytest.raises(ValueError):
+            s.get_into_many(ns, [b"a"], [np.zeros_like(v)], retain=True)
+
+
 # ---------------------------------------------------------------- remote tier
 
 
@@ -607,6 +626,23 @@ def test_remote_tier(kvtierd):
         remote = {k: v for k, v in st.items() if k.startswith("remote.")}
         assert remote, sorted(st)
         assert b.get(ns, b"absent-everywhere") is None
+
+
+def test_remote_retain_hint(kvtierd):
+    """With remote.retain_hint on, a hinted put crosses the wire
+    (PROTO_IF_RETAIN) and the server takes it: stored, counted."""
+    opts = small(**{"remote.addr": f"127.0.0.1:{kvtierd.port}", "remote.retain_hint": "on",
+                    "remote.put_local": "never"})
+    v = np.arange(8192, dtype=np.uint8)
+    with kvtier.Store(opts) as s:
+        ns = s.register(DESC_A)
+        assert s.put(ns, b"r1", v, retain=True) is True
+        assert s.put_many(ns, [b"r2", b"r3"], [v, v], retain=True) == [1, 1]
+        s.flush()
+        assert s.stat("remote.puts_stored") == 3
+        assert s.stat("remote.puts_failed") == 0
+        out = np.zeros_like(v)
+        assert s.get_into(ns, b"r3", out) == v.nbytes and np.array_equal(out, v)
 
 
 def test_remote_down_is_a_miss(tmp_path):

@@ -292,6 +292,23 @@ def test_layerwise_stores(env, engine1, client):
     assert d <= TOL and r["token"] == local["token"]
 
 
+def test_retain_hint(env, engine1):
+    """kv_transfer_params {"kvtier_retain": True}: the request's blocks are
+    stored with KVT_F_RETAIN (the store counts each: dram.retain_hints);
+    the same prompt without it (another salt) stores as many, unhinted."""
+    P = prompt(3 * BS + 5, seed=7)
+    n = 3
+    engine1.reset()
+    before = engine1.stats()
+    run(engine1, P, "retain-off", logprobs=0)
+    mid = engine1.stats()
+    run(engine1, P, "retain-on", {"kvtier_retain": True}, logprobs=0)
+    after = engine1.stats()
+    hints = [st["store"]["dram.retain_hints"] for st in (before, mid, after)]
+    assert delta(before, mid, "store_blocks") == n and hints[1] == hints[0]
+    assert delta(mid, after, "store_blocks") == n and hints[2] - hints[1] == n
+
+
 def test_async_load_error_is_recomputed(env, engine1, client):
     """A block that the lookup found but that does not load (here a value
     of the wrong length on the kvtierd) is reported through

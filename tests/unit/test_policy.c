@@ -881,7 +881,8 @@ static uint32_t doc_rounds(bool hint)
 }
 
 /* And through the store: a PUT with KVT_F_RETAIN reaches the queues
- * (dram.retain_hints); any other op with it is refused. */
+ * (dram.retain_hints), and so does a reservation with it, at its commit;
+ * any other op with it is refused. */
 static void store_retain(void)
 {
 	struct kvt_store *s = open_blocks(NULL, 64, NULL, "prefix-adapt", "victim", "0");
@@ -903,6 +904,23 @@ static void store_retain(void)
 	T_EQ_U64(t_stat(s, "dram.retain_hints"), 1);
 	req.op = KVT_OP_GET;
 	T_RC(kvt_submit(q, &rp, 1), KVT_EBADOP);
+	/* A reservation carries it to its commit (kvtierd's PUTs, with
+	 * PROTO_IF_RETAIN, take this path); an abort counts nothing. */
+	{
+		struct kvt_reservation res;
+		struct kvt_key k8 = t_key(8), k9 = t_key(9);
+		uint64_t len = VLEN;
+		T_OK(kvt_put_reserve(s, ns, &k8, &len, 1, KVT_F_RETAIN, &res));
+		T_EQ_U64(t_stat(s, "dram.retain_hints"), 1);
+		T_OK(kvt_put_commit(s, res.handle, NULL));
+		T_EQ_U64(t_stat(s, "dram.retain_hints"), 2);
+		T_OK(kvt_put_reserve(s, ns, &k9, &len, 1, KVT_F_RETAIN, &res));
+		T_OK(kvt_put_abort(s, res.handle));
+		T_OK(kvt_put_reserve(s, ns, &k9, &len, 1, 0, &res));
+		T_OK(kvt_put_commit(s, res.handle, NULL));
+		T_EQ_U64(t_stat(s, "dram.retain_hints"), 2);
+		T_RC(kvt_put_reserve(s, ns, &k9, &len, 1, KVT_F_PART, &res), KVT_EBADOP);
+	}
 	kvt_store_destroy(s);
 }
 

@@ -677,6 +677,7 @@ struct cfwd {
 	unsigned owners[REMOTE_HOT_REPLICAS_MAX];
 	bool sealed;
 	uint64_t anchor;
+	unsigned hint_bit;           /* REMOTE_PUT_RETAIN or 0 */
 	tier_done_fn cb;
 	void *ctx;
 };
@@ -696,7 +697,7 @@ static int cfwd_next(struct cfwd *f)
 	while (ret != 0 && f->next < f->k)
 		ret = remote_put_placed(f->v->m[f->owners[f->next++]].mb->rm, f->ns, &f->key,
 					f->parts, f->part_count, f->crcs, f->sealed, f->anchor,
-					f->want | REMOTE_PUT_FORWARD, cfwd_done, f);
+					f->want | REMOTE_PUT_FORWARD | f->hint_bit, cfwd_done, f);
 	return ret;
 }
 
@@ -716,9 +717,13 @@ static void cfwd_done(void *ctx, const struct tier_result *res)
 
 int cluster_put(struct cluster *cl, uint32_t ns, const struct kvt_key *key,
 		const struct cluster_hint *hint, const struct iovec *parts, unsigned part_count,
-		const uint32_t *crcs, bool sealed, bool only, tier_done_fn cb, void *ctx)
+		const uint32_t *crcs, uint32_t vflags, bool only, tier_done_fn cb, void *ctx)
 {
 	unsigned owners[REMOTE_HOT_REPLICAS_MAX], k = 1, want = 0;
+	bool sealed = (vflags & KVT_F_SEALED) != 0;
+	/* The retain hint travels in the copies word (remote.h). */
+	unsigned hint_bit =
+		((vflags & KVT_F_RETAIN) && cl->cfg.retain_hint) ? REMOTE_PUT_RETAIN : 0;
 	uint64_t anchor = 0;
 	struct cview *v = cview_get(cl);
 	struct fan *f;
@@ -731,7 +736,7 @@ int cluster_put(struct cluster *cl, uint32_t ns, const struct kvt_key *key,
 	 * many members it is placed on: what the members need to heal. */
 	if (v->n == 1 || (k = cluster_place_ex(cl, v, ns, key, hint, owners, &anchor, &want)) == 1) {
 		ret = remote_put_placed(v->m[v->n == 1 ? 0 : owners[0]].mb->rm, ns, key, parts,
-					part_count, crcs, sealed, anchor, want, cb, ctx);
+					part_count, crcs, sealed, anchor, want | hint_bit, cb, ctx);
 		cview_put(cl, v);
 		return ret;
 	}
@@ -749,7 +754,8 @@ int cluster_put(struct cluster *cl, uint32_t ns, const struct kvt_key *key,
 		*fw = (struct cfwd){ .cl = cl, .v = v, .ns = ns, .key = *key, .parts = parts,
 				     .crcs = crcs ? (uint32_t *)(fw + 1) : NULL,
 				     .part_count = part_count, .want = want, .k = k,
-				     .sealed = sealed, .anchor = anchor, .cb = cb, .ctx = ctx };
+				     .sealed = sealed, .anchor = anchor, .hint_bit = hint_bit,
+				     .cb = cb, .ctx = ctx };
 		if (crcs)
 			memcpy(fw + 1, crcs, part_count * sizeof(uint32_t));
 		memcpy(fw->owners, owners, k * sizeof(*owners));
@@ -779,7 +785,7 @@ int cluster_put(struct cluster *cl, uint32_t ns, const struct kvt_key *key,
 	for (unsigned i = 0; i < k; i++) {
 		atomic_fetch_add(&f->left, 1);
 		ret = remote_put_placed(v->m[owners[i]].mb->rm, ns, key, parts, part_count, crcs,
-					sealed, anchor, want, fan_put_done, f);
+					sealed, anchor, want | hint_bit, fan_put_done, f);
 		if (ret == 0) {
 			atomic_fetch_or(&f->flags, FAN_SUBMITTED);
 		} else {

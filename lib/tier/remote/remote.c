@@ -92,6 +92,7 @@ struct rop {
 	struct rop *next;             /* rm->sub, pending list */
 	uint8_t kind;                 /* enum rop_kind */
 	bool sealed;                  /* PUT */
+	bool retain;                  /* PUT: PROTO_IF_RETAIN */
 	bool crc_later;               /* PUT: crcs computed by the lane's thread (frame_send) */
 	uint32_t copies;              /* PUT: PROTO_IF_PLACED with anchor (0: not placed) */
 	uint64_t anchor;
@@ -609,7 +610,7 @@ static void op_item(const struct rop *op, uint32_t nsi, struct proto_item *it)
 	it->ns_index = nsi;
 	it->key = op->key;
 	if (op->kind == RK_PUT) {
-		it->flags = op->sealed ? PROTO_IF_SEALED : 0;
+		it->flags = (op->sealed ? PROTO_IF_SEALED : 0) | (op->retain ? PROTO_IF_RETAIN : 0);
 		if (op->copies) {
 			it->flags |= PROTO_IF_PLACED |
 				     (op->copies & REMOTE_PUT_FORWARD ? PROTO_IF_FORWARD : 0);
@@ -1971,6 +1972,8 @@ int remote_put_placed(struct remote *rm, uint32_t ns, const struct kvt_key *key,
 	op->crcs = (uint32_t *)(op->lens + part_count);
 	op->parts = parts;
 	op->sealed = sealed;
+	op->retain = (copies & REMOTE_PUT_RETAIN) != 0;
+	copies &= ~REMOTE_PUT_RETAIN;
 	op->anchor = anchor;
 	op->copies = (copies & ~REMOTE_PUT_FORWARD) > PROTO_COPIES_MAX ?
 			     PROTO_COPIES_MAX | (copies & REMOTE_PUT_FORWARD) : copies;

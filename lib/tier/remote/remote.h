@@ -61,6 +61,7 @@ struct remote_config {
 	unsigned refresh_ms;        /* discover: re-read the member list this often; 0: never */
 	unsigned warm_ms;           /* a join's warm-up: reads try the previous owner too; 0: off */
 	bool hot_forward;           /* replicated puts go to one member, which forwards them */
+	bool retain_hint;           /* puts carry KVT_F_RETAIN (PROTO_IF_RETAIN) to the servers */
 	/* The store's (store_dispatch.c store_put_admit), not the tier's: */
 	int put_local;              /* REMOTE_PUT_LOCAL_*: does a put also go to local DRAM */
 };
@@ -152,8 +153,11 @@ int remote_put(struct remote *rm, uint32_t ns, const struct kvt_key *key,
  * group's anchor and the members it is placed on (copies; 0: say nothing),
  * what the server needs to heal the pod (doc/cluster.md "Healing").  copies |
  * REMOTE_PUT_FORWARD: the server forwards the block to the group's other
- * members (PROTO_IF_FORWARD; doc/cluster.md "Forwarded replicas"). */
+ * members (PROTO_IF_FORWARD; doc/cluster.md "Forwarded replicas").  copies |
+ * REMOTE_PUT_RETAIN: the put carries the caller's retain hint
+ * (PROTO_IF_RETAIN, KVT_F_RETAIN). */
 #define REMOTE_PUT_FORWARD 0x100u
+#define REMOTE_PUT_RETAIN 0x200u
 int remote_put_placed(struct remote *rm, uint32_t ns, const struct kvt_key *key,
 		      const struct iovec *parts, unsigned part_count, const uint32_t *crcs,
 		      bool sealed, uint64_t anchor, unsigned copies, tier_done_fn cb, void *ctx);

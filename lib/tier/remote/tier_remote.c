@@ -91,7 +91,7 @@ static void trem_note_prompt(void *t, const struct kvt_key *keys, uint32_t n)
 }
 
 static int trem_put_through(void *t, const struct tier_key *k, const struct iovec *parts,
-			    unsigned part_count, const uint32_t *crcs, bool sealed, int local,
+			    unsigned part_count, const uint32_t *crcs, uint32_t vflags, int local,
 			    tier_done_fn done, void *ctx)
 {
 	struct cluster_hint h;
@@ -99,7 +99,7 @@ static int trem_put_through(void *t, const struct tier_key *k, const struct iove
 	 * server could take (no DRAM room, too big for DRAM) goes there. */
 	if (local != KVT_OK && local != KVT_EFULL && local != KVT_ETOOBIG)
 		return KVT_MISS;
-	return cluster_put(t, k->ns, k->key, trem_hint(k, &h), parts, part_count, crcs, sealed,
+	return cluster_put(t, k->ns, k->key, trem_hint(k, &h), parts, part_count, crcs, vflags,
 			   local != KVT_OK, done, ctx) == 0 ? TIER_PENDING : KVT_MISS;
 }
 
