@@ -166,8 +166,9 @@ struct tier_ops {
 	 * KVT_EFULL once the bound passed.  Never blocks.  May be NULL. */
 	int (*room_watch)(void *t, uint32_t ns, uint64_t len, tier_done_fn done, void *ctx);
 	/* Write-through from the caller's parts (valid until done): local is
-	 * what DRAM said (KVT_OK, KVT_EFULL, KVT_ETOOBIG).  TIER_PENDING or
-	 * KVT_MISS (not taken).  A tier with put_through makes the store
+	 * what DRAM said (KVT_OK, KVT_EFULL, KVT_ETOOBIG).  TIER_PENDING,
+	 * KVT_MISS (not taken), or < 0 (refused at once: the tier's error,
+	 * which a put DRAM did not take returns).  A tier with put_through makes the store
 	 * refuse reservations (kvt_put_reserve: nothing to write from). */
 	int (*put_through)(void *t, const struct tier_key *k, const struct iovec *parts,
 			   unsigned part_count, const uint32_t *crcs, bool sealed, int local,

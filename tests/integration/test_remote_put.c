@@ -23,8 +23,11 @@
  *     everything and never touches the caller's parts afterwards
  *     (ASan/LSan: the parts are freed right after);
  *   - a server killed while such puts are in flight: each completes, by
- *     its deadline, as KVT_EFULL (stored nowhere), never KVT_OK, and DRAM
- *     is still untouched;
+ *     its deadline, with the server's failure (an errno such as -EIO or
+ *     -ETIMEDOUT: stored nowhere), never KVT_OK nor KVT_EFULL (a full
+ *     store, which it is not), and DRAM is still untouched; a put once
+ *     nothing listens fails the same way (refused at once or by its
+ *     connect), and remote.puts_failed counts each;
  *   - the window: with a pool of 2 connections and the server stopped,
  *     16 puts of 1 MiB submitted together put one frame of 4 MiB on each
  *     connection and the other 8 wait (remote.window_waits), instead of
@@ -233,7 +236,17 @@ static void test_close(struct tsrv *srv, const char *addr)
 	T_RC(kill(srv->pid, SIGCONT), 0);
 }
 
-/* Killed while puts are in flight: each completes as KVT_EFULL. */
+/* A put local DRAM did not take, failed by the server: its error, not
+ * "full" (before: KVT_EFULL, the server's failure lost). */
+static void assert_server_failure(int status)
+{
+	if (status >= 0 || status == KVT_EFULL)
+		T_FAIL("put status %d (%s): want the server's failure", status,
+		       kvt_strerror(status));
+}
+
+/* Killed while puts are in flight: each completes with the server's
+ * failure; so does one once nothing listens. */
 static void test_down(struct tsrv *srv, const char *addr)
 {
 	struct kvt_store *b = engine(addr, "never", "1000");
@@ -257,9 +270,17 @@ static void test_down(struct tsrv *srv, const char *addr)
 	t_wait_all(q, NPUT);
 	T_ASSERT(t_now_ms() - t0 < 5000);
 	for (int i = 0; i < NPUT; i++)
-		T_RC(reqs[i].status, KVT_EFULL);
+		assert_server_failure(reqs[i].status);
 	dram_untouched(b);
 	T_EQ_U64(t_stat(b, "remote.puts_only"), 1 + NPUT);
+	T_EQ_U64(t_stat(b, "remote.puts_failed"), NPUT);
+	/* Nothing listens now: refused at once (the server marked down) or
+	 * by the connect. */
+	int after = put1(b, nb, 310, &one, 1).status;
+	assert_server_failure(after);
+	dram_untouched(b);
+	fprintf(stderr, "server killed: puts in flight failed with %s; the next put with %s\n",
+		kvt_strerror(reqs[0].status), kvt_strerror(after));
 	T_OK(kvt_queue_destroy(q));
 	kvt_store_destroy(b);
 	for (int i = 0; i < NPUT; i++)
