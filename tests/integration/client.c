@@ -200,6 +200,7 @@ int kc_recv_items(struct kc *c, int timeout_ms, kc_item_fn fn, void *ctx, int32_
 {
 	int frames = 0;
 	bool more = true;
+	uint64_t tag = 0;
 
 	if (status)
 		*status = 0;
@@ -208,10 +209,13 @@ int kc_recv_items(struct kc *c, int timeout_ms, kc_item_fn fn, void *ctx, int32_
 		struct proto_iter iter;
 		struct proto_item it;
 		int rc = kc_recv(c, &r, timeout_ms);
+		if (rc == 0 && frames > 0 && r.f.tag != tag)
+			rc = -EPROTO; /* one reply's frames carry its request's tag */
 		if (rc < 0) {
 			kc_resp_free(&r);
 			return rc;
 		}
+		tag = r.f.tag;
 		frames++;
 		more = (r.f.flags & PROTO_F_MORE) != 0;
 		if (status && r.f.status < 0 && !*status)
