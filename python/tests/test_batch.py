@@ -7,9 +7,7 @@ exceptions; parts come as buffers or as raw addresses.
 """
 import ctypes
 import os
-import re
 import signal
-import subprocess
 import threading
 import time
 
@@ -17,6 +15,7 @@ import numpy as np
 import pytest
 
 import kvtier
+import kvtierd_proc
 
 DESC = dict(model="m", dtype="bf16", layout="batch-test", block_tokens=16)
 
@@ -156,21 +155,9 @@ class Kvtierd:
         self.dir = base / "srv"
         self.dir.mkdir()
         self.log = base / "kvtierd.log"
-        self.proc = subprocess.Popen(
-            [os.environ["KVTIERD"], "--dir", str(self.dir), "--dram", "256M", "--ssd", "0",
-             "--set", "dram.prefault=off", "--listen", "127.0.0.1:0", "--threads", "2",
-             "--log", str(self.log)],
-            stdout=subprocess.DEVNULL, stderr=open(str(self.log) + ".stderr", "w"))
-        for _ in range(1200):
-            if self.log.exists():
-                m = re.search(r"listening on 127\.0\.0\.1:(\d+)", self.log.read_text())
-                if m:
-                    self.port = int(m.group(1))
-                    return
-            if self.proc.poll() is not None:
-                raise RuntimeError("kvtierd exited: " + self.log.read_text())
-            time.sleep(0.05)
-        raise RuntimeError("kvtierd did not start")
+        self.proc, self.port = kvtierd_proc.start(
+            os.environ["KVTIERD"], self.dir, self.log,
+            ["--dram", "256M", "--ssd", "0", "--set", "dram.prefault=off"])
 
     def wait_stopped(self):
         """Until every thread of the stopped server is in state T (SIGSTOP

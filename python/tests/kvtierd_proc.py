@@ -1,0 +1,37 @@
+"""kvtierd_proc.py - a real kvtierd for the Python tests (test_kvtier,
+test_batch, and the vLLM and SGLang supports' Kvtierd classes, which add
+their own tiers, restarts and stops): started on 127.0.0.1, its port read
+from its log once it listens."""
+import os
+import re
+import subprocess
+import time
+
+
+def start(exe, data_dir, log, args, port=0):
+    """exe --dir data_dir --listen 127.0.0.1:port --threads 2 --log log,
+    then args (its tiers and settings); stderr into log + ".stderr".
+    Returns (Popen, the port it listens on) once the log says so (within
+    60 s); RuntimeError if it exits or does not start by then."""
+    log = str(log)
+    proc = subprocess.Popen(
+        [exe, "--dir", str(data_dir)] + list(args) +
+        ["--listen", f"127.0.0.1:{port}", "--threads", "2", "--log", log],
+        stdout=subprocess.DEVNULL, stderr=open(log + ".stderr", "w"))
+    for _ in range(1200):
+        if os.path.exists(log):
+            m = re.search(r"listening on 127\.0\.0\.1:(\d+)", open(log).read())
+            if m:
+                return proc, int(m.group(1))
+        if proc.poll() is not None:
+            raise RuntimeError("kvtierd exited: " + _text(log) + _text(log + ".stderr"))
+        time.sleep(0.05)
+    raise RuntimeError("kvtierd did not start")
+
+
+def _text(path):
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        return ""
