@@ -206,25 +206,41 @@ static void put_batch(struct kvt_queue *q, uint32_t ns, uint64_t id0, struct kvt
 	t_submit_all(q, reqs, NPUT);
 }
 
+/* An engine with remote.put_local=never and the deadline timeout_ms, its
+ * namespace registered on the server (a put of one byte, key id), then
+ * the server stopped (SIGSTOP, every thread), and a queue for puts. */
+struct stopped {
+	struct kvt_store *s;
+	uint32_t ns;
+	struct kvt_queue *q;
+};
+
+static struct stopped stopped_server(struct tsrv *srv, const char *addr, const char *timeout_ms,
+				     uint64_t id)
+{
+	struct stopped st = { .s = engine(addr, "never", timeout_ms) };
+	uint8_t x = (uint8_t)id;
+	struct iovec one = { &x, 1 };
+
+	st.ns = t_ns(st.s, "put");
+	T_RC(put1(st.s, st.ns, id, &one, 1).status, KVT_OK);
+	T_RC(kill(srv->pid, SIGSTOP), 0);
+	tsrv_wait_stopped(srv->pid);
+	T_OK(kvt_queue_create(st.s, &st.q));
+	return st;
+}
+
 /* Destroyed while its puts wait on a stopped server. */
 static void test_close(struct tsrv *srv, const char *addr)
 {
-	struct kvt_store *b = engine(addr, "never", "30000");
-	uint32_t nb = t_ns(b, "put");
+	struct stopped st = stopped_server(srv, addr, "30000", 99);
+	struct kvt_store *b = st.s;
 	struct kvt_req reqs[NPUT];
 	struct iovec parts[NPUT];
 	uint8_t *vals[NPUT];
-	struct kvt_queue *q;
-	struct iovec one;
-	uint8_t x = 1;
 
-	one = (struct iovec){ &x, 1 };
-	T_RC(put1(b, nb, 99, &one, 1).status, KVT_OK); /* namespace registered */
-	T_RC(kill(srv->pid, SIGSTOP), 0);
-	tsrv_wait_stopped(srv->pid);
-	T_OK(kvt_queue_create(b, &q));
 	uint64_t o0 = t_stat(b, "remote.bytes_out");
-	put_batch(q, nb, 200, reqs, parts, vals);
+	put_batch(st.q, st.ns, 200, reqs, parts, vals);
 	/* Some of the values went into the socket, the rest wait for room. */
 	for (int i = 0; i < 500 && t_stat(b, "remote.bytes_out") - o0 < VLEN / 2; i++)
 		tsrv_sleep_ms(10);
@@ -249,20 +265,16 @@ static void assert_server_failure(int status)
  * failure; so does one once nothing listens. */
 static void test_down(struct tsrv *srv, const char *addr)
 {
-	struct kvt_store *b = engine(addr, "never", "1000");
-	uint32_t nb = t_ns(b, "put");
+	struct stopped st = stopped_server(srv, addr, "1000", 98);
+	struct kvt_store *b = st.s;
+	struct kvt_queue *q = st.q;
+	uint32_t nb = st.ns;
 	struct kvt_req reqs[NPUT];
 	struct iovec parts[NPUT];
 	uint8_t *vals[NPUT];
-	struct kvt_queue *q;
-	struct iovec one;
 	uint8_t x = 2;
+	struct iovec one = { &x, 1 };
 
-	one = (struct iovec){ &x, 1 };
-	T_RC(put1(b, nb, 98, &one, 1).status, KVT_OK);
-	T_RC(kill(srv->pid, SIGSTOP), 0);
-	tsrv_wait_stopped(srv->pid);
-	T_OK(kvt_queue_create(b, &q));
 	put_batch(q, nb, 300, reqs, parts, vals);
 	tsrv_sleep_ms(50);
 	uint64_t t0 = t_now_ms();
