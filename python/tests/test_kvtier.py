@@ -6,7 +6,6 @@ equal byte for byte, keys equal doc/keys.md's vectors, errors carry codes,
 copies and GIL releases are measured.
 """
 import os
-import signal
 import threading
 import time
 import tracemalloc
@@ -539,25 +538,11 @@ def test_room_and_nowait(tmp_path):
 # ---------------------------------------------------------------- remote tier
 
 
-class Kvtierd:
-    def __init__(self, base):
-        self.dir = base / "srv"
-        self.dir.mkdir()
-        self.log = base / "kvtierd.log"
-        self.proc, self.port = kvtierd_proc.start(
-            os.environ["KVTIERD"], self.dir, self.log,
-            ["--dram", "128M", "--ssd", "0", "--set", "dram.prefault=off"])
-
-    def stop(self):
-        self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(60)
-
-
 @pytest.fixture
 def kvtierd(tmp_path):
     if not os.environ.get("KVTIERD"):
         pytest.fail("KVTIERD is not set (run through meson test)")
-    srv = Kvtierd(tmp_path)
+    srv = kvtierd_proc.Kvtierd(tmp_path, "128M")
     yield srv
     assert srv.stop() == 0
 
