@@ -447,7 +447,8 @@ int kvt_store_create(struct kvt_store **out);
  *                     through; "never": written through only, from the
  *                     caller's parts, local DRAM untouched (status KVT_OK,
  *                     tier remote, once the server took it; else
- *                     KVT_EFULL); "auto": as never while DRAM is
+ *                     the server's failure, e.g. -ENOTCONN, -ETIMEDOUT,
+ *                     -EIO); "auto": as never while DRAM is
  *                     full and evicts mostly blocks never read there, else
  *                     as always (doc/remote.md; stat store.put_local_skips).
  *   remote.tls        "on": TLS (1.2 minimum, 1.3 preferred) to a kvtierd

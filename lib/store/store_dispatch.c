@@ -688,7 +688,10 @@ static void store_room_done(void *ctx, const struct tier_result *res)
 }
 
 /* What a write-through merges: the status so far, and a tier's answer.
- * A block that only a lower tier could take (no DRAM room) is a success. */
+ * A block that only a lower tier could take (DRAM had no room, was too
+ * small, or was not asked: remote.put_local) is that tier's: a success,
+ * or its error (server down, deadline: not a full store).  A block DRAM
+ * took stays a success whatever the tier says. */
 static int store_put_merge(struct kvt_req *r, int status, const struct tier_result *res,
 			   uint32_t tier)
 {
@@ -696,6 +699,8 @@ static int store_put_merge(struct kvt_req *r, int status, const struct tier_resu
 		status = res->status;
 		if (status == KVT_OK)
 			r->tier = tier;
+	} else if ((status == KVT_EFULL || status == KVT_ETOOBIG) && res->status < 0) {
+		status = res->status;
 	}
 	return status;
 }
@@ -757,6 +762,9 @@ static int store_through_walk(struct kvt_store *s, struct kvt_req *r, unsigned f
 		}
 		if (ret == TIER_PENDING)
 			return STORE_PENDING;
+		if (ret < 0) /* refused at once (server down): its error */
+			status = store_put_merge(r, status, &(struct tier_result){ .status = ret },
+						 t->ops->id);
 	}
 	if (w)
 		store_sealed_wt_free(s, w);

@@ -169,8 +169,9 @@ struct tier_ops {
 	 * what DRAM said (KVT_OK, KVT_EFULL, KVT_ETOOBIG); vflags the put's
 	 * KVT_F_SEALED and KVT_F_RETAIN.  crcs (one per part, or NULL: the
 	 * tier computes them) are valid during the call only (the DRAM
-	 * copy's, on the store's stack): a tier keeps a copy.  TIER_PENDING or
-	 * KVT_MISS (not taken).  A tier with put_through makes the store
+	 * copy's, on the store's stack): a tier keeps a copy.  TIER_PENDING,
+	 * KVT_MISS (not taken), or < 0 (refused at once: the tier's error,
+	 * which a put DRAM did not take returns).  A tier with put_through makes the store
 	 * refuse reservations (kvt_put_reserve: nothing to write from). */
 	int (*put_through)(void *t, const struct tier_key *k, const struct iovec *parts,
 			   unsigned part_count, const uint32_t *crcs, uint32_t vflags, int local,

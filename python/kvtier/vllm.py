@@ -156,7 +156,9 @@ Per request (SamplingParams(extra_args={"kv_transfer_params": {...}})):
   (KVT_F_RETAIN: a router that knows the prompt's document or system prompt
   is shared says it will be asked again; doc/policies.md "The retain
   hint"; reaches kvtierd with remote.retain_hint on).  The request's
-  kv_transfer_params on output carry "kvtier_loaded_tokens".
+  kv_transfer_params on output carry "kvtier_loaded_tokens" (the tokens
+  really loaded: a failed block and those after it, which vLLM
+  recomputes, are not counted).
 
 query_stats(engine_id) reads a worker's connector counters and its store's
 statistics (doc/stats.md) through the same socket (drain=True: once the
@@ -483,7 +485,8 @@ class _ReqState:
     loaded_range: Optional[tuple] = None    # (first block, vLLM block ids) of the last load
     stores_sent: int = 0     # store transfers sent that read the KV cache after the step
     loaded_tokens: int = 0
-    last_load_tokens: int = 0  # of the last load (undone if it fails whole)
+    last_load_tokens: int = 0  # of the last load (undone where it fails)
+    last_load_first: int = 0   # the last load's first block
     stored: int = 0          # blocks [0, stored) are in kvtier or need no store
     sent_prompt: bool = False
 
@@ -783,6 +786,7 @@ class _SchedulerSide:
                     self.c._groups[0].vllm_id]))
             st.loaded_tokens += num_external_tokens
             st.last_load_tokens = num_external_tokens
+            st.last_load_first = first
         # Blocks kvtier already holds need no store; those of vLLM's own
         # prefix cache beyond them do (computed before kvtier saw them).
         # Once: vLLM calls again after an asynchronous load, and blocks that
@@ -925,11 +929,14 @@ class _SchedulerSide:
         fence.discard(_NULL_BLOCK)
 
     def update_connector_output(self, out):
-        """Blocks that failed to load are recomputed by vLLM: store them
-        once they are (the lookup had counted them as held).  A load that
-        failed whole (several groups: failed_recving): vLLM recomputes the
-        request from its start; it is not loaded again, and its blocks
-        are stored as they are computed."""
+        """Blocks that failed to load are recomputed by vLLM, each from the
+        first of its request's that failed on: store them once they are
+        (the lookup had counted them as held), and count as loaded only
+        the blocks before it (kvtier_loaded_tokens).  A load that failed
+        whole (several groups: failed_recving): vLLM recomputes the
+        request from its start; it is not loaded again, none of its
+        tokens count as loaded, and its blocks are stored as they are
+        computed."""
         for r in getattr(out, "failed_recving", None) or ():
             st = self.reqs.get(r)
             if st is not None:
@@ -949,6 +956,10 @@ class _SchedulerSide:
             if idx:
                 st.stored = min(st.stored, idx[0])
                 st.loaded_range = None
+                arrived = min(st.last_load_tokens,
+                              (idx[0] - st.last_load_first) * self.c._block_size)
+                st.loaded_tokens -= st.last_load_tokens - arrived
+                st.last_load_tokens = arrived
 
     def request_finished(self, request):
         st = self.reqs.pop(request.request_id, None)

@@ -16,11 +16,11 @@
   StorageBackendFactory.
 """
 import os
-import re
 import signal
-import subprocess
 import sys
 import time
+
+import kvtierd_proc
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SGLANG_WHEEL = "sglang==0.5.23"
@@ -56,25 +56,14 @@ class Kvtierd:
 
     def start(self, dram, ssd, port):
         self.logpath = os.path.join(self.base, f"kvtierd-{time.monotonic_ns()}.log")
-        self.proc = subprocess.Popen(
-            [self.exe, "--dir", self.dir, "--dram", dram, "--ssd", ssd,
-             "--set", "dram.prefault=off", "--set", "ssd.segment=4M",
+        self.proc, self.port = kvtierd_proc.start(
+            self.exe, self.dir, self.logpath,
+            ["--dram", dram, "--ssd", ssd, "--set", "dram.prefault=off",
+             "--set", "ssd.segment=4M",
              # every block written down at put, so a restart finds it (the
              # default writes a block down on its second use)
-             "--set", "ssd.admission=always",
-             "--listen", f"127.0.0.1:{port}", "--threads", "2", "--log", self.logpath],
-            stdout=subprocess.DEVNULL, stderr=open(self.logpath + ".stderr", "w"))
-        for _ in range(1200):
-            if os.path.exists(self.logpath):
-                m = re.search(r"listening on 127\.0\.0\.1:(\d+)", open(self.logpath).read())
-                if m:
-                    self.port = int(m.group(1))
-                    self.addr = f"127.0.0.1:{self.port}"
-                    return
-            if self.proc.poll() is not None:
-                raise RuntimeError("kvtierd exited: " + open(self.logpath + ".stderr").read())
-            time.sleep(0.05)
-        raise RuntimeError("kvtierd did not start")
+             "--set", "ssd.admission=always"], port=port)
+        self.addr = f"127.0.0.1:{self.port}"
 
     def restart(self, dram="256M", ssd="512M"):
         """SIGTERM, then a new kvtierd on the same directory and port."""

@@ -7,9 +7,7 @@ exceptions; parts come as buffers or as raw addresses.
 """
 import ctypes
 import os
-import re
 import signal
-import subprocess
 import threading
 import time
 
@@ -17,6 +15,7 @@ import numpy as np
 import pytest
 
 import kvtier
+import kvtierd_proc
 
 DESC = dict(model="m", dtype="bf16", layout="batch-test", block_tokens=16)
 
@@ -151,43 +150,6 @@ def test_ssd_batch_after_reopen(tmp_path):
         assert all(np.array_equal(a, b) for a, b in zip(src, dst))
 
 
-class Kvtierd:
-    def __init__(self, base):
-        self.dir = base / "srv"
-        self.dir.mkdir()
-        self.log = base / "kvtierd.log"
-        self.proc = subprocess.Popen(
-            [os.environ["KVTIERD"], "--dir", str(self.dir), "--dram", "256M", "--ssd", "0",
-             "--set", "dram.prefault=off", "--listen", "127.0.0.1:0", "--threads", "2",
-             "--log", str(self.log)],
-            stdout=subprocess.DEVNULL, stderr=open(str(self.log) + ".stderr", "w"))
-        for _ in range(1200):
-            if self.log.exists():
-                m = re.search(r"listening on 127\.0\.0\.1:(\d+)", self.log.read_text())
-                if m:
-                    self.port = int(m.group(1))
-                    return
-            if self.proc.poll() is not None:
-                raise RuntimeError("kvtierd exited: " + self.log.read_text())
-            time.sleep(0.05)
-        raise RuntimeError("kvtierd did not start")
-
-    def wait_stopped(self):
-        """Until every thread of the stopped server is in state T (SIGSTOP
-        takes effect when each thread next leaves the kernel)."""
-        task = f"/proc/{self.proc.pid}/task"
-        for _ in range(200):
-            if all(open(f"{task}/{t}/stat").read().rsplit(")", 1)[1].split()[0] == "T"
-                   for t in os.listdir(task)):
-                return
-            time.sleep(0.01)
-        raise RuntimeError("kvtierd did not stop")
-
-    def stop(self):
-        self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(60)
-
-
 def test_remote_batch_against_loop(tmp_path):
     """Through a real kvtierd: engine A stores 64 blocks in one call, engine
     B (empty DRAM) loads them in one call, byte for byte; the same load
@@ -195,7 +157,7 @@ def test_remote_batch_against_loop(tmp_path):
     machine the ratio is information, not a verdict)."""
     if not os.environ.get("KVTIERD"):
         pytest.fail("KVTIERD is not set (run through meson test)")
-    srv = Kvtierd(tmp_path)
+    srv = kvtierd_proc.Kvtierd(tmp_path, "256M")
     try:
         opts = small(**{"remote.addr": f"127.0.0.1:{srv.port}"})
         src = blocks(64, 2, 32768, 4)
@@ -234,7 +196,7 @@ def test_one_call_one_gil_release(tmp_path):
     byte for byte."""
     if not os.environ.get("KVTIERD"):
         pytest.fail("KVTIERD is not set (run through meson test)")
-    srv = Kvtierd(tmp_path)
+    srv = kvtierd_proc.Kvtierd(tmp_path, "256M")
     try:
         opts = small(**{"remote.addr": f"127.0.0.1:{srv.port}", "remote.timeout_ms": 20000})
         src = blocks(64, 2, 8192, 5)

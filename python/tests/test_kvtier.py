@@ -6,9 +6,6 @@ equal byte for byte, keys equal doc/keys.md's vectors, errors carry codes,
 copies and GIL releases are measured.
 """
 import os
-import re
-import signal
-import subprocess
 import threading
 import time
 import tracemalloc
@@ -17,6 +14,7 @@ import numpy as np
 import pytest
 
 import kvtier
+import kvtierd_proc
 
 MiB = 1 << 20
 
@@ -559,38 +557,11 @@ def test_retain_hint():
 # ---------------------------------------------------------------- remote tier
 
 
-class Kvtierd:
-    def __init__(self, base):
-        self.dir = base / "srv"
-        self.dir.mkdir()
-        self.log = base / "kvtierd.log"
-        self.proc = subprocess.Popen(
-            [os.environ["KVTIERD"], "--dir", str(self.dir), "--dram", "128M", "--ssd", "0",
-             "--set", "dram.prefault=off", "--listen", "127.0.0.1:0", "--threads", "2",
-             "--log", str(self.log)],
-            stdout=subprocess.DEVNULL, stderr=open(str(self.log) + ".stderr", "w"))
-        self.port = None
-        for _ in range(1200):
-            if self.log.exists():
-                m = re.search(r"listening on 127\.0\.0\.1:(\d+)", self.log.read_text())
-                if m:
-                    self.port = int(m.group(1))
-                    return
-            if self.proc.poll() is not None:
-                raise RuntimeError("kvtierd exited: " + self.log.read_text())
-            time.sleep(0.05)
-        raise RuntimeError("kvtierd did not start")
-
-    def stop(self):
-        self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(60)
-
-
 @pytest.fixture
 def kvtierd(tmp_path):
     if not os.environ.get("KVTIERD"):
         pytest.fail("KVTIERD is not set (run through meson test)")
-    srv = Kvtierd(tmp_path)
+    srv = kvtierd_proc.Kvtierd(tmp_path, "128M")
     yield srv
     assert srv.stop() == 0
 

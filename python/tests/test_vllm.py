@@ -333,6 +333,8 @@ def test_async_load_error_is_recomputed(env, engine1, client):
     r = run(engine1, P, "e")
     after = engine1.stats()
     assert deltas(before, after, "loads_async", "load_blocks", "load_misses") == (1, 2, 2)
+    # Loaded: blocks 0 and 1, not the 4 matched (before the fix: 4 * BS).
+    assert r["loaded"] == 2 * BS
     # Blocks 2 and 3 were recomputed and stored (put: stored or present).
     assert delta(before, after, "store_blocks") + delta(before, after, "store_exists") == 2
     d = maxdiff(r["logprobs"], local["logprobs"])

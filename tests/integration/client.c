@@ -200,6 +200,7 @@ int kc_recv_items(struct kc *c, int timeout_ms, kc_item_fn fn, void *ctx, int32_
 {
 	int frames = 0;
 	bool more = true;
+	uint64_t tag = 0;
 
 	if (status)
 		*status = 0;
@@ -208,10 +209,13 @@ int kc_recv_items(struct kc *c, int timeout_ms, kc_item_fn fn, void *ctx, int32_
 		struct proto_iter iter;
 		struct proto_item it;
 		int rc = kc_recv(c, &r, timeout_ms);
+		if (rc == 0 && frames > 0 && r.f.tag != tag)
+			rc = -EPROTO; /* one reply's frames carry its request's tag */
 		if (rc < 0) {
 			kc_resp_free(&r);
 			return rc;
 		}
+		tag = r.f.tag;
 		frames++;
 		more = (r.f.flags & PROTO_F_MORE) != 0;
 		if (status && r.f.status < 0 && !*status)
@@ -459,10 +463,12 @@ int kc_get(struct kc *c, const uint8_t ns[PROTO_DIGEST_LEN], const struct kvt_ke
 	return rc;
 }
 
-int kc_exists(struct kc *c, const uint8_t ns[PROTO_DIGEST_LEN], const struct kvt_key *key,
-	      uint32_t *tier)
+/* A one-key request without data (EXISTS, DELETE): the item status, and
+ * its tier if tier is not NULL. */
+static int client_key_op(struct kc *c, uint16_t op, const uint8_t ns[PROTO_DIGEST_LEN],
+			 const struct kvt_key *key, uint32_t *tier)
 {
-	struct proto_frame f = { .op = PROTO_OP_EXISTS };
+	struct proto_frame f = { .op = op };
 	struct proto_item it = { 0 }, got = { 0 };
 	struct kc_resp r;
 	int rc;
@@ -480,22 +486,15 @@ int kc_exists(struct kc *c, const uint8_t ns[PROTO_DIGEST_LEN], const struct kvt
 	return rc;
 }
 
+int kc_exists(struct kc *c, const uint8_t ns[PROTO_DIGEST_LEN], const struct kvt_key *key,
+	      uint32_t *tier)
+{
+	return client_key_op(c, PROTO_OP_EXISTS, ns, key, tier);
+}
+
 int kc_delete(struct kc *c, const uint8_t ns[PROTO_DIGEST_LEN], const struct kvt_key *key)
 {
-	struct proto_frame f = { .op = PROTO_OP_DELETE };
-	struct proto_item it = { 0 }, got;
-	struct kc_resp r;
-	int rc;
-
-	f.ns_count = 1;
-	f.ns = ns;
-	it.key = *key;
-	rc = client_call(c, &f, &it, 1, NULL, 0, &r);
-	if (rc < 0)
-		return rc;
-	rc = client_one_item(&r, &got);
-	kc_resp_free(&r);
-	return rc;
+	return client_key_op(c, PROTO_OP_DELETE, ns, key, NULL);
 }
 
 int kc_lookup(struct kc *c, const uint8_t ns[PROTO_DIGEST_LEN], const struct kvt_key *keys,

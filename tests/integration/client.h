@@ -66,8 +66,9 @@ void kc_resp_free(struct kc_resp *r);
 /* A whole reply, over as many frames as it takes (PROTO_F_MORE): fn (may
  * be NULL) is called with each item and the frame holding its data
  * (r->data + it->data_off), valid during the call.  Returns the frame
- * count, or a kc_recv error; *status (may be NULL): the first negative
- * frame status, else 0. */
+ * count, or a kc_recv error (-EPROTO: a frame with another tag than the
+ * reply's first); *status (may be NULL): the first negative frame
+ * status, else 0. */
 typedef void (*kc_item_fn)(void *ctx, const struct kc_resp *r, const struct proto_item *it);
 int kc_recv_items(struct kc *c, int timeout_ms, kc_item_fn fn, void *ctx, int32_t *status);
 /* Wait for the server to close: true if it did within timeout_ms

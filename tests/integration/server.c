@@ -1,6 +1,8 @@
 /*
- * server.c - start and stop a real kvtierd for a test (server.h).
+ * server.c - start and stop a real kvtierd for a test, and read its
+ * HTTP listeners (server.h).
  */
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -11,7 +13,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -345,4 +349,52 @@ void tsrv_fill(uint8_t *b, size_t n, uint32_t seed)
 		x ^= x << 5;
 		b[i] = (uint8_t)x;
 	}
+}
+
+char *tsrv_http_get(uint16_t port, const char *path, const char *token, int *code)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port) };
+	char req[512];
+	size_t cap = 1 << 16, len = 0;
+	char *buf = malloc(cap);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	ssize_t r;
+
+	T_ASSERT(fd >= 0 && buf);
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	T_EQ_INT(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: localhost\r\n%s%s%sUser-Agent: t\r\n\r\n",
+		 path, token ? "Authorization: Bearer " : "", token ? token : "", token ? "\r\n" : "");
+	T_EQ_INT(write(fd, req, strlen(req)), (ssize_t)strlen(req));
+	while ((r = read(fd, buf + len, cap - len - 1)) > 0) {
+		len += (size_t)r;
+		if (cap - len < 2) {
+			cap *= 2;
+			buf = realloc(buf, cap);
+			T_ASSERT(buf);
+		}
+	}
+	close(fd);
+	buf[len] = 0;
+	T_ASSERT(sscanf(buf, "HTTP/1.1 %d", code) == 1);
+	return buf;
+}
+
+char *tsrv_http_body(uint16_t port, const char *path)
+{
+	int code = 0;
+	char *buf = tsrv_http_get(port, path, NULL, &code), *body;
+	T_EQ_INT(code, 200);
+	T_ASSERT((body = strstr(buf, "\r\n\r\n")));
+	memmove(buf, body + 4, strlen(body + 4) + 1);
+	return buf;
+}
+
+uint64_t tsrv_metric(const char *page, const char *series)
+{
+	size_t n = strlen(series);
+	for (const char *p = page; (p = strstr(p, series)); p += n)
+		if ((p == page || p[-1] == '\n') && p[n] == ' ')
+			return strtoull(p + n + 1, NULL, 10);
+	T_FAIL("no sample %s on the page", series);
 }

@@ -71,4 +71,15 @@ void *tsrv_rss_thread(void *arg);
  * rebuild to check what it reads back. */
 void tsrv_fill(uint8_t *b, size_t n, uint32_t seed);
 
+/* GET path from 127.0.0.1:port over a real socket (HTTP/1.1; the server
+ * closes after its answer), with "Authorization: Bearer token" if token
+ * is not NULL: the whole response, NUL-terminated (malloc'd), and *code
+ * its status.  Fails the test if there is no status line. */
+char *tsrv_http_get(uint16_t port, const char *path, const char *token, int *code);
+/* The same without a token, a 200 answer required: its body (malloc'd). */
+char *tsrv_http_body(uint16_t port, const char *path);
+/* The value of the sample line "series value" on a /metrics page; fails
+ * the test if the page has none. */
+uint64_t tsrv_metric(const char *page, const char *series);
+
 #endif

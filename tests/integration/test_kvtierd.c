@@ -1135,6 +1135,27 @@ static void test_malformed(const struct server *s, const uint8_t ns[32])
  * A GET answered in several frames (PROTO_F_MORE)
  */
 
+/* Each item of the split reply: in order, the whole value, in a frame
+ * of the request's tag with status 0 (every frame holds one: a value fits
+ * in a frame). */
+struct split_check {
+	uint64_t tag, len;
+	const uint8_t *val;
+	uint32_t items;
+};
+
+static void split_item(void *ctx, const struct kc_resp *r, const struct proto_item *got)
+{
+	struct split_check *sc = ctx;
+	T_EQ_U64(r->f.tag, sc->tag);
+	T_RC(r->f.status, 0);
+	T_EQ_INT(got->index, sc->items);
+	T_RC(got->status, KVT_OK);
+	T_EQ_U64(got->data_len, sc->len);
+	T_EQ_MEM(r->data + got->data_off, sc->val, sc->len);
+	sc->items++;
+}
+
 static void test_split(const struct server *s, const uint8_t ns[32])
 {
 	const uint64_t len = 40u << 20;
@@ -1143,8 +1164,9 @@ static void test_split(const struct server *s, const uint8_t ns[32])
 	struct proto_frame f = { .op = PROTO_OP_GET };
 	struct proto_item its[4] = { 0 };
 	struct kvt_key k = key_of(11000);
-	uint32_t items = 0, frames = 0;
-	bool last = false;
+	struct split_check sc = { .len = len, .val = val };
+	int32_t status = 0;
+	int frames;
 	struct kc c;
 	int64_t tag;
 
@@ -1161,31 +1183,15 @@ static void test_split(const struct server *s, const uint8_t ns[32])
 		its[i].key = k;
 	tag = kc_request(&c, &f, its, 4, NULL, 0);
 	T_ASSERT(tag > 0);
-	while (!last) {
-		struct kc_resp r;
-		struct proto_iter iter;
-		struct proto_item got;
-		T_RC(kc_recv(&c, &r, 30000), 0);
-		T_EQ_U64(r.f.tag, (uint64_t)tag);
-		T_RC(r.f.status, 0);
-		last = !(r.f.flags & PROTO_F_MORE);
-		frames++;
-		proto_iter_init(&iter, &r.f, NULL, NULL, 0);
-		while (proto_iter_next(&iter, &got) == 1) {
-			T_EQ_INT(got.index, items);
-			T_RC(got.status, KVT_OK);
-			T_EQ_U64(got.data_len, len);
-			T_EQ_MEM(r.data + got.data_off, val, len);
-			items++;
-		}
-		kc_resp_free(&r);
-	}
-	T_EQ_INT(items, 4);
+	sc.tag = (uint64_t)tag;
+	frames = kc_recv_items(&c, 30000, split_item, &sc, &status);
+	T_RC(status, 0);
+	T_EQ_INT(sc.items, 4);
 	T_GE_INT(frames, 2);
 	T_RC(kc_delete(&c, ns, &k), KVT_OK);
 	kc_close(&c);
 	free(val);
-	fprintf(stderr, "split response: ok (%u frames)\n", frames);
+	fprintf(stderr, "split response: ok (%d frames)\n", frames);
 }
 
 /* ------------------------------------------------------------------------

@@ -11,12 +11,9 @@
  * counters (daemon/counters.c's table) are the same in STATS and on
  * /metrics, and none of either is outside that table.
  */
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -26,46 +23,6 @@
 #include "tstore.h"
 
 #define BLK 8192
-
-/* GET path over a real socket: the body of a 200 answer. */
-static char *http_body(uint16_t port, const char *path)
-{
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port) };
-	size_t cap = 1 << 16, len = 0;
-	char req[256], *buf = malloc(cap), *body;
-	int fd = socket(AF_INET, SOCK_STREAM, 0), code = 0;
-	ssize_t r;
-
-	T_ASSERT(fd >= 0 && buf);
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	T_EQ_INT(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-	snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: localhost\r\n\r\n", path);
-	T_EQ_INT(write(fd, req, strlen(req)), (ssize_t)strlen(req));
-	while ((r = read(fd, buf + len, cap - len - 1)) > 0) {
-		len += (size_t)r;
-		if (cap - len < 2) {
-			cap *= 2;
-			T_ASSERT((buf = realloc(buf, cap)));
-		}
-	}
-	close(fd);
-	buf[len] = 0;
-	T_ASSERT(sscanf(buf, "HTTP/1.1 %d", &code) == 1);
-	T_EQ_INT(code, 200);
-	T_ASSERT((body = strstr(buf, "\r\n\r\n")));
-	memmove(buf, body + 4, strlen(body + 4) + 1);
-	return buf;
-}
-
-/* The value of the sample line "series value" on the page; fails if absent. */
-static uint64_t sample(const char *page, const char *series)
-{
-	size_t n = strlen(series);
-	for (const char *p = page; (p = strstr(p, series)); p += n)
-		if ((p == page || p[-1] == '\n') && p[n] == ' ')
-			return strtoull(p + n + 1, NULL, 10);
-	T_FAIL("no sample %s", series);
-}
 
 struct srv_stats {
 	char model[8][64], digest[8][32];
@@ -177,7 +134,7 @@ static void check_counters(struct kvt_store *e, uint16_t metrics_port)
 	char *page;
 
 	T_OK(kvt_remote_stats(e, "*", all_cb, &s1));
-	page = http_body(metrics_port, "/metrics");
+	page = tsrv_http_body(metrics_port, "/metrics");
 	T_OK(kvt_remote_stats(e, "*", all_cb, &s2));
 	for (size_t i = 0; i < kvtd_counter_def_count; i++) {
 		const struct kvtd_counter_def *d = &kvtd_counter_defs[i];
@@ -193,7 +150,7 @@ static void check_counters(struct kvt_store *e, uint16_t metrics_port)
 		snprintf(head, sizeof(head), "\n# TYPE %s %s\n", d->metric, d->type);
 		if (!strstr(page, head))
 			T_FAIL("no '# TYPE %s %s' on /metrics", d->metric, d->type);
-		m = sample(page, d->metric);
+		m = tsrv_metric(page, d->metric);
 		/* Gauges move with this test's own HTTP connection (open,
 		 * its buffer charged): only counters are compared. */
 		if (!d->stat || strcmp(d->type, "counter") != 0)
@@ -350,19 +307,19 @@ int main(int argc, char **argv)
 	}
 
 	/* /metrics: the same figures, labelled. */
-	page = http_body(tsrv_listener_port(srv.log, "metrics"), "/metrics");
+	page = tsrv_http_body(tsrv_listener_port(srv.log, "metrics"), "/metrics");
 	snprintf(series, sizeof(series), "kvtier_ns_puts_total{namespace=\"%s\"}", st.digest[1]);
-	T_EQ_U64(sample(page, series), 3);
+	T_EQ_U64(tsrv_metric(page, series), 3);
 	snprintf(series, sizeof(series), "kvtier_ns_hits_total{namespace=\"%s\",tier=\"dram\"}",
 		 st.digest[1]);
-	T_EQ_U64(sample(page, series), 4);
+	T_EQ_U64(tsrv_metric(page, series), 4);
 	snprintf(series, sizeof(series), "kvtier_ns_misses_total{namespace=\"%s\"}", st.digest[1]);
-	T_EQ_U64(sample(page, series), 2);
+	T_EQ_U64(tsrv_metric(page, series), 2);
 	snprintf(series, sizeof(series), "kvtier_ns_hits_total{namespace=\"%s\",tier=\"dram\"}",
 		 st.digest[2]);
-	T_EQ_U64(sample(page, series), 1);
-	T_EQ_U64(sample(page, "kvtier_ns_puts_total{namespace=\"other\"}"), 1);
-	T_EQ_U64(sample(page, "kvtier_ns_misses_total{namespace=\"other\"}"), 1);
+	T_EQ_U64(tsrv_metric(page, series), 1);
+	T_EQ_U64(tsrv_metric(page, "kvtier_ns_puts_total{namespace=\"other\"}"), 1);
+	T_EQ_U64(tsrv_metric(page, "kvtier_ns_misses_total{namespace=\"other\"}"), 1);
 	snprintf(series, sizeof(series), "kvtier_namespace_info{namespace=\"%s\",id=\"1\",",
 		 st.digest[1]);
 	T_ASSERT(strstr(page, series) && strstr(page, "model=\"model-a\""));

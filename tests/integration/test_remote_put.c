@@ -23,8 +23,11 @@
  *     everything and never touches the caller's parts afterwards
  *     (ASan/LSan: the parts are freed right after);
  *   - a server killed while such puts are in flight: each completes, by
- *     its deadline, as KVT_EFULL (stored nowhere), never KVT_OK, and DRAM
- *     is still untouched;
+ *     its deadline, with the server's failure (an errno such as -EIO or
+ *     -ETIMEDOUT: stored nowhere), never KVT_OK nor KVT_EFULL (a full
+ *     store, which it is not), and DRAM is still untouched; a put once
+ *     nothing listens fails the same way (refused at once or by its
+ *     connect), and remote.puts_failed counts each;
  *   - the window: with a pool of 2 connections and the server stopped,
  *     16 puts of 1 MiB submitted together put one frame of 4 MiB on each
  *     connection and the other 8 wait (remote.window_waits), instead of
@@ -264,25 +267,41 @@ static void put_batch(struct kvt_queue *q, uint32_t ns, uint64_t id0, struct kvt
 	t_submit_all(q, reqs, NPUT);
 }
 
+/* An engine with remote.put_local=never and the deadline timeout_ms, its
+ * namespace registered on the server (a put of one byte, key id), then
+ * the server stopped (SIGSTOP, every thread), and a queue for puts. */
+struct stopped {
+	struct kvt_store *s;
+	uint32_t ns;
+	struct kvt_queue *q;
+};
+
+static struct stopped stopped_server(struct tsrv *srv, const char *addr, const char *timeout_ms,
+				     uint64_t id)
+{
+	struct stopped st = { .s = engine(addr, "never", timeout_ms) };
+	uint8_t x = (uint8_t)id;
+	struct iovec one = { &x, 1 };
+
+	st.ns = t_ns(st.s, "put");
+	T_RC(put1(st.s, st.ns, id, &one, 1).status, KVT_OK);
+	T_RC(kill(srv->pid, SIGSTOP), 0);
+	tsrv_wait_stopped(srv->pid);
+	T_OK(kvt_queue_create(st.s, &st.q));
+	return st;
+}
+
 /* Destroyed while its puts wait on a stopped server. */
 static void test_close(struct tsrv *srv, const char *addr)
 {
-	struct kvt_store *b = engine(addr, "never", "30000");
-	uint32_t nb = t_ns(b, "put");
+	struct stopped st = stopped_server(srv, addr, "30000", 99);
+	struct kvt_store *b = st.s;
 	struct kvt_req reqs[NPUT];
 	struct iovec parts[NPUT];
 	uint8_t *vals[NPUT];
-	struct kvt_queue *q;
-	struct iovec one;
-	uint8_t x = 1;
 
-	one = (struct iovec){ &x, 1 };
-	T_RC(put1(b, nb, 99, &one, 1).status, KVT_OK); /* namespace registered */
-	T_RC(kill(srv->pid, SIGSTOP), 0);
-	tsrv_wait_stopped(srv->pid);
-	T_OK(kvt_queue_create(b, &q));
 	uint64_t o0 = t_stat(b, "remote.bytes_out");
-	put_batch(q, nb, 200, reqs, parts, vals);
+	put_batch(st.q, st.ns, 200, reqs, parts, vals);
 	/* Some of the values went into the socket, the rest wait for room. */
 	for (int i = 0; i < 500 && t_stat(b, "remote.bytes_out") - o0 < VLEN / 2; i++)
 		tsrv_sleep_ms(10);
@@ -294,23 +313,29 @@ static void test_close(struct tsrv *srv, const char *addr)
 	T_RC(kill(srv->pid, SIGCONT), 0);
 }
 
-/* Killed while puts are in flight: each completes as KVT_EFULL. */
+/* A put local DRAM did not take, failed by the server: its error, not
+ * "full" (before: KVT_EFULL, the server's failure lost). */
+static void assert_server_failure(int status)
+{
+	if (status >= 0 || status == KVT_EFULL)
+		T_FAIL("put status %d (%s): want the server's failure", status,
+		       kvt_strerror(status));
+}
+
+/* Killed while puts are in flight: each completes with the server's
+ * failure; so does one once nothing listens. */
 static void test_down(struct tsrv *srv, const char *addr)
 {
-	struct kvt_store *b = engine(addr, "never", "1000");
-	uint32_t nb = t_ns(b, "put");
+	struct stopped st = stopped_server(srv, addr, "1000", 98);
+	struct kvt_store *b = st.s;
+	struct kvt_queue *q = st.q;
+	uint32_t nb = st.ns;
 	struct kvt_req reqs[NPUT];
 	struct iovec parts[NPUT];
 	uint8_t *vals[NPUT];
-	struct kvt_queue *q;
-	struct iovec one;
 	uint8_t x = 2;
+	struct iovec one = { &x, 1 };
 
-	one = (struct iovec){ &x, 1 };
-	T_RC(put1(b, nb, 98, &one, 1).status, KVT_OK);
-	T_RC(kill(srv->pid, SIGSTOP), 0);
-	tsrv_wait_stopped(srv->pid);
-	T_OK(kvt_queue_create(b, &q));
 	put_batch(q, nb, 300, reqs, parts, vals);
 	tsrv_sleep_ms(50);
 	uint64_t t0 = t_now_ms();
@@ -318,9 +343,17 @@ static void test_down(struct tsrv *srv, const char *addr)
 	t_wait_all(q, NPUT);
 	T_ASSERT(t_now_ms() - t0 < 5000);
 	for (int i = 0; i < NPUT; i++)
-		T_RC(reqs[i].status, KVT_EFULL);
+		assert_server_failure(reqs[i].status);
 	dram_untouched(b);
 	T_EQ_U64(t_stat(b, "remote.puts_only"), 1 + NPUT);
+	T_EQ_U64(t_stat(b, "remote.puts_failed"), NPUT);
+	/* Nothing listens now: refused at once (the server marked down) or
+	 * by the connect. */
+	int after = put1(b, nb, 310, &one, 1).status;
+	assert_server_failure(after);
+	dram_untouched(b);
+	fprintf(stderr, "server killed: puts in flight failed with %s; the next put with %s\n",
+		kvt_strerror(reqs[0].status), kvt_strerror(after));
 	T_OK(kvt_queue_destroy(q));
 	kvt_store_destroy(b);
 	for (int i = 0; i < NPUT; i++)

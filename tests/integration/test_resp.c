@@ -445,36 +445,6 @@ static void test_benchmark(void)
  * /metrics
  */
 
-/* One HTTP request over a real socket; the whole response. */
-static char *http_get(uint16_t port, const char *path, const char *token, int *code)
-{
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port) };
-	char req[512];
-	size_t cap = 1 << 16, len = 0;
-	char *buf = malloc(cap);
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-	ssize_t r;
-
-	T_ASSERT(fd >= 0 && buf);
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	T_EQ_INT(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-	snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: localhost\r\n%s%s%sUser-Agent: t\r\n\r\n",
-		 path, token ? "Authorization: Bearer " : "", token ? token : "", token ? "\r\n" : "");
-	T_EQ_INT(write(fd, req, strlen(req)), (ssize_t)strlen(req));
-	while ((r = read(fd, buf + len, cap - len - 1)) > 0) {
-		len += (size_t)r;
-		if (cap - len < 2) {
-			cap *= 2;
-			buf = realloc(buf, cap);
-			T_ASSERT(buf);
-		}
-	}
-	close(fd);
-	buf[len] = 0;
-	T_ASSERT(sscanf(buf, "HTTP/1.1 %d", code) == 1);
-	return buf;
-}
-
 static bool metric_name_ok(const char *s, size_t n)
 {
 	if (n == 0 || !(isalpha((unsigned char)s[0]) || s[0] == '_' || s[0] == ':'))
@@ -597,7 +567,7 @@ static double metric(const struct scrape *s, const char *name)
 static void scrape(uint16_t port, const char *token, struct scrape *s)
 {
 	int code;
-	char *r = http_get(port, "/metrics", token, &code), *body;
+	char *r = tsrv_http_get(port, "/metrics", token, &code), *body;
 
 	T_EQ_INT(code, 200);
 	T_ASSERT(strstr(r, "Content-Type: text/plain; version=0.0.4"));
@@ -675,11 +645,11 @@ static void test_metrics(void)
 	T_ASSERT(metric(&b, "kvtier_errors_total{kind=\"malformed\"}") >=
 		 metric(&a, "kvtier_errors_total{kind=\"malformed\"}") + 1);
 
-	r = http_get(metrics_port, "/healthz", NULL, &code);
+	r = tsrv_http_get(metrics_port, "/healthz", NULL, &code);
 	T_EQ_INT(code, 200);
 	T_ASSERT(strstr(r, "\r\n\r\nok\n"));
 	free(r);
-	r = http_get(metrics_port, "/nope", NULL, &code);
+	r = tsrv_http_get(metrics_port, "/nope", NULL, &code);
 	T_EQ_INT(code, 404);
 	free(r);
 }
@@ -737,10 +707,10 @@ static void test_auth(void)
 	free(o);
 
 	/* the metrics token */
-	r = http_get(metrics_port, "/metrics", NULL, &code);
+	r = tsrv_http_get(metrics_port, "/metrics", NULL, &code);
 	T_EQ_INT(code, 401);
 	free(r);
-	r = http_get(metrics_port, "/metrics", "metrics-token-wrong-0123456789", &code);
+	r = tsrv_http_get(metrics_port, "/metrics", "metrics-token-wrong-0123456789", &code);
 	T_EQ_INT(code, 401);
 	free(r);
 	{

@@ -138,29 +138,10 @@ static uint64_t stat_of(const struct tsrv *srv, const char *name)
  * fails the test if the page has no such line. */
 static uint64_t metric_of(const struct tsrv *srv, const char *name)
 {
-	static char page[1 << 20];
-	struct body b = { (uint8_t *)page, 0, sizeof(page) - 1 };
-	CURL *h = curl_easy_init();
-	char url[128], pat[160];
-	long status = 0;
-	const char *p;
-
-	snprintf(url, sizeof(url), "http://127.0.0.1:%u/metrics",
-		 tsrv_listener_port(srv->log, "metrics"));
-	curl_easy_setopt(h, CURLOPT_URL, url);
-	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, sink);
-	curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
-	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, 20000L);
-	T_EQ_INT(curl_easy_perform(h), CURLE_OK);
-	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
-	curl_easy_cleanup(h);
-	T_EQ_INT((int)status, 200);
-	page[b.len] = 0;
-	snprintf(pat, sizeof(pat), "\n%s ", name);
-	p = strstr(page, pat);
-	if (!p)
-		T_FAIL("no %s on /metrics", name);
-	return strtoull(p + strlen(pat), NULL, 10);
+	char *page = tsrv_http_body(tsrv_listener_port(srv->log, "metrics"), "/metrics");
+	uint64_t v = tsrv_metric(page, name);
+	free(page);
+	return v;
 }
 
 /* Until the write-down queue is empty (within 10 s). */

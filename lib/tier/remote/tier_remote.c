@@ -95,12 +95,15 @@ static int trem_put_through(void *t, const struct tier_key *k, const struct iove
 			    tier_done_fn done, void *ctx)
 {
 	struct cluster_hint h;
+	int ret;
 	/* A present key (EXISTS) was written before; a block only the
 	 * server could take (no DRAM room, too big for DRAM) goes there. */
 	if (local != KVT_OK && local != KVT_EFULL && local != KVT_ETOOBIG)
 		return KVT_MISS;
-	return cluster_put(t, k->ns, k->key, trem_hint(k, &h), parts, part_count, crcs, vflags,
-			   local != KVT_OK, done, ctx) == 0 ? TIER_PENDING : KVT_MISS;
+	/* Refused at once (server down: -ENOTCONN): the put's error. */
+	ret = cluster_put(t, k->ns, k->key, trem_hint(k, &h), parts, part_count, crcs, vflags,
+			  local != KVT_OK, done, ctx);
+	return ret == 0 ? TIER_PENDING : ret < 0 ? ret : KVT_MISS;
 }
 
 static int trem_del(void *t, void *prepared, const struct tier_key *k, tier_done_fn done,
