@@ -54,6 +54,8 @@ def main():
                VLLM_NO_USAGE_STATS="1", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
     r = subprocess.run([py, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider",
                         "-W", "error::pytest.PytestUnhandledThreadExceptionWarning",
+                        # The slowest tests and fixtures, for CI's time budget.
+                        "--durations=12", "--durations-min=2",
                         os.path.join(here, "test_vllm_versions.py"),
                         os.path.join(here, "test_vllm_async.py"),
                         os.path.join(here, "test_vllm.py"),
