@@ -319,6 +319,12 @@ int kvt_store_create(struct kvt_store **out);
  *                     class), "lru" or "s3fifo".  doc/policies.md.
  *   dram.victim_wait_ms  a put waits at most this long for the SSD before
  *                     DRAM's victims are shed unwritten (default 20).
+ *   dram.hash_seed    the DRAM index hash's secret (default unset or 0: a
+ *                     random one per open).  It also picks the keys
+ *                     prefix-adapt's simulations sample, so a fixed one
+ *                     makes a replay repeat its hit ratio exactly (kvtier
+ *                     replay sets one); a server should keep it random, or
+ *                     clients who know it can aim keys at one bucket.
  *   dram.hugepages    "auto" (default: hugetlbfs pages if reserved, else
  *                     transparent huge pages), "thp", "off".
  *   dram.prefault     "on" (default) maps the arena populated at open,

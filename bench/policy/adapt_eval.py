@@ -3,9 +3,10 @@
 at an eighth, a quarter and a half of each trace's distinct blocks (16 KiB blocks,
 --bytes-per-token 32), the table doc/policies.md uses to choose the default DRAM policy.
 
-prefix-adapt's simulations sample keys by the store's randomly seeded hash, so its ratio
-moves between runs: it is run RUNS times (environment, default 3) and the table gives the
-lowest and highest.  lru and prefix are deterministic (one run).  JOBS (default 2)
+prefix-adapt's simulations sample keys by the store's index hash, so its ratio depends on
+the hash's secret: a replay fixes it (dram.hash_seed), and this script runs prefix-adapt
+with RUNS (environment, default 3) secrets, 1..RUNS, and gives the lowest and highest.
+lru and prefix do not depend on it (one run).  JOBS (default 2)
 replays run at once; the hit ratios do not depend on timing (DRAM only).  Extra replay
 flags in KVT_REPLAY_ARGS (e.g. "--set dram.policy=..." overrides).  Prints a markdown table
 and, per cell, "loses" when prefix-adapt's lowest run is below max(lru, prefix).
@@ -28,9 +29,11 @@ FRACS = ((8, '1/8'), (4, '1/4'), (2, '1/2'))
 
 
 
-def replay(path, dram, policy):
+def replay(path, dram, policy, seed=None):
     cmd = ['nice', '-n', '5', kv, 'replay', path, '--bytes-per-token', '32', '--dram', str(dram),
            '--dram-policy', policy, '--json', '--no-progress'] + extra
+    if seed is not None:
+        cmd += ['--set', 'dram.hash_seed=%d' % seed]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     return json.loads(out.splitlines()[0])
 
@@ -40,17 +43,17 @@ for path in traces:
     n = distinct(path)
     for div, name in FRACS:
         dram = (n // div) * BPB
-        work.append((path, name, dram, 'lru'))
-        work.append((path, name, dram, 'prefix'))
-        for _ in range(runs):
-            work.append((path, name, dram, 'prefix-adapt'))
+        work.append((path, name, dram, 'lru', None))
+        work.append((path, name, dram, 'prefix', None))
+        for seed in range(1, runs + 1):
+            work.append((path, name, dram, 'prefix-adapt', seed))
 
 res = {}
 base = os.environ.get('BASELINE')
 if base:
     work = [w for w in work if w[3] == 'prefix-adapt']
 with concurrent.futures.ThreadPoolExecutor(jobs) as ex:
-    futs = {ex.submit(replay, p, d, pol): (p, f, pol) for p, f, d, pol in work}
+    futs = {ex.submit(replay, p, d, pol, sd): (p, f, pol) for p, f, d, pol, sd in work}
     for fu in concurrent.futures.as_completed(futs):
         p, f, pol = futs[fu]
         j = fu.result()

@@ -1194,9 +1194,16 @@ int dram_open(struct dram **out, const struct dram_config *cfg, struct kvt_mem *
 	if ((per >> __builtin_ctz(cfg->chunk)) > UINT32_MAX)
 		return KVT_EOPTVAL;
 
-	got = getrandom(&secret, sizeof(secret), 0);
-	if (got != (ssize_t)sizeof(secret))
-		return got < 0 ? -errno : -EIO;
+	/* The secret also picks which keys prefix-adapt's simulations sample
+	 * and where the ghosts keep them, so a replay that must give the same
+	 * hit ratio every run fixes it (dram.hash_seed, doc/policies.md). */
+	if (cfg->hash_seed != 0) {
+		secret = cfg->hash_seed;
+	} else {
+		got = getrandom(&secret, sizeof(secret), 0);
+		if (got != (ssize_t)sizeof(secret))
+			return got < 0 ? -errno : -EIO;
+	}
 	d = kvt_mem_calloc(mem, 1, sizeof(*d));
 	if (!d)
 		return -ENOMEM;

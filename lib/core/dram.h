@@ -156,6 +156,9 @@ struct dram_config {
 	bool prefault;
 	uint32_t victim_wait_ms; /* longest a put waits for the disk before victims
 				  * are shed (doc/policies.md) */
+	uint64_t hash_seed;  /* 0: random at open (getrandom); else the index
+			      * hash's secret, so that the policies' sampling
+			      * and ghosts repeat run to run (kvtier replay) */
 };
 
 enum { DRAM_POLICY_S3FIFO = 0, DRAM_POLICY_LRU = 1, DRAM_POLICY_PREFIX = 2, DRAM_POLICY_PREFIX_LEARN = 3,

@@ -50,24 +50,27 @@
  *         --otherwise-------> [ M: new ... old ] --evict when M > 90 %--> ghost
  *                               ^ hit (in P or M): to M, class credited
  * *
- * Prefix-adapt (the default): the prefix order in two modes.  LRU mode is
- * prefix; segmented mode puts a new block on probation (P) and a block hit,
- * or back while the ghost (ghost.c, near-FIFO, 3 keys per chunk) remembers
- * it, in main (M), victims from P while M holds at most 95 %.  Two
- * miniature simulations (minisim.c) of the two modes, fed 1 key in 16 at
- * 1/16 of the shard, pick the mode: segmented while its simulation hits 2 %
- * more than LRU's and the difference is significant (a sign test over the
- * sampled accesses only one of them hit; counts halved every 4 simulated
- * capacities; see adapt_note).  Entering
- * segmented mode moves M's never-reused blocks to P; leaving it moves
- * nothing (P's leftovers go first).  No write-down filter.  With any tier
- * below DRAM it stays in LRU mode (evict_pin_lru): the simulations model
+ * Prefix-adapt (the default): the prefix order in three modes.  LRU mode
+ * is prefix; the segmented modes put a new block on probation (P) and a
+ * block hit, or back while the ghost (ghost.c, near-FIFO, 4.5 keys per
+ * chunk) remembers it, in main (M), victims from P while M holds at most
+ * 95 %; the long one counts a block back within the ghost's whole memory,
+ * the short one within its newest generation (EVICT_SHORT_HORIZON).
+ * Three miniature simulations (minisim.c) of the three modes, fed 1 key in
+ * 16 at 1/16 of the shard, pick the mode: another mode replaces the
+ * current one when its simulation hits 2 % more and the difference is
+ * significant (a sign test over the sampled accesses only one of the two
+ * hit; counts halved every 4 simulated capacities; see adapt_note).  Entering
+ * a segmented mode from LRU moves M's never-reused blocks to P; leaving
+ * them moves nothing (P's leftovers go first), nor does a change of
+ * horizon.  No write-down filter.  With any tier below DRAM it stays in
+ * LRU mode (evict_pin_lru): the simulations model
  * DRAM alone and chose badly there (doc/policies.md).  The mode, ghost and
  * simulations are per quota group with a DRAM limit (struct evict_adapt,
  * adapt_of; the shard's own, ad0, for every other block), so one group's
  * traffic never changes another's order; a switch moves only its group's
  * blocks.  A put with the caller's retain hint (EVICT_RETAIN) starts in M
- * in segmented mode, and the segmented simulation takes the hint too.
+ * in segmented mode, and the segmented simulations take the hint too.
  *
  * Pinned items are never evicted: evict_victim rotates them to the head of
  * their queue and goes on; after a full lap with nothing evictable it
@@ -84,6 +87,14 @@
 #define EVICT_SIM_RATE 16
 #define EVICT_SIM_SHIFT 16
 #define EVICT_SEG_MAIN_PCT 95
+/* The ghost: 4.5 keys a chunk (9 bytes a block in 2-byte slots), so the
+ * long horizon (GHOST_LIFE generations) remembers about 4.5 capacities of
+ * evictions; the short one counts a block back as reused only within the
+ * generation it was evicted in (1 of GHOST_LIFE: at most about 0.56
+ * capacities).  Tool-using agents gain 5-11 points from the short one, the
+ * repository's documents want the long one (doc/policies.md "Sixth pass"). */
+#define EVICT_GHOST_KEYS(chunks) ((uint64_t)(chunks) * 9 / 2)
+#define EVICT_SHORT_HORIZON 1
 
 static void list_init(struct evict_list *l)
 {
@@ -142,11 +153,16 @@ static int adapt_init(struct evict_adapt *a, struct kvt_mem *mem, uint64_t capac
 	int r;
 	memset(a, 0, sizeof(*a));
 	a->cap_chunks = capacity_chunks;
-	r = ghost_init(&a->gh, mem, 3 * capacity_chunks);
+	a->horizon = GHOST_LIFE;
+	r = ghost_init(&a->gh, mem, EVICT_GHOST_KEYS(capacity_chunks));
 	if (r == 0)
-		r = minisim_init(&a->sim[0], mem, cap, ents, false, 0, 0);
+		r = minisim_init(&a->sim[EVICT_MODE_LRU], mem, cap, ents, false, 0, 0, 0);
 	if (r == 0)
-		r = minisim_init(&a->sim[1], mem, cap, ents, true, EVICT_SEG_MAIN_PCT, 4);
+		r = minisim_init(&a->sim[EVICT_MODE_SEG_LONG], mem, cap, ents, true,
+				 EVICT_SEG_MAIN_PCT, EVICT_GHOST_KEYS(ents), GHOST_LIFE);
+	if (r == 0)
+		r = minisim_init(&a->sim[EVICT_MODE_SEG_SHORT], mem, cap, ents, true,
+				 EVICT_SEG_MAIN_PCT, EVICT_GHOST_KEYS(ents), EVICT_SHORT_HORIZON);
 	if (r < 0) {
 		adapt_fini(a);
 		return r;
@@ -158,8 +174,8 @@ static int adapt_init(struct evict_adapt *a, struct kvt_mem *mem, uint64_t capac
 
 static void adapt_fini(struct evict_adapt *a)
 {
-	minisim_fini(&a->sim[0]);
-	minisim_fini(&a->sim[1]);
+	for (unsigned i = 0; i < EVICT_MODES; i++)
+		minisim_fini(&a->sim[i]);
 	ghost_fini(&a->gh);
 	a->ready = false;
 }
@@ -303,6 +319,7 @@ void evict_pin_lru(struct evict *e)
 	e->adapt_pinned = true;
 	if (e->ad0.seg) {
 		e->ad0.seg = false;
+		e->ad0.mode = EVICT_MODE_LRU;
 		e->ad0.mode_switches++;
 	}
 	/* Pinned for good (the tier below stays until close): the ghost and
@@ -401,35 +418,45 @@ static bool adapt_better(uint64_t only_mine, uint64_t only_other, uint64_t other
 static void adapt_note(struct evict *e, struct evict_adapt *a, uint32_t group, uint64_t hash,
 		       uint32_t chunks, bool retain)
 {
-	bool seg, hit[2];
+	bool hit[EVICT_MODES];
+	unsigned m, best;
 	if (!a || ((hash >> EVICT_SIM_SHIFT) & (EVICT_SIM_RATE - 1)) != 0)
 		return;
-	for (unsigned i = 0; i < 2; i++) {
+	for (unsigned i = 0; i < EVICT_MODES; i++) {
 		hit[i] = minisim_access(&a->sim[i], hash, chunks, retain);
 		a->sim_hits[i] += hit[i];
 	}
-	if (hit[0] != hit[1])
-		a->sim_only[hit[1]]++;
+	for (unsigned i = 0; i < EVICT_MODES; i++)
+		for (unsigned j = 0; j < EVICT_MODES; j++)
+			a->sim_only[i][j] += hit[i] && !hit[j];
 	if (a->sim_seen < EVICT_SIM_EVIDENCE)
 		a->sim_seen++;
 	if (++a->sim_accesses >= a->sim_window) {
 		a->sim_accesses = 0;
-		for (unsigned i = 0; i < 2; i++) {
+		for (unsigned i = 0; i < EVICT_MODES; i++) {
 			a->sim_hits[i] /= 2;
-			a->sim_only[i] /= 2;
+			for (unsigned j = 0; j < EVICT_MODES; j++)
+				a->sim_only[i][j] /= 2;
 		}
 	}
 	if (a->sim_seen < EVICT_SIM_EVIDENCE)
 		return;
-	if (a->seg)
-		seg = !adapt_better(a->sim_only[0], a->sim_only[1], a->sim_hits[1]);
-	else
-		seg = adapt_better(a->sim_only[1], a->sim_only[0], a->sim_hits[0]);
-	if (seg != a->seg) {
-		a->seg = seg;
+	/* Another mode replaces the current one only by beating it
+	 * significantly (the best such, by hits). */
+	m = best = a->mode;
+	for (unsigned c = 0; c < EVICT_MODES; c++)
+		if (c != m && adapt_better(a->sim_only[c][m], a->sim_only[m][c], a->sim_hits[m]) &&
+		    (best == m || a->sim_hits[c] > a->sim_hits[best]))
+			best = c;
+	if (best != m) {
+		a->mode = (uint8_t)best;
+		a->horizon = best == EVICT_MODE_SEG_SHORT ? EVICT_SHORT_HORIZON : GHOST_LIFE;
 		a->mode_switches++;
-		if (seg)
+		if (!a->seg) {
+			a->seg = true;
 			adapt_to_segmented(e, group);
+		}
+		a->seg = best != EVICT_MODE_LRU;
 	}
 }
 
@@ -497,7 +524,8 @@ static void prefix_insert(struct evict *e, struct evict_node *n, uint64_t hash, 
 	}
 	n->freq = (uint8_t)cls;
 	if (e->adapt) {
-		if (a && ghost_take(&a->gh, hash)) {
+		int age = a ? ghost_take_age(&a->gh, hash) : -1;
+		if (age >= 0 && (unsigned)age < a->horizon) {
 			e->ghost_hits++;
 			cls_credit(e, n);
 			back = true;

@@ -37,20 +37,25 @@ struct evict_list {
 };
 
 /*
- * prefix-adapt's decision state: two miniature simulations over sampled
- * keys, LRU ([0]) and segmented ([1]), whose decayed hit counts choose the
- * mode (seg), and the ghost of evicted keys the segmented mode reads.
+ * prefix-adapt's decision state: three miniature simulations over sampled
+ * keys, LRU ([EVICT_MODE_LRU]) and segmented with a long and a short ghost
+ * horizon ([EVICT_MODE_SEG_LONG], [EVICT_MODE_SEG_SHORT]), whose decayed
+ * hit counts choose the mode, and the ghost of evicted keys the segmented
+ * modes read.
  */
+enum { EVICT_MODE_LRU = 0, EVICT_MODE_SEG_LONG = 1, EVICT_MODE_SEG_SHORT = 2, EVICT_MODES = 3 };
 struct evict_adapt {
-	struct minisim sim[2];
+	struct minisim sim[EVICT_MODES];
 	struct ghost gh;          /* near-FIFO, ghost.c */
-	uint64_t sim_hits[2], sim_accesses, sim_window, mode_switches;
-	/* sampled accesses only one simulation hit ([0] LRU's, [1] the
-	 * segmented one's), halved with sim_hits; sampled accesses seen in
-	 * all (to EVICT_SIM_EVIDENCE) */
-	uint64_t sim_only[2], sim_seen;
+	uint64_t sim_hits[EVICT_MODES], sim_accesses, sim_window, mode_switches;
+	/* sim_only[i][j]: sampled accesses simulation i hit and j did not,
+	 * halved with sim_hits; sampled accesses seen in all (to
+	 * EVICT_SIM_EVIDENCE) */
+	uint64_t sim_only[EVICT_MODES][EVICT_MODES], sim_seen;
 	uint64_t cap_chunks;      /* the capacity it models */
-	bool seg;                 /* segmented mode */
+	uint8_t mode;             /* EVICT_MODE_* */
+	uint8_t horizon;          /* ghost generations a block back counts as reused */
+	bool seg;                 /* segmented mode (either horizon) */
 	bool ready;               /* sims and ghost allocated */
 };
 

@@ -1,6 +1,7 @@
 /*
- * ghost.c - a set of recently evicted keys, by a 16-bit fingerprint of
- * their hash, that forgets the oldest first (nearly FIFO).  Owns its table.
+ * ghost.c - a set of recently evicted keys, by a 12-bit fingerprint of
+ * their hash, that forgets the oldest first (nearly FIFO), and says how
+ * long ago a key it still holds was added.  Owns its table.
  *
  * Why not one slot per hash, as S3-FIFO's ghost: a direct-mapped table
  * forgets a key as soon as any later key lands in its slot, at random --
@@ -8,32 +9,28 @@
  * capacity of evictions -- and a prompt one of whose blocks is forgotten
  * loses every later prefix hit at that block (doc/policies.md).  Here a
  * bucket of GHOST_WAYS slots (one 64-byte cache line) replaces its oldest
- * entry: each entry carries an 8-bit generation (the table's adds /
- * (size / 128)), so keys survive about as many adds as the table has
- * slots, and none longer.
+ * entry: each entry carries a 4-bit generation (the table's adds /
+ * (size / GHOST_LIFE)), so keys survive about as many adds as the table
+ * has slots, and none longer.
  *
- * A slot is 3 bytes, little endian: generation, then the fingerprint
- * (never 0; an all-zero slot is empty).  21 slots fill 63 bytes of a
- * line:
- *
- *     byte  0   1   2   3   4   5  ...  60  61  62  63
- *          [gen fp-lo fp-hi][gen fp-lo fp-hi] ... [slot 20   ] pad
- *
- * 3 keys per chunk cost 9.1 bytes per block (4-byte slots cost 12, over
- * the DRAM tier's 128-byte budget with the rest of prefix-adapt).  A take
- * of a key never added matches a slot by chance with probability 21 /
- * 65535 (0.03 %): it then counts as a reuse and forgets that slot's key.
+ * A slot is 2 bytes: the fingerprint (never 0) in the top 12 bits, the
+ * generation in the low 4; an all-zero slot is empty.  32 slots fill a
+ * line, so a key costs 2 bytes (the 3-byte slots of before cost 3.05:
+ * 4.5 keys per chunk now cost what 3 did, doc/policies.md "Sixth pass").
+ * A take of a key never added matches a live slot by chance with
+ * probability at most 32 / 4095 (0.8 %): it then counts as a reuse and
+ * forgets that slot's key.  The generation wraps at 16 and entries live
+ * GHOST_LIFE = 8; every add scans its whole bucket and empties the
+ * expired slots it meets, and a bucket receives GHOST_WAYS / GHOST_LIFE =
+ * 4 adds per generation on average, so an expired entry is gone long
+ * before its generation could wrap and look young again.
  */
 #include <errno.h>
 #include <string.h>
 
 #include "ghost.h"
 
-/* Generations an entry lives: 128 = one table of adds.  An 8-bit
- * generation wraps at 256; entries are forgotten at 128, so a bucket never
- * mistakes a wrapped old entry for a young one (the next add to its bucket,
- * every 6 generations on average, reuses its slot). */
-#define GHOST_LIFE 128
+#define GHOST_GEN_MASK 15
 
 int ghost_init(struct ghost *g, struct kvt_mem *mem, uint64_t keys)
 {
@@ -48,7 +45,7 @@ int ghost_init(struct ghost *g, struct kvt_mem *mem, uint64_t keys)
 	if (!g->line)
 		return -ENOMEM;
 	g->buckets = (uint32_t)nb;
-	g->per_gen = nb * GHOST_WAYS / 128 ? nb * GHOST_WAYS / 128 : 1;
+	g->per_gen = nb * GHOST_WAYS / GHOST_LIFE ? nb * GHOST_WAYS / GHOST_LIFE : 1;
 	return 0;
 }
 
@@ -59,64 +56,74 @@ void ghost_fini(struct ghost *g)
 	memset(g, 0, sizeof(*g));
 }
 
-static inline uint32_t ghost_fp(uint64_t hash)
+static inline uint16_t ghost_fp(uint64_t hash)
 {
-	uint32_t fp = (uint32_t)(hash >> 48);
-	return fp ? fp : 1; /* never 0 */
+	uint16_t fp = (uint16_t)(hash >> 52);
+	return (uint16_t)((fp ? fp : 1) << 4); /* never 0, in the slot's top 12 bits */
 }
 
-static inline uint8_t *ghost_bucket(const struct ghost *g, uint64_t hash)
+static inline uint16_t *ghost_bucket(const struct ghost *g, uint64_t hash)
 {
-	/* Any bucket count: the low 32 bits scaled (fingerprints are the top 16). */
-	return &g->line[(size_t)(((hash & UINT32_MAX) * g->buckets) >> 32) * GHOST_LINE];
+	/* Any bucket count: the low 32 bits scaled (fingerprints are the top 12). */
+	return (uint16_t *)(void *)&g->line[(size_t)(((hash & UINT32_MAX) * g->buckets) >> 32) *
+					     GHOST_LINE];
 }
 
-static inline uint32_t slot_fp(const uint8_t *s)
+static inline unsigned ghost_gen(const struct ghost *g, uint64_t adds)
 {
-	return (uint32_t)s[1] | (uint32_t)s[2] << 8;
+	return (unsigned)(adds / g->per_gen) & GHOST_GEN_MASK;
 }
 
 void ghost_add(struct ghost *g, uint64_t hash)
 {
-	uint8_t *b = ghost_bucket(g, hash);
-	uint32_t fp = ghost_fp(hash);
-	uint8_t gen = (uint8_t)(g->adds++ / g->per_gen);
-	unsigned victim = 0, oldest = 0;
+	uint16_t *b = ghost_bucket(g, hash);
+	uint16_t fp = ghost_fp(hash);
+	unsigned gen = ghost_gen(g, g->adds++);
+	unsigned victim = GHOST_WAYS, oldest = 0, empty = GHOST_WAYS;
 	for (unsigned i = 0; i < GHOST_WAYS; i++) {
-		uint8_t *s = b + 3 * i;
-		uint32_t sfp = slot_fp(s);
 		unsigned age;
-		if (sfp == 0 || sfp == fp) {
-			victim = i;
+		if (b[i] == 0) {
+			if (empty == GHOST_WAYS)
+				empty = i;
+			continue;
+		}
+		if ((b[i] & ~GHOST_GEN_MASK) == fp) { /* the same key (or its twin): renew */
+			empty = i;
 			break;
 		}
-		age = (uint8_t)(gen - s[0]);
-		if (age >= GHOST_LIFE) { /* forgotten already */
-			victim = i;
-			break;
+		age = (gen - b[i]) & GHOST_GEN_MASK;
+		if (age >= GHOST_LIFE) { /* forgotten already: empty it */
+			b[i] = 0;
+			if (empty == GHOST_WAYS)
+				empty = i;
+			continue;
 		}
-		if (age >= oldest) {
+		if (victim == GHOST_WAYS || age >= oldest) {
 			oldest = age;
 			victim = i;
 		}
 	}
-	b[3 * victim] = gen;
-	b[3 * victim + 1] = (uint8_t)fp;
-	b[3 * victim + 2] = (uint8_t)(fp >> 8);
+	if (empty != GHOST_WAYS)
+		victim = empty;
+	b[victim] = (uint16_t)(fp | gen);
+}
+
+int ghost_take_age(struct ghost *g, uint64_t hash)
+{
+	uint16_t *b = ghost_bucket(g, hash);
+	uint16_t fp = ghost_fp(hash);
+	unsigned gen = ghost_gen(g, g->adds);
+	for (unsigned i = 0; i < GHOST_WAYS; i++) {
+		if (b[i] != 0 && (b[i] & ~GHOST_GEN_MASK) == fp) {
+			unsigned age = (gen - b[i]) & GHOST_GEN_MASK;
+			b[i] = 0;
+			return age < GHOST_LIFE ? (int)age : -1;
+		}
+	}
+	return -1;
 }
 
 bool ghost_take(struct ghost *g, uint64_t hash)
 {
-	uint8_t *b = ghost_bucket(g, hash);
-	uint32_t fp = ghost_fp(hash);
-	uint8_t gen = (uint8_t)(g->adds / g->per_gen);
-	for (unsigned i = 0; i < GHOST_WAYS; i++) {
-		uint8_t *s = b + 3 * i;
-		if (slot_fp(s) == fp) {
-			bool live = (uint8_t)(gen - s[0]) < GHOST_LIFE;
-			s[0] = s[1] = s[2] = 0;
-			return live;
-		}
-	}
-	return false;
+	return ghost_take_age(g, hash) >= 0;
 }

@@ -10,7 +10,8 @@
 
 #include "kvt_int.h"
 
-#define GHOST_WAYS 21 /* 3-byte slots per bucket */
+#define GHOST_WAYS 32 /* 2-byte slots per bucket */
+#define GHOST_LIFE 8  /* generations an entry lives: one table of adds */
 #define GHOST_LINE 64 /* bytes per bucket: one cache line */
 
 struct ghost {
@@ -26,5 +27,8 @@ void ghost_fini(struct ghost *g);
 void ghost_add(struct ghost *g, uint64_t hash);
 /* Was the key added and not yet forgotten?  Forgets it if so. */
 bool ghost_take(struct ghost *g, uint64_t hash);
+/* The same, and how long ago it was added: 0 .. GHOST_LIFE-1 generations
+ * of size / GHOST_LIFE adds each, or -1 if not held. */
+int ghost_take_age(struct ghost *g, uint64_t hash);
 
 #endif

@@ -14,7 +14,8 @@
  * probation (P), a key hit, or back while the ghost remembers it, goes to
  * main (M); victims come from P's tail while M holds at most main_max
  * chunks, from M's tail otherwise; every victim is remembered in the ghost
- * (ghost.c, as the real cache's).
+ * (ghost.c, as the real cache's), and a key back counts as reused if its
+ * ghost entry is younger than the horizon (prefix-adapt simulates two).
  * The same rule as evict.c's prefix-adapt in its segmented mode.
  */
 #include <errno.h>
@@ -74,7 +75,7 @@ static void ms_push(struct minisim *m, uint32_t l, uint32_t i)
 }
 
 int minisim_init(struct minisim *m, struct kvt_mem *mem, uint64_t cap_chunks, uint32_t max_entries,
-		 bool seg, unsigned main_pct, unsigned ghost_mult)
+		 bool seg, unsigned main_pct, uint64_t ghost_keys, unsigned horizon)
 {
 	uint32_t nb = 16;
 	memset(m, 0, sizeof(*m));
@@ -89,7 +90,7 @@ int minisim_init(struct minisim *m, struct kvt_mem *mem, uint64_t cap_chunks, ui
 	if (!m->ent || !m->bucket)
 		goto fail;
 	m->bucket_mask = nb - 1;
-	if (seg && ghost_init(&m->ghost, mem, (uint64_t)max_entries * (ghost_mult ? ghost_mult : 1)) < 0)
+	if (seg && ghost_init(&m->ghost, mem, ghost_keys ? ghost_keys : max_entries) < 0)
 		goto fail;
 	for (uint32_t l = MS_P; l <= MS_M; l++)
 		m->ent[l].prev = m->ent[l].next = l;
@@ -97,6 +98,7 @@ int minisim_init(struct minisim *m, struct kvt_mem *mem, uint64_t cap_chunks, ui
 	m->cap_chunks = cap_chunks ? cap_chunks : 1;
 	m->main_max = m->cap_chunks * main_pct / 100;
 	m->seg = seg;
+	m->horizon = horizon;
 	return 0;
 fail:
 	minisim_fini(m);
@@ -158,7 +160,12 @@ bool minisim_access(struct minisim *m, uint64_t hash, uint32_t chunks, bool reta
 		chunks = 1;
 	if (chunks > INT32_MAX) /* the entry's 31-bit field (8 TiB of 4 KiB chunks) */
 		chunks = INT32_MAX;
-	to_main = !m->seg || ghost_take(&m->ghost, ms_ghost_key(fp)) || retain;
+	if (!m->seg) {
+		to_main = true;
+	} else {
+		int age = ghost_take_age(&m->ghost, ms_ghost_key(fp));
+		to_main = (age >= 0 && (unsigned)age < m->horizon) || retain;
+	}
 	while (m->used_chunks + chunks > m->cap_chunks || (!m->free_head && m->next_unused >= m->nent)) {
 		uint32_t v = ms_victim(m);
 		if (v < MS_FIRST)

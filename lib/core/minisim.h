@@ -23,15 +23,17 @@ struct minisim {
 	uint32_t nent, free_head, next_unused;
 	uint64_t cap_chunks, main_max; /* main_max: chunks M may hold before it gives victims */
 	uint64_t used_chunks, main_chunks;
+	unsigned horizon;        /* seg: a key back within this many ghost generations goes to M */
 	bool seg;                /* false: LRU; true: probation + main (doc/policies.md) */
 };
 
 /* A simulated cache of cap_chunks chunks holding at most max_entries keys;
  * seg: segmented (new keys on probation, reused ones in main, main at most
- * main_pct % of it, a ghost of ghost_mult x max_entries keys: the real
- * cache's rule), else LRU. */
+ * main_pct % of it, a ghost of ghost_keys keys, of which a key back within
+ * horizon generations (at most GHOST_LIFE) goes to main: the real cache's
+ * rule), else LRU. */
 int minisim_init(struct minisim *m, struct kvt_mem *mem, uint64_t cap_chunks, uint32_t max_entries,
-		 bool seg, unsigned main_pct, unsigned ghost_mult);
+		 bool seg, unsigned main_pct, uint64_t ghost_keys, unsigned horizon);
 void minisim_fini(struct minisim *m);
 /* One access (a get or a put) of the key with this hash and size: true if
  * the simulated cache held it; it does afterwards.  retain: the caller's

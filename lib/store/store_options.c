@@ -89,6 +89,8 @@ static const struct opt_def opts[] = {
 	  policy_vals, "prefix-adapt", "eviction policy (doc/policies.md)" },
 	{ "dram.victim_wait_ms", OPT_COUNT, 0, F(dram_cfg.victim_wait_ms), 0, 60000, NULL, NULL,
 	  "20", "longest a put waits for the disk before victim write-downs are shed" },
+	{ "dram.hash_seed", OPT_SIZE, 0, F(dram_cfg.hash_seed), 0, UINT64_MAX, NULL, NULL, NULL,
+	  "index hash secret; unset or 0: random per open (a fixed one lets clients aim keys at a bucket; for replays and tests)" },
 	{ "dram.hugepages", OPT_CHOICE, 0, F(dram_cfg.hugepages), 0, 0, "auto|thp|off", huge_vals,
 	  "auto", "huge pages for the arena" },
 	{ "dram.prefault", OPT_BOOL, 0, F(dram_cfg.prefault), 0, 0, "off|on", NULL, "on",

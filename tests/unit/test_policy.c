@@ -480,28 +480,78 @@ static void test_write_pressure(void)
 }
 
 /*
- * 7a. A ghost of 84 keys: 4 buckets of 21.  Keys i = 1..92 with hash
- *     (i << 48) | (i % 4) << 30 (bucket i % 4: the low 32 bits scaled to
- *     4 buckets; fingerprint i: the top 16 bits): 23 per bucket, added in
- *     order.  A bucket's 22nd add replaces its oldest (keys 1..4), its
- *     23rd the oldest again (keys 5..8; replacing the first slot again
- *     would forget 85..88 instead), so 9..92 are remembered; a second
- *     take of a key fails (taking forgets it).  The table is 4 cache
- *     lines, nothing more.
+ * 7a. A ghost of 128 keys: 4 buckets of 32 2-byte slots, generations of
+ *     128 / GHOST_LIFE = 16 adds.  Key i's hash is (i << 52) | bucket << 30
+ *     (the low 32 bits scaled to 4 buckets pick the bucket; the top 12 bits
+ *     are the fingerprint).
+ *     (1) Oldest first: keys 1..40 into bucket 0 only (40 adds, no entry
+ *     expires): the 32 slots fill, then each of the 8 more replaces an
+ *     entry of the oldest generation, keys 1..16 -- so exactly 8 of 1..16
+ *     are forgotten and all of 17..40 remembered (replacing the first slot
+ *     would forget key 1 and 33..39).  Taking forgets: a second take fails.
+ *     (2) Expiry: keys 1..136 spread over the 4 buckets (34 each): when
+ *     adds 129..136 come, generation 0 (keys 1..16) has lived GHOST_LIFE
+ *     generations, and each bucket's add empties them: 17..136 remembered,
+ *     1..16 not; the ages returned are the generations since the add
+ *     (key 136: 0, key 17: 7).  The table is 4 cache lines, nothing more.
  */
 static void test_ghost_fifo(void)
 {
 	struct kvt_mem mem;
 	struct ghost g;
+	int forgot = 0;
 	kvt_mem_init(&mem);
-	T_OK(ghost_init(&g, &mem, 84));
+	T_OK(ghost_init(&g, &mem, 128));
 	T_EQ_U64(atomic_load(&mem.bytes), 4 * 64);
-	for (uint64_t i = 1; i <= 92; i++)
-		ghost_add(&g, (i << 48) | (i % 4) << 30);
-	for (uint64_t i = 1; i <= 92; i++)
-		T_EQ_INT(ghost_take(&g, (i << 48) | (i % 4) << 30), i > 8);
-	T_EQ_INT(ghost_take(&g, (UINT64_C(9) << 48) | UINT64_C(1) << 30), false);
+	for (uint64_t i = 1; i <= 40; i++)
+		ghost_add(&g, i << 52);
+	for (uint64_t i = 1; i <= 16; i++)
+		forgot += !ghost_take(&g, i << 52);
+	T_EQ_INT(forgot, 8);
+	for (uint64_t i = 17; i <= 40; i++)
+		T_EQ_INT(ghost_take(&g, i << 52), true);
+	T_EQ_INT(ghost_take(&g, UINT64_C(17) << 52), false);
 	ghost_fini(&g);
+
+	T_OK(ghost_init(&g, &mem, 128));
+	for (uint64_t i = 1; i <= 136; i++)
+		ghost_add(&g, (i << 52) | (i % 4) << 30);
+	T_EQ_INT(ghost_take_age(&g, (UINT64_C(136) << 52) | UINT64_C(0) << 30), 0);
+	T_EQ_INT(ghost_take_age(&g, (UINT64_C(17) << 52) | UINT64_C(1) << 30), 7);
+	for (uint64_t i = 1; i <= 135; i++)
+		if (i != 17)
+			T_EQ_INT(ghost_take(&g, (i << 52) | (i % 4) << 30), i > 16);
+	ghost_fini(&g);
+	T_EQ_INT(atomic_load(&mem.bytes), 0);
+}
+
+/*
+ * 7b'. The ghost horizon: two segmented simulations of 4 one-chunk keys
+ *     (main at most 2), one counting a key back as reused within
+ *     GHOST_LIFE generations of its eviction (long), one within 1 (short);
+ *     their ghost holds 32 keys, generations of 4 evictions.  x a b c d:
+ *     d evicts x (eviction 0, generation 0); e..l evict a..h (evictions
+ *     1..8), so when x comes back the ghost is in generation 2: long puts
+ *     x in main, short on probation.  m n o p then evict probation's
+ *     oldest four: in short that includes x, so x misses; in long x hits.
+ */
+static void test_minisim_horizon(void)
+{
+	struct kvt_mem mem;
+	struct minisim lg, sh;
+	const char *seq = "xabcdefghijklxmnop";
+	kvt_mem_init(&mem);
+	T_OK(minisim_init(&lg, &mem, 4, 4, true, 50, 16, GHOST_LIFE));
+	T_OK(minisim_init(&sh, &mem, 4, 4, true, 50, 16, 1));
+	for (const char *c = seq; *c; c++) {
+		uint64_t h = (uint64_t)*c << 40 | (uint64_t)*c;
+		T_EQ_INT(minisim_access(&lg, h, 1, false), false);
+		T_EQ_INT(minisim_access(&sh, h, 1, false), false);
+	}
+	T_EQ_INT(minisim_access(&lg, (uint64_t)'x' << 40 | 'x', 1, false), true);
+	T_EQ_INT(minisim_access(&sh, (uint64_t)'x' << 40 | 'x', 1, false), false);
+	minisim_fini(&lg);
+	minisim_fini(&sh);
 	T_EQ_INT(atomic_load(&mem.bytes), 0);
 }
 
@@ -524,8 +574,8 @@ static void test_minisim_hand(void)
 	static const char seq[] = "ababcdefab";
 	unsigned hl = 0, hs = 0;
 	kvt_mem_init(&mem);
-	T_OK(minisim_init(&lru, &mem, 4, 4, false, 0, 0));
-	T_OK(minisim_init(&seg, &mem, 4, 4, true, 50, 4));
+	T_OK(minisim_init(&lru, &mem, 4, 4, false, 0, 0, 0));
+	T_OK(minisim_init(&seg, &mem, 4, 4, true, 50, 16, GHOST_LIFE));
 	for (const char *c = seq; *c; c++) {
 		uint64_t h = (uint64_t)(unsigned char)*c << 40 | (unsigned char)*c;
 		hl += minisim_access(&lru, h, 1, false);
@@ -956,7 +1006,8 @@ static void test_adapt_mode(void)
 			adapt_access(&e, k);
 	T_EQ_INT(e.ad0.seg, false);
 	T_EQ_U64(e.ad0.mode_switches, 0);
-	T_EQ_U64(e.ad0.sim_only[0] + e.ad0.sim_only[1], 0);
+	T_EQ_U64(e.ad0.sim_only[0][1] + e.ad0.sim_only[1][0] + e.ad0.sim_only[0][2] +
+			 e.ad0.sim_only[2][0], 0);
 	evict_fini(&e);
 	T_EQ_INT(atomic_load(&mem.bytes), 0);
 }
@@ -965,6 +1016,7 @@ int main(void)
 {
 	test_ghost_fifo();
 	test_minisim_hand();
+	test_minisim_horizon();
 	test_adapt_mode();
 	test_adapt_pinned();
 	test_adapt_groups();
