@@ -90,15 +90,6 @@ static const struct kvt_ns_desc desc = {
  * Helpers
  */
 
-static void write_file(const char *path, const char *text)
-{
-	FILE *f = fopen(path, "w");
-	T_ASSERT(f != NULL);
-	fputs(text, f);
-	fclose(f);
-	T_EQ_INT(chmod(path, 0600), 0);
-}
-
 /* Start kvtierd with the tenants alice (tenant) and admin (admin), or
  * the tenants file text given, the test's budget, plus extra
  * (NULL-ended). */
@@ -109,7 +100,7 @@ static void start_with(const char *name, const char *const *extra, const char *t
 	int n = 0;
 
 	snprintf(tenants, sizeof(tenants), "%s/tenants", base);
-	write_file(tenants, tenants_text ? tenants_text
+	tsrv_write_file(NULL, tenants, tenants_text ? tenants_text
 				       : "alice " SECRET_ALICE " tenant\n"
 					 "admin " SECRET_ADMIN " admin\n");
 	snprintf(dir, sizeof(dir), "%s/%s", base, name);
@@ -779,7 +770,7 @@ static void phase_emfile(void)
 	/* kvtierd under "ulimit -n 64" (soft and hard: it cannot raise it). */
 	snprintf(wrapper, sizeof(wrapper), "%s/kvtierd-nofile64", base);
 	snprintf(text, sizeof(text), "#!/bin/sh\nulimit -n 64 || exit 1\nexec %s \"$@\"\n", real);
-	write_file(wrapper, text);
+	tsrv_write_file(NULL, wrapper, text);
 	T_EQ_INT(chmod(wrapper, 0700), 0);
 	bin = wrapper;
 	start("emfile", extra);
@@ -825,7 +816,7 @@ static void reload(const char *text)
 	static int n;
 
 	snprintf(path, sizeof(path), "%s/tenants", base);
-	write_file(path, text);
+	tsrv_write_file(NULL, path, text);
 	snprintf(rotated, sizeof(rotated), "%s.r%d", srv.log, ++n);
 	T_EQ_INT(rename(srv.log, rotated), 0);
 	kill(srv.pid, SIGHUP);
@@ -1704,7 +1695,7 @@ static void phase_quota_groups(void)
 	/* 1030 tenants: refused at start, saying why. */
 	snprintf(path, sizeof(path), "%s/tenants-1030", base);
 	t = tenants_text("t", 1030);
-	write_file(path, t);
+	tsrv_write_file(NULL, path, t);
 	free(t);
 	snprintf(cmd, sizeof(cmd), "timeout 10 %s --dir %s/qg-refused --listen 127.0.0.1:0 "
 		 "--ssd 0 --dram 16M --tenants %s > %s/qg.out 2>&1", bin, base, path, base);
@@ -1992,7 +1983,7 @@ static void phase_grant_race(void)
 	its[1].text = own_text;
 	its[1].text_len = (uint32_t)kvt_ns_digest(&own, NULL, own_text, sizeof(own_text));
 	snprintf(file, sizeof(file), "%s/arm", gate);
-	write_file(file, "");
+	tsrv_write_file(NULL, file, "");
 	T_ASSERT(kc_request(&bob, &f, its, 2, NULL, 0) > 0);
 	snprintf(file, sizeof(file), "%s/entered", gate);
 	entered = wait_file(file, 10000);
@@ -2001,7 +1992,7 @@ static void phase_grant_race(void)
 	T_EQ_INT(kc_recv(&bob, &r, 200), -ETIMEDOUT);
 	reload(owner_only); /* the grant revoked while the frame waits */
 	snprintf(file, sizeof(file), "%s/release", gate);
-	write_file(file, "");
+	tsrv_write_file(NULL, file, "");
 
 	T_RC(kc_recv(&bob, &r, 30000), 0);
 	reg_rc = r.f.status;
