@@ -958,6 +958,15 @@ static void s3d_body_start(struct s3d_req *rq)
 	struct s3d_conn *sc = s3d_of(c);
 
 	if (rq->wire_left == 0 && !rq->transport_chunked) {
+		/* No body: answered at once.  A client that asked to be told
+		 * to continue is told first, as S3 does (RFC 9110 lets a
+		 * server leave it out here).  botocore before 1.44 (awscli
+		 * 1.46 carries its own 1.43) takes a final answer in that slot
+		 * and then reads the connection's next answer after a 100 as
+		 * headers only: no length, a 60 s read timeout, a retry
+		 * (botocore issue 3755; an empty file in "aws s3 sync"). */
+		if (rq->h.expect_continue && !rq->err_status && sc->head == rq)
+			s3d_send_continue(c);
 		s3d_body_done(rq);
 		return;
 	}

@@ -16,6 +16,7 @@
 #include <netinet/in.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -349,6 +350,19 @@ void tsrv_fill(uint8_t *b, size_t n, uint32_t seed)
 		x ^= x << 5;
 		b[i] = (uint8_t)x;
 	}
+}
+
+void tsrv_write_file(const char *dir, const char *name, const char *text)
+{
+	char path[1024];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s%s%s", dir ? dir : "", dir ? "/" : "", name);
+	f = fopen(path, "w");
+	T_ASSERT(f != NULL);
+	fputs(text, f);
+	T_EQ_INT(fclose(f), 0);
+	T_EQ_INT(chmod(path, 0600), 0);
 }
 
 char *tsrv_http_get(uint16_t port, const char *path, const char *token, int *code)

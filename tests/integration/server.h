@@ -70,6 +70,9 @@ void *tsrv_rss_thread(void *arg);
 /* n pseudo-random bytes from seed (xorshift32): a value a test can
  * rebuild to check what it reads back. */
 void tsrv_fill(uint8_t *b, size_t n, uint32_t seed);
+/* Write text to dir/name (name alone if dir is NULL), mode 0600: tenants
+ * and secret files, which kvtierd refuses if others may read them. */
+void tsrv_write_file(const char *dir, const char *name, const char *text);
 
 /* GET path from 127.0.0.1:port over a real socket (HTTP/1.1; the server
  * closes after its answer), with "Authorization: Bearer token" if token

@@ -58,23 +58,15 @@ static bool alive[SLOTS];
 #define SECRET_ROOT "root-secret-abcdefghijklmnop"
 static char tenants_path[700], team_secret[700], root_secret[700];
 
-static void write_file(const char *path, const char *text)
-{
-	FILE *f = fopen(path, "w");
-	T_ASSERT(f != NULL);
-	fputs(text, f);
-	fclose(f);
-	T_RC(chmod(path, 0600), 0);
-}
-
 static void auth_files(void)
 {
 	snprintf(tenants_path, sizeof(tenants_path), "%s/tenants", base);
 	snprintf(team_secret, sizeof(team_secret), "%s/team.secret", base);
 	snprintf(root_secret, sizeof(root_secret), "%s/root.secret", base);
-	write_file(tenants_path, "team " SECRET_TEAM " tenant\nroot " SECRET_ROOT " admin\n");
-	write_file(team_secret, SECRET_TEAM "\n");
-	write_file(root_secret, SECRET_ROOT "\n");
+	tsrv_write_file(NULL, tenants_path,
+			"team " SECRET_TEAM " tenant\nroot " SECRET_ROOT " admin\n");
+	tsrv_write_file(NULL, team_secret, SECRET_TEAM "\n");
+	tsrv_write_file(NULL, root_secret, SECRET_ROOT "\n");
 }
 
 static void etcd_atexit(void)

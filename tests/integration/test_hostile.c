@@ -90,15 +90,6 @@ static const struct kvt_ns_desc desc = {
  * Helpers
  */
 
-static void write_file(const char *path, const char *text)
-{
-	FILE *f = fopen(path, "w");
-	T_ASSERT(f != NULL);
-	fputs(text, f);
-	fclose(f);
-	T_EQ_INT(chmod(path, 0600), 0);
-}
-
 /* Start kvtierd with the tenants alice (tenant) and admin (admin), or
  * the tenants file text given, the test's budget, plus extra
  * (NULL-ended). */
@@ -109,7 +100,7 @@ static void start_with(const char *name, const char *const *extra, const char *t
 	int n = 0;
 
 	snprintf(tenants, sizeof(tenants), "%s/tenants", base);
-	write_file(tenants, tenants_text ? tenants_text
+	tsrv_write_file(NULL, tenants, tenants_text ? tenants_text
 				       : "alice " SECRET_ALICE " tenant\n"
 					 "admin " SECRET_ADMIN " admin\n");
 	snprintf(dir, sizeof(dir), "%s/%s", base, name);
@@ -779,7 +770,7 @@ static void phase_emfile(void)
 	/* kvtierd under "ulimit -n 64" (soft and hard: it cannot raise it). */
 	snprintf(wrapper, sizeof(wrapper), "%s/kvtierd-nofile64", base);
 	snprintf(text, sizeof(text), "#!/bin/sh\nulimit -n 64 || exit 1\nexec %s \"$@\"\n", real);
-	write_file(wrapper, text);
+	tsrv_write_file(NULL, wrapper, text);
 	T_EQ_INT(chmod(wrapper, 0700), 0);
 	bin = wrapper;
 	start("emfile", extra);
@@ -825,7 +816,7 @@ static void reload(const char *text)
 	static int n;
 
 	snprintf(path, sizeof(path), "%s/tenants", base);
-	write_file(path, text);
+	tsrv_write_file(NULL, path, text);
 	snprintf(rotated, sizeof(rotated), "%s.r%d", srv.log, ++n);
 	T_EQ_INT(rename(srv.log, rotated), 0);
 	kill(srv.pid, SIGHUP);
@@ -1704,7 +1695,7 @@ static void phase_quota_groups(void)
 	/* 1030 tenants: refused at start, saying why. */
 	snprintf(path, sizeof(path), "%s/tenants-1030", base);
 	t = tenants_text("t", 1030);
-	write_file(path, t);
+	tsrv_write_file(NULL, path, t);
 	free(t);
 	snprintf(cmd, sizeof(cmd), "timeout 10 %s --dir %s/qg-refused --listen 127.0.0.1:0 "
 		 "--ssd 0 --dram 16M --tenants %s > %s/qg.out 2>&1", bin, base, path, base);
@@ -1992,7 +1983,7 @@ static void phase_grant_race(void)
 	its[1].text = own_text;
 	its[1].text_len = (uint32_t)kvt_ns_digest(&own, NULL, own_text, sizeof(own_text));
 	snprintf(file, sizeof(file), "%s/arm", gate);
-	write_file(file, "");
+	tsrv_write_file(NULL, file, "");
 	T_ASSERT(kc_request(&bob, &f, its, 2, NULL, 0) > 0);
 	snprintf(file, sizeof(file), "%s/entered", gate);
 	entered = wait_file(file, 10000);
@@ -2001,7 +1992,7 @@ static void phase_grant_race(void)
 	T_EQ_INT(kc_recv(&bob, &r, 200), -ETIMEDOUT);
 	reload(owner_only); /* the grant revoked while the frame waits */
 	snprintf(file, sizeof(file), "%s/release", gate);
-	write_file(file, "");
+	tsrv_write_file(NULL, file, "");
 
 	T_RC(kc_recv(&bob, &r, 30000), 0);
 	reg_rc = r.f.status;
@@ -2528,13 +2519,42 @@ static void phase_preauth_out(void)
 #define RESP_PIN_VALUES 8u
 #define RESP_PIN_GETS 48u
 
+/* A RESP connection to port, authenticated as alice. */
+static int resp_alice(uint16_t port)
+{
+	const char *auth = "*3\r\n$4\r\nAUTH\r\n$5\r\nalice\r\n$26\r\n" SECRET_ALICE "\r\n";
+	char reply[8] = { 0 };
+	bool closed = false;
+	int fd = tcp_connect(port);
+
+	T_EQ_INT(send_for(fd, auth, strlen(auth), 1000), (int64_t)strlen(auth));
+	recv_for(fd, reply, 6, 2000, &closed);
+	T_ASSERT(strncmp(reply, "+OK", 3) == 0);
+	return fd;
+}
+
+/* SET key to vlen bytes of c on RESP connection fd (cmd: cap >= vlen + 64
+ * bytes of scratch). */
+static void resp_set(int fd, char *cmd, size_t cap, const char *key, char c, size_t vlen)
+{
+	char reply[8] = { 0 };
+	bool closed = false;
+	int n = snprintf(cmd, cap, "*3\r\n$3\r\nSET\r\n$%zu\r\n%s\r\n$%zu\r\n", strlen(key),
+			 key, vlen);
+
+	memset(cmd + n, c, vlen);
+	memcpy(cmd + n + vlen, "\r\n", 2);
+	T_EQ_INT(send_for(fd, cmd, (size_t)n + vlen + 2, 5000), (int64_t)(n + vlen + 2));
+	recv_for(fd, reply, 6, 5000, &closed);
+	T_ASSERT(strncmp(reply, "+OK", 3) == 0);
+}
+
 static void phase_resp_pins(void)
 {
 	const char *extra[] = { "--resp", "127.0.0.1:0", "--dram", "16M", "--idle-timeout", "3",
 				NULL };
-	const char *auth = "*3\r\n$4\r\nAUTH\r\n$5\r\nalice\r\n$26\r\n" SECRET_ALICE "\r\n";
 	size_t vlen = 1u << 20, cap = 64 + vlen;
-	char *cmd = malloc(cap), reply[256];
+	char *cmd = malloc(cap);
 	uint64_t deferred0, deferred, pins = 0, pins_end, t0, timeouts0;
 	uint16_t port;
 	bool closed = false;
@@ -2543,17 +2563,11 @@ static void phase_resp_pins(void)
 	T_ASSERT(cmd != NULL);
 	start("resp_pins", extra);
 	port = tsrv_listener_port(srv.log, "RESP");
-	w = tcp_connect(port);
-	T_EQ_INT(send_for(w, auth, strlen(auth), 1000), (int64_t)strlen(auth));
-	recv_for(w, reply, 6, 2000, &closed);
-	T_ASSERT(strncmp(reply, "+OK", 3) == 0);
+	w = resp_alice(port);
 	for (unsigned i = 0; i < RESP_PIN_VALUES; i++) {
-		int n = snprintf(cmd, cap, "*3\r\n$3\r\nSET\r\n$2\r\nv%u\r\n$%zu\r\n", i, vlen);
-		memset(cmd + n, 'a' + (int)i, vlen);
-		memcpy(cmd + n + vlen, "\r\n", 2);
-		T_EQ_INT(send_for(w, cmd, (size_t)n + vlen + 2, 5000), (int64_t)(n + vlen + 2));
-		recv_for(w, reply, 6, 5000, &closed);
-		T_ASSERT(strncmp(reply, "+OK", 3) == 0);
+		char key[8];
+		snprintf(key, sizeof(key), "v%u", i);
+		resp_set(w, cmd, cap, key, (char)('a' + i), vlen);
 	}
 	close(w);
 	deferred0 = stat_of("server.pin_deferred");
@@ -2561,10 +2575,7 @@ static void phase_resp_pins(void)
 	/* 48 GETs pipelined (48 MiB of answers from 8 MiB of DRAM); then
 	 * 128 KiB read every 300 ms (~430 KiB/s: enough that the output never
 	 * stalls, below the 1 MiB/s a reader holding pins owes). */
-	r = tcp_connect(port);
-	T_EQ_INT(send_for(r, auth, strlen(auth), 1000), (int64_t)strlen(auth));
-	recv_for(r, reply, 6, 2000, &closed);
-	T_ASSERT(strncmp(reply, "+OK", 3) == 0);
+	r = resp_alice(port);
 	{
 		size_t o = 0;
 		for (unsigned i = 0; i < RESP_PIN_GETS; i++)
@@ -2800,7 +2811,6 @@ static void phase_out_share(void)
 static void phase_resp_mget(void)
 {
 	const char *extra[] = { "--resp", "127.0.0.1:0", "--dram", "32M", NULL };
-	const char *auth = "*3\r\n$4\r\nAUTH\r\n$5\r\nalice\r\n$26\r\n" SECRET_ALICE "\r\n";
 	size_t vlen = 1u << 20, cap = 64 + vlen + 16 * MG_VALUES * MG_REPEAT, o = 0;
 	char *cmd = malloc(cap), reply[256], big[8] = { 0 };
 	uint64_t pins = 0, t0;
@@ -2811,24 +2821,15 @@ static void phase_resp_mget(void)
 	T_ASSERT(cmd != NULL);
 	start("resp_mget", extra);
 	port = tsrv_listener_port(srv.log, "RESP");
-	w = tcp_connect(port);
-	T_EQ_INT(send_for(w, auth, strlen(auth), 1000), (int64_t)strlen(auth));
-	recv_for(w, reply, 6, 2000, &closed);
-	T_ASSERT(strncmp(reply, "+OK", 3) == 0);
+	w = resp_alice(port);
 	for (unsigned i = 0; i < MG_VALUES; i++) {
-		int n = snprintf(cmd, cap, "*3\r\n$3\r\nSET\r\n$3\r\nm%02u\r\n$%zu\r\n", i, vlen);
-		memset(cmd + n, 'a' + (int)i, vlen);
-		memcpy(cmd + n + vlen, "\r\n", 2);
-		T_EQ_INT(send_for(w, cmd, (size_t)n + vlen + 2, 5000), (int64_t)(n + vlen + 2));
-		recv_for(w, reply, 6, 5000, &closed);
-		T_ASSERT(strncmp(reply, "+OK", 3) == 0);
+		char key[8];
+		snprintf(key, sizeof(key), "m%02u", i);
+		resp_set(w, cmd, cap, key, (char)('a' + i), vlen);
 	}
 
 	/* The hostile MGET, never read: 9600 keys, 9.4 GiB of reply. */
-	r = tcp_connect(port);
-	T_EQ_INT(send_for(r, auth, strlen(auth), 1000), (int64_t)strlen(auth));
-	recv_for(r, reply, 6, 2000, &closed);
-	T_ASSERT(strncmp(reply, "+OK", 3) == 0);
+	r = resp_alice(port);
 	o = (size_t)snprintf(cmd, cap, "*%u\r\n$4\r\nMGET\r\n", MG_VALUES * MG_REPEAT + 1);
 	for (unsigned i = 0; i < MG_VALUES * MG_REPEAT; i++)
 		o += (size_t)snprintf(cmd + o, cap - o, "$3\r\nm%02u\r\n", i % MG_VALUES);

@@ -26,6 +26,7 @@
  *       most a quarter of its rounds).
  */
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -128,6 +129,46 @@ static bool got_error(struct kc *c, int want, const char *what, int timeout_ms)
 	return ok;
 }
 
+/*
+ * got_error on n connections at once, under one deadline (their requests
+ * were all sent before): how many got the error.  Done early once enough
+ * of them did, or once every one has answered or closed.
+ */
+static unsigned got_errors(struct kc *const *cs, unsigned n, int want, const char *what,
+			   int timeout_ms, unsigned enough)
+{
+	struct pollfd pfd[EXTRA];
+	bool done[EXTRA] = { false };
+	uint64_t end = tsrv_now_ns() + (uint64_t)timeout_ms * 1000000u;
+	unsigned got = 0, left = n;
+
+	T_ASSERT(n <= EXTRA);
+	while (left && got < enough && tsrv_now_ns() < end) {
+		int ms = (int)((end - tsrv_now_ns()) / 1000000u) + 1;
+		for (unsigned i = 0; i < n; i++)
+			pfd[i] = (struct pollfd){ .fd = done[i] ? -1 : cs[i]->fd, .events = POLLIN };
+		if (poll(pfd, n, ms) <= 0)
+			continue;
+		for (unsigned i = 0; i < n; i++) {
+			if (done[i] || !pfd[i].revents)
+				continue;
+			done[i] = true;
+			left--;
+			if (got_error(cs[i], want, what, ms))
+				got++;
+		}
+	}
+	return got;
+}
+
+/* A server counter, read on the admin connection c. */
+static uint64_t stat_of(struct kc *c, const char *name)
+{
+	uint64_t v = 0;
+	T_RC(kc_stat(c, PROTO_SCOPE_ALL, name, &v), 0);
+	return v;
+}
+
 /* Send all but the last byte of an encoded frame (it never completes). */
 static int send_partial(struct kc *c, struct proto_frame *f, const struct proto_item *its,
 			uint32_t n, uint64_t data_len)
@@ -227,15 +268,32 @@ int main(int argc, char **argv)
 		}
 	}
 	/* More connections than allowed: the ones past the limit are told;
-	 * those accepted are closed again to make room for the floods. */
-	for (unsigned i = 0; i < EXTRA; i++)
-		T_RC(kc_connect_tcp(&extra[i], srv.port), 0);
-	for (unsigned i = 0; i < EXTRA; i++)
-		if (got_error(&extra[i], KVT_EBUSY, "--max-conns", 300))
-			refused++;
-	for (unsigned i = 0; i < EXTRA; i++)
-		kc_close(&extra[i]);
-	tsrv_sleep_ms(200);
+	 * those accepted are closed again to make room for the floods.  The
+	 * server decides each at its accept (conns_accepted counts the
+	 * refused too): once it has taken all of them, the errors of those
+	 * it refused (conns_refused) are on their way, and the others will
+	 * never have one. */
+	{
+		uint64_t acc0 = stat_of(&adm, "server.conns_accepted"), t0;
+		uint64_t ref0 = stat_of(&adm, "server.conns_refused"), acc = acc0;
+		struct kc *ex[EXTRA];
+		for (unsigned i = 0; i < EXTRA; i++) {
+			T_RC(kc_connect_tcp(&extra[i], srv.port), 0);
+			ex[i] = &extra[i];
+		}
+		for (t0 = t_now_ms(); acc - acc0 < EXTRA && t_now_ms() - t0 < 10000;
+		     tsrv_sleep_ms(5))
+			acc = stat_of(&adm, "server.conns_accepted");
+		refused = got_errors(ex, EXTRA, KVT_EBUSY, "--max-conns", 5000,
+				     (unsigned)(stat_of(&adm, "server.conns_refused") - ref0));
+		for (unsigned i = 0; i < EXTRA; i++)
+			kc_close(&extra[i]);
+		/* closed on the server too (their slots and unauthenticated
+		 * counts free for the floods): only adm, good and slow left */
+		for (t0 = t_now_ms(); stat_of(&adm, "server.conns_active") > 2 + slow_n &&
+				      t_now_ms() - t0 < 10000;)
+			tsrv_sleep_ms(5);
+	}
 
 	/* Big tables: LOOKUPs of 65536 keys of 64 bytes (4.6 MiB), all but one byte. */
 	{
@@ -272,12 +330,17 @@ int main(int argc, char **argv)
 		it.part_crcs = &crc;
 		send_partial(&puts[i], &f, &it, 1, it.value_len);
 	}
-	for (unsigned i = 0; i < tables_n; i++)
-		if (got_error(&tables[i], -ENOMEM, "--max-memory", 3000))
-			mem_errors++;
-	for (unsigned i = 0; i < puts_n; i++)
-		if (got_error(&puts[i], -ENOMEM, "--max-memory", 3000))
-			mem_errors++;
+	/* Refused ones are told at once; the others hold (or are paused)
+	 * and never answer: 3 s for all of them. */
+	{
+		struct kc *fl[16];
+		unsigned n = 0;
+		for (unsigned i = 0; i < tables_n; i++)
+			fl[n++] = &tables[i];
+		for (unsigned i = 0; i < puts_n; i++)
+			fl[n++] = &puts[i];
+		mem_errors = got_errors(fl, n, -ENOMEM, "--max-memory", 3000, n);
+	}
 
 	/* Before the fillers, the well-behaved client was never refused. */
 	refused_before = atomic_load(&good_refused);
@@ -310,7 +373,10 @@ int main(int argc, char **argv)
 	T_RC(kc_stat(&adm, PROTO_SCOPE_ALL, "server.mem_used", &used_full), 0);
 	rounds_full = atomic_load(&good_rounds);
 
-	tsrv_sleep_ms(2000);
+	/* Served while full: 20 rounds (10 ms apart), waited for up to 20 s. */
+	for (uint64_t t0 = t_now_ms();
+	     atomic_load(&good_rounds) - rounds_full < 20 && t_now_ms() - t0 < 20000;)
+		tsrv_sleep_ms(10);
 	T_RC(kc_stat(&adm, PROTO_SCOPE_ALL, "server.conns_refused", &n_refused), 0);
 	T_RC(kc_stat(&adm, PROTO_SCOPE_ALL, "server.mem_refused", &n_memref), 0);
 	T_RC(kc_stat(&adm, PROTO_SCOPE_ALL, "server.mem_paused", &n_paused), 0);

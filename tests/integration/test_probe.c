@@ -99,19 +99,6 @@ static void login(struct kc *c, const struct tsrv *s, const char *tenant, const 
 	T_RC(kc_login(c, tenant, secret), 0);
 }
 
-static void write_file(const char *name, const char *text)
-{
-	char path[700];
-	FILE *f;
-
-	snprintf(path, sizeof(path), "%s/%s", base, name);
-	f = fopen(path, "w");
-	T_ASSERT(f != NULL);
-	fputs(text, f);
-	fclose(f);
-	T_RC(chmod(path, 0600), 0);
-}
-
 static void start(struct tsrv *s, const char *name, const char *tenants,
 		  const char *const *extra)
 {
@@ -717,9 +704,9 @@ static void test_eviction(void)
 	struct tsrv s;
 
 	/* Quotas that partition the tier: 3 + 3 + 1 MiB of 8. */
-	write_file("tenants-quota", "carol " SECRET_CAROL " tenant dram=3M\n"
-				    "dan   " SECRET_DAN " tenant dram=3M\n"
-				    "root  " SECRET_ROOT " admin dram=1M\n");
+	tsrv_write_file(base, "tenants-quota", "carol " SECRET_CAROL " tenant dram=3M\n"
+					       "dan   " SECRET_DAN " tenant dram=3M\n"
+					       "root  " SECRET_ROOT " admin dram=1M\n");
 	start(&s, "store-quota", "tenants-quota", extra);
 	T_ASSERT(!log_has(&s, "tenants share the DRAM tier"));
 	carol_run(&s, 1, false, &idle);
@@ -733,9 +720,9 @@ static void test_eviction(void)
 	T_EQ_INT(tsrv_stop(&s), 0);
 
 	/* No quotas: one pool.  kvtierd says so; dan's activity shows. */
-	write_file("tenants-pool", "carol " SECRET_CAROL " tenant\n"
-				   "dan   " SECRET_DAN " tenant\n"
-				   "root  " SECRET_ROOT " admin\n");
+	tsrv_write_file(base, "tenants-pool", "carol " SECRET_CAROL " tenant\n"
+					      "dan   " SECRET_DAN " tenant\n"
+					      "root  " SECRET_ROOT " admin\n");
 	start(&s, "store-pool", "tenants-pool", extra);
 	T_ASSERT(log_has(&s, "tenants share the DRAM tier"));
 	carol_run(&s, 1, false, &idle);
@@ -769,12 +756,12 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	base = t_mkdtemp();
 
-	write_file("tenants", "olga " SECRET_OLGA " tenant dram=8M\n"
-			      "rita " SECRET_RITA " tenant dram=1M\n"
-			      "bert " SECRET_BERT " tenant dram=1M\n"
-			      "root " SECRET_ROOT " admin dram=1M\n"
-			      "grant olga model=probe-prompt to rita\n"
-			      "grant olga model=probe-prompt to bert\n");
+	tsrv_write_file(base, "tenants", "olga " SECRET_OLGA " tenant dram=8M\n"
+					 "rita " SECRET_RITA " tenant dram=1M\n"
+					 "bert " SECRET_BERT " tenant dram=1M\n"
+					 "root " SECRET_ROOT " admin dram=1M\n"
+					 "grant olga model=probe-prompt to rita\n"
+					 "grant olga model=probe-prompt to bert\n");
 	start(&s, "store", "tenants", extra);
 	test_owner_writes(&s);
 	test_heat(&s, rounds);

@@ -193,27 +193,20 @@ static void test_copy_crc(const char *addr)
 		T_EQ_U64(t_stat(a, "remote.puts_stored"), k + 1); /* the server's check passed */
 		T_EQ_U64(t_stat(a, "remote.put_crc_bytes"), 0);   /* no pass of the tier's */
 		/* Byte-exact on the server (a cold engine) and in this DRAM. */
-		uint64_t off = 0;
+		uint64_t len = 0;
 		for (unsigned p = 0; p < counts[k]; p++)
-			off += vals[k][p].iov_len;
-		memset(dst, 0, VLEN);
-		r = get_into(b, nb, 40 + k, dst, VLEN);
-		T_RC(r.status, KVT_OK);
-		T_EQ_INT(r.tier, KVT_TIER_REMOTE);
-		T_EQ_U64(r.length, off);
-		off = 0;
-		for (unsigned p = 0; p < counts[k]; p++) {
-			T_EQ_MEM(dst + off, vals[k][p].iov_base, vals[k][p].iov_len);
-			off += vals[k][p].iov_len;
-		}
-		memset(dst, 0, VLEN);
-		r = get_into(a, na, 40 + k, dst, VLEN);
-		T_RC(r.status, KVT_OK);
-		T_EQ_INT(r.tier, KVT_TIER_DRAM);
-		off = 0;
-		for (unsigned p = 0; p < counts[k]; p++) {
-			T_EQ_MEM(dst + off, vals[k][p].iov_base, vals[k][p].iov_len);
-			off += vals[k][p].iov_len;
+			len += vals[k][p].iov_len;
+		for (int from = 0; from < 2; from++) {
+			uint64_t off = 0;
+			memset(dst, 0, VLEN);
+			r = from ? get_into(a, na, 40 + k, dst, VLEN) : get_into(b, nb, 40 + k, dst, VLEN);
+			T_RC(r.status, KVT_OK);
+			T_EQ_INT(r.tier, from ? KVT_TIER_DRAM : KVT_TIER_REMOTE);
+			T_EQ_U64(r.length, len);
+			for (unsigned p = 0; p < counts[k]; p++) {
+				T_EQ_MEM(dst + off, vals[k][p].iov_base, vals[k][p].iov_len);
+				off += vals[k][p].iov_len;
+			}
 		}
 	}
 	T_EQ_U64(t_stat(a, "remote.crc_errors"), 0);
@@ -543,7 +536,9 @@ static void test_window(struct tsrv *srv, const char *addr)
 					    .iov = &parts[i], .iov_count = 1 };
 	}
 	t_submit_all(q, reqs, N);
-	for (int i = 0; i < 500 && t_stat(b, "remote.window_waits") == w0; i++)
+	/* Until the puts past the window all wait (TSan counted 6 of 8 by
+	 * the time the first wait was seen: this waited for that one only). */
+	for (int i = 0; i < 500 && t_stat(b, "remote.window_waits") - w0 < N / 2; i++)
 		tsrv_sleep_ms(10);
 	/* Without the window all 4 frames of 4 MiB would be queued on the
 	 * connections at once and nothing would wait. */

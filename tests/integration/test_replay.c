@@ -108,6 +108,24 @@ static double real(json_t *j, const char *name)
 	return json_number_value(v);
 }
 
+/* The value of the statistic `# name value` in the hit log at path (-1 if
+ * it has none); the log is removed. */
+static long long hitlog_stat(const char *path, const char *name)
+{
+	FILE *f = fopen(path, "r");
+	char line[1024];
+	size_t n = strlen(name);
+	long long v = -1;
+
+	T_ASSERT(f != NULL);
+	while (fgets(line, sizeof line, f))
+		if (!strncmp(line, "# ", 2) && !strncmp(line + 2, name, n) && line[2 + n] == ' ')
+			v = strtoll(line + 3 + n, NULL, 10);
+	fclose(f);
+	unlink(path);
+	return v;
+}
+
 static void test_small(const char *data)
 {
 	char args[8192], *out, *err;
@@ -149,23 +167,14 @@ static void test_small(const char *data)
 		 * 1-4 (roots 1, 1, 5, 1 come back), which put 3 + 1 + 1 + 1
 		 * blocks; 5-7 put 5 blocks unhinted (the store counts hinted
 		 * inserts in dram.retain_hints, which --hit-log lists). */
-		FILE *f;
-		char line[1024], a2[8192], *out2, *err2;
-		long hints = -1;
+		char a2[8192], *out2, *err2;
 		snprintf(a2, sizeof a2,
 			 "'%s/replay-small.jsonl' --dram 64M --json --retain-oracle --hit-log '%s'", data,
 			 hl);
 		T_EQ_INT(run(a2, &out2, &err2), 0);
 		free(out2);
 		free(err2);
-		f = fopen(hl, "r");
-		T_ASSERT(f != NULL);
-		while (fgets(line, sizeof line, f))
-			if (!strncmp(line, "# dram.retain_hints ", 20))
-				hints = strtol(line + 20, NULL, 10);
-		fclose(f);
-		unlink(hl);
-		T_EQ_INT(hints, 6);
+		T_EQ_INT(hitlog_stat(hl, "dram.retain_hints"), 6);
 	}
 	j = find(out, "replay", 0);
 	T_EQ_INT(num(j, "requests"), 7);
@@ -238,9 +247,8 @@ static void test_small(const char *data)
 		/* 2b. The SSD holds the bytes asked, to 1/128: 35.12 MiB was
 		 *     17 segments of 2 MiB (a sixteenth, whole MiB), 3.2 % of
 		 *     it left out; now 35 of 1 MiB. */
-		FILE *f;
-		char line[1024], a2[8192], *out2, *err2;
-		long long cap = -1;
+		char a2[8192], *out2, *err2;
+		long long cap;
 		snprintf(a2, sizeof a2,
 			 "'%s/replay-small.jsonl' --bytes-per-token 32 --dram 4M --ssd 36831232 "
 			 "--dir '%s' --hit-log '%s'",
@@ -248,13 +256,7 @@ static void test_small(const char *data)
 		T_EQ_INT(run(a2, &out2, &err2), 0);
 		free(out2);
 		free(err2);
-		f = fopen(hl, "r");
-		T_ASSERT(f != NULL);
-		while (fgets(line, sizeof line, f))
-			if (!strncmp(line, "# ssd.capacity_bytes ", 21))
-				cap = strtoll(line + 21, NULL, 10);
-		fclose(f);
-		unlink(hl);
+		cap = hitlog_stat(hl, "ssd.capacity_bytes");
 		T_ASSERT(cap <= 36831232 && cap >= 36831232 - 36831232 / 128);
 	}
 

@@ -60,18 +60,6 @@ static const char *kvtierd_bin;
 static char *base;
 static uint8_t val[VLEN];
 
-static void write_file(const char *name, const char *text)
-{
-	char path[700];
-	FILE *f;
-	snprintf(path, sizeof(path), "%s/%s", base, name);
-	f = fopen(path, "w");
-	T_ASSERT(f != NULL);
-	fputs(text, f);
-	fclose(f);
-	T_RC(chmod(path, 0600), 0);
-}
-
 static struct kvt_store *engine(const struct tsrv *s, const char *tenant, bool hint)
 {
 	char addr[64], secret[700];
@@ -187,11 +175,11 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	base = t_mkdtemp();
 	memset(val, 0x5a, sizeof(val));
-	write_file("tenants", "alice " SECRET_A " tenant dram=1M\n"
-			      "bob   " SECRET_B " tenant dram=1M\n"
-			      "root  " SECRET_R " admin dram=1M\n");
-	write_file("secret-alice", SECRET_A "\n");
-	write_file("secret-bob", SECRET_B "\n");
+	tsrv_write_file(base, "tenants", "alice " SECRET_A " tenant dram=1M\n"
+					 "bob   " SECRET_B " tenant dram=1M\n"
+					 "root  " SECRET_R " admin dram=1M\n");
+	tsrv_write_file(base, "secret-alice", SECRET_A "\n");
+	tsrv_write_file(base, "secret-bob", SECRET_B "\n");
 
 	run(true, &on);
 	run(false, &off);
