@@ -455,21 +455,6 @@ static void test_server(const char *data, const char *kvtierd)
 	free(base);
 }
 
-/* The number after "# NAME " in a --hit-log file (-1: absent). */
-static long hitlog_stat(const char *path, const char *name)
-{
-	FILE *f = fopen(path, "r");
-	char line[1024];
-	size_t nl = strlen(name);
-	long v = -1;
-	T_ASSERT(f != NULL);
-	while (fgets(line, sizeof line, f))
-		if (!strncmp(line, "# ", 2) && !strncmp(line + 2, name, nl) && line[2 + nl] == ' ')
-			v = strtol(line + 3 + nl, NULL, 10);
-	fclose(f);
-	return v;
-}
-
 /*
  * The same DRAM-only replay twice gives the same hits (doc/policies.md
  * "Reproducible replays").  prefix-adapt samples keys by the index hash
