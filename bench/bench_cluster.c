@@ -1465,7 +1465,8 @@ int bench_cluster_main(int argc, char **argv)
 			b->o.seq = strcmp(optarg, "seq") == 0;
 			break;
 		case 'P':
-			if (strcmp(optarg, "always") != 0 && strcmp(optarg, "never") != 0)
+			if (strcmp(optarg, "always") != 0 && strcmp(optarg, "never") != 0 &&
+			    strcmp(optarg, "auto") != 0)
 				goto usage;
 			b->o.put_local = optarg;
 			break;
