@@ -92,6 +92,7 @@ struct replay_result {
 	uint64_t gets, verified_bytes;
 	double wall_s, lag_max_s;
 	double get_p50_s, get_p99_s, get_max_s;
+	double put_p50_s, put_p99_s, put_max_s; /* kvt_put alone (not --flush-each's flush) */
 	/* store statistics, read at the end (0 where a tier is absent) */
 	uint64_t dram_put_bytes, dram_get_bytes, dram_evictions;
 	uint64_t ssd_wd_bytes, ssd_wd_blocks, ssd_wd_shed, ssd_read_bytes, ssd_reads,
@@ -205,10 +206,41 @@ static void replay_hitlog_stat(void *ctx, const char *name, uint64_t value, cons
 		fprintf(ctx, "# %s %" PRIu64 "\n", name, value);
 }
 
+/* Latency samples in ns. */
+struct replay_lat {
+	uint64_t *ns;
+	size_t n, cap;
+};
+
+static bool replay_lat_add(struct replay_lat *l, double s)
+{
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? l->cap * 2 : 4096;
+		uint64_t *p = realloc(l->ns, cap * sizeof *p);
+		if (p == NULL)
+			return false;
+		l->ns = p;
+		l->cap = cap;
+	}
+	l->ns[l->n++] = (uint64_t)(s * 1e9);
+	return true;
+}
+
 static int replay_cmp_u64(const void *a, const void *b)
 {
 	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
 	return (x > y) - (x < y);
+}
+
+/* Median, 99th percentile and maximum of the samples, in seconds. */
+static void replay_lat_pct(struct replay_lat *l, double *p50, double *p99, double *max)
+{
+	if (l->n == 0)
+		return;
+	qsort(l->ns, l->n, sizeof *l->ns, replay_cmp_u64);
+	*p50 = (double)l->ns[(l->n - 1) / 2] / 1e9;
+	*p99 = (double)l->ns[(size_t)((double)(l->n - 1) * 0.99)] / 1e9;
+	*max = (double)l->ns[l->n - 1] / 1e9;
 }
 
 /* Largest power of two dividing v, within the DRAM chunk's bounds. */
@@ -422,8 +454,7 @@ static int replay_run_one(const struct replay_run *run, struct replay_result *re
 	struct kvt_store *st = NULL;
 	struct kvt_key *keys = NULL;
 	uint8_t *buf = NULL, *tiers = NULL, digest[32];
-	uint64_t *lat_ns = NULL;
-	size_t lat_n = 0, lat_cap = 0;
+	struct replay_lat get_lat = { 0 }, put_lat = { 0 };
 	uint32_t ns;
 	int ret = -1, rc;
 	FILE *hitlog = run->o->hit_log ? fopen(run->o->hit_log, "w") : NULL;
@@ -499,17 +530,10 @@ static int replay_run_one(const struct replay_run *run, struct replay_result *re
 			rc = kvt_get(st, ns, &keys[got], buf, run->value_len, &vlen);
 			double g1 = replay_now();
 			res->gets++;
-			if (lat_n == lat_cap) {
-				size_t cap = lat_cap ? lat_cap * 2 : 4096;
-				uint64_t *p = realloc(lat_ns, cap * sizeof *p);
-				if (p == NULL) {
-					snprintf(err, err_len, "out of memory");
-					goto out;
-				}
-				lat_ns = p;
-				lat_cap = cap;
+			if (!replay_lat_add(&get_lat, g1 - g0)) {
+				snprintf(err, err_len, "out of memory");
+				goto out;
 			}
-			lat_ns[lat_n++] = (uint64_t)((g1 - g0) * 1e9);
 			if (rc == KVT_MISS) {
 				res->lost++;
 				break;
@@ -553,10 +577,15 @@ static int replay_run_one(const struct replay_run *run, struct replay_result *re
 		/* (4) put what was missed */
 		for (uint32_t i = got; i < r->n_ids; i++) {
 			replay_fill(buf, run->value_len, replay_seed(&keys[i]));
+			double p0 = replay_now();
 			if (later && later[q])
 				rc = replay_put_retain(qh, ns, &keys[i], buf, run->value_len);
 			else
 				rc = kvt_put(st, ns, &keys[i], &(struct iovec){ buf, run->value_len }, 1);
+			if (!replay_lat_add(&put_lat, replay_now() - p0)) {
+				snprintf(err, err_len, "out of memory");
+				goto out;
+			}
 			if (rc == KVT_OK) {
 				res->puts++;
 			} else if (rc == KVT_EXISTS) {
@@ -604,12 +633,8 @@ static int replay_run_one(const struct replay_run *run, struct replay_result *re
 		res->ssd_blocks_avg /= (double)res->full_samples;
 		res->ssd_segments_avg /= (double)res->full_samples;
 	}
-	if (lat_n > 0) {
-		qsort(lat_ns, lat_n, sizeof *lat_ns, replay_cmp_u64);
-		res->get_p50_s = (double)lat_ns[(lat_n - 1) / 2] / 1e9;
-		res->get_p99_s = (double)lat_ns[(size_t)((double)(lat_n - 1) * 0.99)] / 1e9;
-		res->get_max_s = (double)lat_ns[lat_n - 1] / 1e9;
-	}
+	replay_lat_pct(&get_lat, &res->get_p50_s, &res->get_p99_s, &res->get_max_s);
+	replay_lat_pct(&put_lat, &res->put_p50_s, &res->put_p99_s, &res->put_max_s);
 	res->dram_put_bytes = replay_stat(st, "dram.put_bytes");
 	res->dram_get_bytes = replay_stat(st, "dram.get_bytes");
 	res->dram_evictions = replay_stat(st, "dram.evictions");
@@ -638,7 +663,8 @@ out:
 		replay_rmtree(dir);
 	else if (dir[0] != '\0')
 		fprintf(stderr, "kvtier replay: kept the store directory %s\n", dir);
-	free(lat_ns);
+	free(get_lat.ns);
+	free(put_lat.ns);
 	free(buf);
 	free(tiers);
 	free(keys);
@@ -784,6 +810,9 @@ static void replay_report(const struct replay_ctx *c, const struct replay_result
 		json_object_set_new(j, "requests_per_s", json_real(bench_rate((double)r->requests, r->wall_s)));
 		json_object_set_new(j, "get_p50_us", json_real(r->get_p50_s * 1e6));
 		json_object_set_new(j, "get_p99_us", json_real(r->get_p99_s * 1e6));
+		json_object_set_new(j, "put_p50_us", json_real(r->put_p50_s * 1e6));
+		json_object_set_new(j, "put_p99_us", json_real(r->put_p99_s * 1e6));
+		json_object_set_new(j, "put_max_us", json_real(r->put_max_s * 1e6));
 		json_object_set_new(j, "speed", json_real(o->speed));
 		json_object_set_new(j, "lag_max_s", json_real(r->lag_max_s));
 		replay_json_line(j);
@@ -844,6 +873,9 @@ static void replay_report(const struct replay_ctx *c, const struct replay_result
 	       " gets; every one verified byte for byte (%s)\n",
 	       r->get_p50_s * 1e6, r->get_p99_s * 1e6, r->get_max_s * 1e6, r->gets,
 	       replay_fmt_size(a, sizeof a, r->verified_bytes));
+	printf("put       p50 %.1f us, p99 %.1f us, max %.1f us over %" PRIu64 " puts\n",
+	       r->put_p50_s * 1e6, r->put_p99_s * 1e6, r->put_max_s * 1e6,
+	       r->puts + r->put_exists + r->put_errors);
 
 	printf("\nWHAT-IF (MODELLED, not measured): %s on one %s\n", o->model->name, o->gpu->name);
 	printf("  %-11s %11s %11s %11s %14s %8s %8s\n", "scenario", "TTFT mean", "TTFT p50", "TTFT p99",

@@ -54,6 +54,7 @@
 #define DRAM_POOL_HUGE (2u << 20)        /* later blocks: one huge page each */
 #define DRAM_POOL_SMALL_MAX 16           /* small blocks before huge ones */
 #define DRAM_DEFAULT_SHARD (UINT64_C(1) << 30) /* one shard per GiB by default */
+#define DRAM_LEAVING_MIN (UINT64_C(1) << 20)    /* victims in flight: at least this (a shard's share) */
 
 enum { ITEM_WRITING = 1, ITEM_VISIBLE = 2, ITEM_DEAD = 3 };
 #define ITEM_STATE_MASK 0x03
@@ -640,7 +641,7 @@ static void deadline_add(struct timespec *dl, uint64_t ns)
  * (the SSD as DRAM's victim tier) unless the policy has evidence it will
  * not be reused.  It leaves the queues at once and keeps its chunks until
  * its write ends (dram_writedown_done frees it).  At most leaving_max bytes
- * leave at a time: past that the put waits for a write to end (the disk's
+ * (or one victim) leave at a time: past that the put waits for a write to end (the disk's
  * pace), up to dram.victim_wait_ms; after that, victims are shed in the
  * policy's order -- the least valuable first, not the newest -- and counted
  * (dram.victim_shed).  Returns true if the victim's
@@ -657,8 +658,9 @@ static bool victim_writedown_locked(struct dram *d, struct dram_shard *s, struct
 		s->victim_filtered++;
 		return false;
 	}
-	if (s->leaving_bytes + bytes > s->leaving_max) {
-		/* The disk is behind: wait for a write to end (it frees its
+	if (s->leaving_bytes > 0 && s->leaving_bytes + bytes > s->leaving_max) {
+		/* The disk is behind (one victim may always go, however
+		 * large: a bound under one block would shed them all): wait for a write to end (it frees its
 		 * block's chunks), up to the deadline; past it the caller sheds
 		 * victims in the policy's order, least valuable first. */
 		if (deadline->tv_sec == 0) {
@@ -1235,10 +1237,16 @@ int dram_open(struct dram **out, const struct dram_config *cfg, struct kvt_mem *
 		struct dram_shard *s = &d->shards[i];
 		pthread_mutex_init(&s->lock, NULL);
 		pthread_cond_init(&s->room, NULL);
-		/* An eighth of the shard may be on its way down, or 16 MiB, but
+		/* A 32nd of the shard may be on its way down, or 1 MiB, but
 		 * never more than a quarter (the SSD's write-down queue is
-		 * capped at a quarter of DRAM too: store.c). */
-		s->leaving_max = per / 8 > (UINT64_C(16) << 20) ? per / 8 : UINT64_C(16) << 20;
+		 * capped at a quarter of DRAM too: store.c); and always one
+		 * victim (victim_writedown_locked).  Victims in flight keep
+		 * their chunks and a put sends them ahead of its need until
+		 * this bound, so once their writes end DRAM holds up to this
+		 * much free room: an eighth (16 MiB at least) cost 1-4 % of
+		 * the DRAM + SSD hit ratio against a 32nd (doc/policies.md,
+		 * "Victims in flight"). */
+		s->leaving_max = per / 32 > DRAM_LEAVING_MIN ? per / 32 : DRAM_LEAVING_MIN;
 		if (s->leaving_max > per / 4)
 			s->leaving_max = per / 4;
 		d->shard_count = i + 1;

@@ -188,6 +188,10 @@ static void test_small(const char *data)
 	T_EQ_INT(num(j, "lost"), 0);
 	T_EQ_INT(num(j, "gets"), 9);
 	T_EQ_INT(num(j, "puts"), 11);
+	/* 11 puts timed: the percentiles are ordered and not all zero. */
+	T_ASSERT(real(j, "put_p50_us") <= real(j, "put_p99_us"));
+	T_ASSERT(real(j, "put_p99_us") <= real(j, "put_max_us"));
+	T_ASSERT(real(j, "put_max_us") > 0);
 	T_EQ_INT(num(j, "verified_bytes"), 9 * num(j, "value_bytes"));
 	T_ASSERT(fabs(real(j, "ideal_token_hit_ratio") - 4172.0 / 8336) < 1e-9);
 	T_ASSERT(fabs(real(j, "token_hit_ratio") - 4172.0 / 8336) < 1e-9);

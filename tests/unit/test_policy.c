@@ -480,6 +480,83 @@ static void test_write_pressure(void)
 }
 
 /*
+ * 6b. Victims in flight are bounded by a 32nd of the shard (1 MiB at
+ *     least, a quarter at most), and one victim may always go.  Victims
+ *     on their way down keep their chunks, and a put that needs room
+ *     sends victims ahead of its need up to that bound; once their writes
+ *     end the chunks are free -- room that holds no cache until later
+ *     puts fill it (doc/policies.md, "Victims in flight").
+ *     (a) DRAM of 256 blocks of 64 KiB (16 MiB, one shard, LRU), a lower
+ *     tier that takes victims and finishes nothing until told.  Puts
+ *     1..256 fill DRAM; put 257 needs one chunk: victims 1..16 go down
+ *     (1 MiB: the bound), victim 17 waits 1 ms and is shed, 257 takes its
+ *     chunk.  The 16 writes end: 240 blocks in DRAM (18..257), 16 chunks
+ *     free.  (The old bound, an eighth of the shard or 16 MiB but at most
+ *     a quarter, sent 1..64 down and left 192 blocks: 64 free.)
+ *     (b) DRAM of 2 blocks: a quarter is half a block.  Puts 1, 2, 3:
+ *     victim 1 goes down alone (one victim always may), victim 2 is shed,
+ *     3 takes its chunk.  (Before, every victim of such a DRAM was shed.)
+ */
+struct taken {
+	struct dram_item *it[64];
+	unsigned n;
+};
+
+static bool take_victim(void *ctx, struct dram_item *item, uint32_t ns, int why)
+{
+	struct taken *t = ctx;
+	(void)ns;
+	if (why != DRAM_ADMIT_EVICT || t->n == 64)
+		return false;
+	t->it[t->n++] = item;
+	return true;
+}
+
+static void inflight_case(uint64_t blocks, uint64_t puts, unsigned want_taken, uint64_t want_shed,
+			  uint64_t want_held)
+{
+	struct kvt_mem mem;
+	struct kvt_logger lg = { 0 };
+	struct dram_config cfg = { .capacity = blocks * VLEN, .chunk = VLEN, .shards = 1,
+				   .policy = DRAM_POLICY_LRU, .hugepages = DRAM_HUGE_OFF,
+				   .prefault = false, .victim_wait_ms = 1 };
+	struct taken t = { .n = 0 };
+	struct wp_stats w = { 0 };
+	struct dram *d;
+	uint64_t held = 0;
+	kvt_mem_init(&mem);
+	T_OK(dram_open(&d, &cfg, &mem, &lg));
+	dram_set_admit_hook(d, take_victim, &t, true);
+	for (uint64_t i = 1; i <= puts; i++)
+		wp_put(d, i);
+	T_EQ_INT(t.n, want_taken);
+	for (unsigned i = 0; i < t.n; i++) { /* the oldest went, in order */
+		struct kvt_key k = t_key(i + 1), got;
+		uint32_t ns;
+		dram_item_key(t.it[i], &ns, &got);
+		T_ASSERT(got.len == k.len && memcmp(got.bytes, k.bytes, k.len) == 0);
+	}
+	dram_stats(d, wp_stat, &w);
+	T_EQ_U64(w.shed, want_shed);
+	T_EQ_U64(w.wd, want_taken);
+	for (unsigned i = 0; i < t.n; i++)
+		dram_writedown_done(d, t.it[i], true);
+	for (uint64_t i = 1; i <= puts; i++) {
+		struct kvt_key k = t_key(i);
+		held += dram_exists(d, 1, &k) == KVT_OK;
+	}
+	T_EQ_U64(held, want_held);
+	dram_close(d);
+	T_EQ_INT(atomic_load(&mem.bytes), 0);
+}
+
+static void test_victims_in_flight(void)
+{
+	inflight_case(256, 257, 16, 1, 240);
+	inflight_case(2, 3, 1, 1, 1);
+}
+
+/*
  * 7a. A ghost of 128 keys: 4 buckets of 32 2-byte slots, generations of
  *     128 / GHOST_LIFE = 16 adds.  Key i's hash is (i << 52) | bucket << 30
  *     (the low 32 bits scaled to 4 buckets pick the bucket; the top 12 bits
@@ -1024,6 +1101,7 @@ int main(void)
 	test_adapt_store_groups();
 	test_retain_hint();
 	test_write_pressure();
+	test_victims_in_flight();
 	test_one_reuse();
 	test_orphan();
 	test_classes();
