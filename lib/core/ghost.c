@@ -79,7 +79,9 @@ void ghost_add(struct ghost *g, uint64_t hash)
 	uint16_t *b = ghost_bucket(g, hash);
 	uint16_t fp = ghost_fp(hash);
 	unsigned gen = ghost_gen(g, g->adds++);
-	unsigned victim = GHOST_WAYS, oldest = 0, empty = GHOST_WAYS;
+	unsigned victim = GHOST_WAYS, oldest = 0, empty = GHOST_WAYS, same = GHOST_WAYS;
+	/* No early exit, not even at the key itself: the scan is what
+	 * empties expired slots before the generation wraps. */
 	for (unsigned i = 0; i < GHOST_WAYS; i++) {
 		unsigned age;
 		if (b[i] == 0) {
@@ -88,8 +90,8 @@ void ghost_add(struct ghost *g, uint64_t hash)
 			continue;
 		}
 		if ((b[i] & ~GHOST_GEN_MASK) == fp) { /* the same key (or its twin): renew */
-			empty = i;
-			break;
+			same = i;
+			continue;
 		}
 		age = (gen - b[i]) & GHOST_GEN_MASK;
 		if (age >= GHOST_LIFE) { /* forgotten already: empty it */
@@ -103,7 +105,9 @@ void ghost_add(struct ghost *g, uint64_t hash)
 			victim = i;
 		}
 	}
-	if (empty != GHOST_WAYS)
+	if (same != GHOST_WAYS)
+		victim = same;
+	else if (empty != GHOST_WAYS)
 		victim = empty;
 	b[victim] = (uint16_t)(fp | gen);
 }

@@ -603,6 +603,31 @@ static void test_ghost_fifo(void)
 }
 
 /*
+ * 7a'. The generation wraps at 16: an expired entry must be emptied by the
+ *     adds to its bucket even when every one of them renews a key held in
+ *     an earlier slot.  A ghost of 32 keys (one bucket, generations of 4
+ *     adds): key 1 then key 2 (generation 0), then key 1 again 63 times
+ *     (adds 2..64): the ghost is in generation 16, which reads as 0 again,
+ *     so key 2 -- 63 adds old, past GHOST_LIFE generations -- would look
+ *     freshly added had no add emptied it.
+ */
+static void test_ghost_wrap(void)
+{
+	struct kvt_mem mem;
+	struct ghost g;
+	kvt_mem_init(&mem);
+	T_OK(ghost_init(&g, &mem, 32));
+	ghost_add(&g, UINT64_C(1) << 52);
+	ghost_add(&g, UINT64_C(2) << 52);
+	for (int i = 0; i < 63; i++)
+		ghost_add(&g, UINT64_C(1) << 52);
+	T_EQ_INT(ghost_take_age(&g, UINT64_C(2) << 52), -1);
+	T_EQ_INT(ghost_take_age(&g, UINT64_C(1) << 52), 0);
+	ghost_fini(&g);
+	T_EQ_INT(atomic_load(&mem.bytes), 0);
+}
+
+/*
  * 7b'. The ghost horizon: two segmented simulations of 4 one-chunk keys
  *     (main at most 2), one counting a key back as reused within
  *     GHOST_LIFE generations of its eviction (long), one within 1 (short);
@@ -1092,6 +1117,7 @@ static void test_adapt_mode(void)
 int main(void)
 {
 	test_ghost_fifo();
+	test_ghost_wrap();
 	test_minisim_hand();
 	test_minisim_horizon();
 	test_adapt_mode();
