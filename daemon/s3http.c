@@ -143,7 +143,8 @@ int s3h_parse(const char *buf, size_t len, size_t max, struct s3h_hdr *hdrs, uns
 			conn_close |= s3h_list_has(v, vl, "close");
 			conn_keep |= s3h_list_has(v, vl, "keep-alive");
 		} else if (s3h_is(n, nl, "expect")) {
-			if (s3h_is(v, vl, "100-continue"))
+			/* HTTP/1.0 has no 1xx answers: ignored there (RFC 9110 10.1.1) */
+			if (s3h_is(v, vl, "100-continue") && req->minor >= 1)
 				req->expect_continue = true;
 		}
 	}
