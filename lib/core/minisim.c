@@ -43,7 +43,7 @@ static inline uint32_t ms_fp(uint64_t hash)
 
 /* The ghost's key for a fingerprint (entries keep only the fingerprint):
  * mixed (splitmix64's finalizer), so that the ghost's bucket (low bits)
- * and its 16-bit fingerprint (top bits) both depend on all of fp's. */
+ * and its 12-bit fingerprint (top bits) both depend on all of fp's. */
 static inline uint64_t ms_ghost_key(uint32_t fp)
 {
 	uint64_t z = (uint64_t)fp * UINT64_C(0x9e3779b97f4a7c15);
