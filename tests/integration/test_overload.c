@@ -62,6 +62,13 @@ static _Atomic uint64_t good_rounds, good_max_ns, good_refused;
 /* Set when (d)'s fillers start: from then on a frame may be refused. */
 static _Atomic bool filling;
 
+/* What a refusal looks like to a client: the -ENOMEM ERROR frame, or the
+ * close that follows it met by the next send or receive. */
+static bool refusal(int rc)
+{
+	return rc == -ENOMEM || rc == -EPIPE || rc == -ECONNRESET || rc == -EIO;
+}
+
 /* A new connection on c, logged in, ns registered: after a refusal
  * (-ENOMEM closes the connection, doc/kvtierd.md), once (d) has begun.
  * The budget may still be full for a moment: tries for up to 5 s. */
@@ -113,7 +120,7 @@ static void *good_thread(void *arg)
 		rc = kc_put(&c, ns, &k, &p, 1, NULL);
 		if (rc == KVT_OK)
 			rc = kc_get(&c, ns, &k, 0, 0, 0, 0, &v);
-		if (rc != KVT_OK && atomic_load(&filling)) {
+		if (refusal(rc) && atomic_load(&filling)) {
 			atomic_fetch_add(&good_refused, 1);
 			reconnect(&c, ns);
 			tsrv_sleep_ms(10);
@@ -194,7 +201,9 @@ static uint64_t stat_of(struct kc *c, uint8_t *ns, const char *name)
 	uint64_t v = 0;
 	int rc;
 
-	while ((rc = kc_stat(c, PROTO_SCOPE_ALL, name, &v)) != 0 && atomic_load(&filling))
+	for (int tries = 0; (rc = kc_stat(c, PROTO_SCOPE_ALL, name, &v)) != 0 &&
+			    refusal(rc) && atomic_load(&filling) && tries < 20;
+	     tries++)
 		reconnect(c, ns);
 	T_RC(rc, 0);
 	return v;
