@@ -44,7 +44,7 @@
  *     reads back from DRAM keep their local copy even with DRAM full
  *     (its evictions were read: store.put_local_skips stays 0); puts never
  *     read stop being copied once DRAM evicts mostly unread blocks (skips,
- *     dram.puts + skips = puts), one in 8 still copied; once DRAM has room
+ *     dram.puts + skips = puts), 8 in a row of every 64 still copied; once DRAM has room
  *     again (a clear) puts are copied again; each skipped put is on the
  *     server, byte-exact;
  *   - a prefix whose blocks lie partly in local DRAM only (a hole in the
@@ -459,7 +459,7 @@ static void test_auto(const char *addr)
 	T_EQ_U64(t_stat(s, "dram.puts"), NA);
 
 	/* B: puts never read.  Once DRAM has evicted A's blocks and then
-	 * mostly unread ones, puts skip it (but one in 8), sent from the
+	 * mostly unread ones, puts skip it (but 8 in a row of every 64), sent from the
 	 * caller's parts only. */
 	puts0 = t_stat(s, "dram.puts");
 	uint64_t first = id;
