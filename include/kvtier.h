@@ -455,8 +455,9 @@ int kvt_store_create(struct kvt_store **out);
  *                     tier remote, once the server took it; else
  *                     the server's failure, e.g. -ENOTCONN, -ETIMEDOUT,
  *                     -EIO); "auto": as never while DRAM is
- *                     full and evicts mostly blocks never read there, else
- *                     as always (doc/remote.md; stat store.put_local_skips).
+ *                     full and evicts mostly blocks never read there (but
+ *                     8 puts in a row of every 64), else as always
+ *                     (doc/remote.md; stat store.put_local_skips).
  *   remote.tls        "on": TLS (1.2 minimum, 1.3 preferred) to a kvtierd
  *                     started with --tls-cert; the handshake runs within
  *                     remote.connect_timeout_ms (default "off").
