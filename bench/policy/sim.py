@@ -34,6 +34,24 @@ with a root seen before put their blocks in main), adapt, adapt-root.  With --ne
 lru, hint-block and hint-prompt (seg95 with an application's retain hint, from the future: per
 block "read again", per prompt "a later request has this root"; NOISE=recall,fp degrades the
 prompt hint), and adapt-hint-prompt (prefix-adapt whose segmented simulation takes the hint).
+
+With --next (2026-12-02, seventh pass): main ordered by predicted next use instead of recency,
+inside a model of the store's prefix-adapt (adapt3: LRU / segmented long / segmented short
+chosen by three 1/16 simulations, evict.c's switching rule; ghost of 4.5 keys a block in 8
+generations, the short horizon its newest).  Per trace and capacity: lru, then adapt3 with
+main's victim taken, among the K oldest of main, by RULE:
+  lru            the oldest (the store today)
+  overdue:K      the most overdue: time since last use / the block's last inter-use gap
+  loggap:K       the same in log2 (a byte each: what the store could keep)
+  hyper:K        lowest hits / time in cache (hyperbolic caching, Blankstein et al., ATC'17)
+  arc            main's share adapted ARC-style by ghost hits (a block back from probation's
+                 ghost shrinks main by C/256, from main's grows it; 93..99 %) instead of 95 %
+  gapfar:K       the farthest predicted next use, last use + last gap
+and, for the segmented mode alone: seg:F[:RULE:K] (main at most F, ordered by RULE),
+main-oracle:K (main's victim, among its K oldest, the block used next farthest: the future
+known) and p-oracle:K (the same for probation).  A block back from the ghost takes its ghost
+age as its gap (EXACT_GAP=1: its exact gap).  VARS
+(environment) picks the columns, SEEDS the sampling seeds (medians and [min..max]).
 """
 import json, sys
 import os
@@ -478,7 +496,252 @@ def main_new(paths, div):
         print(p.split('/')[-1], '1/%d' % div, ' | '.join(out), flush=True)
 
 
+# ---- --next: main ordered by predicted next use (seventh pass) ----
+
+class Ghost:
+    """ghost.c's shape: near-FIFO, size keys, an entry's age in generations of size / 8 adds."""
+    def __init__(s, size):
+        s.d = OrderedDict(); s.size = max(8, int(size)); s.adds = 0
+
+    def add(s, b):
+        s.adds += 1
+        s.d[b] = s.adds
+        s.d.move_to_end(b)
+        while len(s.d) > s.size:
+            s.d.popitem(last=False)
+
+    def take_age(s, b):
+        """Generations since b was added (0..7), -1 if not remembered; forgets b."""
+        a = s.d.pop(b, None)
+        return -1 if a is None else (s.adds - a) * 8 // s.size
+
+
+class GSeg:
+    """One of prefix-adapt's modes: f = 0 LRU; f > 0 probation (P) + main (M, at most f of the
+    capacity, or the ARC-like share p), a block back within h ghost generations to M (8: the long
+    horizon, 1: the short one).  In the segmented modes M's victim is chosen by rule among its K
+    oldest: 'lru' (the oldest), 'overdue', 'loggap', 'hyper', 'gapfar' (sim.py's header).  With
+    EXACT_GAP=1 a block back from the ghost takes its exact gap (every block's last access kept),
+    else its ghost age in accesses' stead (generations x size / 8)."""
+    exact = bool(os.environ.get('EXACT_GAP'))
+
+    def __init__(s, cap, f, h=8, rule='lru', K=8, ghost=None, arc=False):
+        s.cap = cap; s.P = OrderedDict(); s.M = OrderedDict(); s.f = f; s.h = h
+        s.G = ghost if ghost is not None else Ghost(4.5 * cap)
+        s.rule = rule; s.K = K; s.t = 0
+        s.last = {}; s.gap = {}; s.nh = {}; s.ins = {}; s.ever = {}
+        s.arc = arc; s.p = f * cap; s.gseg = {}
+
+    def has(s, b):
+        return b in s.P or b in s.M
+
+    def score(s, b):
+        """Larger: evicted first."""
+        age = s.t - s.last[b]
+        g = s.gap.get(b)
+        if s.rule == 'overdue':
+            return age / g if g else 1e18
+        if s.rule == 'loggap':
+            return age.bit_length() - g.bit_length() if g else 99
+        if s.rule == 'hyper':
+            return -(s.nh.get(b, 0) + 1) / (s.t - s.ins[b] + 1)
+        return s.last[b] + g if g else 1e18  # gapfar: the predicted next use
+
+    def pick_main(s):
+        if s.rule == 'lru' or s.f == 0 or len(s.M) <= 1:  # LRU mode: as its simulation
+            return next(iter(s.M))
+        best = None; bs = None
+        for i, b in enumerate(s.M):
+            if i >= s.K:
+                break
+            sc = s.score(b)
+            if bs is None or sc > bs:
+                bs = sc; best = b
+        return best
+
+    def pick_small(s):
+        return next(iter(s.P))
+
+    def evict(s):
+        while len(s.P) + len(s.M) > s.cap:
+            mx = s.p if s.arc else s.f * s.cap
+            if s.P and (s.f == 0 or not s.M or len(s.M) <= mx):
+                v = s.pick_small(); del s.P[v]; seg = 0
+            else:
+                v = s.pick_main(); del s.M[v]; seg = 1
+            s.G.add(v)
+            if s.arc:
+                s.gseg[v] = seg
+            for d in (s.last, s.gap, s.nh, s.ins):
+                d.pop(v, None)
+
+    def one(s, b, retain=False):
+        s.t += 1
+        hit = s.has(b)
+        if hit:
+            s.gap[b] = s.t - s.last[b]
+            s.nh[b] = s.nh.get(b, 0) + 1
+        if b in s.M:
+            s.M.move_to_end(b)
+        elif b in s.P:
+            del s.P[b]; s.M[b] = 1
+        else:
+            s.ins[b] = s.t
+            age = s.G.take_age(b)
+            if s.f == 0:
+                s.M[b] = 1
+            elif 0 <= age < s.h:
+                s.M[b] = 1
+                if s.arc:  # back from P's ghost: P was too small; from M's: M was
+                    seg = s.gseg.pop(b, None)
+                    if seg == 0:
+                        s.p = max(0.93 * s.cap, s.p - max(1, s.cap / 256))
+                    elif seg == 1:
+                        s.p = min(0.99 * s.cap, s.p + max(1, s.cap / 256))
+                if s.exact:
+                    s.gap[b] = s.t - s.ever.get(b, s.t - 1)
+                else:
+                    s.gap[b] = max(1, (age + 1) * s.G.size // 8)
+            else:
+                s.P[b] = 1
+        s.last[b] = s.t
+        if s.exact:
+            s.ever[b] = s.t
+        s.evict()
+        return hit
+
+    def setf(s, f):
+        if f and not s.f:  # entering segmented mode: M's never reused to P
+            for b in list(s.M):
+                if b not in s.gap:
+                    del s.M[b]; s.P[b] = 1
+        s.f = f
+
+
+def run_one(reqs, pol, before=None):
+    """run() for GSeg-like policies, block by block; before(b) is called ahead of each access."""
+    hits = total = 0
+    for r in reqs:
+        k = 0
+        for b in r:
+            if pol.has(b):
+                k += 1
+            else:
+                break
+        hits += k; total += len(r)
+        for b in reversed(r):
+            if before:
+                before(b)
+            pol.one(b)
+    return hits / total
+
+
+class Adapt3:
+    """The store's prefix-adapt: the real cache in LRU / segmented long / segmented short mode,
+    chosen by three simulations at cap / 16 fed 1 key in 16 (evict.c's rule: another mode beats
+    the current one by 2 % and a sign test at z = 2; counts halved every 4 simulated capacities),
+    the segmented ones and the real cache ordering M by rule."""
+    def __init__(s, cap, rule='lru', K=8, arc=False, S=16, seed=0):
+        s.real = GSeg(cap, 0, 8, rule, K, None, arc); s.S = S; s.seed = seed
+        c = max(1, cap // S)
+        s.sims = [GSeg(c, 0), GSeg(c, 0.95, 8, rule, K, None, arc), GSeg(c, 0.95, 1, rule, K, None, arc)]
+        s.mode = 0; s.hits = [0] * 3; s.only = [[0] * 3 for _ in range(3)]; s.seen = 0; s.n = 0
+        s.win = 4 * max(64, c); s.switches = 0
+
+    def has(s, b):
+        return s.real.has(b)
+
+    @staticmethod
+    def better(mine, other, other_hits):
+        d = mine - other
+        return d > 0 and d > other_hits // 50 + 1 and d * d > 4 * (mine + other)
+
+    def one(s, b):
+        if (hsh(b ^ s.seed) >> 16) % s.S == 0:
+            h = [x.one(b) for x in s.sims]
+            for i in range(3):
+                s.hits[i] += h[i]
+                for j in range(3):
+                    s.only[i][j] += h[i] and not h[j]
+            s.seen += 1; s.n += 1
+            if s.n >= s.win:
+                s.n = 0
+                s.hits = [x // 2 for x in s.hits]
+                s.only = [[x // 2 for x in row] for row in s.only]
+            if s.seen >= 256:
+                m = best = s.mode
+                for c in range(3):
+                    if c != m and s.better(s.only[c][m], s.only[m][c], s.hits[m]) and \
+                            (best == m or s.hits[c] > s.hits[best]):
+                        best = c
+                if best != m:
+                    s.mode = best; s.switches += 1
+                    s.real.h = 1 if best == 2 else 8
+                    s.real.setf(0.95 if best else 0)
+        return s.real.one(b)
+
+
+def oracle_seg(reqs, cap, KM, KP):
+    """seg95 whose victim, among the KM oldest of M (or the KP oldest of P), is the block used next
+    farthest: the future known, a bound for any reordering within such a window."""
+    pos = defaultdict(list); t = 0
+    for r in reqs:
+        for b in reversed(r):
+            t += 1; pos[b].append(t)
+    idx = defaultdict(int)
+    s = GSeg(cap, 0.95)
+
+    def far(q, K):
+        best = None; bs = -1
+        for i, b in enumerate(q):
+            if i >= K:
+                break
+            n = pos[b][idx[b]] if idx[b] < len(pos[b]) else 1 << 60
+            if n > bs:
+                bs = n; best = b
+        return best
+    s.pick_main = lambda: far(s.M, KM)
+    s.pick_small = lambda: far(s.P, KP)
+
+    def before(b):
+        idx[b] += 1
+    return run_one(reqs, s, before)
+
+
+def main_next(paths, div):
+    """VARS: rule[:K] for Adapt3 (lru, overdue, loggap, hyper, gapfar, arc), seg:F[:RULE:K]
+    (segmented alone, M at most F, ordered by RULE), main-oracle:K, p-oracle:K (oracle_seg)."""
+    variants = os.environ.get('VARS', 'lru,overdue:8,overdue:128,loggap:128,hyper:128,arc,'
+                              'main-oracle:8,main-oracle:512').split(',')
+    seeds = [int(x) for x in os.environ.get('SEEDS', '0,1,2').split(',')]
+    for p in paths:
+        reqs = load(p)
+        cap = len(set(b for r in reqs for b in r)) // div
+        out = ['lru %.4f' % run_one(reqs, GSeg(cap, 0))]
+        for v in variants:
+            rule, _, arg = v.partition(':')
+            if rule == 'seg':  # seg:F or seg:F:RULE:K
+                f, _, rk = arg.partition(':')
+                r2, _, k2 = rk.partition(':')
+                out.append('%s %.4f' % (v, run_one(reqs, GSeg(cap, float(f), 8, r2 or 'lru', int(k2 or 8)))))
+            elif rule in ('main-oracle', 'p-oracle'):
+                K = int(arg)
+                km, kp = (K, 1) if rule == 'main-oracle' else (1, K)
+                out.append('seg95 %s %.4f' % (v, oracle_seg(reqs, cap, km, kp)))
+            else:
+                K = int(arg) if arg else 8
+                rs = sorted(run_one(reqs, Adapt3(cap, 'lru' if rule == 'arc' else rule, K, rule == 'arc', seed=sd))
+                            for sd in seeds)
+                out.append('adapt3-%s %.4f [%.4f..%.4f]' % (v, rs[len(rs) // 2], rs[0], rs[-1]))
+        print(os.path.basename(p), '1/%d' % div, ' | '.join(out), flush=True)
+
+
+
 def main():
+    if sys.argv[1] == '--next':
+        for div in (4, 8, 2):
+            main_next(sys.argv[2:], div)
+        return
     if sys.argv[1] == '--new':
         for div in (4, 8, 2):
             main_new(sys.argv[2:], div)
