@@ -610,30 +610,16 @@ class GSeg:
         s.evict()
         return hit
 
+    def access(s, r, k):
+        for b in reversed(r):
+            s.one(b)
+
     def setf(s, f):
         if f and not s.f:  # entering segmented mode: M's never reused to P
             for b in list(s.M):
                 if b not in s.gap:
                     del s.M[b]; s.P[b] = 1
         s.f = f
-
-
-def run_one(reqs, pol, before=None):
-    """run() for GSeg-like policies, block by block; before(b) is called ahead of each access."""
-    hits = total = 0
-    for r in reqs:
-        k = 0
-        for b in r:
-            if pol.has(b):
-                k += 1
-            else:
-                break
-        hits += k; total += len(r)
-        for b in reversed(r):
-            if before:
-                before(b)
-            pol.one(b)
-    return hits / total
 
 
 class Adapt3:
@@ -650,6 +636,8 @@ class Adapt3:
 
     def has(s, b):
         return s.real.has(b)
+
+    access = GSeg.access
 
     @staticmethod
     def better(mine, other, other_hits):
@@ -703,9 +691,13 @@ def oracle_seg(reqs, cap, KM, KP):
     s.pick_main = lambda: far(s.M, KM)
     s.pick_small = lambda: far(s.P, KP)
 
-    def before(b):
+    one = s.one
+
+    def counted(b):
         idx[b] += 1
-    return run_one(reqs, s, before)
+        return one(b)
+    s.one = counted
+    return run(reqs, s)
 
 
 def main_next(paths, div):
@@ -717,20 +709,20 @@ def main_next(paths, div):
     for p in paths:
         reqs = load(p)
         cap = len(set(b for r in reqs for b in r)) // div
-        out = ['lru %.4f' % run_one(reqs, GSeg(cap, 0))]
+        out = ['lru %.4f' % run(reqs, GSeg(cap, 0))]
         for v in variants:
             rule, _, arg = v.partition(':')
             if rule == 'seg':  # seg:F or seg:F:RULE:K
                 f, _, rk = arg.partition(':')
                 r2, _, k2 = rk.partition(':')
-                out.append('%s %.4f' % (v, run_one(reqs, GSeg(cap, float(f), 8, r2 or 'lru', int(k2 or 8)))))
+                out.append('%s %.4f' % (v, run(reqs, GSeg(cap, float(f), 8, r2 or 'lru', int(k2 or 8)))))
             elif rule in ('main-oracle', 'p-oracle'):
                 K = int(arg)
                 km, kp = (K, 1) if rule == 'main-oracle' else (1, K)
                 out.append('seg95 %s %.4f' % (v, oracle_seg(reqs, cap, km, kp)))
             else:
                 K = int(arg) if arg else 8
-                rs = sorted(run_one(reqs, Adapt3(cap, 'lru' if rule == 'arc' else rule, K, rule == 'arc', seed=sd))
+                rs = sorted(run(reqs, Adapt3(cap, 'lru' if rule == 'arc' else rule, K, rule == 'arc', seed=sd))
                             for sd in seeds)
                 out.append('adapt3-%s %.4f [%.4f..%.4f]' % (v, rs[len(rs) // 2], rs[0], rs[-1]))
         print(os.path.basename(p), '1/%d' % div, ' | '.join(out), flush=True)
