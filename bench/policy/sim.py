@@ -49,9 +49,10 @@ main's victim taken, among the K oldest of main, by RULE:
   gapfar:K       the farthest predicted next use, last use + last gap
 and, for the segmented mode alone: seg:F[:RULE:K] (main at most F, ordered by RULE),
 main-oracle:K (main's victim, among its K oldest, the block used next farthest: the future
-known) and p-oracle:K (the same for probation).  A block back from the ghost takes its ghost
-age as its gap (EXACT_GAP=1: its exact gap).  VARS
-(environment) picks the columns, SEEDS the sampling seeds (medians and [min..max]).
+known), p-oracle:K (the same for probation), chain-RULE:K (main's victim among the oldest
+blocks of its K oldest chains, by RULE or 'oracle').  A block back from the ghost takes its
+ghost age as its gap (EXACT_GAP=1: its exact gap).  VARS (environment) picks the columns,
+SEEDS the sampling seeds (medians and [min..max]).
 """
 import json, sys
 import os
@@ -700,9 +701,46 @@ def oracle_seg(reqs, cap, KM, KP):
     return run(reqs, s)
 
 
+class CSeg(GSeg):
+    """Segmented alone whose M victim is chosen among the oldest block of each of the K oldest
+    chains (blocks last used by one request, together in prefix's order): rule 'oracle' (used
+    next farthest, the future known: fut = (positions, counts)) or a GSeg rule."""
+    def __init__(s, cap, f, K, rule, fut=None):
+        GSeg.__init__(s, cap, f, 8, rule, K); s.rq = {}; s.n = 0; s.fut = fut
+
+    def access(s, r, k):
+        s.n += 1
+        for b in reversed(r):
+            if s.fut:
+                s.fut[1][b] += 1
+            s.one(b)
+            s.rq[b] = s.n
+
+    def pick_main(s):
+        seen = set(); best = None; bs = None
+        for i, b in enumerate(s.M):
+            if i >= 4096:
+                break
+            q = s.rq.get(b)
+            if q in seen:
+                continue
+            seen.add(q)
+            if len(seen) > s.K:
+                break
+            if s.rule == 'oracle':
+                pos, idx = s.fut
+                sc = pos[b][idx[b]] if idx[b] < len(pos[b]) else 1 << 60
+            else:
+                sc = s.score(b)
+            if bs is None or sc > bs:
+                bs = sc; best = b
+        return best
+
+
 def main_next(paths, div):
     """VARS: rule[:K] for Adapt3 (lru, overdue, loggap, hyper, gapfar, arc), seg:F[:RULE:K]
-    (segmented alone, M at most F, ordered by RULE), main-oracle:K, p-oracle:K (oracle_seg)."""
+    (segmented alone, M at most F, ordered by RULE), main-oracle:K, p-oracle:K (oracle_seg),
+    chain-RULE:K (CSeg)."""
     variants = os.environ.get('VARS', 'lru,overdue:8,overdue:128,loggap:128,hyper:128,arc,'
                               'main-oracle:8,main-oracle:512').split(',')
     seeds = [int(x) for x in os.environ.get('SEEDS', '0,1,2').split(',')]
@@ -716,6 +754,15 @@ def main_next(paths, div):
                 f, _, rk = arg.partition(':')
                 r2, _, k2 = rk.partition(':')
                 out.append('%s %.4f' % (v, run(reqs, GSeg(cap, float(f), 8, r2 or 'lru', int(k2 or 8)))))
+            elif rule.startswith('chain-'):
+                fut = None
+                if rule == 'chain-oracle':
+                    pos = defaultdict(list); t = 0
+                    for r in reqs:
+                        for b in reversed(r):
+                            t += 1; pos[b].append(t)
+                    fut = (pos, defaultdict(int))
+                out.append('seg95 %s %.4f' % (v, run(reqs, CSeg(cap, 0.95, int(arg), rule[6:], fut))))
             elif rule in ('main-oracle', 'p-oracle'):
                 K = int(arg)
                 km, kp = (K, 1) if rule == 'main-oracle' else (1, K)
