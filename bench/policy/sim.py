@@ -50,9 +50,9 @@ main's victim taken, among the K oldest of main, by RULE:
 and, for the segmented mode alone: seg:F[:RULE:K] (main at most F, ordered by RULE),
 main-oracle:K (main's victim, among its K oldest, the block used next farthest: the future
 known), p-oracle:K (the same for probation), chain-RULE:K (main's victim among the oldest
-blocks of its K oldest chains, by RULE or 'oracle').  A block back from the ghost takes its
-ghost age as its gap (EXACT_GAP=1: its exact gap).  VARS (environment) picks the columns,
-SEEDS the sampling seeds (medians and [min..max]).
+blocks of its K oldest chains, by RULE, 'oracle' or a prompt's signal: CSeg.score).  A block
+back from the ghost takes its ghost age as its gap (EXACT_GAP=1: its exact gap).  VARS
+(environment) picks the columns, SEEDS the sampling seeds (medians and [min..max]).
 """
 import json, sys
 import os
@@ -707,14 +707,34 @@ class CSeg(GSeg):
     next farthest, the future known: fut = (positions, counts)) or a GSeg rule."""
     def __init__(s, cap, f, K, rule, fut=None):
         GSeg.__init__(s, cap, f, 8, rule, K); s.rq = {}; s.n = 0; s.fut = fut
+        s.root = {}; s.rcount = defaultdict(int); s.rlast = {}; s.depth = {}; s.rlen = {}
 
     def access(s, r, k):
-        s.n += 1
-        for b in reversed(r):
+        s.n += 1; rt = r[0]
+        s.rcount[rt] += 1; s.rlast[rt] = s.t
+        for i in range(len(r) - 1, -1, -1):
+            b = r[i]
             if s.fut:
                 s.fut[1][b] += 1
             s.one(b)
-            s.rq[b] = s.n
+            s.rq[b] = s.n; s.root[b] = rt; s.depth[b] = i; s.rlen[b] = len(r)
+
+    def score(s, b):
+        """GSeg's rules and the prompt's: rootfreq (fewest requests with the block's root first),
+        rootrecent (root requested longest ago), nhits (fewest hits), deep (farthest from the
+        prompt's head), long (longest prompt)."""
+        rt = s.root[b]
+        if s.rule == 'rootfreq':
+            return -s.rcount[rt]
+        if s.rule == 'rootrecent':
+            return s.t - s.rlast[rt]
+        if s.rule == 'nhits':
+            return -s.nh.get(b, 0)
+        if s.rule == 'deep':
+            return s.depth[b]
+        if s.rule == 'long':
+            return s.rlen[b]
+        return GSeg.score(s, b)
 
     def pick_main(s):
         seen = set(); best = None; bs = None
