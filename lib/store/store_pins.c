@@ -118,7 +118,8 @@ int slot_add(struct kvt_store *s, uintptr_t hint, struct dram_item *item,
 	slot->view_count = view_count;
 	slot->kind = (uint8_t)kind;
 	slot->pflags = (uint8_t)pflags;
-	ps->active++;
+	if (++ps->active > ps->peak)
+		ps->peak = ps->active;
 	*handle = ((uint64_t)slot->gen << 32) | ((uint64_t)shard << PIN_IDX_BITS) | idx;
 	pthread_mutex_unlock(&ps->lock);
 	*vcopy = v;
