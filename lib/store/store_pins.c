@@ -147,7 +147,8 @@ int slot_take(struct kvt_store *s, uint64_t handle, int kind, struct dram_item *
 		     struct ssd_copy **copy, unsigned *pflags)
 {
 	unsigned shard = (unsigned)((handle >> PIN_IDX_BITS) & 0xff);
-	uint32_t idx = (uint32_t)(handle & ((1u << PIN_IDX_BITS) - 1)), gen = (uint32_t)(handle >> 32);
+	uint32_t idx = (uint32_t)(handle & ((1u << PIN_IDX_BITS) - 1)),
+		 gen = (uint32_t)(handle >> 32);
 	struct pin_shard *ps;
 	struct iovec *v;
 	uint32_t vc;

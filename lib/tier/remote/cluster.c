@@ -635,7 +635,8 @@ static int cluster_read(struct cluster *cl, uint32_t ns, const struct kvt_key *k
 	} else {
 		*t = (struct ctry){ .cl = cl, .v = v, .ns = ns, .key = key, .count = k, .rd = *rd };
 		memcpy(t->owners, owners, k * sizeof(*owners));
-		t->start = (unsigned)(atomic_fetch_add_explicit(&cl->rr, 1, memory_order_relaxed) % k);
+		t->start =
+			(unsigned)(atomic_fetch_add_explicit(&cl->rr, 1, memory_order_relaxed) % k);
 		if ((ret = ctry_next(t)) == 0)
 			return 0; /* the record holds v */
 		kvt_mem_free(cl->mem, t, sizeof(*t));
@@ -741,7 +742,8 @@ int cluster_put(struct cluster *cl, uint32_t ns, const struct kvt_key *key,
 
 	/* Every put in a pod tells the member the block's anchor and how
 	 * many members it is placed on: what the members need to heal. */
-	if (v->n == 1 || (k = cluster_place_ex(cl, v, ns, key, hint, owners, &anchor, &want)) == 1) {
+	if (v->n == 1 ||
+	    (k = cluster_place_ex(cl, v, ns, key, hint, owners, &anchor, &want)) == 1) {
 		ret = remote_put_placed(v->m[v->n == 1 ? 0 : owners[0]].mb->rm, ns, key, parts,
 					part_count, crcs, sealed, anchor, want | hint_bit, cb, ctx);
 		cview_put(cl, v);
@@ -1346,7 +1348,8 @@ int64_t cluster_who(struct cluster *cl, uint32_t ns, const struct kvt_key *keys,
 		for (uint32_t i = 0; i < n; i++) {
 			items[i].w = &w;
 			items[i].idx = i;
-			if (remote_exists(v->m[m].mb->rm, ns, &keys[i], cwho_done, &items[i]) != 0) {
+			if (remote_exists(v->m[m].mb->rm, ns, &keys[i], cwho_done, &items[i]) !=
+			    0) {
 				pthread_mutex_lock(&w.lock);
 				w.left--;
 				pthread_mutex_unlock(&w.lock);
