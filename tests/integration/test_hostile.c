@@ -3036,6 +3036,70 @@ static void phase_fwd_queue(void)
 	T_EQ_INT(tsrv_stop(&srv), 0);
 }
 
+/* ------------------------------------------------------------------------
+ * repair_table (hyg10): in a pod, every placed put is noted in the repair
+ * thread's table, (namespace, key) -> (anchor, copies), ~100 bytes a
+ * block, which grew outside --max-memory; an entry of an evicted block
+ * stays until a pass (a change of the member list) finds it gone, so a
+ * client's puts grew it without bound.  Now its array is charged; past the
+ * budget it does not grow and the block is not tracked
+ * (repair.untracked).  32768 placed puts of 16 bytes, --max-memory 1M.
+ */
+
+static void phase_repair_table(void)
+{
+	char listen_at[32], members[80];
+	uint16_t p = free_tcp_port(NULL), other = free_tcp_port(NULL);
+	const char *extra[] = { "--listen", listen_at, "--advertise", listen_at, "--members",
+				members, "--max-memory", "1M", "--dram", "192M", NULL };
+	struct proto_item *its = calloc(FQ_FRAME, sizeof(*its));
+	uint64_t lens[1] = { FQ_LEN }, tracked, untracked, used;
+	uint8_t ns[PROTO_DIGEST_LEN], val[FQ_LEN * FQ_FRAME];
+	uint32_t crc[1];
+	struct fq_seen seen = { 0 };
+	struct kc c;
+
+	T_ASSERT(its != NULL);
+	snprintf(listen_at, sizeof(listen_at), "127.0.0.1:%u", p);
+	snprintf(members, sizeof(members), "127.0.0.1:%u,127.0.0.1:%u", p, other);
+	start("repair_table", extra);
+	memset(val, 0x3c, sizeof(val));
+	crc[0] = kvt_crc32c(0, val, FQ_LEN);
+	T_RC(kc_connect_tcp(&c, srv.port), 0);
+	T_RC(kc_login(&c, "alice", SECRET_ALICE), 0);
+	T_RC(kc_register(&c, &desc, ns, NULL, 0), KVT_OK);
+	for (unsigned done = 0; done < FQ_ITEMS; done += FQ_FRAME) {
+		struct proto_frame f = { .op = PROTO_OP_PUT, .ns_count = 1, .ns = ns };
+		struct iovec d = { val, sizeof(val) };
+		for (unsigned i = 0; i < FQ_FRAME; i++) {
+			char name[16];
+			snprintf(name, sizeof(name), "rt%05u", done + i);
+			kvt_key_set(&its[i].key, name, strlen(name));
+			its[i].flags = PROTO_IF_PLACED;
+			its[i].anchor = done + i;
+			its[i].copies = 2;
+			its[i].part_count = 1;
+			its[i].part_lens = lens;
+			its[i].part_crcs = crc;
+		}
+		T_ASSERT(kc_request(&c, &f, its, FQ_FRAME, &d, 1) > 0);
+		T_ASSERT(kc_recv_items(&c, 30000, fq_item, &seen, NULL) > 0);
+	}
+	kc_close(&c);
+	tracked = stat_of("repair.tracked");
+	untracked = stat_opt("repair.untracked");
+	used = stat_of("server.mem_used");
+	printf("repair_table: %u placed puts (%u stored) under --max-memory 1M: %" PRIu64
+	       " tracked, %" PRIu64 " not (the table at the budget); mem_used %" PRIu64
+	       " KiB\n", FQ_ITEMS, seen.ok, tracked, untracked, used >> 10);
+	free(its);
+	T_EQ_INT(seen.ok, FQ_ITEMS);
+	T_GE_INT(untracked, 1);
+	T_EQ_U64(tracked + untracked, FQ_ITEMS);
+	T_LE_INT(used, 1u << 20);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
 /* ------------------------------------------------------------------------ */
 
 static const struct {
@@ -3070,6 +3134,7 @@ static const struct {
 	{ "resp_mget", phase_resp_mget },
 	{ "resp_exists", phase_resp_exists },
 	{ "fwd_queue", phase_fwd_queue },
+	{ "repair_table", phase_repair_table },
 };
 
 int main(int argc, char **argv)
