@@ -389,7 +389,7 @@ static struct kvtd_out *respd_out(struct kvtd_server *srv, struct respd_cmd *cmd
  * once pinned).  A pipeline of GETs left unread pinned DRAM without bound
  * before.  One MGET probes its keys RESPD_PROBE_WINDOW at a time and stops
  * once they pin KVTD_PIN_CONN_MAX: it is answered with an error instead
- * (respd_mget_next); all of its keys were pinned at once before.  EXISTS
+ * (respd_mget_refuse); all of its keys were pinned at once before.  EXISTS
  * and DEL probe theirs a window at a time too, each window checked and
  * released before the next (respd_probe_next): they pinned every key at
  * once, up to 65535 blocks no put could evict while the probes lasted.
@@ -712,44 +712,25 @@ static void respd_probe(struct respd_cmd *cmd, uint32_t ns, uint32_t first, uint
  * KVTD_PIN_CONN_MAX (released at once; an error reply, counted in
  * pin_deferred).  One MGET of 65535 big values pinned them all at once,
  * whatever the caps: DRAM no other client could use until it was read.
- * Now an MGET pins at most the cap plus one window of values.  true:
- * the probe phase goes on (requests in flight, or refused).
+ * Now an MGET pins at most the cap plus one window of values.
  */
-static bool respd_mget_next(struct respd_cmd *cmd)
+static void respd_mget_refuse(struct respd_cmd *cmd, uint32_t from)
 {
 	struct kvtd_server *srv = cmd->conn->loop->srv;
+	char m[160];
 
-	while (cmd->probed < cmd->n) {
-		uint32_t from = cmd->probed, w = cmd->n - from;
-		for (uint32_t i = from >= RESPD_PROBE_WINDOW ? from - RESPD_PROBE_WINDOW : 0;
-		     i < from; i++)
-			if (cmd->items[i].pinned)
-				cmd->probe_bytes += cmd->items[i].req.length;
-		if (cmd->probe_bytes >= KVTD_PIN_CONN_MAX(srv)) {
-			char m[160];
-			for (uint32_t i = 0; i < from; i++)
-				if (cmd->items[i].pinned) {
-					kvt_pin_release(srv->store, cmd->items[i].req.pin);
-					cmd->items[i].pinned = false;
-				}
-			KVTD_COUNT(srv, pin_deferred, 1);
-			respd_of(cmd->conn)->probing--;
-			respd_pin_flow(cmd->conn);
-			snprintf(m, sizeof(m), "ERR MGET reply past %llu bytes (the connection's "
-				 "pin cap); ask for fewer keys", (unsigned long long)KVTD_PIN_CONN_MAX(srv));
-			respd_simple(cmd, '-', m);
-			respd_finish(cmd);
-			return true;
+	for (uint32_t i = 0; i < from; i++)
+		if (cmd->items[i].pinned) {
+			kvt_pin_release(srv->store, cmd->items[i].req.pin);
+			cmd->items[i].pinned = false;
 		}
-		if (w > RESPD_PROBE_WINDOW)
-			w = RESPD_PROBE_WINDOW;
-		cmd->probed += w;
-		cmd->pending = 1;
-		respd_submit(cmd, from, w);
-		if (--cmd->pending != 0)
-			return true;
-	}
-	return false;
+	KVTD_COUNT(srv, pin_deferred, 1);
+	respd_of(cmd->conn)->probing--;
+	respd_pin_flow(cmd->conn);
+	snprintf(m, sizeof(m), "ERR MGET reply past %llu bytes (the connection's "
+		 "pin cap); ask for fewer keys", (unsigned long long)KVTD_PIN_CONN_MAX(srv));
+	respd_simple(cmd, '-', m);
+	respd_finish(cmd);
 }
 
 /* Write phase of SET / MSET / DEL: new items replace the probes. */
@@ -831,24 +812,29 @@ static void respd_reap_expired(struct respd_cmd *cmd, uint32_t ns)
 }
 
 /*
- * The probes of an EXISTS or DEL so far are back: check and release the
- * last window (what the answer needs of a probe is live and present),
- * then probe the next window.  The last window is left to respd_step.
- * true: requests are in flight.
+ * The probes of an MGET, EXISTS or DEL so far are back: settle the last
+ * window, then probe the next one.  An MGET counts what the window pins
+ * and is refused past the cap (respd_mget_refuse); an EXISTS or DEL
+ * checks each probe (live and present are all its answer needs) and
+ * releases it.  The last window is left to respd_step.  true: the probe
+ * phase goes on (requests in flight, or refused).
  */
 static bool respd_probe_next(struct respd_cmd *cmd)
 {
 	struct kvtd_server *srv = cmd->conn->loop->srv;
 
-	if (cmd->kind == RK_MGET)
-		return respd_mget_next(cmd);
-	if (cmd->kind != RK_EXISTS && cmd->kind != RK_DEL)
+	if (cmd->kind != RK_MGET && cmd->kind != RK_EXISTS && cmd->kind != RK_DEL)
 		return false;
 	while (cmd->probed < cmd->n) {
 		uint32_t from = cmd->probed, w = cmd->n - from;
 		for (uint32_t i = from >= RESPD_PROBE_WINDOW ? from - RESPD_PROBE_WINDOW : 0;
 		     i < from; i++) {
 			struct respd_item *it = &cmd->items[i];
+			if (cmd->kind == RK_MGET) {
+				if (it->pinned)
+					cmd->probe_bytes += it->req.length;
+				continue;
+			}
 			if (it->checked)
 				continue;
 			respd_check(cmd, it);
@@ -858,6 +844,10 @@ static bool respd_probe_next(struct respd_cmd *cmd)
 				it->pinned = false;
 			}
 			it->checked = true;
+		}
+		if (cmd->kind == RK_MGET && cmd->probe_bytes >= KVTD_PIN_CONN_MAX(srv)) {
+			respd_mget_refuse(cmd, from);
+			return true;
 		}
 		if (w > RESPD_PROBE_WINDOW)
 			w = RESPD_PROBE_WINDOW;

@@ -15,6 +15,9 @@
  * kill -9 of one member its blocks are misses, the others' still hit, a
  * lookup stops exactly at the first lost block, every call returns
  * promptly, and new prompts are placed on the live members and hit.
+ * A new engine that does not yet know a member is dead still finds
+ * every block its first lookup asks for: the dead member's runs are
+ * asked again around it (remote.lookup_retries).
  * A member stopped with SIGSTOP costs misses within the deadline, then
  * fails fast, and serves its blocks again after SIGCONT.
  * remote.discover reads the member list from a seed kvtierd (--members)

@@ -2973,39 +2973,31 @@ static void fq_item(void *ctx, const struct kc_resp *r, const struct proto_item 
 	}
 }
 
-static void phase_fwd_queue(void)
+/* FQ_ITEMS placed puts (flags: PROTO_IF_PLACED and more) of FQ_LEN bytes
+ * as alice, keys PREFIX%05u, FQ_FRAME to a frame, each answered; what the
+ * items' statuses were goes to *seen. */
+static void placed_puts(uint32_t flags, const char *prefix, struct fq_seen *seen)
 {
-	char listen_at[32], members[80];
-	int hole = -1;
-	uint16_t hp = free_tcp_port(&hole), p = free_tcp_port(NULL);
-	const char *extra[] = { "--listen", listen_at, "--advertise", listen_at, "--members",
-				members, "--max-memory", "1M", "--dram", "192M", NULL };
 	struct proto_item *its = calloc(FQ_FRAME, sizeof(*its));
-	uint64_t lens[1] = { FQ_LEN }, queued, dropped, mem_dropped, used;
+	uint64_t lens[1] = { FQ_LEN };
 	uint8_t ns[PROTO_DIGEST_LEN], val[FQ_LEN * FQ_FRAME];
 	uint32_t crc[1];
-	struct fq_seen seen = { 0 };
-	uint64_t t0;
 	struct kc c;
 
 	T_ASSERT(its != NULL);
-	snprintf(listen_at, sizeof(listen_at), "127.0.0.1:%u", p);
-	snprintf(members, sizeof(members), "127.0.0.1:%u,127.0.0.1:%u", p, hp);
-	start("fwd_queue", extra);
 	memset(val, 0x5a, sizeof(val));
 	crc[0] = kvt_crc32c(0, val, FQ_LEN);
 	T_RC(kc_connect_tcp(&c, srv.port), 0);
 	T_RC(kc_login(&c, "alice", SECRET_ALICE), 0);
 	T_RC(kc_register(&c, &desc, ns, NULL, 0), KVT_OK);
-	t0 = tsrv_now_ns();
 	for (unsigned done = 0; done < FQ_ITEMS; done += FQ_FRAME) {
 		struct proto_frame f = { .op = PROTO_OP_PUT, .ns_count = 1, .ns = ns };
 		struct iovec d = { val, sizeof(val) };
 		for (unsigned i = 0; i < FQ_FRAME; i++) {
 			char name[16];
-			snprintf(name, sizeof(name), "fq%05u", done + i);
+			snprintf(name, sizeof(name), "%s%05u", prefix, done + i);
 			kvt_key_set(&its[i].key, name, strlen(name));
-			its[i].flags = PROTO_IF_PLACED | PROTO_IF_FORWARD;
+			its[i].flags = flags;
 			its[i].anchor = done + i;
 			its[i].copies = 2;
 			its[i].part_count = 1;
@@ -3013,9 +3005,28 @@ static void phase_fwd_queue(void)
 			its[i].part_crcs = crc;
 		}
 		T_ASSERT(kc_request(&c, &f, its, FQ_FRAME, &d, 1) > 0);
-		T_ASSERT(kc_recv_items(&c, 30000, fq_item, &seen, NULL) > 0);
+		T_ASSERT(kc_recv_items(&c, 30000, fq_item, seen, NULL) > 0);
 	}
 	kc_close(&c);
+	free(its);
+}
+
+static void phase_fwd_queue(void)
+{
+	char listen_at[32], members[80];
+	int hole = -1;
+	uint16_t hp = free_tcp_port(&hole), p = free_tcp_port(NULL);
+	const char *extra[] = { "--listen", listen_at, "--advertise", listen_at, "--members",
+				members, "--max-memory", "1M", "--dram", "192M", NULL };
+	uint64_t queued, dropped, mem_dropped, used;
+	struct fq_seen seen = { 0 };
+	uint64_t t0;
+
+	snprintf(listen_at, sizeof(listen_at), "127.0.0.1:%u", p);
+	snprintf(members, sizeof(members), "127.0.0.1:%u,127.0.0.1:%u", p, hp);
+	start("fwd_queue", extra);
+	t0 = tsrv_now_ns();
+	placed_puts(PROTO_IF_PLACED | PROTO_IF_FORWARD, "fq", &seen);
 	used = stat_of("server.mem_used");
 	queued = stat_of("repair.forward_queued");
 	dropped = stat_of("repair.forward_dropped");
@@ -3029,7 +3040,6 @@ static void phase_fwd_queue(void)
 		printf("  first refused: item %u of its frame, %d (%s)\n", seen.first_index,
 		       seen.first_bad, kvt_strerror(seen.first_bad));
 	close(hole); /* the pass fails now: the server stops at once */
-	free(its);
 	T_EQ_INT(seen.ok, FQ_ITEMS);
 	T_GE_INT(queued + dropped, FQ_ITEMS); /* a failed pass counts its drops too */
 	T_GE_INT(mem_dropped, 1);
@@ -3052,47 +3062,19 @@ static void phase_repair_table(void)
 	uint16_t p = free_tcp_port(NULL), other = free_tcp_port(NULL);
 	const char *extra[] = { "--listen", listen_at, "--advertise", listen_at, "--members",
 				members, "--max-memory", "1M", "--dram", "192M", NULL };
-	struct proto_item *its = calloc(FQ_FRAME, sizeof(*its));
-	uint64_t lens[1] = { FQ_LEN }, tracked, untracked, used;
-	uint8_t ns[PROTO_DIGEST_LEN], val[FQ_LEN * FQ_FRAME];
-	uint32_t crc[1];
+	uint64_t tracked, untracked, used;
 	struct fq_seen seen = { 0 };
-	struct kc c;
 
-	T_ASSERT(its != NULL);
 	snprintf(listen_at, sizeof(listen_at), "127.0.0.1:%u", p);
 	snprintf(members, sizeof(members), "127.0.0.1:%u,127.0.0.1:%u", p, other);
 	start("repair_table", extra);
-	memset(val, 0x3c, sizeof(val));
-	crc[0] = kvt_crc32c(0, val, FQ_LEN);
-	T_RC(kc_connect_tcp(&c, srv.port), 0);
-	T_RC(kc_login(&c, "alice", SECRET_ALICE), 0);
-	T_RC(kc_register(&c, &desc, ns, NULL, 0), KVT_OK);
-	for (unsigned done = 0; done < FQ_ITEMS; done += FQ_FRAME) {
-		struct proto_frame f = { .op = PROTO_OP_PUT, .ns_count = 1, .ns = ns };
-		struct iovec d = { val, sizeof(val) };
-		for (unsigned i = 0; i < FQ_FRAME; i++) {
-			char name[16];
-			snprintf(name, sizeof(name), "rt%05u", done + i);
-			kvt_key_set(&its[i].key, name, strlen(name));
-			its[i].flags = PROTO_IF_PLACED;
-			its[i].anchor = done + i;
-			its[i].copies = 2;
-			its[i].part_count = 1;
-			its[i].part_lens = lens;
-			its[i].part_crcs = crc;
-		}
-		T_ASSERT(kc_request(&c, &f, its, FQ_FRAME, &d, 1) > 0);
-		T_ASSERT(kc_recv_items(&c, 30000, fq_item, &seen, NULL) > 0);
-	}
-	kc_close(&c);
+	placed_puts(PROTO_IF_PLACED, "rt", &seen);
 	tracked = stat_of("repair.tracked");
 	untracked = stat_opt("repair.untracked");
 	used = stat_of("server.mem_used");
 	printf("repair_table: %u placed puts (%u stored) under --max-memory 1M: %" PRIu64
 	       " tracked, %" PRIu64 " not (the table at the budget); mem_used %" PRIu64
 	       " KiB\n", FQ_ITEMS, seen.ok, tracked, untracked, used >> 10);
-	free(its);
 	T_EQ_INT(seen.ok, FQ_ITEMS);
 	T_GE_INT(untracked, 1);
 	T_EQ_U64(tracked + untracked, FQ_ITEMS);
