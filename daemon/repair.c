@@ -14,9 +14,12 @@
  * evicted block stays until a pass finds it gone, and passes run only when
  * the member list changes, so clients' puts grew it without bound outside
  * the budget.  Past the budget it does not grow and a new placed block is
- * not tracked (repair.untracked: not healed if its member dies).  A pass's
+ * not tracked (repair.untracked: not healed if its member dies; a delete
+ * with no room refuses every repair copy for a while instead).  A pass's
  * snapshot of the table is charged too, forced (a pass must run; clients
- * wait for the budget while it does).  The thread takes a snapshot of it and of the member
+ * wait for the budget while it does).
+ *
+ * The thread takes a snapshot of the table and of the member
  * list, ranks each group over the list exactly as engines do
  * (lib/placement.c, weights scaled as the engines' remote.discover scales
  * them), and asks each member of a block's top `copies` but itself
