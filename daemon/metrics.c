@@ -287,7 +287,8 @@ static void metrics_repair(void *ctx, const char *name, uint64_t v)
 		{ "repair.forward_mem_dropped", "kvtier_repair_forward_mem_dropped_total", "counter",
 		  "of them, because the queue could not grow within --max-memory" },
 		{ "repair.untracked", "kvtier_repair_untracked_total", "counter",
-		  "placed puts not tracked for healing: the table could not grow within --max-memory" },
+		  "placed puts not tracked for healing: the table could not grow within "
+		  "--max-memory" },
 	};
 	for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
 		if (strcmp(name, map[i].stat) == 0)

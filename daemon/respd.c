@@ -109,7 +109,7 @@ struct respd_cmd {
 	uint32_t pending;          /* requests in flight */
 	struct respd_item *items;  /* owned */
 	uint32_t n;
-	uint32_t probed;           /* MGET, EXISTS, DEL: items submitted so far (respd_probe_next) */
+	uint32_t probed;           /* MGET, EXISTS, DEL: items submitted (respd_probe_next) */
 	uint64_t probe_bytes;      /* ... and the bytes their pins hold */
 	uint64_t start_ns;
 	uint64_t expire_ms;        /* SET/MSET: absolute, 0 none */
