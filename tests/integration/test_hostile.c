@@ -2808,6 +2808,16 @@ static void phase_out_share(void)
 #define MG_VALUES 24u
 #define MG_REPEAT 400u
 
+/* SET m00..m23 to vlen bytes each (of 'a', 'b', ...) on RESP connection w. */
+static void resp_set_mg(int w, char *cmd, size_t cap, size_t vlen)
+{
+	for (unsigned i = 0; i < MG_VALUES; i++) {
+		char key[8];
+		snprintf(key, sizeof(key), "m%02u", i);
+		resp_set(w, cmd, cap, key, (char)('a' + i), vlen);
+	}
+}
+
 static void phase_resp_mget(void)
 {
 	const char *extra[] = { "--resp", "127.0.0.1:0", "--dram", "32M", NULL };
@@ -2822,11 +2832,7 @@ static void phase_resp_mget(void)
 	start("resp_mget", extra);
 	port = tsrv_listener_port(srv.log, "RESP");
 	w = resp_alice(port);
-	for (unsigned i = 0; i < MG_VALUES; i++) {
-		char key[8];
-		snprintf(key, sizeof(key), "m%02u", i);
-		resp_set(w, cmd, cap, key, (char)('a' + i), vlen);
-	}
+	resp_set_mg(w, cmd, cap, vlen);
 
 	/* The hostile MGET, never read: 9600 keys, 9.4 GiB of reply. */
 	r = resp_alice(port);
@@ -2890,11 +2896,7 @@ static void phase_resp_exists(void)
 	start("resp_exists", extra);
 	port = tsrv_listener_port(srv.log, "RESP");
 	w = resp_alice(port);
-	for (unsigned i = 0; i < MG_VALUES; i++) {
-		char key[8];
-		snprintf(key, sizeof(key), "m%02u", i);
-		resp_set(w, cmd, cap, key, (char)('a' + i), 4096);
-	}
+	resp_set_mg(w, cmd, cap, 4096);
 	for (int verb = 0; verb < 2; verb++) {
 		const char *name = verb ? "DEL" : "EXISTS", *want = verb ? ":24\r\n" : ":9600\r\n";
 		o = (size_t)snprintf(cmd, cap, "*%u\r\n$%zu\r\n%s\r\n", MG_VALUES * MG_REPEAT + 1,
