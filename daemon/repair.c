@@ -10,7 +10,16 @@
  * open addressing under rp->lock, filled by the loops as PUTs complete
  * (ops.c), turned into tombstones by DELETEs (a REPAIR put of the key is
  * refused for a minute), dropped by repair passes that find a block gone
- * from the store.  The thread takes a snapshot of it and of the member
+ * from the store.  Its array is charged to --max-memory: an entry of an
+ * evicted block stays until a pass finds it gone, and passes run only when
+ * the member list changes, so clients' puts grew it without bound outside
+ * the budget.  Past the budget it does not grow and a new placed block is
+ * not tracked (repair.untracked: not healed if its member dies; a delete
+ * with no room refuses every repair copy for a while instead).  A pass's
+ * snapshot of the table is charged too, forced (a pass must run; clients
+ * wait for the budget while it does).
+ *
+ * The thread takes a snapshot of the table and of the member
  * list, ranks each group over the list exactly as engines do
  * (lib/placement.c, weights scaled as the engines' remote.discover scales
  * them), and asks each member of a block's top `copies` but itself
@@ -80,6 +89,10 @@ struct rent {
 	struct kvt_key key;
 };
 
+/* What a pass over the table holds per block: its snapshot entry, the
+ * members of its top and their count (charged to --max-memory). */
+#define REPAIR_SNAP_BYTES (sizeof(struct rent) + PROTO_COPIES_MAX * sizeof(uint16_t) + 1)
+
 struct kvtd_repair {
 	struct kvtd_server *srv;
 	pthread_mutex_t lock;    /* the table, stop */
@@ -87,6 +100,8 @@ struct kvtd_repair {
 	pthread_cond_t cond;
 	struct rent *tab;
 	size_t cap, used, removed;
+	uint64_t tab_charged;    /* lock: tab's bytes, charged to --max-memory */
+	_Atomic uint64_t untracked; /* placed blocks not noted: the table could not grow */
 	size_t blocks;           /* entries in state 1 */
 	bool stop;
 	pthread_t thread;
@@ -159,14 +174,22 @@ static struct rent *rent_find(struct kvtd_repair *rp, uint32_t ns, const struct 
 	return for_insert ? free_slot : NULL;
 }
 
-/* Double (or rebuild) the table: false without memory. */
+/* Double (or rebuild) the table: false without memory (or budget). */
 static bool rent_grow(struct kvtd_repair *rp)
 {
 	size_t ncap = rp->used * 2 > rp->cap ? rp->cap * 2 : rp->cap;
-	struct rent *old = rp->tab, *nt = calloc(ncap, sizeof(*nt));
+	uint64_t bytes = (uint64_t)ncap * sizeof(struct rent);
+	struct rent *old = rp->tab, *nt;
 	size_t ocap = rp->cap;
-	if (!nt)
+	if (!kvtd_mem_charge(rp->srv, bytes, false))
 		return false;
+	nt = calloc(ncap, sizeof(*nt));
+	if (!nt) {
+		kvtd_mem_uncharge(rp->srv, bytes);
+		return false;
+	}
+	kvtd_mem_uncharge(rp->srv, rp->tab_charged);
+	rp->tab_charged = bytes;
 	rp->tab = nt;
 	rp->cap = ncap;
 	rp->used = rp->removed = 0;
@@ -198,22 +221,25 @@ void kvtd_repair_note(struct kvtd_server *srv, uint32_t ns, const struct kvt_key
 		      uint64_t anchor, uint32_t copies, uint64_t len, bool forward)
 {
 	struct kvtd_repair *rp = srv->repair;
-	struct rent *e;
+	struct rent *e, spare = { 0 };
 	if (!rp || copies < 1)
 		return;
 	pthread_mutex_lock(&rp->lock);
-	if ((rp->used + rp->removed + 1) * 4 > rp->cap * 3 && !rent_grow(rp)) {
-		pthread_mutex_unlock(&rp->lock);
-		return;
+	if ((rp->used + rp->removed + 1) * 4 > rp->cap * 3 && !rent_grow(rp) &&
+	    !((e = rent_find(rp, ns, key, false)) && e->state == 1)) {
+		/* Not tracked (the table is at the budget); a forward still is. */
+		atomic_fetch_add(&rp->untracked, 1);
+		e = &spare;
+	} else {
+		e = rent_find(rp, ns, key, true);
+		if (e->state == 0 || e->state == 2) {
+			if (e->state == 2)
+				rp->removed--;
+			rp->used++;
+		}
+		if (e->state != 1)
+			rp->blocks++;
 	}
-	e = rent_find(rp, ns, key, true);
-	if (e->state == 0 || e->state == 2) {
-		if (e->state == 2)
-			rp->removed--;
-		rp->used++;
-	}
-	if (e->state != 1)
-		rp->blocks++;
 	e->state = 1;
 	e->ns = ns;
 	e->key = *key;
@@ -894,6 +920,7 @@ static bool repair_pass(struct kvtd_repair *rp, struct kvtd_member *m, unsigned 
 	uint16_t (*tops)[PROTO_COPIES_MAX] = NULL;
 	uint8_t *k = NULL;
 	size_t cnt = fwd ? fwd_n : 0;
+	uint64_t snap_charged = 0;   /* a pass over the table: its snapshot, tops and k */
 
 	if (n == 0 || n > PLACEMENT_MEMBERS_MAX) {
 		free(fwd);
@@ -919,6 +946,8 @@ static bool repair_pass(struct kvtd_repair *rp, struct kvtd_member *m, unsigned 
 	}
 	if (!fwd) {
 		pthread_mutex_lock(&rp->lock);
+		snap_charged = (uint64_t)rp->used * REPAIR_SNAP_BYTES;
+		kvtd_mem_charge(rp->srv, snap_charged, true);
 		snap = rp->used ? malloc(rp->used * sizeof(*snap)) : NULL;
 		for (size_t i = 0; snap && i < rp->cap; i++)
 			if (rp->tab[i].state == 1)
@@ -987,6 +1016,7 @@ static bool repair_pass(struct kvtd_repair *rp, struct kvtd_member *m, unsigned 
 	free(tops);
 	free(k);
 	free(snap);
+	kvtd_mem_uncharge(rp->srv, snap_charged);
 	placement_free(ps.pl);
 	if (ps.fwd) {
 		atomic_fetch_add(&rp->fwd_passes, 1);
@@ -1263,6 +1293,8 @@ int kvtd_repair_start(struct kvtd_server *srv)
 		free(rp);
 		return -ENOMEM;
 	}
+	rp->tab_charged = rp->cap * sizeof(*rp->tab);
+	kvtd_mem_charge(srv, rp->tab_charged, true);
 	kvt_mem_init(&rp->mem);
 	/* Our name in the list: etcd's self_addr, else --advertise, else the
 	 * native TCP listener (as members.c registers it). */
@@ -1289,6 +1321,7 @@ int kvtd_repair_start(struct kvtd_server *srv)
 	srv->repair = rp;
 	if (pthread_create(&rp->thread, NULL, repair_main, rp) != 0) {
 		srv->repair = NULL;
+		kvtd_mem_uncharge(srv, rp->tab_charged);
 		free(rp->tab);
 		free(rp);
 		return -EAGAIN;
@@ -1318,6 +1351,7 @@ void kvtd_repair_stop(struct kvtd_server *srv)
 	free(rp->st_out);
 	free(rp->fq);
 	kvtd_mem_uncharge(srv, rp->fq_charged);
+	kvtd_mem_uncharge(srv, rp->tab_charged);
 	free(rp->tab);
 	free(rp);
 }
@@ -1355,4 +1389,5 @@ void kvtd_repair_stats(struct kvtd_server *srv,
 	fn(ctx, "repair.forward_bytes", atomic_load(&rp->fwd_bytes));
 	fn(ctx, "repair.forward_dropped", atomic_load(&rp->fwd_dropped));
 	fn(ctx, "repair.forward_mem_dropped", atomic_load(&rp->fwd_mem_dropped));
+	fn(ctx, "repair.untracked", atomic_load(&rp->untracked));
 }

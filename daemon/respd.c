@@ -68,7 +68,7 @@
 #define RESPD_PREAUTH_ARGC 16         /* arguments of a command before AUTH */
 #define RESPD_ARGS_FREE 64            /* parser scratch entries not charged */
 #define RESPD_PROBE_MAX 16            /* commands of a connection pinning in the store */
-#define RESPD_MGET_WINDOW 64          /* keys of an MGET probed (pinned) at a time */
+#define RESPD_PROBE_WINDOW 64         /* keys of an MGET, EXISTS or DEL probed (pinned) at a time */
 
 enum respd_kind {
 	RK_NONE = 0, RK_GET, RK_MGET, RK_EXISTS, RK_DEL, RK_SET, RK_MSET, RK_FLUSH,
@@ -87,6 +87,7 @@ struct respd_item {
 	bool pinned;               /* req.pin held */
 	bool live;                 /* probe: present, same key, not expired */
 	bool present;              /* probe: a block exists under the kvtier key */
+	bool checked;              /* probe: live and present set, pin released (EXISTS, DEL) */
 	uint8_t hdr[RESPD_HDR_LEN];
 	struct iovec iov[3];       /* PUT: header, key, value */
 };
@@ -108,7 +109,7 @@ struct respd_cmd {
 	uint32_t pending;          /* requests in flight */
 	struct respd_item *items;  /* owned */
 	uint32_t n;
-	uint32_t probed;           /* MGET: items submitted so far (respd_mget_next) */
+	uint32_t probed;           /* MGET, EXISTS, DEL: items submitted (respd_probe_next) */
 	uint64_t probe_bytes;      /* ... and the bytes their pins hold */
 	uint64_t start_ns;
 	uint64_t expire_ms;        /* SET/MSET: absolute, 0 none */
@@ -386,9 +387,12 @@ static struct kvtd_out *respd_out(struct kvtd_server *srv, struct respd_cmd *cmd
  * at the cap; and at most RESPD_PROBE_MAX commands of a connection have
  * their pinned probes in the store at once (their sizes are known only
  * once pinned).  A pipeline of GETs left unread pinned DRAM without bound
- * before.  One MGET probes its keys RESPD_MGET_WINDOW at a time and stops
+ * before.  One MGET probes its keys RESPD_PROBE_WINDOW at a time and stops
  * once they pin KVTD_PIN_CONN_MAX: it is answered with an error instead
- * (respd_mget_next); all of its keys were pinned at once before.
+ * (respd_mget_refuse); all of its keys were pinned at once before.  EXISTS
+ * and DEL probe theirs a window at a time too, each window checked and
+ * released before the next (respd_probe_next): they pinned every key at
+ * once, up to 65535 blocks no put could evict while the probes lasted.
  */
 static void respd_pin_flow(struct kvtd_conn *c)
 {
@@ -690,9 +694,12 @@ static void respd_probe(struct respd_cmd *cmd, uint32_t ns, uint32_t first, uint
 	respd_of(cmd->conn)->probing++;
 	for (uint32_t i = 0; i < count; i++)
 		respd_item_init(cmd, &cmd->items[i], KVT_OP_GET_PINNED, ns, first + i * stride);
-	/* An MGET's keys go a window at a time (respd_mget_next) */
-	cmd->probed = cmd->kind == RK_MGET && count > RESPD_MGET_WINDOW ? RESPD_MGET_WINDOW
-									  : count;
+	/* An MGET's, EXISTS's or DEL's keys go a window at a time
+	 * (respd_probe_next) */
+	cmd->probed = (cmd->kind == RK_MGET || cmd->kind == RK_EXISTS || cmd->kind == RK_DEL) &&
+			      count > RESPD_PROBE_WINDOW
+			      ? RESPD_PROBE_WINDOW
+			      : count;
 	cmd->pending = 1; /* held while submitting: completions come inline */
 	respd_submit(cmd, 0, cmd->probed);
 	if (--cmd->pending == 0)
@@ -705,44 +712,25 @@ static void respd_probe(struct respd_cmd *cmd, uint32_t ns, uint32_t first, uint
  * KVTD_PIN_CONN_MAX (released at once; an error reply, counted in
  * pin_deferred).  One MGET of 65535 big values pinned them all at once,
  * whatever the caps: DRAM no other client could use until it was read.
- * Now an MGET pins at most the cap plus one window of values.  true:
- * the probe phase goes on (requests in flight, or refused).
+ * Now an MGET pins at most the cap plus one window of values.
  */
-static bool respd_mget_next(struct respd_cmd *cmd)
+static void respd_mget_refuse(struct respd_cmd *cmd, uint32_t from)
 {
 	struct kvtd_server *srv = cmd->conn->loop->srv;
+	char m[160];
 
-	while (cmd->probed < cmd->n) {
-		uint32_t from = cmd->probed, w = cmd->n - from;
-		for (uint32_t i = from >= RESPD_MGET_WINDOW ? from - RESPD_MGET_WINDOW : 0;
-		     i < from; i++)
-			if (cmd->items[i].pinned)
-				cmd->probe_bytes += cmd->items[i].req.length;
-		if (cmd->probe_bytes >= KVTD_PIN_CONN_MAX(srv)) {
-			char m[160];
-			for (uint32_t i = 0; i < from; i++)
-				if (cmd->items[i].pinned) {
-					kvt_pin_release(srv->store, cmd->items[i].req.pin);
-					cmd->items[i].pinned = false;
-				}
-			KVTD_COUNT(srv, pin_deferred, 1);
-			respd_of(cmd->conn)->probing--;
-			respd_pin_flow(cmd->conn);
-			snprintf(m, sizeof(m), "ERR MGET reply past %llu bytes (the connection's "
-				 "pin cap); ask for fewer keys", (unsigned long long)KVTD_PIN_CONN_MAX(srv));
-			respd_simple(cmd, '-', m);
-			respd_finish(cmd);
-			return true;
+	for (uint32_t i = 0; i < from; i++)
+		if (cmd->items[i].pinned) {
+			kvt_pin_release(srv->store, cmd->items[i].req.pin);
+			cmd->items[i].pinned = false;
 		}
-		if (w > RESPD_MGET_WINDOW)
-			w = RESPD_MGET_WINDOW;
-		cmd->probed += w;
-		cmd->pending = 1;
-		respd_submit(cmd, from, w);
-		if (--cmd->pending != 0)
-			return true;
-	}
-	return false;
+	KVTD_COUNT(srv, pin_deferred, 1);
+	respd_of(cmd->conn)->probing--;
+	respd_pin_flow(cmd->conn);
+	snprintf(m, sizeof(m), "ERR MGET reply past %llu bytes (the connection's "
+		 "pin cap); ask for fewer keys", (unsigned long long)KVTD_PIN_CONN_MAX(srv));
+	respd_simple(cmd, '-', m);
+	respd_finish(cmd);
 }
 
 /* Write phase of SET / MSET / DEL: new items replace the probes. */
@@ -792,32 +780,84 @@ static void respd_write(struct respd_cmd *cmd, uint32_t ns)
 		respd_step(cmd);
 }
 
-/* Expired values found by a probe are deleted (lazily, as Redis does). */
+/* An expired value found by a probe is deleted (lazily, as Redis does). */
+static void respd_reap_one(struct respd_cmd *cmd, struct respd_item *it, uint32_t ns)
+{
+	struct respd_item *d;
+	uint8_t h[RESPD_HDR_LEN];
+	struct kvt_req *r;
+
+	if (!it->present || it->live || !kvtd_view_read(&it->req, 0, h, sizeof(h)) ||
+	    memcmp(h, "KVR1", 4) != 0 || respd_get64(h + 8) == 0 ||
+	    respd_unix_ms() < respd_get64(h + 8))
+		return;
+	/* A request of no command: freed when it completes. */
+	d = calloc(1, sizeof(*d));
+	if (!d)
+		return;
+	d->req.op = KVT_OP_DELETE;
+	d->req.ns = ns;
+	d->req.key = it->req.key;
+	d->req.user_data = (uint64_t)(uintptr_t)d | KVTD_UD_RESP;
+	r = &d->req;
+	if (kvt_submit(cmd->conn->loop->q, &r, 1) != 1)
+		free(d);
+}
+
 static void respd_reap_expired(struct respd_cmd *cmd, uint32_t ns)
 {
-	struct kvtd_loop *loop = cmd->conn->loop;
+	for (uint32_t i = 0; i < cmd->n; i++)
+		if (!cmd->items[i].checked)
+			respd_reap_one(cmd, &cmd->items[i], ns);
+}
 
-	for (uint32_t i = 0; i < cmd->n; i++) {
-		struct respd_item *it = &cmd->items[i], *d;
-		uint8_t h[RESPD_HDR_LEN];
-		struct kvt_req *r;
+/*
+ * The probes of an MGET, EXISTS or DEL so far are back: settle the last
+ * window, then probe the next one.  An MGET counts what the window pins
+ * and is refused past the cap (respd_mget_refuse); an EXISTS or DEL
+ * checks each probe (live and present are all its answer needs) and
+ * releases it.  The last window is left to respd_step.  true: the probe
+ * phase goes on (requests in flight, or refused).
+ */
+static bool respd_probe_next(struct respd_cmd *cmd)
+{
+	struct kvtd_server *srv = cmd->conn->loop->srv;
 
-		if (!it->present || it->live || !kvtd_view_read(&it->req, 0, h, sizeof(h)) ||
-		    memcmp(h, "KVR1", 4) != 0 || respd_get64(h + 8) == 0 ||
-		    respd_unix_ms() < respd_get64(h + 8))
-			continue;
-		/* A request of no command: freed when it completes. */
-		d = calloc(1, sizeof(*d));
-		if (!d)
-			continue;
-		d->req.op = KVT_OP_DELETE;
-		d->req.ns = ns;
-		d->req.key = it->req.key;
-		d->req.user_data = (uint64_t)(uintptr_t)d | KVTD_UD_RESP;
-		r = &d->req;
-		if (kvt_submit(loop->q, &r, 1) != 1)
-			free(d);
+	if (cmd->kind != RK_MGET && cmd->kind != RK_EXISTS && cmd->kind != RK_DEL)
+		return false;
+	while (cmd->probed < cmd->n) {
+		uint32_t from = cmd->probed, w = cmd->n - from;
+		for (uint32_t i = from >= RESPD_PROBE_WINDOW ? from - RESPD_PROBE_WINDOW : 0;
+		     i < from; i++) {
+			struct respd_item *it = &cmd->items[i];
+			if (cmd->kind == RK_MGET) {
+				if (it->pinned)
+					cmd->probe_bytes += it->req.length;
+				continue;
+			}
+			if (it->checked)
+				continue;
+			respd_check(cmd, it);
+			respd_reap_one(cmd, it, it->req.ns);
+			if (it->pinned) {
+				kvt_pin_release(srv->store, it->req.pin);
+				it->pinned = false;
+			}
+			it->checked = true;
+		}
+		if (cmd->kind == RK_MGET && cmd->probe_bytes >= KVTD_PIN_CONN_MAX(srv)) {
+			respd_mget_refuse(cmd, from);
+			return true;
+		}
+		if (w > RESPD_PROBE_WINDOW)
+			w = RESPD_PROBE_WINDOW;
+		cmd->probed += w;
+		cmd->pending = 1;
+		respd_submit(cmd, from, w);
+		if (--cmd->pending != 0)
+			return true;
 	}
+	return false;
 }
 
 /*
@@ -854,12 +894,12 @@ static void respd_step(struct respd_cmd *cmd)
 
 	if (cmd->phase == RP_PROBE) {
 		uint64_t vlen[1] = { 0 };
-		if (cmd->kind == RK_MGET && respd_mget_next(cmd))
+		if (respd_probe_next(cmd))
 			return;
 		respd_of(cmd->conn)->probing--;
 		respd_pin_flow(cmd->conn); /* reading may go on */
 		for (uint32_t i = 0; i < cmd->n; i++) {
-			uint64_t l = respd_check(cmd, &cmd->items[i]);
+			uint64_t l = cmd->items[i].checked ? 0 : respd_check(cmd, &cmd->items[i]);
 			if (i == 0)
 				vlen[0] = l;
 			if (cmd->items[i].live)

@@ -54,7 +54,8 @@
 #define DRAM_POOL_HUGE (2u << 20)        /* later blocks: one huge page each */
 #define DRAM_POOL_SMALL_MAX 16           /* small blocks before huge ones */
 #define DRAM_DEFAULT_SHARD (UINT64_C(1) << 30) /* one shard per GiB by default */
-#define DRAM_LEAVING_MIN (UINT64_C(1) << 20)    /* victims in flight: at least this (a shard's share) */
+/* victims in flight: at least this (a shard's share) */
+#define DRAM_LEAVING_MIN (UINT64_C(1) << 20)
 
 enum { ITEM_WRITING = 1, ITEM_VISIBLE = 2, ITEM_DEAD = 3 };
 #define ITEM_STATE_MASK 0x03
@@ -517,8 +518,8 @@ void dram_note_prefix(struct dram *d, uint32_t ns, const struct kvt_key *keys, s
 		uint64_t h = dram_hash(d, ns, &keys[i]);
 		size_t from_end = n - 1 - i;
 		cls = 1 + 8 * lb + (hits > 0 ? 4u : 0u) + (from_end < 3 ? (unsigned)from_end : 3u);
-		atomic_store_explicit(&d->hints[(h >> 8) & d->hint_mask], (h & ~UINT64_C(0xff)) | cls,
-				      memory_order_relaxed);
+		atomic_store_explicit(&d->hints[(h >> 8) & d->hint_mask],
+				      (h & ~UINT64_C(0xff)) | cls, memory_order_relaxed);
 	}
 }
 
@@ -660,9 +661,9 @@ static bool victim_writedown_locked(struct dram *d, struct dram_shard *s, struct
 	}
 	if (s->leaving_bytes > 0 && s->leaving_bytes + bytes > s->leaving_max) {
 		/* The disk is behind (one victim may always go, however
-		 * large: a bound under one block would shed them all): wait for a write to end (it frees its
-		 * block's chunks), up to the deadline; past it the caller sheds
-		 * victims in the policy's order, least valuable first. */
+		 * large: a bound under one block would shed them all): wait for a write to end (it
+		 * frees its block's chunks), up to the deadline; past it the caller sheds victims
+		 * in the policy's order, least valuable first. */
 		if (deadline->tv_sec == 0) {
 			clock_gettime(CLOCK_REALTIME, deadline);
 			deadline_add(deadline, d->victim_wait_ns);
@@ -726,7 +727,8 @@ static int dram_alloc_locked(struct dram *d, struct dram_shard *s, uint32_t chun
 			return KVT_EFULL;
 		}
 		it = (struct dram_item *)victim;
-		if (!deadline_passed(&deadline) && victim_writedown_locked(d, s, it, &deadline, waited))
+		if (!deadline_passed(&deadline) &&
+		    victim_writedown_locked(d, s, it, &deadline, waited))
 			continue;
 		if (deadline_passed(&deadline) && d->victim_wd && d->admit_fn &&
 		    !(it->node.owner[0] & (ITEM_ON_LOWER | ITEM_WD)) &&
@@ -808,7 +810,8 @@ static int dram_quota_charge(struct dram *d, uint32_t g, uint64_t bytes, uint32_
 		}
 		pthread_mutex_unlock(&s->lock);
 		if (victim) {
-			atomic_fetch_add_explicit(&qg->evicted[QUOTA_DRAM], 1, memory_order_relaxed);
+			atomic_fetch_add_explicit(&qg->evicted[QUOTA_DRAM], 1,
+						  memory_order_relaxed);
 			empty = 0;
 			continue;
 		}
@@ -1067,7 +1070,8 @@ uint64_t dram_writedown_pass(struct dram *d, uint64_t *budget, uint64_t pass_max
 		pthread_mutex_lock(&s->lock);
 		for (unsigned l = 0; l < 2 && refused < 64; l++) {
 			struct evict_node *head = &lists[l]->head;
-			for (struct evict_node *n = head->next; n != head && refused < 64; n = n->next) {
+			for (struct evict_node *n = head->next; n != head && refused < 64;
+			     n = n->next) {
 				struct dram_item *it = (struct dram_item *)n;
 				if (ITEM_STATE(it) != ITEM_VISIBLE ||
 				    (it->node.owner[0] & (ITEM_ON_LOWER | ITEM_WD)))
@@ -1528,10 +1532,11 @@ int dram_publish(struct dram *d, struct dram_item *it, const uint32_t *crcs,
 		evict_insert(&s->ev, &it->node, h, EVICT_CLASSES);
 		evict_demote(&s->ev, &it->node);
 	} else {
-		evict_insert_after(&s->ev, &it->node, h,
-				   ((flags & DRAM_PROMOTED) ? EVICT_CLASSES : dram_hint_class(d, h)) |
-					   ((flags & DRAM_RETAIN) ? EVICT_RETAIN : 0u),
-				   chain_prev(s, it->ns));
+		evict_insert_after(
+			&s->ev, &it->node, h,
+			((flags & DRAM_PROMOTED) ? EVICT_CLASSES : dram_hint_class(d, h)) |
+				((flags & DRAM_RETAIN) ? EVICT_RETAIN : 0u),
+			chain_prev(s, it->ns));
 		chain_note(s, it->ns, &it->node);
 	}
 	if (flags & DRAM_PROMOTED) {

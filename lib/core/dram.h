@@ -161,8 +161,13 @@ struct dram_config {
 			      * and ghosts repeat run to run (kvtier replay) */
 };
 
-enum { DRAM_POLICY_S3FIFO = 0, DRAM_POLICY_LRU = 1, DRAM_POLICY_PREFIX = 2, DRAM_POLICY_PREFIX_LEARN = 3,
-       DRAM_POLICY_PREFIX_ADAPT = 4 };
+enum {
+	DRAM_POLICY_S3FIFO = 0,
+	DRAM_POLICY_LRU = 1,
+	DRAM_POLICY_PREFIX = 2,
+	DRAM_POLICY_PREFIX_LEARN = 3,
+	DRAM_POLICY_PREFIX_ADAPT = 4
+};
 enum { DRAM_HUGE_AUTO = 0, DRAM_HUGE_THP = 1, DRAM_HUGE_OFF = 2 };
 
 /*

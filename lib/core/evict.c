@@ -611,7 +611,8 @@ unsigned evict_value(const struct evict *e, const struct evict_node *n)
 {
 	switch (e->policy) {
 	case DRAM_POLICY_PREFIX:
-		return (n->queue == EVICT_Q_MAIN ? 2u : 0u) + ((n->freq & EVICT_CLS_CREDITED) ? 1u : 0u);
+		return (n->queue == EVICT_Q_MAIN ? 2u : 0u) +
+		       ((n->freq & EVICT_CLS_CREDITED) ? 1u : 0u);
 	case DRAM_POLICY_S3FIFO:
 		return (n->queue == EVICT_Q_MAIN ? 2u : 0u) + (n->freq > 0 ? 1u : 0u);
 	default:
@@ -627,7 +628,8 @@ void evict_ghost_note(struct evict *e, const struct evict_node *n, uint64_t hash
 		if (a)
 			ghost_add(&a->gh, hash);
 		if (e->ghost)
-			e->ghost[hash & e->ghost_mask] = ghost_fp_cls(hash, n->freq & EVICT_CLS_MASK);
+			e->ghost[hash & e->ghost_mask] =
+				ghost_fp_cls(hash, n->freq & EVICT_CLS_MASK);
 	}
 	else if (from_small)
 		evict_ghost_add(e, hash);

@@ -73,7 +73,8 @@ struct evict {
 	struct evict_list small;  /* S3-FIFO probation queue (unused by LRU) */
 	struct evict_list main;   /* S3-FIFO main queue / the LRU list */
 	uint64_t small_target;    /* chunks: S is drained first while above this */
-	uint32_t *ghost;          /* prefix-learn: fingerprint and class of evicted keys, direct mapped */
+	/* prefix-learn: fingerprint and class of evicted keys, direct mapped */
+	uint32_t *ghost;
 	uint32_t ghost_mask;
 	uint64_t ghost_hits;      /* inserts that went straight to main */
 	uint64_t promotions;      /* small -> main moves */

@@ -102,9 +102,9 @@ void kvevents_stats(struct kvevents *ev, kvt_stats_fn fn, void *ctx);
 
 /*
  * Encode one KVEventBatch of evs[0..n) at time ts (seconds since the
- * epoch), in format (KVEVENTS_MAP or _ARRAY), into buf[0..cap).  Returns the length, or KVT_EBUFSMALL with
- * *need set (retry with that much), -ENOMEM.  Pure: for the thread and
- * for tests.
+ * epoch), in format (KVEVENTS_MAP or _ARRAY), into buf[0..cap).  Returns the length, or
+ * KVT_EBUFSMALL with *need set (retry with that much), -ENOMEM.  Pure: for the thread and for
+ * tests.
  */
 int64_t kvevents_encode(const struct kvevent *evs, size_t n, double ts, const char *medium,
 			int format, uint8_t *buf, size_t cap, size_t *need);

@@ -166,7 +166,8 @@ bool minisim_access(struct minisim *m, uint64_t hash, uint32_t chunks, bool reta
 		int age = ghost_take_age(&m->ghost, ms_ghost_key(fp));
 		to_main = (age >= 0 && (unsigned)age < m->horizon) || retain;
 	}
-	while (m->used_chunks + chunks > m->cap_chunks || (!m->free_head && m->next_unused >= m->nent)) {
+	while (m->used_chunks + chunks > m->cap_chunks ||
+	       (!m->free_head && m->next_unused >= m->nent)) {
 		uint32_t v = ms_victim(m);
 		if (v < MS_FIRST)
 			break;

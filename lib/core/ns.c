@@ -129,7 +129,8 @@ static int ns_canon(const struct kvt_ns_desc *d, struct ns_text *t)
 {
 	size_t model, config, dtype, quant, layout, tenant;
 
-	if (ns_check_field(d->model, false, &model) || ns_check_field(d->config_hash, true, &config) ||
+	if (ns_check_field(d->model, false, &model) ||
+	    ns_check_field(d->config_hash, true, &config) ||
 	    ns_check_field(d->dtype, false, &dtype) || ns_check_field(d->kv_quant, true, &quant) ||
 	    ns_check_field(d->layout, false, &layout) || ns_check_field(d->tenant, true, &tenant))
 		return KVT_EDESC;

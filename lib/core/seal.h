@@ -117,8 +117,8 @@ int seal_item_parts(struct dram *d, struct dram_item *item, struct iovec *out, u
  * Reads: like dram_read_item (key: the item's key) and dram_get, but the bytes are opened into
  * rd->dst: value_len and copied count plaintext; value_flags is
  * KVT_F_SEALED.  A block not stored sealed, or whose tag fails, is
- * SEAL_FAILED (counted); KVT_MISS only if seal_get found no block.  KVT_F_RANGE is KVT_EBADOP (store.c refuses it at
- * submit); KVT_F_VERIFY adds nothing to the tags.
+ * SEAL_FAILED (counted); KVT_MISS only if seal_get found no block.  KVT_F_RANGE is KVT_EBADOP
+ * (store.c refuses it at submit); KVT_F_VERIFY adds nothing to the tags.
  */
 int seal_read(struct seal *sl, const struct seal_key *k, struct dram *d,
 	      struct dram_item *item, const struct kvt_key *key, struct dram_read *rd);

@@ -142,7 +142,8 @@ static int kvlayout_host(const struct kvt_kv_layout *l, const struct kvt_kv_bloc
 					uint32_t nt = b->tokens - first;
 					if (nt > l->block_tokens)
 						nt = l->block_tokens;
-					kvl_span(l, layer, b->pages[p], kv, 0, nt, first, b->tokens, &s);
+					kvl_span(l, layer, b->pages[p], kv, 0, nt, first, b->tokens,
+						 &s);
 					kvlayout_move(base, b->buf, &s, gather);
 				}
 		}

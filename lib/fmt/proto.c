@@ -439,8 +439,8 @@ static int proto_op_check(const struct proto_frame *f, bool resp)
 		return proto_tenant_check(s->tenant, s->tenant_len, true);
 	}
 	case PROTO_OP_DRAIN:
-		return resp || f->drain_mode == PROTO_DRAIN_STAY || f->drain_mode == PROTO_DRAIN_EXIT ?
-		       0 : PROTO_EMALFORMED;
+		return resp || f->drain_mode == PROTO_DRAIN_STAY ||
+		       f->drain_mode == PROTO_DRAIN_EXIT ? 0 : PROTO_EMALFORMED;
 	default:
 		return 0;
 	}
@@ -828,7 +828,8 @@ static int proto_item_decode(const struct proto_frame *f, bool resp, struct prot
 		if (!proto_take_text(c, it->text_len, &it->text))
 			return PROTO_EMALFORMED;
 	} else if (!resp) {
-		uint64_t fixed = op == PROTO_OP_GET ? GQ_KEY : op == PROTO_OP_PUT ? PQ_KEY : KQ_HEAD;
+		uint64_t fixed = op == PROTO_OP_GET ? GQ_KEY
+				 : op == PROTO_OP_PUT ? PQ_KEY : KQ_HEAD;
 		const uint8_t *k;
 
 		if (!(p = proto_take(c, fixed)))

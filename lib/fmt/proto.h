@@ -197,7 +197,8 @@ int proto_limits_check(const struct proto_limits *lim);
  * need: they compute those).
  */
 struct proto_hello {
-	uint16_t min_version;  /* request: oldest version the client speaks; response: the server's */
+	/* request: oldest version the client speaks; response: the server's */
+	uint16_t min_version;
 	uint16_t max_version;  /* request: newest the client speaks; response: the server's */
 	uint16_t version;      /* response: the version chosen for this connection */
 	uint16_t auth_count;   /* response: methods in auth[], 1..PROTO_AUTH_MAX */

@@ -184,8 +184,8 @@ int ssd_seg_hdr_decode(const uint8_t *buf, struct ssd_seg_hdr *h)
 	} else {
 		/* Both are at most seg_size, so the sum cannot wrap. */
 		if (t.summary_off % SSD_REC_ALIGN || t.summary_off < SSD_ALIGN ||
-		    t.summary_len % SSD_ALIGN || t.summary_off > t.seg_size || t.summary_len > t.seg_size ||
-		    t.summary_off + t.summary_len > t.seg_size)
+		    t.summary_len % SSD_ALIGN || t.summary_off > t.seg_size ||
+		    t.summary_len > t.seg_size || t.summary_off + t.summary_len > t.seg_size)
 			return KVT_ECORRUPT;
 	}
 	*h = t;

@@ -78,7 +78,8 @@ struct ssd_part {
 
 struct ssd_rec_hdr {
 	uint32_t type;           /* enum ssd_rec_type */
-	uint32_t hdr_len;        /* bytes from the record start to the value, multiple of SSD_REC_ALIGN */
+	/* bytes from the record start to the value, multiple of SSD_REC_ALIGN */
+	uint32_t hdr_len;
 	uint32_t part_count;     /* PUT: 1..KVT_PARTS_MAX; others 0 */
 	uint32_t ns_id;          /* store-local namespace id (stable: the registry is persisted) */
 	uint64_t value_len;      /* PUT: sum of part lengths; others 0 */
@@ -107,12 +108,11 @@ int ssd_rec_hdr_encode(const struct ssd_rec_hdr *h, const struct ssd_part *parts
 
 /*
  * Decode a record header from buf (buf_len bytes available, at least
- * SSD_REC_ALIGN; fewer gives KVT_EBUFSMALL with h->hdr_len SSD_REC_ALIGN).  Checks magic, version, CRC, type, lengths and that the whole
- * header fits in buf_len (if hdr_len > buf_len it returns KVT_EBUFSMALL and
- * sets h->hdr_len so the caller can read more).  parts may be NULL to skip
- * the table; otherwise it must hold max_parts entries (KVT_ERANGE if fewer
- * than h->part_count).  Returns 0, KVT_ECORRUPT, KVT_EVERSION,
- * KVT_EBUFSMALL, KVT_ERANGE.
+ * SSD_REC_ALIGN; fewer gives KVT_EBUFSMALL with h->hdr_len SSD_REC_ALIGN).  Checks magic, version,
+ * CRC, type, lengths and that the whole header fits in buf_len (if hdr_len > buf_len it returns
+ * KVT_EBUFSMALL and sets h->hdr_len so the caller can read more).  parts may be NULL to skip the
+ * table; otherwise it must hold max_parts entries (KVT_ERANGE if fewer than h->part_count). Returns
+ * 0, KVT_ECORRUPT, KVT_EVERSION, KVT_EBUFSMALL, KVT_ERANGE.
  */
 int ssd_rec_hdr_decode(const uint8_t *buf, size_t buf_len, struct ssd_rec_hdr *h,
 		       struct ssd_part *parts, uint32_t max_parts);

@@ -1076,7 +1076,8 @@ int kvt_queue_wait(struct kvt_queue *q, struct kvt_req **out, unsigned max, int 
 		if (timeout_ms < 0)
 			continue;
 		clock_gettime(CLOCK_MONOTONIC, &t1);
-		waited = (int)((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000);
+		waited =
+			(int)((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000);
 		if (waited >= timeout_ms)
 			return 0;
 		timeout_ms -= waited;

@@ -685,7 +685,8 @@ static int store_put_room(struct kvt_store *s, const struct kvt_req *r)
 				len += r->iov[j].iov_len;
 		if (r->flags & KVT_F_NOWAIT)
 			ret = s->tiers[i].ops->room_watch
-				      ? s->tiers[i].ops->room_watch(s->tiers[i].t, r->ns, len, NULL, NULL)
+				      ? s->tiers[i].ops->room_watch(s->tiers[i].t, r->ns, len, NULL,
+								    NULL)
 				      : KVT_OK;
 		else
 			ret = s->tiers[i].ops->put_room(s->tiers[i].t, r->ns, len);
@@ -1043,7 +1044,8 @@ static int store_del_walk(struct kvt_store *s, struct kvt_req *r, unsigned from,
 		if (ret == KVT_OK)
 			local_hit = true;
 		if (status >= 0)
-			status = ret < 0 ? ret : (status == KVT_OK || ret == KVT_OK ? KVT_OK : KVT_MISS);
+			status = ret < 0 ? ret
+					 : (status == KVT_OK || ret == KVT_OK ? KVT_OK : KVT_MISS);
 	}
 	if (local_hit && s->events)
 		kvevents_removed(s->events, quota_group_lookup(&s->quota, r->ns), &r->key);
@@ -1150,8 +1152,9 @@ static int store_clear(struct kvt_store *s, struct kvt_req *r)
 	if (s->events)
 		/* The format has no per-namespace clear: a router drops
 		 * everything the main feed (or the group's) told it. */
-		kvevents_cleared(s->events, r->ns == KVT_NS_ALL ? KVEV_GROUP_ALL
-							      : quota_group_lookup(&s->quota, r->ns));
+		kvevents_cleared(s->events, r->ns == KVT_NS_ALL
+						    ? KVEV_GROUP_ALL
+						    : quota_group_lookup(&s->quota, r->ns));
 	return store_clear_walk(s, r, 0, KVT_OK);
 }
 

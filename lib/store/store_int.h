@@ -75,6 +75,7 @@ struct pin_shard {
 	uint32_t cap, used;
 	uint32_t free_head;     /* index + 1 of the first free slot, 0: none */
 	uint64_t active;
+	uint64_t peak;          /* the most active at once since open */
 } __attribute__((aligned(64)));
 
 /* One tier below DRAM: its table, what its open got, its handle. */

@@ -118,7 +118,8 @@ int slot_add(struct kvt_store *s, uintptr_t hint, struct dram_item *item,
 	slot->view_count = view_count;
 	slot->kind = (uint8_t)kind;
 	slot->pflags = (uint8_t)pflags;
-	ps->active++;
+	if (++ps->active > ps->peak)
+		ps->peak = ps->active;
 	*handle = ((uint64_t)slot->gen << 32) | ((uint64_t)shard << PIN_IDX_BITS) | idx;
 	pthread_mutex_unlock(&ps->lock);
 	*vcopy = v;
@@ -146,7 +147,8 @@ int slot_take(struct kvt_store *s, uint64_t handle, int kind, struct dram_item *
 		     struct ssd_copy **copy, unsigned *pflags)
 {
 	unsigned shard = (unsigned)((handle >> PIN_IDX_BITS) & 0xff);
-	uint32_t idx = (uint32_t)(handle & ((1u << PIN_IDX_BITS) - 1)), gen = (uint32_t)(handle >> 32);
+	uint32_t idx = (uint32_t)(handle & ((1u << PIN_IDX_BITS) - 1)),
+		 gen = (uint32_t)(handle >> 32);
 	struct pin_shard *ps;
 	struct iovec *v;
 	uint32_t vc;

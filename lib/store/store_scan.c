@@ -66,7 +66,8 @@ static void heap_down(struct kvt_key *h, size_t n, size_t i)
 static void scan_note(void *ctx, const struct kvt_key *k)
 {
 	struct scan *sc = ctx;
-	if (sc->prefix_len && (k->len < sc->prefix_len || memcmp(k->bytes, sc->prefix, sc->prefix_len)))
+	if (sc->prefix_len &&
+	    (k->len < sc->prefix_len || memcmp(k->bytes, sc->prefix, sc->prefix_len)))
 		return;
 	if (sc->after && key_cmp(k, sc->after) <= 0)
 		return;

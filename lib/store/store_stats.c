@@ -57,7 +57,7 @@ int64_t kvt_remote_who(struct kvt_store *s, uint32_t ns, const struct kvt_key *k
 
 int kvt_store_stats(struct kvt_store *s, kvt_stats_fn fn, void *ctx)
 {
-	uint64_t pins = 0;
+	uint64_t pins = 0, peak = 0;
 	int ret;
 	if (!s || !fn)
 		return KVT_ENULL;
@@ -66,6 +66,7 @@ int kvt_store_stats(struct kvt_store *s, kvt_stats_fn fn, void *ctx)
 	for (int i = 0; i < PIN_SHARDS; i++) {
 		pthread_mutex_lock(&s->pins[i].lock);
 		pins += s->pins[i].active;
+		peak += s->pins[i].peak;
 		pthread_mutex_unlock(&s->pins[i].lock);
 	}
 	fn(ctx, "store.workers", s->workers_started, NULL);
@@ -75,6 +76,7 @@ int kvt_store_stats(struct kvt_store *s, kvt_stats_fn fn, void *ctx)
 	fn(ctx, "store.deferred", atomic_load(&s->deferred), NULL);
 	fn(ctx, "store.canceled", atomic_load(&s->canceled), NULL);
 	fn(ctx, "store.pins_active", pins, NULL);
+	fn(ctx, "store.pins_peak", peak, NULL);
 	fn(ctx, "mem.meta_bytes", (uint64_t)atomic_load(&s->mem.bytes), NULL);
 	fn(ctx, "mem.meta_peak_bytes", (uint64_t)atomic_load(&s->mem.peak_bytes), NULL);
 	fn(ctx, "mem.allocs", (uint64_t)atomic_load(&s->mem.allocs), NULL);

@@ -316,7 +316,8 @@ static unsigned io_take_locked(struct kvt_io *io, struct io_req **list, unsigned
 		for (p = 0; p < IO_PRIO_COUNT; p++) {
 			if (!io->q[p].head)
 				continue;
-			if (io->q[p].head->opcode == IO_WRITE && io->writes_inflight >= io->write_depth)
+			if (io->q[p].head->opcode == IO_WRITE &&
+			    io->writes_inflight >= io->write_depth)
 				break; /* strict: nothing lower passes it */
 			r = io->q[p].head;
 			break;

@@ -210,6 +210,22 @@ static void test_multi(void)
 	cli_eq("del k1", "0");
 	cli_eq("mget k1 k2 k3", "\n\nv3");
 	cli_eq("--no-raw mset k1", "(error) ERR wrong number of arguments for 'mset' command");
+
+	/* EXISTS and DEL of more keys than one probe window (64): 150 names
+	 * of 15 keys, 10 of them set, each named 10 times. */
+	{
+		char args[2048];
+		size_t o = 0;
+		cli_eq("mset w0 0 w1 1 w2 2 w3 3 w4 4 w5 5 w6 6 w7 7 w8 8 w9 9", "OK");
+		for (int verb = 0; verb < 3; verb++) {
+			o = (size_t)snprintf(args, sizeof(args), "%s", verb == 1 ? "del" : "exists");
+			for (int i = 0; i < 150; i++)
+				o += (size_t)snprintf(args + o, sizeof(args) - o, " w%d", i % 15);
+			/* exists: 100 (a key named twice counts twice); del: the
+			 * 10 keys; exists again: none left */
+			cli_eq(args, verb == 0 ? "100" : verb == 1 ? "10" : "0");
+		}
+	}
 }
 
 static void test_expiry(void)

@@ -146,6 +146,7 @@ struct cluster {
 	_Atomic uint64_t c_forwarded;   /* replicated puts sent once, PROTO_IF_FORWARD */
 	_Atomic uint64_t c_fwd_retries; /* ... sent to the next replica after a failure */
 	_Atomic uint64_t c_warm_reads; /* reads given the previous owner too (join warm-up) */
+	_Atomic uint64_t c_lookup_retries; /* lookup runs asked again around a failed member */
 	_Atomic uint64_t c_puts_only;   /* puts local DRAM did not take, sent here alone */
 	_Atomic uint64_t c_epoch, c_refreshes, c_view_changes, c_refresh_errors;
 };
@@ -315,17 +316,23 @@ static unsigned cluster_replicas(struct cluster *cl, uint32_t ns)
  * before those that are down: the namespace's replicas (reps), or for a
  * prompt's first group at least the view's hot replicas.  Returns how
  * many (1..max(reps, hot), at most the members). */
-static unsigned cluster_rank(struct cluster *cl, const struct cview *v, uint64_t anchor,
-			     bool hot, unsigned reps, unsigned *out)
+static unsigned cluster_rank_avoid(struct cluster *cl, const struct cview *v, uint64_t anchor,
+				   bool hot, unsigned reps, unsigned *out, int avoid)
 {
 	bool skip[PLACEMENT_MEMBERS_MAX];
 	bool any = false;
 	unsigned r = hot && v->hot > reps ? v->hot : reps;
 	for (unsigned i = 0; i < v->n; i++)
-		any |= skip[i] = remote_is_down(v->m[i].mb->rm);
+		any |= skip[i] = (int)i == avoid || remote_is_down(v->m[i].mb->rm);
 	if (any)
 		A(cl->c_skipped);
 	return placement_rank(v->pl, anchor, any ? skip : NULL, out, r);
+}
+
+static unsigned cluster_rank(struct cluster *cl, const struct cview *v, uint64_t anchor,
+			     bool hot, unsigned reps, unsigned *out)
+{
+	return cluster_rank_avoid(cl, v, anchor, hot, reps, out, -1);
 }
 
 /* Where a single key goes: the hint, else the anchor memory, else itself. */
@@ -628,7 +635,8 @@ static int cluster_read(struct cluster *cl, uint32_t ns, const struct kvt_key *k
 	} else {
 		*t = (struct ctry){ .cl = cl, .v = v, .ns = ns, .key = key, .count = k, .rd = *rd };
 		memcpy(t->owners, owners, k * sizeof(*owners));
-		t->start = (unsigned)(atomic_fetch_add_explicit(&cl->rr, 1, memory_order_relaxed) % k);
+		t->start =
+			(unsigned)(atomic_fetch_add_explicit(&cl->rr, 1, memory_order_relaxed) % k);
 		if ((ret = ctry_next(t)) == 0)
 			return 0; /* the record holds v */
 		kvt_mem_free(cl->mem, t, sizeof(*t));
@@ -734,7 +742,8 @@ int cluster_put(struct cluster *cl, uint32_t ns, const struct kvt_key *key,
 
 	/* Every put in a pod tells the member the block's anchor and how
 	 * many members it is placed on: what the members need to heal. */
-	if (v->n == 1 || (k = cluster_place_ex(cl, v, ns, key, hint, owners, &anchor, &want)) == 1) {
+	if (v->n == 1 ||
+	    (k = cluster_place_ex(cl, v, ns, key, hint, owners, &anchor, &want)) == 1) {
 		ret = remote_put_placed(v->m[v->n == 1 ? 0 : owners[0]].mb->rm, ns, key, parts,
 					part_count, crcs, sealed, anchor, want | hint_bit, cb, ctx);
 		cview_put(cl, v);
@@ -875,6 +884,14 @@ int cluster_clear(struct cluster *cl, uint32_t ns, tier_done_fn cb, void *ctx)
  *   prompt  | g0 (hot) | g1 | g2 | g3 | g4 |
  *   runs    | A  /  C  | B       | A  | B  |      (g1, g2 both on B)
  *   hits    | 16 / 16  | 32      | 7  | 16 |  ->  16 + 32 + 7 = 55
+ *
+ * A run whose member fails (its connections refused or reset, not a
+ * timeout) is asked again, once, as a lookup of its own range ranked
+ * without that member: where its groups went while the member was down.
+ * A new engine's first lookups can reach a dead member before its
+ * connections have failed: without the retry, every group of that member
+ * was a miss although the other engines had put it on the next member
+ * (test_cluster: 8 of 64 blocks found, CI, 2026-12).
  */
 
 struct crun {
@@ -890,7 +907,9 @@ struct crun {
 struct clook {
 	struct fan f;                /* counts answers; cb, ctx */
 	uint8_t *tiers;
-	uint32_t from, n;
+	const struct kvt_key *keys;  /* the caller's, valid until cb */
+	uint32_t ns, from, n;
+	bool retry;                  /* a failed run is asked again (not in a retry) */
 	unsigned run_count;
 	struct crun runs[];
 };
@@ -943,15 +962,54 @@ static void crun_done(void *ctx, const struct tier_result *res)
 	clook_drop(r->lk);
 }
 
+/* A member that failed this way did not look: its connections are gone
+ * (a timeout is not retried: the call has spent its deadline). */
+static bool member_failed(int status)
+{
+	switch (-status) {
+	case ENOTCONN: case ECONNREFUSED: case ECONNRESET: case ECONNABORTED: case EPIPE:
+	case EHOSTUNREACH: case ENETUNREACH: case EIO:
+		return true;
+	default:
+		return false;
+	}
+}
+
+static int clook_start(struct cluster *cl, struct cview *v, uint32_t ns,
+		       const struct kvt_key *keys, uint32_t from, uint32_t n, uint8_t *tiers,
+		       tier_done_fn cb, void *ctx, int avoid);
+
+/* Run r's member failed with status: ask again for its range, ranked
+ * without that member.  Returns true if the retry holds r's reference
+ * (crun_done then runs from its answer). */
+static bool crun_retry(struct crun *r, int status)
+{
+	struct clook *lk = r->lk;
+	struct cluster *cl = lk->f.cl;
+	struct cview *v = lk->f.v;
+	if (!lk->retry || r->replicated || !member_failed(status))
+		return false;
+	if (cl->dynamic)
+		atomic_fetch_add(&v->refs, 1); /* the retry's own; lk holds one */
+	if (clook_start(cl, v, lk->ns, lk->keys, r->from, r->from + r->count, NULL, crun_done, r,
+			(int)r->member) != 0)
+		return false; /* it released the view */
+	A(cl->c_lookup_retries);
+	return true;
+}
+
+static void crun_first_done(void *ctx, const struct tier_result *res)
+{
+	struct crun *r = ctx;
+	if (res->status != KVT_OK && crun_retry(r, res->status))
+		return;
+	crun_done(ctx, res);
+}
+
 int cluster_lookup(struct cluster *cl, uint32_t ns, const struct kvt_key *keys, uint32_t from,
 		   uint32_t n, uint8_t *tiers, tier_done_fn cb, void *ctx)
 {
 	struct cview *v;
-	struct clook *lk;
-	uint32_t groups, first_g, max_runs;
-	unsigned nr = 0, reps;
-	size_t size;
-	bool any = false;
 	int ret;
 
 	if (from >= n)
@@ -963,6 +1021,23 @@ int cluster_lookup(struct cluster *cl, uint32_t ns, const struct kvt_key *keys, 
 		cview_put(cl, v);
 		return ret;
 	}
+	return clook_start(cl, v, ns, keys, from, n, tiers, cb, ctx, -1);
+}
+
+/* A lookup over v's members (the caller's view reference passes to it; it
+ * is released on failure), member avoid (or -1) ranked with those down:
+ * avoid >= 0 is a failed run's retry, which is not retried again. */
+static int clook_start(struct cluster *cl, struct cview *v, uint32_t ns,
+		       const struct kvt_key *keys, uint32_t from, uint32_t n, uint8_t *tiers,
+		       tier_done_fn cb, void *ctx, int avoid)
+{
+	struct clook *lk;
+	uint32_t groups, first_g, max_runs;
+	unsigned nr = 0, reps;
+	size_t size;
+	bool any = false;
+	int ret;
+
 	reps = cluster_replicas(cl, ns);
 	first_g = from / cl->group;
 	groups = (n - 1) / cl->group - first_g + 1;
@@ -980,15 +1055,19 @@ int cluster_lookup(struct cluster *cl, uint32_t ns, const struct kvt_key *keys, 
 	lk->f.ctx = ctx;
 	atomic_init(&lk->f.left, 1);
 	lk->tiers = tiers;
+	lk->keys = keys;
+	lk->ns = ns;
 	lk->from = from;
 	lk->n = n;
+	lk->retry = avoid < 0;
 	A(cl->c_fanouts);
 	/* Cut the runs. */
 	for (uint32_t g = first_g; (uint64_t)g * cl->group < n; g++) {
 		unsigned owners[REMOTE_HOT_REPLICAS_MAX];
 		uint32_t start = g * cl->group > from ? g * cl->group : from;
 		uint32_t end = (g + 1) * cl->group < n ? (g + 1) * cl->group : n;
-		unsigned k = cluster_rank(cl, v, group_anchor(cl, keys, g), g == 0, reps, owners);
+		unsigned k = cluster_rank_avoid(cl, v, group_anchor(cl, keys, g), g == 0, reps,
+						owners, avoid);
 		if (k == 1 && nr > 0 && !lk->runs[nr - 1].replicated &&
 		    lk->runs[nr - 1].member == owners[0]) {
 			lk->runs[nr - 1].count += end - start; /* same member: one LOOKUP */
@@ -1012,8 +1091,8 @@ int cluster_lookup(struct cluster *cl, uint32_t ns, const struct kvt_key *keys, 
 		struct crun *r = &lk->runs[i];
 		atomic_fetch_add(&lk->f.left, 1);
 		ret = remote_lookup(v->m[r->member].mb->rm, ns, keys + r->from, r->count, NULL,
-				    crun_done, r);
-		if (ret == 0)
+				    crun_first_done, r);
+		if (ret == 0 || crun_retry(r, ret))
 			any = true;
 		else
 			atomic_fetch_sub(&lk->f.left, 1); /* a member down: no hits there */
@@ -1141,6 +1220,7 @@ void cluster_stats(struct cluster *cl, kvt_stats_fn fn, void *ctx)
 	fn(ctx, "remote.hot_replicas", v->hot, NULL);
 	fn(ctx, "remote.anchor_hinted", atomic_load(&cl->c_hinted), NULL);
 	fn(ctx, "remote.warm_reads", atomic_load(&cl->c_warm_reads), NULL);
+	fn(ctx, "remote.lookup_retries", atomic_load(&cl->c_lookup_retries), NULL);
 	fn(ctx, "remote.anchor_known", atomic_load(&cl->c_known), NULL);
 	fn(ctx, "remote.anchor_unknown", atomic_load(&cl->c_unknown), NULL);
 	fn(ctx, "remote.replica_retries", atomic_load(&cl->c_replica_retries), NULL);
@@ -1268,7 +1348,8 @@ int64_t cluster_who(struct cluster *cl, uint32_t ns, const struct kvt_key *keys,
 		for (uint32_t i = 0; i < n; i++) {
 			items[i].w = &w;
 			items[i].idx = i;
-			if (remote_exists(v->m[m].mb->rm, ns, &keys[i], cwho_done, &items[i]) != 0) {
+			if (remote_exists(v->m[m].mb->rm, ns, &keys[i], cwho_done, &items[i]) !=
+			    0) {
 				pthread_mutex_lock(&w.lock);
 				w.left--;
 				pthread_mutex_unlock(&w.lock);

@@ -241,11 +241,11 @@ struct remote {
 	unsigned lane_count;
 	_Atomic unsigned lane_next;      /* round-robin of lane_pick */
 
-	_Atomic uint64_t c_gets, c_direct_gets, c_hits, c_misses, c_puts, c_put_stored, c_put_exists, c_put_failed,
-		c_lookups, c_exists, c_deletes, c_clears, c_errors, c_timeouts, c_fast_fails,
-		c_connects, c_connect_failures, c_disconnects, c_bytes_in, c_bytes_out, c_frames_out,
-		c_crc_errors, c_promote_full, c_conns_up, c_tls_failures, c_sends, c_pool,
-		c_reads, c_wakeups, c_put_crc_bytes, c_window_waits;
+	_Atomic uint64_t c_gets, c_direct_gets, c_hits, c_misses, c_puts, c_put_stored,
+		c_put_exists, c_put_failed, c_lookups, c_exists, c_deletes, c_clears, c_errors,
+		c_timeouts, c_fast_fails, c_connects, c_connect_failures, c_disconnects, c_bytes_in,
+		c_bytes_out, c_frames_out, c_crc_errors, c_promote_full, c_conns_up, c_tls_failures,
+		c_sends, c_pool, c_reads, c_wakeups, c_put_crc_bytes, c_window_waits;
 };
 
 static void pool_note(struct remote *rm, uint64_t len);
@@ -267,7 +267,8 @@ static uint64_t now_ns(void)
 static void rop_free(struct remote *rm, struct rop *op)
 {
 	if (op->lens)
-		kvt_mem_free(rm->mem, op->lens, op->part_count * (sizeof(uint64_t) + sizeof(uint32_t)));
+		kvt_mem_free(rm->mem, op->lens,
+			     op->part_count * (sizeof(uint64_t) + sizeof(uint32_t)));
 	kvt_mem_free(rm->mem, op, sizeof(*op));
 }
 
@@ -301,7 +302,8 @@ static void rop_done(struct remote *rm, struct rop *op, int status, struct dram_
 		if (op->dst) {
 			/* Into the caller's buffers: a hit, a buffer too small, else
 			 * a miss (the bytes there are then not the value). */
-			res->status = status == KVT_OK || status == KVT_EBUFSMALL ? status : KVT_MISS;
+			res->status =
+				status == KVT_OK || status == KVT_EBUFSMALL ? status : KVT_MISS;
 			op->cb(op->ctx, res);
 			break;
 		}
@@ -651,10 +653,12 @@ static int frame_encode(struct remote *rm, struct rconn *c, struct rframe *fr, i
 			const uint8_t *d = rm->nsmap[fr->ops[i]->ns].digest;
 			uint32_t j;
 			for (j = 0; j < ns_count; j++)
-				if (memcmp(digests + (size_t)j * PROTO_DIGEST_LEN, d, PROTO_DIGEST_LEN) == 0)
+				if (memcmp(digests + (size_t)j * PROTO_DIGEST_LEN, d,
+					   PROTO_DIGEST_LEN) == 0)
 					break;
 			if (j == ns_count)
-				memcpy(digests + (size_t)ns_count++ * PROTO_DIGEST_LEN, d, PROTO_DIGEST_LEN);
+				memcpy(digests + (size_t)ns_count++ * PROTO_DIGEST_LEN, d,
+				       PROTO_DIGEST_LEN);
 			nsidx[i] = j;
 		}
 		f.ns_count = ns_count;
@@ -740,7 +744,8 @@ static void frame_send(struct remote *rm, struct rconn *c, int kind, struct rop 
 			struct rop *op = ops[i];
 			extra += op->part_count;
 			for (uint32_t p = 0; op->crc_later && p < op->part_count; p++)
-				op->crcs[p] = kvt_crc32c(0, op->parts[p].iov_base, op->parts[p].iov_len);
+				op->crcs[p] =
+					kvt_crc32c(0, op->parts[p].iov_base, op->parts[p].iov_len);
 			op->crc_later = false;
 		}
 	fr = frame_new(rm, n, extra);
@@ -972,7 +977,8 @@ static void rx_frame_end(struct rconn *c)
 	if (c->rf.flags & PROTO_F_MORE)
 		return;
 	/* Unlink from the wait list. */
-	for (struct rframe **pp = &c->wait_head, *prev = NULL; *pp; prev = *pp, pp = &(*pp)->next_wait) {
+	for (struct rframe **pp = &c->wait_head, *prev = NULL; *pp;
+	     prev = *pp, pp = &(*pp)->next_wait) {
 		if (*pp == fr) {
 			*pp = fr->next_wait;
 			if (c->wait_tail == fr)
@@ -1100,9 +1106,10 @@ static void rx_get_done(struct rconn *c)
 	op->answered = true;
 	fr->ops[it->index] = NULL;
 	if (c->cur_direct) {
-		struct tier_result res = { .value_len = it->value_len,
-					   .value_flags = (it->flags & PROTO_IF_SEALED) ? KVT_F_SEALED
-											: 0 };
+		struct tier_result res = {
+			.value_len = it->value_len,
+			.value_flags = (it->flags & PROTO_IF_SEALED) ? KVT_F_SEALED : 0,
+		};
 		if (c->cur_bad || c->cur_part < it->part_count) {
 			A(rm->c_crc_errors);
 			kvt_logf(rm->log, KVT_LOG_WARN,
@@ -1174,7 +1181,8 @@ static void rx_direct_crc(struct rconn *c, uint64_t from, uint64_t n)
 			p += k;
 			take -= k;
 			c->cur_part_left -= k;
-			while (c->cur_part_left == 0 && c->cur_part < it->part_count && !c->cur_bad) {
+			while (c->cur_part_left == 0 && c->cur_part < it->part_count &&
+			       !c->cur_bad) {
 				if (c->cur_crc != it->part_crcs[c->cur_part])
 					c->cur_bad = true;
 				c->cur_crc = 0;
@@ -1301,7 +1309,8 @@ static int rx_frame(struct rconn *c)
 			if (op && !op->answered) {
 				op->answered = true;
 				fr->ops[i] = NULL;
-				rop_done(rm, op, fr->op == PROTO_OP_GET ? KVT_MISS : f->status, NULL, NULL);
+				rop_done(rm, op, fr->op == PROTO_OP_GET ? KVT_MISS : f->status,
+					 NULL, NULL);
 			}
 		}
 		c->rf.flags &= ~PROTO_F_MORE;
@@ -1677,7 +1686,8 @@ static void dispatch(struct remote *rm, uint64_t now, uint64_t *next_timer)
 					if (reg) {
 						reg->kind = RK_NSREG;
 						reg->ns = op->ns;
-						reg->deadline = now + (uint64_t)rm->cfg.timeout_ms * 1000000u;
+						reg->deadline = now + (uint64_t)rm->cfg.timeout_ms *
+									      1000000u;
 						e->state = NS_PENDING;
 						frame_send(rm, any, RK_NSREG, &reg, 1);
 					}
@@ -2278,8 +2288,10 @@ static void remote_free(struct remote *rm)
 		for (unsigned i = 0; i < rm->conns_cap; i++) {
 			struct rconn *c = &rm->conns[i];
 			kvt_mem_free(rm->mem, c->rbuf, c->rcap);
-			kvt_mem_free(rm->mem, c->plens, c->plens ? KVT_PARTS_MAX * sizeof(uint64_t) : 0);
-			kvt_mem_free(rm->mem, c->pcrcs, c->pcrcs ? KVT_PARTS_MAX * sizeof(uint32_t) : 0);
+			kvt_mem_free(rm->mem, c->plens,
+				     c->plens ? KVT_PARTS_MAX * sizeof(uint64_t) : 0);
+			kvt_mem_free(rm->mem, c->pcrcs,
+				     c->pcrcs ? KVT_PARTS_MAX * sizeof(uint32_t) : 0);
 			kvt_mem_free(rm->mem, c->scratch, c->scratch ? RX_SCRATCH : 0);
 		}
 		kvt_mem_free(rm->mem, rm->conns, rm->conns_cap * sizeof(*rm->conns));
@@ -2290,7 +2302,8 @@ static void remote_free(struct remote *rm)
 	}
 	kvt_mem_free(rm->mem, rm->nsmap, rm->nsmap_cap * sizeof(*rm->nsmap));
 	kvt_mem_free(rm->mem, rm->batch_ops,
-		     rm->batch_ops ? (size_t)RK__COUNT * rm->cfg.batch * sizeof(*rm->batch_ops) : 0);
+		     rm->batch_ops ? (size_t)RK__COUNT * rm->cfg.batch * sizeof(*rm->batch_ops)
+				   : 0);
 	SSL_CTX_free(rm->tls_ctx);
 	if (rm->epfd >= 0)
 		close(rm->epfd);
@@ -2495,8 +2508,10 @@ void remote_stats(struct remote *rm, kvt_stats_fn fn, void *ctx)
 		/* How evenly the lanes share the bytes: the least any moved. */
 		uint64_t in = UINT64_MAX, out = UINT64_MAX;
 		for (unsigned i = 0; i < rm->lane_count; i++) {
-			uint64_t a = atomic_load_explicit(&rm->lane[i]->c_bytes_in, memory_order_relaxed);
-			uint64_t b = atomic_load_explicit(&rm->lane[i]->c_bytes_out, memory_order_relaxed);
+			uint64_t a = atomic_load_explicit(&rm->lane[i]->c_bytes_in,
+							  memory_order_relaxed);
+			uint64_t b = atomic_load_explicit(&rm->lane[i]->c_bytes_out,
+							  memory_order_relaxed);
 			in = a < in ? a : in;
 			out = b < out ? b : out;
 		}

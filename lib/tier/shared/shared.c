@@ -111,8 +111,8 @@ struct shared {
 	unsigned nthreads;
 	_Atomic uint64_t bps;        /* last measured read throughput, bytes/s (0: none yet) */
 
-	_Atomic uint64_t part_hits, hits, misses, promote_full, wd_queued, wd_shed, wd_done, wd_failed,
-		wd_evicted, wd_ssd_evicted, lookups, lookup_keys, gc_runs, gc_removed;
+	_Atomic uint64_t part_hits, hits, misses, promote_full, wd_queued, wd_shed, wd_done,
+		wd_failed, wd_evicted, wd_ssd_evicted, lookups, lookup_keys, gc_runs, gc_removed;
 };
 
 #define A(x) atomic_fetch_add_explicit(&(x), 1, memory_order_relaxed)
@@ -137,7 +137,8 @@ static bool ns_persistent(struct shared *sh, uint32_t ns)
 		return true;
 	if ((size_t)(ns >> 3) >= sh->persistent_len)
 		return false;
-	return (atomic_load_explicit(&sh->persistent[ns >> 3], memory_order_relaxed) >> (ns & 7)) & 1;
+	return (atomic_load_explicit(&sh->persistent[ns >> 3], memory_order_relaxed) >> (ns & 7)) &
+	       1;
 }
 
 int shared_set_persistent(struct shared *sh, uint32_t ns)
@@ -205,8 +206,8 @@ static int read_reserve(struct sh_read *rb, const struct shdir_hdr *h, struct io
 
 static void stats_common(kvt_stats_fn fn, void *ctx, uint64_t stats_issued, uint64_t writes,
 			 uint64_t write_bytes, uint64_t write_exists, uint64_t write_errors,
-			 uint64_t reads, uint64_t read_bytes, uint64_t read_errors, uint64_t corrupt,
-			 uint64_t bad_removed, uint64_t bad_kept)
+			 uint64_t reads, uint64_t read_bytes, uint64_t read_errors,
+			 uint64_t corrupt, uint64_t bad_removed, uint64_t bad_kept)
 {
 	fn(ctx, "shared.stats_issued", stats_issued, NULL);
 	fn(ctx, "shared.writes", writes, NULL);

@@ -414,14 +414,15 @@ int shdir_write(struct shdir *sd, const uint8_t ns_digest[32], const struct kvt_
 		goto out;
 	snprintf(tmp, sizeof(tmp), "%s.tmp.%d.%llu", rel, (int)getpid(),
 		 (unsigned long long)atomic_fetch_add(&sd->tmp_seq, 1));
-	fd = openat(sd->root_fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | (direct ? O_DIRECT : 0),
-		    0644);
+	fd = openat(sd->root_fd, tmp,
+		    O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | (direct ? O_DIRECT : 0), 0644);
 	if (fd < 0) {
 		ret = -errno;
 		goto out;
 	}
 	ret = pwritev_all(fd, iov, n, 0);
-	if (ret == 0 && direct && tail && ftruncate(fd, (off_t)((uint64_t)data_off + value_len)) < 0)
+	if (ret == 0 && direct && tail &&
+	    ftruncate(fd, (off_t)((uint64_t)data_off + value_len)) < 0)
 		ret = -errno;
 	if (close(fd) < 0 && ret == 0)
 		ret = -errno;
@@ -476,7 +477,8 @@ int shdir_rd_open(struct shdir *sd, const uint8_t ns_digest[32], const struct kv
 	 * thread on open or read: non-blocking, then a regular file only
 	 * (anything else planted in the tree is a miss). */
 	rd->fd = openat(sd->root_fd, rd->relpath,
-			O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | (rd->direct ? O_DIRECT : 0));
+			O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK |
+				(rd->direct ? O_DIRECT : 0));
 	if (rd->fd < 0)
 		return errno == ENOENT || errno == ENOTDIR || errno == ELOOP ? KVT_MISS : -errno;
 	if (fstat(rd->fd, &st) < 0 || !S_ISREG(st.st_mode)) {
@@ -599,7 +601,8 @@ int shdir_rd_value(struct shdir *sd, struct shdir_rd *rd, const struct iovec *vi
 			uint64_t pl = rd->h.part_lens[p];
 			uint32_t crc = 0;
 			while (pl > 0) {
-				uint64_t avail = view[vi].iov_len - voff, k = pl < avail ? pl : avail;
+				uint64_t avail = view[vi].iov_len - voff,
+					 k = pl < avail ? pl : avail;
 				crc = kvt_crc32c(crc, (char *)view[vi].iov_base + voff, k);
 				pl -= k;
 				voff += k;
@@ -785,7 +788,8 @@ static void gc_dir(int parent_fd, const char *name, const char *rel, int depth,
 		if (fstatat(fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
 			continue;
 		if (strstr(e->d_name, ".tmp.")) {
-			if (w->now_s - st.st_mtime > GC_TEMP_AGE_S && unlinkat(fd, e->d_name, 0) == 0)
+			if (w->now_s - st.st_mtime > GC_TEMP_AGE_S &&
+			    unlinkat(fd, e->d_name, 0) == 0)
 				w->res->temp_removed++;
 			continue;
 		}

@@ -414,7 +414,8 @@ static int req_prepare(struct s3req *r, CURL *h)
 		 r->query);
 	curl_easy_setopt(h, CURLOPT_URL, url);
 	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)(r->timeout_ms ? r->timeout_ms : s3->cfg.timeout_ms));
+	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS,
+			 (long)(r->timeout_ms ? r->timeout_ms : s3->cfg.timeout_ms));
 	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS,
 			 (long)(r->timeout_ms ? r->timeout_ms : s3->cfg.timeout_ms));
 	curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
@@ -1617,7 +1618,8 @@ int64_t shs3_blk_read_part(struct shs3 *s3, const uint8_t ns_digest[32],
 			goto out;
 		}
 		ret = shdir_hdr_parse(hbuf, (size_t)got, h);
-		if (ret > 0 && (uint64_t)got == want && KVT_ALIGN_UP((uint64_t)ret, SHDIR_ALIGN) > want &&
+		if (ret > 0 && (uint64_t)got == want &&
+		    KVT_ALIGN_UP((uint64_t)ret, SHDIR_ALIGN) > want &&
 		    KVT_ALIGN_UP((uint64_t)ret, SHDIR_ALIGN) <= cap) {
 			want = KVT_ALIGN_UP((uint64_t)ret, SHDIR_ALIGN);
 			continue;

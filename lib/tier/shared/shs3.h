@@ -107,7 +107,8 @@ struct shs3_stats {
 	_Atomic uint64_t requests, errors, timeouts, denied, bytes_out, bytes_in, multipart_parts;
 	_Atomic uint64_t conns_opened; /* new connections curl opened (reuse: stays low) */
 	_Atomic uint64_t retries;       /* attempts after a transient failure (req_run, mp_retry) */
-	_Atomic uint64_t retry_giveups; /* requests (or parts) that failed after their last attempt */
+	/* requests (or parts) that failed after their last attempt */
+	_Atomic uint64_t retry_giveups;
 };
 struct shs3_stats *shs3_stats(struct shs3 *s3);
 

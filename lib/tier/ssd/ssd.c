@@ -1103,7 +1103,8 @@ static void wd_task_free(struct ssd *s, struct wd_task *t)
 	if (t->hdr)
 		kvt_mem_free(s->mem, t->hdr, t->hdr_len);
 	if (t->carry_parts)
-		kvt_mem_free(s->mem, t->carry_parts, (size_t)t->part_count * sizeof(*t->carry_parts));
+		kvt_mem_free(s->mem, t->carry_parts,
+			     (size_t)t->part_count * sizeof(*t->carry_parts));
 	kvt_mem_free(s->mem, t, sizeof(*t));
 }
 
@@ -1558,7 +1559,8 @@ static void *wd_main(void *arg)
 			if (s->room_head) {
 				/* a parked put's deadline: ssd_room_run fails it */
 				struct timespec ts = ssd_ts_of(s->room_head->deadline_ns);
-				if (pthread_cond_timedwait(&s->wd_cond, &s->wd_lock, &ts) == ETIMEDOUT)
+				if (pthread_cond_timedwait(&s->wd_cond, &s->wd_lock, &ts) ==
+				    ETIMEDOUT)
 					break;
 			} else {
 				pthread_cond_wait(&s->wd_cond, &s->wd_lock);
@@ -1899,8 +1901,9 @@ static void promote_done(struct multi_io *m, int64_t res)
 		A(s->copy_reads);
 		AN(s->read_bytes, p->value_len);
 		if (parts != parts_small)
-			kvt_mem_free(s->mem, parts, p->part_count * (sizeof(*parts) + sizeof(*lens) +
-								    sizeof(*crcs)));
+			kvt_mem_free(s->mem, parts,
+				     p->part_count *
+					     (sizeof(*parts) + sizeof(*lens) + sizeof(*crcs)));
 		p->copy = NULL;
 		p->copy_cb(p->ctx, KVT_OK, c);
 		promote_free(s, p);
@@ -1917,14 +1920,16 @@ static void promote_done(struct multi_io *m, int64_t res)
 	 * then (wd_write); otherwise DRAM knows a copy is here. */
 	if (dram_publish(s->dram, p->item, crcs, lens,
 			 (s->cfg.admission != SSD_ADMIT_VICTIM ? DRAM_ON_LOWER
-			  : p->demand && p->first && s->cfg.first_hit_cold ? DRAM_ON_LOWER | DRAM_COLD
-							      : 0) | DRAM_PROMOTED |
-				 ((rh.flags & SSD_REC_F_SEALED) ? DRAM_SEALED : 0),
+			  : p->demand && p->first && s->cfg.first_hit_cold
+				  ? DRAM_ON_LOWER | DRAM_COLD
+				  : 0) |
+				 DRAM_PROMOTED | ((rh.flags & SSD_REC_F_SEALED) ? DRAM_SEALED : 0),
 			 true) == KVT_OK) {
 		uint64_t dt = now_ns() - p->start_ns;
 		status = KVT_OK;
-		if (p->demand && !p->first && s->cfg.admission == SSD_ADMIT_VICTIM && s->cfg.first_hit_cold &&
-		    !ns_persistent(s, p->ns) && ssd_idx_remove_key(s, p->ns, &p->key, p->seq + 1))
+		if (p->demand && !p->first && s->cfg.admission == SSD_ADMIT_VICTIM &&
+		    s->cfg.first_hit_cold && !ns_persistent(s, p->ns) &&
+		    ssd_idx_remove_key(s, p->ns, &p->key, p->seq + 1))
 			A(s->dropped_promoted);
 		A(s->reads);
 		AN(s->read_bytes, p->value_len);
@@ -2077,8 +2082,9 @@ int ssd_promote(struct ssd *s, uint32_t ns, const struct kvt_key *key, int prio,
 	p->start_ns = now_ns();
 	/* The fd of a slot an entry names is set once, before the entry
 	 * exists: no lock (demand reads must not wait behind sealing). */
-	multi_submit(s, &p->io, IO_READ, prio, __atomic_load_n(&s->segs[p->slot].fd, __ATOMIC_RELAXED),
-		     off, p->iov, vc + 1, promote_done, p);
+	multi_submit(s, &p->io, IO_READ, prio,
+		     __atomic_load_n(&s->segs[p->slot].fd, __ATOMIC_RELAXED), off, p->iov, vc + 1,
+		     promote_done, p);
 	return 0;
 }
 
@@ -2305,7 +2311,8 @@ void ssd_close(struct ssd *s)
 					kvt_mem_free(s->mem, e, sizeof(*e));
 				}
 			}
-			kvt_mem_free(s->mem, sh->buckets, ((size_t)sh->mask + 1) * sizeof(*sh->buckets));
+			kvt_mem_free(s->mem, sh->buckets,
+				     ((size_t)sh->mask + 1) * sizeof(*sh->buckets));
 		}
 		pthread_mutex_destroy(&sh->lock);
 	}

@@ -280,8 +280,8 @@ static int64_t check_record(struct fsck *c, int fd, uint32_t slot, uint64_t gen,
 			fsck_say(c, KVT_FSCK_DAMAGE,
 				 "ssd/seg-%06u offset %llu seq %llu ns %u key %s: part %u of %u "
 				 "fails its CRC32C (stored %08x, bytes give %08x)",
-				 slot, (unsigned long long)off, (unsigned long long)h.seq, h.ns_id, kh,
-				 p, h.part_count, parts[p].crc, crc);
+				 slot, (unsigned long long)off, (unsigned long long)h.seq, h.ns_id,
+				 kh, p, h.part_count, parts[p].crc, crc);
 			fr.bad = true; /* the header is sound: walk on */
 			break;
 		}
@@ -292,7 +292,8 @@ static int64_t check_record(struct fsck *c, int fd, uint32_t slot, uint64_t gen,
 		if (!n || memcmp(n->digest, h.ns_digest, 32) != 0) {
 			fsck_say(c, KVT_FSCK_ORPHAN,
 				 "ssd/seg-%06u offset %llu seq %llu key %s: namespace %u is %s",
-				 slot, (unsigned long long)off, (unsigned long long)h.seq, kh, h.ns_id,
+				 slot, (unsigned long long)off, (unsigned long long)h.seq, kh,
+				 h.ns_id,
 				 n ? "registered with another digest" : "not in the registry");
 			return (int64_t)len;
 		}
@@ -674,8 +675,8 @@ int kvt_store_fsck(const char *path, struct kvt_fsck *f)
 report:
 	if (f->ns_info)
 		for (uint32_t i = 0; i < c.ns_count; i++)
-			f->ns_info(f->ctx, c.ns[i].id, c.ns[i].digest, c.ns[i].canon, c.ns[i].blocks,
-				   c.ns[i].bytes);
+			f->ns_info(f->ctx, c.ns[i].id, c.ns[i].digest, c.ns[i].canon,
+				   c.ns[i].blocks, c.ns[i].bytes);
 	r = f->damaged || f->orphans ? KVT_ECORRUPT : 0;
 out:
 	if (d)

@@ -133,7 +133,8 @@ uint64_t ssd_idx_sweep(struct ssd *s, uint32_t ns, uint32_t slot, uint64_t gen, 
 			while (*pp) {
 				struct ssd_entry *e = *pp;
 				if ((ns == KVT_NS_ALL || e->ns == ns) &&
-				    (slot == UINT32_MAX || (e->slot == slot && !(e->flags & E_CARRY))) &&
+				    (slot == UINT32_MAX ||
+				     (e->slot == slot && !(e->flags & E_CARRY))) &&
 				    (gen == 0 || e->generation == gen) && e->seq < below) {
 					if (!(e->flags & E_PENDING))
 						n++;
@@ -350,7 +351,8 @@ void ssd_seg_seal_locked(struct ssd *s)
 		n = ssd_sum_encode(g->generation, g->sum, g->sum_count, buf, len);
 		if (n < 0)
 			r = (int)n;
-		else if ((r = (int)ssd_io_sync(s, IO_WRITE, g->fd, g->write_off, buf, (size_t)n)) >= 0)
+		else if ((r = (int)ssd_io_sync(s, IO_WRITE, g->fd, g->write_off, buf, (size_t)n)) >=
+			 0)
 			r = ssd_seg_write_hdr(s, (uint32_t)slot, g->write_off, (uint64_t)n);
 		kvt_mem_free(s->mem, buf, len);
 	}

@@ -158,8 +158,8 @@ static int rec_push(struct recovery *rc, const struct ssd_ckpt_entry *it)
 {
 	if (rc->count == rc->cap) {
 		size_t ncap = rc->cap ? rc->cap * 2 : 1024;
-		struct ssd_ckpt_entry *n = kvt_mem_realloc(rc->s->mem, rc->items, rc->cap * sizeof(*n),
-						     ncap * sizeof(*n));
+		struct ssd_ckpt_entry *n = kvt_mem_realloc(rc->s->mem, rc->items,
+							   rc->cap * sizeof(*n), ncap * sizeof(*n));
 		if (!n)
 			return -ENOMEM;
 		rc->items = n;
@@ -516,9 +516,10 @@ int ssd_recover(struct ssd *s)
 			s->rec_old_format++;
 			continue;
 		}
-		if (ssd_pread_full(g->fd, buf, SSD_ALIGN, 0) < 0 || ssd_seg_hdr_decode(buf, &h) < 0 ||
-		    h.slot != i || h.seg_size != s->cfg.seg_size ||
-		    memcmp(h.store_id, s->store_id, 16) != 0 || h.generation == 0)
+		if (ssd_pread_full(g->fd, buf, SSD_ALIGN, 0) < 0 ||
+		    ssd_seg_hdr_decode(buf, &h) < 0 || h.slot != i ||
+		    h.seg_size != s->cfg.seg_size || memcmp(h.store_id, s->store_id, 16) != 0 ||
+		    h.generation == 0)
 			continue; /* free (or foreign): reused as such */
 		g->generation = h.generation;
 		g->state = h.summary_len ? SEG_SEALED : SEG_OPEN;
@@ -564,7 +565,8 @@ int ssd_recover(struct ssd *s)
 					n = ssd_sum_decode(sum, sum_len, g->generation,
 							   rec_sum_bound_cb, &rc);
 				if (n >= 0)
-					n = ssd_sum_decode(sum, sum_len, g->generation, rec_sum_cb, &rc);
+					n = ssd_sum_decode(sum, sum_len, g->generation, rec_sum_cb,
+							   &rc);
 				if (sum)
 					kvt_mem_free(s->mem, sum, sum_len);
 				if (n == -ENOMEM) {
