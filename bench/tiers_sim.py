@@ -11,7 +11,13 @@ fraction of LRU(C):
   incl    every SSD read promotes to DRAM, the SSD keeps its record (two copies);
   noprom  SSD reads are served and never promoted (the SSD is a CLOCK of DRAM's victims);
   prom2   the first SSD read is served, the second promotes (record kept);
-  prom2x  the same, the second read drops the record (exclusive) -- ssd.first_hit=cold.
+  prom2x  the same, the second read drops the record (exclusive) -- ssd.first_hit=cold;
+  prom2c  prom2x with the store's first read before 2026-12-02 (ssd11): a DRAM chunk taken
+          for a cold copy at the old end (evicting DRAM's oldest, written down); prom2e
+          the same chunk taken and left free (doc/policies.md "The store against its model").
+NOTOUCH=1: blocks present past a request's prefix are not touched (the store's put of a
+present block answers EXISTS and changes nothing); D=N: DRAM of N blocks, not C/4 (the
+store's DRAM holds fewer: victims in flight).
 Used for doc/policies.md ("Reads from SSD"); the store's own figures come from ssd_ab.py.
 PROB=0.1,0.2 (optional) adds a segmented SSD, simulated with prom2x's read rule and an
 unlimited second chance: DRAM victims never reused (no DRAM hit, not from SSD) go to a
@@ -39,6 +45,7 @@ from tracefile import requests as load
 BUD=float(os.environ.get('BUD','1'))
 ORPH=int(os.environ.get('ORPH','0'))
 PARENT={}
+NOTOUCH=int(os.environ.get('NOTOUCH','0'))
 COMPACT=int(os.environ.get('COMPACT','0'))  # see the docstring
 AGE=float(os.environ.get('AGE','0.5'))
 KEEP=float(os.environ.get('KEEP','0.5'))
@@ -93,7 +100,9 @@ def tier_sim(reqs, D, S, mode, reinsert=True, promote=True):
             if b in dram or b in live: n+=1
             else: break
         hit+=n; tot+=len(r)
-        for b in r:
+        for j,b in enumerate(r):
+            if NOTOUCH and j>=n and (b in dram or b in live):
+                continue
             if b in dram: dram.move_to_end(b)
             elif b in live:
                 ssdh+=1
@@ -115,6 +124,15 @@ def tier_sim(reqs, D, S, mode, reinsert=True, promote=True):
                 elif mode=='prom2x':
                     if b in read: del live[b]; read.discard(b); dram_insert(b, False)
                     else: read.add(b)
+                elif mode in ('prom2c','prom2e'):
+                    if b in read: del live[b]; read.discard(b); dram_insert(b, False)
+                    else:
+                        read.add(b)
+                        while len(dram)>=D:
+                            v,ol=dram.popitem(last=False)
+                            if not ol: log_write(v)
+                        if b in live and mode=='prom2c':
+                            dram[b]=True; dram.move_to_end(b, last=False)
             else:
                 dram_insert(b, False)
     if ORPH: print('  %s: %d orphans not written' % (mode, orph[0]), file=sys.stderr)
@@ -249,7 +267,7 @@ for p in sys.argv[1:]:
     for r in reqs:
         for i,b in enumerate(r): PARENT.setdefault(b, r[i-1] if i else None)
     for r in reqs: s.update(r)
-    C=len(s)//4; D=C//4; S=int((C-D)*float(os.environ.get("SF","1")))
+    C=len(s)//4; D=int(os.environ.get('D',C//4)); S=int((C-D)*float(os.environ.get("SF","1")))
     l=lru_sim(reqs,C)
     out=[p.split('/')[-1][:12], 'lru %.4f'%l]
     for m in os.environ.get('MODES','incl,noprom,prom2,prom2x').split(','):
