@@ -1336,7 +1336,7 @@ static void bc_usage(FILE *f)
 		"                     engine and the direct client use as many)\n"
 		"  --io-threads N     remote.io_threads: the engine's I/O threads per node\n"
 		"                     (default 1; the direct client has --conns per node)\n"
-		"  --put-local MODE   remote.put_local: always (default), never or auto\n"
+		"  --put-local MODE   remote.put_local: auto (default, the library's), always or never\n"
 		"  --order ORDER      the engine's put and get phases submit blocks\n"
 		"                     round-robin over the groups (groups, default: the\n"
 		"                     blocks in flight are on several nodes, as the\n"
@@ -1429,7 +1429,7 @@ int bench_cluster_main(int argc, char **argv)
 		return BENCH_EXIT_FAIL;
 	}
 	b->o = (struct bc_opts){ .dir = ".", .threads = 1, .inflight = 8, .conns = 2, .hot = 2,
-				 .local_dram = 64 * BC_MIB, .put_local = "always",
+				 .local_dram = 64 * BC_MIB, .put_local = "auto",
 				 .io_threads = 1 };
 	optind = 1;
 	opterr = 0;

@@ -95,6 +95,7 @@ struct replay_result {
 	double put_p50_s, put_p99_s, put_max_s; /* kvt_put alone (not --flush-each's flush) */
 	/* store statistics, read at the end (0 where a tier is absent) */
 	uint64_t dram_put_bytes, dram_get_bytes, dram_evictions;
+	uint64_t put_local_skips, lookup_rounds; /* store.* (remote.put_local=auto, lookups) */
 	uint64_t ssd_wd_bytes, ssd_wd_blocks, ssd_wd_shed, ssd_read_bytes, ssd_reads,
 		ssd_evicted;
 	uint64_t victim_wd, victim_filtered; /* DRAM evictions written down, or not (policy) */
@@ -638,6 +639,8 @@ static int replay_run_one(const struct replay_run *run, struct replay_result *re
 	res->dram_put_bytes = replay_stat(st, "dram.put_bytes");
 	res->dram_get_bytes = replay_stat(st, "dram.get_bytes");
 	res->dram_evictions = replay_stat(st, "dram.evictions");
+	res->put_local_skips = replay_stat(st, "store.put_local_skips");
+	res->lookup_rounds = replay_stat(st, "store.lookup_rounds");
 	res->ssd_wd_bytes = replay_stat(st, "ssd.writedown_bytes");
 	res->ssd_wd_blocks = replay_stat(st, "ssd.writedown_blocks");
 	/* Write-downs that never happened: shed by the SSD's queue, or DRAM
@@ -796,6 +799,8 @@ static void replay_report(const struct replay_ctx *c, const struct replay_result
 		json_object_set_new(j, "dram_put_bytes", json_integer((json_int_t)r->dram_put_bytes));
 		json_object_set_new(j, "dram_get_bytes", json_integer((json_int_t)r->dram_get_bytes));
 		json_object_set_new(j, "dram_evictions", json_integer((json_int_t)r->dram_evictions));
+		json_object_set_new(j, "put_local_skips", json_integer((json_int_t)r->put_local_skips));
+		json_object_set_new(j, "lookup_rounds", json_integer((json_int_t)r->lookup_rounds));
 		json_object_set_new(j, "dram_blocks_avg", json_real(r->dram_blocks_avg));
 		json_object_set_new(j, "ssd_writedown_bytes", json_integer((json_int_t)r->ssd_wd_bytes));
 		json_object_set_new(j, "ssd_writedown_shed", json_integer((json_int_t)r->ssd_wd_shed));

@@ -414,6 +414,7 @@ static void store_release(struct kvt_store *s, bool child)
 	 * run until DRAM is gone. */
 	store_tiers_free(s, child);
 	quota_fini(&s->quota);
+	store_put_ghost_close(s);
 	nsstat_fini(&s->nsstat); /* after DRAM, which counts into it */
 	if (s->ns_ready) {
 		ns_reg_free(&s->ns);
@@ -507,6 +508,9 @@ static int store_open_locked(struct kvt_store *s)
 		kvt_logf(&s->log, KVT_LOG_WARN, "no DRAM tier configured: every get is a miss");
 	}
 	ret = store_tiers_open(s);
+	if (ret < 0)
+		goto fail;
+	ret = store_put_ghost_open(s);
 	if (ret < 0)
 		goto fail;
 	/* Any tier below DRAM: prefix-adapt runs prefix's order (doc/policies.md,

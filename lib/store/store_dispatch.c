@@ -514,6 +514,7 @@ static void store_lookup_done(void *ctx, const struct tier_result *res)
 		if (n < r->key_count && round < STORE_LOOKUP_ROUNDS) {
 			uint64_t m = store_lookup_local(s, r, n);
 			if (m > n) {
+				atomic_fetch_add_explicit(&s->lookup_rounds, 1, memory_order_relaxed);
 				req_set_cursor(r, (round + 1) << CUR_ROUND_SHIFT);
 				req_finish(s, r, store_lookup_walk(s, r, 0, m));
 				return;
@@ -833,51 +834,96 @@ static void store_sealed_done(void *ctx, const struct tier_result *res)
 }
 
 /*
- * remote.put_local=auto: a put skips local DRAM while DRAM is full and
- * most of what it evicted was never read there (a copy of this put would
- * most likely leave unread too, after pushing out something else): the
- * store's DRAM counters (nsstat: evictions, and those never read while
- * in DRAM, summed over the namespaces) are looked at every
- * PUT_AUTO_EVERY puts; with at least PUT_AUTO_EVIDENCE evictions since
- * the last decision, puts skip while more than half of them were unread,
- * and copy again once half or fewer were.  While skipping, PUT_AUTO_PROBE
- * puts in a row of every PUT_AUTO_PROBE^2 still take a copy, so that the
- * evidence keeps coming: in a row, not one put in PUT_AUTO_PROBE, because
- * copies scattered over a chain leave holes in what local DRAM holds of
- * it, and each hole costs the lookup a round trip more to the pod
- * (store_lookup_done; with one in 8 the repository's trace through a
- * kvtierd hit 0.256 of blocks against 0.395 with always, in a row 0.398);
- * PUT_AUTO_QUIET puts with fewer than PUT_AUTO_EVIDENCE evictions (DRAM
- * has room again) end skipping.  Without namespace counters (stats.namespaces=0)
- * every put takes a copy, as with always.  doc/remote.md.
+ * remote.put_local=auto: a put skips local DRAM while what was put lately
+ * is not read back soon enough for a local copy to serve it.  The store
+ * keeps a ghost of its recent puts, copied or not: per slot, a
+ * fingerprint of the key and the put clock (bytes put so far, in KiB)
+ * when it was put.  A get of a key whose entry is there and younger than
+ * DRAM's capacity in bytes put since (a copy made then would most likely
+ * still be in DRAM) counts one read of a recent put, once (the entry is
+ * cleared); it does not matter whether the put was copied (a local hit)
+ * or skipped (a remote one).  Every PUT_AUTO_EVERY puts the store decides
+ * from the puts and reads of this epoch and the last (PUT_AUTO_EPOCH puts
+ * each): once PUT_AUTO_MIN puts were seen, puts skip while there were
+ * fewer reads than one in PUT_AUTO_SHARE of those puts.  A put-only stream (an
+ * engine that loads its own blocks from its GPU memory, or the bench's
+ * put phase) skips after its first PUT_AUTO_MIN puts; an engine that
+ * reads back what it put keeps its copies, and one that stops doing so
+ * skips within two epochs; one that starts reading back while skipping
+ * copies again as soon as the reads show, since skipped
+ * puts feed the ghost as copied ones do (no probe copies, which left
+ * holes in local chains: wire10).  This replaced a rule on DRAM's unread
+ * evictions (wire7), which waited for DRAM to fill and then for
+ * evidence (22-42 % of the bench's puts skipped).  doc/remote.md.
  */
-#define PUT_AUTO_EVERY 16
-#define PUT_AUTO_EVIDENCE 8
-#define PUT_AUTO_PROBE 8
-#define PUT_AUTO_QUIET 64
+#define PUT_GHOST_SLOTS 16384u  /* entries of the put ghost: 128 KiB */
+#define PUT_GHOST_SHIFT 10      /* the clock's unit in an entry: KiB */
+#define PUT_AUTO_EVERY 8
+#define PUT_AUTO_MIN 16
+#define PUT_AUTO_EPOCH 64
+#define PUT_AUTO_SHARE 16
+
+int store_put_ghost_open(struct kvt_store *s)
+{
+	if (!s->dram || !s->tier_through || s->remote_cfg.put_local != REMOTE_PUT_LOCAL_AUTO)
+		return 0;
+	s->put_auto.ghost = kvt_mem_calloc(&s->mem, PUT_GHOST_SLOTS, sizeof(*s->put_auto.ghost));
+	return s->put_auto.ghost ? 0 : -ENOMEM;
+}
+
+void store_put_ghost_close(struct kvt_store *s)
+{
+	if (s->put_auto.ghost)
+		kvt_mem_free(&s->mem, (void *)s->put_auto.ghost,
+			     PUT_GHOST_SLOTS * sizeof(*s->put_auto.ghost));
+	s->put_auto.ghost = NULL;
+}
+
+static inline uint32_t put_ghost_fp(uint64_t h)
+{
+	return (uint32_t)(h >> 32) | 1; /* never 0: 0 is an empty slot */
+}
+
+/* A get of (ns, key): one read of a recent put if the ghost has it. */
+static void store_put_ghost_read(struct kvt_store *s, uint32_t ns, const struct kvt_key *key)
+{
+	_Atomic uint64_t *g = s->put_auto.ghost;
+	if (!g)
+		return;
+	uint64_t h = dram_key_hash(s->dram, ns, key);
+	_Atomic uint64_t *e = &g[h & (PUT_GHOST_SLOTS - 1)];
+	uint64_t v = atomic_load_explicit(e, memory_order_relaxed);
+	if ((uint32_t)(v >> 32) != put_ghost_fp(h))
+		return;
+	uint64_t horizon = s->dram_cfg.capacity >> PUT_GHOST_SHIFT;
+	uint32_t now = (uint32_t)(atomic_load_explicit(&s->put_auto.clock, memory_order_relaxed) >>
+				  PUT_GHOST_SHIFT);
+	if ((uint32_t)(now - (uint32_t)v) > (horizon < UINT32_MAX / 2 ? horizon : UINT32_MAX / 2))
+		return;
+	if (!atomic_compare_exchange_strong_explicit(e, &v, 0, memory_order_relaxed,
+						     memory_order_relaxed))
+		return; /* another get counted it, or a put replaced it */
+	atomic_fetch_add_explicit(&s->put_auto.reused, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&s->put_auto.reuse_total, 1, memory_order_relaxed);
+}
 
 static void store_put_auto_decide(struct kvt_store *s)
 {
-	uint64_t ev = 0, unread = 0;
-	const struct nsstat *t = &s->nsstat;
-	for (uint32_t i = 0; i < t->row_count; i++) {
-		ev += atomic_load_explicit(&t->rows[i].c[NSS_EVICTED], memory_order_relaxed);
-		unread += atomic_load_explicit(&t->rows[i].c[NSS_EVICTED_UNREAD],
-					       memory_order_relaxed);
+	uint64_t w = atomic_fetch_add_explicit(&s->put_auto.window, PUT_AUTO_EVERY,
+					       memory_order_relaxed) + PUT_AUTO_EVERY;
+	uint64_t r = atomic_load_explicit(&s->put_auto.reused, memory_order_relaxed);
+	uint64_t pw = atomic_load_explicit(&s->put_auto.prev_puts, memory_order_relaxed);
+	uint64_t pr = atomic_load_explicit(&s->put_auto.prev_reads, memory_order_relaxed);
+	if (w >= PUT_AUTO_EPOCH) { /* this epoch becomes the last */
+		r = atomic_exchange_explicit(&s->put_auto.reused, 0, memory_order_relaxed);
+		atomic_fetch_sub_explicit(&s->put_auto.window, w, memory_order_relaxed);
+		atomic_store_explicit(&s->put_auto.prev_puts, w, memory_order_relaxed);
+		atomic_store_explicit(&s->put_auto.prev_reads, r, memory_order_relaxed);
+		pw = pr = 0;
 	}
-	uint64_t dev = ev - atomic_load_explicit(&s->put_auto.ev0, memory_order_relaxed);
-	uint64_t dun = unread - atomic_load_explicit(&s->put_auto.unread0, memory_order_relaxed);
-	uint64_t since = atomic_fetch_add_explicit(&s->put_auto.since, PUT_AUTO_EVERY,
-						   memory_order_relaxed) + PUT_AUTO_EVERY;
-	if (dev >= PUT_AUTO_EVIDENCE)
-		atomic_store_explicit(&s->put_auto.skip, 2 * dun > dev, memory_order_relaxed);
-	else if (since >= PUT_AUTO_QUIET)
-		atomic_store_explicit(&s->put_auto.skip, false, memory_order_relaxed);
-	else
-		return; /* not enough evidence yet: the decision stands */
-	atomic_store_explicit(&s->put_auto.ev0, ev, memory_order_relaxed);
-	atomic_store_explicit(&s->put_auto.unread0, unread, memory_order_relaxed);
-	atomic_store_explicit(&s->put_auto.since, 0, memory_order_relaxed);
+	if (pw + w >= PUT_AUTO_MIN)
+		atomic_store_explicit(&s->put_auto.skip, (pr + r) * PUT_AUTO_SHARE < pw + w,
+				      memory_order_relaxed);
 }
 
 /*
@@ -889,7 +935,7 @@ static void store_put_auto_decide(struct kvt_store *s)
  * tier turns into KVT_OK (tier remote) once the server took it.  A block
  * DRAM already holds was put or fetched before: KVT_EXISTS, nothing sent.
  */
-static bool store_put_admit(struct kvt_store *s)
+static bool store_put_admit(struct kvt_store *s, const struct kvt_req *r)
 {
 	if (!s->tier_through)
 		return true;
@@ -901,13 +947,21 @@ static bool store_put_admit(struct kvt_store *s)
 	default:
 		return true;
 	}
-	if (!s->nsstat.rows)
+	_Atomic uint64_t *g = s->put_auto.ghost;
+	if (!g)
 		return true;
+	uint64_t len = 0;
+	for (unsigned i = 0; i < r->iov_count; i++)
+		len += r->iov[i].iov_len;
+	uint64_t clock = atomic_fetch_add_explicit(&s->put_auto.clock, len, memory_order_relaxed);
+	uint64_t h = dram_key_hash(s->dram, r->ns, &r->key);
+	atomic_store_explicit(&g[h & (PUT_GHOST_SLOTS - 1)],
+			      (uint64_t)put_ghost_fp(h) << 32 | (uint32_t)(clock >> PUT_GHOST_SHIFT),
+			      memory_order_relaxed);
 	uint64_t n = atomic_fetch_add_explicit(&s->put_auto.puts, 1, memory_order_relaxed) + 1;
 	if (n % PUT_AUTO_EVERY == 0)
 		store_put_auto_decide(s);
-	if (!atomic_load_explicit(&s->put_auto.skip, memory_order_relaxed) ||
-	    n / PUT_AUTO_PROBE % PUT_AUTO_PROBE == 0)
+	if (!atomic_load_explicit(&s->put_auto.skip, memory_order_relaxed))
 		return true;
 	atomic_fetch_add_explicit(&s->put_auto.skips, 1, memory_order_relaxed);
 	return false;
@@ -923,7 +977,7 @@ static int store_put_sealed(struct kvt_store *s, struct kvt_req *r, const struct
 		return KVT_EXISTS;
 	if ((ret = store_put_room(s, r)) < 0)
 		return ret;
-	if (!store_put_admit(s)) /* sealed into a buffer below, DRAM untouched */
+	if (!store_put_admit(s, r)) /* sealed into a buffer below, DRAM untouched */
 		ret = dram_exists(s->dram, r->ns, &r->key) == KVT_OK ? KVT_EXISTS : KVT_EFULL;
 	else
 		ret = seal_put(s->seal, sk, s->dram, r->ns, &r->key, r->iov, r->iov_count,
@@ -967,7 +1021,7 @@ static int store_put(struct kvt_store *s, struct kvt_req *r)
 		return store_put_sealed(s, r, seal_key_of(s->seal, r->ns));
 	if (store_tiers_have(s, r->ns, &r->key))
 		return KVT_EXISTS;
-	if (!store_put_admit(s)) {
+	if (!store_put_admit(s, r)) {
 		if (dram_exists(s->dram, r->ns, &r->key) == KVT_OK)
 			return KVT_EXISTS;
 		return store_through_walk(s, r, 0, KVT_EFULL, NULL, NULL);
@@ -1178,6 +1232,7 @@ int store_exec(struct kvt_store *s, struct kvt_req *r)
 		const struct seal_key *sk = seal_key_of(s->seal, r->ns);
 		if (!d)
 			return KVT_MISS;
+		store_put_ghost_read(s, r->ns, &r->key);
 		ret = sk ? seal_get(s->seal, sk, d, r->ns, &r->key, &rd)
 			 : dram_get(d, r->ns, &r->key, &rd);
 		r->length = rd.copied;
@@ -1200,6 +1255,7 @@ int store_exec(struct kvt_store *s, struct kvt_req *r)
 			return KVT_MISS;
 		if (r->flags & KVT_F_QUIET)
 			return store_get_quiet(s, r);
+		store_put_ghost_read(s, r->ns, &r->key);
 		ret = dram_pin(d, r->ns, &r->key, &item, view, &vc, &len);
 		if (ret == KVT_MISS)
 			return store_get_walk(s, r, 0);

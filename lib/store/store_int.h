@@ -145,13 +145,18 @@ struct kvt_store {
 	char *tiers_opt;            /* option store.tiers; NULL: STORE_TIERS_DEFAULT */
 	struct kvevents *events;    /* kvevents.c; NULL without option events.endpoint */
 	double dram_bps;            /* memcpy rate measured at open, for load estimates */
-	/* remote.put_local=auto (store_dispatch.c store_put_admit): puts seen,
-	 * DRAM's evictions and unread evictions at the last decision, whether
-	 * puts skip DRAM now, and how many did. */
+	/* remote.put_local=auto (store_dispatch.c store_put_admit): the put
+	 * ghost (one entry per slot: a fingerprint of the key and the put
+	 * clock when it was put, NULL unless auto), the put clock (bytes
+	 * put), puts seen and reads of recent puts (both decayed), whether
+	 * puts skip DRAM now, how many did, and the reads counted. */
 	struct {
-		_Atomic uint64_t puts, since, ev0, unread0, skips;
+		_Atomic uint64_t *ghost;
+		_Atomic uint64_t clock, puts, window, reused, prev_puts, prev_reads, skips,
+			reuse_total;
 		_Atomic bool skip;
 	} put_auto;
+	_Atomic uint64_t lookup_rounds; /* lookups' walks back to the local tiers */
 
 	/* deferred work */
 	pthread_mutex_t work_lock;
@@ -250,6 +255,10 @@ void store_tiers_free(struct kvt_store *s, bool child);
 /* store_dispatch.c */
 /* Run r: a status, or STORE_PENDING (it completes through req_complete). */
 int store_exec(struct kvt_store *s, struct kvt_req *r);
+/* remote.put_local=auto's put ghost (store_dispatch.c): after the tiers
+ * opened; freed at close. */
+int store_put_ghost_open(struct kvt_store *s);
+void store_put_ghost_close(struct kvt_store *s);
 /* A block entered the store (a put or a committed reservation): KV events. */
 void store_event_stored(struct kvt_store *s, const struct kvt_req *r, uint32_t ns,
 			const struct kvt_key *key);

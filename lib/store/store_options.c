@@ -173,8 +173,8 @@ static const struct opt_def opts[] = {
 	{ "remote.batch", OPT_COUNT, 0, F(remote_cfg.batch), 1, KVT_BATCH_MAX, NULL, NULL,
 	  STR(REMOTE_DEF_BATCH), "most items in one frame" },
 	{ "remote.put_local", OPT_CHOICE, 0, F(remote_cfg.put_local), 0, 0, "always|never|auto", NULL,
-	  "always", "does a put also land in local DRAM (never: the pod store only; auto: "
-	  "not while DRAM evicts mostly blocks never read)" },
+	  "auto", "does a put also land in local DRAM (always; never: the pod store only; "
+	  "auto: not while few recent puts are read back)" },
 	{ "remote.tls", OPT_BOOL, 0, F(remote_cfg.tls), 0, 0, "off|on", NULL, NULL,
 	  "TLS to the servers" },
 	{ "remote.tls_ca", OPT_STR, 0, F(remote_cfg.tls_ca), 0, 0, NULL, NULL, NULL,

@@ -83,6 +83,8 @@ int kvt_store_stats(struct kvt_store *s, kvt_stats_fn fn, void *ctx)
 	fn(ctx, "store.dram_copy_bps", (uint64_t)s->dram_bps, NULL);
 	fn(ctx, "store.put_local_skips", atomic_load(&s->put_auto.skips), NULL);
 	fn(ctx, "store.put_local_skipping", atomic_load(&s->put_auto.skip), NULL);
+	fn(ctx, "store.put_local_reads", atomic_load(&s->put_auto.reuse_total), NULL);
+	fn(ctx, "store.lookup_rounds", atomic_load(&s->lookup_rounds), NULL);
 	if (s->dram) {
 		uint64_t reg = atomic_load(&s->region_bytes);
 		dram_stats(s->dram, fn, ctx);

@@ -65,10 +65,13 @@ static char addrs[NODES * 64], node_addr[NODES][64], node_base[NODES][600];
 
 static unsigned events_drain(const struct kvt_key *keys, uint32_t n, uint8_t *stored);
 
+/* put_local always (the default is auto): these tests count what the
+ * local DRAM copy of every put does. */
 static struct kvt_store *engine_at(const char *opt, const char *addr)
 {
 	return t_store_open("dram.capacity", "32M", "dram.chunk", "4K", "dram.prefault", "off",
 			    opt, addr, "remote.group", "8", "remote.hot_replicas", "2",
+			    "remote.put_local", "always",
 			    "remote.timeout_ms", "3000", "remote.backoff_ms", "20",
 			    "remote.backoff_max_ms", "200", NULL);
 }

@@ -40,18 +40,22 @@
  *     unaligned address, copied with streaming stores; one of 3 parts of
  *     odd lengths; a small one), which a cold engine reads back
  *     byte-exact, and so does this engine from its DRAM;
- *   - remote.put_local=auto (opt-in), by the counters: puts the engine
- *     reads back from DRAM keep their local copy even with DRAM full
- *     (its evictions were read: store.put_local_skips stays 0); puts never
- *     read stop being copied once DRAM evicts mostly unread blocks (skips,
- *     dram.puts + skips = puts), 8 in a row of every 64 still copied; once DRAM has room
- *     again (a clear) puts are copied again; each skipped put is on the
- *     server, byte-exact;
+ *   - remote.put_local=auto, by the counters: puts the engine reads back
+ *     keep their local copy even with DRAM full (store.put_local_skips
+ *     stays 0, each read counted in store.put_local_reads); puts never
+ *     read stop being copied within two epochs of 64 puts (skips,
+ *     dram.puts + skips = puts), with no copies while skipping; reads of
+ *     puts older than DRAM's capacity in bytes put since are not counted;
+ *     once the engine reads back what it puts again (remote hits now, the
+ *     puts skipped) the copies come back; each skipped put is on the
+ *     server, byte-exact; a fresh engine that only puts copies its first
+ *     16 puts at most and no more;
  *   - a prefix whose blocks lie partly in local DRAM only (a hole in the
  *     pod's copy of the chain) and partly on the pod only: the lookup
  *     walks back to local DRAM where the pod's run ends, and on to the
  *     pod again (all 5 blocks, by their tiers), where it used to stop at
- *     the hole (2), which made remote.put_local=auto lose hits.
+ *     the hole (2), which made remote.put_local=auto lose hits; the walk
+ *     back is counted (store.lookup_rounds 1 there, 0 where it stops).
  */
 #include <errno.h>
 #include <signal.h>
@@ -431,19 +435,19 @@ static void test_pool(const char *addr)
  * values of 64 KiB (32 fit). */
 static void test_auto(const char *addr)
 {
-	enum { AL = 64 << 10, NA = 96, NB = 128, NC = 96 };
-	struct kvt_store *s = tsrv_engine(addr, (const char *[]){ "dram.capacity", "2M",
-								   "remote.put_local", "auto",
-								   "remote.timeout_ms", "5000", NULL });
+	enum { AL = 64 << 10, NA = 96, NB = 128, NC = 256, ND = 64 };
+	const char *opts[] = { "dram.capacity", "2M", "remote.put_local", "auto",
+			       "remote.timeout_ms", "5000", NULL };
+	struct kvt_store *s = tsrv_engine(addr, opts);
 	uint32_t ns = t_ns(s, "auto");
 	uint8_t *v = malloc(AL), *dst = malloc(AL);
 	struct iovec one = { v, AL };
 	struct kvt_req r;
-	uint64_t id = 1000, skips, puts0;
+	uint64_t id = 1000, skips, puts0, reads;
 	T_ASSERT(v && dst);
 
 	/* A: every put read back (a DRAM hit) before the next: DRAM fills and
-	 * evicts, but what it evicts was read, so every put keeps its copy. */
+	 * evicts, but each put was read, so every put keeps its copy. */
 	for (int i = 0; i < NA; i++, id++) {
 		t_fill(v, AL, id);
 		r = put1(s, ns, id, &one, 1);
@@ -456,11 +460,12 @@ static void test_auto(const char *addr)
 	T_ASSERT(t_stat(s, "dram.evictions") > 0);
 	T_EQ_U64(t_stat(s, "store.put_local_skips"), 0);
 	T_EQ_U64(t_stat(s, "store.put_local_skipping"), 0);
+	T_EQ_U64(t_stat(s, "store.put_local_reads"), NA);
 	T_EQ_U64(t_stat(s, "dram.puts"), NA);
 
-	/* B: puts never read.  Once DRAM has evicted A's blocks and then
-	 * mostly unread ones, puts skip it (but 8 in a row of every 64), sent from the
-	 * caller's parts only. */
+	/* B: puts never read.  Once the last two epochs' puts were read less
+	 * than one in 16 (A's reads age out within 2 x 64 puts), puts skip
+	 * DRAM, every one of them, sent from the caller's parts only. */
 	puts0 = t_stat(s, "dram.puts");
 	uint64_t first = id;
 	for (int i = 0; i < NB; i++, id++) {
@@ -470,41 +475,62 @@ static void test_auto(const char *addr)
 	}
 	skips = t_stat(s, "store.put_local_skips");
 	T_EQ_U64(t_stat(s, "store.put_local_skipping"), 1);
-	T_ASSERT(skips >= NB / 4);
-	T_ASSERT(skips <= NB - NB / 8 / 2);
+	T_ASSERT(skips >= NB / 8);
+	T_ASSERT(skips <= NB / 2);
 	T_EQ_U64(t_stat(s, "dram.puts") - puts0 + skips, NB);
 	T_EQ_U64(t_stat(s, "remote.puts_only"), skips);
-	/* The last ones were skipped (but probes): on the server, exact. */
+	/* B's first puts are 8 MiB of puts old, DRAM is 2 MiB: their reads
+	 * are not reads of recent puts.  The last ones were skipped: on the
+	 * server, exact, and (within 2 MiB) counted. */
+	reads = t_stat(s, "store.put_local_reads");
+	for (uint64_t k = first; k < first + 4; k++)
+		T_RC(get_into(s, ns, k, dst, AL).status, KVT_OK);
+	T_EQ_U64(t_stat(s, "store.put_local_reads"), reads);
 	for (uint64_t k = first + NB - 4; k < first + NB; k++) {
 		memset(dst, 0, AL);
 		r = get_into(s, ns, k, dst, AL);
 		T_RC(r.status, KVT_OK);
+		T_EQ_INT(r.tier, KVT_TIER_REMOTE);
 		t_fill(v, AL, k);
 		T_EQ_MEM(dst, v, AL);
 	}
+	T_EQ_U64(t_stat(s, "store.put_local_reads"), reads + 4);
 
-	/* C: DRAM has room again: within 64 puts without evictions (only
-	 * the probes are copied; the first decision may still count B's last
-	 * evictions) the copies come back -- until DRAM is full again, so the
-	 * puts stop there. */
-	r = t_req1(s, (struct kvt_req){ .op = KVT_OP_CLEAR, .ns = ns });
-	T_RC(r.status, KVT_OK);
-	for (int i = 0; i < NC && t_stat(s, "store.put_local_skipping"); i++, id++) {
+	/* C: the engine reads back what it puts again: the skipped puts' reads
+	 * (remote hits) bring the copies back within two epochs. */
+	int i;
+	for (i = 0; i < NC && t_stat(s, "store.put_local_skipping"); i++, id++) {
 		t_fill(v, AL, id);
 		r = put1(s, ns, id, &one, 1);
 		T_RC(r.status, KVT_OK);
+		T_RC(get_into(s, ns, id, dst, AL).status, KVT_OK);
 	}
+	T_ASSERT(i <= 2 * 64);
 	T_EQ_U64(t_stat(s, "store.put_local_skipping"), 0);
 	puts0 = t_stat(s, "dram.puts");
 	skips = t_stat(s, "store.put_local_skips");
-	for (int i = 0; i < 8; i++, id++) {
+	for (i = 0; i < 8; i++, id++) {
 		t_fill(v, AL, id);
 		r = put1(s, ns, id, &one, 1);
 		T_RC(r.status, KVT_OK);
 		T_EQ_INT(r.tier, KVT_TIER_DRAM);
+		T_RC(get_into(s, ns, id, dst, AL).status, KVT_OK);
 	}
 	T_EQ_U64(t_stat(s, "dram.puts") - puts0, 8);
 	T_EQ_U64(t_stat(s, "store.put_local_skips"), skips);
+	kvt_store_destroy(s);
+
+	/* D: a fresh engine that only puts: its first 16 puts at most are
+	 * copied, then none. */
+	s = tsrv_engine(addr, opts);
+	ns = t_ns(s, "auto");
+	for (i = 0; i < ND; i++, id++) {
+		t_fill(v, AL, id);
+		T_RC(put1(s, ns, id, &one, 1).status, KVT_OK);
+	}
+	T_ASSERT(t_stat(s, "dram.puts") <= 16);
+	T_EQ_U64(t_stat(s, "dram.puts") + t_stat(s, "store.put_local_skips"), ND);
+	T_EQ_U64(t_stat(s, "store.put_local_reads"), 0);
 	kvt_store_destroy(s);
 	free(v);
 	free(dst);
@@ -535,9 +561,11 @@ static void test_holes(const char *addr)
 	T_RC(t_req1(b, (struct kvt_req){ .op = KVT_OP_DELETE, .ns = nb, .key = keys[3] }).status,
 	     KVT_OK);
 	T_EQ_INT((int)kvt_lookup_prefix(b, nb, keys, 5, NULL), 2);
+	T_EQ_U64(t_stat(b, "store.lookup_rounds"), 0);
 	T_EQ_INT((int)kvt_lookup_prefix(a, na, keys, 5, tiers), 5);
 	for (int i = 0; i < 5; i++)
 		T_EQ_INT(tiers[i], want[i]);
+	T_EQ_U64(t_stat(a, "store.lookup_rounds"), 1);
 	kvt_store_destroy(a);
 	kvt_store_destroy(b);
 }

@@ -68,8 +68,8 @@ struct remote_config {
 
 #define REMOTE_PUT_LOCAL_ALWAYS 0 /* a put lands in DRAM and is written through */
 #define REMOTE_PUT_LOCAL_NEVER 1  /* a put is written through only, DRAM untouched */
-#define REMOTE_PUT_LOCAL_AUTO 2   /* opt-in: never while DRAM evicts mostly unread
-				   * blocks, else always (store_dispatch.c, doc/remote.md) */
+#define REMOTE_PUT_LOCAL_AUTO 2   /* the default: never while few recent puts are
+				   * read back, else always (store_dispatch.c, doc/remote.md) */
 
 #define REMOTE_DEF_CONNS 2
 #define REMOTE_DEF_CONNS_MAX 4
