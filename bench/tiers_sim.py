@@ -53,7 +53,9 @@ ADAPT=skip,prob,keep/skip (2026-12-02, policy11; doc/policies.md "The segmented 
   near-FIFO, fed the victims not written and the records the SSD drops unread (GHX=1: only
   the former); GHALL=1 instead feeds it every DRAM victim at its eviction, as the store's
   ghost is fed (ghost.c), with the short horizon its newest eighth.  SALT=n changes the
-  simulations' sample (another hash).
+  simulations' sample (another hash).  EXISTS=1: as kvtier replay does, a block after a
+  request's first miss that some tier holds is a put-if-absent that finds it: not touched,
+  not credited, not fed to the simulations.
 """
 import json, sys, os
 from tracefile import requests as load
@@ -174,6 +176,7 @@ def adapt_sim(reqs, D, S, C, variant, force=False):
     P = float(os.environ.get('P', '0.2')); GH = float(os.environ.get('GH', '1'))
     GHS = float(os.environ.get('GHS', '4.5'))
     HS = float(os.environ.get('HS', '0.56')); SAM = int(os.environ.get('SAMPLE', '16')); c16 = max(1, C // SAM)
+    EXISTS = int(os.environ.get('EXISTS', '0'))
     GHX = int(os.environ.get('GHX', '0')); GHALL = int(os.environ.get('GHALL', '0'))
     if GHALL: GHX = 1; HS = GH / 8  # the store's: every DRAM victim ghosted, short = newest 1/8
     sims = [MiniSeg(c16, 0, GHS), MiniSeg(c16, 0.95, GHS), MiniSeg(c16, 0.95, GHS, HS * c16)]
@@ -228,7 +231,9 @@ def adapt_sim(reqs, D, S, C, variant, force=False):
             if b in dram or b in live: n += 1
             else: break
         hit += n; tot += len(r); st['segreq'] += seg[0] > 0; st['short'] += seg[0] == 2
-        for b in r:
+        for i, b in enumerate(r):
+            if EXISTS and i >= n and (b in dram or b in live):
+                continue  # the replay's put-if-absent: found, nothing touched or fed
             if not force and hsh(b) % SAM == 0:
                 for i, sm in enumerate(sims): sc[i] += sm.one(b)
                 nsam[0] += 1
