@@ -66,6 +66,13 @@ COMPACT=int(os.environ.get('COMPACT','0'))  # see the docstring
 AGE=float(os.environ.get('AGE','0.5'))
 KEEP=float(os.environ.get('KEEP','0.5'))
 from collections import OrderedDict, deque
+def leading(r, *tiers):
+    """The request's hits: its leading blocks some tier holds."""
+    n = 0
+    for b in r:
+        if not any(b in t for t in tiers): break
+        n += 1
+    return n
 def lru_sim(reqs, C):
     c=OrderedDict(); hit=tot=0
     for r in reqs:
@@ -226,10 +233,7 @@ def adapt_sim(reqs, D, S, C, variant, force=False):
             reclaim()
     hit = tot = 0
     for r in reqs:
-        n = 0
-        for b in r:
-            if b in dram or b in live: n += 1
-            else: break
+        n = leading(r, dram, live)
         hit += n; tot += len(r); st['segreq'] += seg[0] > 0; st['short'] += seg[0] == 2
         for i, b in enumerate(r):
             if EXISTS and i >= n and (b in dram or b in live):
@@ -280,10 +284,7 @@ def seg_sim(reqs, D, S, P, split):
             if not ol: write('m' if ru else 'p', v)
     hit = tot = 0
     for r in reqs:
-        n = 0
-        for b in r:
-            if b in dram or b in live: n += 1
-            else: break
+        n = leading(r, dram, live)
         hit += n; tot += len(r)
         for b in r:
             if b in dram: dram.move_to_end(b); dram[b][1] = True
