@@ -645,14 +645,20 @@ bool evict_worth_keeping(const struct evict *e, const struct evict_node *n)
 		 * simulations of DRAM + SSD say blocks come back soon or never)
 		 * a block never reused -- no hit, not promoted, not back while
 		 * the ghost remembers it -- leaves, so the SSD's room goes to
-		 * blocks that were. */
+		 * blocks that were; and only while the short horizon also beats
+		 * the long one by adapt_note's rule: a mode chosen over LRU on a
+		 * noisy sample of documents (which the long one keeps) lost 3
+		 * points on the repository's trace (doc/policies.md). */
 		const struct evict_adapt *a = &e->ad0;
 		uint64_t cap;
 		uint32_t g = e->group_of ? e->group_of(n, e->group_ctx, &cap) : 0;
 		if (g && g < KVT_QUOTA_GROUPS)
 			a = e->grp ? e->grp[g] : NULL;
 		return !(a && a->ready && a->mode == EVICT_MODE_SEG_SHORT &&
-			 !(n->freq & EVICT_CLS_CREDITED));
+			 !(n->freq & EVICT_CLS_CREDITED) &&
+			 adapt_better(a->sim_only[EVICT_MODE_SEG_SHORT][EVICT_MODE_SEG_LONG],
+				      a->sim_only[EVICT_MODE_SEG_LONG][EVICT_MODE_SEG_SHORT],
+				      a->sim_hits[EVICT_MODE_SEG_LONG]));
 	}
 	/* prefix-adapt's probation (DRAM alone) is no evidence against
 	 * reuse: the segmented mode keeps reused blocks longer, it predicts

@@ -1109,10 +1109,15 @@ static void test_retain_hint(void)
  *     mode and never read; then in the short-horizon mode b is put (to M,
  *     not P: the order is not segmented), c is put and hit, d is put,
  *     evicted and put again (back within the ghost's newest generation).
- *     Worth a write-down: c and d (reused), not a and b (never reused); in
- *     the long-horizon and LRU modes all four.  Fails with the branch in
- *     evict_worth_keeping removed (a and b kept), and with adapt_below
- *     ignored in prefix_insert (b on probation).
+ *     Worth a write-down: c and d (reused), not a and b (never reused) --
+ *     while the short simulation beats the long one by adapt_note's rule
+ *     (100 accesses only it hit, 10 only the long one did, of 200 hits:
+ *     90 > 200 / 50 + 1 and 90^2 > 4 x 110); at 20 against 10 (not
+ *     significant: 100 < 120) all four, and in the long-horizon and LRU
+ *     modes all four.  Fails with the branch in evict_worth_keeping
+ *     removed (a and b kept), without the guard (a and b dropped at 20
+ *     against 10), and with adapt_below ignored in prefix_insert (b on
+ *     probation).
  */
 static void below_put(struct evict *e, struct evict_node *n, uint64_t key)
 {
@@ -1147,11 +1152,17 @@ static void test_adapt_below(void)
 	evict_ghost_note(&e, &d, adapt_hash(4), false);
 	evict_remove(&e, &d);
 	below_put(&e, &d, 4);
+	e.ad0.sim_only[EVICT_MODE_SEG_SHORT][EVICT_MODE_SEG_LONG] = 100;
+	e.ad0.sim_only[EVICT_MODE_SEG_LONG][EVICT_MODE_SEG_SHORT] = 10;
+	e.ad0.sim_hits[EVICT_MODE_SEG_LONG] = 200;
 	T_ASSERT(!evict_worth_keeping(&e, &a));
 	T_ASSERT(!evict_worth_keeping(&e, &b));
 	T_ASSERT(evict_worth_keeping(&e, &c));
 	T_ASSERT(evict_worth_keeping(&e, &d));
 	T_EQ_U64(e.small.count, 0);
+	e.ad0.sim_only[EVICT_MODE_SEG_SHORT][EVICT_MODE_SEG_LONG] = 20;
+	T_ASSERT(evict_worth_keeping(&e, &a) && evict_worth_keeping(&e, &b));
+	e.ad0.sim_only[EVICT_MODE_SEG_SHORT][EVICT_MODE_SEG_LONG] = 100;
 	e.ad0.mode = EVICT_MODE_SEG_LONG;
 	T_ASSERT(evict_worth_keeping(&e, &a) && evict_worth_keeping(&e, &b));
 	e.ad0.mode = EVICT_MODE_LRU;
