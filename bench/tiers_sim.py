@@ -39,6 +39,29 @@ Where the SSD's bytes go (doc/policies.md, same title), each against prom2x:
   SLOT=oldest,g2,g4,greedy  (b) which slot a full log reuses: the oldest (FIFO), the
              one with fewest live records among the oldest 2 or 4, or of all (read
              records carried as usual, progressive reuse), 16 slots.
+
+ADAPT=skip,prob,keep/skip (2026-12-02, policy11; doc/policies.md "The segmented evidence
+  deciding the SSD's write-down"): prefix-adapt's evidence deciding the SSD's write-down.
+  Three miniature simulations of the whole capacity C (C/SAMPLE blocks fed the keys whose hash
+  is 0 mod SAMPLE, 16 by default, as prefix-adapt's: LRU; segmented with main at most 95 % and
+  a ghost of GHS (4.5) x their capacity; the same counting a ghost entry only within HS (0.56)
+  of their capacity of evictions, the short horizon) choose the mode (another replaces the
+  current one when it hit 2 % more, the best such; counts halved every 4 simulated
+  capacities).  In LRU mode everything is written down as prom2x does; DRAM's order stays LRU
+  in every mode.  In a segmented mode a DRAM victim never reused (no DRAM hit, not promoted
+  from SSD, not back while the tiers' ghost remembers it) is
+    skip   not written down (it leaves the tiers);
+    prob   written to a probation log of P (0.2) of the SSD: reclamation takes from it while it
+           holds more than P, a record read there moves to the main log, the others leave;
+    keep   written down as in LRU mode;
+  "A/B" applies A in the long-horizon mode and B in the short one.  Suffix "!" (ADAPT=skip!)
+  forces the long segmented mode: the variant's bound.  The tiers' ghost: GH (1) x C keys,
+  near-FIFO, fed the victims not written and the records the SSD drops unread (GHX=1: only
+  the former); GHALL=1 instead feeds it every DRAM victim at its eviction, as the store's
+  ghost is fed (ghost.c), with the short horizon its newest eighth.  SALT=n changes the
+  simulations' sample (another hash).  EXISTS=1: as kvtier replay does, a block after a
+  request's first miss that some tier holds is a put-if-absent that finds it: not touched,
+  not credited, not fed to the simulations.
 """
 import json, sys, os
 from tracefile import requests as load
@@ -50,6 +73,13 @@ COMPACT=int(os.environ.get('COMPACT','0'))  # see the docstring
 AGE=float(os.environ.get('AGE','0.5'))
 KEEP=float(os.environ.get('KEEP','0.5'))
 from collections import OrderedDict, deque
+def leading(r, *tiers):
+    """The request's hits: its leading blocks some tier holds."""
+    n = 0
+    for b in r:
+        if not any(b in t for t in tiers): break
+        n += 1
+    return n
 def lru_sim(reqs, C):
     c=OrderedDict(); hit=tot=0
     for r in reqs:
@@ -140,6 +170,109 @@ def tier_sim(reqs, D, S, mode, reinsert=True, promote=True):
         print('  %s: dead records %.1f %% of the log at the end, %.1f %% on average' %
               (mode, 100-100*len(live)/max(1,len(log)), 100*dsum[0]/max(1,dsum[1])), file=sys.stderr)
     return hit/tot, ssdh
+SALT = int(os.environ.get('SALT', '0'))
+def hsh(b):
+    x = (b * 0x9E3779B97F4A7C15 + 12345 + SALT * 0x632BE59BD9B4E019) & 0xFFFFFFFFFFFFFFFF
+    x ^= x >> 29
+    x = (x * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
+    return x ^ (x >> 32)
+class MiniSeg:
+    """LRU (f = 0) or probation + main (main at most f), ghost of g x cap: bench/policy/sim.py's Seg;
+    h: a ghost entry counts only if added at most h evictions ago (prefix-adapt's short horizon)."""
+    def __init__(s, cap, f, g, h=None):
+        s.cap = cap; s.f = f; s.P = OrderedDict(); s.M = OrderedDict(); s.G = OrderedDict(); s.gc = int(g * cap)
+        s.h = h; s.ev = 0
+    def one(s, b):
+        hit = b in s.P or b in s.M
+        if b in s.M: s.M.move_to_end(b)
+        elif b in s.P: del s.P[b]; s.M[b] = 1
+        elif s.f == 0: s.M[b] = 1
+        elif b in s.G and (s.h is None or s.ev - s.G.pop(b) <= s.h): s.G.pop(b, None); s.M[b] = 1
+        else: s.P[b] = 1
+        while len(s.P) + len(s.M) > s.cap:
+            if s.f == 0: v = (s.P if s.P else s.M).popitem(last=False)[0]
+            elif s.M and (len(s.M) > s.f * s.cap or not s.P): v = s.M.popitem(last=False)[0]
+            else: v = s.P.popitem(last=False)[0]
+            s.ev += 1; s.G[v] = s.ev
+            if len(s.G) > s.gc: s.G.popitem(last=False)
+        return hit
+def adapt_sim(reqs, D, S, C, variant, force=False):
+    """ADAPT= in the docstring: prom2x's reads, the write-down chosen by the simulated mode."""
+    P = float(os.environ.get('P', '0.2')); GH = float(os.environ.get('GH', '1'))
+    GHS = float(os.environ.get('GHS', '4.5'))
+    HS = float(os.environ.get('HS', '0.56')); SAM = int(os.environ.get('SAMPLE', '16')); c16 = max(1, C // SAM)
+    EXISTS = int(os.environ.get('EXISTS', '0'))
+    GHX = int(os.environ.get('GHX', '0')); GHALL = int(os.environ.get('GHALL', '0'))
+    if GHALL: GHX = 1; HS = GH / 8  # the store's: every DRAM victim ghosted, short = newest 1/8
+    sims = [MiniSeg(c16, 0, GHS), MiniSeg(c16, 0.95, GHS), MiniSeg(c16, 0.95, GHS, HS * c16)]
+    if os.environ.get('TWO'): sims.pop()
+    sc = [0.0] * len(sims); nsam = [0]; win = max(1, 4 * c16); seg = [1 if force else 0]
+    vl, vs = (variant.split('/') + [variant])[:2]; fg = [0]
+    dram = OrderedDict()  # key -> [on_lower, reused]
+    logs = {'m': deque(), 'p': deque()}; live = {}; read = set(); nid = [0]
+    ghost = OrderedDict(); gcap = int(GH * C)
+    segsz = max(1, S // 16); cnt = [0]; bud = [segsz * BUD]; st = {'skip': 0, 'prob': 0, 'segreq': 0, 'short': 0}
+    def forget(k):
+        if gcap:
+            fg[0] += 1; ghost[k] = fg[0]; ghost.move_to_end(k)
+            if len(ghost) > gcap: ghost.popitem(last=False)
+    def append(which, k):
+        nid[0] += 1; logs[which].append((k, nid[0])); live[k] = (which, nid[0])
+    def reclaim():
+        while len(logs['m']) + len(logs['p']) > S:
+            which = 'p' if logs['p'] and (len(logs['p']) > P * S or not seg[0] or not logs['m']) else 'm'
+            k2, i2 = logs[which].popleft()
+            if live.get(k2) != (which, i2): continue
+            if which == 'm':
+                cnt[0] += 1
+                if cnt[0] >= segsz: cnt[0] = 0; bud[0] = segsz * BUD
+            if k2 in read and (which == 'p' or bud[0] > 0):
+                if which == 'm': bud[0] -= 1
+                read.discard(k2); append('m', k2)
+            else:
+                del live[k2]; read.discard(k2)
+                if not GHX: forget(k2)
+                if k2 in dram: dram[k2][0] = False
+    def insert(k, reused):
+        dram[k] = [False, reused]
+        while len(dram) > D:
+            v, (ol, ru) = dram.popitem(last=False)
+            if GHALL: forget(v)
+            if ol: continue
+            vv = (vl, vs)[seg[0] - 1] if seg[0] else None
+            if seg[0] and not ru and vv == 'skip':
+                st['skip'] += 1
+                if not GHALL: forget(v)
+                continue
+            if seg[0] and not ru and vv == 'prob':
+                st['prob'] += 1; append('p', v)
+            else:
+                append('m', v)
+            reclaim()
+    hit = tot = 0
+    for r in reqs:
+        n = leading(r, dram, live)
+        hit += n; tot += len(r); st['segreq'] += seg[0] > 0; st['short'] += seg[0] == 2
+        for i, b in enumerate(r):
+            if EXISTS and i >= n and (b in dram or b in live):
+                continue  # the replay's put-if-absent: found, nothing touched or fed
+            if not force and hsh(b) % SAM == 0:
+                for i, sm in enumerate(sims): sc[i] += sm.one(b)
+                nsam[0] += 1
+                if nsam[0] >= win: nsam[0] = 0; sc[:] = [x / 2 for x in sc]
+                best = max(range(len(sc)), key=lambda i: sc[i])
+                if sc[best] > sc[seg[0]] * 1.02 + 1: seg[0] = best
+            if b in dram: dram.move_to_end(b); dram[b][1] = True
+            elif b in live:
+                if b in read: del live[b]; read.discard(b); insert(b, True)
+                else: read.add(b)
+            else:
+                g = b in ghost and (seg[0] != 2 or fg[0] - ghost[b] <= HS * C)
+                ghost.pop(b, None)
+                insert(b, g)
+    print('  adapt-%s%s: segmented for %.0f %% of requests (short horizon %.0f %%), %d victims skipped, %d to probation' %
+          (variant, '!' if force else '', 100 * st['segreq'] / len(reqs), 100 * st['short'] / len(reqs), st['skip'], st['prob']), file=sys.stderr)
+    return hit / tot
 def seg_sim(reqs, D, S, P, split):
     """Two FIFO logs on SSD (probation P*S, main the rest), prom2x reads."""
     Sp = int(S * P) if split else 0
@@ -169,10 +302,7 @@ def seg_sim(reqs, D, S, P, split):
             if not ol: write('m' if ru else 'p', v)
     hit = tot = 0
     for r in reqs:
-        n = 0
-        for b in r:
-            if b in dram or b in live: n += 1
-            else: break
+        n = leading(r, dram, live)
         hit += n; tot += len(r)
         for b in r:
             if b in dram: dram.move_to_end(b); dram[b][1] = True
@@ -276,6 +406,8 @@ for p in sys.argv[1:]:
             out.append('%s%s %.3f'%(m,'+ri' if ri else '',h/l))
     for n in filter(None, os.environ.get('SLOT','').split(',')):
         out.append('slot-%s %.3f' % (n, slot_sim(reqs, D, S, SLOTS[n]) / l))
+    for v in filter(None, os.environ.get('ADAPT', '').split(',')):
+        out.append('adapt-%s %.3f' % (v, adapt_sim(reqs, D, S, C, v.rstrip('!'), v.endswith('!')) / l))
     if os.environ.get('PROB'):
         out.append('base %.3f' % (seg_sim(reqs, D, S, 0, False) / l))
         for P in os.environ['PROB'].split(','):

@@ -1108,6 +1108,25 @@ void dram_pin_lru(struct dram *d, bool below)
 	}
 }
 
+/* The SSD as DRAM's victim tier, of lower_bytes: prefix-adapt simulates
+ * DRAM + SSD and lets its evidence decide the write-down (evict.c
+ * evict_adapt_below, doc/policies.md); after dram_set_admit_hook. */
+void dram_adapt_below(struct dram *d, uint64_t lower_bytes)
+{
+	uint64_t per = lower_bytes / d->chunk / (d->shard_count ? d->shard_count : 1);
+	for (uint32_t i = 0; i < d->shard_count; i++) {
+		struct dram_shard *s = &d->shards[i];
+		pthread_mutex_lock(&s->lock);
+		evict_adapt_below(&s->ev, s->arena.chunk_count, s->arena.chunk_count + per);
+		pthread_mutex_unlock(&s->lock);
+	}
+}
+
+bool dram_adapts_below(struct dram *d)
+{
+	return d->shard_count > 0 && d->shards[0].ev.adapt_below;
+}
+
 void dram_set_admit_hook(struct dram *d, dram_admit_fn fn, void *ctx, bool victim)
 {
 	d->admit_fn = fn;

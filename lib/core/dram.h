@@ -219,6 +219,12 @@ typedef bool (*dram_admit_fn)(void *ctx, struct dram_item *item, uint32_t ns, in
 /* victim: also offer evicted blocks (DRAM_ADMIT_EVICT; the SSD as DRAM's
  * victim tier, doc/policies.md). */
 void dram_set_admit_hook(struct dram *d, dram_admit_fn fn, void *ctx, bool victim);
+/* The SSD below, of lower_bytes, takes DRAM's victims: prefix-adapt
+ * simulates both and decides the write-down (after dram_set_admit_hook,
+ * which pins it; a later dram_pin_lru pins it again). */
+void dram_adapt_below(struct dram *d, uint64_t lower_bytes);
+/* prefix-adapt runs over the SSD (dram_adapt_below, not pinned since). */
+bool dram_adapts_below(struct dram *d);
 /* prefix-adapt: LRU mode for good, its simulations and ghost given back,
  * when below is true (a lower tier: the store calls it once its tiers are
  * open; the SSD's admission hook calls it too).  Other policies: nothing. */

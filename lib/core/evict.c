@@ -63,9 +63,14 @@
  * hit; counts halved every 4 simulated capacities; see adapt_note).  Entering
  * a segmented mode from LRU moves M's never-reused blocks to P; leaving
  * them moves nothing (P's leftovers go first), nor does a change of
- * horizon.  No write-down filter.  With any tier below DRAM it stays in
- * LRU mode (evict_pin_lru): the simulations model
- * DRAM alone and chose badly there (doc/policies.md).  The mode, ghost and
+ * horizon.  With a shared or remote tier below DRAM it stays in LRU mode
+ * (evict_pin_lru): the simulations model DRAM alone and chose badly there
+ * (doc/policies.md), and so it does over the SSD unless
+ * ssd.adapt_writedown is on: with the SSD alone below as DRAM's victim
+ * tier and that option (evict_adapt_below) the simulations model DRAM + SSD, DRAM's order stays
+ * LRU mode's whatever the mode, and the mode decides the write-down: in
+ * the short-horizon mode a victim never reused is not written
+ * (evict_worth_keeping), so the SSD keeps blocks that were.  The mode, ghost and
  * simulations are per quota group with a DRAM limit (struct evict_adapt,
  * adapt_of; the shard's own, ad0, for every other block), so one group's
  * traffic never changes another's order; a switch moves only its group's
@@ -95,6 +100,14 @@
  * repository's documents want the long one (doc/policies.md "Sixth pass"). */
 #define EVICT_GHOST_KEYS(chunks) ((uint64_t)(chunks) * 9 / 2)
 #define EVICT_SHORT_HORIZON 1
+/* Over the SSD as DRAM's victim tier (evict_adapt_below): the simulations
+ * model DRAM + SSD, fed 1 key in below_rate (a power of two, at least 8 x
+ * (DRAM + SSD) / DRAM: 32 at an SSD of 3 DRAMs), so they hold at most an
+ * eighth of DRAM's chunks however large the SSD, and the ghost keeps 3
+ * keys a DRAM chunk: the bookkeeping stays near what DRAM alone pays
+ * (doc/policies.md "The segmented evidence deciding the SSD's
+ * write-down"). */
+#define EVICT_GHOST_KEYS_BELOW(chunks) ((uint64_t)(chunks) * 3)
 
 static void list_init(struct evict_list *l)
 {
@@ -146,15 +159,22 @@ static struct evict_list *evict_list_of(struct evict *e, struct evict_node *n)
  */
 static void adapt_fini(struct evict_adapt *a);
 
-static int adapt_init(struct evict_adapt *a, struct kvt_mem *mem, uint64_t capacity_chunks)
+static int adapt_init(const struct evict *e, struct evict_adapt *a, uint64_t capacity_chunks)
 {
 	uint64_t cap = capacity_chunks / EVICT_SIM_RATE;
-	uint32_t ents = cap > (UINT32_C(1) << 22) ? (UINT32_C(1) << 22) : (uint32_t)cap;
+	uint64_t keys = EVICT_GHOST_KEYS(capacity_chunks);
+	struct kvt_mem *mem = e->mem;
+	uint32_t ents;
 	int r;
+	if (e->adapt_below) {
+		cap = capacity_chunks * e->below_num / e->below_den / e->below_rate;
+		keys = EVICT_GHOST_KEYS_BELOW(capacity_chunks);
+	}
+	ents = cap > (UINT32_C(1) << 22) ? (UINT32_C(1) << 22) : (uint32_t)cap;
 	memset(a, 0, sizeof(*a));
 	a->cap_chunks = capacity_chunks;
 	a->horizon = GHOST_LIFE;
-	r = ghost_init(&a->gh, mem, EVICT_GHOST_KEYS(capacity_chunks));
+	r = ghost_init(&a->gh, mem, keys);
 	if (r == 0)
 		r = minisim_init(&a->sim[EVICT_MODE_LRU], mem, cap, ents, false, 0, 0, 0);
 	if (r == 0)
@@ -317,6 +337,7 @@ void evict_pin_lru(struct evict *e)
 	if (!e->adapt)
 		return;
 	e->adapt_pinned = true;
+	e->adapt_below = false;
 	if (e->ad0.seg) {
 		e->ad0.seg = false;
 		e->ad0.mode = EVICT_MODE_LRU;
@@ -327,6 +348,24 @@ void evict_pin_lru(struct evict *e)
 	 * run prefix's code path exactly. */
 	adapt_fini(&e->ad0);
 	groups_fini(e);
+}
+
+void evict_adapt_below(struct evict *e, uint64_t dram_chunks, uint64_t total_chunks)
+{
+	if (!e->adapt || dram_chunks == 0)
+		return;
+	/* Made again, in LRU mode, at the next block (adapt_of). */
+	adapt_fini(&e->ad0);
+	groups_fini(e);
+	e->ad0.seg = false;
+	e->ad0.mode = EVICT_MODE_LRU;
+	e->adapt_pinned = false;
+	e->adapt_below = true;
+	e->below_num = total_chunks > dram_chunks ? total_chunks : dram_chunks;
+	e->below_den = dram_chunks;
+	e->below_rate = EVICT_SIM_RATE;
+	while (e->below_rate * e->below_den < 8 * e->below_num && e->below_rate < (1u << 12))
+		e->below_rate <<= 1;
 }
 
 void evict_set_group_fn(struct evict *e, evict_group_fn fn, void *ctx)
@@ -363,7 +402,7 @@ static struct evict_adapt *adapt_of(struct evict *e, const struct evict_node *n,
 	*group = node_group(e, n, &cap);
 	if (*group == 0 || *group >= KVT_QUOTA_GROUPS) {
 		*group = 0;
-		if (!e->ad0.ready && adapt_init(&e->ad0, e->mem, e->ad0.cap_chunks) < 0)
+		if (!e->ad0.ready && adapt_init(e, &e->ad0, e->ad0.cap_chunks) < 0)
 			return NULL; /* no memory: LRU order, tried again later */
 		return &e->ad0;
 	}
@@ -384,7 +423,7 @@ static struct evict_adapt *adapt_of(struct evict *e, const struct evict_node *n,
 	/* New, or its limit changed (a reload): start again, in LRU mode
 	 * (leftovers in P go first, as after any switch back). */
 	adapt_fini(a);
-	if (adapt_init(a, e->mem, cap) < 0)
+	if (adapt_init(e, a, cap) < 0)
 		return NULL;
 	return a;
 }
@@ -420,7 +459,8 @@ static void adapt_note(struct evict *e, struct evict_adapt *a, uint32_t group, u
 {
 	bool hit[EVICT_MODES];
 	unsigned m, best;
-	if (!a || ((hash >> EVICT_SIM_SHIFT) & (EVICT_SIM_RATE - 1)) != 0)
+	uint64_t rate = e->adapt_below ? e->below_rate : EVICT_SIM_RATE;
+	if (!a || ((hash >> EVICT_SIM_SHIFT) & (rate - 1)) != 0)
 		return;
 	for (unsigned i = 0; i < EVICT_MODES; i++) {
 		hit[i] = minisim_access(&a->sim[i], hash, chunks, retain);
@@ -452,7 +492,7 @@ static void adapt_note(struct evict *e, struct evict_adapt *a, uint32_t group, u
 		a->mode = (uint8_t)best;
 		a->horizon = best == EVICT_MODE_SEG_SHORT ? EVICT_SHORT_HORIZON : GHOST_LIFE;
 		a->mode_switches++;
-		if (!a->seg) {
+		if (!a->seg && !e->adapt_below) { /* below: DRAM's order stays */
 			a->seg = true;
 			adapt_to_segmented(e, group);
 		}
@@ -557,7 +597,7 @@ static void prefix_insert(struct evict *e, struct evict_node *n, uint64_t hash, 
 	    cls_rare(e, n->freq & EVICT_CLS_MASK)) {
 		e->probation_inserts++;
 		n->queue = EVICT_Q_SMALL;
-	} else if (!back && a && a->seg && !retain) {
+	} else if (!back && a && a->seg && !retain && !e->adapt_below) {
 		/* Segmented mode: a block earns M by a reuse, or by the
 		 * caller's retain hint (which the segmented simulation took
 		 * too: the mode is segmented only where hints plus order beat
@@ -600,8 +640,29 @@ void evict_hit_after(struct evict *e, struct evict_node *n, uint64_t hash, struc
 
 bool evict_worth_keeping(const struct evict *e, const struct evict_node *n)
 {
-	/* prefix-adapt's probation is no evidence against reuse: the
-	 * segmented mode keeps reused blocks longer, it predicts nothing. */
+	if (e->adapt && e->adapt_below) {
+		/* Over the SSD as victim tier: in the short-horizon mode (the
+		 * simulations of DRAM + SSD say blocks come back soon or never)
+		 * a block never reused -- no hit, not promoted, not back while
+		 * the ghost remembers it -- leaves, so the SSD's room goes to
+		 * blocks that were; and only while the short horizon also beats
+		 * the long one by adapt_note's rule: a mode chosen over LRU on a
+		 * noisy sample of documents (which the long one keeps) lost 3
+		 * points on the repository's trace (doc/policies.md). */
+		const struct evict_adapt *a = &e->ad0;
+		uint64_t cap;
+		uint32_t g = e->group_of ? e->group_of(n, e->group_ctx, &cap) : 0;
+		if (g && g < KVT_QUOTA_GROUPS)
+			a = e->grp ? e->grp[g] : NULL;
+		return !(a && a->ready && a->mode == EVICT_MODE_SEG_SHORT &&
+			 !(n->freq & EVICT_CLS_CREDITED) &&
+			 adapt_better(a->sim_only[EVICT_MODE_SEG_SHORT][EVICT_MODE_SEG_LONG],
+				      a->sim_only[EVICT_MODE_SEG_LONG][EVICT_MODE_SEG_SHORT],
+				      a->sim_hits[EVICT_MODE_SEG_LONG]));
+	}
+	/* prefix-adapt's probation (DRAM alone) is no evidence against
+	 * reuse: the segmented mode keeps reused blocks longer, it predicts
+	 * nothing. */
 	if (e->policy != DRAM_POLICY_PREFIX || !e->learn)
 		return true;
 	return !(n->queue == EVICT_Q_SMALL && !(n->freq & EVICT_CLS_CREDITED));

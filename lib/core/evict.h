@@ -89,6 +89,13 @@ struct evict {
 	bool learn;               /* prefix-learn: classes choose P or M */
 	bool adapt;               /* prefix-adapt */
 	bool adapt_pinned;        /* a tier below takes DRAM's victims: LRU mode */
+	/* prefix-adapt over the SSD as DRAM's victim tier, ssd.adapt_writedown
+	 * on (evict_adapt_below):
+	 * the simulations model DRAM + SSD (below_num / below_den of the
+	 * capacity), DRAM's order stays LRU, and in the short-horizon mode a
+	 * victim never reused is not written down (evict_worth_keeping). */
+	bool adapt_below;
+	uint64_t below_num, below_den, below_rate;
 	/* prefix-adapt's mode, ghost and simulations for blocks of no quota
 	 * group with a DRAM limit (all blocks when no quota is used); also
 	 * S3-FIFO's ghost (ad0.gh) */
@@ -145,6 +152,15 @@ const char *evict_policy_name(int policy);
  * victims; the simulations model DRAM alone, doc/policies.md), freeing the
  * ghost and the simulations.  Others: nothing. */
 void evict_pin_lru(struct evict *e);
+/* prefix-adapt over the SSD as DRAM's victim tier: the simulations model
+ * total_chunks for this shard's dram_chunks (DRAM + its share of the
+ * SSD), 1 key in 32 at an SSD of 3 DRAMs (sparser below a larger one:
+ * at most an eighth of DRAM's chunks), with a ghost of 3 keys a DRAM
+ * chunk; DRAM's order
+ * stays prefix's (LRU mode); in the short-horizon segmented mode a victim
+ * never reused is not worth a write-down.  Undoes evict_pin_lru.  Others:
+ * nothing. */
+void evict_adapt_below(struct evict *e, uint64_t dram_chunks, uint64_t total_chunks);
 /* prefix-adapt: per-group modes (see evict_group_fn). */
 void evict_set_group_fn(struct evict *e, evict_group_fn fn, void *ctx);
 /* Stats: groups' states made, in segmented mode, their mode switches. */

@@ -514,9 +514,12 @@ static int store_open_locked(struct kvt_store *s)
 	if (ret < 0)
 		goto fail;
 	/* Any tier below DRAM: prefix-adapt runs prefix's order (doc/policies.md,
-	 * "prefix-adapt over lower tiers"). */
+	 * "prefix-adapt over lower tiers"); the SSD alone as its victim tier
+	 * with ssd.adapt_writedown on: the order too, its simulations of both
+	 * deciding the write-down. */
 	if (s->dram)
-		dram_pin_lru(s->dram, s->tier_count > 0);
+		dram_pin_lru(s->dram, s->tier_count > 1 ||
+					      (s->tier_count == 1 && !dram_adapts_below(s->dram)));
 	if (s->events_cfg.endpoint || s->events_cfg.groups) {
 		ret = kvevents_open(&s->events, &s->events_cfg, &s->mem, &s->log);
 		if (ret < 0)

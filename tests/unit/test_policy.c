@@ -43,6 +43,8 @@
 
 static uint8_t vbuf[VLEN], gbuf[VLEN];
 
+static const char *adapt_wd = "off"; /* ssd.adapt_writedown of open_blocks' SSD stores */
+
 static struct kvt_store *open_blocks(const char *dir, unsigned dram_blocks, const char *ssd,
 				     const char *policy, const char *admission, const char *close_ms)
 {
@@ -57,7 +59,7 @@ static struct kvt_store *open_blocks(const char *dir, unsigned dram_blocks, cons
 			    "dram.shards", "1", "dram.prefault", "off", "dram.policy", policy,
 			    "dram.victim_wait_ms", "30000",
 			    "ssd.capacity", ssd, "ssd.segment", "1M", "ssd.admission", admission,
-			    "ssd.close_writedown_ms", close_ms, NULL);
+			    "ssd.close_writedown_ms", close_ms, "ssd.adapt_writedown", adapt_wd, NULL);
 }
 
 /* Block ids chained like an engine's: key i of a prompt depends on all before. */
@@ -722,10 +724,12 @@ static void adapt_access(struct evict *e, uint64_t key)
 }
 
 /*
- * 7d. Over an SSD, prefix-adapt is prefix: pinned to LRU mode, it gives
- *     its ghost and simulations back.  A store of 1,024 DRAM blocks over
- *     an SSD holds the same metadata bytes under both policies; without
- *     the SSD, prefix-adapt holds more (its ghost alone is 3 keys a chunk).
+ * 7d. Over an SSD or a shared tier, prefix-adapt is prefix: pinned to LRU
+ *     mode, it gives its ghost and simulations back (the same metadata
+ *     bytes under both policies, a store of 1,024 DRAM blocks); without a
+ *     tier it holds more (its ghost alone is 4.5 keys a chunk).  With
+ *     ssd.adapt_writedown on it simulates DRAM + SSD (7i) and pays for it,
+ *     at most what it pays over nothing.
  */
 /* mem.meta_bytes of store s after one block (prefix-adapt makes its state
  * at the first, evict.c); destroys s and removes dir. */
@@ -765,9 +769,17 @@ static uint64_t meta_bytes_shared(const char *policy)
 
 static void test_adapt_pinned(void)
 {
-	T_EQ_U64(meta_bytes("prefix-adapt", true), meta_bytes("prefix", true));
+	uint64_t ssd_adapt, ssd_prefix = meta_bytes("prefix", true);
+	uint64_t alone_adapt = meta_bytes("prefix-adapt", false), alone_prefix = meta_bytes("prefix", false);
+	T_EQ_U64(meta_bytes("prefix-adapt", true), ssd_prefix);
 	T_EQ_U64(meta_bytes_shared("prefix-adapt"), meta_bytes_shared("prefix"));
-	T_ASSERT(meta_bytes("prefix-adapt", false) > meta_bytes("prefix", false) + 1024 * 9);
+	T_ASSERT(alone_adapt > alone_prefix + 1024 * 9);
+	adapt_wd = "on";
+	ssd_adapt = meta_bytes("prefix-adapt", true);
+	T_EQ_U64(meta_bytes("prefix", true), ssd_prefix);
+	adapt_wd = "off";
+	T_ASSERT(ssd_adapt > ssd_prefix + 1024 * 6); /* a ghost of 3 keys a chunk */
+	T_ASSERT(ssd_adapt - ssd_prefix <= alone_adapt - alone_prefix);
 }
 
 /*
@@ -915,7 +927,9 @@ static void test_adapt_group_isolation(void)
 /*
  * 7g. The store wires it: namespaces in two quota groups with DRAM limits
  *     get a mode each (dram.adapt_groups, one shard: 2), a namespace of no
- *     group none; over an SSD (pinned to LRU mode) none at all.
+ *     group none; over an SSD (pinned to LRU mode) none at all, and with
+ *     ssd.adapt_writedown on (7i: the simulations model DRAM + SSD per
+ *     group and decide the write-down) the same two.
  */
 static uint64_t store_groups(bool ssd)
 {
@@ -978,6 +992,9 @@ static void test_adapt_store_groups(void)
 	T_ASSERT(grouped <= plain + KVT_QUOTA_GROUPS * sizeof(void *) + 2048);
 	T_EQ_U64(store_groups(false), 2);
 	T_EQ_U64(store_groups(true), 0);
+	adapt_wd = "on";
+	T_EQ_U64(store_groups(true), 2);
+	adapt_wd = "off";
 }
 
 /*
@@ -1083,6 +1100,82 @@ static void test_retain_hint(void)
 	store_retain();
 }
 
+/*
+ * 7i. prefix-adapt over the SSD as DRAM's victim tier (evict_adapt_below):
+ *     the simulations model DRAM + SSD (256 DRAM chunks, 1,024 in all:
+ *     1 key in 32, 32 simulated chunks), DRAM's order stays prefix's, and
+ *     the mode decides the write-down.  By hand, with the mode set as the
+ *     simulations would set it (7c drives a real switch): a is put in LRU
+ *     mode and never read; then in the short-horizon mode b is put (to M,
+ *     not P: the order is not segmented), c is put and hit, d is put,
+ *     evicted and put again (back within the ghost's newest generation).
+ *     Worth a write-down: c and d (reused), not a and b (never reused) --
+ *     while the short simulation beats the long one by adapt_note's rule
+ *     (100 accesses only it hit, 10 only the long one did, of 200 hits:
+ *     90 > 200 / 50 + 1 and 90^2 > 4 x 110); at 20 against 10 (not
+ *     significant: 100 < 120) all four, and in the long-horizon and LRU
+ *     modes all four.  Fails with the branch in evict_worth_keeping
+ *     removed (a and b kept), without the guard (a and b dropped at 20
+ *     against 10), and with adapt_below ignored in prefix_insert (b on
+ *     probation).
+ */
+static void below_put(struct evict *e, struct evict_node *n, uint64_t key)
+{
+	memset(n, 0, sizeof(*n));
+	n->chunks = 1;
+	evict_insert(e, n, adapt_hash(key), 0);
+}
+
+static void test_adapt_below(void)
+{
+	struct kvt_mem mem;
+	struct evict e;
+	struct evict_node a, b, c, d;
+	kvt_mem_init(&mem);
+	T_OK(evict_init(&e, &mem, DRAM_POLICY_PREFIX_ADAPT, 256));
+	evict_pin_lru(&e); /* as dram_set_admit_hook does first */
+	evict_adapt_below(&e, 256, 1024);
+	T_EQ_INT(e.adapt_pinned, false);
+	T_EQ_U64(e.below_rate, 32);
+	below_put(&e, &a, 1);
+	T_ASSERT(e.ad0.ready);
+	T_EQ_U64(e.ad0.sim[EVICT_MODE_LRU].cap_chunks, 32);
+	T_ASSERT(evict_worth_keeping(&e, &a));
+	e.ad0.mode = EVICT_MODE_SEG_SHORT;
+	e.ad0.seg = true;
+	e.ad0.horizon = 1;
+	below_put(&e, &b, 2);
+	T_EQ_INT(b.queue, EVICT_Q_MAIN);
+	below_put(&e, &c, 3);
+	evict_hit_after(&e, &c, adapt_hash(3), NULL);
+	below_put(&e, &d, 4);
+	evict_ghost_note(&e, &d, adapt_hash(4), false);
+	evict_remove(&e, &d);
+	below_put(&e, &d, 4);
+	e.ad0.sim_only[EVICT_MODE_SEG_SHORT][EVICT_MODE_SEG_LONG] = 100;
+	e.ad0.sim_only[EVICT_MODE_SEG_LONG][EVICT_MODE_SEG_SHORT] = 10;
+	e.ad0.sim_hits[EVICT_MODE_SEG_LONG] = 200;
+	T_ASSERT(!evict_worth_keeping(&e, &a));
+	T_ASSERT(!evict_worth_keeping(&e, &b));
+	T_ASSERT(evict_worth_keeping(&e, &c));
+	T_ASSERT(evict_worth_keeping(&e, &d));
+	T_EQ_U64(e.small.count, 0);
+	e.ad0.sim_only[EVICT_MODE_SEG_SHORT][EVICT_MODE_SEG_LONG] = 20;
+	T_ASSERT(evict_worth_keeping(&e, &a) && evict_worth_keeping(&e, &b));
+	e.ad0.sim_only[EVICT_MODE_SEG_SHORT][EVICT_MODE_SEG_LONG] = 100;
+	e.ad0.mode = EVICT_MODE_SEG_LONG;
+	T_ASSERT(evict_worth_keeping(&e, &a) && evict_worth_keeping(&e, &b));
+	e.ad0.mode = EVICT_MODE_LRU;
+	e.ad0.seg = false;
+	T_ASSERT(evict_worth_keeping(&e, &a) && evict_worth_keeping(&e, &b));
+	/* Another tier after it pins it again: all worth keeping. */
+	e.ad0.mode = EVICT_MODE_SEG_SHORT;
+	evict_pin_lru(&e);
+	T_ASSERT(evict_worth_keeping(&e, &a) && evict_worth_keeping(&e, &b));
+	evict_fini(&e);
+	T_EQ_INT(atomic_load(&mem.bytes), 0);
+}
+
 static void test_adapt_mode(void)
 {
 	struct kvt_mem mem;
@@ -1122,6 +1215,7 @@ int main(void)
 	test_minisim_horizon();
 	test_adapt_mode();
 	test_adapt_pinned();
+	test_adapt_below();
 	test_adapt_groups();
 	test_adapt_group_isolation();
 	test_adapt_store_groups();

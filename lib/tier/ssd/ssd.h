@@ -27,6 +27,9 @@ struct ssd_config {
 	bool first_hit_cold;     /* victim: a record's first read is served from a DRAM
 				  * copy that is the next victim, its second promotes it
 				  * and drops the record (doc/policies.md) */
+	bool adapt_wd;           /* victim: prefix-adapt simulates DRAM + SSD and skips
+				  * never-reused victims in its short-horizon mode
+				  * (ssd.adapt_writedown, doc/policies.md) */
 	unsigned ckpt_seals;     /* checkpoint after this many sealed segments */
 	unsigned high_pct;       /* evict when more than this % of slots are used ... */
 	unsigned low_pct;        /* ... down to this % */

@@ -32,6 +32,8 @@ static int tssd_open(void **t, const struct tier_env *env, void *arg)
 		return ret;
 	}
 	dram_set_admit_hook(env->dram, ssd_admit, ssd, cfg->admission == SSD_ADMIT_VICTIM);
+	if (cfg->admission == SSD_ADMIT_VICTIM && cfg->adapt_wd)
+		dram_adapt_below(env->dram, cfg->capacity);
 	*t = ssd;
 	return 0;
 }
