@@ -45,8 +45,9 @@ DRAM_LOWER = {
     "dram_unpin", "dram_item_ref", "dram_item_part_lens", "dram_writedown_done",
     "dram_forget_lower", "dram_item_meta", "dram_exists", "dram_regions",
     "dram_victim_parts",
-    # installed by the tier's own open
-    "dram_set_admit_hook", "dram_set_evict_hook",
+    # installed by the tier's own open (with the hook, the victim tier's
+    # size for prefix-adapt's simulations of DRAM + SSD)
+    "dram_set_admit_hook", "dram_set_evict_hook", "dram_adapt_below",
     # the close write-down through that hook, from the tier's own stop
     "dram_writedown_pass",
 }
