@@ -671,6 +671,15 @@ static void store_put_down(struct kvt_store *s, uint32_t ns, const struct kvt_ke
 			s->tiers[i].ops->put_down(s->tiers[i].t, ns, key);
 }
 
+/* A put's value length: its parts' bytes. */
+static uint64_t req_value_len(const struct kvt_req *r)
+{
+	uint64_t len = 0;
+	for (unsigned i = 0; i < r->iov_count; i++)
+		len += r->iov[i].iov_len;
+	return len;
+}
+
 /* Room for a put in the tiers that must take it at once (a persistent
  * namespace's write-down): they may wait, bounded; KVT_OK or an error the
  * put returns (nothing stored). */
@@ -682,8 +691,7 @@ static int store_put_room(struct kvt_store *s, const struct kvt_req *r)
 		if (!s->tiers[i].ops->put_room)
 			continue;
 		if (len == 0)
-			for (unsigned j = 0; j < r->iov_count; j++)
-				len += r->iov[j].iov_len;
+			len = req_value_len(r);
 		if (r->flags & KVT_F_NOWAIT)
 			ret = s->tiers[i].ops->room_watch
 				      ? s->tiers[i].ops->room_watch(s->tiers[i].t, r->ns, len, NULL,
@@ -950,10 +958,8 @@ static bool store_put_admit(struct kvt_store *s, const struct kvt_req *r)
 	_Atomic uint64_t *g = s->put_auto.ghost;
 	if (!g)
 		return true;
-	uint64_t len = 0;
-	for (unsigned i = 0; i < r->iov_count; i++)
-		len += r->iov[i].iov_len;
-	uint64_t clock = atomic_fetch_add_explicit(&s->put_auto.clock, len, memory_order_relaxed);
+	uint64_t clock = atomic_fetch_add_explicit(&s->put_auto.clock, req_value_len(r),
+						    memory_order_relaxed);
 	uint64_t h = dram_key_hash(s->dram, r->ns, &r->key);
 	atomic_store_explicit(&g[h & (PUT_GHOST_SLOTS - 1)],
 			      (uint64_t)put_ghost_fp(h) << 32 | (uint32_t)(clock >> PUT_GHOST_SHIFT),
