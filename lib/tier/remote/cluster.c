@@ -147,6 +147,7 @@ struct cluster {
 	_Atomic uint64_t c_fwd_retries; /* ... sent to the next replica after a failure */
 	_Atomic uint64_t c_warm_reads; /* reads given the previous owner too (join warm-up) */
 	_Atomic uint64_t c_lookup_retries; /* lookup runs asked again around a failed member */
+	_Atomic uint64_t c_get_retries; /* single-key reads asked again around a failed member */
 	_Atomic uint64_t c_puts_only;   /* puts local DRAM did not take, sent here alone */
 	_Atomic uint64_t c_epoch, c_refreshes, c_view_changes, c_refresh_errors;
 };
@@ -316,17 +317,27 @@ static unsigned cluster_replicas(struct cluster *cl, uint32_t ns)
  * before those that are down: the namespace's replicas (reps), or for a
  * prompt's first group at least the view's hot replicas.  Returns how
  * many (1..max(reps, hot), at most the members). */
-static unsigned cluster_rank_avoid(struct cluster *cl, const struct cview *v, uint64_t anchor,
-				   bool hot, unsigned reps, unsigned *out, int avoid)
+static unsigned cluster_rank_skip(struct cluster *cl, const struct cview *v, uint64_t anchor,
+				  unsigned r, unsigned *out, const bool *avoid)
 {
 	bool skip[PLACEMENT_MEMBERS_MAX];
 	bool any = false;
-	unsigned r = hot && v->hot > reps ? v->hot : reps;
 	for (unsigned i = 0; i < v->n; i++)
-		any |= skip[i] = (int)i == avoid || remote_is_down(v->m[i].mb->rm);
+		any |= skip[i] = (avoid && avoid[i]) || remote_is_down(v->m[i].mb->rm);
 	if (any)
 		A(cl->c_skipped);
 	return placement_rank(v->pl, anchor, any ? skip : NULL, out, r);
+}
+
+/* The same ranked with member avoid (or -1) as if it were down. */
+static unsigned cluster_rank_avoid(struct cluster *cl, const struct cview *v, uint64_t anchor,
+				   bool hot, unsigned reps, unsigned *out, int avoid)
+{
+	bool skip[PLACEMENT_MEMBERS_MAX] = { false };
+	if (avoid >= 0)
+		skip[avoid] = true;
+	return cluster_rank_skip(cl, v, anchor, hot && v->hot > reps ? v->hot : reps, out,
+				 avoid >= 0 ? skip : NULL);
 }
 
 static unsigned cluster_rank(struct cluster *cl, const struct cview *v, uint64_t anchor,
@@ -377,10 +388,11 @@ static uint64_t cluster_now_ns(void)
  * warm-up the previous owner after the new one. */
 static unsigned cluster_place_read(struct cluster *cl, const struct cview *v, uint32_t ns,
 				   const struct kvt_key *key, const struct cluster_hint *hint,
-				   unsigned *out)
+				   unsigned *out, uint64_t *anchor_out)
 {
 	uint64_t anchor;
 	unsigned k = cluster_place_ex(cl, v, ns, key, hint, out, &anchor, NULL);
+	*anchor_out = anchor;
 	if (k == 1 && v->warm_until_ns && cluster_now_ns() < v->warm_until_ns) {
 		k = cluster_rank(cl, v, anchor, false, 2, out);
 		A(cl->c_warm_reads);
@@ -534,35 +546,68 @@ struct cread {
 	unsigned dst_count;
 };
 
-/* Submit rd to one member.  0: submitted (its callback will run). */
+/* A member that failed this way did not look: its connections are gone
+ * (a timeout is not retried: the call has spent its deadline). */
+static bool member_failed(int status)
+{
+	switch (-status) {
+	case ENOTCONN: case ECONNREFUSED: case ECONNRESET: case ECONNABORTED: case EPIPE:
+	case EHOSTUNREACH: case ENETUNREACH: case EIO:
+		return true;
+	default:
+		return false;
+	}
+}
+
+/* Submit rd to one member.  0: submitted (its callback will run).  flags:
+ * REMOTE_GET_FAILURES or 0. */
 static int cread_submit(struct remote *rm, uint32_t ns, const struct kvt_key *key,
-			const struct cread *rd)
+			const struct cread *rd, unsigned flags)
 {
 	switch (rd->kind) {
 	case CREAD_EXISTS:
 		return remote_exists(rm, ns, key, rd->cb, rd->ctx);
 	case CREAD_GET_INTO:
-		return remote_get_into(rm, ns, key, rd->dst, rd->dst_count, rd->cb, rd->ctx);
+		return remote_get_into(rm, ns, key, rd->dst, rd->dst_count, flags, rd->cb, rd->ctx);
 	default:
-		return remote_get(rm, ns, key, rd->gcb, rd->ctx);
+		return remote_get(rm, ns, key, flags, rd->gcb, rd->ctx);
 	}
 }
 
-/* A read over replicas: try each in turn until one hits. */
+/*
+ * A read of a pod's member: the group's owners (several for a hot group,
+ * a replicated namespace, a join's warm-up) each in turn until one hits.
+ * A member that failed (member_failed: refused, reset, down: it did not
+ * look) is not a miss: once per read, the group is ranked again without
+ * the members that failed, and the first member of that ranking not asked
+ * yet is asked too (remote.get_retries).  That is where the group went
+ * while they were down: an engine that knew placed its puts there, and a
+ * new engine that does not know yet would miss them (lookups do the same,
+ * remote.lookup_retries).  A timeout is not retried: it spent the call's
+ * deadline.
+ *
+ *   owners   [X, Y]  ->  X refused, Y miss  ->  ranked without X: [Y, Z]  ->  Z
+ */
 struct ctry {
 	struct cluster *cl;
 	struct cview *v;             /* held until the last answer */
 	uint32_t ns;
 	const struct kvt_key *key;   /* the caller's, valid until the callback */
-	unsigned owners[REMOTE_HOT_REPLICAS_MAX];
-	unsigned count, start, tried;
+	uint64_t anchor;             /* the group's, to rank it again */
+	unsigned owners[REMOTE_HOT_REPLICAS_MAX + 1]; /* in the order asked */
+	unsigned count, tried;       /* owners[0..count), of which the first tried asked */
+	unsigned ranked;             /* how many the group's ranking gave (count at first) */
+	uint32_t failed;             /* bit i: owners[i] failed (member_failed) */
+	bool around;                 /* ranked again already */
+	int status;                  /* the last answer (CREAD_EXISTS: passed on) */
 	struct cread rd;             /* the caller's */
 };
+_Static_assert(REMOTE_HOT_REPLICAS_MAX + 1 <= 32, "ctry.failed has a bit per owner");
 
 static void ctry_get_done(void *ctx, int status, struct dram_item *item);
 static void ctry_done(void *ctx, const struct tier_result *res);
 
-/* Submit to the next replica.  0: submitted; else the last error. */
+/* Submit to the next owner.  0: submitted; else the last error. */
 static int ctry_next(struct ctry *t)
 {
 	struct cread mine = t->rd;
@@ -571,12 +616,59 @@ static int ctry_next(struct ctry *t)
 	mine.cb = ctry_done;
 	mine.ctx = t;
 	while (t->tried < t->count) {
-		struct remote *rm = t->v->m[t->owners[(t->start + t->tried) % t->count]].mb->rm;
-		t->tried++;
-		if ((ret = cread_submit(rm, t->ns, t->key, &mine)) == 0)
+		unsigned i = t->tried++;
+		ret = cread_submit(t->v->m[t->owners[i]].mb->rm, t->ns, t->key, &mine,
+				   REMOTE_GET_FAILURES);
+		if (ret == 0)
 			return 0;
+		t->status = ret;
+		if (member_failed(ret))
+			t->failed |= 1u << i;
 	}
 	return ret;
+}
+
+/* Every owner was asked and one failed: the first member not asked yet of
+ * the group's ranking without those that failed, once.  0: submitted. */
+static int ctry_around(struct ctry *t)
+{
+	bool avoid[PLACEMENT_MEMBERS_MAX] = { false };
+	unsigned out[REMOTE_HOT_REPLICAS_MAX], k;
+	if (t->around || !t->failed)
+		return -ENOTCONN;
+	t->around = true;
+	for (unsigned i = 0; i < t->count; i++)
+		if (t->failed & (1u << i))
+			avoid[t->owners[i]] = true;
+	k = cluster_rank_skip(t->cl, t->v, t->anchor, t->ranked, out, avoid);
+	for (unsigned j = 0; j < k; j++) {
+		unsigned i;
+		for (i = 0; i < t->count && t->owners[i] != out[j]; i++)
+			;
+		if (i < t->count)
+			continue; /* asked already */
+		t->owners[t->count++] = out[j];
+		A(t->cl->c_get_retries); /* before: once submitted, t may be freed */
+		return ctry_next(t) == 0 ? 0 : -ENOTCONN;
+	}
+	return -ENOTCONN;
+}
+
+/* An owner answered status: true if another one was asked (its answer
+ * comes later), false if status is the read's. */
+static bool ctry_again(struct ctry *t, int status)
+{
+	t->status = status;
+	if (status == KVT_OK || status == KVT_EBUFSMALL)
+		return false; /* a buffer too small is the answer too */
+	if (member_failed(status))
+		t->failed |= 1u << (t->tried - 1);
+	if (t->tried < t->count) {
+		A(t->cl->c_replica_retries);
+		if (ctry_next(t) == 0)
+			return true;
+	}
+	return ctry_around(t) == 0;
 }
 
 static void ctry_free(struct ctry *t)
@@ -589,55 +681,57 @@ static void ctry_free(struct ctry *t)
 static void ctry_get_done(void *ctx, int status, struct dram_item *item)
 {
 	struct ctry *t = ctx;
-	if (status != KVT_OK && t->tried < t->count) {
-		A(t->cl->c_replica_retries);
-		if (ctry_next(t) == 0)
-			return;
-	}
-	t->rd.gcb(t->rd.ctx, status, item);
+	if (status != KVT_OK && ctry_again(t, status))
+		return;
+	t->rd.gcb(t->rd.ctx, status == KVT_OK ? KVT_OK : KVT_MISS, item);
 	ctry_free(t);
 }
 
-/* Exists, and gets into the caller's buffers (a buffer too small is
- * the answer, not a reason to ask the next replica). */
+/* Exists, and gets into the caller's buffers: a failure is a miss to the
+ * get (the bytes in dst are then not the value); exists passes it on. */
 static void ctry_done(void *ctx, const struct tier_result *res)
 {
 	struct ctry *t = ctx;
-	if (res->status != KVT_OK && res->status != KVT_EBUFSMALL && t->tried < t->count) {
-		A(t->cl->c_replica_retries);
-		if (ctry_next(t) == 0)
-			return;
-	}
-	t->rd.cb(t->rd.ctx, res);
+	struct tier_result mine;
+	if (res->status != KVT_OK && ctry_again(t, res->status))
+		return;
+	mine = *res;
+	if (t->rd.kind == CREAD_GET_INTO && mine.status != KVT_OK && mine.status != KVT_EBUFSMALL)
+		mine.status = KVT_MISS;
+	t->rd.cb(t->rd.ctx, &mine);
 	ctry_free(t);
 }
 
 /*
  * Every single-key read (get, get into the caller's buffers, exists): one
- * member: there; a group with one owner: that owner; several (a hot group,
- * a replicated namespace, a join's warm-up): each in turn, starting at a
- * rotating one so that reads of a hot group spread over its replicas.
+ * member: there; else the group's owners in turn (the essay above), a
+ * group with several starting at a rotating one so that reads of a hot
+ * group spread over its replicas.
  */
 static int cluster_read(struct cluster *cl, uint32_t ns, const struct kvt_key *key,
 			const struct cluster_hint *hint, const struct cread *rd)
 {
-	unsigned owners[REMOTE_HOT_REPLICAS_MAX], k;
+	unsigned owners[REMOTE_HOT_REPLICAS_MAX], k, start;
 	struct cview *v = cview_get(cl);
 	struct ctry *t;
+	uint64_t anchor;
 	int ret;
 
 	if (v->n == 1) {
-		ret = cread_submit(v->m[0].mb->rm, ns, key, rd);
-	} else if ((k = cluster_place_read(cl, v, ns, key, hint, owners)) == 1) {
-		ret = cread_submit(v->m[owners[0]].mb->rm, ns, key, rd);
+		ret = cread_submit(v->m[0].mb->rm, ns, key, rd, 0);
 	} else if (!(t = kvt_mem_calloc(cl->mem, 1, sizeof(*t)))) {
 		ret = -ENOMEM;
 	} else {
-		*t = (struct ctry){ .cl = cl, .v = v, .ns = ns, .key = key, .count = k, .rd = *rd };
-		memcpy(t->owners, owners, k * sizeof(*owners));
-		t->start =
-			(unsigned)(atomic_fetch_add_explicit(&cl->rr, 1, memory_order_relaxed) % k);
-		if ((ret = ctry_next(t)) == 0)
+		k = cluster_place_read(cl, v, ns, key, hint, owners, &anchor);
+		*t = (struct ctry){ .cl = cl, .v = v, .ns = ns, .key = key, .anchor = anchor,
+				    .count = k, .ranked = k, .rd = *rd };
+		start = k == 1 ? 0
+			       : (unsigned)(atomic_fetch_add_explicit(&cl->rr, 1,
+								     memory_order_relaxed) %
+					    k);
+		for (unsigned i = 0; i < k; i++)
+			t->owners[i] = owners[(start + i) % k];
+		if ((ret = ctry_next(t)) == 0 || (ret = ctry_around(t)) == 0)
 			return 0; /* the record holds v */
 		kvt_mem_free(cl->mem, t, sizeof(*t));
 	}
@@ -962,19 +1056,6 @@ static void crun_done(void *ctx, const struct tier_result *res)
 	clook_drop(r->lk);
 }
 
-/* A member that failed this way did not look: its connections are gone
- * (a timeout is not retried: the call has spent its deadline). */
-static bool member_failed(int status)
-{
-	switch (-status) {
-	case ENOTCONN: case ECONNREFUSED: case ECONNRESET: case ECONNABORTED: case EPIPE:
-	case EHOSTUNREACH: case ENETUNREACH: case EIO:
-		return true;
-	default:
-		return false;
-	}
-}
-
 static int clook_start(struct cluster *cl, struct cview *v, uint32_t ns,
 		       const struct kvt_key *keys, uint32_t from, uint32_t n, uint8_t *tiers,
 		       tier_done_fn cb, void *ctx, int avoid);
@@ -1221,6 +1302,7 @@ void cluster_stats(struct cluster *cl, kvt_stats_fn fn, void *ctx)
 	fn(ctx, "remote.anchor_hinted", atomic_load(&cl->c_hinted), NULL);
 	fn(ctx, "remote.warm_reads", atomic_load(&cl->c_warm_reads), NULL);
 	fn(ctx, "remote.lookup_retries", atomic_load(&cl->c_lookup_retries), NULL);
+	fn(ctx, "remote.get_retries", atomic_load(&cl->c_get_retries), NULL);
 	fn(ctx, "remote.anchor_known", atomic_load(&cl->c_known), NULL);
 	fn(ctx, "remote.anchor_unknown", atomic_load(&cl->c_unknown), NULL);
 	fn(ctx, "remote.replica_retries", atomic_load(&cl->c_replica_retries), NULL);

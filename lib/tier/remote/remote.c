@@ -94,6 +94,8 @@ struct rop {
 	bool sealed;                  /* PUT */
 	bool retain;                  /* PUT: PROTO_IF_RETAIN */
 	bool crc_later;               /* PUT: crcs computed by the lane's thread (frame_send) */
+	bool failures;                /* GET: a failure reaches the callback as itself
+				       * (REMOTE_GET_FAILURES), not as KVT_MISS */
 	uint32_t copies;              /* PUT: PROTO_IF_PLACED with anchor (0: not placed) */
 	uint64_t anchor;
 	bool answered;                /* frame: its item was answered */
@@ -299,15 +301,18 @@ static void rop_done(struct remote *rm, struct rop *op, int status, struct dram_
 			A(rm->c_hits);
 		else
 			A(rm->c_misses);
+		/* Anything but a hit (or a buffer too small) is a miss, or with
+		 * REMOTE_GET_FAILURES the failure itself (a negative errno). */
+		if (status != KVT_OK && status != KVT_EBUFSMALL && !(op->failures && status < 0))
+			status = KVT_MISS;
 		if (op->dst) {
-			/* Into the caller's buffers: a hit, a buffer too small, else
-			 * a miss (the bytes there are then not the value). */
-			res->status =
-				status == KVT_OK || status == KVT_EBUFSMALL ? status : KVT_MISS;
+			/* Into the caller's buffers: the bytes there are the value
+			 * only on a hit. */
+			res->status = status;
 			op->cb(op->ctx, res);
 			break;
 		}
-		op->gcb(op->ctx, status == KVT_OK ? KVT_OK : KVT_MISS, item);
+		op->gcb(op->ctx, status == KVT_EBUFSMALL ? KVT_MISS : status, item);
 		break;
 	case RK_PUT:
 		if (status == KVT_OK)
@@ -1929,20 +1934,22 @@ static struct rop *rop_new(struct remote *rm, int kind, uint32_t ns, const struc
 	return op;
 }
 
-int remote_get(struct remote *rm, uint32_t ns, const struct kvt_key *key, tier_got_fn cb,
-	       void *ctx)
+int remote_get(struct remote *rm, uint32_t ns, const struct kvt_key *key, unsigned flags,
+	       tier_got_fn cb, void *ctx)
 {
 	rm = lane_pick(rm);
 	struct rop *op = rop_new(rm, RK_GET, ns, key, NULL, ctx);
 	if (!op)
 		return -ENOMEM;
 	op->gcb = cb;
+	op->failures = (flags & REMOTE_GET_FAILURES) != 0;
 	A(rm->c_gets);
 	return rop_submit(rm, op);
 }
 
 int remote_get_into(struct remote *rm, uint32_t ns, const struct kvt_key *key,
-		    const struct iovec *dst, unsigned dst_count, tier_done_fn cb, void *ctx)
+		    const struct iovec *dst, unsigned dst_count, unsigned flags, tier_done_fn cb,
+		    void *ctx)
 {
 	struct rop *op;
 	if (!dst_count)
@@ -1953,6 +1960,7 @@ int remote_get_into(struct remote *rm, uint32_t ns, const struct kvt_key *key,
 		return -ENOMEM;
 	op->dst = dst;
 	op->dst_count = dst_count;
+	op->failures = (flags & REMOTE_GET_FAILURES) != 0;
 	A(rm->c_gets);
 	A(rm->c_direct_gets);
 	return rop_submit(rm, op);

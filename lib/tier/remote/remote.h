@@ -133,8 +133,14 @@ const char *remote_addr(const struct remote *rm);
  * as remote.fast_fails), -ENOMEM.  Keys, key arrays, tiers and parts
  * must stay valid until the callback ran (the store's requests keep them).
  */
-int remote_get(struct remote *rm, uint32_t ns, const struct kvt_key *key,
+int remote_get(struct remote *rm, uint32_t ns, const struct kvt_key *key, unsigned flags,
 	       tier_got_fn cb, void *ctx);
+/* flags of remote_get and remote_get_into: a get that failed on the way (the
+ * connection refused, reset or lost, a timeout, the tier stopping) reaches
+ * cb with its status (a negative errno) instead of KVT_MISS, so that the
+ * caller can tell a member that did not answer from one that has no such
+ * block (cluster.c asks the next member then). */
+#define REMOTE_GET_FAILURES 1u
 /* The whole value straight from the socket into the caller's dst[0..
  * dst_count) (no DRAM, nothing published), each part's CRC32C checked as
  * its bytes land.  cb's result: KVT_OK (count = value_len bytes written),
@@ -143,7 +149,8 @@ int remote_get(struct remote *rm, uint32_t ns, const struct kvt_key *key,
  * bytes in dst are then not the value).  Once cb ran, nothing writes to
  * dst any more.  dst must stay valid until then. */
 int remote_get_into(struct remote *rm, uint32_t ns, const struct kvt_key *key,
-		    const struct iovec *dst, unsigned dst_count, tier_done_fn cb, void *ctx);
+		    const struct iovec *dst, unsigned dst_count, unsigned flags, tier_done_fn cb,
+		    void *ctx);
 /* parts: the value (valid until cb); crcs: one per part (copied at the
  * call) or NULL (computed here). */
 int remote_put(struct remote *rm, uint32_t ns, const struct kvt_key *key,
