@@ -575,8 +575,8 @@ bool kvtd_grant_allows(const char *owner, size_t owner_len, const char *model, s
 		const struct kvtd_grant *g = &auth_table->grants[i];
 		if (g->owner_len != owner_len || memcmp(g->owner, owner, owner_len) != 0)
 			continue;
-		if (g->grantee_len &&
-		    (g->grantee_len != grantee_len || memcmp(g->grantee, grantee, grantee_len) != 0))
+		if (g->grantee_len && (g->grantee_len != grantee_len ||
+				       memcmp(g->grantee, grantee, grantee_len) != 0))
 			continue;
 		switch (g->kind) {
 		case GRANT_ALL:
@@ -882,8 +882,11 @@ int kvtd_canon_parse(const char *text, size_t len, struct kvt_ns_desc *d, char *
 	memset(d, 0, sizeof(*d));
 	if (len < pos || memcmp(text, head, pos) != 0)
 		return KVT_EDESC;
-#define CANON(name) \
-	do { if ((ret = auth_canon_line(text, len, &pos, name, store, &v, &vl)) < 0) return ret; } while (0)
+#define CANON(name)                                                                                \
+	do {                                                                                       \
+		if ((ret = auth_canon_line(text, len, &pos, name, store, &v, &vl)) < 0)            \
+			return ret;                                                                \
+	} while (0)
 	CANON("model");
 	d->model = v;
 	CANON("config");

@@ -163,7 +163,8 @@ static int config_option_cluster(struct kvtd_config *cfg, const char *name, cons
 	} else if (strcmp(name, "peer-connect-timeout") == 0) {
 		/* healing (repair.c): how long a TCP connect to another member
 		 * may take before that member counts as unreachable */
-		if (config_parse_uint(v, 600000, &cfg->peer_connect_ms) < 0 || cfg->peer_connect_ms == 0)
+		if (config_parse_uint(v, 600000, &cfg->peer_connect_ms) < 0 ||
+		    cfg->peer_connect_ms == 0)
 			return config_usage(err, err_len,
 					    "%s: --peer-connect-timeout: '%s' is not a number of ms "
 					    "(1..600000)", where, v);

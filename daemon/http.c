@@ -35,7 +35,8 @@ int http_parse_request(const char *buf, size_t len, size_t max, struct http_req 
 	if (!end)
 		return len >= max ? HTTP_ETOOBIG : HTTP_NEED_MORE;
 	/* method SP target SP HTTP/1.x CRLF */
-	i = http_method_target(buf, end, &req->method, &req->method_len, &req->path, &req->path_len);
+	i = http_method_target(buf, end, &req->method, &req->method_len, &req->path,
+			       &req->path_len);
 	if (!i)
 		return HTTP_EMALFORMED;
 	if (end - i < 9 || memcmp(buf + i, "HTTP/1.", 7) != 0 || buf[i + 7] < '0' || buf[i + 7] > '9')

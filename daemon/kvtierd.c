@@ -547,7 +547,8 @@ static int kvtierd_store_open(struct kvtd_server *srv)
 		if (rc < 0) {
 			char q[600];
 			kvtd_log(KVTD_ERROR, "bad --set", "name=%s value=%s error=\"%s\"",
-				 cfg->set_names[i], kvtd_log_quote(q, sizeof(q), cfg->set_values[i]),
+				 cfg->set_names[i],
+				 kvtd_log_quote(q, sizeof(q), cfg->set_values[i]),
 				 kvt_strerror(rc));
 			return rc;
 		}

@@ -272,7 +272,8 @@ extern const char *const kvtd_err_names[KVTD_ERR__COUNT];
 struct kvtd_counters {
 	_Atomic uint64_t conns_accepted, conns_active, conns_closed;
 	_Atomic uint64_t frames_in, frames_out, bytes_in, bytes_out;
-	_Atomic uint64_t peer_frames_in; /* of frames_in: pod peers' and control frames (repair.c paces by the rest) */
+	/* of frames_in: pod peers' and control frames (repair.c paces by the rest) */
+	_Atomic uint64_t peer_frames_in;
 	_Atomic uint64_t items_in;
 	_Atomic uint64_t ops[PROTO_OP__COUNT];
 	_Atomic uint64_t auth_ok;

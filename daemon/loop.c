@@ -109,8 +109,8 @@ bool kvtd_mem_charge(struct kvtd_server *srv, uint64_t n, bool force)
 	do {
 		if (!force && max && (cur + n > max || cur + n < cur))
 			return false;
-	} while (!atomic_compare_exchange_weak_explicit(&srv->mem_used, &cur, cur + n,
-							memory_order_relaxed, memory_order_relaxed));
+	} while (!atomic_compare_exchange_weak_explicit(
+		&srv->mem_used, &cur, cur + n, memory_order_relaxed, memory_order_relaxed));
 	return true;
 }
 
@@ -878,7 +878,8 @@ static void loop_accept(struct kvtd_loop *loop, struct kvtd_listener *l)
 		if (fd < 0) {
 			if (errno == EINTR || errno == ECONNABORTED)
 				continue;
-			if (errno == EMFILE || errno == ENFILE || errno == ENOMEM || errno == ENOBUFS) {
+			if (errno == EMFILE || errno == ENFILE || errno == ENOMEM ||
+			    errno == ENOBUFS) {
 				static _Atomic uint64_t last;
 				uint64_t now = loop->now_ns, prev = atomic_load(&last);
 				int e = errno;
@@ -1143,8 +1144,8 @@ static void loop_drain_queue(struct kvtd_loop *loop)
 
 	while ((n = kvt_queue_poll(loop->q, done, 256)) > 0)
 		for (int i = 0; i < n; i++)
-			loop->srv->protos[done[i]->user_data & KVTD_UD_PROTO_MASK]->req_done(loop,
-												 done[i]);
+			loop->srv->protos[done[i]->user_data & KVTD_UD_PROTO_MASK]->req_done(
+				loop, done[i]);
 }
 
 static void loop_drain_mail(struct kvtd_loop *loop)
@@ -1253,10 +1254,11 @@ static void *loop_main(void *arg)
 	pthread_setname_np(pthread_self(), name);
 	for (;;) {
 		int n = epoll_wait(loop->epfd, evs, KVTD_LOOP_EVENTS,
-				   loop->touched_n ? 0 : loop->stopping || loop->listen_resume_ns ? 100
-										  : 1000);
+				   loop->touched_n ? 0
+				   : loop->stopping || loop->listen_resume_ns ? 100 : 1000);
 		loop->now_ns = kvtd_now_ns();
-		if (loop->listen_resume_ns && !loop->stopping && loop->now_ns >= loop->listen_resume_ns)
+		if (loop->listen_resume_ns && !loop->stopping &&
+		    loop->now_ns >= loop->listen_resume_ns)
 			loop_start_listening(loop);
 		if (n < 0 && errno != EINTR) {
 			kvtd_log(KVTD_ERROR, "epoll_wait failed", "loop=%u error=\"%s\"", loop->idx,
@@ -1277,7 +1279,8 @@ static void *loop_main(void *arg)
 				}
 				if (evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR | EPOLLRDHUP))
 					loop_conn_read(c);
-				else if (c->tls_rd_want == TLSIO_WANT_OUT && (evs[i].events & EPOLLOUT))
+				else if (c->tls_rd_want == TLSIO_WANT_OUT &&
+					 (evs[i].events & EPOLLOUT))
 					loop_conn_read(c);
 				if (!c->dead && ((evs[i].events & EPOLLOUT) ||
 						 (c->tls_wr_want == TLSIO_WANT_IN && c->out_head)))
@@ -1306,7 +1309,8 @@ static void *loop_main(void *arg)
 		loop_settle(loop);
 		if (!loop->stopping && atomic_load(&srv->stopping)) {
 			loop_begin_stop(loop);
-			deadline = loop->now_ns + (uint64_t)srv->cfg.shutdown_timeout_s * 1000000000ull;
+			deadline = loop->now_ns +
+				   (uint64_t)srv->cfg.shutdown_timeout_s * 1000000000ull;
 			loop_settle(loop);
 		}
 		if (loop->now_ns - loop->last_sweep_ns >= 1000000000ull || loop->stopping) {

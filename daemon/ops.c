@@ -201,8 +201,8 @@ static void ops_ns_cache_add(struct kvtd_conn *c, const uint8_t *digest, uint32_
 			c->ns_used = 0;
 			for (unsigned i = 0; i < ocap; i++)
 				if (old[i].used)
-					ops_ns_cache_add(c, old[i].digest, old[i].id, old[i].allowed,
-							 old[i].readonly);
+					ops_ns_cache_add(c, old[i].digest, old[i].id,
+							 old[i].allowed, old[i].readonly);
 			free(old);
 		}
 	}
@@ -510,7 +510,8 @@ static void ops_drain(struct kvtd_frame *fr)
 
 	if (fr->conn->role != PROTO_ROLE_ADMIN) {
 		kvtd_reply_error(fr, PROTO_EPERM, "drain needs the admin role");
-	} else if ((rc = kvtd_repair_drain(ops_srv(fr), fr->f.drain_mode == PROTO_DRAIN_EXIT)) < 0) {
+	} else if ((rc = kvtd_repair_drain(ops_srv(fr),
+					   fr->f.drain_mode == PROTO_DRAIN_EXIT)) < 0) {
 		kvtd_reply_error(fr, rc, rc == -EALREADY ? "a drain is running" :
 				 "drain needs a pod (--etcd or --members)");
 	} else {
@@ -719,7 +720,8 @@ static void ops_ns_register_reply(struct kvtd_frame *fr)
 		 * under the old table is not cached. */
 		if (it->status == KVT_OK && it->granted && fr->auth_gen != kvtd_auth_generation() &&
 		    !kvtd_grant_allows(it->desc.tenant, strlen(it->desc.tenant), it->desc.model,
-				       strlen(it->desc.model), it->digest, c->tenant, c->tenant_len))
+				       strlen(it->desc.model), it->digest, c->tenant,
+				       c->tenant_len))
 			it->status = KVT_ENONS;
 		pis[i].status = it->status; /* after the check: a refused item has no digest */
 		if (it->status == KVT_OK) {

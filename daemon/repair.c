@@ -120,7 +120,8 @@ struct kvtd_repair {
 	int drain_req;           /* lock: 1 drain, 2 drain then exit (taken by the thread) */
 	_Atomic int drain_state; /* 0 none, 1 handing over, 2 left, 3 done */
 	uint64_t idle_rate;      /* --repair-idle-rate (0: no limit) */
-	uint64_t drain_budget;   /* --drain-budget: bytes of unreplicated blocks a drain hands over */
+	/* --drain-budget: bytes of unreplicated blocks a drain hands over */
+	uint64_t drain_budget;
 	_Atomic uint64_t drain_skipped; /* blocks a drain left behind (over the budget) */
 	/* the repair thread's own: pacing */
 	double tokens;
@@ -450,7 +451,8 @@ static bool repair_busy(struct kvtd_repair *rp, uint64_t now, bool yield)
 	uint64_t f = repair_client_frames(rp->srv);
 	if (f != rp->frames_seen) {
 		rp->busy_ns = now;
-		if (yield && f > rp->frames_seen + 16) { /* many since the last look: let them pass */
+		/* many since the last look: let them pass */
+		if (yield && f > rp->frames_seen + 16) {
 			atomic_fetch_add(&rp->yields, 1);
 			sleep_ms(2);
 		}
@@ -548,7 +550,8 @@ static int repair_recv(struct rpass *ps, struct rpeer *r)
 		proto_iter_init(&iter, f, NULL, NULL, 0);
 		while (proto_iter_next(&iter, &it) == 1 && it.index < fl->n) {
 			if (it.status == KVT_OK) {
-				atomic_fetch_add(ps->fwd ? &ps->rp->fwd_copied : &ps->rp->copied, 1);
+				atomic_fetch_add(ps->fwd ? &ps->rp->fwd_copied : &ps->rp->copied,
+						 1);
 				atomic_fetch_add(ps->fwd ? &ps->rp->fwd_bytes : &ps->rp->bytes,
 						 fl->len[it.index]);
 			} else if (it.status != KVT_EXISTS && it.status != -ECANCELED) {
@@ -718,7 +721,8 @@ static int repair_send(struct rpass *ps, struct rpeer *r, const uint8_t *digest,
 			lens[k] = parts > 0 ? malloc((size_t)parts * sizeof(uint64_t)) : NULL;
 			crcs[k] = parts > 0 ? malloc((size_t)parts * sizeof(uint32_t)) : NULL;
 			if (!lens[k] || !crcs[k] ||
-			    kvt_pin_parts(st, rq[k].pin, lens[k], crcs[k], (unsigned)parts) != parts) {
+			    kvt_pin_parts(st, rq[k].pin, lens[k], crcs[k], (unsigned)parts) !=
+				    parts) {
 				free(lens[k]);
 				free(crcs[k]);
 				kvt_pin_release(st, rq[k].pin);
@@ -989,9 +993,10 @@ static bool repair_pass(struct kvtd_repair *rp, struct kvtd_member *m, unsigned 
 			for (; d < n && nw < REPAIR_WORKERS; d++) {
 				if (d == ps.self)
 					continue;
-				w[nw] = (struct rworker){ .ps = ps, .d = d, .snap = snap, .cnt = cnt,
-							  .tops = (const uint16_t(*)[PROTO_COPIES_MAX])tops,
-							  .k = k };
+				w[nw] = (struct rworker){
+					.ps = ps, .d = d, .snap = snap, .cnt = cnt,
+					.tops = (const uint16_t(*)[PROTO_COPIES_MAX])tops, .k = k
+				};
 				w[nw].ps.q = NULL;
 				w[nw].ps.retry = false;
 				w[nw].started = pthread_create(&w[nw].th, NULL, repair_worker,

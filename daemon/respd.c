@@ -404,8 +404,9 @@ static void respd_pin_flow(struct kvtd_conn *c)
 	if (c->pin_bytes + respd_of(c)->pin_held) {
 		bytes_over = c->pin_bytes + respd_of(c)->pin_held >= KVTD_PIN_CONN_MAX(srv);
 		if (!bytes_over && c->tstat)
-			bytes_over = atomic_load_explicit(&c->tstat->pinned, memory_order_relaxed) >=
-				     KVTD_PIN_TENANT_MAX(srv);
+			bytes_over =
+				atomic_load_explicit(&c->tstat->pinned, memory_order_relaxed) >=
+				KVTD_PIN_TENANT_MAX(srv);
 	}
 	over = bytes_over || respd_of(c)->probing >= RESPD_PROBE_MAX;
 	if (over == c->pin_paused)
@@ -456,9 +457,11 @@ static void respd_finish(struct respd_cmd *cmd)
 	cmd->done = true;
 	cmd->phase = RP_DONE;
 	if (cmd->kind == RK_GET || cmd->kind == RK_MGET || cmd->kind == RK_EXISTS)
-		kvtd_metrics_latency(srv, KVTD_LAT_READ, KVT_TIER_NONE, kvtd_now_ns() - cmd->start_ns);
+		kvtd_metrics_latency(srv, KVTD_LAT_READ, KVT_TIER_NONE,
+				     kvtd_now_ns() - cmd->start_ns);
 	else if (cmd->kind == RK_SET || cmd->kind == RK_MSET || cmd->kind == RK_DEL)
-		kvtd_metrics_latency(srv, KVTD_LAT_WRITE, KVT_TIER_NONE, kvtd_now_ns() - cmd->start_ns);
+		kvtd_metrics_latency(srv, KVTD_LAT_WRITE, KVT_TIER_NONE,
+				     kvtd_now_ns() - cmd->start_ns);
 	kvtd_metrics_resp(srv, cmd->is_err);
 	respd_flush_done(cmd->conn);
 }
@@ -761,7 +764,8 @@ static void respd_write(struct respd_cmd *cmd, uint32_t ns)
 	if (cmd->kind == RK_DEL) {
 		for (uint32_t i = 0; i < oldn; i++)
 			if (old[i].present) {
-				respd_item_init(cmd, &cmd->items[n], KVT_OP_DELETE, ns, old[i].key_arg);
+				respd_item_init(cmd, &cmd->items[n], KVT_OP_DELETE, ns,
+						old[i].key_arg);
 				cmd->items[n++].live = old[i].live;
 			}
 	} else {
@@ -1017,7 +1021,8 @@ static void respd_step(struct respd_cmd *cmd)
 
 static void respd_req_done(struct kvtd_loop *loop, struct kvt_req *r)
 {
-	struct respd_item *it = (struct respd_item *)(uintptr_t)(r->user_data & ~(uint64_t)KVTD_UD_RESP);
+	struct respd_item *it =
+		(struct respd_item *)(uintptr_t)(r->user_data & ~(uint64_t)KVTD_UD_RESP);
 	struct respd_cmd *cmd = it->cmd;
 
 	(void)loop;
@@ -1095,7 +1100,8 @@ static void respd_info(struct respd_cmd *cmd)
 			fprintf(f, "# Stats\r\nkvtier_tenant_requests:%" PRIu64
 				"\r\nkvtier_tenant_net_input_bytes:%" PRIu64
 				"\r\nkvtier_tenant_net_output_bytes:%" PRIu64 "\r\n\r\n",
-				t ? atomic_load(&t->requests) : 0, t ? atomic_load(&t->bytes_in) : 0,
+				t ? atomic_load(&t->requests) : 0,
+				t ? atomic_load(&t->bytes_in) : 0,
 				t ? atomic_load(&t->bytes_out) : 0);
 		fclose(f);
 		respd_bulk(cmd, b, bl);
@@ -1238,7 +1244,8 @@ static void respd_wrong_args(struct respd_cmd *cmd)
 {
 	char m[120];
 	snprintf(m, sizeof(m), "ERR wrong number of arguments for '%.*s' command",
-		 (int)(cmd->argv[0].len > 32 ? 32 : cmd->argv[0].len), (const char *)cmd->argv[0].p);
+		 (int)(cmd->argv[0].len > 32 ? 32 : cmd->argv[0].len),
+		 (const char *)cmd->argv[0].p);
 	for (char *p = m; *p; p++)
 		if ((unsigned char)*p < 0x20)
 			*p = ' ';
@@ -1628,7 +1635,8 @@ static void respd_parse(struct kvtd_conn *c)
 		if (c->pin_paused)
 			return; /* the written hook or a probe's end brings us back */
 		r = resp_parse(base, c->rend - c->rstart, &lim, &pc, rc->args, rc->args_cap);
-		if (r == RESP_NEED_ARGS && c->state != KVTD_CS_READY && pc.argc > RESPD_PREAUTH_ARGC) {
+		if (r == RESP_NEED_ARGS && c->state != KVTD_CS_READY &&
+		    pc.argc > RESPD_PREAUTH_ARGC) {
 			respd_proto_error(c, "NOAUTH Authentication required (too many arguments "
 					  "before AUTH)");
 			return;
@@ -1742,7 +1750,8 @@ static void respd_parse(struct kvtd_conn *c)
 			struct kvtd_tstat *t = kvtd_tstat_of(c);
 			if (t) {
 				atomic_fetch_add_explicit(&t->requests, 1, memory_order_relaxed);
-				atomic_fetch_add_explicit(&t->bytes_in, pc.len, memory_order_relaxed);
+				atomic_fetch_add_explicit(&t->bytes_in, pc.len,
+							  memory_order_relaxed);
 			}
 		}
 		respd_exec(cmd);

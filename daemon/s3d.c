@@ -115,7 +115,8 @@ static int s3d_inner_event(struct s3d_req *rq, const struct s3c_ev *ev)
 			rq->chunk_want[64] = 0;
 			if (!rq->chunk_sha)
 				rq->chunk_sha = EVP_MD_CTX_new();
-			if (!rq->chunk_sha || EVP_DigestInit_ex(rq->chunk_sha, EVP_sha256(), NULL) != 1)
+			if (!rq->chunk_sha ||
+			    EVP_DigestInit_ex(rq->chunk_sha, EVP_sha256(), NULL) != 1)
 				return -1;
 			if (ev->size == 0)
 				goto verify;
@@ -301,7 +302,8 @@ static void s3d_body_done(struct s3d_req *rq)
 		}
 	}
 	if (rq->err_status) {
-		s3d_fail(rq, rq->err_status, rq->err_code, rq->err_msg[0] ? rq->err_msg : rq->err_code);
+		s3d_fail(rq, rq->err_status, rq->err_code,
+			 rq->err_msg[0] ? rq->err_msg : rq->err_code);
 		return;
 	}
 	/* PUT, UploadPart: the object is complete */
@@ -440,7 +442,8 @@ static int s3d_route(struct s3d_req *rq)
 				return -1;
 			}
 			for (size_t k = 0; k < 32; k++)
-				if (!((v[k] >= '0' && v[k] <= '9') || (v[k] >= 'a' && v[k] <= 'f'))) {
+				if (!((v[k] >= '0' && v[k] <= '9') ||
+				      (v[k] >= 'a' && v[k] <= 'f'))) {
 					s3d_fail(rq, 404, "NoSuchUpload", "The specified multipart "
 						 "upload does not exist.");
 					return -1;
@@ -451,8 +454,9 @@ static int s3d_route(struct s3d_req *rq)
 		} else if (IS("partNumber")) {
 			unsigned long pn = 0;
 			for (size_t k = 0; k < vlen && k < 6; k++)
-				pn = v[k] >= '0' && v[k] <= '9' ? pn * 10 + (unsigned long)(v[k] - '0')
-								: 100000;
+				pn = v[k] >= '0' && v[k] <= '9'
+					     ? pn * 10 + (unsigned long)(v[k] - '0')
+					     : 100000;
 			if (vlen == 0 || pn < 1 || pn > 10000) {
 				s3d_fail(rq, 400, "InvalidArgument", "Part number must be an integer "
 					 "between 1 and 10000, inclusive");
@@ -736,7 +740,8 @@ static int s3d_body_setup(struct s3d_req *rq)
 	ce = s3h_header(&rq->h, "content-encoding", &cel);
 	rq->aws_chunked = streaming || (ce && cel >= 11 && memmem(ce, cel, "aws-chunked", 11));
 	if (rq->aws_chunked && !streaming)
-		rq->payload = PL_STREAM_TRAILER; /* aws-chunked without a streaming mode: unsigned */
+		/* aws-chunked without a streaming mode: unsigned */
+		rq->payload = PL_STREAM_TRAILER;
 	if (rq->aws_chunked || rq->transport_chunked) {
 		const char *d = s3h_header(&rq->h, "x-amz-decoded-content-length", &vl);
 		uint64_t n = 0;
@@ -1201,7 +1206,8 @@ static void s3d_parse(struct kvtd_conn *c)
 			break;
 		}
 		if (r < 0) {
-			s3d_proto_error(c, r == S3H_ETOOBIG ? 431 : r == S3H_EUNSUPPORTED ? 501 : 400,
+			s3d_proto_error(c,
+					r == S3H_ETOOBIG ? 431 : r == S3H_EUNSUPPORTED ? 501 : 400,
 					r == S3H_EUNSUPPORTED ? "NotImplemented" : "BadRequest",
 					r == S3H_ETOOBIG ? "request head too large" :
 					r == S3H_ETOOMANY ? "too many headers" :
@@ -1262,7 +1268,8 @@ static ssize_t s3d_read(struct kvtd_conn *c, size_t *asked)
 				left -= t;
 			}
 			/* the slow-client clock restarts every 16 MiB received */
-			if ((rq->got + (uint64_t)r) / KVTD_SLOW_PROGRESS != rq->got / KVTD_SLOW_PROGRESS)
+			if ((rq->got + (uint64_t)r) / KVTD_SLOW_PROGRESS !=
+			    rq->got / KVTD_SLOW_PROGRESS)
 				c->frame_start_ns = c->loop->now_ns;
 			rq->got += (uint64_t)r;
 			rq->wire_left -= (uint64_t)r;

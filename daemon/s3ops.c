@@ -67,7 +67,8 @@ bool s3d_bucket_ok(const char *b, size_t n)
 		return false;
 	for (size_t i = 0; i < n; i++) {
 		char ch = b[i];
-		if (!((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '-' || ch == '.'))
+		if (!((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '-' ||
+		      ch == '.'))
 			return false;
 	}
 	return b[0] != '-' && b[0] != '.' && b[n - 1] != '-' && b[n - 1] != '.';
@@ -327,7 +328,8 @@ static struct s3d_item *s3d_items(struct s3d_req *rq, uint32_t n)
 	return rq->items;
 }
 
-static void s3d_item_init(struct s3d_req *rq, struct s3d_item *it, uint32_t op, const struct kvt_key *k)
+static void s3d_item_init(struct s3d_req *rq, struct s3d_item *it, uint32_t op,
+			  const struct kvt_key *k)
 {
 	memset(it, 0, sizeof(*it));
 	it->rq = rq;
@@ -377,7 +379,8 @@ static void s3d_fire_delete(struct kvtd_conn *c, uint32_t ns, const struct kvt_k
 
 void s3d_req_done(struct kvtd_loop *loop, struct kvt_req *r)
 {
-	struct s3d_item *it = (struct s3d_item *)(uintptr_t)(r->user_data & ~(uint64_t)KVTD_UD_PROTO_MASK);
+	struct s3d_item *it =
+		(struct s3d_item *)(uintptr_t)(r->user_data & ~(uint64_t)KVTD_UD_PROTO_MASK);
 	struct s3d_req *rq = it->rq;
 
 	(void)loop;
@@ -421,8 +424,9 @@ static void s3d_list_buckets(struct s3d_req *rq)
 		const char *t;
 		int tl = kvtd_canon_tenant(canon, (size_t)len, &t);
 		const char *m = strstr(canon, "\nmodel=" S3D_MODEL_PREFIX);
-		if (tl < 0 || (size_t)tl != rq->tenant_len || memcmp(t, rq->tenant, rq->tenant_len) ||
-		    !m || !strstr(canon, "\nlayout=s3-object\n"))
+		if (tl < 0 || (size_t)tl != rq->tenant_len ||
+		    memcmp(t, rq->tenant, rq->tenant_len) || !m ||
+		    !strstr(canon, "\nlayout=s3-object\n"))
 			continue;
 		m += strlen("\nmodel=" S3D_MODEL_PREFIX);
 		const char *e = strchr(m, '\n');
@@ -574,8 +578,8 @@ static void s3d_get_answer(struct s3d_req *rq)
 				start = z >= ob.len ? 0 : ob.len - z;
 			} else {
 				if (a >= ob.len || (hz && z < a)) {
-					if (hz && z < a)
-						goto whole; /* invalid syntax: ignored, as RFC 9110 */
+					if (hz && z < a) /* invalid syntax: ignored, as RFC 9110 */
+						goto whole;
 					s3d_fail(rq, 416, "InvalidRange", "The requested range is not "
 						 "satisfiable");
 					return;
@@ -751,7 +755,8 @@ static void s3d_assemble(struct s3d_req *rq)
 	 * not in this loop (s3d.c "Parking"; the body is read already, so
 	 * the connection need not stop), at most twice. */
 	r = kvt_put_reserve(srv->store, rq->ns, &k, lens, np, KVT_F_NOWAIT, &rq->res);
-	if (r == KVT_EWAIT && rq->parks < 2 && (rq->room_item = calloc(1, sizeof(*rq->room_item)))) {
+	if (r == KVT_EWAIT && rq->parks < 2 &&
+	    (rq->room_item = calloc(1, sizeof(*rq->room_item)))) {
 		struct kvt_req *rr = &rq->room_item->req;
 		s3d_item_init(rq, rq->room_item, KVT_OP_ROOM, NULL);
 		rq->room_item->room_done = s3d_assemble_room_done;
@@ -840,7 +845,8 @@ static void s3d_assemble(struct s3d_req *rq)
 			uint8_t h[S3D_HDR_LEN];
 			const struct kvt_req *sr = &src[i].req;
 			kvtd_view_read(sr, 0, h, sizeof(h));
-			uint64_t off = S3D_HDR_LEN + (uint64_t)s3d_get32(h + 28) + s3d_get32(h + 32);
+			uint64_t off =
+				S3D_HDR_LEN + (uint64_t)s3d_get32(h + 28) + s3d_get32(h + 32);
 			uint64_t left = pcopy ? lens[1] : s3d_get64(h + 8);
 			if (pcopy)
 				off += rq->copy_first;
@@ -850,7 +856,8 @@ static void s3d_assemble(struct s3d_req *rq)
 					off -= l;
 					continue;
 				}
-				size_t take = l - (size_t)off < left ? l - (size_t)off : (size_t)left;
+				size_t take =
+					l - (size_t)off < left ? l - (size_t)off : (size_t)left;
 				S3D_EMIT((uint8_t *)sr->view[v].iov_base + off, take);
 				left -= take;
 				off = 0;
@@ -1004,7 +1011,8 @@ static void s3d_list_start(struct s3d_req *rq)
 		unsigned long v = 0;
 		num[l] = 0;
 		for (int64_t i = 0; i < l; i++)
-			v = num[i] >= '0' && num[i] <= '9' ? v * 10 + (unsigned long)(num[i] - '0') : ~0ul;
+			v = num[i] >= '0' && num[i] <= '9' ? v * 10 + (unsigned long)(num[i] - '0')
+							   : ~0ul;
 		if (l == 0 || v == ~0ul) {
 			s3d_fail(rq, 400, "InvalidArgument", "Provided max-keys not an integer or "
 				 "within integer range");
@@ -1143,7 +1151,8 @@ static void s3d_list_note(struct s3d_list *L, const uint8_t *h, size_t n, uint64
 	if (len < L->prefix_len || memcmp(name, L->prefix, L->prefix_len) != 0)
 		return;
 	if (L->delim_len) {
-		const char *d = memmem(name + L->prefix_len, len - L->prefix_len, L->delim, L->delim_len);
+		const char *d =
+			memmem(name + L->prefix_len, len - L->prefix_len, L->delim, L->delim_len);
 		if (d) {
 			size_t pl = (size_t)(d - name) + L->delim_len;
 			if (s3d_name_cmp(name, pl, L->marker, L->marker_len) > 0)
@@ -1230,8 +1239,9 @@ static void s3d_list_str(struct s3d_req *rq, const char *s, size_t n)
 	}
 	for (size_t i = 0; i < n; i++) {
 		unsigned char ch = (unsigned char)s[i];
-		if ((ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') ||
-		    ch == '-' || ch == '_' || ch == '.' || ch == '~' || ch == '/')
+		if ((ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') ||
+		    (ch >= '0' && ch <= '9') || ch == '-' || ch == '_' || ch == '.' || ch == '~' ||
+		    ch == '/')
 			s3d_text(rq, s + i, 1);
 		else
 			s3d_printf(rq, "%%%02X", ch);

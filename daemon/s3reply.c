@@ -88,7 +88,8 @@ void s3d_xml_str(struct s3d_req *rq, const char *s, size_t n)
 		case '"': e = "&quot;"; break;
 		case '\'': e = "&apos;"; break;
 		default:
-			if ((unsigned char)s[i] < 0x20 && s[i] != '\t' && s[i] != '\n' && s[i] != '\r')
+			if ((unsigned char)s[i] < 0x20 && s[i] != '\t' && s[i] != '\n' &&
+			    s[i] != '\r')
 				e = "&#xFFFD;";
 		}
 		if (!e)

@@ -304,8 +304,9 @@ static void sigv4_encode(struct sigv4_out *o, const char *p, size_t n, bool slas
 	static const char hx[] = "0123456789ABCDEF";
 	for (size_t i = 0; i < n; i++) {
 		unsigned char ch = (unsigned char)p[i];
-		if ((ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') ||
-		    ch == '-' || ch == '_' || ch == '.' || ch == '~' || (slash && ch == '/')) {
+		if ((ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') ||
+		    (ch >= '0' && ch <= '9') || ch == '-' || ch == '_' || ch == '.' || ch == '~' ||
+		    (slash && ch == '/')) {
 			sigv4_putc(o, (char)ch);
 		} else {
 			char e[3] = { '%', hx[ch >> 4], hx[ch & 15] };

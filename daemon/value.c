@@ -169,8 +169,9 @@ static unsigned value_put_iov(struct kvtd_frame *fr, struct iovec *iov, unsigned
 			if (n)
 				break;
 			iov[0].iov_base = scratch ? value_scratch : NULL;
-			iov[0].iov_len = scratch && left > sizeof(value_scratch) ? sizeof(value_scratch)
-										  : (size_t)left;
+			iov[0].iov_len = scratch && left > sizeof(value_scratch)
+						 ? sizeof(value_scratch)
+						 : (size_t)left;
 			return 1;
 		}
 		for (uint32_t v = 0; v < it->rview_count && n < max; v++) {
@@ -470,7 +471,8 @@ static bool value_range_crc(struct value_vcache *cache, const struct iovec *v, u
 			return true;
 		}
 		if (end > off && start < off + len) {
-			struct value_vent *e = vc ? value_vfind(cache, v[0].iov_base, p, true) : NULL;
+			struct value_vent *e =
+				vc ? value_vfind(cache, v[0].iov_base, p, true) : NULL;
 			if (e) {
 				if (!e->view) {
 					e->view = v;
@@ -548,7 +550,8 @@ static int value_get_item(struct kvtd_server *srv, struct kvtd_item *it, uint32_
 			g->pi.value_len = 0;
 			return 0;
 		}
-		g->slice_count = value_view_slice(r->view, r->view_count, it->off, it->len, g->slices);
+		g->slice_count =
+			value_view_slice(r->view, r->view_count, it->off, it->len, g->slices);
 		g->range_len = it->len;
 		g->pi.flags |= PROTO_IF_RANGE;
 		g->pi.off = it->off;
@@ -606,8 +609,8 @@ uint64_t kvtd_value_verify_plan(struct kvtd_frame *fr)
 			uint64_t end = start + g.lens[p];
 			bool whole = start == it->off && g.lens[p] == it->len;
 			if (!whole && end > it->off && start < it->off + it->len) {
-				struct value_vent *e = value_vfind(fr->vcache, r->view[0].iov_base, p,
-								   true);
+				struct value_vent *e =
+					value_vfind(fr->vcache, r->view[0].iov_base, p, true);
 				if (e && !e->view) {
 					e->view = r->view;
 					e->vc = r->view_count;
@@ -686,7 +689,8 @@ void kvtd_value_get_reply(struct kvtd_frame *fr, uint32_t first, uint32_t last)
 	for (uint32_t i = first; i < last; i++) {
 		value_get_item(srv, &fr->items[i], i, &g[i - first], fr->vcache);
 		pis[i - first] = g[i - first].pi;
-		if (g[i - first].pi.status != KVT_OK && fr->items[i].pinned && !fr->items[i].carries) {
+		if (g[i - first].pi.status != KVT_OK && fr->items[i].pinned &&
+		    !fr->items[i].carries) {
 			/* Answered without bytes: let the block go now. */
 			kvtd_value_item_unpin(srv, &fr->items[i]);
 		}
@@ -701,13 +705,15 @@ void kvtd_value_get_reply(struct kvtd_frame *fr, uint32_t first, uint32_t last)
 		/* Take items while they fit (at least one always does: an item
 		 * is <= value_max and its table entry <= 40 + 16 * parts_max). */
 		while (end < last) {
-			uint64_t d = g[end - first].pi.status == KVT_OK ? g[end - first].data_len : 0;
+			uint64_t d =
+				g[end - first].pi.status == KVT_OK ? g[end - first].data_len : 0;
 			if (end > start && (tb + g[end - first].table_len > table_budget ||
 					    db + d > data_budget))
 				break;
 			tb += g[end - first].table_len;
 			db += d;
-			slices += g[end - first].pi.status == KVT_OK ? g[end - first].slice_count : 0;
+			slices +=
+				g[end - first].pi.status == KVT_OK ? g[end - first].slice_count : 0;
 			pins += value_pin_of(fr, end) != NULL;
 			end++;
 		}

@@ -514,7 +514,8 @@ static void store_lookup_done(void *ctx, const struct tier_result *res)
 		if (n < r->key_count && round < STORE_LOOKUP_ROUNDS) {
 			uint64_t m = store_lookup_local(s, r, n);
 			if (m > n) {
-				atomic_fetch_add_explicit(&s->lookup_rounds, 1, memory_order_relaxed);
+				atomic_fetch_add_explicit(&s->lookup_rounds, 1,
+							  memory_order_relaxed);
 				req_set_cursor(r, (round + 1) << CUR_ROUND_SHIFT);
 				req_finish(s, r, store_lookup_walk(s, r, 0, m));
 				return;
@@ -962,7 +963,8 @@ static bool store_put_admit(struct kvt_store *s, const struct kvt_req *r)
 						    memory_order_relaxed);
 	uint64_t h = dram_key_hash(s->dram, r->ns, &r->key);
 	atomic_store_explicit(&g[h & (PUT_GHOST_SLOTS - 1)],
-			      (uint64_t)put_ghost_fp(h) << 32 | (uint32_t)(clock >> PUT_GHOST_SHIFT),
+			      (uint64_t)put_ghost_fp(h) << 32 |
+				      (uint32_t)(clock >> PUT_GHOST_SHIFT),
 			      memory_order_relaxed);
 	uint64_t n = atomic_fetch_add_explicit(&s->put_auto.puts, 1, memory_order_relaxed) + 1;
 	if (n % PUT_AUTO_EVERY == 0)
