@@ -923,13 +923,22 @@ static void store_put_auto_decide(struct kvt_store *s)
 	uint64_t r = atomic_load_explicit(&s->put_auto.reused, memory_order_relaxed);
 	uint64_t pw = atomic_load_explicit(&s->put_auto.prev_puts, memory_order_relaxed);
 	uint64_t pr = atomic_load_explicit(&s->put_auto.prev_reads, memory_order_relaxed);
-	if (w >= PUT_AUTO_EPOCH) { /* this epoch becomes the last */
+	/* This epoch becomes the last: only the decider whose puts brought
+	 * the window to a multiple of the epoch turns it, by one epoch.
+	 * Deciders racing past it (threads putting at once) each took w >=
+	 * the epoch and each subtracted its own w: the window wrapped below
+	 * zero, and the next epoch decided on 2^64 puts (skipping). */
+	if (w % PUT_AUTO_EPOCH == 0) {
 		r = atomic_exchange_explicit(&s->put_auto.reused, 0, memory_order_relaxed);
-		atomic_fetch_sub_explicit(&s->put_auto.window, w, memory_order_relaxed);
-		atomic_store_explicit(&s->put_auto.prev_puts, w, memory_order_relaxed);
+		atomic_fetch_sub_explicit(&s->put_auto.window, PUT_AUTO_EPOCH,
+					  memory_order_relaxed);
+		atomic_store_explicit(&s->put_auto.prev_puts, PUT_AUTO_EPOCH,
+				      memory_order_relaxed);
 		atomic_store_explicit(&s->put_auto.prev_reads, r, memory_order_relaxed);
 		pw = pr = 0;
+		w = PUT_AUTO_EPOCH;
 	}
+	_Static_assert(PUT_AUTO_EPOCH % PUT_AUTO_EVERY == 0, "the window meets each epoch");
 	if (pw + w >= PUT_AUTO_MIN)
 		atomic_store_explicit(&s->put_auto.skip, (pr + r) * PUT_AUTO_SHARE < pw + w,
 				      memory_order_relaxed);
