@@ -621,6 +621,28 @@ static struct kvt_store *engine_list(const char *list, const char *connect_ms)
 			    "remote.backoff_ms", "20", "remote.backoff_max_ms", "200", NULL);
 }
 
+/* A new engine on list (1.5 s to find a silent member down), its namespace
+ * in *ns; *known: whether it knew already when connected. */
+static struct kvt_store *engine_unknowing(const char *list, uint32_t *ns, uint64_t *known)
+{
+	struct kvt_store *f = engine_list(list, "1500");
+	*ns = t_ns(f, "dead-unknown");
+	wait_up(f, 2 * (NODES - 1));
+	*known = t_stat(f, "remote.members_down");
+	return f;
+}
+
+/* What such an engine found (what: "lookup found"...) since t0, and how
+ * many it asked again around the silent member (counter stat). */
+static void say_unknowing(struct kvt_store *f, uint64_t known, const char *what, uint32_t got,
+			  uint64_t t0, const char *stat)
+{
+	fprintf(stderr, "a member dead, a new engine %s: %s %u of %u blocks in %llu ms, "
+		"%s %llu\n", known ? "that knew already" : "not knowing yet", what, got, BLOCKS,
+		(unsigned long long)(t_now_ms() - t0), stat,
+		(unsigned long long)t_stat(f, stat));
+}
+
 /* A member dead before a new engine has found out (CI, 2026-12: a fresh
  * engine found 8 of 64 blocks put around a killed member): its first
  * lookup asks the dead member, whose connections then fail, and the runs
@@ -664,18 +686,10 @@ static void test_dead_unknown(uint32_t victim)
 	T_ASSERT(t_stat(e, "remote.placed_around_down") > 0);
 
 	/* A new engine that does not know yet (1.5 s to find out). */
-	f = engine_list(list, "1500");
-	ns = t_ns(f, "dead-unknown");
-	wait_up(f, 2 * (NODES - 1));
-	known = t_stat(f, "remote.members_down");
+	f = engine_unknowing(list, &ns, &known);
 	t0 = t_now_ms();
 	got = (uint32_t)kvt_lookup_prefix(f, ns, fresh, BLOCKS, NULL);
-	fprintf(stderr,
-		"a member dead, a new engine %s: lookup found %u of %u blocks in %llu ms, "
-		"%llu runs asked again around it\n",
-		known ? "that knew already" : "not knowing yet", got, BLOCKS,
-		(unsigned long long)(t_now_ms() - t0),
-		(unsigned long long)t_stat(f, "remote.lookup_retries"));
+	say_unknowing(f, known, "lookup found", got, t0, "remote.lookup_retries");
 	T_EQ_U64(got, BLOCKS);
 	for (uint32_t i = 0; i < BLOCKS; i++)
 		T_RC(get_block(f, ns, fresh, i, 5000), KVT_OK);
@@ -686,18 +700,10 @@ static void test_dead_unknown(uint32_t victim)
 	 * its connect timeout and are asked again around it, where its
 	 * groups went (remote.get_retries): every block byte-exact, half
 	 * into the caller's buffers, half pinned in DRAM. */
-	f = engine_list(list, "1500");
-	ns = t_ns(f, "dead-unknown");
-	wait_up(f, 2 * (NODES - 1));
-	known = t_stat(f, "remote.members_down");
+	f = engine_unknowing(list, &ns, &known);
 	t0 = t_now_ms();
 	got = gets_prompt(f, ns, fresh, BLOCKS, 5000);
-	fprintf(stderr,
-		"a member dead, a new engine %s: %u of %u first gets hit in %llu ms, "
-		"%llu asked again around it\n",
-		known ? "that knew already" : "not knowing yet", got, BLOCKS,
-		(unsigned long long)(t_now_ms() - t0),
-		(unsigned long long)t_stat(f, "remote.get_retries"));
+	say_unknowing(f, known, "first gets hit", got, t0, "remote.get_retries");
 	T_EQ_U64(got, BLOCKS);
 	T_ASSERT(known || t_stat(f, "remote.get_retries") > 0);
 	kvt_store_destroy(f);
