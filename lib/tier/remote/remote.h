@@ -146,7 +146,8 @@ int remote_get(struct remote *rm, uint32_t ns, const struct kvt_key *key, unsign
  * its bytes land.  cb's result: KVT_OK (count = value_len bytes written),
  * KVT_EBUFSMALL (value_len set, dst untouched), or KVT_MISS (absent, a
  * CRC that failed, the connection lost, a timeout, the tier stopping: the
- * bytes in dst are then not the value).  Once cb ran, nothing writes to
+ * bytes in dst are then not the value; with REMOTE_GET_FAILURES a failure
+ * on the way is its negative errno instead).  Once cb ran, nothing writes to
  * dst any more.  dst must stay valid until then. */
 int remote_get_into(struct remote *rm, uint32_t ns, const struct kvt_key *key,
 		    const struct iovec *dst, unsigned dst_count, unsigned flags, tier_done_fn cb,
