@@ -1749,7 +1749,12 @@ int dram_read_item(struct dram *d, struct dram_item *it, struct dram_read *rd)
 
 int dram_get(struct dram *d, uint32_t ns, const struct kvt_key *key, struct dram_read *rd)
 {
-	uint64_t h = dram_hash(d, ns, key);
+	return dram_get_h(d, dram_hash(d, ns, key), ns, key, rd);
+}
+
+int dram_get_h(struct dram *d, uint64_t h, uint32_t ns, const struct kvt_key *key,
+	       struct dram_read *rd)
+{
 	struct dram_shard *s = dram_shard_of(d, h);
 	struct dram_item *it;
 	int ret;
@@ -1768,7 +1773,12 @@ int dram_get(struct dram *d, uint32_t ns, const struct kvt_key *key, struct dram
 int dram_pin(struct dram *d, uint32_t ns, const struct kvt_key *key, struct dram_item **item,
 	     struct iovec *view, unsigned *view_count, uint64_t *len)
 {
-	uint64_t h = dram_hash(d, ns, key);
+	return dram_pin_h(d, dram_hash(d, ns, key), ns, key, item, view, view_count, len);
+}
+
+int dram_pin_h(struct dram *d, uint64_t h, uint32_t ns, const struct kvt_key *key,
+	       struct dram_item **item, struct iovec *view, unsigned *view_count, uint64_t *len)
+{
 	struct dram_shard *s = dram_shard_of(d, h);
 	struct dram_item *it;
 

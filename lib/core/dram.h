@@ -73,6 +73,10 @@ uint32_t dram_item_flags(struct dram_item *item);
  */
 int dram_pin(struct dram *d, uint32_t ns, const struct kvt_key *key, struct dram_item **item,
 	     struct iovec *view, unsigned *view_count, uint64_t *len);
+/* The same with h = dram_key_hash(d, ns, key), which the caller computed
+ * already (the store's put ghost): one hash a get instead of two. */
+int dram_pin_h(struct dram *d, uint64_t h, uint32_t ns, const struct kvt_key *key,
+	       struct dram_item **item, struct iovec *view, unsigned *view_count, uint64_t *len);
 /* A ref on a visible block that is not an access: no hit, no read
  * counted, no admission (a write-down to another tier takes it).
  * KVT_OK or KVT_MISS; release with dram_unpin. */
@@ -249,6 +253,9 @@ void dram_scan(struct dram *d, uint32_t ns, dram_scan_fn fn, void *ctx);
 /* Items still pinned (for close's report). */
 /* KVT_OK, KVT_MISS, KVT_ERANGE, KVT_EBUFSMALL. */
 int dram_get(struct dram *d, uint32_t ns, const struct kvt_key *key, struct dram_read *rd);
+/* The same with h = dram_key_hash(d, ns, key) (dram_pin_h). */
+int dram_get_h(struct dram *d, uint64_t h, uint32_t ns, const struct kvt_key *key,
+	       struct dram_read *rd);
 /* The same from an item the caller holds a ref on (pin or publish keep_ref). */
 int dram_read_item(struct dram *d, struct dram_item *item, struct dram_read *rd);
 uint64_t dram_pinned(struct dram *d);
