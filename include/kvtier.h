@@ -899,6 +899,13 @@ enum kvt_op {
 			     * DRAM pins prefix-adapt to LRU order.  A remote tier
 			     * sends it to kvtierd with remote.retain_hint on, which
 			     * takes it for the sender's quota group. */
+#define KVT_F_REPAIR 0x400u /* put, kvt_put_reserve: a copy the pod placed here, not
+			     * an engine's put (kvtierd: a drain's hand-over, a
+			     * join's warm-up, a repair or forwarded replica,
+			     * PROTO_IF_REPAIR).  New to this store, such a block
+			     * looks never reused: a write-down filter never drops
+			     * it (ssd.adapt_writedown, doc/policies.md); it is
+			     * written down on eviction like a block reused. */
 
 #define KVT_NS_ALL UINT32_MAX   /* KVT_OP_CLEAR: every namespace */
 #define KVT_PARTS_MAX 1024      /* most parts in one value */

@@ -36,6 +36,8 @@
 #include "ghost.h"
 #include "kvt_int.h"
 #include "minisim.h"
+#include "ssd.h"
+#include "store_int.h"
 #include "t.h"
 #include "tstore.h"
 
@@ -1176,6 +1178,119 @@ static void test_adapt_below(void)
 	T_EQ_INT(atomic_load(&mem.bytes), 0);
 }
 
+/*
+ * 7j. The write-down filter of 7i applies only when the SSD must drop
+ *     something to take the victim, and never to a copy the pod placed
+ *     (KVT_F_REPAIR: kvtierd's hand-overs, warm-ups and repairs; policy12).
+ *     A store of 4 DRAM blocks over 2 segments of 1 MiB (15 blocks of
+ *     64 KiB each), ssd.adapt_writedown on, the mode set to the short
+ *     horizon with its guard holding (dram_test_adapt_mode):
+ *     - 12 blocks put, never read, the log with free room: all 8 victims
+ *       are written down (dram.victim_filtered 0) and the 12 read back.
+ *       Without the room check 8 are filtered and 8 reads miss.
+ *     - never-read blocks until the log is full (the writer reused the
+ *       oldest segment: ssd_log_full), none filtered; then 4 more, whose
+ *       4 victims are filtered (the filter still works where it should).
+ *     - then a block put with KVT_F_REPAIR by a request and one by a
+ *       reservation (the daemon's two PUT paths), each pushed out by 4
+ *       never-read blocks: both written down and read back; a block put
+ *       the same way without the flag misses.  Fails without the flag
+ *       (the filter drops them) and where the store refuses it.
+ */
+static bool get_back(struct kvt_store *s, uint32_t ns, uint64_t id)
+{
+	struct kvt_key k = t_key(id);
+	uint64_t vl = 0;
+	int rc = kvt_get(s, ns, &k, gbuf, VLEN, &vl);
+	T_ASSERT(rc == KVT_OK || rc == KVT_MISS);
+	if (rc == KVT_OK) {
+		t_fill(vbuf, VLEN, id);
+		T_EQ_MEM(gbuf, vbuf, VLEN);
+	}
+	return rc == KVT_OK;
+}
+
+static void put_id(struct kvt_store *s, uint32_t ns, uint64_t id, uint32_t flags)
+{
+	struct kvt_key k = t_key(id);
+	t_fill(vbuf, VLEN, id);
+	if (flags & 1u) { /* a reservation, as kvtierd's in-place PUTs */
+		struct kvt_reservation res;
+		uint64_t len = VLEN, off = 0;
+		T_OK(kvt_put_reserve(s, ns, &k, &len, 1, flags & ~1u, &res));
+		for (unsigned i = 0; i < res.view_count; i++) {
+			memcpy(res.view[i].iov_base, vbuf + off, res.view[i].iov_len);
+			off += res.view[i].iov_len;
+		}
+		T_OK(kvt_put_commit(s, res.handle, NULL));
+	} else {
+		struct kvt_queue *q;
+		struct kvt_req req, *rp = &req, *got;
+		struct iovec v = { vbuf, VLEN };
+		T_OK(kvt_queue_create(s, &q));
+		memset(&req, 0, sizeof(req));
+		req.op = KVT_OP_PUT;
+		req.flags = flags;
+		req.ns = ns;
+		req.key = k;
+		req.iov = &v;
+		req.iov_count = 1;
+		T_RC(kvt_submit(q, &rp, 1), 1);
+		T_RC(kvt_queue_wait(q, &got, 1, 10000), 1);
+		T_RC(got->status, KVT_OK);
+		kvt_queue_destroy(q);
+	}
+	T_OK(kvt_flush(s));
+}
+
+static void test_adapt_below_room(void)
+{
+	char *dir = t_mkdtemp();
+	struct kvt_store *s;
+	uint32_t ns;
+	uint64_t id = 1, filtered, base;
+	unsigned hits = 0;
+	adapt_wd = "on";
+	s = open_blocks(dir, 4, "2M", "prefix-adapt", "victim", "0");
+	adapt_wd = "off";
+	ns = t_ns(s, "room");
+	T_ASSERT(dram_adapts_below(s->dram));
+	put_id(s, ns, id++, 0); /* prefix-adapt makes its state */
+	dram_test_adapt_mode(s->dram, EVICT_MODE_SEG_SHORT);
+	for (; id <= 12; id++)
+		put_id(s, ns, id, 0);
+	T_ASSERT(!ssd_log_full(store_ssd(s)));
+	T_EQ_U64(t_stat(s, "dram.victim_filtered"), 0);
+	for (uint64_t i = 1; i <= 12; i++)
+		hits += get_back(s, ns, i);
+	T_EQ_INT(hits, 12);
+	/* Fill the log: the writer opens a third segment over the oldest. */
+	for (unsigned n = 0; n < 200 && !ssd_log_full(store_ssd(s)); n++)
+		put_id(s, ns, id++, 0);
+	T_ASSERT(ssd_log_full(store_ssd(s)));
+	T_EQ_U64(t_stat(s, "dram.victim_filtered"), 0);
+	base = id;
+	for (; id < base + 4; id++)
+		put_id(s, ns, id, 0);
+	filtered = t_stat(s, "dram.victim_filtered");
+	T_EQ_U64(filtered, 4);
+	/* The pod's copies, by both paths, and one of an engine. */
+	{
+		static const uint32_t how[3] = { KVT_F_REPAIR, KVT_F_REPAIR | 1u, 1u };
+		for (unsigned c = 0; c < 3; c++) {
+			uint64_t placed = id++;
+			put_id(s, ns, placed, how[c]);
+			for (base = id; id < base + 4; id++)
+				put_id(s, ns, id, 0);
+			T_EQ_INT(get_back(s, ns, placed), c < 2);
+		}
+	}
+	T_ASSERT(t_stat(s, "dram.victim_filtered") > filtered);
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+}
+
 static void test_adapt_mode(void)
 {
 	struct kvt_mem mem;
@@ -1216,6 +1331,7 @@ int main(void)
 	test_adapt_mode();
 	test_adapt_pinned();
 	test_adapt_below();
+	test_adapt_below_room();
 	test_adapt_groups();
 	test_adapt_group_isolation();
 	test_adapt_store_groups();
