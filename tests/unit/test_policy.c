@@ -731,7 +731,8 @@ static void adapt_access(struct evict *e, uint64_t key)
  *     bytes under both policies, a store of 1,024 DRAM blocks); without a
  *     tier it holds more (its ghost alone is 4.5 keys a chunk).  With
  *     ssd.adapt_writedown on it simulates DRAM + SSD (7i) and pays for it,
- *     at most what it pays over nothing.
+ *     at most what it pays over nothing at SSD = DRAM / 4, and at most 18 B
+ *     a block over prefix at SSD = 3 DRAM (the replays' shape).
  */
 /* mem.meta_bytes of store s after one block (prefix-adapt makes its state
  * at the first, evict.c); destroys s and removes dir. */
@@ -748,11 +749,15 @@ static uint64_t meta_after_one(struct kvt_store *s, char *dir)
 	return v;
 }
 
-static uint64_t meta_bytes(const char *policy, bool ssd)
+static uint64_t meta_bytes_over(const char *policy, const char *ssd)
 {
 	char *dir = t_mkdtemp();
-	return meta_after_one(open_blocks(dir, 1024, ssd ? "16M" : NULL, policy, "victim", "0"),
-			      dir);
+	return meta_after_one(open_blocks(dir, 1024, ssd, policy, "victim", "0"), dir);
+}
+
+static uint64_t meta_bytes(const char *policy, bool ssd)
+{
+	return meta_bytes_over(policy, ssd ? "16M" : NULL);
 }
 
 /* The same over a shared directory tier and no SSD: any tier below pins it
@@ -771,7 +776,7 @@ static uint64_t meta_bytes_shared(const char *policy)
 
 static void test_adapt_pinned(void)
 {
-	uint64_t ssd_adapt, ssd_prefix = meta_bytes("prefix", true);
+	uint64_t ssd_adapt, ssd3_adapt, ssd3_prefix, ssd_prefix = meta_bytes("prefix", true);
 	uint64_t alone_adapt = meta_bytes("prefix-adapt", false), alone_prefix = meta_bytes("prefix", false);
 	T_EQ_U64(meta_bytes("prefix-adapt", true), ssd_prefix);
 	T_EQ_U64(meta_bytes_shared("prefix-adapt"), meta_bytes_shared("prefix"));
@@ -779,9 +784,23 @@ static void test_adapt_pinned(void)
 	adapt_wd = "on";
 	ssd_adapt = meta_bytes("prefix-adapt", true);
 	T_EQ_U64(meta_bytes("prefix", true), ssd_prefix);
+	/* At the replays' SSD = 3 DRAM the simulations model 4 DRAMs at 1 key
+	 * in 32 (twice DRAM alone's 1/16 of its chunks) and the ghost keeps 3
+	 * keys a chunk: 17,784 B (17.4 a block), against 15,096 alone.  Over
+	 * prefix's 109.2 B/block (kvtier bench dram) that is ~126.6 of the
+	 * 128 budget: at most 18 B a block over prefix (policy12). */
+	ssd3_adapt = meta_bytes_over("prefix-adapt", "192M");
+	ssd3_prefix = meta_bytes_over("prefix", "192M");
 	adapt_wd = "off";
+	fprintf(stderr,
+		"prefix-adapt's bytes over prefix's, 1024 blocks: alone %llu, over SSD = DRAM/4 %llu, "
+		"over SSD = 3 DRAM %llu\n",
+		(unsigned long long)(alone_adapt - alone_prefix),
+		(unsigned long long)(ssd_adapt - ssd_prefix),
+		(unsigned long long)(ssd3_adapt - ssd3_prefix));
 	T_ASSERT(ssd_adapt > ssd_prefix + 1024 * 6); /* a ghost of 3 keys a chunk */
 	T_ASSERT(ssd_adapt - ssd_prefix <= alone_adapt - alone_prefix);
+	T_ASSERT(ssd3_adapt - ssd3_prefix <= 1024 * 18);
 }
 
 /*
