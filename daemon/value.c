@@ -103,6 +103,8 @@ int kvtd_value_put_item(struct kvtd_frame *fr, struct kvtd_item *it, const struc
 	it->req.flags = KVT_F_CRC;
 	if (pi->flags & PROTO_IF_SEALED)
 		it->req.flags |= KVT_F_SEALED;
+	if (pi->flags & PROTO_IF_REPAIR) /* the pod's copy: never filtered (kvtier.h) */
+		it->req.flags |= KVT_F_REPAIR;
 	it->req.iov = it->iov;
 	it->req.iov_count = n;
 	it->req.crcs = it->crcs;
@@ -133,7 +135,8 @@ int kvtd_value_put_reserve(struct kvtd_frame *fr, struct kvtd_item *it,
 	it->req.key = pi->key;
 	rc = kvt_put_reserve(srv->store, ns, &pi->key, it->lens, n,
 			     ((pi->flags & PROTO_IF_SEALED) ? KVT_F_SEALED : 0) |
-				     ((pi->flags & PROTO_IF_RETAIN) ? KVT_F_RETAIN : 0),
+				     ((pi->flags & PROTO_IF_RETAIN) ? KVT_F_RETAIN : 0) |
+				     ((pi->flags & PROTO_IF_REPAIR) ? KVT_F_REPAIR : 0),
 			     &res);
 	if (rc != KVT_OK)
 		return rc;

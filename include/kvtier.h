@@ -371,14 +371,14 @@ int kvt_store_create(struct kvt_store **out);
  *                     the next victim), its second moves it to DRAM and
  *                     drops the SSD record; "promote": every read promotes.
  *                     doc/policies.md.
- *   ssd.adapt_writedown  "off" (default); "on": with victim admission and
+ *   ssd.adapt_writedown  "on" (default): with victim admission and
  *                     dram.policy=prefix-adapt, its simulations model DRAM +
  *                     SSD (instead of its pin to LRU mode) and, in their
  *                     short-horizon mode, a DRAM victim never reused is not
- *                     written down; "off": prefix-adapt is pinned to LRU
- *                     mode over the SSD.  Not the default yet: it also
- *                     skips write-downs while the SSD has free room
- *                     (doc/policies.md).
+ *                     written down -- only while the SSD's log is full (it
+ *                     would drop older blocks to take it), and never a
+ *                     block put with KVT_F_REPAIR; "off": prefix-adapt is
+ *                     pinned to LRU mode over the SSD (doc/policies.md).
  *   ssd.enospc_retry_ms  after ENOSPC, shed write-downs this long before
  *                     trying again (default 5000).
  *   remote.addr       the kvtierd of the remote tier (G3.5): "HOST:PORT",
@@ -899,6 +899,13 @@ enum kvt_op {
 			     * DRAM pins prefix-adapt to LRU order.  A remote tier
 			     * sends it to kvtierd with remote.retain_hint on, which
 			     * takes it for the sender's quota group. */
+#define KVT_F_REPAIR 0x400u /* put, kvt_put_reserve: a copy the pod placed here, not
+			     * an engine's put (kvtierd: a drain's hand-over, a
+			     * join's warm-up, a repair or forwarded replica,
+			     * PROTO_IF_REPAIR).  New to this store, such a block
+			     * looks never reused: a write-down filter never drops
+			     * it (ssd.adapt_writedown, doc/policies.md); it is
+			     * written down on eviction like a block reused. */
 
 #define KVT_NS_ALL UINT32_MAX   /* KVT_OP_CLEAR: every namespace */
 #define KVT_PARTS_MAX 1024      /* most parts in one value */

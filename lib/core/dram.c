@@ -170,6 +170,10 @@ struct dram {
 	dram_admit_fn admit_fn;
 	void *admit_ctx;
 	bool victim_wd;           /* evicted blocks go down through admit_fn */
+	/* dram_adapt_below: has the tier below no free room (the policy's
+	 * write-down filter applies only then)?  NULL: always filter. */
+	bool (*below_full)(void *ctx);
+	void *below_ctx;
 	uint64_t victim_wait_ns;  /* a put waits this long for the disk, then sheds */
 	/* Reuse classes the last prefix lookups gave to blocks they missed,
 	 * for the prefix policy's insert: direct mapped, (hash & ~0xff) | class,
@@ -649,13 +653,28 @@ static void deadline_add(struct timespec *dl, uint64_t ns)
  * chunks are on their way out (or it was freed), false if the caller must
  * evict it now.  May drop and retake the lock (*waited is then set).
  */
+/*
+ * Is a victim worth its write-down?  The policy's verdict against it
+ * (evict_worth_keeping) counts only while the tier below must drop older
+ * blocks to take it (below_full, the SSD's log full): with free room there
+ * every victim goes down.  A kvtierd member's handed-over, warmed-up or
+ * repaired blocks are new to it and look never reused; the pod was
+ * promised them (doc/policies.md, policy12).  Locked.
+ */
+static bool victim_worth_wd(const struct dram *d, struct dram_shard *s, struct dram_item *it)
+{
+	if (evict_worth_keeping(&s->ev, &it->node))
+		return true;
+	return d->below_full && !d->below_full(d->below_ctx);
+}
+
 static bool victim_writedown_locked(struct dram *d, struct dram_shard *s, struct dram_item *it,
 				    struct timespec *deadline, bool *waited)
 {
 	uint64_t bytes = (uint64_t)it->node.chunks * d->chunk;
 	if (!d->victim_wd || !d->admit_fn || (it->node.owner[0] & (ITEM_ON_LOWER | ITEM_WD)))
 		return false;
-	if (!evict_worth_keeping(&s->ev, &it->node)) {
+	if (!victim_worth_wd(d, s, it)) {
 		s->victim_filtered++;
 		return false;
 	}
@@ -731,8 +750,7 @@ static int dram_alloc_locked(struct dram *d, struct dram_shard *s, uint32_t chun
 		    victim_writedown_locked(d, s, it, &deadline, waited))
 			continue;
 		if (deadline_passed(&deadline) && d->victim_wd && d->admit_fn &&
-		    !(it->node.owner[0] & (ITEM_ON_LOWER | ITEM_WD)) &&
-		    evict_worth_keeping(&s->ev, &it->node))
+		    !(it->node.owner[0] & (ITEM_ON_LOWER | ITEM_WD)) && victim_worth_wd(d, s, it))
 			s->victim_shed++;
 		evict_one_locked(d, s, it);
 	}
@@ -1110,15 +1128,27 @@ void dram_pin_lru(struct dram *d, bool below)
 
 /* The SSD as DRAM's victim tier, of lower_bytes: prefix-adapt simulates
  * DRAM + SSD and lets its evidence decide the write-down (evict.c
- * evict_adapt_below, doc/policies.md); after dram_set_admit_hook. */
-void dram_adapt_below(struct dram *d, uint64_t lower_bytes)
+ * evict_adapt_below, doc/policies.md) while full(ctx) says the SSD has no
+ * free room; after dram_set_admit_hook. */
+void dram_adapt_below(struct dram *d, uint64_t lower_bytes, bool (*full)(void *ctx), void *ctx)
 {
 	uint64_t per = lower_bytes / d->chunk / (d->shard_count ? d->shard_count : 1);
+	d->below_full = full;
+	d->below_ctx = ctx;
 	for (uint32_t i = 0; i < d->shard_count; i++) {
 		struct dram_shard *s = &d->shards[i];
 		pthread_mutex_lock(&s->lock);
 		evict_adapt_below(&s->ev, s->arena.chunk_count, s->arena.chunk_count + per);
 		pthread_mutex_unlock(&s->lock);
+	}
+}
+
+void dram_test_adapt_mode(struct dram *d, unsigned mode)
+{
+	for (uint32_t i = 0; i < d->shard_count; i++) {
+		pthread_mutex_lock(&d->shards[i].lock);
+		evict_adapt_force(&d->shards[i].ev, mode);
+		pthread_mutex_unlock(&d->shards[i].lock);
 	}
 }
 
@@ -1554,7 +1584,8 @@ int dram_publish(struct dram *d, struct dram_item *it, const uint32_t *crcs,
 		evict_insert_after(
 			&s->ev, &it->node, h,
 			((flags & DRAM_PROMOTED) ? EVICT_CLASSES : dram_hint_class(d, h)) |
-				((flags & DRAM_RETAIN) ? EVICT_RETAIN : 0u),
+				((flags & DRAM_RETAIN) ? EVICT_RETAIN : 0u) |
+				((flags & DRAM_REPAIR) ? EVICT_REPAIR : 0u),
 			chain_prev(s, it->ns));
 		chain_note(s, it->ns, &it->node);
 	}
@@ -1657,7 +1688,8 @@ int dram_put_crcs(struct dram *d, uint32_t ns, const struct kvt_key *key,
 		kvt_mem_free(d->mem, lens, part_count * sizeof(*lens) * 2);
 	if (ret != KVT_OK)
 		return ret;
-	return dram_publish(d, it, crcs, NULL, publish_flags & (DRAM_SEALED | DRAM_RETAIN), false);
+	return dram_publish(d, it, crcs, NULL, publish_flags & (DRAM_SEALED | DRAM_RETAIN | DRAM_REPAIR),
+			    false);
 }
 
 /* Find a visible item and take a ref; counts the hit or miss.  Locked. */

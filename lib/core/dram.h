@@ -50,6 +50,8 @@ struct dram_item;
 			    * queue, outside any chain: served, then the next victim
 			    * unless read again (a first hit in the tier below) */
 #define DRAM_RETAIN 0x10u  /* publish: the caller's retain hint (KVT_F_RETAIN) */
+#define DRAM_REPAIR 0x20u  /* publish: a copy the pod placed (KVT_F_REPAIR): counts
+			    * as reused, never filtered from a write-down */
 int dram_reserve(struct dram *d, uint32_t ns, const struct kvt_key *key, uint64_t len,
 		 const uint64_t *part_lens, unsigned part_count, struct dram_item **item,
 		 struct iovec *view, unsigned *view_count);
@@ -225,8 +227,14 @@ typedef bool (*dram_admit_fn)(void *ctx, struct dram_item *item, uint32_t ns, in
 void dram_set_admit_hook(struct dram *d, dram_admit_fn fn, void *ctx, bool victim);
 /* The SSD below, of lower_bytes, takes DRAM's victims: prefix-adapt
  * simulates both and decides the write-down (after dram_set_admit_hook,
- * which pins it; a later dram_pin_lru pins it again). */
-void dram_adapt_below(struct dram *d, uint64_t lower_bytes);
+ * which pins it; a later dram_pin_lru pins it again).  Its verdict
+ * against a victim counts only while full(ctx) says the SSD must drop
+ * something to take it (called under a shard lock: lock-free, must not
+ * call into DRAM; NULL: always). */
+void dram_adapt_below(struct dram *d, uint64_t lower_bytes, bool (*full)(void *ctx), void *ctx);
+/* Tests: every shard's prefix-adapt mode set as evict_adapt_force does
+ * (test_policy 7j). */
+void dram_test_adapt_mode(struct dram *d, unsigned mode);
 /* prefix-adapt runs over the SSD (dram_adapt_below, not pinned since). */
 bool dram_adapts_below(struct dram *d);
 /* prefix-adapt: LRU mode for good, its simulations and ghost given back,

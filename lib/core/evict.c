@@ -368,6 +368,22 @@ void evict_adapt_below(struct evict *e, uint64_t dram_chunks, uint64_t total_chu
 		e->below_rate <<= 1;
 }
 
+void evict_adapt_force(struct evict *e, unsigned mode)
+{
+	struct evict_adapt *a = &e->ad0;
+	if (!a->ready || mode >= EVICT_MODES)
+		return;
+	a->mode = (uint8_t)mode;
+	a->seg = mode != EVICT_MODE_LRU;
+	a->horizon = mode == EVICT_MODE_SEG_SHORT ? EVICT_SHORT_HORIZON : GHOST_LIFE;
+	memset(a->sim_only, 0, sizeof(a->sim_only));
+	memset(a->sim_hits, 0, sizeof(a->sim_hits));
+	a->sim_only[EVICT_MODE_SEG_SHORT][EVICT_MODE_SEG_LONG] = 100;
+	a->sim_only[EVICT_MODE_SEG_LONG][EVICT_MODE_SEG_SHORT] = 10;
+	a->sim_hits[EVICT_MODE_SEG_LONG] = 200;
+	a->sim_seen = 0;
+}
+
 void evict_set_group_fn(struct evict *e, evict_group_fn fn, void *ctx)
 {
 	e->group_of = fn;
@@ -535,6 +551,16 @@ static bool cls_rare(const struct evict *e, unsigned c)
 	return ri < ai;
 }
 
+/* A new block into its queue (n->queue), just behind its parent if the
+ * parent is in the same queue. */
+static void prefix_link(struct evict *e, struct evict_node *n, struct evict_node *parent)
+{
+	if (parent && parent != n && parent->queue == n->queue)
+		list_insert_after(evict_list_of(e, n), parent, n);
+	else
+		list_push_head(evict_list_of(e, n), n);
+}
+
 static void prefix_insert(struct evict *e, struct evict_node *n, uint64_t hash, unsigned cls,
 			  struct evict_node *parent)
 {
@@ -545,8 +571,9 @@ static void prefix_insert(struct evict *e, struct evict_node *n, uint64_t hash, 
 	uint32_t group;
 	struct evict_adapt *a = adapt_of(e, n, &group);
 	bool retain = (cls & EVICT_RETAIN) != 0;
+	bool placed = (cls & EVICT_REPAIR) != 0;
 
-	cls &= ~EVICT_RETAIN;
+	cls &= ~(unsigned)(EVICT_RETAIN | EVICT_REPAIR);
 	if (retain && e->adapt)
 		e->retain_hints++;
 	adapt_note(e, a, group, hash, n->chunks, retain);
@@ -563,6 +590,14 @@ static void prefix_insert(struct evict *e, struct evict_node *n, uint64_t hash, 
 		return;
 	}
 	n->freq = (uint8_t)cls;
+	if (placed) {
+		/* The pod's copy (a hand-over, warm-up or repair): reused by
+		 * the pod's evidence, not this store's; no class counted. */
+		n->freq |= EVICT_CLS_CREDITED;
+		n->queue = EVICT_Q_MAIN;
+		prefix_link(e, n, parent);
+		return;
+	}
 	if (e->adapt) {
 		int age = a ? ghost_take_age(&a->gh, hash) : -1;
 		if (age >= 0 && (unsigned)age < a->horizon) {
@@ -607,10 +642,7 @@ static void prefix_insert(struct evict *e, struct evict_node *n, uint64_t hash, 
 	} else {
 		n->queue = EVICT_Q_MAIN;
 	}
-	if (parent && parent != n && parent->queue == n->queue)
-		list_insert_after(evict_list_of(e, n), parent, n);
-	else
-		list_push_head(evict_list_of(e, n), n);
+	prefix_link(e, n, parent);
 }
 
 static void prefix_hit(struct evict *e, struct evict_node *n, struct evict_node *prev)

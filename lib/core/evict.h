@@ -29,6 +29,10 @@ struct evict_node {
 #define EVICT_CLS_CREDITED 0x80
 /* Or'ed into an insert's cls: the caller's retain hint (KVT_F_RETAIN). */
 #define EVICT_RETAIN 0x1000u
+/* Or'ed into an insert's cls: a copy the pod placed (KVT_F_REPAIR): the
+ * prefix policy credits it as reused (EVICT_CLS_CREDITED, no class
+ * counted) and starts it in M, so no write-down filter drops it. */
+#define EVICT_REPAIR 0x2000u
 
 struct evict_list {
 	struct evict_node head; /* sentinel: head.next is newest, head.prev oldest */
@@ -124,6 +128,12 @@ void evict_insert_after(struct evict *e, struct evict_node *n, uint64_t hash, un
  * previous get or put placed, NULL: at the head), so that a chain read or
  * written head first ends head newest, tail oldest. */
 void evict_hit_after(struct evict *e, struct evict_node *n, uint64_t hash, struct evict_node *prev);
+/* Tests: the shard's own prefix-adapt state (ad0, once made) in mode
+ * EVICT_MODE_*, as if its simulations had just chosen it: the short
+ * horizon beat the long one by 100 to 10 sampled accesses of 200 hits
+ * (evict_worth_keeping's guard holds), and no evidence yet towards
+ * another switch. */
+void evict_adapt_force(struct evict *e, unsigned mode);
 /* Worth a write-down to the tier below when evicted?  False only with
  * evidence: the prefix policy predicted no reuse and none came. */
 bool evict_worth_keeping(const struct evict *e, const struct evict_node *n);

@@ -71,7 +71,7 @@ int kvt_put_reserve(struct kvt_store *s, uint32_t ns, const struct kvt_key *key,
 		return KVT_ENULL;
 	if ((ret = store_check(s)) < 0)
 		return ret;
-	if (flags & ~(uint32_t)(KVT_F_SEALED | KVT_F_NOWAIT | KVT_F_RETAIN))
+	if (flags & ~(uint32_t)(KVT_F_SEALED | KVT_F_NOWAIT | KVT_F_RETAIN | KVT_F_REPAIR))
 		return KVT_EBADOP;
 	if (!ns_reg_get(&s->ns, ns))
 		return KVT_ENONS;
@@ -124,7 +124,8 @@ int kvt_put_reserve(struct kvt_store *s, uint32_t ns, const struct kvt_key *key,
 	}
 	ret = slot_add(s, (uintptr_t)res, item, NULL, view, vc, SLOT_RESV,
 		       ((flags & KVT_F_SEALED) ? DRAM_SEALED : 0) |
-			       ((flags & KVT_F_RETAIN) ? DRAM_RETAIN : 0),
+			       ((flags & KVT_F_RETAIN) ? DRAM_RETAIN : 0) |
+			       ((flags & KVT_F_REPAIR) ? DRAM_REPAIR : 0),
 		       &res->handle, &v);
 	if (ret < 0) {
 		dram_abort(s->dram, item);
@@ -762,7 +763,8 @@ int key_check(const struct kvt_key *k)
 }
 
 #define KVT_F_ALL (KVT_F_PART | KVT_F_RANGE | KVT_F_CRC | KVT_F_VERIFY | KVT_F_DEFER | \
-		   KVT_F_SEALED | KVT_F_QUIET | KVT_F_PROMPT | KVT_F_NOWAIT | KVT_F_RETAIN)
+		   KVT_F_SEALED | KVT_F_QUIET | KVT_F_PROMPT | KVT_F_NOWAIT | KVT_F_RETAIN | \
+		   KVT_F_REPAIR)
 
 int req_check(struct kvt_store *s, const struct kvt_req *r)
 {
@@ -777,7 +779,7 @@ int req_check(struct kvt_store *s, const struct kvt_req *r)
 		return KVT_EBADOP;
 	if ((r->flags & KVT_F_QUIET) && r->op != KVT_OP_GET_PINNED)
 		return KVT_EBADOP;
-	if ((r->flags & (KVT_F_NOWAIT | KVT_F_RETAIN)) && r->op != KVT_OP_PUT)
+	if ((r->flags & (KVT_F_NOWAIT | KVT_F_RETAIN | KVT_F_REPAIR)) && r->op != KVT_OP_PUT)
 		return KVT_EBADOP;
 	if ((r->flags & KVT_F_PART) && (r->flags & KVT_F_RANGE))
 		return KVT_EBADOP;

@@ -1055,7 +1055,8 @@ static int store_put(struct kvt_store *s, struct kvt_req *r)
 	ret = dram_put_crcs(s->dram, r->ns, &r->key, r->iov, r->iov_count,
 			    (r->flags & KVT_F_CRC) ? r->crcs : NULL, want_crcs ? crcs : NULL,
 			    ((r->flags & KVT_F_SEALED) ? DRAM_SEALED : 0) |
-				    ((r->flags & KVT_F_RETAIN) ? DRAM_RETAIN : 0));
+				    ((r->flags & KVT_F_RETAIN) ? DRAM_RETAIN : 0) |
+				    ((r->flags & KVT_F_REPAIR) ? DRAM_REPAIR : 0));
 	if (ret == KVT_OK) {
 		r->tier = KVT_TIER_DRAM;
 		store_event_stored(s, r, r->ns, &r->key);

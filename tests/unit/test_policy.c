@@ -36,6 +36,8 @@
 #include "ghost.h"
 #include "kvt_int.h"
 #include "minisim.h"
+#include "ssd.h"
+#include "store_int.h"
 #include "t.h"
 #include "tstore.h"
 
@@ -729,7 +731,8 @@ static void adapt_access(struct evict *e, uint64_t key)
  *     bytes under both policies, a store of 1,024 DRAM blocks); without a
  *     tier it holds more (its ghost alone is 4.5 keys a chunk).  With
  *     ssd.adapt_writedown on it simulates DRAM + SSD (7i) and pays for it,
- *     at most what it pays over nothing.
+ *     at most what it pays over nothing at SSD = DRAM / 4, and at most 18 B
+ *     a block over prefix at SSD = 3 DRAM (the replays' shape).
  */
 /* mem.meta_bytes of store s after one block (prefix-adapt makes its state
  * at the first, evict.c); destroys s and removes dir. */
@@ -746,11 +749,15 @@ static uint64_t meta_after_one(struct kvt_store *s, char *dir)
 	return v;
 }
 
-static uint64_t meta_bytes(const char *policy, bool ssd)
+static uint64_t meta_bytes_over(const char *policy, const char *ssd)
 {
 	char *dir = t_mkdtemp();
-	return meta_after_one(open_blocks(dir, 1024, ssd ? "16M" : NULL, policy, "victim", "0"),
-			      dir);
+	return meta_after_one(open_blocks(dir, 1024, ssd, policy, "victim", "0"), dir);
+}
+
+static uint64_t meta_bytes(const char *policy, bool ssd)
+{
+	return meta_bytes_over(policy, ssd ? "16M" : NULL);
 }
 
 /* The same over a shared directory tier and no SSD: any tier below pins it
@@ -769,7 +776,7 @@ static uint64_t meta_bytes_shared(const char *policy)
 
 static void test_adapt_pinned(void)
 {
-	uint64_t ssd_adapt, ssd_prefix = meta_bytes("prefix", true);
+	uint64_t ssd_adapt, ssd3_adapt, ssd3_prefix, ssd_prefix = meta_bytes("prefix", true);
 	uint64_t alone_adapt = meta_bytes("prefix-adapt", false), alone_prefix = meta_bytes("prefix", false);
 	T_EQ_U64(meta_bytes("prefix-adapt", true), ssd_prefix);
 	T_EQ_U64(meta_bytes_shared("prefix-adapt"), meta_bytes_shared("prefix"));
@@ -777,9 +784,23 @@ static void test_adapt_pinned(void)
 	adapt_wd = "on";
 	ssd_adapt = meta_bytes("prefix-adapt", true);
 	T_EQ_U64(meta_bytes("prefix", true), ssd_prefix);
+	/* At the replays' SSD = 3 DRAM the simulations model 4 DRAMs at 1 key
+	 * in 32 (twice DRAM alone's 1/16 of its chunks) and the ghost keeps 3
+	 * keys a chunk: 17,784 B (17.4 a block), against 15,096 alone.  Over
+	 * prefix's 109.2 B/block (kvtier bench dram) that is ~126.6 of the
+	 * 128 budget: at most 18 B a block over prefix (policy12). */
+	ssd3_adapt = meta_bytes_over("prefix-adapt", "192M");
+	ssd3_prefix = meta_bytes_over("prefix", "192M");
 	adapt_wd = "off";
+	fprintf(stderr,
+		"prefix-adapt's bytes over prefix's, 1024 blocks: alone %llu, over SSD = DRAM/4 %llu, "
+		"over SSD = 3 DRAM %llu\n",
+		(unsigned long long)(alone_adapt - alone_prefix),
+		(unsigned long long)(ssd_adapt - ssd_prefix),
+		(unsigned long long)(ssd3_adapt - ssd3_prefix));
 	T_ASSERT(ssd_adapt > ssd_prefix + 1024 * 6); /* a ghost of 3 keys a chunk */
 	T_ASSERT(ssd_adapt - ssd_prefix <= alone_adapt - alone_prefix);
+	T_ASSERT(ssd3_adapt - ssd3_prefix <= 1024 * 18);
 }
 
 /*
@@ -1176,6 +1197,119 @@ static void test_adapt_below(void)
 	T_EQ_INT(atomic_load(&mem.bytes), 0);
 }
 
+/*
+ * 7j. The write-down filter of 7i applies only when the SSD must drop
+ *     something to take the victim, and never to a copy the pod placed
+ *     (KVT_F_REPAIR: kvtierd's hand-overs, warm-ups and repairs; policy12).
+ *     A store of 4 DRAM blocks over 2 segments of 1 MiB (15 blocks of
+ *     64 KiB each), ssd.adapt_writedown on, the mode set to the short
+ *     horizon with its guard holding (dram_test_adapt_mode):
+ *     - 12 blocks put, never read, the log with free room: all 8 victims
+ *       are written down (dram.victim_filtered 0) and the 12 read back.
+ *       Without the room check 8 are filtered and 8 reads miss.
+ *     - never-read blocks until the log is full (the writer reused the
+ *       oldest segment: ssd_log_full), none filtered; then 4 more, whose
+ *       4 victims are filtered (the filter still works where it should).
+ *     - then a block put with KVT_F_REPAIR by a request and one by a
+ *       reservation (the daemon's two PUT paths), each pushed out by 4
+ *       never-read blocks: both written down and read back; a block put
+ *       the same way without the flag misses.  Fails without the flag
+ *       (the filter drops them) and where the store refuses it.
+ */
+static bool get_back(struct kvt_store *s, uint32_t ns, uint64_t id)
+{
+	struct kvt_key k = t_key(id);
+	uint64_t vl = 0;
+	int rc = kvt_get(s, ns, &k, gbuf, VLEN, &vl);
+	T_ASSERT(rc == KVT_OK || rc == KVT_MISS);
+	if (rc == KVT_OK) {
+		t_fill(vbuf, VLEN, id);
+		T_EQ_MEM(gbuf, vbuf, VLEN);
+	}
+	return rc == KVT_OK;
+}
+
+static void put_id(struct kvt_store *s, uint32_t ns, uint64_t id, uint32_t flags)
+{
+	struct kvt_key k = t_key(id);
+	t_fill(vbuf, VLEN, id);
+	if (flags & 1u) { /* a reservation, as kvtierd's in-place PUTs */
+		struct kvt_reservation res;
+		uint64_t len = VLEN, off = 0;
+		T_OK(kvt_put_reserve(s, ns, &k, &len, 1, flags & ~1u, &res));
+		for (unsigned i = 0; i < res.view_count; i++) {
+			memcpy(res.view[i].iov_base, vbuf + off, res.view[i].iov_len);
+			off += res.view[i].iov_len;
+		}
+		T_OK(kvt_put_commit(s, res.handle, NULL));
+	} else {
+		struct kvt_queue *q;
+		struct kvt_req req, *rp = &req, *got;
+		struct iovec v = { vbuf, VLEN };
+		T_OK(kvt_queue_create(s, &q));
+		memset(&req, 0, sizeof(req));
+		req.op = KVT_OP_PUT;
+		req.flags = flags;
+		req.ns = ns;
+		req.key = k;
+		req.iov = &v;
+		req.iov_count = 1;
+		T_RC(kvt_submit(q, &rp, 1), 1);
+		T_RC(kvt_queue_wait(q, &got, 1, 10000), 1);
+		T_RC(got->status, KVT_OK);
+		kvt_queue_destroy(q);
+	}
+	T_OK(kvt_flush(s));
+}
+
+static void test_adapt_below_room(void)
+{
+	char *dir = t_mkdtemp();
+	struct kvt_store *s;
+	uint32_t ns;
+	uint64_t id = 1, filtered, base;
+	unsigned hits = 0;
+	adapt_wd = "on";
+	s = open_blocks(dir, 4, "2M", "prefix-adapt", "victim", "0");
+	adapt_wd = "off";
+	ns = t_ns(s, "room");
+	T_ASSERT(dram_adapts_below(s->dram));
+	put_id(s, ns, id++, 0); /* prefix-adapt makes its state */
+	dram_test_adapt_mode(s->dram, EVICT_MODE_SEG_SHORT);
+	for (; id <= 12; id++)
+		put_id(s, ns, id, 0);
+	T_ASSERT(!ssd_log_full(store_ssd(s)));
+	T_EQ_U64(t_stat(s, "dram.victim_filtered"), 0);
+	for (uint64_t i = 1; i <= 12; i++)
+		hits += get_back(s, ns, i);
+	T_EQ_INT(hits, 12);
+	/* Fill the log: the writer opens a third segment over the oldest. */
+	for (unsigned n = 0; n < 200 && !ssd_log_full(store_ssd(s)); n++)
+		put_id(s, ns, id++, 0);
+	T_ASSERT(ssd_log_full(store_ssd(s)));
+	T_EQ_U64(t_stat(s, "dram.victim_filtered"), 0);
+	base = id;
+	for (; id < base + 4; id++)
+		put_id(s, ns, id, 0);
+	filtered = t_stat(s, "dram.victim_filtered");
+	T_EQ_U64(filtered, 4);
+	/* The pod's copies, by both paths, and one of an engine. */
+	{
+		static const uint32_t how[3] = { KVT_F_REPAIR, KVT_F_REPAIR | 1u, 1u };
+		for (unsigned c = 0; c < 3; c++) {
+			uint64_t placed = id++;
+			put_id(s, ns, placed, how[c]);
+			for (base = id; id < base + 4; id++)
+				put_id(s, ns, id, 0);
+			T_EQ_INT(get_back(s, ns, placed), c < 2);
+		}
+	}
+	T_ASSERT(t_stat(s, "dram.victim_filtered") > filtered);
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+}
+
 static void test_adapt_mode(void)
 {
 	struct kvt_mem mem;
@@ -1216,6 +1350,7 @@ int main(void)
 	test_adapt_mode();
 	test_adapt_pinned();
 	test_adapt_below();
+	test_adapt_below_room();
 	test_adapt_groups();
 	test_adapt_group_isolation();
 	test_adapt_store_groups();

@@ -679,12 +679,11 @@ static int seg_reuse_oldest_locked(struct ssd *s)
 	return 0;
 }
 
-/* Start a new segment in a free slot, evicting by watermarks.  seg_lock held. */
-static int seg_open_next_locked(struct ssd *s)
+/* The log's high and low watermarks in slots, and the slots in use.
+ * seg_lock held. */
+static uint32_t seg_marks_locked(const struct ssd *s, uint64_t *high, uint64_t *low)
 {
-	uint32_t used = 0, slot = UINT32_MAX;
-	uint64_t high, low;
-	int r;
+	uint32_t used = 0;
 
 	for (uint32_t i = 0; i < s->slot_count; i++)
 		if (s->segs[i].state == SEG_OPEN || s->segs[i].state == SEG_SEALED)
@@ -696,17 +695,46 @@ static int seg_open_next_locked(struct ssd *s)
 	 * to collect, so a free slot held in reserve is flash holding no
 	 * cache -- at 95/90 a tier of 400 segments kept 20 to 40 of them
 	 * empty (doc/policies.md). */
-	high = ((uint64_t)s->slot_count * s->cfg.high_pct + 99) / 100;
-	low = ((uint64_t)s->slot_count * s->cfg.low_pct + 99) / 100;
+	*high = ((uint64_t)s->slot_count * s->cfg.high_pct + 99) / 100;
+	*low = ((uint64_t)s->slot_count * s->cfg.low_pct + 99) / 100;
 	/* Progressive reuse takes the oldest slot in place (no slot need be
 	 * free); whole-segment eviction frees one ahead of the open. */
-	if (high > s->slot_count - (s->cfg.reuse_progressive ? 0 : 1))
-		high = s->slot_count - (s->cfg.reuse_progressive ? 0 : 1);
-	if (low > high)
-		low = high;
+	if (*high > s->slot_count - (s->cfg.reuse_progressive ? 0 : 1))
+		*high = s->slot_count - (s->cfg.reuse_progressive ? 0 : 1);
+	if (*low > *high)
+		*low = *high;
+	return used;
+}
+
+/* Would the next segment opened evict (or reuse) one?  seg_lock held. */
+static bool seg_next_evicts_locked(const struct ssd *s)
+{
+	uint64_t high, low;
+	uint32_t used = seg_marks_locked(s, &high, &low);
+
+	if (used >= high)
+		return true;
+	for (uint32_t i = 0; i < s->slot_count; i++)
+		if (s->segs[i].state == SEG_FREE)
+			return false;
+	return true;
+}
+
+/* Start a new segment in a free slot, evicting by watermarks.  seg_lock
+ * held.  Sets log_full: whether this open had to evict or reuse. */
+static int seg_open_next_locked(struct ssd *s)
+{
+	uint32_t used, slot = UINT32_MAX;
+	uint64_t high, low;
+	bool evicted = false;
+	int r;
+
+	used = seg_marks_locked(s, &high, &low);
 	if (used >= high) {
-		while (used > low && seg_evict_oldest_locked(s))
+		while (used > low && seg_evict_oldest_locked(s)) {
 			used--;
+			evicted = true;
+		}
 	}
 	/* Lowest-numbered free slot: files are reused in place. */
 	for (uint32_t i = 0; i < s->slot_count; i++) {
@@ -715,9 +743,14 @@ static int seg_open_next_locked(struct ssd *s)
 			break;
 		}
 	}
-	if (slot == UINT32_MAX && s->cfg.reuse_progressive)
-		return seg_reuse_oldest_locked(s);
+	if (slot == UINT32_MAX && s->cfg.reuse_progressive) {
+		r = seg_reuse_oldest_locked(s);
+		if (r == 0)
+			atomic_store(&s->log_full, true);
+		return r;
+	}
 	if (slot == UINT32_MAX && seg_evict_oldest_locked(s)) {
+		evicted = true;
 		for (uint32_t i = 0; i < s->slot_count; i++)
 			if (s->segs[i].state == SEG_FREE) {
 				slot = i;
@@ -742,7 +775,14 @@ static int seg_open_next_locked(struct ssd *s)
 	}
 	s->segs[slot].state = SEG_OPEN;
 	s->open_slot = (int32_t)slot;
+	atomic_store(&s->log_full, evicted);
 	return 0;
+}
+
+bool ssd_log_full(void *ctx)
+{
+	struct ssd *s = ctx;
+	return atomic_load_explicit(&s->log_full, memory_order_relaxed);
 }
 
 /*
@@ -2262,6 +2302,9 @@ int ssd_open(struct ssd **out, const struct ssd_config *cfg, int dir_fd, struct 
 	if (r < 0)
 		goto fail;
 	ssd_seal_leftovers(s);
+	pthread_mutex_lock(&s->seg_lock);
+	atomic_store(&s->log_full, seg_next_evicts_locked(s));
+	pthread_mutex_unlock(&s->seg_lock);
 	for (int i = 0; i < SSD_SHARDS; i++) {
 		used += s->shards[i].bytes;
 		blocks += s->shards[i].count;

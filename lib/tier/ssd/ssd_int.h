@@ -194,6 +194,11 @@ struct ssd {
 	uint32_t clear_cap;
 	uint32_t seals_since_ckpt;
 	bool degraded;              /* ENOSPC: write-downs shed until retry */
+	/* The log has no free room: the segment open now was had by evicting
+	 * or reusing the oldest (set at each open under seg_lock, at ssd_open
+	 * if the next open must evict; read unlocked by DRAM's write-down
+	 * filter, ssd_log_full). */
+	_Atomic bool log_full;
 	bool dio_warned;            /* seg_check_dio said it once (seg_lock or recovery) */
 	uint64_t degraded_at_ns;
 	pthread_mutex_t ns_lock;    /* leaf: guards persistent[] (taken under DRAM locks) */

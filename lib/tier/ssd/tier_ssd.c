@@ -33,7 +33,7 @@ static int tssd_open(void **t, const struct tier_env *env, void *arg)
 	}
 	dram_set_admit_hook(env->dram, ssd_admit, ssd, cfg->admission == SSD_ADMIT_VICTIM);
 	if (cfg->admission == SSD_ADMIT_VICTIM && cfg->adapt_wd)
-		dram_adapt_below(env->dram, cfg->capacity);
+		dram_adapt_below(env->dram, cfg->capacity, ssd_log_full, ssd);
 	*t = ssd;
 	return 0;
 }
