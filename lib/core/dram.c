@@ -1688,8 +1688,8 @@ int dram_put_crcs(struct dram *d, uint32_t ns, const struct kvt_key *key,
 		kvt_mem_free(d->mem, lens, part_count * sizeof(*lens) * 2);
 	if (ret != KVT_OK)
 		return ret;
-	return dram_publish(d, it, crcs, NULL, publish_flags & (DRAM_SEALED | DRAM_RETAIN | DRAM_REPAIR),
-			    false);
+	return dram_publish(d, it, crcs, NULL,
+			    publish_flags & (DRAM_SEALED | DRAM_RETAIN | DRAM_REPAIR), false);
 }
 
 /* Find a visible item and take a ref; counts the hit or miss.  Locked. */

@@ -59,7 +59,7 @@ struct pin_slot {
 	uint32_t gen;           /* bumped on every release */
 	uint32_t next_free;     /* free list link, index + 1 (0: end) */
 	uint8_t kind;           /* SLOT_PIN, or SLOT_RESV: a kvt_put_reserve not yet committed */
-	uint8_t pflags;         /* SLOT_RESV: dram_publish flags (DRAM_SEALED, DRAM_RETAIN, DRAM_REPAIR) */
+	uint8_t pflags;         /* SLOT_RESV: dram_publish flags (SEALED, RETAIN, REPAIR) */
 };
 
 enum { SLOT_PIN = 0, SLOT_RESV = 1, SLOT_COPY = 2 };
