@@ -1579,6 +1579,16 @@ static int get_64k(struct kvt_store *s, uint32_t ns, uint64_t k)
 	return r;
 }
 
+/* Puts from..to of 64 KiB, each flushed, then their write-downs ended. */
+static void puts_flushed(struct kvt_store *s, uint32_t ns, uint64_t from, uint64_t to)
+{
+	for (uint64_t k = from; k <= to; k++) {
+		T_RC(put_64k(s, ns, k), KVT_OK);
+		T_OK(kvt_flush(s));
+	}
+	wait_writes(s);
+}
+
 static void first_hit(const char *mode)
 {
 	char *dir = t_mkdtemp();
@@ -1591,11 +1601,7 @@ static void first_hit(const char *mode)
 	bool cold = !strcmp(mode, "cold");
 	uint64_t wd;
 
-	for (uint64_t k = 1; k <= 8; k++) {
-		T_RC(put_64k(s, ns, k), KVT_OK);
-		T_OK(kvt_flush(s));
-	}
-	wait_writes(s);
+	puts_flushed(s, ns, 1, 8);
 	T_EQ_U64(t_stat(s, "ssd.writedown_blocks"), 4);
 	T_EQ_INT(tier_of(s, ns, 1), KVT_TIER_SSD);
 	T_RC(get_64k(s, ns, 1), KVT_OK);
@@ -1695,11 +1701,7 @@ static void test_young_reads(void)
 	uint32_t ns = ns_of(s);
 	struct kvt_key k1 = t_key(1);
 
-	for (uint64_t k = 1; k <= 8; k++) {
-		T_RC(put_64k(s, ns, k), KVT_OK);
-		T_OK(kvt_flush(s));
-	}
-	wait_writes(s);
+	puts_flushed(s, ns, 1, 8);
 	T_EQ_U64(t_stat(s, "ssd.segments_sealed"), 0);
 	T_RC(get_64k(s, ns, 1), KVT_OK);
 	T_OK(kvt_flush(s));
@@ -1716,11 +1718,7 @@ static void test_young_reads(void)
 	T_EQ_U64(t_stat(s, "ssd.writedown_blocks"), 6);
 	T_EQ_INT(tier_of(s, ns, 1), KVT_TIER_SSD);
 	T_RC(ssd_find(ssd_of(s), ns, &k1, NULL), KVT_OK);
-	for (uint64_t k = 11; k <= 40; k++) {
-		T_RC(put_64k(s, ns, k), KVT_OK);
-		T_OK(kvt_flush(s));
-	}
-	wait_writes(s);
+	puts_flushed(s, ns, 11, 40);
 	T_ASSERT(t_stat(s, "ssd.segments_sealed") >= 1);
 	T_RC(ssd_find(ssd_of(s), ns, &k1, NULL), KVT_OK);
 	T_RC(get_64k(s, ns, 1), KVT_OK); /* old now: promoted, dropped */
@@ -1758,11 +1756,7 @@ static void test_bytes(void)
 	uint32_t ns = ns_of(s);
 	uint64_t wd, log_bytes, live;
 
-	for (uint64_t k = 1; k <= 8; k++) {
-		T_RC(put_64k(s, ns, k), KVT_OK);
-		T_OK(kvt_flush(s));
-	}
-	wait_writes(s);
+	puts_flushed(s, ns, 1, 8);
 	T_EQ_U64(t_stat(s, "ssd.writedown_blocks"), 4);
 	T_EQ_U64(t_stat(s, "ssd.log_record_bytes"), 4 * rec);
 	T_EQ_U64(t_stat(s, "ssd.live_record_bytes"), 4 * rec);
