@@ -1999,8 +1999,8 @@ int ssd_promote(struct ssd *s, uint32_t ns, const struct kvt_key *key, int prio,
 	 * young_pct % of the log's segments) is served as a first read -- a
 	 * cold DRAM copy, the record stays: promoting it would leave its
 	 * bytes dead for most of a lap and write them again at the head when
-	 * DRAM evicts the block (doc/policies.md, "Young records read
-	 * again"). */
+	 * DRAM evicts the block (doc/policies.md, "A probation share of the
+	 * SSD: no; young records read again"). */
 	p->first = !(e->flags & E_READ) ||
 		   (s->cfg.young_pct &&
 		    (__atomic_load_n(&s->next_gen, __ATOMIC_RELAXED) - e->generation) * 100 <=
