@@ -62,6 +62,17 @@ ADAPT=skip,prob,keep/skip (2026-12-02, policy11; doc/policies.md "The segmented 
   simulations' sample (another hash).  EXISTS=1: as kvtier replay does, a block after a
   request's first miss that some tier holds is a put-if-absent that finds it: not touched,
   not credited, not fed to the simulations.
+  (2026-12-03, ssd12) GUARD=1: policy11's guard as the store has it -- in the short-horizon mode
+  skip only while the short simulation also beats the long one by the switching rule (else
+  keep).  PROBREAD=1: a probation record's first read promotes it to DRAM (the record dropped),
+  instead of prom2x's second read.  PROBCLEAN=drop: cleaning probation drops read records too
+  (default main: read ones go to the main log, unread ones leave).  GUARDP=1: in the
+  long-horizon mode write to probation only while the long simulation also beats LRU by the
+  switching rule (else keep).  HSX=h: the short horizon h x C ghost entries, also with GHALL.
+  SIMHS=h: the short simulation's horizon, h x its capacity (default HS, so with GHALL GH/8 --
+  the store's is one generation of its 4.5-capacity ghost: SIMHS=0.5625).  AGEMODE=1[,2]: in
+  those modes (1 long, 2 short segmented, 0 LRU) the read rule is prom2age's (a second read
+  promotes only a record older than AGE of the log; a younger one is served and stays).
 """
 import json, sys, os
 from tracefile import requests as load
@@ -203,8 +214,13 @@ def adapt_sim(reqs, D, S, C, variant, force=False):
     HS = float(os.environ.get('HS', '0.56')); SAM = int(os.environ.get('SAMPLE', '16')); c16 = max(1, C // SAM)
     EXISTS = int(os.environ.get('EXISTS', '0'))
     GHX = int(os.environ.get('GHX', '0')); GHALL = int(os.environ.get('GHALL', '0'))
+    GUARD = int(os.environ.get('GUARD', '0')); PROBREAD = int(os.environ.get('PROBREAD', '0'))
+    AGEMODE = [int(x) for x in os.environ.get('AGEMODE', '').split(',') if x]
+    PROBCLEAN = os.environ.get('PROBCLEAN', 'main'); GUARDP = int(os.environ.get('GUARDP', '0'))
     if GHALL: GHX = 1; HS = GH / 8  # the store's: every DRAM victim ghosted, short = newest 1/8
-    sims = [MiniSeg(c16, 0, GHS), MiniSeg(c16, 0.95, GHS), MiniSeg(c16, 0.95, GHS, HS * c16)]
+    if os.environ.get('HSX'): HS = float(os.environ['HSX'])  # the short horizon, x C ghost entries
+    SIMHS = float(os.environ.get('SIMHS', HS))  # the short simulation's horizon, x its capacity
+    sims = [MiniSeg(c16, 0, GHS), MiniSeg(c16, 0.95, GHS), MiniSeg(c16, 0.95, GHS, SIMHS * c16)]
     if os.environ.get('TWO'): sims.pop()
     sc = [0.0] * len(sims); nsam = [0]; win = max(1, 4 * c16); seg = [1 if force else 0]
     vl, vs = (variant.split('/') + [variant])[:2]; fg = [0]
@@ -226,7 +242,7 @@ def adapt_sim(reqs, D, S, C, variant, force=False):
             if which == 'm':
                 cnt[0] += 1
                 if cnt[0] >= segsz: cnt[0] = 0; bud[0] = segsz * BUD
-            if k2 in read and (which == 'p' or bud[0] > 0):
+            if k2 in read and ((which == 'p' and PROBCLEAN == 'main') or (which == 'm' and bud[0] > 0)):
                 if which == 'm': bud[0] -= 1
                 read.discard(k2); append('m', k2)
             else:
@@ -240,10 +256,14 @@ def adapt_sim(reqs, D, S, C, variant, force=False):
             if GHALL: forget(v)
             if ol: continue
             vv = (vl, vs)[seg[0] - 1] if seg[0] else None
+            if vv == 'skip' and seg[0] == 2 and GUARD and not sc[2] > sc[1] * 1.02 + 1:
+                vv = 'keep'  # policy11's guard: skip only while short also beats long
             if seg[0] and not ru and vv == 'skip':
                 st['skip'] += 1
                 if not GHALL: forget(v)
                 continue
+            if vv == 'prob' and seg[0] == 1 and GUARDP and not sc[1] > sc[0] * 1.02 + 1:
+                vv = 'keep'  # the same guard for prob: long must still beat LRU
             if seg[0] and not ru and vv == 'prob':
                 st['prob'] += 1; append('p', v)
             else:
@@ -264,7 +284,10 @@ def adapt_sim(reqs, D, S, C, variant, force=False):
                 if sc[best] > sc[seg[0]] * 1.02 + 1: seg[0] = best
             if b in dram: dram.move_to_end(b); dram[b][1] = True
             elif b in live:
-                if b in read: del live[b]; read.discard(b); insert(b, True)
+                if AGEMODE and b in read and seg[0] in AGEMODE and nid[0] - live[b][1] <= AGE * S:
+                    pass  # prom2age in this mode: a young record read again is served and stays
+                elif b in read or (PROBREAD and live[b][0] == 'p'):
+                    del live[b]; read.discard(b); insert(b, True)
                 else: read.add(b)
             else:
                 g = b in ghost and (seg[0] != 2 or fg[0] - ghost[b] <= HS * C)

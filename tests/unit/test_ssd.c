@@ -1579,6 +1579,16 @@ static int get_64k(struct kvt_store *s, uint32_t ns, uint64_t k)
 	return r;
 }
 
+/* Puts from..to of 64 KiB, each flushed, then their write-downs ended. */
+static void puts_flushed(struct kvt_store *s, uint32_t ns, uint64_t from, uint64_t to)
+{
+	for (uint64_t k = from; k <= to; k++) {
+		T_RC(put_64k(s, ns, k), KVT_OK);
+		T_OK(kvt_flush(s));
+	}
+	wait_writes(s);
+}
+
 static void first_hit(const char *mode)
 {
 	char *dir = t_mkdtemp();
@@ -1591,11 +1601,7 @@ static void first_hit(const char *mode)
 	bool cold = !strcmp(mode, "cold");
 	uint64_t wd;
 
-	for (uint64_t k = 1; k <= 8; k++) {
-		T_RC(put_64k(s, ns, k), KVT_OK);
-		T_OK(kvt_flush(s));
-	}
-	wait_writes(s);
+	puts_flushed(s, ns, 1, 8);
 	T_EQ_U64(t_stat(s, "ssd.writedown_blocks"), 4);
 	T_EQ_INT(tier_of(s, ns, 1), KVT_TIER_SSD);
 	T_RC(get_64k(s, ns, 1), KVT_OK);
@@ -1667,6 +1673,64 @@ static void test_first_hit(void)
 	first_hit("promote");
 }
 
+/*
+ * ssd.young_reads_pct: a record read again while young is served as a
+ * first read (a cold DRAM copy, the record stays); once older, a read
+ * promotes it and drops the record as before.  16 slots of 1 MiB, 12 %:
+ * young = the open segment only (age 1: 100 <= 16 x 12 = 192; age 2 is
+ * 200).  Worked by hand, as first_hit above up to its second get 1:
+ *   puts 1..8: 1..4 written down (all in the open segment).
+ *   get 1, put 9: 1 served cold, then evicted unwritten; 5 written.
+ *   get 1 (second read, young): served cold again -- room for it evicts
+ *          6 (written) -- and the record stays: no promoted_dropped.
+ *   put 10: evicts the cold 1, unwritten: 1 on SSD only, 6 write-downs.
+ *          (Without the rule: 1 promoted, its record dropped, in DRAM.)
+ *   puts 11..40: 30 more write-downs seal the open segment (a 1 MiB
+ *          segment holds 15 records of 64.5 KiB): 1's record is old.
+ *   get 1 (a third read, old): promoted, the record dropped.
+ */
+static void test_young_reads(void)
+{
+	char *dir = t_mkdtemp();
+	struct kvt_store *s = t_store_open("path", dir, "dram.capacity", "256K", "dram.chunk", "64K",
+					   "dram.shards", "1", "dram.prefault", "off",
+					   "dram.policy", "prefix", "dram.victim_wait_ms", "30000",
+					   "ssd.capacity", "16M", "ssd.segment", "1M",
+					   "ssd.io", io_backend, "ssd.first_hit", "cold",
+					   "ssd.young_reads_pct", "12", NULL);
+	uint32_t ns = ns_of(s);
+	struct kvt_key k1 = t_key(1);
+
+	puts_flushed(s, ns, 1, 8);
+	T_EQ_U64(t_stat(s, "ssd.segments_sealed"), 0);
+	T_RC(get_64k(s, ns, 1), KVT_OK);
+	T_OK(kvt_flush(s));
+	T_RC(put_64k(s, ns, 9), KVT_OK);
+	T_OK(kvt_flush(s));
+	wait_writes(s);
+	T_EQ_U64(t_stat(s, "ssd.writedown_blocks"), 5);
+	T_RC(get_64k(s, ns, 1), KVT_OK); /* the second read, young: stays */
+	T_OK(kvt_flush(s));
+	T_RC(put_64k(s, ns, 10), KVT_OK);
+	T_OK(kvt_flush(s));
+	wait_writes(s);
+	T_EQ_U64(t_stat(s, "ssd.promoted_dropped"), 0);
+	T_EQ_U64(t_stat(s, "ssd.writedown_blocks"), 6);
+	T_EQ_INT(tier_of(s, ns, 1), KVT_TIER_SSD);
+	T_RC(ssd_find(ssd_of(s), ns, &k1, NULL), KVT_OK);
+	puts_flushed(s, ns, 11, 40);
+	T_ASSERT(t_stat(s, "ssd.segments_sealed") >= 1);
+	T_RC(ssd_find(ssd_of(s), ns, &k1, NULL), KVT_OK);
+	T_RC(get_64k(s, ns, 1), KVT_OK); /* old now: promoted, dropped */
+	T_OK(kvt_flush(s));
+	T_EQ_U64(t_stat(s, "ssd.promoted_dropped"), 1);
+	T_RC(ssd_find(ssd_of(s), ns, &k1, NULL), KVT_MISS);
+	T_EQ_INT(tier_of(s, ns, 1), KVT_TIER_DRAM);
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+}
+
 static struct kvt_store *bytes_open(const char *dir)
 {
 	return t_store_open("path", dir, "dram.capacity", "256K", "dram.chunk", "64K",
@@ -1692,11 +1756,7 @@ static void test_bytes(void)
 	uint32_t ns = ns_of(s);
 	uint64_t wd, log_bytes, live;
 
-	for (uint64_t k = 1; k <= 8; k++) {
-		T_RC(put_64k(s, ns, k), KVT_OK);
-		T_OK(kvt_flush(s));
-	}
-	wait_writes(s);
+	puts_flushed(s, ns, 1, 8);
 	T_EQ_U64(t_stat(s, "ssd.writedown_blocks"), 4);
 	T_EQ_U64(t_stat(s, "ssd.log_record_bytes"), 4 * rec);
 	T_EQ_U64(t_stat(s, "ssd.live_record_bytes"), 4 * rec);
@@ -2011,6 +2071,7 @@ int main(void)
 		if (getenv("KVT_TEST_ONLY") && !strcmp(getenv("KVT_TEST_ONLY"), "tiers")) {
 			test_persistent_wait();
 			test_first_hit();
+			test_young_reads();
 			test_slots_used();
 			continue;
 		}
@@ -2035,6 +2096,7 @@ int main(void)
 		test_admission();
 		test_persistent_wait();
 		test_first_hit();
+		test_young_reads();
 		test_bytes();
 		test_delete_clear();
 		test_kill9();

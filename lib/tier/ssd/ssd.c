@@ -646,7 +646,7 @@ static int seg_reuse_oldest_locked(struct ssd *s)
 	kvt_mem_free(s->mem, buf, SSD_ALIGN);
 	/* 2. The new generation's header, durable before anything old is
 	 *    forgotten (above). */
-	g->generation = s->next_gen++;
+	g->generation = __atomic_fetch_add(&s->next_gen, 1, __ATOMIC_RELAXED);
 	atomic_store(&g->broken, false);
 	g->write_off = SSD_ALIGN;
 	g->sum_bytes = 64; /* the summary header */
@@ -764,7 +764,7 @@ static int seg_open_next_locked(struct ssd *s)
 		return r;
 	if (fallocate(s->segs[slot].fd, 0, 0, (off_t)s->cfg.seg_size) < 0 && errno != EOPNOTSUPP)
 		return -errno;
-	s->segs[slot].generation = s->next_gen++;
+	s->segs[slot].generation = __atomic_fetch_add(&s->next_gen, 1, __ATOMIC_RELAXED);
 	atomic_store(&s->segs[slot].broken, false);
 	s->segs[slot].write_off = SSD_ALIGN;
 	s->segs[slot].sum_bytes = 64; /* the summary header */
@@ -2035,7 +2035,16 @@ int ssd_promote(struct ssd *s, uint32_t ns, const struct kvt_key *key, int prio,
 		kvt_mem_free(s->mem, w, sizeof(*w));
 		return KVT_MISS;
 	}
-	p->first = !(e->flags & E_READ);
+	/* ssd.young_reads_pct: a record read again while young (in the newest
+	 * young_pct % of the log's segments) is served as a first read -- a
+	 * cold DRAM copy, the record stays: promoting it would leave its
+	 * bytes dead for most of a lap and write them again at the head when
+	 * DRAM evicts the block (doc/policies.md, "A probation share of the
+	 * SSD: no; young records read again"). */
+	p->first = !(e->flags & E_READ) ||
+		   (s->cfg.young_pct &&
+		    (__atomic_load_n(&s->next_gen, __ATOMIC_RELAXED) - e->generation) * 100 <=
+			    (uint64_t)s->slot_count * s->cfg.young_pct);
 	p->demand = prio == IO_PRIO_DEMAND;
 	if (e->flags & E_READ)
 		e->flags |= E_READ2;

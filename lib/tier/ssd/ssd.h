@@ -27,6 +27,10 @@ struct ssd_config {
 	bool first_hit_cold;     /* victim: a record's first read is served from a DRAM
 				  * copy that is the next victim, its second promotes it
 				  * and drops the record (doc/policies.md) */
+	unsigned young_pct;      /* victim, first_hit cold: a second read of a record in
+				  * the newest young_pct % of the log's segments is
+				  * served as a first read (the record stays); 0: off
+				  * (ssd.young_reads_pct, doc/policies.md) */
 	bool adapt_wd;           /* victim: prefix-adapt simulates DRAM + SSD and skips
 				  * never-reused victims in its short-horizon mode
 				  * (ssd.adapt_writedown, doc/policies.md) */
