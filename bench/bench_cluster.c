@@ -62,6 +62,8 @@
 #define BC_BLOCK_TOKENS 16u
 #define BC_LAT_PROMPTS 16       /* prompt loads timed per cell */
 
+#define BC_SET_MAX 8
+
 struct bc_opts {
 	bool smoke, json, keep;
 	bool direct_crc;              /* the direct client checks each got value's CRC32C */
@@ -78,6 +80,8 @@ struct bc_opts {
 	uint64_t local_dram;          /* the engine's DRAM tier */
 	uint64_t ssd;                 /* each node's --ssd, 0: DRAM only */
 	const char *kvtierd, *iperf3, *dir;
+	const char *set[BC_SET_MAX];  /* --set NAME=VALUE: the engine's store options, last */
+	unsigned set_count;
 };
 
 #define BC_FWD_OFF 0 /* the engine writes hot replicas itself */
@@ -387,6 +391,15 @@ static int bc_store_open(struct bc *b, unsigned n, struct kvt_store **out, uint3
 			bc_err("option %s=%s: %s", opts[i][0], opts[i][1], kvt_strerror(r));
 			goto fail;
 		}
+	for (unsigned i = 0; i < b->o.set_count; i++) {
+		char name[128];
+		const char *eq = strchr(b->o.set[i], '=');
+		snprintf(name, sizeof(name), "%.*s", (int)(eq - b->o.set[i]), b->o.set[i]);
+		if ((r = kvt_store_set_option(s, name, eq + 1)) < 0) {
+			bc_err("--set %s: %s", b->o.set[i], kvt_strerror(r));
+			goto fail;
+		}
+	}
 	/* --hot-forward ab: the forwarded puts in a namespace of their own */
 	struct kvt_ns_desc desc = bc_desc;
 	if (b->o.fwd == BC_FWD_AB && b->fwd_now)
@@ -1158,6 +1171,9 @@ static void bc_report(struct bc *b, bool put, unsigned ni, struct bc_cell cells[
 		       b->o.prompt_blocks, b->o.group,
 		       b->o.hot < n ? b->o.hot : n, b->o.ssd, gm, gm / n, im,
 		       gm / (im > 0 ? im : 1e-12));
+		for (unsigned i = 0; i < b->o.set_count; i++)
+			printf("%s\"%s\"%s", i ? "," : ",\"set\":[", b->o.set[i],
+			       i + 1 == b->o.set_count ? "]" : "");
 		printf(",\"direct\":\"bench net client%s\",\"direct_conns\":%u,\"direct_gbps\":%.3f"
 		       ",\"ratio_direct\":%.4f",
 		       b->o.direct_crc ? ", CRC32C checked" : "", n * b->o.conns, dm,
@@ -1358,13 +1374,15 @@ static void bc_usage(FILE *f)
 		"  --ssd SIZE         give each node an SSD tier (write-through) too\n"
 		"  --dir DIR          run directory goes under DIR (default .)\n"
 		"  --keep             leave the run directory (logs) behind\n"
+		"  --set NAME=VALUE   a store option of the engine (kvt_store_set_option),\n"
+		"                     after the bench's own (at most %u)\n"
 		"  --kvtierd PATH     the server (default: next to kvtier in the build tree)\n"
 		"  --iperf3 PATH      the reference (default: iperf3 on PATH)\n"
 		"\n"
 		"Exit: 0 ran, 1 failure (a node that does not start or stop, a miss,\n"
 		"wrong bytes, blocks missing on the nodes), 2 usage, 77 iperf3 not\n"
 		"installed.  kvtier-bench(1).\n",
-		BC_NODES_MAX);
+		BC_NODES_MAX, BC_SET_MAX);
 }
 
 /* "1,3" or "256K,2M" into out[0..max): the count, or -1. */
@@ -1414,6 +1432,7 @@ int bench_cluster_main(int argc, char **argv)
 		{ "order", required_argument, NULL, 'O' },
 		{ "local-dram", required_argument, NULL, 'L' }, { "ssd", required_argument, NULL, 'S' },
 		{ "dir", required_argument, NULL, 'd' }, { "keep", no_argument, NULL, 'k' },
+		{ "set", required_argument, NULL, 'E' },
 		{ "kvtierd", required_argument, NULL, 'K' }, { "iperf3", required_argument, NULL, 'I' },
 		{ "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 },
 	};
@@ -1493,6 +1512,13 @@ int bench_cluster_main(int argc, char **argv)
 			break;
 		case 'd': b->o.dir = optarg; break;
 		case 'k': b->o.keep = true; break;
+		case 'E':
+			if (b->o.set_count == BC_SET_MAX || !strchr(optarg, '=') ||
+			    strchr(optarg, '=') == optarg || strlen(optarg) > 120 ||
+			    strpbrk(optarg, "\"\\"))
+				goto usage;
+			b->o.set[b->o.set_count++] = optarg;
+			break;
 		case 'K': b->o.kvtierd = optarg; break;
 		case 'I': p_iperf = optarg; break;
 		case 'h':

@@ -435,6 +435,13 @@ int kvt_store_create(struct kvt_store **out);
  *                     member must be a kvtierd that knows it, in a pod
  *                     (--members or --etcd): doc/cluster.md "Forwarded
  *                     replicas".
+ *   remote.crc_at_send  off (default) or on: a put that carries no CRC32C
+ *                     of its caller's and is not copied to local DRAM has
+ *                     its CRC32C computed by the remote tier's I/O thread
+ *                     as it packs the frame, right before sending the same
+ *                     bytes, instead of on the submitting thread (a
+ *                     caller's CRC32Cs, KVT_F_CRC, are sent as given and
+ *                     checked by the server either way; doc/remote.md).
  *   remote.retain_hint  off (default) or on: puts with KVT_F_RETAIN carry
  *                     the hint to the servers (PROTO_IF_RETAIN), whose
  *                     DRAM takes it for this tenant's quota group.  Every

@@ -147,6 +147,8 @@ static const struct opt_def opts[] = {
 	  "members holding a prompt's first group" },
 	{ "remote.hot_forward", OPT_BOOL, 0, F(remote_cfg.hot_forward), 0, 0, "off|on", NULL,
 	  "off", "replicated puts go to one member, which forwards them (doc/cluster.md)" },
+	{ "remote.crc_at_send", OPT_BOOL, 0, F(remote_cfg.crc_at_send), 0, 0, "off|on", NULL,
+	  "off", "a put's CRC32C made by the I/O thread just before it sends (doc/remote.md)" },
 	{ "remote.retain_hint", OPT_BOOL, 0, F(remote_cfg.retain_hint), 0, 0, "off|on", NULL,
 	  "off", "puts carry KVT_F_RETAIN to the servers (a kvtierd that knows it: doc/protocol.md)" },
 	{ "remote.anchor_slots", OPT_COUNT, 0, F(remote_cfg.anchor_slots), 0, 1u << 26, NULL,

@@ -36,7 +36,11 @@
  *   - one frame, one bad item: of 6 puts packed into one PUT frame, the
  *     one whose caller's CRC32C is wrong gets the server's failure and
  *     the other 5 KVT_OK, each its own item's answer; a cold engine
- *     reads the 5 back byte-exact and misses the bad one;
+ *     reads the 5 back byte-exact and misses the bad one; the same with
+ *     remote.crc_at_send on (the I/O thread computes the CRC32Cs of the 3
+ *     puts that carry none, one of 3 parts at odd addresses, as it packs
+ *     the frame): the server's check of every part passes for those, the
+ *     caller's wrong CRC is still sent as given and refused;
  *   - no lost wake-up: the I/O thread is woken only while it sleeps, and
  *     20 puts one after the other complete in well under the thread's
  *     100 ms tick each (fastest of 3 rounds under 1 s);
@@ -612,12 +616,20 @@ static void test_wakeups(const char *addr)
  * which the server refuses for that item only.  Each put gets its own
  * item's answer: the 4th the server's failure, never KVT_OK or another
  * item's success, the other 5 KVT_OK; a cold engine then reads the 5
- * back byte-exact and misses the 4th. */
-static void test_mixed(const char *addr)
+ * back byte-exact and misses the 4th.  The 1st, 3rd and 5th carry no CRC
+ * (the tier computes it: on the caller's thread, or with at_send on the
+ * I/O thread as it packs this frame), the 1st in 3 parts of odd lengths
+ * from odd addresses; the server checks every part's CRC32C, so a CRC
+ * computed over other bytes than those sent fails the put, and a
+ * caller's CRC the tier replaced by its own would store the 4th. */
+static void test_mixed(const char *addr, const char *at_send)
 {
 	enum { M = 6, BAD = 3, MLEN = 64 << 10 };
-	struct kvt_store *b = engine(addr, "never", "5000");
-	uint32_t nb = t_ns(b, "mixed");
+	struct kvt_store *b = tsrv_engine(addr, (const char *[]){ "remote.put_local", "never",
+								   "remote.timeout_ms", "5000",
+								   "remote.crc_at_send", at_send,
+								   NULL });
+	uint32_t nb = t_ns(b, at_send[1] == 'n' ? "mixed-on" : "mixed");
 	struct kvt_req reqs[M];
 	struct iovec parts[M];
 	uint32_t crcs[M];
@@ -625,24 +637,37 @@ static void test_mixed(const char *addr)
 	struct kvt_queue *q;
 	uint8_t x = 5;
 	struct iovec one = { &x, 1 };
+	uint64_t tier_crc_bytes = 0;
 
 	T_ASSERT(back);
 	T_RC(put1(b, nb, 800, &one, 1).status, KVT_OK); /* namespace registered */
+	uint64_t c0 = t_stat(b, "remote.put_crc_bytes");
 	for (int i = 0; i < M; i++) {
-		vals[i] = malloc(MLEN);
+		vals[i] = malloc(MLEN + 16);
 		T_ASSERT(vals[i]);
-		t_fill(vals[i], MLEN, 810 + (uint64_t)i);
+		t_fill(vals[i], MLEN + 16, 810 + (uint64_t)i);
 		parts[i] = (struct iovec){ vals[i], MLEN };
 		crcs[i] = kvt_crc32c(0, vals[i], MLEN) ^ (i == BAD ? 1u : 0u);
 		reqs[i] = (struct kvt_req){ .op = KVT_OP_PUT, .ns = nb, .flags = KVT_F_CRC,
 					    .key = t_key(810 + (uint64_t)i), .iov = &parts[i],
 					    .iov_count = 1, .crcs = &crcs[i] };
+		if (i % 2 == 0) {
+			reqs[i].flags = 0;
+			reqs[i].crcs = NULL;
+			tier_crc_bytes += MLEN;
+		}
 	}
+	/* The 1st: 3 parts (1 + 30001 + 35534 bytes at odd offsets), the
+	 * value read back being their concatenation. */
+	uint8_t *v0 = vals[0];
+	struct iovec three[3] = { { v0 + 1, 1 }, { v0 + 3, 30001 }, { v0 + 30005, MLEN - 30002 } };
+	reqs[0].iov = three;
+	reqs[0].iov_count = 3;
 	T_OK(kvt_queue_create(b, &q));
 	uint64_t f0 = t_stat(b, "remote.frames_out");
 	t_run_batch(q, reqs, M);
-	fprintf(stderr, "%d puts, one with a bad CRC32C, went out in %llu frames\n", M,
-		(unsigned long long)(t_stat(b, "remote.frames_out") - f0));
+	fprintf(stderr, "crc_at_send %s: %d puts, one with a bad CRC32C, went out in %llu frames\n",
+		at_send, M, (unsigned long long)(t_stat(b, "remote.frames_out") - f0));
 	T_EQ_U64(t_stat(b, "remote.frames_out") - f0, 1);
 	for (int i = 0; i < M; i++) {
 		if (i == BAD)
@@ -650,11 +675,13 @@ static void test_mixed(const char *addr)
 		else
 			T_RC(reqs[i].status, KVT_OK);
 	}
+	/* The tier's own passes: the 3 values without a caller's CRC. */
+	T_EQ_U64(t_stat(b, "remote.put_crc_bytes") - c0, tier_crc_bytes);
 	T_OK(kvt_queue_destroy(q));
 	kvt_store_destroy(b);
 
 	struct kvt_store *c = engine(addr, "never", "5000");
-	uint32_t nc = t_ns(c, "mixed");
+	uint32_t nc = t_ns(c, at_send[1] == 'n' ? "mixed-on" : "mixed");
 	for (int i = 0; i < M; i++) {
 		struct kvt_req g = get_into(c, nc, 810 + (uint64_t)i, back, MLEN);
 		if (i == BAD) {
@@ -662,7 +689,14 @@ static void test_mixed(const char *addr)
 			continue;
 		}
 		T_RC(g.status, KVT_OK);
-		T_ASSERT(g.length == MLEN && memcmp(back, vals[i], MLEN) == 0);
+		T_EQ_U64(g.length, MLEN);
+		if (i == 0) {
+			T_EQ_MEM(back, three[0].iov_base, 1);
+			T_EQ_MEM(back + 1, three[1].iov_base, 30001);
+			T_EQ_MEM(back + 30002, three[2].iov_base, MLEN - 30002);
+		} else {
+			T_EQ_MEM(back, vals[i], MLEN);
+		}
 	}
 	kvt_store_destroy(c);
 	for (int i = 0; i < M; i++)
@@ -746,7 +780,8 @@ int main(int argc, char **argv)
 	test_auto(addr);
 	test_holes(addr);
 	test_window(&srv, addr);
-	test_mixed(addr);
+	test_mixed(addr, "off");
+	test_mixed(addr, "on");
 	test_wakeups(addr);
 	test_sealed(addr);
 	test_close(&srv, addr);

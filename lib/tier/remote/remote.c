@@ -2031,8 +2031,11 @@ int remote_put_placed(struct remote *rm, uint32_t ns, const struct kvt_key *key,
 	 * test machine, 0.09-0.13 CPU s per GB: a value going to several
 	 * replicas has them computed once, by cluster_put), or with several
 	 * lanes by the lane's thread as it packs the frame, so that the
-	 * lanes compute them side by side rather than the one caller. */
-	op->crc_later = !crcs && rm->cfg.io_threads > 1;
+	 * lanes compute them side by side rather than the one caller; or,
+	 * with remote.crc_at_send, by the lane's thread anyway, so that its
+	 * send reads bytes the CRC pass just brought into cache.  A caller's
+	 * CRCs (KVT_F_CRC) are sent as given: the server checks them. */
+	op->crc_later = !crcs && (rm->cfg.crc_at_send || rm->cfg.io_threads > 1);
 	for (unsigned i = 0; i < part_count; i++) {
 		op->lens[i] = parts[i].iov_len;
 		op->value_len += parts[i].iov_len;

@@ -48,6 +48,8 @@ struct remote_config {
 	unsigned backoff_ms;        /* first reconnect delay; doubles up to backoff_max_ms */
 	unsigned backoff_max_ms;
 	unsigned batch;             /* most items in one frame */
+	bool crc_at_send;           /* a put's CRC32Cs made by the I/O thread as it packs
+				     * the frame, just before the send (remote.crc_at_send) */
 	bool tls;                   /* TLS to the server (lib/tlsio.c) */
 	char *tls_ca;               /* CA file that verifies the server; NULL: the system's */
 	char *tls_cert, *tls_key;   /* client certificate for mutual TLS, or NULL */
