@@ -79,6 +79,12 @@
  *   is owned by the caller, but from a successful kvt_submit until
  *   kvt_queue_poll hands it back the library owns it: the caller must not
  *   touch, move or free it, nor the buffers and key arrays it points to.
+ *   A put's parts must also keep their bytes unchanged until it completes:
+ *   the library may read them after kvt_submit returns (a remote tier
+ *   sends them from the caller's buffers and, without KVT_F_CRC, may
+ *   compute their CRC32Cs only as it sends: remote.crc_at_send,
+ *   remote.io_threads), so bytes changed meanwhile can be what is stored,
+ *   under a CRC32C of those bytes, not refused as corrupt.
  *   If kvt_submit fails, none of its requests was submitted and none will
  *   complete.
  */
