@@ -1078,7 +1078,8 @@ int kvt_pin_parts(struct kvt_store *store, uint64_t pin, uint64_t *lens, uint32_
  * >= 1); flags 0, KVT_F_SEALED, KVT_F_NOWAIT (a persistent namespace's
  * put that would wait for write-down room returns KVT_EWAIT at once,
  * nothing counted: wait with KVT_OP_ROOM, then try again), KVT_F_RETAIN
- * (the retain hint, taken at the commit).  Returns
+ * (the retain hint, taken at the commit), KVT_F_REPAIR (a copy the pod
+ * placed, taken at the commit).  Returns
  * KVT_OK with *res filled (the
  * handle and view are valid until commit or abort), KVT_EXISTS (present
  * in DRAM or SSD, or being written), KVT_ETOOBIG, KVT_EFULL, KVT_ENONS,
