@@ -81,6 +81,19 @@ static uint32_t value_view_crc(const struct iovec *v, unsigned vc, uint64_t off,
 	return crc;
 }
 
+/*
+ * The store's put flags an item's wire flags ask for: one table for both
+ * PUT paths, so that neither drops a hint the other keeps.  REPAIR marks
+ * the pod's own copies (hand-over, warm-up, repair, forwarded replica),
+ * which the store never filters (kvtier.h, KVT_F_REPAIR).
+ */
+static uint32_t item_put_flags(const struct proto_item *pi)
+{
+	return ((pi->flags & PROTO_IF_SEALED) ? KVT_F_SEALED : 0) |
+	       ((pi->flags & PROTO_IF_RETAIN) ? KVT_F_RETAIN : 0) |
+	       ((pi->flags & PROTO_IF_REPAIR) ? KVT_F_REPAIR : 0);
+}
+
 int kvtd_value_put_item(struct kvtd_frame *fr, struct kvtd_item *it, const struct proto_item *pi)
 {
 	uint32_t n = pi->part_count;
@@ -100,11 +113,7 @@ int kvtd_value_put_item(struct kvtd_frame *fr, struct kvtd_item *it, const struc
 		off += len;
 	}
 	it->req.op = KVT_OP_PUT;
-	it->req.flags = KVT_F_CRC;
-	if (pi->flags & PROTO_IF_SEALED)
-		it->req.flags |= KVT_F_SEALED;
-	if (pi->flags & PROTO_IF_REPAIR) /* the pod's copy: never filtered (kvtier.h) */
-		it->req.flags |= KVT_F_REPAIR;
+	it->req.flags = KVT_F_CRC | item_put_flags(pi);
 	it->req.iov = it->iov;
 	it->req.iov_count = n;
 	it->req.crcs = it->crcs;
@@ -133,11 +142,7 @@ int kvtd_value_put_reserve(struct kvtd_frame *fr, struct kvtd_item *it,
 		proto_item_part(pi, p, &it->lens[p], &it->crcs[p]);
 	it->req.ns = ns;
 	it->req.key = pi->key;
-	rc = kvt_put_reserve(srv->store, ns, &pi->key, it->lens, n,
-			     ((pi->flags & PROTO_IF_SEALED) ? KVT_F_SEALED : 0) |
-				     ((pi->flags & PROTO_IF_RETAIN) ? KVT_F_RETAIN : 0) |
-				     ((pi->flags & PROTO_IF_REPAIR) ? KVT_F_REPAIR : 0),
-			     &res);
+	rc = kvt_put_reserve(srv->store, ns, &pi->key, it->lens, n, item_put_flags(pi), &res);
 	if (rc != KVT_OK)
 		return rc;
 	it->nparts = n;
