@@ -33,7 +33,8 @@ Where the SSD's bytes go (doc/policies.md, same title), each against prom2x:
     prom2age the second read promotes (and drops) only a record older than AGE
              (0.5) of the log; a younger one is served and stays (its dead copy
              would hold room for most of a lap);
-  COMPACT=1    (b, its bound) dead records take no room: a free, perfect compaction;
+  COMPACT=1    (b, its bound) dead records take no room: a free, perfect compaction
+               (ADAPT='s log too, since 2026-12-03);
   ORPH=1       (d) a DRAM victim whose parent block is in no tier is not written;
   DEAD=1       print the dead records' share of the log (end, average);
   SLOT=oldest,g2,g4,greedy  (b) which slot a full log reuses: the oldest (FIFO), the
@@ -235,7 +236,7 @@ def adapt_sim(reqs, D, S, C, variant, force=False):
     def append(which, k):
         nid[0] += 1; logs[which].append((k, nid[0])); live[k] = (which, nid[0])
     def reclaim():
-        while len(logs['m']) + len(logs['p']) > S:
+        while (len(live) if COMPACT else len(logs['m']) + len(logs['p'])) > S:
             which = 'p' if logs['p'] and (len(logs['p']) > P * S or not seg[0] or not logs['m']) else 'm'
             k2, i2 = logs[which].popleft()
             if live.get(k2) != (which, i2): continue

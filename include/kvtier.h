@@ -377,10 +377,10 @@ int kvt_store_create(struct kvt_store **out);
  *                     the next victim), its second moves it to DRAM and
  *                     drops the SSD record; "promote": every read promotes.
  *                     doc/policies.md.
- *   ssd.young_reads_pct  0 (default: off) .. 100: with first_hit "cold", a
- *                     second read of a record in the newest this % of the
- *                     log's segments is served as a first read (the record
- *                     stays); only an older one moves to DRAM.
+ *   ssd.young_reads_pct  0 (off) .. 100, default 50: with first_hit "cold",
+ *                     a second read of a record in the newest this % of
+ *                     the log's segments is served as a first read (the
+ *                     record stays); only an older one moves to DRAM.
  *                     doc/policies.md.
  *   ssd.adapt_writedown  "on" (default): with victim admission and
  *                     dram.policy=prefix-adapt, its simulations model DRAM +

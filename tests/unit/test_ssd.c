@@ -1555,7 +1555,8 @@ static void test_persistent_wait(void)
  * The first read of a block from SSD (victim admission, ssd.first_hit=cold)
  * is served from a DRAM copy that is the next victim and is not written
  * down again (the SSD keeps its record); a second read promotes it as any
- * hit.  Worked by hand: DRAM of 4 blocks of 64 KiB (one shard, prefix
+ * hit (ssd.young_reads_pct=0 here: its rule for a record still young is
+ * test_young_reads').  Worked by hand: DRAM of 4 blocks of 64 KiB (one shard, prefix
  * policy), puts 1..8: 1..4 are evicted to SSD, DRAM holds 5..8.
  *   get 1 (SSD, first read): served; room for it evicts 5 (to SSD).
  *   put 9: cold -- evicts 1 (no write-down): DRAM 6 7 8 9;
@@ -1596,7 +1597,8 @@ static void first_hit(const char *mode)
 					   "dram.shards", "1", "dram.prefault", "off",
 					   "dram.policy", "prefix", "dram.victim_wait_ms", "30000",
 					   "ssd.capacity", "16M", "ssd.segment", "1M",
-					   "ssd.io", io_backend, "ssd.first_hit", mode, NULL);
+					   "ssd.io", io_backend, "ssd.first_hit", mode,
+					   "ssd.young_reads_pct", "0", NULL);
 	uint32_t ns = ns_of(s);
 	bool cold = !strcmp(mode, "cold");
 	uint64_t wd;
@@ -1736,7 +1738,8 @@ static struct kvt_store *bytes_open(const char *dir)
 	return t_store_open("path", dir, "dram.capacity", "256K", "dram.chunk", "64K",
 			    "dram.shards", "1", "dram.prefault", "off", "dram.policy", "prefix",
 			    "dram.victim_wait_ms", "30000", "ssd.capacity", "4M", "ssd.segment", "1M",
-			    "ssd.close_writedown_ms", "0", "ssd.io", io_backend, NULL);
+			    "ssd.close_writedown_ms", "0", "ssd.io", io_backend,
+			    "ssd.young_reads_pct", "0", NULL);
 }
 
 /*
