@@ -917,6 +917,8 @@ static int conn_authed(struct rconn *c, const struct proto_frame *f)
 	}
 	c->state = C_READY;
 	c->backoff_ms = rm->cfg.backoff_ms;
+	/* before conns_up: whoever saw the connection up sees what it announced */
+	atomic_store(&rm->hello_seen, (uint32_t)c->version << 16 | c->caps);
 	A(rm->c_connects);
 	A(rm->c_conns_up);
 	if (c->failed_once || atomic_load(&rm->down))
@@ -924,7 +926,6 @@ static int conn_authed(struct rconn *c, const struct proto_frame *f)
 			 rm->cfg.addr);
 	c->failed_once = false;
 	atomic_store(&rm->down, false);
-	atomic_store(&rm->hello_seen, (uint32_t)c->version << 16 | c->caps);
 	return 0;
 }
 
