@@ -1814,6 +1814,8 @@ static void test_forward_auto(void)
 	}
 	T_EQ_INT(v1, 1);
 	T_EQ_INT(v2, 2);
+	T_EQ_U64(t_stat(e, "remote.version"), 1); /* the pod's: the lowest, caps all share */
+	T_EQ_U64(t_stat(e, "remote.caps"), 0);
 	ns = t_ns(e, "auto");
 	for (unsigned p = 0; p < PROMPTS; p++) {
 		mk_keys(k[p], 16, 400000 + 100 * p);

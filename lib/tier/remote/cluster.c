@@ -1320,8 +1320,20 @@ void cluster_stats(struct cluster *cl, kvt_stats_fn fn, void *ctx)
 			continue; /* remote.addr: per member below */
 		if (strcmp(s->names[i], "remote.down") == 0)
 			fn(ctx, "remote.down", down == v->n, NULL);
-		else
+		else if (strcmp(s->names[i], "remote.version") != 0 &&
+			 strcmp(s->names[i], "remote.caps") != 0) /* not sums: below */
 			fn(ctx, s->names[i], s->values[i], NULL);
+	}
+	{
+		/* What every member announced: the lowest version, the caps all share. */
+		unsigned version = PROTO_VERSION_MAX, caps = PROTO_CAPS_KNOWN;
+		for (unsigned i = 0; i < v->n; i++) {
+			unsigned ver;
+			caps &= remote_caps(v->m[i].mb->rm, &ver);
+			version = ver < version ? ver : version;
+		}
+		fn(ctx, "remote.version", version, NULL);
+		fn(ctx, "remote.caps", caps, NULL);
 	}
 	fn(ctx, "remote.group_blocks", cl->group, NULL);
 	fn(ctx, "remote.hot_replicas", v->hot, NULL);
