@@ -87,6 +87,8 @@ struct bc_opts {
 #define BC_FWD_OFF 0 /* the engine writes hot replicas itself */
 #define BC_FWD_ON 1  /* remote.hot_forward on: the nodes forward them (a static pod) */
 #define BC_FWD_AB 2  /* both, each cell, on the same nodes (another namespace) */
+#define BC_FWD_AUTO 3 /* remote.hot_forward auto, the default: the nodes (a static
+		       * pod) announce forwarding, and the engine uses it */
 
 struct bc_node {
 	pid_t pid;
@@ -382,7 +384,7 @@ static int bc_store_open(struct bc *b, unsigned n, struct kvt_store **out, uint3
 		{ "remote.conns", conns }, { "remote.timeout_ms", "20000" },
 		{ "remote.conns_max", cmax }, { "remote.put_local", b->o.put_local },
 		{ "remote.io_threads", iot },
-		{ "remote.hot_forward", b->fwd_now ? "on" : "off" },
+		{ "remote.hot_forward", b->fwd_now ? "on" : b->o.fwd == BC_FWD_AUTO ? "auto" : "off" },
 	};
 	if ((r = kvt_store_create(&s)) < 0)
 		goto fail;
@@ -406,6 +408,25 @@ static int bc_store_open(struct bc *b, unsigned n, struct kvt_store **out, uint3
 		desc.model = "bench-cluster-fwd";
 	if ((r = kvt_store_open(s)) < 0 || (r = kvt_ns_register(s, &desc, ns)) < 0)
 		goto fail;
+	/* auto: the engine forwards through members whose HELLO it has seen;
+	 * puts before that are written to each replica.  Measure the steady
+	 * state: wait (up to BC_WAIT_MS) until every node answered one. */
+	for (double t0 = bench_now(); b->o.fwd == BC_FWD_AUTO && n > 1;) {
+		unsigned seen = 0;
+		for (unsigned i = 0; i < n; i++) {
+			char name[64];
+			snprintf(name, sizeof(name), "remote.node.%u.version", i);
+			seen += bc_stat(s, name) > 0;
+		}
+		if (seen == n)
+			break;
+		if (bench_now() - t0 > BC_WAIT_MS / 1000.0) {
+			bc_err("%u of %u nodes answered HELLO", seen, n);
+			r = -ETIMEDOUT;
+			goto fail;
+		}
+		usleep(1000);
+	}
 	*out = s;
 	return 0;
 fail:
@@ -881,9 +902,11 @@ static int bc_cell(struct bc *b, unsigned n, struct bc_cell *c, bool direct_firs
 	c->put_skips = bc_stat(s, "store.put_local_skips");
 	if (b->o.fwd == BC_FWD_AB && !direct_first && (rc = bc_fwd_phase(b, n, c, &fwd_base)) < 0)
 		goto out;
-	if (b->o.fwd == BC_FWD_ON && n > 1) { /* the engine's own puts were forwarded */
-		if ((rc = kvt_flush(s)) < 0 ||
-		    bc_fwd_wait(s, bc_expected_blocks(b, n) - b->blocks) < 0) {
+	if ((b->o.fwd == BC_FWD_ON || b->o.fwd == BC_FWD_AUTO) && n > 1) {
+		/* the engine's own puts were forwarded: one copy less each */
+		unsigned copies = b->o.hot < n ? b->o.hot : n;
+		uint64_t want = bc_stat(s, "remote.forwarded_puts") * (copies - 1);
+		if ((rc = kvt_flush(s)) < 0 || bc_fwd_wait(s, want) < 0) {
 			rc = rc < 0 ? rc : -EIO;
 			goto out;
 		}
@@ -1203,8 +1226,11 @@ static void bc_report(struct bc *b, bool put, unsigned ni, struct bc_cell cells[
 			for (unsigned r = 0; r < rounds; r++)
 				wf[r] = (double)cells[r][ni].put_skips / (double)b->blocks;
 			printf(",\"put_local_skipped\":%.4f", bench_median(wf, rounds));
-			printf(",\"hot_forward\":\"%s\"", b->o.fwd == BC_FWD_ON ? "on" :
-							 b->o.fwd == BC_FWD_AB ? "ab" : "off");
+			printf(",\"hot_forward\":\"%s\"",
+			       b->o.fwd == BC_FWD_ON	 ? "on" :
+			       b->o.fwd == BC_FWD_AB	 ? "ab" :
+			       b->o.fwd == BC_FWD_AUTO ? "auto" :
+							 "off");
 			if (b->o.fwd == BC_FWD_AB)
 				bc_report_fwd(b, ni, cells, true);
 		}
@@ -1363,9 +1389,13 @@ static void bc_usage(FILE *f)
 		"  --prompt-blocks N  blocks per prompt (default 32; --smoke 8)\n"
 		"  --group N          remote.group (default 16; --smoke 4)\n"
 		"  --hot-replicas N   remote.hot_replicas (default 2)\n"
-		"  --hot-forward M    remote.hot_forward: off (default), on (the nodes\n"
-		"                     run as a static pod, --members, and forward the\n"
-		"                     hot replicas), or ab: both in every cell on the\n"
+		"  --hot-forward M    remote.hot_forward: auto (default: the nodes run as\n"
+		"                     a static pod, --members, announce forwarding in\n"
+		"                     HELLO, and forward the hot replicas; the engine\n"
+		"                     waits for every node's HELLO before it puts), off\n"
+		"                     (the nodes are no pod, the engine writes each\n"
+		"                     replica), on (a pod, forwarding forced), or ab:\n"
+		"                     off and on in every cell on the\n"
 		"                     same nodes, the forwarded puts in a namespace of\n"
 		"                     their own, before the engine's puts in odd rounds\n"
 		"                     and after them in even ones, each waited for until\n"
@@ -1448,6 +1478,7 @@ int bench_cluster_main(int argc, char **argv)
 		return BENCH_EXIT_FAIL;
 	}
 	b->o = (struct bc_opts){ .dir = ".", .threads = 1, .inflight = 8, .conns = 2, .hot = 2,
+				 .fwd = BC_FWD_AUTO,
 				 .local_dram = 64 * BC_MIB, .put_local = "auto",
 				 .io_threads = 1 };
 	optind = 1;
@@ -1499,6 +1530,8 @@ int bench_cluster_main(int argc, char **argv)
 				b->o.fwd = BC_FWD_ON;
 			else if (strcmp(optarg, "ab") == 0)
 				b->o.fwd = BC_FWD_AB;
+			else if (strcmp(optarg, "auto") == 0)
+				b->o.fwd = BC_FWD_AUTO;
 			else
 				goto usage;
 			break;

@@ -335,10 +335,10 @@ static int replay_open(const struct replay_run *run, const char *dir, struct kvt
 		/* A throwaway store: no warm-restart write-down at close. */
 		RP_OPT("ssd.close_writedown_ms", "0");
 	}
-	/* The hints go to the kvtierd too (PROTO_IF_RETAIN); --set may say
-	 * otherwise (a server older than the flag refuses it). */
+	/* The hints go to the kvtierd too (PROTO_IF_RETAIN) where it announced
+	 * the flag (auto, the default); --set may say otherwise. */
 	if (run->o->server != NULL && run->o->retain_oracle)
-		RP_OPT("remote.retain_hint", "on");
+		RP_OPT("remote.retain_hint", "auto");
 	for (unsigned i = 0; i < run->o->n_set; i++) {
 		char name[128];
 		const char *eq = strchr(run->o->set[i], '=');
@@ -966,7 +966,7 @@ static void replay_usage(FILE *f)
 		"                        (the future known: what a router's retain hint\n"
 		"                        could give; doc/policies.md \"Fifth pass\");\n"
 		"                        with --server the kvtierd gets them too\n"
-		"                        (remote.retain_hint on)\n"
+		"                        (remote.retain_hint auto)\n"
 		"  --secret-file FILE    the tenant's secret (mode 600)\n"
 		"Values and time:\n"
 		"  --model NAME          model profile (default Llama-3.1-8B)\n"

@@ -296,6 +296,14 @@ int kvtd_config_option(struct kvtd_config *cfg, const char *name, const char *v,
 		if (kvtd_parse_size(v, &cfg->conn_output) < 0 || cfg->conn_output == 0)
 			return config_usage(err, err_len,
 					    "%s: --conn-output: '%s' is not a size (e.g. 64M)", where, v);
+	} else if (strcmp(name, "protocol-max") == 0) {
+		/* the newest protocol version HELLO offers: a server older than
+		 * this one, for testing clients against it (doc/protocol.md 5) */
+		if (config_parse_uint(v, PROTO_VERSION_MAX, &cfg->protocol_max) < 0 ||
+		    cfg->protocol_max < PROTO_VERSION_MIN)
+			return config_usage(err, err_len,
+					    "%s: --protocol-max: '%s' is not a protocol version (%u..%u)",
+					    where, v, PROTO_VERSION_MIN, PROTO_VERSION_MAX);
 	} else if (strcmp(name, "set") == 0) {
 		const char *eq = strchr(v, '=');
 		char *d;
@@ -339,7 +347,8 @@ bool kvtd_config_is_option(const char *name)
 		"resp", "s3", "metrics", "metrics-token", "max-conns", "max-memory", "conn-inflight",
 		"conn-output", "tls-cert", "tls-key", "tls-ca", "tls-verify-client", "insecure",
 		"members", "etcd", "etcd-prefix", "etcd-ttl", "advertise", "repair-grace",
-		"peer-connect-timeout", "repair-rate", "repair-idle-rate", "drain-budget", NULL,
+		"peer-connect-timeout", "repair-rate", "repair-idle-rate", "drain-budget",
+		"protocol-max", NULL,
 	};
 	for (int i = 0; names[i]; i++)
 		if (strcmp(name, names[i]) == 0)

@@ -53,6 +53,7 @@ struct kvtd_config {
 	                           * sections and encoded responses */
 	unsigned conn_inflight;   /* frames in flight per connection before reads pause */
 	uint64_t conn_output;     /* queued output bytes per connection before reads pause */
+	unsigned protocol_max;    /* --protocol-max: newest version HELLO offers (0: the newest) */
 	/* Cluster membership (members.c, doc/members.md) */
 	char *members;            /* --members HOST:PORT[=WEIGHT],...: a static list */
 	char *etcd;               /* --etcd URL: register and read the list there */

@@ -218,6 +218,8 @@ static void check_print(FILE *out, const struct kvtd_config *cfg)
 		fprintf(out, "conn-inflight = %u\n", cfg->conn_inflight);
 	if (cfg->conn_output)
 		fprintf(out, "conn-output = %llu\n", (unsigned long long)cfg->conn_output);
+	if (cfg->protocol_max)
+		fprintf(out, "protocol-max = %u\n", cfg->protocol_max);
 	if (cfg->etcd_ttl_s)
 		fprintf(out, "etcd-ttl = %u\n", cfg->etcd_ttl_s);
 	if (cfg->repair_grace_set)

@@ -382,7 +382,8 @@ static void ops_hello(struct kvtd_frame *fr)
 	struct kvtd_conn *c = fr->conn;
 	const struct proto_hello *h = &fr->f.hello;
 	struct proto_frame rf;
-	unsigned lo, hi;
+	struct kvtd_server *srv = ops_srv(fr);
+	unsigned lo, hi, top = srv->cfg.protocol_max ? srv->cfg.protocol_max : PROTO_VERSION_MAX;
 	static const char name[] = KVTD_NAME " " KVTD_VERSION;
 
 	if (c->state != KVTD_CS_HELLO) {
@@ -391,11 +392,11 @@ static void ops_hello(struct kvtd_frame *fr)
 		return;
 	}
 	lo = h->min_version > PROTO_VERSION_MIN ? h->min_version : PROTO_VERSION_MIN;
-	hi = h->max_version < PROTO_VERSION_MAX ? h->max_version : PROTO_VERSION_MAX;
+	hi = h->max_version < top ? h->max_version : top;
 	if (lo > hi) {
 		char msg[96];
 		snprintf(msg, sizeof(msg), "no protocol version in common: this server speaks %u..%u",
-			 PROTO_VERSION_MIN, PROTO_VERSION_MAX);
+			 PROTO_VERSION_MIN, top);
 		ops_fail(fr, KVT_EVERSION, msg);
 		return;
 	}
@@ -410,8 +411,13 @@ static void ops_hello(struct kvtd_frame *fr)
 	c->pod_peer = h->name_len == 12 && memcmp(h->name, "kvtierd-peer", 12) == 0;
 	kvtd_resp_init(fr, &rf, 0);
 	rf.hello.min_version = PROTO_VERSION_MIN;
-	rf.hello.max_version = PROTO_VERSION_MAX;
+	rf.hello.max_version = (uint16_t)top;
 	rf.hello.version = (uint16_t)hi;
+	/* What a client may send only where announced (doc/protocol.md
+	 * section 7): RETAIN, and FORWARD where this server forwards -- in a
+	 * pod, with a member list to rank the copies by (repair.c). */
+	if (hi >= PROTO_VERSION_CAPS)
+		rf.hello.caps = PROTO_CAP_RETAIN | (srv->repair ? PROTO_CAP_FORWARD : 0);
 	if (kvtd_auth_enabled()) {
 		rf.hello.auth_count = 1;
 		rf.hello.auth[0] = PROTO_AUTH_HMAC_SHA256;

@@ -136,7 +136,7 @@ int kvtd_peer_send(struct kvtd_peer *p, struct proto_frame *f, const struct prot
 	int rc;
 
 	f->tag = ++p->tag;
-	f->version = f->op == PROTO_OP_HELLO ? PROTO_VERSION_HELLO : PROTO_VERSION_MAX;
+	f->version = f->op == PROTO_OP_HELLO ? PROTO_VERSION_HELLO : p->version;
 	len = proto_encode(f, items, n, NULL, 0, &p->lim, &need);
 	if (len != KVT_EBUFSMALL)
 		return len < 0 ? (int)len : KVT_EBADLEN;
@@ -283,6 +283,11 @@ int kvtd_peer_open(struct kvtd_peer *p, const char *addr, const char *tenant,
 	if (rc < 0)
 		goto fail;
 	p->lim = p->resp.hello.limits;
+	p->version = p->resp.hello.version;
+	if (p->version < PROTO_VERSION_MIN || p->version > PROTO_VERSION_MAX) {
+		rc = KVT_EVERSION; /* not in the range offered */
+		goto fail;
+	}
 	method = p->resp.hello.auth[0];
 	memcpy(snonce, p->resp.hello.nonce, PROTO_NONCE_LEN);
 
@@ -414,7 +419,7 @@ int kvtd_peer_stat(struct kvtd_peer *p, uint32_t scope, const char *name, uint64
 
 	f.scope.scope = scope;
 	f.tag = ++p->tag;
-	f.version = PROTO_VERSION_MAX;
+	f.version = p->version;
 	{
 		/* STATS answers may come in several frames: read them all. */
 		uint64_t need = 0;

@@ -20,6 +20,7 @@ struct kvtd_peer {
 	char addr[KVTD_PEER_ADDR_MAX + 1];
 	char tenant[PROTO_TENANT_MAX + 1];
 	struct proto_limits lim;
+	uint16_t version;        /* what HELLO chose: every later frame carries it */
 	uint64_t tag;
 	uint8_t *rbuf;
 	size_t rcap, rlen, used;

@@ -434,13 +434,17 @@ int kvt_store_create(struct kvt_store **out);
  *                     (default 16).
  *   remote.hot_replicas  members that hold a prompt's first group, 1..8
  *                     (default 2).
- *   remote.hot_forward  off (default) or on: a put of a block placed on
- *                     several members (the first group, a namespace with
- *                     replicas) is sent once, to the first, which forwards
- *                     it to the others (stat remote.forwarded_puts).  Every
- *                     member must be a kvtierd that knows it, in a pod
- *                     (--members or --etcd): doc/cluster.md "Forwarded
- *                     replicas".
+ *   remote.hot_forward  auto (default), on or off: a put of a block placed
+ *                     on several members (the first group, a namespace
+ *                     with replicas) is sent once, to the first, which
+ *                     forwards it to the others (stat
+ *                     remote.forwarded_puts).  auto: to the first of them
+ *                     whose HELLO announced forwarding (protocol version
+ *                     2, a member of a pod: --members or --etcd); where
+ *                     none did, written to each itself.  on: to the first
+ *                     live one, every member must know it (an older
+ *                     kvtierd refuses the frame).  off: written to each.
+ *                     doc/cluster.md "Forwarded replicas".
  *   remote.crc_at_send  off (default) or on: a put that carries no CRC32C
  *                     of its caller's and is not copied to local DRAM has
  *                     its CRC32C computed by the remote tier's I/O thread
@@ -448,12 +452,14 @@ int kvt_store_create(struct kvt_store **out);
  *                     bytes, instead of on the submitting thread (a
  *                     caller's CRC32Cs, KVT_F_CRC, are sent as given and
  *                     checked by the server either way; doc/remote.md).
- *   remote.retain_hint  off (default) or on: puts with KVT_F_RETAIN carry
- *                     the hint to the servers (PROTO_IF_RETAIN), whose
- *                     DRAM takes it for this tenant's quota group.  Every
- *                     server must know the flag: one that predates it
- *                     refuses the frame (PROTO_EFLAGS, then closes the
- *                     connection; doc/protocol.md "PUT").
+ *   remote.retain_hint  auto (default), on or off: puts with KVT_F_RETAIN
+ *                     carry the hint to the servers (PROTO_IF_RETAIN),
+ *                     whose DRAM takes it for this tenant's quota group.
+ *                     auto: to servers whose HELLO announced it (protocol
+ *                     version 2); on: to every server, which must know the
+ *                     flag (one that predates it refuses the frame,
+ *                     PROTO_EFLAGS, then closes the connection;
+ *                     doc/protocol.md "PUT").
  *   remote.anchor_slots  keys whose group this store remembers from its
  *                     lookups and prefetches, for single-key requests without
  *                     KVT_F_PROMPT (default 262144, 16 bytes each; 0: none).
@@ -915,7 +921,7 @@ enum kvt_op {
 			     * hint"); a wrong hint costs no hits below LRU.
 			     * Ignored by the other policies and where a tier below
 			     * DRAM pins prefix-adapt to LRU order.  A remote tier
-			     * sends it to kvtierd with remote.retain_hint on, which
+			     * sends it to kvtierd (remote.retain_hint), which
 			     * takes it for the sender's quota group. */
 #define KVT_F_REPAIR 0x400u /* put, kvt_put_reserve: a copy the pod placed here, not
 			     * an engine's put (kvtierd: a drain's hand-over, a

@@ -130,7 +130,7 @@ enum {
 	HR_VERSION = 0, HR_MIN = 2, HR_MAX = 4, HR_AUTH_COUNT = 6, HR_NONCE = 8,
 	HR_FRAME_MAX = 40, HR_TABLE_MAX = 48, HR_VALUE_MAX = 56, HR_ITEMS_MAX = 64,
 	HR_PARTS_MAX = 68, HR_NS_MAX = 72, HR_KEY_MAX = 76, HR_AUTH = 80,
-	HR_NAME_LEN = 96, HR_RSV = 98, HR_NAME = 100,
+	HR_NAME_LEN = 96, HR_CAPS = 98, HR_NAME = 100,
 	AQ_METHOD = 0, AQ_TENANT_LEN = 2, AQ_RSV = 4, AQ_NONCE = 8, AQ_PROOF = 40, AQ_TENANT = 72,
 	AR_ROLE = 0, AR_RSV = 4, AR_PROOF = 8, AR_END = 40,
 	SQ_SCOPE = 0, SQ_TENANT_LEN = 4, SQ_RSV = 6, SQ_DIGEST = 8, SQ_TENANT = 40,
@@ -401,6 +401,12 @@ static int proto_op_check(const struct proto_frame *f, bool resp)
 		if (!resp)
 			return 0;
 		if (h->version < h->min_version || h->version > h->max_version)
+			return PROTO_EMALFORMED;
+		/* Capabilities exist from version 2 on (a version 1 answer keeps
+		 * the field reserved, 0), and unknown bits are errors, as
+		 * anywhere: a later version may define more. */
+		if (h->caps & ~PROTO_CAPS_KNOWN ||
+		    (h->caps && h->version < PROTO_VERSION_CAPS))
 			return PROTO_EMALFORMED;
 		if (h->auth_count < 1 || h->auth_count > PROTO_AUTH_MAX)
 			return PROTO_ECOUNT;
@@ -703,8 +709,7 @@ static int proto_op_decode(struct proto_frame *f, struct proto_cur *c, bool resp
 					return PROTO_EMALFORMED;
 			}
 			h->name_len = le_get16(p + HR_NAME_LEN);
-			if (le_get16(p + HR_RSV) != 0)
-				return PROTO_EMALFORMED;
+			h->caps = le_get16(p + HR_CAPS);
 		}
 		if (h->name_len > PROTO_NAME_MAX)
 			return KVT_EBADLEN;
@@ -1186,6 +1191,7 @@ static void proto_w_op(struct proto_writer *w, const struct proto_frame *f, bool
 			for (unsigned i = 0; i < h->auth_count; i++)
 				le_put16(t + HR_AUTH + 2 * i, h->auth[i]);
 			le_put16(t + HR_NAME_LEN, (uint16_t)h->name_len);
+			le_put16(t + HR_CAPS, h->caps);
 			proto_w_put(w, t, HR_NAME);
 		}
 		proto_w_put(w, h->name, h->name_len);

@@ -39,8 +39,9 @@
  */
 #define PROTO_MAGIC "KVTP"          /* 4 bytes at offset 0 of every frame, no NUL */
 #define PROTO_VERSION_MIN 1u        /* oldest version this codec reads */
-#define PROTO_VERSION_MAX 1u        /* newest version this codec reads and writes */
+#define PROTO_VERSION_MAX 2u        /* newest version this codec reads and writes */
 #define PROTO_VERSION_HELLO 1u      /* HELLO is always framed as version 1 */
+#define PROTO_VERSION_CAPS 2u       /* first version whose HELLO response carries caps */
 #define PROTO_HDR_LEN 48u           /* fixed header, bytes (a _Static_assert in proto.c) */
 #define PROTO_NONCE_LEN 32u         /* HELLO's server nonce, AUTH's client nonce */
 #define PROTO_PROOF_LEN 32u         /* HMAC-SHA-256 */
@@ -207,7 +208,17 @@ struct proto_hello {
 	struct proto_limits limits;    /* response: what the server accepts */
 	const char *name;      /* software name and version, for logs; may be NULL with len 0 */
 	uint32_t name_len;     /* 0..PROTO_NAME_MAX bytes of 0x20..0x7e */
+	uint16_t caps;         /* response: PROTO_CAP_*, what the server accepts and does;
+				* 0 unless version >= PROTO_VERSION_CAPS */
 };
+
+/* HELLO response capabilities (u16 at offset 98; doc/protocol.md section 7).
+ * A client sends an item flag a server may not know only where the server
+ * announced it: an older server refuses the frame (PROTO_EFLAGS). */
+#define PROTO_CAP_FORWARD 0x1u /* PUT FORWARD accepted, and this server forwards: it is
+				* a pod member with a member list to rank with */
+#define PROTO_CAP_RETAIN 0x2u  /* PUT RETAIN accepted (the retain hint) */
+#define PROTO_CAPS_KNOWN (PROTO_CAP_FORWARD | PROTO_CAP_RETAIN)
 
 struct proto_auth {
 	uint16_t method;       /* request: PROTO_AUTH_* */

@@ -62,6 +62,7 @@ static const int huge_vals[] = { DRAM_HUGE_AUTO, DRAM_HUGE_THP, DRAM_HUGE_OFF };
 static const int ssd_admit_vals[] = { SSD_ADMIT_SECOND, SSD_ADMIT_ALWAYS, SSD_ADMIT_VICTIM };
 static const int shared_admit_vals[] = { SHARED_ADMIT_PERSISTENT, SHARED_ADMIT_ALWAYS };
 static const int format_vals[] = { KVEVENTS_MAP, KVEVENTS_ARRAY };
+static const int flag_vals[] = { REMOTE_FLAG_OFF, REMOTE_FLAG_ON, REMOTE_FLAG_AUTO };
 
 static const struct opt_def opts[] = {
 	/* name, type, check, field, min, max, choices, vals, default, doc */
@@ -145,12 +146,14 @@ static const struct opt_def opts[] = {
 	{ "remote.hot_replicas", OPT_COUNT, 0, F(remote_cfg.hot_replicas), 1,
 	  REMOTE_HOT_REPLICAS_MAX, NULL, NULL, STR(REMOTE_DEF_HOT_REPLICAS),
 	  "members holding a prompt's first group" },
-	{ "remote.hot_forward", OPT_BOOL, 0, F(remote_cfg.hot_forward), 0, 0, "off|on", NULL,
-	  "off", "replicated puts go to one member, which forwards them (doc/cluster.md)" },
+	{ "remote.hot_forward", OPT_CHOICE, 0, F(remote_cfg.hot_forward), 0, 0, "off|on|auto",
+	  flag_vals, "auto",
+	  "replicated puts go to one member, which forwards them: to members that announce it (auto), always, or never (doc/cluster.md)" },
 	{ "remote.crc_at_send", OPT_BOOL, 0, F(remote_cfg.crc_at_send), 0, 0, "off|on", NULL,
 	  "off", "a put's CRC32C made by the I/O thread just before it sends (doc/remote.md)" },
-	{ "remote.retain_hint", OPT_BOOL, 0, F(remote_cfg.retain_hint), 0, 0, "off|on", NULL,
-	  "off", "puts carry KVT_F_RETAIN to the servers (a kvtierd that knows it: doc/protocol.md)" },
+	{ "remote.retain_hint", OPT_CHOICE, 0, F(remote_cfg.retain_hint), 0, 0, "off|on|auto",
+	  flag_vals, "auto",
+	  "puts carry KVT_F_RETAIN to the servers: those that announce it (auto), all, or none (doc/protocol.md)" },
 	{ "remote.anchor_slots", OPT_COUNT, 0, F(remote_cfg.anchor_slots), 0, 1u << 26, NULL,
 	  NULL, STR(REMOTE_DEF_ANCHOR_SLOTS), "remembered key -> group anchors; 0: none" },
 	{ "remote.refresh_ms", OPT_COUNT, 0, F(remote_cfg.refresh_ms), 0, 3600000, NULL, NULL,

@@ -155,7 +155,7 @@ Per request (SamplingParams(extra_args={"kv_transfer_params": {...}})):
   {"kvtier_retain": True} stores its blocks with the retain hint
   (KVT_F_RETAIN: a router that knows the prompt's document or system prompt
   is shared says it will be asked again; doc/policies.md "The retain
-  hint"; reaches kvtierd with remote.retain_hint on).  The request's
+  hint"; reaches kvtierd where it announces it: remote.retain_hint auto).  The request's
   kv_transfer_params on output carry "kvtier_loaded_tokens" (the tokens
   really loaded: a failed block and those after it, which vLLM
   recomputes, are not counted).

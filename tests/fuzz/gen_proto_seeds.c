@@ -105,6 +105,10 @@ int main(int argc, char **argv)
 	f.hello.name = "kvtierd";
 	f.hello.name_len = 7;
 	emit("hello-resp", &f, NULL, 0);
+	f.hello.max_version = PROTO_VERSION_MAX; /* version 2 on: what the server accepts */
+	f.hello.version = PROTO_VERSION_CAPS;
+	f.hello.caps = PROTO_CAP_FORWARD | PROTO_CAP_RETAIN;
+	emit("hello-resp-caps", &f, NULL, 0);
 
 	f = frame(PROTO_OP_AUTH, false, 2);
 	f.auth.method = PROTO_AUTH_HMAC_SHA256;

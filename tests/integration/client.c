@@ -267,7 +267,7 @@ int kc_hello(struct kc *c)
 	int rc;
 
 	f.hello.min_version = PROTO_VERSION_MIN;
-	f.hello.max_version = PROTO_VERSION_MAX;
+	f.hello.max_version = c->offer_max ? c->offer_max : PROTO_VERSION_MAX;
 	f.hello.name = "test_kvtierd";
 	f.hello.name_len = 12;
 	rc = client_call(c, &f, NULL, 0, NULL, 0, &r);
@@ -277,6 +277,7 @@ int kc_hello(struct kc *c)
 	if (rc == 0) {
 		c->lim = r.f.hello.limits;
 		c->version = r.f.hello.version;
+		c->caps = r.f.hello.caps;
 		c->auth_method = r.f.hello.auth[0];
 		memcpy(c->nonce, r.f.hello.nonce, PROTO_NONCE_LEN);
 	}

@@ -24,6 +24,8 @@ struct kc {
 	struct proto_limits lim;  /* the server's, after kc_hello */
 	uint64_t next_tag;
 	uint16_t version;
+	uint16_t offer_max;       /* kc_hello offers [MIN, this]; 0: PROTO_VERSION_MAX */
+	uint16_t caps;            /* PROTO_CAP_*: the server's HELLO answer */
 	uint16_t auth_method;     /* the server's first offer */
 	uint8_t nonce[PROTO_NONCE_LEN];
 	uint32_t role;

@@ -102,18 +102,19 @@ static void wait_up(struct kvt_store *s, uint64_t want)
 	       (unsigned long long)t_stat(s, "remote.conns_up"));
 }
 
-static void put_block(struct kvt_store *s, uint32_t ns, const struct kvt_key *keys, uint32_t i,
-		      uint64_t seed, bool hint)
+/* Put block i (flags: KVT_F_RETAIN or 0); hint: with its prompt's keys. */
+static void put_block_f(struct kvt_store *s, uint32_t ns, const struct kvt_key *keys, uint32_t i,
+			uint64_t seed, bool hint, uint32_t flags)
 {
 	static uint8_t v[VLEN];
 	struct iovec part = { v, sizeof(v) };
 	struct kvt_req r = { .op = KVT_OP_PUT, .ns = ns, .key = keys[i], .iov = &part,
-			     .iov_count = 1 };
+			     .iov_count = 1, .flags = flags };
 	struct kvt_req *rp = &r, *got;
 	struct kvt_queue *q;
 	t_fill(v, sizeof(v), seed + i);
 	if (hint) {
-		r.flags = KVT_F_PROMPT;
+		r.flags |= KVT_F_PROMPT;
 		r.keys = keys;
 		r.key_count = i + 1;
 	}
@@ -122,6 +123,12 @@ static void put_block(struct kvt_store *s, uint32_t ns, const struct kvt_key *ke
 	T_RC(kvt_queue_wait(q, &got, 1, 30000), 1);
 	T_RC(r.status, KVT_OK);
 	T_OK(kvt_queue_destroy(q));
+}
+
+static void put_block(struct kvt_store *s, uint32_t ns, const struct kvt_key *keys, uint32_t i,
+		      uint64_t seed, bool hint)
+{
+	put_block_f(s, ns, keys, i, seed, hint, 0);
 }
 
 /* Get block i; KVT_OK with the right bytes from the remote tier, or a miss. */
@@ -1479,27 +1486,40 @@ static uint64_t wpod_stat(const bool *alive, const char *name)
 	return sum;
 }
 
-static struct kvt_store *engine_fwd(bool forward)
+/* An engine of the pod wmembers; mode: remote.hot_forward, NULL: the
+ * default (auto). */
+static struct kvt_store *engine_fwd_mode(const char *mode)
 {
 	return t_store_open("dram.capacity", "32M", "dram.chunk", "4K", "dram.prefault", "off",
 			    "remote.addrs", wmembers, "remote.group", "8", "remote.hot_replicas",
-			    "2", "remote.hot_forward", forward ? "on" : "off", "remote.timeout_ms",
-			    "3000", "remote.connect_timeout_ms", "300", "remote.backoff_ms", "20",
-			    "remote.backoff_max_ms", "100", NULL);
+			    "2", "remote.timeout_ms", "3000", "remote.connect_timeout_ms", "300",
+			    "remote.backoff_ms", "20", "remote.backoff_max_ms", "100",
+			    mode ? "remote.hot_forward" : NULL, mode, NULL);
 }
 
-/* Put blocks [0, n) of keys (after a lookup: their groups known); what the
- * engine sent (remote.bytes_out). */
-static uint64_t wput(struct kvt_store *e, uint32_t ns, const struct kvt_key *keys, uint32_t n,
-		     uint64_t seed)
+static struct kvt_store *engine_fwd(bool forward)
+{
+	return engine_fwd_mode(forward ? "on" : "off");
+}
+
+/* Put blocks [0, n) of keys (after a lookup: their groups known), with
+ * flags (KVT_F_RETAIN or 0); what the engine sent (remote.bytes_out). */
+static uint64_t wput_f(struct kvt_store *e, uint32_t ns, const struct kvt_key *keys, uint32_t n,
+		       uint64_t seed, uint32_t flags)
 {
 	uint64_t out0;
 	T_RC(kvt_lookup_prefix(e, ns, keys, n, NULL), 0);
 	out0 = t_stat(e, "remote.bytes_out");
 	for (uint32_t i = 0; i < n; i++)
-		put_block(e, ns, keys, i, seed, false);
+		put_block_f(e, ns, keys, i, seed, false, flags);
 	T_OK(kvt_flush(e));
 	return t_stat(e, "remote.bytes_out") - out0;
+}
+
+static uint64_t wput(struct kvt_store *e, uint32_t ns, const struct kvt_key *keys, uint32_t n,
+		     uint64_t seed)
+{
+	return wput_f(e, ns, keys, n, seed, 0);
 }
 
 /* Which members hold blocks [0, n) (bit m), each copy checked byte-exact. */
@@ -1712,6 +1732,129 @@ static void test_forward(void)
 		tsrv_check_reports(wnode_base[m]);
 }
 
+/* Start a static pod of NODES kvtierd under base/<tag><m>: wmembers and
+ * wnode_addr name them; old[m]: that member runs --protocol-max 1 (a
+ * kvtierd that predates protocol version 2: it announces nothing). */
+static void wpod_start(struct tsrv *srv, const char *tag, const bool *old)
+{
+	char listen[NODES][32];
+	size_t off = 0;
+
+	for (unsigned m = 0; m < NODES; m++) {
+		snprintf(listen[m], sizeof(listen[m]), "127.0.0.1:%u", free_port());
+		off += (size_t)snprintf(wmembers + off, sizeof(wmembers) - off, "%s%s", m ? "," : "",
+					listen[m]);
+	}
+	for (unsigned m = 0; m < NODES; m++) {
+		const char *extra[] = { "--listen", listen[m], "--members", wmembers,
+					old[m] ? "--protocol-max" : NULL, "1", NULL };
+		char dir[2048];
+		snprintf(wnode_base[m], sizeof(wnode_base[m]), "%s/%s%u", base, tag, m);
+		T_RC(mkdir(wnode_base[m], 0700), 0);
+		snprintf(dir, sizeof(dir), "%s/data", wnode_base[m]);
+		T_RC(mkdir(dir, 0700), 0);
+		tsrv_start(&srv[m], bin, wnode_base[m], dir, NULL, extra);
+		snprintf(wnode_addr[m], sizeof(wnode_addr[m]), "%.31s", listen[m]);
+	}
+}
+
+static void wpod_stop(struct tsrv *srv)
+{
+	for (unsigned m = 0; m < NODES; m++)
+		T_EQ_INT(tsrv_stop(&srv[m]), 0);
+	for (unsigned m = 0; m < NODES; m++)
+		tsrv_check_reports(wnode_base[m]);
+}
+
+/*
+ * remote.hot_forward auto, the default (doc/protocol.md section 7 "caps",
+ * doc/cluster.md "Forwarded replicas"): an engine forwards through exactly
+ * the members whose HELLO announced it.
+ *
+ * 1. A pod of three, one of them an older kvtierd (--protocol-max 1): the
+ *    engine sees versions 2, 2, 1 and caps 3, 3, 0.  Twelve 2-group
+ *    prompts: each block is sent once (a first group through a member
+ *    that announced forwarding, even where the old member is its other
+ *    replica: the new member sends it a REPAIR copy, in version 1), every
+ *    first group lands on two members and some on the old one, byte-exact
+ *    everywhere.  Half the prompts carry the retain hint: it reaches the
+ *    new members, and the old one is never sent it (it would refuse the
+ *    frame and close: no disconnects).
+ * 2. A pod of three old members: nobody announces forwarding, so the
+ *    engine writes both copies itself (1.5x the bytes), and they land.
+ */
+static void test_forward_auto(void)
+{
+	struct tsrv srv[NODES];
+	const bool mixed[NODES] = { true, false, false }, all_old[NODES] = { true, true, true };
+	bool alive[NODES] = { true, true, true };
+	enum { PROMPTS = 12 };
+	static struct kvt_key k[PROMPTS][16];
+	unsigned v1 = 0, v2 = 0;
+	uint64_t sent = 0;
+	bool on_old = false;
+	struct kvt_store *e;
+	uint8_t h[16];
+	uint32_t ns;
+
+	wpod_start(srv, "auto", mixed);
+	e = engine_fwd_mode(NULL);
+	wait_up(e, 2 * NODES);
+	for (unsigned m = 0; m < NODES; m++) {
+		char name[64];
+		uint64_t ver, caps;
+		snprintf(name, sizeof(name), "remote.node.%u.version", m);
+		ver = t_stat(e, name);
+		snprintf(name, sizeof(name), "remote.node.%u.caps", m);
+		caps = t_stat(e, name);
+		if (ver == 1 && caps == 0)
+			v1++;
+		else if (ver == 2 && caps == 3) /* PROTO_CAP_FORWARD | PROTO_CAP_RETAIN */
+			v2++;
+	}
+	T_EQ_INT(v1, 1);
+	T_EQ_INT(v2, 2);
+	T_EQ_U64(t_stat(e, "remote.version"), 1); /* the pod's: the lowest, caps all share */
+	T_EQ_U64(t_stat(e, "remote.caps"), 0);
+	ns = t_ns(e, "auto");
+	for (unsigned p = 0; p < PROMPTS; p++) {
+		mk_keys(k[p], 16, 400000 + 100 * p);
+		sent += wput_f(e, ns, k[p], 16, 41000 + 100 * p, p % 2 ? KVT_F_RETAIN : 0);
+	}
+	if (!(sent >= PROMPTS * 16ull * VLEN && sent < PROMPTS * 16ull * (VLEN + 512)))
+		T_FAIL("the engine sent %llu bytes for %u blocks of %u", (unsigned long long)sent,
+		       PROMPTS * 16, VLEN);
+	T_EQ_U64(t_stat(e, "remote.forwarded_puts"), PROMPTS * GROUP);
+	T_EQ_U64(t_stat(e, "remote.disconnects"), 0);
+	T_ASSERT(wpod_stat(alive, "dram.retain_hints") > 0);
+	kvt_store_destroy(e);
+	wait_forwarded(alive, PROMPTS * GROUP);
+	for (unsigned p = 0; p < PROMPTS; p++) {
+		wholders(alive, "auto", k[p], 16, 41000 + 100 * p, h);
+		for (uint32_t i = 0; i < 16; i++)
+			T_EQ_INT(__builtin_popcount(h[i]), i < GROUP ? 2 : 1);
+		on_old |= h[0] & 1;
+	}
+	T_ASSERT(on_old);
+	wpod_stop(srv);
+
+	wpod_start(srv, "old", all_old);
+	e = engine_fwd_mode(NULL);
+	wait_up(e, 2 * NODES);
+	T_EQ_U64(t_stat(e, "remote.caps"), 0);
+	ns = t_ns(e, "auto");
+	sent = wput(e, ns, k[0], 16, 42000);
+	T_ASSERT(sent >= 24ull * VLEN);
+	T_EQ_U64(t_stat(e, "remote.forwarded_puts"), 0);
+	T_EQ_U64(t_stat(e, "remote.disconnects"), 0);
+	kvt_store_destroy(e);
+	wholders(alive, "auto", k[0], 16, 42000, h);
+	for (uint32_t i = 0; i < 16; i++)
+		T_EQ_INT(__builtin_popcount(h[i]), i < GROUP ? 2 : 1);
+	T_EQ_U64(wpod_stat(alive, "repair.forwarded"), 0);
+	wpod_stop(srv);
+}
+
 int main(int argc, char **argv)
 {
 	struct tsrv srv[NODES];
@@ -1734,6 +1877,7 @@ int main(int argc, char **argv)
 	 * is required) and not a quiet pass inside test_cluster. */
 	if (argc > 3 && strcmp(argv[3], "forward") == 0) {
 		test_forward();
+		test_forward_auto();
 		t_rmtree(base);
 		printf("test_cluster forward: ok\n");
 		return 0;

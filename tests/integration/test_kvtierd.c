@@ -112,6 +112,46 @@ static struct kvt_key key_of(uint64_t id)
  * HELLO and AUTH
  */
 
+/* Versions and what a HELLO answer announces (doc/protocol.md sections 5
+ * and 7): a server outside a pod speaks 1..2 and, in version 2, announces
+ * RETAIN but never FORWARD (it has no member list to forward by); a
+ * client that offers only version 1 gets 1 and no caps; a server capped
+ * at version 1 (--protocol-max 1, an older kvtierd) answers as one, and
+ * the connection works in version 1. */
+/* HELLO offering [1, offer_max] (0: the newest) to the server on port:
+ * the version chosen and the caps must be these; then AUTH and a PING in
+ * that version. */
+static void hello_expect(uint16_t port, uint16_t offer_max, int version, int caps)
+{
+	struct kc c;
+	T_RC(kc_connect_tcp(&c, port), 0);
+	c.offer_max = offer_max;
+	T_RC(kc_hello(&c), 0);
+	T_EQ_INT(c.version, version);
+	T_EQ_INT(c.caps, caps);
+	T_RC(kc_auth(&c, "alice", SECRET_ALICE), 0);
+	T_RC(kc_ping(&c), 0);
+	kc_close(&c);
+}
+
+static void test_versions(const struct server *s)
+{
+	const char *const old[] = { "--set", "dram.chunk=4K", "--protocol-max", "1", NULL };
+	struct server o;
+	char obase[700], odir[800], tenants[600];
+
+	hello_expect(s->port, 0, 2, PROTO_CAP_RETAIN);
+	hello_expect(s->port, 1, 1, 0);
+	snprintf(obase, sizeof(obase), "%s/v1", base);
+	T_RC(mkdir(obase, 0700), 0);
+	snprintf(odir, sizeof(odir), "%s/store", obase);
+	snprintf(tenants, sizeof(tenants), "%s/tenants", base);
+	tsrv_start(&o, kvtierd_bin, obase, odir, tenants, old);
+	hello_expect(o.port, 0, 1, 0);
+	T_EQ_INT(server_stop(&o), 0);
+	tsrv_check_reports(obase);
+}
+
 static void test_auth(const struct server *s)
 {
 	struct kc c;
@@ -1792,6 +1832,7 @@ int main(int argc, char **argv)
 
 	server_start(&s, dir, NULL);
 	test_auth(&s);
+	test_versions(&s);
 	test_register(&s, ns_alice, ns_bob);
 	test_put_get(&s, ns_alice);
 	test_pipeline(&s, ns_alice);

@@ -147,10 +147,11 @@ static int build_case(int i, struct tcase *c)
 		f->hello.name_len = 13;
 		return 1;
 	case 2:
-		frame_init(c, "hello response, no name, odd limits", PROTO_OP_HELLO, true, 0);
+		frame_init(c, "hello response, no name, odd limits, caps", PROTO_OP_HELLO, true, 0);
 		f->hello.version = 2;
 		f->hello.min_version = 2;
 		f->hello.max_version = 9;
+		f->hello.caps = PROTO_CAP_FORWARD | PROTO_CAP_RETAIN;
 		f->hello.auth_count = 1;
 		f->hello.auth[0] = 77;
 		f->hello.limits = (struct proto_limits){ 1 << 20, 4096, 1000, 3, 2, 1, 32 };
@@ -432,6 +433,7 @@ static void check_frame(const struct proto_frame *w, const struct proto_frame *g
 		if (!resp)
 			break;
 		T_EQ_INT(g->hello.version, w->hello.version);
+		T_EQ_INT(g->hello.caps, w->hello.caps);
 		T_EQ_INT(g->hello.auth_count, w->hello.auth_count);
 		T_EQ_MEM(g->hello.auth, w->hello.auth, sizeof(w->hello.auth));
 		T_EQ_MEM(g->hello.nonce, w->hello.nonce, PROTO_NONCE_LEN);
@@ -775,6 +777,7 @@ static void test_golden(void)
 	T_EQ_U64(crcs[1], 0xa6069d7cu);
 	memset(&f, 0, sizeof(f));
 	f.op = PROTO_OP_PUT;
+	f.version = 1; /* the example is a version 1 frame; version 2's differs at byte 4 */
 	f.tag = 42;
 	f.ns_count = 1;
 	f.ns = digest;
@@ -787,6 +790,7 @@ static void test_golden(void)
 	T_EQ_INT(len, sizeof(golden_put));
 	T_EQ_MEM(g_buf, golden_put, sizeof(golden_put));
 	T_RC(parse_guard(false, golden_put, sizeof(golden_put), NULL, &f), 0);
+	T_EQ_INT(f.version, 1);
 	T_EQ_U64(f.data_len, 11);
 	proto_iter_init(&iter, &f, NULL, NULL, 0);
 	T_EQ_INT(proto_iter_next(&iter, &it), 1);
@@ -1195,6 +1199,10 @@ static void test_table_errors(void)
 	T_RC(patched16(0, T0, 0), PROTO_EMALFORMED);             /* min_version 0 */
 	T_RC(patched16(0, T0, 4), PROTO_EMALFORMED);             /* min > max */
 	T_RC(patched16(1, T0, 2), PROTO_EMALFORMED);             /* chosen outside [min, max] */
+	T_RC(patched16(1, T0 + 98, PROTO_CAP_RETAIN), PROTO_EMALFORMED); /* caps in version 1 */
+	T_RC(patched16(2, T0 + 98, 0x4), PROTO_EMALFORMED);      /* an unknown cap */
+	T_RC(patched16(2, T0 + 98, 0x8000), PROTO_EMALFORMED);
+	T_RC(patched16(2, T0 + 98, 0), 0);                       /* version 2 without caps */
 	T_RC(patched16(1, T0 + 6, 0), PROTO_ECOUNT);             /* no auth method */
 	T_RC(patched16(1, T0 + 6, 9), PROTO_ECOUNT);
 	T_RC(patched64(1, T0 + 40, 0), PROTO_EMALFORMED);        /* limits: frame_max 0 */
@@ -1262,8 +1270,12 @@ static void test_encoder(void)
 	c.f.op = PROTO_OP__COUNT;
 	T_RC(proto_encode(&c.f, NULL, 0, g_buf, sizeof(g_buf), NULL, NULL), KVT_EBADOP);
 	c.f.op = PROTO_OP_PING;
-	c.f.version = 2;
+	c.f.version = PROTO_VERSION_MAX + 1;
 	T_RC(proto_encode(&c.f, NULL, 0, g_buf, sizeof(g_buf), NULL, NULL), KVT_EVERSION);
+	c.f.version = 1; /* every version the codec speaks */
+	T_ASSERT(proto_encode(&c.f, NULL, 0, g_buf, sizeof(g_buf), NULL, NULL) > 0);
+	c.f.version = 2;
+	T_ASSERT(proto_encode(&c.f, NULL, 0, g_buf, sizeof(g_buf), NULL, NULL) > 0);
 	c.f.version = 0;
 	c.f.status = KVT_EFULL;
 	T_RC(proto_encode(&c.f, NULL, 0, g_buf, sizeof(g_buf), NULL, NULL), PROTO_EMALFORMED);

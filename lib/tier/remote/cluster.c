@@ -71,6 +71,7 @@
 
 #include "cluster.h"
 #include "placement.h"
+#include "proto.h"
 
 /* An address ever listed: kept until close, because kvt_remote_who hands
  * out member addresses valid until the store closes. */
@@ -764,8 +765,9 @@ int cluster_exists(struct cluster *cl, uint32_t ns, const struct kvt_key *key,
 
 /* A put sent once with FORWARD (remote.hot_forward): a replica that fails
  * it, at the submission or after, passes it on to the next one (FORWARD
- * too), so that the put succeeds if any replica stored it, as it does
- * when the engine writes every replica itself.  parts stay the caller's
+ * too where that member announced forwarding, or with the option on; a
+ * plain copy of one otherwise), so that the put succeeds if any replica
+ * stored it, as it does when the engine writes every replica itself.  parts stay the caller's
  * until cb, as for any put; crcs, if given, are copied behind the record
  * (the store's, computed by its DRAM copy, live only during the call). */
 struct cfwd {
@@ -776,7 +778,8 @@ struct cfwd {
 	const struct iovec *parts;
 	const uint32_t *crcs;
 	unsigned part_count, want, k, next;
-	unsigned owners[REMOTE_HOT_REPLICAS_MAX];
+	unsigned owners[REMOTE_HOT_REPLICAS_MAX]; /* those that forward first */
+	unsigned fwd_mask;           /* bit i: owners[i] is sent FORWARD */
 	bool sealed;
 	uint64_t anchor;
 	unsigned hint_bit;           /* REMOTE_PUT_RETAIN or 0 */
@@ -796,10 +799,14 @@ static int cfwd_next(struct cfwd *f)
 {
 	int ret = -ENOTCONN;
 	/* ret first: once a submission took, f may be freed by its answer */
-	while (ret != 0 && f->next < f->k)
-		ret = remote_put_placed(f->v->m[f->owners[f->next++]].mb->rm, f->ns, &f->key,
-					f->parts, f->part_count, f->crcs, f->sealed, f->anchor,
-					f->want | REMOTE_PUT_FORWARD | f->hint_bit, cfwd_done, f);
+	while (ret != 0 && f->next < f->k) {
+		unsigned i = f->next++;
+		ret = remote_put_placed(f->v->m[f->owners[i]].mb->rm, f->ns, &f->key, f->parts,
+					f->part_count, f->crcs, f->sealed, f->anchor,
+					f->want | f->hint_bit |
+						(f->fwd_mask >> i & 1 ? REMOTE_PUT_FORWARD : 0),
+					cfwd_done, f);
+	}
 	return ret;
 }
 
@@ -821,11 +828,12 @@ int cluster_put(struct cluster *cl, uint32_t ns, const struct kvt_key *key,
 		const struct cluster_hint *hint, const struct iovec *parts, unsigned part_count,
 		const uint32_t *crcs, uint32_t vflags, bool only, tier_done_fn cb, void *ctx)
 {
-	unsigned owners[REMOTE_HOT_REPLICAS_MAX], k = 1, want = 0;
+	unsigned owners[REMOTE_HOT_REPLICAS_MAX], k = 1, want = 0, fwd_mask = 0;
 	bool sealed = (vflags & KVT_F_SEALED) != 0;
-	/* The retain hint travels in the copies word (remote.h). */
-	unsigned hint_bit =
-		((vflags & KVT_F_RETAIN) && cl->cfg.retain_hint) ? REMOTE_PUT_RETAIN : 0;
+	/* The retain hint travels in the copies word (remote.h); with auto
+	 * each connection drops it where its server did not announce it. */
+	unsigned hint_bit = ((vflags & KVT_F_RETAIN) && cl->cfg.retain_hint != REMOTE_FLAG_OFF) ?
+				    REMOTE_PUT_RETAIN : 0;
 	uint64_t anchor = 0;
 	struct cview *v = cview_get(cl);
 	struct fan *f;
@@ -846,8 +854,26 @@ int cluster_put(struct cluster *cl, uint32_t ns, const struct kvt_key *key,
 	/* remote.hot_forward: sent once, to the first live replica, which
 	 * forwards it to the others (doc/cluster.md "Forwarded replicas");
 	 * a replica that refuses the submission (down) passes it on to the
-	 * next. */
-	if (cl->cfg.hot_forward) {
+	 * next.  auto: to the first of those whose HELLO announced forwarding
+	 * (a member of a pod, of protocol version 2 or later), the others
+	 * after them in case those fail; none announced it: written through
+	 * to each replica, below. */
+	if (cl->cfg.hot_forward == REMOTE_FLAG_ON) {
+		fwd_mask = (1u << k) - 1;
+	} else if (cl->cfg.hot_forward == REMOTE_FLAG_AUTO) {
+		unsigned order[REMOTE_HOT_REPLICAS_MAX], n = 0;
+		for (unsigned pass = 0; pass < 2; pass++)
+			for (unsigned i = 0; i < k; i++) {
+				bool fwd = remote_caps(v->m[owners[i]].mb->rm, NULL) &
+					   PROTO_CAP_FORWARD;
+				if (fwd != (pass == 0))
+					continue;
+				fwd_mask |= (unsigned)fwd << n;
+				order[n++] = owners[i];
+			}
+		memcpy(owners, order, k * sizeof(*owners));
+	}
+	if (fwd_mask) {
 		struct cfwd *fw = kvt_mem_calloc(
 			cl->mem, 1, sizeof(*fw) + (crcs ? part_count * sizeof(uint32_t) : 0));
 		if (!fw) {
@@ -857,8 +883,8 @@ int cluster_put(struct cluster *cl, uint32_t ns, const struct kvt_key *key,
 		*fw = (struct cfwd){ .cl = cl, .v = v, .ns = ns, .key = *key, .parts = parts,
 				     .crcs = crcs ? (uint32_t *)(fw + 1) : NULL,
 				     .part_count = part_count, .want = want, .k = k,
-				     .sealed = sealed, .anchor = anchor, .hint_bit = hint_bit,
-				     .cb = cb, .ctx = ctx };
+				     .fwd_mask = fwd_mask, .sealed = sealed, .anchor = anchor,
+				     .hint_bit = hint_bit, .cb = cb, .ctx = ctx };
 		if (crcs)
 			memcpy(fw + 1, crcs, part_count * sizeof(uint32_t));
 		memcpy(fw->owners, owners, k * sizeof(*owners));
@@ -1294,8 +1320,20 @@ void cluster_stats(struct cluster *cl, kvt_stats_fn fn, void *ctx)
 			continue; /* remote.addr: per member below */
 		if (strcmp(s->names[i], "remote.down") == 0)
 			fn(ctx, "remote.down", down == v->n, NULL);
-		else
+		else if (strcmp(s->names[i], "remote.version") != 0 &&
+			 strcmp(s->names[i], "remote.caps") != 0) /* not sums: below */
 			fn(ctx, s->names[i], s->values[i], NULL);
+	}
+	{
+		/* What every member announced: the lowest version, the caps all share. */
+		unsigned version = PROTO_VERSION_MAX, caps = PROTO_CAPS_KNOWN;
+		for (unsigned i = 0; i < v->n; i++) {
+			unsigned ver;
+			caps &= remote_caps(v->m[i].mb->rm, &ver);
+			version = ver < version ? ver : version;
+		}
+		fn(ctx, "remote.version", version, NULL);
+		fn(ctx, "remote.caps", caps, NULL);
 	}
 	fn(ctx, "remote.group_blocks", cl->group, NULL);
 	fn(ctx, "remote.hot_replicas", v->hot, NULL);
@@ -1327,6 +1365,11 @@ void cluster_stats(struct cluster *cl, kvt_stats_fn fn, void *ctx)
 		N("gets", s->gets);
 		N("hits", s->hits);
 		N("puts", s->puts);
+		{
+			unsigned version, caps = remote_caps(v->m[i].mb->rm, &version);
+			N("version", version);
+			N("caps", caps);
+		}
 #undef N
 	}
 	kvt_mem_free(cl->mem, s, sizeof(*s));

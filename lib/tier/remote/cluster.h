@@ -96,8 +96,8 @@ int cluster_get_into(struct cluster *cl, uint32_t ns, const struct kvt_key *key,
 		     const struct cluster_hint *hint, const struct iovec *dst, unsigned dst_count,
 		     tier_done_fn cb, void *ctx);
 /* only: local DRAM did not take the block (remote.puts_only counts it).
- * vflags: KVT_F_SEALED, KVT_F_RETAIN (sent as PROTO_IF_RETAIN only with
- * remote.retain_hint on: a server older than the flag refuses it). */
+ * vflags: KVT_F_SEALED, KVT_F_RETAIN (sent as PROTO_IF_RETAIN where
+ * remote.retain_hint allows: a server older than the flag refuses it). */
 int cluster_put(struct cluster *cl, uint32_t ns, const struct kvt_key *key,
 		const struct cluster_hint *hint, const struct iovec *parts, unsigned part_count,
 		const uint32_t *crcs, uint32_t vflags, bool only, tier_done_fn cb, void *ctx);

@@ -156,6 +156,8 @@ struct rconn {
 	uint64_t backoff_ms;
 	uint64_t next_tag;
 	struct proto_limits lim;      /* the server's (HELLO) */
+	uint16_t version;             /* chosen by HELLO: every later frame carries it */
+	uint16_t caps;                /* PROTO_CAP_*: what the server announced (HELLO) */
 	uint8_t snonce[PROTO_NONCE_LEN], cnonce[PROTO_NONCE_LEN];
 
 	struct rframe *out_head, *out_tail;
@@ -228,6 +230,9 @@ struct remote {
 	_Atomic bool asleep;
 	uint64_t puts_inflight;          /* lock */
 	_Atomic bool down;               /* every connection failed: fail fast */
+	/* The latest handshake's HELLO answer (any connection of this lane):
+	 * version << 16 | PROTO_CAP_*; 0 until one succeeded (remote_caps). */
+	_Atomic uint32_t hello_seen;
 
 	/* remote thread only */
 	struct rop *pend_head, *pend_tail;
@@ -616,8 +621,9 @@ static struct rframe *frame_new(struct remote *rm, uint32_t count, unsigned extr
 	return fr;
 }
 
-/* The item of op (index i of its frame, namespace table index nsi). */
-static void op_item(const struct rop *op, uint32_t nsi, struct proto_item *it)
+/* The item of op (index i of its frame, namespace table index nsi);
+ * the item flags in drop are left out (op_drop). */
+static void op_item(const struct rop *op, uint32_t nsi, uint32_t drop, struct proto_item *it)
 {
 	memset(it, 0, sizeof(*it));
 	it->ns_index = nsi;
@@ -630,10 +636,26 @@ static void op_item(const struct rop *op, uint32_t nsi, struct proto_item *it)
 			it->anchor = op->anchor;
 			it->copies = op->copies & ~REMOTE_PUT_FORWARD;
 		}
+		it->flags &= ~drop;
 		it->part_count = op->part_count;
 		it->part_lens = op->lens;
 		it->part_crcs = op->crcs;
 	}
+}
+
+/* The PUT flags c's server did not announce, where the option says auto
+ * (REMOTE_FLAG_AUTO): the cluster asked remote_caps before it chose to
+ * send them, but a connection made since may be to an older server (one
+ * replaced in between), which would refuse the frame.  Without FORWARD
+ * the put still lands, on this member alone; without RETAIN, unhinted. */
+static uint32_t op_drop(const struct remote *rm, const struct rconn *c)
+{
+	uint32_t drop = 0;
+	if (rm->cfg.hot_forward == REMOTE_FLAG_AUTO && !(c->caps & PROTO_CAP_FORWARD))
+		drop |= PROTO_IF_FORWARD;
+	if (rm->cfg.retain_hint == REMOTE_FLAG_AUTO && !(c->caps & PROTO_CAP_RETAIN))
+		drop |= PROTO_IF_RETAIN;
+	return drop;
 }
 
 /*
@@ -653,6 +675,7 @@ static int frame_encode(struct remote *rm, struct rconn *c, struct rframe *fr, i
 
 	f.op = rk_op[kind];
 	f.tag = fr->tag;
+	f.version = c->version;
 	if (kind != RK_NSREG && kind != RK_CLEAR && kind != RK_STATS) {
 		digests = kvt_mem_alloc(rm->mem, (size_t)fr->count * PROTO_DIGEST_LEN);
 		nsidx = kvt_mem_alloc(rm->mem, (size_t)fr->count * sizeof(*nsidx));
@@ -718,9 +741,10 @@ static int frame_encode(struct remote *rm, struct rconn *c, struct rframe *fr, i
 				proto_write_item(&w, &it);
 			}
 		} else if (kind != RK_CLEAR && kind != RK_STATS) {
+			uint32_t drop = kind == RK_PUT ? op_drop(rm, c) : 0;
 			for (uint32_t i = 0; i < fr->count; i++) {
 				struct proto_item it;
-				op_item(fr->ops[i], nsidx[i], &it);
+				op_item(fr->ops[i], nsidx[i], drop, &it);
 				proto_write_item(&w, &it);
 			}
 		}
@@ -803,6 +827,7 @@ static int conn_send_simple(struct rconn *c, struct proto_frame *f)
 		return -ENOMEM;
 	fr->op = f->op;
 	fr->tag = f->tag = ++c->next_tag;
+	f->version = f->op == PROTO_OP_HELLO ? PROTO_VERSION_HELLO : c->version;
 	fr->buf_cap = 1024;
 	fr->buf = kvt_mem_alloc(rm->mem, fr->buf_cap);
 	if (!fr->buf) {
@@ -850,6 +875,15 @@ static int conn_auth(struct rconn *c, const struct proto_frame *hello)
 			 rm->secret ? "" : " (set remote.secret_file)");
 		return PROTO_EAUTH;
 	}
+	/* The codec checked the version against the server's range; it must
+	 * be in ours too (a server that picked one we did not offer). */
+	if (hello->hello.version < PROTO_VERSION_MIN || hello->hello.version > PROTO_VERSION_MAX) {
+		kvt_logf(rm->log, KVT_LOG_ERROR, "remote: %s chose protocol version %u (offered %u..%u)",
+			 rm->cfg.addr, hello->hello.version, PROTO_VERSION_MIN, PROTO_VERSION_MAX);
+		return KVT_EVERSION;
+	}
+	c->version = hello->hello.version;
+	c->caps = hello->hello.caps;
 	c->lim = hello->hello.limits;
 	memcpy(c->snonce, hello->hello.nonce, PROTO_NONCE_LEN);
 	f.auth.method = want;
@@ -883,6 +917,8 @@ static int conn_authed(struct rconn *c, const struct proto_frame *f)
 	}
 	c->state = C_READY;
 	c->backoff_ms = rm->cfg.backoff_ms;
+	/* before conns_up: whoever saw the connection up sees what it announced */
+	atomic_store(&rm->hello_seen, (uint32_t)c->version << 16 | c->caps);
 	A(rm->c_connects);
 	A(rm->c_conns_up);
 	if (c->failed_once || atomic_load(&rm->down))
@@ -2527,6 +2563,19 @@ bool remote_is_down(struct remote *rm)
 	return true;
 }
 
+unsigned remote_caps(struct remote *rm, unsigned *version)
+{
+	unsigned caps = PROTO_CAPS_KNOWN, ver = PROTO_VERSION_MAX;
+	for (unsigned i = 0; i < rm->lane_count; i++) {
+		uint32_t h = atomic_load_explicit(&rm->lane[i]->hello_seen, memory_order_relaxed);
+		caps &= h & 0xffffu;
+		ver = h >> 16 < ver ? h >> 16 : ver;
+	}
+	if (version)
+		*version = ver;
+	return caps;
+}
+
 const char *remote_addr(const struct remote *rm)
 {
 	return rm->cfg.addr;
@@ -2546,6 +2595,11 @@ void remote_stats(struct remote *rm, kvt_stats_fn fn, void *ctx)
 	S("conns_up", c_conns_up);
 	fn(ctx, "remote.down", remote_is_down(rm), NULL);
 	fn(ctx, "remote.io_threads", rm->lane_count, NULL);
+	{
+		unsigned version, caps = remote_caps(rm, &version);
+		fn(ctx, "remote.version", version, NULL);
+		fn(ctx, "remote.caps", caps, NULL);
+	}
 	{
 		/* How evenly the lanes share the bytes: the least any moved. */
 		uint64_t in = UINT64_MAX, out = UINT64_MAX;

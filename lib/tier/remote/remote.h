@@ -62,11 +62,20 @@ struct remote_config {
 	unsigned anchor_slots;      /* remembered key -> group entries; 0: none */
 	unsigned refresh_ms;        /* discover: re-read the member list this often; 0: never */
 	unsigned warm_ms;           /* a join's warm-up: reads try the previous owner too; 0: off */
-	bool hot_forward;           /* replicated puts go to one member, which forwards them */
-	bool retain_hint;           /* puts carry KVT_F_RETAIN (PROTO_IF_RETAIN) to the servers */
+	int hot_forward;            /* REMOTE_FLAG_*: replicated puts go to one member, which
+				     * forwards them (doc/cluster.md "Forwarded replicas") */
+	int retain_hint;            /* REMOTE_FLAG_*: puts carry KVT_F_RETAIN (PROTO_IF_RETAIN) */
 	/* The store's (store_dispatch.c store_put_admit), not the tier's: */
 	int put_local;              /* REMOTE_PUT_LOCAL_*: does a put also go to local DRAM */
 };
+
+/* remote.hot_forward and remote.retain_hint: a PUT flag that a server may
+ * not know (doc/protocol.md section 7, "caps") is sent never, always (the
+ * operator says every server knows it), or where the server announced it
+ * in HELLO (the default). */
+#define REMOTE_FLAG_OFF 0
+#define REMOTE_FLAG_ON 1
+#define REMOTE_FLAG_AUTO 2
 
 #define REMOTE_PUT_LOCAL_ALWAYS 0 /* a put lands in DRAM and is written through */
 #define REMOTE_PUT_LOCAL_NEVER 1  /* a put is written through only, DRAM untouched */
@@ -197,6 +206,12 @@ void remote_unplug(struct remote *rm);
 void remote_flush(struct remote *rm);
 
 void remote_stats(struct remote *rm, kvt_stats_fn fn, void *ctx);
+
+/* What the server announced in HELLO (PROTO_CAP_*), as the latest
+ * handshake of each lane saw it: a capability counts only where every
+ * lane has seen it; 0 before any handshake succeeded.  *version (may be
+ * NULL): the lanes' lowest protocol version, 0 likewise.  Any thread. */
+unsigned remote_caps(struct remote *rm, unsigned *version);
 
 /* The server's STATS (doc/protocol.md): tenant NULL for the connection's
  * own tenant, "*" for the whole server (admin), else that tenant (admin).
