@@ -28,7 +28,7 @@
 			__builtin_trap(); \
 	} while (0)
 
-#define REC_HDR_MAX (33 * SSD_REC_ALIGN) /* ssd_rec_hdr_len(KVT_PARTS_MAX) */
+#define REC_HDR_MAX (33 * SSD_REC_ALIGN) /* ssd_rec_hdr_len(KVT_PARTS_MAX, SSD_REC_ALIGN) */
 #define SUM_KEEP 8192               /* summaries with more entries skip the re-encode */
 
 static struct ssd_part g_parts[KVT_PARTS_MAX];
@@ -55,7 +55,7 @@ static void fuzz_rec(const uint8_t *buf, size_t len)
 	uint64_t sum = 0;
 	int rc, enc;
 
-	rc = ssd_rec_hdr_decode(buf, len, &h, g_parts, KVT_PARTS_MAX);
+	rc = ssd_rec_hdr_decode(buf, len, SSD_REC_ALIGN, &h, g_parts, KVT_PARTS_MAX);
 	FUZZ_CHECK(rc == 0 || rc == KVT_ECORRUPT || rc == KVT_EVERSION || rc == KVT_EBUFSMALL);
 	if (rc == KVT_EBUFSMALL) {
 		FUZZ_CHECK(h.hdr_len > len && h.hdr_len % SSD_REC_ALIGN == 0 && h.hdr_len <= REC_HDR_MAX);
@@ -63,7 +63,7 @@ static void fuzz_rec(const uint8_t *buf, size_t len)
 	}
 	if (rc != 0)
 		return;
-	FUZZ_CHECK(h.hdr_len <= len && h.hdr_len == ssd_rec_hdr_len(h.part_count));
+	FUZZ_CHECK(h.hdr_len <= len && h.hdr_len == ssd_rec_hdr_len(h.part_count, SSD_REC_ALIGN));
 	FUZZ_CHECK(h.part_count <= KVT_PARTS_MAX && h.value_len <= KVT_VALUE_MAX);
 	FUZZ_CHECK(h.seq != 0 && h.generation != 0 && (h.flags & ~SSD_REC_F_SEALED) == 0);
 	check_key(&h.key);
@@ -74,14 +74,14 @@ static void fuzz_rec(const uint8_t *buf, size_t len)
 	FUZZ_CHECK(sum == h.value_len);
 
 	/* One encoding per value. */
-	enc = ssd_rec_hdr_encode(&h, g_parts, g_enc, sizeof(g_enc));
+	enc = ssd_rec_hdr_encode(&h, g_parts, SSD_REC_ALIGN, g_enc, sizeof(g_enc));
 	FUZZ_CHECK(enc == (int)h.hdr_len);
 	FUZZ_CHECK(memcmp(g_enc, buf, h.hdr_len) == 0);
 
 	/* The other ways to call it agree. */
-	FUZZ_CHECK(ssd_rec_hdr_decode(buf, len, &h, NULL, 0) == 0);
+	FUZZ_CHECK(ssd_rec_hdr_decode(buf, len, SSD_REC_ALIGN, &h, NULL, 0) == 0);
 	if (h.part_count > 0)
-		FUZZ_CHECK(ssd_rec_hdr_decode(buf, len, &h, g_parts, h.part_count - 1) ==
+		FUZZ_CHECK(ssd_rec_hdr_decode(buf, len, SSD_REC_ALIGN, &h, g_parts, h.part_count - 1) ==
 			   KVT_ERANGE);
 }
 
@@ -97,7 +97,7 @@ static int sum_fn(void *p, const struct ssd_sum_entry *e)
 	FUZZ_CHECK(e->type >= SSD_REC_PUT && e->type <= SSD_REC_CLEAR_ALL);
 	FUZZ_CHECK(e->part_count <= KVT_PARTS_MAX && e->value_len <= KVT_VALUE_MAX);
 	FUZZ_CHECK(e->seq != 0 && e->off_512 >= c->prev_end && e->len_512 >= 1);
-	FUZZ_CHECK((uint64_t)e->len_512 * SSD_REC_ALIGN == ssd_rec_len(e->part_count, e->value_len));
+	FUZZ_CHECK((uint64_t)e->len_512 * SSD_REC_ALIGN == ssd_rec_len(e->part_count, e->value_len, SSD_REC_ALIGN));
 	check_key(&e->key);
 	c->prev_end = e->off_512 + e->len_512;
 	if (c->n < SUM_KEEP)

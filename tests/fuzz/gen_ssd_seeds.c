@@ -60,7 +60,7 @@ static void rec(const char *dir, const char *name, uint32_t type, uint32_t parts
 		g_parts[i].crc = 0x12345678u + i;
 		h.value_len += g_parts[i].len;
 	}
-	len = ssd_rec_hdr_encode(&h, g_parts, g_buf, sizeof(g_buf));
+	len = ssd_rec_hdr_encode(&h, g_parts, SSD_REC_ALIGN, g_buf, sizeof(g_buf));
 	if (len < 0)
 		die(name);
 	write_file(dir, name, g_buf, (size_t)len);
@@ -96,7 +96,7 @@ static void sum(const char *dir, const char *name, size_t n)
 		}
 		fill(e[i].key.bytes, e[i].key.len, (uint32_t)i);
 		e[i].off_512 = off;
-		e[i].len_512 = (uint32_t)(ssd_rec_len(e[i].part_count, e[i].value_len) / SSD_REC_ALIGN);
+		e[i].len_512 = (uint32_t)(ssd_rec_len(e[i].part_count, e[i].value_len, SSD_REC_ALIGN) / SSD_REC_ALIGN);
 		off += e[i].len_512;
 	}
 	len = ssd_sum_encode(9, e, n, g_buf, sizeof(g_buf));
@@ -156,7 +156,7 @@ static void ckpt(const char *dir, const char *name, uint32_t slots, uint32_t cle
 		e.e.key.len = i % 3 ? 32 : 64;
 		fill(e.e.key.bytes, e.e.key.len, i);
 		e.e.off_512 = 1 + i * 20;
-		e.e.len_512 = (uint32_t)(ssd_rec_len(e.e.part_count, e.e.value_len) / SSD_REC_ALIGN);
+		e.e.len_512 = (uint32_t)(ssd_rec_len(e.e.part_count, e.e.value_len, SSD_REC_ALIGN) / SSD_REC_ALIGN);
 		e.slot = i % slots;
 		e.generation = 1 + i % slots;
 		if (ssd_ckpt_put_entry(&w, &e) < 0)
