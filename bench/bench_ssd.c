@@ -188,10 +188,16 @@ static void bs_key(struct kvt_key *key, uint64_t size, uint64_t i)
 }
 
 
-/* Bytes of kvtier's record for a one-part value: header + value in 512-byte units. */
+/* kvtier's record alignment: 512, or 4096 with -o ssd.dio_align=4096 (a
+ * 4Kn drive's layout: header and value padding in 4096-byte units). */
+static uint64_t bs_rec_unit = BS_REC_ALIGN;
+
+/* Bytes of kvtier's record for a one-part value: header + value in units
+ * of the record alignment (the header is one unit for one part). */
 static uint64_t bs_rec_len(uint64_t value)
 {
-	return BS_REC_HDR + bench_align_up(value, BS_REC_ALIGN);
+	return (bs_rec_unit > BS_REC_HDR ? bs_rec_unit : BS_REC_HDR) +
+	       bench_align_up(value, bs_rec_unit);
 }
 
 
@@ -2014,6 +2020,10 @@ static int bs_parse_args(struct bs *b, bool recovery_cmd, int argc, char **argv)
 			if (o->store_opt_count == BS_STORE_OPTS_MAX)
 				return bs_usage_err(b, "-o: at most %d store options", BS_STORE_OPTS_MAX);
 			o->store_opts[o->store_opt_count++] = optarg;
+			if (strcmp(optarg, "ssd.dio_align=4096") == 0)
+				bs_rec_unit = 4096; /* fio's block follows kvtier's record */
+			else if (strncmp(optarg, "ssd.dio_align=", 14) == 0)
+				bs_rec_unit = BS_REC_ALIGN;
 			break;
 		case ':':
 			return bs_usage_err(b, "option '%s' needs a value", argv[optind - 1]);

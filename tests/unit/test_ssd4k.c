@@ -108,7 +108,7 @@ static void aligned_io(struct kvt_store *s, const char *what)
 }
 
 /* Every segment file in use lays records out at align, and keeps O_DIRECT
- * where the file system gave it. */
+ * where the device allows it. */
 static void segs_at(struct kvt_store *s, uint32_t align)
 {
 	struct ssd *d = store_ssd(s);
@@ -119,7 +119,9 @@ static void segs_at(struct kvt_store *s, uint32_t align)
 			continue;
 		used++;
 		T_EQ_INT(g->rec_align, align);
-		T_EQ_INT(g->direct, g->dio_ok); /* the test files allow both alignments */
+		/* O_DIRECT where the device allows it at this alignment (both on
+		 * the test machines; on a 4Kn drive not at 512: the page cache) */
+		T_EQ_INT(g->direct, g->dio_ok && g->dio_need <= align);
 	}
 	T_ASSERT(used > 0);
 }
