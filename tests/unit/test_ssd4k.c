@@ -79,21 +79,7 @@ static int put_k(struct kvt_store *s, uint32_t ns, uint64_t k)
 /* KVT_OK with exact bytes, or KVT_MISS; anything else fails the test. */
 static int get_k(struct kvt_store *s, uint32_t ns, uint64_t k)
 {
-	size_t len = len_of(k);
-	char *buf = malloc(len + 10), *want = malloc(len);
-	struct kvt_key key = t_key(k);
-	uint64_t vl = 0;
-	int r = kvt_get(s, ns, &key, buf, len + 10, &vl);
-	if (r == KVT_OK) {
-		T_EQ_U64(vl, len);
-		t_fill(want, len, k);
-		T_EQ_MEM(buf, want, len);
-	} else if (r != KVT_MISS) {
-		T_FAIL("get %llu: %s", (unsigned long long)k, kvt_strerror(r));
-	}
-	free(buf);
-	free(want);
-	return r;
+	return t_get_filled(s, ns, k, len_of(k));
 }
 
 /* Every I/O checked so far met the alignment; at least one was checked. */
