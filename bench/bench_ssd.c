@@ -1769,7 +1769,8 @@ static void bs_usage(FILE *f)
 		"  ssd.read      gets of every value once, random order, --qd in flight, from\n"
 		"                a reopened store (DRAM tier cold), against fio --rw=randread\n"
 		"  ssd.recovery  with --recovery: see 'kvtier bench recovery --help'\n"
-		"fio's block size is kvtier's record (512 B header + value rounded to 512 B);\n"
+		"fio's block size is kvtier's record (512 B header + value rounded to 512 B;\n"
+		"4096 and 4096 with -o ssd.dio_align=4096);\n"
 		"kvtier's GB/s counts value bytes, fio's block bytes.  Every value read is\n"
 		"checked byte for byte; /proc/self/io must show the reads reached the device.\n"
 		"\n"
@@ -2170,9 +2171,10 @@ int bench_ssd_main(int argc, char **argv)
 		bs_note(&b, "run directory %s (%s free); kvtier ssd.io=%s io_depth=%u, fio io_uring "
 			    "O_DIRECT", b.run_dir, bench_fmt_size(a, sizeof(a), free_b), b.o.io,
 			b.o.io_depth);
-		bs_note(&b, "kvtier moves value bytes in records of a 512 B header + the value in "
-			    "512 B units; fio moves blocks of the record's size.  kvtier GB/s counts "
-			    "value bytes, fio GB/s block bytes; 'records' is kvtier on block bytes");
+		bs_note(&b, "kvtier moves value bytes in records of a %u B header + the value in "
+			    "%u B units; fio moves blocks of the record's size.  kvtier GB/s counts "
+			    "value bytes, fio GB/s block bytes; 'records' is kvtier on block bytes",
+			(unsigned)bs_rec_unit, (unsigned)bs_rec_unit);
 		bs_note(&b, "write: write-through puts paced so nothing is shed, timed to kvt_flush "
 			    "(fdatasync); read: a reopened store (DRAM cold), every value once in "
 			    "random order; device read = /proc/self/io read_bytes per byte returned");
