@@ -188,10 +188,16 @@ static void bs_key(struct kvt_key *key, uint64_t size, uint64_t i)
 }
 
 
-/* Bytes of kvtier's record for a one-part value: header + value in 512-byte units. */
+/* kvtier's record alignment: 512, or 4096 with -o ssd.dio_align=4096 (a
+ * 4Kn drive's layout: header and value padding in 4096-byte units). */
+static uint64_t bs_rec_unit = BS_REC_ALIGN;
+
+/* Bytes of kvtier's record for a one-part value: header + value in units
+ * of the record alignment (the header is one unit for one part). */
 static uint64_t bs_rec_len(uint64_t value)
 {
-	return BS_REC_HDR + bench_align_up(value, BS_REC_ALIGN);
+	return (bs_rec_unit > BS_REC_HDR ? bs_rec_unit : BS_REC_HDR) +
+	       bench_align_up(value, bs_rec_unit);
 }
 
 
@@ -1763,7 +1769,8 @@ static void bs_usage(FILE *f)
 		"  ssd.read      gets of every value once, random order, --qd in flight, from\n"
 		"                a reopened store (DRAM tier cold), against fio --rw=randread\n"
 		"  ssd.recovery  with --recovery: see 'kvtier bench recovery --help'\n"
-		"fio's block size is kvtier's record (512 B header + value rounded to 512 B);\n"
+		"fio's block size is kvtier's record (512 B header + value rounded to 512 B;\n"
+		"4096 and 4096 with -o ssd.dio_align=4096);\n"
 		"kvtier's GB/s counts value bytes, fio's block bytes.  Every value read is\n"
 		"checked byte for byte; /proc/self/io must show the reads reached the device.\n"
 		"\n"
@@ -2014,6 +2021,10 @@ static int bs_parse_args(struct bs *b, bool recovery_cmd, int argc, char **argv)
 			if (o->store_opt_count == BS_STORE_OPTS_MAX)
 				return bs_usage_err(b, "-o: at most %d store options", BS_STORE_OPTS_MAX);
 			o->store_opts[o->store_opt_count++] = optarg;
+			if (strcmp(optarg, "ssd.dio_align=4096") == 0)
+				bs_rec_unit = 4096; /* fio's block follows kvtier's record */
+			else if (strncmp(optarg, "ssd.dio_align=", 14) == 0)
+				bs_rec_unit = BS_REC_ALIGN;
 			break;
 		case ':':
 			return bs_usage_err(b, "option '%s' needs a value", argv[optind - 1]);
@@ -2160,9 +2171,10 @@ int bench_ssd_main(int argc, char **argv)
 		bs_note(&b, "run directory %s (%s free); kvtier ssd.io=%s io_depth=%u, fio io_uring "
 			    "O_DIRECT", b.run_dir, bench_fmt_size(a, sizeof(a), free_b), b.o.io,
 			b.o.io_depth);
-		bs_note(&b, "kvtier moves value bytes in records of a 512 B header + the value in "
-			    "512 B units; fio moves blocks of the record's size.  kvtier GB/s counts "
-			    "value bytes, fio GB/s block bytes; 'records' is kvtier on block bytes");
+		bs_note(&b, "kvtier moves value bytes in records of a %u B header + the value in "
+			    "%u B units; fio moves blocks of the record's size.  kvtier GB/s counts "
+			    "value bytes, fio GB/s block bytes; 'records' is kvtier on block bytes",
+			(unsigned)bs_rec_unit, (unsigned)bs_rec_unit);
 		bs_note(&b, "write: write-through puts paced so nothing is shed, timed to kvt_flush "
 			    "(fdatasync); read: a reopened store (DRAM cold), every value once in "
 			    "random order; device read = /proc/self/io read_bytes per byte returned");

@@ -342,6 +342,11 @@ int kvt_store_create(struct kvt_store **out);
  *   ssd.io            "auto" (default: io_uring unless the kernel refuses
  *                     it), "uring", or "psync" (pread/pwrite threads).
  *   ssd.io_depth      device requests in flight, 1..4096 (default 64).
+ *   ssd.dio_align     records' alignment in new segments: "auto" (default:
+ *                     the device's O_DIRECT offset alignment, 4096 on a
+ *                     drive formatted with 4 KiB sectors, else 512), "512"
+ *                     or "4096".  Segments of either stay readable.
+ *                     doc/ssd.md "4Kn drives".
  *   ssd.admission     "victim" (default: what DRAM evicts goes down, the SSD
  *                     as DRAM's victim tier), "second" (a block goes down
  *                     on its second access) or "always" (write-through).
@@ -360,6 +365,9 @@ int kvt_store_create(struct kvt_store **out);
  *                     KVT_OP_ROOM waits the same way with no thread blocked.
  *   ssd.debug_write_delay_ms  tests: the SSD writer waits this long before
  *                     each write-down (a slow device; default 0).
+ *   ssd.debug_check_align  tests: "on" counts every SSD I/O whose offset,
+ *                     length or any buffer is off the records' alignment
+ *                     (default "off").
  *   ssd.checkpoint_seals  checkpoint after this many sealed segments
  *                     (default 8; 0: only at close).
  *   ssd.high_watermark, ssd.low_watermark  percent of segments in use that

@@ -61,10 +61,10 @@ static uint64_t ssdfmt_align(uint64_t n)
 	return KVT_ALIGN_UP(n, SSD_ALIGN);
 }
 
-/* Bytes up to the next multiple of SSD_REC_ALIGN: records (n <= 2^63). */
-static uint64_t ssdfmt_rec_align(uint64_t n)
+/* A record alignment a segment may use. */
+static bool ssdfmt_align_ok(uint32_t align)
 {
-	return KVT_ALIGN_UP(n, SSD_REC_ALIGN);
+	return align == SSD_REC_ALIGN || align == SSD_REC_ALIGN_4K;
 }
 
 /* ------------------------------------------------------------------------
@@ -101,7 +101,8 @@ static bool ssdfmt_kind_ok(uint32_t type, uint32_t ns_id, uint32_t key_len,
  *     8     4  u32 version (SSD_FMT_VERSION)
  *    12     4  u32 CRC32C of the whole 4096-byte block, this field as zero
  *    16     4  u32 slot
- *    20     4  u32 reserved, 0
+ *    20     4  u32 version 2: reserved, 0 (records 512-aligned);
+ *              version 3: rec_align, 512 or 4096
  *    24     8  u64 generation
  *    32     8  u64 seg_size: multiple of 4096, >= 8192
  *    40     8  u64 created_ns
@@ -115,7 +116,7 @@ enum {
 	SEG_VERSION = 8,
 	SEG_CRC = 12,
 	SEG_SLOT = 16,
-	SEG_RESERVED = 20,
+	SEG_REC_ALIGN = 20,
 	SEG_GENERATION = 24,
 	SEG_SIZE = 32,
 	SEG_CREATED = 40,
@@ -135,7 +136,13 @@ void ssd_seg_hdr_encode(const struct ssd_seg_hdr *h, uint8_t *buf)
 {
 	memset(buf, 0, SSD_ALIGN);
 	memcpy(buf + SEG_MAGIC, SSD_SEG_MAGIC, 8);
-	le_put32(buf + SEG_VERSION, SSD_FMT_VERSION);
+	/* A 512-aligned segment stays version 2, readable by older kvtier. */
+	if (h->rec_align > SSD_REC_ALIGN) {
+		le_put32(buf + SEG_VERSION, SSD_SEG_VERSION_4K);
+		le_put32(buf + SEG_REC_ALIGN, h->rec_align);
+	} else {
+		le_put32(buf + SEG_VERSION, SSD_FMT_VERSION);
+	}
 	le_put32(buf + SEG_SLOT, h->slot);
 	le_put64(buf + SEG_GENERATION, h->generation);
 	le_put64(buf + SEG_SIZE, h->seg_size);
@@ -151,19 +158,20 @@ int ssd_seg_hdr_decode(const uint8_t *buf, struct ssd_seg_hdr *h)
 	struct ssd_seg_hdr t;
 
 	memset(h, 0, sizeof(*h));
+	memset(&t, 0, sizeof(t));
 	if (memcmp(buf + SEG_MAGIC, SSD_SEG_MAGIC, 8) != 0)
 		return KVT_ECORRUPT;
 	if (ssdfmt_crc_skip(buf, SSD_ALIGN, SEG_CRC) != le_get32(buf + SEG_CRC))
 		return KVT_ECORRUPT;
-	if (le_get32(buf + SEG_VERSION) != SSD_FMT_VERSION) {
+	t.version = le_get32(buf + SEG_VERSION);
+	if (t.version != SSD_FMT_VERSION && t.version != SSD_SEG_VERSION_4K) {
 		/* Recovery tells an older format (dropped) from a newer one
 		 * (refused): doc/ssd-format.md "Versions". */
-		h->version = le_get32(buf + SEG_VERSION);
+		h->version = t.version;
 		return KVT_EVERSION;
 	}
 
-	memset(&t, 0, sizeof(t));
-	t.version = SSD_FMT_VERSION;
+	t.rec_align = t.version == SSD_FMT_VERSION ? SSD_REC_ALIGN : le_get32(buf + SEG_REC_ALIGN);
 	t.slot = le_get32(buf + SEG_SLOT);
 	t.generation = le_get64(buf + SEG_GENERATION);
 	t.seg_size = le_get64(buf + SEG_SIZE);
@@ -172,7 +180,8 @@ int ssd_seg_hdr_decode(const uint8_t *buf, struct ssd_seg_hdr *h)
 	t.summary_len = le_get64(buf + SEG_SUM_LEN);
 	memcpy(t.store_id, buf + SEG_STORE_ID, 16);
 
-	if (le_get32(buf + SEG_RESERVED) != 0 ||
+	if ((t.version == SSD_FMT_VERSION ? le_get32(buf + SEG_REC_ALIGN) != 0
+					  : !ssdfmt_align_ok(t.rec_align)) ||
 	    !ssdfmt_is_zero(buf + SEG_FIXED, SSD_ALIGN - SEG_FIXED))
 		return KVT_ECORRUPT;
 	if (t.seg_size < 2 * SSD_ALIGN || t.seg_size > SSDFMT_SEG_MAX || t.seg_size % SSD_ALIGN)
@@ -183,7 +192,7 @@ int ssd_seg_hdr_decode(const uint8_t *buf, struct ssd_seg_hdr *h)
 			return KVT_ECORRUPT;
 	} else {
 		/* Both are at most seg_size, so the sum cannot wrap. */
-		if (t.summary_off % SSD_REC_ALIGN || t.summary_off < SSD_ALIGN ||
+		if (t.summary_off % t.rec_align || t.summary_off < SSD_ALIGN ||
 		    t.summary_len % SSD_ALIGN || t.summary_off > t.seg_size ||
 		    t.summary_len > t.seg_size || t.summary_off + t.summary_len > t.seg_size)
 			return KVT_ECORRUPT;
@@ -193,12 +202,13 @@ int ssd_seg_hdr_decode(const uint8_t *buf, struct ssd_seg_hdr *h)
 }
 
 /* ------------------------------------------------------------------------
- * Record header: hdr_len bytes (a multiple of 512) before the value.
+ * Record header: hdr_len bytes (a multiple of the segment's record
+ * alignment, 512 or 4096) before the value.
  *
  *   off  size  field
  *     0     4  magic "KVR1"
  *     4     4  u32 version (SSD_FMT_VERSION)
- *     8     4  u32 hdr_len: ssd_rec_hdr_len(part_count)
+ *     8     4  u32 hdr_len: ssd_rec_hdr_len(part_count, the segment's alignment)
  *    12     4  u32 CRC32C of bytes [0, hdr_len), this field as zero
  *    16     4  u32 type (enum ssd_rec_type)
  *    20     4  u32 part_count
@@ -252,25 +262,38 @@ _Static_assert(PART_RESERVED + 4 == SSD_PART_ENTRY, "part-table entries are 16 b
 _Static_assert(KVT_PARTS_MAX <= UINT16_MAX, "part_count fits a summary entry's u16");
 _Static_assert(KVT_KEY_MAX <= UINT8_MAX, "key_len fits a summary entry's u8");
 
+/* The largest header at either alignment (hdr_len is bounded by it before
+ * the CRC is computed over it). */
 #define SSDFMT_REC_HDR_MAX \
 	((uint32_t)KVT_ALIGN_UP(SSD_REC_FIXED + (uint64_t)KVT_PARTS_MAX * SSD_PART_ENTRY, \
-				SSD_REC_ALIGN))
-_Static_assert(SSDFMT_REC_HDR_MAX == 33 * SSD_REC_ALIGN, "largest record header is 16.5 KiB");
-_Static_assert(SSD_REC_FIXED + 21 * SSD_PART_ENTRY <= SSD_REC_ALIGN,
-	       "a record of up to 21 parts has a 512-byte header");
+				SSD_REC_ALIGN_4K))
+_Static_assert(SSDFMT_REC_HDR_MAX == 5 * SSD_REC_ALIGN_4K, "largest record header is 20 KiB");
+_Static_assert(SSD_REC_FIXED + 22 * SSD_PART_ENTRY <= SSD_REC_ALIGN,
+	       "a record of up to 22 parts has a 512-byte header");
 
-uint32_t ssd_rec_hdr_len(uint32_t part_count)
+uint32_t ssd_rec_hdr_len(uint32_t part_count, uint32_t align)
 {
-	if (part_count > KVT_PARTS_MAX)
+	if (part_count > KVT_PARTS_MAX || !ssdfmt_align_ok(align))
 		return 0;
-	return (uint32_t)ssdfmt_rec_align(SSD_REC_FIXED + (uint64_t)part_count * SSD_PART_ENTRY);
+	return (uint32_t)KVT_ALIGN_UP(SSD_REC_FIXED + (uint64_t)part_count * SSD_PART_ENTRY, align);
 }
 
-uint64_t ssd_rec_len(uint32_t part_count, uint64_t value_len)
+uint64_t ssd_rec_len(uint32_t part_count, uint64_t value_len, uint32_t align)
 {
-	if (part_count > KVT_PARTS_MAX || value_len > KVT_VALUE_MAX)
+	if (part_count > KVT_PARTS_MAX || value_len > KVT_VALUE_MAX || !ssdfmt_align_ok(align))
 		return 0;
-	return ssd_rec_hdr_len(part_count) + ssdfmt_rec_align(value_len);
+	return ssd_rec_hdr_len(part_count, align) + KVT_ALIGN_UP(value_len, align);
+}
+
+uint32_t ssd_rec_align_of(uint32_t part_count, uint64_t value_len, uint64_t rec_len)
+{
+	uint64_t l512 = ssd_rec_len(part_count, value_len, SSD_REC_ALIGN);
+
+	if (l512 != 0 && l512 == rec_len)
+		return SSD_REC_ALIGN;
+	if (l512 != 0 && ssd_rec_len(part_count, value_len, SSD_REC_ALIGN_4K) == rec_len)
+		return SSD_REC_ALIGN_4K;
+	return 0;
 }
 
 /* Fields of a record header besides its part table, as both sides check them. */
@@ -290,14 +313,14 @@ static bool ssdfmt_rec_ok(const struct ssd_rec_hdr *h)
 }
 
 int ssd_rec_hdr_encode(const struct ssd_rec_hdr *h, const struct ssd_part *parts,
-		       uint8_t *buf, size_t buf_len)
+		       uint32_t align, uint8_t *buf, size_t buf_len)
 {
 	uint32_t hdr_len;
 	uint64_t sum = 0;
 
-	if (!ssdfmt_rec_ok(h))
+	if (!ssdfmt_rec_ok(h) || !ssdfmt_align_ok(align))
 		return KVT_EBADLEN;
-	hdr_len = ssd_rec_hdr_len(h->part_count);
+	hdr_len = ssd_rec_hdr_len(h->part_count, align);
 	if (buf_len < hdr_len || (h->part_count && !parts))
 		return KVT_EBADLEN;
 	for (uint32_t i = 0; i < h->part_count; i++) {
@@ -332,8 +355,8 @@ int ssd_rec_hdr_encode(const struct ssd_rec_hdr *h, const struct ssd_part *parts
 	return (int)hdr_len;
 }
 
-int ssd_rec_hdr_decode(const uint8_t *buf, size_t buf_len, struct ssd_rec_hdr *h,
-		       struct ssd_part *parts, uint32_t max_parts)
+int ssd_rec_hdr_decode(const uint8_t *buf, size_t buf_len, uint32_t align,
+		       struct ssd_rec_hdr *h, struct ssd_part *parts, uint32_t max_parts)
 {
 	struct ssd_rec_hdr t;
 	uint32_t hdr_len, table_end;
@@ -382,7 +405,7 @@ int ssd_rec_hdr_decode(const uint8_t *buf, size_t buf_len, struct ssd_rec_hdr *h
 		return KVT_ECORRUPT;
 
 	/* 4. The part table (part_count <= KVT_PARTS_MAX now) and the padding. */
-	if (hdr_len != ssd_rec_hdr_len(t.part_count))
+	if (hdr_len != ssd_rec_hdr_len(t.part_count, align))
 		return KVT_ECORRUPT;
 	table_end = REC_FIXED + t.part_count * SSD_PART_ENTRY;
 	for (uint32_t i = 0; i < t.part_count; i++) {
@@ -421,7 +444,7 @@ int ssd_rec_hdr_decode(const uint8_t *buf, size_t buf_len, struct ssd_rec_hdr *h
  *     2     2  u16 part_count
  *     4     4  u32 ns_id
  *     8     4  u32 off_512: record offset in the segment / 512, >= 1
- *    12     4  u32 len_512: ssd_rec_len(part_count, value_len) / 512
+ *    12     4  u32 len_512: ssd_rec_len(part_count, value_len, 512 or 4096) / 512
  *    16     8  u64 seq
  *    24     8  u64 value_len
  *    32     K  key bytes, K = key_len rounded up to 8, zero past key_len
@@ -446,14 +469,14 @@ static size_t ssdfmt_key_pad(uint32_t key_len)
 
 static bool ssdfmt_ent_ok(const struct ssd_sum_entry *e)
 {
-	uint64_t rec_len;
-
 	if (!ssdfmt_kind_ok(e->type, e->ns_id, e->key.len, e->part_count, e->value_len, e->seq))
 		return false;
-	rec_len = ssd_rec_len(e->part_count, e->value_len);
+	/* Either alignment's layout: the segment's header says which its
+	 * records use, and the tier checks each entry against it. */
 	return e->off_512 >= 1 && e->len_512 >= 1 &&
 	       (uint64_t)e->off_512 + e->len_512 <= UINT32_MAX &&
-	       (uint64_t)e->len_512 * SSD_REC_ALIGN == rec_len;
+	       ssd_rec_align_of(e->part_count, e->value_len,
+				(uint64_t)e->len_512 * SSD_REC_ALIGN) != 0;
 }
 
 size_t ssd_sum_entry_len(const struct ssd_sum_entry *e)

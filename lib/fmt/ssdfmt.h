@@ -32,6 +32,13 @@
 #define SSD_ALIGN 4096u
 #define SSD_REC_ALIGN 512u
 #define SSD_FMT_VERSION 2u
+/* Record alignments a segment may use (doc/ssd-format.md "Record
+ * alignment"): SSD_REC_ALIGN, or SSD_REC_ALIGN_4K for drives whose O_DIRECT
+ * needs 4096-byte offsets (4Kn).  A segment at SSD_REC_ALIGN_4K has a
+ * header of version SSD_SEG_VERSION_4K, which names its alignment; every
+ * other structure stays at SSD_FMT_VERSION. */
+#define SSD_REC_ALIGN_4K 4096u
+#define SSD_SEG_VERSION_4K 3u
 
 /* ------------------------------------------------------------------------
  * Segment header: the first 4096 bytes of every segment file.
@@ -39,9 +46,12 @@
 #define SSD_SEG_MAGIC "KVTSEG01" /* 8 bytes, no NUL */
 
 struct ssd_seg_hdr {
-	uint32_t version;      /* SSD_FMT_VERSION (decode: the version found, also
-			        * with KVT_EVERSION) */
+	uint32_t version;      /* decode: the version found (also with KVT_EVERSION);
+			        * encode: ignored, set from rec_align */
 	uint32_t slot;         /* this file's slot number */
+	uint32_t rec_align;    /* records' alignment: SSD_REC_ALIGN (version
+			        * SSD_FMT_VERSION) or SSD_REC_ALIGN_4K (version
+			        * SSD_SEG_VERSION_4K); encode: 0 reads as 512 */
 	uint64_t generation;   /* bumped each time the slot is reused; 0: never written */
 	uint64_t seg_size;     /* bytes, multiple of SSD_ALIGN */
 	uint64_t created_ns;   /* CLOCK_REALTIME when the generation began */
@@ -53,7 +63,8 @@ struct ssd_seg_hdr {
 /* Encode into buf[SSD_ALIGN] (zero padding, CRC).  Always succeeds. */
 void ssd_seg_hdr_encode(const struct ssd_seg_hdr *h, uint8_t *buf);
 /* Decode buf[SSD_ALIGN].  0, KVT_ECORRUPT (magic, CRC, fields), KVT_EVERSION
- * (an intact header of another format version: h->version says which). */
+ * (an intact header of a version other than SSD_FMT_VERSION and
+ * SSD_SEG_VERSION_4K: h->version says which). */
 int ssd_seg_hdr_decode(const uint8_t *buf, struct ssd_seg_hdr *h);
 
 /* ------------------------------------------------------------------------
@@ -90,32 +101,43 @@ struct ssd_rec_hdr {
 	uint32_t flags;          /* SSD_REC_F_* (PUT only); other bits 0 */
 };
 
-/* Header bytes for a record with this many parts (a multiple of
- * SSD_REC_ALIGN: 512 up to 21 parts); 0 if part_count > KVT_PARTS_MAX. */
-uint32_t ssd_rec_hdr_len(uint32_t part_count);
-/* Total bytes on disk of a record: hdr_len + value rounded up to SSD_REC_ALIGN;
- * 0 if part_count > KVT_PARTS_MAX or value_len > KVT_VALUE_MAX. */
-uint64_t ssd_rec_len(uint32_t part_count, uint64_t value_len);
+/* Header bytes for a record with this many parts in a segment whose
+ * records are align-aligned (SSD_REC_ALIGN: 512 up to 22 parts;
+ * SSD_REC_ALIGN_4K: 4096 up to 246); 0 if part_count > KVT_PARTS_MAX or
+ * align is neither. */
+uint32_t ssd_rec_hdr_len(uint32_t part_count, uint32_t align);
+/* Total bytes on disk of a record: hdr_len + value rounded up to align;
+ * 0 if part_count > KVT_PARTS_MAX, value_len > KVT_VALUE_MAX or align is
+ * neither alignment. */
+uint64_t ssd_rec_len(uint32_t part_count, uint64_t value_len, uint32_t align);
+/* The alignment a record of rec_len bytes was laid out at: SSD_REC_ALIGN,
+ * SSD_REC_ALIGN_4K, or 0 if rec_len fits neither.  Where both give the
+ * same length the two layouts are the same bytes (SSD_REC_ALIGN). */
+uint32_t ssd_rec_align_of(uint32_t part_count, uint64_t value_len, uint64_t rec_len);
 
 /*
- * Encode h and its part table into buf[ssd_rec_hdr_len(h->part_count)]
- * (zero padding, header CRC over everything).  h->hdr_len is ignored and
- * written as computed.  Returns the header length, or KVT_EBADLEN if
- * buf_len is too small or the counts are out of range.
+ * Encode h and its part table into buf[ssd_rec_hdr_len(h->part_count,
+ * align)] (zero padding, header CRC over everything).  h->hdr_len is
+ * ignored and written as computed.  Returns the header length, or
+ * KVT_EBADLEN if buf_len is too small, align is not a record alignment or
+ * the counts are out of range.
  */
 int ssd_rec_hdr_encode(const struct ssd_rec_hdr *h, const struct ssd_part *parts,
-		       uint8_t *buf, size_t buf_len);
+		       uint32_t align, uint8_t *buf, size_t buf_len);
 
 /*
- * Decode a record header from buf (buf_len bytes available, at least
- * SSD_REC_ALIGN; fewer gives KVT_EBUFSMALL with h->hdr_len SSD_REC_ALIGN).  Checks magic, version,
- * CRC, type, lengths and that the whole header fits in buf_len (if hdr_len > buf_len it returns
- * KVT_EBUFSMALL and sets h->hdr_len so the caller can read more).  parts may be NULL to skip the
- * table; otherwise it must hold max_parts entries (KVT_ERANGE if fewer than h->part_count). Returns
- * 0, KVT_ECORRUPT, KVT_EVERSION, KVT_EBUFSMALL, KVT_ERANGE.
+ * Decode a record header of a segment whose records are align-aligned
+ * from buf (buf_len bytes available, at least SSD_REC_ALIGN; fewer gives
+ * KVT_EBUFSMALL with h->hdr_len SSD_REC_ALIGN).  Checks magic, version,
+ * CRC, type, lengths (hdr_len == ssd_rec_hdr_len(part_count, align)) and
+ * that the whole header fits in buf_len (if hdr_len > buf_len it returns
+ * KVT_EBUFSMALL and sets h->hdr_len so the caller can read more).  parts
+ * may be NULL to skip the table; otherwise it must hold max_parts entries
+ * (KVT_ERANGE if fewer than h->part_count). Returns 0, KVT_ECORRUPT,
+ * KVT_EVERSION, KVT_EBUFSMALL, KVT_ERANGE.
  */
-int ssd_rec_hdr_decode(const uint8_t *buf, size_t buf_len, struct ssd_rec_hdr *h,
-		       struct ssd_part *parts, uint32_t max_parts);
+int ssd_rec_hdr_decode(const uint8_t *buf, size_t buf_len, uint32_t align,
+		       struct ssd_rec_hdr *h, struct ssd_part *parts, uint32_t max_parts);
 
 /* ------------------------------------------------------------------------
  * Segment summary: every record of a sealed segment, in write order.
@@ -129,7 +151,8 @@ struct ssd_sum_entry {
 	uint32_t type;        /* enum ssd_rec_type */
 	uint32_t ns_id;
 	uint32_t off_512;     /* record offset in the segment, in SSD_REC_ALIGN units */
-	uint32_t len_512;     /* record length, in SSD_REC_ALIGN units */
+	uint32_t len_512;     /* record length, in SSD_REC_ALIGN units: the
+			       * record's at SSD_REC_ALIGN or SSD_REC_ALIGN_4K */
 	uint64_t seq;
 	uint64_t value_len;
 	uint16_t part_count;  /* PUT */

@@ -59,6 +59,7 @@ static const int io_vals[] = { IO_BACKEND_AUTO, IO_BACKEND_URING, IO_BACKEND_PSY
 static const int policy_vals[] = { DRAM_POLICY_S3FIFO, DRAM_POLICY_LRU, DRAM_POLICY_PREFIX,
 				    DRAM_POLICY_PREFIX_LEARN, DRAM_POLICY_PREFIX_ADAPT };
 static const int huge_vals[] = { DRAM_HUGE_AUTO, DRAM_HUGE_THP, DRAM_HUGE_OFF };
+static const int ssd_align_vals[] = { 0, 512, 4096 }; /* ssd.dio_align: 0 auto */
 static const int ssd_admit_vals[] = { SSD_ADMIT_SECOND, SSD_ADMIT_ALWAYS, SSD_ADMIT_VICTIM };
 static const int shared_admit_vals[] = { SHARED_ADMIT_PERSISTENT, SHARED_ADMIT_ALWAYS };
 static const int format_vals[] = { KVEVENTS_MAP, KVEVENTS_ARRAY };
@@ -103,6 +104,9 @@ static const struct opt_def opts[] = {
 	  NULL, NULL, "256M", "bytes per segment, a multiple of 1 MiB" },
 	{ "ssd.io", OPT_CHOICE, 0, F(ssd_cfg.backend), 0, 0, "auto|uring|psync|pread", io_vals,
 	  "auto", "I/O engine" },
+	{ "ssd.dio_align", OPT_CHOICE, 0, F(ssd_cfg.dio_align), 0, 0, "auto|512|4096",
+	  ssd_align_vals, "auto",
+	  "records' alignment: the device's O_DIRECT alignment (auto; 4096 on a 4Kn drive), or forced (doc/ssd.md)" },
 	{ "ssd.io_depth", OPT_COUNT, 0, F(ssd_cfg.io_depth), 1, 4096, NULL, NULL, "64",
 	  "I/O engine queue depth" },
 	{ "ssd.admission", OPT_CHOICE, 0, F(ssd_cfg.admission), 0, 0, "second|always|victim",
@@ -114,6 +118,8 @@ static const struct opt_def opts[] = {
 	  "2000", "a persistent namespace's put waits this long for write-down room, then fails" },
 	{ "ssd.debug_write_delay_ms", OPT_MS_NS, 0, F(ssd_cfg.debug_delay_ns), 0, 60000, NULL, NULL,
 	  NULL, "tests: the writer waits this long before each write-down (a slow device)" },
+	{ "ssd.debug_check_align", OPT_BOOL, 0, F(ssd_cfg.debug_check_align), 0, 0, "off|on", NULL,
+	  "off", "tests: check every SSD I/O against the records' alignment (counted, doc/ssd.md)" },
 	{ "ssd.first_hit", OPT_BOOL, 0, F(ssd_cfg.first_hit_cold), 0, 0, "promote|cold", NULL,
 	  "cold", "victim: a block's first read from SSD leaves it there, the second moves it to DRAM (cold), or every read promotes" },
 	{ "ssd.young_reads_pct", OPT_COUNT, 0, F(ssd_cfg.young_pct), 0, 100, NULL, NULL, "50",

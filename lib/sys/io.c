@@ -179,6 +179,8 @@ struct kvt_io {
 	struct io_pre *pre;        /* newest first; fault_lock */
 	_Atomic uint64_t pre_count;
 
+	_Atomic uint32_t align_check;  /* io_align_check: 0 off */
+	_Atomic uint64_t align_checked, align_bad;
 	_Atomic bool odirect_warned;
 	_Atomic uint64_t st_odirect_refused, st_reads, st_read_bytes, st_writes,
 		st_write_bytes, st_fsyncs, st_errors, st_faults, st_read_ns, st_write_ns,
@@ -1090,9 +1092,42 @@ int io_register_buffers(struct kvt_io *io, const struct iovec *regions, unsigned
 	return 0;
 }
 
+void io_align_check(struct kvt_io *io, uint32_t align)
+{
+	atomic_store(&io->align_check, align);
+}
+
+void io_align_note(struct kvt_io *io, const struct iovec *iov, unsigned iov_count, uint64_t off)
+{
+	uint32_t a = atomic_load_explicit(&io->align_check, memory_order_relaxed);
+	uint64_t total = 0;
+	bool bad;
+	if (a == 0)
+		return;
+	bad = off % a != 0;
+	for (unsigned i = 0; i < iov_count; i++) {
+		bad |= (uintptr_t)iov[i].iov_base % a != 0 || iov[i].iov_len % a != 0;
+		total += iov[i].iov_len;
+	}
+	bad |= total % a != 0;
+	IO_INC(io, align_checked, 1);
+	if (bad && IO_INC(io, align_bad, 1) == 0)
+		kvt_logf(io->log, KVT_LOG_WARN,
+			 "io: an I/O off %u-byte alignment: offset %llu, %u iovecs, %llu bytes", a,
+			 (unsigned long long)off, iov_count, (unsigned long long)total);
+}
+
+void io_align_counts(struct kvt_io *io, uint64_t *checked, uint64_t *misaligned)
+{
+	*checked = atomic_load(&io->align_checked);
+	*misaligned = atomic_load(&io->align_bad);
+}
+
 void io_submit(struct kvt_io *io, struct io_req *r)
 {
 	bool wake = false;
+	if (r->opcode != IO_FSYNC)
+		io_align_note(io, r->iov, r->iov_count, r->off);
 	r->res = 0;
 	r->done_len_ = 0;
 	r->start_ns_ = 0;

@@ -132,6 +132,18 @@ int io_fault_add(struct kvt_io *io, const struct io_fault *f);
 void io_fault_clear(struct kvt_io *io);
 
 /*
+ * Alignment check (tests): once armed with align (0: off), every READ and
+ * WRITE submitted, and every I/O noted with io_align_note, is checked as
+ * O_DIRECT on a device of that logical block would check it -- the offset,
+ * the total length and each iovec's base and length multiples of align --
+ * and counted.  io_align_counts gives how many were checked and how many
+ * failed (the first failure is logged at KVT_LOG_WARN).
+ */
+void io_align_check(struct kvt_io *io, uint32_t align);
+void io_align_note(struct kvt_io *io, const struct iovec *iov, unsigned iov_count, uint64_t off);
+void io_align_counts(struct kvt_io *io, uint64_t *checked, uint64_t *misaligned);
+
+/*
  * Power loss: while armed, every write saves the bytes it overwrites; an
  * IO_FSYNC of a file forgets its saved pre-images (they are durable).
  * io_powerloss_cut restores all saved pre-images, newest first, as if the

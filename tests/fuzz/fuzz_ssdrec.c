@@ -7,7 +7,9 @@
  * as it is, and once more on a copy whose CRC fields were recomputed the
  * way the format defines them, so that mutations reach the field checks
  * behind the CRC.  Every copy is exactly as long as the input (ASan sees a
- * read one byte too far).  Properties, each a trap when broken:
+ * read one byte too far).  Record headers are decoded as a 512-aligned
+ * segment's and as a 4096-aligned one's (ssd.dio_align).  Properties, each
+ * a trap when broken:
  *   - results are only the documented codes;
  *   - KVT_EBUFSMALL asks for a bounded, aligned length beyond the input;
  *   - what a decoder accepts is in range (counts, lengths, keys), and its
@@ -28,7 +30,7 @@
 			__builtin_trap(); \
 	} while (0)
 
-#define REC_HDR_MAX (33 * SSD_REC_ALIGN) /* ssd_rec_hdr_len(KVT_PARTS_MAX) */
+#define REC_HDR_MAX (5 * SSD_REC_ALIGN_4K) /* ssd_rec_hdr_len(KVT_PARTS_MAX, 4096) */
 #define SUM_KEEP 8192               /* summaries with more entries skip the re-encode */
 
 static struct ssd_part g_parts[KVT_PARTS_MAX];
@@ -49,13 +51,13 @@ static void check_key(const struct kvt_key *k)
 		FUZZ_CHECK(k->bytes[i] == 0);
 }
 
-static void fuzz_rec(const uint8_t *buf, size_t len)
+static void fuzz_rec_at(const uint8_t *buf, size_t len, uint32_t align)
 {
 	struct ssd_rec_hdr h;
 	uint64_t sum = 0;
 	int rc, enc;
 
-	rc = ssd_rec_hdr_decode(buf, len, &h, g_parts, KVT_PARTS_MAX);
+	rc = ssd_rec_hdr_decode(buf, len, align, &h, g_parts, KVT_PARTS_MAX);
 	FUZZ_CHECK(rc == 0 || rc == KVT_ECORRUPT || rc == KVT_EVERSION || rc == KVT_EBUFSMALL);
 	if (rc == KVT_EBUFSMALL) {
 		FUZZ_CHECK(h.hdr_len > len && h.hdr_len % SSD_REC_ALIGN == 0 && h.hdr_len <= REC_HDR_MAX);
@@ -63,7 +65,7 @@ static void fuzz_rec(const uint8_t *buf, size_t len)
 	}
 	if (rc != 0)
 		return;
-	FUZZ_CHECK(h.hdr_len <= len && h.hdr_len == ssd_rec_hdr_len(h.part_count));
+	FUZZ_CHECK(h.hdr_len <= len && h.hdr_len == ssd_rec_hdr_len(h.part_count, align));
 	FUZZ_CHECK(h.part_count <= KVT_PARTS_MAX && h.value_len <= KVT_VALUE_MAX);
 	FUZZ_CHECK(h.seq != 0 && h.generation != 0 && (h.flags & ~SSD_REC_F_SEALED) == 0);
 	check_key(&h.key);
@@ -74,15 +76,28 @@ static void fuzz_rec(const uint8_t *buf, size_t len)
 	FUZZ_CHECK(sum == h.value_len);
 
 	/* One encoding per value. */
-	enc = ssd_rec_hdr_encode(&h, g_parts, g_enc, sizeof(g_enc));
+	enc = ssd_rec_hdr_encode(&h, g_parts, align, g_enc, sizeof(g_enc));
 	FUZZ_CHECK(enc == (int)h.hdr_len);
 	FUZZ_CHECK(memcmp(g_enc, buf, h.hdr_len) == 0);
 
 	/* The other ways to call it agree. */
-	FUZZ_CHECK(ssd_rec_hdr_decode(buf, len, &h, NULL, 0) == 0);
+	FUZZ_CHECK(ssd_rec_hdr_decode(buf, len, align, &h, NULL, 0) == 0);
 	if (h.part_count > 0)
-		FUZZ_CHECK(ssd_rec_hdr_decode(buf, len, &h, g_parts, h.part_count - 1) ==
+		FUZZ_CHECK(ssd_rec_hdr_decode(buf, len, align, &h, g_parts, h.part_count - 1) ==
 			   KVT_ERANGE);
+	/* Never both layouts: a header differs between them unless they are
+	 * the same bytes. */
+	if (ssd_rec_hdr_len(h.part_count, SSD_REC_ALIGN) !=
+	    ssd_rec_hdr_len(h.part_count, SSD_REC_ALIGN_4K))
+		FUZZ_CHECK(ssd_rec_hdr_decode(buf, len,
+					      align == SSD_REC_ALIGN ? SSD_REC_ALIGN_4K : SSD_REC_ALIGN,
+					      &h, NULL, 0) == KVT_ECORRUPT);
+}
+
+static void fuzz_rec(const uint8_t *buf, size_t len)
+{
+	fuzz_rec_at(buf, len, SSD_REC_ALIGN);
+	fuzz_rec_at(buf, len, SSD_REC_ALIGN_4K);
 }
 
 struct sum_ctx {
@@ -97,7 +112,8 @@ static int sum_fn(void *p, const struct ssd_sum_entry *e)
 	FUZZ_CHECK(e->type >= SSD_REC_PUT && e->type <= SSD_REC_CLEAR_ALL);
 	FUZZ_CHECK(e->part_count <= KVT_PARTS_MAX && e->value_len <= KVT_VALUE_MAX);
 	FUZZ_CHECK(e->seq != 0 && e->off_512 >= c->prev_end && e->len_512 >= 1);
-	FUZZ_CHECK((uint64_t)e->len_512 * SSD_REC_ALIGN == ssd_rec_len(e->part_count, e->value_len));
+	FUZZ_CHECK(ssd_rec_align_of(e->part_count, e->value_len,
+				    (uint64_t)e->len_512 * SSD_REC_ALIGN) != 0);
 	check_key(&e->key);
 	c->prev_end = e->off_512 + e->len_512;
 	if (c->n < SUM_KEEP)
@@ -135,7 +151,8 @@ static void fuzz_seg(const uint8_t *buf)
 	FUZZ_CHECK(rc == 0 || rc == KVT_ECORRUPT || rc == KVT_EVERSION);
 	if (rc != 0)
 		return;
-	FUZZ_CHECK(h.seg_size % SSD_ALIGN == 0 && h.summary_off % SSD_REC_ALIGN == 0 &&
+	FUZZ_CHECK(h.rec_align == SSD_REC_ALIGN || h.rec_align == SSD_REC_ALIGN_4K);
+	FUZZ_CHECK(h.seg_size % SSD_ALIGN == 0 && h.summary_off % h.rec_align == 0 &&
 		   h.summary_off + h.summary_len <= h.seg_size);
 	ssd_seg_hdr_encode(&h, g_enc);
 	FUZZ_CHECK(memcmp(g_enc, buf, SSD_ALIGN) == 0);

@@ -152,6 +152,26 @@ int main(int argc, char **argv)
 	{
 		char cmd[64];
 		snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+		if (system(cmd) != 0)
+			return 1;
+	}
+
+	/* Segments of 4096-aligned records (ssd.dio_align=4096), which the
+	 * fuzzer's store (512) must read as they are. */
+	{
+		char dir4[] = "/tmp/kvtier-gen-recover.XXXXXX";
+		char cmd[64];
+		if (!mkdtemp(dir4))
+			return 1;
+		recover_dio_align = "4096";
+		s = must_open(dir4, &ns);
+		put_keys(s, ns, 0, RECOVER_KEYS);
+		kvt_store_destroy(s);
+		ck = slurp(dir4, "checkpoint", &ck_len);
+		emit(argv[1], "seg4k-only", dir4, NULL, 0, true);
+		emit(argv[1], "ckpt-and-seg4k", dir4, ck, ck_len, true);
+		free(ck);
+		snprintf(cmd, sizeof(cmd), "rm -rf %s", dir4);
 		return system(cmd) == 0 ? 0 : 1;
 	}
 }

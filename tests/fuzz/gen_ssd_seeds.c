@@ -40,7 +40,8 @@ static void fill(uint8_t *p, size_t n, uint32_t seed)
 		p[i] = (uint8_t)(seed * 131 + i * 29 + 7);
 }
 
-static void rec(const char *dir, const char *name, uint32_t type, uint32_t parts, uint32_t key_len)
+static void rec(const char *dir, const char *name, uint32_t type, uint32_t parts, uint32_t key_len,
+		uint32_t align)
 {
 	struct ssd_rec_hdr h;
 	int len;
@@ -60,7 +61,7 @@ static void rec(const char *dir, const char *name, uint32_t type, uint32_t parts
 		g_parts[i].crc = 0x12345678u + i;
 		h.value_len += g_parts[i].len;
 	}
-	len = ssd_rec_hdr_encode(&h, g_parts, g_buf, sizeof(g_buf));
+	len = ssd_rec_hdr_encode(&h, g_parts, align, g_buf, sizeof(g_buf));
 	if (len < 0)
 		die(name);
 	write_file(dir, name, g_buf, (size_t)len);
@@ -96,7 +97,7 @@ static void sum(const char *dir, const char *name, size_t n)
 		}
 		fill(e[i].key.bytes, e[i].key.len, (uint32_t)i);
 		e[i].off_512 = off;
-		e[i].len_512 = (uint32_t)(ssd_rec_len(e[i].part_count, e[i].value_len) / SSD_REC_ALIGN);
+		e[i].len_512 = (uint32_t)(ssd_rec_len(e[i].part_count, e[i].value_len, SSD_REC_ALIGN) / SSD_REC_ALIGN);
 		off += e[i].len_512;
 	}
 	len = ssd_sum_encode(9, e, n, g_buf, sizeof(g_buf));
@@ -105,12 +106,12 @@ static void sum(const char *dir, const char *name, size_t n)
 	write_file(dir, name, g_buf, (size_t)len);
 }
 
-static void seg(const char *dir, const char *name, int sealed)
+static void seg(const char *dir, const char *name, int sealed, uint32_t align)
 {
 	struct ssd_seg_hdr h;
 
 	memset(&h, 0, sizeof(h));
-	h.version = SSD_FMT_VERSION;
+	h.rec_align = align;
 	h.slot = 4;
 	h.generation = 9;
 	h.seg_size = 64u << 20;
@@ -156,7 +157,7 @@ static void ckpt(const char *dir, const char *name, uint32_t slots, uint32_t cle
 		e.e.key.len = i % 3 ? 32 : 64;
 		fill(e.e.key.bytes, e.e.key.len, i);
 		e.e.off_512 = 1 + i * 20;
-		e.e.len_512 = (uint32_t)(ssd_rec_len(e.e.part_count, e.e.value_len) / SSD_REC_ALIGN);
+		e.e.len_512 = (uint32_t)(ssd_rec_len(e.e.part_count, e.e.value_len, SSD_REC_ALIGN) / SSD_REC_ALIGN);
 		e.slot = i % slots;
 		e.generation = 1 + i % slots;
 		if (ssd_ckpt_put_entry(&w, &e) < 0)
@@ -179,18 +180,23 @@ int main(int argc, char **argv)
 	if (argc != 3)
 		die("usage: gen_ssd_seeds <ssdrec dir> <ckpt dir>");
 
-	rec(argv[1], "rec-put-1part", SSD_REC_PUT, 1, 32);
-	rec(argv[1], "rec-put-3parts", SSD_REC_PUT, 3, 64);
-	rec(argv[1], "rec-put-300parts", SSD_REC_PUT, 300, 1);
-	rec(argv[1], "rec-delete", SSD_REC_DELETE, 0, 32);
-	rec(argv[1], "rec-clear-ns", SSD_REC_CLEAR_NS, 0, 0);
-	rec(argv[1], "rec-clear-all", SSD_REC_CLEAR_ALL, 0, 0);
+	rec(argv[1], "rec-put-1part", SSD_REC_PUT, 1, 32, SSD_REC_ALIGN);
+	rec(argv[1], "rec-put-3parts", SSD_REC_PUT, 3, 64, SSD_REC_ALIGN);
+	rec(argv[1], "rec-put-300parts", SSD_REC_PUT, 300, 1, SSD_REC_ALIGN);
+	rec(argv[1], "rec-delete", SSD_REC_DELETE, 0, 32, SSD_REC_ALIGN);
+	rec(argv[1], "rec-clear-ns", SSD_REC_CLEAR_NS, 0, 0, SSD_REC_ALIGN);
+	rec(argv[1], "rec-clear-all", SSD_REC_CLEAR_ALL, 0, 0, SSD_REC_ALIGN);
 	sum(argv[1], "sum-empty", 0);
 	sum(argv[1], "sum-1", 1);
 	sum(argv[1], "sum-8", 8);
 	sum(argv[1], "sum-60", 60);
-	seg(argv[1], "seg-open", 0);
-	seg(argv[1], "seg-sealed", 1);
+	rec(argv[1], "rec4k-put-1part", SSD_REC_PUT, 1, 32, SSD_REC_ALIGN_4K);
+	rec(argv[1], "rec4k-put-300parts", SSD_REC_PUT, 300, 1, SSD_REC_ALIGN_4K);
+	rec(argv[1], "rec4k-delete", SSD_REC_DELETE, 0, 32, SSD_REC_ALIGN_4K);
+	seg(argv[1], "seg-open", 0, SSD_REC_ALIGN);
+	seg(argv[1], "seg-sealed", 1, SSD_REC_ALIGN);
+	seg(argv[1], "seg4k-open", 0, SSD_REC_ALIGN_4K);
+	seg(argv[1], "seg4k-sealed", 1, SSD_REC_ALIGN_4K);
 
 	ckpt(argv[2], "ckpt-empty", 0, 0, 0);
 	ckpt(argv[2], "ckpt-slots", 8, 0, 0);

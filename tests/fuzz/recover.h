@@ -21,6 +21,10 @@
 #define RECOVER_SEG (1u << 20) /* ssd.segment */
 #define RECOVER_KEYS 8         /* keys the seeds put, all looked up */
 
+/* ssd.dio_align of the store recover_open opens ("512" unless a seed
+ * generator asks for "4096": segments of both alignments in the corpus). */
+static const char *recover_dio_align = "512";
+
 /* Open a store at dir (its ssd/id written first, so every run has the
  * same store id and the seeds' checkpoints match it).  0 or an error. */
 static inline int recover_open(const char *dir, struct kvt_store **out)
@@ -52,6 +56,8 @@ static inline int recover_open(const char *dir, struct kvt_store **out)
 	rc = kvt_store_set_option(s, "path", dir);
 	for (size_t i = 0; rc == 0 && i < sizeof(opts) / sizeof(opts[0]); i++)
 		rc = kvt_store_set_option(s, opts[i][0], opts[i][1]);
+	if (rc == 0)
+		rc = kvt_store_set_option(s, "ssd.dio_align", recover_dio_align);
 	if (rc == 0)
 		rc = kvt_store_open(s);
 	if (rc < 0) {

@@ -65,21 +65,7 @@ static int put_k(struct kvt_store *s, uint32_t ns, uint64_t k)
 /* KVT_OK with exact bytes, or KVT_MISS; anything else fails the test. */
 static int get_k(struct kvt_store *s, uint32_t ns, uint64_t k)
 {
-	size_t len = len_of(k);
-	char *buf = malloc(len + 10), *want = malloc(len);
-	struct kvt_key key = t_key(k);
-	uint64_t vl = 0;
-	int r = kvt_get(s, ns, &key, buf, len + 10, &vl);
-	if (r == KVT_OK) {
-		T_EQ_U64(vl, len);
-		t_fill(want, len, k);
-		T_EQ_MEM(buf, want, len);
-	} else if (r != KVT_MISS) {
-		T_FAIL("get %llu: %s", (unsigned long long)k, kvt_strerror(r));
-	}
-	free(buf);
-	free(want);
-	return r;
+	return t_get_filled(s, ns, k, len_of(k));
 }
 
 static uint32_t ns_of(struct kvt_store *s)
@@ -460,16 +446,18 @@ static void test_format_versions(void)
 	T_RC(kvt_flush(s), KVT_OK);
 	kvt_store_destroy(s);
 
-	/* Records back to back: 512-byte header, then the 16 KiB value. */
+	/* Records back to back: 512-byte header, then the 16 KiB value (4096
+	 * at KVT_TEST_DIO_ALIGN=4096). */
 	snprintf(path, sizeof(path), "%s/ssd/seg-000000", dir);
 	fd = open(path, O_RDONLY);
 	T_GE_INT(fd, 0);
 	T_EQ_INT(posix_memalign((void **)&hdr, SSD_ALIGN, SSD_ALIGN), 0);
 	for (uint64_t k = 0; k < 8; k++) {
-		T_EQ_INT(pread(fd, hdr, SSD_REC_ALIGN, (off_t)(SSD_ALIGN + k * (512 + 16384))),
-			 (int)SSD_REC_ALIGN);
-		T_RC(ssd_rec_hdr_decode(hdr, SSD_REC_ALIGN, &h, NULL, 0), 0);
-		T_EQ_INT(h.hdr_len, 512);
+		const char *al = getenv("KVT_TEST_DIO_ALIGN");
+		uint32_t a = al ? (uint32_t)strtoul(al, NULL, 10) : SSD_REC_ALIGN;
+		T_EQ_INT(pread(fd, hdr, a, (off_t)(SSD_ALIGN + k * (a + 16384))), (int)a);
+		T_RC(ssd_rec_hdr_decode(hdr, a, a, &h, NULL, 0), 0);
+		T_EQ_INT(h.hdr_len, a);
 		T_EQ_U64(h.value_len, 16384);
 	}
 	close(fd);
@@ -497,7 +485,7 @@ static void test_format_versions(void)
 	kvt_store_destroy(s);
 
 	/* A newer format: refused, and nothing of it overwritten. */
-	segs = seg_set_version(dir, SSD_FMT_VERSION + 1);
+	segs = seg_set_version(dir, SSD_SEG_VERSION_4K + 1);
 	T_GE_INT(segs, 1);
 	T_OK(kvt_store_create(&s));
 	T_OK(kvt_store_set_option(s, "path", dir));
@@ -507,7 +495,7 @@ static void test_format_versions(void)
 	T_OK(kvt_store_set_option(s, "ssd.io", io_backend));
 	T_RC(kvt_store_open(s), KVT_EVERSION);
 	kvt_store_destroy(s);
-	T_EQ_INT(seg_set_version(dir, SSD_FMT_VERSION + 1), segs);
+	T_EQ_INT(seg_set_version(dir, SSD_SEG_VERSION_4K + 1), segs);
 	free(buf);
 	t_rmtree(dir);
 	free(dir);
@@ -1753,7 +1741,9 @@ static struct kvt_store *bytes_open(const char *dir)
  */
 static void test_bytes(void)
 {
-	const uint64_t rec = 512 + 65536;
+	/* a header of 512 bytes; 4096 at KVT_TEST_DIO_ALIGN=4096 (a 4Kn drive) */
+	const char *al = getenv("KVT_TEST_DIO_ALIGN");
+	const uint64_t rec = (al ? strtoull(al, NULL, 10) : 512) + 65536;
 	char *dir = t_mkdtemp();
 	struct kvt_store *s = bytes_open(dir);
 	uint32_t ns = ns_of(s);

@@ -58,7 +58,8 @@
 
 #define SEG_CRC 12
 
-#define REC_HDR_MAX (33 * SSD_REC_ALIGN)
+#define REC_HDR_MAX (33 * SSD_REC_ALIGN)  /* the largest at 512 */
+#define REC_HDR_BOUND (5 * SSD_REC_ALIGN_4K) /* the largest at either alignment */
 
 static void put16(uint8_t *p, uint16_t v)
 {
@@ -123,7 +124,8 @@ static void ckpt_fix(uint8_t *p, size_t cap)
 /* ------------------------------------------------------------------------
  * Builders
  */
-static uint8_t g_rec[REC_HDR_MAX];
+static uint8_t g_rec[REC_HDR_BOUND];
+static uint8_t g_sum[256 << 10];
 static struct ssd_part g_parts[KVT_PARTS_MAX + 1];
 static struct ssd_part g_parts_out[KVT_PARTS_MAX + 1];
 
@@ -206,7 +208,7 @@ static struct ssd_sum_entry mk_entry(uint32_t i, uint32_t *off_512)
 		mk_key(&e.key, 1 + i % KVT_KEY_MAX, i);
 	}
 	e.off_512 = *off_512;
-	e.len_512 = (uint32_t)(ssd_rec_len(e.part_count, e.value_len) / SSD_REC_ALIGN);
+	e.len_512 = (uint32_t)(ssd_rec_len(e.part_count, e.value_len, SSD_REC_ALIGN) / SSD_REC_ALIGN);
 	*off_512 += e.len_512 + i % 2; /* a gap now and then is allowed */
 	return e;
 }
@@ -244,20 +246,97 @@ static int64_t sum_build(uint8_t *buf, size_t cap, struct ssd_sum_entry *e, size
 
 static void test_rec_lengths(void)
 {
-	T_EQ_INT(ssd_rec_hdr_len(0), SSD_REC_ALIGN);
-	T_EQ_INT(ssd_rec_hdr_len(1), SSD_REC_ALIGN);
-	T_EQ_INT(ssd_rec_hdr_len(22), SSD_REC_ALIGN); /* 160 + 22 * 16 = 512 */
-	T_EQ_INT(ssd_rec_hdr_len(23), 2 * SSD_REC_ALIGN);
-	T_EQ_INT(ssd_rec_hdr_len(KVT_PARTS_MAX), REC_HDR_MAX);
-	T_EQ_INT(ssd_rec_hdr_len(KVT_PARTS_MAX + 1), 0);
-	T_EQ_INT(ssd_rec_hdr_len(UINT32_MAX), 0);
-	T_EQ_U64(ssd_rec_len(1, 1), 2 * SSD_REC_ALIGN);
-	T_EQ_U64(ssd_rec_len(1, SSD_REC_ALIGN), 2 * SSD_REC_ALIGN);
-	T_EQ_U64(ssd_rec_len(1, SSD_REC_ALIGN + 1), 3 * SSD_REC_ALIGN);
-	T_EQ_U64(ssd_rec_len(0, 0), SSD_REC_ALIGN);
-	T_EQ_U64(ssd_rec_len(KVT_PARTS_MAX, KVT_VALUE_MAX), REC_HDR_MAX + KVT_VALUE_MAX);
-	T_EQ_U64(ssd_rec_len(1, KVT_VALUE_MAX + 1), 0);
-	T_EQ_U64(ssd_rec_len(KVT_PARTS_MAX + 1, 1), 0);
+	T_EQ_INT(ssd_rec_hdr_len(0, SSD_REC_ALIGN), SSD_REC_ALIGN);
+	T_EQ_INT(ssd_rec_hdr_len(1, SSD_REC_ALIGN), SSD_REC_ALIGN);
+	T_EQ_INT(ssd_rec_hdr_len(22, SSD_REC_ALIGN), SSD_REC_ALIGN); /* 160 + 22 * 16 = 512 */
+	T_EQ_INT(ssd_rec_hdr_len(23, SSD_REC_ALIGN), 2 * SSD_REC_ALIGN);
+	T_EQ_INT(ssd_rec_hdr_len(KVT_PARTS_MAX, SSD_REC_ALIGN), REC_HDR_MAX);
+	T_EQ_INT(ssd_rec_hdr_len(KVT_PARTS_MAX + 1, SSD_REC_ALIGN), 0);
+	T_EQ_INT(ssd_rec_hdr_len(UINT32_MAX, SSD_REC_ALIGN), 0);
+	T_EQ_U64(ssd_rec_len(1, 1, SSD_REC_ALIGN), 2 * SSD_REC_ALIGN);
+	T_EQ_U64(ssd_rec_len(1, SSD_REC_ALIGN, SSD_REC_ALIGN), 2 * SSD_REC_ALIGN);
+	T_EQ_U64(ssd_rec_len(1, SSD_REC_ALIGN + 1, SSD_REC_ALIGN), 3 * SSD_REC_ALIGN);
+	T_EQ_U64(ssd_rec_len(0, 0, SSD_REC_ALIGN), SSD_REC_ALIGN);
+	T_EQ_U64(ssd_rec_len(KVT_PARTS_MAX, KVT_VALUE_MAX, SSD_REC_ALIGN), REC_HDR_MAX + KVT_VALUE_MAX);
+	T_EQ_U64(ssd_rec_len(1, KVT_VALUE_MAX + 1, SSD_REC_ALIGN), 0);
+	T_EQ_U64(ssd_rec_len(KVT_PARTS_MAX + 1, 1, SSD_REC_ALIGN), 0);
+}
+
+/* Records of a segment at 4096 (a 4Kn drive): the header and the value's
+ * padding take whole 4096-byte units, and a length says which layout. */
+static void test_rec_4k(void)
+{
+	struct ssd_rec_hdr h, got;
+	struct ssd_sum_entry e;
+	uint8_t *p;
+
+	T_EQ_INT(ssd_rec_hdr_len(0, SSD_REC_ALIGN_4K), 4096);
+	T_EQ_INT(ssd_rec_hdr_len(1, SSD_REC_ALIGN_4K), 4096);
+	T_EQ_INT(ssd_rec_hdr_len(246, SSD_REC_ALIGN_4K), 4096); /* 160 + 246 * 16 = 4096 */
+	T_EQ_INT(ssd_rec_hdr_len(247, SSD_REC_ALIGN_4K), 8192);
+	T_EQ_INT(ssd_rec_hdr_len(KVT_PARTS_MAX, SSD_REC_ALIGN_4K), REC_HDR_BOUND);
+	T_EQ_INT(ssd_rec_hdr_len(1, 1024), 0);
+	T_EQ_INT(ssd_rec_hdr_len(1, 0), 0);
+	T_EQ_U64(ssd_rec_len(1, 1, SSD_REC_ALIGN_4K), 8192);
+	T_EQ_U64(ssd_rec_len(1, 4096, SSD_REC_ALIGN_4K), 8192);
+	T_EQ_U64(ssd_rec_len(1, 4097, SSD_REC_ALIGN_4K), 12288);
+	T_EQ_U64(ssd_rec_len(1, 16384, SSD_REC_ALIGN_4K), 20480); /* 16.5 KiB at 512 */
+	T_EQ_U64(ssd_rec_len(1, 1, 8192), 0);
+	/* The layout from a length; where both agree they are the same bytes. */
+	T_EQ_INT(ssd_rec_align_of(1, 16384, 16896), SSD_REC_ALIGN);
+	T_EQ_INT(ssd_rec_align_of(1, 16384, 20480), SSD_REC_ALIGN_4K);
+	T_EQ_INT(ssd_rec_align_of(1, 16384, 16384), 0);
+	T_EQ_INT(ssd_rec_align_of(1, 16384, 24576), 0);
+	T_EQ_INT(ssd_rec_align_of(502, 8192, 16384), SSD_REC_ALIGN); /* 8192 + 8192 either way */
+	T_EQ_INT(ssd_rec_align_of(KVT_PARTS_MAX + 1, 1, 8192), 0);
+
+	/* A header padded with zeros to 4096, CRC over all of it. */
+	h = mk_put(2, 32, 9);
+	memset(g_rec, 0xa5, sizeof(g_rec));
+	T_RC(ssd_rec_hdr_encode(&h, g_parts, SSD_REC_ALIGN_4K, g_rec, sizeof(g_rec)), 4096);
+	T_RC(ssd_rec_hdr_encode(&h, g_parts, SSD_REC_ALIGN_4K, g_rec, 4095), KVT_EBADLEN);
+	T_RC(ssd_rec_hdr_encode(&h, g_parts, 2048, g_rec, sizeof(g_rec)), KVT_EBADLEN);
+	T_EQ_INT(g_rec[4096], 0xa5); /* nothing past hdr_len */
+	for (size_t i = SSD_REC_FIXED + 2 * SSD_PART_ENTRY; i < 4096; i++)
+		if (g_rec[i] != 0)
+			T_FAIL("padding byte %zu is %u", i, g_rec[i]);
+	p = t_at_guard(g_rec, 4096);
+	T_RC(ssd_rec_hdr_decode(p, 4096, SSD_REC_ALIGN_4K, &got, g_parts_out, KVT_PARTS_MAX), 0);
+	T_EQ_INT(got.hdr_len, 4096);
+	T_EQ_U64(got.value_len, h.value_len);
+	/* Read as a 512-aligned segment's record: refused, never misread. */
+	T_RC(ssd_rec_hdr_decode(p, 4096, SSD_REC_ALIGN, &got, NULL, 0), KVT_ECORRUPT);
+	/* Fewer bytes than hdr_len: asks for them (a reader of 512 first). */
+	T_RC(ssd_rec_hdr_decode(t_at_guard(g_rec, 512), 512, SSD_REC_ALIGN_4K, &got, NULL, 0),
+	     KVT_EBUFSMALL);
+	T_EQ_INT(got.hdr_len, 4096);
+	/* And a 512 header read in a 4096 segment: refused too. */
+	T_RC(ssd_rec_hdr_encode(&h, g_parts, SSD_REC_ALIGN, g_rec, sizeof(g_rec)), 512);
+	T_RC(ssd_rec_hdr_decode(t_at_guard(g_rec, 512), 512, SSD_REC_ALIGN_4K, &got, NULL, 0),
+	     KVT_ECORRUPT);
+	/* Non-zero padding past the 512th byte, CRC fixed: refused. */
+	T_RC(ssd_rec_hdr_encode(&h, g_parts, SSD_REC_ALIGN_4K, g_rec, sizeof(g_rec)), 4096);
+	g_rec[3000] = 1;
+	fix_crc(g_rec, 4096, R_CRC);
+	T_RC(ssd_rec_hdr_decode(t_at_guard(g_rec, 4096), 4096, SSD_REC_ALIGN_4K, &got, NULL, 0),
+	     KVT_ECORRUPT);
+
+	/* Summary entries of either layout; not a length of neither. */
+	memset(&e, 0, sizeof(e));
+	e.type = SSD_REC_PUT;
+	e.part_count = 1;
+	e.value_len = 16384;
+	e.seq = 1;
+	e.ns_id = 1;
+	mk_key(&e.key, 32, 1);
+	e.off_512 = 8;
+	e.len_512 = 40; /* 20480: the 4096 layout */
+	T_GE_INT(ssd_sum_encode(1, &e, 1, g_sum, sizeof(g_sum)), SSD_ALIGN);
+	T_RC(ssd_sum_decode(g_sum, SSD_ALIGN, 1, NULL, NULL), 1);
+	e.len_512 = 33; /* 16896: the 512 layout */
+	T_GE_INT(ssd_sum_encode(1, &e, 1, g_sum, sizeof(g_sum)), SSD_ALIGN);
+	e.len_512 = 36;
+	T_RC(ssd_sum_encode(1, &e, 1, g_sum, sizeof(g_sum)), KVT_EBADLEN);
 }
 
 /* Encode h (parts in g_parts), decode it from the guard page, compare. */
@@ -267,11 +346,11 @@ static int rec_round_trip(const struct ssd_rec_hdr *h)
 	uint8_t *p;
 	int len;
 
-	len = ssd_rec_hdr_encode(h, g_parts, g_rec, sizeof(g_rec));
-	T_EQ_INT(len, ssd_rec_hdr_len(h->part_count));
+	len = ssd_rec_hdr_encode(h, g_parts, SSD_REC_ALIGN, g_rec, sizeof(g_rec));
+	T_EQ_INT(len, ssd_rec_hdr_len(h->part_count, SSD_REC_ALIGN));
 	p = t_at_guard(g_rec, (size_t)len);
 	memset(g_parts_out, 0xee, sizeof(g_parts_out));
-	T_RC(ssd_rec_hdr_decode(p, (size_t)len, &got, g_parts_out, KVT_PARTS_MAX), 0);
+	T_RC(ssd_rec_hdr_decode(p, (size_t)len, SSD_REC_ALIGN, &got, g_parts_out, KVT_PARTS_MAX), 0);
 	T_EQ_INT(got.hdr_len, len);
 	{
 		struct ssd_rec_hdr want = *h;
@@ -283,9 +362,9 @@ static int rec_round_trip(const struct ssd_rec_hdr *h)
 		T_EQ_INT(g_parts_out[i].crc, g_parts[i].crc);
 	}
 	/* Without a part table, and with one exactly big enough. */
-	T_RC(ssd_rec_hdr_decode(p, (size_t)len, &got, NULL, 0), 0);
+	T_RC(ssd_rec_hdr_decode(p, (size_t)len, SSD_REC_ALIGN, &got, NULL, 0), 0);
 	T_EQ_INT(got.part_count, h->part_count);
-	T_RC(ssd_rec_hdr_decode(p, (size_t)len, &got, g_parts_out, h->part_count), 0);
+	T_RC(ssd_rec_hdr_decode(p, (size_t)len, SSD_REC_ALIGN, &got, g_parts_out, h->part_count), 0);
 	return len;
 }
 
@@ -373,7 +452,7 @@ static void test_rec_golden(void)
 	T_EQ_INT(parts[1].crc, 0xf4ae60a6);
 
 	memset(g_rec, 0xa5, sizeof(g_rec));
-	T_RC(ssd_rec_hdr_encode(&h, parts, g_rec, sizeof(g_rec)), SSD_REC_ALIGN);
+	T_RC(ssd_rec_hdr_encode(&h, parts, SSD_REC_ALIGN, g_rec, sizeof(g_rec)), SSD_REC_ALIGN);
 	T_EQ_MEM(g_rec, GOLDEN_REC, sizeof(GOLDEN_REC));
 	for (size_t i = sizeof(GOLDEN_REC); i < SSD_REC_ALIGN; i++)
 		T_EQ_INT(g_rec[i], 0);
@@ -383,7 +462,7 @@ static void test_rec_golden(void)
 	memset(g_rec, 0, SSD_REC_ALIGN);
 	memcpy(g_rec, GOLDEN_REC, sizeof(GOLDEN_REC));
 	p = t_at_guard(g_rec, SSD_REC_ALIGN);
-	T_RC(ssd_rec_hdr_decode(p, SSD_REC_ALIGN, &got, g_parts_out, 2), 0);
+	T_RC(ssd_rec_hdr_decode(p, SSD_REC_ALIGN, SSD_REC_ALIGN, &got, g_parts_out, 2), 0);
 	h.hdr_len = SSD_REC_ALIGN;
 	rec_eq(&got, &h);
 	T_EQ_U64(g_parts_out[1].len, 3);
@@ -399,13 +478,13 @@ static void test_rec_truncated(void)
 		int len;
 
 		h = mk_put(part_counts[i], 32, i);
-		len = ssd_rec_hdr_encode(&h, g_parts, g_rec, sizeof(g_rec));
+		len = ssd_rec_hdr_encode(&h, g_parts, SSD_REC_ALIGN, g_rec, sizeof(g_rec));
 		T_GE_INT(len, SSD_REC_ALIGN);
 		for (int n = 0; n < len; n++) {
 			const uint8_t *p = t_at_guard(g_rec, (size_t)n);
 			int want = n < (int)SSD_REC_ALIGN ? (int)SSD_REC_ALIGN : len;
 
-			T_RC(ssd_rec_hdr_decode(p, (size_t)n, &got, g_parts_out, KVT_PARTS_MAX),
+			T_RC(ssd_rec_hdr_decode(p, (size_t)n, SSD_REC_ALIGN, &got, g_parts_out, KVT_PARTS_MAX),
 			     KVT_EBUFSMALL);
 			T_EQ_INT(got.hdr_len, want);
 		}
@@ -420,22 +499,23 @@ static void rec_flip_all(const struct ssd_rec_hdr *h)
 	int len;
 
 	memset(g_rec, 0, sizeof(g_rec));
-	len = ssd_rec_hdr_encode(h, g_parts, g_rec, sizeof(g_rec));
+	len = ssd_rec_hdr_encode(h, g_parts, SSD_REC_ALIGN, g_rec, sizeof(g_rec));
 	T_GE_INT(len, SSD_REC_ALIGN);
-	/* The whole 16.5 KiB is readable, so a flip that makes hdr_len larger
+	/* The whole 20 KiB is readable, so a flip that makes hdr_len larger
 	 * gets as far as the CRC. */
-	p = t_at_guard(g_rec, REC_HDR_MAX);
+	p = t_at_guard(g_rec, REC_HDR_BOUND);
 	for (int i = 0; i < len; i++)
 		for (int b = 0; b < 8; b++) {
 			p[i] ^= (uint8_t)(1u << b);
-			int rc = ssd_rec_hdr_decode(p, REC_HDR_MAX, &got, g_parts_out,
+			int rc = ssd_rec_hdr_decode(p, REC_HDR_BOUND, SSD_REC_ALIGN, &got, g_parts_out,
 						    KVT_PARTS_MAX);
 			if (rc != KVT_ECORRUPT)
 				T_FAIL("flip of byte %d bit %d: %d (%s)", i, b, rc,
 				       kvt_strerror(rc));
 			p[i] ^= (uint8_t)(1u << b);
 		}
-	T_RC(ssd_rec_hdr_decode(p, REC_HDR_MAX, &got, g_parts_out, KVT_PARTS_MAX), 0);
+	T_RC(ssd_rec_hdr_decode(p, REC_HDR_BOUND, SSD_REC_ALIGN, &got, g_parts_out, KVT_PARTS_MAX),
+	     0);
 }
 
 static void test_rec_bit_flips(void)
@@ -461,12 +541,12 @@ static void test_rec_bit_flips(void)
 		struct ssd_rec_hdr t_h_ = mk_put(3, 32, 42);                      \
 		uint8_t *p = g_rec;                                               \
 		memset(g_rec, 0, sizeof(g_rec));                                  \
-		T_RC(ssd_rec_hdr_encode(&t_h_, g_parts, g_rec, sizeof(g_rec)),    \
+		T_RC(ssd_rec_hdr_encode(&t_h_, g_parts, SSD_REC_ALIGN, g_rec, sizeof(g_rec)),    \
 		     SSD_REC_ALIGN);                                                  \
 		(void)p;                                                          \
 		stmt;                                                             \
 		rec_fix(p);                                                       \
-		T_RC(ssd_rec_hdr_decode(t_at_guard(g_rec, sizeof(g_rec)), sizeof(g_rec), \
+		T_RC(ssd_rec_hdr_decode(t_at_guard(g_rec, sizeof(g_rec)), sizeof(g_rec), SSD_REC_ALIGN, \
 					&got, g_parts_out, KVT_PARTS_MAX), want); \
 	} while (0)
 
@@ -477,78 +557,78 @@ static void test_rec_bounds(void)
 
 	/* Encoder: what a decoder would refuse is never written. */
 	h = mk_put(KVT_PARTS_MAX + 1, 32, 1);
-	T_RC(ssd_rec_hdr_encode(&h, g_parts, g_rec, sizeof(g_rec)), KVT_EBADLEN);
+	T_RC(ssd_rec_hdr_encode(&h, g_parts, SSD_REC_ALIGN, g_rec, sizeof(g_rec)), KVT_EBADLEN);
 	h = mk_put(1, 32, 1);
 	h.key.len = KVT_KEY_MAX + 1;
-	T_RC(ssd_rec_hdr_encode(&h, g_parts, g_rec, sizeof(g_rec)), KVT_EBADLEN);
+	T_RC(ssd_rec_hdr_encode(&h, g_parts, SSD_REC_ALIGN, g_rec, sizeof(g_rec)), KVT_EBADLEN);
 	h.key.len = 0;
-	T_RC(ssd_rec_hdr_encode(&h, g_parts, g_rec, sizeof(g_rec)), KVT_EBADLEN);
+	T_RC(ssd_rec_hdr_encode(&h, g_parts, SSD_REC_ALIGN, g_rec, sizeof(g_rec)), KVT_EBADLEN);
 	h = mk_put(3, 32, 1);
 	h.value_len++;
-	T_RC(ssd_rec_hdr_encode(&h, g_parts, g_rec, sizeof(g_rec)), KVT_EBADLEN);
+	T_RC(ssd_rec_hdr_encode(&h, g_parts, SSD_REC_ALIGN, g_rec, sizeof(g_rec)), KVT_EBADLEN);
 	h.value_len -= 2;
-	T_RC(ssd_rec_hdr_encode(&h, g_parts, g_rec, sizeof(g_rec)), KVT_EBADLEN);
+	T_RC(ssd_rec_hdr_encode(&h, g_parts, SSD_REC_ALIGN, g_rec, sizeof(g_rec)), KVT_EBADLEN);
 	h = mk_put(3, 32, 1);
-	T_RC(ssd_rec_hdr_encode(&h, NULL, g_rec, sizeof(g_rec)), KVT_EBADLEN);
-	T_RC(ssd_rec_hdr_encode(&h, g_parts, g_rec, SSD_REC_ALIGN - 1), KVT_EBADLEN);
+	T_RC(ssd_rec_hdr_encode(&h, NULL, SSD_REC_ALIGN, g_rec, sizeof(g_rec)), KVT_EBADLEN);
+	T_RC(ssd_rec_hdr_encode(&h, g_parts, SSD_REC_ALIGN, g_rec, SSD_REC_ALIGN - 1), KVT_EBADLEN);
 	h = mk_put(KVT_PARTS_MAX, 32, 1);
-	T_RC(ssd_rec_hdr_encode(&h, g_parts, g_rec, REC_HDR_MAX - 1), KVT_EBADLEN);
+	T_RC(ssd_rec_hdr_encode(&h, g_parts, SSD_REC_ALIGN, g_rec, REC_HDR_MAX - 1), KVT_EBADLEN);
 	h = mk_put(2, 32, 1);
 	g_parts[1].len = 0;
 	h.value_len = g_parts[0].len;
-	T_RC(ssd_rec_hdr_encode(&h, g_parts, g_rec, sizeof(g_rec)), KVT_EBADLEN);
+	T_RC(ssd_rec_hdr_encode(&h, g_parts, SSD_REC_ALIGN, g_rec, sizeof(g_rec)), KVT_EBADLEN);
 	/* Two parts whose lengths would wrap a u64 sum. */
 	h = mk_put(2, 32, 1);
 	g_parts[0].len = UINT64_MAX;
 	g_parts[1].len = 2;
 	h.value_len = 1;
-	T_RC(ssd_rec_hdr_encode(&h, g_parts, g_rec, sizeof(g_rec)), KVT_EBADLEN);
+	T_RC(ssd_rec_hdr_encode(&h, g_parts, SSD_REC_ALIGN, g_rec, sizeof(g_rec)), KVT_EBADLEN);
 	h = mk_put(1, 32, 1);
 	g_parts[0].len = h.value_len = KVT_VALUE_MAX + 1;
-	T_RC(ssd_rec_hdr_encode(&h, g_parts, g_rec, sizeof(g_rec)), KVT_EBADLEN);
+	T_RC(ssd_rec_hdr_encode(&h, g_parts, SSD_REC_ALIGN, g_rec, sizeof(g_rec)), KVT_EBADLEN);
 	h = mk_put(1, 32, 1);
 	h.seq = 0;
-	T_RC(ssd_rec_hdr_encode(&h, g_parts, g_rec, sizeof(g_rec)), KVT_EBADLEN);
+	T_RC(ssd_rec_hdr_encode(&h, g_parts, SSD_REC_ALIGN, g_rec, sizeof(g_rec)), KVT_EBADLEN);
 	h = mk_put(1, 32, 1);
 	h.generation = 0;
-	T_RC(ssd_rec_hdr_encode(&h, g_parts, g_rec, sizeof(g_rec)), KVT_EBADLEN);
+	T_RC(ssd_rec_hdr_encode(&h, g_parts, SSD_REC_ALIGN, g_rec, sizeof(g_rec)), KVT_EBADLEN);
 	h = mk_put(1, 32, 1);
 	h.flags = 2; /* only SSD_REC_F_SEALED is defined */
-	T_RC(ssd_rec_hdr_encode(&h, g_parts, g_rec, sizeof(g_rec)), KVT_EBADLEN);
+	T_RC(ssd_rec_hdr_encode(&h, g_parts, SSD_REC_ALIGN, g_rec, sizeof(g_rec)), KVT_EBADLEN);
 	h = mk_put(1, 32, 1);
 	h.flags = SSD_REC_F_SEALED;
-	T_ASSERT(ssd_rec_hdr_encode(&h, g_parts, g_rec, sizeof(g_rec)) > 0);
+	T_ASSERT(ssd_rec_hdr_encode(&h, g_parts, SSD_REC_ALIGN, g_rec, sizeof(g_rec)) > 0);
 	{
 		struct ssd_rec_hdr back;
-		T_RC(ssd_rec_hdr_decode(g_rec, sizeof(g_rec), &back, NULL, 0), 0);
+		T_RC(ssd_rec_hdr_decode(g_rec, sizeof(g_rec), SSD_REC_ALIGN, &back, NULL, 0), 0);
 		T_EQ_INT(back.flags, SSD_REC_F_SEALED);
 	}
 	h = mk_put(1, 32, 1);
 	h.ns_id = 0;
-	T_RC(ssd_rec_hdr_encode(&h, g_parts, g_rec, sizeof(g_rec)), KVT_EBADLEN);
+	T_RC(ssd_rec_hdr_encode(&h, g_parts, SSD_REC_ALIGN, g_rec, sizeof(g_rec)), KVT_EBADLEN);
 	h = mk_put(1, 32, 1);
 	h.type = 5;
-	T_RC(ssd_rec_hdr_encode(&h, g_parts, g_rec, sizeof(g_rec)), KVT_EBADLEN);
+	T_RC(ssd_rec_hdr_encode(&h, g_parts, SSD_REC_ALIGN, g_rec, sizeof(g_rec)), KVT_EBADLEN);
 	memset(&h, 0, sizeof(h));
 	h.type = SSD_REC_CLEAR_ALL;
 	h.seq = h.generation = 1;
 	h.ns_id = 1;
-	T_RC(ssd_rec_hdr_encode(&h, NULL, g_rec, sizeof(g_rec)), KVT_EBADLEN);
+	T_RC(ssd_rec_hdr_encode(&h, NULL, SSD_REC_ALIGN, g_rec, sizeof(g_rec)), KVT_EBADLEN);
 	h.ns_id = 0;
 	h.ns_digest[31] = 1;
-	T_RC(ssd_rec_hdr_encode(&h, NULL, g_rec, sizeof(g_rec)), KVT_EBADLEN);
+	T_RC(ssd_rec_hdr_encode(&h, NULL, SSD_REC_ALIGN, g_rec, sizeof(g_rec)), KVT_EBADLEN);
 	h.ns_digest[31] = 0;
 	h.part_count = 1;
 	g_parts[0].len = 1;
 	h.value_len = 1;
-	T_RC(ssd_rec_hdr_encode(&h, g_parts, g_rec, sizeof(g_rec)), KVT_EBADLEN);
+	T_RC(ssd_rec_hdr_encode(&h, g_parts, SSD_REC_ALIGN, g_rec, sizeof(g_rec)), KVT_EBADLEN);
 	memset(&h, 0, sizeof(h));
 	h.type = SSD_REC_DELETE;
 	h.seq = h.generation = h.ns_id = 1;
-	T_RC(ssd_rec_hdr_encode(&h, NULL, g_rec, sizeof(g_rec)), KVT_EBADLEN); /* no key */
+	T_RC(ssd_rec_hdr_encode(&h, NULL, SSD_REC_ALIGN, g_rec, sizeof(g_rec)), KVT_EBADLEN); /* no key */
 	h.type = SSD_REC_CLEAR_NS;
 	h.key.len = 1;
-	T_RC(ssd_rec_hdr_encode(&h, NULL, g_rec, sizeof(g_rec)), KVT_EBADLEN); /* a key */
+	T_RC(ssd_rec_hdr_encode(&h, NULL, SSD_REC_ALIGN, g_rec, sizeof(g_rec)), KVT_EBADLEN); /* a key */
 
 	/* Decoder: the same rules with a valid CRC.  The untouched header first. */
 	REC_TAMPER((void)0, 0);
@@ -598,16 +678,16 @@ static void test_rec_bounds(void)
 
 	/* hdr_len beyond the buffer: ask for more, before the CRC is known. */
 	h = mk_put(KVT_PARTS_MAX, 32, 1);
-	T_RC(ssd_rec_hdr_encode(&h, g_parts, g_rec, sizeof(g_rec)), REC_HDR_MAX);
-	T_RC(ssd_rec_hdr_decode(t_at_guard(g_rec, SSD_REC_ALIGN), SSD_REC_ALIGN, &got, NULL, 0),
+	T_RC(ssd_rec_hdr_encode(&h, g_parts, SSD_REC_ALIGN, g_rec, sizeof(g_rec)), REC_HDR_MAX);
+	T_RC(ssd_rec_hdr_decode(t_at_guard(g_rec, SSD_REC_ALIGN), SSD_REC_ALIGN, SSD_REC_ALIGN, &got, NULL, 0),
 	     KVT_EBUFSMALL);
 	T_EQ_INT(got.hdr_len, REC_HDR_MAX);
 	/* A part array too small: the header is still reported. */
-	T_RC(ssd_rec_hdr_decode(t_at_guard(g_rec, REC_HDR_MAX), REC_HDR_MAX, &got, g_parts_out,
+	T_RC(ssd_rec_hdr_decode(t_at_guard(g_rec, REC_HDR_MAX), REC_HDR_MAX, SSD_REC_ALIGN, &got, g_parts_out,
 				KVT_PARTS_MAX - 1), KVT_ERANGE);
 	T_EQ_INT(got.part_count, KVT_PARTS_MAX);
 	/* More bytes than the header is fine: the value follows it. */
-	T_RC(ssd_rec_hdr_decode(t_at_guard(g_rec, sizeof(g_rec)), sizeof(g_rec), &got, NULL, 0), 0);
+	T_RC(ssd_rec_hdr_decode(t_at_guard(g_rec, sizeof(g_rec)), sizeof(g_rec), SSD_REC_ALIGN, &got, NULL, 0), 0);
 }
 
 /* ------------------------------------------------------------------------
@@ -620,6 +700,7 @@ static struct ssd_seg_hdr mk_seg(uint64_t seed, int sealed)
 
 	memset(&h, 0, sizeof(h));
 	h.version = SSD_FMT_VERSION;
+	h.rec_align = SSD_REC_ALIGN;
 	h.slot = (uint32_t)seed * 3;
 	h.generation = seed + 1;
 	h.seg_size = 256u << 20;
@@ -635,6 +716,7 @@ static struct ssd_seg_hdr mk_seg(uint64_t seed, int sealed)
 static void seg_eq(const struct ssd_seg_hdr *a, const struct ssd_seg_hdr *b)
 {
 	T_EQ_INT(a->version, b->version);
+	T_EQ_INT(a->rec_align, b->rec_align);
 	T_EQ_INT(a->slot, b->slot);
 	T_EQ_U64(a->generation, b->generation);
 	T_EQ_U64(a->seg_size, b->seg_size);
@@ -693,7 +775,8 @@ static void test_seg(void)
 	/* Field rules with a valid CRC. */
 	h = mk_seg(1, 1);
 	SEG_TAMPER(h, (void)0, 0);
-	SEG_TAMPER(h, put32(p + 8, 3), KVT_EVERSION);
+	SEG_TAMPER(h, put32(p + 8, 4), KVT_EVERSION);
+	SEG_TAMPER(h, put32(p + 8, 3), KVT_ECORRUPT); /* version 3 names its alignment */
 	SEG_TAMPER(h, put32(p + 8, 1), KVT_EVERSION); /* the old format: recovery drops it */
 	ssd_seg_hdr_encode(&h, g_seg);
 	put32(g_seg + 8, 1);
@@ -701,6 +784,7 @@ static void test_seg(void)
 	T_RC(ssd_seg_hdr_decode(g_seg, &got), KVT_EVERSION);
 	T_EQ_INT(got.version, 1); /* which version: older is dropped, newer refused */
 	SEG_TAMPER(h, put32(p + 20, 1), KVT_ECORRUPT);        /* reserved */
+	SEG_TAMPER(h, put32(p + 20, 4096), KVT_ECORRUPT);     /* ... in version 2 */
 	SEG_TAMPER(h, p[SSD_ALIGN - 1] = 1, KVT_ECORRUPT);    /* padding */
 	SEG_TAMPER(h, p[80] = 1, KVT_ECORRUPT);
 	SEG_TAMPER(h, put64(p + 32, SSD_ALIGN), KVT_ECORRUPT); /* seg_size too small */
@@ -719,6 +803,23 @@ static void test_seg(void)
 	SEG_TAMPER(h, (put64(p + 48, UINT64_MAX & ~(uint64_t)4095), put64(p + 56, SSD_ALIGN)),
 		   KVT_ECORRUPT);
 	SEG_TAMPER(h, memcpy(p, "KVTSEG02", 8), KVT_ECORRUPT);
+
+	/* A segment of 4096-aligned records: version 3, its alignment at 20. */
+	h = mk_seg(2, 1);
+	h.rec_align = SSD_REC_ALIGN_4K;
+	ssd_seg_hdr_encode(&h, g_seg);
+	T_EQ_INT(g_seg[8], SSD_SEG_VERSION_4K);
+	T_EQ_INT(g_seg[21], 0x10); /* 4096, little-endian */
+	T_RC(ssd_seg_hdr_decode(t_at_guard(g_seg, SSD_ALIGN), &got), 0);
+	h.version = SSD_SEG_VERSION_4K;
+	seg_eq(&got, &h);
+	SEG_TAMPER(h, put32(p + 20, SSD_REC_ALIGN), 0);        /* 512 may say so too */
+	SEG_TAMPER(h, put32(p + 20, 1024), KVT_ECORRUPT);
+	SEG_TAMPER(h, put32(p + 20, 8192), KVT_ECORRUPT);
+	SEG_TAMPER(h, put32(p + 20, 0), KVT_ECORRUPT);
+	SEG_TAMPER(h, put64(p + 48, 4096 + 512), KVT_ECORRUPT); /* records end at 4096 multiples */
+	SEG_TAMPER(h, put64(p + 48, 2 * 4096), 0);
+	SEG_TAMPER(h, put32(p + 8, 2), KVT_ECORRUPT); /* version 2 has no alignment field */
 }
 
 /* ------------------------------------------------------------------------
@@ -728,7 +829,6 @@ static void test_seg(void)
 
 static struct ssd_sum_entry g_ent[SUM_MANY];
 static struct ssd_sum_entry g_ent_out[SUM_MANY];
-static uint8_t g_sum[256 << 10];
 
 static void sum_round_trip(size_t n)
 {
@@ -782,7 +882,7 @@ static void test_sum_round_trip(void)
 	e.seq = UINT64_MAX;
 	e.part_count = KVT_PARTS_MAX;
 	e.value_len = KVT_VALUE_MAX;
-	e.len_512 = (uint32_t)(ssd_rec_len(KVT_PARTS_MAX, KVT_VALUE_MAX) / SSD_REC_ALIGN);
+	e.len_512 = (uint32_t)(ssd_rec_len(KVT_PARTS_MAX, KVT_VALUE_MAX, SSD_REC_ALIGN) / SSD_REC_ALIGN);
 	e.off_512 = UINT32_MAX - e.len_512;
 	mk_key(&e.key, 64, 9);
 	{
@@ -1273,6 +1373,7 @@ static void test_ckpt_bounds(void)
 int main(void)
 {
 	test_rec_lengths();
+	test_rec_4k();
 	test_rec_round_trip();
 	test_rec_golden();
 	test_rec_truncated();

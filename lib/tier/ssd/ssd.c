@@ -215,7 +215,8 @@ static void evict_to_hook(struct ssd *s, uint32_t slot, uint32_t ns, const struc
 			  unsigned pc)
 {
 	const struct ssd_evict_hook *hk = s->evict_hook;
-	uint32_t hdr_len = ssd_rec_hdr_len(pc);
+	uint32_t align = ssd_rec_align_of(pc, value_len, rec_len);
+	uint32_t hdr_len = ssd_rec_hdr_len(pc, align);
 	struct ssd_rec_hdr rh;
 	struct ssd_part *parts = NULL;
 	uint64_t *lens = NULL, o;
@@ -224,13 +225,13 @@ static void evict_to_hook(struct ssd *s, uint32_t slot, uint32_t ns, const struc
 	size_t pl = (size_t)pc * (sizeof(*parts) + sizeof(*lens) + sizeof(*crcs));
 	bool ok;
 
-	if (pc == 0 || rec_len != ssd_rec_len(pc, value_len) ||
-	    !hk->reserve(s->evict_ctx, ns, value_len))
+	if (pc == 0 || align == 0 || !hk->reserve(s->evict_ctx, ns, value_len))
 		return;
 	buf = kvt_mem_alloc_aligned(s->mem, SSD_ALIGN, rec_len);
 	parts = kvt_mem_alloc(s->mem, pl);
-	ok = buf && parts && ssd_pread_full(s->segs[slot].fd, buf, rec_len, off) == 0 &&
-	     ssd_rec_hdr_decode(buf, hdr_len, &rh, parts, pc) == 0 && rh.type == SSD_REC_PUT &&
+	ok = buf && parts && ssd_pread_full(s, s->segs[slot].fd, buf, rec_len, off) == 0 &&
+	     ssd_rec_hdr_decode(buf, hdr_len, align, &rh, parts, pc) == 0 &&
+	     rh.type == SSD_REC_PUT &&
 	     rh.seq == seq && rh.ns_id == ns && rh.part_count == pc && rh.value_len == value_len &&
 	     rh.key.len == key->len && memcmp(rh.key.bytes, key->bytes, key->len) == 0;
 	if (ok) {
@@ -279,7 +280,7 @@ static bool evict_carry(struct ssd *s, uint32_t slot, uint32_t ns, const struct 
 			uint64_t seq, uint64_t off, uint64_t rec_len, uint64_t value_len,
 			unsigned pc)
 {
-	uint32_t hdr_len = ssd_rec_hdr_len(pc);
+	uint32_t align = s->rec_align, hdr_len = ssd_rec_hdr_len(pc, align);
 	struct ssd_rec_hdr rh;
 	struct ssd_part *parts = NULL;
 	struct wd_task *t = NULL;
@@ -287,13 +288,17 @@ static bool evict_carry(struct ssd *s, uint32_t slot, uint32_t ns, const struct 
 	uint64_t o = hdr_len;
 	bool ok;
 
-	if (pc == 0 || rec_len != ssd_rec_len(pc, value_len) || rec_len > UINT32_MAX)
+	/* A carry writes the record's bytes again as they are: only a record
+	 * of the open segment's alignment can go (ssd.dio_align changed since
+	 * it was written: it is dropped, once). */
+	if (pc == 0 || rec_len != ssd_rec_len(pc, value_len, align) || rec_len > UINT32_MAX)
 		return false; /* hdr_len below holds the record's length */
 	buf = kvt_mem_alloc_aligned(s->mem, SSD_ALIGN, rec_len);
 	parts = kvt_mem_alloc(s->mem, (size_t)pc * sizeof(*parts));
 	t = kvt_mem_calloc(s->mem, 1, sizeof(*t));
-	ok = buf && parts && t && ssd_pread_full(s->segs[slot].fd, buf, rec_len, off) == 0 &&
-	     ssd_rec_hdr_decode(buf, hdr_len, &rh, parts, pc) == 0 && rh.type == SSD_REC_PUT &&
+	ok = buf && parts && t && ssd_pread_full(s, s->segs[slot].fd, buf, rec_len, off) == 0 &&
+	     ssd_rec_hdr_decode(buf, hdr_len, align, &rh, parts, pc) == 0 &&
+	     rh.type == SSD_REC_PUT &&
 	     rh.seq == seq && rh.ns_id == ns && rh.part_count == pc && rh.value_len == value_len &&
 	     rh.key.len == key->len && memcmp(rh.key.bytes, key->bytes, key->len) == 0;
 	for (unsigned p = 0; ok && p < pc; p++) {
@@ -483,12 +488,12 @@ static bool seg_evict_oldest_locked(struct ssd *s)
 
 	/* 1. The summary names every record (read it while it is there). */
 	buf = kvt_mem_alloc_aligned(s->mem, SSD_ALIGN, SSD_ALIGN);
-	if (buf && ssd_pread_full(g->fd, buf, SSD_ALIGN, 0) == 0 &&
+	if (buf && ssd_pread_full(s, g->fd, buf, SSD_ALIGN, 0) == 0 &&
 	    ssd_seg_hdr_decode(buf, &hdr) == 0 && hdr.generation == g->generation &&
 	    hdr.summary_len > 0 && hdr.summary_len <= s->cfg.seg_size) {
 		sum_len = hdr.summary_len;
 		sum = kvt_mem_alloc_aligned(s->mem, SSD_ALIGN, sum_len);
-		if (sum && ssd_pread_full(g->fd, sum, sum_len, hdr.summary_off) < 0) {
+		if (sum && ssd_pread_full(s, g->fd, sum, sum_len, hdr.summary_off) < 0) {
 			kvt_mem_free(s->mem, sum, sum_len);
 			sum = NULL;
 		}
@@ -628,12 +633,13 @@ static int seg_reuse_oldest_locked(struct ssd *s)
 	buf = kvt_mem_alloc_aligned(s->mem, SSD_ALIGN, SSD_ALIGN);
 	if (!buf)
 		return -ENOMEM;
-	if (ssd_pread_full(g->fd, buf, SSD_ALIGN, 0) == 0 && ssd_seg_hdr_decode(buf, &hdr) == 0 &&
+	if (ssd_pread_full(s, g->fd, buf, SSD_ALIGN, 0) == 0 &&
+	    ssd_seg_hdr_decode(buf, &hdr) == 0 &&
 	    hdr.generation == old_gen && hdr.summary_len > 0 &&
 	    hdr.summary_len <= s->cfg.seg_size) {
 		sum_len = hdr.summary_len;
 		sum = kvt_mem_alloc_aligned(s->mem, SSD_ALIGN, sum_len);
-		if (sum && (ssd_pread_full(g->fd, sum, sum_len, hdr.summary_off) < 0 ||
+		if (sum && (ssd_pread_full(s, g->fd, sum, sum_len, hdr.summary_off) < 0 ||
 			    ssd_sum_decode(sum, sum_len, old_gen, sum_collect_cb, &c) < 0)) {
 			/* Unreadable: its entries go at once (the sweep below). */
 			kvt_mem_free(s->mem, c.v, c.cap * sizeof(*c.v));
@@ -644,9 +650,18 @@ static int seg_reuse_oldest_locked(struct ssd *s)
 			kvt_mem_free(s->mem, sum, sum_len);
 	}
 	kvt_mem_free(s->mem, buf, SSD_ALIGN);
+	if (c.v && g->rec_align != s->rec_align) {
+		/* Laid out at another alignment (ssd.dio_align changed): its file
+		 * may leave or take O_DIRECT, which the old records' offsets
+		 * might not meet.  They go at once (the sweep below). */
+		kvt_mem_free(s->mem, c.v, c.cap * sizeof(*c.v));
+		c.v = NULL;
+		c.n = c.cap = 0;
+	}
 	/* 2. The new generation's header, durable before anything old is
 	 *    forgotten (above). */
 	g->generation = __atomic_fetch_add(&s->next_gen, 1, __ATOMIC_RELAXED);
+	ssd_seg_set_align(s, (uint32_t)victim, s->rec_align);
 	atomic_store(&g->broken, false);
 	g->write_off = SSD_ALIGN;
 	g->sum_bytes = 64; /* the summary header */
@@ -765,6 +780,7 @@ static int seg_open_next_locked(struct ssd *s)
 	if (fallocate(s->segs[slot].fd, 0, 0, (off_t)s->cfg.seg_size) < 0 && errno != EOPNOTSUPP)
 		return -errno;
 	s->segs[slot].generation = __atomic_fetch_add(&s->next_gen, 1, __ATOMIC_RELAXED);
+	ssd_seg_set_align(s, slot, s->rec_align);
 	atomic_store(&s->segs[slot].broken, false);
 	s->segs[slot].write_off = SSD_ALIGN;
 	s->segs[slot].sum_bytes = 64; /* the summary header */
@@ -1342,8 +1358,11 @@ static void wd_write(struct ssd *s, struct wd_task *t)
 		memcpy(rh.ns_digest, nse->digest, 32);
 	if (t->type != T_CLEAR)
 		rh.key = t->key;
-	t->hdr_len = ssd_rec_hdr_len(np);
-	rec_len = ssd_rec_len(np, rh.value_len);
+	/* The open segment's alignment is the store's (every segment this
+	 * open starts uses it): the header and the value's padding take it,
+	 * so that each of the write's buffers is a whole number of it. */
+	t->hdr_len = ssd_rec_hdr_len(np, s->rec_align);
+	rec_len = ssd_rec_len(np, rh.value_len, s->rec_align);
 	t->rec_len = rec_len;
 	t->hdr = kvt_mem_alloc_aligned(s->mem, SSD_ALIGN, t->hdr_len);
 	if (!t->hdr) {
@@ -1373,7 +1392,7 @@ static void wd_write(struct ssd *s, struct wd_task *t)
 	}
 	rh.seq = se.seq;
 	rh.generation = t->generation;
-	r = ssd_rec_hdr_encode(&rh, np ? parts : NULL, t->hdr, t->hdr_len);
+	r = ssd_rec_hdr_encode(&rh, np ? parts : NULL, s->rec_align, t->hdr, t->hdr_len);
 	if (r < 0) {
 		/* Cannot happen: lengths were checked.  The reserved space stays
 		 * unwritten; recovery reads this segment's summary once sealed. */
@@ -1420,8 +1439,11 @@ static void wd_write(struct ssd *s, struct wd_task *t)
 		tomb = NULL;
 		t->iov[0].iov_base = t->hdr;
 		t->iov[0].iov_len = t->hdr_len;
+		/* DRAM's runs are 4 KiB aligned, the last one's tail zeroed to
+		 * its 4 KiB boundary (dram.h): padding to 4096 reads no
+		 * recycled bytes. */
 		vc = dram_item_view(s->dram, t->item, t->iov + 1, &h);
-		t->iov[vc].iov_len = align_rec(t->iov[vc].iov_len);
+		t->iov[vc].iov_len = align_rec(t->iov[vc].iov_len, s->rec_align);
 		vc++;
 		kvt_mem_free(s->mem, lens, KVT_PARTS_MAX * (sizeof(*lens) + sizeof(*crcs) +
 							   sizeof(*parts)));
@@ -1519,7 +1541,9 @@ static void wd_carry_write(struct ssd *s, struct wd_task *t)
 		t->off_512 = se.off_512;
 		rh.seq = se.seq;
 		rh.generation = t->generation;
-		r = ssd_rec_hdr_encode(&rh, t->carry_parts, t->hdr, ssd_rec_hdr_len(t->part_count));
+		/* evict_carry took only a record of this alignment */
+		r = ssd_rec_hdr_encode(&rh, t->carry_parts, s->rec_align, t->hdr,
+				       ssd_rec_hdr_len(t->part_count, s->rec_align));
 	}
 	if (!alive || r < 0) {
 		/* Not written: the entry kept for it goes (if still its own). */
@@ -1887,7 +1911,7 @@ static void promote_done(struct multi_io *m, int64_t res)
 		lens = (uint64_t *)(parts + p->part_count);
 		crcs = (uint32_t *)(lens + p->part_count);
 	}
-	rc = ssd_rec_hdr_decode(p->hdr, p->hdr_len, &rh, parts, p->part_count);
+	rc = ssd_rec_hdr_decode(p->hdr, p->hdr_len, p->rec_align, &rh, parts, p->part_count);
 	if (rc < 0 || rh.type != SSD_REC_PUT || rh.seq != p->seq ||
 	    rh.generation != p->generation || rh.value_len != p->value_len ||
 	    rh.part_count != p->part_count || rh.key.len != p->key.len ||
@@ -2062,8 +2086,10 @@ int ssd_promote(struct ssd *s, uint32_t ns, const struct kvt_key *key, int prio,
 	off = (uint64_t)e->off_512 * SSD_REC_ALIGN;
 	pthread_mutex_unlock(&sh->lock);
 
-	p->hdr_len = ssd_rec_hdr_len(p->part_count);
-	if (p->rec_len != ssd_rec_len(p->part_count, p->value_len)) {
+	/* The record's layout (512 or 4096, its segment's) from its length. */
+	p->rec_align = ssd_rec_align_of(p->part_count, p->value_len, p->rec_len);
+	p->hdr_len = ssd_rec_hdr_len(p->part_count, p->rec_align);
+	if (p->rec_align == 0) {
 		promote_free(s, p);
 		kvt_mem_free(s->mem, w, sizeof(*w));
 		return KVT_MISS;
@@ -2125,7 +2151,7 @@ int ssd_promote(struct ssd *s, uint32_t ns, const struct kvt_key *key, int prio,
 	}
 	p->iov[0].iov_base = p->hdr;
 	p->iov[0].iov_len = p->hdr_len;
-	p->iov[vc].iov_len = align_rec(p->iov[vc].iov_len);
+	p->iov[vc].iov_len = align_rec(p->iov[vc].iov_len, p->rec_align);
 	p->cb = cb;
 	p->ctx = ctx;
 	p->start_ns = now_ns();
@@ -2184,9 +2210,9 @@ int ssd_read_copy(struct ssd *s, uint32_t ns, const struct kvt_key *key, int pri
 	off = (uint64_t)e->off_512 * SSD_REC_ALIGN;
 	pthread_mutex_unlock(&sh->lock);
 
-	p->hdr_len = ssd_rec_hdr_len(p->part_count);
-	if (p->rec_len != ssd_rec_len(p->part_count, p->value_len) ||
-	    p->rec_len < p->hdr_len + p->value_len)
+	p->rec_align = ssd_rec_align_of(p->part_count, p->value_len, p->rec_len);
+	p->hdr_len = ssd_rec_hdr_len(p->part_count, p->rec_align);
+	if (p->rec_align == 0 || p->rec_len < p->hdr_len + p->value_len)
 		goto miss;
 	c->part_count = p->part_count;
 	c->value_len = p->value_len;
@@ -2307,6 +2333,9 @@ int ssd_open(struct ssd **out, const struct ssd_config *cfg, int dir_fd, struct 
 			kvt_logf(log, KVT_LOG_INFO, "ssd: DRAM arena not registered for fixed I/O: %s",
 				 kvt_strerror(rr));
 	}
+	ssd_rec_align_pick(s);
+	if (s->cfg.debug_check_align)
+		io_align_check(s->io, s->rec_align);
 	r = ssd_recover(s);
 	if (r < 0)
 		goto fail;

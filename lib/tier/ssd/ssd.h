@@ -24,6 +24,8 @@ struct ssd_config {
 	uint64_t wd_max_bytes;   /* write-down bytes queued or in flight before shedding */
 	uint64_t wd_wait_ns;     /* a persistent put waits this long for room, then fails */
 	uint64_t debug_delay_ns; /* tests: the writer waits this long before each write-down */
+	bool debug_check_align;  /* tests: count every I/O off the records' alignment
+				  * (io_align_check; ssd.debug_check_align) */
 	bool first_hit_cold;     /* victim: a record's first read is served from a DRAM
 				  * copy that is the next victim, its second promotes it
 				  * and drops the record (doc/policies.md) */
@@ -41,6 +43,9 @@ struct ssd_config {
 	bool reuse_progressive;  /* the slot of the oldest segment is reused in place:
 				  * its records stay readable until the new
 				  * generation's writes reach them (ssd.c) */
+	int dio_align;           /* records' alignment in new segments: 0 (auto: the
+				  * device's O_DIRECT alignment, 512 or 4096),
+				  * SSD_REC_ALIGN or SSD_REC_ALIGN_4K (ssd.dio_align) */
 	unsigned io_depth;       /* I/O engine queue depth */
 	uint64_t retry_ns;       /* after ENOSPC, try writing again after this long */
 	uint64_t close_wd_ms;    /* graceful stop: write DRAM's blocks down for this long

@@ -201,12 +201,13 @@ static int rec_add(struct fsck *c, const struct fsck_rec *r)
 	return 0;
 }
 
-/* Check one record at byte off of slot's file.  Returns its length in
+/* Check one record at byte off of slot's file, laid out at align (the
+ * segment header's record alignment).  Returns its length in
  * bytes (> 0), 0 at the end of this generation's records (a zero block or
  * an older generation), KVT_ECORRUPT if its header is damaged (reported),
  * or another < 0 error. */
 static int64_t check_record(struct fsck *c, int fd, uint32_t slot, uint64_t gen, uint64_t off,
-			    uint64_t end, bool sealed)
+			    uint64_t end, uint32_t align, bool sealed)
 {
 	static const uint8_t zero[64];
 	struct ssd_rec_hdr h;
@@ -214,23 +215,29 @@ static int64_t check_record(struct fsck *c, int fd, uint32_t slot, uint64_t gen,
 	struct fsck_rec fr = { 0 };
 	char kh[2 * KVT_KEY_MAX + 1];
 	uint64_t len, vo;
-	size_t hl = SSD_REC_ALIGN;
+	size_t hl = align;
 	int r;
 
-	if (off + SSD_REC_ALIGN > end)
+	if (off + align > end)
 		return 0;
-	if ((r = pread_full(fd, c->buf, SSD_REC_ALIGN, off)) < 0)
+	if (off % align) {
+		fsck_say(c, KVT_FSCK_DAMAGE,
+			 "ssd/seg-%06u offset %llu: a record off its segment's %u-byte alignment",
+			 slot, (unsigned long long)off, align);
+		return KVT_ECORRUPT;
+	}
+	if ((r = pread_full(fd, c->buf, hl, off)) < 0)
 		return r;
 	if (!sealed && memcmp(c->buf, zero, sizeof(zero)) == 0)
 		return 0;
 	parts = malloc(KVT_PARTS_MAX * sizeof(*parts));
 	if (!parts)
 		return -ENOMEM;
-	r = ssd_rec_hdr_decode(c->buf, hl, &h, parts, KVT_PARTS_MAX);
+	r = ssd_rec_hdr_decode(c->buf, hl, align, &h, parts, KVT_PARTS_MAX);
 	if (r == KVT_EBUFSMALL && h.hdr_len <= FSCK_CHUNK && off + h.hdr_len <= end) {
 		hl = h.hdr_len;
 		if ((r = pread_full(fd, c->buf, hl, off)) == 0)
-			r = ssd_rec_hdr_decode(c->buf, hl, &h, parts, KVT_PARTS_MAX);
+			r = ssd_rec_hdr_decode(c->buf, hl, align, &h, parts, KVT_PARTS_MAX);
 	}
 	if (r < 0) {
 		free(parts);
@@ -250,7 +257,7 @@ static int64_t check_record(struct fsck *c, int fd, uint32_t slot, uint64_t gen,
 			 (unsigned long long)gen);
 		return KVT_ECORRUPT;
 	}
-	len = ssd_rec_len(h.part_count, h.value_len);
+	len = ssd_rec_len(h.part_count, h.value_len, align);
 	key_hex(&h.key, kh, sizeof(kh));
 	if (len == 0 || off + len > end) {
 		free(parts);
@@ -318,13 +325,14 @@ struct sum_walk {
 	uint32_t slot;
 	uint64_t gen, end;
 	int err;
+	uint32_t align;
 };
 
 static int sum_cb(void *ctx, const struct ssd_sum_entry *e)
 {
 	struct sum_walk *w = ctx;
 	int64_t r = check_record(w->c, w->fd, w->slot, w->gen, (uint64_t)e->off_512 * SSD_REC_ALIGN,
-				 w->end, true);
+				 w->end, w->align, true);
 	if (r < 0 && r != KVT_ECORRUPT)
 		return (int)r;
 	if (r > 0 && (uint64_t)r != (uint64_t)e->len_512 * SSD_REC_ALIGN)
@@ -397,7 +405,7 @@ static int check_segment(struct fsck *c, uint32_t slot, uint64_t fsize)
 	c->gen[slot] = h.generation;
 	end = h.seg_size < fsize ? h.seg_size : fsize;
 	if (h.summary_off) {
-		struct sum_walk w = { c, fd, slot, h.generation, h.summary_off, 0 };
+		struct sum_walk w = { c, fd, slot, h.generation, h.summary_off, 0, h.rec_align };
 		uint8_t *sb;
 		int64_t n;
 		if (h.summary_off + h.summary_len > end || h.summary_len > (256u << 20)) {
@@ -422,7 +430,7 @@ static int check_segment(struct fsck *c, uint32_t slot, uint64_t fsize)
 		goto out;
 	}
 	for (off = SSD_ALIGN; off < end;) {
-		int64_t len = check_record(c, fd, slot, h.generation, off, end, false);
+		int64_t len = check_record(c, fd, slot, h.generation, off, end, h.rec_align, false);
 		if (len == KVT_ECORRUPT || len == 0)
 			break; /* the rest of an open segment cannot be walked */
 		if (len < 0) {

@@ -59,7 +59,7 @@ void ssd_idx_remove_locked(struct ssd *s, struct ssd_shard *sh, struct ssd_entry
 	sh->count--;
 	if (!(e->flags & E_PENDING)) {
 		sh->bytes -= e->value_len;
-		sh->rec_bytes -= (uint64_t)e->len_512 * SSD_REC_ALIGN;
+		sh->rec_bytes -= (uint64_t)e->len_512 * SSD_REC_ALIGN; /* 512-byte units */
 		quota_ssd_add(s->cfg.quota, e->ns, e->value_len, false);
 	}
 	kvt_mem_free(s->mem, e, sizeof(*e));
@@ -213,9 +213,10 @@ int64_t ssd_io_sync(struct ssd *s, int op, int fd, uint64_t off, void *buf, size
 }
 
 /* Plain aligned pread (recovery): exactly len bytes or an error. */
-int ssd_pread_full(int fd, void *buf, size_t len, uint64_t off)
+int ssd_pread_full(struct ssd *s, int fd, void *buf, size_t len, uint64_t off)
 {
 	size_t done = 0;
+	io_align_note(s->io, &(struct iovec){ buf, len }, 1, off);
 	while (done < len) {
 		ssize_t n = pread(fd, (char *)buf + done, len - done, (off_t)(off + done));
 		if (n < 0) {
@@ -235,31 +236,86 @@ int ssd_pread_full(int fd, void *buf, size_t len, uint64_t off)
  */
 
 /*
- * Records sit at multiples of SSD_REC_ALIGN (512 B), and a record's
- * header is a 512-byte buffer of its own in the I/O.  A device whose
- * O_DIRECT needs more (a 4Kn drive: statx's dio_offset_align 4096, or
- * buffers aligned past 512) would refuse those requests: the file then
+ * Record alignment.  A segment lays its records out at 512 bytes
+ * (SSD_REC_ALIGN, the logical block of most devices) or at 4096
+ * (SSD_REC_ALIGN_4K, for drives formatted with 4096-byte sectors, "4Kn",
+ * whose O_DIRECT refuses anything finer: statx's dio_offset_align 4096);
+ * its header says which (doc/ssd-format.md "Record alignment").  Every
+ * segment this open starts uses s->rec_align: ssd.dio_align, or (auto)
+ * the device's O_DIRECT offset alignment, probed once at open.  Segments
+ * of the other alignment, from an earlier open, stay readable: a read
+ * learns a record's layout from its length (ssd_rec_align_of).
+ *
+ * O_DIRECT is then a per-slot matter: a file keeps it while the device's
+ * alignment is no finer than its generation's records; otherwise the file
  * goes through the page cache, said once in the log -- never an I/O error
- * at the first write.  Unknown alignment (no STATX_DIOALIGN): trusted.
+ * at the first write.  Beyond 4096 (a 64 KiB-sector device) no alignment
+ * fits: records stay at 512, in the page cache, as before 4096 existed.
+ * Every buffer the tier reads into or writes from is 4096-aligned (header
+ * buffers from kvt_mem_alloc_aligned, DRAM's runs), which meets any
+ * dio_mem_align up to 4096; a device asking more is refused the same way.
+ * Unknown alignment (no STATX_DIOALIGN): trusted.
  */
-static void seg_check_dio(struct ssd *s, struct ssd_seg *g, int fd, const char *name)
+static uint32_t seg_dio_need(int fd)
 {
 	struct statx sx;
-	int fl;
+	uint32_t need;
 	if (statx(fd, "", AT_EMPTY_PATH, STATX_DIOALIGN, &sx) < 0 ||
-	    !(sx.stx_mask & STATX_DIOALIGN) ||
-	    (sx.stx_dio_offset_align != 0 && sx.stx_dio_offset_align <= SSD_REC_ALIGN &&
-	     sx.stx_dio_mem_align <= SSD_REC_ALIGN))
+	    !(sx.stx_mask & STATX_DIOALIGN))
+		return 0;
+	if (sx.stx_dio_offset_align == 0) /* O_DIRECT not supported on this file */
+		return UINT32_MAX;
+	need = sx.stx_dio_offset_align;
+	if (sx.stx_dio_mem_align > SSD_REC_ALIGN_4K)
+		return UINT32_MAX;
+	return need;
+}
+
+void ssd_rec_align_pick(struct ssd *s)
+{
+	uint32_t need = 0;
+	int fd;
+	if (s->cfg.dio_align != 0) {
+		s->rec_align = (uint32_t)s->cfg.dio_align;
 		return;
-	fl = fcntl(fd, F_GETFL);
-	if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_DIRECT) < 0)
+	}
+	/* A nameless file in ssd/ tells what the device wants of O_DIRECT. */
+	fd = openat(s->dir_fd, ".", O_TMPFILE | O_RDWR | O_DIRECT | O_CLOEXEC, 0600);
+	if (fd >= 0) {
+		need = seg_dio_need(fd);
+		close(fd);
+	}
+	s->rec_align = need > SSD_REC_ALIGN && need <= SSD_REC_ALIGN_4K ? SSD_REC_ALIGN_4K
+									 : SSD_REC_ALIGN;
+	if (s->rec_align != SSD_REC_ALIGN)
+		kvt_logf(s->log, KVT_LOG_INFO,
+			 "ssd: O_DIRECT needs %u-byte offsets here: records are %u-byte aligned",
+			 need, s->rec_align);
+}
+
+void ssd_seg_set_align(struct ssd *s, uint32_t slot, uint32_t align)
+{
+	struct ssd_seg *g = &s->segs[slot];
+	bool want;
+	int fl;
+	g->rec_align = align;
+	want = g->dio_ok && g->dio_need <= align;
+	if (g->fd < 0 || want == g->direct)
 		return;
-	g->direct = false;
-	if (!s->dio_warned) {
+	fl = fcntl(g->fd, F_GETFL);
+	if (fl < 0 || fcntl(g->fd, F_SETFL, want ? fl | O_DIRECT : fl & ~O_DIRECT) < 0)
+		return;
+	g->direct = want;
+	if (!want && !s->dio_warned) {
 		s->dio_warned = true;
-		kvt_logf(s->log, KVT_LOG_WARN,
-			 "ssd: %s: O_DIRECT needs %u-byte offsets here, records are %u-byte aligned: "
-			 "using the page cache", name, sx.stx_dio_offset_align, SSD_REC_ALIGN);
+		if (g->dio_need == UINT32_MAX)
+			kvt_logf(s->log, KVT_LOG_WARN,
+				 "ssd: seg-%06u: O_DIRECT needs more than 4096-byte alignment here: "
+				 "using the page cache", slot);
+		else
+			kvt_logf(s->log, KVT_LOG_WARN,
+				 "ssd: seg-%06u: O_DIRECT needs %u-byte offsets here, records are "
+				 "%u-byte aligned: using the page cache", slot, g->dio_need, align);
 	}
 }
 
@@ -272,12 +328,15 @@ int ssd_seg_open_file(struct ssd *s, uint32_t slot, bool create)
 		return 0;
 	snprintf(name, sizeof(name), "seg-%06u", slot);
 	fd = io_open_file(s->io, s->dir_fd, name, O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0),
-			  0600, &g->direct);
+			  0600, &g->dio_ok);
 	if (fd < 0)
 		return fd;
-	if (g->direct)
-		seg_check_dio(s, g, fd, name);
+	g->direct = g->dio_ok;
+	g->dio_need = g->dio_ok ? seg_dio_need(fd) : 0;
 	__atomic_store_n(&g->fd, fd, __ATOMIC_RELAXED);
+	/* Until its generation says otherwise (recovery, a new one): the
+	 * store's alignment. */
+	ssd_seg_set_align(s, slot, g->rec_align ? g->rec_align : s->rec_align);
 	return 0;
 }
 
@@ -291,7 +350,7 @@ int ssd_seg_write_hdr(struct ssd *s, uint32_t slot, uint64_t sum_off, uint64_t s
 	if (!buf)
 		return -ENOMEM;
 	memset(&h, 0, sizeof(h));
-	h.version = SSD_FMT_VERSION;
+	h.rec_align = g->rec_align;
 	h.slot = slot;
 	h.generation = g->generation;
 	h.seg_size = s->cfg.seg_size;

@@ -68,7 +68,12 @@ struct ssd_seg {
 			       * the writer quarantines the slot */
 	_Atomic bool broken;  /* a write here failed, leaving a hole that would
 			       * stop a recovery walk: the writer seals it */
-	bool direct;          /* O_DIRECT in effect */
+	bool direct;          /* O_DIRECT in effect (seg_lock; set with rec_align) */
+	bool dio_ok;          /* the file was opened with O_DIRECT (set once) */
+	uint32_t dio_need;    /* the file's O_DIRECT offset alignment (statx
+			       * STATX_DIOALIGN), 0: unknown (trusted); set once */
+	uint32_t rec_align;   /* its generation's record alignment: SSD_REC_ALIGN or
+			       * SSD_REC_ALIGN_4K (seg_lock; ssd_seg_set_align) */
 	bool dirty;           /* written since the last fdatasync */
 	uint64_t generation;  /* 0: never written */
 	uint64_t write_off;   /* bytes allocated so far */
@@ -152,6 +157,7 @@ struct promote_task {
 	struct iovec iov[1 + DRAM_MAX_RUNS];
 	uint8_t *hdr;
 	uint32_t hdr_len;
+	uint32_t rec_align;       /* the record's layout (ssd_rec_align_of) */
 	struct dram_item *item;
 	uint32_t ns;
 	struct kvt_key key;
@@ -199,7 +205,11 @@ struct ssd {
 	 * if the next open must evict; read unlocked by DRAM's write-down
 	 * filter, ssd_log_full). */
 	_Atomic bool log_full;
-	bool dio_warned;            /* seg_check_dio said it once (seg_lock or recovery) */
+	bool dio_warned;            /* ssd_seg_set_align said it once (seg_lock or recovery) */
+	/* Record alignment of every segment this open starts (fixed at
+	 * ssd_open from ssd.dio_align and the device: ssd_idx.c "Record
+	 * alignment"), SSD_REC_ALIGN or SSD_REC_ALIGN_4K. */
+	uint32_t rec_align;
 	uint64_t degraded_at_ns;
 	pthread_mutex_t ns_lock;    /* leaf: guards persistent[] (taken under DRAM locks) */
 	uint8_t *persistent;        /* per namespace id: write down at put */
@@ -273,10 +283,11 @@ static inline uint64_t align4k(uint64_t v)
 	return (v + SSD_ALIGN - 1) & ~(uint64_t)(SSD_ALIGN - 1);
 }
 
-/* Records and offsets in a segment: multiples of SSD_REC_ALIGN (512). */
-static inline uint64_t align_rec(uint64_t v)
+/* Records and offsets in a segment: multiples of its record alignment
+ * (SSD_REC_ALIGN or SSD_REC_ALIGN_4K). */
+static inline uint64_t align_rec(uint64_t v, uint32_t align)
 {
-	return (v + SSD_REC_ALIGN - 1) & ~(uint64_t)(SSD_REC_ALIGN - 1);
+	return (v + align - 1) & ~(uint64_t)(align - 1);
 }
 
 #define A(x) atomic_fetch_add_explicit(&(x), 1, memory_order_relaxed)
@@ -295,9 +306,17 @@ int ssd_idx_put_locked(struct ssd *s, struct ssd_shard *sh, uint64_t h,
 		       const struct ssd_entry *src, struct ssd_entry **spare);
 bool ssd_idx_remove_key(struct ssd *s, uint32_t ns, const struct kvt_key *k, uint64_t below);
 uint64_t ssd_idx_sweep(struct ssd *s, uint32_t ns, uint32_t slot, uint64_t gen, uint64_t below);
-int ssd_pread_full(int fd, void *buf, size_t len, uint64_t off);
+/* Plain pread of exactly len bytes (recovery, reclamation), noted for
+ * io_align_check. */
+int ssd_pread_full(struct ssd *s, int fd, void *buf, size_t len, uint64_t off);
 int64_t ssd_io_sync(struct ssd *s, int op, int fd, uint64_t off, void *buf, size_t len);
 int ssd_seg_open_file(struct ssd *s, uint32_t slot, bool create);
+/* The slot's generation lays records out at align: O_DIRECT on its file
+ * if the device allows it at that alignment, else the page cache.
+ * seg_lock held (or recovery). */
+void ssd_seg_set_align(struct ssd *s, uint32_t slot, uint32_t align);
+/* Resolve s->rec_align from ssd.dio_align and the device (ssd_open). */
+void ssd_rec_align_pick(struct ssd *s);
 void ssd_seg_sum_free(struct ssd *s, struct ssd_seg *g);
 void ssd_seg_seal_locked(struct ssd *s);
 /* Write the slot's segment header.  Writer thread. */

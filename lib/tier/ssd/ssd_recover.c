@@ -178,8 +178,13 @@ static int rec_push(struct recovery *rc, const struct ssd_ckpt_entry *it)
 static int rec_sum_bound_cb(void *ctx, const struct ssd_sum_entry *e)
 {
 	const struct recovery *rc = ctx;
-	return ((uint64_t)e->off_512 + e->len_512) * SSD_REC_ALIGN > rc->cur_sum_off ? KVT_ECORRUPT
-										      : 0;
+	uint64_t off = (uint64_t)e->off_512 * SSD_REC_ALIGN;
+	uint64_t len = (uint64_t)e->len_512 * SSD_REC_ALIGN;
+	uint32_t align = rc->s->segs[rc->cur_slot].rec_align;
+	/* ... and is laid out at the segment's alignment. */
+	if (off % align || len != ssd_rec_len(e->part_count, e->value_len, align))
+		return KVT_ECORRUPT;
+	return off + len > rc->cur_sum_off ? KVT_ECORRUPT : 0;
 }
 
 static int rec_sum_cb(void *ctx, const struct ssd_sum_entry *e)
@@ -279,8 +284,9 @@ static void rec_load_ckpt(struct recovery *rc)
 		return;
 	if (fstat(fd, &st) < 0 || st.st_size <= 0 || st.st_size > (INT64_C(1) << 36))
 		goto out;
-	buf = kvt_mem_alloc(s->mem, (size_t)st.st_size);
-	if (!buf || ssd_pread_full(fd, buf, (size_t)st.st_size, 0) < 0)
+	/* Aligned as O_DIRECT would want it (ssd.debug_check_align). */
+	buf = kvt_mem_alloc_aligned(s->mem, SSD_ALIGN, (size_t)st.st_size);
+	if (!buf || ssd_pread_full(s, fd, buf, (size_t)st.st_size, 0) < 0)
 		goto out;
 	/* Two passes: the header first, to check it is ours and sized right. */
 	r = ssd_ckpt_decode(buf, (size_t)st.st_size, &rc->ck, NULL, NULL);
@@ -312,18 +318,19 @@ static int rec_walk(struct recovery *rc, uint32_t slot, uint64_t from, uint64_t 
 	struct ssd_seg *g = &s->segs[slot];
 	size_t cap = SSD_ALIGN * 4;
 	uint8_t *buf = kvt_mem_alloc_aligned(s->mem, SSD_ALIGN, cap);
-	uint64_t off = from;
+	uint64_t off = from, rec_len;
+	uint32_t a = g->rec_align; /* the segment's: records start at its multiples */
 	int r = 0;
 
 	if (!buf)
 		return -ENOMEM;
-	while (off + SSD_REC_ALIGN <= s->cfg.seg_size) {
+	while (off % a == 0 && off + a <= s->cfg.seg_size) {
 		struct ssd_rec_hdr h;
 		struct ssd_ckpt_entry it;
 		int d;
-		if (ssd_pread_full(g->fd, buf, SSD_REC_ALIGN, off) < 0)
+		if (ssd_pread_full(s, g->fd, buf, a, off) < 0)
 			break;
-		d = ssd_rec_hdr_decode(buf, SSD_REC_ALIGN, &h, NULL, 0);
+		d = ssd_rec_hdr_decode(buf, a, a, &h, NULL, 0);
 		if (d == KVT_EBUFSMALL && h.hdr_len <= s->cfg.seg_size - off) {
 			if (h.hdr_len > cap) {
 				kvt_mem_free(s->mem, buf, cap);
@@ -332,22 +339,22 @@ static int rec_walk(struct recovery *rc, uint32_t slot, uint64_t from, uint64_t 
 				if (!buf)
 					return -ENOMEM;
 			}
-			if (ssd_pread_full(g->fd, buf, h.hdr_len, off) < 0)
+			if (ssd_pread_full(s, g->fd, buf, h.hdr_len, off) < 0)
 				break;
-			d = ssd_rec_hdr_decode(buf, h.hdr_len, &h, NULL, 0);
+			d = ssd_rec_hdr_decode(buf, h.hdr_len, a, &h, NULL, 0);
 		}
 		if (d < 0 || h.generation != g->generation)
 			break; /* the end of what this generation wrote */
 		/* A checksum-valid header that claims more than the segment
 		 * holds is not a record of this segment. */
-		if (ssd_rec_len(h.part_count, h.value_len) == 0 ||
-		    ssd_rec_len(h.part_count, h.value_len) > s->cfg.seg_size - off)
+		rec_len = ssd_rec_len(h.part_count, h.value_len, a);
+		if (rec_len == 0 || rec_len > s->cfg.seg_size - off)
 			break;
 		memset(&it, 0, sizeof(it));
 		it.e.type = h.type;
 		it.e.ns_id = h.ns_id;
 		it.e.off_512 = (uint32_t)(off / SSD_REC_ALIGN);
-		it.e.len_512 = (uint32_t)(ssd_rec_len(h.part_count, h.value_len) / SSD_REC_ALIGN);
+		it.e.len_512 = (uint32_t)(rec_len / SSD_REC_ALIGN);
 		it.e.part_count = (uint16_t)h.part_count;
 		it.e.seq = h.seq;
 		it.e.value_len = h.value_len;
@@ -497,15 +504,15 @@ int ssd_recover(struct ssd *s)
 		r = ssd_seg_open_file(s, i, false);
 		if (r < 0)
 			goto out;
-		if (ssd_pread_full(g->fd, buf, SSD_ALIGN, 0) == 0 &&
+		if (ssd_pread_full(s, g->fd, buf, SSD_ALIGN, 0) == 0 &&
 		    ssd_seg_hdr_decode(buf, &h) == KVT_EVERSION) {
-			if (h.version > SSD_FMT_VERSION) {
+			if (h.version > SSD_SEG_VERSION_4K) {
 				/* A newer kvtier wrote this: never overwrite what we
 				 * cannot read. */
 				kvt_logf(s->log, KVT_LOG_ERROR,
 					 "ssd: segment %u has format version %u, newer than this "
 					 "kvtier's %u: refusing to open",
-					 i, h.version, SSD_FMT_VERSION);
+					 i, h.version, SSD_SEG_VERSION_4K);
 				r = KVT_EVERSION;
 				goto out;
 			}
@@ -516,12 +523,14 @@ int ssd_recover(struct ssd *s)
 			s->rec_old_format++;
 			continue;
 		}
-		if (ssd_pread_full(g->fd, buf, SSD_ALIGN, 0) < 0 ||
+		if (ssd_pread_full(s, g->fd, buf, SSD_ALIGN, 0) < 0 ||
 		    ssd_seg_hdr_decode(buf, &h) < 0 || h.slot != i ||
 		    h.seg_size != s->cfg.seg_size || memcmp(h.store_id, s->store_id, 16) != 0 ||
 		    h.generation == 0)
 			continue; /* free (or foreign): reused as such */
 		g->generation = h.generation;
+		/* Its records' alignment: O_DIRECT or the page cache for it. */
+		ssd_seg_set_align(s, i, h.rec_align);
 		g->state = h.summary_len ? SEG_SEALED : SEG_OPEN;
 		g->write_off = h.summary_len ? h.summary_off + h.summary_len : s->cfg.seg_size;
 		if (h.generation > max_gen)
@@ -561,7 +570,7 @@ int ssd_recover(struct ssd *s)
 				uint8_t *sum = kvt_mem_alloc_aligned(s->mem, SSD_ALIGN, sum_len);
 				int64_t n = -ENOMEM;
 				rc.cur_sum_off = sum_off;
-				if (sum && ssd_pread_full(g->fd, sum, sum_len, sum_off) == 0)
+				if (sum && ssd_pread_full(s, g->fd, sum, sum_len, sum_off) == 0)
 					n = ssd_sum_decode(sum, sum_len, g->generation,
 							   rec_sum_bound_cb, &rc);
 				if (n >= 0)
