@@ -74,6 +74,18 @@ ADAPT=skip,prob,keep/skip (2026-12-02, policy11; doc/policies.md "The segmented 
   the store's is one generation of its 4.5-capacity ghost: SIMHS=0.5625).  AGEMODE=1[,2]: in
   those modes (1 long, 2 short segmented, 0 LRU) the read rule is prom2age's (a second read
   promotes only a record older than AGE of the log; a younger one is served and stays).
+  (2026-12-03, ssd14; doc/policies.md "Dead room back early") RECLAIM=r: ADAPT's main log as NSEG
+  (16) segments (SegLog), reclaimed progressively, one victim segment at a time:
+    oldest       FIFO by segment (the store's; the same figures as without RECLAIM);
+    pickK[:M]    the victim among the oldest K sealed segments, the one with the most dead records
+                 (promoted and dropped), a younger one only with at least M x a segment more dead
+                 than the oldest; an oldest skipped once goes next (no copy: its live records lost);
+    compact:T    FIFO, and a sealed segment T dead or more is compacted at once: its live records
+                 copied to the log's head (a new lap, read marks kept), its room freed;
+    inplace:T    the same, the live records kept in their place in the order (a bound for a
+                 compaction into a second open segment that keeps its victims' eviction rank).
+  stderr: victims, young ones picked, compactions, records copied, dead records of the victims
+  when chosen (vdead) and the largest dead share of a sealed segment seen (maxdead).
 """
 import json, sys, os
 from tracefile import requests as load
@@ -208,6 +220,70 @@ class MiniSeg:
             s.ev += 1; s.G[v] = s.ev
             if len(s.G) > s.gc: s.G.popitem(last=False)
         return hit
+class SegLog:
+    """RECLAIM= (docstring): the main log as segments of sz records; popleft() reclaims the
+    victim segment's records in order (progressive reuse), the victim chosen when the last one
+    is done among the oldest K sealed segments by rule: 'pick' most dead records (a younger one
+    only with at least M x sz more dead than the oldest), 'oldest' FIFO by segment; compaction
+    (T > 0) is the caller's: take() hands over a sealed segment at least T dead."""
+    def __init__(s, sz, rule='oldest', K=1, M=0.0, T=0.0):
+        s.sz = sz; s.rule = rule; s.K = K; s.M = M; s.T = T
+        s.segs = deque(); s.used = 0; s.of = {}; s.vic = None; s.cand = []
+        s.st = {'picked_young': 0, 'victims': 0, 'compacted': 0, 'copied': 0}
+    def __len__(s): return s.used
+    def __bool__(s): return s.used > 0
+    def append(s, rec):
+        if not s.segs or len(s.segs[-1]['recs']) >= s.sz:
+            if s.T and s.segs and s.segs[-1]['dead'] >= s.T * s.sz: s.cand.append(s.segs[-1])
+            s.segs.append({'recs': [], 'pos': 0, 'dead': 0})
+        g = s.segs[-1]; g['recs'].append(rec); s.of[rec[1]] = g; s.used += 1
+    def kill(s, i):
+        """Record i died in place (promoted and dropped): its segment's dead room."""
+        g = s.of.get(i)
+        if g is None: return
+        g['dead'] += 1
+        if s.T and g is not s.vic and g['dead'] >= s.T * s.sz and g is not s.segs[-1]: s.cand.append(g)
+    def popleft(s):
+        while s.vic is None or s.vic['pos'] >= len(s.vic['recs']):  # (emptied in place: the next)
+            if s.vic is not None: s.segs.remove(s.vic); s.vic = None
+            sealed = [g for g in s.segs if g is not s.segs[-1]] or [s.segs[-1]]
+            c = sealed[:s.K]; v = c[0]
+            if s.rule == 'pick' and not v.get('skipped'):  # skipped once: it goes next (no starvation)
+                b = max(c, key=lambda g: g['dead'])
+                if b['dead'] - v['dead'] >= max(1, s.M * s.sz): v = b; c[0]['skipped'] = 1
+            s.st['victims'] += 1; s.st['picked_young'] += v is not c[0]; s.vic = v
+            s.st['vdead'] = s.st.get('vdead', 0) + v['dead']
+            s.st['maxdead'] = max(s.st.get('maxdead', 0), max(g['dead'] for g in sealed) / s.sz)
+        rec = s.vic['recs'][s.vic['pos']]; s.vic['pos'] += 1; s.used -= 1; s.of.pop(rec[1], None)
+        return rec
+    def take(s):
+        """A sealed segment still at least T dead (not the victim, not the open one), removed; or None."""
+        while s.cand:
+            g = s.cand.pop()
+            if g is s.vic or g not in s.segs or g is s.segs[-1]: continue
+            s.st['compacted'] += 1
+            if s.rule == 'inplace':  # the live records rewritten in their place in the order
+                keep = [r for r in g['recs'] if s.alive(r)]
+                for r in g['recs']:
+                    if not s.alive(r): s.of.pop(r[1], None)
+                s.used -= len(g['recs']) - len(keep); s.st['copied'] += len(keep)
+                g['recs'] = keep; g['pos'] = 0; g['dead'] = 0
+                continue
+            s.segs.remove(g); s.used -= len(g['recs'])
+            for r in g['recs']: s.of.pop(r[1], None)
+            return g
+        return None
+def seglog():
+    """RECLAIM= (docstring) -> a SegLog, or None for the record-granular FIFO."""
+    r = os.environ.get('RECLAIM', '')
+    if not r: return None
+    nseg = int(os.environ.get('NSEG', '16'))
+    name, _, arg = r.partition(':')
+    if name == 'oldest': return nseg, dict(rule='oldest')
+    if name.startswith('pick'): return nseg, dict(rule='pick', K=int(name[4:]), M=float(arg or 0))
+    if name == 'compact': return nseg, dict(rule='oldest', T=float(arg))
+    if name == 'inplace': return nseg, dict(rule='inplace', T=float(arg))
+    raise SystemExit('RECLAIM=%s?' % r)
 def adapt_sim(reqs, D, S, C, variant, force=False):
     """ADAPT= in the docstring: prom2x's reads, the write-down chosen by the simulated mode."""
     P = float(os.environ.get('P', '0.2')); GH = float(os.environ.get('GH', '1'))
@@ -227,6 +303,10 @@ def adapt_sim(reqs, D, S, C, variant, force=False):
     vl, vs = (variant.split('/') + [variant])[:2]; fg = [0]
     dram = OrderedDict()  # key -> [on_lower, reused]
     logs = {'m': deque(), 'p': deque()}; live = {}; read = set(); nid = [0]
+    sl = seglog()
+    if sl:
+        logs['m'] = SegLog(max(1, S // sl[0]), **sl[1])
+        logs['m'].alive = lambda r: live.get(r[0]) == ('m', r[1])
     ghost = OrderedDict(); gcap = int(GH * C)
     segsz = max(1, S // 16); cnt = [0]; bud = [segsz * BUD]; st = {'skip': 0, 'prob': 0, 'segreq': 0, 'short': 0}
     def forget(k):
@@ -236,6 +316,11 @@ def adapt_sim(reqs, D, S, C, variant, force=False):
     def append(which, k):
         nid[0] += 1; logs[which].append((k, nid[0])); live[k] = (which, nid[0])
     def reclaim():
+        while sl and logs['m'].T:
+            g = logs['m'].take()
+            if g is None: break
+            for k2, i2 in g['recs']:  # the live records copied forward, read or not as they were
+                if live.get(k2) == ('m', i2): append('m', k2); logs['m'].st['copied'] += 1
         while (len(live) if COMPACT else len(logs['m']) + len(logs['p'])) > S:
             which = 'p' if logs['p'] and (len(logs['p']) > P * S or not seg[0] or not logs['m']) else 'm'
             k2, i2 = logs[which].popleft()
@@ -288,12 +373,15 @@ def adapt_sim(reqs, D, S, C, variant, force=False):
                 if AGEMODE and b in read and seg[0] in AGEMODE and nid[0] - live[b][1] <= AGE * S:
                     pass  # prom2age in this mode: a young record read again is served and stays
                 elif b in read or (PROBREAD and live[b][0] == 'p'):
+                    if sl and live[b][0] == 'm': logs['m'].kill(live[b][1])
                     del live[b]; read.discard(b); insert(b, True)
                 else: read.add(b)
             else:
                 g = b in ghost and (seg[0] != 2 or fg[0] - ghost[b] <= HS * C)
                 ghost.pop(b, None)
                 insert(b, g)
+    if sl: print('  adapt-%s RECLAIM=%s NSEG=%d: %s, %d records written' % (variant, os.environ['RECLAIM'], sl[0],
+                 logs['m'].st, nid[0]), file=sys.stderr)
     print('  adapt-%s%s: segmented for %.0f %% of requests (short horizon %.0f %%), %d victims skipped, %d to probation' %
           (variant, '!' if force else '', 100 * st['segreq'] / len(reqs), 100 * st['short'] / len(reqs), st['skip'], st['prob']), file=sys.stderr)
     return hit / tot
@@ -424,7 +512,7 @@ for p in sys.argv[1:]:
     C=len(s)//4; D=int(os.environ.get('D',C//4)); S=int((C-D)*float(os.environ.get("SF","1")))
     l=lru_sim(reqs,C)
     out=[p.split('/')[-1][:12], 'lru %.4f'%l]
-    for m in os.environ.get('MODES','incl,noprom,prom2,prom2x').split(','):
+    for m in filter(None, os.environ.get('MODES','incl,noprom,prom2,prom2x').split(',')):
         for ri in (True,):
             h,sh=tier_sim(reqs,D,S,m,ri)
             out.append('%s%s %.3f'%(m,'+ri' if ri else '',h/l))
