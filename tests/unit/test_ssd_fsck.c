@@ -43,13 +43,7 @@ static size_t len_of(uint64_t k)
 
 static void put_k(struct kvt_store *s, uint32_t ns, uint64_t k)
 {
-	size_t len = len_of(k);
-	char *buf = malloc(len);
-	struct kvt_key key = t_key(k);
-	struct iovec v = { buf, len };
-	t_fill(buf, len, k);
-	T_RC(kvt_put(s, ns, &key, &v, 1), KVT_OK);
-	free(buf);
+	T_RC(t_put_filled(s, ns, k, len_of(k)), KVT_OK);
 }
 
 /* What fsck said. */
