@@ -346,6 +346,91 @@ static void crash(const char *align, const char *reuse, bool ckpt)
 	free(dir);
 }
 
+/* A sealed segment's header: its summary's place. */
+static struct ssd_seg_hdr seg_hdr(const char *dir, uint32_t slot)
+{
+	uint8_t hb[SSD_ALIGN];
+	struct ssd_seg_hdr h;
+	int fd = seg_fd(dir, slot, O_RDONLY);
+	T_GE_INT(fd, 0);
+	T_EQ_INT(pread(fd, hb, sizeof(hb), 0), (int)sizeof(hb));
+	close(fd);
+	T_OK(ssd_seg_hdr_decode(hb, &h));
+	return h;
+}
+
+/* 3. A sealed segment whose summary was cut short (its file truncated
+ *    inside the summary), or whose summary names a record past the
+ *    summary's own offset (CRCs fixed), with no checkpoint: recovery
+ *    walks the segment's records instead of failing to open (a cut
+ *    summary made it fail with -ENOMEM), and fsck, saying the summary is
+ *    damaged, walks them too: the same records, every block of the
+ *    segment readable. */
+static void summary_bad(const char *align, bool cut)
+{
+	char *dir = t_mkdtemp(), path[4096];
+	struct kvt_store *s = open_at(dir, align, "progressive");
+	uint32_t ns = ns_of(s);
+	struct ssd_seg_hdr h;
+	struct said w;
+	uint64_t k = 0, records;
+	uint64_t ok = 0;
+
+	while (t_stat(s, "ssd.segments_sealed") == 0)
+		put_k(s, ns, k++);
+	T_OK(kvt_flush(s));
+	kvt_store_destroy(s);
+	clean(&w, fsck(dir, &w));
+	records = w.f.records;
+	h = seg_hdr(dir, 0);
+	T_ASSERT(h.summary_off > 0);
+	snprintf(path, sizeof(path), "%s/ssd/checkpoint", dir);
+	T_EQ_INT(unlink(path), 0);
+	if (cut) {
+		snprintf(path, sizeof(path), "%s/ssd/seg-000000", dir);
+		T_EQ_INT(truncate(path, (off_t)(h.summary_off + 512)), 0);
+	} else {
+		/* The last entry's offset moved past summary_off (entries from
+		 * 64, each 32 bytes and the key padded to 8: type, key_len,
+		 * part_count, ns_id, off_512...). */
+		uint8_t *sum = malloc(h.summary_len);
+		uint32_t off_512 = (uint32_t)(h.summary_off / 512) + 8, crc, count;
+		uint64_t elen, pos = 64;
+		int fd = seg_fd(dir, 0, O_RDWR);
+		T_EQ_INT(pread(fd, sum, h.summary_len, (off_t)h.summary_off),
+			 (int)h.summary_len);
+		memcpy(&count, sum + 24, 4);
+		T_ASSERT(count >= 2);
+		for (uint32_t i = 0; i + 1 < count; i++)
+			pos += 32 + ((sum[pos + 1] + 7u) & ~7u);
+		memcpy(sum + pos + 8, &off_512, 4);
+		memcpy(&elen, sum + 32, 8);
+		crc = kvt_crc32c(0, sum + 64, (size_t)elen);
+		memcpy(sum + 28, &crc, 4);
+		memset(sum + 12, 0, 4);
+		crc = kvt_crc32c(0, sum, 64);
+		memcpy(sum + 12, &crc, 4);
+		T_EQ_INT(pwrite(fd, sum, h.summary_len, (off_t)h.summary_off),
+			 (int)h.summary_len);
+		close(fd);
+		free(sum);
+	}
+	T_RC(fsck(dir, &w), KVT_ECORRUPT);
+	T_ASSERT(strstr(w.text, "ssd/seg-000000: summary") != NULL);
+	T_EQ_U64(w.f.records, records);
+	s = open_at(dir, align, "progressive");
+	ns = ns_of(s);
+	for (uint64_t j = 0; j < k; j++)
+		ok += t_get_filled(s, ns, j, len_of(j)) == KVT_OK;
+	T_EQ_U64(ok, k);
+	T_EQ_U64(t_stat(s, "ssd.crc_errors"), 0);
+	kvt_store_destroy(s);
+	fprintf(stderr, "  summary %s at %s: %llu records walked instead\n",
+		cut ? "cut short" : "past its offset", align, (unsigned long long)records);
+	t_rmtree(dir);
+	free(dir);
+}
+
 int main(void)
 {
 	static const char *const aligns[] = { "512", "4096" };
@@ -356,6 +441,8 @@ int main(void)
 			crash(aligns[a], reuses[r], true);
 			crash(aligns[a], reuses[r], false);
 		}
+		summary_bad(aligns[a], true);
+		summary_bad(aligns[a], false);
 	}
 	return 0;
 }

@@ -375,9 +375,22 @@ struct sum_walk {
 	int fd;
 	uint32_t slot;
 	uint64_t gen, end;
-	int err;
+	const char *bad; /* why recovery would not use the summary */
 	uint32_t align;
 };
+
+/* Recovery's first pass over a summary (rec_sum_bound_cb): every entry is
+ * laid out at the segment's alignment and ends at or before summary_off. */
+static int sum_bound_cb(void *ctx, const struct ssd_sum_entry *e)
+{
+	struct sum_walk *w = ctx;
+	uint64_t off = (uint64_t)e->off_512 * SSD_REC_ALIGN, len = (uint64_t)e->len_512 * SSD_REC_ALIGN;
+	if (off % w->align || len != ssd_rec_len(e->part_count, e->value_len, w->align))
+		w->bad = "an entry off the segment's record alignment";
+	else if (off + len > w->end)
+		w->bad = "an entry past the summary's offset";
+	return w->bad ? KVT_ECORRUPT : 0;
+}
 
 static int sum_cb(void *ctx, const struct ssd_sum_entry *e)
 {
@@ -422,22 +435,30 @@ static int64_t next_sound_hdr(struct fsck *c, int fd, uint64_t gen, uint64_t fro
 	return 0;
 }
 
-/* An open segment's records, walked as recovery walks them (rec_walk),
- * judged against the checkpoint's write point for its generation (the top
- * of this file).  A walk stopped short of that point by damage goes on at
+/* Where the checkpoint says the writes of slot's generation (h's) had
+ * reached when it was taken; 0 if it does not know that generation. */
+static uint64_t ck_wrote(const struct fsck *c, uint32_t slot, const struct ssd_seg_hdr *h)
+{
+	if (c->ck_ok && slot < c->ck_hdr.slot_count && slot < c->slots &&
+	    c->ck_gen[slot] == h->generation && memcmp(c->ck_hdr.store_id, h->store_id, 16) == 0)
+		return c->ck_off[slot];
+	return 0;
+}
+
+/* An open segment's records (or a sealed one's whose summary recovery
+ * refuses), walked as recovery walks them (rec_walk), judged against
+ * `wrote`, the checkpoint's write point for its generation (the top of
+ * this file; 0: none).  A walk stopped short of that point by damage goes on at
  * the next sound header (the checkpoint holds what follows: recovery loses
  * only the damaged record), up to it. */
 static int walk_open(struct fsck *c, int fd, uint32_t slot, const struct ssd_seg_hdr *h,
-		     uint64_t end)
+		     uint64_t end, uint64_t wrote)
 {
-	uint64_t off = SSD_ALIGN, wrote = 0;
+	uint64_t off = SSD_ALIGN;
 	const char *why = "";
 	int64_t len, next;
 	bool lost = false; /* a stop before the write point: recovery's walk ends there */
 
-	if (c->ck_ok && slot < c->ck_hdr.slot_count && c->ck_gen[slot] == h->generation &&
-	    memcmp(c->ck_hdr.store_id, h->store_id, 16) == 0)
-		wrote = c->ck_off[slot];
 	for (;;) {
 		bool past = false; /* at the write point, after a stop before it */
 		len = 0;
@@ -473,19 +494,61 @@ static int walk_open(struct fsck *c, int fd, uint32_t slot, const struct ssd_seg
 		}
 		if (past) /* recovery's walk stopped at the damage said above */
 			fsck_say(c, KVT_FSCK_WARN,
-				 "ssd/seg-%06u: recovery's walk of this open segment stops at the "
+				 "ssd/seg-%06u: recovery's walk of this segment stops at the "
 				 "damage before offset %llu, so the records written after the "
 				 "checkpoint (the first at offset %llu) are not recovered",
 				 slot, (unsigned long long)wrote, (unsigned long long)next);
 		else /* leftovers or a torn write, but a record of this generation follows */
 			fsck_say(c, KVT_FSCK_WARN,
-				 "ssd/seg-%06u offset %llu: %s; recovery's walk of this open "
+				 "ssd/seg-%06u offset %llu: %s; recovery's walk of this "
 				 "segment stops here, before a record of its generation at offset "
 				 "%llu: the records from there on are not recovered (a write torn "
 				 "or lost by a crash, or a damaged header)",
 				 slot, (unsigned long long)off, why, (unsigned long long)next);
 		return 0;
 	}
+}
+
+/* A sealed segment, through its summary as recovery reads it.  A summary
+ * recovery does not use (damaged, cut short, an entry outside the
+ * records) is damage, and the records are walked instead, as recovery
+ * walks them. */
+static int check_sealed(struct fsck *c, int fd, uint32_t slot, const struct ssd_seg_hdr *h,
+			uint64_t end)
+{
+	struct sum_walk w = { c, fd, slot, h->generation, h->summary_off, NULL, h->rec_align };
+	uint8_t *sb = NULL;
+	int64_t n = 0;
+	int r = 0;
+
+	if (h->summary_off + h->summary_len > end || h->summary_len > (256u << 20)) {
+		w.bad = "it lies past the end of the file";
+	} else if (!(sb = malloc(h->summary_len))) {
+		return -ENOMEM;
+	} else if ((r = pread_full(fd, sb, h->summary_len, h->summary_off)) < 0) {
+		if (r != -ENODATA)
+			goto out;
+		w.bad = "it lies past the end of the file";
+	} else if ((n = ssd_sum_decode(sb, h->summary_len, h->generation, sum_bound_cb, &w)) < 0) {
+		if (n != KVT_ECORRUPT && n != KVT_EVERSION) {
+			r = (int)n;
+			goto out;
+		}
+		if (!w.bad)
+			w.bad = kvt_strerror((int)n);
+	} else if ((n = ssd_sum_decode(sb, h->summary_len, h->generation, sum_cb, &w)) < 0) {
+		r = (int)n; /* checked already: only sum_cb's own error */
+		goto out;
+	}
+	if (w.bad) {
+		fsck_say(c, KVT_FSCK_DAMAGE,
+			 "ssd/seg-%06u: summary damaged (%s): recovery walks the segment's "
+			 "records instead", slot, w.bad);
+		r = walk_open(c, fd, slot, h, end, 0);
+	}
+out:
+	free(sb);
+	return r;
 }
 
 static int check_segment(struct fsck *c, uint32_t slot, uint64_t fsize)
@@ -550,31 +613,10 @@ static int check_segment(struct fsck *c, uint32_t slot, uint64_t fsize)
 	c->gen[slot] = h.generation;
 	end = h.seg_size < fsize ? h.seg_size : fsize;
 	if (h.summary_off) {
-		struct sum_walk w = { c, fd, slot, h.generation, h.summary_off, 0, h.rec_align };
-		uint8_t *sb;
-		int64_t n;
-		if (h.summary_off + h.summary_len > end || h.summary_len > (256u << 20)) {
-			fsck_say(c, KVT_FSCK_DAMAGE, "ssd/%s: summary lies outside the segment", name);
-			goto out;
-		}
-		sb = malloc(h.summary_len);
-		if (!sb) {
-			r = -ENOMEM;
-			goto out;
-		}
-		r = pread_full(fd, sb, h.summary_len, h.summary_off);
-		n = r < 0 ? r : ssd_sum_decode(sb, h.summary_len, h.generation, sum_cb, &w);
-		free(sb);
-		if (n == KVT_ECORRUPT || n == KVT_EVERSION || n == -ENODATA) {
-			fsck_say(c, KVT_FSCK_DAMAGE, "ssd/%s: summary damaged (%s)", name,
-				 kvt_strerror((int)n));
-			r = 0;
-		} else {
-			r = n < 0 ? (int)n : 0;
-		}
+		r = check_sealed(c, fd, slot, &h, end);
 		goto out;
 	}
-	r = walk_open(c, fd, slot, &h, end);
+	r = walk_open(c, fd, slot, &h, end, ck_wrote(c, slot, &h));
 out:
 	close(fd);
 	return r;
