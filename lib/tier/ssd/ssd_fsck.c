@@ -384,7 +384,8 @@ struct sum_walk {
 static int sum_bound_cb(void *ctx, const struct ssd_sum_entry *e)
 {
 	struct sum_walk *w = ctx;
-	uint64_t off = (uint64_t)e->off_512 * SSD_REC_ALIGN, len = (uint64_t)e->len_512 * SSD_REC_ALIGN;
+	uint64_t off = (uint64_t)e->off_512 * SSD_REC_ALIGN;
+	uint64_t len = (uint64_t)e->len_512 * SSD_REC_ALIGN;
 	if (off % w->align || len != ssd_rec_len(e->part_count, e->value_len, w->align))
 		w->bad = "an entry off the segment's record alignment";
 	else if (off + len > w->end)
