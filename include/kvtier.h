@@ -1309,7 +1309,9 @@ int64_t kvt_remote_who(struct kvt_store *store, uint32_t ns, const struct kvt_ke
  * kvt_store_fsck reads a store directory that no process has open and
  * checks its SSD tier against doc/ssd-format.md without writing anything:
  * every segment header; every record of each segment's current generation
- * (header CRC and fields, each part's CRC32C over the value bytes); that
+ * (header CRC and fields, each part's CRC32C over the value bytes; in an
+ * open segment up to where recovery's walk ends, which must not be before
+ * the checkpoint's write point: doc/ssd.md "Durability and recovery"); that
  * each record's namespace is in the registry with the same digest (else
  * it is an orphan); that every checkpoint entry whose segment is still on
  * disk names a sound record.  Files in ssd/ that are not the store's are

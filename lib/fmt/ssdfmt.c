@@ -229,9 +229,8 @@ int ssd_seg_hdr_decode(const uint8_t *buf, struct ssd_seg_hdr *h)
  *
  * Magic, version, hdr_len and the CRC are the frame that every version
  * keeps.  hdr_len is bounded (<= SSDFMT_REC_HDR_MAX) before the CRC is
- * computed over it.
+ * computed over it.  (SSD_REC_MAGIC: ssdfmt.h.)
  */
-#define SSD_REC_MAGIC "KVR1"
 
 enum {
 	REC_MAGIC = 0,

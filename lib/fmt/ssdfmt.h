@@ -101,6 +101,8 @@ struct ssd_rec_hdr {
 	uint32_t flags;          /* SSD_REC_F_* (PUT only); other bits 0 */
 };
 
+#define SSD_REC_MAGIC "KVR1" /* 4 bytes, no NUL: a record header's first */
+
 /* Header bytes for a record with this many parts in a segment whose
  * records are align-aligned (SSD_REC_ALIGN: 512 up to 22 parts;
  * SSD_REC_ALIGN_4K: 4096 up to 246); 0 if part_count > KVT_PARTS_MAX or

@@ -861,6 +861,40 @@ static void test_allocfail(const struct kvt_key *keys)
 	}
 	wait_up(e, 2 * NODES); /* connections lost to a failed allocation are back */
 	T_RC(kvt_lookup_prefix(e, ns, keys, BLOCKS, NULL), BLOCKS);
+	{
+		/* A get whose submission fails for want of memory -- the read's
+		 * own record, or the request to the one member it asks (a block
+		 * another engine put: one owner) -- is a miss counted as what it
+		 * was (remote.read_errors), not taken for a member down
+		 * (-ENOTCONN, which the count leaves out: it took the second
+		 * for one). */
+		struct kvt_key one[1];
+		struct kvt_store *w = engine();
+		unsigned counted = 0;
+		mk_keys(one, 1, 95000);
+		wait_up(w, 2 * NODES);
+		put_block(w, t_ns(w, "cluster"), one, 0, 1000, false);
+		T_OK(kvt_flush(w));
+		kvt_store_destroy(w);
+		for (int n = 1; n <= 12; n++) {
+			char nth[16];
+			uint64_t before = t_stat(e, "remote.read_errors");
+			int rc;
+			snprintf(nth, sizeof(nth), "%d", n);
+			T_OK(kvt_store_set_option(e, "debug.fail_alloc", nth));
+			rc = get_block(e, ns, one, 0, 1000);
+			T_OK(kvt_store_set_option(e, "debug.fail_alloc", "0"));
+			T_ASSERT(rc == KVT_OK || rc == KVT_MISS || rc == -ENOMEM);
+			if (t_stat(e, "remote.read_errors") > before) {
+				fprintf(stderr, "  allocation %d of a get failed at submission\n", n);
+				T_RC(rc, KVT_MISS);
+				counted++;
+			}
+		}
+		T_EQ_INT(counted, 2);
+		wait_up(e, 2 * NODES);
+		T_RC(get_block(e, ns, one, 0, 1000), KVT_OK);
+	}
 	kvt_store_destroy(e);
 }
 

@@ -112,6 +112,20 @@ static inline struct kvt_key t_key(uint64_t i)
 	return k;
 }
 
+/* Put t_key(k) as one part of len bytes of t_fill(.., k): kvt_put's status. */
+static inline int t_put_filled(struct kvt_store *s, uint32_t ns, uint64_t k, size_t len)
+{
+	char *buf = malloc(len ? len : 1);
+	struct kvt_key key = t_key(k);
+	struct iovec v = { buf, len };
+	int r;
+	T_ASSERT(buf);
+	t_fill(buf, len, k);
+	r = kvt_put(s, ns, &key, &v, 1);
+	free(buf);
+	return r;
+}
+
 /* Get t_key(k), put as len bytes of t_fill(.., k): KVT_OK with exactly
  * those bytes, or KVT_MISS; anything else fails the test. */
 static inline int t_get_filled(struct kvt_store *s, uint32_t ns, uint64_t k, size_t len)

@@ -12,44 +12,6 @@
 #include "t.h"
 #include "tstore.h"
 
-static uint64_t stat(struct kvt_store *s, const char *name)
-{
-	uint64_t v = 0;
-	int r = kvt_store_stat(s, name, &v);
-	if (r != 0)
-		T_FAIL("stat %s: %s", name, kvt_strerror(r));
-	return v;
-}
-
-static int put_seeded(struct kvt_store *s, uint32_t ns, uint64_t k, size_t len)
-{
-	char *buf = malloc(len);
-	struct kvt_key key = t_key(k);
-	struct iovec v = { buf, len };
-	int r;
-	t_fill(buf, len, k);
-	r = kvt_put(s, ns, &key, &v, 1);
-	free(buf);
-	return r;
-}
-
-/* Get key k and check it holds the seeded bytes of length len. */
-static int get_check(struct kvt_store *s, uint32_t ns, uint64_t k, size_t len)
-{
-	char *buf = malloc(len + 1), *want = malloc(len);
-	struct kvt_key key = t_key(k);
-	uint64_t vl = 0;
-	int r = kvt_get(s, ns, &key, buf, len + 1, &vl);
-	if (r == KVT_OK) {
-		T_EQ_U64(vl, len);
-		t_fill(want, len, k);
-		T_EQ_MEM(buf, want, len);
-	}
-	free(buf);
-	free(want);
-	return r;
-}
-
 static void test_shapes(void)
 {
 	struct kvt_store *s = t_store_open("dram.capacity", "64M", "dram.chunk", "64K", NULL);
@@ -57,8 +19,8 @@ static void test_shapes(void)
 	static const size_t sizes[] = { 1, 7, 4095, 4096, 4097, 65535, 65536, 65537,
 					1 << 20, (3 << 20) + 13 };
 	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
-		T_RC(put_seeded(s, ns, 100 + i, sizes[i]), KVT_OK);
-		T_RC(get_check(s, ns, 100 + i, sizes[i]), KVT_OK);
+		T_RC(t_put_filled(s, ns, 100 + i, sizes[i]), KVT_OK);
+		T_RC(t_get_filled(s, ns, 100 + i, sizes[i]), KVT_OK);
 	}
 	/* Put-if-absent: a second put with other bytes is a no-op. */
 	{
@@ -66,8 +28,8 @@ static void test_shapes(void)
 		struct iovec v = { other, sizeof(other) };
 		struct kvt_key k = t_key(100 + 3);
 		T_RC(kvt_put(s, ns, &k, &v, 1), KVT_EXISTS);
-		T_RC(get_check(s, ns, 100 + 3, 4096), KVT_OK);
-		T_EQ_U64(stat(s, "dram.put_exists"), 1);
+		T_RC(t_get_filled(s, ns, 100 + 3, 4096), KVT_OK);
+		T_EQ_U64(t_stat(s, "dram.put_exists"), 1);
 	}
 	/* Too small a buffer: EBUFSMALL with the length to retry with. */
 	{
@@ -247,7 +209,7 @@ static void test_pins(void)
 	char *want = malloc(len);
 	uint64_t pin;
 
-	T_RC(put_seeded(s, ns, 1, len), KVT_OK);
+	T_RC(t_put_filled(s, ns, 1, len), KVT_OK);
 	t_fill(want, len, 1);
 	T_OK(kvt_queue_create(s, &q));
 	memset(&r, 0, sizeof(r));
@@ -268,8 +230,8 @@ static void test_pins(void)
 		T_EQ_U64(l, len);
 		T_EQ_U64(c, kvt_crc32c(0, want, len));
 	}
-	T_EQ_U64(stat(s, "store.pins_active"), 1);
-	T_EQ_U64(stat(s, "dram.pinned_blocks"), 1);
+	T_EQ_U64(t_stat(s, "store.pins_active"), 1);
+	T_EQ_U64(t_stat(s, "dram.pinned_blocks"), 1);
 
 	/* Delete while pinned: gone for everyone else, bytes stay for us. */
 	{
@@ -280,17 +242,17 @@ static void test_pins(void)
 	}
 	/* Fill the tier well past capacity: the pinned block's chunks are never reused. */
 	for (uint64_t i = 10; i < 100; i++)
-		T_RC(put_seeded(s, ns, i, len), KVT_OK);
-	T_ASSERT(stat(s, "dram.evictions") > 0);
+		T_RC(t_put_filled(s, ns, i, len), KVT_OK);
+	T_ASSERT(t_stat(s, "dram.evictions") > 0);
 	T_EQ_MEM(r.view[0].iov_base, want, len);
-	T_EQ_U64(stat(s, "dram.dead_pending"), 1);
+	T_EQ_U64(t_stat(s, "dram.dead_pending"), 1);
 
 	T_RC(kvt_pin_release(s, pin), 0);
 	T_RC(kvt_pin_release(s, pin), KVT_EPIN);     /* double release is detected */
 	T_RC(kvt_pin_release(s, 0), KVT_EPIN);
 	T_RC(kvt_pin_release(s, 12345), KVT_EPIN);
-	T_EQ_U64(stat(s, "dram.dead_pending"), 0);
-	T_EQ_U64(stat(s, "store.pins_active"), 0);
+	T_EQ_U64(t_stat(s, "dram.dead_pending"), 0);
+	T_EQ_U64(t_stat(s, "store.pins_active"), 0);
 
 	/* Pin everything that is left, then a put finds no room: EFULL, not a hang. */
 	{
@@ -311,20 +273,20 @@ static void test_pins(void)
 		{
 			int pr = KVT_OK;
 			for (uint64_t i = 5000; i < 5100 && pr == KVT_OK; i++) {
-				pr = put_seeded(s, ns, i, len);
+				pr = t_put_filled(s, ns, i, len);
 				T_ASSERT(pr == KVT_OK || pr == KVT_EFULL);
 				/* Each new block evicts the previous new one, never a pinned one. */
 			}
-			T_RC(put_seeded(s, ns, 6000, 8 << 20), KVT_EFULL);
+			T_RC(t_put_filled(s, ns, 6000, 8 << 20), KVT_EFULL);
 		}
-		T_ASSERT(stat(s, "dram.full_errors") >= 1);
+		T_ASSERT(t_stat(s, "dram.full_errors") >= 1);
 		for (int i = 0; i < npins; i++)
 			T_OK(kvt_pin_release(s, pins[i]));
 		for (int i = 0; i < npins; i++)
 			T_RC(kvt_pin_release(s, pins[i]), KVT_EPIN);
 		/* Unpinned again: a put that needs the whole tier evicts them all. */
-		T_RC(put_seeded(s, ns, 6001, 8 << 20), KVT_OK);
-		T_RC(get_check(s, ns, 6001, 8 << 20), KVT_OK);
+		T_RC(t_put_filled(s, ns, 6001, 8 << 20), KVT_OK);
+		T_RC(t_get_filled(s, ns, 6001, 8 << 20), KVT_OK);
 		/* Pin one more and close while holding it. */
 		memset(&r, 0, sizeof(r));
 		r.op = KVT_OP_GET_PINNED; r.ns = ns; r.key = t_key(6001);
@@ -352,23 +314,23 @@ static double hot_survival(const char *policy)
 	char buf[65536];
 
 	for (int i = 0; i < hot; i++)
-		T_RC(put_seeded(s, ns, (uint64_t)i, len), KVT_OK);
+		T_RC(t_put_filled(s, ns, (uint64_t)i, len), KVT_OK);
 	for (int scan = 0; scan < 8; scan++) {
 		for (int i = 0; i < hot; i++) {
 			struct kvt_key k = t_key((uint64_t)i);
 			int r = kvt_get(s, ns, &k, buf, sizeof(buf), NULL);
 			T_ASSERT(r == KVT_OK || r == KVT_MISS);
 			if (r == KVT_MISS)
-				T_RC(put_seeded(s, ns, (uint64_t)i, len), KVT_OK);
+				T_RC(t_put_filled(s, ns, (uint64_t)i, len), KVT_OK);
 		}
 		/* 300 one-time blocks: more than the whole tier (256). */
 		for (int i = 0; i < 300; i++)
-			T_RC(put_seeded(s, ns, 100000 + (uint64_t)scan * 1000 + i, len), KVT_OK);
+			T_RC(t_put_filled(s, ns, 100000 + (uint64_t)scan * 1000 + i, len), KVT_OK);
 	}
 	for (int i = 0; i < hot; i++)
-		alive += get_check(s, ns, (uint64_t)i, len) == KVT_OK;
-	T_ASSERT(stat(s, "dram.evictions") > 0);
-	T_LE_INT(stat(s, "dram.used_bytes"), 16 << 20);
+		alive += t_get_filled(s, ns, (uint64_t)i, len) == KVT_OK;
+	T_ASSERT(t_stat(s, "dram.evictions") > 0);
+	T_LE_INT(t_stat(s, "dram.used_bytes"), 16 << 20);
 	kvt_store_destroy(s);
 	return (double)alive / hot;
 }
@@ -391,21 +353,21 @@ static void test_eviction_capacity(void)
 	size_t len = 200000; /* 4 chunks each, 62144 bytes of slack */
 	int present = 0;
 	for (uint64_t i = 0; i < 200; i++)
-		T_RC(put_seeded(s, ns, i, len), KVT_OK);
+		T_RC(t_put_filled(s, ns, i, len), KVT_OK);
 	for (uint64_t i = 0; i < 200; i++) {
-		int r = get_check(s, ns, i, len);
+		int r = t_get_filled(s, ns, i, len);
 		T_ASSERT(r == KVT_OK || r == KVT_MISS);
 		present += r == KVT_OK;
 	}
-	T_EQ_U64(stat(s, "dram.blocks"), (uint64_t)present);
-	T_EQ_U64(stat(s, "dram.used_bytes"), (uint64_t)present * 4 * 65536);
-	T_EQ_U64(stat(s, "dram.frag_bytes"), (uint64_t)present * (4 * 65536 - len));
-	T_EQ_U64(stat(s, "dram.evictions"), 200 - (uint64_t)present);
+	T_EQ_U64(t_stat(s, "dram.blocks"), (uint64_t)present);
+	T_EQ_U64(t_stat(s, "dram.used_bytes"), (uint64_t)present * 4 * 65536);
+	T_EQ_U64(t_stat(s, "dram.frag_bytes"), (uint64_t)present * (4 * 65536 - len));
+	T_EQ_U64(t_stat(s, "dram.evictions"), 200 - (uint64_t)present);
 	T_GE_INT(present, 14); /* 16 fit; S3-FIFO may keep a little less */
 	/* The newest block is always there. */
-	T_RC(get_check(s, ns, 199, len), KVT_OK);
+	T_RC(t_get_filled(s, ns, 199, len), KVT_OK);
 	/* Larger than a shard can ever hold. */
-	T_RC(put_seeded(s, ns, 9999, (4 << 20) + 1), KVT_ETOOBIG);
+	T_RC(t_put_filled(s, ns, 9999, (4 << 20) + 1), KVT_ETOOBIG);
 	kvt_store_destroy(s);
 }
 
@@ -417,18 +379,18 @@ static void test_split(void)
 					   "dram.shards", "1", NULL);
 	uint32_t ns = t_ns(s, "split");
 	for (uint64_t i = 0; i < 32; i++)
-		T_RC(put_seeded(s, ns, i, 4096), KVT_OK);
+		T_RC(t_put_filled(s, ns, i, 4096), KVT_OK);
 	for (uint64_t i = 0; i < 32; i += 2) {
 		struct kvt_key k = t_key(i);
 		T_RC(kvt_delete(s, ns, &k), KVT_OK);
 	}
-	T_EQ_U64(stat(s, "dram.evictions"), 0);
-	T_RC(put_seeded(s, ns, 1000, 16 * 4096), KVT_OK);
-	T_EQ_U64(stat(s, "dram.evictions"), 0);
-	T_EQ_U64(stat(s, "dram.split_allocs"), 1);
-	T_RC(get_check(s, ns, 1000, 16 * 4096), KVT_OK);
+	T_EQ_U64(t_stat(s, "dram.evictions"), 0);
+	T_RC(t_put_filled(s, ns, 1000, 16 * 4096), KVT_OK);
+	T_EQ_U64(t_stat(s, "dram.evictions"), 0);
+	T_EQ_U64(t_stat(s, "dram.split_allocs"), 1);
+	T_RC(t_get_filled(s, ns, 1000, 16 * 4096), KVT_OK);
 	for (uint64_t i = 1; i < 32; i += 2)
-		T_RC(get_check(s, ns, i, 4096), KVT_OK);
+		T_RC(t_get_filled(s, ns, i, 4096), KVT_OK);
 	/* A pinned split value is a view of 16 runs, in order. */
 	{
 		struct kvt_queue *q;
@@ -464,17 +426,17 @@ static void test_lookup_clear(void)
 	for (uint64_t i = 0; i < 40; i++)
 		keys[i] = t_key(i);
 	for (uint64_t i = 0; i < 25; i++) {
-		T_RC(put_seeded(s, a, i, 1000), KVT_OK);
-		T_RC(put_seeded(s, b, i, 1000), KVT_OK);
+		T_RC(t_put_filled(s, a, i, 1000), KVT_OK);
+		T_RC(t_put_filled(s, b, i, 1000), KVT_OK);
 	}
-	T_RC(put_seeded(s, a, 30, 1000), KVT_OK); /* present, but after a gap */
+	T_RC(t_put_filled(s, a, 30, 1000), KVT_OK); /* present, but after a gap */
 	memset(tiers, 0xee, sizeof(tiers));
 	T_RC(kvt_lookup_prefix(s, a, keys, 40, tiers), 25);
 	for (int i = 0; i < 40; i++)
 		T_EQ_INT(tiers[i], i < 25 ? KVT_TIER_DRAM : KVT_TIER_NONE);
 	T_RC(kvt_lookup_prefix(s, a, keys + 25, 15, NULL), 0);
 	/* Lookups do not count as hits (never extend a block's life). */
-	T_EQ_U64(stat(s, "dram.hits"), 0);
+	T_EQ_U64(t_stat(s, "dram.hits"), 0);
 	/* Prefetch reports what the fastest tier holds. */
 	{
 		struct kvt_queue *q;
@@ -493,8 +455,8 @@ static void test_lookup_clear(void)
 	T_RC(kvt_lookup_prefix(s, b, keys, 40, NULL), 25);
 	T_RC(kvt_clear(s, KVT_NS_ALL), 25);
 	T_RC(kvt_lookup_prefix(s, b, keys, 40, NULL), 0);
-	T_EQ_U64(stat(s, "dram.blocks"), 0);
-	T_EQ_U64(stat(s, "dram.used_bytes"), 0);
+	T_EQ_U64(t_stat(s, "dram.blocks"), 0);
+	T_EQ_U64(t_stat(s, "dram.used_bytes"), 0);
 	kvt_store_destroy(s);
 }
 

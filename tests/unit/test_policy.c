@@ -1215,6 +1215,11 @@ static void test_adapt_below(void)
  *       never-read blocks: both written down and read back; a block put
  *       the same way without the flag misses.  Fails without the flag
  *       (the filter drops them) and where the store refuses it.
+ *     - a clear of another namespace keeps the log full; the clear that
+ *       empties the SSD's index frees it at once: the next victims are
+ *       all written down (filtered before, the log staying full until
+ *       the next segment opened), and a reopen of the empty store finds
+ *       it free too.
  */
 static bool get_back(struct kvt_store *s, uint32_t ns, uint64_t id)
 {
@@ -1305,6 +1310,28 @@ static void test_adapt_below_room(void)
 		}
 	}
 	T_ASSERT(t_stat(s, "dram.victim_filtered") > filtered);
+	/* A clear that leaves blocks on SSD keeps the log full; one that
+	 * empties it frees it at once (not at the next segment's open): a
+	 * cleared store writes every victim down again, and so does one
+	 * reopened empty. */
+	{
+		uint32_t other = t_ns(s, "room-other");
+		T_ASSERT(kvt_clear(s, other) >= 0);
+		T_ASSERT(ssd_log_full(store_ssd(s)));
+		T_ASSERT(kvt_clear(s, ns) >= 0);
+		T_ASSERT(!ssd_log_full(store_ssd(s)));
+		filtered = t_stat(s, "dram.victim_filtered");
+		for (base = id; id < base + 6; id++) /* 4 fill DRAM, 2 push victims out */
+			put_id(s, ns, id, 0);
+		T_EQ_U64(t_stat(s, "dram.victim_filtered"), filtered);
+		T_ASSERT(get_back(s, ns, base) && get_back(s, ns, base + 1));
+		T_OK(kvt_clear(s, KVT_NS_ALL) < 0 ? -1 : 0);
+		kvt_store_destroy(s);
+		adapt_wd = "on";
+		s = open_blocks(dir, 4, "2M", "prefix-adapt", "victim", "0");
+		adapt_wd = "off";
+		T_ASSERT(!ssd_log_full(store_ssd(s)));
+	}
 	kvt_store_destroy(s);
 	t_rmtree(dir);
 	free(dir);

@@ -32,6 +32,7 @@
 #include "ssd_int.h"
 #include "store_int.h"
 #include "t.h"
+#include "tkill9.h"
 #include "tstore.h"
 
 static const char *io_backend = "uring";
@@ -286,53 +287,19 @@ static void test_delete_clear(void)
 
 /* 4. kill -9 of a writer mid-stream, checkpoint stale: every block that
  *    reads back reads back exactly, and the flushed ones all do. */
+static struct kvt_store *kill9_open(const char *dir)
+{
+	return open_store(dir, "32M", "always");
+}
+
 static void test_kill9(void)
 {
+	/* ~600 blocks flushed every 50, a checkpoint after 300 goes stale. */
+	static const struct t_writer w = { kill9_open, ns_of, put_k, 300, 50, 600 };
 	char *dir = t_mkdtemp();
-	int pfd[2];
-	pid_t pid;
-	uint64_t flushed = 0;
+	uint64_t flushed = t_kill9_writer(dir, &w);
 	struct kvt_store *s;
 	uint32_t ns;
-	int st;
-
-	T_EQ_INT(pipe(pfd), 0);
-	pid = fork();
-	T_GE_INT(pid, 0);
-	if (pid == 0) {
-		struct kvt_store *c;
-		uint32_t cns;
-		close(pfd[0]);
-		c = open_store(dir, "32M", "always");
-		cns = ns_of(c);
-		for (uint64_t k = 0;; k++) {
-			if (put_k(c, cns, k) < 0)
-				_exit(3);
-			if (k == 300) {
-				/* A checkpoint here goes stale as writing continues. */
-				ssd_checkpoint(store_ssd(c));
-			}
-			if (k % 50 == 49) {
-				kvt_flush(c);
-				if (write(pfd[1], &k, sizeof(k)) != sizeof(k))
-					_exit(4);
-			}
-		}
-	}
-	close(pfd[1]);
-	/* Let it write ~600 blocks, then kill it mid-stream. */
-	for (;;) {
-		uint64_t k;
-		if (read(pfd[0], &k, sizeof(k)) != sizeof(k))
-			T_FAIL("writer died early");
-		flushed = k + 1;
-		if (flushed >= 600)
-			break;
-	}
-	kill(pid, SIGKILL);
-	T_EQ_INT(waitpid(pid, &st, 0), pid);
-	T_ASSERT(WIFSIGNALED(st));
-	close(pfd[0]);
 
 	s = open_store(dir, "32M", "always");
 	ns = ns_of(s);

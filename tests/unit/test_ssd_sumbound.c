@@ -79,15 +79,8 @@ int main(void)
 	uint64_t moved_k = UINT64_MAX;
 	int fd, bad = 0;
 
-	for (uint64_t k = 0; k < N_BLOCKS; k++) {
-		size_t len = len_of(k);
-		char *buf = malloc(len);
-		struct kvt_key key = t_key(k);
-		struct iovec v = { buf, len };
-		t_fill(buf, len, k);
-		T_RC(kvt_put(s, ns, &key, &v, 1), KVT_OK);
-		free(buf);
-	}
+	for (uint64_t k = 0; k < N_BLOCKS; k++)
+		T_RC(t_put_filled(s, ns, k, len_of(k)), KVT_OK);
 	T_OK(kvt_flush(s));
 	T_ASSERT(t_stat(s, "ssd.blocks") == N_BLOCKS);
 	kvt_store_destroy(s);

@@ -262,6 +262,8 @@ static void test_rec_lengths(void)
 	T_EQ_U64(ssd_rec_len(KVT_PARTS_MAX + 1, 1, SSD_REC_ALIGN), 0);
 }
 
+static int rec_round_trip(const struct ssd_rec_hdr *h, uint32_t align);
+
 /* Records of a segment at 4096 (a 4Kn drive): the header and the value's
  * padding take whole 4096-byte units, and a length says which layout. */
 static void test_rec_4k(void)
@@ -290,20 +292,14 @@ static void test_rec_4k(void)
 	T_EQ_INT(ssd_rec_align_of(502, 8192, 16384), SSD_REC_ALIGN); /* 8192 + 8192 either way */
 	T_EQ_INT(ssd_rec_align_of(KVT_PARTS_MAX + 1, 1, 8192), 0);
 
-	/* A header padded with zeros to 4096, CRC over all of it. */
+	/* A header padded with zeros to 4096, CRC over all of it (the padding,
+	 * and every shape, in test_rec_round_trip at both alignments). */
 	h = mk_put(2, 32, 9);
-	memset(g_rec, 0xa5, sizeof(g_rec));
-	T_RC(ssd_rec_hdr_encode(&h, g_parts, SSD_REC_ALIGN_4K, g_rec, sizeof(g_rec)), 4096);
+	T_RC(rec_round_trip(&h, SSD_REC_ALIGN_4K), 4096);
 	T_RC(ssd_rec_hdr_encode(&h, g_parts, SSD_REC_ALIGN_4K, g_rec, 4095), KVT_EBADLEN);
 	T_RC(ssd_rec_hdr_encode(&h, g_parts, 2048, g_rec, sizeof(g_rec)), KVT_EBADLEN);
-	T_EQ_INT(g_rec[4096], 0xa5); /* nothing past hdr_len */
-	for (size_t i = SSD_REC_FIXED + 2 * SSD_PART_ENTRY; i < 4096; i++)
-		if (g_rec[i] != 0)
-			T_FAIL("padding byte %zu is %u", i, g_rec[i]);
+	T_RC(ssd_rec_hdr_encode(&h, g_parts, SSD_REC_ALIGN_4K, g_rec, sizeof(g_rec)), 4096);
 	p = t_at_guard(g_rec, 4096);
-	T_RC(ssd_rec_hdr_decode(p, 4096, SSD_REC_ALIGN_4K, &got, g_parts_out, KVT_PARTS_MAX), 0);
-	T_EQ_INT(got.hdr_len, 4096);
-	T_EQ_U64(got.value_len, h.value_len);
 	/* Read as a 512-aligned segment's record: refused, never misread. */
 	T_RC(ssd_rec_hdr_decode(p, 4096, SSD_REC_ALIGN, &got, NULL, 0), KVT_ECORRUPT);
 	/* Fewer bytes than hdr_len: asks for them (a reader of 512 first). */
@@ -339,18 +335,26 @@ static void test_rec_4k(void)
 	T_RC(ssd_sum_encode(1, &e, 1, g_sum, sizeof(g_sum)), KVT_EBADLEN);
 }
 
-/* Encode h (parts in g_parts), decode it from the guard page, compare. */
-static int rec_round_trip(const struct ssd_rec_hdr *h)
+/* Encode h (parts in g_parts) laid out at align, decode it from the guard
+ * page, compare; the padding up to hdr_len is zero and nothing is written
+ * past it. */
+static int rec_round_trip(const struct ssd_rec_hdr *h, uint32_t align)
 {
 	struct ssd_rec_hdr got;
 	uint8_t *p;
 	int len;
 
-	len = ssd_rec_hdr_encode(h, g_parts, SSD_REC_ALIGN, g_rec, sizeof(g_rec));
-	T_EQ_INT(len, ssd_rec_hdr_len(h->part_count, SSD_REC_ALIGN));
+	memset(g_rec, 0xa5, sizeof(g_rec));
+	len = ssd_rec_hdr_encode(h, g_parts, align, g_rec, sizeof(g_rec));
+	T_EQ_INT(len, ssd_rec_hdr_len(h->part_count, align));
+	if ((size_t)len < sizeof(g_rec))
+		T_EQ_INT(g_rec[len], 0xa5);
+	for (size_t i = SSD_REC_FIXED + (size_t)h->part_count * SSD_PART_ENTRY; i < (size_t)len; i++)
+		if (g_rec[i] != 0)
+			T_FAIL("padding byte %zu of %d is %u", i, len, g_rec[i]);
 	p = t_at_guard(g_rec, (size_t)len);
 	memset(g_parts_out, 0xee, sizeof(g_parts_out));
-	T_RC(ssd_rec_hdr_decode(p, (size_t)len, SSD_REC_ALIGN, &got, g_parts_out, KVT_PARTS_MAX), 0);
+	T_RC(ssd_rec_hdr_decode(p, (size_t)len, align, &got, g_parts_out, KVT_PARTS_MAX), 0);
 	T_EQ_INT(got.hdr_len, len);
 	{
 		struct ssd_rec_hdr want = *h;
@@ -362,52 +366,57 @@ static int rec_round_trip(const struct ssd_rec_hdr *h)
 		T_EQ_INT(g_parts_out[i].crc, g_parts[i].crc);
 	}
 	/* Without a part table, and with one exactly big enough. */
-	T_RC(ssd_rec_hdr_decode(p, (size_t)len, SSD_REC_ALIGN, &got, NULL, 0), 0);
+	T_RC(ssd_rec_hdr_decode(p, (size_t)len, align, &got, NULL, 0), 0);
 	T_EQ_INT(got.part_count, h->part_count);
-	T_RC(ssd_rec_hdr_decode(p, (size_t)len, SSD_REC_ALIGN, &got, g_parts_out, h->part_count), 0);
+	T_RC(ssd_rec_hdr_decode(p, (size_t)len, align, &got, g_parts_out, h->part_count), 0);
 	return len;
 }
 
+/* Every shape at both record alignments. */
 static void test_rec_round_trip(void)
 {
 	static const uint32_t part_counts[] = { 1, 3, 246, 247, KVT_PARTS_MAX };
 	static const uint32_t key_lens[] = { 1, 32, 64 };
+	static const uint32_t aligns[] = { SSD_REC_ALIGN, SSD_REC_ALIGN_4K };
 	struct ssd_rec_hdr h;
 
-	for (size_t i = 0; i < KVT_ARRAY_LEN(part_counts); i++)
-		for (size_t k = 0; k < KVT_ARRAY_LEN(key_lens); k++) {
-			h = mk_put(part_counts[i], key_lens[k], i * 10 + k);
-			rec_round_trip(&h);
-		}
+	for (size_t a = 0; a < KVT_ARRAY_LEN(aligns); a++) {
+		uint32_t al = aligns[a];
+		for (size_t i = 0; i < KVT_ARRAY_LEN(part_counts); i++)
+			for (size_t k = 0; k < KVT_ARRAY_LEN(key_lens); k++) {
+				h = mk_put(part_counts[i], key_lens[k], i * 10 + k);
+				rec_round_trip(&h, al);
+			}
 
-	/* Tombstone and clears: no parts, no value. */
-	memset(&h, 0, sizeof(h));
-	h.type = SSD_REC_DELETE;
-	h.ns_id = 7;
-	h.seq = 99;
-	h.generation = 2;
-	t_fill(h.ns_digest, 32, 5);
-	mk_key(&h.key, 32, 6);
-	T_EQ_INT(rec_round_trip(&h), SSD_REC_ALIGN);
+		/* Tombstone and clears: no parts, no value. */
+		memset(&h, 0, sizeof(h));
+		h.type = SSD_REC_DELETE;
+		h.ns_id = 7;
+		h.seq = 99;
+		h.generation = 2;
+		t_fill(h.ns_digest, 32, 5);
+		mk_key(&h.key, 32, 6);
+		T_EQ_INT(rec_round_trip(&h, al), al);
 
-	h.type = SSD_REC_CLEAR_NS;
-	mk_key(&h.key, 0, 0);
-	T_EQ_INT(rec_round_trip(&h), SSD_REC_ALIGN);
+		h.type = SSD_REC_CLEAR_NS;
+		mk_key(&h.key, 0, 0);
+		T_EQ_INT(rec_round_trip(&h, al), al);
 
-	h.type = SSD_REC_CLEAR_ALL;
-	h.ns_id = 0;
-	memset(h.ns_digest, 0, 32);
-	T_EQ_INT(rec_round_trip(&h), SSD_REC_ALIGN);
+		h.type = SSD_REC_CLEAR_ALL;
+		h.ns_id = 0;
+		memset(h.ns_digest, 0, 32);
+		T_EQ_INT(rec_round_trip(&h, al), al);
 
-	/* Extremes of the integer fields. */
-	h = mk_put(1, 64, 1);
-	h.ns_id = UINT32_MAX;
-	h.seq = UINT64_MAX;
-	h.generation = UINT64_MAX;
-	g_parts[0].len = KVT_VALUE_MAX;
-	g_parts[0].crc = UINT32_MAX;
-	h.value_len = KVT_VALUE_MAX;
-	rec_round_trip(&h);
+		/* Extremes of the integer fields. */
+		h = mk_put(1, 64, 1);
+		h.ns_id = UINT32_MAX;
+		h.seq = UINT64_MAX;
+		h.generation = UINT64_MAX;
+		g_parts[0].len = KVT_VALUE_MAX;
+		g_parts[0].crc = UINT32_MAX;
+		h.value_len = KVT_VALUE_MAX;
+		rec_round_trip(&h, al);
+	}
 }
 
 /* doc/ssd-format.md, "Golden record header": computed with Python's struct

@@ -149,6 +149,7 @@ struct cluster {
 	_Atomic uint64_t c_warm_reads; /* reads given the previous owner too (join warm-up) */
 	_Atomic uint64_t c_lookup_retries; /* lookup runs asked again around a failed member */
 	_Atomic uint64_t c_get_retries; /* single-key reads asked again around a failed member */
+	_Atomic uint64_t c_read_errors; /* ... failed at submission, not for a member down */
 	_Atomic uint64_t c_puts_only;   /* puts local DRAM did not take, sent here alone */
 	_Atomic uint64_t c_epoch, c_refreshes, c_view_changes, c_refresh_errors;
 };
@@ -650,7 +651,7 @@ static int ctry_around(struct ctry *t)
 			continue; /* asked already */
 		t->owners[t->count++] = out[j];
 		A(t->cl->c_get_retries); /* before: once submitted, t may be freed */
-		return ctry_next(t) == 0 ? 0 : -ENOTCONN;
+		return ctry_next(t);
 	}
 	return -ENOTCONN;
 }
@@ -732,11 +733,17 @@ static int cluster_read(struct cluster *cl, uint32_t ns, const struct kvt_key *k
 					    k);
 		for (unsigned i = 0; i < k; i++)
 			t->owners[i] = owners[(start + i) % k];
-		if ((ret = ctry_next(t)) == 0 || (ret = ctry_around(t)) == 0)
+		if ((ret = ctry_next(t)) == 0 || ctry_around(t) == 0)
 			return 0; /* the record holds v */
+		/* What the last submission said (out of memory, closing, a
+		 * member down), not a blanket -ENOTCONN: a miss either way, but
+		 * counted for what it was. */
+		ret = t->status < 0 ? t->status : ret;
 		kvt_mem_free(cl->mem, t, sizeof(*t));
 	}
 	cview_put(cl, v);
+	if (ret < 0 && ret != -ECANCELED && !member_failed(ret))
+		A(cl->c_read_errors);
 	return ret;
 }
 
@@ -1341,6 +1348,7 @@ void cluster_stats(struct cluster *cl, kvt_stats_fn fn, void *ctx)
 	fn(ctx, "remote.warm_reads", atomic_load(&cl->c_warm_reads), NULL);
 	fn(ctx, "remote.lookup_retries", atomic_load(&cl->c_lookup_retries), NULL);
 	fn(ctx, "remote.get_retries", atomic_load(&cl->c_get_retries), NULL);
+	fn(ctx, "remote.read_errors", atomic_load(&cl->c_read_errors), NULL);
 	fn(ctx, "remote.anchor_known", atomic_load(&cl->c_known), NULL);
 	fn(ctx, "remote.anchor_unknown", atomic_load(&cl->c_unknown), NULL);
 	fn(ctx, "remote.replica_retries", atomic_load(&cl->c_replica_retries), NULL);

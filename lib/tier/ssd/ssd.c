@@ -1804,9 +1804,29 @@ int ssd_delete(struct ssd *s, void *prepared, uint32_t ns, const struct kvt_key 
 	return KVT_OK;
 }
 
+/* Does the index hold no block (published or being written)? */
+static bool ssd_idx_empty(struct ssd *s)
+{
+	bool empty = true;
+	for (int i = 0; i < SSD_SHARDS && empty; i++) {
+		pthread_mutex_lock(&s->shards[i].lock);
+		empty = s->shards[i].count == 0;
+		pthread_mutex_unlock(&s->shards[i].lock);
+	}
+	return empty;
+}
+
 int64_t ssd_clear(struct ssd *s, void *prepared, uint32_t ns)
 {
 	uint64_t n = ssd_idx_sweep(s, ns, UINT32_MAX, 0, UINT64_MAX);
+	/* A clear that empties the index empties the log: whatever a
+	 * write-down now pushes out is dead, so log_full (DRAM's write-down
+	 * filter) goes false now, not at the next segment's open. */
+	if (ssd_idx_empty(s)) {
+		pthread_mutex_lock(&s->seg_lock);
+		atomic_store(&s->log_full, false);
+		pthread_mutex_unlock(&s->seg_lock);
+	}
 	wd_enqueue(s, prepared, false);
 	return (int64_t)n;
 }
@@ -2341,7 +2361,8 @@ int ssd_open(struct ssd **out, const struct ssd_config *cfg, int dir_fd, struct 
 		goto fail;
 	ssd_seal_leftovers(s);
 	pthread_mutex_lock(&s->seg_lock);
-	atomic_store(&s->log_full, seg_next_evicts_locked(s));
+	/* A log of dead records only (cleared) is not full (ssd_clear). */
+	atomic_store(&s->log_full, seg_next_evicts_locked(s) && !ssd_idx_empty(s));
 	pthread_mutex_unlock(&s->seg_lock);
 	for (int i = 0; i < SSD_SHARDS; i++) {
 		used += s->shards[i].bytes;

@@ -10,13 +10,24 @@
  * it allocates with malloc, not through a store's kvt_mem.
  *
  * What it checks, per segment: the segment header; every record of the
- * current generation (walked from offset 4096 in an open segment until the
- * first zero or older-generation header; through the summary in a sealed
- * one): header CRC and fields, each part's CRC32C over the value bytes,
- * and that the namespace id is in the registry with the same digest
- * (otherwise the record is an orphan).  Then the checkpoint: store id,
- * slot count, and that every entry of a generation still on disk names a
- * record that is there (same offset, type, namespace, key and seq).
+ * current generation (through the summary in a sealed segment; in an open
+ * one walked from offset 4096 as recovery walks it, below): header CRC
+ * and fields, each part's CRC32C over the value bytes, and that the
+ * namespace id is in the registry with the same digest (otherwise the
+ * record is an orphan).  Then the checkpoint: store id, slot count, and
+ * that every entry of a generation still on disk names a record that is
+ * there (same offset, type, namespace, key and seq).
+ *
+ * An open segment's records end where recovery's walk stops: at the first
+ * block that is not a sound header of the segment's generation -- zeros,
+ * a header of an older generation, or, in a slot reused in place
+ * (ssd.reuse), the old records' leftover value bytes.  Those are not
+ * damage.  What fsck can hold against the segment is the checkpoint's
+ * write point for that generation (every write before it was synced
+ * before the checkpoint was taken): a walk that stops short of it has hit
+ * damage.  Past it, a header that fails to decode looks like a write a
+ * crash tore; if a sound header of the generation follows it, recovery
+ * will not find those records, which is said as a warning.
  * Files in ssd/ that are not segments or checkpoints are reported as
  * strays (a warning, not damage).
  *
@@ -38,6 +49,7 @@
 #include "ssdfmt.h"
 
 #define FSCK_CHUNK (1u << 20)
+#define FSCK_HDR_MAX 20480u /* the largest record header (doc/ssd-format.md) */
 
 struct fsck_rec {
 	uint32_t slot, off_512;
@@ -68,7 +80,17 @@ struct fsck {
 	uint64_t clear_all;       /* highest CLEAR_ALL seq */
 	uint64_t *clear_ns;       /* per namespace id (ns_count + 1) */
 	uint8_t *buf;             /* FSCK_CHUNK */
+	uint8_t *hbuf;            /* FSCK_HDR_MAX: a header past a walk's end */
+	char why[96];             /* why an open segment's walk stopped */
 	uint64_t done, total;     /* progress, bytes */
+	/* The checkpoint, read before the segments: its image (ck_len bytes,
+	 * NULL if there is none), whether its header decoded, and per slot
+	 * the generation and write point it recorded. */
+	uint8_t *ck;
+	size_t ck_len;
+	bool ck_ok;
+	struct ssd_ckpt_hdr ck_hdr;
+	uint64_t *ck_gen, *ck_off;
 };
 
 static void fsck_say(struct fsck *c, int damage, const char *fmt, ...)
@@ -201,13 +223,38 @@ static int rec_add(struct fsck *c, const struct fsck_rec *r)
 	return 0;
 }
 
+/* Decode the record header at byte off of fd into buf (cap bytes, at
+ * least align), laid out at align, reading no further than end: 0, or
+ * < 0 as ssd_rec_hdr_decode (KVT_EBUFSMALL: it claims more than cap or
+ * end allow), or -errno from the read. */
+static int rec_hdr_read(int fd, uint8_t *buf, size_t cap, uint64_t off, uint64_t end,
+			uint32_t align, struct ssd_rec_hdr *h, struct ssd_part *parts)
+{
+	int r = pread_full(fd, buf, align, off);
+	if (r < 0)
+		return r;
+	r = ssd_rec_hdr_decode(buf, align, align, h, parts, parts ? KVT_PARTS_MAX : 0);
+	if (r == KVT_EBUFSMALL && h->hdr_len <= cap && off + h->hdr_len <= end) {
+		if ((r = pread_full(fd, buf, h->hdr_len, off)) == 0)
+			r = ssd_rec_hdr_decode(buf, h->hdr_len, align, h, parts,
+					       parts ? KVT_PARTS_MAX : 0);
+	}
+	return r;
+}
+
+static bool rec_hdr_err(int r)
+{
+	return r == KVT_ECORRUPT || r == KVT_EVERSION || r == KVT_EBUFSMALL || r == KVT_ERANGE;
+}
+
 /* Check one record at byte off of slot's file, laid out at align (the
- * segment header's record alignment).  Returns its length in
- * bytes (> 0), 0 at the end of this generation's records (a zero block or
- * an older generation), KVT_ECORRUPT if its header is damaged (reported),
- * or another < 0 error. */
+ * segment header's record alignment).  Returns its length in bytes (> 0),
+ * KVT_ECORRUPT if it is damaged (reported), or another < 0 error.  In an
+ * open segment (!sealed) it returns 0 where recovery's walk stops (a zero
+ * block, no room for a record, a header that fails to decode or of
+ * another generation), with *why saying which; the caller judges it. */
 static int64_t check_record(struct fsck *c, int fd, uint32_t slot, uint64_t gen, uint64_t off,
-			    uint64_t end, uint32_t align, bool sealed)
+			    uint64_t end, uint32_t align, bool sealed, const char **why)
 {
 	static const uint8_t zero[64];
 	struct ssd_rec_hdr h;
@@ -215,9 +262,9 @@ static int64_t check_record(struct fsck *c, int fd, uint32_t slot, uint64_t gen,
 	struct fsck_rec fr = { 0 };
 	char kh[2 * KVT_KEY_MAX + 1];
 	uint64_t len, vo;
-	size_t hl = align;
 	int r;
 
+	*why = "no room for a record";
 	if (off + align > end)
 		return 0;
 	if (off % align) {
@@ -226,22 +273,24 @@ static int64_t check_record(struct fsck *c, int fd, uint32_t slot, uint64_t gen,
 			 slot, (unsigned long long)off, align);
 		return KVT_ECORRUPT;
 	}
-	if ((r = pread_full(fd, c->buf, hl, off)) < 0)
-		return r;
-	if (!sealed && memcmp(c->buf, zero, sizeof(zero)) == 0)
-		return 0;
 	parts = malloc(KVT_PARTS_MAX * sizeof(*parts));
 	if (!parts)
 		return -ENOMEM;
-	r = ssd_rec_hdr_decode(c->buf, hl, align, &h, parts, KVT_PARTS_MAX);
-	if (r == KVT_EBUFSMALL && h.hdr_len <= FSCK_CHUNK && off + h.hdr_len <= end) {
-		hl = h.hdr_len;
-		if ((r = pread_full(fd, c->buf, hl, off)) == 0)
-			r = ssd_rec_hdr_decode(c->buf, hl, align, &h, parts, KVT_PARTS_MAX);
+	r = rec_hdr_read(fd, c->buf, FSCK_CHUNK, off, end, align, &h, parts);
+	if (r < 0 && !sealed && rec_hdr_err(r)) {
+		free(parts);
+		if (memcmp(c->buf, zero, sizeof(zero)) == 0) {
+			*why = "zeros, no record";
+		} else {
+			snprintf(c->why, sizeof(c->why), "record header damaged (%s)",
+				 kvt_strerror(r));
+			*why = c->why;
+		}
+		return 0;
 	}
 	if (r < 0) {
 		free(parts);
-		if (r != KVT_ECORRUPT && r != KVT_EVERSION && r != KVT_EBUFSMALL && r != KVT_ERANGE)
+		if (!rec_hdr_err(r))
 			return r;
 		fsck_say(c, KVT_FSCK_DAMAGE, "ssd/seg-%06u offset %llu: record header damaged (%s)",
 			 slot, (unsigned long long)off, kvt_strerror(r));
@@ -249,8 +298,10 @@ static int64_t check_record(struct fsck *c, int fd, uint32_t slot, uint64_t gen,
 	}
 	if (h.generation != gen) {
 		free(parts);
+		*why = h.generation < gen ? "a record of an older generation"
+		       : "a record of a newer generation";
 		if (!sealed)
-			return 0; /* an older generation's leftovers: past the end */
+			return 0;
 		fsck_say(c, KVT_FSCK_DAMAGE,
 			 "ssd/seg-%06u offset %llu: record of generation %llu in generation %llu",
 			 slot, (unsigned long long)off, (unsigned long long)h.generation,
@@ -324,15 +375,30 @@ struct sum_walk {
 	int fd;
 	uint32_t slot;
 	uint64_t gen, end;
-	int err;
+	const char *bad; /* why recovery would not use the summary */
 	uint32_t align;
 };
+
+/* Recovery's first pass over a summary (rec_sum_bound_cb): every entry is
+ * laid out at the segment's alignment and ends at or before summary_off. */
+static int sum_bound_cb(void *ctx, const struct ssd_sum_entry *e)
+{
+	struct sum_walk *w = ctx;
+	uint64_t off = (uint64_t)e->off_512 * SSD_REC_ALIGN;
+	uint64_t len = (uint64_t)e->len_512 * SSD_REC_ALIGN;
+	if (off % w->align || len != ssd_rec_len(e->part_count, e->value_len, w->align))
+		w->bad = "an entry off the segment's record alignment";
+	else if (off + len > w->end)
+		w->bad = "an entry past the summary's offset";
+	return w->bad ? KVT_ECORRUPT : 0;
+}
 
 static int sum_cb(void *ctx, const struct ssd_sum_entry *e)
 {
 	struct sum_walk *w = ctx;
+	const char *why;
 	int64_t r = check_record(w->c, w->fd, w->slot, w->gen, (uint64_t)e->off_512 * SSD_REC_ALIGN,
-				 w->end, w->align, true);
+				 w->end, w->align, true, &why);
 	if (r < 0 && r != KVT_ECORRUPT)
 		return (int)r;
 	if (r > 0 && (uint64_t)r != (uint64_t)e->len_512 * SSD_REC_ALIGN)
@@ -343,11 +409,154 @@ static int sum_cb(void *ctx, const struct ssd_sum_entry *e)
 	return 0;
 }
 
+/* The first sound record header of generation gen in [from, end) at
+ * align's multiples: its offset, 0 if none, or < 0 (an I/O error). */
+static int64_t next_sound_hdr(struct fsck *c, int fd, uint64_t gen, uint64_t from, uint64_t end,
+			      uint32_t align)
+{
+	while (from + align <= end) {
+		size_t n = end - from < FSCK_CHUNK ? (size_t)(end - from) : FSCK_CHUNK;
+		int r;
+		n -= n % align;
+		if ((r = pread_full(fd, c->buf, n, from)) < 0)
+			return r;
+		for (size_t i = 0; i < n; i += align) {
+			struct ssd_rec_hdr h;
+			if (memcmp(c->buf + i, SSD_REC_MAGIC, 4) != 0)
+				continue;
+			r = rec_hdr_read(fd, c->hbuf, FSCK_HDR_MAX, from + i, end, align, &h,
+					 NULL);
+			if (r == 0 && h.generation == gen)
+				return (int64_t)(from + i);
+			if (r < 0 && !rec_hdr_err(r))
+				return r;
+		}
+		from += n;
+	}
+	return 0;
+}
+
+/* Where the checkpoint says the writes of slot's generation (h's) had
+ * reached when it was taken; 0 if it does not know that generation. */
+static uint64_t ck_wrote(const struct fsck *c, uint32_t slot, const struct ssd_seg_hdr *h)
+{
+	if (c->ck_ok && slot < c->ck_hdr.slot_count && slot < c->slots &&
+	    c->ck_gen[slot] == h->generation && memcmp(c->ck_hdr.store_id, h->store_id, 16) == 0)
+		return c->ck_off[slot];
+	return 0;
+}
+
+/* An open segment's records (or a sealed one's whose summary recovery
+ * refuses), walked as recovery walks them (rec_walk), judged against
+ * `wrote`, the checkpoint's write point for its generation (the top of
+ * this file; 0: none).  A walk stopped short of that point by damage goes on at
+ * the next sound header (the checkpoint holds what follows: recovery loses
+ * only the damaged record), up to it. */
+static int walk_open(struct fsck *c, int fd, uint32_t slot, const struct ssd_seg_hdr *h,
+		     uint64_t end, uint64_t wrote)
+{
+	uint64_t off = SSD_ALIGN;
+	const char *why = "";
+	int64_t len, next;
+	bool lost = false; /* a stop before the write point: recovery's walk ends there */
+
+	for (;;) {
+		bool past = false; /* at the write point, after a stop before it */
+		len = 0;
+		while (!(past = lost && off >= wrote) &&
+		       (len = check_record(c, fd, slot, h->generation, off, end, h->rec_align,
+					   false, &why)) > 0)
+			off += (uint64_t)len;
+		if (len < 0 && len != KVT_ECORRUPT)
+			return (int)len;
+		if (past) {
+			next = next_sound_hdr(c, fd, h->generation, off, end, h->rec_align);
+		} else {
+			if (len == KVT_ECORRUPT) /* reported; its length is not known */
+				why = "a damaged record";
+			else if (off < wrote)
+				fsck_say(c, KVT_FSCK_DAMAGE,
+					 "ssd/seg-%06u offset %llu: %s, where the checkpoint says "
+					 "generation %llu was written up to offset %llu",
+					 slot, (unsigned long long)off, why,
+					 (unsigned long long)h->generation,
+					 (unsigned long long)wrote);
+			next = next_sound_hdr(c, fd, h->generation, off + h->rec_align, end,
+					      h->rec_align);
+		}
+		if (next < 0)
+			return (int)next;
+		if (next == 0)
+			return 0;
+		if (!past && (uint64_t)next < wrote) {
+			lost = true;
+			off = (uint64_t)next;
+			continue;
+		}
+		if (past) /* recovery's walk stopped at the damage said above */
+			fsck_say(c, KVT_FSCK_WARN,
+				 "ssd/seg-%06u: recovery's walk of this segment stops at the "
+				 "damage before offset %llu, so the records written after the "
+				 "checkpoint (the first at offset %llu) are not recovered",
+				 slot, (unsigned long long)wrote, (unsigned long long)next);
+		else /* leftovers or a torn write, but a record of this generation follows */
+			fsck_say(c, KVT_FSCK_WARN,
+				 "ssd/seg-%06u offset %llu: %s; recovery's walk of this "
+				 "segment stops here, before a record of its generation at offset "
+				 "%llu: the records from there on are not recovered (a write torn "
+				 "or lost by a crash, or a damaged header)",
+				 slot, (unsigned long long)off, why, (unsigned long long)next);
+		return 0;
+	}
+}
+
+/* A sealed segment, through its summary as recovery reads it.  A summary
+ * recovery does not use (damaged, cut short, an entry outside the
+ * records) is damage, and the records are walked instead, as recovery
+ * walks them. */
+static int check_sealed(struct fsck *c, int fd, uint32_t slot, const struct ssd_seg_hdr *h,
+			uint64_t end)
+{
+	struct sum_walk w = { c, fd, slot, h->generation, h->summary_off, NULL, h->rec_align };
+	uint8_t *sb = NULL;
+	int64_t n = 0;
+	int r = 0;
+
+	if (h->summary_off + h->summary_len > end || h->summary_len > (256u << 20)) {
+		w.bad = "it lies past the end of the file";
+	} else if (!(sb = malloc(h->summary_len))) {
+		return -ENOMEM;
+	} else if ((r = pread_full(fd, sb, h->summary_len, h->summary_off)) < 0) {
+		if (r != -ENODATA)
+			goto out;
+		w.bad = "it lies past the end of the file";
+	} else if ((n = ssd_sum_decode(sb, h->summary_len, h->generation, sum_bound_cb, &w)) < 0) {
+		if (n != KVT_ECORRUPT && n != KVT_EVERSION) {
+			r = (int)n;
+			goto out;
+		}
+		if (!w.bad)
+			w.bad = kvt_strerror((int)n);
+	} else if ((n = ssd_sum_decode(sb, h->summary_len, h->generation, sum_cb, &w)) < 0) {
+		r = (int)n; /* checked already: only sum_cb's own error */
+		goto out;
+	}
+	if (w.bad) {
+		fsck_say(c, KVT_FSCK_DAMAGE,
+			 "ssd/seg-%06u: summary damaged (%s): recovery walks the segment's "
+			 "records instead", slot, w.bad);
+		r = walk_open(c, fd, slot, h, end, 0);
+	}
+out:
+	free(sb);
+	return r;
+}
+
 static int check_segment(struct fsck *c, uint32_t slot, uint64_t fsize)
 {
 	char name[32];
 	struct ssd_seg_hdr h;
-	uint64_t end, off;
+	uint64_t end;
 	int fd, r;
 
 	snprintf(name, sizeof(name), "seg-%06u", slot);
@@ -405,41 +614,10 @@ static int check_segment(struct fsck *c, uint32_t slot, uint64_t fsize)
 	c->gen[slot] = h.generation;
 	end = h.seg_size < fsize ? h.seg_size : fsize;
 	if (h.summary_off) {
-		struct sum_walk w = { c, fd, slot, h.generation, h.summary_off, 0, h.rec_align };
-		uint8_t *sb;
-		int64_t n;
-		if (h.summary_off + h.summary_len > end || h.summary_len > (256u << 20)) {
-			fsck_say(c, KVT_FSCK_DAMAGE, "ssd/%s: summary lies outside the segment", name);
-			goto out;
-		}
-		sb = malloc(h.summary_len);
-		if (!sb) {
-			r = -ENOMEM;
-			goto out;
-		}
-		r = pread_full(fd, sb, h.summary_len, h.summary_off);
-		n = r < 0 ? r : ssd_sum_decode(sb, h.summary_len, h.generation, sum_cb, &w);
-		free(sb);
-		if (n == KVT_ECORRUPT || n == KVT_EVERSION || n == -ENODATA) {
-			fsck_say(c, KVT_FSCK_DAMAGE, "ssd/%s: summary damaged (%s)", name,
-				 kvt_strerror((int)n));
-			r = 0;
-		} else {
-			r = n < 0 ? (int)n : 0;
-		}
+		r = check_sealed(c, fd, slot, &h, end);
 		goto out;
 	}
-	for (off = SSD_ALIGN; off < end;) {
-		int64_t len = check_record(c, fd, slot, h.generation, off, end, h.rec_align, false);
-		if (len == KVT_ECORRUPT || len == 0)
-			break; /* the rest of an open segment cannot be walked */
-		if (len < 0) {
-			r = (int)len;
-			goto out;
-		}
-		off += (uint64_t)len;
-	}
-	r = 0;
+	r = walk_open(c, fd, slot, &h, end, ck_wrote(c, slot, &h));
 out:
 	close(fd);
 	return r;
@@ -498,13 +676,24 @@ static int ck_entry(void *ctx, const struct ssd_ckpt_entry *e)
 	return 0;
 }
 
-static int check_checkpoint(struct fsck *c, const char *name)
+static int ck_slot(void *ctx, uint32_t idx, const struct ssd_ckpt_slot *sl)
 {
-	struct ssd_ckpt_cbs cbs = { .clear = ck_clear, .entry = ck_entry };
-	struct ssd_ckpt_hdr h;
+	struct fsck *c = ctx;
+	if (idx < c->slots) {
+		c->ck_gen[idx] = sl->generation;
+		c->ck_off[idx] = sl->write_off;
+	}
+	return 0;
+}
+
+/* Read ssd/checkpoint, and from it each slot's generation and write point
+ * (what an open segment's walk is judged against), before the segments
+ * are read.  A missing, damaged or foreign one gives none. */
+static int ckpt_load(struct fsck *c)
+{
+	struct ssd_ckpt_cbs cbs = { .slot = ck_slot };
 	struct stat st;
-	uint8_t *b;
-	int fd = openat(c->dfd, name, O_RDONLY | O_CLOEXEC), r;
+	int fd = openat(c->dfd, "checkpoint", O_RDONLY | O_CLOEXEC), r;
 	if (fd < 0)
 		return errno == ENOENT ? 0 : -errno;
 	if (fstat(fd, &st) < 0) {
@@ -512,32 +701,43 @@ static int check_checkpoint(struct fsck *c, const char *name)
 		close(fd);
 		return r;
 	}
-	b = malloc(st.st_size ? (size_t)st.st_size : 1);
-	if (!b) {
+	c->ck_len = (size_t)st.st_size;
+	c->ck = malloc(c->ck_len ? c->ck_len : 1);
+	if (!c->ck) {
 		close(fd);
 		return -ENOMEM;
 	}
-	r = pread_full(fd, b, (size_t)st.st_size, 0);
+	r = pread_full(fd, c->ck, c->ck_len, 0);
 	close(fd);
-	if (r == 0)
-		r = ssd_ckpt_decode(b, (size_t)st.st_size, &h, &cbs, c);
-	free(b);
-	if (r == KVT_ECORRUPT || r == KVT_EVERSION) {
-		/* Another format version (an upgrade): ignored at open, like damage. */
-		fsck_say(c, r == KVT_EVERSION ? KVT_FSCK_WARN : KVT_FSCK_DAMAGE,
-			 "ssd/%s: %s; recovery will scan every segment", name,
-			 r == KVT_EVERSION ? "another format version" : "damaged");
-		return 0;
-	}
 	if (r < 0)
 		return r;
-	if (c->have_id && memcmp(h.store_id, c->store_id, 16) != 0)
-		fsck_say(c, KVT_FSCK_DAMAGE, "ssd/%s: belongs to another store (store id differs)",
-			 name);
-	if (h.slot_count < c->slots) /* more is normal: files are made as slots are used */
-		fsck_say(c, KVT_FSCK_WARN, "ssd/%s: names %u slots, the directory holds %u", name,
-			 h.slot_count, c->slots);
+	/* Every check passes before the first callback: all or nothing. */
+	c->ck_ok = ssd_ckpt_decode(c->ck, c->ck_len, &c->ck_hdr, &cbs, c) == 0;
 	return 0;
+}
+
+/* The checkpoint read by ckpt_load, against the records found. */
+static void check_checkpoint(struct fsck *c)
+{
+	struct ssd_ckpt_cbs cbs = { .clear = ck_clear, .entry = ck_entry };
+	struct ssd_ckpt_hdr h;
+	int r;
+	if (!c->ck)
+		return;
+	r = ssd_ckpt_decode(c->ck, c->ck_len, &h, &cbs, c);
+	if (r < 0) {
+		/* Another format version (an upgrade): ignored at open, like damage. */
+		fsck_say(c, r == KVT_EVERSION ? KVT_FSCK_WARN : KVT_FSCK_DAMAGE,
+			 "ssd/checkpoint: %s; recovery will scan every segment",
+			 r == KVT_EVERSION ? "another format version" : "damaged");
+		return;
+	}
+	if (c->have_id && memcmp(h.store_id, c->store_id, 16) != 0)
+		fsck_say(c, KVT_FSCK_DAMAGE,
+			 "ssd/checkpoint: belongs to another store (store id differs)");
+	if (h.slot_count < c->slots) /* more is normal: files are made as slots are used */
+		fsck_say(c, KVT_FSCK_WARN, "ssd/checkpoint: names %u slots, the directory holds %u",
+			 h.slot_count, c->slots);
 }
 
 /* Live blocks per namespace: the newest record of each key, if a PUT that
@@ -661,11 +861,16 @@ int kvt_store_fsck(const char *path, struct kvt_fsck *f)
 		}
 	}
 	c.gen = calloc(c.slots ? c.slots : 1, sizeof(*c.gen));
+	c.ck_gen = calloc(c.slots ? c.slots : 1, sizeof(*c.ck_gen));
+	c.ck_off = calloc(c.slots ? c.slots : 1, sizeof(*c.ck_off));
 	c.clear_ns = calloc(c.ns_count + 2, sizeof(*c.clear_ns));
-	if (!c.gen || !c.clear_ns) {
+	c.hbuf = malloc(FSCK_HDR_MAX);
+	if (!c.gen || !c.ck_gen || !c.ck_off || !c.clear_ns || !c.hbuf) {
 		r = -ENOMEM;
 		goto out;
 	}
+	if ((r = ckpt_load(&c)) < 0)
+		goto out;
 	for (uint32_t s = 0; s < c.slots; s++) {
 		if (!sizes[s]) {
 			fsck_say(&c, KVT_FSCK_DAMAGE, "ssd/seg-%06u: missing (slots 0..%u exist)", s,
@@ -677,8 +882,7 @@ int kvt_store_fsck(const char *path, struct kvt_fsck *f)
 	}
 	if (c.n)
 		qsort(c.recs, c.n, sizeof(*c.recs), rec_pos_cmp);
-	if ((r = check_checkpoint(&c, "checkpoint")) < 0)
-		goto out;
+	check_checkpoint(&c);
 	count_live(&c);
 report:
 	if (f->ns_info)
@@ -700,6 +904,10 @@ out:
 	free(c.ns);
 	free(c.recs);
 	free(c.gen);
+	free(c.ck_gen);
+	free(c.ck_off);
+	free(c.ck);
+	free(c.hbuf);
 	free(c.clear_ns);
 	free(c.buf);
 	free(sizes);

@@ -202,8 +202,9 @@ struct ssd {
 	bool degraded;              /* ENOSPC: write-downs shed until retry */
 	/* The log has no free room: the segment open now was had by evicting
 	 * or reusing the oldest (set at each open under seg_lock, at ssd_open
-	 * if the next open must evict; read unlocked by DRAM's write-down
-	 * filter, ssd_log_full). */
+	 * if the next open must evict and the index holds a block; cleared by
+	 * a clear that empties the index, ssd_clear; read unlocked by DRAM's
+	 * write-down filter, ssd_log_full). */
 	_Atomic bool log_full;
 	bool dio_warned;            /* ssd_seg_set_align said it once (seg_lock or recovery) */
 	/* Record alignment of every segment this open starts (fixed at

@@ -570,7 +570,11 @@ int ssd_recover(struct ssd *s)
 				uint8_t *sum = kvt_mem_alloc_aligned(s->mem, SSD_ALIGN, sum_len);
 				int64_t n = -ENOMEM;
 				rc.cur_sum_off = sum_off;
-				if (sum && ssd_pread_full(s, g->fd, sum, sum_len, sum_off) == 0)
+				/* A summary that cannot be read (the file cut short, an
+				 * I/O error) is a bad one, not out of memory: walked. */
+				if (sum && ssd_pread_full(s, g->fd, sum, sum_len, sum_off) < 0)
+					n = KVT_ECORRUPT;
+				else if (sum)
 					n = ssd_sum_decode(sum, sum_len, g->generation,
 							   rec_sum_bound_cb, &rc);
 				if (n >= 0)

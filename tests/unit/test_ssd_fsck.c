@@ -1,0 +1,448 @@
+/*
+ * test_ssd_fsck.c - kvtier fsck (lib/tier/ssd/ssd_fsck.c) and recovery
+ * (ssd_recover.c) agree about where a segment's records end, on the
+ * stores a running tier leaves: an open segment in a slot reused in place
+ * (ssd.reuse=progressive and whole) with values of mixed sizes, whose end
+ * lies inside an old record's bytes, after a graceful stop and after a
+ * crash, at both record alignments (ssd.dio_align=512|4096).  fsck
+ * reports no damage there and walks exactly the records recovery then
+ * seals into the segment's summary; a damaged header before the
+ * checkpoint's write point is damage, one past it (what a crash may leave)
+ * a warning naming the records recovery will not find -- and recovery
+ * indeed does not find them.
+ */
+#include <fcntl.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "kvt_int.h"
+#include "ssd.h"
+#include "ssdfmt.h"
+#include "store_int.h"
+#include "t.h"
+#include "tstore.h"
+
+static struct kvt_store *open_at(const char *dir, const char *align, const char *reuse)
+{
+	return t_store_open("path", dir, "dram.capacity", "64M", "dram.chunk", "4K",
+			    "dram.prefault", "off", "ssd.capacity", "4M", "ssd.segment", "1M",
+			    "ssd.admission", "always", "ssd.checkpoint_seals", "0", "ssd.reuse",
+			    reuse, "ssd.dio_align", align, NULL);
+}
+
+static uint32_t ns_of(struct kvt_store *s)
+{
+	return t_ns(s, "ssd-fsck-test");
+}
+
+static size_t len_of(uint64_t k)
+{
+	return 1 + (size_t)((k * 7919) % 70000);
+}
+
+static void put_k(struct kvt_store *s, uint32_t ns, uint64_t k)
+{
+	T_RC(t_put_filled(s, ns, k, len_of(k)), KVT_OK);
+}
+
+/* What fsck said. */
+struct said {
+	struct kvt_fsck f;
+	char text[8192];
+};
+
+static void said_cb(void *ctx, int kind, const char *msg)
+{
+	struct said *w = ctx;
+	size_t n = strlen(w->text);
+	fprintf(stderr, "    fsck (%d): %s\n", kind, msg);
+	snprintf(w->text + n, sizeof(w->text) - n, "%d %s\n", kind, msg);
+}
+
+static int fsck(const char *dir, struct said *w)
+{
+	memset(w, 0, sizeof(*w));
+	w->f.problem = said_cb;
+	w->f.ctx = w;
+	return kvt_store_fsck(dir, &w->f);
+}
+
+/* The store's open segment on disk: its slot, header, and the records a
+ * walk like recovery's finds (offsets in offs[], count returned; *end:
+ * where the walk stops). */
+struct open_seg {
+	uint32_t slot;
+	struct ssd_seg_hdr h;
+	uint64_t offs[512];
+	uint32_t n;
+	uint64_t end;
+	uint64_t keys[512]; /* k of each record's t_key(k) */
+};
+
+static int seg_fd(const char *dir, uint32_t slot, int flags)
+{
+	char path[4096];
+	snprintf(path, sizeof(path), "%s/ssd/seg-%06u", dir, slot);
+	return open(path, flags);
+}
+
+static bool find_open(const char *dir, struct open_seg *o)
+{
+	uint8_t hb[SSD_ALIGN], *buf = malloc(20480);
+	bool found = false;
+	T_ASSERT(buf);
+	memset(o, 0, sizeof(*o));
+	for (uint32_t slot = 0;; slot++) {
+		struct ssd_seg_hdr h;
+		int fd = seg_fd(dir, slot, O_RDONLY);
+		if (fd < 0)
+			break;
+		T_EQ_INT(pread(fd, hb, sizeof(hb), 0), (int)sizeof(hb));
+		if (ssd_seg_hdr_decode(hb, &h) == 0 && h.generation && !h.summary_len) {
+			uint64_t off = SSD_ALIGN;
+			uint32_t a = h.rec_align;
+			T_ASSERT(!found); /* one open segment */
+			found = true;
+			o->slot = slot;
+			o->h = h;
+			for (;;) {
+				struct ssd_rec_hdr r;
+				int d;
+				if (off + a > h.seg_size || pread(fd, buf, a, (off_t)off) != (ssize_t)a)
+					break;
+				d = ssd_rec_hdr_decode(buf, a, a, &r, NULL, 0);
+				if (d == KVT_EBUFSMALL && r.hdr_len <= 20480 &&
+				    pread(fd, buf, r.hdr_len, (off_t)off) == (ssize_t)r.hdr_len)
+					d = ssd_rec_hdr_decode(buf, r.hdr_len, a, &r, NULL, 0);
+				if (d < 0 || r.generation != h.generation)
+					break;
+				T_ASSERT(o->n < KVT_ARRAY_LEN(o->offs));
+				o->offs[o->n] = off;
+				memcpy(&o->keys[o->n], r.key.bytes, sizeof(uint64_t));
+				o->n++;
+				off += ssd_rec_len(r.part_count, r.value_len, a);
+			}
+			o->end = off;
+		}
+		close(fd);
+	}
+	free(buf);
+	return found;
+}
+
+/* The 512 bytes at off in slot's file: all zero? */
+static bool zero_at(const char *dir, uint32_t slot, uint64_t off)
+{
+	uint8_t b[512];
+	int fd = seg_fd(dir, slot, O_RDONLY);
+	bool z = true;
+	T_GE_INT(fd, 0);
+	T_EQ_INT(pread(fd, b, sizeof(b), (off_t)off), (int)sizeof(b));
+	close(fd);
+	for (size_t i = 0; i < sizeof(b); i++)
+		z &= b[i] == 0;
+	return z;
+}
+
+/* Flip one bit of the record header CRC at off (its header then fails to
+ * decode); flipping it again restores it. */
+static void flip_crc(const char *dir, uint32_t slot, uint64_t off)
+{
+	uint8_t b;
+	int fd = seg_fd(dir, slot, O_RDWR);
+	T_GE_INT(fd, 0);
+	T_EQ_INT(pread(fd, &b, 1, (off_t)off + 12), 1);
+	b ^= 0x40;
+	T_EQ_INT(pwrite(fd, &b, 1, (off_t)off + 12), 1);
+	close(fd);
+}
+
+/* Keys k.. into s until a slot has been reused and the open segment in it
+ * holds at least min records, ends inside an old record's bytes (not
+ * zeros: the case fsck took for damage) and has room left for a few more
+ * (under half full).  Returns the next key. */
+static uint64_t fill_until_leftover(struct kvt_store *s, uint32_t ns, const char *dir, uint64_t k,
+				    uint32_t min)
+{
+	struct open_seg o;
+	for (uint64_t stop = k + 2000; k < stop; k++) {
+		put_k(s, ns, k);
+		if (t_stat(s, "ssd.segments_evicted") == 0)
+			continue;
+		T_OK(kvt_flush(s));
+		if (find_open(dir, &o) && o.n >= min && o.end < o.h.seg_size / 2 &&
+		    !zero_at(dir, o.slot, o.end))
+			return k + 1;
+	}
+	T_FAIL("no open segment ended inside an old record's bytes");
+}
+
+static void clean(const struct said *w, int r)
+{
+	T_EQ_INT(r, 0);
+	T_EQ_U64(w->f.damaged, 0);
+	T_EQ_U64(w->f.orphans, 0);
+	T_EQ_U64(w->f.warnings, 0);
+	T_ASSERT(w->f.blocks_checked > 0);
+}
+
+/* 1. A graceful stop with the open segment in a reused slot: fsck clean,
+ *    and it walks exactly the records recovery seals into the summary at
+ *    the next open.  A damaged header there (before the checkpoint's
+ *    write point: the first record, a middle one) is damage, named. */
+static void graceful(const char *align, const char *reuse)
+{
+	char *dir = t_mkdtemp(), want[64];
+	struct kvt_store *s = open_at(dir, align, reuse);
+	uint32_t ns = ns_of(s);
+	struct open_seg o, o2;
+	struct said w;
+	uint64_t records;
+
+	fill_until_leftover(s, ns, dir, 0, 3);
+	kvt_store_destroy(s);
+	T_ASSERT(find_open(dir, &o));
+	T_EQ_INT(o.h.rec_align, atoi(align));
+	fprintf(stderr, "  %s %s: open segment %u, %u records, ending at %llu in old bytes\n",
+		align, reuse, o.slot, o.n, (unsigned long long)o.end);
+	clean(&w, fsck(dir, &w));
+	records = w.f.records;
+
+	/* Negative controls: a header in the new part that fails its CRC. */
+	for (uint32_t i = 0; i < 2; i++) {
+		uint64_t off = o.offs[i == 0 ? 0 : o.n / 2];
+		flip_crc(dir, o.slot, off);
+		T_RC(fsck(dir, &w), KVT_ECORRUPT);
+		/* the header, and the checkpoint's entry for its record; the
+		 * walk goes on at the next header */
+		T_EQ_U64(w.f.damaged, 2);
+		T_EQ_U64(w.f.records, records - 1);
+		snprintf(want, sizeof(want), "ssd/seg-%06u offset %llu: record header damaged",
+			 o.slot, (unsigned long long)off);
+		T_ASSERT(strstr(w.text, want) != NULL);
+		flip_crc(dir, o.slot, off);
+	}
+	clean(&w, fsck(dir, &w));
+
+	/* Recovery seals the segment where its walk stops: where fsck's did. */
+	s = open_at(dir, align, reuse);
+	kvt_store_destroy(s);
+	T_ASSERT(!find_open(dir, &o2));
+	{
+		uint8_t hb[SSD_ALIGN];
+		struct ssd_seg_hdr h;
+		int fd = seg_fd(dir, o.slot, O_RDONLY);
+		T_EQ_INT(pread(fd, hb, sizeof(hb), 0), (int)sizeof(hb));
+		close(fd);
+		T_OK(ssd_seg_hdr_decode(hb, &h));
+		T_EQ_U64(h.generation, o.h.generation);
+		T_EQ_U64(h.summary_off, o.end);
+	}
+	clean(&w, fsck(dir, &w));
+	T_EQ_U64(w.f.records, records);
+	t_rmtree(dir);
+	free(dir);
+}
+
+/* 2. A crash (no graceful stop) with the open segment in a reused slot,
+ *    the checkpoint taken after its first records (ckpt) or none taken:
+ *    fsck reports no damage.  A header past the checkpoint's write point
+ *    (with none: any) that fails to decode is where recovery's walk stops
+ *    (a write a crash tore, or damage: the two look alike): a warning
+ *    naming the records past it, which recovery indeed does not find;
+ *    before the write point it is damage. */
+static void crash(const char *align, const char *reuse, bool ckpt)
+{
+	char *dir = t_mkdtemp(), want[96];
+	struct open_seg o;
+	struct said w;
+	uint64_t ck_off = 0;
+	int st;
+	pid_t pid = fork();
+
+	T_GE_INT(pid, 0);
+	if (pid == 0) {
+		struct kvt_store *c = open_at(dir, align, reuse);
+		uint32_t cns = ns_of(c);
+		uint64_t k = fill_until_leftover(c, cns, dir, 0, 2);
+		/* The checkpoint's write point: after the open segment's first
+		 * records, before the ones below. */
+		if (ckpt && ssd_checkpoint(store_ssd(c)) < 0)
+			_exit(3);
+		for (uint64_t i = 0; i < 4; i++)
+			put_k(c, cns, k + i);
+		if (kvt_flush(c) != KVT_OK)
+			_exit(4);
+		_exit(0); /* no close, no checkpoint */
+	}
+	T_EQ_INT(waitpid(pid, &st, 0), pid);
+	T_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	T_ASSERT(find_open(dir, &o));
+	if (ckpt) {
+		/* The checkpoint names the open segment's generation and where
+		 * its writes were then. */
+		char path[4096];
+		uint8_t *b = malloc(1 << 20);
+		struct ssd_ckpt_hdr h;
+		int fd;
+		ssize_t n;
+		snprintf(path, sizeof(path), "%s/ssd/checkpoint", dir);
+		fd = open(path, O_RDONLY);
+		T_GE_INT(fd, 0);
+		n = pread(fd, b, 1 << 20, 0);
+		close(fd);
+		T_ASSERT(n > 0);
+		T_OK(ssd_ckpt_decode(b, (size_t)n, &h, NULL, NULL));
+		{
+			/* slot table right after the 128-byte header */
+			const uint8_t *sl = b + 128 + 16 * o.slot;
+			uint64_t gen, off;
+			memcpy(&gen, sl, 8);
+			memcpy(&off, sl + 8, 8);
+			T_EQ_U64(gen, o.h.generation);
+			ck_off = off;
+		}
+		free(b);
+		T_ASSERT(ck_off > SSD_ALIGN && ck_off < o.end);
+	}
+	fprintf(stderr, "  crash %s %s: open segment %u, %u records to %llu, checkpoint at %llu\n",
+		align, reuse, o.slot, o.n, (unsigned long long)o.end, (unsigned long long)ck_off);
+	clean(&w, fsck(dir, &w));
+
+	if (ckpt) {
+		/* Before the checkpoint's write point: damage. */
+		flip_crc(dir, o.slot, o.offs[0]);
+		T_RC(fsck(dir, &w), KVT_ECORRUPT);
+		T_ASSERT(w.f.damaged >= 1);
+		flip_crc(dir, o.slot, o.offs[0]);
+	}
+
+	/* Past it, with records after it: a warning, no damage. */
+	{
+		uint32_t i = 0;
+		while (i < o.n && o.offs[i] < ck_off)
+			i++;
+		T_ASSERT(i + 1 < o.n); /* a record past the damaged one */
+		flip_crc(dir, o.slot, o.offs[i]);
+		T_RC(fsck(dir, &w), 0);
+		T_EQ_U64(w.f.damaged, 0);
+		T_EQ_U64(w.f.warnings, 1);
+		snprintf(want, sizeof(want), "ssd/seg-%06u offset %llu:", o.slot,
+			 (unsigned long long)o.offs[i]);
+		T_ASSERT(strstr(w.text, want) != NULL);
+		/* Recovery: the records before it come back, those from it on
+		 * do not (cold DRAM). */
+		{
+			struct kvt_store *s = open_at(dir, align, reuse);
+			uint32_t ns = ns_of(s);
+			for (uint32_t j = 0; j < o.n; j++)
+				T_RC(t_get_filled(s, ns, o.keys[j], len_of(o.keys[j])),
+				     j < i ? KVT_OK : KVT_MISS);
+			kvt_store_destroy(s);
+		}
+	}
+	t_rmtree(dir);
+	free(dir);
+}
+
+/* A sealed segment's header: its summary's place. */
+static struct ssd_seg_hdr seg_hdr(const char *dir, uint32_t slot)
+{
+	uint8_t hb[SSD_ALIGN];
+	struct ssd_seg_hdr h;
+	int fd = seg_fd(dir, slot, O_RDONLY);
+	T_GE_INT(fd, 0);
+	T_EQ_INT(pread(fd, hb, sizeof(hb), 0), (int)sizeof(hb));
+	close(fd);
+	T_OK(ssd_seg_hdr_decode(hb, &h));
+	return h;
+}
+
+/* 3. A sealed segment whose summary was cut short (its file truncated
+ *    inside the summary), or whose summary names a record past the
+ *    summary's own offset (CRCs fixed), with no checkpoint: recovery
+ *    walks the segment's records instead of failing to open (a cut
+ *    summary made it fail with -ENOMEM), and fsck, saying the summary is
+ *    damaged, walks them too: the same records, every block of the
+ *    segment readable. */
+static void summary_bad(const char *align, bool cut)
+{
+	char *dir = t_mkdtemp(), path[4096];
+	struct kvt_store *s = open_at(dir, align, "progressive");
+	uint32_t ns = ns_of(s);
+	struct ssd_seg_hdr h;
+	struct said w;
+	uint64_t k = 0, records;
+	uint64_t ok = 0;
+
+	while (t_stat(s, "ssd.segments_sealed") == 0)
+		put_k(s, ns, k++);
+	T_OK(kvt_flush(s));
+	kvt_store_destroy(s);
+	clean(&w, fsck(dir, &w));
+	records = w.f.records;
+	h = seg_hdr(dir, 0);
+	T_ASSERT(h.summary_off > 0);
+	snprintf(path, sizeof(path), "%s/ssd/checkpoint", dir);
+	T_EQ_INT(unlink(path), 0);
+	if (cut) {
+		snprintf(path, sizeof(path), "%s/ssd/seg-000000", dir);
+		T_EQ_INT(truncate(path, (off_t)(h.summary_off + 512)), 0);
+	} else {
+		/* The last entry's offset moved past summary_off (entries from
+		 * 64, each 32 bytes and the key padded to 8: type, key_len,
+		 * part_count, ns_id, off_512...). */
+		uint8_t *sum = malloc(h.summary_len);
+		uint32_t off_512 = (uint32_t)(h.summary_off / 512) + 8, crc, count;
+		uint64_t elen, pos = 64;
+		int fd = seg_fd(dir, 0, O_RDWR);
+		T_EQ_INT(pread(fd, sum, h.summary_len, (off_t)h.summary_off),
+			 (int)h.summary_len);
+		memcpy(&count, sum + 24, 4);
+		T_ASSERT(count >= 2);
+		for (uint32_t i = 0; i + 1 < count; i++)
+			pos += 32 + ((sum[pos + 1] + 7u) & ~7u);
+		memcpy(sum + pos + 8, &off_512, 4);
+		memcpy(&elen, sum + 32, 8);
+		crc = kvt_crc32c(0, sum + 64, (size_t)elen);
+		memcpy(sum + 28, &crc, 4);
+		memset(sum + 12, 0, 4);
+		crc = kvt_crc32c(0, sum, 64);
+		memcpy(sum + 12, &crc, 4);
+		T_EQ_INT(pwrite(fd, sum, h.summary_len, (off_t)h.summary_off),
+			 (int)h.summary_len);
+		close(fd);
+		free(sum);
+	}
+	T_RC(fsck(dir, &w), KVT_ECORRUPT);
+	T_ASSERT(strstr(w.text, "ssd/seg-000000: summary") != NULL);
+	T_EQ_U64(w.f.records, records);
+	s = open_at(dir, align, "progressive");
+	ns = ns_of(s);
+	for (uint64_t j = 0; j < k; j++)
+		ok += t_get_filled(s, ns, j, len_of(j)) == KVT_OK;
+	T_EQ_U64(ok, k);
+	T_EQ_U64(t_stat(s, "ssd.crc_errors"), 0);
+	kvt_store_destroy(s);
+	fprintf(stderr, "  summary %s at %s: %llu records walked instead\n",
+		cut ? "cut short" : "past its offset", align, (unsigned long long)records);
+	t_rmtree(dir);
+	free(dir);
+}
+
+int main(void)
+{
+	static const char *const aligns[] = { "512", "4096" };
+	static const char *const reuses[] = { "progressive", "whole" };
+	for (size_t a = 0; a < KVT_ARRAY_LEN(aligns); a++) {
+		for (size_t r = 0; r < KVT_ARRAY_LEN(reuses); r++) {
+			graceful(aligns[a], reuses[r]);
+			crash(aligns[a], reuses[r], true);
+			crash(aligns[a], reuses[r], false);
+		}
+		summary_bad(aligns[a], true);
+		summary_bad(aligns[a], false);
+	}
+	return 0;
+}
