@@ -3,7 +3,7 @@
 
 Model (kvtier replay's prefix semantics): per request, hits are its leading blocks present
 in DRAM or on SSD; then every block is touched (DRAM hit), read from SSD, or put into DRAM.
-C = a quarter of the trace's distinct blocks, DRAM D = C/4 (LRU), SSD S = C - D records in a
+C = a quarter of the trace's distinct blocks (DIV=n: an n-th), DRAM D = C/4 (LRU), SSD S = C - D records in a
 FIFO log (scaled by SF, e.g. SF=0.92 for the 512-byte headers and the open segment) whose
 reclamation gives a record read while on SSD a second chance (re-appended at the head),
 within BUD (fraction of each 1/16 of the log; 1 = unlimited).  Variants, printed as a
@@ -509,7 +509,7 @@ for p in sys.argv[1:]:
     for r in reqs:
         for i,b in enumerate(r): PARENT.setdefault(b, r[i-1] if i else None)
     for r in reqs: s.update(r)
-    C=len(s)//4; D=int(os.environ.get('D',C//4)); S=int((C-D)*float(os.environ.get("SF","1")))
+    C=len(s)//int(os.environ.get('DIV','4')); D=int(os.environ.get('D',C//4)); S=int((C-D)*float(os.environ.get("SF","1")))
     l=lru_sim(reqs,C)
     out=[p.split('/')[-1][:12], 'lru %.4f'%l]
     for m in filter(None, os.environ.get('MODES','incl,noprom,prom2,prom2x').split(',')):
