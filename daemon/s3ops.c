@@ -949,13 +949,6 @@ static bool s3d_scan_acquire(struct s3d_req *rq)
 	return true;
 }
 
-void s3d_scan_release(struct s3d_req *rq)
-{
-	if (rq->scan_slot)
-		atomic_fetch_sub_explicit(rq->scan_slot, 1, memory_order_relaxed);
-	rq->scan_slot = NULL;
-}
-
 static void s3d_scan_run(void *arg)
 {
 	struct s3d_scan *sc = arg;

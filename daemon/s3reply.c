@@ -245,6 +245,14 @@ void s3d_xml_begin(struct s3d_req *rq, const char *root)
  * Requests: life and order
  */
 
+/* (Taken by s3ops.c's s3d_scan_acquire: a tenant's walks in progress.) */
+void s3d_scan_release(struct s3d_req *rq)
+{
+	if (rq->scan_slot)
+		atomic_fetch_sub_explicit(rq->scan_slot, 1, memory_order_relaxed);
+	rq->scan_slot = NULL;
+}
+
 void s3d_req_free(struct kvtd_server *srv, struct s3d_req *rq)
 {
 	for (uint32_t i = 0; i < rq->n; i++) {
