@@ -903,15 +903,15 @@ static void s3d_assemble(struct s3d_req *rq)
 /* ---- Walks of the store ---------------------------------------------------
  *
  * kvt_scan walks the DRAM and SSD indexes whole -- every tenant's entries,
- * whatever the bucket holds: ~50 ms (ASan) for a store of 2*10^5 blocks,
- * and stores hold millions.  On the loop it stalled every connection of
- * that loop, and one connection may pipeline 256 listings: an empty
- * bucket's listings, pipelined on two connections, held a RESP PING of
- * another client 81 ms (doc/security.md, `s3_scan`).  So a walk runs on
- * the aux thread, and a tenant has at most S3D_SCAN_TENANT requests that
- * walk (listings, DeleteBucket) in progress server-wide; past that the
- * request is answered 503 SlowDown at once (S3 clients back off and
- * retry).  The aux queue holds at most that many walks per tenant, so
+ * whatever the bucket holds: ~1 ms (ASan) per 2*10^5 blocks, and stores
+ * hold millions.  On the loop it stalled every connection of that loop,
+ * and one connection may pipeline 256 listings: an empty bucket's
+ * listings, pipelined on two connections, held a RESP PING of another
+ * client 81 ms (doc/security.md, `s3_scan`).  So a walk runs on the aux
+ * thread, and a tenant has at most S3D_SCAN_TENANT listings (ListObjects,
+ * ListMultipartUploads, ListParts, DeleteBucket) in progress server-wide;
+ * past that the request is answered 503 SlowDown at once (S3 clients back
+ * off and retry).  The aux queue holds at most that many walks per tenant, so
  * another tenant's aux jobs (a namespace's registration, a large range
  * check) wait behind at most S3D_SCAN_TENANT walks of each tenant.
  */
@@ -1569,7 +1569,7 @@ static bool s3d_list_collect(struct s3d_req *rq)
  * (the DRAM index answers inline), with a SHA-256 to make its key: the
  * whole range cost 28 ms of the loop under ASan, in one go, and one
  * connection's two pipelined ListParts of an empty upload held another
- * client's PING 171 ms (doc/security.md `s3_parts`).  So a window is
+ * client's PING 171 ms (doc/security.md `s3_scan`).  So a window is
  * S3D_PARTS_WIN part numbers, the next one goes in a later iteration of
  * the loop (other connections are served between), and a ListParts takes
  * one of its tenant's listing slots ("Walks of the store").
