@@ -295,6 +295,9 @@ struct kvtd_counters {
 	_Atomic uint64_t ns_refused;
 	/* GET frames answered in chunks because their pins would pass a cap */
 	_Atomic uint64_t pin_deferred;
+	/* S3 listings answered SlowDown: their tenant's walks of the store
+	 * were at their limit (s3ops.c "Walks of the store") */
+	_Atomic uint64_t s3_scan_refused;
 	/* S3 PUTs parked for SSD write-down room (s3d.c "Parking"), and those
 	 * answered 503 because none came within ssd.writedown_wait_ms */
 	_Atomic uint64_t put_parked, put_park_timeouts;
@@ -595,6 +598,8 @@ struct kvtd_server {
 	/* Bytes charged against cfg.max_memory (loop.c "Limits"); relaxed
 	 * atomic, any loop */
 	_Atomic uint64_t mem_used;
+	/* S3 listings walking the store of tenants without counters (s3ops.c) */
+	_Atomic uint32_t s3_scans_untracked;
 	/* Unauthenticated connections, all and by peer slot (loop.c) */
 	_Atomic unsigned unauth_conns;
 	/* Quiet GETs in the store, all loops (ops.c "Quiet GETs") */
@@ -997,6 +1002,7 @@ struct kvtd_tstat {
 	_Atomic uint64_t out_charged; /* --max-memory its connections' queued output
 				       * holds (KVTD_OUT_TENANT_MAX) */
 	_Atomic uint32_t ns_count; /* namespaces registered in its name (KVTD_NS_TENANT_MAX) */
+	_Atomic uint32_t s3_scans; /* its S3 listings walking the store (s3ops.c) */
 };
 /* The counters of a tenant by name (created if new; NULL past the table's
  * size or out of memory).  Any thread. */

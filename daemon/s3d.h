@@ -161,6 +161,8 @@ struct s3d_req {
 	bool cond_none_match;      /* PUT with If-None-Match: *; DeleteObjects: Quiet */
 	struct s3d_item *del_item; /* Complete, Copy: the DELETE of a replaced object (owned) */
 	struct s3d_list *list;     /* ListObjects(V2): its state, one allocation (owned) */
+	_Atomic uint32_t *scan_slot; /* its tenant's walks in progress, while it holds
+				      * one (s3ops.c "Walks of the store") */
 	/* an error decided before the body was read: answered after it */
 	int err_status;
 	const char *err_code;
@@ -247,6 +249,8 @@ void s3d_flush_done(struct kvtd_conn *c);
 /* The request is answered: metrics, a debug line, then flush. */
 void s3d_finish(struct s3d_req *rq);
 /* s3d_error then s3d_finish: rq may be freed when it returns. */
+/* Give back a request's walk slot (s3ops.c), if it holds one. */
+void s3d_scan_release(struct s3d_req *rq);
 void s3d_fail(struct s3d_req *rq, int status, const char *code, const char *msg);
 
 /* s3ops.c: keys, buckets, object headers and the operations. */

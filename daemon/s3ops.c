@@ -31,6 +31,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -899,6 +900,94 @@ static void s3d_assemble(struct s3d_req *rq)
 	s3d_complete_answer(rq);
 }
 
+/* ---- Walks of the store ---------------------------------------------------
+ *
+ * kvt_scan walks the DRAM and SSD indexes whole -- every tenant's entries,
+ * whatever the bucket holds: ~1 ms (ASan) per 2*10^5 blocks, and stores
+ * hold millions.  On the loop it stalled every connection of that loop,
+ * and one connection may pipeline 256 listings: an empty bucket's
+ * listings, pipelined on two connections, held a RESP PING of another
+ * client 81 ms (doc/security.md, `s3_scan`).  So a walk runs on the aux
+ * thread, and a tenant has at most S3D_SCAN_TENANT listings (ListObjects,
+ * ListMultipartUploads, ListParts, DeleteBucket) in progress server-wide;
+ * past that the request is answered 503 SlowDown at once (S3 clients back
+ * off and retry).  The aux queue holds at most that many walks per tenant, so
+ * another tenant's aux jobs (a namespace's registration, a large range
+ * check) wait behind at most S3D_SCAN_TENANT walks of each tenant.
+ */
+#define S3D_SCAN_TENANT 2
+
+struct s3d_scan {
+	struct s3d_req *rq;        /* not touched on the aux thread */
+	struct kvt_store *store;
+	uint32_t ns;
+	struct kvt_key *cursor, *keys;
+	char prefix;
+	size_t max;
+	int64_t n;
+	void (*then)(struct s3d_req *rq, int64_t n);
+	struct kvt_key cur0, one;  /* cursor and key when the caller gives none */
+};
+
+/* Take one of the tenant's walk slots for rq (held until it is answered);
+ * false: answered SlowDown. */
+static bool s3d_scan_acquire(struct s3d_req *rq)
+{
+	struct kvtd_tstat *ts = kvtd_tstat_of(rq->conn);
+	_Atomic uint32_t *slot = ts ? &ts->s3_scans : &rq->conn->loop->srv->s3_scans_untracked;
+
+	if (rq->scan_slot)
+		return true;
+	if (atomic_fetch_add_explicit(slot, 1, memory_order_relaxed) >= S3D_SCAN_TENANT) {
+		atomic_fetch_sub_explicit(slot, 1, memory_order_relaxed);
+		KVTD_COUNT(rq->conn->loop->srv, s3_scan_refused, 1);
+		s3d_fail(rq, 503, "SlowDown", "Please reduce your request rate: this tenant's "
+			 "listings in progress are at their limit.");
+		return false;
+	}
+	rq->scan_slot = slot;
+	return true;
+}
+
+static void s3d_scan_run(void *arg)
+{
+	struct s3d_scan *sc = arg;
+	sc->n = kvt_scan(sc->store, sc->ns, sc->cursor, &sc->prefix, 1, sc->keys, sc->max);
+}
+
+static void s3d_scan_done(void *arg)
+{
+	struct s3d_scan *sc = arg;
+	struct s3d_scan job = *sc;
+	free(sc);
+	job.then(job.rq, job.n);
+}
+
+/* kvt_scan of rq's bucket on the aux thread (the caller holds a slot),
+ * then then(rq, n) on the loop -- possibly before this returns.  cursor
+ * and keys NULL: from the first key, into a key of the job's own (the
+ * caller wants only n). */
+static void s3d_scan(struct s3d_req *rq, struct kvt_key *cursor, char prefix,
+		     struct kvt_key *keys, size_t max, void (*then)(struct s3d_req *, int64_t))
+{
+	struct s3d_scan *sc;
+
+	/* Stopping: the aux thread may be gone, and the store after it */
+	if (rq->conn->loop->stopping) {
+		then(rq, -ESHUTDOWN);
+		return;
+	}
+	if (!(sc = calloc(1, sizeof(*sc)))) {
+		then(rq, -ENOMEM);
+		return;
+	}
+	*sc = (struct s3d_scan){ .rq = rq, .store = rq->conn->loop->srv->store, .ns = rq->ns,
+				 .cursor = cursor ? cursor : &sc->cur0,
+				 .keys = keys ? keys : &sc->one, .prefix = prefix, .max = max,
+				 .then = then };
+	kvtd_aux_submit(rq->conn->loop, s3d_scan_run, s3d_scan_done, sc);
+}
+
 /* ---- ListObjects, ListObjectsV2 ------------------------------------------
  *
  * Object keys are hashed into kvtier keys, so names are only in the
@@ -936,13 +1025,16 @@ struct s3d_list {
 	bool last_page;
 	uint32_t nkeys, win;       /* keys of this scan page; read so far */
 	bool stepping, again;      /* s3d_list_step running; reads came back inline */
+	bool scanned;              /* a walk's page is back: scan_n keys (or an error) */
+	int64_t scan_n;
 	uint32_t part_next;        /* ListParts: the next part number to probe */
 	uint32_t part_marker;      /* ListParts: part-number-marker */
 	bool upload_ok;            /* ListParts: the upload's marker was read */
 	struct kvt_key cursor;
+	uint32_t nent, cap;        /* cap = max_keys + 1 */
+	/* not zeroed (s3d_list_alloc): written before read */
 	struct kvt_key keys[S3D_LIST_PAGE];
 	uint8_t bufs[S3D_LIST_PAGE][S3D_LIST_HDR];
-	uint32_t nent, cap;        /* cap = max_keys + 1 */
 	struct s3d_lent ent[];
 };
 
@@ -978,7 +1070,13 @@ static struct s3d_list *s3d_list_alloc(struct s3d_req *rq, uint32_t max_keys)
 		return NULL;
 	}
 	rq->mem_charged += sz;
-	L = rq->list = calloc(1, sz);
+	/* Only the fixed fields zeroed: the pages of keys, headers and
+	 * entries (2.4 MB at max-keys 1000) are written before they are
+	 * read, and left untouched (not faulted in) by a small bucket's
+	 * listing -- clearing them was most of an empty listing's cost */
+	L = rq->list = malloc(sz);
+	if (L)
+		memset(L, 0, offsetof(struct s3d_list, keys));
 	if (!L) {
 		s3d_fail(rq, 503, "SlowDown", "server out of memory");
 		return NULL;
@@ -1022,7 +1120,7 @@ static void s3d_list_start(struct s3d_req *rq)
 	} else if (l == -2) {
 		goto bad;
 	}
-	if (!(L = s3d_list_alloc(rq, max_keys)))
+	if (!s3d_scan_acquire(rq) || !(L = s3d_list_alloc(rq, max_keys)))
 		return;
 	if ((l = s3d_query(rq, "encoding-type", enc, sizeof(enc))) >= 0) {
 		if (l != 3 || memcmp(enc, "url", 3) != 0) {
@@ -1212,22 +1310,25 @@ static bool s3d_list_window(struct s3d_req *rq)
 	return true;
 }
 
-/* The next page of the bucket's object keys, and a read of each header. */
+static void s3d_list_step(struct s3d_req *rq);
+
+/* A page of keys is back from the walk (s3d_list_collect takes it). */
+static void s3d_list_scanned(struct s3d_req *rq, int64_t n)
+{
+	rq->list->scan_n = n;
+	rq->list->scanned = true;
+	s3d_list_step(rq);
+}
+
+/* The next page of the bucket's object keys (a walk on the aux thread),
+ * then a read of each header. */
 static bool s3d_list_page(struct s3d_req *rq)
 {
-	struct kvtd_server *srv = rq->conn->loop->srv;
 	struct s3d_list *L = rq->list;
-	int64_t n = kvt_scan(srv->store, rq->ns, &L->cursor, L->uploads ? "u" : "o", 1, L->keys,
-			     S3D_LIST_PAGE);
 
-	if (n < 0) {
-		s3d_fail(rq, 503, "SlowDown", kvt_strerror((int)n));
-		return false;
-	}
-	L->last_page = n < S3D_LIST_PAGE;
-	L->nkeys = (uint32_t)n;
-	L->win = 0;
-	return s3d_list_window(rq);
+	s3d_scan(rq, &L->cursor, L->uploads ? 'u' : 'o', L->keys, S3D_LIST_PAGE,
+		 s3d_list_scanned);
+	return true;
 }
 
 /* A string of the answer, URL-encoded with encoding-type=url. */
@@ -1425,6 +1526,17 @@ static bool s3d_list_collect(struct s3d_req *rq)
 {
 	struct s3d_list *L = rq->list;
 
+	if (L->scanned) {
+		L->scanned = false;
+		if (L->scan_n < 0) {
+			s3d_fail(rq, 503, "SlowDown", kvt_strerror((int)L->scan_n));
+			return false;
+		}
+		L->last_page = L->scan_n < S3D_LIST_PAGE;
+		L->nkeys = (uint32_t)L->scan_n;
+		L->win = 0;
+		return s3d_list_window(rq);
+	}
 	for (uint32_t i = 0; i < rq->n; i++) {
 		struct kvt_req *r = &rq->items[i].req;
 		if (r->status != KVT_OK)
@@ -1450,13 +1562,20 @@ static bool s3d_list_collect(struct s3d_req *rq)
  *
  * An upload's parts are blocks 'p' + SHA-256(uploadId "/" n), which no
  * index groups by upload; but part numbers are 1..10000, so ListParts
- * probes them in order, S3D_LIST_PAGE at a time (part 0 of each: its
+ * probes them in order, S3D_PARTS_WIN at a time (part 0 of each: its
  * header, nothing promoted), from part-number-marker + 1 until max-parts
  * + 1 parts are found.  The first window also reads the upload's marker,
- * which must be this key's.  A miss is an index lookup: the whole range
- * costs about a millisecond.
+ * which must be this key's.  A miss is an index lookup, run on the loop
+ * (the DRAM index answers inline), with a SHA-256 to make its key: the
+ * whole range cost 28 ms of the loop under ASan, in one go, and one
+ * connection's two pipelined ListParts of an empty upload held another
+ * client's PING 171 ms (doc/security.md `s3_scan`).  So a window is
+ * S3D_PARTS_WIN part numbers, the next one goes in a later iteration of
+ * the loop (other connections are served between), and a ListParts takes
+ * one of its tenant's listing slots ("Walks of the store").
  */
 #define S3D_PART_NO_MAX 10000
+#define S3D_PARTS_WIN 256
 
 static int64_t s3d_query_uint(const struct s3d_req *rq, const char *name, uint64_t dflt)
 {
@@ -1482,8 +1601,8 @@ static void s3d_list_parts_probe(struct s3d_req *rq)
 	struct s3d_item *it;
 	struct kvt_key k;
 
-	if (count > S3D_LIST_PAGE)
-		count = S3D_LIST_PAGE;
+	if (count > S3D_PARTS_WIN)
+		count = S3D_PARTS_WIN;
 	it = s3d_items(rq, count + extra);
 	if (!it) {
 		s3d_fail(rq, 503, "SlowDown", "server out of memory");
@@ -1504,6 +1623,16 @@ static void s3d_list_parts_probe(struct s3d_req *rq)
 	s3d_submit(rq, PH_PROBE);
 }
 
+static void s3d_nothing(void *arg)
+{
+	(void)arg;
+}
+
+static void s3d_list_parts_next(void *arg)
+{
+	s3d_list_parts_probe(arg);
+}
+
 static void s3d_list_parts_start(struct s3d_req *rq)
 {
 	int64_t max = s3d_query_uint(rq, "max-parts", S3D_LIST_MAXKEYS);
@@ -1517,7 +1646,7 @@ static void s3d_list_parts_start(struct s3d_req *rq)
 	}
 	if (max > S3D_LIST_MAXKEYS)
 		max = S3D_LIST_MAXKEYS;
-	if (!(L = s3d_list_alloc(rq, (uint32_t)max)))
+	if (!s3d_scan_acquire(rq) || !(L = s3d_list_alloc(rq, (uint32_t)max)))
 		return;
 	L->part_marker = marker > S3D_PART_NO_MAX ? S3D_PART_NO_MAX : (uint32_t)marker;
 	L->part_next = L->part_marker + 1;
@@ -1551,13 +1680,20 @@ static void s3d_list_parts_answer(struct s3d_req *rq)
 		    ob.name_len != (uint32_t)pl || memcmp(name, pname, (size_t)pl) != 0)
 			continue;
 		struct s3d_lent *e = &L->ent[L->nent++];
+		*e = (struct s3d_lent){ .nparts = 0 };
 		e->len = rq->items[i].part_no; /* the part number */
 		e->size = ob.len;
 		e->mtime_ms = ob.mtime_ms;
 		e->crc = ob.crc;
 	}
 	if (L->nent < L->cap && L->part_next <= S3D_PART_NO_MAX) {
-		s3d_list_parts_probe(rq);
+		/* the next window in a later iteration of the loop: through
+		 * the aux thread's mailbox, which does nothing with it (not
+		 * once the server stops: the aux thread may be gone) */
+		if (rq->conn->loop->stopping)
+			s3d_fail(rq, 503, "SlowDown", "server stopping");
+		else
+			kvtd_aux_submit(rq->conn->loop, s3d_nothing, s3d_list_parts_next, rq);
 		return;
 	}
 	trunc = L->nent > L->max_keys;
@@ -1587,6 +1723,30 @@ static void s3d_list_parts_answer(struct s3d_req *rq)
 	s3d_text(rq, "<StorageClass>STANDARD</StorageClass></ListPartsResult>\n", 56);
 	s3d_xml_answer(rq, 200);
 	s3d_finish(rq);
+}
+
+/* DeleteBucket: the walk for an object is back (n of them, or an error).
+ * Parts of unfinished uploads and the marker go with the clear. */
+static void s3d_delete_bucket_scanned(struct s3d_req *rq, int64_t left)
+{
+	struct s3d_item *it;
+
+	if (left != 0) {
+		if (left > 0)
+			s3d_fail(rq, 409, "BucketNotEmpty", "The bucket you tried to delete is "
+				 "not empty");
+		else
+			s3d_fail(rq, 503, "SlowDown", kvt_strerror((int)left));
+		return;
+	}
+	it = s3d_items(rq, 1);
+	if (!it) {
+		s3d_fail(rq, 503, "SlowDown", "server out of memory");
+		return;
+	}
+	s3d_item_init(rq, it, KVT_OP_CLEAR, NULL);
+	it->req.flags = KVT_F_DEFER;
+	s3d_submit(rq, PH_WRITE);
 }
 
 /* ---- the step after each phase ---------------------------------------- */
@@ -1660,27 +1820,9 @@ static void s3d_step(struct s3d_req *rq)
 				s3d_fail(rq, 404, "NoSuchBucket", "The specified bucket does not exist");
 				return;
 			}
-			/* Objects left: refused.  Parts of unfinished uploads
-			 * and the marker go with the clear. */
-			struct kvt_key cur = { .len = 0 }, one;
-			int64_t left = kvt_scan(rq->conn->loop->srv->store, rq->ns, &cur, "o", 1,
-						&one, 1);
-			if (left != 0) {
-				if (left > 0)
-					s3d_fail(rq, 409, "BucketNotEmpty", "The bucket you tried to "
-						 "delete is not empty");
-				else
-					s3d_fail(rq, 503, "SlowDown", kvt_strerror((int)left));
-				return;
-			}
-			it = s3d_items(rq, 1);
-			if (!it) {
-				s3d_fail(rq, 503, "SlowDown", "server out of memory");
-				return;
-			}
-			s3d_item_init(rq, it, KVT_OP_CLEAR, NULL);
-			it->req.flags = KVT_F_DEFER;
-			s3d_submit(rq, PH_WRITE);
+			/* Objects left: refused (a walk, s3d_delete_bucket_scanned) */
+			if (s3d_scan_acquire(rq))
+				s3d_scan(rq, NULL, 'o', NULL, 1, s3d_delete_bucket_scanned);
 			return;
 		}
 		if (it[0].req.status < 0) {

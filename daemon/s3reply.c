@@ -245,6 +245,14 @@ void s3d_xml_begin(struct s3d_req *rq, const char *root)
  * Requests: life and order
  */
 
+/* (Taken by s3ops.c's s3d_scan_acquire: a tenant's walks in progress.) */
+void s3d_scan_release(struct s3d_req *rq)
+{
+	if (rq->scan_slot)
+		atomic_fetch_sub_explicit(rq->scan_slot, 1, memory_order_relaxed);
+	rq->scan_slot = NULL;
+}
+
 void s3d_req_free(struct kvtd_server *srv, struct s3d_req *rq)
 {
 	for (uint32_t i = 0; i < rq->n; i++) {
@@ -253,6 +261,7 @@ void s3d_req_free(struct kvtd_server *srv, struct s3d_req *rq)
 		free(rq->items[i].etag_sent);
 	}
 	free(rq->del_item);
+	s3d_scan_release(rq);
 	free(rq->list);
 	for (unsigned i = 0; i < rq->npin; i++)
 		kvt_pin_release(srv->store, rq->pins[i]);
@@ -360,6 +369,7 @@ void s3d_finish(struct s3d_req *rq)
 
 	rq->done = true;
 	rq->phase = PH_DONE;
+	s3d_scan_release(rq);
 	kvtd_metrics_latency(srv, write ? KVTD_LAT_WRITE : KVTD_LAT_READ, KVT_TIER_NONE,
 			     kvtd_now_ns() - rq->start_ns);
 	kvtd_metrics_s3(srv, rq->op, rq->text && rq->tlen > 9 && rq->text[9] >= '4');
