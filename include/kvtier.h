@@ -460,6 +460,14 @@ int kvt_store_create(struct kvt_store **out);
  *                     bytes, instead of on the submitting thread (a
  *                     caller's CRC32Cs, KVT_F_CRC, are sent as given and
  *                     checked by the server either way; doc/remote.md).
+ *   remote.inline_send  off (default) or on: a put submitted alone (not in
+ *                     a batch, no put waiting before it) whose connection
+ *                     is idle (nothing queued, nobody writing it, less
+ *                     than the 4 MiB window in flight) has its frame
+ *                     written by the submitting thread, right after its
+ *                     CRC32C pass, instead of the I/O thread; what the
+ *                     socket does not take at once the I/O thread sends.
+ *                     Plain TCP only (not remote.tls).  doc/remote.md.
  *   remote.retain_hint  auto (default), on or off: puts with KVT_F_RETAIN
  *                     carry the hint to the servers (PROTO_IF_RETAIN),
  *                     whose DRAM takes it for this tenant's quota group.

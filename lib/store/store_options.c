@@ -157,6 +157,8 @@ static const struct opt_def opts[] = {
 	  "replicated puts go to one member, which forwards them: to members that announce it (auto), always, or never (doc/cluster.md)" },
 	{ "remote.crc_at_send", OPT_BOOL, 0, F(remote_cfg.crc_at_send), 0, 0, "off|on", NULL,
 	  "off", "a put's CRC32C made by the I/O thread just before it sends (doc/remote.md)" },
+	{ "remote.inline_send", OPT_BOOL, 0, F(remote_cfg.inline_send), 0, 0, "off|on", NULL,
+	  "off", "a put's frame written by the submitting thread where a connection is idle (doc/remote.md)" },
 	{ "remote.retain_hint", OPT_CHOICE, 0, F(remote_cfg.retain_hint), 0, 0, "off|on|auto",
 	  flag_vals, "auto",
 	  "puts carry KVT_F_RETAIN to the servers: those that announce it (auto), all, or none (doc/protocol.md)" },

@@ -66,9 +66,19 @@
  *     walks back to local DRAM where the pod's run ends, and on to the
  *     pod again (all 5 blocks, by their tiers), where it used to stop at
  *     the hole (2), which made remote.put_local=auto lose hits; the walk
- *     back is counted (store.lookup_rounds 1 there, 0 where it stops).
+ *     back is counted (store.lookup_rounds 1 there, 0 where it stops);
+ *   - remote.inline_send: 4 threads putting over one connection, each with
+ *     up to 4 puts in flight submitted one at a time, values of 17 B to
+ *     1 MiB - 5 (more than the socket takes at once, so frames are left
+ *     half-written for the I/O thread to finish): the submitting threads
+ *     write frames themselves (remote.inline_sends > 0) while the I/O
+ *     thread writes others on the same socket; every put KVT_OK, no
+ *     protocol error or reconnect (an interleaved frame breaks the
+ *     stream: the server refuses it and the connection fails), and a
+ *     cold engine reads every value back byte-exact.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -611,6 +621,109 @@ static void test_wakeups(const char *addr)
 	kvt_store_destroy(b);
 }
 
+/* remote.inline_send racing the I/O thread on one socket (above). */
+enum { IT = 4, IN = 16, IDEPTH = 4 }; /* about 24 MiB: the test server holds 64 */
+struct inl_job {
+	struct kvt_store *s;
+	uint32_t ns;
+	unsigned t;
+	uint8_t *vals[IN];
+	size_t lens[IN];
+	struct iovec parts[IN];
+	struct kvt_req reqs[IN];
+};
+
+static size_t inl_len(unsigned t, unsigned i)
+{
+	static const size_t sizes[] = { (768u << 10) + 3, 17, 100u << 10, 4096, (1u << 20) - 5 };
+	return sizes[(t + i) % (sizeof(sizes) / sizeof(sizes[0]))];
+}
+
+static void *inl_run(void *arg)
+{
+	struct inl_job *jb = arg;
+	struct kvt_queue *q;
+	unsigned next = 0, done = 0;
+	T_OK(kvt_queue_create(jb->s, &q));
+	while (done < IN) {
+		while (next < IN && next - done < IDEPTH) {
+			struct kvt_req *rp = &jb->reqs[next];
+			T_RC(kvt_submit(q, &rp, 1), 1); /* one at a time: not plugged */
+			next++;
+		}
+		struct kvt_req *got[IDEPTH];
+		int k = kvt_queue_wait(q, got, IDEPTH, 30000);
+		T_ASSERT(k > 0);
+		for (int j = 0; j < k; j++)
+			T_RC(got[j]->status, KVT_OK);
+		done += (unsigned)k;
+	}
+	T_OK(kvt_queue_destroy(q));
+	return NULL;
+}
+
+static void test_inline(const char *addr)
+{
+	const char *opts[] = { "remote.put_local", "never", "remote.timeout_ms", "20000",
+			       "remote.conns", "1", "remote.conns_max", "1",
+			       "remote.inline_send", "on", NULL };
+	struct kvt_store *a = tsrv_engine(addr, opts), *b;
+	uint32_t na = t_ns(a, "inline"), nb;
+	struct inl_job *jobs = calloc(IT, sizeof(*jobs));
+	pthread_t th[IT];
+	uint8_t x = 1, *back = malloc(2u << 20);
+	struct iovec one = { &x, 1 };
+
+	T_ASSERT(jobs && back);
+	T_RC(put1(a, na, 1999, &one, 1).status, KVT_OK); /* namespace registered */
+	for (unsigned t = 0; t < IT; t++) {
+		jobs[t].s = a;
+		jobs[t].ns = na;
+		jobs[t].t = t;
+		for (unsigned i = 0; i < IN; i++) {
+			uint64_t id = 2000 + t * 100 + i;
+			jobs[t].lens[i] = inl_len(t, i);
+			jobs[t].vals[i] = malloc(jobs[t].lens[i]);
+			T_ASSERT(jobs[t].vals[i]);
+			t_fill(jobs[t].vals[i], jobs[t].lens[i], id);
+			jobs[t].parts[i] = (struct iovec){ jobs[t].vals[i], jobs[t].lens[i] };
+			jobs[t].reqs[i] = (struct kvt_req){ .op = KVT_OP_PUT, .ns = na,
+							    .key = t_key(id),
+							    .iov = &jobs[t].parts[i],
+							    .iov_count = 1 };
+		}
+	}
+	for (unsigned t = 0; t < IT; t++)
+		T_RC(pthread_create(&th[t], NULL, inl_run, &jobs[t]), 0);
+	for (unsigned t = 0; t < IT; t++)
+		T_RC(pthread_join(th[t], NULL), 0);
+	uint64_t inl = t_stat(a, "remote.inline_sends"), frames = t_stat(a, "remote.frames_out");
+	fprintf(stderr, "inline_send: %u puts over 1 connection from %u threads: %llu written "
+			"by their submitters, %llu frames in all\n",
+		IT * IN, IT, (unsigned long long)inl, (unsigned long long)frames);
+	T_ASSERT(inl > 0);
+	T_EQ_U64(t_stat(a, "remote.puts_stored"), IT * IN + 1);
+	T_EQ_U64(t_stat(a, "remote.disconnects"), 0);
+	T_EQ_U64(t_stat(a, "remote.errors"), 0);
+	kvt_store_destroy(a);
+
+	b = engine(addr, "never", "20000");
+	nb = t_ns(b, "inline");
+	for (unsigned t = 0; t < IT; t++)
+		for (unsigned i = 0; i < IN; i++) {
+			size_t len = jobs[t].lens[i];
+			memset(back, 0, len);
+			struct kvt_req r = get_into(b, nb, 2000 + t * 100 + i, back, len);
+			T_RC(r.status, KVT_OK);
+			T_EQ_U64(r.value_len, len);
+			T_ASSERT(memcmp(back, jobs[t].vals[i], len) == 0);
+			free(jobs[t].vals[i]);
+		}
+	kvt_store_destroy(b);
+	free(jobs);
+	free(back);
+}
+
 /* One frame, one bad item: 6 puts of 64 KiB submitted together go out in
  * one PUT frame; the 4th carries a wrong CRC32C (the caller's, KVT_F_CRC),
  * which the server refuses for that item only.  Each put gets its own
@@ -783,6 +896,7 @@ int main(int argc, char **argv)
 	test_mixed(addr, "off");
 	test_mixed(addr, "on");
 	test_wakeups(addr);
+	test_inline(addr);
 	test_sealed(addr);
 	test_close(&srv, addr);
 	test_down(&srv, addr);

@@ -94,6 +94,8 @@ struct rop {
 	bool sealed;                  /* PUT */
 	bool retain;                  /* PUT: PROTO_IF_RETAIN */
 	bool crc_later;               /* PUT: crcs computed by the lane's thread (frame_send) */
+	bool sent_inline;             /* PUT: its frame written by the submitting thread
+				       * (put_inline): the mean is noted at its answer */
 	bool failures;                /* GET: a failure reaches the callback as itself
 				       * (REMOTE_GET_FAILURES), not as KVT_MISS */
 	uint32_t copies;              /* PUT: PROTO_IF_PLACED with anchor (0: not placed) */
@@ -133,6 +135,11 @@ struct rframe {
 	unsigned iov_count;
 	uint64_t bytes;               /* all of it */
 	uint64_t deadline;
+	/* conn's tx_mu: an inline sender is in sendmsg with it.  Its answer
+	 * may come back before that call returns (all bytes were taken): the
+	 * thread waits for this to clear before it completes the frame, so
+	 * the frame and the caller's parts stay valid for the whole call. */
+	bool sending;
 };
 
 enum { C_DOWN = 0, C_CONNECTING, C_TLS, C_HELLO, C_AUTH, C_READY };
@@ -154,17 +161,28 @@ struct rconn {
 	uint64_t retry_at;            /* C_DOWN: when to connect again */
 	uint64_t deadline;            /* C_CONNECTING..C_AUTH: handshake deadline */
 	uint64_t backoff_ms;
-	uint64_t next_tag;
+	_Atomic uint64_t next_tag;
 	struct proto_limits lim;      /* the server's (HELLO) */
 	uint16_t version;             /* chosen by HELLO: every later frame carries it */
 	uint16_t caps;                /* PROTO_CAP_*: what the server announced (HELLO) */
 	uint8_t snonce[PROTO_NONCE_LEN], cnonce[PROTO_NONCE_LEN];
 
+	/* The send side: one writer at a time (tx_busy), the remote thread
+	 * (conn_tx) or, with remote.inline_send, a submitting thread writing
+	 * its own PUT frame (put_inline).  tx_mu guards tx_busy, tx_open, the
+	 * out queue's links and inl; the holder of tx_busy owns out_head's
+	 * progress (out_iov, out_off) and the socket's write side. */
+	pthread_mutex_t tx_mu;
+	pthread_cond_t tx_cv;         /* tx_busy cleared (conn_fail waits for it) */
+	bool tx_busy;
+	bool tx_open;                 /* C_READY on a plain socket: inline sends may start */
+	struct rframe *inl_head, *inl_tail; /* sent inline, not yet on the wait list
+					     * (inl_take moves them) */
 	struct rframe *out_head, *out_tail;
 	unsigned out_iov;             /* send progress in out_head */
 	size_t out_off;
-	struct rframe *wait_head, *wait_tail;
-	uint64_t inflight_bytes;
+	struct rframe *wait_head, *wait_tail; /* remote thread only */
+	_Atomic uint64_t inflight_bytes;
 
 	/* receive */
 	int rx;
@@ -229,6 +247,15 @@ struct remote {
 	 * queues: the thread looks at rm->sub again before it sleeps. */
 	_Atomic bool asleep;
 	uint64_t puts_inflight;          /* lock */
+	bool kick;                       /* lock: an inline sender left a frame to send */
+	/* PUTs the thread holds (pending, waiting for a window) at the end of
+	 * its last pass: a submitter sends inline only when none are, so a
+	 * new put does not overtake older ones (put_inline). */
+	_Atomic unsigned pend_puts;
+	_Atomic unsigned inline_next;    /* where put_inline starts looking */
+	/* nsmap's writers (the remote thread) take ns_mu; so do inline
+	 * senders, which read a namespace's digest from another thread. */
+	pthread_mutex_t ns_mu;
 	_Atomic bool down;               /* every connection failed: fail fast */
 	/* The latest handshake's HELLO answer (any connection of this lane):
 	 * version << 16 | PROTO_CAP_*; 0 until one succeeded (remote_caps). */
@@ -258,7 +285,8 @@ struct remote {
 		c_put_exists, c_put_failed, c_lookups, c_exists, c_deletes, c_clears, c_errors,
 		c_timeouts, c_fast_fails, c_connects, c_connect_failures, c_disconnects, c_bytes_in,
 		c_bytes_out, c_frames_out, c_crc_errors, c_promote_full, c_conns_up, c_tls_failures,
-		c_sends, c_pool, c_reads, c_wakeups, c_put_crc_bytes, c_window_waits;
+		c_sends, c_pool, c_reads, c_wakeups, c_put_crc_bytes, c_window_waits,
+		c_inline_sends;
 };
 
 static void pool_note(struct remote *rm, uint64_t len);
@@ -337,7 +365,9 @@ static void rop_done(struct remote *rm, struct rop *op, int status, struct dram_
 		break;
 	case RK_NSREG: {
 		struct rns *e = &rm->nsmap[op->ns];
+		pthread_mutex_lock(&rm->ns_mu);
 		e->state = status == KVT_OK ? NS_READY : status == KVT_EDESC ? NS_FAILED : NS_NONE;
+		pthread_mutex_unlock(&rm->ns_mu);
 		if (status != KVT_OK)
 			kvt_logf(rm->log, KVT_LOG_WARN, "remote: namespace %u not registered: %s",
 				 op->ns, kvt_strerror(status));
@@ -358,8 +388,11 @@ static int rop_fail_status(int why)
 
 static void rns_forget(struct remote *rm, uint32_t ns)
 {
-	if (ns < rm->nsmap_cap && rm->nsmap[ns].state == NS_READY)
+	if (ns < rm->nsmap_cap && rm->nsmap[ns].state == NS_READY) {
+		pthread_mutex_lock(&rm->ns_mu);
 		rm->nsmap[ns].state = NS_NONE;
+		pthread_mutex_unlock(&rm->ns_mu);
+	}
 }
 
 /* ------------------------------------------------------------------------
@@ -415,6 +448,27 @@ static bool remote_all_down(struct remote *rm)
 	return true;
 }
 
+/* Frames sent inline onto the wait list, behind those already there
+ * (remote thread; tx_mu held). */
+static void inl_take_locked(struct rconn *c)
+{
+	if (!c->inl_head)
+		return;
+	if (c->wait_tail)
+		c->wait_tail->next_wait = c->inl_head;
+	else
+		c->wait_head = c->inl_head;
+	c->wait_tail = c->inl_tail;
+	c->inl_head = c->inl_tail = NULL;
+}
+
+static void inl_take(struct rconn *c)
+{
+	pthread_mutex_lock(&c->tx_mu);
+	inl_take_locked(c);
+	pthread_mutex_unlock(&c->tx_mu);
+}
+
 /* Close c and fail everything on it; retry after the backoff. */
 static void conn_fail(struct rconn *c, int why, const char *what)
 {
@@ -423,6 +477,17 @@ static void conn_fail(struct rconn *c, int why, const char *what)
 
 	if (c->state == C_DOWN)
 		return;
+	/* No inline send starts from here on, and one under way (a
+	 * non-blocking sendmsg) ends before the socket closes. */
+	pthread_mutex_lock(&c->tx_mu);
+	c->tx_open = false;
+	while (c->tx_busy)
+		pthread_cond_wait(&c->tx_cv, &c->tx_mu);
+	inl_take_locked(c);
+	c->out_head = c->out_tail = NULL;
+	c->out_iov = 0;
+	c->out_off = 0;
+	pthread_mutex_unlock(&c->tx_mu);
 	if (was_ready) {
 		A(rm->c_disconnects);
 		atomic_fetch_sub_explicit(&rm->c_conns_up, 1, memory_order_relaxed);
@@ -456,9 +521,6 @@ static void conn_fail(struct rconn *c, int why, const char *what)
 		frame_fail(rm, fr, rop_fail_status(why));
 	}
 	c->wait_tail = NULL;
-	c->out_head = c->out_tail = NULL;
-	c->out_iov = 0;
-	c->out_off = 0;
 	c->inflight_bytes = 0;
 	c->rx_fr = NULL;
 	c->have_cur = false;
@@ -484,11 +546,14 @@ static void conn_fail(struct rconn *c, int why, const char *what)
 static void conn_queue(struct rconn *c, struct rframe *fr)
 {
 	fr->deadline = now_ns() + (uint64_t)c->rm->cfg.timeout_ms * 1000000u;
+	pthread_mutex_lock(&c->tx_mu);
+	inl_take_locked(c); /* the wait list keeps the order frames went out in */
 	if (c->out_tail)
 		c->out_tail->next_out = fr;
 	else
 		c->out_head = fr;
 	c->out_tail = fr;
+	pthread_mutex_unlock(&c->tx_mu);
 	if (c->wait_tail)
 		c->wait_tail->next_wait = fr;
 	else
@@ -538,35 +603,35 @@ static ssize_t conn_readv(struct rconn *c, const struct iovec *iov, int n)
 	return r;
 }
 
-/* Send what the socket takes.  0, or an error (the caller fails c). */
-static int conn_tx(struct rconn *c)
+/*
+ * Write fr's iovecs from (*iov_at, *off) on: one sendmsg per call (header,
+ * table and every part of every PUT value: a value of many parts, one per
+ * layer, still goes in one call), until all is written or the socket is
+ * full.  1 all written, 0 the socket is full (progress kept), or < 0 an
+ * error.  The caller holds c's write side (tx_busy).
+ */
+static int frame_write(struct rconn *c, const struct rframe *fr, unsigned *iov_at, size_t *off)
 {
 	struct remote *rm = c->rm;
-	while (c->out_head) {
-		struct rframe *fr = c->out_head;
-		/* One sendmsg per frame: header, table and every part of every
-		 * PUT value (a value of many parts, one per layer, still goes in
-		 * one call), up to what the kernel takes at once. */
+	while (*iov_at < fr->iov_count) {
 		struct iovec iov[REMOTE_TX_IOV];
 		unsigned n = 0;
 		struct msghdr mh = { 0 };
 		ssize_t w;
 
-		for (unsigned i = c->out_iov; i < fr->iov_count && n < REMOTE_TX_IOV; i++, n++) {
+		for (unsigned i = *iov_at; i < fr->iov_count && n < REMOTE_TX_IOV; i++, n++) {
 			iov[n] = fr->iov[i];
-			if (i == c->out_iov) {
-				iov[n].iov_base = (uint8_t *)iov[n].iov_base + c->out_off;
-				iov[n].iov_len -= c->out_off;
+			if (i == *iov_at) {
+				iov[n].iov_base = (uint8_t *)iov[n].iov_base + *off;
+				iov[n].iov_len -= *off;
 			}
 		}
 		mh.msg_iov = iov;
 		mh.msg_iovlen = n;
 		w = conn_sendv(c, &mh);
 		if (w < 0) {
-			if (errno == EAGAIN || errno == EWOULDBLOCK) {
-				conn_epoll(c, true);
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
 				return 0;
-			}
 			if (errno == EINTR)
 				continue;
 			return -errno;
@@ -574,26 +639,54 @@ static int conn_tx(struct rconn *c)
 		AN(rm->c_bytes_out, (uint64_t)w);
 		A(rm->c_sends);
 		while (w > 0) {
-			size_t left = fr->iov[c->out_iov].iov_len - c->out_off;
+			size_t left = fr->iov[*iov_at].iov_len - *off;
 			if ((size_t)w >= left) {
 				w -= (ssize_t)left;
-				c->out_iov++;
-				c->out_off = 0;
+				(*iov_at)++;
+				*off = 0;
 			} else {
-				c->out_off += (size_t)w;
+				*off += (size_t)w;
 				w = 0;
 			}
 		}
-		if (c->out_iov == fr->iov_count) {
-			c->out_head = fr->next_out;
-			if (!c->out_head)
-				c->out_tail = NULL;
-			c->out_iov = 0;
-			c->out_off = 0;
-			A(rm->c_frames_out);
-		}
 	}
-	conn_epoll(c, false);
+	A(rm->c_frames_out);
+	return 1;
+}
+
+/* Send what the socket takes (remote thread).  0, or an error (the
+ * caller fails c).  While an inline sender holds the write side this
+ * sends nothing: that sender kicks the thread when it is done. */
+static int conn_tx(struct rconn *c)
+{
+	int ret = 1; /* 1: all sent, 0: the socket is full, < 0: an error */
+	pthread_mutex_lock(&c->tx_mu);
+	if (c->tx_busy) {
+		pthread_mutex_unlock(&c->tx_mu);
+		return 0;
+	}
+	c->tx_busy = true;
+	for (;;) {
+		struct rframe *fr = c->out_head;
+		if (!fr)
+			break;
+		pthread_mutex_unlock(&c->tx_mu);
+		ret = frame_write(c, fr, &c->out_iov, &c->out_off);
+		pthread_mutex_lock(&c->tx_mu);
+		if (ret <= 0)
+			break;
+		c->out_head = fr->next_out;
+		if (!c->out_head)
+			c->out_tail = NULL;
+		c->out_iov = 0;
+		c->out_off = 0;
+	}
+	c->tx_busy = false;
+	pthread_cond_broadcast(&c->tx_cv);
+	pthread_mutex_unlock(&c->tx_mu);
+	if (ret < 0)
+		return ret;
+	conn_epoll(c, ret == 0); /* the socket is full: EPOLLOUT */
 	return 0;
 }
 
@@ -660,9 +753,12 @@ static uint32_t op_drop(const struct remote *rm, const struct rconn *c)
 
 /*
  * Encode header and table into fr->buf: ops[0..n) of one kind (NS_REGISTER
- * items carry their canonical text), or one LOOKUP or CLEAR.  0 or < 0.
+ * items carry their canonical text), or one LOOKUP or CLEAR.  digest: the
+ * namespace digest of every item (an inline sender's copy), or NULL: the
+ * thread's nsmap.  0 or < 0.
  */
-static int frame_encode(struct remote *rm, struct rconn *c, struct rframe *fr, int kind)
+static int frame_encode(struct remote *rm, struct rconn *c, struct rframe *fr, int kind,
+			const uint8_t *digest)
 {
 	struct proto_frame f = { 0 };
 	struct proto_writer w;
@@ -684,7 +780,7 @@ static int frame_encode(struct remote *rm, struct rconn *c, struct rframe *fr, i
 			goto out;
 		}
 		for (uint32_t i = 0; i < fr->count; i++) {
-			const uint8_t *d = rm->nsmap[fr->ops[i]->ns].digest;
+			const uint8_t *d = digest ? digest : rm->nsmap[fr->ops[i]->ns].digest;
 			uint32_t j;
 			for (j = 0; j < ns_count; j++)
 				if (memcmp(digests + (size_t)j * PROTO_DIGEST_LEN, d,
@@ -768,6 +864,25 @@ out:
 
 /* Build, encode and queue one frame of ops[0..n) (kind) on c.  On failure
  * the ops complete with the error. */
+/* A PUT frame's values after its header: the callers' parts, no copy. */
+static void frame_put_parts(struct rframe *fr, struct rop *const *ops, uint32_t n)
+{
+	unsigned k = 1;
+	for (uint32_t i = 0; i < n; i++)
+		for (uint32_t p = 0; p < ops[i]->part_count; p++) {
+			fr->iov[k++] = ops[i]->parts[p];
+			fr->bytes += ops[i]->parts[p].iov_len;
+		}
+}
+
+/* A deferred put's CRC32Cs (crc_later), just before its frame goes out. */
+static void op_crc_now(struct rop *op)
+{
+	for (uint32_t p = 0; op->crc_later && p < op->part_count; p++)
+		op->crcs[p] = kvt_crc32c(0, op->parts[p].iov_base, op->parts[p].iov_len);
+	op->crc_later = false;
+}
+
 static void frame_send(struct remote *rm, struct rconn *c, int kind, struct rop **ops, uint32_t n)
 {
 	unsigned extra = 0;
@@ -776,12 +891,8 @@ static void frame_send(struct remote *rm, struct rconn *c, int kind, struct rop 
 
 	if (kind == RK_PUT)
 		for (uint32_t i = 0; i < n; i++) {
-			struct rop *op = ops[i];
-			extra += op->part_count;
-			for (uint32_t p = 0; op->crc_later && p < op->part_count; p++)
-				op->crcs[p] =
-					kvt_crc32c(0, op->parts[p].iov_base, op->parts[p].iov_len);
-			op->crc_later = false;
+			extra += ops[i]->part_count;
+			op_crc_now(ops[i]);
 		}
 	fr = frame_new(rm, n, extra);
 	if (!fr) {
@@ -791,8 +902,8 @@ static void frame_send(struct remote *rm, struct rconn *c, int kind, struct rop 
 	}
 	memcpy(fr->ops, ops, n * sizeof(*ops));
 	fr->op = rk_op[kind];
-	fr->tag = ++c->next_tag;
-	ret = frame_encode(rm, c, fr, kind);
+	fr->tag = atomic_fetch_add(&c->next_tag, 1) + 1;
+	ret = frame_encode(rm, c, fr, kind, NULL);
 	if (ret < 0) {
 		kvt_logf(rm->log, KVT_LOG_ERROR, "remote: cannot encode a %s frame: %s",
 			 proto_op_name(fr->op), kvt_strerror(ret));
@@ -801,14 +912,8 @@ static void frame_send(struct remote *rm, struct rconn *c, int kind, struct rop 
 	}
 	if (kind == RK_GET)
 		fr->bytes += n * rm->get_mean; /* what the answer will likely bring */
-	if (kind == RK_PUT) {
-		unsigned k = 1;
-		for (uint32_t i = 0; i < n; i++)
-			for (uint32_t p = 0; p < ops[i]->part_count; p++) {
-				fr->iov[k++] = ops[i]->parts[p];
-				fr->bytes += ops[i]->parts[p].iov_len;
-			}
-	}
+	if (kind == RK_PUT)
+		frame_put_parts(fr, ops, n);
 	conn_queue(c, fr);
 }
 
@@ -826,7 +931,7 @@ static int conn_send_simple(struct rconn *c, struct proto_frame *f)
 	if (!fr)
 		return -ENOMEM;
 	fr->op = f->op;
-	fr->tag = f->tag = ++c->next_tag;
+	fr->tag = f->tag = atomic_fetch_add(&c->next_tag, 1) + 1;
 	f->version = f->op == PROTO_OP_HELLO ? PROTO_VERSION_HELLO : c->version;
 	fr->buf_cap = 1024;
 	fr->buf = kvt_mem_alloc(rm->mem, fr->buf_cap);
@@ -916,6 +1021,9 @@ static int conn_authed(struct rconn *c, const struct proto_frame *f)
 		return PROTO_EAUTH;
 	}
 	c->state = C_READY;
+	pthread_mutex_lock(&c->tx_mu);
+	c->tx_open = !c->ssl; /* an SSL is not written from two threads */
+	pthread_mutex_unlock(&c->tx_mu);
 	c->backoff_ms = rm->cfg.backoff_ms;
 	/* before conns_up: whoever saw the connection up sees what it announced */
 	atomic_store(&rm->hello_seen, (uint32_t)c->version << 16 | c->caps);
@@ -997,13 +1105,18 @@ static void rx_item(struct rconn *c, const struct proto_item *it)
 	op->answered = true;
 	fr->ops[it->index] = NULL;
 	if (fr->op == PROTO_OP_NS_REGISTER) {
-		if (it->status == KVT_OK)
+		if (it->status == KVT_OK) {
+			pthread_mutex_lock(&rm->ns_mu);
 			memcpy(rm->nsmap[op->ns].digest, it->digest, PROTO_DIGEST_LEN);
+			pthread_mutex_unlock(&rm->ns_mu);
+		}
 		rop_done(rm, op, it->status, NULL, NULL);
 		return;
 	}
 	if (it->status == KVT_ENONS)
 		rns_forget(rm, op->ns); /* the server lost it (restarted empty?): register again */
+	if (op->sent_inline)
+		pool_note(rm, op->value_len);
 	if (fr->op == PROTO_OP_EXISTS) {
 		struct tier_result res = { .tier = it->tier };
 		rop_done(rm, op, it->status, NULL, &res);
@@ -1039,9 +1152,12 @@ static void rx_frame_end(struct rconn *c)
 
 static struct rframe *conn_find(struct rconn *c, uint64_t tag)
 {
-	for (struct rframe *fr = c->wait_head; fr; fr = fr->next_wait)
-		if (fr->tag == tag)
-			return fr;
+	for (int pass = 0; pass < 2; pass++) {
+		for (struct rframe *fr = c->wait_head; fr; fr = fr->next_wait)
+			if (fr->tag == tag)
+				return fr;
+		inl_take(c); /* answered before the thread saw it sent (inline) */
+	}
 	return NULL;
 }
 
@@ -1334,6 +1450,12 @@ static int rx_frame(struct rconn *c)
 	c->rx_fr = conn_find(c, f->tag);
 	if (!c->rx_fr || c->rx_fr->op != f->op)
 		return -EPROTO;
+	if (f->op == PROTO_OP_PUT) {
+		pthread_mutex_lock(&c->tx_mu);
+		while (c->rx_fr->sending) /* put_inline's sendmsg is still returning */
+			pthread_cond_wait(&c->tx_cv, &c->tx_mu);
+		pthread_mutex_unlock(&c->tx_mu);
+	}
 	if (c->state == C_HELLO || c->state == C_AUTH) {
 		if (f->status < 0) {
 			kvt_logf(rm->log, KVT_LOG_ERROR, "remote: %s refused %s: %s", rm->cfg.addr,
@@ -1539,7 +1661,7 @@ static void conn_event(struct rconn *c, uint32_t events)
 		conn_fail(c, ret, "receive");
 		return;
 	}
-	if (c->state != C_DOWN && (events & EPOLLOUT) && c->out_head) {
+	if (c->state != C_DOWN && (events & EPOLLOUT)) {
 		ret = conn_tx(c);
 		if (ret < 0)
 			conn_fail(c, ret, "send");
@@ -1575,13 +1697,15 @@ static int rns_grow(struct remote *rm, uint32_t ns)
 		return 0;
 	while (cap <= ns)
 		cap *= 2;
+	pthread_mutex_lock(&rm->ns_mu);
 	m = kvt_mem_realloc(rm->mem, rm->nsmap, rm->nsmap_cap * sizeof(*m), cap * sizeof(*m));
-	if (!m)
-		return -ENOMEM;
-	memset(m + rm->nsmap_cap, 0, (cap - rm->nsmap_cap) * sizeof(*m));
-	rm->nsmap = m;
-	rm->nsmap_cap = cap;
-	return 0;
+	if (m) {
+		memset(m + rm->nsmap_cap, 0, (cap - rm->nsmap_cap) * sizeof(*m));
+		rm->nsmap = m;
+		rm->nsmap_cap = cap;
+	}
+	pthread_mutex_unlock(&rm->ns_mu);
+	return m ? 0 : -ENOMEM;
 }
 
 static void pend_push(struct remote *rm, struct rop *op)
@@ -1735,7 +1859,9 @@ static void dispatch(struct remote *rm, uint64_t now, uint64_t *next_timer)
 						reg->ns = op->ns;
 						reg->deadline = now + (uint64_t)rm->cfg.timeout_ms *
 									      1000000u;
+						pthread_mutex_lock(&rm->ns_mu);
 						e->state = NS_PENDING;
+						pthread_mutex_unlock(&rm->ns_mu);
 						frame_send(rm, any, RK_NSREG, &reg, 1);
 					}
 				}
@@ -1797,13 +1923,17 @@ static void dispatch(struct remote *rm, uint64_t now, uint64_t *next_timer)
 			pend_push(rm, b[k].ops[i]);
 		b[k].n = 0;
 	}
-	for (op = rm->pend_head; op; op = op->next)
+	unsigned pend_puts = 0;
+	for (op = rm->pend_head; op; op = op->next) {
 		if (op->deadline < *next_timer)
 			*next_timer = op->deadline;
+		pend_puts += op->kind == RK_PUT;
+	}
+	atomic_store_explicit(&rm->pend_puts, pend_puts, memory_order_relaxed);
 	/* Send what was queued. */
 	for (unsigned i = 0; i < rm->conns_used; i++) {
 		struct rconn *cc = &rm->conns[i];
-		if (cc->state == C_READY && cc->out_head && !cc->want_out) {
+		if (cc->state == C_READY && !cc->want_out) {
 			int ret = conn_tx(cc);
 			if (ret < 0)
 				conn_fail(cc, ret, "send");
@@ -1831,6 +1961,8 @@ static void timers(struct remote *rm, uint64_t now, uint64_t *next)
 			else if (c->deadline < *next)
 				*next = c->deadline;
 		}
+		if (c->state == C_READY)
+			inl_take(c);
 		if (c->state == C_READY && c->wait_head) {
 			/* Deadlines rise along the wait list: the head is the oldest. */
 			if (now >= c->wait_head->deadline)
@@ -1863,6 +1995,7 @@ static void *remote_main(void *arg)
 		sub = rm->sub_head;
 		rm->sub_head = rm->sub_tail = NULL;
 		stop = rm->stop;
+		rm->kick = false; /* this pass's dispatch sends what inline senders left */
 		pthread_mutex_unlock(&rm->lock);
 		while (sub) {
 			struct rop *nx = sub->next;
@@ -1876,8 +2009,8 @@ static void *remote_main(void *arg)
 		now = now_ns();
 		ms = next > now ? (int)((next - now + 999999) / 1000000) : 0;
 		pthread_mutex_lock(&rm->lock);
-		if (rm->sub_head && rm->plugged == 0)
-			ms = 0; /* submitted while this pass ran: nobody woke us */
+		if ((rm->sub_head && rm->plugged == 0) || rm->kick)
+			ms = 0; /* submitted, or left to send, while this pass ran */
 		else
 			atomic_store_explicit(&rm->asleep, true, memory_order_relaxed);
 		pthread_mutex_unlock(&rm->lock);
@@ -1929,6 +2062,122 @@ static bool wake_take(struct remote *rm)
 	return true;
 }
 
+/*
+ * remote.inline_send: the submitting thread writes a PUT's frame itself,
+ * right after the put's CRC32C pass brought its bytes into this core's
+ * cache, instead of handing it to the remote thread, which would read them
+ * again cold (perf, 2026-12-03: the remote thread's copy into the socket
+ * cost 2x the direct client's per byte) and send every connection's frames
+ * one after the other.  Only where nothing is in the way: a ready plain
+ * connection (TLS: the SSL is not written from two threads) with nothing
+ * queued to send, nobody writing it (tx_busy: one writer per socket), less
+ * than the window in flight (the pool rule's 4 MiB, as the thread's
+ * frames), the namespace named.  The frame goes on inl (the thread moves
+ * it to the wait list to match its answer) before the first byte is sent.
+ * The socket is not blocked on: what it does not take goes to the front
+ * of the out queue (its bytes are on the wire first), and the thread,
+ * kicked, sends the rest.  False: not sent, the caller queues the put.
+ */
+static bool put_inline(struct remote *rm, struct rop *op)
+{
+	unsigned pool = (unsigned)atomic_load_explicit(&rm->c_pool, memory_order_relaxed);
+	uint64_t window = pool >= 2 ? REMOTE_STRIPE_BYTES : UINT64_MAX;
+	uint8_t digest[PROTO_DIGEST_LEN];
+	struct rconn *c = NULL;
+	struct rframe *fr;
+	unsigned start, iov_at = 0;
+	size_t off = 0;
+	bool named, kick, wake = false;
+	int ret;
+
+	pthread_mutex_lock(&rm->ns_mu);
+	named = op->ns < rm->nsmap_cap && rm->nsmap[op->ns].state == NS_READY;
+	if (named)
+		memcpy(digest, rm->nsmap[op->ns].digest, PROTO_DIGEST_LEN);
+	pthread_mutex_unlock(&rm->ns_mu);
+	if (!named)
+		return false;
+	start = atomic_fetch_add_explicit(&rm->inline_next, 1, memory_order_relaxed);
+	for (unsigned i = 0; i < pool && !c; i++) {
+		struct rconn *cc = &rm->conns[(start + i) % pool];
+		pthread_mutex_lock(&cc->tx_mu);
+		if (cc->tx_open && !cc->tx_busy && !cc->out_head &&
+		    atomic_load_explicit(&cc->inflight_bytes, memory_order_relaxed) < window &&
+		    op->value_len <= cc->lim.value_max) {
+			cc->tx_busy = true; /* the write side is this thread's */
+			c = cc;
+		}
+		pthread_mutex_unlock(&cc->tx_mu);
+	}
+	if (!c)
+		return false;
+	/* Holding tx_busy: a failing connection waits for it (conn_fail), so
+	 * the handshake's version, caps and limits stay as they are. */
+	op_crc_now(op);
+	fr = frame_new(rm, 1, op->part_count);
+	if (fr) {
+		fr->ops[0] = op;
+		fr->op = PROTO_OP_PUT;
+		fr->tag = atomic_fetch_add(&c->next_tag, 1) + 1;
+		if (frame_encode(rm, c, fr, RK_PUT, digest) < 0) {
+			fr->ops[0] = NULL;
+			frame_free(rm, fr);
+			fr = NULL;
+		}
+	}
+	pthread_mutex_lock(&c->tx_mu);
+	if (!fr) {
+		c->tx_busy = false;
+		pthread_cond_broadcast(&c->tx_cv);
+		pthread_mutex_unlock(&c->tx_mu);
+		return false;
+	}
+	frame_put_parts(fr, &op, 1);
+	op->sent_inline = true;
+	fr->deadline = now_ns() + (uint64_t)rm->cfg.timeout_ms * 1000000u;
+	if (c->inl_tail)
+		c->inl_tail->next_wait = fr;
+	else
+		c->inl_head = fr;
+	c->inl_tail = fr;
+	fr->sending = true;
+	atomic_fetch_add(&c->inflight_bytes, fr->bytes);
+	pthread_mutex_unlock(&c->tx_mu);
+	A(rm->c_inline_sends);
+
+	ret = frame_write(c, fr, &iov_at, &off);
+
+	pthread_mutex_lock(&c->tx_mu);
+	fr->sending = false; /* after this, fr may be answered and freed at once */
+	if (ret != 1) {
+		/* Not all of it: the rest before anything queued meanwhile (the
+		 * thread sent nothing while this thread held the socket); an
+		 * error shows again at the thread's send, which fails c. */
+		fr->next_out = c->out_head;
+		c->out_head = fr;
+		if (!c->out_tail)
+			c->out_tail = fr;
+		c->out_iov = iov_at;
+		c->out_off = off;
+	}
+	kick = c->out_head != NULL;
+	c->tx_busy = false;
+	pthread_cond_broadcast(&c->tx_cv);
+	pthread_mutex_unlock(&c->tx_mu);
+	if (kick) {
+		pthread_mutex_lock(&rm->lock);
+		rm->kick = true;
+		wake = wake_take(rm);
+		pthread_mutex_unlock(&rm->lock);
+	}
+	if (wake) {
+		uint64_t one = 1;
+		ssize_t w = write(rm->wake_fd, &one, sizeof(one));
+		KVT_UNUSED(w);
+	}
+	return true;
+}
+
 static int rop_submit(struct remote *rm, struct rop *op)
 {
 	bool wake;
@@ -1944,8 +2193,26 @@ static int rop_submit(struct remote *rm, struct rop *op)
 		rop_free(rm, op);
 		return -ECANCELED;
 	}
-	if (op->kind == RK_PUT)
+	if (op->kind == RK_PUT) {
 		rm->puts_inflight++;
+		/* Inline, where no put waits before this one (submitted, or held
+		 * by the thread for a window) and no batch is being submitted
+		 * (remote_plug: those the thread packs together). */
+		if (rm->cfg.inline_send && rm->plugged == 0 && !rm->sub_head &&
+		    atomic_load_explicit(&rm->pend_puts, memory_order_relaxed) == 0) {
+			pthread_mutex_unlock(&rm->lock);
+			if (put_inline(rm, op))
+				return 0;
+			pthread_mutex_lock(&rm->lock);
+			if (rm->stop) { /* closed meanwhile: as if it had been then */
+				if (--rm->puts_inflight == 0)
+					pthread_cond_broadcast(&rm->flush_cond);
+				pthread_mutex_unlock(&rm->lock);
+				rop_free(rm, op);
+				return -ECANCELED;
+			}
+		}
+	}
 	/* While a batch is being submitted (remote_plug), the thread is woken
 	 * once at the end, so that it finds the whole batch; a thread that is
 	 * awake is not woken (wake_take). */
@@ -2371,6 +2638,10 @@ static void remote_free(struct remote *rm)
 			kvt_mem_free(rm->mem, c->pcrcs,
 				     c->pcrcs ? KVT_PARTS_MAX * sizeof(uint32_t) : 0);
 			kvt_mem_free(rm->mem, c->scratch, c->scratch ? RX_SCRATCH : 0);
+			if (c->rm) { /* initialized (lane_open) */
+				pthread_mutex_destroy(&c->tx_mu);
+				pthread_cond_destroy(&c->tx_cv);
+			}
 		}
 		kvt_mem_free(rm->mem, rm->conns, rm->conns_cap * sizeof(*rm->conns));
 	}
@@ -2388,6 +2659,7 @@ static void remote_free(struct remote *rm)
 	if (rm->wake_fd >= 0)
 		close(rm->wake_fd);
 	pthread_mutex_destroy(&rm->lock);
+	pthread_mutex_destroy(&rm->ns_mu);
 	pthread_cond_destroy(&rm->flush_cond);
 	kvt_mem_free(rm->mem, rm, sizeof(*rm));
 }
@@ -2413,6 +2685,7 @@ static int lane_open(struct remote **out, const struct remote_config *cfg, struc
 	rm->log = log;
 	rm->epfd = rm->wake_fd = -1;
 	pthread_mutex_init(&rm->lock, NULL);
+	pthread_mutex_init(&rm->ns_mu, NULL);
 	pthread_cond_init(&rm->flush_cond, NULL);
 	ret = parse_addr(rm);
 	if (ret < 0) {
@@ -2439,6 +2712,8 @@ static int lane_open(struct remote **out, const struct remote_config *cfg, struc
 		c->rm = rm;
 		c->idx = i;
 		c->fd = -1;
+		pthread_mutex_init(&c->tx_mu, NULL);
+		pthread_cond_init(&c->tx_cv, NULL);
 		c->backoff_ms = cfg->backoff_ms;
 		c->rcap = 4096;
 		c->rbuf = kvt_mem_alloc(mem, c->rcap);
@@ -2638,6 +2913,7 @@ void remote_stats(struct remote *rm, kvt_stats_fn fn, void *ctx)
 	S("wakeups", c_wakeups);
 	S("put_crc_bytes", c_put_crc_bytes);
 	S("window_waits", c_window_waits);
+	S("inline_sends", c_inline_sends);
 	S("pool", c_pool);
 	S("bytes_in", c_bytes_in);
 	S("bytes_out", c_bytes_out);

@@ -50,6 +50,8 @@ struct remote_config {
 	unsigned batch;             /* most items in one frame */
 	bool crc_at_send;           /* a put's CRC32Cs made by the I/O thread as it packs
 				     * the frame, just before the send (remote.crc_at_send) */
+	bool inline_send;           /* a put's frame written by the submitting thread
+				     * where its connection is idle (remote.inline_send) */
 	bool tls;                   /* TLS to the server (lib/tlsio.c) */
 	char *tls_ca;               /* CA file that verifies the server; NULL: the system's */
 	char *tls_cert, *tls_key;   /* client certificate for mutual TLS, or NULL */
