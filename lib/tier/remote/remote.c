@@ -2062,6 +2062,14 @@ static bool wake_take(struct remote *rm)
 	return true;
 }
 
+/* Wake the thread (after wake_take said so). */
+static void wake_write(struct remote *rm)
+{
+	uint64_t one = 1;
+	ssize_t w = write(rm->wake_fd, &one, sizeof(one));
+	KVT_UNUSED(w);
+}
+
 /*
  * remote.inline_send: the submitting thread writes a PUT's frame itself,
  * right after the put's CRC32C pass brought its bytes into this core's
@@ -2170,11 +2178,8 @@ static bool put_inline(struct remote *rm, struct rop *op)
 		wake = wake_take(rm);
 		pthread_mutex_unlock(&rm->lock);
 	}
-	if (wake) {
-		uint64_t one = 1;
-		ssize_t w = write(rm->wake_fd, &one, sizeof(one));
-		KVT_UNUSED(w);
-	}
+	if (wake)
+		wake_write(rm);
 	return true;
 }
 
@@ -2223,11 +2228,8 @@ static int rop_submit(struct remote *rm, struct rop *op)
 		rm->sub_head = op;
 	rm->sub_tail = op;
 	pthread_mutex_unlock(&rm->lock);
-	if (wake) {
-		uint64_t one = 1;
-		ssize_t w = write(rm->wake_fd, &one, sizeof(one));
-		KVT_UNUSED(w);
-	}
+	if (wake)
+		wake_write(rm);
 	return 0;
 }
 
@@ -2476,11 +2478,8 @@ static void lane_unplug(struct remote *rm)
 	pthread_mutex_lock(&rm->lock);
 	wake = --rm->plugged == 0 && rm->sub_head != NULL && wake_take(rm);
 	pthread_mutex_unlock(&rm->lock);
-	if (wake) {
-		uint64_t one = 1;
-		ssize_t w = write(rm->wake_fd, &one, sizeof(one));
-		KVT_UNUSED(w);
-	}
+	if (wake)
+		wake_write(rm);
 }
 
 void remote_unplug(struct remote *rm)
