@@ -116,6 +116,7 @@ struct bc_cell {
 	 * engine's sendmsg calls and I/O-thread wake-ups in its two. */
 	uint64_t put_csw, dput_csw, get_csw, dget_csw;
 	uint64_t put_sends, get_sends, put_wakeups, get_wakeups;
+	uint64_t put_inline;          /* remote.inline_sends of the put phase */
 	/* The nodes' CPU (every thread of every kvtierd) in the same phases:
 	 * on loopback the receive path of a segment runs on whichever side's
 	 * thread meets it, so what one side saves the other may pay. */
@@ -888,6 +889,7 @@ static int bc_cell(struct bc *b, unsigned n, struct bc_cell *c, bool direct_firs
 	if (b->o.fwd == BC_FWD_AB && direct_first && (rc = bc_fwd_phase(b, n, c, &fwd_base)) < 0)
 		goto out;
 	uint64_t sends0 = bc_stat(s, "remote.sends"), wk0 = bc_stat(s, "remote.wakeups");
+	uint64_t inl0 = bc_stat(s, "remote.inline_sends");
 	if ((direct_first && (rc = bc_direct_all(b, n, true, &c->dput_gbps, &c->dput_cpu_s, &skip,
 						 &c->dput_srv_s, &c->dput_csw)) < 0) ||
 	    (rc = bc_phase(b, s, ns, true, &c->put_gbps, &c->put_cpu_s, &c->put_io_cpu_s, &skip, NULL,
@@ -896,6 +898,7 @@ static int bc_cell(struct bc *b, unsigned n, struct bc_cell *c, bool direct_firs
 						  &c->dput_srv_s, &c->dput_csw)) < 0))
 		goto out;
 	c->put_sends = bc_stat(s, "remote.sends") - sends0;
+	c->put_inline = bc_stat(s, "remote.inline_sends") - inl0;
 	c->put_wakeups = bc_stat(s, "remote.wakeups") - wk0;
 	kvt_store_stat(s, "remote.bytes_out", &out1);
 	c->put_wire_bytes = out1 - out0;
@@ -1226,6 +1229,11 @@ static void bc_report(struct bc *b, bool put, unsigned ni, struct bc_cell cells[
 			for (unsigned r = 0; r < rounds; r++)
 				wf[r] = (double)cells[r][ni].put_skips / (double)b->blocks;
 			printf(",\"put_local_skipped\":%.4f", bench_median(wf, rounds));
+			/* remote.inline_send: the share of puts whose frame the
+			 * submitting thread wrote itself */
+			for (unsigned r = 0; r < rounds; r++)
+				wf[r] = (double)cells[r][ni].put_inline / (double)b->blocks;
+			printf(",\"put_inline\":%.4f", bench_median(wf, rounds));
 			printf(",\"hot_forward\":\"%s\"",
 			       b->o.fwd == BC_FWD_ON	 ? "on" :
 			       b->o.fwd == BC_FWD_AB	 ? "ab" :
