@@ -170,7 +170,7 @@ struct dram {
 	dram_admit_fn admit_fn;
 	void *admit_ctx;
 	bool victim_wd;           /* evicted blocks go down through admit_fn */
-	/* dram_adapt_below: has the tier below no free room (the policy's
+	/* dram_below_room: has the tier below no free room (the policy's
 	 * write-down filter applies only then)?  NULL: always filter. */
 	bool (*below_full)(void *ctx);
 	void *below_ctx;
@@ -1130,11 +1130,15 @@ void dram_pin_lru(struct dram *d, bool below)
  * DRAM + SSD and lets its evidence decide the write-down (evict.c
  * evict_adapt_below, doc/policies.md) while full(ctx) says the SSD has no
  * free room; after dram_set_admit_hook. */
-void dram_adapt_below(struct dram *d, uint64_t lower_bytes, bool (*full)(void *ctx), void *ctx)
+void dram_below_room(struct dram *d, bool (*full)(void *ctx), void *ctx)
 {
-	uint64_t per = lower_bytes / d->chunk / (d->shard_count ? d->shard_count : 1);
 	d->below_full = full;
 	d->below_ctx = ctx;
+}
+
+void dram_adapt_below(struct dram *d, uint64_t lower_bytes)
+{
+	uint64_t per = lower_bytes / d->chunk / (d->shard_count ? d->shard_count : 1);
 	for (uint32_t i = 0; i < d->shard_count; i++) {
 		struct dram_shard *s = &d->shards[i];
 		pthread_mutex_lock(&s->lock);

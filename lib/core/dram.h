@@ -225,13 +225,16 @@ typedef bool (*dram_admit_fn)(void *ctx, struct dram_item *item, uint32_t ns, in
 /* victim: also offer evicted blocks (DRAM_ADMIT_EVICT; the SSD as DRAM's
  * victim tier, doc/policies.md). */
 void dram_set_admit_hook(struct dram *d, dram_admit_fn fn, void *ctx, bool victim);
+/* The tier below takes DRAM's victims: a policy's verdict against a
+ * victim (prefix-adapt's simulations, prefix-learn's classes) counts only
+ * while full(ctx) says that tier must drop something to take it (called
+ * under a shard lock: lock-free, must not call into DRAM).  Not set: the
+ * verdict always counts. */
+void dram_below_room(struct dram *d, bool (*full)(void *ctx), void *ctx);
 /* The SSD below, of lower_bytes, takes DRAM's victims: prefix-adapt
  * simulates both and decides the write-down (after dram_set_admit_hook,
- * which pins it; a later dram_pin_lru pins it again).  Its verdict
- * against a victim counts only while full(ctx) says the SSD must drop
- * something to take it (called under a shard lock: lock-free, must not
- * call into DRAM; NULL: always). */
-void dram_adapt_below(struct dram *d, uint64_t lower_bytes, bool (*full)(void *ctx), void *ctx);
+ * which pins it; a later dram_pin_lru pins it again). */
+void dram_adapt_below(struct dram *d, uint64_t lower_bytes);
 /* Tests: every shard's prefix-adapt mode set as evict_adapt_force does
  * (test_policy 7j). */
 void dram_test_adapt_mode(struct dram *d, unsigned mode);

@@ -1337,6 +1337,34 @@ static void test_adapt_below_room(void)
 	free(dir);
 }
 
+/*
+ * 7k. prefix-learn over an SSD with room, ssd.adapt_writedown off: its
+ *     verdict against a victim (a never-reused class) counts only while the
+ *     SSD must drop something to take it, as prefix-adapt's does.  DRAM of
+ *     8 blocks over 64 MiB of SSD (room for every block put): test 3's
+ *     workload (a shared head, three never-reused tails per prompt) puts
+ *     the tails on probation, and every victim is written down
+ *     (dram.victim_filtered 0; it was 167 before this rule); the log
+ *     never fills.
+ */
+static void test_learn_below_room(void)
+{
+	char *dir = t_mkdtemp();
+	struct kvt_store *s = open_blocks(dir, 8, "64M", "prefix-learn", "victim", "0");
+	uint32_t ns = t_ns(s, "learn-room");
+	for (uint64_t p = 1; p <= 120; p++) {
+		uint64_t ids[4] = { 1000, p * 10 + 1, p * 10 + 2, p * 10 + 3 };
+		request(s, ns, ids, 4);
+	}
+	T_ASSERT(!ssd_log_full(store_ssd(s)));
+	T_GE_INT(t_stat(s, "dram.probation_inserts"), 150);
+	T_EQ_U64(t_stat(s, "dram.victim_filtered"), 0);
+	T_GE_INT(t_stat(s, "ssd.blocks"), 300);
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+}
+
 static void test_adapt_mode(void)
 {
 	struct kvt_mem mem;
@@ -1378,6 +1406,7 @@ int main(void)
 	test_adapt_pinned();
 	test_adapt_below();
 	test_adapt_below_room();
+	test_learn_below_room();
 	test_adapt_groups();
 	test_adapt_group_isolation();
 	test_adapt_store_groups();

@@ -68,7 +68,7 @@ void ssd_close(struct ssd *s);
 bool ssd_admit(void *ctx, struct dram_item *item, uint32_t ns, int why);
 /* Has the log no free room, so that a write-down now would drop older
  * blocks (the segment open was had by evicting or reusing one)?  Lock-free;
- * DRAM's write-down filter asks it (dram_adapt_below); ctx is the ssd. */
+ * DRAM's write-down filter asks it (dram_below_room); ctx is the ssd. */
 bool ssd_log_full(void *ctx);
 /*
  * The eviction hook (the shared tier's write-down): when segment eviction

@@ -32,8 +32,11 @@ static int tssd_open(void **t, const struct tier_env *env, void *arg)
 		return ret;
 	}
 	dram_set_admit_hook(env->dram, ssd_admit, ssd, cfg->admission == SSD_ADMIT_VICTIM);
-	if (cfg->admission == SSD_ADMIT_VICTIM && cfg->adapt_wd)
-		dram_adapt_below(env->dram, cfg->capacity, ssd_log_full, ssd);
+	if (cfg->admission == SSD_ADMIT_VICTIM) {
+		dram_below_room(env->dram, ssd_log_full, ssd);
+		if (cfg->adapt_wd)
+			dram_adapt_below(env->dram, cfg->capacity);
+	}
 	*t = ssd;
 	return 0;
 }
