@@ -284,6 +284,19 @@ uint64_t ssd_rec_len(uint32_t part_count, uint64_t value_len, uint32_t align)
 	return ssd_rec_hdr_len(part_count, align) + KVT_ALIGN_UP(value_len, align);
 }
 
+const char *ssd_sum_entry_bound(const struct ssd_sum_entry *e, uint32_t align, uint64_t sum_off)
+{
+	uint64_t off = (uint64_t)e->off_512 * SSD_REC_ALIGN;
+	uint64_t len = (uint64_t)e->len_512 * SSD_REC_ALIGN;
+
+	if (!ssdfmt_align_ok(align) || off % align ||
+	    len != ssd_rec_len(e->part_count, e->value_len, align))
+		return "an entry off the segment's record alignment";
+	if (off + len > sum_off)
+		return "an entry past the summary's offset";
+	return NULL;
+}
+
 uint32_t ssd_rec_align_of(uint32_t part_count, uint64_t value_len, uint64_t rec_len)
 {
 	uint64_t l512 = ssd_rec_len(part_count, value_len, SSD_REC_ALIGN);

@@ -161,6 +161,12 @@ struct ssd_sum_entry {
 	struct kvt_key key;
 };
 
+/* Whether a summary entry can describe a record of a segment whose
+ * records are align-aligned and whose summary starts at sum_off: NULL if
+ * it is laid out at align (its length ssd_rec_len's) and ends at or before
+ * sum_off, else why not.  Recovery and fsck both judge a summary by it
+ * before they use any of its entries (doc/ssd-format.md). */
+const char *ssd_sum_entry_bound(const struct ssd_sum_entry *e, uint32_t align, uint64_t sum_off);
 /* Bytes one entry takes in a summary. */
 size_t ssd_sum_entry_len(const struct ssd_sum_entry *e);
 /* Encode a summary of n entries into buf (zero padded to SSD_ALIGN).

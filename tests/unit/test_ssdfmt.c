@@ -1176,6 +1176,30 @@ static int64_t ck_build(uint32_t slots, uint32_t clears, uint64_t entries)
 	return len;
 }
 
+/* The predicate recovery and fsck both judge a summary's entries by. */
+static void test_sum_entry_bound(void)
+{
+	struct ssd_sum_entry e = {.type = SSD_REC_PUT, .part_count = 1, .value_len = 16384};
+	uint64_t len4k = ssd_rec_len(1, 16384, SSD_REC_ALIGN_4K);   /* 20480 */
+	uint64_t len512 = ssd_rec_len(1, 16384, SSD_REC_ALIGN);     /* 16896 */
+
+	e.off_512 = 4096 / SSD_REC_ALIGN;
+	e.len_512 = (uint32_t)(len4k / SSD_REC_ALIGN);
+	T_ASSERT(ssd_sum_entry_bound(&e, SSD_REC_ALIGN_4K, 4096 + len4k) == NULL);
+	/* One byte short of room: past the summary. */
+	T_ASSERT(ssd_sum_entry_bound(&e, SSD_REC_ALIGN_4K, 4096 + len4k - 1) != NULL);
+	/* The 4K record's length read in a 512-aligned segment: refused. */
+	T_ASSERT(ssd_sum_entry_bound(&e, SSD_REC_ALIGN, 1 << 20) != NULL);
+	e.len_512 = (uint32_t)(len512 / SSD_REC_ALIGN);
+	T_ASSERT(ssd_sum_entry_bound(&e, SSD_REC_ALIGN, 1 << 20) == NULL);
+	/* Off the 4096 grid, or an alignment that is neither. */
+	e.off_512 = 4096 / SSD_REC_ALIGN + 1;
+	T_ASSERT(ssd_sum_entry_bound(&e, SSD_REC_ALIGN, 1 << 20) == NULL);
+	e.len_512 = (uint32_t)(len4k / SSD_REC_ALIGN);
+	T_ASSERT(ssd_sum_entry_bound(&e, SSD_REC_ALIGN_4K, 1 << 20) != NULL);
+	T_ASSERT(ssd_sum_entry_bound(&e, 8192, 1 << 20) != NULL);
+}
+
 static void test_ckpt_round_trip(void)
 {
 	static const uint32_t shapes[][3] = {
@@ -1393,6 +1417,7 @@ int main(void)
 	test_sum_truncated();
 	test_sum_bit_flips();
 	test_sum_bounds();
+	test_sum_entry_bound();
 	test_ckpt_round_trip();
 	test_ckpt_truncated_and_flips();
 	test_ckpt_bounds();

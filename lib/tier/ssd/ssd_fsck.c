@@ -379,17 +379,12 @@ struct sum_walk {
 	uint32_t align;
 };
 
-/* Recovery's first pass over a summary (rec_sum_bound_cb): every entry is
- * laid out at the segment's alignment and ends at or before summary_off. */
+/* Recovery's first pass over a summary (rec_sum_bound_cb), by the same
+ * predicate. */
 static int sum_bound_cb(void *ctx, const struct ssd_sum_entry *e)
 {
 	struct sum_walk *w = ctx;
-	uint64_t off = (uint64_t)e->off_512 * SSD_REC_ALIGN;
-	uint64_t len = (uint64_t)e->len_512 * SSD_REC_ALIGN;
-	if (off % w->align || len != ssd_rec_len(e->part_count, e->value_len, w->align))
-		w->bad = "an entry off the segment's record alignment";
-	else if (off + len > w->end)
-		w->bad = "an entry past the summary's offset";
+	w->bad = ssd_sum_entry_bound(e, w->align, w->end);
 	return w->bad ? KVT_ECORRUPT : 0;
 }
 

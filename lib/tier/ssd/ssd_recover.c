@@ -178,13 +178,8 @@ static int rec_push(struct recovery *rc, const struct ssd_ckpt_entry *it)
 static int rec_sum_bound_cb(void *ctx, const struct ssd_sum_entry *e)
 {
 	const struct recovery *rc = ctx;
-	uint64_t off = (uint64_t)e->off_512 * SSD_REC_ALIGN;
-	uint64_t len = (uint64_t)e->len_512 * SSD_REC_ALIGN;
 	uint32_t align = rc->s->segs[rc->cur_slot].rec_align;
-	/* ... and is laid out at the segment's alignment. */
-	if (off % align || len != ssd_rec_len(e->part_count, e->value_len, align))
-		return KVT_ECORRUPT;
-	return off + len > rc->cur_sum_off ? KVT_ECORRUPT : 0;
+	return ssd_sum_entry_bound(e, align, rc->cur_sum_off) ? KVT_ECORRUPT : 0;
 }
 
 static int rec_sum_cb(void *ctx, const struct ssd_sum_entry *e)
