@@ -2050,6 +2050,27 @@ fail:
 	promote_free(s, p);
 }
 
+/* A read's task from its index entry e (sh->lock held): the record's
+ * place and, from its length, its layout (512 or 4096, its segment's).
+ * Returns the record's offset in its segment; p->rec_align is 0 if the
+ * length fits neither layout (a miss). */
+static uint64_t promote_from_entry(struct promote_task *p, struct ssd *s, uint32_t ns,
+				   const struct kvt_key *key, const struct ssd_entry *e)
+{
+	p->s = s;
+	p->ns = ns;
+	p->key = *key;
+	p->seq = e->seq;
+	p->generation = e->generation;
+	p->value_len = e->value_len;
+	p->slot = e->slot;
+	p->part_count = e->part_count;
+	p->rec_len = (uint64_t)e->len_512 * SSD_REC_ALIGN;
+	p->rec_align = ssd_rec_align_of(p->part_count, p->value_len, p->rec_len);
+	p->hdr_len = ssd_rec_hdr_len(p->part_count, p->rec_align);
+	return (uint64_t)e->off_512 * SSD_REC_ALIGN;
+}
+
 int ssd_promote(struct ssd *s, uint32_t ns, const struct kvt_key *key, int prio,
 		tier_got_fn cb, void *ctx)
 {
@@ -2093,22 +2114,9 @@ int ssd_promote(struct ssd *s, uint32_t ns, const struct kvt_key *key, int prio,
 	if (e->flags & E_READ)
 		e->flags |= E_READ2;
 	e->flags |= E_READ;
-	p->s = s;
 	p->h = h;
-	p->ns = ns;
-	p->key = *key;
-	p->seq = e->seq;
-	p->generation = e->generation;
-	p->value_len = e->value_len;
-	p->slot = e->slot;
-	p->part_count = e->part_count;
-	p->rec_len = (uint64_t)e->len_512 * SSD_REC_ALIGN;
-	off = (uint64_t)e->off_512 * SSD_REC_ALIGN;
+	off = promote_from_entry(p, s, ns, key, e);
 	pthread_mutex_unlock(&sh->lock);
-
-	/* The record's layout (512 or 4096, its segment's) from its length. */
-	p->rec_align = ssd_rec_align_of(p->part_count, p->value_len, p->rec_len);
-	p->hdr_len = ssd_rec_hdr_len(p->part_count, p->rec_align);
 	if (p->rec_align == 0) {
 		promote_free(s, p);
 		kvt_mem_free(s->mem, w, sizeof(*w));
@@ -2218,21 +2226,9 @@ int ssd_read_copy(struct ssd *s, uint32_t ns, const struct kvt_key *key, int pri
 		goto miss;
 	}
 	/* Not E_READ: this read must not make the block hot (ssd.h). */
-	p->s = s;
-	p->ns = ns;
-	p->key = *key;
-	p->seq = e->seq;
-	p->generation = e->generation;
-	p->value_len = e->value_len;
-	p->slot = e->slot;
-	p->part_count = e->part_count;
-	p->rec_len = (uint64_t)e->len_512 * SSD_REC_ALIGN;
-	off = (uint64_t)e->off_512 * SSD_REC_ALIGN;
+	off = promote_from_entry(p, s, ns, key, e);
 	pthread_mutex_unlock(&sh->lock);
-
-	p->rec_align = ssd_rec_align_of(p->part_count, p->value_len, p->rec_len);
-	p->hdr_len = ssd_rec_hdr_len(p->part_count, p->rec_align);
-	if (p->rec_align == 0 || p->rec_len < p->hdr_len + p->value_len)
+	if (p->rec_align == 0)
 		goto miss;
 	c->part_count = p->part_count;
 	c->value_len = p->value_len;
