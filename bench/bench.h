@@ -96,6 +96,11 @@ int bench_parse_size(const char *s, uint64_t *out);      /* "256K", "2GiB": 0 or
 const char *bench_fmt_size(char *buf, size_t len, uint64_t v); /* "2 MiB" */
 int bench_cmp_double(const void *a, const void *b);      /* for qsort */
 double bench_rate(double amount, double secs);           /* amount/secs, secs floored at 1 ns */
+/* The machine's load at `when` ("start", "end") as one line of text into
+ * buf: "load average 1.20 on 2 CPUs at the start", with a warning appended
+ * when other processes compete (a 1-minute load over half the CPUs; *busy
+ * says so).  NULL if /proc/loadavg cannot be read. */
+const char *bench_load_text(char *buf, size_t len, const char *when, bool *busy);
 #define BENCH_ROUNDS_MAX 15
 double bench_median(const double *v, unsigned n);       /* of n <= BENCH_ROUNDS_MAX; 0 if none */
 /* JSON fields of a line being printed: ,"name":[v0,v1,...] (%.3f each);

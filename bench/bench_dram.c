@@ -1602,23 +1602,14 @@ static int bd_parse_args(struct bd_opts *o, int argc, char **argv)
  */
 static void bd_load_note(const struct bd *b, const char *when)
 {
-	double l1 = -1;
-	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-	FILE *f = fopen("/proc/loadavg", "r");
-	if (f != NULL) {
-		if (fscanf(f, "%lf", &l1) != 1)
-			l1 = -1;
-		fclose(f);
-	}
-	if (l1 < 0 || cpus < 1)
+	char text[160];
+	bool busy = false;
+	if (!bench_load_text(text, sizeof(text), when, &busy))
 		return;
-	bool busy = l1 > 0.5 * (double)cpus;
 	if (!b->o.json)
-		bd_note(b, "load average %.2f on %ld CPUs at the %s%s", l1, cpus, when,
-			busy ? ": WARNING, other processes compete, figures are noisy" : "");
+		bd_note(b, "%s", text);
 	else if (busy)
-		fprintf(stderr, "kvtier bench dram: warning: load average %.2f on %ld CPUs at the %s: "
-				"other processes compete, figures are noisy\n", l1, cpus, when);
+		fprintf(stderr, "kvtier bench dram: %s\n", text);
 }
 
 int bench_dram_main(int argc, char **argv)

@@ -2077,23 +2077,14 @@ static int bs_parse_args(struct bs *b, bool recovery_cmd, int argc, char **argv)
  */
 static void bs_load_note(const struct bs *b, const char *when)
 {
-	double l1 = -1;
-	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-	FILE *f = fopen("/proc/loadavg", "r");
-	if (f != NULL) {
-		if (fscanf(f, "%lf", &l1) != 1)
-			l1 = -1;
-		fclose(f);
-	}
-	if (l1 < 0 || cpus < 1)
+	char text[160];
+	bool busy = false;
+	if (!bench_load_text(text, sizeof(text), when, &busy))
 		return;
-	bool busy = l1 > 0.5 * (double)cpus;
 	if (!b->o.json)
-		bs_note(b, "load average %.2f on %ld CPUs at the %s%s", l1, cpus, when,
-			busy ? ": WARNING, other processes compete, figures are noisy" : "");
+		bs_note(b, "%s", text);
 	else if (busy)
-		fprintf(stderr, "%s: warning: load average %.2f on %ld CPUs at the %s: "
-				"other processes compete, figures are noisy\n", b->who, l1, cpus, when);
+		fprintf(stderr, "%s: %s\n", b->who, text);
 }
 
 /* Is fio there?  Its version goes into the header. */

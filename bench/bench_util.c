@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "bench.h"
 #include "kvtier.h"
@@ -133,4 +134,22 @@ void bench_json_num(const char *name, double v, const char *fmt)
 		printf("null");
 	else
 		printf(fmt, v);
+}
+
+const char *bench_load_text(char *buf, size_t len, const char *when, bool *busy)
+{
+	double l1 = -1;
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	FILE *f = fopen("/proc/loadavg", "r");
+	if (f != NULL) {
+		if (fscanf(f, "%lf", &l1) != 1)
+			l1 = -1;
+		fclose(f);
+	}
+	if (l1 < 0 || cpus < 1)
+		return NULL;
+	*busy = l1 > 0.5 * (double)cpus;
+	snprintf(buf, len, "load average %.2f on %ld CPUs at the %s%s", l1, cpus, when,
+		 *busy ? ": WARNING, other processes compete, figures are noisy" : "");
+	return buf;
 }
