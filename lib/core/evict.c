@@ -498,12 +498,19 @@ static void adapt_note(struct evict *e, struct evict_adapt *a, uint32_t group, u
 	if (a->sim_seen < EVICT_SIM_EVIDENCE)
 		return;
 	/* Another mode replaces the current one only by beating it
-	 * significantly (the best such, by hits). */
+	 * significantly (the best such, by hits) -- except LRU, which a
+	 * segmented mode gives way to as soon as LRU's simulation is not
+	 * worse: a segmented mode must keep earning its place, since on a
+	 * small DRAM the sample's noise picks one that the real cache does
+	 * not gain from (doc/policies.md "Ninth pass"). */
 	m = best = a->mode;
 	for (unsigned c = 0; c < EVICT_MODES; c++)
 		if (c != m && adapt_better(a->sim_only[c][m], a->sim_only[m][c], a->sim_hits[m]) &&
 		    (best == m || a->sim_hits[c] > a->sim_hits[best]))
 			best = c;
+	if (best == m && m != EVICT_MODE_LRU &&
+	    a->sim_only[EVICT_MODE_LRU][m] >= a->sim_only[m][EVICT_MODE_LRU])
+		best = EVICT_MODE_LRU;
 	if (best != m) {
 		a->mode = (uint8_t)best;
 		a->horizon = best == EVICT_MODE_SEG_SHORT ? EVICT_SHORT_HORIZON : GHOST_LIFE;

@@ -709,7 +709,9 @@ static void test_minisim_hand(void)
  *     and hits 12 a round.  Still LRU after 240 sampled accesses (under
  *     the 256 of evidence), segmented after 40 rounds.
  *     Tie: rounds of the same 10 keys: both simulations hit all of them
- *     from the second round, no access tells them apart, no switch ever.
+ *     from the second round, no access tells them apart, no switch ever
+ *     from LRU; after the scan, segmented gives way to LRU once its lead
+ *     has decayed to nothing (LRU not worse is enough to come back).
  */
 static uint64_t adapt_hash(uint64_t key)
 {
@@ -1382,6 +1384,20 @@ static void test_adapt_mode(void)
 	}
 	T_EQ_INT(e.ad0.seg, true);
 	T_EQ_U64(e.ad0.mode_switches, 1);
+	/* Then the scan ends: rounds of the same 10 keys, which both
+	 * simulations hit alike.  Segmented's lead halves every window
+	 * (4 x 64 sampled accesses) until LRU is not worse: back to LRU,
+	 * once, though LRU never beat it. */
+	for (unsigned r = 0; r < 400 && e.ad0.seg; r++)
+		for (uint64_t k = 1; k <= 10; k++)
+			adapt_access(&e, k);
+	T_EQ_INT(e.ad0.seg, false);
+	T_EQ_INT(e.ad0.mode, EVICT_MODE_LRU);
+	T_EQ_U64(e.ad0.mode_switches, 2);
+	for (unsigned r = 0; r < 100; r++)
+		for (uint64_t k = 1; k <= 10; k++)
+			adapt_access(&e, k);
+	T_EQ_U64(e.ad0.mode_switches, 2);
 	evict_fini(&e);
 
 	T_OK(evict_init(&e, &mem, DRAM_POLICY_PREFIX_ADAPT, 256));
