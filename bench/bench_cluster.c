@@ -12,7 +12,8 @@
  *     kvt_store: dram.capacity --local-dram, remote.addrs = the N nodes
  *        |  put: W blocks, prompts of --prompt-blocks keys, KVT_F_PROMPT,
  *        |       --inflight in flight, written through to the group's node
- *        |       (a prompt's first group to remote.hot_replicas nodes)
+ *        |       (a prompt's first group to remote.hot_replicas nodes),
+ *        |       after --put-warmup untimed puts (the steady state)
  *        |  get: a fresh store (cold DRAM), the same W blocks, every byte
  *        v       checked against its value, rotating destination buffers
  *     node 0 .. node N-1 (kvtierd, --threads loop threads each)
