@@ -12,7 +12,8 @@
  *     kvt_store: dram.capacity --local-dram, remote.addrs = the N nodes
  *        |  put: W blocks, prompts of --prompt-blocks keys, KVT_F_PROMPT,
  *        |       --inflight in flight, written through to the group's node
- *        |       (a prompt's first group to remote.hot_replicas nodes)
+ *        |       (a prompt's first group to remote.hot_replicas nodes),
+ *        |       after --put-warmup untimed puts (the steady state)
  *        |  get: a fresh store (cold DRAM), the same W blocks, every byte
  *        v       checked against its value, rotating destination buffers
  *     node 0 .. node N-1 (kvtierd, --threads loop threads each)
@@ -63,6 +64,9 @@
 #define BC_LAT_PROMPTS 16       /* prompt loads timed per cell */
 
 #define BC_SET_MAX 8
+/* Puts after which remote.put_local=auto has decided a put-only engine
+ * skips local copies (it copies its first 16, deciding every 8). */
+#define BC_WARMUP_STEADY 32u
 
 struct bc_opts {
 	bool smoke, json, keep;
@@ -73,6 +77,7 @@ struct bc_opts {
 	unsigned rounds, threads, inflight, conns, prompt_blocks, group, hot;
 	unsigned conns_max;           /* remote.conns_max; 0: --conns (a fixed pool) */
 	unsigned io_threads;          /* remote.io_threads */
+	unsigned put_warmup;          /* --put-warmup: untimed puts before each put phase */
 	const char *put_local;        /* remote.put_local */
 	int fwd;                      /* --hot-forward: BC_FWD_* */
 	bool seq;                     /* --order seq: the engine's phases walk blocks 0, 1, 2... */
@@ -837,6 +842,54 @@ static double bc_fwd_wait(struct kvt_store *s, uint64_t want)
 	return (bench_now() - t0) * 1e3;
 }
 
+/*
+ * --put-warmup N: N untimed puts through the engine's store s before its
+ * timed put phase, so that the phase measures an engine that has been
+ * putting for a while rather than a fresh store.  What a fresh store does
+ * differently: remote.put_local=auto copies its first 16 puts into local
+ * DRAM (faulting in the arena's pages) before it knows whether puts are
+ * read back (doc/remote.md), which at 2 MiB and 128 MiB is a quarter of
+ * the phase's puts.  The warm-up puts go to a namespace of their own
+ * (the working set's first N blocks in the phase's order), are waited
+ * for (answers, and the nodes' forwarded copies), then cleared from the
+ * nodes and local DRAM, so the nodes' block counts hold the timed puts
+ * only.  The forwarded phase (--hot-forward ab) warms up in a namespace
+ * of its own: a member refuses forwarded copies into a namespace cleared
+ * within the last minute (doc/cluster.md "Consistency").
+ */
+static int bc_put_warmup(struct bc *b, unsigned n, struct kvt_store *s)
+{
+	struct kvt_ns_desc desc = bc_desc;
+	unsigned blocks = b->blocks;
+	double skip, srv;
+	uint64_t fwd0 = bc_forwarded(s), fputs0 = bc_stat(s, "remote.forwarded_puts");
+	uint32_t ns;
+	int64_t cleared;
+	int rc;
+
+	if (b->o.put_warmup == 0)
+		return 0;
+	desc.model = b->fwd_now ? "bench-cluster-warmup-fwd" : "bench-cluster-warmup";
+	if ((rc = kvt_ns_register(s, &desc, &ns)) < 0)
+		return rc;
+	b->blocks = b->o.put_warmup < blocks ? b->o.put_warmup : blocks;
+	rc = bc_phase(b, s, ns, true, &skip, &skip, &skip, &skip, NULL, &srv, NULL);
+	b->blocks = blocks;
+	if (rc < 0 || (rc = kvt_flush(s)) < 0)
+		return rc;
+	if (n > 1) { /* the copies the nodes forward (none with forwarding off) */
+		unsigned copies = b->o.hot < n ? b->o.hot : n;
+		uint64_t fputs = bc_stat(s, "remote.forwarded_puts") - fputs0;
+		if (bc_fwd_wait(s, fwd0 + fputs * (copies - 1)) < 0)
+			return -EIO;
+	}
+	if ((cleared = kvt_clear(s, ns)) < 0) {
+		bc_err("clearing the warm-up's namespace: %s", kvt_strerror((int)cleared));
+		return (int)cleared;
+	}
+	return 0;
+}
+
 /* --hot-forward on / ab: an engine put phase with remote.hot_forward on,
  * its written-through puts answered, then the time until the nodes'
  * forwarded copies landed (the next phase does not overlap them). */
@@ -850,9 +903,12 @@ static int bc_fwd_phase(struct bc *b, unsigned n, struct bc_cell *c, uint64_t *f
 
 	b->fwd_now = true;
 	rc = bc_store_open(b, n, &s, &ns);
+	if (rc == 0)
+		rc = bc_put_warmup(b, n, s);
 	b->fwd_now = false;
 	if (rc < 0)
-		return rc;
+		goto out;
+	*fwd_base = bc_forwarded(s); /* the warm-up's copies landed */
 	kvt_store_stat(s, "remote.bytes_out", &out0);
 	if ((rc = bc_phase(b, s, ns, true, &c->fput_gbps, &c->fput_cpu_s, &skip, &skip, NULL,
 			    &srv, NULL)) < 0 ||
@@ -880,8 +936,10 @@ static int bc_cell(struct bc *b, unsigned n, struct bc_cell *c, bool direct_firs
 	double skip;
 
 	memset(c, 0, sizeof(*c));
-	if ((rc = bc_nodes_start(b, n)) < 0 || (rc = bc_store_open(b, n, &s, &ns)) < 0)
+	if ((rc = bc_nodes_start(b, n)) < 0 || (rc = bc_store_open(b, n, &s, &ns)) < 0 ||
+	    (rc = bc_put_warmup(b, n, s)) < 0)
 		goto out;
+	uint64_t skips0 = bc_stat(s, "store.put_local_skips");
 	kvt_store_stat(s, "remote.bytes_out", &out0);
 	/* ab: the forwarded puts before the engine's in odd rounds, after
 	 * them in even ones */
@@ -899,7 +957,20 @@ static int bc_cell(struct bc *b, unsigned n, struct bc_cell *c, bool direct_firs
 	c->put_wakeups = bc_stat(s, "remote.wakeups") - wk0;
 	kvt_store_stat(s, "remote.bytes_out", &out1);
 	c->put_wire_bytes = out1 - out0;
-	c->put_skips = bc_stat(s, "store.put_local_skips");
+	c->put_skips = bc_stat(s, "store.put_local_skips") - skips0;
+	/* The row claims the steady state: after the warm-up a put-only
+	 * engine with put_local auto copies none of its puts (doc/remote.md). */
+	bool auto_local = strcmp(b->o.put_local, "auto") == 0;
+	for (unsigned i = 0; i < b->o.set_count; i++)
+		if (strncmp(b->o.set[i], "remote.put_local=", 17) == 0)
+			auto_local = strcmp(b->o.set[i] + 17, "auto") == 0;
+	if (auto_local && b->o.put_warmup >= BC_WARMUP_STEADY && c->put_skips < b->blocks) {
+		bc_err("put_local auto copied %" PRIu64 " of %u puts after a warm-up of %u:"
+		       " the put row is not the steady state", b->blocks - c->put_skips, b->blocks,
+		       b->o.put_warmup);
+		rc = -EIO;
+		goto out;
+	}
 	if (b->o.fwd == BC_FWD_AB && !direct_first && (rc = bc_fwd_phase(b, n, c, &fwd_base)) < 0)
 		goto out;
 	if ((b->o.fwd == BC_FWD_ON || b->o.fwd == BC_FWD_AUTO) && n > 1) {
@@ -1184,14 +1255,14 @@ static void bc_report(struct bc *b, bool put, unsigned ni, struct bc_cell cells[
 		printf("{\"bench\":\"cluster.%s\",\"nodes\":%u,\"threads_per_node\":%u"
 		       ",\"server_threads\":%u,\"value_bytes\":%" PRIu64 ",\"blocks\":%u"
 		       ",\"inflight\":%u,\"order\":\"%s\",\"conns_per_node\":%u,\"conns_max\":%u"
-		       ",\"put_local\":\"%s\",\"io_threads\":%u"
+		       ",\"put_local\":\"%s\",\"put_warmup\":%u,\"io_threads\":%u"
 		       ",\"prompt_blocks\":%u,\"group\":%u"
 		       ",\"hot_replicas\":%u,\"ssd_bytes\":%" PRIu64 ",\"gbps\":%.3f,\"per_node_gbps\":%.3f"
 		       ",\"baseline\":\"iperf3\",\"baseline_gbps\":%.3f,\"ratio\":%.4f",
 		       put ? "put" : "get", n, b->o.threads, n * b->o.threads, b->size, b->blocks,
 		       b->o.inflight, b->o.seq ? "seq" : "groups", b->o.conns,
-		       b->o.conns_max ? b->o.conns_max : b->o.conns, b->o.put_local, b->o.io_threads,
-		       b->o.prompt_blocks, b->o.group,
+		       b->o.conns_max ? b->o.conns_max : b->o.conns, b->o.put_local,
+		       b->o.put_warmup, b->o.io_threads, b->o.prompt_blocks, b->o.group,
 		       b->o.hot < n ? b->o.hot : n, b->o.ssd, gm, gm / n, im,
 		       gm / (im > 0 ? im : 1e-12));
 		for (unsigned i = 0; i < b->o.set_count; i++)
@@ -1379,6 +1450,11 @@ static void bc_usage(FILE *f)
 		"  --io-threads N     remote.io_threads: the engine's I/O threads per node\n"
 		"                     (default 1; the direct client has --conns per node)\n"
 		"  --put-local MODE   remote.put_local: auto (default, the library's), always or never\n"
+		"  --put-warmup N     untimed puts (a namespace of their own, cleared\n"
+		"                     after) through each engine store before its put\n"
+		"                     phase, so the phase measures the steady state: a\n"
+		"                     fresh store with put_local auto copies its first 16\n"
+		"                     puts into local DRAM (default 32; 0: none)\n"
 		"  --order ORDER      the engine's put and get phases submit blocks\n"
 		"                     round-robin over the groups (groups, default: the\n"
 		"                     blocks in flight are on several nodes, as the\n"
@@ -1459,6 +1535,7 @@ int bench_cluster_main(int argc, char **argv)
 		{ "put-local", required_argument, NULL, 'P' },
 		{ "direct-crc", no_argument, NULL, 'R' },
 		{ "io-threads", required_argument, NULL, 'Y' },
+		{ "put-warmup", required_argument, NULL, 'U' },
 		{ "order", required_argument, NULL, 'O' },
 		{ "local-dram", required_argument, NULL, 'L' }, { "ssd", required_argument, NULL, 'S' },
 		{ "dir", required_argument, NULL, 'd' }, { "keep", no_argument, NULL, 'k' },
@@ -1480,7 +1557,7 @@ int bench_cluster_main(int argc, char **argv)
 	b->o = (struct bc_opts){ .dir = ".", .threads = 1, .inflight = 8, .conns = 2, .hot = 2,
 				 .fwd = BC_FWD_AUTO,
 				 .local_dram = 64 * BC_MIB, .put_local = "auto",
-				 .io_threads = 1 };
+				 .io_threads = 1, .put_warmup = BC_WARMUP_STEADY };
 	optind = 1;
 	opterr = 0;
 	while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
@@ -1493,6 +1570,11 @@ int bench_cluster_main(int argc, char **argv)
 			if (v < 1 || v > 8)
 				goto usage;
 			b->o.io_threads = (unsigned)v;
+			break;
+		case 'U':
+			if (v < 0 || (v == 0 && strcmp(optarg, "0") != 0))
+				goto usage;
+			b->o.put_warmup = (unsigned)v;
 			break;
 		case 'n': nodes = optarg; break;
 		case 'z': sizes = optarg; break;
@@ -1623,11 +1705,12 @@ int bench_cluster_main(int argc, char **argv)
 	}
 	if (!b->o.json) {
 		printf("# kvtier bench cluster: loopback, %u loop thread(s) per node, %u round(s), "
-		       "%u in flight (order %s), put_local %s, engine I/O threads %u per node,"
+		       "%u in flight (order %s), put_local %s (warm-up %u puts),"
+		       " engine I/O threads %u per node,"
 		       " hot replicas %u%s, kvtierd %s\n"
 		       "%-4s %-8s %5s %4s %8s %8s %8s %6s %8s %7s %8s %s\n",
 		       b->o.threads, b->o.rounds, b->o.inflight, b->o.seq ? "seq" : "groups",
-		       b->o.put_local, b->o.io_threads, b->o.hot,
+		       b->o.put_local, b->o.put_warmup, b->o.io_threads, b->o.hot,
 		       b->o.direct_crc ? ", the direct client checks CRC32C" : "", kvtierd, "op",
 		       "size", "nodes",
 		       "thr", "GB/s", "per-node", "iperf3", "ratio", "direct", "/direct", "vs-1node",
