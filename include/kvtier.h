@@ -1320,7 +1320,8 @@ int64_t kvt_remote_who(struct kvt_store *store, uint32_t ns, const struct kvt_ke
  */
 #define KVT_FSCK_DAMAGE 1 /* a record, header or checkpoint fails its checks */
 #define KVT_FSCK_ORPHAN 2 /* a sound record nothing can reach (unknown namespace) */
-#define KVT_FSCK_WARN   3 /* harmless: a stray file, a leftover checkpoint.tmp */
+#define KVT_FSCK_WARN   3 /* harmless: a stray file, a leftover checkpoint.tmp, a
+			   * write a crash tore past the checkpoint's write point */
 
 struct kvt_fsck {
 	/* in: callbacks (each may be NULL), called on the calling thread */

@@ -297,6 +297,25 @@ const char *ssd_sum_entry_bound(const struct ssd_sum_entry *e, uint32_t align, u
 	return NULL;
 }
 
+const char *ssd_walk_rec(int d, const struct ssd_rec_hdr *h, uint64_t gen, uint64_t off,
+			 uint64_t seg_size, uint32_t align, uint64_t *rec_len)
+{
+	uint64_t len;
+
+	if (d < 0)
+		return "no sound record header";
+	if (h->generation != gen)
+		return h->generation < gen ? "a record of an older generation"
+					   : "a record of a newer generation";
+	/* A checksum-valid header that claims more than the segment holds
+	 * is not a record of this segment. */
+	len = ssd_rec_len(h->part_count, h->value_len, align);
+	if (len == 0 || off > seg_size || len > seg_size - off)
+		return "a record that runs past its segment";
+	*rec_len = len;
+	return NULL;
+}
+
 uint32_t ssd_rec_align_of(uint32_t part_count, uint64_t value_len, uint64_t rec_len)
 {
 	uint64_t l512 = ssd_rec_len(part_count, value_len, SSD_REC_ALIGN);

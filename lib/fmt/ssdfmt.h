@@ -62,6 +62,7 @@ struct ssd_seg_hdr {
 
 /* Encode into buf[SSD_ALIGN] (zero padding, CRC).  Always succeeds. */
 void ssd_seg_hdr_encode(const struct ssd_seg_hdr *h, uint8_t *buf);
+
 /* Decode buf[SSD_ALIGN].  0, KVT_ECORRUPT (magic, CRC, fields), KVT_EVERSION
  * (an intact header of a version other than SSD_FMT_VERSION and
  * SSD_SEG_VERSION_4K: h->version says which). */
@@ -167,6 +168,15 @@ struct ssd_sum_entry {
  * sum_off, else why not.  Recovery and fsck both judge a summary by it
  * before they use any of its entries (doc/ssd-format.md). */
 const char *ssd_sum_entry_bound(const struct ssd_sum_entry *e, uint32_t align, uint64_t sum_off);
+/* One step of recovery's walk of a segment's records (doc/ssd-format.md
+ * "Recovery" step 4), at byte off of a segment of generation gen and
+ * seg_size bytes whose records are align-aligned, where
+ * ssd_rec_hdr_decode returned d into h: NULL if the walk takes the record
+ * (*rec_len: its length; the walk goes on after it), else why the walk
+ * stops there -- where the segment's writes ended, as recovery reads it.
+ * Recovery and fsck both walk by it. */
+const char *ssd_walk_rec(int d, const struct ssd_rec_hdr *h, uint64_t gen, uint64_t off,
+			 uint64_t seg_size, uint32_t align, uint64_t *rec_len);
 /* Bytes one entry takes in a summary. */
 size_t ssd_sum_entry_len(const struct ssd_sum_entry *e);
 /* Encode a summary of n entries into buf (zero padded to SSD_ALIGN).

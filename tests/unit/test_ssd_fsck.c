@@ -9,7 +9,9 @@
  * seals into the segment's summary; a damaged header before the
  * checkpoint's write point is damage, one past it (what a crash may leave)
  * a warning naming the records recovery will not find -- and recovery
- * indeed does not find them.
+ * indeed does not find them.  A torn value (header sound, a part failing
+ * its CRC) past the write point is a warning too, and its block a miss
+ * after recovery; before it, damage.
  */
 #include <fcntl.h>
 #include <stdlib.h>
@@ -156,6 +158,31 @@ static void flip_crc(const char *dir, uint32_t slot, uint64_t off)
 	b ^= 0x40;
 	T_EQ_INT(pwrite(fd, &b, 1, (off_t)off + 12), 1);
 	close(fd);
+}
+
+/* Tear the value of the record at off: invert the 512 bytes of its last
+ * 512-byte block that holds value bytes, as a write a crash cut at a
+ * 512-byte boundary leaves the old bytes there (doing it again restores
+ * it).  The header stays sound. */
+static void tear_value(const char *dir, uint32_t slot, uint64_t off, uint32_t align)
+{
+	uint8_t *b = malloc(20480), blk[512];
+	struct ssd_rec_hdr r;
+	uint64_t at;
+	int fd = seg_fd(dir, slot, O_RDWR), d;
+	T_GE_INT(fd, 0);
+	T_ASSERT(b);
+	T_EQ_INT(pread(fd, b, 20480, (off_t)off), 20480);
+	d = ssd_rec_hdr_decode(b, 20480, align, &r, NULL, 0);
+	T_OK(d);
+	T_ASSERT(r.value_len > 0);
+	at = (off + r.hdr_len + r.value_len - 1) / 512 * 512;
+	T_EQ_INT(pread(fd, blk, sizeof(blk), (off_t)at), (int)sizeof(blk));
+	for (size_t i = 0; i < sizeof(blk); i++)
+		blk[i] ^= 0xff;
+	T_EQ_INT(pwrite(fd, blk, sizeof(blk), (off_t)at), (int)sizeof(blk));
+	close(fd);
+	free(b);
 }
 
 /* Keys k.. into s until a slot has been reused and the open segment in it
@@ -316,6 +343,52 @@ static void crash(const char *align, const char *reuse, bool ckpt)
 		T_RC(fsck(dir, &w), KVT_ECORRUPT);
 		T_ASSERT(w.f.damaged >= 1);
 		flip_crc(dir, o.slot, o.offs[0]);
+	}
+
+	/* A torn value (its header sound, a part failing its CRC) at or past
+	 * the checkpoint's write point (with none: anywhere) is a write the
+	 * crash cut: recovery indexes it and its first read is a miss, so
+	 * fsck notes it (a warning), no damage; before the write point it is
+	 * damage. */
+	{
+		uint32_t i = 0;
+		while (i < o.n && o.offs[i] < ck_off)
+			i++;
+		T_ASSERT(i < o.n);
+		tear_value(dir, o.slot, o.offs[i], o.h.rec_align);
+		T_RC(fsck(dir, &w), 0);
+		T_EQ_U64(w.f.damaged, 0);
+		T_EQ_U64(w.f.warnings, 1);
+		snprintf(want, sizeof(want), "ssd/seg-%06u offset %llu", o.slot,
+			 (unsigned long long)o.offs[i]);
+		T_ASSERT(strstr(w.text, want) != NULL);
+		T_ASSERT(strstr(w.text, "torn") != NULL);
+		{
+			/* Recovery (on a copy): the torn block is a miss, every
+			 * other exact. */
+			char *cp = t_mkdtemp(), cmd[8300];
+			struct kvt_store *s;
+			uint32_t ns;
+			snprintf(cmd, sizeof(cmd), "cp -a '%s'/. '%s'", dir, cp);
+			T_EQ_INT(system(cmd), 0);
+			s = open_at(cp, align, reuse);
+			ns = ns_of(s);
+			for (uint32_t j = 0; j < o.n; j++)
+				T_RC(t_get_filled(s, ns, o.keys[j], len_of(o.keys[j])),
+				     j == i ? KVT_MISS : KVT_OK);
+			T_EQ_U64(t_stat(s, "ssd.crc_errors"), 1);
+			kvt_store_destroy(s);
+			t_rmtree(cp);
+			free(cp);
+		}
+		tear_value(dir, o.slot, o.offs[i], o.h.rec_align);
+		if (ckpt) {
+			tear_value(dir, o.slot, o.offs[0], o.h.rec_align);
+			T_RC(fsck(dir, &w), KVT_ECORRUPT);
+			T_EQ_U64(w.f.damaged, 2); /* the part, and the checkpoint's entry */
+			tear_value(dir, o.slot, o.offs[0], o.h.rec_align);
+		}
+		clean(&w, fsck(dir, &w));
 	}
 
 	/* Past it, with records after it: a warning, no damage. */

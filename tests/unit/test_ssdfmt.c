@@ -1200,6 +1200,28 @@ static void test_sum_entry_bound(void)
 	T_ASSERT(ssd_sum_entry_bound(&e, 8192, 1 << 20) != NULL);
 }
 
+/* The predicate recovery's walk and fsck's both stop by. */
+static void test_walk_rec(void)
+{
+	struct ssd_rec_hdr h = {.type = SSD_REC_PUT, .part_count = 1, .value_len = 16384,
+				.generation = 7};
+	uint64_t len4k = ssd_rec_len(1, 16384, SSD_REC_ALIGN_4K), len = 0;
+	uint64_t seg = 1 << 20;
+
+	T_ASSERT(ssd_walk_rec(0, &h, 7, 4096, seg, SSD_REC_ALIGN_4K, &len) == NULL);
+	T_EQ_U64(len, len4k);
+	/* The record ends exactly at the segment's end, or one 4 KiB past. */
+	T_ASSERT(ssd_walk_rec(0, &h, 7, seg - len4k, seg, SSD_REC_ALIGN_4K, &len) == NULL);
+	T_ASSERT(ssd_walk_rec(0, &h, 7, seg - len4k + 4096, seg, SSD_REC_ALIGN_4K, &len) != NULL);
+	/* Another generation, either way; a header that did not decode. */
+	T_ASSERT(ssd_walk_rec(0, &h, 8, 4096, seg, SSD_REC_ALIGN_4K, &len) != NULL);
+	T_ASSERT(ssd_walk_rec(0, &h, 6, 4096, seg, SSD_REC_ALIGN_4K, &len) != NULL);
+	T_ASSERT(ssd_walk_rec(KVT_ECORRUPT, &h, 7, 4096, seg, SSD_REC_ALIGN_4K, &len) != NULL);
+	/* A length no record has. */
+	h.part_count = KVT_PARTS_MAX + 1;
+	T_ASSERT(ssd_walk_rec(0, &h, 7, 4096, seg, SSD_REC_ALIGN_4K, &len) != NULL);
+}
+
 static void test_ckpt_round_trip(void)
 {
 	static const uint32_t shapes[][3] = {
@@ -1418,6 +1440,7 @@ int main(void)
 	test_sum_bit_flips();
 	test_sum_bounds();
 	test_sum_entry_bound();
+	test_walk_rec();
 	test_ckpt_round_trip();
 	test_ckpt_truncated_and_flips();
 	test_ckpt_bounds();

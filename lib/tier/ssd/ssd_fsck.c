@@ -27,7 +27,13 @@
  * before the checkpoint was taken): a walk that stops short of it has hit
  * damage.  Past it, a header that fails to decode looks like a write a
  * crash tore; if a sound header of the generation follows it, recovery
- * will not find those records, which is said as a warning.
+ * will not find those records, which is said as a warning.  Where the walk
+ * stops is recovery's own predicate (ssd_walk_rec, lib/fmt/ssdfmt.c).  A
+ * record whose header is sound but whose value is not all there (a part
+ * fails its CRC, or the file ends inside it) at or past that write point,
+ * in any segment, is likewise a write a crash cut short: recovery indexes
+ * it and its first read is a miss, so it is a warning; before the write
+ * point it is damage.
  * Files in ssd/ that are not segments or checkpoints are reported as
  * strays (a warning, not damage).
  *
@@ -247,21 +253,47 @@ static bool rec_hdr_err(int r)
 	return r == KVT_ECORRUPT || r == KVT_EVERSION || r == KVT_EBUFSMALL || r == KVT_ERANGE;
 }
 
-/* Check one record at byte off of slot's file, laid out at align (the
- * segment header's record alignment).  Returns its length in bytes (> 0),
- * KVT_ECORRUPT if it is damaged (reported), or another < 0 error.  In an
- * open segment (!sealed) it returns 0 where recovery's walk stops (a zero
- * block, no room for a record, a header that fails to decode or of
- * another generation), with *why saying which; the caller judges it. */
-static int64_t check_record(struct fsck *c, int fd, uint32_t slot, uint64_t gen, uint64_t off,
-			    uint64_t end, uint32_t align, bool sealed, const char **why)
+/* A record whose header is sound but whose value is not all there (a
+ * part fails its CRC, or the file ends inside it), at byte off: at or
+ * past `wrote`, the checkpoint's write point for the segment's
+ * generation (0: none that recovery uses), it is a write a crash cut short
+ * -- recovery indexes its header and its first read is a miss -- said as
+ * a warning; before it, damage. */
+static void torn_say(struct fsck *c, uint32_t slot, uint64_t off, uint64_t wrote,
+		     const char *what)
+{
+	if (off < wrote)
+		fsck_say(c, KVT_FSCK_DAMAGE, "ssd/seg-%06u offset %llu %s", slot,
+			 (unsigned long long)off, what);
+	else
+		fsck_say(c, KVT_FSCK_WARN,
+			 "ssd/seg-%06u offset %llu %s, at or past the checkpoint's write point "
+			 "for its generation (%llu): a write torn by a crash, not damage "
+			 "(recovery indexes it; its first read is a miss)",
+			 slot, (unsigned long long)off, what, (unsigned long long)wrote);
+}
+
+/* Check one record at byte off of the file of slot, whose header is h,
+ * reading no further than end (the segment or the file, if shorter).
+ * Returns its length in bytes (> 0), KVT_ECORRUPT if it is damaged
+ * (reported), or another < 0 error.  In an open segment (!sealed) it
+ * returns 0 where recovery's walk stops (ssd_walk_rec: a header that fails
+ * to decode or of another generation, one that runs past the segment; or
+ * no room for a record), with *why saying which; the caller judges it.
+ * wrote: as torn_say's. */
+static int64_t check_record(struct fsck *c, int fd, uint32_t slot, const struct ssd_seg_hdr *sh,
+			    uint64_t off, uint64_t end, bool sealed, uint64_t wrote,
+			    const char **why)
 {
 	static const uint8_t zero[64];
+	uint64_t gen = sh->generation;
+	uint32_t align = sh->rec_align;
 	struct ssd_rec_hdr h;
 	struct ssd_part *parts = NULL;
 	struct fsck_rec fr = { 0 };
-	char kh[2 * KVT_KEY_MAX + 1];
-	uint64_t len, vo;
+	char kh[2 * KVT_KEY_MAX + 1], what[320];
+	const char *stop;
+	uint64_t len = 0, vo;
 	int r;
 
 	*why = "no room for a record";
@@ -277,47 +309,52 @@ static int64_t check_record(struct fsck *c, int fd, uint32_t slot, uint64_t gen,
 	if (!parts)
 		return -ENOMEM;
 	r = rec_hdr_read(fd, c->buf, FSCK_CHUNK, off, end, align, &h, parts);
-	if (r < 0 && !sealed && rec_hdr_err(r)) {
+	if (r < 0 && !rec_hdr_err(r)) {
 		free(parts);
-		if (memcmp(c->buf, zero, sizeof(zero)) == 0) {
+		return r;
+	}
+	/* Where recovery's walk stops, by the same predicate. */
+	stop = ssd_walk_rec(r, &h, gen, off, sh->seg_size, align, &len);
+	if (stop && !sealed) {
+		free(parts);
+		*why = stop;
+		if (r < 0 && memcmp(c->buf, zero, sizeof(zero)) == 0) {
 			*why = "zeros, no record";
-		} else {
+		} else if (r < 0) {
 			snprintf(c->why, sizeof(c->why), "record header damaged (%s)",
 				 kvt_strerror(r));
 			*why = c->why;
 		}
 		return 0;
 	}
-	if (r < 0) {
+	if (stop) {
 		free(parts);
-		if (!rec_hdr_err(r))
-			return r;
-		fsck_say(c, KVT_FSCK_DAMAGE, "ssd/seg-%06u offset %llu: record header damaged (%s)",
-			 slot, (unsigned long long)off, kvt_strerror(r));
+		if (r < 0)
+			fsck_say(c, KVT_FSCK_DAMAGE,
+				 "ssd/seg-%06u offset %llu: record header damaged (%s)", slot,
+				 (unsigned long long)off, kvt_strerror(r));
+		else if (h.generation != gen)
+			fsck_say(c, KVT_FSCK_DAMAGE,
+				 "ssd/seg-%06u offset %llu: record of generation %llu in "
+				 "generation %llu", slot, (unsigned long long)off,
+				 (unsigned long long)h.generation, (unsigned long long)gen);
+		else
+			fsck_say(c, KVT_FSCK_DAMAGE,
+				 "ssd/seg-%06u offset %llu seq %llu: record runs past its segment",
+				 slot, (unsigned long long)off, (unsigned long long)h.seq);
 		return KVT_ECORRUPT;
 	}
-	if (h.generation != gen) {
-		free(parts);
-		*why = h.generation < gen ? "a record of an older generation"
-		       : "a record of a newer generation";
-		if (!sealed)
-			return 0;
-		fsck_say(c, KVT_FSCK_DAMAGE,
-			 "ssd/seg-%06u offset %llu: record of generation %llu in generation %llu",
-			 slot, (unsigned long long)off, (unsigned long long)h.generation,
-			 (unsigned long long)gen);
-		return KVT_ECORRUPT;
-	}
-	len = ssd_rec_len(h.part_count, h.value_len, align);
 	key_hex(&h.key, kh, sizeof(kh));
-	if (len == 0 || off + len > end) {
-		free(parts);
-		fsck_say(c, KVT_FSCK_DAMAGE,
-			 "ssd/seg-%06u offset %llu seq %llu key %s: record runs past its segment",
-			 slot, (unsigned long long)off, (unsigned long long)h.seq, kh);
-		return KVT_ECORRUPT;
-	}
 	c->f->records++;
+	if (off + len > end) {
+		/* Within the segment, past the end of its file: recovery takes
+		 * it, a read of it finds the bytes missing. */
+		snprintf(what, sizeof(what), "seq %llu key %s: the file ends inside the record",
+			 (unsigned long long)h.seq, kh);
+		torn_say(c, slot, off, wrote, what);
+		fr.bad = true;
+		h.part_count = 0; /* no bytes to check */
+	}
 	/* Each part's CRC over its bytes, read in chunks. */
 	vo = off + h.hdr_len;
 	for (uint32_t p = 0; p < h.part_count; p++) {
@@ -335,11 +372,11 @@ static int64_t check_record(struct fsck *c, int fd, uint32_t slot, uint64_t gen,
 			fsck_progress(c, n);
 		}
 		if (crc != parts[p].crc) {
-			fsck_say(c, KVT_FSCK_DAMAGE,
-				 "ssd/seg-%06u offset %llu seq %llu ns %u key %s: part %u of %u "
-				 "fails its CRC32C (stored %08x, bytes give %08x)",
-				 slot, (unsigned long long)off, (unsigned long long)h.seq, h.ns_id,
-				 kh, p, h.part_count, parts[p].crc, crc);
+			snprintf(what, sizeof(what),
+				 "seq %llu ns %u key %s: part %u of %u fails its CRC32C (stored "
+				 "%08x, bytes give %08x)", (unsigned long long)h.seq, h.ns_id, kh,
+				 p, h.part_count, parts[p].crc, crc);
+			torn_say(c, slot, off, wrote, what);
 			fr.bad = true; /* the header is sound: walk on */
 			break;
 		}
@@ -374,9 +411,9 @@ struct sum_walk {
 	struct fsck *c;
 	int fd;
 	uint32_t slot;
-	uint64_t gen, end;
-	const char *bad; /* why recovery would not use the summary */
-	uint32_t align;
+	const struct ssd_seg_hdr *h;
+	uint64_t end, wrote; /* wrote: as torn_say's */
+	const char *bad;     /* why recovery would not use the summary */
 };
 
 /* Recovery's first pass over a summary (rec_sum_bound_cb), by the same
@@ -384,7 +421,7 @@ struct sum_walk {
 static int sum_bound_cb(void *ctx, const struct ssd_sum_entry *e)
 {
 	struct sum_walk *w = ctx;
-	w->bad = ssd_sum_entry_bound(e, w->align, w->end);
+	w->bad = ssd_sum_entry_bound(e, w->h->rec_align, w->h->summary_off);
 	return w->bad ? KVT_ECORRUPT : 0;
 }
 
@@ -392,8 +429,8 @@ static int sum_cb(void *ctx, const struct ssd_sum_entry *e)
 {
 	struct sum_walk *w = ctx;
 	const char *why;
-	int64_t r = check_record(w->c, w->fd, w->slot, w->gen, (uint64_t)e->off_512 * SSD_REC_ALIGN,
-				 w->end, w->align, true, &why);
+	int64_t r = check_record(w->c, w->fd, w->slot, w->h, (uint64_t)e->off_512 * SSD_REC_ALIGN,
+				 w->end, true, w->wrote, &why);
 	if (r < 0 && r != KVT_ECORRUPT)
 		return (int)r;
 	if (r > 0 && (uint64_t)r != (uint64_t)e->len_512 * SSD_REC_ALIGN)
@@ -459,8 +496,7 @@ static int walk_open(struct fsck *c, int fd, uint32_t slot, const struct ssd_seg
 		bool past = false; /* at the write point, after a stop before it */
 		len = 0;
 		while (!(past = lost && off >= wrote) &&
-		       (len = check_record(c, fd, slot, h->generation, off, end, h->rec_align,
-					   false, &why)) > 0)
+		       (len = check_record(c, fd, slot, h, off, end, false, wrote, &why)) > 0)
 			off += (uint64_t)len;
 		if (len < 0 && len != KVT_ECORRUPT)
 			return (int)len;
@@ -512,7 +548,7 @@ static int walk_open(struct fsck *c, int fd, uint32_t slot, const struct ssd_seg
 static int check_sealed(struct fsck *c, int fd, uint32_t slot, const struct ssd_seg_hdr *h,
 			uint64_t end)
 {
-	struct sum_walk w = { c, fd, slot, h->generation, h->summary_off, NULL, h->rec_align };
+	struct sum_walk w = { c, fd, slot, h, h->summary_off, ck_wrote(c, slot, h), NULL };
 	uint8_t *sb = NULL;
 	int64_t n = 0;
 	int r = 0;

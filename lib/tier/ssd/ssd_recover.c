@@ -338,13 +338,8 @@ static int rec_walk(struct recovery *rc, uint32_t slot, uint64_t from, uint64_t 
 				break;
 			d = ssd_rec_hdr_decode(buf, h.hdr_len, a, &h, NULL, 0);
 		}
-		if (d < 0 || h.generation != g->generation)
+		if (ssd_walk_rec(d, &h, g->generation, off, s->cfg.seg_size, a, &rec_len))
 			break; /* the end of what this generation wrote */
-		/* A checksum-valid header that claims more than the segment
-		 * holds is not a record of this segment. */
-		rec_len = ssd_rec_len(h.part_count, h.value_len, a);
-		if (rec_len == 0 || rec_len > s->cfg.seg_size - off)
-			break;
 		memset(&it, 0, sizeof(it));
 		it.e.type = h.type;
 		it.e.ns_id = h.ns_id;
