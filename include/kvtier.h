@@ -1332,6 +1332,12 @@ struct kvt_fsck {
 	void (*ns_info)(void *ctx, uint32_t id, const uint8_t digest[32], const char *canon,
 			uint64_t blocks, uint64_t bytes);
 	void *ctx;
+	/* in: the store's ssd.capacity and ssd.segment, as it will be opened
+	 * (recovery judges the files by them: a segment of another size is a
+	 * free slot, a checkpoint of another slot count is ignored), or 0:
+	 * not known -- the segment size is then that of the segments the
+	 * checkpoint names, and the checkpoint's write points are used */
+	uint64_t ssd_capacity, ssd_segment;
 	/* out */
 	uint64_t segments;       /* segment files read */
 	uint64_t records;        /* records whose header was sound */

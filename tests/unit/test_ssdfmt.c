@@ -1222,6 +1222,28 @@ static void test_walk_rec(void)
 	T_ASSERT(ssd_walk_rec(0, &h, 7, 4096, seg, SSD_REC_ALIGN_4K, &len) != NULL);
 }
 
+/* Recovery's tests of a segment header and a checkpoint, fsck's too. */
+static void test_ours(void)
+{
+	static const uint8_t id[16] = { 1, 2, 3 }, other[16] = { 9 };
+	struct ssd_seg_hdr h = {.slot = 3, .generation = 5, .seg_size = 1 << 20};
+	struct ssd_ckpt_hdr ck = {.slot_count = 4};
+
+	memcpy(h.store_id, id, 16);
+	T_EQ_INT(ssd_seg_hdr_ours(&h, 3, 1 << 20, id), 0);
+	T_EQ_INT(ssd_seg_hdr_ours(&h, 3, 0, NULL), 0); /* not known: not checked */
+	T_EQ_INT(ssd_seg_hdr_ours(&h, 2, 1 << 20, id), SSD_SEG_OTHER_SLOT);
+	T_EQ_INT(ssd_seg_hdr_ours(&h, 3, 2 << 20, id), SSD_SEG_OTHER_SIZE);
+	T_EQ_INT(ssd_seg_hdr_ours(&h, 3, 1 << 20, other), SSD_SEG_OTHER_STORE);
+	h.generation = 0;
+	T_EQ_INT(ssd_seg_hdr_ours(&h, 3, 1 << 20, id), SSD_SEG_UNUSED);
+	memcpy(ck.store_id, id, 16);
+	T_ASSERT(ssd_ckpt_ours(&ck, id, 4) == NULL);
+	T_ASSERT(ssd_ckpt_ours(&ck, NULL, 4) == NULL);
+	T_ASSERT(ssd_ckpt_ours(&ck, id, 8) != NULL);
+	T_ASSERT(ssd_ckpt_ours(&ck, other, 4) != NULL);
+}
+
 static void test_ckpt_round_trip(void)
 {
 	static const uint32_t shapes[][3] = {
@@ -1441,6 +1463,7 @@ int main(void)
 	test_sum_bounds();
 	test_sum_entry_bound();
 	test_walk_rec();
+	test_ours();
 	test_ckpt_round_trip();
 	test_ckpt_truncated_and_flips();
 	test_ckpt_bounds();

@@ -34,6 +34,16 @@
  * in any segment, is likewise a write a crash cut short: recovery indexes
  * it and its first read is a miss, so it is a warning; before the write
  * point it is damage.
+ *
+ * The files are judged by the store's shape as recovery will judge them
+ * (store_shape): its segment size (ssd.segment: a segment of another
+ * size is a free slot to recovery, not read) and slot count (ssd.capacity
+ * / ssd.segment: a checkpoint of another slot count is ignored, so none
+ * of its write points holds; a slot beyond the count is not read), by
+ * recovery's predicates (ssd_seg_hdr_ours, ssd_ckpt_ours).  The caller
+ * may give both (kvt_fsck's ssd_capacity and ssd_segment); otherwise the
+ * segment size is that of the segments the checkpoint names, and the
+ * checkpoint is taken as recovery's last run left it.
  * Files in ssd/ that are not segments or checkpoints are reported as
  * strays (a warning, not damage).
  *
@@ -97,6 +107,13 @@ struct fsck {
 	bool ck_ok;
 	struct ssd_ckpt_hdr ck_hdr;
 	uint64_t *ck_gen, *ck_off;
+	/* The store's shape as recovery will judge the files (0: not known):
+	 * its segment size (ssd.segment; else that of the segments the
+	 * checkpoint names) and slot count (ssd.capacity / ssd.segment), and
+	 * why recovery will ignore the checkpoint (NULL: it uses it). */
+	uint64_t seg_size;
+	uint32_t store_slots;
+	const char *ck_ignored;
 };
 
 static void fsck_say(struct fsck *c, int damage, const char *fmt, ...)
@@ -469,10 +486,11 @@ static int64_t next_sound_hdr(struct fsck *c, int fd, uint64_t gen, uint64_t fro
 }
 
 /* Where the checkpoint says the writes of slot's generation (h's) had
- * reached when it was taken; 0 if it does not know that generation. */
+ * reached when it was taken; 0 if it does not know that generation, or if
+ * recovery will ignore it (ck_ignored: the store's size differs). */
 static uint64_t ck_wrote(const struct fsck *c, uint32_t slot, const struct ssd_seg_hdr *h)
 {
-	if (c->ck_ok && slot < c->ck_hdr.slot_count && slot < c->slots &&
+	if (c->ck_ok && !c->ck_ignored && slot < c->ck_hdr.slot_count && slot < c->slots &&
 	    c->ck_gen[slot] == h->generation && memcmp(c->ck_hdr.store_id, h->store_id, 16) == 0)
 		return c->ck_off[slot];
 	return 0;
@@ -553,7 +571,7 @@ static int check_sealed(struct fsck *c, int fd, uint32_t slot, const struct ssd_
 	int64_t n = 0;
 	int r = 0;
 
-	if (h->summary_off + h->summary_len > end || h->summary_len > (256u << 20)) {
+	if (h->summary_off + h->summary_len > end) { /* decoded: both within seg_size */
 		w.bad = "it lies past the end of the file";
 	} else if (!(sb = malloc(h->summary_len))) {
 		return -ENOMEM;
@@ -628,19 +646,28 @@ static int check_segment(struct fsck *c, uint32_t slot, uint64_t fsize)
 		r = 0;
 		goto out;
 	}
-	if (h.slot != slot) {
+	/* Whether recovery takes it as a segment of the store, by its own
+	 * predicate. */
+	switch (ssd_seg_hdr_ours(&h, slot, c->seg_size, c->have_id ? c->store_id : NULL)) {
+	case SSD_SEG_OTHER_SLOT:
 		fsck_say(c, KVT_FSCK_DAMAGE, "ssd/%s: header says slot %u", name, h.slot);
 		goto out;
-	}
-	if (h.generation == 0)
+	case SSD_SEG_UNUSED:
 		goto out; /* never written: free */
-	if (!c->have_id) {
-		memcpy(c->store_id, h.store_id, 16);
-		c->have_id = true;
-	} else if (memcmp(c->store_id, h.store_id, 16) != 0) {
+	case SSD_SEG_OTHER_STORE:
 		fsck_say(c, KVT_FSCK_DAMAGE, "ssd/%s: belongs to another store (store id differs)",
 			 name);
 		goto out;
+	case SSD_SEG_OTHER_SIZE:
+		fsck_say(c, KVT_FSCK_WARN,
+			 "ssd/%s: a segment of %llu bytes, where the store's are %llu: the store "
+			 "takes its slot for free when it opens (its records are not read)",
+			 name, (unsigned long long)h.seg_size, (unsigned long long)c->seg_size);
+		goto out;
+	}
+	if (!c->have_id) {
+		memcpy(c->store_id, h.store_id, 16);
+		c->have_id = true;
 	}
 	c->gen[slot] = h.generation;
 	end = h.seg_size < fsize ? h.seg_size : fsize;
@@ -747,6 +774,38 @@ static int ckpt_load(struct fsck *c)
 	return 0;
 }
 
+/* The store's segment size and slot count, as recovery will judge the
+ * files: the caller's (ssd.segment, ssd.capacity / ssd.segment), else the
+ * size of the segments the checkpoint names (the store that wrote it made
+ * them) and no slot count; and from them whether recovery will use the
+ * checkpoint (the same predicate as recovery's).  Never assumes a default:
+ * without either, each segment is read at its header's size, as before. */
+static void store_shape(struct fsck *c, const uint64_t *sizes)
+{
+	c->seg_size = c->f->ssd_segment;
+	for (uint32_t s = 0; !c->seg_size && c->ck_ok && s < c->slots; s++) {
+		struct ssd_seg_hdr h;
+		char name[32];
+		int fd;
+		if (!sizes[s] || !c->ck_gen[s])
+			continue;
+		snprintf(name, sizeof(name), "seg-%06u", s);
+		fd = openat(c->dfd, name, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		if (pread_full(fd, c->buf, SSD_ALIGN, 0) == 0 &&
+		    ssd_seg_hdr_decode(c->buf, &h) == 0 &&
+		    ssd_seg_hdr_ours(&h, s, 0, c->ck_hdr.store_id) == 0 &&
+		    h.generation == c->ck_gen[s])
+			c->seg_size = h.seg_size;
+		close(fd);
+	}
+	if (c->f->ssd_capacity && c->seg_size)
+		c->store_slots = (uint32_t)(c->f->ssd_capacity / c->seg_size);
+	if (c->ck_ok && c->store_slots)
+		c->ck_ignored = ssd_ckpt_ours(&c->ck_hdr, NULL, c->store_slots);
+}
+
 /* The checkpoint read by ckpt_load, against the records found. */
 static void check_checkpoint(struct fsck *c)
 {
@@ -755,6 +814,14 @@ static void check_checkpoint(struct fsck *c)
 	int r;
 	if (!c->ck)
 		return;
+	if (c->ck_ignored) {
+		/* Neither its entries nor its clears will be used. */
+		fsck_say(c, KVT_FSCK_WARN,
+			 "ssd/checkpoint: %s (it names %u slots, the store has %u): recovery "
+			 "ignores it and scans every segment", c->ck_ignored, c->ck_hdr.slot_count,
+			 c->store_slots);
+		return;
+	}
 	r = ssd_ckpt_decode(c->ck, c->ck_len, &h, &cbs, c);
 	if (r < 0) {
 		/* Another format version (an upgrade): ignored at open, like damage. */
@@ -766,7 +833,9 @@ static void check_checkpoint(struct fsck *c)
 	if (c->have_id && memcmp(h.store_id, c->store_id, 16) != 0)
 		fsck_say(c, KVT_FSCK_DAMAGE,
 			 "ssd/checkpoint: belongs to another store (store id differs)");
-	if (h.slot_count < c->slots) /* more is normal: files are made as slots are used */
+	/* more is normal: files are made as slots are used (with the store's
+	 * slot count known, a slot beyond it was said as such) */
+	if (!c->store_slots && h.slot_count < c->slots)
 		fsck_say(c, KVT_FSCK_WARN, "ssd/checkpoint: names %u slots, the directory holds %u",
 			 h.slot_count, c->slots);
 }
@@ -902,7 +971,15 @@ int kvt_store_fsck(const char *path, struct kvt_fsck *f)
 	}
 	if ((r = ckpt_load(&c)) < 0)
 		goto out;
+	store_shape(&c, sizes);
 	for (uint32_t s = 0; s < c.slots; s++) {
+		if (c.store_slots && s >= c.store_slots) {
+			if (sizes[s])
+				fsck_say(&c, KVT_FSCK_WARN,
+					 "ssd/seg-%06u: beyond the store's %u slots (ssd.capacity / "
+					 "ssd.segment): not read when it opens", s, c.store_slots);
+			continue;
+		}
 		if (!sizes[s]) {
 			fsck_say(&c, KVT_FSCK_DAMAGE, "ssd/seg-%06u: missing (slots 0..%u exist)", s,
 				 c.slots - 1);

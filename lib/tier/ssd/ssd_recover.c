@@ -272,6 +272,7 @@ static void rec_load_ckpt(struct recovery *rc)
 	struct ssd_ckpt_cbs cbs = { ck_slot_cb, ck_clear_cb, ck_entry_cb };
 	struct stat st;
 	uint8_t *buf = NULL;
+	const char *why = NULL;
 	int fd, r;
 
 	fd = openat(s->dir_fd, SSD_CKPT, O_RDONLY | O_CLOEXEC);
@@ -285,10 +286,9 @@ static void rec_load_ckpt(struct recovery *rc)
 		goto out;
 	/* Two passes: the header first, to check it is ours and sized right. */
 	r = ssd_ckpt_decode(buf, (size_t)st.st_size, &rc->ck, NULL, NULL);
-	if (r < 0 || memcmp(rc->ck.store_id, s->store_id, 16) != 0 ||
-	    rc->ck.slot_count != s->slot_count) {
+	if (r < 0 || (why = ssd_ckpt_ours(&rc->ck, s->store_id, s->slot_count))) {
 		kvt_logf(s->log, KVT_LOG_WARN, "ssd: checkpoint ignored (%s): scanning every segment",
-			 r < 0 ? kvt_strerror(r) : "from another store or size");
+			 r < 0 ? kvt_strerror(r) : why);
 		goto out;
 	}
 	r = ssd_ckpt_decode(buf, (size_t)st.st_size, &rc->ck, &cbs, rc);
@@ -514,9 +514,8 @@ int ssd_recover(struct ssd *s)
 			continue;
 		}
 		if (ssd_pread_full(s, g->fd, buf, SSD_ALIGN, 0) < 0 ||
-		    ssd_seg_hdr_decode(buf, &h) < 0 || h.slot != i ||
-		    h.seg_size != s->cfg.seg_size || memcmp(h.store_id, s->store_id, 16) != 0 ||
-		    h.generation == 0)
+		    ssd_seg_hdr_decode(buf, &h) < 0 ||
+		    ssd_seg_hdr_ours(&h, i, s->cfg.seg_size, s->store_id) != 0)
 			continue; /* free (or foreign): reused as such */
 		g->generation = h.generation;
 		/* Its records' alignment: O_DIRECT or the page cache for it. */
