@@ -288,6 +288,39 @@ static void graceful(const char *align, const char *reuse)
 	free(dir);
 }
 
+/* fsck finds no damage and one warning, which names slot's offset off. */
+static void one_warning(const char *dir, struct said *w, uint32_t slot, uint64_t off)
+{
+	char want[96];
+	T_RC(fsck(dir, w), 0);
+	T_EQ_U64(w->f.damaged, 0);
+	T_EQ_U64(w->f.warnings, 1);
+	snprintf(want, sizeof(want), "ssd/seg-%06u offset %llu", slot, (unsigned long long)off);
+	T_ASSERT(strstr(w->text, want) != NULL);
+}
+
+/* The end of a writer that crashes (a child): a checkpoint if ckpt, keys
+ * k..k+more-1, a flush, and an exit without a close. */
+static void die_after(struct kvt_store *c, uint32_t ns, uint64_t k, bool ckpt, uint64_t more)
+{
+	if (ckpt && ssd_checkpoint(store_ssd(c)) < 0)
+		_exit(3);
+	for (uint64_t i = 0; i < more; i++)
+		put_k(c, ns, k + i);
+	if (kvt_flush(c) != KVT_OK)
+		_exit(4);
+	_exit(0); /* no close, no checkpoint */
+}
+
+/* Wait for that child; o: the open segment it left. */
+static void reap(pid_t pid, const char *dir, struct open_seg *o)
+{
+	int st;
+	T_EQ_INT(waitpid(pid, &st, 0), pid);
+	T_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	T_ASSERT(find_open(dir, o));
+}
+
 /* 2. A crash (no graceful stop) with the open segment in a reused slot,
  *    the checkpoint taken after its first records (ckpt) or none taken:
  *    fsck reports no damage.  A header past the checkpoint's write point
@@ -297,11 +330,11 @@ static void graceful(const char *align, const char *reuse)
  *    before the write point it is damage. */
 static void crash(const char *align, const char *reuse, bool ckpt)
 {
-	char *dir = t_mkdtemp(), want[96];
+	char *dir = t_mkdtemp();
 	struct open_seg o;
 	struct said w;
 	uint64_t ck_off = 0;
-	int st;
+	uint32_t past = 0;
 	pid_t pid = fork();
 
 	T_GE_INT(pid, 0);
@@ -310,18 +343,10 @@ static void crash(const char *align, const char *reuse, bool ckpt)
 		uint32_t cns = ns_of(c);
 		uint64_t k = fill_until_leftover(c, cns, dir, 0, 2);
 		/* The checkpoint's write point: after the open segment's first
-		 * records, before the ones below. */
-		if (ckpt && ssd_checkpoint(store_ssd(c)) < 0)
-			_exit(3);
-		for (uint64_t i = 0; i < 4; i++)
-			put_k(c, cns, k + i);
-		if (kvt_flush(c) != KVT_OK)
-			_exit(4);
-		_exit(0); /* no close, no checkpoint */
+		 * records, before the 4 below. */
+		die_after(c, cns, k, ckpt, 4);
 	}
-	T_EQ_INT(waitpid(pid, &st, 0), pid);
-	T_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-	T_ASSERT(find_open(dir, &o));
+	reap(pid, dir, &o);
 	if (ckpt) {
 		/* The checkpoint names the open segment's generation and where
 		 * its writes were then. */
@@ -366,18 +391,13 @@ static void crash(const char *align, const char *reuse, bool ckpt)
 	 * crash cut: recovery indexes it and its first read is a miss, so
 	 * fsck notes it (a warning), no damage; before the write point it is
 	 * damage. */
+	while (past < o.n && o.offs[past] < ck_off)
+		past++; /* the first record past the write point */
 	{
-		uint32_t i = 0;
-		while (i < o.n && o.offs[i] < ck_off)
-			i++;
+		uint32_t i = past;
 		T_ASSERT(i < o.n);
 		tear_value(dir, o.slot, o.offs[i], o.h.rec_align);
-		T_RC(fsck(dir, &w), 0);
-		T_EQ_U64(w.f.damaged, 0);
-		T_EQ_U64(w.f.warnings, 1);
-		snprintf(want, sizeof(want), "ssd/seg-%06u offset %llu", o.slot,
-			 (unsigned long long)o.offs[i]);
-		T_ASSERT(strstr(w.text, want) != NULL);
+		one_warning(dir, &w, o.slot, o.offs[i]);
 		T_ASSERT(strstr(w.text, "torn") != NULL);
 		{
 			/* Recovery (on a copy): the torn block is a miss, every
@@ -409,17 +429,10 @@ static void crash(const char *align, const char *reuse, bool ckpt)
 
 	/* Past it, with records after it: a warning, no damage. */
 	{
-		uint32_t i = 0;
-		while (i < o.n && o.offs[i] < ck_off)
-			i++;
+		uint32_t i = past;
 		T_ASSERT(i + 1 < o.n); /* a record past the damaged one */
 		flip_crc(dir, o.slot, o.offs[i]);
-		T_RC(fsck(dir, &w), 0);
-		T_EQ_U64(w.f.damaged, 0);
-		T_EQ_U64(w.f.warnings, 1);
-		snprintf(want, sizeof(want), "ssd/seg-%06u offset %llu:", o.slot,
-			 (unsigned long long)o.offs[i]);
-		T_ASSERT(strstr(w.text, want) != NULL);
+		one_warning(dir, &w, o.slot, o.offs[i]);
 		/* Recovery: the records before it come back, those from it on
 		 * do not (cold DRAM). */
 		{
@@ -541,7 +554,6 @@ static void capacity_changed(void)
 	char *dir = t_mkdtemp(), want[96];
 	struct open_seg o;
 	struct said w;
-	int st;
 	pid_t pid = fork();
 
 	T_GE_INT(pid, 0);
@@ -556,17 +568,9 @@ static void capacity_changed(void)
 				_exit(4);
 		} while (!find_open(dir, &co) || co.n < 2 || co.end > co.h.seg_size / 2);
 		/* (room left: the two puts below stay in this segment) */
-		if (ssd_checkpoint(store_ssd(c)) < 0)
-			_exit(3);
-		for (uint64_t i = 0; i < 2; i++)
-			put_k(c, cns, k++);
-		if (kvt_flush(c) != KVT_OK)
-			_exit(4);
-		_exit(0); /* no close, no checkpoint */
+		die_after(c, cns, k, true, 2);
 	}
-	T_EQ_INT(waitpid(pid, &st, 0), pid);
-	T_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-	T_ASSERT(find_open(dir, &o));
+	reap(pid, dir, &o);
 	T_ASSERT(o.n >= 3);
 	clean(&w, fsck(dir, &w));
 	T_RC(fsck_as(dir, &w, 8 << 20, 1 << 20), 0);
