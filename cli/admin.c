@@ -970,7 +970,7 @@ out:
  */
 
 static const char fsck_help[] =
-	"usage: kvtier fsck [--quiet] DIR\n"
+	"usage: kvtier fsck [--quiet] [--ssd-capacity SIZE --segment SIZE] DIR\n"
 	"\n"
 	"Verify every record of the SSD tier of store directory DIR, offline\n"
 	"(no process may have it open): segment headers, record headers and\n"
@@ -980,6 +980,12 @@ static const char fsck_help[] =
 	"is written.  A progress bar is shown when stderr is a terminal.\n"
 	"\n"
 	"  -q, --quiet          print problems only, no summary\n"
+	"  --ssd-capacity SIZE  the store's ssd.capacity and ssd.segment, as it\n"
+	"  --segment SIZE       will be opened: judge the files as its recovery\n"
+	"                       will (a segment of another size is a free slot, a\n"
+	"                       checkpoint of another slot count is ignored).\n"
+	"                       Without them: the segment size of the segments\n"
+	"                       the checkpoint names, and the checkpoint as is.\n"
 	"\nExit status: 0 clean, 1 damaged (or orphaned records), 2 usage or DIR\n"
 	"cannot be checked.  kvtier-admin(1).\n";
 
@@ -1019,6 +1025,8 @@ static int fsck_err(const char *cmd, const char *dir, int rc)
 int admin_fsck(int argc, char **argv)
 {
 	static const struct option lo[] = { { "quiet", no_argument, NULL, 'q' },
+					    { "ssd-capacity", required_argument, NULL, 'C' },
+					    { "segment", required_argument, NULL, 'S' },
 					    { "help", no_argument, NULL, 'h' }, { 0 } };
 	struct fsck_ctx fc;
 	struct kvt_fsck f = { .problem = fsck_problem, .progress = fsck_prog, .ctx = &fc };
@@ -1032,6 +1040,12 @@ int admin_fsck(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "q", lo, NULL)) != -1) {
 		if (c == 'q')
 			quiet = true;
+		else if (c == 'C' && kvt_parse_size(optarg, &f.ssd_capacity) == 0)
+			continue;
+		else if (c == 'S' && kvt_parse_size(optarg, &f.ssd_segment) == 0)
+			continue;
+		else if (c == 'C' || c == 'S')
+			return usage_err("fsck", "not a size: %s", optarg);
 		else
 			return usage_err("fsck", "%s", "unknown option");
 	}

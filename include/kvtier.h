@@ -1320,7 +1320,8 @@ int64_t kvt_remote_who(struct kvt_store *store, uint32_t ns, const struct kvt_ke
  */
 #define KVT_FSCK_DAMAGE 1 /* a record, header or checkpoint fails its checks */
 #define KVT_FSCK_ORPHAN 2 /* a sound record nothing can reach (unknown namespace) */
-#define KVT_FSCK_WARN   3 /* harmless: a stray file, a leftover checkpoint.tmp */
+#define KVT_FSCK_WARN   3 /* harmless: a stray file, a leftover checkpoint.tmp, a
+			   * write a crash tore past the checkpoint's write point */
 
 struct kvt_fsck {
 	/* in: callbacks (each may be NULL), called on the calling thread */
@@ -1331,6 +1332,12 @@ struct kvt_fsck {
 	void (*ns_info)(void *ctx, uint32_t id, const uint8_t digest[32], const char *canon,
 			uint64_t blocks, uint64_t bytes);
 	void *ctx;
+	/* in: the store's ssd.capacity and ssd.segment, as it will be opened
+	 * (recovery judges the files by them: a segment of another size is a
+	 * free slot, a checkpoint of another slot count is ignored), or 0:
+	 * not known -- the segment size is then that of the segments the
+	 * checkpoint names, and the checkpoint's write points are used */
+	uint64_t ssd_capacity, ssd_segment;
 	/* out */
 	uint64_t segments;       /* segment files read */
 	uint64_t records;        /* records whose header was sound */

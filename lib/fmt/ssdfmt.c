@@ -297,6 +297,39 @@ const char *ssd_sum_entry_bound(const struct ssd_sum_entry *e, uint32_t align, u
 	return NULL;
 }
 
+const char *ssd_walk_rec(int d, const struct ssd_rec_hdr *h, uint64_t gen, uint64_t off,
+			 uint64_t seg_size, uint32_t align, uint64_t *rec_len)
+{
+	uint64_t len;
+
+	if (d < 0)
+		return "no sound record header";
+	if (h->generation != gen)
+		return h->generation < gen ? "a record of an older generation"
+					   : "a record of a newer generation";
+	/* A checksum-valid header that claims more than the segment holds
+	 * is not a record of this segment. */
+	len = ssd_rec_len(h->part_count, h->value_len, align);
+	if (len == 0 || off > seg_size || len > seg_size - off)
+		return "a record that runs past its segment";
+	*rec_len = len;
+	return NULL;
+}
+
+int ssd_seg_hdr_ours(const struct ssd_seg_hdr *h, uint32_t slot, uint64_t seg_size,
+		     const uint8_t *store_id)
+{
+	if (h->slot != slot)
+		return SSD_SEG_OTHER_SLOT;
+	if (h->generation == 0)
+		return SSD_SEG_UNUSED;
+	if (store_id && memcmp(h->store_id, store_id, 16) != 0)
+		return SSD_SEG_OTHER_STORE;
+	if (seg_size && h->seg_size != seg_size)
+		return SSD_SEG_OTHER_SIZE;
+	return 0;
+}
+
 uint32_t ssd_rec_align_of(uint32_t part_count, uint64_t value_len, uint64_t rec_len)
 {
 	uint64_t l512 = ssd_rec_len(part_count, value_len, SSD_REC_ALIGN);
@@ -896,6 +929,16 @@ static int ssdfmt_ckpt_walk(const uint8_t *buf, const struct ssd_ckpt_hdr *h, ui
 			return ret;
 	}
 	return off == body_len ? 0 : KVT_ECORRUPT;
+}
+
+const char *ssd_ckpt_ours(const struct ssd_ckpt_hdr *h, const uint8_t *store_id,
+			  uint32_t slot_count)
+{
+	if (store_id && memcmp(h->store_id, store_id, 16) != 0)
+		return "from another store";
+	if (h->slot_count != slot_count)
+		return "from a store of another size (its slot count differs)";
+	return NULL;
 }
 
 int ssd_ckpt_decode(const uint8_t *buf, size_t len, struct ssd_ckpt_hdr *h,

@@ -62,6 +62,18 @@ struct ssd_seg_hdr {
 
 /* Encode into buf[SSD_ALIGN] (zero padding, CRC).  Always succeeds. */
 void ssd_seg_hdr_encode(const struct ssd_seg_hdr *h, uint8_t *buf);
+
+/* Whether recovery takes a decoded segment header h, read from slot's
+ * file, as a segment of the store whose segments are seg_size bytes and
+ * whose id is store_id (doc/ssd-format.md "Recovery" step 2): 0 if so,
+ * else which SSD_SEG_* it is instead (recovery then takes the slot for
+ * free).  seg_size 0 or store_id NULL: not known, not checked (fsck). */
+#define SSD_SEG_UNUSED      1 /* generation 0: never written */
+#define SSD_SEG_OTHER_SLOT  2 /* the header names another slot */
+#define SSD_SEG_OTHER_SIZE  3 /* made with another segment size */
+#define SSD_SEG_OTHER_STORE 4 /* another store's (store_id differs) */
+int ssd_seg_hdr_ours(const struct ssd_seg_hdr *h, uint32_t slot, uint64_t seg_size,
+		     const uint8_t *store_id);
 /* Decode buf[SSD_ALIGN].  0, KVT_ECORRUPT (magic, CRC, fields), KVT_EVERSION
  * (an intact header of a version other than SSD_FMT_VERSION and
  * SSD_SEG_VERSION_4K: h->version says which). */
@@ -167,6 +179,15 @@ struct ssd_sum_entry {
  * sum_off, else why not.  Recovery and fsck both judge a summary by it
  * before they use any of its entries (doc/ssd-format.md). */
 const char *ssd_sum_entry_bound(const struct ssd_sum_entry *e, uint32_t align, uint64_t sum_off);
+/* One step of recovery's walk of a segment's records (doc/ssd-format.md
+ * "Recovery" step 4), at byte off of a segment of generation gen and
+ * seg_size bytes whose records are align-aligned, where
+ * ssd_rec_hdr_decode returned d into h: NULL if the walk takes the record
+ * (*rec_len: its length; the walk goes on after it), else why the walk
+ * stops there -- where the segment's writes ended, as recovery reads it.
+ * Recovery and fsck both walk by it. */
+const char *ssd_walk_rec(int d, const struct ssd_rec_hdr *h, uint64_t gen, uint64_t off,
+			 uint64_t seg_size, uint32_t align, uint64_t *rec_len);
 /* Bytes one entry takes in a summary. */
 size_t ssd_sum_entry_len(const struct ssd_sum_entry *e);
 /* Encode a summary of n entries into buf (zero padded to SSD_ALIGN).
@@ -263,5 +284,11 @@ struct ssd_ckpt_cbs {
 };
 int ssd_ckpt_decode(const uint8_t *buf, size_t len, struct ssd_ckpt_hdr *h,
 		    const struct ssd_ckpt_cbs *cbs, void *ctx);
+/* Whether recovery uses a checkpoint whose header h decoded, for a store
+ * of slot_count slots (ssd.capacity / ssd.segment) and id store_id
+ * (doc/ssd-format.md "Recovery" step 1): NULL if so, else why it ignores
+ * it and scans every segment instead.  store_id NULL: not known. */
+const char *ssd_ckpt_ours(const struct ssd_ckpt_hdr *h, const uint8_t *store_id,
+			  uint32_t slot_count);
 
 #endif

@@ -240,6 +240,17 @@ static void test_dir(void)
 	T_ASSERT(strstr(out, "clean") != NULL);
 	T_EQ_INT(field(out, "records, "), 2);
 	free(out);
+	/* Told the store's sizes (as --dir reopens it: 8M segments, 16 of
+	 * them), the same; told another segment size, its segments are free
+	 * slots to that store: said, not read. */
+	T_EQ_INT(run(&out, NULL, "fsck --ssd-capacity 128M --segment 8M '%s'", dir), 0);
+	T_EQ_INT(field(out, "records, "), 2);
+	free(out);
+	T_EQ_INT(run(&out, NULL, "fsck --segment 4M '%s'", dir), 0);
+	T_ASSERT(strstr(out, "a segment of 8388608 bytes, where the store's are 4194304") != NULL);
+	T_EQ_INT(field(out, "records, "), 0);
+	free(out);
+	T_EQ_INT(run(NULL, NULL, "fsck --segment x '%s'", dir), 2);
 
 	/* rm, then get misses; fsck still clean (the tombstone is a record). */
 	T_EQ_INT(run(NULL, NULL, "rm --dir '%s' b", dir), 0);

@@ -1200,6 +1200,50 @@ static void test_sum_entry_bound(void)
 	T_ASSERT(ssd_sum_entry_bound(&e, 8192, 1 << 20) != NULL);
 }
 
+/* The predicate recovery's walk and fsck's both stop by. */
+static void test_walk_rec(void)
+{
+	struct ssd_rec_hdr h = {.type = SSD_REC_PUT, .part_count = 1, .value_len = 16384,
+				.generation = 7};
+	uint64_t len4k = ssd_rec_len(1, 16384, SSD_REC_ALIGN_4K), len = 0;
+	uint64_t seg = 1 << 20;
+
+	T_ASSERT(ssd_walk_rec(0, &h, 7, 4096, seg, SSD_REC_ALIGN_4K, &len) == NULL);
+	T_EQ_U64(len, len4k);
+	/* The record ends exactly at the segment's end, or one 4 KiB past. */
+	T_ASSERT(ssd_walk_rec(0, &h, 7, seg - len4k, seg, SSD_REC_ALIGN_4K, &len) == NULL);
+	T_ASSERT(ssd_walk_rec(0, &h, 7, seg - len4k + 4096, seg, SSD_REC_ALIGN_4K, &len) != NULL);
+	/* Another generation, either way; a header that did not decode. */
+	T_ASSERT(ssd_walk_rec(0, &h, 8, 4096, seg, SSD_REC_ALIGN_4K, &len) != NULL);
+	T_ASSERT(ssd_walk_rec(0, &h, 6, 4096, seg, SSD_REC_ALIGN_4K, &len) != NULL);
+	T_ASSERT(ssd_walk_rec(KVT_ECORRUPT, &h, 7, 4096, seg, SSD_REC_ALIGN_4K, &len) != NULL);
+	/* A length no record has. */
+	h.part_count = KVT_PARTS_MAX + 1;
+	T_ASSERT(ssd_walk_rec(0, &h, 7, 4096, seg, SSD_REC_ALIGN_4K, &len) != NULL);
+}
+
+/* Recovery's tests of a segment header and a checkpoint, fsck's too. */
+static void test_ours(void)
+{
+	static const uint8_t id[16] = { 1, 2, 3 }, other[16] = { 9 };
+	struct ssd_seg_hdr h = {.slot = 3, .generation = 5, .seg_size = 1 << 20};
+	struct ssd_ckpt_hdr ck = {.slot_count = 4};
+
+	memcpy(h.store_id, id, 16);
+	T_EQ_INT(ssd_seg_hdr_ours(&h, 3, 1 << 20, id), 0);
+	T_EQ_INT(ssd_seg_hdr_ours(&h, 3, 0, NULL), 0); /* not known: not checked */
+	T_EQ_INT(ssd_seg_hdr_ours(&h, 2, 1 << 20, id), SSD_SEG_OTHER_SLOT);
+	T_EQ_INT(ssd_seg_hdr_ours(&h, 3, 2 << 20, id), SSD_SEG_OTHER_SIZE);
+	T_EQ_INT(ssd_seg_hdr_ours(&h, 3, 1 << 20, other), SSD_SEG_OTHER_STORE);
+	h.generation = 0;
+	T_EQ_INT(ssd_seg_hdr_ours(&h, 3, 1 << 20, id), SSD_SEG_UNUSED);
+	memcpy(ck.store_id, id, 16);
+	T_ASSERT(ssd_ckpt_ours(&ck, id, 4) == NULL);
+	T_ASSERT(ssd_ckpt_ours(&ck, NULL, 4) == NULL);
+	T_ASSERT(ssd_ckpt_ours(&ck, id, 8) != NULL);
+	T_ASSERT(ssd_ckpt_ours(&ck, other, 4) != NULL);
+}
+
 static void test_ckpt_round_trip(void)
 {
 	static const uint32_t shapes[][3] = {
@@ -1418,6 +1462,8 @@ int main(void)
 	test_sum_bit_flips();
 	test_sum_bounds();
 	test_sum_entry_bound();
+	test_walk_rec();
+	test_ours();
 	test_ckpt_round_trip();
 	test_ckpt_truncated_and_flips();
 	test_ckpt_bounds();

@@ -27,7 +27,23 @@
  * before the checkpoint was taken): a walk that stops short of it has hit
  * damage.  Past it, a header that fails to decode looks like a write a
  * crash tore; if a sound header of the generation follows it, recovery
- * will not find those records, which is said as a warning.
+ * will not find those records, which is said as a warning.  Where the walk
+ * stops is recovery's own predicate (ssd_walk_rec, lib/fmt/ssdfmt.c).  A
+ * record whose header is sound but whose value is not all there (a part
+ * fails its CRC, or the file ends inside it) at or past that write point,
+ * in any segment, is likewise a write a crash cut short: recovery indexes
+ * it and its first read is a miss, so it is a warning; before the write
+ * point it is damage.
+ *
+ * The files are judged by the store's shape as recovery will judge them
+ * (store_shape): its segment size (ssd.segment: a segment of another
+ * size is a free slot to recovery, not read) and slot count (ssd.capacity
+ * / ssd.segment: a checkpoint of another slot count is ignored, so none
+ * of its write points holds; a slot beyond the count is not read), by
+ * recovery's predicates (ssd_seg_hdr_ours, ssd_ckpt_ours).  The caller
+ * may give both (kvt_fsck's ssd_capacity and ssd_segment); otherwise the
+ * segment size is that of the segments the checkpoint names, and the
+ * checkpoint is taken as recovery's last run left it.
  * Files in ssd/ that are not segments or checkpoints are reported as
  * strays (a warning, not damage).
  *
@@ -91,6 +107,13 @@ struct fsck {
 	bool ck_ok;
 	struct ssd_ckpt_hdr ck_hdr;
 	uint64_t *ck_gen, *ck_off;
+	/* The store's shape as recovery will judge the files (0: not known):
+	 * its segment size (ssd.segment; else that of the segments the
+	 * checkpoint names) and slot count (ssd.capacity / ssd.segment), and
+	 * why recovery will ignore the checkpoint (NULL: it uses it). */
+	uint64_t seg_size;
+	uint32_t store_slots;
+	const char *ck_ignored;
 };
 
 static void fsck_say(struct fsck *c, int damage, const char *fmt, ...)
@@ -247,21 +270,47 @@ static bool rec_hdr_err(int r)
 	return r == KVT_ECORRUPT || r == KVT_EVERSION || r == KVT_EBUFSMALL || r == KVT_ERANGE;
 }
 
-/* Check one record at byte off of slot's file, laid out at align (the
- * segment header's record alignment).  Returns its length in bytes (> 0),
- * KVT_ECORRUPT if it is damaged (reported), or another < 0 error.  In an
- * open segment (!sealed) it returns 0 where recovery's walk stops (a zero
- * block, no room for a record, a header that fails to decode or of
- * another generation), with *why saying which; the caller judges it. */
-static int64_t check_record(struct fsck *c, int fd, uint32_t slot, uint64_t gen, uint64_t off,
-			    uint64_t end, uint32_t align, bool sealed, const char **why)
+/* A record whose header is sound but whose value is not all there (a
+ * part fails its CRC, or the file ends inside it), at byte off: at or
+ * past `wrote`, the checkpoint's write point for the segment's
+ * generation (0: none that recovery uses), it is a write a crash cut short
+ * -- recovery indexes its header and its first read is a miss -- said as
+ * a warning; before it, damage. */
+static void torn_say(struct fsck *c, uint32_t slot, uint64_t off, uint64_t wrote,
+		     const char *what)
+{
+	if (off < wrote)
+		fsck_say(c, KVT_FSCK_DAMAGE, "ssd/seg-%06u offset %llu %s", slot,
+			 (unsigned long long)off, what);
+	else
+		fsck_say(c, KVT_FSCK_WARN,
+			 "ssd/seg-%06u offset %llu %s, at or past the checkpoint's write point "
+			 "for its generation (%llu): a write torn by a crash, not damage "
+			 "(recovery indexes it; its first read is a miss)",
+			 slot, (unsigned long long)off, what, (unsigned long long)wrote);
+}
+
+/* Check one record at byte off of the file of slot, whose header is h,
+ * reading no further than end (the segment or the file, if shorter).
+ * Returns its length in bytes (> 0), KVT_ECORRUPT if it is damaged
+ * (reported), or another < 0 error.  In an open segment (!sealed) it
+ * returns 0 where recovery's walk stops (ssd_walk_rec: a header that fails
+ * to decode or of another generation, one that runs past the segment; or
+ * no room for a record), with *why saying which; the caller judges it.
+ * wrote: as torn_say's. */
+static int64_t check_record(struct fsck *c, int fd, uint32_t slot, const struct ssd_seg_hdr *sh,
+			    uint64_t off, uint64_t end, bool sealed, uint64_t wrote,
+			    const char **why)
 {
 	static const uint8_t zero[64];
+	uint64_t gen = sh->generation;
+	uint32_t align = sh->rec_align;
 	struct ssd_rec_hdr h;
 	struct ssd_part *parts = NULL;
 	struct fsck_rec fr = { 0 };
-	char kh[2 * KVT_KEY_MAX + 1];
-	uint64_t len, vo;
+	char kh[2 * KVT_KEY_MAX + 1], what[320];
+	const char *stop;
+	uint64_t len = 0, vo;
 	int r;
 
 	*why = "no room for a record";
@@ -277,47 +326,52 @@ static int64_t check_record(struct fsck *c, int fd, uint32_t slot, uint64_t gen,
 	if (!parts)
 		return -ENOMEM;
 	r = rec_hdr_read(fd, c->buf, FSCK_CHUNK, off, end, align, &h, parts);
-	if (r < 0 && !sealed && rec_hdr_err(r)) {
+	if (r < 0 && !rec_hdr_err(r)) {
 		free(parts);
-		if (memcmp(c->buf, zero, sizeof(zero)) == 0) {
+		return r;
+	}
+	/* Where recovery's walk stops, by the same predicate. */
+	stop = ssd_walk_rec(r, &h, gen, off, sh->seg_size, align, &len);
+	if (stop && !sealed) {
+		free(parts);
+		*why = stop;
+		if (r < 0 && memcmp(c->buf, zero, sizeof(zero)) == 0) {
 			*why = "zeros, no record";
-		} else {
+		} else if (r < 0) {
 			snprintf(c->why, sizeof(c->why), "record header damaged (%s)",
 				 kvt_strerror(r));
 			*why = c->why;
 		}
 		return 0;
 	}
-	if (r < 0) {
+	if (stop) {
 		free(parts);
-		if (!rec_hdr_err(r))
-			return r;
-		fsck_say(c, KVT_FSCK_DAMAGE, "ssd/seg-%06u offset %llu: record header damaged (%s)",
-			 slot, (unsigned long long)off, kvt_strerror(r));
+		if (r < 0)
+			fsck_say(c, KVT_FSCK_DAMAGE,
+				 "ssd/seg-%06u offset %llu: record header damaged (%s)", slot,
+				 (unsigned long long)off, kvt_strerror(r));
+		else if (h.generation != gen)
+			fsck_say(c, KVT_FSCK_DAMAGE,
+				 "ssd/seg-%06u offset %llu: record of generation %llu in "
+				 "generation %llu", slot, (unsigned long long)off,
+				 (unsigned long long)h.generation, (unsigned long long)gen);
+		else
+			fsck_say(c, KVT_FSCK_DAMAGE,
+				 "ssd/seg-%06u offset %llu seq %llu: record runs past its segment",
+				 slot, (unsigned long long)off, (unsigned long long)h.seq);
 		return KVT_ECORRUPT;
 	}
-	if (h.generation != gen) {
-		free(parts);
-		*why = h.generation < gen ? "a record of an older generation"
-		       : "a record of a newer generation";
-		if (!sealed)
-			return 0;
-		fsck_say(c, KVT_FSCK_DAMAGE,
-			 "ssd/seg-%06u offset %llu: record of generation %llu in generation %llu",
-			 slot, (unsigned long long)off, (unsigned long long)h.generation,
-			 (unsigned long long)gen);
-		return KVT_ECORRUPT;
-	}
-	len = ssd_rec_len(h.part_count, h.value_len, align);
 	key_hex(&h.key, kh, sizeof(kh));
-	if (len == 0 || off + len > end) {
-		free(parts);
-		fsck_say(c, KVT_FSCK_DAMAGE,
-			 "ssd/seg-%06u offset %llu seq %llu key %s: record runs past its segment",
-			 slot, (unsigned long long)off, (unsigned long long)h.seq, kh);
-		return KVT_ECORRUPT;
-	}
 	c->f->records++;
+	if (off + len > end) {
+		/* Within the segment, past the end of its file: recovery takes
+		 * it, a read of it finds the bytes missing. */
+		snprintf(what, sizeof(what), "seq %llu key %s: the file ends inside the record",
+			 (unsigned long long)h.seq, kh);
+		torn_say(c, slot, off, wrote, what);
+		fr.bad = true;
+		h.part_count = 0; /* no bytes to check */
+	}
 	/* Each part's CRC over its bytes, read in chunks. */
 	vo = off + h.hdr_len;
 	for (uint32_t p = 0; p < h.part_count; p++) {
@@ -335,11 +389,11 @@ static int64_t check_record(struct fsck *c, int fd, uint32_t slot, uint64_t gen,
 			fsck_progress(c, n);
 		}
 		if (crc != parts[p].crc) {
-			fsck_say(c, KVT_FSCK_DAMAGE,
-				 "ssd/seg-%06u offset %llu seq %llu ns %u key %s: part %u of %u "
-				 "fails its CRC32C (stored %08x, bytes give %08x)",
-				 slot, (unsigned long long)off, (unsigned long long)h.seq, h.ns_id,
-				 kh, p, h.part_count, parts[p].crc, crc);
+			snprintf(what, sizeof(what),
+				 "seq %llu ns %u key %s: part %u of %u fails its CRC32C (stored "
+				 "%08x, bytes give %08x)", (unsigned long long)h.seq, h.ns_id, kh,
+				 p, h.part_count, parts[p].crc, crc);
+			torn_say(c, slot, off, wrote, what);
 			fr.bad = true; /* the header is sound: walk on */
 			break;
 		}
@@ -374,9 +428,9 @@ struct sum_walk {
 	struct fsck *c;
 	int fd;
 	uint32_t slot;
-	uint64_t gen, end;
-	const char *bad; /* why recovery would not use the summary */
-	uint32_t align;
+	const struct ssd_seg_hdr *h;
+	uint64_t end, wrote; /* wrote: as torn_say's */
+	const char *bad;     /* why recovery would not use the summary */
 };
 
 /* Recovery's first pass over a summary (rec_sum_bound_cb), by the same
@@ -384,7 +438,7 @@ struct sum_walk {
 static int sum_bound_cb(void *ctx, const struct ssd_sum_entry *e)
 {
 	struct sum_walk *w = ctx;
-	w->bad = ssd_sum_entry_bound(e, w->align, w->end);
+	w->bad = ssd_sum_entry_bound(e, w->h->rec_align, w->h->summary_off);
 	return w->bad ? KVT_ECORRUPT : 0;
 }
 
@@ -392,8 +446,8 @@ static int sum_cb(void *ctx, const struct ssd_sum_entry *e)
 {
 	struct sum_walk *w = ctx;
 	const char *why;
-	int64_t r = check_record(w->c, w->fd, w->slot, w->gen, (uint64_t)e->off_512 * SSD_REC_ALIGN,
-				 w->end, w->align, true, &why);
+	int64_t r = check_record(w->c, w->fd, w->slot, w->h, (uint64_t)e->off_512 * SSD_REC_ALIGN,
+				 w->end, true, w->wrote, &why);
 	if (r < 0 && r != KVT_ECORRUPT)
 		return (int)r;
 	if (r > 0 && (uint64_t)r != (uint64_t)e->len_512 * SSD_REC_ALIGN)
@@ -432,10 +486,11 @@ static int64_t next_sound_hdr(struct fsck *c, int fd, uint64_t gen, uint64_t fro
 }
 
 /* Where the checkpoint says the writes of slot's generation (h's) had
- * reached when it was taken; 0 if it does not know that generation. */
+ * reached when it was taken; 0 if it does not know that generation, or if
+ * recovery will ignore it (ck_ignored: the store's size differs). */
 static uint64_t ck_wrote(const struct fsck *c, uint32_t slot, const struct ssd_seg_hdr *h)
 {
-	if (c->ck_ok && slot < c->ck_hdr.slot_count && slot < c->slots &&
+	if (c->ck_ok && !c->ck_ignored && slot < c->ck_hdr.slot_count && slot < c->slots &&
 	    c->ck_gen[slot] == h->generation && memcmp(c->ck_hdr.store_id, h->store_id, 16) == 0)
 		return c->ck_off[slot];
 	return 0;
@@ -459,8 +514,7 @@ static int walk_open(struct fsck *c, int fd, uint32_t slot, const struct ssd_seg
 		bool past = false; /* at the write point, after a stop before it */
 		len = 0;
 		while (!(past = lost && off >= wrote) &&
-		       (len = check_record(c, fd, slot, h->generation, off, end, h->rec_align,
-					   false, &why)) > 0)
+		       (len = check_record(c, fd, slot, h, off, end, false, wrote, &why)) > 0)
 			off += (uint64_t)len;
 		if (len < 0 && len != KVT_ECORRUPT)
 			return (int)len;
@@ -512,12 +566,12 @@ static int walk_open(struct fsck *c, int fd, uint32_t slot, const struct ssd_seg
 static int check_sealed(struct fsck *c, int fd, uint32_t slot, const struct ssd_seg_hdr *h,
 			uint64_t end)
 {
-	struct sum_walk w = { c, fd, slot, h->generation, h->summary_off, NULL, h->rec_align };
+	struct sum_walk w = { c, fd, slot, h, h->summary_off, ck_wrote(c, slot, h), NULL };
 	uint8_t *sb = NULL;
 	int64_t n = 0;
 	int r = 0;
 
-	if (h->summary_off + h->summary_len > end || h->summary_len > (256u << 20)) {
+	if (h->summary_off + h->summary_len > end) { /* decoded: both within seg_size */
 		w.bad = "it lies past the end of the file";
 	} else if (!(sb = malloc(h->summary_len))) {
 		return -ENOMEM;
@@ -592,19 +646,28 @@ static int check_segment(struct fsck *c, uint32_t slot, uint64_t fsize)
 		r = 0;
 		goto out;
 	}
-	if (h.slot != slot) {
+	/* Whether recovery takes it as a segment of the store, by its own
+	 * predicate. */
+	switch (ssd_seg_hdr_ours(&h, slot, c->seg_size, c->have_id ? c->store_id : NULL)) {
+	case SSD_SEG_OTHER_SLOT:
 		fsck_say(c, KVT_FSCK_DAMAGE, "ssd/%s: header says slot %u", name, h.slot);
 		goto out;
-	}
-	if (h.generation == 0)
+	case SSD_SEG_UNUSED:
 		goto out; /* never written: free */
-	if (!c->have_id) {
-		memcpy(c->store_id, h.store_id, 16);
-		c->have_id = true;
-	} else if (memcmp(c->store_id, h.store_id, 16) != 0) {
+	case SSD_SEG_OTHER_STORE:
 		fsck_say(c, KVT_FSCK_DAMAGE, "ssd/%s: belongs to another store (store id differs)",
 			 name);
 		goto out;
+	case SSD_SEG_OTHER_SIZE:
+		fsck_say(c, KVT_FSCK_WARN,
+			 "ssd/%s: a segment of %llu bytes, where the store's are %llu: the store "
+			 "takes its slot for free when it opens (its records are not read)",
+			 name, (unsigned long long)h.seg_size, (unsigned long long)c->seg_size);
+		goto out;
+	}
+	if (!c->have_id) {
+		memcpy(c->store_id, h.store_id, 16);
+		c->have_id = true;
 	}
 	c->gen[slot] = h.generation;
 	end = h.seg_size < fsize ? h.seg_size : fsize;
@@ -711,6 +774,38 @@ static int ckpt_load(struct fsck *c)
 	return 0;
 }
 
+/* The store's segment size and slot count, as recovery will judge the
+ * files: the caller's (ssd.segment, ssd.capacity / ssd.segment), else the
+ * size of the segments the checkpoint names (the store that wrote it made
+ * them) and no slot count; and from them whether recovery will use the
+ * checkpoint (the same predicate as recovery's).  Never assumes a default:
+ * without either, each segment is read at its header's size, as before. */
+static void store_shape(struct fsck *c, const uint64_t *sizes)
+{
+	c->seg_size = c->f->ssd_segment;
+	for (uint32_t s = 0; !c->seg_size && c->ck_ok && s < c->slots; s++) {
+		struct ssd_seg_hdr h;
+		char name[32];
+		int fd;
+		if (!sizes[s] || !c->ck_gen[s])
+			continue;
+		snprintf(name, sizeof(name), "seg-%06u", s);
+		fd = openat(c->dfd, name, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		if (pread_full(fd, c->buf, SSD_ALIGN, 0) == 0 &&
+		    ssd_seg_hdr_decode(c->buf, &h) == 0 &&
+		    ssd_seg_hdr_ours(&h, s, 0, c->ck_hdr.store_id) == 0 &&
+		    h.generation == c->ck_gen[s])
+			c->seg_size = h.seg_size;
+		close(fd);
+	}
+	if (c->f->ssd_capacity && c->seg_size)
+		c->store_slots = (uint32_t)(c->f->ssd_capacity / c->seg_size);
+	if (c->ck_ok && c->store_slots)
+		c->ck_ignored = ssd_ckpt_ours(&c->ck_hdr, NULL, c->store_slots);
+}
+
 /* The checkpoint read by ckpt_load, against the records found. */
 static void check_checkpoint(struct fsck *c)
 {
@@ -719,6 +814,14 @@ static void check_checkpoint(struct fsck *c)
 	int r;
 	if (!c->ck)
 		return;
+	if (c->ck_ignored) {
+		/* Neither its entries nor its clears will be used. */
+		fsck_say(c, KVT_FSCK_WARN,
+			 "ssd/checkpoint: %s (it names %u slots, the store has %u): recovery "
+			 "ignores it and scans every segment", c->ck_ignored, c->ck_hdr.slot_count,
+			 c->store_slots);
+		return;
+	}
 	r = ssd_ckpt_decode(c->ck, c->ck_len, &h, &cbs, c);
 	if (r < 0) {
 		/* Another format version (an upgrade): ignored at open, like damage. */
@@ -730,7 +833,9 @@ static void check_checkpoint(struct fsck *c)
 	if (c->have_id && memcmp(h.store_id, c->store_id, 16) != 0)
 		fsck_say(c, KVT_FSCK_DAMAGE,
 			 "ssd/checkpoint: belongs to another store (store id differs)");
-	if (h.slot_count < c->slots) /* more is normal: files are made as slots are used */
+	/* more is normal: files are made as slots are used (with the store's
+	 * slot count known, a slot beyond it was said as such) */
+	if (!c->store_slots && h.slot_count < c->slots)
 		fsck_say(c, KVT_FSCK_WARN, "ssd/checkpoint: names %u slots, the directory holds %u",
 			 h.slot_count, c->slots);
 }
@@ -866,7 +971,15 @@ int kvt_store_fsck(const char *path, struct kvt_fsck *f)
 	}
 	if ((r = ckpt_load(&c)) < 0)
 		goto out;
+	store_shape(&c, sizes);
 	for (uint32_t s = 0; s < c.slots; s++) {
+		if (c.store_slots && s >= c.store_slots) {
+			if (sizes[s])
+				fsck_say(&c, KVT_FSCK_WARN,
+					 "ssd/seg-%06u: beyond the store's %u slots (ssd.capacity / "
+					 "ssd.segment): not read when it opens", s, c.store_slots);
+			continue;
+		}
 		if (!sizes[s]) {
 			fsck_say(&c, KVT_FSCK_DAMAGE, "ssd/seg-%06u: missing (slots 0..%u exist)", s,
 				 c.slots - 1);

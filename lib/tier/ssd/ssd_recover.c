@@ -272,6 +272,7 @@ static void rec_load_ckpt(struct recovery *rc)
 	struct ssd_ckpt_cbs cbs = { ck_slot_cb, ck_clear_cb, ck_entry_cb };
 	struct stat st;
 	uint8_t *buf = NULL;
+	const char *why = NULL;
 	int fd, r;
 
 	fd = openat(s->dir_fd, SSD_CKPT, O_RDONLY | O_CLOEXEC);
@@ -285,10 +286,9 @@ static void rec_load_ckpt(struct recovery *rc)
 		goto out;
 	/* Two passes: the header first, to check it is ours and sized right. */
 	r = ssd_ckpt_decode(buf, (size_t)st.st_size, &rc->ck, NULL, NULL);
-	if (r < 0 || memcmp(rc->ck.store_id, s->store_id, 16) != 0 ||
-	    rc->ck.slot_count != s->slot_count) {
+	if (r < 0 || (why = ssd_ckpt_ours(&rc->ck, s->store_id, s->slot_count))) {
 		kvt_logf(s->log, KVT_LOG_WARN, "ssd: checkpoint ignored (%s): scanning every segment",
-			 r < 0 ? kvt_strerror(r) : "from another store or size");
+			 r < 0 ? kvt_strerror(r) : why);
 		goto out;
 	}
 	r = ssd_ckpt_decode(buf, (size_t)st.st_size, &rc->ck, &cbs, rc);
@@ -338,13 +338,8 @@ static int rec_walk(struct recovery *rc, uint32_t slot, uint64_t from, uint64_t 
 				break;
 			d = ssd_rec_hdr_decode(buf, h.hdr_len, a, &h, NULL, 0);
 		}
-		if (d < 0 || h.generation != g->generation)
+		if (ssd_walk_rec(d, &h, g->generation, off, s->cfg.seg_size, a, &rec_len))
 			break; /* the end of what this generation wrote */
-		/* A checksum-valid header that claims more than the segment
-		 * holds is not a record of this segment. */
-		rec_len = ssd_rec_len(h.part_count, h.value_len, a);
-		if (rec_len == 0 || rec_len > s->cfg.seg_size - off)
-			break;
 		memset(&it, 0, sizeof(it));
 		it.e.type = h.type;
 		it.e.ns_id = h.ns_id;
@@ -519,9 +514,8 @@ int ssd_recover(struct ssd *s)
 			continue;
 		}
 		if (ssd_pread_full(s, g->fd, buf, SSD_ALIGN, 0) < 0 ||
-		    ssd_seg_hdr_decode(buf, &h) < 0 || h.slot != i ||
-		    h.seg_size != s->cfg.seg_size || memcmp(h.store_id, s->store_id, 16) != 0 ||
-		    h.generation == 0)
+		    ssd_seg_hdr_decode(buf, &h) < 0 ||
+		    ssd_seg_hdr_ours(&h, i, s->cfg.seg_size, s->store_id) != 0)
 			continue; /* free (or foreign): reused as such */
 		g->generation = h.generation;
 		/* Its records' alignment: O_DIRECT or the page cache for it. */
