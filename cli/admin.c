@@ -14,6 +14,7 @@
 #include "admin.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <signal.h>
@@ -27,6 +28,7 @@
 
 #include "kvtier.h"
 #include "progress.h"
+#include "ssdfmt.h"
 #include "stat_ns.h"
 
 #define EX_OK 0
@@ -122,11 +124,43 @@ static void cant_reach(const char *cmd, const char *addr, int rc)
 }
 
 /* Segment size and count of an existing store directory's SSD tier. */
+/* The slot count in the store's checkpoint (the one it last ran with),
+ * or 0: none, or one that does not decode. */
+static uint64_t dir_ckpt_slots(const char *dir)
+{
+	char p[4096];
+	struct stat st;
+	struct ssd_ckpt_hdr h;
+	uint8_t *buf = NULL;
+	uint64_t slots = 0;
+	size_t got = 0;
+	int fd;
+	snprintf(p, sizeof(p), "%s/ssd/checkpoint", dir);
+	if ((fd = open(p, O_RDONLY | O_CLOEXEC)) < 0)
+		return 0;
+	if (fstat(fd, &st) == 0 && st.st_size > 0 && (buf = malloc((size_t)st.st_size))) {
+		while (got < (size_t)st.st_size) {
+			ssize_t r = read(fd, buf + got, (size_t)st.st_size - got);
+			if (r <= 0)
+				break;
+			got += (size_t)r;
+		}
+		if (got == (size_t)st.st_size && ssd_ckpt_decode(buf, got, &h, NULL, NULL) == 0)
+			slots = h.slot_count;
+	}
+	free(buf);
+	close(fd);
+	return slots;
+}
+
+/* An existing store's segment size (its first segment file's) and slot
+ * count: its checkpoint's, else at least 16 and as many as there are
+ * segment files (they are made as slots are first used).  false: none. */
 static bool dir_ssd_geometry(const char *dir, uint64_t *seg, uint64_t *count)
 {
 	char p[4096];
 	struct stat st;
-	uint64_t n = 0;
+	uint64_t n = 0, ck;
 	snprintf(p, sizeof(p), "%s/ssd/seg-000000", dir);
 	if (stat(p, &st) < 0 || st.st_size <= 0)
 		return false;
@@ -136,7 +170,8 @@ static bool dir_ssd_geometry(const char *dir, uint64_t *seg, uint64_t *count)
 		if (stat(p, &st) < 0)
 			break;
 	}
-	*count = n;
+	ck = dir_ckpt_slots(dir);
+	*count = ck ? (ck > n ? ck : n) : (n < 16 ? 16 : n);
 	return true;
 }
 
@@ -175,12 +210,11 @@ static int conn_open(const char *cmd, const struct conn_opts *o, struct kvt_stor
 		uint64_t seg, count;
 		SET("path", o->dir);
 		if (dir_ssd_geometry(o->dir, &seg, &count)) {
-			/* Segment files are made as slots are first used: keep the
-			 * segment size, and at least as many slots as there are
-			 * files (a different slot count costs one full scan). */
+			/* The store's own geometry: another slot count would
+			 * cost a full scan, and leave the store that size. */
 			snprintf(v, sizeof(v), "%" PRIu64, seg);
 			SET("ssd.segment", v);
-			snprintf(v, sizeof(v), "%" PRIu64, seg * (count < 16 ? 16 : count));
+			snprintf(v, sizeof(v), "%" PRIu64, seg * count);
 			SET("ssd.capacity", o->ssd_cap ? o->ssd_cap : v);
 		} else {
 			SET("ssd.segment", o->segment ? o->segment : "64M");

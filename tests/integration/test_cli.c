@@ -240,11 +240,18 @@ static void test_dir(void)
 	T_ASSERT(strstr(out, "clean") != NULL);
 	T_EQ_INT(field(out, "records, "), 2);
 	free(out);
-	/* Told the store's sizes (as --dir reopens it: 8M segments, 16 of
-	 * them), the same; told another segment size, its segments are free
-	 * slots to that store: said, not read. */
+	/* Told the store's sizes (as --dir reopens it: the size its
+	 * checkpoint says, 8 slots of 8M, not 16), the same, and the
+	 * checkpoint used; told another slot count, fsck says recovery would
+	 * ignore the checkpoint; told another segment size, its segments are
+	 * free slots to that store: said, not read. */
+	T_EQ_INT(run(&out, NULL, "fsck --ssd-capacity 64M --segment 8M '%s'", dir), 0);
+	T_EQ_INT(field(out, "records, "), 2);
+	T_ASSERT(strstr(out, "scans every segment") == NULL);
+	free(out);
 	T_EQ_INT(run(&out, NULL, "fsck --ssd-capacity 128M --segment 8M '%s'", dir), 0);
 	T_EQ_INT(field(out, "records, "), 2);
+	T_ASSERT(strstr(out, "scans every segment") != NULL);
 	free(out);
 	T_EQ_INT(run(&out, NULL, "fsck --segment 4M '%s'", dir), 0);
 	T_ASSERT(strstr(out, "a segment of 8388608 bytes, where the store's are 4194304") != NULL);
