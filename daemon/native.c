@@ -102,6 +102,17 @@ static void native_parse(struct kvtd_conn *c)
 				       "HELLO and AUTH first; closing the connection");
 			return;
 		}
+		if (!pre && (rc == 0 || (rc == PROTO_NEED_MORE && avail >= PROTO_HDR_LEN)) &&
+		    f.op != PROTO_OP_HELLO && f.version != c->version) {
+			/* Every frame after HELLO carries the version it chose
+			 * (doc/protocol.md section 5): another is refused from its
+			 * header, as the parser's own errors are, before a byte of
+			 * its table or data is buffered. */
+			kvtd_conn_fail(c, PROTO_OP_ERROR, f.tag, KVT_EVERSION,
+				       "frame version differs from the one HELLO chose; "
+				       "closing the connection");
+			return;
+		}
 		if (rc == PROTO_NEED_MORE) {
 			rc = kvtd_conn_rbuf_room(c, (size_t)f.need);
 			if (rc == -EMSGSIZE)
