@@ -16,6 +16,12 @@
  *   grant_race    a grant revoked (SIGHUP) while an NS_REGISTER frame waits
  *                 in the registry's sync (held there by the LD_PRELOAD shim
  *                 shim_sync.c, argv[3]): checked again, nothing cached
+ *   native_edges  every opcode with each field at its edges (doc/security.md
+ *                 "Native protocol review"): ERROR frame and close, or the
+ *                 opcode's refusal and the connection kept; one key named
+ *                 65536 times in a frame
+ *   native_flood  frames a byte per send(), connections closed mid-frame,
+ *                 pipelines never read while another client is timed
  *
  * Every phase samples the server's VmRSS every 20 ms and asserts the bound
  * of doc/security.md: RSS < RSS at start + --dram + --max-memory +
@@ -3360,6 +3366,1077 @@ static void phase_s3_scan(void)
 	T_EQ_INT(tsrv_stop(&srv), 0);
 }
 
+/* ------------------------------------------------------------------------
+ * native_edges / native_flood (attack14, doc/security.md "Native protocol
+ * review, 2026-12-03"): the native protocol's opcodes with each field at
+ * its edges, on a real kvtierd over loopback.  What must happen, case by
+ * case: a frame that cannot be read gets an ERROR frame with the fault
+ * (and the request's tag once the header was readable) and the connection
+ * closes; a request that fails as a whole gets its opcode and a negative
+ * status and the connection stays; never a crash, never other bytes, and
+ * an admin's PING on another connection answered meanwhile.
+ */
+
+static void nat_le(uint8_t *p, uint64_t v, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint64_t nat_get(const uint8_t *p, unsigned n)
+{
+	uint64_t v = 0;
+	for (unsigned i = 0; i < n; i++)
+		v |= (uint64_t)p[i] << (8 * i);
+	return v;
+}
+
+/* The frame's CRC again over header[0, 44) and the table bytes present
+ * (at most table_len of them, at most len - 48). */
+static void nat_recrc(uint8_t *buf, size_t len)
+{
+	uint64_t tl = nat_get(buf + 24, 8);
+	uint32_t crc;
+
+	if (tl > len - PROTO_HDR_LEN)
+		tl = len - PROTO_HDR_LEN;
+	crc = kvt_crc32c(0, buf, 44);
+	crc = kvt_crc32c(crc, buf + PROTO_HDR_LEN, (size_t)tl);
+	nat_le(buf + 44, crc, 4);
+}
+
+/* A valid request frame (header and table, no data) into a malloc'd
+ * buffer: *len bytes. */
+static uint8_t *nat_encode(struct proto_frame *f, const struct proto_item *its, uint32_t n,
+			   size_t *len)
+{
+	uint64_t need = 0;
+	uint8_t *buf;
+
+	T_EQ_INT(proto_encode(f, its, n, NULL, 0, NULL, &need), KVT_EBUFSMALL);
+	buf = calloc(1, need + 64); /* room for cases that grow the table */
+	T_ASSERT(buf != NULL);
+	T_EQ_INT(proto_encode(f, its, n, buf, need, NULL, NULL), (int64_t)need);
+	*len = (size_t)need;
+	return buf;
+}
+
+enum { NAT_RAW, NAT_HELLO, NAT_LOGIN };
+
+struct nat_env {
+	uint16_t port;
+	uint16_t version;        /* what HELLO chose for alice's connections */
+	uint64_t vmax;           /* the server's value_max (HELLO) */
+	uint8_t ns[PROTO_DIGEST_LEN];
+	struct kc ctl;           /* admin, PINGs between cases */
+	uint64_t ping_max_ns;
+	unsigned bad;            /* cases that did not go as they must */
+	unsigned cases;
+};
+
+#define NAT_TAG 0x7a7a000000000042ull
+
+/*
+ * Send buf on a fresh connection (raw, after HELLO, or logged in as alice)
+ * and check the answer: a frame with status want (op want_op; the tag NAT_TAG
+ * unless tag_zero), then the connection closed (close) or still serving a
+ * PING.  Then the admin's PING on its own connection.
+ */
+static void nat_case(struct nat_env *e, const char *name, int mode, const uint8_t *buf,
+		     size_t len, int32_t want, uint16_t want_op, bool close, bool tag_zero)
+{
+	struct kc c;
+	struct kc_resp r;
+	bool closed = false, ok;
+	int rc, ping = 1;
+	uint64_t t0;
+
+	e->cases++;
+	T_RC(kc_connect_tcp(&c, e->port), 0);
+	if (mode == NAT_HELLO)
+		T_RC(kc_hello(&c), 0);
+	else if (mode == NAT_LOGIN)
+		T_RC(kc_login(&c, "alice", SECRET_ALICE), 0);
+	rc = kc_send(&c, buf, len);
+	if (rc == 0)
+		rc = kc_recv(&c, &r, 3000);
+	if (rc == 0 && close)
+		closed = kc_wait_closed(&c, 3000);
+	else if (rc == 0)
+		ping = kc_ping(&c);
+	ok = rc == 0 && r.f.status == want && r.f.op == want_op &&
+	     r.f.tag == (tag_zero ? 0 : NAT_TAG) && (close ? closed : ping == 0);
+	printf("  %-40s %s: %s op %u status %d (%s)%s%s\n", name, ok ? "ok  " : "BAD ",
+	       rc ? kvt_strerror(rc) : "answer", rc ? 0 : r.f.op, rc ? 0 : r.f.status,
+	       rc ? "-" : kvt_strerror(r.f.status), close ? (closed ? ", closed" : ", NOT closed")
+						   : (ping == 0 ? ", still serving" : ", NOT serving"),
+	       ok ? "" : " <-- want that status and op");
+	if (!ok) {
+		printf("     wanted op %u status %d (%s)\n", want_op, want, kvt_strerror(want));
+		e->bad++;
+	}
+	if (rc == 0)
+		kc_resp_free(&r);
+	kc_close(&c);
+	t0 = tsrv_now_ns();
+	T_RC(kc_ping(&e->ctl), 0);
+	if (tsrv_now_ns() - t0 > e->ping_max_ns)
+		e->ping_max_ns = tsrv_now_ns() - t0;
+}
+
+/* A frame that cannot be read: ERROR frame, request's tag, closed. */
+static void nat_bad(struct nat_env *e, const char *name, const uint8_t *buf, size_t len,
+		    int32_t want)
+{
+	nat_case(e, name, NAT_LOGIN, buf, len, want, PROTO_OP_ERROR, true, false);
+}
+
+/* One mutation of a copy of the frame at off (n bytes, little-endian),
+ * the CRC recomputed. */
+static void nat_mut(struct nat_env *e, const char *name, const uint8_t *frame, size_t len,
+		    size_t off, unsigned n, uint64_t v, int32_t want)
+{
+	uint8_t *b = malloc(len + 64);
+
+	memcpy(b, frame, len);
+	nat_le(b + off, v, n);
+	nat_recrc(b, len);
+	nat_bad(e, name, b, len, want);
+	free(b);
+}
+
+/* A GET frame of one item, and where its fields lie: table at 48, the ns
+ * table (8 + 32), then the item (32 + key). */
+#define NAT_NS_OFF (PROTO_HDR_LEN)
+#define NAT_IT_OFF (PROTO_HDR_LEN + 8 + PROTO_DIGEST_LEN)
+
+static uint8_t *nat_get_frame(struct nat_env *e, uint32_t flags, uint32_t part, uint64_t off,
+			      uint64_t rlen, size_t *len)
+{
+	struct proto_frame f = { .op = PROTO_OP_GET, .ns_count = 1, .ns = e->ns, .tag = NAT_TAG,
+				 .version = e->version };
+	struct proto_item it = { .flags = flags, .part = part, .off = off, .len = rlen };
+
+	kvt_key_set(&it.key, "nat-v", 5);
+	return nat_encode(&f, &it, 1, len);
+}
+
+/* A PUT frame (header and table) of one item with n parts of plen bytes. */
+static uint8_t *nat_put_frame(struct nat_env *e, const char *key, uint32_t flags, uint32_t n,
+			      uint64_t plen, size_t *len)
+{
+	struct proto_frame f = { .op = PROTO_OP_PUT, .ns_count = 1, .ns = e->ns, .tag = NAT_TAG,
+				 .version = e->version };
+	struct proto_item it = { .flags = flags, .part_count = n };
+	uint64_t *lens = calloc(n, sizeof(*lens));
+	uint32_t *crcs = calloc(n, sizeof(*crcs));
+	uint8_t *b;
+
+	for (uint32_t i = 0; i < n; i++)
+		lens[i] = plen;
+	it.part_lens = lens;
+	it.part_crcs = crcs;
+	kvt_key_set(&it.key, key, strlen(key));
+	b = nat_encode(&f, &it, 1, len);
+	free(lens);
+	free(crcs);
+	return b;
+}
+
+/* A frame of op with the op section given (CLEAR, STATS, DRAIN, HELLO,
+ * AUTH, PING, NS_REGISTER: raw tables). */
+static size_t nat_raw(uint8_t *b, uint16_t ver, uint16_t op, uint32_t count, const void *table,
+		      size_t tlen)
+{
+	memset(b, 0, PROTO_HDR_LEN);
+	memcpy(b, PROTO_MAGIC, 4);
+	nat_le(b + 4, ver, 2);
+	nat_le(b + 6, op, 2);
+	nat_le(b + 12, count, 4);
+	nat_le(b + 16, NAT_TAG, 8);
+	nat_le(b + 24, tlen, 8);
+	memcpy(b + PROTO_HDR_LEN, table, tlen);
+	nat_recrc(b, PROTO_HDR_LEN + tlen);
+	return PROTO_HDR_LEN + tlen;
+}
+
+static void nat_headers(struct nat_env *e)
+{
+	size_t len, plen;
+	uint8_t *g = nat_get_frame(e, 0, 0, 0, 0, &len), *b = malloc(len + 64);
+	uint8_t *p = nat_put_frame(e, "nat-p", 0, 1, 4096, &plen);
+	uint16_t other = e->version == 1 ? 2 : 1;
+
+	printf("native_edges: header fields\n");
+	memcpy(b, g, len);
+	memcpy(b, "KVTQ", 4);
+	nat_case(e, "magic KVTQ", NAT_LOGIN, b, len, PROTO_EMAGIC, PROTO_OP_ERROR, true, true);
+	memcpy(b, "GET / HTTP/1.1\r\n\r\n", 18);
+	nat_case(e, "an HTTP request", NAT_LOGIN, b, 18, PROTO_EMAGIC, PROTO_OP_ERROR, true, true);
+	nat_mut(e, "version 0", g, len, 4, 2, 0, KVT_EVERSION);
+	nat_mut(e, "version 3", g, len, 4, 2, 3, KVT_EVERSION);
+	nat_mut(e, "version 0xffff", g, len, 4, 2, 0xffff, KVT_EVERSION);
+	nat_mut(e, "version other than HELLO chose", g, len, 4, 2, other, KVT_EVERSION);
+	nat_mut(e, "opcode 0 (ERROR) as a request", g, len, 6, 2, 0, KVT_EBADOP);
+	nat_mut(e, "opcode 14", g, len, 6, 2, 14, KVT_EBADOP);
+	nat_mut(e, "opcode 0xffff", g, len, 6, 2, 0xffff, KVT_EBADOP);
+	nat_mut(e, "flag RESPONSE", g, len, 8, 4, PROTO_F_RESPONSE, PROTO_EFLAGS);
+	nat_mut(e, "flag MORE", g, len, 8, 4, PROTO_F_MORE, PROTO_EFLAGS);
+	nat_mut(e, "flag RDMA", g, len, 8, 4, PROTO_F_RDMA, PROTO_ERDMA);
+	nat_mut(e, "flag 0x8", g, len, 8, 4, 0x8, PROTO_EFLAGS);
+	nat_mut(e, "flag 0x80000000", g, len, 8, 4, 0x80000000u, PROTO_EFLAGS);
+	nat_mut(e, "status -1 in a request", g, len, 40, 4, 0xffffffffu, PROTO_EMALFORMED);
+	nat_mut(e, "status 1 in a request", g, len, 40, 4, 1, PROTO_EMALFORMED);
+	nat_mut(e, "GET item_count 0", g, len, 12, 4, 0, PROTO_ECOUNT);
+	nat_mut(e, "GET item_count 2 (table of 1)", g, len, 12, 4, 2, PROTO_EMALFORMED);
+	nat_mut(e, "GET item_count 65537", g, len, 12, 4, 65537, PROTO_ECOUNT);
+	nat_mut(e, "GET item_count 0xffffffff", g, len, 12, 4, 0xffffffffu, PROTO_ECOUNT);
+	nat_mut(e, "table_len 2^64-1", g, len, 24, 8, UINT64_MAX, KVT_EBADLEN);
+	nat_mut(e, "table_len 16 MiB + 1", g, len, 24, 8, (16u << 20) + 1, KVT_EBADLEN);
+	nat_mut(e, "table_len 0", g, len, 24, 8, 0, PROTO_EMALFORMED);
+	nat_mut(e, "table_len one short", g, len, 24, 8, len - PROTO_HDR_LEN - 1,
+		PROTO_EMALFORMED);
+	{
+		/* Eight zero bytes past the item, counted in table_len. */
+		memcpy(b, g, len);
+		memset(b + len, 0, 8);
+		nat_le(b + 24, len - PROTO_HDR_LEN + 8, 8);
+		nat_recrc(b, len + 8);
+		nat_bad(e, "table_len 8 past the items", b, len + 8, PROTO_EMALFORMED);
+	}
+	nat_mut(e, "GET data_len 1", g, len, 32, 8, 1, PROTO_EMALFORMED);
+	nat_mut(e, "GET data_len 2^64-1", g, len, 32, 8, UINT64_MAX, KVT_EBADLEN);
+	nat_mut(e, "PUT data_len 2^64-1", p, plen, 32, 8, UINT64_MAX, KVT_EBADLEN);
+	nat_mut(e, "PUT data_len 2^40 (frame_max)", p, plen, 32, 8, 1ull << 40, KVT_EBADLEN);
+	nat_mut(e, "PUT data_len one over its parts", p, plen, 32, 8, 4097, PROTO_EMALFORMED);
+	nat_mut(e, "PUT data_len one under its parts", p, plen, 32, 8, 4095, PROTO_EMALFORMED);
+	nat_mut(e, "PUT data_len 0", p, plen, 32, 8, 0, PROTO_EMALFORMED);
+	memcpy(b, g, len);
+	b[44] ^= 1;
+	nat_bad(e, "CRC one bit off", b, len, PROTO_ECRC);
+	memcpy(b, g, len);
+	b[len - 1] ^= 1;
+	nat_bad(e, "key byte changed, CRC not", b, len, PROTO_ECRC);
+	{
+		uint8_t t[8] = { 0 };
+		size_t n = nat_raw(b, e->version, PROTO_OP_PING, 1, t, 0);
+		nat_bad(e, "PING item_count 1", b, n, PROTO_ECOUNT);
+		n = nat_raw(b, e->version, PROTO_OP_PING, 0, t, 8);
+		nat_bad(e, "PING table_len 8", b, n, PROTO_EMALFORMED);
+	}
+	free(g);
+	free(p);
+	free(b);
+}
+
+static void nat_tables(struct nat_env *e)
+{
+	size_t len;
+	uint8_t *g = nat_get_frame(e, 0, 0, 0, 0, &len);
+	const size_t it = NAT_IT_OFF;
+
+	printf("native_edges: tables\n");
+	nat_mut(e, "ns_count 0", g, len, NAT_NS_OFF, 4, 0, PROTO_ECOUNT);
+	nat_mut(e, "ns_count 2 (one digest)", g, len, NAT_NS_OFF, 4, 2, PROTO_EMALFORMED);
+	nat_mut(e, "ns_count 257", g, len, NAT_NS_OFF, 4, 257, PROTO_ECOUNT);
+	nat_mut(e, "ns_count 0xffffffff", g, len, NAT_NS_OFF, 4, 0xffffffffu, PROTO_ECOUNT);
+	nat_mut(e, "ns table reserved 1", g, len, NAT_NS_OFF + 4, 4, 1, PROTO_EMALFORMED);
+	nat_mut(e, "ns_index 1 of 1", g, len, it, 4, 1, PROTO_EMALFORMED);
+	nat_mut(e, "ns_index 0xffffffff", g, len, it, 4, 0xffffffffu, PROTO_EMALFORMED);
+	nat_mut(e, "item flag 0x80", g, len, it + 4, 2, 0x80, PROTO_EFLAGS);
+	nat_mut(e, "item flag 0x8000", g, len, it + 4, 2, 0x8000, PROTO_EFLAGS);
+	nat_mut(e, "GET flag SEALED", g, len, it + 4, 2, PROTO_IF_SEALED, PROTO_EFLAGS);
+	nat_mut(e, "GET flag PLACED", g, len, it + 4, 2, PROTO_IF_PLACED, PROTO_EFLAGS);
+	nat_mut(e, "GET flag RETAIN", g, len, it + 4, 2, PROTO_IF_RETAIN, PROTO_EFLAGS);
+	nat_mut(e, "GET flags PART|RANGE", g, len, it + 4, 2, PROTO_IF_PART | PROTO_IF_RANGE,
+		PROTO_EFLAGS);
+	nat_mut(e, "key_len 0", g, len, it + 6, 1, 0, KVT_EKEYLEN);
+	nat_mut(e, "key_len 65", g, len, it + 6, 1, 65, KVT_EKEYLEN);
+	nat_mut(e, "key_len 255", g, len, it + 6, 1, 255, KVT_EKEYLEN);
+	nat_mut(e, "key_len 6 (5 in the table)", g, len, it + 6, 1, 6, PROTO_EMALFORMED);
+	nat_mut(e, "key_len 4 (5 in the table)", g, len, it + 6, 1, 4, PROTO_EMALFORMED);
+	nat_mut(e, "item reserved byte 1", g, len, it + 7, 1, 1, PROTO_EMALFORMED);
+	nat_mut(e, "GET part 3 without PART", g, len, it + 8, 4, 3, PROTO_EMALFORMED);
+	nat_mut(e, "GET reserved u32 1", g, len, it + 12, 4, 1, PROTO_EMALFORMED);
+	nat_mut(e, "GET off 1 without RANGE", g, len, it + 16, 8, 1, PROTO_EMALFORMED);
+	nat_mut(e, "GET len 1 without RANGE", g, len, it + 24, 8, 1, PROTO_EMALFORMED);
+	free(g);
+
+	g = nat_get_frame(e, PROTO_IF_PART, 0, 0, 0, &len);
+	nat_mut(e, "GET PART 1024 (parts_max)", g, len, it + 8, 4, 1024, PROTO_ECOUNT);
+	nat_mut(e, "GET PART 0xffffffff", g, len, it + 8, 4, 0xffffffffu, PROTO_ECOUNT);
+	free(g);
+	g = nat_get_frame(e, PROTO_IF_RANGE, 0, 0, 1, &len);
+	nat_mut(e, "GET RANGE len 0", g, len, it + 24, 8, 0, KVT_EBADLEN);
+	nat_mut(e, "GET RANGE len value_max + 1", g, len, it + 24, 8, e->vmax + 1, KVT_EBADLEN);
+	nat_mut(e, "GET RANGE off 2^64-1, len 1", g, len, it + 16, 8, UINT64_MAX,
+		KVT_EBADLEN);
+	nat_mut(e, "GET RANGE off value_max, len 1", g, len, it + 16, 8, e->vmax, KVT_EBADLEN);
+	free(g);
+
+	/* PUT items: head 8, part_count at 8, copies at 12, key at 16, then
+	 * the part table (len 8, crc 4, reserved 4). */
+	{
+		uint8_t *p = nat_put_frame(e, "nat-p", 0, 2, 2048, &len);
+		const size_t pt = it + 16 + 5;
+		nat_mut(e, "PUT part_count 0", p, len, it + 8, 4, 0, PROTO_ECOUNT);
+		nat_mut(e, "PUT part_count 1025", p, len, it + 8, 4, 1025, PROTO_ECOUNT);
+		nat_mut(e, "PUT part_count 3 (2 in the table)", p, len, it + 8, 4, 3,
+			PROTO_EMALFORMED);
+		nat_mut(e, "PUT part_count 1 (2 in the table)", p, len, it + 8, 4, 1,
+			PROTO_EMALFORMED);
+		nat_mut(e, "PUT copies 1 without PLACED", p, len, it + 12, 4, 1,
+			PROTO_EMALFORMED);
+		nat_mut(e, "PUT flag REPAIR without PLACED", p, len, it + 4, 2, PROTO_IF_REPAIR,
+			PROTO_EFLAGS);
+		nat_mut(e, "PUT flag FORWARD without PLACED", p, len, it + 4, 2,
+			PROTO_IF_FORWARD, PROTO_EFLAGS);
+		nat_mut(e, "PUT flag PART", p, len, it + 4, 2, PROTO_IF_PART, PROTO_EFLAGS);
+		nat_mut(e, "PUT part len 0", p, len, pt, 8, 0, KVT_EBADLEN);
+		nat_mut(e, "PUT part len value_max + 1", p, len, pt, 8, e->vmax + 1, KVT_EBADLEN);
+		nat_mut(e, "PUT part len 2^64-1", p, len, pt, 8, UINT64_MAX, KVT_EBADLEN);
+		nat_mut(e, "PUT part reserved 1", p, len, pt + 12, 4, 1, PROTO_EMALFORMED);
+		{
+			/* Two parts whose lengths wrap to data_len 2048. */
+			uint8_t *b = malloc(len);
+			memcpy(b, p, len);
+			nat_le(b + pt, (1ull << 63), 8);
+			nat_le(b + pt + 16, (1ull << 63) + 2048 + 2048, 8);
+			nat_recrc(b, len);
+			nat_bad(e, "PUT parts 2^63 + (2^63 + 4096)", b, len, KVT_EBADLEN);
+			free(b);
+		}
+		free(p);
+	}
+
+	/* CLEAR and STATS op sections: scope 4, tenant_len 2 at 4, digest at 8. */
+	{
+		uint8_t t[40 + 80] = { 0 }, b[PROTO_HDR_LEN + sizeof(t)];
+		size_t n;
+		nat_le(t, 0, 4);
+		n = nat_raw(b, e->version, PROTO_OP_CLEAR, 0, t, 40);
+		nat_bad(e, "CLEAR scope 0", b, n, PROTO_EMALFORMED);
+		nat_le(t, 4, 4);
+		n = nat_raw(b, e->version, PROTO_OP_CLEAR, 0, t, 40);
+		nat_bad(e, "CLEAR scope 4", b, n, PROTO_EMALFORMED);
+		nat_le(t, PROTO_SCOPE_NS, 4);
+		nat_le(t + 4, 1, 2);
+		t[40] = 'x';
+		n = nat_raw(b, e->version, PROTO_OP_CLEAR, 0, t, 41);
+		nat_bad(e, "CLEAR NS with a tenant", b, n, PROTO_EMALFORMED);
+		nat_le(t, PROTO_SCOPE_TENANT, 4);
+		nat_le(t + 4, 65, 2);
+		memset(t + 40, 'x', 65);
+		n = nat_raw(b, e->version, PROTO_OP_CLEAR, 0, t, 40 + 65);
+		nat_bad(e, "CLEAR TENANT tenant_len 65", b, n, KVT_EBADLEN);
+		nat_le(t + 4, 1, 2);
+		t[40] = '-';
+		n = nat_raw(b, e->version, PROTO_OP_CLEAR, 0, t, 41);
+		nat_bad(e, "CLEAR TENANT \"-\"", b, n, PROTO_EMALFORMED);
+		t[40] = ' ';
+		n = nat_raw(b, e->version, PROTO_OP_CLEAR, 0, t, 41);
+		nat_bad(e, "CLEAR TENANT \" \"", b, n, PROTO_EMALFORMED);
+		memset(t, 0, sizeof(t));
+		nat_le(t, PROTO_SCOPE_NS, 4);
+		n = nat_raw(b, e->version, PROTO_OP_STATS, 0, t, 40);
+		nat_bad(e, "STATS scope NS", b, n, PROTO_EMALFORMED);
+		nat_le(t, PROTO_SCOPE_ALL, 4);
+		t[8] = 1;
+		n = nat_raw(b, e->version, PROTO_OP_STATS, 0, t, 40);
+		nat_bad(e, "STATS ALL with a digest", b, n, PROTO_EMALFORMED);
+		/* Answered, connection kept. */
+		memset(t, 0, sizeof(t));
+		nat_le(t, PROTO_SCOPE_ALL, 4);
+		n = nat_raw(b, e->version, PROTO_OP_STATS, 0, t, 40);
+		nat_case(e, "STATS ALL by a tenant", NAT_LOGIN, b, n, PROTO_EPERM, PROTO_OP_STATS,
+			 false, false);
+		n = nat_raw(b, e->version, PROTO_OP_CLEAR, 0, t, 40);
+		nat_case(e, "CLEAR ALL by a tenant", NAT_LOGIN, b, n, PROTO_EPERM, PROTO_OP_CLEAR,
+			 false, false);
+		nat_le(t, PROTO_SCOPE_NS, 4);
+		memset(t + 8, 0xee, 32);
+		n = nat_raw(b, e->version, PROTO_OP_CLEAR, 0, t, 40);
+		nat_case(e, "CLEAR NS of an unknown digest", NAT_LOGIN, b, n, KVT_ENONS,
+			 PROTO_OP_CLEAR, false, false);
+		nat_le(t, PROTO_SCOPE_TENANT, 4);
+		memset(t + 8, 0, 32);
+		nat_le(t + 4, 5, 2);
+		memcpy(t + 40, "admin", 5);
+		n = nat_raw(b, e->version, PROTO_OP_CLEAR, 0, t, 45);
+		nat_case(e, "CLEAR TENANT of another tenant", NAT_LOGIN, b, n, PROTO_EPERM,
+			 PROTO_OP_CLEAR, false, false);
+	}
+	/* DRAIN: mode 1..2, admin only. */
+	{
+		uint8_t t[8] = { 0 }, b[PROTO_HDR_LEN + 8];
+		size_t n;
+		n = nat_raw(b, e->version, PROTO_OP_DRAIN, 0, t, 8);
+		nat_bad(e, "DRAIN mode 0", b, n, PROTO_EMALFORMED);
+		nat_le(t, 3, 4);
+		n = nat_raw(b, e->version, PROTO_OP_DRAIN, 0, t, 8);
+		nat_bad(e, "DRAIN mode 3", b, n, PROTO_EMALFORMED);
+		nat_le(t, PROTO_DRAIN_EXIT, 4);
+		n = nat_raw(b, e->version, PROTO_OP_DRAIN, 0, t, 8);
+		nat_case(e, "DRAIN EXIT by a tenant", NAT_LOGIN, b, n, PROTO_EPERM, PROTO_OP_DRAIN,
+			 false, false);
+	}
+	/* NS_REGISTER texts. */
+	{
+		uint8_t *t = calloc(1, 4 + 2100), *b = malloc(PROTO_HDR_LEN + 4 + 2100);
+		size_t n;
+		n = nat_raw(b, e->version, PROTO_OP_NS_REGISTER, 1, t, 4);
+		nat_bad(e, "NS_REGISTER text_len 0", b, n, PROTO_EMALFORMED);
+		nat_le(t, 2049, 2);
+		memset(t + 4, 'a', 2049);
+		n = nat_raw(b, e->version, PROTO_OP_NS_REGISTER, 1, t, 4 + 2049);
+		nat_bad(e, "NS_REGISTER text_len 2049", b, n, KVT_EBADLEN);
+		nat_le(t, 3, 2);
+		memcpy(t + 4, "a\001b", 3);
+		n = nat_raw(b, e->version, PROTO_OP_NS_REGISTER, 1, t, 7);
+		nat_bad(e, "NS_REGISTER text with 0x01", b, n, PROTO_EMALFORMED);
+		free(t);
+		free(b);
+	}
+}
+
+/* HELLO and AUTH out of turn, before AUTH, mixed versions. */
+static void nat_setup(struct nat_env *e)
+{
+	uint8_t t[200] = { 0 }, b[PROTO_HDR_LEN + 5000];
+	size_t n, glen;
+	uint8_t *g = nat_get_frame(e, 0, 0, 0, 0, &glen);
+
+	printf("native_edges: connection setup\n");
+	nat_case(e, "GET before HELLO", NAT_RAW, g, glen, PROTO_ENOAUTH, PROTO_OP_GET, true, false);
+	nat_case(e, "GET after HELLO, before AUTH", NAT_HELLO, g, glen, PROTO_ENOAUTH,
+		 PROTO_OP_GET, true, false);
+	/* AUTH: method 2, tenant_len at 2, nonce 8, proof 40, tenant 72. */
+	nat_le(t, PROTO_AUTH_HMAC_SHA256, 2);
+	nat_le(t + 2, 5, 2);
+	memcpy(t + 72, "alice", 5);
+	n = nat_raw(b, PROTO_VERSION_HELLO, PROTO_OP_AUTH, 0, t, 77);
+	nat_case(e, "AUTH before HELLO", NAT_RAW, b, n, KVT_ESTATE, PROTO_OP_AUTH, true, false);
+	/* After HELLO every frame carries the version it chose. */
+	n = nat_raw(b, e->version, PROTO_OP_AUTH, 0, t, 77);
+	nat_case(e, "AUTH with a zero proof", NAT_HELLO, b, n, PROTO_EAUTH, PROTO_OP_AUTH, true,
+		 false);
+	nat_case(e, "AUTH after AUTH", NAT_LOGIN, b, n, KVT_ESTATE, PROTO_OP_AUTH, false, false);
+	nat_le(t, 9, 2);
+	n = nat_raw(b, e->version, PROTO_OP_AUTH, 0, t, 77);
+	nat_case(e, "AUTH method 9", NAT_HELLO, b, n, PROTO_EAUTH, PROTO_OP_AUTH, true, false);
+	/* HELLO: min at 0, max 2, name_len 4. */
+	memset(t, 0, sizeof(t));
+	nat_le(t, 1, 2);
+	nat_le(t + 2, 0xffff, 2);
+	n = nat_raw(b, PROTO_VERSION_HELLO, PROTO_OP_HELLO, 0, t, 8);
+	nat_case(e, "HELLO after AUTH", NAT_LOGIN, b, n, KVT_ESTATE, PROTO_OP_HELLO, false, false);
+	nat_case(e, "HELLO after HELLO", NAT_HELLO, b, n, KVT_ESTATE, PROTO_OP_HELLO, false,
+		 false);
+	nat_le(t, 3, 2);
+	nat_le(t + 2, 0xffff, 2);
+	n = nat_raw(b, PROTO_VERSION_HELLO, PROTO_OP_HELLO, 0, t, 8);
+	nat_case(e, "HELLO versions 3..65535", NAT_RAW, b, n, KVT_EVERSION, PROTO_OP_HELLO, true,
+		 false);
+	nat_le(t, 2, 2);
+	nat_le(t + 2, 1, 2);
+	n = nat_raw(b, PROTO_VERSION_HELLO, PROTO_OP_HELLO, 0, t, 8);
+	nat_case(e, "HELLO versions 2..1", NAT_RAW, b, n, PROTO_EMALFORMED, PROTO_OP_ERROR, true,
+		 false);
+	nat_le(t, 0, 2);
+	nat_le(t + 2, 0, 2);
+	n = nat_raw(b, PROTO_VERSION_HELLO, PROTO_OP_HELLO, 0, t, 8);
+	nat_case(e, "HELLO versions 0..0", NAT_RAW, b, n, PROTO_EMALFORMED, PROTO_OP_ERROR, true,
+		 false);
+	nat_le(t, 1, 2);
+	nat_le(t + 2, 2, 2);
+	n = nat_raw(b, 2, PROTO_OP_HELLO, 0, t, 8);
+	nat_case(e, "HELLO framed as version 2", NAT_RAW, b, n, KVT_EVERSION, PROTO_OP_ERROR,
+		 true, false);
+	nat_le(t + 4, 65, 2);
+	memset(t + 8, 'n', 65);
+	n = nat_raw(b, PROTO_VERSION_HELLO, PROTO_OP_HELLO, 0, t, 8 + 65);
+	nat_case(e, "HELLO name_len 65", NAT_RAW, b, n, KVT_EBADLEN, PROTO_OP_ERROR, true, false);
+	{
+		/* A 5000-byte PING before AUTH: more than a pre-AUTH frame. */
+		memset(b, 0, sizeof(b));
+		n = nat_raw(b, PROTO_VERSION_HELLO, PROTO_OP_PING, 0, t, 0);
+		nat_le(b + 24, 5000 - PROTO_HDR_LEN, 8);
+		nat_recrc(b, 5000);
+		nat_case(e, "PING of 5000 bytes before AUTH", NAT_RAW, b, 5000, PROTO_ENOAUTH,
+			 PROTO_OP_ERROR, true, false);
+	}
+	/* A frame of the other version on a connection that chose one. */
+	{
+		struct kc c;
+		struct kc_resp r;
+		size_t plen;
+		uint8_t *p;
+		uint64_t t0;
+		int rc;
+		bool closed = false;
+
+		/* A PUT of the wrong version declaring 8 MiB: refused from its
+		 * header, before any of its data is read or buffered. */
+		e->cases++;
+		T_RC(kc_connect_tcp(&c, e->port), 0);
+		c.offer_max = 1;
+		T_RC(kc_login(&c, "alice", SECRET_ALICE), 0);
+		T_EQ_INT(c.version, 1);
+		p = nat_put_frame(e, "nat-wrongver", 0, 8, 1u << 20, &plen);
+		nat_le(p + 4, 2, 2);
+		nat_recrc(p, plen);
+		t0 = tsrv_now_ns();
+		T_RC(kc_send(&c, p, plen), 0);
+		rc = kc_recv(&c, &r, 3000);
+		if (rc == 0)
+			closed = kc_wait_closed(&c, 3000);
+		printf("  %-40s %s: rc %d status %d, %.1f ms, %s\n",
+		       "version 2 PUT of 8 MiB on a version 1 conn",
+		       rc == 0 && r.f.status == KVT_EVERSION && closed ? "ok  " : "BAD ", rc,
+		       rc ? 0 : r.f.status, (tsrv_now_ns() - t0) / 1e6,
+		       closed ? "closed" : "NOT closed");
+		if (rc != 0 || r.f.status != KVT_EVERSION || !closed)
+			e->bad++;
+		if (rc == 0)
+			kc_resp_free(&r);
+		kc_close(&c);
+		free(p);
+	}
+	free(g);
+}
+
+/* Answers whose values the GETs below check. */
+struct nat_check {
+	const uint8_t *want;
+	uint64_t want_len;
+	unsigned ok, wrong, other;
+};
+
+static void nat_check_item(void *ctx, const struct kc_resp *r, const struct proto_item *it)
+{
+	struct nat_check *k = ctx;
+
+	if (it->status != KVT_OK) {
+		k->other++;
+		return;
+	}
+	if (it->data_len == k->want_len && memcmp(r->data + it->data_off, k->want, k->want_len) == 0)
+		k->ok++;
+	else
+		k->wrong++;
+}
+
+/* One key named n times in one frame: answered item by item, the bytes
+ * exact, memory bounded. */
+static void nat_dups(struct nat_env *e, struct kc *c)
+{
+	enum { N = 65536, NS = 16384, PN = 512, PLEN = 8192 };
+	struct proto_item *its = calloc(N, sizeof(*its));
+	uint8_t *vals = malloc((size_t)PN * PLEN), v64[64];
+	uint32_t *crcs = malloc(PN * sizeof(*crcs));
+	uint64_t *lens = malloc(PN * sizeof(*lens));
+	struct iovec *iov = malloc(PN * sizeof(*iov));
+	struct iovec one = { v64, sizeof(v64) };
+	struct nat_check k = { v64, sizeof(v64), 0, 0, 0 };
+	struct kvt_key key;
+	struct kc_value got = { 0 };
+	int32_t st = 0;
+	int frames, match = -1;
+	unsigned puts_ok = 0, puts_exists = 0, puts_other = 0, del_ok = 0, del_miss = 0;
+
+	printf("native_edges: one key named many times in a frame\n");
+	kvt_key_set(&key, "nat-dup", 7);
+	tsrv_fill(v64, sizeof(v64), 64);
+	T_RC(kc_put(c, e->ns, &key, &one, 1, NULL), KVT_OK);
+	for (unsigned i = 0; i < N; i++)
+		its[i].key = key;
+	/* 16384 names fit the budget (a frame's items are charged, ~600 B
+	 * each): every one answered with the exact bytes.  65536 do not: the
+	 * frame is refused whole (-ENOMEM, frame_items) and the connection
+	 * stays. */
+	for (unsigned n = NS; n <= N; n *= 4) {
+		struct proto_frame f = { .op = PROTO_OP_GET, .ns_count = 1, .ns = e->ns };
+		k.ok = k.wrong = k.other = 0;
+		k.want_len = sizeof(v64);
+		T_ASSERT(kc_request(c, &f, its, n, NULL, 0) > 0);
+		frames = kc_recv_items(c, 30000, nat_check_item, &k, &st);
+		printf("  GET of one 64 B key x %u: %d frames, status %d, %u exact, %u wrong, "
+		       "%u not OK\n", n, frames, st, k.ok, k.wrong, k.other);
+		e->cases++;
+		if (frames < 1 || k.wrong || (st == 0 ? k.ok != n : st != -ENOMEM || n < N) ||
+		    kc_ping(c) != 0)
+			e->bad++;
+	}
+	for (unsigned n = NS; n <= N; n *= 4) {
+		struct proto_frame f = { .op = PROTO_OP_EXISTS, .ns_count = 1, .ns = e->ns };
+		k.ok = k.wrong = k.other = 0;
+		k.want_len = 0;
+		T_ASSERT(kc_request(c, &f, its, n, NULL, 0) > 0);
+		frames = kc_recv_items(c, 30000, nat_check_item, &k, &st);
+		printf("  EXISTS of one key x %u: %d frames, status %d, %u OK, %u not\n", n, frames,
+		       st, k.ok, k.other);
+		e->cases++;
+		if (frames < 1 || (st == 0 ? k.ok != n : st != -ENOMEM || n < N) || kc_ping(c) != 0)
+			e->bad++;
+	}
+	{
+		/* PN different values under one new key in one PUT: one is
+		 * stored, whole; the others are no-ops. */
+		struct proto_frame f = { .op = PROTO_OP_PUT, .ns_count = 1, .ns = e->ns };
+		struct kc_resp r;
+		kvt_key_set(&key, "nat-dup-put", 11);
+		for (unsigned i = 0; i < PN; i++) {
+			tsrv_fill(vals + (size_t)i * PLEN, PLEN, 1000 + i);
+			lens[i] = PLEN;
+			crcs[i] = kvt_crc32c(0, vals + (size_t)i * PLEN, PLEN);
+			iov[i].iov_base = vals + (size_t)i * PLEN;
+			iov[i].iov_len = PLEN;
+			memset(&its[i], 0, sizeof(its[i]));
+			its[i].key = key;
+			its[i].part_count = 1;
+			its[i].part_lens = &lens[i];
+			its[i].part_crcs = &crcs[i];
+		}
+		T_ASSERT(kc_request(c, &f, its, PN, iov, PN) > 0);
+		while (kc_recv(c, &r, 30000) == 0) {
+			struct proto_iter iter;
+			struct proto_item pi;
+			bool more = r.f.flags & PROTO_F_MORE;
+			proto_iter_init(&iter, &r.f, NULL, NULL, 0);
+			while (proto_iter_next(&iter, &pi) == 1) {
+				if (pi.status == KVT_OK)
+					puts_ok++;
+				else if (pi.status == KVT_EXISTS)
+					puts_exists++;
+				else
+					puts_other++;
+			}
+			kc_resp_free(&r);
+			if (!more)
+				break;
+		}
+		T_RC(kc_get(c, e->ns, &key, 0, 0, 0, 0, &got), KVT_OK);
+		for (unsigned i = 0; i < PN && got.len == PLEN; i++)
+			if (memcmp(got.bytes, vals + (size_t)i * PLEN, PLEN) == 0)
+				match = (int)i;
+		printf("  PUT of one key x %u, each value its own: %u OK, %u EXISTS, %u other; "
+		       "GET: %" PRIu64 " bytes, crc %s, value of item %d\n", PN, puts_ok,
+		       puts_exists, puts_other, got.len, got.crc_ok ? "ok" : "BAD", match);
+		e->cases++;
+		if (puts_ok != 1 || puts_exists + puts_ok != PN || match < 0 || !got.crc_ok)
+			e->bad++;
+		kc_value_free(&got);
+	}
+	{
+		struct proto_frame f = { .op = PROTO_OP_DELETE, .ns_count = 1, .ns = e->ns };
+		struct kc_resp r;
+		for (unsigned i = 0; i < PN; i++) {
+			memset(&its[i], 0, sizeof(its[i]));
+			its[i].key = key;
+		}
+		T_ASSERT(kc_request(c, &f, its, PN, NULL, 0) > 0);
+		while (kc_recv(c, &r, 30000) == 0) {
+			struct proto_iter iter;
+			struct proto_item pi;
+			bool more = r.f.flags & PROTO_F_MORE;
+			proto_iter_init(&iter, &r.f, NULL, NULL, 0);
+			while (proto_iter_next(&iter, &pi) == 1) {
+				if (pi.status == KVT_OK)
+					del_ok++;
+				else if (pi.status == KVT_MISS)
+					del_miss++;
+			}
+			kc_resp_free(&r);
+			if (!more)
+				break;
+		}
+		printf("  DELETE of one key x %u: %u OK, %u MISS; GET after: %d\n", PN, del_ok,
+		       del_miss, kc_get(c, e->ns, &key, 0, 0, 0, 0, &got));
+		kc_value_free(&got);
+		e->cases++;
+		if (del_ok < 1 || del_ok + del_miss != PN || kc_exists(c, e->ns, &key, NULL) !=
+		    KVT_MISS)
+			e->bad++;
+	}
+	{
+		/* LOOKUP of one key 16384 times: every one a hit; 65536: as GET. */
+		struct kvt_key *keys = malloc(N * sizeof(*keys));
+		kvt_key_set(&key, "nat-dup", 7);
+		for (unsigned i = 0; i < N; i++)
+			keys[i] = key;
+		for (unsigned n = NS; n <= N; n *= 4) {
+			uint32_t hits = 0;
+			int rc = kc_lookup(c, e->ns, keys, n, &hits, NULL);
+			printf("  LOOKUP of one key x %u: %d, %u hits\n", n, rc, hits);
+			e->cases++;
+			if ((rc == 0 ? hits != n : rc != -ENOMEM || n < N) || kc_ping(c) != 0)
+				e->bad++;
+		}
+		free(keys);
+	}
+	free(its);
+	free(vals);
+	free(crcs);
+	free(lens);
+	free(iov);
+}
+
+/* Answers within the value: PART and RANGE at its edges (item statuses,
+ * the connection stays). */
+static void nat_ranges(struct nat_env *e, struct kc *c)
+{
+	struct kvt_key key;
+	struct kc_value v = { 0 };
+	struct {
+		const char *name;
+		uint32_t flags, part;
+		uint64_t off, len;
+		int want;
+		uint64_t got_len;
+	} cs[] = {
+		{ "PART 2 of 3", PROTO_IF_PART, 2, 0, 0, KVT_OK, 96 },
+		{ "PART 3 of 3", PROTO_IF_PART, 3, 0, 0, KVT_ERANGE, 0 },
+		{ "PART 1023 of 3", PROTO_IF_PART, 1023, 0, 0, KVT_ERANGE, 0 },
+		{ "RANGE last byte", PROTO_IF_RANGE, 0, 3095, 1, KVT_OK, 1 },
+		{ "RANGE whole", PROTO_IF_RANGE, 0, 0, 3096, KVT_OK, 3096 },
+		{ "RANGE one past", PROTO_IF_RANGE, 0, 3095, 2, KVT_ERANGE, 0 },
+		{ "RANGE off at the end", PROTO_IF_RANGE, 0, 3096, 1, KVT_ERANGE, 0 },
+		{ "RANGE off value_max - 1, len 1", PROTO_IF_RANGE, 0, e->vmax - 1, 1, KVT_ERANGE, 0 },
+	};
+
+	printf("native_edges: parts and ranges at the value's edges\n");
+	kvt_key_set(&key, "nat-v", 5);
+	for (size_t i = 0; i < sizeof(cs) / sizeof(cs[0]); i++) {
+		int rc = kc_get(c, e->ns, &key, cs[i].flags, cs[i].part, cs[i].off, cs[i].len, &v);
+		bool ok = rc == cs[i].want && (rc != KVT_OK || (v.len == cs[i].got_len && v.crc_ok));
+		printf("  %-40s %s: %d (%s), %" PRIu64 " bytes\n", cs[i].name, ok ? "ok  " : "BAD ",
+		       rc, kvt_strerror(rc), v.len);
+		e->cases++;
+		if (!ok)
+			e->bad++;
+		kc_value_free(&v);
+	}
+	T_RC(kc_ping(c), 0);
+}
+
+static void phase_native_edges(void)
+{
+	struct nat_env e = { 0 };
+	struct kc a;
+	uint8_t v[3096];
+	struct iovec parts[3] = { { v, 1000 }, { v + 1000, 2000 }, { v + 3000, 96 } };
+	struct kvt_key key;
+	uint64_t errs0, errs;
+
+	start("native_edges", NULL);
+	e.port = srv.port;
+	T_RC(kc_connect_tcp(&e.ctl, srv.port), 0);
+	T_RC(kc_login(&e.ctl, "admin", SECRET_ADMIN), 0);
+	T_RC(kc_connect_tcp(&a, srv.port), 0);
+	T_RC(kc_login(&a, "alice", SECRET_ALICE), 0);
+	e.version = a.version;
+	e.vmax = a.lim.value_max;
+	T_RC(kc_register(&a, &desc, e.ns, NULL, 0), KVT_OK);
+	tsrv_fill(v, sizeof(v), 3096);
+	kvt_key_set(&key, "nat-v", 5);
+	T_RC(kc_put(&a, e.ns, &key, parts, 3, NULL), KVT_OK);
+	errs0 = stat_opt("server.errors.malformed");
+	rss_begin();
+	nat_headers(&e);
+	nat_tables(&e);
+	nat_setup(&e);
+	nat_ranges(&e, &a);
+	nat_dups(&e, &a);
+	{
+		/* DRAIN by the admin of a server outside a pod: -ENOTSUP, kept. */
+		uint8_t t[8] = { 0 }, b[PROTO_HDR_LEN + 8];
+		struct kc_resp r;
+		nat_le(t, PROTO_DRAIN_STAY, 4);
+		nat_raw(b, e.ctl.version, PROTO_OP_DRAIN, 0, t, 8);
+		T_RC(kc_send(&e.ctl, b, sizeof(b)), 0);
+		T_RC(kc_recv(&e.ctl, &r, 3000), 0);
+		printf("  DRAIN STAY by the admin outside a pod: %d (%s)\n", r.f.status,
+		       kvt_strerror(r.f.status));
+		e.cases++;
+		if (r.f.status != -ENOTSUP || r.f.op != PROTO_OP_DRAIN)
+			e.bad++;
+		kc_resp_free(&r);
+		T_RC(kc_ping(&e.ctl), 0);
+	}
+	/* The value is what it was. */
+	{
+		struct kc_value got = { 0 };
+		T_RC(kc_get(&a, e.ns, &key, 0, 0, 0, 0, &got), KVT_OK);
+		T_EQ_INT(got.len, sizeof(v));
+		T_ASSERT(memcmp(got.bytes, v, sizeof(v)) == 0);
+		kc_value_free(&got);
+	}
+	rss_end(DRAM + MAX_MEMORY);
+	errs = stat_opt("server.errors.malformed") - errs0;
+	printf("native_edges: %u of %u cases as they must be; the admin's PING at most %.1f ms "
+	       "between them; errors.malformed +%" PRIu64 "\n", e.cases - e.bad, e.cases,
+	       e.ping_max_ns / 1e6, errs);
+	T_EQ_INT(e.bad, 0);
+	T_LE_INT(e.ping_max_ns, 2000000000ull);
+	kc_close(&a);
+	kc_close(&e.ctl);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
+/* ------------------------------------------------------------------------
+ * native_flood: frames split byte by byte, connections closed mid-frame,
+ * and pipelines of thousands of requests whose answers are never read
+ * (4 connections, one of them the admin's STATS ALL, ~30 KB an answer),
+ * while another client's round trips are timed.
+ */
+
+#define NF_FLOODERS 4
+#define NF_FRAMES 50000
+#define NF_SECONDS 4
+
+struct nf_flooder {
+	pthread_t t;
+	int fd;
+	uint8_t *buf;
+	size_t len;
+	int64_t sent;
+};
+
+static void *nf_flood_main(void *arg)
+{
+	struct nf_flooder *f = arg;
+
+	f->sent = send_for(f->fd, f->buf, f->len, NF_SECONDS * 1000);
+	return NULL;
+}
+
+/* Frames of mixed opcodes, back to back, into one buffer. */
+static void nf_build(struct nf_flooder *fl, struct kc *c, const uint8_t *ns, bool admin)
+{
+	size_t cap = (size_t)NF_FRAMES * 200, len = 0;
+	struct proto_item it = { 0 };
+
+	fl->buf = malloc(cap);
+	kvt_key_set(&it.key, "nf-v", 4);
+	for (unsigned i = 0; i < NF_FRAMES; i++) {
+		struct proto_frame f = { .ns_count = 1, .ns = ns, .tag = c->next_tag++,
+					 .version = c->version };
+		uint32_t n = 1;
+		int64_t w;
+		switch (admin ? 5 : i % 5) {
+		case 0: f.op = PROTO_OP_PING; f.ns_count = 0; f.ns = NULL; n = 0; break;
+		case 1: f.op = PROTO_OP_GET; break;
+		case 2: f.op = PROTO_OP_EXISTS; break;
+		case 3: f.op = PROTO_OP_LOOKUP; break;
+		case 4: f.op = PROTO_OP_STATS; f.ns_count = 0; f.ns = NULL; n = 0;
+			f.scope.scope = PROTO_SCOPE_TENANT; break;
+		default: f.op = PROTO_OP_STATS; f.ns_count = 0; f.ns = NULL; n = 0;
+			f.scope.scope = PROTO_SCOPE_ALL; break;
+		}
+		w = proto_encode(&f, &it, n, fl->buf + len, cap - len, NULL, NULL);
+		T_ASSERT(w > 0);
+		len += (size_t)w;
+	}
+	fl->len = len;
+	fl->fd = c->fd;
+}
+
+static void phase_native_flood(void)
+{
+	uint8_t ns[PROTO_DIGEST_LEN], v[4096];
+	struct iovec one = { v, sizeof(v) };
+	struct kc a, fl_c[NF_FLOODERS], good;
+	struct nf_flooder fl[NF_FLOODERS];
+	struct kvt_key key;
+	uint64_t used0, used_peak = 0, lat[400], t_end;
+	unsigned nlat = 0, bad_rt = 0;
+
+	start("native_flood", NULL);
+	T_RC(kc_connect_tcp(&a, srv.port), 0);
+	T_RC(kc_login(&a, "alice", SECRET_ALICE), 0);
+	T_RC(kc_register(&a, &desc, ns, NULL, 0), KVT_OK);
+	tsrv_fill(v, sizeof(v), 77);
+	kvt_key_set(&key, "nf-v", 4);
+	T_RC(kc_put(&a, ns, &key, &one, 1, NULL), KVT_OK);
+	used0 = stat_of("server.mem_used");
+	rss_begin();
+
+	/* 1. A PUT and a GET, each written one byte per send(). */
+	{
+		struct proto_frame f = { .op = PROTO_OP_PUT, .ns_count = 1, .ns = ns,
+					 .tag = a.next_tag++, .version = a.version };
+		uint64_t lens[2] = { 2048, 2048 };
+		uint32_t crcs[2] = { kvt_crc32c(0, v, 2048), kvt_crc32c(0, v + 2048, 2048) };
+		struct proto_item it = { .part_count = 2, .part_lens = lens, .part_crcs = crcs };
+		struct kc_value got = { 0 };
+		struct kc_resp r;
+		size_t len;
+		uint8_t *b;
+		uint64_t t0 = tsrv_now_ns();
+		kvt_key_set(&it.key, "nf-bytes", 8);
+		b = nat_encode(&f, &it, 1, &len);
+		b = realloc(b, len + sizeof(v));
+		memcpy(b + len, v, sizeof(v));
+		len += sizeof(v);
+		for (size_t i = 0; i < len; i++)
+			T_RC(kc_send(&a, b + i, 1), 0);
+		T_RC(kc_recv(&a, &r, 5000), 0);
+		printf("native_flood: a PUT of %zu bytes sent a byte per send() in %.0f ms: "
+		       "status %d\n", len, (tsrv_now_ns() - t0) / 1e6, r.f.status);
+		T_EQ_INT(r.f.status, 0);
+		kc_resp_free(&r);
+		free(b);
+		/* The GET, byte by byte too. */
+		{
+			struct proto_frame gf = { .op = PROTO_OP_GET, .ns_count = 1, .ns = ns,
+						  .tag = a.next_tag++, .version = a.version };
+			struct proto_item gi = { 0 };
+			struct nat_check k = { v, sizeof(v), 0, 0, 0 };
+			kvt_key_set(&gi.key, "nf-bytes", 8);
+			b = nat_encode(&gf, &gi, 1, &len);
+			for (size_t i = 0; i < len; i++)
+				T_RC(kc_send(&a, b + i, 1), 0);
+			T_ASSERT(kc_recv_items(&a, 5000, nat_check_item, &k, NULL) >= 1);
+			T_EQ_INT(k.ok, 1);
+			free(b);
+		}
+		T_RC(kc_get(&a, ns, &it.key, 0, 0, 0, 0, &got), KVT_OK);
+		T_EQ_INT(got.len, sizeof(v));
+		T_ASSERT(memcmp(got.bytes, v, sizeof(v)) == 0);
+		kc_value_free(&got);
+	}
+
+	/* 2. Connections closed mid-header, mid-table and mid-value: nothing
+	 * stored, nothing left charged or pinned. */
+	{
+		enum { CUTS = 18, CUT_LEN = 1u << 20 };
+		uint8_t *big = malloc(CUT_LEN);
+		unsigned missing = 0;
+		uint64_t used = 0, pins;
+		tsrv_fill(big, CUT_LEN, 5);
+		for (unsigned i = 0; i < CUTS; i++) {
+			struct proto_frame f = { .op = PROTO_OP_PUT, .ns_count = 1, .ns = ns,
+						 .tag = 9, .version = a.version };
+			uint64_t l = CUT_LEN;
+			uint32_t crc = kvt_crc32c(0, big, CUT_LEN);
+			struct proto_item it = { .part_count = 1, .part_lens = &l, .part_crcs = &crc };
+			struct kc c;
+			char name[32];
+			size_t len, cut;
+			uint8_t *b;
+			snprintf(name, sizeof(name), "nf-cut-%u", i);
+			kvt_key_set(&it.key, name, strlen(name));
+			f.version = 0;
+			T_RC(kc_connect_tcp(&c, srv.port), 0);
+			T_RC(kc_login(&c, "alice", SECRET_ALICE), 0);
+			f.version = c.version;
+			b = nat_encode(&f, &it, 1, &len);
+			T_RC(kc_send(&c, b, i == 0 ? 20 : i == 1 ? len - 3 : len), 0);
+			cut = i < 2 ? 0 : (size_t)CUT_LEN * (i - 1) / CUTS;
+			if (cut && i < CUTS - 1)
+				T_RC(kc_send(&c, big, cut), 0);
+			else if (i == CUTS - 1)
+				T_RC(kc_send(&c, big, CUT_LEN - 1), 0); /* all but the last byte */
+			free(b);
+			kc_close(&c);
+		}
+		for (int w = 0; w < 300; w++) {
+			used = stat_of("server.mem_used");
+			if (used <= used0 + (64u << 10))
+				break;
+			tsrv_sleep_ms(10);
+		}
+		for (unsigned i = 0; i < CUTS; i++) {
+			char name[32];
+			struct kvt_key k;
+			snprintf(name, sizeof(name), "nf-cut-%u", i);
+			kvt_key_set(&k, name, strlen(name));
+			if (kc_exists(&a, ns, &k, NULL) == KVT_MISS)
+				missing++;
+		}
+		pins = stat_opt("store.pins_active");
+		printf("native_flood: %u connections closed mid-frame: %u of %u keys absent, "
+		       "mem_used %" PRIu64 " B (before %" PRIu64 "), pins %" PRIu64 "\n", CUTS,
+		       missing, CUTS, used, used0, pins);
+		T_EQ_INT(missing, CUTS);
+		T_LE_INT(used, used0 + (64u << 10));
+		T_EQ_INT(pins, 0);
+		free(big);
+	}
+
+	/* 3. Pipelines never read, another client timed meanwhile. */
+	T_RC(kc_connect_tcp(&good, srv.port), 0);
+	T_RC(kc_login(&good, "alice", SECRET_ALICE), 0);
+	for (unsigned i = 0; i < NF_FLOODERS; i++) {
+		bool admin = i == NF_FLOODERS - 1;
+		T_RC(kc_connect_tcp(&fl_c[i], srv.port), 0);
+		T_RC(kc_login(&fl_c[i], admin ? "admin" : "alice", admin ? SECRET_ADMIN
+									 : SECRET_ALICE), 0);
+		nf_build(&fl[i], &fl_c[i], ns, admin);
+		pthread_create(&fl[i].t, NULL, nf_flood_main, &fl[i]);
+	}
+	t_end = tsrv_now_ns() + (NF_SECONDS - 1) * 1000000000ull;
+	while (tsrv_now_ns() < t_end && nlat < sizeof(lat) / sizeof(lat[0])) {
+		uint64_t t0 = tsrv_now_ns(), u;
+		struct kc_value got = { 0 };
+		if (kc_get(&good, ns, &key, 0, 0, 0, 0, &got) != KVT_OK || got.len != sizeof(v) ||
+		    memcmp(got.bytes, v, sizeof(v)) != 0)
+			bad_rt++;
+		kc_value_free(&got);
+		if (kc_ping(&good) != 0)
+			bad_rt++;
+		lat[nlat++] = tsrv_now_ns() - t0;
+		if (nlat % 20 == 0 && (u = stat_of("server.mem_used")) > used_peak)
+			used_peak = u;
+		tsrv_sleep_ms(5);
+	}
+	for (unsigned i = 0; i < NF_FLOODERS; i++)
+		pthread_join(fl[i].t, NULL);
+	{
+		uint64_t s[400];
+		memcpy(s, lat, nlat * sizeof(*s));
+		for (unsigned i = 1; i < nlat; i++)
+			for (unsigned j = i; j > 0 && s[j - 1] > s[j]; j--) {
+				uint64_t x = s[j];
+				s[j] = s[j - 1];
+				s[j - 1] = x;
+			}
+		printf("native_flood: %u pipelines of %u frames never read: sent", NF_FLOODERS,
+		       NF_FRAMES);
+		for (unsigned i = 0; i < NF_FLOODERS; i++)
+			printf(" %" PRId64 "/%zu", fl[i].sent, fl[i].len);
+		printf(" bytes; another client's GET+PING: %u, p50 %.1f ms, max %.1f ms, %u failed; "
+		       "mem_used peak %" PRIu64 " KiB of %u\n", nlat, s[nlat / 2] / 1e6,
+		       s[nlat - 1] / 1e6, bad_rt, used_peak >> 10, MAX_MEMORY >> 10);
+		T_GE_INT(nlat, 10);
+		T_EQ_INT(bad_rt, 0);
+		T_LE_INT(s[nlat / 2], 200000000ull);
+		T_LE_INT(s[nlat - 1], 2000000000ull);
+		T_LE_INT(used_peak, MAX_MEMORY);
+	}
+	rss_end(DRAM + MAX_MEMORY);
+	for (unsigned i = 0; i < NF_FLOODERS; i++) {
+		kc_close(&fl_c[i]);
+		free(fl[i].buf);
+	}
+	/* Their charges all come back. */
+	{
+		uint64_t used = 0;
+		for (int w = 0; w < 300; w++) {
+			used = stat_of("server.mem_used");
+			if (used <= used0 + (64u << 10))
+				break;
+			tsrv_sleep_ms(10);
+		}
+		printf("native_flood: mem_used %" PRIu64 " B once they closed (before %" PRIu64
+		       ")\n", used, used0);
+		T_LE_INT(used, used0 + (64u << 10));
+	}
+	kc_close(&good);
+	kc_close(&a);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
 /* ------------------------------------------------------------------------ */
 
 static const struct {
@@ -3396,6 +4473,8 @@ static const struct {
 	{ "fwd_queue", phase_fwd_queue },
 	{ "repair_table", phase_repair_table },
 	{ "s3_scan", phase_s3_scan },
+	{ "native_edges", phase_native_edges },
+	{ "native_flood", phase_native_flood },
 };
 
 int main(int argc, char **argv)
