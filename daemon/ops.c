@@ -596,6 +596,8 @@ static void ops_ns_register(struct kvtd_frame *fr)
 	struct proto_item pi;
 	bool aux = false;
 	uint32_t i = 0, fresh = 0;
+	uint64_t texts = 0;
+	char *canon = NULL;
 
 	fr->n = fr->f.item_count;
 	if (!ops_items_charge(fr, sizeof(*fr->items))) {
@@ -604,7 +606,9 @@ static void ops_ns_register(struct kvtd_frame *fr)
 		return;
 	}
 	fr->items = calloc(fr->n, sizeof(*fr->items));
-	if (!fr->items) {
+	canon = malloc(PROTO_CANON_MAX + 1);
+	if (!fr->items || !canon) {
+		free(canon);
 		kvtd_reply_error(fr, -ENOMEM, "server out of memory");
 		kvtd_frame_free(fr);
 		return;
@@ -618,11 +622,11 @@ static void ops_ns_register(struct kvtd_frame *fr)
 
 		it->fr = fr;
 		it->desc_store = malloc(pi.text_len + 1);
-		it->canon = malloc(PROTO_CANON_MAX + 1);
-		if (!it->desc_store || !it->canon) {
+		if (!it->desc_store) {
 			it->status = -ENOMEM;
 			continue;
 		}
+		texts += pi.text_len + 1;
 		rc = kvtd_canon_parse(pi.text, pi.text_len, &it->desc, it->desc_store);
 		if (rc < 0) {
 			it->status = rc;
@@ -639,11 +643,19 @@ static void ops_ns_register(struct kvtd_frame *fr)
 			it->granted = true;
 		else
 			it->desc.tenant = c->tenant;
-		rc = kvt_ns_digest(&it->desc, it->digest, it->canon, PROTO_CANON_MAX + 1);
+		rc = kvt_ns_digest(&it->desc, it->digest, canon, PROTO_CANON_MAX + 1);
 		if (rc < 0 || rc > (int)PROTO_CANON_MAX) {
 			it->status = rc < 0 ? rc : KVT_EDESC;
 			continue;
 		}
+		/* Its own copy, of its own length (not PROTO_CANON_MAX each). */
+		it->canon = malloc((size_t)rc + 1);
+		if (!it->canon) {
+			it->status = -ENOMEM;
+			continue;
+		}
+		memcpy(it->canon, canon, (size_t)rc + 1);
+		texts += (uint64_t)rc + 1;
 		it->canon_len = (uint32_t)rc;
 		rc = kvt_ns_find(srv->store, it->digest, &it->ns_id);
 		if (rc == 0) {
@@ -666,6 +678,14 @@ static void ops_ns_register(struct kvtd_frame *fr)
 		} else {
 			it->status = rc;
 		}
+	}
+	free(canon);
+	/* The items' texts (each descriptor's copy and its canonical text)
+	 * held with the frame, charged with it: they are what the table was,
+	 * about twice over, and wait with the frame for the registry's sync. */
+	if (c->state == KVTD_CS_READY) {
+		kvtd_mem_charge(srv, texts, true);
+		fr->mem_charged += texts;
 	}
 	if (aux) {
 		fr->pending++;
