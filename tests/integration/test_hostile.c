@@ -4437,6 +4437,101 @@ static void phase_native_flood(void)
 	T_EQ_INT(tsrv_stop(&srv), 0);
 }
 
+
+/* ------------------------------------------------------------------------
+ * ns_items (attack14): NS_REGISTER frames of 16,000 items, one new
+ * namespace and the rest one known text: each item's canonical text
+ * buffer (PROTO_CANON_MAX + 1 bytes) and its copy of the descriptor were
+ * not charged, only the item's struct, so a frame held ~4 times what it
+ * was charged while its new namespace's record was synced.  RSS must stay
+ * within --max-memory (+ slack); another client's PING is timed.
+ */
+
+#define NSI_ITEMS 16000u
+#define NSI_CONNS 2u
+#define NSI_FRAMES 3u
+
+static void phase_ns_items(void)
+{
+	struct kc a, fl[NSI_CONNS], good;
+	char canon[PROTO_CANON_MAX + 1];
+	uint8_t ns[PROTO_DIGEST_LEN];
+	struct proto_item *its = calloc(NSI_ITEMS, sizeof(*its));
+	uint64_t ping_max = 0, used_peak = 0, t_end;
+	unsigned ok = 0, other = 0, pings = 0, sent_bad = 0;
+
+	start("ns_items", NULL);
+	T_RC(kc_connect_tcp(&a, srv.port), 0);
+	T_RC(kc_login(&a, "alice", SECRET_ALICE), 0);
+	T_RC(kc_register(&a, &desc, ns, canon, sizeof(canon)), KVT_OK);
+	T_RC(kc_connect_tcp(&good, srv.port), 0);
+	T_RC(kc_login(&good, "admin", SECRET_ADMIN), 0);
+	rss_begin();
+	for (unsigned i = 0; i < NSI_ITEMS; i++) {
+		its[i].text = canon;
+		its[i].text_len = (uint32_t)strlen(canon);
+	}
+	for (unsigned c = 0; c < NSI_CONNS; c++) {
+		T_RC(kc_connect_tcp(&fl[c], srv.port), 0);
+		T_RC(kc_login(&fl[c], "alice", SECRET_ALICE), 0);
+	}
+	/* Each frame's first item a namespace of its own (a registry sync). */
+	for (unsigned k = 0; k < NSI_FRAMES; k++)
+		for (unsigned c = 0; c < NSI_CONNS; c++) {
+			struct kvt_ns_desc d = desc;
+			struct proto_frame f = { .op = PROTO_OP_NS_REGISTER };
+			char model[32], fresh[PROTO_CANON_MAX + 1];
+			uint8_t dg[PROTO_DIGEST_LEN];
+			int n;
+			snprintf(model, sizeof(model), "nsi-%u-%u", k, c);
+			d.model = model;
+			d.tenant = "alice";
+			n = kvt_ns_digest(&d, dg, fresh, sizeof(fresh));
+			T_ASSERT(n > 0);
+			its[0].text = fresh;
+			its[0].text_len = (uint32_t)n;
+			if (kc_request(&fl[c], &f, its, NSI_ITEMS, NULL, 0) < 1)
+				sent_bad++;
+		}
+	/* Another client meanwhile, until the answers have been waiting 2 s. */
+	t_end = tsrv_now_ns() + 2000000000ull;
+	while (tsrv_now_ns() < t_end) {
+		uint64_t t0 = tsrv_now_ns(), u;
+		T_RC(kc_ping(&good), 0);
+		if (tsrv_now_ns() - t0 > ping_max)
+			ping_max = tsrv_now_ns() - t0;
+		if (++pings % 10 == 0 && (u = stat_of("server.mem_used")) > used_peak)
+			used_peak = u;
+		tsrv_sleep_ms(10);
+	}
+	for (unsigned c = 0; c < NSI_CONNS; c++)
+		for (unsigned k = 0; k < NSI_FRAMES; k++) {
+			struct nat_check chk = { NULL, 0, 0, 0, 0 };
+			int32_t st = 0;
+			if (kc_recv_items(&fl[c], 60000, nat_check_item, &chk, &st) < 1) {
+				other += NSI_FRAMES - k; /* refused and closed (the table) */
+				break;
+			}
+			if (st == 0 && chk.other == 0)
+				ok++;
+			else
+				other++;
+		}
+	printf("ns_items: %u connections x %u NS_REGISTER frames of %u items: %u answered "
+	       "whole, %u refused (-ENOMEM) or partly (%u sends cut); mem_used peak %" PRIu64
+	       " KiB; another client's PING max %.1f ms over %u\n", NSI_CONNS, NSI_FRAMES,
+	       NSI_ITEMS, ok, other, sent_bad, used_peak >> 10, ping_max / 1e6, pings);
+	rss_end(MAX_MEMORY);
+	T_GE_INT(ok, 1);
+	T_LE_INT(ping_max, 2000000000ull);
+	for (unsigned c = 0; c < NSI_CONNS; c++)
+		kc_close(&fl[c]);
+	kc_close(&good);
+	kc_close(&a);
+	free(its);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
 /* ------------------------------------------------------------------------ */
 
 static const struct {
@@ -4475,6 +4570,7 @@ static const struct {
 	{ "s3_scan", phase_s3_scan },
 	{ "native_edges", phase_native_edges },
 	{ "native_flood", phase_native_flood },
+	{ "ns_items", phase_ns_items },
 };
 
 int main(int argc, char **argv)
