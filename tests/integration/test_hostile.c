@@ -3527,7 +3527,8 @@ static uint8_t *nat_put_frame(struct nat_env *e, const char *key, uint32_t flags
 {
 	struct proto_frame f = { .op = PROTO_OP_PUT, .ns_count = 1, .ns = e->ns, .tag = NAT_TAG,
 				 .version = e->version };
-	struct proto_item it = { .flags = flags, .part_count = n };
+	struct proto_item it = { .flags = flags, .part_count = n,
+				 .copies = flags & PROTO_IF_PLACED ? 1 : 0 };
 	uint64_t *lens = calloc(n, sizeof(*lens));
 	uint32_t *crcs = calloc(n, sizeof(*crcs));
 	uint8_t *b;
@@ -4119,6 +4120,156 @@ static void nat_ranges(struct nat_env *e, struct kc *c)
 	T_RC(kc_ping(c), 0);
 }
 
+/* Pipelines that end a connection or mix refused items with good ones:
+ * the stream stays in sync, BYE is answered last. */
+static void nat_streams(struct nat_env *e)
+{
+	struct kc c;
+	struct kc_resp r;
+	uint8_t val[3000], bad[3000];
+	uint64_t l = sizeof(val);
+	uint32_t crc;
+	int rc;
+
+	printf("native_edges: pipelines\n");
+	/* GET, BYE, PING in one send: the GET's answer, then BYE's, then the
+	 * close; PING is never read. */
+	{
+		struct proto_frame g = { .op = PROTO_OP_GET, .ns_count = 1, .ns = e->ns, .tag = 1 };
+		struct proto_frame b = { .op = PROTO_OP_BYE, .tag = 2 };
+		struct proto_frame p = { .op = PROTO_OP_PING, .tag = 3 };
+		struct proto_item it = { 0 };
+		uint8_t buf[1024];
+		size_t n = 0;
+		int64_t w;
+		unsigned got[4] = { 0 }, order = 0, bye_at = 0, get_at = 0;
+		bool closed;
+		T_RC(kc_connect_tcp(&c, e->port), 0);
+		T_RC(kc_login(&c, "alice", SECRET_ALICE), 0);
+		g.version = b.version = p.version = c.version;
+		kvt_key_set(&it.key, "nat-v", 5);
+		w = proto_encode(&g, &it, 1, buf, sizeof(buf), NULL, NULL);
+		T_ASSERT(w > 0);
+		n += (size_t)w;
+		w = proto_encode(&b, NULL, 0, buf + n, sizeof(buf) - n, NULL, NULL);
+		T_ASSERT(w > 0);
+		n += (size_t)w;
+		w = proto_encode(&p, NULL, 0, buf + n, sizeof(buf) - n, NULL, NULL);
+		T_ASSERT(w > 0);
+		n += (size_t)w;
+		T_RC(kc_send(&c, buf, n), 0);
+		while ((rc = kc_recv(&c, &r, 3000)) == 0) {
+			if (r.f.tag < 4)
+				got[r.f.tag]++;
+			order++;
+			if (r.f.tag == 2)
+				bye_at = order;
+			if (r.f.tag == 1 && !(r.f.flags & PROTO_F_MORE))
+				get_at = order;
+			kc_resp_free(&r);
+		}
+		closed = rc == -ECONNRESET;
+		printf("  %-40s %s: GET %u, BYE %u (at %u), PING %u, %s\n", "GET, BYE, PING pipelined",
+		       got[1] && got[2] == 1 && !got[3] && bye_at == order && get_at < bye_at &&
+		       closed ? "ok  " : "BAD ", got[1], got[2], bye_at, got[3],
+		       closed ? "closed" : "NOT closed");
+		e->cases++;
+		if (!got[1] || got[2] != 1 || got[3] || bye_at != order || get_at > bye_at || !closed)
+			e->bad++;
+		kc_close(&c);
+	}
+	/* One PUT frame of four items: a good one, one whose bytes fail their
+	 * CRC, one in an unknown namespace, the first's key again; then a
+	 * PING in the same send: each item its status, the PING answered. */
+	{
+		uint8_t ns2[2 * PROTO_DIGEST_LEN];
+		struct proto_frame f = { .op = PROTO_OP_PUT, .ns_count = 2, .ns = ns2, .tag = 10 };
+		struct proto_frame p = { .op = PROTO_OP_PING, .tag = 11 };
+		struct proto_item its[4] = { 0 };
+		int32_t want[4] = { KVT_OK, KVT_ECORRUPT, KVT_ENONS, KVT_EXISTS };
+		int32_t st[4] = { 1, 1, 1, 1 };
+		struct iovec data[4] = { { val, sizeof(val) }, { bad, sizeof(bad) },
+					 { val, sizeof(val) }, { val, sizeof(val) } };
+		uint8_t pb[PROTO_HDR_LEN];
+		bool pong = false, ok;
+		memcpy(ns2, e->ns, PROTO_DIGEST_LEN);
+		memset(ns2 + PROTO_DIGEST_LEN, 0xee, PROTO_DIGEST_LEN);
+		tsrv_fill(val, sizeof(val), 31);
+		memcpy(bad, val, sizeof(bad));
+		bad[1234] ^= 0x40;
+		crc = kvt_crc32c(0, val, sizeof(val));
+		for (int i = 0; i < 4; i++) {
+			its[i].part_count = 1;
+			its[i].part_lens = &l;
+			its[i].part_crcs = &crc;
+			its[i].ns_index = i == 2 ? 1 : 0;
+		}
+		kvt_key_set(&its[0].key, "nat-mix-0", 9);
+		kvt_key_set(&its[1].key, "nat-mix-1", 9);
+		kvt_key_set(&its[2].key, "nat-mix-2", 9);
+		kvt_key_set(&its[3].key, "nat-mix-0", 9);
+		T_RC(kc_connect_tcp(&c, e->port), 0);
+		T_RC(kc_login(&c, "alice", SECRET_ALICE), 0);
+		f.version = p.version = c.version;
+		T_ASSERT(kc_request(&c, &f, its, 4, data, 4) > 0);
+		T_EQ_INT(proto_encode(&p, NULL, 0, pb, sizeof(pb), NULL, NULL), PROTO_HDR_LEN);
+		T_RC(kc_send(&c, pb, sizeof(pb)), 0);
+		while (kc_recv(&c, &r, 3000) == 0) {
+			struct proto_iter iter;
+			struct proto_item pi;
+			if (r.f.tag == 11)
+				pong = r.f.status == 0;
+			proto_iter_init(&iter, &r.f, NULL, NULL, 0);
+			while (r.f.tag == 10 && proto_iter_next(&iter, &pi) == 1)
+				if (pi.index < 4)
+					st[pi.index] = pi.status;
+			kc_resp_free(&r);
+			if (pong)
+				break;
+		}
+		ok = pong && kc_ping(&c) == 0;
+		for (int i = 0; i < 4; i++)
+			ok = ok && (st[i] == want[i] || (i == 3 && st[i] == KVT_OK));
+		printf("  %-40s %s: %d %d %d %d, then PING %s\n",
+		       "PUT: good, bad CRC, unknown ns, again", ok ? "ok  " : "BAD ", st[0], st[1],
+		       st[2], st[3], pong ? "answered" : "NOT answered");
+		e->cases++;
+		if (!ok)
+			e->bad++;
+		{
+			struct kvt_key k;
+			struct kc_value v = { 0 };
+			kvt_key_set(&k, "nat-mix-1", 9);
+			rc = kc_get(&c, e->ns, &k, 0, 0, 0, 0, &v);
+			e->cases++;
+			if (rc != KVT_MISS) {
+				printf("  the bad CRC's key: %d, not a miss\n", rc);
+				e->bad++;
+			}
+			kc_value_free(&v);
+			kvt_key_set(&k, "nat-mix-0", 9);
+			rc = kc_get(&c, e->ns, &k, 0, 0, 0, 0, &v);
+			e->cases++;
+			if (rc != KVT_OK || v.len != sizeof(val) || memcmp(v.bytes, val, sizeof(val))) {
+				printf("  the good key: %d, not the bytes put\n", rc);
+				e->bad++;
+			}
+			kc_value_free(&v);
+		}
+		kc_close(&c);
+	}
+	/* PLACED items at their edges (a server outside a pod). */
+	{
+		size_t len;
+		uint8_t *pf = nat_put_frame(e, "nat-pl", PROTO_IF_PLACED, 1, 100, &len);
+		nat_mut(e, "PUT PLACED copies 0", pf, len, NAT_IT_OFF + 12, 4, 0, PROTO_EMALFORMED);
+		nat_mut(e, "PUT PLACED copies 9", pf, len, NAT_IT_OFF + 12, 4, 9, PROTO_EMALFORMED);
+		nat_mut(e, "PUT PLACED|REPAIR|FORWARD", pf, len, NAT_IT_OFF + 4, 2,
+			PROTO_IF_PLACED | PROTO_IF_REPAIR | PROTO_IF_FORWARD, PROTO_EFLAGS);
+		free(pf);
+	}
+}
+
 static void phase_native_edges(void)
 {
 	struct nat_env e = { 0 };
@@ -4146,6 +4297,7 @@ static void phase_native_edges(void)
 	nat_tables(&e);
 	nat_setup(&e);
 	nat_ranges(&e, &a);
+	nat_streams(&e);
 	nat_dups(&e, &a);
 	{
 		/* DRAIN by the admin of a server outside a pod: -ENOTSUP, kept. */
@@ -4312,7 +4464,7 @@ static void phase_native_flood(void)
 		enum { CUTS = 18, CUT_LEN = 1u << 20 };
 		uint8_t *big = malloc(CUT_LEN);
 		unsigned missing = 0;
-		uint64_t used = 0, pins;
+		uint64_t used = 0, pins, dram0 = stat_of("dram.used_bytes"), dram = 0;
 		tsrv_fill(big, CUT_LEN, 5);
 		for (unsigned i = 0; i < CUTS; i++) {
 			struct proto_frame f = { .op = PROTO_OP_PUT, .ns_count = 1, .ns = ns,
@@ -4355,10 +4507,20 @@ static void phase_native_flood(void)
 				missing++;
 		}
 		pins = stat_opt("store.pins_active");
+		/* Their DRAM reservations (values received in place) given
+		 * back: the tier holds what it held. */
+		for (int w = 0; w < 300; w++) {
+			dram = stat_of("dram.used_bytes");
+			if (dram <= dram0)
+				break;
+			tsrv_sleep_ms(10);
+		}
 		printf("native_flood: %u connections closed mid-frame: %u of %u keys absent, "
-		       "mem_used %" PRIu64 " B (before %" PRIu64 "), pins %" PRIu64 "\n", CUTS,
-		       missing, CUTS, used, used0, pins);
+		       "mem_used %" PRIu64 " B (before %" PRIu64 "), pins %" PRIu64 ", DRAM used %"
+		       PRIu64 " B (before %" PRIu64 ")\n", CUTS, missing, CUTS, used, used0, pins,
+		       dram, dram0);
 		T_EQ_INT(missing, CUTS);
+		T_LE_INT(dram, dram0);
 		T_LE_INT(used, used0 + (64u << 10));
 		T_EQ_INT(pins, 0);
 		free(big);
