@@ -599,6 +599,14 @@ static void ops_ns_register(struct kvtd_frame *fr)
 	uint64_t texts = 0;
 	char *canon = NULL;
 
+	if (fr->f.item_count > KVTD_NS_REGISTER_ITEMS_MAX) {
+		char msg[96];
+		snprintf(msg, sizeof(msg), "NS_REGISTER names at most %u namespaces a frame",
+			 KVTD_NS_REGISTER_ITEMS_MAX);
+		kvtd_reply_error(fr, PROTO_ECOUNT, msg);
+		kvtd_frame_free(fr);
+		return;
+	}
 	fr->n = fr->f.item_count;
 	if (!ops_items_charge(fr, sizeof(*fr->items))) {
 		kvtd_reply_error(fr, -ENOMEM, OPS_MEM_MSG);
