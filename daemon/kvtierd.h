@@ -648,6 +648,11 @@ struct kvtd_server {
  * until they are written (loop.c "Limits"), so that a few tenants'
  * clients that stop reading cannot take the budget from the others */
 #define KVTD_OUT_TENANT_MAX(srv) ((srv)->cfg.max_memory / 4)
+/* What a tenant's native frames in flight may hold of --max-memory (their
+ * tables, per-item state and data sections) before its connections with
+ * frames in flight stop being read: a quarter too (loop.c
+ * kvtd_conn_in_share_over). */
+#define KVTD_IN_TENANT_MAX(srv) ((srv)->cfg.max_memory / 4)
 /* A reader holding pins must take at least this many bytes a second,
  * averaged over --idle-timeout, or be closed */
 #define KVTD_MIN_DRAIN_BPS (1u << 20)
@@ -823,6 +828,8 @@ struct kvtd_frame {
 	uint64_t start_ns;        /* header and table parsed (kvtd_now_ns) */
 	uint8_t *data;            /* data section (PUT), owned */
 	uint64_t mem_charged;     /* bytes of hdr and data charged to mem_used */
+	struct kvtd_tstat *tstat; /* its tenant's, where mem_charged is counted too
+				   * (in_charged); NULL before AUTH */
 	bool in_place;            /* PUT: values go straight into DRAM reservations */
 	uint32_t rx_item;         /* in place: the item the next data byte belongs to */
 	uint64_t rx_off;          /* and the offset in it */
@@ -910,6 +917,14 @@ void kvtd_req_done(struct kvtd_loop *loop, struct kvt_req *r);
 /* Free a frame that will not be answered (its connection died) once
  * nothing of it is in flight; releases pins. */
 void kvtd_frame_free(struct kvtd_frame *fr);
+/* Charge n more bytes to a frame (--max-memory, and its tenant's input,
+ * tstat->in_charged; force: the budget's check skipped); given back by
+ * kvtd_frame_free, or by kvtd_frame_uncharge. */
+bool kvtd_frame_charge(struct kvtd_frame *fr, uint64_t n, bool force);
+/* c has frames in flight while its tenant's hold KVTD_IN_TENANT_MAX: not
+ * read until its own are answered (loop.c). */
+bool kvtd_conn_in_share_over(const struct kvtd_conn *c);
+void kvtd_frame_uncharge(struct kvtd_frame *fr, uint64_t n);
 /* A GET frame waiting for c's pinned answers to drain: continue it (when
  * they drained enough), or end it (c closed).  ops.c "Pinned answers". */
 void kvtd_get_resume(struct kvtd_conn *c);
@@ -1006,6 +1021,8 @@ struct kvtd_tstat {
 	_Atomic uint64_t pinned;  /* pinned bytes of its connections' queued output */
 	_Atomic uint64_t out_charged; /* --max-memory its connections' queued output
 				       * holds (KVTD_OUT_TENANT_MAX) */
+	_Atomic uint64_t in_charged; /* --max-memory its native frames in flight hold
+				      * (tables, items, data: KVTD_IN_TENANT_MAX) */
 	_Atomic uint32_t ns_count; /* namespaces registered in its name (KVTD_NS_TENANT_MAX) */
 	_Atomic uint32_t s3_scans; /* its S3 listings walking the store (s3ops.c) */
 };

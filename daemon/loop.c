@@ -136,6 +136,19 @@ static bool loop_share_over(const struct kvtd_conn *c)
 		       KVTD_OUT_TENANT_MAX(srv);
 }
 
+/* c has frames in flight and its tenant's frames hold their share of
+ * the budget (ops.c kvtd_frame_charge): c is not read until its own are
+ * answered.  A connection with none in flight is read: its next frame is
+ * charged alone, or refused. */
+bool kvtd_conn_in_share_over(const struct kvtd_conn *c)
+{
+	const struct kvtd_server *srv = c->loop->srv;
+
+	return c->inflight > 0 && c->tstat && srv->cfg.max_memory && kvtd_auth_enabled() &&
+	       atomic_load_explicit(&c->tstat->in_charged, memory_order_relaxed) >=
+		       KVTD_IN_TENANT_MAX(srv);
+}
+
 static void loop_conn_close(struct kvtd_conn *c, const char *why);
 static void loop_conn_flush(struct kvtd_conn *c);
 static void loop_conn_touch(struct kvtd_conn *c);
@@ -223,14 +236,15 @@ static void loop_conn_flow(struct kvtd_conn *c)
 	/* Before AUTH, answers (PING's, NOAUTH errors) are bounded like the
 	 * input: at most preauth_buf queued, outside the budget. */
 	uint64_t out_max = c->state == KVTD_CS_READY ? cfg->conn_output : c->ops->preauth_buf;
+	bool in_share = kvtd_conn_in_share_over(c);
 	bool pause = c->inflight >= cfg->conn_inflight || out >= out_max || mem || share ||
-		     c->parked || c->pin_paused;
+		     in_share || c->parked || c->pin_paused;
 
 	if (pause == c->read_paused)
 		return;
 	if (pause && mem)
 		KVTD_COUNT(c->loop->srv, mem_paused, 1);
-	else if (pause && share)
+	else if (pause && (share || in_share))
 		KVTD_COUNT(c->loop->srv, out_share_paused, 1);
 	c->read_paused = pause;
 	if (!pause) {

@@ -72,7 +72,6 @@ static void native_parse(struct kvtd_conn *c)
 		size_t avail = c->rend - c->rstart;
 		struct proto_frame f;
 		struct kvtd_frame *fr;
-		uint64_t charge;
 		uint8_t *hdr;
 		bool pre;
 		int rc;
@@ -86,7 +85,10 @@ static void native_parse(struct kvtd_conn *c)
 			}
 			return;
 		}
-		if (c->inflight >= srv->cfg.conn_inflight) {
+		/* Past --conn-inflight, or while its tenant's frames in flight
+		 * hold their share of the budget (KVTD_IN_TENANT_MAX): the next
+		 * frame waits for this connection's own to be answered. */
+		if (c->inflight >= srv->cfg.conn_inflight || kvtd_conn_in_share_over(c)) {
 			kvtd_conn_flow(c);
 			return;
 		}
@@ -132,17 +134,8 @@ static void native_parse(struct kvtd_conn *c)
 			kvtd_conn_fail(c, PROTO_OP_ERROR, hdr_ok ? f.tag : 0, rc, msg);
 			return;
 		}
-		/* Before AUTH a frame is at most NATIVE_PREAUTH_BUF bytes and
-		 * has no data: bounded per connection, outside the budget, so
-		 * unauthenticated clients never take it from the others. */
-		charge = pre ? 0 : f.hdr_len;
-		if (!kvtd_mem_charge(srv, charge, false)) {
-			native_mem_refuse(c, f.tag, "table");
-			return;
-		}
 		hdr = malloc(f.hdr_len);
 		if (!hdr) {
-			kvtd_mem_uncharge(srv, charge);
 			kvtd_conn_fail(c, PROTO_OP_ERROR, f.tag, -ENOMEM, "server out of memory");
 			return;
 		}
@@ -150,11 +143,17 @@ static void native_parse(struct kvtd_conn *c)
 		c->rstart += f.hdr_len;
 		fr = kvtd_frame_new(c, hdr, f.hdr_len);
 		if (!fr) {
-			kvtd_mem_uncharge(srv, charge);
 			kvtd_conn_fail(c, PROTO_OP_ERROR, f.tag, -ENOMEM, "server out of memory");
 			return;
 		}
-		fr->mem_charged = charge;
+		/* Before AUTH a frame is at most NATIVE_PREAUTH_BUF bytes and
+		 * has no data: bounded per connection, outside the budget, so
+		 * unauthenticated clients never take it from the others. */
+		if (!pre && !kvtd_frame_charge(fr, f.hdr_len, false)) {
+			kvtd_frame_free(fr);
+			native_mem_refuse(c, f.tag, "table");
+			return;
+		}
 		if (f.data_len) {
 			size_t take = c->rend - c->rstart;
 			if (take > f.data_len)
@@ -166,12 +165,11 @@ static void native_parse(struct kvtd_conn *c)
 				c->put_stream = take < f.data_len;
 			} else {
 				uint8_t *data = NULL;
-				if (!kvtd_mem_charge(srv, f.data_len, false)) {
+				if (!kvtd_frame_charge(fr, f.data_len, false)) {
 					kvtd_frame_free(fr);
 					native_mem_refuse(c, f.tag, "data section");
 					return;
 				}
-				fr->mem_charged += f.data_len;
 				data = malloc(f.data_len);
 				if (!data) {
 					kvtd_frame_free(fr);

@@ -2652,15 +2652,21 @@ static void phase_resp_pins(void)
 #define FI_FRAMES 12u
 #define FI_ITEMS 16384u
 
+static uint8_t *nat_encode(struct proto_frame *f, const struct proto_item *its, uint32_t n,
+			   size_t *len);
+
 static void phase_frame_items(void)
 {
 	uint8_t ns[PROTO_DIGEST_LEN], val[4096];
 	struct iovec v = { val, sizeof(val) };
 	struct proto_item *its = calloc(FI_ITEMS, sizeof(*its));
-	uint64_t refused0, refused, grew;
+	uint64_t refused0, refused, grew, paused0, paused;
 	struct kvt_key k;
 	struct kc c, good;
 	int bad;
+	uint8_t *all = NULL;
+	size_t all_len = 0;
+	int64_t sent;
 
 	T_ASSERT(its != NULL);
 	start("frame_items", NULL);
@@ -2675,25 +2681,42 @@ static void phase_frame_items(void)
 		its[i].key = k;
 	rss_begin();
 	/* 12 frames x 16384 GETs of a 4 KiB value: 64 MiB of answers each,
-	 * past the connection's pin cap: each waits, none is read. */
+	 * past the connection's pin cap: each waits, none is read.  Since
+	 * attack14 the tenant's input share (a quarter of the budget) stops
+	 * reading the connection once its frames hold it: sent for 1.5 s
+	 * without blocking, what the server takes. */
+	paused0 = stat_of("server.out_share_paused");
 	for (unsigned i = 0; i < FI_FRAMES; i++) {
-		struct proto_frame f = { .op = PROTO_OP_GET, .ns_count = 1, .ns = ns };
-		T_ASSERT(kc_request(&c, &f, its, FI_ITEMS, NULL, 0) > 0);
+		struct proto_frame f = { .op = PROTO_OP_GET, .ns_count = 1, .ns = ns,
+					 .tag = c.next_tag++, .version = c.version };
+		size_t len;
+		uint8_t *b = nat_encode(&f, its, FI_ITEMS, &len);
+		all = realloc(all, all_len + len);
+		memcpy(all + all_len, b, len);
+		all_len += len;
+		free(b);
 	}
-	tsrv_sleep_ms(1500);
+	sent = send_for(c.fd, all, all_len, 1500);
+	free(all);
+	tsrv_sleep_ms(500);
 	refused = stat_of("server.mem_refused") - refused0;
-	/* Others are served meanwhile (what the budget left them). */
+	paused = stat_of("server.out_share_paused") - paused0;
+	/* Others are served meanwhile (what the budget left them): another
+	 * tenant (alice's own frames are held to her input share). */
 	T_RC(kc_connect_tcp(&good, srv.port), 0);
-	T_RC(kc_login(&good, "alice", SECRET_ALICE), 0);
+	T_RC(kc_login(&good, "admin", SECRET_ADMIN), 0);
+	T_RC(kc_register(&good, &desc, ns, NULL, 0), KVT_OK);
 	bad = roundtrips(&good, ns, 4, 4096, 13);
 	kc_close(&good);
 	grew = rss_end(MAX_MEMORY);
 	kc_close(&c);
-	printf("frame_items: %u GET frames of %u items waiting unread: mem_refused +%" PRIu64
-	       ", RSS +%" PRIu64 " MiB, another client's failed round trips %d of 4\n", FI_FRAMES,
-	       FI_ITEMS, refused, grew >> 20, bad);
+	printf("frame_items: %u GET frames of %u items waiting unread (%" PRId64 " of %zu bytes "
+	       "taken): mem_refused +%" PRIu64 ", out_share_paused +%" PRIu64 ", RSS +%" PRIu64
+	       " MiB, another client's failed round trips %d of 4\n", FI_FRAMES, FI_ITEMS, sent,
+	       all_len, refused, paused, grew >> 20, bad);
 	free(its);
-	T_GE_INT(refused, 1);
+	T_GE_INT(refused + paused, 1);
+	T_EQ_INT(bad, 0);
 	T_EQ_INT(tsrv_stop(&srv), 0);
 }
 
@@ -4735,6 +4758,70 @@ static void phase_ns_items(void)
 	T_EQ_INT(tsrv_stop(&srv), 0);
 }
 
+/* ------------------------------------------------------------------------
+ * in_share (attack14): one tenant's GET frames of 12,000 keys (answers of
+ * 48 MB each, past the pin cap: they wait), one on each of 6 connections,
+ * never read.  Each frame's items are charged (~600 bytes each: 7 MB), and
+ * 4 of them held the whole budget: every other tenant's next frame was
+ * refused.  Now a tenant's frames in flight hold at most a quarter of
+ * --max-memory (a frame alone is always taken): the rest are refused
+ * -ENOMEM, the connections kept, and the admin's round trips succeed.
+ */
+
+#define IS_CONNS 6u
+#define IS_ITEMS 12000u
+
+static void phase_in_share(void)
+{
+	uint8_t ns[PROTO_DIGEST_LEN], ans[PROTO_DIGEST_LEN], val[4096];
+	struct iovec v = { val, sizeof(val) };
+	struct proto_item *its = calloc(IS_ITEMS, sizeof(*its));
+	struct kc a, fl[IS_CONNS], adm;
+	struct kvt_key k;
+	uint64_t used, refused0, refused;
+	int bad;
+
+	start("in_share", NULL);
+	T_RC(kc_connect_tcp(&a, srv.port), 0);
+	T_RC(kc_login(&a, "alice", SECRET_ALICE), 0);
+	T_RC(kc_register(&a, &desc, ns, NULL, 0), KVT_OK);
+	kvt_key_set(&k, "is", 2);
+	memset(val, 9, sizeof(val));
+	T_RC(kc_put(&a, ns, &k, &v, 1, NULL), KVT_OK);
+	for (unsigned i = 0; i < IS_ITEMS; i++)
+		its[i].key = k;
+	refused0 = stat_of("server.mem_refused");
+	rss_begin();
+	for (unsigned c = 0; c < IS_CONNS; c++) {
+		struct proto_frame f = { .op = PROTO_OP_GET, .ns_count = 1, .ns = ns };
+		T_RC(kc_connect_tcp(&fl[c], srv.port), 0);
+		T_RC(kc_login(&fl[c], "alice", SECRET_ALICE), 0);
+		T_ASSERT(kc_request(&fl[c], &f, its, IS_ITEMS, NULL, 0) > 0);
+		tsrv_sleep_ms(100);
+	}
+	tsrv_sleep_ms(500);
+	used = stat_of("server.mem_used");
+	refused = stat_of("server.mem_refused") - refused0;
+	T_RC(kc_connect_tcp(&adm, srv.port), 0);
+	T_RC(kc_login(&adm, "admin", SECRET_ADMIN), 0);
+	T_RC(kc_register(&adm, &desc, ans, NULL, 0), KVT_OK);
+	bad = roundtrips(&adm, ans, 8, 64u << 10, 21);
+	printf("in_share: %u GET frames of %u keys left waiting, one a connection: mem_used %"
+	       PRIu64 " KiB of %u (a quarter: %u), mem_refused +%" PRIu64 "; the admin's failed "
+	       "round trips of 64 KiB: %d of 8\n", IS_CONNS, IS_ITEMS, used >> 10,
+	       MAX_MEMORY >> 10, MAX_MEMORY >> 12, refused, bad);
+	rss_end(DRAM + MAX_MEMORY);
+	T_EQ_INT(bad, 0);
+	T_LE_INT(used, MAX_MEMORY / 2);
+	T_GE_INT(refused, 1);
+	for (unsigned c = 0; c < IS_CONNS; c++)
+		kc_close(&fl[c]);
+	kc_close(&adm);
+	kc_close(&a);
+	free(its);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
 /* ------------------------------------------------------------------------ */
 
 static const struct {
@@ -4774,6 +4861,7 @@ static const struct {
 	{ "native_edges", phase_native_edges },
 	{ "native_flood", phase_native_flood },
 	{ "ns_items", phase_ns_items },
+	{ "in_share", phase_in_share },
 };
 
 int main(int argc, char **argv)
