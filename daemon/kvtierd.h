@@ -567,9 +567,14 @@ struct kvtd_loop {
 struct kvtd_aux {
 	pthread_t thread;
 	bool started;
-	pthread_mutex_t lock;     /* guards head, tail, stop */
+	pthread_mutex_t lock;     /* guards head, tail, walks, stop */
 	pthread_cond_t cond;
 	struct kvtd_job *head, *tail;
+	/* Walks of the whole store (S3 listings: kvtd_aux_submit_walk), taken
+	 * only when no other job waits: another tenant's job waits for at
+	 * most the walk running, not for every listing tenant's 2 queued */
+	struct kvtd_job *walk_head, *walk_tail;
+#define KVTD_AUX_SHORTS 16u /* short jobs run ahead of a waiting walk, at most */
 	bool stop;
 };
 
@@ -700,6 +705,9 @@ int kvtd_aux_start(struct kvtd_server *srv);
 void kvtd_aux_stop(struct kvtd_server *srv);
 /* Run run(arg) on the aux thread, then done(arg) on loop.  Never fails
  * (without memory it runs both here). */
+/* The same for a walk of the whole store: run after the jobs waiting. */
+void kvtd_aux_submit_walk(struct kvtd_loop *loop, void (*run)(void *), void (*done)(void *),
+			  void *arg);
 void kvtd_aux_submit(struct kvtd_loop *loop, void (*run)(void *), void (*done)(void *),
 		     void *arg);
 /* Queue an encoded response on a connection's output; it is written at
