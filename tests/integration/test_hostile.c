@@ -3275,16 +3275,41 @@ static void *parts_flood_run(void *arg)
 	return NULL;
 }
 
-static void phase_s3_scan(void)
+/* A server of argv (phase name), SCAN_BLOCKS small blocks in namespace ns
+ * (keys prefix...) put through c (logged in, left open), and the S3
+ * bucket scanbkt: the S3 port; the bucket's connection is fd, its
+ * carry-over buffer buf (len bytes in it). */
+static uint16_t scan_server(const char *name, const char *const *argv, uint8_t *ns,
+			    const char *prefix, struct kc *c, int *fd, char *buf, size_t cap,
+			    size_t *len)
 {
 	char dir[700];
+	struct fq_seen seen = { 0 };
+	uint16_t port;
+
+	snprintf(dir, sizeof(dir), "%s/%s", base, name);
+	tsrv_start(&srv, bin, base, dir, NULL, argv);
+	port = tsrv_listener_port(srv.log, "S3");
+	T_RC(kc_connect_unix(c, srv.sock), 0);
+	T_RC(kc_login(c, "default", NULL), 0);
+	T_RC(kc_register(c, &desc, ns, NULL, 0), KVT_OK);
+	frame_puts(c, ns, SCAN_BLOCKS, SCAN_FRAME, 0, prefix, &seen);
+	T_EQ_INT(seen.ok, SCAN_BLOCKS);
+	*fd = tcp_connect(port);
+	snprintf(buf, cap, "PUT /scanbkt HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n");
+	T_EQ_INT(send_for(*fd, buf, strlen(buf), 5000), (int64_t)strlen(buf));
+	T_EQ_INT(http_answer(*fd, buf, cap, len), 200);
+	return port;
+}
+
+static void phase_s3_scan(void)
+{
 	const char *argv[] = { "--s3", "127.0.0.1:0", "--threads", "1", "--ssd", "0", "--dram",
 			       "512M", "--max-memory", "64M", NULL };
 	static const char list[] = "GET /scanbkt?list-type=2 HTTP/1.1\r\nHost: x\r\n\r\n";
 	static char buf[1 << 16];
 	uint64_t t0, loop0, aux0, loop_ms, aux_ms, refused;
 	uint8_t ns[PROTO_DIGEST_LEN];
-	struct fq_seen seen = { 0 };
 	unsigned ok = 0, slow = 0, other = 0;
 	char *burst;
 	size_t len = 0;
@@ -3294,22 +3319,9 @@ static void phase_s3_scan(void)
 	uint16_t port;
 	int fd;
 
-	snprintf(dir, sizeof(dir), "%s/s3_scan", base);
-	tsrv_start(&srv, bin, base, dir, NULL, argv);
-	port = tsrv_listener_port(srv.log, "S3");
-
 	/* The store: SCAN_BLOCKS small blocks in another namespace. */
-	T_RC(kc_connect_unix(&c, srv.sock), 0);
-	T_RC(kc_login(&c, "default", NULL), 0);
-	T_RC(kc_register(&c, &desc, ns, NULL, 0), KVT_OK);
-	frame_puts(&c, ns, SCAN_BLOCKS, SCAN_FRAME, 0, "sc", &seen);
-	T_EQ_INT(seen.ok, SCAN_BLOCKS);
+	port = scan_server("s3_scan", argv, ns, "sc", &c, &fd, buf, sizeof(buf), &len);
 	kc_close(&c);
-
-	fd = tcp_connect(port);
-	snprintf(buf, sizeof(buf), "PUT /scanbkt HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n");
-	T_EQ_INT(send_for(fd, buf, strlen(buf), 5000), (int64_t)strlen(buf));
-	T_EQ_INT(http_answer(fd, buf, sizeof(buf), &len), 200);
 
 	/* Listings of the empty bucket one at a time: where do the walks run? */
 	loop0 = thread_cpu_ms("kvtd-loop");
@@ -4889,12 +4901,11 @@ static void aw_ranges(struct kc *c, const uint8_t *ns, const struct kvt_key *k, 
 
 static void phase_aux_walks(void)
 {
-	char dir[700], buf[512];
+	char buf[512];
 	const char *argv[] = { "--s3", "127.0.0.1:0", "--threads", "2", "--ssd", "0", "--dram",
 			       "512M", "--max-memory", "64M", NULL };
 	uint8_t ns[PROTO_DIGEST_LEN], *big = malloc(4u << 20);
 	struct iovec v = { big, 4u << 20 };
-	struct fq_seen seen = { 0 };
 	struct aw_lister ls[2];
 	_Atomic bool stop = false;
 	uint64_t a50, amax, b50, bmax, aux0, aux_ms;
@@ -4904,22 +4915,11 @@ static void phase_aux_walks(void)
 	uint16_t port;
 	int fd;
 
-	snprintf(dir, sizeof(dir), "%s/aux_walks", base);
-	tsrv_start(&srv, bin, base, dir, NULL, argv);
-	port = tsrv_listener_port(srv.log, "S3");
-	T_RC(kc_connect_unix(&c, srv.sock), 0);
-	T_RC(kc_login(&c, "default", NULL), 0);
-	T_RC(kc_register(&c, &desc, ns, NULL, 0), KVT_OK);
-	frame_puts(&c, ns, SCAN_BLOCKS, SCAN_FRAME, 0, "aw", &seen);
-	T_EQ_INT(seen.ok, SCAN_BLOCKS);
+	port = scan_server("aux_walks", argv, ns, "aw", &c, &fd, buf, sizeof(buf), &len);
+	close(fd);
 	tsrv_fill(big, 4u << 20, 44);
 	kvt_key_set(&k, "aw-big", 6);
 	T_RC(kc_put(&c, ns, &k, &v, 1, NULL), KVT_OK);
-	fd = tcp_connect(port);
-	snprintf(buf, sizeof(buf), "PUT /scanbkt HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n");
-	T_EQ_INT(send_for(fd, buf, strlen(buf), 5000), (int64_t)strlen(buf));
-	T_EQ_INT(http_answer(fd, buf, sizeof(buf), &len), 200);
-	close(fd);
 
 	aw_ranges(&c, ns, &k, 40, &a50, &amax);
 	aux0 = thread_cpu_ms("kvtd-aux");
