@@ -3974,6 +3974,26 @@ static void nat_check_item(void *ctx, const struct kc_resp *r, const struct prot
 		k->wrong++;
 }
 
+/* Item statuses of a reply, counted. */
+struct nat_count {
+	unsigned ok, exists, miss, other;
+};
+
+static void nat_count_item(void *ctx, const struct kc_resp *r, const struct proto_item *it)
+{
+	struct nat_count *n = ctx;
+
+	(void)r;
+	if (it->status == KVT_OK)
+		n->ok++;
+	else if (it->status == KVT_EXISTS)
+		n->exists++;
+	else if (it->status == KVT_MISS)
+		n->miss++;
+	else
+		n->other++;
+}
+
 /* One key named n times in one frame: answered item by item, the bytes
  * exact, memory bounded. */
 static void nat_dups(struct nat_env *e, struct kc *c)
@@ -4031,7 +4051,7 @@ static void nat_dups(struct nat_env *e, struct kc *c)
 		/* PN different values under one new key in one PUT: one is
 		 * stored, whole; the others are no-ops. */
 		struct proto_frame f = { .op = PROTO_OP_PUT, .ns_count = 1, .ns = e->ns };
-		struct kc_resp r;
+		struct nat_count pst = { 0 };
 		kvt_key_set(&key, "nat-dup-put", 11);
 		for (unsigned i = 0; i < PN; i++) {
 			tsrv_fill(vals + (size_t)i * PLEN, PLEN, 1000 + i);
@@ -4046,23 +4066,10 @@ static void nat_dups(struct nat_env *e, struct kc *c)
 			its[i].part_crcs = &crcs[i];
 		}
 		T_ASSERT(kc_request(c, &f, its, PN, iov, PN) > 0);
-		while (kc_recv(c, &r, 30000) == 0) {
-			struct proto_iter iter;
-			struct proto_item pi;
-			bool more = r.f.flags & PROTO_F_MORE;
-			proto_iter_init(&iter, &r.f, NULL, NULL, 0);
-			while (proto_iter_next(&iter, &pi) == 1) {
-				if (pi.status == KVT_OK)
-					puts_ok++;
-				else if (pi.status == KVT_EXISTS)
-					puts_exists++;
-				else
-					puts_other++;
-			}
-			kc_resp_free(&r);
-			if (!more)
-				break;
-		}
+		T_ASSERT(kc_recv_items(c, 30000, nat_count_item, &pst, NULL) >= 1);
+		puts_ok = pst.ok;
+		puts_exists = pst.exists;
+		puts_other = pst.other + pst.miss;
 		T_RC(kc_get(c, e->ns, &key, 0, 0, 0, 0, &got), KVT_OK);
 		for (unsigned i = 0; i < PN && got.len == PLEN; i++)
 			if (memcmp(got.bytes, vals + (size_t)i * PLEN, PLEN) == 0)
@@ -4077,27 +4084,15 @@ static void nat_dups(struct nat_env *e, struct kc *c)
 	}
 	{
 		struct proto_frame f = { .op = PROTO_OP_DELETE, .ns_count = 1, .ns = e->ns };
-		struct kc_resp r;
+		struct nat_count dst = { 0 };
 		for (unsigned i = 0; i < PN; i++) {
 			memset(&its[i], 0, sizeof(its[i]));
 			its[i].key = key;
 		}
 		T_ASSERT(kc_request(c, &f, its, PN, NULL, 0) > 0);
-		while (kc_recv(c, &r, 30000) == 0) {
-			struct proto_iter iter;
-			struct proto_item pi;
-			bool more = r.f.flags & PROTO_F_MORE;
-			proto_iter_init(&iter, &r.f, NULL, NULL, 0);
-			while (proto_iter_next(&iter, &pi) == 1) {
-				if (pi.status == KVT_OK)
-					del_ok++;
-				else if (pi.status == KVT_MISS)
-					del_miss++;
-			}
-			kc_resp_free(&r);
-			if (!more)
-				break;
-		}
+		T_ASSERT(kc_recv_items(c, 30000, nat_count_item, &dst, NULL) >= 1);
+		del_ok = dst.ok;
+		del_miss = dst.miss;
 		printf("  DELETE of one key x %u: %u OK, %u MISS; GET after: %d\n", PN, del_ok,
 		       del_miss, kc_get(c, e->ns, &key, 0, 0, 0, 0, &got));
 		kc_value_free(&got);
