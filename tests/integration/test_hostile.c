@@ -3873,33 +3873,34 @@ static void nat_setup(struct nat_env *e)
 	n = nat_raw(b, e->version, PROTO_OP_AUTH, 0, t, 77);
 	nat_case(e, "AUTH method 9", NAT_HELLO, b, n, PROTO_EAUTH, PROTO_OP_AUTH, true, false);
 	/* HELLO: min at 0, max 2, name_len 4. */
-	memset(t, 0, sizeof(t));
-	nat_le(t, 1, 2);
-	nat_le(t + 2, 0xffff, 2);
-	n = nat_raw(b, PROTO_VERSION_HELLO, PROTO_OP_HELLO, 0, t, 8);
-	nat_case(e, "HELLO after AUTH", NAT_LOGIN, b, n, KVT_ESTATE, PROTO_OP_HELLO, false, false);
-	nat_case(e, "HELLO after HELLO", NAT_HELLO, b, n, KVT_ESTATE, PROTO_OP_HELLO, false,
-		 false);
-	nat_le(t, 3, 2);
-	nat_le(t + 2, 0xffff, 2);
-	n = nat_raw(b, PROTO_VERSION_HELLO, PROTO_OP_HELLO, 0, t, 8);
-	nat_case(e, "HELLO versions 3..65535", NAT_RAW, b, n, KVT_EVERSION, PROTO_OP_HELLO, true,
-		 false);
-	nat_le(t, 2, 2);
-	nat_le(t + 2, 1, 2);
-	n = nat_raw(b, PROTO_VERSION_HELLO, PROTO_OP_HELLO, 0, t, 8);
-	nat_case(e, "HELLO versions 2..1", NAT_RAW, b, n, PROTO_EMALFORMED, PROTO_OP_ERROR, true,
-		 false);
-	nat_le(t, 0, 2);
-	nat_le(t + 2, 0, 2);
-	n = nat_raw(b, PROTO_VERSION_HELLO, PROTO_OP_HELLO, 0, t, 8);
-	nat_case(e, "HELLO versions 0..0", NAT_RAW, b, n, PROTO_EMALFORMED, PROTO_OP_ERROR, true,
-		 false);
-	nat_le(t, 1, 2);
-	nat_le(t + 2, 2, 2);
-	n = nat_raw(b, 2, PROTO_OP_HELLO, 0, t, 8);
-	nat_case(e, "HELLO framed as version 2", NAT_RAW, b, n, KVT_EVERSION, PROTO_OP_ERROR,
-		 true, false);
+	/* HELLO: min at 0, max at 2 (an op section of 8, no name). */
+	{
+		static const struct {
+			const char *name;
+			int mode;
+			uint16_t lo, hi, ver;
+			int32_t want;
+			uint16_t op;
+			bool close;
+		} hs[] = {
+			{ "HELLO after AUTH", NAT_LOGIN, 1, 0xffff, 1, KVT_ESTATE, PROTO_OP_HELLO, false },
+			{ "HELLO after HELLO", NAT_HELLO, 1, 0xffff, 1, KVT_ESTATE, PROTO_OP_HELLO, false },
+			{ "HELLO versions 3..65535", NAT_RAW, 3, 0xffff, 1, KVT_EVERSION, PROTO_OP_HELLO,
+			  true },
+			{ "HELLO versions 2..1", NAT_RAW, 2, 1, 1, PROTO_EMALFORMED, PROTO_OP_ERROR, true },
+			{ "HELLO versions 0..0", NAT_RAW, 0, 0, 1, PROTO_EMALFORMED, PROTO_OP_ERROR, true },
+			{ "HELLO framed as version 2", NAT_RAW, 1, 2, 2, KVT_EVERSION, PROTO_OP_ERROR,
+			  true },
+		};
+		for (size_t i = 0; i < sizeof(hs) / sizeof(hs[0]); i++) {
+			memset(t, 0, sizeof(t));
+			nat_le(t, hs[i].lo, 2);
+			nat_le(t + 2, hs[i].hi, 2);
+			n = nat_raw(b, hs[i].ver, PROTO_OP_HELLO, 0, t, 8);
+			nat_case(e, hs[i].name, hs[i].mode, b, n, hs[i].want, hs[i].op, hs[i].close,
+				 false);
+		}
+	}
 	nat_le(t + 4, 65, 2);
 	memset(t + 8, 'n', 65);
 	n = nat_raw(b, PROTO_VERSION_HELLO, PROTO_OP_HELLO, 0, t, 8 + 65);
