@@ -2655,10 +2655,28 @@ static void phase_resp_pins(void)
 static uint8_t *nat_encode(struct proto_frame *f, const struct proto_item *its, uint32_t n,
 			   size_t *len);
 
+/* Start the phase's server; alice logged in on c puts one 4 KiB value
+ * under key in her namespace ns; its[0, n) all name it. */
+static void alice_one_value(const char *phase, struct kc *c, uint8_t *ns, struct kvt_key *k,
+			    const char *key, struct proto_item *its, unsigned n)
+{
+	uint8_t val[4096];
+	struct iovec v = { val, sizeof(val) };
+
+	start(phase, NULL);
+	T_RC(kc_connect_tcp(c, srv.port), 0);
+	T_RC(kc_login(c, "alice", SECRET_ALICE), 0);
+	T_RC(kc_register(c, &desc, ns, NULL, 0), KVT_OK);
+	kvt_key_set(k, key, strlen(key));
+	memset(val, key[0], sizeof(val));
+	T_RC(kc_put(c, ns, k, &v, 1, NULL), KVT_OK);
+	for (unsigned i = 0; i < n; i++)
+		its[i].key = *k;
+}
+
 static void phase_frame_items(void)
 {
-	uint8_t ns[PROTO_DIGEST_LEN], val[4096];
-	struct iovec v = { val, sizeof(val) };
+	uint8_t ns[PROTO_DIGEST_LEN];
 	struct proto_item *its = calloc(FI_ITEMS, sizeof(*its));
 	uint64_t refused0, refused, grew, paused0, paused;
 	struct kvt_key k;
@@ -2669,16 +2687,8 @@ static void phase_frame_items(void)
 	int64_t sent;
 
 	T_ASSERT(its != NULL);
-	start("frame_items", NULL);
-	T_RC(kc_connect_tcp(&c, srv.port), 0);
-	T_RC(kc_login(&c, "alice", SECRET_ALICE), 0);
-	T_RC(kc_register(&c, &desc, ns, NULL, 0), KVT_OK);
-	kvt_key_set(&k, "fi", 2);
-	memset(val, 7, sizeof(val));
-	T_RC(kc_put(&c, ns, &k, &v, 1, NULL), KVT_OK);
+	alice_one_value("frame_items", &c, ns, &k, "fi", its, FI_ITEMS);
 	refused0 = stat_of("server.mem_refused");
-	for (unsigned i = 0; i < FI_ITEMS; i++)
-		its[i].key = k;
 	rss_begin();
 	/* 12 frames x 16384 GETs of a 4 KiB value: 64 MiB of answers each,
 	 * past the connection's pin cap: each waits, none is read.  Since
@@ -4781,23 +4791,14 @@ static void phase_ns_items(void)
 
 static void phase_in_share(void)
 {
-	uint8_t ns[PROTO_DIGEST_LEN], ans[PROTO_DIGEST_LEN], val[4096];
-	struct iovec v = { val, sizeof(val) };
+	uint8_t ns[PROTO_DIGEST_LEN], ans[PROTO_DIGEST_LEN];
 	struct proto_item *its = calloc(IS_ITEMS, sizeof(*its));
 	struct kc a, fl[IS_CONNS], adm;
 	struct kvt_key k;
 	uint64_t used, refused0, refused;
 	int bad;
 
-	start("in_share", NULL);
-	T_RC(kc_connect_tcp(&a, srv.port), 0);
-	T_RC(kc_login(&a, "alice", SECRET_ALICE), 0);
-	T_RC(kc_register(&a, &desc, ns, NULL, 0), KVT_OK);
-	kvt_key_set(&k, "is", 2);
-	memset(val, 9, sizeof(val));
-	T_RC(kc_put(&a, ns, &k, &v, 1, NULL), KVT_OK);
-	for (unsigned i = 0; i < IS_ITEMS; i++)
-		its[i].key = k;
+	alice_one_value("in_share", &a, ns, &k, "is", its, IS_ITEMS);
 	refused0 = stat_of("server.mem_refused");
 	rss_begin();
 	for (unsigned c = 0; c < IS_CONNS; c++) {
