@@ -3618,6 +3618,17 @@ static size_t nat_raw(uint8_t *b, uint16_t ver, uint16_t op, uint32_t count, con
 	return PROTO_HDR_LEN + tlen;
 }
 
+/* A frame of op with the op section t (tlen bytes) that cannot be read. */
+static void nat_op_bad(struct nat_env *e, const char *name, uint16_t op, const uint8_t *t,
+		       size_t tlen, int32_t want)
+{
+	uint8_t *b = malloc(PROTO_HDR_LEN + tlen);
+	size_t n = nat_raw(b, e->version, op, 0, t, tlen);
+
+	nat_bad(e, name, b, n, want);
+	free(b);
+}
+
 static void nat_headers(struct nat_env *e)
 {
 	size_t len, plen;
@@ -3679,8 +3690,7 @@ static void nat_headers(struct nat_env *e)
 		uint8_t t[8] = { 0 };
 		size_t n = nat_raw(b, e->version, PROTO_OP_PING, 1, t, 0);
 		nat_bad(e, "PING item_count 1", b, n, PROTO_ECOUNT);
-		n = nat_raw(b, e->version, PROTO_OP_PING, 0, t, 8);
-		nat_bad(e, "PING table_len 8", b, n, PROTO_EMALFORMED);
+		nat_op_bad(e, "PING table_len 8", PROTO_OP_PING, t, 8, PROTO_EMALFORMED);
 	}
 	free(g);
 	free(p);
@@ -3772,21 +3782,17 @@ static void nat_tables(struct nat_env *e)
 		uint8_t t[40 + 80] = { 0 }, b[PROTO_HDR_LEN + sizeof(t)];
 		size_t n;
 		nat_le(t, 0, 4);
-		n = nat_raw(b, e->version, PROTO_OP_CLEAR, 0, t, 40);
-		nat_bad(e, "CLEAR scope 0", b, n, PROTO_EMALFORMED);
+		nat_op_bad(e, "CLEAR scope 0", PROTO_OP_CLEAR, t, 40, PROTO_EMALFORMED);
 		nat_le(t, 4, 4);
-		n = nat_raw(b, e->version, PROTO_OP_CLEAR, 0, t, 40);
-		nat_bad(e, "CLEAR scope 4", b, n, PROTO_EMALFORMED);
+		nat_op_bad(e, "CLEAR scope 4", PROTO_OP_CLEAR, t, 40, PROTO_EMALFORMED);
 		nat_le(t, PROTO_SCOPE_NS, 4);
 		nat_le(t + 4, 1, 2);
 		t[40] = 'x';
-		n = nat_raw(b, e->version, PROTO_OP_CLEAR, 0, t, 41);
-		nat_bad(e, "CLEAR NS with a tenant", b, n, PROTO_EMALFORMED);
+		nat_op_bad(e, "CLEAR NS with a tenant", PROTO_OP_CLEAR, t, 41, PROTO_EMALFORMED);
 		nat_le(t, PROTO_SCOPE_TENANT, 4);
 		nat_le(t + 4, 65, 2);
 		memset(t + 40, 'x', 65);
-		n = nat_raw(b, e->version, PROTO_OP_CLEAR, 0, t, 40 + 65);
-		nat_bad(e, "CLEAR TENANT tenant_len 65", b, n, KVT_EBADLEN);
+		nat_op_bad(e, "CLEAR TENANT tenant_len 65", PROTO_OP_CLEAR, t, 40 + 65, KVT_EBADLEN);
 		nat_le(t + 4, 1, 2);
 		t[40] = '-';
 		n = nat_raw(b, e->version, PROTO_OP_CLEAR, 0, t, 41);
@@ -3796,12 +3802,10 @@ static void nat_tables(struct nat_env *e)
 		nat_bad(e, "CLEAR TENANT \" \"", b, n, PROTO_EMALFORMED);
 		memset(t, 0, sizeof(t));
 		nat_le(t, PROTO_SCOPE_NS, 4);
-		n = nat_raw(b, e->version, PROTO_OP_STATS, 0, t, 40);
-		nat_bad(e, "STATS scope NS", b, n, PROTO_EMALFORMED);
+		nat_op_bad(e, "STATS scope NS", PROTO_OP_STATS, t, 40, PROTO_EMALFORMED);
 		nat_le(t, PROTO_SCOPE_ALL, 4);
 		t[8] = 1;
-		n = nat_raw(b, e->version, PROTO_OP_STATS, 0, t, 40);
-		nat_bad(e, "STATS ALL with a digest", b, n, PROTO_EMALFORMED);
+		nat_op_bad(e, "STATS ALL with a digest", PROTO_OP_STATS, t, 40, PROTO_EMALFORMED);
 		/* Answered, connection kept. */
 		memset(t, 0, sizeof(t));
 		nat_le(t, PROTO_SCOPE_ALL, 4);
@@ -3828,11 +3832,9 @@ static void nat_tables(struct nat_env *e)
 	{
 		uint8_t t[8] = { 0 }, b[PROTO_HDR_LEN + 8];
 		size_t n;
-		n = nat_raw(b, e->version, PROTO_OP_DRAIN, 0, t, 8);
-		nat_bad(e, "DRAIN mode 0", b, n, PROTO_EMALFORMED);
+		nat_op_bad(e, "DRAIN mode 0", PROTO_OP_DRAIN, t, 8, PROTO_EMALFORMED);
 		nat_le(t, 3, 4);
-		n = nat_raw(b, e->version, PROTO_OP_DRAIN, 0, t, 8);
-		nat_bad(e, "DRAIN mode 3", b, n, PROTO_EMALFORMED);
+		nat_op_bad(e, "DRAIN mode 3", PROTO_OP_DRAIN, t, 8, PROTO_EMALFORMED);
 		nat_le(t, PROTO_DRAIN_EXIT, 4);
 		n = nat_raw(b, e->version, PROTO_OP_DRAIN, 0, t, 8);
 		nat_case(e, "DRAIN EXIT by a tenant", NAT_LOGIN, b, n, PROTO_EPERM, PROTO_OP_DRAIN,
