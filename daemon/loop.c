@@ -136,6 +136,52 @@ static bool loop_share_over(const struct kvtd_conn *c)
 		       KVTD_OUT_TENANT_MAX(srv);
 }
 
+static void loop_conn_touch(struct kvtd_conn *c);
+
+bool kvtd_conn_parse_budget(struct kvtd_conn *c)
+{
+	if (c->parse_iter != c->loop->iter) {
+		c->parse_iter = c->loop->iter;
+		c->parse_frames = 0;
+	}
+	return ++c->parse_frames <= KVTD_PARSE_FRAMES;
+}
+
+void kvtd_conn_defer(struct kvtd_conn *c)
+{
+	struct kvtd_loop *loop = c->loop;
+
+	if (c->deferred || c->dead)
+		return;
+	if (loop->deferred_n == loop->deferred_cap) {
+		unsigned nc = loop->deferred_cap ? loop->deferred_cap * 2 : 64;
+		struct kvtd_conn **nv = realloc(loop->deferred, nc * sizeof(*nv));
+		if (!nv) {
+			/* Taken now rather than forgotten: the next touch. */
+			loop_conn_touch(c);
+			return;
+		}
+		loop->deferred = nv;
+		loop->deferred_cap = nc;
+	}
+	c->deferred = true;
+	loop->deferred[loop->deferred_n++] = c;
+}
+
+/* A new iteration: the deferred connections are parsed again (settle). */
+static void loop_undefer(struct kvtd_loop *loop)
+{
+	unsigned n = loop->deferred_n;
+
+	loop->deferred_n = 0;
+	for (unsigned i = 0; i < n; i++) {
+		struct kvtd_conn *c = loop->deferred[i];
+		c->deferred = false;
+		if (!c->dead)
+			loop_conn_touch(c);
+	}
+}
+
 /* c has frames in flight and its tenant's frames hold their share of
  * the budget (ops.c kvtd_frame_charge): c is not read until its own are
  * answered.  A connection with none in flight is read: its next frame is
@@ -151,7 +197,6 @@ bool kvtd_conn_in_share_over(const struct kvtd_conn *c)
 
 static void loop_conn_close(struct kvtd_conn *c, const char *why);
 static void loop_conn_flush(struct kvtd_conn *c);
-static void loop_conn_touch(struct kvtd_conn *c);
 static void loop_unauth_drop(struct kvtd_conn *c);
 
 /* ------------------------------------------------------------------------
@@ -520,7 +565,7 @@ static void loop_reap(struct kvtd_loop *loop)
 
 	for (; c; c = next) {
 		next = c->next;
-		if (!c->dead || c->inflight || c->touched)
+		if (!c->dead || c->inflight || c->touched || c->deferred)
 			continue;
 		if (c->prev)
 			c->prev->next = c->next;
@@ -1035,7 +1080,9 @@ static void loop_conn_read(struct kvtd_conn *c)
 	for (int rounds = 0; rounds < 16; rounds++) {
 		ssize_t r;
 		size_t asked = 0; /* a plain read's length: a shorter answer drained the socket */
-		if (c->dead || c->no_more_input || c->read_paused)
+		/* Deferred: frames it has buffered wait for the next
+		 * iteration; no more is read (the buffer would grow). */
+		if (c->dead || c->no_more_input || c->read_paused || c->deferred)
 			return;
 		if (c->ops->read)
 			r = c->ops->read(c, &asked);
@@ -1268,9 +1315,10 @@ static void *loop_main(void *arg)
 	pthread_setname_np(pthread_self(), name);
 	for (;;) {
 		int n = epoll_wait(loop->epfd, evs, KVTD_LOOP_EVENTS,
-				   loop->touched_n ? 0
+				   loop->touched_n || loop->deferred_n ? 0
 				   : loop->stopping || loop->listen_resume_ns ? 100 : 1000);
 		loop->now_ns = kvtd_now_ns();
+		loop->iter++;
 		if (loop->listen_resume_ns && !loop->stopping &&
 		    loop->now_ns >= loop->listen_resume_ns)
 			loop_start_listening(loop);
@@ -1320,6 +1368,7 @@ static void *loop_main(void *arg)
 		}
 		loop_drain_mail(loop);
 		loop_auth_sweep(loop);
+		loop_undefer(loop);
 		loop_settle(loop);
 		if (!loop->stopping && atomic_load(&srv->stopping)) {
 			loop_begin_stop(loop);
@@ -1469,9 +1518,14 @@ void kvtd_loops_finish(struct kvtd_server *srv)
 		for (unsigned k = 0; k < loop->touched_n; k++)
 			loop->touched[k]->touched = false;
 		loop->touched_n = 0;
+		for (unsigned k = 0; k < loop->deferred_n; k++)
+			loop->deferred[k]->deferred = false;
+		loop->deferred_n = 0;
 		loop_reap(loop);
 		free(loop->touched);
 		loop->touched = NULL;
+		free(loop->deferred);
+		loop->deferred = NULL;
 		if (loop->q && kvt_queue_destroy(loop->q) == 0)
 			loop->q = NULL;
 		if (loop->epfd >= 0)

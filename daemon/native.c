@@ -85,6 +85,12 @@ static void native_parse(struct kvtd_conn *c)
 			}
 			return;
 		}
+		/* Its share of this iteration taken: the rest after the
+		 * other connections' events (kvtd_conn_defer). */
+		if (!kvtd_conn_parse_budget(c)) {
+			kvtd_conn_defer(c);
+			return;
+		}
 		/* Past --conn-inflight, or while its tenant's frames in flight
 		 * hold their share of the budget (KVTD_IN_TENANT_MAX): the next
 		 * frame waits for this connection's own to be answered. */

@@ -4400,6 +4400,20 @@ static void phase_native_edges(void)
 #define NF_FLOODERS 4
 #define NF_FRAMES 50000
 #define NF_SECONDS 4
+/* Another client's GET + PING beside the floods, ASan, load ~10: p50
+ * 0.3-0.4 ms, max 39-67 ms, 400 samples in 3 s since a connection takes
+ * at most KVTD_PARSE_FRAMES frames a loop iteration; before, a read
+ * buffer's worth (~12,000 small frames) in one go: max 213-628 ms, p50 up
+ * to 628 ms, as few as 6 samples.  TSan: before, p50 609-772 ms. */
+#ifdef HOSTILE_TSAN
+#define NF_SAMPLES_MIN 3u
+#define NF_P50_MAX_NS 3000000000ull
+#define NF_MAX_NS 5000000000ull
+#else
+#define NF_SAMPLES_MIN 100u
+#define NF_P50_MAX_NS 20000000ull
+#define NF_MAX_NS 250000000ull
+#endif
 
 struct nf_flooder {
 	pthread_t t;
@@ -4625,10 +4639,10 @@ static void phase_native_flood(void)
 		printf(" bytes; another client's GET+PING: %u, p50 %.1f ms, max %.1f ms, %u failed; "
 		       "mem_used peak %" PRIu64 " KiB of %u\n", nlat, s[nlat / 2] / 1e6,
 		       s[nlat - 1] / 1e6, bad_rt, used_peak >> 10, MAX_MEMORY >> 10);
-		T_GE_INT(nlat, 10);
+		T_GE_INT(nlat, NF_SAMPLES_MIN);
 		T_EQ_INT(bad_rt, 0);
-		T_LE_INT(s[nlat / 2], 200000000ull);
-		T_LE_INT(s[nlat - 1], 2000000000ull);
+		T_LE_INT(s[nlat / 2], NF_P50_MAX_NS);
+		T_LE_INT(s[nlat - 1], NF_MAX_NS);
 		T_LE_INT(used_peak, MAX_MEMORY);
 	}
 	rss_end(DRAM + MAX_MEMORY);
