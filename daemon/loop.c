@@ -138,6 +138,23 @@ static bool loop_share_over(const struct kvtd_conn *c)
 
 static void loop_conn_touch(struct kvtd_conn *c);
 
+/* Append c to a loop's list of connections (touched, deferred); false
+ * without memory. */
+static bool loop_conn_push(struct kvtd_conn ***list, unsigned *n, unsigned *cap,
+			   struct kvtd_conn *c)
+{
+	if (*n == *cap) {
+		unsigned nc = *cap ? *cap * 2 : 64;
+		struct kvtd_conn **nv = realloc(*list, nc * sizeof(*nv));
+		if (!nv)
+			return false;
+		*list = nv;
+		*cap = nc;
+	}
+	(*list)[(*n)++] = c;
+	return true;
+}
+
 bool kvtd_conn_parse_budget(struct kvtd_conn *c)
 {
 	if (c->parse_iter != c->loop->iter) {
@@ -153,19 +170,12 @@ void kvtd_conn_defer(struct kvtd_conn *c)
 
 	if (c->deferred || c->dead)
 		return;
-	if (loop->deferred_n == loop->deferred_cap) {
-		unsigned nc = loop->deferred_cap ? loop->deferred_cap * 2 : 64;
-		struct kvtd_conn **nv = realloc(loop->deferred, nc * sizeof(*nv));
-		if (!nv) {
-			/* Taken now rather than forgotten: the next touch. */
-			loop_conn_touch(c);
-			return;
-		}
-		loop->deferred = nv;
-		loop->deferred_cap = nc;
+	if (!loop_conn_push(&loop->deferred, &loop->deferred_n, &loop->deferred_cap, c)) {
+		/* Taken now rather than forgotten: the next touch. */
+		loop_conn_touch(c);
+		return;
 	}
 	c->deferred = true;
-	loop->deferred[loop->deferred_n++] = c;
 }
 
 /* A new iteration: the deferred connections are parsed again (settle). */
@@ -440,19 +450,12 @@ static void loop_conn_touch(struct kvtd_conn *c)
 
 	if (c->touched)
 		return;
-	if (loop->touched_n == loop->touched_cap) {
-		unsigned nc = loop->touched_cap ? loop->touched_cap * 2 : 64;
-		struct kvtd_conn **nv = realloc(loop->touched, nc * sizeof(*nv));
-		if (!nv) {
-			/* Do it now instead. */
-			loop_conn_flush(c);
-			return;
-		}
-		loop->touched = nv;
-		loop->touched_cap = nc;
+	if (!loop_conn_push(&loop->touched, &loop->touched_n, &loop->touched_cap, c)) {
+		/* Do it now instead. */
+		loop_conn_flush(c);
+		return;
 	}
 	c->touched = true;
-	loop->touched[loop->touched_n++] = c;
 }
 
 /*
