@@ -22,6 +22,12 @@
  *                 65536 times in a frame
  *   native_flood  frames a byte per send(), connections closed mid-frame,
  *                 pipelines never read while another client is timed
+ *   ns_items      NS_REGISTER frames of 1024 and 16,000 items (the most a
+ *                 frame may name; more is refused whole)
+ *   in_share      one tenant's GET frames left waiting on 6 connections:
+ *                 its frames in flight hold at most a quarter of the budget
+ *   aux_walks     S3 listings' walks on the aux thread beside another
+ *                 client's aux jobs (walks have a lane of their own)
  *
  * Every phase samples the server's VmRSS every 20 ms and asserts the bound
  * of doc/security.md: RSS < RSS at start + --dram + --max-memory +
