@@ -56,7 +56,8 @@ const struct kvtd_counter_def kvtd_counter_defs[] = {
 	  "times a connection was not read because --max-memory was reached", CTR(mem_paused),
 	  2 },
 	{ "server.out_share_paused", "kvtier_server_output_share_paused_total", "counter",
-	  "times a connection was not read because its tenant's queued answers held "
+	  "times a connection was not read because its tenant's queued answers (or native "
+	  "frames in flight) held "
 	  "their share (a quarter) of --max-memory", CTR(out_share_paused), 2 },
 	{ "server.put_parked", "kvtier_server_put_parked_total", "counter",
 	  "S3 PUTs parked waiting for SSD write-down room (a persistent namespace)",

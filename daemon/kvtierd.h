@@ -479,6 +479,9 @@ struct kvtd_conn {
 				* until they drain (respd.c respd_pin_flow) */
 	bool dead;             /* fd closed; freed when inflight drops to 0 */
 	bool touched;          /* on the loop's touched list */
+	bool deferred;         /* on the loop's deferred list (kvtd_conn_defer) */
+	uint64_t parse_iter;   /* the loop iteration parse_frames counts in */
+	unsigned parse_frames; /* frames taken in it (KVTD_PARSE_FRAMES) */
 	uint32_t events;       /* registered epoll events */
 
 	/* Output queue */
@@ -557,6 +560,11 @@ struct kvtd_loop {
 	/* Connections with work left for the end of the iteration */
 	struct kvtd_conn **touched;
 	unsigned touched_n, touched_cap;
+	/* Connections whose buffered frames wait for the next iteration
+	 * (kvtd_conn_defer), and the iteration count */
+	struct kvtd_conn **deferred;
+	unsigned deferred_n, deferred_cap;
+	uint64_t iter;
 	/* Mailbox, guarded by mail_lock: frames handed back by the aux
 	 * thread, and connections accepted by another loop for this one */
 	pthread_mutex_t mail_lock;
@@ -567,9 +575,14 @@ struct kvtd_loop {
 struct kvtd_aux {
 	pthread_t thread;
 	bool started;
-	pthread_mutex_t lock;     /* guards head, tail, stop */
+	pthread_mutex_t lock;     /* guards head, tail, walks, stop */
 	pthread_cond_t cond;
 	struct kvtd_job *head, *tail;
+	/* Walks of the whole store (S3 listings: kvtd_aux_submit_walk), taken
+	 * only when no other job waits: another tenant's job waits for at
+	 * most the walk running, not for every listing tenant's 2 queued */
+	struct kvtd_job *walk_head, *walk_tail;
+#define KVTD_AUX_SHORTS 16u /* short jobs run ahead of a waiting walk, at most */
 	bool stop;
 };
 
@@ -633,6 +646,11 @@ struct kvtd_server {
 #define KVTD_UNAUTH_PEER_MAX 256u        /* unauthenticated connections from one address */
 #define KVTD_QUIET_WINDOW 4u             /* a frame's quiet GETs in the store at once */
 #define KVTD_NS_TENANT_MAX 1024u         /* namespaces one tenant may register */
+/* Items of one NS_REGISTER frame: each is a parse, a SHA-256 and a lookup
+ * on the loop (~27 us under ASan), and no tenant has more namespaces than
+ * this to name, so 16,000 items of one text held the loop 435 ms for
+ * nothing (test_hostile ns_items). */
+#define KVTD_NS_REGISTER_ITEMS_MAX KVTD_NS_TENANT_MAX
 /* Pinned bytes of queued answers: per connection (--conn-output, at most
  * an eighth of --dram) and per tenant (a quarter of --dram) */
 #define KVTD_PIN_CONN_MAX(srv) ((srv)->cfg.conn_output < (srv)->cfg.dram_bytes / 8 ? \
@@ -643,6 +661,11 @@ struct kvtd_server {
  * until they are written (loop.c "Limits"), so that a few tenants'
  * clients that stop reading cannot take the budget from the others */
 #define KVTD_OUT_TENANT_MAX(srv) ((srv)->cfg.max_memory / 4)
+/* What a tenant's native frames in flight may hold of --max-memory (their
+ * tables, per-item state and data sections) before its connections with
+ * frames in flight stop being read: a quarter too (loop.c
+ * kvtd_conn_in_share_over). */
+#define KVTD_IN_TENANT_MAX(srv) ((srv)->cfg.max_memory / 4)
 /* A reader holding pins must take at least this many bytes a second,
  * averaged over --idle-timeout, or be closed */
 #define KVTD_MIN_DRAIN_BPS (1u << 20)
@@ -690,6 +713,9 @@ int kvtd_aux_start(struct kvtd_server *srv);
 void kvtd_aux_stop(struct kvtd_server *srv);
 /* Run run(arg) on the aux thread, then done(arg) on loop.  Never fails
  * (without memory it runs both here). */
+/* The same for a walk of the whole store: run after the jobs waiting. */
+void kvtd_aux_submit_walk(struct kvtd_loop *loop, void (*run)(void *), void (*done)(void *),
+			  void *arg);
 void kvtd_aux_submit(struct kvtd_loop *loop, void (*run)(void *), void (*done)(void *),
 		     void *arg);
 /* Queue an encoded response on a connection's output; it is written at
@@ -818,6 +844,8 @@ struct kvtd_frame {
 	uint64_t start_ns;        /* header and table parsed (kvtd_now_ns) */
 	uint8_t *data;            /* data section (PUT), owned */
 	uint64_t mem_charged;     /* bytes of hdr and data charged to mem_used */
+	struct kvtd_tstat *tstat; /* its tenant's, where mem_charged is counted too
+				   * (in_charged); NULL before AUTH */
 	bool in_place;            /* PUT: values go straight into DRAM reservations */
 	uint32_t rx_item;         /* in place: the item the next data byte belongs to */
 	uint64_t rx_off;          /* and the offset in it */
@@ -905,6 +933,22 @@ void kvtd_req_done(struct kvtd_loop *loop, struct kvt_req *r);
 /* Free a frame that will not be answered (its connection died) once
  * nothing of it is in flight; releases pins. */
 void kvtd_frame_free(struct kvtd_frame *fr);
+/* Charge n more bytes to a frame (--max-memory, and its tenant's input,
+ * tstat->in_charged; force: the budget's check skipped); given back by
+ * kvtd_frame_free, or by kvtd_frame_uncharge. */
+bool kvtd_frame_charge(struct kvtd_frame *fr, uint64_t n, bool force);
+/* c has frames in flight while its tenant's hold KVTD_IN_TENANT_MAX: not
+ * read until its own are answered (loop.c). */
+bool kvtd_conn_in_share_over(const struct kvtd_conn *c);
+/* Frames a connection may take in one loop iteration: past it, what it
+ * has buffered waits for the next one (kvtd_conn_parse_budget false, then
+ * kvtd_conn_defer), after the other connections' events.  A pipeline of
+ * 50,000 STATS frames was taken in one go, ~12,000 a read buffer, and
+ * another client on the loop waited 600 ms (test_hostile native_flood). */
+#define KVTD_PARSE_FRAMES 64u
+bool kvtd_conn_parse_budget(struct kvtd_conn *c);
+void kvtd_conn_defer(struct kvtd_conn *c);
+void kvtd_frame_uncharge(struct kvtd_frame *fr, uint64_t n);
 /* A GET frame waiting for c's pinned answers to drain: continue it (when
  * they drained enough), or end it (c closed).  ops.c "Pinned answers". */
 void kvtd_get_resume(struct kvtd_conn *c);
@@ -1001,6 +1045,8 @@ struct kvtd_tstat {
 	_Atomic uint64_t pinned;  /* pinned bytes of its connections' queued output */
 	_Atomic uint64_t out_charged; /* --max-memory its connections' queued output
 				       * holds (KVTD_OUT_TENANT_MAX) */
+	_Atomic uint64_t in_charged; /* --max-memory its native frames in flight hold
+				      * (tables, items, data: KVTD_IN_TENANT_MAX) */
 	_Atomic uint32_t ns_count; /* namespaces registered in its name (KVTD_NS_TENANT_MAX) */
 	_Atomic uint32_t s3_scans; /* its S3 listings walking the store (s3ops.c) */
 };

@@ -72,7 +72,6 @@ static void native_parse(struct kvtd_conn *c)
 		size_t avail = c->rend - c->rstart;
 		struct proto_frame f;
 		struct kvtd_frame *fr;
-		uint64_t charge;
 		uint8_t *hdr;
 		bool pre;
 		int rc;
@@ -86,7 +85,16 @@ static void native_parse(struct kvtd_conn *c)
 			}
 			return;
 		}
-		if (c->inflight >= srv->cfg.conn_inflight) {
+		/* Its share of this iteration taken: the rest after the
+		 * other connections' events (kvtd_conn_defer). */
+		if (!kvtd_conn_parse_budget(c)) {
+			kvtd_conn_defer(c);
+			return;
+		}
+		/* Past --conn-inflight, or while its tenant's frames in flight
+		 * hold their share of the budget (KVTD_IN_TENANT_MAX): the next
+		 * frame waits for this connection's own to be answered. */
+		if (c->inflight >= srv->cfg.conn_inflight || kvtd_conn_in_share_over(c)) {
 			kvtd_conn_flow(c);
 			return;
 		}
@@ -100,6 +108,17 @@ static void native_parse(struct kvtd_conn *c)
 			 * AUTH: the rest of the frame is not even buffered. */
 			kvtd_conn_fail(c, f.op, f.tag, PROTO_ENOAUTH,
 				       "HELLO and AUTH first; closing the connection");
+			return;
+		}
+		if (!pre && (rc == 0 || (rc == PROTO_NEED_MORE && avail >= PROTO_HDR_LEN)) &&
+		    f.op != PROTO_OP_HELLO && f.version != c->version) {
+			/* Every frame after HELLO carries the version it chose
+			 * (doc/protocol.md section 5): another is refused from its
+			 * header, as the parser's own errors are, before a byte of
+			 * its table or data is buffered. */
+			kvtd_conn_fail(c, PROTO_OP_ERROR, f.tag, KVT_EVERSION,
+				       "frame version differs from the one HELLO chose; "
+				       "closing the connection");
 			return;
 		}
 		if (rc == PROTO_NEED_MORE) {
@@ -121,17 +140,8 @@ static void native_parse(struct kvtd_conn *c)
 			kvtd_conn_fail(c, PROTO_OP_ERROR, hdr_ok ? f.tag : 0, rc, msg);
 			return;
 		}
-		/* Before AUTH a frame is at most NATIVE_PREAUTH_BUF bytes and
-		 * has no data: bounded per connection, outside the budget, so
-		 * unauthenticated clients never take it from the others. */
-		charge = pre ? 0 : f.hdr_len;
-		if (!kvtd_mem_charge(srv, charge, false)) {
-			native_mem_refuse(c, f.tag, "table");
-			return;
-		}
 		hdr = malloc(f.hdr_len);
 		if (!hdr) {
-			kvtd_mem_uncharge(srv, charge);
 			kvtd_conn_fail(c, PROTO_OP_ERROR, f.tag, -ENOMEM, "server out of memory");
 			return;
 		}
@@ -139,11 +149,17 @@ static void native_parse(struct kvtd_conn *c)
 		c->rstart += f.hdr_len;
 		fr = kvtd_frame_new(c, hdr, f.hdr_len);
 		if (!fr) {
-			kvtd_mem_uncharge(srv, charge);
 			kvtd_conn_fail(c, PROTO_OP_ERROR, f.tag, -ENOMEM, "server out of memory");
 			return;
 		}
-		fr->mem_charged = charge;
+		/* Before AUTH a frame is at most NATIVE_PREAUTH_BUF bytes and
+		 * has no data: bounded per connection, outside the budget, so
+		 * unauthenticated clients never take it from the others. */
+		if (!pre && !kvtd_frame_charge(fr, f.hdr_len, false)) {
+			kvtd_frame_free(fr);
+			native_mem_refuse(c, f.tag, "table");
+			return;
+		}
 		if (f.data_len) {
 			size_t take = c->rend - c->rstart;
 			if (take > f.data_len)
@@ -155,12 +171,11 @@ static void native_parse(struct kvtd_conn *c)
 				c->put_stream = take < f.data_len;
 			} else {
 				uint8_t *data = NULL;
-				if (!kvtd_mem_charge(srv, f.data_len, false)) {
+				if (!kvtd_frame_charge(fr, f.data_len, false)) {
 					kvtd_frame_free(fr);
 					native_mem_refuse(c, f.tag, "data section");
 					return;
 				}
-				fr->mem_charged += f.data_len;
 				data = malloc(f.data_len);
 				if (!data) {
 					kvtd_frame_free(fr);

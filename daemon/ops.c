@@ -74,9 +74,44 @@ struct kvtd_frame *kvtd_frame_new(struct kvtd_conn *c, uint8_t *hdr, uint64_t hd
 		free(fr);
 		return NULL;
 	}
+	fr->tstat = c->state == KVTD_CS_READY ? kvtd_tstat_of(c) : NULL;
 	c->inflight++;
 	c->loop->live_frames++;
 	return fr;
+}
+
+/*
+ * Charge n more bytes to fr: to --max-memory, and count them in its
+ * tenant's input (in_charged).  false, nothing charged: over the budget.
+ * While a tenant's frames in flight hold KVTD_IN_TENANT_MAX, its
+ * connections with frames in flight are not read (loop.c
+ * kvtd_conn_in_share_over): frames pipelined on several connections,
+ * each charged its table and its items (~600 bytes each), took the whole
+ * budget from one tenant, and every other client's next frame was
+ * refused (test_hostile in_share).  The items of a frame are also held to
+ * that share (ops_items_charge).
+ */
+bool kvtd_frame_charge(struct kvtd_frame *fr, uint64_t n, bool force)
+{
+	struct kvtd_server *srv = ops_srv(fr);
+	struct kvtd_tstat *t = fr->tstat;
+
+	if (n == 0)
+		return true;
+	if (!kvtd_mem_charge(srv, n, force))
+		return false;
+	fr->mem_charged += n;
+	if (t)
+		atomic_fetch_add_explicit(&t->in_charged, n, memory_order_relaxed);
+	return true;
+}
+
+void kvtd_frame_uncharge(struct kvtd_frame *fr, uint64_t n)
+{
+	kvtd_mem_uncharge(ops_srv(fr), n);
+	fr->mem_charged -= n;
+	if (fr->tstat)
+		atomic_fetch_sub_explicit(&fr->tstat->in_charged, n, memory_order_relaxed);
 }
 
 void kvtd_frame_set_data(struct kvtd_frame *fr, uint8_t *data)
@@ -141,7 +176,7 @@ void kvtd_frame_free(struct kvtd_frame *fr)
 	free(fr->ns_ro);
 	free(fr->data);
 	free(fr->hdr);
-	kvtd_mem_uncharge(srv, fr->mem_charged);
+	kvtd_frame_uncharge(fr, fr->mem_charged);
 	fr->loop->live_frames--;
 	free(fr);
 	kvtd_conn_frame_done(c);
@@ -562,14 +597,32 @@ void kvtd_ns_count_init(struct kvtd_server *srv)
 	free(canon);
 }
 
+/* Would cost more of fr's items pass its tenant's input share
+ * (KVTD_IN_TENANT_MAX) held by its other frames?  A tenant's frame alone
+ * is always taken (the budget still bounds it), so that a tenant makes
+ * progress; without --tenants there are no shares (as for output). */
+static bool ops_share_over(struct kvtd_frame *fr, uint64_t cost)
+{
+	struct kvtd_server *srv = ops_srv(fr);
+	uint64_t held;
+
+	if (!fr->tstat || !srv->cfg.max_memory || !kvtd_auth_enabled())
+		return false;
+	held = atomic_load_explicit(&fr->tstat->in_charged, memory_order_relaxed);
+	return held > fr->mem_charged && held + cost > KVTD_IN_TENANT_MAX(srv);
+}
+
 /*
  * A frame's per-item state is charged to --max-memory with the frame
  * (fr->mem_charged, given back by kvtd_frame_free): an item is ~560 bytes
  * of struct kvtd_item (and a LOOKUP's key) against ~30 in the table that
  * was charged, so a GET of 65536 keys held 36 MiB outside the budget for
  * as long as it waited (for an SSD read, or for its pins to drain), and a
- * connection has up to --conn-inflight frames.  false: over the budget
- * (counted in mem_refused; nothing charged).
+ * connection has up to --conn-inflight frames.  It is held to the
+ * tenant's input share too (ops_share_over): one tenant's GET frames of
+ * 12,000 keys left waiting on 6 connections held the whole budget, every
+ * other tenant's next frame refused (test_hostile in_share).  false: over
+ * the budget or the share (counted in mem_refused; nothing charged).
  */
 static bool ops_items_charge(struct kvtd_frame *fr, uint64_t per_item)
 {
@@ -578,11 +631,10 @@ static bool ops_items_charge(struct kvtd_frame *fr, uint64_t per_item)
 
 	if (fr->conn->state != KVTD_CS_READY)
 		return true; /* before AUTH: no items (native.c refuses such frames) */
-	if (!kvtd_mem_charge(srv, cost, false)) {
+	if (ops_share_over(fr, cost) || !kvtd_frame_charge(fr, cost, false)) {
 		KVTD_COUNT(srv, mem_refused, 1);
 		return false;
 	}
-	fr->mem_charged += cost;
 	return true;
 }
 
@@ -596,7 +648,17 @@ static void ops_ns_register(struct kvtd_frame *fr)
 	struct proto_item pi;
 	bool aux = false;
 	uint32_t i = 0, fresh = 0;
+	uint64_t texts = 0;
+	char *canon = NULL;
 
+	if (fr->f.item_count > KVTD_NS_REGISTER_ITEMS_MAX) {
+		char msg[96];
+		snprintf(msg, sizeof(msg), "NS_REGISTER names at most %u namespaces a frame",
+			 KVTD_NS_REGISTER_ITEMS_MAX);
+		kvtd_reply_error(fr, PROTO_ECOUNT, msg);
+		kvtd_frame_free(fr);
+		return;
+	}
 	fr->n = fr->f.item_count;
 	if (!ops_items_charge(fr, sizeof(*fr->items))) {
 		kvtd_reply_error(fr, -ENOMEM, OPS_MEM_MSG);
@@ -604,7 +666,9 @@ static void ops_ns_register(struct kvtd_frame *fr)
 		return;
 	}
 	fr->items = calloc(fr->n, sizeof(*fr->items));
-	if (!fr->items) {
+	canon = malloc(PROTO_CANON_MAX + 1);
+	if (!fr->items || !canon) {
+		free(canon);
 		kvtd_reply_error(fr, -ENOMEM, "server out of memory");
 		kvtd_frame_free(fr);
 		return;
@@ -618,11 +682,11 @@ static void ops_ns_register(struct kvtd_frame *fr)
 
 		it->fr = fr;
 		it->desc_store = malloc(pi.text_len + 1);
-		it->canon = malloc(PROTO_CANON_MAX + 1);
-		if (!it->desc_store || !it->canon) {
+		if (!it->desc_store) {
 			it->status = -ENOMEM;
 			continue;
 		}
+		texts += pi.text_len + 1;
 		rc = kvtd_canon_parse(pi.text, pi.text_len, &it->desc, it->desc_store);
 		if (rc < 0) {
 			it->status = rc;
@@ -639,11 +703,19 @@ static void ops_ns_register(struct kvtd_frame *fr)
 			it->granted = true;
 		else
 			it->desc.tenant = c->tenant;
-		rc = kvt_ns_digest(&it->desc, it->digest, it->canon, PROTO_CANON_MAX + 1);
+		rc = kvt_ns_digest(&it->desc, it->digest, canon, PROTO_CANON_MAX + 1);
 		if (rc < 0 || rc > (int)PROTO_CANON_MAX) {
 			it->status = rc < 0 ? rc : KVT_EDESC;
 			continue;
 		}
+		/* Its own copy, of its own length (not PROTO_CANON_MAX each). */
+		it->canon = malloc((size_t)rc + 1);
+		if (!it->canon) {
+			it->status = -ENOMEM;
+			continue;
+		}
+		memcpy(it->canon, canon, (size_t)rc + 1);
+		texts += (uint64_t)rc + 1;
 		it->canon_len = (uint32_t)rc;
 		rc = kvt_ns_find(srv->store, it->digest, &it->ns_id);
 		if (rc == 0) {
@@ -667,6 +739,12 @@ static void ops_ns_register(struct kvtd_frame *fr)
 			it->status = rc;
 		}
 	}
+	free(canon);
+	/* The items' texts (each descriptor's copy and its canonical text)
+	 * held with the frame, charged with it: they are what the table was,
+	 * about twice over, and wait with the frame for the registry's sync. */
+	if (c->state == KVTD_CS_READY)
+		kvtd_frame_charge(fr, texts, true);
 	if (aux) {
 		fr->pending++;
 		kvtd_aux_submit(fr->loop, ops_aux_run, ops_aux_done, fr);
@@ -787,10 +865,8 @@ bool kvtd_put_prepare(struct kvtd_frame *fr)
 		fr->ns_ids = NULL;
 		fr->ns_err = NULL;
 		fr->ns_ro = NULL;
-		if (c->state == KVTD_CS_READY) { /* ops_items_charge's, back */
-			kvtd_mem_uncharge(c->loop->srv, (uint64_t)fr->n * sizeof(*fr->items));
-			fr->mem_charged -= (uint64_t)fr->n * sizeof(*fr->items);
-		}
+		if (c->state == KVTD_CS_READY) /* ops_items_charge's, back */
+			kvtd_frame_uncharge(fr, (uint64_t)fr->n * sizeof(*fr->items));
 		fr->n = 0;
 		return false;
 	}

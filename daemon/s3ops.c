@@ -985,7 +985,7 @@ static void s3d_scan(struct s3d_req *rq, struct kvt_key *cursor, char prefix,
 				 .cursor = cursor ? cursor : &sc->cur0,
 				 .keys = keys ? keys : &sc->one, .prefix = prefix, .max = max,
 				 .then = then };
-	kvtd_aux_submit(rq->conn->loop, s3d_scan_run, s3d_scan_done, sc);
+	kvtd_aux_submit_walk(rq->conn->loop, s3d_scan_run, s3d_scan_done, sc);
 }
 
 /* ---- ListObjects, ListObjectsV2 ------------------------------------------

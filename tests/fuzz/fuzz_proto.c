@@ -16,7 +16,10 @@
  *     PROTO_NEED_MORE; its items iterate without error, exactly item_count
  *     of them, within the limits, and their value bytes add up to data_len;
  *   - re-encoding what was parsed reproduces the input's header and table
- *     byte for byte: one encoding per frame.
+ *     byte for byte: one encoding per frame;
+ *   - once 48 bytes with the magic are there, the frame's version, opcode
+ *     and tag are the header's, whatever the result (the server answers
+ *     the tag and refuses by opcode and version before the table).
  * Seed corpus: tests/fuzz/corpus/proto/ (tests/fuzz/gen_proto_seeds.c).
  */
 #include <stdlib.h>
@@ -92,6 +95,12 @@ static void fuzz_one(const uint8_t *buf, size_t len, bool resp, const struct pro
 
 	rc = resp ? proto_parse_response(buf, len, lim, &f) : proto_parse_request(buf, len, lim, &f);
 	FUZZ_CHECK(known_rc(rc));
+	/* A readable header is the frame's, whatever the result: kvtierd
+	 * answers the tag and decides on op and version (before AUTH, a frame
+	 * of another version) from it while the table is still to come. */
+	if (len >= PROTO_HDR_LEN && rc != PROTO_EMAGIC)
+		FUZZ_CHECK(f.version == le_get16(buf + 4) && f.op == le_get16(buf + 6) &&
+			   f.tag == le_get64(buf + 16));
 	if (rc == PROTO_NEED_MORE) {
 		FUZZ_CHECK(f.need > len && f.need <= PROTO_HDR_LEN + lim->table_max);
 		return;
