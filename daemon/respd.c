@@ -1630,14 +1630,6 @@ static void respd_parse(struct kvtd_conn *c)
 		uint64_t argv_cost;
 		int r;
 
-		/* Its share of this iteration taken: the rest after the other
-		 * connections' events (kvtd_conn_defer), as a native
-		 * connection's frames.  ~2,600 ECHOs a 64 KiB buffer held the
-		 * loop (test_hostile resp_flood). */
-		if (!kvtd_conn_parse_budget(c)) {
-			kvtd_conn_defer(c);
-			return;
-		}
 		if (c->inflight >= KVTD_INFLIGHT_MAX)
 			return; /* loop.c pauses reads; settle brings us back */
 		respd_pin_flow(c);
@@ -1689,6 +1681,16 @@ static void respd_parse(struct kvtd_conn *c)
 		}
 		if (r < 0) {
 			respd_proto_error(c, resp_strerror(r));
+			return;
+		}
+		/* Its share of this iteration taken: the rest after the other
+		 * connections' events (kvtd_conn_defer), as a native
+		 * connection's frames; this command is parsed again then.
+		 * ~2,600 ECHOs a 64 KiB buffer held the loop (test_hostile
+		 * resp_flood).  Only whole commands count: a pipeline of 64
+		 * that arrived in two reads is not cut before its last. */
+		if (!kvtd_conn_parse_budget(c)) {
+			kvtd_conn_defer(c);
 			return;
 		}
 		c->frame_start_ns = 0;
