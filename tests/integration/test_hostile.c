@@ -4698,7 +4698,7 @@ static void phase_native_flood(void)
  * p50 0.7-1.3 ms, 400 samples, max 2-5 ms and once 181 ms (the machine: a
  * scheduling hiccup, not the loop).  p50 and the samples tell the two
  * apart; the max only catches a loop held for a second.  TSan: before,
- * p50 30 ms, 83 samples; now p50 0.8-1.2 ms, max 4-27 ms (there the
+ * p50 30 ms, 83 samples; now p50 0.6-1.2 ms, max 4-68 ms (there the
  * phase is for races and the stall: looser bounds). */
 #ifdef HOSTILE_TSAN
 #define RF_SAMPLES_MIN 20u
