@@ -4634,12 +4634,7 @@ static void phase_native_flood(void)
 	{
 		uint64_t s[400];
 		memcpy(s, lat, nlat * sizeof(*s));
-		for (unsigned i = 1; i < nlat; i++)
-			for (unsigned j = i; j > 0 && s[j - 1] > s[j]; j--) {
-				uint64_t x = s[j];
-				s[j] = s[j - 1];
-				s[j - 1] = x;
-			}
+		qsort(s, nlat, sizeof(*s), cmp_u64);
 		printf("native_flood: %u pipelines of %u frames never read: sent", NF_FLOODERS,
 		       NF_FRAMES);
 		for (unsigned i = 0; i < NF_FLOODERS; i++)
@@ -4802,12 +4797,7 @@ static void phase_resp_flood(void)
 	for (unsigned i = 0; i < RF_FLOODERS; i++)
 		pthread_join(fl[i].t, NULL);
 	memcpy(s, lat, nlat * sizeof(*s));
-	for (unsigned i = 1; i < nlat; i++)
-		for (unsigned j = i; j > 0 && s[j - 1] > s[j]; j--) {
-			uint64_t x = s[j];
-			s[j] = s[j - 1];
-			s[j - 1] = x;
-		}
+	qsort(s, nlat, sizeof(*s), cmp_u64);
 	printf("resp_flood: %u pipelines of ECHO for %d s, commands sent / answered:", RF_FLOODERS,
 	       RF_SECONDS);
 	for (unsigned i = 0; i < RF_FLOODERS; i++) {
