@@ -3989,7 +3989,9 @@ static void nat_check_item(void *ctx, const struct kc_resp *r, const struct prot
 		k->other++;
 		return;
 	}
-	if (it->data_len == k->want_len && memcmp(r->data + it->data_off, k->want, k->want_len) == 0)
+	/* An empty value has no data section (r->data NULL): nothing to compare. */
+	if (it->data_len == k->want_len &&
+	    (k->want_len == 0 || memcmp(r->data + it->data_off, k->want, k->want_len) == 0))
 		k->ok++;
 	else
 		k->wrong++;
