@@ -59,6 +59,9 @@ const struct kvtd_counter_def kvtd_counter_defs[] = {
 	  "times a connection was not read because its tenant's queued answers (or native "
 	  "frames in flight) held "
 	  "their share (a quarter) of --max-memory", CTR(out_share_paused), 2 },
+	{ "server.parse_deferred", "kvtier_server_parse_deferred_total", "counter",
+	  "times a connection's frames or commands past 64 in one loop iteration waited for "
+	  "the next (a pipelining client cannot hold the loop)", CTR(parse_deferred), 2 },
 	{ "server.put_parked", "kvtier_server_put_parked_total", "counter",
 	  "S3 PUTs parked waiting for SSD write-down room (a persistent namespace)",
 	  CTR(put_parked), 2 },

@@ -288,6 +288,9 @@ struct kvtd_counters {
 	/* ... and times because its tenant's queued answers held their share
 	 * of --max-memory (KVTD_OUT_TENANT_MAX) */
 	_Atomic uint64_t out_share_paused;
+	/* times a connection's parsing stopped at KVTD_PARSE_FRAMES in one
+	 * loop iteration, the rest left for the next (kvtd_conn_defer) */
+	_Atomic uint64_t parse_deferred;
 	/* quiet GET items answered as a miss: their private copy would pass
 	 * the connection's or the server's bound (ops.c "Quiet GETs") */
 	_Atomic uint64_t copy_refused;

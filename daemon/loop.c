@@ -176,6 +176,7 @@ void kvtd_conn_defer(struct kvtd_conn *c)
 		return;
 	}
 	c->deferred = true;
+	KVTD_COUNT(loop->srv, parse_deferred, 1);
 }
 
 /* A new iteration: the deferred connections are parsed again (settle). */
