@@ -11,6 +11,7 @@
 #define KVT_BENCH_H
 
 #include <signal.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -101,6 +102,22 @@ double bench_rate(double amount, double secs);           /* amount/secs, secs fl
  * when other processes compete (a 1-minute load over half the CPUs; *busy
  * says so).  NULL if /proc/loadavg cannot be read. */
 const char *bench_load_text(char *buf, size_t len, const char *when, bool *busy);
+/*
+ * Messages, the same in every suite.  bench_err: "WHO: message" and a
+ * newline on stderr (bench_verr from a va_list).  bench_usage_err: the
+ * same, then "Run 'WHO --help' for the options."; returns
+ * BENCH_EXIT_USAGE.  bench_progress: when on, the status line on stderr
+ * rewritten in place ("[TAG] message", no newline); bench_progress_end
+ * clears it.  bench_note: "# message" on stdout (a comment beside the
+ * table) after clearing the progress line; nothing with --json.
+ */
+#define BENCH_PRINTF(f, a) __attribute__((format(printf, f, a)))
+void bench_err(const char *who, const char *fmt, ...) BENCH_PRINTF(2, 3);
+void bench_verr(const char *who, const char *fmt, va_list ap) BENCH_PRINTF(2, 0);
+int bench_usage_err(const char *who, const char *fmt, ...) BENCH_PRINTF(2, 3);
+void bench_progress(bool on, const char *tag, const char *fmt, ...) BENCH_PRINTF(3, 4);
+void bench_progress_end(bool on);
+void bench_note(bool json, bool progress, const char *fmt, ...) BENCH_PRINTF(3, 4);
 #define BENCH_ROUNDS_MAX 15
 double bench_median(const double *v, unsigned n);       /* of n <= BENCH_ROUNDS_MAX; 0 if none */
 /* JSON fields of a line being printed: ,"name":[v0,v1,...] (%.3f each);

@@ -55,6 +55,8 @@
 
 #include "bench.h"
 
+#define BC_WHO "kvtier bench cluster" /* how its messages start */
+
 #define BC_MIB (UINT64_C(1) << 20)
 #define BC_NODES_MAX 8
 #define BC_SIZES_MAX 4
@@ -160,17 +162,6 @@ struct bc {
 	struct iovec iov[BC_INFLIGHT_MAX];
 };
 
-static void bc_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void bc_err(const char *fmt, ...)
-{
-	va_list ap;
-	fputs("kvtier bench cluster: ", stderr);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-}
-
 /* ------------------------------------------------------------------------
  * Nodes.
  */
@@ -180,8 +171,8 @@ static int bc_nodes_stop(struct bc *b)
 	for (unsigned i = 0; i < b->running; i++) {
 		int st = bench_stop(b->node[i].pid);
 		if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0)) {
-			bc_err("node %u did not stop cleanly (status 0x%x); log %s", i, st,
-			       b->node[i].log);
+			bench_err(BC_WHO, "node %u did not stop cleanly (status 0x%x); log %s", i,
+				  st, b->node[i].log);
 			rc = -EIO;
 		}
 		b->node[i].pid = 0;
@@ -241,7 +232,8 @@ static int bc_nodes_start(struct bc *b, unsigned n)
 		if (nd->pid > 0)
 			b->running = i + 1; /* stopped by bc_nodes_stop, also on failure */
 		if (rc < 0) {
-			bc_err("node %u did not start: %s; log %s", i, kvt_strerror(rc), nd->log);
+			bench_err(BC_WHO, "node %u did not start: %s; log %s", i, kvt_strerror(rc),
+				  nd->log);
 			return rc;
 		}
 	}
@@ -395,7 +387,8 @@ static int bc_store_open(struct bc *b, unsigned n, struct kvt_store **out, uint3
 		goto fail;
 	for (size_t i = 0; i < sizeof(opts) / sizeof(opts[0]); i++)
 		if ((r = kvt_store_set_option(s, opts[i][0], opts[i][1])) < 0) {
-			bc_err("option %s=%s: %s", opts[i][0], opts[i][1], kvt_strerror(r));
+			bench_err(BC_WHO, "option %s=%s: %s", opts[i][0], opts[i][1],
+				  kvt_strerror(r));
 			goto fail;
 		}
 	for (unsigned i = 0; i < b->o.set_count; i++) {
@@ -403,7 +396,7 @@ static int bc_store_open(struct bc *b, unsigned n, struct kvt_store **out, uint3
 		const char *eq = strchr(b->o.set[i], '=');
 		snprintf(name, sizeof(name), "%.*s", (int)(eq - b->o.set[i]), b->o.set[i]);
 		if ((r = kvt_store_set_option(s, name, eq + 1)) < 0) {
-			bc_err("--set %s: %s", b->o.set[i], kvt_strerror(r));
+			bench_err(BC_WHO, "--set %s: %s", b->o.set[i], kvt_strerror(r));
 			goto fail;
 		}
 	}
@@ -426,7 +419,7 @@ static int bc_store_open(struct bc *b, unsigned n, struct kvt_store **out, uint3
 		if (seen == n)
 			break;
 		if (bench_now() - t0 > BC_WAIT_MS / 1000.0) {
-			bc_err("%u of %u nodes answered HELLO", seen, n);
+			bench_err(BC_WHO, "%u of %u nodes answered HELLO", seen, n);
 			r = -ETIMEDOUT;
 			goto fail;
 		}
@@ -435,7 +428,7 @@ static int bc_store_open(struct bc *b, unsigned n, struct kvt_store **out, uint3
 	*out = s;
 	return 0;
 fail:
-	bc_err("opening the engine's store: %s", kvt_strerror(r));
+	bench_err(BC_WHO, "opening the engine's store: %s", kvt_strerror(r));
 	kvt_store_destroy(s);
 	return r;
 }
@@ -459,7 +452,7 @@ static int bc_phase(struct bc *b, struct kvt_store *s, uint32_t ns, bool put, do
 	int r, rc = -EIO;
 
 	if ((r = kvt_queue_create(s, &q)) < 0) {
-		bc_err("kvt_queue_create: %s", kvt_strerror(r));
+		bench_err(BC_WHO, "kvt_queue_create: %s", kvt_strerror(r));
 		return r;
 	}
 	for (unsigned i = 0; i < nfree; i++)
@@ -491,13 +484,14 @@ static int bc_phase(struct bc *b, struct kvt_store *s, uint32_t ns, bool put, do
 						.iov = &iov[slot], .iov_count = 1,
 						.user_data = (uint64_t)slot << 32 | i };
 			if ((r = kvt_submit(q, &rq, 1)) != 1) {
-				bc_err("kvt_submit: %s", kvt_strerror(r));
+				bench_err(BC_WHO, "kvt_submit: %s", kvt_strerror(r));
 				goto out;
 			}
 		}
 		r = kvt_queue_wait(q, done, BC_INFLIGHT_MAX, BC_WAIT_MS);
 		if (r <= 0) {
-			bc_err("kvt_queue_wait: %s", r == 0 ? "nothing in 60 s" : kvt_strerror(r));
+			bench_err(BC_WHO, "kvt_queue_wait: %s",
+				  r == 0 ? "nothing in 60 s" : kvt_strerror(r));
 			goto out;
 		}
 		for (int j = 0; j < r; j++) {
@@ -505,15 +499,17 @@ static int bc_phase(struct bc *b, struct kvt_store *s, uint32_t ns, bool put, do
 			unsigned slot = (unsigned)(d->user_data >> 32), i = (uint32_t)d->user_data;
 			free_slots[nfree++] = slot;
 			if (d->status != KVT_OK || (!put && d->length != b->size)) {
-				bc_err("%s of block %u: %s (%" PRIu64 " bytes)", put ? "put" : "get", i,
-				       d->status == KVT_MISS ? "a miss" : kvt_strerror(d->status),
-				       d->length);
+				bench_err(BC_WHO, "%s of block %u: %s (%" PRIu64 " bytes)",
+					  put ? "put" : "get", i,
+					  d->status == KVT_MISS ? "a miss"
+								: kvt_strerror(d->status),
+					  d->length);
 				goto out;
 			}
 			double c0 = put ? 0 : bc_thread_cpu();
 			if (!put && memcmp(b->dst + (uint64_t)slot * b->size,
 					   b->vals + (uint64_t)i * b->size, b->size) != 0) {
-				bc_err("get of block %u: wrong bytes", i);
+				bench_err(BC_WHO, "get of block %u: wrong bytes", i);
 				goto out;
 			}
 			if (!put)
@@ -618,7 +614,7 @@ static int bc_direct_phase(struct bc *b, unsigned n, bool put, unsigned from, un
 						  .put = put, .from = from, .to = to, .base = base,
 						  .dst = dst ? dst + (uint64_t)t * b->size : NULL };
 		if ((rc = bench_kvt_connect(&jobs[t].k, b->node[t % n].port)) < 0) {
-			bc_err("direct client to node %u: %s", t % n, kvt_strerror(rc));
+			bench_err(BC_WHO, "direct client to node %u: %s", t % n, kvt_strerror(rc));
 			goto out;
 		}
 	}
@@ -643,8 +639,9 @@ static int bc_direct_phase(struct bc *b, unsigned n, bool put, unsigned from, un
 	for (unsigned t = 0; t < nj && rc == 0; t++)
 		if (jobs[t].err) {
 			rc = jobs[t].err < 0 ? jobs[t].err : -EIO;
-			bc_err("direct %s of block %u: %s", put ? "put" : "get", jobs[t].block,
-			       jobs[t].err == KVT_MISS ? "a miss" : kvt_strerror(jobs[t].err));
+			bench_err(BC_WHO, "direct %s of block %u: %s", put ? "put" : "get",
+				  jobs[t].block,
+				  jobs[t].err == KVT_MISS ? "a miss" : kvt_strerror(jobs[t].err));
 		}
 	if (rc == 0)
 		*secs = t1 - t0;
@@ -722,14 +719,15 @@ static int bc_prompt_loads(struct bc *b, struct kvt_store *s, uint32_t ns, unsig
 		bc_ru_now(&ru0);
 		double t0 = bench_now();
 		if ((r = kvt_submit(q, rp, pb)) != (int)pb) {
-			bc_err("kvt_submit of a prompt: %s", kvt_strerror(r));
+			bench_err(BC_WHO, "kvt_submit of a prompt: %s", kvt_strerror(r));
 			rc = r < 0 ? r : -EIO;
 			goto out;
 		}
 		while (got < pb) {
 			r = kvt_queue_wait(q, done, pb, BC_WAIT_MS);
 			if (r <= 0) {
-				bc_err("kvt_queue_wait: %s", r == 0 ? "nothing in 60 s" : kvt_strerror(r));
+				bench_err(BC_WHO, "kvt_queue_wait: %s",
+					  r == 0 ? "nothing in 60 s" : kvt_strerror(r));
 				rc = r < 0 ? r : -ETIMEDOUT;
 				goto out;
 			}
@@ -744,9 +742,9 @@ static int bc_prompt_loads(struct bc *b, struct kvt_store *s, uint32_t ns, unsig
 			if (reqs[j].status != KVT_OK || reqs[j].length != b->size ||
 			    memcmp(buf + (uint64_t)j * b->size, b->vals + (uint64_t)(p0 + j) * b->size,
 				   b->size) != 0) {
-				bc_err("prompt load, block %u: %s", p0 + j,
-				       reqs[j].status != KVT_OK ? kvt_strerror(reqs[j].status)
-								: "wrong bytes");
+				bench_err(BC_WHO, "prompt load, block %u: %s", p0 + j,
+					  reqs[j].status != KVT_OK ? kvt_strerror(reqs[j].status)
+								   : "wrong bytes");
 				rc = -EIO;
 				goto out;
 			}
@@ -833,8 +831,8 @@ static double bc_fwd_wait(struct kvt_store *s, uint64_t want)
 	double t0 = bench_now();
 	while (bc_forwarded(s) < want) {
 		if (bench_now() - t0 > BC_WAIT_MS / 1000.0) {
-			bc_err("the nodes forwarded %" PRIu64 " of %" PRIu64 " copies",
-			       bc_forwarded(s), want);
+			bench_err(BC_WHO, "the nodes forwarded %" PRIu64 " of %" PRIu64 " copies",
+				  bc_forwarded(s), want);
 			return -1;
 		}
 		usleep(1000);
@@ -884,7 +882,8 @@ static int bc_put_warmup(struct bc *b, unsigned n, struct kvt_store *s)
 			return -EIO;
 	}
 	if ((cleared = kvt_clear(s, ns)) < 0) {
-		bc_err("clearing the warm-up's namespace: %s", kvt_strerror((int)cleared));
+		bench_err(BC_WHO, "clearing the warm-up's namespace: %s",
+			  kvt_strerror((int)cleared));
 		return (int)cleared;
 	}
 	return 0;
@@ -965,9 +964,10 @@ static int bc_cell(struct bc *b, unsigned n, struct bc_cell *c, bool direct_firs
 		if (strncmp(b->o.set[i], "remote.put_local=", 17) == 0)
 			auto_local = strcmp(b->o.set[i] + 17, "auto") == 0;
 	if (auto_local && b->o.put_warmup >= BC_WARMUP_STEADY && c->put_skips < b->blocks) {
-		bc_err("put_local auto copied %" PRIu64 " of %u puts after a warm-up of %u:"
-		       " the put row is not the steady state", b->blocks - c->put_skips, b->blocks,
-		       b->o.put_warmup);
+		bench_err(BC_WHO,
+			  "put_local auto copied %" PRIu64 " of %u puts after a warm-up of %u:"
+			  " the put row is not the steady state",
+			  b->blocks - c->put_skips, b->blocks, b->o.put_warmup);
 		rc = -EIO;
 		goto out;
 	}
@@ -987,14 +987,16 @@ static int bc_cell(struct bc *b, unsigned n, struct bc_cell *c, bool direct_firs
 	if (b->o.fwd == BC_FWD_AB)
 		want += bc_expected_blocks(b, n);
 	if ((rc = kvt_flush(s)) < 0 || (rc = kvt_remote_stats(s, "*", bc_blocks_stat, &bl)) < 0) {
-		bc_err("the nodes' STATS: %s", kvt_strerror(rc));
+		bench_err(BC_WHO, "the nodes' STATS: %s", kvt_strerror(rc));
 		goto out;
 	}
 	for (unsigned i = 0; i < n; i++)
 		sum += c->node_blocks[i];
 	if (sum != want) {
-		bc_err("%u nodes hold %" PRIu64 " blocks, placement and the direct client sent %" PRIu64,
-		       n, sum, want);
+		bench_err(BC_WHO,
+			  "%u nodes hold %" PRIu64
+			  " blocks, placement and the direct client sent %" PRIu64,
+			  n, sum, want);
 		rc = -EIO;
 		goto out;
 	}
@@ -1052,7 +1054,7 @@ static int bc_set_make(struct bc *b, uint64_t size)
 
 	w = w < pb ? pb : w / pb * pb; /* whole prompts, at least one */
 	if (w > UINT32_MAX / 2) {
-		bc_err("--bytes over --sizes is too many blocks");
+		bench_err(BC_WHO, "--bytes over --sizes is too many blocks");
 		return -EINVAL;
 	}
 	b->size = size;
@@ -1063,7 +1065,8 @@ static int bc_set_make(struct bc *b, uint64_t size)
 	b->order = malloc(w * sizeof(*b->order));
 	b->dst = malloc((uint64_t)b->o.inflight * size);
 	if (!b->vals || !b->crcs || !b->keys || !b->order || !b->dst) {
-		bc_err("out of memory for %" PRIu64 " blocks of %" PRIu64 " bytes", w, size);
+		bench_err(BC_WHO, "out of memory for %" PRIu64 " blocks of %" PRIu64 " bytes", w,
+			  size);
 		return -ENOMEM;
 	}
 	bc_fault_in(b->dst, (uint64_t)b->o.inflight * size);
@@ -1098,7 +1101,7 @@ static int bc_set_make(struct bc *b, uint64_t size)
 		int64_t k = kvt_key_chain_prompt(b->ns_digest, tokens, (size_t)pb * BC_BLOCK_TOKENS,
 						 BC_BLOCK_TOKENS, 0, NULL, 0, &b->keys[p * pb], pb);
 		if (k != pb) {
-			bc_err("kvt_key_chain_prompt: %s", kvt_strerror((int)k));
+			bench_err(BC_WHO, "kvt_key_chain_prompt: %s", kvt_strerror((int)k));
 			return k < 0 ? (int)k : -EIO;
 		}
 	}
@@ -1551,7 +1554,7 @@ int bench_cluster_main(int argc, char **argv)
 	struct sigaction old[3];
 
 	if (!b) {
-		bc_err("out of memory");
+		bench_err(BC_WHO, "out of memory");
 		return BENCH_EXIT_FAIL;
 	}
 	b->o = (struct bc_opts){ .dir = ".", .threads = 1, .inflight = 8, .conns = 2, .hot = 2,
@@ -1668,30 +1671,30 @@ int bench_cluster_main(int argc, char **argv)
 	if (b->o.kvtierd) {
 		snprintf(kvtierd, sizeof(kvtierd), "%s", b->o.kvtierd);
 	} else if (!bench_find_kvtierd(kvtierd, sizeof(kvtierd))) {
-		bc_err("kvtierd not found next to this kvtier; give --kvtierd PATH");
+		bench_err(BC_WHO, "kvtierd not found next to this kvtier; give --kvtierd PATH");
 		free(b);
 		return BENCH_EXIT_FAIL;
 	}
 	if (access(kvtierd, X_OK) != 0) {
-		bc_err("%s: %s", kvtierd, strerror(errno));
+		bench_err(BC_WHO, "%s: %s", kvtierd, strerror(errno));
 		free(b);
 		return BENCH_EXIT_FAIL;
 	}
 	if (!bench_which(p_iperf, iperf, sizeof(iperf))) {
-		bc_err("skipped: '%s' is not installed (Debian: iperf3)", p_iperf);
+		bench_err(BC_WHO, "skipped: '%s' is not installed (Debian: iperf3)", p_iperf);
 		free(b);
 		return 77;
 	}
 	b->o.kvtierd = kvtierd;
 	b->o.iperf3 = iperf;
 	if (kvt_ns_digest(&bc_desc, b->ns_digest, NULL, 0) < 0) {
-		bc_err("kvt_ns_digest failed");
+		bench_err(BC_WHO, "kvt_ns_digest failed");
 		free(b);
 		return BENCH_EXIT_FAIL;
 	}
 	snprintf(b->run_dir, sizeof(b->run_dir), "%s/kvtier-bench-cluster-XXXXXX", b->o.dir);
 	if (!mkdtemp(b->run_dir)) {
-		bc_err("mkdtemp %s: %s", b->run_dir, strerror(errno));
+		bench_err(BC_WHO, "mkdtemp %s: %s", b->run_dir, strerror(errno));
 		free(b);
 		return BENCH_EXIT_FAIL;
 	}
@@ -1699,7 +1702,7 @@ int bench_cluster_main(int argc, char **argv)
 	char iperf_log[PATH_MAX + 32];
 	snprintf(iperf_log, sizeof(iperf_log), "%s/iperf3-server.log", b->run_dir);
 	if (bench_iperf3_start(b->o.iperf3, iperf_log, &b->iperf_pid, &b->iperf_port) < 0) {
-		bc_err("could not start iperf3 -s; log %s", iperf_log);
+		bench_err(BC_WHO, "could not start iperf3 -s; log %s", iperf_log);
 		rc = BENCH_EXIT_FAIL;
 		goto out;
 	}
@@ -1727,7 +1730,7 @@ out:
 	if (!b->o.keep && rc == BENCH_EXIT_OK)
 		bench_rm_tree(b->run_dir);
 	else
-		bc_err("run directory (logs) kept: %s", b->run_dir);
+		bench_err(BC_WHO, "run directory (logs) kept: %s", b->run_dir);
 	bench_signals_restore(old);
 	free(b);
 	return rc;

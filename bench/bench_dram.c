@@ -58,6 +58,8 @@
 
 #include "bench.h"
 
+#define BD_WHO "kvtier bench dram" /* how its messages start */
+
 #define BD_KIB (UINT64_C(1) << 10)
 #define BD_MIB (UINT64_C(1) << 20)
 #define BD_GIB (UINT64_C(1) << 30)
@@ -87,11 +89,6 @@
 #define BD_POISON 0x5a
 
 #define BD_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
-#if defined(__GNUC__)
-#define BD_PRINTF(a, b) __attribute__((format(printf, a, b)))
-#else
-#define BD_PRINTF(a, b)
-#endif
 
 /* --only groups */
 #define BD_GROUP_COPY 0x1u
@@ -148,11 +145,6 @@ struct bd {
  * Small helpers: time, random bytes, sizes, output.
  */
 
-
-
-
-
-
 /* Offset of the first byte of p that differs from bench_fill(seed), or -1. */
 static int64_t bd_check(const uint8_t *p, size_t len, uint64_t seed, uint8_t *got,
 			uint8_t *want)
@@ -175,39 +167,6 @@ static int64_t bd_check(const uint8_t *p, size_t len, uint64_t seed, uint8_t *go
 		}
 	}
 	return -1;
-}
-
-
-
-
-static void bd_err(const char *fmt, ...) BD_PRINTF(1, 2);
-static void bd_err(const char *fmt, ...)
-{
-	va_list ap;
-	fprintf(stderr, "kvtier bench dram: ");
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-}
-
-static void bd_progress(const struct bd *b, const char *fmt, ...) BD_PRINTF(2, 3);
-static void bd_progress(const struct bd *b, const char *fmt, ...)
-{
-	if (!b->o.progress)
-		return;
-	va_list ap;
-	fputs("\r\033[K[dram] ", stderr);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fflush(stderr);
-}
-
-static void bd_progress_end(const struct bd *b)
-{
-	if (b->o.progress)
-		fputs("\r\033[K", stderr);
 }
 
 /* A JSON string: the names here are plain, but library text is escaped. */
@@ -245,7 +204,7 @@ static void bd_cell_print(struct bd *b, const struct bd_cell *c)
 {
 	if (b->o.json)
 		return;
-	bd_progress_end(b);
+	bench_progress_end(b->o.progress);
 	if (!b->header_done) {
 		printf("%-16s %-9s %15s %15s %6s %9s %-6s %s\n", "bench", "value", "kvtier",
 		       "baseline", "ratio", "target", "result", "notes");
@@ -256,7 +215,6 @@ static void bd_cell_print(struct bd *b, const struct bd_cell *c)
 	fflush(stdout);
 }
 
-
 static double bd_median(const double *v, unsigned n)
 {
 	double s[BD_ROUNDS_MAX];
@@ -264,7 +222,6 @@ static double bd_median(const double *v, unsigned n)
 	qsort(s, n, sizeof(double), bench_cmp_double);
 	return n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
 }
-
 
 /* ------------------------------------------------------------------------
  * Buffers: 2 MiB aligned anonymous mappings, page mode as the store's.
@@ -393,8 +350,8 @@ static int bd_set_option(struct kvt_store *s, const char *name, const char *valu
 {
 	int rc = kvt_store_set_option(s, name, value);
 	if (rc < 0)
-		bd_err("store option %s=%s: %s (see kvtier-bench(1) for -o)", name, value,
-		       kvt_strerror(rc));
+		bench_err(BD_WHO, "store option %s=%s: %s (see kvtier-bench(1) for -o)", name,
+			  value, kvt_strerror(rc));
 	return rc;
 }
 
@@ -419,7 +376,7 @@ static int bd_store_open(struct bd *b, uint64_t capacity, const char *chunk,
 	char cap[32], sz[32];
 	int rc = kvt_store_create(&s);
 	if (rc < 0) {
-		bd_err("kvt_store_create: %s", kvt_strerror(rc));
+		bench_err(BD_WHO, "kvt_store_create: %s", kvt_strerror(rc));
 		return BENCH_EXIT_FAIL;
 	}
 	snprintf(cap, sizeof(cap), "%" PRIu64 "M", bench_align_up(capacity, BD_MIB) / BD_MIB);
@@ -443,14 +400,15 @@ static int bd_store_open(struct bd *b, uint64_t capacity, const char *chunk,
 	(void)kvt_store_set_log(s, bd_log, NULL, KVT_LOG_WARN);
 	rc = kvt_store_open(s);
 	if (rc < 0) {
-		bd_err("kvt_store_open (dram.capacity %s): %s; lower --footprint or "
-		       "--lookup-blocks, or free memory",
-		       bench_fmt_size(sz, sizeof(sz), capacity), kvt_strerror(rc));
+		bench_err(BD_WHO,
+			  "kvt_store_open (dram.capacity %s): %s; lower --footprint or "
+			  "--lookup-blocks, or free memory",
+			  bench_fmt_size(sz, sizeof(sz), capacity), kvt_strerror(rc));
 		goto fail;
 	}
 	rc = kvt_ns_register(s, &bd_ns_desc, ns);
 	if (rc < 0) {
-		bd_err("kvt_ns_register: %s", kvt_strerror(rc));
+		bench_err(BD_WHO, "kvt_ns_register: %s", kvt_strerror(rc));
 		goto fail;
 	}
 	*out = s;
@@ -487,8 +445,8 @@ static int bd_batch(struct kvt_queue *q, struct kvt_req *reqs, unsigned k, bd_do
 		ptrs[j] = &reqs[j];
 	int rc = kvt_submit(q, ptrs, k);
 	if (rc != (int)k) {
-		bd_err("kvt_submit of %u requests: %s", k,
-		       rc < 0 ? kvt_strerror(rc) : "returned a wrong count");
+		bench_err(BD_WHO, "kvt_submit of %u requests: %s", k,
+			  rc < 0 ? kvt_strerror(rc) : "returned a wrong count");
 		return -1;
 	}
 	while (got < k) {
@@ -498,11 +456,12 @@ static int bd_batch(struct kvt_queue *q, struct kvt_req *reqs, unsigned k, bd_do
 		if (m == -EINTR)
 			continue;
 		if (m < 0) {
-			bd_err("kvt_queue_poll: %s", kvt_strerror(m));
+			bench_err(BD_WHO, "kvt_queue_poll: %s", kvt_strerror(m));
 			return -1;
 		}
 		if (m == 0) {
-			bd_err("%u of %u requests still in flight after 10 s", k - got, k);
+			bench_err(BD_WHO, "%u of %u requests still in flight after 10 s", k - got,
+				  k);
 			return -1;
 		}
 		for (int j = 0; j < m; j++)
@@ -555,17 +514,15 @@ struct bd_copy {
 };
 
 /* Report a failed request: the first three of a phase, then silence. */
-static int bd_copy_fail(struct bd_copy *c, const char *fmt, ...) BD_PRINTF(2, 3);
+static int bd_copy_fail(struct bd_copy *c, const char *fmt, ...) BENCH_PRINTF(2, 3);
 static int bd_copy_fail(struct bd_copy *c, const char *fmt, ...)
 {
 	va_list ap;
 	if (c->errors++ >= 3)
 		return -1;
-	fprintf(stderr, "kvtier bench dram: ");
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	bench_verr(BD_WHO, fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
 	return -1;
 }
 
@@ -665,10 +622,11 @@ static int bd_check_value(const struct bd_copy *c, const uint8_t *p, size_t i, u
 	int64_t off = bd_check(p, c->size, bench_seed(c->size, i), &got, &want);
 	if (off < 0)
 		return 0;
-	bd_err("%s %s, round %u: value %zu differs from what was put at byte %" PRId64
-	       " (got 0x%02x, want 0x%02x)",
-	       bd_ph_name[c->phase], bench_fmt_size(sz, sizeof(sz), c->size), round + 1, i, off,
-	       got, want);
+	bench_err(BD_WHO,
+		  "%s %s, round %u: value %zu differs from what was put at byte %" PRId64
+		  " (got 0x%02x, want 0x%02x)",
+		  bd_ph_name[c->phase], bench_fmt_size(sz, sizeof(sz), c->size), round + 1, i, off,
+		  got, want);
 	return -1;
 }
 
@@ -690,8 +648,10 @@ static int bd_copy_verify(struct bd_copy *c, unsigned phase, unsigned round)
 			memset(c->scratch, BD_POISON, c->size);
 			int rc = kvt_get(c->s, c->ns, &c->keys[i], c->scratch, c->size, &len);
 			if (rc != KVT_OK || len != c->size) {
-				bd_err("kvt_get of value %zu after dram.put: %s (value_len %" PRIu64 ")",
-				       i, kvt_strerror(rc), len);
+				bench_err(BD_WHO,
+					  "kvt_get of value %zu after dram.put: %s (value_len "
+					  "%" PRIu64 ")",
+					  i, kvt_strerror(rc), len);
 				bd_stat_dump(c->s);
 				return -1;
 			}
@@ -711,13 +671,14 @@ static int bd_copy_clear(struct bd_copy *c, int64_t expect)
 {
 	int64_t rc = kvt_clear(c->s, c->ns);
 	if (rc < 0) {
-		bd_err("kvt_clear: %s", kvt_strerror((int)rc));
+		bench_err(BD_WHO, "kvt_clear: %s", kvt_strerror((int)rc));
 		return -1;
 	}
 	if (expect >= 0 && rc != expect) {
-		bd_err("kvt_clear removed %" PRId64 " blocks, expected %" PRId64
-		       " (were values evicted? raise the slack: -o dram.capacity=...)",
-		       rc, expect);
+		bench_err(BD_WHO,
+			  "kvt_clear removed %" PRId64 " blocks, expected %" PRId64
+			  " (were values evicted? raise the slack: -o dram.capacity=...)",
+			  rc, expect);
 		bd_stat_dump(c->s);
 		return -1;
 	}
@@ -793,7 +754,7 @@ static int bd_copy_size(struct bd_copy *c)
 	c->max_views = 0;
 
 	/* Keys and source bytes: derived from (size, i), before any timing. */
-	bd_progress(b, "%s: filling %zu source values", sz, c->n);
+	bench_progress(b->o.progress, "dram", "%s: filling %zu source values", sz, c->n);
 	for (size_t i = 0; i < c->n; i++) {
 		uint64_t w[4];
 		for (unsigned k = 0; k < 4; k++)
@@ -805,7 +766,8 @@ static int bd_copy_size(struct bd_copy *c)
 	for (unsigned r = 0; r < b->o.rounds; r++) {
 		for (unsigned k = 0; k < BD_PH_COUNT; k++) {
 			unsigned ph = bd_ph_order[r % 2][k];
-			bd_progress(b, "%s round %u/%u: %s", sz, r + 1, b->o.rounds, bd_ph_name[ph]);
+			bench_progress(b->o.progress, "dram", "%s round %u/%u: %s", sz, r + 1,
+				       b->o.rounds, bd_ph_name[ph]);
 			if (ph == BD_PH_KPUT && bd_copy_clear(c, r == 0 ? -1 : (int64_t)c->n) < 0)
 				return -1;
 			if (ph == BD_PH_MGET || ph == BD_PH_KGET || ph == BD_PH_KPIN)
@@ -829,24 +791,10 @@ static int bd_copy_size(struct bd_copy *c)
 	return 0;
 }
 
-static void bd_note(const struct bd *b, const char *fmt, ...) BD_PRINTF(2, 3);
-static void bd_note(const struct bd *b, const char *fmt, ...)
-{
-	if (b->o.json)
-		return;
-	va_list ap;
-	bd_progress_end(b);
-	fputs("# ", stdout);
-	va_start(ap, fmt);
-	vprintf(fmt, ap);
-	va_end(ap);
-	fputc('\n', stdout);
-}
-
 static void bd_blank(const struct bd *b)
 {
 	if (!b->o.json) {
-		bd_progress_end(b);
+		bench_progress_end(b->o.progress);
 		fputc('\n', stdout);
 	}
 }
@@ -881,22 +829,25 @@ static int bd_copy_rows(struct bd *b)
 	uint64_t need = 3 * max_bytes + capacity + max_size;
 	uint64_t avail = bd_avail_bytes();
 	if (avail != 0 && need > avail) {
-		bd_err("the copy rows need %s (3 buffers of %s and a store of %s) but only %s is "
-		       "available; lower --footprint",
-		       bench_fmt_size(a, sizeof(a), need), bench_fmt_size(d, sizeof(d), max_bytes),
-		       bench_fmt_size(e, sizeof(e), capacity),
-		       bench_fmt_size(f, sizeof(f), avail));
+		bench_err(
+			BD_WHO,
+			"the copy rows need %s (3 buffers of %s and a store of %s) but only %s is "
+			"available; lower --footprint",
+			bench_fmt_size(a, sizeof(a), need), bench_fmt_size(d, sizeof(d), max_bytes),
+			bench_fmt_size(e, sizeof(e), capacity),
+			bench_fmt_size(f, sizeof(f), avail));
 		return BENCH_EXIT_FAIL;
 	}
 
-	bd_progress(b, "mapping and pre-faulting %s of caller buffers",
-		    bench_fmt_size(a, sizeof(a), 3 * max_bytes));
+	bench_progress(b->o.progress, "dram", "mapping and pre-faulting %s of caller buffers",
+		       bench_fmt_size(a, sizeof(a), 3 * max_bytes));
 	uint64_t huge0 = bd_anon_huge_kib();
 	int rc;
 	if ((rc = bd_buf_alloc(b, &src, max_bytes)) < 0 ||
 	    (rc = bd_buf_alloc(b, &arena, max_bytes)) < 0 ||
 	    (rc = bd_buf_alloc(b, &dst, max_bytes)) < 0) {
-		bd_err("mmap of %s: %s", bench_fmt_size(a, sizeof(a), max_bytes), strerror(-rc));
+		bench_err(BD_WHO, "mmap of %s: %s", bench_fmt_size(a, sizeof(a), max_bytes),
+			  strerror(-rc));
 		goto out;
 	}
 	/* Pre-fault: first touch runs at a fifth of memcpy speed. */
@@ -912,11 +863,12 @@ static int bd_copy_rows(struct bd *b)
 	c.reqs = aligned_alloc(64, bench_align_up(b->o.batch * sizeof(*c.reqs), 64));
 	c.iov = calloc(b->o.batch, sizeof(*c.iov));
 	if (c.scratch == NULL || c.keys == NULL || c.reqs == NULL || c.iov == NULL) {
-		bd_err("out of memory for %zu keys", max_n);
+		bench_err(BD_WHO, "out of memory for %zu keys", max_n);
 		goto out;
 	}
 
-	bd_progress(b, "opening a store of %s", bench_fmt_size(a, sizeof(a), capacity));
+	bench_progress(b->o.progress, "dram", "opening a store of %s",
+		       bench_fmt_size(a, sizeof(a), capacity));
 	/* One shard: the rows run one thread, so shards buy nothing, and
 	 * each shard owns capacity/shards of the arena, so a default store
 	 * (10 shards for 2.5 GiB) evicts 16 MiB values well before it is
@@ -929,7 +881,7 @@ static int bd_copy_rows(struct bd *b)
 	uint64_t huge2 = bd_anon_huge_kib();
 	rc = kvt_queue_create(c.s, &c.q);
 	if (rc < 0) {
-		bd_err("kvt_queue_create: %s", kvt_strerror(rc));
+		bench_err(BD_WHO, "kvt_queue_create: %s", kvt_strerror(rc));
 		goto out;
 	}
 	char hp[32], chunk[32], shards[32], policy[32];
@@ -939,20 +891,26 @@ static int bd_copy_rows(struct bd *b)
 	bd_text_stat(c.s, "dram.policy", policy, sizeof(policy));
 	double cap_huge = (double)(huge2 - huge1) * 1024 / (double)capacity;
 	double buf_huge = (double)(huge1 - huge0) * 1024 / (double)(3 * max_bytes);
-	bd_note(b, "copy rows: 1 thread; GB/s = 1e9 bytes/s; medians of %u rounds; rounds 1, 3, "
+	bench_note(b->o.json, b->o.progress,
+		   "copy rows: 1 thread; GB/s = 1e9 bytes/s; medians of %u rounds; rounds 1, 3, "
 		   "... run memcpy-put, dram.put, memcpy-get, dram.get, dram.get_pinned, rounds "
 		   "2, 4, ... the kvtier side of each pair first",
-		b->o.rounds);
-	bd_note(b, "footprint per size >= %s; caller buffers: put sources %s, get destinations "
+		   b->o.rounds);
+	bench_note(b->o.json, b->o.progress,
+		   "footprint per size >= %s; caller buffers: put sources %s, get destinations "
 		   "%s, memcpy arena %s, 4 KiB-aligned slots, %.0f%% on huge pages",
-		bench_fmt_size(a, sizeof(a), b->o.footprint), bench_fmt_size(d, sizeof(d), max_bytes),
-		bench_fmt_size(d, sizeof(d), max_bytes), bench_fmt_size(e, sizeof(e), max_bytes),
-		100 * buf_huge);
-	bd_note(b, "store: dram.capacity %s, dram.hugepages=%s (%.0f%% of the arena on THP "
+		   bench_fmt_size(a, sizeof(a), b->o.footprint),
+		   bench_fmt_size(d, sizeof(d), max_bytes), bench_fmt_size(d, sizeof(d), max_bytes),
+		   bench_fmt_size(e, sizeof(e), max_bytes), 100 * buf_huge);
+	bench_note(b->o.json, b->o.progress,
+		   "store: dram.capacity %s, dram.hugepages=%s (%.0f%% of the arena on THP "
 		   "by AnonHugePages), chunk %s, shards %s, policy %s",
-		bench_fmt_size(a, sizeof(a), capacity), hp, 100 * cap_huge, chunk, shards, policy);
+		   bench_fmt_size(a, sizeof(a), capacity), hp, 100 * cap_huge, chunk, shards,
+		   policy);
 	if (!b->o.smoke && b->o.footprint < 2 * BD_GIB)
-		bd_note(b, "WARNING: footprint below 2 GiB: caches may answer; not a reportable run");
+		bench_note(
+			b->o.json, b->o.progress,
+			"WARNING: footprint below 2 GiB: caches may answer; not a reportable run");
 	bd_blank(b);
 
 	for (unsigned i = 0; i < b->o.size_count; i++) {
@@ -989,12 +947,12 @@ static int bd_keyhash_rows(struct bd *b)
 	struct kvt_key *keys = calloc(BD_KH_PROMPT / BD_LK_TOKENS, sizeof(*keys));
 	int ret = BENCH_EXIT_FAIL;
 	if (tok == NULL || keys == NULL) {
-		bd_err("out of memory for %zu tokens", tokens);
+		bench_err(BD_WHO, "out of memory for %zu tokens", tokens);
 		goto out;
 	}
 	int rc = kvt_ns_digest(&bd_ns_desc, digest, NULL, 0);
 	if (rc < 0) {
-		bd_err("kvt_ns_digest: %s", kvt_strerror(rc));
+		bench_err(BD_WHO, "kvt_ns_digest: %s", kvt_strerror(rc));
 		goto out;
 	}
 	uint64_t x = bench_seed(1, 0xbe9c);
@@ -1012,19 +970,26 @@ static int bd_keyhash_rows(struct bd *b)
 		    kvt_key_chain(digest, &k0, tok + bt, bt, NULL, 0, &k1) != 0 ||
 		    keys[0].len != KVT_KEY_HASH_LEN || memcmp(&keys[0].bytes, k0.bytes, 32) != 0 ||
 		    memcmp(&keys[1].bytes, k1.bytes, 32) != 0) {
-			bd_err("kvt_key_chain_prompt and kvt_key_chain disagree (%u tokens/block)", bt);
+			bench_err(
+				BD_WHO,
+				"kvt_key_chain_prompt and kvt_key_chain disagree (%u tokens/block)",
+				bt);
 			goto out;
 		}
 		for (unsigned r = 0; r < b->o.rounds; r++) {
-			bd_progress(b, "keyhash %u tokens/block, round %u/%u", bt, r + 1, b->o.rounds);
+			bench_progress(b->o.progress, "dram",
+				       "keyhash %u tokens/block, round %u/%u", bt, r + 1,
+				       b->o.rounds);
 			double t0 = bench_now();
 			for (size_t p = 0; p < prompts; p++) {
 				int64_t n = kvt_key_chain_prompt(digest, tok + p * BD_KH_PROMPT,
 								 BD_KH_PROMPT, bt, 0, NULL, 0, keys,
 								 per);
 				if (n != (int64_t)per) {
-					bd_err("kvt_key_chain_prompt returned %" PRId64 ", want %zu: %s",
-					       n, per, n < 0 ? kvt_strerror((int)n) : "short");
+					bench_err(BD_WHO,
+						  "kvt_key_chain_prompt returned %" PRId64
+						  ", want %zu: %s",
+						  n, per, n < 0 ? kvt_strerror((int)n) : "short");
 					goto out;
 				}
 			}
@@ -1083,7 +1048,8 @@ static int bd_load_done(void *ctx, struct kvt_req *r)
 {
 	(void)ctx;
 	if (r->status != KVT_OK) {
-		bd_err("put of index block %" PRIu64 ": %s", r->user_data, kvt_strerror(r->status));
+		bench_err(BD_WHO, "put of index block %" PRIu64 ": %s", r->user_data,
+			  kvt_strerror(r->status));
 		return -1;
 	}
 	return 0;
@@ -1093,13 +1059,16 @@ static int bd_lookup_done(void *ctx, struct kvt_req *r)
 {
 	struct bd_lookup *l = ctx;
 	if (r->status != KVT_OK || r->length != BD_LK_HITS) {
-		bd_err("lookup of prompt %" PRIu64 ": status %s, %" PRIu64 " leading blocks, want %d",
-		       r->user_data, kvt_strerror(r->status), r->length, BD_LK_HITS);
+		bench_err(BD_WHO,
+			  "lookup of prompt %" PRIu64 ": status %s, %" PRIu64
+			  " leading blocks, want %d",
+			  r->user_data, kvt_strerror(r->status), r->length, BD_LK_HITS);
 		return -1;
 	}
 	if (memcmp(r->tiers, l->want_tiers, BD_LK_HITS) != 0) {
-		bd_err("lookup of prompt %" PRIu64 ": tiers[] of a hit is not KVT_TIER_DRAM",
-		       r->user_data);
+		bench_err(BD_WHO,
+			  "lookup of prompt %" PRIu64 ": tiers[] of a hit is not KVT_TIER_DRAM",
+			  r->user_data);
 		return -1;
 	}
 	return 0;
@@ -1113,7 +1082,8 @@ static int bd_lookup_load(struct bd_lookup *l, double *secs)
 	for (size_t i = 0; i < n; i += batch) {
 		unsigned k = n - i < batch ? (unsigned)(n - i) : batch;
 		if ((i & 0xffff) == 0)
-			bd_progress(l->b, "index: loading block %zu of %zu", i, n);
+			bench_progress(l->b->o.progress, "dram", "index: loading block %zu of %zu",
+				       i, n);
 		for (unsigned j = 0; j < k; j++) {
 			size_t b = i + j, p = b / BD_LK_HITS, h = b % BD_LK_HITS;
 			struct kvt_req *r = &l->reqs[j];
@@ -1153,9 +1123,12 @@ static int bd_lookup_pass(struct bd_lookup *l, const uint32_t *perm, bool sync, 
 			int64_t n = kvt_lookup_prefix(l->s, l->ns, &l->keys[p * BD_LK_KEYS],
 						      BD_LK_KEYS, l->tiers);
 			if (n != BD_LK_HITS || memcmp(l->tiers, l->want_tiers, BD_LK_HITS) != 0) {
-				bd_err("kvt_lookup_prefix of prompt %zu: %" PRId64 "%s, want %d", p, n,
-				       n < 0 ? kvt_strerror((int)n) : " leading blocks (or tiers wrong)",
-				       BD_LK_HITS);
+				bench_err(BD_WHO,
+					  "kvt_lookup_prefix of prompt %zu: %" PRId64 "%s, want %d",
+					  p, n,
+					  n < 0 ? kvt_strerror((int)n)
+						: " leading blocks (or tiers wrong)",
+					  BD_LK_HITS);
 				return -1;
 			}
 		}
@@ -1240,10 +1213,12 @@ static int bd_lookup_rows(struct bd *b)
 	size_t key_bytes = l.prompts * BD_LK_KEYS * sizeof(struct kvt_key);
 	uint64_t avail = bd_avail_bytes();
 	if (avail != 0 && capacity + key_bytes > avail) {
-		bd_err("the index rows need %s (store) and %s (keys) but only %s is available; "
-		       "lower --lookup-blocks",
-		       bench_fmt_size(a, sizeof(a), capacity), bench_fmt_size(d, sizeof(d), key_bytes),
-		       bench_fmt_size(e, sizeof(e), avail));
+		bench_err(BD_WHO,
+			  "the index rows need %s (store) and %s (keys) but only %s is available; "
+			  "lower --lookup-blocks",
+			  bench_fmt_size(a, sizeof(a), capacity),
+			  bench_fmt_size(d, sizeof(d), key_bytes),
+			  bench_fmt_size(e, sizeof(e), avail));
 		return BENCH_EXIT_FAIL;
 	}
 
@@ -1256,7 +1231,7 @@ static int bd_lookup_rows(struct bd *b)
 	l.value = aligned_alloc(BD_ALIGN, BD_LK_VALUE);
 	if (l.keys == NULL || perm == NULL || tok == NULL || l.tiers == NULL || l.reqs == NULL ||
 	    l.iov == NULL || l.value == NULL) {
-		bd_err("out of memory for %zu prompts of keys", l.prompts);
+		bench_err(BD_WHO, "out of memory for %zu prompts of keys", l.prompts);
 		goto out;
 	}
 	bench_fill(l.value, BD_LK_VALUE, bench_seed(BD_LK_VALUE, 0));
@@ -1267,19 +1242,21 @@ static int bd_lookup_rows(struct bd *b)
 	/* Keys first, untimed: 64-block prompts of random tokens. */
 	rc = kvt_ns_digest(&bd_ns_desc, digest, NULL, 0);
 	if (rc < 0) {
-		bd_err("kvt_ns_digest: %s", kvt_strerror(rc));
+		bench_err(BD_WHO, "kvt_ns_digest: %s", kvt_strerror(rc));
 		goto out;
 	}
 	uint64_t x = bench_seed(2, 0x10c);
 	for (size_t p = 0; p < l.prompts; p++) {
 		if ((p & 0xfff) == 0)
-			bd_progress(b, "index: computing keys of prompt %zu of %zu", p, l.prompts);
+			bench_progress(b->o.progress, "dram",
+				       "index: computing keys of prompt %zu of %zu", p, l.prompts);
 		for (size_t t = 0; t < BD_LK_KEYS * BD_LK_TOKENS; t++)
 			tok[t] = (uint32_t)(bench_xorshift(&x) % 151936);
 		int64_t n = kvt_key_chain_prompt(digest, tok, BD_LK_KEYS * BD_LK_TOKENS, BD_LK_TOKENS,
 						 0, NULL, 0, &l.keys[p * BD_LK_KEYS], BD_LK_KEYS);
 		if (n != BD_LK_KEYS) {
-			bd_err("kvt_key_chain_prompt returned %" PRId64 ", want %d", n, BD_LK_KEYS);
+			bench_err(BD_WHO, "kvt_key_chain_prompt returned %" PRId64 ", want %d", n,
+				  BD_LK_KEYS);
 			goto out;
 		}
 		perm[p] = (uint32_t)p;
@@ -1292,21 +1269,22 @@ static int bd_lookup_rows(struct bd *b)
 		perm[j] = t;
 	}
 
-	bd_progress(b, "index: opening a store of %s", bench_fmt_size(a, sizeof(a), capacity));
+	bench_progress(b->o.progress, "dram", "index: opening a store of %s",
+		       bench_fmt_size(a, sizeof(a), capacity));
 	ret = bd_store_open(b, capacity, "4K", NULL, &l.s, &l.ns);
 	if (ret != BENCH_EXIT_OK)
 		goto out;
 	ret = BENCH_EXIT_FAIL;
 	rc = kvt_queue_create(l.s, &l.q);
 	if (rc < 0) {
-		bd_err("kvt_queue_create: %s", kvt_strerror(rc));
+		bench_err(BD_WHO, "kvt_queue_create: %s", kvt_strerror(rc));
 		goto out;
 	}
 	uint64_t meta_open = 0, meta_loaded = 0;
 	rc = kvt_store_stat(l.s, "mem.meta_bytes", &meta_open);
 	if (rc != KVT_OK) {
-		bd_err("kvt_store_stat(\"mem.meta_bytes\"): %s",
-		       rc == KVT_MISS ? "no such statistic" : kvt_strerror(rc));
+		bench_err(BD_WHO, "kvt_store_stat(\"mem.meta_bytes\"): %s",
+			  rc == KVT_MISS ? "no such statistic" : kvt_strerror(rc));
 		goto out;
 	}
 
@@ -1316,7 +1294,7 @@ static int bd_lookup_rows(struct bd *b)
 	}
 	rc = kvt_store_stat(l.s, "mem.meta_bytes", &meta_loaded);
 	if (rc != KVT_OK) {
-		bd_err("kvt_store_stat(\"mem.meta_bytes\"): %s", kvt_strerror(rc));
+		bench_err(BD_WHO, "kvt_store_stat(\"mem.meta_bytes\"): %s", kvt_strerror(rc));
 		goto out;
 	}
 	b->meta_done = true;
@@ -1345,7 +1323,7 @@ static int bd_lookup_rows(struct bd *b)
 	/* A/B: batched submit and the synchronous helper, interleaved. */
 	double sync_secs[BD_ROUNDS_MAX], cpu[BD_ROUNDS_MAX], sync_cpu[BD_ROUNDS_MAX];
 	for (unsigned r = 0; r < b->o.rounds; r++) {
-		bd_progress(b, "lookup round %u/%u", r + 1, b->o.rounds);
+		bench_progress(b->o.progress, "dram", "lookup round %u/%u", r + 1, b->o.rounds);
 		if (bd_lookup_pass(&l, perm, false, &secs[r], &cpu[r]) < 0 ||
 		    bd_lookup_pass(&l, perm, true, &sync_secs[r], &sync_cpu[r]) < 0) {
 			bd_stat_dump(l.s);
@@ -1443,18 +1421,6 @@ static void bd_usage(FILE *f)
 		"failure or wrong bytes, 2 usage error.  Manual: kvtier-bench(1).\n");
 }
 
-static int bd_usage_err(const char *fmt, ...) BD_PRINTF(1, 2);
-static int bd_usage_err(const char *fmt, ...)
-{
-	va_list ap;
-	fprintf(stderr, "kvtier bench dram: ");
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fprintf(stderr, "\nRun 'kvtier bench dram --help' for the options.\n");
-	return BENCH_EXIT_USAGE;
-}
-
 static int bd_parse_uint(const char *s, unsigned lo, unsigned hi, unsigned *out)
 {
 	uint64_t v;
@@ -1505,12 +1471,14 @@ static int bd_parse_args(struct bd_opts *o, int argc, char **argv)
 			break;
 		case O_FOOTPRINT:
 			if (bench_parse_size(optarg, &o->footprint) < 0 || o->footprint == 0)
-				return bd_usage_err("--footprint '%s': want a size such as 2G", optarg);
+				return bench_usage_err(
+					BD_WHO, "--footprint '%s': want a size such as 2G", optarg);
 			have_fp = true;
 			break;
 		case O_ROUNDS:
 			if (bd_parse_uint(optarg, 1, BD_ROUNDS_MAX, &o->rounds) < 0)
-				return bd_usage_err("--rounds '%s': want 1..%d", optarg, BD_ROUNDS_MAX);
+				return bench_usage_err(BD_WHO, "--rounds '%s': want 1..%d", optarg,
+						       BD_ROUNDS_MAX);
 			break;
 		case O_SIZES: {
 			char buf[512], *save = NULL, *tok;
@@ -1519,29 +1487,38 @@ static int bd_parse_args(struct bd_opts *o, int argc, char **argv)
 			for (tok = strtok_r(buf, ",", &save); tok != NULL; tok = strtok_r(NULL, ",", &save)) {
 				uint64_t v;
 				if (bench_parse_size(tok, &v) < 0 || v == 0 || v > KVT_VALUE_MAX)
-					return bd_usage_err("--sizes: '%s' is not a value size such as 2M", tok);
+					return bench_usage_err(
+						BD_WHO,
+						"--sizes: '%s' is not a value size such as 2M",
+						tok);
 				if (o->size_count == BD_SIZES_MAX)
-					return bd_usage_err("--sizes: at most %d sizes", BD_SIZES_MAX);
+					return bench_usage_err(BD_WHO, "--sizes: at most %d sizes",
+							       BD_SIZES_MAX);
 				o->sizes[o->size_count++] = v;
 			}
 			if (o->size_count == 0)
-				return bd_usage_err("--sizes: empty list; e.g. --sizes 256K,2M,16M");
+				return bench_usage_err(
+					BD_WHO, "--sizes: empty list; e.g. --sizes 256K,2M,16M");
 			have_sizes = true;
 			break;
 		}
 		case O_BLOCKS:
 			if (bench_parse_size(optarg, &o->lookup_blocks) < 0 || o->lookup_blocks == 0 ||
 			    o->lookup_blocks > (UINT64_C(1) << 32))
-				return bd_usage_err("--lookup-blocks '%s': want 1..4G, e.g. 1M", optarg);
+				return bench_usage_err(BD_WHO,
+						       "--lookup-blocks '%s': want 1..4G, e.g. 1M",
+						       optarg);
 			have_blocks = true;
 			break;
 		case O_BATCH:
 			if (bd_parse_uint(optarg, 1, BD_BATCH_MAX, &o->batch) < 0)
-				return bd_usage_err("--batch '%s': want 1..%u", optarg, BD_BATCH_MAX);
+				return bench_usage_err(BD_WHO, "--batch '%s': want 1..%u", optarg,
+						       BD_BATCH_MAX);
 			break;
 		case O_HUGE:
 			if (strcmp(optarg, "auto") && strcmp(optarg, "thp") && strcmp(optarg, "off"))
-				return bd_usage_err("--hugepages '%s': want auto, thp or off", optarg);
+				return bench_usage_err(
+					BD_WHO, "--hugepages '%s': want auto, thp or off", optarg);
 			o->hugepages = optarg;
 			break;
 		case O_ONLY: {
@@ -1556,27 +1533,34 @@ static int bd_parse_args(struct bd_opts *o, int argc, char **argv)
 				else if (strcmp(tok, "lookup") == 0)
 					o->groups |= BD_GROUP_LOOKUP;
 				else
-					return bd_usage_err("--only: '%s' is not copy, keyhash or lookup", tok);
+					return bench_usage_err(
+						BD_WHO,
+						"--only: '%s' is not copy, keyhash or lookup", tok);
 			}
 			if (o->groups == 0)
-				return bd_usage_err("--only: empty list; e.g. --only copy,lookup");
+				return bench_usage_err(
+					BD_WHO, "--only: empty list; e.g. --only copy,lookup");
 			break;
 		}
 		case 'o':
 			if (strchr(optarg, '=') == NULL || optarg[0] == '=')
-				return bd_usage_err("-o '%s': want NAME=VALUE, e.g. -o dram.policy=lru", optarg);
+				return bench_usage_err(
+					BD_WHO, "-o '%s': want NAME=VALUE, e.g. -o dram.policy=lru",
+					optarg);
 			if (o->store_opt_count == BD_STORE_OPTS_MAX)
-				return bd_usage_err("-o: at most %d store options", BD_STORE_OPTS_MAX);
+				return bench_usage_err(BD_WHO, "-o: at most %d store options",
+						       BD_STORE_OPTS_MAX);
 			o->store_opts[o->store_opt_count++] = optarg;
 			break;
 		case ':':
-			return bd_usage_err("option '%s' needs a value", argv[optind - 1]);
+			return bench_usage_err(BD_WHO, "option '%s' needs a value",
+					       argv[optind - 1]);
 		default:
-			return bd_usage_err("unknown option '%s'", argv[optind - 1]);
+			return bench_usage_err(BD_WHO, "unknown option '%s'", argv[optind - 1]);
 		}
 	}
 	if (optind < argc)
-		return bd_usage_err("unexpected argument '%s'", argv[optind]);
+		return bench_usage_err(BD_WHO, "unexpected argument '%s'", argv[optind]);
 	if (!have_sizes) {
 		o->sizes[0] = 256 * BD_KIB;
 		o->sizes[1] = 2 * BD_MIB;
@@ -1589,8 +1573,9 @@ static int bd_parse_args(struct bd_opts *o, int argc, char **argv)
 		o->lookup_blocks = o->smoke ? 16 * 1024 : 1024 * 1024;
 	for (unsigned i = 0; i < o->size_count; i++)
 		if (o->sizes[i] > o->footprint)
-			return bd_usage_err("value size %" PRIu64 " exceeds --footprint %" PRIu64,
-					    o->sizes[i], o->footprint);
+			return bench_usage_err(
+				BD_WHO, "value size %" PRIu64 " exceeds --footprint %" PRIu64,
+				o->sizes[i], o->footprint);
 	o->progress = isatty(STDERR_FILENO);
 	return 0;
 }
@@ -1607,7 +1592,7 @@ static void bd_load_note(const struct bd *b, const char *when)
 	if (!bench_load_text(text, sizeof(text), when, &busy))
 		return;
 	if (!b->o.json)
-		bd_note(b, "%s", text);
+		bench_note(b->o.json, b->o.progress, "%s", text);
 	else if (busy)
 		fprintf(stderr, "kvtier bench dram: %s\n", text);
 }
@@ -1637,12 +1622,13 @@ int bench_dram_main(int argc, char **argv)
 	}
 	if (rc == BENCH_EXIT_OK && (b.o.groups & BD_GROUP_LOOKUP)) {
 		bd_blank(&b);
-		bd_note(&b, "index rows: keys_per_s counts the keys a longest-prefix scan examines: "
-			    "33 per 64-key prompt (32 hits, then the first miss)");
+		bench_note(b.o.json, b.o.progress,
+			   "index rows: keys_per_s counts the keys a longest-prefix scan examines: "
+			   "33 per 64-key prompt (32 hits, then the first miss)");
 		rc = bd_lookup_rows(&b);
 		bd_meta_report(&b);
 	}
-	bd_progress_end(&b);
+	bench_progress_end(b.o.progress);
 	if (rc == BENCH_EXIT_OK)
 		bd_load_note(&b, "end");
 	if (rc == BENCH_EXIT_OK && !b.o.json) {

@@ -39,6 +39,8 @@
 
 #include "bench.h"
 
+#define BH_WHO "kvtier bench cluster --heal" /* how its messages start */
+
 #define BH_MIB (UINT64_C(1) << 20)
 #define BH_NODES_MAX 8
 #define BH_PROMPT 32
@@ -74,17 +76,6 @@ static const struct kvt_ns_desc bh_desc = {
 	.model = "bench-heal", .dtype = "bf16", .layout = "bench", .block_tokens = 16,
 	.tp_size = 1, .pp_size = 1, .tenant = "bench", .replicas = 2,
 };
-
-static void bh_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void bh_err(const char *fmt, ...)
-{
-	va_list ap;
-	fputs("kvtier bench cluster --heal: ", stderr);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-}
 
 static uint64_t bh_now(void)
 {
@@ -172,7 +163,7 @@ static int bh_node_start(struct bh *b, unsigned i)
 	int rc = bench_kvtierd_start(&k, &b->pid[i], &b->port[i]);
 	b->alive[i] = b->pid[i] > 0;
 	if (rc < 0)
-		bh_err("node %u did not start: %s; log %s", i, kvt_strerror(rc), log);
+		bench_err(BH_WHO, "node %u did not start: %s; log %s", i, kvt_strerror(rc), log);
 	return rc;
 }
 
@@ -277,8 +268,9 @@ static int bh_kill_heal(struct bh *b, unsigned victim, uint64_t want, double *gb
 			break;
 		}
 		if (bh_now() - *t_kill > 600ull * 1000000000ull) {
-			bh_err("not healed after 600 s (%" PRIu64 " of %" PRIu64 " copies)", held,
-			       want);
+			bench_err(BH_WHO,
+				  "not healed after 600 s (%" PRIu64 " of %" PRIu64 " copies)",
+				  held, want);
 			*t_healed = bh_now();
 			rc = -ETIMEDOUT;
 			break;
@@ -319,7 +311,7 @@ static int bh_run(struct bh *b)
 		return -ENOMEM;
 	snprintf(out, sizeof(out), "%s/iperf3.json", b->run_dir);
 	if (bench_iperf3(b->iperf3, b->iperf_port, 1, "-n", "1G", out, &iperf) < 0)
-		bh_err("iperf3 failed (the ratio is left out)");
+		bench_err(BH_WHO, "iperf3 failed (the ratio is left out)");
 
 	/* Members up and agreeing. */
 	for (int t = 0; t < 200; t++) {
@@ -351,14 +343,15 @@ static int bh_run(struct bh *b)
 	kvt_flush(e);
 	kvt_store_destroy(e);
 	if (rc < 0) {
-		bh_err("put failed: %s", kvt_strerror(rc));
+		bench_err(BH_WHO, "put failed: %s", kvt_strerror(rc));
 		free(val);
 		return rc;
 	}
 	want = 2ull * b->blocks;
 	held = bh_sum(b, "dram.blocks");
 	if (held != want) {
-		bh_err("the pod holds %" PRIu64 " copies after the puts, want %" PRIu64, held, want);
+		bench_err(BH_WHO, "the pod holds %" PRIu64 " copies after the puts, want %" PRIu64,
+			  held, want);
 		free(val);
 		return -EIO;
 	}
@@ -414,7 +407,7 @@ static int bh_run(struct bh *b)
 			bench_fill(val, b->size, bh_seed(i));
 			if (kvt_get(e, ns, &b->keys[i], got, b->size, &len) != KVT_OK ||
 			    len != b->size || memcmp(got, val, b->size) != 0) {
-				bh_err("block %u did not read back after the heal", i);
+				bench_err(BH_WHO, "block %u did not read back after the heal", i);
 				rc = -EIO;
 			}
 		}
@@ -544,12 +537,13 @@ int bench_heal_main(int argc, char **argv)
 	if (b->kvtierd)
 		snprintf(kvtierd, sizeof(kvtierd), "%s", b->kvtierd);
 	else if (!bench_find_kvtierd(kvtierd, sizeof(kvtierd))) {
-		bh_err("kvtierd not found next to this kvtier; give --kvtierd PATH");
+		bench_err(BH_WHO, "kvtierd not found next to this kvtier; give --kvtierd PATH");
 		free(b);
 		return BENCH_EXIT_FAIL;
 	}
 	if (!bench_which(p_iperf, iperf, sizeof(iperf)) || !bench_which(p_etcd, etcd, sizeof(etcd))) {
-		bh_err("skipped: iperf3 or etcd is not installed (Debian: iperf3, etcd-server)");
+		bench_err(BH_WHO,
+			  "skipped: iperf3 or etcd is not installed (Debian: iperf3, etcd-server)");
 		free(b);
 		return 77;
 	}
@@ -567,7 +561,7 @@ int bench_heal_main(int argc, char **argv)
 	}
 	snprintf(b->run_dir, sizeof(b->run_dir), "%s/kvtier-bench-heal-XXXXXX", b->dir);
 	if (!mkdtemp(b->run_dir)) {
-		bh_err("mkdtemp %s: %s", b->run_dir, strerror(errno));
+		bench_err(BH_WHO, "mkdtemp %s: %s", b->run_dir, strerror(errno));
 		free(b->keys);
 		free(b);
 		return BENCH_EXIT_FAIL;
@@ -578,7 +572,8 @@ int bench_heal_main(int argc, char **argv)
 		snprintf(log, sizeof(log), "%s/iperf3-server.log", b->run_dir);
 		if (bench_iperf3_start(b->iperf3, log, &b->iperf_pid, &b->iperf_port) < 0 ||
 		    bh_etcd_start(b) < 0) {
-			bh_err("could not start iperf3 -s or etcd; logs in %s", b->run_dir);
+			bench_err(BH_WHO, "could not start iperf3 -s or etcd; logs in %s",
+				  b->run_dir);
 			rc = BENCH_EXIT_FAIL;
 			goto out;
 		}
@@ -603,7 +598,7 @@ out:
 	if (!b->keep && rc == BENCH_EXIT_OK)
 		bench_rm_tree(b->run_dir);
 	else
-		bh_err("run directory (logs) kept: %s", b->run_dir);
+		bench_err(BH_WHO, "run directory (logs) kept: %s", b->run_dir);
 	bench_signals_restore(old);
 	free(b->lat);
 	free(b->keys);

@@ -85,6 +85,8 @@
 
 #include "bench.h"
 
+#define BN_WHO "kvtier bench net" /* how its messages start */
+
 #define BN_KIB (UINT64_C(1) << 10)
 #define BN_MIB (UINT64_C(1) << 20)
 
@@ -107,12 +109,6 @@
 #define BN_SUSPECT_SSD 1.1       /* SSD row: a ratio above it is not believed */
 #define BN_DEV_MIN 0.999         /* device bytes read per byte read, at least */
 #define BN_TARGET_P99_US 2000.0 /* 2 MiB DRAM get, 4 connections */
-
-#if defined(__GNUC__)
-#define BN_PRINTF(a, b) __attribute__((format(printf, a, b)))
-#else
-#define BN_PRINTF(a, b)
-#endif
 
 /* BN_REDIS2: redis-server with --io-threads 2 --io-threads-do-reads yes,
  * the thread count of kvtierd's default two loops (redis runs commands on
@@ -216,17 +212,6 @@ struct bn_result {
 	uint64_t ops, full_checks, misses;
 	unsigned set_checked, set_missed;
 };
-
-static void bn_err(const char *fmt, ...) BN_PRINTF(1, 2);
-static void bn_err(const char *fmt, ...)
-{
-	va_list ap;
-	fputs("kvtier bench net: ", stderr);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-}
 
 static double bn_pct(double *v, uint64_t n, double p)
 {
@@ -481,7 +466,8 @@ static int bn_kvt_login(struct bn *b, struct bn_conn *c, bool first)
 	c->version = r.hello.version;
 	c->lim = r.hello.limits;
 	if (r.hello.auth[0] != PROTO_AUTH_NONE) {
-		bn_err("kvtierd asks for authentication; the bench starts it without tenants");
+		bench_err(BN_WHO,
+			  "kvtierd asks for authentication; the bench starts it without tenants");
 		return PROTO_EAUTH;
 	}
 	c->roff += r.hdr_len + r.data_len;
@@ -660,7 +646,8 @@ static int bn_mc_get(struct bn_conn *c, const struct bn_key *k, uint8_t *dst, ui
 	if (rc == BENCH_REPLY_MISS)
 		return KVT_MISS;
 	if (rc != BENCH_REPLY_VALUE) {
-		bn_err("memcached answered a get with '%.*s'", (int)(len < 200 ? len : 200), line);
+		bench_err(BN_WHO, "memcached answered a get with '%.*s'",
+			  (int)(len < 200 ? len : 200), line);
 		return -EPROTO;
 	}
 	if (vlen > cap)
@@ -685,7 +672,7 @@ static int bn_mc_set(struct bn_conn *c, const struct bn_key *k, const uint8_t *s
 		return rc;
 	if (bench_reply_mc(line, l, &vlen) == BENCH_REPLY_STORED)
 		return 0;
-	bn_err("memcached answered a set with '%.*s'", (int)(l < 200 ? l : 200), line);
+	bench_err(BN_WHO, "memcached answered a set with '%.*s'", (int)(l < 200 ? l : 200), line);
 	return -EPROTO;
 }
 
@@ -708,7 +695,8 @@ static int bn_redis_get(struct bn_conn *c, const struct bn_key *k, uint8_t *dst,
 	if (rc == BENCH_REPLY_MISS)
 		return KVT_MISS;
 	if (rc != BENCH_REPLY_VALUE) {
-		bn_err("redis answered a get with '%.*s'", (int)(len < 200 ? len : 200), line);
+		bench_err(BN_WHO, "redis answered a get with '%.*s'", (int)(len < 200 ? len : 200),
+			  line);
 		return -EPROTO;
 	}
 	if (vlen > cap)
@@ -735,7 +723,7 @@ static int bn_redis_set(struct bn_conn *c, const struct bn_key *k, const uint8_t
 		return rc;
 	if (bench_reply_resp(line, l, &vlen) == BENCH_REPLY_STORED)
 		return 0;
-	bn_err("redis answered a set with '%.*s'", (int)(l < 200 ? l : 200), line);
+	bench_err(BN_WHO, "redis answered a set with '%.*s'", (int)(l < 200 ? l : 200), line);
 	return -EPROTO;
 }
 
@@ -944,7 +932,7 @@ static int bn_measure_on(struct bn *b, struct bn_conn *cs, enum bn_op op,
 	uint64_t nlat = 0;
 	for (unsigned i = 0; i < started; i++) {
 		if (jobs[i].err && rc == 0) {
-			bn_err("%s", jobs[i].errmsg);
+			bench_err(BN_WHO, "%s", jobs[i].errmsg);
 			rc = -EIO;
 		}
 		t_end = jobs[i].t_end > t_end ? jobs[i].t_end : t_end;
@@ -977,13 +965,13 @@ static int bn_measure_on(struct bn *b, struct bn_conn *cs, enum bn_op op,
 		if (g == KVT_MISS) {
 			res->set_missed++;
 		} else if (g != 0) {
-			bn_err("%s: GET %s after SET: %s", bn_kind_name[kind], jobs[i].last_set.s,
-			       bn_strerror(g));
+			bench_err(BN_WHO, "%s: GET %s after SET: %s", bn_kind_name[kind],
+				  jobs[i].last_set.s, bn_strerror(g));
 			rc = -EIO;
 		} else if (got != v->size ||
 			   memcmp(c->dst[0], v->src[jobs[i].last_set_src], v->size) != 0) {
-			bn_err("%s: GET %s after SET returned other bytes", bn_kind_name[kind],
-			       jobs[i].last_set.s);
+			bench_err(BN_WHO, "%s: GET %s after SET returned other bytes",
+				  bn_kind_name[kind], jobs[i].last_set.s);
 			rc = -EIO;
 		}
 	}
@@ -1004,7 +992,8 @@ static int bn_wait_port(struct bn_server *s, enum bn_kind kind)
 	while (bench_now() < end) {
 		if (bench_exited(s->pid, &st)) {
 			s->pid = 0;
-			bn_err("%s exited during startup (status 0x%x)", bn_kind_name[kind], st);
+			bench_err(BN_WHO, "%s exited during startup (status 0x%x)",
+				  bn_kind_name[kind], st);
 			bench_print_log(s->log);
 			return -ECHILD;
 		}
@@ -1034,8 +1023,8 @@ static int bn_wait_port(struct bn_server *s, enum bn_kind kind)
 		}
 		usleep(20000);
 	}
-	bn_err("%s did not answer within %.0f s; log %s", bn_kind_name[kind], BENCH_START_TIMEOUT_S,
-	       s->log);
+	bench_err(BN_WHO, "%s did not answer within %.0f s; log %s", bn_kind_name[kind],
+		  BENCH_START_TIMEOUT_S, s->log);
 	return -ETIMEDOUT;
 }
 
@@ -1070,7 +1059,7 @@ static int bn_start_peer(struct bn *b, struct bn_server *s, enum bn_kind kind)
 		return -ENAMETOOLONG;
 	if (kind == BN_IPERF) {
 		if ((rc = bench_iperf3_start(b->o.iperf3, s->log, &s->pid, &s->port)) < 0)
-			bn_err("could not start iperf3; log %s", s->log);
+			bench_err(BN_WHO, "could not start iperf3; log %s", s->log);
 		return rc;
 	}
 	for (int attempt = 0; attempt < 3; attempt++) {
@@ -1147,7 +1136,7 @@ static int bn_start_peer(struct bn *b, struct bn_server *s, enum bn_kind kind)
 			bench_stop(s->pid);
 		s->pid = 0;
 	}
-	bn_err("could not start %s; log %s", bn_kind_name[kind], s->log);
+	bench_err(BN_WHO, "could not start %s; log %s", bn_kind_name[kind], s->log);
 	bench_print_log(s->log);
 	return rc;
 }
@@ -1173,7 +1162,8 @@ static int bn_open_conns(struct bn *b, enum bn_kind kind)
 		if (rc == 0 && kind == BN_KVTIERD)
 			rc = bn_kvt_login(b, c, i == 0);
 		if (rc < 0) {
-			bn_err("connecting to %s: %s", bn_kind_name[kind], bn_strerror(rc));
+			bench_err(BN_WHO, "connecting to %s: %s", bn_kind_name[kind],
+				  bn_strerror(rc));
 			return rc;
 		}
 		for (unsigned d = 0; d < BN_DST; d++)
@@ -1316,7 +1306,8 @@ static int bn_populate(struct bn *b, const struct bn_values *v)
 			bn_get_key(&k, v->size, i);
 			int rc = bn_set(c, &k, v->src[i], v->size, v->crc[i]);
 			if (rc < 0) {
-				bn_err("%s: storing %s: %s", bn_kind_name[kind], k.s, bn_strerror(rc));
+				bench_err(BN_WHO, "%s: storing %s: %s", bn_kind_name[kind], k.s,
+					  bn_strerror(rc));
 				return rc;
 			}
 		}
@@ -1325,8 +1316,10 @@ static int bn_populate(struct bn *b, const struct bn_values *v)
 			bn_get_key(&k, v->size, i);
 			int rc = bn_get(c, &k, c->dst[0], b->dst_cap, &got);
 			if (rc != 0 || got != v->size || memcmp(c->dst[0], v->src[i], v->size) != 0) {
-				bn_err("%s: %s not read back exactly after storing it (%s)",
-				       bn_kind_name[kind], k.s, rc ? bn_strerror(rc) : "wrong bytes");
+				bench_err(BN_WHO,
+					  "%s: %s not read back exactly after storing it (%s)",
+					  bn_kind_name[kind], k.s,
+					  rc ? bn_strerror(rc) : "wrong bytes");
 				return rc ? rc : -EIO;
 			}
 		}
@@ -1399,8 +1392,8 @@ static int bn_stop_all(struct bn *b)
 			continue;
 		int st = bench_stop(b->srv[kind].pid);
 		if (kind == BN_KVTIERD && !(WIFEXITED(st) && WEXITSTATUS(st) == 0)) {
-			bn_err("kvtierd did not stop cleanly (status 0x%x); log %s", st,
-			       b->srv[kind].log);
+			bench_err(BN_WHO, "kvtierd did not stop cleanly (status 0x%x); log %s", st,
+				  b->srv[kind].log);
 			rc = -EIO;
 		}
 		b->srv[kind].pid = 0;
@@ -1504,9 +1497,10 @@ static int bn_fio(struct bn *b, uint64_t bs, unsigned qd, uint64_t size, double 
 		*gbps = bw / 1e9;
 		rc = moved == size ? 0 : -EIO;
 		if (rc < 0)
-			bn_err("fio read %" PRIu64 " bytes, asked %" PRIu64, moved, size);
+			bench_err(BN_WHO, "fio read %" PRIu64 " bytes, asked %" PRIu64, moved,
+				  size);
 	} else {
-		bn_err("fio failed; its output: %s", out);
+		bench_err(BN_WHO, "fio failed; its output: %s", out);
 	}
 	free(buf);
 	return rc;
@@ -1551,7 +1545,7 @@ static int bn_ssd_row(struct bn *b)
 	for (unsigned i = 0; i < BN_CONNS; i++)
 		cs[i].ns = s.ns;
 	if (rc < 0) {
-		bn_err("connecting to kvtierd (SSD): %s", bn_strerror(rc));
+		bench_err(BN_WHO, "connecting to kvtierd (SSD): %s", bn_strerror(rc));
 		goto out;
 	}
 	if ((rc = bn_values_make(&v, size, 16)) < 0)
@@ -1596,12 +1590,12 @@ static int bn_ssd_row(struct bn *b)
 		if (st0[ST_PENDING] == 0 || st0[ST_PENDING] == UINT64_MAX)
 			break;
 		if (bench_now() > end) {
-			bn_err("kvtierd's write-down did not drain in 120 s");
+			bench_err(BN_WHO, "kvtierd's write-down did not drain in 120 s");
 			rc = -ETIMEDOUT;
 		}
 	}
 	if (rc < 0) {
-		bn_err("kvtierd (SSD): storing the working set: %s", bn_strerror(rc));
+		bench_err(BN_WHO, "kvtierd (SSD): storing the working set: %s", bn_strerror(rc));
 		goto out_w;
 	}
 	uint64_t shed = st0[ST_SHED], written = st0[ST_WD_BLOCKS];
@@ -1719,7 +1713,9 @@ out:
 	if (s.pid > 0) {
 		int st = bench_stop(s.pid);
 		if (rc == 0 && !(WIFEXITED(st) && WEXITSTATUS(st) == 0)) {
-			bn_err("kvtierd (SSD) did not stop cleanly (status 0x%x); log %s", st, s.log);
+			bench_err(BN_WHO,
+				  "kvtierd (SSD) did not stop cleanly (status 0x%x); log %s", st,
+				  s.log);
 			rc = -EIO;
 		}
 	}
@@ -1802,7 +1798,7 @@ int bench_net_main(int argc, char **argv)
 	struct sigaction old[3];
 
 	if (!b) {
-		bn_err("out of memory");
+		bench_err(BN_WHO, "out of memory");
 		return BENCH_EXIT_FAIL;
 	}
 	b->o.dir = ".";
@@ -1873,12 +1869,12 @@ int bench_net_main(int argc, char **argv)
 	if (b->o.kvtierd) {
 		snprintf(kvtierd, sizeof(kvtierd), "%s", b->o.kvtierd);
 	} else if (!bench_find_kvtierd(kvtierd, sizeof(kvtierd))) {
-		bn_err("kvtierd not found next to this kvtier; give --kvtierd PATH");
+		bench_err(BN_WHO, "kvtierd not found next to this kvtier; give --kvtierd PATH");
 		free(b);
 		return BENCH_EXIT_FAIL;
 	}
 	if (access(kvtierd, X_OK) != 0) {
-		bn_err("%s: %s", kvtierd, strerror(errno));
+		bench_err(BN_WHO, "%s: %s", kvtierd, strerror(errno));
 		free(b);
 		return BENCH_EXIT_FAIL;
 	}
@@ -1887,8 +1883,10 @@ int bench_net_main(int argc, char **argv)
 			      !bench_which(p_redis, redis, sizeof(redis)) ? p_redis :
 			      !bench_which(p_iperf, iperf, sizeof(iperf)) ? p_iperf : NULL;
 	if (missing) {
-		bn_err("skipped: '%s' is not installed (Debian: memcached, redis-server, "
-		       "iperf3; scripts/deps.txt)", missing);
+		bench_err(BN_WHO,
+			  "skipped: '%s' is not installed (Debian: memcached, redis-server, "
+			  "iperf3; scripts/deps.txt)",
+			  missing);
 		free(b);
 		return 77;
 	}
@@ -1897,11 +1895,11 @@ int bench_net_main(int argc, char **argv)
 	b->o.iperf3 = iperf;
 	b->o.fio = bench_which(p_fio, fio, sizeof(fio)) ? fio : NULL;
 	if (!b->o.fio && !b->o.no_ssd)
-		bn_err("fio not found: the SSD row runs without its baseline");
+		bench_err(BN_WHO, "fio not found: the SSD row runs without its baseline");
 
 	snprintf(b->run_dir, sizeof(b->run_dir), "%s/kvtier-bench-net-XXXXXX", b->o.dir);
 	if (!mkdtemp(b->run_dir)) {
-		bn_err("mkdtemp %s: %s", b->run_dir, strerror(errno));
+		bench_err(BN_WHO, "mkdtemp %s: %s", b->run_dir, strerror(errno));
 		free(b);
 		return BENCH_EXIT_FAIL;
 	}
@@ -1914,7 +1912,7 @@ int bench_net_main(int argc, char **argv)
 	for (unsigned i = 0; i < BN_CONNS; i++)
 		for (unsigned d = 0; d < BN_DST; d++)
 			if (posix_memalign((void **)&b->dst[i][d], 4096, b->dst_cap) != 0) {
-				bn_err("out of memory");
+				bench_err(BN_WHO, "out of memory");
 				rc = BENCH_EXIT_FAIL;
 				goto out;
 			} else {
@@ -1942,7 +1940,7 @@ out:
 	if (b->run_dir_made && !b->o.keep && rc == BENCH_EXIT_OK)
 		bench_rm_tree(b->run_dir);
 	else if (b->run_dir_made)
-		bn_err("run directory (logs) kept: %s", b->run_dir);
+		bench_err(BN_WHO, "run directory (logs) kept: %s", b->run_dir);
 	bench_signals_restore(old);
 	free(b);
 	return rc;

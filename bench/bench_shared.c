@@ -76,6 +76,8 @@
 
 #include "bench.h"
 
+#define BSH_WHO "kvtier bench shared" /* how its messages start */
+
 #define BSH_MIB (UINT64_C(1) << 20)
 #define BSH_HDR 4096u          /* kvtier's block header page (doc/shared.md) */
 #define BSH_SIZES_MAX 8
@@ -126,23 +128,6 @@ struct bsh_dev {
 	int put_shape, get_shape;
 };
 
-#if defined(__GNUC__)
-#define BSH_PRINTF(a, b) __attribute__((format(printf, a, b)))
-#else
-#define BSH_PRINTF(a, b)
-#endif
-
-static void bsh_err(const char *fmt, ...) BSH_PRINTF(1, 2);
-static void bsh_err(const char *fmt, ...)
-{
-	va_list ap;
-	fputs("kvtier bench shared: ", stderr);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-}
-
 static struct kvt_key bsh_key(uint64_t round, uint64_t i)
 {
 	struct kvt_key k = { .len = 32 };
@@ -157,7 +142,7 @@ static int bsh_stat(struct kvt_store *s, const char *name, uint64_t *v)
 {
 	int r = kvt_store_stat(s, name, v);
 	if (r < 0)
-		bsh_err("stat %s: %s", name, kvt_strerror(r));
+		bench_err(BSH_WHO, "stat %s: %s", name, kvt_strerror(r));
 	return r;
 }
 
@@ -183,21 +168,22 @@ static int bsh_store_open(struct bsh *b, int backend, const char *dir, struct kv
 		{ backend == BSH_S3 && b->o.s3_creds ? "shared.s3_credentials" : NULL, b->o.s3_creds },
 	};
 	if ((r = kvt_store_create(&s)) < 0) {
-		bsh_err("kvt_store_create: %s", kvt_strerror(r));
+		bench_err(BSH_WHO, "kvt_store_create: %s", kvt_strerror(r));
 		return -1;
 	}
 	for (size_t i = 0; i < sizeof(opts) / sizeof(opts[0]); i++) {
 		if (!opts[i][0])
 			continue;
 		if ((r = kvt_store_set_option(s, opts[i][0], opts[i][1])) < 0) {
-			bsh_err("option %s=%s: %s", opts[i][0], opts[i][1], kvt_strerror(r));
+			bench_err(BSH_WHO, "option %s=%s: %s", opts[i][0], opts[i][1],
+				  kvt_strerror(r));
 			kvt_store_destroy(s);
 			return -1;
 		}
 	}
 	if ((r = kvt_store_open(s)) < 0) {
-		bsh_err("opening a store on the %s backend: %s", bsh_backend_name[backend],
-			kvt_strerror(r));
+		bench_err(BSH_WHO, "opening a store on the %s backend: %s",
+			  bsh_backend_name[backend], kvt_strerror(r));
 		kvt_store_destroy(s);
 		return -1;
 	}
@@ -214,7 +200,7 @@ static int bsh_ns(struct kvt_store *s, uint64_t size, unsigned round, uint32_t *
 				 .block_tokens = 16, .tp_size = 1, .pp_size = 1, .tenant = "bench" };
 	int r = kvt_ns_register(s, &d, ns);
 	if (r < 0)
-		bsh_err("kvt_ns_register: %s", kvt_strerror(r));
+		bench_err(BSH_WHO, "kvt_ns_register: %s", kvt_strerror(r));
 	return r;
 }
 
@@ -236,7 +222,7 @@ static int bsh_kvt_round(struct bsh *b, int backend, unsigned round, double *put
 	if (backend == BSH_DIR) {
 		snprintf(dir, sizeof(dir), "%s/kvt-%" PRIu64 "-%u", b->run_dir, b->size, round);
 		if (mkdir(dir, 0700) < 0) {
-			bsh_err("mkdir %s: %s", dir, strerror(errno));
+			bench_err(BSH_WHO, "mkdir %s: %s", dir, strerror(errno));
 			return -1;
 		}
 	}
@@ -256,26 +242,28 @@ static int bsh_kvt_round(struct bsh *b, int backend, unsigned round, double *put
 			usleep(50);
 		}
 		if ((r = kvt_put(s, ns, &k, &io, 1)) != KVT_OK) {
-			bsh_err("kvt_put: %s", kvt_strerror(r));
+			bench_err(BSH_WHO, "kvt_put: %s", kvt_strerror(r));
 			goto out;
 		}
 	}
 	if ((r = kvt_flush(s)) < 0) {
-		bsh_err("kvt_flush: %s", kvt_strerror(r));
+		bench_err(BSH_WHO, "kvt_flush: %s", kvt_strerror(r));
 		goto out;
 	}
 	*put_gbps = bench_rate((double)(b->n * b->size), bench_now() - t0) / 1e9;
 	if (bsh_stat(s, "shared.wd_shed", &v) < 0)
 		goto out;
 	if (v) {
-		bsh_err("%" PRIu64 " write-downs shed (pacing failed)", v);
+		bench_err(BSH_WHO, "%" PRIu64 " write-downs shed (pacing failed)", v);
 		goto out;
 	}
 	if (bsh_stat(s, "shared.writes", &v) < 0)
 		goto out;
 	if (v != b->n) {
-		bsh_err("%" PRIu64 " blocks written down of %" PRIu64 " (see shared.write_errors)", v,
-			b->n);
+		bench_err(BSH_WHO,
+			  "%" PRIu64 " blocks written down of %" PRIu64
+			  " (see shared.write_errors)",
+			  v, b->n);
 		goto out;
 	}
 	if (backend == BSH_DIR) {
@@ -290,13 +278,13 @@ static int bsh_kvt_round(struct bsh *b, int backend, unsigned round, double *put
 	if (bsh_store_open(b, backend, dir, &s) < 0 || bsh_ns(s, b->size, round, &ns) < 0)
 		goto out;
 	if ((r = kvt_queue_create(s, &q)) < 0) {
-		bsh_err("kvt_queue_create: %s", kvt_strerror(r));
+		bench_err(BSH_WHO, "kvt_queue_create: %s", kvt_strerror(r));
 		goto out;
 	}
 	reqs = calloc(b->n, sizeof(*reqs));
 	iovs = calloc(b->n, sizeof(*iovs));
 	if (!reqs || !iovs) {
-		bsh_err("out of memory");
+		bench_err(BSH_WHO, "out of memory");
 		goto out;
 	}
 	for (uint64_t i = 0; i < b->n; i++) {
@@ -312,22 +300,24 @@ static int bsh_kvt_round(struct bsh *b, int backend, unsigned round, double *put
 		while (next < b->n && next - finished < b->o.conns) {
 			struct kvt_req *rp = &reqs[next];
 			if ((r = kvt_submit(q, &rp, 1)) != 1) {
-				bsh_err("kvt_submit: %s", kvt_strerror(r));
+				bench_err(BSH_WHO, "kvt_submit: %s", kvt_strerror(r));
 				goto out;
 			}
 			next++;
 		}
 		r = kvt_queue_wait(q, done, BSH_CONNS_MAX, 60000);
 		if (r <= 0) {
-			bsh_err("kvt_queue_wait: %s", r == 0 ? "nothing in 60 s" : kvt_strerror(r));
+			bench_err(BSH_WHO, "kvt_queue_wait: %s",
+				  r == 0 ? "nothing in 60 s" : kvt_strerror(r));
 			goto out;
 		}
 		for (int j = 0; j < r; j++) {
 			if (done[j]->status != KVT_OK || done[j]->length != b->size ||
 			    done[j]->tier != KVT_TIER_SHARED) {
-				bsh_err("get %" PRIu64 ": %s, %" PRIu64 " bytes, tier %s",
-					done[j]->user_data, kvt_strerror(done[j]->status),
-					done[j]->length, kvt_tier_name(done[j]->tier));
+				bench_err(BSH_WHO,
+					  "get %" PRIu64 ": %s, %" PRIu64 " bytes, tier %s",
+					  done[j]->user_data, kvt_strerror(done[j]->status),
+					  done[j]->length, kvt_tier_name(done[j]->tier));
 				goto out;
 			}
 		}
@@ -339,12 +329,12 @@ static int bsh_kvt_round(struct bsh *b, int backend, unsigned round, double *put
 	*get_dev = (double)(rd1 - rd0) / (double)(b->n * b->size);
 	for (uint64_t i = 0; i < b->n; i++) {
 		if (memcmp(b->dst[i], b->src[i], b->size)) {
-			bsh_err("block %" PRIu64 " read back wrong", i);
+			bench_err(BSH_WHO, "block %" PRIu64 " read back wrong", i);
 			goto out;
 		}
 	}
 	if (backend == BSH_S3 && (r = (int)kvt_clear(s, ns)) < 0) /* leave the bucket as found */
-		bsh_err("kvt_clear: %s", kvt_strerror(r));
+		bench_err(BSH_WHO, "kvt_clear: %s", kvt_strerror(r));
 	rc = 0;
 out:
 	if (q)
@@ -424,7 +414,7 @@ static int bsh_fio_job(struct bsh *b, const char *dir, const char *rw, int shape
 		b->dev_known = false;
 	char *out = bench_spawn_capture(argv, errpath, &wall, err, sizeof(err));
 	if (!out) {
-		bsh_err("%s", err);
+		bench_err(BSH_WHO, "%s", err);
 		return -1;
 	}
 	if (bench_proc_io(&rd1, &wr1) < 0)
@@ -434,14 +424,15 @@ static int bsh_fio_job(struct bsh *b, const char *dir, const char *rw, int shape
 	const char *obj = jobs_o ? bench_json_obj(jobs_o, wr ? "write" : "read") : NULL;
 	if (!obj || bench_json_u64(jobs_o, "error", &e) < 0 ||
 	    bench_json_u64(obj, "io_bytes", &io_bytes) < 0 || bench_json_u64(obj, "bw_bytes", &bw) < 0) {
-		bsh_err("could not read fio's JSON output");
+		bench_err(BSH_WHO, "could not read fio's JSON output");
 		free(out);
 		return -1;
 	}
 	free(out);
 	if (e != 0 || io_bytes != total) {
-		bsh_err("fio %s (%s): error %" PRIu64 ", %" PRIu64 " bytes moved of %" PRIu64, rw,
-			bsh_shape_name[shape], e, io_bytes, total);
+		bench_err(BSH_WHO,
+			  "fio %s (%s): error %" PRIu64 ", %" PRIu64 " bytes moved of %" PRIu64, rw,
+			  bsh_shape_name[shape], e, io_bytes, total);
 		return -1;
 	}
 	*gbps = (double)bw / 1e9;
@@ -466,7 +457,7 @@ static int bsh_fio_round(struct bsh *b, unsigned round, double *put_gbps, double
 		snprintf(dir, sizeof(dir), "%s/fio-%" PRIu64 "-%u-%d", b->run_dir, b->size, round,
 			 shape);
 		if (mkdir(dir, 0700) < 0) {
-			bsh_err("mkdir %s: %s", dir, strerror(errno));
+			bench_err(BSH_WHO, "mkdir %s: %s", dir, strerror(errno));
 			return -1;
 		}
 		rc = bsh_fio_job(b, dir, "write", shape, &pg, &wdev);
@@ -610,8 +601,11 @@ static void *bsh_curl_thread(void *arg)
 		curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
 		if (cc != CURLE_OK || status < 200 || status >= 300 ||
 		    (j->op == 1 && x.off != BSH_HDR + b->size)) {
-			bsh_err("libcurl %s %s: %s, HTTP %ld", j->op == 0 ? "PUT" : j->op == 1 ? "GET" : "DELETE",
-				url, curl_easy_strerror(cc), status);
+			bench_err(BSH_WHO, "libcurl %s %s: %s, HTTP %ld",
+				  j->op == 0	       ? "PUT"
+					  : j->op == 1 ? "GET"
+						       : "DELETE",
+				  url, curl_easy_strerror(cc), status);
 			j->failed = 1;
 			break;
 		}
@@ -651,7 +645,7 @@ static int bsh_curl_round(struct bsh *b, unsigned round, double *put_gbps, doubl
 		rc = bsh_curl_run(b, round, 1, get_gbps);
 	for (uint64_t i = 0; rc == 0 && i < b->n; i++) {
 		if (memcmp(b->dst[i], b->src[i], b->size)) {
-			bsh_err("libcurl: object %" PRIu64 " read back wrong", i);
+			bench_err(BSH_WHO, "libcurl: object %" PRIu64 " read back wrong", i);
 			rc = -1;
 		}
 	}
@@ -763,8 +757,10 @@ static int bsh_size(struct bsh *b, int backend, uint64_t size)
 		b->src[i] = aligned_alloc(4096, bench_align_up(size, 4096));
 		b->dst[i] = aligned_alloc(4096, bench_align_up(size, 4096));
 		if (!b->src[i] || !b->dst[i]) {
-			bsh_err("out of memory for %" PRIu64 " blocks of %" PRIu64 " bytes (use --bytes)",
-				b->n, size);
+			bench_err(BSH_WHO,
+				  "out of memory for %" PRIu64 " blocks of %" PRIu64
+				  " bytes (use --bytes)",
+				  b->n, size);
 			goto out;
 		}
 		bench_fill(b->src[i], size, bench_seed(size, i));
@@ -881,7 +877,7 @@ static int bsh_creds(struct bsh *b)
 		FILE *f = fopen(b->o.s3_creds, "r");
 		char line[512];
 		if (!f) {
-			bsh_err("%s: %s", b->o.s3_creds, strerror(errno));
+			bench_err(BSH_WHO, "%s: %s", b->o.s3_creds, strerror(errno));
 			return -1;
 		}
 		while (fgets(line, sizeof(line), f)) {
@@ -911,8 +907,9 @@ static int bsh_creds(struct bsh *b)
 		snprintf(b->sk, sizeof(b->sk), "%s", sk ? sk : "");
 	}
 	if (!b->ak[0] || !b->sk[0]) {
-		bsh_err("no S3 credentials (--s3-credentials, or AWS_ACCESS_KEY_ID and "
-			"AWS_SECRET_ACCESS_KEY)");
+		bench_err(BSH_WHO,
+			  "no S3 credentials (--s3-credentials, or AWS_ACCESS_KEY_ID and "
+			  "AWS_SECRET_ACCESS_KEY)");
 		return -1;
 	}
 	return 0;
@@ -944,7 +941,7 @@ int bench_shared_main(int argc, char **argv)
 			continue;
 		}
 		if (i + 1 >= argc) {
-			bsh_err("unknown option or missing value '%s'; see --help", a);
+			bench_err(BSH_WHO, "unknown option or missing value '%s'; see --help", a);
 			return BENCH_EXIT_USAGE;
 		}
 		const char *v = argv[++i];
@@ -976,11 +973,11 @@ int bench_shared_main(int argc, char **argv)
 			bad = bench_parse_size(v, &b.o.dram) < 0 || b.o.dram < (UINT64_C(64) << 20),
 			dram_set = true;
 		else {
-			bsh_err("unknown option '%s'; see --help", a);
+			bench_err(BSH_WHO, "unknown option '%s'; see --help", a);
 			return BENCH_EXIT_USAGE;
 		}
 		if (bad) {
-			bsh_err("bad value '%s' for %s", v, a);
+			bench_err(BSH_WHO, "bad value '%s' for %s", v, a);
 			return BENCH_EXIT_USAGE;
 		}
 	}
@@ -1002,35 +999,36 @@ int bench_shared_main(int argc, char **argv)
 	b.o.do_dir = !strcmp(backend, "dir") || !strcmp(backend, "both");
 	b.o.do_s3 = !strcmp(backend, "s3") || !strcmp(backend, "both");
 	if (!b.o.do_dir && !b.o.do_s3) {
-		bsh_err("--backend is dir, s3 or both");
+		bench_err(BSH_WHO, "--backend is dir, s3 or both");
 		return BENCH_EXIT_USAGE;
 	}
 	if (b.o.do_dir && !b.o.dir) {
-		bsh_err("the dir backend needs --dir DIR (on the file system to measure)");
+		bench_err(BSH_WHO,
+			  "the dir backend needs --dir DIR (on the file system to measure)");
 		return BENCH_EXIT_USAGE;
 	}
 	if (b.o.do_s3 && !b.o.s3_endpoint) {
-		bsh_err("the s3 backend needs --s3-endpoint URL");
+		bench_err(BSH_WHO, "the s3 backend needs --s3-endpoint URL");
 		return BENCH_EXIT_USAGE;
 	}
 	for (unsigned i = 0; i < b.o.nsizes; i++) {
 		if (b.o.sizes[i] > b.o.dram / 8) {
-			bsh_err("--dram %" PRIu64 " is too small for blocks of %" PRIu64, b.o.dram,
-				b.o.sizes[i]);
+			bench_err(BSH_WHO, "--dram %" PRIu64 " is too small for blocks of %" PRIu64,
+				  b.o.dram, b.o.sizes[i]);
 			return BENCH_EXIT_USAGE;
 		}
 	}
 	if (b.o.do_s3 && bsh_creds(&b) < 0)
 		return BENCH_EXIT_USAGE;
 	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
-		bsh_err("curl_global_init failed");
+		bench_err(BSH_WHO, "curl_global_init failed");
 		return BENCH_EXIT_FAIL;
 	}
 
 	snprintf(b.run_dir, sizeof(b.run_dir), "%s/kvtier-bench-shared.XXXXXX",
 		 b.o.dir ? b.o.dir : (getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp"));
 	if (!mkdtemp(b.run_dir)) {
-		bsh_err("making a run directory %s: %s", b.run_dir, strerror(errno));
+		bench_err(BSH_WHO, "making a run directory %s: %s", b.run_dir, strerror(errno));
 		goto done;
 	}
 	if (b.o.do_dir) {
@@ -1042,7 +1040,7 @@ int bench_shared_main(int argc, char **argv)
 		free(out);
 		unlink(ep);
 		if (!b.have_fio)
-			bsh_err("no fio (%s): the dir rows have no baseline", b.o.fio);
+			bench_err(BSH_WHO, "no fio (%s): the dir rows have no baseline", b.o.fio);
 	}
 	if (!b.o.json)
 		printf("kvtier bench shared: %u conns, %" PRIu64 " bytes per round and size, %u rounds%s\n",
@@ -1059,7 +1057,7 @@ int bench_shared_main(int argc, char **argv)
 		printf("# %u row(s) below the 0.9 target, %u SUSPECT (ratio above %.1f or reads "
 		       "that did not reach the device: not met)\n", b.missed, b.suspects, BSH_SUSPECT);
 	if (!b.dev_known)
-		bsh_err("/proc/self/io unreadable: device reads not checked");
+		bench_err(BSH_WHO, "/proc/self/io unreadable: device reads not checked");
 done:
 	if (b.run_dir[0] && !b.o.keep)
 		bench_rm_tree(b.run_dir);

@@ -88,11 +88,6 @@
 #define BS_TARGET_RECOVERY_S 2.0
 
 #define BS_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
-#if defined(__GNUC__)
-#define BS_PRINTF(a, b) __attribute__((format(printf, a, b)))
-#else
-#define BS_PRINTF(a, b)
-#endif
 
 struct bs_opts {
 	bool smoke;
@@ -150,17 +145,12 @@ struct bs {
  * Small helpers: time, bytes, sizes, output.
  */
 
-
 static void bs_sleep_us(unsigned us)
 {
 	struct timespec ts = { .tv_sec = us / 1000000, .tv_nsec = (long)(us % 1000000) * 1000 };
 	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
 		;
 }
-
-
-
-
 
 /* Offset of the first byte of p that differs from bench_fill(seed), or -1. */
 static int64_t bs_check(const uint8_t *p, size_t len, uint64_t seed)
@@ -187,7 +177,6 @@ static void bs_key(struct kvt_key *key, uint64_t size, uint64_t i)
 	(void)kvt_key_set(key, w, sizeof(w));
 }
 
-
 /* kvtier's record alignment: 512, or 4096 with -o ssd.dio_align=4096 (a
  * 4Kn drive's layout: header and value padding in 4096-byte units). */
 static uint64_t bs_rec_unit = BS_REC_ALIGN;
@@ -200,57 +189,11 @@ static uint64_t bs_rec_len(uint64_t value)
 	       bench_align_up(value, bs_rec_unit);
 }
 
-
-
-static void bs_err(const struct bs *b, const char *fmt, ...) BS_PRINTF(2, 3);
-static void bs_err(const struct bs *b, const char *fmt, ...)
-{
-	va_list ap;
-	fprintf(stderr, "%s: ", b->who);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-}
-
-static void bs_progress(const struct bs *b, const char *fmt, ...) BS_PRINTF(2, 3);
-static void bs_progress(const struct bs *b, const char *fmt, ...)
-{
-	if (!b->o.progress)
-		return;
-	va_list ap;
-	fputs("\r\033[K[ssd] ", stderr);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fflush(stderr);
-}
-
-static void bs_progress_end(const struct bs *b)
-{
-	if (b->o.progress)
-		fputs("\r\033[K", stderr);
-}
-
-static void bs_note(const struct bs *b, const char *fmt, ...) BS_PRINTF(2, 3);
-static void bs_note(const struct bs *b, const char *fmt, ...)
-{
-	if (b->o.json)
-		return;
-	va_list ap;
-	bs_progress_end(b);
-	fputs("# ", stdout);
-	va_start(ap, fmt);
-	vprintf(fmt, ap);
-	va_end(ap);
-	fputc('\n', stdout);
-}
-
 static void bs_cell_print(struct bs *b, const struct bs_cell *c)
 {
 	if (b->o.json)
 		return;
-	bs_progress_end(b);
+	bench_progress_end(b->o.progress);
 	if (!b->header_done) {
 		printf("%-14s %-9s %15s %15s %6s %9s %-7s %s\n", "bench", "value", "kvtier",
 		       "baseline", "ratio", "target", "result", "notes");
@@ -261,7 +204,6 @@ static void bs_cell_print(struct bs *b, const struct bs_cell *c)
 	fflush(stdout);
 }
 
-
 static double bs_median(const double *v, unsigned n)
 {
 	double s[BS_ROUNDS_MAX];
@@ -269,7 +211,6 @@ static double bs_median(const double *v, unsigned n)
 	qsort(s, n, sizeof(double), bench_cmp_double);
 	return n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
 }
-
 
 static void bs_json_rounds(const char *name, const double *v, unsigned n, const char *fmt)
 {
@@ -455,12 +396,12 @@ static int bs_stats(const struct bs *b, struct kvt_store *s, const char *const *
 	struct bs_statq q = { .names = names, .vals = vals, .n = n };
 	int rc = kvt_store_stats(s, bs_statq_fn, &q);
 	if (rc < 0) {
-		bs_err(b, "kvt_store_stats: %s", kvt_strerror(rc));
+		bench_err(b->who, "kvt_store_stats: %s", kvt_strerror(rc));
 		return -1;
 	}
 	for (unsigned i = 0; i < n; i++) {
 		if (!(q.found & (UINT64_C(1) << i))) {
-			bs_err(b, "the store has no statistic \"%s\"", names[i]);
+			bench_err(b->who, "the store has no statistic \"%s\"", names[i]);
 			return -1;
 		}
 	}
@@ -515,7 +456,7 @@ static int bs_set_option(const struct bs *b, struct kvt_store *s, const char *na
 {
 	int rc = kvt_store_set_option(s, name, value);
 	if (rc < 0)
-		bs_err(b, "store option %s=%s: %s", name, value, kvt_strerror(rc));
+		bench_err(b->who, "store option %s=%s: %s", name, value, kvt_strerror(rc));
 	return rc;
 }
 
@@ -542,7 +483,7 @@ static int bs_store_open(const struct bs *b, const struct bs_store_cfg *c,
 	char v[32];
 	int rc = kvt_store_create(&s);
 	if (rc < 0) {
-		bs_err(b, "kvt_store_create: %s", kvt_strerror(rc));
+		bench_err(b->who, "kvt_store_create: %s", kvt_strerror(rc));
 		return BENCH_EXIT_FAIL;
 	}
 	snprintf(v, sizeof(v), "%u", b->o.io_depth);
@@ -586,12 +527,12 @@ static int bs_store_open(const struct bs *b, const struct bs_store_cfg *c,
 		bs_sleep_us(10000);
 	}
 	if (rc < 0) {
-		bs_err(b, "kvt_store_open of %s: %s", c->path, kvt_strerror(rc));
+		bench_err(b->who, "kvt_store_open of %s: %s", c->path, kvt_strerror(rc));
 		goto fail;
 	}
 	rc = kvt_ns_register(s, &bs_ns_desc, ns);
 	if (rc < 0) {
-		bs_err(b, "kvt_ns_register: %s", kvt_strerror(rc));
+		bench_err(b->who, "kvt_ns_register: %s", kvt_strerror(rc));
 		goto fail;
 	}
 	*out = s;
@@ -648,8 +589,10 @@ static int bs_pace(const struct bs *b, struct kvt_store *s, uint64_t len, uint64
 			last_written = v[PQ_WRITTEN];
 			since = bench_now();
 		} else if (bench_now() - since > BS_STALL_S) {
-			bs_err(b, "write-down made no progress for %.0f s (%" PRIu64
-			       " bytes pending)", BS_STALL_S, v[PQ_PENDING]);
+			bench_err(b->who,
+				  "write-down made no progress for %.0f s (%" PRIu64
+				  " bytes pending)",
+				  BS_STALL_S, v[PQ_PENDING]);
 			bs_stat_dump(b, s);
 			return -1;
 		}
@@ -687,7 +630,7 @@ static char *bs_fio_spawn(const struct bs *b, char **argv, double *wall_s, bool 
 	argv[0] = (char *)b->o.fio;
 	out = bench_spawn_capture(argv, errpath, wall_s, msg, sizeof(msg));
 	if (out == NULL && !quiet)
-		bs_err(b, "%s", msg);
+		bench_err(b->who, "%s", msg);
 	return out;
 }
 
@@ -752,17 +695,18 @@ static int bs_fio_run(const struct bs *b, const char *rw, uint64_t bs, unsigned 
 	    bench_json_u64(obj, "io_bytes", &res->io_bytes) < 0 ||
 	    bench_json_u64(obj, "bw_bytes", &bw) < 0 ||
 	    bench_json_u64(obj, "runtime", &res->runtime_ms) < 0) {
-		bs_err(b, "could not read fio's JSON output (%zu bytes)", strlen(out));
+		bench_err(b->who, "could not read fio's JSON output (%zu bytes)", strlen(out));
 		free(out);
 		return -1;
 	}
 	free(out);
 	if (err != 0) {
-		bs_err(b, "fio %s reports error %" PRIu64, rw, err);
+		bench_err(b->who, "fio %s reports error %" PRIu64, rw, err);
 		return -1;
 	}
 	if (res->io_bytes != size) {
-		bs_err(b, "fio %s moved %" PRIu64 " bytes, asked %" PRIu64, rw, res->io_bytes, size);
+		bench_err(b->who, "fio %s moved %" PRIu64 " bytes, asked %" PRIu64, rw,
+			  res->io_bytes, size);
 		return -1;
 	}
 	res->gbps = (double)bw / 1e9;
@@ -854,7 +798,7 @@ static int bs_kvt_write(struct bs_size *z, unsigned round)
 			goto out;
 		rc = kvt_put(s, ns, &z->keys[i], &iov, 1);
 		if (rc != KVT_OK) {
-			bs_err(b, "kvt_put of value %zu: %s", i, kvt_strerror(rc));
+			bench_err(b->who, "kvt_put of value %zu: %s", i, kvt_strerror(rc));
 			bs_stat_dump(b, s);
 			goto out;
 		}
@@ -862,7 +806,7 @@ static int bs_kvt_write(struct bs_size *z, unsigned round)
 	rc = kvt_flush(s);
 	double secs = bench_now() - t0;
 	if (rc != KVT_OK) {
-		bs_err(b, "kvt_flush: %s", kvt_strerror(rc));
+		bench_err(b->who, "kvt_flush: %s", kvt_strerror(rc));
 		bs_stat_dump(b, s);
 		goto out;
 	}
@@ -878,19 +822,22 @@ static int bs_kvt_write(struct bs_size *z, unsigned round)
 	if (written != z->n || st1[ST_WD_SHED] != st0[ST_WD_SHED] ||
 	    st1[ST_WD_ERRORS] != st0[ST_WD_ERRORS] || st1[ST_SSD_BLOCKS] != z->n ||
 	    st1[ST_SEG_EVICTED] != 0) {
-		bs_err(b, "write-through of %zu values: %" PRIu64 " written down, %" PRIu64
-		       " shed, %" PRIu64 " errors, %" PRIu64 " on SSD, %" PRIu64
-		       " segments evicted", z->n, written, st1[ST_WD_SHED] - st0[ST_WD_SHED],
-		       st1[ST_WD_ERRORS] - st0[ST_WD_ERRORS], st1[ST_SSD_BLOCKS],
-		       st1[ST_SEG_EVICTED]);
+		bench_err(b->who,
+			  "write-through of %zu values: %" PRIu64 " written down, %" PRIu64
+			  " shed, %" PRIu64 " errors, %" PRIu64 " on SSD, %" PRIu64
+			  " segments evicted",
+			  z->n, written, st1[ST_WD_SHED] - st0[ST_WD_SHED],
+			  st1[ST_WD_ERRORS] - st0[ST_WD_ERRORS], st1[ST_SSD_BLOCKS],
+			  st1[ST_SEG_EVICTED]);
 		bs_stat_dump(b, s);
 		goto out;
 	}
 	/* A smoke run checks the bench, not the file system CI gave it. */
 	if (st1[ST_ODIRECT_REFUSED] != 0) {
-		bs_err(b, "%s: the file system refused O_DIRECT (io.odirect_refused = %" PRIu64
-		       "): the page cache would answer; run on another --dir",
-		       b->o.smoke ? "warning" : "error", st1[ST_ODIRECT_REFUSED]);
+		bench_err(b->who,
+			  "%s: the file system refused O_DIRECT (io.odirect_refused = %" PRIu64
+			  "): the page cache would answer; run on another --dir",
+			  b->o.smoke ? "warning" : "error", st1[ST_ODIRECT_REFUSED]);
 		if (!b->o.smoke)
 			goto out;
 	}
@@ -914,9 +861,11 @@ static int bs_read_done(struct bs_size *z, struct kvt_req *r)
 	size_t i = (size_t)r->user_data;
 	if (r->status != KVT_OK || r->tier != KVT_TIER_SSD || r->length != z->size ||
 	    r->value_len != z->size) {
-		bs_err(b, "get of value %zu: %s, tier %s, length %" PRIu64 ", value_len %" PRIu64
-		       " (want ok from ssd, %" PRIu64 ")", i, kvt_strerror(r->status),
-		       kvt_tier_name((int)r->tier), r->length, r->value_len, z->size);
+		bench_err(b->who,
+			  "get of value %zu: %s, tier %s, length %" PRIu64 ", value_len %" PRIu64
+			  " (want ok from ssd, %" PRIu64 ")",
+			  i, kvt_strerror(r->status), kvt_tier_name((int)r->tier), r->length,
+			  r->value_len, z->size);
 		return -1;
 	}
 	return 0;
@@ -963,14 +912,16 @@ static int bs_kvt_read(struct bs_size *z, unsigned round)
 	ret = BENCH_EXIT_FAIL;
 	rc = kvt_queue_create(s, &q);
 	if (rc < 0) {
-		bs_err(b, "kvt_queue_create: %s", kvt_strerror(rc));
+		bench_err(b->who, "kvt_queue_create: %s", kvt_strerror(rc));
 		goto out;
 	}
 	if (bs_stats(b, s, bs_stat_names, st0, ST_COUNT) < 0)
 		goto out;
 	if (st0[ST_DRAM_BLOCKS] != 0 || st0[ST_SSD_BLOCKS] != z->n) {
-		bs_err(b, "reopened store holds %" PRIu64 " blocks in DRAM and %" PRIu64
-		       " on SSD; want 0 and %zu", st0[ST_DRAM_BLOCKS], st0[ST_SSD_BLOCKS], z->n);
+		bench_err(b->who,
+			  "reopened store holds %" PRIu64 " blocks in DRAM and %" PRIu64
+			  " on SSD; want 0 and %zu",
+			  st0[ST_DRAM_BLOCKS], st0[ST_SSD_BLOCKS], z->n);
 		bs_stat_dump(b, s);
 		goto out;
 	}
@@ -1002,8 +953,8 @@ static int bs_kvt_read(struct bs_size *z, unsigned round)
 		if (k > 0) {
 			rc = kvt_submit(q, sub, k);
 			if (rc != (int)k) {
-				bs_err(b, "kvt_submit of %u gets: %s", k,
-				       rc < 0 ? kvt_strerror(rc) : "wrong count");
+				bench_err(b->who, "kvt_submit of %u gets: %s", k,
+					  rc < 0 ? kvt_strerror(rc) : "wrong count");
 				goto drain;
 			}
 			inflight += k;
@@ -1013,11 +964,11 @@ static int bs_kvt_read(struct bs_size *z, unsigned round)
 		if (m == 0)
 			m = kvt_queue_wait(q, out, z->qd, 10000);
 		if (m < 0) {
-			bs_err(b, "kvt_queue_wait: %s", kvt_strerror(m));
+			bench_err(b->who, "kvt_queue_wait: %s", kvt_strerror(m));
 			goto drain;
 		}
 		if (m == 0) {
-			bs_err(b, "%u gets still in flight after 10 s", inflight);
+			bench_err(b->who, "%u gets still in flight after 10 s", inflight);
 			bs_stat_dump(b, s);
 			goto drain;
 		}
@@ -1045,9 +996,10 @@ static int bs_kvt_read(struct bs_size *z, unsigned round)
 	for (size_t i = 0; i < z->n; i++) {
 		int64_t off = bs_check(z->dst + i * z->slot, z->size, bench_seed(z->size, i));
 		if (off >= 0) {
-			bs_err(b, "ssd read %s, round %u: value %zu differs from what was put at "
-			       "byte %" PRId64, bench_fmt_size(sz, sizeof(sz), z->size), round + 1, i,
-			       off);
+			bench_err(b->who,
+				  "ssd read %s, round %u: value %zu differs from what was put at "
+				  "byte %" PRId64,
+				  bench_fmt_size(sz, sizeof(sz), z->size), round + 1, i, off);
 			goto out;
 		}
 	}
@@ -1056,8 +1008,10 @@ static int bs_kvt_read(struct bs_size *z, unsigned round)
 	uint64_t reads = st1[ST_SSD_READS] - st0[ST_SSD_READS];
 	uint64_t misses = st1[ST_DRAM_MISSES] - st0[ST_DRAM_MISSES];
 	if (reads != z->n || misses != z->n) {
-		bs_err(b, "%zu gets made %" PRIu64 " SSD reads after %" PRIu64 " DRAM misses; want "
-		       "%zu and %zu", z->n, reads, misses, z->n, z->n);
+		bench_err(b->who,
+			  "%zu gets made %" PRIu64 " SSD reads after %" PRIu64 " DRAM misses; want "
+			  "%zu and %zu",
+			  z->n, reads, misses, z->n, z->n);
 		bs_stat_dump(b, s);
 		goto out;
 	}
@@ -1249,7 +1203,7 @@ static int bs_size_rows(struct bs *b, struct bs_size *z)
 	char sz[32], path[4200];
 	bench_fmt_size(sz, sizeof(sz), z->size);
 	z->dev_known = true;
-	bs_progress(b, "%s: filling %zu source values", sz, z->n);
+	bench_progress(b->o.progress, "ssd", "%s: filling %zu source values", sz, z->n);
 	for (size_t i = 0; i < z->n; i++) {
 		bs_key(&z->keys[i], z->size, i);
 		bench_fill(z->src + i * z->slot, z->size, bench_seed(z->size, i));
@@ -1262,8 +1216,9 @@ static int bs_size_rows(struct bs *b, struct bs_size *z)
 			bool kvt = (step % 2 == 0) == kvt_first;
 			bool rd = step >= 2;
 			int rc;
-			bs_progress(b, "%s round %u/%u: %s %s", sz, r + 1, b->o.rounds,
-				    kvt ? "kvtier" : "fio", rd ? "random read" : "write");
+			bench_progress(b->o.progress, "ssd", "%s round %u/%u: %s %s", sz, r + 1,
+				       b->o.rounds, kvt ? "kvtier" : "fio",
+				       rd ? "random read" : "write");
 			if (kvt)
 				rc = rd ? bs_kvt_read(z, r) : bs_kvt_write(z, r);
 			else if (!b->have_fio)
@@ -1336,15 +1291,16 @@ static int bs_ssd_rows(struct bs *b)
 	}
 	int rc = bs_free_bytes(b->run_dir, &free_b);
 	if (rc < 0) {
-		bs_err(b, "statvfs %s: %s", b->run_dir, strerror(-rc));
+		bench_err(b->who, "statvfs %s: %s", b->run_dir, strerror(-rc));
 		return BENCH_EXIT_FAIL;
 	}
 	uint64_t keep = b->o.smoke ? 256 * BS_MIB : BS_KEEP_FREE;
 	if (b->max_disk + keep > free_b) {
-		bs_err(b, "a round needs %s on %s, which has %s free; the run would leave less "
-		       "than %s: lower --footprint or pick another --dir",
-		       bench_fmt_size(a, sizeof(a), b->max_disk), b->run_dir,
-		       bench_fmt_size(d, sizeof(d), free_b), bench_fmt_size(e, sizeof(e), keep));
+		bench_err(b->who,
+			  "a round needs %s on %s, which has %s free; the run would leave less "
+			  "than %s: lower --footprint or pick another --dir",
+			  bench_fmt_size(a, sizeof(a), b->max_disk), b->run_dir,
+			  bench_fmt_size(d, sizeof(d), free_b), bench_fmt_size(e, sizeof(e), keep));
 		return BENCH_EXIT_FAIL;
 	}
 
@@ -1358,8 +1314,8 @@ static int bs_ssd_rows(struct bs *b)
 	z.reqs = calloc(qd, sizeof(*z.reqs));
 	z.iov = calloc(qd, sizeof(*z.iov));
 	if (map == MAP_FAILED || !z.keys || !z.perm || !z.reqs || !z.iov) {
-		bs_err(b, "out of memory for %s of caller buffers",
-		       bench_fmt_size(a, sizeof(a), 2 * max_bytes));
+		bench_err(b->who, "out of memory for %s of caller buffers",
+			  bench_fmt_size(a, sizeof(a), 2 * max_bytes));
 		goto out;
 	}
 	uint8_t *base = (uint8_t *)bench_align_up((uintptr_t)map, 2 * BS_MIB);
@@ -1382,11 +1338,13 @@ static int bs_ssd_rows(struct bs *b)
 		z.src = src;
 		z.dst = dst;
 		bs_size_plan(b, &z, b->o.sizes[i]);
-		bs_note(b, "%s: %zu values (%s), records of %" PRIu64 " bytes; DRAM tier %s, "
+		bench_note(b->o.json, b->o.progress,
+			   "%s: %zu values (%s), records of %" PRIu64 " bytes; DRAM tier %s, "
 			   "write-down cap %s; reads %u in flight",
-			bench_fmt_size(a, sizeof(a), z.size), z.n,
-			bench_fmt_size(d, sizeof(d), (uint64_t)z.n * z.size), z.rec,
-			bench_fmt_size(e, sizeof(e), z.dram), bench_fmt_size(f, sizeof(f), z.wd_cap), z.qd);
+			   bench_fmt_size(a, sizeof(a), z.size), z.n,
+			   bench_fmt_size(d, sizeof(d), (uint64_t)z.n * z.size), z.rec,
+			   bench_fmt_size(e, sizeof(e), z.dram),
+			   bench_fmt_size(f, sizeof(f), z.wd_cap), z.qd);
 		ret = bs_size_rows(b, &z);
 		if (ret != BENCH_EXIT_OK)
 			goto out;
@@ -1458,20 +1416,22 @@ static void bs_rec_child(struct bs_rec *rc, int fd)
 		/* A put copies into DRAM before it returns: buf is free again. */
 		int r = kvt_put(s, ns, &key, &iov, 1);
 		if (r != KVT_OK) {
-			bs_err(b, "recovery writer: kvt_put of block %" PRIu64 ": %s", i,
-			       kvt_strerror(r));
+			bench_err(b->who, "recovery writer: kvt_put of block %" PRIu64 ": %s", i,
+				  kvt_strerror(r));
 			goto fail;
 		}
 		if (b->o.progress && bench_now() - last > 0.5) {
 			last = bench_now();
-			bs_progress(b, "recovery: writer put %" PRIu64 " of %" PRIu64 " blocks "
-				    "(%.2f GB/s)", i, rc->n,
-				    bench_rate((double)i * (double)rc->size, last - t0) / 1e9);
+			bench_progress(b->o.progress, "ssd",
+				       "recovery: writer put %" PRIu64 " of %" PRIu64 " blocks "
+				       "(%.2f GB/s)",
+				       i, rc->n,
+				       bench_rate((double)i * (double)rc->size, last - t0) / 1e9);
 		}
 	}
 	int r = kvt_flush(s);
 	if (r != KVT_OK) {
-		bs_err(b, "recovery writer: kvt_flush: %s", kvt_strerror(r));
+		bench_err(b->who, "recovery writer: kvt_flush: %s", kvt_strerror(r));
 		goto fail;
 	}
 	double secs = bench_now() - t0;
@@ -1536,16 +1496,17 @@ static int bs_recovery_row(struct bs *b)
 	rc.segs = bs_segments_for(rc.n, rc.rec, b->o.segment);
 	rc.ckpt_seals = (unsigned)(rc.segs * 0.9);
 	if (rc.ckpt_seals < 1) {
-		bs_err(b, "recovery: %" PRIu64 " blocks of %s fill %.2f segments of %s: too few "
-		       "for a stale checkpoint; raise --blocks or lower --segment", rc.n,
-		       bench_fmt_size(a, sizeof(a), rc.size), rc.segs,
-		       bench_fmt_size(d, sizeof(d), b->o.segment));
+		bench_err(b->who,
+			  "recovery: %" PRIu64 " blocks of %s fill %.2f segments of %s: too few "
+			  "for a stale checkpoint; raise --blocks or lower --segment",
+			  rc.n, bench_fmt_size(a, sizeof(a), rc.size), rc.segs,
+			  bench_fmt_size(d, sizeof(d), b->o.segment));
 		return BENCH_EXIT_USAGE;
 	}
 	uint64_t data = rc.n * rc.rec;
 	int r = bs_free_bytes(b->run_dir, &free_b);
 	if (r < 0) {
-		bs_err(b, "statvfs %s: %s", b->run_dir, strerror(-r));
+		bench_err(b->who, "statvfs %s: %s", b->run_dir, strerror(-r));
 		return BENCH_EXIT_FAIL;
 	}
 	uint64_t need = data + 3 * b->o.segment;
@@ -1553,12 +1514,14 @@ static int bs_recovery_row(struct bs *b)
 	if (need + keep > free_b) {
 		uint64_t fit = free_b > keep + 3 * b->o.segment ?
 			(free_b - keep - 3 * b->o.segment) / rc.rec : 0;
-		bs_err(b, "recovery: %" PRIu64 " blocks of %s need %s on %s, which has %s free; "
-		       "the run would leave less than %s.  Try --blocks %" PRIu64
-		       " (or another --dir)", rc.n, bench_fmt_size(a, sizeof(a), rc.size),
-		       bench_fmt_size(d, sizeof(d), need), b->run_dir,
-		       bench_fmt_size(e, sizeof(e), free_b), bench_fmt_size(line, sizeof(line), keep),
-		       fit);
+		bench_err(b->who,
+			  "recovery: %" PRIu64 " blocks of %s need %s on %s, which has %s free; "
+			  "the run would leave less than %s.  Try --blocks %" PRIu64
+			  " (or another --dir)",
+			  rc.n, bench_fmt_size(a, sizeof(a), rc.size),
+			  bench_fmt_size(d, sizeof(d), need), b->run_dir,
+			  bench_fmt_size(e, sizeof(e), free_b),
+			  bench_fmt_size(line, sizeof(line), keep), fit);
 		return BENCH_EXIT_FAIL;
 	}
 	rc.cfg.path = rc.path;
@@ -1570,35 +1533,36 @@ static int bs_recovery_row(struct bs *b)
 	rc.cfg.ckpt_seals = rc.ckpt_seals;
 	rc.cfg.log_level = KVT_LOG_WARN;
 	if (rc.cfg.wd_max < rc.slot) {
-		bs_err(b, "recovery: --dram %s leaves a write-down cap below one block",
-		       bench_fmt_size(a, sizeof(a), rc.cfg.dram));
+		bench_err(b->who, "recovery: --dram %s leaves a write-down cap below one block",
+			  bench_fmt_size(a, sizeof(a), rc.cfg.dram));
 		return BENCH_EXIT_USAGE;
 	}
 	rc.patterns = aligned_alloc(BS_ALIGN, BS_PATTERNS * rc.slot);
 	got = aligned_alloc(BS_ALIGN, 2 * rc.slot);
 	if (rc.patterns == NULL || got == NULL) {
-		bs_err(b, "out of memory");
+		bench_err(b->who, "out of memory");
 		goto out;
 	}
 	for (unsigned i = 0; i < BS_PATTERNS; i++)
 		bench_fill(rc.patterns + i * rc.slot, rc.slot, bench_seed(rc.size, 0xabc000u + i));
 
-	bs_note(b, "recovery: %" PRIu64 " blocks of %s (records of %" PRIu64 " bytes, %s) into "
+	bench_note(b->o.json, b->o.progress,
+		   "recovery: %" PRIu64 " blocks of %s (records of %" PRIu64 " bytes, %s) into "
 		   "segments of %s, DRAM tier %s, checkpoint after %u sealed segments of ~%.1f",
-		rc.n, bench_fmt_size(a, sizeof(a), rc.size), rc.rec,
-		bench_fmt_size(d, sizeof(d), data), bench_fmt_size(e, sizeof(e), b->o.segment),
-		bench_fmt_size(line, sizeof(line), rc.cfg.dram), rc.ckpt_seals, rc.segs);
+		   rc.n, bench_fmt_size(a, sizeof(a), rc.size), rc.rec,
+		   bench_fmt_size(d, sizeof(d), data), bench_fmt_size(e, sizeof(e), b->o.segment),
+		   bench_fmt_size(line, sizeof(line), rc.cfg.dram), rc.ckpt_seals, rc.segs);
 
 	/* 1. The writer, in a child: it opens the only store of its process. */
 	if (pipe2(pfd, O_CLOEXEC) < 0) {
-		bs_err(b, "pipe: %s", strerror(errno));
+		bench_err(b->who, "pipe: %s", strerror(errno));
 		goto out;
 	}
 	fflush(stdout);
 	fflush(stderr);
 	pid = fork();
 	if (pid < 0) {
-		bs_err(b, "fork: %s", strerror(errno));
+		bench_err(b->who, "fork: %s", strerror(errno));
 		goto out;
 	}
 	if (pid == 0) {
@@ -1612,10 +1576,10 @@ static int bs_recovery_row(struct bs *b)
 	if (bs_rec_wait_line(pfd[0], line, sizeof(line)) < 0 ||
 	    sscanf(line, "ok %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %lf",
 		   &c_written, &c_shed, &c_ckpts, &c_sealed, &c_blocks, &c_secs) != 6) {
-		bs_err(b, "recovery: the writer failed (see above)");
+		bench_err(b->who, "recovery: the writer failed (see above)");
 		goto out;
 	}
-	bs_progress_end(b);
+	bench_progress_end(b->o.progress);
 
 	/* 2. kill -9: no close, so no checkpoint at close. */
 	kill(pid, SIGKILL);
@@ -1623,17 +1587,20 @@ static int bs_recovery_row(struct bs *b)
 		;
 	pid = -1;
 	if (!WIFSIGNALED(st) || WTERMSIG(st) != SIGKILL) {
-		bs_err(b, "recovery: the writer exited on its own (status 0x%x)", st);
+		bench_err(b->who, "recovery: the writer exited on its own (status 0x%x)", st);
 		goto out;
 	}
 	if (c_written != rc.n || c_shed != 0 || c_blocks != rc.n) {
-		bs_err(b, "recovery: the writer wrote down %" PRIu64 " of %" PRIu64 " blocks (%" PRIu64
-		       " shed, %" PRIu64 " on SSD)", c_written, rc.n, c_shed, c_blocks);
+		bench_err(b->who,
+			  "recovery: the writer wrote down %" PRIu64 " of %" PRIu64
+			  " blocks (%" PRIu64 " shed, %" PRIu64 " on SSD)",
+			  c_written, rc.n, c_shed, c_blocks);
 		goto out;
 	}
 	if (c_ckpts != 1)
-		bs_err(b, "recovery: warning: the writer took %" PRIu64 " checkpoints, want 1",
-		       c_ckpts);
+		bench_err(b->who,
+			  "recovery: warning: the writer took %" PRIu64 " checkpoints, want 1",
+			  c_ckpts);
 
 	/* 3. Cold: nothing of the store in the page cache. */
 	bs_drop_cache(rc.path);
@@ -1656,8 +1623,10 @@ static int bs_recovery_row(struct bs *b)
 	if (bs_stats(b, s, rn, rv, BS_ARRAY_LEN(rn)) < 0)
 		goto out;
 	if (rv[1] != rc.n) {
-		bs_err(b, "recovery: %" PRIu64 " blocks recovered, %" PRIu64 " were written and "
-		       "flushed", rv[1], rc.n);
+		bench_err(b->who,
+			  "recovery: %" PRIu64 " blocks recovered, %" PRIu64 " were written and "
+			  "flushed",
+			  rv[1], rc.n);
 		bs_stat_dump(b, s);
 		goto out;
 	}
@@ -1685,9 +1654,11 @@ static int bs_recovery_row(struct bs *b)
 		r = kvt_get(s, ns, &key, got, rc.slot, &len);
 		bs_rec_value(got + rc.slot, rc.patterns, rc.slot, i);
 		if (r != KVT_OK || len != rc.size || memcmp(got, got + rc.slot, rc.size) != 0) {
-			bs_err(b, "recovery: block %" PRIu64 " after the reopen: %s, %" PRIu64
-			       " bytes%s", i, kvt_strerror(r), len,
-			       r == KVT_OK && len == rc.size ? ", bytes differ" : "");
+			bench_err(b->who,
+				  "recovery: block %" PRIu64 " after the reopen: %s, %" PRIu64
+				  " bytes%s",
+				  i, kvt_strerror(r), len,
+				  r == KVT_OK && len == rc.size ? ", bytes differ" : "");
 			bs_stat_dump(b, s);
 			goto out;
 		}
@@ -1834,18 +1805,6 @@ static void bs_recovery_usage(FILE *f)
 		"  --json, --keep, -o NAME=VALUE, -h: as for 'kvtier bench ssd'\n");
 }
 
-static int bs_usage_err(const struct bs *b, const char *fmt, ...) BS_PRINTF(2, 3);
-static int bs_usage_err(const struct bs *b, const char *fmt, ...)
-{
-	va_list ap;
-	fprintf(stderr, "%s: ", b->who);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fprintf(stderr, "\nRun '%s --help' for the options.\n", b->who);
-	return BENCH_EXIT_USAGE;
-}
-
 static int bs_parse_uint(const char *s, unsigned lo, unsigned hi, unsigned *out)
 {
 	uint64_t v;
@@ -1909,7 +1868,8 @@ static int bs_parse_args(struct bs *b, bool recovery_cmd, int argc, char **argv)
 		if (recovery_cmd && (c == O_SIZES || c == O_FOOTPRINT || c == O_ROUNDS || c == O_QD ||
 				     c == O_WQD || c == O_IODEPTH || c == O_FIO || c == O_FIO_OPT ||
 				     c == O_RECOVERY))
-			return bs_usage_err(b, "--%s belongs to 'kvtier bench ssd'", longopts[li].name);
+			return bench_usage_err(b->who, "--%s belongs to 'kvtier bench ssd'",
+					       longopts[li].name);
 		switch (c) {
 		case 'h':
 			if (recovery_cmd)
@@ -1933,53 +1893,66 @@ static int bs_parse_args(struct bs *b, bool recovery_cmd, int argc, char **argv)
 			for (tok = strtok_r(buf, ",", &save); tok != NULL; tok = strtok_r(NULL, ",", &save)) {
 				uint64_t v;
 				if (bench_parse_size(tok, &v) < 0 || v == 0 || v > (UINT64_C(1) << 32))
-					return bs_usage_err(b, "--sizes: '%s' is not a value size such as 2M", tok);
+					return bench_usage_err(
+						b->who,
+						"--sizes: '%s' is not a value size such as 2M",
+						tok);
 				if (o->size_count == BS_SIZES_MAX)
-					return bs_usage_err(b, "--sizes: at most %d sizes", BS_SIZES_MAX);
+					return bench_usage_err(b->who, "--sizes: at most %d sizes",
+							       BS_SIZES_MAX);
 				o->sizes[o->size_count++] = v;
 			}
 			if (o->size_count == 0)
-				return bs_usage_err(b, "--sizes: empty list; e.g. --sizes 256K,2M,16M");
+				return bench_usage_err(
+					b->who, "--sizes: empty list; e.g. --sizes 256K,2M,16M");
 			have_sizes = true;
 			break;
 		}
 		case O_FOOTPRINT:
 			if (bench_parse_size(optarg, &o->footprint) < 0 || o->footprint == 0)
-				return bs_usage_err(b, "--footprint '%s': want a size such as 2G", optarg);
+				return bench_usage_err(
+					b->who, "--footprint '%s': want a size such as 2G", optarg);
 			have_fp = true;
 			break;
 		case O_ROUNDS:
 			if (bs_parse_uint(optarg, 1, BS_ROUNDS_MAX, &o->rounds) < 0)
-				return bs_usage_err(b, "--rounds '%s': want 1..%d", optarg, BS_ROUNDS_MAX);
+				return bench_usage_err(b->who, "--rounds '%s': want 1..%d", optarg,
+						       BS_ROUNDS_MAX);
 			break;
 		case O_QD:
 			if (bs_parse_uint(optarg, 1, BS_QD_MAX, &o->qd) < 0)
-				return bs_usage_err(b, "--qd '%s': want 1..%u", optarg, BS_QD_MAX);
+				return bench_usage_err(b->who, "--qd '%s': want 1..%u", optarg,
+						       BS_QD_MAX);
 			have_qd = true;
 			break;
 		case O_WQD:
 			if (bs_parse_uint(optarg, 1, BS_QD_MAX, &o->write_qd) < 0)
-				return bs_usage_err(b, "--write-qd '%s': want 1..%u", optarg, BS_QD_MAX);
+				return bench_usage_err(b->who, "--write-qd '%s': want 1..%u",
+						       optarg, BS_QD_MAX);
 			have_wqd = true;
 			break;
 		case O_IO:
 			if (strcmp(optarg, "uring") && strcmp(optarg, "psync") && strcmp(optarg, "auto"))
-				return bs_usage_err(b, "--io '%s': want uring, psync or auto", optarg);
+				return bench_usage_err(
+					b->who, "--io '%s': want uring, psync or auto", optarg);
 			o->io = optarg;
 			break;
 		case O_IODEPTH:
 			if (bs_parse_uint(optarg, 1, 4096, &o->io_depth) < 0)
-				return bs_usage_err(b, "--io-depth '%s': want 1..4096", optarg);
+				return bench_usage_err(b->who, "--io-depth '%s': want 1..4096",
+						       optarg);
 			break;
 		case O_DRAM:
 			if (bench_parse_size(optarg, &o->dram) < 0 || o->dram < 16 * BS_MIB)
-				return bs_usage_err(b, "--dram '%s': want a size of at least 16M", optarg);
+				return bench_usage_err(
+					b->who, "--dram '%s': want a size of at least 16M", optarg);
 			have_dram = true;
 			break;
 		case O_SEGMENT:
 			if (bench_parse_size(optarg, &o->segment) < 0 || o->segment < BS_MIB ||
 			    o->segment % BS_MIB)
-				return bs_usage_err(b, "--segment '%s': want a multiple of 1M", optarg);
+				return bench_usage_err(
+					b->who, "--segment '%s': want a multiple of 1M", optarg);
 			have_seg = true;
 			break;
 		case O_FIO:
@@ -1987,10 +1960,13 @@ static int bs_parse_args(struct bs *b, bool recovery_cmd, int argc, char **argv)
 			break;
 		case O_FIO_OPT:
 			if (strncmp(optarg, "--", 2) != 0)
-				return bs_usage_err(b, "--fio-opt '%s': want one fio option, e.g. "
-						    "--fio-opt=--mem=mmaphuge", optarg);
+				return bench_usage_err(b->who,
+						       "--fio-opt '%s': want one fio option, e.g. "
+						       "--fio-opt=--mem=mmaphuge",
+						       optarg);
 			if (o->fio_opt_count == BS_STORE_OPTS_MAX)
-				return bs_usage_err(b, "--fio-opt: at most %d", BS_STORE_OPTS_MAX);
+				return bench_usage_err(b->who, "--fio-opt: at most %d",
+						       BS_STORE_OPTS_MAX);
 			o->fio_opts[o->fio_opt_count++] = optarg;
 			break;
 		case O_RECOVERY:
@@ -2002,24 +1978,30 @@ static int bs_parse_args(struct bs *b, bool recovery_cmd, int argc, char **argv)
 		case O_BLOCKS:
 			if (bench_parse_size(optarg, &o->blocks) < 0 || o->blocks == 0 ||
 			    o->blocks > (UINT64_C(1) << 32))
-				return bs_usage_err(b, "--blocks '%s': want 1..4G, e.g. 100000", optarg);
+				return bench_usage_err(
+					b->who, "--blocks '%s': want 1..4G, e.g. 100000", optarg);
 			have_blocks = true;
 			break;
 		case O_VALUE:
 			if (bench_parse_size(optarg, &o->value) < 0 || o->value < 16 ||
 			    o->value > (UINT64_C(1) << 30))
-				return bs_usage_err(b, "--value '%s': want 16..1G, e.g. 64K", optarg);
+				return bench_usage_err(
+					b->who, "--value '%s': want 16..1G, e.g. 64K", optarg);
 			break;
 		case O_VERIFY:
 			if (bs_parse_uint(optarg, 1, UINT32_MAX, &o->verify) < 0)
-				return bs_usage_err(b, "--verify '%s': want a count of blocks", optarg);
+				return bench_usage_err(
+					b->who, "--verify '%s': want a count of blocks", optarg);
 			break;
 		case 'o':
 			if (strchr(optarg, '=') == NULL || optarg[0] == '=')
-				return bs_usage_err(b, "-o '%s': want NAME=VALUE, e.g. -o ssd.reinsert_pct=0",
-						    optarg);
+				return bench_usage_err(
+					b->who,
+					"-o '%s': want NAME=VALUE, e.g. -o ssd.reinsert_pct=0",
+					optarg);
 			if (o->store_opt_count == BS_STORE_OPTS_MAX)
-				return bs_usage_err(b, "-o: at most %d store options", BS_STORE_OPTS_MAX);
+				return bench_usage_err(b->who, "-o: at most %d store options",
+						       BS_STORE_OPTS_MAX);
 			o->store_opts[o->store_opt_count++] = optarg;
 			if (strcmp(optarg, "ssd.dio_align=4096") == 0)
 				bs_rec_unit = 4096; /* fio's block follows kvtier's record */
@@ -2027,13 +2009,14 @@ static int bs_parse_args(struct bs *b, bool recovery_cmd, int argc, char **argv)
 				bs_rec_unit = BS_REC_ALIGN;
 			break;
 		case ':':
-			return bs_usage_err(b, "option '%s' needs a value", argv[optind - 1]);
+			return bench_usage_err(b->who, "option '%s' needs a value",
+					       argv[optind - 1]);
 		default:
-			return bs_usage_err(b, "unknown option '%s'", argv[optind - 1]);
+			return bench_usage_err(b->who, "unknown option '%s'", argv[optind - 1]);
 		}
 	}
 	if (optind < argc)
-		return bs_usage_err(b, "unexpected argument '%s'", argv[optind]);
+		return bench_usage_err(b->who, "unexpected argument '%s'", argv[optind]);
 	if (!have_sizes) {
 		o->sizes[0] = 256 * BS_KIB;
 		o->sizes[1] = 2 * BS_MIB;
@@ -2060,12 +2043,17 @@ static int bs_parse_args(struct bs *b, bool recovery_cmd, int argc, char **argv)
 	for (unsigned i = 0; i < (recovery_cmd ? 0 : o->size_count); i++) {
 		uint64_t rec = bs_rec_len(o->sizes[i]);
 		if (rec + 2 * BS_ALIGN + BS_SUM_PER_REC > o->segment)
-			return bs_usage_err(b, "value size %" PRIu64 " does not fit a segment of %" PRIu64
-					    " bytes: raise --segment", o->sizes[i], o->segment);
+			return bench_usage_err(b->who,
+					       "value size %" PRIu64
+					       " does not fit a segment of %" PRIu64
+					       " bytes: raise --segment",
+					       o->sizes[i], o->segment);
 	}
 	if (bs_rec_len(o->value) + 2 * BS_ALIGN + BS_SUM_PER_REC > o->segment)
-		return bs_usage_err(b, "--value %" PRIu64 " does not fit a segment of %" PRIu64
-				    " bytes: raise --segment", o->value, o->segment);
+		return bench_usage_err(b->who,
+				       "--value %" PRIu64 " does not fit a segment of %" PRIu64
+				       " bytes: raise --segment",
+				       o->value, o->segment);
 	o->progress = isatty(STDERR_FILENO);
 	return 0;
 }
@@ -2082,7 +2070,7 @@ static void bs_load_note(const struct bs *b, const char *when)
 	if (!bench_load_text(text, sizeof(text), when, &busy))
 		return;
 	if (!b->o.json)
-		bs_note(b, "%s", text);
+		bench_note(b->o.json, b->o.progress, "%s", text);
 	else if (busy)
 		fprintf(stderr, "%s: %s\n", b->who, text);
 }
@@ -2110,7 +2098,8 @@ static int bs_run_dir(struct bs *b)
 {
 	snprintf(b->run_dir, sizeof(b->run_dir), "%s/kvtier-bench-ssd.XXXXXX", b->o.dir);
 	if (mkdtemp(b->run_dir) == NULL) {
-		bs_err(b, "making a run directory in %s: %s (use --dir)", b->o.dir, strerror(errno));
+		bench_err(b->who, "making a run directory in %s: %s (use --dir)", b->o.dir,
+			  strerror(errno));
 		return -1;
 	}
 	bs_blk_find(b);
@@ -2145,8 +2134,10 @@ int bench_ssd_main(int argc, char **argv)
 		return BENCH_EXIT_FAIL;
 	b.have_fio = bs_fio_probe(&b, ver, sizeof(ver));
 	if (!b.have_fio && !b.o.smoke) {
-		bs_err(&b, "cannot run '%s' (the baseline): install fio (Debian: apt-get install "
-			   "fio) or pass --fio PATH", b.o.fio);
+		bench_err(b.who,
+			  "cannot run '%s' (the baseline): install fio (Debian: apt-get install "
+			  "fio) or pass --fio PATH",
+			  b.o.fio);
 		bench_rm_tree(b.run_dir);
 		return BENCH_EXIT_FAIL;
 	}
@@ -2159,22 +2150,26 @@ int bench_ssd_main(int argc, char **argv)
 		       kvt_version(), b.have_fio ? ver : "no fio");
 		if (b.o.smoke)
 			printf("# smoke run: checks that the rows run and verify; ratios mean nothing\n");
-		bs_note(&b, "run directory %s (%s free); kvtier ssd.io=%s io_depth=%u, fio io_uring "
-			    "O_DIRECT", b.run_dir, bench_fmt_size(a, sizeof(a), free_b), b.o.io,
-			b.o.io_depth);
-		bs_note(&b, "kvtier moves value bytes in records of a %u B header + the value in "
-			    "%u B units; fio moves blocks of the record's size.  kvtier GB/s counts "
-			    "value bytes, fio GB/s block bytes; 'records' is kvtier on block bytes",
-			(unsigned)bs_rec_unit, (unsigned)bs_rec_unit);
-		bs_note(&b, "write: write-through puts paced so nothing is shed, timed to kvt_flush "
-			    "(fdatasync); read: a reopened store (DRAM cold), every value once in "
-			    "random order; device read = /proc/self/io read_bytes per byte returned");
+		bench_note(b.o.json, b.o.progress,
+			   "run directory %s (%s free); kvtier ssd.io=%s io_depth=%u, fio io_uring "
+			   "O_DIRECT",
+			   b.run_dir, bench_fmt_size(a, sizeof(a), free_b), b.o.io, b.o.io_depth);
+		bench_note(b.o.json, b.o.progress,
+			   "kvtier moves value bytes in records of a %u B header + the value in "
+			   "%u B units; fio moves blocks of the record's size.  kvtier GB/s counts "
+			   "value bytes, fio GB/s block bytes; 'records' is kvtier on block bytes",
+			   (unsigned)bs_rec_unit, (unsigned)bs_rec_unit);
+		bench_note(
+			b.o.json, b.o.progress,
+			"write: write-through puts paced so nothing is shed, timed to kvt_flush "
+			"(fdatasync); read: a reopened store (DRAM cold), every value once in "
+			"random order; device read = /proc/self/io read_bytes per byte returned");
 	}
 	bs_load_note(&b, "start");
 	rc = bs_ssd_rows(&b);
 	if (rc == BENCH_EXIT_OK && b.o.recovery)
 		rc = bs_recovery_row(&b);
-	bs_progress_end(&b);
+	bench_progress_end(b.o.progress);
 	if (rc == BENCH_EXIT_OK)
 		bs_load_note(&b, "end");
 	bs_footer(&b, rc);
@@ -2201,14 +2196,15 @@ int bench_recovery_main(int argc, char **argv)
 	if (!b.o.json) {
 		printf("# kvtier bench recovery%s: libkvtier %s\n", b.o.smoke ? " --smoke" : "",
 		       kvt_version());
-		bs_note(&b, "run directory %s (%s free); ssd.io=%s", b.run_dir,
-			bench_fmt_size(a, sizeof(a), free_b), b.o.io);
-		bs_note(&b, "kvtier: the open's wall time, after kill -9 of the writer and with the "
-			    "store's files dropped from the page cache");
+		bench_note(b.o.json, b.o.progress, "run directory %s (%s free); ssd.io=%s",
+			   b.run_dir, bench_fmt_size(a, sizeof(a), free_b), b.o.io);
+		bench_note(b.o.json, b.o.progress,
+			   "kvtier: the open's wall time, after kill -9 of the writer and with the "
+			   "store's files dropped from the page cache");
 	}
 	bs_load_note(&b, "start");
 	rc = bs_recovery_row(&b);
-	bs_progress_end(&b);
+	bench_progress_end(b.o.progress);
 	if (rc == BENCH_EXIT_OK)
 		bs_load_note(&b, "end");
 	bs_footer(&b, rc);

@@ -1,11 +1,13 @@
 /*
  * bench_util.c - what every benchmark suite shares: the clock, the
  * deterministic byte streams values are filled with (so every read can be
- * checked), sizes in and out of text, and the statistics of rounds.
+ * checked), sizes in and out of text, the statistics of rounds, and the
+ * error, progress and note lines every suite prints.
  * Pure helpers; no kvtier calls; any thread.
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -152,4 +154,60 @@ const char *bench_load_text(char *buf, size_t len, const char *when, bool *busy)
 	snprintf(buf, len, "load average %.2f on %ld CPUs at the %s%s", l1, cpus, when,
 		 *busy ? ": WARNING, other processes compete, figures are noisy" : "");
 	return buf;
+}
+
+void bench_verr(const char *who, const char *fmt, va_list ap)
+{
+	fprintf(stderr, "%s: ", who);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+}
+
+void bench_err(const char *who, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	bench_verr(who, fmt, ap);
+	va_end(ap);
+}
+
+int bench_usage_err(const char *who, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	bench_verr(who, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "Run '%s --help' for the options.\n", who);
+	return BENCH_EXIT_USAGE;
+}
+
+void bench_progress(bool on, const char *tag, const char *fmt, ...)
+{
+	va_list ap;
+	if (!on)
+		return;
+	fprintf(stderr, "\r\033[K[%s] ", tag);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fflush(stderr);
+}
+
+void bench_progress_end(bool on)
+{
+	if (on)
+		fputs("\r\033[K", stderr);
+}
+
+void bench_note(bool json, bool progress, const char *fmt, ...)
+{
+	va_list ap;
+	if (json)
+		return;
+	bench_progress_end(progress);
+	fputs("# ", stdout);
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	fputc('\n', stdout);
 }
