@@ -935,15 +935,21 @@ int cluster_put(struct cluster *cl, uint32_t ns, const struct kvt_key *key,
 
 /* delete and clear reach every member: a block may sit off its placement
  * (placed while its anchor was unknown, or while a member was down), and
- * a delete must win wherever it is. */
-int cluster_delete(struct cluster *cl, uint32_t ns, const struct kvt_key *key, tier_done_fn cb,
-		   void *ctx)
+ * a delete must win wherever it is.  key NULL: clear the namespace. */
+static int fan_remove(struct remote *rm, uint32_t ns, const struct kvt_key *key, tier_done_fn cb,
+		      void *ctx)
+{
+	return key ? remote_delete(rm, ns, key, cb, ctx) : remote_clear(rm, ns, cb, ctx);
+}
+
+static int cluster_remove(struct cluster *cl, uint32_t ns, const struct kvt_key *key,
+			  tier_done_fn cb, void *ctx)
 {
 	struct cview *v = cview_get(cl);
 	struct fan *f;
 	int first_err = 0, ret;
 	if (v->n == 1) {
-		ret = remote_delete(v->m[0].mb->rm, ns, key, cb, ctx);
+		ret = fan_remove(v->m[0].mb->rm, ns, key, cb, ctx);
 		cview_put(cl, v);
 		return ret;
 	}
@@ -954,12 +960,12 @@ int cluster_delete(struct cluster *cl, uint32_t ns, const struct kvt_key *key, t
 	}
 	for (unsigned i = 0; i < v->n; i++) {
 		atomic_fetch_add(&f->left, 1);
-		ret = remote_delete(v->m[i].mb->rm, ns, key, fan_del_done, f);
+		ret = fan_remove(v->m[i].mb->rm, ns, key, fan_del_done, f);
 		if (ret == 0) {
 			atomic_fetch_or(&f->flags, FAN_SUBMITTED);
 		} else {
 			atomic_fetch_sub(&f->left, 1);
-			fan_note(f, ret, 0); /* a member that is down did not delete */
+			fan_note(f, ret, 0); /* a member that is down did not remove */
 			if (!first_err)
 				first_err = ret;
 		}
@@ -967,34 +973,15 @@ int cluster_delete(struct cluster *cl, uint32_t ns, const struct kvt_key *key, t
 	return fan_submitted(f, true, first_err);
 }
 
+int cluster_delete(struct cluster *cl, uint32_t ns, const struct kvt_key *key, tier_done_fn cb,
+		   void *ctx)
+{
+	return cluster_remove(cl, ns, key, cb, ctx);
+}
+
 int cluster_clear(struct cluster *cl, uint32_t ns, tier_done_fn cb, void *ctx)
 {
-	struct cview *v = cview_get(cl);
-	struct fan *f;
-	int first_err = 0, ret;
-	if (v->n == 1) {
-		ret = remote_clear(v->m[0].mb->rm, ns, cb, ctx);
-		cview_put(cl, v);
-		return ret;
-	}
-	f = fan_new(cl, v, sizeof(*f), cb, ctx);
-	if (!f) {
-		cview_put(cl, v);
-		return -ENOMEM;
-	}
-	for (unsigned i = 0; i < v->n; i++) {
-		atomic_fetch_add(&f->left, 1);
-		ret = remote_clear(v->m[i].mb->rm, ns, fan_del_done, f);
-		if (ret == 0) {
-			atomic_fetch_or(&f->flags, FAN_SUBMITTED);
-		} else {
-			atomic_fetch_sub(&f->left, 1);
-			fan_note(f, ret, 0);
-			if (!first_err)
-				first_err = ret;
-		}
-	}
-	return fan_submitted(f, true, first_err);
+	return cluster_remove(cl, ns, NULL, cb, ctx);
 }
 
 /* ------------------------------------------------------------------------
