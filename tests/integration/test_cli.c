@@ -294,6 +294,70 @@ static void test_dir(void)
 	free(v);
 }
 
+/* --dir reads only the checkpoint's 128-byte header for the store's slot
+ * count (ssd_ckpt_hdr_decode), a hint the store's own open verifies: a
+ * damaged body behind a sound header still opens the store at its own
+ * size (8 slots of 8M, not the 16 counted from its one file), which then
+ * ignores the checkpoint, scans, and serves the bytes; a damaged header
+ * is said on stderr and the store opened at the documented fallback (16
+ * segments, or as many files as it has), still serving the bytes. */
+static void test_dir_ckpt(void)
+{
+	char dir[600], vpath[600], gpath[600], ck[700];
+	char *out, *err;
+	size_t n, gn;
+	uint8_t *v = value3m(&n), *g;
+
+	snprintf(dir, sizeof(dir), "%s/ck", base);
+	snprintf(vpath, sizeof(vpath), "%s/ck-v.bin", base);
+	snprintf(gpath, sizeof(gpath), "%s/ck-g.bin", base);
+	snprintf(ck, sizeof(ck), "%s/ssd/checkpoint", dir);
+	write_file(vpath, v, n);
+	T_EQ_INT(run(NULL, NULL, "put --dir '%s' --ssd-capacity 64M --segment 8M -i '%s' a", dir,
+		     vpath), 0);
+
+	/* 1. The body damaged (slot 0's generation), the header sound. */
+	flip_byte(ck, 128 + 3);
+	T_EQ_INT(run(NULL, &err, "get --dir '%s' a -o '%s'", dir, gpath), 0);
+	T_ASSERT(strstr(err, "warning") == NULL);
+	free(err);
+	g = read_file(gpath, &gn);
+	T_EQ_U64(gn, n);
+	T_EQ_MEM(g, v, n);
+	free(g);
+	/* Reopened at 8 slots: its new checkpoint is of 8. */
+	T_EQ_INT(run(&out, NULL, "fsck --ssd-capacity 64M --segment 8M '%s'", dir), 0);
+	T_ASSERT(strstr(out, "scans every segment") == NULL);
+	free(out);
+
+	/* 2. The header damaged (its slot count): said, and the fallback. */
+	flip_byte(ck, 40);
+	T_EQ_INT(run(NULL, &err, "get --dir '%s' a -o '%s'", dir, gpath), 0);
+	T_ASSERT(strstr(err, "kvtier get: warning: ") != NULL);
+	T_ASSERT(strstr(err, "/ssd/checkpoint: its header is unreadable (") != NULL);
+	T_ASSERT(strstr(err, "opening it at 16 segments") != NULL);
+	free(err);
+	g = read_file(gpath, &gn);
+	T_EQ_U64(gn, n);
+	T_EQ_MEM(g, v, n);
+	free(g);
+	T_EQ_INT(run(&out, NULL, "fsck --ssd-capacity 128M --segment 8M '%s'", dir), 0);
+	T_ASSERT(strstr(out, "scans every segment") == NULL);
+	free(out);
+	/* Told the size, nothing to say. */
+	flip_byte(ck, 40);
+	T_EQ_INT(run(NULL, &err, "get --dir '%s' --ssd-capacity 128M a -o '%s'", dir, gpath), 0);
+	T_ASSERT(strstr(err, "warning") == NULL);
+	free(err);
+
+	/* 3. Cut inside its header. */
+	T_EQ_INT(truncate(ck, 100), 0);
+	T_EQ_INT(run(NULL, &err, "get --dir '%s' a -o '%s'", dir, gpath), 0);
+	T_ASSERT(strstr(err, "its header is unreadable") != NULL);
+	free(err);
+	free(v);
+}
+
 static void test_help(void)
 {
 	static const char *const cmds[] = { "stat", "ls", "get", "put", "rm", "clear", "fsck" };
@@ -317,6 +381,7 @@ int main(int argc, char **argv)
 	base = t_mkdtemp();
 	test_help();
 	test_dir();
+	test_dir_ckpt();
 	test_server();
 	t_rmtree(base);
 	free(base);
