@@ -11,7 +11,8 @@
  * a warning naming the records recovery will not find -- and recovery
  * indeed does not find them.  A torn value (header sound, a part failing
  * its CRC) past the write point is a warning too, and its block a miss
- * after recovery; before it, damage.
+ * after recovery; before it, damage.  The store id fsck judges segments
+ * and the checkpoint by is the one recovery takes, ssd/id's.
  */
 #include <fcntl.h>
 #include <stdlib.h>
@@ -661,6 +662,109 @@ static void segment_changed(void)
 	free(dir);
 }
 
+/* 6. The store's id is ssd/id's, where its open takes it, not the first
+ *    segment header's.  seg-000000's header rewritten with another store
+ *    id (its CRC fixed): fsck calls that one segment another store's, and
+ *    counts live only the other segments' blocks -- exactly the keys the
+ *    store's open then serves (it takes slot 0 for free).  Until
+ *    2026-12-03 fsck took seg-000000's id as the store's, called every
+ *    other segment and the checkpoint another store's, and counted slot
+ *    0's blocks.  ssd/id removed: fsck says so and reads no segment; the
+ *    open (a new id) serves no key. */
+static void store_id_source(void)
+{
+	char *dir = t_mkdtemp(), path[4096];
+	struct kvt_store *s = open_sized(dir, "4M", "1M");
+	uint32_t ns = ns_of(s);
+	struct ssd_seg_hdr h;
+	struct said w;
+	uint8_t hb[SSD_ALIGN];
+	uint64_t k = 0, first1 = 0, served = 0;
+	int fd;
+
+	while (t_stat(s, "ssd.segments_sealed") < 2) {
+		put_k(s, ns, k++);
+		T_OK(kvt_flush(s));
+		if (!first1 && t_stat(s, "ssd.segments_sealed") == 1)
+			first1 = k - 1; /* sealing slot 0 made room for it in slot 1 */
+	}
+	kvt_store_destroy(s);
+	T_ASSERT(first1 > 1 && first1 < k);
+	clean(&w, fsck(dir, &w));
+	T_EQ_U64(w.f.blocks, k);
+
+	fd = seg_fd(dir, 0, O_RDWR);
+	T_GE_INT(fd, 0);
+	T_EQ_INT(pread(fd, hb, sizeof(hb), 0), (int)sizeof(hb));
+	T_OK(ssd_seg_hdr_decode(hb, &h));
+	h.store_id[0] ^= 1;
+	ssd_seg_hdr_encode(&h, hb);
+	T_EQ_INT(pwrite(fd, hb, sizeof(hb), 0), (int)sizeof(hb));
+	close(fd);
+	T_RC(fsck(dir, &w), KVT_ECORRUPT);
+	T_EQ_U64(w.f.damaged, 1);
+	T_ASSERT(strstr(w.text, "ssd/seg-000000: belongs to another store (its store id is not "
+				"ssd/id's)") != NULL);
+	T_EQ_U64(w.f.blocks, k - first1);
+	s = open_sized(dir, "4M", "1M");
+	ns = ns_of(s);
+	for (uint64_t j = 0; j < k; j++) {
+		int r = t_get_filled(s, ns, j, len_of(j));
+		T_RC(r, j < first1 ? KVT_MISS : KVT_OK);
+		served += r == KVT_OK;
+	}
+	kvt_store_destroy(s);
+	T_EQ_U64(served, k - first1);
+
+	/* The checkpoint (the one that open wrote) made another store's, its
+	 * header CRC fixed: damage, and ignored as recovery ignores it (the
+	 * segments are scanned: the same blocks). */
+	{
+		uint8_t ck[128];
+		uint32_t crc = 0;
+		snprintf(path, sizeof(path), "%s/ssd/checkpoint", dir);
+		fd = open(path, O_RDWR);
+		T_GE_INT(fd, 0);
+		T_EQ_INT(pread(fd, ck, sizeof(ck), 0), (int)sizeof(ck));
+		ck[16] ^= 1; /* store_id */
+		memcpy(ck + 12, &crc, 4);
+		crc = kvt_crc32c(0, ck, sizeof(ck));
+		memcpy(ck + 12, &crc, 4);
+		T_EQ_INT(pwrite(fd, ck, sizeof(ck), 0), (int)sizeof(ck));
+		close(fd);
+	}
+	T_RC(fsck(dir, &w), KVT_ECORRUPT);
+	T_EQ_U64(w.f.damaged, 2);
+	T_ASSERT(strstr(w.text, "ssd/checkpoint: belongs to another store (its store id is not "
+				"ssd/id's): recovery ignores it") != NULL);
+	T_EQ_U64(w.f.blocks, k - first1);
+	s = open_sized(dir, "4M", "1M");
+	ns = ns_of(s);
+	served = 0;
+	for (uint64_t j = 0; j < k; j++)
+		served += t_get_filled(s, ns, j, len_of(j)) == KVT_OK;
+	T_EQ_U64(t_stat(s, "ssd.recovery_checkpoint_blocks"), 0);
+	kvt_store_destroy(s);
+	T_EQ_U64(served, k - first1);
+
+	snprintf(path, sizeof(path), "%s/ssd/id", dir);
+	T_EQ_INT(unlink(path), 0);
+	T_RC(fsck(dir, &w), KVT_ECORRUPT);
+	T_EQ_U64(w.f.damaged, 1);
+	T_ASSERT(strstr(w.text, "ssd/id: missing: the store takes a new id") != NULL);
+	T_EQ_U64(w.f.records, 0);
+	T_EQ_U64(w.f.blocks, 0);
+	s = open_sized(dir, "4M", "1M");
+	ns = ns_of(s);
+	for (uint64_t j = 0; j < k; j++)
+		T_RC(t_get_filled(s, ns, j, len_of(j)), KVT_MISS);
+	kvt_store_destroy(s);
+	fprintf(stderr, "  store id from ssd/id: slot 0 another store's (%llu keys), %llu served\n",
+		(unsigned long long)first1, (unsigned long long)served);
+	t_rmtree(dir);
+	free(dir);
+}
+
 int main(void)
 {
 	static const char *const aligns[] = { "512", "4096" };
@@ -676,5 +780,6 @@ int main(void)
 	}
 	segment_changed();
 	capacity_changed();
+	store_id_source();
 	return 0;
 }

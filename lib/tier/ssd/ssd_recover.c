@@ -482,15 +482,35 @@ static int rec_apply(struct recovery *rc)
 	return 0;
 }
 
+int ssd_id_read(int ssd_dfd, uint8_t id[16])
+{
+	size_t got = 0;
+	int fd = openat(ssd_dfd, SSD_ID, O_RDONLY | O_CLOEXEC), r = 0;
+
+	if (fd < 0)
+		return -errno;
+	while (got < 16) {
+		ssize_t n = pread(fd, id + got, 16 - got, (off_t)got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			r = n < 0 ? -errno : KVT_ECORRUPT;
+			break;
+		}
+		got += (size_t)n;
+	}
+	close(fd);
+	return r;
+}
+
 int ssd_store_id(struct ssd *s)
 {
-	int fd = openat(s->dir_fd, SSD_ID, O_RDONLY | O_CLOEXEC);
-	if (fd >= 0) {
-		ssize_t n = read(fd, s->store_id, 16);
-		close(fd);
-		if (n == 16)
-			return 0;
-	}
+	int fd;
+
+	/* Only an id that is not there (or cannot be read) is replaced: every
+	 * segment and checkpoint then belongs to another store to this one. */
+	if (ssd_id_read(s->dir_fd, s->store_id) == 0)
+		return 0;
 	if (getrandom(s->store_id, 16, 0) != 16)
 		return -EIO;
 	fd = openat(s->dir_fd, SSD_ID ".tmp", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
