@@ -671,16 +671,52 @@ static void segment_changed(void)
  *    other segment and the checkpoint another store's, and counted slot
  *    0's blocks.  ssd/id removed: fsck says so and reads no segment; the
  *    open (a new id) serves no key. */
+/* Give the header at the start of path (a segment header: store_id at
+ * 64, CRC over 4096 bytes; a checkpoint: at 16, over 128) another store
+ * id, its CRC (at 12, computed with that field 0) fixed. */
+static void other_store_id(const char *path, size_t id_off, size_t crc_len)
+{
+	uint8_t b[SSD_ALIGN];
+	uint32_t crc = 0;
+	int fd = open(path, O_RDWR);
+
+	T_GE_INT(fd, 0);
+	T_EQ_INT(pread(fd, b, crc_len, 0), (int)crc_len);
+	b[id_off] ^= 1;
+	memcpy(b + 12, &crc, 4);
+	crc = kvt_crc32c(0, b, crc_len);
+	memcpy(b + 12, &crc, 4);
+	T_EQ_INT(pwrite(fd, b, crc_len, 0), (int)crc_len);
+	close(fd);
+}
+
+/* Reopen dir (4M of 1M): keys below `from` of 0..k-1 miss, the others
+ * read back exactly; returns how many did.  *ck_blocks (if not NULL):
+ * the blocks recovery took from the checkpoint. */
+static uint64_t reopen_served(const char *dir, uint64_t k, uint64_t from, uint64_t *ck_blocks)
+{
+	struct kvt_store *s = open_sized(dir, "4M", "1M");
+	uint32_t ns = ns_of(s);
+	uint64_t served = 0;
+
+	for (uint64_t j = 0; j < k; j++) {
+		int r = t_get_filled(s, ns, j, len_of(j));
+		T_RC(r, j < from ? KVT_MISS : KVT_OK);
+		served += r == KVT_OK;
+	}
+	if (ck_blocks)
+		*ck_blocks = t_stat(s, "ssd.recovery_checkpoint_blocks");
+	kvt_store_destroy(s);
+	return served;
+}
+
 static void store_id_source(void)
 {
 	char *dir = t_mkdtemp(), path[4096];
 	struct kvt_store *s = open_sized(dir, "4M", "1M");
 	uint32_t ns = ns_of(s);
-	struct ssd_seg_hdr h;
 	struct said w;
-	uint8_t hb[SSD_ALIGN];
-	uint64_t k = 0, first1 = 0, served = 0;
-	int fd;
+	uint64_t k = 0, first1 = 0, served, ck_blocks;
 
 	while (t_stat(s, "ssd.segments_sealed") < 2) {
 		put_k(s, ns, k++);
@@ -693,59 +729,29 @@ static void store_id_source(void)
 	clean(&w, fsck(dir, &w));
 	T_EQ_U64(w.f.blocks, k);
 
-	fd = seg_fd(dir, 0, O_RDWR);
-	T_GE_INT(fd, 0);
-	T_EQ_INT(pread(fd, hb, sizeof(hb), 0), (int)sizeof(hb));
-	T_OK(ssd_seg_hdr_decode(hb, &h));
-	h.store_id[0] ^= 1;
-	ssd_seg_hdr_encode(&h, hb);
-	T_EQ_INT(pwrite(fd, hb, sizeof(hb), 0), (int)sizeof(hb));
-	close(fd);
+	snprintf(path, sizeof(path), "%s/ssd/seg-000000", dir);
+	other_store_id(path, 64, SSD_ALIGN);
+	T_ASSERT(seg_hdr(dir, 0).generation > 0); /* still a sound header */
 	T_RC(fsck(dir, &w), KVT_ECORRUPT);
 	T_EQ_U64(w.f.damaged, 1);
 	T_ASSERT(strstr(w.text, "ssd/seg-000000: belongs to another store (its store id is not "
 				"ssd/id's)") != NULL);
 	T_EQ_U64(w.f.blocks, k - first1);
-	s = open_sized(dir, "4M", "1M");
-	ns = ns_of(s);
-	for (uint64_t j = 0; j < k; j++) {
-		int r = t_get_filled(s, ns, j, len_of(j));
-		T_RC(r, j < first1 ? KVT_MISS : KVT_OK);
-		served += r == KVT_OK;
-	}
-	kvt_store_destroy(s);
+	served = reopen_served(dir, k, first1, NULL);
 	T_EQ_U64(served, k - first1);
 
 	/* The checkpoint (the one that open wrote) made another store's, its
 	 * header CRC fixed: damage, and ignored as recovery ignores it (the
 	 * segments are scanned: the same blocks). */
-	{
-		uint8_t ck[128];
-		uint32_t crc = 0;
-		snprintf(path, sizeof(path), "%s/ssd/checkpoint", dir);
-		fd = open(path, O_RDWR);
-		T_GE_INT(fd, 0);
-		T_EQ_INT(pread(fd, ck, sizeof(ck), 0), (int)sizeof(ck));
-		ck[16] ^= 1; /* store_id */
-		memcpy(ck + 12, &crc, 4);
-		crc = kvt_crc32c(0, ck, sizeof(ck));
-		memcpy(ck + 12, &crc, 4);
-		T_EQ_INT(pwrite(fd, ck, sizeof(ck), 0), (int)sizeof(ck));
-		close(fd);
-	}
+	snprintf(path, sizeof(path), "%s/ssd/checkpoint", dir);
+	other_store_id(path, 16, 128);
 	T_RC(fsck(dir, &w), KVT_ECORRUPT);
 	T_EQ_U64(w.f.damaged, 2);
 	T_ASSERT(strstr(w.text, "ssd/checkpoint: belongs to another store (its store id is not "
 				"ssd/id's): recovery ignores it") != NULL);
 	T_EQ_U64(w.f.blocks, k - first1);
-	s = open_sized(dir, "4M", "1M");
-	ns = ns_of(s);
-	served = 0;
-	for (uint64_t j = 0; j < k; j++)
-		served += t_get_filled(s, ns, j, len_of(j)) == KVT_OK;
-	T_EQ_U64(t_stat(s, "ssd.recovery_checkpoint_blocks"), 0);
-	kvt_store_destroy(s);
-	T_EQ_U64(served, k - first1);
+	T_EQ_U64(reopen_served(dir, k, first1, &ck_blocks), k - first1);
+	T_EQ_U64(ck_blocks, 0);
 
 	snprintf(path, sizeof(path), "%s/ssd/id", dir);
 	T_EQ_INT(unlink(path), 0);
@@ -754,11 +760,7 @@ static void store_id_source(void)
 	T_ASSERT(strstr(w.text, "ssd/id: missing: the store takes a new id") != NULL);
 	T_EQ_U64(w.f.records, 0);
 	T_EQ_U64(w.f.blocks, 0);
-	s = open_sized(dir, "4M", "1M");
-	ns = ns_of(s);
-	for (uint64_t j = 0; j < k; j++)
-		T_RC(t_get_filled(s, ns, j, len_of(j)), KVT_MISS);
-	kvt_store_destroy(s);
+	T_EQ_U64(reopen_served(dir, k, k, NULL), 0);
 	fprintf(stderr, "  store id from ssd/id: slot 0 another store's (%llu keys), %llu served\n",
 		(unsigned long long)first1, (unsigned long long)served);
 	t_rmtree(dir);
