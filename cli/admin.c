@@ -125,41 +125,56 @@ static void cant_reach(const char *cmd, const char *addr, int rc)
 
 /* Segment size and count of an existing store directory's SSD tier. */
 /* The slot count in the store's checkpoint (the one it last ran with),
- * or 0: none, or one that does not decode. */
-static uint64_t dir_ckpt_slots(const char *dir)
+ * read from its fixed header alone (ssd_ckpt_hdr_decode: 128 bytes, not
+ * the whole index): 0 if there is none.  The header's CRC vouches for
+ * the count, not for the body behind it; the store's open decodes the
+ * whole checkpoint and ignores it if the body is damaged, at the slot
+ * count given here, which is the one the store last ran with either way.
+ * A header that does not decode is said (*why) and gives 0: the caller
+ * falls back to counting segment files. */
+static uint64_t dir_ckpt_slots(const char *dir, const char **why)
 {
 	char p[4096];
 	struct stat st;
 	struct ssd_ckpt_hdr h;
-	uint8_t *buf = NULL;
+	uint8_t buf[SSD_CKPT_HDR];
 	uint64_t slots = 0;
-	size_t got = 0;
-	int fd;
+	ssize_t got;
+	int fd, r;
+
+	*why = NULL;
 	snprintf(p, sizeof(p), "%s/ssd/checkpoint", dir);
 	if ((fd = open(p, O_RDONLY | O_CLOEXEC)) < 0)
 		return 0;
-	if (fstat(fd, &st) == 0 && st.st_size > 0 && (buf = malloc((size_t)st.st_size))) {
-		while (got < (size_t)st.st_size) {
-			ssize_t r = read(fd, buf + got, (size_t)st.st_size - got);
-			if (r <= 0)
-				break;
-			got += (size_t)r;
-		}
-		if (got == (size_t)st.st_size && ssd_ckpt_decode(buf, got, &h, NULL, NULL) == 0)
+	if (fstat(fd, &st) < 0) {
+		*why = strerror(errno);
+	} else {
+		do
+			got = pread(fd, buf, sizeof(buf), 0);
+		while (got < 0 && errno == EINTR);
+		if (got < 0)
+			*why = strerror(errno);
+		else if ((r = ssd_ckpt_hdr_decode(buf, (size_t)got, (uint64_t)st.st_size, &h)) < 0)
+			*why = r == KVT_EBUFSMALL ? "cut short" : kvt_strerror(r);
+		else
 			slots = h.slot_count;
 	}
-	free(buf);
 	close(fd);
 	return slots;
 }
 
 /* An existing store's segment size (its first segment file's) and slot
  * count: its checkpoint's, else at least 16 and as many as there are
- * segment files (they are made as slots are first used).  false: none. */
-static bool dir_ssd_geometry(const char *dir, uint64_t *seg, uint64_t *count)
+ * segment files (they are made as slots are first used).  false: none.
+ * A checkpoint whose header does not decode is said on stderr (cmd's
+ * name), with the count taken instead, unless the caller gives the size
+ * itself (quiet). */
+static bool dir_ssd_geometry(const char *cmd, const char *dir, bool quiet, uint64_t *seg,
+			     uint64_t *count)
 {
 	char p[4096];
 	struct stat st;
+	const char *why;
 	uint64_t n = 0, ck;
 	snprintf(p, sizeof(p), "%s/ssd/seg-000000", dir);
 	if (stat(p, &st) < 0 || st.st_size <= 0)
@@ -170,8 +185,15 @@ static bool dir_ssd_geometry(const char *dir, uint64_t *seg, uint64_t *count)
 		if (stat(p, &st) < 0)
 			break;
 	}
-	ck = dir_ckpt_slots(dir);
+	ck = dir_ckpt_slots(dir, &why);
 	*count = ck ? (ck > n ? ck : n) : (n < 16 ? 16 : n);
+	if (why && !quiet)
+		fprintf(stderr,
+			"kvtier %s: warning: %s/ssd/checkpoint: its header is unreadable (%s), so "
+			"the store's slot count is unknown: opening it at %" PRIu64 " segments "
+			"(--ssd-capacity to say its size); the store ignores that checkpoint and "
+			"scans every segment\n",
+			cmd, dir, why, *count);
 	return true;
 }
 
@@ -209,7 +231,7 @@ static int conn_open(const char *cmd, const struct conn_opts *o, struct kvt_stor
 	} else {
 		uint64_t seg, count;
 		SET("path", o->dir);
-		if (dir_ssd_geometry(o->dir, &seg, &count)) {
+		if (dir_ssd_geometry(cmd, o->dir, o->ssd_cap != NULL, &seg, &count)) {
 			/* The store's own geometry: another slot count would
 			 * cost a full scan, and leave the store that size. */
 			snprintf(v, sizeof(v), "%" PRIu64, seg);

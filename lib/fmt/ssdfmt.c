@@ -760,7 +760,8 @@ enum {
 	CENT_FIXED = 16,
 };
 _Static_assert(sizeof(SSD_CKPT_MAGIC) - 1 == CKPT_VERSION - CKPT_MAGIC, "checkpoint magic is 8 bytes");
-_Static_assert(CKPT_RESERVED + 60 == CKPT_HDR, "checkpoint header is 128 bytes");
+_Static_assert(CKPT_RESERVED + 60 == CKPT_HDR && CKPT_HDR == SSD_CKPT_HDR,
+	       "checkpoint header is 128 bytes");
 _Static_assert(CSLOT_WRITE_OFF + 8 == CSLOT_LEN && CCLR_SEQ + 8 == CCLR_LEN,
 	       "slot and clear entries are 16 bytes");
 _Static_assert(CENT_GENERATION + 8 == CENT_FIXED, "checkpoint entry prefix is 16 bytes");
@@ -941,15 +942,14 @@ const char *ssd_ckpt_ours(const struct ssd_ckpt_hdr *h, const uint8_t *store_id,
 	return NULL;
 }
 
-int ssd_ckpt_decode(const uint8_t *buf, size_t len, struct ssd_ckpt_hdr *h,
-		    const struct ssd_ckpt_cbs *cbs, void *ctx)
+/* The fixed header's checks, shared by both decoders: the image is
+ * file_len bytes, of which buf holds the first 128. */
+static int ssdfmt_ckpt_hdr(const uint8_t *buf, uint64_t file_len, struct ssd_ckpt_hdr *t,
+			   uint64_t *body_len)
 {
-	struct ssd_ckpt_hdr t;
-	uint64_t body_len, tables;
-	int ret;
+	uint64_t tables;
 
-	memset(h, 0, sizeof(*h));
-	if (len < CKPT_HDR || memcmp(buf + CKPT_MAGIC, SSD_CKPT_MAGIC, 8) != 0)
+	if (memcmp(buf + CKPT_MAGIC, SSD_CKPT_MAGIC, 8) != 0)
 		return KVT_ECORRUPT;
 	if (ssdfmt_crc_skip(buf, CKPT_HDR, CKPT_CRC) != le_get32(buf + CKPT_CRC))
 		return KVT_ECORRUPT;
@@ -958,22 +958,54 @@ int ssd_ckpt_decode(const uint8_t *buf, size_t len, struct ssd_ckpt_hdr *h,
 	if (!ssdfmt_is_zero(buf + CKPT_RESERVED, CKPT_HDR - CKPT_RESERVED))
 		return KVT_ECORRUPT;
 
-	memset(&t, 0, sizeof(t));
-	memcpy(t.store_id, buf + CKPT_STORE_ID, 16);
-	t.seq = le_get64(buf + CKPT_SEQ);
-	t.slot_count = le_get32(buf + CKPT_SLOT_COUNT);
-	t.clear_count = le_get32(buf + CKPT_CLEAR_COUNT);
-	t.entry_count = le_get64(buf + CKPT_ENTRY_COUNT);
-	body_len = le_get64(buf + CKPT_BODY_LEN);
+	memset(t, 0, sizeof(*t));
+	memcpy(t->store_id, buf + CKPT_STORE_ID, 16);
+	t->seq = le_get64(buf + CKPT_SEQ);
+	t->slot_count = le_get32(buf + CKPT_SLOT_COUNT);
+	t->clear_count = le_get32(buf + CKPT_CLEAR_COUNT);
+	t->entry_count = le_get64(buf + CKPT_ENTRY_COUNT);
+	*body_len = le_get64(buf + CKPT_BODY_LEN);
 
-	/* The image is exactly len bytes: header, body, padding. */
-	if (body_len > len - CKPT_HDR || ssdfmt_align(CKPT_HDR + body_len) != len)
+	/* The image is exactly file_len bytes: header, body, padding. */
+	if (file_len < CKPT_HDR || *body_len > file_len - CKPT_HDR ||
+	    ssdfmt_align(CKPT_HDR + *body_len) != file_len)
 		return KVT_ECORRUPT;
 	/* Counts against the body, in u64 (each product is below 2^37). */
-	tables = (uint64_t)t.slot_count * CSLOT_LEN + (uint64_t)t.clear_count * CCLR_LEN;
-	if (tables > body_len ||
-	    t.entry_count > (body_len - tables) / (CENT_FIXED + ENT_FIXED))
+	tables = (uint64_t)t->slot_count * CSLOT_LEN + (uint64_t)t->clear_count * CCLR_LEN;
+	if (tables > *body_len ||
+	    t->entry_count > (*body_len - tables) / (CENT_FIXED + ENT_FIXED))
 		return KVT_ECORRUPT;
+	return 0;
+}
+
+int ssd_ckpt_hdr_decode(const uint8_t *buf, size_t buf_len, uint64_t file_len,
+			struct ssd_ckpt_hdr *h)
+{
+	struct ssd_ckpt_hdr t;
+	uint64_t body_len;
+	int ret;
+
+	memset(h, 0, sizeof(*h));
+	if (buf_len < CKPT_HDR)
+		return file_len < CKPT_HDR ? KVT_ECORRUPT : KVT_EBUFSMALL;
+	ret = ssdfmt_ckpt_hdr(buf, file_len, &t, &body_len);
+	if (ret == 0)
+		*h = t;
+	return ret;
+}
+
+int ssd_ckpt_decode(const uint8_t *buf, size_t len, struct ssd_ckpt_hdr *h,
+		    const struct ssd_ckpt_cbs *cbs, void *ctx)
+{
+	struct ssd_ckpt_hdr t;
+	uint64_t body_len;
+	int ret;
+
+	memset(h, 0, sizeof(*h));
+	if (len < CKPT_HDR)
+		return KVT_ECORRUPT;
+	if ((ret = ssdfmt_ckpt_hdr(buf, len, &t, &body_len)) < 0)
+		return ret;
 	if (kvt_crc32c(0, buf + CKPT_HDR, body_len) != le_get32(buf + CKPT_BODY_CRC))
 		return KVT_ECORRUPT;
 	if (!ssdfmt_is_zero(buf + CKPT_HDR + body_len, len - CKPT_HDR - body_len))

@@ -284,6 +284,24 @@ struct ssd_ckpt_cbs {
 };
 int ssd_ckpt_decode(const uint8_t *buf, size_t len, struct ssd_ckpt_hdr *h,
 		    const struct ssd_ckpt_cbs *cbs, void *ctx);
+/*
+ * Decode and check only a checkpoint's fixed header: buf holds its first
+ * buf_len bytes (SSD_CKPT_HDR suffice), file_len is the file's size.
+ * Checks what ssd_ckpt_decode checks of the header -- magic, header CRC,
+ * version, reserved bytes zero, the image exactly
+ * roundup(128 + body_len, 4096) = file_len bytes, the counts fitting
+ * body_len -- and nothing of the body (its CRC, the tables, the
+ * entries), which it does not read.  So a header that decodes holds the
+ * values its writer wrote (slot_count, store_id, seq), but the
+ * checkpoint may still be refused whole by ssd_ckpt_decode (a damaged
+ * body): what it says is a hint, which the store's own open verifies
+ * (doc/ssd-format.md "Checkpoint").  Returns 0, KVT_ECORRUPT,
+ * KVT_EVERSION, or KVT_EBUFSMALL (buf_len < SSD_CKPT_HDR while the file
+ * is at least that long: read SSD_CKPT_HDR bytes).  No allocation.
+ */
+#define SSD_CKPT_HDR 128u
+int ssd_ckpt_hdr_decode(const uint8_t *buf, size_t buf_len, uint64_t file_len,
+			struct ssd_ckpt_hdr *h);
 /* Whether recovery uses a checkpoint whose header h decoded, for a store
  * of slot_count slots (ssd.capacity / ssd.segment) and id store_id
  * (doc/ssd-format.md "Recovery" step 1): NULL if so, else why it ignores

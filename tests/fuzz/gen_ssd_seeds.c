@@ -1,9 +1,10 @@
 /*
- * gen_ssd_seeds.c - writes the seed corpora of fuzz_ssdrec and fuzz_ckpt:
- * a handful of small, valid encodings from lib/ssdfmt.c.  Run once, by
- * hand, when the format changes; the output is checked in:
+ * gen_ssd_seeds.c - writes the seed corpora of fuzz_ssdrec, fuzz_ckpt and
+ * fuzz_ckpthdr: a handful of small, valid encodings from lib/ssdfmt.c.  Run
+ * once, by hand, when the format changes; the output is checked in:
  *
- *   build-fuzz/tests/fuzz/gen_ssd_seeds tests/fuzz/corpus/ssdrec tests/fuzz/corpus/ckpt
+ *   build-fuzz/tests/fuzz/gen_ssd_seeds tests/fuzz/corpus/ssdrec tests/fuzz/corpus/ckpt \
+ *       tests/fuzz/corpus/ckpthdr
  *
  * Deterministic: the same build writes the same bytes.
  */
@@ -125,8 +126,26 @@ static void seg(const char *dir, const char *name, int sealed, uint32_t align)
 	write_file(dir, name, g_buf, SSD_ALIGN);
 }
 
-static void ckpt(const char *dir, const char *name, uint32_t slots, uint32_t clears,
-		 uint32_t entries)
+/* fuzz_ckpthdr's input: an 8-byte file length, then the file's first
+ * bytes (the whole image, its length field 0: "the bytes are the file";
+ * or its 128-byte header alone, with the image's length). */
+static void ckpthdr(const char *dir, const char *name, const uint8_t *img, size_t len)
+{
+	static uint8_t in[8 + sizeof(g_buf)];
+	char n2[128];
+
+	memset(in, 0, 8);
+	memcpy(in + 8, img, len);
+	snprintf(n2, sizeof(n2), "%s-whole", name);
+	write_file(dir, n2, in, 8 + len);
+	for (int i = 0; i < 8; i++)
+		in[i] = (uint8_t)((uint64_t)len >> (8 * i));
+	snprintf(n2, sizeof(n2), "%s-head", name);
+	write_file(dir, n2, in, 8 + SSD_CKPT_HDR);
+}
+
+static void ckpt(const char *dir, const char *hdir, const char *name, uint32_t slots,
+		 uint32_t clears, uint32_t entries)
 {
 	struct ssd_ckpt_writer w;
 	struct ssd_ckpt_hdr h;
@@ -173,12 +192,16 @@ static void ckpt(const char *dir, const char *name, uint32_t slots, uint32_t cle
 	if (len < 0)
 		die(name);
 	write_file(dir, name, g_buf, (size_t)len);
+	if (hdir)
+		ckpthdr(hdir, name, g_buf, (size_t)len);
 }
 
 int main(int argc, char **argv)
 {
-	if (argc != 3)
-		die("usage: gen_ssd_seeds <ssdrec dir> <ckpt dir>");
+	const char *hdir = argc == 4 ? argv[3] : NULL;
+
+	if (argc != 3 && argc != 4)
+		die("usage: gen_ssd_seeds <ssdrec dir> <ckpt dir> [<ckpthdr dir>]");
 
 	rec(argv[1], "rec-put-1part", SSD_REC_PUT, 1, 32, SSD_REC_ALIGN);
 	rec(argv[1], "rec-put-3parts", SSD_REC_PUT, 3, 64, SSD_REC_ALIGN);
@@ -198,9 +221,9 @@ int main(int argc, char **argv)
 	seg(argv[1], "seg4k-open", 0, SSD_REC_ALIGN_4K);
 	seg(argv[1], "seg4k-sealed", 1, SSD_REC_ALIGN_4K);
 
-	ckpt(argv[2], "ckpt-empty", 0, 0, 0);
-	ckpt(argv[2], "ckpt-slots", 8, 0, 0);
-	ckpt(argv[2], "ckpt-small", 3, 2, 10);
-	ckpt(argv[2], "ckpt-two-pages", 16, 4, 60);
+	ckpt(argv[2], hdir, "ckpt-empty", 0, 0, 0);
+	ckpt(argv[2], hdir, "ckpt-slots", 8, 0, 0);
+	ckpt(argv[2], hdir, "ckpt-small", 3, 2, 10);
+	ckpt(argv[2], hdir, "ckpt-two-pages", 16, 4, 60);
 	return 0;
 }

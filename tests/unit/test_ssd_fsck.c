@@ -11,7 +11,8 @@
  * a warning naming the records recovery will not find -- and recovery
  * indeed does not find them.  A torn value (header sound, a part failing
  * its CRC) past the write point is a warning too, and its block a miss
- * after recovery; before it, damage.
+ * after recovery; before it, damage.  The store id fsck judges segments
+ * and the checkpoint by is the one recovery takes, ssd/id's.
  */
 #include <fcntl.h>
 #include <stdlib.h>
@@ -661,6 +662,111 @@ static void segment_changed(void)
 	free(dir);
 }
 
+/* 6. The store's id is ssd/id's, where its open takes it, not the first
+ *    segment header's.  seg-000000's header rewritten with another store
+ *    id (its CRC fixed): fsck calls that one segment another store's, and
+ *    counts live only the other segments' blocks -- exactly the keys the
+ *    store's open then serves (it takes slot 0 for free).  Until
+ *    2026-12-03 fsck took seg-000000's id as the store's, called every
+ *    other segment and the checkpoint another store's, and counted slot
+ *    0's blocks.  ssd/id removed: fsck says so and reads no segment; the
+ *    open (a new id) serves no key. */
+/* Give the header at the start of path (a segment header: store_id at
+ * 64, CRC over 4096 bytes; a checkpoint: at 16, over 128) another store
+ * id, its CRC (at 12, computed with that field 0) fixed. */
+static void other_store_id(const char *path, size_t id_off, size_t crc_len)
+{
+	uint8_t b[SSD_ALIGN];
+	uint32_t crc = 0;
+	int fd = open(path, O_RDWR);
+
+	T_GE_INT(fd, 0);
+	T_EQ_INT(pread(fd, b, crc_len, 0), (int)crc_len);
+	b[id_off] ^= 1;
+	memcpy(b + 12, &crc, 4);
+	crc = kvt_crc32c(0, b, crc_len);
+	memcpy(b + 12, &crc, 4);
+	T_EQ_INT(pwrite(fd, b, crc_len, 0), (int)crc_len);
+	close(fd);
+}
+
+/* Reopen dir (4M of 1M): keys below `from` of 0..k-1 miss, the others
+ * read back exactly; returns how many did.  *ck_blocks (if not NULL):
+ * the blocks recovery took from the checkpoint. */
+static uint64_t reopen_served(const char *dir, uint64_t k, uint64_t from, uint64_t *ck_blocks)
+{
+	struct kvt_store *s = open_sized(dir, "4M", "1M");
+	uint32_t ns = ns_of(s);
+	uint64_t served = 0;
+
+	for (uint64_t j = 0; j < k; j++) {
+		int r = t_get_filled(s, ns, j, len_of(j));
+		T_RC(r, j < from ? KVT_MISS : KVT_OK);
+		served += r == KVT_OK;
+	}
+	if (ck_blocks)
+		*ck_blocks = t_stat(s, "ssd.recovery_checkpoint_blocks");
+	kvt_store_destroy(s);
+	return served;
+}
+
+static void store_id_source(void)
+{
+	char *dir = t_mkdtemp(), path[4096];
+	struct kvt_store *s = open_sized(dir, "4M", "1M");
+	uint32_t ns = ns_of(s);
+	struct said w;
+	uint64_t k = 0, first1 = 0, served, ck_blocks;
+
+	while (t_stat(s, "ssd.segments_sealed") < 2) {
+		put_k(s, ns, k++);
+		T_OK(kvt_flush(s));
+		if (!first1 && t_stat(s, "ssd.segments_sealed") == 1)
+			first1 = k - 1; /* sealing slot 0 made room for it in slot 1 */
+	}
+	kvt_store_destroy(s);
+	T_ASSERT(first1 > 1 && first1 < k);
+	clean(&w, fsck(dir, &w));
+	T_EQ_U64(w.f.blocks, k);
+
+	snprintf(path, sizeof(path), "%s/ssd/seg-000000", dir);
+	other_store_id(path, 64, SSD_ALIGN);
+	T_ASSERT(seg_hdr(dir, 0).generation > 0); /* still a sound header */
+	T_RC(fsck(dir, &w), KVT_ECORRUPT);
+	T_EQ_U64(w.f.damaged, 1);
+	T_ASSERT(strstr(w.text, "ssd/seg-000000: belongs to another store (its store id is not "
+				"ssd/id's)") != NULL);
+	T_EQ_U64(w.f.blocks, k - first1);
+	served = reopen_served(dir, k, first1, NULL);
+	T_EQ_U64(served, k - first1);
+
+	/* The checkpoint (the one that open wrote) made another store's, its
+	 * header CRC fixed: damage, and ignored as recovery ignores it (the
+	 * segments are scanned: the same blocks). */
+	snprintf(path, sizeof(path), "%s/ssd/checkpoint", dir);
+	other_store_id(path, 16, 128);
+	T_RC(fsck(dir, &w), KVT_ECORRUPT);
+	T_EQ_U64(w.f.damaged, 2);
+	T_ASSERT(strstr(w.text, "ssd/checkpoint: belongs to another store (its store id is not "
+				"ssd/id's): recovery ignores it") != NULL);
+	T_EQ_U64(w.f.blocks, k - first1);
+	T_EQ_U64(reopen_served(dir, k, first1, &ck_blocks), k - first1);
+	T_EQ_U64(ck_blocks, 0);
+
+	snprintf(path, sizeof(path), "%s/ssd/id", dir);
+	T_EQ_INT(unlink(path), 0);
+	T_RC(fsck(dir, &w), KVT_ECORRUPT);
+	T_EQ_U64(w.f.damaged, 1);
+	T_ASSERT(strstr(w.text, "ssd/id: missing: the store takes a new id") != NULL);
+	T_EQ_U64(w.f.records, 0);
+	T_EQ_U64(w.f.blocks, 0);
+	T_EQ_U64(reopen_served(dir, k, k, NULL), 0);
+	fprintf(stderr, "  store id from ssd/id: slot 0 another store's (%llu keys), %llu served\n",
+		(unsigned long long)first1, (unsigned long long)served);
+	t_rmtree(dir);
+	free(dir);
+}
+
 int main(void)
 {
 	static const char *const aligns[] = { "512", "4096" };
@@ -676,5 +782,6 @@ int main(void)
 	}
 	segment_changed();
 	capacity_changed();
+	store_id_source();
 	return 0;
 }

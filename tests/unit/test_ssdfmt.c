@@ -1447,6 +1447,132 @@ static void test_ckpt_bounds(void)
  * None so far.
  */
 
+/* A checkpoint's fixed header alone (ssd_ckpt_hdr_decode, what kvtier
+ * --dir reads for a store's slot count): 16 slots, 1 clear, 2 entries,
+ * body_len 400, store_id 0x00..0x0f, seq 0x0102030405060708, body_crc
+ * 0xDEADBEEF (never checked here).  Computed in Python from the offset
+ * table of doc/ssd-format.md "Checkpoint" (its "Golden checkpoint
+ * header"), not by this library: header CRC 0x076F02D2. */
+static const uint8_t CK_GOLDEN[80] = {
+	0x4b, 0x56, 0x54, 0x43, 0x4b, 0x50, 0x54, 0x31, 0x02, 0x00, 0x00, 0x00, 0xd2, 0x02,
+	0x6f, 0x07, 0x00, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x09, 0x0a, 0x0b,
+	0x0c, 0x0d, 0x0e, 0x0f, 0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01, 0x10, 0x00,
+	0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+	0x90, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xef, 0xbe, 0xad, 0xde, 0x00, 0x00,
+	0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+};
+
+/* The golden header, tampered with by stmt (p: its 128 bytes), its CRC
+ * recomputed or not, decoded from exactly 128 bytes before a guard page
+ * as a file of file_len bytes. */
+#define CKH_TAMPER(stmt, fix, file_len, want)                                          \
+	do {                                                                           \
+		uint8_t p[C_HDR];                                                      \
+		struct ssd_ckpt_hdr t_h_;                                              \
+		memset(p, 0, sizeof(p));                                               \
+		memcpy(p, CK_GOLDEN, sizeof(CK_GOLDEN));                               \
+		stmt;                                                                  \
+		if (fix)                                                               \
+			fix_crc(p, C_HDR, C_CRC);                                      \
+		T_RC(ssd_ckpt_hdr_decode(t_at_guard(p, C_HDR), C_HDR, (file_len), &t_h_), \
+		     want);                                                            \
+	} while (0)
+
+static void test_ckpt_hdr(void)
+{
+	uint8_t gold[C_HDR], id[16];
+	struct ssd_ckpt_hdr h, full;
+	int64_t len;
+	uint8_t *img;
+
+	/* Golden: every field as the table places it. */
+	memset(gold, 0, sizeof(gold));
+	memcpy(gold, CK_GOLDEN, sizeof(CK_GOLDEN));
+	T_EQ_U64(get32(gold + C_CRC), 0x076F02D2);
+	T_RC(ssd_ckpt_hdr_decode(t_at_guard(gold, C_HDR), C_HDR, SSD_ALIGN, &h), 0);
+	for (int i = 0; i < 16; i++)
+		id[i] = (uint8_t)i;
+	T_EQ_MEM(h.store_id, id, 16);
+	T_EQ_U64(h.seq, 0x0102030405060708ull);
+	T_EQ_INT(h.slot_count, 16);
+	T_EQ_INT(h.clear_count, 1);
+	T_EQ_U64(h.entry_count, 2);
+	/* More bytes than the header are fine (not read past 128). */
+	{
+		uint8_t big[2 * C_HDR];
+		memset(big, 0xee, sizeof(big));
+		memcpy(big, gold, C_HDR);
+		T_RC(ssd_ckpt_hdr_decode(t_at_guard(big, sizeof(big)), sizeof(big), SSD_ALIGN, &h),
+		     0);
+	}
+	/* The whole-image decoder refuses it: its body is not there. */
+	T_RC(ssd_ckpt_decode(t_at_guard(gold, C_HDR), C_HDR, &full, NULL, NULL), KVT_ECORRUPT);
+
+	/* Truncated: fewer than 128 bytes in hand asks for 128 (a file at
+	 * least that long), or is corrupt (a file shorter than a header).
+	 * Each prefix ends at a guard page. */
+	for (size_t n = 0; n < C_HDR; n++) {
+		T_RC(ssd_ckpt_hdr_decode(t_at_guard(gold, n), n, SSD_ALIGN, &h), KVT_EBUFSMALL);
+		T_RC(ssd_ckpt_hdr_decode(t_at_guard(gold, n), n, n, &h), KVT_ECORRUPT);
+		T_EQ_INT(h.slot_count, 0);
+	}
+	/* The file's length must be exactly roundup(128 + body_len, 4096). */
+	CKH_TAMPER((void)0, false, SSD_ALIGN, 0);
+	CKH_TAMPER((void)0, false, 2 * SSD_ALIGN, KVT_ECORRUPT);
+	CKH_TAMPER((void)0, false, SSD_ALIGN - 1, KVT_ECORRUPT);
+	CKH_TAMPER((void)0, false, C_HDR, KVT_ECORRUPT);
+	CKH_TAMPER((void)0, false, 0, KVT_ECORRUPT);
+	CKH_TAMPER((void)0, false, UINT64_MAX, KVT_ECORRUPT);
+	/* Wrong magic; wrong version, with and without its CRC fixed. */
+	CKH_TAMPER(memcpy(p, "KVTCKPT2", 8), true, SSD_ALIGN, KVT_ECORRUPT);
+	CKH_TAMPER(memcpy(p, "KVTSUM01", 8), true, SSD_ALIGN, KVT_ECORRUPT);
+	CKH_TAMPER(put32(p + C_VERSION, 1), true, SSD_ALIGN, KVT_EVERSION);
+	CKH_TAMPER(put32(p + C_VERSION, 3), true, SSD_ALIGN, KVT_EVERSION);
+	CKH_TAMPER(put32(p + C_VERSION, 3), false, SSD_ALIGN, KVT_ECORRUPT);
+	/* Lengths out of range (CRC fixed: the rule refuses them). */
+	/* 18 slots: 18 * 16 + 16 + 2 * 48 = 400 bytes, the body exactly; 19 do not fit. */
+	CKH_TAMPER(put32(p + C_SLOT_COUNT, 18), true, SSD_ALIGN, 0);
+	CKH_TAMPER(put32(p + C_SLOT_COUNT, 19), true, SSD_ALIGN, KVT_ECORRUPT);
+	CKH_TAMPER(put32(p + C_SLOT_COUNT, UINT32_MAX), true, SSD_ALIGN, KVT_ECORRUPT);
+	CKH_TAMPER(put32(p + C_SLOT_COUNT + 4, UINT32_MAX), true, SSD_ALIGN, KVT_ECORRUPT);
+	CKH_TAMPER(put64(p + C_ENTRY_COUNT, 2 + 80 / 48), true, SSD_ALIGN, KVT_ECORRUPT);
+	CKH_TAMPER(put64(p + C_ENTRY_COUNT, UINT64_MAX), true, SSD_ALIGN, KVT_ECORRUPT);
+	CKH_TAMPER(put64(p + C_BODY_LEN, SSD_ALIGN - C_HDR), true, SSD_ALIGN, 0);
+	CKH_TAMPER(put64(p + C_BODY_LEN, SSD_ALIGN - C_HDR + 1), true, SSD_ALIGN, KVT_ECORRUPT);
+	CKH_TAMPER(put64(p + C_BODY_LEN, SSD_ALIGN - C_HDR + 1), true, 2 * SSD_ALIGN, 0);
+	CKH_TAMPER(put64(p + C_BODY_LEN, UINT64_MAX), true, SSD_ALIGN, KVT_ECORRUPT);
+	CKH_TAMPER(put64(p + C_BODY_LEN, UINT64_MAX - C_HDR + 1), true, 0, KVT_ECORRUPT);
+	CKH_TAMPER(put64(p + C_BODY_LEN, 0), true, SSD_ALIGN, KVT_ECORRUPT);
+	CKH_TAMPER(p[C_HDR - 1] = 1, true, SSD_ALIGN, KVT_ECORRUPT); /* reserved */
+	/* Every bit of the header: corrupt (the CRC, or a zero field). */
+	for (int i = 0; i < (int)C_HDR; i++)
+		for (int b = 0; b < 8; b++) {
+			int rc;
+			gold[i] ^= (uint8_t)(1u << b);
+			rc = ssd_ckpt_hdr_decode(t_at_guard(gold, C_HDR), C_HDR, SSD_ALIGN, &h);
+			if (rc != KVT_ECORRUPT)
+				T_FAIL("checkpoint header flip of byte %d bit %d: %d", i, b, rc);
+			gold[i] ^= (uint8_t)(1u << b);
+		}
+
+	/* Against the whole-image decoder: the same header, from 128 bytes;
+	 * a damaged body passes the header-only check (a hint, which the
+	 * store's open verifies), never the whole one. */
+	len = ck_build(CK_SLOTS, CK_CLEARS, 100);
+	T_RC(ssd_ckpt_decode(t_at_guard(g_ck, (size_t)len), (size_t)len, &full, NULL, NULL), 0);
+	T_RC(ssd_ckpt_hdr_decode(t_at_guard(g_ck, C_HDR), C_HDR, (uint64_t)len, &h), 0);
+	T_EQ_MEM(h.store_id, full.store_id, 16);
+	T_EQ_U64(h.seq, full.seq);
+	T_EQ_INT(h.slot_count, full.slot_count);
+	T_EQ_INT(h.clear_count, full.clear_count);
+	T_EQ_U64(h.entry_count, full.entry_count);
+	g_ck[C_HDR + 5] ^= 0x10;
+	img = t_at_guard(g_ck, (size_t)len);
+	T_RC(ssd_ckpt_hdr_decode(img, C_HDR, (uint64_t)len, &h), 0);
+	T_EQ_INT(h.slot_count, CK_SLOTS);
+	T_RC(ssd_ckpt_decode(img, (size_t)len, &full, NULL, NULL), KVT_ECORRUPT);
+}
+
 int main(void)
 {
 	test_rec_lengths();
@@ -1467,5 +1593,6 @@ int main(void)
 	test_ckpt_round_trip();
 	test_ckpt_truncated_and_flips();
 	test_ckpt_bounds();
+	test_ckpt_hdr();
 	return 0;
 }

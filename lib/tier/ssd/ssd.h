@@ -61,6 +61,16 @@ struct ssd_config {
  */
 int ssd_open(struct ssd **out, const struct ssd_config *cfg, int dir_fd, struct kvt_mem *mem,
 	     const struct kvt_logger *log, struct ns_registry *reg, struct dram *dram);
+/*
+ * The store's id as its open takes it (doc/ssd-format.md "Store
+ * directory"): the first 16 bytes of ssd/id, ssd_dfd being the ssd/
+ * directory.  0 with id filled; -ENOENT (none), KVT_ECORRUPT (shorter
+ * than 16 bytes), -errno.  On any error the open makes a new random id,
+ * so that no segment or checkpoint already there is the store's; kvtier
+ * fsck (ssd_fsck.c) reads it the same way, to judge the files as the
+ * open will.
+ */
+int ssd_id_read(int ssd_dfd, uint8_t id[16]);
 /* Drain write-downs, seal nothing, write a checkpoint, stop. */
 void ssd_close(struct ssd *s);
 

@@ -44,6 +44,10 @@
  * may give both (kvt_fsck's ssd_capacity and ssd_segment); otherwise the
  * segment size is that of the segments the checkpoint names, and the
  * checkpoint is taken as recovery's last run left it.
+ * The store id is ssd/id's, read as the store's open reads it
+ * (ssd_id_read): a segment or checkpoint of another id is damage, which
+ * recovery frees or ignores; without ssd/id the open makes a new id and
+ * no file is the store's, so none is read.
  * Files in ssd/ that are not segments or checkpoints are reported as
  * strays (a warning, not damage).
  *
@@ -62,6 +66,7 @@
 #include <unistd.h>
 
 #include "kvt_int.h"
+#include "ssd.h"
 #include "ssdfmt.h"
 
 #define FSCK_CHUNK (1u << 20)
@@ -85,8 +90,8 @@ struct fsck_ns {
 struct fsck {
 	struct kvt_fsck *f;
 	int dfd;                  /* ssd/ */
-	uint8_t store_id[16];
-	bool have_id;
+	uint8_t store_id[16];     /* ssd/id's, as the store's open reads it */
+	bool have_id;             /* false: the open will make a new id */
 	struct fsck_rec *recs;
 	size_t n, cap;
 	struct fsck_ns *ns;
@@ -655,7 +660,9 @@ static int check_segment(struct fsck *c, uint32_t slot, uint64_t fsize)
 	case SSD_SEG_UNUSED:
 		goto out; /* never written: free */
 	case SSD_SEG_OTHER_STORE:
-		fsck_say(c, KVT_FSCK_DAMAGE, "ssd/%s: belongs to another store (store id differs)",
+		fsck_say(c, KVT_FSCK_DAMAGE,
+			 "ssd/%s: belongs to another store (its store id is not ssd/id's): the "
+			 "store takes its slot for free when it opens (its records are not read)",
 			 name);
 		goto out;
 	case SSD_SEG_OTHER_SIZE:
@@ -664,10 +671,6 @@ static int check_segment(struct fsck *c, uint32_t slot, uint64_t fsize)
 			 "takes its slot for free when it opens (its records are not read)",
 			 name, (unsigned long long)h.seg_size, (unsigned long long)c->seg_size);
 		goto out;
-	}
-	if (!c->have_id) {
-		memcpy(c->store_id, h.store_id, 16);
-		c->have_id = true;
 	}
 	c->gen[slot] = h.generation;
 	end = h.seg_size < fsize ? h.seg_size : fsize;
@@ -782,8 +785,11 @@ static int ckpt_load(struct fsck *c)
  * without either, each segment is read at its header's size, as before. */
 static void store_shape(struct fsck *c, const uint64_t *sizes)
 {
+	/* Another store's checkpoint tells nothing of this one. */
+	bool ck_ours = c->ck_ok && !ssd_ckpt_ours(&c->ck_hdr, c->store_id, c->ck_hdr.slot_count);
+
 	c->seg_size = c->f->ssd_segment;
-	for (uint32_t s = 0; !c->seg_size && c->ck_ok && s < c->slots; s++) {
+	for (uint32_t s = 0; !c->seg_size && ck_ours && s < c->slots; s++) {
 		struct ssd_seg_hdr h;
 		char name[32];
 		int fd;
@@ -795,15 +801,18 @@ static void store_shape(struct fsck *c, const uint64_t *sizes)
 			continue;
 		if (pread_full(fd, c->buf, SSD_ALIGN, 0) == 0 &&
 		    ssd_seg_hdr_decode(c->buf, &h) == 0 &&
-		    ssd_seg_hdr_ours(&h, s, 0, c->ck_hdr.store_id) == 0 &&
+		    ssd_seg_hdr_ours(&h, s, 0, c->store_id) == 0 &&
 		    h.generation == c->ck_gen[s])
 			c->seg_size = h.seg_size;
 		close(fd);
 	}
 	if (c->f->ssd_capacity && c->seg_size)
 		c->store_slots = (uint32_t)(c->f->ssd_capacity / c->seg_size);
-	if (c->ck_ok && c->store_slots)
-		c->ck_ignored = ssd_ckpt_ours(&c->ck_hdr, NULL, c->store_slots);
+	/* Recovery's predicate, with what is known of the store. */
+	if (c->ck_ok)
+		c->ck_ignored = ssd_ckpt_ours(&c->ck_hdr, c->store_id,
+					      c->store_slots ? c->store_slots
+							     : c->ck_hdr.slot_count);
 }
 
 /* The checkpoint read by ckpt_load, against the records found. */
@@ -814,6 +823,12 @@ static void check_checkpoint(struct fsck *c)
 	int r;
 	if (!c->ck)
 		return;
+	if (c->ck_ignored && memcmp(c->ck_hdr.store_id, c->store_id, 16) != 0) {
+		fsck_say(c, KVT_FSCK_DAMAGE,
+			 "ssd/checkpoint: belongs to another store (its store id is not ssd/id's): "
+			 "recovery ignores it and scans every segment");
+		return;
+	}
 	if (c->ck_ignored) {
 		/* Neither its entries nor its clears will be used. */
 		fsck_say(c, KVT_FSCK_WARN,
@@ -830,9 +845,6 @@ static void check_checkpoint(struct fsck *c)
 			 r == KVT_EVERSION ? "another format version" : "damaged");
 		return;
 	}
-	if (c->have_id && memcmp(h.store_id, c->store_id, 16) != 0)
-		fsck_say(c, KVT_FSCK_DAMAGE,
-			 "ssd/checkpoint: belongs to another store (store id differs)");
 	/* more is normal: files are made as slots are used (with the store's
 	 * slot count known, a slot beyond it was said as such) */
 	if (!c->store_slots && h.slot_count < c->slots)
@@ -968,6 +980,26 @@ int kvt_store_fsck(const char *path, struct kvt_fsck *f)
 	if (!c.gen || !c.ck_gen || !c.ck_off || !c.clear_ns || !c.hbuf) {
 		r = -ENOMEM;
 		goto out;
+	}
+	/* The store id from where the store's open takes it (ssd_id_read),
+	 * not from a segment header.  Without one the open makes a new id:
+	 * no segment or checkpoint there is the store's, and none is read. */
+	r = ssd_id_read(c.dfd, c.store_id);
+	if (r < 0 && r != -ENOENT && r != KVT_ECORRUPT)
+		goto out;
+	c.have_id = r == 0;
+	if (!c.have_id) {
+		bool files = faccessat(c.dfd, "checkpoint", F_OK, 0) == 0;
+		for (uint32_t i = 0; i < c.slots && !files; i++)
+			files = sizes[i] != 0;
+		if (files)
+			fsck_say(&c, KVT_FSCK_DAMAGE,
+				 "ssd/id: %s: the store takes a new id when it opens, and then "
+				 "no segment or checkpoint here is its own (their blocks are "
+				 "dropped; the files are not read)",
+				 r == -ENOENT ? "missing" : "shorter than 16 bytes");
+		r = 0;
+		goto report;
 	}
 	if ((r = ckpt_load(&c)) < 0)
 		goto out;

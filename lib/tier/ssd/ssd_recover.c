@@ -137,6 +137,25 @@ int ssd_ckpt_write(struct ssd *s)
 
 /* ------------------------------------------------------------------------
  * Recovery
+ *
+ * Generations.  A generation is the only thing that tells a record (and
+ * a checkpoint's entry or write point) of a slot's current segment from
+ * one of an earlier use of the same file: segment files are reused in
+ * place, so old records stay in them past a new segment's write point,
+ * at offsets the new records may also take.  The walk of an open segment
+ * takes the next record if its generation is the segment's; a checkpoint
+ * entry is kept if its generation is its slot's.  So a generation is
+ * never handed out twice in one directory: the next one is above every
+ * generation any segment header there names -- of this store's segment
+ * size or another's (a segment-size change frees every old segment but
+ * leaves its records in the file), of this store's id or another's -- and
+ * every one this store's checkpoint names, used or not (another slot
+ * count).  Restarting at 1 after a segment-size change let the new
+ * segment in slot 0 take generation 1, the old one's: the walk after a
+ * crash went on into the old records, and the old checkpoint's entries
+ * matched (test_ssd resize).  Sequence numbers likewise go on above an
+ * unused checkpoint of this store, so that a later open that does use
+ * it (the slot count changed back) skips none of the newer records.
  */
 
 
@@ -145,6 +164,8 @@ struct recovery {
 	struct ssd_ckpt_hdr ck;
 	bool have_ckpt;
 	uint64_t *ck_gen, *ck_off;  /* per slot, from the checkpoint */
+	uint64_t ck_max_gen;        /* the highest generation the checkpoint names
+				     * (used or not: "Generations" below) */
 	struct ssd_ckpt_entry *items;
 	size_t count, cap;
 	uint32_t cur_slot;
@@ -232,9 +253,21 @@ static int rec_insert(struct ssd *s, const struct ssd_ckpt_entry *ce)
 	return r == -ENOMEM ? r : 0;
 }
 
+/* A checkpoint of this store that recovery does not use (another slot
+ * count): only the generations it names. */
+static int ck_gen_cb(void *ctx, uint32_t idx, const struct ssd_ckpt_slot *sl)
+{
+	struct recovery *rc = ctx;
+	(void)idx;
+	if (sl->generation > rc->ck_max_gen)
+		rc->ck_max_gen = sl->generation;
+	return 0;
+}
+
 static int ck_slot_cb(void *ctx, uint32_t idx, const struct ssd_ckpt_slot *sl)
 {
 	struct recovery *rc = ctx;
+	ck_gen_cb(ctx, idx, sl);
 	if (idx < rc->s->slot_count) {
 		rc->ck_gen[idx] = sl->generation;
 		rc->ck_off[idx] = sl->write_off;
@@ -289,6 +322,13 @@ static void rec_load_ckpt(struct recovery *rc)
 	if (r < 0 || (why = ssd_ckpt_ours(&rc->ck, s->store_id, s->slot_count))) {
 		kvt_logf(s->log, KVT_LOG_WARN, "ssd: checkpoint ignored (%s): scanning every segment",
 			 r < 0 ? kvt_strerror(r) : why);
+		if (r == 0 && !ssd_ckpt_ours(&rc->ck, s->store_id, rc->ck.slot_count)) {
+			/* This store's, of another slot count: generations and
+			 * sequence numbers go on above its ("Generations"). */
+			struct ssd_ckpt_cbs gen_only = { .slot = ck_gen_cb };
+			(void)ssd_ckpt_decode(buf, (size_t)st.st_size, &rc->ck, &gen_only, rc);
+			rc->max_seq = rc->ck.seq;
+		}
 		goto out;
 	}
 	r = ssd_ckpt_decode(buf, (size_t)st.st_size, &rc->ck, &cbs, rc);
@@ -442,15 +482,35 @@ static int rec_apply(struct recovery *rc)
 	return 0;
 }
 
+int ssd_id_read(int ssd_dfd, uint8_t id[16])
+{
+	size_t got = 0;
+	int fd = openat(ssd_dfd, SSD_ID, O_RDONLY | O_CLOEXEC), r = 0;
+
+	if (fd < 0)
+		return -errno;
+	while (got < 16) {
+		ssize_t n = pread(fd, id + got, 16 - got, (off_t)got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			r = n < 0 ? -errno : KVT_ECORRUPT;
+			break;
+		}
+		got += (size_t)n;
+	}
+	close(fd);
+	return r;
+}
+
 int ssd_store_id(struct ssd *s)
 {
-	int fd = openat(s->dir_fd, SSD_ID, O_RDONLY | O_CLOEXEC);
-	if (fd >= 0) {
-		ssize_t n = read(fd, s->store_id, 16);
-		close(fd);
-		if (n == 16)
-			return 0;
-	}
+	int fd;
+
+	/* Only an id that is not there (or cannot be read) is replaced: every
+	 * segment and checkpoint then belongs to another store to this one. */
+	if (ssd_id_read(s->dir_fd, s->store_id) == 0)
+		return 0;
 	if (getrandom(s->store_id, 16, 0) != 16)
 		return -EIO;
 	fd = openat(s->dir_fd, SSD_ID ".tmp", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
@@ -514,16 +574,20 @@ int ssd_recover(struct ssd *s)
 			continue;
 		}
 		if (ssd_pread_full(s, g->fd, buf, SSD_ALIGN, 0) < 0 ||
-		    ssd_seg_hdr_decode(buf, &h) < 0 ||
-		    ssd_seg_hdr_ours(&h, i, s->cfg.seg_size, s->store_id) != 0)
-			continue; /* free (or foreign): reused as such */
+		    ssd_seg_hdr_decode(buf, &h) < 0)
+			continue; /* free: reused as such */
+		/* Whatever header this file holds, its records may lie in it
+		 * past a new segment's write point: new generations go on
+		 * above its ("Generations", above). */
+		if (h.generation > max_gen)
+			max_gen = h.generation;
+		if (ssd_seg_hdr_ours(&h, i, s->cfg.seg_size, s->store_id) != 0)
+			continue; /* another size's, slot's or store's: free */
 		g->generation = h.generation;
 		/* Its records' alignment: O_DIRECT or the page cache for it. */
 		ssd_seg_set_align(s, i, h.rec_align);
 		g->state = h.summary_len ? SEG_SEALED : SEG_OPEN;
 		g->write_off = h.summary_len ? h.summary_off + h.summary_len : s->cfg.seg_size;
-		if (h.generation > max_gen)
-			max_gen = h.generation;
 		/* stash the summary location for step 3 */
 		g->sum_bytes = h.summary_len;
 		g->write_off = h.summary_off;
@@ -600,6 +664,8 @@ int ssd_recover(struct ssd *s)
 			 "ssd: %llu segments of an older format (before version %u) dropped: "
 			 "their blocks are misses, the space is reused",
 			 (unsigned long long)s->rec_old_format, SSD_FMT_VERSION);
+	if (rc.ck_max_gen > max_gen)
+		max_gen = rc.ck_max_gen;
 	s->next_gen = max_gen + 1;
 	r = rec_apply(&rc);
 	if (r < 0)
