@@ -1,7 +1,7 @@
 /*
- * ssd_int.h - what ssd.c (the tier: index, segments, write-down,
- * promotion) and ssd_recover.c (checkpoints and recovery) share.
- * Nothing outside those two files includes it.
+ * ssd_int.h - what ssd.c (the tier: write-down, promotion), ssd_idx.c
+ * (the index, synchronous I/O, segment files) and ssd_recover.c
+ * (checkpoints and recovery) share.  Nothing else includes it.
  */
 #ifndef KVT_SSD_INT_H
 #define KVT_SSD_INT_H
