@@ -943,6 +943,11 @@ bool kvtd_frame_charge(struct kvtd_frame *fr, uint64_t n, bool force);
 /* c has frames in flight while its tenant's hold KVTD_IN_TENANT_MAX: not
  * read until its own are answered (loop.c). */
 bool kvtd_conn_in_share_over(const struct kvtd_conn *c);
+/* Tenant t's input share: the cap (KVTD_IN_TENANT_MAX), and in *held what
+ * its native frames in flight hold; 0 (held untouched) where shares do
+ * not apply: no tenant, no --max-memory, or no --tenants. */
+uint64_t kvtd_in_share(const struct kvtd_server *srv, const struct kvtd_tstat *t,
+		       uint64_t *held);
 /* Frames a connection may take in one loop iteration: past it, what it
  * has buffered waits for the next one (kvtd_conn_parse_budget false, then
  * kvtd_conn_defer), after the other connections' events.  A pipeline of

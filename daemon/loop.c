@@ -136,6 +136,15 @@ static bool loop_share_over(const struct kvtd_conn *c)
 		       KVTD_OUT_TENANT_MAX(srv);
 }
 
+uint64_t kvtd_in_share(const struct kvtd_server *srv, const struct kvtd_tstat *t,
+		       uint64_t *held)
+{
+	if (!t || !srv->cfg.max_memory || !kvtd_auth_enabled())
+		return 0;
+	*held = atomic_load_explicit(&t->in_charged, memory_order_relaxed);
+	return KVTD_IN_TENANT_MAX(srv);
+}
+
 static void loop_conn_touch(struct kvtd_conn *c);
 
 /* Append c to a loop's list of connections (touched, deferred); false
@@ -199,11 +208,9 @@ static void loop_undefer(struct kvtd_loop *loop)
  * charged alone, or refused. */
 bool kvtd_conn_in_share_over(const struct kvtd_conn *c)
 {
-	const struct kvtd_server *srv = c->loop->srv;
+	uint64_t held = 0, cap = kvtd_in_share(c->loop->srv, c->tstat, &held);
 
-	return c->inflight > 0 && c->tstat && srv->cfg.max_memory && kvtd_auth_enabled() &&
-	       atomic_load_explicit(&c->tstat->in_charged, memory_order_relaxed) >=
-		       KVTD_IN_TENANT_MAX(srv);
+	return c->inflight > 0 && cap && held >= cap;
 }
 
 static void loop_conn_close(struct kvtd_conn *c, const char *why);

@@ -603,13 +603,9 @@ void kvtd_ns_count_init(struct kvtd_server *srv)
  * progress; without --tenants there are no shares (as for output). */
 static bool ops_share_over(struct kvtd_frame *fr, uint64_t cost)
 {
-	struct kvtd_server *srv = ops_srv(fr);
-	uint64_t held;
+	uint64_t held = 0, cap = kvtd_in_share(ops_srv(fr), fr->tstat, &held);
 
-	if (!fr->tstat || !srv->cfg.max_memory || !kvtd_auth_enabled())
-		return false;
-	held = atomic_load_explicit(&fr->tstat->in_charged, memory_order_relaxed);
-	return held > fr->mem_charged && held + cost > KVTD_IN_TENANT_MAX(srv);
+	return cap && held > fr->mem_charged && held + cost > cap;
 }
 
 /*
