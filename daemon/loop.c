@@ -57,7 +57,8 @@
  *     counted in out_share_paused.  Clients that pipeline and never read
  *     held --conn-output each, and a few of them the whole budget: every
  *     other tenant's next frame was refused.  Past the share a connection
- *     adds at most the answers of the frames it has in flight.
+ *     adds at most the answers of the frames it has in flight.  Shares
+ *     apply with --tenants only (loop_shares).
  * What stays outside the budget is per connection and small: its struct
  * and a KVTD_RBUF_MIN read buffer; --max-conns bounds those.  A new
  * connection past --max-conns gets an ERROR frame (KVT_EBUSY) and is
@@ -126,12 +127,22 @@ static bool loop_mem_over(const struct kvtd_server *srv)
 	       atomic_load_explicit(&srv->mem_used, memory_order_relaxed) > srv->cfg.max_memory;
 }
 
+/* Do tenant t's shares of the budget (its queued answers, its frames in
+ * flight) apply?  Only with a budget and --tenants: without it every
+ * client is the default tenant (kvtd_auth_open_conn, ops.c AUTH), one
+ * trust domain, and a quarter of the budget for all of them together
+ * throttled every client (test_hostile no_shares). */
+static bool loop_shares(const struct kvtd_server *srv, const struct kvtd_tstat *t)
+{
+	return t && srv->cfg.max_memory && kvtd_auth_enabled();
+}
+
 /* c's tenant's queued answers hold their share of the budget. */
 static bool loop_share_over(const struct kvtd_conn *c)
 {
 	const struct kvtd_server *srv = c->loop->srv;
 
-	return c->tstat && srv->cfg.max_memory &&
+	return loop_shares(srv, c->tstat) &&
 	       atomic_load_explicit(&c->tstat->out_charged, memory_order_relaxed) >=
 		       KVTD_OUT_TENANT_MAX(srv);
 }
@@ -139,7 +150,7 @@ static bool loop_share_over(const struct kvtd_conn *c)
 uint64_t kvtd_in_share(const struct kvtd_server *srv, const struct kvtd_tstat *t,
 		       uint64_t *held)
 {
-	if (!t || !srv->cfg.max_memory || !kvtd_auth_enabled())
+	if (!loop_shares(srv, t))
 		return 0;
 	*held = atomic_load_explicit(&t->in_charged, memory_order_relaxed);
 	return KVTD_IN_TENANT_MAX(srv);

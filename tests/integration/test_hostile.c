@@ -28,6 +28,8 @@
  *                 frame may name; more is refused whole)
  *   in_share      one tenant's GET frames left waiting on 6 connections:
  *                 its frames in flight hold at most a quarter of the budget
+ *   no_shares     without --tenants, PING floods never read are held by
+ *                 the budget, not by a tenant's share (one trust domain)
  *   aux_walks     S3 listings' walks on the aux thread beside another
  *                 client's aux jobs (walks have a lane of their own)
  *
@@ -2863,6 +2865,58 @@ static void phase_out_share(void)
 }
 
 /* ------------------------------------------------------------------------
+ * no_shares (the lead's review, 2026-12-03): a server without --tenants is
+ * one trust domain and has no shares (doc/kvtierd.md "A tenant's share"):
+ * every client is the default tenant, and a quarter of --max-memory for
+ * all of their queued answers together throttled every client, not one
+ * tenant.  The input share said so (kvtd_in_share); the output share
+ * applied to the default tenant all the same (out_share_paused counted).
+ * Three connections pipeline PINGs and never read (each holds at most
+ * --conn-output, 4 MiB: together more than --max-memory 8M): they are
+ * held by the budget (mem_paused, or mem_refused and closed), never by a
+ * share.
+ */
+
+#define NS_CONNS 3u
+
+static void phase_no_shares(void)
+{
+	const char *argv[] = { "--max-memory", "8M", "--dram", "32M", "--threads", "2", NULL };
+	uint8_t ping[PROTO_HDR_LEN + 64];
+	struct proto_frame f = { .op = PROTO_OP_PING, .tag = 1 };
+	struct kc fl[NS_CONNS];
+	uint64_t sent[NS_CONNS], paused, mem_held;
+	char dir[700];
+	int64_t plen = 0;
+
+	snprintf(dir, sizeof(dir), "%s/no_shares", base);
+	tsrv_start(&srv, bin, base, dir, NULL, argv);
+	for (unsigned i = 0; i < NS_CONNS; i++) {
+		T_RC(kc_connect_tcp(&fl[i], srv.port), 0);
+		T_RC(kc_login(&fl[i], "default", ""), 0);
+		f.version = fl[i].version;
+		plen = proto_encode(&f, NULL, 0, ping, sizeof(ping), NULL, NULL);
+		T_EQ_INT(plen, PROTO_HDR_LEN);
+		sent[i] = flood_send(fl[i].fd, ping, (size_t)plen, FLOOD_NATIVE, 10000);
+	}
+	/* Read once they closed: with the budget full, STATS is refused too. */
+	for (unsigned i = 0; i < NS_CONNS; i++)
+		kc_close(&fl[i]);
+	tsrv_sleep_ms(200);
+	paused = stat_of("server.out_share_paused");
+	mem_held = stat_of("server.mem_paused") + stat_of("server.mem_refused");
+	printf("no_shares: %u connections of the default tenant, %" PRIu64 " + %" PRIu64
+	       " + %" PRIu64 " PINGs taken, unread: mem_paused + mem_refused %" PRIu64
+	       ", out_share_paused %" PRIu64 "\n", NS_CONNS, sent[0], sent[1], sent[2], mem_held,
+	       paused);
+	/* Their answers reached the budget (paused, or the next frame refused
+	 * and the connection closed), past any quarter of it. */
+	T_GE_INT(mem_held, 1);
+	T_EQ_INT(paused, 0);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
+/* ------------------------------------------------------------------------
  * resp_mget (hostile8): one RESP MGET pinned every key it named before
  * its reply was built, whatever the connection's pin cap: an MGET naming
  * 24 values of 1 MiB 400 times each held 9600 pins (DRAM no other client
@@ -5152,6 +5206,7 @@ static const struct {
 	{ "frame_items", phase_frame_items },
 	{ "resp_items", phase_resp_items },
 	{ "out_share", phase_out_share },
+	{ "no_shares", phase_no_shares },
 	{ "resp_mget", phase_resp_mget },
 	{ "resp_exists", phase_resp_exists },
 	{ "fwd_queue", phase_fwd_queue },
