@@ -28,6 +28,8 @@
  *                 frame may name; more is refused whole)
  *   in_share      one tenant's GET frames left waiting on 6 connections:
  *                 its frames in flight hold at most a quarter of the budget
+ *   resp_inflight a RESP pipeline behind a slow DEL: at most --conn-inflight
+ *                 commands taken until it is answered
  *   no_shares     without --tenants, PING floods never read are held by
  *                 the budget, not by a tenant's share (one trust domain)
  *   aux_walks     S3 listings' walks on the aux thread beside another
@@ -4884,6 +4886,76 @@ static void phase_resp_flood(void)
 	T_EQ_INT(tsrv_stop(&srv), 0);
 }
 
+/* ------------------------------------------------------------------------
+ * resp_inflight (attack14/15's open item): a RESP connection took
+ * commands until 256 were unanswered (KVTD_INFLIGHT_MAX), whatever
+ * --conn-inflight said; the native and S3 listeners honour it.  A DEL
+ * that removed a value answers once its tombstone is durable (a flush
+ * behind the SET's write-down -- ssd.admission=always -- on a device
+ * slowed to 2 s a write, ssd.debug_write_delay_ms), and
+ * RESP answers in order: the 200 PINGs pipelined behind it stay in
+ * flight.  With --conn-inflight 8 the server takes 8 commands (the
+ * tenant's requests counter, counted as each is parsed) and no more until
+ * the DEL is answered; then every command is answered, in order.
+ */
+
+#define RI_INFLIGHT 8u
+#define RI_PINGS 200u
+
+static void phase_resp_inflight(void)
+{
+	const char *extra[] = { "--resp", "127.0.0.1:0", "--metrics", "127.0.0.1:0", "--ssd", "64M",
+				"--threads", "1", "--conn-inflight", "8", "--set", "ssd.admission=always",
+				"--set", "ssd.debug_write_delay_ms=2000", NULL };
+	const char *series = "kvtier_tenant_requests_total{tenant=\"alice\"}";
+	size_t cap = 64 + 16 + RI_PINGS * 6, want = 4 + RI_PINGS * 7, got = 0;
+	char *cmd = malloc(cap), *reply = malloc(want + 64), *page;
+	uint16_t mport;
+	uint64_t req0, taken, t0, first_ms = 0;
+	bool closed = false;
+	int fd, n;
+
+	start("resp_inflight", extra);
+	mport = tsrv_listener_port(srv.log, "metrics");
+	fd = resp_alice(tsrv_listener_port(srv.log, "RESP"));
+	resp_set(fd, cmd, cap, "ri-key", 'r', 1000);
+	page = tsrv_http_body(mport, "/metrics");
+	req0 = tsrv_metric(page, series);
+	free(page);
+	n = snprintf(cmd, cap, "*2\r\n$3\r\nDEL\r\n$6\r\nri-key\r\n");
+	for (unsigned i = 0; i < RI_PINGS; i++)
+		n += snprintf(cmd + n, cap - (size_t)n, "PING\r\n");
+	t0 = tsrv_now_ns();
+	T_EQ_INT(send_for(fd, cmd, (size_t)n, 2000), n);
+	tsrv_sleep_ms(500);
+	page = tsrv_http_body(mport, "/metrics");
+	taken = tsrv_metric(page, series) - req0;
+	free(page);
+	/* Every command is answered once the DEL is: ":1", then the PONGs. */
+	while (got < want) {
+		size_t r = recv_for(fd, reply + got, want + 1 - got, 10000, &closed);
+		if (r == 0)
+			break;
+		if (!got)
+			first_ms = (tsrv_now_ns() - t0) / 1000000;
+		got += r;
+	}
+	printf("resp_inflight: DEL + %u PINGs in one send, --conn-inflight %u: %" PRIu64
+	       " taken at 500 ms; the DEL answered at %" PRIu64 " ms; %zu of %zu reply bytes\n",
+	       RI_PINGS, RI_INFLIGHT, taken, first_ms, got, want);
+	/* The count was read while the DEL waited (doc/testing.md rule 6) */
+	T_GE_INT(first_ms, 600);
+	T_GE_INT(taken, 1);
+	T_LE_INT(taken, RI_INFLIGHT);
+	T_EQ_INT(got, want);
+	T_ASSERT(strncmp(reply, ":1\r\n+PONG\r\n", 11) == 0);
+	T_ASSERT(strncmp(reply + want - 7, "+PONG\r\n", 7) == 0);
+	close(fd);
+	free(cmd);
+	free(reply);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
 
 /* ------------------------------------------------------------------------
  * ns_items (attack14): NS_REGISTER frames of many items, one new
@@ -5207,6 +5279,7 @@ static const struct {
 	{ "resp_items", phase_resp_items },
 	{ "out_share", phase_out_share },
 	{ "no_shares", phase_no_shares },
+	{ "resp_inflight", phase_resp_inflight },
 	{ "resp_mget", phase_resp_mget },
 	{ "resp_exists", phase_resp_exists },
 	{ "fwd_queue", phase_fwd_queue },
