@@ -850,6 +850,9 @@ struct kvtd_frame {
 	struct kvtd_tstat *tstat; /* its tenant's, where mem_charged is counted too
 				   * (in_charged); NULL before AUTH */
 	bool in_place;            /* PUT: values go straight into DRAM reservations */
+	/* past its tenant's input share (kvtd_frame_charge -EDQUOT): its data
+	 * section is read and dropped, then it is answered -ENOMEM */
+	bool refused;
 	uint32_t rx_item;         /* in place: the item the next data byte belongs to */
 	uint64_t rx_off;          /* and the offset in it */
 	uint32_t n;               /* items */
@@ -937,9 +940,10 @@ void kvtd_req_done(struct kvtd_loop *loop, struct kvt_req *r);
  * nothing of it is in flight; releases pins. */
 void kvtd_frame_free(struct kvtd_frame *fr);
 /* Charge n more bytes to a frame (--max-memory, and its tenant's input,
- * tstat->in_charged; force: the budget's check skipped); given back by
- * kvtd_frame_free, or by kvtd_frame_uncharge. */
-bool kvtd_frame_charge(struct kvtd_frame *fr, uint64_t n, bool force);
+ * tstat->in_charged; force: neither check); given back by
+ * kvtd_frame_free, or by kvtd_frame_uncharge.  0, or nothing charged:
+ * -ENOBUFS past the budget, -EDQUOT past the tenant's input share. */
+int kvtd_frame_charge(struct kvtd_frame *fr, uint64_t n, bool force);
 /* c has frames in flight while its tenant's hold KVTD_IN_TENANT_MAX: not
  * read until its own are answered (loop.c). */
 bool kvtd_conn_in_share_over(const struct kvtd_conn *c);

@@ -49,6 +49,15 @@ static void native_mem_refuse(struct kvtd_conn *c, uint64_t tag, const char *wha
 	kvtd_conn_fail(c, PROTO_OP_ERROR, tag, -ENOMEM, msg);
 }
 
+/* A frame past its tenant's input share (kvtd_frame_charge -EDQUOT): it
+ * is taken no further -- its data section is read and dropped -- and is
+ * answered -ENOMEM once whole (ops.c), the connection kept. */
+static void native_share_refuse(struct kvtd_frame *fr)
+{
+	fr->refused = true;
+	KVTD_COUNT(fr->loop->srv, mem_refused, 1);
+}
+
 /* Per-tenant counters of a native frame (its bytes in; bytes out are
  * counted as they are written).  Frames before AUTH count for nobody. */
 static void native_tenant_count(struct kvtd_conn *c, uint64_t bytes)
@@ -155,7 +164,10 @@ static void native_parse(struct kvtd_conn *c)
 		/* Before AUTH a frame is at most NATIVE_PREAUTH_BUF bytes and
 		 * has no data: bounded per connection, outside the budget, so
 		 * unauthenticated clients never take it from the others. */
-		if (!pre && !kvtd_frame_charge(fr, f.hdr_len, false)) {
+		rc = pre ? 0 : kvtd_frame_charge(fr, f.hdr_len, false);
+		if (rc == -EDQUOT) {
+			native_share_refuse(fr);
+		} else if (rc < 0) {
 			kvtd_frame_free(fr);
 			native_mem_refuse(c, f.tag, "table");
 			return;
@@ -165,26 +177,28 @@ static void native_parse(struct kvtd_conn *c)
 			if (take > f.data_len)
 				take = (size_t)f.data_len;
 			c->put_stream = false;
-			if (kvtd_put_prepare(fr)) {
+			if (!fr->refused && kvtd_put_prepare(fr)) {
 				/* Values go straight into their DRAM reservations. */
 				kvtd_value_put_feed(fr, c->rbuf + c->rstart, take);
 				c->put_stream = take < f.data_len;
-			} else {
+			} else if (!fr->refused) {
 				uint8_t *data = NULL;
-				if (!kvtd_frame_charge(fr, f.data_len, false)) {
+				rc = kvtd_frame_charge(fr, f.data_len, false);
+				if (rc == -EDQUOT) {
+					native_share_refuse(fr);
+				} else if (rc < 0) {
 					kvtd_frame_free(fr);
 					native_mem_refuse(c, f.tag, "data section");
 					return;
-				}
-				data = malloc(f.data_len);
-				if (!data) {
+				} else if (!(data = malloc(f.data_len))) {
 					kvtd_frame_free(fr);
 					kvtd_conn_fail(c, PROTO_OP_ERROR, f.tag, -ENOMEM,
 						       "server out of memory for the frame's data");
 					return;
+				} else {
+					kvtd_frame_set_data(fr, data);
+					memcpy(data, c->rbuf + c->rstart, take);
 				}
-				kvtd_frame_set_data(fr, data);
-				memcpy(data, c->rbuf + c->rstart, take);
 			}
 			c->rstart += take;
 			if (take < f.data_len) {
@@ -202,9 +216,12 @@ static void native_parse(struct kvtd_conn *c)
 	}
 }
 
+/* Where a refused frame's data section is read, to be dropped. */
+static _Thread_local uint8_t native_scratch[64u << 10];
+
 /* The socket is readable: a data section being received goes straight to
- * its buffer (or DRAM); otherwise the loop's rbuf, a header at a time
- * after a streamed PUT (put_stream). */
+ * its buffer (or DRAM, or is dropped); otherwise the loop's rbuf, a header
+ * at a time after a streamed PUT (put_stream). */
 static ssize_t native_read(struct kvtd_conn *c, size_t *asked)
 {
 	uint64_t len, want;
@@ -218,6 +235,10 @@ static ssize_t native_read(struct kvtd_conn *c, size_t *asked)
 		want = 1u << 30;
 	if (c->rx->in_place)
 		r = kvtd_value_put_recv(c->rx, c->fd);
+	else if (c->rx->refused) /* dropped (native_share_refuse) */
+		r = kvtd_conn_read(c, native_scratch,
+				   *asked = want < sizeof(native_scratch) ? (size_t)want
+									 : sizeof(native_scratch));
 	else
 		r = kvtd_conn_read(c, kvtd_frame_data(c->rx) + c->rx_got, *asked = (size_t)want);
 	if (r > 0) {

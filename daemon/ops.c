@@ -82,28 +82,35 @@ struct kvtd_frame *kvtd_frame_new(struct kvtd_conn *c, uint8_t *hdr, uint64_t hd
 
 /*
  * Charge n more bytes to fr: to --max-memory, and count them in its
- * tenant's input (in_charged).  false, nothing charged: over the budget.
- * While a tenant's frames in flight hold KVTD_IN_TENANT_MAX, its
- * connections with frames in flight are not read (loop.c
- * kvtd_conn_in_share_over): frames pipelined on several connections,
- * each charged its table and its items (~600 bytes each), took the whole
- * budget from one tenant, and every other client's next frame was
- * refused (test_hostile in_share).  The items of a frame are also held to
- * that share (ops_items_charge).
+ * tenant's input (in_charged).  Refused, nothing charged: past the budget
+ * (-ENOBUFS), or past the tenant's input share (KVTD_IN_TENANT_MAX) held
+ * by its other frames (-EDQUOT; a tenant's frame alone is always taken,
+ * the budget still bounding it, so that a tenant makes progress).  Every
+ * charge of a frame is held to the share -- its table, its items, its
+ * data section: frames pipelined on several connections, each charged
+ * its table and its items (~600 bytes each), took the whole budget from
+ * one tenant (test_hostile in_share), and so did PUTs whose items the
+ * share refused, their data sections charged to the budget alone
+ * (in_share_data).  While the share is held, a tenant's connections with
+ * frames in flight are not read either (loop.c kvtd_conn_in_share_over).
  */
-bool kvtd_frame_charge(struct kvtd_frame *fr, uint64_t n, bool force)
+int kvtd_frame_charge(struct kvtd_frame *fr, uint64_t n, bool force)
 {
 	struct kvtd_server *srv = ops_srv(fr);
 	struct kvtd_tstat *t = fr->tstat;
+	uint64_t held = 0, cap;
 
 	if (n == 0)
-		return true;
+		return 0;
+	cap = force ? 0 : kvtd_in_share(srv, t, &held);
+	if (cap && held > fr->mem_charged && held + n > cap)
+		return -EDQUOT;
 	if (!kvtd_mem_charge(srv, n, force))
-		return false;
+		return -ENOBUFS;
 	fr->mem_charged += n;
 	if (t)
 		atomic_fetch_add_explicit(&t->in_charged, n, memory_order_relaxed);
-	return true;
+	return 0;
 }
 
 void kvtd_frame_uncharge(struct kvtd_frame *fr, uint64_t n)
@@ -597,17 +604,6 @@ void kvtd_ns_count_init(struct kvtd_server *srv)
 	free(canon);
 }
 
-/* Would cost more of fr's items pass its tenant's input share
- * (KVTD_IN_TENANT_MAX) held by its other frames?  A tenant's frame alone
- * is always taken (the budget still bounds it), so that a tenant makes
- * progress; without --tenants there are no shares (as for output). */
-static bool ops_share_over(struct kvtd_frame *fr, uint64_t cost)
-{
-	uint64_t held = 0, cap = kvtd_in_share(ops_srv(fr), fr->tstat, &held);
-
-	return cap && held > fr->mem_charged && held + cost > cap;
-}
-
 /*
  * A frame's per-item state is charged to --max-memory with the frame
  * (fr->mem_charged, given back by kvtd_frame_free): an item is ~560 bytes
@@ -615,7 +611,7 @@ static bool ops_share_over(struct kvtd_frame *fr, uint64_t cost)
  * was charged, so a GET of 65536 keys held 36 MiB outside the budget for
  * as long as it waited (for an SSD read, or for its pins to drain), and a
  * connection has up to --conn-inflight frames.  It is held to the
- * tenant's input share too (ops_share_over): one tenant's GET frames of
+ * tenant's input share too (kvtd_frame_charge): one tenant's GET frames of
  * 12,000 keys left waiting on 6 connections held the whole budget, every
  * other tenant's next frame refused (test_hostile in_share).  false: over
  * the budget or the share (counted in mem_refused; nothing charged).
@@ -627,7 +623,7 @@ static bool ops_items_charge(struct kvtd_frame *fr, uint64_t per_item)
 
 	if (fr->conn->state != KVTD_CS_READY)
 		return true; /* before AUTH: no items (native.c refuses such frames) */
-	if (ops_share_over(fr, cost) || !kvtd_frame_charge(fr, cost, false)) {
+	if (kvtd_frame_charge(fr, cost, false) < 0) {
 		KVTD_COUNT(srv, mem_refused, 1);
 		return false;
 	}
@@ -1657,6 +1653,14 @@ void kvtd_frame_dispatch(struct kvtd_frame *fr)
 		/* native.c refuses such a frame before reading it and
 		 * closes; this is the second line. */
 		kvtd_reply_error(fr, PROTO_ENOAUTH, "HELLO and AUTH first");
+		kvtd_frame_free(fr);
+		return;
+	}
+	if (fr->refused) {
+		/* Past the tenant's input share (native.c): nothing of it was
+		 * kept; the connection is. */
+		kvtd_reply_error(fr, -ENOMEM, "the tenant's frames in flight hold its share of the "
+				 "server memory limit (--max-memory); retry later");
 		kvtd_frame_free(fr);
 		return;
 	}

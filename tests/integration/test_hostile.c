@@ -28,6 +28,8 @@
  *                 frame may name; more is refused whole)
  *   in_share      one tenant's GET frames left waiting on 6 connections:
  *                 its frames in flight hold at most a quarter of the budget
+ *   in_share_data PUTs past the tenant's input share: their data sections
+ *                 dropped, not charged; the frames refused, connections kept
  *   resp_inflight a RESP pipeline behind a slow DEL: at most --conn-inflight
  *                 commands taken until it is answered
  *   no_shares     without --tenants, PING floods never read are held by
@@ -5136,6 +5138,90 @@ static void phase_in_share(void)
 }
 
 /* ------------------------------------------------------------------------
+ * in_share_data (attack14's open item: "each connection passes the share
+ * by one frame"): alice's GET frame of 15,000 keys waits (its answers past
+ * the pin cap), its items alone past her quarter of --max-memory (a frame
+ * alone is taken).  Then 5 more connections each send a PUT of one 4 MiB
+ * value and 1 MiB of its bytes.  Each PUT's items were refused by the
+ * share, so it took the other path: its whole data section was charged to
+ * --max-memory (never to the share) and allocated, received, and only
+ * then refused -- 5 connections held 20 MiB more of the 32 for as long as
+ * they trickled.  Now a frame past the share is refused from its header:
+ * its data section is read and dropped, it is answered -ENOMEM, and the
+ * connection is kept.
+ */
+
+#define ISD_ITEMS 15000u
+#define ISD_CONNS 5u
+#define ISD_VALUE (4u << 20)
+
+static void phase_in_share_data(void)
+{
+	uint8_t ns[PROTO_DIGEST_LEN], ans[PROTO_DIGEST_LEN];
+	struct proto_item *its = calloc(ISD_ITEMS, sizeof(*its));
+	uint8_t *val = calloc(1, ISD_VALUE);
+	struct kc a, g, fl[ISD_CONNS], adm;
+	struct kvt_key k, pk;
+	uint64_t used, lens[1] = { ISD_VALUE };
+	uint32_t crcs[1];
+	struct kc_resp r;
+	int bad, rc;
+
+	alice_one_value("in_share_data", &a, ns, &k, "id", its, ISD_ITEMS);
+	crcs[0] = kvt_crc32c(0, val, ISD_VALUE);
+	rss_begin();
+	{
+		struct proto_frame f = { .op = PROTO_OP_GET, .ns_count = 1, .ns = ns };
+		T_RC(kc_connect_tcp(&g, srv.port), 0);
+		T_RC(kc_login(&g, "alice", SECRET_ALICE), 0);
+		T_ASSERT(kc_request(&g, &f, its, ISD_ITEMS, NULL, 0) > 0);
+		tsrv_sleep_ms(300);
+	}
+	for (unsigned c = 0; c < ISD_CONNS; c++) {
+		struct proto_frame f = { .op = PROTO_OP_PUT, .ns_count = 1, .ns = ns };
+		struct proto_item it = { .part_count = 1, .part_lens = lens, .part_crcs = crcs };
+		struct iovec part = { val, 1u << 20 };
+		char key[16];
+		snprintf(key, sizeof(key), "isd-%u", c);
+		kvt_key_set(&pk, key, strlen(key));
+		it.key = pk;
+		T_RC(kc_connect_tcp(&fl[c], srv.port), 0);
+		T_RC(kc_login(&fl[c], "alice", SECRET_ALICE), 0);
+		T_ASSERT(kc_request(&fl[c], &f, &it, 1, &part, 1) > 0);
+	}
+	tsrv_sleep_ms(500);
+	used = stat_of("server.mem_used");
+	T_RC(kc_connect_tcp(&adm, srv.port), 0);
+	T_RC(kc_login(&adm, "admin", SECRET_ADMIN), 0);
+	T_RC(kc_register(&adm, &desc, ans, NULL, 0), KVT_OK);
+	bad = roundtrips(&adm, ans, 8, 64u << 10, 23);
+	/* The rest of one PUT's bytes: it is answered -ENOMEM, and its
+	 * connection still answers. */
+	T_RC(kc_send(&fl[0], val + (1u << 20), ISD_VALUE - (1u << 20)), 0);
+	rc = kc_recv(&fl[0], &r, 10000);
+	T_RC(rc, 0);
+	printf("in_share_data: a GET frame of %u keys waiting, then %u PUTs of %u MiB, 1 MiB of "
+	       "each sent: mem_used %" PRIu64 " KiB of %u (a quarter: %u); the admin's failed "
+	       "round trips of 64 KiB: %d of 8; the first PUT completed: status %d\n",
+	       ISD_ITEMS, ISD_CONNS, ISD_VALUE >> 20, used >> 10, MAX_MEMORY >> 10,
+	       MAX_MEMORY >> 12, bad, r.f.status);
+	T_EQ_INT(r.f.status, -ENOMEM);
+	kc_resp_free(&r);
+	T_RC(kc_ping(&fl[0]), 0);
+	rss_end(DRAM + MAX_MEMORY);
+	T_EQ_INT(bad, 0);
+	T_LE_INT(used, MAX_MEMORY / 2);
+	for (unsigned c = 0; c < ISD_CONNS; c++)
+		kc_close(&fl[c]);
+	kc_close(&g);
+	kc_close(&adm);
+	kc_close(&a);
+	free(its);
+	free(val);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
+/* ------------------------------------------------------------------------
  * aux_walks (attack14, doc/security.md "Listener review, 2026-12-03"'s
  * open item): S3 listings keep 2 walks of the whole store (250,000
  * blocks) on the aux thread back to back, from 2 connections pipelining;
@@ -5280,6 +5366,7 @@ static const struct {
 	{ "out_share", phase_out_share },
 	{ "no_shares", phase_no_shares },
 	{ "resp_inflight", phase_resp_inflight },
+	{ "in_share_data", phase_in_share_data },
 	{ "resp_mget", phase_resp_mget },
 	{ "resp_exists", phase_resp_exists },
 	{ "fwd_queue", phase_fwd_queue },
