@@ -94,12 +94,6 @@ static void native_parse(struct kvtd_conn *c)
 			}
 			return;
 		}
-		/* Its share of this iteration taken: the rest after the
-		 * other connections' events (kvtd_conn_defer). */
-		if (!kvtd_conn_parse_budget(c)) {
-			kvtd_conn_defer(c);
-			return;
-		}
 		/* Past --conn-inflight, or while its tenant's frames in flight
 		 * hold their share of the budget (KVTD_IN_TENANT_MAX): the next
 		 * frame waits for this connection's own to be answered. */
@@ -147,6 +141,15 @@ static void native_parse(struct kvtd_conn *c)
 			bool hdr_ok = avail >= PROTO_HDR_LEN && rc != PROTO_EMAGIC;
 			snprintf(msg, sizeof(msg), "bad frame: %s", proto_strerror(rc));
 			kvtd_conn_fail(c, PROTO_OP_ERROR, hdr_ok ? f.tag : 0, rc, msg);
+			return;
+		}
+		/* Its share of this iteration taken: the rest after the
+		 * other connections' events (kvtd_conn_defer); this frame is
+		 * parsed again then.  Only whole frames count: 64 and the
+		 * start of a 65th in one read were cut, nothing whole left
+		 * (test_hostile parse_partial). */
+		if (!kvtd_conn_parse_budget(c)) {
+			kvtd_conn_defer(c);
 			return;
 		}
 		hdr = malloc(f.hdr_len);

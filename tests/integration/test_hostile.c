@@ -28,6 +28,8 @@
  *                 frame may name; more is refused whole)
  *   in_share      one tenant's GET frames left waiting on 6 connections:
  *                 its frames in flight hold at most a quarter of the budget
+ *   parse_partial 64 whole frames and the start of one more a read: none
+ *                 deferred (only whole frames count against the budget)
  *   in_share_data PUTs past the tenant's input share: their data sections
  *                 dropped, not charged; the frames refused, connections kept
  *   resp_inflight a RESP pipeline behind a slow DEL: at most --conn-inflight
@@ -4889,6 +4891,65 @@ static void phase_resp_flood(void)
 }
 
 /* ------------------------------------------------------------------------
+ * parse_partial (attack14/15's open item): a native connection's parse
+ * budget (KVTD_PARSE_FRAMES, 64 frames a loop iteration) counted every
+ * pass of the parser, a frame whose bytes had not all come included, so
+ * that 64 whole frames and the start of a 65th were cut (deferred to the
+ * next iteration, counted in server.parse_deferred) though nothing whole
+ * was left; RESP counts only whole commands since attack15.  Each round
+ * sends the rest of the last round's partial PING, 63 PINGs and the first
+ * half of another in one send -- 64 whole frames -- and reads the 64
+ * answers: nothing is deferred.
+ */
+
+#define PP_ROUNDS 20u
+
+static void phase_parse_partial(void)
+{
+	struct proto_frame f = { .op = PROTO_OP_PING, .tag = 1 };
+	uint8_t ping[PROTO_HDR_LEN + 64], *buf = malloc(65 * PROTO_HDR_LEN);
+	uint64_t d0, deferred;
+	unsigned answered = 0;
+	struct kc c;
+	int64_t plen;
+
+	start("parse_partial", NULL);
+	T_RC(kc_connect_tcp(&c, srv.port), 0);
+	T_RC(kc_login(&c, "alice", SECRET_ALICE), 0);
+	f.version = c.version;
+	plen = proto_encode(&f, NULL, 0, ping, sizeof(ping), NULL, NULL);
+	T_EQ_INT(plen, PROTO_HDR_LEN);
+	d0 = stat_of("server.parse_deferred");
+	for (unsigned r = 0; r < PP_ROUNDS; r++) {
+		size_t n = 0, half = PROTO_HDR_LEN / 2;
+		if (r > 0) {
+			memcpy(buf, ping + half, PROTO_HDR_LEN - half);
+			n = PROTO_HDR_LEN - half;
+		}
+		for (unsigned i = 0; i < (r > 0 ? 63u : 64u); i++, n += PROTO_HDR_LEN)
+			memcpy(buf + n, ping, PROTO_HDR_LEN);
+		memcpy(buf + n, ping, half);
+		n += half;
+		T_EQ_INT(send_for(c.fd, buf, n, 2000), (int64_t)n);
+		for (unsigned i = 0; i < 64; i++) {
+			struct kc_resp resp;
+			T_RC(kc_recv(&c, &resp, 5000), 0);
+			T_EQ_INT(resp.f.op, PROTO_OP_PING);
+			kc_resp_free(&resp);
+			answered++;
+		}
+	}
+	deferred = stat_of("server.parse_deferred") - d0;
+	printf("parse_partial: %u rounds of 64 whole PINGs and half of one more: %u answered, "
+	       "parse_deferred +%" PRIu64 "\n", PP_ROUNDS, answered, deferred);
+	T_EQ_INT(answered, PP_ROUNDS * 64);
+	T_EQ_INT(deferred, 0);
+	kc_close(&c);
+	free(buf);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
+/* ------------------------------------------------------------------------
  * resp_inflight (attack14/15's open item): a RESP connection took
  * commands until 256 were unanswered (KVTD_INFLIGHT_MAX), whatever
  * --conn-inflight said; the native and S3 listeners honour it.  A DEL
@@ -5367,6 +5428,7 @@ static const struct {
 	{ "no_shares", phase_no_shares },
 	{ "resp_inflight", phase_resp_inflight },
 	{ "in_share_data", phase_in_share_data },
+	{ "parse_partial", phase_parse_partial },
 	{ "resp_mget", phase_resp_mget },
 	{ "resp_exists", phase_resp_exists },
 	{ "fwd_queue", phase_fwd_queue },
