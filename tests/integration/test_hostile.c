@@ -3799,8 +3799,8 @@ static void nat_tables(struct nat_env *e)
 	free(g);
 
 	g = nat_get_frame(e, PROTO_IF_PART, 0, 0, 0, &len);
-	nat_mut(e, "GET PART 1024 (parts_max)", g, len, it + 8, 4, 1024, PROTO_ECOUNT);
-	nat_mut(e, "GET PART 0xffffffff", g, len, it + 8, 4, 0xffffffffu, PROTO_ECOUNT);
+	nat_mut(e, "GET PART 1024 (parts_max)", g, len, it + 8, 4, 1024, PROTO_EMALFORMED);
+	nat_mut(e, "GET PART 0xffffffff", g, len, it + 8, 4, 0xffffffffu, PROTO_EMALFORMED);
 	free(g);
 	g = nat_get_frame(e, PROTO_IF_RANGE, 0, 0, 1, &len);
 	nat_mut(e, "GET RANGE len 0", g, len, it + 24, 8, 0, KVT_EBADLEN);
@@ -3912,8 +3912,13 @@ static void nat_tables(struct nat_env *e)
 	{
 		uint8_t *t = calloc(1, 4 + 2100), *b = malloc(PROTO_HDR_LEN + 4 + 2100);
 		size_t n;
+		/* A table too short for one item is malformed from the
+		 * header; an empty text in a table of an item's size is a
+		 * length out of range (doc/protocol.md section 3). */
 		n = nat_raw(b, e->version, PROTO_OP_NS_REGISTER, 1, t, 4);
-		nat_bad(e, "NS_REGISTER text_len 0", b, n, PROTO_EMALFORMED);
+		nat_bad(e, "NS_REGISTER table shorter than an item", b, n, PROTO_EMALFORMED);
+		n = nat_raw(b, e->version, PROTO_OP_NS_REGISTER, 1, t, 5);
+		nat_bad(e, "NS_REGISTER text_len 0", b, n, KVT_EBADLEN);
 		nat_le(t, 2049, 2);
 		memset(t + 4, 'a', 2049);
 		n = nat_raw(b, e->version, PROTO_OP_NS_REGISTER, 1, t, 4 + 2049);
