@@ -778,6 +778,16 @@ static void ops_aux_done(void *arg)
 		ops_finish(fr);
 }
 
+/* An answer's entry is at most its canonical text and 64 bytes of index,
+ * status, digest and lengths; a frame names at most
+ * KVTD_NS_REGISTER_ITEMS_MAX (ops_ns_register), so the answer fits one
+ * table of the largest this server sends (kvtierd.c keeps the codec's
+ * table_max).  It was split into frames of table_max, which became dead
+ * code with that cap (attack14). */
+_Static_assert((uint64_t)KVTD_NS_REGISTER_ITEMS_MAX * (PROTO_CANON_MAX + 64) <=
+		       PROTO_DEF_TABLE_MAX,
+	       "an NS_REGISTER answer fits one frame's table");
+
 static void ops_ns_register_reply(struct kvtd_frame *fr)
 {
 	struct kvtd_conn *c = fr->conn;
@@ -809,22 +819,9 @@ static void ops_ns_register_reply(struct kvtd_frame *fr)
 				ops_ns_cache_add(c, it->digest, it->ns_id, true, it->granted);
 		}
 	}
-	/* An entry carries its canonical text (up to PROTO_CANON_MAX): split
-	 * the answer into frames whose tables stay under table_max. */
-	{
-		uint64_t per = ops_srv(fr)->lim.table_max / (PROTO_CANON_MAX + 64);
-		uint32_t start = 0;
-		if (per == 0)
-			per = 1;
-		do {
-			uint32_t end = fr->n - start > per ? start + (uint32_t)per : fr->n;
-			kvtd_resp_init(fr, &rf, 0);
-			if (end < fr->n)
-				rf.flags |= PROTO_F_MORE;
-			kvtd_reply(fr, &rf, pis + start, end - start);
-			start = end;
-		} while (start < fr->n);
-	}
+	/* One frame: the answer's entries fit one table (below). */
+	kvtd_resp_init(fr, &rf, 0);
+	kvtd_reply(fr, &rf, pis, fr->n);
 	free(pis);
 }
 
