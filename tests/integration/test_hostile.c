@@ -28,6 +28,8 @@
  *                 frame may name; more is refused whole)
  *   in_share      one tenant's GET frames left waiting on 6 connections:
  *                 its frames in flight hold at most a quarter of the budget
+ *   big_frames    frames of 65,536 keys back to back on one loop while
+ *                 another client's PING is timed (figures, loose bounds)
  *   parse_partial 64 whole frames and the start of one more a read: none
  *                 deferred (only whole frames count against the budget)
  *   in_share_data PUTs past the tenant's input share: their data sections
@@ -4896,6 +4898,123 @@ static void phase_resp_flood(void)
 }
 
 /* ------------------------------------------------------------------------
+ * big_frames (attack14's open item): a frame of up to 65,536 keys of GET,
+ * EXISTS or LOOKUP is handled on its loop in one go.  One client sends
+ * such frames back to back on one loop (--threads 1; --max-memory 512M,
+ * so that their items, ~600 bytes each, are taken rather than refused):
+ * EXISTS of a present key, GET of missing keys, LOOKUP of a present key,
+ * each 65,536 times, one frame at a time.  Another client's PING is timed
+ * every 5 ms meanwhile.  The figures are doc/kvtierd.md's; the bounds are
+ * loose (a stall of a whole second, or a median past 50 ms, fails).
+ */
+
+#define BF_KEYS 65536u
+#define BF_SECONDS 3u
+#ifdef HOSTILE_TSAN
+#define BF_P50_MAX_NS 200000000ull
+#define BF_MAX_NS 5000000000ull
+#else
+#define BF_P50_MAX_NS 50000000ull
+#define BF_MAX_NS 3000000000ull
+#endif
+
+struct bf_flooder {
+	pthread_t t;
+	uint16_t port;
+	const uint8_t *ns;
+	_Atomic bool stop;
+	unsigned frames[3];
+	uint64_t frame_max_ns[3];
+	bool failed;
+};
+
+static void *bf_flood_main(void *arg)
+{
+	struct bf_flooder *b = arg;
+	static const unsigned ops[3] = { PROTO_OP_EXISTS, PROTO_OP_GET, PROTO_OP_LOOKUP };
+	struct proto_item *its = calloc(BF_KEYS, sizeof(*its));
+	struct kvt_key hit, miss;
+	struct kc c;
+
+	kvt_key_set(&hit, "bf", 2);
+	kvt_key_set(&miss, "bf-missing", 10);
+	if (kc_connect_tcp(&c, b->port) != 0 || kc_login(&c, "alice", SECRET_ALICE) != 0) {
+		b->failed = true;
+		free(its);
+		return NULL;
+	}
+	for (unsigned round = 0; !atomic_load(&b->stop); round++) {
+		unsigned k = round % 3;
+		struct proto_frame f = { .op = ops[k], .ns_count = 1, .ns = b->ns };
+		uint64_t t0 = tsrv_now_ns(), dt;
+		int32_t st = 0;
+		for (unsigned i = 0; i < BF_KEYS; i++)
+			its[i].key = ops[k] == PROTO_OP_GET ? miss : hit;
+		if (kc_request(&c, &f, its, BF_KEYS, NULL, 0) <= 0 ||
+		    kc_recv_items(&c, 30000, NULL, NULL, &st) < 1 || st != 0) {
+			b->failed = true;
+			break;
+		}
+		dt = tsrv_now_ns() - t0;
+		b->frames[k]++;
+		if (dt > b->frame_max_ns[k])
+			b->frame_max_ns[k] = dt;
+	}
+	kc_close(&c);
+	free(its);
+	return NULL;
+}
+
+static void phase_big_frames(void)
+{
+	const char *extra[] = { "--max-memory", "512M", "--threads", "1", NULL };
+	uint8_t ns[PROTO_DIGEST_LEN], val[4096];
+	struct iovec v = { val, sizeof(val) };
+	struct bf_flooder b = { 0 };
+	uint64_t lat[2048], end;
+	unsigned n = 0;
+	struct kvt_key k;
+	struct kc c, p;
+
+	start("big_frames", extra);
+	T_RC(kc_connect_tcp(&c, srv.port), 0);
+	T_RC(kc_login(&c, "alice", SECRET_ALICE), 0);
+	T_RC(kc_register(&c, &desc, ns, NULL, 0), KVT_OK);
+	kvt_key_set(&k, "bf", 2);
+	memset(val, 'b', sizeof(val));
+	T_RC(kc_put(&c, ns, &k, &v, 1, NULL), KVT_OK);
+	T_RC(kc_connect_tcp(&p, srv.port), 0);
+	T_RC(kc_login(&p, "admin", SECRET_ADMIN), 0);
+	b.port = srv.port;
+	b.ns = ns;
+	pthread_create(&b.t, NULL, bf_flood_main, &b);
+	tsrv_sleep_ms(200);
+	end = tsrv_now_ns() + BF_SECONDS * 1000000000ull;
+	while (tsrv_now_ns() < end && n < 2048) {
+		uint64_t t0 = tsrv_now_ns();
+		T_RC(kc_ping(&p), 0);
+		lat[n++] = tsrv_now_ns() - t0;
+		tsrv_sleep_ms(5);
+	}
+	atomic_store(&b.stop, true);
+	pthread_join(b.t, NULL);
+	qsort(lat, n, sizeof(lat[0]), cmp_u64);
+	printf("big_frames: frames of %u keys back to back on one loop: EXISTS %u (slowest %.1f ms), "
+	       "GET of misses %u (%.1f ms), LOOKUP %u (%.1f ms); another client's PING over %u: "
+	       "p50 %.2f ms, p99 %.2f ms, max %.2f ms\n", BF_KEYS, b.frames[0],
+	       b.frame_max_ns[0] / 1e6, b.frames[1], b.frame_max_ns[1] / 1e6, b.frames[2],
+	       b.frame_max_ns[2] / 1e6, n, lat[n / 2] / 1e6, lat[n * 99 / 100] / 1e6,
+	       lat[n - 1] / 1e6);
+	T_ASSERT(!b.failed);
+	T_GE_INT(b.frames[0] + b.frames[1] + b.frames[2], 3);
+	T_LE_INT(lat[n / 2], BF_P50_MAX_NS);
+	T_LE_INT(lat[n - 1], BF_MAX_NS);
+	kc_close(&p);
+	kc_close(&c);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
+/* ------------------------------------------------------------------------
  * parse_partial (attack14/15's open item): a native connection's parse
  * budget (KVTD_PARSE_FRAMES, 64 frames a loop iteration) counted every
  * pass of the parser, a frame whose bytes had not all come included, so
@@ -5434,6 +5553,7 @@ static const struct {
 	{ "resp_inflight", phase_resp_inflight },
 	{ "in_share_data", phase_in_share_data },
 	{ "parse_partial", phase_parse_partial },
+	{ "big_frames", phase_big_frames },
 	{ "resp_mget", phase_resp_mget },
 	{ "resp_exists", phase_resp_exists },
 	{ "fwd_queue", phase_fwd_queue },
