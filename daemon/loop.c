@@ -175,13 +175,19 @@ static bool loop_conn_push(struct kvtd_conn ***list, unsigned *n, unsigned *cap,
 	return true;
 }
 
-bool kvtd_conn_parse_budget(struct kvtd_conn *c)
+bool kvtd_conn_parse_budget(struct kvtd_conn *c, uint32_t items)
 {
 	if (c->parse_iter != c->loop->iter) {
 		c->parse_iter = c->loop->iter;
 		c->parse_frames = 0;
+		c->parse_items = 0;
 	}
-	return ++c->parse_frames <= KVTD_PARSE_FRAMES;
+	if (c->parse_frames >= KVTD_PARSE_FRAMES ||
+	    (c->parse_frames > 0 && c->parse_items + items > KVTD_PARSE_ITEMS))
+		return false;
+	c->parse_frames++;
+	c->parse_items += items;
+	return true;
 }
 
 void kvtd_conn_defer(struct kvtd_conn *c)

@@ -51,10 +51,11 @@ static void native_mem_refuse(struct kvtd_conn *c, uint64_t tag, const char *wha
 
 /* A frame past its tenant's input share (kvtd_frame_charge -EDQUOT): it
  * is taken no further -- its data section is read and dropped -- and is
- * answered -ENOMEM once whole (ops.c), the connection kept. */
+ * answered -ENOMEM once whole (ops.c), the connection kept.  So is a PUT
+ * of more than KVTD_FRAME_ITEMS_MAX items, answered PROTO_ECOUNT. */
 static void native_share_refuse(struct kvtd_frame *fr)
 {
-	fr->refused = true;
+	fr->refused = -ENOMEM;
 	KVTD_COUNT(fr->loop->srv, mem_refused, 1);
 }
 
@@ -82,7 +83,7 @@ static void native_parse(struct kvtd_conn *c)
 		struct proto_frame f;
 		struct kvtd_frame *fr;
 		uint8_t *hdr;
-		bool pre;
+		bool pre, many;
 		int rc;
 
 		if (avail == 0) {
@@ -148,9 +149,21 @@ static void native_parse(struct kvtd_conn *c)
 		 * parsed again then.  Only whole frames count: 64 and the
 		 * start of a 65th in one read were cut, nothing whole left
 		 * (test_hostile parse_partial). */
-		if (!kvtd_conn_parse_budget(c)) {
+		if (!kvtd_conn_parse_budget(c, f.item_count)) {
 			kvtd_conn_defer(c);
 			return;
+		}
+		/* More items than a frame may name here (KVTD_FRAME_ITEMS_MAX):
+		 * answered PROTO_ECOUNT and taken no further -- a frame
+		 * without data from its header, a PUT once its data section
+		 * is read and dropped -- the connection kept. */
+		many = f.item_count > KVTD_FRAME_ITEMS_MAX;
+		if (many && !f.data_len) {
+			KVTD_COUNT(srv, errors[kvtd_err_of(PROTO_ECOUNT)], 1);
+			c->rstart += f.hdr_len;
+			c->frame_start_ns = c->rend > c->rstart ? c->loop->now_ns : 0;
+			kvtd_conn_send(c, f.op, f.tag, PROTO_ECOUNT, KVTD_FRAME_ITEMS_MSG);
+			continue;
 		}
 		hdr = malloc(f.hdr_len);
 		if (!hdr) {
@@ -167,8 +180,10 @@ static void native_parse(struct kvtd_conn *c)
 		/* Before AUTH a frame is at most NATIVE_PREAUTH_BUF bytes and
 		 * has no data: bounded per connection, outside the budget, so
 		 * unauthenticated clients never take it from the others. */
-		rc = pre ? 0 : kvtd_frame_charge(fr, f.hdr_len, false);
-		if (rc == -EDQUOT) {
+		rc = pre || many ? 0 : kvtd_frame_charge(fr, f.hdr_len, false);
+		if (many) {
+			fr->refused = PROTO_ECOUNT;
+		} else if (rc == -EDQUOT) {
 			native_share_refuse(fr);
 		} else if (rc < 0) {
 			kvtd_frame_free(fr);
@@ -238,7 +253,7 @@ static ssize_t native_read(struct kvtd_conn *c, size_t *asked)
 		want = 1u << 30;
 	if (c->rx->in_place)
 		r = kvtd_value_put_recv(c->rx, c->fd);
-	else if (c->rx->refused) /* dropped (native_share_refuse) */
+	else if (c->rx->refused) /* dropped (native_parse) */
 		r = kvtd_conn_read(c, native_scratch,
 				   *asked = want < sizeof(native_scratch) ? (size_t)want
 									 : sizeof(native_scratch));

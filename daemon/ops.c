@@ -643,14 +643,6 @@ static void ops_ns_register(struct kvtd_frame *fr)
 	uint64_t texts = 0;
 	char *canon = NULL;
 
-	if (fr->f.item_count > KVTD_NS_REGISTER_ITEMS_MAX) {
-		char msg[96];
-		snprintf(msg, sizeof(msg), "NS_REGISTER names at most %u namespaces a frame",
-			 KVTD_NS_REGISTER_ITEMS_MAX);
-		kvtd_reply_error(fr, PROTO_ECOUNT, msg);
-		kvtd_frame_free(fr);
-		return;
-	}
 	fr->n = fr->f.item_count;
 	if (!ops_items_charge(fr, sizeof(*fr->items))) {
 		kvtd_reply_error(fr, -ENOMEM, OPS_MEM_MSG);
@@ -780,11 +772,11 @@ static void ops_aux_done(void *arg)
 
 /* An answer's entry is at most its canonical text and 64 bytes of index,
  * status, digest and lengths; a frame names at most
- * KVTD_NS_REGISTER_ITEMS_MAX (ops_ns_register), so the answer fits one
+ * KVTD_FRAME_ITEMS_MAX (native.c), so the answer fits one
  * table of the largest this server sends (kvtierd.c keeps the codec's
  * table_max).  It was split into frames of table_max, which became dead
  * code with that cap (attack14). */
-_Static_assert((uint64_t)KVTD_NS_REGISTER_ITEMS_MAX * (PROTO_CANON_MAX + 64) <=
+_Static_assert((uint64_t)KVTD_FRAME_ITEMS_MAX * (PROTO_CANON_MAX + 64) <=
 		       PROTO_DEF_TABLE_MAX,
 	       "an NS_REGISTER answer fits one frame's table");
 
@@ -1654,10 +1646,11 @@ void kvtd_frame_dispatch(struct kvtd_frame *fr)
 		return;
 	}
 	if (fr->refused) {
-		/* Past the tenant's input share (native.c): nothing of it was
+		/* Refused before it was taken (native.c): nothing of it was
 		 * kept; the connection is. */
-		kvtd_reply_error(fr, -ENOMEM, "the tenant's frames in flight hold its share of the "
-				 "server memory limit (--max-memory); retry later");
+		kvtd_reply_error(fr, fr->refused, fr->refused == PROTO_ECOUNT ? KVTD_FRAME_ITEMS_MSG :
+				 "the tenant's frames in flight hold its share of the server "
+				 "memory limit (--max-memory); retry later");
 		kvtd_frame_free(fr);
 		return;
 	}

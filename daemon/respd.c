@@ -1689,7 +1689,7 @@ static void respd_parse(struct kvtd_conn *c)
 		 * ~2,600 ECHOs a 64 KiB buffer held the loop (test_hostile
 		 * resp_flood).  Only whole commands count: a pipeline of 64
 		 * that arrived in two reads is not cut before its last. */
-		if (!kvtd_conn_parse_budget(c)) {
+		if (!kvtd_conn_parse_budget(c, 1)) {
 			kvtd_conn_defer(c);
 			return;
 		}
