@@ -462,8 +462,15 @@ struct kvtd_conn {
 	uint8_t *rbuf;
 	size_t rcap, rstart, rend;
 	struct kvtd_frame *rx; /* frame whose data section is being received */
-	uint64_t rx_got;       /* its data bytes received */
+	uint64_t rx_got;       /* its data bytes received (or rx_drop's dropped) */
 	uint64_t rx_mark;      /* rx_got when the slow-loris clock last restarted */
+	/* A frame refused before it was taken (native.c): the bytes of its
+	 * data section still to read and drop, then its answer's opcode,
+	 * tag and status */
+	uint64_t rx_drop;
+	uint64_t rx_drop_tag;
+	uint16_t rx_drop_op;
+	int rx_drop_status;
 	uint64_t frame_start_ns; /* first byte of an incomplete frame, 0: none */
 	uint64_t accept_ns;
 
@@ -859,11 +866,6 @@ struct kvtd_frame {
 	struct kvtd_tstat *tstat; /* its tenant's, where mem_charged is counted too
 				   * (in_charged); NULL before AUTH */
 	bool in_place;            /* PUT: values go straight into DRAM reservations */
-	/* refused before it is taken, the status it is answered with: -ENOMEM
-	 * past its tenant's input share (kvtd_frame_charge -EDQUOT),
-	 * PROTO_ECOUNT past KVTD_FRAME_ITEMS_MAX; its data section is read
-	 * and dropped first (native.c) */
-	int refused;
 	uint32_t rx_item;         /* in place: the item the next data byte belongs to */
 	uint64_t rx_off;          /* and the offset in it */
 	uint32_t n;               /* items */

@@ -223,13 +223,13 @@ static void loop_undefer(struct kvtd_loop *loop)
  * the budget (ops.c kvtd_frame_charge): c is not read until its own are
  * answered.  A connection with none in flight is read: its next frame is
  * charged alone, or refused (then answered -ENOMEM, its data dropped).
- * The rest of a data section being received (c->rx) is read all the
- * same: it was charged, or is dropped, when its header came. */
+ * The rest of a data section being received is read all the same: it
+ * was charged (c->rx), or is dropped (c->rx_drop), when its header came. */
 bool kvtd_conn_in_share_over(const struct kvtd_conn *c)
 {
 	uint64_t held = 0, cap = kvtd_in_share(c->loop->srv, c->tstat, &held);
 
-	return c->inflight > 0 && !c->rx && cap && held >= cap;
+	return c->inflight > 0 && !c->rx && !c->rx_drop && cap && held >= cap;
 }
 
 static void loop_conn_close(struct kvtd_conn *c, const char *why);

@@ -49,14 +49,40 @@ static void native_mem_refuse(struct kvtd_conn *c, uint64_t tag, const char *wha
 	kvtd_conn_fail(c, PROTO_OP_ERROR, tag, -ENOMEM, msg);
 }
 
-/* A frame past its tenant's input share (kvtd_frame_charge -EDQUOT): it
- * is taken no further -- its data section is read and dropped -- and is
- * answered -ENOMEM once whole (ops.c), the connection kept.  So is a PUT
- * of more than KVTD_FRAME_ITEMS_MAX items, answered PROTO_ECOUNT. */
-static void native_share_refuse(struct kvtd_frame *fr)
+#define NATIVE_SHARE_MSG "the tenant's frames in flight hold its share of the server " \
+	"memory limit (--max-memory); retry later"
+
+/*
+ * A frame refused before it is taken -- more than KVTD_FRAME_ITEMS_MAX
+ * items (PROTO_ECOUNT), or past its tenant's input share (-ENOMEM,
+ * kvtd_frame_charge -EDQUOT) -- whose header and table (f.hdr_len) are
+ * out of rbuf: nothing of it is kept, its data section is read and
+ * dropped (rx_drop, native_read), then it is answered; the connection
+ * is kept.  false: its data is still to come.
+ */
+static bool native_refuse(struct kvtd_conn *c, const struct proto_frame *f, int status)
 {
-	fr->refused = -ENOMEM;
-	KVTD_COUNT(fr->loop->srv, mem_refused, 1);
+	size_t take = c->rend - c->rstart;
+
+	if (status == -ENOMEM)
+		KVTD_COUNT(c->loop->srv, mem_refused, 1);
+	else
+		KVTD_COUNT(c->loop->srv, errors[kvtd_err_of(status)], 1);
+	if (take > f->data_len)
+		take = (size_t)f->data_len;
+	c->rstart += take;
+	c->rx_drop = f->data_len - take;
+	c->rx_drop_op = f->op;
+	c->rx_drop_tag = f->tag;
+	c->rx_drop_status = status;
+	if (c->rx_drop) {
+		c->rx_got = c->rx_mark = 0;
+		return false;
+	}
+	c->frame_start_ns = c->rend > c->rstart ? c->loop->now_ns : 0;
+	kvtd_conn_send(c, f->op, f->tag, status,
+		       status == PROTO_ECOUNT ? KVTD_FRAME_ITEMS_MSG : NATIVE_SHARE_MSG);
+	return true;
 }
 
 /* Per-tenant counters of a native frame (its bytes in; bytes out are
@@ -78,12 +104,12 @@ static void native_parse(struct kvtd_conn *c)
 
 	/* read_paused: past --conn-output or the budget (loop.c flow), what
 	 * is buffered waits too; the loop parses it once reads resume. */
-	while (!c->dead && !c->no_more_input && !c->rx && !c->read_paused) {
+	while (!c->dead && !c->no_more_input && !c->rx && !c->rx_drop && !c->read_paused) {
 		size_t avail = c->rend - c->rstart;
 		struct proto_frame f;
 		struct kvtd_frame *fr;
 		uint8_t *hdr;
-		bool pre, many;
+		bool pre;
 		int rc;
 
 		if (avail == 0) {
@@ -154,16 +180,12 @@ static void native_parse(struct kvtd_conn *c)
 			return;
 		}
 		/* More items than a frame may name here (KVTD_FRAME_ITEMS_MAX):
-		 * answered PROTO_ECOUNT and taken no further -- a frame
-		 * without data from its header, a PUT once its data section
-		 * is read and dropped -- the connection kept. */
-		many = f.item_count > KVTD_FRAME_ITEMS_MAX;
-		if (many && !f.data_len) {
-			KVTD_COUNT(srv, errors[kvtd_err_of(PROTO_ECOUNT)], 1);
+		 * refused from its parsed header, the connection kept. */
+		if (f.item_count > KVTD_FRAME_ITEMS_MAX) {
 			c->rstart += f.hdr_len;
-			c->frame_start_ns = c->rend > c->rstart ? c->loop->now_ns : 0;
-			kvtd_conn_send(c, f.op, f.tag, PROTO_ECOUNT, KVTD_FRAME_ITEMS_MSG);
-			continue;
+			if (native_refuse(c, &f, PROTO_ECOUNT))
+				continue;
+			return;
 		}
 		hdr = malloc(f.hdr_len);
 		if (!hdr) {
@@ -180,12 +202,14 @@ static void native_parse(struct kvtd_conn *c)
 		/* Before AUTH a frame is at most NATIVE_PREAUTH_BUF bytes and
 		 * has no data: bounded per connection, outside the budget, so
 		 * unauthenticated clients never take it from the others. */
-		rc = pre || many ? 0 : kvtd_frame_charge(fr, f.hdr_len, false);
-		if (many) {
-			fr->refused = PROTO_ECOUNT;
-		} else if (rc == -EDQUOT) {
-			native_share_refuse(fr);
-		} else if (rc < 0) {
+		rc = pre ? 0 : kvtd_frame_charge(fr, f.hdr_len, false);
+		if (rc == -EDQUOT) {
+			kvtd_frame_free(fr);
+			if (native_refuse(c, &f, -ENOMEM))
+				continue;
+			return;
+		}
+		if (rc < 0) {
 			kvtd_frame_free(fr);
 			native_mem_refuse(c, f.tag, "table");
 			return;
@@ -195,28 +219,33 @@ static void native_parse(struct kvtd_conn *c)
 			if (take > f.data_len)
 				take = (size_t)f.data_len;
 			c->put_stream = false;
-			if (!fr->refused && kvtd_put_prepare(fr)) {
+			if (kvtd_put_prepare(fr)) {
 				/* Values go straight into their DRAM reservations. */
 				kvtd_value_put_feed(fr, c->rbuf + c->rstart, take);
 				c->put_stream = take < f.data_len;
-			} else if (!fr->refused) {
+			} else {
 				uint8_t *data = NULL;
 				rc = kvtd_frame_charge(fr, f.data_len, false);
 				if (rc == -EDQUOT) {
-					native_share_refuse(fr);
-				} else if (rc < 0) {
+					kvtd_frame_free(fr);
+					if (native_refuse(c, &f, -ENOMEM))
+						continue;
+					return;
+				}
+				if (rc < 0) {
 					kvtd_frame_free(fr);
 					native_mem_refuse(c, f.tag, "data section");
 					return;
-				} else if (!(data = malloc(f.data_len))) {
+				}
+				data = malloc(f.data_len);
+				if (!data) {
 					kvtd_frame_free(fr);
 					kvtd_conn_fail(c, PROTO_OP_ERROR, f.tag, -ENOMEM,
 						       "server out of memory for the frame's data");
 					return;
-				} else {
-					kvtd_frame_set_data(fr, data);
-					memcpy(data, c->rbuf + c->rstart, take);
 				}
+				kvtd_frame_set_data(fr, data);
+				memcpy(data, c->rbuf + c->rstart, take);
 			}
 			c->rstart += take;
 			if (take < f.data_len) {
@@ -237,6 +266,32 @@ static void native_parse(struct kvtd_conn *c)
 /* Where a refused frame's data section is read, to be dropped. */
 static _Thread_local uint8_t native_scratch[64u << 10];
 
+/* The rest of a refused frame's data section (native_refuse): read and
+ * dropped; once all of it came, the frame is answered. */
+static ssize_t native_drop_read(struct kvtd_conn *c, size_t *asked)
+{
+	ssize_t r;
+
+	*asked = c->rx_drop < sizeof(native_scratch) ? (size_t)c->rx_drop : sizeof(native_scratch);
+	r = kvtd_conn_read(c, native_scratch, *asked);
+	if (r <= 0)
+		return r;
+	c->rx_drop -= (uint64_t)r;
+	c->rx_got += (uint64_t)r;
+	if (c->rx_got - c->rx_mark >= KVTD_SLOW_PROGRESS) {
+		c->rx_mark = c->rx_got;
+		c->frame_start_ns = c->loop->now_ns;
+	}
+	if (c->rx_drop == 0) {
+		c->frame_start_ns = 0;
+		kvtd_conn_send(c, c->rx_drop_op, c->rx_drop_tag, c->rx_drop_status,
+			       c->rx_drop_status == PROTO_ECOUNT ? KVTD_FRAME_ITEMS_MSG
+								 : NATIVE_SHARE_MSG);
+		*asked = SIZE_MAX; /* answer first, as for a frame taken */
+	}
+	return r;
+}
+
 /* The socket is readable: a data section being received goes straight to
  * its buffer (or DRAM, or is dropped); otherwise the loop's rbuf, a header
  * at a time after a streamed PUT (put_stream). */
@@ -245,6 +300,8 @@ static ssize_t native_read(struct kvtd_conn *c, size_t *asked)
 	uint64_t len, want;
 	ssize_t r;
 
+	if (c->rx_drop)
+		return native_drop_read(c, asked);
 	if (!c->rx)
 		return kvtd_conn_read_rbuf(c, c->put_stream ? KVTD_HDR_STEP : SIZE_MAX, asked);
 	len = kvtd_frame_data_len(c->rx);
@@ -253,10 +310,6 @@ static ssize_t native_read(struct kvtd_conn *c, size_t *asked)
 		want = 1u << 30;
 	if (c->rx->in_place)
 		r = kvtd_value_put_recv(c->rx, c->fd);
-	else if (c->rx->refused) /* dropped (native_parse) */
-		r = kvtd_conn_read(c, native_scratch,
-				   *asked = want < sizeof(native_scratch) ? (size_t)want
-									 : sizeof(native_scratch));
 	else
 		r = kvtd_conn_read(c, kvtd_frame_data(c->rx) + c->rx_got, *asked = (size_t)want);
 	if (r > 0) {
@@ -283,13 +336,14 @@ static ssize_t native_read(struct kvtd_conn *c, size_t *asked)
 
 static bool native_partial(const struct kvtd_conn *c)
 {
-	return c->rx != NULL;
+	return c->rx != NULL || c->rx_drop;
 }
 
 /* No more input will be read: a frame whose data never all came is
  * dropped (nothing of it was submitted). */
 static void native_drop_input(struct kvtd_conn *c)
 {
+	c->rx_drop = 0;
 	if (c->rx) {
 		struct kvtd_frame *fr = c->rx;
 		c->rx = NULL;

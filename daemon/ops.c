@@ -1645,15 +1645,6 @@ void kvtd_frame_dispatch(struct kvtd_frame *fr)
 		kvtd_frame_free(fr);
 		return;
 	}
-	if (fr->refused) {
-		/* Refused before it was taken (native.c): nothing of it was
-		 * kept; the connection is. */
-		kvtd_reply_error(fr, fr->refused, fr->refused == PROTO_ECOUNT ? KVTD_FRAME_ITEMS_MSG :
-				 "the tenant's frames in flight hold its share of the server "
-				 "memory limit (--max-memory); retry later");
-		kvtd_frame_free(fr);
-		return;
-	}
 	switch (op) {
 	case PROTO_OP_NS_REGISTER:
 		ops_ns_register(fr);
