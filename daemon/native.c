@@ -85,6 +85,24 @@ static bool native_refuse(struct kvtd_conn *c, const struct proto_frame *f, int 
 	return true;
 }
 
+/* Charge n more bytes of f to its frame fr (kvtd_frame_charge): 0, or fr
+ * is freed and 1: refused past its tenant's share, answered (parse on);
+ * -1: parse no more (its data is being dropped, or over the budget: the
+ * connection closes). */
+static int native_charge(struct kvtd_conn *c, struct kvtd_frame *fr, const struct proto_frame *f,
+			 uint64_t n, const char *what)
+{
+	int rc = kvtd_frame_charge(fr, n, false);
+
+	if (rc == 0)
+		return 0;
+	kvtd_frame_free(fr);
+	if (rc == -EDQUOT)
+		return native_refuse(c, f, -ENOMEM) ? 1 : -1;
+	native_mem_refuse(c, f->tag, what);
+	return -1;
+}
+
 /* Per-tenant counters of a native frame (its bytes in; bytes out are
  * counted as they are written).  Frames before AUTH count for nobody. */
 static void native_tenant_count(struct kvtd_conn *c, uint64_t bytes)
@@ -202,18 +220,11 @@ static void native_parse(struct kvtd_conn *c)
 		/* Before AUTH a frame is at most NATIVE_PREAUTH_BUF bytes and
 		 * has no data: bounded per connection, outside the budget, so
 		 * unauthenticated clients never take it from the others. */
-		rc = pre ? 0 : kvtd_frame_charge(fr, f.hdr_len, false);
-		if (rc == -EDQUOT) {
-			kvtd_frame_free(fr);
-			if (native_refuse(c, &f, -ENOMEM))
-				continue;
+		rc = pre ? 0 : native_charge(c, fr, &f, f.hdr_len, "table");
+		if (rc > 0)
+			continue;
+		if (rc < 0)
 			return;
-		}
-		if (rc < 0) {
-			kvtd_frame_free(fr);
-			native_mem_refuse(c, f.tag, "table");
-			return;
-		}
 		if (f.data_len) {
 			size_t take = c->rend - c->rstart;
 			if (take > f.data_len)
@@ -225,18 +236,11 @@ static void native_parse(struct kvtd_conn *c)
 				c->put_stream = take < f.data_len;
 			} else {
 				uint8_t *data = NULL;
-				rc = kvtd_frame_charge(fr, f.data_len, false);
-				if (rc == -EDQUOT) {
-					kvtd_frame_free(fr);
-					if (native_refuse(c, &f, -ENOMEM))
-						continue;
+				rc = native_charge(c, fr, &f, f.data_len, "data section");
+				if (rc > 0)
+					continue;
+				if (rc < 0)
 					return;
-				}
-				if (rc < 0) {
-					kvtd_frame_free(fr);
-					native_mem_refuse(c, f.tag, "data section");
-					return;
-				}
 				data = malloc(f.data_len);
 				if (!data) {
 					kvtd_frame_free(fr);
