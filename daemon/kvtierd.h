@@ -462,8 +462,15 @@ struct kvtd_conn {
 	uint8_t *rbuf;
 	size_t rcap, rstart, rend;
 	struct kvtd_frame *rx; /* frame whose data section is being received */
-	uint64_t rx_got;       /* its data bytes received */
+	uint64_t rx_got;       /* its data bytes received (or rx_drop's dropped) */
 	uint64_t rx_mark;      /* rx_got when the slow-loris clock last restarted */
+	/* A frame refused before it was taken (native.c): the bytes of its
+	 * data section still to read and drop, then its answer's opcode,
+	 * tag and status */
+	uint64_t rx_drop;
+	uint64_t rx_drop_tag;
+	uint16_t rx_drop_op;
+	int rx_drop_status;
 	uint64_t frame_start_ns; /* first byte of an incomplete frame, 0: none */
 	uint64_t accept_ns;
 
@@ -485,6 +492,7 @@ struct kvtd_conn {
 	bool deferred;         /* on the loop's deferred list (kvtd_conn_defer) */
 	uint64_t parse_iter;   /* the loop iteration parse_frames counts in */
 	unsigned parse_frames; /* frames taken in it (KVTD_PARSE_FRAMES) */
+	uint64_t parse_items;  /* and their items (KVTD_PARSE_ITEMS) */
 	uint32_t events;       /* registered epoll events */
 
 	/* Output queue */
@@ -649,11 +657,19 @@ struct kvtd_server {
 #define KVTD_UNAUTH_PEER_MAX 256u        /* unauthenticated connections from one address */
 #define KVTD_QUIET_WINDOW 4u             /* a frame's quiet GETs in the store at once */
 #define KVTD_NS_TENANT_MAX 1024u         /* namespaces one tenant may register */
-/* Items of one NS_REGISTER frame: each is a parse, a SHA-256 and a lookup
- * on the loop (~27 us under ASan), and no tenant has more namespaces than
- * this to name, so 16,000 items of one text held the loop 435 ms for
- * nothing (test_hostile ns_items). */
-#define KVTD_NS_REGISTER_ITEMS_MAX KVTD_NS_TENANT_MAX
+/* Items of one frame (NS_REGISTER, LOOKUP, EXISTS, GET, PUT, DELETE): a
+ * frame is handled on its loop in one go, each item a few us of decoding,
+ * state, request and answer (more under ASan), so a frame of 65,536 keys
+ * held its loop 146-378 ms under ASan, another client's PING p99 346 ms
+ * (test_hostile big_frames); 1,024 a frame: p99 5 ms.  A frame naming
+ * more is answered PROTO_ECOUNT and taken no further, the connection
+ * kept (native.c); the codec's limit (items_max in HELLO) stays 65,536.
+ * NS_REGISTER: 16,000 items of one text held the loop 435 ms, and no
+ * tenant has more than KVTD_NS_TENANT_MAX namespaces to name (ns_items). */
+#define KVTD_FRAME_ITEMS_MAX 1024u
+#define KVTD_FRAME_ITEMS_MSG "a frame names at most 1024 items"
+_Static_assert(KVTD_FRAME_ITEMS_MAX == 1024u, "KVTD_FRAME_ITEMS_MSG says so");
+_Static_assert(KVTD_FRAME_ITEMS_MAX >= KVTD_NS_TENANT_MAX, "a tenant's namespaces in a frame");
 /* Pinned bytes of queued answers: per connection (--conn-output, at most
  * an eighth of --dram) and per tenant (a quarter of --dram) */
 #define KVTD_PIN_CONN_MAX(srv) ((srv)->cfg.conn_output < (srv)->cfg.dram_bytes / 8 ? \
@@ -937,19 +953,29 @@ void kvtd_req_done(struct kvtd_loop *loop, struct kvt_req *r);
  * nothing of it is in flight; releases pins. */
 void kvtd_frame_free(struct kvtd_frame *fr);
 /* Charge n more bytes to a frame (--max-memory, and its tenant's input,
- * tstat->in_charged; force: the budget's check skipped); given back by
- * kvtd_frame_free, or by kvtd_frame_uncharge. */
-bool kvtd_frame_charge(struct kvtd_frame *fr, uint64_t n, bool force);
+ * tstat->in_charged; force: neither check); given back by
+ * kvtd_frame_free, or by kvtd_frame_uncharge.  0, or nothing charged:
+ * -ENOBUFS past the budget, -EDQUOT past the tenant's input share. */
+int kvtd_frame_charge(struct kvtd_frame *fr, uint64_t n, bool force);
 /* c has frames in flight while its tenant's hold KVTD_IN_TENANT_MAX: not
  * read until its own are answered (loop.c). */
 bool kvtd_conn_in_share_over(const struct kvtd_conn *c);
+/* Tenant t's input share: the cap (KVTD_IN_TENANT_MAX), and in *held what
+ * its native frames in flight hold; 0 (held untouched) where shares do
+ * not apply: no tenant, no --max-memory, or no --tenants. */
+uint64_t kvtd_in_share(const struct kvtd_server *srv, const struct kvtd_tstat *t,
+		       uint64_t *held);
 /* Frames a connection may take in one loop iteration: past it, what it
  * has buffered waits for the next one (kvtd_conn_parse_budget false, then
  * kvtd_conn_defer), after the other connections' events.  A pipeline of
  * 50,000 STATS frames was taken in one go, ~12,000 a read buffer, and
  * another client on the loop waited 600 ms (test_hostile native_flood). */
 #define KVTD_PARSE_FRAMES 64u
-bool kvtd_conn_parse_budget(struct kvtd_conn *c);
+/* ... and items: 64 frames of KVTD_FRAME_ITEMS_MAX keys pipelined would
+ * be 65,536 keys in one iteration again.  The first frame of an
+ * iteration is always taken.  A RESP command counts as one item. */
+#define KVTD_PARSE_ITEMS KVTD_FRAME_ITEMS_MAX
+bool kvtd_conn_parse_budget(struct kvtd_conn *c, uint32_t items);
 void kvtd_conn_defer(struct kvtd_conn *c);
 void kvtd_frame_uncharge(struct kvtd_frame *fr, uint64_t n);
 /* A GET frame waiting for c's pinned answers to drain: continue it (when

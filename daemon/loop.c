@@ -57,7 +57,8 @@
  *     counted in out_share_paused.  Clients that pipeline and never read
  *     held --conn-output each, and a few of them the whole budget: every
  *     other tenant's next frame was refused.  Past the share a connection
- *     adds at most the answers of the frames it has in flight.
+ *     adds at most the answers of the frames it has in flight.  Shares
+ *     apply with --tenants only (loop_shares).
  * What stays outside the budget is per connection and small: its struct
  * and a KVTD_RBUF_MIN read buffer; --max-conns bounds those.  A new
  * connection past --max-conns gets an ERROR frame (KVT_EBUSY) and is
@@ -126,14 +127,33 @@ static bool loop_mem_over(const struct kvtd_server *srv)
 	       atomic_load_explicit(&srv->mem_used, memory_order_relaxed) > srv->cfg.max_memory;
 }
 
+/* Do tenant t's shares of the budget (its queued answers, its frames in
+ * flight) apply?  Only with a budget and --tenants: without it every
+ * client is the default tenant (kvtd_auth_open_conn, ops.c AUTH), one
+ * trust domain, and a quarter of the budget for all of them together
+ * throttled every client (test_hostile no_shares). */
+static bool loop_shares(const struct kvtd_server *srv, const struct kvtd_tstat *t)
+{
+	return t && srv->cfg.max_memory && kvtd_auth_enabled();
+}
+
 /* c's tenant's queued answers hold their share of the budget. */
 static bool loop_share_over(const struct kvtd_conn *c)
 {
 	const struct kvtd_server *srv = c->loop->srv;
 
-	return c->tstat && srv->cfg.max_memory &&
+	return loop_shares(srv, c->tstat) &&
 	       atomic_load_explicit(&c->tstat->out_charged, memory_order_relaxed) >=
 		       KVTD_OUT_TENANT_MAX(srv);
+}
+
+uint64_t kvtd_in_share(const struct kvtd_server *srv, const struct kvtd_tstat *t,
+		       uint64_t *held)
+{
+	if (!loop_shares(srv, t))
+		return 0;
+	*held = atomic_load_explicit(&t->in_charged, memory_order_relaxed);
+	return KVTD_IN_TENANT_MAX(srv);
 }
 
 static void loop_conn_touch(struct kvtd_conn *c);
@@ -155,13 +175,19 @@ static bool loop_conn_push(struct kvtd_conn ***list, unsigned *n, unsigned *cap,
 	return true;
 }
 
-bool kvtd_conn_parse_budget(struct kvtd_conn *c)
+bool kvtd_conn_parse_budget(struct kvtd_conn *c, uint32_t items)
 {
 	if (c->parse_iter != c->loop->iter) {
 		c->parse_iter = c->loop->iter;
 		c->parse_frames = 0;
+		c->parse_items = 0;
 	}
-	return ++c->parse_frames <= KVTD_PARSE_FRAMES;
+	if (c->parse_frames >= KVTD_PARSE_FRAMES ||
+	    (c->parse_frames > 0 && c->parse_items + items > KVTD_PARSE_ITEMS))
+		return false;
+	c->parse_frames++;
+	c->parse_items += items;
+	return true;
 }
 
 void kvtd_conn_defer(struct kvtd_conn *c)
@@ -196,14 +222,14 @@ static void loop_undefer(struct kvtd_loop *loop)
 /* c has frames in flight and its tenant's frames hold their share of
  * the budget (ops.c kvtd_frame_charge): c is not read until its own are
  * answered.  A connection with none in flight is read: its next frame is
- * charged alone, or refused. */
+ * charged alone, or refused (then answered -ENOMEM, its data dropped).
+ * The rest of a data section being received is read all the same: it
+ * was charged (c->rx), or is dropped (c->rx_drop), when its header came. */
 bool kvtd_conn_in_share_over(const struct kvtd_conn *c)
 {
-	const struct kvtd_server *srv = c->loop->srv;
+	uint64_t held = 0, cap = kvtd_in_share(c->loop->srv, c->tstat, &held);
 
-	return c->inflight > 0 && c->tstat && srv->cfg.max_memory && kvtd_auth_enabled() &&
-	       atomic_load_explicit(&c->tstat->in_charged, memory_order_relaxed) >=
-		       KVTD_IN_TENANT_MAX(srv);
+	return c->inflight > 0 && !c->rx && !c->rx_drop && cap && held >= cap;
 }
 
 static void loop_conn_close(struct kvtd_conn *c, const char *why);

@@ -49,6 +49,60 @@ static void native_mem_refuse(struct kvtd_conn *c, uint64_t tag, const char *wha
 	kvtd_conn_fail(c, PROTO_OP_ERROR, tag, -ENOMEM, msg);
 }
 
+#define NATIVE_SHARE_MSG "the tenant's frames in flight hold its share of the server " \
+	"memory limit (--max-memory); retry later"
+
+/*
+ * A frame refused before it is taken -- more than KVTD_FRAME_ITEMS_MAX
+ * items (PROTO_ECOUNT), or past its tenant's input share (-ENOMEM,
+ * kvtd_frame_charge -EDQUOT) -- whose header and table (f.hdr_len) are
+ * out of rbuf: nothing of it is kept, its data section is read and
+ * dropped (rx_drop, native_read), then it is answered; the connection
+ * is kept.  false: its data is still to come.
+ */
+static bool native_refuse(struct kvtd_conn *c, const struct proto_frame *f, int status)
+{
+	size_t take = c->rend - c->rstart;
+
+	if (status == -ENOMEM)
+		KVTD_COUNT(c->loop->srv, mem_refused, 1);
+	else
+		KVTD_COUNT(c->loop->srv, errors[kvtd_err_of(status)], 1);
+	if (take > f->data_len)
+		take = (size_t)f->data_len;
+	c->rstart += take;
+	c->rx_drop = f->data_len - take;
+	c->rx_drop_op = f->op;
+	c->rx_drop_tag = f->tag;
+	c->rx_drop_status = status;
+	if (c->rx_drop) {
+		c->rx_got = c->rx_mark = 0;
+		return false;
+	}
+	c->frame_start_ns = c->rend > c->rstart ? c->loop->now_ns : 0;
+	kvtd_conn_send(c, f->op, f->tag, status,
+		       status == PROTO_ECOUNT ? KVTD_FRAME_ITEMS_MSG : NATIVE_SHARE_MSG);
+	return true;
+}
+
+/* Charge n more bytes of f to its frame fr (kvtd_frame_charge): 0, or fr
+ * is freed and 1: refused past its tenant's share, answered (parse on);
+ * -1: parse no more (its data is being dropped, or over the budget: the
+ * connection closes). */
+static int native_charge(struct kvtd_conn *c, struct kvtd_frame *fr, const struct proto_frame *f,
+			 uint64_t n, const char *what)
+{
+	int rc = kvtd_frame_charge(fr, n, false);
+
+	if (rc == 0)
+		return 0;
+	kvtd_frame_free(fr);
+	if (rc == -EDQUOT)
+		return native_refuse(c, f, -ENOMEM) ? 1 : -1;
+	native_mem_refuse(c, f->tag, what);
+	return -1;
+}
+
 /* Per-tenant counters of a native frame (its bytes in; bytes out are
  * counted as they are written).  Frames before AUTH count for nobody. */
 static void native_tenant_count(struct kvtd_conn *c, uint64_t bytes)
@@ -68,7 +122,7 @@ static void native_parse(struct kvtd_conn *c)
 
 	/* read_paused: past --conn-output or the budget (loop.c flow), what
 	 * is buffered waits too; the loop parses it once reads resume. */
-	while (!c->dead && !c->no_more_input && !c->rx && !c->read_paused) {
+	while (!c->dead && !c->no_more_input && !c->rx && !c->rx_drop && !c->read_paused) {
 		size_t avail = c->rend - c->rstart;
 		struct proto_frame f;
 		struct kvtd_frame *fr;
@@ -83,12 +137,6 @@ static void native_parse(struct kvtd_conn *c)
 				/* A big table passed: give the memory back. */
 				kvtd_conn_rbuf_release(c);
 			}
-			return;
-		}
-		/* Its share of this iteration taken: the rest after the
-		 * other connections' events (kvtd_conn_defer). */
-		if (!kvtd_conn_parse_budget(c)) {
-			kvtd_conn_defer(c);
 			return;
 		}
 		/* Past --conn-inflight, or while its tenant's frames in flight
@@ -140,6 +188,23 @@ static void native_parse(struct kvtd_conn *c)
 			kvtd_conn_fail(c, PROTO_OP_ERROR, hdr_ok ? f.tag : 0, rc, msg);
 			return;
 		}
+		/* Its share of this iteration taken: the rest after the
+		 * other connections' events (kvtd_conn_defer); this frame is
+		 * parsed again then.  Only whole frames count: 64 and the
+		 * start of a 65th in one read were cut, nothing whole left
+		 * (test_hostile parse_partial). */
+		if (!kvtd_conn_parse_budget(c, f.item_count)) {
+			kvtd_conn_defer(c);
+			return;
+		}
+		/* More items than a frame may name here (KVTD_FRAME_ITEMS_MAX):
+		 * refused from its parsed header, the connection kept. */
+		if (f.item_count > KVTD_FRAME_ITEMS_MAX) {
+			c->rstart += f.hdr_len;
+			if (native_refuse(c, &f, PROTO_ECOUNT))
+				continue;
+			return;
+		}
 		hdr = malloc(f.hdr_len);
 		if (!hdr) {
 			kvtd_conn_fail(c, PROTO_OP_ERROR, f.tag, -ENOMEM, "server out of memory");
@@ -155,11 +220,11 @@ static void native_parse(struct kvtd_conn *c)
 		/* Before AUTH a frame is at most NATIVE_PREAUTH_BUF bytes and
 		 * has no data: bounded per connection, outside the budget, so
 		 * unauthenticated clients never take it from the others. */
-		if (!pre && !kvtd_frame_charge(fr, f.hdr_len, false)) {
-			kvtd_frame_free(fr);
-			native_mem_refuse(c, f.tag, "table");
+		rc = pre ? 0 : native_charge(c, fr, &f, f.hdr_len, "table");
+		if (rc > 0)
+			continue;
+		if (rc < 0)
 			return;
-		}
 		if (f.data_len) {
 			size_t take = c->rend - c->rstart;
 			if (take > f.data_len)
@@ -171,11 +236,11 @@ static void native_parse(struct kvtd_conn *c)
 				c->put_stream = take < f.data_len;
 			} else {
 				uint8_t *data = NULL;
-				if (!kvtd_frame_charge(fr, f.data_len, false)) {
-					kvtd_frame_free(fr);
-					native_mem_refuse(c, f.tag, "data section");
+				rc = native_charge(c, fr, &f, f.data_len, "data section");
+				if (rc > 0)
+					continue;
+				if (rc < 0)
 					return;
-				}
 				data = malloc(f.data_len);
 				if (!data) {
 					kvtd_frame_free(fr);
@@ -202,14 +267,45 @@ static void native_parse(struct kvtd_conn *c)
 	}
 }
 
+/* Where a refused frame's data section is read, to be dropped. */
+static _Thread_local uint8_t native_scratch[64u << 10];
+
+/* The rest of a refused frame's data section (native_refuse): read and
+ * dropped; once all of it came, the frame is answered. */
+static ssize_t native_drop_read(struct kvtd_conn *c, size_t *asked)
+{
+	ssize_t r;
+
+	*asked = c->rx_drop < sizeof(native_scratch) ? (size_t)c->rx_drop : sizeof(native_scratch);
+	r = kvtd_conn_read(c, native_scratch, *asked);
+	if (r <= 0)
+		return r;
+	c->rx_drop -= (uint64_t)r;
+	c->rx_got += (uint64_t)r;
+	if (c->rx_got - c->rx_mark >= KVTD_SLOW_PROGRESS) {
+		c->rx_mark = c->rx_got;
+		c->frame_start_ns = c->loop->now_ns;
+	}
+	if (c->rx_drop == 0) {
+		c->frame_start_ns = 0;
+		kvtd_conn_send(c, c->rx_drop_op, c->rx_drop_tag, c->rx_drop_status,
+			       c->rx_drop_status == PROTO_ECOUNT ? KVTD_FRAME_ITEMS_MSG
+								 : NATIVE_SHARE_MSG);
+		*asked = SIZE_MAX; /* answer first, as for a frame taken */
+	}
+	return r;
+}
+
 /* The socket is readable: a data section being received goes straight to
- * its buffer (or DRAM); otherwise the loop's rbuf, a header at a time
- * after a streamed PUT (put_stream). */
+ * its buffer (or DRAM, or is dropped); otherwise the loop's rbuf, a header
+ * at a time after a streamed PUT (put_stream). */
 static ssize_t native_read(struct kvtd_conn *c, size_t *asked)
 {
 	uint64_t len, want;
 	ssize_t r;
 
+	if (c->rx_drop)
+		return native_drop_read(c, asked);
 	if (!c->rx)
 		return kvtd_conn_read_rbuf(c, c->put_stream ? KVTD_HDR_STEP : SIZE_MAX, asked);
 	len = kvtd_frame_data_len(c->rx);
@@ -244,13 +340,14 @@ static ssize_t native_read(struct kvtd_conn *c, size_t *asked)
 
 static bool native_partial(const struct kvtd_conn *c)
 {
-	return c->rx != NULL;
+	return c->rx != NULL || c->rx_drop;
 }
 
 /* No more input will be read: a frame whose data never all came is
  * dropped (nothing of it was submitted). */
 static void native_drop_input(struct kvtd_conn *c)
 {
+	c->rx_drop = 0;
 	if (c->rx) {
 		struct kvtd_frame *fr = c->rx;
 		c->rx = NULL;

@@ -82,28 +82,35 @@ struct kvtd_frame *kvtd_frame_new(struct kvtd_conn *c, uint8_t *hdr, uint64_t hd
 
 /*
  * Charge n more bytes to fr: to --max-memory, and count them in its
- * tenant's input (in_charged).  false, nothing charged: over the budget.
- * While a tenant's frames in flight hold KVTD_IN_TENANT_MAX, its
- * connections with frames in flight are not read (loop.c
- * kvtd_conn_in_share_over): frames pipelined on several connections,
- * each charged its table and its items (~600 bytes each), took the whole
- * budget from one tenant, and every other client's next frame was
- * refused (test_hostile in_share).  The items of a frame are also held to
- * that share (ops_items_charge).
+ * tenant's input (in_charged).  Refused, nothing charged: past the budget
+ * (-ENOBUFS), or past the tenant's input share (KVTD_IN_TENANT_MAX) held
+ * by its other frames (-EDQUOT; a tenant's frame alone is always taken,
+ * the budget still bounding it, so that a tenant makes progress).  Every
+ * charge of a frame is held to the share -- its table, its items, its
+ * data section: frames pipelined on several connections, each charged
+ * its table and its items (~600 bytes each), took the whole budget from
+ * one tenant (test_hostile in_share), and so did PUTs whose items the
+ * share refused, their data sections charged to the budget alone
+ * (in_share_data).  While the share is held, a tenant's connections with
+ * frames in flight are not read either (loop.c kvtd_conn_in_share_over).
  */
-bool kvtd_frame_charge(struct kvtd_frame *fr, uint64_t n, bool force)
+int kvtd_frame_charge(struct kvtd_frame *fr, uint64_t n, bool force)
 {
 	struct kvtd_server *srv = ops_srv(fr);
 	struct kvtd_tstat *t = fr->tstat;
+	uint64_t held = 0, cap;
 
 	if (n == 0)
-		return true;
+		return 0;
+	cap = force ? 0 : kvtd_in_share(srv, t, &held);
+	if (cap && held > fr->mem_charged && held + n > cap)
+		return -EDQUOT;
 	if (!kvtd_mem_charge(srv, n, force))
-		return false;
+		return -ENOBUFS;
 	fr->mem_charged += n;
 	if (t)
 		atomic_fetch_add_explicit(&t->in_charged, n, memory_order_relaxed);
-	return true;
+	return 0;
 }
 
 void kvtd_frame_uncharge(struct kvtd_frame *fr, uint64_t n)
@@ -597,21 +604,6 @@ void kvtd_ns_count_init(struct kvtd_server *srv)
 	free(canon);
 }
 
-/* Would cost more of fr's items pass its tenant's input share
- * (KVTD_IN_TENANT_MAX) held by its other frames?  A tenant's frame alone
- * is always taken (the budget still bounds it), so that a tenant makes
- * progress; without --tenants there are no shares (as for output). */
-static bool ops_share_over(struct kvtd_frame *fr, uint64_t cost)
-{
-	struct kvtd_server *srv = ops_srv(fr);
-	uint64_t held;
-
-	if (!fr->tstat || !srv->cfg.max_memory || !kvtd_auth_enabled())
-		return false;
-	held = atomic_load_explicit(&fr->tstat->in_charged, memory_order_relaxed);
-	return held > fr->mem_charged && held + cost > KVTD_IN_TENANT_MAX(srv);
-}
-
 /*
  * A frame's per-item state is charged to --max-memory with the frame
  * (fr->mem_charged, given back by kvtd_frame_free): an item is ~560 bytes
@@ -619,7 +611,7 @@ static bool ops_share_over(struct kvtd_frame *fr, uint64_t cost)
  * was charged, so a GET of 65536 keys held 36 MiB outside the budget for
  * as long as it waited (for an SSD read, or for its pins to drain), and a
  * connection has up to --conn-inflight frames.  It is held to the
- * tenant's input share too (ops_share_over): one tenant's GET frames of
+ * tenant's input share too (kvtd_frame_charge): one tenant's GET frames of
  * 12,000 keys left waiting on 6 connections held the whole budget, every
  * other tenant's next frame refused (test_hostile in_share).  false: over
  * the budget or the share (counted in mem_refused; nothing charged).
@@ -631,7 +623,7 @@ static bool ops_items_charge(struct kvtd_frame *fr, uint64_t per_item)
 
 	if (fr->conn->state != KVTD_CS_READY)
 		return true; /* before AUTH: no items (native.c refuses such frames) */
-	if (ops_share_over(fr, cost) || !kvtd_frame_charge(fr, cost, false)) {
+	if (kvtd_frame_charge(fr, cost, false) < 0) {
 		KVTD_COUNT(srv, mem_refused, 1);
 		return false;
 	}
@@ -651,14 +643,6 @@ static void ops_ns_register(struct kvtd_frame *fr)
 	uint64_t texts = 0;
 	char *canon = NULL;
 
-	if (fr->f.item_count > KVTD_NS_REGISTER_ITEMS_MAX) {
-		char msg[96];
-		snprintf(msg, sizeof(msg), "NS_REGISTER names at most %u namespaces a frame",
-			 KVTD_NS_REGISTER_ITEMS_MAX);
-		kvtd_reply_error(fr, PROTO_ECOUNT, msg);
-		kvtd_frame_free(fr);
-		return;
-	}
 	fr->n = fr->f.item_count;
 	if (!ops_items_charge(fr, sizeof(*fr->items))) {
 		kvtd_reply_error(fr, -ENOMEM, OPS_MEM_MSG);
@@ -786,6 +770,16 @@ static void ops_aux_done(void *arg)
 		ops_finish(fr);
 }
 
+/* An answer's entry is at most its canonical text and 64 bytes of index,
+ * status, digest and lengths; a frame names at most
+ * KVTD_FRAME_ITEMS_MAX (native.c), so the answer fits one
+ * table of the largest this server sends (kvtierd.c keeps the codec's
+ * table_max).  It was split into frames of table_max, which became dead
+ * code with that cap (attack14). */
+_Static_assert((uint64_t)KVTD_FRAME_ITEMS_MAX * (PROTO_CANON_MAX + 64) <=
+		       PROTO_DEF_TABLE_MAX,
+	       "an NS_REGISTER answer fits one frame's table");
+
 static void ops_ns_register_reply(struct kvtd_frame *fr)
 {
 	struct kvtd_conn *c = fr->conn;
@@ -817,22 +811,9 @@ static void ops_ns_register_reply(struct kvtd_frame *fr)
 				ops_ns_cache_add(c, it->digest, it->ns_id, true, it->granted);
 		}
 	}
-	/* An entry carries its canonical text (up to PROTO_CANON_MAX): split
-	 * the answer into frames whose tables stay under table_max. */
-	{
-		uint64_t per = ops_srv(fr)->lim.table_max / (PROTO_CANON_MAX + 64);
-		uint32_t start = 0;
-		if (per == 0)
-			per = 1;
-		do {
-			uint32_t end = fr->n - start > per ? start + (uint32_t)per : fr->n;
-			kvtd_resp_init(fr, &rf, 0);
-			if (end < fr->n)
-				rf.flags |= PROTO_F_MORE;
-			kvtd_reply(fr, &rf, pis + start, end - start);
-			start = end;
-		} while (start < fr->n);
-	}
+	/* One frame: the answer's entries fit one table (below). */
+	kvtd_resp_init(fr, &rf, 0);
+	kvtd_reply(fr, &rf, pis, fr->n);
 	free(pis);
 }
 

@@ -14,8 +14,8 @@
  * an SSD read) but are answered in the order they came, as Redis clients
  * require: a connection keeps its commands in a list, and only a finished
  * command at the head is queued for output.  Each command in the list
- * counts in c->inflight, so loop.c's flow control pauses reading while 256
- * commands are unanswered.
+ * counts in c->inflight: no more is parsed, and loop.c's flow control
+ * pauses reading, while --conn-inflight commands are unanswered.
  *
  * Keys and values (doc/resp.md "How keys map"): each tenant's keys live
  * in one namespace (model "resp"); a Redis key of up to 63 bytes is the
@@ -1630,7 +1630,7 @@ static void respd_parse(struct kvtd_conn *c)
 		uint64_t argv_cost;
 		int r;
 
-		if (c->inflight >= KVTD_INFLIGHT_MAX)
+		if (c->inflight >= srv->cfg.conn_inflight)
 			return; /* loop.c pauses reads; settle brings us back */
 		respd_pin_flow(c);
 		if (c->pin_paused)
@@ -1689,7 +1689,7 @@ static void respd_parse(struct kvtd_conn *c)
 		 * ~2,600 ECHOs a 64 KiB buffer held the loop (test_hostile
 		 * resp_flood).  Only whole commands count: a pipeline of 64
 		 * that arrived in two reads is not cut before its last. */
-		if (!kvtd_conn_parse_budget(c)) {
+		if (!kvtd_conn_parse_budget(c, 1)) {
 			kvtd_conn_defer(c);
 			return;
 		}

@@ -524,7 +524,7 @@ static int proto_item_check(unsigned op, bool resp, const struct proto_item *it,
 			if (!(it->flags & PROTO_IF_PART) && it->part != 0)
 				return PROTO_EMALFORMED;
 			if (it->flags & PROTO_IF_PART && it->part >= lim->parts_max)
-				return PROTO_ECOUNT;
+				return PROTO_EMALFORMED; /* an index, as a response's first_part */
 			if (!(it->flags & PROTO_IF_RANGE))
 				return it->off == 0 && it->len == 0 ? 0 : PROTO_EMALFORMED;
 			if (it->len == 0 || it->len > lim->value_max ||
@@ -666,9 +666,9 @@ static int proto_op_decode(struct proto_frame *f, struct proto_cur *c, bool resp
 		if (!(p = proto_take(c, M_TEXT)))
 			return PROTO_EMALFORMED;
 		f->msg_len = le_get16(p + M_LEN);
-		if (f->msg_len == 0 || le_get16(p + M_RSV) != 0)
+		if (le_get16(p + M_RSV) != 0)
 			return PROTO_EMALFORMED;
-		if (f->msg_len > PROTO_MSG_MAX)
+		if (f->msg_len == 0 || f->msg_len > PROTO_MSG_MAX)
 			return KVT_EBADLEN;
 		if (!proto_take_text(c, f->msg_len, &f->msg))
 			return PROTO_EMALFORMED;

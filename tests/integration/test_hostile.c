@@ -28,6 +28,17 @@
  *                 frame may name; more is refused whole)
  *   in_share      one tenant's GET frames left waiting on 6 connections:
  *                 its frames in flight hold at most a quarter of the budget
+ *   big_frames    a frame of 65,536 keys refused (PROTO_ECOUNT, kept);
+ *                 pipelines of 1024-key frames while another client's
+ *                 PING is timed
+ *   parse_partial 64 whole frames and the start of one more a read: none
+ *                 deferred (only whole frames count against the budget)
+ *   in_share_data PUTs past the tenant's input share: their data sections
+ *                 dropped, not charged; the frames refused, connections kept
+ *   resp_inflight a RESP pipeline behind a slow DEL: at most --conn-inflight
+ *                 commands taken until it is answered
+ *   no_shares     without --tenants, PING floods never read are held by
+ *                 the budget, not by a tenant's share (one trust domain)
  *   aux_walks     S3 listings' walks on the aux thread beside another
  *                 client's aux jobs (walks have a lane of their own)
  *
@@ -989,7 +1000,7 @@ static void phase_deletes(void)
 
 #define R_PARTS 4
 #define R_PART_LEN (8u << 20)
-#define R_RANGES 2048
+#define R_RANGES 1024 /* the most a frame may name (2048 until big_frames) */
 #if defined(HOSTILE_ASAN) || defined(HOSTILE_TSAN)
 #define RANGE_PING_MAX_NS 400000000ull
 #else
@@ -1791,7 +1802,7 @@ static void phase_resp_info(void)
 
 /* ------------------------------------------------------------------------
  * ns_split (item 16): an NS_REGISTER answer larger than a table is split.
- * Since attack14 a frame names at most KVTD_NS_REGISTER_ITEMS_MAX (1024)
+ * Since attack14 a frame names at most KVTD_FRAME_ITEMS_MAX (1024)
  * descriptors, whose answer fits a table: more is refused as a whole
  * (PROTO_ECOUNT), the connection kept; 1024 long ones are answered whole.
  */
@@ -2650,15 +2661,15 @@ static void phase_resp_pins(void)
 /* ------------------------------------------------------------------------
  * frame_items (hostile7): a frame's per-item state (struct kvtd_item,
  * ~560 bytes) against its table (~30 bytes an item, the part that was
- * charged).  GET frames of 16384 keys whose answers wait for the
+ * charged).  GET frames of 16384 keys (1024 since big_frames) whose answers wait for the
  * connection's pins to drain (the client reads nothing) held 9 MiB each
  * outside --max-memory, up to --conn-inflight of them.  Now the items are
  * charged with their frame; a frame that does not fit is answered
  * -ENOMEM (mem_refused) and the connection stays.
  */
 
-#define FI_FRAMES 12u
-#define FI_ITEMS 16384u
+#define FI_FRAMES 192u
+#define FI_ITEMS 1024u /* KVTD_FRAME_ITEMS_MAX */
 
 static uint8_t *nat_encode(struct proto_frame *f, const struct proto_item *its, uint32_t n,
 			   size_t *len);
@@ -2698,8 +2709,8 @@ static void phase_frame_items(void)
 	alice_one_value("frame_items", &c, ns, &k, "fi", its, FI_ITEMS);
 	refused0 = stat_of("server.mem_refused");
 	rss_begin();
-	/* 12 frames x 16384 GETs of a 4 KiB value: 64 MiB of answers each,
-	 * past the connection's pin cap: each waits, none is read.  Since
+	/* 192 frames x 1024 GETs of a 4 KiB value: 4 MiB of answers each,
+	 * past the connection's pin cap after 2: they wait, none is read.  Since
 	 * attack14 the tenant's input share (a quarter of the budget) stops
 	 * reading the connection once its frames hold it: sent for 1.5 s
 	 * without blocking, what the server takes. */
@@ -2859,6 +2870,58 @@ static void phase_out_share(void)
 	T_EQ_INT(bad, 0);
 	T_LE_INT(ms, 5000);
 	T_GE_INT(paused, 2);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
+/* ------------------------------------------------------------------------
+ * no_shares (the lead's review, 2026-12-03): a server without --tenants is
+ * one trust domain and has no shares (doc/kvtierd.md "A tenant's share"):
+ * every client is the default tenant, and a quarter of --max-memory for
+ * all of their queued answers together throttled every client, not one
+ * tenant.  The input share said so (kvtd_in_share); the output share
+ * applied to the default tenant all the same (out_share_paused counted).
+ * Three connections pipeline PINGs and never read (each holds at most
+ * --conn-output, 4 MiB: together more than --max-memory 8M): they are
+ * held by the budget (mem_paused, or mem_refused and closed), never by a
+ * share.
+ */
+
+#define NS_CONNS 3u
+
+static void phase_no_shares(void)
+{
+	const char *argv[] = { "--max-memory", "8M", "--dram", "32M", "--threads", "2", NULL };
+	uint8_t ping[PROTO_HDR_LEN + 64];
+	struct proto_frame f = { .op = PROTO_OP_PING, .tag = 1 };
+	struct kc fl[NS_CONNS];
+	uint64_t sent[NS_CONNS], paused, mem_held;
+	char dir[700];
+	int64_t plen = 0;
+
+	snprintf(dir, sizeof(dir), "%s/no_shares", base);
+	tsrv_start(&srv, bin, base, dir, NULL, argv);
+	for (unsigned i = 0; i < NS_CONNS; i++) {
+		T_RC(kc_connect_tcp(&fl[i], srv.port), 0);
+		T_RC(kc_login(&fl[i], "default", ""), 0);
+		f.version = fl[i].version;
+		plen = proto_encode(&f, NULL, 0, ping, sizeof(ping), NULL, NULL);
+		T_EQ_INT(plen, PROTO_HDR_LEN);
+		sent[i] = flood_send(fl[i].fd, ping, (size_t)plen, FLOOD_NATIVE, 10000);
+	}
+	/* Read once they closed: with the budget full, STATS is refused too. */
+	for (unsigned i = 0; i < NS_CONNS; i++)
+		kc_close(&fl[i]);
+	tsrv_sleep_ms(200);
+	paused = stat_of("server.out_share_paused");
+	mem_held = stat_of("server.mem_paused") + stat_of("server.mem_refused");
+	printf("no_shares: %u connections of the default tenant, %" PRIu64 " + %" PRIu64
+	       " + %" PRIu64 " PINGs taken, unread: mem_paused + mem_refused %" PRIu64
+	       ", out_share_paused %" PRIu64 "\n", NS_CONNS, sent[0], sent[1], sent[2], mem_held,
+	       paused);
+	/* Their answers reached the budget (paused, or the next frame refused
+	 * and the connection closed), past any quarter of it. */
+	T_GE_INT(mem_held, 1);
+	T_EQ_INT(paused, 0);
 	T_EQ_INT(tsrv_stop(&srv), 0);
 }
 
@@ -3739,8 +3802,8 @@ static void nat_tables(struct nat_env *e)
 	free(g);
 
 	g = nat_get_frame(e, PROTO_IF_PART, 0, 0, 0, &len);
-	nat_mut(e, "GET PART 1024 (parts_max)", g, len, it + 8, 4, 1024, PROTO_ECOUNT);
-	nat_mut(e, "GET PART 0xffffffff", g, len, it + 8, 4, 0xffffffffu, PROTO_ECOUNT);
+	nat_mut(e, "GET PART 1024 (parts_max)", g, len, it + 8, 4, 1024, PROTO_EMALFORMED);
+	nat_mut(e, "GET PART 0xffffffff", g, len, it + 8, 4, 0xffffffffu, PROTO_EMALFORMED);
 	free(g);
 	g = nat_get_frame(e, PROTO_IF_RANGE, 0, 0, 1, &len);
 	nat_mut(e, "GET RANGE len 0", g, len, it + 24, 8, 0, KVT_EBADLEN);
@@ -3852,8 +3915,13 @@ static void nat_tables(struct nat_env *e)
 	{
 		uint8_t *t = calloc(1, 4 + 2100), *b = malloc(PROTO_HDR_LEN + 4 + 2100);
 		size_t n;
+		/* A table too short for one item is malformed from the
+		 * header; an empty text in a table of an item's size is a
+		 * length out of range (doc/protocol.md section 3). */
 		n = nat_raw(b, e->version, PROTO_OP_NS_REGISTER, 1, t, 4);
-		nat_bad(e, "NS_REGISTER text_len 0", b, n, PROTO_EMALFORMED);
+		nat_bad(e, "NS_REGISTER table shorter than an item", b, n, PROTO_EMALFORMED);
+		n = nat_raw(b, e->version, PROTO_OP_NS_REGISTER, 1, t, 5);
+		nat_bad(e, "NS_REGISTER text_len 0", b, n, KVT_EBADLEN);
 		nat_le(t, 2049, 2);
 		memset(t + 4, 'a', 2049);
 		n = nat_raw(b, e->version, PROTO_OP_NS_REGISTER, 1, t, 4 + 2049);
@@ -4021,7 +4089,8 @@ static void nat_count_item(void *ctx, const struct kc_resp *r, const struct prot
  * exact, memory bounded. */
 static void nat_dups(struct nat_env *e, struct kc *c)
 {
-	enum { N = 65536, NS = 16384, PN = 512, PLEN = 8192 };
+	enum { N = 65536, NS = 1024, PN = 512, PLEN = 8192 };
+	static const unsigned counts[3] = { NS, NS + 1, N };
 	struct proto_item *its = calloc(N, sizeof(*its));
 	uint8_t *vals = malloc((size_t)PN * PLEN), v64[64];
 	uint32_t *crcs = malloc(PN * sizeof(*crcs));
@@ -4041,12 +4110,12 @@ static void nat_dups(struct nat_env *e, struct kc *c)
 	T_RC(kc_put(c, e->ns, &key, &one, 1, NULL), KVT_OK);
 	for (unsigned i = 0; i < N; i++)
 		its[i].key = key;
-	/* 16384 names fit the budget (a frame's items are charged, ~600 B
-	 * each): every one answered with the exact bytes.  65536 do not: the
-	 * frame is refused whole (-ENOMEM, frame_items) and the connection
-	 * stays. */
-	for (unsigned n = NS; n <= N; n *= 4) {
+	/* 1024 names (KVTD_FRAME_ITEMS_MAX): every one answered with the
+	 * exact bytes.  More: the frame is refused whole (PROTO_ECOUNT,
+	 * big_frames) and the connection stays. */
+	for (unsigned j = 0; j < 3; j++) {
 		struct proto_frame f = { .op = PROTO_OP_GET, .ns_count = 1, .ns = e->ns };
+		unsigned n = counts[j];
 		k.ok = k.wrong = k.other = 0;
 		k.want_len = sizeof(v64);
 		T_ASSERT(kc_request(c, &f, its, n, NULL, 0) > 0);
@@ -4054,12 +4123,14 @@ static void nat_dups(struct nat_env *e, struct kc *c)
 		printf("  GET of one 64 B key x %u: %d frames, status %d, %u exact, %u wrong, "
 		       "%u not OK\n", n, frames, st, k.ok, k.wrong, k.other);
 		e->cases++;
-		if (frames < 1 || k.wrong || (st == 0 ? k.ok != n : st != -ENOMEM || n < N) ||
+		if (frames < 1 || k.wrong ||
+		    (st == 0 ? k.ok != n || n > NS : st != PROTO_ECOUNT || n <= NS) ||
 		    kc_ping(c) != 0)
 			e->bad++;
 	}
-	for (unsigned n = NS; n <= N; n *= 4) {
+	for (unsigned j = 0; j < 3; j++) {
 		struct proto_frame f = { .op = PROTO_OP_EXISTS, .ns_count = 1, .ns = e->ns };
+		unsigned n = counts[j];
 		k.ok = k.wrong = k.other = 0;
 		k.want_len = 0;
 		T_ASSERT(kc_request(c, &f, its, n, NULL, 0) > 0);
@@ -4067,7 +4138,8 @@ static void nat_dups(struct nat_env *e, struct kc *c)
 		printf("  EXISTS of one key x %u: %d frames, status %d, %u OK, %u not\n", n, frames,
 		       st, k.ok, k.other);
 		e->cases++;
-		if (frames < 1 || (st == 0 ? k.ok != n : st != -ENOMEM || n < N) || kc_ping(c) != 0)
+		if (frames < 1 || (st == 0 ? k.ok != n || n > NS : st != PROTO_ECOUNT || n <= NS) ||
+		    kc_ping(c) != 0)
 			e->bad++;
 	}
 	{
@@ -4125,17 +4197,19 @@ static void nat_dups(struct nat_env *e, struct kc *c)
 			e->bad++;
 	}
 	{
-		/* LOOKUP of one key 16384 times: every one a hit; 65536: as GET. */
+		/* LOOKUP of one key 1024 times: every one a hit; more: as GET. */
 		struct kvt_key *keys = malloc(N * sizeof(*keys));
 		kvt_key_set(&key, "nat-dup", 7);
 		for (unsigned i = 0; i < N; i++)
 			keys[i] = key;
-		for (unsigned n = NS; n <= N; n *= 4) {
+		for (unsigned j = 0; j < 3; j++) {
+			unsigned n = counts[j];
 			uint32_t hits = 0;
 			int rc = kc_lookup(c, e->ns, keys, n, &hits, NULL);
 			printf("  LOOKUP of one key x %u: %d, %u hits\n", n, rc, hits);
 			e->cases++;
-			if ((rc == 0 ? hits != n : rc != -ENOMEM || n < N) || kc_ping(c) != 0)
+			if ((rc == 0 ? hits != n || n > NS : rc != PROTO_ECOUNT || n <= NS) ||
+			    kc_ping(c) != 0)
 				e->bad++;
 		}
 		free(keys);
@@ -4830,6 +4904,304 @@ static void phase_resp_flood(void)
 	T_EQ_INT(tsrv_stop(&srv), 0);
 }
 
+/* ------------------------------------------------------------------------
+ * big_frames (attack14's open item): a frame of up to 65,536 keys of GET,
+ * EXISTS or LOOKUP was handled on its loop in one go: such frames back to
+ * back (--max-memory 512M, so that their items, ~600 bytes each, were
+ * taken rather than refused) held the loop 146-378 ms each under ASan,
+ * and another client's PING waited as long (p99 346 ms).  Now a frame
+ * names at most KVTD_FRAME_ITEMS_MAX (1024) keys -- more is answered
+ * PROTO_ECOUNT and taken no further, the connection kept -- and a
+ * connection's parse budget counts items as well as frames (1024 a loop
+ * iteration; the first frame always).  One client sends a frame of
+ * 65,536 keys (refused), then pipelines EXISTS of a present key, GET of
+ * missing keys and LOOKUP of a present key, 16 frames of 1024 keys a
+ * send; another client's PING is timed every 5 ms meanwhile.
+ */
+
+#define BF_KEYS 1024u /* KVTD_FRAME_ITEMS_MAX */
+#define BF_BIG 65536u
+#define BF_PIPE 16u
+#define BF_SECONDS 3u
+#ifdef HOSTILE_TSAN
+#define BF_P99_MAX_NS 500000000ull
+#define BF_MAX_NS 5000000000ull
+#else
+#define BF_P99_MAX_NS 100000000ull
+#define BF_MAX_NS 1000000000ull
+#endif
+
+struct bf_flooder {
+	pthread_t t;
+	uint16_t port;
+	const uint8_t *ns;
+	_Atomic bool stop;
+	unsigned frames;
+	int32_t big_status;
+	uint64_t big_ns;
+	bool failed;
+};
+
+static void *bf_flood_main(void *arg)
+{
+	struct bf_flooder *b = arg;
+	static const unsigned ops[3] = { PROTO_OP_EXISTS, PROTO_OP_GET, PROTO_OP_LOOKUP };
+	struct proto_item *its = calloc(BF_BIG, sizeof(*its));
+	struct kvt_key hit, miss;
+	struct kc c;
+	int32_t st = 0;
+	uint64_t t0;
+
+	kvt_key_set(&hit, "bf", 2);
+	kvt_key_set(&miss, "bf-missing", 10);
+	if (kc_connect_tcp(&c, b->port) != 0 || kc_login(&c, "alice", SECRET_ALICE) != 0) {
+		b->failed = true;
+		free(its);
+		return NULL;
+	}
+	/* More than a frame may name: refused whole, the connection kept. */
+	for (unsigned i = 0; i < BF_BIG; i++)
+		its[i].key = hit;
+	{
+		struct proto_frame f = { .op = PROTO_OP_EXISTS, .ns_count = 1, .ns = b->ns };
+		t0 = tsrv_now_ns();
+		if (kc_request(&c, &f, its, BF_BIG, NULL, 0) <= 0 ||
+		    kc_recv_items(&c, 30000, NULL, NULL, &st) < 1 || kc_ping(&c) != 0)
+			b->failed = true;
+		b->big_ns = tsrv_now_ns() - t0;
+		b->big_status = st;
+	}
+	for (unsigned round = 0; !b->failed && !atomic_load(&b->stop); round++) {
+		for (unsigned j = 0; j < BF_PIPE; j++) {
+			unsigned k = (round * BF_PIPE + j) % 3;
+			struct proto_frame f = { .op = ops[k], .ns_count = 1, .ns = b->ns };
+			for (unsigned i = 0; i < BF_KEYS; i++)
+				its[i].key = ops[k] == PROTO_OP_GET ? miss : hit;
+			if (kc_request(&c, &f, its, BF_KEYS, NULL, 0) <= 0)
+				b->failed = true;
+		}
+		for (unsigned j = 0; j < BF_PIPE && !b->failed; j++) {
+			if (kc_recv_items(&c, 30000, NULL, NULL, &st) < 1 || st != 0)
+				b->failed = true;
+			else
+				b->frames++;
+		}
+	}
+	kc_close(&c);
+	free(its);
+	return NULL;
+}
+
+static void phase_big_frames(void)
+{
+	const char *extra[] = { "--max-memory", "512M", "--threads", "1", NULL };
+	uint8_t ns[PROTO_DIGEST_LEN], val[4096];
+	struct iovec v = { val, sizeof(val) };
+	struct bf_flooder b = { 0 };
+	uint64_t lat[2048], end, d0, deferred;
+	unsigned n = 0;
+	struct kvt_key k;
+	struct kc c, p;
+
+	start("big_frames", extra);
+	T_RC(kc_connect_tcp(&c, srv.port), 0);
+	T_RC(kc_login(&c, "alice", SECRET_ALICE), 0);
+	T_RC(kc_register(&c, &desc, ns, NULL, 0), KVT_OK);
+	kvt_key_set(&k, "bf", 2);
+	memset(val, 'b', sizeof(val));
+	T_RC(kc_put(&c, ns, &k, &v, 1, NULL), KVT_OK);
+	{
+		/* A PUT of 1025 values: refused whole once its data section
+		 * is read and dropped, nothing stored, the connection kept. */
+		struct proto_frame f = { .op = PROTO_OP_PUT, .ns_count = 1, .ns = ns };
+		struct proto_item *its = calloc(BF_KEYS + 1, sizeof(*its));
+		uint64_t len16 = 16;
+		uint32_t crc16 = kvt_crc32c(0, val, 16);
+		struct iovec data = { malloc((BF_KEYS + 1) * 16), (BF_KEYS + 1) * 16 };
+		struct kc_resp r;
+		for (unsigned i = 0; i <= BF_KEYS; i++) {
+			char key[16];
+			snprintf(key, sizeof(key), "bf-put-%u", i);
+			kvt_key_set(&its[i].key, key, strlen(key));
+			its[i].part_count = 1;
+			its[i].part_lens = &len16;
+			its[i].part_crcs = &crc16;
+			memcpy((uint8_t *)data.iov_base + (size_t)i * 16, val, 16);
+		}
+		T_ASSERT(kc_request(&c, &f, its, BF_KEYS + 1, &data, 1) > 0);
+		T_RC(kc_recv(&c, &r, 10000), 0);
+		printf("big_frames: a PUT of %u values: status %d\n", BF_KEYS + 1, r.f.status);
+		T_EQ_INT(r.f.status, PROTO_ECOUNT);
+		kc_resp_free(&r);
+		T_RC(kc_ping(&c), 0);
+		T_RC(kc_exists(&c, ns, &its[0].key, NULL), KVT_MISS);
+		free(data.iov_base);
+		free(its);
+	}
+	T_RC(kc_connect_tcp(&p, srv.port), 0);
+	T_RC(kc_login(&p, "admin", SECRET_ADMIN), 0);
+	T_RC(kc_stat(&p, PROTO_SCOPE_ALL, "server.parse_deferred", &d0), 0);
+	b.port = srv.port;
+	b.ns = ns;
+	pthread_create(&b.t, NULL, bf_flood_main, &b);
+	tsrv_sleep_ms(200);
+	end = tsrv_now_ns() + BF_SECONDS * 1000000000ull;
+	while (tsrv_now_ns() < end && n < 2048) {
+		uint64_t t0 = tsrv_now_ns();
+		T_RC(kc_ping(&p), 0);
+		lat[n++] = tsrv_now_ns() - t0;
+		tsrv_sleep_ms(5);
+	}
+	atomic_store(&b.stop, true);
+	pthread_join(b.t, NULL);
+	T_RC(kc_stat(&p, PROTO_SCOPE_ALL, "server.parse_deferred", &deferred), 0);
+	deferred -= d0;
+	qsort(lat, n, sizeof(lat[0]), cmp_u64);
+	printf("big_frames: a frame of %u keys: status %d in %.1f ms; then %u frames of %u keys "
+	       "(EXISTS, GET of misses, LOOKUP; %u a send) on one loop, parse_deferred +%" PRIu64
+	       "; another client's PING over %u: p50 %.2f ms, p99 %.2f ms, max %.2f ms\n", BF_BIG,
+	       b.big_status, b.big_ns / 1e6, b.frames, BF_KEYS, BF_PIPE, deferred, n,
+	       lat[n / 2] / 1e6, lat[n * 99 / 100] / 1e6, lat[n - 1] / 1e6);
+	T_ASSERT(!b.failed);
+	T_EQ_INT(b.big_status, PROTO_ECOUNT);
+	T_GE_INT(b.frames, BF_PIPE);
+	T_GE_INT(deferred, 1); /* the items budget cut the pipelines */
+	T_LE_INT(lat[n * 99 / 100], BF_P99_MAX_NS);
+	T_LE_INT(lat[n - 1], BF_MAX_NS);
+	kc_close(&p);
+	kc_close(&c);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
+/* ------------------------------------------------------------------------
+ * parse_partial (attack14/15's open item): a native connection's parse
+ * budget (KVTD_PARSE_FRAMES, 64 frames a loop iteration) counted every
+ * pass of the parser, a frame whose bytes had not all come included, so
+ * that 64 whole frames and the start of a 65th were cut (deferred to the
+ * next iteration, counted in server.parse_deferred) though nothing whole
+ * was left; RESP counts only whole commands since attack15.  Each round
+ * sends the rest of the last round's partial PING, 63 PINGs and the first
+ * half of another in one send -- 64 whole frames -- and reads the 64
+ * answers: nothing is deferred.
+ */
+
+#define PP_ROUNDS 20u
+
+static void phase_parse_partial(void)
+{
+	struct proto_frame f = { .op = PROTO_OP_PING, .tag = 1 };
+	uint8_t ping[PROTO_HDR_LEN + 64], *buf = malloc(65 * PROTO_HDR_LEN);
+	uint64_t d0, deferred;
+	unsigned answered = 0;
+	struct kc c;
+	int64_t plen;
+
+	start("parse_partial", NULL);
+	T_RC(kc_connect_tcp(&c, srv.port), 0);
+	T_RC(kc_login(&c, "alice", SECRET_ALICE), 0);
+	f.version = c.version;
+	plen = proto_encode(&f, NULL, 0, ping, sizeof(ping), NULL, NULL);
+	T_EQ_INT(plen, PROTO_HDR_LEN);
+	d0 = stat_of("server.parse_deferred");
+	for (unsigned r = 0; r < PP_ROUNDS; r++) {
+		size_t n = 0, half = PROTO_HDR_LEN / 2;
+		if (r > 0) {
+			memcpy(buf, ping + half, PROTO_HDR_LEN - half);
+			n = PROTO_HDR_LEN - half;
+		}
+		for (unsigned i = 0; i < (r > 0 ? 63u : 64u); i++, n += PROTO_HDR_LEN)
+			memcpy(buf + n, ping, PROTO_HDR_LEN);
+		memcpy(buf + n, ping, half);
+		n += half;
+		T_EQ_INT(send_for(c.fd, buf, n, 2000), (int64_t)n);
+		for (unsigned i = 0; i < 64; i++) {
+			struct kc_resp resp;
+			T_RC(kc_recv(&c, &resp, 5000), 0);
+			T_EQ_INT(resp.f.op, PROTO_OP_PING);
+			kc_resp_free(&resp);
+			answered++;
+		}
+	}
+	deferred = stat_of("server.parse_deferred") - d0;
+	printf("parse_partial: %u rounds of 64 whole PINGs and half of one more: %u answered, "
+	       "parse_deferred +%" PRIu64 "\n", PP_ROUNDS, answered, deferred);
+	T_EQ_INT(answered, PP_ROUNDS * 64);
+	T_EQ_INT(deferred, 0);
+	kc_close(&c);
+	free(buf);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
+/* ------------------------------------------------------------------------
+ * resp_inflight (attack14/15's open item): a RESP connection took
+ * commands until 256 were unanswered (KVTD_INFLIGHT_MAX), whatever
+ * --conn-inflight said; the native and S3 listeners honour it.  A DEL
+ * that removed a value answers once its tombstone is durable (a flush
+ * behind the SET's write-down -- ssd.admission=always -- on a device
+ * slowed to 2 s a write, ssd.debug_write_delay_ms), and
+ * RESP answers in order: the 200 PINGs pipelined behind it stay in
+ * flight.  With --conn-inflight 8 the server takes 8 commands (the
+ * tenant's requests counter, counted as each is parsed) and no more until
+ * the DEL is answered; then every command is answered, in order.
+ */
+
+#define RI_INFLIGHT 8u
+#define RI_PINGS 200u
+
+static void phase_resp_inflight(void)
+{
+	const char *extra[] = { "--resp", "127.0.0.1:0", "--metrics", "127.0.0.1:0", "--ssd", "64M",
+				"--threads", "1", "--conn-inflight", "8", "--set", "ssd.admission=always",
+				"--set", "ssd.debug_write_delay_ms=2000", NULL };
+	const char *series = "kvtier_tenant_requests_total{tenant=\"alice\"}";
+	size_t cap = 64 + 16 + RI_PINGS * 6, want = 4 + RI_PINGS * 7, got = 0;
+	char *cmd = malloc(cap), *reply = malloc(want + 64), *page;
+	uint16_t mport;
+	uint64_t req0, taken, t0, first_ms = 0;
+	bool closed = false;
+	int fd, n;
+
+	start("resp_inflight", extra);
+	mport = tsrv_listener_port(srv.log, "metrics");
+	fd = resp_alice(tsrv_listener_port(srv.log, "RESP"));
+	resp_set(fd, cmd, cap, "ri-key", 'r', 1000);
+	page = tsrv_http_body(mport, "/metrics");
+	req0 = tsrv_metric(page, series);
+	free(page);
+	n = snprintf(cmd, cap, "*2\r\n$3\r\nDEL\r\n$6\r\nri-key\r\n");
+	for (unsigned i = 0; i < RI_PINGS; i++)
+		n += snprintf(cmd + n, cap - (size_t)n, "PING\r\n");
+	t0 = tsrv_now_ns();
+	T_EQ_INT(send_for(fd, cmd, (size_t)n, 2000), n);
+	tsrv_sleep_ms(500);
+	page = tsrv_http_body(mport, "/metrics");
+	taken = tsrv_metric(page, series) - req0;
+	free(page);
+	/* Every command is answered once the DEL is: ":1", then the PONGs. */
+	while (got < want) {
+		size_t r = recv_for(fd, reply + got, want + 1 - got, 10000, &closed);
+		if (r == 0)
+			break;
+		if (!got)
+			first_ms = (tsrv_now_ns() - t0) / 1000000;
+		got += r;
+	}
+	printf("resp_inflight: DEL + %u PINGs in one send, --conn-inflight %u: %" PRIu64
+	       " taken at 500 ms; the DEL answered at %" PRIu64 " ms; %zu of %zu reply bytes\n",
+	       RI_PINGS, RI_INFLIGHT, taken, first_ms, got, want);
+	/* The count was read while the DEL waited (doc/testing.md rule 6) */
+	T_GE_INT(first_ms, 600);
+	T_GE_INT(taken, 1);
+	T_LE_INT(taken, RI_INFLIGHT);
+	T_EQ_INT(got, want);
+	T_ASSERT(strncmp(reply, ":1\r\n+PONG\r\n", 11) == 0);
+	T_ASSERT(strncmp(reply + want - 7, "+PONG\r\n", 7) == 0);
+	close(fd);
+	free(cmd);
+	free(reply);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
 
 /* ------------------------------------------------------------------------
  * ns_items (attack14): NS_REGISTER frames of many items, one new
@@ -4845,7 +5217,7 @@ static void phase_resp_flood(void)
  * --max-memory (+ slack); another client's PING is timed on the loop.
  */
 
-#define NSI_BIG 16000u   /* > KVTD_NS_REGISTER_ITEMS_MAX: refused whole */
+#define NSI_BIG 16000u   /* > KVTD_FRAME_ITEMS_MAX: refused whole */
 #define NSI_ITEMS 1024u  /* the most a frame may name */
 #define NSI_CONNS 3u
 #define NSI_FRAMES 20u
@@ -4959,13 +5331,14 @@ static void phase_ns_items(void)
  * 48 MB each, past the pin cap: they wait), one on each of 6 connections,
  * never read.  Each frame's items are charged (~600 bytes each: 7 MB), and
  * 4 of them held the whole budget: every other tenant's next frame was
- * refused.  Now a tenant's frames in flight hold at most a quarter of
+ * refused.  (Since big_frames a frame names at most 1024 keys: 20
+ * connections of one frame each.)  Now a tenant's frames in flight hold at most a quarter of
  * --max-memory (a frame alone is always taken): the rest are refused
  * -ENOMEM, the connections kept, and the admin's round trips succeed.
  */
 
-#define IS_CONNS 6u
-#define IS_ITEMS 12000u
+#define IS_CONNS 20u
+#define IS_ITEMS 1024u /* KVTD_FRAME_ITEMS_MAX: ~600 KiB of items a frame */
 
 static void phase_in_share(void)
 {
@@ -4984,7 +5357,7 @@ static void phase_in_share(void)
 		T_RC(kc_connect_tcp(&fl[c], srv.port), 0);
 		T_RC(kc_login(&fl[c], "alice", SECRET_ALICE), 0);
 		T_ASSERT(kc_request(&fl[c], &f, its, IS_ITEMS, NULL, 0) > 0);
-		tsrv_sleep_ms(100);
+		tsrv_sleep_ms(30);
 	}
 	tsrv_sleep_ms(500);
 	used = stat_of("server.mem_used");
@@ -5006,6 +5379,111 @@ static void phase_in_share(void)
 	kc_close(&adm);
 	kc_close(&a);
 	free(its);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
+/* ------------------------------------------------------------------------
+ * in_share_data (attack14's open item: "each connection passes the share
+ * by one frame"): alice's GET frames, pipelined on one connection and
+ * never read, fill her quarter of --max-memory to within a few KiB (16
+ * frames of 1024 keys of a 64 KiB value -- answers past the pin cap: they
+ * wait -- then 512, 256, ... 32 keys: those that do not fit are refused).
+ * Then 5 more connections each send a PUT of 64 values of 64 KiB (4 MiB)
+ * and 1 MiB of its bytes.  Each PUT's items were refused by the share, so
+ * it took the other path: its whole data section was charged to
+ * --max-memory (never to the share) and allocated, received, and only
+ * then refused -- 5 connections held 20 MiB more of the 32 for as long as
+ * they trickled.  Now every charge of a frame is held to the share: the
+ * PUT is refused from its header, its data section read and dropped, it
+ * is answered -ENOMEM, and the connection is kept.
+ */
+
+#define ISD_CONNS 5u
+#define ISD_PUT_ITEMS 64u
+#define ISD_VALUE (64u << 10)
+#define ISD_ITEMS 1024u /* KVTD_FRAME_ITEMS_MAX */
+
+static void phase_in_share_data(void)
+{
+	static const unsigned fill[] = { 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024,
+					 1024, 1024, 1024, 1024, 1024, 1024, 1024, 512, 256,
+					 128, 64, 32 };
+	uint8_t ns[PROTO_DIGEST_LEN], ans[PROTO_DIGEST_LEN];
+	struct proto_item *its = calloc(ISD_ITEMS, sizeof(*its));
+	uint8_t *val = calloc(ISD_PUT_ITEMS, ISD_VALUE);
+	struct iovec v = { val, ISD_VALUE };
+	struct kc a, g, fl[ISD_CONNS], adm;
+	struct kvt_key k;
+	uint64_t used, lens[ISD_PUT_ITEMS];
+	uint32_t crcs[ISD_PUT_ITEMS];
+	struct kc_resp r;
+	int bad, rc;
+
+	start("in_share_data", NULL);
+	T_RC(kc_connect_tcp(&a, srv.port), 0);
+	T_RC(kc_login(&a, "alice", SECRET_ALICE), 0);
+	T_RC(kc_register(&a, &desc, ns, NULL, 0), KVT_OK);
+	kvt_key_set(&k, "isd", 3);
+	T_RC(kc_put(&a, ns, &k, &v, 1, NULL), KVT_OK);
+	for (unsigned i = 0; i < ISD_ITEMS; i++)
+		its[i].key = k;
+	rss_begin();
+	T_RC(kc_connect_tcp(&g, srv.port), 0);
+	T_RC(kc_login(&g, "alice", SECRET_ALICE), 0);
+	for (unsigned i = 0; i < sizeof(fill) / sizeof(fill[0]); i++) {
+		struct proto_frame f = { .op = PROTO_OP_GET, .ns_count = 1, .ns = ns };
+		T_ASSERT(kc_request(&g, &f, its, fill[i], NULL, 0) > 0);
+	}
+	tsrv_sleep_ms(500);
+	for (unsigned i = 0; i < ISD_PUT_ITEMS; i++) {
+		lens[i] = ISD_VALUE;
+		crcs[i] = kvt_crc32c(0, val + (size_t)i * ISD_VALUE, ISD_VALUE);
+	}
+	for (unsigned c = 0; c < ISD_CONNS; c++) {
+		struct proto_frame f = { .op = PROTO_OP_PUT, .ns_count = 1, .ns = ns };
+		struct iovec part = { val, 1u << 20 };
+		memset(its, 0, ISD_PUT_ITEMS * sizeof(*its));
+		for (unsigned i = 0; i < ISD_PUT_ITEMS; i++) {
+			char key[24];
+			snprintf(key, sizeof(key), "isd-%u-%u", c, i);
+			kvt_key_set(&its[i].key, key, strlen(key));
+			its[i].part_count = 1;
+			its[i].part_lens = &lens[i];
+			its[i].part_crcs = &crcs[i];
+		}
+		T_RC(kc_connect_tcp(&fl[c], srv.port), 0);
+		T_RC(kc_login(&fl[c], "alice", SECRET_ALICE), 0);
+		T_ASSERT(kc_request(&fl[c], &f, its, ISD_PUT_ITEMS, &part, 1) > 0);
+	}
+	tsrv_sleep_ms(500);
+	used = stat_of("server.mem_used");
+	T_RC(kc_connect_tcp(&adm, srv.port), 0);
+	T_RC(kc_login(&adm, "admin", SECRET_ADMIN), 0);
+	T_RC(kc_register(&adm, &desc, ans, NULL, 0), KVT_OK);
+	bad = roundtrips(&adm, ans, 8, 64u << 10, 23);
+	/* The rest of one PUT's bytes: it is answered -ENOMEM, and its
+	 * connection still answers. */
+	T_RC(kc_send(&fl[0], val + (1u << 20), (size_t)ISD_PUT_ITEMS * ISD_VALUE - (1u << 20)), 0);
+	rc = kc_recv(&fl[0], &r, 10000);
+	T_RC(rc, 0);
+	printf("in_share_data: alice's GET frames fill her quarter, then %u PUTs of %u values of "
+	       "%u KiB, 1 MiB of each sent: mem_used %" PRIu64 " KiB of %u (a quarter: %u); the "
+	       "admin's failed round trips of 64 KiB: %d of 8; the first PUT completed: status "
+	       "%d\n", ISD_CONNS, ISD_PUT_ITEMS, ISD_VALUE >> 10, used >> 10, MAX_MEMORY >> 10,
+	       MAX_MEMORY >> 12, bad, r.f.status);
+	T_EQ_INT(r.f.status, -ENOMEM);
+	kc_resp_free(&r);
+	T_RC(kc_ping(&fl[0]), 0);
+	rss_end(DRAM + MAX_MEMORY);
+	T_EQ_INT(bad, 0);
+	T_LE_INT(used, MAX_MEMORY / 2);
+	for (unsigned c = 0; c < ISD_CONNS; c++)
+		kc_close(&fl[c]);
+	kc_close(&g);
+	kc_close(&adm);
+	kc_close(&a);
+	free(its);
+	free(val);
 	T_EQ_INT(tsrv_stop(&srv), 0);
 }
 
@@ -5152,6 +5630,11 @@ static const struct {
 	{ "frame_items", phase_frame_items },
 	{ "resp_items", phase_resp_items },
 	{ "out_share", phase_out_share },
+	{ "no_shares", phase_no_shares },
+	{ "resp_inflight", phase_resp_inflight },
+	{ "in_share_data", phase_in_share_data },
+	{ "parse_partial", phase_parse_partial },
+	{ "big_frames", phase_big_frames },
 	{ "resp_mget", phase_resp_mget },
 	{ "resp_exists", phase_resp_exists },
 	{ "fwd_queue", phase_fwd_queue },

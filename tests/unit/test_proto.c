@@ -1092,13 +1092,15 @@ static void test_table_errors(void)
 	T_RC(patched64(12, GET_I2 + 16, PROTO_DEF_VALUE_MAX - 200), 0);
 	T_RC(patched64(12, GET_I2 + 24, UINT64_MAX), KVT_EBADLEN);    /* range len */
 	T_RC(patched64(12, GET_I2 + 24, 0), KVT_EBADLEN);
-	T_RC(patched32(12, GET_I1 + 8, UINT32_MAX), PROTO_ECOUNT);     /* part index */
+	T_RC(patched32(12, GET_I1 + 8, UINT32_MAX), PROTO_EMALFORMED); /* part index */
+	T_RC(patched32(12, GET_I1 + 8, KVT_PARTS_MAX), PROTO_EMALFORMED);
 	T_RC(patched16(0, T0 + 4, 0xffff), KVT_EBADLEN);             /* hello name_len */
 	T_RC(patched16(6, T0, 0xffff), KVT_EBADLEN);                 /* canon text_len */
 	T_RC(patched16(6, T0, 0), KVT_EBADLEN);
 	T_RC(patched16(23, T0, 0xffff), KVT_EBADLEN);                /* stat name_len */
 	T_RC(patched16(3, T0 + 2, 0xffff), KVT_EBADLEN);             /* tenant_len */
 	T_RC(patched16(29, T0, 0xffff), KVT_EBADLEN);                /* msg_len */
+	T_RC(patched16(29, T0, 0), KVT_EBADLEN);
 
 	/* Keys. */
 	T_RC(patched(14, PUT_I0 + 6, "\0", 1, NULL), KVT_EKEYLEN);
