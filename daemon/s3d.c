@@ -106,6 +106,8 @@ static int s3d_inner_event(struct s3d_req *rq, const struct s3c_ev *ev)
 {
 	switch (ev->kind) {
 	case S3C_EV_CHUNK:
+		if (ev->size > rq->decoded_len - rq->got)
+			return -1; /* past the declared length: refused at its size line */
 		if (rq->payload == PL_STREAM_SIGNED) {
 			static const char pre[] = "chunk-signature=";
 			if (ev->ext_len != sizeof(pre) - 1 + 64 ||
@@ -180,6 +182,11 @@ static int64_t s3d_body_feed(struct s3d_req *rq, const uint8_t *p, size_t n)
 				rq->body_done = true;
 				break;
 			}
+			/* a chunk past the declared length: refused at its size
+			 * line (else read and dropped to its end, up to 2^40) */
+			if (ev.kind == S3C_EV_CHUNK && !rq->aws_chunked &&
+			    ev.size > rq->decoded_len - rq->got)
+				return -1;
 			if (ev.kind != S3C_EV_DATA) {
 				if (r == 0)
 					break;
