@@ -409,7 +409,7 @@ static int s3d_route(struct s3d_req *rq)
 		}
 		memcpy(rq->bucket, dec, bl);
 		rq->bucket[bl] = 0;
-		if (slash && slash[1]) {
+		if (slash && (size_t)dl > bl + 1) { /* a key, even one that starts with NUL */
 			rq->key_len = (size_t)dl - bl - 1;
 			if (rq->key_len > S3D_KEY_MAX) {
 				free(dec);
