@@ -576,6 +576,10 @@ static int s3d_auth(struct s3d_req *rq)
 		rq->tenant_len = strlen(rq->tenant);
 		return 0;
 	}
+	/* A signature for another service is not one for S3 (S3 refuses
+	 * it too); any region is taken: it is only signed (doc/s3.md) */
+	if (r == 0 && strcmp(rq->cred.service, "s3") != 0)
+		r = SIGV4_EMALFORMED;
 	if (r == -1) {
 		KVTD_COUNT(srv, errors[KVTD_ERR_NOAUTH], 1);
 		s3d_fail(rq, 403, "AccessDenied", "Anonymous access is not allowed: sign the request "
