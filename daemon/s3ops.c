@@ -1108,7 +1108,7 @@ static void s3d_list_start(struct s3d_req *rq)
 	if ((l = s3d_query(rq, up ? "max-uploads" : "max-keys", num, sizeof(num) - 1)) >= 0) {
 		unsigned long v = 0;
 		num[l] = 0;
-		for (int64_t i = 0; i < l; i++)
+		for (int64_t i = 0; i < l && v != ~0ul; i++) /* a non-digit anywhere: refused */
 			v = num[i] >= '0' && num[i] <= '9' ? v * 10 + (unsigned long)(num[i] - '0')
 							   : ~0ul;
 		if (l == 0 || v == ~0ul) {
