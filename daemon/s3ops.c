@@ -571,6 +571,8 @@ static void s3d_get_answer(struct s3d_req *rq)
 			bad = true;
 		if (!bad && (ha || hz)) {
 			if (!ha) { /* suffix */
+				if (z && ob.len == 0)
+					goto whole; /* nothing to cut: 200, as S3 (not 206 "0--1/0") */
 				if (z == 0) {
 					s3d_fail(rq, 416, "InvalidRange", "The requested range is not "
 						 "satisfiable");
