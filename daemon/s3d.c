@@ -133,9 +133,11 @@ static int s3d_inner_event(struct s3d_req *rq, const struct s3c_ev *ev)
 		return 0;
 	case S3C_EV_TRAILER: {
 		int i = s3d_ck_index(ev->name, ev->name_len);
-		if (i >= 0 && i != CK_MD5 && ev->value_len < sizeof(rq->ck_val[i])) {
-			memcpy(rq->ck_val[i], ev->value, ev->value_len);
-			rq->ck_val[i][ev->value_len] = 0;
+		if (i >= 0 && i != CK_MD5) {
+			/* too long to be one: "", which cannot match */
+			size_t l = ev->value_len < sizeof(rq->ck_val[i]) ? ev->value_len : 0;
+			memcpy(rq->ck_val[i], ev->value, l);
+			rq->ck_val[i][l] = 0;
 			rq->want_ck[i] = true;
 		}
 		return 0;
@@ -796,9 +798,13 @@ static int s3d_body_setup(struct s3d_req *rq)
 	/* checksums sent as headers; x-amz-trailer names the one to come */
 	for (unsigned i = 0; i < rq->h.hdr_count; i++) {
 		int k = s3d_ck_index(rq->hdrs[i].name, rq->hdrs[i].name_len);
-		if (k >= 0 && rq->hdrs[i].value_len < sizeof(rq->ck_val[k])) {
-			memcpy(rq->ck_val[k], rq->hdrs[i].value, rq->hdrs[i].value_len);
-			rq->ck_val[k][rq->hdrs[i].value_len] = 0;
+		if (k >= 0) {
+			/* one too long to be a checksum is kept as "", which
+			 * cannot match (BadDigest), not left unchecked */
+			size_t l = rq->hdrs[i].value_len < sizeof(rq->ck_val[k]) ?
+					   rq->hdrs[i].value_len : 0;
+			memcpy(rq->ck_val[k], rq->hdrs[i].value, l);
+			rq->ck_val[k][l] = 0;
 			rq->want_ck[k] = true;
 		}
 		if ((rq->hdrs[i].name_len == 24 &&

@@ -495,6 +495,15 @@ def s3_body(ph):
         ph.case("chunked: decoded length " + v, te("/hbkt/tebad", b"3\r\nabc\r\n0\r\n\r\n", v),
                 400, "InvalidArgument")
     assert get("/hbkt/tebad")[0] == 404
+    # checksums: one too long to be one was left unchecked, the object
+    # stored (attack18); an empty one is BadDigest too
+    for h in ("x-amz-checksum-crc32c", "x-amz-checksum-crc32", "x-amz-checksum-sha256",
+              "content-md5"):
+        for v in ("A" * 100, "A" * 4000, ""):
+            ph.case("%s of %d bytes" % (h, len(v)), signed_msg(P, "PUT", "/hbkt/ckbad", body=b"abc",
+                                                               extra={h: v}),
+                    400, "BadDigest", close=False, then=ok)
+    ph.expect(get("/hbkt/ckbad")[0] == 404, "a PUT with a bad checksum stored")
     # aws-chunked, every chunk signed
     ph.case("aws-chunked signed", stream_put(P, "/hbkt/st", [b"a" * 100, b"b" * 50]), 200,
             close=False, then=ok)
@@ -536,6 +545,9 @@ def s3_body(ph):
             trailer("/hbkt/trbad", b"3\r\nabc\r\n0\r\n\r\n", 3,
                     {"x-amz-trailer": "x-amz-checksum-crc32c"}), 400, "BadDigest", close=False,
             then=ok)
+    ph.case("aws-chunked: a trailing CRC32C of 200 bytes",
+            trailer("/hbkt/trbad", b"3\r\nabc\r\n0\r\nx-amz-checksum-crc32c:" + b"A" * 200 +
+                    b"\r\n\r\n", 3), 400, "BadDigest", close=False, then=ok)
     ph.case("aws-chunked: bytes past its end",
             trailer("/hbkt/trbad", b"3\r\nabc\r\n0\r\n\r\nEXTRA", 3), 400, "IncompleteBody")
     assert get("/hbkt/trbad")[0] == 404
