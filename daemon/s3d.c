@@ -462,10 +462,11 @@ static int s3d_route(struct s3d_req *rq)
 			has_upload = true;
 		} else if (IS("partNumber")) {
 			unsigned long pn = 0;
+			/* every byte a digit, not only the first 6 */
 			for (size_t k = 0; k < vlen && pn <= 10000; k++)
 				pn = v[k] >= '0' && v[k] <= '9'
 					     ? pn * 10 + (unsigned long)(v[k] - '0')
-					     : 100000; /* every byte a digit, not only the first 6 */
+					     : 100000;
 			if (vlen == 0 || pn < 1 || pn > 10000) {
 				s3d_fail(rq, 400, "InvalidArgument", "Part number must be an integer "
 					 "between 1 and 10000, inclusive");
