@@ -869,6 +869,12 @@ static int s3d_body_setup(struct s3d_req *rq)
 			s3d_fail(rq, 403, "AccessDenied", "A grant gives read access only.");
 			return -1;
 		}
+		if (rq->op == S3_MPU_PART && !s3d_upload_live(rq)) {
+			rq->close_after = true; /* its body is not read */
+			s3d_fail(rq, 404, "NoSuchUpload", "The specified multipart upload does not "
+				 "exist.");
+			return -1;
+		}
 		rq->hdr_len = s3d_obj_header(rq->hdrbuf, rq->decoded_len, 0, name, name_len,
 					     rq->ctype, 0);
 		lens[0] = rq->hdr_len;

@@ -260,6 +260,8 @@ bool s3d_bucket_ok(const char *b, size_t n);
 /* The bucket's namespace into rq->ns: 0, KVT_MISS (no such bucket), or an
  * error.  create: register it if new, and do not ask for the marker. */
 int s3d_bucket_ns(struct s3d_req *rq, bool create);
+/* Does rq->upload_id's upload exist in rq->ns?  (An index lookup.) */
+bool s3d_upload_live(struct s3d_req *rq);
 /* The header of a new object into out (S3D_HDR_LEN + name + ctype). */
 uint64_t s3d_obj_header(uint8_t *out, uint64_t len, uint32_t crc, const void *name,
 			       size_t name_len, const char *ctype, uint32_t nparts);

@@ -100,6 +100,18 @@ static int s3d_bucket_live(struct kvtd_server *srv, uint32_t ns)
 	return r == KVT_OK ? 0 : r == KVT_MISS ? KVT_MISS : r;
 }
 
+/* Does the request's upload (its marker) exist in its bucket?  An index
+ * lookup, as s3d_bucket_live: UploadPart and UploadPartCopy of an upload
+ * id nobody created are NoSuchUpload, as S3, not parts stored for
+ * nothing. */
+bool s3d_upload_live(struct s3d_req *rq)
+{
+	struct kvt_key k;
+
+	s3d_key(&k, 'u', rq->upload_id, strlen(rq->upload_id));
+	return kvt_exists(rq->conn->loop->srv->store, rq->ns, &k) == KVT_OK;
+}
+
 /* The bucket's namespace: 0, KVT_MISS (no such bucket), or an error.
  * create: register it if new, and do not ask for the marker. */
 /*
@@ -1902,6 +1914,11 @@ static void s3d_step(struct s3d_req *rq)
 		s3d_finish(rq);
 		return;
 	case S3_MPU_ABORT:
+		if (it[0].req.status == KVT_MISS) {
+			s3d_fail(rq, 404, "NoSuchUpload", "The specified multipart upload does not "
+				 "exist.");
+			return;
+		}
 		rq->tlen = 0;
 		s3d_answer(rq, 204, NULL, 0, false);
 		s3d_finish(rq);
@@ -2266,6 +2283,11 @@ void s3d_run(struct s3d_req *rq)
 		const char *v;
 		char *dec;
 		int64_t dl;
+		if (rq->op == S3_MPU_PART_COPY && !s3d_upload_live(rq)) {
+			s3d_fail(rq, 404, "NoSuchUpload", "The specified multipart upload does not "
+				 "exist.");
+			return;
+		}
 		if (rq->op == S3_MPU_PART_COPY &&
 		    (v = s3h_header(&rq->h, "x-amz-copy-source-range", &vl))) {
 			/* bytes=first-last, both given (S3's only form here) */

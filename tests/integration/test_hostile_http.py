@@ -681,6 +681,18 @@ def s3_keys(ph):
     st, _, body = req("GET", "/hbkt/mp", query="uploadId=" + uid)
     parts = re.findall(rb"<PartNumber>(\d+)</PartNumber>", body)
     ph.expect(st == 200 and parts == [b"1", b"7", b"19", b"10000"], "ListParts", st, body)
+    # an upload id nobody created: NoSuchUpload, as S3 (was: the part
+    # stored, 200; its Abort 204) (attack18)
+    guessed = "0123456789abcdef" * 2
+    ph.case("uploadId guessed", sm("PUT", "/hbkt/mp", query="partNumber=1&uploadId=" +
+                                   guessed, body=b"p"), 404, "NoSuchUpload")
+    ph.case("UploadPartCopy, uploadId guessed",
+            sm("PUT", "/hbkt/mp", query="partNumber=1&uploadId=" + guessed,
+               extra={"x-amz-copy-source": "/hbkt/obj"}), 404, "NoSuchUpload", close=False,
+            then=ok)
+    ph.case("AbortMultipartUpload, uploadId guessed",
+            sm("DELETE", "/hbkt/mp", query="uploadId=" + guessed), 404, "NoSuchUpload",
+            close=False, then=ok)
     for u, what in (("abc", "short"), (uid.upper(), "in upper case"), ("g" * 32, "not hex")):
         ph.case("uploadId " + what, sm("PUT", "/hbkt/mp", query="partNumber=1&uploadId=" + u,
                                        body=b"p"), 404, "NoSuchUpload")
