@@ -1218,6 +1218,13 @@ static void s3d_parse(struct kvtd_conn *c)
 			s3d_body_done(rq);
 			continue;
 		}
+		/* After a request that closes the connection (Connection:
+		 * close, HTTP/1.0) nothing is parsed: its answer is the last,
+		 * and a request after it would run unanswered (RFC 9112 9.6). */
+		if (sc->tail && !sc->tail->keep_alive) {
+			kvtd_conn_stop_input(c);
+			return;
+		}
 		if (c->read_paused || c->inflight >= c->loop->srv->cfg.conn_inflight)
 			return;
 		struct s3h_hdr hd[S3H_HDRS_MAX];

@@ -356,6 +356,15 @@ def s3_head(ph):
     ph.case("HTTP/0.9", b"GET /hbkt/known\r\n\r\n", 400, "BadRequest")
     ph.case("HTTP/1.0 signed: answered, then closed",
             ok.replace(b"HTTP/1.1\r\n", b"HTTP/1.0\r\n", 1), 200)
+    # a request pipelined after one that closes the connection was run,
+    # its answer never sent (RFC 9112 9.6: not to be processed) (attack18)
+    for what, first in (("Connection: close", signed_msg(P, "GET", "/hbkt/known",
+                                                         extra={"connection": "close"})),
+                        ("HTTP/1.0", ok.replace(b"HTTP/1.1\r\n", b"HTTP/1.0\r\n", 1))):
+        after = signed_msg(P, "PUT", "/hbkt/after", body=b"pipelined after a close")
+        ph.case("a PUT pipelined after " + what, first + after, 200)
+        st = http(P, signed_msg(P, "GET", "/hbkt/after"), src=PROBER)[0]
+        ph.expect(st == 404, "a PUT pipelined after %s was run" % what, st)
     ph.case("HTTP/1.2", ok.replace(b"HTTP/1.1\r\n", b"HTTP/1.2\r\n", 1), 200, close=False,
             then=ok)
     ph.case("HTTP/2.0", ok.replace(b"HTTP/1.1\r\n", b"HTTP/2.0\r\n", 1), 400, "BadRequest")
@@ -548,6 +557,41 @@ def s3_body(ph):
     ph.case("aws-chunked: a trailing CRC32C of 200 bytes",
             trailer("/hbkt/trbad", b"3\r\nabc\r\n0\r\nx-amz-checksum-crc32c:" + b"A" * 200 +
                     b"\r\n\r\n", 3), 400, "BadDigest", close=False, then=ok)
+    # cuts: a 1 MiB PUT closed at 12 points (in its head, after it, in its
+    # body; in a chunk-size line, a chunk, a chunk signature): nothing
+    # stored, the DRAM reservation and pins given back
+    dram0 = ph.srv.metric("kvtier_dram_used_bytes")
+    big = os.urandom(1 << 20)
+    plain = signed_msg(P, "PUT", "/hbkt/cut", body=big, payload="UNSIGNED-PAYLOAD")
+    head = plain.index(b"\r\n\r\n") + 4
+    streamed = stream_put(P, "/hbkt/cut", [big[:700000], big[700000:]])
+    shead = streamed.index(b"\r\n\r\n") + 4
+    chunked = te("/hbkt/cut", b"%x\r\n" % len(big) + big + b"\r\n0\r\n\r\n", len(big))
+    chead = chunked.index(b"\r\n\r\n") + 4
+    for what, msg, at in (("in the head", plain, head // 2), ("after the head", plain, head),
+                          ("after 1 byte of body", plain, head + 1),
+                          ("half the body", plain, head + len(big) // 2),
+                          ("all but one byte", plain, len(plain) - 1),
+                          ("in a chunk-size line", chunked, chead + 3),
+                          ("in a chunk", chunked, chead + 1000),
+                          ("before the last chunk", chunked, len(chunked) - 5),
+                          ("in a chunk signature", streamed, shead + 40),
+                          ("in an aws-chunk", streamed, shead + 90 + 350000),
+                          ("between aws-chunks", streamed, shead + 700090 + 2),
+                          ("in the last aws-chunk", streamed, len(streamed) - 10)):
+        sk = socket.create_connection(("127.0.0.1", P), source_address=(ph.addr(), 0))
+        sk.sendall(msg[:at])
+        time.sleep(0.05)
+        sk.close()
+        ph.cases += 1
+        ph.probe("a PUT cut " + what)
+        ph.expect(get("/hbkt/cut")[0] == 404, "a PUT cut %s stored" % what)
+    end = time.monotonic() + 5
+    while ph.srv.metric("kvtier_dram_used_bytes") > dram0 and time.monotonic() < end:
+        time.sleep(0.1)
+    ph.expect(ph.srv.metric("kvtier_dram_used_bytes") <= dram0 and
+              ph.srv.metric("kvtier_pins_active") == 0, "DRAM after the cuts", dram0,
+              ph.srv.metric("kvtier_dram_used_bytes"))
     ph.case("aws-chunked: bytes past its end",
             trailer("/hbkt/trbad", b"3\r\nabc\r\n0\r\n\r\nEXTRA", 3), 400, "IncompleteBody")
     assert get("/hbkt/trbad")[0] == 404
