@@ -1225,8 +1225,16 @@ static void s3d_parse(struct kvtd_conn *c)
 			kvtd_conn_stop_input(c);
 			return;
 		}
-		if (c->read_paused || c->inflight >= c->loop->srv->cfg.conn_inflight)
+		if (c->read_paused)
 			return;
+		/* Past --conn-inflight the next head waits for this connection's
+		 * own requests to be answered, and no more is read meanwhile (the
+		 * read buffer would grow, up to the budget, with heads not
+		 * parsed) */
+		if (c->inflight >= c->loop->srv->cfg.conn_inflight) {
+			kvtd_conn_flow(c);
+			return;
+		}
 		struct s3h_hdr hd[S3H_HDRS_MAX];
 		struct s3h_req h;
 		int r = s3h_parse((const char *)c->rbuf + c->rstart, c->rend - c->rstart,
@@ -1235,6 +1243,13 @@ static void s3d_parse(struct kvtd_conn *c)
 			if (!c->frame_start_ns)
 				c->frame_start_ns = c->loop->now_ns;
 			break;
+		}
+		/* At most KVTD_PARSE_FRAMES requests a loop iteration (as native
+		 * frames and RESP commands): the rest of the buffer after the
+		 * other connections' events, nothing more read from it till then */
+		if (r == S3H_OK && !kvtd_conn_parse_budget(c)) {
+			kvtd_conn_defer(c);
+			return;
 		}
 		if (r < 0) {
 			s3d_proto_error(c,
