@@ -160,14 +160,20 @@ def closed_after(s, timeout=3.0):
         return False
 
 
-def http(port, data, timeout=5.0, src=None):
+def send(port, data, timeout=5.0, src=None):
+    """A fresh connection (from src) that sent data (as much as the server
+    took before closing), and the answer: (socket, status, head, body)."""
     s = socket.create_connection(("127.0.0.1", port), timeout=timeout,
                                  source_address=(src, 0) if src else None)
     try:
         s.sendall(data)
     except OSError:
         pass
-    st, hd, body = read_answer(s, timeout, no_body=data.startswith(b"HEAD "))
+    return (s,) + read_answer(s, timeout, no_body=data.startswith(b"HEAD "))
+
+
+def http(port, data, timeout=5.0, src=None):
+    s, st, hd, body = send(port, data, timeout, src)
     s.close()
     return st, hd, body
 
@@ -252,6 +258,19 @@ class Phase:
         self.naddr = 0
         self.failed = 0
 
+    def kit(self):
+        """What the S3 phases use: the port, a signed GET of the known
+        object (to send after a case on a kept connection), a signer of
+        requests, and a signed request sent from the probing address."""
+        P = self.srv.port
+
+        def sm(*a, **k):
+            return signed_msg(P, *a, **k)
+
+        def req(*a, **k):
+            return http(P, signed_msg(P, *a, **k), src=PROBER)
+        return P, sm("GET", "/hbkt/known"), sm, req
+
     def probe(self, what):
         """Another client is served: a signed GET of a known object and
         /healthz, each on a fresh connection, timed."""
@@ -294,14 +313,7 @@ class Phase:
         connection closes with no answer) with <Code> code, then the
         connection closed (close=True) or still open (False: then is sent
         and must be answered 200)."""
-        port = port or self.srv.port
-        s = socket.create_connection(("127.0.0.1", port), timeout=timeout,
-                                     source_address=(src, 0) if src else None)
-        try:
-            s.sendall(data)
-        except OSError:
-            pass
-        st, hd, body = read_answer(s, timeout)
+        s, st, hd, body = send(port or self.srv.port, data, timeout, src)
         got_code = code_of(body)
         assert st == status, (what, "status", st, hd[:300], body[:300])
         if code is not None:
@@ -344,11 +356,7 @@ def phase(fn):
 
 @phase
 def s3_head(ph):
-    P = ph.srv.port
-    ok = signed_msg(P, "GET", "/hbkt/known")
-
-    def sm(*a, **k):
-        return signed_msg(P, *a, **k)
+    P, ok, sm, req = ph.kit()
     # methods: an unknown or lower-case one is NotImplemented, the
     # connection kept (its head was signed and read whole)
     ph.case("lower-case get", sm("get", "/hbkt/known"), 501, "NotImplemented", close=False,
@@ -467,8 +475,7 @@ def stream_put(port, path, chunks, dlen=None, sig=None, size=None):
 
 @phase
 def s3_body(ph):
-    P = ph.srv.port
-    ok = signed_msg(P, "GET", "/hbkt/known")
+    P, ok, sm, req = ph.kit()
 
     def te(path, wire, dlen, extra=None):
         h = {"transfer-encoding": "chunked", "x-amz-decoded-content-length": str(dlen)}
@@ -609,14 +616,7 @@ def s3_body(ph):
 
 @phase
 def s3_keys(ph):
-    P = ph.srv.port
-    ok = signed_msg(P, "GET", "/hbkt/known")
-
-    def sm(*a, **k):
-        return signed_msg(P, *a, **k)
-
-    def req(*a, **k):
-        return http(P, signed_msg(P, *a, **k), src=PROBER)
+    P, ok, sm, req = ph.kit()
     assert req("PUT", "/hbkt/obj", body=b"0123456789")[0] == 200
     assert req("PUT", "/hbkt/empty")[0] == 200
     # percent-encoding
@@ -833,8 +833,7 @@ def presigned(port, path, expires, when=None, who=ALICE, method="GET"):
 
 @phase
 def s3_sigv4(ph):
-    P = ph.srv.port
-    ok = signed_msg(P, "GET", "/hbkt/known")
+    P, ok, sm, req = ph.kit()
     auth = re.search(rb"authorization: ([^\r]*)", ok).group(1)
 
     def with_auth(a, msg=ok):
@@ -1011,8 +1010,8 @@ def hold(port, n, data, src=None):
 @phase
 def s3_slow(ph):
     import threading
-    srv, P = ph.srv, ph.srv.port
-    ok = signed_msg(P, "GET", "/hbkt/known")
+    srv = ph.srv
+    P, ok, sm, req = ph.kit()
     put = signed_msg(P, "PUT", "/hbkt/slow", body=b"x" * 100)
     cut = put.index(b"\r\n\r\n") + 4
     te = signed_msg(P, "PUT", "/hbkt/slowte", wire_body=b"64\r\n" + b"x" * 100 + b"\r\n0\r\n\r\n",
