@@ -532,6 +532,31 @@ static int s3d_route(struct s3d_req *rq)
 	return 0;
 }
 
+/* Is every x-amz-* header of the request among those it signed?  S3
+ * refuses one that is not (AccessDenied): else whoever holds a presigned
+ * URL (only host signed) could add, say, x-amz-copy-source, and turn the
+ * PUT it was given into a copy of another of the signer's objects. */
+static bool s3d_amz_signed(const struct s3d_req *rq)
+{
+	for (unsigned i = 0; i < rq->h.hdr_count; i++) {
+		const struct s3h_hdr *h = &rq->hdrs[i];
+		const char *p = rq->cred.signed_headers;
+		bool found = false;
+
+		if (h->name_len < 6 || strncasecmp(h->name, "x-amz-", 6) != 0)
+			continue;
+		while (*p && !found) { /* lowercase names, ';' between */
+			const char *e = strchr(p, ';');
+			size_t l = e ? (size_t)(e - p) : strlen(p);
+			found = l == h->name_len && strncasecmp(p, h->name, l) == 0;
+			p += l + (e ? 1 : 0);
+		}
+		if (!found)
+			return false;
+	}
+	return true;
+}
+
 /* Who signed it: 0, or an answer was written (-1; the connection then
  * closes: no body byte of an unauthenticated request is read). */
 static int s3d_auth(struct s3d_req *rq)
@@ -593,6 +618,12 @@ static int s3d_auth(struct s3d_req *rq)
 		KVTD_COUNT(srv, errors[KVTD_ERR_AUTH], 1);
 		s3d_fail(rq, 400, "AuthorizationHeaderMalformed", "The authorization header is "
 			 "malformed (AWS4-HMAC-SHA256 only).");
+		return -1;
+	}
+	if (!s3d_amz_signed(rq)) {
+		KVTD_COUNT(srv, errors[KVTD_ERR_AUTH], 1);
+		s3d_fail(rq, 403, "AccessDenied", "There were headers present in the request "
+			 "which were not signed");
 		return -1;
 	}
 	/* Guessing is throttled per peer address, as native and RESP AUTH
