@@ -1144,10 +1144,11 @@ def s3_flood(ph):
           % (served, peak / 2 ** 20, refused, deferred, lat[len(lat) // 2] * 1e3,
              lat[-1] * 1e3))
     # the causes, not a latency (doc/testing.md rule 1): no refusal for
-    # memory, the budget well inside (the tenant's quarter, 8 MiB, plus
-    # what its connections had parsed), the parse budget used
+    # memory, the budget not reached (the tenant's quarter, 8 MiB, plus
+    # its 8 connections' requests in flight, at most 256 of ~7 KiB each:
+    # 22.6 MiB; seen 3.5 ASan, 8.7 release), the parse budget used
     ph.expect(refused == 0, "refused for memory", refused)
-    ph.expect(peak <= 12 << 20, "--max-memory peak", peak)
+    ph.expect(peak <= 24 << 20, "--max-memory peak", peak)
     ph.expect(deferred > 0, "no parse deferred", deferred)
     ph.expect(lat[-1] <= PROBE_MAX_S, "the other tenant's PUT", lat[-1])
     ph.cases += 1
