@@ -743,6 +743,7 @@ static int s3d_put_sink(struct s3d_req *rq, int r)
 		return -1;
 	}
 	rq->buf_charged = rq->decoded_len;
+	s3d_tenant_charge(rq, rq->buf_charged);
 	rq->buf = malloc(rq->decoded_len ? rq->decoded_len : 1);
 	if (!rq->buf)
 		goto oom;
@@ -943,6 +944,7 @@ static int s3d_body_setup(struct s3d_req *rq)
 			return -1;
 		}
 		rq->buf_charged = rq->decoded_len + 1;
+		s3d_tenant_charge(rq, rq->buf_charged);
 		rq->buf = malloc(rq->decoded_len + 1);
 		if (!rq->buf)
 			goto oom;
@@ -1196,11 +1198,14 @@ static void s3d_begin(struct kvtd_conn *c, const struct s3h_req *h)
 	}
 	rq->close_after = false;
 	{
-		/* the signer's counters (its body bytes are not counted) */
+		/* the signer's counters (its body bytes are not counted), and
+		 * its input share: what its requests in flight hold */
 		struct kvtd_tstat *t = kvtd_tstat_of(c);
 		if (t) {
 			atomic_fetch_add_explicit(&t->requests, 1, memory_order_relaxed);
 			atomic_fetch_add_explicit(&t->bytes_in, h->head_len, memory_order_relaxed);
+			rq->in_tstat = t;
+			s3d_tenant_charge(rq, rq->mem_charged);
 		}
 	}
 	switch (s3d_body_setup(rq)) {
@@ -1258,11 +1263,12 @@ static void s3d_parse(struct kvtd_conn *c)
 		}
 		if (c->read_paused)
 			return;
-		/* Past --conn-inflight the next head waits for this connection's
-		 * own requests to be answered, and no more is read meanwhile (the
-		 * read buffer would grow, up to the budget, with heads not
-		 * parsed) */
-		if (c->inflight >= c->loop->srv->cfg.conn_inflight) {
+		/* Past --conn-inflight, or while its tenant's requests in flight
+		 * hold their share of the budget (KVTD_IN_TENANT_MAX), the next
+		 * head waits for this connection's own requests to be answered,
+		 * and no more is read meanwhile (the read buffer would grow, up
+		 * to the budget, with heads not parsed) */
+		if (c->inflight >= c->loop->srv->cfg.conn_inflight || kvtd_conn_in_share_over(c)) {
 			kvtd_conn_flow(c);
 			return;
 		}

@@ -1084,6 +1084,7 @@ static struct s3d_list *s3d_list_alloc(struct s3d_req *rq, uint32_t max_keys)
 		return NULL;
 	}
 	rq->mem_charged += sz;
+	s3d_tenant_charge(rq, sz);
 	/* Only the fixed fields zeroed: the pages of keys, headers and
 	 * entries (2.4 MB at max-keys 1000) are written before they are
 	 * read, and left untouched (not faulted in) by a small bucket's

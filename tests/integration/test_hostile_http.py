@@ -1094,10 +1094,11 @@ s3_slow.extra = ["--idle-timeout", str(IDLE_S)]
 
 @phase
 def s3_flood(ph):
-    """One tenant pipelines GETs of a missing key on 8 connections and
+    """One tenant pipelines GETs of a missing key on 48 connections and
     never reads: its connections take 64 requests a loop iteration and are
-    not read past --conn-inflight, so its answers stay within its share
-    of --max-memory and it is not refused; another tenant is served."""
+    not read past --conn-inflight, nor while its requests in flight hold
+    its share of --max-memory (a quarter), so it is not refused and the
+    budget stays well inside; another tenant is served."""
     import threading
     srv, P = ph.srv, ph.srv.port
     st, _, body = http(P, signed_msg(P, "PUT", "/bobbkt", who=BOB), src=PROBER)
@@ -1121,7 +1122,7 @@ def s3_flood(ph):
             except OSError:
                 break
         sk.close()
-    ths = [threading.Thread(target=flood, args=(ph.addr(),)) for _ in range(8)]
+    ths = [threading.Thread(target=flood, args=(ph.addr(),)) for _ in range(48)]
     for t in ths:
         t.start()
     peak, lat, end = 0, [], time.monotonic() + 3
@@ -1139,18 +1140,21 @@ def s3_flood(ph):
     for t in ths:
         t.join()
     lat.sort()
-    print("8 unread S3 pipelines, 3 s: %d GETs answered, --max-memory peak %.1f MiB of 32, %d "
+    print("48 unread S3 pipelines, 3 s: %d GETs answered, --max-memory peak %.1f MiB of 32, %d "
           "refused for memory, %d parses deferred; the other tenant's PUT p50 %.1f max %.1f ms"
           % (served, peak / 2 ** 20, refused, deferred, lat[len(lat) // 2] * 1e3,
              lat[-1] * 1e3))
     # the causes, not a latency (doc/testing.md rule 1): no refusal for
-    # memory, the budget not reached (the tenant's quarter, 8 MiB, plus
-    # its 8 connections' requests in flight, at most 256 of ~7 KiB each:
-    # 22.6 MiB; seen 3.5 ASan, 8.7 release), the parse budget used
+    # memory; the budget not reached (its requests in flight held to the
+    # tenant's quarter, 8 MiB, its queued answers to another: seen 8.1-8.2
+    # MiB ASan, 16.7 release, 14.7-17.3 ASan with the first quarter not
+    # kept, 32 on the server before), the parse budget used.  The other tenant's PUT waits for
+    # 48 connections' 64 requests an iteration (0.5-0.7 s ASan; 2.7 s and
+    # a 503 before): it must be answered, its time is printed.
     ph.expect(refused == 0, "refused for memory", refused)
     ph.expect(peak <= 24 << 20, "--max-memory peak", peak)
     ph.expect(deferred > 0, "no parse deferred", deferred)
-    ph.expect(lat[-1] <= PROBE_MAX_S, "the other tenant's PUT", lat[-1])
+    ph.expect(lat[-1] <= 5, "the other tenant's PUT", lat[-1])
     ph.cases += 1
 
 # ---------------------------------------------------------------------------
