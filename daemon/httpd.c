@@ -6,7 +6,8 @@
  * buffer), one response queued on the connection's output, then the
  * connection closes once it is written ("Connection: close").  With
  * --metrics-token every request but GET /healthz must carry "Authorization: Bearer <token>"
- * (compared in constant time); kvtierd.c refuses a non-loopback --metrics
+ * (compared in constant time; failures throttled per address with the
+ * other listeners' secrets); kvtierd.c refuses a non-loopback --metrics
  * without one.  A connection counts as unauthenticated until answered, so
  * the loop's pre-AUTH limits bound its head (HTTPD_HEAD_MAX) and its
  * unauthenticated timeout closes one that never sends it.
@@ -117,9 +118,22 @@ static void httpd_handle(struct kvtd_conn *c, const struct http_req *rq)
 			httpd_text(c, 200, "OK", "ok\n", NULL);
 		return;
 	}
+	/* Guessing the token is throttled per address with the native, RESP
+	 * and S3 secrets (doc/security.md): past the limit nothing is checked
+	 * this second, the right token included. */
+	if (srv->metrics_token && kvtd_auth_throttled(c)) {
+		kvtd_metrics_http(srv, KVTD_HTTP_DENIED);
+		KVTD_COUNT(srv, errors[KVTD_ERR_AUTH], 1);
+		kvtd_auth_failed(c);
+		httpd_text(c, 503, "Service Unavailable", "too many failed authentications from "
+			   "this address; retry later\n", "Retry-After: 1\r\n");
+		return;
+	}
 	if (!httpd_token_ok(srv, rq)) {
 		kvtd_metrics_http(srv, KVTD_HTTP_DENIED);
 		KVTD_COUNT(srv, errors[KVTD_ERR_AUTH], 1);
+		if (srv->metrics_token)
+			kvtd_auth_failed(c);
 		httpd_text(c, 401, "Unauthorized", "bearer token required\n",
 			   "WWW-Authenticate: Bearer\r\n");
 		return;

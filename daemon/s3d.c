@@ -106,6 +106,8 @@ static int s3d_inner_event(struct s3d_req *rq, const struct s3c_ev *ev)
 {
 	switch (ev->kind) {
 	case S3C_EV_CHUNK:
+		if (ev->size > rq->decoded_len - rq->got)
+			return -1; /* past the declared length: refused at its size line */
 		if (rq->payload == PL_STREAM_SIGNED) {
 			static const char pre[] = "chunk-signature=";
 			if (ev->ext_len != sizeof(pre) - 1 + 64 ||
@@ -131,9 +133,11 @@ static int s3d_inner_event(struct s3d_req *rq, const struct s3c_ev *ev)
 		return 0;
 	case S3C_EV_TRAILER: {
 		int i = s3d_ck_index(ev->name, ev->name_len);
-		if (i >= 0 && i != CK_MD5 && ev->value_len < sizeof(rq->ck_val[i])) {
-			memcpy(rq->ck_val[i], ev->value, ev->value_len);
-			rq->ck_val[i][ev->value_len] = 0;
+		if (i >= 0 && i != CK_MD5) {
+			/* too long to be one: "", which cannot match */
+			size_t l = ev->value_len < sizeof(rq->ck_val[i]) ? ev->value_len : 0;
+			memcpy(rq->ck_val[i], ev->value, l);
+			rq->ck_val[i][l] = 0;
 			rq->want_ck[i] = true;
 		}
 		return 0;
@@ -180,6 +184,11 @@ static int64_t s3d_body_feed(struct s3d_req *rq, const uint8_t *p, size_t n)
 				rq->body_done = true;
 				break;
 			}
+			/* a chunk past the declared length: refused at its size
+			 * line (else read and dropped to its end, up to 2^40) */
+			if (ev.kind == S3C_EV_CHUNK && !rq->aws_chunked &&
+			    ev.size > rq->decoded_len - rq->got)
+				return -1;
 			if (ev.kind != S3C_EV_DATA) {
 				if (r == 0)
 					break;
@@ -402,7 +411,7 @@ static int s3d_route(struct s3d_req *rq)
 		}
 		memcpy(rq->bucket, dec, bl);
 		rq->bucket[bl] = 0;
-		if (slash && slash[1]) {
+		if (slash && (size_t)dl > bl + 1) { /* a key, even one that starts with NUL */
 			rq->key_len = (size_t)dl - bl - 1;
 			if (rq->key_len > S3D_KEY_MAX) {
 				free(dec);
@@ -453,7 +462,8 @@ static int s3d_route(struct s3d_req *rq)
 			has_upload = true;
 		} else if (IS("partNumber")) {
 			unsigned long pn = 0;
-			for (size_t k = 0; k < vlen && k < 6; k++)
+			/* every byte a digit, not only the first 6 */
+			for (size_t k = 0; k < vlen && pn <= 10000; k++)
 				pn = v[k] >= '0' && v[k] <= '9'
 					     ? pn * 10 + (unsigned long)(v[k] - '0')
 					     : 100000;
@@ -522,6 +532,31 @@ static int s3d_route(struct s3d_req *rq)
 	return 0;
 }
 
+/* Is every x-amz-* header of the request among those it signed?  S3
+ * refuses one that is not (AccessDenied): else whoever holds a presigned
+ * URL (only host signed) could add, say, x-amz-copy-source, and turn the
+ * PUT it was given into a copy of another of the signer's objects. */
+static bool s3d_amz_signed(const struct s3d_req *rq)
+{
+	for (unsigned i = 0; i < rq->h.hdr_count; i++) {
+		const struct s3h_hdr *h = &rq->hdrs[i];
+		const char *p = rq->cred.signed_headers;
+		bool found = false;
+
+		if (h->name_len < 6 || strncasecmp(h->name, "x-amz-", 6) != 0)
+			continue;
+		while (*p && !found) { /* lowercase names, ';' between */
+			const char *e = strchr(p, ';');
+			size_t l = e ? (size_t)(e - p) : strlen(p);
+			found = l == h->name_len && strncasecmp(p, h->name, l) == 0;
+			p += l + (e ? 1 : 0);
+		}
+		if (!found)
+			return false;
+	}
+	return true;
+}
+
 /* Who signed it: 0, or an answer was written (-1; the connection then
  * closes: no body byte of an unauthenticated request is read). */
 static int s3d_auth(struct s3d_req *rq)
@@ -569,6 +604,10 @@ static int s3d_auth(struct s3d_req *rq)
 		rq->tenant_len = strlen(rq->tenant);
 		return 0;
 	}
+	/* A signature for another service is not one for S3 (S3 refuses
+	 * it too); any region is taken: it is only signed (doc/s3.md) */
+	if (r == 0 && strcmp(rq->cred.service, "s3") != 0)
+		r = SIGV4_EMALFORMED;
 	if (r == -1) {
 		KVTD_COUNT(srv, errors[KVTD_ERR_NOAUTH], 1);
 		s3d_fail(rq, 403, "AccessDenied", "Anonymous access is not allowed: sign the request "
@@ -579,6 +618,12 @@ static int s3d_auth(struct s3d_req *rq)
 		KVTD_COUNT(srv, errors[KVTD_ERR_AUTH], 1);
 		s3d_fail(rq, 400, "AuthorizationHeaderMalformed", "The authorization header is "
 			 "malformed (AWS4-HMAC-SHA256 only).");
+		return -1;
+	}
+	if (!s3d_amz_signed(rq)) {
+		KVTD_COUNT(srv, errors[KVTD_ERR_AUTH], 1);
+		s3d_fail(rq, 403, "AccessDenied", "There were headers present in the request "
+			 "which were not signed");
 		return -1;
 	}
 	/* Guessing is throttled per peer address, as native and RESP AUTH
@@ -698,6 +743,7 @@ static int s3d_put_sink(struct s3d_req *rq, int r)
 		return -1;
 	}
 	rq->buf_charged = rq->decoded_len;
+	s3d_tenant_charge(rq, rq->buf_charged);
 	rq->buf = malloc(rq->decoded_len ? rq->decoded_len : 1);
 	if (!rq->buf)
 		goto oom;
@@ -785,9 +831,13 @@ static int s3d_body_setup(struct s3d_req *rq)
 	/* checksums sent as headers; x-amz-trailer names the one to come */
 	for (unsigned i = 0; i < rq->h.hdr_count; i++) {
 		int k = s3d_ck_index(rq->hdrs[i].name, rq->hdrs[i].name_len);
-		if (k >= 0 && rq->hdrs[i].value_len < sizeof(rq->ck_val[k])) {
-			memcpy(rq->ck_val[k], rq->hdrs[i].value, rq->hdrs[i].value_len);
-			rq->ck_val[k][rq->hdrs[i].value_len] = 0;
+		if (k >= 0) {
+			/* one too long to be a checksum is kept as "", which
+			 * cannot match (BadDigest), not left unchecked */
+			size_t l = rq->hdrs[i].value_len < sizeof(rq->ck_val[k]) ?
+					   rq->hdrs[i].value_len : 0;
+			memcpy(rq->ck_val[k], rq->hdrs[i].value, l);
+			rq->ck_val[k][l] = 0;
 			rq->want_ck[k] = true;
 		}
 		if ((rq->hdrs[i].name_len == 24 &&
@@ -851,6 +901,12 @@ static int s3d_body_setup(struct s3d_req *rq)
 			s3d_fail(rq, 403, "AccessDenied", "A grant gives read access only.");
 			return -1;
 		}
+		if (rq->op == S3_MPU_PART && !s3d_upload_live(rq)) {
+			rq->close_after = true; /* its body is not read */
+			s3d_fail(rq, 404, "NoSuchUpload", "The specified multipart upload does not "
+				 "exist.");
+			return -1;
+		}
 		rq->hdr_len = s3d_obj_header(rq->hdrbuf, rq->decoded_len, 0, name, name_len,
 					     rq->ctype, 0);
 		lens[0] = rq->hdr_len;
@@ -888,6 +944,7 @@ static int s3d_body_setup(struct s3d_req *rq)
 			return -1;
 		}
 		rq->buf_charged = rq->decoded_len + 1;
+		s3d_tenant_charge(rq, rq->buf_charged);
 		rq->buf = malloc(rq->decoded_len + 1);
 		if (!rq->buf)
 			goto oom;
@@ -1141,11 +1198,14 @@ static void s3d_begin(struct kvtd_conn *c, const struct s3h_req *h)
 	}
 	rq->close_after = false;
 	{
-		/* the signer's counters (its body bytes are not counted) */
+		/* the signer's counters (its body bytes are not counted), and
+		 * its input share: what its requests in flight hold */
 		struct kvtd_tstat *t = kvtd_tstat_of(c);
 		if (t) {
 			atomic_fetch_add_explicit(&t->requests, 1, memory_order_relaxed);
 			atomic_fetch_add_explicit(&t->bytes_in, h->head_len, memory_order_relaxed);
+			rq->in_tstat = t;
+			s3d_tenant_charge(rq, rq->mem_charged);
 		}
 	}
 	switch (s3d_body_setup(rq)) {
@@ -1194,8 +1254,24 @@ static void s3d_parse(struct kvtd_conn *c)
 			s3d_body_done(rq);
 			continue;
 		}
-		if (c->read_paused || c->inflight >= c->loop->srv->cfg.conn_inflight)
+		/* After a request that closes the connection (Connection:
+		 * close, HTTP/1.0) nothing is parsed: its answer is the last,
+		 * and a request after it would run unanswered (RFC 9112 9.6). */
+		if (sc->tail && !sc->tail->keep_alive) {
+			kvtd_conn_stop_input(c);
 			return;
+		}
+		if (c->read_paused)
+			return;
+		/* Past --conn-inflight, or while its tenant's requests in flight
+		 * hold their share of the budget (KVTD_IN_TENANT_MAX), the next
+		 * head waits for this connection's own requests to be answered,
+		 * and no more is read meanwhile (the read buffer would grow, up
+		 * to the budget, with heads not parsed) */
+		if (c->inflight >= c->loop->srv->cfg.conn_inflight || kvtd_conn_in_share_over(c)) {
+			kvtd_conn_flow(c);
+			return;
+		}
 		struct s3h_hdr hd[S3H_HDRS_MAX];
 		struct s3h_req h;
 		int r = s3h_parse((const char *)c->rbuf + c->rstart, c->rend - c->rstart,
@@ -1204,6 +1280,13 @@ static void s3d_parse(struct kvtd_conn *c)
 			if (!c->frame_start_ns)
 				c->frame_start_ns = c->loop->now_ns;
 			break;
+		}
+		/* At most KVTD_PARSE_FRAMES requests a loop iteration (as native
+		 * frames and RESP commands): the rest of the buffer after the
+		 * other connections' events, nothing more read from it till then */
+		if (r == S3H_OK && !kvtd_conn_parse_budget(c)) {
+			kvtd_conn_defer(c);
+			return;
 		}
 		if (r < 0) {
 			s3d_proto_error(c,

@@ -154,6 +154,8 @@ struct s3d_req {
 	uint8_t *buf;
 	uint64_t buf_len, buf_cap, buf_charged;
 	uint64_t mem_charged;      /* this struct and head, charged to --max-memory */
+	struct kvtd_tstat *in_tstat; /* the signer's, counting in_charged of the two */
+	uint64_t in_charged;       /* of them, in its tenant's input share */
 	/* library requests */
 	struct s3d_item *items;
 	uint32_t n, pending;
@@ -244,6 +246,10 @@ void s3d_error(struct s3d_req *rq, int status, const char *code, const char *msg
 void s3d_xml_answer(struct s3d_req *rq, int status);
 void s3d_xml_begin(struct s3d_req *rq, const char *root);
 void s3d_req_free(struct kvtd_server *srv, struct s3d_req *rq);
+/* n more bytes of what the request holds of --max-memory counted in its
+ * signer's input share (KVTD_IN_TENANT_MAX), as native frames' (ops.c
+ * kvtd_frame_charge); given back when it is freed. */
+void s3d_tenant_charge(struct s3d_req *rq, uint64_t n);
 /* Queue the answers of the finished requests at the head, in order. */
 void s3d_flush_done(struct kvtd_conn *c);
 /* The request is answered: metrics, a debug line, then flush. */
@@ -260,6 +266,8 @@ bool s3d_bucket_ok(const char *b, size_t n);
 /* The bucket's namespace into rq->ns: 0, KVT_MISS (no such bucket), or an
  * error.  create: register it if new, and do not ask for the marker. */
 int s3d_bucket_ns(struct s3d_req *rq, bool create);
+/* Does rq->upload_id's upload exist in rq->ns?  (An index lookup.) */
+bool s3d_upload_live(struct s3d_req *rq);
 /* The header of a new object into out (S3D_HDR_LEN + name + ctype). */
 uint64_t s3d_obj_header(uint8_t *out, uint64_t len, uint32_t crc, const void *name,
 			       size_t name_len, const char *ctype, uint32_t nparts);

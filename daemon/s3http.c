@@ -89,8 +89,16 @@ int s3h_parse(const char *buf, size_t len, size_t max, struct s3h_hdr *hdrs, uns
 	req->hdrs = hdrs;
 	req->content_length = -1;
 	end = s3h_head_end(buf, len < max ? len : max);
-	if (!end)
+	if (!end) {
+		/* A line ended by a bare LF can never complete the head: refused
+		 * now, not held until the head's timeout */
+		size_t n = len < max ? len : max;
+		for (const char *nl = memchr(buf, '\n', n); nl;
+		     nl = memchr(nl + 1, '\n', (size_t)(buf + n - nl - 1)))
+			if (nl == buf || nl[-1] != '\r')
+				return S3H_EMALFORMED;
 		return len >= max ? S3H_ETOOBIG : S3H_NEED_MORE;
+	}
 	/* method SP target SP HTTP/1.x CRLF */
 	i = http_method_target(buf, end, &req->method, &req->method_len, &req->target,
 			       &req->target_len);

@@ -60,7 +60,8 @@ struct s3h_req {
  * Parse a request head from buf[0, len), at most max bytes of it, keeping
  * at most hdr_max headers in hdrs.  Content-Length and Transfer-Encoding
  * together, two different Content-Lengths, a Content-Length that is not a
- * decimal number below 2^62, header folding, and control bytes are all
+ * decimal number below 2^62, header folding, a line ended by a bare LF (seen
+ * before the head is complete, too), and control bytes are all
  * S3H_EMALFORMED (they are how requests are smuggled).  Returns S3H_OK,
  * S3H_NEED_MORE, or an error above.
  */

@@ -100,6 +100,18 @@ static int s3d_bucket_live(struct kvtd_server *srv, uint32_t ns)
 	return r == KVT_OK ? 0 : r == KVT_MISS ? KVT_MISS : r;
 }
 
+/* Does the request's upload (its marker) exist in its bucket?  An index
+ * lookup, as s3d_bucket_live: UploadPart and UploadPartCopy of an upload
+ * id nobody created are NoSuchUpload, as S3, not parts stored for
+ * nothing. */
+bool s3d_upload_live(struct s3d_req *rq)
+{
+	struct kvt_key k;
+
+	s3d_key(&k, 'u', rq->upload_id, strlen(rq->upload_id));
+	return kvt_exists(rq->conn->loop->srv->store, rq->ns, &k) == KVT_OK;
+}
+
 /* The bucket's namespace: 0, KVT_MISS (no such bucket), or an error.
  * create: register it if new, and do not ask for the marker. */
 /*
@@ -571,6 +583,8 @@ static void s3d_get_answer(struct s3d_req *rq)
 			bad = true;
 		if (!bad && (ha || hz)) {
 			if (!ha) { /* suffix */
+				if (z && ob.len == 0)
+					goto whole; /* nothing to cut: 200, as S3 (not 206 "0--1/0") */
 				if (z == 0) {
 					s3d_fail(rq, 416, "InvalidRange", "The requested range is not "
 						 "satisfiable");
@@ -1070,6 +1084,7 @@ static struct s3d_list *s3d_list_alloc(struct s3d_req *rq, uint32_t max_keys)
 		return NULL;
 	}
 	rq->mem_charged += sz;
+	s3d_tenant_charge(rq, sz);
 	/* Only the fixed fields zeroed: the pages of keys, headers and
 	 * entries (2.4 MB at max-keys 1000) are written before they are
 	 * read, and left untouched (not faulted in) by a small bucket's
@@ -1108,7 +1123,7 @@ static void s3d_list_start(struct s3d_req *rq)
 	if ((l = s3d_query(rq, up ? "max-uploads" : "max-keys", num, sizeof(num) - 1)) >= 0) {
 		unsigned long v = 0;
 		num[l] = 0;
-		for (int64_t i = 0; i < l; i++)
+		for (int64_t i = 0; i < l && v != ~0ul; i++) /* a non-digit anywhere: refused */
 			v = num[i] >= '0' && num[i] <= '9' ? v * 10 + (unsigned long)(num[i] - '0')
 							   : ~0ul;
 		if (l == 0 || v == ~0ul) {
@@ -1900,6 +1915,11 @@ static void s3d_step(struct s3d_req *rq)
 		s3d_finish(rq);
 		return;
 	case S3_MPU_ABORT:
+		if (it[0].req.status == KVT_MISS) {
+			s3d_fail(rq, 404, "NoSuchUpload", "The specified multipart upload does not "
+				 "exist.");
+			return;
+		}
 		rq->tlen = 0;
 		s3d_answer(rq, 204, NULL, 0, false);
 		s3d_finish(rq);
@@ -2264,6 +2284,11 @@ void s3d_run(struct s3d_req *rq)
 		const char *v;
 		char *dec;
 		int64_t dl;
+		if (rq->op == S3_MPU_PART_COPY && !s3d_upload_live(rq)) {
+			s3d_fail(rq, 404, "NoSuchUpload", "The specified multipart upload does not "
+				 "exist.");
+			return;
+		}
 		if (rq->op == S3_MPU_PART_COPY &&
 		    (v = s3h_header(&rq->h, "x-amz-copy-source-range", &vl))) {
 			/* bytes=first-last, both given (S3's only form here) */

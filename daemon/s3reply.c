@@ -253,8 +253,19 @@ void s3d_scan_release(struct s3d_req *rq)
 	rq->scan_slot = NULL;
 }
 
+void s3d_tenant_charge(struct s3d_req *rq, uint64_t n)
+{
+	if (!rq->in_tstat || n == 0)
+		return;
+	atomic_fetch_add_explicit(&rq->in_tstat->in_charged, n, memory_order_relaxed);
+	rq->in_charged += n;
+}
+
 void s3d_req_free(struct kvtd_server *srv, struct s3d_req *rq)
 {
+	if (rq->in_tstat)
+		atomic_fetch_sub_explicit(&rq->in_tstat->in_charged, rq->in_charged,
+					  memory_order_relaxed);
 	for (uint32_t i = 0; i < rq->n; i++) {
 		if (rq->items[i].pinned)
 			kvt_pin_release(srv->store, rq->items[i].req.pin);

@@ -3,8 +3,9 @@
  *
  * Owns nothing.  Invariants: every parsed field is bounded by its array
  * (a longer one is SIGV4_EMALFORMED, never truncated); the canonical
- * request is written within cap or refused; the signature compare reads
- * all 64 bytes whatever they hold (CRYPTO_memcmp).
+ * request is written within cap or refused, and no work is done past cap
+ * (its cost is bounded by cap, whatever SignedHeaders names); the
+ * signature compare reads all 64 bytes whatever they hold (CRYPTO_memcmp).
  *
  * Canonical request (what both sides hash):
  *
@@ -370,7 +371,7 @@ static void sigv4_header_values(struct sigv4_out *o, const struct sigv4_req *r, 
 {
 	bool first = true;
 
-	for (unsigned i = 0; i < r->hdr_count; i++) {
+	for (unsigned i = 0; i < r->hdr_count && !o->full; i++) {
 		const struct s3h_hdr *h = &r->hdrs[i];
 		if (h->name_len != nl || strncasecmp(h->name, name, nl) != 0)
 			continue;
@@ -378,7 +379,7 @@ static void sigv4_header_values(struct sigv4_out *o, const struct sigv4_req *r, 
 			sigv4_putc(o, ',');
 		first = false;
 		bool blank = false;
-		for (size_t k = 0; k < h->value_len; k++) {
+		for (size_t k = 0; k < h->value_len && !o->full; k++) {
 			char ch = h->value[k];
 			if (ch == ' ' || ch == '\t') {
 				blank = true;
@@ -436,8 +437,11 @@ int64_t sigv4_canonical(const struct sigv4_req *r, const struct sigv4_cred *c, c
 			return SIGV4_EMALFORMED;
 	}
 	sigv4_putc(&o, '\n');
+	/* Stop once the buffer is full: a list naming one large header 500
+	 * times would otherwise be copied (and dropped) byte by byte, ~7 MB
+	 * of work for an unauthenticated request. */
 	sh = c->signed_headers;
-	while (*sh) {
+	while (*sh && !o.full) {
 		const char *e = strchr(sh, ';');
 		size_t nl = e ? (size_t)(e - sh) : strlen(sh);
 		sigv4_put(&o, sh, nl);

@@ -96,6 +96,13 @@ static void test_head(void)
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		T_EQ_INT(s3h_parse(bad[i], strlen(bad[i]), S3H_HEAD_MAX, hd, S3H_HDRS_MAX, &rq),
 			 S3H_EMALFORMED);
+	/* a bare LF is refused before the head is complete: such a head never
+	 * completes, and was held until its timeout */
+	static const char *lf[] = { "GET / HTTP/1.1\nHost: x", "GET / HTTP/1.1\r\nA: b\n",
+				    "\n", "GET / HTTP/1.1\r\nA: b\r\n\n" };
+	for (size_t i = 0; i < sizeof(lf) / sizeof(lf[0]); i++)
+		T_EQ_INT(s3h_parse(lf[i], strlen(lf[i]), S3H_HEAD_MAX, hd, S3H_HDRS_MAX, &rq),
+			 S3H_EMALFORMED);
 	const char *te = "PUT / HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n";
 	T_EQ_INT(s3h_parse(te, strlen(te), S3H_HEAD_MAX, hd, S3H_HDRS_MAX, &rq), S3H_EUNSUPPORTED);
 	const char *h10 = "GET / HTTP/1.0\r\n\r\n";

@@ -1,0 +1,1303 @@
+#!/usr/bin/env python3
+"""test_hostile_http.py - kvtierd's HTTP listeners (--s3, --metrics) against
+hostile clients over real sockets (doc/security.md, "Threats"; attack18).
+
+Usage: test_hostile_http.py PATH-TO-KVTIERD PHASE.  Python's standard
+library only (sockets, hmac, hashlib: a SigV4 signer of our own), so it
+never skips.  Each phase starts its own kvtierd on 127.0.0.1 port 0 with
+--tenants (S3 requests signed), --s3, --metrics and --metrics-token, sends
+its cases, and asserts for each the answer S3 (or the metrics listener)
+gives -- a status and an S3 <Code>, and whether the connection closes --
+and that another client is served right after it (a signed GET and a
+/healthz, timed).  At the end the server's connections and --max-memory
+charge must be back where they started, RSS within its bound, and the
+sanitizer build must have reported nothing.
+
+Phases: s3_head (request line and headers), s3_body (chunked and
+aws-chunked bodies, cuts), s3_keys (keys, query strings, ranges,
+multipart), s3_sigv4 (Authorization, scopes, presigned URLs), s3_slow
+(slow heads, many connections before authentication), s3_flood (unread
+pipelines of one tenant beside another), metrics (the metrics listener).
+"""
+import datetime
+import hashlib
+import hmac
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.parse
+
+ALICE = ("alice", "secret-of-alice-0123")
+BOB = ("bob", "secret-of-bob-01234567")
+TOKEN = "metrics-token-0123456789abcdef"
+# another client's round trip between cases, at most (ASan build, a
+# loaded 2-core machine: generous; the old failures were seconds or hangs)
+PROBE_MAX_S = 1.0
+# The attacks come from 127.0.0.1 (or from 127.0.1.N, one address a case,
+# where a case's failed signature must not throttle the next: the
+# per-address limits are not what those cases are about); the probing
+# client and the test's own /metrics reads from these.
+PROBER, OBSERVER = "127.0.0.2", "127.0.0.3"
+
+
+class Server:
+    def __init__(self, kvtierd, base, extra=()):
+        self.dir = os.path.join(base, "srv")
+        self.log = self.dir + ".log"
+        os.makedirs(self.dir, exist_ok=True)
+        tenants = os.path.join(base, "tenants")
+        with open(tenants, "w") as f:
+            f.write("alice %s tenant\nbob %s tenant\n" % (ALICE[1], BOB[1]))
+        os.chmod(tenants, 0o600)
+        tok = os.path.join(base, "token")
+        with open(tok, "w") as f:
+            f.write(TOKEN + "\n")
+        os.chmod(tok, 0o600)
+        # ASan keeps freed blocks in quarantine (256 MiB by default): a
+        # phase of 70,000 requests would show that as RSS.  32 MiB keeps
+        # RSS a measure of what the server holds.
+        env = dict(os.environ)
+        env["ASAN_OPTIONS"] = ":".join(filter(None, [env.get("ASAN_OPTIONS"),
+                                                     "quarantine_size_mb=32"]))
+        self.p = subprocess.Popen(
+            [kvtierd, "--dir", self.dir, "--dram", "64M", "--ssd", "0",
+             "--set", "dram.prefault=off", "--listen", "127.0.0.1:0", "--s3", "127.0.0.1:0",
+             "--metrics", "127.0.0.1:0", "--metrics-token", tok, "--tenants", tenants,
+             "--threads", "1", "--max-memory", "32M", "--log", self.log] + list(extra),
+            stdout=subprocess.DEVNULL, stderr=open(self.log + ".stderr", "w"), env=env)
+        self.port = self.mport = None
+        for _ in range(1200):
+            if os.path.exists(self.log):
+                text = open(self.log).read()
+                m = re.search(r"S3 listener on 127\.0\.0\.1:(\d+)", text)
+                n = re.search(r"metrics listener on 127\.0\.0\.1:(\d+)", text)
+                if m and n:
+                    self.port, self.mport = int(m.group(1)), int(n.group(1))
+                    break
+            if self.p.poll() is not None:
+                raise SystemExit("kvtierd exited: see " + self.log)
+            time.sleep(0.05)
+        else:
+            raise SystemExit("kvtierd did not start")
+
+    def rss_kib(self):
+        for line in open("/proc/%d/status" % self.p.pid):
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+        return 0
+
+    def metric(self, name):
+        """One unlabelled series of /metrics."""
+        st, _, body = http(self.mport, b"GET /metrics HTTP/1.1\r\nAuthorization: Bearer "
+                           + TOKEN.encode() + b"\r\n\r\n", src=OBSERVER)
+        assert st == 200, (st, body[:200])
+        m = re.search(rb"^" + name.encode() + rb" (\S+)$", body, re.M)
+        assert m, name
+        return float(m.group(1))
+
+    def stop(self):
+        self.p.send_signal(signal.SIGTERM)
+        assert self.p.wait(120) == 0, "kvtierd exit status"
+        err = open(self.log + ".stderr").read()
+        assert "Sanitizer" not in err and "runtime error" not in err, err
+
+
+# ---------------------------------------------------------------------------
+# HTTP and SigV4, by hand
+
+_pending = {}  # socket -> bytes read past the answer taken (pipelining)
+
+
+def read_answer(s, timeout=5.0, no_body=False):
+    """One HTTP answer from s: (status, head, body); status 0 if the
+    connection closed (or stayed silent) before a whole head came.
+    no_body: the answer to a HEAD (its Content-Length has no bytes).
+    Bytes past the answer are kept for the next call on s."""
+    s.settimeout(timeout)
+    out = _pending.pop(s, b"")
+    try:
+        while b"\r\n\r\n" not in out:
+            b = s.recv(65536)
+            if not b:
+                return 0, out.decode("latin-1"), b""
+            out += b
+    except (socket.timeout, ConnectionResetError):
+        return 0, out.decode("latin-1"), b""
+    head, _, body = out.partition(b"\r\n\r\n")
+    m = re.search(rb"\r\ncontent-length: *(\d+)", head, re.I)
+    need = int(m.group(1)) if m else 0
+    if no_body or head.startswith(b"HTTP/1.1 100") or b" 304 " in head.split(b"\r\n")[0]:
+        need = 0
+    try:
+        while len(body) < need:
+            b = s.recv(65536)
+            if not b:
+                break
+            body += b
+    except (socket.timeout, ConnectionResetError):
+        pass
+    if len(body) > need:
+        _pending[s] = body[need:]
+        body = body[:need]
+    return int(head.split(b" ")[1]), head.decode("latin-1"), body
+
+
+def closed_after(s, timeout=3.0):
+    """Does the server close s (EOF or reset) within timeout, sending
+    nothing more?"""
+    s.settimeout(timeout)
+    try:
+        b = s.recv(65536)
+        return b == b""
+    except ConnectionResetError:
+        return True
+    except socket.timeout:
+        return False
+
+
+def send(port, data, timeout=5.0, src=None):
+    """A fresh connection (from src) that sent data (as much as the server
+    took before closing), and the answer: (socket, status, head, body)."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=timeout,
+                                 source_address=(src, 0) if src else None)
+    try:
+        s.sendall(data)
+    except OSError:
+        pass
+    return (s,) + read_answer(s, timeout, no_body=data.startswith(b"HEAD "))
+
+
+def http(port, data, timeout=5.0, src=None):
+    s, st, hd, body = send(port, data, timeout, src)
+    s.close()
+    return st, hd, body
+
+
+def code_of(body):
+    m = re.search(rb"<Code>([^<]*)</Code>", body)
+    return m.group(1).decode() if m else None
+
+
+def _hmac(k, m):
+    return hmac.new(k, m.encode(), hashlib.sha256).digest()
+
+
+def signing_key(secret, date, region="us-east-1", service="s3"):
+    k = _hmac(("AWS4" + secret).encode(), date)
+    for part in (region, service, "aws4_request"):
+        k = _hmac(k, part)
+    return k
+
+
+def now_utc():
+    return datetime.datetime.now(datetime.timezone.utc)
+
+
+def sign(method, path, query, headers, payload_hash, who=ALICE, when=None, region="us-east-1",
+         service="s3", signed=None, amz=None):
+    """headers: dict lowercase name -> value; sets x-amz-date and
+    x-amz-content-sha256 and returns the Authorization value.  path and
+    query are raw (as on the wire).  signed: the SignedHeaders names
+    (default: every header given)."""
+    when = when or now_utc()
+    amz = amz or when.strftime("%Y%m%dT%H%M%SZ")
+    date = when.strftime("%Y%m%d")
+    headers["x-amz-date"] = amz
+    if payload_hash is not None:
+        headers["x-amz-content-sha256"] = payload_hash
+    names = signed if signed is not None else sorted(headers)
+
+    def enc(s, safe):
+        return urllib.parse.quote(urllib.parse.unquote_to_bytes(s), safe=safe)
+    pairs = []
+    for p in query.split("&") if query else []:
+        n, _, v = p.partition("=")
+        pairs.append((enc(n, "-_.~"), enc(v, "-_.~")))
+    canon_q = "&".join("%s=%s" % nv for nv in sorted(pairs))
+    creq = "\n".join([method, enc(path, "/-_.~"), canon_q,
+                      "".join("%s:%s\n" % (n, " ".join(headers.get(n, "").split()))
+                              for n in names),
+                      ";".join(names), payload_hash or "UNSIGNED-PAYLOAD"])
+    scope = "%s/%s/%s/aws4_request" % (date, region, service)
+    sts = "AWS4-HMAC-SHA256\n%s\n%s\n%s" % (amz, scope, hashlib.sha256(creq.encode()).hexdigest())
+    key = signing_key(who[1], date, region, service)
+    sig = hmac.new(key, sts.encode(), hashlib.sha256).hexdigest()
+    return "AWS4-HMAC-SHA256 Credential=%s/%s, SignedHeaders=%s, Signature=%s" % (
+        who[0], scope, ";".join(names), sig)
+
+
+def signed_msg(port, method, path, query="", body=b"", extra=None, who=ALICE, payload=None,
+               wire_body=None, length=True, **kw):
+    """A signed request's bytes.  extra: more headers (signed)."""
+    h = {"host": "127.0.0.1:%d" % port}
+    if extra:
+        h.update(extra)
+    wb = wire_body if wire_body is not None else body
+    if length and (wb or method in ("PUT", "POST")):
+        h.setdefault("content-length", str(len(wb)))
+    ph = payload or hashlib.sha256(body).hexdigest()
+    h["authorization"] = sign(method, path, query, h, ph, who, **kw)
+    target = path + ("?" + query if query else "")
+    return ("%s %s HTTP/1.1\r\n" % (method, target) +
+            "".join("%s: %s\r\n" % kv for kv in h.items()) + "\r\n").encode("latin-1") + wb
+
+
+# ---------------------------------------------------------------------------
+# Cases
+
+class Phase:
+    def __init__(self, srv):
+        self.srv = srv
+        self.cases = 0
+        self.worst_probe = 0.0
+        self.naddr = 0
+        self.failed = 0
+
+    def kit(self):
+        """What the S3 phases use: the port, a signed GET of the known
+        object (to send after a case on a kept connection), a signer of
+        requests, and a signed request sent from the probing address."""
+        P = self.srv.port
+
+        def sm(*a, **k):
+            return signed_msg(P, *a, **k)
+
+        def req(*a, **k):
+            return http(P, signed_msg(P, *a, **k), src=PROBER)
+        return P, sm("GET", "/hbkt/known"), sm, req
+
+    def probe(self, what):
+        """Another client is served: a signed GET of a known object and
+        /healthz, each on a fresh connection, timed."""
+        t0 = time.monotonic()
+        st, _, body = http(self.srv.port, signed_msg(self.srv.port, "GET", "/hbkt/known"),
+                           src=PROBER)
+        assert st == 200 and body == b"known bytes", ("probe after", what, st, body[:200])
+        st, _, body = http(self.srv.mport, b"GET /healthz HTTP/1.1\r\n\r\n", src=PROBER)
+        assert st == 200 and body == b"ok\n", ("healthz after", what, st, body)
+        dt = time.monotonic() - t0
+        self.worst_probe = max(self.worst_probe, dt)
+        assert dt <= PROBE_MAX_S, ("probe after", what, "took %.3f s" % dt)
+
+    def addr(self):
+        """A fresh source address (127.0.1.1, 127.0.1.2, ...)."""
+        self.naddr += 1
+        return "127.0.%d.%d" % (1 + self.naddr // 250, 1 + self.naddr % 250)
+
+    def expect(self, cond, *why):
+        """assert cond; with KVT_KEEP_GOING=1 in the environment a failure
+        is printed and counted instead, and the phase goes on (to list
+        every case an old server fails)."""
+        if cond:
+            return
+        if not os.environ.get("KVT_KEEP_GOING"):
+            raise AssertionError(why)
+        print("FAILED:", why)
+        self.failed += 1
+
+    def case(self, *a, **kw):
+        try:
+            return self.case_(*a, **kw)
+        except AssertionError as e:
+            self.expect(False, *e.args)
+            return 0, "", b""
+
+    def case_(self, what, data, status, code=None, close=True, port=None, timeout=5.0,
+              then=None, src=None):
+        """Send data on a fresh connection: the answer must be status (0: the
+        connection closes with no answer) with <Code> code, then the
+        connection closed (close=True) or still open (False: then is sent
+        and must be answered 200)."""
+        s, st, hd, body = send(port or self.srv.port, data, timeout, src)
+        got_code = code_of(body)
+        assert st == status, (what, "status", st, hd[:300], body[:300])
+        if code is not None:
+            assert got_code == code, (what, "code", got_code, body[:300])
+        if not status:
+            assert closed_after(s, 0.1) or hd == "", (what, "open after no answer")
+        elif close:
+            assert "connection: close" in hd.lower(), (what, "no Connection: close", hd)
+            assert closed_after(s), (what, "not closed after its answer")
+        else:
+            assert "connection: close" not in hd.lower(), (what, "closed", hd)
+            if then is not None:
+                s.sendall(then)
+                st2, hd2, b2 = read_answer(s, timeout)
+                assert st2 == 200, (what, "next request on the connection", st2, hd2, b2[:200])
+        s.close()
+        self.cases += 1
+        self.probe(what)
+        return st, hd, body
+
+
+def setup_bucket(srv):
+    p = srv.port
+    st, _, b = http(p, signed_msg(p, "PUT", "/hbkt"))
+    assert st == 200, (st, b)
+    st, _, b = http(p, signed_msg(p, "PUT", "/hbkt/known", body=b"known bytes"))
+    assert st == 200, (st, b)
+
+
+PHASES = {}
+
+
+def phase(fn):
+    PHASES[fn.__name__] = fn
+    return fn
+
+
+# ---------------------------------------------------------------------------
+# S3: the request line and the headers
+
+@phase
+def s3_head(ph):
+    P, ok, sm, req = ph.kit()
+    # methods: an unknown or lower-case one is NotImplemented, the
+    # connection kept (its head was signed and read whole)
+    ph.case("lower-case get", sm("get", "/hbkt/known"), 501, "NotImplemented", close=False,
+            then=ok)
+    ph.case("method FOO", sm("FOO", "/hbkt/known"), 501, "NotImplemented", close=False, then=ok)
+    # the request line
+    ph.case("empty target", b"GET  HTTP/1.1\r\n\r\n", 400, "BadRequest")
+    ph.case("8 KiB path", sm("GET", "/hbkt/" + "a" * 8192), 400, "KeyTooLongError")
+    ph.case("64 KiB path", sm("GET", "/hbkt/" + "a" * 65536), 431)
+    ph.case("absolute-form target", sm("GET", "http://127.0.0.1/hbkt/known"), 400, "InvalidURI")
+    ph.case("asterisk-form", b"OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n", 400, "InvalidURI")
+    ph.case("HTTP/0.9", b"GET /hbkt/known\r\n\r\n", 400, "BadRequest")
+    ph.case("HTTP/1.0 signed: answered, then closed",
+            ok.replace(b"HTTP/1.1\r\n", b"HTTP/1.0\r\n", 1), 200)
+    # a request pipelined after one that closes the connection was run,
+    # its answer never sent (RFC 9112 9.6: not to be processed) (attack18)
+    for what, first in (("Connection: close", signed_msg(P, "GET", "/hbkt/known",
+                                                         extra={"connection": "close"})),
+                        ("HTTP/1.0", ok.replace(b"HTTP/1.1\r\n", b"HTTP/1.0\r\n", 1))):
+        after = signed_msg(P, "PUT", "/hbkt/after", body=b"pipelined after a close")
+        ph.case("a PUT pipelined after " + what, first + after, 200)
+        st = http(P, signed_msg(P, "GET", "/hbkt/after"), src=PROBER)[0]
+        ph.expect(st == 404, "a PUT pipelined after %s was run" % what, st)
+    ph.case("HTTP/1.2", ok.replace(b"HTTP/1.1\r\n", b"HTTP/1.2\r\n", 1), 200, close=False,
+            then=ok)
+    ph.case("HTTP/2.0", ok.replace(b"HTTP/1.1\r\n", b"HTTP/2.0\r\n", 1), 400, "BadRequest")
+    ph.case("HTTP/2 preface", b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", 400, "BadRequest")
+    # header counts and sizes: 64 at most, 16 KiB at most
+    ph.case("no headers (anonymous)", b"GET /hbkt/known HTTP/1.1\r\n\r\n", 403, "AccessDenied")
+    ph.case("64 headers", sm("GET", "/hbkt/known", extra={"x-h%d" % i: "v" for i in range(60)}),
+            200, close=False, then=ok)
+    ph.case("65 headers", sm("GET", "/hbkt/known", extra={"x-h%d" % i: "v" for i in range(61)}),
+            400, "BadRequest")
+    for n, st in ((1000, 400), (10000, 431)):  # 6 KB of them, 60 KB
+        ph.case("%d headers" % n, b"GET /hbkt/known HTTP/1.1\r\n" + b"a: b\r\n" * n + b"\r\n",
+                st, "BadRequest")
+    ph.case("one header of 15,000 bytes", sm("GET", "/hbkt/known", extra={"x-big": "a" * 15000}),
+            200, close=False, then=ok)
+    ph.case("one header of 64 KiB", sm("GET", "/hbkt/known", extra={"x-big": "a" * 65536}), 431)
+    for what, line in (("a space in a name", b"X Y: 1"), ("a NUL in a name", b"X\0Y: 1"),
+                       ("a NUL in a value", b"XY: 1\0"), ("a blank before the colon", b"XY : 1"),
+                       ("obs-fold", b"XY: 1\r\n 2"), ("a name alone", b"XY"),
+                       ("an empty name", b": 1")):
+        ph.case(what, ok.replace(b"\r\n", b"\r\n" + line + b"\r\n", 1), 400, "BadRequest")
+    # a bare LF ends no line: refused as soon as it is seen, not held until
+    # the head timeout (attack18)
+    ph.case("bare LF line ends", b"GET /hbkt/known HTTP/1.1\nHost: x\n\n", 400, "BadRequest",
+            timeout=1.5)
+    # Content-Length and Transfer-Encoding (request smuggling's tools)
+    basic = ["host", "x-amz-content-sha256", "x-amz-date"]  # content-length left unsigned
+    put = sm("PUT", "/hbkt/cl", body=b"abc", signed=basic)
+    ph.case("Content-Length twice, equal",
+            put.replace(b"content-length: 3\r\n", b"content-length: 3\r\nContent-Length: 3\r\n"),
+            200, close=False, then=ok)
+    ph.case("Content-Length twice, different",
+            put.replace(b"content-length: 3\r\n", b"content-length: 3\r\nContent-Length: 4\r\n"),
+            400, "BadRequest")
+    for v, st in (("+3", 400), ("003", 200), ("-1", 400), ("3, 3", 400), ("0x3", 400),
+                  ("18446744073709551616", 400), ("9223372036854775808", 400), ("", 400)):
+        m = put.replace(b"content-length: 3\r\n", b"content-length: %s\r\n" % v.encode())
+        if st == 200:
+            ph.case("Content-Length " + v, m, 200, close=False, then=ok)
+        else:
+            ph.case("Content-Length %r" % v, m, 400, "BadRequest")
+    ph.case("Content-Length and Transfer-Encoding",
+            sm("PUT", "/hbkt/cl", body=b"abc", extra={"transfer-encoding": "chunked",
+                                                     "x-amz-decoded-content-length": "3"}),
+            400, "BadRequest")
+    ph.case("Transfer-Encoding gzip, chunked",
+            sm("PUT", "/hbkt/cl", length=False, extra={"transfer-encoding": "gzip, chunked"}),
+            501, "NotImplemented")
+    ph.case("Transfer-Encoding twice",
+            sm("PUT", "/hbkt/cl", length=False, extra={"transfer-encoding": "chunked"}).replace(
+                b"transfer-encoding: chunked\r\n",
+                b"transfer-encoding: chunked\r\nTransfer-Encoding: chunked\r\n"), 400, "BadRequest")
+    ph.case("a PUT past the largest value", sm("PUT", "/hbkt/big", payload="UNSIGNED-PAYLOAD",
+                                               extra={"content-length": "1000000000"}),
+            400, "EntityTooLarge")
+    ph.case("a GET with a 2 MiB body", sm("GET", "/hbkt/known", payload="UNSIGNED-PAYLOAD",
+                                          extra={"content-length": str(2 << 20)}),
+            400, "MaxMessageLengthExceeded")
+    ph.case("a GET with a 1 KiB body", sm("GET", "/hbkt/known", body=b"x" * 1024), 200,
+            close=False, then=ok)
+
+
+# ---------------------------------------------------------------------------
+# S3: chunked and aws-chunked bodies
+
+def stream_put(port, path, chunks, dlen=None, sig=None, size=None):
+    """A STREAMING-AWS4-HMAC-SHA256-PAYLOAD PutObject, each chunk signed
+    (sig(i, good) may spoil a signature, size(i, n) a chunk-size field);
+    Content-Length is left out of the signed headers, so that it can be
+    counted after the chunks are signed."""
+    body = b"".join(chunks)
+    h = {"host": "127.0.0.1:%d" % port, "content-encoding": "aws-chunked",
+         "x-amz-decoded-content-length": str(len(body) if dlen is None else dlen)}
+    when = now_utc()
+    amz = when.strftime("%Y%m%dT%H%M%SZ")
+    scope = "%s/us-east-1/s3/aws4_request" % amz[:8]
+    auth = sign("PUT", path, "", h, "STREAMING-AWS4-HMAC-SHA256-PAYLOAD", ALICE, when)
+    prev = auth.rsplit("Signature=", 1)[1]
+    key = signing_key(ALICE[1], amz[:8])
+    wire = b""
+    for i, c in enumerate(list(chunks) + [b""]):
+        sts = "\n".join(["AWS4-HMAC-SHA256-PAYLOAD", amz, scope, prev,
+                         hashlib.sha256(b"").hexdigest(), hashlib.sha256(c).hexdigest()])
+        prev = hmac.new(key, sts.encode(), hashlib.sha256).hexdigest()
+        sz = size(i, len(c)) if size else "%x" % len(c)
+        wire += ("%s;chunk-signature=%s\r\n" % (sz, sig(i, prev) if sig else prev)).encode()
+        wire += c + b"\r\n"
+    h["content-length"] = str(len(wire))
+    h["authorization"] = auth
+    return ("PUT %s HTTP/1.1\r\n" % path + "".join("%s: %s\r\n" % kv for kv in h.items())
+            + "\r\n").encode() + wire
+
+
+@phase
+def s3_body(ph):
+    P, ok, sm, req = ph.kit()
+
+    def te(path, wire, dlen, extra=None):
+        h = {"transfer-encoding": "chunked", "x-amz-decoded-content-length": str(dlen)}
+        h.update(extra or {})
+        return signed_msg(P, "PUT", path, wire_body=wire, length=False, extra=h,
+                          payload="UNSIGNED-PAYLOAD")
+
+    def get(path):
+        return http(P, signed_msg(P, "GET", path), src=PROBER)
+    ph.case("chunked", te("/hbkt/te", b"3\r\nabc\r\n0\r\n\r\n", 3), 200, close=False, then=ok)
+    assert get("/hbkt/te")[2] == b"abc"
+    ph.case("chunked, no data", te("/hbkt/te0", b"0\r\n\r\n", 0), 200, close=False, then=ok)
+    ph.case("chunk extensions", te("/hbkt/tex", b"3;a=b;c\r\nabc\r\n0;z\r\n\r\n", 3), 200,
+            close=False, then=ok)
+    bad = [("size ffffffffffffffff", b"ffffffffffffffff\r\nabc\r\n0\r\n\r\n"),
+           ("size -3", b"-3\r\nabc\r\n0\r\n\r\n"),
+           ("size 0x3", b"0x3\r\nabc\r\n0\r\n\r\n"),
+           ("no size", b"\r\nabc\r\n0\r\n\r\n"),
+           ("data without its CRLF", b"3\r\nabcX0\r\n\r\n"),
+           ("size line ending in a bare LF", b"3\nabc\r\n0\r\n\r\n"),
+           ("9 trailers", b"3\r\nabc\r\n0\r\n" + b"x-t: 1\r\n" * 9 + b"\r\n"),
+           ("a 5000-byte trailer", b"3\r\nabc\r\n0\r\nx-t: " + b"a" * 5000 + b"\r\n\r\n"),
+           ("a trailer without a colon", b"3\r\nabc\r\n0\r\nx-t\r\n\r\n"),
+           ("a chunk past the declared length", b"5\r\nabcde\r\n0\r\n\r\n"),
+           # a chunk of 2^40 - 1 bytes for 3 declared: refused at its size
+           # line, not read (and dropped) until the body's clock closes
+           # the connection with no answer (attack18)
+           ("a 1 TB chunk for 3 bytes", b"ffffffffff\r\n" + b"a" * 100000)]
+    for what, wire in bad:
+        ph.case("chunked: " + what, te("/hbkt/tebad", wire, 3), 400, "IncompleteBody",
+                timeout=2.0)
+    assert get("/hbkt/tebad")[0] == 404
+    ph.case("chunked: shorter than declared", te("/hbkt/tebad", b"2\r\nab\r\n0\r\n\r\n", 3), 400,
+            "IncompleteBody", close=False, then=ok)
+    ph.case("chunked: no decoded length",
+            signed_msg(P, "PUT", "/hbkt/tebad", wire_body=b"3\r\nabc\r\n0\r\n\r\n", length=False,
+                       extra={"transfer-encoding": "chunked"}, payload="UNSIGNED-PAYLOAD"),
+            411, "MissingContentLength")
+    for v in ("abc", str(2 ** 64), "0" * 16 + "3", "-3"):
+        ph.case("chunked: decoded length " + v, te("/hbkt/tebad", b"3\r\nabc\r\n0\r\n\r\n", v),
+                400, "InvalidArgument")
+    assert get("/hbkt/tebad")[0] == 404
+    # checksums: one too long to be one was left unchecked, the object
+    # stored (attack18); an empty one is BadDigest too
+    for h in ("x-amz-checksum-crc32c", "x-amz-checksum-crc32", "x-amz-checksum-sha256",
+              "content-md5"):
+        for v in ("A" * 100, "A" * 4000, ""):
+            ph.case("%s of %d bytes" % (h, len(v)), signed_msg(P, "PUT", "/hbkt/ckbad", body=b"abc",
+                                                               extra={h: v}),
+                    400, "BadDigest", close=False, then=ok)
+    ph.expect(get("/hbkt/ckbad")[0] == 404, "a PUT with a bad checksum stored")
+    # aws-chunked, every chunk signed
+    ph.case("aws-chunked signed", stream_put(P, "/hbkt/st", [b"a" * 100, b"b" * 50]), 200,
+            close=False, then=ok)
+    assert get("/hbkt/st")[2] == b"a" * 100 + b"b" * 50
+    for what, kw, st, code, close in (
+            ("a 63-hex signature", dict(sig=lambda i, g: g[:63]), 400, "IncompleteBody", True),
+            ("a 65-hex signature", dict(sig=lambda i, g: g + "0"), 400, "IncompleteBody", True),
+            ("the last chunk's signature wrong", dict(sig=lambda i, g: g if i == 0 else "0" * 64),
+             403, "SignatureDoesNotMatch", False),
+            ("a size of ffffffffffffffff",
+             dict(size=lambda i, n: "ffffffffffffffff" if i == 0 else "%x" % n), 400,
+             "IncompleteBody", True),
+            ("declared longer than the chunks", dict(dlen=200), 400, "IncompleteBody", False),
+            # refused at the chunk's size line (was: its data cut to the
+            # declared length, then a chunk signature that could not match)
+            ("declared shorter than the chunks", dict(dlen=50), 400, "IncompleteBody", True)):
+        ph.case("aws-chunked: " + what, stream_put(P, "/hbkt/stbad", [b"a" * 100], **kw), st,
+                code, close=close, then=ok)
+    m = stream_put(P, "/hbkt/stbad", [b"a" * 100]).replace(b";chunk-signature=",
+                                                          b";chunk-signaturX=", 1)
+    ph.case("aws-chunked: no chunk-signature", m, 400, "IncompleteBody")
+    assert get("/hbkt/stbad")[0] == 404
+
+    def trailer(path, enc, dlen, extra=None):
+        h = {"content-encoding": "aws-chunked", "x-amz-decoded-content-length": str(dlen)}
+        h.update(extra or {})
+        return signed_msg(P, "PUT", path, wire_body=enc, extra=h,
+                          payload="STREAMING-UNSIGNED-PAYLOAD-TRAILER")
+    ph.case("aws-chunked unsigned", trailer("/hbkt/tr", b"3\r\nabc\r\n0\r\n\r\n", 3), 200,
+            close=False, then=ok)
+    ph.case("aws-chunked: 9 trailers",
+            trailer("/hbkt/trbad", b"3\r\nabc\r\n0\r\n" + b"x-amz-checksum-crc32c: AAAAAA==\r\n"
+                    * 9 + b"\r\n", 3), 400, "IncompleteBody")
+    ph.case("aws-chunked: a wrong trailing CRC32C",
+            trailer("/hbkt/trbad", b"3\r\nabc\r\n0\r\nx-amz-checksum-crc32c:AAAAAA==\r\n\r\n", 3,
+                    {"x-amz-trailer": "x-amz-checksum-crc32c"}), 400, "BadDigest", close=False,
+            then=ok)
+    ph.case("aws-chunked: the named trailer missing",
+            trailer("/hbkt/trbad", b"3\r\nabc\r\n0\r\n\r\n", 3,
+                    {"x-amz-trailer": "x-amz-checksum-crc32c"}), 400, "BadDigest", close=False,
+            then=ok)
+    ph.case("aws-chunked: a trailing CRC32C of 200 bytes",
+            trailer("/hbkt/trbad", b"3\r\nabc\r\n0\r\nx-amz-checksum-crc32c:" + b"A" * 200 +
+                    b"\r\n\r\n", 3), 400, "BadDigest", close=False, then=ok)
+    # cuts: a 1 MiB PUT closed at 12 points (in its head, after it, in its
+    # body; in a chunk-size line, a chunk, a chunk signature): nothing
+    # stored, the DRAM reservation and pins given back
+    dram0 = ph.srv.metric("kvtier_dram_used_bytes")
+    big = os.urandom(1 << 20)
+    plain = signed_msg(P, "PUT", "/hbkt/cut", body=big, payload="UNSIGNED-PAYLOAD")
+    head = plain.index(b"\r\n\r\n") + 4
+    streamed = stream_put(P, "/hbkt/cut", [big[:700000], big[700000:]])
+    shead = streamed.index(b"\r\n\r\n") + 4
+    chunked = te("/hbkt/cut", b"%x\r\n" % len(big) + big + b"\r\n0\r\n\r\n", len(big))
+    chead = chunked.index(b"\r\n\r\n") + 4
+    for what, msg, at in (("in the head", plain, head // 2), ("after the head", plain, head),
+                          ("after 1 byte of body", plain, head + 1),
+                          ("half the body", plain, head + len(big) // 2),
+                          ("all but one byte", plain, len(plain) - 1),
+                          ("in a chunk-size line", chunked, chead + 3),
+                          ("in a chunk", chunked, chead + 1000),
+                          ("before the last chunk", chunked, len(chunked) - 5),
+                          ("in a chunk signature", streamed, shead + 40),
+                          ("in an aws-chunk", streamed, shead + 90 + 350000),
+                          ("between aws-chunks", streamed, shead + 700090 + 2),
+                          ("in the last aws-chunk", streamed, len(streamed) - 10)):
+        sk = socket.create_connection(("127.0.0.1", P), source_address=(ph.addr(), 0))
+        sk.sendall(msg[:at])
+        time.sleep(0.05)
+        sk.close()
+        ph.cases += 1
+        ph.probe("a PUT cut " + what)
+        ph.expect(get("/hbkt/cut")[0] == 404, "a PUT cut %s stored" % what)
+    end = time.monotonic() + 5
+    while ph.srv.metric("kvtier_dram_used_bytes") > dram0 and time.monotonic() < end:
+        time.sleep(0.1)
+    ph.expect(ph.srv.metric("kvtier_dram_used_bytes") <= dram0 and
+              ph.srv.metric("kvtier_pins_active") == 0, "DRAM after the cuts", dram0,
+              ph.srv.metric("kvtier_dram_used_bytes"))
+    ph.case("aws-chunked: bytes past its end",
+            trailer("/hbkt/trbad", b"3\r\nabc\r\n0\r\n\r\nEXTRA", 3), 400, "IncompleteBody")
+    assert get("/hbkt/trbad")[0] == 404
+
+
+# ---------------------------------------------------------------------------
+# S3: keys, query strings, ranges, multipart uploads
+
+@phase
+def s3_keys(ph):
+    P, ok, sm, req = ph.kit()
+    assert req("PUT", "/hbkt/obj", body=b"0123456789")[0] == 200
+    assert req("PUT", "/hbkt/empty")[0] == 200
+    # percent-encoding
+    for k in ("%zz", "%0", "a%", "a%g0"):
+        ph.case("key " + k, sm("PUT", "/hbkt/" + k, body=b"x"), 400, "InvalidURI")
+    # a key of bytes S3 takes as given: each its own object, read back
+    for k in ("%00", "%00abc", "%C0%AF", "%ff%fe", "..%2F..%2Fx", "a//b", "../x", "%2e%2e"):
+        ph.case("PUT key " + k, sm("PUT", "/hbkt/" + k, body=k.encode()), 200, close=False,
+                then=ok)
+        st, _, body = req("GET", "/hbkt/" + k)
+        ph.expect(st == 200 and body == k.encode(), ("GET key " + k, st, body[:200]))
+    # a key that starts with a NUL byte is a key, not the bucket: its DELETE
+    # deleted the bucket (when empty), its PUT was a CreateBucket (attack18)
+    st, _, body = req("DELETE", "/hbkt/%00abc")
+    ph.expect(st == 204, ("DELETE key %00abc", st, body[:200]))
+    ph.expect(req("GET", "/hbkt/%00abc")[0] == 404 and req("HEAD", "/hbkt")[0] == 200,
+              "after DELETE key %00abc: the key gone, the bucket there")
+    ph.case("key of 1024 bytes", sm("PUT", "/hbkt/" + "k" * 1024, body=b"x"), 200, close=False,
+            then=ok)
+    ph.case("key of 1024 bytes, escaped", sm("PUT", "/hbkt/" + "%41" * 1024, body=b"x"), 200,
+            close=False, then=ok)
+    for k in ("k" * 1025, "%41" * 1025, "k" * 4000):
+        ph.case("key of %d bytes" % len(urllib.parse.unquote(k)), sm("PUT", "/hbkt/" + k,
+                                                                   body=b"x"),
+                400, "KeyTooLongError")
+    ph.case("bucket in upper case", sm("GET", "/HBKT/obj"), 400, "InvalidBucketName")
+    ph.case("bucket of 64 bytes", sm("GET", "/" + "b" * 64 + "/x"), 400, "InvalidBucketName")
+    ph.case("another tenant's bucket", sm("GET", "/hbkt/obj", who=BOB), 404, "NoSuchBucket",
+            close=False, then=ok)
+    # query strings
+    ph.case("2,000 query parameters", sm("GET", "/hbkt", query="&".join("p%d=1" % i
+                                                                        for i in range(2000))),
+            400, "AuthorizationHeaderMalformed", src=ph.addr())
+    ph.case("10,000 query parameters", sm("GET", "/hbkt", query="&".join(["a"] * 10000)), 431,
+            "BadRequest")
+    ph.case("prefix 62 times", sm("GET", "/hbkt", query="&".join(
+        ["list-type=2"] + ["prefix=%d" % i for i in range(62)])), 200, close=False, then=ok)
+    ph.case("max-keys twice", sm("GET", "/hbkt", query="list-type=2&max-keys=1&max-keys=5"), 200,
+            close=False, then=ok)
+    for mk in ("0", "1000", "2147483648"):
+        ph.case("max-keys " + mk, sm("GET", "/hbkt", query="list-type=2&max-keys=" + mk), 200,
+                close=False, then=ok)
+    # a sign or a letter followed by digits was taken as a (wrapped) number
+    # (attack18)
+    for mk in ("-1", "+5", "1e3", "abc", "", "1 ", "99999999999999999999"):
+        for q in ("list-type=2&max-keys=", "uploads&max-uploads="):
+            ph.case("%s%s" % (q, mk), sm("GET", "/hbkt", query=q + urllib.parse.quote(mk)), 400,
+                    "InvalidArgument", close=False, then=ok)
+    for tok in ("zz", "abc", "61" * 1500):
+        ph.case("continuation-token " + tok[:8], sm("GET", "/hbkt", query="list-type=2&"
+                                                    "continuation-token=" + tok),
+                400, "InvalidArgument", close=False, then=ok)
+    # a token is only a name to start after: another bucket's (or
+    # tenant's) token lists this bucket's keys after that name
+    st, _, body = req("GET", "/hbkt", query="list-type=2&continuation-token=6b6e")  # "kn"
+    ph.expect(st == 200 and b"<Key>known</Key>" in body and b"<Key>empty</Key>" not in body,
+              "a token from elsewhere", body)
+    ph.case("prefix of 2,000 bytes", sm("GET", "/hbkt", query="list-type=2&prefix=" + "a" * 2000),
+            400, "InvalidArgument", close=False, then=ok)
+    ph.case("encoding-type=xml", sm("GET", "/hbkt", query="list-type=2&encoding-type=xml"), 400,
+            "InvalidArgument", close=False, then=ok)
+    # ranges of the 10-byte object
+    for r, st, want in (("bytes=-0", 416, None), ("bytes=5-3", 200, b"0123456789"),
+                        ("bytes=0-", 206, b"0123456789"), ("bytes=0-0", 206, b"0"),
+                        ("bytes=0-1,3-4", 200, b"0123456789"), ("bytes=9-", 206, b"9"),
+                        ("bytes=10-", 416, None), ("bytes=-100", 206, b"0123456789"),
+                        ("bytes=-3", 206, b"789"), ("bytes=2-100", 206, b"23456789"),
+                        ("bytes=99999999999999999999-", 200, b"0123456789"),
+                        ("bytes=-99999999999999999999", 200, b"0123456789"),
+                        ("bytes=18446744073709551615-18446744073709551615", 200, b"0123456789"),
+                        ("bytes= 1-2", 200, b"0123456789"), ("items=0-1", 200, b"0123456789"),
+                        ("bytes=", 200, b"0123456789"), ("bytes=-", 200, b"0123456789")):
+        _, hd, body = ph.case("Range " + r, sm("GET", "/hbkt/obj", extra={"range": r}), st,
+                              "InvalidRange" if st == 416 else None, close=False, then=ok)
+        if want is not None:
+            ph.expect(body == want, ("Range " + r, body))
+    # an empty object: a suffix range is the whole (empty) object, 200 as S3
+    # (was 206 with "Content-Range: bytes 0-18446744073709551615/0"); any
+    # other range is unsatisfiable
+    for r, st in (("bytes=-5", 200), ("bytes=-1", 200), ("bytes=0-", 416), ("bytes=0-0", 416),
+                  ("bytes=-0", 416)):
+        _, hd, body = ph.case("empty object, Range " + r,
+                              sm("GET", "/hbkt/empty", extra={"range": r}), st,
+                              "InvalidRange" if st == 416 else None, close=False, then=ok)
+        ph.expect("Content-Range" not in hd, ("empty object, Range " + r, hd))
+    # multipart: uploads started in numbers and abandoned hold nothing in
+    # kvtierd's memory (each a marker block of the bucket, in the tenant's
+    # DRAM quota; main() checks --max-memory's charge and RSS at the end)
+    sk = socket.create_connection(("127.0.0.1", P), source_address=(PROBER, 0))
+    for batch in range(4):
+        sk.sendall(b"".join(signed_msg(P, "POST", "/hbkt/many%d" % i, query="uploads")
+                            for i in range(100)))
+        for i in range(100):
+            st, _, body = read_answer(sk)
+            ph.expect(st == 200 and b"<UploadId>" in body, "upload", batch, i, st, body[:200])
+    sk.close()
+    st, _, body = req("GET", "/hbkt", query="uploads&prefix=many")
+    ph.expect(st == 200 and body.count(b"<Upload>") == 400, "400 uploads listed", st,
+              body.count(b"<Upload>"))
+    ph.probe("400 uploads started")
+    st, _, body = req("POST", "/hbkt/mp", query="uploads")
+    assert st == 200, (st, body)
+    uid = re.search(rb"<UploadId>([0-9a-f]{32})</UploadId>", body).group(1).decode()
+    # part numbers: 1..10000, decimal digits only (was: the first 6 bytes
+    # read, so 0000019 was part 1, and 000001x too) (attack18)
+    for pn in ("0", "10001", "abc", "", "1a", "-1", "1.5", "000001x", "+1", "99999999999"):
+        ph.case("partNumber " + pn, sm("PUT", "/hbkt/mp", query="partNumber=%s&uploadId=%s" %
+                                       (urllib.parse.quote(pn), uid), body=b"p"),
+                400, "InvalidArgument")
+    for pn in ("1", "10000", "007", "0000019"):
+        ph.case("partNumber " + pn, sm("PUT", "/hbkt/mp", query="partNumber=%s&uploadId=%s" %
+                                       (pn, uid), body=pn.encode()), 200, close=False, then=ok)
+    st, _, body = req("GET", "/hbkt/mp", query="uploadId=" + uid)
+    parts = re.findall(rb"<PartNumber>(\d+)</PartNumber>", body)
+    ph.expect(st == 200 and parts == [b"1", b"7", b"19", b"10000"], "ListParts", st, body)
+    # an upload id nobody created: NoSuchUpload, as S3 (was: the part
+    # stored, 200; its Abort 204) (attack18)
+    guessed = "0123456789abcdef" * 2
+    ph.case("uploadId guessed", sm("PUT", "/hbkt/mp", query="partNumber=1&uploadId=" +
+                                   guessed, body=b"p"), 404, "NoSuchUpload")
+    ph.case("UploadPartCopy, uploadId guessed",
+            sm("PUT", "/hbkt/mp", query="partNumber=1&uploadId=" + guessed,
+               extra={"x-amz-copy-source": "/hbkt/obj"}), 404, "NoSuchUpload", close=False,
+            then=ok)
+    ph.case("AbortMultipartUpload, uploadId guessed",
+            sm("DELETE", "/hbkt/mp", query="uploadId=" + guessed), 404, "NoSuchUpload",
+            close=False, then=ok)
+    for u, what in (("abc", "short"), (uid.upper(), "in upper case"), ("g" * 32, "not hex")):
+        ph.case("uploadId " + what, sm("PUT", "/hbkt/mp", query="partNumber=1&uploadId=" + u,
+                                       body=b"p"), 404, "NoSuchUpload")
+    ph.case("another tenant's uploadId", sm("PUT", "/hbkt/mp", query="partNumber=1&uploadId=" +
+                                           uid, body=b"p", who=BOB), 404, "NoSuchBucket")
+    ph.case("ListParts by another tenant", sm("GET", "/hbkt/mp", query="uploadId=" + uid,
+                                              who=BOB), 404, "NoSuchBucket", close=False, then=ok)
+    ph.case("ListParts under another key", sm("GET", "/hbkt/other", query="uploadId=" + uid),
+            404, "NoSuchUpload", close=False, then=ok)
+    ph.case("AbortMultipartUpload by another tenant",
+            sm("DELETE", "/hbkt/mp", query="uploadId=" + uid, who=BOB), 404, "NoSuchBucket",
+            close=False, then=ok)
+
+    def complete(xml, u=None):
+        return sm("POST", "/hbkt/mp", query="uploadId=" + (u or uid), body=xml)
+
+    def parts_xml(*pns, etag=None):
+        return (b"<CompleteMultipartUpload>" + b"".join(
+            b"<Part><PartNumber>%s</PartNumber>%s</Part>" % (
+                str(n).encode(), b"<ETag>%s</ETag>" % etag if etag else b"") for n in pns)
+            + b"</CompleteMultipartUpload>")
+    for what, xml, code in (
+            ("empty", b"", "MalformedXML"), ("not XML", b"<<<>>>", "MalformedXML"),
+            ("no parts", b"<CompleteMultipartUpload></CompleteMultipartUpload>", "MalformedXML"),
+            ("part number abc", parts_xml("abc"), "MalformedXML"),
+            ("part number 0", parts_xml(0), "MalformedXML"),
+            ("part number 10001", parts_xml(10001), "MalformedXML"),
+            ("parts out of order", parts_xml(7, 1), "InvalidPartOrder"),
+            ("a part twice", parts_xml(1, 1), "InvalidPartOrder"),
+            ("an ETag that does not match", parts_xml(1, etag=b'"00000000"'), "InvalidPart"),
+            ("a part never uploaded", parts_xml(2), "InvalidPart"),
+            ("a part under 5 MiB, not the last", parts_xml(1, 7), "EntityTooSmall"),
+            ("nested 500 deep", b"<CompleteMultipartUpload>" + b"<Part>" * 500 +
+             b"<PartNumber>1</PartNumber>" + b"</Part>" * 500 + b"</CompleteMultipartUpload>",
+             "MalformedXML"),
+            ("2,000 parts", parts_xml(*range(1, 2001)), "InvalidRequest"),
+            ("an entity out of range", parts_xml("&#x110000;"), "MalformedXML")):
+        ph.case("Complete: " + what, complete(xml), 400, code, close=False, then=ok)
+    ph.case("Complete: 1 MiB + 1 of XML", complete(b"<a>" + b"x" * (1 << 20)), 400,
+            "MaxMessageLengthExceeded")
+    ph.case("Complete: an upload id never made", complete(parts_xml(1), "1" * 32), 404,
+            "NoSuchUpload", close=False, then=ok)
+    ph.expect(req("GET", "/hbkt/mp")[0] == 404, "no object after failed Completes")
+    ph.case("DeleteObjects of 1001 keys", sm("POST", "/hbkt", query="delete", body=b"<Delete>" +
+                                             b"".join(b"<Object><Key>k%d</Key></Object>" % i
+                                                      for i in range(1001)) + b"</Delete>"),
+            400, "MalformedXML", close=False, then=ok)
+    ph.case("DeleteObjects of an empty key", sm("POST", "/hbkt", query="delete",
+                                                body=b"<Delete><Object><Key></Key></Object>"
+                                                     b"</Delete>"),
+            400, "MalformedXML", close=False, then=ok)
+    ph.case("CopyObject from ..", sm("PUT", "/hbkt/cp", extra={"x-amz-copy-source":
+                                                                "/hbkt/../hbkt/obj"}),
+            404, "NoSuchKey", close=False, then=ok)
+    for r, code in (("bytes=5-3", "InvalidArgument"), ("bytes=5-300", "InvalidRange"),
+                    ("bytes=-3", "InvalidArgument"), ("bytes=+1-2", "InvalidArgument"),
+                    ("bytes=18446744073709551615-18446744073709551615", "InvalidRange")):
+        ph.case("UploadPartCopy range " + r, sm("PUT", "/hbkt/mp", query="partNumber=2&"
+                                                "uploadId=" + uid,
+                                                extra={"x-amz-copy-source": "/hbkt/obj",
+                                                       "x-amz-copy-source-range": r}),
+                400, code, close=False, then=ok)
+    for q in ("part-number-marker=999999999", "part-number-marker=-1", "max-parts=-1",
+              "max-parts=abc"):
+        st = 200 if q.endswith("99") else 400
+        ph.case("ListParts " + q, sm("GET", "/hbkt/mp", query="uploadId=%s&%s" % (uid, q)), st,
+                None if st == 200 else "InvalidArgument", close=False, then=ok)
+    st, _, body = req("POST", "/hbkt/mp", query="uploadId=" + uid, body=parts_xml(19))
+    ph.expect(st == 200, "Complete of part 19", st, body)
+    ph.expect(req("GET", "/hbkt/mp")[2] == b"0000019", "the object is part 19's bytes")
+
+
+# ---------------------------------------------------------------------------
+# S3: SigV4
+
+def presigned(port, path, expires, when=None, who=ALICE, method="GET", extra=b""):
+    """A presigned URL's request (SignedHeaders=host); extra: more header
+    lines, unsigned."""
+    when = when or now_utc()
+    amz = when.strftime("%Y%m%dT%H%M%SZ")
+    cred = urllib.parse.quote("%s/%s/us-east-1/s3/aws4_request" % (who[0], amz[:8]), safe="")
+    q = ("X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=%s&X-Amz-Date=%s&X-Amz-Expires=%s"
+         "&X-Amz-SignedHeaders=host" % (cred, amz, expires))
+    a = sign(method, path, q, {"host": "127.0.0.1:%d" % port}, None, who, when,
+             signed=["host"], amz=amz)
+    return ("%s %s?%s&X-Amz-Signature=%s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n" % (
+        method, path, q, a.rsplit("Signature=", 1)[1], port)).encode() + extra + b"\r\n"
+
+
+@phase
+def s3_sigv4(ph):
+    P, ok, sm, req = ph.kit()
+    auth = re.search(rb"authorization: ([^\r]*)", ok).group(1)
+
+    def with_auth(a, msg=ok):
+        return re.sub(rb"authorization: [^\r]*", b"authorization: " + a, msg)
+
+    def bad(what, msg, st=400, code="AuthorizationHeaderMalformed"):
+        # one address a case: the failures must not throttle the next
+        ph.case(what, msg, st, code, src=ph.addr())
+    # the Authorization header's components
+    bad("no Credential", with_auth(re.sub(rb"Credential=[^,]*, ", b"", auth)))
+    bad("no SignedHeaders", with_auth(re.sub(rb"SignedHeaders=[^,]*, ", b"", auth)))
+    bad("no Signature", with_auth(re.sub(rb", Signature=.*", b"", auth)))
+    bad("a fourth component", with_auth(auth + b", Foo=bar"))
+    bad("Signature twice", with_auth(auth + b", Signature=" + b"0" * 64))
+    bad("Credential twice", with_auth(auth + b", Credential=" +
+                                      re.search(rb"Credential=([^,]*)", auth).group(1)))
+    bad("a Signature of 63 hex", with_auth(auth[:-1]))
+    bad("a Signature in upper case", with_auth(auth[:-64] + auth[-64:].upper()))
+    bad("AWS4-HMAC-SHA512", with_auth(auth.replace(b"AWS4-HMAC-SHA256", b"AWS4-HMAC-SHA512")))
+    bad("SigV4a", with_auth(auth.replace(b"AWS4-HMAC-SHA256", b"AWS4-ECDSA-P256-SHA256")))
+    bad("SigV2", with_auth(b"AWS alice:c2lnbmF0dXJl"))
+    bad("an empty Authorization", with_auth(b""))
+    bad("an access key with a slash", with_auth(auth.replace(b"Credential=alice/",
+                                                             b"Credential=al/ice/")))
+    bad("a scope without aws4_request", with_auth(auth.replace(b"/aws4_request", b"/aws4")))
+    bad("a scope date not the request's", signed_msg(
+        P, "GET", "/hbkt/known", amz=(now_utc() - datetime.timedelta(days=1)).strftime(
+            "%Y%m%dT%H%M%SZ")))
+    # the scope: any region (it is only signed); the service must be s3, as
+    # S3 answers (was: any service's signature accepted) (attack18)
+    ph.case("another region", signed_msg(P, "GET", "/hbkt/known", region="mars-west-9"), 200,
+            close=False, then=ok)
+    for svc in ("iam", "s3x", "execute-api"):
+        bad("service " + svc, signed_msg(P, "GET", "/hbkt/known", service=svc))
+    bad("an empty service", with_auth(auth.replace(b"/s3/", b"//")))
+    # SignedHeaders: what the client lists is what is signed
+    ph.case("a signed header that is absent", signed_msg(P, "GET", "/hbkt/known", signed=[
+        "host", "x-absent", "x-amz-content-sha256", "x-amz-date"]), 200, close=False, then=ok)
+    bad("1000 signed headers", signed_msg(P, "GET", "/hbkt/known",
+                                          signed=["a%d" % i for i in range(1000)]))
+    bad("host signed 300 times", signed_msg(P, "GET", "/hbkt/known", signed=["host"] * 300))
+    bad("upper case in SignedHeaders", with_auth(auth.replace(b"SignedHeaders=host",
+                                                              b"SignedHeaders=Host")))
+    bad("an empty name in SignedHeaders", with_auth(auth.replace(b"SignedHeaders=host;",
+                                                                 b"SignedHeaders=host;;")))
+    # x-amz-date
+    for d in ("", "2026", "20261203T99", "20261399T000000Z", "20261203t120000z",
+              "20261203T120000Z0", "2026-12-03T12:00:00Z"):
+        bad("x-amz-date %r" % d, re.sub(rb"x-amz-date: [^\r]*", b"x-amz-date: " + d.encode(),
+                                        ok))
+    bad("no x-amz-date", re.sub(rb"x-amz-date: [^\r]*\r\n", b"", ok))
+    bad("no x-amz-content-sha256", re.sub(rb"x-amz-content-sha256: [^\r]*\r\n", b"", ok),
+        400, "InvalidRequest")
+    for skew in (-16 * 60, 16 * 60):
+        bad("a clock %+d s off" % skew, signed_msg(P, "GET", "/hbkt/known",
+                                                   when=now_utc() + datetime.timedelta(
+                                                       seconds=skew)),
+            403, "RequestTimeTooSkewed")
+    bad("a wrong secret", signed_msg(P, "GET", "/hbkt/known", who=("alice", "x" * 20)), 403,
+        "SignatureDoesNotMatch")
+    bad("an unknown access key", signed_msg(P, "GET", "/hbkt/known", who=("mallory", "x" * 20)),
+        403, "InvalidAccessKeyId")
+    # presigned URLs: X-Amz-Expires 1..604800
+    ph.case("presigned", presigned(P, "/hbkt/known", 60), 200, close=False, then=ok)
+    ph.case("presigned, 7 days", presigned(P, "/hbkt/known", 604800), 200, close=False, then=ok)
+    for e in ("0", "604801", "-1", "abc", "", "99999999"):
+        bad("X-Amz-Expires %r" % e, presigned(P, "/hbkt/known", e))
+    bad("presigned, expired", presigned(P, "/hbkt/known", 60, when=now_utc() -
+                                        datetime.timedelta(seconds=120)), 403, "AccessDenied")
+    bad("presigned, 8 days old", presigned(P, "/hbkt/known", 604800, when=now_utc() -
+                                           datetime.timedelta(days=8)), 403, "AccessDenied")
+    bad("presigned, from the future", presigned(P, "/hbkt/known", 60, when=now_utc() +
+                                                datetime.timedelta(hours=1)),
+        403, "RequestTimeTooSkewed")
+    bad("presigned GET sent as a PUT", presigned(P, "/hbkt/known", 60).replace(b"GET ", b"PUT ", 1),
+        403, "SignatureDoesNotMatch")
+    bad("presigned, a second X-Amz-Signature",
+        presigned(P, "/hbkt/known", 60).replace(b" HTTP/1.1", b"&X-Amz-Signature=" + b"0" * 64 +
+                                                b" HTTP/1.1"), 403, "SignatureDoesNotMatch")
+    # x-amz-* headers must be signed, as S3 requires: whoever held a
+    # presigned PUT could add x-amz-copy-source and copy another of the
+    # signer's objects under the URL's key (attack18)
+    cl0 = b"Content-Length: 0\r\n"
+    ph.case("presigned PUT", presigned(P, "/hbkt/given", 60, method="PUT", extra=cl0), 200,
+            close=False, then=ok)
+    bad("presigned PUT with an unsigned x-amz-copy-source",
+        presigned(P, "/hbkt/given", 60, method="PUT",
+                  extra=cl0 + b"x-amz-copy-source: /hbkt/known\r\n"), 403, "AccessDenied")
+    st, _, body = req("GET", "/hbkt/given")
+    ph.expect(st == 200 and body == b"", "the presigned PUT's object was replaced by a copy",
+              st, body[:100])
+    bad("an unsigned x-amz-meta header",
+        signed_msg(P, "GET", "/hbkt/known").replace(b"\r\n\r\n", b"\r\nx-amz-meta-a: b\r\n\r\n"),
+        403, "AccessDenied")
+    bad("x-amz-date unsigned", signed_msg(P, "GET", "/hbkt/known", signed=[
+        "host", "x-amz-content-sha256"]), 403, "AccessDenied")
+    bad("presigned with an Authorization too",
+        presigned(P, "/hbkt/known", 60).replace(b"\r\n\r\n", b"\r\nAuthorization: x\r\n\r\n"))
+    # The canonical request is bounded by its buffer (48 KiB), and its
+    # making by that too: a SignedHeaders list naming one 14 KB header 500
+    # times (490 here, beside x-amz-date and x-amz-content-sha256, which
+    # must be signed) made ~7 MB of it byte by byte before refusing, 4.3 ms of the
+    # loop (release; 18 ms ASan) for each unauthenticated request against
+    # 0.09 for a wrong signature over the same head, 20 a second from each
+    # address (attack18).  Compared like with like: both heads carry the
+    # 14 KB header; the medians of rounds of 9, each from its own address.
+    amp = signed_msg(P, "GET", "/hbkt/known", extra={"a": "x" * 14000},
+                     signed=["a"] * 490 + ["x-amz-content-sha256", "x-amz-date"])
+    plain = signed_msg(P, "GET", "/hbkt/known", who=("alice", "x" * 20),
+                       extra={"a": "x" * 14000})
+
+    def answer_ms(msg):
+        s = socket.create_connection(("127.0.0.1", P), source_address=(ph.addr(), 0))
+        t0 = time.monotonic()
+        s.sendall(msg)
+        st, _, body = read_answer(s)
+        dt = (time.monotonic() - t0) * 1e3
+        s.close()
+        assert st in (400, 403), (st, body[:200])
+        return dt
+    for rnd in range(3):
+        a = sorted(answer_ms(amp) for _ in range(9))[4]
+        b = sorted(answer_ms(plain) for _ in range(9))[4]
+        print("SignedHeaders x490 over a 14 KB header: %.2f ms, a wrong signature: %.2f ms "
+              "(medians of 9)" % (a, b))
+        if a <= 4 * b + 1.0:
+            break
+    ph.expect(a <= 4 * b + 1.0, "the canonical request costs past its buffer", a, b)
+    ph.probe("SignedHeaders x490")
+
+
+# ---------------------------------------------------------------------------
+# Slow clients and many connections (--idle-timeout 2)
+
+IDLE_S = 2
+
+
+def dribble(port, first, rest, step, src=None, until_s=4 * IDLE_S + 4):
+    """Send first, then rest a byte every step seconds: the seconds after
+    which the server closed the connection (EOF or reset), None if it was
+    still open after until_s, and what it sent."""
+    s = socket.create_connection(("127.0.0.1", port), source_address=(src, 0) if src else None)
+    t0 = time.monotonic()
+    got = b""
+    if first:
+        s.sendall(first)
+    for ch in rest:
+        try:
+            s.sendall(bytes([ch]))
+        except OSError:
+            break
+        s.settimeout(step)
+        try:
+            b = s.recv(65536)
+            if not b:
+                break
+            got += b
+        except socket.timeout:
+            pass
+        except ConnectionResetError:
+            break
+        if time.monotonic() - t0 > until_s:
+            s.close()
+            return None, got
+    else:
+        if not closed_after(s, until_s - (time.monotonic() - t0)):
+            s.close()
+            return None, got
+    s.close()
+    return time.monotonic() - t0, got
+
+
+def hold(port, n, data, src=None):
+    """n connections from src, each sent data: those the server took (no
+    answer within 0.5 s; all checked at once, well inside --idle-timeout)
+    and the answers of those it refused."""
+    import select
+    held, refused = [], []
+    for _ in range(n):
+        s = socket.create_connection(("127.0.0.1", port), source_address=(src, 0) if src else None)
+        s.sendall(data)
+        held.append(s)
+    time.sleep(0.5)
+    readable = select.select(held, [], [], 0)[0]
+    for s in readable:
+        held.remove(s)
+        s.settimeout(1)
+        refused.append(read_answer(s)[1].encode("latin-1"))
+        s.close()
+    return held, refused
+
+
+@phase
+def s3_slow(ph):
+    import threading
+    srv = ph.srv
+    P, ok, sm, req = ph.kit()
+    put = signed_msg(P, "PUT", "/hbkt/slow", body=b"x" * 100)
+    cut = put.index(b"\r\n\r\n") + 4
+    te = signed_msg(P, "PUT", "/hbkt/slowte", wire_body=b"64\r\n" + b"x" * 100 + b"\r\n0\r\n\r\n",
+                    length=False, extra={"transfer-encoding": "chunked",
+                                         "x-amz-decoded-content-length": "100"},
+                    payload="UNSIGNED-PAYLOAD")
+    tcut = te.index(b"\r\n\r\n") + 4
+    # each a byte every 0.4 s, all at once, each from its own address:
+    # closed by the head's or the body's clock (--idle-timeout), whatever
+    # came before
+    slow = {"a head before authentication": (None, ok),
+            "a head after a request answered": (ok, ok),
+            "a PUT's body": (put[:cut], put[cut:]),
+            "a chunk-size line": (te[:tcut], te[tcut:])}
+    res = {}
+
+    def run(what, first, rest, src):
+        res[what] = dribble(P, first, rest, 0.4, src)
+    ths = [threading.Thread(target=run, args=(w, f, r, ph.addr())) for w, (f, r) in slow.items()]
+    for t in ths:
+        t.start()
+    t0 = time.monotonic()
+    while any(t.is_alive() for t in ths):
+        if time.monotonic() - t0 > 0.5:
+            ph.probe("beside slow clients")
+            t0 = time.monotonic()
+        time.sleep(0.05)
+    for what, (took, got) in res.items():
+        print("slow %s: closed after %s s" % (what, "%.1f" % took if took else "-"))
+        answered = got.count(b"HTTP/1.1 ")
+        ph.expect(took is not None and took <= 2 * IDLE_S + 2, "slow " + what, took, got[:200])
+        ph.expect(answered == (1 if what.endswith("answered") else 0), "slow " + what, got[:300])
+    ph.expect(http(P, signed_msg(P, "GET", "/hbkt/slow"), src=PROBER)[0] == 404,
+              "a slow PUT left an object")
+    ph.cases += len(slow)
+    # Before authentication an address holds at most 256 connections (and
+    # 16 KiB of head each, outside --max-memory): past that 503 SlowDown at
+    # once, the address's signed requests too; other addresses are served
+    rss0 = srv.rss_kib()
+    part = ok[:ok.index(b"\r\n")] + b"\r\nx-pad: " + b"a" * 15000
+    held, refused = hold(P, 300, part)
+    rss1 = srv.rss_kib()
+    print("300 connections of a 15 KB head from one address: %d held, %d refused; RSS +%d KiB"
+          % (len(held), len(refused), rss1 - rss0))
+    ph.expect(len(held) == 256 and len(refused) == 44, "per-address limit", len(held),
+              len(refused))
+    ph.expect(all(r.startswith(b"HTTP/1.1 503") for r in refused), "refusals", refused[:1])
+    ph.expect(rss1 - rss0 <= 16 << 10, "RSS per held head", rss1 - rss0)
+    ph.case("a signed GET from the same address", ok, 503, "SlowDown")
+    ph.probe("256 held from one address")
+    for s in held:
+        s.close()
+    end = time.monotonic() + 5
+    while srv.metric("kvtier_connections_unauthenticated") > 1 and time.monotonic() < end:
+        time.sleep(0.1)
+    ph.case("a signed GET from that address, once they closed", ok, 200, close=False, then=ok)
+s3_slow.extra = ["--idle-timeout", str(IDLE_S)]
+
+
+@phase
+def s3_flood(ph):
+    """One tenant pipelines GETs of a missing key on 48 connections and
+    never reads: its connections take 64 requests a loop iteration and are
+    not read past --conn-inflight, nor while its requests in flight hold
+    its share of --max-memory (a quarter), so it is not refused and the
+    budget stays well inside; another tenant is served."""
+    import threading
+    srv, P = ph.srv, ph.srv.port
+    st, _, body = http(P, signed_msg(P, "PUT", "/bobbkt", who=BOB), src=PROBER)
+    assert st == 200, (st, body)
+    one = signed_msg(P, "GET", "/hbkt/missing-key")
+    refused0 = srv.metric("kvtier_server_memory_refused_total")
+    deferred0 = srv.metric("kvtier_server_parse_deferred_total")
+    stop = []
+
+    def flood(src):
+        sk = socket.create_connection(("127.0.0.1", P), source_address=(src, 0))
+        sk.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sk.setblocking(False)
+        batch, off = one * 200, 0
+        while not stop:
+            try:
+                off += sk.send(batch[off:])
+                off %= len(batch)
+            except BlockingIOError:
+                time.sleep(0.005)
+            except OSError:
+                break
+        sk.close()
+    ths = [threading.Thread(target=flood, args=(ph.addr(),)) for _ in range(48)]
+    for t in ths:
+        t.start()
+    peak, lat, end = 0, [], time.monotonic() + 3
+    while time.monotonic() < end:
+        peak = max(peak, srv.metric("kvtier_server_memory_bytes"))
+        t0 = time.monotonic()
+        st, _, body = http(P, signed_msg(P, "PUT", "/bobbkt/k", body=b"x" * 1000, who=BOB),
+                           src=PROBER)
+        lat.append(time.monotonic() - t0)
+        ph.expect(st == 200, "the other tenant's PUT beside the flood", st, body[:200])
+    served = srv.metric('kvtier_s3_requests_total{op="GetObject"}')
+    refused = srv.metric("kvtier_server_memory_refused_total") - refused0
+    deferred = srv.metric("kvtier_server_parse_deferred_total") - deferred0
+    stop.append(1)
+    for t in ths:
+        t.join()
+    lat.sort()
+    print("48 unread S3 pipelines, 3 s: %d GETs answered, --max-memory peak %.1f MiB of 32, %d "
+          "refused for memory, %d parses deferred; the other tenant's PUT p50 %.1f max %.1f ms"
+          % (served, peak / 2 ** 20, refused, deferred, lat[len(lat) // 2] * 1e3,
+             lat[-1] * 1e3))
+    # the causes, not a latency (doc/testing.md rule 1): no refusal for
+    # memory; the budget not reached (its requests in flight held to the
+    # tenant's quarter, 8 MiB, its queued answers to another: seen 8.1-8.2
+    # MiB ASan, 16.7 release, 14.7-17.3 ASan with the first quarter not
+    # kept, 32 on the server before), the parse budget used.  The other tenant's PUT waits for
+    # 48 connections' 64 requests an iteration (0.5-0.7 s ASan; 2.7 s and
+    # a 503 before): it must be answered, its time is printed.
+    ph.expect(refused == 0, "refused for memory", refused)
+    ph.expect(peak <= 24 << 20, "--max-memory peak", peak)
+    ph.expect(deferred > 0, "no parse deferred", deferred)
+    ph.expect(lat[-1] <= 5, "the other tenant's PUT", lat[-1])
+    ph.cases += 1
+
+# ---------------------------------------------------------------------------
+# The metrics listener (--metrics, --metrics-token)
+
+@phase
+def metrics(ph):
+    import threading
+    srv, M = ph.srv, ph.srv.mport
+    tok = TOKEN.encode()
+    good = b"GET /metrics HTTP/1.1\r\nAuthorization: Bearer " + tok + b"\r\n\r\n"
+
+    def mc(what, data, st, **kw):
+        # one request a connection, always closed after its answer
+        return ph.case(what, data, st, port=M, src=kw.pop("src", None) or ph.addr(), **kw)
+    mc("/healthz without a token", b"GET /healthz HTTP/1.1\r\n\r\n", 200)
+    _, _, body = mc("/metrics with the token", good, 200)
+    ph.expect(b"kvtier_connections_active" in body, "the page", body[:200])
+    mc("/metrics without a token", b"GET /metrics HTTP/1.1\r\n\r\n", 401)
+    mc("a wrong token", b"GET /metrics HTTP/1.1\r\nAuthorization: Bearer nope\r\n\r\n", 401)
+    mc("the token and one more character", good.replace(tok, tok + b"x"), 401)
+    mc("the token but its last character", good.replace(tok, tok[:-1]), 401)
+    mc("Basic, not Bearer", good.replace(b"Bearer ", b"Basic "), 401)
+    mc("the token, then a wrong one", good.replace(b"\r\n\r\n", b"\r\nAuthorization: Bearer "
+                                                   b"x\r\n\r\n"), 401)
+    mc("another path with the token", good.replace(b"/metrics", b"/etc/passwd"), 404)
+    mc("another path without it", b"GET /etc/passwd HTTP/1.1\r\n\r\n", 401)
+    mc("/metrics/", good.replace(b"/metrics", b"/metrics/"), 404)
+    mc("/metrics?x=1", good.replace(b"/metrics", b"/metrics?x=1"), 200)
+    mc("absolute-form", good.replace(b"/metrics", b"http://x/metrics"), 404)
+    mc("POST", good.replace(b"GET", b"POST").replace(b"\r\n\r\n", b"\r\nContent-Length: 5"
+                                                                   b"\r\n\r\nabcde"), 405)
+    mc("lower-case get", good.replace(b"GET", b"get"), 405)
+    mc("HTTP/2.0", good.replace(b"HTTP/1.1", b"HTTP/2.0"), 400)
+    mc("HTTP/0.9", b"GET /healthz\r\n\r\n", 400)
+    mc("10,000 headers", b"GET /healthz HTTP/1.1\r\n" + b"a: b\r\n" * 10000 + b"\r\n", 431)
+    mc("a header of 64 KiB", b"GET /healthz HTTP/1.1\r\na: " + b"b" * 65536 + b"\r\n\r\n", 431)
+    mc("a path of 8 KiB", b"GET /" + b"a" * 8192 + b" HTTP/1.1\r\n\r\n", 431)
+    for what, line in (("a space in a name", b"a b: c"), ("a NUL in a value", b"ab: c\0"),
+                       ("obs-fold", b"ab: c\r\n d"), ("a name alone", b"ab")):
+        mc(what, b"GET /healthz HTTP/1.1\r\n" + line + b"\r\n\r\n", 400)
+    # pipelined: the first answered, the rest dropped, closed
+    s = socket.create_connection(("127.0.0.1", M), source_address=(ph.addr(), 0))
+    s.sendall(b"GET /healthz HTTP/1.1\r\n\r\n" * 50 + good * 50)
+    data = b""
+    s.settimeout(5)
+    while True:
+        b = s.recv(65536)
+        if not b:
+            break
+        data += b
+    s.close()
+    ph.expect(data.count(b"HTTP/1.1 ") == 1 and data.startswith(b"HTTP/1.1 200"),
+              "pipelined", data[:200])
+    ph.probe("pipelined")
+    # Guessing the token is throttled per address with the native, RESP and
+    # S3 secrets: past 20 failures in a second, 503 at once, the right token
+    # too, until the second is over (was: 3,800 guesses a second, ASan,
+    # one client) (attack18)
+    guesser = ph.addr()
+    answers = []
+    t0 = time.monotonic()
+    for i in range(40):
+        answers.append(http(M, b"GET /metrics HTTP/1.1\r\nAuthorization: Bearer guess%012d"
+                               b"\r\n\r\n" % i, src=guesser)[0])
+    right = http(M, good, src=guesser)[0]
+    dt = time.monotonic() - t0
+    print("40 token guesses in %.3f s: %d answered 401, %d 503; the right token then: %d" % (
+        dt, answers.count(401), answers.count(503), right))
+    if dt < 0.9:  # all inside one throttle second (else not conclusive)
+        ph.expect(answers.count(503) >= 10 and right == 503, "guessing not throttled",
+                  answers, right)
+    ph.probe("token guesses")
+    end = time.monotonic() + 5
+    while http(M, good, src=guesser)[0] != 200 and time.monotonic() < end:
+        time.sleep(0.1)
+    ph.expect(http(M, good, src=guesser)[0] == 200, "the guesser's address served again")
+    # slow heads and many connections: the pre-AUTH limits
+    res = {}
+
+    def run(what, data, src):
+        res[what] = dribble(M, None, data, 0.4, src)
+    ths = [threading.Thread(target=run, args=("request line", good, ph.addr())),
+           threading.Thread(target=run, args=("headers", b"GET /healthz HTTP/1.1\r\n"
+                                              + b"x: y\r\n" * 40, ph.addr()))]
+    for t in ths:
+        t.start()
+    while any(t.is_alive() for t in ths):
+        ph.probe("beside slow metrics clients")
+        time.sleep(0.5)
+    for what, (took, got) in res.items():
+        print("metrics: a slow %s closed after %s s" % (what, "%.1f" % took if took else "-"))
+        ph.expect(took is not None and took <= 2 * IDLE_S + 2 and not got, "slow " + what, took,
+                  got[:100])
+    held, refused = hold(M, 300, b"GET /healthz HTTP/1.1\r\n")
+    print("metrics: 300 connections from one address: %d held, %d refused" % (len(held),
+                                                                            len(refused)))
+    ph.expect(len(held) == 256 and len(refused) == 44 and
+              all(r.startswith(b"HTTP/1.1 503") for r in refused), "metrics per-address limit",
+              len(held), len(refused), refused[:1])
+    ph.probe("256 metrics connections held")
+    for s in held:
+        s.close()
+metrics.extra = ["--idle-timeout", str(IDLE_S)]
+
+
+def main():
+    if len(sys.argv) < 3 or sys.argv[2] not in PHASES:
+        print("usage: test_hostile_http.py KVTIERD PHASE (%s)" % ", ".join(PHASES))
+        return 2
+    kvtierd, name = sys.argv[1], sys.argv[2]
+    base = tempfile.mkdtemp(dir=os.environ.get("TMPDIR"))
+    extra = getattr(PHASES[name], "extra", [])
+    srv = Server(kvtierd, base, extra)
+    try:
+        setup_bucket(srv)
+        time.sleep(0.2)
+        conns0 = srv.metric("kvtier_connections_active")
+        mem0 = srv.metric("kvtier_server_memory_bytes")
+        rss0 = srv.rss_kib()
+        ph = Phase(srv)
+        PHASES[name](ph)
+        # what the cases held comes back
+        end = time.monotonic() + 10
+        while True:
+            conns = srv.metric("kvtier_connections_active")
+            mem = srv.metric("kvtier_server_memory_bytes")
+            if (conns <= conns0 and mem <= mem0) or time.monotonic() > end:
+                break
+            time.sleep(0.1)
+        rss = srv.rss_kib()
+        print("%s: %d cases; probe max %.1f ms; connections %d -> %d; mem_used %d -> %d B; "
+              "RSS %d -> %d KiB" % (name, ph.cases, ph.worst_probe * 1e3, conns0, conns,
+                                    mem0, mem, rss0, rss))
+        assert not ph.failed, "%d cases failed" % ph.failed
+        assert conns <= conns0, ("connections left open", conns0, conns)
+        assert mem <= mem0, ("--max-memory charge not given back", mem0, mem)
+        # --dram + --max-memory + ASan's slack (doc/security.md "Threats")
+        assert rss - rss0 <= (64 + 32 + 48) << 10, ("RSS grew", rss0, rss)
+    finally:
+        srv.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
