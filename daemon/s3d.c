@@ -1284,7 +1284,7 @@ static void s3d_parse(struct kvtd_conn *c)
 		/* At most KVTD_PARSE_FRAMES requests a loop iteration (as native
 		 * frames and RESP commands): the rest of the buffer after the
 		 * other connections' events, nothing more read from it till then */
-		if (r == S3H_OK && !kvtd_conn_parse_budget(c)) {
+		if (r == S3H_OK && !kvtd_conn_parse_budget(c, 1)) {
 			kvtd_conn_defer(c);
 			return;
 		}
