@@ -334,13 +334,15 @@ static int read_all(FILE *f, uint8_t **out, size_t *len)
 }
 
 /* The server's put status: the remote tier reports a put as the local
- * one, so read its counters. */
+ * one, so read its counters.  Only a put the server answered stored (or
+ * already there) succeeded: one it never saw (no connection: a fast fail,
+ * counted in neither) is not "failed" either, and must not exit 0. */
 static int remote_put_outcome(struct kvt_store *s)
 {
-	uint64_t failed = 0, exist = 0;
-	kvt_store_stat(s, "remote.puts_failed", &failed);
+	uint64_t stored = 0, exist = 0;
+	kvt_store_stat(s, "remote.puts_stored", &stored);
 	kvt_store_stat(s, "remote.puts_exist", &exist);
-	return failed ? -EIO : exist ? KVT_EXISTS : KVT_OK;
+	return exist ? KVT_EXISTS : stored ? KVT_OK : -EIO;
 }
 
 int admin_get(int argc, char **argv)

@@ -179,6 +179,11 @@ static void test_server(void)
 	T_ASSERT(strstr(err, "cannot reach kvtierd at") != NULL);
 	T_ASSERT(strstr(err, "kvtierd --listen") != NULL);
 	free(err);
+	/* put too: the value lands only in the CLI's own DRAM, so exit 0
+	 * would claim a store that never happened. */
+	T_EQ_INT(run(NULL, &err, "put --server %s -i '%s' key-three", addr, vpath), 1);
+	T_ASSERT(strstr(err, "cannot reach kvtierd at") != NULL);
+	free(err);
 	free(v);
 }
 
