@@ -6,7 +6,8 @@
  * kvtd_config_check, which checks what only a start would otherwise find:
  *
  *   - the listener addresses' syntax (HOST:PORT, [V6]:PORT, port 0..65535)
- *     without resolving or binding them; --listen none needs --unix;
+ *     without resolving or binding them; --listen none needs --unix; a
+ *     native, RESP or S3 listener off loopback needs --tenants or --insecure;
  *   - a metrics listener off loopback needs --metrics-token;
  *   - the files the options name are read and parsed as a start would:
  *     --tenants (its parser and its permission rule), --metrics-token,
@@ -16,7 +17,7 @@
  *     URL);
  *   - every --set NAME=VALUE on a created, never opened, store (so an
  *     unknown library option or a bad value is caught), and the tiers'
- *     sizes the same way;
+ *     sizes the same way; an --ssd of fewer than two segments;
  *   - --dir: an existing path must be a writable directory; one that does
  *     not exist is created at start (reported, not an error); --log: its
  *     directory must exist.
@@ -147,6 +148,21 @@ static void check_files(struct check *c, const struct kvtd_config *cfg)
 	}
 }
 
+uint64_t kvtd_config_segment(const struct kvtd_config *cfg)
+{
+	struct kvt_option o;
+	uint64_t def = 0, seg = 0;
+	for (unsigned i = 0; kvt_option_info(i, &o) == 0; i++)
+		if (strcmp(o.name, "ssd.segment") == 0 && o.def)
+			kvtd_parse_size(o.def, &def);
+	for (unsigned i = 0; i < cfg->set_count; i++)
+		if (strcmp(cfg->set_names[i], "ssd.segment") == 0)
+			kvtd_parse_size(cfg->set_values[i], &seg);
+	if (!seg)
+		seg = def;
+	return seg ? seg : UINT64_C(256) << 20;
+}
+
 /* The library's options on a store that is created, never opened. */
 static void check_store_options(struct check *c, const struct kvtd_config *cfg)
 {
@@ -171,6 +187,34 @@ static void check_store_options(struct check *c, const struct kvtd_config *cfg)
 				   kvt_strerror(rc));
 	}
 	kvt_store_destroy(st);
+	/* The SSD tier refuses, at open, fewer than two segments. */
+	if (cfg->ssd_set && cfg->ssd_bytes) {
+		uint64_t seg = kvtd_config_segment(cfg);
+		if (cfg->ssd_bytes / seg < 2)
+			check_fail(c, "--ssd %llu holds fewer than two segments of %llu "
+				   "(ssd.segment): give a larger --ssd, --set ssd.segment=SIZE "
+				   "(a multiple of 1M), or --ssd 0 for no SSD tier",
+				   (unsigned long long)cfg->ssd_bytes, (unsigned long long)seg);
+	}
+}
+
+/* Who can reach what, as a start checks it (kvtierd.c kvtierd_exposure):
+ * without --tenants every client is the admin, so a native, RESP or S3
+ * listener off loopback needs --insecure. */
+static void check_exposure(struct check *c, const struct kvtd_config *cfg)
+{
+	const char *specs[] = { cfg->listen && strcmp(cfg->listen, "none") ? cfg->listen : NULL,
+				cfg->resp_listen, cfg->s3_listen };
+
+	if (cfg->tenants_path || cfg->insecure)
+		return;
+	for (unsigned i = 0; i < sizeof(specs) / sizeof(specs[0]); i++) {
+		bool loopback = true;
+		if (specs[i] && check_addr(specs[i], &loopback) == 0 && !loopback)
+			check_fail(c, "%s is not loopback and there is no --tenants file: give "
+				   "--tenants FILE, or --insecure to let anyone who reaches it "
+				   "be the admin", specs[i]);
+	}
 }
 
 static void check_print(FILE *out, const struct kvtd_config *cfg)
@@ -185,6 +229,7 @@ static void check_print(FILE *out, const struct kvtd_config *cfg)
 		{ "tenants", cfg->tenants_path },
 		{ "log", cfg->log_path },
 		{ "resp", cfg->resp_listen },
+		{ "s3", cfg->s3_listen },
 		{ "metrics", cfg->metrics_listen },
 		{ "metrics-token", cfg->metrics_token_path },
 		{ "tls-cert", cfg->tls_cert },
@@ -234,6 +279,8 @@ static void check_print(FILE *out, const struct kvtd_config *cfg)
 		fprintf(out, "drain-budget = %llu\n", (unsigned long long)cfg->drain_budget);
 	if (cfg->tls_verify_client)
 		fprintf(out, "tls-verify-client = yes\n");
+	if (cfg->insecure)
+		fprintf(out, "insecure = yes\n");
 	for (unsigned i = 0; i < cfg->set_count; i++)
 		fprintf(out, "set = %s=%s\n", cfg->set_names[i], cfg->set_values[i]);
 }
@@ -250,6 +297,7 @@ int kvtd_config_check(const struct kvtd_config *cfg, const char *path, FILE *out
 		check_listen(&c, "listen", cfg->listen);
 	}
 	check_listen(&c, "resp", cfg->resp_listen);
+	check_listen(&c, "s3", cfg->s3_listen);
 	check_listen(&c, "advertise", cfg->advertise);
 	if (cfg->metrics_listen) {
 		if (check_addr(cfg->metrics_listen, &loopback) < 0)
@@ -273,6 +321,7 @@ int kvtd_config_check(const struct kvtd_config *cfg, const char *path, FILE *out
 	if (cfg->etcd && strncmp(cfg->etcd, "http://", 7) != 0 &&
 	    strncmp(cfg->etcd, "https://", 8) != 0)
 		check_fail(&c, "--etcd: '%s' is not an http:// or https:// URL", cfg->etcd);
+	check_exposure(&c, cfg);
 	check_files(&c, cfg);
 	check_store_options(&c, cfg);
 	if (c.problems) {
