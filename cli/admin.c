@@ -17,6 +17,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -115,8 +116,37 @@ static int conn_check(const char *cmd, struct conn_opts *o, bool dir_ok, bool se
 	return 0;
 }
 
+/* The library's last error line about the server (its remote tier logs
+ * why a connection was refused: AUTH, a version, TLS), so that "cannot
+ * reach" is said only when nothing answered.  Any library thread. */
+static pthread_mutex_t cli_lib_mu = PTHREAD_MUTEX_INITIALIZER;
+static char cli_lib_err[300];
+
+static void cli_lib_log(void *ctx, int level, const char *msg)
+{
+	(void)ctx;
+	if (level != KVT_LOG_ERROR || strncmp(msg, "remote: ", 8) != 0)
+		return;
+	pthread_mutex_lock(&cli_lib_mu);
+	snprintf(cli_lib_err, sizeof(cli_lib_err), "%s", msg + 8);
+	pthread_mutex_unlock(&cli_lib_mu);
+}
+
 static void cant_reach(const char *cmd, const char *addr, int rc)
 {
+	char why[sizeof(cli_lib_err)];
+
+	pthread_mutex_lock(&cli_lib_mu);
+	memcpy(why, cli_lib_err, sizeof(why));
+	pthread_mutex_unlock(&cli_lib_mu);
+	if (why[0]) {
+		bool auth = strstr(why, "AUTH") || strstr(why, "authentication") ||
+			    strstr(why, "secret");
+		fprintf(stderr, "kvtier %s: kvtierd at %s answered, but: %s\n%s", cmd, addr, why,
+			auth ? "Check --tenant and --secret-file against the server's --tenants "
+			       "file (kvtierd(8)).\n" : "");
+		return;
+	}
 	fprintf(stderr,
 		"kvtier %s: cannot reach kvtierd at %s: %s\n"
 		"Is it running and listening there? (kvtierd --listen %s ...; kvtierd(8))\n",
@@ -200,6 +230,7 @@ static int conn_open(const char *cmd, const struct conn_opts *o, struct kvt_stor
 	SET("dram.shards", "1");
 	SET("dram.prefault", "off");
 	if (o->server) {
+		kvt_store_set_log(s, cli_lib_log, NULL, KVT_LOG_ERROR);
 		SET("remote.addr", o->server);
 		SET("remote.conns", "1");
 		if (o->tenant)

@@ -299,6 +299,37 @@ static void test_dir(void)
 	free(v);
 }
 
+/* A server with tenants: a wrong secret, or none, is said to be an
+ * authentication problem, not "cannot reach" (the server answered). */
+static void test_auth(void)
+{
+	struct tsrv s;
+	char dir[700], addr[64], tenants[700], good[700], bad[700];
+	char *err;
+
+	snprintf(dir, sizeof(dir), "%s/auth-srv", base);
+	snprintf(tenants, sizeof(tenants), "%s/tenants", base);
+	snprintf(good, sizeof(good), "%s/good.secret", base);
+	snprintf(bad, sizeof(bad), "%s/bad.secret", base);
+	tsrv_write_file(base, "tenants", "alice 0123456789abcdef0123 admin\n");
+	tsrv_write_file(base, "good.secret", "0123456789abcdef0123");
+	tsrv_write_file(base, "bad.secret", "wrongwrongwrongwrong");
+	tsrv_start(&s, kvtierd, base, dir, tenants, NULL);
+	snprintf(addr, sizeof(addr), "127.0.0.1:%u", s.port);
+
+	T_EQ_INT(run(NULL, NULL, "stat --server %s --tenant alice --secret-file '%s'", addr, good),
+		 0);
+	T_EQ_INT(run(NULL, &err, "stat --server %s --tenant alice --secret-file '%s'", addr, bad),
+		 1);
+	T_ASSERT(strstr(err, "answered") != NULL && strstr(err, "--secret-file") != NULL);
+	T_ASSERT(strstr(err, "cannot reach") == NULL);
+	free(err);
+	T_EQ_INT(run(NULL, &err, "rm --server %s key-x", addr), 1); /* no secret at all */
+	T_ASSERT(strstr(err, "answered") != NULL && strstr(err, "--secret-file") != NULL);
+	free(err);
+	T_EQ_INT(tsrv_stop(&s), 0);
+}
+
 static void test_help(void)
 {
 	static const char *const cmds[] = { "stat", "ls", "get", "put", "rm", "clear", "fsck" };
@@ -323,6 +354,7 @@ int main(int argc, char **argv)
 	test_help();
 	test_dir();
 	test_server();
+	test_auth();
 	t_rmtree(base);
 	free(base);
 	return 0;
