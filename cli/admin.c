@@ -61,12 +61,14 @@ enum { O_SERVER = 256, O_DIR, O_TENANT, O_SECRET, O_MODEL, O_DRAM, O_SSDCAP, O_S
 	{ "hex", no_argument, NULL, O_HEX },                                               \
 	{ "help", no_argument, NULL, 'h' }
 
-#define CONN_HELP                                                                          \
-	"Where:\n"                                                                         \
+#define CONN_SERVER_HELP                                                                   \
 	"  --server ADDR        a running kvtierd: HOST:PORT, [V6]:PORT or unix:/PATH\n"   \
 	"                       (default: $KVTIER_SERVER)\n"                               \
 	"  --tenant T           authenticate as tenant T (default \"default\")\n"          \
-	"  --secret-file F      the tenant's secret (mode 0600); none: no authentication\n" \
+	"  --secret-file F      the tenant's secret (mode 0600); none: no authentication\n"
+
+#define CONN_HELP                                                                          \
+	"Where:\n" CONN_SERVER_HELP                                                        \
 	"  --dir DIR            a store directory, opened embedded (no kvtierd may have it)\n" \
 	"  --ssd-capacity SIZE  --dir: SSD tier size (default: 1G for a new store;\n"      \
 	"                       16 segments, or as many as exist, for an existing one)\n"  \
@@ -629,7 +631,8 @@ static const char who_help[] =
 	"  --tp RANK/SIZE, --pp RANK/SIZE                 (default 0/1)\n"
 	"  --rank-agnostic      one copy for every TP rank (KVT_NS_RANK_AGNOSTIC)\n"
 	"  --replicas R         the namespace's replicas (placement; default 1)\n"
-	"\n" CONN_HELP "\nExit status: 0 ok, 1 failure, 2 usage.  kvtier-admin(1).\n";
+	"\nOne node instead of --servers, and authentication (every node):\n" CONN_SERVER_HELP
+	"\nExit status: 0 ok, 1 failure, 2 usage.  kvtier-admin(1).\n";
 
 enum { O_SERVERS = 400, O_GROUP, O_HOT, O_KEYS, O_TOKENS, O_DTYPE, O_LAYOUT, O_BTOK,
        O_CONFIG, O_QUANT, O_NSTENANT, O_TP, O_PP, O_AGNOSTIC, O_REPLICAS };
