@@ -16,8 +16,9 @@ Usage: test_prometheus.py MODE SOURCE-DIR KVTIERD KVTIER, MODE one of:
           `prometheus`, on 127.0.0.1) scrapes a real kvtierd with a tenants
           file every second while `kvtier replay` drives a small synthetic
           trace through it as tenant "alice"; then, through Prometheus's
-          HTTP API, every recording rule and every query of every dashboard
-          panel returns data, and every rule's health is "ok".
+          HTTP API, every recording rule, every query of every dashboard
+          panel and every PromQL example of doc/metrics.md returns data, and
+          every rule's health is "ok".
 
 Skips (77) only when promtool or prometheus is not installed, or (dashboard)
 when the package index cannot be reached (tests/lib/pipvenv.py's probe).
@@ -130,6 +131,12 @@ def dashboard_queries(src):
     return out
 
 
+def doc_queries(src):
+    """The PromQL examples of doc/metrics.md (its code spans with a rate())."""
+    doc = open(os.path.join(src, "doc", "metrics.md")).read()
+    return [("doc/metrics.md", q) for q in re.findall(r"`([^`\n]*\brate\([^`\n]*)`", doc)]
+
+
 def t_rules(src, kvtierd, kvtier, tmp):
     promtool = shutil.which("promtool")
     if not promtool:
@@ -239,7 +246,9 @@ scrape_configs:
         # few seconds): what must hold is the same, only the wait is bounded
         # by the outcome instead of a fixed sleep.
         records = re.findall(r"^\s*- record: (\S+)", rules, re.M)
-        queries = dashboard_queries(src)
+        queries = dashboard_queries(src) + doc_queries(src)
+        if len(doc_queries(src)) < 2:
+            fail(f"doc/metrics.md's PromQL examples not found: {doc_queries(src)}")
         skipped = [(t, e) for t, e in queries if "etcd" in e]
         queries = [(t, e) for t, e in queries if "etcd" not in e]
         for title, expr in skipped:
