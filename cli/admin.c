@@ -134,13 +134,37 @@ static void cli_lib_log(void *ctx, int level, const char *msg)
 	pthread_mutex_unlock(&cli_lib_mu);
 }
 
-static void cant_reach(const char *cmd, const char *addr, int rc)
+/* That line, empty if none, with the library's option names turned into
+ * the flags that set them ("remote.addr" is what --server gave). */
+static void cli_lib_last(char *why, size_t len)
 {
-	char why[sizeof(cli_lib_err)];
+	static const char *const names[][2] = {
+		{ "remote.secret_file", "--secret-file" },
+		{ "remote.addr", "--server" },
+	};
+	char raw[sizeof(cli_lib_err)];
+	const char *hit = NULL;
+	size_t i, n = 0;
 
 	pthread_mutex_lock(&cli_lib_mu);
-	memcpy(why, cli_lib_err, sizeof(why));
+	memcpy(raw, cli_lib_err, sizeof(raw));
 	pthread_mutex_unlock(&cli_lib_mu);
+	for (i = 0; i < sizeof(names) / sizeof(names[0]) && !hit; i++)
+		hit = strstr(raw, names[i][0]);
+	if (!hit) {
+		snprintf(why, len, "%s", raw);
+		return;
+	}
+	i--;
+	n = (size_t)(hit - raw);
+	snprintf(why, len, "%.*s%s%s", (int)n, raw, names[i][1], hit + strlen(names[i][0]));
+}
+
+static void cant_reach(const char *cmd, const char *addr, int rc)
+{
+	char why[sizeof(cli_lib_err) + 16];
+
+	cli_lib_last(why, sizeof(why));
 	if (why[0]) {
 		bool auth = strstr(why, "AUTH") || strstr(why, "authentication") ||
 			    strstr(why, "secret");
@@ -212,7 +236,7 @@ static bool dir_ssd_geometry(const char *dir, uint64_t *seg, uint64_t *count)
 static int conn_open(const char *cmd, const struct conn_opts *o, struct kvt_store **out)
 {
 	struct kvt_store *s = NULL;
-	char v[64];
+	char v[sizeof(cli_lib_err) + 16];
 	int rc;
 
 	if ((rc = kvt_store_create(&s)) < 0) {
@@ -263,6 +287,8 @@ static int conn_open(const char *cmd, const struct conn_opts *o, struct kvt_stor
 				"kvtier %s: %s is open in another process (a kvtierd?): %s\n"
 				"Stop it, or reach it with --server ADDR instead.\n",
 				cmd, o->dir, kvt_strerror(rc));
+		else if (o->server && (cli_lib_last(v, sizeof(v)), v[0]))
+			fprintf(stderr, "kvtier %s: %s\n", cmd, v); /* which option, and why */
 		else
 			fprintf(stderr, "kvtier %s: cannot open %s: %s\n", cmd,
 				o->server ? o->server : o->dir, kvt_strerror(rc));

@@ -327,6 +327,16 @@ static void test_auth(void)
 	T_EQ_INT(run(NULL, &err, "rm --server %s key-x", addr), 1); /* no secret at all */
 	T_ASSERT(strstr(err, "answered") != NULL && strstr(err, "--secret-file") != NULL);
 	free(err);
+	/* What the library refuses before connecting is said in the flags'
+	 * terms: a secret others can read, an address that does not resolve. */
+	T_ASSERT(chmod(good, 0644) == 0);
+	T_EQ_INT(run(NULL, &err, "stat --server %s --tenant alice --secret-file '%s'", addr, good),
+		 1);
+	T_ASSERT(strstr(err, "--secret-file") != NULL && strstr(err, "chmod 600") != NULL);
+	free(err);
+	T_EQ_INT(run(NULL, &err, "stat --server no-such-host.invalid:7070"), 1);
+	T_ASSERT(strstr(err, "--server 'no-such-host.invalid:7070'") != NULL);
+	free(err);
 	T_EQ_INT(tsrv_stop(&s), 0);
 }
 
