@@ -792,6 +792,11 @@ static int kvtierd_exposure(const struct kvtd_config *cfg)
 				cfg->resp_listen, cfg->s3_listen };
 
 	for (unsigned i = 0; i < sizeof(specs) / sizeof(specs[0]); i++) {
+		if (specs[i] && !strchr(specs[i], ':')) { /* a port alone: say so, not "exposed" */
+			fprintf(stderr, "kvtierd: '%s' is not HOST:PORT (e.g. 127.0.0.1:%s)\n"
+				"Run 'kvtierd --help' for the options.\n", specs[i], specs[i]);
+			return KVTD_EXIT_USAGE;
+		}
 		if (!specs[i] || cfg->tenants_path || cfg->insecure || kvtierd_loopback(specs[i]))
 			continue;
 		kvtd_log(KVTD_ERROR, "refusing to listen off loopback without --tenants",

@@ -133,6 +133,14 @@ def t_check_config(kvtierd, src, tmp):
     if rc != 0 or "log-format = json" not in out:
         fail(f"command-line options: rc={rc} {out} {err}")
     print(f"{len(bad) + 1} broken configurations refused with exit 2")
+    # A start refuses a port alone (a usage error, exit 2), before it opens
+    # anything: not "not loopback", not a bind error.
+    r = subprocess.run([kvtierd, "--dir", os.path.join(tmp, "never"), "--ssd", "0",
+                        "--listen", "7070"], capture_output=True, text=True, timeout=30)
+    if r.returncode != 2 or "'7070' is not HOST:PORT" not in r.stderr:
+        fail(f"--listen 7070: rc={r.returncode} {r.stderr}")
+    if os.path.exists(os.path.join(tmp, "never")):
+        fail("--listen 7070 created the store directory")
     # The effective settings are a configuration that means the same: fed
     # back, they print the same lines (every option is in them).
     rc, out, err = check(kvtierd, "/dev/null", "--dir", tmp, "--listen", "0.0.0.0:0",
