@@ -17,7 +17,8 @@
  *     URL);
  *   - every --set NAME=VALUE on a created, never opened, store (so an
  *     unknown library option or a bad value is caught), and the tiers'
- *     sizes the same way; an --ssd of fewer than two segments;
+ *     sizes the same way; a --dram of less than one chunk, an --ssd of
+ *     fewer than two segments;
  *   - --dir: an existing path must be a writable directory; one that does
  *     not exist is created at start (reported, not an error); --log: its
  *     directory must exist.
@@ -148,19 +149,27 @@ static void check_files(struct check *c, const struct kvtd_config *cfg)
 	}
 }
 
-uint64_t kvtd_config_segment(const struct kvtd_config *cfg)
+/* A size option of the library as the store will have it: the last --set
+ * of it, else the default of its table (kvt_option_info), else fallback. */
+static uint64_t check_size_option(const struct kvtd_config *cfg, const char *name,
+				  uint64_t fallback)
 {
 	struct kvt_option o;
-	uint64_t def = 0, seg = 0;
+	uint64_t def = 0, v = 0;
 	for (unsigned i = 0; kvt_option_info(i, &o) == 0; i++)
-		if (strcmp(o.name, "ssd.segment") == 0 && o.def)
+		if (strcmp(o.name, name) == 0 && o.def)
 			kvtd_parse_size(o.def, &def);
 	for (unsigned i = 0; i < cfg->set_count; i++)
-		if (strcmp(cfg->set_names[i], "ssd.segment") == 0)
-			kvtd_parse_size(cfg->set_values[i], &seg);
-	if (!seg)
-		seg = def;
-	return seg ? seg : UINT64_C(256) << 20;
+		if (strcmp(cfg->set_names[i], name) == 0)
+			kvtd_parse_size(cfg->set_values[i], &v);
+	if (!v)
+		v = def;
+	return v ? v : fallback;
+}
+
+uint64_t kvtd_config_segment(const struct kvtd_config *cfg)
+{
+	return check_size_option(cfg, "ssd.segment", UINT64_C(256) << 20);
 }
 
 /* The library's options on a store that is created, never opened. */
@@ -187,6 +196,13 @@ static void check_store_options(struct check *c, const struct kvtd_config *cfg)
 				   kvt_strerror(rc));
 	}
 	kvt_store_destroy(st);
+	/* The DRAM tier refuses, at open, less than one chunk. */
+	if (cfg->dram_set) {
+		uint64_t chunk = check_size_option(cfg, "dram.chunk", UINT64_C(64) << 10);
+		if (cfg->dram_bytes < chunk)
+			check_fail(c, "--dram %llu is less than one dram.chunk (%llu)",
+				   (unsigned long long)cfg->dram_bytes, (unsigned long long)chunk);
+	}
 	/* The SSD tier refuses, at open, fewer than two segments. */
 	if (cfg->ssd_set && cfg->ssd_bytes) {
 		uint64_t seg = kvtd_config_segment(cfg);

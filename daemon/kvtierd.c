@@ -572,6 +572,9 @@ static int kvtierd_store_open(struct kvtd_server *srv)
 			 cfg->ssd_bytes / kvtd_config_segment(cfg) < 2)
 			hint = " hint=\"--ssd must hold two ssd.segment at least: a larger --ssd, "
 			       "--set ssd.segment=SIZE (a multiple of 1M) or --ssd 0\"";
+		else if (rc == KVT_EOPTVAL)
+			hint = " hint=\"the line before names the tier; kvtierd --check-config "
+			       "/dev/null with the same options checks sizes and --set values\"";
 		kvtd_log(KVTD_ERROR, "cannot open the store", "dir=%s error=\"%s\"%s", cfg->dir,
 			 kvt_strerror(rc), hint);
 		return rc;

@@ -109,6 +109,8 @@ def t_check_config(kvtierd, src, tmp):
         "listen = 0.0.0.0:7070\n": "--insecure",
         # the SSD tier refuses fewer than two segments (256M by default)
         "ssd = 64M\n": "fewer than two segments",
+        # the DRAM tier refuses less than one chunk (64K)
+        "dram = 100\n": "less than one dram.chunk",
     }
     for line, want in bad.items():
         path = os.path.join(tmp, "bad.conf")
