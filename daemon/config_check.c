@@ -20,8 +20,8 @@
  *     sizes the same way; a --dram of less than one chunk, an --ssd of
  *     fewer than two segments;
  *   - --dir: an existing path must be a writable directory; one that does
- *     not exist is created at start (reported, not an error); --log: its
- *     directory must exist.
+ *     not exist is created at start, so its nearest existing parent must be
+ *     writable; --log: its directory must exist.
  *
  * It opens no store, binds nothing, writes nothing.  It prints every
  * problem to err ("kvtierd: FILE: ..."), then the effective settings to out
@@ -135,6 +135,24 @@ static void check_files(struct check *c, const struct kvtd_config *cfg)
 				check_fail(c, "--dir %s: %s", cfg->dir, strerror(errno));
 		} else if (errno != ENOENT) {
 			check_fail(c, "--dir %s: %s", cfg->dir, strerror(errno));
+		} else {
+			/* Created at start: its nearest existing parent must let us. */
+			char *d = strdup(cfg->dir), *slash;
+			const char *parent = NULL;
+			while (d && !parent && (slash = strrchr(d, '/')) != NULL) {
+				if (slash == d)
+					slash[1] = 0;
+				else
+					*slash = 0;
+				if (slash == d || stat(d, &st) == 0)
+					parent = d;
+			}
+			if (d && !parent)
+				parent = "."; /* relative, nothing of it exists */
+			if (parent && access(parent, W_OK | X_OK) < 0)
+				check_fail(c, "--dir %s: cannot be created in %s: %s", cfg->dir,
+					   parent, strerror(errno));
+			free(d);
 		}
 	}
 	if (cfg->log_path) {
