@@ -99,6 +99,14 @@ static int usage_err(const char *cmd, const char *fmt, const char *arg)
 	return EX_USAGE;
 }
 
+/* getopt_long said what is wrong with the option (unknown, or its value
+ * missing), named "kvtier CMD" (cli_dispatch): only the way to help. */
+static int opt_err(const char *cmd)
+{
+	fprintf(stderr, "Run 'kvtier %s --help' for its usage.\n", cmd);
+	return EX_USAGE;
+}
+
 /* --server or --dir (exactly one; $KVTIER_SERVER fills in --server). */
 static int conn_check(const char *cmd, struct conn_opts *o, bool dir_ok, bool server_ok)
 {
@@ -427,7 +435,7 @@ int admin_get(int argc, char **argv)
 		if (c == 'o')
 			outp = optarg;
 		else
-			return usage_err("get", "%s", "unknown option");
+			return opt_err("get");
 	}
 	if (optind + 1 != argc)
 		return usage_err("get", "%s", "give exactly one KEY");
@@ -511,7 +519,7 @@ int admin_put(int argc, char **argv)
 		if (c == 'i')
 			inp = optarg;
 		else
-			return usage_err("put", "%s", "unknown option");
+			return opt_err("put");
 	}
 	if (optind + 1 != argc)
 		return usage_err("put", "%s", "give exactly one KEY");
@@ -594,7 +602,7 @@ int admin_rm(int argc, char **argv)
 	}
 	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1)
 		if (!conn_opt(&o, c, optarg))
-			return usage_err("rm", "%s", "unknown option");
+			return opt_err("rm");
 	if (optind + 1 != argc)
 		return usage_err("rm", "%s", "give exactly one KEY");
 	if ((ex = conn_check("rm", &o, true, true)) || (ex = parse_key("rm", &o, argv[optind], &k)))
@@ -834,7 +842,7 @@ int admin_who(int argc, char **argv)
 			if (!who_u32(optarg, &d.replicas) || d.replicas > KVT_NS_REPLICAS_MAX)
 				return usage_err("who", "--replicas: '%s' is not 0..8", optarg);
 			break;
-		default: return usage_err("who", "%s", "unknown option");
+		default: return opt_err("who");
 		}
 	}
 	if (o.model)
@@ -1012,7 +1020,7 @@ int admin_clear(int argc, char **argv)
 		else if (c == 'y')
 			yes = true;
 		else
-			return usage_err("clear", "%s", "unknown option");
+			return opt_err("clear");
 	}
 	if (optind != argc)
 		return usage_err("clear", "unexpected argument '%s'", argv[optind]);
@@ -1143,7 +1151,7 @@ int admin_fsck(int argc, char **argv)
 		else if (c == 'C' || c == 'S')
 			return usage_err("fsck", "not a size: %s", optarg);
 		else
-			return usage_err("fsck", "%s", "unknown option");
+			return opt_err("fsck");
 	}
 	if (optind + 1 != argc)
 		return usage_err("fsck", "%s", "give exactly one store directory");
@@ -1396,7 +1404,7 @@ int admin_stat(int argc, char **argv)
 		} else if (c == O_JSON) {
 			json = true;
 		} else {
-			return usage_err("stat", "%s", "unknown option");
+			return opt_err("stat");
 		}
 	}
 	if (optind != argc)
@@ -1521,7 +1529,7 @@ int admin_ls(int argc, char **argv)
 	}
 	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1)
 		if (!conn_opt(&o, c, optarg))
-			return usage_err("ls", "%s", "unknown option");
+			return opt_err("ls");
 	if (optind != argc)
 		return usage_err("ls", "unexpected argument '%s'", argv[optind]);
 	if ((ex = conn_check("ls", &o, true, true)))

@@ -351,6 +351,14 @@ static void test_help(void)
 		T_EQ_INT(run(&out, NULL, "help %s", cmds[i]), 0);
 		T_ASSERT(strncmp(out, "usage: kvtier ", 14) == 0);
 		free(out);
+		/* A typo'd option is named, under the command's full name. */
+		char *err, want[80];
+		T_EQ_INT(run(NULL, &err, "%s --bogus-option", cmds[i]), 2);
+		snprintf(want, sizeof(want), "kvtier %s: unrecognized option '--bogus-option'",
+			 cmds[i]);
+		T_ASSERT(strstr(err, want) != NULL);
+		T_ASSERT(strstr(err, "--help") != NULL);
+		free(err);
 	}
 }
 
