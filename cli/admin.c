@@ -17,6 +17,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -60,12 +61,14 @@ enum { O_SERVER = 256, O_DIR, O_TENANT, O_SECRET, O_MODEL, O_DRAM, O_SSDCAP, O_S
 	{ "hex", no_argument, NULL, O_HEX },                                               \
 	{ "help", no_argument, NULL, 'h' }
 
-#define CONN_HELP                                                                          \
-	"Where:\n"                                                                         \
+#define CONN_SERVER_HELP                                                                   \
 	"  --server ADDR        a running kvtierd: HOST:PORT, [V6]:PORT or unix:/PATH\n"   \
 	"                       (default: $KVTIER_SERVER)\n"                               \
 	"  --tenant T           authenticate as tenant T (default \"default\")\n"          \
-	"  --secret-file F      the tenant's secret (mode 0600); none: no authentication\n" \
+	"  --secret-file F      the tenant's secret (mode 0600); none: no authentication\n"
+
+#define CONN_HELP                                                                          \
+	"Where:\n" CONN_SERVER_HELP                                                        \
 	"  --dir DIR            a store directory, opened embedded (no kvtierd may have it)\n" \
 	"  --ssd-capacity SIZE  --dir: SSD tier size (default: 1G for a new store;\n"      \
 	"                       16 segments, or as many as exist, for an existing one)\n"  \
@@ -96,6 +99,14 @@ static int usage_err(const char *cmd, const char *fmt, const char *arg)
 	return EX_USAGE;
 }
 
+/* getopt_long said what is wrong with the option (unknown, or its value
+ * missing), named "kvtier CMD" (cli_dispatch): only the way to help. */
+static int opt_err(const char *cmd)
+{
+	fprintf(stderr, "Run 'kvtier %s --help' for its usage.\n", cmd);
+	return EX_USAGE;
+}
+
 /* --server or --dir (exactly one; $KVTIER_SERVER fills in --server). */
 static int conn_check(const char *cmd, struct conn_opts *o, bool dir_ok, bool server_ok)
 {
@@ -115,8 +126,61 @@ static int conn_check(const char *cmd, struct conn_opts *o, bool dir_ok, bool se
 	return 0;
 }
 
+/* The library's last error line about the server (its remote tier logs
+ * why a connection was refused: AUTH, a version, TLS), so that "cannot
+ * reach" is said only when nothing answered.  Any library thread. */
+static pthread_mutex_t cli_lib_mu = PTHREAD_MUTEX_INITIALIZER;
+static char cli_lib_err[300];
+
+static void cli_lib_log(void *ctx, int level, const char *msg)
+{
+	(void)ctx;
+	if (level != KVT_LOG_ERROR || strncmp(msg, "remote: ", 8) != 0)
+		return;
+	pthread_mutex_lock(&cli_lib_mu);
+	snprintf(cli_lib_err, sizeof(cli_lib_err), "%s", msg + 8);
+	pthread_mutex_unlock(&cli_lib_mu);
+}
+
+/* That line, empty if none, with the library's option names turned into
+ * the flags that set them ("remote.addr" is what --server gave). */
+static void cli_lib_last(char *why, size_t len)
+{
+	static const char *const names[][2] = {
+		{ "remote.secret_file", "--secret-file" },
+		{ "remote.addr", "--server" },
+	};
+	char raw[sizeof(cli_lib_err)];
+	const char *hit = NULL;
+	size_t i, n = 0;
+
+	pthread_mutex_lock(&cli_lib_mu);
+	memcpy(raw, cli_lib_err, sizeof(raw));
+	pthread_mutex_unlock(&cli_lib_mu);
+	for (i = 0; i < sizeof(names) / sizeof(names[0]) && !hit; i++)
+		hit = strstr(raw, names[i][0]);
+	if (!hit) {
+		snprintf(why, len, "%s", raw);
+		return;
+	}
+	i--;
+	n = (size_t)(hit - raw);
+	snprintf(why, len, "%.*s%s%s", (int)n, raw, names[i][1], hit + strlen(names[i][0]));
+}
+
 static void cant_reach(const char *cmd, const char *addr, int rc)
 {
+	char why[sizeof(cli_lib_err) + 16];
+
+	cli_lib_last(why, sizeof(why));
+	if (why[0]) {
+		bool auth = strstr(why, "AUTH") || strstr(why, "authentication") ||
+			    strstr(why, "secret");
+		fprintf(stderr, "kvtier %s: kvtierd at %s answered, but: %s\n%s", cmd, addr, why,
+			auth ? "Check --tenant and --secret-file against the server's --tenants "
+			       "file (kvtierd(8)).\n" : "");
+		return;
+	}
 	fprintf(stderr,
 		"kvtier %s: cannot reach kvtierd at %s: %s\n"
 		"Is it running and listening there? (kvtierd --listen %s ...; kvtierd(8))\n",
@@ -202,7 +266,7 @@ static bool dir_ssd_geometry(const char *cmd, const char *dir, bool quiet, uint6
 static int conn_open(const char *cmd, const struct conn_opts *o, struct kvt_store **out)
 {
 	struct kvt_store *s = NULL;
-	char v[64];
+	char v[sizeof(cli_lib_err) + 16];
 	int rc;
 
 	if ((rc = kvt_store_create(&s)) < 0) {
@@ -222,6 +286,7 @@ static int conn_open(const char *cmd, const struct conn_opts *o, struct kvt_stor
 	SET("dram.shards", "1");
 	SET("dram.prefault", "off");
 	if (o->server) {
+		kvt_store_set_log(s, cli_lib_log, NULL, KVT_LOG_ERROR);
 		SET("remote.addr", o->server);
 		SET("remote.conns", "1");
 		if (o->tenant)
@@ -252,6 +317,8 @@ static int conn_open(const char *cmd, const struct conn_opts *o, struct kvt_stor
 				"kvtier %s: %s is open in another process (a kvtierd?): %s\n"
 				"Stop it, or reach it with --server ADDR instead.\n",
 				cmd, o->dir, kvt_strerror(rc));
+		else if (o->server && (cli_lib_last(v, sizeof(v)), v[0]))
+			fprintf(stderr, "kvtier %s: %s\n", cmd, v); /* which option, and why */
 		else
 			fprintf(stderr, "kvtier %s: cannot open %s: %s\n", cmd,
 				o->server ? o->server : o->dir, kvt_strerror(rc));
@@ -356,13 +423,15 @@ static int read_all(FILE *f, uint8_t **out, size_t *len)
 }
 
 /* The server's put status: the remote tier reports a put as the local
- * one, so read its counters. */
+ * one, so read its counters.  Only a put the server answered stored (or
+ * already there) succeeded: one it never saw (no connection: a fast fail,
+ * counted in neither) is not "failed" either, and must not exit 0. */
 static int remote_put_outcome(struct kvt_store *s)
 {
-	uint64_t failed = 0, exist = 0;
-	kvt_store_stat(s, "remote.puts_failed", &failed);
+	uint64_t stored = 0, exist = 0;
+	kvt_store_stat(s, "remote.puts_stored", &stored);
 	kvt_store_stat(s, "remote.puts_exist", &exist);
-	return failed ? -EIO : exist ? KVT_EXISTS : KVT_OK;
+	return exist ? KVT_EXISTS : stored ? KVT_OK : -EIO;
 }
 
 int admin_get(int argc, char **argv)
@@ -388,7 +457,7 @@ int admin_get(int argc, char **argv)
 		if (c == 'o')
 			outp = optarg;
 		else
-			return usage_err("get", "%s", "unknown option");
+			return opt_err("get");
 	}
 	if (optind + 1 != argc)
 		return usage_err("get", "%s", "give exactly one KEY");
@@ -472,7 +541,7 @@ int admin_put(int argc, char **argv)
 		if (c == 'i')
 			inp = optarg;
 		else
-			return usage_err("put", "%s", "unknown option");
+			return opt_err("put");
 	}
 	if (optind + 1 != argc)
 		return usage_err("put", "%s", "give exactly one KEY");
@@ -555,7 +624,7 @@ int admin_rm(int argc, char **argv)
 	}
 	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1)
 		if (!conn_opt(&o, c, optarg))
-			return usage_err("rm", "%s", "unknown option");
+			return opt_err("rm");
 	if (optind + 1 != argc)
 		return usage_err("rm", "%s", "give exactly one KEY");
 	if ((ex = conn_check("rm", &o, true, true)) || (ex = parse_key("rm", &o, argv[optind], &k)))
@@ -618,7 +687,8 @@ static const char who_help[] =
 	"  --tp RANK/SIZE, --pp RANK/SIZE                 (default 0/1)\n"
 	"  --rank-agnostic      one copy for every TP rank (KVT_NS_RANK_AGNOSTIC)\n"
 	"  --replicas R         the namespace's replicas (placement; default 1)\n"
-	"\n" CONN_HELP "\nExit status: 0 ok, 1 failure, 2 usage.  kvtier-admin(1).\n";
+	"\nOne node instead of --servers, and authentication (every node):\n" CONN_SERVER_HELP
+	"\nExit status: 0 ok, 1 failure, 2 usage.  kvtier-admin(1).\n";
 
 enum { O_SERVERS = 400, O_GROUP, O_HOT, O_KEYS, O_TOKENS, O_DTYPE, O_LAYOUT, O_BTOK,
        O_CONFIG, O_QUANT, O_NSTENANT, O_TP, O_PP, O_AGNOSTIC, O_REPLICAS };
@@ -794,7 +864,7 @@ int admin_who(int argc, char **argv)
 			if (!who_u32(optarg, &d.replicas) || d.replicas > KVT_NS_REPLICAS_MAX)
 				return usage_err("who", "--replicas: '%s' is not 0..8", optarg);
 			break;
-		default: return usage_err("who", "%s", "unknown option");
+		default: return opt_err("who");
 		}
 	}
 	if (o.model)
@@ -972,7 +1042,7 @@ int admin_clear(int argc, char **argv)
 		else if (c == 'y')
 			yes = true;
 		else
-			return usage_err("clear", "%s", "unknown option");
+			return opt_err("clear");
 	}
 	if (optind != argc)
 		return usage_err("clear", "unexpected argument '%s'", argv[optind]);
@@ -1103,7 +1173,7 @@ int admin_fsck(int argc, char **argv)
 		else if (c == 'C' || c == 'S')
 			return usage_err("fsck", "not a size: %s", optarg);
 		else
-			return usage_err("fsck", "%s", "unknown option");
+			return opt_err("fsck");
 	}
 	if (optind + 1 != argc)
 		return usage_err("fsck", "%s", "give exactly one store directory");
@@ -1356,7 +1426,7 @@ int admin_stat(int argc, char **argv)
 		} else if (c == O_JSON) {
 			json = true;
 		} else {
-			return usage_err("stat", "%s", "unknown option");
+			return opt_err("stat");
 		}
 	}
 	if (optind != argc)
@@ -1481,7 +1551,7 @@ int admin_ls(int argc, char **argv)
 	}
 	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1)
 		if (!conn_opt(&o, c, optarg))
-			return usage_err("ls", "%s", "unknown option");
+			return opt_err("ls");
 	if (optind != argc)
 		return usage_err("ls", "unexpected argument '%s'", argv[optind]);
 	if ((ex = conn_check("ls", &o, true, true)))

@@ -40,7 +40,10 @@ static const char drain_help[] =
 	"  --tenant T         authenticate as T (default \"default\")\n"
 	"  --secret-file F    T's secret (mode 0600); none: no authentication\n"
 	"  --timeout S        give up waiting after S seconds (default 600)\n"
-	"  --no-wait          return once the server accepted the drain\n";
+	"  --no-wait          return once the server accepted the drain\n"
+	"\n"
+	"Exit status: 0 drained (or accepted, --no-wait), 1 failure (cannot reach,\n"
+	"refused, timed out), 2 usage.  kvtier-admin(1).\n";
 
 static int drain_secret(const char *path, uint8_t *buf, uint32_t *len)
 {

@@ -34,7 +34,10 @@ static void gc_usage(FILE *f)
 		"same by each object's Last-Modified time (when it was written; reads do\n"
 		"not refresh it).  Credentials: --s3-credentials FILE (access_key = ...,\n"
 		"secret_key = ..., region = ... lines, readable by its owner only), else\n"
-		"AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION.\n");
+		"AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION.\n"
+		"\n"
+		"Prints one line of counts (--json: one JSON object).  Exit status: 0 ok,\n"
+		"1 failure, 2 usage.  kvtier(1).\n");
 }
 
 int gc_main(int argc, char **argv)
@@ -101,7 +104,9 @@ int gc_main(int argc, char **argv)
 		fprintf(stderr, "kvtier gc: %s%s%s: %s\n", dir ? dir : endpoint, dir ? "" : "/",
 			dir ? "" : bucket,
 			ret == -EACCES ? "access denied (check the credentials)"
-			: ret == KVT_EOPTVAL ? "no usable credentials (missing, or a file others can read)"
+			: ret == KVT_EOPTVAL ? "no usable credentials (missing, or a file others can "
+					       "read): give --s3-credentials FILE (mode 0600) or set "
+					       "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"
 					      : kvt_strerror(ret));
 		return BENCH_EXIT_FAIL;
 	}

@@ -4,7 +4,7 @@
  * Owns the command line: global options (--help, --version), the table of
  * commands and their dispatch, and the exit codes every command shares
  * (0 ok, 1 runtime failure, 2 usage error: bench/bench.h).  Each command is
- * one function with main()'s shape that receives its own name as argv[0];
+ * one function with main()'s shape that receives its full name as argv[0];
  * a command with sub-commands ("bench dram") dispatches through a table of
  * the same type.  Like LMDB's tools, it reaches the library only through
  * include/kvtier.h.
@@ -31,8 +31,9 @@
 #define CLI_EXIT_USAGE BENCH_EXIT_USAGE
 
 /*
- * One command (or sub-command).  run gets argv[0] = name and must handle
- * --help / -h itself; it returns a CLI_EXIT_* code.
+ * One command (or sub-command).  run gets argv[0] = its full name, "kvtier
+ * NAME" (what getopt prints), and must handle --help / -h itself; it
+ * returns a CLI_EXIT_* code.
  */
 struct cli_cmd {
 	const char *name;
@@ -169,6 +170,11 @@ static int cli_dispatch(const char *what, const char *noun, const struct cli_cmd
 		fprintf(stderr, "Run '%s --help' to list the %ss.\n", what, noun);
 		return CLI_EXIT_USAGE;
 	}
+	/* getopt names the program by argv[0] in its messages: "kvtier stat:
+	 * unrecognized option '--x'", not "stat: ...". */
+	char full[96];
+	snprintf(full, sizeof(full), "%s %s", what, c->name);
+	argv[0] = full;
 	return c->run(argc, argv);
 }
 

@@ -114,6 +114,11 @@ bool kvtd_config_is_option(const char *name);
  */
 int kvtd_config_check(const struct kvtd_config *cfg, const char *path, FILE *out, FILE *err);
 
+/* The SSD segment size the store will use: a --set ssd.segment, else the
+ * library's default (its option table; config_check.c).  kvtierd sizes its
+ * default --ssd by it, and an --ssd of fewer than two segments is refused. */
+uint64_t kvtd_config_segment(const struct kvtd_config *cfg);
+
 /* Free every string the config owns and zero the pointers (the numbers
  * stay). */
 void kvtd_config_free(struct kvtd_config *cfg);

@@ -6,7 +6,8 @@
  * kvtd_config_check, which checks what only a start would otherwise find:
  *
  *   - the listener addresses' syntax (HOST:PORT, [V6]:PORT, port 0..65535)
- *     without resolving or binding them; --listen none needs --unix;
+ *     without resolving or binding them; --listen none needs --unix; a
+ *     native, RESP or S3 listener off loopback needs --tenants or --insecure;
  *   - a metrics listener off loopback needs --metrics-token;
  *   - the files the options name are read and parsed as a start would:
  *     --tenants (its parser and its permission rule), --metrics-token,
@@ -16,10 +17,11 @@
  *     URL);
  *   - every --set NAME=VALUE on a created, never opened, store (so an
  *     unknown library option or a bad value is caught), and the tiers'
- *     sizes the same way;
+ *     sizes the same way; a --dram of less than one chunk, an --ssd of
+ *     fewer than two segments;
  *   - --dir: an existing path must be a writable directory; one that does
- *     not exist is created at start (reported, not an error); --log: its
- *     directory must exist.
+ *     not exist is created at start, so its nearest existing parent must be
+ *     writable; --log: its directory must exist.
  *
  * It opens no store, binds nothing, writes nothing.  It prints every
  * problem to err ("kvtierd: FILE: ..."), then the effective settings to out
@@ -133,6 +135,24 @@ static void check_files(struct check *c, const struct kvtd_config *cfg)
 				check_fail(c, "--dir %s: %s", cfg->dir, strerror(errno));
 		} else if (errno != ENOENT) {
 			check_fail(c, "--dir %s: %s", cfg->dir, strerror(errno));
+		} else {
+			/* Created at start: its nearest existing parent must let us. */
+			char *d = strdup(cfg->dir), *slash;
+			const char *parent = NULL;
+			while (d && !parent && (slash = strrchr(d, '/')) != NULL) {
+				if (slash == d)
+					slash[1] = 0;
+				else
+					*slash = 0;
+				if (slash == d || stat(d, &st) == 0)
+					parent = d;
+			}
+			if (d && !parent)
+				parent = "."; /* relative, nothing of it exists */
+			if (parent && access(parent, W_OK | X_OK) < 0)
+				check_fail(c, "--dir %s: cannot be created in %s: %s", cfg->dir,
+					   parent, strerror(errno));
+			free(d);
 		}
 	}
 	if (cfg->log_path) {
@@ -145,6 +165,29 @@ static void check_files(struct check *c, const struct kvtd_config *cfg)
 		}
 		free(d);
 	}
+}
+
+/* A size option of the library as the store will have it: the last --set
+ * of it, else the default of its table (kvt_option_info), else fallback. */
+static uint64_t check_size_option(const struct kvtd_config *cfg, const char *name,
+				  uint64_t fallback)
+{
+	struct kvt_option o;
+	uint64_t def = 0, v = 0;
+	for (unsigned i = 0; kvt_option_info(i, &o) == 0; i++)
+		if (strcmp(o.name, name) == 0 && o.def)
+			kvtd_parse_size(o.def, &def);
+	for (unsigned i = 0; i < cfg->set_count; i++)
+		if (strcmp(cfg->set_names[i], name) == 0)
+			kvtd_parse_size(cfg->set_values[i], &v);
+	if (!v)
+		v = def;
+	return v ? v : fallback;
+}
+
+uint64_t kvtd_config_segment(const struct kvtd_config *cfg)
+{
+	return check_size_option(cfg, "ssd.segment", UINT64_C(256) << 20);
 }
 
 /* The library's options on a store that is created, never opened. */
@@ -171,6 +214,41 @@ static void check_store_options(struct check *c, const struct kvtd_config *cfg)
 				   kvt_strerror(rc));
 	}
 	kvt_store_destroy(st);
+	/* The DRAM tier refuses, at open, less than one chunk. */
+	if (cfg->dram_set) {
+		uint64_t chunk = check_size_option(cfg, "dram.chunk", UINT64_C(64) << 10);
+		if (cfg->dram_bytes < chunk)
+			check_fail(c, "--dram %llu is less than one dram.chunk (%llu)",
+				   (unsigned long long)cfg->dram_bytes, (unsigned long long)chunk);
+	}
+	/* The SSD tier refuses, at open, fewer than two segments. */
+	if (cfg->ssd_set && cfg->ssd_bytes) {
+		uint64_t seg = kvtd_config_segment(cfg);
+		if (cfg->ssd_bytes / seg < 2)
+			check_fail(c, "--ssd %llu holds fewer than two segments of %llu "
+				   "(ssd.segment): give a larger --ssd, --set ssd.segment=SIZE "
+				   "(a multiple of 1M), or --ssd 0 for no SSD tier",
+				   (unsigned long long)cfg->ssd_bytes, (unsigned long long)seg);
+	}
+}
+
+/* Who can reach what, as a start checks it (kvtierd.c kvtierd_exposure):
+ * without --tenants every client is the admin, so a native, RESP or S3
+ * listener off loopback needs --insecure. */
+static void check_exposure(struct check *c, const struct kvtd_config *cfg)
+{
+	const char *specs[] = { cfg->listen && strcmp(cfg->listen, "none") ? cfg->listen : NULL,
+				cfg->resp_listen, cfg->s3_listen };
+
+	if (cfg->tenants_path || cfg->insecure)
+		return;
+	for (unsigned i = 0; i < sizeof(specs) / sizeof(specs[0]); i++) {
+		bool loopback = true;
+		if (specs[i] && check_addr(specs[i], &loopback) == 0 && !loopback)
+			check_fail(c, "%s is not loopback and there is no --tenants file: give "
+				   "--tenants FILE, or --insecure to let anyone who reaches it "
+				   "be the admin", specs[i]);
+	}
 }
 
 static void check_print(FILE *out, const struct kvtd_config *cfg)
@@ -185,6 +263,7 @@ static void check_print(FILE *out, const struct kvtd_config *cfg)
 		{ "tenants", cfg->tenants_path },
 		{ "log", cfg->log_path },
 		{ "resp", cfg->resp_listen },
+		{ "s3", cfg->s3_listen },
 		{ "metrics", cfg->metrics_listen },
 		{ "metrics-token", cfg->metrics_token_path },
 		{ "tls-cert", cfg->tls_cert },
@@ -234,6 +313,8 @@ static void check_print(FILE *out, const struct kvtd_config *cfg)
 		fprintf(out, "drain-budget = %llu\n", (unsigned long long)cfg->drain_budget);
 	if (cfg->tls_verify_client)
 		fprintf(out, "tls-verify-client = yes\n");
+	if (cfg->insecure)
+		fprintf(out, "insecure = yes\n");
 	for (unsigned i = 0; i < cfg->set_count; i++)
 		fprintf(out, "set = %s=%s\n", cfg->set_names[i], cfg->set_values[i]);
 }
@@ -250,6 +331,7 @@ int kvtd_config_check(const struct kvtd_config *cfg, const char *path, FILE *out
 		check_listen(&c, "listen", cfg->listen);
 	}
 	check_listen(&c, "resp", cfg->resp_listen);
+	check_listen(&c, "s3", cfg->s3_listen);
 	check_listen(&c, "advertise", cfg->advertise);
 	if (cfg->metrics_listen) {
 		if (check_addr(cfg->metrics_listen, &loopback) < 0)
@@ -273,6 +355,7 @@ int kvtd_config_check(const struct kvtd_config *cfg, const char *path, FILE *out
 	if (cfg->etcd && strncmp(cfg->etcd, "http://", 7) != 0 &&
 	    strncmp(cfg->etcd, "https://", 8) != 0)
 		check_fail(&c, "--etcd: '%s' is not an http:// or https:// URL", cfg->etcd);
+	check_exposure(&c, cfg);
 	check_files(&c, cfg);
 	check_store_options(&c, cfg);
 	if (c.problems) {

@@ -82,7 +82,8 @@ static void kvtierd_usage(FILE *f)
 		"                        at most 4G)\n"
 		"  --ssd SIZE            SSD tier bytes in DIR (default: 10%% of the file\n"
 		"                        system's free space, at most 64G, at least two\n"
-		"                        segments); 0 disables the SSD tier\n"
+		"                        segments); 0 disables the SSD tier; a SIZE given\n"
+		"                        must hold two ssd.segment (256M unless --set)\n"
 		"  --set NAME=VALUE      any libkvtier option (listed at the end), e.g.\n"
 		"                        --set ssd.admission=always; repeatable\n"
 		"\n"
@@ -92,7 +93,8 @@ static void kvtierd_usage(FILE *f)
 		"  --unix PATH           also listen on a Unix socket\n"
 		"  --resp HOST:PORT      also serve the Redis protocol (RESP2) there:\n"
 		"                        GET SET MGET MSET EXISTS DEL ... (doc/resp.md); AUTH\n"
-		"                        sends secrets in clear: loopback or trusted networks\n"
+		"                        sends secrets in clear without --tls-cert: loopback\n"
+		"                        or trusted networks\n"
 		"  --s3 HOST:PORT        also serve a subset of the Amazon S3 API there\n"
 		"                        (SigV4; access key = tenant; doc/s3.md); without\n"
 		"                        --tenants, loopback only (or --insecure)\n"
@@ -159,7 +161,7 @@ static void kvtierd_usage(FILE *f)
 		"  --log FILE            log to FILE instead of stderr (SIGHUP reopens it)\n"
 		"  --log-level LEVEL     error, warn, info (default) or debug\n"
 		"  --log-format FORMAT   text (default: logfmt) or json (one object per line)\n"
-		"  --config FILE         \"key = value\" lines with the long option names;\n"
+		"  -c, --config FILE     \"key = value\" lines with the long option names;\n"
 		"                        options on the command line override it\n"
 		"  --check-config FILE   check FILE and the other options as a start would\n"
 		"                        (files they name, addresses, --set), print the\n"
@@ -337,27 +339,10 @@ static uint64_t kvtierd_default_max_memory(void)
 	return q & ~((UINT64_C(1) << 20) - 1);
 }
 
-/* The segment size the store will use: a --set ssd.segment, else the
- * library's default (its option table, not a copy here). */
-static uint64_t kvtierd_segment(const struct kvtd_config *cfg)
-{
-	struct kvt_option o;
-	uint64_t def = 0, seg = 0;
-	for (unsigned i = 0; kvt_option_info(i, &o) == 0; i++)
-		if (strcmp(o.name, "ssd.segment") == 0 && o.def)
-			kvtd_parse_size(o.def, &def);
-	for (unsigned i = 0; i < cfg->set_count; i++)
-		if (strcmp(cfg->set_names[i], "ssd.segment") == 0)
-			kvtd_parse_size(cfg->set_values[i], &seg);
-	if (!seg)
-		seg = def;
-	return seg ? seg : UINT64_C(256) << 20;
-}
-
 static uint64_t kvtierd_default_ssd(const struct kvtd_config *cfg)
 {
 	struct statvfs sv;
-	uint64_t free_b, cap, seg = kvtierd_segment(cfg);
+	uint64_t free_b, cap, seg = kvtd_config_segment(cfg);
 
 	if (statvfs(cfg->dir, &sv) < 0) {
 		kvtd_log(KVTD_WARN, "cannot size the SSD tier: no SSD tier", "dir=%s error=\"%s\"",
@@ -508,6 +493,22 @@ static int kvtierd_listen_unix(struct kvtd_listener *l, const char *path)
 	return 0;
 }
 
+/* What to do about a listener that could not be bound, for its log line. */
+static const char *kvtierd_listen_hint(int rc)
+{
+	switch (rc) {
+	case -EADDRINUSE:
+		return " hint=\"another process listens there (another kvtierd?): stop it, or listen "
+		       "elsewhere (port 0 picks a free one)\"";
+	case -EADDRNOTAVAIL:
+		return " hint=\"no interface of this host has that address\"";
+	case -EACCES:
+		return " hint=\"ports below 1024 need root or CAP_NET_BIND_SERVICE\"";
+	default:
+		return "";
+	}
+}
+
 /* ------------------------------------------------------------------------
  * The store
  */
@@ -561,9 +562,21 @@ static int kvtierd_store_open(struct kvtd_server *srv)
 		 (unsigned long long)cfg->dram_bytes, (unsigned long long)cfg->ssd_bytes);
 	rc = kvt_store_open(srv->store);
 	if (rc < 0) {
+		const char *hint = "";
+		if (rc == KVT_ELOCKED)
+			hint = " hint=\"another kvtierd uses this --dir\"";
+		else if (rc == KVT_ECORRUPT)
+			hint = " hint=\"not a kvtier store directory, or damaged: check it with "
+			       "kvtier fsck DIR, or give another --dir\"";
+		else if (rc == KVT_EOPTVAL && cfg->ssd_bytes &&
+			 cfg->ssd_bytes / kvtd_config_segment(cfg) < 2)
+			hint = " hint=\"--ssd must hold two ssd.segment at least: a larger --ssd, "
+			       "--set ssd.segment=SIZE (a multiple of 1M) or --ssd 0\"";
+		else if (rc == KVT_EOPTVAL)
+			hint = " hint=\"the line before names the tier; kvtierd --check-config "
+			       "/dev/null with the same options checks sizes and --set values\"";
 		kvtd_log(KVTD_ERROR, "cannot open the store", "dir=%s error=\"%s\"%s", cfg->dir,
-			 kvt_strerror(rc),
-			 rc == KVT_ELOCKED ? " hint=\"another kvtierd uses this --dir\"" : "");
+			 kvt_strerror(rc), hint);
 		return rc;
 	}
 	/* Quotas and groups live in memory: apply them to what the store
@@ -627,8 +640,8 @@ static int kvtierd_listen_extra(struct kvtd_server *srv, struct kvtd_listener *l
 		struct kvtd_listener *l = &listeners[srv->listener_count];
 		rc = kvtierd_listen_tcp(l, cfg->resp_listen);
 		if (rc < 0) {
-			kvtd_log(KVTD_ERROR, "cannot listen", "resp=%s error=\"%s\"",
-				 cfg->resp_listen, strerror(-rc));
+			kvtd_log(KVTD_ERROR, "cannot listen", "resp=%s error=\"%s\"%s",
+				 cfg->resp_listen, strerror(-rc), kvtierd_listen_hint(rc));
 			return rc;
 		}
 		l->proto = KVTD_PROTO_RESP;
@@ -644,8 +657,8 @@ static int kvtierd_listen_extra(struct kvtd_server *srv, struct kvtd_listener *l
 		struct kvtd_listener *l = &listeners[srv->listener_count];
 		rc = kvtierd_listen_tcp(l, cfg->s3_listen);
 		if (rc < 0) {
-			kvtd_log(KVTD_ERROR, "cannot listen", "s3=%s error=\"%s\"", cfg->s3_listen,
-				 strerror(-rc));
+			kvtd_log(KVTD_ERROR, "cannot listen", "s3=%s error=\"%s\"%s", cfg->s3_listen,
+				 strerror(-rc), kvtierd_listen_hint(rc));
 			return rc;
 		}
 		l->proto = KVTD_PROTO_S3;
@@ -657,8 +670,8 @@ static int kvtierd_listen_extra(struct kvtd_server *srv, struct kvtd_listener *l
 		struct kvtd_listener *l = &listeners[srv->listener_count];
 		rc = kvtierd_listen_tcp(l, cfg->metrics_listen);
 		if (rc < 0) {
-			kvtd_log(KVTD_ERROR, "cannot listen", "metrics=%s error=\"%s\"",
-				 cfg->metrics_listen, strerror(-rc));
+			kvtd_log(KVTD_ERROR, "cannot listen", "metrics=%s error=\"%s\"%s",
+				 cfg->metrics_listen, strerror(-rc), kvtierd_listen_hint(rc));
 			return rc;
 		}
 		l->proto = KVTD_PROTO_HTTP;
@@ -782,6 +795,11 @@ static int kvtierd_exposure(const struct kvtd_config *cfg)
 				cfg->resp_listen, cfg->s3_listen };
 
 	for (unsigned i = 0; i < sizeof(specs) / sizeof(specs[0]); i++) {
+		if (specs[i] && !strchr(specs[i], ':')) { /* a port alone: say so, not "exposed" */
+			fprintf(stderr, "kvtierd: '%s' is not HOST:PORT (e.g. 127.0.0.1:%s)\n"
+				"Run 'kvtierd --help' for the options.\n", specs[i], specs[i]);
+			return KVTD_EXIT_USAGE;
+		}
 		if (!specs[i] || cfg->tenants_path || cfg->insecure || kvtierd_loopback(specs[i]))
 			continue;
 		kvtd_log(KVTD_ERROR, "refusing to listen off loopback without --tenants",
@@ -908,8 +926,8 @@ static int kvtierd_open(struct kvtd_server *srv, struct kvtd_listener *listeners
 	if (strcmp(cfg->listen, "none") != 0) {
 		rc = kvtierd_listen_tcp(&listeners[srv->listener_count], cfg->listen);
 		if (rc < 0) {
-			kvtd_log(KVTD_ERROR, "cannot listen", "listen=%s error=\"%s\"", cfg->listen,
-				 strerror(-rc));
+			kvtd_log(KVTD_ERROR, "cannot listen", "listen=%s error=\"%s\"%s", cfg->listen,
+				 strerror(-rc), kvtierd_listen_hint(rc));
 			return KVTD_EXIT_FAIL;
 		}
 		srv->listener_count++;
@@ -917,8 +935,8 @@ static int kvtierd_open(struct kvtd_server *srv, struct kvtd_listener *listeners
 	if (cfg->unix_path) {
 		rc = kvtierd_listen_unix(&listeners[srv->listener_count], cfg->unix_path);
 		if (rc < 0) {
-			kvtd_log(KVTD_ERROR, "cannot listen", "unix=%s error=\"%s\"", cfg->unix_path,
-				 strerror(-rc));
+			kvtd_log(KVTD_ERROR, "cannot listen", "unix=%s error=\"%s\"%s", cfg->unix_path,
+				 strerror(-rc), kvtierd_listen_hint(rc));
 			return KVTD_EXIT_FAIL;
 		}
 		srv->listener_count++;

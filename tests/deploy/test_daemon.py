@@ -103,6 +103,14 @@ def t_check_config(kvtierd, src, tmp):
         "check-config = x\n": "cannot be set in a config file",
         "tenants = " + conf + "\n": "--tenants",   # readable but not a tenants file
         "nonsense\n": "want \"key = value\"",
+        "s3 = nohost\n": "is not HOST:PORT",
+        # what a start refuses (exit 2) without --tenants or --insecure
+        "s3 = 0.0.0.0:9000\n": "--insecure",
+        "listen = 0.0.0.0:7070\n": "--insecure",
+        # the SSD tier refuses fewer than two segments (256M by default)
+        "ssd = 64M\n": "fewer than two segments",
+        # the DRAM tier refuses less than one chunk (64K)
+        "dram = 100\n": "less than one dram.chunk",
     }
     for line, want in bad.items():
         path = os.path.join(tmp, "bad.conf")
@@ -127,6 +135,30 @@ def t_check_config(kvtierd, src, tmp):
     if rc != 0 or "log-format = json" not in out:
         fail(f"command-line options: rc={rc} {out} {err}")
     print(f"{len(bad) + 1} broken configurations refused with exit 2")
+    # A start refuses a port alone (a usage error, exit 2), before it opens
+    # anything: not "not loopback", not a bind error.
+    r = subprocess.run([kvtierd, "--dir", os.path.join(tmp, "never"), "--ssd", "0",
+                        "--listen", "7070"], capture_output=True, text=True, timeout=30)
+    if r.returncode != 2 or "'7070' is not HOST:PORT" not in r.stderr:
+        fail(f"--listen 7070: rc={r.returncode} {r.stderr}")
+    if os.path.exists(os.path.join(tmp, "never")):
+        fail("--listen 7070 created the store directory")
+    # The effective settings are a configuration that means the same: fed
+    # back, they print the same lines (every option is in them).
+    rc, out, err = check(kvtierd, "/dev/null", "--dir", tmp, "--listen", "0.0.0.0:0",
+                         "--s3", "0.0.0.0:0", "--resp", "127.0.0.1:0", "--insecure",
+                         "--ssd", "64M", "--set", "ssd.segment=8M", cwd=tmp)
+    if rc != 0:
+        fail(f"--insecure, --s3 and a small --ssd with a small segment: rc={rc} {err}")
+    path = os.path.join(tmp, "effective.conf")
+    with open(path, "w") as f:
+        f.write(out)
+    rc2, out2, err2 = check(kvtierd, path, cwd=tmp)
+    if rc2 != 0 or out2 != out:
+        fail(f"effective settings fed back: rc={rc2} {err2}\n{out}\n---\n{out2}")
+    for want in ("s3 = 0.0.0.0:0", "insecure = yes", "resp = 127.0.0.1:0"):
+        if want not in out:
+            fail(f"effective settings lack {want!r}: {out}")
 
 
 def start(kvtierd, tmp, *extra, env=None):

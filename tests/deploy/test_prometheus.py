@@ -10,12 +10,15 @@ Usage: test_prometheus.py MODE SOURCE-DIR KVTIERD KVTIER, MODE one of:
           plain kvtierd always exports is in a real kvtierd's /metrics (the
           rest are the per-tenant and etcd series, which appear with
           tenants and --etcd: the server mode scrapes the tenant ones).
+  doc     every metric doc/metrics.md lists against a real /metrics, type
+          and label names, both ways (t_doc); never skips.
   server  (suite deploy-slow) a real Prometheus server (Debian's
           `prometheus`, on 127.0.0.1) scrapes a real kvtierd with a tenants
           file every second while `kvtier replay` drives a small synthetic
           trace through it as tenant "alice"; then, through Prometheus's
-          HTTP API, every recording rule and every query of every dashboard
-          panel returns data, and every rule's health is "ok".
+          HTTP API, every recording rule, every query of every dashboard
+          panel and every PromQL example of doc/metrics.md returns data, and
+          every rule's health is "ok".
 
 Skips (77) only when promtool or prometheus is not installed, or (dashboard)
 when the package index cannot be reached (tests/lib/pipvenv.py's probe).
@@ -56,14 +59,14 @@ def free_port():
 
 def rule_metric_names(text):
     """Metric names (kvtier_*, without histogram suffixes) in PromQL text."""
-    names = set(re.findall(r"\bkvtier_[a-z_]+", text))
+    names = set(re.findall(r"\bkvtier_[a-z0-9_]+", text))
     return {re.sub(r"_(bucket|sum|count)$", "", n) if "duration" in n else n for n in names}
 
 
 def documented(src):
     doc = open(os.path.join(src, "doc", "metrics.md")).read()
     names = set()
-    for n in re.findall(r"`(kvtier_[a-z_<>]+)", doc):
+    for n in re.findall(r"`(kvtier_[a-z0-9_<>]+)", doc):
         for tier in ("dram", "ssd"):
             names.add(n.replace("<tier>", tier))
     return names
@@ -128,6 +131,12 @@ def dashboard_queries(src):
     return out
 
 
+def doc_queries(src):
+    """The PromQL examples of doc/metrics.md (its code spans with a rate())."""
+    doc = open(os.path.join(src, "doc", "metrics.md")).read()
+    return [("doc/metrics.md", q) for q in re.findall(r"`([^`\n]*\brate\([^`\n]*)`", doc)]
+
+
 def t_rules(src, kvtierd, kvtier, tmp):
     promtool = shutil.which("promtool")
     if not promtool:
@@ -153,8 +162,8 @@ def t_rules(src, kvtierd, kvtier, tmp):
         text = scrape(f"http://{metrics}/metrics")
     finally:
         stop(p)
-    exported = set(re.findall(r"^(kvtier_[a-z_]+?)(?:_bucket|_sum|_count)?[{ ]", text, re.M))
-    exported |= set(re.findall(r"^(kvtier_[a-z_]+)[{ ]", text, re.M))
+    exported = set(re.findall(r"^(kvtier_[a-z0-9_]+?)(?:_bucket|_sum|_count)?[{ ]", text, re.M))
+    exported |= set(re.findall(r"^(kvtier_[a-z0-9_]+)[{ ]", text, re.M))
     missing = sorted(n for n in used if n not in exported and not CONDITIONAL.match(n))
     if missing:
         fail(f"used but not exported by kvtierd: {missing}")
@@ -237,7 +246,9 @@ scrape_configs:
         # few seconds): what must hold is the same, only the wait is bounded
         # by the outcome instead of a fixed sleep.
         records = re.findall(r"^\s*- record: (\S+)", rules, re.M)
-        queries = dashboard_queries(src)
+        queries = dashboard_queries(src) + doc_queries(src)
+        if len(doc_queries(src)) < 2:
+            fail(f"doc/metrics.md's PromQL examples not found: {doc_queries(src)}")
         skipped = [(t, e) for t, e in queries if "etcd" in e]
         queries = [(t, e) for t, e in queries if "etcd" not in e]
         for title, expr in skipped:
@@ -321,6 +332,135 @@ def t_dashboard(src, kvtierd, kvtier, tmp):
         fail(f"{n} queries, panel types {kinds}")
     print(f"kvtier-dashboard.json regenerated identically: {len(panels)} panels {kinds}, "
           f"{n} queries")
+
+
+# Exported only with --etcd (a running etcd): documented, not scraped here.
+ETCD_ONLY = {"kvtier_cluster_etcd_up", "kvtier_cluster_etcd_errors_total",
+             "kvtier_cluster_changes_total"}
+
+
+def doc_tables(src):
+    """doc/metrics.md's "Every metric" tables: {name: (type, labels)} for the
+    names of each row's first column (<tier> expanded; labels from {...},
+    without values), and every kvtier_ name written anywhere in the page."""
+    doc = open(os.path.join(src, "doc", "metrics.md")).read()
+    body = doc[doc.index("## Every metric"):doc.index("## Tested")]
+    rows = {}
+    for line in body.splitlines():
+        cols = [c.strip() for c in re.split(r"(?<!\\)\|", line)[1:-1]]
+        if len(cols) < 3 or cols[1] not in ("counter", "gauge", "histogram"):
+            continue
+        for name, labels in re.findall(r"`(kvtier_[a-z0-9_<>]+)(?:\{([^}`]*)\})?`", cols[0]):
+            lset = frozenset(re.sub(r"=.*", "", l).strip()
+                             for l in re.split(r",(?![^\"]*\")", labels) if l.strip())
+            for tier in ("dram", "ssd"):
+                rows[name.replace("<tier>", tier)] = (cols[1], lset)
+    anywhere = set()
+    for n in re.findall(r"`(kvtier_[a-z0-9_<>]+)", doc):
+        anywhere |= {n.replace("<tier>", t) for t in ("dram", "ssd")}
+    kinds = re.search(r"`kvtier_errors_total\{kind\}` \| counter \|([^\n]*)", doc)
+    return rows, anywhere, set(re.findall(r"`([a-z_]+)`", kinds.group(1))) if kinds else set()
+
+
+def exposition(text):
+    """{family: (type, label names)} from a /metrics page (histograms'
+    _bucket, _sum and _count folded into their family, le left out)."""
+    types = dict(re.findall(r"^# TYPE (\S+) (\S+)$", text, re.M))
+    fams = {n: (t, set()) for n, t in types.items()}
+    for name, labels in re.findall(r"^(kvtier_[a-z0-9_]+)(?:\{([^}]*)\})? ", text, re.M):
+        fam = name if name in types else re.sub(r"_(bucket|sum|count)$", "", name)
+        if fam not in fams:
+            fail(f"sample {name} has no # TYPE line")
+        fams[fam][1].update(re.findall(r"([a-z_]+)=\"", labels))
+    return {n: (t, frozenset(l - {"le"})) for n, (t, l) in fams.items()}
+
+
+def resp(addr, *cmds):
+    """RESP2 commands over one connection; the raw answers."""
+    host, port = addr.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=10) as s:
+        for c in cmds:
+            s.sendall(f"*{len(c)}\r\n".encode() +
+                      b"".join(f"${len(a)}\r\n{a}\r\n".encode() for a in c))
+        s.shutdown(socket.SHUT_WR)
+        out = b""
+        while chunk := s.recv(65536):
+            out += chunk
+    return out
+
+
+def t_doc(src, kvtierd, kvtier, tmp):
+    """Every metric doc/metrics.md lists is exported with its documented type
+    and label names, and every metric kvtierd exports is in doc/metrics.md,
+    by a server with every conditional family but etcd's: a tenants file
+    (per-tenant series after a request), a member list (kvtier_repair_*),
+    RESP and S3 listeners, and namespaces that counted something
+    (kvtier_ns_*).  The error kinds the page lists are the ones exported.
+    The rules and the dashboard use only exported names (etcd's aside)."""
+    secret = "s3cret-for-the-metrics-doc-test"
+    tenants = os.path.join(tmp, "tenants")
+    with open(tenants, "w") as f:
+        f.write(f"alice {secret} admin\n")
+    os.chmod(tenants, 0o600)
+    sec = os.path.join(tmp, "secret")
+    with open(sec, "w") as f:
+        f.write(secret)
+    os.chmod(sec, 0o600)
+    port = free_port()
+    p, native, metrics = start_kvtierd(kvtierd, tmp, "--tenants", tenants, "--resp",
+                                       "127.0.0.1:0", "--s3", "127.0.0.1:0", "--members",
+                                       f"127.0.0.1:{port}", "--advertise", f"127.0.0.1:{port}")
+    try:
+        log = open(os.path.join(tmp, "kvtierd.log")).read()
+        raddr = re.search(r'msg="RESP listener on ([0-9.:]+)"', log).group(1)
+        out = resp(raddr, ["AUTH", "alice", secret], ["SET", "k", "v"], ["GET", "k"],
+                   ["GET", "missing"])
+        if out != b"+OK\r\n+OK\r\n$1\r\nv\r\n$-1\r\n":
+            fail(f"RESP answers: {out!r}")
+        blob = os.path.join(tmp, "blob")
+        with open(blob, "wb") as f:
+            f.write(os.urandom(3000))
+        for args in (["put", "-i", blob, "k1"], ["get", "-o", os.devnull, "k1"]):
+            r = subprocess.run([kvtier, args[0], "--server", native, "--tenant", "alice",
+                                "--secret-file", sec, *args[1:]], capture_output=True, text=True)
+            if r.returncode != 0:
+                fail(f"kvtier {args[0]}: {r.stderr}")
+        text = scrape(f"http://{metrics}/metrics")
+    finally:
+        stop(p)
+    rows, anywhere, kinds = doc_tables(src)
+    fams = exposition(text)
+    if len(rows) < 60 or len(fams) < 80:
+        fail(f"only {len(rows)} documented rows, {len(fams)} exported families parsed")
+    problems = []
+    for name, (typ, labels) in sorted(rows.items()):
+        if name in ETCD_ONLY:
+            continue
+        if name not in fams:
+            problems.append(f"{name}: documented, not exported")
+        elif fams[name] != (typ, labels):
+            problems.append(f"{name}: documented {typ} {sorted(labels)}, exported "
+                            f"{fams[name][0]} {sorted(fams[name][1])}")
+    for name, (typ, _) in sorted(fams.items()):
+        if name not in anywhere:
+            problems.append(f"{name}: exported ({typ}), not in doc/metrics.md")
+        if (typ == "counter") != name.endswith("_total"):
+            problems.append(f"{name}: a {typ}; counters, and only they, end in _total")
+    got = set(re.findall(r'^kvtier_errors_total\{kind="([a-z_]+)"\}', text, re.M))
+    if got != kinds:
+        problems.append(f"kvtier_errors_total kinds: exported {sorted(got)}, documented "
+                        f"{sorted(kinds)}")
+    rules = open(os.path.join(src, "deploy", "prometheus", "kvtier-rules.yml")).read()
+    used = rule_metric_names(rules)
+    for _, expr in dashboard_queries(src):
+        used |= rule_metric_names(expr)
+    for name in sorted(used - set(fams) - ETCD_ONLY):
+        problems.append(f"{name}: used by the rules or the dashboard, not exported")
+    if problems:
+        fail("doc/metrics.md and /metrics differ:\n  " + "\n  ".join(problems))
+    print(f"{len(rows)} documented metrics exported with their types and labels "
+          f"({len(ETCD_ONLY)} etcd-only aside); all {len(fams)} exported families documented; "
+          f"{len(kinds)} error kinds; {len(used)} names of the rules and dashboard exported")
 
 
 def main():

@@ -179,6 +179,11 @@ static void test_server(void)
 	T_ASSERT(strstr(err, "cannot reach kvtierd at") != NULL);
 	T_ASSERT(strstr(err, "kvtierd --listen") != NULL);
 	free(err);
+	/* put too: the value lands only in the CLI's own DRAM, so exit 0
+	 * would claim a store that never happened. */
+	T_EQ_INT(run(NULL, &err, "put --server %s -i '%s' key-three", addr, vpath), 1);
+	T_ASSERT(strstr(err, "cannot reach kvtierd at") != NULL);
+	free(err);
 	free(v);
 }
 
@@ -370,6 +375,47 @@ static void test_dir_ckpt(void)
 	free(v);
 }
 
+/* A server with tenants: a wrong secret, or none, is said to be an
+ * authentication problem, not "cannot reach" (the server answered). */
+static void test_auth(void)
+{
+	struct tsrv s;
+	char dir[700], addr[64], tenants[700], good[700], bad[700];
+	char *err;
+
+	snprintf(dir, sizeof(dir), "%s/auth-srv", base);
+	snprintf(tenants, sizeof(tenants), "%s/tenants", base);
+	snprintf(good, sizeof(good), "%s/good.secret", base);
+	snprintf(bad, sizeof(bad), "%s/bad.secret", base);
+	tsrv_write_file(base, "tenants", "alice 0123456789abcdef0123 admin\n");
+	tsrv_write_file(base, "good.secret", "0123456789abcdef0123");
+	tsrv_write_file(base, "bad.secret", "wrongwrongwrongwrong");
+	tsrv_start(&s, kvtierd, base, dir, tenants, NULL);
+	snprintf(addr, sizeof(addr), "127.0.0.1:%u", s.port);
+
+	T_EQ_INT(run(NULL, NULL, "stat --server %s --tenant alice --secret-file '%s'", addr, good),
+		 0);
+	T_EQ_INT(run(NULL, &err, "stat --server %s --tenant alice --secret-file '%s'", addr, bad),
+		 1);
+	T_ASSERT(strstr(err, "answered") != NULL && strstr(err, "--secret-file") != NULL);
+	T_ASSERT(strstr(err, "cannot reach") == NULL);
+	free(err);
+	T_EQ_INT(run(NULL, &err, "rm --server %s key-x", addr), 1); /* no secret at all */
+	T_ASSERT(strstr(err, "answered") != NULL && strstr(err, "--secret-file") != NULL);
+	free(err);
+	/* What the library refuses before connecting is said in the flags'
+	 * terms: a secret others can read, an address that does not resolve. */
+	T_ASSERT(chmod(good, 0644) == 0);
+	T_EQ_INT(run(NULL, &err, "stat --server %s --tenant alice --secret-file '%s'", addr, good),
+		 1);
+	T_ASSERT(strstr(err, "--secret-file") != NULL && strstr(err, "chmod 600") != NULL);
+	free(err);
+	T_EQ_INT(run(NULL, &err, "stat --server no-such-host.invalid:7070"), 1);
+	T_ASSERT(strstr(err, "--server 'no-such-host.invalid:7070'") != NULL);
+	free(err);
+	T_EQ_INT(tsrv_stop(&s), 0);
+}
+
 static void test_help(void)
 {
 	static const char *const cmds[] = { "stat", "ls", "get", "put", "rm", "clear", "fsck" };
@@ -381,6 +427,14 @@ static void test_help(void)
 		T_EQ_INT(run(&out, NULL, "help %s", cmds[i]), 0);
 		T_ASSERT(strncmp(out, "usage: kvtier ", 14) == 0);
 		free(out);
+		/* A typo'd option is named, under the command's full name. */
+		char *err, want[80];
+		T_EQ_INT(run(NULL, &err, "%s --bogus-option", cmds[i]), 2);
+		snprintf(want, sizeof(want), "kvtier %s: unrecognized option '--bogus-option'",
+			 cmds[i]);
+		T_ASSERT(strstr(err, want) != NULL);
+		T_ASSERT(strstr(err, "--help") != NULL);
+		free(err);
 	}
 }
 
@@ -395,6 +449,7 @@ int main(int argc, char **argv)
 	test_dir();
 	test_dir_ckpt();
 	test_server();
+	test_auth();
 	t_rmtree(base);
 	free(base);
 	return 0;
