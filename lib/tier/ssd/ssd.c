@@ -2554,6 +2554,7 @@ void ssd_stats(struct ssd *s, kvt_stats_fn fn, void *ctx)
 	fn(ctx, "ssd.recovery_segments_scanned", s->rec_segments, NULL);
 	fn(ctx, "ssd.recovery_dropped", s->rec_dropped, NULL);
 	fn(ctx, "ssd.recovery_old_format_segments", s->rec_old_format, NULL);
+	fn(ctx, "ssd.recovery_other_size_segments", s->rec_other_size, NULL);
 	io_stats(s->io, fn, ctx);
 }
 

@@ -247,6 +247,8 @@ struct ssd {
 		sealed_records, evicted_unread, evicted_over_budget, evicted_dead;
 	uint64_t rec_ckpt_entries, rec_records, rec_segments, rec_ns, rec_dropped;
 	uint64_t rec_old_format;     /* segments of an older format version, dropped */
+	uint64_t rec_other_size;     /* segments of another ssd.segment, dropped */
+	uint64_t rec_other_seg;      /* the first one's segment size */
 };
 
 /* ------------------------------------------------------------------------

@@ -548,6 +548,7 @@ int ssd_recover(struct ssd *s)
 		struct ssd_seg *g = &s->segs[i];
 		struct ssd_seg_hdr h;
 		char name[32];
+		int why;
 		snprintf(name, sizeof(name), "seg-%06u", i);
 		if (faccessat(s->dir_fd, name, F_OK, 0) < 0)
 			continue;
@@ -581,7 +582,12 @@ int ssd_recover(struct ssd *s)
 		 * above its ("Generations", above). */
 		if (h.generation > max_gen)
 			max_gen = h.generation;
-		if (ssd_seg_hdr_ours(&h, i, s->cfg.seg_size, s->store_id) != 0)
+		why = ssd_seg_hdr_ours(&h, i, s->cfg.seg_size, s->store_id);
+		/* This store's, written under another ssd.segment: said below,
+		 * with the setting that would keep it. */
+		if (why == SSD_SEG_OTHER_SIZE && !s->rec_other_size++)
+			s->rec_other_seg = h.seg_size;
+		if (why != 0)
 			continue; /* another size's, slot's or store's: free */
 		g->generation = h.generation;
 		/* Its records' alignment: O_DIRECT or the page cache for it. */
@@ -664,6 +670,14 @@ int ssd_recover(struct ssd *s)
 			 "ssd: %llu segments of an older format (before version %u) dropped: "
 			 "their blocks are misses, the space is reused",
 			 (unsigned long long)s->rec_old_format, SSD_FMT_VERSION);
+	if (s->rec_other_size)
+		kvt_logf(s->log, KVT_LOG_WARN,
+			 "ssd: %llu segments were written with ssd.segment=%llu, not this "
+			 "store's %llu: their blocks are not recovered and their space is reused "
+			 "(to keep them, stop now and open with ssd.segment=%llu)",
+			 (unsigned long long)s->rec_other_size,
+			 (unsigned long long)s->rec_other_seg, (unsigned long long)s->cfg.seg_size,
+			 (unsigned long long)s->rec_other_seg);
 	if (rc.ck_max_gen > max_gen)
 		max_gen = rc.ck_max_gen;
 	s->next_gen = max_gen + 1;
