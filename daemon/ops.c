@@ -1671,7 +1671,6 @@ void kvtd_frame_dispatch(struct kvtd_frame *fr)
 	ops_fail(fr, KVT_EBADOP, "unknown opcode");
 }
 
-/* Every item is back: answer (unless the connection is gone) and free. */
 /* A GET or PUT frame's latency, by the slowest tier among its hits. */
 static void ops_latency(struct kvtd_frame *fr)
 {
@@ -1957,6 +1956,7 @@ static void ops_repair_hook(struct kvtd_frame *fr)
 	}
 }
 
+/* Every item is back: answer (unless the connection is gone) and free. */
 static void ops_finish(struct kvtd_frame *fr)
 {
 	if (ops_durable(fr) || ops_verify(fr))
