@@ -1140,9 +1140,14 @@ static void fsck_prog(void *ctx, uint64_t done, uint64_t total)
 
 static int fsck_err(const char *cmd, const char *dir, int rc)
 {
+	struct stat st;
+
 	if (rc == KVT_ELOCKED)
 		fprintf(stderr, "kvtier %s: %s is open in another process (a kvtierd?); stop it "
 				"first: the check reads the store offline\n", cmd, dir);
+	else if (rc == -ENOENT && stat(dir, &st) == 0 && S_ISDIR(st.st_mode))
+		fprintf(stderr, "kvtier %s: %s is not a kvtier store directory (none of LOCK, "
+				"namespaces, ssd/ in it): nothing to check\n", cmd, dir);
 	else
 		fprintf(stderr, "kvtier %s: cannot read %s: %s\n", cmd, dir, kvt_strerror(rc));
 	return EX_USAGE;
@@ -1523,11 +1528,21 @@ static void canon_field(const char *canon, const char *name, char *out, size_t c
 	}
 }
 
+/* ls --dir's table header, once (*(bool *)printed): before the first
+ * row, or after a walk that found no namespace -- never before an error. */
+static void ls_header(void *printed)
+{
+	if (*(bool *)printed)
+		return;
+	*(bool *)printed = true;
+	printf("%4s  %-12s  %10s  %14s  %s\n", "ID", "DIGEST", "BLOCKS", "BYTES", "NAMESPACE");
+}
+
 static void ls_ns(void *ctx, uint32_t id, const uint8_t digest[32], const char *canon,
 		  uint64_t blocks, uint64_t bytes)
 {
 	char model[256], dtype[64], layout[64], tp[32], tenant[80];
-	(void)ctx;
+	ls_header(ctx);
 	canon_field(canon, "model", model, sizeof(model));
 	canon_field(canon, "dtype", dtype, sizeof(dtype));
 	canon_field(canon, "layout", layout, sizeof(layout));
@@ -1557,12 +1572,14 @@ int admin_ls(int argc, char **argv)
 	if ((ex = conn_check("ls", &o, true, true)))
 		return ex;
 	if (o.dir) {
-		struct kvt_fsck f = { .ns_info = ls_ns };
-		printf("%4s  %-12s  %10s  %14s  %s\n", "ID", "DIGEST", "BLOCKS", "BYTES",
-		       "NAMESPACE");
+		bool header = false;
+		struct kvt_fsck f = { .ns_info = ls_ns, .ctx = &header };
 		rc = kvt_store_fsck(o.dir, &f);
-		if (rc < 0 && rc != KVT_ECORRUPT)
-			return fsck_err("ls", o.dir, rc) == EX_USAGE ? EX_FAIL : EX_FAIL;
+		if (rc < 0 && rc != KVT_ECORRUPT) {
+			fsck_err("ls", o.dir, rc);
+			return EX_FAIL;
+		}
+		ls_header(&header);
 		if (rc == KVT_ECORRUPT)
 			fprintf(stderr, "kvtier ls: the store has damaged records; 'kvtier fsck %s' "
 					"lists them\n", o.dir);

@@ -1351,7 +1351,9 @@ struct kvt_fsck {
  * KVT_ECORRUPT if anything is damaged or orphaned (f->damaged,
  * f->orphans; each reported through f->problem naming the file, offset,
  * seq and key), KVT_ELOCKED (a process has the store open), KVT_ENULL,
- * -ENOMEM, or -errno (path unreadable).  Any thread; no store handle.
+ * -ENOMEM, -ENOENT (path is a directory that holds none of a store's
+ * files: LOCK, namespaces, ssd/), or -errno (path unreadable).  Any
+ * thread; no store handle.
  */
 int kvt_store_fsck(const char *path, struct kvt_fsck *f);
 

@@ -321,6 +321,23 @@ static void test_dir(void)
 	T_ASSERT(strstr(err, "kvtier fsck --help") != NULL);
 	free(err);
 	T_EQ_INT(run(NULL, NULL, "fsck '%s/nonexistent'", base), 2);
+	/* A directory that holds no store (a mistyped path) is not a clean
+	 * one: fsck exits 2, ls 1, and says so, before any table header. */
+	{
+		char empty[700];
+		snprintf(empty, sizeof(empty), "%s/not-a-store", base);
+		T_EQ_INT(mkdir(empty, 0700), 0);
+		T_EQ_INT(run(&out, &err, "fsck '%s'", empty), 2);
+		T_ASSERT(strstr(err, "is not a kvtier store directory") != NULL);
+		T_ASSERT(strstr(out, "clean") == NULL);
+		free(out);
+		free(err);
+		T_EQ_INT(run(&out, &err, "ls --dir '%s'", empty), 1);
+		T_ASSERT(strstr(err, "is not a kvtier store directory") != NULL);
+		T_ASSERT(strstr(out, "DIGEST") == NULL);
+		free(out);
+		free(err);
+	}
 	T_EQ_INT(run(NULL, NULL, "get --dir '%s'", dir), 2);
 	free(v);
 }

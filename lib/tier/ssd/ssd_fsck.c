@@ -916,6 +916,13 @@ int kvt_store_fsck(const char *path, struct kvt_fsck *f)
 	pfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (pfd < 0)
 		return -errno;
+	/* A store has made at least one of these; a directory with none of
+	 * them (a mistyped path) is not one, rather than a clean store. */
+	if (faccessat(pfd, "LOCK", F_OK, 0) < 0 && faccessat(pfd, "namespaces", F_OK, 0) < 0 &&
+	    faccessat(pfd, "ssd", F_OK, 0) < 0) {
+		close(pfd);
+		return -ENOENT;
+	}
 	lfd = openat(pfd, "LOCK", O_RDONLY | O_CLOEXEC);
 	if (lfd >= 0 && flock(lfd, LOCK_SH | LOCK_NB) < 0) {
 		r = errno == EWOULDBLOCK ? KVT_ELOCKED : -errno;
