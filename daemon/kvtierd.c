@@ -1101,6 +1101,11 @@ int main(int argc, char **argv)
 	kvtierd_parse(&srv->cfg, argc, argv);
 	srv->listeners = listeners;
 	exit_code = kvtierd_open(srv, listeners, &sfd);
+	/* Why a start failed went to the log: with --log FILE the terminal
+	 * (or the unit's journal) is told where to look. */
+	if (exit_code != KVTD_EXIT_OK && srv->cfg.log_path)
+		fprintf(stderr, "kvtierd: could not start (exit %d); why is in the log, %s\n",
+			exit_code, srv->cfg.log_path);
 	if (exit_code == KVTD_EXIT_OK)
 		exit_code = kvtierd_serve(srv, sfd);
 	kvtierd_close(srv, sfd);

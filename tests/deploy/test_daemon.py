@@ -213,6 +213,31 @@ def t_log_json(kvtierd, src, tmp):
     print(f"{len(objs)} JSON lines; listening on {addr}")
 
 
+def t_start_fail(kvtierd, src, tmp):
+    """A start that fails with --log FILE: the reason is in the file (with
+    its hint), and the terminal is told to look there (it said nothing)."""
+    busy = socket.socket()
+    busy.bind(("127.0.0.1", 0))
+    busy.listen()
+    log = os.path.join(tmp, "kvtierd.log")
+    try:
+        r = subprocess.run([kvtierd, "--dir", os.path.join(tmp, "data"), "--listen",
+                            "127.0.0.1:%d" % busy.getsockname()[1], "--dram", "64M", "--ssd",
+                            "0", "--threads", "1", "--log", log],
+                           capture_output=True, text=True, timeout=60, cwd=tmp)
+    finally:
+        busy.close()
+    if r.returncode != 1:
+        fail(f"exit {r.returncode}, want 1: {r.stderr}")
+    if "could not start" not in r.stderr or log not in r.stderr:
+        fail(f"stderr does not point at the log: {r.stderr!r}")
+    with open(log) as f:
+        text = f.read()
+    if 'msg="cannot listen"' not in text or "another process listens there" not in text:
+        fail(f"the log lacks the reason and its hint: {text}")
+    print("start failure: said on stderr, the reason and hint in the log")
+
+
 def t_sd_notify(kvtierd, src, tmp):
     path = os.path.join(tmp, "notify.sock")
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
