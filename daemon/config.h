@@ -119,6 +119,11 @@ int kvtd_config_check(const struct kvtd_config *cfg, const char *path, FILE *out
  * default --ssd by it, and an --ssd of fewer than two segments is refused. */
 uint64_t kvtd_config_segment(const struct kvtd_config *cfg);
 
+/* This machine's memory, if --dram asks for more (the DRAM tier is
+ * pre-faulted: --dram 1T for 1G sat in "opening the store" for minutes),
+ * else 0.  A start refuses such a --dram; --check-config warns. */
+uint64_t kvtd_config_dram_over(const struct kvtd_config *cfg);
+
 /* Free every string the config owns and zero the pointers (the numbers
  * stay). */
 void kvtd_config_free(struct kvtd_config *cfg);

@@ -18,7 +18,9 @@
  *   - every --set NAME=VALUE on a created, never opened, store (so an
  *     unknown library option or a bad value is caught), and the tiers'
  *     sizes the same way; a --dram of less than one chunk, an --ssd of
- *     fewer than two segments;
+ *     fewer than two segments; a --dram of more than this machine's
+ *     memory is a warning (a start here refuses it; the file may be
+ *     meant for a larger machine);
  *   - --dir: an existing path must be a writable directory; one that does
  *     not exist is created at start, so its nearest existing parent must be
  *     writable; --log: its directory must exist.
@@ -190,6 +192,14 @@ uint64_t kvtd_config_segment(const struct kvtd_config *cfg)
 	return check_size_option(cfg, "ssd.segment", UINT64_C(256) << 20);
 }
 
+uint64_t kvtd_config_dram_over(const struct kvtd_config *cfg)
+{
+	long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+	uint64_t mem = pages > 0 && psz > 0 ? (uint64_t)pages * (uint64_t)psz : 0;
+
+	return mem && cfg->dram_bytes > mem ? mem : 0;
+}
+
 /* The library's options on a store that is created, never opened. */
 static void check_store_options(struct check *c, const struct kvtd_config *cfg)
 {
@@ -221,6 +231,13 @@ static void check_store_options(struct check *c, const struct kvtd_config *cfg)
 			check_fail(c, "--dram %llu is less than one dram.chunk (%llu)",
 				   (unsigned long long)cfg->dram_bytes, (unsigned long long)chunk);
 	}
+	/* A warning, not a problem: the file may be meant for a larger
+	 * machine (a Kubernetes node); a start on this one refuses it. */
+	if (kvtd_config_dram_over(cfg))
+		fprintf(c->err, "kvtierd: %s: warning: --dram %llu is more than this machine's "
+			"memory (%llu): a start here refuses it\n", c->where,
+			(unsigned long long)cfg->dram_bytes,
+			(unsigned long long)kvtd_config_dram_over(cfg));
 	/* The SSD tier refuses, at open, fewer than two segments. */
 	if (cfg->ssd_set && cfg->ssd_bytes) {
 		uint64_t seg = kvtd_config_segment(cfg);

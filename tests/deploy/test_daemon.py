@@ -121,6 +121,15 @@ def t_check_config(kvtierd, src, tmp):
             fail(f"{line.strip()!r}: rc={rc} out={out!r} err={err!r} (want 2, {want!r})")
     if os.path.exists(os.path.join(tmp, "never")):
         fail("--check-config created the store directory")
+    # More DRAM than this machine has: a warning (the file may be meant for
+    # a larger node; a start here refuses it: deploy_start_fail)
+    big = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") + (1 << 30)
+    path = os.path.join(tmp, "big.conf")
+    with open(path, "w") as f:
+        f.write("dir = %s\ndram = %d\n" % (os.path.join(tmp, "never"), big))
+    rc, out, err = check(kvtierd, path, cwd=tmp)
+    if rc != 0 or "warning: --dram" not in err or "more than this machine's memory" not in err:
+        fail(f"dram = {big}: rc={rc} err={err!r} (want 0 and a warning)")
     # The command line is checked too, over the file.
     rc, out, err = check(kvtierd, conf, "--threads", "0", cwd=tmp)
     if rc != 2 or "--threads" not in err:
@@ -235,6 +244,17 @@ def t_start_fail(kvtierd, src, tmp):
         text = f.read()
     if 'msg="cannot listen"' not in text or "another process listens there" not in text:
         fail(f"the log lacks the reason and its hint: {text}")
+    # A --dram beyond the machine's memory is refused before the store is
+    # opened (pre-faulting it sat in "opening the store" for minutes).
+    big = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") + (1 << 30)
+    t0 = time.time()
+    r = subprocess.run([kvtierd, "--dir", os.path.join(tmp, "data"), "--listen", "127.0.0.1:0",
+                        "--dram", str(big), "--ssd", "0"], capture_output=True, text=True,
+                       timeout=60, cwd=tmp)
+    if r.returncode == 0 or "more than this machine's memory" not in r.stderr:
+        fail(f"--dram {big}: exit {r.returncode}: {r.stderr!r}")
+    if time.time() - t0 > 30:
+        fail(f"--dram {big}: refused only after {time.time() - t0:.0f} s")
     print("start failure: said on stderr, the reason and hint in the log")
 
 
