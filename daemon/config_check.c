@@ -233,11 +233,11 @@ static void check_store_options(struct check *c, const struct kvtd_config *cfg)
 	}
 	/* A warning, not a problem: the file may be meant for a larger
 	 * machine (a Kubernetes node); a start on this one refuses it. */
-	if (kvtd_config_dram_over(cfg))
+	uint64_t mem = kvtd_config_dram_over(cfg);
+	if (mem)
 		fprintf(c->err, "kvtierd: %s: warning: --dram %llu is more than this machine's "
 			"memory (%llu): a start here refuses it\n", c->where,
-			(unsigned long long)cfg->dram_bytes,
-			(unsigned long long)kvtd_config_dram_over(cfg));
+			(unsigned long long)cfg->dram_bytes, (unsigned long long)mem);
 	/* The SSD tier refuses, at open, fewer than two segments. */
 	if (cfg->ssd_set && cfg->ssd_bytes) {
 		uint64_t seg = kvtd_config_segment(cfg);

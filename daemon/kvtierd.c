@@ -517,9 +517,15 @@ static int kvtierd_store_open(struct kvtd_server *srv)
 {
 	struct kvtd_config *cfg = &srv->cfg;
 	char num[32];
-	uint64_t v = 0;
+	uint64_t v = 0, mem = kvtd_config_dram_over(cfg);
 	int rc;
 
+	if (mem) {
+		kvtd_log(KVTD_ERROR, "bad --dram", "value=%llu memory=%llu hint=\"more than this "
+			 "machine's memory: the DRAM tier pre-faults what it is given\"",
+			 (unsigned long long)cfg->dram_bytes, (unsigned long long)mem);
+		return -EINVAL;
+	}
 	rc = kvt_store_create(&srv->store);
 	if (rc < 0)
 		return rc;
@@ -527,13 +533,6 @@ static int kvtierd_store_open(struct kvtd_server *srv)
 	rc = kvt_store_set_option(srv->store, "path", cfg->dir);
 	if (rc < 0)
 		return rc;
-	if (kvtd_config_dram_over(cfg)) {
-		kvtd_log(KVTD_ERROR, "bad --dram", "value=%llu memory=%llu hint=\"more than this "
-			 "machine's memory: the DRAM tier pre-faults what it is given\"",
-			 (unsigned long long)cfg->dram_bytes,
-			 (unsigned long long)kvtd_config_dram_over(cfg));
-		return -EINVAL;
-	}
 	snprintf(num, sizeof(num), "%llu", (unsigned long long)cfg->dram_bytes);
 	rc = kvt_store_set_option(srv->store, "dram.capacity", num);
 	if (rc < 0) {
