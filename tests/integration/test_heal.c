@@ -232,6 +232,32 @@ static void wait_settled(uint64_t want)
 	T_FAIL("the servers never agreed on %llu members", (unsigned long long)want);
 }
 
+/* Members 0..nodes-1 are done healing: each has run a pass since passes0
+ * (its figure before the list changed; 0 for a newcomer, whose first
+ * pass runs after its grace period too), none is due, and no copy landed
+ * between two looks 200 ms apart.  wait_settled alone is not that: a
+ * member that has not yet seen the new list reports nothing due, and a
+ * pass under way still copies (test_drain_budget counts where blocks
+ * are). */
+static void wait_passes_done(unsigned nodes, const uint64_t *passes0)
+{
+	uint64_t copied_before = UINT64_MAX;
+	for (int i = 0; i < 150; i++) {
+		uint64_t copied = 0;
+		bool ok = true;
+		for (unsigned m = 0; m < nodes; m++) {
+			struct nstat n = node_stat(m);
+			copied += n.copied;
+			ok = ok && n.pending == 0 && n.passes > passes0[m];
+		}
+		if (ok && copied == copied_before)
+			return;
+		copied_before = ok ? copied : UINT64_MAX;
+		tsrv_sleep_ms(200);
+	}
+	T_FAIL("the pod's repair passes never settled");
+}
+
 /* Every block through a fresh engine (nothing in its DRAM): hits, and
  * the bytes put. */
 static uint32_t read_all(unsigned seed_node)
@@ -771,7 +797,7 @@ static void test_scaleout(void)
 {
 	struct reader rd = { .seed_node = 0 };
 	struct kvt_store *e;
-	uint64_t g0, m0, g1, m1, g2, m2;
+	uint64_t g0, m0, g1, m1, g2, m2, passes0[4] = { 0 };
 	double steady, move;
 
 	for (unsigned m = 0; m < 3; m++)
@@ -798,6 +824,8 @@ static void test_scaleout(void)
 	tsrv_sleep_ms(1000);
 	g1 = rd.gets[0];
 	m1 = rd.misses[0];
+	for (unsigned m = 0; m < 3; m++)
+		passes0[m] = node_stat(m).passes;
 	node_start(3, false);
 	wait_settled(4);
 	tsrv_sleep_ms(500);
@@ -819,6 +847,7 @@ static void test_scaleout(void)
 	for (int i = 0; i < 100 && node_stat(3).blocks == 0; i++)
 		tsrv_sleep_ms(100);
 	T_ASSERT(node_stat(3).blocks > 0);
+	wait_passes_done(4, passes0);
 	test_drain_budget(4);
 	for (unsigned m = 0; m < 4; m++) {
 		T_EQ_INT(tsrv_stop(&srv[m]), 0);
