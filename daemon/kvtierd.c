@@ -702,6 +702,7 @@ static void kvtierd_reload(struct kvtd_server *srv)
 {
 	char err[256];
 	struct kvtd_tenants *t;
+	unsigned count;
 	int rc = kvtd_log_reopen();
 
 	if (rc < 0)
@@ -717,15 +718,17 @@ static void kvtierd_reload(struct kvtd_server *srv)
 			 "file=%s error=%s", srv->cfg.tenants_path, kvtd_log_quote(q, sizeof(q), err));
 		return;
 	}
-	kvtd_log(KVTD_INFO, "SIGHUP: log reopened, tenants reloaded", "tenants=%u",
-		 kvtd_tenants_count(t));
-	kvtd_auth_install(t);
+	count = kvtd_tenants_count(t);
+	kvtd_auth_install(t); /* t is the table's now */
 	/* Open connections of removed tenants close, changed roles apply. */
 	kvtd_loops_wake(srv);
 	rc = kvtd_quota_apply(srv->store);
 	if (rc < 0)
 		kvtd_log(KVTD_ERROR, "SIGHUP: cannot apply the quotas", "error=\"%s\"",
 			 kvt_strerror(rc));
+	/* Said once it holds: a request sent after this line is read is
+	 * checked against the new table (operators and tests wait for it). */
+	kvtd_log(KVTD_INFO, "SIGHUP: log reopened, tenants reloaded", "tenants=%u", count);
 }
 
 /*
