@@ -469,6 +469,10 @@ static void ops_hello(struct kvtd_frame *fr)
 	}
 	memcpy(rf.hello.nonce, c->nonce, PROTO_NONCE_LEN);
 	rf.hello.limits = ops_srv(fr)->lim;
+	/* What a frame may name here, not the codec's bound: a client that
+	 * keeps to the announced limits is never answered PROTO_ECOUNT. */
+	if (rf.hello.limits.items_max > KVTD_FRAME_ITEMS_MAX)
+		rf.hello.limits.items_max = KVTD_FRAME_ITEMS_MAX;
 	rf.hello.name = name;
 	rf.hello.name_len = sizeof(name) - 1;
 	kvtd_reply(fr, &rf, NULL, 0);

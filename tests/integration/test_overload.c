@@ -349,8 +349,9 @@ int main(int argc, char **argv)
 			T_RC(kc_login(&tables[i], "default", NULL), 0);
 			f.ns_count = 1;
 			f.ns = ns;
-			send_partial(&tables[i], &f, its, n > tables[i].lim.items_max ?
-							  tables[i].lim.items_max : n, 0);
+			/* past what the server takes a frame (it announces
+			 * KVTD_FRAME_ITEMS_MAX): the codec's own bound */
+			send_partial(&tables[i], &f, its, n, 0);
 		}
 		free(its);
 	}
