@@ -214,6 +214,7 @@ static const char *const metrics_stat_names[] = {
 #define S_SSD_WAIT 28
 	"ssd.writedown_put_timeouts",
 	"ssd.promoted_dropped",
+	"ssd.room_bytes",
 	NULL,
 };
 
@@ -538,6 +539,9 @@ int kvtd_metrics_render(struct kvtd_server *srv, char **out, size_t *out_len)
 	metrics_one(f, "kvtier_ssd_promoted_dropped_total", "counter",
 		    "SSD records dropped when their block was promoted to DRAM (one copy kept)",
 		    st.v[S_SSD_WAIT + 1]);
+	metrics_one(f, "kvtier_ssd_room_bytes", "gauge",
+		    "SSD bytes the file system had room for (the capacity unless a full disk capped "
+		    "the log)", st.v[S_SSD_WAIT + 2]);
 	metrics_one(f, "kvtier_pins_active", "gauge", "pinned reads not yet released",
 		    st.v[S_PINS]);
 	metrics_one(f, "kvtier_meta_bytes", "gauge", "bytes of index and metadata",

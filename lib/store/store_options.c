@@ -139,7 +139,7 @@ static const struct opt_def opts[] = {
 	{ "ssd.close_writedown_ms", OPT_SIZE, 0, F(ssd_cfg.close_wd_ms), 0, 3600000, NULL, NULL,
 	  "10000", "a graceful close writes DRAM's blocks down for at most this long" },
 	{ "ssd.enospc_retry_ms", OPT_MS_NS, 0, F(ssd_cfg.retry_ns), 0, 3600000, NULL, NULL,
-	  "5000", "after ENOSPC, try writing again after this long" },
+	  "5000", "after ENOSPC, try writing again after this long; and how often a log a full disk capped tries for more segments" },
 
 	{ "remote.addr", OPT_STR, 0, F(remote_cfg.addr), 0, 0, NULL, NULL, NULL,
 	  "one kvtierd, host:port (doc/remote.md)" },

@@ -287,6 +287,8 @@ static int io_fault_pick_locked(struct kvt_io *io, struct io_req *r, uint64_t *t
 	for (unsigned i = 0; i < io->fault_count && !kind; i++) {
 		struct io_fault_slot *s = &io->faults[i];
 		bool is_read = s->f.kind == IO_FAULT_EIO_READ || s->f.kind == IO_FAULT_SHORT_READ;
+		if (s->f.kind == IO_FAULT_ALLOC_ENOSPC)
+			continue; /* io_allocate's */
 		if (r->opcode != (is_read ? IO_READ : IO_WRITE))
 			continue;
 		if (s->f.fd >= 0 && s->f.fd != r->fd)
@@ -1233,7 +1235,7 @@ int io_fault_add(struct kvt_io *io, const struct io_fault *f)
 	int ret = 0;
 	if (!io || !f)
 		return KVT_ENULL;
-	if (f->kind < IO_FAULT_EIO_READ || f->kind > IO_FAULT_TORN_WRITE)
+	if (f->kind < IO_FAULT_EIO_READ || f->kind > IO_FAULT_ALLOC_ENOSPC)
 		return -EINVAL;
 	pthread_mutex_lock(&io->fault_lock);
 	if (io->fault_count == IO_FAULT_MAX) {
@@ -1246,6 +1248,34 @@ int io_fault_add(struct kvt_io *io, const struct io_fault *f)
 	}
 	pthread_mutex_unlock(&io->fault_lock);
 	return ret;
+}
+
+int io_allocate(struct kvt_io *io, int fd, uint64_t len)
+{
+	bool fire = false;
+
+	if (atomic_load(&io->faults_on)) {
+		pthread_mutex_lock(&io->fault_lock);
+		for (unsigned i = 0; i < io->fault_count && !fire; i++) {
+			struct io_fault_slot *s = &io->faults[i];
+			if (s->f.kind != IO_FAULT_ALLOC_ENOSPC || (s->f.fd >= 0 && s->f.fd != fd))
+				continue;
+			if (s->f.count && s->fired >= s->f.count)
+				continue;
+			if (s->seen++ < s->f.skip)
+				continue;
+			s->fired++;
+			fire = true;
+		}
+		pthread_mutex_unlock(&io->fault_lock);
+		if (fire) {
+			IO_INC(io, st_faults, 1);
+			return -ENOSPC;
+		}
+	}
+	if (fallocate(fd, 0, 0, (off_t)len) < 0 && errno != EOPNOTSUPP)
+		return -errno;
+	return 0;
 }
 
 void io_fault_clear(struct kvt_io *io)

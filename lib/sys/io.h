@@ -103,6 +103,14 @@ int io_cancel(struct kvt_io *io, struct io_req *r);
 int io_open_file(struct kvt_io *io, int dir_fd, const char *name, int flags, mode_t mode,
 		 bool *direct);
 
+/*
+ * Allocate [0, len) of fd (fallocate mode 0: a segment's blocks, so that
+ * its writes cannot fail for room later).  A file system that cannot
+ * (EOPNOTSUPP) is not an error: its writes will say.  Returns 0 or
+ * -errno (-ENOSPC: no room; IO_FAULT_ALLOC_ENOSPC injects it).
+ */
+int io_allocate(struct kvt_io *io, int fd, uint64_t len);
+
 /* io.backend (text), io.fixed_buffers, io.fixed_ops (requests issued with a
  * fixed buffer), io.odirect_refused, io.reads, io.read_bytes,
  * io.writes, io.write_bytes, io.fsyncs, io.errors, io.faults_injected,
@@ -118,6 +126,7 @@ enum {
 	IO_FAULT_SHORT_READ,     /* reads return fewer bytes than asked (res short) */
 	IO_FAULT_ENOSPC,         /* writes fail with -ENOSPC, nothing written */
 	IO_FAULT_TORN_WRITE,     /* only torn_bytes of the write reach the file, res -EIO */
+	IO_FAULT_ALLOC_ENOSPC,   /* io_allocate fails with -ENOSPC, nothing allocated */
 };
 
 struct io_fault {

@@ -694,11 +694,24 @@ static int seg_reuse_oldest_locked(struct ssd *s)
 	return 0;
 }
 
+/*
+ * Room.  A segment's file is allocated whole when its slot is first
+ * opened (io_allocate), so a full file system is met there, not in the
+ * middle of a record.  Then the slot is marked noroom and the log keeps
+ * to the slots it has: the watermarks count only those, and the open
+ * reuses (or evicts) the oldest as if --ssd were that size -- a tier
+ * that stopped at a full disk would keep what it held when the disk
+ * filled, forever.  Every ssd.enospc_retry_ms the marks are dropped and
+ * one allocation is tried again (the room may have been freed).  Only
+ * with no slot at all does the write fail with ENOSPC (the tier degrades
+ * as before: "Faults" in doc/ssd.md).
+ */
+
 /* The log's high and low watermarks in slots, and the slots in use.
  * seg_lock held. */
 static uint32_t seg_marks_locked(const struct ssd *s, uint64_t *high, uint64_t *low)
 {
-	uint32_t used = 0;
+	uint32_t used = 0, room = ssd_room_slots(s);
 
 	for (uint32_t i = 0; i < s->slot_count; i++)
 		if (s->segs[i].state == SEG_OPEN || s->segs[i].state == SEG_SEALED)
@@ -710,12 +723,12 @@ static uint32_t seg_marks_locked(const struct ssd *s, uint64_t *high, uint64_t *
 	 * to collect, so a free slot held in reserve is flash holding no
 	 * cache -- at 95/90 a tier of 400 segments kept 20 to 40 of them
 	 * empty (doc/policies.md). */
-	*high = ((uint64_t)s->slot_count * s->cfg.high_pct + 99) / 100;
-	*low = ((uint64_t)s->slot_count * s->cfg.low_pct + 99) / 100;
+	*high = ((uint64_t)room * s->cfg.high_pct + 99) / 100;
+	*low = ((uint64_t)room * s->cfg.low_pct + 99) / 100;
 	/* Progressive reuse takes the oldest slot in place (no slot need be
 	 * free); whole-segment eviction frees one ahead of the open. */
-	if (*high > s->slot_count - (s->cfg.reuse_progressive ? 0 : 1))
-		*high = s->slot_count - (s->cfg.reuse_progressive ? 0 : 1);
+	if (*high + (s->cfg.reuse_progressive ? 0 : 1) > room)
+		*high = room > 0 ? room - (s->cfg.reuse_progressive ? 0 : 1) : 0;
 	if (*low > *high)
 		*low = *high;
 	return used;
@@ -730,20 +743,73 @@ static bool seg_next_evicts_locked(const struct ssd *s)
 	if (used >= high)
 		return true;
 	for (uint32_t i = 0; i < s->slot_count; i++)
-		if (s->segs[i].state == SEG_FREE)
+		if (s->segs[i].state == SEG_FREE && !s->segs[i].noroom)
 			return false;
 	return true;
 }
 
+/* The file system had no room for slot's file: release what it got and
+ * keep the log to the other slots.  seg_lock held. */
+static void seg_noroom_locked(struct ssd *s, uint32_t slot)
+{
+	struct ssd_seg *g = &s->segs[slot];
+
+	if (g->fd >= 0 && ftruncate(g->fd, 0) < 0) {
+		/* Nothing to release then; the mark stands either way. */
+	}
+	if (!g->noroom) {
+		g->noroom = true;
+		atomic_fetch_add_explicit(&s->noroom_slots, 1, memory_order_relaxed);
+	}
+	s->noroom_at_ns = now_ns();
+}
+
+/* The room retry: every ssd.enospc_retry_ms, the noroom marks go and
+ * the next open tries those slots again.  seg_lock held. */
+static bool seg_room_retry_locked(struct ssd *s)
+{
+	if (!atomic_load_explicit(&s->noroom_slots, memory_order_relaxed) ||
+	    now_ns() - s->noroom_at_ns < s->cfg.retry_ns)
+		return false;
+	for (uint32_t i = 0; i < s->slot_count; i++)
+		s->segs[i].noroom = false;
+	atomic_store_explicit(&s->noroom_slots, 0, memory_order_relaxed);
+	s->noroom_at_ns = now_ns();
+	return true;
+}
+
+/* Say what the last open found of the room (ROOM_SAY_*), once; called
+ * with no lock held (the logger is the embedder's). */
+static void ssd_room_tell(struct ssd *s)
+{
+	int say = atomic_exchange(&s->room_say, ROOM_SAY_NONE);
+	uint32_t room = ssd_room_slots(s);
+
+	if (say == ROOM_SAY_CAPPED)
+		kvt_logf(s->log, KVT_LOG_WARN,
+			 "ssd: the file system has no room for more segments: the log keeps to "
+			 "%u of its %u (%llu of %llu MiB), reusing its oldest; more tried every "
+			 "%llu ms (stat ssd.segments_room)",
+			 room, s->slot_count, (unsigned long long)(room * s->cfg.seg_size >> 20),
+			 (unsigned long long)(s->slot_count * s->cfg.seg_size >> 20),
+			 (unsigned long long)(s->cfg.retry_ns / 1000000));
+	else if (say == ROOM_SAY_GREW)
+		kvt_logf(s->log, KVT_LOG_INFO,
+			 "ssd: room for more segments again: the log may use %u of its %u", room,
+			 s->slot_count);
+}
+
 /* Start a new segment in a free slot, evicting by watermarks.  seg_lock
  * held.  Sets log_full: whether this open had to evict or reuse. */
-static int seg_open_next_locked(struct ssd *s)
+static int seg_open_slot_locked(struct ssd *s)
 {
-	uint32_t used, slot = UINT32_MAX;
+	uint32_t used, slot;
 	uint64_t high, low;
 	bool evicted = false;
 	int r;
 
+again:
+	slot = UINT32_MAX;
 	used = seg_marks_locked(s, &high, &low);
 	if (used >= high) {
 		while (used > low && seg_evict_oldest_locked(s)) {
@@ -753,7 +819,7 @@ static int seg_open_next_locked(struct ssd *s)
 	}
 	/* Lowest-numbered free slot: files are reused in place. */
 	for (uint32_t i = 0; i < s->slot_count; i++) {
-		if (s->segs[i].state == SEG_FREE) {
+		if (s->segs[i].state == SEG_FREE && !s->segs[i].noroom) {
 			slot = i;
 			break;
 		}
@@ -767,7 +833,7 @@ static int seg_open_next_locked(struct ssd *s)
 	if (slot == UINT32_MAX && seg_evict_oldest_locked(s)) {
 		evicted = true;
 		for (uint32_t i = 0; i < s->slot_count; i++)
-			if (s->segs[i].state == SEG_FREE) {
+			if (s->segs[i].state == SEG_FREE && !s->segs[i].noroom) {
 				slot = i;
 				break;
 			}
@@ -775,10 +841,16 @@ static int seg_open_next_locked(struct ssd *s)
 	if (slot == UINT32_MAX)
 		return KVT_EFULL;
 	r = ssd_seg_open_file(s, slot, true);
+	if (r == 0)
+		r = io_allocate(s->io, s->segs[slot].fd, s->cfg.seg_size);
+	if (r == -ENOSPC) {
+		/* No room for this file: the log keeps to the others (each
+		 * pass marks one more slot, so this ends). */
+		seg_noroom_locked(s, slot);
+		goto again;
+	}
 	if (r < 0)
 		return r;
-	if (fallocate(s->segs[slot].fd, 0, 0, (off_t)s->cfg.seg_size) < 0 && errno != EOPNOTSUPP)
-		return -errno;
 	s->segs[slot].generation = __atomic_fetch_add(&s->next_gen, 1, __ATOMIC_RELAXED);
 	ssd_seg_set_align(s, slot, s->rec_align);
 	atomic_store(&s->segs[slot].broken, false);
@@ -793,6 +865,25 @@ static int seg_open_next_locked(struct ssd *s)
 	s->open_slot = (int32_t)slot;
 	atomic_store(&s->log_full, evicted);
 	return 0;
+}
+
+/* Start a new segment (seg_open_slot_locked), first trying the room
+ * again when it is due, and note what changed for ssd_room_tell.
+ * seg_lock held. */
+static int seg_open_next_locked(struct ssd *s)
+{
+	uint32_t noroom0 = atomic_load_explicit(&s->noroom_slots, memory_order_relaxed), noroom;
+	bool retried = noroom0 && seg_room_retry_locked(s);
+	int r = seg_open_slot_locked(s);
+
+	noroom = atomic_load_explicit(&s->noroom_slots, memory_order_relaxed);
+	if (noroom0 == 0 && noroom > 0) {
+		A(s->room_capped);
+		atomic_store(&s->room_say, ROOM_SAY_CAPPED);
+	} else if (retried && noroom < noroom0) {
+		atomic_store(&s->room_say, ROOM_SAY_GREW);
+	}
+	return r;
 }
 
 bool ssd_log_full(void *ctx)
@@ -1327,7 +1418,7 @@ static void wd_write(struct ssd *s, struct wd_task *t)
 		 * as it would to an LRU list's (doc/policies.md). */
 		uint64_t gen = 0;
 		if (ssd_find_gen(s, t->ns, &t->key, &gen) == KVT_OK &&
-		    !(t->rewrite && gen + s->slot_count / 2 <= s->next_gen)) {
+		    !(t->rewrite && gen + ssd_room_slots(s) / 2 <= s->next_gen)) {
 			kvt_mem_free(s->mem, lens, KVT_PARTS_MAX * (sizeof(*lens) + sizeof(*crcs) +
 								   sizeof(*parts)));
 			dram_writedown_done(s->dram, t->item, true);
@@ -1378,6 +1469,7 @@ static void wd_write(struct ssd *s, struct wd_task *t)
 	pthread_mutex_lock(&s->seg_lock);
 	r = seg_reserve_locked(s, rec_len, &se, &t->slot, &off, &t->generation);
 	pthread_mutex_unlock(&s->seg_lock);
+	ssd_room_tell(s);
 	if (r < 0) {
 		kvt_mem_free(s->mem, t->hdr, t->hdr_len);
 		t->hdr = NULL;
@@ -1536,6 +1628,7 @@ static void wd_carry_write(struct ssd *s, struct wd_task *t)
 		}
 	}
 	pthread_mutex_unlock(&s->seg_lock);
+	ssd_room_tell(s);
 	if (alive) {
 		t->seq = se.seq; /* wd_finish publishes the entry of this seq */
 		t->off_512 = se.off_512;
@@ -2109,7 +2202,7 @@ int ssd_promote(struct ssd *s, uint32_t ns, const struct kvt_key *key, int prio,
 	p->first = !(e->flags & E_READ) ||
 		   (s->cfg.young_pct &&
 		    (__atomic_load_n(&s->next_gen, __ATOMIC_RELAXED) - e->generation) * 100 <=
-			    (uint64_t)s->slot_count * s->cfg.young_pct);
+			    (uint64_t)ssd_room_slots(s) * s->cfg.young_pct);
 	p->demand = prio == IO_PRIO_DEMAND;
 	if (e->flags & E_READ)
 		e->flags |= E_READ2;
@@ -2447,12 +2540,13 @@ struct kvt_io *ssd_io(struct ssd *s)
 
 uint64_t ssd_room_bytes(struct ssd *s)
 {
-	uint64_t used = 0, usable = (uint64_t)s->slot_count * s->cfg.low_pct / 100;
+	uint32_t room = ssd_room_slots(s);
+	uint64_t used = 0, usable = (uint64_t)room * s->cfg.low_pct / 100;
 	/* One slot stays out of it: the close write-down's cost estimate
 	 * must never make the writer evict what the SSD holds (at the 100 %
 	 * default the low watermark leaves no slot free by itself). */
-	if (usable + 1 > s->slot_count)
-		usable = s->slot_count > 0 ? s->slot_count - 1 : 0;
+	if (usable + 1 > room)
+		usable = room > 0 ? room - 1 : 0;
 	pthread_mutex_lock(&s->seg_lock);
 	for (uint32_t i = 0; i < s->slot_count; i++)
 		used += s->segs[i].state == SEG_OPEN || s->segs[i].state == SEG_SEALED;
@@ -2495,6 +2589,11 @@ void ssd_stats(struct ssd *s, kvt_stats_fn fn, void *ctx)
 	fn(ctx, "ssd.segment_bytes", s->cfg.seg_size, NULL);
 	fn(ctx, "ssd.segments", s->slot_count, NULL);
 	fn(ctx, "ssd.segments_used", used_slots, NULL);
+	/* Room: the segments the file system had room for (ssd.segments
+	 * unless a full disk capped the log), and how often it did. */
+	fn(ctx, "ssd.segments_room", ssd_room_slots(s), NULL);
+	fn(ctx, "ssd.room_bytes", (uint64_t)ssd_room_slots(s) * s->cfg.seg_size, NULL);
+	fn(ctx, "ssd.room_capped", AL(s->room_capped), NULL);
 	/* Counted after the sweep, not from SEG_BAD: a reader who sees the
 	 * count must also see the segment's blocks gone.  A slot never leaves
 	 * SEG_BAD while the store is open, so this also equals that gauge. */

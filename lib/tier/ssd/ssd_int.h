@@ -75,6 +75,9 @@ struct ssd_seg {
 	uint32_t rec_align;   /* its generation's record alignment: SSD_REC_ALIGN or
 			       * SSD_REC_ALIGN_4K (seg_lock; ssd_seg_set_align) */
 	bool dirty;           /* written since the last fdatasync */
+	bool noroom;          /* free, and its file could not be allocated
+			       * (ENOSPC): not opened until the room retry
+			       * (seg_lock; ssd.c "Room") */
 	uint64_t generation;  /* 0: never written */
 	uint64_t write_off;   /* bytes allocated so far */
 	uint64_t sum_bytes;   /* summary bytes the entries so far need */
@@ -200,6 +203,11 @@ struct ssd {
 	uint32_t clear_cap;
 	uint32_t seals_since_ckpt;
 	bool degraded;              /* ENOSPC: write-downs shed until retry */
+	/* Room (ssd.c): slots marked noroom, when the last was, and what the
+	 * writer says once seg_lock is released (ROOM_SAY_*). */
+	_Atomic uint32_t noroom_slots; /* written under seg_lock, read anywhere */
+	uint64_t noroom_at_ns;      /* seg_lock */
+	_Atomic int room_say;
 	/* The log has no free room: the segment open now was had by evicting
 	 * or reusing the oldest (set at each open under seg_lock, at ssd_open
 	 * if the next open must evict and the index holds a block; cleared by
@@ -244,7 +252,7 @@ struct ssd {
 		io_errors, seg_sealed, seg_evicted, evicted_blocks, reinserted, quarantined,
 		ckpts, enospc, promote_full, copy_reads, evicted_handed, carried, carried_bytes,
 		carry_lost, wd_put_waits, wd_put_timeouts, dropped_promoted,
-		sealed_records, evicted_unread, evicted_over_budget, evicted_dead;
+		sealed_records, evicted_unread, evicted_over_budget, evicted_dead, room_capped;
 	uint64_t rec_ckpt_entries, rec_records, rec_segments, rec_ns, rec_dropped;
 	uint64_t rec_old_format;     /* segments of an older format version, dropped */
 	uint64_t rec_other_size;     /* segments of another ssd.segment, dropped */
@@ -254,6 +262,15 @@ struct ssd {
 /* ------------------------------------------------------------------------
  * Small helpers
  */
+
+enum { ROOM_SAY_NONE = 0, ROOM_SAY_CAPPED, ROOM_SAY_GREW };
+
+/* The slots the log may use: all, less those the file system had no room
+ * for (ssd.c "Room"). */
+static inline uint32_t ssd_room_slots(const struct ssd *s)
+{
+	return s->slot_count - atomic_load_explicit(&s->noroom_slots, memory_order_relaxed);
+}
 
 static inline uint64_t now_ns(void)
 {
