@@ -62,6 +62,8 @@
  * with it.  The writer is the only thread that allocates space, seals,
  * evicts, quarantines or checkpoints.
  */
+#include <sys/statvfs.h>
+
 #include "ssd_int.h"
 
 /* ------------------------------------------------------------------------
@@ -776,6 +778,32 @@ static bool seg_room_retry_locked(struct ssd *s)
 	atomic_store_explicit(&s->noroom_slots, 0, memory_order_relaxed);
 	s->noroom_at_ns = now_ns();
 	return true;
+}
+
+/* At open: will the file system hold the segments not yet allocated?
+ * Said once if not (the log will keep to what fits: "Room" above). */
+static void ssd_room_check(struct ssd *s)
+{
+	uint64_t have = 0, want = (uint64_t)s->slot_count * s->cfg.seg_size, avail;
+	struct statvfs sv;
+
+	if (fstatvfs(s->dir_fd, &sv) < 0)
+		return;
+	avail = (uint64_t)sv.f_bavail * (uint64_t)sv.f_frsize;
+	for (uint32_t i = 0; i < s->slot_count; i++) {
+		struct stat st;
+		if (s->segs[i].fd >= 0 && fstat(s->segs[i].fd, &st) == 0) {
+			uint64_t b = (uint64_t)st.st_blocks * 512;
+			have += b < s->cfg.seg_size ? b : s->cfg.seg_size;
+		}
+	}
+	if (have + avail < want)
+		kvt_logf(s->log, KVT_LOG_WARN,
+			 "ssd: ssd.capacity is %llu MiB but the file system holds %llu MiB of "
+			 "segments here (%llu MiB free): the log will keep to what fits",
+			 (unsigned long long)(want >> 20),
+			 (unsigned long long)((have + avail) >> 20),
+			 (unsigned long long)(avail >> 20));
 }
 
 /* Say what the last open found of the room (ROOM_SAY_*), once; called
@@ -2464,6 +2492,7 @@ int ssd_open(struct ssd **out, const struct ssd_config *cfg, int dir_fd, struct 
 		 (unsigned long long)blocks, (unsigned long long)(used >> 20),
 		 (double)s->rec_ns / 1e9, (unsigned long long)s->rec_ckpt_entries,
 		 (unsigned long long)s->rec_records, (unsigned long long)s->rec_segments);
+	ssd_room_check(s);
 	r = -pthread_create(&s->wd_thread, NULL, wd_main, s);
 	if (r < 0)
 		goto fail;
