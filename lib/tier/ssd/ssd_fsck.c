@@ -618,6 +618,12 @@ static int check_segment(struct fsck *c, uint32_t slot, uint64_t fsize)
 	if (fd < 0)
 		return -errno;
 	c->f->segments++;
+	/* An empty file is a free slot, as recovery takes it: created and
+	 * never allocated (a crash between the two, or no room on the file
+	 * system: ssd.c "Room"). */
+	r = 0;
+	if (fsize == 0)
+		goto out;
 	r = pread_full(fd, c->buf, SSD_ALIGN, 0);
 	if (r == -ENODATA) {
 		fsck_say(c, KVT_FSCK_DAMAGE, "ssd/%s: shorter than a segment header", name);
