@@ -6,9 +6,11 @@ Usage: test_fulldisk.py PATH-TO-KVTIERD PATH-TO-KVTIER.  Needs root (it
 mounts the tmpfs); exits 77 (skipped) where mounting is refused, saying
 why.  Asserts: every SET is taken; the SSD tier keeps writing in the
 segments the disk had room for (ssd.room_bytes below ssd.capacity_bytes,
-never degraded, nothing shed, one warning); every GET is the exact bytes
-or a miss; after a SIGTERM and a restart on the full disk the newest values
-are served from the SSD, and writes go on.
+never degraded, one warning); every GET is the exact bytes
+or a miss; after someone else takes the disk's last bytes, a SIGTERM (whose
+checkpoint fails, leaving no partial file) and a restart, values put after
+the disk filled are served from the SSD, writes go on, and fsck finds the
+store clean.
 """
 import os
 import re
@@ -147,8 +149,22 @@ def main():
         text = open(log).read()
         assert "the log will keep to what fits" in text  # said at start
         assert "no room for more segments" in text
+        # Someone else takes the last bytes: the checkpoint at the stop
+        # cannot be written, leaves no partial file, and the restart
+        # walks the segments instead.
+        filler = os.path.join(mnt, "filler")
+        fd = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o600)
+        try:
+            while True:
+                os.write(fd, b"\1" * 4096)
+        except OSError:
+            pass
+        os.close(fd)
         stop(p)
         p = None
+        text = open(log).read()
+        assert "ssd: checkpoint:" in text, "the checkpoint did not fail: the disk was not full"
+        assert not os.path.exists(os.path.join(d, "ssd", "checkpoint.tmp"))
 
         # Restarted on the full disk: the newest are on the SSD.
         log = os.path.join(base, "kvtierd-2.log")
@@ -161,6 +177,7 @@ def main():
         # The disk filled at about 36 MiB of records (key ~290 with DRAM's
         # share): a log that stopped there would hold none of these.
         assert late >= 40
+        os.unlink(filler)
         for i in range(n1, n1 + 200):
             c.set(i)
         st = settled(kvtier, nport)

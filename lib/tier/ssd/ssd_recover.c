@@ -128,9 +128,13 @@ int ssd_ckpt_write(struct ssd *s)
 			r = -errno;
 	}
 	kvt_mem_free(s->mem, buf, cap);
-	if (r < 0)
+	if (r < 0) {
+		/* A part written (ENOSPC) would hold on to the little room
+		 * a full disk has; the previous checkpoint stays. */
+		if (fd >= 0)
+			(void)unlinkat(s->dir_fd, SSD_CKPT ".tmp", 0);
 		kvt_logf(s->log, KVT_LOG_WARN, "ssd: checkpoint: %s", kvt_strerror(r));
-	else
+	} else
 		A(s->ckpts);
 	return r;
 }
