@@ -471,6 +471,10 @@ struct kvtd_conn {
 	uint64_t rx_drop_tag;
 	uint16_t rx_drop_op;
 	int rx_drop_status;
+	/* A table larger than KVTD_RBUF_MIN still arriving (native.c): its
+	 * bytes held in tbl_tstat's input share until the frame is whole */
+	uint64_t tbl_share;
+	struct kvtd_tstat *tbl_tstat;
 	uint64_t frame_start_ns; /* first byte of an incomplete frame, 0: none */
 	uint64_t accept_ns;
 

@@ -55,12 +55,14 @@ static void native_mem_refuse(struct kvtd_conn *c, uint64_t tag, const char *wha
 /*
  * A frame refused before it is taken -- more than KVTD_FRAME_ITEMS_MAX
  * items (PROTO_ECOUNT), or past its tenant's input share (-ENOMEM,
- * kvtd_frame_charge -EDQUOT) -- whose header and table (f.hdr_len) are
- * out of rbuf: nothing of it is kept, its data section is read and
- * dropped (rx_drop, native_read), then it is answered; the connection
- * is kept.  false: its data is still to come.
+ * kvtd_frame_charge -EDQUOT) -- of which rest bytes are still ahead of
+ * rstart (its data section once its header and table are out of rbuf;
+ * all of it when refused from its header): nothing of it is kept, those
+ * bytes are read and dropped (rx_drop, native_read), then it is
+ * answered; the connection is kept.  false: its bytes are still to come.
  */
-static bool native_refuse(struct kvtd_conn *c, const struct proto_frame *f, int status)
+static bool native_refuse(struct kvtd_conn *c, const struct proto_frame *f, int status,
+			  uint64_t rest)
 {
 	size_t take = c->rend - c->rstart;
 
@@ -68,10 +70,10 @@ static bool native_refuse(struct kvtd_conn *c, const struct proto_frame *f, int 
 		KVTD_COUNT(c->loop->srv, mem_refused, 1);
 	else
 		KVTD_COUNT(c->loop->srv, errors[kvtd_err_of(status)], 1);
-	if (take > f->data_len)
-		take = (size_t)f->data_len;
+	if (take > rest)
+		take = (size_t)rest;
 	c->rstart += take;
-	c->rx_drop = f->data_len - take;
+	c->rx_drop = rest - take;
 	c->rx_drop_op = f->op;
 	c->rx_drop_tag = f->tag;
 	c->rx_drop_status = status;
@@ -98,9 +100,39 @@ static int native_charge(struct kvtd_conn *c, struct kvtd_frame *fr, const struc
 		return 0;
 	kvtd_frame_free(fr);
 	if (rc == -EDQUOT)
-		return native_refuse(c, f, -ENOMEM) ? 1 : -1;
+		return native_refuse(c, f, -ENOMEM, f->data_len) ? 1 : -1;
 	native_mem_refuse(c, f->tag, what);
 	return -1;
+}
+
+/* A table of n bytes (header included) still arriving on c holds them
+ * in its tenant's input share (KVTD_IN_TENANT_MAX) -- without, one
+ * tenant's half-sent tables on many connections took the whole budget
+ * from the others.  false: over the share, held by others (nothing
+ * taken). */
+static bool native_tbl_hold(struct kvtd_conn *c, uint64_t n)
+{
+	struct kvtd_tstat *t = kvtd_tstat_of(c);
+	uint64_t held = 0, cap = t ? kvtd_in_share(c->loop->srv, t, &held) : 0;
+
+	if (!cap || n <= c->tbl_share)
+		return true;
+	/* As kvtd_frame_charge: a tenant holding nothing else makes progress. */
+	if (held > c->tbl_share && held + (n - c->tbl_share) > cap)
+		return false;
+	atomic_fetch_add_explicit(&t->in_charged, n - c->tbl_share, memory_order_relaxed);
+	c->tbl_share = n;
+	c->tbl_tstat = t;
+	return true;
+}
+
+static void native_tbl_release(struct kvtd_conn *c)
+{
+	if (!c->tbl_share)
+		return;
+	atomic_fetch_sub_explicit(&c->tbl_tstat->in_charged, c->tbl_share, memory_order_relaxed);
+	c->tbl_share = 0;
+	c->tbl_tstat = NULL;
 }
 
 /* Per-tenant counters of a native frame (its bytes in; bytes out are
@@ -169,6 +201,29 @@ static void native_parse(struct kvtd_conn *c)
 				       "closing the connection");
 			return;
 		}
+		if (rc == PROTO_NEED_MORE && !pre && avail >= PROTO_HDR_LEN) {
+			/* The header says what is coming: more items than a
+			 * frame may name here, or a big table past its tenant's
+			 * input share, is refused before its table is buffered
+			 * (a table still arriving is held to the share too). */
+			int why = 0;
+			if (f.item_count > KVTD_FRAME_ITEMS_MAX)
+				why = PROTO_ECOUNT;
+			else if (f.need > KVTD_RBUF_MIN && !native_tbl_hold(c, f.need)) {
+				if (c->inflight > 0) {
+					/* its own frames' answers free the share */
+					kvtd_conn_flow(c);
+					return;
+				}
+				why = -ENOMEM;
+			}
+			if (why) {
+				native_tbl_release(c);
+				if (native_refuse(c, &f, why, f.need + f.data_len))
+					continue;
+				return;
+			}
+		}
 		if (rc == PROTO_NEED_MORE) {
 			rc = kvtd_conn_rbuf_room(c, (size_t)f.need);
 			if (rc == -EMSGSIZE)
@@ -201,7 +256,7 @@ static void native_parse(struct kvtd_conn *c)
 		 * refused from its parsed header, the connection kept. */
 		if (f.item_count > KVTD_FRAME_ITEMS_MAX) {
 			c->rstart += f.hdr_len;
-			if (native_refuse(c, &f, PROTO_ECOUNT))
+			if (native_refuse(c, &f, PROTO_ECOUNT, f.data_len))
 				continue;
 			return;
 		}
@@ -220,6 +275,7 @@ static void native_parse(struct kvtd_conn *c)
 		/* Before AUTH a frame is at most NATIVE_PREAUTH_BUF bytes and
 		 * has no data: bounded per connection, outside the budget, so
 		 * unauthenticated clients never take it from the others. */
+		native_tbl_release(c); /* the frame's own charge holds it now */
 		rc = pre ? 0 : native_charge(c, fr, &f, f.hdr_len, "table");
 		if (rc > 0)
 			continue;
@@ -347,6 +403,7 @@ static bool native_partial(const struct kvtd_conn *c)
  * dropped (nothing of it was submitted). */
 static void native_drop_input(struct kvtd_conn *c)
 {
+	native_tbl_release(c);
 	c->rx_drop = 0;
 	if (c->rx) {
 		struct kvtd_frame *fr = c->rx;
@@ -381,6 +438,7 @@ static void native_fail(struct kvtd_conn *c, int status, const char *msg)
 
 static void native_free(struct kvtd_conn *c)
 {
+	native_tbl_release(c);
 	kvtd_ns_cache_free(c);
 }
 

@@ -35,6 +35,8 @@
  *                 deferred (only whole frames count against the budget)
  *   in_share_data PUTs past the tenant's input share: their data sections
  *                 dropped, not charged; the frames refused, connections kept
+ *   tbl_share     big tables left a byte short on 48 connections: held to
+ *                 the tenant's input share while they arrive
  *   resp_inflight a RESP pipeline behind a slow DEL: at most --conn-inflight
  *                 commands taken until it is answered
  *   no_shares     without --tenants, PING floods never read are held by
@@ -5391,6 +5393,107 @@ static void phase_in_share(void)
 }
 
 /* ------------------------------------------------------------------------
+ * tbl_share: alice sends, on TS_CONNS connections, an NS_REGISTER frame
+ * whose table (1024 long descriptors, ~0.8 MiB) is all there but its last
+ * byte, and never finishes it.  A table still arriving was charged to
+ * --max-memory only (its read buffer), never to her input share: 48 of
+ * them took the whole 32 MiB, and the admin's round trips failed.  Now a
+ * table past KVTD_RBUF_MIN holds her share while it arrives, and one past
+ * it is refused from its header (-ENOMEM answered, its bytes dropped, the
+ * connection kept).
+ */
+
+#define TS_CONNS 48u
+#define TS_ITEMS 1024u
+
+static void phase_tbl_share(void)
+{
+	struct proto_item *its = calloc(TS_ITEMS, sizeof(*its));
+	char (*texts)[PROTO_CANON_MAX + 1] = malloc((size_t)TS_ITEMS * sizeof(*texts));
+	static struct kc fl[TS_CONNS];
+	uint8_t ans[PROTO_DIGEST_LEN];
+	uint64_t used, refused0, refused, tlen = 0;
+	unsigned answered = 0, enomem = 0;
+	uint8_t last = 0;
+	struct kc adm;
+	int bad;
+
+	start("tbl_share", NULL);
+	for (unsigned n = 0; n < TS_ITEMS; n++) {
+		struct kvt_ns_desc d = desc;
+		char model[300], cfg[300], q[300];
+		int tl;
+		snprintf(model, sizeof(model), "tbl-%06u-%0240u", n, n);
+		snprintf(cfg, sizeof(cfg), "%0250u", n);
+		snprintf(q, sizeof(q), "q%0250u", n);
+		d.model = model;
+		d.config_hash = cfg;
+		d.kv_quant = q;
+		d.tenant = "alice";
+		tl = kvt_ns_digest(&d, NULL, texts[n], PROTO_CANON_MAX + 1);
+		T_ASSERT(tl > 0);
+		its[n].text = texts[n];
+		its[n].text_len = (uint32_t)tl;
+		tlen += (uint64_t)tl + 16;
+	}
+	refused0 = stat_of("server.mem_refused");
+	rss_begin();
+	for (unsigned c = 0; c < TS_CONNS; c++) {
+		struct proto_frame f = { .op = PROTO_OP_NS_REGISTER };
+		uint64_t need = 0;
+		int64_t len;
+		uint8_t *buf;
+		T_RC(kc_connect_tcp(&fl[c], srv.port), 0);
+		T_RC(kc_login(&fl[c], "alice", SECRET_ALICE), 0);
+		f.tag = fl[c].next_tag++;
+		f.version = fl[c].version;
+		len = proto_encode(&f, its, TS_ITEMS, NULL, 0, NULL, &need);
+		T_EQ_INT(len, KVT_EBUFSMALL);
+		buf = malloc(need);
+		len = proto_encode(&f, its, TS_ITEMS, buf, need, NULL, NULL);
+		T_ASSERT(len > 0);
+		T_RC(kc_send(&fl[c], buf, (size_t)len - 1), 0); /* all but its last byte */
+		last = buf[len - 1];
+		free(buf);
+	}
+	tsrv_sleep_ms(500);
+	used = stat_of("server.mem_used");
+	refused = stat_of("server.mem_refused") - refused0;
+	T_RC(kc_connect_tcp(&adm, srv.port), 0);
+	T_RC(kc_login(&adm, "admin", SECRET_ADMIN), 0);
+	T_RC(kc_register(&adm, &desc, ans, NULL, 0), KVT_OK);
+	bad = roundtrips(&adm, ans, 8, 256u << 10, 23);
+	printf("tbl_share: %u NS_REGISTER tables of %" PRIu64 " KiB left a byte short: mem_used %"
+	       PRIu64 " KiB of %u (a quarter: %u), mem_refused +%" PRIu64 " (%u answered); the "
+	       "admin's failed round trips of 256 KiB: %d of 8\n", TS_CONNS, tlen >> 10,
+	       used >> 10, MAX_MEMORY >> 10, MAX_MEMORY >> 12, refused, answered, bad);
+	rss_end(DRAM + MAX_MEMORY);
+	T_EQ_INT(bad, 0);
+	T_LE_INT(used, MAX_MEMORY / 2);
+	T_GE_INT(refused, 1);
+	/* Each frame finished: the refused ones (their bytes dropped) are
+	 * answered -ENOMEM, the others registered; every connection kept. */
+	for (unsigned c = 0; c < TS_CONNS; c++) {
+		struct kc_resp r;
+		T_RC(kc_send(&fl[c], &last, 1), 0);
+		T_RC(kc_recv(&fl[c], &r, 20000), 0);
+		enomem += r.f.status == -ENOMEM;
+		answered++;
+		kc_resp_free(&r);
+		T_RC(kc_ping(&fl[c]), 0);
+	}
+	printf("tbl_share: finished, %u answered, %u of them -ENOMEM\n", answered, enomem);
+	T_GE_INT(enomem, refused); /* a held one may meet the share whole */
+	for (unsigned c = 0; c < TS_CONNS; c++)
+		kc_close(&fl[c]);
+	kc_close(&adm);
+	T_EQ_U64(stat_of("server.mem_used") <= (4u << 20), 1);
+	free(its);
+	free(texts);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
+/* ------------------------------------------------------------------------
  * in_share_data (attack14's open item: "each connection passes the share
  * by one frame"): alice's GET frames, pipelined on one connection and
  * never read, fill her quarter of --max-memory to within a few KiB (16
@@ -5641,6 +5744,7 @@ static const struct {
 	{ "no_shares", phase_no_shares },
 	{ "resp_inflight", phase_resp_inflight },
 	{ "in_share_data", phase_in_share_data },
+	{ "tbl_share", phase_tbl_share },
 	{ "parse_partial", phase_parse_partial },
 	{ "big_frames", phase_big_frames },
 	{ "resp_mget", phase_resp_mget },
