@@ -210,6 +210,31 @@ static uint64_t stat_of(struct kc *c, uint8_t *ns, const char *name)
 }
 
 /* Send all but the last byte of an encoded frame (it never completes). */
+/* PUT items of 1024 one-byte parts each: 16 KiB of part table and a
+ * key an item (BIG_ITEM), so that frames within KVTD_FRAME_ITEMS_MAX
+ * items hold MiBs of table.  Their values never come: the tables are
+ * sent short. */
+#define BIG_ITEM ((16u << 10) + 80u)
+static struct proto_item *big_table_items(uint32_t n)
+{
+	static uint64_t lens[KVT_PARTS_MAX];
+	static uint32_t crcs[KVT_PARTS_MAX];
+	struct proto_item *its = calloc(n, sizeof(*its));
+
+	T_ASSERT(its);
+	for (uint32_t p = 0; p < KVT_PARTS_MAX; p++)
+		lens[p] = 1;
+	for (uint32_t i = 0; i < n; i++) {
+		its[i].key.len = 64;
+		memcpy(its[i].key.bytes, &i, sizeof(i));
+		its[i].value_len = KVT_PARTS_MAX;
+		its[i].part_count = KVT_PARTS_MAX;
+		its[i].part_lens = lens;
+		its[i].part_crcs = crcs;
+	}
+	return its;
+}
+
 static int send_partial(struct kc *c, struct proto_frame *f, const struct proto_item *its,
 			uint32_t n, uint64_t data_len)
 {
@@ -335,22 +360,17 @@ int main(int argc, char **argv)
 			tsrv_sleep_ms(5);
 	}
 
-	/* Big tables: LOOKUPs of 65536 keys of 64 bytes (4.6 MiB), all but one byte. */
+	/* Big tables: PUTs of 900 values of 1024 one-byte parts: 14 MiB of
+	 * table (of the 16 a frame may have), all but one byte. */
 	{
-		uint32_t n = 65536;
-		struct proto_item *its = calloc(n, sizeof(*its));
-		for (uint32_t i = 0; i < n; i++) {
-			its[i].key.len = 64;
-			memcpy(its[i].key.bytes, &i, sizeof(i));
-		}
+		uint32_t n = 900;
+		struct proto_item *its = big_table_items(n);
 		for (unsigned i = 0; i < tables_n; i++) {
-			struct proto_frame f = { .op = PROTO_OP_LOOKUP };
+			struct proto_frame f = { .op = PROTO_OP_PUT };
 			T_RC(kc_connect_tcp(&tables[i], srv.port), 0);
 			T_RC(kc_login(&tables[i], "default", NULL), 0);
 			f.ns_count = 1;
 			f.ns = ns;
-			/* past what the server takes a frame (it announces
-			 * KVTD_FRAME_ITEMS_MAX): the codec's own bound */
 			send_partial(&tables[i], &f, its, n, 0);
 		}
 		free(its);
@@ -388,14 +408,10 @@ int main(int argc, char **argv)
 	atomic_store(&filling, true);
 	/* (d) Fillers: what is left of the budget, taken exactly. */
 	{
-		uint32_t n = (1u << 20) / 80; /* ~1 MiB of table: 64-byte keys */
-		struct proto_item *its = calloc(n, sizeof(*its));
-		for (uint32_t i = 0; i < n; i++) {
-			its[i].key.len = 64;
-			memcpy(its[i].key.bytes, &i, sizeof(i));
-		}
-		while (n >= (128u << 10) / 80 && fill_n < FILLERS) {
-			struct proto_frame f = { .op = PROTO_OP_LOOKUP };
+		uint32_t n = (1u << 20) / BIG_ITEM; /* ~1 MiB of table */
+		struct proto_item *its = big_table_items(n);
+		while (n >= (128u << 10) / BIG_ITEM && fill_n < FILLERS) {
+			struct proto_frame f = { .op = PROTO_OP_PUT };
 			struct kc *c = &fill[fill_n];
 			T_RC(kc_connect_tcp(c, srv.port), 0);
 			T_RC(kc_login(c, "default", NULL), 0);
