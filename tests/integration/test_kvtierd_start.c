@@ -1,19 +1,25 @@
 /*
  * test_kvtierd_start.c - kvtierd's start-up order (doc/kvtierd.md
- * "Start-up"), with the real binary:
+ * "Start-up") and its --metrics address forms, with the real binary:
  *
  *   1. every listener is bound before the store is opened: with an
  *      address in use (--listen, --resp, --s3, --metrics; a live --unix
  *      socket) on a store directory holding SSD content, kvtierd exits 1
  *      naming the option and the address, and its log never says
  *      "opening the store" (no recovery, no directory lock); the time to
- *      that exit is printed next to a full start's, for the record.
+ *      that exit is printed next to a full start's, for the record;
+ *   2. --metrics takes HOST:PORT and [V6]:PORT like the other listeners,
+ *      and a bare port (127.0.0.1): "localhost:0" and "[::1]:0" are
+ *      loopback; "0.0.0.0:0" is refused (exit 2) without --metrics-token
+ *      -- before the store's directory is even created -- and served
+ *      with one; --check-config agrees.
  *
  * argv[1]: kvtierd.
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -178,6 +184,95 @@ static void test_in_use(void)
 	close(fd);
 }
 
+/* 2. --metrics forms. */
+static uint16_t metrics_line(const char *log, char *host, size_t cap)
+{
+	char *t = slurp(log);
+	const char *p = strstr(t, "metrics listener on ");
+	unsigned port = 0;
+	T_ASSERT(p != NULL);
+	p += strlen("metrics listener on ");
+	const char *colon = strchr(p, '"');
+	T_ASSERT(colon != NULL);
+	while (colon > p && colon[-1] != ':')
+		colon--;
+	T_ASSERT(colon > p && (size_t)(colon - p) < cap);
+	snprintf(host, cap, "%.*s", (int)(colon - p - 1), p);
+	port = (unsigned)atoi(colon);
+	free(t);
+	return (uint16_t)port;
+}
+
+static void test_metrics_forms(void)
+{
+	char dir[700], tok[700], host[128], *log, *err;
+	struct tsrv s;
+	uint16_t port;
+
+	/* A bare port: 127.0.0.1; /healthz answers there. */
+	snprintf(dir, sizeof(dir), "%s/m1", base);
+	tsrv_start(&s, kvtierd, base, dir, NULL, (const char *[]){ "--metrics", "0", NULL });
+	port = metrics_line(s.log, host, sizeof(host));
+	T_EQ_STR(host, "127.0.0.1");
+	{
+		int code;
+		char *r = tsrv_http_get(port, "/healthz", NULL, &code);
+		T_EQ_INT(code, 200);
+		free(r);
+	}
+	T_EQ_INT(tsrv_stop(&s), 0);
+	/* localhost:PORT: loopback, no token needed. */
+	tsrv_start(&s, kvtierd, base, dir, NULL, (const char *[]){ "--metrics", "localhost:0", NULL });
+	metrics_line(s.log, host, sizeof(host));
+	T_ASSERT(strcmp(host, "127.0.0.1") == 0 || strcmp(host, "[::1]") == 0);
+	T_EQ_INT(tsrv_stop(&s), 0);
+
+	/* [V6]:PORT, where this host has IPv6 loopback (::1 on lo). */
+	char *v6 = slurp("/proc/net/if_inet6");
+	bool has_v6 = strstr(v6, "00000000000000000000000000000001") != NULL;
+	free(v6);
+	if (has_v6) {
+		tsrv_start(&s, kvtierd, base, dir, NULL,
+			   (const char *[]){ "--metrics", "[::1]:0", NULL });
+		metrics_line(s.log, host, sizeof(host));
+		T_EQ_STR(host, "[::1]");
+		T_EQ_INT(tsrv_stop(&s), 0);
+	}
+
+	/* Off loopback without a token: exit 2 before the store directory is
+	 * created; --check-config says the same. */
+	snprintf(dir, sizeof(dir), "%s/never-made", base);
+	T_EQ_INT(run(&log, &err, NULL, "--dir '%s' --listen 127.0.0.1:0 --metrics 0.0.0.0:0", dir),
+		 2);
+	T_ASSERT(strstr(err, "--metrics-token") != NULL);
+	T_ASSERT(strstr(log, "opening the store") == NULL);
+	free(log);
+	free(err);
+	{
+		struct stat st;
+		T_ASSERT(stat(dir, &st) < 0);
+	}
+	T_EQ_INT(run(&log, &err, NULL, "--check-config /dev/null --dir '%s' --metrics 0.0.0.0:9464",
+		     dir), 2);
+	T_ASSERT(strstr(err, "--metrics-token") != NULL);
+	free(log);
+	free(err);
+	T_EQ_INT(run(&log, &err, NULL, "--check-config /dev/null --dir '%s' --metrics 9464", dir), 0);
+	T_ASSERT(strstr(err, "configuration OK") != NULL);
+	free(log);
+	free(err);
+	/* With a token it is served there. */
+	snprintf(tok, sizeof(tok), "%s/metrics.token", base);
+	tsrv_write_file(base, "metrics.token", "start-order-token-0123456789\n");
+	T_EQ_INT(chmod(tok, 0600), 0);
+	snprintf(dir, sizeof(dir), "%s/m2", base);
+	tsrv_start(&s, kvtierd, base, dir, NULL,
+		   (const char *[]){ "--metrics", "0.0.0.0:0", "--metrics-token", tok, NULL });
+	metrics_line(s.log, host, sizeof(host));
+	T_EQ_STR(host, "0.0.0.0");
+	T_EQ_INT(tsrv_stop(&s), 0);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 2)
@@ -185,6 +280,7 @@ int main(int argc, char **argv)
 	kvtierd = argv[1];
 	base = t_mkdtemp();
 	test_in_use();
+	test_metrics_forms();
 	tsrv_check_reports(base);
 	t_rmtree(base);
 	free(base);
