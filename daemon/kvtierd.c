@@ -458,7 +458,14 @@ fail:
 	return rc;
 }
 
-/* Bind, not listen, as kvtierd_bind_tcp; the socket file exists from here. */
+/*
+ * Bind and listen at once, unlike kvtierd_bind_tcp: a socket file that
+ * refuses connections is taken for a crash's leftover (below), so another
+ * kvtierd started on the same path during this one's recovery would
+ * unlink it and this one would serve an unreachable socket.  Listening,
+ * it is seen live; a local client that connects during the recovery
+ * waits in the backlog until the loops accept.
+ */
 static int kvtierd_bind_unix(struct kvtd_listener *l, const char *path)
 {
 	struct sockaddr_un sa;
@@ -490,7 +497,7 @@ static int kvtierd_bind_unix(struct kvtd_listener *l, const char *path)
 			close(probe);
 		unlink(path);
 	}
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 1024) < 0) {
 		rc = -errno;
 		close(fd);
 		return rc;
@@ -649,7 +656,7 @@ static int kvtierd_bind_all(struct kvtd_server *srv, struct kvtd_listener *liste
 	const struct {
 		const char *opt, *spec;
 		int proto;
-	} tcp[] = {
+	} specs[] = {
 		{ "listen", strcmp(cfg->listen, "none") ? cfg->listen : NULL, KVTD_PROTO_NATIVE },
 		{ "unix", cfg->unix_path, KVTD_PROTO_NATIVE },
 		{ "resp", cfg->resp_listen, KVTD_PROTO_RESP },
@@ -671,20 +678,20 @@ static int kvtierd_bind_all(struct kvtd_server *srv, struct kvtd_listener *liste
 			return -EINVAL;
 		}
 	}
-	for (unsigned i = 0; i < sizeof(tcp) / sizeof(tcp[0]); i++) {
+	/* Native, RESP or S3 off loopback without --tenants was refused
+	 * before (kvtierd_exposure) unless --insecure. */
+	for (unsigned i = 0; i < sizeof(specs) / sizeof(specs[0]); i++) {
 		struct kvtd_listener *l = &listeners[srv->listener_count];
-		if (!tcp[i].spec)
+		if (!specs[i].spec)
 			continue;
-		rc = strcmp(tcp[i].opt, "unix") == 0 ? kvtierd_bind_unix(l, tcp[i].spec)
-						     : kvtierd_bind_tcp(l, tcp[i].spec);
+		rc = strcmp(specs[i].opt, "unix") == 0 ? kvtierd_bind_unix(l, specs[i].spec)
+						       : kvtierd_bind_tcp(l, specs[i].spec);
 		if (rc < 0) {
-			kvtierd_listen_fail(tcp[i].opt, tcp[i].spec, rc);
+			kvtierd_listen_fail(specs[i].opt, specs[i].spec, rc);
 			return rc;
 		}
-		l->proto = tcp[i].proto;
+		l->proto = specs[i].proto;
 		srv->listener_count++;
-		/* S3 off loopback without --tenants (nothing signature-checked):
-		 * refused by kvtierd_exposure unless --insecure. */
 		if (l->proto == KVTD_PROTO_HTTP && !srv->metrics_token &&
 		    strncmp(l->name, "127.", 4) != 0 && strncmp(l->name, "[::1]", 5) != 0) {
 			kvtd_log(KVTD_ERROR, "a metrics listener off loopback needs --metrics-token",
@@ -697,9 +704,10 @@ static int kvtierd_bind_all(struct kvtd_server *srv, struct kvtd_listener *liste
 	return 0;
 }
 
-/* The bound listeners start listening: the store is open.  A connection
- * is queued from here and accepted once the loops run.  0 or -errno (a
- * process that bound the same port in the meantime and listened first). */
+/* The bound listeners start listening (the Unix one already does): the
+ * store is open.  A connection is queued from here and accepted once the
+ * loops run.  0 or -errno (a process that bound the same port in the
+ * meantime and listened first). */
 static int kvtierd_listen_all(struct kvtd_server *srv)
 {
 	static const char *const opts[KVTD_PROTO__COUNT] = {
@@ -880,9 +888,8 @@ static void kvtierd_parse(struct kvtd_config *cfg, int argc, char **argv)
 
 /*
  * 2, 3. Signals, log, tenants, listeners bound, TLS, store, listeners
- * listening.  *sfd: the
- * signalfd.  KVTD_EXIT_OK, or the exit code (what was opened is closed
- * by kvtierd_close).
+ * listening.  *sfd: the signalfd.  KVTD_EXIT_OK, or the exit code (what
+ * was opened is closed by kvtierd_close).
  */
 static int kvtierd_open(struct kvtd_server *srv, struct kvtd_listener *listeners, int *sfd)
 {
