@@ -968,13 +968,17 @@ int admin_who(int argc, char **argv)
 		goto out;
 	}
 	/* Give the connections a moment: a node not up within it shows as
-	 * down (and makes the exit status non-zero).  Only a down node makes
-	 * the whole wait. */
+	 * down (and makes the exit status non-zero).  The wait ends once
+	 * every node is up or has failed its connections (refused at once
+	 * where nothing listens); only a node that does neither, a
+	 * blackholed one, makes the whole wait. */
 	for (int i = 0; i < 300; i++) {
-		uint64_t up = 0, members = 1;
+		uint64_t up = 0, members = 1, down = 0, all_down = 0;
 		kvt_store_stat(s, "remote.conns_up", &up);
 		kvt_store_stat(s, "remote.members", &members);
-		if (up >= members)
+		kvt_store_stat(s, "remote.members_down", &down);
+		kvt_store_stat(s, "remote.down", &all_down);
+		if (up >= members || up + down >= members || (all_down && !up))
 			break;
 		nanosleep(&(struct timespec){ 0, 10000000 }, NULL);
 	}
