@@ -2,7 +2,7 @@
  * bench_dram.c - "kvtier bench dram": the DRAM tier against memcpy.
  *
  * Measures libkvtier's DRAM tier through include/kvtier.h alone, the way
- * doc/design.md ("Measuring") asks: every figure is a ratio against the
+ * doc/design-notes.md ("Measuring") asks: every figure is a ratio against the
  * physical limit measured in the same run, working sets exceed the caches,
  * the baseline moves the same bytes the same way, A and B are interleaved
  * and medians are reported.  Bytes are verified after every timed phase;

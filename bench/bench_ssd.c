@@ -3,7 +3,7 @@
  * "kvtier bench recovery": reopening a store after kill -9.
  *
  * Measures libkvtier's SSD tier through include/kvtier.h alone, the way
- * doc/design.md ("Measuring") asks: fio runs in the same run, on the same
+ * doc/design-notes.md ("Measuring") asks: fio runs in the same run, on the same
  * file system, with the same block size, queue depth and file state; A and
  * B are interleaved round after round (the order flips every round) and
  * medians are reported; reads are proven to come from the device by the

@@ -8,8 +8,11 @@
  * "kvtier-cli" unless --model), and the stat table.  Like every kvtier
  * command it reaches the library only through include/kvtier.h.
  *
- * Exit codes: 0 ok, 1 failure, 2 usage, 3 (get, rm) the key is not
- * there; fsck: 0 clean, 1 damaged, 2 usage or cannot check.
+ * Exit codes (kvtier-admin(1) "EXIT STATUS"): 0 ok, 1 failure, 2 usage,
+ * 3 (get, rm) the key is not there, 4 (who) some nodes did not answer;
+ * fsck: 0 clean, 1 damaged, 2 usage or cannot check.  A command that
+ * asks a server exits 0 only if it answered: one that cannot be reached
+ * (or refuses the connection) is 1, never a table of zeros and 0.
  */
 #include "admin.h"
 
@@ -36,6 +39,7 @@
 #define EX_FAIL 1
 #define EX_USAGE 2
 #define EX_MISS 3
+#define EX_PARTIAL 4 /* who: some nodes answered, not all */
 
 #define CLI_MODEL "kvtier-cli"
 
@@ -688,7 +692,8 @@ static const char who_help[] =
 	"  --rank-agnostic      one copy for every TP rank (KVT_NS_RANK_AGNOSTIC)\n"
 	"  --replicas R         the namespace's replicas (placement; default 1)\n"
 	"\nOne node instead of --servers, and authentication (every node):\n" CONN_SERVER_HELP
-	"\nExit status: 0 ok, 1 failure, 2 usage.  kvtier-admin(1).\n";
+	"\nExit status: 0 every node answered, 1 failure (no node answered), 2 usage,\n"
+	"4 some nodes did not answer (\"up no\"; the table is printed).  kvtier-admin(1).\n";
 
 enum { O_SERVERS = 400, O_GROUP, O_HOT, O_KEYS, O_TOKENS, O_DTYPE, O_LAYOUT, O_BTOK,
        O_CONFIG, O_QUANT, O_NSTENANT, O_TP, O_PP, O_AGNOSTIC, O_REPLICAS };
@@ -940,6 +945,7 @@ int admin_who(int argc, char **argv)
 			goto out;                                                           \
 		}                                                                           \
 	} while (0)
+	kvt_store_set_log(s, cli_lib_log, NULL, KVT_LOG_ERROR);
 	SET("dram.capacity", "16M");
 	SET("dram.shards", "1");
 	SET("dram.prefault", "off");
@@ -961,12 +967,18 @@ int admin_who(int argc, char **argv)
 			kvt_strerror(rc));
 		goto out;
 	}
-	/* Give the connections a moment: a node not up within it shows as down. */
-	for (int i = 0; i < 100; i++) {
-		uint64_t up = 0, members = 1;
+	/* Give the connections a moment: a node not up within it shows as
+	 * down (and makes the exit status non-zero).  The wait ends once
+	 * every node is up or has failed its connections (refused at once
+	 * where nothing listens); only a node that does neither, a
+	 * blackholed one, makes the whole wait. */
+	for (int i = 0; i < 300; i++) {
+		uint64_t up = 0, members = 1, down = 0, all_down = 0;
 		kvt_store_stat(s, "remote.conns_up", &up);
 		kvt_store_stat(s, "remote.members", &members);
-		if (up >= members)
+		kvt_store_stat(s, "remote.members_down", &down);
+		kvt_store_stat(s, "remote.down", &all_down);
+		if (up >= members || up + down >= members || (all_down && !up))
 			break;
 		nanosleep(&(struct timespec){ 0, 10000000 }, NULL);
 	}
@@ -989,7 +1001,30 @@ int admin_who(int argc, char **argv)
 		       nodes[i].weight, nodes[i].up ? "yes" : "no", nodes[i].placed, nodes[i].held,
 		       nodes[i].leading);
 	printf("prompt: %zu blocks, %" PRIu64 " leading blocks held\n", n, leading);
-	ex = EX_OK;
+	/* A node that did not answer is not a node that holds nothing: say
+	 * so, and in the exit status (kvtier-admin(1) "EXIT STATUS"). */
+	{
+		int64_t down = 0;
+		for (int64_t i = 0; i < count; i++)
+			down += !nodes[i].up;
+		ex = EX_OK;
+		if (count > 0 && down == count && !servers) {
+			cant_reach("who", o.server, -ENOTCONN);
+			ex = EX_FAIL;
+		} else if (count > 0 && down == count) {
+			char why[sizeof(cli_lib_err) + 16];
+			cli_lib_last(why, sizeof(why));
+			fprintf(stderr, "kvtier who: no node of --servers answered%s%s\n"
+					"Are they running and listening there? (kvtierd(8))\n",
+				why[0] ? "; the last error: " : "", why);
+			ex = EX_FAIL;
+		} else if (down) {
+			fprintf(stderr, "kvtier who: %" PRId64 " of %" PRId64 " nodes did not answer "
+					"(up no): the figures are the other nodes' alone\n", down, count);
+			ex = EX_PARTIAL;
+		}
+	}
+	fflush(stdout);
 	goto out;
 fail_rc:
 	fprintf(stderr, "kvtier who: %s\n", kvt_strerror(rc));

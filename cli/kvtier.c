@@ -3,7 +3,8 @@
  *
  * Owns the command line: global options (--help, --version), the table of
  * commands and their dispatch, and the exit codes every command shares
- * (0 ok, 1 runtime failure, 2 usage error: bench/bench.h).  Each command is
+ * (0 ok, 1 runtime failure, 2 usage error: bench/bench.h; admin.c adds
+ * 3 and 4).  Each command is
  * one function with main()'s shape that receives its full name as argv[0];
  * a command with sub-commands ("bench dram") dispatches through a table of
  * the same type.  Like LMDB's tools, it reaches the library only through
@@ -123,8 +124,9 @@ static void cli_usage(FILE *f)
 	cli_list(f, cli_cmds, CLI_ARRAY_LEN(cli_cmds));
 	fprintf(f,
 		"\n"
-		"Every command takes --help.  Exit status: 0 ok, 1 runtime failure,\n"
-		"2 usage error; get and rm exit 3 for a key that is not there.\n"
+		"Every command takes --help.  Exit status: 0 ok, 1 runtime failure\n"
+		"(a server that cannot be reached included), 2 usage error; get and rm\n"
+		"exit 3 for a key that is not there, who 4 when some nodes did not answer.\n"
 		"Manual: kvtier(1), kvtier-admin(1), kvtier-bench(1), kvtier-replay(1).\n");
 }
 

@@ -11,7 +11,9 @@
  *      the mask; the library's threads block everything anyway), ignore
  *      SIGPIPE; the signals are read from a signalfd by this thread only,
  *      so no code runs in a signal handler
- *   3. log, tenants, store (which locks the directory), listeners
+ *   3. log, tenants; every listener bound (not listening: a port in use
+ *      fails the start before the store's recovery) and TLS; the store
+ *      (which locks the directory); then the listeners listen
  *   4. the aux thread and the event loops
  *   5. wait on the signalfd: SIGHUP reopens the log and reloads the
  *      tenants (a bad file keeps the old table); SIGTERM/SIGINT stop
@@ -390,7 +392,13 @@ static int kvtierd_mkdir_p(const char *path)
  * Listeners
  */
 
-static int kvtierd_listen_tcp(struct kvtd_listener *l, const char *spec)
+/*
+ * Bind, not listen (kvtierd_listen_all does, once the store is open): an
+ * address in use is found before the store's recovery, and a client that
+ * connects meanwhile is refused, as before the bind, rather than left
+ * waiting in the backlog.  Port 0 is resolved here (l->name).
+ */
+static int kvtierd_bind_tcp(struct kvtd_listener *l, const char *spec)
 {
 	char host[256], port[16];
 	const char *colon = strrchr(spec, ':');
@@ -423,7 +431,7 @@ static int kvtierd_listen_tcp(struct kvtd_listener *l, const char *spec)
 	if (fd < 0)
 		goto fail;
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, 1024) < 0 ||
+	if (bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 ||
 	    getsockname(fd, (struct sockaddr *)&ss, &sl) < 0)
 		goto fail;
 	freeaddrinfo(ai);
@@ -450,7 +458,15 @@ fail:
 	return rc;
 }
 
-static int kvtierd_listen_unix(struct kvtd_listener *l, const char *path)
+/*
+ * Bind and listen at once, unlike kvtierd_bind_tcp: a socket file that
+ * refuses connections is taken for a crash's leftover (below), so another
+ * kvtierd started on the same path during this one's recovery would
+ * unlink it and this one would serve an unreachable socket.  Listening,
+ * it is seen live; a local client that connects during the recovery
+ * waits in the backlog until the loops accept.
+ */
+static int kvtierd_bind_unix(struct kvtd_listener *l, const char *path)
 {
 	struct sockaddr_un sa;
 	struct stat st;
@@ -619,14 +635,34 @@ static void kvtierd_limits(struct kvtd_server *srv)
 		l->frame_max = PROTO_DEF_FRAME_MAX;
 }
 
+/* Log a listener that could not be bound or listen: the option, the
+ * address, why, and what to do (tests/deploy greps "cannot listen"). */
+static void kvtierd_listen_fail(const char *opt, const char *addr, int rc)
+{
+	kvtd_log(KVTD_ERROR, "cannot listen", "%s=%s error=\"%s\" option=--%s%s", opt, addr,
+		 strerror(-rc), opt, kvtierd_listen_hint(rc));
+}
+
 /*
- * The RESP and metrics listeners (doc/resp.md, doc/metrics.md): bound
- * after the native ones.  A metrics listener on anything but loopback
+ * Every listener (doc/kvtierd.md "Start-up"), before the store is opened:
+ * native TCP and Unix, then RESP, S3 and metrics (doc/resp.md, doc/s3.md,
+ * doc/metrics.md), bound in that order into listeners[] (not listening
+ * yet: kvtierd_listen_all).  A metrics listener on anything but loopback
  * needs --metrics-token.  0, -EINVAL (usage), or -errno.
  */
-static int kvtierd_listen_extra(struct kvtd_server *srv, struct kvtd_listener *listeners)
+static int kvtierd_bind_all(struct kvtd_server *srv, struct kvtd_listener *listeners)
 {
 	struct kvtd_config *cfg = &srv->cfg;
+	const struct {
+		const char *opt, *spec;
+		int proto;
+	} specs[] = {
+		{ "listen", strcmp(cfg->listen, "none") ? cfg->listen : NULL, KVTD_PROTO_NATIVE },
+		{ "unix", cfg->unix_path, KVTD_PROTO_NATIVE },
+		{ "resp", cfg->resp_listen, KVTD_PROTO_RESP },
+		{ "s3", cfg->s3_listen, KVTD_PROTO_S3 },
+		{ "metrics", cfg->metrics_listen, KVTD_PROTO_HTTP },
+	};
 	int rc = kvtd_metrics_init(srv);
 
 	if (rc < 0)
@@ -642,53 +678,49 @@ static int kvtierd_listen_extra(struct kvtd_server *srv, struct kvtd_listener *l
 			return -EINVAL;
 		}
 	}
-	if (cfg->resp_listen) {
+	/* Native, RESP or S3 off loopback without --tenants was refused
+	 * before (kvtierd_exposure) unless --insecure. */
+	for (unsigned i = 0; i < sizeof(specs) / sizeof(specs[0]); i++) {
 		struct kvtd_listener *l = &listeners[srv->listener_count];
-		rc = kvtierd_listen_tcp(l, cfg->resp_listen);
+		if (!specs[i].spec)
+			continue;
+		rc = strcmp(specs[i].opt, "unix") == 0 ? kvtierd_bind_unix(l, specs[i].spec)
+						       : kvtierd_bind_tcp(l, specs[i].spec);
 		if (rc < 0) {
-			kvtd_log(KVTD_ERROR, "cannot listen", "resp=%s error=\"%s\"%s",
-				 cfg->resp_listen, strerror(-rc), kvtierd_listen_hint(rc));
+			kvtierd_listen_fail(specs[i].opt, specs[i].spec, rc);
 			return rc;
 		}
-		l->proto = KVTD_PROTO_RESP;
+		l->proto = specs[i].proto;
 		srv->listener_count++;
-		rc = kvtd_resp_setup(srv);
-		if (rc < 0) {
-			kvtd_log(KVTD_ERROR, "cannot register the RESP namespace", "error=\"%s\"",
-				 kvt_strerror(rc));
-			return rc;
-		}
-	}
-	if (cfg->s3_listen) {
-		struct kvtd_listener *l = &listeners[srv->listener_count];
-		rc = kvtierd_listen_tcp(l, cfg->s3_listen);
-		if (rc < 0) {
-			kvtd_log(KVTD_ERROR, "cannot listen", "s3=%s error=\"%s\"%s", cfg->s3_listen,
-				 strerror(-rc), kvtierd_listen_hint(rc));
-			return rc;
-		}
-		l->proto = KVTD_PROTO_S3;
-		srv->listener_count++;
-		/* Off loopback without --tenants (nothing signature-checked):
-		 * refused by kvtierd_exposure unless --insecure. */
-	}
-	if (cfg->metrics_listen) {
-		struct kvtd_listener *l = &listeners[srv->listener_count];
-		rc = kvtierd_listen_tcp(l, cfg->metrics_listen);
-		if (rc < 0) {
-			kvtd_log(KVTD_ERROR, "cannot listen", "metrics=%s error=\"%s\"%s",
-				 cfg->metrics_listen, strerror(-rc), kvtierd_listen_hint(rc));
-			return rc;
-		}
-		l->proto = KVTD_PROTO_HTTP;
-		srv->listener_count++;
-		if (!srv->metrics_token && strncmp(l->name, "127.", 4) != 0 &&
-		    strncmp(l->name, "[::1]", 5) != 0) {
+		if (l->proto == KVTD_PROTO_HTTP && !srv->metrics_token &&
+		    strncmp(l->name, "127.", 4) != 0 && strncmp(l->name, "[::1]", 5) != 0) {
 			kvtd_log(KVTD_ERROR, "a metrics listener off loopback needs --metrics-token",
 				 "metrics=%s", l->name);
 			fprintf(stderr, "kvtierd: --metrics %s is not loopback: give --metrics-token "
 				"FILE too\n", cfg->metrics_listen);
 			return -EINVAL;
+		}
+	}
+	return 0;
+}
+
+/* The bound listeners start listening (the Unix one already does): the
+ * store is open.  A connection is queued from here and accepted once the
+ * loops run.  0 or -errno (a process that bound the same port in the
+ * meantime and listened first). */
+static int kvtierd_listen_all(struct kvtd_server *srv)
+{
+	static const char *const opts[KVTD_PROTO__COUNT] = {
+		[KVTD_PROTO_NATIVE] = "listen", [KVTD_PROTO_RESP] = "resp",
+		[KVTD_PROTO_HTTP] = "metrics", [KVTD_PROTO_S3] = "s3",
+	};
+
+	for (unsigned i = 0; i < srv->listener_count; i++) {
+		struct kvtd_listener *l = &srv->listeners[i];
+		if (listen(l->fd, 1024) < 0) {
+			int rc = -errno;
+			kvtierd_listen_fail(l->is_unix ? "unix" : opts[l->proto], l->name, rc);
+			return rc;
 		}
 	}
 	return 0;
@@ -858,9 +890,9 @@ static void kvtierd_parse(struct kvtd_config *cfg, int argc, char **argv)
 }
 
 /*
- * 2, 3. Signals, log, tenants, store, listeners, TLS.  *sfd: the
- * signalfd.  KVTD_EXIT_OK, or the exit code (what was opened is closed
- * by kvtierd_close).
+ * 2, 3. Signals, log, tenants, listeners bound, TLS, store, listeners
+ * listening.  *sfd: the signalfd.  KVTD_EXIT_OK, or the exit code (what
+ * was opened is closed by kvtierd_close).
  */
 static int kvtierd_open(struct kvtd_server *srv, struct kvtd_listener *listeners, int *sfd)
 {
@@ -914,6 +946,15 @@ static int kvtierd_open(struct kvtd_server *srv, struct kvtd_listener *listeners
 			 "\"default\" with the admin role; use --tenants on any shared network",
 			 NULL);
 	}
+	/* Listeners and TLS before the store: a port in use or a bad
+	 * certificate is said in milliseconds, not after the SSD tier's
+	 * recovery, and without the store's directory locked meanwhile. */
+	srv->listeners = listeners;
+	rc = kvtierd_bind_all(srv, listeners);
+	if (rc == 0)
+		rc = kvtd_tls_setup(srv);
+	if (rc < 0)
+		return rc == -EINVAL ? KVTD_EXIT_USAGE : KVTD_EXIT_FAIL;
 	rc = kvtierd_mkdir_p(cfg->dir);
 	if (rc < 0) {
 		kvtd_log(KVTD_ERROR, "cannot create the store directory", "dir=%s error=\"%s\"",
@@ -931,30 +972,13 @@ static int kvtierd_open(struct kvtd_server *srv, struct kvtd_listener *listeners
 			 (unsigned long long)srv->lim.value_max);
 		return KVTD_EXIT_FAIL;
 	}
-	srv->listeners = listeners;
-	if (strcmp(cfg->listen, "none") != 0) {
-		rc = kvtierd_listen_tcp(&listeners[srv->listener_count], cfg->listen);
-		if (rc < 0) {
-			kvtd_log(KVTD_ERROR, "cannot listen", "listen=%s error=\"%s\"%s", cfg->listen,
-				 strerror(-rc), kvtierd_listen_hint(rc));
-			return KVTD_EXIT_FAIL;
-		}
-		srv->listener_count++;
+	if (cfg->resp_listen && (rc = kvtd_resp_setup(srv)) < 0) {
+		kvtd_log(KVTD_ERROR, "cannot register the RESP namespace", "error=\"%s\"",
+			 kvt_strerror(rc));
+		return KVTD_EXIT_FAIL;
 	}
-	if (cfg->unix_path) {
-		rc = kvtierd_listen_unix(&listeners[srv->listener_count], cfg->unix_path);
-		if (rc < 0) {
-			kvtd_log(KVTD_ERROR, "cannot listen", "unix=%s error=\"%s\"%s", cfg->unix_path,
-				 strerror(-rc), kvtierd_listen_hint(rc));
-			return KVTD_EXIT_FAIL;
-		}
-		srv->listener_count++;
-	}
-	rc = kvtierd_listen_extra(srv, listeners);
-	if (rc == 0)
-		rc = kvtd_tls_setup(srv);
-	if (rc < 0)
-		return rc == -EINVAL ? KVTD_EXIT_USAGE : KVTD_EXIT_FAIL;
+	if (kvtierd_listen_all(srv) < 0)
+		return KVTD_EXIT_FAIL;
 	/* TLS on the native and RESP TCP listeners; Unix sockets and the
 	 * metrics listener stay plain. */
 	for (unsigned i = 0; srv->tls_ctx && i < srv->listener_count; i++)

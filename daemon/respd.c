@@ -112,6 +112,8 @@ struct respd_cmd {
 	uint32_t probed;           /* MGET, EXISTS, DEL: items submitted (respd_probe_next) */
 	uint64_t probe_bytes;      /* ... and the bytes their pins hold */
 	uint64_t start_ns;
+	int tier;                  /* the slowest tier that served one of its
+				    * requests (enum kvt_tier): its latency's label */
 	uint64_t expire_ms;        /* SET/MSET: absolute, 0 none */
 	int cond;                  /* SET: 0, 'N' (NX), 'X' (XX) */
 	int64_t synced;            /* RP_SYNC: DEL's count, answered once durable */
@@ -457,11 +459,9 @@ static void respd_finish(struct respd_cmd *cmd)
 	cmd->done = true;
 	cmd->phase = RP_DONE;
 	if (cmd->kind == RK_GET || cmd->kind == RK_MGET || cmd->kind == RK_EXISTS)
-		kvtd_metrics_latency(srv, KVTD_LAT_READ, KVT_TIER_NONE,
-				     kvtd_now_ns() - cmd->start_ns);
+		kvtd_metrics_latency(srv, KVTD_LAT_READ, cmd->tier, kvtd_now_ns() - cmd->start_ns);
 	else if (cmd->kind == RK_SET || cmd->kind == RK_MSET || cmd->kind == RK_DEL)
-		kvtd_metrics_latency(srv, KVTD_LAT_WRITE, KVT_TIER_NONE,
-				     kvtd_now_ns() - cmd->start_ns);
+		kvtd_metrics_latency(srv, KVTD_LAT_WRITE, cmd->tier, kvtd_now_ns() - cmd->start_ns);
 	kvtd_metrics_resp(srv, cmd->is_err);
 	respd_flush_done(cmd->conn);
 }
@@ -1032,6 +1032,8 @@ static void respd_req_done(struct kvtd_loop *loop, struct kvt_req *r)
 	}
 	if (r->op == KVT_OP_GET_PINNED && r->status == KVT_OK)
 		it->pinned = true;
+	if (r->status == KVT_OK && (int)r->tier > cmd->tier && r->tier < KVT_TIER_COUNT)
+		cmd->tier = (int)r->tier;
 	if (--cmd->pending == 0)
 		respd_step(cmd);
 }

@@ -342,6 +342,8 @@ static void s3d_body_done(struct s3d_req *rq)
 			crcs[1] = rq->crc32c;
 			r = kvt_put_commit_checked(srv->store, rq->res.handle, crcs);
 			rq->reserved = false;
+			if (r == KVT_OK && rq->tier < KVT_TIER_DRAM) /* committed into DRAM */
+				rq->tier = KVT_TIER_DRAM;
 			if (r != KVT_OK && r != -ECANCELED) {
 				s3d_fail(rq, 500, "InternalError", kvt_strerror(r));
 				return;

@@ -97,6 +97,8 @@ struct s3d_req {
 	struct s3h_hdr hdrs[S3H_HDRS_MAX];
 	struct s3h_req h;
 	uint64_t start_ns;
+	int tier;                  /* the slowest tier that served one of its
+				    * requests (enum kvt_tier): its latency's label */
 	uint64_t id;               /* x-amz-request-id */
 	int op;
 	bool keep_alive;

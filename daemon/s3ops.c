@@ -409,6 +409,8 @@ void s3d_req_done(struct kvtd_loop *loop, struct kvt_req *r)
 	}
 	if (r->op == KVT_OP_GET_PINNED && r->status == KVT_OK)
 		it->pinned = true;
+	if (r->status == KVT_OK && (int)r->tier > rq->tier && r->tier < KVT_TIER_COUNT)
+		rq->tier = (int)r->tier;
 	if (--rq->pending == 0)
 		s3d_step(rq);
 }
@@ -895,6 +897,8 @@ static void s3d_assemble(struct s3d_req *rq)
 	}
 	r = kvt_put_commit_checked(srv->store, rq->res.handle, crcs);
 	rq->reserved = false;
+	if (r == KVT_OK && rq->tier < KVT_TIER_DRAM) /* committed into DRAM */
+		rq->tier = KVT_TIER_DRAM;
 	if (r != KVT_OK && r != -ECANCELED) {
 		s3d_fail(rq, 500, "InternalError", kvt_strerror(r));
 		return;

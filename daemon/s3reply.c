@@ -381,7 +381,7 @@ void s3d_finish(struct s3d_req *rq)
 	rq->done = true;
 	rq->phase = PH_DONE;
 	s3d_scan_release(rq);
-	kvtd_metrics_latency(srv, write ? KVTD_LAT_WRITE : KVTD_LAT_READ, KVT_TIER_NONE,
+	kvtd_metrics_latency(srv, write ? KVTD_LAT_WRITE : KVTD_LAT_READ, rq->tier,
 			     kvtd_now_ns() - rq->start_ns);
 	kvtd_metrics_s3(srv, rq->op, rq->text && rq->tlen > 9 && rq->text[9] >= '4');
 	if (kvtd_log_enabled(KVTD_DEBUG)) {

@@ -3,11 +3,14 @@
  * put, rm, clear, fsck) against a real kvtierd (tsrv_start) and against a
  * store directory.  argv: PATH-TO-KVTIER PATH-TO-KVTIERD.
  */
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -91,6 +94,25 @@ static long long field(const char *text, const char *label)
 	return p ? strtoll(p + strlen(label), NULL, 10) : -1;
 }
 
+/* A TCP socket bound to a free loopback port and not listening: a
+ * connect to it is refused, and no other process can take the port. */
+static int dead_port_fd(void)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	T_ASSERT(fd >= 0);
+	T_EQ_INT(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	return fd;
+}
+
+static unsigned port_of(int fd)
+{
+	struct sockaddr_in a;
+	socklen_t l = sizeof(a);
+	T_EQ_INT(getsockname(fd, (struct sockaddr *)&a, &l), 0);
+	return ntohs(a.sin_port);
+}
+
 static void test_server(void)
 {
 	struct tsrv s;
@@ -172,9 +194,52 @@ static void test_server(void)
 	T_EQ_INT(field(out, "\ndram.blocks "), 0);
 	free(out);
 
+	/* who against the live server: exit 0, "up yes"; with a second node
+	 * where nothing listens (a bound socket that does not listen: its
+	 * port stays ours, connect is refused): the table, and exit 4. */
+	T_EQ_INT(run(NULL, NULL, "put --server %s -i '%s' key-who", addr, vpath), 0);
+	T_EQ_INT(run(&out, NULL, "who --server %s key-who", addr), 0);
+	T_ASSERT(strstr(out, " yes ") != NULL);
+	T_EQ_INT(field(out, "blocks, "), 1);
+	free(out);
+	{
+		int fd = dead_port_fd();
+		char dead[64];
+		snprintf(dead, sizeof(dead), "127.0.0.1:%u", port_of(fd));
+		T_EQ_INT(run(&out, &err, "who --servers %s,%s key-who", addr, dead), 4);
+		T_ASSERT(strstr(out, " yes ") != NULL && strstr(out, " no ") != NULL);
+		T_ASSERT(strstr(err, "1 of 2 nodes did not answer") != NULL);
+		free(out);
+		free(err);
+		/* Every node down: exit 1, even though a table of zeros is printed. */
+		T_EQ_INT(run(NULL, &err, "who --server %s key-who", dead), 1);
+		T_ASSERT(strstr(err, "cannot reach kvtierd at") != NULL);
+		free(err);
+		int fd2 = dead_port_fd();
+		T_EQ_INT(run(NULL, &err, "who --servers %s,127.0.0.1:%u key-who", dead, port_of(fd2)),
+			 1);
+		T_ASSERT(strstr(err, "no node of --servers answered") != NULL);
+		free(err);
+		close(fd2);
+		close(fd);
+	}
+
 	T_EQ_INT(tsrv_stop(&s), 0);
 
-	/* A server that is not there: exit 1 and a message that says what to do. */
+	/* A server that is not there: exit 1 and a message that says what to
+	 * do, from every command that asks it (kvtier-admin(1) EXIT STATUS). */
+	T_EQ_INT(run(NULL, &err, "who --server %s key-who", addr), 1);
+	T_ASSERT(strstr(err, "cannot reach kvtierd at") != NULL);
+	free(err);
+	T_EQ_INT(run(NULL, &err, "get --server %s key-who", addr), 1);
+	T_ASSERT(strstr(err, "cannot reach kvtierd at") != NULL);
+	free(err);
+	T_EQ_INT(run(NULL, &err, "ls --server %s", addr), 1);
+	T_ASSERT(strstr(err, "cannot reach kvtierd at") != NULL);
+	free(err);
+	T_EQ_INT(run(NULL, &err, "rm --server %s key-who", addr), 1);
+	T_ASSERT(strstr(err, "cannot reach kvtierd at") != NULL);
+	free(err);
 	T_EQ_INT(run(NULL, &err, "stat --server %s", addr), 1);
 	T_ASSERT(strstr(err, "cannot reach kvtierd at") != NULL);
 	T_ASSERT(strstr(err, "kvtierd --listen") != NULL);

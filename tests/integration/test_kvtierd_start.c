@@ -1,0 +1,288 @@
+/*
+ * test_kvtierd_start.c - kvtierd's start-up order (doc/kvtierd.md
+ * "Start-up") and its --metrics address forms, with the real binary:
+ *
+ *   1. every listener is bound before the store is opened: with an
+ *      address in use (--listen, --resp, --s3, --metrics; a live --unix
+ *      socket) on a store directory holding SSD content, kvtierd exits 1
+ *      naming the option and the address, and its log never says
+ *      "opening the store" (no recovery, no directory lock); the time to
+ *      that exit is printed next to a full start's, for the record;
+ *   2. --metrics takes HOST:PORT and [V6]:PORT like the other listeners,
+ *      and a bare port (127.0.0.1): "localhost:0" and "[::1]:0" are
+ *      loopback; "0.0.0.0:0" is refused (exit 2) without --metrics-token
+ *      -- before the store's directory is even created -- and served
+ *      with one; --check-config agrees.
+ *
+ * argv[1]: kvtierd.
+ */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "kvtier.h"
+#include "server.h"
+#include "t.h"
+
+static const char *kvtierd;
+static char *base;
+
+static char *slurp(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	char *b = calloc(1, 1 << 20);
+	T_ASSERT(b != NULL);
+	if (f) {
+		size_t n = fread(b, 1, (1 << 20) - 1, f);
+		b[n] = 0;
+		fclose(f);
+	}
+	return b;
+}
+
+/* Run kvtierd ARGS (a shell fragment) to its exit, its log in *log and
+ * its stderr in *err (freed by the caller); *ms its run time.  The exit
+ * status. */
+static int run(char **log, char **err, uint64_t *ms, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+static int run(char **log, char **err, uint64_t *ms, const char *fmt, ...)
+{
+	char args[2048], lp[700], ep[700], *cmd;
+	va_list ap;
+	uint64_t t0;
+	int st;
+
+	va_start(ap, fmt);
+	vsnprintf(args, sizeof(args), fmt, ap);
+	va_end(ap);
+	snprintf(lp, sizeof(lp), "%s/run.log", base);
+	snprintf(ep, sizeof(ep), "%s/run.err", base);
+	unlink(lp);
+	T_ASSERT(asprintf(&cmd, "timeout 120 '%s' --log '%s' --dram 64M --set dram.prefault=off "
+			  "--threads 1 %s </dev/null >'%s' 2>&1", kvtierd, lp, args, ep) > 0);
+	t0 = tsrv_now_ns();
+	st = system(cmd);
+	if (ms)
+		*ms = (tsrv_now_ns() - t0) / 1000000;
+	free(cmd);
+	T_ASSERT(st != -1 && WIFEXITED(st));
+	*log = slurp(lp);
+	if (err)
+		*err = slurp(ep);
+	return WEXITSTATUS(st);
+}
+
+/* A TCP socket listening on a free loopback port: "in use" for kvtierd. */
+static int busy_port(unsigned *port)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t l = sizeof(a);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	T_ASSERT(fd >= 0);
+	T_EQ_INT(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	T_EQ_INT(listen(fd, 4), 0);
+	T_EQ_INT(getsockname(fd, (struct sockaddr *)&a, &l), 0);
+	*port = ntohs(a.sin_port);
+	return fd;
+}
+
+/* A store directory with SSD content: 256 blocks of 64 KiB put through a
+ * kvtierd (ssd.admission=always: written down at put), stopped cleanly. */
+static void fill_store(const char *dir)
+{
+	const char *extra[] = { "--set", "ssd.admission=always", NULL };
+	struct kvt_ns_desc d = { .model = "start-order", .dtype = "bytes", .layout = "opaque",
+				 .block_tokens = 1, .tp_size = 1, .pp_size = 1,
+				 .flags = KVT_NS_PERSISTENT };
+	static uint8_t v[64 << 10];
+	struct iovec iov = { v, sizeof(v) };
+	char addr[64];
+	struct tsrv s;
+	struct kvt_store *e;
+	uint32_t ns;
+
+	tsrv_start(&s, kvtierd, base, dir, NULL, extra);
+	snprintf(addr, sizeof(addr), "127.0.0.1:%u", s.port);
+	e = tsrv_engine(addr, NULL);
+	T_OK(kvt_ns_register(e, &d, &ns));
+	for (uint32_t i = 0; i < 256; i++) {
+		struct kvt_key k;
+		char name[32];
+		snprintf(name, sizeof(name), "block-%u", i);
+		T_OK(kvt_key_set(&k, name, strlen(name)));
+		tsrv_fill(v, sizeof(v), i);
+		T_OK(kvt_put(e, ns, &k, &iov, 1));
+	}
+	T_OK(kvt_flush(e));
+	kvt_store_destroy(e);
+	T_EQ_INT(tsrv_stop(&s), 0);
+}
+
+/* 1. An address in use fails the start before the store is opened. */
+static void test_in_use(void)
+{
+	static const char *const opts[] = { "listen", "resp", "s3", "metrics" };
+	char dir[700], sock[700], *log, *err;
+	unsigned port;
+	uint64_t ms_busy, ms_ok;
+	int fd;
+
+	snprintf(dir, sizeof(dir), "%s/store", base);
+	fill_store(dir);
+
+	fd = busy_port(&port);
+	for (size_t i = 0; i < sizeof(opts) / sizeof(opts[0]); i++) {
+		char want[96], other[64] = "";
+		if (strcmp(opts[i], "listen") != 0)
+			snprintf(other, sizeof(other), "--%s 127.0.0.1:%u", opts[i], port);
+		T_EQ_INT(run(&log, NULL, &ms_busy, "--dir '%s' --ssd 64M --set ssd.segment=4M "
+			     "--listen 127.0.0.1:%u %s", dir, other[0] ? 0 : port, other), 1);
+		snprintf(want, sizeof(want), "%s=127.0.0.1:%u", opts[i], port);
+		T_ASSERT(strstr(log, "cannot listen") != NULL);
+		T_ASSERT(strstr(log, want) != NULL);
+		snprintf(want, sizeof(want), "option=--%s", opts[i]);
+		T_ASSERT(strstr(log, want) != NULL);
+		T_ASSERT(strstr(log, "another process listens there") != NULL);
+		T_ASSERT(strstr(log, "opening the store") == NULL);
+		free(log);
+	}
+	/* The same store started for real opens it (recovery, for the figure
+	 * below) and serves; the directory was never left locked. */
+	{
+		struct tsrv s;
+		uint64_t t0 = tsrv_now_ns();
+		tsrv_start(&s, kvtierd, base, dir, NULL, NULL);
+		ms_ok = (tsrv_now_ns() - t0) / 1000000;
+		T_EQ_INT(tsrv_stop(&s), 0);
+	}
+	fprintf(stderr, "address in use: exit 1 after %llu ms; a full start of the same store: "
+		"%llu ms\n", (unsigned long long)ms_busy, (unsigned long long)ms_ok);
+
+	/* A live Unix socket is in use too. */
+	{
+		struct tsrv s;
+		tsrv_start(&s, kvtierd, base, dir, NULL, NULL); /* listens on s.sock */
+		snprintf(sock, sizeof(sock), "%s", s.sock);
+		T_EQ_INT(run(&log, &err, NULL, "--dir '%s/other' --listen none --unix '%s'", base,
+			     sock), 1);
+		T_ASSERT(strstr(log, "cannot listen") != NULL);
+		T_ASSERT(strstr(log, "option=--unix") != NULL);
+		T_ASSERT(strstr(log, "opening the store") == NULL);
+		free(log);
+		free(err);
+		T_EQ_INT(tsrv_stop(&s), 0);
+	}
+	close(fd);
+}
+
+/* 2. --metrics forms. */
+static uint16_t metrics_line(const char *log, char *host, size_t cap)
+{
+	char *t = slurp(log);
+	const char *p = strstr(t, "metrics listener on ");
+	unsigned port = 0;
+	T_ASSERT(p != NULL);
+	p += strlen("metrics listener on ");
+	const char *colon = strchr(p, '"');
+	T_ASSERT(colon != NULL);
+	while (colon > p && colon[-1] != ':')
+		colon--;
+	T_ASSERT(colon > p && (size_t)(colon - p) < cap);
+	snprintf(host, cap, "%.*s", (int)(colon - p - 1), p);
+	port = (unsigned)atoi(colon);
+	free(t);
+	return (uint16_t)port;
+}
+
+static void test_metrics_forms(void)
+{
+	char dir[700], tok[700], host[128], *log, *err;
+	struct tsrv s;
+	uint16_t port;
+
+	/* A bare port: 127.0.0.1; /healthz answers there. */
+	snprintf(dir, sizeof(dir), "%s/m1", base);
+	tsrv_start(&s, kvtierd, base, dir, NULL, (const char *[]){ "--metrics", "0", NULL });
+	port = metrics_line(s.log, host, sizeof(host));
+	T_EQ_STR(host, "127.0.0.1");
+	{
+		int code;
+		char *r = tsrv_http_get(port, "/healthz", NULL, &code);
+		T_EQ_INT(code, 200);
+		free(r);
+	}
+	T_EQ_INT(tsrv_stop(&s), 0);
+	/* localhost:PORT: loopback, no token needed. */
+	tsrv_start(&s, kvtierd, base, dir, NULL, (const char *[]){ "--metrics", "localhost:0", NULL });
+	metrics_line(s.log, host, sizeof(host));
+	T_ASSERT(strcmp(host, "127.0.0.1") == 0 || strcmp(host, "[::1]") == 0);
+	T_EQ_INT(tsrv_stop(&s), 0);
+
+	/* [V6]:PORT, where this host has IPv6 loopback (::1 on lo). */
+	char *v6 = slurp("/proc/net/if_inet6");
+	bool has_v6 = strstr(v6, "00000000000000000000000000000001") != NULL;
+	free(v6);
+	if (has_v6) {
+		tsrv_start(&s, kvtierd, base, dir, NULL,
+			   (const char *[]){ "--metrics", "[::1]:0", NULL });
+		metrics_line(s.log, host, sizeof(host));
+		T_EQ_STR(host, "[::1]");
+		T_EQ_INT(tsrv_stop(&s), 0);
+	}
+
+	/* Off loopback without a token: exit 2 before the store directory is
+	 * created; --check-config says the same. */
+	snprintf(dir, sizeof(dir), "%s/never-made", base);
+	T_EQ_INT(run(&log, &err, NULL, "--dir '%s' --listen 127.0.0.1:0 --metrics 0.0.0.0:0", dir),
+		 2);
+	T_ASSERT(strstr(err, "--metrics-token") != NULL);
+	T_ASSERT(strstr(log, "opening the store") == NULL);
+	free(log);
+	free(err);
+	{
+		struct stat st;
+		T_ASSERT(stat(dir, &st) < 0);
+	}
+	T_EQ_INT(run(&log, &err, NULL, "--check-config /dev/null --dir '%s' --metrics 0.0.0.0:9464",
+		     dir), 2);
+	T_ASSERT(strstr(err, "--metrics-token") != NULL);
+	free(log);
+	free(err);
+	T_EQ_INT(run(&log, &err, NULL, "--check-config /dev/null --dir '%s' --metrics 9464", dir), 0);
+	T_ASSERT(strstr(err, "configuration OK") != NULL);
+	free(log);
+	free(err);
+	/* With a token it is served there. */
+	snprintf(tok, sizeof(tok), "%s/metrics.token", base);
+	tsrv_write_file(base, "metrics.token", "start-order-token-0123456789\n");
+	T_EQ_INT(chmod(tok, 0600), 0);
+	snprintf(dir, sizeof(dir), "%s/m2", base);
+	tsrv_start(&s, kvtierd, base, dir, NULL,
+		   (const char *[]){ "--metrics", "0.0.0.0:0", "--metrics-token", tok, NULL });
+	metrics_line(s.log, host, sizeof(host));
+	T_EQ_STR(host, "0.0.0.0");
+	T_EQ_INT(tsrv_stop(&s), 0);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2)
+		T_SKIP("usage: test_kvtierd_start PATH-TO-KVTIERD");
+	kvtierd = argv[1];
+	base = t_mkdtemp();
+	test_in_use();
+	test_metrics_forms();
+	tsrv_check_reports(base);
+	t_rmtree(base);
+	free(base);
+	return 0;
+}
