@@ -1069,7 +1069,14 @@ static int rx_get_next(struct rconn *c)
 			fr->ops[it->index] = NULL;
 			if (it->status == KVT_ENONS)
 				rns_forget(rm, op->ns);
-			rop_done(rm, op, it->status == KVT_OK ? KVT_MISS : it->status, NULL, NULL);
+			/* KVT_EBUFSMALL is the caller's buffer against a value that
+			 * came (it carries value_len): from the server it says
+			 * nothing, and would send the engine after a buffer of 0
+			 * bytes.  A miss. */
+			rop_done(rm, op,
+				 it->status == KVT_OK || it->status == KVT_EBUFSMALL ? KVT_MISS
+										      : it->status,
+				 NULL, NULL);
 			continue;
 		}
 		if ((it->flags & (PROTO_IF_PART | PROTO_IF_RANGE)) || it->off != 0 ||
@@ -1317,6 +1324,54 @@ static int rx_data(struct rconn *c)
 	}
 }
 
+/*
+ * The answer in c->rf against the request it names, before any of its items
+ * is acted on (doc/protocol.md section 2, "Reading a frame": the codec
+ * checked each item against the frame, this checks them against the
+ * request): every index names an item of the request not answered yet;
+ * a LOOKUP answers each of its keys once, the first hits of them KVT_OK
+ * and no other; a GET item is a whole value, as asked.  A server that
+ * says otherwise is broken or hostile: -EPROTO, and the connection fails
+ * (every operation on it a miss or an error), rather than a lookup
+ * claiming more keys than the engine has or an answer whose first items
+ * were used before a later one showed the frame was wrong.
+ */
+static int rx_check_items(const struct rconn *c, const struct rframe *fr)
+{
+	const struct proto_frame *f = &c->rf;
+	struct proto_iter it;
+	struct proto_item item;
+	int ret;
+
+	if (f->op == PROTO_OP_STATS || f->op == PROTO_OP_CLEAR)
+		return 0;
+	if (f->op == PROTO_OP_LOOKUP) {
+		const struct rop *op = fr->ops[0];
+		if (!op || f->item_count != op->key_count || f->lookup.hits > op->key_count)
+			return -EPROTO;
+	} else if (f->item_count > fr->count) {
+		return -EPROTO;
+	}
+	proto_iter_init(&it, f, NULL, NULL, 0);
+	while ((ret = proto_iter_next(&it, &item)) != 0) {
+		if (ret < 0 && ret != KVT_ERANGE)
+			return ret;
+		if (f->op == PROTO_OP_LOOKUP) {
+			/* item_count == key_count and indexes rise: index i is key i */
+			if ((item.index < f->lookup.hits) != (item.status == KVT_OK))
+				return -EPROTO;
+			continue;
+		}
+		if (item.index >= fr->count || !fr->ops[item.index])
+			return -EPROTO;
+		if (f->op == PROTO_OP_GET && item.status == KVT_OK &&
+		    ((item.flags & (PROTO_IF_PART | PROTO_IF_RANGE)) || item.off != 0 ||
+		     item.data_len != item.value_len))
+			return -EPROTO; /* we asked for whole values */
+	}
+	return 0;
+}
+
 /* A response frame's header and table are in c->rbuf and parsed in c->rf. */
 static int rx_frame(struct rconn *c)
 {
@@ -1363,6 +1418,13 @@ static int rx_frame(struct rconn *c)
 		c->rf.flags &= ~PROTO_F_MORE;
 		rx_frame_end(c);
 		return 0;
+	}
+	ret = rx_check_items(c, c->rx_fr);
+	if (ret < 0) {
+		kvt_logf(rm->log, KVT_LOG_WARN,
+			 "remote: %s answered a %s frame with items it did not ask for: %s",
+			 rm->cfg.addr, proto_op_name(f->op), kvt_strerror(ret));
+		return ret;
 	}
 	proto_iter_init(&c->it, f, c->plens, c->pcrcs, KVT_PARTS_MAX);
 	if (f->op == PROTO_OP_GET) {

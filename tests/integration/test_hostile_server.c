@@ -1,0 +1,933 @@
+/*
+ * test_hostile_server.c - the remote tier's client (lib/tier/remote) against
+ * a hostile or broken server: a fake kvtierd on a thread of this test that
+ * speaks enough of the native protocol (doc/protocol.md, through the codec
+ * of lib/fmt/proto.h) to pass HELLO, AUTH and NS_REGISTER, then answers
+ * what each case scripts: wrong tags, duplicates, items the request did not
+ * ask for, statuses that do not fit, values that do not fit, frames that
+ * never end, absurd limits, a member list of garbage.
+ *
+ * Usage: test_hostile_server [CASE]   (no CASE: every case)
+ *
+ * What it proves, case by case (doc/remote.md "A hostile or broken
+ * server" lists each with its bound): the engine gets a miss or an error
+ * code, never other bytes, within its deadline (remote.timeout_ms, plus a
+ * wide margin); nothing crashes (ASan, UBSan); memory stays bounded; and
+ * the store works again as soon as the server answers well.
+ */
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <openssl/evp.h>
+
+#include "proto.h"
+#include "t.h"
+#include "tstore.h"
+
+#define TIMEOUT_MS 400       /* remote.timeout_ms of every engine here */
+#define BOUND_MS 5000        /* a miss must come by then: the deadline and a wide margin */
+#define VLEN 12000           /* the fake's values: three parts */
+
+/* What the fake answers (besides HELLO, AUTH, NS_REGISTER and PING). */
+enum {
+	M_GOOD = 0,        /* correct answers: values t_fill(key id) of VLEN bytes */
+	M_TAG_UNKNOWN,     /* a tag never sent */
+	M_TAG_DUP,         /* the right answer, twice */
+	M_TAG_OTHER_OP,    /* the tag of the request, the opcode of another */
+	M_ITEMS_MORE,      /* one item more than asked */
+	M_ITEMS_NONE,      /* a frame of no items (the request's items never answered) */
+	M_STATUS_ODD,      /* a status in range that does not fit the opcode */
+	M_STATUS_RANGE,    /* a status out of range (raw frame) */
+	M_GET_BIG,         /* a value 4x the caller's buffer */
+	M_GET_PART,        /* a whole value answered as PART 1 */
+	M_GET_OFF,         /* ... as a RANGE */
+	M_GET_SHORT_CLOSE, /* half the data section, then close */
+	M_GET_SHORT_STALL, /* half the data section, then silence */
+	M_GET_LONG,        /* the data section, then 100 bytes more */
+	M_GET_HUGE,        /* a 1 GiB value, trickled */
+	M_GET_BADCRC,      /* the value with another value's CRCs */
+	M_TABLE_STALL,     /* a header announcing a 16 MiB table, then nothing */
+	M_LOOKUP_MORE,     /* LOOKUP: more items and hits than keys asked */
+	M_EXISTS_MORE,     /* EXISTS: an item for an index never asked */
+	M_MORE_FOREVER,    /* GET: empty MORE frames, never a last one */
+	M_SILENT,          /* no answer at all */
+};
+
+/* HELLO variants. */
+enum {
+	H_GOOD = 0,
+	H_ITEMS_1,         /* items_max 1 */
+	H_ITEMS_HUGE,      /* items_max 2^32 - 1 (raw) */
+	H_ITEMS_0,         /* items_max 0 (raw) */
+	H_TABLE_TINY,      /* table_max 64: no request fits */
+	H_VERSION_3,       /* chooses version 3 of 1..3 */
+	H_NO_AUTH,         /* offers an unknown auth method only */
+};
+
+/* NS_REGISTER variants. */
+enum {
+	N_GOOD = 0,
+	N_DIGEST,          /* a digest that is not the text's */
+	N_INDEX,           /* the answer names item 7 of 1 */
+	N_TEXT,            /* another namespace's text and its digest */
+};
+
+struct fake {
+	int lfd;
+	char addr[64];
+	pthread_t th;
+	_Atomic int mode, hello, nsreg;
+	_Atomic bool stop;
+	_Atomic unsigned accepts, frames, nsregs, hellos;
+	/* STATS: the member list it serves (cluster.member.<i>), or none */
+	char **members;
+	unsigned member_count;
+};
+
+static struct fake F;
+
+/* ------------------------------------------------------------------------
+ * The fake's I/O
+ */
+
+static bool fk_write(int fd, const void *p, size_t n)
+{
+	const uint8_t *b = p;
+	while (n) {
+		ssize_t w = send(fd, b, n, MSG_NOSIGNAL);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			struct pollfd pf = { .fd = fd, .events = POLLOUT };
+			if (atomic_load(&F.stop))
+				return false;
+			poll(&pf, 1, 50);
+			continue;
+		}
+		if (w <= 0)
+			return false;
+		b += w;
+		n -= (size_t)w;
+	}
+	return true;
+}
+
+/* Read n bytes; false on EOF, error or stop. */
+static bool fk_read(int fd, void *p, size_t n)
+{
+	uint8_t *b = p;
+	while (n) {
+		struct pollfd pf = { .fd = fd, .events = POLLIN };
+		if (atomic_load(&F.stop))
+			return false;
+		if (poll(&pf, 1, 50) <= 0)
+			continue;
+		ssize_t r = read(fd, b, n);
+		if (r < 0 && (errno == EINTR || errno == EAGAIN))
+			continue;
+		if (r <= 0)
+			return false;
+		b += r;
+		n -= (size_t)r;
+	}
+	return true;
+}
+
+/* Sleep ms unless stopping; false if stopping. */
+static bool fk_nap(unsigned ms)
+{
+	for (unsigned i = 0; i < ms; i += 10) {
+		if (atomic_load(&F.stop))
+			return false;
+		usleep(10000);
+	}
+	return true;
+}
+
+/* Say nothing more until the client closes (or the test stops). */
+static void fk_hold(int fd)
+{
+	while (!atomic_load(&F.stop)) {
+		struct pollfd pf = { .fd = fd, .events = POLLIN };
+		uint8_t sink[4096];
+		if (poll(&pf, 1, 50) <= 0)
+			continue;
+		ssize_t r = read(fd, sink, sizeof(sink));
+		if (r == 0 || (r < 0 && errno != EINTR && errno != EAGAIN))
+			return;
+	}
+}
+
+/* Encode f with items into a malloc'd buffer: its length in *len. */
+static uint8_t *fk_encode(struct proto_frame *f, const struct proto_item *it, uint32_t n,
+			  size_t *len)
+{
+	uint64_t need = 0;
+	int64_t l = proto_encode(f, it, n, NULL, 0, NULL, &need);
+	uint8_t *buf;
+	T_RC(l, KVT_EBUFSMALL);
+	buf = malloc(need);
+	T_ASSERT(buf);
+	l = proto_encode(f, it, n, buf, need, NULL, NULL);
+	if (l < 0)
+		T_FAIL("fake: cannot encode %s: %s", proto_op_name(f->op), kvt_strerror((int)l));
+	*len = (size_t)l;
+	return buf;
+}
+
+/* A header and table changed by hand: its CRC again. */
+static void fk_recrc(uint8_t *buf, size_t len)
+{
+	uint32_t crc = kvt_crc32c(0, buf, 44);
+	crc = kvt_crc32c(crc, buf + PROTO_HDR_LEN, len - PROTO_HDR_LEN);
+	memcpy(buf + 44, &crc, 4);
+}
+
+static void put32(uint8_t *p, uint32_t v)
+{
+	memcpy(p, &v, 4);
+}
+
+static void put64(uint8_t *p, uint64_t v)
+{
+	memcpy(p, &v, 8);
+}
+
+static bool fk_send(int fd, struct proto_frame *f, const struct proto_item *it, uint32_t n)
+{
+	size_t len;
+	uint8_t *buf = fk_encode(f, it, n, &len);
+	bool ok = fk_write(fd, buf, len);
+	free(buf);
+	return ok;
+}
+
+static void resp_init(struct proto_frame *f, const struct proto_frame *req)
+{
+	memset(f, 0, sizeof(*f));
+	f->op = req->op;
+	f->tag = req->tag;
+	f->flags = PROTO_F_RESPONSE;
+	f->version = req->version;
+}
+
+/* ------------------------------------------------------------------------
+ * Answers
+ */
+
+static bool fk_hello(int fd, const struct proto_frame *req)
+{
+	struct proto_frame f;
+	int h = atomic_load(&F.hello);
+	uint8_t *buf;
+	size_t len;
+	bool ok;
+
+	atomic_fetch_add(&F.hellos, 1);
+	resp_init(&f, req);
+	f.hello.version = 2;
+	f.hello.min_version = 1;
+	f.hello.max_version = 2;
+	f.hello.auth_count = 1;
+	f.hello.auth[0] = h == H_NO_AUTH ? 9 : PROTO_AUTH_NONE;
+	proto_limits_default(&f.hello.limits);
+	f.hello.name = "fake";
+	f.hello.name_len = 4;
+	if (h == H_ITEMS_1)
+		f.hello.limits.items_max = 1;
+	if (h == H_TABLE_TINY)
+		f.hello.limits.table_max = 64;
+	if (h == H_VERSION_3) {
+		/* The codec of this build does not encode a version it does
+		 * not speak: 2, then the fields by hand. */
+		f.hello.version = 2;
+		f.hello.max_version = 2;
+	}
+	buf = fk_encode(&f, NULL, 0, &len);
+	if (h == H_ITEMS_HUGE || h == H_ITEMS_0) {
+		put32(buf + PROTO_HDR_LEN + 64, h == H_ITEMS_0 ? 0 : UINT32_MAX);
+		fk_recrc(buf, len);
+	}
+	if (h == H_VERSION_3) {
+		uint16_t v3 = 3;
+		memcpy(buf + PROTO_HDR_LEN + 0, &v3, 2);
+		memcpy(buf + PROTO_HDR_LEN + 4, &v3, 2);
+		fk_recrc(buf, len);
+	}
+	ok = fk_write(fd, buf, len);
+	free(buf);
+	return ok;
+}
+
+static bool fk_auth(int fd, const struct proto_frame *req)
+{
+	struct proto_frame f;
+	resp_init(&f, req);
+	return fk_send(fd, &f, NULL, 0);
+}
+
+static void sha256(const void *p, size_t n, uint8_t out[32])
+{
+	unsigned md = 0;
+	T_ASSERT(EVP_Digest(p, n, out, &md, EVP_sha256(), NULL) && md == 32);
+}
+
+static bool fk_nsreg(int fd, const struct proto_frame *req)
+{
+	struct proto_frame f;
+	struct proto_iter it;
+	struct proto_item in, out[64];
+	uint8_t dig[64][32];
+	char other[64][2048];
+	uint32_t n = 0;
+	int mode = atomic_load(&F.nsreg);
+
+	atomic_fetch_add(&F.nsregs, 1);
+	resp_init(&f, req);
+	proto_iter_init(&it, req, NULL, NULL, 0);
+	while (n < 64 && proto_iter_next(&it, &in) == 1) {
+		memset(&out[n], 0, sizeof(out[n]));
+		out[n].index = mode == N_INDEX ? 7 : in.index;
+		out[n].text = in.text;
+		out[n].text_len = in.text_len;
+		if (mode == N_TEXT) {
+			/* the model line says another model */
+			int l = snprintf(other[n], sizeof(other[n]), "%.*s", (int)in.text_len,
+					 in.text);
+			char *m = strstr(other[n], "model=");
+			T_ASSERT(m && l > 0);
+			m[6] = m[6] == 'x' ? 'y' : 'x';
+			out[n].text = other[n];
+		}
+		sha256(out[n].text, out[n].text_len, dig[n]);
+		if (mode == N_DIGEST)
+			dig[n][0] ^= 1;
+		out[n].digest = dig[n];
+		n++;
+	}
+	return fk_send(fd, &f, out, n);
+}
+
+/* The fake's value of key k (its first 8 bytes are the id): VLEN bytes in
+ * three parts, with their CRCs. */
+struct fval {
+	uint8_t *v;
+	uint64_t lens[3];
+	uint32_t crcs[3];
+};
+
+static void fval_make(struct fval *fv, const struct kvt_key *k, uint64_t vlen)
+{
+	uint64_t id;
+	memcpy(&id, k->bytes, 8);
+	fv->v = malloc(vlen);
+	T_ASSERT(fv->v);
+	t_fill(fv->v, vlen, id);
+	fv->lens[0] = vlen / 3;
+	fv->lens[1] = vlen / 3;
+	fv->lens[2] = vlen - 2 * (vlen / 3);
+	for (int i = 0, off = 0; i < 3; off += (int)fv->lens[i], i++)
+		fv->crcs[i] = kvt_crc32c(0, fv->v + off, fv->lens[i]);
+}
+
+static bool fk_get(int fd, const struct proto_frame *req, int mode)
+{
+	struct proto_frame f;
+	struct proto_iter it;
+	struct proto_item in, out[64];
+	struct fval fv[64];
+	uint32_t n = 0;
+	uint64_t vlen = mode == M_GET_BIG ? 4 * VLEN : VLEN, data = 0;
+	uint8_t *buf;
+	size_t len;
+	bool ok = true;
+
+	resp_init(&f, req);
+	proto_iter_init(&it, req, NULL, NULL, 0);
+	while (n < 64 && proto_iter_next(&it, &in) == 1) {
+		memset(&out[n], 0, sizeof(out[n]));
+		out[n].index = in.index;
+		fval_make(&fv[n], &in.key, vlen);
+		out[n].value_len = vlen;
+		out[n].part_count = 3;
+		out[n].part_lens = fv[n].lens;
+		out[n].part_crcs = fv[n].crcs;
+		if (mode == M_GET_BADCRC) {
+			struct kvt_key k2 = in.key;
+			struct fval o;
+			k2.bytes[0] ^= 0x55;
+			fval_make(&o, &k2, vlen);
+			/* the key's bytes, another value's CRCs (another value with
+			 * its own CRCs is no error the client can see: only a
+			 * sealed namespace binds a value to its key) */
+			memcpy(fv[n].crcs, o.crcs, sizeof(o.crcs));
+			free(o.v);
+		}
+		if (mode == M_GET_PART) {
+			out[n].flags = PROTO_IF_PART;
+			out[n].part_count = 1;
+			out[n].first_part = 1;
+			out[n].off = fv[n].lens[0];
+			out[n].part_lens = &fv[n].lens[1];
+			out[n].part_crcs = &fv[n].crcs[1];
+		}
+		if (mode == M_GET_OFF) {
+			out[n].flags = PROTO_IF_RANGE;
+			out[n].part_count = 1;
+			out[n].off = 1;
+			out[n].part_lens = &fv[n].lens[1];
+			out[n].part_crcs = &fv[n].crcs[1];
+		}
+		data += mode == M_GET_PART || mode == M_GET_OFF ? fv[n].lens[1] : vlen;
+		n++;
+	}
+	if (mode == M_GET_HUGE) {
+		/* One value of 1 GiB (value_max), one part, trickled. */
+		static uint64_t hl = UINT64_C(1) << 30;
+		static uint32_t hc;
+		out[0].value_len = hl;
+		out[0].part_count = 1;
+		out[0].part_lens = &hl;
+		out[0].part_crcs = &hc;
+		buf = fk_encode(&f, out, 1, &len);
+		ok = fk_write(fd, buf, len);
+		free(buf);
+		for (int i = 0; ok && i < 400 && fk_nap(10); i++)
+			ok = fk_write(fd, "xxxxxxxxxxxxxxxx", 16);
+		goto out;
+	}
+	if (mode == M_ITEMS_MORE) {
+		out[n] = out[n - 1];
+		out[n].index = out[n - 1].index + 1;
+		fv[n].v = NULL;
+		n++;
+		data += vlen;
+	}
+	buf = fk_encode(&f, out, n, &len);
+	ok = fk_write(fd, buf, len);
+	free(buf);
+	for (uint32_t i = 0; ok && i < n; i++) {
+		const uint8_t *v = fv[i].v ? fv[i].v : fv[i - 1].v;
+		uint64_t off = 0, l = vlen;
+		if (mode == M_GET_PART || mode == M_GET_OFF)
+			off = mode == M_GET_PART ? fv[i].lens[0] : 1, l = fv[i].lens[1];
+		if (mode == M_GET_SHORT_CLOSE || mode == M_GET_SHORT_STALL) {
+			ok = fk_write(fd, v + off, l / 2);
+			if (mode == M_GET_SHORT_STALL)
+				fk_hold(fd);
+			ok = false; /* close */
+			break;
+		}
+		ok = fk_write(fd, v + off, l);
+	}
+	if (ok && mode == M_GET_LONG) {
+		uint8_t junk[100];
+		memset(junk, 'K', sizeof(junk));
+		ok = fk_write(fd, junk, sizeof(junk));
+	}
+	(void)data;
+out:
+	for (uint32_t i = 0; i < n; i++)
+		free(fv[i].v);
+	return ok;
+}
+
+/* LOOKUP, EXISTS, PUT, DELETE: the good answer (every key present), or
+ * the mode's twist. */
+static bool fk_keys(int fd, const struct proto_frame *req, int mode)
+{
+	struct proto_frame f;
+	struct proto_iter it;
+	struct proto_item in, out[256];
+	uint32_t n = 0;
+
+	resp_init(&f, req);
+	proto_iter_init(&it, req, NULL, NULL, 0);
+	while (n < 200 && proto_iter_next(&it, &in) == 1) {
+		memset(&out[n], 0, sizeof(out[n]));
+		out[n].index = in.index;
+		if (req->op == PROTO_OP_LOOKUP || req->op == PROTO_OP_EXISTS)
+			out[n].tier = KVT_TIER_DRAM;
+		n++;
+	}
+	if (req->op == PROTO_OP_LOOKUP) {
+		if (mode == M_LOOKUP_MORE)
+			for (uint32_t k = 0; k < 40; k++, n++)
+				out[n] = (struct proto_item){ .index = n, .tier = KVT_TIER_DRAM };
+		f.lookup.hits = n;
+	}
+	if (mode == M_EXISTS_MORE && req->op == PROTO_OP_EXISTS) {
+		out[n] = out[n - 1];
+		out[n].index = 100;
+		n++;
+	}
+	if (mode == M_STATUS_ODD)
+		for (uint32_t i = 0; i < n; i++) {
+			out[i].status = req->op == PROTO_OP_EXISTS ? KVT_EXISTS : KVT_MISS;
+			out[i].tier = 0;
+		}
+	return fk_send(fd, &f, out, n);
+}
+
+static bool fk_stats(int fd, const struct proto_frame *req)
+{
+	struct proto_frame f;
+	struct proto_item *out = calloc(F.member_count + 2, sizeof(*out));
+	char (*names)[64] = calloc(F.member_count + 2, sizeof(*names));
+	uint32_t n = 0;
+	bool ok;
+
+	T_ASSERT(out && names);
+	resp_init(&f, req);
+	out[n++] = (struct proto_item){ .name = "cluster.epoch", .name_len = 13, .value = 7 };
+	for (unsigned i = 0; i < F.member_count; i++) {
+		int l = snprintf(names[n], sizeof(names[n]), "cluster.member.%u", i);
+		out[n].name = names[n];
+		out[n].name_len = (uint32_t)l;
+		out[n].kind = PROTO_STAT_TEXT;
+		out[n].text = F.members[i];
+		out[n].text_len = (uint32_t)strlen(F.members[i]);
+		n++;
+	}
+	ok = fk_send(fd, &f, out, n);
+	free(out);
+	free(names);
+	return ok;
+}
+
+/* A raw GET answer whose one item has status 7 (out of range). */
+static bool fk_status_range(int fd, const struct proto_frame *req)
+{
+	struct proto_frame f;
+	struct proto_item out = { .status = KVT_MISS };
+	size_t len;
+	uint8_t *buf;
+	bool ok;
+
+	resp_init(&f, req);
+	buf = fk_encode(&f, &out, 1, &len);
+	put32(buf + PROTO_HDR_LEN + 4, 7); /* the item's status */
+	fk_recrc(buf, len);
+	ok = fk_write(fd, buf, len);
+	free(buf);
+	return ok;
+}
+
+/* Answer one request frame; false: close the connection. */
+static bool fk_answer(int fd, const struct proto_frame *req)
+{
+	int mode = atomic_load(&F.mode);
+	struct proto_frame f;
+
+	switch (req->op) {
+	case PROTO_OP_HELLO:
+		return fk_hello(fd, req);
+	case PROTO_OP_AUTH:
+		return fk_auth(fd, req);
+	case PROTO_OP_NS_REGISTER:
+		return fk_nsreg(fd, req);
+	case PROTO_OP_STATS:
+		return fk_stats(fd, req);
+	case PROTO_OP_PING:
+	case PROTO_OP_BYE:
+		resp_init(&f, req);
+		return fk_send(fd, &f, NULL, 0) && req->op == PROTO_OP_PING;
+	default:
+		break;
+	}
+	switch (mode) {
+	case M_SILENT:
+		fk_hold(fd);
+		return false;
+	case M_TAG_UNKNOWN: {
+		struct proto_frame r = *req;
+		r.tag += 1000;
+		return mode == M_TAG_UNKNOWN && req->op == PROTO_OP_GET ? fk_get(fd, &r, M_GOOD)
+									: fk_keys(fd, &r, M_GOOD);
+	}
+	case M_TAG_DUP:
+		if (req->op == PROTO_OP_GET)
+			return fk_get(fd, req, M_GOOD) && fk_get(fd, req, M_GOOD);
+		return fk_keys(fd, req, M_GOOD) && fk_keys(fd, req, M_GOOD);
+	case M_TAG_OTHER_OP: {
+		struct proto_frame r = *req;
+		r.op = req->op == PROTO_OP_GET ? PROTO_OP_EXISTS : PROTO_OP_GET;
+		resp_init(&f, &r);
+		return fk_send(fd, &f, NULL, 0);
+	}
+	case M_ITEMS_NONE:
+		resp_init(&f, req);
+		if (req->op == PROTO_OP_LOOKUP)
+			return fk_keys(fd, req, M_GOOD);
+		return fk_send(fd, &f, NULL, 0);
+	case M_STATUS_RANGE:
+		if (req->op == PROTO_OP_GET)
+			return fk_status_range(fd, req);
+		break;
+	case M_TABLE_STALL: {
+		uint8_t h[PROTO_HDR_LEN] = { 0 };
+		memcpy(h, "KVTP", 4);
+		h[4] = (uint8_t)req->version;
+		memcpy(h + 6, &req->op, 2);
+		put32(h + 8, PROTO_F_RESPONSE);
+		put32(h + 12, 1);
+		put64(h + 16, req->tag);
+		put64(h + 24, UINT64_C(16) << 20);
+		if (!fk_write(fd, h, sizeof(h)))
+			return false;
+		fk_hold(fd);
+		return false;
+	}
+	case M_MORE_FOREVER:
+		if (req->op != PROTO_OP_GET)
+			break;
+		resp_init(&f, req);
+		f.flags |= PROTO_F_MORE;
+		for (int i = 0; i < 1000 && fk_nap(5); i++)
+			if (!fk_send(fd, &f, NULL, 0))
+				return false;
+		return false;
+	default:
+		break;
+	}
+	if (req->op == PROTO_OP_GET) {
+		if (mode == M_STATUS_ODD) {
+			/* KVT_EBUFSMALL and KVT_EXISTS are not a GET item's statuses */
+			struct proto_iter it;
+			struct proto_item in, out[64];
+			uint32_t n = 0;
+			resp_init(&f, req);
+			proto_iter_init(&it, req, NULL, NULL, 0);
+			while (n < 64 && proto_iter_next(&it, &in) == 1) {
+				out[n] = (struct proto_item){ .index = in.index,
+							      .status = n % 2 ? KVT_EXISTS
+									      : KVT_EBUFSMALL };
+				n++;
+			}
+			return fk_send(fd, &f, out, n);
+		}
+		return fk_get(fd, req, mode);
+	}
+	if (req->op == PROTO_OP_CLEAR) {
+		resp_init(&f, req);
+		f.removed = 3;
+		return fk_send(fd, &f, NULL, 0);
+	}
+	return fk_keys(fd, req, mode);
+}
+
+static void fk_serve(int fd)
+{
+	size_t cap = 1 << 16;
+	uint8_t *buf = malloc(cap);
+	T_ASSERT(buf);
+	for (;;) {
+		struct proto_frame f;
+		size_t have = PROTO_HDR_LEN;
+		int rc;
+		if (!fk_read(fd, buf, PROTO_HDR_LEN))
+			break;
+		rc = proto_parse_request(buf, have, NULL, &f);
+		if (rc == PROTO_NEED_MORE) {
+			if (f.need > cap) {
+				buf = realloc(buf, f.need);
+				T_ASSERT(buf);
+				cap = f.need;
+			}
+			if (!fk_read(fd, buf + have, f.need - have))
+				break;
+			have = f.need;
+			rc = proto_parse_request(buf, have, NULL, &f);
+		}
+		if (rc != 0)
+			T_FAIL("fake: the client sent a frame the codec refuses: %s",
+			       kvt_strerror(rc));
+		/* A PUT's values: read and dropped. */
+		for (uint64_t left = f.data_len; left;) {
+			uint8_t sink[4096];
+			size_t k = left < sizeof(sink) ? (size_t)left : sizeof(sink);
+			if (!fk_read(fd, sink, k))
+				goto out;
+			left -= k;
+		}
+		atomic_fetch_add(&F.frames, 1);
+		if (!fk_answer(fd, &f))
+			break;
+	}
+out:
+	free(buf);
+}
+
+static void *fk_main(void *arg)
+{
+	(void)arg;
+	while (!atomic_load(&F.stop)) {
+		struct pollfd pf = { .fd = F.lfd, .events = POLLIN };
+		int fd;
+		if (poll(&pf, 1, 50) <= 0)
+			continue;
+		fd = accept(F.lfd, NULL, NULL);
+		if (fd < 0)
+			continue;
+		atomic_fetch_add(&F.accepts, 1);
+		fk_serve(fd);
+		close(fd);
+	}
+	return NULL;
+}
+
+static void fake_start(void)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t sl = sizeof(sa);
+	F.lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	T_ASSERT(F.lfd >= 0);
+	T_OK(bind(F.lfd, (struct sockaddr *)&sa, sizeof(sa)));
+	T_OK(listen(F.lfd, 16));
+	T_OK(getsockname(F.lfd, (struct sockaddr *)&sa, &sl));
+	snprintf(F.addr, sizeof(F.addr), "127.0.0.1:%u", ntohs(sa.sin_port));
+	T_OK(-pthread_create(&F.th, NULL, fk_main, NULL));
+}
+
+static void fake_stop(void)
+{
+	atomic_store(&F.stop, true);
+	pthread_join(F.th, NULL);
+	close(F.lfd);
+}
+
+/* ------------------------------------------------------------------------
+ * The engine
+ */
+
+static struct kvt_store *engine(const char *const *more)
+{
+	const char *base[] = { "dram.capacity", "64M", "dram.chunk", "4K", "dram.prefault", "off",
+			       "remote.addr", F.addr, "remote.conns", "1", "remote.conns_max", "1",
+			       "remote.timeout_ms", "400", "remote.connect_timeout_ms", "400",
+			       "remote.backoff_ms", "10", "remote.backoff_max_ms", "40", NULL };
+	const char *const *lists[] = { base, more };
+	struct kvt_store *s;
+	T_OK(kvt_store_create(&s));
+	for (int l = 0; l < 2; l++)
+		for (const char *const *o = lists[l]; o && *o; o += 2) {
+			int r = kvt_store_set_option(s, o[0], o[1]);
+			if (r < 0)
+				T_FAIL("option %s=%s: %s", o[0], o[1], kvt_strerror(r));
+		}
+	T_OK(kvt_store_open(s));
+	return s;
+}
+
+static void wait_up(struct kvt_store *s)
+{
+	for (int i = 0; i < 500 && t_stat(s, "remote.conns_up") == 0; i++)
+		usleep(10000);
+	T_ASSERT(t_stat(s, "remote.conns_up") > 0);
+}
+
+static uint64_t next_id = 1000;
+
+/* A get of a fresh key (never in local DRAM) into a buffer of cap bytes:
+ * the status; *ms its time; the bytes, if a hit, are the fake's. */
+static int get1(struct kvt_store *s, uint32_t ns, size_t cap, uint64_t *ms, uint64_t *vlen)
+{
+	uint64_t id = next_id++, t0 = t_now_ms(), vl = 0;
+	struct kvt_key k = t_key(id);
+	uint8_t *buf = calloc(1, cap + 1), *want = malloc(VLEN);
+	int r;
+	T_ASSERT(buf && want);
+	r = kvt_get(s, ns, &k, buf, cap, &vl);
+	if (ms)
+		*ms = t_now_ms() - t0;
+	if (vlen)
+		*vlen = vl;
+	if (r == KVT_OK) {
+		/* exact bytes or a miss, never other bytes */
+		T_EQ_U64(vl, VLEN);
+		t_fill(want, VLEN, id);
+		T_EQ_MEM(buf, want, VLEN);
+	}
+	free(buf);
+	free(want);
+	return r;
+}
+
+/* The store works again: good answers are hits. */
+static void works(struct kvt_store *s, uint32_t ns)
+{
+	uint64_t ms = 0;
+	int r = KVT_MISS;
+	atomic_store(&F.mode, M_GOOD);
+	/* The connection may be in its backoff: a few tries. */
+	for (int i = 0; i < 200 && r != KVT_OK; i++) {
+		r = get1(s, ns, VLEN, &ms, NULL);
+		if (r != KVT_OK)
+			usleep(10000);
+	}
+	T_RC(r, KVT_OK);
+}
+
+/* One get against mode: a miss (or fast fail) within BOUND_MS. */
+static void expect_miss(struct kvt_store *s, uint32_t ns, int mode, const char *what)
+{
+	uint64_t ms = 0;
+	int r;
+	wait_up(s);
+	atomic_store(&F.mode, mode);
+	r = get1(s, ns, VLEN, &ms, NULL);
+	printf("  %-28s -> %s in %llu ms\n", what, kvt_strerror(r), (unsigned long long)ms);
+	T_RC(r, KVT_MISS);
+	T_ASSERT(ms < BOUND_MS);
+	works(s, ns);
+}
+
+/* ------------------------------------------------------------------------
+ * Cases
+ */
+
+/* Answers that do not match the request: a miss each, by the deadline at
+ * worst, and the next good answer is a hit. */
+static void case_answers(void)
+{
+	struct kvt_store *s = engine(NULL);
+	uint32_t ns = t_ns(s, "hostile");
+	works(s, ns);
+	expect_miss(s, ns, M_TAG_UNKNOWN, "tag never sent");
+	expect_miss(s, ns, M_TAG_OTHER_OP, "tag of another opcode");
+	expect_miss(s, ns, M_ITEMS_MORE, "an item more than asked");
+	expect_miss(s, ns, M_ITEMS_NONE, "no items");
+	expect_miss(s, ns, M_STATUS_RANGE, "status out of range");
+	expect_miss(s, ns, M_STATUS_ODD, "GET status EBUFSMALL");
+	expect_miss(s, ns, M_GET_PART, "whole asked, PART given");
+	expect_miss(s, ns, M_GET_OFF, "whole asked, RANGE given");
+	expect_miss(s, ns, M_GET_BADCRC, "another value's CRCs");
+	expect_miss(s, ns, M_GET_SHORT_CLOSE, "half the data, close");
+	expect_miss(s, ns, M_GET_SHORT_STALL, "half the data, stall");
+	expect_miss(s, ns, M_TABLE_STALL, "16 MiB table never sent");
+	expect_miss(s, ns, M_MORE_FOREVER, "MORE frames forever");
+	expect_miss(s, ns, M_SILENT, "no answer");
+
+	/* The right answer twice: the first is a hit; the second ends the
+	 * connection (a tag no longer awaited), the next get works. */
+	atomic_store(&F.mode, M_TAG_DUP);
+	T_RC(get1(s, ns, VLEN, NULL, NULL), KVT_OK);
+	works(s, ns);
+	/* The data section and 100 bytes more: the value is whole (a hit),
+	 * the bytes after it are not a frame. */
+	atomic_store(&F.mode, M_GET_LONG);
+	T_RC(get1(s, ns, VLEN, NULL, NULL), KVT_OK);
+	works(s, ns);
+	kvt_store_destroy(s);
+}
+
+/* A value bigger than the caller's buffer: KVT_EBUFSMALL with its length,
+ * the buffer untouched past its end; a 1 GiB value trickled: a miss by the
+ * deadline, nothing reserved for it beyond DRAM. */
+static void case_sizes(void)
+{
+	struct kvt_store *s = engine(NULL);
+	uint32_t ns = t_ns(s, "hostile");
+	uint64_t ms = 0, vl = 0;
+	struct rusage ru0, ru1;
+	int r;
+
+	works(s, ns);
+	atomic_store(&F.mode, M_GET_BIG);
+	r = get1(s, ns, VLEN, &ms, &vl);
+	T_RC(r, KVT_EBUFSMALL);
+	T_EQ_U64(vl, 4 * VLEN);
+	works(s, ns);
+
+	getrusage(RUSAGE_SELF, &ru0);
+	atomic_store(&F.mode, M_GET_HUGE);
+	r = get1(s, ns, VLEN, &ms, &vl);
+	getrusage(RUSAGE_SELF, &ru1);
+	printf("  1 GiB value trickled         -> %s in %llu ms, max RSS %ld -> %ld KiB\n",
+	       kvt_strerror(r), (unsigned long long)ms, ru0.ru_maxrss, ru1.ru_maxrss);
+	T_ASSERT(r == KVT_MISS || r == KVT_EBUFSMALL);
+	T_ASSERT(ms < BOUND_MS);
+	T_ASSERT(ru1.ru_maxrss - ru0.ru_maxrss < 256 * 1024);
+	works(s, ns);
+	kvt_store_destroy(s);
+}
+
+/* LOOKUP and EXISTS answers claiming more than was asked. */
+static void case_lookup(void)
+{
+	struct kvt_store *s = engine(NULL);
+	uint32_t ns = t_ns(s, "hostile");
+	struct kvt_key keys[5];
+	uint8_t tiers[5 + 64];
+	int64_t n;
+
+	works(s, ns);
+	for (int i = 0; i < 5; i++)
+		keys[i] = t_key(next_id++);
+	atomic_store(&F.mode, M_GOOD);
+	T_RC(kvt_lookup_prefix(s, ns, keys, 5, tiers), 5);
+	memset(tiers, 0xee, sizeof(tiers));
+	atomic_store(&F.mode, M_LOOKUP_MORE);
+	n = kvt_lookup_prefix(s, ns, keys, 5, tiers);
+	printf("  LOOKUP of 5, 45 hits claimed -> %lld\n", (long long)n);
+	T_ASSERT(n <= 5);
+	for (int i = 5; i < (int)sizeof(tiers); i++)
+		T_ASSERT(tiers[i] == 0xee);
+	works(s, ns);
+
+	atomic_store(&F.mode, M_EXISTS_MORE);
+	keys[0] = t_key(next_id++);
+	{
+		int r = kvt_exists(s, ns, &keys[0]);
+		printf("  EXISTS, an item for index 100 -> %s\n", kvt_strerror(r));
+		T_ASSERT(r == KVT_OK || r == KVT_MISS);
+	}
+	works(s, ns);
+	atomic_store(&F.mode, M_STATUS_ODD);
+	keys[0] = t_key(next_id++);
+	{
+		int r = kvt_exists(s, ns, &keys[0]);
+		printf("  EXISTS answered KVT_EXISTS   -> %s\n", kvt_strerror(r));
+		T_ASSERT(r == KVT_OK || r == KVT_MISS || r < 0);
+	}
+	works(s, ns);
+	kvt_store_destroy(s);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct {
+		const char *name;
+		void (*fn)(void);
+	} cases[] = {
+		{ "answers", case_answers },
+		{ "sizes", case_sizes },
+		{ "lookup", case_lookup },
+	};
+	bool any = false;
+
+	fake_start();
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		if (argc > 1 && strcmp(argv[1], cases[i].name) != 0)
+			continue;
+		printf("%s\n", cases[i].name);
+		fflush(stdout);
+		cases[i].fn();
+		any = true;
+	}
+	fake_stop();
+	if (!any)
+		T_FAIL("no case %s", argv[1]);
+	printf("ok\n");
+	return 0;
+}
