@@ -1629,6 +1629,19 @@ static void cdisc_stat(void *ctx, const char *name, uint64_t value, const char *
 		d->bad = true;
 		return;
 	}
+	/* The list becomes remote.addrs text (cdisc_text): an address with
+	 * ',', '=' or a blank in it would read back as other members, and a
+	 * member named twice would fail the whole view (placement_new). */
+	for (size_t i = 0; i < al; i++)
+		if (str[i] == ',' || str[i] == '=' || str[i] <= ' ' || str[i] > '~') {
+			d->bad = true;
+			return;
+		}
+	for (unsigned k = 0; k < d->count; k++)
+		if (strlen(d->addr[k]) == al && memcmp(d->addr[k], str, al) == 0) {
+			d->bad = true;
+			return;
+		}
 	memcpy(d->addr[d->count], str, al);
 	d->addr[d->count][al] = 0;
 	d->w[d->count++] = w;
@@ -2082,14 +2095,26 @@ int cluster_open(struct cluster **out, const struct remote_config *cfg, struct d
 			kvt_logf(log, KVT_LOG_ERROR,
 				 "remote: remote.addrs '%s' is not ADDR[=WEIGHT],... (at most %u, weights 1..%u)",
 				 list, PLACEMENT_MEMBERS_MAX, PLACEMENT_WEIGHT_MAX);
-		if (count < 0) {
+		if (count < 0 && !found) {
 			ret = count;
 			goto fail;
 		}
 	}
 	/* 2. The first view: a remote tier per member, each with the shared
 	 *    settings, and the placement over them. */
-	ret = cluster_view_build(cl, ent, (unsigned)count, &v);
+	ret = count < 0 ? count : cluster_view_build(cl, ent, (unsigned)count, &v);
+	if (ret < 0 && ret != -ENOMEM && found) {
+		/* A list from a seed that this engine cannot use (an address it
+		 * cannot parse or resolve): the seeds, as when none answered,
+		 * rather than a store that does not open because of what a
+		 * server said.  A refresh may bring a usable list later. */
+		kvt_logf(log, KVT_LOG_WARN,
+			 "remote: the member list from remote.discover is unusable (%s); using the seeds as the members",
+			 kvt_strerror(ret));
+		count = cluster_parse_addrs(cfg->discover, strlen(cfg->discover), ent,
+					    PLACEMENT_MEMBERS_MAX);
+		ret = count < 0 ? count : cluster_view_build(cl, ent, (unsigned)count, &v);
+	}
 	if (ret < 0)
 		goto fail;
 	atomic_init(&v->refs, 1);
