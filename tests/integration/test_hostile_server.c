@@ -17,6 +17,7 @@
  */
 #include <errno.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -80,6 +81,8 @@ enum {
 	N_DIGEST,          /* a digest that is not the text's */
 	N_INDEX,           /* the answer names item 7 of 1 */
 	N_TEXT,            /* another namespace's text and its digest */
+	N_FULL,            /* KVT_EFULL: the tenant may register no more */
+	N_EMPTY,           /* an answer of no items */
 };
 
 struct fake {
@@ -309,13 +312,20 @@ static bool fk_nsreg(int fd, const struct proto_frame *req)
 			m[6] = m[6] == 'x' ? 'y' : 'x';
 			out[n].text = other[n];
 		}
+		if (mode == N_FULL) {
+			out[n].status = KVT_EFULL;
+			out[n].text = NULL;
+			out[n].text_len = 0;
+			n++;
+			continue;
+		}
 		sha256(out[n].text, out[n].text_len, dig[n]);
 		if (mode == N_DIGEST)
 			dig[n][0] ^= 1;
 		out[n].digest = dig[n];
 		n++;
 	}
-	return fk_send(fd, &f, out, n);
+	return fk_send(fd, &f, out, mode == N_EMPTY ? 0 : n);
 }
 
 /* The fake's value of key k (its first 8 bytes are the id): VLEN bytes in
@@ -680,6 +690,7 @@ static void *fk_main(void *arg)
 		if (fd < 0)
 			continue;
 		atomic_fetch_add(&F.accepts, 1);
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &(int){ 1 }, sizeof(int));
 		fk_serve(fd);
 		close(fd);
 	}
@@ -710,6 +721,23 @@ static void fake_stop(void)
  * The engine
  */
 
+/* Log lines at WARN and above, and the latest (a flood is a defect too). */
+static _Atomic unsigned log_lines;
+static char log_last[512];
+static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void count_log(void *ctx, int level, const char *msg)
+{
+	(void)ctx;
+	(void)level;
+	atomic_fetch_add(&log_lines, 1);
+	pthread_mutex_lock(&log_lock);
+	snprintf(log_last, sizeof(log_last), "%s", msg);
+	pthread_mutex_unlock(&log_lock);
+	if (getenv("KVT_TEST_VERBOSE"))
+		fprintf(stderr, "log: %s\n", msg);
+}
+
 static struct kvt_store *engine(const char *const *more)
 {
 	const char *base[] = { "dram.capacity", "64M", "dram.chunk", "4K", "dram.prefault", "off",
@@ -719,6 +747,7 @@ static struct kvt_store *engine(const char *const *more)
 	const char *const *lists[] = { base, more };
 	struct kvt_store *s;
 	T_OK(kvt_store_create(&s));
+	T_OK(kvt_store_set_log(s, count_log, NULL, KVT_LOG_WARN));
 	for (int l = 0; l < 2; l++)
 		for (const char *const *o = lists[l]; o && *o; o += 2) {
 			int r = kvt_store_set_option(s, o[0], o[1]);
@@ -904,6 +933,267 @@ static void case_lookup(void)
 	kvt_store_destroy(s);
 }
 
+/* HELLO answers with absurd limits, a version not offered, no method we
+ * know: the handshake fails (misses, fast), and the first good HELLO
+ * brings the store back; items_max 1 still carries a batch, a frame each. */
+static void case_hello(void)
+{
+	static const struct {
+		int h;
+		const char *what;
+		bool up;
+	} hs[] = {
+		{ H_ITEMS_1, "items_max 1", true },
+		{ H_ITEMS_HUGE, "items_max 2^32-1", false },
+		{ H_ITEMS_0, "items_max 0", false },
+		{ H_TABLE_TINY, "table_max 64", false },
+		{ H_VERSION_3, "version 3 of 1..3", false },
+		{ H_NO_AUTH, "no auth method known", false },
+	};
+	for (size_t i = 0; i < sizeof(hs) / sizeof(hs[0]); i++) {
+		struct kvt_store *s;
+		uint32_t ns;
+		uint64_t ms = 0;
+		unsigned l0;
+		int r;
+
+		atomic_store(&F.mode, M_GOOD);
+		atomic_store(&F.hello, hs[i].h);
+		s = engine(NULL);
+		ns = t_ns(s, "hostile");
+		l0 = atomic_load(&log_lines);
+		if (hs[i].up) {
+			struct kvt_req reqs[8];
+			static uint8_t bufs[8][VLEN];
+			struct iovec iov[8];
+			struct kvt_queue *q;
+			unsigned f0;
+			wait_up(s);
+			T_RC(get1(s, ns, VLEN, NULL, NULL), KVT_OK);
+			f0 = atomic_load(&F.frames);
+			T_OK(kvt_queue_create(s, &q));
+			for (int k = 0; k < 8; k++) {
+				iov[k] = (struct iovec){ bufs[k], VLEN };
+				reqs[k] = (struct kvt_req){ .op = KVT_OP_GET, .ns = ns,
+							    .key = t_key(next_id + (uint64_t)k),
+							    .iov = &iov[k], .iov_count = 1 };
+			}
+			t_submit_all(q, reqs, 8);
+			t_wait_all(q, 8);
+			T_OK(kvt_queue_destroy(q));
+			for (int k = 0; k < 8; k++) {
+				uint8_t want[VLEN];
+				T_RC(reqs[k].status, KVT_OK);
+				t_fill(want, VLEN, next_id + (uint64_t)k);
+				T_EQ_MEM(bufs[k], want, VLEN);
+			}
+			next_id += 8;
+			printf("  %-28s -> 8 gets: 8 hits in %u frames\n", hs[i].what,
+			       atomic_load(&F.frames) - f0);
+			T_ASSERT(atomic_load(&F.frames) - f0 >= 8);
+		} else {
+			usleep(200000); /* a few handshakes fail meanwhile */
+			T_EQ_U64(t_stat(s, "remote.conns_up"), 0);
+			r = get1(s, ns, VLEN, &ms, NULL);
+			printf("  %-28s -> %s in %llu ms, %u log lines\n", hs[i].what,
+			       kvt_strerror(r), (unsigned long long)ms,
+			       atomic_load(&log_lines) - l0);
+			T_RC(r, KVT_MISS);
+			T_ASSERT(ms < BOUND_MS);
+			/* reconnects back off: a few lines, not one per try */
+			T_ASSERT(atomic_load(&log_lines) - l0 < 40);
+		}
+		atomic_store(&F.hello, H_GOOD);
+		works(s, ns);
+		kvt_store_destroy(s);
+	}
+}
+
+/* NS_REGISTER answers that do not fit the request: a digest that is not
+ * its text's, another namespace's text, an index never asked.  The
+ * namespace is not used with it (gets miss), nothing loops, and a good
+ * answer registers it. */
+static void case_nsreg(void)
+{
+	static const struct {
+		int n;
+		const char *what;
+	} ns_cases[] = {
+		{ N_DIGEST, "a digest not the text's" },
+		{ N_TEXT, "another namespace's text" },
+		{ N_INDEX, "item 7 of 1" },
+		{ N_FULL, "KVT_EFULL" },
+		{ N_EMPTY, "no items" },
+	};
+	for (size_t i = 0; i < sizeof(ns_cases) / sizeof(ns_cases[0]); i++) {
+		struct kvt_store *s;
+		uint32_t ns;
+		uint64_t ms = 0;
+		unsigned n0;
+		int r;
+
+		atomic_store(&F.mode, M_GOOD);
+		atomic_store(&F.nsreg, ns_cases[i].n);
+		s = engine(NULL);
+		ns = t_ns(s, "hostile");
+		wait_up(s);
+		n0 = atomic_load(&F.nsregs);
+		r = get1(s, ns, VLEN, &ms, NULL);
+		printf("  %-28s -> %s in %llu ms, %u registrations\n", ns_cases[i].what,
+		       kvt_strerror(r), (unsigned long long)ms, atomic_load(&F.nsregs) - n0);
+		T_RC(r, KVT_MISS);
+		T_ASSERT(ms < BOUND_MS);
+		T_ASSERT(atomic_load(&F.nsregs) - n0 < 20);
+		atomic_store(&F.nsreg, N_GOOD);
+		works(s, ns);
+		kvt_store_destroy(s);
+	}
+}
+
+/* PUT and DELETE answers with statuses that do not fit them, and a put
+ * whose answer never comes: the engine's calls return, kvt_flush too. */
+static void case_puts(void)
+{
+	struct kvt_store *s = engine((const char *[]){ "remote.put_local", "never", NULL });
+	uint32_t ns = t_ns(s, "hostile");
+	uint8_t v[4096];
+	struct iovec iov = { v, sizeof(v) };
+	struct kvt_key k;
+	uint64_t t0;
+	int r;
+
+	works(s, ns);
+	t_fill(v, sizeof(v), 5);
+	k = t_key(next_id++);
+	T_RC(kvt_put(s, ns, &k, &iov, 1), KVT_OK);
+	atomic_store(&F.mode, M_STATUS_ODD); /* KVT_MISS to a put and a delete */
+	k = t_key(next_id++);
+	r = kvt_put(s, ns, &k, &iov, 1);
+	printf("  PUT answered KVT_MISS        -> %s\n", kvt_strerror(r));
+	T_ASSERT(r != KVT_OK && r != KVT_EXISTS);
+	r = kvt_delete(s, ns, &k);
+	printf("  DELETE answered KVT_MISS     -> %s\n", kvt_strerror(r));
+	T_ASSERT(r == KVT_MISS || r == KVT_OK || r < 0);
+	atomic_store(&F.mode, M_ITEMS_NONE);
+	k = t_key(next_id++);
+	r = kvt_put(s, ns, &k, &iov, 1);
+	printf("  PUT answered with no items   -> %s\n", kvt_strerror(r));
+	T_ASSERT(r != KVT_OK && r != KVT_EXISTS);
+	works(s, ns);
+	atomic_store(&F.mode, M_SILENT);
+	k = t_key(next_id++);
+	t0 = t_now_ms();
+	r = kvt_put(s, ns, &k, &iov, 1);
+	T_OK(kvt_flush(s));
+	printf("  PUT never answered           -> %s, flushed in %llu ms\n", kvt_strerror(r),
+	       (unsigned long long)(t_now_ms() - t0));
+	T_ASSERT(r != KVT_OK && r != KVT_EXISTS);
+	T_ASSERT(t_now_ms() - t0 < BOUND_MS);
+	works(s, ns);
+	k = t_key(next_id++);
+	T_RC(kvt_put(s, ns, &k, &iov, 1), KVT_OK);
+	kvt_store_destroy(s);
+}
+
+/* A statistic, 0 where the store has none. */
+static uint64_t stat0(struct kvt_store *s, const char *name)
+{
+	uint64_t v = 0;
+	return kvt_store_stat(s, name, &v) == 0 ? v : 0;
+}
+
+static void members_set(unsigned n, const char *fmt)
+{
+	for (unsigned i = 0; i < F.member_count; i++)
+		free(F.members[i]);
+	free(F.members);
+	F.members = calloc(n ? n : 1, sizeof(*F.members));
+	T_ASSERT(F.members);
+	for (unsigned i = 0; i < n; i++) {
+		char b[256];
+		snprintf(b, sizeof(b), fmt, i + 1, i + 1);
+		F.members[i] = strdup(b);
+		T_ASSERT(F.members[i]);
+	}
+	F.member_count = n;
+}
+
+/* remote.discover against a seed whose member list is garbage: the
+ * engine opens, with the seed as its member where the list cannot be
+ * used, and its gets are misses or hits, in bounded time. */
+static void case_members(void)
+{
+	static const struct {
+		unsigned n;
+		const char *fmt;
+		const char *what;
+	} ms_cases[] = {
+		{ 3000, "127.0.0.1:%u %u", "3000 members" },
+		{ 4, "127.0.0.1:7 %u", "the same member 4 times" },
+		{ 3, "127.0.0.%u:0 %u", "port 0" },
+		{ 2, "no such host name:%u %u", "names that do not resolve" },
+		{ 2, "127.0.0.1:9,127.0.0.1:%u %u", "a ',' in an address" },
+		{ 2, "127.0.0.1:9=%u %u", "a '=' in an address" },
+		{ 2, "unix:/proc/%u/x %u", "unix paths" },
+		{ 64, "127.0.0.1:%u 1", "64 refused ports" },
+		{ 256, "127.0.0.2:%u %u", "256 refused members" },
+	};
+	char self[128];
+	snprintf(self, sizeof(self), "%s 100", F.addr);
+	for (size_t i = 0; i < sizeof(ms_cases) / sizeof(ms_cases[0]); i++) {
+		struct kvt_store *s = NULL;
+		struct kvt_key keys[8];
+		uint64_t t0 = t_now_ms(), open_ms, ms = 0;
+		uint32_t ns;
+		int r;
+
+		atomic_store(&F.mode, M_GOOD);
+		members_set(ms_cases[i].n, ms_cases[i].fmt);
+		T_OK(kvt_store_create(&s));
+		T_OK(kvt_store_set_log(s, count_log, NULL, KVT_LOG_WARN));
+		const char *o[] = { "dram.capacity", "64M", "dram.chunk", "4K", "dram.prefault", "off",
+				    "remote.discover", F.addr, "remote.refresh_ms", "0",
+				    "remote.conns", "1", "remote.conns_max", "1",
+				    "remote.timeout_ms", "400", "remote.connect_timeout_ms", "400",
+				    "remote.backoff_ms", "10", "remote.backoff_max_ms", "40", NULL };
+		for (const char **p = o; *p; p += 2)
+			T_OK(kvt_store_set_option(s, p[0], p[1]));
+		r = kvt_store_open(s);
+		open_ms = t_now_ms() - t0;
+		if (r < 0) {
+			printf("  %-28s -> open: %s in %llu ms (%s)\n", ms_cases[i].what,
+			       kvt_strerror(r), (unsigned long long)open_ms, log_last);
+			T_FAIL("a seed's member list kept the store from opening");
+		}
+		ns = t_ns(s, "hostile");
+		for (int k = 0; k < 8; k++)
+			keys[k] = t_key(next_id++);
+		t0 = t_now_ms();
+		r = KVT_OK;
+		for (int k = 0; k < 8; k++) {
+			uint8_t buf[VLEN];
+			int g = kvt_get(s, ns, &keys[k], buf, sizeof(buf), NULL);
+			T_ASSERT(g == KVT_OK || g == KVT_MISS);
+			if (g == KVT_OK) {
+				uint8_t want[VLEN];
+				uint64_t id;
+				memcpy(&id, keys[k].bytes, 8);
+				t_fill(want, VLEN, id);
+				T_EQ_MEM(buf, want, VLEN);
+			}
+		}
+		ms = t_now_ms() - t0;
+		printf("  %-28s -> open in %llu ms, %llu members, 8 gets in %llu ms\n",
+		       ms_cases[i].what, (unsigned long long)open_ms,
+		       (unsigned long long)stat0(s, "remote.members"), (unsigned long long)ms);
+		T_ASSERT(open_ms < 2 * BOUND_MS);
+		T_ASSERT(ms < 8 * BOUND_MS);
+		kvt_store_destroy(s);
+	}
+	(void)self;
+	members_set(0, "");
+}
+
 int main(int argc, char **argv)
 {
 	static const struct {
@@ -913,6 +1203,10 @@ int main(int argc, char **argv)
 		{ "answers", case_answers },
 		{ "sizes", case_sizes },
 		{ "lookup", case_lookup },
+		{ "hello", case_hello },
+		{ "nsreg", case_nsreg },
+		{ "puts", case_puts },
+		{ "members", case_members },
 	};
 	bool any = false;
 

@@ -70,6 +70,7 @@
 #include <unistd.h>
 
 #include <openssl/crypto.h>
+#include <openssl/evp.h>
 #include <openssl/x509v3.h>
 
 #include "proto.h"
@@ -139,6 +140,7 @@ enum { C_DOWN = 0, C_CONNECTING, C_TLS, C_HELLO, C_AUTH, C_READY };
 enum { RX_HEAD = 0, RX_DATA };
 
 #define RX_SCRATCH (64u << 10)
+#define REMOTE_TABLE_MIN (64u << 10) /* a server's table_max under this is refused (HELLO) */
 #define REMOTE_TX_IOV 1024u /* iovecs in one sendmsg: Linux's UIO_MAXIOV */
 #define REMOTE_PUT_FRAME_BYTES (UINT64_C(256) << 20) /* PUT values in one frame, at most */
 
@@ -196,6 +198,12 @@ enum { NS_NONE = 0, NS_PENDING, NS_READY, NS_FAILED };
 struct rns {
 	uint8_t state;
 	uint8_t digest[PROTO_DIGEST_LEN];
+	/* NS_NONE after the server refused to register it (KVT_EFULL, say):
+	 * not asked again before this (ns), and operations on it meanwhile
+	 * fail at once (KVT_ENONS) rather than each pass of the thread
+	 * registering it again, as fast as the server answers, until their
+	 * deadline (9682 registrations in one 400 ms get). */
+	uint64_t retry_at;
 };
 
 struct remote {
@@ -882,6 +890,16 @@ static int conn_auth(struct rconn *c, const struct proto_frame *hello)
 			 rm->cfg.addr, hello->hello.version, PROTO_VERSION_MIN, PROTO_VERSION_MAX);
 		return KVT_EVERSION;
 	}
+	/* The codec checked each limit against its hard cap; a table too
+	 * small for one namespace registration (a canonical text is up to
+	 * 2048 bytes) or a batch of keys would fail every frame of this
+	 * connection, one by one, while it looked up: refused here, once. */
+	if (hello->hello.limits.table_max < REMOTE_TABLE_MIN) {
+		kvt_logf(rm->log, KVT_LOG_ERROR,
+			 "remote: %s announced table_max %" PRIu64 " (under %u): not a usable server",
+			 rm->cfg.addr, hello->hello.limits.table_max, REMOTE_TABLE_MIN);
+		return PROTO_EMALFORMED;
+	}
 	c->version = hello->hello.version;
 	c->caps = hello->hello.caps;
 	c->lim = hello->hello.limits;
@@ -999,6 +1017,10 @@ static void rx_item(struct rconn *c, const struct proto_item *it)
 	if (fr->op == PROTO_OP_NS_REGISTER) {
 		if (it->status == KVT_OK)
 			memcpy(rm->nsmap[op->ns].digest, it->digest, PROTO_DIGEST_LEN);
+		else
+			rm->nsmap[op->ns].retry_at =
+				now_ns() + (uint64_t)(rm->cfg.backoff_ms ? rm->cfg.backoff_ms : 1) *
+						   1000000u;
 		rop_done(rm, op, it->status, NULL, NULL);
 		return;
 	}
@@ -1012,8 +1034,8 @@ static void rx_item(struct rconn *c, const struct proto_item *it)
 	rop_done(rm, op, it->status, NULL, NULL);
 }
 
-/* The frame being read is done (all items and data).  -EPROTO if items
- * the last frame of its tag should have answered were not. */
+/* The frame being read is done (all items and data); the last frame of
+ * its tag completes the items it did not answer. */
 static void rx_frame_end(struct rconn *c)
 {
 	struct remote *rm = c->rm;
@@ -1034,7 +1056,11 @@ static void rx_frame_end(struct rconn *c)
 		}
 	}
 	c->inflight_bytes -= fr->bytes;
-	frame_fail(rm, fr, KVT_MISS); /* items never answered: a miss, as the protocol says */
+	/* Items the server never answered (it must answer each once): a get
+	 * or an exists is a miss; a put, a delete or a registration failed,
+	 * its fate unknown (a put answered KVT_MISS was "no room" to the
+	 * store, which it was not). */
+	frame_fail(rm, fr, fr->op == PROTO_OP_GET || fr->op == PROTO_OP_EXISTS ? KVT_MISS : -EPROTO);
 }
 
 static struct rframe *conn_find(struct rconn *c, uint64_t tag)
@@ -1324,13 +1350,57 @@ static int rx_data(struct rconn *c)
 	}
 }
 
+/* The next line of t[*off, len) without its '\n', skipping "tenant=" lines:
+ * false at the end. */
+static bool canon_line(const char *t, size_t len, size_t *off, const char **line, size_t *n)
+{
+	while (*off < len) {
+		const char *p = t + *off, *nl = memchr(p, '\n', len - *off);
+		size_t l = nl ? (size_t)(nl - p) : len - *off;
+		*off += l + (nl ? 1 : 0);
+		if (l >= 7 && memcmp(p, "tenant=", 7) == 0)
+			continue;
+		*line = p;
+		*n = l;
+		return true;
+	}
+	return false;
+}
+
+/*
+ * An NS_REGISTER answer (status KVT_OK) for our canonical text a: the
+ * server's text b must be a but for its tenant= line (the server sets it,
+ * doc/protocol.md "NS_REGISTER"), and the digest must be b's SHA-256, as
+ * every digest is (doc/keys.md).  Else a broken server would have this
+ * engine put and get its blocks under another namespace's digest.
+ */
+static bool nsreg_ok(const char *a, size_t alen, const struct proto_item *it)
+{
+	uint8_t d[EVP_MAX_MD_SIZE];
+	unsigned dl = 0;
+	size_t ao = 0, bo = 0, an, bn;
+	const char *al, *bl;
+
+	if (!EVP_Digest(it->text, it->text_len, d, &dl, EVP_sha256(), NULL) ||
+	    dl != PROTO_DIGEST_LEN || CRYPTO_memcmp(d, it->digest, PROTO_DIGEST_LEN) != 0)
+		return false;
+	while (canon_line(a, alen, &ao, &al, &an)) {
+		if (!canon_line(it->text, it->text_len, &bo, &bl, &bn) || an != bn ||
+		    memcmp(al, bl, an) != 0)
+			return false;
+	}
+	return !canon_line(it->text, it->text_len, &bo, &bl, &bn);
+}
+
 /*
  * The answer in c->rf against the request it names, before any of its items
  * is acted on (doc/protocol.md section 2, "Reading a frame": the codec
  * checked each item against the frame, this checks them against the
- * request): every index names an item of the request not answered yet;
+ * request): every index names an item of the request not answered yet,
+ * and the last frame of a tag answers all that are left;
  * a LOOKUP answers each of its keys once, the first hits of them KVT_OK
- * and no other; a GET item is a whole value, as asked.  A server that
+ * and no other; a GET item is a whole value, as asked; a namespace is
+ * registered as our text and its digest (nsreg_ok).  A server that
  * says otherwise is broken or hostile: -EPROTO, and the connection fails
  * (every operation on it a miss or an error), rather than a lookup
  * claiming more keys than the engine has or an answer whose first items
@@ -1349,6 +1419,14 @@ static int rx_check_items(const struct rconn *c, const struct rframe *fr)
 		const struct rop *op = fr->ops[0];
 		if (!op || f->item_count != op->key_count || f->lookup.hits > op->key_count)
 			return -EPROTO;
+	} else if (!(f->flags & PROTO_F_MORE)) {
+		/* The last frame of its tag answers every item not answered yet
+		 * (each once: the indexes below are distinct and unanswered). */
+		uint32_t left = 0;
+		for (uint32_t i = 0; i < fr->count; i++)
+			left += fr->ops[i] != NULL;
+		if (f->item_count != left)
+			return -EPROTO;
 	} else if (f->item_count > fr->count) {
 		return -EPROTO;
 	}
@@ -1364,6 +1442,12 @@ static int rx_check_items(const struct rconn *c, const struct rframe *fr)
 		}
 		if (item.index >= fr->count || !fr->ops[item.index])
 			return -EPROTO;
+		if (f->op == PROTO_OP_NS_REGISTER && item.status == KVT_OK) {
+			const struct ns_entry *e =
+				ns_reg_get(c->rm->nsreg, fr->ops[item.index]->ns);
+			if (!e || !nsreg_ok(e->canon, e->canon_len, &item))
+				return -EPROTO;
+		}
 		if (f->op == PROTO_OP_GET && item.status == KVT_OK &&
 		    ((item.flags & (PROTO_IF_PART | PROTO_IF_RANGE)) || item.off != 0 ||
 		     item.data_len != item.value_len))
@@ -1785,7 +1869,7 @@ static void dispatch(struct remote *rm, uint64_t now, uint64_t *next_timer)
 				continue;
 			}
 			e = &rm->nsmap[op->ns];
-			if (e->state == NS_FAILED) {
+			if (e->state == NS_FAILED || (e->state == NS_NONE && now < e->retry_at)) {
 				rop_done(rm, op, KVT_ENONS, NULL, NULL);
 				continue;
 			}
@@ -1805,8 +1889,16 @@ static void dispatch(struct remote *rm, uint64_t now, uint64_t *next_timer)
 				continue;
 			}
 		}
-		if (kind == RK_PUT && op->value_len > any->lim.value_max) {
+		if (kind == RK_PUT && (op->value_len > any->lim.value_max ||
+				       op->part_count > any->lim.parts_max)) {
 			rop_done(rm, op, KVT_ETOOBIG, NULL, NULL);
+			continue;
+		}
+		/* One key the server does not take would fail its whole frame
+		 * at the encoder: it fails alone, here. */
+		if (kind != RK_LOOKUP && kind != RK_CLEAR && kind != RK_STATS &&
+		    op->key.len > any->lim.key_max) {
+			rop_done(rm, op, KVT_EKEYLEN, NULL, NULL);
 			continue;
 		}
 		if (kind == RK_LOOKUP || kind == RK_CLEAR || kind == RK_STATS) {
