@@ -140,6 +140,7 @@ enum { C_DOWN = 0, C_CONNECTING, C_TLS, C_HELLO, C_AUTH, C_READY };
 enum { RX_HEAD = 0, RX_DATA };
 
 #define RX_SCRATCH (64u << 10)
+#define RX_KEEP (64u << 10) /* receive buffer kept by a failed connection, at most */
 #define REMOTE_TABLE_MIN (64u << 10) /* a server's table_max under this is refused (HELLO) */
 #define REMOTE_TX_IOV 1024u /* iovecs in one sendmsg: Linux's UIO_MAXIOV */
 #define REMOTE_PUT_FRAME_BYTES (UINT64_C(256) << 20) /* PUT values in one frame, at most */
@@ -474,6 +475,16 @@ static void conn_fail(struct rconn *c, int why, const char *what)
 	c->cur_direct = false;
 	c->rx = RX_HEAD;
 	c->rlen = 0;
+	/* The receive buffer grows to the largest table received (up to the
+	 * codec's table_max, 16 MiB): a server that announced one and failed
+	 * does not leave it held for the life of the store. */
+	if (c->rcap > RX_KEEP) {
+		uint8_t *nb = kvt_mem_realloc(rm->mem, c->rbuf, c->rcap, RX_KEEP);
+		if (nb) {
+			c->rbuf = nb;
+			c->rcap = RX_KEEP;
+		}
+	}
 	c->want_out = false;
 	c->state = C_DOWN;
 	c->failed_once = true;
