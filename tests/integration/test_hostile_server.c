@@ -63,6 +63,10 @@ enum {
 	M_MORE_FOREVER,    /* GET: empty MORE frames, never a last one */
 	M_SILENT,          /* no answer at all */
 	M_LATE,            /* the right answer, after the deadline */
+	M_CLEAR_HUGE,      /* CLEAR: 2^64 - 5003 blocks removed */
+	M_SPLIT,           /* GET: one frame per item, MORE on all but the last */
+	M_SPLIT_DUP,       /* ... item 0 answered again in the second frame */
+	M_SPLIT_SHORT,     /* ... the first frame, without MORE, answers item 0 only */
 };
 
 /* HELLO variants. */
@@ -453,6 +457,46 @@ out:
 	return ok;
 }
 
+/* A GET answered one item a frame (MORE on all but the last), or with
+ * the mode's twist. */
+static bool fk_split(int fd, const struct proto_frame *req, int mode)
+{
+	struct proto_iter it;
+	struct proto_item in;
+	struct kvt_key keys[64];
+	uint32_t n = 0;
+
+	proto_iter_init(&it, req, NULL, NULL, 0);
+	while (n < 64 && proto_iter_next(&it, &in) == 1)
+		keys[n++] = in.key;
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t idx = mode == M_SPLIT_DUP && i == 1 ? 0 : i;
+		bool last = i == n - 1 || (mode == M_SPLIT_SHORT && i == 0);
+		struct proto_frame f;
+		struct fval fv;
+		struct proto_item out = { .index = idx, .value_len = VLEN, .part_count = 3 };
+		uint8_t *buf;
+		size_t len;
+		bool ok;
+
+		resp_init(&f, req);
+		if (!last)
+			f.flags |= PROTO_F_MORE;
+		fval_make(&fv, &keys[idx], VLEN);
+		out.part_lens = fv.lens;
+		out.part_crcs = fv.crcs;
+		buf = fk_encode(&f, &out, 1, &len);
+		ok = fk_write(fd, buf, len) && fk_write(fd, fv.v, VLEN);
+		free(buf);
+		free(fv.v);
+		if (!ok)
+			return false;
+		if (last)
+			break;
+	}
+	return true;
+}
+
 /* LOOKUP, EXISTS, PUT, DELETE: the good answer (every key present), or
  * the mode's twist. */
 static bool fk_keys(int fd, const struct proto_frame *req, int mode)
@@ -617,6 +661,9 @@ static bool fk_answer(int fd, const struct proto_frame *req)
 	default:
 		break;
 	}
+	if (req->op == PROTO_OP_GET && (mode == M_SPLIT || mode == M_SPLIT_DUP ||
+					mode == M_SPLIT_SHORT))
+		return fk_split(fd, req, mode);
 	if (req->op == PROTO_OP_GET) {
 		if (mode == M_STATUS_ODD) {
 			/* KVT_EBUFSMALL and KVT_EXISTS are not a GET item's statuses */
@@ -637,7 +684,7 @@ static bool fk_answer(int fd, const struct proto_frame *req)
 	}
 	if (req->op == PROTO_OP_CLEAR) {
 		resp_init(&f, req);
-		f.removed = 3;
+		f.removed = mode == M_CLEAR_HUGE ? UINT64_MAX - 5002 : 3;
 		return fk_send(fd, &f, NULL, 0);
 	}
 	return fk_keys(fd, req, mode);
@@ -902,6 +949,63 @@ static void case_sizes(void)
 	T_ASSERT(r == KVT_MISS || r == KVT_EBUFSMALL);
 	T_ASSERT(ms < BOUND_MS);
 	T_ASSERT(ru1.ru_maxrss - ru0.ru_maxrss < 256 * 1024);
+	works(s, ns);
+	kvt_store_destroy(s);
+}
+
+/* Four gets in one submit, answered one frame each: all hits; with the
+ * first item answered twice, or the last frame too early: no other bytes,
+ * the unanswered ones misses. */
+static void split4(struct kvt_store *s, uint32_t ns, int mode, int want_hits)
+{
+	static uint8_t bufs[4][VLEN];
+	struct kvt_req reqs[4];
+	struct iovec iov[4];
+	struct kvt_queue *q;
+	int hits = 0;
+
+	wait_up(s);
+	atomic_store(&F.mode, mode);
+	T_OK(kvt_queue_create(s, &q));
+	for (int k = 0; k < 4; k++) {
+		iov[k] = (struct iovec){ bufs[k], VLEN };
+		reqs[k] = (struct kvt_req){ .op = KVT_OP_GET, .ns = ns,
+					    .key = t_key(next_id + (uint64_t)k), .iov = &iov[k],
+					    .iov_count = 1 };
+	}
+	t_submit_all(q, reqs, 4);
+	t_wait_all(q, 4);
+	T_OK(kvt_queue_destroy(q));
+	for (int k = 0; k < 4; k++) {
+		uint8_t want[VLEN];
+		T_ASSERT(reqs[k].status == KVT_OK || reqs[k].status == KVT_MISS);
+		if (reqs[k].status != KVT_OK)
+			continue;
+		hits++;
+		t_fill(want, VLEN, next_id + (uint64_t)k);
+		T_EQ_MEM(bufs[k], want, VLEN);
+	}
+	next_id += 4;
+	T_EQ_INT(hits, want_hits);
+}
+
+static void case_split(void)
+{
+	struct kvt_store *s = engine(NULL);
+	uint32_t ns = t_ns(s, "hostile");
+	works(s, ns);
+	split4(s, ns, M_SPLIT, 4);
+	split4(s, ns, M_SPLIT_DUP, 1);
+	works(s, ns);
+	split4(s, ns, M_SPLIT_SHORT, 0);
+	works(s, ns);
+	printf("  4 gets, a frame each: 4 hits; item 0 twice: 1; last frame early: 0\n");
+
+	/* A CLEAR answer of 2^64 - 5003 blocks: a count, not an error code */
+	atomic_store(&F.mode, M_CLEAR_HUGE);
+	int64_t n = kvt_clear(s, ns);
+	printf("  CLEAR of 2^64 - 5003 blocks  -> %lld\n", (long long)n);
+	T_ASSERT(n >= 0);
 	works(s, ns);
 	kvt_store_destroy(s);
 }
@@ -1266,6 +1370,7 @@ int main(int argc, char **argv)
 		{ "sizes", case_sizes },
 		{ "lookup", case_lookup },
 		{ "pinned", case_pinned },
+		{ "split", case_split },
 		{ "hello", case_hello },
 		{ "nsreg", case_nsreg },
 		{ "puts", case_puts },

@@ -1540,7 +1540,10 @@ static int rx_frame(struct rconn *c)
 			res.count = f->lookup.hits;
 			res.load_ns = f->lookup.load_ns;
 		} else {
-			res.count = f->removed;
+			/* kvt_clear returns it as an int64_t, where a negative
+			 * number is an error code: a server's 2^64 - 5003 would
+			 * read as one. */
+			res.count = f->removed > INT64_MAX ? INT64_MAX : f->removed;
 		}
 		op->answered = true;
 		fr->ops[0] = NULL;
