@@ -362,7 +362,7 @@ static bool fk_get(int fd, const struct proto_frame *req, int mode)
 	struct proto_item in, out[64];
 	struct fval fv[64];
 	uint32_t n = 0;
-	uint64_t vlen = mode == M_GET_BIG ? 4 * VLEN : VLEN, data = 0;
+	uint64_t vlen = mode == M_GET_BIG ? 4 * VLEN : VLEN;
 	uint8_t *buf;
 	size_t len;
 	bool ok = true;
@@ -403,7 +403,6 @@ static bool fk_get(int fd, const struct proto_frame *req, int mode)
 			out[n].part_lens = &fv[n].lens[1];
 			out[n].part_crcs = &fv[n].crcs[1];
 		}
-		data += mode == M_GET_PART || mode == M_GET_OFF ? fv[n].lens[1] : vlen;
 		n++;
 	}
 	if (mode == M_GET_HUGE) {
@@ -426,7 +425,6 @@ static bool fk_get(int fd, const struct proto_frame *req, int mode)
 		out[n].index = out[n - 1].index + 1;
 		fv[n].v = NULL;
 		n++;
-		data += vlen;
 	}
 	buf = fk_encode(&f, out, n, &len);
 	ok = fk_write(fd, buf, len);
@@ -450,7 +448,6 @@ static bool fk_get(int fd, const struct proto_frame *req, int mode)
 		memset(junk, 'K', sizeof(junk));
 		ok = fk_write(fd, junk, sizeof(junk));
 	}
-	(void)data;
 out:
 	for (uint32_t i = 0; i < n; i++)
 		free(fv[i].v);
@@ -613,8 +610,7 @@ static bool fk_answer(int fd, const struct proto_frame *req)
 	case M_TAG_UNKNOWN: {
 		struct proto_frame r = *req;
 		r.tag += 1000;
-		return mode == M_TAG_UNKNOWN && req->op == PROTO_OP_GET ? fk_get(fd, &r, M_GOOD)
-									: fk_keys(fd, &r, M_GOOD);
+		return req->op == PROTO_OP_GET ? fk_get(fd, &r, M_GOOD) : fk_keys(fd, &r, M_GOOD);
 	}
 	case M_TAG_DUP:
 		if (req->op == PROTO_OP_GET)
@@ -753,7 +749,8 @@ static void *fk_main(void *arg)
 
 static void fake_start(void)
 {
-	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	struct sockaddr_in sa = { .sin_family = AF_INET,
+				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	socklen_t sl = sizeof(sa);
 	F.lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	T_ASSERT(F.lfd >= 0);
@@ -1304,8 +1301,6 @@ static void case_members(void)
 		{ 64, "127.0.0.1:%u 1", "64 refused ports" },
 		{ 256, "127.0.0.2:%u %u", "256 refused members" },
 	};
-	char self[128];
-	snprintf(self, sizeof(self), "%s 100", F.addr);
 	for (size_t i = 0; i < sizeof(ms_cases) / sizeof(ms_cases[0]); i++) {
 		struct kvt_store *s = NULL;
 		struct kvt_key keys[8];
@@ -1317,11 +1312,12 @@ static void case_members(void)
 		members_set(ms_cases[i].n, ms_cases[i].fmt);
 		T_OK(kvt_store_create(&s));
 		T_OK(kvt_store_set_log(s, count_log, NULL, KVT_LOG_WARN));
-		const char *o[] = { "dram.capacity", "64M", "dram.chunk", "4K", "dram.prefault", "off",
-				    "remote.discover", F.addr, "remote.refresh_ms", "0",
-				    "remote.conns", "1", "remote.conns_max", "1",
-				    "remote.timeout_ms", "400", "remote.connect_timeout_ms", "400",
-				    "remote.backoff_ms", "10", "remote.backoff_max_ms", "40", NULL };
+		const char *o[] = { "dram.capacity", "64M", "dram.chunk", "4K",
+				    "dram.prefault", "off", "remote.discover", F.addr,
+				    "remote.refresh_ms", "0", "remote.conns", "1",
+				    "remote.conns_max", "1", "remote.timeout_ms", "400",
+				    "remote.connect_timeout_ms", "400", "remote.backoff_ms", "10",
+				    "remote.backoff_max_ms", "40", NULL };
 		for (const char **p = o; *p; p += 2)
 			T_OK(kvt_store_set_option(s, p[0], p[1]));
 		r = kvt_store_open(s);
@@ -1356,7 +1352,6 @@ static void case_members(void)
 		T_ASSERT(ms < 8 * BOUND_MS);
 		kvt_store_destroy(s);
 	}
-	(void)self;
 	members_set(0, "");
 }
 

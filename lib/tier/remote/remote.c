@@ -1071,7 +1071,8 @@ static void rx_frame_end(struct rconn *c)
 	 * or an exists is a miss; a put, a delete or a registration failed,
 	 * its fate unknown (a put answered KVT_MISS was "no room" to the
 	 * store, which it was not). */
-	frame_fail(rm, fr, fr->op == PROTO_OP_GET || fr->op == PROTO_OP_EXISTS ? KVT_MISS : -EPROTO);
+	frame_fail(rm, fr,
+		   fr->op == PROTO_OP_GET || fr->op == PROTO_OP_EXISTS ? KVT_MISS : -EPROTO);
 }
 
 static struct rframe *conn_find(struct rconn *c, uint64_t tag)
