@@ -87,6 +87,7 @@ enum {
 	N_INDEX,           /* the answer names item 7 of 1 */
 	N_TEXT,            /* another namespace's text and its digest */
 	N_FULL,            /* KVT_EFULL: the tenant may register no more */
+	N_EDESC,           /* KVT_EDESC: not a descriptor (a broken server) */
 	N_EMPTY,           /* an answer of no items */
 };
 
@@ -317,8 +318,8 @@ static bool fk_nsreg(int fd, const struct proto_frame *req)
 			m[6] = m[6] == 'x' ? 'y' : 'x';
 			out[n].text = other[n];
 		}
-		if (mode == N_FULL) {
-			out[n].status = KVT_EFULL;
+		if (mode == N_FULL || mode == N_EDESC) {
+			out[n].status = mode == N_FULL ? KVT_EFULL : KVT_EDESC;
 			out[n].text = NULL;
 			out[n].text_len = 0;
 			n++;
@@ -1186,6 +1187,7 @@ static void case_nsreg(void)
 		{ N_TEXT, "another namespace's text" },
 		{ N_INDEX, "item 7 of 1" },
 		{ N_FULL, "KVT_EFULL" },
+		{ N_EDESC, "KVT_EDESC" },
 		{ N_EMPTY, "no items" },
 	};
 	for (size_t i = 0; i < sizeof(ns_cases) / sizeof(ns_cases[0]); i++) {

@@ -195,11 +195,12 @@ struct rconn {
 };
 
 /* Where a local namespace stands with the server. */
-enum { NS_NONE = 0, NS_PENDING, NS_READY, NS_FAILED };
+enum { NS_NONE = 0, NS_PENDING, NS_READY };
 struct rns {
 	uint8_t state;
 	uint8_t digest[PROTO_DIGEST_LEN];
-	/* NS_NONE after the server refused to register it (KVT_EFULL, say):
+	/* NS_NONE after the server refused to register it (KVT_EFULL, say;
+	 * KVT_EDESC: remote.backoff_max_ms later, rop_done):
 	 * not asked again before this (ns), and operations on it meanwhile
 	 * fail at once (KVT_ENONS) rather than each pass of the thread
 	 * registering it again, as fast as the server answers, until their
@@ -346,7 +347,13 @@ static void rop_done(struct remote *rm, struct rop *op, int status, struct dram_
 		break;
 	case RK_NSREG: {
 		struct rns *e = &rm->nsmap[op->ns];
-		e->state = status == KVT_OK ? NS_READY : status == KVT_EDESC ? NS_FAILED : NS_NONE;
+		/* KVT_EDESC (the server does not take our text) is not asked
+		 * again before remote.backoff_max_ms: a server that said it
+		 * once (a broken one, another version) left the namespace
+		 * failed for the life of the store. */
+		e->state = status == KVT_OK ? NS_READY : NS_NONE;
+		if (status == KVT_EDESC)
+			e->retry_at = now_ns() + (uint64_t)rm->cfg.backoff_max_ms * 1000000u;
 		if (status != KVT_OK)
 			kvt_logf(rm->log, KVT_LOG_WARN, "remote: namespace %u not registered: %s",
 				 op->ns, kvt_strerror(status));
@@ -1884,7 +1891,7 @@ static void dispatch(struct remote *rm, uint64_t now, uint64_t *next_timer)
 				continue;
 			}
 			e = &rm->nsmap[op->ns];
-			if (e->state == NS_FAILED || (e->state == NS_NONE && now < e->retry_at)) {
+			if (e->state == NS_NONE && now < e->retry_at) {
 				rop_done(rm, op, KVT_ENONS, NULL, NULL);
 				continue;
 			}
