@@ -1300,6 +1300,9 @@ static void case_members(void)
 		{ 2, "127.0.0.1:9,127.0.0.1:%u %u", "a ',' in an address" },
 		{ 2, "127.0.0.1:9=%u %u", "a '=' in an address" },
 		{ 2, "unix:/proc/%u/x %u", "unix paths" },
+		{ 2, "127.0.0.1:%u -%u", "weights -1, -2" },
+		{ 2, "127.0.0.1:%u 18446744073709551615%u", "a weight past 2^64" },
+		{ 2, "127.0.0.1:%u +%u", "a weight with a sign" },
 		{ 64, "127.0.0.1:%u 1", "64 refused ports" },
 		{ 256, "127.0.0.2:%u %u", "256 refused members" },
 	};

@@ -1604,12 +1604,46 @@ static void cdisc_reset(struct cdisc *d)
 	d->epoch = 0;
 }
 
+int cluster_member_line(const char *str, size_t len, size_t *addr_len, uint64_t *weight)
+{
+	const char *sp = NULL;
+	uint64_t w = 0;
+	size_t al;
+
+	for (size_t i = len; i > 0 && !sp; i--)
+		if (str[i - 1] == ' ')
+			sp = str + i - 1;
+	if (!sp)
+		return KVT_EOPTVAL;
+	al = (size_t)(sp - str);
+	if (al == 0 || al > CLUSTER_ADDR_MAX || sp + 1 == str + len)
+		return KVT_EOPTVAL;
+	/* Digits only (strtoull took "-1" as 2^64 - 1, whose scaling in
+	 * cdisc_text divided by zero), and bounded, so that the scaling's
+	 * max + PLACEMENT_WEIGHT_MAX cannot wrap. */
+	for (const char *p = sp + 1; p < str + len; p++) {
+		if (*p < '0' || *p > '9')
+			return KVT_EOPTVAL;
+		w = w * 10 + (uint64_t)(*p - '0');
+		if (w > CLUSTER_MEMBER_WEIGHT_MAX)
+			return KVT_EOPTVAL;
+	}
+	if (w == 0)
+		return KVT_EOPTVAL;
+	/* The list becomes remote.addrs text (cdisc_text): an address with
+	 * ',', '=' or a blank in it would read back as other members. */
+	for (size_t i = 0; i < al; i++)
+		if (str[i] == ',' || str[i] == '=' || str[i] <= ' ' || str[i] > '~')
+			return KVT_EOPTVAL;
+	*addr_len = al;
+	*weight = w;
+	return 0;
+}
+
 static void cdisc_stat(void *ctx, const char *name, uint64_t value, const char *str)
 {
 	struct cdisc *d = ctx;
-	const char *sp;
-	char *end;
-	unsigned long long w;
+	uint64_t w;
 	size_t al;
 
 	if (strcmp(name, "cluster.epoch") == 0 && !str) {
@@ -1618,25 +1652,12 @@ static void cdisc_stat(void *ctx, const char *name, uint64_t value, const char *
 	}
 	if (strncmp(name, "cluster.member.", 15) != 0 || !str)
 		return;
-	sp = strrchr(str, ' ');
-	if (!sp || d->count == PLACEMENT_MEMBERS_MAX) {
+	if (d->count == PLACEMENT_MEMBERS_MAX ||
+	    cluster_member_line(str, strlen(str), &al, &w) < 0) {
 		d->bad = true;
 		return;
 	}
-	al = (size_t)(sp - str);
-	w = strtoull(sp + 1, &end, 10);
-	if (al == 0 || al > CLUSTER_ADDR_MAX || *end || w == 0) {
-		d->bad = true;
-		return;
-	}
-	/* The list becomes remote.addrs text (cdisc_text): an address with
-	 * ',', '=' or a blank in it would read back as other members, and a
-	 * member named twice would fail the whole view (placement_new). */
-	for (size_t i = 0; i < al; i++)
-		if (str[i] == ',' || str[i] == '=' || str[i] <= ' ' || str[i] > '~') {
-			d->bad = true;
-			return;
-		}
+	/* A member named twice would fail the whole view (placement_new). */
 	for (unsigned k = 0; k < d->count; k++)
 		if (strlen(d->addr[k]) == al && memcmp(d->addr[k], str, al) == 0) {
 			d->bad = true;

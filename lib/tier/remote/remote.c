@@ -1386,29 +1386,24 @@ static bool canon_line(const char *t, size_t len, size_t *off, const char **line
 	return false;
 }
 
-/*
- * An NS_REGISTER answer (status KVT_OK) for our canonical text a: the
- * server's text b must be a but for its tenant= line (the server sets it,
- * doc/protocol.md "NS_REGISTER"), and the digest must be b's SHA-256, as
- * every digest is (doc/keys.md).  Else a broken server would have this
- * engine put and get its blocks under another namespace's digest.
- */
-static bool nsreg_ok(const char *a, size_t alen, const struct proto_item *it)
+/* remote.h: an NS_REGISTER answer against our text. */
+bool remote_ns_answer_ok(const char *ours, size_t ours_len, const char *text, size_t text_len,
+			 const uint8_t digest[PROTO_DIGEST_LEN])
 {
 	uint8_t d[EVP_MAX_MD_SIZE];
 	unsigned dl = 0;
 	size_t ao = 0, bo = 0, an, bn;
 	const char *al, *bl;
 
-	if (!EVP_Digest(it->text, it->text_len, d, &dl, EVP_sha256(), NULL) ||
-	    dl != PROTO_DIGEST_LEN || CRYPTO_memcmp(d, it->digest, PROTO_DIGEST_LEN) != 0)
+	if (!EVP_Digest(text, text_len, d, &dl, EVP_sha256(), NULL) || dl != PROTO_DIGEST_LEN ||
+	    CRYPTO_memcmp(d, digest, PROTO_DIGEST_LEN) != 0)
 		return false;
-	while (canon_line(a, alen, &ao, &al, &an)) {
-		if (!canon_line(it->text, it->text_len, &bo, &bl, &bn) || an != bn ||
+	while (canon_line(ours, ours_len, &ao, &al, &an)) {
+		if (!canon_line(text, text_len, &bo, &bl, &bn) || an != bn ||
 		    memcmp(al, bl, an) != 0)
 			return false;
 	}
-	return !canon_line(it->text, it->text_len, &bo, &bl, &bn);
+	return !canon_line(text, text_len, &bo, &bl, &bn);
 }
 
 /*
@@ -1419,7 +1414,7 @@ static bool nsreg_ok(const char *a, size_t alen, const struct proto_item *it)
  * and the last frame of a tag answers all that are left;
  * a LOOKUP answers each of its keys once, the first hits of them KVT_OK
  * and no other; a GET item is a whole value, as asked; a namespace is
- * registered as our text and its digest (nsreg_ok).  A server that
+ * registered as our text and its digest (remote_ns_answer_ok).  A server that
  * says otherwise is broken or hostile: -EPROTO, and the connection fails
  * (every operation on it a miss or an error), rather than a lookup
  * claiming more keys than the engine has or an answer whose first items
@@ -1464,7 +1459,8 @@ static int rx_check_items(const struct rconn *c, const struct rframe *fr)
 		if (f->op == PROTO_OP_NS_REGISTER && item.status == KVT_OK) {
 			const struct ns_entry *e =
 				ns_reg_get(c->rm->nsreg, fr->ops[item.index]->ns);
-			if (!e || !nsreg_ok(e->canon, e->canon_len, &item))
+			if (!e || !remote_ns_answer_ok(e->canon, e->canon_len, item.text,
+						       item.text_len, item.digest))
 				return -EPROTO;
 		}
 		if (f->op == PROTO_OP_GET && item.status == KVT_OK &&
