@@ -27,6 +27,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <openssl/evp.h>
@@ -78,7 +79,13 @@ enum {
 	H_TABLE_TINY,      /* table_max 64: no request fits */
 	H_VERSION_3,       /* chooses version 3 of 1..3 */
 	H_NO_AUTH,         /* offers an unknown auth method only */
+	H_HMAC_ZERO,       /* HMAC offered; the AUTH answer's proof all zero */
+	H_HMAC_OTHER,      /* ... a proof under another secret */
+	H_HMAC_GOOD,       /* ... the right proof */
+	H_DOWNGRADE,       /* offers NONE only, to a client with a secret */
 };
+
+#define SECRET "0123456789abcdef0123456789abcdef"
 
 /* NS_REGISTER variants. */
 enum {
@@ -249,6 +256,8 @@ static bool fk_hello(int fd, const struct proto_frame *req)
 	f.hello.max_version = 2;
 	f.hello.auth_count = 1;
 	f.hello.auth[0] = h == H_NO_AUTH ? 9 : PROTO_AUTH_NONE;
+	if (h == H_HMAC_ZERO || h == H_HMAC_OTHER || h == H_HMAC_GOOD)
+		f.hello.auth[0] = PROTO_AUTH_HMAC_SHA256;
 	proto_limits_default(&f.hello.limits);
 	f.hello.name = "fake";
 	f.hello.name_len = 4;
@@ -280,8 +289,16 @@ static bool fk_hello(int fd, const struct proto_frame *req)
 
 static bool fk_auth(int fd, const struct proto_frame *req)
 {
+	static const uint8_t snonce[PROTO_NONCE_LEN]; /* fk_hello's: zero */
 	struct proto_frame f;
+	int h = atomic_load(&F.hello);
+	const char *key = h == H_HMAC_OTHER ? "fedcba9876543210fedcba9876543210" : SECRET;
+
 	resp_init(&f, req);
+	if (h == H_HMAC_OTHER || h == H_HMAC_GOOD)
+		T_OK(proto_auth_proof(PROTO_PROOF_SERVER, key, strlen(key), snonce,
+				      req->auth.nonce, req->auth.tenant, req->auth.tenant_len,
+				      f.auth.proof));
 	return fk_send(fd, &f, NULL, 0);
 }
 
@@ -1173,6 +1190,54 @@ static void case_hello(void)
 	}
 }
 
+/* A server that cannot prove it knows the tenant's secret (no proof, a
+ * proof under another secret), or offers only NONE to a client with a
+ * secret: no connection is made, gets miss; the right proof connects. */
+static void case_auth(void)
+{
+	static const struct {
+		int h;
+		const char *what;
+	} hs[] = {
+		{ H_HMAC_ZERO, "server proof all zero" },
+		{ H_HMAC_OTHER, "proof under another secret" },
+		{ H_DOWNGRADE, "NONE offered only" },
+	};
+	char *dir = t_mkdtemp(), path[512];
+	FILE *fp;
+
+	snprintf(path, sizeof(path), "%s/secret", dir);
+	fp = fopen(path, "w");
+	T_ASSERT(fp);
+	fputs(SECRET "\n", fp);
+	fclose(fp);
+	T_OK(chmod(path, 0600));
+	for (size_t i = 0; i < sizeof(hs) / sizeof(hs[0]); i++) {
+		struct kvt_store *s;
+		uint32_t ns;
+		uint64_t ms = 0;
+		int r;
+
+		atomic_store(&F.mode, M_GOOD);
+		atomic_store(&F.hello, hs[i].h);
+		s = engine((const char *[]){ "remote.secret_file", path, "remote.tenant", "acme",
+					     NULL });
+		ns = t_ns(s, "hostile");
+		usleep(200000);
+		T_EQ_U64(t_stat(s, "remote.conns_up"), 0);
+		r = get1(s, ns, VLEN, &ms, NULL);
+		printf("  %-28s -> %s in %llu ms\n", hs[i].what, kvt_strerror(r),
+		       (unsigned long long)ms);
+		T_RC(r, KVT_MISS);
+		atomic_store(&F.hello, H_HMAC_GOOD);
+		works(s, ns);
+		kvt_store_destroy(s);
+	}
+	atomic_store(&F.hello, H_GOOD);
+	t_rmtree(dir);
+	free(dir);
+}
+
 /* NS_REGISTER answers that do not fit the request: a digest that is not
  * its text's, another namespace's text, an index never asked.  The
  * namespace is not used with it (gets miss), nothing loops, and a good
@@ -1372,6 +1437,7 @@ int main(int argc, char **argv)
 		{ "pinned", case_pinned },
 		{ "split", case_split },
 		{ "hello", case_hello },
+		{ "auth", case_auth },
 		{ "nsreg", case_nsreg },
 		{ "puts", case_puts },
 		{ "members", case_members },
