@@ -1025,6 +1025,34 @@ static void case_split(void)
 	kvt_store_destroy(s);
 }
 
+/* A server that completes every handshake and garbles every answer: the
+ * reconnects back off (remote.backoff_ms doubling to backoff_max_ms), and
+ * the log says so a few times, not once a reconnect. */
+static void case_flap(void)
+{
+	struct kvt_store *s = engine((const char *[]){ "remote.backoff_ms", "50",
+						       "remote.backoff_max_ms", "2000", NULL });
+	uint32_t ns = t_ns(s, "hostile");
+	unsigned a0, l0;
+	uint64_t t0;
+	int gets = 0;
+
+	works(s, ns);
+	atomic_store(&F.mode, M_TAG_UNKNOWN);
+	a0 = atomic_load(&F.accepts);
+	l0 = atomic_load(&log_lines);
+	t0 = t_now_ms();
+	while (t_now_ms() - t0 < 1500) {
+		T_RC(get1(s, ns, VLEN, NULL, NULL), KVT_MISS);
+		gets++;
+		usleep(5000);
+	}
+	printf("  garbled answers, 1.5 s       -> %d gets (misses), %u connections, %u log lines\n",
+	       gets, atomic_load(&F.accepts) - a0, atomic_load(&log_lines) - l0);
+	T_ASSERT(atomic_load(&F.accepts) - a0 <= 8);
+	kvt_store_destroy(s);
+}
+
 /* A pinned get (the value lands in a DRAM reservation, not the caller's
  * buffers): a hit is the exact bytes; a value that fails its CRCs, is cut
  * short or is too big for DRAM is a miss, and DRAM keeps nothing of it. */
@@ -1436,6 +1464,7 @@ int main(int argc, char **argv)
 		{ "lookup", case_lookup },
 		{ "pinned", case_pinned },
 		{ "split", case_split },
+		{ "flap", case_flap },
 		{ "hello", case_hello },
 		{ "auth", case_auth },
 		{ "nsreg", case_nsreg },

@@ -952,7 +952,10 @@ static int conn_authed(struct rconn *c, const struct proto_frame *f)
 		return PROTO_EAUTH;
 	}
 	c->state = C_READY;
-	c->backoff_ms = rm->cfg.backoff_ms;
+	/* The backoff is reset by the first answer on the connection
+	 * (rx_frame_end), not here: a server that completes every handshake
+	 * and garbles every answer was reconnected to every remote.backoff_ms
+	 * (19 times a second, two log lines each). */
 	/* before conns_up: whoever saw the connection up sees what it announced */
 	atomic_store(&rm->hello_seen, (uint32_t)c->version << 16 | c->caps);
 	A(rm->c_connects);
@@ -1061,6 +1064,8 @@ static void rx_frame_end(struct rconn *c)
 	c->rx_fr = NULL;
 	c->rx = RX_HEAD;
 	c->rlen = 0;
+	if (fr->op != PROTO_OP_HELLO && fr->op != PROTO_OP_AUTH)
+		c->backoff_ms = rm->cfg.backoff_ms; /* an answer read whole: the server works */
 	if (c->rf.flags & PROTO_F_MORE)
 		return;
 	/* Unlink from the wait list. */
