@@ -77,6 +77,7 @@ enum {
 	H_ITEMS_HUGE,      /* items_max 2^32 - 1 (raw) */
 	H_ITEMS_0,         /* items_max 0 (raw) */
 	H_TABLE_TINY,      /* table_max 64: no request fits */
+	H_KEY_16,          /* key_max 16: the engine's 32-byte keys do not fit */
 	H_VERSION_3,       /* chooses version 3 of 1..3 */
 	H_NO_AUTH,         /* offers an unknown auth method only */
 	H_HMAC_ZERO,       /* HMAC offered; the AUTH answer's proof all zero */
@@ -265,6 +266,8 @@ static bool fk_hello(int fd, const struct proto_frame *req)
 		f.hello.limits.items_max = 1;
 	if (h == H_TABLE_TINY)
 		f.hello.limits.table_max = 64;
+	if (h == H_KEY_16)
+		f.hello.limits.key_max = 16;
 	if (h == H_VERSION_3) {
 		/* The codec of this build does not encode a version it does
 		 * not speak: 2, then the fields by hand. */
@@ -1218,6 +1221,45 @@ static void case_hello(void)
 	}
 }
 
+/* key_max 16: a batch of a 32-byte key and a 16-byte one, in one frame
+ * before: the long key fails alone (a miss), the short one is a hit. */
+static void case_keymax(void)
+{
+	struct kvt_store *s;
+	struct kvt_req reqs[2];
+	static uint8_t bufs[2][VLEN];
+	struct iovec iov[2];
+	struct kvt_queue *q;
+	uint8_t want[VLEN];
+	uint32_t ns;
+
+	atomic_store(&F.mode, M_GOOD);
+	atomic_store(&F.hello, H_KEY_16);
+	s = engine(NULL);
+	ns = t_ns(s, "hostile");
+	wait_up(s);
+	for (int k = 0; k < 2; k++) {
+		iov[k] = (struct iovec){ bufs[k], VLEN };
+		reqs[k] = (struct kvt_req){ .op = KVT_OP_GET, .ns = ns,
+					    .key = t_key(next_id + (uint64_t)k), .iov = &iov[k],
+					    .iov_count = 1 };
+	}
+	reqs[1].key.len = 16;
+	T_OK(kvt_queue_create(s, &q));
+	t_submit_all(q, reqs, 2);
+	t_wait_all(q, 2);
+	T_OK(kvt_queue_destroy(q));
+	printf("  key_max 16: 32-byte key      -> %s; 16-byte key -> %s\n",
+	       kvt_strerror(reqs[0].status), kvt_strerror(reqs[1].status));
+	T_RC(reqs[0].status, KVT_MISS);
+	T_RC(reqs[1].status, KVT_OK);
+	t_fill(want, VLEN, next_id + 1);
+	T_EQ_MEM(bufs[1], want, VLEN);
+	next_id += 2;
+	atomic_store(&F.hello, H_GOOD);
+	kvt_store_destroy(s);
+}
+
 /* A server that cannot prove it knows the tenant's secret (no proof, a
  * proof under another secret), or offers only NONE to a client with a
  * secret: no connection is made, gets miss; the right proof connects. */
@@ -1467,6 +1509,7 @@ int main(int argc, char **argv)
 		{ "flap", case_flap },
 		{ "hello", case_hello },
 		{ "auth", case_auth },
+		{ "keymax", case_keymax },
 		{ "nsreg", case_nsreg },
 		{ "puts", case_puts },
 		{ "members", case_members },
