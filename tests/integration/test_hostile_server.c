@@ -9,6 +9,16 @@
  *
  * Usage: test_hostile_server [CASE]   (no CASE: every case)
  *
+ * Cases: answers (tags, items, statuses, data sections), sizes (a value
+ * past the caller's buffer, 1 GiB trickled), lookup (LOOKUP and EXISTS
+ * claiming more than asked), pinned (the DRAM path), split (answers over
+ * several frames; a CLEAR count past INT64_MAX), flap (garbled answers
+ * after good handshakes: the backoff), hello (absurd limits, versions,
+ * methods), auth (a server that cannot prove the tenant's secret),
+ * keymax (a key over key_max fails alone), nsreg (NS_REGISTER answers
+ * that do not fit), puts (PUT and DELETE answers), members
+ * (remote.discover against a seed whose member list is garbage).
+ *
  * What it proves, case by case (doc/remote.md "A hostile or broken
  * server" lists each with its bound): the engine gets a miss or an error
  * code, never other bytes, within its deadline (remote.timeout_ms, plus a
