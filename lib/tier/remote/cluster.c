@@ -1604,12 +1604,46 @@ static void cdisc_reset(struct cdisc *d)
 	d->epoch = 0;
 }
 
+int cluster_member_line(const char *str, size_t len, size_t *addr_len, uint64_t *weight)
+{
+	const char *sp = NULL;
+	uint64_t w = 0;
+	size_t al;
+
+	for (size_t i = len; i > 0 && !sp; i--)
+		if (str[i - 1] == ' ')
+			sp = str + i - 1;
+	if (!sp)
+		return KVT_EOPTVAL;
+	al = (size_t)(sp - str);
+	if (al == 0 || al > CLUSTER_ADDR_MAX || sp + 1 == str + len)
+		return KVT_EOPTVAL;
+	/* Digits only (strtoull took "-1" as 2^64 - 1, whose scaling in
+	 * cdisc_text divided by zero), and bounded, so that the scaling's
+	 * max + PLACEMENT_WEIGHT_MAX cannot wrap. */
+	for (const char *p = sp + 1; p < str + len; p++) {
+		if (*p < '0' || *p > '9')
+			return KVT_EOPTVAL;
+		w = w * 10 + (uint64_t)(*p - '0');
+		if (w > CLUSTER_MEMBER_WEIGHT_MAX)
+			return KVT_EOPTVAL;
+	}
+	if (w == 0)
+		return KVT_EOPTVAL;
+	/* The list becomes remote.addrs text (cdisc_text): an address with
+	 * ',', '=' or a blank in it would read back as other members. */
+	for (size_t i = 0; i < al; i++)
+		if (str[i] == ',' || str[i] == '=' || str[i] <= ' ' || str[i] > '~')
+			return KVT_EOPTVAL;
+	*addr_len = al;
+	*weight = w;
+	return 0;
+}
+
 static void cdisc_stat(void *ctx, const char *name, uint64_t value, const char *str)
 {
 	struct cdisc *d = ctx;
-	const char *sp;
-	char *end;
-	unsigned long long w;
+	uint64_t w;
 	size_t al;
 
 	if (strcmp(name, "cluster.epoch") == 0 && !str) {
@@ -1618,17 +1652,17 @@ static void cdisc_stat(void *ctx, const char *name, uint64_t value, const char *
 	}
 	if (strncmp(name, "cluster.member.", 15) != 0 || !str)
 		return;
-	sp = strrchr(str, ' ');
-	if (!sp || d->count == PLACEMENT_MEMBERS_MAX) {
+	if (d->count == PLACEMENT_MEMBERS_MAX ||
+	    cluster_member_line(str, strlen(str), &al, &w) < 0) {
 		d->bad = true;
 		return;
 	}
-	al = (size_t)(sp - str);
-	w = strtoull(sp + 1, &end, 10);
-	if (al == 0 || al > CLUSTER_ADDR_MAX || *end || w == 0) {
-		d->bad = true;
-		return;
-	}
+	/* A member named twice would fail the whole view (placement_new). */
+	for (unsigned k = 0; k < d->count; k++)
+		if (strlen(d->addr[k]) == al && memcmp(d->addr[k], str, al) == 0) {
+			d->bad = true;
+			return;
+		}
 	memcpy(d->addr[d->count], str, al);
 	d->addr[d->count][al] = 0;
 	d->w[d->count++] = w;
@@ -2082,14 +2116,26 @@ int cluster_open(struct cluster **out, const struct remote_config *cfg, struct d
 			kvt_logf(log, KVT_LOG_ERROR,
 				 "remote: remote.addrs '%s' is not ADDR[=WEIGHT],... (at most %u, weights 1..%u)",
 				 list, PLACEMENT_MEMBERS_MAX, PLACEMENT_WEIGHT_MAX);
-		if (count < 0) {
+		if (count < 0 && !found) {
 			ret = count;
 			goto fail;
 		}
 	}
 	/* 2. The first view: a remote tier per member, each with the shared
 	 *    settings, and the placement over them. */
-	ret = cluster_view_build(cl, ent, (unsigned)count, &v);
+	ret = count < 0 ? count : cluster_view_build(cl, ent, (unsigned)count, &v);
+	if (ret < 0 && ret != -ENOMEM && found) {
+		/* A list from a seed that this engine cannot use (an address it
+		 * cannot parse or resolve): the seeds, as when none answered,
+		 * rather than a store that does not open because of what a
+		 * server said.  A refresh may bring a usable list later. */
+		kvt_logf(log, KVT_LOG_WARN,
+			 "remote: the member list from remote.discover is unusable (%s); using the seeds as the members",
+			 kvt_strerror(ret));
+		count = cluster_parse_addrs(cfg->discover, strlen(cfg->discover), ent,
+					    PLACEMENT_MEMBERS_MAX);
+		ret = count < 0 ? count : cluster_view_build(cl, ent, (unsigned)count, &v);
+	}
 	if (ret < 0)
 		goto fail;
 	atomic_init(&v->refs, 1);

@@ -67,6 +67,18 @@ struct cluster_entry {
 int cluster_parse_addrs(const char *list, size_t len, struct cluster_entry *out, unsigned max);
 
 /*
+ * One member of a seed's list (STATS cluster.member.<i>, doc/members.md):
+ * str[0..len) is "ADDR WEIGHT", the weight the member's capacity in bytes,
+ * 1..CLUSTER_MEMBER_WEIGHT_MAX in decimal digits alone, the address 1..
+ * CLUSTER_ADDR_MAX bytes of 0x21..0x7e but ',' and '=' (it is written into
+ * remote.addrs text, which cluster_parse_addrs reads back).  0 with
+ * *addr_len (the address is str[0..*addr_len)) and *weight, or
+ * KVT_EOPTVAL.  Pure, reads nothing past len (fuzz_addrs).
+ */
+#define CLUSTER_MEMBER_WEIGHT_MAX (UINT64_C(1) << 60)
+int cluster_member_line(const char *str, size_t len, size_t *addr_len, uint64_t *weight);
+
+/*
  * Open one remote tier per member of cfg->addrs (or the one cfg->addr,
  * or the members the first answering seed of cfg->discover lists in its
  * STATS: cluster.member.<i> = "HOST:PORT BYTES", doc/members.md; weights

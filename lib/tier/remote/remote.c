@@ -70,6 +70,7 @@
 #include <unistd.h>
 
 #include <openssl/crypto.h>
+#include <openssl/evp.h>
 #include <openssl/x509v3.h>
 
 #include "proto.h"
@@ -139,6 +140,8 @@ enum { C_DOWN = 0, C_CONNECTING, C_TLS, C_HELLO, C_AUTH, C_READY };
 enum { RX_HEAD = 0, RX_DATA };
 
 #define RX_SCRATCH (64u << 10)
+#define RX_KEEP (64u << 10) /* receive buffer kept by a failed connection, at most */
+#define REMOTE_TABLE_MIN (64u << 10) /* a server's table_max under this is refused (HELLO) */
 #define REMOTE_TX_IOV 1024u /* iovecs in one sendmsg: Linux's UIO_MAXIOV */
 #define REMOTE_PUT_FRAME_BYTES (UINT64_C(256) << 20) /* PUT values in one frame, at most */
 
@@ -192,10 +195,17 @@ struct rconn {
 };
 
 /* Where a local namespace stands with the server. */
-enum { NS_NONE = 0, NS_PENDING, NS_READY, NS_FAILED };
+enum { NS_NONE = 0, NS_PENDING, NS_READY };
 struct rns {
 	uint8_t state;
 	uint8_t digest[PROTO_DIGEST_LEN];
+	/* NS_NONE after the server refused to register it (KVT_EFULL, say;
+	 * KVT_EDESC: remote.backoff_max_ms later, rop_done):
+	 * not asked again before this (ns), and operations on it meanwhile
+	 * fail at once (KVT_ENONS) rather than each pass of the thread
+	 * registering it again, as fast as the server answers, until their
+	 * deadline (8,000 to 10,000 registrations in one 400 ms get). */
+	uint64_t retry_at;
 };
 
 struct remote {
@@ -337,7 +347,13 @@ static void rop_done(struct remote *rm, struct rop *op, int status, struct dram_
 		break;
 	case RK_NSREG: {
 		struct rns *e = &rm->nsmap[op->ns];
-		e->state = status == KVT_OK ? NS_READY : status == KVT_EDESC ? NS_FAILED : NS_NONE;
+		/* KVT_EDESC (the server does not take our text) is not asked
+		 * again before remote.backoff_max_ms: a server that said it
+		 * once (a broken one, another version) left the namespace
+		 * failed for the life of the store. */
+		e->state = status == KVT_OK ? NS_READY : NS_NONE;
+		if (status == KVT_EDESC)
+			e->retry_at = now_ns() + (uint64_t)rm->cfg.backoff_max_ms * 1000000u;
 		if (status != KVT_OK)
 			kvt_logf(rm->log, KVT_LOG_WARN, "remote: namespace %u not registered: %s",
 				 op->ns, kvt_strerror(status));
@@ -466,6 +482,16 @@ static void conn_fail(struct rconn *c, int why, const char *what)
 	c->cur_direct = false;
 	c->rx = RX_HEAD;
 	c->rlen = 0;
+	/* The receive buffer grows to the largest table received (up to the
+	 * codec's table_max, 16 MiB): a server that announced one and failed
+	 * does not leave it held for the life of the store. */
+	if (c->rcap > RX_KEEP) {
+		uint8_t *nb = kvt_mem_realloc(rm->mem, c->rbuf, c->rcap, RX_KEEP);
+		if (nb) {
+			c->rbuf = nb;
+			c->rcap = RX_KEEP;
+		}
+	}
 	c->want_out = false;
 	c->state = C_DOWN;
 	c->failed_once = true;
@@ -882,6 +908,16 @@ static int conn_auth(struct rconn *c, const struct proto_frame *hello)
 			 rm->cfg.addr, hello->hello.version, PROTO_VERSION_MIN, PROTO_VERSION_MAX);
 		return KVT_EVERSION;
 	}
+	/* The codec checked each limit against its hard cap; a table too
+	 * small for one namespace registration (a canonical text is up to
+	 * 2048 bytes) or a batch of keys would fail every frame of this
+	 * connection, one by one, while it looked up: refused here, once. */
+	if (hello->hello.limits.table_max < REMOTE_TABLE_MIN) {
+		kvt_logf(rm->log, KVT_LOG_ERROR,
+			 "remote: %s announced table_max %" PRIu64 " (under %u): not a usable server",
+			 rm->cfg.addr, hello->hello.limits.table_max, REMOTE_TABLE_MIN);
+		return PROTO_EMALFORMED;
+	}
 	c->version = hello->hello.version;
 	c->caps = hello->hello.caps;
 	c->lim = hello->hello.limits;
@@ -916,7 +952,10 @@ static int conn_authed(struct rconn *c, const struct proto_frame *f)
 		return PROTO_EAUTH;
 	}
 	c->state = C_READY;
-	c->backoff_ms = rm->cfg.backoff_ms;
+	/* The backoff is reset by the first answer on the connection
+	 * (rx_frame_end), not here: a server that completes every handshake
+	 * and garbles every answer was reconnected to every remote.backoff_ms
+	 * (19 times a second, two log lines each). */
 	/* before conns_up: whoever saw the connection up sees what it announced */
 	atomic_store(&rm->hello_seen, (uint32_t)c->version << 16 | c->caps);
 	A(rm->c_connects);
@@ -999,6 +1038,10 @@ static void rx_item(struct rconn *c, const struct proto_item *it)
 	if (fr->op == PROTO_OP_NS_REGISTER) {
 		if (it->status == KVT_OK)
 			memcpy(rm->nsmap[op->ns].digest, it->digest, PROTO_DIGEST_LEN);
+		else
+			rm->nsmap[op->ns].retry_at =
+				now_ns() + (uint64_t)(rm->cfg.backoff_ms ? rm->cfg.backoff_ms : 1) *
+						   1000000u;
 		rop_done(rm, op, it->status, NULL, NULL);
 		return;
 	}
@@ -1012,8 +1055,8 @@ static void rx_item(struct rconn *c, const struct proto_item *it)
 	rop_done(rm, op, it->status, NULL, NULL);
 }
 
-/* The frame being read is done (all items and data).  -EPROTO if items
- * the last frame of its tag should have answered were not. */
+/* The frame being read is done (all items and data); the last frame of
+ * its tag completes the items it did not answer. */
 static void rx_frame_end(struct rconn *c)
 {
 	struct remote *rm = c->rm;
@@ -1021,6 +1064,8 @@ static void rx_frame_end(struct rconn *c)
 	c->rx_fr = NULL;
 	c->rx = RX_HEAD;
 	c->rlen = 0;
+	if (fr->op != PROTO_OP_HELLO && fr->op != PROTO_OP_AUTH)
+		c->backoff_ms = rm->cfg.backoff_ms; /* an answer read whole: the server works */
 	if (c->rf.flags & PROTO_F_MORE)
 		return;
 	/* Unlink from the wait list. */
@@ -1034,7 +1079,12 @@ static void rx_frame_end(struct rconn *c)
 		}
 	}
 	c->inflight_bytes -= fr->bytes;
-	frame_fail(rm, fr, KVT_MISS); /* items never answered: a miss, as the protocol says */
+	/* Items the server never answered (it must answer each once): a get
+	 * or an exists is a miss; a put, a delete or a registration failed,
+	 * its fate unknown (a put answered KVT_MISS was "no room" to the
+	 * store, which it was not). */
+	frame_fail(rm, fr,
+		   fr->op == PROTO_OP_GET || fr->op == PROTO_OP_EXISTS ? KVT_MISS : -EPROTO);
 }
 
 static struct rframe *conn_find(struct rconn *c, uint64_t tag)
@@ -1069,7 +1119,14 @@ static int rx_get_next(struct rconn *c)
 			fr->ops[it->index] = NULL;
 			if (it->status == KVT_ENONS)
 				rns_forget(rm, op->ns);
-			rop_done(rm, op, it->status == KVT_OK ? KVT_MISS : it->status, NULL, NULL);
+			/* KVT_EBUFSMALL is the caller's buffer against a value that
+			 * came (it carries value_len): from the server it says
+			 * nothing, and would send the engine after a buffer of 0
+			 * bytes.  A miss. */
+			rop_done(rm, op,
+				 it->status == KVT_OK || it->status == KVT_EBUFSMALL ? KVT_MISS
+										      : it->status,
+				 NULL, NULL);
 			continue;
 		}
 		if ((it->flags & (PROTO_IF_PART | PROTO_IF_RANGE)) || it->off != 0 ||
@@ -1317,6 +1374,108 @@ static int rx_data(struct rconn *c)
 	}
 }
 
+/* The next line of t[*off, len) without its '\n', skipping "tenant=" lines:
+ * false at the end. */
+static bool canon_line(const char *t, size_t len, size_t *off, const char **line, size_t *n)
+{
+	while (*off < len) {
+		const char *p = t + *off, *nl = memchr(p, '\n', len - *off);
+		size_t l = nl ? (size_t)(nl - p) : len - *off;
+		*off += l + (nl ? 1 : 0);
+		if (l >= 7 && memcmp(p, "tenant=", 7) == 0)
+			continue;
+		*line = p;
+		*n = l;
+		return true;
+	}
+	return false;
+}
+
+/* remote.h: an NS_REGISTER answer against our text. */
+bool remote_ns_answer_ok(const char *ours, size_t ours_len, const char *text, size_t text_len,
+			 const uint8_t digest[PROTO_DIGEST_LEN])
+{
+	uint8_t d[EVP_MAX_MD_SIZE];
+	unsigned dl = 0;
+	size_t ao = 0, bo = 0, an, bn;
+	const char *al, *bl;
+
+	if (!EVP_Digest(text, text_len, d, &dl, EVP_sha256(), NULL) || dl != PROTO_DIGEST_LEN ||
+	    CRYPTO_memcmp(d, digest, PROTO_DIGEST_LEN) != 0)
+		return false;
+	while (canon_line(ours, ours_len, &ao, &al, &an)) {
+		if (!canon_line(text, text_len, &bo, &bl, &bn) || an != bn ||
+		    memcmp(al, bl, an) != 0)
+			return false;
+	}
+	return !canon_line(text, text_len, &bo, &bl, &bn);
+}
+
+/*
+ * The answer in c->rf against the request it names, before any of its items
+ * is acted on (doc/protocol.md section 2, "Reading a frame": the codec
+ * checked each item against the frame, this checks them against the
+ * request): every index names an item of the request not answered yet,
+ * and the last frame of a tag answers all that are left;
+ * a LOOKUP answers each of its keys once, the first hits of them KVT_OK
+ * and no other; a GET item is a whole value, as asked; a namespace is
+ * registered as our text and its digest (remote_ns_answer_ok).  A server that
+ * says otherwise is broken or hostile: -EPROTO, and the connection fails
+ * (every operation on it a miss or an error), rather than a lookup
+ * claiming more keys than the engine has or an answer whose first items
+ * were used before a later one showed the frame was wrong.
+ */
+static int rx_check_items(const struct rconn *c, const struct rframe *fr)
+{
+	const struct proto_frame *f = &c->rf;
+	struct proto_iter it;
+	struct proto_item item;
+	int ret;
+
+	if (f->op == PROTO_OP_STATS || f->op == PROTO_OP_CLEAR)
+		return 0;
+	if (f->op == PROTO_OP_LOOKUP) {
+		const struct rop *op = fr->ops[0];
+		if (!op || f->item_count != op->key_count || f->lookup.hits > op->key_count)
+			return -EPROTO;
+	} else if (!(f->flags & PROTO_F_MORE)) {
+		/* The last frame of its tag answers every item not answered yet
+		 * (each once: the indexes below are distinct and unanswered). */
+		uint32_t left = 0;
+		for (uint32_t i = 0; i < fr->count; i++)
+			left += fr->ops[i] != NULL;
+		if (f->item_count != left)
+			return -EPROTO;
+	} else if (f->item_count > fr->count) {
+		return -EPROTO;
+	}
+	proto_iter_init(&it, f, NULL, NULL, 0);
+	while ((ret = proto_iter_next(&it, &item)) != 0) {
+		if (ret < 0 && ret != KVT_ERANGE)
+			return ret;
+		if (f->op == PROTO_OP_LOOKUP) {
+			/* item_count == key_count and indexes rise: index i is key i */
+			if ((item.index < f->lookup.hits) != (item.status == KVT_OK))
+				return -EPROTO;
+			continue;
+		}
+		if (item.index >= fr->count || !fr->ops[item.index])
+			return -EPROTO;
+		if (f->op == PROTO_OP_NS_REGISTER && item.status == KVT_OK) {
+			const struct ns_entry *e =
+				ns_reg_get(c->rm->nsreg, fr->ops[item.index]->ns);
+			if (!e || !remote_ns_answer_ok(e->canon, e->canon_len, item.text,
+						       item.text_len, item.digest))
+				return -EPROTO;
+		}
+		if (f->op == PROTO_OP_GET && item.status == KVT_OK &&
+		    ((item.flags & (PROTO_IF_PART | PROTO_IF_RANGE)) || item.off != 0 ||
+		     item.data_len != item.value_len))
+			return -EPROTO; /* we asked for whole values */
+	}
+	return 0;
+}
+
 /* A response frame's header and table are in c->rbuf and parsed in c->rf. */
 static int rx_frame(struct rconn *c)
 {
@@ -1364,6 +1523,13 @@ static int rx_frame(struct rconn *c)
 		rx_frame_end(c);
 		return 0;
 	}
+	ret = rx_check_items(c, c->rx_fr);
+	if (ret < 0) {
+		kvt_logf(rm->log, KVT_LOG_WARN,
+			 "remote: %s answered a %s frame with items that do not fit it: %s",
+			 rm->cfg.addr, proto_op_name(f->op), kvt_strerror(ret));
+		return ret;
+	}
 	proto_iter_init(&c->it, f, c->plens, c->pcrcs, KVT_PARTS_MAX);
 	if (f->op == PROTO_OP_GET) {
 		c->rx = RX_DATA;
@@ -1383,7 +1549,10 @@ static int rx_frame(struct rconn *c)
 			res.count = f->lookup.hits;
 			res.load_ns = f->lookup.load_ns;
 		} else {
-			res.count = f->removed;
+			/* kvt_clear returns it as an int64_t, where a negative
+			 * number is an error code: a server's 2^64 - 5003 would
+			 * read as one. */
+			res.count = f->removed > INT64_MAX ? INT64_MAX : f->removed;
 		}
 		op->answered = true;
 		fr->ops[0] = NULL;
@@ -1723,7 +1892,7 @@ static void dispatch(struct remote *rm, uint64_t now, uint64_t *next_timer)
 				continue;
 			}
 			e = &rm->nsmap[op->ns];
-			if (e->state == NS_FAILED) {
+			if (e->state == NS_NONE && now < e->retry_at) {
 				rop_done(rm, op, KVT_ENONS, NULL, NULL);
 				continue;
 			}
@@ -1743,8 +1912,16 @@ static void dispatch(struct remote *rm, uint64_t now, uint64_t *next_timer)
 				continue;
 			}
 		}
-		if (kind == RK_PUT && op->value_len > any->lim.value_max) {
+		if (kind == RK_PUT && (op->value_len > any->lim.value_max ||
+				       op->part_count > any->lim.parts_max)) {
 			rop_done(rm, op, KVT_ETOOBIG, NULL, NULL);
+			continue;
+		}
+		/* One key the server does not take would fail its whole frame
+		 * at the encoder: it fails alone, here. */
+		if (kind != RK_LOOKUP && kind != RK_CLEAR && kind != RK_STATS &&
+		    op->key.len > any->lim.key_max) {
+			rop_done(rm, op, KVT_EKEYLEN, NULL, NULL);
 			continue;
 		}
 		if (kind == RK_LOOKUP || kind == RK_CLEAR || kind == RK_STATS) {

@@ -219,4 +219,15 @@ unsigned remote_caps(struct remote *rm, unsigned *version);
  * remote thread meanwhile.  KVT_OK or < 0 (KVT_EOPTVAL: tenant malformed). */
 int remote_stats_query(struct remote *rm, const char *tenant, kvt_stats_fn fn, void *ctx);
 
+/*
+ * An NS_REGISTER answer (status KVT_OK) for our canonical text ours: the
+ * server's text must be ours but for their tenant= lines (the server sets
+ * it, doc/protocol.md "NS_REGISTER"), and digest its SHA-256, as every
+ * digest is (doc/keys.md).  Else a broken server would have this engine
+ * put and get its blocks under another namespace's digest.  Pure but for
+ * OpenSSL's digest; reads nothing past either length (fuzz_remote).
+ */
+bool remote_ns_answer_ok(const char *ours, size_t ours_len, const char *text, size_t text_len,
+			 const uint8_t digest[32]);
+
 #endif
