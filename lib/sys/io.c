@@ -276,6 +276,20 @@ static unsigned io_q_index(const struct io_req *r)
 	return r->prio < IO_PRIO_COUNT ? r->prio : IO_PRIO_DEMAND;
 }
 
+/* Does slot s fire for an operation on fd?  Counts the operation
+ * against it (skip, then count).  fault_lock held. */
+static bool io_fault_fires_locked(struct io_fault_slot *s, int fd)
+{
+	if (s->f.fd >= 0 && s->f.fd != fd)
+		return false;
+	if (s->f.count && s->fired >= s->f.count)
+		return false;
+	if (s->seen++ < s->f.skip)
+		return false;
+	s->fired++;
+	return true;
+}
+
 /*
  * Which fault, if any, fires for r (fault_lock taken here).  Counts the
  * request against every enabled slot it matches until one fires.
@@ -289,15 +303,8 @@ static int io_fault_pick_locked(struct kvt_io *io, struct io_req *r, uint64_t *t
 		bool is_read = s->f.kind == IO_FAULT_EIO_READ || s->f.kind == IO_FAULT_SHORT_READ;
 		if (s->f.kind == IO_FAULT_ALLOC_ENOSPC)
 			continue; /* io_allocate's */
-		if (r->opcode != (is_read ? IO_READ : IO_WRITE))
+		if (r->opcode != (is_read ? IO_READ : IO_WRITE) || !io_fault_fires_locked(s, r->fd))
 			continue;
-		if (s->f.fd >= 0 && s->f.fd != r->fd)
-			continue;
-		if (s->f.count && s->fired >= s->f.count)
-			continue;
-		if (s->seen++ < s->f.skip)
-			continue;
-		s->fired++;
 		kind = s->f.kind;
 		*torn = s->f.torn_bytes;
 	}
@@ -1258,14 +1265,7 @@ int io_allocate(struct kvt_io *io, int fd, uint64_t len)
 		pthread_mutex_lock(&io->fault_lock);
 		for (unsigned i = 0; i < io->fault_count && !fire; i++) {
 			struct io_fault_slot *s = &io->faults[i];
-			if (s->f.kind != IO_FAULT_ALLOC_ENOSPC || (s->f.fd >= 0 && s->f.fd != fd))
-				continue;
-			if (s->f.count && s->fired >= s->f.count)
-				continue;
-			if (s->seen++ < s->f.skip)
-				continue;
-			s->fired++;
-			fire = true;
+			fire = s->f.kind == IO_FAULT_ALLOC_ENOSPC && io_fault_fires_locked(s, fd);
 		}
 		pthread_mutex_unlock(&io->fault_lock);
 		if (fire) {

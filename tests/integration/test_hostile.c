@@ -1815,6 +1815,27 @@ static void ns_split_item(void *ctx, const struct kc_resp *r, const struct proto
 	*(unsigned *)ctx += pi->status == KVT_OK;
 }
 
+/* The canonical text (into out, PROTO_CANON_MAX + 1 bytes) of a long
+ * descriptor of alice's, about 860 bytes, distinct by prefix and k; its
+ * length. */
+static int long_desc_text(const char *prefix, unsigned k, char *out)
+{
+	struct kvt_ns_desc d = desc;
+	char model[300], cfg[300], q[300];
+	int tl;
+
+	snprintf(model, sizeof(model), "%s-%06u-%0240u", prefix, k, k);
+	snprintf(cfg, sizeof(cfg), "%0250u", k);
+	snprintf(q, sizeof(q), "q%0250u", k);
+	d.model = model;
+	d.config_hash = cfg;
+	d.kv_quant = q;
+	d.tenant = "alice";
+	tl = kvt_ns_digest(&d, NULL, out, PROTO_CANON_MAX + 1);
+	T_ASSERT(tl > 0);
+	return tl;
+}
+
 static void phase_ns_split(void)
 {
 	const char *extra[] = { "--ssd", "0", "--max-memory", "64M", NULL };
@@ -1840,19 +1861,7 @@ static void phase_ns_split(void)
 	/* 500 distinct ones (within the tenant's quota), named over and
 	 * over: registered ones answer OK again. */
 	while (n < PROTO_DEF_ITEMS_MAX) {
-		struct kvt_ns_desc d = desc;
-		char model[300], cfg[300], q[300];
-		unsigned k = n % 500;
-		int tl;
-		snprintf(model, sizeof(model), "split-%06u-%0240u", k, k);
-		snprintf(cfg, sizeof(cfg), "%0250u", k);
-		snprintf(q, sizeof(q), "q%0250u", k);
-		d.model = model;
-		d.config_hash = cfg;
-		d.kv_quant = q;
-		d.tenant = "alice";
-		tl = kvt_ns_digest(&d, NULL, texts[n], PROTO_CANON_MAX + 1);
-		T_ASSERT(tl > 0);
+		int tl = long_desc_text("split", n % 500, texts[n]);
 		if (len + (uint64_t)tl + 16 > need - 4096)
 			break;
 		its[n].text = texts[n];
@@ -5420,18 +5429,7 @@ static void phase_tbl_share(void)
 
 	start("tbl_share", NULL);
 	for (unsigned n = 0; n < TS_ITEMS; n++) {
-		struct kvt_ns_desc d = desc;
-		char model[300], cfg[300], q[300];
-		int tl;
-		snprintf(model, sizeof(model), "tbl-%06u-%0240u", n, n);
-		snprintf(cfg, sizeof(cfg), "%0250u", n);
-		snprintf(q, sizeof(q), "q%0250u", n);
-		d.model = model;
-		d.config_hash = cfg;
-		d.kv_quant = q;
-		d.tenant = "alice";
-		tl = kvt_ns_digest(&d, NULL, texts[n], PROTO_CANON_MAX + 1);
-		T_ASSERT(tl > 0);
+		int tl = long_desc_text("tbl", n, texts[n]);
 		its[n].text = texts[n];
 		its[n].text_len = (uint32_t)tl;
 		tlen += (uint64_t)tl + 16;
