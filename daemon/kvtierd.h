@@ -475,6 +475,10 @@ struct kvtd_conn {
 	 * bytes held in tbl_tstat's input share until the frame is whole */
 	uint64_t tbl_share;
 	struct kvtd_tstat *tbl_tstat;
+	/* ... and one the share refused while frames of c were in flight:
+	 * its bytes (header included); c is not read until they are
+	 * answered (kvtd_conn_in_share_over), 0: none */
+	uint64_t tbl_want;
 	uint64_t frame_start_ns; /* first byte of an incomplete frame, 0: none */
 	uint64_t accept_ns;
 
