@@ -5575,8 +5575,9 @@ static void phase_tbl_wait(void)
 	       " -> %" PRIu64 " KiB\n", len >> 10, used0 >> 10, used1 >> 10);
 	/* Not buffered (a few KiB of the admin's own frames aside). */
 	T_LE_INT(used1, used0 + (256u << 10));
-	/* 3. The first frame answered, the table is read and taken (alone
-	 *    now): its answer comes once its last byte does. */
+	/* 3. The first frame answered, the table is read (held to the share,
+	 *    or refused from its header): answered once its last byte comes
+	 *    (-ENOMEM at this share), the connection kept. */
 	snprintf(file, sizeof(file), "%s/release", gate);
 	tsrv_write_file(NULL, file, "");
 	T_RC(kc_recv(&x, &r, 30000), 0);
