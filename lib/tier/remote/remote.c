@@ -1934,6 +1934,12 @@ static void dispatch(struct remote *rm, uint64_t now, uint64_t *next_timer)
 			rop_done(rm, op, KVT_EKEYLEN, NULL, NULL);
 			continue;
 		}
+		/* A LOOKUP names at most what the server takes a frame (kvtierd:
+		 * 1,024): the first keys are asked, the rest count as misses --
+		 * the prefix it answers is still a prefix, where a longer frame
+		 * failed the whole lookup (1,500 keys, 10 held remotely: 0). */
+		if (kind == RK_LOOKUP && op->key_count > any->lim.items_max)
+			op->key_count = any->lim.items_max;
 		if (kind == RK_LOOKUP || kind == RK_CLEAR || kind == RK_STATS) {
 			frame_send(rm, any, kind, &op, 1);
 			continue;
