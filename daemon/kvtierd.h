@@ -475,6 +475,10 @@ struct kvtd_conn {
 	 * bytes held in tbl_tstat's input share until the frame is whole */
 	uint64_t tbl_share;
 	struct kvtd_tstat *tbl_tstat;
+	/* ... and one the share refused while frames of c were in flight:
+	 * its bytes (header included); c is not read until they are
+	 * answered (kvtd_conn_in_share_over), 0: none */
+	uint64_t tbl_want;
 	uint64_t frame_start_ns; /* first byte of an incomplete frame, 0: none */
 	uint64_t accept_ns;
 
@@ -961,8 +965,9 @@ void kvtd_frame_free(struct kvtd_frame *fr);
  * kvtd_frame_free, or by kvtd_frame_uncharge.  0, or nothing charged:
  * -ENOBUFS past the budget, -EDQUOT past the tenant's input share. */
 int kvtd_frame_charge(struct kvtd_frame *fr, uint64_t n, bool force);
-/* c has frames in flight while its tenant's hold KVTD_IN_TENANT_MAX: not
- * read until its own are answered (loop.c). */
+/* c has frames in flight while its tenant's hold KVTD_IN_TENANT_MAX, or
+ * while a table of c waits for the room (tbl_want): not read until its
+ * own are answered (loop.c). */
 bool kvtd_conn_in_share_over(const struct kvtd_conn *c);
 /* Tenant t's input share: the cap (KVTD_IN_TENANT_MAX), and in *held what
  * its native frames in flight hold; 0 (held untouched) where shares do

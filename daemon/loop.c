@@ -229,7 +229,13 @@ bool kvtd_conn_in_share_over(const struct kvtd_conn *c)
 {
 	uint64_t held = 0, cap = kvtd_in_share(c->loop->srv, c->tstat, &held);
 
-	return c->inflight > 0 && !c->rx && !c->rx_drop && cap && held >= cap;
+	if (!(c->inflight > 0 && !c->rx && !c->rx_drop && cap))
+		return false;
+	/* A table the share refused while c has frames in flight (native.c
+	 * tbl_want) waits too: read on, it was buffered whole outside the
+	 * share while held < cap. */
+	return held >= cap ||
+	       (c->tbl_want > c->tbl_share && held + (c->tbl_want - c->tbl_share) > cap);
 }
 
 static void loop_conn_close(struct kvtd_conn *c, const char *why);

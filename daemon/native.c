@@ -121,6 +121,7 @@ static bool native_tbl_hold(struct kvtd_conn *c, uint64_t n)
 	if (held > c->tbl_share && held + (n - c->tbl_share) > cap)
 		return false;
 	atomic_fetch_add_explicit(&t->in_charged, n - c->tbl_share, memory_order_relaxed);
+	c->tbl_want = 0;
 	c->tbl_share = n;
 	c->tbl_tstat = t;
 	return true;
@@ -128,6 +129,7 @@ static bool native_tbl_hold(struct kvtd_conn *c, uint64_t n)
 
 static void native_tbl_release(struct kvtd_conn *c)
 {
+	c->tbl_want = 0;
 	if (!c->tbl_share)
 		return;
 	atomic_fetch_sub_explicit(&c->tbl_tstat->in_charged, c->tbl_share, memory_order_relaxed);
@@ -211,7 +213,11 @@ static void native_parse(struct kvtd_conn *c)
 				why = PROTO_ECOUNT;
 			else if (f.need > KVTD_RBUF_MIN && !native_tbl_hold(c, f.need)) {
 				if (c->inflight > 0) {
-					/* its own frames' answers free the share */
+					/* its own frames' answers free the share;
+					 * until then c is not read (tbl_want), or
+					 * the table would be buffered whole
+					 * outside the share */
+					c->tbl_want = f.need;
 					kvtd_conn_flow(c);
 					return;
 				}

@@ -37,6 +37,8 @@
  *                 dropped, not charged; the frames refused, connections kept
  *   tbl_share     big tables left a byte short on 48 connections: held to
  *                 the tenant's input share while they arrive
+ *   tbl_wait      a table past the share behind a frame of its own
+ *                 connection in flight: not read until that is answered
  *   resp_inflight a RESP pipeline behind a slow DEL: at most --conn-inflight
  *                 commands taken until it is answered
  *   no_shares     without --tenants, PING floods never read are held by
@@ -5492,6 +5494,106 @@ static void phase_tbl_share(void)
 }
 
 /* ------------------------------------------------------------------------
+ * tbl_wait: alice's NS_REGISTER of a new namespace is held in flight (the
+ * registry's sync, shim_sync.c), then the same connection sends a table
+ * larger than her input share (--max-memory 2M: 512 KiB) all but its last
+ * byte.  The share refuses to hold it while that frame is in flight; the
+ * connection used to be read on all the same (the pause waited for the
+ * share to be full, not for this table), and the table was buffered whole
+ * outside the share, charged to --max-memory only.  Now the connection is
+ * not read until its frame in flight is answered.
+ */
+
+static void phase_tbl_wait(void)
+{
+	struct proto_item *its = calloc(TS_ITEMS, sizeof(*its));
+	char (*texts)[PROTO_CANON_MAX + 1] = malloc((size_t)TS_ITEMS * sizeof(*texts));
+	const char *extra[] = { "--ssd", "0", "--max-memory", "2M", NULL };
+	char gate[700], file[720], asan[1200], one_text[PROTO_CANON_MAX + 1];
+	struct proto_frame f = { .op = PROTO_OP_NS_REGISTER };
+	struct kvt_ns_desc one = desc;
+	struct proto_item it1 = { 0 };
+	uint64_t used0, used1, need = 0;
+	struct kc_resp r;
+	struct kc x;
+	uint8_t *buf;
+	int64_t len;
+
+	T_ASSERT(shim != NULL && access(shim, R_OK) == 0);
+	snprintf(gate, sizeof(gate), "%s/gate", base);
+	T_EQ_INT(mkdir(gate, 0700), 0);
+	snprintf(asan, sizeof(asan), "%s:verify_asan_link_order=0",
+		 getenv("ASAN_OPTIONS") ? getenv("ASAN_OPTIONS") : "");
+	setenv("ASAN_OPTIONS", asan, 1);
+	setenv("LD_PRELOAD", shim, 1);
+	setenv("KVT_SHIM_SYNC_NAME", "namespaces", 1);
+	setenv("KVT_SHIM_SYNC_DIR", gate, 1);
+	start_with("tbl_wait", extra, NULL);
+	unsetenv("LD_PRELOAD");
+	for (unsigned n = 0; n < TS_ITEMS; n++) {
+		struct kvt_ns_desc d = desc;
+		char model[300], cfg[300], q[300];
+		int tl;
+		snprintf(model, sizeof(model), "tbw-%06u-%0240u", n, n);
+		snprintf(cfg, sizeof(cfg), "%0250u", n);
+		snprintf(q, sizeof(q), "q%0250u", n);
+		d.model = model;
+		d.config_hash = cfg;
+		d.kv_quant = q;
+		d.tenant = "alice";
+		tl = kvt_ns_digest(&d, NULL, texts[n], PROTO_CANON_MAX + 1);
+		T_ASSERT(tl > 0);
+		its[n].text = texts[n];
+		its[n].text_len = (uint32_t)tl;
+	}
+	T_RC(kc_connect_tcp(&x, srv.port), 0);
+	T_RC(kc_login(&x, "alice", SECRET_ALICE), 0);
+	/* 1. A new namespace: its registration held in the registry's sync. */
+	one.model = "tbl-wait-model";
+	it1.text = one_text;
+	it1.text_len = (uint32_t)kvt_ns_digest(&one, NULL, one_text, sizeof(one_text));
+	snprintf(file, sizeof(file), "%s/arm", gate);
+	tsrv_write_file(NULL, file, "");
+	T_ASSERT(kc_request(&x, &f, &it1, 1, NULL, 0) > 0);
+	snprintf(file, sizeof(file), "%s/entered", gate);
+	T_ASSERT(wait_file(file, 10000));
+	used0 = stat_of("server.mem_used");
+	/* 2. Behind it, the big table, all but its last byte. */
+	f.tag = x.next_tag++;
+	f.version = x.version;
+	len = proto_encode(&f, its, TS_ITEMS, NULL, 0, NULL, &need);
+	T_EQ_INT(len, KVT_EBUFSMALL);
+	buf = malloc(need);
+	len = proto_encode(&f, its, TS_ITEMS, buf, need, NULL, NULL);
+	T_ASSERT(len > (int64_t)(1u << 19));
+	T_RC(kc_send(&x, buf, (size_t)len - 1), 0);
+	tsrv_sleep_ms(500);
+	used1 = stat_of("server.mem_used");
+	printf("tbl_wait: a table of %" PRId64 " KiB behind a frame in flight: mem_used %" PRIu64
+	       " -> %" PRIu64 " KiB\n", len >> 10, used0 >> 10, used1 >> 10);
+	/* Not buffered (a few KiB of the admin's own frames aside). */
+	T_LE_INT(used1, used0 + (256u << 10));
+	/* 3. The first frame answered, the table is read (held to the share,
+	 *    or refused from its header): answered once its last byte comes
+	 *    (-ENOMEM at this share), the connection kept. */
+	snprintf(file, sizeof(file), "%s/release", gate);
+	tsrv_write_file(NULL, file, "");
+	T_RC(kc_recv(&x, &r, 30000), 0);
+	T_EQ_INT(r.f.status, 0);
+	kc_resp_free(&r);
+	T_RC(kc_send(&x, &buf[len - 1], 1), 0);
+	T_RC(kc_recv(&x, &r, 30000), 0);
+	printf("tbl_wait: then answered %d (%s)\n", r.f.status, kvt_strerror(r.f.status));
+	kc_resp_free(&r);
+	T_RC(kc_ping(&x), 0);
+	free(buf);
+	kc_close(&x);
+	free(its);
+	free(texts);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
+/* ------------------------------------------------------------------------
  * in_share_data (attack14's open item: "each connection passes the share
  * by one frame"): alice's GET frames, pipelined on one connection and
  * never read, fill her quarter of --max-memory to within a few KiB (16
@@ -5743,6 +5845,7 @@ static const struct {
 	{ "resp_inflight", phase_resp_inflight },
 	{ "in_share_data", phase_in_share_data },
 	{ "tbl_share", phase_tbl_share },
+	{ "tbl_wait", phase_tbl_wait },
 	{ "parse_partial", phase_parse_partial },
 	{ "big_frames", phase_big_frames },
 	{ "resp_mget", phase_resp_mget },

@@ -107,6 +107,7 @@ enum {
 	N_FULL,            /* KVT_EFULL: the tenant may register no more */
 	N_EDESC,           /* KVT_EDESC: not a descriptor (a broken server) */
 	N_EMPTY,           /* an answer of no items */
+	N_REFUSED,         /* the whole frame -ENOMEM (kvtierd past a tenant's share) */
 };
 
 struct fake {
@@ -333,6 +334,10 @@ static bool fk_nsreg(int fd, const struct proto_frame *req)
 
 	atomic_fetch_add(&F.nsregs, 1);
 	resp_init(&f, req);
+	if (mode == N_REFUSED) {
+		f.status = -ENOMEM;
+		return fk_send(fd, &f, NULL, 0);
+	}
 	proto_iter_init(&it, req, NULL, NULL, 0);
 	while (n < 64 && proto_iter_next(&it, &in) == 1) {
 		memset(&out[n], 0, sizeof(out[n]));
@@ -1334,6 +1339,7 @@ static void case_nsreg(void)
 		{ N_FULL, "KVT_EFULL" },
 		{ N_EDESC, "KVT_EDESC" },
 		{ N_EMPTY, "no items" },
+		{ N_REFUSED, "the frame -ENOMEM" },
 	};
 	for (size_t i = 0; i < sizeof(ns_cases) / sizeof(ns_cases[0]); i++) {
 		struct kvt_store *s;

@@ -197,6 +197,25 @@ static void test_share(const char *addr)
 		T_EQ_INT(tiers[0], KVT_TIER_REMOTE);
 	}
 
+	/* A lookup longer than a frame may name (kvtierd: 1,024 keys): the
+	 * first 1,024 are asked, the prefix found still found (it failed
+	 * whole: 0). */
+	{
+		static struct kvt_key big[1500];
+		static uint8_t bt[1500];
+		uint8_t v[512];
+		struct iovec part = { v, sizeof(v) };
+		for (int i = 0; i < 1500; i++)
+			big[i] = t_key(5000 + (uint64_t)i);
+		for (int i = 0; i < 10; i++) {
+			t_fill(v, sizeof(v), 5000 + (uint64_t)i);
+			T_RC(kvt_put(a, na, &big[i], &part, 1), KVT_OK);
+		}
+		T_RC(kvt_lookup_prefix(b, nb, big, 1024, bt), 10);
+		T_RC(kvt_lookup_prefix(b, nb, big, 1500, bt), 10);
+		T_EQ_INT(bt[9], KVT_TIER_REMOTE);
+		T_EQ_INT(bt[10], KVT_TIER_NONE);
+	}
 	/* A batch of gets goes out in fewer frames than requests. */
 	{
 		enum { N = 48 };

@@ -2135,6 +2135,11 @@ int cluster_open(struct cluster **out, const struct remote_config *cfg, struct d
 		count = cluster_parse_addrs(cfg->discover, strlen(cfg->discover), ent,
 					    PLACEMENT_MEMBERS_MAX);
 		ret = count < 0 ? count : cluster_view_build(cl, ent, (unsigned)count, &v);
+		/* Not the list in force: a refresh bringing the same text (an
+		 * address that resolves by then) is applied, not taken for
+		 * the one already installed (cluster_apply). */
+		kvt_mem_strfree(mem, cl->list);
+		cl->list = NULL;
 	}
 	if (ret < 0)
 		goto fail;

@@ -703,8 +703,9 @@ static int seg_reuse_oldest_locked(struct ssd *s)
  * to the slots it has: the watermarks count only those, and the open
  * reuses (or evicts) the oldest as if --ssd were that size -- a tier
  * that stopped at a full disk would keep what it held when the disk
- * filled, forever.  Every ssd.enospc_retry_ms the marks are dropped and
- * one allocation is tried again (the room may have been freed).  Only
+ * filled, forever.  Every ssd.enospc_retry_ms one allocation is tried
+ * again (the room may have been freed), and the marks are dropped if it
+ * fits (seg_room_retry_locked).  Only
  * with no slot at all does the write fail with ENOSPC (the tier degrades
  * as before: "Faults" in doc/ssd.md).
  */
@@ -766,13 +767,36 @@ static void seg_noroom_locked(struct ssd *s, uint32_t slot)
 	s->noroom_at_ns = now_ns();
 }
 
-/* The room retry: every ssd.enospc_retry_ms, the noroom marks go and
- * the next open tries those slots again.  seg_lock held. */
+/* The room retry: every ssd.enospc_retry_ms, one allocation is tried
+ * (the lowest slot marked); if it fits, the noroom marks go and the next
+ * opens try those slots again.  Not every slot marked each time: on a
+ * file system still full, each failed fallocate takes what room it has
+ * from everyone else on it for a moment, and a tier of thousands of
+ * segments capped to a few made as many under seg_lock (at each open
+ * with a retry of 0).  seg_lock held. */
 static bool seg_room_retry_locked(struct ssd *s)
 {
+	uint32_t probe = UINT32_MAX;
+	int r;
+
 	if (!atomic_load_explicit(&s->noroom_slots, memory_order_relaxed) ||
 	    now_ns() - s->noroom_at_ns < s->cfg.retry_ns)
 		return false;
+	s->noroom_at_ns = now_ns();
+	for (uint32_t i = 0; i < s->slot_count && probe == UINT32_MAX; i++)
+		if (s->segs[i].noroom && s->segs[i].state == SEG_FREE)
+			probe = i;
+	if (probe != UINT32_MAX) {
+		r = ssd_seg_open_file(s, probe, true);
+		if (r == 0)
+			r = io_allocate(s->io, s->segs[probe].fd, s->cfg.seg_size);
+		if (r < 0) {
+			if (s->segs[probe].fd >= 0 && ftruncate(s->segs[probe].fd, 0) < 0) {
+				/* as seg_noroom_locked */
+			}
+			return false;
+		}
+	}
 	for (uint32_t i = 0; i < s->slot_count; i++)
 		s->segs[i].noroom = false;
 	atomic_store_explicit(&s->noroom_slots, 0, memory_order_relaxed);
