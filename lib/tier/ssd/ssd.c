@@ -895,9 +895,10 @@ again:
 	r = ssd_seg_open_file(s, slot, true);
 	if (r == 0)
 		r = io_allocate(s->io, s->segs[slot].fd, s->cfg.seg_size);
-	if (r == -ENOSPC) {
-		/* No room for this file: the log keeps to the others (each
-		 * pass marks one more slot, so this ends). */
+	if (r == -ENOSPC || r == -EDQUOT) {
+		/* No room for this file (the disk, or a quota on it): the log
+		 * keeps to the others (each pass marks one more slot, so this
+		 * ends). */
 		seg_noroom_locked(s, slot);
 		goto again;
 	}
