@@ -84,13 +84,13 @@ uint16_t tsrv_s3_port(const char *log)
 	return tsrv_listener_port(log, "S3");
 }
 
-struct kvt_store *tsrv_engine(const char *addr, const char *const *opts)
+struct kvt_store *tsrv_store(const char *const *a, const char *const *b, kvt_log_fn log)
 {
-	const char *base[] = { "dram.capacity", "64M", "dram.chunk", "4K", "dram.prefault", "off",
-			       "remote.addr", addr, NULL };
-	const char *const *lists[] = { base, opts };
+	const char *const *lists[] = { a, b };
 	struct kvt_store *s;
 	T_OK(kvt_store_create(&s));
+	if (log)
+		T_OK(kvt_store_set_log(s, log, NULL, KVT_LOG_WARN));
 	for (int l = 0; l < 2; l++)
 		for (const char *const *o = lists[l]; o && *o; o += 2) {
 			int r = kvt_store_set_option(s, o[0], o[1]);
@@ -98,6 +98,14 @@ struct kvt_store *tsrv_engine(const char *addr, const char *const *opts)
 				T_FAIL("option %s=%s: %s", o[0], o[1], kvt_strerror(r));
 		}
 	T_OK(kvt_store_open(s));
+	return s;
+}
+
+struct kvt_store *tsrv_engine(const char *addr, const char *const *opts)
+{
+	const char *base[] = { "dram.capacity", "64M", "dram.chunk", "4K", "dram.prefault", "off",
+			       "remote.addr", addr, NULL };
+	struct kvt_store *s = tsrv_store(base, opts, NULL);
 	for (int i = 0; i < 1000 && t_stat(s, "remote.conns_up") == 0; i++)
 		tsrv_sleep_ms(10);
 	T_ASSERT(t_stat(s, "remote.conns_up") > 0);

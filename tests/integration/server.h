@@ -12,6 +12,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "kvtier.h"
+
 struct tsrv {
 	pid_t pid;
 	char dir[512];
@@ -34,6 +36,10 @@ void tsrv_start(struct tsrv *s, const char *bin, const char *base, const char *d
  * NULL).  Returns once the tier has a connection up; fails the test if it
  * has none within 10 s.
  */
+/* A store of options a, then b (name, value pairs, NULL-ended; b may be
+ * NULL), its log to log at KVT_LOG_WARN if not NULL; opened (a failure
+ * fails the test). */
+struct kvt_store *tsrv_store(const char *const *a, const char *const *b, kvt_log_fn log);
 struct kvt_store *tsrv_engine(const char *addr, const char *const *opts);
 /* SIGTERM and wait; the exit status, or -1 if it did not exit normally. */
 int tsrv_stop(struct tsrv *s);

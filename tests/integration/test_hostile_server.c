@@ -43,6 +43,7 @@
 #include <openssl/evp.h>
 
 #include "proto.h"
+#include "server.h"
 #include "t.h"
 #include "tstore.h"
 
@@ -831,18 +832,7 @@ static struct kvt_store *engine(const char *const *more)
 			       "remote.addr", F.addr, "remote.conns", "1", "remote.conns_max", "1",
 			       "remote.timeout_ms", "400", "remote.connect_timeout_ms", "400",
 			       "remote.backoff_ms", "10", "remote.backoff_max_ms", "40", NULL };
-	const char *const *lists[] = { base, more };
-	struct kvt_store *s;
-	T_OK(kvt_store_create(&s));
-	T_OK(kvt_store_set_log(s, count_log, NULL, KVT_LOG_WARN));
-	for (int l = 0; l < 2; l++)
-		for (const char *const *o = lists[l]; o && *o; o += 2) {
-			int r = kvt_store_set_option(s, o[0], o[1]);
-			if (r < 0)
-				T_FAIL("option %s=%s: %s", o[0], o[1], kvt_strerror(r));
-		}
-	T_OK(kvt_store_open(s));
-	return s;
+	return tsrv_store(base, more, count_log);
 }
 
 static void wait_up(struct kvt_store *s)

@@ -674,6 +674,33 @@ static void wait_writes(struct kvt_store *s)
 	T_FAIL("write-downs did not finish");
 }
 
+/* The room tests' store (16 segments of 1 MiB, write-through) with
+ * ssd.enospc_retry_ms retry, and a fault that lets `room` segment files
+ * be allocated and none after (room UINT64_MAX: no fault). */
+static struct kvt_store *room_store(const char *dir, const char *retry, uint64_t room)
+{
+	struct kvt_store *s = t_store_open("path", dir, "dram.capacity", "8M", "dram.chunk", "4K",
+					   "dram.prefault", "off", "ssd.capacity", "16M",
+					   "ssd.segment", "1M", "ssd.admission", "always",
+					   "ssd.io", io_backend, "ssd.enospc_retry_ms", retry, NULL);
+	if (room != UINT64_MAX) {
+		struct io_fault f = { .kind = IO_FAULT_ALLOC_ENOSPC, .fd = -1, .skip = room };
+		T_OK(io_fault_add(ssd_io(store_ssd(s)), &f));
+	}
+	return s;
+}
+
+/* Put keys [from, to), waiting for the write-downs every 50 and at the end. */
+static void room_puts(struct kvt_store *s, uint32_t ns, uint64_t from, uint64_t to)
+{
+	for (uint64_t k = from; k < to; k++) {
+		T_RC(put_k(s, ns, k), KVT_OK);
+		if (k % 50 == 49)
+			wait_writes(s);
+	}
+	wait_writes(s);
+}
+
 /* 6b. A full file system (ssd.c "Room"): the log keeps to the segments
  *     it could allocate and goes on writing in them, reusing the oldest,
  *     instead of shedding every write-down until a restart; room freed
@@ -687,24 +714,10 @@ static void test_room(void)
 	uint64_t written, sealed;
 	uint32_t ns;
 
-	s = t_store_open("path", dir, "dram.capacity", "8M", "dram.chunk", "4K",
-			 "dram.prefault", "off", "ssd.capacity", "16M", "ssd.segment", "1M",
-			 "ssd.admission", "always", "ssd.io", io_backend,
-			 "ssd.enospc_retry_ms", "200", NULL);
+	s = room_store(dir, "200", 4); /* room for 4 segment files, then none */
 	ns = ns_of(s);
-	io = ssd_io(store_ssd(s));
-	{
-		/* Room for 4 segment files, then none. */
-		struct io_fault f = { .kind = IO_FAULT_ALLOC_ENOSPC, .fd = -1, .skip = 4 };
-		T_OK(io_fault_add(io, &f));
-	}
 	/* About 12 MiB: three laps of the 4 segments. */
-	for (uint64_t k = 0; k < 400; k++) {
-		T_RC(put_k(s, ns, k), KVT_OK);
-		if (k % 50 == 49)
-			wait_writes(s);
-	}
-	wait_writes(s);
+	room_puts(s, ns, 0, 400);
 	T_EQ_U64(t_stat(s, "ssd.segments_room"), 4);
 	T_EQ_U64(t_stat(s, "ssd.room_capped"), 1);
 	T_ASSERT(t_stat(s, "ssd.segments_used") <= 4);
@@ -718,10 +731,7 @@ static void test_room(void)
 	 * reads before it: blocks read in the log's older half are written
 	 * anew at its head, which in 4 segments would push these out). */
 	kvt_store_destroy(s);
-	s = t_store_open("path", dir, "dram.capacity", "8M", "dram.chunk", "4K",
-			 "dram.prefault", "off", "ssd.capacity", "16M", "ssd.segment", "1M",
-			 "ssd.admission", "always", "ssd.io", io_backend,
-			 "ssd.enospc_retry_ms", "200", NULL);
+	s = room_store(dir, "200", UINT64_MAX);
 	ns = ns_of(s);
 	io = ssd_io(store_ssd(s));
 	{
@@ -769,35 +779,16 @@ static void test_room_retry(void)
 {
 	char *dir = t_mkdtemp();
 	struct kvt_store *s;
-	struct kvt_io *io;
 	uint64_t faults0, faults, sealed0, sealed;
 	uint32_t ns;
 
-	s = t_store_open("path", dir, "dram.capacity", "8M", "dram.chunk", "4K",
-			 "dram.prefault", "off", "ssd.capacity", "16M", "ssd.segment", "1M",
-			 "ssd.admission", "always", "ssd.io", io_backend,
-			 "ssd.enospc_retry_ms", "0", NULL);
+	s = room_store(dir, "0", 4);
 	ns = ns_of(s);
-	io = ssd_io(store_ssd(s));
-	{
-		struct io_fault f = { .kind = IO_FAULT_ALLOC_ENOSPC, .fd = -1, .skip = 4 };
-		T_OK(io_fault_add(io, &f));
-	}
-	for (uint64_t k = 0; k < 200; k++) {
-		T_RC(put_k(s, ns, k), KVT_OK);
-		if (k % 50 == 49)
-			wait_writes(s);
-	}
-	wait_writes(s);
+	room_puts(s, ns, 0, 200);
 	T_EQ_U64(t_stat(s, "ssd.segments_room"), 4);
 	faults0 = t_stat(s, "io.faults_injected");
 	sealed0 = t_stat(s, "ssd.segments_sealed");
-	for (uint64_t k = 200; k < 500; k++) {
-		T_RC(put_k(s, ns, k), KVT_OK);
-		if (k % 50 == 49)
-			wait_writes(s);
-	}
-	wait_writes(s);
+	room_puts(s, ns, 200, 500);
 	faults = t_stat(s, "io.faults_injected") - faults0;
 	sealed = t_stat(s, "ssd.segments_sealed") - sealed0;
 	fprintf(stderr, "  room_retry: %" PRIu64 " segments opened, %" PRIu64
