@@ -71,9 +71,15 @@ def check_shape(name, objs):
         fail(f"{name}: no kvtierd workload")
     spec = work[0]["spec"]["template"]["spec"]
     c = [c for c in spec["containers"] if c["name"] == "kvtierd"][0]
-    for probe in ("readinessProbe", "livenessProbe"):
+    for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
         if c[probe]["httpGet"]["path"] != "/healthz":
             fail(f"{name}: {probe} not on /healthz")
+    # A recovery longer than liveness's patience (periodSeconds x
+    # failureThreshold) must not get the pod killed: the startup probe
+    # allows at least 10 minutes.
+    st = c["startupProbe"]
+    if st.get("periodSeconds", 10) * st.get("failureThreshold", 3) < 600:
+        fail(f"{name}: the startupProbe allows less than 10 minutes to start")
     secrets = {v["secret"]["secretName"] for v in spec["volumes"] if "secret" in v}
     if secrets != {"kvtier-tenants", "kvtier-metrics-token"}:
         fail(f"{name}: secrets {secrets}")
