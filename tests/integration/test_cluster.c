@@ -218,7 +218,12 @@ static void test_spread(struct kvt_key *keys, uint8_t *holders)
 		T_EQ_U64(nodes[m].held, held[m]);
 		T_EQ_U64(nodes[m].placed, held[m]); /* every block where placement says */
 		T_ASSERT(held[m] >= GROUP);          /* every member got groups */
-		T_ASSERT(held[m] <= BLOCKS * 7 / 10); /* and none most of them */
+		/* and none nearly all: placement hashes the members' addresses,
+		 * whose ports differ every run, so a member's count of the 20
+		 * groups is Binomial(20, 1/3): at most 70 % of the blocks (14
+		 * groups) failed 0.26 % of runs (a TSan CI run, 15 groups),
+		 * at most 85 % (17) fails 1 in 100,000. */
+		T_ASSERT(held[m] <= BLOCKS * 85 / 100);
 		placed_sum += nodes[m].placed;
 	}
 	T_EQ_U64(placed_sum, BLOCKS + GROUP);
