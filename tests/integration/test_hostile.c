@@ -102,6 +102,7 @@
 
 static const char *bin;
 static char base[512];
+static const char *shim; /* argv[3]: tests/libshim_sync.so */
 static struct tsrv srv;
 static _Atomic bool rss_stop;
 static _Atomic uint64_t rss_max;
@@ -122,6 +123,25 @@ static const struct kvt_ns_desc desc = {
 /* Start kvtierd with the tenants alice (tenant) and admin (admin), or
  * the tenants file text given, the test's budget, plus extra
  * (NULL-ended). */
+/* The next server started preloads the sync shim (shim_sync.c), which
+ * holds the registry's ("namespaces") syncs at the gate directory made
+ * here (its path into gate); a sanitized server must not insist on its
+ * runtime coming first.  The caller unsets LD_PRELOAD once it started. */
+static void shim_arm(char *gate, size_t cap)
+{
+	char asan[1200];
+
+	T_ASSERT(shim != NULL && access(shim, R_OK) == 0);
+	snprintf(gate, cap, "%s/gate", base);
+	T_EQ_INT(mkdir(gate, 0700), 0);
+	snprintf(asan, sizeof(asan), "%s:verify_asan_link_order=0",
+		 getenv("ASAN_OPTIONS") ? getenv("ASAN_OPTIONS") : "");
+	setenv("ASAN_OPTIONS", asan, 1);
+	setenv("LD_PRELOAD", shim, 1);
+	setenv("KVT_SHIM_SYNC_NAME", "namespaces", 1);
+	setenv("KVT_SHIM_SYNC_DIR", gate, 1);
+}
+
 static void start_with(const char *name, const char *const *extra, const char *tenants_text)
 {
 	char tenants[700], dir[700], mm[32], dr[32];
@@ -1950,7 +1970,6 @@ static void phase_insecure(void)
  * tenants table is cached
  */
 
-static const char *shim; /* argv[3]: tests/libshim_sync.so */
 
 /* Wait until path exists (ms at most): true if it does. */
 static bool wait_file(const char *path, int ms)
@@ -1968,7 +1987,7 @@ static void phase_grant_race(void)
 	const char *owner_only = "alice " SECRET_ALICE " tenant\n"
 				 "bob " SECRET_ALICE " tenant\n"
 				 "admin " SECRET_ADMIN " admin\n";
-	char gate[700], file[720], tenants[1000], asan[1200];
+	char gate[700], file[720], tenants[1000];
 	const char *extra[] = { "--ssd", "0", NULL };
 	struct kvt_ns_desc shared = desc, own = desc;
 	char shared_text[PROTO_CANON_MAX + 1], own_text[PROTO_CANON_MAX + 1];
@@ -1986,17 +2005,7 @@ static void phase_grant_race(void)
 	bool alice_digest = false, entered;
 	unsigned n = 0;
 
-	T_ASSERT(shim != NULL && access(shim, R_OK) == 0);
-	snprintf(gate, sizeof(gate), "%s/gate", base);
-	T_EQ_INT(mkdir(gate, 0700), 0);
-	/* The server preloads the shim; a sanitized one must not insist on
-	 * its runtime coming first. */
-	snprintf(asan, sizeof(asan), "%s:verify_asan_link_order=0",
-		 getenv("ASAN_OPTIONS") ? getenv("ASAN_OPTIONS") : "");
-	setenv("ASAN_OPTIONS", asan, 1);
-	setenv("LD_PRELOAD", shim, 1);
-	setenv("KVT_SHIM_SYNC_NAME", "namespaces", 1);
-	setenv("KVT_SHIM_SYNC_DIR", gate, 1);
+	shim_arm(gate, sizeof(gate));
 	snprintf(tenants, sizeof(tenants), "%sgrant alice model=race-model to bob\n", owner_only);
 	start_with("grant_race", extra, tenants);
 	unsetenv("LD_PRELOAD");
@@ -5509,7 +5518,7 @@ static void phase_tbl_wait(void)
 	struct proto_item *its = calloc(TS_ITEMS, sizeof(*its));
 	char (*texts)[PROTO_CANON_MAX + 1] = malloc((size_t)TS_ITEMS * sizeof(*texts));
 	const char *extra[] = { "--ssd", "0", "--max-memory", "2M", NULL };
-	char gate[700], file[720], asan[1200], one_text[PROTO_CANON_MAX + 1];
+	char gate[700], file[720], one_text[PROTO_CANON_MAX + 1];
 	struct proto_frame f = { .op = PROTO_OP_NS_REGISTER };
 	struct kvt_ns_desc one = desc;
 	struct proto_item it1 = { 0 };
@@ -5519,15 +5528,7 @@ static void phase_tbl_wait(void)
 	uint8_t *buf;
 	int64_t len;
 
-	T_ASSERT(shim != NULL && access(shim, R_OK) == 0);
-	snprintf(gate, sizeof(gate), "%s/gate", base);
-	T_EQ_INT(mkdir(gate, 0700), 0);
-	snprintf(asan, sizeof(asan), "%s:verify_asan_link_order=0",
-		 getenv("ASAN_OPTIONS") ? getenv("ASAN_OPTIONS") : "");
-	setenv("ASAN_OPTIONS", asan, 1);
-	setenv("LD_PRELOAD", shim, 1);
-	setenv("KVT_SHIM_SYNC_NAME", "namespaces", 1);
-	setenv("KVT_SHIM_SYNC_DIR", gate, 1);
+	shim_arm(gate, sizeof(gate));
 	start_with("tbl_wait", extra, NULL);
 	unsetenv("LD_PRELOAD");
 	for (unsigned n = 0; n < TS_ITEMS; n++) {
