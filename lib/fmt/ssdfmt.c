@@ -102,7 +102,7 @@ static bool ssdfmt_kind_ok(uint32_t type, uint32_t ns_id, uint32_t key_len,
  *    12     4  u32 CRC32C of the whole 4096-byte block, this field as zero
  *    16     4  u32 slot
  *    20     4  u32 version 2: reserved, 0 (records 512-aligned);
- *              version 3: rec_align, 512 or 4096
+ *              version 3: rec_align, 4096
  *    24     8  u64 generation
  *    32     8  u64 seg_size: multiple of 4096, >= 8192
  *    40     8  u64 created_ns
@@ -180,8 +180,11 @@ int ssd_seg_hdr_decode(const uint8_t *buf, struct ssd_seg_hdr *h)
 	t.summary_len = le_get64(buf + SEG_SUM_LEN);
 	memcpy(t.store_id, buf + SEG_STORE_ID, 16);
 
+	/* Version 3 exists only for 4096-aligned records: a 512-aligned
+	 * segment is written as version 2, so a version 3 naming 512 was
+	 * never written by kvtier (and would not encode back the same). */
 	if ((t.version == SSD_FMT_VERSION ? le_get32(buf + SEG_REC_ALIGN) != 0
-					  : !ssdfmt_align_ok(t.rec_align)) ||
+					  : t.rec_align != SSD_REC_ALIGN_4K) ||
 	    !ssdfmt_is_zero(buf + SEG_FIXED, SSD_ALIGN - SEG_FIXED))
 		return KVT_ECORRUPT;
 	if (t.seg_size < 2 * SSD_ALIGN || t.seg_size > SSDFMT_SEG_MAX || t.seg_size % SSD_ALIGN)

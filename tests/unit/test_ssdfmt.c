@@ -822,7 +822,8 @@ static void test_seg(void)
 	T_RC(ssd_seg_hdr_decode(t_at_guard(g_seg, SSD_ALIGN), &got), 0);
 	h.version = SSD_SEG_VERSION_4K;
 	seg_eq(&got, &h);
-	SEG_TAMPER(h, put32(p + 20, SSD_REC_ALIGN), 0);        /* 512 may say so too */
+	/* 512 is version 2 (never written as 3: it would not encode back). */
+	SEG_TAMPER(h, put32(p + 20, SSD_REC_ALIGN), KVT_ECORRUPT);
 	SEG_TAMPER(h, put32(p + 20, 1024), KVT_ECORRUPT);
 	SEG_TAMPER(h, put32(p + 20, 8192), KVT_ECORRUPT);
 	SEG_TAMPER(h, put32(p + 20, 0), KVT_ECORRUPT);
