@@ -373,11 +373,10 @@ void tsrv_write_file(const char *dir, const char *name, const char *text)
 	T_EQ_INT(chmod(path, 0600), 0);
 }
 
-char *tsrv_http_get(uint16_t port, const char *path, const char *token, int *code)
+char *tsrv_talk(uint16_t port, const void *req, size_t len)
 {
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port) };
-	char req[512];
-	size_t cap = 1 << 16, len = 0;
+	size_t cap = 1 << 16, got = 0;
 	char *buf = malloc(cap);
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	ssize_t r;
@@ -385,19 +384,27 @@ char *tsrv_http_get(uint16_t port, const char *path, const char *token, int *cod
 	T_ASSERT(fd >= 0 && buf);
 	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	T_EQ_INT(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-	snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: localhost\r\n%s%s%sUser-Agent: t\r\n\r\n",
-		 path, token ? "Authorization: Bearer " : "", token ? token : "", token ? "\r\n" : "");
-	T_EQ_INT(write(fd, req, strlen(req)), (ssize_t)strlen(req));
-	while ((r = read(fd, buf + len, cap - len - 1)) > 0) {
-		len += (size_t)r;
-		if (cap - len < 2) {
+	T_EQ_INT(write(fd, req, len), (ssize_t)len);
+	while ((r = read(fd, buf + got, cap - got - 1)) > 0) {
+		got += (size_t)r;
+		if (cap - got < 2) {
 			cap *= 2;
 			buf = realloc(buf, cap);
 			T_ASSERT(buf);
 		}
 	}
 	close(fd);
-	buf[len] = 0;
+	buf[got] = 0;
+	return buf;
+}
+
+char *tsrv_http_get(uint16_t port, const char *path, const char *token, int *code)
+{
+	char req[512], *buf;
+
+	snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: localhost\r\n%s%s%sUser-Agent: t\r\n\r\n",
+		 path, token ? "Authorization: Bearer " : "", token ? token : "", token ? "\r\n" : "");
+	buf = tsrv_talk(port, req, strlen(req));
 	T_ASSERT(sscanf(buf, "HTTP/1.1 %d", code) == 1);
 	return buf;
 }

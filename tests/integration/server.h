@@ -80,6 +80,9 @@ void tsrv_fill(uint8_t *b, size_t n, uint32_t seed);
  * and secret files, which kvtierd refuses if others may read them. */
 void tsrv_write_file(const char *dir, const char *name, const char *text);
 
+/* Send len bytes of req to 127.0.0.1:port on a fresh connection and read
+ * until the peer closes: what was read, NUL-terminated (malloc'd). */
+char *tsrv_talk(uint16_t port, const void *req, size_t len);
 /* GET path from 127.0.0.1:port over a real socket (HTTP/1.1; the server
  * closes after its answer), with "Authorization: Bearer token" if token
  * is not NULL: the whole response, NUL-terminated (malloc'd), and *code

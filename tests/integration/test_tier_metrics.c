@@ -27,32 +27,6 @@ static const char *kvtierd;
 static char *base, dir[600];
 static uint16_t resp_port, s3_port, metrics_port;
 
-/* Send req on a fresh connection to port, read until the peer closes or
- * the answer ends with tail (NULL: until close).  Returns what was read. */
-static char *talk(uint16_t port, const char *req, size_t len, const char *tail)
-{
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port) };
-	size_t cap = 1 << 16, got = 0;
-	char *buf = malloc(cap);
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	ssize_t r;
-
-	T_ASSERT(fd >= 0 && buf);
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	T_EQ_INT(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-	T_EQ_INT(write(fd, req, len), (ssize_t)len);
-	while ((r = read(fd, buf + got, cap - got - 1)) > 0) {
-		got += (size_t)r;
-		buf[got] = 0;
-		if (tail && got >= strlen(tail) && strcmp(buf + got - strlen(tail), tail) == 0)
-			break;
-		T_ASSERT(got + 1 < cap);
-	}
-	close(fd);
-	buf[got] = 0;
-	return buf;
-}
-
 /* One RESP command (n words) on its own connection: the reply. */
 static char *resp(unsigned n, const char *const *w)
 {
@@ -62,7 +36,7 @@ static char *resp(unsigned n, const char *const *w)
 		l += snprintf(req + l, sizeof(req) - (size_t)l, "$%zu\r\n%s\r\n", strlen(w[i]), w[i]);
 	/* Then QUIT: its +OK, and the server closes; what is read ends there. */
 	l += snprintf(req + l, sizeof(req) - (size_t)l, "*1\r\n$4\r\nQUIT\r\n");
-	return talk(resp_port, req, (size_t)l, NULL);
+	return tsrv_talk(resp_port, req, (size_t)l);
 }
 
 /* One S3 request without a signature (no --tenants); the status line's code. */
@@ -73,7 +47,7 @@ static int s3(const char *method, const char *path, const char *body, char **out
 	int l = snprintf(req, sizeof(req),
 			 "%s %s HTTP/1.1\r\nHost: localhost\r\nContent-Length: %zu\r\n"
 			 "Connection: close\r\n\r\n%s", method, path, bl, body ? body : "");
-	char *r = talk(s3_port, req, (size_t)l, NULL);
+	char *r = tsrv_talk(s3_port, req, (size_t)l);
 	int code = 0;
 	T_ASSERT(sscanf(r, "HTTP/1.1 %d", &code) == 1);
 	if (out)
