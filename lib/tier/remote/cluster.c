@@ -1698,7 +1698,7 @@ static void cdisc_stat(void *ctx, const char *name, uint64_t value, const char *
 			return;
 		}
 	/* Names are checked again once resolved (remote_open, cfg.kinds). */
-	if (!(remote_addr_kind(str, al) & d->kinds)) {
+	if (d->kinds && !(remote_addr_kind(str, al) & d->kinds)) {
 		d->bad = true;
 		d->why = "a unix: member or one on this host, which no seed is";
 		return;
