@@ -10,14 +10,19 @@
  * Usage: test_hostile_server [CASE]   (no CASE: every case)
  *
  * Cases: answers (tags, items, statuses, data sections), sizes (a value
- * past the caller's buffer, 1 GiB trickled), lookup (LOOKUP and EXISTS
- * claiming more than asked), pinned (the DRAM path), split (answers over
- * several frames; a CLEAR count past INT64_MAX), flap (garbled answers
- * after good handshakes: the backoff), hello (absurd limits, versions,
- * methods), auth (a server that cannot prove the tenant's secret),
- * keymax (a key over key_max fails alone), nsreg (NS_REGISTER answers
- * that do not fit), puts (PUT and DELETE answers), members
- * (remote.discover against a seed whose member list is garbage).
+ * past the caller's buffer; past remote.value_max: 1 GiB, or 48,000 bytes
+ * against 16K until the engine puts one that big), lookup (LOOKUP and
+ * EXISTS claiming more than asked), pinned (the DRAM path; 8 MiB
+ * trickled: the reservation given back by the deadline), split (answers
+ * over several frames; a CLEAR count past INT64_MAX), flap (garbled
+ * answers after good handshakes: the backoff), hello (absurd limits,
+ * versions, methods), auth (a server that cannot prove the tenant's
+ * secret), keymax (a key over key_max fails alone), nsreg (NS_REGISTER
+ * answers that do not fit: a text or digest not ours fails that
+ * namespace alone), puts (PUT and DELETE answers), members
+ * (remote.discover against a seed whose member list is garbage), kinds
+ * (member lists naming unix: paths or this host's addresses where no
+ * seed is one, more members than remote.members_max).
  *
  * What it proves, case by case (doc/remote.md "A hostile or broken
  * server" lists each with its bound): the engine gets a miss or an error
