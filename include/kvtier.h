@@ -433,6 +433,12 @@ int kvt_store_create(struct kvt_store **out);
  *                     cluster.epoch), .refreshes, .view_changes,
  *                     .refresh_errors (no member answered: the last list
  *                     is kept).
+ *   remote.members_max  with remote.discover, 1..256 (default 64): a
+ *                     server's member list of more members is refused (the
+ *                     seeds at open, the last list at a refresh; logged), as
+ *                     is one naming a unix: path, or an address of this host
+ *                     (loopback, 0.0.0.0, localhost), when no seed is one
+ *                     (doc/remote.md "A hostile or broken server").
  *   remote.warm_ms    with remote.discover, for how long after the member
  *                     list gained a member a single-key read of a group
  *                     with one owner also tries its owner before the join
@@ -489,6 +495,11 @@ int kvt_store_create(struct kvt_store **out);
  *   remote.backoff_ms, remote.backoff_max_ms  reconnect delay, doubling
  *                     from the first to the second (default 50, 5000).
  *   remote.batch      most items in one frame, 1..65536 (default 64).
+ *   remote.value_max  largest value a server may answer a get with (default
+ *                     256M, or the largest value this store put if larger):
+ *                     an answer announcing more is a protocol error, the
+ *                     connection dropped and its gets misses, before any
+ *                     DRAM is reserved for it.
  *   remote.put_local  "always" (default): a put lands in local DRAM and is written
  *                     through; "never": written through only, from the
  *                     caller's parts, local DRAM untouched (status KVT_OK,

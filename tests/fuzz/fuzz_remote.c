@@ -9,7 +9,9 @@
  * has an address of 1..CLUSTER_ADDR_MAX bytes inside the input, without
  * ',', '=' or a blank, and a weight of 1..CLUSTER_MEMBER_WEIGHT_MAX; the
  * address with weight 1 as remote.addrs text parses back to that one
- * member.  Anything else: the rest is split at its first 0 byte into our
+ * member; its kind (remote_addr_kind, what a seed's list may name) is one
+ * of the three, REMOTE_KIND_UNIX exactly when it starts with "unix:", and
+ * the same for any prefix of the line (never a read past it).  Anything else: the rest is split at its first 0 byte into our
  * text and the server's.  Properties: an answer with the SHA-256 of its
  * own text is taken exactly when the two texts are equal once their
  * "tenant=" lines are left out (checked here by a second, simpler
@@ -43,6 +45,12 @@ static void fuzz_member(const char *s, size_t n)
 	uint64_t w = 0;
 	char *text;
 
+	for (size_t k = 0; k <= n && k <= CLUSTER_ADDR_MAX + 8; k += 1 + k / 4) {
+		unsigned kind = remote_addr_kind(s, k);
+		FUZZ_CHECK(kind == REMOTE_KIND_NET || kind == REMOTE_KIND_LOCAL ||
+			   kind == REMOTE_KIND_UNIX);
+		FUZZ_CHECK((kind == REMOTE_KIND_UNIX) == (k >= 5 && memcmp(s, "unix:", 5) == 0));
+	}
 	if (cluster_member_line(s, n, &al, &w) != 0)
 		return;
 	FUZZ_CHECK(al >= 1 && al <= CLUSTER_ADDR_MAX && al < n);

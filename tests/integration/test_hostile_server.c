@@ -10,14 +10,19 @@
  * Usage: test_hostile_server [CASE]   (no CASE: every case)
  *
  * Cases: answers (tags, items, statuses, data sections), sizes (a value
- * past the caller's buffer, 1 GiB trickled), lookup (LOOKUP and EXISTS
- * claiming more than asked), pinned (the DRAM path), split (answers over
- * several frames; a CLEAR count past INT64_MAX), flap (garbled answers
- * after good handshakes: the backoff), hello (absurd limits, versions,
- * methods), auth (a server that cannot prove the tenant's secret),
- * keymax (a key over key_max fails alone), nsreg (NS_REGISTER answers
- * that do not fit), puts (PUT and DELETE answers), members
- * (remote.discover against a seed whose member list is garbage).
+ * past the caller's buffer; past remote.value_max: 1 GiB, or 48,000 bytes
+ * against 16K until the engine puts one that big), lookup (LOOKUP and
+ * EXISTS claiming more than asked), pinned (the DRAM path; 8 MiB
+ * trickled: the reservation given back by the deadline), split (answers
+ * over several frames; a CLEAR count past INT64_MAX), flap (garbled
+ * answers after good handshakes: the backoff), hello (absurd limits,
+ * versions, methods), auth (a server that cannot prove the tenant's
+ * secret), keymax (a key over key_max fails alone), nsreg (NS_REGISTER
+ * answers that do not fit: a text or digest not ours fails that
+ * namespace alone), puts (PUT and DELETE answers), members
+ * (remote.discover against a seed whose member list is garbage), kinds
+ * (member lists naming unix: paths or this host's addresses where no
+ * seed is one, more members than remote.members_max).
  *
  * What it proves, case by case (doc/remote.md "A hostile or broken
  * server" lists each with its bound): the engine gets a miss or an error
@@ -37,7 +42,10 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <openssl/evp.h>
@@ -68,6 +76,7 @@ enum {
 	M_GET_SHORT_STALL, /* half the data section, then silence */
 	M_GET_LONG,        /* the data section, then 100 bytes more */
 	M_GET_HUGE,        /* a 1 GiB value, trickled */
+	M_GET_TRICKLE,     /* an 8 MiB value (under remote.value_max), trickled */
 	M_GET_BADCRC,      /* the value with another value's CRCs */
 	M_TABLE_STALL,     /* a header announcing a 16 MiB table, then nothing */
 	M_LOOKUP_MORE,     /* LOOKUP: more items and hits than keys asked */
@@ -109,11 +118,19 @@ enum {
 	N_EDESC,           /* KVT_EDESC: not a descriptor (a broken server) */
 	N_EMPTY,           /* an answer of no items */
 	N_REFUSED,         /* the whole frame -ENOMEM (kvtierd past a tenant's share) */
+	N_EXTRA,           /* a canonical field added ("extra=1"), with the digest of that text */
 };
 
+/* The NS_REGISTER twists apply to namespaces whose model is this only
+ * (others are answered well: case_nsreg's second namespace). */
+#define NS_BAD_MODEL "hostile"
+
+
 struct fake {
-	int lfd;
+	int lfd, ufd;                /* TCP on 127.0.0.1; a Unix socket */
 	char addr[64];
+	char uaddr[160];             /* "unix:PATH" of ufd */
+	char *udir;
 	pthread_t th;
 	_Atomic int mode, hello, nsreg;
 	_Atomic bool stop;
@@ -341,6 +358,10 @@ static bool fk_nsreg(int fd, const struct proto_frame *req)
 	}
 	proto_iter_init(&it, req, NULL, NULL, 0);
 	while (n < 64 && proto_iter_next(&it, &in) == 1) {
+		int mode0 = mode;
+		if (!memmem(in.text, in.text_len, "model=" NS_BAD_MODEL "\n",
+			    sizeof("model=" NS_BAD_MODEL "\n") - 1))
+			mode = N_GOOD;
 		memset(&out[n], 0, sizeof(out[n]));
 		out[n].index = mode == N_INDEX ? 7 : in.index;
 		out[n].text = in.text;
@@ -354,11 +375,21 @@ static bool fk_nsreg(int fd, const struct proto_frame *req)
 			m[6] = m[6] == 'x' ? 'y' : 'x';
 			out[n].text = other[n];
 		}
+		if (mode == N_EXTRA) {
+			/* a field the client does not know, as a newer server
+			 * might add; the digest is that text's */
+			int l = snprintf(other[n], sizeof(other[n]), "%.*sextra=1\n",
+					 (int)in.text_len, in.text);
+			T_ASSERT(l > 0 && (size_t)l < sizeof(other[n]));
+			out[n].text = other[n];
+			out[n].text_len = (uint32_t)l;
+		}
 		if (mode == N_FULL || mode == N_EDESC) {
 			out[n].status = mode == N_FULL ? KVT_EFULL : KVT_EDESC;
 			out[n].text = NULL;
 			out[n].text_len = 0;
 			n++;
+			mode = mode0;
 			continue;
 		}
 		sha256(out[n].text, out[n].text_len, dig[n]);
@@ -366,6 +397,7 @@ static bool fk_nsreg(int fd, const struct proto_frame *req)
 			dig[n][0] ^= 1;
 		out[n].digest = dig[n];
 		n++;
+		mode = mode0;
 	}
 	return fk_send(fd, &f, out, mode == N_EMPTY ? 0 : n);
 }
@@ -442,10 +474,12 @@ static bool fk_get(int fd, const struct proto_frame *req, int mode)
 		}
 		n++;
 	}
-	if (mode == M_GET_HUGE) {
-		/* One value of 1 GiB (value_max), one part, trickled. */
-		static uint64_t hl = UINT64_C(1) << 30;
+	if (mode == M_GET_HUGE || mode == M_GET_TRICKLE) {
+		/* One value of 1 GiB (value_max), or of 8 MiB, one part,
+		 * trickled until the client gives up. */
+		static uint64_t hl;
 		static uint32_t hc;
+		hl = mode == M_GET_HUGE ? UINT64_C(1) << 30 : UINT64_C(8) << 20;
 		out[0].value_len = hl;
 		out[0].part_count = 1;
 		out[0].part_lens = &hl;
@@ -455,6 +489,7 @@ static bool fk_get(int fd, const struct proto_frame *req, int mode)
 		free(buf);
 		for (int i = 0; ok && i < 400 && fk_nap(10); i++)
 			ok = fk_write(fd, "xxxxxxxxxxxxxxxx", 16);
+		ok = false; /* the value is never whole: close */
 		goto out;
 	}
 	if (mode == M_ITEMS_MORE) {
@@ -769,19 +804,61 @@ static void *fk_main(void *arg)
 {
 	(void)arg;
 	while (!atomic_load(&F.stop)) {
-		struct pollfd pf = { .fd = F.lfd, .events = POLLIN };
+		struct pollfd pf[2] = { { .fd = F.lfd, .events = POLLIN },
+					{ .fd = F.ufd, .events = POLLIN } };
 		int fd;
-		if (poll(&pf, 1, 50) <= 0)
+		if (poll(pf, 2, 50) <= 0)
 			continue;
-		fd = accept(F.lfd, NULL, NULL);
+		fd = accept(pf[0].revents ? F.lfd : F.ufd, NULL, NULL);
 		if (fd < 0)
 			continue;
 		atomic_fetch_add(&F.accepts, 1);
-		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &(int){ 1 }, sizeof(int));
+		if (pf[0].revents)
+			setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &(int){ 1 }, sizeof(int));
 		fk_serve(fd);
 		close(fd);
 	}
 	return NULL;
+}
+
+/* A listening Unix socket at path (no one accepts: connections wait in
+ * its backlog, counted by take_accepts). */
+static int listen_unix(const char *path)
+{
+	struct sockaddr_un un = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	T_ASSERT(fd >= 0 && strlen(path) < sizeof(un.sun_path));
+	memcpy(un.sun_path, path, strlen(path) + 1);
+	T_OK(bind(fd, (struct sockaddr *)&un, sizeof(un)));
+	T_OK(listen(fd, 64));
+	return fd;
+}
+
+/* A listening TCP socket on ip (network order), its port in *port. */
+static int listen_tcp(uint32_t ip, unsigned *port)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = ip };
+	socklen_t sl = sizeof(sa);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	T_ASSERT(fd >= 0);
+	T_OK(bind(fd, (struct sockaddr *)&sa, sizeof(sa)));
+	T_OK(listen(fd, 64));
+	T_OK(getsockname(fd, (struct sockaddr *)&sa, &sl));
+	*port = ntohs(sa.sin_port);
+	return fd;
+}
+
+/* Connections made to the listener lfd so far (accepted and closed). */
+static unsigned take_accepts(int lfd)
+{
+	unsigned n = 0;
+	int fd;
+	while ((fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK)) >= 0 || errno == EINTR)
+		if (fd >= 0) {
+			close(fd);
+			n++;
+		}
+	return n;
 }
 
 static void fake_start(void)
@@ -795,6 +872,9 @@ static void fake_start(void)
 	T_OK(listen(F.lfd, 16));
 	T_OK(getsockname(F.lfd, (struct sockaddr *)&sa, &sl));
 	snprintf(F.addr, sizeof(F.addr), "127.0.0.1:%u", ntohs(sa.sin_port));
+	F.udir = t_mkdtemp();
+	snprintf(F.uaddr, sizeof(F.uaddr), "unix:%s/fake.sock", F.udir);
+	F.ufd = listen_unix(F.uaddr + 5);
 	T_OK(-pthread_create(&F.th, NULL, fk_main, NULL));
 }
 
@@ -803,6 +883,9 @@ static void fake_stop(void)
 	atomic_store(&F.stop, true);
 	pthread_join(F.th, NULL);
 	close(F.lfd);
+	close(F.ufd);
+	t_rmtree(F.udir);
+	free(F.udir);
 }
 
 /* ------------------------------------------------------------------------
@@ -946,13 +1029,16 @@ static void case_answers(void)
 }
 
 /* A value bigger than the caller's buffer: KVT_EBUFSMALL with its length,
- * the buffer untouched past its end; a 1 GiB value trickled: a miss by the
- * deadline, nothing reserved for it beyond DRAM. */
+ * the buffer untouched past its end.  A value bigger than remote.value_max
+ * (1 GiB against the default 256 MiB; 48,000 bytes against 16K): a miss
+ * at once, the connection dropped before a byte of the value is read or
+ * any DRAM reserved for it; the engine's own put of a bigger value raises
+ * the bound. */
 static void case_sizes(void)
 {
 	struct kvt_store *s = engine(NULL);
 	uint32_t ns = t_ns(s, "hostile");
-	uint64_t ms = 0, vl = 0;
+	uint64_t ms = 0, vl = 0, d0, b0;
 	struct rusage ru0, ru1;
 	int r;
 
@@ -964,16 +1050,82 @@ static void case_sizes(void)
 	works(s, ns);
 
 	getrusage(RUSAGE_SELF, &ru0);
+	d0 = t_stat(s, "remote.disconnects");
+	b0 = t_stat(s, "remote.bytes_in");
 	atomic_store(&F.mode, M_GET_HUGE);
 	r = get1(s, ns, VLEN, &ms, &vl);
 	getrusage(RUSAGE_SELF, &ru1);
-	printf("  1 GiB value trickled         -> %s in %llu ms, max RSS %ld -> %ld KiB\n",
-	       kvt_strerror(r), (unsigned long long)ms, ru0.ru_maxrss, ru1.ru_maxrss);
-	T_ASSERT(r == KVT_MISS || r == KVT_EBUFSMALL);
+	printf("  1 GiB value announced        -> %s in %llu ms, %llu bytes read, max RSS %ld -> %ld KiB\n",
+	       kvt_strerror(r), (unsigned long long)ms,
+	       (unsigned long long)(t_stat(s, "remote.bytes_in") - b0), ru0.ru_maxrss,
+	       ru1.ru_maxrss);
+	T_RC(r, KVT_MISS);
 	T_ASSERT(ms < BOUND_MS);
 	T_ASSERT(ru1.ru_maxrss - ru0.ru_maxrss < 256 * 1024);
+	T_EQ_U64(t_stat(s, "remote.disconnects"), d0 + 1);
+	T_ASSERT(t_stat(s, "remote.bytes_in") - b0 < 4096); /* the header and table */
 	works(s, ns);
 	kvt_store_destroy(s);
+
+	s = engine((const char *[]){ "remote.value_max", "16K", NULL });
+	ns = t_ns(s, "hostile");
+	works(s, ns);
+	atomic_store(&F.mode, M_GET_BIG);
+	r = get1(s, ns, VLEN, &ms, &vl);
+	printf("  48,000 bytes, value_max 16K  -> %s in %llu ms\n", kvt_strerror(r),
+	       (unsigned long long)ms);
+	T_RC(r, KVT_MISS);
+	works(s, ns);
+	{
+		uint8_t *v = calloc(1, 4 * VLEN);
+		struct iovec iov = { v, 4 * VLEN };
+		struct kvt_key k = t_key(next_id++);
+		T_ASSERT(v);
+		T_RC(kvt_put(s, ns, &k, &iov, 1), KVT_OK);
+		T_OK(kvt_flush(s));
+		free(v);
+	}
+	atomic_store(&F.mode, M_GET_BIG);
+	r = get1(s, ns, VLEN, &ms, &vl);
+	printf("  ... after a put of 48,000    -> %s, value_len %llu\n", kvt_strerror(r),
+	       (unsigned long long)vl);
+	T_RC(r, KVT_EBUFSMALL);
+	T_EQ_U64(vl, 4 * VLEN);
+	works(s, ns);
+	kvt_store_destroy(s);
+}
+
+/* A pinned get answered with 8 MiB (under remote.value_max: reserved in
+ * DRAM) trickled 16 bytes at a time: a miss by the deadline, and the
+ * reservation given back with the connection. */
+static void trickle_pinned(struct kvt_store *s, uint32_t ns)
+{
+	struct kvt_req r = { .op = KVT_OP_GET_PINNED, .ns = ns, .key = t_key(next_id++) };
+	struct kvt_req *rp = &r, *got;
+	struct kvt_queue *q;
+	uint64_t u0, peak, u2, t0, ms;
+
+	wait_up(s);
+	u0 = peak = t_stat(s, "dram.used_bytes");
+	atomic_store(&F.mode, M_GET_TRICKLE);
+	T_OK(kvt_queue_create(s, &q));
+	t0 = t_now_ms();
+	T_RC(kvt_submit(q, &rp, 1), 1);
+	while (kvt_queue_poll(q, &got, 1) == 0) {
+		uint64_t u = t_stat(s, "dram.used_bytes");
+		peak = u > peak ? u : peak;
+		T_ASSERT(t_now_ms() - t0 < 30000);
+		usleep(2000);
+	}
+	ms = t_now_ms() - t0;
+	T_OK(kvt_queue_destroy(q));
+	u2 = t_stat(s, "dram.used_bytes");
+	printf("  8 MiB trickled (pinned)      -> %s in %llu ms, dram.used_bytes %llu -> %llu -> %llu\n",
+	       kvt_strerror(r.status), (unsigned long long)ms, (unsigned long long)u0,
+	       (unsigned long long)peak, (unsigned long long)u2);
+	T_RC(r.status, KVT_MISS);
+	T_ASSERT(ms >= TIMEOUT_MS - 50 && ms < BOUND_MS);
+	T_ASSERT(u2 <= u0 + (64u << 10));
 }
 
 /* Four gets in one submit, answered one frame each: all hits; with the
@@ -1105,6 +1257,8 @@ static void case_pinned(void)
 	works(s, ns);
 	T_RC(get_pinned(s, ns, M_GOOD), KVT_OK);
 	printf("  pinned: good, bad CRCs, cut short, 1 GiB, an item more: as asked\n");
+	trickle_pinned(s, ns);
+	works(s, ns);
 	kvt_store_destroy(s);
 }
 
@@ -1314,42 +1468,69 @@ static void case_auth(void)
 }
 
 /* NS_REGISTER answers that do not fit the request: a digest that is not
- * its text's, another namespace's text, an index never asked.  The
- * namespace is not used with it (gets miss), nothing loops, and a good
- * answer registers it. */
+ * its text's, another namespace's text, a field added, an index never
+ * asked.  The namespace is not used with it (gets miss), nothing loops,
+ * and a good answer registers it.  An answer whose text or digest does
+ * not fit ours fails that namespace alone: the connection stays, another
+ * namespace on it is a hit, and it is counted and logged once. */
 static void case_nsreg(void)
 {
 	static const struct {
 		int n;
 		const char *what;
+		bool ns_only;
 	} ns_cases[] = {
-		{ N_DIGEST, "a digest not the text's" },
-		{ N_TEXT, "another namespace's text" },
-		{ N_INDEX, "item 7 of 1" },
-		{ N_FULL, "KVT_EFULL" },
-		{ N_EDESC, "KVT_EDESC" },
-		{ N_EMPTY, "no items" },
-		{ N_REFUSED, "the frame -ENOMEM" },
+		{ N_DIGEST, "a digest not the text's", true },
+		{ N_TEXT, "another namespace's text", true },
+		{ N_EXTRA, "a canonical field added", true },
+		{ N_INDEX, "item 7 of 1", false },
+		{ N_FULL, "KVT_EFULL", false },
+		{ N_EDESC, "KVT_EDESC", false },
+		{ N_EMPTY, "no items", false },
+		{ N_REFUSED, "the frame -ENOMEM", false },
 	};
 	for (size_t i = 0; i < sizeof(ns_cases) / sizeof(ns_cases[0]); i++) {
 		struct kvt_store *s;
-		uint32_t ns;
+		uint32_t ns, ns2;
 		uint64_t ms = 0;
-		unsigned n0;
+		unsigned n0, a0, l0;
 		int r;
 
 		atomic_store(&F.mode, M_GOOD);
-		atomic_store(&F.nsreg, ns_cases[i].n);
+		atomic_store(&F.nsreg, N_GOOD);
 		s = engine(NULL);
-		ns = t_ns(s, "hostile");
-		wait_up(s);
+		ns = t_ns(s, NS_BAD_MODEL);
+		ns2 = t_ns(s, "other");
+		works(s, ns2);
+		atomic_store(&F.nsreg, ns_cases[i].n);
 		n0 = atomic_load(&F.nsregs);
+		a0 = atomic_load(&F.accepts);
+		l0 = atomic_load(&log_lines);
 		r = get1(s, ns, VLEN, &ms, NULL);
-		printf("  %-28s -> %s in %llu ms, %u registrations\n", ns_cases[i].what,
+		printf("  %-28s -> %s in %llu ms, %u registrations", ns_cases[i].what,
 		       kvt_strerror(r), (unsigned long long)ms, atomic_load(&F.nsregs) - n0);
 		T_RC(r, KVT_MISS);
 		T_ASSERT(ms < BOUND_MS);
 		T_ASSERT(atomic_load(&F.nsregs) - n0 < 20);
+		if (ns_cases[i].ns_only) {
+			/* Asked again after remote.backoff_max_ms (40): a few
+			 * times in 200 ms, each a miss, logged once. */
+			for (int k = 0; k < 10; k++) {
+				T_RC(get1(s, ns, VLEN, NULL, NULL), KVT_MISS);
+				usleep(20000);
+			}
+			T_RC(get1(s, ns2, VLEN, NULL, NULL), KVT_OK);
+			printf("; the other namespace a hit, %u connections, %llu mismatches, %u log lines\n",
+			       atomic_load(&F.accepts) - a0,
+			       (unsigned long long)t_stat(s, "remote.ns_mismatches"),
+			       atomic_load(&log_lines) - l0);
+			T_EQ_U64(atomic_load(&F.accepts), a0);
+			T_EQ_U64(t_stat(s, "remote.disconnects"), 0);
+			T_ASSERT(t_stat(s, "remote.ns_mismatches") >= 2);
+			T_ASSERT(atomic_load(&log_lines) - l0 <= 1);
+		} else {
+			printf("\n");
+		}
 		atomic_store(&F.nsreg, N_GOOD);
 		works(s, ns);
 		kvt_store_destroy(s);
@@ -1501,6 +1682,143 @@ static void case_members(void)
 	members_set(0, "");
 }
 
+/* The fake's member list: a and b. */
+static void members_two(const char *a, const char *b)
+{
+	members_set(2, "%u%u");
+	free(F.members[0]);
+	free(F.members[1]);
+	F.members[0] = strdup(a);
+	F.members[1] = strdup(b);
+	T_ASSERT(F.members[0] && F.members[1]);
+}
+
+/* remote.members: the members of the view (not reported with one). */
+static uint64_t members_now(struct kvt_store *s)
+{
+	uint64_t n = stat0(s, "remote.members");
+	return n ? n : 1;
+}
+
+/* An engine of remote.discover seed (more: options added), opened. */
+static struct kvt_store *disc_engine(const char *seed, const char *const *more)
+{
+	const char *base[] = { "dram.capacity", "64M", "dram.chunk", "4K", "dram.prefault", "off",
+			       "remote.discover", seed, "remote.refresh_ms", "0", "remote.conns",
+			       "1", "remote.conns_max", "1", "remote.timeout_ms", "400",
+			       "remote.connect_timeout_ms", "400", "remote.backoff_ms", "10",
+			       "remote.backoff_max_ms", "40", NULL };
+	return tsrv_store(base, more, count_log);
+}
+
+/* Member lists a server may not send: a unix: path, or an address of the
+ * engine's own host (127.0.0.1, localhost, 2130706433: a name the text
+ * check lets through and getaddrinfo makes 127.0.0.1), when no seed is
+ * one; more members than remote.members_max.  The engine connects to none
+ * of them (a listener there counts the connections), uses its seed, and a
+ * refresh that brings the list again keeps the view (counted, logged
+ * once).  A seed that is a Unix socket allows unix: members. */
+static void case_kinds(void)
+{
+	char *dir = t_mkdtemp(), lpath[160], m[4][256];
+	unsigned tport, l0;
+	int lfd, tfd = listen_tcp(htonl(INADDR_LOOPBACK), &tport);
+	struct kvt_store *s;
+	uint32_t ns;
+	uint64_t t0;
+
+	snprintf(lpath, sizeof(lpath), "%s/member.sock", dir);
+	lfd = listen_unix(lpath);
+	atomic_store(&F.mode, M_GOOD);
+
+	/* A TCP seed (on this host: LOCAL allowed), a unix: member; with
+	 * refreshes every 50 ms. */
+	snprintf(m[0], sizeof(m[0]), "%s 1", F.addr);
+	snprintf(m[1], sizeof(m[1]), "unix:%s 1", lpath);
+	members_two(m[0], m[1]);
+	l0 = atomic_load(&log_lines);
+	s = disc_engine(F.addr, (const char *[]){ "remote.refresh_ms", "50", NULL });
+	ns = t_ns(s, "hostile");
+	works(s, ns);
+	t0 = t_now_ms();
+	while (t_stat(s, "remote.cluster.refresh_errors") < 6 && t_now_ms() - t0 < 10000)
+		usleep(10000);
+	printf("  TCP seed, a unix: member     -> %llu member, %u connections to it, %llu refreshes refused, %u log lines\n",
+	       (unsigned long long)members_now(s), take_accepts(lfd),
+	       (unsigned long long)t_stat(s, "remote.cluster.refresh_errors"),
+	       atomic_load(&log_lines) - l0);
+	T_EQ_U64(members_now(s), 1);
+	T_ASSERT(t_stat(s, "remote.cluster.refresh_errors") >= 6);
+	T_EQ_U64(take_accepts(lfd), 0);
+	/* the seed's connection closed, the list refused at open, the
+	 * refresh once: not a line each refresh */
+	T_ASSERT(atomic_load(&log_lines) - l0 <= 6);
+	kvt_store_destroy(s);
+
+	/* A Unix seed (no LOCAL): members on this host's TCP ports. */
+	{
+		static const char *const local[] = { "127.0.0.1:%u 1", "localhost:%u 1",
+						      "2130706433:%u 1", "[::1]:%u 1", "0.0.0.0:%u 1" };
+		for (size_t i = 0; i < sizeof(local) / sizeof(local[0]); i++) {
+			uint64_t members;
+			snprintf(m[0], sizeof(m[0]), "%s 1", F.uaddr);
+			snprintf(m[1], sizeof(m[1]), local[i], tport);
+			members_two(m[0], m[1]);
+			s = disc_engine(F.uaddr, NULL);
+			ns = t_ns(s, "hostile");
+			works(s, ns);
+			usleep(50000);
+			members = members_now(s);
+			printf("  unix seed, member %-11.*s -> %llu member, %u connections to it\n",
+			       (int)(strchr(m[1], ' ') - m[1] - 6), m[1], (unsigned long long)members,
+			       take_accepts(tfd));
+			T_EQ_U64(members, 1);
+			T_EQ_U64(take_accepts(tfd), 0);
+			kvt_store_destroy(s);
+		}
+	}
+
+	/* A Unix seed, a unix: member: allowed (the operator's pod uses them). */
+	snprintf(m[0], sizeof(m[0]), "%s 1", F.uaddr);
+	snprintf(m[1], sizeof(m[1]), "unix:%s 1", lpath);
+	members_two(m[0], m[1]);
+	s = disc_engine(F.uaddr, NULL);
+	{
+		unsigned acc = 0;
+		t0 = t_now_ms();
+		while (acc == 0 && t_now_ms() - t0 < 5000) {
+			acc += take_accepts(lfd);
+			usleep(10000);
+		}
+		printf("  unix seed, a unix: member    -> %llu members, connected to it: %s\n",
+		       (unsigned long long)members_now(s), acc ? "yes" : "no");
+		T_EQ_U64(members_now(s), 2);
+		T_ASSERT(acc > 0);
+	}
+	kvt_store_destroy(s);
+	take_accepts(lfd);
+
+	/* remote.members_max (64 by default): 65 members are refused; with
+	 * the option at 65, taken. */
+	members_set(65, "127.0.0.2:%u %u");
+	s = disc_engine(F.addr, NULL);
+	printf("  65 members                   -> %llu member", 
+	       (unsigned long long)members_now(s));
+	T_EQ_U64(members_now(s), 1);
+	kvt_store_destroy(s);
+	s = disc_engine(F.addr, (const char *[]){ "remote.members_max", "65", NULL });
+	printf("; with remote.members_max 65: %llu\n",
+	       (unsigned long long)members_now(s));
+	T_EQ_U64(members_now(s), 65);
+	kvt_store_destroy(s);
+
+	members_set(0, "");
+	close(lfd);
+	close(tfd);
+	t_rmtree(dir);
+	free(dir);
+}
+
 int main(int argc, char **argv)
 {
 	static const struct {
@@ -1519,6 +1837,7 @@ int main(int argc, char **argv)
 		{ "nsreg", case_nsreg },
 		{ "puts", case_puts },
 		{ "members", case_members },
+		{ "kinds", case_kinds },
 	};
 	bool any = false;
 

@@ -1593,15 +1593,41 @@ struct cdisc {
 	uint64_t w[PLACEMENT_MEMBERS_MAX];
 	char addr[PLACEMENT_MEMBERS_MAX][CLUSTER_ADDR_MAX + 1];
 	unsigned count;
+	unsigned max;                /* remote.members_max: more is refused */
+	unsigned kinds;              /* REMOTE_KIND_*: what the seeds are (cluster_kinds) */
 	bool bad;
+	const char *why;             /* bad: why, for the log */
 	uint64_t epoch;              /* cluster.epoch, 0 if not served */
 };
 
-static void cdisc_reset(struct cdisc *d)
+static void cdisc_reset(struct cdisc *d, const struct remote_config *cfg, unsigned kinds)
 {
 	d->count = 0;
+	d->max = cfg->members_max ? cfg->members_max : REMOTE_DEF_MEMBERS_MAX;
+	if (d->max > PLACEMENT_MEMBERS_MAX)
+		d->max = PLACEMENT_MEMBERS_MAX;
+	d->kinds = kinds;
 	d->bad = false;
+	d->why = NULL;
 	d->epoch = 0;
+}
+
+/* The kinds of address a server's member list may name: NET, and what
+ * the seeds of remote.discover are (resolved: a name for this host is
+ * LOCAL).  A server does not get to send this engine to a Unix socket or
+ * a port of its own host that its operator never named (doc/remote.md). */
+static unsigned cluster_kinds(const struct remote_config *cfg)
+{
+	struct cluster_entry seeds[16];
+	int n = cluster_parse_addrs(cfg->discover, strlen(cfg->discover), seeds, 16);
+	unsigned kinds = REMOTE_KIND_NET;
+	for (int i = 0; i < n; i++) {
+		char a[CLUSTER_ADDR_MAX + 1];
+		memcpy(a, seeds[i].addr, seeds[i].addr_len);
+		a[seeds[i].addr_len] = 0;
+		kinds |= remote_addr_kind(a, seeds[i].addr_len) | remote_addr_kind_resolved(a);
+	}
+	return kinds;
 }
 
 int cluster_member_line(const char *str, size_t len, size_t *addr_len, uint64_t *weight)
@@ -1652,17 +1678,31 @@ static void cdisc_stat(void *ctx, const char *name, uint64_t value, const char *
 	}
 	if (strncmp(name, "cluster.member.", 15) != 0 || !str)
 		return;
-	if (d->count == PLACEMENT_MEMBERS_MAX ||
-	    cluster_member_line(str, strlen(str), &al, &w) < 0) {
+	if (d->bad)
+		return;
+	if (d->count == d->max) {
 		d->bad = true;
+		d->why = "more members than remote.members_max";
+		return;
+	}
+	if (cluster_member_line(str, strlen(str), &al, &w) < 0) {
+		d->bad = true;
+		d->why = "a malformed cluster.member";
 		return;
 	}
 	/* A member named twice would fail the whole view (placement_new). */
 	for (unsigned k = 0; k < d->count; k++)
 		if (strlen(d->addr[k]) == al && memcmp(d->addr[k], str, al) == 0) {
 			d->bad = true;
+			d->why = "a member named twice";
 			return;
 		}
+	/* Names are checked again once resolved (remote_open, cfg.kinds). */
+	if (d->kinds && !(remote_addr_kind(str, al) & d->kinds)) {
+		d->bad = true;
+		d->why = "a unix: member or one on this host, which no seed is";
+		return;
+	}
 	memcpy(d->addr[d->count], str, al);
 	d->addr[d->count][al] = 0;
 	d->w[d->count++] = w;
@@ -1732,14 +1772,15 @@ static int cluster_discover(const struct remote_config *cfg, struct dram *dram,
 		sc.addr = seed;
 		sc.addrs = sc.discover = NULL;
 		sc.conns = 1;
-		cdisc_reset(d);
+		cdisc_reset(d, cfg, cfg->kinds);
+		sc.kinds = 0; /* the operator named it */
 		rc = remote_open(&rm, &sc, dram, ns, mem, log);
 		if (rc == 0)
 			rc = remote_stats_query(rm, NULL, cdisc_stat, d);
 		remote_close(rm);
 		if (rc < 0 || d->bad) {
 			kvt_logf(log, KVT_LOG_WARN, "remote: seed %s gave no member list: %s", seed,
-				 rc < 0 ? kvt_strerror(rc) : "malformed cluster.member");
+				 rc < 0 ? kvt_strerror(rc) : d->why);
 			continue;
 		}
 		if (d->count == 0) {
@@ -1758,7 +1799,7 @@ static int cluster_discover(const struct remote_config *cfg, struct dram *dram,
 	}
 	if (ret == 0 && !*out) {
 		kvt_logf(log, KVT_LOG_WARN,
-			 "remote: no seed of remote.discover answered; using the seeds as the members");
+			 "remote: no seed of remote.discover gave a usable member list; using the seeds as the members");
 		*out = kvt_mem_strdup(mem, cfg->discover);
 		if (!*out)
 			ret = -ENOMEM;
@@ -1946,10 +1987,10 @@ static void cluster_refresh(struct cluster *cl, struct cdisc *d)
 			first = i;
 	for (unsigned t = 0; t < v->n; t++) {
 		unsigned i = (first + t) % v->n;
-		cdisc_reset(d);
+		cdisc_reset(d, &cl->cfg, cl->cfg.kinds);
 		rc = remote_stats_query(v->m[i].mb->rm, NULL, cdisc_stat, d);
 		if (rc == 0 && d->bad)
-			rc = -EBADMSG; /* a malformed cluster.member */
+			rc = -EBADMSG; /* d->why */
 		if (rc == 0) {
 			cl->seed = v->m[i].mb;
 			break;
@@ -1968,7 +2009,7 @@ static void cluster_refresh(struct cluster *cl, struct cdisc *d)
 		if (!cl->refresh_failing)
 			kvt_logf(cl->log, KVT_LOG_WARN,
 				 "remote: membership refresh failed (%s); keeping the last view of %u members",
-				 kvt_strerror(rc), v->n);
+				 rc == -EBADMSG && d->why ? d->why : kvt_strerror(rc), v->n);
 		cl->refresh_failing = true;
 		return;
 	}
@@ -2055,6 +2096,7 @@ int cluster_open(struct cluster **out, const struct remote_config *cfg, struct d
 	struct cluster *cl;
 	struct cluster_entry *ent = NULL;
 	struct cview *v = NULL;
+	struct remote_config kcfg;
 	pthread_condattr_t ca;
 	char *found = NULL;
 	const char *list;
@@ -2073,6 +2115,10 @@ int cluster_open(struct cluster **out, const struct remote_config *cfg, struct d
 				 cfg->discover);
 			return KVT_EOPTVAL;
 		}
+		/* Every member (a server named it) may resolve to these only. */
+		kcfg = *cfg;
+		kcfg.kinds = cluster_kinds(cfg);
+		cfg = &kcfg;
 		ret = cluster_discover(cfg, dram, ns, mem, log, &found);
 		if (ret < 0)
 			return ret;

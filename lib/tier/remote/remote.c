@@ -60,6 +60,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/random.h>
@@ -206,6 +207,9 @@ struct rns {
 	 * registering it again, as fast as the server answers, until their
 	 * deadline (8,000 to 10,000 registrations in one 400 ms get). */
 	uint64_t retry_at;
+	bool mismatch;                /* the answer being completed did not fit our text */
+	bool logged_mm;               /* ... and the last one logged */
+	int logged;                   /* the status last logged (KVT_OK: none since a success) */
 };
 
 struct remote {
@@ -263,12 +267,17 @@ struct remote {
 	struct remote *lane_self;        /* lane[0] of a remote with one lane */
 	unsigned lane_count;
 	_Atomic unsigned lane_next;      /* round-robin of lane_pick */
+	struct remote *head;             /* lane[0]: where put_max is kept */
+	/* The largest value this tier put (lane[0]'s, every lane's puts): a
+	 * GET answer may announce up to max(remote.value_max, this). */
+	_Atomic uint64_t put_max;
 
 	_Atomic uint64_t c_gets, c_direct_gets, c_hits, c_misses, c_puts, c_put_stored,
 		c_put_exists, c_put_failed, c_lookups, c_exists, c_deletes, c_clears, c_errors,
 		c_timeouts, c_fast_fails, c_connects, c_connect_failures, c_disconnects, c_bytes_in,
 		c_bytes_out, c_frames_out, c_crc_errors, c_promote_full, c_conns_up, c_tls_failures,
-		c_sends, c_pool, c_reads, c_wakeups, c_put_crc_bytes, c_window_waits;
+		c_sends, c_pool, c_reads, c_wakeups, c_put_crc_bytes, c_window_waits,
+		c_ns_mismatches;
 };
 
 static void pool_note(struct remote *rm, uint64_t len);
@@ -354,9 +363,16 @@ static void rop_done(struct remote *rm, struct rop *op, int status, struct dram_
 		e->state = status == KVT_OK ? NS_READY : NS_NONE;
 		if (status == KVT_EDESC)
 			e->retry_at = now_ns() + (uint64_t)rm->cfg.backoff_max_ms * 1000000u;
-		if (status != KVT_OK)
-			kvt_logf(rm->log, KVT_LOG_WARN, "remote: namespace %u not registered: %s",
-				 op->ns, kvt_strerror(status));
+		/* Once per namespace and cause, not at every retry. */
+		if (status != KVT_OK && (status != e->logged || e->mismatch != e->logged_mm))
+			kvt_logf(rm->log, KVT_LOG_WARN, "remote: namespace %u not registered: %s%s",
+				 op->ns, kvt_strerror(status),
+				 e->mismatch ? " (the server's answer is not our canonical text "
+					       "and its digest: remote.ns_mismatches)"
+					     : "");
+		e->logged = status;
+		e->logged_mm = e->mismatch;
+		e->mismatch = false;
 		break;
 	}
 	default:
@@ -1036,13 +1052,30 @@ static void rx_item(struct rconn *c, const struct proto_item *it)
 	op->answered = true;
 	fr->ops[it->index] = NULL;
 	if (fr->op == PROTO_OP_NS_REGISTER) {
-		if (it->status == KVT_OK)
+		int status = it->status;
+		if (status == KVT_OK) {
+			/* Our text but for tenant=, and its SHA-256
+			 * (remote_ns_answer_ok); else the keys of this namespace
+			 * would go under another digest.  Not the connection's
+			 * fault: the other namespaces keep it, this one is not
+			 * registered (asked again after remote.backoff_max_ms,
+			 * as KVT_EDESC), its operations KVT_ENONS (misses). */
+			const struct ns_entry *e = ns_reg_get(rm->nsreg, op->ns);
+			if (!e || !remote_ns_answer_ok(e->canon, e->canon_len, it->text,
+						       it->text_len, it->digest)) {
+				A(rm->c_ns_mismatches);
+				status = KVT_EDESC;
+			}
+		}
+		if (status == KVT_OK)
 			memcpy(rm->nsmap[op->ns].digest, it->digest, PROTO_DIGEST_LEN);
 		else
 			rm->nsmap[op->ns].retry_at =
 				now_ns() + (uint64_t)(rm->cfg.backoff_ms ? rm->cfg.backoff_ms : 1) *
 						   1000000u;
-		rop_done(rm, op, it->status, NULL, NULL);
+		if (status != it->status)
+			rm->nsmap[op->ns].mismatch = true;
+		rop_done(rm, op, status, NULL, NULL);
 		return;
 	}
 	if (it->status == KVT_ENONS)
@@ -1411,6 +1444,15 @@ bool remote_ns_answer_ok(const char *ours, size_t ours_len, const char *text, si
 	return !canon_line(text, text_len, &bo, &bl, &bn);
 }
 
+/* The largest value a GET answer may announce: remote.value_max, or the
+ * largest value this tier put, if larger. */
+static uint64_t value_bound(const struct remote *rm)
+{
+	uint64_t vmax = rm->cfg.value_max ? rm->cfg.value_max : REMOTE_DEF_VALUE_MAX;
+	uint64_t put = atomic_load_explicit(&rm->head->put_max, memory_order_relaxed);
+	return put > vmax ? put : vmax;
+}
+
 /*
  * The answer in c->rf against the request it names, before any of its items
  * is acted on (doc/protocol.md section 2, "Reading a frame": the codec
@@ -1418,8 +1460,9 @@ bool remote_ns_answer_ok(const char *ours, size_t ours_len, const char *text, si
  * request): every index names an item of the request not answered yet,
  * and the last frame of a tag answers all that are left;
  * a LOOKUP answers each of its keys once, the first hits of them KVT_OK
- * and no other; a GET item is a whole value, as asked; a namespace is
- * registered as our text and its digest (remote_ns_answer_ok).  A server that
+ * and no other; a GET item is a whole value, as asked, of at most
+ * value_bound bytes (-EFBIG).  (An NS_REGISTER answer that is not our
+ * text and its digest fails that namespace alone: rx_item.)  A server that
  * says otherwise is broken or hostile: -EPROTO, and the connection fails
  * (every operation on it a miss or an error), rather than a lookup
  * claiming more keys than the engine has or an answer whose first items
@@ -1461,17 +1504,15 @@ static int rx_check_items(const struct rconn *c, const struct rframe *fr)
 		}
 		if (item.index >= fr->count || !fr->ops[item.index])
 			return -EPROTO;
-		if (f->op == PROTO_OP_NS_REGISTER && item.status == KVT_OK) {
-			const struct ns_entry *e =
-				ns_reg_get(c->rm->nsreg, fr->ops[item.index]->ns);
-			if (!e || !remote_ns_answer_ok(e->canon, e->canon_len, item.text,
-						       item.text_len, item.digest))
-				return -EPROTO;
-		}
 		if (f->op == PROTO_OP_GET && item.status == KVT_OK &&
 		    ((item.flags & (PROTO_IF_PART | PROTO_IF_RANGE)) || item.off != 0 ||
 		     item.data_len != item.value_len))
 			return -EPROTO; /* we asked for whole values */
+		/* A value bigger than any this engine expects is not reserved
+		 * (up to the server's value_max, 1 GiB, per answer). */
+		if (f->op == PROTO_OP_GET && item.status == KVT_OK &&
+		    item.value_len > value_bound(c->rm))
+			return -EFBIG;
 	}
 	return 0;
 }
@@ -1534,6 +1575,12 @@ static int rx_frame(struct rconn *c)
 		return 0;
 	}
 	ret = rx_check_items(c, c->rx_fr);
+	if (ret == -EFBIG) {
+		kvt_logf(rm->log, KVT_LOG_WARN,
+			 "remote: %s announced a value of more than %llu bytes (remote.value_max): the connection is dropped",
+			 rm->cfg.addr, (unsigned long long)value_bound(rm));
+		return ret;
+	}
 	if (ret < 0) {
 		kvt_logf(rm->log, KVT_LOG_WARN,
 			 "remote: %s answered a %s frame with items that do not fit it: %s",
@@ -2237,6 +2284,7 @@ int remote_put_placed(struct remote *rm, uint32_t ns, const struct kvt_key *key,
 		      const struct iovec *parts, unsigned part_count, const uint32_t *crcs,
 		      bool sealed, uint64_t anchor, unsigned copies, tier_done_fn cb, void *ctx)
 {
+	struct remote *head = rm->head;
 	rm = lane_pick(rm);
 	struct rop *op = rop_new(rm, RK_PUT, ns, key, cb, ctx);
 	if (!op)
@@ -2275,6 +2323,13 @@ int remote_put_placed(struct remote *rm, uint32_t ns, const struct kvt_key *key,
 	if (!crcs)
 		AN(rm->c_put_crc_bytes, op->value_len);
 	A(rm->c_puts);
+	/* An engine whose blocks are bigger than remote.value_max gets them
+	 * back: its own puts raise the bound (value_bound). */
+	for (uint64_t m = atomic_load_explicit(&head->put_max, memory_order_relaxed);
+	     op->value_len > m &&
+	     !atomic_compare_exchange_weak_explicit(&head->put_max, &m, op->value_len,
+						    memory_order_relaxed, memory_order_relaxed);)
+		;
 	return rop_submit(rm, op);
 }
 
@@ -2439,38 +2494,116 @@ void remote_flush(struct remote *rm)
  * Open and close
  */
 
-static int parse_addr(struct remote *rm)
+/* a's host part into host (the brackets of "[V6]" taken off), *port at the
+ * port's text.  0 or KVT_EOPTVAL. */
+static int addr_host(const char *a, size_t len, char host[256], const char **port)
 {
-	const char *a = rm->cfg.addr;
+	const char *colon = NULL, *h = a;
+	size_t hl;
+	for (size_t i = len; i > 0 && !colon; i--)
+		if (a[i - 1] == ':')
+			colon = a + i - 1;
+	if (!colon || colon + 1 == a + len)
+		return KVT_EOPTVAL;
+	hl = (size_t)(colon - a);
+	if (hl >= 2 && a[0] == '[' && a[hl - 1] == ']')
+		h = a + 1, hl -= 2;
+	if (hl == 0 || hl >= 256)
+		return KVT_EOPTVAL;
+	memcpy(host, h, hl);
+	host[hl] = 0;
+	*port = colon + 1;
+	return 0;
+}
+
+static unsigned sockaddr_kind(const struct sockaddr_storage *sa)
+{
+	if (sa->ss_family == AF_UNIX)
+		return REMOTE_KIND_UNIX;
+	if (sa->ss_family == AF_INET) {
+		uint32_t a = ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr);
+		return (a >> 24) == 127 || a == 0 ? REMOTE_KIND_LOCAL : REMOTE_KIND_NET;
+	}
+	if (sa->ss_family == AF_INET6) {
+		const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+		if (IN6_IS_ADDR_LOOPBACK(a) || IN6_IS_ADDR_UNSPECIFIED(a))
+			return REMOTE_KIND_LOCAL;
+		if (IN6_IS_ADDR_V4MAPPED(a) && (a->s6_addr[12] == 127 ||
+						(a->s6_addr[12] | a->s6_addr[13] | a->s6_addr[14] |
+						 a->s6_addr[15]) == 0))
+			return REMOTE_KIND_LOCAL;
+	}
+	return REMOTE_KIND_NET;
+}
+
+/* remote.h */
+unsigned remote_addr_kind(const char *addr, size_t len)
+{
+	char host[256];
+	const char *port;
+	struct sockaddr_storage sa = { 0 };
+	size_t hl;
+
+	if (len >= 5 && memcmp(addr, "unix:", 5) == 0)
+		return REMOTE_KIND_UNIX;
+	if (addr_host(addr, len, host, &port) < 0)
+		return REMOTE_KIND_NET; /* not an address: refused when opened */
+	hl = strlen(host);
+	if (strcasecmp(host, "localhost") == 0 ||
+	    (hl > 10 && strcasecmp(host + hl - 10, ".localhost") == 0))
+		return REMOTE_KIND_LOCAL;
+	if (inet_pton(AF_INET, host, &((struct sockaddr_in *)&sa)->sin_addr) == 1)
+		sa.ss_family = AF_INET;
+	else if (inet_pton(AF_INET6, host, &((struct sockaddr_in6 *)&sa)->sin6_addr) == 1)
+		sa.ss_family = AF_INET6;
+	return sockaddr_kind(&sa);
+}
+
+/* a into *sa: 0, KVT_EOPTVAL (not an address, or it does not resolve). */
+static int addr_resolve(const char *a, struct sockaddr_storage *sa, socklen_t *sa_len)
+{
+	char host[256];
+	const char *port;
+	struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *res = NULL;
+
 	if (strncmp(a, "unix:", 5) == 0) {
-		struct sockaddr_un *un = (struct sockaddr_un *)&rm->addr;
+		struct sockaddr_un *un = (struct sockaddr_un *)sa;
 		size_t len = strlen(a + 5);
 		if (len == 0 || len >= sizeof(un->sun_path))
 			return KVT_EOPTVAL;
 		un->sun_family = AF_UNIX;
 		memcpy(un->sun_path, a + 5, len + 1);
-		rm->addr_len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len + 1);
+		*sa_len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len + 1);
 		return 0;
 	}
-	char host[256];
-	const char *colon = strrchr(a, ':'), *h = a;
-	size_t hl;
-	struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *res = NULL;
-	if (!colon || colon[1] == 0)
+	if (addr_host(a, strlen(a), host, &port) < 0)
 		return KVT_EOPTVAL;
-	hl = (size_t)(colon - a);
-	if (hl >= 2 && a[0] == '[' && a[hl - 1] == ']')
-		h = a + 1, hl -= 2;
-	if (hl == 0 || hl >= sizeof(host))
+	if (getaddrinfo(host, port, &hints, &res) != 0 || !res)
 		return KVT_EOPTVAL;
-	memcpy(host, h, hl);
-	host[hl] = 0;
-	if (getaddrinfo(host, colon + 1, &hints, &res) != 0 || !res)
-		return KVT_EOPTVAL;
-	memcpy(&rm->addr, res->ai_addr, res->ai_addrlen);
-	rm->addr_len = res->ai_addrlen;
+	memcpy(sa, res->ai_addr, res->ai_addrlen);
+	*sa_len = res->ai_addrlen;
 	freeaddrinfo(res);
 	return 0;
+}
+
+/* remote.h */
+unsigned remote_addr_kind_resolved(const char *addr)
+{
+	struct sockaddr_storage sa = { 0 };
+	socklen_t sl = 0;
+	if (addr_resolve(addr, &sa, &sl) < 0)
+		return remote_addr_kind(addr, strlen(addr));
+	return sockaddr_kind(&sa);
+}
+
+/* rm->cfg.addr into rm->addr: 0, KVT_EOPTVAL, or -EPERM (it resolves to a
+ * kind cfg.kinds does not allow: a member a server named). */
+static int parse_addr(struct remote *rm)
+{
+	int ret = addr_resolve(rm->cfg.addr, &rm->addr, &rm->addr_len);
+	if (ret == 0 && rm->cfg.kinds && !(sockaddr_kind(&rm->addr) & rm->cfg.kinds))
+		return -EPERM;
+	return ret;
 }
 
 static int read_secret(struct remote *rm)
@@ -2597,6 +2730,7 @@ static int lane_open(struct remote **out, const struct remote_config *cfg, struc
 	if (!rm)
 		return -ENOMEM;
 	rm->cfg = *cfg;
+	rm->head = rm;
 	rm->lane_self = rm;
 	rm->lane = &rm->lane_self;
 	rm->lane_count = 1;
@@ -2608,6 +2742,12 @@ static int lane_open(struct remote **out, const struct remote_config *cfg, struc
 	pthread_mutex_init(&rm->lock, NULL);
 	pthread_cond_init(&rm->flush_cond, NULL);
 	ret = parse_addr(rm);
+	if (ret == -EPERM) {
+		kvt_logf(log, KVT_LOG_ERROR,
+			 "remote: member %s is on this host or a Unix socket, which no seed of remote.discover is: refused",
+			 cfg->addr);
+		goto fail;
+	}
 	if (ret < 0) {
 		kvt_logf(log, KVT_LOG_ERROR,
 			 "remote: remote.addr '%s' is not HOST:PORT, [V6]:PORT or unix:/PATH (or does not resolve)",
@@ -2703,6 +2843,9 @@ int remote_open(struct remote **out, const struct remote_config *cfg, struct dra
 	}
 	lane[0]->lane = lane;
 	lane[0]->lane_count = k;
+	/* Before any operation (their submission orders it for the threads). */
+	for (unsigned i = 1; i < k; i++)
+		lane[i]->head = lane[0];
 	*out = lane[0];
 	return 0;
 }
@@ -2835,6 +2978,7 @@ void remote_stats(struct remote *rm, kvt_stats_fn fn, void *ctx)
 	S("bytes_in", c_bytes_in);
 	S("bytes_out", c_bytes_out);
 	S("crc_errors", c_crc_errors);
+	S("ns_mismatches", c_ns_mismatches);
 	S("promote_full", c_promote_full);
 	S("tls_failures", c_tls_failures);
 #undef S

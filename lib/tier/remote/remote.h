@@ -48,6 +48,10 @@ struct remote_config {
 	unsigned backoff_ms;        /* first reconnect delay; doubles up to backoff_max_ms */
 	unsigned backoff_max_ms;
 	unsigned batch;             /* most items in one frame */
+	uint64_t value_max;         /* largest value a GET answer may announce (remote.value_max);
+				     * more is a protocol error; 0: REMOTE_DEF_VALUE_MAX */
+	unsigned kinds;             /* REMOTE_KIND_*: what the address may resolve to (a
+				     * member a server named); 0: anything */
 	bool crc_at_send;           /* a put's CRC32Cs made by the I/O thread as it packs
 				     * the frame, just before the send (remote.crc_at_send) */
 	bool tls;                   /* TLS to the server (lib/tlsio.c) */
@@ -62,6 +66,7 @@ struct remote_config {
 	unsigned anchor_slots;      /* remembered key -> group entries; 0: none */
 	unsigned refresh_ms;        /* discover: re-read the member list this often; 0: never */
 	unsigned warm_ms;           /* a join's warm-up: reads try the previous owner too; 0: off */
+	unsigned members_max;       /* discover: a server's list of more is refused; 0: default */
 	int hot_forward;            /* REMOTE_FLAG_*: replicated puts go to one member, which
 				     * forwards them (doc/cluster.md "Forwarded replicas") */
 	int retain_hint;            /* REMOTE_FLAG_*: puts carry KVT_F_RETAIN (PROTO_IF_RETAIN) */
@@ -99,6 +104,27 @@ struct remote_config {
 #define REMOTE_HOT_REPLICAS_MAX 8
 #define REMOTE_DEF_ANCHOR_SLOTS 262144
 #define REMOTE_DEF_REFRESH_MS 2000
+#define REMOTE_DEF_MEMBERS_MAX 64
+#define REMOTE_MEMBERS_CAP 256 /* PLACEMENT_MEMBERS_MAX */
+#define REMOTE_DEF_VALUE_MAX (UINT64_C(256) << 20)
+
+/*
+ * Kinds of address.  A member list a server sends (remote.discover) may
+ * name only the kinds the engine's own seeds are (NET always): a unix:
+ * member only if a seed is one, one on this host only if a seed is
+ * (doc/remote.md, "A hostile or broken server").
+ */
+#define REMOTE_KIND_NET 1u   /* a host name, or an IP address that is not this host's */
+#define REMOTE_KIND_LOCAL 2u /* this host: loopback (127/8, ::1), unspecified (0.0.0.0, ::),
+			      * "localhost" */
+#define REMOTE_KIND_UNIX 4u  /* unix:/PATH */
+
+/* The kind of addr[0..len) ("HOST:PORT", "[V6]:PORT", "unix:/PATH") by its
+ * text alone: a name is NET until resolved.  Pure (fuzz_remote). */
+unsigned remote_addr_kind(const char *addr, size_t len);
+/* The kind addr resolves to (getaddrinfo: may block on a resolver), or
+ * its text's kind if it does not resolve. */
+unsigned remote_addr_kind_resolved(const char *addr);
 
 /*
  * The pool and striping rule (remote.c says why; doc/remote.md): the
