@@ -16,15 +16,32 @@
  *                 frame PROTO_ECRC -- also when the corrupted header claims
  *                 32 MiB more data than was sent (before: those bytes were
  *                 awaited, then the next frame read out of step)
+ *   chaos         4 clients for 4 s, each connection doing one of: a
+ *                 frame cut anywhere and closed; cut and half-closed
+ *                 (closed by the server at once, not at --idle-timeout); a
+ *                 pipeline of frames then a half-close (every one
+ *                 answered, then the close); a byte of a header or table
+ *                 flipped then a half-close (nothing but an ERROR frame,
+ *                 and the close); a frame of 1025 keys sent header first,
+ *                 intact (PROTO_ECOUNT, kept) or with a byte flipped
+ *                 anywhere in it (an ERROR frame at most, the close); GETs
+ *                 of a 256 KiB value pipelined and never read -- while a
+ *                 well-behaved client's PUT and GET round trips check
+ *                 every byte; the server exits cleanly
+ *                 (the seed is printed; KVT_CHAOS_SEED=N replays one)
  *
  * argv[1]: kvtierd.
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "client.h"
@@ -230,11 +247,282 @@ static void phase_crc_refused(void)
 	T_EQ_INT(tsrv_stop(&srv), 0);
 }
 
+/* ------------------------------------------------------------------------
+ * chaos: broken clients of every kind at once beside a good one.
+ */
+
+#define CHAOS_THREADS 4
+#define CHAOS_SECONDS 4
+#define CHAOS_BIG (256u << 10)
+
+static uint8_t chaos_ns[PROTO_DIGEST_LEN];
+static _Atomic bool chaos_stop;
+
+struct chaos {
+	pthread_t t;
+	unsigned seed, id;
+	unsigned actions[6];
+	struct proto_item *big; /* ITEMS keys */
+	const char *fail; /* what went wrong, or NULL */
+};
+
+/* One valid frame of a random kind (PING, EXISTS, LOOKUP, GET, PUT),
+ * header, table and data: malloc'd, *len bytes, *tbl of them header and
+ * table. */
+static uint8_t *chaos_frame(struct chaos *ch, struct kc *c, size_t *len, size_t *tbl)
+{
+	static const uint16_t ops[] = { PROTO_OP_PING, PROTO_OP_EXISTS, PROTO_OP_LOOKUP,
+					PROTO_OP_GET, PROTO_OP_PUT };
+	struct proto_frame f = { .op = ops[rand_r(&ch->seed) % 5] };
+	struct proto_item its[16];
+	uint32_t n = 0, crc;
+	uint64_t vlen = 1 + rand_r(&ch->seed) % 8192;
+	uint8_t *buf, *full, *val = NULL;
+	size_t hl;
+
+	memset(its, 0, sizeof(its));
+	if (f.op != PROTO_OP_PING) {
+		f.ns_count = 1;
+		f.ns = chaos_ns;
+		n = f.op == PROTO_OP_PUT ? 1 : 1 + rand_r(&ch->seed) % 16;
+		for (uint32_t i = 0; i < n; i++) {
+			char key[32];
+			snprintf(key, sizeof(key), "chaos-%u-%u", ch->id, rand_r(&ch->seed) % 64);
+			kvt_key_set(&its[i].key, key, strlen(key));
+		}
+	}
+	if (f.op == PROTO_OP_PUT) {
+		val = malloc(vlen);
+		T_ASSERT(val != NULL);
+		tsrv_fill(val, vlen, rand_r(&ch->seed));
+		crc = kvt_crc32c(0, val, vlen);
+		its[0].part_count = 1;
+		its[0].part_lens = &vlen;
+		its[0].part_crcs = &crc;
+	}
+	buf = encode(c, &f, its, n, &hl);
+	*tbl = hl;
+	*len = hl + (val ? vlen : 0);
+	full = realloc(buf, *len);
+	T_ASSERT(full != NULL);
+	if (val)
+		memcpy(full + hl, val, vlen);
+	free(val);
+	return full;
+}
+
+/* Read frames until the server closes (true) or ms pass (false); the
+ * frames into *answers, those not ERROR frames into *normal. */
+static bool chaos_drain(struct kc *c, int ms, unsigned *answers, unsigned *normal)
+{
+	uint64_t end = tsrv_now_ns() + (uint64_t)ms * 1000000ull;
+
+	while (tsrv_now_ns() < end) {
+		struct kc_resp r;
+		int rc = kc_recv(c, &r, ms);
+		if (rc == -ECONNRESET || rc == -EPIPE || rc == -EIO)
+			return true;
+		if (rc < 0)
+			return false;
+		(*answers)++;
+		if (r.f.op != PROTO_OP_ERROR)
+			(*normal)++;
+		kc_resp_free(&r);
+	}
+	return false;
+}
+
+static void *chaos_main(void *arg)
+{
+	struct chaos *ch = arg;
+
+	while (!atomic_load(&chaos_stop) && !ch->fail) {
+		unsigned what = rand_r(&ch->seed) % 6, answers = 0, normal = 0;
+		size_t len, tbl;
+		uint8_t *fr;
+		struct kc c;
+
+		if (kc_connect_tcp(&c, srv.port) != 0 || kc_login(&c, "alice", SECRET_ALICE) != 0) {
+			ch->fail = "login";
+			break;
+		}
+		ch->actions[what]++;
+		switch (what) {
+		case 0: /* cut anywhere, closed */
+		case 1: /* cut anywhere, half-closed: the server closes now */
+			fr = chaos_frame(ch, &c, &len, &tbl);
+			if (len > 1 && kc_send(&c, fr, 1 + rand_r(&ch->seed) % (len - 1)) != 0)
+				ch->fail = "send";
+			free(fr);
+			if (what == 1 && len > 1) {
+				shutdown(c.fd, SHUT_WR);
+				if (!chaos_drain(&c, 5000, &answers, &normal) || answers)
+					ch->fail = "a frame cut then half-closed: not closed at once";
+			}
+			break;
+		case 2: { /* a pipeline, half-closed: all answered, then closed */
+			unsigned k = 1 + rand_r(&ch->seed) % 32;
+			for (unsigned i = 0; i < k && !ch->fail; i++) {
+				fr = chaos_frame(ch, &c, &len, &tbl);
+				if (kc_send(&c, fr, len) != 0)
+					ch->fail = "send";
+				free(fr);
+			}
+			shutdown(c.fd, SHUT_WR);
+			if (!chaos_drain(&c, 10000, &answers, &normal) || answers != k ||
+			    normal != k) {
+				fprintf(stderr, "chaos: pipeline of %u: %u answers, %u normal\n", k,
+					answers, normal);
+				ch->fail = "a pipeline then a half-close: not all answered, or not closed";
+			}
+			break;
+		}
+		case 3: { /* a header or table byte flipped: an ERROR frame at most */
+			size_t at;
+			fr = chaos_frame(ch, &c, &len, &tbl);
+			at = rand_r(&ch->seed) % tbl;
+			fr[at] ^= (uint8_t)(1u << (rand_r(&ch->seed) % 8));
+			if (kc_send(&c, fr, len) != 0)
+				ch->fail = "send";
+			free(fr);
+			shutdown(c.fd, SHUT_WR);
+			if (!chaos_drain(&c, 5000, &answers, &normal) || normal) {
+				fprintf(stderr, "chaos: byte %zu of %zu flipped: %u answers, %u normal\n",
+					at, tbl, answers, normal);
+				ch->fail = "a corrupt frame answered, or not closed";
+			}
+			break;
+		}
+		case 4: { /* 1025 keys, header first: refused; corrupt, closed */
+			struct proto_frame f = { .op = PROTO_OP_EXISTS, .ns_count = 1,
+						 .ns = chaos_ns };
+			bool bad = rand_r(&ch->seed) % 2;
+			struct kc_resp r;
+			fr = encode(&c, &f, ch->big, ITEMS, &len);
+			if (bad)
+				fr[rand_r(&ch->seed) % len] ^= (uint8_t)(1u << (rand_r(&ch->seed) % 8));
+			if (kc_send(&c, fr, PROTO_HDR_LEN) != 0)
+				ch->fail = "send";
+			tsrv_sleep_ms(2);
+			if (!ch->fail && kc_send(&c, fr + PROTO_HDR_LEN, len - PROTO_HDR_LEN) != 0)
+				ch->fail = "send";
+			free(fr);
+			if (ch->fail)
+				break;
+			if (bad) {
+				shutdown(c.fd, SHUT_WR);
+				if (!chaos_drain(&c, 5000, &answers, &normal) || normal)
+					ch->fail = "a corrupt frame of 1025 keys answered, or not closed";
+			} else if (kc_recv(&c, &r, 10000) != 0) {
+				ch->fail = "a frame of 1025 keys not answered";
+			} else {
+				if (r.f.op != PROTO_OP_EXISTS || r.f.status != PROTO_ECOUNT ||
+				    kc_ping(&c) != 0)
+					ch->fail = "a frame of 1025 keys: not ECOUNT, or not kept";
+				kc_resp_free(&r);
+			}
+			break;
+		}
+		default: { /* GETs of a big value pipelined, never read */
+			struct proto_item it = { 0 };
+			kvt_key_set(&it.key, "chaos-big", 9);
+			for (unsigned i = 0; i < 64; i++) {
+				struct proto_frame f = { .op = PROTO_OP_GET, .ns_count = 1,
+							 .ns = chaos_ns };
+				if (kc_request(&c, &f, &it, 1, NULL, 0) < 0)
+					break;
+			}
+			break;
+		}
+		}
+		kc_close(&c);
+	}
+	return NULL;
+}
+
+static void phase_chaos(void)
+{
+	struct chaos ch[CHAOS_THREADS];
+	uint8_t *big = malloc(CHAOS_BIG), *val = malloc(65536);
+	struct iovec v = { big, CHAOS_BIG };
+	unsigned rounds = 0, seed = getenv("KVT_CHAOS_SEED") ? (unsigned)atoi(getenv("KVT_CHAOS_SEED"))
+							    : (unsigned)time(NULL);
+	uint64_t end, vanished = 0;
+	struct kc g, adm;
+
+	printf("chaos: seed %u\n", seed);
+	start("chaos", NULL);
+	login(&g);
+	T_RC(kc_register(&g, &desc, chaos_ns, NULL, 0), KVT_OK);
+	tsrv_fill(big, CHAOS_BIG, 7);
+	{
+		struct kvt_key k;
+		kvt_key_set(&k, "chaos-big", 9);
+		T_RC(kc_put(&g, chaos_ns, &k, &v, 1, NULL), KVT_OK);
+	}
+	for (unsigned i = 0; i < CHAOS_THREADS; i++) {
+		memset(&ch[i], 0, sizeof(ch[i]));
+		ch[i].seed = seed + i * 7919u;
+		ch[i].id = i;
+		ch[i].big = calloc(ITEMS, sizeof(*ch[i].big));
+		T_ASSERT(ch[i].big != NULL);
+		for (unsigned j = 0; j < ITEMS; j++) {
+			char key[32];
+			snprintf(key, sizeof(key), "chaos-%u-%u", i, j);
+			kvt_key_set(&ch[i].big[j].key, key, strlen(key));
+		}
+		pthread_create(&ch[i].t, NULL, chaos_main, &ch[i]);
+	}
+	/* The good client: every byte back as put. */
+	end = tsrv_now_ns() + CHAOS_SECONDS * 1000000000ull;
+	while (tsrv_now_ns() < end) {
+		struct kvt_key k;
+		struct kc_value got;
+		char key[32];
+		size_t n = 1 + (size_t)(rounds * 7919u) % 65536;
+		struct iovec p = { val, n };
+		snprintf(key, sizeof(key), "good-%u", rounds);
+		kvt_key_set(&k, key, strlen(key));
+		tsrv_fill(val, n, rounds);
+		T_RC(kc_put(&g, chaos_ns, &k, &p, 1, NULL), KVT_OK);
+		T_RC(kc_get(&g, chaos_ns, &k, 0, 0, 0, 0, &got), KVT_OK);
+		T_ASSERT(got.crc_ok);
+		T_EQ_INT(got.len, n);
+		T_ASSERT(memcmp(got.bytes, val, n) == 0);
+		kc_value_free(&got);
+		rounds++;
+	}
+	atomic_store(&chaos_stop, true);
+	for (unsigned i = 0; i < CHAOS_THREADS; i++) {
+		pthread_join(ch[i].t, NULL);
+		printf("chaos: client %u: cut %u, cut+half-close %u, pipeline+half-close %u, "
+		       "corrupt %u, 1025 keys %u, never read %u%s%s\n", i, ch[i].actions[0],
+		       ch[i].actions[1], ch[i].actions[2], ch[i].actions[3], ch[i].actions[4],
+		       ch[i].actions[5], ch[i].fail ? ": FAILED: " : "",
+		       ch[i].fail ? ch[i].fail : "");
+		free(ch[i].big);
+	}
+	for (unsigned i = 0; i < CHAOS_THREADS; i++)
+		T_ASSERT(ch[i].fail == NULL);
+	T_RC(kc_connect_tcp(&adm, srv.port), 0);
+	T_RC(kc_login(&adm, "admin", SECRET_ADMIN), 0);
+	T_RC(kc_stat(&adm, PROTO_SCOPE_ALL, "server.errors.vanished", &vanished), 0);
+	printf("chaos: the good client's round trips: %u; server.errors.vanished %" PRIu64 "\n",
+	       rounds, vanished);
+	T_GE_INT(rounds, 1);
+	kc_close(&adm);
+	kc_close(&g);
+	free(big);
+	free(val);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
 static const struct {
 	const char *name;
 	void (*run)(void);
 } phases[] = {
 	{ "crc_refused", phase_crc_refused },
+	{ "chaos", phase_chaos },
 };
 
 int main(int argc, char **argv)
