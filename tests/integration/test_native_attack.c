@@ -27,7 +27,9 @@
  *                 anywhere in it (an ERROR frame at most, the close); GETs
  *                 of a 256 KiB value pipelined and never read -- while a
  *                 well-behaved client's PUT and GET round trips check
- *                 every byte; the server exits cleanly
+ *                 every byte (every 8th a PUT of up to 256 KiB with an
+ *                 EXISTS and a PING right behind it, in one send); the
+ *                 server exits cleanly
  *                 (the seed is printed; KVT_CHAOS_SEED=N replays one)
  *
  * argv[1]: kvtierd.
@@ -440,6 +442,57 @@ static void *chaos_main(void *arg)
 	return NULL;
 }
 
+/* PUT of big[0, n) in 2 parts, EXISTS and PING pipelined in one send;
+ * then the value read back whole. */
+static void good_pipeline(struct kc *g, const struct kvt_key *k, const uint8_t *big, size_t n)
+{
+	struct proto_frame fp = { .op = PROTO_OP_PUT, .ns_count = 1, .ns = chaos_ns };
+	struct proto_frame fe = { .op = PROTO_OP_EXISTS, .ns_count = 1, .ns = chaos_ns };
+	struct proto_frame fg = { .op = PROTO_OP_PING };
+	uint64_t lens[2] = { n / 2 + 1, n - (n / 2 + 1) };
+	uint32_t crcs[2];
+	struct proto_item it = { .key = *k, .part_count = lens[1] ? 2 : 1, .part_lens = lens,
+				 .part_crcs = crcs };
+	struct proto_item ie = { .key = *k };
+	size_t lp, le, lg, off = 0;
+	uint8_t *bp, *be, *bg, *all;
+	struct kc_value got;
+
+	if (n < 2) {
+		lens[0] = n;
+		it.part_count = 1;
+	}
+	crcs[0] = kvt_crc32c(0, big, lens[0]);
+	crcs[1] = kvt_crc32c(0, big + lens[0], lens[1]);
+	bp = encode(g, &fp, &it, 1, &lp);
+	be = encode(g, &fe, &ie, 1, &le);
+	bg = encode(g, &fg, NULL, 0, &lg);
+	all = malloc(lp + n + le + lg);
+	T_ASSERT(all != NULL);
+	memcpy(all + off, bp, lp), off += lp;
+	memcpy(all + off, big, n), off += n;
+	memcpy(all + off, be, le), off += le;
+	memcpy(all + off, bg, lg), off += lg;
+	T_RC(kc_send(g, all, off), 0);
+	for (unsigned i = 0; i < 3; i++) {
+		struct kc_resp r;
+		T_RC(kc_recv(g, &r, 20000), 0);
+		T_EQ_INT(r.f.status, 0);
+		T_ASSERT(r.f.tag == fp.tag || r.f.tag == fe.tag || r.f.tag == fg.tag);
+		kc_resp_free(&r);
+	}
+	T_RC(kc_exists(g, chaos_ns, k, NULL), KVT_OK);
+	T_RC(kc_get(g, chaos_ns, k, 0, 0, 0, 0, &got), KVT_OK);
+	T_ASSERT(got.crc_ok);
+	T_EQ_INT(got.len, n);
+	T_ASSERT(memcmp(got.bytes, big, n) == 0);
+	kc_value_free(&got);
+	free(all);
+	free(bp);
+	free(be);
+	free(bg);
+}
+
 static void phase_chaos(void)
 {
 	struct chaos ch[CHAOS_THREADS];
@@ -483,6 +536,13 @@ static void phase_chaos(void)
 		struct iovec p = { val, n };
 		snprintf(key, sizeof(key), "good-%u", rounds);
 		kvt_key_set(&k, key, strlen(key));
+		if (rounds % 8 == 7) {
+			/* A big PUT with frames right behind it, in one send: its
+			 * data streamed in place, the next headers after it. */
+			good_pipeline(&g, &k, big, 1 + (size_t)(rounds * 104729u) % CHAOS_BIG);
+			rounds++;
+			continue;
+		}
 		tsrv_fill(val, n, rounds);
 		T_RC(kc_put(&g, chaos_ns, &k, &p, 1, NULL), KVT_OK);
 		T_RC(kc_get(&g, chaos_ns, &k, 0, 0, 0, 0, &got), KVT_OK);
