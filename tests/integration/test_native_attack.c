@@ -22,9 +22,10 @@
  *                 pipeline of frames then a half-close (every one
  *                 answered, then the close); a byte of a header or table
  *                 flipped then a half-close (nothing but an ERROR frame,
- *                 and the close); a frame of 1025 keys sent header first,
- *                 intact (PROTO_ECOUNT, kept) or with a byte flipped
- *                 anywhere in it (an ERROR frame at most, the close); GETs
+ *                 and the close); a frame of 1025 keys sent header first
+ *                 (with up to 4 KiB of its table), intact (PROTO_ECOUNT,
+ *                 kept) or with a byte flipped anywhere in it (an ERROR
+ *                 frame at most, the close); GETs
  *                 of a 256 KiB value pipelined and never read -- while a
  *                 well-behaved client's PUT and GET round trips check
  *                 every byte (every 8th a PUT of up to 256 KiB with an
@@ -400,13 +401,16 @@ static void *chaos_main(void *arg)
 						 .ns = chaos_ns };
 			bool bad = rand_r(&ch->seed) % 2;
 			struct kc_resp r;
+			size_t cut;
 			fr = encode(&c, &f, ch->big, ITEMS, &len);
 			if (bad)
 				fr[rand_r(&ch->seed) % len] ^= (uint8_t)(1u << (rand_r(&ch->seed) % 8));
-			if (kc_send(&c, fr, PROTO_HDR_LEN) != 0)
+			/* the header and up to 4 KiB of the table first */
+			cut = PROTO_HDR_LEN + rand_r(&ch->seed) % 4096;
+			if (kc_send(&c, fr, cut) != 0)
 				ch->fail = "send";
 			tsrv_sleep_ms(2);
-			if (!ch->fail && kc_send(&c, fr + PROTO_HDR_LEN, len - PROTO_HDR_LEN) != 0)
+			if (!ch->fail && kc_send(&c, fr + cut, len - cut) != 0)
 				ch->fail = "send";
 			free(fr);
 			if (ch->fail)
