@@ -19,7 +19,7 @@
  *   chaos         4 clients for 4 s, each connection doing one of: a
  *                 frame cut anywhere and closed; cut and half-closed
  *                 (closed by the server at once, not at --idle-timeout); a
- *                 pipeline of frames then a half-close (every one
+ *                 pipeline of up to 256 frames then a half-close (every one
  *                 answered, then the close); a byte of a header or table
  *                 flipped then a half-close (nothing but an ERROR frame,
  *                 and the close); a frame of 1025 keys sent header first
@@ -32,6 +32,9 @@
  *                 EXISTS and a PING right behind it, in one send); the
  *                 server exits cleanly
  *                 (the seed is printed; KVT_CHAOS_SEED=N replays one)
+ *   close_flush   GETs of 1 MiB then a half-close, or BYE, the answers
+ *                 read only after 300 ms: every answer, then the close
+ *                 (before, the connection was never closed)
  *
  * argv[1]: kvtierd.
  */
@@ -327,9 +330,12 @@ static bool chaos_drain(struct kc *c, int ms, unsigned *answers, unsigned *norma
 			return true;
 		if (rc < 0)
 			return false;
-		(*answers)++;
-		if (r.f.op != PROTO_OP_ERROR)
-			(*normal)++;
+		/* a reply split over frames (PROTO_F_MORE) counts once */
+		if (!(r.f.flags & PROTO_F_MORE)) {
+			(*answers)++;
+			if (r.f.op != PROTO_OP_ERROR)
+				(*normal)++;
+		}
 		kc_resp_free(&r);
 	}
 	return false;
@@ -364,7 +370,7 @@ static void *chaos_main(void *arg)
 			}
 			break;
 		case 2: { /* a pipeline, half-closed: all answered, then closed */
-			unsigned k = 1 + rand_r(&ch->seed) % 32;
+			unsigned k = 1 + rand_r(&ch->seed) % 256;
 			for (unsigned i = 0; i < k && !ch->fail; i++) {
 				fr = chaos_frame(ch, &c, &len, &tbl);
 				if (kc_send(&c, fr, len) != 0)
@@ -581,10 +587,88 @@ static void phase_chaos(void)
 	T_EQ_INT(tsrv_stop(&srv), 0);
 }
 
+/* ------------------------------------------------------------------------
+ * close_flush: a connection that is to close once its answers are out --
+ * the client half-closed (shutdown(SHUT_WR)) or sent BYE -- whose last
+ * answers went out when the socket became writable again (EPOLLOUT),
+ * after its frames were all done, was never closed: the flush did not
+ * look whether it was to close, and with no more input to read and no
+ * output to write the connection waited on nothing, its descriptor held
+ * until the server stopped (test_native_attack chaos met it with long
+ * pipelines).  Here: 6 GETs of 1 MiB answered into a socket that takes
+ * ~4 MiB while the client does not read for 300 ms, then read: every
+ * answer, then the close.
+ */
+
+#define CF_GETS 6u
+#define CF_VALUE (1u << 20)
+
+static void close_flush(const uint8_t *ns, bool bye)
+{
+	struct proto_item it = { 0 };
+	unsigned gets = 0, byes = 0;
+	uint64_t t0;
+	struct kc c;
+	int rc;
+
+	kvt_key_set(&it.key, "cf-big", 6);
+	login(&c);
+	for (unsigned i = 0; i < CF_GETS; i++) {
+		struct proto_frame f = { .op = PROTO_OP_GET, .ns_count = 1, .ns = ns };
+		T_ASSERT(kc_request(&c, &f, &it, 1, NULL, 0) > 0);
+	}
+	if (bye) {
+		struct proto_frame f = { .op = PROTO_OP_BYE };
+		T_ASSERT(kc_request(&c, &f, NULL, 0, NULL, 0) > 0);
+	} else {
+		T_EQ_INT(shutdown(c.fd, SHUT_WR), 0);
+	}
+	tsrv_sleep_ms(300);
+	t0 = tsrv_now_ns();
+	for (;;) {
+		struct kc_resp r;
+		rc = kc_recv(&c, &r, 5000);
+		if (rc < 0)
+			break;
+		if (r.f.op == PROTO_OP_GET && !(r.f.flags & PROTO_F_MORE) && r.f.status == 0)
+			gets++;
+		else if (r.f.op == PROTO_OP_BYE)
+			byes++;
+		kc_resp_free(&r);
+	}
+	printf("close_flush: %s: %u GET answers, %u BYE, then %d after %.1f ms\n",
+	       bye ? "BYE" : "half-close", gets, byes, rc, (tsrv_now_ns() - t0) / 1e6);
+	T_EQ_INT(gets, CF_GETS);
+	T_EQ_INT(byes, bye ? 1 : 0);
+	T_EQ_INT(rc, -ECONNRESET);
+	kc_close(&c);
+}
+
+static void phase_close_flush(void)
+{
+	uint8_t ns[PROTO_DIGEST_LEN], *v = malloc(CF_VALUE);
+	struct iovec iov = { v, CF_VALUE };
+	struct kvt_key k;
+	struct kc g;
+
+	start("close_flush", NULL);
+	login(&g);
+	T_RC(kc_register(&g, &desc, ns, NULL, 0), KVT_OK);
+	kvt_key_set(&k, "cf-big", 6);
+	tsrv_fill(v, CF_VALUE, 3);
+	T_RC(kc_put(&g, ns, &k, &iov, 1, NULL), KVT_OK);
+	close_flush(ns, false);
+	close_flush(ns, true);
+	kc_close(&g);
+	free(v);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
 static const struct {
 	const char *name;
 	void (*run)(void);
 } phases[] = {
+	{ "close_flush", phase_close_flush },
 	{ "crc_refused", phase_crc_refused },
 	{ "chaos", phase_chaos },
 };
