@@ -36,6 +36,9 @@
  *   close_flush   GETs of 1 MiB then a half-close, or BYE, the answers
  *                 read only after 300 ms: every answer, then the close
  *                 (before, the connection was never closed)
+ *   dup_put       one PUT frame naming a key 64 times with other bytes
+ *                 each: all answered (one stored, the rest KVT_EXISTS),
+ *                 the key holds one of them whole
  *
  * argv[1]: kvtierd.
  */
@@ -675,10 +678,97 @@ static void phase_close_flush(void)
 	T_EQ_INT(tsrv_stop(&srv), 0);
 }
 
+/* ------------------------------------------------------------------------
+ * dup_put: one PUT frame naming a key DUP_N times, each time with other
+ * bytes (lengths, part counts): every item answered, and the key then
+ * holds exactly one of those values, whole.
+ */
+
+#define DUP_N 64u
+
+struct dup_items {
+	unsigned n, ok;
+	int32_t st[DUP_N];
+};
+
+static void dup_item(void *ctx, const struct kc_resp *r, const struct proto_item *it)
+{
+	struct dup_items *d = ctx;
+
+	(void)r;
+	if (it->index < DUP_N) {
+		d->st[it->index] = it->status;
+		d->ok += it->status == KVT_OK;
+	}
+	d->n++;
+}
+
+static void phase_dup_put(void)
+{
+	struct proto_item its[DUP_N];
+	uint64_t lens[DUP_N][2];
+	uint32_t crcs[DUP_N][2];
+	uint8_t ns[PROTO_DIGEST_LEN], *vals[DUP_N];
+	struct iovec data[DUP_N];
+	struct dup_items d = { 0 };
+	struct kc_value got;
+	struct kvt_key k;
+	int32_t st = 0;
+	unsigned match = DUP_N;
+	struct kc c;
+
+	start("dup_put", NULL);
+	login(&c);
+	T_RC(kc_register(&c, &desc, ns, NULL, 0), KVT_OK);
+	kvt_key_set(&k, "dup", 3);
+	memset(its, 0, sizeof(its));
+	for (unsigned i = 0; i < DUP_N; i++) {
+		size_t n = 1000 + i * 977;
+		vals[i] = malloc(n);
+		T_ASSERT(vals[i] != NULL);
+		tsrv_fill(vals[i], n, 100 + i);
+		lens[i][0] = i % 2 ? n / 3 : n;
+		lens[i][1] = n - lens[i][0];
+		crcs[i][0] = kvt_crc32c(0, vals[i], lens[i][0]);
+		crcs[i][1] = kvt_crc32c(0, vals[i] + lens[i][0], lens[i][1]);
+		its[i].key = k;
+		its[i].part_count = i % 2 ? 2 : 1;
+		its[i].part_lens = lens[i];
+		its[i].part_crcs = crcs[i];
+		data[i].iov_base = vals[i];
+		data[i].iov_len = n;
+	}
+	{
+		struct proto_frame f = { .op = PROTO_OP_PUT, .ns_count = 1, .ns = ns };
+		T_ASSERT(kc_request(&c, &f, its, DUP_N, data, DUP_N) > 0);
+	}
+	T_ASSERT(kc_recv_items(&c, 20000, dup_item, &d, &st) >= 1);
+	T_RC(kc_get(&c, ns, &k, 0, 0, 0, 0, &got), KVT_OK);
+	for (unsigned i = 0; i < DUP_N; i++)
+		if (got.len == data[i].iov_len && memcmp(got.bytes, vals[i], got.len) == 0)
+			match = i;
+	printf("dup_put: frame status %d, %u items answered, %u stored OK (first %d, second %d); "
+	       "the key holds value %d of %u, %" PRIu64 " bytes, CRCs %s\n", st, d.n, d.ok,
+	       d.st[0], d.st[1], (int)match, DUP_N, got.len, got.crc_ok ? "ok" : "BAD");
+	T_EQ_INT(st, 0);
+	T_EQ_INT(d.n, DUP_N);
+	T_ASSERT(d.ok >= 1);
+	T_ASSERT(got.crc_ok);
+	T_ASSERT(match < DUP_N);
+	T_EQ_INT(got.part_count, its[match].part_count);
+	kc_value_free(&got);
+	T_RC(kc_ping(&c), 0);
+	for (unsigned i = 0; i < DUP_N; i++)
+		free(vals[i]);
+	kc_close(&c);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
 static const struct {
 	const char *name;
 	void (*run)(void);
 } phases[] = {
+	{ "dup_put", phase_dup_put },
 	{ "close_flush", phase_close_flush },
 	{ "crc_refused", phase_crc_refused },
 	{ "chaos", phase_chaos },
