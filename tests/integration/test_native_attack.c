@@ -39,6 +39,10 @@
  *   dup_put       one PUT frame naming a key 64 times with other bytes
  *                 each: all answered (one stored, the rest KVT_EXISTS),
  *                 the key holds one of them whole
+ *   mixed_put     one PUT frame of 4 values of 200 KiB (streamed in
+ *                 place): an unknown namespace, a bad part CRC, two
+ *                 stored, a GET right behind it: each item its status,
+ *                 the stored values exact
  *
  * argv[1]: kvtierd.
  */
@@ -764,10 +768,118 @@ static void phase_dup_put(void)
 	T_EQ_INT(tsrv_stop(&srv), 0);
 }
 
+/* ------------------------------------------------------------------------
+ * mixed_put: one PUT frame of 4 values of 200 KiB (its data streamed in
+ * place, past the first read buffer) whose items fare differently -- an
+ * unknown namespace (its bytes dropped), a part CRC that does not match
+ * (KVT_ECORRUPT), two stored -- with a GET of one of them right behind
+ * it in the same send: each item its own status, the stored ones exact.
+ */
+
+#define MP_LEN (200u << 10)
+
+static void phase_mixed_put(void)
+{
+	uint8_t ns[2][PROTO_DIGEST_LEN], *vals[4], *all;
+	struct proto_item its[4], gi = { 0 };
+	uint64_t lens[4];
+	uint32_t crcs[4];
+	struct dup_items d = { 0 };
+	size_t lp, lg, off = 0;
+	uint8_t *bp, *bg;
+	int32_t st = 0;
+	struct kc c;
+
+	start("mixed_put", NULL);
+	login(&c);
+	T_RC(kc_register(&c, &desc, ns[0], NULL, 0), KVT_OK);
+	memset(ns[1], 0x5a, PROTO_DIGEST_LEN); /* nobody's */
+	memset(its, 0, sizeof(its));
+	for (unsigned i = 0; i < 4; i++) {
+		char key[16];
+		vals[i] = malloc(MP_LEN);
+		T_ASSERT(vals[i] != NULL);
+		tsrv_fill(vals[i], MP_LEN, 40 + i);
+		snprintf(key, sizeof(key), "mixed-%u", i);
+		kvt_key_set(&its[i].key, key, strlen(key));
+		lens[i] = MP_LEN;
+		crcs[i] = kvt_crc32c(0, vals[i], MP_LEN) ^ (i == 2 ? 1u : 0u);
+		its[i].ns_index = i == 1 ? 1 : 0;
+		its[i].part_count = 1;
+		its[i].part_lens = &lens[i];
+		its[i].part_crcs = &crcs[i];
+	}
+	{
+		struct proto_frame fp = { .op = PROTO_OP_PUT, .ns_count = 2, .ns = ns[0] };
+		struct proto_frame fg = { .op = PROTO_OP_GET, .ns_count = 1, .ns = ns[0] };
+		gi.key = its[3].key;
+		bp = encode(&c, &fp, its, 4, &lp);
+		bg = encode(&c, &fg, &gi, 1, &lg);
+	}
+	all = malloc(lp + 4 * (size_t)MP_LEN + lg);
+	T_ASSERT(all != NULL);
+	memcpy(all, bp, lp);
+	off = lp;
+	for (unsigned i = 0; i < 4; i++, off += MP_LEN)
+		memcpy(all + off, vals[i], MP_LEN);
+	memcpy(all + off, bg, lg);
+	off += lg;
+	T_RC(kc_send(&c, all, off), 0);
+	/* The PUT's answer, then the GET's (in order or not: by tag). */
+	for (unsigned got = 0; got < 2; got++) {
+		struct kc_resp r;
+		T_RC(kc_recv(&c, &r, 20000), 0);
+		if (r.f.op == PROTO_OP_PUT) {
+			struct proto_iter it;
+			struct proto_item pi;
+			proto_iter_init(&it, &r.f, NULL, NULL, 0);
+			while (proto_iter_next(&it, &pi) > 0)
+				dup_item(&d, &r, &pi);
+			st = r.f.status;
+		} else {
+			/* the GET behind it: a hit or a miss (it may have been
+			 * taken before the PUT was stored), never an error */
+			T_EQ_INT(r.f.op, PROTO_OP_GET);
+			T_EQ_INT(r.f.status, 0);
+		}
+		kc_resp_free(&r);
+	}
+	printf("mixed_put: PUT status %d, items: %d %d %d %d\n", st, d.st[0], d.st[1], d.st[2],
+	       d.st[3]);
+	T_EQ_INT(st, 0);
+	T_EQ_INT(d.n, 4);
+	T_EQ_INT(d.st[0], KVT_OK);
+	T_EQ_INT(d.st[1], KVT_ENONS);
+	T_EQ_INT(d.st[2], KVT_ECORRUPT);
+	T_EQ_INT(d.st[3], KVT_OK);
+	for (unsigned i = 0; i < 4; i++) {
+		struct kc_value v;
+		int rc = kc_get(&c, ns[0], &its[i].key, 0, 0, 0, 0, &v);
+		if (i == 0 || i == 3) {
+			T_RC(rc, KVT_OK);
+			T_ASSERT(v.crc_ok);
+			T_EQ_INT(v.len, MP_LEN);
+			T_ASSERT(memcmp(v.bytes, vals[i], MP_LEN) == 0);
+		} else {
+			T_RC(rc, KVT_MISS);
+		}
+		kc_value_free(&v);
+	}
+	T_RC(kc_ping(&c), 0);
+	for (unsigned i = 0; i < 4; i++)
+		free(vals[i]);
+	free(all);
+	free(bp);
+	free(bg);
+	kc_close(&c);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
 static const struct {
 	const char *name;
 	void (*run)(void);
 } phases[] = {
+	{ "mixed_put", phase_mixed_put },
 	{ "dup_put", phase_dup_put },
 	{ "close_flush", phase_close_flush },
 	{ "crc_refused", phase_crc_refused },
