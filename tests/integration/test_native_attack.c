@@ -25,7 +25,9 @@
  *                 and the close); a frame of 1025 keys sent header first
  *                 (with up to 4 KiB of its table), intact (PROTO_ECOUNT,
  *                 kept) or with a byte flipped anywhere in it (an ERROR
- *                 frame at most, the close); GETs of a 256 KiB value
+ *                 frame at most, the close); a pipeline, BYE and junk
+ *                 behind it (every frame answered, BYE last, the junk
+ *                 never read as frames, the close); GETs of a 256 KiB value
  *                 pipelined and never read -- while a
  *                 well-behaved client's PUT and GET round trips check
  *                 every byte (every 8th a PUT of up to 256 KiB with an
@@ -275,7 +277,7 @@ static _Atomic bool chaos_stop;
 struct chaos {
 	pthread_t t;
 	unsigned seed, id;
-	unsigned actions[6];
+	unsigned actions[7];
 	struct proto_item *big; /* ITEMS keys */
 	const char *fail; /* what went wrong, or NULL */
 };
@@ -354,7 +356,7 @@ static void *chaos_main(void *arg)
 	struct chaos *ch = arg;
 
 	while (!atomic_load(&chaos_stop) && !ch->fail) {
-		unsigned what = rand_r(&ch->seed) % 6, answers = 0, normal = 0;
+		unsigned what = rand_r(&ch->seed) % 7, answers = 0, normal = 0;
 		size_t len, tbl;
 		uint8_t *fr;
 		struct kc c;
@@ -440,6 +442,46 @@ static void *chaos_main(void *arg)
 				    kc_ping(&c) != 0)
 					ch->fail = "a frame of 1025 keys: not ECOUNT, or not kept";
 				kc_resp_free(&r);
+			}
+			break;
+		}
+		case 6: { /* a pipeline, BYE, then junk: answered, BYE last, closed */
+			unsigned k = rand_r(&ch->seed) % 32, byes = 0;
+			struct proto_frame f = { .op = PROTO_OP_BYE };
+			uint8_t junk[256];
+			uint64_t end = tsrv_now_ns() + 10000000000ull;
+			bool closed = false, last_bye = false;
+			for (unsigned i = 0; i < k && !ch->fail; i++) {
+				fr = chaos_frame(ch, &c, &len, &tbl);
+				if (kc_send(&c, fr, len) != 0)
+					ch->fail = "send";
+				free(fr);
+			}
+			tsrv_fill(junk, sizeof(junk), rand_r(&ch->seed));
+			if (ch->fail || kc_request(&c, &f, NULL, 0, NULL, 0) < 0 ||
+			    kc_send(&c, junk, 1 + rand_r(&ch->seed) % sizeof(junk)) != 0) {
+				ch->fail = "send";
+				break;
+			}
+			while (!closed && tsrv_now_ns() < end) {
+				struct kc_resp r;
+				int rc = kc_recv(&c, &r, 10000);
+				if (rc < 0) {
+					closed = rc == -ECONNRESET;
+					break;
+				}
+				if (!(r.f.flags & PROTO_F_MORE)) {
+					answers++;
+					byes += r.f.op == PROTO_OP_BYE;
+					last_bye = r.f.op == PROTO_OP_BYE;
+				}
+				kc_resp_free(&r);
+			}
+			if (!closed || answers != k + 1 || byes != 1 || !last_bye) {
+				fprintf(stderr, "chaos: %u frames, BYE, junk: %u answers, %u BYE, "
+					"closed %d\n", k, answers, byes, closed);
+				ch->fail = "a pipeline then BYE: not all answered, BYE not last, or "
+					   "not closed";
 			}
 			break;
 		}
@@ -574,10 +616,10 @@ static void phase_chaos(void)
 	for (unsigned i = 0; i < CHAOS_THREADS; i++) {
 		pthread_join(ch[i].t, NULL);
 		printf("chaos: client %u: cut %u, cut+half-close %u, pipeline+half-close %u, "
-		       "corrupt %u, 1025 keys %u, never read %u%s%s\n", i, ch[i].actions[0],
-		       ch[i].actions[1], ch[i].actions[2], ch[i].actions[3], ch[i].actions[4],
-		       ch[i].actions[5], ch[i].fail ? ": FAILED: " : "",
-		       ch[i].fail ? ch[i].fail : "");
+		       "corrupt %u, 1025 keys %u, pipeline+BYE+junk %u, never read %u%s%s\n", i,
+		       ch[i].actions[0], ch[i].actions[1], ch[i].actions[2], ch[i].actions[3],
+		       ch[i].actions[4], ch[i].actions[6], ch[i].actions[5],
+		       ch[i].fail ? ": FAILED: " : "", ch[i].fail ? ch[i].fail : "");
 		free(ch[i].big);
 	}
 	for (unsigned i = 0; i < CHAOS_THREADS; i++)
