@@ -334,8 +334,11 @@ static void test_together(const char *shim)
 		setenv("LD_PRELOAD", shim, 1);
 		setenv("KVT_SHIM_SYNC_NAME", "id.", 1);
 		setenv("KVT_SHIM_SYNC_DIR", gate, 1);
+		/* an SSD tier whatever the disk's free space: its id file is
+		 * what the shim holds */
 		execl(kvtierd, kvtierd, "--dir", dir, "--log", alog, "--listen", port_s, "--dram",
-		      "64M", "--set", "dram.prefault=off", "--threads", "1", (char *)NULL);
+		      "64M", "--set", "dram.prefault=off", "--ssd", "64M", "--set",
+		      "ssd.segment=4M", "--threads", "1", (char *)NULL);
 		_exit(127);
 	}
 	snprintf(file, sizeof(file), "%s/entered", gate);
