@@ -397,6 +397,17 @@ static int kvtierd_mkdir_p(const char *path)
  * address in use is found before the store's recovery, and a client that
  * connects meanwhile is refused, as before the bind, rather than left
  * waiting in the backlog.  Port 0 is resolved here (l->name).
+ *
+ * Without SO_REUSEADDR first: a socket bound so is the port's alone, even
+ * before it listens, so that a second kvtierd started meanwhile on the
+ * same port fails its bind at once rather than recovering a store only to
+ * fail at listen() (with SO_REUSEADDR on both, two sockets that do not
+ * listen yet may both bind).  EADDRINUSE then is a listener, a socket
+ * bound so, or only TIME_WAIT leftovers of connections of a kvtierd that
+ * just stopped: bound again with SO_REUSEADDR, which takes the last (and
+ * a second kvtierd's socket that fell back the same way).  SO_REUSEADDR
+ * is set before listen() in any case (kvtierd_listen_all): the accepted
+ * connections' TIME_WAIT must not refuse the next start's bind.
  */
 static int kvtierd_bind_tcp(struct kvtd_listener *l, const char *spec)
 {
@@ -430,9 +441,14 @@ static int kvtierd_bind_tcp(struct kvtd_listener *l, const char *spec)
 	fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		goto fail;
-	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 ||
-	    getsockname(fd, (struct sockaddr *)&ss, &sl) < 0)
+	if (bind(fd, ai->ai_addr, ai->ai_addrlen) < 0) {
+		if (errno != EADDRINUSE)
+			goto fail;
+		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		if (bind(fd, ai->ai_addr, ai->ai_addrlen) < 0)
+			goto fail;
+	}
+	if (getsockname(fd, (struct sockaddr *)&ss, &sl) < 0)
 		goto fail;
 	freeaddrinfo(ai);
 	l->ev.kind = KVTD_EV_LISTEN;
@@ -717,6 +733,9 @@ static int kvtierd_listen_all(struct kvtd_server *srv)
 
 	for (unsigned i = 0; i < srv->listener_count; i++) {
 		struct kvtd_listener *l = &srv->listeners[i];
+		int one = 1;
+		if (!l->is_unix)
+			setsockopt(l->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 		if (listen(l->fd, 1024) < 0) {
 			int rc = -errno;
 			kvtierd_listen_fail(l->is_unix ? "unix" : opts[l->proto], l->name, rc);

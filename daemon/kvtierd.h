@@ -471,6 +471,13 @@ struct kvtd_conn {
 	uint64_t rx_drop_tag;
 	uint16_t rx_drop_op;
 	int rx_drop_status;
+	/* ... refused from its header, before its table came: the CRC32C of
+	 * its header and table, checked as they are dropped (a mismatch
+	 * closes the connection: the header that said what to drop cannot be
+	 * trusted); rx_crc_end: their bytes (0: nothing to check), rx_got
+	 * counting from the frame's first byte */
+	uint64_t rx_crc_end;
+	uint32_t rx_crc, rx_crc_want;
 	/* A table larger than KVTD_RBUF_MIN still arriving (native.c): its
 	 * bytes held in tbl_tstat's input share until the frame is whole */
 	uint64_t tbl_share;

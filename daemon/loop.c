@@ -1380,9 +1380,17 @@ static void *loop_main(void *arg)
 				else if (c->tls_rd_want == TLSIO_WANT_OUT &&
 					 (evs[i].events & EPOLLOUT))
 					loop_conn_read(c);
-				if (!c->dead && ((evs[i].events & EPOLLOUT) ||
-						 (c->tls_wr_want == TLSIO_WANT_IN && c->out_head)))
+				if (!c->dead &&
+				    ((evs[i].events & EPOLLOUT) ||
+				     (c->tls_wr_want == TLSIO_WANT_IN && c->out_head))) {
 					loop_conn_flush(c);
+					/* Its last answers out, a connection to close
+					 * once flushed (BYE, a half-close, an error)
+					 * closes now: it reads nothing more and waits
+					 * on nothing (before, it stayed open until the
+					 * server stopped). */
+					loop_conn_maybe_close(c);
+				}
 				if (!c->dead && (evs[i].events & (EPOLLHUP | EPOLLERR)) &&
 				    !(evs[i].events & EPOLLIN)) {
 					if (loop_conn_partial(c))

@@ -52,17 +52,58 @@ static void native_mem_refuse(struct kvtd_conn *c, uint64_t tag, const char *wha
 #define NATIVE_SHARE_MSG "the tenant's frames in flight hold its share of the server " \
 	"memory limit (--max-memory); retry later"
 
+/* The header's crc field: the last 4 of its PROTO_HDR_LEN bytes (doc/protocol.md
+ * section 2), over header bytes [0, NATIVE_CRC_OFF) then the table. */
+#define NATIVE_CRC_OFF (PROTO_HDR_LEN - 4u)
+
+/*
+ * Bytes [c->rx_got, + n) of a frame refused from its header are being
+ * dropped: its header (but the crc field) and table go into the CRC the
+ * header names.  Once they all passed, a mismatch fails the connection
+ * (PROTO_ECRC, as for a frame taken whole: the header that said how many
+ * bytes to drop cannot be trusted, and what follows would be read out of
+ * step) and false; else true.
+ */
+static bool native_drop_crc(struct kvtd_conn *c, const uint8_t *p, size_t n)
+{
+	uint64_t pos = c->rx_got;
+
+	while (n && pos < c->rx_crc_end) {
+		uint64_t end = pos < NATIVE_CRC_OFF ? NATIVE_CRC_OFF
+			       : pos < PROTO_HDR_LEN ? PROTO_HDR_LEN : c->rx_crc_end;
+		size_t k = end - pos < n ? (size_t)(end - pos) : n;
+		if (pos < NATIVE_CRC_OFF || pos >= PROTO_HDR_LEN)
+			c->rx_crc = kvt_crc32c(c->rx_crc, p, k);
+		pos += k;
+		p += k;
+		n -= k;
+	}
+	if (!c->rx_crc_end || pos < c->rx_crc_end)
+		return true;
+	c->rx_crc_end = 0;
+	if (c->rx_crc == c->rx_crc_want)
+		return true;
+	c->rx_drop = 0;
+	c->frame_start_ns = 0;
+	kvtd_conn_fail(c, PROTO_OP_ERROR, c->rx_drop_tag, PROTO_ECRC,
+		       "bad frame: header and table fail their CRC32C; closing the connection");
+	return false;
+}
+
 /*
  * A frame refused before it is taken -- more than KVTD_FRAME_ITEMS_MAX
  * items (PROTO_ECOUNT), or past its tenant's input share (-ENOMEM,
  * kvtd_frame_charge -EDQUOT) -- of which rest bytes are still ahead of
  * rstart (its data section once its header and table are out of rbuf;
- * all of it when refused from its header): nothing of it is kept, those
- * bytes are read and dropped (rx_drop, native_read), then it is
- * answered; the connection is kept.  false: its bytes are still to come.
+ * all of it when refused from its header, hdr): nothing of it is kept,
+ * those bytes are read and dropped (rx_drop, native_read), then it is
+ * answered; the connection is kept.  Refused from its header, its
+ * header and table are checked against their CRC as they pass
+ * (native_drop_crc): a corrupt one closes the connection.  false: its
+ * bytes are still to come, or the connection failed.
  */
 static bool native_refuse(struct kvtd_conn *c, const struct proto_frame *f, int status,
-			  uint64_t rest)
+			  uint64_t rest, bool hdr)
 {
 	size_t take = c->rend - c->rstart;
 
@@ -72,15 +113,28 @@ static bool native_refuse(struct kvtd_conn *c, const struct proto_frame *f, int 
 		KVTD_COUNT(c->loop->srv, errors[kvtd_err_of(status)], 1);
 	if (take > rest)
 		take = (size_t)rest;
-	c->rstart += take;
-	c->rx_drop = rest - take;
 	c->rx_drop_op = f->op;
 	c->rx_drop_tag = f->tag;
 	c->rx_drop_status = status;
-	if (c->rx_drop) {
-		c->rx_got = c->rx_mark = 0;
-		return false;
+	c->rx_got = c->rx_mark = 0;
+	c->rx_crc_end = 0;
+	if (hdr) {
+		/* rest starts with the header: f->need is it and the table */
+		const uint8_t *h = c->rbuf + c->rstart;
+		c->rx_crc_end = f->need;
+		c->rx_crc = 0;
+		c->rx_crc_want = (uint32_t)h[NATIVE_CRC_OFF] |
+				 (uint32_t)h[NATIVE_CRC_OFF + 1] << 8 |
+				 (uint32_t)h[NATIVE_CRC_OFF + 2] << 16 |
+				 (uint32_t)h[NATIVE_CRC_OFF + 3] << 24;
+		if (!native_drop_crc(c, h, take))
+			return false;
+		c->rx_got = c->rx_mark = take;
 	}
+	c->rstart += take;
+	c->rx_drop = rest - take;
+	if (c->rx_drop)
+		return false;
 	c->frame_start_ns = c->rend > c->rstart ? c->loop->now_ns : 0;
 	kvtd_conn_send(c, f->op, f->tag, status,
 		       status == PROTO_ECOUNT ? KVTD_FRAME_ITEMS_MSG : NATIVE_SHARE_MSG);
@@ -100,7 +154,7 @@ static int native_charge(struct kvtd_conn *c, struct kvtd_frame *fr, const struc
 		return 0;
 	kvtd_frame_free(fr);
 	if (rc == -EDQUOT)
-		return native_refuse(c, f, -ENOMEM, f->data_len) ? 1 : -1;
+		return native_refuse(c, f, -ENOMEM, f->data_len, false) ? 1 : -1;
 	native_mem_refuse(c, f->tag, what);
 	return -1;
 }
@@ -225,7 +279,7 @@ static void native_parse(struct kvtd_conn *c)
 			}
 			if (why) {
 				native_tbl_release(c);
-				if (native_refuse(c, &f, why, f.need + f.data_len))
+				if (native_refuse(c, &f, why, f.need + f.data_len, true))
 					continue;
 				return;
 			}
@@ -262,7 +316,7 @@ static void native_parse(struct kvtd_conn *c)
 		 * refused from its parsed header, the connection kept. */
 		if (f.item_count > KVTD_FRAME_ITEMS_MAX) {
 			c->rstart += f.hdr_len;
-			if (native_refuse(c, &f, PROTO_ECOUNT, f.data_len))
+			if (native_refuse(c, &f, PROTO_ECOUNT, f.data_len, false))
 				continue;
 			return;
 		}
@@ -342,6 +396,10 @@ static ssize_t native_drop_read(struct kvtd_conn *c, size_t *asked)
 	r = kvtd_conn_read(c, native_scratch, *asked);
 	if (r <= 0)
 		return r;
+	if (c->rx_crc_end && !native_drop_crc(c, native_scratch, (size_t)r)) {
+		*asked = SIZE_MAX; /* failed: its ERROR frame goes out */
+		return r;
+	}
 	c->rx_drop -= (uint64_t)r;
 	c->rx_got += (uint64_t)r;
 	if (c->rx_got - c->rx_mark >= KVTD_SLOW_PROGRESS) {
@@ -411,6 +469,7 @@ static void native_drop_input(struct kvtd_conn *c)
 {
 	native_tbl_release(c);
 	c->rx_drop = 0;
+	c->rx_crc_end = 0;
 	if (c->rx) {
 		struct kvtd_frame *fr = c->rx;
 		c->rx = NULL;

@@ -13,11 +13,19 @@
  *      loopback; "0.0.0.0:0" is refused (exit 2) without --metrics-token
  *      -- before the store's directory is even created -- and served
  *      with one; --check-config agrees.
+ *   3. two kvtierds started together on one port: while the first is
+ *      inside its store's opening (held in an fsync by the shim
+ *      shim_sync.c, argv[2]), its port bound but not listening yet, the
+ *      second exits 1 "cannot listen" without opening its store (before
+ *      2026-12-03 both bound with SO_REUSEADDR: the second recovered its
+ *      store, then listened first and served on the first one's port);
+ *      the first, let go, serves.
  *
- * argv[1]: kvtierd.
+ * argv[1]: kvtierd; argv[2]: tests/libshim_sync.so (3. is skipped without).
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -35,6 +43,7 @@
 
 static const char *kvtierd;
 static char *base;
+static unsigned run_timeout_s = 120; /* run()'s bound on kvtierd's run time */
 
 static char *slurp(const char *path)
 {
@@ -67,8 +76,9 @@ static int run(char **log, char **err, uint64_t *ms, const char *fmt, ...)
 	snprintf(lp, sizeof(lp), "%s/run.log", base);
 	snprintf(ep, sizeof(ep), "%s/run.err", base);
 	unlink(lp);
-	T_ASSERT(asprintf(&cmd, "timeout 120 '%s' --log '%s' --dram 64M --set dram.prefault=off "
-			  "--threads 1 %s </dev/null >'%s' 2>&1", kvtierd, lp, args, ep) > 0);
+	T_ASSERT(asprintf(&cmd, "timeout %u '%s' --log '%s' --dram 64M --set dram.prefault=off "
+			  "--threads 1 %s </dev/null >'%s' 2>&1", run_timeout_s, kvtierd, lp, args,
+			  ep) > 0);
 	t0 = tsrv_now_ns();
 	st = system(cmd);
 	if (ms)
@@ -273,6 +283,104 @@ static void test_metrics_forms(void)
 	T_EQ_INT(tsrv_stop(&s), 0);
 }
 
+/* 3. Two kvtierds started together on one port. */
+static bool wait_file(const char *path, unsigned ms)
+{
+	for (unsigned i = 0; i < ms / 10; i++) {
+		if (access(path, F_OK) == 0)
+			return true;
+		tsrv_sleep_ms(10);
+	}
+	return false;
+}
+
+static void test_together(const char *shim)
+{
+	char gate[700], file[760], dir[700], alog[700], port_s[16], want[96], *log;
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t l = sizeof(a);
+	uint64_t ms;
+	unsigned port;
+	pid_t pid;
+	int fd, st;
+
+	if (!shim || access(shim, R_OK) != 0) {
+		fprintf(stderr, "together: skipped (no shim_sync)\n");
+		return;
+	}
+	/* A free port, given to both by number. */
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	T_ASSERT(fd >= 0);
+	T_EQ_INT(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	T_EQ_INT(getsockname(fd, (struct sockaddr *)&a, &l), 0);
+	port = ntohs(a.sin_port);
+	close(fd);
+	snprintf(port_s, sizeof(port_s), "127.0.0.1:%u", port);
+	snprintf(gate, sizeof(gate), "%s/gate", base);
+	T_EQ_INT(mkdir(gate, 0700), 0);
+	snprintf(file, sizeof(file), "%s/arm", gate);
+	tsrv_write_file(NULL, file, "");
+	snprintf(dir, sizeof(dir), "%s/first", base);
+	snprintf(alog, sizeof(alog), "%s/first.log", base);
+	/* The first: held in the fsync of its new SSD tier's id file
+	 * (inside the store's opening, after the bind, before listen()). */
+	pid = fork();
+	T_ASSERT(pid >= 0);
+	if (pid == 0) {
+		char asan[1200];
+		snprintf(asan, sizeof(asan), "%s:verify_asan_link_order=0",
+			 getenv("ASAN_OPTIONS") ? getenv("ASAN_OPTIONS") : "");
+		setenv("ASAN_OPTIONS", asan, 1);
+		setenv("LD_PRELOAD", shim, 1);
+		setenv("KVT_SHIM_SYNC_NAME", "id.", 1);
+		setenv("KVT_SHIM_SYNC_DIR", gate, 1);
+		/* an SSD tier whatever the disk's free space: its id file is
+		 * what the shim holds */
+		execl(kvtierd, kvtierd, "--dir", dir, "--log", alog, "--listen", port_s, "--dram",
+		      "64M", "--set", "dram.prefault=off", "--ssd", "64M", "--set",
+		      "ssd.segment=4M", "--threads", "1", (char *)NULL);
+		_exit(127);
+	}
+	snprintf(file, sizeof(file), "%s/entered", gate);
+	T_ASSERT(wait_file(file, 30000));
+	/* The second, on another store: its bind fails at once.  (Before,
+	 * it served: bounded to 30 s here.) */
+	run_timeout_s = 30;
+	st = run(&log, NULL, &ms, "--dir '%s/second' --listen %s", base, port_s);
+	run_timeout_s = 120;
+	fprintf(stderr, "together: the second kvtierd exits %d after %llu ms\n", st,
+		(unsigned long long)ms);
+	T_EQ_INT(st, 1);
+	T_ASSERT(strstr(log, "cannot listen") != NULL);
+	snprintf(want, sizeof(want), "listen=%s", port_s);
+	T_ASSERT(strstr(log, want) != NULL);
+	T_ASSERT(strstr(log, "opening the store") == NULL);
+	free(log);
+	/* The first, let go, listens there and serves. */
+	snprintf(file, sizeof(file), "%s/release", gate);
+	tsrv_write_file(NULL, file, "");
+	{
+		uint64_t end = tsrv_now_ns() + 30000000000ull;
+		bool up = false;
+		while (!up && tsrv_now_ns() < end) {
+			char *t = slurp(alog);
+			up = strstr(t, "listening on") != NULL;
+			free(t);
+			if (!up)
+				tsrv_sleep_ms(20);
+		}
+		T_ASSERT(up);
+	}
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	T_ASSERT(fd >= 0);
+	a.sin_port = htons((uint16_t)port);
+	T_EQ_INT(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	close(fd);
+	T_EQ_INT(kill(pid, SIGTERM), 0);
+	T_EQ_INT(waitpid(pid, &st, 0), pid);
+	T_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 2)
@@ -281,6 +389,7 @@ int main(int argc, char **argv)
 	base = t_mkdtemp();
 	test_in_use();
 	test_metrics_forms();
+	test_together(argc > 2 ? argv[2] : NULL);
 	tsrv_check_reports(base);
 	t_rmtree(base);
 	free(base);

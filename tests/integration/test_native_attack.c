@@ -1,0 +1,960 @@
+/*
+ * test_native_attack.c - kvtierd's native listener against hostile or
+ * broken clients, the attacks test_hostile.c does not cover (that file
+ * holds the older phases; doc/protocol.md, doc/kvtierd.md "Flow
+ * control").
+ *
+ * One phase per run (argv[2]), each with a real kvtierd on loopback:
+ *
+ *   crc_refused   frames of 1025 items (more than kvtierd takes a frame)
+ *                 sent header first, so that they are refused from their
+ *                 header before their table came: intact, each is answered
+ *                 PROTO_ECOUNT after its table (and a PUT's data) are read
+ *                 and dropped, the connection kept; with a byte of the
+ *                 header or the table corrupted, the CRC is checked as the
+ *                 table passes and the connection closes with an ERROR
+ *                 frame PROTO_ECRC -- also when the corrupted header claims
+ *                 32 MiB more data than was sent (before: those bytes were
+ *                 awaited, then the next frame read out of step)
+ *   chaos         4 clients for 4 s, each connection doing one of: a
+ *                 frame cut anywhere and closed; cut and half-closed
+ *                 (closed by the server at once, not at --idle-timeout); a
+ *                 pipeline of up to 256 frames then a half-close (every one
+ *                 answered, then the close); a byte of a header or table
+ *                 flipped then a half-close (nothing but an ERROR frame,
+ *                 and the close); a frame of 1025 keys sent header first
+ *                 (with up to 4 KiB of its table), intact (PROTO_ECOUNT,
+ *                 kept) or with a byte flipped anywhere in it (an ERROR
+ *                 frame at most, the close); a pipeline, BYE and junk
+ *                 behind it (answered, BYE last, the junk never read as
+ *                 frames, the close; junk that comes after the close may
+ *                 reset the connection, cutting answers in flight: allowed,
+ *                 doc/kvtierd.md "Bad input"); GETs of a 256 KiB value
+ *                 pipelined and never read -- while a
+ *                 well-behaved client's PUT and GET round trips check
+ *                 every byte (every 8th a PUT of up to 256 KiB with an
+ *                 EXISTS and a PING right behind it, in one send); then
+ *                 no connection of theirs is left open, and the server
+ *                 exits cleanly (the seed is printed; KVT_CHAOS_SEED=N
+ *                 replays one)
+ *   close_flush   GETs of 1 MiB then a half-close, or BYE, the answers
+ *                 read only after 300 ms: every answer, then the close
+ *                 (before, the connection was never closed)
+ *   dup_put       one PUT frame naming a key 64 times with other bytes
+ *                 each: all answered (one stored, the rest KVT_EXISTS),
+ *                 the key holds one of them whole
+ *   mixed_put     one PUT frame of 4 values of 200 KiB (streamed in
+ *                 place): an unknown namespace, a bad part CRC, two
+ *                 stored, a GET right behind it: each item its status,
+ *                 the stored values exact
+ *
+ * argv[1]: kvtierd.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "client.h"
+#include "server.h"
+#include "t.h"
+
+#define SECRET_ALICE "secret-of-alice-0123456789"
+#define SECRET_ADMIN "secret-of-admin-0123456789"
+#define ITEMS 1025u /* KVTD_FRAME_ITEMS_MAX + 1 */
+
+static const char *bin;
+static char base[512];
+static struct tsrv srv;
+
+static const struct kvt_ns_desc desc = {
+	.model = "attack-model", .dtype = "bf16", .layout = "vllm-flash-nhd",
+	.block_tokens = 16, .tp_size = 1, .pp_size = 1,
+};
+
+static void start(const char *name, const char *const *extra)
+{
+	char tenants[700], dir[700];
+	const char *argv[32];
+	int n = 0;
+
+	snprintf(tenants, sizeof(tenants), "%s/tenants", base);
+	tsrv_write_file(NULL, tenants, "alice " SECRET_ALICE " tenant\n"
+				       "admin " SECRET_ADMIN " admin\n");
+	snprintf(dir, sizeof(dir), "%s/%s", base, name);
+	argv[n++] = "--dram";
+	argv[n++] = "64M";
+	argv[n++] = "--threads";
+	argv[n++] = "1";
+	for (int i = 0; extra && extra[i] && n < 31; i++)
+		argv[n++] = extra[i];
+	argv[n] = NULL;
+	tsrv_start(&srv, bin, base, dir, tenants, argv);
+}
+
+static void login(struct kc *c)
+{
+	T_RC(kc_connect_tcp(c, srv.port), 0);
+	T_RC(kc_login(c, "alice", SECRET_ALICE), 0);
+}
+
+/* Frame f with n items encoded (the codec's own limits, not the
+ * server's): malloc'd, its length in *len. */
+static uint8_t *encode(struct kc *c, struct proto_frame *f, const struct proto_item *its,
+		       uint32_t n, size_t *len)
+{
+	uint64_t need = 0;
+	uint8_t *buf;
+
+	f->tag = c->next_tag++;
+	f->version = c->version;
+	T_EQ_INT(proto_encode(f, its, n, NULL, 0, NULL, &need), KVT_EBUFSMALL);
+	buf = malloc(need);
+	T_ASSERT(buf != NULL);
+	T_EQ_INT(proto_encode(f, its, n, buf, need, NULL, NULL), (int64_t)need);
+	*len = (size_t)need;
+	return buf;
+}
+
+/* Header alone first (the server refuses the frame from it, before its
+ * table came), then the rest in 3 sends, 20 ms apart. */
+static void send_split(struct kc *c, const uint8_t *buf, size_t len)
+{
+	size_t off = PROTO_HDR_LEN, step = (len - off + 2) / 3;
+
+	T_RC(kc_send(c, buf, PROTO_HDR_LEN), 0);
+	while (off < len) {
+		size_t k = len - off < step ? len - off : step;
+		tsrv_sleep_ms(20);
+		T_RC(kc_send(c, buf + off, k), 0);
+		off += k;
+	}
+}
+
+/* The next frame is an ERROR frame of status want, then the close. */
+static void expect_close(struct kc *c, int32_t want, const char *what)
+{
+	struct kc_resp r;
+	int rc = kc_recv(c, &r, 10000);
+
+	printf("crc_refused: %s: recv %d op %d status %d\n", what, rc, rc == 0 ? r.f.op : -1,
+	       rc == 0 ? r.f.status : 0);
+	T_RC(rc, 0);
+	T_EQ_INT(r.f.op, PROTO_OP_ERROR);
+	T_EQ_INT(r.f.status, want);
+	kc_resp_free(&r);
+	T_ASSERT(kc_wait_closed(c, 10000));
+}
+
+static void expect_kept(struct kc *c, uint16_t op, const char *what)
+{
+	struct kc_resp r;
+
+	T_RC(kc_recv(c, &r, 10000), 0);
+	printf("crc_refused: %s: op %d status %d\n", what, r.f.op, r.f.status);
+	T_EQ_INT(r.f.op, op);
+	T_EQ_INT(r.f.status, PROTO_ECOUNT);
+	kc_resp_free(&r);
+	T_RC(kc_ping(c), 0);
+}
+
+/* ------------------------------------------------------------------------
+ * crc_refused (attack19's open item): a frame of more than 1024 items was
+ * refused from its header before the CRC over its header and table could
+ * be checked, and need + data_len bytes were dropped on its word alone.
+ */
+static void phase_crc_refused(void)
+{
+	struct proto_item *its = calloc(ITEMS, sizeof(*its));
+	uint8_t ns[PROTO_DIGEST_LEN], *buf, *data = calloc(ITEMS, 16);
+	uint64_t len16 = 16, ecrc0 = 0, ecrc = 0;
+	uint32_t crc16 = kvt_crc32c(0, data, 16);
+	size_t len;
+	struct kc a, c;
+
+	start("crc_refused", NULL);
+	login(&a);
+	T_RC(kc_connect_tcp(&c, srv.port), 0);
+	T_RC(kc_login(&c, "admin", SECRET_ADMIN), 0);
+	T_RC(kc_stat(&c, PROTO_SCOPE_ALL, "server.errors.crc", &ecrc0), 0);
+	kc_close(&c);
+	T_RC(kc_register(&a, &desc, ns, NULL, 0), KVT_OK);
+	for (unsigned i = 0; i < ITEMS; i++) {
+		char key[24];
+		snprintf(key, sizeof(key), "crc-%u", i);
+		kvt_key_set(&its[i].key, key, strlen(key));
+		its[i].part_count = 1;
+		its[i].part_lens = &len16;
+		its[i].part_crcs = &crc16;
+	}
+
+	/* Intact: refused whole, the connection kept. */
+	{
+		struct proto_frame f = { .op = PROTO_OP_EXISTS, .ns_count = 1, .ns = ns };
+		buf = encode(&a, &f, its, ITEMS, &len);
+		send_split(&a, buf, len);
+		free(buf);
+		expect_kept(&a, PROTO_OP_EXISTS, "EXISTS of 1025 keys");
+	}
+	{
+		struct proto_frame f = { .op = PROTO_OP_PUT, .ns_count = 1, .ns = ns };
+		buf = encode(&a, &f, its, ITEMS, &len);
+		send_split(&a, buf, len);
+		T_RC(kc_send(&a, data, ITEMS * 16), 0);
+		free(buf);
+		expect_kept(&a, PROTO_OP_PUT, "PUT of 1025 values");
+		T_RC(kc_exists(&a, ns, &its[0].key, NULL), KVT_MISS);
+	}
+
+	/* The header's tag corrupted: ERROR frame PROTO_ECRC, closed. */
+	{
+		struct proto_frame f = { .op = PROTO_OP_EXISTS, .ns_count = 1, .ns = ns };
+		buf = encode(&a, &f, its, ITEMS, &len);
+		buf[16] ^= 0x40;
+		send_split(&a, buf, len);
+		free(buf);
+		expect_close(&a, PROTO_ECRC, "EXISTS of 1025 keys, its tag corrupted");
+		kc_close(&a);
+	}
+	/* A key of the table corrupted. */
+	login(&a);
+	{
+		struct proto_frame f = { .op = PROTO_OP_LOOKUP, .ns_count = 1, .ns = ns };
+		buf = encode(&a, &f, its, ITEMS, &len);
+		buf[len - 3] ^= 0x01;
+		send_split(&a, buf, len);
+		free(buf);
+		expect_close(&a, PROTO_ECRC, "LOOKUP of 1025 keys, a key corrupted");
+		kc_close(&a);
+	}
+	/* A PUT whose header claims 32 MiB more data than it has: closed
+	 * once its table passed, not left waiting for the 32 MiB. */
+	login(&a);
+	{
+		struct proto_frame f = { .op = PROTO_OP_PUT, .ns_count = 1, .ns = ns };
+		uint64_t dl;
+		buf = encode(&a, &f, its, ITEMS, &len);
+		memcpy(&dl, buf + 32, 8);
+		dl += 32u << 20;
+		memcpy(buf + 32, &dl, 8);
+		send_split(&a, buf, len);
+		T_RC(kc_send(&a, data, ITEMS * 16), 0);
+		free(buf);
+		expect_close(&a, PROTO_ECRC, "PUT of 1025 values, data_len + 32 MiB");
+		kc_close(&a);
+	}
+	/* Nothing of them was stored; the server serves on. */
+	login(&a);
+	T_RC(kc_exists(&a, ns, &its[0].key, NULL), KVT_MISS);
+	kc_close(&a);
+	T_RC(kc_connect_tcp(&c, srv.port), 0);
+	T_RC(kc_login(&c, "admin", SECRET_ADMIN), 0);
+	T_RC(kc_stat(&c, PROTO_SCOPE_ALL, "server.errors.crc", &ecrc), 0);
+	printf("crc_refused: server.errors.crc +%" PRIu64 "\n", ecrc - ecrc0);
+	T_EQ_INT(ecrc - ecrc0, 3);
+	kc_close(&c);
+	free(its);
+	free(data);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
+/* ------------------------------------------------------------------------
+ * chaos: broken clients of every kind at once beside a good one.
+ */
+
+#define CHAOS_THREADS 4
+#define CHAOS_SECONDS 4
+#define CHAOS_BIG (256u << 10)
+
+static uint8_t chaos_ns[PROTO_DIGEST_LEN];
+static _Atomic bool chaos_stop;
+
+struct chaos {
+	pthread_t t;
+	unsigned seed, id;
+	unsigned actions[7];
+	struct proto_item *big; /* ITEMS keys */
+	const char *fail; /* what went wrong, or NULL */
+};
+
+/* One valid frame of a random kind (PING, EXISTS, LOOKUP, GET, PUT),
+ * header, table and data: malloc'd, *len bytes, *tbl of them header and
+ * table. */
+static uint8_t *chaos_frame(struct chaos *ch, struct kc *c, size_t *len, size_t *tbl)
+{
+	static const uint16_t ops[] = { PROTO_OP_PING, PROTO_OP_EXISTS, PROTO_OP_LOOKUP,
+					PROTO_OP_GET, PROTO_OP_PUT };
+	struct proto_frame f = { .op = ops[rand_r(&ch->seed) % 5] };
+	struct proto_item its[16];
+	uint32_t n = 0, crc;
+	uint64_t vlen = 1 + rand_r(&ch->seed) % 8192;
+	uint8_t *buf, *full, *val = NULL;
+	size_t hl;
+
+	memset(its, 0, sizeof(its));
+	if (f.op != PROTO_OP_PING) {
+		f.ns_count = 1;
+		f.ns = chaos_ns;
+		n = f.op == PROTO_OP_PUT ? 1 : 1 + rand_r(&ch->seed) % 16;
+		for (uint32_t i = 0; i < n; i++) {
+			char key[32];
+			snprintf(key, sizeof(key), "chaos-%u-%u", ch->id, rand_r(&ch->seed) % 64);
+			kvt_key_set(&its[i].key, key, strlen(key));
+		}
+	}
+	if (f.op == PROTO_OP_PUT) {
+		val = malloc(vlen);
+		T_ASSERT(val != NULL);
+		tsrv_fill(val, vlen, rand_r(&ch->seed));
+		crc = kvt_crc32c(0, val, vlen);
+		its[0].part_count = 1;
+		its[0].part_lens = &vlen;
+		its[0].part_crcs = &crc;
+	}
+	buf = encode(c, &f, its, n, &hl);
+	*tbl = hl;
+	*len = hl + (val ? vlen : 0);
+	full = realloc(buf, *len);
+	T_ASSERT(full != NULL);
+	if (val)
+		memcpy(full + hl, val, vlen);
+	free(val);
+	return full;
+}
+
+/* Read frames until the server closes (true) or ms pass (false); the
+ * frames into *answers, those not ERROR frames into *normal. */
+static bool chaos_drain(struct kc *c, int ms, unsigned *answers, unsigned *normal)
+{
+	uint64_t end = tsrv_now_ns() + (uint64_t)ms * 1000000ull;
+
+	while (tsrv_now_ns() < end) {
+		struct kc_resp r;
+		int rc = kc_recv(c, &r, ms);
+		if (rc == -ECONNRESET || rc == -EPIPE || rc == -EIO)
+			return true;
+		if (rc < 0)
+			return false;
+		/* a reply split over frames (PROTO_F_MORE) counts once */
+		if (!(r.f.flags & PROTO_F_MORE)) {
+			(*answers)++;
+			if (r.f.op != PROTO_OP_ERROR)
+				(*normal)++;
+		}
+		kc_resp_free(&r);
+	}
+	return false;
+}
+
+static void *chaos_main(void *arg)
+{
+	struct chaos *ch = arg;
+
+	while (!atomic_load(&chaos_stop) && !ch->fail) {
+		unsigned what = rand_r(&ch->seed) % 7, answers = 0, normal = 0;
+		size_t len, tbl;
+		uint8_t *fr;
+		struct kc c;
+
+		if (kc_connect_tcp(&c, srv.port) != 0 || kc_login(&c, "alice", SECRET_ALICE) != 0) {
+			ch->fail = "login";
+			break;
+		}
+		ch->actions[what]++;
+		switch (what) {
+		case 0: /* cut anywhere, closed */
+		case 1: /* cut anywhere, half-closed: the server closes now */
+			fr = chaos_frame(ch, &c, &len, &tbl);
+			if (len > 1 && kc_send(&c, fr, 1 + rand_r(&ch->seed) % (len - 1)) != 0)
+				ch->fail = "send";
+			free(fr);
+			if (what == 1 && len > 1) {
+				shutdown(c.fd, SHUT_WR);
+				if (!chaos_drain(&c, 5000, &answers, &normal) || answers)
+					ch->fail = "a frame cut then half-closed: not closed at once";
+			}
+			break;
+		case 2: { /* a pipeline, half-closed: all answered, then closed */
+			unsigned k = 1 + rand_r(&ch->seed) % 256;
+			for (unsigned i = 0; i < k && !ch->fail; i++) {
+				fr = chaos_frame(ch, &c, &len, &tbl);
+				if (kc_send(&c, fr, len) != 0)
+					ch->fail = "send";
+				free(fr);
+			}
+			shutdown(c.fd, SHUT_WR);
+			if (!chaos_drain(&c, 10000, &answers, &normal) || answers != k ||
+			    normal != k) {
+				fprintf(stderr, "chaos: pipeline of %u: %u answers, %u normal\n", k,
+					answers, normal);
+				ch->fail = "a pipeline then a half-close: not all answered, or not closed";
+			}
+			break;
+		}
+		case 3: { /* a header or table byte flipped: an ERROR frame at most */
+			size_t at;
+			fr = chaos_frame(ch, &c, &len, &tbl);
+			at = rand_r(&ch->seed) % tbl;
+			fr[at] ^= (uint8_t)(1u << (rand_r(&ch->seed) % 8));
+			if (kc_send(&c, fr, len) != 0)
+				ch->fail = "send";
+			free(fr);
+			shutdown(c.fd, SHUT_WR);
+			if (!chaos_drain(&c, 5000, &answers, &normal) || normal) {
+				fprintf(stderr, "chaos: byte %zu of %zu flipped: %u answers, %u normal\n",
+					at, tbl, answers, normal);
+				ch->fail = "a corrupt frame answered, or not closed";
+			}
+			break;
+		}
+		case 4: { /* 1025 keys, header first: refused; corrupt, closed */
+			struct proto_frame f = { .op = PROTO_OP_EXISTS, .ns_count = 1,
+						 .ns = chaos_ns };
+			bool bad = rand_r(&ch->seed) % 2;
+			struct kc_resp r;
+			size_t cut;
+			fr = encode(&c, &f, ch->big, ITEMS, &len);
+			if (bad)
+				fr[rand_r(&ch->seed) % len] ^= (uint8_t)(1u << (rand_r(&ch->seed) % 8));
+			/* the header and up to 4 KiB of the table first */
+			cut = PROTO_HDR_LEN + rand_r(&ch->seed) % 4096;
+			if (kc_send(&c, fr, cut) != 0)
+				ch->fail = "send";
+			tsrv_sleep_ms(2);
+			if (!ch->fail && kc_send(&c, fr + cut, len - cut) != 0)
+				ch->fail = "send";
+			free(fr);
+			if (ch->fail)
+				break;
+			if (bad) {
+				shutdown(c.fd, SHUT_WR);
+				if (!chaos_drain(&c, 5000, &answers, &normal) || normal)
+					ch->fail = "a corrupt frame of 1025 keys answered, or not closed";
+			} else if (kc_recv(&c, &r, 10000) != 0) {
+				ch->fail = "a frame of 1025 keys not answered";
+			} else {
+				if (r.f.op != PROTO_OP_EXISTS || r.f.status != PROTO_ECOUNT ||
+				    kc_ping(&c) != 0)
+					ch->fail = "a frame of 1025 keys: not ECOUNT, or not kept";
+				kc_resp_free(&r);
+			}
+			break;
+		}
+		case 6: { /* a pipeline, BYE, then junk: answered, BYE last, closed */
+			unsigned k = rand_r(&ch->seed) % 32, byes = 0;
+			struct proto_frame f = { .op = PROTO_OP_BYE };
+			uint8_t junk[256];
+			uint64_t end = tsrv_now_ns() + 10000000000ull;
+			bool closed = false, last_bye = false;
+			for (unsigned i = 0; i < k && !ch->fail; i++) {
+				fr = chaos_frame(ch, &c, &len, &tbl);
+				if (kc_send(&c, fr, len) != 0)
+					ch->fail = "send";
+				free(fr);
+			}
+			tsrv_fill(junk, sizeof(junk), rand_r(&ch->seed));
+			if (ch->fail || kc_request(&c, &f, NULL, 0, NULL, 0) < 0 ||
+			    kc_send(&c, junk, 1 + rand_r(&ch->seed) % sizeof(junk)) != 0) {
+				ch->fail = "send";
+				break;
+			}
+			while (!closed && tsrv_now_ns() < end) {
+				struct kc_resp r;
+				int rc = kc_recv(&c, &r, 10000);
+				if (rc < 0) {
+					closed = rc == -ECONNRESET;
+					break;
+				}
+				if (!(r.f.flags & PROTO_F_MORE)) {
+					answers++;
+					normal += r.f.op != PROTO_OP_ERROR;
+					byes += r.f.op == PROTO_OP_BYE;
+					last_bye = r.f.op == PROTO_OP_BYE;
+				}
+				kc_resp_free(&r);
+			}
+			/* Junk that comes after the server closed is answered
+			 * by the kernel with a reset, which may cut the answers
+			 * still in flight (doc/kvtierd.md "Bad input"): fewer
+			 * is allowed, never an ERROR frame for the junk, nor
+			 * anything after BYE's answer. */
+			if (!closed || normal != answers || answers > k + 1 || byes > 1 ||
+			    (byes && !last_bye)) {
+				fprintf(stderr, "chaos: %u frames, BYE, junk: %u answers (%u not "
+					"ERROR), %u BYE, closed %d\n", k, answers, normal, byes,
+					closed);
+				ch->fail = "a pipeline then BYE: the junk read, an answer after BYE, "
+					   "or not closed";
+			}
+			break;
+		}
+		default: { /* GETs of a big value pipelined, never read */
+			struct proto_item it = { 0 };
+			kvt_key_set(&it.key, "chaos-big", 9);
+			for (unsigned i = 0; i < 64; i++) {
+				struct proto_frame f = { .op = PROTO_OP_GET, .ns_count = 1,
+							 .ns = chaos_ns };
+				if (kc_request(&c, &f, &it, 1, NULL, 0) < 0)
+					break;
+			}
+			break;
+		}
+		}
+		kc_close(&c);
+	}
+	return NULL;
+}
+
+/* PUT of big[0, n) in 2 parts, EXISTS and PING pipelined in one send;
+ * then the value read back whole. */
+static void good_pipeline(struct kc *g, const struct kvt_key *k, const uint8_t *big, size_t n)
+{
+	struct proto_frame fp = { .op = PROTO_OP_PUT, .ns_count = 1, .ns = chaos_ns };
+	struct proto_frame fe = { .op = PROTO_OP_EXISTS, .ns_count = 1, .ns = chaos_ns };
+	struct proto_frame fg = { .op = PROTO_OP_PING };
+	uint64_t lens[2] = { n / 2 + 1, n - (n / 2 + 1) };
+	uint32_t crcs[2];
+	struct proto_item it = { .key = *k, .part_count = lens[1] ? 2 : 1, .part_lens = lens,
+				 .part_crcs = crcs };
+	struct proto_item ie = { .key = *k };
+	size_t lp, le, lg, off = 0;
+	uint8_t *bp, *be, *bg, *all;
+	struct kc_value got;
+
+	if (n < 2) {
+		lens[0] = n;
+		it.part_count = 1;
+	}
+	crcs[0] = kvt_crc32c(0, big, lens[0]);
+	crcs[1] = kvt_crc32c(0, big + lens[0], lens[1]);
+	bp = encode(g, &fp, &it, 1, &lp);
+	be = encode(g, &fe, &ie, 1, &le);
+	bg = encode(g, &fg, NULL, 0, &lg);
+	all = malloc(lp + n + le + lg);
+	T_ASSERT(all != NULL);
+	memcpy(all + off, bp, lp), off += lp;
+	memcpy(all + off, big, n), off += n;
+	memcpy(all + off, be, le), off += le;
+	memcpy(all + off, bg, lg), off += lg;
+	T_RC(kc_send(g, all, off), 0);
+	for (unsigned i = 0; i < 3; i++) {
+		struct kc_resp r;
+		T_RC(kc_recv(g, &r, 20000), 0);
+		T_EQ_INT(r.f.status, 0);
+		T_ASSERT(r.f.tag == fp.tag || r.f.tag == fe.tag || r.f.tag == fg.tag);
+		kc_resp_free(&r);
+	}
+	T_RC(kc_exists(g, chaos_ns, k, NULL), KVT_OK);
+	T_RC(kc_get(g, chaos_ns, k, 0, 0, 0, 0, &got), KVT_OK);
+	T_ASSERT(got.crc_ok);
+	T_EQ_INT(got.len, n);
+	T_ASSERT(memcmp(got.bytes, big, n) == 0);
+	kc_value_free(&got);
+	free(all);
+	free(bp);
+	free(be);
+	free(bg);
+}
+
+static void phase_chaos(void)
+{
+	struct chaos ch[CHAOS_THREADS];
+	uint8_t *big = malloc(CHAOS_BIG), *val = malloc(65536);
+	struct iovec v = { big, CHAOS_BIG };
+	unsigned rounds = 0, seed = getenv("KVT_CHAOS_SEED") ? (unsigned)atoi(getenv("KVT_CHAOS_SEED"))
+							    : (unsigned)time(NULL);
+	uint64_t end, vanished = 0, active = 0;
+	struct kc g, adm;
+
+	printf("chaos: seed %u\n", seed);
+	start("chaos", NULL);
+	login(&g);
+	T_RC(kc_register(&g, &desc, chaos_ns, NULL, 0), KVT_OK);
+	tsrv_fill(big, CHAOS_BIG, 7);
+	{
+		struct kvt_key k;
+		kvt_key_set(&k, "chaos-big", 9);
+		T_RC(kc_put(&g, chaos_ns, &k, &v, 1, NULL), KVT_OK);
+	}
+	for (unsigned i = 0; i < CHAOS_THREADS; i++) {
+		memset(&ch[i], 0, sizeof(ch[i]));
+		ch[i].seed = seed + i * 7919u;
+		ch[i].id = i;
+		ch[i].big = calloc(ITEMS, sizeof(*ch[i].big));
+		T_ASSERT(ch[i].big != NULL);
+		for (unsigned j = 0; j < ITEMS; j++) {
+			char key[32];
+			snprintf(key, sizeof(key), "chaos-%u-%u", i, j);
+			kvt_key_set(&ch[i].big[j].key, key, strlen(key));
+		}
+		pthread_create(&ch[i].t, NULL, chaos_main, &ch[i]);
+	}
+	/* The good client: every byte back as put. */
+	end = tsrv_now_ns() + CHAOS_SECONDS * 1000000000ull;
+	while (tsrv_now_ns() < end) {
+		struct kvt_key k;
+		struct kc_value got;
+		char key[32];
+		size_t n = 1 + (size_t)(rounds * 7919u) % 65536;
+		struct iovec p = { val, n };
+		snprintf(key, sizeof(key), "good-%u", rounds);
+		kvt_key_set(&k, key, strlen(key));
+		if (rounds % 8 == 7) {
+			/* A big PUT with frames right behind it, in one send: its
+			 * data streamed in place, the next headers after it. */
+			good_pipeline(&g, &k, big, 1 + (size_t)(rounds * 104729u) % CHAOS_BIG);
+			rounds++;
+			continue;
+		}
+		tsrv_fill(val, n, rounds);
+		T_RC(kc_put(&g, chaos_ns, &k, &p, 1, NULL), KVT_OK);
+		T_RC(kc_get(&g, chaos_ns, &k, 0, 0, 0, 0, &got), KVT_OK);
+		T_ASSERT(got.crc_ok);
+		T_EQ_INT(got.len, n);
+		T_ASSERT(memcmp(got.bytes, val, n) == 0);
+		kc_value_free(&got);
+		rounds++;
+	}
+	atomic_store(&chaos_stop, true);
+	for (unsigned i = 0; i < CHAOS_THREADS; i++) {
+		pthread_join(ch[i].t, NULL);
+		printf("chaos: client %u: cut %u, cut+half-close %u, pipeline+half-close %u, "
+		       "corrupt %u, 1025 keys %u, pipeline+BYE+junk %u, never read %u%s%s\n", i,
+		       ch[i].actions[0], ch[i].actions[1], ch[i].actions[2], ch[i].actions[3],
+		       ch[i].actions[4], ch[i].actions[6], ch[i].actions[5],
+		       ch[i].fail ? ": FAILED: " : "", ch[i].fail ? ch[i].fail : "");
+		free(ch[i].big);
+	}
+	for (unsigned i = 0; i < CHAOS_THREADS; i++)
+		T_ASSERT(ch[i].fail == NULL);
+	T_RC(kc_connect_tcp(&adm, srv.port), 0);
+	T_RC(kc_login(&adm, "admin", SECRET_ADMIN), 0);
+	T_RC(kc_stat(&adm, PROTO_SCOPE_ALL, "server.errors.vanished", &vanished), 0);
+	/* Every broken client's connection closed: the good one and this
+	 * are left (before, half-closed ones whose last answers went out on
+	 * EPOLLOUT stayed open: close_flush). */
+	for (unsigned i = 0; i < 500; i++) {
+		T_RC(kc_stat(&adm, PROTO_SCOPE_ALL, "server.conns_active", &active), 0);
+		if (active <= 2)
+			break;
+		tsrv_sleep_ms(20);
+	}
+	printf("chaos: the good client's round trips: %u; server.errors.vanished %" PRIu64
+	       "; connections left open %" PRIu64 "\n", rounds, vanished, active);
+	T_EQ_INT(active, 2);
+	T_GE_INT(rounds, 1);
+	kc_close(&adm);
+	kc_close(&g);
+	free(big);
+	free(val);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
+/* ------------------------------------------------------------------------
+ * close_flush: a connection that is to close once its answers are out --
+ * the client half-closed (shutdown(SHUT_WR)) or sent BYE -- whose last
+ * answers went out when the socket became writable again (EPOLLOUT),
+ * after its frames were all done, was never closed: the flush did not
+ * look whether it was to close, and with no more input to read and no
+ * output to write the connection waited on nothing, its descriptor held
+ * until the server stopped (test_native_attack chaos met it with long
+ * pipelines).  Here: 6 GETs of 1 MiB answered into a socket that takes
+ * ~4 MiB while the client does not read for 300 ms, then read: every
+ * answer, then the close.
+ */
+
+#define CF_GETS 6u
+#define CF_VALUE (1u << 20)
+
+static void close_flush(const uint8_t *ns, bool bye)
+{
+	struct proto_item it = { 0 };
+	unsigned gets = 0, byes = 0;
+	uint64_t t0;
+	struct kc c;
+	int rc;
+
+	kvt_key_set(&it.key, "cf-big", 6);
+	login(&c);
+	for (unsigned i = 0; i < CF_GETS; i++) {
+		struct proto_frame f = { .op = PROTO_OP_GET, .ns_count = 1, .ns = ns };
+		T_ASSERT(kc_request(&c, &f, &it, 1, NULL, 0) > 0);
+	}
+	if (bye) {
+		struct proto_frame f = { .op = PROTO_OP_BYE };
+		T_ASSERT(kc_request(&c, &f, NULL, 0, NULL, 0) > 0);
+	} else {
+		T_EQ_INT(shutdown(c.fd, SHUT_WR), 0);
+	}
+	tsrv_sleep_ms(300);
+	t0 = tsrv_now_ns();
+	for (;;) {
+		struct kc_resp r;
+		rc = kc_recv(&c, &r, 5000);
+		if (rc < 0)
+			break;
+		if (r.f.op == PROTO_OP_GET && !(r.f.flags & PROTO_F_MORE) && r.f.status == 0)
+			gets++;
+		else if (r.f.op == PROTO_OP_BYE)
+			byes++;
+		kc_resp_free(&r);
+	}
+	printf("close_flush: %s: %u GET answers, %u BYE, then %d after %.1f ms\n",
+	       bye ? "BYE" : "half-close", gets, byes, rc, (tsrv_now_ns() - t0) / 1e6);
+	T_EQ_INT(gets, CF_GETS);
+	T_EQ_INT(byes, bye ? 1 : 0);
+	T_EQ_INT(rc, -ECONNRESET);
+	kc_close(&c);
+}
+
+static void phase_close_flush(void)
+{
+	uint8_t ns[PROTO_DIGEST_LEN], *v = malloc(CF_VALUE);
+	struct iovec iov = { v, CF_VALUE };
+	struct kvt_key k;
+	struct kc g;
+
+	start("close_flush", NULL);
+	login(&g);
+	T_RC(kc_register(&g, &desc, ns, NULL, 0), KVT_OK);
+	kvt_key_set(&k, "cf-big", 6);
+	tsrv_fill(v, CF_VALUE, 3);
+	T_RC(kc_put(&g, ns, &k, &iov, 1, NULL), KVT_OK);
+	close_flush(ns, false);
+	close_flush(ns, true);
+	kc_close(&g);
+	free(v);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
+/* ------------------------------------------------------------------------
+ * dup_put: one PUT frame naming a key DUP_N times, each time with other
+ * bytes (lengths, part counts): every item answered, and the key then
+ * holds exactly one of those values, whole.
+ */
+
+#define DUP_N 64u
+
+struct dup_items {
+	unsigned n, ok;
+	int32_t st[DUP_N];
+};
+
+static void dup_item(void *ctx, const struct kc_resp *r, const struct proto_item *it)
+{
+	struct dup_items *d = ctx;
+
+	(void)r;
+	if (it->index < DUP_N) {
+		d->st[it->index] = it->status;
+		d->ok += it->status == KVT_OK;
+	}
+	d->n++;
+}
+
+static void phase_dup_put(void)
+{
+	struct proto_item its[DUP_N];
+	uint64_t lens[DUP_N][2];
+	uint32_t crcs[DUP_N][2];
+	uint8_t ns[PROTO_DIGEST_LEN], *vals[DUP_N];
+	struct iovec data[DUP_N];
+	struct dup_items d = { 0 };
+	struct kc_value got;
+	struct kvt_key k;
+	int32_t st = 0;
+	unsigned match = DUP_N;
+	struct kc c;
+
+	start("dup_put", NULL);
+	login(&c);
+	T_RC(kc_register(&c, &desc, ns, NULL, 0), KVT_OK);
+	kvt_key_set(&k, "dup", 3);
+	memset(its, 0, sizeof(its));
+	for (unsigned i = 0; i < DUP_N; i++) {
+		size_t n = 1000 + i * 977;
+		vals[i] = malloc(n);
+		T_ASSERT(vals[i] != NULL);
+		tsrv_fill(vals[i], n, 100 + i);
+		lens[i][0] = i % 2 ? n / 3 : n;
+		lens[i][1] = n - lens[i][0];
+		crcs[i][0] = kvt_crc32c(0, vals[i], lens[i][0]);
+		crcs[i][1] = kvt_crc32c(0, vals[i] + lens[i][0], lens[i][1]);
+		its[i].key = k;
+		its[i].part_count = i % 2 ? 2 : 1;
+		its[i].part_lens = lens[i];
+		its[i].part_crcs = crcs[i];
+		data[i].iov_base = vals[i];
+		data[i].iov_len = n;
+	}
+	{
+		struct proto_frame f = { .op = PROTO_OP_PUT, .ns_count = 1, .ns = ns };
+		T_ASSERT(kc_request(&c, &f, its, DUP_N, data, DUP_N) > 0);
+	}
+	T_ASSERT(kc_recv_items(&c, 20000, dup_item, &d, &st) >= 1);
+	T_RC(kc_get(&c, ns, &k, 0, 0, 0, 0, &got), KVT_OK);
+	for (unsigned i = 0; i < DUP_N; i++)
+		if (got.len == data[i].iov_len && memcmp(got.bytes, vals[i], got.len) == 0)
+			match = i;
+	printf("dup_put: frame status %d, %u items answered, %u stored OK (first %d, second %d); "
+	       "the key holds value %d of %u, %" PRIu64 " bytes, CRCs %s\n", st, d.n, d.ok,
+	       d.st[0], d.st[1], (int)match, DUP_N, got.len, got.crc_ok ? "ok" : "BAD");
+	T_EQ_INT(st, 0);
+	T_EQ_INT(d.n, DUP_N);
+	T_ASSERT(d.ok >= 1);
+	T_ASSERT(got.crc_ok);
+	T_ASSERT(match < DUP_N);
+	T_EQ_INT(got.part_count, its[match].part_count);
+	kc_value_free(&got);
+	T_RC(kc_ping(&c), 0);
+	for (unsigned i = 0; i < DUP_N; i++)
+		free(vals[i]);
+	kc_close(&c);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
+/* ------------------------------------------------------------------------
+ * mixed_put: one PUT frame of 4 values of 200 KiB (its data streamed in
+ * place, past the first read buffer) whose items fare differently -- an
+ * unknown namespace (its bytes dropped), a part CRC that does not match
+ * (KVT_ECORRUPT), two stored -- with a GET of one of them right behind
+ * it in the same send: each item its own status, the stored ones exact.
+ */
+
+#define MP_LEN (200u << 10)
+
+static void phase_mixed_put(void)
+{
+	uint8_t ns[2][PROTO_DIGEST_LEN], *vals[4], *all;
+	struct proto_item its[4], gi = { 0 };
+	uint64_t lens[4];
+	uint32_t crcs[4];
+	struct dup_items d = { 0 };
+	size_t lp, lg, off = 0;
+	uint8_t *bp, *bg;
+	int32_t st = 0;
+	struct kc c;
+
+	start("mixed_put", NULL);
+	login(&c);
+	T_RC(kc_register(&c, &desc, ns[0], NULL, 0), KVT_OK);
+	memset(ns[1], 0x5a, PROTO_DIGEST_LEN); /* nobody's */
+	memset(its, 0, sizeof(its));
+	for (unsigned i = 0; i < 4; i++) {
+		char key[16];
+		vals[i] = malloc(MP_LEN);
+		T_ASSERT(vals[i] != NULL);
+		tsrv_fill(vals[i], MP_LEN, 40 + i);
+		snprintf(key, sizeof(key), "mixed-%u", i);
+		kvt_key_set(&its[i].key, key, strlen(key));
+		lens[i] = MP_LEN;
+		crcs[i] = kvt_crc32c(0, vals[i], MP_LEN) ^ (i == 2 ? 1u : 0u);
+		its[i].ns_index = i == 1 ? 1 : 0;
+		its[i].part_count = 1;
+		its[i].part_lens = &lens[i];
+		its[i].part_crcs = &crcs[i];
+	}
+	{
+		struct proto_frame fp = { .op = PROTO_OP_PUT, .ns_count = 2, .ns = ns[0] };
+		struct proto_frame fg = { .op = PROTO_OP_GET, .ns_count = 1, .ns = ns[0] };
+		gi.key = its[3].key;
+		bp = encode(&c, &fp, its, 4, &lp);
+		bg = encode(&c, &fg, &gi, 1, &lg);
+	}
+	all = malloc(lp + 4 * (size_t)MP_LEN + lg);
+	T_ASSERT(all != NULL);
+	memcpy(all, bp, lp);
+	off = lp;
+	for (unsigned i = 0; i < 4; i++, off += MP_LEN)
+		memcpy(all + off, vals[i], MP_LEN);
+	memcpy(all + off, bg, lg);
+	off += lg;
+	T_RC(kc_send(&c, all, off), 0);
+	/* The PUT's answer, then the GET's (in order or not: by tag). */
+	for (unsigned got = 0; got < 2; got++) {
+		struct kc_resp r;
+		T_RC(kc_recv(&c, &r, 20000), 0);
+		if (r.f.op == PROTO_OP_PUT) {
+			struct proto_iter it;
+			struct proto_item pi;
+			proto_iter_init(&it, &r.f, NULL, NULL, 0);
+			while (proto_iter_next(&it, &pi) > 0)
+				dup_item(&d, &r, &pi);
+			st = r.f.status;
+		} else {
+			/* the GET behind it: a hit or a miss (it may have been
+			 * taken before the PUT was stored), never an error */
+			T_EQ_INT(r.f.op, PROTO_OP_GET);
+			T_EQ_INT(r.f.status, 0);
+		}
+		kc_resp_free(&r);
+	}
+	printf("mixed_put: PUT status %d, items: %d %d %d %d\n", st, d.st[0], d.st[1], d.st[2],
+	       d.st[3]);
+	T_EQ_INT(st, 0);
+	T_EQ_INT(d.n, 4);
+	T_EQ_INT(d.st[0], KVT_OK);
+	T_EQ_INT(d.st[1], KVT_ENONS);
+	T_EQ_INT(d.st[2], KVT_ECORRUPT);
+	T_EQ_INT(d.st[3], KVT_OK);
+	for (unsigned i = 0; i < 4; i++) {
+		struct kc_value v;
+		int rc = kc_get(&c, ns[0], &its[i].key, 0, 0, 0, 0, &v);
+		if (i == 0 || i == 3) {
+			T_RC(rc, KVT_OK);
+			T_ASSERT(v.crc_ok);
+			T_EQ_INT(v.len, MP_LEN);
+			T_ASSERT(memcmp(v.bytes, vals[i], MP_LEN) == 0);
+		} else {
+			T_RC(rc, KVT_MISS);
+		}
+		kc_value_free(&v);
+	}
+	T_RC(kc_ping(&c), 0);
+	for (unsigned i = 0; i < 4; i++)
+		free(vals[i]);
+	free(all);
+	free(bp);
+	free(bg);
+	kc_close(&c);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
+static const struct {
+	const char *name;
+	void (*run)(void);
+} phases[] = {
+	{ "mixed_put", phase_mixed_put },
+	{ "dup_put", phase_dup_put },
+	{ "close_flush", phase_close_flush },
+	{ "crc_refused", phase_crc_refused },
+	{ "chaos", phase_chaos },
+};
+
+int main(int argc, char **argv)
+{
+	const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+	const char *phase = argc > 2 ? argv[2] : "";
+
+	bin = argc > 1 ? argv[1] : "daemon/kvtierd";
+	signal(SIGPIPE, SIG_IGN);
+	snprintf(base, sizeof(base), "%s/test_native_attack.XXXXXX", tmp);
+	T_ASSERT(mkdtemp(base));
+	for (size_t i = 0; i < sizeof(phases) / sizeof(phases[0]); i++)
+		if (strcmp(phase, phases[i].name) == 0) {
+			phases[i].run();
+			tsrv_check_reports(base);
+			t_rmtree(base);
+			printf("%s: ok\n", phase);
+			return 0;
+		}
+	fprintf(stderr, "usage: test_native_attack KVTIERD PHASE\n");
+	return 2;
+}
