@@ -1087,6 +1087,8 @@ struct kvtd_tstat {
 				      * (tables, items, data: KVTD_IN_TENANT_MAX) */
 	_Atomic uint32_t ns_count; /* namespaces registered in its name (KVTD_NS_TENANT_MAX) */
 	_Atomic uint32_t s3_scans; /* its S3 listings walking the store (s3ops.c) */
+	_Atomic uint64_t resv_held; /* DRAM its S3 uploads being received reserve
+				     * (s3d.c S3D_RESV_TENANT_MAX) */
 };
 /* The counters of a tenant by name (created if new; NULL past the table's
  * size or out of memory).  Any thread. */

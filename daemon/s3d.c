@@ -342,6 +342,7 @@ static void s3d_body_done(struct s3d_req *rq)
 			crcs[1] = rq->crc32c;
 			r = kvt_put_commit_checked(srv->store, rq->res.handle, crcs);
 			rq->reserved = false;
+			s3d_resv_release(rq);
 			if (r == KVT_OK && rq->tier < KVT_TIER_DRAM) /* committed into DRAM */
 				rq->tier = KVT_TIER_DRAM;
 			if (r != KVT_OK && r != -ECANCELED) {
@@ -709,6 +710,33 @@ static int s3d_auth(struct s3d_req *rq)
 	return 0;
 }
 
+/*
+ * A PutObject or UploadPart body of n bytes (its object header included)
+ * about to be reserved in DRAM holds them in its tenant's resv_held until
+ * it is committed or dropped.  Without, one tenant starting uploads on
+ * many connections and sending their bodies slowly (or never) reserved
+ * the whole DRAM tier: every other tenant's blocks were evicted (a bucket
+ * whose marker went was NoSuchBucket) and its PUTs refused 503
+ * (test_hostile_http s3_upload_share).  false: past the tenant's share
+ * (S3D_RESV_TENANT_MAX) while it has other uploads in flight.
+ */
+static bool s3d_resv_hold(struct s3d_req *rq, uint64_t n)
+{
+	struct kvtd_tstat *t = rq->in_tstat;
+	uint64_t held;
+
+	if (!t || !kvtd_auth_enabled())
+		return true; /* one trust domain: no shares (as loop.c's) */
+	held = atomic_fetch_add_explicit(&t->resv_held, n, memory_order_relaxed);
+	if (held > 0 && held + n > S3D_RESV_TENANT_MAX(rq->conn->loop->srv)) {
+		atomic_fetch_sub_explicit(&t->resv_held, n, memory_order_relaxed);
+		return false;
+	}
+	rq->resv_tstat = t;
+	rq->resv_held = n;
+	return true;
+}
+
 /* Where a PutObject or UploadPart body goes, from kvt_put_reserve's
  * answer r: 0 (rq->sink set; an error to answer after the body may be
  * set too) or -1 (answered now). */
@@ -721,6 +749,7 @@ static int s3d_put_sink(struct s3d_req *rq, int r)
 		rq->sink = SK_RESV;
 		return 0;
 	}
+	s3d_resv_release(rq); /* nothing reserved in DRAM */
 	if (r == KVT_EXISTS && rq->cond_none_match) {
 		rq->sink = SK_DISCARD;
 		rq->err_status = 412;
@@ -921,6 +950,13 @@ static int s3d_body_setup(struct s3d_req *rq)
 				 "(%" PRIu64 " bytes).", srv->dram_max_value);
 			rq->close_after = true; /* do not read a body that large */
 			s3d_fail(rq, 400, "EntityTooLarge", m);
+			return -1;
+		}
+		if (!s3d_resv_hold(rq, lens[0] + lens[1])) {
+			KVTD_COUNT(srv, mem_refused, 1);
+			rq->close_after = true; /* its body is not read */
+			s3d_fail(rq, 503, "SlowDown", "The tenant's uploads in progress hold its "
+				 "share of kvtierd's DRAM tier; retry later.");
 			return -1;
 		}
 		rq->room_key = k;

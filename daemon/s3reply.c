@@ -261,8 +261,18 @@ void s3d_tenant_charge(struct s3d_req *rq, uint64_t n)
 	rq->in_charged += n;
 }
 
+void s3d_resv_release(struct s3d_req *rq)
+{
+	if (rq->resv_tstat)
+		atomic_fetch_sub_explicit(&rq->resv_tstat->resv_held, rq->resv_held,
+					  memory_order_relaxed);
+	rq->resv_tstat = NULL;
+	rq->resv_held = 0;
+}
+
 void s3d_req_free(struct kvtd_server *srv, struct s3d_req *rq)
 {
+	s3d_resv_release(rq);
 	if (rq->in_tstat)
 		atomic_fetch_sub_explicit(&rq->in_tstat->in_charged, rq->in_charged,
 					  memory_order_relaxed);

@@ -17,7 +17,9 @@ Phases: s3_head (request line and headers), s3_body (chunked and
 aws-chunked bodies, cuts), s3_keys (keys, query strings, ranges,
 multipart), s3_sigv4 (Authorization, scopes, presigned URLs), s3_slow
 (slow heads, many connections before authentication), s3_flood (unread
-pipelines of one tenant beside another), metrics (the metrics listener).
+pipelines of one tenant beside another), s3_upload_share (one tenant's
+uploads held open on many connections beside another), metrics (the
+metrics listener).
 """
 import datetime
 import hashlib
@@ -1156,6 +1158,69 @@ def s3_flood(ph):
     ph.expect(deferred > 0, "no parse deferred", deferred)
     ph.expect(lat[-1] <= 5, "the other tenant's PUT", lat[-1])
     ph.cases += 1
+
+
+def held_answers(socks, wait=0.5):
+    """Of sockets that sent a request head, those the server answered
+    within wait seconds (removed from socks) and their answers."""
+    import select
+    time.sleep(wait)
+    answers = []
+    for s in select.select(socks, [], [], 0)[0]:
+        socks.remove(s)
+        answers.append(read_answer(s, 2.0))
+        s.close()
+    return answers
+
+
+@phase
+def s3_upload_share(ph):
+    """One tenant starts PUTs of 6 MiB on 12 connections and sends their
+    heads and 1 KiB of each body only (a client that uploads slowly, or
+    pretends to): each body's DRAM reservation is held while it arrives.
+    Its uploads in flight hold at most a quarter of --dram (16 MiB: two
+    of them; one alone is always taken), the others are answered 503
+    SlowDown from their heads (nothing of their bodies read); another
+    tenant's PUT is served at once, and a held upload still completes
+    (attack20h: before, the twelve reservations took the whole DRAM tier,
+    evicting every other block: the other tenant's bucket was gone)."""
+    srv, P = ph.srv, ph.srv.port
+    st, _, body = http(P, signed_msg(P, "PUT", "/bobbkt", who=BOB), src=PROBER)
+    assert st == 200, (st, body)
+    big = 6 << 20
+    socks, tails = [], {}
+    for i in range(12):
+        s = socket.create_connection(("127.0.0.1", P), source_address=(ph.addr(), 0))
+        s.sendall(signed_msg(P, "PUT", "/hbkt/big%d" % i, payload="UNSIGNED-PAYLOAD",
+                             extra={"content-length": str(big)}) + b"x" * 1024)
+        socks.append(s)
+        tails[s] = i
+    answers = held_answers(socks)
+    codes = [(st, code_of(b)) for st, _, b in answers]
+    print("12 PUTs of 6 MiB, heads and 1 KiB sent: %d held, refused %s" % (len(socks), codes))
+    ph.expect(len(socks) == 2, "uploads held", len(socks), codes)
+    ph.expect(all(c == (503, "SlowDown") for c in codes), "refusals", codes)
+    t0 = time.monotonic()
+    v = os.urandom(1 << 20)
+    st, _, body = http(P, signed_msg(P, "PUT", "/bobbkt/k", body=v, who=BOB), src=PROBER)
+    dt = time.monotonic() - t0
+    print("the other tenant's PUT of 1 MiB beside them: %d in %.1f ms" % (st, dt * 1e3))
+    ph.expect(st == 200, "the other tenant's PUT beside held uploads", st, body[:200])
+    st, _, got = http(P, signed_msg(P, "GET", "/bobbkt/k", who=BOB), src=PROBER)
+    ph.expect(st == 200 and got == v, "the other tenant's GET", st, len(got))
+    # a held upload still completes, byte for byte
+    if socks:
+        s = socks.pop(0)
+        s.sendall(b"x" * (big - 1024))
+        st, _, body = read_answer(s, 20.0)
+        s.close()
+        ph.expect(st == 200, "a held upload completed", st, body[:200])
+        st, _, got = http(P, signed_msg(P, "GET", "/hbkt/big%d" % tails[s]), src=PROBER)
+        ph.expect(st == 200 and got == b"x" * big, "the held upload's bytes", st, len(got))
+    for s in socks:
+        s.close()
+    ph.cases += 1
+    ph.probe("held uploads")
 
 # ---------------------------------------------------------------------------
 # The metrics listener (--metrics, --metrics-token)
