@@ -18,7 +18,8 @@ aws-chunked bodies, cuts), s3_keys (keys, query strings, ranges,
 multipart), s3_sigv4 (Authorization, scopes, presigned URLs), s3_slow
 (slow heads, many connections before authentication), s3_flood (unread
 pipelines of one tenant beside another), s3_upload_share (one tenant's
-uploads held open on many connections beside another), metrics (the
+uploads held open on many connections beside another), resp_share (the
+same with RESP SETs: the listener shares the budget), metrics (the
 metrics listener).
 """
 import datetime
@@ -1221,6 +1222,103 @@ def s3_upload_share(ph):
         s.close()
     ph.cases += 1
     ph.probe("held uploads")
+
+def resp_cmd(*args):
+    return b"*%d\r\n" % len(args) + b"".join(b"$%d\r\n%s\r\n" % (len(a), a) for a in args)
+
+
+def resp_line(s, timeout=5.0):
+    """One RESP reply line (a bulk's bytes follow it); b"" on close."""
+    s.settimeout(timeout)
+    out = _pending.pop(s, b"")
+    try:
+        while b"\r\n" not in out:
+            b = s.recv(65536)
+            if not b:
+                return b""
+            out += b
+    except (socket.timeout, ConnectionResetError):
+        return b""
+    line, _, rest = out.partition(b"\r\n")
+    if rest:
+        _pending[s] = rest
+    return line
+
+
+def resp_login(port, who, src=None):
+    s = socket.create_connection(("127.0.0.1", port), source_address=(src, 0) if src else None)
+    s.sendall(resp_cmd(b"AUTH", who[0].encode(), who[1].encode()))
+    assert resp_line(s) == b"+OK", who
+    return s
+
+
+@phase
+def resp_share(ph):
+    """The RESP listener (it shares the loops and --max-memory with S3):
+    one tenant starts SETs of 8 MiB values on 6 connections and sends
+    their heads and 1 KiB only.  Each command's read buffer grows to hold
+    it (charged to --max-memory); those of one tenant, all its
+    connections together, hold at most its input share (a quarter of the
+    budget; one alone is always taken): the others are refused at once.
+    Another tenant's SET of 1 MiB is served beside them, and a held SET
+    still completes (attack20h: before, the buffers filled the budget and
+    the other tenant's SET was refused for memory)."""
+    srv = ph.srv
+    m = re.search(r"RESP listener on 127\.0\.0\.1:(\d+)", open(srv.log).read())
+    R = int(m.group(1))
+    big = 8 << 20
+    socks = []
+    for i in range(6):
+        s = resp_login(R, ALICE, ph.addr())
+        s.sendall(b"*3\r\n$3\r\nSET\r\n$4\r\nbig%d\r\n$%d\r\n" % (i, big) + b"x" * 1024)
+        socks.append(s)
+    answers = [resp_line(s, 0.1) for s in held_socks(socks)]
+    print("6 RESP SETs of 8 MiB, heads and 1 KiB sent: %d held, refused %s; --max-memory %.1f "
+          "MiB" % (len(socks), answers, srv.metric("kvtier_server_memory_bytes") / 2 ** 20))
+    ph.expect(len(socks) == 1, "SETs held", len(socks), answers)
+    ph.expect(all(a.startswith(b"-") for a in answers), "refusals", answers)
+    v = os.urandom(1 << 20)
+    t0 = time.monotonic()
+    b = resp_login(R, BOB, PROBER)
+    b.sendall(resp_cmd(b"SET", b"k", v) + resp_cmd(b"GET", b"k"))
+    st = resp_line(b, 10.0)
+    got = resp_line(b, 10.0)
+    if got == b"$%d" % len(v):
+        s2 = _pending.pop(b, b"")
+        b.settimeout(10.0)
+        while len(s2) < len(v) + 2:
+            chunk = b.recv(1 << 20)
+            if not chunk:
+                break
+            s2 += chunk
+        got = s2[:len(v)]
+    b.close()
+    dt = time.monotonic() - t0
+    print("the other tenant's SET + GET of 1 MiB beside them: %s in %.1f ms" % (st, dt * 1e3))
+    ph.expect(st == b"+OK" and got == v, "the other tenant's SET beside held SETs", st, got[:80])
+    if socks:
+        s = socks.pop(0)
+        s.sendall(b"x" * (big - 1024) + b"\r\n" + resp_cmd(b"EXISTS", b"big0"))
+        st = resp_line(s, 20.0)
+        n = resp_line(s, 20.0)
+        s.close()
+        ph.expect(st == b"+OK" and n == b":1", "a held SET completed", st, n)
+    for s in socks:
+        s.close()
+    ph.cases += 1
+    ph.probe("held RESP SETs")
+resp_share.extra = ["--resp", "127.0.0.1:0"]
+
+
+def held_socks(socks, wait=0.5):
+    """Of sockets that sent something, those the server answered (or
+    closed) within wait seconds: removed from socks and returned."""
+    import select
+    time.sleep(wait)
+    ready = select.select(socks, [], [], 0)[0]
+    for s in ready:
+        socks.remove(s)
+    return ready
 
 # ---------------------------------------------------------------------------
 # The metrics listener (--metrics, --metrics-token)
