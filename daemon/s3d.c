@@ -768,9 +768,11 @@ static int s3d_put_sink(struct s3d_req *rq, int r)
 	/* an overwrite: into a buffer, then DELETE + PUT */
 	if (!kvtd_mem_charge(srv, rq->decoded_len, false)) {
 		KVTD_COUNT(srv, mem_refused, 1);
+		/* before s3d_fail: at the head of its connection rq is answered
+		 * and freed in it (a write after it was a use after free) */
+		rq->close_after = true;
 		s3d_fail(rq, 503, "SlowDown", "server memory limit reached (--max-memory); "
 			 "retry later");
-		rq->close_after = true;
 		return -1;
 	}
 	rq->buf_charged = rq->decoded_len;
