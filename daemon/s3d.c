@@ -737,6 +737,28 @@ static bool s3d_resv_hold(struct s3d_req *rq, uint64_t n)
 	return true;
 }
 
+/*
+ * A body of n bytes to buffer (an overwrite's, an XML document) fits its
+ * tenant's input share (KVTD_IN_TENANT_MAX): what the tenant's requests
+ * in flight hold of --max-memory, all its connections together.  The
+ * share paused only connections with requests in flight; a head on a
+ * fresh connection was charged its body at once, so one tenant's
+ * overwrites held open on ten connections took 28 MiB of a 32 MiB budget
+ * (test_hostile_http s3_upload_share).  As native frames
+ * (kvtd_frame_charge), a tenant holding nothing but this request makes
+ * progress.
+ */
+static bool s3d_share_fits(struct s3d_req *rq, uint64_t n)
+{
+	struct kvtd_tstat *t = rq->in_tstat;
+	uint64_t held = 0, cap = t ? kvtd_in_share(rq->conn->loop->srv, t, &held) : 0;
+
+	return !cap || held <= rq->in_charged || held + n <= cap;
+}
+
+#define S3D_SHARE_MSG "The tenant's requests in progress hold its share of kvtierd's memory " \
+	"limit (--max-memory); retry later."
+
 /* Where a PutObject or UploadPart body goes, from kvt_put_reserve's
  * answer r: 0 (rq->sink set; an error to answer after the body may be
  * set too) or -1 (answered now). */
@@ -766,6 +788,12 @@ static int s3d_put_sink(struct s3d_req *rq, int r)
 		return 0;
 	}
 	/* an overwrite: into a buffer, then DELETE + PUT */
+	if (!s3d_share_fits(rq, rq->decoded_len)) {
+		KVTD_COUNT(srv, mem_refused, 1);
+		rq->close_after = true; /* its body is not read */
+		s3d_fail(rq, 503, "SlowDown", S3D_SHARE_MSG);
+		return -1;
+	}
 	if (!kvtd_mem_charge(srv, rq->decoded_len, false)) {
 		KVTD_COUNT(srv, mem_refused, 1);
 		/* before s3d_fail: at the head of its connection rq is answered
@@ -975,6 +1003,12 @@ static int s3d_body_setup(struct s3d_req *rq)
 		if (rq->decoded_len > S3D_SMALL_MAX) {
 			rq->close_after = true;
 			s3d_fail(rq, 400, "MaxMessageLengthExceeded", "Your request was too big.");
+			return -1;
+		}
+		if (!s3d_share_fits(rq, rq->decoded_len + 1)) {
+			KVTD_COUNT(srv, mem_refused, 1);
+			rq->close_after = true;
+			s3d_fail(rq, 503, "SlowDown", S3D_SHARE_MSG);
 			return -1;
 		}
 		if (!kvtd_mem_charge(srv, rq->decoded_len + 1, false)) {

@@ -1222,6 +1222,35 @@ def s3_upload_share(ph):
         s.close()
     ph.cases += 1
     ph.probe("held uploads")
+    # The same with overwrites: a PUT of a key that exists is received into
+    # a buffer charged to --max-memory (doc/s3.md "Overwrite"); those of
+    # one tenant hold at most its input share, a quarter of the budget
+    # (before: seven of 4 MiB held 28 MiB of 32, the other tenant's
+    # overwrite of 4 MiB refused 503)
+    st, _, body = http(P, signed_msg(P, "PUT", "/hbkt/ow", body=b"old"), src=PROBER)
+    assert st == 200, (st, body)
+    socks = []
+    for i in range(10):
+        s = socket.create_connection(("127.0.0.1", P), source_address=(ph.addr(), 0))
+        s.sendall(signed_msg(P, "PUT", "/hbkt/ow", payload="UNSIGNED-PAYLOAD",
+                             extra={"content-length": str(4 << 20)}) + b"x" * 1024)
+        socks.append(s)
+    answers = held_answers(socks)
+    codes = [(st, code_of(b)) for st, _, b in answers]
+    mem = srv.metric("kvtier_server_memory_bytes")
+    print("10 overwrites of 4 MiB, heads and 1 KiB sent: %d held, refused %s; --max-memory "
+          "%.1f MiB" % (len(socks), codes, mem / 2 ** 20))
+    ph.expect(len(socks) == 1, "overwrites held", len(socks), codes)
+    ph.expect(all(c == (503, "SlowDown") for c in codes), "overwrite refusals", codes)
+    v2 = os.urandom(4 << 20)
+    st, _, body = http(P, signed_msg(P, "PUT", "/bobbkt/k", body=v2, who=BOB), src=PROBER)
+    ph.expect(st == 200, "the other tenant's overwrite beside held overwrites", st, body[:200])
+    st, _, got = http(P, signed_msg(P, "GET", "/bobbkt/k", who=BOB), src=PROBER)
+    ph.expect(st == 200 and got == v2, "the other tenant's GET after its overwrite", st,
+              len(got))
+    for s in socks:
+        s.close()
+    ph.cases += 1
 
 def resp_cmd(*args):
     return b"*%d\r\n" % len(args) + b"".join(b"$%d\r\n%s\r\n" % (len(a), a) for a in args)
