@@ -1271,6 +1271,10 @@ static void s3d_begin(struct kvtd_conn *c, const struct s3h_req *h)
 		return;
 	}
 	rq->close_after = false;
+	if (rq->op == S3_GET) {
+		rq->get_counted = true;
+		sc->gets++;
+	}
 	{
 		/* the signer's counters (its body bytes are not counted), and
 		 * its input share: what its requests in flight hold */
@@ -1294,6 +1298,12 @@ static void s3d_begin(struct kvtd_conn *c, const struct s3h_req *h)
 			kvtd_conn_stop_input(c);
 		return;
 	}
+}
+
+static void s3d_written(struct kvtd_conn *c)
+{
+	if (c->alt)
+		s3d_pin_flow(c);
 }
 
 /* Feed buffered bytes to the body being received; parse the next heads. */
@@ -1335,6 +1345,7 @@ static void s3d_parse(struct kvtd_conn *c)
 			kvtd_conn_stop_input(c);
 			return;
 		}
+		s3d_pin_flow(c);
 		if (c->read_paused)
 			return;
 		/* Past --conn-inflight, or while its tenant's requests in flight
@@ -1509,6 +1520,7 @@ const struct kvtd_proto kvtd_s3_proto = {
 	.partial = s3d_partial,
 	.drop_input = s3d_drop_input,
 	.fail = s3d_conn_fail,
+	.written = s3d_written,
 	.req_done = s3d_req_done,
 	.free = s3d_free,
 };

@@ -18,7 +18,8 @@ aws-chunked bodies, cuts), s3_keys (keys, query strings, ranges,
 multipart), s3_sigv4 (Authorization, scopes, presigned URLs), s3_slow
 (slow heads, many connections before authentication), s3_flood (unread
 pipelines of one tenant beside another), s3_upload_share (one tenant's
-uploads held open on many connections beside another), resp_share (the
+uploads held open on many connections beside another), s3_pins (unread
+GETs pinning DRAM), resp_share (the
 same with RESP SETs: the listener shares the budget), metrics (the
 metrics listener).
 """
@@ -1255,6 +1256,79 @@ def s3_upload_share(ph):
     for s in socks:
         s.close()
     ph.cases += 1
+
+@phase
+def s3_pins(ph):
+    """One tenant stores 10 objects of 6 MiB (--dram 64M), then GETs each
+    on its own connection and never reads: each answer is sent from the
+    object's pinned DRAM, so the pins keep the whole DRAM tier from being
+    evicted.  Its connections' pinned answers hold at most a quarter of
+    --dram together (as native GETs and RESP replies: KVTD_PIN_TENANT_MAX);
+    past it a connection is not read until its own answers drain, and
+    another tenant's PUT of 8 MiB is served (attack20h: before, 60 MiB
+    stayed pinned and the other tenant's PUT was refused 503)."""
+    srv, P = ph.srv, ph.srv.port
+    st, _, body = http(P, signed_msg(P, "PUT", "/bobbkt", who=BOB), src=PROBER)
+    assert st == 200, (st, body)
+    big = 6 << 20
+    for i in range(10):
+        st, _, body = http(P, signed_msg(P, "PUT", "/hbkt/pin%d" % i, body=b"%d" % i * big),
+                           src=PROBER, timeout=20)
+        assert st == 200, (i, st, body[:200])
+    # One connection pipelines the 10 GETs and never reads: at most 4 of
+    # its GETs are in the store or waiting (their pins not counted yet),
+    # its answers pin at most KVTD_PIN_CONN_MAX (--dram/8, 8 MiB) before it
+    # is not read until they drain (before: all 10, up to --conn-output's
+    # 64 MiB)
+    pins0 = srv.metric("kvtier_pins_active")
+    s = socket.create_connection(("127.0.0.1", P), source_address=(ph.addr(), 0))
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.sendall(b"".join(signed_msg(P, "GET", "/hbkt/pin%d" % i) for i in range(10)))
+    time.sleep(1.0)
+    pins = srv.metric("kvtier_pins_active") - pins0
+    s.close()
+    print("10 pipelined GETs of 6 MiB objects, unread: %d pins" % pins)
+    ph.expect(pins <= 4, "pins of one connection's unread pipeline", pins)
+    # a pipeline read as it comes is answered whole, past those 4
+    s = socket.create_connection(("127.0.0.1", P), source_address=(ph.addr(), 0))
+    s.sendall(signed_msg(P, "GET", "/hbkt/known") * 20 + signed_msg(P, "GET", "/hbkt/none"))
+    sts = [read_answer(s, 10.0)[0] for _ in range(21)]
+    s.close()
+    ph.expect(sts == [200] * 20 + [404], "a pipeline of 21 GETs, read", sts)
+    end = time.monotonic() + 5
+    while srv.metric("kvtier_pins_active") > pins0 and time.monotonic() < end:
+        time.sleep(0.1)
+    socks = []
+    for i in range(10):
+        s = socket.create_connection(("127.0.0.1", P), source_address=(ph.addr(), 0))
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        s.sendall(signed_msg(P, "GET", "/hbkt/pin%d" % i))
+        socks.append(s)
+    time.sleep(1.0)
+    # which of them got their answer (200), which were refused (503)
+    got = {}
+    for s in socks:
+        s.settimeout(5)
+        got[s] = int(s.recv(12, socket.MSG_PEEK).split(b" ")[1])
+    held = [s for s in socks if got[s] == 200]
+    print("10 unread GETs of 6 MiB objects: %d held, %d refused 503" % (
+        len(held), list(got.values()).count(503)))
+    ph.expect(len(held) == 3 and list(got.values()).count(503) == 7, "GETs held",
+              list(got.values()))
+    v = os.urandom(8 << 20)
+    st, _, body = http(P, signed_msg(P, "PUT", "/bobbkt/big", body=v, who=BOB), src=PROBER,
+                       timeout=20)
+    print("the other tenant's PUT of 8 MiB beside them: %d %s" % (st, code_of(body)))
+    ph.expect(st == 200, "the other tenant's PUT beside pinned answers", st, body[:200])
+    for s in socks:
+        s.close()
+    # (with --ssd 0 the PUT evicted what was not pinned, bucket markers
+    # included: the buckets and the probe's object are made again)
+    http(P, signed_msg(P, "PUT", "/bobbkt", who=BOB), src=PROBER)
+    setup_bucket(srv)
+    ph.cases += 1
+    ph.probe("pinned answers")
+
 
 def resp_cmd(*args):
     return b"*%d\r\n" % len(args) + b"".join(b"$%d\r\n%s\r\n" % (len(a), a) for a in args)
