@@ -419,6 +419,26 @@ static void respd_pin_flow(struct kvtd_conn *c)
 	kvtd_conn_flow(c);
 }
 
+/* A connection that pins nothing is read whatever its tenant pins (so
+ * that it progresses): one unread GET reply on each of many connections
+ * of one tenant pinned the whole DRAM tier, and every other tenant's SET
+ * failed (test_hostile_http resp_pins).  Its GET or MGET of a live value
+ * is refused instead while its tenant's replies pin KVTD_PIN_TENANT_MAX
+ * (with --tenants: without, one trust domain). */
+static bool respd_tenant_pins_over(struct kvtd_conn *c)
+{
+	return kvtd_auth_enabled() && c->tstat && !c->pin_bytes && !respd_of(c)->pin_held &&
+	       atomic_load_explicit(&c->tstat->pinned, memory_order_relaxed) >=
+		       KVTD_PIN_TENANT_MAX(c->loop->srv);
+}
+
+static void respd_pins_refuse(struct respd_cmd *cmd)
+{
+	KVTD_COUNT(cmd->conn->loop->srv, pin_deferred, 1);
+	respd_simple(cmd, '-', "ERR the tenant's replies being sent pin its share of the DRAM "
+		     "tier; read them, or retry later");
+}
+
 static void respd_written(struct kvtd_conn *c)
 {
 	respd_pin_flow(c);
@@ -912,12 +932,18 @@ static void respd_step(struct respd_cmd *cmd)
 		respd_reap_expired(cmd, ns);
 		switch (cmd->kind) {
 		case RK_GET:
-			if (cmd->items[0].live)
+			if (cmd->items[0].live && vlen[0] && respd_tenant_pins_over(cmd->conn))
+				respd_pins_refuse(cmd);
+			else if (cmd->items[0].live)
 				respd_reply_value(cmd, &cmd->items[0], vlen[0]);
 			else
 				respd_nil(cmd);
 			break;
 		case RK_MGET:
+			if (count && respd_tenant_pins_over(cmd->conn)) {
+				respd_pins_refuse(cmd);
+				break;
+			}
 			respd_int(cmd, '*', cmd->n);
 			for (uint32_t i = 0; i < cmd->n; i++) {
 				struct respd_item *it = &cmd->items[i];

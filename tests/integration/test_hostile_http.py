@@ -19,7 +19,7 @@ multipart), s3_sigv4 (Authorization, scopes, presigned URLs), s3_slow
 (slow heads, many connections before authentication), s3_flood (unread
 pipelines of one tenant beside another), s3_upload_share (one tenant's
 uploads held open on many connections beside another), s3_pins (unread
-GETs pinning DRAM), resp_share (the
+GETs pinning DRAM), resp_pins (the same over RESP), resp_share (the
 same with RESP SETs: the listener shares the budget), metrics (the
 metrics listener).
 """
@@ -1415,6 +1415,53 @@ def resp_share(ph):
     ph.cases += 1
     ph.probe("held RESP SETs")
 resp_share.extra = ["--resp", "127.0.0.1:0"]
+
+
+@phase
+def resp_pins(ph):
+    """The same as s3_pins over RESP: one tenant SETs 10 values of 6 MiB
+    (--dram 64M) and GETs each on its own connection, never reading.  A
+    connection that pins nothing was read and answered whatever its
+    tenant pinned; now its GET of a live value is refused (-ERR) while its
+    tenant's replies pin a quarter of --dram, and another tenant's SET of
+    8 MiB is served (attack20h: before, 60 MiB pinned, that SET failed)."""
+    srv = ph.srv
+    R = int(re.search(r"RESP listener on 127\.0\.0\.1:(\d+)", open(srv.log).read()).group(1))
+    big = 6 << 20
+    a = resp_login(R, ALICE, PROBER)
+    for i in range(10):
+        a.sendall(resp_cmd(b"SET", b"pin%d" % i, b"%d" % i * big))
+        assert resp_line(a, 20.0) == b"+OK", i
+    a.close()
+    socks = []
+    for i in range(10):
+        s = resp_login(R, ALICE, ph.addr())
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        s.sendall(resp_cmd(b"GET", b"pin%d" % i))
+        socks.append(s)
+    time.sleep(1.0)
+    first = []
+    for s in socks:
+        s.settimeout(5)
+        first.append(s.recv(1, socket.MSG_PEEK))
+    print("10 unread RESP GETs of 6 MiB values: %d answered, %d refused" % (
+        first.count(b"$"), first.count(b"-")))
+    ph.expect(first.count(b"$") == 3 and first.count(b"-") == 7, "RESP GETs held", first)
+    b = resp_login(R, BOB, PROBER)
+    v = os.urandom(8 << 20)
+    b.sendall(resp_cmd(b"SET", b"big", v))
+    st = resp_line(b, 20.0)
+    b.close()
+    print("the other tenant's SET of 8 MiB beside them: %s" % st)
+    ph.expect(st == b"+OK", "the other tenant's SET beside pinned replies", st)
+    for s in socks:
+        s.close()
+    # (with --ssd 0 the SET evicted what was not pinned, bucket markers
+    # included: the probe's bucket and object are made again)
+    setup_bucket(srv)
+    ph.cases += 1
+    ph.probe("pinned RESP replies")
+resp_pins.extra = ["--resp", "127.0.0.1:0"]
 
 
 def held_socks(socks, wait=0.5):
