@@ -312,8 +312,8 @@ static void loop_out_done(struct kvtd_conn *c, struct kvtd_out *o)
 					  memory_order_relaxed);
 	if (o->pin_len) {
 		c->pin_bytes -= o->pin_len;
-		if (c->tstat)
-			atomic_fetch_sub_explicit(&c->tstat->pinned, o->pin_len,
+		if (o->pin_tstat)
+			atomic_fetch_sub_explicit(&o->pin_tstat->pinned, o->pin_len,
 						  memory_order_relaxed);
 	}
 	kvtd_out_free(c->loop->srv, o);
@@ -401,6 +401,11 @@ void kvtd_conn_queue(struct kvtd_conn *c, struct kvtd_out *o)
 			c->drain_mark_out = c->bytes_out;
 		}
 		c->pin_bytes += o->pin_len;
+		/* given back to the tenant it was counted in, not to the
+		 * connection's tenant when written: two S3 signers on one
+		 * connection wrapped the second's count below zero
+		 * (test_hostile_http s3_signers) */
+		o->pin_tstat = c->tstat;
 		if (c->tstat)
 			atomic_fetch_add_explicit(&c->tstat->pinned, o->pin_len,
 						  memory_order_relaxed);
