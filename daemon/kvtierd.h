@@ -399,6 +399,9 @@ struct kvtd_out {
 	uint64_t bytes;        /* total bytes of this frame */
 	uint64_t mem_len;      /* bytes charged to mem_used (kvtd_conn_queue) */
 	uint64_t pin_len;      /* value bytes behind its pins (kvtd_conn.pin_bytes) */
+	struct kvtd_tstat *pin_tstat; /* the tenant pin_len counts in (pinned): the
+				       * connection's when queued (an S3
+				       * connection's tenant is its latest signer) */
 	uint64_t copy_len;     /* of them, private SSD copies of quiet GETs behind
 				* pins (charged before it was queued; also in the
 				* connection's copy_bytes until written) */
@@ -505,6 +508,7 @@ struct kvtd_conn {
 	bool dead;             /* fd closed; freed when inflight drops to 0 */
 	bool touched;          /* on the loop's touched list */
 	bool deferred;         /* on the loop's deferred list (kvtd_conn_defer) */
+	bool parse_tenant;     /* stopped by its tenant's budget: parsed first next */
 	uint64_t parse_iter;   /* the loop iteration parse_frames counts in */
 	unsigned parse_frames; /* frames taken in it (KVTD_PARSE_FRAMES) */
 	uint64_t parse_items;  /* and their items (KVTD_PARSE_ITEMS) */
@@ -559,6 +563,10 @@ struct kvtd_accepted {
 	struct sockaddr_storage ss;
 };
 
+/* Tenants whose parsing a loop counts per iteration (kvtd_loop tparse);
+ * a tenant past them in one iteration is not held to its budget there. */
+#define KVTD_PARSE_TENANTS 32
+
 struct kvtd_loop {
 	struct kvtd_ev wake_ev;   /* KVTD_EV_WAKE */
 	struct kvtd_ev queue_ev;  /* KVTD_EV_QUEUE */
@@ -591,6 +599,16 @@ struct kvtd_loop {
 	struct kvtd_conn **deferred;
 	unsigned deferred_n, deferred_cap;
 	uint64_t iter;
+	/* What each tenant's connections took in iteration tparse_iter, all
+	 * together (KVTD_PARSE_TENANT_FRAMES): the first KVTD_PARSE_TENANTS
+	 * tenants seen in it */
+	struct kvtd_tparse {
+		const struct kvtd_tstat *t;
+		unsigned frames;
+		uint64_t items;
+	} tparse[KVTD_PARSE_TENANTS];
+	unsigned tparse_n;
+	uint64_t tparse_iter;
 	/* Mailbox, guarded by mail_lock: frames handed back by the aux
 	 * thread, and connections accepted by another loop for this one */
 	pthread_mutex_t mail_lock;
@@ -991,6 +1009,15 @@ uint64_t kvtd_in_share(const struct kvtd_server *srv, const struct kvtd_tstat *t
  * be 65,536 keys in one iteration again.  The first frame of an
  * iteration is always taken.  A RESP command counts as one item. */
 #define KVTD_PARSE_ITEMS KVTD_FRAME_ITEMS_MAX
+/* ... and all the connections of one tenant together (with --tenants and
+ * --max-memory, as the shares): 4 connections' worth.  Without, a tenant
+ * with 48 connections took 48 x 64 S3 requests an iteration against
+ * another tenant's 64, and the other's PUT waited 0.45 s (ASan;
+ * test_hostile_http s3_flood).  A connection its tenant's budget stopped
+ * is parsed first in the next iteration, so each of its connections gets
+ * its turn. */
+#define KVTD_PARSE_TENANT_FRAMES (4 * KVTD_PARSE_FRAMES)
+#define KVTD_PARSE_TENANT_ITEMS (4 * (uint64_t)KVTD_PARSE_ITEMS)
 bool kvtd_conn_parse_budget(struct kvtd_conn *c, uint32_t items);
 void kvtd_conn_defer(struct kvtd_conn *c);
 void kvtd_frame_uncharge(struct kvtd_frame *fr, uint64_t n);
@@ -1094,6 +1121,8 @@ struct kvtd_tstat {
 				      * (tables, items, data: KVTD_IN_TENANT_MAX) */
 	_Atomic uint32_t ns_count; /* namespaces registered in its name (KVTD_NS_TENANT_MAX) */
 	_Atomic uint32_t s3_scans; /* its S3 listings walking the store (s3ops.c) */
+	_Atomic uint64_t resv_held; /* DRAM its S3 uploads being received reserve
+				     * (s3d.c S3D_RESV_TENANT_MAX) */
 };
 /* The counters of a tenant by name (created if new; NULL past the table's
  * size or out of memory).  Any thread. */

@@ -175,8 +175,31 @@ static bool loop_conn_push(struct kvtd_conn ***list, unsigned *n, unsigned *cap,
 	return true;
 }
 
+/* What c's tenant took in this iteration of its loop (NULL: not counted:
+ * no shares, or past KVTD_PARSE_TENANTS tenants this iteration). */
+static struct kvtd_tparse *loop_tparse(struct kvtd_conn *c)
+{
+	struct kvtd_loop *loop = c->loop;
+
+	if (!loop_shares(loop->srv, c->tstat))
+		return NULL;
+	if (loop->tparse_iter != loop->iter) {
+		loop->tparse_iter = loop->iter;
+		loop->tparse_n = 0;
+	}
+	for (unsigned i = 0; i < loop->tparse_n; i++)
+		if (loop->tparse[i].t == c->tstat)
+			return &loop->tparse[i];
+	if (loop->tparse_n == KVTD_PARSE_TENANTS)
+		return NULL;
+	loop->tparse[loop->tparse_n] = (struct kvtd_tparse){ c->tstat, 0, 0 };
+	return &loop->tparse[loop->tparse_n++];
+}
+
 bool kvtd_conn_parse_budget(struct kvtd_conn *c, uint32_t items)
 {
+	struct kvtd_tparse *tp;
+
 	if (c->parse_iter != c->loop->iter) {
 		c->parse_iter = c->loop->iter;
 		c->parse_frames = 0;
@@ -185,8 +208,19 @@ bool kvtd_conn_parse_budget(struct kvtd_conn *c, uint32_t items)
 	if (c->parse_frames >= KVTD_PARSE_FRAMES ||
 	    (c->parse_frames > 0 && c->parse_items + items > KVTD_PARSE_ITEMS))
 		return false;
+	/* its tenant's connections together (KVTD_PARSE_TENANT_FRAMES) */
+	tp = loop_tparse(c);
+	if (tp && tp->frames > 0 && (tp->frames >= KVTD_PARSE_TENANT_FRAMES ||
+				     tp->items + items > KVTD_PARSE_TENANT_ITEMS)) {
+		c->parse_tenant = true;
+		return false;
+	}
 	c->parse_frames++;
 	c->parse_items += items;
+	if (tp) {
+		tp->frames++;
+		tp->items += items;
+	}
 	return true;
 }
 
@@ -211,11 +245,18 @@ static void loop_undefer(struct kvtd_loop *loop)
 	unsigned n = loop->deferred_n;
 
 	loop->deferred_n = 0;
-	for (unsigned i = 0; i < n; i++) {
-		struct kvtd_conn *c = loop->deferred[i];
-		c->deferred = false;
-		if (!c->dead)
-			loop_conn_touch(c);
+	/* Those their tenant's budget stopped first: the tenant's others
+	 * took the budget this time (round robin among its connections). */
+	for (int first = 1; first >= 0; first--) {
+		for (unsigned i = 0; i < n; i++) {
+			struct kvtd_conn *c = loop->deferred[i];
+			if (!c->deferred || c->parse_tenant != (bool)first)
+				continue;
+			c->deferred = false;
+			c->parse_tenant = false;
+			if (!c->dead)
+				loop_conn_touch(c);
+		}
 	}
 }
 
@@ -271,8 +312,8 @@ static void loop_out_done(struct kvtd_conn *c, struct kvtd_out *o)
 					  memory_order_relaxed);
 	if (o->pin_len) {
 		c->pin_bytes -= o->pin_len;
-		if (c->tstat)
-			atomic_fetch_sub_explicit(&c->tstat->pinned, o->pin_len,
+		if (o->pin_tstat)
+			atomic_fetch_sub_explicit(&o->pin_tstat->pinned, o->pin_len,
 						  memory_order_relaxed);
 	}
 	kvtd_out_free(c->loop->srv, o);
@@ -360,6 +401,11 @@ void kvtd_conn_queue(struct kvtd_conn *c, struct kvtd_out *o)
 			c->drain_mark_out = c->bytes_out;
 		}
 		c->pin_bytes += o->pin_len;
+		/* given back to the tenant it was counted in, not to the
+		 * connection's tenant when written: two S3 signers on one
+		 * connection wrapped the second's count below zero
+		 * (test_hostile_http s3_signers) */
+		o->pin_tstat = c->tstat;
 		if (c->tstat)
 			atomic_fetch_add_explicit(&c->tstat->pinned, o->pin_len,
 						  memory_order_relaxed);

@@ -419,6 +419,26 @@ static void respd_pin_flow(struct kvtd_conn *c)
 	kvtd_conn_flow(c);
 }
 
+/* A connection that pins nothing is read whatever its tenant pins (so
+ * that it progresses): one unread GET reply on each of many connections
+ * of one tenant pinned the whole DRAM tier, and every other tenant's SET
+ * failed (test_hostile_http resp_pins).  Its GET or MGET of a live value
+ * is refused instead while its tenant's replies pin KVTD_PIN_TENANT_MAX
+ * (with --tenants: without, one trust domain). */
+static bool respd_tenant_pins_over(struct kvtd_conn *c)
+{
+	return kvtd_auth_enabled() && c->tstat && !c->pin_bytes && !respd_of(c)->pin_held &&
+	       atomic_load_explicit(&c->tstat->pinned, memory_order_relaxed) >=
+		       KVTD_PIN_TENANT_MAX(c->loop->srv);
+}
+
+static void respd_pins_refuse(struct respd_cmd *cmd)
+{
+	KVTD_COUNT(cmd->conn->loop->srv, pin_deferred, 1);
+	respd_simple(cmd, '-', "ERR the tenant's replies being sent pin its share of the DRAM "
+		     "tier; read them, or retry later");
+}
+
 static void respd_written(struct kvtd_conn *c)
 {
 	respd_pin_flow(c);
@@ -912,12 +932,18 @@ static void respd_step(struct respd_cmd *cmd)
 		respd_reap_expired(cmd, ns);
 		switch (cmd->kind) {
 		case RK_GET:
-			if (cmd->items[0].live)
+			if (cmd->items[0].live && vlen[0] && respd_tenant_pins_over(cmd->conn))
+				respd_pins_refuse(cmd);
+			else if (cmd->items[0].live)
 				respd_reply_value(cmd, &cmd->items[0], vlen[0]);
 			else
 				respd_nil(cmd);
 			break;
 		case RK_MGET:
+			if (count && respd_tenant_pins_over(cmd->conn)) {
+				respd_pins_refuse(cmd);
+				break;
+			}
 			respd_int(cmd, '*', cmd->n);
 			for (uint32_t i = 0; i < cmd->n; i++) {
 				struct respd_item *it = &cmd->items[i];
@@ -1532,10 +1558,47 @@ static int respd_open(struct kvtd_conn *c)
 	return 0;
 }
 
+/*
+ * A command larger than the first read buffer, still arriving on c, holds
+ * its bytes (need) in its tenant's input share (KVTD_IN_TENANT_MAX, as a
+ * native table: native.c native_tbl_hold) until it is whole.  Without,
+ * one tenant's half-sent SETs on a few connections held the whole
+ * --max-memory budget (each buffer grown to its command) and every other
+ * tenant's next command was refused (test_hostile_http resp_share).
+ * false: past the share, held by the tenant's other commands.
+ */
+static bool respd_share_hold(struct kvtd_conn *c, uint64_t need)
+{
+	struct kvtd_tstat *t = c->state == KVTD_CS_READY ? kvtd_tstat_of(c) : NULL;
+	uint64_t held = 0, cap = t ? kvtd_in_share(c->loop->srv, t, &held) : 0;
+
+	if (!cap || need <= c->tbl_share)
+		return true;
+	/* a tenant holding nothing else makes progress */
+	if (held > c->tbl_share && held + (need - c->tbl_share) > cap)
+		return false;
+	atomic_fetch_add_explicit(&t->in_charged, need - c->tbl_share, memory_order_relaxed);
+	c->tbl_want = 0;
+	c->tbl_share = need;
+	c->tbl_tstat = t;
+	return true;
+}
+
+static void respd_share_release(struct kvtd_conn *c)
+{
+	c->tbl_want = 0;
+	if (!c->tbl_share)
+		return;
+	atomic_fetch_sub_explicit(&c->tbl_tstat->in_charged, c->tbl_share, memory_order_relaxed);
+	c->tbl_share = 0;
+	c->tbl_tstat = NULL;
+}
+
 static void respd_free(struct kvtd_conn *c)
 {
 	struct respd_conn *rc = respd_of(c);
 
+	respd_share_release(c);
 	if (!rc)
 		return;
 	/* Commands still listed were answered or their connection died;
@@ -1663,6 +1726,22 @@ static void respd_parse(struct kvtd_conn *c)
 				respd_proto_error(c, "Protocol error: command too large");
 				return;
 			}
+			/* Held to the tenant's input share: a connection with
+			 * commands in flight waits for them (not read meanwhile,
+			 * tbl_want), one without is refused. */
+			if (pc.need > KVTD_RBUF_MIN && !respd_share_hold(c, pc.need)) {
+				if (c->inflight > 0) {
+					c->tbl_want = pc.need;
+					kvtd_conn_flow(c);
+					return;
+				}
+				respd_share_release(c);
+				KVTD_COUNT(srv, mem_refused, 1);
+				respd_proto_error(c, "the tenant's commands being received hold its "
+						  "share of the server memory limit (--max-memory); "
+						  "retry later");
+				return;
+			}
 			/* Room for the whole command: it is read in few calls. */
 			r = kvtd_conn_rbuf_room(c, (size_t)pc.need);
 			if (r == -EMSGSIZE) {
@@ -1696,6 +1775,7 @@ static void respd_parse(struct kvtd_conn *c)
 			return;
 		}
 		c->frame_start_ns = 0;
+		respd_share_release(c); /* whole: charged as a command from here */
 		if (pc.argc == 0) { /* an empty inline line */
 			c->rstart += pc.len;
 			continue;

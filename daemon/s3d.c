@@ -342,6 +342,7 @@ static void s3d_body_done(struct s3d_req *rq)
 			crcs[1] = rq->crc32c;
 			r = kvt_put_commit_checked(srv->store, rq->res.handle, crcs);
 			rq->reserved = false;
+			s3d_resv_release(rq);
 			if (r == KVT_OK && rq->tier < KVT_TIER_DRAM) /* committed into DRAM */
 				rq->tier = KVT_TIER_DRAM;
 			if (r != KVT_OK && r != -ECANCELED) {
@@ -709,6 +710,55 @@ static int s3d_auth(struct s3d_req *rq)
 	return 0;
 }
 
+/*
+ * A PutObject or UploadPart body of n bytes (its object header included)
+ * about to be reserved in DRAM holds them in its tenant's resv_held until
+ * it is committed or dropped.  Without, one tenant starting uploads on
+ * many connections and sending their bodies slowly (or never) reserved
+ * the whole DRAM tier: every other tenant's blocks were evicted (a bucket
+ * whose marker went was NoSuchBucket) and its PUTs refused 503
+ * (test_hostile_http s3_upload_share).  false: past the tenant's share
+ * (S3D_RESV_TENANT_MAX) while it has other uploads in flight.
+ */
+static bool s3d_resv_hold(struct s3d_req *rq, uint64_t n)
+{
+	struct kvtd_tstat *t = rq->in_tstat;
+	uint64_t held;
+
+	if (!t || !kvtd_auth_enabled())
+		return true; /* one trust domain: no shares (as loop.c's) */
+	held = atomic_fetch_add_explicit(&t->resv_held, n, memory_order_relaxed);
+	if (held > 0 && held + n > S3D_RESV_TENANT_MAX(rq->conn->loop->srv)) {
+		atomic_fetch_sub_explicit(&t->resv_held, n, memory_order_relaxed);
+		return false;
+	}
+	rq->resv_tstat = t;
+	rq->resv_held = n;
+	return true;
+}
+
+/*
+ * A body of n bytes to buffer (an overwrite's, an XML document) fits its
+ * tenant's input share (KVTD_IN_TENANT_MAX): what the tenant's requests
+ * in flight hold of --max-memory, all its connections together.  The
+ * share paused only connections with requests in flight; a head on a
+ * fresh connection was charged its body at once, so one tenant's
+ * overwrites held open on ten connections took 28 MiB of a 32 MiB budget
+ * (test_hostile_http s3_upload_share).  As native frames
+ * (kvtd_frame_charge), a tenant holding nothing but this request makes
+ * progress.
+ */
+static bool s3d_share_fits(struct s3d_req *rq, uint64_t n)
+{
+	struct kvtd_tstat *t = rq->in_tstat;
+	uint64_t held = 0, cap = t ? kvtd_in_share(rq->conn->loop->srv, t, &held) : 0;
+
+	return !cap || held <= rq->in_charged || held + n <= cap;
+}
+
+#define S3D_SHARE_MSG "The tenant's requests in progress hold its share of kvtierd's memory " \
+	"limit (--max-memory); retry later."
+
 /* Where a PutObject or UploadPart body goes, from kvt_put_reserve's
  * answer r: 0 (rq->sink set; an error to answer after the body may be
  * set too) or -1 (answered now). */
@@ -721,6 +771,7 @@ static int s3d_put_sink(struct s3d_req *rq, int r)
 		rq->sink = SK_RESV;
 		return 0;
 	}
+	s3d_resv_release(rq); /* nothing reserved in DRAM */
 	if (r == KVT_EXISTS && rq->cond_none_match) {
 		rq->sink = SK_DISCARD;
 		rq->err_status = 412;
@@ -737,11 +788,19 @@ static int s3d_put_sink(struct s3d_req *rq, int r)
 		return 0;
 	}
 	/* an overwrite: into a buffer, then DELETE + PUT */
+	if (!s3d_share_fits(rq, rq->decoded_len)) {
+		KVTD_COUNT(srv, mem_refused, 1);
+		rq->close_after = true; /* its body is not read */
+		s3d_fail(rq, 503, "SlowDown", S3D_SHARE_MSG);
+		return -1;
+	}
 	if (!kvtd_mem_charge(srv, rq->decoded_len, false)) {
 		KVTD_COUNT(srv, mem_refused, 1);
+		/* before s3d_fail: at the head of its connection rq is answered
+		 * and freed in it (a write after it was a use after free) */
+		rq->close_after = true;
 		s3d_fail(rq, 503, "SlowDown", "server memory limit reached (--max-memory); "
 			 "retry later");
-		rq->close_after = true;
 		return -1;
 	}
 	rq->buf_charged = rq->decoded_len;
@@ -923,6 +982,13 @@ static int s3d_body_setup(struct s3d_req *rq)
 			s3d_fail(rq, 400, "EntityTooLarge", m);
 			return -1;
 		}
+		if (!s3d_resv_hold(rq, lens[0] + lens[1])) {
+			KVTD_COUNT(srv, mem_refused, 1);
+			rq->close_after = true; /* its body is not read */
+			s3d_fail(rq, 503, "SlowDown", "The tenant's uploads in progress hold its "
+				 "share of kvtierd's DRAM tier; retry later.");
+			return -1;
+		}
 		rq->room_key = k;
 		rq->room_parts = rq->decoded_len ? 2 : 1;
 		/* A persistent namespace (every bucket) whose write-down queue is
@@ -937,6 +1003,12 @@ static int s3d_body_setup(struct s3d_req *rq)
 		if (rq->decoded_len > S3D_SMALL_MAX) {
 			rq->close_after = true;
 			s3d_fail(rq, 400, "MaxMessageLengthExceeded", "Your request was too big.");
+			return -1;
+		}
+		if (!s3d_share_fits(rq, rq->decoded_len + 1)) {
+			KVTD_COUNT(srv, mem_refused, 1);
+			rq->close_after = true;
+			s3d_fail(rq, 503, "SlowDown", S3D_SHARE_MSG);
 			return -1;
 		}
 		if (!kvtd_mem_charge(srv, rq->decoded_len + 1, false)) {
@@ -1199,6 +1271,10 @@ static void s3d_begin(struct kvtd_conn *c, const struct s3h_req *h)
 		return;
 	}
 	rq->close_after = false;
+	if (rq->op == S3_GET) {
+		rq->get_counted = true;
+		sc->gets++;
+	}
 	{
 		/* the signer's counters (its body bytes are not counted), and
 		 * its input share: what its requests in flight hold */
@@ -1222,6 +1298,12 @@ static void s3d_begin(struct kvtd_conn *c, const struct s3h_req *h)
 			kvtd_conn_stop_input(c);
 		return;
 	}
+}
+
+static void s3d_written(struct kvtd_conn *c)
+{
+	if (c->alt)
+		s3d_pin_flow(c);
 }
 
 /* Feed buffered bytes to the body being received; parse the next heads. */
@@ -1263,6 +1345,7 @@ static void s3d_parse(struct kvtd_conn *c)
 			kvtd_conn_stop_input(c);
 			return;
 		}
+		s3d_pin_flow(c);
 		if (c->read_paused)
 			return;
 		/* Past --conn-inflight, or while its tenant's requests in flight
@@ -1437,6 +1520,7 @@ const struct kvtd_proto kvtd_s3_proto = {
 	.partial = s3d_partial,
 	.drop_input = s3d_drop_input,
 	.fail = s3d_conn_fail,
+	.written = s3d_written,
 	.req_done = s3d_req_done,
 	.free = s3d_free,
 };

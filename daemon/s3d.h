@@ -37,6 +37,15 @@
 #define S3D_DELETE_MAX 1000            /* keys of one DeleteObjects */
 #define S3D_CREQ_MAX (48u << 10)
 #define S3D_UD ((uint64_t)KVTD_PROTO_S3) /* user_data tag of our library requests */
+/* GetObjects of one connection in the store or waiting for earlier
+ * answers at once (their pins are counted once their answers are queued:
+ * s3d_pin_flow) */
+#define S3D_GETS_MAX 4u
+/* DRAM a tenant's PutObject and UploadPart bodies being received may
+ * reserve, all its connections together (with --tenants): a quarter of
+ * the DRAM tier, as its pinned answers (KVTD_PIN_TENANT_MAX).  One upload
+ * alone is always taken. */
+#define S3D_RESV_TENANT_MAX(srv) ((srv)->cfg.dram_bytes / 4)
 
 enum s3d_op {
 	S3_NONE = 0, S3_LIST_BUCKETS, S3_CREATE_BUCKET, S3_HEAD_BUCKET, S3_DELETE_BUCKET,
@@ -144,6 +153,9 @@ struct s3d_req {
 	/* DRAM reservation (SK_RESV) */
 	struct kvt_reservation res;
 	bool reserved;
+	bool get_counted;          /* counted in its connection's gets */
+	struct kvtd_tstat *resv_tstat; /* the signer's, holding resv_held of it */
+	uint64_t resv_held;        /* counted in its resv_held (S3D_RESV_TENANT_MAX) */
 	/* parked for write-down room (s3d.c "Parking") */
 	struct kvt_key room_key;   /* what to reserve again */
 	unsigned room_parts;
@@ -190,6 +202,8 @@ struct s3d_req {
 struct s3d_conn {
 	struct s3d_req *head, *tail; /* in arrival order */
 	struct s3d_req *rx;        /* the request whose body is being received */
+	unsigned gets;             /* GetObjects listed, their answers not queued
+				    * (S3D_GETS_MAX) */
 	/* one-entry bucket cache */
 	char ns_bucket[64];
 	char ns_tenant[PROTO_TENANT_MAX + 1];
@@ -252,8 +266,13 @@ void s3d_req_free(struct kvtd_server *srv, struct s3d_req *rq);
  * signer's input share (KVTD_IN_TENANT_MAX), as native frames' (ops.c
  * kvtd_frame_charge); given back when it is freed. */
 void s3d_tenant_charge(struct s3d_req *rq, uint64_t n);
+/* The request's upload no longer counts in its tenant's resv_held (its
+ * reservation committed or dropped). */
+void s3d_resv_release(struct s3d_req *rq);
 /* Queue the answers of the finished requests at the head, in order. */
 void s3d_flush_done(struct kvtd_conn *c);
+/* Pause or resume parsing for c's pinned answers (s3reply.c). */
+void s3d_pin_flow(struct kvtd_conn *c);
 /* The request is answered: metrics, a debug line, then flush. */
 void s3d_finish(struct s3d_req *rq);
 /* s3d_error then s3d_finish: rq may be freed when it returns. */

@@ -508,6 +508,7 @@ static void s3d_list_buckets_answer(struct s3d_req *rq)
 /* The answer to a GET or HEAD of a probed object (items[0]). */
 static void s3d_get_answer(struct s3d_req *rq)
 {
+	struct kvtd_server *srv = rq->conn->loop->srv;
 	struct s3d_item *it = &rq->items[0];
 	struct s3d_obj ob;
 	char etag[48], lm[40], extra[1024], crcb[16];
@@ -522,6 +523,21 @@ static void s3d_get_answer(struct s3d_req *rq)
 		if (it->req.status < 0 && it->req.status != KVT_MISS)
 			kvtd_conn_log(rq->conn, KVTD_INFO, "S3 GET failed", kvt_strerror(it->req.status));
 		s3d_fail(rq, 404, "NoSuchKey", "The specified key does not exist.");
+		return;
+	}
+	/* Pinned answers (ops.c "Pinned answers"): a tenant's queued answers
+	 * pin at most KVTD_PIN_TENANT_MAX of DRAM, all its connections
+	 * together.  A connection that pins nothing got its answer whatever
+	 * its tenant pinned, so one tenant's unread GETs on many connections
+	 * (one each) kept the whole DRAM tier from being evicted and every
+	 * other tenant's PUT was refused (test_hostile_http s3_pins).  Its
+	 * own pins pause the connection instead (s3d.c s3d_pin_flow). */
+	if (!head && kvtd_auth_enabled() && rq->conn->tstat && !rq->conn->pin_bytes &&
+	    atomic_load_explicit(&rq->conn->tstat->pinned, memory_order_relaxed) >=
+		    KVTD_PIN_TENANT_MAX(srv)) {
+		KVTD_COUNT(srv, pin_deferred, 1);
+		s3d_fail(rq, 503, "SlowDown", "The tenant's answers being sent pin its share of "
+			 "kvtierd's DRAM tier; read them, or retry later.");
 		return;
 	}
 	s3d_etag(etag, sizeof(etag), ob.crc, ob.len, ob.nparts);

@@ -261,8 +261,18 @@ void s3d_tenant_charge(struct s3d_req *rq, uint64_t n)
 	rq->in_charged += n;
 }
 
+void s3d_resv_release(struct s3d_req *rq)
+{
+	if (rq->resv_tstat)
+		atomic_fetch_sub_explicit(&rq->resv_tstat->resv_held, rq->resv_held,
+					  memory_order_relaxed);
+	rq->resv_tstat = NULL;
+	rq->resv_held = 0;
+}
+
 void s3d_req_free(struct kvtd_server *srv, struct s3d_req *rq)
 {
+	s3d_resv_release(rq);
 	if (rq->in_tstat)
 		atomic_fetch_sub_explicit(&rq->in_tstat->in_charged, rq->in_charged,
 					  memory_order_relaxed);
@@ -364,11 +374,48 @@ void s3d_flush_done(struct kvtd_conn *c)
 			else
 				quit = true;
 		}
+		if (rq->get_counted)
+			sc->gets--;
 		s3d_req_free(srv, rq);
 		kvtd_conn_frame_done(c);
 		if (quit && !c->dead && !c->no_more_input)
 			kvtd_conn_stop_input(c);
 	}
+	s3d_pin_flow(c); /* its GETs answered, their pins counted */
+}
+
+/*
+ * Pinned answers (ops.c "Pinned answers"; respd.c respd_pin_flow): a GET
+ * is answered from its object's pinned DRAM, counted in c->pin_bytes and
+ * its tenant's pinned bytes once queued.  A connection whose queued
+ * answers pin past KVTD_PIN_CONN_MAX, or past its tenant's
+ * KVTD_PIN_TENANT_MAX, or with S3D_GETS_MAX GETs not yet answered (their
+ * pins are not counted yet), parses no more heads until that changes
+ * (its answers queued or drained: s3d_flush_done, the written hook).
+ * Pipelined GETs left unread pinned up to --conn-output (64 MiB) a
+ * connection before (test_hostile_http s3_pins).  One that pins nothing
+ * is read; its GET is refused past the tenant's cap (s3ops.c
+ * s3d_get_answer).
+ */
+void s3d_pin_flow(struct kvtd_conn *c)
+{
+	struct kvtd_server *srv = c->loop->srv;
+	struct s3d_conn *sc = s3d_of(c);
+	bool pins = false, over;
+
+	if (c->dead || !sc)
+		return;
+	if (c->pin_bytes)
+		pins = c->pin_bytes >= KVTD_PIN_CONN_MAX(srv) ||
+		       (c->tstat && atomic_load_explicit(&c->tstat->pinned, memory_order_relaxed) >=
+					    KVTD_PIN_TENANT_MAX(srv));
+	over = pins || sc->gets >= S3D_GETS_MAX;
+	if (over == c->pin_paused)
+		return;
+	c->pin_paused = over;
+	if (pins)
+		KVTD_COUNT(srv, pin_deferred, 1);
+	kvtd_conn_flow(c);
 }
 
 void s3d_finish(struct s3d_req *rq)
