@@ -999,6 +999,14 @@ bool kvtd_conn_in_share_over(const struct kvtd_conn *c);
  * not apply: no tenant, no --max-memory, or no --tenants. */
 uint64_t kvtd_in_share(const struct kvtd_server *srv, const struct kvtd_tstat *t,
 		       uint64_t *held);
+/* A request of n bytes (header included) still arriving on c -- a native
+ * frame's table, a RESP command -- holds them in tenant t's input share
+ * until it is whole (c->tbl_share; kvtd_in_release gives them back):
+ * without, one tenant's half-sent requests on many connections took the
+ * whole budget from the others.  false: over the share, held by t's
+ * others (nothing taken).  t NULL, or shares off: true, nothing held. */
+bool kvtd_in_hold(struct kvtd_conn *c, struct kvtd_tstat *t, uint64_t n);
+void kvtd_in_release(struct kvtd_conn *c);
 /* Frames a connection may take in one loop iteration: past it, what it
  * has buffered waits for the next one (kvtd_conn_parse_budget false, then
  * kvtd_conn_defer), after the other connections' events.  A pipeline of

@@ -156,6 +156,32 @@ uint64_t kvtd_in_share(const struct kvtd_server *srv, const struct kvtd_tstat *t
 	return KVTD_IN_TENANT_MAX(srv);
 }
 
+bool kvtd_in_hold(struct kvtd_conn *c, struct kvtd_tstat *t, uint64_t n)
+{
+	uint64_t held = 0, cap = t ? kvtd_in_share(c->loop->srv, t, &held) : 0;
+
+	if (!cap || n <= c->tbl_share)
+		return true;
+	/* As kvtd_frame_charge: a tenant holding nothing else makes progress. */
+	if (held > c->tbl_share && held + (n - c->tbl_share) > cap)
+		return false;
+	atomic_fetch_add_explicit(&t->in_charged, n - c->tbl_share, memory_order_relaxed);
+	c->tbl_want = 0;
+	c->tbl_share = n;
+	c->tbl_tstat = t;
+	return true;
+}
+
+void kvtd_in_release(struct kvtd_conn *c)
+{
+	c->tbl_want = 0;
+	if (!c->tbl_share)
+		return;
+	atomic_fetch_sub_explicit(&c->tbl_tstat->in_charged, c->tbl_share, memory_order_relaxed);
+	c->tbl_share = 0;
+	c->tbl_tstat = NULL;
+}
+
 static void loop_conn_touch(struct kvtd_conn *c);
 
 /* Append c to a loop's list of connections (touched, deferred); false

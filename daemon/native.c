@@ -159,38 +159,6 @@ static int native_charge(struct kvtd_conn *c, struct kvtd_frame *fr, const struc
 	return -1;
 }
 
-/* A table of n bytes (header included) still arriving on c holds them
- * in its tenant's input share (KVTD_IN_TENANT_MAX) -- without, one
- * tenant's half-sent tables on many connections took the whole budget
- * from the others.  false: over the share, held by others (nothing
- * taken). */
-static bool native_tbl_hold(struct kvtd_conn *c, uint64_t n)
-{
-	struct kvtd_tstat *t = kvtd_tstat_of(c);
-	uint64_t held = 0, cap = t ? kvtd_in_share(c->loop->srv, t, &held) : 0;
-
-	if (!cap || n <= c->tbl_share)
-		return true;
-	/* As kvtd_frame_charge: a tenant holding nothing else makes progress. */
-	if (held > c->tbl_share && held + (n - c->tbl_share) > cap)
-		return false;
-	atomic_fetch_add_explicit(&t->in_charged, n - c->tbl_share, memory_order_relaxed);
-	c->tbl_want = 0;
-	c->tbl_share = n;
-	c->tbl_tstat = t;
-	return true;
-}
-
-static void native_tbl_release(struct kvtd_conn *c)
-{
-	c->tbl_want = 0;
-	if (!c->tbl_share)
-		return;
-	atomic_fetch_sub_explicit(&c->tbl_tstat->in_charged, c->tbl_share, memory_order_relaxed);
-	c->tbl_share = 0;
-	c->tbl_tstat = NULL;
-}
-
 /* Per-tenant counters of a native frame (its bytes in; bytes out are
  * counted as they are written).  Frames before AUTH count for nobody. */
 static void native_tenant_count(struct kvtd_conn *c, uint64_t bytes)
@@ -265,7 +233,8 @@ static void native_parse(struct kvtd_conn *c)
 			int why = 0;
 			if (f.item_count > KVTD_FRAME_ITEMS_MAX)
 				why = PROTO_ECOUNT;
-			else if (f.need > KVTD_RBUF_MIN && !native_tbl_hold(c, f.need)) {
+			else if (f.need > KVTD_RBUF_MIN &&
+				 !kvtd_in_hold(c, kvtd_tstat_of(c), f.need)) {
 				if (c->inflight > 0) {
 					/* its own frames' answers free the share;
 					 * until then c is not read (tbl_want), or
@@ -278,7 +247,7 @@ static void native_parse(struct kvtd_conn *c)
 				why = -ENOMEM;
 			}
 			if (why) {
-				native_tbl_release(c);
+				kvtd_in_release(c);
 				if (native_refuse(c, &f, why, f.need + f.data_len, true))
 					continue;
 				return;
@@ -335,7 +304,7 @@ static void native_parse(struct kvtd_conn *c)
 		/* Before AUTH a frame is at most NATIVE_PREAUTH_BUF bytes and
 		 * has no data: bounded per connection, outside the budget, so
 		 * unauthenticated clients never take it from the others. */
-		native_tbl_release(c); /* the frame's own charge holds it now */
+		kvtd_in_release(c); /* the frame's own charge holds it now */
 		rc = pre ? 0 : native_charge(c, fr, &f, f.hdr_len, "table");
 		if (rc > 0)
 			continue;
@@ -467,7 +436,7 @@ static bool native_partial(const struct kvtd_conn *c)
  * dropped (nothing of it was submitted). */
 static void native_drop_input(struct kvtd_conn *c)
 {
-	native_tbl_release(c);
+	kvtd_in_release(c);
 	c->rx_drop = 0;
 	c->rx_crc_end = 0;
 	if (c->rx) {
@@ -503,7 +472,7 @@ static void native_fail(struct kvtd_conn *c, int status, const char *msg)
 
 static void native_free(struct kvtd_conn *c)
 {
-	native_tbl_release(c);
+	kvtd_in_release(c);
 	kvtd_ns_cache_free(c);
 }
 

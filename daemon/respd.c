@@ -1561,7 +1561,7 @@ static int respd_open(struct kvtd_conn *c)
 /*
  * A command larger than the first read buffer, still arriving on c, holds
  * its bytes (need) in its tenant's input share (KVTD_IN_TENANT_MAX, as a
- * native table: native.c native_tbl_hold) until it is whole.  Without,
+ * native table: kvtd_in_hold) until it is whole.  Without,
  * one tenant's half-sent SETs on a few connections held the whole
  * --max-memory budget (each buffer grown to its command) and every other
  * tenant's next command was refused (test_hostile_http resp_share).
@@ -1569,36 +1569,14 @@ static int respd_open(struct kvtd_conn *c)
  */
 static bool respd_share_hold(struct kvtd_conn *c, uint64_t need)
 {
-	struct kvtd_tstat *t = c->state == KVTD_CS_READY ? kvtd_tstat_of(c) : NULL;
-	uint64_t held = 0, cap = t ? kvtd_in_share(c->loop->srv, t, &held) : 0;
-
-	if (!cap || need <= c->tbl_share)
-		return true;
-	/* a tenant holding nothing else makes progress */
-	if (held > c->tbl_share && held + (need - c->tbl_share) > cap)
-		return false;
-	atomic_fetch_add_explicit(&t->in_charged, need - c->tbl_share, memory_order_relaxed);
-	c->tbl_want = 0;
-	c->tbl_share = need;
-	c->tbl_tstat = t;
-	return true;
-}
-
-static void respd_share_release(struct kvtd_conn *c)
-{
-	c->tbl_want = 0;
-	if (!c->tbl_share)
-		return;
-	atomic_fetch_sub_explicit(&c->tbl_tstat->in_charged, c->tbl_share, memory_order_relaxed);
-	c->tbl_share = 0;
-	c->tbl_tstat = NULL;
+	return kvtd_in_hold(c, c->state == KVTD_CS_READY ? kvtd_tstat_of(c) : NULL, need);
 }
 
 static void respd_free(struct kvtd_conn *c)
 {
 	struct respd_conn *rc = respd_of(c);
 
-	respd_share_release(c);
+	kvtd_in_release(c);
 	if (!rc)
 		return;
 	/* Commands still listed were answered or their connection died;
@@ -1735,7 +1713,7 @@ static void respd_parse(struct kvtd_conn *c)
 					kvtd_conn_flow(c);
 					return;
 				}
-				respd_share_release(c);
+				kvtd_in_release(c);
 				KVTD_COUNT(srv, mem_refused, 1);
 				respd_proto_error(c, "the tenant's commands being received hold its "
 						  "share of the server memory limit (--max-memory); "
@@ -1775,7 +1753,7 @@ static void respd_parse(struct kvtd_conn *c)
 			return;
 		}
 		c->frame_start_ns = 0;
-		respd_share_release(c); /* whole: charged as a command from here */
+		kvtd_in_release(c); /* whole: charged as a command from here */
 		if (pc.argc == 0) { /* an empty inline line */
 			c->rstart += pc.len;
 			continue;
