@@ -536,6 +536,9 @@ static const char *kvtierd_listen_hint(int rc)
 		return " hint=\"no interface of this host has that address\"";
 	case -EACCES:
 		return " hint=\"ports below 1024 need root or CAP_NET_BIND_SERVICE\"";
+	case -EINVAL:
+		return " hint=\"give HOST:PORT: 127.0.0.1:7000, [::1]:7000, or 0.0.0.0:7000 for "
+		       "every interface (a bare :PORT is refused, not taken for every interface)\"";
 	default:
 		return "";
 	}

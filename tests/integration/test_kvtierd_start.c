@@ -165,6 +165,13 @@ static void test_in_use(void)
 		T_ASSERT(strstr(log, "opening the store") == NULL);
 		free(log);
 	}
+	/* A bare :PORT is refused with the forms it could have been, before
+	 * the store is opened (not taken for every interface). */
+	T_EQ_INT(run(&log, NULL, NULL, "--dir '%s' --insecure --listen :%u", dir, port), 2); /* usage */
+	T_ASSERT(strstr(log, "cannot listen") != NULL);
+	T_ASSERT(strstr(log, "0.0.0.0:7000 for every interface") != NULL);
+	T_ASSERT(strstr(log, "opening the store") == NULL);
+	free(log);
 	/* The same store started for real opens it (recovery, for the figure
 	 * below) and serves; the directory was never left locked. */
 	{
