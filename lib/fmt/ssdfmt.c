@@ -187,7 +187,8 @@ int ssd_seg_hdr_decode(const uint8_t *buf, struct ssd_seg_hdr *h)
 					  : t.rec_align != SSD_REC_ALIGN_4K) ||
 	    !ssdfmt_is_zero(buf + SEG_FIXED, SSD_ALIGN - SEG_FIXED))
 		return KVT_ECORRUPT;
-	if (t.seg_size < 2 * SSD_ALIGN || t.seg_size > SSDFMT_SEG_MAX || t.seg_size % SSD_ALIGN)
+	if (t.seg_size < 2 * SSD_ALIGN || t.seg_size > SSDFMT_SEG_MAX || t.seg_size % SSD_ALIGN ||
+	    t.generation > SSD_GEN_MAX)
 		return KVT_ECORRUPT;
 	if (t.summary_off == 0 || t.summary_len == 0) {
 		/* Open: neither is set. */
@@ -351,7 +352,8 @@ static bool ssdfmt_rec_ok(const struct ssd_rec_hdr *h)
 
 	if (!ssdfmt_kind_ok(h->type, h->ns_id, h->key.len, h->part_count, h->value_len, h->seq))
 		return false;
-	if (h->generation == 0 || (h->flags & ~SSD_REC_F_SEALED) != 0 ||
+	if (h->generation == 0 || h->generation > SSD_GEN_MAX ||
+	    (h->flags & ~SSD_REC_F_SEALED) != 0 ||
 	    (h->flags != 0 && h->type != SSD_REC_PUT))
 		return false;
 	/* A clear of every namespace names none. */
@@ -812,7 +814,8 @@ int ssd_ckpt_put_slot(struct ssd_ckpt_writer *w, const struct ssd_ckpt_slot *s)
 
 	if (w->clears || w->entries)
 		return KVT_ESTATE;
-	if (w->slots == UINT32_MAX || s->write_off % SSD_REC_ALIGN || !ssdfmt_room(w, CSLOT_LEN))
+	if (w->slots == UINT32_MAX || s->write_off % SSD_REC_ALIGN || s->generation > SSD_GEN_MAX ||
+	    !ssdfmt_room(w, CSLOT_LEN))
 		return KVT_EBADLEN;
 	p = w->buf + w->off;
 	le_put64(p + CSLOT_GENERATION, s->generation);
@@ -845,7 +848,7 @@ int ssd_ckpt_put_entry(struct ssd_ckpt_writer *w, const struct ssd_ckpt_entry *e
 
 	/* Slots come first: an entry names one of them. */
 	if (!ssdfmt_ent_ok(&e->e) || e->slot >= w->slots || e->generation == 0 ||
-	    !ssdfmt_room(w, CENT_FIXED + ssd_sum_entry_len(&e->e)))
+	    e->generation > SSD_GEN_MAX || !ssdfmt_room(w, CENT_FIXED + ssd_sum_entry_len(&e->e)))
 		return KVT_EBADLEN;
 	p = w->buf + w->off;
 	le_put32(p + CENT_SLOT, e->slot);
@@ -897,7 +900,7 @@ static int ssdfmt_ckpt_walk(const uint8_t *buf, const struct ssd_ckpt_hdr *h, ui
 
 		s.generation = le_get64(p + off + CSLOT_GENERATION);
 		s.write_off = le_get64(p + off + CSLOT_WRITE_OFF);
-		if (s.write_off % SSD_REC_ALIGN)
+		if (s.write_off % SSD_REC_ALIGN || s.generation > SSD_GEN_MAX)
 			return KVT_ECORRUPT;
 		if (cbs && cbs->slot && (ret = cbs->slot(ctx, i, &s)) < 0)
 			return ret;
@@ -922,7 +925,7 @@ static int ssdfmt_ckpt_walk(const uint8_t *buf, const struct ssd_ckpt_hdr *h, ui
 		e.slot = le_get32(p + off + CENT_SLOT);
 		e.generation = le_get64(p + off + CENT_GENERATION);
 		if (le_get32(p + off + CENT_RESERVED) != 0 || e.slot >= h->slot_count ||
-		    e.generation == 0)
+		    e.generation == 0 || e.generation > SSD_GEN_MAX)
 			return KVT_ECORRUPT;
 		off += CENT_FIXED;
 		len = ssdfmt_ent_get(p + off, body_len - off, &e.e);

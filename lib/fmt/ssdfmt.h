@@ -45,6 +45,14 @@
  */
 #define SSD_SEG_MAGIC "KVTSEG01" /* 8 bytes, no NUL */
 
+/* The highest generation any header may name.  A store starting a
+ * segment every microsecond reaches it in 146,000 years; a header naming
+ * more was never written by kvtier, and taking it would wrap recovery's
+ * next generation (one more than the highest seen) to 0, "never written".
+ * Decoders refuse it as corrupt; the record and checkpoint encoders as a
+ * bad length. */
+#define SSD_GEN_MAX (UINT64_C(1) << 62)
+
 struct ssd_seg_hdr {
 	uint32_t version;      /* decode: the version found (also with KVT_EVERSION);
 			        * encode: ignored, set from rec_align */

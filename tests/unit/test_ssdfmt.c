@@ -411,7 +411,7 @@ static void test_rec_round_trip(void)
 		h = mk_put(1, 64, 1);
 		h.ns_id = UINT32_MAX;
 		h.seq = UINT64_MAX;
-		h.generation = UINT64_MAX;
+		h.generation = SSD_GEN_MAX;
 		g_parts[0].len = KVT_VALUE_MAX;
 		g_parts[0].crc = UINT32_MAX;
 		h.value_len = KVT_VALUE_MAX;
@@ -601,6 +601,17 @@ static void test_rec_bounds(void)
 	h = mk_put(1, 32, 1);
 	h.generation = 0;
 	T_RC(ssd_rec_hdr_encode(&h, g_parts, SSD_REC_ALIGN, g_rec, sizeof(g_rec)), KVT_EBADLEN);
+	h.generation = SSD_GEN_MAX + 1; /* would wrap recovery's next generation */
+	T_RC(ssd_rec_hdr_encode(&h, g_parts, SSD_REC_ALIGN, g_rec, sizeof(g_rec)), KVT_EBADLEN);
+	h.generation = SSD_GEN_MAX; /* ... and with a valid CRC, read as damage */
+	T_ASSERT(ssd_rec_hdr_encode(&h, g_parts, SSD_REC_ALIGN, g_rec, sizeof(g_rec)) > 0);
+	put64(g_rec + 48, UINT64_MAX);
+	rec_fix(g_rec);
+	{
+		struct ssd_rec_hdr back;
+		T_RC(ssd_rec_hdr_decode(g_rec, sizeof(g_rec), SSD_REC_ALIGN, &back, NULL, 0),
+		     KVT_ECORRUPT);
+	}
 	h = mk_put(1, 32, 1);
 	h.flags = 2; /* only SSD_REC_F_SEALED is defined */
 	T_RC(ssd_rec_hdr_encode(&h, g_parts, SSD_REC_ALIGN, g_rec, sizeof(g_rec)), KVT_EBADLEN);
@@ -812,6 +823,9 @@ static void test_seg(void)
 	SEG_TAMPER(h, (put64(p + 48, UINT64_MAX & ~(uint64_t)4095), put64(p + 56, SSD_ALIGN)),
 		   KVT_ECORRUPT);
 	SEG_TAMPER(h, memcpy(p, "KVTSEG02", 8), KVT_ECORRUPT);
+	SEG_TAMPER(h, put64(p + 24, SSD_GEN_MAX), 0);
+	SEG_TAMPER(h, put64(p + 24, SSD_GEN_MAX + 1), KVT_ECORRUPT); /* would wrap next_gen */
+	SEG_TAMPER(h, put64(p + 24, UINT64_MAX), KVT_ECORRUPT);
 
 	/* A segment of 4096-aligned records: version 3, its alignment at 20. */
 	h = mk_seg(2, 1);
@@ -1349,6 +1363,8 @@ static void test_ckpt_bounds(void)
 	e.slot = 0;
 	e.generation = 0;
 	T_RC(ssd_ckpt_put_entry(&w, &e), KVT_EBADLEN);
+	e.generation = SSD_GEN_MAX + 1;
+	T_RC(ssd_ckpt_put_entry(&w, &e), KVT_EBADLEN);
 	e.generation = 1;
 	e.e.key.len = KVT_KEY_MAX + 1;
 	T_RC(ssd_ckpt_put_entry(&w, &e), KVT_EBADLEN);
@@ -1367,6 +1383,9 @@ static void test_ckpt_bounds(void)
 
 	ssd_ckpt_begin(&w, g_ck, sizeof(g_ck));
 	s.write_off = 1;
+	T_RC(ssd_ckpt_put_slot(&w, &s), KVT_EBADLEN);
+	s = ck_slot(1);
+	s.generation = SSD_GEN_MAX + 1;
 	T_RC(ssd_ckpt_put_slot(&w, &s), KVT_EBADLEN);
 	c.seq = 0;
 	T_RC(ssd_ckpt_put_clear(&w, &c), KVT_EBADLEN);
@@ -1411,6 +1430,9 @@ static void test_ckpt_bounds(void)
 	CK_TAMPER(put32(p + ent0, 3), KVT_ECORRUPT);                    /* slot >= count */
 	CK_TAMPER(put32(p + ent0 + 4, 1), KVT_ECORRUPT);                /* reserved */
 	CK_TAMPER(put64(p + ent0 + 8, 0), KVT_ECORRUPT);                /* generation */
+	CK_TAMPER(put64(p + ent0 + 8, SSD_GEN_MAX + 1), KVT_ECORRUPT);  /* ... past the max */
+	CK_TAMPER(put64(p + C_HDR, UINT64_MAX), KVT_ECORRUPT);          /* a slot's, too */
+	CK_TAMPER(put64(p + C_HDR, SSD_GEN_MAX), 0);
 	CK_TAMPER(p[ent0 + 16] = 9, KVT_ECORRUPT);                      /* type */
 	CK_TAMPER(p[ent0 + 16 + 1] = KVT_KEY_MAX + 1, KVT_ECORRUPT);     /* key_len */
 	CK_TAMPER(memcpy(p, "KVTCKPT2", 8), KVT_ECORRUPT);
