@@ -22,6 +22,8 @@ struct kvtd_peer {
 	struct proto_limits lim;
 	uint16_t version;        /* what HELLO chose: every later frame carries it */
 	uint64_t tag;
+	uint64_t open_tags;      /* bit i: tag `tag - i` sent, its final answer not yet in */
+	uint64_t waited_ms;      /* spent waiting for answers since the last final one */
 	uint8_t *rbuf;
 	size_t rcap, rlen, used;
 	struct proto_frame resp; /* the last response, in rbuf */
