@@ -12,6 +12,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <arpa/inet.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,7 +22,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+
 #include "peer.h"
+#include "tlsio.h"
 
 #define PEER_TIMEOUT_MS 5000
 /* Tags a connection may have unanswered (repair.c keeps at most
@@ -40,16 +45,22 @@ static int64_t peer_now_ms(void)
  * allows. */
 static int peer_sendv(struct kvtd_peer *p, struct iovec *iov, unsigned n)
 {
+	short ev = POLLOUT;
+
 	while (n) {
-		struct pollfd pf = { .fd = p->fd, .events = POLLOUT };
+		struct pollfd pf = { .fd = p->fd, .events = ev };
 		struct msghdr mh = { .msg_iov = iov, .msg_iovlen = n > 64 ? 64 : n };
 		ssize_t w;
-		int pr = poll(&pf, 1, PEER_TIMEOUT_MS);
+		int pr = poll(&pf, 1, PEER_TIMEOUT_MS), want = 0;
 		if (pr < 0 && errno == EINTR)
 			continue;
 		if (pr <= 0)
 			return pr == 0 ? -ETIMEDOUT : -errno;
-		w = sendmsg(p->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (p->ssl)
+			w = tlsio_writev(p->ssl, iov, (int)mh.msg_iovlen, &want);
+		else
+			w = sendmsg(p->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+		ev = want == TLSIO_WANT_IN ? POLLIN : POLLOUT;
 		if (w < 0 && (errno == EINTR || errno == EAGAIN))
 			continue;
 		if (w < 0)
@@ -97,11 +108,25 @@ static int peer_fill(struct kvtd_peer *p, size_t want, int64_t since)
 	for (;;) {
 		struct pollfd pf = { .fd = p->fd, .events = POLLIN };
 		ssize_t r;
-		int pr = poll(&pf, 1, peer_left_ms(p, since));
+		int pr, tw = 0;
+		if (p->ssl) {
+			/* bytes the SSL holds already come without a poll */
+			r = tlsio_read(p->ssl, p->rbuf + p->rlen, p->rcap - p->rlen, &tw);
+			if (r > 0) {
+				p->rlen += (size_t)r;
+				return 0;
+			}
+			if (r == 0 || errno != EAGAIN)
+				return r == 0 ? -ECONNRESET : -errno;
+			pf.events = tw == TLSIO_WANT_OUT ? POLLOUT : POLLIN;
+		}
+		pr = poll(&pf, 1, peer_left_ms(p, since));
 		if (pr < 0 && errno == EINTR)
 			continue;
 		if (pr <= 0)
 			return pr == 0 ? -ETIMEDOUT : -errno;
+		if (p->ssl)
+			continue;
 		r = recv(p->fd, p->rbuf + p->rlen, p->rcap - p->rlen, MSG_DONTWAIT);
 		if (r < 0 && (errno == EINTR || errno == EAGAIN))
 			continue;
@@ -341,8 +366,58 @@ static void peer_limits(struct proto_limits *lim, const struct proto_limits *the
 #undef PEER_MIN
 }
 
+/*
+ * TLS over p->fd (connected): the member's certificate verified against
+ * tls's CA and its name or address against addr's host, as the engines'
+ * client does (lib/tier/remote).  The socket is left non-blocking (every
+ * call here polls).  0 or < 0.
+ */
+static int peer_tls(struct kvtd_peer *p, SSL_CTX *tls)
+{
+	char host[KVTD_PEER_ADDR_MAX + 1], *colon;
+	struct in6_addr a6;
+	int64_t deadline = peer_now_ms() + PEER_TIMEOUT_MS;
+	int fl = fcntl(p->fd, F_GETFL), rc, want = 0;
+
+	if (fl < 0 || fcntl(p->fd, F_SETFL, fl | O_NONBLOCK) < 0)
+		return -errno;
+	if (!(p->ssl = tlsio_new(tls, p->fd, false)))
+		return -ENOMEM;
+	snprintf(host, sizeof(host), "%s", p->addr);
+	if ((colon = strrchr(host, ':')))
+		*colon = 0;
+	if (host[0] == '[' && colon && colon > host && colon[-1] == ']') {
+		colon[-1] = 0;
+		memmove(host, host + 1, strlen(host));
+	}
+	if (inet_pton(AF_INET, host, &a6) == 1 || inet_pton(AF_INET6, host, &a6) == 1) {
+		X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(p->ssl), host);
+	} else {
+		SSL_set_tlsext_host_name(p->ssl, host);
+		SSL_set1_host(p->ssl, host);
+	}
+	while ((rc = tlsio_handshake(p->ssl, &want)) == 0) {
+		struct pollfd pf = { .fd = p->fd,
+				     .events = want == TLSIO_WANT_OUT ? POLLOUT : POLLIN };
+		int64_t left = deadline - peer_now_ms();
+		int pr = left > 0 ? poll(&pf, 1, (int)left) : 0;
+		if (pr < 0 && errno != EINTR)
+			return -errno;
+		if (pr == 0)
+			return -ETIMEDOUT;
+	}
+	return rc < 0 ? -EPROTO : 0;
+}
+
 int kvtd_peer_open(struct kvtd_peer *p, const char *addr, const char *tenant,
 		   const uint8_t *secret, uint32_t secret_len, unsigned connect_ms)
+{
+	return kvtd_peer_open_tls(p, addr, tenant, secret, secret_len, connect_ms, NULL);
+}
+
+int kvtd_peer_open_tls(struct kvtd_peer *p, const char *addr, const char *tenant,
+		       const uint8_t *secret, uint32_t secret_len, unsigned connect_ms,
+		       SSL_CTX *tls)
 {
 	struct proto_frame f = { .op = PROTO_OP_HELLO };
 	uint8_t snonce[PROTO_NONCE_LEN];
@@ -356,6 +431,8 @@ int kvtd_peer_open(struct kvtd_peer *p, const char *addr, const char *tenant,
 	p->fd = peer_tcp(addr, connect_ms);
 	if (p->fd < 0)
 		return p->fd;
+	if (tls && (rc = peer_tls(p, tls)) < 0)
+		goto fail;
 	f.hello.min_version = PROTO_VERSION_MIN;
 	f.hello.max_version = PROTO_VERSION_MAX;
 	f.hello.name = "kvtierd-peer";
@@ -412,6 +489,8 @@ fail:
 
 void kvtd_peer_close(struct kvtd_peer *p)
 {
+	tlsio_free(p->ssl);
+	p->ssl = NULL;
 	if (p->fd >= 0)
 		close(p->fd);
 	p->fd = -1;
