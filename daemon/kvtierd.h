@@ -671,6 +671,7 @@ struct kvtd_server {
 	const _Atomic uint64_t *log_dropped;
 	char *metrics_token;      /* bearer token for /metrics, or NULL */
 	void *tls_ctx;            /* SSL_CTX * of the TCP listeners, or NULL (tls.c) */
+	void *tls_peer_ctx;       /* SSL_CTX * to reach the other members, or NULL (tls.c) */
 };
 
 /* Per-connection flow control: defaults of --conn-inflight, --conn-output. */

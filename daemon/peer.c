@@ -12,6 +12,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <arpa/inet.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,9 +22,16 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+
 #include "peer.h"
+#include "tlsio.h"
 
 #define PEER_TIMEOUT_MS 5000
+/* Tags a connection may have unanswered (repair.c keeps at most
+ * REPAIR_WINDOW + 1): a bit each in kvtd_peer.open_tags. */
+#define PEER_OPEN_MAX 64u
 
 /* The monotonic clock in ms. */
 static int64_t peer_now_ms(void)
@@ -37,16 +45,22 @@ static int64_t peer_now_ms(void)
  * allows. */
 static int peer_sendv(struct kvtd_peer *p, struct iovec *iov, unsigned n)
 {
+	short ev = POLLOUT;
+
 	while (n) {
-		struct pollfd pf = { .fd = p->fd, .events = POLLOUT };
+		struct pollfd pf = { .fd = p->fd, .events = ev };
 		struct msghdr mh = { .msg_iov = iov, .msg_iovlen = n > 64 ? 64 : n };
 		ssize_t w;
-		int pr = poll(&pf, 1, PEER_TIMEOUT_MS);
+		int pr = poll(&pf, 1, PEER_TIMEOUT_MS), want = 0;
 		if (pr < 0 && errno == EINTR)
 			continue;
 		if (pr <= 0)
 			return pr == 0 ? -ETIMEDOUT : -errno;
-		w = sendmsg(p->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (p->ssl)
+			w = tlsio_writev(p->ssl, iov, (int)mh.msg_iovlen, &want);
+		else
+			w = sendmsg(p->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+		ev = want == TLSIO_WANT_IN ? POLLIN : POLLOUT;
 		if (w < 0 && (errno == EINTR || errno == EAGAIN))
 			continue;
 		if (w < 0)
@@ -70,7 +84,15 @@ static int peer_send(struct kvtd_peer *p, const void *buf, size_t len)
 	return peer_sendv(p, &v, 1);
 }
 
-static int peer_fill(struct kvtd_peer *p, size_t want)
+/* Milliseconds left of the answer clock: how long this connection may
+ * still make us wait without a final answer (kvtd_peer.waited_ms). */
+static int peer_left_ms(const struct kvtd_peer *p, int64_t since)
+{
+	int64_t left = PEER_TIMEOUT_MS - (int64_t)p->waited_ms - (peer_now_ms() - since);
+	return left > 0 ? (int)left : 0;
+}
+
+static int peer_fill(struct kvtd_peer *p, size_t want, int64_t since)
 {
 	if (p->rcap < want) {
 		size_t nc = p->rcap ? p->rcap : 65536;
@@ -86,11 +108,25 @@ static int peer_fill(struct kvtd_peer *p, size_t want)
 	for (;;) {
 		struct pollfd pf = { .fd = p->fd, .events = POLLIN };
 		ssize_t r;
-		int pr = poll(&pf, 1, PEER_TIMEOUT_MS);
+		int pr, tw = 0;
+		if (p->ssl) {
+			/* bytes the SSL holds already come without a poll */
+			r = tlsio_read(p->ssl, p->rbuf + p->rlen, p->rcap - p->rlen, &tw);
+			if (r > 0) {
+				p->rlen += (size_t)r;
+				return 0;
+			}
+			if (r == 0 || errno != EAGAIN)
+				return r == 0 ? -ECONNRESET : -errno;
+			pf.events = tw == TLSIO_WANT_OUT ? POLLOUT : POLLIN;
+		}
+		pr = poll(&pf, 1, peer_left_ms(p, since));
 		if (pr < 0 && errno == EINTR)
 			continue;
 		if (pr <= 0)
 			return pr == 0 ? -ETIMEDOUT : -errno;
+		if (p->ssl)
+			continue;
 		r = recv(p->fd, p->rbuf + p->rlen, p->rcap - p->rlen, MSG_DONTWAIT);
 		if (r < 0 && (errno == EINTR || errno == EAGAIN))
 			continue;
@@ -101,30 +137,75 @@ static int peer_fill(struct kvtd_peer *p, size_t want)
 	}
 }
 
+/* A request of tag p->tag was sent: its answer is due. */
+static void peer_opened(struct kvtd_peer *p)
+{
+	p->open_tags = p->open_tags << 1 | 1;
+}
+
+/*
+ * A parsed response frame against what was asked (a hostile or broken
+ * member: doc/security.md "A hostile member"): an answer to a tag not in
+ * flight, or with a data section (no request of this file gets one), is
+ * a lie; a final answer (no MORE) closes its tag.  ERROR frames (tag 0 or
+ * the request's) end the connection: the callers fail on them.  1 (a
+ * final answer), 0 (a part of one, an ERROR) or PROTO_EMALFORMED.
+ */
+static int peer_check(struct kvtd_peer *p)
+{
+	uint64_t back = p->tag - p->resp.tag;
+
+	if (p->resp.op == PROTO_OP_ERROR)
+		return 0;
+	if (p->resp.data_len != 0 || p->resp.tag == 0 || p->resp.tag > p->tag ||
+	    back >= PEER_OPEN_MAX || !(p->open_tags >> back & 1))
+		return PROTO_EMALFORMED;
+	if (p->resp.flags & PROTO_F_MORE)
+		return 0;
+	p->open_tags &= ~(UINT64_C(1) << back);
+	return 1;
+}
+
 /* The next response frame: p->resp points into p->rbuf until the next
- * call (its first p->used bytes). */
+ * call (its first p->used bytes).  The time spent here waiting for the
+ * member adds up until a final answer comes (p->waited_ms): past
+ * PEER_TIMEOUT_MS -ETIMEDOUT, whatever the member sends meanwhile (frames
+ * of MORE, a byte at a time). */
 static int peer_recv(struct kvtd_peer *p)
 {
+	int64_t since = peer_now_ms();
+	int rc;
+
 	if (p->used) {
 		memmove(p->rbuf, p->rbuf + p->used, p->rlen - p->used);
 		p->rlen -= p->used;
 		p->used = 0;
 	}
 	for (;;) {
-		int rc = proto_parse_response(p->rbuf, p->rlen, &p->lim, &p->resp);
+		rc = proto_parse_response(p->rbuf, p->rlen, &p->lim, &p->resp);
 		if (rc == 0) {
 			uint64_t total = p->resp.hdr_len + p->resp.data_len;
-			if (p->rlen >= total) {
+			if (p->resp.data_len != 0) {
+				rc = PROTO_EMALFORMED; /* before a byte of it is buffered */
+			} else if (p->rlen >= total) {
 				p->used = total;
-				return 0;
+				rc = peer_check(p);
+				break;
+			} else {
+				rc = peer_fill(p, (size_t)total, since);
 			}
-			rc = peer_fill(p, (size_t)total);
 		} else if (rc == PROTO_NEED_MORE) {
-			rc = peer_fill(p, (size_t)p->resp.need);
+			rc = peer_fill(p, (size_t)p->resp.need, since);
 		}
 		if (rc < 0)
-			return rc;
+			break;
 	}
+	p->waited_ms += (uint64_t)(peer_now_ms() - since);
+	if (rc == 1) /* a final answer: the clock starts again */
+		p->waited_ms = rc = 0;
+	else if (rc == 0 && p->open_tags && p->waited_ms >= PEER_TIMEOUT_MS)
+		rc = -ETIMEDOUT;
+	return rc;
 }
 
 int kvtd_peer_send(struct kvtd_peer *p, struct proto_frame *f, const struct proto_item *items,
@@ -135,6 +216,8 @@ int kvtd_peer_send(struct kvtd_peer *p, struct proto_frame *f, const struct prot
 	uint8_t *buf;
 	int rc;
 
+	if (p->open_tags >> (PEER_OPEN_MAX - 1))
+		return -ENOBUFS; /* more in flight than answers are tracked for */
 	f->tag = ++p->tag;
 	f->version = f->op == PROTO_OP_HELLO ? PROTO_VERSION_HELLO : p->version;
 	len = proto_encode(f, items, n, NULL, 0, &p->lim, &need);
@@ -162,6 +245,8 @@ int kvtd_peer_send(struct kvtd_peer *p, struct proto_frame *f, const struct prot
 		rc = peer_send(p, buf, (size_t)len);
 	}
 	free(buf);
+	if (rc == 0)
+		peer_opened(p);
 	return rc;
 }
 
@@ -260,8 +345,79 @@ static int peer_tcp(const char *addr, unsigned connect_ms)
 	return fd;
 }
 
+/* What the member announced, no more than this side's defaults: the
+ * answers kvtierd asks a member for are tables of at most 1,024 items, so
+ * a member's larger limits (up to the codec's hard caps: a 1 GiB table,
+ * a 1 TiB frame) only let it have a buffer that size allocated here. */
+static void peer_limits(struct proto_limits *lim, const struct proto_limits *theirs)
+{
+	struct proto_limits d;
+
+	proto_limits_default(&d);
+	*lim = *theirs;
+#define PEER_MIN(f) lim->f = theirs->f < d.f ? theirs->f : d.f
+	PEER_MIN(frame_max);
+	PEER_MIN(table_max);
+	PEER_MIN(value_max);
+	PEER_MIN(items_max);
+	PEER_MIN(parts_max);
+	PEER_MIN(ns_max);
+	PEER_MIN(key_max);
+#undef PEER_MIN
+}
+
+/*
+ * TLS over p->fd (connected): the member's certificate verified against
+ * tls's CA and its name or address against addr's host, as the engines'
+ * client does (lib/tier/remote).  The socket is left non-blocking (every
+ * call here polls).  0 or < 0.
+ */
+static int peer_tls(struct kvtd_peer *p, SSL_CTX *tls)
+{
+	char host[KVTD_PEER_ADDR_MAX + 1], *colon;
+	struct in6_addr a6;
+	int64_t deadline = peer_now_ms() + PEER_TIMEOUT_MS;
+	int fl = fcntl(p->fd, F_GETFL), rc, want = 0;
+
+	if (fl < 0 || fcntl(p->fd, F_SETFL, fl | O_NONBLOCK) < 0)
+		return -errno;
+	if (!(p->ssl = tlsio_new(tls, p->fd, false)))
+		return -ENOMEM;
+	snprintf(host, sizeof(host), "%s", p->addr);
+	if ((colon = strrchr(host, ':')))
+		*colon = 0;
+	if (host[0] == '[' && colon && colon > host && colon[-1] == ']') {
+		colon[-1] = 0;
+		memmove(host, host + 1, strlen(host));
+	}
+	if (inet_pton(AF_INET, host, &a6) == 1 || inet_pton(AF_INET6, host, &a6) == 1) {
+		X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(p->ssl), host);
+	} else {
+		SSL_set_tlsext_host_name(p->ssl, host);
+		SSL_set1_host(p->ssl, host);
+	}
+	while ((rc = tlsio_handshake(p->ssl, &want)) == 0) {
+		struct pollfd pf = { .fd = p->fd,
+				     .events = want == TLSIO_WANT_OUT ? POLLOUT : POLLIN };
+		int64_t left = deadline - peer_now_ms();
+		int pr = left > 0 ? poll(&pf, 1, (int)left) : 0;
+		if (pr < 0 && errno != EINTR)
+			return -errno;
+		if (pr == 0)
+			return -ETIMEDOUT;
+	}
+	return rc < 0 ? -EPROTO : 0;
+}
+
 int kvtd_peer_open(struct kvtd_peer *p, const char *addr, const char *tenant,
 		   const uint8_t *secret, uint32_t secret_len, unsigned connect_ms)
+{
+	return kvtd_peer_open_tls(p, addr, tenant, secret, secret_len, connect_ms, NULL);
+}
+
+int kvtd_peer_open_tls(struct kvtd_peer *p, const char *addr, const char *tenant,
+		       const uint8_t *secret, uint32_t secret_len, unsigned connect_ms,
+		       SSL_CTX *tls)
 {
 	struct proto_frame f = { .op = PROTO_OP_HELLO };
 	uint8_t snonce[PROTO_NONCE_LEN];
@@ -275,6 +431,8 @@ int kvtd_peer_open(struct kvtd_peer *p, const char *addr, const char *tenant,
 	p->fd = peer_tcp(addr, connect_ms);
 	if (p->fd < 0)
 		return p->fd;
+	if (tls && (rc = peer_tls(p, tls)) < 0)
+		goto fail;
 	f.hello.min_version = PROTO_VERSION_MIN;
 	f.hello.max_version = PROTO_VERSION_MAX;
 	f.hello.name = "kvtierd-peer";
@@ -282,13 +440,23 @@ int kvtd_peer_open(struct kvtd_peer *p, const char *addr, const char *tenant,
 	rc = peer_call(p, &f, NULL, 0, NULL, 0);
 	if (rc < 0)
 		goto fail;
-	p->lim = p->resp.hello.limits;
+	peer_limits(&p->lim, &p->resp.hello.limits);
 	p->version = p->resp.hello.version;
 	if (p->version < PROTO_VERSION_MIN || p->version > PROTO_VERSION_MAX) {
 		rc = KVT_EVERSION; /* not in the range offered */
 		goto fail;
 	}
-	method = p->resp.hello.auth[0];
+	/* With a secret, HMAC or nothing: a member that offers only NONE
+	 * cannot prove it knows the tenant's secret, and would be sent the
+	 * tenant's blocks (an address taken over, a member without the
+	 * pod's tenants file).  Without one, NONE (a trusted network). */
+	method = secret && secret_len ? PROTO_AUTH_HMAC_SHA256 : PROTO_AUTH_NONE;
+	rc = PROTO_EAUTH;
+	for (unsigned i = 0; i < p->resp.hello.auth_count && i < PROTO_AUTH_MAX; i++)
+		if (p->resp.hello.auth[i] == method)
+			rc = 0;
+	if (rc < 0)
+		goto fail;
 	memcpy(snonce, p->resp.hello.nonce, PROTO_NONCE_LEN);
 
 	memset(&f, 0, sizeof(f));
@@ -297,8 +465,7 @@ int kvtd_peer_open(struct kvtd_peer *p, const char *addr, const char *tenant,
 	f.auth.tenant = p->tenant;
 	f.auth.tenant_len = (uint32_t)strlen(p->tenant);
 	if (method == PROTO_AUTH_HMAC_SHA256) {
-		rc = secret && secret_len ? 0 : PROTO_EAUTH;
-		if (rc == 0 && getrandom(f.auth.nonce, PROTO_NONCE_LEN, 0) != PROTO_NONCE_LEN)
+		if (getrandom(f.auth.nonce, PROTO_NONCE_LEN, 0) != PROTO_NONCE_LEN)
 			rc = -EIO;
 		if (rc == 0)
 			rc = proto_auth_proof(PROTO_PROOF_CLIENT, secret, secret_len, snonce,
@@ -322,6 +489,8 @@ fail:
 
 void kvtd_peer_close(struct kvtd_peer *p)
 {
+	tlsio_free(p->ssl);
+	p->ssl = NULL;
 	if (p->fd >= 0)
 		close(p->fd);
 	p->fd = -1;
@@ -418,6 +587,8 @@ int kvtd_peer_stat(struct kvtd_peer *p, uint32_t scope, const char *name, uint64
 	int rc, found = KVT_MISS;
 
 	f.scope.scope = scope;
+	if (p->open_tags >> (PEER_OPEN_MAX - 1))
+		return -ENOBUFS;
 	f.tag = ++p->tag;
 	f.version = p->version;
 	{
@@ -432,6 +603,8 @@ int kvtd_peer_stat(struct kvtd_peer *p, uint32_t scope, const char *name, uint64
 		len = proto_encode(&f, NULL, 0, buf, need, &p->lim, NULL);
 		rc = len < 0 ? (int)len : peer_send(p, buf, (size_t)len);
 		free(buf);
+		if (rc == 0)
+			peer_opened(p);
 	}
 	while (rc == 0) {
 		rc = peer_recv(p);

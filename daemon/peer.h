@@ -15,13 +15,18 @@
 #define KVTD_PEER_ADDR_MAX 255u /* "HOST:PORT" */
 #define KVTD_PEER_CONNECT_MS 2000u /* connect timeout when the caller passes 0 */
 
+typedef struct ssl_ctx_st SSL_CTX;
+
 struct kvtd_peer {
 	int fd;
+	struct ssl_st *ssl;      /* TLS (kvtd_peer_open_tls), or NULL */
 	char addr[KVTD_PEER_ADDR_MAX + 1];
 	char tenant[PROTO_TENANT_MAX + 1];
 	struct proto_limits lim;
 	uint16_t version;        /* what HELLO chose: every later frame carries it */
 	uint64_t tag;
+	uint64_t open_tags;      /* bit i: tag `tag - i` sent, its final answer not yet in */
+	uint64_t waited_ms;      /* spent waiting for answers since the last final one */
 	uint8_t *rbuf;
 	size_t rcap, rlen, used;
 	struct proto_frame resp; /* the last response, in rbuf */
@@ -34,6 +39,12 @@ struct kvtd_peer {
  * to close then). */
 int kvtd_peer_open(struct kvtd_peer *p, const char *addr, const char *tenant,
 		   const uint8_t *secret, uint32_t secret_len, unsigned connect_ms);
+/* The same over TLS when tls is not NULL (a client context: the member's
+ * certificate is verified against its CA, and its name or address against
+ * addr's host; a pod whose members serve TLS, doc/cluster.md "Peers"). */
+int kvtd_peer_open_tls(struct kvtd_peer *p, const char *addr, const char *tenant,
+		       const uint8_t *secret, uint32_t secret_len, unsigned connect_ms,
+		       SSL_CTX *tls);
 void kvtd_peer_close(struct kvtd_peer *p);
 /* NS_REGISTER the canonical text: the digest there.  KVT_OK or < 0. */
 int kvtd_peer_register(struct kvtd_peer *p, const char *canon, size_t len,

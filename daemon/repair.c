@@ -600,8 +600,9 @@ static struct rpeer *repair_peer(struct rpass *ps, unsigned i, uint32_t ns, cons
 			atomic_fetch_add(&ps->rp->errors, 1);
 			return NULL;
 		}
-		rc = kvtd_peer_open(&r->p, ps->m[i].addr, tenant, secret, secret_len,
-				    ps->rp->srv->cfg.peer_connect_ms);
+		rc = kvtd_peer_open_tls(&r->p, ps->m[i].addr, tenant, secret, secret_len,
+					ps->rp->srv->cfg.peer_connect_ms,
+					ps->rp->srv->tls_peer_ctx);
 		OPENSSL_cleanse(secret, sizeof(secret));
 		if (rc < 0) {
 			kvtd_log(KVTD_WARN, "repair: cannot reach a member", "member=%s error=%d",
@@ -1142,8 +1143,9 @@ static void repair_static_poll(struct kvtd_repair *rp, const char *self)
 			uint64_t st = 0;
 			if (self && strcmp(m[i].addr, self) == 0)
 				continue;
-			if (kvtd_peer_open(&p, m[i].addr, tenant, secret, secret_len,
-					   rp->srv->cfg.peer_connect_ms) < 0)
+			if (kvtd_peer_open_tls(&p, m[i].addr, tenant, secret, secret_len,
+					       rp->srv->cfg.peer_connect_ms,
+					       rp->srv->tls_peer_ctx) < 0)
 				continue; /* unreachable: as it was */
 			if (kvtd_peer_stat(&p, PROTO_SCOPE_TENANT, "repair.drain_state", &st) ==
 			    KVT_OK)

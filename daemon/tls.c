@@ -3,8 +3,9 @@
  * --tls-verify-client; doc/kvtierd.md "TLS"), and the socket I/O of every
  * connection.
  *
- * Owns: the server's SSL_CTX (built once before the loops start, read-only
- * after) and each TLS connection's SSL (created on accept, freed on close,
+ * Owns: the server's SSL_CTX and the client one its repair thread reaches
+ * the other members with (daemon/peer.c; both built once before the loops
+ * start, read-only after), and each TLS connection's SSL (created on accept, freed on close,
  * touched only by the connection's loop).  loop.c, value.c and respd.c
  * read and write through kvtd_conn_read/readv/writev: a plain connection
  * goes straight to read/readv/sendmsg, a TLS one through lib/tlsio.c.
@@ -47,6 +48,21 @@ int kvtd_tls_setup(struct kvtd_server *srv)
 		return -EINVAL;
 	}
 	srv->tls_ctx = ctx;
+	/* The other members of a pod serve TLS too (they share this
+	 * configuration): the repair thread reaches them through it, their
+	 * certificates checked against --tls-ca (else the system's store),
+	 * this server's certificate its own (doc/cluster.md "Peers"). */
+	srv->tls_peer_ctx = tlsio_ctx_client(cfg->tls_ca, cfg->tls_cert, cfg->tls_key, err,
+					     sizeof(err));
+	if (!srv->tls_peer_ctx) {
+		char q[400];
+		kvtd_log(KVTD_ERROR, "cannot set up TLS to the other members", "error=%s",
+			 kvtd_log_quote(q, sizeof(q), err));
+		fprintf(stderr, "kvtierd: TLS: %s\n", err);
+		SSL_CTX_free(ctx);
+		srv->tls_ctx = NULL;
+		return -EINVAL;
+	}
 	kvtd_log(KVTD_INFO, "TLS on the TCP listeners", "cert=%s client_certs=%s", cfg->tls_cert,
 		 cfg->tls_verify_client ? "required" : cfg->tls_ca ? "verified if sent" : "no");
 	return 0;
@@ -56,6 +72,8 @@ void kvtd_tls_free(struct kvtd_server *srv)
 {
 	SSL_CTX_free(srv->tls_ctx);
 	srv->tls_ctx = NULL;
+	SSL_CTX_free(srv->tls_peer_ctx);
+	srv->tls_peer_ctx = NULL;
 }
 
 int kvtd_tls_open(struct kvtd_conn *c)

@@ -1,0 +1,664 @@
+/*
+ * test_peer_attack.c - a kvtierd's repair thread (daemon/repair.c, its
+ * connections through daemon/peer.c) against a hostile or broken member
+ * of its pod: a fake member on a thread of this test, listed in the real
+ * server's --members, that speaks enough of the native protocol (the
+ * codec of lib/fmt/proto.h) to be connected to, then lies as each phase
+ * scripts (doc/security.md "A hostile member").
+ *
+ * Usage: test_peer_attack KVTIERD PHASE
+ *
+ * Each phase starts a kvtierd with --tenants (alice), --members itself
+ * and the fake, and puts one PLACED|FORWARD block of alice's with copies
+ * 2: the server forwards it to the fake at once (doc/cluster.md
+ * "Forwarded replicas"), as alice, with her secret.  Phases:
+ *
+ *   downgrade  the fake offers only AUTH method NONE: it cannot prove it
+ *              knows alice's secret, so it must be sent nothing after
+ *              HELLO (it was sent AUTH, the namespace's text, the keys and
+ *              the block's bytes)
+ *   table      the fake announces the codec's hard limits (a 1 GiB table)
+ *              and answers with a header claiming a 1 GiB table, then
+ *              streams junk: refused at the header (64 MiB were buffered)
+ *   tags       answers of a tag never sent, 100 a second: refused at the
+ *              first (read and skipped forever)
+ *   more       answers of the right tag, each marked MORE, 10 a second:
+ *              the connection given up after PEER_TIMEOUT_MS (5 s) without
+ *              a final answer (held for as long as the fake went on)
+ *   tls_pod    no fake: two real members with --tls-cert and --tls-ca, the
+ *              block forwarded to the other over TLS (peer.c spoke plain
+ *              TCP to the TLS port: nothing forwarded or healed)
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "client.h"
+#include "proto.h"
+#include "server.h"
+#include "t.h"
+
+#define SECRET_ALICE "secret-of-alice-0123456789"
+#define VLEN 4096u
+#define JUNK_MAX (64u << 20) /* the table phase's junk, at most */
+
+static const char *bin;
+static char base[512];
+static struct tsrv srv;
+
+static const struct kvt_ns_desc desc = {
+	.model = "peer-attack-model", .dtype = "bf16", .layout = "vllm-flash-nhd",
+	.block_tokens = 16, .tp_size = 1, .pp_size = 1,
+};
+
+enum { M_DOWNGRADE, M_TABLE, M_TAGS, M_MORE };
+
+/* The fake member. */
+static struct {
+	int lfd;
+	int mode;
+	pthread_t th;
+	_Atomic bool stop, lied;
+	_Atomic unsigned accepts, hellos, after_hello; /* frames after a HELLO */
+	_Atomic unsigned played;     /* connections past HELLO, ended */
+	_Atomic uint64_t put_bytes;  /* data sections received */
+	_Atomic uint64_t sent;       /* lies sent (bytes or frames) */
+	_Atomic uint64_t lie_ns;     /* when the lie went out */
+	_Atomic uint64_t closed_ns;  /* when the server closed the lying connection */
+	_Atomic int send_errno;
+} F;
+
+static bool fk_write(int fd, const void *p, size_t n)
+{
+	const uint8_t *b = p;
+
+	while (n) {
+		struct pollfd pf = { .fd = fd, .events = POLLOUT };
+		ssize_t w;
+		if (atomic_load(&F.stop))
+			return false;
+		if (poll(&pf, 1, 50) <= 0)
+			continue;
+		w = send(fd, b, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (w < 0 && (errno == EINTR || errno == EAGAIN))
+			continue;
+		if (w <= 0) {
+			atomic_store(&F.send_errno, errno);
+			return false;
+		}
+		b += w;
+		n -= (size_t)w;
+	}
+	return true;
+}
+
+static bool fk_read(int fd, void *p, size_t n)
+{
+	uint8_t *b = p;
+
+	while (n) {
+		struct pollfd pf = { .fd = fd, .events = POLLIN };
+		ssize_t r;
+		if (atomic_load(&F.stop))
+			return false;
+		if (poll(&pf, 1, 50) <= 0)
+			continue;
+		r = read(fd, b, n);
+		if (r < 0 && (errno == EINTR || errno == EAGAIN))
+			continue;
+		if (r <= 0)
+			return false;
+		b += r;
+		n -= (size_t)r;
+	}
+	return true;
+}
+
+/* Has the server closed fd (EOF or reset)?  Waits up to ms. */
+static bool fk_closed(int fd, int ms)
+{
+	struct pollfd pf = { .fd = fd, .events = POLLIN | POLLRDHUP };
+	uint8_t sink[4096];
+	ssize_t r;
+
+	if (poll(&pf, 1, ms) <= 0)
+		return false;
+	r = recv(fd, sink, sizeof(sink), MSG_DONTWAIT);
+	return r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR);
+}
+
+static bool fk_send(int fd, struct proto_frame *f, const struct proto_item *it, uint32_t n,
+		    const struct proto_limits *lim)
+{
+	uint64_t need = 0;
+	int64_t l = proto_encode(f, it, n, NULL, 0, lim, &need);
+	uint8_t *buf;
+	bool ok;
+
+	if (l != KVT_EBUFSMALL)
+		T_FAIL("fake: cannot encode %s: %s", proto_op_name(f->op), kvt_strerror((int)l));
+	buf = malloc(need);
+	T_ASSERT(buf);
+	l = proto_encode(f, it, n, buf, need, lim, NULL);
+	if (l < 0)
+		T_FAIL("fake: cannot encode %s: %s", proto_op_name(f->op), kvt_strerror((int)l));
+	ok = fk_write(fd, buf, (size_t)l);
+	free(buf);
+	return ok;
+}
+
+static void resp_init(struct proto_frame *f, const struct proto_frame *req)
+{
+	memset(f, 0, sizeof(*f));
+	f->op = req->op;
+	f->tag = req->tag;
+	f->flags = PROTO_F_RESPONSE;
+	f->version = req->version;
+}
+
+/* HELLO: NONE only (downgrade), else HMAC; the codec's hard limits in the
+ * table phase; a zero nonce (fk_auth's proof uses it). */
+static bool fk_hello(int fd, const struct proto_frame *req)
+{
+	struct proto_frame f;
+
+	resp_init(&f, req);
+	f.hello.version = req->hello.max_version < 2 ? req->hello.max_version : 2;
+	f.hello.min_version = 1;
+	f.hello.max_version = 2;
+	f.hello.auth_count = 1;
+	f.hello.auth[0] = F.mode == M_DOWNGRADE ? PROTO_AUTH_NONE : PROTO_AUTH_HMAC_SHA256;
+	proto_limits_default(&f.hello.limits);
+	if (F.mode == M_TABLE) {
+		f.hello.limits.frame_max = PROTO_HARD_FRAME_MAX;
+		f.hello.limits.table_max = PROTO_HARD_TABLE_MAX;
+	}
+	f.hello.name = "fake-member";
+	f.hello.name_len = 11;
+	return fk_send(fd, &f, NULL, 0, NULL);
+}
+
+/* AUTH: proves alice's secret (or nothing, with NONE). */
+static bool fk_auth(int fd, const struct proto_frame *req)
+{
+	static const uint8_t snonce[PROTO_NONCE_LEN];
+	struct proto_frame f;
+
+	resp_init(&f, req);
+	if (req->auth.method == PROTO_AUTH_HMAC_SHA256)
+		T_OK(proto_auth_proof(PROTO_PROOF_SERVER, SECRET_ALICE, strlen(SECRET_ALICE),
+				      snonce, req->auth.nonce, req->auth.tenant,
+				      req->auth.tenant_len, f.auth.proof));
+	return fk_send(fd, &f, NULL, 0, NULL);
+}
+
+/* A well-formed answer to req (NS_REGISTER: a digest; EXISTS: a miss;
+ * PUT: stored), with flags and tag as given. */
+static bool fk_answer(int fd, const struct proto_frame *req, uint32_t flags, uint64_t tag)
+{
+	static const uint8_t digest[PROTO_DIGEST_LEN] = { 0x5a, 0x5a, 0x5a };
+	struct proto_frame f;
+	struct proto_item it[1];
+
+	resp_init(&f, req);
+	f.flags |= flags;
+	f.tag = tag;
+	memset(it, 0, sizeof(it));
+	it[0].status = req->op == PROTO_OP_EXISTS ? KVT_MISS : KVT_OK;
+	if (req->op == PROTO_OP_NS_REGISTER) {
+		struct proto_iter iter;
+		struct proto_item in;
+		proto_iter_init(&iter, req, NULL, NULL, 0);
+		T_ASSERT(proto_iter_next(&iter, &in) == 1);
+		it[0].text = in.text; /* its own text back, any digest */
+		it[0].text_len = in.text_len;
+		it[0].digest = digest;
+	}
+	return fk_send(fd, &f, it, 1, NULL);
+}
+
+/* The table phase's lie: an answer to req whose header claims a table of
+ * 1 GiB, then junk until the server closes or JUNK_MAX went out. */
+static void fk_big_table(int fd, const struct proto_frame *req)
+{
+	static uint8_t junk[1 << 16];
+	uint8_t h[PROTO_HDR_LEN];
+	uint64_t tl = PROTO_HARD_TABLE_MAX, zero = 0, tag = req->tag;
+	uint32_t fl = PROTO_F_RESPONSE, one = 1, crc;
+	uint16_t op = req->op, ver = req->version;
+
+	memset(h, 0, sizeof(h));
+	memcpy(h, PROTO_MAGIC, 4);
+	memcpy(h + 4, &ver, 2);
+	memcpy(h + 6, &op, 2);
+	memcpy(h + 8, &fl, 4);
+	memcpy(h + 12, &one, 4);
+	memcpy(h + 16, &tag, 8);
+	memcpy(h + 24, &tl, 8);
+	memcpy(h + 32, &zero, 8);
+	crc = kvt_crc32c(0, h, 44);
+	memcpy(h + 44, &crc, 4);
+	memset(junk, 0xa5, sizeof(junk));
+	atomic_store(&F.lie_ns, tsrv_now_ns());
+	if (!fk_write(fd, h, sizeof(h)))
+		return;
+	while (atomic_load(&F.sent) < JUNK_MAX && fk_write(fd, junk, sizeof(junk)))
+		atomic_fetch_add(&F.sent, sizeof(junk));
+}
+
+/* The tags and more phases' lies: answers every ms until the server
+ * closes (or 12 s). */
+static void fk_flood(int fd, const struct proto_frame *req)
+{
+	uint64_t end = tsrv_now_ns() + 12000000000ull;
+	bool more = F.mode == M_MORE;
+
+	atomic_store(&F.lie_ns, tsrv_now_ns());
+	while (tsrv_now_ns() < end && !atomic_load(&F.stop)) {
+		if (!fk_answer(fd, req, more ? PROTO_F_MORE : 0, more ? req->tag : req->tag + 1000))
+			return;
+		atomic_fetch_add(&F.sent, 1);
+		if (fk_closed(fd, more ? 100 : 10))
+			return;
+	}
+}
+
+/* STATS (the static pod's poll: has the member left?): not draining. */
+static bool fk_stats(int fd, const struct proto_frame *req)
+{
+	struct proto_frame f;
+	struct proto_item it = { .name = "repair.drain_state", .name_len = 18,
+				 .kind = PROTO_STAT_NUM, .value = 0 };
+
+	resp_init(&f, req);
+	return fk_send(fd, &f, &it, 1, NULL);
+}
+
+/* One connection from the server.  The first one to ask something else
+ * than STATS after AUTH (the forward's: NS_REGISTER) is the one the phase
+ * lies on and times. */
+static void fk_serve(int fd)
+{
+	size_t cap = 1 << 16;
+	uint8_t *buf = malloc(cap);
+	bool hello = false, lying = false;
+
+	T_ASSERT(buf);
+	for (;;) {
+		struct proto_frame f;
+		size_t have = PROTO_HDR_LEN;
+		int rc;
+		if (!fk_read(fd, buf, PROTO_HDR_LEN))
+			break;
+		rc = proto_parse_request(buf, have, NULL, &f);
+		if (rc == PROTO_NEED_MORE) {
+			if (f.need > cap) {
+				buf = realloc(buf, f.need);
+				T_ASSERT(buf);
+				cap = f.need;
+			}
+			if (!fk_read(fd, buf + have, f.need - have))
+				break;
+			have = f.need;
+			rc = proto_parse_request(buf, have, NULL, &f);
+		}
+		if (rc != 0)
+			T_FAIL("fake: the server sent a frame the codec refuses: %s",
+			       kvt_strerror(rc));
+		for (uint64_t left = f.data_len; left;) {
+			uint8_t sink[4096];
+			size_t k = left < sizeof(sink) ? (size_t)left : sizeof(sink);
+			if (!fk_read(fd, sink, k))
+				goto out;
+			left -= k;
+			atomic_fetch_add(&F.put_bytes, k);
+		}
+		if (hello)
+			atomic_fetch_add(&F.after_hello, 1);
+		if (f.op == PROTO_OP_HELLO) {
+			hello = true;
+			atomic_fetch_add(&F.hellos, 1);
+			if (!fk_hello(fd, &f))
+				break;
+		} else if (f.op == PROTO_OP_AUTH) {
+			if (!fk_auth(fd, &f))
+				break;
+		} else if (f.op == PROTO_OP_STATS) {
+			if (!fk_stats(fd, &f))
+				break;
+		} else if (f.op == PROTO_OP_BYE) {
+			break;
+		} else if (F.mode != M_DOWNGRADE && !atomic_exchange(&F.lied, true)) {
+			lying = true;
+			if (F.mode == M_TABLE)
+				fk_big_table(fd, &f);
+			else
+				fk_flood(fd, &f);
+			break;
+		} else if (!fk_answer(fd, &f, 0, f.tag)) {
+			break;
+		}
+	}
+out:
+	if (lying) {
+		/* the server's close, seen (not a lie ended by our own stop) */
+		while (!atomic_load(&F.stop) && !fk_closed(fd, 50))
+			;
+		if (!atomic_load(&F.stop))
+			atomic_store(&F.closed_ns, tsrv_now_ns());
+	}
+	if (hello && !atomic_load(&F.stop))
+		atomic_fetch_add(&F.played, 1);
+	free(buf);
+}
+
+static void *fk_main(void *arg)
+{
+	(void)arg;
+	while (!atomic_load(&F.stop)) {
+		struct pollfd pf = { .fd = F.lfd, .events = POLLIN };
+		int fd;
+		if (poll(&pf, 1, 50) <= 0)
+			continue;
+		fd = accept(F.lfd, NULL, NULL);
+		if (fd < 0)
+			continue;
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &(int){ 1 }, sizeof(int));
+		atomic_fetch_add(&F.accepts, 1);
+		fk_serve(fd);
+		close(fd);
+	}
+	return NULL;
+}
+
+static uint16_t listen_tcp(int *lfd)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET,
+				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t sl = sizeof(sa);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	T_ASSERT(fd >= 0);
+	T_OK(bind(fd, (struct sockaddr *)&sa, sizeof(sa)));
+	T_OK(getsockname(fd, (struct sockaddr *)&sa, &sl));
+	if (lfd) {
+		T_OK(listen(fd, 16));
+		*lfd = fd;
+	} else {
+		close(fd);
+	}
+	return ntohs(sa.sin_port);
+}
+
+/* Alice's one PLACED|FORWARD put of copies 2 to the server s: the key
+ * "forwarded-block", VLEN bytes of seed 7; its namespace's digest in ns. */
+static void forward_put(const struct tsrv *s, uint8_t ns[PROTO_DIGEST_LEN])
+{
+	uint8_t *val = malloc(VLEN);
+	struct proto_frame f = { .op = PROTO_OP_PUT, .ns_count = 1, .ns = ns };
+	struct proto_item it = { 0 };
+	uint64_t lens[1] = { VLEN };
+	uint32_t crc[1];
+	struct iovec d = { val, VLEN };
+	struct kc c;
+	struct kc_resp r;
+
+	T_ASSERT(val);
+	tsrv_fill(val, VLEN, 7);
+	crc[0] = kvt_crc32c(0, val, VLEN);
+	T_RC(kc_connect_unix(&c, s->sock), 0);
+	T_RC(kc_login(&c, "alice", SECRET_ALICE), 0);
+	T_RC(kc_register(&c, &desc, ns, NULL, 0), KVT_OK);
+	kvt_key_set(&it.key, "forwarded-block", 15);
+	it.flags = PROTO_IF_PLACED | PROTO_IF_FORWARD;
+	it.anchor = 1;
+	it.copies = 2;
+	it.part_count = 1;
+	it.part_lens = lens;
+	it.part_crcs = crc;
+	T_ASSERT(kc_request(&c, &f, &it, 1, &d, 1) > 0);
+	T_RC(kc_recv(&c, &r, 10000), 0);
+	T_EQ_INT(r.f.status, 0);
+	kc_resp_free(&r);
+	kc_close(&c);
+	free(val);
+}
+
+/* The server (itself and the fake as its pod) and alice's forwarded put. */
+static void start(const char *name, int mode)
+{
+	char tenants[700], dir[700], self[32], members[80];
+	uint16_t fp = listen_tcp(&F.lfd), sp = listen_tcp(NULL);
+	const char *extra[] = { "--listen", self, "--advertise", self, "--members", members,
+				"--ssd", "0", NULL };
+	uint8_t ns[PROTO_DIGEST_LEN];
+
+	F.mode = mode;
+	T_OK(-pthread_create(&F.th, NULL, fk_main, NULL));
+	snprintf(self, sizeof(self), "127.0.0.1:%u", sp);
+	snprintf(members, sizeof(members), "127.0.0.1:%u,127.0.0.1:%u", sp, fp);
+	snprintf(tenants, sizeof(tenants), "%s/tenants", base);
+	tsrv_write_file(NULL, tenants, "alice " SECRET_ALICE " tenant\n");
+	snprintf(dir, sizeof(dir), "%s/%s", base, name);
+	tsrv_start(&srv, bin, base, dir, tenants, extra);
+	forward_put(&srv, ns);
+}
+
+static void stop(void)
+{
+	atomic_store(&F.stop, true);
+	pthread_join(F.th, NULL);
+	close(F.lfd);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
+/* Wait (up to ms) until the fake's first connection is closed by the
+ * server: true if it was. */
+static bool wait_closed(uint64_t ms)
+{
+	uint64_t end = tsrv_now_ns() + ms * 1000000ull;
+
+	while (tsrv_now_ns() < end && !atomic_load(&F.closed_ns))
+		tsrv_sleep_ms(20);
+	return atomic_load(&F.closed_ns) != 0;
+}
+
+static void wait_lie(void)
+{
+	uint64_t end = tsrv_now_ns() + 20000000000ull;
+
+	while (tsrv_now_ns() < end && !atomic_load(&F.lie_ns))
+		tsrv_sleep_ms(20);
+	T_ASSERT(atomic_load(&F.lie_ns) != 0); /* the server connected and asked */
+}
+
+static void phase_downgrade(void)
+{
+	uint64_t end;
+
+	start("downgrade", M_DOWNGRADE);
+	/* the forward's connection and the static poll's, or retries: the
+	 * server retries a failed member after a second */
+	end = tsrv_now_ns() + 20000000000ull;
+	while (tsrv_now_ns() < end && atomic_load(&F.played) < 3)
+		tsrv_sleep_ms(20);
+	printf("downgrade: a member offering only NONE to a server with alice's secret: "
+	       "%u connections, %u frames after their HELLOs, %" PRIu64
+	       " bytes of the block\n", atomic_load(&F.played), atomic_load(&F.after_hello),
+	       atomic_load(&F.put_bytes));
+	T_GE_INT(atomic_load(&F.played), 3);
+	T_EQ_INT(atomic_load(&F.after_hello), 0);
+	T_EQ_U64(atomic_load(&F.put_bytes), 0);
+	stop();
+}
+
+static void phase_table(void)
+{
+	uint64_t rss0, rss1;
+
+	start("table", M_TABLE);
+	rss0 = tsrv_rss(srv.pid);
+	wait_lie();
+	T_ASSERT(wait_closed(15000));
+	rss1 = tsrv_rss(srv.pid);
+	printf("table: a header claiming a 1 GiB table: %" PRIu64 " KiB of junk taken before "
+	       "the close (errno %d), %.0f ms; RSS %+" PRId64 " KiB\n",
+	       atomic_load(&F.sent) >> 10, atomic_load(&F.send_errno),
+	       (double)(atomic_load(&F.closed_ns) - atomic_load(&F.lie_ns)) / 1e6,
+	       (int64_t)(rss1 - rss0) / 1024);
+	/* Refused at the header: what went out sat in the sockets' buffers
+	 * (a few MiB on loopback) when the server closed, at once (before:
+	 * all JUNK_MAX taken, then the close 5 s after the junk stopped). */
+	T_ASSERT(atomic_load(&F.sent) < JUNK_MAX);
+	T_LE_INT((atomic_load(&F.closed_ns) - atomic_load(&F.lie_ns)) / 1000000, 3000);
+	stop();
+}
+
+static void phase_flood(const char *name, int mode, uint64_t bound_ms)
+{
+	double ms;
+
+	start(name, mode);
+	wait_lie();
+	T_ASSERT(wait_closed(bound_ms + 5000));
+	ms = (double)(atomic_load(&F.closed_ns) - atomic_load(&F.lie_ns)) / 1e6;
+	printf("%s: %" PRIu64 " answers sent before the server closed, %.0f ms\n", name,
+	       atomic_load(&F.sent), ms);
+	T_LE_INT((uint64_t)ms, bound_ms);
+	stop();
+}
+
+static void phase_tags(void)
+{
+	phase_flood("tags", M_TAGS, 2000); /* refused at the first: ms */
+}
+
+static void phase_more(void)
+{
+	phase_flood("more", M_MORE, 8000); /* PEER_TIMEOUT_MS, and a margin */
+}
+
+/* Two real members with --tls-cert (certificates of one CA, with the IP
+ * address they are reached at), --tls-ca that CA: the forwarded block
+ * reaches the other member (its repair thread spoke plain TCP to a TLS
+ * port: "TLS handshake failed" there every second, nothing healed or
+ * forwarded in a TLS pod). */
+static void phase_tls_pod(void)
+{
+	char pki[700], cmd[2400], ca[760], cert[760], key[760], tenants[700], dir[2][700];
+	char self[2][32], members[80], sub[2][600];
+	uint16_t port[2] = { listen_tcp(NULL), listen_tcp(NULL) };
+	struct tsrv s[2];
+	uint8_t ns[PROTO_DIGEST_LEN], ns2[PROTO_DIGEST_LEN];
+	struct kvt_key k;
+	struct kc c;
+	uint64_t t0, end;
+	bool held = false;
+
+	if (system("command -v openssl >/dev/null 2>&1") != 0)
+		T_SKIP("no openssl command to make certificates with");
+	snprintf(pki, sizeof(pki), "%s/pki", base);
+	snprintf(cmd, sizeof(cmd), "mkdir -p '%s' && cd '%s' && ("
+		 "printf 'subjectAltName=IP:127.0.0.1\\n' >san.ext && "
+		 "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "
+		 "-keyout ca.key -out ca.pem -days 2 -subj /CN=pod-ca && "
+		 "openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "
+		 "-keyout srv.key -out srv.csr -subj /CN=member && "
+		 "openssl x509 -req -in srv.csr -CA ca.pem -CAkey ca.key -CAcreateserial "
+		 "-out srv.pem -days 2 -extfile san.ext) >openssl.log 2>&1", pki, pki);
+	T_EQ_INT(system(cmd), 0);
+	snprintf(ca, sizeof(ca), "%s/ca.pem", pki);
+	snprintf(cert, sizeof(cert), "%s/srv.pem", pki);
+	snprintf(key, sizeof(key), "%s/srv.key", pki);
+	snprintf(tenants, sizeof(tenants), "%s/tenants", base);
+	tsrv_write_file(NULL, tenants, "alice " SECRET_ALICE " tenant\n");
+	snprintf(members, sizeof(members), "127.0.0.1:%u,127.0.0.1:%u", port[0], port[1]);
+	for (int i = 0; i < 2; i++) {
+		const char *extra[] = { "--listen", self[i], "--advertise", self[i], "--members",
+					members, "--ssd", "0", "--tls-cert", cert, "--tls-key", key,
+					"--tls-ca", ca, NULL };
+		snprintf(self[i], sizeof(self[i]), "127.0.0.1:%u", port[i]);
+		/* each its own base: its log and Unix socket */
+		snprintf(sub[i], sizeof(sub[i]), "%s/m%d", base, i);
+		T_OK(mkdir(sub[i], 0700));
+		snprintf(dir[i], sizeof(dir[i]), "%s/data", sub[i]);
+		tsrv_start(&s[i], bin, sub[i], dir[i], tenants, extra);
+	}
+	t0 = tsrv_now_ns();
+	forward_put(&s[0], ns);
+	kvt_key_set(&k, "forwarded-block", 15);
+	T_RC(kc_connect_unix(&c, s[1].sock), 0);
+	T_RC(kc_login(&c, "alice", SECRET_ALICE), 0);
+	T_RC(kc_register(&c, &desc, ns2, NULL, 0), KVT_OK);
+	T_ASSERT(memcmp(ns, ns2, sizeof(ns)) == 0);
+	end = t0 + 10000000000ull;
+	while (!held && tsrv_now_ns() < end) {
+		struct kc_value v;
+		int rc = kc_get(&c, ns2, &k, 0, 0, 0, 0, &v);
+		if (rc == KVT_OK) {
+			uint8_t *want = malloc(VLEN);
+			T_ASSERT(want);
+			tsrv_fill(want, VLEN, 7);
+			T_EQ_U64(v.len, VLEN);
+			T_ASSERT(v.crc_ok && memcmp(v.bytes, want, VLEN) == 0);
+			free(want);
+			kc_value_free(&v);
+			held = true;
+		} else {
+			T_RC(rc, KVT_MISS);
+			kc_value_free(&v);
+			tsrv_sleep_ms(50);
+		}
+	}
+	kc_close(&c);
+	printf("tls_pod: the block forwarded over TLS to the other member: %s, %.0f ms\n",
+	       held ? "held, its bytes exact" : "not there", (double)(tsrv_now_ns() - t0) / 1e6);
+	T_ASSERT(held);
+	T_EQ_INT(tsrv_stop(&s[0]), 0);
+	T_EQ_INT(tsrv_stop(&s[1]), 0);
+	tsrv_check_reports(sub[0]);
+	tsrv_check_reports(sub[1]);
+}
+
+static const struct {
+	const char *name;
+	void (*run)(void);
+} phases[] = {
+	{ "tls_pod", phase_tls_pod },
+	{ "downgrade", phase_downgrade },
+	{ "table", phase_table },
+	{ "tags", phase_tags },
+	{ "more", phase_more },
+};
+
+int main(int argc, char **argv)
+{
+	const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+	const char *phase = argc > 2 ? argv[2] : "";
+
+	bin = argc > 1 ? argv[1] : "daemon/kvtierd";
+	signal(SIGPIPE, SIG_IGN);
+	snprintf(base, sizeof(base), "%s/test_peer_attack.XXXXXX", tmp);
+	T_ASSERT(mkdtemp(base));
+	for (size_t i = 0; i < sizeof(phases) / sizeof(phases[0]); i++)
+		if (strcmp(phase, phases[i].name) == 0) {
+			phases[i].run();
+			tsrv_check_reports(base);
+			t_rmtree(base);
+			printf("%s: ok\n", phase);
+			return 0;
+		}
+	fprintf(stderr, "usage: test_peer_attack KVTIERD PHASE\n");
+	return 2;
+}
