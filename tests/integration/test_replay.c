@@ -175,6 +175,23 @@ static void test_small(const char *data)
 		free(out2);
 		free(err2);
 		T_EQ_INT(hitlog_stat(hl, "dram.retain_hints"), 6);
+		/* --retain-all: the namespace is KVT_NS_RETAIN, so all 11
+		 * puts carry the hint (too few for the all-hinted rule,
+		 * which waits for 256: none ignored), and the hits are
+		 * the unhinted run's. */
+		snprintf(a2, sizeof a2,
+			 "'%s/replay-small.jsonl' --dram 64M --json --retain-all --hit-log '%s'", data,
+			 hl);
+		T_EQ_INT(run(a2, &out2, &err2), 0);
+		{
+			json_t *j2 = find(out2, "replay", 0);
+			T_EQ_INT(num(j2, "hit_blocks"), 9);
+			json_decref(j2);
+		}
+		free(out2);
+		free(err2);
+		T_EQ_INT(hitlog_stat(hl, "dram.retain_hints"), 11);
+		T_EQ_INT(hitlog_stat(hl, "dram.retain_ignored"), 0);
 	}
 	j = find(out, "replay", 0);
 	T_EQ_INT(num(j, "requests"), 7);
