@@ -482,8 +482,9 @@ static bool adapt_better(uint64_t only_mine, uint64_t only_other, uint64_t other
  * EVICT_HINT_ALL_DIV of the group's recent puts came without one: counts
  * halved every EVICT_HINT_WINDOW puts (so the last 512-1,024), decided
  * after EVICT_HINT_EVIDENCE (evict.h).  An exact router's hints are far
- * from that (the repository's trace: 46 % of puts, at most 72 % in any
- * 1,024).
+ * from that where they inform (the repository's trace: 55 % of puts, at
+ * most 72 % of any 1,024 first sightings) and past it where they cannot
+ * (agents: 99.8 %).
  */
 static bool adapt_hint(struct evict *e, struct evict_adapt *a, bool retain)
 {
