@@ -477,11 +477,11 @@ static bool adapt_better(uint64_t only_mine, uint64_t only_other, uint64_t other
  * false where the group hints (nearly) everything.  A hint on every put
  * distinguishes no block from another; taken, it starts every new block
  * in main, which makes the segmented simulations LRU and costs the mode
- * its own evidence (agents: -0.1 to -0.3 points, doc/policies.md "Hints on
- * every put").  So a hint counts only while more than 1 in
- * EVICT_HINT_ALL_DIV of the group's recent puts came without one: counts
- * halved every EVICT_HINT_WINDOW puts (so the last 512-1,024), decided
- * after EVICT_HINT_EVIDENCE (evict.h).  An exact router's hints are far
+ * its own evidence (agents at a quarter of their blocks: 12 points,
+ * doc/policies.md "Hints on every put").  So a hint counts only while
+ * more than 1 in EVICT_HINT_ALL_DIV of the group's recent puts came
+ * without one: counts halved every EVICT_HINT_WINDOW puts (so the last
+ * 512-1,024), decided after EVICT_HINT_EVIDENCE (evict.h).  An exact router's hints are far
  * from that where they inform (the repository's trace: 55 % of puts, at
  * most 72 % of any 1,024 first sightings) and past it where they cannot
  * (agents: 99.8 %).
