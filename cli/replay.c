@@ -73,6 +73,7 @@ struct replay_opts {
 	const char *plot;           /* --plot FILE: an SVG chart */
 	const char *hit_log;        /* --hit-log FILE: per-request hits (one run) */
 	bool retain_oracle;         /* --retain-oracle: KVT_F_RETAIN from the future */
+	bool retain_all;            /* --retain-all: the namespace KVT_NS_RETAIN */
 	double speed;               /* 0: as fast as possible */
 	uint64_t limit;             /* replay the first N requests (0: all) */
 	const char *set[16];        /* --set NAME=VALUE: store options, applied last */
@@ -337,7 +338,7 @@ static int replay_open(const struct replay_run *run, const char *dir, struct kvt
 	}
 	/* The hints go to the kvtierd too (PROTO_IF_RETAIN) where it announced
 	 * the flag (auto, the default); --set may say otherwise. */
-	if (run->o->server != NULL && run->o->retain_oracle)
+	if (run->o->server != NULL && (run->o->retain_oracle || run->o->retain_all))
 		RP_OPT("remote.retain_hint", "auto");
 	for (unsigned i = 0; i < run->o->n_set; i++) {
 		char name[128];
@@ -364,6 +365,9 @@ static int replay_open(const struct replay_run *run, const char *dir, struct kvt
 	struct kvt_ns_desc desc = {
 		.model = run->o->model->name, .dtype = "bf16", .layout = "kvtier-replay",
 		.block_tokens = RP_BLOCK_TOKENS, .tp_size = 1, .pp_size = 1,
+		/* --retain-all: every put hinted, by the namespace's default
+		 * (policy: the digest, so the keys, are the same). */
+		.flags = run->o->retain_all ? KVT_NS_RETAIN : 0,
 	};
 	if ((rc = kvt_ns_register(st, &desc, ns)) < 0 || (rc = kvt_ns_digest(&desc, digest, NULL, 0)) < 0)
 		goto fail;
@@ -967,6 +971,10 @@ static void replay_usage(FILE *f)
 		"                        could give; doc/policies.md \"Fifth pass\");\n"
 		"                        with --server the kvtierd gets them too\n"
 		"                        (remote.retain_hint auto)\n"
+		"  --retain-all          register the replay's namespace KVT_NS_RETAIN:\n"
+		"                        every put carries the retain hint (a router that\n"
+		"                        hints everything; doc/policies.md \"Hints on every\n"
+		"                        put\"); with --server as --retain-oracle\n"
 		"  --secret-file FILE    the tenant's secret (mode 600)\n"
 		"Values and time:\n"
 		"  --model NAME          model profile (default Llama-3.1-8B)\n"
@@ -1020,7 +1028,7 @@ static int replay_parse(int argc, char **argv, struct replay_opts *o)
 {
 	enum { O_SYNTH = 256, O_SEED, O_SYNTH_WRITE, O_LIMIT, O_DRAM, O_SSD, O_DIR, O_ADMIT, O_KEEP,
 	       O_FLUSH, O_POLICY, O_SERVER, O_TENANT, O_SECRET, O_PLOT, O_MODEL, O_BPT, O_SPEED, O_GPU, O_TPS, O_JSON, O_NOPROG, O_SET, O_HITLOG,
-	       O_SERVER_CAP, O_RETAIN };
+	       O_SERVER_CAP, O_RETAIN, O_RETAIN_ALL };
 	static const struct option longs[] = {
 		{ "synth", optional_argument, NULL, O_SYNTH },
 		{ "seed", required_argument, NULL, O_SEED },
@@ -1039,6 +1047,7 @@ static int replay_parse(int argc, char **argv, struct replay_opts *o)
 		{ "plot", required_argument, NULL, O_PLOT },
 		{ "hit-log", required_argument, NULL, O_HITLOG },
 		{ "retain-oracle", no_argument, NULL, O_RETAIN },
+		{ "retain-all", no_argument, NULL, O_RETAIN_ALL },
 		{ "secret-file", required_argument, NULL, O_SECRET },
 		{ "model", required_argument, NULL, O_MODEL },
 		{ "bytes-per-token", required_argument, NULL, O_BPT },
@@ -1126,6 +1135,7 @@ static int replay_parse(int argc, char **argv, struct replay_opts *o)
 		case O_PLOT: o->plot = optarg; break;
 		case O_HITLOG: o->hit_log = optarg; break;
 		case O_RETAIN: o->retain_oracle = true; break;
+		case O_RETAIN_ALL: o->retain_all = true; break;
 		case O_SECRET: o->secret_file = optarg; break;
 		case O_MODEL:
 			if ((o->model = rp_model_find(optarg)) == NULL)

@@ -243,6 +243,18 @@ int64_t kvt_key_chain_prompt(const uint8_t ns_digest[32],
  * written down to SSD when put, not on their second access.  Set by
  * whoever registers the namespace in this process. */
 #define KVT_NS_PERSISTENT 0x2u
+/* Policy, not identity (not in the digest), as KVT_NS_PERSISTENT: every
+ * put of this namespace carries the retain hint (KVT_F_RETAIN), set or
+ * not -- a namespace that holds shared system prompts or documents.  The
+ * store that registered it turns the default into each put's flag, so a
+ * remote tier sends it on every PUT (PROTO_IF_RETAIN, remote.retain_hint)
+ * and a kvtierd needs no registration of its own.  It informs prefix-adapt
+ * where the namespace's quota group (no quota: the whole store) also
+ * holds unhinted puts: a group whose puts are nearly all hinted is told
+ * nothing by them, and its hints are ignored (doc/policies.md "Hints on
+ * every put").  Set by whoever registers the namespace in this process;
+ * a store keeps it once any registration asked. */
+#define KVT_NS_RETAIN 0x4u
 
 struct kvt_ns_desc {
 	const char *model;        /* model name, e.g. "meta-llama/Llama-3.1-8B" */
@@ -938,9 +950,13 @@ enum kvt_op {
 			     * rather than on probation when its segmented order
 			     * wins with the hints seen (doc/policies.md "The retain
 			     * hint"); a wrong hint costs no hits below LRU.
-			     * Ignored by the other policies and where a tier below
-			     * DRAM pins prefix-adapt to LRU order.  A remote tier
-			     * sends it to kvtierd (remote.retain_hint), which
+			     * Ignored by the other policies, where a tier below
+			     * DRAM pins prefix-adapt to LRU order, and in a quota
+			     * group where (nearly) every put is hinted (more than
+			     * 9 in 10 of its last 512-1,024 puts in a DRAM shard:
+			     * such hints say nothing; dram.retain_ignored).  Set
+			     * on every put of a KVT_NS_RETAIN namespace.  A remote
+			     * tier sends it to kvtierd (remote.retain_hint), which
 			     * takes it for the sender's quota group. */
 #define KVT_F_REPAIR 0x400u /* put, kvt_put_reserve: a copy the pod placed here, not
 			     * an engine's put (kvtierd: a drain's hand-over, a

@@ -101,6 +101,9 @@ struct ns_entry {
 	uint64_t quota_ssd_bytes;
 	/* cluster.c's: kvt_ns_desc.replicas, the largest registered (0, 1: one). */
 	_Atomic uint32_t replicas;
+	/* store.c's: KVT_NS_RETAIN, set once any registration asked (every put
+	 * of the namespace carries the retain hint). */
+	_Atomic bool retain;
 };
 
 #define NS_PAGE_SHIFT 10

@@ -2102,7 +2102,7 @@ void dram_stats(struct dram *d, kvt_stats_fn fn, void *ctx)
 		uint64_t quota_evictions;
 		uint64_t victim_wd, victim_filtered, victim_shed, victim_waits, leaving;
 		uint64_t probation_inserts, adapt_switches, adapt_seg, adapt_groups, adapt_gseg;
-		uint64_t retain_hints;
+		uint64_t retain_hints, retain_ignored;
 	} t;
 	memset(&t, 0, sizeof(t));
 	for (uint32_t i = 0; i < d->shard_count; i++) {
@@ -2142,6 +2142,7 @@ void dram_stats(struct dram *d, kvt_stats_fn fn, void *ctx)
 		t.leaving += s->leaving_bytes;
 		t.probation_inserts += s->ev.probation_inserts;
 		t.retain_hints += s->ev.retain_hints;
+		t.retain_ignored += s->ev.retain_ignored;
 		{
 			uint64_t g, gs, gsw;
 			evict_group_stats(&s->ev, &g, &gs, &gsw);
@@ -2199,6 +2200,8 @@ void dram_stats(struct dram *d, kvt_stats_fn fn, void *ctx)
 	fn(ctx, "dram.adapt_segmented_groups", t.adapt_gseg, NULL);
 	/* puts with KVT_F_RETAIN that reached prefix-adapt's queues */
 	fn(ctx, "dram.retain_hints", t.retain_hints, NULL);
+	/* of those, taken as unhinted: their quota group hints (nearly) all */
+	fn(ctx, "dram.retain_ignored", t.retain_ignored, NULL);
 	fn(ctx, "dram.split_allocs", t.split, NULL);
 	fn(ctx, "dram.crc_errors", t.crc_errors, NULL);
 	fn(ctx, "dram.s3fifo_small_blocks", t.small_blocks, NULL);

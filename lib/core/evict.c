@@ -75,7 +75,9 @@
  * adapt_of; the shard's own, ad0, for every other block), so one group's
  * traffic never changes another's order; a switch moves only its group's
  * blocks.  A put with the caller's retain hint (EVICT_RETAIN) starts in M
- * in segmented mode, and the segmented simulations take the hint too.
+ * in segmented mode, and the segmented simulations take the hint too --
+ * unless its group hints (nearly) every put, where the hint tells nothing
+ * apart and would only cost the mode its own evidence (adapt_hint).
  *
  * Pinned items are never evicted: evict_victim rotates them to the head of
  * their queue and goes on; after a full lap with nothing evictable it
@@ -470,6 +472,40 @@ static bool adapt_better(uint64_t only_mine, uint64_t only_other, uint64_t other
 	return d > other_hits / 50 + 1 && d * d > EVICT_SIM_Z2 * (only_mine + only_other);
 }
 
+/*
+ * prefix-adapt: the retain hint of an engine's put into group state a, or
+ * false where the group hints (nearly) everything.  A hint on every put
+ * distinguishes no block from another; taken, it starts every new block
+ * in main, which makes the segmented simulations LRU and costs the mode
+ * its own evidence (agents at a quarter of their blocks: 12 points,
+ * doc/policies.md "Hints on every put").  So a hint counts only while
+ * more than 1 in EVICT_HINT_ALL_DIV of the group's recent puts came
+ * without one: counts halved every EVICT_HINT_WINDOW puts (so the last
+ * 512-1,024), decided after EVICT_HINT_EVIDENCE (evict.h).  An exact router's hints are far
+ * from that where they inform (the repository's trace: 55 % of puts, at
+ * most 72 % of any 1,024 first sightings) and past it where they cannot
+ * (agents: 99.8 %).
+ */
+static bool adapt_hint(struct evict *e, struct evict_adapt *a, bool retain)
+{
+	bool all;
+	if (!a)
+		return retain;
+	all = a->hint_puts >= EVICT_HINT_EVIDENCE &&
+	      (uint64_t)(a->hint_puts - a->hint_hinted) * EVICT_HINT_ALL_DIV < a->hint_puts;
+	a->hint_puts++;
+	a->hint_hinted += retain;
+	if (a->hint_puts >= EVICT_HINT_WINDOW) {
+		a->hint_puts /= 2;
+		a->hint_hinted /= 2;
+	}
+	if (retain && all) {
+		e->retain_ignored++;
+		return false;
+	}
+	return retain;
+}
+
 static void adapt_note(struct evict *e, struct evict_adapt *a, uint32_t group, uint64_t hash,
 		       uint32_t chunks, bool retain)
 {
@@ -583,6 +619,10 @@ static void prefix_insert(struct evict *e, struct evict_node *n, uint64_t hash, 
 	cls &= ~(unsigned)(EVICT_RETAIN | EVICT_REPAIR);
 	if (retain && e->adapt)
 		e->retain_hints++;
+	/* An engine's put: counted towards the group's hinted share (a
+	 * promotion from below or the pod's copy is neither). */
+	if (cls <= EVICT_CLS_MASK && !placed)
+		retain = adapt_hint(e, a, retain);
 	adapt_note(e, a, group, hash, n->chunks, retain);
 	if (cls > EVICT_CLS_MASK) { /* a promotion from below: reused, class unknown */
 		n->freq = EVICT_CLS_CREDITED;

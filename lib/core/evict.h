@@ -29,6 +29,13 @@ struct evict_node {
 #define EVICT_CLS_CREDITED 0x80
 /* Or'ed into an insert's cls: the caller's retain hint (KVT_F_RETAIN). */
 #define EVICT_RETAIN 0x1000u
+/* prefix-adapt ignores the retain hint in a group where fewer than 1 in
+ * EVICT_HINT_ALL_DIV of its recent puts came unhinted (counts halved every
+ * EVICT_HINT_WINDOW puts), once EVICT_HINT_EVIDENCE were seen (evict.c
+ * adapt_hint). */
+#define EVICT_HINT_WINDOW 1024
+#define EVICT_HINT_EVIDENCE 256
+#define EVICT_HINT_ALL_DIV 10
 /* Or'ed into an insert's cls: a copy the pod placed (KVT_F_REPAIR): the
  * prefix policy credits it as reused (EVICT_CLS_CREDITED, no class
  * counted) and starts it in M, so no write-down filter drops it. */
@@ -57,6 +64,9 @@ struct evict_adapt {
 	 * EVICT_SIM_EVIDENCE) */
 	uint64_t sim_only[EVICT_MODES][EVICT_MODES], sim_seen;
 	uint64_t cap_chunks;      /* the capacity it models */
+	/* the group's engine puts and those with the retain hint, halved
+	 * every EVICT_HINT_WINDOW puts (evict.c adapt_hint) */
+	uint32_t hint_puts, hint_hinted;
 	uint8_t mode;             /* EVICT_MODE_* */
 	uint8_t horizon;          /* ghost generations a block back counts as reused */
 	bool seg;                 /* segmented mode (either horizon) */
@@ -90,6 +100,8 @@ struct evict {
 	uint64_t main_max;        /* chunks: above this M gives victims even if P has some */
 	uint64_t probation_inserts; /* blocks predicted not to be reused */
 	uint64_t retain_hints;    /* inserts with the retain hint (prefix-adapt) */
+	uint64_t retain_ignored;  /* of those, taken as unhinted: their group hints
+				   * (nearly) every put (adapt_hint) */
 	bool learn;               /* prefix-learn: classes choose P or M */
 	bool adapt;               /* prefix-adapt */
 	bool adapt_pinned;        /* a tier below takes DRAM's victims: LRU mode */

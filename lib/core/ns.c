@@ -136,7 +136,7 @@ static int ns_canon(const struct kvt_ns_desc *d, struct ns_text *t)
 		return KVT_EDESC;
 	if (d->block_tokens == 0 || d->tp_size == 0 || d->pp_size == 0 ||
 	    d->tp_rank >= d->tp_size || d->pp_rank >= d->pp_size ||
-	    (d->flags & ~(KVT_NS_RANK_AGNOSTIC | KVT_NS_PERSISTENT)) ||
+	    (d->flags & ~(KVT_NS_RANK_AGNOSTIC | KVT_NS_PERSISTENT | KVT_NS_RETAIN)) ||
 	    d->replicas > KVT_NS_REPLICAS_MAX)
 		return KVT_EDESC; /* replicas is checked, but policy: not in the text */
 

@@ -75,6 +75,7 @@ int kvt_put_reserve(struct kvt_store *s, uint32_t ns, const struct kvt_key *key,
 		return KVT_EBADOP;
 	if (!ns_reg_get(&s->ns, ns))
 		return KVT_ENONS;
+	flags |= store_ns_retain(s, ns);
 	if ((ret = key_check(key)) < 0)
 		return ret;
 	if (part_count == 0 || part_count > KVT_PARTS_MAX)
@@ -620,6 +621,8 @@ int kvt_ns_register(struct kvt_store *s, const struct kvt_ns_desc *desc, uint32_
 		       !atomic_compare_exchange_weak(&e->replicas, &old, desc->replicas))
 			;
 	}
+	if (ret == 0 && (desc->flags & KVT_NS_RETAIN)) /* policy, as replicas */
+		atomic_store(&((struct ns_entry *)ns_reg_get(&s->ns, *id))->retain, true);
 	return ret;
 }
 

@@ -803,13 +803,13 @@ static int store_through_walk(struct kvt_store *s, struct kvt_req *r, unsigned f
 		if (w) {
 			w->status = status;
 			ret = t->ops->put_through(t->t, &k, w->parts, w->part_count, NULL,
-						  KVT_F_SEALED | (r->flags & KVT_F_RETAIN), status,
+						  KVT_F_SEALED | store_req_retain(s, r), status,
 						  store_sealed_done, w);
 		} else {
 			req_stash(r, status);
-			ret = t->ops->put_through(t->t, &k, r->iov, r->iov_count, crcs,
-						  r->flags & (KVT_F_SEALED | KVT_F_RETAIN), status,
-						  store_put_done, r);
+			uint32_t vflags = (r->flags & KVT_F_SEALED) | store_req_retain(s, r);
+			ret = t->ops->put_through(t->t, &k, r->iov, r->iov_count, crcs, vflags,
+						  status, store_put_done, r);
 		}
 		if (ret == TIER_PENDING)
 			return STORE_PENDING;
@@ -1055,7 +1055,7 @@ static int store_put(struct kvt_store *s, struct kvt_req *r)
 	ret = dram_put_crcs(s->dram, r->ns, &r->key, r->iov, r->iov_count,
 			    (r->flags & KVT_F_CRC) ? r->crcs : NULL, want_crcs ? crcs : NULL,
 			    ((r->flags & KVT_F_SEALED) ? DRAM_SEALED : 0) |
-				    ((r->flags & KVT_F_RETAIN) ? DRAM_RETAIN : 0) |
+				    (store_req_retain(s, r) ? DRAM_RETAIN : 0) |
 				    ((r->flags & KVT_F_REPAIR) ? DRAM_REPAIR : 0));
 	if (ret == KVT_OK) {
 		r->tier = KVT_TIER_DRAM;

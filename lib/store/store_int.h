@@ -202,6 +202,21 @@ static inline int store_check(struct kvt_store *s)
 	return 0;
 }
 
+/* KVT_F_RETAIN if namespace ns was registered KVT_NS_RETAIN (its puts
+ * carry the hint), else 0. */
+static inline uint32_t store_ns_retain(struct kvt_store *s, uint32_t ns)
+{
+	const struct ns_entry *e = ns_reg_get(&s->ns, ns);
+	return e && atomic_load_explicit(&e->retain, memory_order_relaxed) ? KVT_F_RETAIN : 0;
+}
+
+/* A put's retain hint: its own flag or its namespace's default.  The
+ * request is the caller's, so the default is never written into it. */
+static inline uint32_t store_req_retain(struct kvt_store *s, const struct kvt_req *r)
+{
+	return (r->flags & KVT_F_RETAIN) | store_ns_retain(s, r->ns);
+}
+
 static inline struct kvt_queue *req_queue(struct kvt_req *r)
 {
 	return r->priv_[0];

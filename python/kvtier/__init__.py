@@ -38,6 +38,11 @@ and put_many(..., nowait=True) give EWAIT at once instead (KVT_F_NOWAIT),
 and room(ns, length) waits for that room with no thread of the library
 blocked (KVT_OP_ROOM): True once it is there, False after the bound.
 
+The retain hint (doc/policies.md "The retain hint"): put(..., retain=True)
+says this block's prompt will be asked again; a namespace registered with
+retain=True (KVT_NS_RETAIN: shared system prompts, documents) hints every
+put of it.  Counted in stats()'s dram.retain_hints.
+
 Threads: a Store may be used from many Python threads at once; every call
 that may block (put, get, lookups, prefetch, flush, open, close, stats)
 releases the GIL while it is inside the library.  close() waits for calls in

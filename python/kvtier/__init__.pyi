@@ -58,9 +58,11 @@ def ns_digest(desc: Mapping[str, Any]) -> Tuple[bytes, str]:
 
     Keys: model, dtype, layout (str, required), block_tokens (int, required),
     config_hash, kv_quant, tenant (str or None), tp_rank, tp_size, pp_rank,
-    pp_size (int), rank_agnostic, persistent (bool), replicas (int: pod
-    members holding each block, 0..8; policy like persistent, not in the
-    digest).  Unknown keys raise ValueError."""
+    pp_size (int), rank_agnostic, persistent (bool), retain (bool: every
+    put of the namespace carries the retain hint, KVT_NS_RETAIN; policy
+    like persistent, not in the digest), replicas (int: pod members
+    holding each block, 0..8; policy like persistent, not in the digest).
+    Unknown keys raise ValueError."""
 def key_chain(ns_digest: Buffer, parent: Optional[Buffer], tokens: Tokens,
               extra: Optional[Buffer] = b"") -> bytes:
     """The 32-byte chained key of one block (doc/keys.md)."""
@@ -77,7 +79,9 @@ class Store:
                  tb: Optional[TracebackType]) -> bool: ...
     def set_option(self, name: str, value: str) -> None: ...
     def register(self, desc: Mapping[str, Any]) -> int:
-        """Local id of a namespace (registering it if new)."""
+        """Local id of a namespace (registering it if new).  desc as
+        ns_digest's; retain=True makes every put of the namespace carry the
+        retain hint (KVT_NS_RETAIN, as put(..., retain=True))."""
     def ns_info(self, ns: int) -> Tuple[bytes, str]: ...
     def put(self, ns: int, key: Key, value: Value, *, nowait: bool = False,
             retain: bool = False) -> bool:

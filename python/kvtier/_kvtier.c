@@ -230,6 +230,10 @@ static int desc_from(PyObject *d, struct kvt_ns_desc *desc)
 						"layout", "tenant" };
 	static const char *const int_keys[] = { "block_tokens", "tp_rank", "tp_size",
 						"pp_rank", "pp_size", "replicas" };
+	/* KVT_NS_* by name: persistent and retain are policy, not identity */
+	static const char *const flag_keys[] = { "rank_agnostic", "persistent", "retain" };
+	static const uint32_t flag_bits[] = { KVT_NS_RANK_AGNOSTIC, KVT_NS_PERSISTENT,
+					      KVT_NS_RETAIN };
 	PyObject *k, *v;
 	Py_ssize_t pos = 0;
 	memset(desc, 0, sizeof(*desc));
@@ -275,13 +279,15 @@ static int desc_from(PyObject *d, struct kvt_ns_desc *desc)
 			}
 			*ifield[i] = (uint32_t)x;
 		}
-		if (!found && (!strcmp(name, "rank_agnostic") || !strcmp(name, "persistent"))) {
-			int t = PyObject_IsTrue(v);
-			if (t < 0)
+		for (size_t i = 0; i < sizeof(flag_keys) / sizeof(*flag_keys) && !found; i++) {
+			int t;
+			if (strcmp(name, flag_keys[i]))
+				continue;
+			found = 1;
+			if ((t = PyObject_IsTrue(v)) < 0)
 				return -1;
 			if (t)
-				desc->flags |= name[0] == 'r' ? KVT_NS_RANK_AGNOSTIC : KVT_NS_PERSISTENT;
-			found = 1;
+				desc->flags |= flag_bits[i];
 		}
 		if (!found) {
 			PyErr_Format(PyExc_ValueError, "unknown namespace descriptor key '%s'", name);

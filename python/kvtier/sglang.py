@@ -53,9 +53,28 @@ Configuration (extra_config, with the names of kvtier.vllm):
                      Default {"dram.capacity": "1G"}.
   kvtier.persistent  register the namespace KVT_NS_PERSISTENT (puts go to
                      the SSD and shared tiers at once; env KVTIER_PERSISTENT=1).
+  kvtier.retain      register the namespace KVT_NS_RETAIN: every page stored
+                     carries the retain hint (env KVTIER_RETAIN=1; below).
   kvtier.model_id    the model's identity in the namespace (default:
                      storage_config.model_name).
   kvtier.tenant      the namespace's tenant field (default none).
+
+The retain hint (doc/policies.md "The retain hint"): "this prompt will be
+asked again", which starts its pages in prefix-adapt's main segment
+rather than on probation.  SGLang's HiCache interface gives a backend no
+request on the write path: its backup thread calls batch_set_v1 with
+HiCacheStorageExtraInfo(prefix_keys=...) only (the per-request router
+hint, extra_info["kvcc_router_hint"], rides on prefetch's batch_exists and
+batch_get_v1, not on writes).  So the hint comes from (1) kvtier.retain,
+the namespace default: an engine that serves shared system prompts or
+documents, whose pages share a quota group (a kvtierd tenant; no quota:
+the whole store) with engines that do not hint -- a group where (nearly)
+every put is hinted has its hints ignored, as they tell nothing apart;
+and (2) extra_info.extra_info["kvtier_retain"] is True on a batch_set_v1
+call (the vLLM connector's key), for a caller or a later SGLang that
+carries request fields to writes.  Counted in stats()'s backend
+set_retained and the store's dram.retain_hints; through a kvtierd as
+PROTO_IF_RETAIN (remote.retain_hint auto).
 
 Errors: a failed, full or unreachable store is a miss (or a page not
 stored) and a log line, never an exception into SGLang's cache
@@ -108,7 +127,7 @@ class _Counters(Counters):
     NAMES = ("exists_calls", "exists_pages", "exists_hits",
              "get_calls", "get_pages", "get_hits", "get_bytes",
              "set_calls", "set_pages", "set_stored", "set_present",
-             "set_failed", "set_bytes", "errors")
+             "set_failed", "set_bytes", "set_retained", "errors")
 
 
 class KVTierHiCacheStorage(HiCacheStorage):
@@ -172,6 +191,9 @@ class KVTierHiCacheStorage(HiCacheStorage):
             "rank_agnostic": mla,
             "persistent": _truthy(self.extra.get(
                 "kvtier.persistent", os.environ.get("KVTIER_PERSISTENT", "0"))),
+            # policy, not identity (outside the digest): every put hinted
+            "retain": _truthy(self.extra.get(
+                "kvtier.retain", os.environ.get("KVTIER_RETAIN", "0"))),
         }
         if self.extra.get("kvtier.tenant"):
             desc["tenant"] = _ident(str(self.extra["kvtier.tenant"]))
@@ -214,6 +236,17 @@ class KVTierHiCacheStorage(HiCacheStorage):
         totals = [sum(sizes[i * per:(i + 1) * per]) for i in range(len(keys))]
         return [page_key(k) for k in keys], ptrs, sizes, totals
 
+    @staticmethod
+    def _retain(extra_info: Optional[HiCacheStorageExtraInfo]) -> bool:
+        """A write's own retain hint: extra_info.extra_info["kvtier_retain"]
+        is True (SGLang's controller sets no such field today)."""
+        ei = getattr(extra_info, "extra_info", None)
+        return isinstance(ei, dict) and ei.get("kvtier_retain", False) is True
+
+    def _hinted(self, extra_info: Optional[HiCacheStorageExtraInfo]) -> bool:
+        """Whether this write's pages carry the hint, by either source."""
+        return self._retain(extra_info) or bool(self.desc and self.desc.get("retain"))
+
     # -- the zero-copy interface (interface_v1) ------------------------------
     def batch_get_v1(self, keys: List[str], host_indices: torch.Tensor,
                      extra_info: Optional[HiCacheStorageExtraInfo] = None) -> List[bool]:
@@ -243,7 +276,8 @@ class KVTierHiCacheStorage(HiCacheStorage):
             return [False] * len(keys)
         try:
             kk, ptrs, sizes, totals = self._meta(keys, host_indices)
-            put = self.store.put_many(self.ns, kk, addrs=ptrs, lens=sizes)
+            put = self.store.put_many(self.ns, kk, addrs=ptrs, lens=sizes,
+                                      retain=self._retain(extra_info))
         except (kvtier.Error, ValueError, TypeError) as e:
             self._warn("batch_set_v1", e)
             return [False] * len(keys)
@@ -253,7 +287,8 @@ class KVTierHiCacheStorage(HiCacheStorage):
             self._warn("batch_set_v1", kvtier.strerror(failed[0]))
         self.n.add(set_calls=1, set_pages=len(keys), set_stored=put.count(1),
                    set_present=put.count(0), set_failed=len(failed),
-                   set_bytes=sum(t for r, t in zip(put, totals) if r == 1))
+                   set_bytes=sum(t for r, t in zip(put, totals) if r == 1),
+                   set_retained=put.count(1) if self._hinted(extra_info) else 0)
         return ok
 
     # -- the legacy interface: flat pages as tensors --------------------------
@@ -310,7 +345,8 @@ class KVTierHiCacheStorage(HiCacheStorage):
             self._warn("batch_set", kvtier.strerror(failed[0]))
         self.n.add(set_calls=1, set_pages=len(keys), set_stored=put.count(1),
                    set_present=put.count(0), set_failed=len(failed),
-                   set_bytes=sum(p.nbytes for r, p in zip(put, parts) if r == 1))
+                   set_bytes=sum(p.nbytes for r, p in zip(put, parts) if r == 1),
+                   set_retained=put.count(1) if self._hinted(None) else 0)
         return not failed
 
     def exists(self, key: str) -> bool:

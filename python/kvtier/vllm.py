@@ -125,6 +125,9 @@ Configuration (kv_connector_extra_config, or the environment):
                       names the dict lacks.  Default {"dram.capacity": "1G"}.
   kvtier.persistent   register the namespace KVT_NS_PERSISTENT (puts go to
                       the SSD and shared tiers at once; env KVTIER_PERSISTENT=1).
+  kvtier.retain       register the namespace KVT_NS_RETAIN: every block stored
+                      carries the retain hint, as "kvtier_retain" per request
+                      does (env KVTIER_RETAIN=1; doc/policies.md "The retain hint").
   kvtier.model_id     the model's identity in the namespace (default: the
                       model name or path vLLM was given); weights that
                       change under the same name and config need a new one.
@@ -1123,6 +1126,9 @@ class _WorkerSide:
             "pp_rank": self.pp_rank, "pp_size": self.c._pp_size,
             "persistent": _truthy(self.c._extra.get(
                 "kvtier.persistent", os.environ.get("KVTIER_PERSISTENT", "0"))),
+            # policy, not identity (outside the digest): every put hinted
+            "retain": _truthy(self.c._extra.get(
+                "kvtier.retain", os.environ.get("KVTIER_RETAIN", "0"))),
         }
 
     def _backend_name(self) -> str:

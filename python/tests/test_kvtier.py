@@ -554,6 +554,133 @@ def test_retain_hint():
             s.get_into_many(ns, [b"a"], [np.zeros_like(v)], retain=True)
 
 
+def test_retain_namespace_default():
+    """A namespace registered retain=True (KVT_NS_RETAIN) hints every put
+    of it, put and put_many alike, with no retain= of their own; another
+    namespace's puts stay unhinted.  Policy, not identity: the digest and
+    canonical text are the plain descriptor's."""
+    v = np.arange(4096, dtype=np.uint8)
+    assert kvtier.ns_digest(dict(DESC_A, retain=True)) == kvtier.ns_digest(DESC_A)
+    with kvtier.Store(small(**{"dram.policy": "prefix-adapt"})) as s:
+        docs = s.register(dict(DESC_A, retain=True))
+        other = s.register(DESC_B)
+        assert s.ns_info(docs)[0] == bytes.fromhex(VECTORS["ns_A"])
+        assert s.put(docs, b"a", v) is True
+        assert s.stat("dram.retain_hints") == 1
+        assert s.put_many(docs, [b"b", b"c"], [v, v]) == [1, 1]
+        assert s.stat("dram.retain_hints") == 3
+        assert s.put(other, b"a", v) is True
+        assert s.stat("dram.retain_hints") == 3
+        assert s.stat("dram.retain_ignored") == 0     # 256 puts before the rule looks
+
+
+def _sglang_stubbed(monkeypatch):
+    """kvtier/sglang.py loaded over stand-ins for the two modules it
+    imports from SGLang's side (torch, if absent, and
+    sglang.srt.mem_cache.hicache_storage): the default suite has neither.
+    Loaded under a name of its own, so kvtier.sglang stays unimported."""
+    import importlib.util
+    import sys
+    import types
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        torch = types.ModuleType("torch")
+        torch.Tensor = type("Tensor", (), {})
+        torch.uint8 = "uint8"
+        monkeypatch.setitem(sys.modules, "torch", torch)
+    hs = types.ModuleType("sglang.srt.mem_cache.hicache_storage")
+
+    class HiCacheStorage:
+        def register_mem_pool_host(self, pool):
+            self.mem_pool_host = pool
+
+    class HiCacheStorageConfig:
+        def __init__(self, **kw):
+            self.__dict__.update(dict(tp_rank=0, tp_size=1, pp_rank=0, pp_size=1,
+                                      is_mla_model=False, model_name="stub/model"), **kw)
+
+    class HiCacheStorageExtraInfo:  # SGLang's: two optional fields
+        def __init__(self, prefix_keys=None, extra_info=None):
+            self.prefix_keys, self.extra_info = prefix_keys, extra_info
+
+    hs.HiCacheStorage, hs.HiCacheStorageConfig = HiCacheStorage, HiCacheStorageConfig
+    hs.HiCacheStorageExtraInfo = HiCacheStorageExtraInfo
+    for name in ("sglang", "sglang.srt", "sglang.srt.mem_cache"):
+        monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
+    monkeypatch.setitem(sys.modules, hs.__name__, hs)
+    path = os.path.join(os.path.dirname(kvtier.__file__), "sglang.py")
+    spec = importlib.util.spec_from_file_location("kvtier_sglang_stubbed", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod, hs
+
+
+class _StubPool:
+    """A host pool as the v1 interface sees it: page_first MHA, each page's
+    K and V a part (get_page_buffer_meta's pointers and sizes)."""
+    layout, layer_num, head_num, head_dim, dtype, page_size = "page_first", 2, 2, 64, "bf16", 16
+
+    def __init__(self, pages):
+        self.buf = np.zeros((pages, 2, 4096), dtype=np.uint8)
+
+    def get_page_buffer_meta(self, idx):
+        pages = [idx[i] // self.page_size for i in range(0, len(idx), self.page_size)]
+        return ([self.buf[p, h].ctypes.data for p in pages for h in (0, 1)],
+                [self.buf.shape[2]] * (2 * len(pages)))
+
+
+def test_sglang_connector_carries_the_hint(monkeypatch):
+    """The SGLang backend (kvtier.sglang, over stand-ins for SGLang's
+    modules; tests/test_sglang.py has the real ones): SGLang's own write
+    (extra_info with prefix_keys only) stores unhinted; a batch_set_v1
+    whose extra_info.extra_info says {"kvtier_retain": True} stores its
+    pages with KVT_F_RETAIN (the store's dram.retain_hints, the backend's
+    set_retained); with kvtier.retain the namespace is KVT_NS_RETAIN (same
+    digest) and every page stored is hinted.  Pages read back byte for
+    byte."""
+    ks, hs = _sglang_stubbed(monkeypatch)
+    opts = {"dram.capacity": "64M", "dram.prefault": "off", "dram.shards": 1,
+            "dram.policy": "prefix-adapt"}
+
+    def backend(**extra):
+        be = ks.KVTierHiCacheStorage(hs.HiCacheStorageConfig(extra_config=dict(
+            {"interface_v1": 1, "kvtier.options": opts}, **extra)))
+        be.register_mem_pool_host(_StubPool(16))
+        assert be.ns is not None
+        return be
+
+    keys = ["%064x" % (i + 1) for i in range(8)]
+    idx = list(range(16 * 16))                     # pages 0..15, 16 tokens each
+    plain = backend()
+    plain.mem_pool_host.buf[:] = np.random.default_rng(2).integers(
+        0, 256, plain.mem_pool_host.buf.shape, dtype=np.uint8)
+    sglang_write = hs.HiCacheStorageExtraInfo(prefix_keys=["%064x" % 99])
+    assert plain.batch_set_v1(keys[:4], idx[:4 * 16], sglang_write) == [True] * 4
+    assert plain.batch_set_v1(keys[4:6], idx[4 * 16:6 * 16]) == [True] * 2
+    st = plain.stats()
+    assert st["store"]["dram.retain_hints"] == 0 and st["backend"]["set_retained"] == 0
+    hinted = hs.HiCacheStorageExtraInfo(extra_info={"kvtier_retain": True})
+    assert plain.batch_set_v1(keys[6:], idx[6 * 16:8 * 16], hinted) == [True] * 2
+    st = plain.stats()
+    assert st["store"]["dram.retain_hints"] == 2 and st["backend"]["set_retained"] == 2
+    # not a hint: a value other than True
+    odd = hs.HiCacheStorageExtraInfo(extra_info={"kvtier_retain": "yes"})
+    assert plain.batch_set_v1(["%064x" % 50], idx[8 * 16:9 * 16], odd) == [True]
+    assert plain.stats()["store"]["dram.retain_hints"] == 2
+    assert plain.batch_get_v1(keys, idx[8 * 16:16 * 16]) == [True] * 8
+    buf = plain.mem_pool_host.buf
+    assert np.array_equal(buf[8:16], buf[0:8])
+    plain.close()
+
+    ret = backend(**{"kvtier.retain": True})
+    assert ret.desc["retain"] is True and ret.digest == plain.digest   # policy, not identity
+    assert ret.batch_set_v1(keys[:4], idx[:4 * 16], sglang_write) == [True] * 4
+    st = ret.stats()
+    assert st["store"]["dram.retain_hints"] == 4 and st["backend"]["set_retained"] == 4
+    ret.close()
+
+
 # ---------------------------------------------------------------- remote tier
 
 

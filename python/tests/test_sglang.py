@@ -102,6 +102,39 @@ def test_namespace_from_storage_config():
         b.close()
 
 
+def test_retain_hint_reaches_the_store():
+    """The retain hint (doc/policies.md "The retain hint"): SGLang's own
+    write -- batch_set_v1 with HiCacheStorageExtraInfo(prefix_keys=...),
+    as its backup thread calls it -- stores unhinted; extra_info.extra_info
+    {"kvtier_retain": True} stores with KVT_F_RETAIN (the store's
+    dram.retain_hints); kvtier.retain registers the namespace KVT_NS_RETAIN
+    (the same digest) and hints every page stored."""
+    from sglang.srt.mem_cache.hicache_storage import HiCacheStorageExtraInfo
+    p = sup.PAGE
+    keys = sup.page_hashes(8, seed=12)
+    host = sup.host_pool("mha")
+    be = sup.backend("mha", local(), host)
+    idx = host.alloc(8 * p)
+    sup.fill_pages(host, idx, seed=13)
+    own = HiCacheStorageExtraInfo(prefix_keys=sup.page_hashes(1, seed=14))
+    assert be.batch_set_v1(keys[:4], idx[:4 * p], own) == [True] * 4
+    assert be.stats()["store"]["dram.retain_hints"] == 0
+    hinted = HiCacheStorageExtraInfo(extra_info={"kvtier_retain": True})
+    assert be.batch_set_v1(keys[4:], idx[4 * p:], hinted) == [True] * 4
+    st = be.stats()
+    assert st["store"]["dram.retain_hints"] == 4 and st["backend"]["set_retained"] == 4
+    be.close()
+    ret = sup.backend("mha", local(), sup.host_pool("mha"), **{"kvtier.retain": True})
+    assert ret.desc["retain"] is True and ret.digest == be.digest   # a flag, not identity
+    h = ret.mem_pool_host
+    i = h.alloc(4 * p)
+    sup.fill_pages(h, i, seed=15)
+    assert ret.batch_set_v1(keys[:4], i, own) == [True] * 4
+    st = ret.stats()
+    assert st["store"]["dram.retain_hints"] == 4 and st["backend"]["set_retained"] == 4
+    ret.close()
+
+
 # ---------------------------------------------------------------- round trips
 
 

@@ -33,6 +33,11 @@
  *     (doc/security.md "Cross-tenant probing", item 3).
  * Shown failing with the flag dropped on the wire (op_item not setting
  * PROTO_IF_RETAIN): the hinted run reads what the unhinted one does.
+ *
+ * And the namespace default (KVT_NS_RETAIN) crosses the wire as the same
+ * flag: after the hinted run, alice registers a namespace with it and
+ * puts 16 blocks with no flag of their own; the server counts 16 more
+ * hints.  (What the default does to the order is test_policy's 7m.)
  */
 #include <signal.h>
 #include <stdio.h>
@@ -155,6 +160,17 @@ static void run(bool hint, struct outcome *o)
 	o->seg_groups = server_stat(&admin, "dram.adapt_segmented_groups");
 	o->hints = server_stat(&admin, "dram.retain_hints");
 	o->switches = server_stat(&admin, "dram.adapt_switches");
+	if (hint) {
+		/* The namespace default: no per-put flag, every put hinted. */
+		struct kvt_ns_desc d = t_desc("retain-default", 0);
+		uint32_t nd;
+		d.flags = KVT_NS_RETAIN;
+		T_OK(kvt_ns_register(a, &d, &nd));
+		for (unsigned i = 0; i < 16; i++)
+			put(a, nd, ida++, false);
+		T_OK(kvt_flush(a));
+		T_EQ_U64(server_stat(&admin, "dram.retain_hints"), o->hints + 16);
+	}
 	kc_close(&admin);
 	printf("retain hint %s: alice read back %u of %u late documents, bob %u; server: "
 	       "%llu hints, %llu segmented groups, %llu switches\n",

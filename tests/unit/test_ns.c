@@ -140,6 +140,10 @@ static void test_digest_rank_agnostic(void)
 		d.flags = KVT_NS_RANK_AGNOSTIC | KVT_NS_PERSISTENT;
 		T_OK(kvt_ns_digest(&d, got, NULL, 0));
 		T_EQ_MEM(got, want, 32);
+		/* And so is RETAIN. */
+		d.flags = KVT_NS_RANK_AGNOSTIC | KVT_NS_RETAIN;
+		T_OK(kvt_ns_digest(&d, got, NULL, 0));
+		T_EQ_MEM(got, want, 32);
 		/* So is replicas (up to KVT_NS_REPLICAS_MAX). */
 		d.replicas = KVT_NS_REPLICAS_MAX;
 		T_OK(kvt_ns_digest(&d, got, NULL, 0));
@@ -259,8 +263,8 @@ static void test_digest_invalid(void)
 	d.pp_rank = 2;
 	expect_edesc(&d, "pp_rank == pp_size");
 	d = DESC_B;
-	d.flags = 0x4;
-	expect_edesc(&d, "unknown flag 0x4");
+	d.flags = 0x8;
+	expect_edesc(&d, "unknown flag 0x8");
 	d.flags = KVT_NS_RANK_AGNOSTIC | 0x80000000u;
 	expect_edesc(&d, "unknown flag 0x80000000");
 

@@ -24,7 +24,9 @@
  *      per quota group, each group's mode follows its own traffic and
  *      another group's cannot change its victim order; the caller's
  *      retain hint makes the segmented order win where it alone cannot,
- *      and starts a hinted block in main.
+ *      and starts a hinted block in main; a namespace registered
+ *      KVT_NS_RETAIN does what hinting each of its puts does; and a group
+ *      that hints every put has its hints ignored: they tell nothing apart.
  * Values are 64 KiB, one DRAM chunk each, one shard: capacities count blocks.
  */
 #include <signal.h>
@@ -1124,6 +1126,195 @@ static void test_retain_hint(void)
 }
 
 /*
+ * 7l. Hints on every put (doc/policies.md "Hints on every put").  7c's
+ *     scan (a hot set of 12, then 12 keys never seen again), every insert
+ *     hinted.  Taken, the hints start every new key in main: the segmented
+ *     simulations become LRU and never win.  The rule: past the first
+ *     EVICT_HINT_EVIDENCE (256) inserts, a group whose inserts are more
+ *     than 9 in 10 hinted has its hints ignored -- so the mode goes
+ *     segmented as unhinted (7c), a hinted insert then starts on
+ *     probation, and dram.retain_ignored counts the ignored hints.  With
+ *     half the inserts hinted (the hot set: a router's real information)
+ *     none is ignored.  Shown failing with the rule off (never ignored):
+ *     the all-hinted run stays LRU.
+ */
+static void scan_rounds(struct evict *e, unsigned rounds, bool hint_hot, bool hint_scan)
+{
+	uint64_t next = 1000;
+	for (unsigned r = 0; r < rounds; r++) {
+		for (uint64_t k = 1; k <= 12; k++) {
+			struct evict_node n;
+			memset(&n, 0, sizeof(n));
+			n.chunks = 1;
+			evict_insert(e, &n, adapt_hash(k), hint_hot ? EVICT_RETAIN : 0);
+			evict_remove(e, &n);
+		}
+		for (unsigned i = 0; i < 12; i++) {
+			struct evict_node n;
+			memset(&n, 0, sizeof(n));
+			n.chunks = 1;
+			evict_insert(e, &n, adapt_hash(next++), hint_scan ? EVICT_RETAIN : 0);
+			evict_remove(e, &n);
+		}
+	}
+}
+
+static void test_retain_all(void)
+{
+	struct kvt_mem mem;
+	struct evict e;
+	struct evict_node a;
+	kvt_mem_init(&mem);
+	/* Every insert hinted: ignored after the evidence, segmented as 7c. */
+	T_OK(evict_init(&e, &mem, DRAM_POLICY_PREFIX_ADAPT, 256));
+	scan_rounds(&e, 60, true, true);
+	T_EQ_U64(e.retain_hints, 60 * 24);
+	T_EQ_U64(e.retain_ignored, 60 * 24 - EVICT_HINT_EVIDENCE);
+	T_EQ_INT(e.ad0.seg, true);
+	memset(&a, 0, sizeof(a));
+	a.chunks = 1;
+	evict_insert(&e, &a, adapt_hash(5000), EVICT_RETAIN); /* ignored: probation */
+	T_EQ_INT(a.queue, EVICT_Q_SMALL);
+	evict_remove(&e, &a);
+	evict_fini(&e);
+	/* Half hinted (the hot set): every hint taken, and segmented too. */
+	T_OK(evict_init(&e, &mem, DRAM_POLICY_PREFIX_ADAPT, 256));
+	scan_rounds(&e, 60, true, false);
+	T_EQ_U64(e.retain_hints, 60 * 12);
+	T_EQ_U64(e.retain_ignored, 0);
+	T_EQ_INT(e.ad0.seg, true);
+	memset(&a, 0, sizeof(a));
+	a.chunks = 1;
+	evict_insert(&e, &a, adapt_hash(5000), EVICT_RETAIN); /* taken: main */
+	T_EQ_INT(a.queue, EVICT_Q_MAIN);
+	evict_remove(&e, &a);
+	evict_fini(&e);
+	T_EQ_INT(atomic_load(&mem.bytes), 0);
+}
+
+/*
+ * 7m. The namespace default (KVT_NS_RETAIN) through the store, in
+ *     test_retain's shape but embedded and small: a DRAM of 256 blocks of
+ *     4 KiB, one shard, a fixed hash secret.  Each round puts 64
+ *     "documents" into namespace docs, then 320 blocks read never again
+ *     into namespace once, then reads the documents back (a miss is put
+ *     again).  Four runs: documents unhinted; each document put with
+ *     KVT_F_RETAIN; docs registered KVT_NS_RETAIN and put with no flag;
+ *     both namespaces KVT_NS_RETAIN (every put hinted).  The namespace
+ *     default reads back exactly what per-put hints do, block for block
+ *     (>= 3/4 of the late documents), and counts the same hints; unhinted
+ *     reads almost none back (<= 1/8); every put hinted is ignored past
+ *     the evidence and reads back what unhinted does.  One document is put
+ *     through kvt_put_reserve with flags 0: the default reaches it too.
+ */
+#define NS_VLEN 4096u
+#define NS_ROUNDS 30
+#define NS_LATE 10
+#define NS_DOCS 64
+#define NS_ONCE 320
+
+enum ns_hint { NS_NONE, NS_PER_PUT, NS_DEFAULT, NS_ALL };
+
+struct ns_outcome {
+	unsigned late_hits;
+	uint8_t read[NS_ROUNDS][NS_DOCS];
+	uint64_t hints, ignored, seg;
+};
+
+static uint32_t ns_register(struct kvt_store *s, const char *model, bool retain)
+{
+	struct kvt_ns_desc d = t_desc(model, 0);
+	uint32_t id = 0;
+	d.flags = retain ? KVT_NS_RETAIN : 0;
+	T_OK(kvt_ns_register(s, &d, &id));
+	return id;
+}
+
+static void ns_put(struct kvt_store *s, uint32_t ns, uint64_t id, uint32_t flags)
+{
+	static uint8_t v[NS_VLEN];
+	struct iovec iov = { v, NS_VLEN };
+	struct kvt_req r = t_req1(s, (struct kvt_req){ .op = KVT_OP_PUT, .flags = flags,
+						       .ns = ns, .key = t_key(id), .iov = &iov,
+						       .iov_count = 1 });
+	if (r.status != KVT_OK && r.status != KVT_EXISTS)
+		T_FAIL("put %llu: %s", (unsigned long long)id, kvt_strerror(r.status));
+}
+
+static void ns_run(enum ns_hint h, struct ns_outcome *o)
+{
+	struct kvt_store *s = t_store_open("dram.capacity", "1M", "dram.chunk", "4096",
+					   "dram.shards", "1", "dram.prefault", "off",
+					   "dram.policy", "prefix-adapt", "dram.hash_seed", "7",
+					   NULL);
+	uint32_t docs = ns_register(s, "retain-docs", h == NS_DEFAULT || h == NS_ALL);
+	uint32_t once = ns_register(s, "retain-once", h == NS_ALL);
+	uint32_t flags = h == NS_PER_PUT ? KVT_F_RETAIN : 0;
+	uint64_t id = 1;
+	uint8_t buf[NS_VLEN];
+	memset(o, 0, sizeof(*o));
+	for (unsigned r = 0; r < NS_ROUNDS; r++) {
+		uint64_t doc = id;
+		for (unsigned i = 0; i < NS_DOCS; i++)
+			ns_put(s, docs, id++, flags);
+		for (unsigned i = 0; i < NS_ONCE; i++)
+			ns_put(s, once, id++, 0);
+		for (unsigned i = 0; i < NS_DOCS; i++) {
+			struct kvt_key k = t_key(doc + i);
+			uint64_t len = 0;
+			int rc = kvt_get(s, docs, &k, buf, NS_VLEN, &len);
+			o->read[r][i] = rc == KVT_OK;
+			if (rc == KVT_OK && r >= NS_ROUNDS - NS_LATE)
+				o->late_hits++;
+			if (rc != KVT_OK) {
+				T_RC(rc, KVT_MISS);
+				ns_put(s, docs, doc + i, flags);
+			}
+		}
+	}
+	o->hints = t_stat(s, "dram.retain_hints");
+	o->ignored = t_stat(s, "dram.retain_ignored");
+	o->seg = t_stat(s, "dram.adapt_segmented_shards");
+	printf("7m run %d: %u of %u late documents read back; %llu hints, %llu ignored, "
+	       "segmented %llu\n", (int)h, o->late_hits, NS_DOCS * NS_LATE,
+	       (unsigned long long)o->hints, (unsigned long long)o->ignored,
+	       (unsigned long long)o->seg);
+	{
+		/* A reservation of the default's namespace, flags 0: hinted. */
+		struct kvt_reservation res;
+		struct kvt_key k = t_key(id);
+		uint64_t len = NS_VLEN, before = o->hints;
+		T_OK(kvt_put_reserve(s, docs, &k, &len, 1, 0, &res));
+		T_OK(kvt_put_commit(s, res.handle, NULL));
+		T_EQ_U64(t_stat(s, "dram.retain_hints"),
+			 before + (h == NS_DEFAULT || h == NS_ALL));
+	}
+	kvt_store_destroy(s);
+}
+
+static void test_retain_ns(void)
+{
+	static struct ns_outcome none, per_put, def, all;
+	ns_run(NS_NONE, &none);
+	ns_run(NS_PER_PUT, &per_put);
+	ns_run(NS_DEFAULT, &def);
+	ns_run(NS_ALL, &all);
+	T_ASSERT(none.late_hits * 8 <= NS_DOCS * NS_LATE);
+	T_EQ_U64(none.hints, 0);
+	T_ASSERT(per_put.late_hits * 4 >= NS_DOCS * NS_LATE * 3);
+	T_EQ_U64(per_put.seg, 1);
+	T_EQ_U64(per_put.ignored, 0);
+	/* The default is the per-put hint, block for block. */
+	T_EQ_U64(def.late_hits, per_put.late_hits);
+	T_ASSERT(memcmp(def.read, per_put.read, sizeof(def.read)) == 0);
+	T_EQ_U64(def.hints, per_put.hints);
+	T_EQ_U64(def.ignored, 0);
+	/* Every put hinted: the hints tell nothing, and are ignored. */
+	T_EQ_U64(all.ignored, all.hints - EVICT_HINT_EVIDENCE);
+	T_ASSERT(all.late_hits * 8 <= NS_DOCS * NS_LATE);
+}
+
+/*
  * 7i. prefix-adapt over the SSD as DRAM's victim tier (evict_adapt_below):
  *     the simulations model DRAM + SSD (256 DRAM chunks, 1,024 in all:
  *     1 key in 32, 32 simulated chunks), DRAM's order stays prefix's, and
@@ -1427,6 +1618,8 @@ int main(void)
 	test_adapt_group_isolation();
 	test_adapt_store_groups();
 	test_retain_hint();
+	test_retain_all();
+	test_retain_ns();
 	test_write_pressure();
 	test_victims_in_flight();
 	test_one_reuse();
