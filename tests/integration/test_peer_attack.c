@@ -592,7 +592,7 @@ static void phase_tls_pod(void)
 		/* each its own base: its log and Unix socket */
 		snprintf(sub[i], sizeof(sub[i]), "%s/m%d", base, i);
 		T_OK(mkdir(sub[i], 0700));
-		snprintf(dir[i], sizeof(dir[i]), "%s/data", sub[i]);
+		T_ASSERT(snprintf(dir[i], sizeof(dir[i]), "%s/data", sub[i]) < (int)sizeof(dir[i]));
 		tsrv_start(&s[i], bin, sub[i], dir[i], tenants, extra);
 	}
 	t0 = tsrv_now_ns();
