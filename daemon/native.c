@@ -90,6 +90,22 @@ static bool native_drop_crc(struct kvtd_conn *c, const uint8_t *p, size_t n)
 	return false;
 }
 
+/* A refused frame's bytes all passed (native_refuse): it is counted --
+ * here, not when refused, so that one whose CRC then fails is counted
+ * once, in errors.crc, not in errors.count (or mem_refused) too -- and
+ * answered. */
+static void native_refused_answer(struct kvtd_conn *c)
+{
+	int status = c->rx_drop_status;
+
+	if (status == -ENOMEM)
+		KVTD_COUNT(c->loop->srv, mem_refused, 1);
+	else
+		KVTD_COUNT(c->loop->srv, errors[kvtd_err_of(status)], 1);
+	kvtd_conn_send(c, c->rx_drop_op, c->rx_drop_tag, status,
+		       status == PROTO_ECOUNT ? KVTD_FRAME_ITEMS_MSG : NATIVE_SHARE_MSG);
+}
+
 /*
  * A frame refused before it is taken -- more than KVTD_FRAME_ITEMS_MAX
  * items (PROTO_ECOUNT), or past its tenant's input share (-ENOMEM,
@@ -107,10 +123,6 @@ static bool native_refuse(struct kvtd_conn *c, const struct proto_frame *f, int 
 {
 	size_t take = c->rend - c->rstart;
 
-	if (status == -ENOMEM)
-		KVTD_COUNT(c->loop->srv, mem_refused, 1);
-	else
-		KVTD_COUNT(c->loop->srv, errors[kvtd_err_of(status)], 1);
 	if (take > rest)
 		take = (size_t)rest;
 	c->rx_drop_op = f->op;
@@ -136,8 +148,7 @@ static bool native_refuse(struct kvtd_conn *c, const struct proto_frame *f, int 
 	if (c->rx_drop)
 		return false;
 	c->frame_start_ns = c->rend > c->rstart ? c->loop->now_ns : 0;
-	kvtd_conn_send(c, f->op, f->tag, status,
-		       status == PROTO_ECOUNT ? KVTD_FRAME_ITEMS_MSG : NATIVE_SHARE_MSG);
+	native_refused_answer(c);
 	return true;
 }
 
@@ -377,9 +388,7 @@ static ssize_t native_drop_read(struct kvtd_conn *c, size_t *asked)
 	}
 	if (c->rx_drop == 0) {
 		c->frame_start_ns = 0;
-		kvtd_conn_send(c, c->rx_drop_op, c->rx_drop_tag, c->rx_drop_status,
-			       c->rx_drop_status == PROTO_ECOUNT ? KVTD_FRAME_ITEMS_MSG
-								 : NATIVE_SHARE_MSG);
+		native_refused_answer(c);
 		*asked = SIZE_MAX; /* answer first, as for a frame taken */
 	}
 	return r;
