@@ -702,6 +702,7 @@ struct kvtd_server {
 #define KVTD_SLOW_PROGRESS (16u << 20)   /* data bytes that restart the frame clock */
 #define KVTD_LINGER_MS 2000u               /* a lingering close waits at most this */
 #define KVTD_LINGER_BYTES (64u << 20)      /* ... and drops at most this much input */
+#define KVTD_LINGER_PREAUTH_BYTES (64u << 10) /* ... before AUTH */
 #define KVTD_UNAUTH_PEER_MAX 256u        /* unauthenticated connections from one address */
 #define KVTD_QUIET_WINDOW 4u             /* a frame's quiet GETs in the store at once */
 #define KVTD_NS_TENANT_MAX 1024u         /* namespaces one tenant may register */

@@ -577,18 +577,23 @@ static void loop_conn_touch(struct kvtd_conn *c)
  * read and dropped (loop_linger_drain), until the peer closes its side,
  * or all we sent is acknowledged (SIOCOUTQ 0: a reset can lose nothing
  * any more), or KVTD_LINGER_MS or KVTD_LINGER_BYTES pass, so that a
- * client cannot hold its slot by sending on.  Checked at each read and
- * each sweep (loop_linger_sweep).  Past --max-conns (a flood of
- * connections being refused) nothing lingers.
+ * client cannot hold its slot by sending on.  Before AUTH it drops at
+ * most KVTD_LINGER_PREAUTH_BYTES: an unauthenticated client streaming a
+ * command it may not send is cut off as before (test_hostile
+ * resp_preauth), not read for 2 s.  Checked at each read and each sweep
+ * (loop_linger_sweep).  Past --max-conns (a flood of connections being
+ * refused) nothing lingers.
  */
 
-/* true: close it now. */
+/* true: close it now.  At most 256 KiB a call (level-triggered epoll
+ * brings it back), so that one fast sender does not hold the loop. */
 static bool loop_linger_drain(struct kvtd_conn *c)
 {
+	uint64_t max = c->state == KVTD_CS_READY ? KVTD_LINGER_BYTES : KVTD_LINGER_PREAUTH_BYTES;
 	char buf[16384];
 	int q = 0;
 
-	for (;;) {
+	for (int rounds = 0; rounds < 16; rounds++) {
 		ssize_t r = recv(c->fd, buf, sizeof(buf), MSG_DONTWAIT);
 		if (r == 0)
 			return true;
@@ -600,7 +605,7 @@ static bool loop_linger_drain(struct kvtd_conn *c)
 			break;
 		}
 		c->linger_bytes += (uint64_t)r;
-		if (c->linger_bytes >= KVTD_LINGER_BYTES)
+		if (c->linger_bytes >= max)
 			return true;
 	}
 	return ioctl(c->fd, SIOCOUTQ, &q) < 0 || q == 0 ||

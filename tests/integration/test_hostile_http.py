@@ -119,20 +119,30 @@ class Server:
 _pending = {}  # socket -> bytes read past the answer taken (pipelining)
 
 
+def read_until(s, sep, timeout):
+    """The bytes s has sent (those kept from the last call first) up to
+    and past sep, and whether sep came before the connection closed (or
+    stayed silent for timeout s)."""
+    s.settimeout(timeout)
+    out = _pending.pop(s, b"")
+    try:
+        while sep not in out:
+            b = s.recv(65536)
+            if not b:
+                return out, False
+            out += b
+    except (socket.timeout, ConnectionResetError):
+        return out, False
+    return out, True
+
+
 def read_answer(s, timeout=5.0, no_body=False):
     """One HTTP answer from s: (status, head, body); status 0 if the
     connection closed (or stayed silent) before a whole head came.
     no_body: the answer to a HEAD (its Content-Length has no bytes).
     Bytes past the answer are kept for the next call on s."""
-    s.settimeout(timeout)
-    out = _pending.pop(s, b"")
-    try:
-        while b"\r\n\r\n" not in out:
-            b = s.recv(65536)
-            if not b:
-                return 0, out.decode("latin-1"), b""
-            out += b
-    except (socket.timeout, ConnectionResetError):
+    out, whole = read_until(s, b"\r\n\r\n", timeout)
+    if not whole:
         return 0, out.decode("latin-1"), b""
     head, _, body = out.partition(b"\r\n\r\n")
     m = re.search(rb"\r\ncontent-length: *(\d+)", head, re.I)
@@ -1338,15 +1348,8 @@ def resp_cmd(*args):
 
 def resp_line(s, timeout=5.0):
     """One RESP reply line (a bulk's bytes follow it); b"" on close."""
-    s.settimeout(timeout)
-    out = _pending.pop(s, b"")
-    try:
-        while b"\r\n" not in out:
-            b = s.recv(65536)
-            if not b:
-                return b""
-            out += b
-    except (socket.timeout, ConnectionResetError):
+    out, whole = read_until(s, b"\r\n", timeout)
+    if not whole:
         return b""
     line, _, rest = out.partition(b"\r\n")
     if rest:
