@@ -282,6 +282,13 @@ int kvtd_config_option(struct kvtd_config *cfg, const char *name, const char *v,
 				err, err_len,
 				"%s: --max-conns: '%s' is not a connection count (1..16777216)", where,
 				v);
+	} else if (strcmp(name, "tenant-conns") == 0) {
+		if (config_parse_uint(v, 1u << 24, &cfg->tenant_conns) < 0 ||
+		    cfg->tenant_conns == 0)
+			return config_usage(
+				err, err_len,
+				"%s: --tenant-conns: '%s' is not a connection count (1..16777216)",
+				where, v);
 	} else if (strcmp(name, "max-memory") == 0) {
 		if (kvtd_parse_size(v, &cfg->max_memory) < 0 || cfg->max_memory < (1u << 20))
 			return config_usage(err, err_len,
@@ -344,8 +351,8 @@ bool kvtd_config_is_option(const char *name)
 		"dir", "dram", "ssd", "listen", "unix", "threads", "tenants", "log",
 		"log-level", "log-format", "idle-timeout", "shutdown-timeout", "set", "config",
 		"check-config",
-		"resp", "s3", "metrics", "metrics-token", "max-conns", "max-memory", "conn-inflight",
-		"conn-output", "tls-cert", "tls-key", "tls-ca", "tls-verify-client", "insecure",
+		"resp", "s3", "metrics", "metrics-token", "max-conns", "tenant-conns", "max-memory",
+		"conn-inflight", "conn-output", "tls-cert", "tls-key", "tls-ca", "tls-verify-client", "insecure",
 		"members", "etcd", "etcd-prefix", "etcd-ttl", "advertise", "repair-grace",
 		"peer-connect-timeout", "repair-rate", "repair-idle-rate", "drain-budget",
 		"protocol-max", NULL,

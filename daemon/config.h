@@ -49,6 +49,9 @@ struct kvtd_config {
 	unsigned set_count;
 	/* Limits (loop.c "Limits", doc/kvtierd.md "Overload") */
 	unsigned max_conns;       /* connections open at once (all listeners) */
+	unsigned tenant_conns;    /* --tenant-conns: authenticated connections of one
+	                           * tenant at once (0: a quarter of max_conns;
+	                           * kvtd_tenant_conns_max) */
 	uint64_t max_memory;      /* bytes of receive buffers, tables, data
 	                           * sections and encoded responses */
 	unsigned conn_inflight;   /* frames in flight per connection before reads pause */

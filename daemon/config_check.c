@@ -310,6 +310,10 @@ static void check_print(FILE *out, const struct kvtd_config *cfg)
 		fprintf(out, "max-conns = %u\n", cfg->max_conns);
 	if (cfg->max_memory)
 		fprintf(out, "max-memory = %llu\n", (unsigned long long)cfg->max_memory);
+	if (cfg->tenant_conns || cfg->max_conns)
+		fprintf(out, "tenant-conns = %u\n",
+			cfg->tenant_conns ? cfg->tenant_conns
+			: cfg->max_conns / 4 ? cfg->max_conns / 4 : 1);
 	if (cfg->conn_inflight)
 		fprintf(out, "conn-inflight = %u\n", cfg->conn_inflight);
 	if (cfg->conn_output)

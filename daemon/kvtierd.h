@@ -306,9 +306,14 @@ struct kvtd_counters {
 	_Atomic uint64_t put_parked, put_park_timeouts;
 	/* of conns_refused: past the unauthenticated limits (loop.c) */
 	_Atomic uint64_t unauth_refused;
+	/* of conns_refused: past --tenant-conns, after AUTH (metrics.c
+	 * kvtd_tenant_conn_admit) */
+	_Atomic uint64_t tenant_conns_refused;
 	/* of conns_refused: shed at EMFILE with the spare descriptor, and
 	 * times a loop took its listeners out of epoll instead (loop_shed) */
 	_Atomic uint64_t conns_shed, listen_paused;
+	/* closes that lingered (loop.c loop_conn_linger) */
+	_Atomic uint64_t conns_lingered;
 };
 
 #define KVTD_COUNT(srv, field, n) \
@@ -543,6 +548,14 @@ struct kvtd_conn {
 	uint64_t drain_mark_ns, drain_mark_out;
 	uint64_t copy_bytes;   /* private SSD copies held for its quiet GETs
 				* (ops.c "Quiet GETs"), at most KVTD_COPY_CONN_MAX */
+	/* The tenant whose connection count (kvtd_tstat.conns) it is in,
+	 * or NULL (kvtd_tenant_conn_admit) */
+	struct kvtd_tstat *conns_tstat;
+	/* Lingering close (loop.c loop_conn_linger): our side shut down,
+	 * its input read and dropped until the peer closes, all we sent is
+	 * acknowledged, or KVTD_LINGER_MS / KVTD_LINGER_BYTES pass */
+	bool lingering;
+	uint64_t linger_ns, linger_bytes;
 };
 
 /* A job for the aux thread: work that may block on the disk (a frame
@@ -688,6 +701,9 @@ struct kvtd_server {
 #define KVTD_HDR_STEP 4096u              /* a header read after a streamed PUT */
 #define KVTD_LOOP_EVENTS 256
 #define KVTD_SLOW_PROGRESS (16u << 20)   /* data bytes that restart the frame clock */
+#define KVTD_LINGER_MS 2000u               /* a lingering close waits at most this */
+#define KVTD_LINGER_BYTES (64u << 20)      /* ... and drops at most this much input */
+#define KVTD_LINGER_PREAUTH_BYTES (64u << 10) /* ... before AUTH */
 #define KVTD_UNAUTH_PEER_MAX 256u        /* unauthenticated connections from one address */
 #define KVTD_QUIET_WINDOW 4u             /* a frame's quiet GETs in the store at once */
 #define KVTD_NS_TENANT_MAX 1024u         /* namespaces one tenant may register */
@@ -1129,6 +1145,7 @@ struct kvtd_tstat {
 	_Atomic uint64_t in_charged; /* --max-memory its native frames in flight hold
 				      * (tables, items, data: KVTD_IN_TENANT_MAX) */
 	_Atomic uint32_t ns_count; /* namespaces registered in its name (KVTD_NS_TENANT_MAX) */
+	_Atomic uint32_t conns;    /* its authenticated connections (--tenant-conns) */
 	_Atomic uint32_t s3_scans; /* its S3 listings walking the store (s3ops.c) */
 	_Atomic uint64_t resv_held; /* DRAM its S3 uploads being received reserve
 				     * (s3d.c S3D_RESV_TENANT_MAX) */
@@ -1151,6 +1168,16 @@ int64_t kvtd_tenant_ns_ids(struct kvtd_server *srv, const char *tenant, size_t l
 			   uint32_t **ids);
 /* The counters of c's tenant (NULL before the tenant is known). */
 struct kvtd_tstat *kvtd_tstat_of(struct kvtd_conn *c);
+/* Per-tenant connection cap (doc/kvtierd.md "Overload"): c, just
+ * authenticated as tenant (len bytes), is counted among its tenant's connections
+ * (c->conns_tstat; it leaves the count when it closes, loop.c, or signs
+ * as another tenant, S3).  true: admitted (or no --tenants); false: its
+ * tenant holds kvtd_tenant_conns_max() connections already, counted in
+ * tenant_conns_refused, and msg (len bytes) says why; the caller refuses
+ * it with its protocol's error and closes it. */
+unsigned kvtd_tenant_conns_max(const struct kvtd_server *srv);
+bool kvtd_tenant_conn_admit(struct kvtd_conn *c, const char *tenant, size_t tenant_len, char *msg,
+			    size_t len);
 
 /* auth.c: a secret sent in clear (RESP AUTH): 0 and *role, or
  * PROTO_EAUTH (unknown tenant and wrong secret cost the same). */

@@ -87,11 +87,13 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
+#include <linux/sockios.h>
 
 #include "kvtierd.h"
 #include "tlsio.h"
@@ -366,7 +368,7 @@ static void loop_conn_events(struct kvtd_conn *c, bool want_out)
 	struct epoll_event ev;
 	uint32_t e = 0;
 
-	if (c->dead)
+	if (c->dead || c->lingering)
 		return;
 	if (!c->no_more_input && !c->read_paused)
 		e |= EPOLLIN | EPOLLRDHUP;
@@ -564,27 +566,84 @@ static void loop_conn_touch(struct kvtd_conn *c)
 }
 
 /*
- * Closing on our side with unread input makes the kernel send a reset,
- * which can destroy the last frames we sent before the peer reads them
- * (the ERROR frame that says why).  So: end our direction first and
- * discard what is already there.
+ * Lingering close.  Closing with unread input, or input that arrives
+ * after the close, makes the kernel reset the connection, and a reset
+ * throws away what we sent that the peer has not acknowledged: the last
+ * answers (those before a BYE with junk behind it), the ERROR frame that
+ * says why.  Dropping what was there at the close (as before) did not
+ * help against bytes still on their way.  So, as Apache's and nginx's
+ * lingering close: our direction is shut down (the peer reads the
+ * answers, then the end), and the connection stays in epoll, its input
+ * read and dropped (loop_linger_drain), until the peer closes its side,
+ * or all we sent is acknowledged (SIOCOUTQ 0: a reset can lose nothing
+ * any more), or KVTD_LINGER_MS or KVTD_LINGER_BYTES pass, so that a
+ * client cannot hold its slot by sending on.  Before AUTH it drops at
+ * most KVTD_LINGER_PREAUTH_BYTES: an unauthenticated client streaming a
+ * command it may not send is cut off as before (test_hostile
+ * resp_preauth), not read for 2 s.  Checked at each read and each sweep
+ * (loop_linger_sweep).  Past --max-conns (a flood of connections being
+ * refused) nothing lingers.
  */
+
+/* true: close it now.  At most 256 KiB a call (level-triggered epoll
+ * brings it back), so that one fast sender does not hold the loop. */
+static bool loop_linger_drain(struct kvtd_conn *c)
+{
+	uint64_t max = c->state == KVTD_CS_READY ? KVTD_LINGER_BYTES : KVTD_LINGER_PREAUTH_BYTES;
+	char buf[16384];
+	int q = 0;
+
+	for (int rounds = 0; rounds < 16; rounds++) {
+		ssize_t r = recv(c->fd, buf, sizeof(buf), MSG_DONTWAIT);
+		if (r == 0)
+			return true;
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno != EAGAIN && errno != EWOULDBLOCK)
+				return true;
+			break;
+		}
+		c->linger_bytes += (uint64_t)r;
+		if (c->linger_bytes >= max)
+			return true;
+	}
+	return ioctl(c->fd, SIOCOUTQ, &q) < 0 || q == 0 ||
+	       c->loop->now_ns - c->linger_ns >= KVTD_LINGER_MS * 1000000ull;
+}
+
 static void loop_conn_linger(struct kvtd_conn *c)
 {
-	char buf[4096];
+	struct kvtd_server *srv = c->loop->srv;
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP, .data.ptr = &c->ev };
+	uint64_t active = atomic_load_explicit(&srv->ctr.conns_active, memory_order_relaxed);
 
 	shutdown(c->fd, SHUT_WR);
-	for (int i = 0; i < 256; i++)
-		if (recv(c->fd, buf, sizeof(buf), MSG_DONTWAIT) <= 0)
-			break;
+	c->linger_ns = c->loop->now_ns;
+	c->linger_bytes = 0;
+	if (loop_linger_drain(c) || active > srv->cfg.max_conns ||
+	    epoll_ctl(c->loop->epfd, EPOLL_CTL_MOD, c->fd, &ev) < 0) {
+		loop_conn_close(c, NULL);
+		return;
+	}
+	c->events = ev.events;
+	c->lingering = true;
+	KVTD_COUNT(srv, conns_lingered, 1);
+}
+
+/* The lingering connections' clocks (and acknowledgements). */
+static void loop_linger_sweep(struct kvtd_loop *loop)
+{
+	for (struct kvtd_conn *c = loop->conns; c; c = c->next)
+		if (c->lingering && !c->dead && loop_linger_drain(c))
+			loop_conn_close(c, NULL);
 }
 
 static void loop_conn_maybe_close(struct kvtd_conn *c)
 {
-	if (!c->dead && c->close_when_flushed && !c->out_head && c->inflight == 0) {
+	if (!c->dead && !c->lingering && c->close_when_flushed && !c->out_head &&
+	    c->inflight == 0)
 		loop_conn_linger(c);
-		loop_conn_close(c, NULL);
-	}
 }
 
 /* What the protocols call: the same, with the loop's own bookkeeping. */
@@ -654,6 +713,10 @@ static void loop_conn_close(struct kvtd_conn *c, const char *why)
 		c->ops->drop_input(c);
 	kvtd_conn_rbuf_release(c);
 	loop_unauth_drop(c);
+	if (c->conns_tstat) {
+		atomic_fetch_sub_explicit(&c->conns_tstat->conns, 1, memory_order_relaxed);
+		c->conns_tstat = NULL;
+	}
 	atomic_fetch_sub_explicit(&srv->ctr.conns_active, 1, memory_order_relaxed);
 	atomic_fetch_sub_explicit(&loop->conn_live, 1, memory_order_relaxed);
 	KVTD_COUNT(srv, conns_closed, 1);
@@ -817,7 +880,7 @@ bool kvtd_conn_auth_current(struct kvtd_conn *c)
 	uint64_t gen = kvtd_auth_generation();
 	uint32_t role;
 
-	if (c->dead)
+	if (c->dead || c->lingering)
 		return false;
 	if (c->state != KVTD_CS_READY || c->auth_gen == gen || c->tenant_len == 0)
 		return true;
@@ -1271,7 +1334,7 @@ static void loop_sweep(struct kvtd_loop *loop)
 		return;
 	for (struct kvtd_conn *c = loop->conns; c; c = c->next) {
 		const char *why = NULL;
-		if (c->dead)
+		if (c->dead || c->lingering)
 			continue;
 		if (c->tls && !c->tls_ready && now - c->accept_ns > limit)
 			/* Before AUTH too: a RESP or S3 connection without
@@ -1399,7 +1462,7 @@ static void loop_begin_stop(struct kvtd_loop *loop)
 	loop->stopping = true;
 	loop_stop_listening(loop);
 	for (struct kvtd_conn *c = loop->conns; c; c = c->next) {
-		if (c->dead)
+		if (c->dead || c->lingering)
 			continue;
 		/* Frames already read are answered; nothing new is read. */
 		c->no_more_input = true;
@@ -1443,6 +1506,11 @@ static void *loop_main(void *arg)
 				break;
 			case KVTD_EV_CONN: {
 				struct kvtd_conn *c = (struct kvtd_conn *)ev;
+				if (c->lingering) {
+					if (!c->dead && loop_linger_drain(c))
+						loop_conn_close(c, NULL);
+					break;
+				}
 				if (c->tls && !c->tls_ready) {
 					loop_conn_handshake(c);
 					break;
@@ -1496,6 +1564,7 @@ static void *loop_main(void *arg)
 			loop->last_sweep_ns = loop->now_ns;
 			if (!loop->stopping)
 				loop_sweep(loop);
+			loop_linger_sweep(loop);
 			loop_reap(loop);
 		}
 		if (loop->stopping) {

@@ -167,6 +167,41 @@ struct kvtd_tstat *kvtd_tstat_of(struct kvtd_conn *c)
 	return c->tstat;
 }
 
+unsigned kvtd_tenant_conns_max(const struct kvtd_server *srv)
+{
+	unsigned m = srv->cfg.tenant_conns ? srv->cfg.tenant_conns : srv->cfg.max_conns / 4;
+	return m ? m : 1;
+}
+
+/* Before, one tenant could hold every --max-conns slot, and no other
+ * could connect.  Without --tenants everyone is one tenant: no cap. */
+bool kvtd_tenant_conn_admit(struct kvtd_conn *c, const char *tenant, size_t tenant_len, char *msg,
+			    size_t len)
+{
+	struct kvtd_server *srv = c->loop->srv;
+	struct kvtd_tstat *t;
+	unsigned max = kvtd_tenant_conns_max(srv);
+
+	if (!kvtd_auth_enabled() || tenant_len == 0)
+		return true;
+	t = kvtd_tstat_named(srv, tenant, tenant_len);
+	if (!t || t == c->conns_tstat)
+		return true; /* NULL: past the table's size, counted nowhere */
+	if (atomic_fetch_add_explicit(&t->conns, 1, memory_order_relaxed) >= max) {
+		atomic_fetch_sub_explicit(&t->conns, 1, memory_order_relaxed);
+		KVTD_COUNT(srv, conns_refused, 1);
+		KVTD_COUNT(srv, tenant_conns_refused, 1);
+		snprintf(msg, len, "the tenant has its limit of %u connections open "
+			 "(--tenant-conns); close one, or try again later", max);
+		kvtd_conn_log(c, KVTD_INFO, "refusing connection", msg);
+		return false;
+	}
+	if (c->conns_tstat)
+		atomic_fetch_sub_explicit(&c->conns_tstat->conns, 1, memory_order_relaxed);
+	c->conns_tstat = t;
+	return true;
+}
+
 /* ------------------------------------------------------------------------
  * Rendering /metrics
  */

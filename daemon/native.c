@@ -56,6 +56,27 @@ static void native_mem_refuse(struct kvtd_conn *c, uint64_t tag, const char *wha
  * section 2), over header bytes [0, NATIVE_CRC_OFF) then the table. */
 #define NATIVE_CRC_OFF (PROTO_HDR_LEN - 4u)
 
+/* A frame refused (native_refuse) is counted once it is known intact:
+ * at once if its table was checked, else once its header and table
+ * passed their CRC (native_drop_crc), so that one whose CRC fails is
+ * counted once, in errors.crc, not in errors.count (or mem_refused) too. */
+static void native_refused_count(struct kvtd_conn *c)
+{
+	if (c->rx_drop_status == -ENOMEM)
+		KVTD_COUNT(c->loop->srv, mem_refused, 1);
+	else
+		KVTD_COUNT(c->loop->srv, errors[kvtd_err_of(c->rx_drop_status)], 1);
+}
+
+/* A refused frame's bytes all passed: its answer. */
+static void native_refused_answer(struct kvtd_conn *c)
+{
+	int status = c->rx_drop_status;
+
+	kvtd_conn_send(c, c->rx_drop_op, c->rx_drop_tag, status,
+		       status == PROTO_ECOUNT ? KVTD_FRAME_ITEMS_MSG : NATIVE_SHARE_MSG);
+}
+
 /*
  * Bytes [c->rx_got, + n) of a frame refused from its header are being
  * dropped: its header (but the crc field) and table go into the CRC the
@@ -81,8 +102,10 @@ static bool native_drop_crc(struct kvtd_conn *c, const uint8_t *p, size_t n)
 	if (!c->rx_crc_end || pos < c->rx_crc_end)
 		return true;
 	c->rx_crc_end = 0;
-	if (c->rx_crc == c->rx_crc_want)
+	if (c->rx_crc == c->rx_crc_want) {
+		native_refused_count(c);
 		return true;
+	}
 	c->rx_drop = 0;
 	c->frame_start_ns = 0;
 	kvtd_conn_fail(c, PROTO_OP_ERROR, c->rx_drop_tag, PROTO_ECRC,
@@ -107,10 +130,6 @@ static bool native_refuse(struct kvtd_conn *c, const struct proto_frame *f, int 
 {
 	size_t take = c->rend - c->rstart;
 
-	if (status == -ENOMEM)
-		KVTD_COUNT(c->loop->srv, mem_refused, 1);
-	else
-		KVTD_COUNT(c->loop->srv, errors[kvtd_err_of(status)], 1);
 	if (take > rest)
 		take = (size_t)rest;
 	c->rx_drop_op = f->op;
@@ -118,7 +137,9 @@ static bool native_refuse(struct kvtd_conn *c, const struct proto_frame *f, int 
 	c->rx_drop_status = status;
 	c->rx_got = c->rx_mark = 0;
 	c->rx_crc_end = 0;
-	if (hdr) {
+	if (!hdr) {
+		native_refused_count(c);
+	} else {
 		/* rest starts with the header: f->need is it and the table */
 		const uint8_t *h = c->rbuf + c->rstart;
 		c->rx_crc_end = f->need;
@@ -136,8 +157,7 @@ static bool native_refuse(struct kvtd_conn *c, const struct proto_frame *f, int 
 	if (c->rx_drop)
 		return false;
 	c->frame_start_ns = c->rend > c->rstart ? c->loop->now_ns : 0;
-	kvtd_conn_send(c, f->op, f->tag, status,
-		       status == PROTO_ECOUNT ? KVTD_FRAME_ITEMS_MSG : NATIVE_SHARE_MSG);
+	native_refused_answer(c);
 	return true;
 }
 
@@ -377,9 +397,7 @@ static ssize_t native_drop_read(struct kvtd_conn *c, size_t *asked)
 	}
 	if (c->rx_drop == 0) {
 		c->frame_start_ns = 0;
-		kvtd_conn_send(c, c->rx_drop_op, c->rx_drop_tag, c->rx_drop_status,
-			       c->rx_drop_status == PROTO_ECOUNT ? KVTD_FRAME_ITEMS_MSG
-								 : NATIVE_SHARE_MSG);
+		native_refused_answer(c);
 		*asked = SIZE_MAX; /* answer first, as for a frame taken */
 	}
 	return r;

@@ -487,7 +487,7 @@ static void ops_auth(struct kvtd_frame *fr)
 	struct proto_frame rf;
 	uint8_t proof[PROTO_PROOF_LEN];
 	uint32_t role = PROTO_ROLE_TENANT;
-	char tq[PROTO_TENANT_MAX * 4 + 8], tn[PROTO_TENANT_MAX + 1];
+	char tq[PROTO_TENANT_MAX * 4 + 8], tn[PROTO_TENANT_MAX + 1], msg[200];
 	int rc;
 
 	if (c->state == KVTD_CS_HELLO) {
@@ -521,6 +521,11 @@ static void ops_auth(struct kvtd_frame *fr)
 			 (unsigned long long)c->id, c->peer,
 			 kvtd_log_quote(tq, sizeof(tq), tn));
 		ops_fail(fr, PROTO_EAUTH, "authentication failed");
+		return;
+	}
+	if (!kvtd_tenant_conn_admit(c, tn, strlen(tn), msg, sizeof(msg))) {
+		/* its tenant's --tenant-conns: KVT_EBUSY, as past --max-conns */
+		ops_fail(fr, KVT_EBUSY, msg);
 		return;
 	}
 	c->tenant_len = (uint32_t)strlen(tn);
@@ -1751,8 +1756,14 @@ static void ops_durable_status(struct kvtd_frame *fr)
  * that fit now, then the others' pins are let go (deferred) and they are
  * read again once the connection's answers have drained (the protocol
  * table's written hook), as many as fit.  A block evicted meanwhile is a
- * miss.  A connection always gets at least one item when nothing of its
- * own is pinned, so it always progresses; loop.c closes one that drains
+ * miss.  A connection that pins nothing gets at least one item, so it
+ * progresses -- unless its tenant's answers already pin
+ * KVTD_PIN_TENANT_MAX (with --tenants, as RESP and S3 do): its items
+ * that would pin are answered KVT_EBUSY instead (retry later), counted in
+ * pin_deferred (ops_tenant_pins_over).  Before, one unread GET on each of
+ * many connections of one tenant pinned the whole DRAM tier, and such a
+ * connection cannot wait for a drain of its own (it has nothing to
+ * drain): it is told, it does not hang.  loop.c closes one that drains
  * slower than KVTD_MIN_DRAIN_BPS, which lets its pins go.  Quiet GETs are
  * bounded as copies instead ("Quiet GETs").
  */
@@ -1769,6 +1780,15 @@ static uint64_t ops_pin_budget(struct kvtd_conn *c)
 			b = tb;
 	}
 	return b;
+}
+
+/* c pins nothing, and its tenant's answers pin their share already
+ * (with --tenants: without, one trust domain). */
+static bool ops_tenant_pins_over(struct kvtd_conn *c)
+{
+	return kvtd_auth_enabled() && c->tstat && !c->pin_bytes &&
+	       atomic_load_explicit(&c->tstat->pinned, memory_order_relaxed) >=
+		       KVTD_PIN_TENANT_MAX(c->loop->srv);
 }
 
 /* The bytes an item's answer carries (and its output counts as pinned):
@@ -1792,6 +1812,27 @@ static bool ops_get_answer(struct kvtd_frame *fr)
 
 	if (fr->quiet_n) {
 		kvtd_value_get_reply(fr, 0, fr->n);
+		return false;
+	}
+	if (ops_tenant_pins_over(c)) {
+		/* Refused, not deferred: nothing of c's would drain to
+		 * resume it.  Its other items (misses, errors) answer as
+		 * they are. */
+		bool refused = false;
+		for (uint32_t i = fr->chunk_start; i < fr->n; i++) {
+			struct kvtd_item *it = &fr->items[i];
+			if (!it->pinned && !it->deferred)
+				continue;
+			if (it->pinned)
+				kvtd_value_item_unpin(srv, it);
+			it->deferred = false;
+			it->status = KVT_EBUSY;
+			refused = true;
+		}
+		if (refused)
+			KVTD_COUNT(srv, pin_deferred, 1);
+		kvtd_value_get_reply(fr, fr->chunk_start, fr->n);
+		fr->chunk_start = fr->n;
 		return false;
 	}
 	budget = ops_pin_budget(c);

@@ -1216,6 +1216,7 @@ static int respd_auth(struct respd_cmd *cmd, const struct resp_arg *user, const 
 	const char *t = user ? (const char *)user->p : KVTD_DEFAULT_TENANT;
 	size_t tl = user ? (size_t)user->len : strlen(KVTD_DEFAULT_TENANT);
 	uint32_t role = 0;
+	char msg[200];
 
 	if (!kvtd_auth_enabled()) {
 		respd_simple(cmd, '-', "ERR AUTH <password> called without any password configured "
@@ -1237,6 +1238,14 @@ static int respd_auth(struct respd_cmd *cmd, const struct resp_arg *user, const 
 				 "conn=%llu peer=%s tenant=%s proto=resp", (unsigned long long)c->id,
 				 c->peer, kvtd_log_quote(q, sizeof(q), tn));
 		respd_simple(cmd, '-', "WRONGPASS invalid username-password pair or user is disabled.");
+		cmd->quit = true;
+		return -1;
+	}
+	if (!kvtd_tenant_conn_admit(c, t, tl, msg, sizeof(msg))) {
+		/* its tenant's --tenant-conns; Redis says so past maxclients */
+		char m[260];
+		snprintf(m, sizeof(m), "ERR max number of clients reached: %s", msg);
+		respd_simple(cmd, '-', m);
 		cmd->quit = true;
 		return -1;
 	}

@@ -694,6 +694,17 @@ static int s3d_auth(struct s3d_req *rq)
 	snprintf(rq->tenant, sizeof(rq->tenant), "%s", rq->cred.access_key);
 	rq->tenant_len = strlen(rq->tenant);
 	memcpy(rq->prev_sig, rq->cred.signature, 65);
+	if (c->tenant_len != rq->tenant_len || memcmp(c->tenant, rq->tenant, rq->tenant_len) ||
+	    !c->conns_tstat) {
+		/* Its tenant's --tenant-conns (metrics.c): counted in the
+		 * signer's; past it, 503 and the connection closes. */
+		char msg[200];
+		if (!kvtd_tenant_conn_admit(c, rq->tenant, rq->tenant_len, msg, sizeof(msg))) {
+			rq->keep_alive = false;
+			s3d_fail(rq, 503, "SlowDown", msg);
+			return -1;
+		}
+	}
 	/* The connection's tenant is its latest signer's: the loop's checks
 	 * after a SIGHUP (kvtd_conn_auth_current) and the per-tenant
 	 * counters follow it; each request is still checked on its own. */

@@ -228,6 +228,37 @@ int kc_recv_items(struct kc *c, int timeout_ms, kc_item_fn fn, void *ctx, int32_
 	return frames;
 }
 
+int kc_peek_status(struct kc *c, int timeout_ms, int32_t *frame_status, int32_t *item_status)
+{
+	uint8_t h[PROTO_HDR_LEN + 8];
+	struct pollfd p = { .fd = c->fd, .events = POLLIN };
+
+	if (c->rlen)
+		return -EPROTO; /* bytes already taken out of the socket */
+	for (;;) {
+		ssize_t r = recv(c->fd, h, sizeof(h), MSG_PEEK | MSG_DONTWAIT);
+		if (r == (ssize_t)sizeof(h))
+			break;
+		if (r == 0)
+			return -ECONNRESET;
+		if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+			return -errno;
+		if (timeout_ms <= 0)
+			return -ETIMEDOUT;
+		poll(&p, 1, 10);
+		timeout_ms -= 10;
+	}
+	if (memcmp(h, "KVTP", 4) != 0)
+		return -EPROTO;
+	*frame_status = (int32_t)((uint32_t)h[40] | (uint32_t)h[41] << 8 | (uint32_t)h[42] << 16 |
+				  (uint32_t)h[43] << 24);
+	*item_status = (int32_t)((uint32_t)h[PROTO_HDR_LEN + 4] |
+				 (uint32_t)h[PROTO_HDR_LEN + 5] << 8 |
+				 (uint32_t)h[PROTO_HDR_LEN + 6] << 16 |
+				 (uint32_t)h[PROTO_HDR_LEN + 7] << 24);
+	return 0;
+}
+
 bool kc_wait_closed(struct kc *c, int timeout_ms)
 {
 	for (;;) {

@@ -73,6 +73,12 @@ void kc_resp_free(struct kc_resp *r);
  * status, else 0. */
 typedef void (*kc_item_fn)(void *ctx, const struct kc_resp *r, const struct proto_item *it);
 int kc_recv_items(struct kc *c, int timeout_ms, kc_item_fn fn, void *ctx, int32_t *status);
+/* The frame status and first item status of the response waiting on c,
+ * read with MSG_PEEK (what is read stays for kc_recv): 0, or -ETIMEDOUT
+ * (nothing within timeout_ms), -ECONNRESET (closed), -EPROTO (not a
+ * frame).  For an answer too large to read, or one that must stay unread
+ * (its pins held). */
+int kc_peek_status(struct kc *c, int timeout_ms, int32_t *frame_status, int32_t *item_status);
 /* Wait for the server to close: true if it did within timeout_ms
  * (responses before the close are skipped). */
 bool kc_wait_closed(struct kc *c, int timeout_ms);

@@ -427,3 +427,38 @@ uint64_t tsrv_metric(const char *page, const char *series)
 			return strtoull(p + n + 1, NULL, 10);
 	T_FAIL("no sample %s on the page", series);
 }
+
+int tsrv_run_phase(const char *prog, int argc, char **argv, const struct tsrv_phase *phases,
+		   size_t n, char *base, size_t base_len)
+{
+	const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+	const char *phase = argc > 2 ? argv[2] : "";
+
+	signal(SIGPIPE, SIG_IGN);
+	snprintf(base, base_len, "%s/%s.XXXXXX", tmp, prog);
+	T_ASSERT(mkdtemp(base));
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(phase, phases[i].name) == 0) {
+			phases[i].run();
+			tsrv_check_reports(base);
+			t_rmtree(base);
+			printf("%s: ok\n", phase);
+			return 0;
+		}
+	t_rmtree(base);
+	fprintf(stderr, "usage: %s KVTIERD PHASE\n", prog);
+	return 2;
+}
+
+void tsrv_shim_arm(const char *shim, const char *gate, const char *name)
+{
+	char asan[1200];
+
+	T_ASSERT(shim != NULL && access(shim, R_OK) == 0);
+	snprintf(asan, sizeof(asan), "%s:verify_asan_link_order=0",
+		 getenv("ASAN_OPTIONS") ? getenv("ASAN_OPTIONS") : "");
+	setenv("ASAN_OPTIONS", asan, 1);
+	setenv("LD_PRELOAD", shim, 1);
+	setenv("KVT_SHIM_SYNC_NAME", name, 1);
+	setenv("KVT_SHIM_SYNC_DIR", gate, 1);
+}

@@ -61,6 +61,29 @@ void tsrv_wait_stopped(pid_t pid);
  * sanitizer report. */
 void tsrv_check_reports(const char *base);
 
+/*
+ * A test program of phases, one a run (argv: KVTIERD PHASE ...): makes
+ * base (base_len bytes: TMPDIR/prog.XXXXXX), ignores SIGPIPE, runs the
+ * phase named argv[2] among the n of phases, then fails the test on a
+ * sanitizer report of its servers (tsrv_check_reports), removes base and
+ * prints "PHASE: ok".  main's return value: 0, or 2 (no such phase, the
+ * usage printed).
+ */
+struct tsrv_phase {
+	const char *name;
+	void (*run)(void);
+};
+int tsrv_run_phase(const char *prog, int argc, char **argv, const struct tsrv_phase *phases,
+		   size_t n, char *base, size_t base_len);
+/*
+ * The next kvtierd started (the caller's environment, or its child's)
+ * preloads the sync shim (tests/integration/shim_sync.c), which holds
+ * the syncs of files whose name starts with name at the gate directory
+ * gate (made by the caller); a sanitized server must not insist on its
+ * runtime coming first.  The caller unsets LD_PRELOAD once it started.
+ */
+void tsrv_shim_arm(const char *shim, const char *gate, const char *name);
+
 /* CLOCK_MONOTONIC in nanoseconds. */
 uint64_t tsrv_now_ns(void);
 /* pid's resident set (VmRSS) in bytes; 0 if /proc cannot tell. */

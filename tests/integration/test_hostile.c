@@ -123,23 +123,14 @@ static const struct kvt_ns_desc desc = {
 /* Start kvtierd with the tenants alice (tenant) and admin (admin), or
  * the tenants file text given, the test's budget, plus extra
  * (NULL-ended). */
-/* The next server started preloads the sync shim (shim_sync.c), which
- * holds the registry's ("namespaces") syncs at the gate directory made
- * here (its path into gate); a sanitized server must not insist on its
- * runtime coming first.  The caller unsets LD_PRELOAD once it started. */
+/* The next server started holds the registry's ("namespaces") syncs at
+ * the gate directory made here (its path into gate): tsrv_shim_arm.  The
+ * caller unsets LD_PRELOAD once it started. */
 static void shim_arm(char *gate, size_t cap)
 {
-	char asan[1200];
-
-	T_ASSERT(shim != NULL && access(shim, R_OK) == 0);
 	snprintf(gate, cap, "%s/gate", base);
 	T_EQ_INT(mkdir(gate, 0700), 0);
-	snprintf(asan, sizeof(asan), "%s:verify_asan_link_order=0",
-		 getenv("ASAN_OPTIONS") ? getenv("ASAN_OPTIONS") : "");
-	setenv("ASAN_OPTIONS", asan, 1);
-	setenv("LD_PRELOAD", shim, 1);
-	setenv("KVT_SHIM_SYNC_NAME", "namespaces", 1);
-	setenv("KVT_SHIM_SYNC_DIR", gate, 1);
+	tsrv_shim_arm(shim, gate, "namespaces");
 }
 
 static void start_with(const char *name, const char *const *extra, const char *tenants_text)
@@ -5365,6 +5356,9 @@ static void phase_ns_items(void)
  * connections of one frame each.)  Now a tenant's frames in flight hold at most a quarter of
  * --max-memory (a frame alone is always taken): the rest are refused
  * -ENOMEM, the connections kept, and the admin's round trips succeed.
+ * (Since attack21 a connection pinning nothing is answered KVT_EBUSY at
+ * once while its tenant's answers pin their share of DRAM: most frames
+ * are answered so, holding nothing; either way, each is refused.)
  */
 
 #define IS_CONNS 20u
@@ -5377,6 +5371,7 @@ static void phase_in_share(void)
 	struct kc a, fl[IS_CONNS], adm;
 	struct kvt_key k;
 	uint64_t used, refused0, refused;
+	unsigned busy = 0;
 	int bad;
 
 	alice_one_value("in_share", &a, ns, &k, "is", its, IS_ITEMS);
@@ -5392,18 +5387,23 @@ static void phase_in_share(void)
 	tsrv_sleep_ms(500);
 	used = stat_of("server.mem_used");
 	refused = stat_of("server.mem_refused") - refused0;
+	for (unsigned c = 0; c < IS_CONNS; c++) {
+		int32_t fst, st;
+		if (kc_peek_status(&fl[c], 0, &fst, &st) == 0 && fst == 0 && st == KVT_EBUSY)
+			busy++;
+	}
 	T_RC(kc_connect_tcp(&adm, srv.port), 0);
 	T_RC(kc_login(&adm, "admin", SECRET_ADMIN), 0);
 	T_RC(kc_register(&adm, &desc, ans, NULL, 0), KVT_OK);
 	bad = roundtrips(&adm, ans, 8, 64u << 10, 21);
 	printf("in_share: %u GET frames of %u keys left waiting, one a connection: mem_used %"
-	       PRIu64 " KiB of %u (a quarter: %u), mem_refused +%" PRIu64 "; the admin's failed "
-	       "round trips of 64 KiB: %d of 8\n", IS_CONNS, IS_ITEMS, used >> 10,
-	       MAX_MEMORY >> 10, MAX_MEMORY >> 12, refused, bad);
+	       PRIu64 " KiB of %u (a quarter: %u), mem_refused +%" PRIu64 ", answered KVT_EBUSY "
+	       "%u; the admin's failed round trips of 64 KiB: %d of 8\n", IS_CONNS, IS_ITEMS,
+	       used >> 10, MAX_MEMORY >> 10, MAX_MEMORY >> 12, refused, busy, bad);
 	rss_end(DRAM + MAX_MEMORY);
 	T_EQ_INT(bad, 0);
 	T_LE_INT(used, MAX_MEMORY / 2);
-	T_GE_INT(refused, 1);
+	T_GE_INT(refused + busy, 1);
 	for (unsigned c = 0; c < IS_CONNS; c++)
 		kc_close(&fl[c]);
 	kc_close(&adm);
@@ -5479,9 +5479,10 @@ static void phase_tbl_share(void)
 	rss_end(DRAM + MAX_MEMORY);
 	T_EQ_INT(bad, 0);
 	T_LE_INT(used, MAX_MEMORY / 2);
-	T_GE_INT(refused, 1);
 	/* Each frame finished: the refused ones (their bytes dropped) are
-	 * answered -ENOMEM, the others registered; every connection kept. */
+	 * answered -ENOMEM, the others registered; every connection kept.
+	 * (A frame refused from its header is counted in mem_refused once
+	 * its table passed its CRC, since attack21: here, not above.) */
 	for (unsigned c = 0; c < TS_CONNS; c++) {
 		struct kc_resp r;
 		T_RC(kc_send(&fl[c], &last, 1), 0);
@@ -5491,7 +5492,10 @@ static void phase_tbl_share(void)
 		kc_resp_free(&r);
 		T_RC(kc_ping(&fl[c]), 0);
 	}
-	printf("tbl_share: finished, %u answered, %u of them -ENOMEM\n", answered, enomem);
+	refused = stat_of("server.mem_refused") - refused0;
+	printf("tbl_share: finished, %u answered, %u of them -ENOMEM; mem_refused +%" PRIu64 "\n",
+	       answered, enomem, refused);
+	T_GE_INT(refused, 1);
 	T_GE_INT(enomem, refused); /* a held one may meet the share whole */
 	for (unsigned c = 0; c < TS_CONNS; c++)
 		kc_close(&fl[c]);
@@ -5813,10 +5817,7 @@ static void phase_aux_walks(void)
 
 /* ------------------------------------------------------------------------ */
 
-static const struct {
-	const char *name;
-	void (*run)(void);
-} phases[] = {
+static const struct tsrv_phase phases[] = {
 	{ "preauth", phase_preauth },
 	{ "resp_preauth", phase_resp_preauth },
 	{ "grantee_ssd", phase_grantee_ssd },
@@ -5864,9 +5865,6 @@ static const struct {
 
 int main(int argc, char **argv)
 {
-	const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
-	const char *phase = argc > 2 ? argv[2] : "";
-
 	bin = argc > 1 ? argv[1] : "daemon/kvtierd";
 	shim = argc > 3 ? argv[3] : NULL;
 	/* ASan keeps freed memory in a quarantine (256 MiB by default),
@@ -5878,17 +5876,6 @@ int main(int argc, char **argv)
 			 a && *a ? ":" : "");
 		setenv("ASAN_OPTIONS", buf, 1);
 	}
-	signal(SIGPIPE, SIG_IGN);
-	snprintf(base, sizeof(base), "%s/test_hostile.XXXXXX", tmp);
-	T_ASSERT(mkdtemp(base));
-	for (size_t i = 0; i < sizeof(phases) / sizeof(phases[0]); i++)
-		if (strcmp(phase, phases[i].name) == 0) {
-			phases[i].run();
-			tsrv_check_reports(base);
-			t_rmtree(base);
-			printf("%s: ok\n", phase);
-			return 0;
-		}
-	fprintf(stderr, "usage: test_hostile KVTIERD PHASE\n");
-	return 2;
+	return tsrv_run_phase("test_hostile", argc, argv, phases,
+			      sizeof(phases) / sizeof(phases[0]), base, sizeof(base));
 }

@@ -22,7 +22,8 @@ uploads held open on many connections beside another), s3_pins (unread
 GETs pinning DRAM), s3_signers (two tenants on one connection),
 resp_pins (the same over RESP), resp_share (the
 same with RESP SETs: the listener shares the budget), metrics (the
-metrics listener).
+metrics listener), tenant_conns (one tenant's connections past
+--tenant-conns, over RESP and S3).
 """
 import datetime
 import hashlib
@@ -118,20 +119,30 @@ class Server:
 _pending = {}  # socket -> bytes read past the answer taken (pipelining)
 
 
+def read_until(s, sep, timeout):
+    """The bytes s has sent (those kept from the last call first) up to
+    and past sep, and whether sep came before the connection closed (or
+    stayed silent for timeout s)."""
+    s.settimeout(timeout)
+    out = _pending.pop(s, b"")
+    try:
+        while sep not in out:
+            b = s.recv(65536)
+            if not b:
+                return out, False
+            out += b
+    except (socket.timeout, ConnectionResetError):
+        return out, False
+    return out, True
+
+
 def read_answer(s, timeout=5.0, no_body=False):
     """One HTTP answer from s: (status, head, body); status 0 if the
     connection closed (or stayed silent) before a whole head came.
     no_body: the answer to a HEAD (its Content-Length has no bytes).
     Bytes past the answer are kept for the next call on s."""
-    s.settimeout(timeout)
-    out = _pending.pop(s, b"")
-    try:
-        while b"\r\n\r\n" not in out:
-            b = s.recv(65536)
-            if not b:
-                return 0, out.decode("latin-1"), b""
-            out += b
-    except (socket.timeout, ConnectionResetError):
+    out, whole = read_until(s, b"\r\n\r\n", timeout)
+    if not whole:
         return 0, out.decode("latin-1"), b""
     head, _, body = out.partition(b"\r\n\r\n")
     m = re.search(rb"\r\ncontent-length: *(\d+)", head, re.I)
@@ -1337,15 +1348,8 @@ def resp_cmd(*args):
 
 def resp_line(s, timeout=5.0):
     """One RESP reply line (a bulk's bytes follow it); b"" on close."""
-    s.settimeout(timeout)
-    out = _pending.pop(s, b"")
-    try:
-        while b"\r\n" not in out:
-            b = s.recv(65536)
-            if not b:
-                return b""
-            out += b
-    except (socket.timeout, ConnectionResetError):
+    out, whole = read_until(s, b"\r\n", timeout)
+    if not whole:
         return b""
     line, _, rest = out.partition(b"\r\n")
     if rest:
@@ -1616,6 +1620,56 @@ def metrics(ph):
     for s in held:
         s.close()
 metrics.extra = ["--idle-timeout", str(IDLE_S)]
+
+
+@phase
+def tenant_conns(ph):
+    """--tenant-conns 4, counted after authentication across the RESP and
+    S3 listeners: one tenant holds 4 RESP connections; its 5th RESP AUTH
+    is answered "-ERR max number of clients reached" and closed, its S3
+    request 503 SlowDown with Connection: close; the other tenant's RESP
+    AUTH and S3 request are served; once one of the 4 closes, the first
+    tenant connects again (attack21: before, one tenant could take every
+    --max-conns slot)."""
+    srv = ph.srv
+    m = re.search(r"RESP listener on 127\.0\.0\.1:(\d+)", open(srv.log).read())
+    R, P = int(m.group(1)), srv.port
+    held = [resp_login(R, ALICE, ph.addr()) for _ in range(4)]
+    s = socket.create_connection(("127.0.0.1", R), source_address=(ph.addr(), 0))
+    s.sendall(resp_cmd(b"AUTH", ALICE[0].encode(), ALICE[1].encode()))
+    line = resp_line(s)
+    print("the tenant's 5th RESP AUTH: %r" % line)
+    ph.expect(line.startswith(b"-ERR max number of clients reached") and
+              b"--tenant-conns" in line and closed_after(s), "5th RESP connection", line)
+    s.close()
+    s, st, hd, body = send(P, signed_msg(P, "GET", "/hbkt/known"), src=ph.addr())
+    print("the tenant's S3 request beside them: %d %s" % (st, code_of(body)))
+    ph.expect(st == 503 and code_of(body) == "SlowDown" and b"--tenant-conns" in body and
+              "connection: close" in hd.lower() and closed_after(s), "S3 past the cap", st,
+              hd[:200], body[:300])
+    s.close()
+    b = resp_login(R, BOB, ph.addr())
+    b.sendall(resp_cmd(b"PING"))
+    ph.expect(resp_line(b) == b"+PONG", "the other tenant over RESP")
+    b.close()
+    st, _, body = http(P, signed_msg(P, "GET", "/bobbkt", who=BOB), src=ph.addr())
+    ph.expect(st in (200, 404), "the other tenant over S3", st, body[:200])
+    held.pop().close()
+    end = time.monotonic() + 5
+    while True:
+        st, _, body = http(P, signed_msg(P, "GET", "/hbkt/known"), src=ph.addr())
+        if st == 200 or time.monotonic() > end:
+            break
+        time.sleep(0.05)
+    ph.expect(st == 200 and body == b"known bytes", "the tenant again, one closed", st, body)
+    for s in held:
+        s.close()
+    ph.cases += 1
+    end = time.monotonic() + 5
+    while srv.metric("kvtier_connections_active") > 1 and time.monotonic() < end:
+        time.sleep(0.05)
+    ph.probe("a tenant at --tenant-conns")
+tenant_conns.extra = ["--resp", "127.0.0.1:0", "--tenant-conns", "4"]
 
 
 def main():

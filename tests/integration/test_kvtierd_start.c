@@ -334,13 +334,7 @@ static void test_together(const char *shim)
 	pid = fork();
 	T_ASSERT(pid >= 0);
 	if (pid == 0) {
-		char asan[1200];
-		snprintf(asan, sizeof(asan), "%s:verify_asan_link_order=0",
-			 getenv("ASAN_OPTIONS") ? getenv("ASAN_OPTIONS") : "");
-		setenv("ASAN_OPTIONS", asan, 1);
-		setenv("LD_PRELOAD", shim, 1);
-		setenv("KVT_SHIM_SYNC_NAME", "id.", 1);
-		setenv("KVT_SHIM_SYNC_DIR", gate, 1);
+		tsrv_shim_arm(shim, gate, "id.");
 		/* an SSD tier whatever the disk's free space: its id file is
 		 * what the shim holds */
 		execl(kvtierd, kvtierd, "--dir", dir, "--log", alog, "--listen", port_s, "--dram",

@@ -57,6 +57,7 @@ static void test_every_option(void)
 		   "metrics = 9400\n"
 		   "metrics-token = /etc/tok\n"
 		   "max-conns = 100\n"
+		   "tenant-conns = 9\n"
 		   "max-memory = 1M\n"
 		   "conn-inflight = 7\n"
 		   "conn-output = 1M\n"
@@ -84,6 +85,7 @@ static void test_every_option(void)
 	T_EQ_STR(cfg.metrics_listen, "127.0.0.1:9400");
 	T_EQ_STR(cfg.metrics_token_path, "/etc/tok");
 	T_EQ_INT(cfg.max_conns, 100);
+	T_EQ_INT(cfg.tenant_conns, 9);
 	T_EQ_U64(cfg.max_memory, 1u << 20);
 	T_EQ_INT(cfg.conn_inflight, 7);
 	T_EQ_U64(cfg.conn_output, 1u << 20);
