@@ -159,6 +159,8 @@ static void cli_lib_last(char *why, size_t len)
 	static const char *const names[][2] = {
 		{ "remote.secret_file", "--secret-file" },
 		{ "remote.addr", "--server" },
+		{ "remote.tls_server_name", "--tls-server-name" },
+		{ "remote.tls", "--tls" },
 	};
 	char raw[sizeof(cli_lib_err)];
 	const char *hit = NULL;
