@@ -1035,7 +1035,15 @@ int admin_who(int argc, char **argv)
 			cant_reach("who", &o, -ENOTCONN);
 			ex = EX_FAIL;
 		} else if (count > 0 && down == count) {
-			char why[sizeof(cli_lib_err) + 16];
+			char why[sizeof(cli_lib_err) + 256];
+			/* The pod's TLS mode is one: the first node says it. */
+			cli_tls_diagnose(nodes[0].addr, &o.tls, why, sizeof(why));
+			if (why[0]) {
+				fprintf(stderr, "kvtier who: no node of --servers answered; kvtierd "
+						"at %s: %s\n", nodes[0].addr, why);
+				ex = EX_FAIL;
+				goto out;
+			}
 			cli_lib_last(why, sizeof(why));
 			fprintf(stderr, "kvtier who: no node of --servers answered%s%s\n"
 					"Are they running and listening there? (kvtierd(8))\n",
