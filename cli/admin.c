@@ -1432,6 +1432,8 @@ static void stat_on_int(int sig)
 static const char stat_help[] =
 	"usage: kvtier stat [--server ADDR] [--tenant T --secret-file F] [--of TENANT]\n"
 	"                   [--watch [SECS]] [--raw | --json]\n"
+	"                   [--tls [--tls-ca F] [--tls-cert F --tls-key F]\n"
+	"                   [--tls-server-name N]]\n"
 	"\n"
 	"Show a running kvtierd: per tier blocks, bytes used of capacity, hits,\n"
 	"misses and hit ratio; connections; non-zero error counters.  Server-wide\n"
