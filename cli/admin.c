@@ -34,6 +34,7 @@
 #include "progress.h"
 #include "ssdfmt.h"
 #include "stat_ns.h"
+#include "tlsopt.h"
 
 #define EX_OK 0
 #define EX_FAIL 1
@@ -48,6 +49,7 @@ struct conn_opts {
 	const char *server, *dir, *tenant, *secret, *model;
 	const char *dram, *ssd_cap, *segment;
 	bool hex; /* KEY is hex bytes */
+	struct cli_tls tls; /* --tls* (with --server) */
 };
 
 enum { O_SERVER = 256, O_DIR, O_TENANT, O_SECRET, O_MODEL, O_DRAM, O_SSDCAP, O_SEGMENT, O_HEX,
@@ -63,13 +65,15 @@ enum { O_SERVER = 256, O_DIR, O_TENANT, O_SECRET, O_MODEL, O_DRAM, O_SSDCAP, O_S
 	{ "ssd-capacity", required_argument, NULL, O_SSDCAP },                             \
 	{ "segment", required_argument, NULL, O_SEGMENT },                                 \
 	{ "hex", no_argument, NULL, O_HEX },                                               \
-	{ "help", no_argument, NULL, 'h' }
+	{ "help", no_argument, NULL, 'h' },                                                \
+	CLI_TLS_LONGOPTS
 
 #define CONN_SERVER_HELP                                                                   \
 	"  --server ADDR        a running kvtierd: HOST:PORT, [V6]:PORT or unix:/PATH\n"   \
 	"                       (default: $KVTIER_SERVER)\n"                               \
 	"  --tenant T           authenticate as tenant T (default \"default\")\n"          \
-	"  --secret-file F      the tenant's secret (mode 0600); none: no authentication\n"
+	"  --secret-file F      the tenant's secret (mode 0600); none: no authentication\n"   \
+	CLI_TLS_HELP
 
 #define CONN_HELP                                                                          \
 	"Where:\n" CONN_SERVER_HELP                                                        \
@@ -91,7 +95,7 @@ static int conn_opt(struct conn_opts *o, int c, const char *arg)
 	case O_SSDCAP: o->ssd_cap = arg; return 1;
 	case O_SEGMENT: o->segment = arg; return 1;
 	case O_HEX: o->hex = true; return 1;
-	default: return 0;
+	default: return cli_tls_opt(&o->tls, c, arg);
 	}
 }
 
@@ -127,6 +131,8 @@ static int conn_check(const char *cmd, struct conn_opts *o, bool dir_ok, bool se
 		return usage_err(cmd, "%s", "works on a running kvtierd only (--server ADDR)");
 	if (o->server && !server_ok)
 		return usage_err(cmd, "%s", "works on a store directory only (--dir DIR)");
+	if (o->dir && o->tls.on)
+		return usage_err(cmd, "%s", "--tls* reach a kvtierd (--server ADDR), not --dir");
 	return 0;
 }
 
@@ -153,6 +159,8 @@ static void cli_lib_last(char *why, size_t len)
 	static const char *const names[][2] = {
 		{ "remote.secret_file", "--secret-file" },
 		{ "remote.addr", "--server" },
+		{ "remote.tls_server_name", "--tls-server-name" },
+		{ "remote.tls", "--tls" },
 	};
 	char raw[sizeof(cli_lib_err)];
 	const char *hit = NULL;
@@ -172,10 +180,19 @@ static void cli_lib_last(char *why, size_t len)
 	snprintf(why, len, "%.*s%s%s", (int)n, raw, names[i][1], hit + strlen(names[i][0]));
 }
 
-static void cant_reach(const char *cmd, const char *addr, int rc)
+static void cant_reach(const char *cmd, const struct conn_opts *o, int rc)
 {
-	char why[sizeof(cli_lib_err) + 16];
+	const char *addr = o->server;
+	char why[sizeof(cli_lib_err) + 256];
 
+	/* A TLS server closes a plain connection, a plain one refuses a
+	 * ClientHello: the library saw a closed connection, or a TLS error.
+	 * Which of them (and a certificate's trouble) a probe tells. */
+	cli_tls_diagnose(addr, &o->tls, why, sizeof(why));
+	if (why[0]) {
+		fprintf(stderr, "kvtier %s: kvtierd at %s: %s\n", cmd, addr, why);
+		return;
+	}
 	cli_lib_last(why, sizeof(why));
 	if (why[0]) {
 		bool auth = strstr(why, "AUTH") || strstr(why, "authentication") ||
@@ -271,6 +288,7 @@ static int conn_open(const char *cmd, const struct conn_opts *o, struct kvt_stor
 {
 	struct kvt_store *s = NULL;
 	char v[sizeof(cli_lib_err) + 16];
+	const char *tkv[5][2];
 	int rc;
 
 	if ((rc = kvt_store_create(&s)) < 0) {
@@ -297,6 +315,8 @@ static int conn_open(const char *cmd, const struct conn_opts *o, struct kvt_stor
 			SET("remote.tenant", o->tenant);
 		if (o->secret)
 			SET("remote.secret_file", o->secret);
+		for (unsigned i = 0, n = cli_tls_kv(&o->tls, tkv); i < n; i++)
+			SET(tkv[i][0], tkv[i][1]);
 	} else {
 		uint64_t seg, count;
 		SET("path", o->dir);
@@ -483,7 +503,7 @@ int admin_get(int argc, char **argv)
 	if (rc == KVT_MISS) {
 		uint64_t down = 0;
 		if (o.server && kvt_store_stat(s, "remote.conns_up", &down) == 0 && down == 0) {
-			cant_reach("get", o.server, -ENOTCONN);
+			cant_reach("get", &o, -ENOTCONN);
 			ex = EX_FAIL;
 			goto out;
 		}
@@ -585,7 +605,7 @@ int admin_put(int argc, char **argv)
 		uint64_t up = 0;
 		kvt_store_stat(s, "remote.conns_up", &up);
 		if (!up)
-			cant_reach("put", o.server, -ENOTCONN);
+			cant_reach("put", &o, -ENOTCONN);
 		else
 			fprintf(stderr, "kvtier put: the server did not store it (over its quota, "
 					"or full?); its log says why\n");
@@ -645,7 +665,7 @@ int admin_rm(int argc, char **argv)
 		ex = EX_MISS;
 	} else if (rc < 0) {
 		if (rc == -ENOTCONN || rc == -ETIMEDOUT)
-			cant_reach("rm", o.server, rc);
+			cant_reach("rm", &o, rc);
 		else
 			fprintf(stderr, "kvtier rm: %s\n", kvt_strerror(rc));
 		ex = EX_FAIL;
@@ -818,6 +838,7 @@ int admin_who(int argc, char **argv)
 	};
 	struct conn_opts o = { 0 };
 	const char *servers = NULL, *group = "16", *hot = "2", *keyfile = NULL, *tokfile = NULL;
+	const char *tkv[5][2];
 	/* The namespace: conn_ns's unless told otherwise. */
 	struct kvt_ns_desc d = { .model = CLI_MODEL, .dtype = "bytes", .layout = "opaque",
 				 .block_tokens = 1, .tp_size = 1, .pp_size = 1,
@@ -953,6 +974,8 @@ int admin_who(int argc, char **argv)
 	SET("remote.conns", "1");
 	SET("remote.group", group);
 	SET("remote.hot_replicas", hot);
+	for (unsigned i = 0, tn = cli_tls_kv(&o.tls, tkv); i < tn; i++)
+		SET(tkv[i][0], tkv[i][1]);
 	if (o.tenant)
 		SET("remote.tenant", o.tenant);
 	if (o.secret)
@@ -1009,10 +1032,18 @@ int admin_who(int argc, char **argv)
 			down += !nodes[i].up;
 		ex = EX_OK;
 		if (count > 0 && down == count && !servers) {
-			cant_reach("who", o.server, -ENOTCONN);
+			cant_reach("who", &o, -ENOTCONN);
 			ex = EX_FAIL;
 		} else if (count > 0 && down == count) {
-			char why[sizeof(cli_lib_err) + 16];
+			char why[sizeof(cli_lib_err) + 256];
+			/* The pod's TLS mode is one: the first node says it. */
+			cli_tls_diagnose(nodes[0].addr, &o.tls, why, sizeof(why));
+			if (why[0]) {
+				fprintf(stderr, "kvtier who: no node of --servers answered; kvtierd "
+						"at %s: %s\n", nodes[0].addr, why);
+				ex = EX_FAIL;
+				goto out;
+			}
 			cli_lib_last(why, sizeof(why));
 			fprintf(stderr, "kvtier who: no node of --servers answered%s%s\n"
 					"Are they running and listening there? (kvtierd(8))\n",
@@ -1113,7 +1144,7 @@ int admin_clear(int argc, char **argv)
 	cli_progress_end(&pr);
 	if (n < 0) {
 		if (n == -ENOTCONN || n == -ETIMEDOUT)
-			cant_reach("clear", o.server, (int)n);
+			cant_reach("clear", &o, (int)n);
 		else
 			fprintf(stderr, "kvtier clear: %s\n", kvt_strerror((int)n));
 		ex = EX_FAIL;
@@ -1401,6 +1432,8 @@ static void stat_on_int(int sig)
 static const char stat_help[] =
 	"usage: kvtier stat [--server ADDR] [--tenant T --secret-file F] [--of TENANT]\n"
 	"                   [--watch [SECS]] [--raw | --json]\n"
+	"                   [--tls [--tls-ca F] [--tls-cert F --tls-key F]\n"
+	"                   [--tls-server-name N]]\n"
 	"\n"
 	"Show a running kvtierd: per tier blocks, bytes used of capacity, hits,\n"
 	"misses and hit ratio; connections; non-zero error counters.  Server-wide\n"
@@ -1418,6 +1451,7 @@ static const char stat_help[] =
 	"  --server ADDR        HOST:PORT, [V6]:PORT or unix:/PATH (default $KVTIER_SERVER)\n"
 	"  --tenant T           authenticate as tenant T (default \"default\")\n"
 	"  --secret-file F      the tenant's secret (mode 0600)\n"
+	CLI_TLS_HELP
 	"  --of TENANT          another tenant's figures (admin)\n"
 	"  --watch [SECS]       refresh every SECS seconds\n"
 	"  --raw                every statistic as NAME VALUE lines, for scripts\n"
@@ -1489,7 +1523,7 @@ int admin_stat(int argc, char **argv)
 		}
 		if (rc < 0) {
 			if (rc == -ENOTCONN || rc == -ETIMEDOUT)
-				cant_reach("stat", o.server, rc);
+				cant_reach("stat", &o, rc);
 			else
 				fprintf(stderr, "kvtier stat: the server refused: %s\n",
 					kvt_strerror(rc));
@@ -1628,7 +1662,7 @@ int admin_ls(int argc, char **argv)
 			return ex;
 		rc = stat_fetch(s, NULL, &own);
 		if (rc < 0) {
-			cant_reach("ls", o.server, rc);
+			cant_reach("ls", &o, rc);
 			conn_close(s);
 			return EX_FAIL;
 		}

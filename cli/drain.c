@@ -4,7 +4,8 @@
  * member list and, with --exit, stop (doc/cluster.md "Drain").  It speaks
  * the native protocol through daemon/peer.c (the client kvtierd's repair
  * thread uses too): DRAIN, then STATS repair.drain_state until the drain
- * is done (or the server exited).
+ * is done (or the server exited).  With --tls* (tlsopt.h) over TLS, as a
+ * pod whose members run with --tls-cert needs.
  *
  * Exit codes: 0 drained, 1 failure, 2 usage.
  */
@@ -21,13 +22,17 @@
 #include <unistd.h>
 
 #include <openssl/crypto.h>
+#include <openssl/ssl.h>
 
 #include "daemon/peer.h"
 #include "kvtier.h"
 #include "proto.h"
+#include "tlsopt.h"
 
 static const char drain_help[] =
 	"usage: kvtier drain ADDR [--exit] [--tenant T --secret-file F] [--timeout S] [--no-wait]\n"
+	"                        [--tls [--tls-ca F] [--tls-cert F --tls-key F]\n"
+	"                        [--tls-server-name N]]\n"
 	"\n"
 	"Ask the kvtierd at ADDR (HOST:PORT, a member of a pod) to hand the blocks it\n"
 	"holds over to the members placement gives without it (every replicated one,\n"
@@ -41,6 +46,8 @@ static const char drain_help[] =
 	"  --secret-file F    T's secret (mode 0600); none: no authentication\n"
 	"  --timeout S        give up waiting after S seconds (default 600)\n"
 	"  --no-wait          return once the server accepted the drain\n"
+	"TLS (a pod whose members run with --tls-cert; doc/kvtierd.md \"TLS\"):\n"
+	CLI_TLS_HELP
 	"\n"
 	"Exit status: 0 drained (or accepted, --no-wait), 1 failure (cannot reach,\n"
 	"refused, timed out), 2 usage.  kvtier-admin(1).\n";
@@ -82,6 +89,7 @@ int drain_main(int argc, char **argv)
 		{ "timeout", required_argument, NULL, O_TIMEOUT },
 		{ "no-wait", no_argument, NULL, O_NOWAIT },
 		{ "help", no_argument, NULL, 'h' },
+		CLI_TLS_LONGOPTS,
 		{ NULL, 0, NULL, 0 }
 	};
 	const char *tenant = "default", *secret_path = NULL, *addr;
@@ -90,6 +98,10 @@ int drain_main(int argc, char **argv)
 	bool exit_after = false, wait = true;
 	long timeout_s = 600;
 	struct kvtd_peer p;
+	struct cli_tls tls = { 0 };
+	SSL_CTX *ctx;
+	bool ctx_fail;
+	char why[512];
 	uint64_t state = 0, copied = 0;
 	time_t t0;
 	int c, rc;
@@ -103,7 +115,10 @@ int drain_main(int argc, char **argv)
 		case O_TIMEOUT: timeout_s = strtol(optarg, NULL, 10); break;
 		case O_NOWAIT: wait = false; break;
 		case 'h': fputs(drain_help, stdout); return 0;
-		default: fputs(drain_help, stderr); return 2;
+		default:
+			if (cli_tls_opt(&tls, c, optarg))
+				break;
+			fputs(drain_help, stderr); return 2;
 		}
 	}
 	if (optind + 1 != argc || timeout_s <= 0) {
@@ -117,12 +132,27 @@ int drain_main(int argc, char **argv)
 			rc == -EINVAL ? "a secret is 16..4096 bytes" : strerror(-rc));
 		return 1;
 	}
-	rc = kvtd_peer_open(&p, addr, tenant, secret_len ? secret : NULL, secret_len, 0);
-	OPENSSL_cleanse(secret, sizeof(secret));
-	if (rc < 0) {
-		fprintf(stderr, "kvtier drain: cannot reach %s: %s\n", addr, drain_err(rc));
+	ctx = cli_tls_ctx("drain", &tls, &ctx_fail);
+	if (ctx_fail) {
+		OPENSSL_cleanse(secret, sizeof(secret));
 		return 1;
 	}
+	rc = kvtd_peer_open_tls_name(&p, addr, tls.name, tenant, secret_len ? secret : NULL,
+				     secret_len, 0, ctx);
+	OPENSSL_cleanse(secret, sizeof(secret));
+	if (rc < 0) {
+		/* A TLS server closes a plain connection, a plain one answers
+		 * a ClientHello with a protocol error: say which it was. */
+		cli_tls_diagnose(addr, &tls, why, sizeof(why));
+		if (why[0])
+			fprintf(stderr, "kvtier drain: kvtierd at %s: %s\n", addr, why);
+		else
+			fprintf(stderr, "kvtier drain: cannot reach %s: %s\n", addr,
+				drain_err(rc));
+		SSL_CTX_free(ctx);
+		return 1;
+	}
+	SSL_CTX_free(ctx); /* the connection's SSL holds its own reference */
 	rc = kvtd_peer_drain(&p, exit_after ? PROTO_DRAIN_EXIT : PROTO_DRAIN_STAY);
 	if (rc < 0) {
 		fprintf(stderr, "kvtier drain: %s refused: %s\n", addr, drain_err(rc));

@@ -44,6 +44,7 @@
 #include "../bench/bench.h"
 #include "replay.h"
 #include "progress.h"
+#include "tlsopt.h"
 
 #define RP_SWEEP_MAX 16
 #define RP_DEFAULT_DRAM (UINT64_C(1) << 30)
@@ -70,6 +71,7 @@ struct replay_opts {
 	uint64_t server_cap;        /* --server-capacity: its bytes, counted in the optimum */
 	const char *tenant;         /* remote.tenant */
 	const char *secret_file;    /* remote.secret_file */
+	struct cli_tls tls;         /* --tls*: remote.tls* */
 	const char *plot;           /* --plot FILE: an SVG chart */
 	const char *hit_log;        /* --hit-log FILE: per-request hits (one run) */
 	bool retain_oracle;         /* --retain-oracle: KVT_F_RETAIN from the future */
@@ -358,6 +360,9 @@ static int replay_open(const struct replay_run *run, const char *dir, struct kvt
 			RP_OPT("remote.tenant", run->o->tenant);
 		if (run->o->secret_file != NULL)
 			RP_OPT("remote.secret_file", run->o->secret_file);
+		const char *tkv[5][2];
+		for (unsigned i = 0, n = cli_tls_kv(&run->o->tls, tkv); i < n; i++)
+			RP_OPT(tkv[i][0], tkv[i][1]);
 	}
 #undef RP_OPT
 	if ((rc = kvt_store_open(st)) < 0)
@@ -976,6 +981,8 @@ static void replay_usage(FILE *f)
 		"                        hints everything; doc/policies.md \"Hints on every\n"
 		"                        put\"); with --server as --retain-oracle\n"
 		"  --secret-file FILE    the tenant's secret (mode 600)\n"
+		"TLS to --server (a kvtierd run with --tls-cert):\n"
+		CLI_TLS_HELP
 		"Values and time:\n"
 		"  --model NAME          model profile (default Llama-3.1-8B)\n"
 		"  --bytes-per-token N   value bytes per token actually stored, a multiple\n"
@@ -1058,6 +1065,7 @@ static int replay_parse(int argc, char **argv, struct replay_opts *o)
 		{ "no-progress", no_argument, NULL, O_NOPROG },
 		{ "set", required_argument, NULL, O_SET },
 		{ "help", no_argument, NULL, 'h' },
+		CLI_TLS_LONGOPTS,
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *tmp = getenv("TMPDIR");
@@ -1171,6 +1179,8 @@ static int replay_parse(int argc, char **argv, struct replay_opts *o)
 			o->set[o->n_set++] = optarg;
 			break;
 		default:
+			if (cli_tls_opt(&o->tls, c, optarg))
+				break;
 			return replay_bad("unknown or incomplete option", argv[optind - 1]);
 		}
 	}
@@ -1178,6 +1188,11 @@ static int replay_parse(int argc, char **argv, struct replay_opts *o)
 		o->trace_path = argv[optind++];
 	if (optind < argc)
 		return replay_bad("unexpected argument", argv[optind]);
+	if (o->tls.on && !o->server) {
+		fprintf(stderr, "kvtier replay: --tls* go with --server\n"
+				"Run 'kvtier replay --help'.\n");
+		return BENCH_EXIT_USAGE;
+	}
 	if (o->server_cap && !o->server) {
 		fprintf(stderr, "kvtier replay: --server-capacity goes with --server\n"
 				"Run 'kvtier replay --help'.\n");

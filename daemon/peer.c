@@ -316,7 +316,7 @@ static int peer_connect(int fd, const struct sockaddr *sa, socklen_t sa_len, uns
 
 static int peer_tcp(const char *addr, unsigned connect_ms)
 {
-	char host[KVTD_PEER_ADDR_MAX + 1], *colon;
+	char host[KVTD_PEER_ADDR_MAX + 1], *colon = NULL;
 	struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *res = NULL;
 	int fd = -1, one = 1, rc;
 
@@ -368,13 +368,13 @@ static void peer_limits(struct proto_limits *lim, const struct proto_limits *the
 
 /*
  * TLS over p->fd (connected): the member's certificate verified against
- * tls's CA and its name or address against addr's host, as the engines'
+ * tls's CA and its name or address against name (NULL: addr's host), as the engines'
  * client does (lib/tier/remote).  The socket is left non-blocking (every
  * call here polls).  0 or < 0.
  */
-static int peer_tls(struct kvtd_peer *p, SSL_CTX *tls)
+static int peer_tls(struct kvtd_peer *p, SSL_CTX *tls, const char *name)
 {
-	char host[KVTD_PEER_ADDR_MAX + 1], *colon;
+	char host[KVTD_PEER_ADDR_MAX + 1], *colon = NULL;
 	struct in6_addr a6;
 	int64_t deadline = peer_now_ms() + PEER_TIMEOUT_MS;
 	int fl = fcntl(p->fd, F_GETFL), rc, want = 0;
@@ -383,10 +383,10 @@ static int peer_tls(struct kvtd_peer *p, SSL_CTX *tls)
 		return -errno;
 	if (!(p->ssl = tlsio_new(tls, p->fd, false)))
 		return -ENOMEM;
-	snprintf(host, sizeof(host), "%s", p->addr);
-	if ((colon = strrchr(host, ':')))
+	snprintf(host, sizeof(host), "%s", name ? name : p->addr);
+	if (!name && (colon = strrchr(host, ':')))
 		*colon = 0;
-	if (host[0] == '[' && colon && colon > host && colon[-1] == ']') {
+	if (!name && host[0] == '[' && colon && colon > host && colon[-1] == ']') {
 		colon[-1] = 0;
 		memmove(host, host + 1, strlen(host));
 	}
@@ -419,6 +419,14 @@ int kvtd_peer_open_tls(struct kvtd_peer *p, const char *addr, const char *tenant
 		       const uint8_t *secret, uint32_t secret_len, unsigned connect_ms,
 		       SSL_CTX *tls)
 {
+	return kvtd_peer_open_tls_name(p, addr, NULL, tenant, secret, secret_len, connect_ms,
+				       tls);
+}
+
+int kvtd_peer_open_tls_name(struct kvtd_peer *p, const char *addr, const char *tls_name,
+			    const char *tenant, const uint8_t *secret, uint32_t secret_len,
+			    unsigned connect_ms, SSL_CTX *tls)
+{
 	struct proto_frame f = { .op = PROTO_OP_HELLO };
 	uint8_t snonce[PROTO_NONCE_LEN];
 	uint16_t method;
@@ -431,7 +439,7 @@ int kvtd_peer_open_tls(struct kvtd_peer *p, const char *addr, const char *tenant
 	p->fd = peer_tcp(addr, connect_ms);
 	if (p->fd < 0)
 		return p->fd;
-	if (tls && (rc = peer_tls(p, tls)) < 0)
+	if (tls && (rc = peer_tls(p, tls, tls_name)) < 0)
 		goto fail;
 	f.hello.min_version = PROTO_VERSION_MIN;
 	f.hello.max_version = PROTO_VERSION_MAX;

@@ -45,6 +45,11 @@ int kvtd_peer_open(struct kvtd_peer *p, const char *addr, const char *tenant,
 int kvtd_peer_open_tls(struct kvtd_peer *p, const char *addr, const char *tenant,
 		       const uint8_t *secret, uint32_t secret_len, unsigned connect_ms,
 		       SSL_CTX *tls);
+/* The same, the certificate checked against tls_name (a name or an
+ * address; NULL: addr's host): kvtier drain --tls-server-name. */
+int kvtd_peer_open_tls_name(struct kvtd_peer *p, const char *addr, const char *tls_name,
+			    const char *tenant, const uint8_t *secret, uint32_t secret_len,
+			    unsigned connect_ms, SSL_CTX *tls);
 void kvtd_peer_close(struct kvtd_peer *p);
 /* NS_REGISTER the canonical text: the digest there.  KVT_OK or < 0. */
 int kvtd_peer_register(struct kvtd_peer *p, const char *canon, size_t len,

@@ -6,7 +6,7 @@
  * codec of lib/fmt/proto.h) to be connected to, then lies as each phase
  * scripts (doc/security.md "A hostile member").
  *
- * Usage: test_peer_attack KVTIERD PHASE
+ * Usage: test_peer_attack KVTIERD PHASE [KVTIER]
  *
  * Each phase starts a kvtierd with --tenants (alice), --members itself
  * and the fake, and puts one PLACED|FORWARD block of alice's with copies
@@ -28,6 +28,12 @@
  *   tls_pod    no fake: two real members with --tls-cert and --tls-ca, the
  *              block forwarded to the other over TLS (peer.c spoke plain
  *              TCP to the TLS port: nothing forwarded or healed)
+ *   tls_drain  no fake (test_peer_attack KVTIERD tls_drain KVTIER): two
+ *              real members with --tls-verify-client and a plain kvtierd;
+ *              kvtier drain and stat through TLS (a client certificate),
+ *              every block of the drained member then on the other, and
+ *              the wrong modes said as such: no --tls to a TLS server, --tls
+ *              to a plain one, no client certificate, an unknown CA
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -50,10 +56,12 @@
 #include "t.h"
 
 #define SECRET_ALICE "secret-of-alice-0123456789"
+#define SECRET_ROOT "secret-of-root-0123456789abc"
 #define VLEN 4096u
 #define JUNK_MAX (64u << 20) /* the table phase's junk, at most */
 
 static const char *bin;
+static const char *cli; /* tls_drain: the kvtier CLI */
 static char base[512];
 static struct tsrv srv;
 
@@ -549,22 +557,13 @@ static void phase_more(void)
 	phase_flood("more", M_MORE, 8000); /* PEER_TIMEOUT_MS, and a margin */
 }
 
-/* Two real members with --tls-cert (certificates of one CA, with the IP
- * address they are reached at), --tls-ca that CA: the forwarded block
- * reaches the other member (its repair thread spoke plain TCP to a TLS
- * port: "TLS handshake failed" there every second, nothing healed or
- * forwarded in a TLS pod). */
-static void phase_tls_pod(void)
+/* Certificates of one CA made by the openssl CLI in base/pki: the CA's,
+ * and a member's (its key in key) naming the IP address 127.0.0.1, no
+ * extended key usage (so also a client certificate).  Skips the test
+ * without the openssl command. */
+static void make_pki(char ca[760], char cert[760], char key[760])
 {
-	char pki[700], cmd[2400], ca[760], cert[760], key[760], tenants[700], dir[2][700];
-	char self[2][32], members[80], sub[2][600];
-	uint16_t port[2] = { listen_tcp(NULL), listen_tcp(NULL) };
-	struct tsrv s[2];
-	uint8_t ns[PROTO_DIGEST_LEN], ns2[PROTO_DIGEST_LEN];
-	struct kvt_key k;
-	struct kc c;
-	uint64_t t0, end;
-	bool held = false;
+	char pki[700], cmd[2400];
 
 	if (system("command -v openssl >/dev/null 2>&1") != 0)
 		T_SKIP("no openssl command to make certificates with");
@@ -578,9 +577,29 @@ static void phase_tls_pod(void)
 		 "openssl x509 -req -in srv.csr -CA ca.pem -CAkey ca.key -CAcreateserial "
 		 "-out srv.pem -days 2 -extfile san.ext) >openssl.log 2>&1", pki, pki);
 	T_EQ_INT(system(cmd), 0);
-	snprintf(ca, sizeof(ca), "%s/ca.pem", pki);
-	snprintf(cert, sizeof(cert), "%s/srv.pem", pki);
-	snprintf(key, sizeof(key), "%s/srv.key", pki);
+	snprintf(ca, 760, "%s/ca.pem", pki);
+	snprintf(cert, 760, "%s/srv.pem", pki);
+	snprintf(key, 760, "%s/srv.key", pki);
+}
+
+/* Two real members with --tls-cert (certificates of one CA, with the IP
+ * address they are reached at), --tls-ca that CA: the forwarded block
+ * reaches the other member (its repair thread spoke plain TCP to a TLS
+ * port: "TLS handshake failed" there every second, nothing healed or
+ * forwarded in a TLS pod). */
+static void phase_tls_pod(void)
+{
+	char ca[760], cert[760], key[760], tenants[700], dir[2][700];
+	char self[2][32], members[80], sub[2][600];
+	uint16_t port[2] = { listen_tcp(NULL), listen_tcp(NULL) };
+	struct tsrv s[2];
+	uint8_t ns[PROTO_DIGEST_LEN], ns2[PROTO_DIGEST_LEN];
+	struct kvt_key k;
+	struct kc c;
+	uint64_t t0, end;
+	bool held = false;
+
+	make_pki(ca, cert, key);
 	snprintf(tenants, sizeof(tenants), "%s/tenants", base);
 	tsrv_write_file(NULL, tenants, "alice " SECRET_ALICE " tenant\n");
 	snprintf(members, sizeof(members), "127.0.0.1:%u,127.0.0.1:%u", port[0], port[1]);
@@ -631,11 +650,195 @@ static void phase_tls_pod(void)
 	tsrv_check_reports(sub[1]);
 }
 
+/* One PLACED put of alice's on c (logged in): key, VLEN bytes of seed,
+ * copies 1 (tracked by the server's repair thread, so drained). */
+static void placed_put(struct kc *c, const uint8_t ns[PROTO_DIGEST_LEN], const char *key,
+		       uint32_t seed)
+{
+	static uint8_t val[VLEN];
+	struct proto_frame f = { .op = PROTO_OP_PUT, .ns_count = 1, .ns = (uint8_t *)ns };
+	struct proto_item it = { 0 };
+	uint64_t lens[1] = { VLEN };
+	uint32_t crc[1];
+	struct iovec d = { val, VLEN };
+	struct kc_resp r;
+
+	tsrv_fill(val, VLEN, seed);
+	crc[0] = kvt_crc32c(0, val, VLEN);
+	kvt_key_set(&it.key, key, strlen(key));
+	it.flags = PROTO_IF_PLACED;
+	it.anchor = seed;
+	it.copies = 1;
+	it.part_count = 1;
+	it.part_lens = lens;
+	it.part_crcs = crc;
+	T_ASSERT(kc_request(c, &f, &it, 1, &d, 1) > 0);
+	T_RC(kc_recv(c, &r, 10000), 0);
+	T_EQ_INT(r.f.status, 0);
+	kc_resp_free(&r);
+}
+
+/* Run "kvtier ARGS" (a shell fragment): its exit status, its output
+ * (stdout and stderr) in out. */
+static int cli_run(char *out, size_t len, const char *args)
+{
+	char cmd[6000], path[700];
+	FILE *f;
+	size_t n;
+	uint64_t t0;
+	int st;
+
+	snprintf(path, sizeof(path), "%s/cli.out", base);
+	T_ASSERT(snprintf(cmd, sizeof(cmd), "%s %s >'%s' 2>&1", cli, args, path) <
+		 (int)sizeof(cmd));
+	t0 = tsrv_now_ns();
+	st = system(cmd);
+	T_ASSERT((f = fopen(path, "r")) != NULL);
+	n = fread(out, 1, len - 1, f);
+	out[n] = 0;
+	fclose(f);
+	printf("kvtier %.60s... -> %d in %.0f ms: %s", args, WIFEXITED(st) ? WEXITSTATUS(st) : -1,
+	       (double)(tsrv_now_ns() - t0) / 1e6, out);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* The command fails (exit 1) and says what. */
+static void cli_fails(const char *args, const char *says)
+{
+	char out[4096];
+
+	T_EQ_INT(cli_run(out, sizeof(out), args), 1);
+	if (!strstr(out, says))
+		T_FAIL("kvtier %s: '%s' not in: %s", args, says, out);
+}
+
+#define DRAIN_BLOCKS 8u
+#define FMT(buf, ...) T_ASSERT(snprintf(buf, sizeof(buf), __VA_ARGS__) < (int)sizeof(buf))
+
+/* Two TLS members that require a client certificate (--tls-verify-client,
+ * the pod's certificate for both roles) and a plain kvtierd: kvtier
+ * drain and stat through TLS, the drained member's blocks then all on
+ * the other; the wrong modes refused in words, each within a second. */
+static void phase_tls_drain(void)
+{
+	char ca[760], cert[760], key[760], tenants[700], secret[700], dir[3][700], sub[3][600];
+	char self[3][32], members[80], auth[1000], tls[4000], args[5000], out[4096], name[32];
+	uint16_t port[3] = { listen_tcp(NULL), listen_tcp(NULL), listen_tcp(NULL) };
+	struct tsrv s[3];
+	uint8_t ns[PROTO_DIGEST_LEN], ns2[PROTO_DIGEST_LEN];
+	unsigned long long copied = 0;
+	unsigned before = 0;
+	const char *p;
+	struct kc c;
+	uint64_t t0 = tsrv_now_ns();
+
+	if (!cli)
+		T_FAIL("usage: test_peer_attack KVTIERD tls_drain KVTIER");
+	make_pki(ca, cert, key);
+	snprintf(tenants, sizeof(tenants), "%s/tenants", base);
+	tsrv_write_file(NULL, tenants,
+			"alice " SECRET_ALICE " tenant\nroot " SECRET_ROOT " admin\n");
+	snprintf(secret, sizeof(secret), "%s/root.secret", base);
+	tsrv_write_file(NULL, secret, SECRET_ROOT "\n");
+	snprintf(members, sizeof(members), "127.0.0.1:%u,127.0.0.1:%u", port[0], port[1]);
+	for (int i = 0; i < 3; i++) {
+		const char *pod[] = { "--listen", self[i], "--advertise", self[i], "--members",
+				      members, "--ssd", "0", "--tls-cert", cert, "--tls-key", key,
+				      "--tls-ca", ca, "--tls-verify-client", "--repair-grace",
+				      "500", NULL };
+		const char *plain[] = { "--listen", self[i], "--ssd", "0", NULL };
+		snprintf(self[i], sizeof(self[i]), "127.0.0.1:%u", port[i]);
+		snprintf(sub[i], sizeof(sub[i]), "%s/m%d", base, i);
+		T_OK(mkdir(sub[i], 0700));
+		T_ASSERT(snprintf(dir[i], sizeof(dir[i]), "%s/data", sub[i]) < (int)sizeof(dir[i]));
+		tsrv_start(&s[i], bin, sub[i], dir[i], tenants, i < 2 ? pod : plain);
+	}
+	printf("tls_drain: servers up in %.0f ms\n", (double)(tsrv_now_ns() - t0) / 1e6);
+	/* Alice's blocks on member 0 (its Unix socket is plain). */
+	T_RC(kc_connect_unix(&c, s[0].sock), 0);
+	T_RC(kc_login(&c, "alice", SECRET_ALICE), 0);
+	T_RC(kc_register(&c, &desc, ns, NULL, 0), KVT_OK);
+	for (unsigned b = 0; b < DRAIN_BLOCKS; b++) {
+		snprintf(name, sizeof(name), "drain-block-%u", b);
+		placed_put(&c, ns, name, 100 + b);
+	}
+	kc_close(&c);
+	T_RC(kc_connect_unix(&c, s[1].sock), 0);
+	T_RC(kc_login(&c, "alice", SECRET_ALICE), 0);
+	T_RC(kc_register(&c, &desc, ns2, NULL, 0), KVT_OK);
+	T_ASSERT(memcmp(ns, ns2, sizeof(ns)) == 0);
+	for (unsigned b = 0; b < DRAIN_BLOCKS; b++) {
+		struct kvt_key k;
+		snprintf(name, sizeof(name), "drain-block-%u", b);
+		kvt_key_set(&k, name, strlen(name));
+		before += kc_exists(&c, ns2, &k, NULL) == KVT_OK;
+	}
+
+	FMT(auth, "--tenant root --secret-file '%s'", secret);
+	FMT(tls, "%s --tls-ca '%s' --tls-cert '%s' --tls-key '%s'", auth, ca,
+		 cert, key);
+	/* The wrong modes, in words. */
+	FMT(args, "drain %s %s", self[0], auth);
+	cli_fails(args, "serves TLS only: give --tls");
+	FMT(args, "stat --server %s %s", self[0], auth);
+	cli_fails(args, "serves TLS only: give --tls");
+	FMT(args, "stat --server %s %s --tls-ca '%s'", self[0], auth, ca);
+	cli_fails(args, "requires a client certificate: --tls-cert");
+	FMT(args, "drain %s %s --tls-ca '%s'", self[0], auth, ca);
+	cli_fails(args, "requires a client certificate: --tls-cert");
+	FMT(args, "drain %s %s --tls", self[0], auth);
+	cli_fails(args, "its certificate does not verify");
+	FMT(args, "drain %s %s", self[2], tls);
+	cli_fails(args, "does not speak TLS");
+	FMT(args, "stat --server %s %s", self[2], tls);
+	cli_fails(args, "does not speak TLS");
+	FMT(args, "drain %s %s --tls-cert '%s'", self[0], auth, cert);
+	T_EQ_INT(cli_run(out, sizeof(out), args), 1); /* a certificate without its key */
+	T_ASSERT(strstr(out, "--tls-key"));
+
+	/* stat, then drain, through TLS. */
+	FMT(args, "stat --server %s %s", self[0], tls);
+	T_EQ_INT(cli_run(out, sizeof(out), args), 0);
+	T_ASSERT(strstr(out, "kvtierd 127.0.0.1:") && strstr(out, "connections:"));
+	FMT(args, "drain %s %s --tls-server-name wrong.example", self[0], tls);
+	cli_fails(args, "its certificate does not verify: hostname mismatch");
+	FMT(args, "drain %s %s --tls-server-name 127.0.0.1 --timeout 30", self[0], tls);
+	T_EQ_INT(cli_run(out, sizeof(out), args), 0);
+	T_ASSERT((p = strstr(out, "drained (")) && sscanf(p, "drained (%llu", &copied) == 1);
+	/* Every block on member 1, its bytes exact.  The figure drain prints
+	 * is member 0's repair.copied, every pass's copies: the drain's, and
+	 * those of a repair pass that came first (its grace is 500 ms, which
+	 * the drain waits for too). */
+	T_ASSERT(copied + before >= DRAIN_BLOCKS);
+	for (unsigned b = 0; b < DRAIN_BLOCKS; b++) {
+		static uint8_t want[VLEN];
+		struct kc_value v;
+		struct kvt_key k;
+		snprintf(name, sizeof(name), "drain-block-%u", b);
+		kvt_key_set(&k, name, strlen(name));
+		T_RC(kc_get(&c, ns2, &k, 0, 0, 0, 0, &v), KVT_OK);
+		tsrv_fill(want, VLEN, 100 + b);
+		T_EQ_U64(v.len, VLEN);
+		T_ASSERT(v.crc_ok && memcmp(v.bytes, want, VLEN) == 0);
+		kc_value_free(&v);
+	}
+	kc_close(&c);
+	printf("tls_drain: member 0 drained through TLS, %llu blocks copied (%u there before), "
+	       "all %u on member 1\n", copied, before, DRAIN_BLOCKS);
+	t0 = tsrv_now_ns();
+	for (int i = 0; i < 3; i++) {
+		T_EQ_INT(tsrv_stop(&s[i]), 0);
+		tsrv_check_reports(sub[i]);
+	}
+	printf("tls_drain: servers stopped in %.0f ms\n", (double)(tsrv_now_ns() - t0) / 1e6);
+}
+
 static const struct {
 	const char *name;
 	void (*run)(void);
 } phases[] = {
 	{ "tls_pod", phase_tls_pod },
+	{ "tls_drain", phase_tls_drain },
 	{ "downgrade", phase_downgrade },
 	{ "table", phase_table },
 	{ "tags", phase_tags },
@@ -648,6 +851,7 @@ int main(int argc, char **argv)
 	const char *phase = argc > 2 ? argv[2] : "";
 
 	bin = argc > 1 ? argv[1] : "daemon/kvtierd";
+	cli = argc > 3 ? argv[3] : NULL;
 	signal(SIGPIPE, SIG_IGN);
 	snprintf(base, sizeof(base), "%s/test_peer_attack.XXXXXX", tmp);
 	T_ASSERT(mkdtemp(base));
@@ -659,6 +863,6 @@ int main(int argc, char **argv)
 			printf("%s: ok\n", phase);
 			return 0;
 		}
-	fprintf(stderr, "usage: test_peer_attack KVTIERD PHASE\n");
+	fprintf(stderr, "usage: test_peer_attack KVTIERD PHASE [KVTIER]\n");
 	return 2;
 }
