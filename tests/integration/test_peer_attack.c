@@ -41,7 +41,6 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -833,10 +832,7 @@ static void phase_tls_drain(void)
 	printf("tls_drain: servers stopped in %.0f ms\n", (double)(tsrv_now_ns() - t0) / 1e6);
 }
 
-static const struct {
-	const char *name;
-	void (*run)(void);
-} phases[] = {
+static const struct tsrv_phase phases[] = {
 	{ "tls_pod", phase_tls_pod },
 	{ "tls_drain", phase_tls_drain },
 	{ "downgrade", phase_downgrade },
@@ -847,22 +843,8 @@ static const struct {
 
 int main(int argc, char **argv)
 {
-	const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
-	const char *phase = argc > 2 ? argv[2] : "";
-
 	bin = argc > 1 ? argv[1] : "daemon/kvtierd";
 	cli = argc > 3 ? argv[3] : NULL;
-	signal(SIGPIPE, SIG_IGN);
-	snprintf(base, sizeof(base), "%s/test_peer_attack.XXXXXX", tmp);
-	T_ASSERT(mkdtemp(base));
-	for (size_t i = 0; i < sizeof(phases) / sizeof(phases[0]); i++)
-		if (strcmp(phase, phases[i].name) == 0) {
-			phases[i].run();
-			tsrv_check_reports(base);
-			t_rmtree(base);
-			printf("%s: ok\n", phase);
-			return 0;
-		}
-	fprintf(stderr, "usage: test_peer_attack KVTIERD PHASE [KVTIER]\n");
-	return 2;
+	return tsrv_run_phase("test_peer_attack", argc, argv, phases,
+			      sizeof(phases) / sizeof(phases[0]), base, sizeof(base));
 }

@@ -26,7 +26,8 @@
  *      retain hint makes the segmented order win where it alone cannot,
  *      and starts a hinted block in main; a namespace registered
  *      KVT_NS_RETAIN does what hinting each of its puts does; and a group
- *      that hints every put has its hints ignored: they tell nothing apart.
+ *      that hints every put has its hints ignored: they tell nothing apart
+ *      (that group's alone: another group's hints still count).
  * Values are 64 KiB, one DRAM chunk each, one shard: capacities count blocks.
  */
 #include <signal.h>
@@ -828,14 +829,21 @@ static uint32_t gnode_group(const struct evict_node *n, void *ctx, uint64_t *cap
 	return per_group ? ((const struct gnode *)n)->group : 0;
 }
 
-static void gaccess(struct evict *e, uint32_t group, uint64_t key)
+/* One block of group (gnode_group; 0 without a group function) in and
+ * out, hinted or not. */
+static void hinted_access(struct evict *e, uint32_t group, uint64_t key, bool hint)
 {
 	struct gnode g;
 	memset(&g, 0, sizeof(g));
 	g.node.chunks = 1;
 	g.group = group;
-	evict_insert(e, &g.node, adapt_hash(key), 0);
+	evict_insert(e, &g.node, adapt_hash(key), hint ? EVICT_RETAIN : 0);
 	evict_remove(e, &g.node);
+}
+
+static void gaccess(struct evict *e, uint32_t group, uint64_t key)
+{
+	hinted_access(e, group, key, false);
 }
 
 static void test_adapt_groups(void)
@@ -1138,25 +1146,22 @@ static void test_retain_hint(void)
  *     none is ignored.  Shown failing with the rule off (never ignored):
  *     the all-hinted run stays LRU.
  */
+/* 7c's scan in group's blocks, from key *next on for the scan. */
+static void scan_group(struct evict *e, uint32_t group, unsigned rounds, bool hint_hot,
+		       bool hint_scan, uint64_t *next)
+{
+	for (unsigned r = 0; r < rounds; r++) {
+		for (uint64_t k = 1; k <= 12; k++)
+			hinted_access(e, group, k, hint_hot);
+		for (unsigned i = 0; i < 12; i++)
+			hinted_access(e, group, (*next)++, hint_scan);
+	}
+}
+
 static void scan_rounds(struct evict *e, unsigned rounds, bool hint_hot, bool hint_scan)
 {
 	uint64_t next = 1000;
-	for (unsigned r = 0; r < rounds; r++) {
-		for (uint64_t k = 1; k <= 12; k++) {
-			struct evict_node n;
-			memset(&n, 0, sizeof(n));
-			n.chunks = 1;
-			evict_insert(e, &n, adapt_hash(k), hint_hot ? EVICT_RETAIN : 0);
-			evict_remove(e, &n);
-		}
-		for (unsigned i = 0; i < 12; i++) {
-			struct evict_node n;
-			memset(&n, 0, sizeof(n));
-			n.chunks = 1;
-			evict_insert(e, &n, adapt_hash(next++), hint_scan ? EVICT_RETAIN : 0);
-			evict_remove(e, &n);
-		}
-	}
+	scan_group(e, 0, rounds, hint_hot, hint_scan, &next);
 }
 
 static void test_retain_all(void)
@@ -1190,6 +1195,65 @@ static void test_retain_all(void)
 	evict_remove(&e, &a);
 	evict_fini(&e);
 	T_EQ_INT(atomic_load(&mem.bytes), 0);
+}
+
+/*
+ * 7n. The all-hinted rule is per quota group, as the mode is (7e): in one
+ *     shard, group 1 hints every insert (7l's scan, ten rounds) while
+ *     group 2 hints its hot set only (one round, half its inserts).
+ *     Group 1's hints are ignored past the evidence, group 2's never.
+ *     The control, one state for the shard (per_group false), ignores
+ *     most of group 2's: there a tenant that hints everything would
+ *     silence another tenant's real hints.  Then group 1 hints only its
+ *     hot set too: its hints count again within the window (fewer than
+ *     EVICT_HINT_EVIDENCE more ignored, none in the last 40 rounds).  The
+ *     counts stay inside the window throughout (halved, never wrapped).
+ */
+static uint64_t groups_hinting(bool control, uint64_t *ignored1)
+{
+	struct kvt_mem mem;
+	struct evict e;
+	uint64_t next = 1000, ig2 = 0, before;
+	kvt_mem_init(&mem);
+	per_group = !control;
+	T_OK(evict_init(&e, &mem, DRAM_POLICY_PREFIX_ADAPT, 256));
+	evict_set_group_fn(&e, gnode_group, NULL);
+	for (unsigned r = 0; r < 30; r++) {
+		scan_group(&e, 1, 10, true, true, &next);
+		before = e.retain_ignored;
+		scan_group(&e, 2, 1, true, false, &next);
+		ig2 += e.retain_ignored - before;
+	}
+	*ignored1 = e.retain_ignored - ig2;
+	if (!control) {
+		T_ASSERT(e.grp && e.grp[1] && e.grp[2]);
+		T_EQ_U64(*ignored1, 30 * 10 * 24 - EVICT_HINT_EVIDENCE);
+		/* Group 1 turns to hinting what tells: counted again soon. */
+		before = e.retain_ignored;
+		scan_group(&e, 1, 10, true, false, &next);
+		T_ASSERT(e.retain_ignored - before < EVICT_HINT_EVIDENCE);
+		before = e.retain_ignored;
+		scan_group(&e, 1, 40, true, false, &next);
+		T_EQ_U64(e.retain_ignored, before);
+		for (uint32_t g = 1; g <= 2; g++) {
+			T_ASSERT(e.grp[g]->hint_puts < EVICT_HINT_WINDOW);
+			T_ASSERT(e.grp[g]->hint_hinted <= e.grp[g]->hint_puts);
+		}
+	}
+	evict_fini(&e);
+	T_EQ_INT(atomic_load(&mem.bytes), 0);
+	per_group = true;
+	return ig2;
+}
+
+static void test_retain_all_groups(void)
+{
+	uint64_t ig1, ig2 = groups_hinting(false, &ig1), c1, c2 = groups_hinting(true, &c1);
+	printf("7n: group 2's hints ignored beside a group hinting all: %llu per group, "
+	       "%llu of %u with one state for the shard\n", (unsigned long long)ig2,
+	       (unsigned long long)c2, 30 * 12);
+	T_EQ_U64(ig2, 0);
+	T_ASSERT(c2 * 2 > 30 * 12); /* the control: most of them */
 }
 
 /*
@@ -1619,6 +1683,7 @@ int main(void)
 	test_adapt_store_groups();
 	test_retain_hint();
 	test_retain_all();
+	test_retain_all_groups();
 	test_retain_ns();
 	test_write_pressure();
 	test_victims_in_flight();
