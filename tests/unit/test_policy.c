@@ -1164,36 +1164,37 @@ static void scan_rounds(struct evict *e, unsigned rounds, bool hint_hot, bool hi
 	scan_group(e, 0, rounds, hint_hot, hint_scan, &next);
 }
 
+/* 60 rounds of 7c's scan, the hot set hinted and the scan too or not:
+ * the hints counted and ignored, segmented, and the queue a hinted new
+ * block then starts in. */
+static void retain_all_case(struct kvt_mem *mem, bool hint_scan, uint64_t hints,
+			    uint64_t ignored, uint8_t queue)
+{
+	struct evict e;
+	struct evict_node a;
+	T_OK(evict_init(&e, mem, DRAM_POLICY_PREFIX_ADAPT, 256));
+	scan_rounds(&e, 60, true, hint_scan);
+	T_EQ_U64(e.retain_hints, hints);
+	T_EQ_U64(e.retain_ignored, ignored);
+	T_EQ_INT(e.ad0.seg, true);
+	memset(&a, 0, sizeof(a));
+	a.chunks = 1;
+	evict_insert(&e, &a, adapt_hash(5000), EVICT_RETAIN);
+	T_EQ_INT(a.queue, queue);
+	evict_remove(&e, &a);
+	evict_fini(&e);
+}
+
 static void test_retain_all(void)
 {
 	struct kvt_mem mem;
-	struct evict e;
-	struct evict_node a;
 	kvt_mem_init(&mem);
-	/* Every insert hinted: ignored after the evidence, segmented as 7c. */
-	T_OK(evict_init(&e, &mem, DRAM_POLICY_PREFIX_ADAPT, 256));
-	scan_rounds(&e, 60, true, true);
-	T_EQ_U64(e.retain_hints, 60 * 24);
-	T_EQ_U64(e.retain_ignored, 60 * 24 - EVICT_HINT_EVIDENCE);
-	T_EQ_INT(e.ad0.seg, true);
-	memset(&a, 0, sizeof(a));
-	a.chunks = 1;
-	evict_insert(&e, &a, adapt_hash(5000), EVICT_RETAIN); /* ignored: probation */
-	T_EQ_INT(a.queue, EVICT_Q_SMALL);
-	evict_remove(&e, &a);
-	evict_fini(&e);
-	/* Half hinted (the hot set): every hint taken, and segmented too. */
-	T_OK(evict_init(&e, &mem, DRAM_POLICY_PREFIX_ADAPT, 256));
-	scan_rounds(&e, 60, true, false);
-	T_EQ_U64(e.retain_hints, 60 * 12);
-	T_EQ_U64(e.retain_ignored, 0);
-	T_EQ_INT(e.ad0.seg, true);
-	memset(&a, 0, sizeof(a));
-	a.chunks = 1;
-	evict_insert(&e, &a, adapt_hash(5000), EVICT_RETAIN); /* taken: main */
-	T_EQ_INT(a.queue, EVICT_Q_MAIN);
-	evict_remove(&e, &a);
-	evict_fini(&e);
+	/* Every insert hinted: ignored after the evidence, segmented as 7c;
+	 * a hinted block then starts on probation (its hint ignored). */
+	retain_all_case(&mem, true, 60 * 24, 60 * 24 - EVICT_HINT_EVIDENCE, EVICT_Q_SMALL);
+	/* Half hinted (the hot set): every hint taken, segmented too; a
+	 * hinted block starts in main. */
+	retain_all_case(&mem, false, 60 * 12, 0, EVICT_Q_MAIN);
 	T_EQ_INT(atomic_load(&mem.bytes), 0);
 }
 
