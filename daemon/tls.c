@@ -22,6 +22,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+
 #include "kvtierd.h"
 #include "tlsio.h"
 
@@ -63,6 +66,15 @@ int kvtd_tls_setup(struct kvtd_server *srv)
 		srv->tls_ctx = NULL;
 		return -EINVAL;
 	}
+	/* A member requiring client certificates checks ours for client
+	 * use: an extendedKeyUsage without clientAuth fails there, and the
+	 * pod neither forwards nor heals (test_peer_attack_tls_eku). */
+	if (cfg->tls_verify_client && (cfg->members || cfg->etcd) &&
+	    X509_check_purpose(SSL_CTX_get0_certificate(srv->tls_peer_ctx), X509_PURPOSE_SSL_CLIENT,
+			       0) != 1)
+		kvtd_log(KVTD_WARN, "TLS certificate not valid for client authentication",
+			 "cert=%s reason=\"its extendedKeyUsage lacks clientAuth: the other members, "
+			 "requiring client certificates, refuse this server\"", cfg->tls_cert);
 	kvtd_log(KVTD_INFO, "TLS on the TCP listeners", "cert=%s client_certs=%s", cfg->tls_cert,
 		 cfg->tls_verify_client ? "required" : cfg->tls_ca ? "verified if sent" : "no");
 	return 0;

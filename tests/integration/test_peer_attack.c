@@ -27,13 +27,17 @@
  *              a final answer (held for as long as the fake went on)
  *   tls_pod    no fake: two real members with --tls-cert and --tls-ca, the
  *              block forwarded to the other over TLS (peer.c spoke plain
- *              TCP to the TLS port: nothing forwarded or healed)
+ *              TCP to the TLS port: nothing forwarded or healed), the
+ *              members requiring client certificates of each other
  *   tls_drain  no fake (test_peer_attack KVTIERD tls_drain KVTIER): two
  *              real members with --tls-verify-client and a plain kvtierd;
  *              kvtier drain and stat through TLS (a client certificate),
  *              every block of the drained member then on the other, and
  *              the wrong modes said as such: no --tls to a TLS server, --tls
  *              to a plain one, no client certificate, an unknown CA
+ *   tls_eku    one member whose certificate is serverAuth alone, with
+ *              --tls-verify-client: the others would refuse it as a client
+ *              (nothing forwarded), so its log warns at start
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -557,10 +561,11 @@ static void phase_more(void)
 }
 
 /* Certificates of one CA made by the openssl CLI in base/pki: the CA's,
- * and a member's (its key in key) naming the IP address 127.0.0.1, no
- * extended key usage (so also a client certificate).  Skips the test
- * without the openssl command. */
-static void make_pki(char ca[760], char cert[760], char key[760])
+ * and a member's (its key in key) naming the IP address 127.0.0.1, with
+ * the extension lines ext too (extfile syntax; "": no extended key usage,
+ * so also a client certificate).  Skips the test without the openssl
+ * command. */
+static void make_pki(const char *ext, char ca[760], char cert[760], char key[760])
 {
 	char pki[700], cmd[2400];
 
@@ -568,18 +573,28 @@ static void make_pki(char ca[760], char cert[760], char key[760])
 		T_SKIP("no openssl command to make certificates with");
 	snprintf(pki, sizeof(pki), "%s/pki", base);
 	snprintf(cmd, sizeof(cmd), "mkdir -p '%s' && cd '%s' && ("
-		 "printf 'subjectAltName=IP:127.0.0.1\\n' >san.ext && "
+		 "printf 'subjectAltName=IP:127.0.0.1\\n%s' >san.ext && "
 		 "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "
 		 "-keyout ca.key -out ca.pem -days 2 -subj /CN=pod-ca && "
 		 "openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "
 		 "-keyout srv.key -out srv.csr -subj /CN=member && "
 		 "openssl x509 -req -in srv.csr -CA ca.pem -CAkey ca.key -CAcreateserial "
-		 "-out srv.pem -days 2 -extfile san.ext) >openssl.log 2>&1", pki, pki);
+		 "-out srv.pem -days 2 -extfile san.ext) >openssl.log 2>&1", pki, pki, ext);
 	T_EQ_INT(system(cmd), 0);
 	snprintf(ca, 760, "%s/ca.pem", pki);
 	snprintf(cert, 760, "%s/srv.pem", pki);
 	snprintf(key, 760, "%s/srv.key", pki);
 }
+
+/* Does the log at path hold the line naming what? */
+static bool log_says(const char *path, const char *what)
+{
+	char cmd[1400];
+	snprintf(cmd, sizeof(cmd), "grep -qF '%s' '%s'", what, path);
+	return system(cmd) == 0;
+}
+
+#define EKU_WARNING "TLS certificate not valid for client authentication"
 
 /* Two real members with --tls-cert (certificates of one CA, with the IP
  * address they are reached at), --tls-ca that CA: the forwarded block
@@ -598,14 +613,14 @@ static void phase_tls_pod(void)
 	uint64_t t0, end;
 	bool held = false;
 
-	make_pki(ca, cert, key);
+	make_pki("", ca, cert, key);
 	snprintf(tenants, sizeof(tenants), "%s/tenants", base);
 	tsrv_write_file(NULL, tenants, "alice " SECRET_ALICE " tenant\n");
 	snprintf(members, sizeof(members), "127.0.0.1:%u,127.0.0.1:%u", port[0], port[1]);
 	for (int i = 0; i < 2; i++) {
 		const char *extra[] = { "--listen", self[i], "--advertise", self[i], "--members",
 					members, "--ssd", "0", "--tls-cert", cert, "--tls-key", key,
-					"--tls-ca", ca, NULL };
+					"--tls-ca", ca, "--tls-verify-client", NULL };
 		snprintf(self[i], sizeof(self[i]), "127.0.0.1:%u", port[i]);
 		/* each its own base: its log and Unix socket */
 		snprintf(sub[i], sizeof(sub[i]), "%s/m%d", base, i);
@@ -645,6 +660,7 @@ static void phase_tls_pod(void)
 	T_ASSERT(held);
 	T_EQ_INT(tsrv_stop(&s[0]), 0);
 	T_EQ_INT(tsrv_stop(&s[1]), 0);
+	T_ASSERT(!log_says(s[0].log, EKU_WARNING)); /* the control of tls_eku */
 	tsrv_check_reports(sub[0]);
 	tsrv_check_reports(sub[1]);
 }
@@ -733,7 +749,7 @@ static void phase_tls_drain(void)
 
 	if (!cli)
 		T_FAIL("usage: test_peer_attack KVTIERD tls_drain KVTIER");
-	make_pki(ca, cert, key);
+	make_pki("", ca, cert, key);
 	snprintf(tenants, sizeof(tenants), "%s/tenants", base);
 	tsrv_write_file(NULL, tenants,
 			"alice " SECRET_ALICE " tenant\nroot " SECRET_ROOT " admin\n");
@@ -832,9 +848,33 @@ static void phase_tls_drain(void)
 	printf("tls_drain: servers stopped in %.0f ms\n", (double)(tsrv_now_ns() - t0) / 1e6);
 }
 
+/* A member's certificate whose extendedKeyUsage is serverAuth alone, in a
+ * pod requiring client certificates: the other members refuse it as a
+ * client (tls_pod with it: nothing forwarded in 10 s), so kvtierd says
+ * so at start, a warning in its log. */
+static void phase_tls_eku(void)
+{
+	char ca[760], cert[760], key[760], dir[700], self[32], members[80];
+	uint16_t port = listen_tcp(NULL), other = listen_tcp(NULL);
+	const char *extra[] = { "--listen", self, "--advertise", self, "--members", members,
+				"--ssd", "0", "--tls-cert", cert, "--tls-key", key, "--tls-ca", ca,
+				"--tls-verify-client", NULL };
+
+	make_pki("extendedKeyUsage=serverAuth\\n", ca, cert, key);
+	snprintf(self, sizeof(self), "127.0.0.1:%u", port);
+	snprintf(members, sizeof(members), "127.0.0.1:%u,127.0.0.1:%u", port, other);
+	snprintf(dir, sizeof(dir), "%s/eku", base);
+	tsrv_start(&srv, bin, base, dir, NULL, extra);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+	T_ASSERT(log_says(srv.log, EKU_WARNING));
+	printf("tls_eku: a serverAuth-only certificate in a pod requiring client "
+	       "certificates: warned at start\n");
+}
+
 static const struct tsrv_phase phases[] = {
 	{ "tls_pod", phase_tls_pod },
 	{ "tls_drain", phase_tls_drain },
+	{ "tls_eku", phase_tls_eku },
 	{ "downgrade", phase_downgrade },
 	{ "table", phase_table },
 	{ "tags", phase_tags },
