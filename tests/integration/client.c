@@ -10,6 +10,7 @@
 #include <netinet/tcp.h>
 #include <arpa/inet.h>
 #include <poll.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -652,4 +653,67 @@ int kc_ping(struct kc *c)
 	rc = r.f.op == PROTO_OP_PING ? r.f.status : (r.f.status ? r.f.status : PROTO_EMALFORMED);
 	kc_resp_free(&r);
 	return rc;
+}
+
+static bool fake_read(int fd, void *p, size_t n, const _Atomic bool *stop)
+{
+	uint8_t *b = p;
+
+	while (n) {
+		struct pollfd pf = { .fd = fd, .events = POLLIN };
+		ssize_t r;
+		if (atomic_load(stop))
+			return false;
+		if (poll(&pf, 1, 50) <= 0)
+			continue;
+		r = read(fd, b, n);
+		if (r < 0 && (errno == EINTR || errno == EAGAIN))
+			continue;
+		if (r <= 0)
+			return false;
+		b += r;
+		n -= (size_t)r;
+	}
+	return true;
+}
+
+int kc_fake_request(int fd, uint8_t **buf, size_t *cap, struct proto_frame *f,
+		    const _Atomic bool *stop)
+{
+	size_t have = PROTO_HDR_LEN;
+	int rc;
+
+	if (*cap < PROTO_HDR_LEN) {
+		uint8_t *nb = realloc(*buf, PROTO_HDR_LEN);
+		if (!nb)
+			return -ENOMEM;
+		*buf = nb;
+		*cap = PROTO_HDR_LEN;
+	}
+	if (!fake_read(fd, *buf, PROTO_HDR_LEN, stop))
+		return 0;
+	rc = proto_parse_request(*buf, have, NULL, f);
+	if (rc == PROTO_NEED_MORE) {
+		if (f->need > *cap) {
+			uint8_t *nb = realloc(*buf, f->need);
+			if (!nb)
+				return -ENOMEM;
+			*buf = nb;
+			*cap = f->need;
+		}
+		if (!fake_read(fd, *buf + have, f->need - have, stop))
+			return 0;
+		have = f->need;
+		rc = proto_parse_request(*buf, have, NULL, f);
+	}
+	if (rc != 0)
+		return rc < 0 ? rc : -EPROTO;
+	for (uint64_t left = f->data_len; left;) {
+		uint8_t sink[4096];
+		size_t k = left < sizeof(sink) ? (size_t)left : sizeof(sink);
+		if (!fake_read(fd, sink, k, stop))
+			return 0;
+		left -= k;
+	}
+	return 1;
 }

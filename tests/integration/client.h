@@ -83,6 +83,15 @@ int kc_peek_status(struct kc *c, int timeout_ms, int32_t *frame_status, int32_t 
  * (responses before the close are skipped). */
 bool kc_wait_closed(struct kc *c, int timeout_ms);
 
+/* The other side, for the fake servers (test_hostile_server,
+ * test_peer_attack): one request frame from fd.  Its header and table land
+ * in *buf (grown as needed, *cap its size) and are parsed into *f; its data
+ * section is read and dropped.  Reads poll every 50 ms and give up once
+ * *stop is set.  Returns 1 with a frame; 0 when the peer closed, a read
+ * failed or *stop was set; the codec's error for a frame it refuses. */
+int kc_fake_request(int fd, uint8_t **buf, size_t *cap, struct proto_frame *f,
+		    const _Atomic bool *stop);
+
 /* HELLO; returns the response status. */
 int kc_hello(struct kc *c);
 /* AUTH with the server's method (secret may be NULL for AUTH_NONE);

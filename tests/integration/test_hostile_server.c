@@ -50,6 +50,7 @@
 
 #include <openssl/evp.h>
 
+#include "client.h"
 #include "proto.h"
 #include "server.h"
 #include "t.h"
@@ -164,27 +165,6 @@ static bool fk_write(int fd, const void *p, size_t n)
 			return false;
 		b += w;
 		n -= (size_t)w;
-	}
-	return true;
-}
-
-/* Read n bytes; false on EOF, error or stop. */
-static bool fk_read(int fd, void *p, size_t n)
-{
-	uint8_t *b = p;
-	while (n) {
-		struct pollfd pf = { .fd = fd, .events = POLLIN };
-		if (atomic_load(&F.stop))
-			return false;
-		if (poll(&pf, 1, 50) <= 0)
-			continue;
-		ssize_t r = read(fd, b, n);
-		if (r < 0 && (errno == EINTR || errno == EAGAIN))
-			continue;
-		if (r <= 0)
-			return false;
-		b += r;
-		n -= (size_t)r;
 	}
 	return true;
 }
@@ -765,38 +745,16 @@ static void fk_serve(int fd)
 	T_ASSERT(buf);
 	for (;;) {
 		struct proto_frame f;
-		size_t have = PROTO_HDR_LEN;
-		int rc;
-		if (!fk_read(fd, buf, PROTO_HDR_LEN))
-			break;
-		rc = proto_parse_request(buf, have, NULL, &f);
-		if (rc == PROTO_NEED_MORE) {
-			if (f.need > cap) {
-				buf = realloc(buf, f.need);
-				T_ASSERT(buf);
-				cap = f.need;
-			}
-			if (!fk_read(fd, buf + have, f.need - have))
-				break;
-			have = f.need;
-			rc = proto_parse_request(buf, have, NULL, &f);
-		}
-		if (rc != 0)
+		int rc = kc_fake_request(fd, &buf, &cap, &f, &F.stop);
+		if (rc < 0)
 			T_FAIL("fake: the client sent a frame the codec refuses: %s",
 			       kvt_strerror(rc));
-		/* A PUT's values: read and dropped. */
-		for (uint64_t left = f.data_len; left;) {
-			uint8_t sink[4096];
-			size_t k = left < sizeof(sink) ? (size_t)left : sizeof(sink);
-			if (!fk_read(fd, sink, k))
-				goto out;
-			left -= k;
-		}
+		if (rc == 0)
+			break;
 		atomic_fetch_add(&F.frames, 1);
 		if (!fk_answer(fd, &f))
 			break;
 	}
-out:
 	free(buf);
 }
 

@@ -114,28 +114,6 @@ static bool fk_write(int fd, const void *p, size_t n)
 	return true;
 }
 
-static bool fk_read(int fd, void *p, size_t n)
-{
-	uint8_t *b = p;
-
-	while (n) {
-		struct pollfd pf = { .fd = fd, .events = POLLIN };
-		ssize_t r;
-		if (atomic_load(&F.stop))
-			return false;
-		if (poll(&pf, 1, 50) <= 0)
-			continue;
-		r = read(fd, b, n);
-		if (r < 0 && (errno == EINTR || errno == EAGAIN))
-			continue;
-		if (r <= 0)
-			return false;
-		b += r;
-		n -= (size_t)r;
-	}
-	return true;
-}
-
 /* Has the server closed fd (EOF or reset)?  Waits up to ms. */
 static bool fk_closed(int fd, int ms)
 {
@@ -308,33 +286,13 @@ static void fk_serve(int fd)
 	T_ASSERT(buf);
 	for (;;) {
 		struct proto_frame f;
-		size_t have = PROTO_HDR_LEN;
-		int rc;
-		if (!fk_read(fd, buf, PROTO_HDR_LEN))
-			break;
-		rc = proto_parse_request(buf, have, NULL, &f);
-		if (rc == PROTO_NEED_MORE) {
-			if (f.need > cap) {
-				buf = realloc(buf, f.need);
-				T_ASSERT(buf);
-				cap = f.need;
-			}
-			if (!fk_read(fd, buf + have, f.need - have))
-				break;
-			have = f.need;
-			rc = proto_parse_request(buf, have, NULL, &f);
-		}
-		if (rc != 0)
+		int rc = kc_fake_request(fd, &buf, &cap, &f, &F.stop);
+		if (rc < 0)
 			T_FAIL("fake: the server sent a frame the codec refuses: %s",
 			       kvt_strerror(rc));
-		for (uint64_t left = f.data_len; left;) {
-			uint8_t sink[4096];
-			size_t k = left < sizeof(sink) ? (size_t)left : sizeof(sink);
-			if (!fk_read(fd, sink, k))
-				goto out;
-			left -= k;
-			atomic_fetch_add(&F.put_bytes, k);
-		}
+		if (rc == 0)
+			break;
+		atomic_fetch_add(&F.put_bytes, f.data_len);
 		if (hello)
 			atomic_fetch_add(&F.after_hello, 1);
 		if (f.op == PROTO_OP_HELLO) {
@@ -361,7 +319,6 @@ static void fk_serve(int fd)
 			break;
 		}
 	}
-out:
 	if (lying) {
 		/* the server's close, seen (not a lie ended by our own stop) */
 		while (!atomic_load(&F.stop) && !fk_closed(fd, 50))
