@@ -717,3 +717,12 @@ int kc_fake_request(int fd, uint8_t **buf, size_t *cap, struct proto_frame *f,
 	}
 	return 1;
 }
+
+void kc_fake_answer(struct proto_frame *f, const struct proto_frame *req)
+{
+	memset(f, 0, sizeof(*f));
+	f->op = req->op;
+	f->tag = req->tag;
+	f->flags = PROTO_F_RESPONSE;
+	f->version = req->version;
+}

@@ -91,6 +91,8 @@ bool kc_wait_closed(struct kc *c, int timeout_ms);
  * failed or *stop was set; the codec's error for a frame it refuses. */
 int kc_fake_request(int fd, uint8_t **buf, size_t *cap, struct proto_frame *f,
 		    const _Atomic bool *stop);
+/* An answer's frame to req, status 0, nothing else set. */
+void kc_fake_answer(struct proto_frame *f, const struct proto_frame *req);
 
 /* HELLO; returns the response status. */
 int kc_hello(struct kc *c);

@@ -238,15 +238,6 @@ static bool fk_send(int fd, struct proto_frame *f, const struct proto_item *it, 
 	return ok;
 }
 
-static void resp_init(struct proto_frame *f, const struct proto_frame *req)
-{
-	memset(f, 0, sizeof(*f));
-	f->op = req->op;
-	f->tag = req->tag;
-	f->flags = PROTO_F_RESPONSE;
-	f->version = req->version;
-}
-
 /* ------------------------------------------------------------------------
  * Answers
  */
@@ -260,7 +251,7 @@ static bool fk_hello(int fd, const struct proto_frame *req)
 	bool ok;
 
 	atomic_fetch_add(&F.hellos, 1);
-	resp_init(&f, req);
+	kc_fake_answer(&f, req);
 	f.hello.version = 2;
 	f.hello.min_version = 1;
 	f.hello.max_version = 2;
@@ -306,7 +297,7 @@ static bool fk_auth(int fd, const struct proto_frame *req)
 	int h = atomic_load(&F.hello);
 	const char *key = h == H_HMAC_OTHER ? "fedcba9876543210fedcba9876543210" : SECRET;
 
-	resp_init(&f, req);
+	kc_fake_answer(&f, req);
 	if (h == H_HMAC_OTHER || h == H_HMAC_GOOD)
 		T_OK(proto_auth_proof(PROTO_PROOF_SERVER, key, strlen(key), snonce,
 				      req->auth.nonce, req->auth.tenant, req->auth.tenant_len,
@@ -331,7 +322,7 @@ static bool fk_nsreg(int fd, const struct proto_frame *req)
 	int mode = atomic_load(&F.nsreg);
 
 	atomic_fetch_add(&F.nsregs, 1);
-	resp_init(&f, req);
+	kc_fake_answer(&f, req);
 	if (mode == N_REFUSED) {
 		f.status = -ENOMEM;
 		return fk_send(fd, &f, NULL, 0);
@@ -416,7 +407,7 @@ static bool fk_get(int fd, const struct proto_frame *req, int mode)
 	size_t len;
 	bool ok = true;
 
-	resp_init(&f, req);
+	kc_fake_answer(&f, req);
 	proto_iter_init(&it, req, NULL, NULL, 0);
 	while (n < 64 && proto_iter_next(&it, &in) == 1) {
 		memset(&out[n], 0, sizeof(out[n]));
@@ -528,7 +519,7 @@ static bool fk_split(int fd, const struct proto_frame *req, int mode)
 		size_t len;
 		bool ok;
 
-		resp_init(&f, req);
+		kc_fake_answer(&f, req);
 		if (!last)
 			f.flags |= PROTO_F_MORE;
 		fval_make(&fv, &keys[idx], VLEN);
@@ -555,7 +546,7 @@ static bool fk_keys(int fd, const struct proto_frame *req, int mode)
 	struct proto_item in, out[256];
 	uint32_t n = 0;
 
-	resp_init(&f, req);
+	kc_fake_answer(&f, req);
 	proto_iter_init(&it, req, NULL, NULL, 0);
 	while (n < 200 && proto_iter_next(&it, &in) == 1) {
 		memset(&out[n], 0, sizeof(out[n]));
@@ -592,7 +583,7 @@ static bool fk_stats(int fd, const struct proto_frame *req)
 	bool ok;
 
 	T_ASSERT(out && names);
-	resp_init(&f, req);
+	kc_fake_answer(&f, req);
 	out[n++] = (struct proto_item){ .name = "cluster.epoch", .name_len = 13, .value = 7 };
 	for (unsigned i = 0; i < F.member_count; i++) {
 		int l = snprintf(names[n], sizeof(names[n]), "cluster.member.%u", i);
@@ -618,7 +609,7 @@ static bool fk_status_range(int fd, const struct proto_frame *req)
 	uint8_t *buf;
 	bool ok;
 
-	resp_init(&f, req);
+	kc_fake_answer(&f, req);
 	buf = fk_encode(&f, &out, 1, &len);
 	put32(buf + PROTO_HDR_LEN + 4, 7); /* the item's status */
 	fk_recrc(buf, len);
@@ -644,7 +635,7 @@ static bool fk_answer(int fd, const struct proto_frame *req)
 		return fk_stats(fd, req);
 	case PROTO_OP_PING:
 	case PROTO_OP_BYE:
-		resp_init(&f, req);
+		kc_fake_answer(&f, req);
 		return fk_send(fd, &f, NULL, 0) && req->op == PROTO_OP_PING;
 	default:
 		break;
@@ -671,11 +662,11 @@ static bool fk_answer(int fd, const struct proto_frame *req)
 	case M_TAG_OTHER_OP: {
 		struct proto_frame r = *req;
 		r.op = req->op == PROTO_OP_GET ? PROTO_OP_EXISTS : PROTO_OP_GET;
-		resp_init(&f, &r);
+		kc_fake_answer(&f, &r);
 		return fk_send(fd, &f, NULL, 0);
 	}
 	case M_ITEMS_NONE:
-		resp_init(&f, req);
+		kc_fake_answer(&f, req);
 		if (req->op == PROTO_OP_LOOKUP)
 			return fk_keys(fd, req, M_GOOD);
 		return fk_send(fd, &f, NULL, 0);
@@ -700,7 +691,7 @@ static bool fk_answer(int fd, const struct proto_frame *req)
 	case M_MORE_FOREVER:
 		if (req->op != PROTO_OP_GET)
 			break;
-		resp_init(&f, req);
+		kc_fake_answer(&f, req);
 		f.flags |= PROTO_F_MORE;
 		for (int i = 0; i < 1000 && fk_nap(5); i++)
 			if (!fk_send(fd, &f, NULL, 0))
@@ -718,7 +709,7 @@ static bool fk_answer(int fd, const struct proto_frame *req)
 			struct proto_iter it;
 			struct proto_item in, out[64];
 			uint32_t n = 0;
-			resp_init(&f, req);
+			kc_fake_answer(&f, req);
 			proto_iter_init(&it, req, NULL, NULL, 0);
 			while (n < 64 && proto_iter_next(&it, &in) == 1) {
 				out[n] = (struct proto_item){ .index = in.index,
@@ -731,7 +722,7 @@ static bool fk_answer(int fd, const struct proto_frame *req)
 		return fk_get(fd, req, mode);
 	}
 	if (req->op == PROTO_OP_CLEAR) {
-		resp_init(&f, req);
+		kc_fake_answer(&f, req);
 		f.removed = mode == M_CLEAR_HUGE ? UINT64_MAX - 5002 : 3;
 		return fk_send(fd, &f, NULL, 0);
 	}

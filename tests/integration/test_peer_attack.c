@@ -147,22 +147,13 @@ static bool fk_send(int fd, struct proto_frame *f, const struct proto_item *it, 
 	return ok;
 }
 
-static void resp_init(struct proto_frame *f, const struct proto_frame *req)
-{
-	memset(f, 0, sizeof(*f));
-	f->op = req->op;
-	f->tag = req->tag;
-	f->flags = PROTO_F_RESPONSE;
-	f->version = req->version;
-}
-
 /* HELLO: NONE only (downgrade), else HMAC; the codec's hard limits in the
  * table phase; a zero nonce (fk_auth's proof uses it). */
 static bool fk_hello(int fd, const struct proto_frame *req)
 {
 	struct proto_frame f;
 
-	resp_init(&f, req);
+	kc_fake_answer(&f, req);
 	f.hello.version = req->hello.max_version < 2 ? req->hello.max_version : 2;
 	f.hello.min_version = 1;
 	f.hello.max_version = 2;
@@ -184,7 +175,7 @@ static bool fk_auth(int fd, const struct proto_frame *req)
 	static const uint8_t snonce[PROTO_NONCE_LEN];
 	struct proto_frame f;
 
-	resp_init(&f, req);
+	kc_fake_answer(&f, req);
 	if (req->auth.method == PROTO_AUTH_HMAC_SHA256)
 		T_OK(proto_auth_proof(PROTO_PROOF_SERVER, SECRET_ALICE, strlen(SECRET_ALICE),
 				      snonce, req->auth.nonce, req->auth.tenant,
@@ -200,7 +191,7 @@ static bool fk_answer(int fd, const struct proto_frame *req, uint32_t flags, uin
 	struct proto_frame f;
 	struct proto_item it[1];
 
-	resp_init(&f, req);
+	kc_fake_answer(&f, req);
 	f.flags |= flags;
 	f.tag = tag;
 	memset(it, 0, sizeof(it));
@@ -270,7 +261,7 @@ static bool fk_stats(int fd, const struct proto_frame *req)
 	struct proto_item it = { .name = "repair.drain_state", .name_len = 18,
 				 .kind = PROTO_STAT_NUM, .value = 0 };
 
-	resp_init(&f, req);
+	kc_fake_answer(&f, req);
 	return fk_send(fd, &f, &it, 1, NULL);
 }
 
