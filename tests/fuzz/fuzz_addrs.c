@@ -18,12 +18,7 @@
 
 #include "cluster.h"
 #include "placement.h"
-
-#define FUZZ_CHECK(c)                   \
-	do {                            \
-		if (!(c))               \
-			__builtin_trap(); \
-	} while (0)
+#include "fuzz.h"
 
 #define MAXN 64
 

@@ -16,12 +16,7 @@
 #include <openssl/evp.h>
 
 #include "s3http.h"
-
-#define FUZZ_CHECK(c)                   \
-	do {                            \
-		if (!(c))               \
-			__builtin_trap(); \
-	} while (0)
+#include "fuzz.h"
 
 struct fuzz_out {
 	int result;        /* 1 done, 0 ran out of input, < 0 error */

@@ -20,12 +20,7 @@
 #include "kvt_int.h"
 #include "ssdfmt.h"
 #include "le.h"
-
-#define FUZZ_CHECK(c)                   \
-	do {                            \
-		if (!(c))               \
-			__builtin_trap(); \
-	} while (0)
+#include "fuzz.h"
 
 #define KEEP 4096 /* of each kind; bigger images skip the re-encode */
 

@@ -30,12 +30,7 @@
 #include "kvt_int.h"
 #include "le.h"
 #include "ssdfmt.h"
-
-#define FUZZ_CHECK(c)                   \
-	do {                            \
-		if (!(c))               \
-			__builtin_trap(); \
-	} while (0)
+#include "fuzz.h"
 
 static bool hdr_zero(const struct ssd_ckpt_hdr *h)
 {

@@ -23,12 +23,7 @@
 
 #include "config.h"
 #include "kvtierd.h"
-
-#define FUZZ_CHECK(c)                   \
-	do {                            \
-		if (!(c))               \
-			__builtin_trap(); \
-	} while (0)
+#include "fuzz.h"
 
 static void fuzz_config_init(struct kvtd_config *cfg)
 {

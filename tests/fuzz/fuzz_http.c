@@ -13,12 +13,7 @@
 #include <string.h>
 
 #include "http.h"
-
-#define FUZZ_CHECK(c)                   \
-	do {                            \
-		if (!(c))               \
-			__builtin_trap(); \
-	} while (0)
+#include "fuzz.h"
 
 static void fuzz_check(const char *buf, size_t len, size_t max)
 {

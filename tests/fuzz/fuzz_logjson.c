@@ -19,12 +19,7 @@
 #include <string.h>
 
 #include "kvtierd.h"
-
-#define FUZZ_CHECK(c)                   \
-	do {                            \
-		if (!(c))               \
-			__builtin_trap(); \
-	} while (0)
+#include "fuzz.h"
 
 static json_t *fuzz_parse(const char *fields)
 {

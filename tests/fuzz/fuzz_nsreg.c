@@ -25,11 +25,7 @@ struct fuzz_ctx {
 	uint32_t sum;
 };
 
-#define FUZZ_CHECK(c)                   \
-	do {                            \
-		if (!(c))               \
-			__builtin_trap(); \
-	} while (0)
+#include "fuzz.h"
 
 static int fuzz_rec(void *p, uint32_t id, const uint8_t digest[32], const char *canon,
 		    uint32_t canon_len)

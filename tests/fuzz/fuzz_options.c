@@ -22,12 +22,7 @@
 #include <string.h>
 
 #include "kvtier.h"
-
-#define FUZZ_CHECK(c)                   \
-	do {                            \
-		if (!(c))               \
-			__builtin_trap(); \
-	} while (0)
+#include "fuzz.h"
 
 /* The library's own table of options (kvt_option_info): the fuzzer's list
  * can no longer go stale. */

@@ -28,12 +28,7 @@
 #include "kvt_int.h"
 #include "proto.h"
 #include "le.h"
-
-#define FUZZ_CHECK(c)                   \
-	do {                            \
-		if (!(c))               \
-			__builtin_trap(); \
-	} while (0)
+#include "fuzz.h"
 
 static uint64_t g_lens[KVT_PARTS_MAX];
 static uint32_t g_crcs[KVT_PARTS_MAX];

@@ -35,12 +35,7 @@
 #include <stdlib.h>
 
 #include "recover.h"
-
-#define FUZZ_CHECK(c)                   \
-	do {                            \
-		if (!(c))               \
-			__builtin_trap(); \
-	} while (0)
+#include "fuzz.h"
 
 static char g_dir[256];
 static uint32_t g_ns;

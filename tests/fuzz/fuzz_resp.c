@@ -21,12 +21,7 @@
 #include <string.h>
 
 #include "resp.h"
-
-#define FUZZ_CHECK(c)                   \
-	do {                            \
-		if (!(c))               \
-			__builtin_trap(); \
-	} while (0)
+#include "fuzz.h"
 
 static struct resp_arg g_args[1024];
 

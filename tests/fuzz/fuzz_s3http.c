@@ -17,12 +17,7 @@
 #include <string.h>
 
 #include "s3http.h"
-
-#define FUZZ_CHECK(c)                   \
-	do {                            \
-		if (!(c))               \
-			__builtin_trap(); \
-	} while (0)
+#include "fuzz.h"
 
 static int fuzz_parse(const char *buf, size_t len, size_t max, unsigned hmax, struct s3h_req *rq,
 		      struct s3h_hdr *hd)

@@ -23,12 +23,7 @@
 #include "kvt_int.h"
 #include "ssdfmt.h"
 #include "le.h"
-
-#define FUZZ_CHECK(c)                   \
-	do {                            \
-		if (!(c))               \
-			__builtin_trap(); \
-	} while (0)
+#include "fuzz.h"
 
 #define REC_HDR_MAX (5 * SSD_REC_ALIGN_4K) /* ssd_rec_hdr_len(KVT_PARTS_MAX, 4096) */
 #define SUM_KEEP 8192               /* summaries with more entries skip the re-encode */

@@ -20,12 +20,7 @@
 #include <string.h>
 
 #include "kvtierd.h"
-
-#define FUZZ_CHECK(c)                   \
-	do {                            \
-		if (!(c))               \
-			__builtin_trap(); \
-	} while (0)
+#include "fuzz.h"
 
 static void fuzz_tenants(const char *text, size_t len)
 {
