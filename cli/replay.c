@@ -487,7 +487,9 @@ static int replay_run_one(const struct replay_run *run, struct replay_result *re
 	}
 	if (run->ssd_cap > 0) {
 		snprintf(dir, sizeof dir, "%s/kvtier-replay.XXXXXX", o->dir);
-		if (mkdtemp(dir) == NULL) {
+		/* --dir itself is made if missing (not its parents: a typo in
+		 * one is said, not built). */
+		if ((mkdir(o->dir, 0700) < 0 && errno != EEXIST) || mkdtemp(dir) == NULL) {
 			snprintf(err, err_len, "creating a run directory under %s: %s", o->dir,
 				 strerror(errno));
 			dir[0] = '\0';
@@ -945,7 +947,8 @@ static void replay_usage(FILE *f)
 		"  --dram SIZE           DRAM tier (default 1G); a comma list sweeps\n"
 		"  --ssd SIZE            SSD tier (default 0: none); a comma list sweeps\n"
 		"  --dir DIR             where SSD run directories go (default $TMPDIR or\n"
-		"                        /var/tmp; must support O_DIRECT); removed after\n"
+		"                        /var/tmp; made if missing; must support O_DIRECT);\n"
+		"                        each is removed after its run (unless --keep)\n"
 		"  --dram-policy P       DRAM eviction: prefix-adapt (default), prefix,\n"
 		"                        prefix-learn, lru or s3fifo (doc/policies.md)\n"
 		"  --admission POLICY    SSD admission: victim (default: what DRAM evicts),\n"

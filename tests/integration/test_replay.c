@@ -283,14 +283,18 @@ static void test_small(const char *data)
 		T_ASSERT(cap <= 36831232 && cap >= 36831232 - 36831232 / 128);
 	}
 
-	/* 3. The same DRAM over an SSD tier that keeps every block. */
+	/* 3. The same DRAM over an SSD tier that keeps every block, under a
+	 * --dir the replay makes (its run directory removed after). */
+	char made[600];
+	snprintf(made, sizeof made, "%s/replay-made-%d", tmp, (int)getpid());
 	snprintf(args, sizeof args,
 		 "'%s/replay-small.jsonl' --bytes-per-token 1024 --dram 4M --dram-policy lru "
 		 "--ssd 64M --admission always --flush-each --dir '%s' --json",
-		 data, tmp);
+		 data, made);
 	int rc = run(args, &out, &err);
 	if (rc != 0)
 		T_FAIL("exit %d: %s", rc, err);
+	T_OK(rmdir(made)); /* there, and empty */
 	j = find(out, "replay", 0);
 	T_EQ_INT(num(j, "hit_blocks"), 9);
 	T_EQ_INT(num(j, "hit_tokens"), 4172);
