@@ -34,11 +34,12 @@ static const char drain_help[] =
 	"                        [--tls [--tls-ca F] [--tls-cert F --tls-key F]\n"
 	"                        [--tls-server-name N]]\n"
 	"\n"
-	"Ask the kvtierd at ADDR (HOST:PORT, a member of a pod) to hand the blocks it\n"
-	"holds over to the members placement gives without it (every replicated one,\n"
-	"and the others most recently used first up to its --drain-budget), leave the\n"
-	"member list (its etcd lease revoked; in a static --members pod the others\n"
-	"drop it within a second) and keep serving reads; with --exit it then stops.\n"
+	"Ask the kvtierd at ADDR (a member of a pod: HOST:PORT, [V6]:PORT, or\n"
+	"unix:/PATH on its host) to hand the blocks it holds over to the members\n"
+	"placement gives without it (every replicated one, and the others most\n"
+	"recently used first up to its --drain-budget), leave the member list (its\n"
+	"etcd lease revoked; in a static --members pod the others drop it within a\n"
+	"second) and keep serving reads; with --exit it then stops.\n"
 	"Needs the admin role.\n"
 	"\n"
 	"  --exit             stop the server once drained\n"
@@ -126,6 +127,12 @@ int drain_main(int argc, char **argv)
 		return 2;
 	}
 	addr = argv[optind];
+	if (tls.on && !tls.name && strncmp(addr, "unix:", 5) == 0) {
+		/* kvtierd serves TLS on TCP only; a unix: socket of a TLS
+		 * proxy has no host name to check the certificate against */
+		fputs("kvtier drain: --tls over a unix: socket needs --tls-server-name\n", stderr);
+		return 2;
+	}
 	if (secret_path && (rc = drain_secret(secret_path, secret, &secret_len)) < 0) {
 		fprintf(stderr, "kvtier drain: --secret-file %s: %s\n", secret_path,
 			rc == -EPERM ? "must be readable by its owner only (chmod 600)" :

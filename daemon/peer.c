@@ -19,6 +19,7 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -314,12 +315,36 @@ static int peer_connect(int fd, const struct sockaddr *sa, socklen_t sa_len, uns
 	return 0;
 }
 
-static int peer_tcp(const char *addr, unsigned connect_ms)
+/* A connected socket to addr: "unix:/PATH" (kvtier drain on the server's
+ * host), else HOST:PORT or [V6]:PORT over TCP. */
+static int peer_unix(const char *path, unsigned connect_ms)
+{
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	int fd, rc;
+
+	if (!path[0] || strlen(path) >= sizeof(sun.sun_path))
+		return -EINVAL;
+	memcpy(sun.sun_path, path, strlen(path) + 1);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	rc = peer_connect(fd, (const struct sockaddr *)&sun, sizeof(sun),
+			  connect_ms ? connect_ms : KVTD_PEER_CONNECT_MS);
+	if (rc < 0) {
+		close(fd);
+		return rc;
+	}
+	return fd;
+}
+
+static int peer_dial(const char *addr, unsigned connect_ms)
 {
 	char host[KVTD_PEER_ADDR_MAX + 1], *colon = NULL;
 	struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *res = NULL;
 	int fd = -1, one = 1, rc;
 
+	if (strncmp(addr, "unix:", 5) == 0)
+		return peer_unix(addr + 5, connect_ms);
 	snprintf(host, sizeof(host), "%s", addr);
 	colon = strrchr(host, ':');
 	if (!colon)
@@ -436,7 +461,7 @@ int kvtd_peer_open_tls_name(struct kvtd_peer *p, const char *addr, const char *t
 	proto_limits_default(&p->lim);
 	snprintf(p->addr, sizeof(p->addr), "%s", addr);
 	snprintf(p->tenant, sizeof(p->tenant), "%s", tenant);
-	p->fd = peer_tcp(addr, connect_ms);
+	p->fd = peer_dial(addr, connect_ms);
 	if (p->fd < 0)
 		return p->fd;
 	if (tls && (rc = peer_tls(p, tls, tls_name)) < 0)

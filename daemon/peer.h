@@ -32,7 +32,7 @@ struct kvtd_peer {
 	struct proto_frame resp; /* the last response, in rbuf */
 };
 
-/* Connect to addr ("HOST:PORT"), HELLO, AUTH as tenant with secret
+/* Connect to addr (HOST:PORT, [V6]:PORT or unix:/PATH), HELLO, AUTH as tenant with secret
  * (HMAC-SHA-256, the server's proof checked; method NONE where the server
  * offers it, and then secret may be NULL).  The TCP connect gives up after
  * connect_ms (0: KVTD_PEER_CONNECT_MS) with -ETIMEDOUT.  0 or < 0 (nothing
