@@ -840,4 +840,5 @@ def main():
         print(p.split('/')[-1], ' | '.join(out), flush=True)
 
 
-main()
+if __name__ == '__main__':  # hawkeye.py imports the classes
+    main()
