@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "client.h"
+#include "le.h"
 
 static void client_init(struct kc *c, int fd)
 {
@@ -725,4 +726,27 @@ void kc_fake_answer(struct proto_frame *f, const struct proto_frame *req)
 	f->tag = req->tag;
 	f->flags = PROTO_F_RESPONSE;
 	f->version = req->version;
+}
+
+size_t kc_raw_frame(uint8_t *buf, const struct proto_frame *f, const void *table)
+{
+	size_t tl = table ? (size_t)f->table_len : 0;
+	uint32_t crc;
+
+	memcpy(buf, PROTO_MAGIC, 4);
+	le_put16(buf + 4, f->version);
+	le_put16(buf + 6, f->op);
+	le_put32(buf + 8, f->flags);
+	le_put32(buf + 12, f->item_count);
+	le_put64(buf + 16, f->tag);
+	le_put64(buf + 24, f->table_len);
+	le_put64(buf + 32, f->data_len);
+	le_put32(buf + 40, (uint32_t)f->status);
+	crc = kvt_crc32c(0, buf, 44);
+	if (tl) {
+		memcpy(buf + PROTO_HDR_LEN, table, tl);
+		crc = kvt_crc32c(crc, buf + PROTO_HDR_LEN, tl);
+	}
+	le_put32(buf + 44, crc);
+	return PROTO_HDR_LEN + tl;
 }

@@ -93,6 +93,14 @@ int kc_fake_request(int fd, uint8_t **buf, size_t *cap, struct proto_frame *f,
 		    const _Atomic bool *stop);
 /* An answer's frame to req, status 0, nothing else set. */
 void kc_fake_answer(struct proto_frame *f, const struct proto_frame *req);
+/* A frame made by hand, for what the codec will not encode (a table or
+ * data section past every limit, an unknown opcode, a table whose CRC is
+ * wrong): f's header fields (version, op, flags, item_count, tag,
+ * table_len, data_len, status) as the fixed header into buf, then, if
+ * table is not NULL, f->table_len bytes of it; the CRC32C over the header
+ * and that table (the header alone without one: a table sent after it
+ * fails the check).  Returns the bytes written. */
+size_t kc_raw_frame(uint8_t *buf, const struct proto_frame *f, const void *table);
 
 /* HELLO; returns the response status. */
 int kc_hello(struct kc *c);

@@ -3693,16 +3693,10 @@ static uint8_t *nat_put_frame(struct nat_env *e, const char *key, uint32_t flags
 static size_t nat_raw(uint8_t *b, uint16_t ver, uint16_t op, uint32_t count, const void *table,
 		      size_t tlen)
 {
-	memset(b, 0, PROTO_HDR_LEN);
-	memcpy(b, PROTO_MAGIC, 4);
-	nat_le(b + 4, ver, 2);
-	nat_le(b + 6, op, 2);
-	nat_le(b + 12, count, 4);
-	nat_le(b + 16, NAT_TAG, 8);
-	nat_le(b + 24, tlen, 8);
-	memcpy(b + PROTO_HDR_LEN, table, tlen);
-	nat_recrc(b, PROTO_HDR_LEN + tlen);
-	return PROTO_HDR_LEN + tlen;
+	struct proto_frame f = { .version = ver, .op = op, .item_count = count, .tag = NAT_TAG,
+				 .table_len = tlen };
+
+	return kc_raw_frame(b, &f, table);
 }
 
 /* A frame of op with the op section t (tlen bytes) that cannot be read. */

@@ -214,21 +214,12 @@ static void fk_big_table(int fd, const struct proto_frame *req)
 {
 	static uint8_t junk[1 << 16];
 	uint8_t h[PROTO_HDR_LEN];
-	uint64_t tl = PROTO_HARD_TABLE_MAX, zero = 0, tag = req->tag;
-	uint32_t fl = PROTO_F_RESPONSE, one = 1, crc;
-	uint16_t op = req->op, ver = req->version;
+	struct proto_frame f;
 
-	memset(h, 0, sizeof(h));
-	memcpy(h, PROTO_MAGIC, 4);
-	memcpy(h + 4, &ver, 2);
-	memcpy(h + 6, &op, 2);
-	memcpy(h + 8, &fl, 4);
-	memcpy(h + 12, &one, 4);
-	memcpy(h + 16, &tag, 8);
-	memcpy(h + 24, &tl, 8);
-	memcpy(h + 32, &zero, 8);
-	crc = kvt_crc32c(0, h, 44);
-	memcpy(h + 44, &crc, 4);
+	kc_fake_answer(&f, req);
+	f.item_count = 1;
+	f.table_len = PROTO_HARD_TABLE_MAX;
+	kc_raw_frame(h, &f, NULL);
 	memset(junk, 0xa5, sizeof(junk));
 	atomic_store(&F.lie_ns, tsrv_now_ns());
 	if (!fk_write(fd, h, sizeof(h)))
