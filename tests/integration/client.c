@@ -644,6 +644,26 @@ int kc_stat_text(struct kc *c, uint32_t scope, const char *name, char *out, size
 	return client_stat_item(c, scope, NULL, name, PROTO_STAT_TEXT, NULL, out, out_len);
 }
 
+int kc_stat_once(uint16_t port, const char *path, const char *tenant, const char *secret,
+		 const char *name, bool opt, uint64_t *value)
+{
+	struct kc c;
+	int rc = port ? kc_connect_tcp(&c, port) : kc_connect_unix(&c, path);
+
+	if (rc < 0)
+		return rc;
+	rc = kc_login(&c, tenant, secret);
+	if (rc == 0) {
+		rc = kc_stat(&c, PROTO_SCOPE_ALL, name, value);
+		if (rc != 0 && opt) {
+			*value = 0;
+			rc = 0;
+		}
+	}
+	kc_close(&c);
+	return rc;
+}
+
 int kc_ping(struct kc *c)
 {
 	struct proto_frame f = { .op = PROTO_OP_PING };

@@ -141,6 +141,14 @@ int kc_stat_text(struct kc *c, uint32_t scope, const char *name, char *out, size
 /* The same for another tenant's statistics (scope PROTO_SCOPE_TENANT). */
 int kc_stat_of(struct kc *c, uint32_t scope, const char *tenant, const char *name,
 	       uint64_t *value);
+/* One numeric statistic of the whole server (scope ALL), read on a
+ * connection of its own: to port over TCP, or to the Unix socket path
+ * where port is 0, logged in as tenant (secret NULL: AUTH_NONE), closed
+ * after.  0, a connect or login error, or kc_stat's; with opt, a STATS
+ * that fails (a statistic an older server lacks, a STATS refused under
+ * memory pressure) reads as 0 and returns 0. */
+int kc_stat_once(uint16_t port, const char *path, const char *tenant, const char *secret,
+		 const char *name, bool opt, uint64_t *value);
 int kc_ping(struct kc *c);
 
 #endif

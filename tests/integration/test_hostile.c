@@ -271,27 +271,18 @@ static size_t recv_for(int fd, char *buf, size_t cap, int ms, bool *closed)
 
 static uint64_t stat_of(const char *name)
 {
-	struct kc a;
 	uint64_t v = 0;
 
-	T_RC(kc_connect_tcp(&a, srv.port), 0);
-	T_RC(kc_login(&a, "admin", SECRET_ADMIN), 0);
-	T_RC(kc_stat(&a, PROTO_SCOPE_ALL, name, &v), 0);
-	kc_close(&a);
+	T_RC(kc_stat_once(srv.port, NULL, "admin", SECRET_ADMIN, name, false, &v), 0);
 	return v;
 }
 
 /* The same for a counter an older server may lack: 0 then. */
 static uint64_t stat_opt(const char *name)
 {
-	struct kc a;
 	uint64_t v = 0;
 
-	T_RC(kc_connect_tcp(&a, srv.port), 0);
-	T_RC(kc_login(&a, "admin", SECRET_ADMIN), 0);
-	if (kc_stat(&a, PROTO_SCOPE_ALL, name, &v) != 0)
-		v = 0;
-	kc_close(&a);
+	T_RC(kc_stat_once(srv.port, NULL, "admin", SECRET_ADMIN, name, true, &v), 0);
 	return v;
 }
 
@@ -2354,18 +2345,9 @@ static void phase_out_flood(void)
  * older server may lack (0 then). */
 static uint64_t stat_unix(const char *name, bool opt)
 {
-	struct kc a;
 	uint64_t v = 0;
 
-	T_RC(kc_connect_unix(&a, srv.sock), 0);
-	T_RC(kc_login(&a, "default", NULL), 0);
-	if (opt) {
-		if (kc_stat(&a, PROTO_SCOPE_ALL, name, &v) != 0)
-			v = 0;
-	} else {
-		T_RC(kc_stat(&a, PROTO_SCOPE_ALL, name, &v), 0);
-	}
-	kc_close(&a);
+	T_RC(kc_stat_once(0, srv.sock, "default", NULL, name, opt, &v), 0);
 	return v;
 }
 
