@@ -562,12 +562,11 @@ int kc_lookup(struct kc *c, const uint8_t ns[PROTO_DIGEST_LEN], const struct kvt
 	return rc;
 }
 
-int kc_clear(struct kc *c, uint32_t scope, const uint8_t *digest, const char *tenant,
-	     uint64_t *removed)
+/* A request of scope (CLEAR, STATS): its answer into *r, as client_call. */
+static int client_scope_call(struct kc *c, uint16_t op, uint32_t scope, const uint8_t *digest,
+			     const char *tenant, struct kc_resp *r)
 {
-	struct proto_frame f = { .op = PROTO_OP_CLEAR };
-	struct kc_resp r;
-	int rc;
+	struct proto_frame f = { .op = op };
 
 	f.scope.scope = scope;
 	if (digest)
@@ -576,7 +575,15 @@ int kc_clear(struct kc *c, uint32_t scope, const uint8_t *digest, const char *te
 		f.scope.tenant = tenant;
 		f.scope.tenant_len = (uint32_t)strlen(tenant);
 	}
-	rc = client_call(c, &f, NULL, 0, NULL, 0, &r);
+	return client_call(c, &f, NULL, 0, NULL, 0, r);
+}
+
+int kc_clear(struct kc *c, uint32_t scope, const uint8_t *digest, const char *tenant,
+	     uint64_t *removed)
+{
+	struct kc_resp r;
+	int rc = client_scope_call(c, PROTO_OP_CLEAR, scope, digest, tenant, &r);
+
 	if (rc < 0)
 		return rc;
 	rc = r.f.status;
@@ -595,18 +602,11 @@ int kc_stat(struct kc *c, uint32_t scope, const char *name, uint64_t *value)
 static int client_stat_item(struct kc *c, uint32_t scope, const char *tenant, const char *name,
 			    uint32_t kind, uint64_t *value, char *text, size_t text_len)
 {
-	struct proto_frame f = { .op = PROTO_OP_STATS };
 	struct proto_item got;
 	struct proto_iter iter;
 	struct kc_resp r;
-	int rc;
+	int rc = client_scope_call(c, PROTO_OP_STATS, scope, NULL, tenant, &r);
 
-	f.scope.scope = scope;
-	if (tenant) {
-		f.scope.tenant = tenant;
-		f.scope.tenant_len = (uint32_t)strlen(tenant);
-	}
-	rc = client_call(c, &f, NULL, 0, NULL, 0, &r);
 	if (rc < 0)
 		return rc;
 	rc = r.f.status;
