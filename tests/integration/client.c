@@ -96,10 +96,30 @@ int kc_send(struct kc *c, const void *buf, size_t len)
 	return 0;
 }
 
+int64_t kc_encode(const struct proto_frame *f, const struct proto_item *items, uint32_t n,
+		  const struct proto_limits *lim, size_t room, uint8_t **buf)
+{
+	uint64_t need = 0;
+	int64_t len = proto_encode(f, items, n, NULL, 0, lim, &need);
+
+	*buf = NULL;
+	if (len != KVT_EBUFSMALL)
+		return len < 0 ? len : KVT_EBADLEN;
+	*buf = calloc(1, need + room);
+	if (!*buf)
+		return -ENOMEM;
+	len = proto_encode(f, items, n, *buf, need, lim, NULL);
+	if (len != (int64_t)need) {
+		free(*buf);
+		*buf = NULL;
+		return len < 0 ? len : KVT_EBADLEN;
+	}
+	return len;
+}
+
 int64_t kc_request(struct kc *c, struct proto_frame *f, const struct proto_item *items,
 		   uint32_t n, const struct iovec *data, unsigned data_n)
 {
-	uint64_t need = 0;
 	int64_t len;
 	uint8_t *buf;
 	int rc;
@@ -108,17 +128,9 @@ int64_t kc_request(struct kc *c, struct proto_frame *f, const struct proto_item 
 		f->tag = c->next_tag++;
 	if (!f->version)
 		f->version = f->op == PROTO_OP_HELLO ? PROTO_VERSION_HELLO : c->version;
-	len = proto_encode(f, items, n, NULL, 0, NULL, &need);
-	if (len != KVT_EBUFSMALL)
-		return len < 0 ? len : KVT_EBADLEN;
-	buf = malloc(need);
-	if (!buf)
-		return -ENOMEM;
-	len = proto_encode(f, items, n, buf, need, NULL, NULL);
-	if (len < 0) {
-		free(buf);
+	len = kc_encode(f, items, n, NULL, 0, &buf);
+	if (len < 0)
 		return len;
-	}
 	rc = kc_send(c, buf, (size_t)len);
 	free(buf);
 	for (unsigned i = 0; rc == 0 && i < data_n; i++)

@@ -57,6 +57,12 @@ int kc_connect_unix(struct kc *c, const char *path);
 void kc_close(struct kc *c);
 
 int kc_send(struct kc *c, const void *buf, size_t len);
+/* f with n items encoded (header and table; the data is sent apart) into
+ * *buf, malloc'd with room zeroed bytes more at its end (for a test that
+ * grows the table by hand); lim NULL: the codec's own limits.  Returns
+ * the length, or the codec's error (*buf NULL). */
+int64_t kc_encode(const struct proto_frame *f, const struct proto_item *items, uint32_t n,
+		  const struct proto_limits *lim, size_t room, uint8_t **buf);
 /* Encode f (tag and version filled in if 0) with items, send it and the
  * data iovecs.  Returns the tag (> 0) or an error. */
 int64_t kc_request(struct kc *c, struct proto_frame *f, const struct proto_item *items,

@@ -347,7 +347,6 @@ static void phase_preauth(void)
 	for (unsigned i = 0; i < PREAUTH_CONNS; i++) {
 		struct proto_frame f = { .op = PROTO_OP_PUT };
 		struct proto_item it = { 0 };
-		uint64_t need = 0;
 		uint32_t crc = 0;
 		uint8_t *buf;
 		int64_t len;
@@ -365,11 +364,9 @@ static void phase_preauth(void)
 		it.part_count = 1;
 		it.part_lens = &it.value_len;
 		it.part_crcs = &crc;
-		len = proto_encode(&f, &it, 1, NULL, 0, NULL, &need);
-		T_EQ_INT(len, KVT_EBUFSMALL);
-		buf = malloc(need);
-		T_ASSERT(proto_encode(&f, &it, 1, buf, need, NULL, NULL) > 0);
-		T_ASSERT(send_for(bad[i].fd, buf, need, 1000) == (int64_t)need);
+		len = kc_encode(&f, &it, 1, NULL, 0, &buf);
+		T_ASSERT(len > 0);
+		T_ASSERT(send_for(bad[i].fd, buf, (size_t)len, 1000) == len);
 		free(buf);
 	}
 	tsrv_sleep_ms(500);
@@ -3536,14 +3533,11 @@ static void nat_recrc(uint8_t *buf, size_t len)
 static uint8_t *nat_encode(struct proto_frame *f, const struct proto_item *its, uint32_t n,
 			   size_t *len)
 {
-	uint64_t need = 0;
 	uint8_t *buf;
+	int64_t l = kc_encode(f, its, n, NULL, 64, &buf); /* room for cases that grow the table */
 
-	T_EQ_INT(proto_encode(f, its, n, NULL, 0, NULL, &need), KVT_EBUFSMALL);
-	buf = calloc(1, need + 64); /* room for cases that grow the table */
-	T_ASSERT(buf != NULL);
-	T_EQ_INT(proto_encode(f, its, n, buf, need, NULL, NULL), (int64_t)need);
-	*len = (size_t)need;
+	T_OK(l);
+	*len = (size_t)l;
 	return buf;
 }
 
@@ -5425,17 +5419,13 @@ static void phase_tbl_share(void)
 	rss_begin();
 	for (unsigned c = 0; c < TS_CONNS; c++) {
 		struct proto_frame f = { .op = PROTO_OP_NS_REGISTER };
-		uint64_t need = 0;
 		int64_t len;
 		uint8_t *buf;
 		T_RC(kc_connect_tcp(&fl[c], srv.port), 0);
 		T_RC(kc_login(&fl[c], "alice", SECRET_ALICE), 0);
 		f.tag = fl[c].next_tag++;
 		f.version = fl[c].version;
-		len = proto_encode(&f, its, TS_ITEMS, NULL, 0, NULL, &need);
-		T_EQ_INT(len, KVT_EBUFSMALL);
-		buf = malloc(need);
-		len = proto_encode(&f, its, TS_ITEMS, buf, need, NULL, NULL);
+		len = kc_encode(&f, its, TS_ITEMS, NULL, 0, &buf);
 		T_ASSERT(len > 0);
 		T_RC(kc_send(&fl[c], buf, (size_t)len - 1), 0); /* all but its last byte */
 		last = buf[len - 1];
@@ -5502,7 +5492,7 @@ static void phase_tbl_wait(void)
 	struct proto_frame f = { .op = PROTO_OP_NS_REGISTER };
 	struct kvt_ns_desc one = desc;
 	struct proto_item it1 = { 0 };
-	uint64_t used0, used1, need = 0;
+	uint64_t used0, used1;
 	struct kc_resp r;
 	struct kc x;
 	uint8_t *buf;
@@ -5542,10 +5532,7 @@ static void phase_tbl_wait(void)
 	/* 2. Behind it, the big table, all but its last byte. */
 	f.tag = x.next_tag++;
 	f.version = x.version;
-	len = proto_encode(&f, its, TS_ITEMS, NULL, 0, NULL, &need);
-	T_EQ_INT(len, KVT_EBUFSMALL);
-	buf = malloc(need);
-	len = proto_encode(&f, its, TS_ITEMS, buf, need, NULL, NULL);
+	len = kc_encode(&f, its, TS_ITEMS, NULL, 0, &buf);
 	T_ASSERT(len > (int64_t)(1u << 19));
 	T_RC(kc_send(&x, buf, (size_t)len - 1), 0);
 	tsrv_sleep_ms(500);

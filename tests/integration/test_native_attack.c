@@ -131,16 +131,14 @@ static uint64_t stat_of(const char *name)
 static uint8_t *encode(struct kc *c, struct proto_frame *f, const struct proto_item *its,
 		       uint32_t n, size_t *len)
 {
-	uint64_t need = 0;
 	uint8_t *buf;
+	int64_t l;
 
 	f->tag = c->next_tag++;
 	f->version = c->version;
-	T_EQ_INT(proto_encode(f, its, n, NULL, 0, NULL, &need), KVT_EBUFSMALL);
-	buf = malloc(need);
-	T_ASSERT(buf != NULL);
-	T_EQ_INT(proto_encode(f, its, n, buf, need, NULL, NULL), (int64_t)need);
-	*len = (size_t)need;
+	l = kc_encode(f, its, n, NULL, 0, &buf);
+	T_OK(l);
+	*len = (size_t)l;
 	return buf;
 }
 

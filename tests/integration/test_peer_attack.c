@@ -130,16 +130,10 @@ static bool fk_closed(int fd, int ms)
 static bool fk_send(int fd, struct proto_frame *f, const struct proto_item *it, uint32_t n,
 		    const struct proto_limits *lim)
 {
-	uint64_t need = 0;
-	int64_t l = proto_encode(f, it, n, NULL, 0, lim, &need);
 	uint8_t *buf;
+	int64_t l = kc_encode(f, it, n, lim, 0, &buf);
 	bool ok;
 
-	if (l != KVT_EBUFSMALL)
-		T_FAIL("fake: cannot encode %s: %s", proto_op_name(f->op), kvt_strerror((int)l));
-	buf = malloc(need);
-	T_ASSERT(buf);
-	l = proto_encode(f, it, n, buf, need, lim, NULL);
 	if (l < 0)
 		T_FAIL("fake: cannot encode %s: %s", proto_op_name(f->op), kvt_strerror((int)l));
 	ok = fk_write(fd, buf, (size_t)l);
