@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "client.h"
+#include "le.h"
 
 static void client_init(struct kc *c, int fd)
 {
@@ -95,10 +96,30 @@ int kc_send(struct kc *c, const void *buf, size_t len)
 	return 0;
 }
 
+int64_t kc_encode(const struct proto_frame *f, const struct proto_item *items, uint32_t n,
+		  const struct proto_limits *lim, size_t room, uint8_t **buf)
+{
+	uint64_t need = 0;
+	int64_t len = proto_encode(f, items, n, NULL, 0, lim, &need);
+
+	*buf = NULL;
+	if (len != KVT_EBUFSMALL)
+		return len < 0 ? len : KVT_EBADLEN;
+	*buf = calloc(1, need + room);
+	if (!*buf)
+		return -ENOMEM;
+	len = proto_encode(f, items, n, *buf, need, lim, NULL);
+	if (len != (int64_t)need) {
+		free(*buf);
+		*buf = NULL;
+		return len < 0 ? len : KVT_EBADLEN;
+	}
+	return len;
+}
+
 int64_t kc_request(struct kc *c, struct proto_frame *f, const struct proto_item *items,
 		   uint32_t n, const struct iovec *data, unsigned data_n)
 {
-	uint64_t need = 0;
 	int64_t len;
 	uint8_t *buf;
 	int rc;
@@ -107,17 +128,9 @@ int64_t kc_request(struct kc *c, struct proto_frame *f, const struct proto_item 
 		f->tag = c->next_tag++;
 	if (!f->version)
 		f->version = f->op == PROTO_OP_HELLO ? PROTO_VERSION_HELLO : c->version;
-	len = proto_encode(f, items, n, NULL, 0, NULL, &need);
-	if (len != KVT_EBUFSMALL)
-		return len < 0 ? len : KVT_EBADLEN;
-	buf = malloc(need);
-	if (!buf)
-		return -ENOMEM;
-	len = proto_encode(f, items, n, buf, need, NULL, NULL);
-	if (len < 0) {
-		free(buf);
+	len = kc_encode(f, items, n, NULL, 0, &buf);
+	if (len < 0)
 		return len;
-	}
 	rc = kc_send(c, buf, (size_t)len);
 	free(buf);
 	for (unsigned i = 0; rc == 0 && i < data_n; i++)
@@ -561,12 +574,11 @@ int kc_lookup(struct kc *c, const uint8_t ns[PROTO_DIGEST_LEN], const struct kvt
 	return rc;
 }
 
-int kc_clear(struct kc *c, uint32_t scope, const uint8_t *digest, const char *tenant,
-	     uint64_t *removed)
+/* A request of scope (CLEAR, STATS): its answer into *r, as client_call. */
+static int client_scope_call(struct kc *c, uint16_t op, uint32_t scope, const uint8_t *digest,
+			     const char *tenant, struct kc_resp *r)
 {
-	struct proto_frame f = { .op = PROTO_OP_CLEAR };
-	struct kc_resp r;
-	int rc;
+	struct proto_frame f = { .op = op };
 
 	f.scope.scope = scope;
 	if (digest)
@@ -575,7 +587,15 @@ int kc_clear(struct kc *c, uint32_t scope, const uint8_t *digest, const char *te
 		f.scope.tenant = tenant;
 		f.scope.tenant_len = (uint32_t)strlen(tenant);
 	}
-	rc = client_call(c, &f, NULL, 0, NULL, 0, &r);
+	return client_call(c, &f, NULL, 0, NULL, 0, r);
+}
+
+int kc_clear(struct kc *c, uint32_t scope, const uint8_t *digest, const char *tenant,
+	     uint64_t *removed)
+{
+	struct kc_resp r;
+	int rc = client_scope_call(c, PROTO_OP_CLEAR, scope, digest, tenant, &r);
+
 	if (rc < 0)
 		return rc;
 	rc = r.f.status;
@@ -594,18 +614,11 @@ int kc_stat(struct kc *c, uint32_t scope, const char *name, uint64_t *value)
 static int client_stat_item(struct kc *c, uint32_t scope, const char *tenant, const char *name,
 			    uint32_t kind, uint64_t *value, char *text, size_t text_len)
 {
-	struct proto_frame f = { .op = PROTO_OP_STATS };
 	struct proto_item got;
 	struct proto_iter iter;
 	struct kc_resp r;
-	int rc;
+	int rc = client_scope_call(c, PROTO_OP_STATS, scope, NULL, tenant, &r);
 
-	f.scope.scope = scope;
-	if (tenant) {
-		f.scope.tenant = tenant;
-		f.scope.tenant_len = (uint32_t)strlen(tenant);
-	}
-	rc = client_call(c, &f, NULL, 0, NULL, 0, &r);
 	if (rc < 0)
 		return rc;
 	rc = r.f.status;
@@ -641,6 +654,26 @@ int kc_stat_of(struct kc *c, uint32_t scope, const char *tenant, const char *nam
 int kc_stat_text(struct kc *c, uint32_t scope, const char *name, char *out, size_t out_len)
 {
 	return client_stat_item(c, scope, NULL, name, PROTO_STAT_TEXT, NULL, out, out_len);
+}
+
+int kc_stat_once(uint16_t port, const char *path, const char *tenant, const char *secret,
+		 const char *name, bool opt, uint64_t *value)
+{
+	struct kc c;
+	int rc = port ? kc_connect_tcp(&c, port) : kc_connect_unix(&c, path);
+
+	if (rc < 0)
+		return rc;
+	rc = kc_login(&c, tenant, secret);
+	if (rc == 0) {
+		rc = kc_stat(&c, PROTO_SCOPE_ALL, name, value);
+		if (rc != 0 && opt) {
+			*value = 0;
+			rc = 0;
+		}
+	}
+	kc_close(&c);
+	return rc;
 }
 
 int kc_ping(struct kc *c)
@@ -725,4 +758,27 @@ void kc_fake_answer(struct proto_frame *f, const struct proto_frame *req)
 	f->tag = req->tag;
 	f->flags = PROTO_F_RESPONSE;
 	f->version = req->version;
+}
+
+size_t kc_raw_frame(uint8_t *buf, const struct proto_frame *f, const void *table)
+{
+	size_t tl = table ? (size_t)f->table_len : 0;
+	uint32_t crc;
+
+	memcpy(buf, PROTO_MAGIC, 4);
+	le_put16(buf + 4, f->version);
+	le_put16(buf + 6, f->op);
+	le_put32(buf + 8, f->flags);
+	le_put32(buf + 12, f->item_count);
+	le_put64(buf + 16, f->tag);
+	le_put64(buf + 24, f->table_len);
+	le_put64(buf + 32, f->data_len);
+	le_put32(buf + 40, (uint32_t)f->status);
+	crc = kvt_crc32c(0, buf, 44);
+	if (tl) {
+		memcpy(buf + PROTO_HDR_LEN, table, tl);
+		crc = kvt_crc32c(crc, buf + PROTO_HDR_LEN, tl);
+	}
+	le_put32(buf + 44, crc);
+	return PROTO_HDR_LEN + tl;
 }

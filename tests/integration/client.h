@@ -57,6 +57,12 @@ int kc_connect_unix(struct kc *c, const char *path);
 void kc_close(struct kc *c);
 
 int kc_send(struct kc *c, const void *buf, size_t len);
+/* f with n items encoded (header and table; the data is sent apart) into
+ * *buf, malloc'd with room zeroed bytes more at its end (for a test that
+ * grows the table by hand); lim NULL: the codec's own limits.  Returns
+ * the length, or the codec's error (*buf NULL). */
+int64_t kc_encode(const struct proto_frame *f, const struct proto_item *items, uint32_t n,
+		  const struct proto_limits *lim, size_t room, uint8_t **buf);
 /* Encode f (tag and version filled in if 0) with items, send it and the
  * data iovecs.  Returns the tag (> 0) or an error. */
 int64_t kc_request(struct kc *c, struct proto_frame *f, const struct proto_item *items,
@@ -93,6 +99,14 @@ int kc_fake_request(int fd, uint8_t **buf, size_t *cap, struct proto_frame *f,
 		    const _Atomic bool *stop);
 /* An answer's frame to req, status 0, nothing else set. */
 void kc_fake_answer(struct proto_frame *f, const struct proto_frame *req);
+/* A frame made by hand, for what the codec will not encode (a table or
+ * data section past every limit, an unknown opcode, a table whose CRC is
+ * wrong): f's header fields (version, op, flags, item_count, tag,
+ * table_len, data_len, status) as the fixed header into buf, then, if
+ * table is not NULL, f->table_len bytes of it; the CRC32C over the header
+ * and that table (the header alone without one: a table sent after it
+ * fails the check).  Returns the bytes written. */
+size_t kc_raw_frame(uint8_t *buf, const struct proto_frame *f, const void *table);
 
 /* HELLO; returns the response status. */
 int kc_hello(struct kc *c);
@@ -133,6 +147,14 @@ int kc_stat_text(struct kc *c, uint32_t scope, const char *name, char *out, size
 /* The same for another tenant's statistics (scope PROTO_SCOPE_TENANT). */
 int kc_stat_of(struct kc *c, uint32_t scope, const char *tenant, const char *name,
 	       uint64_t *value);
+/* One numeric statistic of the whole server (scope ALL), read on a
+ * connection of its own: to port over TCP, or to the Unix socket path
+ * where port is 0, logged in as tenant (secret NULL: AUTH_NONE), closed
+ * after.  0, a connect or login error, or kc_stat's; with opt, a STATS
+ * that fails (a statistic an older server lacks, a STATS refused under
+ * memory pressure) reads as 0 and returns 0. */
+int kc_stat_once(uint16_t port, const char *path, const char *tenant, const char *secret,
+		 const char *name, bool opt, uint64_t *value);
 int kc_ping(struct kc *c);
 
 #endif

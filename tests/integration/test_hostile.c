@@ -271,27 +271,18 @@ static size_t recv_for(int fd, char *buf, size_t cap, int ms, bool *closed)
 
 static uint64_t stat_of(const char *name)
 {
-	struct kc a;
 	uint64_t v = 0;
 
-	T_RC(kc_connect_tcp(&a, srv.port), 0);
-	T_RC(kc_login(&a, "admin", SECRET_ADMIN), 0);
-	T_RC(kc_stat(&a, PROTO_SCOPE_ALL, name, &v), 0);
-	kc_close(&a);
+	T_RC(kc_stat_once(srv.port, NULL, "admin", SECRET_ADMIN, name, false, &v), 0);
 	return v;
 }
 
 /* The same for a counter an older server may lack: 0 then. */
 static uint64_t stat_opt(const char *name)
 {
-	struct kc a;
 	uint64_t v = 0;
 
-	T_RC(kc_connect_tcp(&a, srv.port), 0);
-	T_RC(kc_login(&a, "admin", SECRET_ADMIN), 0);
-	if (kc_stat(&a, PROTO_SCOPE_ALL, name, &v) != 0)
-		v = 0;
-	kc_close(&a);
+	T_RC(kc_stat_once(srv.port, NULL, "admin", SECRET_ADMIN, name, true, &v), 0);
 	return v;
 }
 
@@ -356,7 +347,6 @@ static void phase_preauth(void)
 	for (unsigned i = 0; i < PREAUTH_CONNS; i++) {
 		struct proto_frame f = { .op = PROTO_OP_PUT };
 		struct proto_item it = { 0 };
-		uint64_t need = 0;
 		uint32_t crc = 0;
 		uint8_t *buf;
 		int64_t len;
@@ -374,11 +364,9 @@ static void phase_preauth(void)
 		it.part_count = 1;
 		it.part_lens = &it.value_len;
 		it.part_crcs = &crc;
-		len = proto_encode(&f, &it, 1, NULL, 0, NULL, &need);
-		T_EQ_INT(len, KVT_EBUFSMALL);
-		buf = malloc(need);
-		T_ASSERT(proto_encode(&f, &it, 1, buf, need, NULL, NULL) > 0);
-		T_ASSERT(send_for(bad[i].fd, buf, need, 1000) == (int64_t)need);
+		len = kc_encode(&f, &it, 1, NULL, 0, &buf);
+		T_ASSERT(len > 0);
+		T_ASSERT(send_for(bad[i].fd, buf, (size_t)len, 1000) == len);
 		free(buf);
 	}
 	tsrv_sleep_ms(500);
@@ -2354,18 +2342,9 @@ static void phase_out_flood(void)
  * older server may lack (0 then). */
 static uint64_t stat_unix(const char *name, bool opt)
 {
-	struct kc a;
 	uint64_t v = 0;
 
-	T_RC(kc_connect_unix(&a, srv.sock), 0);
-	T_RC(kc_login(&a, "default", NULL), 0);
-	if (opt) {
-		if (kc_stat(&a, PROTO_SCOPE_ALL, name, &v) != 0)
-			v = 0;
-	} else {
-		T_RC(kc_stat(&a, PROTO_SCOPE_ALL, name, &v), 0);
-	}
-	kc_close(&a);
+	T_RC(kc_stat_once(0, srv.sock, "default", NULL, name, opt, &v), 0);
 	return v;
 }
 
@@ -3554,14 +3533,11 @@ static void nat_recrc(uint8_t *buf, size_t len)
 static uint8_t *nat_encode(struct proto_frame *f, const struct proto_item *its, uint32_t n,
 			   size_t *len)
 {
-	uint64_t need = 0;
 	uint8_t *buf;
+	int64_t l = kc_encode(f, its, n, NULL, 64, &buf); /* room for cases that grow the table */
 
-	T_EQ_INT(proto_encode(f, its, n, NULL, 0, NULL, &need), KVT_EBUFSMALL);
-	buf = calloc(1, need + 64); /* room for cases that grow the table */
-	T_ASSERT(buf != NULL);
-	T_EQ_INT(proto_encode(f, its, n, buf, need, NULL, NULL), (int64_t)need);
-	*len = (size_t)need;
+	T_OK(l);
+	*len = (size_t)l;
 	return buf;
 }
 
@@ -3693,16 +3669,10 @@ static uint8_t *nat_put_frame(struct nat_env *e, const char *key, uint32_t flags
 static size_t nat_raw(uint8_t *b, uint16_t ver, uint16_t op, uint32_t count, const void *table,
 		      size_t tlen)
 {
-	memset(b, 0, PROTO_HDR_LEN);
-	memcpy(b, PROTO_MAGIC, 4);
-	nat_le(b + 4, ver, 2);
-	nat_le(b + 6, op, 2);
-	nat_le(b + 12, count, 4);
-	nat_le(b + 16, NAT_TAG, 8);
-	nat_le(b + 24, tlen, 8);
-	memcpy(b + PROTO_HDR_LEN, table, tlen);
-	nat_recrc(b, PROTO_HDR_LEN + tlen);
-	return PROTO_HDR_LEN + tlen;
+	struct proto_frame f = { .version = ver, .op = op, .item_count = count, .tag = NAT_TAG,
+				 .table_len = tlen };
+
+	return kc_raw_frame(b, &f, table);
 }
 
 /* A frame of op with the op section t (tlen bytes) that cannot be read. */
@@ -5449,17 +5419,13 @@ static void phase_tbl_share(void)
 	rss_begin();
 	for (unsigned c = 0; c < TS_CONNS; c++) {
 		struct proto_frame f = { .op = PROTO_OP_NS_REGISTER };
-		uint64_t need = 0;
 		int64_t len;
 		uint8_t *buf;
 		T_RC(kc_connect_tcp(&fl[c], srv.port), 0);
 		T_RC(kc_login(&fl[c], "alice", SECRET_ALICE), 0);
 		f.tag = fl[c].next_tag++;
 		f.version = fl[c].version;
-		len = proto_encode(&f, its, TS_ITEMS, NULL, 0, NULL, &need);
-		T_EQ_INT(len, KVT_EBUFSMALL);
-		buf = malloc(need);
-		len = proto_encode(&f, its, TS_ITEMS, buf, need, NULL, NULL);
+		len = kc_encode(&f, its, TS_ITEMS, NULL, 0, &buf);
 		T_ASSERT(len > 0);
 		T_RC(kc_send(&fl[c], buf, (size_t)len - 1), 0); /* all but its last byte */
 		last = buf[len - 1];
@@ -5526,7 +5492,7 @@ static void phase_tbl_wait(void)
 	struct proto_frame f = { .op = PROTO_OP_NS_REGISTER };
 	struct kvt_ns_desc one = desc;
 	struct proto_item it1 = { 0 };
-	uint64_t used0, used1, need = 0;
+	uint64_t used0, used1;
 	struct kc_resp r;
 	struct kc x;
 	uint8_t *buf;
@@ -5566,10 +5532,7 @@ static void phase_tbl_wait(void)
 	/* 2. Behind it, the big table, all but its last byte. */
 	f.tag = x.next_tag++;
 	f.version = x.version;
-	len = proto_encode(&f, its, TS_ITEMS, NULL, 0, NULL, &need);
-	T_EQ_INT(len, KVT_EBUFSMALL);
-	buf = malloc(need);
-	len = proto_encode(&f, its, TS_ITEMS, buf, need, NULL, NULL);
+	len = kc_encode(&f, its, TS_ITEMS, NULL, 0, &buf);
 	T_ASSERT(len > (int64_t)(1u << 19));
 	T_RC(kc_send(&x, buf, (size_t)len - 1), 0);
 	tsrv_sleep_ms(500);

@@ -1020,23 +1020,15 @@ static void test_unix(const struct server *s, const uint8_t ns[32])
  * Bad input
  */
 
-/* A 48-byte header with the given fields and a correct CRC over it and no
- * table (the server reads the header before the table). */
+/* A request's header: no table after it (the server reads the header
+ * before the table), its CRC over the header alone (kc_raw_frame). */
 static void raw_header(uint8_t *h, uint16_t op, uint64_t tag, uint64_t table_len,
 		       uint64_t data_len, uint32_t items)
 {
-	uint16_t ver = op == PROTO_OP_HELLO ? 1 : PROTO_VERSION_MAX;
-	uint32_t crc;
-	memset(h, 0, PROTO_HDR_LEN);
-	memcpy(h, "KVTP", 4);
-	memcpy(h + 4, &ver, 2);
-	memcpy(h + 6, &op, 2);
-	memcpy(h + 12, &items, 4);
-	memcpy(h + 16, &tag, 8);
-	memcpy(h + 24, &table_len, 8);
-	memcpy(h + 32, &data_len, 8);
-	crc = kvt_crc32c(0, h, 44);
-	memcpy(h + 44, &crc, 4);
+	struct proto_frame f = { .version = PROTO_VERSION_MAX, .op = op, .item_count = items,
+				 .tag = tag, .table_len = table_len, .data_len = data_len };
+
+	kc_raw_frame(h, &f, NULL);
 }
 
 /* Expect an ERROR frame (with tag, if want_tag) or a close, then a close. */

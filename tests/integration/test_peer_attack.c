@@ -130,16 +130,10 @@ static bool fk_closed(int fd, int ms)
 static bool fk_send(int fd, struct proto_frame *f, const struct proto_item *it, uint32_t n,
 		    const struct proto_limits *lim)
 {
-	uint64_t need = 0;
-	int64_t l = proto_encode(f, it, n, NULL, 0, lim, &need);
 	uint8_t *buf;
+	int64_t l = kc_encode(f, it, n, lim, 0, &buf);
 	bool ok;
 
-	if (l != KVT_EBUFSMALL)
-		T_FAIL("fake: cannot encode %s: %s", proto_op_name(f->op), kvt_strerror((int)l));
-	buf = malloc(need);
-	T_ASSERT(buf);
-	l = proto_encode(f, it, n, buf, need, lim, NULL);
 	if (l < 0)
 		T_FAIL("fake: cannot encode %s: %s", proto_op_name(f->op), kvt_strerror((int)l));
 	ok = fk_write(fd, buf, (size_t)l);
@@ -214,21 +208,12 @@ static void fk_big_table(int fd, const struct proto_frame *req)
 {
 	static uint8_t junk[1 << 16];
 	uint8_t h[PROTO_HDR_LEN];
-	uint64_t tl = PROTO_HARD_TABLE_MAX, zero = 0, tag = req->tag;
-	uint32_t fl = PROTO_F_RESPONSE, one = 1, crc;
-	uint16_t op = req->op, ver = req->version;
+	struct proto_frame f;
 
-	memset(h, 0, sizeof(h));
-	memcpy(h, PROTO_MAGIC, 4);
-	memcpy(h + 4, &ver, 2);
-	memcpy(h + 6, &op, 2);
-	memcpy(h + 8, &fl, 4);
-	memcpy(h + 12, &one, 4);
-	memcpy(h + 16, &tag, 8);
-	memcpy(h + 24, &tl, 8);
-	memcpy(h + 32, &zero, 8);
-	crc = kvt_crc32c(0, h, 44);
-	memcpy(h + 44, &crc, 4);
+	kc_fake_answer(&f, req);
+	f.item_count = 1;
+	f.table_len = PROTO_HARD_TABLE_MAX;
+	kc_raw_frame(h, &f, NULL);
 	memset(junk, 0xa5, sizeof(junk));
 	atomic_store(&F.lie_ns, tsrv_now_ns());
 	if (!fk_write(fd, h, sizeof(h)))
