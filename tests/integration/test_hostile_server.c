@@ -198,13 +198,8 @@ static void fk_hold(int fd)
 static uint8_t *fk_encode(struct proto_frame *f, const struct proto_item *it, uint32_t n,
 			  size_t *len)
 {
-	uint64_t need = 0;
-	int64_t l = proto_encode(f, it, n, NULL, 0, NULL, &need);
 	uint8_t *buf;
-	T_RC(l, KVT_EBUFSMALL);
-	buf = malloc(need);
-	T_ASSERT(buf);
-	l = proto_encode(f, it, n, buf, need, NULL, NULL);
+	int64_t l = kc_encode(f, it, n, NULL, 0, &buf);
 	if (l < 0)
 		T_FAIL("fake: cannot encode %s: %s", proto_op_name(f->op), kvt_strerror((int)l));
 	*len = (size_t)l;
