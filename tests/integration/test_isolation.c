@@ -36,6 +36,12 @@
  *            forged continuation tokens, markers and prefixes,
  *            ListBuckets, ranges past the end and overflowing, keys of
  *            1024 and 1025 bytes; /metrics with a tenant's secret
+ *   pod      a member of a static pod (--members): bob's STATS keep the
+ *            member list and repair.drain_state, but none of the repair
+ *            thread's counters, which count every tenant's placed puts
+ *            and deletes (before leak22 bob's repair.tracked went 0 -> 11
+ *            around alice's 12 placed puts and a delete); the admin's
+ *            STATS still have them
  *
  * argv[1]: kvtierd.
  */
@@ -1241,9 +1247,121 @@ static void phase_resp_s3(void)
 	T_EQ_INT(tsrv_stop(&srv), 0);
 }
 
+/* ------------------------------------------------------------------------
+ * pod: a member of a pod (--members) answers every tenant's STATS with the
+ * cluster's list (engines learn the pod from any server); the repair
+ * thread's counters are server-wide -- every tenant's placed puts, deletes
+ * and forwards -- and before leak22 went with it to every tenant.
+ */
+
+static uint16_t free_port(void)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	socklen_t al = sizeof(sa);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	T_ASSERT(fd >= 0);
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	T_EQ_INT(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	T_EQ_INT(getsockname(fd, (struct sockaddr *)&sa, &al), 0);
+	close(fd);
+	return ntohs(sa.sin_port);
+}
+
+static void pod_item(void *ctx, const struct kc_resp *r, const struct proto_item *it)
+{
+	(void)r;
+	if (it->status == KVT_OK)
+		(*(unsigned *)ctx)++;
+}
+
+/* n placed puts (PROTO_IF_PLACED, 2 copies) of 64 bytes in ns, one frame. */
+static unsigned placed_puts(struct kc *c, const uint8_t *ns, unsigned n, const char *prefix)
+{
+	struct proto_item its[16] = { 0 };
+	struct proto_frame f = { .op = PROTO_OP_PUT, .ns_count = 1, .ns = ns };
+	uint8_t val[16 * 64];
+	uint64_t lens[1] = { 64 };
+	uint32_t crc[1];
+	struct iovec d = { val, (size_t)n * 64 };
+	unsigned ok = 0;
+
+	T_ASSERT(n <= 16);
+	memset(val, 0x5a, sizeof(val));
+	crc[0] = kvt_crc32c(0, val, 64);
+	for (unsigned i = 0; i < n; i++) {
+		char name[24];
+		snprintf(name, sizeof(name), "%s%02u", prefix, i);
+		kvt_key_set(&its[i].key, name, strlen(name));
+		its[i].flags = PROTO_IF_PLACED;
+		its[i].anchor = i;
+		its[i].copies = 2;
+		its[i].part_count = 1;
+		its[i].part_lens = lens;
+		its[i].part_crcs = crc;
+	}
+	T_ASSERT(kc_request(c, &f, its, n, &d, 1) > 0);
+	T_ASSERT(kc_recv_items(c, 30000, pod_item, &ok, NULL) > 0);
+	return ok;
+}
+
+static void phase_pod(void)
+{
+	char listen_at[32], members[80], tenants[700], dir[700];
+	uint16_t p = free_port(), other = free_port();
+	const char *extra[] = { "--listen", listen_at, "--advertise", listen_at, "--members",
+				members, NULL };
+	struct kc a, b, o;
+	struct kvt_ns_desc d = desc_of("iso-model", NULL);
+	uint8_t da[PROTO_DIGEST_LEN];
+	uint64_t tracked0 = 0, tracked1 = 0, v = 0, members_n = 0;
+	int rc0, rc1;
+
+	snprintf(listen_at, sizeof(listen_at), "127.0.0.1:%u", p);
+	snprintf(members, sizeof(members), "127.0.0.1:%u,127.0.0.1:%u", p, other);
+	snprintf(tenants, sizeof(tenants), "%s/tenants", base);
+	tsrv_write_file(NULL, tenants, "alice " SA " tenant\nbob " SB " tenant\nops " SO " admin\n");
+	snprintf(dir, sizeof(dir), "%s/pod", base);
+	tsrv_start(&srv, bin, base, dir, tenants, extra);
+	login(&a, "alice", SA);
+	login(&b, "bob", SB);
+	login(&o, "ops", SO);
+	T_RC(kc_register(&a, &d, da, NULL, 0), KVT_OK);
+	/* the pod's list and a member's drain state: every tenant's (the
+	 * engines and the other members' polls read them) */
+	T_RC(kc_stat(&b, PROTO_SCOPE_TENANT, "cluster.members", &members_n), 0);
+	T_EQ_U64(members_n, 2);
+	T_RC(kc_stat(&b, PROTO_SCOPE_TENANT, "repair.drain_state", &v), 0);
+	/* what alice's placed puts do to bob's STATS */
+	rc0 = kc_stat(&b, PROTO_SCOPE_TENANT, "repair.tracked", &tracked0);
+	T_EQ_INT((int)placed_puts(&a, da, 12, "placed"), 12);
+	T_EQ_INT(kc_delete(&a, da, &(struct kvt_key){ .len = 8, .bytes = "placed00" }), KVT_OK);
+	rc1 = kc_stat(&b, PROTO_SCOPE_TENANT, "repair.tracked", &tracked1);
+	printf("pod: bob's STATS repair.tracked around alice's 12 placed puts: %d %" PRIu64
+	       " -> %d %" PRIu64 "\n", rc0, tracked0, rc1, tracked1);
+	for (size_t i = 0; i < 4; i++) {
+		static const char *const names[] = { "repair.tracked", "repair.tombstones",
+						     "repair.forward_queued", "repair.bytes" };
+		T_EQ_INT(kc_stat(&b, PROTO_SCOPE_TENANT, names[i], &v), KVT_MISS);
+	}
+	/* the admin still sees them */
+	T_RC(kc_stat(&o, PROTO_SCOPE_TENANT, "repair.tracked", &tracked1), 0);
+	T_GE_INT(tracked1, 11);
+	T_RC(kc_stat(&o, PROTO_SCOPE_ALL, "repair.tombstones", &v), 0);
+	T_GE_INT(v, 1);
+	printf("pod: bob's STATS: the pod's list and drain state, no repair counters; the "
+	       "admin's: repair.tracked %" PRIu64 ", repair.tombstones %" PRIu64 "\n", tracked1,
+	       v);
+	kc_close(&a);
+	kc_close(&b);
+	kc_close(&o);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
 static const struct tsrv_phase phases[] = {
 	{ "native", phase_native },
 	{ "resp_s3", phase_resp_s3 },
+	{ "pod", phase_pod },
 };
 
 int main(int argc, char **argv)
