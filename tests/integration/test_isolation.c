@@ -26,7 +26,8 @@
  *            racing PUT, DELETE and GET of the same key bytes (every hit
  *            whole, of the reader's tenant)
  *   resp_s3  RESP: GET, MGET, EXISTS, DEL, FLUSHDB, DBSIZE, INFO, KEYS,
- *            SCAN, SELECT and AUTH forms against alice's keys; a native
+ *            SCAN, SELECT and AUTH forms against alice's keys, a connection
+ *            re-AUTHed from alice to bob with a SET NX in flight; a native
  *            client forging values in its own RESP and S3 namespaces
  *            (another key's header, lengths that lie).  S3: alice's bucket
  *            name in bob's namespace, "alice.BUCKET" without a grant, a
@@ -967,6 +968,32 @@ static void phase_resp_s3(void)
 		close(rx.fd);
 	}
 	R_EQ(&rb, "$-1\r\n", "GET", "k");
+	/* one connection AUTHed as alice, then as bob (a pooling proxy): the
+	 * keyspace follows the tenant, also for a SET NX in flight (its put
+	 * after its check) with the AUTH and a GET pipelined behind it */
+	{
+		static const char pipe[] =
+			"*4\r\n$3\r\nSET\r\n$2\r\nnx\r\n$5\r\nalice\r\n$2\r\nNX\r\n"
+			"*3\r\n$4\r\nAUTH\r\n$3\r\nbob\r\n$26\r\n" SB "\r\n"
+			"*2\r\n$3\r\nGET\r\n$2\r\nnx\r\n"
+			"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n";
+		char out[512];
+		size_t ol = 0;
+		r_open(&rx, "alice", SA);
+		R_EQ(&rx, "$11\r\nalice-value\r\n", "GET", "k");
+		_Static_assert(sizeof(SB) - 1 == 26, "the pipeline's length of bob's secret");
+		T_EQ_INT((int)send(rx.fd, pipe, sizeof(pipe) - 1, MSG_NOSIGNAL),
+			 (int)sizeof(pipe) - 1);
+		for (int i = 0; i < 4; i++)
+			T_ASSERT(r_reply(&rx, out, sizeof(out), &ol));
+		out[ol] = 0;
+		if (strcmp(out, "+OK\r\n+OK\r\n$-1\r\n$-1\r\n") != 0)
+			T_FAIL("RESP re-AUTH pipeline: %s", out);
+		R_EQ(&rx, "$-1\r\n", "GET", "nx");
+		close(rx.fd);
+		R_EQ(&ra, "$5\r\nalice\r\n", "GET", "nx");
+		R_EQ(&rb, "$-1\r\n", "GET", "nx");
+	}
 	R_EQ(&ra, "$11\r\nalice-value\r\n", "GET", "k");
 	R_EQ(&ra, "$8\r\nalice-63\r\n", "GET",
 	     "k63-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa");
