@@ -43,6 +43,10 @@
  *            and deletes (before leak22 bob's repair.tracked went 0 -> 11
  *            around alice's 12 placed puts and a delete); the admin's
  *            STATS still have them
+ *   ssd_race alice deletes and re-puts keys with other bytes while 16 MiB
+ *            of DRAM overflows to SSD; bob's quiet GETs through the grant
+ *            (SSD-only blocks read into a private buffer) and alice's own
+ *            race them: every hit one whole version of alice's
  *
  * argv[1]: kvtierd.
  */
@@ -1385,10 +1389,172 @@ static void phase_pod(void)
 	T_EQ_INT(tsrv_stop(&srv), 0);
 }
 
+/* ------------------------------------------------------------------------
+ * ssd_race: alice PUTs, DELETEs and re-PUTs the same keys with other bytes
+ * (64..256 KiB, self-describing) in her namespace granted to bob, while
+ * filling a 16 MiB DRAM tier so that her blocks go down to SSD and out of
+ * DRAM; bob's quiet GETs (SSD-only blocks read into a private buffer, not
+ * promoted) and alice's own GETs race them: every hit one whole version
+ * of alice's, never another version's bytes or anyone else's.
+ */
+
+#define SR_KEYS 32
+#define SR_MS 2000
+
+struct srace {
+	const char *who, *secret;
+	uint8_t ns[PROTO_DIGEST_LEN];
+	int role;              /* 0 writer, 1 reader */
+	_Atomic bool *stop;
+	uint64_t gets, hits, bad, puts;
+};
+
+/* version ver of a key: [0xa1][ver u32][len u32][key index u32] then
+ * bytes from ver and the offset; 64..256 KiB */
+static size_t sr_value(uint8_t *b, uint32_t key, uint32_t ver)
+{
+	size_t n = (64u << 10) + ((ver * 2654435761u + key * 40503u) % (192u << 10));
+	uint32_t l = (uint32_t)n;
+	b[0] = 0xa1;
+	memcpy(b + 1, &ver, 4);
+	memcpy(b + 5, &l, 4);
+	memcpy(b + 9, &key, 4);
+	for (size_t i = 13; i < n; i++)
+		b[i] = (uint8_t)((ver * 131u) ^ (i * 7u) ^ (i >> 9) ^ key);
+	return n;
+}
+
+static bool sr_check(const uint8_t *b, size_t n, uint32_t key, uint8_t *scratch)
+{
+	uint32_t ver, l, k;
+	if (n < 13 || b[0] != 0xa1)
+		return false;
+	memcpy(&ver, b + 1, 4);
+	memcpy(&l, b + 5, 4);
+	memcpy(&k, b + 9, 4);
+	if (l != n || k != key || sr_value(scratch, key, ver) != n)
+		return false;
+	return memcmp(scratch, b, n) == 0;
+}
+
+static void *sr_main(void *arg)
+{
+	struct srace *r = arg;
+	struct kc c;
+	uint8_t *buf = malloc(256u << 10), *scratch = malloc(256u << 10);
+	uint32_t ver = 1, fill = 0;
+
+	T_ASSERT(buf && scratch);
+	login(&c, r->who, r->secret);
+	for (uint32_t it = 0; !atomic_load(r->stop); it++) {
+		char kb[16];
+		uint32_t key = it % SR_KEYS;
+		snprintf(kb, sizeof(kb), "sr%u", key);
+		struct kvt_key k = key_of(kb, strlen(kb));
+		if (r->role == 0) {
+			int rc;
+			/* each key re-put every 2 * SR_KEYS iterations, 32 MiB of
+			 * filler later: by then on SSD only, where bob reads it */
+			key = (it / 2) % SR_KEYS;
+			snprintf(kb, sizeof(kb), "sr%u", key);
+			k = key_of(kb, strlen(kb));
+			if (it % 2 == 0) {
+				size_t n = sr_value(buf, key, ver++);
+				rc = kc_delete(&c, r->ns, &k);
+				T_ASSERT(rc == KVT_OK || rc == KVT_MISS);
+				rc = put_bytes(&c, r->ns, &k, buf, n);
+				T_ASSERT(rc == KVT_OK || rc == KVT_EXISTS);
+				r->puts++;
+			}
+			/* and 512 KiB of filler: DRAM over, down to SSD */
+			for (int f = 0; f < 2; f++) {
+				snprintf(kb, sizeof(kb), "fill%u", fill++);
+				struct kvt_key fk = key_of(kb, strlen(kb));
+				memset(scratch, 0x33, 256u << 10);
+				rc = put_bytes(&c, r->ns, &fk, scratch, 256u << 10);
+				T_ASSERT(rc == KVT_OK || rc == KVT_EXISTS || rc == KVT_EFULL);
+			}
+		} else {
+			struct kc_value v = { 0 };
+			int rc = kc_get(&c, r->ns, &k, 0, 0, 0, 0, &v);
+			r->gets++;
+			if (rc == KVT_OK) {
+				r->hits++;
+				if (!v.crc_ok || !sr_check(v.bytes, v.len, key, scratch))
+					r->bad++;
+			} else if (rc != KVT_MISS) {
+				r->bad++;
+			}
+			kc_value_free(&v);
+		}
+	}
+	kc_close(&c);
+	free(buf);
+	free(scratch);
+	return NULL;
+}
+
+static void phase_ssd_race(void)
+{
+	char tenants[700], dir[700];
+	static const char *const extra[] = {
+		"--dram", "16M", "--ssd", "256M", "--set", "ssd.admission=always", NULL,
+	};
+	struct kc a, b, o;
+	struct kvt_ns_desc sh = desc_of("iso-shared", NULL), shn = desc_of("iso-shared", "alice");
+	uint8_t ds[PROTO_DIGEST_LEN], got[PROTO_DIGEST_LEN];
+	_Atomic bool stop = false;
+	struct srace rs[4] = {
+		{ "alice", SA, { 0 }, 0, &stop, 0, 0, 0, 0 },
+		{ "bob", SB, { 0 }, 1, &stop, 0, 0, 0, 0 },
+		{ "bob", SB, { 0 }, 1, &stop, 0, 0, 0, 0 },
+		{ "alice", SA, { 0 }, 1, &stop, 0, 0, 0, 0 },
+	};
+	pthread_t th[4];
+	uint64_t copy_reads = 0, gets = 0, hits = 0;
+
+	snprintf(tenants, sizeof(tenants), "%s/tenants", base);
+	tsrv_write_file(NULL, tenants, "alice " SA " tenant\nbob " SB " tenant\nops " SO
+			" admin\ngrant alice model=iso-shared to bob\n");
+	snprintf(dir, sizeof(dir), "%s/ssd_race", base);
+	tsrv_start(&srv, bin, base, dir, tenants, extra);
+	login(&a, "alice", SA);
+	login(&b, "bob", SB);
+	login(&o, "ops", SO);
+	T_RC(kc_register(&a, &sh, ds, NULL, 0), KVT_OK);
+	T_RC(kc_register(&b, &shn, got, NULL, 0), KVT_OK);
+	T_ASSERT(memcmp(got, ds, PROTO_DIGEST_LEN) == 0);
+	for (int i = 0; i < 4; i++) {
+		memcpy(rs[i].ns, ds, PROTO_DIGEST_LEN);
+		T_EQ_INT(pthread_create(&th[i], NULL, sr_main, &rs[i]), 0);
+	}
+	tsrv_sleep_ms(SR_MS);
+	atomic_store(&stop, true);
+	for (int i = 0; i < 4; i++)
+		pthread_join(th[i], NULL);
+	(void)kc_stat(&o, PROTO_SCOPE_ALL, "ssd.copy_reads", &copy_reads);
+	for (int i = 1; i < 3; i++) {
+		gets += rs[i].gets;
+		hits += rs[i].hits;
+	}
+	printf("ssd_race: alice's %" PRIu64 " delete + re-puts of %u keys (64..256 KiB) beside "
+	       "fillers in 16 MiB of DRAM: bob's quiet GETs %" PRIu64 ", %" PRIu64 " hits, %"
+	       PRIu64 " wrong; alice's GETs %" PRIu64 ", %" PRIu64 " hits, %" PRIu64
+	       " wrong; ssd.copy_reads %" PRIu64 "\n", rs[0].puts, SR_KEYS, gets, hits,
+	       rs[1].bad + rs[2].bad, rs[3].gets, rs[3].hits, rs[3].bad, copy_reads);
+	T_EQ_U64(rs[1].bad + rs[2].bad + rs[3].bad, 0);
+	T_ASSERT(hits > 0 && rs[3].hits > 0);
+	kc_close(&a);
+	kc_close(&b);
+	kc_close(&o);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
 static const struct tsrv_phase phases[] = {
 	{ "native", phase_native },
 	{ "resp_s3", phase_resp_s3 },
 	{ "pod", phase_pod },
+	{ "ssd_race", phase_ssd_race },
 };
 
 int main(int argc, char **argv)
