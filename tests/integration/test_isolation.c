@@ -385,7 +385,8 @@ static void phase_native(void)
 	{
 		uint8_t two[2 * PROTO_DIGEST_LEN];
 		struct proto_frame f = { .op = PROTO_OP_GET, .ns_count = 2, .ns = two };
-		struct proto_item its[2] = { { .ns_index = 0, .key = k }, { .ns_index = 1, .key = k } };
+		struct proto_item its[2] = { { .ns_index = 0, .key = k },
+					     { .ns_index = 1, .key = k } };
 		memcpy(two, db, PROTO_DIGEST_LEN);
 		memcpy(two + PROTO_DIGEST_LEN, da, PROTO_DIGEST_LEN);
 		T_ASSERT(kc_request(&b, &f, its, 2, NULL, 0) > 0);
@@ -505,8 +506,8 @@ static void phase_native(void)
 	/* 4. A read-only grant (alice's model=iso-shared to bob): bob reads,
 	 * never writes; carol (no grant) gets her own namespace. */
 	{
-		struct kvt_ns_desc sh = desc_of("iso-shared", NULL), shn = desc_of("iso-shared", "alice");
-		struct kvt_ns_desc other = shn;
+		struct kvt_ns_desc sh = desc_of("iso-shared", NULL);
+		struct kvt_ns_desc shn = desc_of("iso-shared", "alice"), other = shn;
 		uint8_t got[PROTO_DIGEST_LEN];
 		const char vs[] = "alice's shared prompt";
 		other.dtype = "fp8";
@@ -568,9 +569,10 @@ static void phase_native(void)
 			int rc = kc_get(&e, da, &kr, rs[i].flags, rs[i].part, rs[i].off, rs[i].len,
 					&v);
 			kc_close(&e);
-			printf("  GET %s %u off %" PRIu64 " len %" PRIu64 " of 600 + 400 bytes: %d\n",
-			       rs[i].flags & PROTO_IF_PART ? "PART" : "RANGE", rs[i].part, rs[i].off,
-			       rs[i].len, rc);
+			printf("  GET %s %u off %" PRIu64 " len %" PRIu64
+			       " of 600 + 400 bytes: %d\n",
+			       rs[i].flags & PROTO_IF_PART ? "PART" : "RANGE", rs[i].part,
+			       rs[i].off, rs[i].len, rc);
 			if (rs[i].want == RANGE_REFUSED ? rc >= 0 : rc != rs[i].want)
 				T_FAIL("range/part case %zu: %d, want %d", i, rc, rs[i].want);
 			if (rc == KVT_OK) {
@@ -891,8 +893,8 @@ static void s3_body_is(const char *who, const char *path, const char *hdr, const
 	struct body b;
 	long st = s3(who, "GET", path, NULL, 0, hdr, &b);
 	if (st != st_want || b.len != n || memcmp(b.p, want, n) != 0)
-		T_FAIL("S3 %s GET %s %s: %ld, %zu bytes: %.200s", who, path, hdr ? hdr : "", st, b.len,
-		       b.p);
+		T_FAIL("S3 %s GET %s %s: %ld, %zu bytes: %.200s", who, path, hdr ? hdr : "", st,
+		       b.len, b.p);
 	free(b.p);
 }
 
@@ -908,6 +910,9 @@ static void upload_id(const char *xml, char *out, size_t cap)
 	out[e - p] = 0;
 }
 
+/* A RESP key of 63 bytes: the largest stored inline ('s' + key) */
+#define K63 "k63-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+
 static void phase_resp_s3(void)
 {
 	struct rconn ra, rb, rx;
@@ -922,15 +927,14 @@ static void phase_resp_s3(void)
 	r_open(&ra, "alice", SA);
 	r_open(&rb, "bob", SB);
 	R_EQ(&ra, "+OK\r\n", "SET", "k", "alice-value");
-	R_EQ(&ra, "+OK\r\n", "SET", "k63-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
-	     "alice-63");
+	R_EQ(&ra, "+OK\r\n", "SET", K63, "alice-63");
 	R_EQ(&ra, "+OK\r\n", "SET",
 	     "long-key-past-63-bytes-hashed-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
 	     "alice-long");
 	R_EQ(&rb, "$-1\r\n", "GET", "k");
 	R_EQ(&rb, "*2\r\n$-1\r\n$-1\r\n", "MGET", "k",
 	     "long-key-past-63-bytes-hashed-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa");
-	R_EQ(&rb, ":0\r\n", "EXISTS", "k", "k63-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa");
+	R_EQ(&rb, ":0\r\n", "EXISTS", "k", K63);
 	R_EQ(&rb, ":0\r\n", "DEL", "k");
 	R_EQ(&rb, "+OK\r\n", "SET", "k", "bob-value");
 	R_EQ(&rb, "$9\r\nbob-value\r\n", "GET", "k");
@@ -999,8 +1003,7 @@ static void phase_resp_s3(void)
 		R_EQ(&rb, "$-1\r\n", "GET", "nx");
 	}
 	R_EQ(&ra, "$11\r\nalice-value\r\n", "GET", "k");
-	R_EQ(&ra, "$8\r\nalice-63\r\n", "GET",
-	     "k63-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa");
+	R_EQ(&ra, "$8\r\nalice-63\r\n", "GET", K63);
 	R_EQ(&ra, "$10\r\nalice-long\r\n", "GET",
 	     "long-key-past-63-bytes-hashed-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa");
 	/* a connection that never authenticated */
@@ -1351,7 +1354,8 @@ static void phase_pod(void)
 	snprintf(listen_at, sizeof(listen_at), "127.0.0.1:%u", p);
 	snprintf(members, sizeof(members), "127.0.0.1:%u,127.0.0.1:%u", p, other);
 	snprintf(tenants, sizeof(tenants), "%s/tenants", base);
-	tsrv_write_file(NULL, tenants, "alice " SA " tenant\nbob " SB " tenant\nops " SO " admin\n");
+	tsrv_write_file(NULL, tenants,
+			"alice " SA " tenant\nbob " SB " tenant\nops " SO " admin\n");
 	snprintf(dir, sizeof(dir), "%s/pod", base);
 	tsrv_start(&srv, bin, base, dir, tenants, extra);
 	login(&a, "alice", SA);
