@@ -1499,9 +1499,20 @@ static void ops_stats_repair(void *ctx, const char *name, uint64_t value)
 	ops_stats_add(ctx, name, value, NULL);
 }
 
+/* A tenant's: the drain state only (the other members poll it, logged in
+ * as any tenant: repair.c repair_static_poll). */
+static void ops_stats_repair_tenant(void *ctx, const char *name, uint64_t value)
+{
+	if (strcmp(name, "repair.drain_state") == 0)
+		ops_stats_add(ctx, name, value, NULL);
+}
+
 /* The member list, for every tenant: engines learn the cluster from any
- * server (doc/members.md). */
-static void ops_stats_cluster(struct ops_stats *st, struct kvtd_server *srv)
+ * server (doc/members.md).  The repair thread's counters count every
+ * tenant's placed puts, deletes and forwards (repair.tracked moved with
+ * each of another tenant's blocks): the admin's only (doc/security.md,
+ * "Cross-tenant probing"; test_isolation pod). */
+static void ops_stats_cluster(struct ops_stats *st, struct kvtd_server *srv, bool admin)
 {
 	static const char *const sources[] = { "none", "static", "etcd" };
 	struct kvtd_cluster *cl = &srv->cluster;
@@ -1520,7 +1531,7 @@ static void ops_stats_cluster(struct ops_stats *st, struct kvtd_server *srv)
 		ops_stats_add(st, name, 0, text);
 	}
 	pthread_mutex_unlock(&cl->lock);
-	kvtd_repair_stats(srv, ops_stats_repair, st);
+	kvtd_repair_stats(srv, admin ? ops_stats_repair : ops_stats_repair_tenant, st);
 }
 
 static void ops_stats(struct kvtd_frame *fr)
@@ -1548,7 +1559,7 @@ static void ops_stats(struct kvtd_frame *fr)
 		goto out;
 	}
 	ops_stats_add(&st, "server.version", 0, KVTD_VERSION);
-	ops_stats_cluster(&st, srv);
+	ops_stats_cluster(&st, srv, c->role == PROTO_ROLE_ADMIN);
 	if (s->scope == PROTO_SCOPE_ALL) {
 		struct kvtd_counters *k = &srv->ctr;
 		ops_stats_add(&st, "server.uptime_ns", kvtd_now_ns() - srv->start_ns, NULL);
