@@ -591,12 +591,14 @@ static void s3d_get_answer(struct s3d_req *rq)
 			memcpy(b, v, vl);
 			b[vl] = 0;
 		}
+		/* Positions past any object saturate (RFC 9110 14.1.1: a last
+		 * position past the end means the end; a first one, 416) */
 		for (; !bad && i < vl && b[i] >= '0' && b[i] <= '9'; i++, ha = true)
-			a = a > UINT64_MAX / 16 ? (bad = true, a) : a * 10 + (uint64_t)(b[i] - '0');
+			a = a > UINT64_MAX / 16 ? a : a * 10 + (uint64_t)(b[i] - '0');
 		if (!bad && (i >= vl || b[i] != '-'))
 			bad = true;
 		for (i++; !bad && i < vl && b[i] >= '0' && b[i] <= '9'; i++, hz = true)
-			z = z > UINT64_MAX / 16 ? (bad = true, z) : z * 10 + (uint64_t)(b[i] - '0');
+			z = z > UINT64_MAX / 16 ? z : z * 10 + (uint64_t)(b[i] - '0');
 		if (!bad && i != vl)
 			bad = true;
 		if (!bad && (ha || hz)) {
