@@ -410,6 +410,8 @@ struct kvtd_out {
 	uint64_t copy_len;     /* of them, private SSD copies of quiet GETs behind
 				* pins (charged before it was queued; also in the
 				* connection's copy_bytes until written) */
+	struct kvtd_tstat *copy_tstat; /* S3: the tenant copy_len also counts in
+					* (kvtd_tstat.copies), or NULL */
 	struct kvtd_tstat *tstat; /* the tenant its queued charge (tenant_len)
 				   * counts in (kvtd_tstat.out_charged), or NULL */
 	uint64_t tenant_len;
@@ -1149,6 +1151,10 @@ struct kvtd_tstat {
 	_Atomic uint32_t s3_scans; /* its S3 listings walking the store (s3ops.c) */
 	_Atomic uint64_t resv_held; /* DRAM its S3 uploads being received reserve
 				     * (s3d.c S3D_RESV_TENANT_MAX) */
+	_Atomic uint64_t copies;   /* private SSD copies its S3 reads of granted
+				    * buckets hold (KVTD_COPY_CONN_MAX; s3ops.c) */
+	_Atomic uint32_t s3_quiet; /* its S3 quiet reads in the store
+				    * (S3D_QUIET_TENANT_MAX) */
 };
 /* The counters of a tenant by name (created if new; NULL past the table's
  * size or out of memory).  Any thread. */

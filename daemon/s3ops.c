@@ -329,10 +329,7 @@ static struct s3d_item *s3d_items(struct s3d_req *rq, uint32_t n)
 	struct kvtd_server *srv = rq->conn->loop->srv;
 
 	for (uint32_t i = 0; i < rq->n; i++) {
-		if (rq->items[i].pinned) {
-			kvt_pin_release(srv->store, rq->items[i].req.pin);
-			rq->items[i].pinned = false;
-		}
+		s3d_item_unpin(srv, rq, &rq->items[i]);
 		free(rq->items[i].etag_sent);
 	}
 	free(rq->items);
@@ -353,6 +350,94 @@ static void s3d_item_init(struct s3d_req *rq, struct s3d_item *it, uint32_t op,
 	it->req.user_data = (uint64_t)(uintptr_t)it | S3D_UD;
 }
 
+/* ------------------------------------------------------------------------
+ * Quiet reads: GetObject, HeadObject and a CopyObject (UploadPartCopy)
+ * source of a granted bucket (doc/security.md "Cross-tenant probing").
+ * An object on SSD only is read whole into a private copy (kvtier.h
+ * "Quiet gets"), allocated when the read is submitted and kept until the
+ * answer is written (GET), the request ends (HEAD) or the object is
+ * assembled (Copy).  As native grantee GETs (ops.c "Quiet GETs"):
+ *   - a read takes one of the server's KVTD_QUIET_INFLIGHT_MAX slots and
+ *     one of its tenant's S3D_QUIET_TENANT_MAX while in the store; with
+ *     none free, 503 SlowDown at once;
+ *   - a completed copy is charged to --max-memory, to its connection and
+ *     to its tenant (at most KVTD_COPY_CONN_MAX each; one alone always,
+ *     if the budget has room): else it is let go and the request is 503
+ *     SlowDown (server.copy_refused).  The charge goes with the pin to
+ *     the answer (s3d_keep_pin, s3d_out) and back when it is written.
+ * They were bounded only by the pin caps, a quarter of --dram a tenant:
+ * with --dram 512M, 16 connections' unread GETs held 140-153 MiB of
+ * copies beside --max-memory 32M (test_hostile_http s3_grant_ssd).
+ */
+
+static void s3d_quiet_release(struct kvtd_server *srv, struct s3d_item *it)
+{
+	if (!it->quiet_slot)
+		return;
+	it->quiet_slot = false;
+	atomic_fetch_sub_explicit(&srv->quiet_inflight, 1, memory_order_relaxed);
+	if (it->quiet_tstat)
+		atomic_fetch_sub_explicit(&it->quiet_tstat->s3_quiet, 1, memory_order_relaxed);
+	it->quiet_tstat = NULL;
+}
+
+/* it (KVT_F_QUIET) may go to the store: true, or the request is answered
+ * 503 and false. */
+static bool s3d_quiet_slot(struct s3d_req *rq, struct s3d_item *it)
+{
+	struct kvtd_server *srv = rq->conn->loop->srv;
+	struct kvtd_tstat *t = rq->in_tstat;
+	unsigned cur = atomic_load_explicit(&srv->quiet_inflight, memory_order_relaxed);
+
+	do {
+		if (cur >= KVTD_QUIET_INFLIGHT_MAX)
+			goto refused;
+	} while (!atomic_compare_exchange_weak_explicit(&srv->quiet_inflight, &cur, cur + 1,
+							memory_order_relaxed, memory_order_relaxed));
+	if (t && atomic_fetch_add_explicit(&t->s3_quiet, 1, memory_order_relaxed) >=
+			 S3D_QUIET_TENANT_MAX) {
+		atomic_fetch_sub_explicit(&t->s3_quiet, 1, memory_order_relaxed);
+		atomic_fetch_sub_explicit(&srv->quiet_inflight, 1, memory_order_relaxed);
+		goto refused;
+	}
+	it->quiet_slot = true;
+	it->quiet_tstat = t;
+	return true;
+refused:
+	KVTD_COUNT(srv, copy_refused, 1);
+	s3d_fail(rq, 503, "SlowDown", "Reads of another tenant's bucket in progress are at "
+		 "kvtierd's limit; retry later.");
+	return false;
+}
+
+/* A quiet read is back: its slots freed, its copy (if any) charged. */
+static void s3d_quiet_done(struct s3d_req *rq, struct s3d_item *it)
+{
+	struct kvtd_server *srv = rq->conn->loop->srv;
+	struct kvtd_conn *c = rq->conn;
+	struct kvtd_tstat *t = rq->in_tstat;
+	uint64_t len = it->req.value_len, max = KVTD_COPY_CONN_MAX(srv), tc;
+
+	s3d_quiet_release(srv, it);
+	if (!it->pinned || it->req.tier != KVT_TIER_SSD)
+		return;
+	tc = t ? atomic_load_explicit(&t->copies, memory_order_relaxed) : 0;
+	if ((c->copy_bytes && c->copy_bytes + len > max) || (tc && tc + len > max) ||
+	    !kvtd_mem_charge(srv, len, false)) {
+		kvt_pin_release(srv->store, it->req.pin);
+		it->pinned = false;
+		it->req.status = KVT_MISS;
+		rq->copy_refused = true;
+		KVTD_COUNT(srv, copy_refused, 1);
+		return;
+	}
+	it->copy_charged = len;
+	it->copy_tstat = t;
+	c->copy_bytes += len;
+	if (t)
+		atomic_fetch_add_explicit(&t->copies, len, memory_order_relaxed);
+}
+
 /* Submit every item; the step runs once all are back (possibly inline). */
 static void s3d_submit(struct s3d_req *rq, int phase)
 {
@@ -367,6 +452,7 @@ static void s3d_submit(struct s3d_req *rq, int phase)
 		if (rc != 1) {
 			r->status = rc;
 			rq->pending--;
+			s3d_quiet_release(loop->srv, &rq->items[i]);
 		}
 	}
 	if (--rq->pending == 0)
@@ -409,6 +495,8 @@ void s3d_req_done(struct kvtd_loop *loop, struct kvt_req *r)
 	}
 	if (r->op == KVT_OP_GET_PINNED && r->status == KVT_OK)
 		it->pinned = true;
+	if (it->quiet_slot)
+		s3d_quiet_done(rq, it);
 	if (r->status == KVT_OK && (int)r->tier > rq->tier && r->tier < KVT_TIER_COUNT)
 		rq->tier = (int)r->tier;
 	if (--rq->pending == 0)
@@ -1790,6 +1878,12 @@ static void s3d_step(struct s3d_req *rq)
 {
 	struct s3d_item *it = rq->items;
 
+	if (rq->copy_refused) {
+		rq->copy_refused = false;
+		s3d_fail(rq, 503, "SlowDown", "Copies of another tenant's objects on SSD being "
+			 "sent hold kvtierd's memory share; read them, or retry later.");
+		return;
+	}
 	switch (rq->op) {
 	case S3_LIST_BUCKETS:
 		s3d_list_buckets_answer(rq);
@@ -2242,8 +2336,11 @@ void s3d_run(struct s3d_req *rq)
 		s3d_item_init(rq, it, KVT_OP_GET_PINNED, &k);
 		/* another tenant's bytes leave no trace in the cache state
 		 * (doc/security.md, "Cross-tenant probing"), as native reads */
-		if (rq->granted)
+		if (rq->granted) {
 			it->req.flags |= KVT_F_QUIET;
+			if (!s3d_quiet_slot(rq, it))
+				return;
+		}
 		s3d_submit(rq, PH_PROBE);
 		return;
 	case S3_DELETE:
@@ -2390,8 +2487,11 @@ void s3d_run(struct s3d_req *rq)
 		s3d_key(&k, 'o', dec, strlen(dec));
 		s3d_item_init(rq, it, KVT_OP_GET_PINNED, &k);
 		it->req.ns = src_ns;
-		if (src_quiet)
+		if (src_quiet) {
 			it->req.flags |= KVT_F_QUIET;
+			if (!s3d_quiet_slot(rq, it))
+				return;
+		}
 		s3d_submit(rq, PH_PROBE);
 		return;
 	}

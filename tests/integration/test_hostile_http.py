@@ -23,7 +23,8 @@ GETs pinning DRAM), s3_signers (two tenants on one connection),
 resp_pins (the same over RESP), resp_share (the
 same with RESP SETs: the listener shares the budget), metrics (the
 metrics listener), tenant_conns (one tenant's connections past
---tenant-conns, over RESP and S3).
+--tenant-conns, over RESP and S3), s3_grant_ssd (a grantee's GETs of
+objects on SSD only).
 """
 import datetime
 import hashlib
@@ -52,13 +53,15 @@ PROBER, OBSERVER = "127.0.0.2", "127.0.0.3"
 
 
 class Server:
-    def __init__(self, kvtierd, base, extra=()):
+    def __init__(self, kvtierd, base, extra=(), tenant_lines=None):
+        """tenant_lines: the tenants file (alice and bob, no grants, by
+        default)."""
         self.dir = os.path.join(base, "srv")
         self.log = self.dir + ".log"
         os.makedirs(self.dir, exist_ok=True)
         tenants = os.path.join(base, "tenants")
         with open(tenants, "w") as f:
-            f.write("alice %s tenant\nbob %s tenant\n" % (ALICE[1], BOB[1]))
+            f.write(tenant_lines or "alice %s tenant\nbob %s tenant\n" % (ALICE[1], BOB[1]))
         os.chmod(tenants, 0o600)
         tok = os.path.join(base, "token")
         with open(tok, "w") as f:
@@ -1672,6 +1675,101 @@ def tenant_conns(ph):
 tenant_conns.extra = ["--resp", "127.0.0.1:0", "--tenant-conns", "4"]
 
 
+@phase
+def s3_grant_ssd(ph):
+    """bob reads alice's bucket by a grant: his GETs are quiet, and an
+    object on SSD only is read whole into a private copy for each of them
+    (doc/security.md "Cross-tenant probing").  bob pipelines 4 GETs of
+    alice's 4 MiB objects (SSD only: her DRAM quota is 8 MiB) on each of 16
+    connections and reads nothing.  The copies are charged to --max-memory
+    (at most a quarter a tenant held, 4 of a tenant's in the store at once,
+    503 SlowDown past that), so the server's RSS stays within --max-memory
+    plus a margin, and alice is served beside them (before: 64 copies of 4
+    MiB read at once, outside the budget)."""
+    srv, P = ph.srv, ph.srv.port
+    st, _, body = http(P, signed_msg(P, "PUT", "/shared"), src=PROBER)
+    assert st == 200, (st, body)
+    n, size = 12, 4 << 20
+
+    def written_down():
+        end = time.monotonic() + 30
+        while srv.metric("kvtier_ssd_writedown_pending_bytes") > 0 and time.monotonic() < end:
+            time.sleep(0.05)
+    for i in range(n):
+        # her quota full of blocks being written down: again once written
+        for _ in range(100):
+            st, _, body = http(P, signed_msg(P, "PUT", "/shared/o%d" % i,
+                                             body=bytes([i]) * size), src=PROBER, timeout=20)
+            if st != 503:
+                break
+            written_down()
+        assert st == 200, (i, st, body[:200])
+    written_down()
+    time.sleep(0.5)
+    rss0 = srv.rss_kib()
+    peak, peak_mem, socks = rss0, 0.0, []
+    # signed first, sent together: the reads reach the store at once
+    msgs = [b"".join(signed_msg(P, "GET", "/alice.shared/o%d" % ((4 * c + j) % n), who=BOB)
+                     for j in range(4)) for c in range(16)]
+    for c in range(16):
+        s = socket.create_connection(("127.0.0.1", P), source_address=(ph.addr(), 0))
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        socks.append(s)
+    for s, m in zip(socks, msgs):
+        s.sendall(m)
+    end = time.monotonic() + 3
+    while time.monotonic() < end:
+        peak = max(peak, srv.rss_kib())
+        peak_mem = max(peak_mem, srv.metric("kvtier_server_memory_bytes"))
+        time.sleep(0.02)
+    # alice is served beside them
+    t0 = time.monotonic()
+    st, _, body = http(P, signed_msg(P, "PUT", "/hbkt/small", body=b"small"), src=PROBER)
+    ph.expect(st == 200, "alice's PUT beside bob's copies", st, body[:200])
+    st, _, body = http(P, signed_msg(P, "GET", "/hbkt/known"), src=PROBER)
+    ph.expect(st == 200 and body == b"known bytes", "alice's GET beside bob's copies", st)
+    dt = time.monotonic() - t0
+    got = {}
+    for s in socks:
+        s.settimeout(5)
+        try:
+            got[s] = int(s.recv(12, socket.MSG_PEEK).split(b" ")[1])
+        except (OSError, IndexError, ValueError):
+            got[s] = 0
+    if os.environ.get("KVT_DEBUG"):
+        for s in socks:
+            print(s.recv(800, socket.MSG_PEEK))
+    refused = srv.metric("kvtier_server_copy_refused_total")
+    print("16 x 4 unread GETs of another tenant's 4 MiB objects on SSD only: RSS +%d MiB "
+          "(peak), mem_used peak %.1f MiB, first answers %s, copy_refused %d; alice's PUT "
+          "and GET beside them %.0f ms" % ((peak - rss0) >> 10, peak_mem / 2**20,
+                                           sorted(got.values()), refused, dt * 1e3))
+    # --max-memory (32 MiB) plus the copies in the store (4 x 4 MiB) and
+    # ASan's quarantine (32 MiB) and slack
+    ph.expect((peak - rss0) << 10 <= (32 + 16 + 32 + 16) << 20, "RSS grew",
+              (peak - rss0) >> 10)
+    ph.expect(peak_mem <= 32 << 20, "mem_used", peak_mem)
+    ph.expect(all(v in (200, 503) for v in got.values()), "bob's answers", got.values())
+    for s in socks:
+        s.close()
+    # once they are gone, a GET of bob's reads the object, exact
+    end = time.monotonic() + 5
+    while srv.metric("kvtier_connections_active") > 2 and time.monotonic() < end:
+        time.sleep(0.1)
+    st, hd, body = http(P, signed_msg(P, "GET", "/alice.shared/o5", who=BOB), src=PROBER,
+                        timeout=20)
+    ph.expect(st == 200 and body == bytes([5]) * size, "bob's GET after", st, len(body))
+    st, hd, body = http(P, signed_msg(P, "HEAD", "/alice.shared/o6", who=BOB), src=PROBER)
+    ph.expect(st == 200, "bob's HEAD after", st)
+    ph.cases += 1
+    ph.probe("grantee copies")
+
+
+s3_grant_ssd.extra = ["--dram", "512M", "--ssd", "256M", "--set", "ssd.segment=16M", "--set", "ssd.admission=always"]
+s3_grant_ssd.tenants = ("alice %s tenant dram=8M\nbob %s tenant\n"
+                        "grant alice model=s3/shared to bob\n" % (ALICE[1], BOB[1]))
+
+
 def main():
     if len(sys.argv) < 3 or sys.argv[2] not in PHASES:
         print("usage: test_hostile_http.py KVTIERD PHASE (%s)" % ", ".join(PHASES))
@@ -1679,7 +1777,7 @@ def main():
     kvtierd, name = sys.argv[1], sys.argv[2]
     base = tempfile.mkdtemp(dir=os.environ.get("TMPDIR"))
     extra = getattr(PHASES[name], "extra", [])
-    srv = Server(kvtierd, base, extra)
+    srv = Server(kvtierd, base, extra, getattr(PHASES[name], "tenants", None))
     try:
         setup_bucket(srv)
         time.sleep(0.2)
