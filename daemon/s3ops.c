@@ -393,7 +393,8 @@ static bool s3d_quiet_slot(struct s3d_req *rq, struct s3d_item *it)
 		if (cur >= KVTD_QUIET_INFLIGHT_MAX)
 			goto refused;
 	} while (!atomic_compare_exchange_weak_explicit(&srv->quiet_inflight, &cur, cur + 1,
-							memory_order_relaxed, memory_order_relaxed));
+							memory_order_relaxed,
+							memory_order_relaxed));
 	if (t && atomic_fetch_add_explicit(&t->s3_quiet, 1, memory_order_relaxed) >=
 			 S3D_QUIET_TENANT_MAX) {
 		atomic_fetch_sub_explicit(&t->s3_quiet, 1, memory_order_relaxed);
