@@ -52,6 +52,11 @@
  * only is read whole into a buffer allocated when the read is submitted,
  * before its length is known (s3ops.c "Quiet reads") */
 #define S3D_QUIET_TENANT_MAX 4u
+/* Bytes of S3 objects a loop assembles (CopyObject, UploadPartCopy,
+ * CompleteMultipartUpload: a memcpy and two CRC32C passes each) in one
+ * iteration; the first of an iteration is always taken (s3ops.c "Copies
+ * on the loop") */
+#define S3D_COPY_ITER_BYTES (16u << 20)
 
 enum s3d_op {
 	S3_NONE = 0, S3_LIST_BUCKETS, S3_CREATE_BUCKET, S3_HEAD_BUCKET, S3_DELETE_BUCKET,
