@@ -52,7 +52,7 @@ const struct kvtd_counter_def kvtd_counter_defs[] = {
 	  "would pass the connection's, the tenant's or the server's bound",
 	  CTR(copy_refused), 2 },
 	{ "server.pin_deferred", NULL, NULL, NULL, CTR(pin_deferred), 2 },
-	{ "server.copy_deferred", NULL, NULL, NULL, CTR(copy_deferred), 2 },
+	{ "server.work_deferred", NULL, NULL, NULL, CTR(work_deferred), 2 },
 	{ "server.ns_refused", NULL, NULL, NULL, CTR(ns_refused), 2 },
 	{ "server.s3_scan_refused", NULL, NULL, NULL, CTR(s3_scan_refused), 2 },
 	{ "server.mem_refused", "kvtier_server_memory_refused_total", "counter",

@@ -298,9 +298,9 @@ struct kvtd_counters {
 	_Atomic uint64_t ns_refused;
 	/* GET frames answered in chunks because their pins would pass a cap */
 	_Atomic uint64_t pin_deferred;
-	/* S3 copies and Completes left for a later iteration of their loop
-	 * (s3ops.c "Copies on the loop") */
-	_Atomic uint64_t copy_deferred;
+	/* S3 copies, Completes and DeleteObjects left for a later iteration
+	 * of their loop (s3ops.c "Work on the loop") */
+	_Atomic uint64_t work_deferred;
 	/* S3 listings answered SlowDown: their tenant's walks of the store
 	 * were at their limit (s3ops.c "Walks of the store") */
 	_Atomic uint64_t s3_scan_refused;
@@ -627,10 +627,9 @@ struct kvtd_loop {
 	} tparse[KVTD_PARSE_TENANTS];
 	unsigned tparse_n;
 	uint64_t tparse_iter;
-	/* S3 objects assembled (copies, Completes) in iteration copy_iter:
-	 * their bytes (s3ops.c "Copies on the loop") */
-	uint64_t copy_iter, copy_bytes;
-	bool copy_inline;         /* the mailbox had no memory: taken at once */
+	/* S3 work done in iteration work_iter (s3ops.c "Work on the loop") */
+	uint64_t work_iter, work_units;
+	bool work_inline;         /* the mailbox had no memory: taken at once */
 	/* Mailbox, guarded by mail_lock: frames handed back by the aux
 	 * thread, and connections accepted by another loop for this one */
 	pthread_mutex_t mail_lock;

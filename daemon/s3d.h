@@ -52,11 +52,17 @@
  * only is read whole into a buffer allocated when the read is submitted,
  * before its length is known (s3ops.c "Quiet reads") */
 #define S3D_QUIET_TENANT_MAX 4u
-/* Bytes of S3 objects a loop assembles (CopyObject, UploadPartCopy,
- * CompleteMultipartUpload: a memcpy and two CRC32C passes each) in one
- * iteration; the first of an iteration is always taken (s3ops.c "Copies
- * on the loop") */
-#define S3D_COPY_ITER_BYTES (16u << 20)
+/* Work a loop does for S3 requests in one iteration beyond their parse
+ * (s3ops.c "Work on the loop"), in units: S3D_WORK_XML bytes of a
+ * DeleteObjects or CompleteMultipartUpload body (its XML parsed, then a
+ * store request a key or part: an entry takes ~32 bytes at least), or
+ * S3D_WORK_BYTES of an object assembled (CopyObject, UploadPartCopy,
+ * Complete: a memcpy and two CRC32C passes).  4,096: as many keys as a
+ * tenant's native items (KVTD_PARSE_TENANT_ITEMS), 16 MiB of copies; the
+ * first request of an iteration is always taken. */
+#define S3D_WORK_ITER 4096u
+#define S3D_WORK_BYTES 4096u
+#define S3D_WORK_XML 32u
 
 enum s3d_op {
 	S3_NONE = 0, S3_LIST_BUCKETS, S3_CREATE_BUCKET, S3_HEAD_BUCKET, S3_DELETE_BUCKET,

@@ -831,50 +831,58 @@ static void s3d_assemble_room_done(struct s3d_req *rq, int status)
 }
 
 /*
- * Copies on the loop.  Assembling an object (CopyObject, UploadPartCopy,
- * CompleteMultipartUpload) copies its bytes into a DRAM reservation on
- * the loop, with two CRC32C passes: a request head of a few hundred
- * bytes costs the object's size in loop time.  One tenant pipelining
- * CopyObjects of a 32 MiB object on 4 connections had 129 done in one
- * go, and another tenant's GET waited 1.2-4.5 s (ASan; test_hostile_http
- * s3_copy_loop).  So a loop assembles at most S3D_COPY_ITER_BYTES an
- * iteration (the first always): the others wait for a later iteration,
- * through the aux thread's mailbox (which does nothing with them, as
- * ListParts' windows), other connections served between.
+ * Work on the loop.  A request head of a few hundred bytes (and a body of
+ * at most S3D_SMALL_MAX) can cost far more loop time than a parse item:
+ *   - assembling an object (CopyObject, UploadPartCopy,
+ *     CompleteMultipartUpload) copies its bytes into a DRAM reservation,
+ *     with two CRC32C passes: one tenant pipelining CopyObjects of a 32
+ *     MiB object on 4 connections had 129 done in one go, and another
+ *     tenant's GET waited 1.2-4.5 s (ASan; test_hostile_http s3_copy_loop);
+ *   - a DeleteObjects names up to 1,000 keys in up to 1 MiB of XML (a
+ *     parse, then a SHA-256 and a store request a key): 10 pipelined on
+ *     each of 32 connections held another tenant's GET 663-1123 ms
+ *     (s3_delete_loop); a CompleteMultipartUpload's XML the same.
+ * So a loop does at most S3D_WORK_ITER units of them an iteration
+ * (S3D_WORK_XML bytes of XML, S3D_WORK_BYTES of an object; the first
+ * request always): the
+ * others wait for a later iteration, through the aux thread's mailbox
+ * (which does nothing with them, as ListParts' windows), other
+ * connections served between (server.work_deferred).
  */
 static void s3d_nothing(void *arg);
-static void s3d_assemble_later(void *arg)
-{
-	s3d_assemble(arg);
-}
 
-/* May rq assemble bytes now?  false: it waits (or was answered). */
-static bool s3d_copy_turn(struct s3d_req *rq, uint64_t bytes)
+/* May rq do `units` of work now?  false: later(rq) runs in a later
+ * iteration (or rq was answered). */
+static bool s3d_work_turn(struct s3d_req *rq, uint64_t units, void (*later)(void *))
 {
 	struct kvtd_loop *loop = rq->conn->loop;
 	/* back at once: the mailbox had no memory (kvtd_aux_submit) */
-	bool inline_back = loop->copy_inline;
+	bool inline_back = loop->work_inline;
 
-	loop->copy_inline = false;
-	if (loop->copy_iter != loop->iter) {
-		loop->copy_iter = loop->iter;
-		loop->copy_bytes = 0;
+	loop->work_inline = false;
+	if (loop->work_iter != loop->iter) {
+		loop->work_iter = loop->iter;
+		loop->work_units = 0;
 	}
-	if (loop->copy_bytes && loop->copy_bytes + bytes > S3D_COPY_ITER_BYTES &&
-	    !inline_back) {
-		KVTD_COUNT(loop->srv, copy_deferred, 1);
+	if (loop->work_units && loop->work_units + units > S3D_WORK_ITER && !inline_back) {
+		KVTD_COUNT(loop->srv, work_deferred, 1);
 		if (loop->stopping) {
 			s3d_fail(rq, 503, "SlowDown", "server stopping");
 			return false;
 		}
 		/* (rq may be freed when this returns) */
-		loop->copy_inline = true;
-		kvtd_aux_submit(loop, s3d_nothing, s3d_assemble_later, rq);
-		loop->copy_inline = false;
+		loop->work_inline = true;
+		kvtd_aux_submit(loop, s3d_nothing, later, rq);
+		loop->work_inline = false;
 		return false;
 	}
-	loop->copy_bytes += bytes + 1;
+	loop->work_units += units + 1;
 	return true;
+}
+
+static void s3d_assemble_later(void *arg)
+{
+	s3d_assemble(arg);
 }
 
 static void s3d_assemble(struct s3d_req *rq)
@@ -905,7 +913,7 @@ static void s3d_assemble(struct s3d_req *rq)
 		lens[1 + i] = pcopy ? rq->copy_last - rq->copy_first + 1 : s3d_get64(h + 8);
 		total += lens[1 + i];
 	}
-	if (!s3d_copy_turn(rq, total))
+	if (!s3d_work_turn(rq, total / S3D_WORK_BYTES, s3d_assemble_later))
 		return;
 	if (pcopy) {
 		name_len = (size_t)snprintf(pname, sizeof(pname), "%s/%u", rq->upload_id, rq->part_no);
@@ -2197,6 +2205,12 @@ static int64_t s3d_xml_next(const char *x, size_t n, size_t *pos, const char *ta
 	return (int64_t)o;
 }
 
+static void s3d_complete_start(struct s3d_req *rq);
+static void s3d_complete_later(void *arg)
+{
+	s3d_complete_start(arg);
+}
+
 static void s3d_complete_start(struct s3d_req *rq)
 {
 	const char *x = (const char *)rq->buf;
@@ -2204,6 +2218,10 @@ static void s3d_complete_start(struct s3d_req *rq)
 	uint32_t count = 0, last = 0;
 	struct s3d_item *it;
 	struct kvt_key k;
+
+	/* its XML parsed, then a probe a part ("Work on the loop") */
+	if (!s3d_work_turn(rq, n / S3D_WORK_XML, s3d_complete_later))
+		return;
 
 	/* count the parts first */
 	for (const char *p = x; (p = memmem(p, n - (size_t)(p - x), "<Part>", 6)); p += 6)
@@ -2258,6 +2276,12 @@ static void s3d_complete_start(struct s3d_req *rq)
 	s3d_submit(rq, PH_PROBE);
 }
 
+static void s3d_delete_many_start(struct s3d_req *rq);
+static void s3d_delete_many_later(void *arg)
+{
+	s3d_delete_many_start(arg);
+}
+
 static void s3d_delete_many_start(struct s3d_req *rq)
 {
 	const char *x = (const char *)rq->buf;
@@ -2268,6 +2292,9 @@ static void s3d_delete_many_start(struct s3d_req *rq)
 	int64_t l;
 	struct s3d_item *it;
 
+	/* its XML parsed, then a delete a key: ~ a key each 32 bytes */
+	if (!s3d_work_turn(rq, n / S3D_WORK_XML, s3d_delete_many_later))
+		return;
 	keys = malloc(n + 1);
 	if (!keys) {
 		s3d_fail(rq, 503, "SlowDown", "server out of memory");
