@@ -1739,9 +1739,6 @@ def s3_grant_ssd(ph):
             got[s] = int(s.recv(12, socket.MSG_PEEK).split(b" ")[1])
         except (OSError, IndexError, ValueError):
             got[s] = 0
-    if os.environ.get("KVT_DEBUG"):
-        for s in socks:
-            print(s.recv(800, socket.MSG_PEEK))
     refused = srv.metric("kvtier_server_copy_refused_total")
     print("16 x 4 unread GETs of another tenant's 4 MiB objects on SSD only: RSS +%d MiB "
           "(peak), mem_used peak %.1f MiB, first answers %s, copy_refused %d; alice's PUT "
