@@ -48,9 +48,11 @@ const struct kvtd_counter_def kvtd_counter_defs[] = {
 	  "connections not yet authenticated", offsetof(struct kvtd_server, unauth_conns),
 	  KVTD_CTR_ATOMIC_UINT, 2 },
 	{ "server.copy_refused", "kvtier_server_copy_refused_total", "counter",
-	  "grantee GET items answered as a miss: their private SSD copy would pass "
-	  "the connection's or the server's bound", CTR(copy_refused), 2 },
+	  "grantee GET items answered as a miss (S3: 503): their private SSD copy "
+	  "would pass the connection's, the tenant's or the server's bound",
+	  CTR(copy_refused), 2 },
 	{ "server.pin_deferred", NULL, NULL, NULL, CTR(pin_deferred), 2 },
+	{ "server.work_deferred", NULL, NULL, NULL, CTR(work_deferred), 2 },
 	{ "server.ns_refused", NULL, NULL, NULL, CTR(ns_refused), 2 },
 	{ "server.s3_scan_refused", NULL, NULL, NULL, CTR(s3_scan_refused), 2 },
 	{ "server.mem_refused", "kvtier_server_memory_refused_total", "counter",

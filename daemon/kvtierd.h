@@ -298,6 +298,9 @@ struct kvtd_counters {
 	_Atomic uint64_t ns_refused;
 	/* GET frames answered in chunks because their pins would pass a cap */
 	_Atomic uint64_t pin_deferred;
+	/* S3 copies, Completes and DeleteObjects left for a later iteration
+	 * of their loop (s3ops.c "Work on the loop") */
+	_Atomic uint64_t work_deferred;
 	/* S3 listings answered SlowDown: their tenant's walks of the store
 	 * were at their limit (s3ops.c "Walks of the store") */
 	_Atomic uint64_t s3_scan_refused;
@@ -410,6 +413,8 @@ struct kvtd_out {
 	uint64_t copy_len;     /* of them, private SSD copies of quiet GETs behind
 				* pins (charged before it was queued; also in the
 				* connection's copy_bytes until written) */
+	struct kvtd_tstat *copy_tstat; /* S3: the tenant copy_len also counts in
+					* (kvtd_tstat.copies), or NULL */
 	struct kvtd_tstat *tstat; /* the tenant its queued charge (tenant_len)
 				   * counts in (kvtd_tstat.out_charged), or NULL */
 	uint64_t tenant_len;
@@ -622,6 +627,9 @@ struct kvtd_loop {
 	} tparse[KVTD_PARSE_TENANTS];
 	unsigned tparse_n;
 	uint64_t tparse_iter;
+	/* S3 work done in iteration work_iter (s3ops.c "Work on the loop") */
+	uint64_t work_iter, work_units;
+	bool work_inline;         /* the mailbox had no memory: taken at once */
 	/* Mailbox, guarded by mail_lock: frames handed back by the aux
 	 * thread, and connections accepted by another loop for this one */
 	pthread_mutex_t mail_lock;
@@ -1149,6 +1157,10 @@ struct kvtd_tstat {
 	_Atomic uint32_t s3_scans; /* its S3 listings walking the store (s3ops.c) */
 	_Atomic uint64_t resv_held; /* DRAM its S3 uploads being received reserve
 				     * (s3d.c S3D_RESV_TENANT_MAX) */
+	_Atomic uint64_t copies;   /* private SSD copies its S3 reads of granted
+				    * buckets hold (KVTD_COPY_CONN_MAX; s3ops.c) */
+	_Atomic uint32_t s3_quiet; /* its S3 quiet reads in the store
+				    * (S3D_QUIET_TENANT_MAX) */
 };
 /* The counters of a tenant by name (created if new; NULL past the table's
  * size or out of memory).  Any thread. */

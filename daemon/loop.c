@@ -334,6 +334,9 @@ void kvtd_out_free(struct kvtd_server *srv, struct kvtd_out *o)
 static void loop_out_done(struct kvtd_conn *c, struct kvtd_out *o)
 {
 	c->copy_bytes -= o->copy_len;
+	if (o->copy_tstat)
+		atomic_fetch_sub_explicit(&o->copy_tstat->copies, o->copy_len,
+					  memory_order_relaxed);
 	c->out_entries--;
 	if (o->tstat)
 		atomic_fetch_sub_explicit(&o->tstat->out_charged, o->tenant_len,
@@ -419,6 +422,9 @@ void kvtd_conn_queue(struct kvtd_conn *c, struct kvtd_out *o)
 
 	if (c->dead) {
 		c->copy_bytes -= o->copy_len;
+		if (o->copy_tstat)
+			atomic_fetch_sub_explicit(&o->copy_tstat->copies, o->copy_len,
+						  memory_order_relaxed);
 		o->mem_len = o->copy_len;
 		kvtd_out_free(srv, o);
 		return;

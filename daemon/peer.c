@@ -29,7 +29,15 @@
 #include "peer.h"
 #include "tlsio.h"
 
+/* How long a member may make us wait (peer_recv): PEER_TIMEOUT_MS for
+ * each frame of an answer (a frame of MORE restarts the clock), at most
+ * PEER_ANSWER_MS and PEER_MORE_MAX frames of MORE until a final answer.
+ * kvtierd's answers to what this file asks (1,024 items at most, STATS)
+ * take a frame or two: a long one from a loaded member is kept, a member
+ * that trickles frames (or bytes) forever is not. */
 #define PEER_TIMEOUT_MS 5000
+#define PEER_ANSWER_MS 30000
+#define PEER_MORE_MAX 32u
 /* Tags a connection may have unanswered (repair.c keeps at most
  * REPAIR_WINDOW + 1): a bit each in kvtd_peer.open_tags. */
 #define PEER_OPEN_MAX 64u
@@ -85,11 +93,16 @@ static int peer_send(struct kvtd_peer *p, const void *buf, size_t len)
 	return peer_sendv(p, &v, 1);
 }
 
-/* Milliseconds left of the answer clock: how long this connection may
- * still make us wait without a final answer (kvtd_peer.waited_ms). */
+/* Milliseconds left of the answer clocks: how long this connection may
+ * still make us wait for the next frame (kvtd_peer.waited_ms) and for a
+ * final answer (answer_ms). */
 static int peer_left_ms(const struct kvtd_peer *p, int64_t since)
 {
-	int64_t left = PEER_TIMEOUT_MS - (int64_t)p->waited_ms - (peer_now_ms() - since);
+	int64_t now = peer_now_ms() - since;
+	int64_t left = PEER_TIMEOUT_MS - (int64_t)p->waited_ms - now;
+	int64_t total = PEER_ANSWER_MS - (int64_t)p->answer_ms - now;
+	if (total < left)
+		left = total;
 	return left > 0 ? (int)left : 0;
 }
 
@@ -169,9 +182,13 @@ static int peer_check(struct kvtd_peer *p)
 
 /* The next response frame: p->resp points into p->rbuf until the next
  * call (its first p->used bytes).  The time spent here waiting for the
- * member adds up until a final answer comes (p->waited_ms): past
- * PEER_TIMEOUT_MS -ETIMEDOUT, whatever the member sends meanwhile (frames
- * of MORE, a byte at a time). */
+ * member adds up until a frame of an answer comes (p->waited_ms, past
+ * PEER_TIMEOUT_MS -ETIMEDOUT, whatever the member trickles meanwhile) and
+ * until a final answer comes (p->answer_ms, past PEER_ANSWER_MS
+ * -ETIMEDOUT; past PEER_MORE_MAX frames of MORE PROTO_EMALFORMED).  The
+ * first clock was the only one, over every frame of MORE: a member
+ * answering in frames, each in time, was dropped 5 s after the question
+ * (test_peer_attack more_slow). */
 static int peer_recv(struct kvtd_peer *p)
 {
 	int64_t since = peer_now_ms();
@@ -202,10 +219,19 @@ static int peer_recv(struct kvtd_peer *p)
 			break;
 	}
 	p->waited_ms += (uint64_t)(peer_now_ms() - since);
-	if (rc == 1) /* a final answer: the clock starts again */
-		p->waited_ms = rc = 0;
-	else if (rc == 0 && p->open_tags && p->waited_ms >= PEER_TIMEOUT_MS)
-		rc = -ETIMEDOUT;
+	p->answer_ms += (uint64_t)(peer_now_ms() - since);
+	if (rc == 1) { /* a final answer: the clocks start again */
+		p->waited_ms = p->answer_ms = 0;
+		p->more_frames = 0;
+		rc = 0;
+	} else if (rc == 0 && p->resp.op != PROTO_OP_ERROR && p->open_tags) {
+		/* a frame of MORE: progress, within bounds */
+		p->waited_ms = 0;
+		if (++p->more_frames > PEER_MORE_MAX)
+			rc = PROTO_EMALFORMED;
+		else if (p->answer_ms >= PEER_ANSWER_MS)
+			rc = -ETIMEDOUT;
+	}
 	return rc;
 }
 

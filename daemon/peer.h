@@ -26,7 +26,10 @@ struct kvtd_peer {
 	uint16_t version;        /* what HELLO chose: every later frame carries it */
 	uint64_t tag;
 	uint64_t open_tags;      /* bit i: tag `tag - i` sent, its final answer not yet in */
-	uint64_t waited_ms;      /* spent waiting for answers since the last final one */
+	uint64_t waited_ms;      /* spent waiting since the last frame of an answer
+				  * (or the last final one): PEER_TIMEOUT_MS */
+	uint64_t answer_ms;      /* ... since the last final answer: PEER_ANSWER_MS */
+	unsigned more_frames;    /* MORE frames since then: PEER_MORE_MAX */
 	uint8_t *rbuf;
 	size_t rcap, rlen, used;
 	struct proto_frame resp; /* the last response, in rbuf */

@@ -46,6 +46,23 @@
  * the DRAM tier, as its pinned answers (KVTD_PIN_TENANT_MAX).  One upload
  * alone is always taken. */
 #define S3D_RESV_TENANT_MAX(srv) ((srv)->cfg.dram_bytes / 4)
+/* Quiet reads (GetObject, HeadObject, a CopyObject source of a granted
+ * bucket) of one tenant in the store at once, all its connections
+ * together, as a native frame's (KVTD_QUIET_WINDOW): an object on SSD
+ * only is read whole into a buffer allocated when the read is submitted,
+ * before its length is known (s3ops.c "Quiet reads") */
+#define S3D_QUIET_TENANT_MAX 4u
+/* Work a loop does for S3 requests in one iteration beyond their parse
+ * (s3ops.c "Work on the loop"), in units: S3D_WORK_XML bytes of a
+ * DeleteObjects or CompleteMultipartUpload body (its XML parsed, then a
+ * store request a key or part: an entry takes ~32 bytes at least), or
+ * S3D_WORK_BYTES of an object assembled (CopyObject, UploadPartCopy,
+ * Complete: a memcpy and two CRC32C passes).  4,096: as many keys as a
+ * tenant's native items (KVTD_PARSE_TENANT_ITEMS), 16 MiB of copies; the
+ * first request of an iteration is always taken. */
+#define S3D_WORK_ITER 4096u
+#define S3D_WORK_BYTES 4096u
+#define S3D_WORK_XML 32u
 
 enum s3d_op {
 	S3_NONE = 0, S3_LIST_BUCKETS, S3_CREATE_BUCKET, S3_HEAD_BUCKET, S3_DELETE_BUCKET,
@@ -78,6 +95,11 @@ struct s3d_item {
 	struct kvt_req req;        /* user_data: this | S3D_UD */
 	struct s3d_req *rq;        /* NULL: fire and forget (freed on completion) */
 	bool pinned;
+	bool quiet_slot;           /* holds a quiet read's slots (s3ops.c) */
+	struct kvtd_tstat *quiet_tstat; /* ... of this tenant's s3_quiet, or NULL */
+	uint64_t copy_charged;     /* its pin is a private SSD copy of this many
+				    * bytes, charged (s3ops.c "Quiet reads") */
+	struct kvtd_tstat *copy_tstat; /* the tenant copy_charged counts in, or NULL */
 	struct iovec iov[2];
 	uint32_t part_no;
 	char *etag_sent;           /* Complete: the part's ETag in the request (owned) */
@@ -192,6 +214,10 @@ struct s3d_req {
 	unsigned nseg, segcap;
 	uint64_t *pins;
 	unsigned npin, pincap;
+	uint64_t pins_copy;        /* of the pins' bytes, private SSD copies charged
+				    * (s3d_keep_pin): the output entry's copy_len */
+	struct kvtd_tstat *pins_copy_tstat;
+	bool copy_refused;         /* a quiet read's copy was over its bounds */
 	bool oom;
 	char etag[48];
 	uint64_t obj_len;
@@ -251,6 +277,12 @@ void s3d_text(struct s3d_req *rq, const void *p, size_t len);
 void s3d_printf(struct s3d_req *rq, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void s3d_xml_str(struct s3d_req *rq, const char *s, size_t n);
 void s3d_keep_pin(struct s3d_req *rq, struct s3d_item *it);
+/* An item's pin released, with its copy's charge (s3ops.c "Quiet reads"),
+ * and the charge of copies moved to rq->pins given back. */
+void s3d_item_unpin(struct kvtd_server *srv, struct s3d_req *rq, struct s3d_item *it);
+void s3d_copy_uncharge(struct kvtd_server *srv, struct kvtd_conn *c, struct kvtd_tstat *t,
+		       uint64_t len);
+void s3d_pins_release(struct kvtd_server *srv, struct s3d_req *rq);
 void s3d_seg_bytes(struct s3d_req *rq, const void *p, size_t len);
 /* The status line and headers (extra: CRLF-terminated lines) go in front
  * of the text built so far; no_body (HEAD, 304) drops the text but keeps

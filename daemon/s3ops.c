@@ -329,10 +329,7 @@ static struct s3d_item *s3d_items(struct s3d_req *rq, uint32_t n)
 	struct kvtd_server *srv = rq->conn->loop->srv;
 
 	for (uint32_t i = 0; i < rq->n; i++) {
-		if (rq->items[i].pinned) {
-			kvt_pin_release(srv->store, rq->items[i].req.pin);
-			rq->items[i].pinned = false;
-		}
+		s3d_item_unpin(srv, rq, &rq->items[i]);
 		free(rq->items[i].etag_sent);
 	}
 	free(rq->items);
@@ -353,6 +350,95 @@ static void s3d_item_init(struct s3d_req *rq, struct s3d_item *it, uint32_t op,
 	it->req.user_data = (uint64_t)(uintptr_t)it | S3D_UD;
 }
 
+/* ------------------------------------------------------------------------
+ * Quiet reads: GetObject, HeadObject and a CopyObject (UploadPartCopy)
+ * source of a granted bucket (doc/security.md "Cross-tenant probing").
+ * An object on SSD only is read whole into a private copy (kvtier.h
+ * "Quiet gets"), allocated when the read is submitted and kept until the
+ * answer is written (GET), the request ends (HEAD) or the object is
+ * assembled (Copy).  As native grantee GETs (ops.c "Quiet GETs"):
+ *   - a read takes one of the server's KVTD_QUIET_INFLIGHT_MAX slots and
+ *     one of its tenant's S3D_QUIET_TENANT_MAX while in the store; with
+ *     none free, 503 SlowDown at once;
+ *   - a completed copy is charged to --max-memory, to its connection and
+ *     to its tenant (at most KVTD_COPY_CONN_MAX each; one alone always,
+ *     if the budget has room): else it is let go and the request is 503
+ *     SlowDown (server.copy_refused).  The charge goes with the pin to
+ *     the answer (s3d_keep_pin, s3d_out) and back when it is written.
+ * They were bounded only by the pin caps, a quarter of --dram a tenant:
+ * with --dram 512M, 16 connections' unread GETs held 140-153 MiB of
+ * copies beside --max-memory 32M (test_hostile_http s3_grant_ssd).
+ */
+
+static void s3d_quiet_release(struct kvtd_server *srv, struct s3d_item *it)
+{
+	if (!it->quiet_slot)
+		return;
+	it->quiet_slot = false;
+	atomic_fetch_sub_explicit(&srv->quiet_inflight, 1, memory_order_relaxed);
+	if (it->quiet_tstat)
+		atomic_fetch_sub_explicit(&it->quiet_tstat->s3_quiet, 1, memory_order_relaxed);
+	it->quiet_tstat = NULL;
+}
+
+/* it (KVT_F_QUIET) may go to the store: true, or the request is answered
+ * 503 and false. */
+static bool s3d_quiet_slot(struct s3d_req *rq, struct s3d_item *it)
+{
+	struct kvtd_server *srv = rq->conn->loop->srv;
+	struct kvtd_tstat *t = rq->in_tstat;
+	unsigned cur = atomic_load_explicit(&srv->quiet_inflight, memory_order_relaxed);
+
+	do {
+		if (cur >= KVTD_QUIET_INFLIGHT_MAX)
+			goto refused;
+	} while (!atomic_compare_exchange_weak_explicit(&srv->quiet_inflight, &cur, cur + 1,
+							memory_order_relaxed,
+							memory_order_relaxed));
+	if (t && atomic_fetch_add_explicit(&t->s3_quiet, 1, memory_order_relaxed) >=
+			 S3D_QUIET_TENANT_MAX) {
+		atomic_fetch_sub_explicit(&t->s3_quiet, 1, memory_order_relaxed);
+		atomic_fetch_sub_explicit(&srv->quiet_inflight, 1, memory_order_relaxed);
+		goto refused;
+	}
+	it->quiet_slot = true;
+	it->quiet_tstat = t;
+	return true;
+refused:
+	KVTD_COUNT(srv, copy_refused, 1);
+	s3d_fail(rq, 503, "SlowDown", "Reads of another tenant's bucket in progress are at "
+		 "kvtierd's limit; retry later.");
+	return false;
+}
+
+/* A quiet read is back: its slots freed, its copy (if any) charged. */
+static void s3d_quiet_done(struct s3d_req *rq, struct s3d_item *it)
+{
+	struct kvtd_server *srv = rq->conn->loop->srv;
+	struct kvtd_conn *c = rq->conn;
+	struct kvtd_tstat *t = rq->in_tstat;
+	uint64_t len = it->req.value_len, max = KVTD_COPY_CONN_MAX(srv), tc;
+
+	s3d_quiet_release(srv, it);
+	if (!it->pinned || it->req.tier != KVT_TIER_SSD)
+		return;
+	tc = t ? atomic_load_explicit(&t->copies, memory_order_relaxed) : 0;
+	if ((c->copy_bytes && c->copy_bytes + len > max) || (tc && tc + len > max) ||
+	    !kvtd_mem_charge(srv, len, false)) {
+		kvt_pin_release(srv->store, it->req.pin);
+		it->pinned = false;
+		it->req.status = KVT_MISS;
+		rq->copy_refused = true;
+		KVTD_COUNT(srv, copy_refused, 1);
+		return;
+	}
+	it->copy_charged = len;
+	it->copy_tstat = t;
+	c->copy_bytes += len;
+	if (t)
+		atomic_fetch_add_explicit(&t->copies, len, memory_order_relaxed);
+}
+
 /* Submit every item; the step runs once all are back (possibly inline). */
 static void s3d_submit(struct s3d_req *rq, int phase)
 {
@@ -367,6 +453,7 @@ static void s3d_submit(struct s3d_req *rq, int phase)
 		if (rc != 1) {
 			r->status = rc;
 			rq->pending--;
+			s3d_quiet_release(loop->srv, &rq->items[i]);
 		}
 	}
 	if (--rq->pending == 0)
@@ -409,6 +496,8 @@ void s3d_req_done(struct kvtd_loop *loop, struct kvt_req *r)
 	}
 	if (r->op == KVT_OP_GET_PINNED && r->status == KVT_OK)
 		it->pinned = true;
+	if (it->quiet_slot)
+		s3d_quiet_done(rq, it);
 	if (r->status == KVT_OK && (int)r->tier > rq->tier && r->tier < KVT_TIER_COUNT)
 		rq->tier = (int)r->tier;
 	if (--rq->pending == 0)
@@ -743,6 +832,61 @@ static void s3d_assemble_room_done(struct s3d_req *rq, int status)
 	s3d_fail(rq, 503, "SlowDown", kvt_strerror(status));
 }
 
+/*
+ * Work on the loop.  A request head of a few hundred bytes (and a body of
+ * at most S3D_SMALL_MAX) can cost far more loop time than a parse item:
+ *   - assembling an object (CopyObject, UploadPartCopy,
+ *     CompleteMultipartUpload) copies its bytes into a DRAM reservation,
+ *     with two CRC32C passes: one tenant pipelining CopyObjects of a 32
+ *     MiB object on 4 connections had 129 done in one go, and another
+ *     tenant's GET waited 1.2-4.5 s (ASan; test_hostile_http s3_copy_loop);
+ *   - a DeleteObjects names up to 1,000 keys in up to 1 MiB of XML (a
+ *     parse, then a SHA-256 and a store request a key): 10 pipelined on
+ *     each of 32 connections held another tenant's GET 663-1123 ms
+ *     (s3_delete_loop); a CompleteMultipartUpload's XML the same.
+ * So a loop does at most S3D_WORK_ITER units of them an iteration
+ * (S3D_WORK_XML bytes of XML, S3D_WORK_BYTES of an object; the first
+ * request always): the
+ * others wait for a later iteration, through the aux thread's mailbox
+ * (which does nothing with them, as ListParts' windows), other
+ * connections served between (server.work_deferred).
+ */
+static void s3d_nothing(void *arg);
+
+/* May rq do `units` of work now?  false: later(rq) runs in a later
+ * iteration (or rq was answered). */
+static bool s3d_work_turn(struct s3d_req *rq, uint64_t units, void (*later)(void *))
+{
+	struct kvtd_loop *loop = rq->conn->loop;
+	/* back at once: the mailbox had no memory (kvtd_aux_submit) */
+	bool inline_back = loop->work_inline;
+
+	loop->work_inline = false;
+	if (loop->work_iter != loop->iter) {
+		loop->work_iter = loop->iter;
+		loop->work_units = 0;
+	}
+	if (loop->work_units && loop->work_units + units > S3D_WORK_ITER && !inline_back) {
+		KVTD_COUNT(loop->srv, work_deferred, 1);
+		if (loop->stopping) {
+			s3d_fail(rq, 503, "SlowDown", "server stopping");
+			return false;
+		}
+		/* (rq may be freed when this returns) */
+		loop->work_inline = true;
+		kvtd_aux_submit(loop, s3d_nothing, later, rq);
+		loop->work_inline = false;
+		return false;
+	}
+	loop->work_units += units + 1;
+	return true;
+}
+
+static void s3d_assemble_later(void *arg)
+{
+	s3d_assemble(arg);
+}
+
 static void s3d_assemble(struct s3d_req *rq)
 {
 	struct kvtd_server *srv = rq->conn->loop->srv;
@@ -771,6 +915,8 @@ static void s3d_assemble(struct s3d_req *rq)
 		lens[1 + i] = pcopy ? rq->copy_last - rq->copy_first + 1 : s3d_get64(h + 8);
 		total += lens[1 + i];
 	}
+	if (!s3d_work_turn(rq, total / S3D_WORK_BYTES, s3d_assemble_later))
+		return;
 	if (pcopy) {
 		name_len = (size_t)snprintf(pname, sizeof(pname), "%s/%u", rq->upload_id, rq->part_no);
 		name = pname;
@@ -1792,6 +1938,12 @@ static void s3d_step(struct s3d_req *rq)
 {
 	struct s3d_item *it = rq->items;
 
+	if (rq->copy_refused) {
+		rq->copy_refused = false;
+		s3d_fail(rq, 503, "SlowDown", "Copies of another tenant's objects on SSD being "
+			 "sent hold kvtierd's memory share; read them, or retry later.");
+		return;
+	}
 	switch (rq->op) {
 	case S3_LIST_BUCKETS:
 		s3d_list_buckets_answer(rq);
@@ -2055,6 +2207,12 @@ static int64_t s3d_xml_next(const char *x, size_t n, size_t *pos, const char *ta
 	return (int64_t)o;
 }
 
+static void s3d_complete_start(struct s3d_req *rq);
+static void s3d_complete_later(void *arg)
+{
+	s3d_complete_start(arg);
+}
+
 static void s3d_complete_start(struct s3d_req *rq)
 {
 	const char *x = (const char *)rq->buf;
@@ -2062,6 +2220,10 @@ static void s3d_complete_start(struct s3d_req *rq)
 	uint32_t count = 0, last = 0;
 	struct s3d_item *it;
 	struct kvt_key k;
+
+	/* its XML parsed, then a probe a part ("Work on the loop") */
+	if (!s3d_work_turn(rq, n / S3D_WORK_XML, s3d_complete_later))
+		return;
 
 	/* count the parts first */
 	for (const char *p = x; (p = memmem(p, n - (size_t)(p - x), "<Part>", 6)); p += 6)
@@ -2116,6 +2278,12 @@ static void s3d_complete_start(struct s3d_req *rq)
 	s3d_submit(rq, PH_PROBE);
 }
 
+static void s3d_delete_many_start(struct s3d_req *rq);
+static void s3d_delete_many_later(void *arg)
+{
+	s3d_delete_many_start(arg);
+}
+
 static void s3d_delete_many_start(struct s3d_req *rq)
 {
 	const char *x = (const char *)rq->buf;
@@ -2126,6 +2294,9 @@ static void s3d_delete_many_start(struct s3d_req *rq)
 	int64_t l;
 	struct s3d_item *it;
 
+	/* its XML parsed, then a delete a key: ~ a key each 32 bytes */
+	if (!s3d_work_turn(rq, n / S3D_WORK_XML, s3d_delete_many_later))
+		return;
 	keys = malloc(n + 1);
 	if (!keys) {
 		s3d_fail(rq, 503, "SlowDown", "server out of memory");
@@ -2244,8 +2415,11 @@ void s3d_run(struct s3d_req *rq)
 		s3d_item_init(rq, it, KVT_OP_GET_PINNED, &k);
 		/* another tenant's bytes leave no trace in the cache state
 		 * (doc/security.md, "Cross-tenant probing"), as native reads */
-		if (rq->granted)
+		if (rq->granted) {
 			it->req.flags |= KVT_F_QUIET;
+			if (!s3d_quiet_slot(rq, it))
+				return;
+		}
 		s3d_submit(rq, PH_PROBE);
 		return;
 	case S3_DELETE:
@@ -2392,8 +2566,11 @@ void s3d_run(struct s3d_req *rq)
 		s3d_key(&k, 'o', dec, strlen(dec));
 		s3d_item_init(rq, it, KVT_OP_GET_PINNED, &k);
 		it->req.ns = src_ns;
-		if (src_quiet)
+		if (src_quiet) {
 			it->req.flags |= KVT_F_QUIET;
+			if (!s3d_quiet_slot(rq, it))
+				return;
+		}
 		s3d_submit(rq, PH_PROBE);
 		return;
 	}

@@ -115,6 +115,40 @@ void s3d_keep_pin(struct s3d_req *rq, struct s3d_item *it)
 	}
 	rq->pins[rq->npin++] = it->req.pin;
 	it->pinned = false;
+	if (it->copy_charged) {
+		rq->pins_copy += it->copy_charged;
+		rq->pins_copy_tstat = it->copy_tstat; /* one signer a request */
+		it->copy_charged = 0;
+	}
+}
+
+void s3d_copy_uncharge(struct kvtd_server *srv, struct kvtd_conn *c, struct kvtd_tstat *t,
+		       uint64_t len)
+{
+	if (!len)
+		return;
+	kvtd_mem_uncharge(srv, len);
+	c->copy_bytes -= len;
+	if (t)
+		atomic_fetch_sub_explicit(&t->copies, len, memory_order_relaxed);
+}
+
+void s3d_item_unpin(struct kvtd_server *srv, struct s3d_req *rq, struct s3d_item *it)
+{
+	if (it->pinned)
+		kvt_pin_release(srv->store, it->req.pin);
+	it->pinned = false;
+	s3d_copy_uncharge(srv, rq->conn, it->copy_tstat, it->copy_charged);
+	it->copy_charged = 0;
+}
+
+void s3d_pins_release(struct kvtd_server *srv, struct s3d_req *rq)
+{
+	for (unsigned i = 0; i < rq->npin; i++)
+		kvt_pin_release(srv->store, rq->pins[i]);
+	rq->npin = 0;
+	s3d_copy_uncharge(srv, rq->conn, rq->pins_copy_tstat, rq->pins_copy);
+	rq->pins_copy = 0;
 }
 
 void s3d_seg_bytes(struct s3d_req *rq, const void *p, size_t len)
@@ -207,9 +241,7 @@ void s3d_error(struct s3d_req *rq, int status, const char *code, const char *msg
 
 	rq->tlen = 0;
 	rq->nseg = 0;
-	for (unsigned i = 0; i < rq->npin; i++)
-		kvt_pin_release(rq->conn->loop->srv->store, rq->pins[i]);
-	rq->npin = 0;
+	s3d_pins_release(rq->conn->loop->srv, rq);
 	s3d_printf(rq, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>%s</Code><Message>",
 		   code);
 	s3d_xml_str(rq, msg, strlen(msg));
@@ -277,15 +309,13 @@ void s3d_req_free(struct kvtd_server *srv, struct s3d_req *rq)
 		atomic_fetch_sub_explicit(&rq->in_tstat->in_charged, rq->in_charged,
 					  memory_order_relaxed);
 	for (uint32_t i = 0; i < rq->n; i++) {
-		if (rq->items[i].pinned)
-			kvt_pin_release(srv->store, rq->items[i].req.pin);
+		s3d_item_unpin(srv, rq, &rq->items[i]);
 		free(rq->items[i].etag_sent);
 	}
 	free(rq->del_item);
 	s3d_scan_release(rq);
 	free(rq->list);
-	for (unsigned i = 0; i < rq->npin; i++)
-		kvt_pin_release(srv->store, rq->pins[i]);
+	s3d_pins_release(srv, rq);
 	if (rq->reserved)
 		kvt_put_abort(srv->store, rq->res.handle);
 	if (rq->buf_charged)
@@ -314,9 +344,7 @@ static struct kvtd_out *s3d_out(struct kvtd_server *srv, struct s3d_req *rq)
 	unsigned n = 1 + rq->nseg;
 
 	if (rq->oom) {
-		for (unsigned i = 0; i < rq->npin; i++)
-			kvt_pin_release(srv->store, rq->pins[i]);
-		rq->npin = 0;
+		s3d_pins_release(srv, rq);
 		rq->nseg = 0;
 		rq->oom = false;
 		rq->close_after = true;
@@ -349,6 +377,11 @@ static struct kvtd_out *s3d_out(struct kvtd_server *srv, struct s3d_req *rq)
 	 * parses no new request. */
 	if (rq->npin)
 		o->pin_len = o->bytes - rq->tlen;
+	/* private SSD copies behind the pins: their charge goes with them
+	 * (given back when written, loop.c) */
+	o->copy_len = rq->pins_copy;
+	o->copy_tstat = rq->pins_copy_tstat;
+	rq->pins_copy = 0;
 	rq->text = NULL;
 	rq->pins = NULL;
 	rq->npin = 0;

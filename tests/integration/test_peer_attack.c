@@ -23,8 +23,16 @@
  *   tags       answers of a tag never sent, 100 a second: refused at the
  *              first (read and skipped forever)
  *   more       answers of the right tag, each marked MORE, 10 a second:
- *              the connection given up after PEER_TIMEOUT_MS (5 s) without
- *              a final answer (held for as long as the fake went on)
+ *              the connection given up after PEER_MORE_MAX (32) of them
+ *              without a final answer (held for as long as the fake went
+ *              on; then after PEER_TIMEOUT_MS, 5 s, of them)
+ *   more_slow  an answer in 12 frames of MORE, one every 500 ms, then the
+ *              final one: each frame in time, the whole past 5 s; the
+ *              connection is kept, the block forwarded on it (it was
+ *              given up 5 s after the question, PEER_TIMEOUT_MS being
+ *              over every frame of one answer)
+ *   more_stall 2 frames of MORE, then nothing: given up PEER_TIMEOUT_MS
+ *              after the last
  *   tls_pod    no fake: two real members with --tls-cert and --tls-ca, the
  *              block forwarded to the other over TLS (peer.c spoke plain
  *              TCP to the TLS port: nothing forwarded or healed), the
@@ -73,7 +81,7 @@ static const struct kvt_ns_desc desc = {
 	.block_tokens = 16, .tp_size = 1, .pp_size = 1,
 };
 
-enum { M_DOWNGRADE, M_TABLE, M_TAGS, M_MORE };
+enum { M_DOWNGRADE, M_TABLE, M_TAGS, M_MORE, M_MORE_SLOW, M_MORE_STALL };
 
 /* The fake member. */
 static struct {
@@ -88,6 +96,7 @@ static struct {
 	_Atomic uint64_t lie_ns;     /* when the lie went out */
 	_Atomic uint64_t closed_ns;  /* when the server closed the lying connection */
 	_Atomic int send_errno;
+	_Atomic uint64_t after_lie;  /* more_slow: data bytes on the lying connection after */
 } F;
 
 static bool fk_write(int fd, const void *p, size_t n)
@@ -239,6 +248,27 @@ static void fk_flood(int fd, const struct proto_frame *req)
 	}
 }
 
+/* The more_slow and more_stall phases: n frames of MORE of req's tag,
+ * every_ms apart (lie_ns: when the last went out), then (final) the final
+ * answer.  false if the server closed meanwhile. */
+static bool fk_more(int fd, const struct proto_frame *req, unsigned n, unsigned every_ms,
+		    bool final)
+{
+	for (unsigned i = 0; i < n; i++) {
+		if (i && fk_closed(fd, (int)every_ms))
+			return false;
+		if (!fk_answer(fd, req, PROTO_F_MORE, req->tag))
+			return false;
+		atomic_fetch_add(&F.sent, 1);
+		atomic_store(&F.lie_ns, tsrv_now_ns());
+	}
+	if (!final)
+		return true;
+	if (fk_closed(fd, (int)every_ms))
+		return false;
+	return fk_answer(fd, req, 0, req->tag);
+}
+
 /* STATS (the static pod's poll: has the member left?): not draining. */
 static bool fk_stats(int fd, const struct proto_frame *req)
 {
@@ -257,7 +287,7 @@ static void fk_serve(int fd)
 {
 	size_t cap = 1 << 16;
 	uint8_t *buf = malloc(cap);
-	bool hello = false, lying = false;
+	bool hello = false, lying = false, slow = false;
 
 	T_ASSERT(buf);
 	for (;;) {
@@ -269,6 +299,8 @@ static void fk_serve(int fd)
 		if (rc == 0)
 			break;
 		atomic_fetch_add(&F.put_bytes, f.data_len);
+		if (slow)
+			atomic_fetch_add(&F.after_lie, f.data_len);
 		if (hello)
 			atomic_fetch_add(&F.after_hello, 1);
 		if (f.op == PROTO_OP_HELLO) {
@@ -286,8 +318,18 @@ static void fk_serve(int fd)
 			break;
 		} else if (F.mode != M_DOWNGRADE && !atomic_exchange(&F.lied, true)) {
 			lying = true;
+			if (F.mode == M_MORE_SLOW) {
+				/* a long answer in time: served on after it */
+				lying = false;
+				slow = fk_more(fd, &f, 12, 500, true);
+				if (!slow)
+					break;
+				continue;
+			}
 			if (F.mode == M_TABLE)
 				fk_big_table(fd, &f);
+			else if (F.mode == M_MORE_STALL)
+				fk_more(fd, &f, 2, 100, false);
 			else
 				fk_flood(fd, &f);
 			break;
@@ -491,6 +533,41 @@ static void phase_tags(void)
 static void phase_more(void)
 {
 	phase_flood("more", M_MORE, 8000); /* PEER_TIMEOUT_MS, and a margin */
+}
+
+static void phase_more_slow(void)
+{
+	uint64_t end;
+
+	start("more_slow", M_MORE_SLOW);
+	wait_lie();
+	/* the 12 frames and the final answer take 6 s; the forward's PUT
+	 * follows on the same connection */
+	end = tsrv_now_ns() + 20000000000ull;
+	while (tsrv_now_ns() < end && atomic_load(&F.after_lie) < VLEN)
+		tsrv_sleep_ms(20);
+	printf("more_slow: an answer in %" PRIu64 " frames of MORE 500 ms apart, then the final "
+	       "one: %" PRIu64 " bytes forwarded on the connection after it\n",
+	       atomic_load(&F.sent), atomic_load(&F.after_lie));
+	T_EQ_U64(atomic_load(&F.sent), 12);
+	T_GE_INT(atomic_load(&F.after_lie), VLEN);
+	stop();
+}
+
+static void phase_more_stall(void)
+{
+	double ms;
+
+	start("more_stall", M_MORE_STALL);
+	wait_lie();
+	T_ASSERT(wait_closed(15000));
+	ms = (double)(atomic_load(&F.closed_ns) - atomic_load(&F.lie_ns)) / 1e6;
+	printf("more_stall: 2 frames of MORE, then nothing: closed %.0f ms after the last\n", ms);
+	/* PEER_TIMEOUT_MS after the last frame, with the fake's and a loaded
+	 * machine's margins */
+	T_GE_INT((uint64_t)ms, 4000);
+	T_LE_INT((uint64_t)ms, 9000);
+	stop();
 }
 
 /* Certificates of one CA made by the openssl CLI in base/pki: the CA's,
@@ -812,6 +889,8 @@ static const struct tsrv_phase phases[] = {
 	{ "table", phase_table },
 	{ "tags", phase_tags },
 	{ "more", phase_more },
+	{ "more_slow", phase_more_slow },
+	{ "more_stall", phase_more_stall },
 };
 
 int main(int argc, char **argv)
