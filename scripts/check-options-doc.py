@@ -3,7 +3,9 @@
 table (what `kvtier options` prints, from kvt_option_info) is documented in
 the manual of kvt_store_set_option in kvtier.h.  The table is the one
 source of names, types, bounds and defaults; the header's prose must not
-fall behind it.  Exit 0 pass, 1 fail.
+fall behind it.  Exit 0 pass, 1 fail, 2 usage.
+
+    python3 scripts/check-options-doc.py build/cli/kvtier include/kvtier.h
 """
 import re
 import subprocess
@@ -11,6 +13,9 @@ import sys
 
 
 def main():
+    if len(sys.argv) != 3:
+        print(__doc__.strip(), file=sys.stderr)
+        return 2
     cli, header = sys.argv[1], sys.argv[2]
     out = subprocess.run([cli, "options"], capture_output=True, text=True, check=True).stdout
     names = [line.split()[0] for line in out.splitlines()[1:] if line.strip()]
