@@ -191,6 +191,25 @@ static uint64_t respd_get64(const uint8_t *p)
  * Reply building
  */
 
+/* Room for one more segment of the reply; false (cmd->oom) if none. */
+static bool respd_seg_room(struct respd_cmd *cmd)
+{
+	unsigned nc;
+	struct respd_seg *ns;
+
+	if (cmd->nseg < cmd->segcap)
+		return true;
+	nc = cmd->segcap ? cmd->segcap * 2 : 8;
+	ns = realloc(cmd->segs, nc * sizeof(*ns));
+	if (!ns) {
+		cmd->oom = true;
+		return false;
+	}
+	cmd->segs = ns;
+	cmd->segcap = nc;
+	return true;
+}
+
 static void respd_text(struct respd_cmd *cmd, const void *p, size_t len)
 {
 	if (cmd->oom)
@@ -211,16 +230,8 @@ static void respd_text(struct respd_cmd *cmd, const void *p, size_t len)
 	    cmd->segs[cmd->nseg - 1].off + cmd->segs[cmd->nseg - 1].len == cmd->tlen) {
 		cmd->segs[cmd->nseg - 1].len += len;
 	} else {
-		if (cmd->nseg == cmd->segcap) {
-			unsigned nc = cmd->segcap ? cmd->segcap * 2 : 8;
-			struct respd_seg *ns = realloc(cmd->segs, nc * sizeof(*ns));
-			if (!ns) {
-				cmd->oom = true;
-				return;
-			}
-			cmd->segs = ns;
-			cmd->segcap = nc;
-		}
+		if (!respd_seg_room(cmd))
+			return;
 		cmd->segs[cmd->nseg++] = (struct respd_seg){ NULL, cmd->tlen, len };
 	}
 	memcpy(cmd->text + cmd->tlen, p, len);
@@ -229,18 +240,8 @@ static void respd_text(struct respd_cmd *cmd, const void *p, size_t len)
 
 static void respd_bytes(struct respd_cmd *cmd, const void *p, size_t len)
 {
-	if (cmd->oom || len == 0)
+	if (cmd->oom || len == 0 || !respd_seg_room(cmd))
 		return;
-	if (cmd->nseg == cmd->segcap) {
-		unsigned nc = cmd->segcap ? cmd->segcap * 2 : 8;
-		struct respd_seg *ns = realloc(cmd->segs, nc * sizeof(*ns));
-		if (!ns) {
-			cmd->oom = true;
-			return;
-		}
-		cmd->segs = ns;
-		cmd->segcap = nc;
-	}
 	cmd->segs[cmd->nseg++] = (struct respd_seg){ p, 0, len };
 }
 
