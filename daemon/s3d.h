@@ -100,6 +100,7 @@ struct s3d_item {
 	uint64_t copy_charged;     /* its pin is a private SSD copy of this many
 				    * bytes, charged (s3ops.c "Quiet reads") */
 	struct kvtd_tstat *copy_tstat; /* the tenant copy_charged counts in, or NULL */
+	bool copy_refused;         /* its copy was let go, not charged (a miss) */
 	struct iovec iov[2];
 	uint32_t part_no;
 	char *etag_sent;           /* Complete: the part's ETag in the request (owned) */
