@@ -2405,6 +2405,262 @@ miss:
 	return KVT_MISS;
 }
 
+/* ------------------------------------------------------------------------
+ * Part reads (ssd_read_part): the record's header and one part, nothing
+ * else read, nothing promoted, the entry not marked read.  The first read
+ * takes the header and the value's first SSD_PART_HEAD bytes (part 0 of
+ * most values: an S3 object's header, kvtierd's HEAD and listings); the
+ * header's part table says where the part is, and a part beyond those
+ * bytes takes a second read of its aligned run alone.
+ */
+#define SSD_PART_HEAD 4096u
+
+struct part_task {
+	struct ssd *s;
+	struct multi_io io;
+	struct iovec iov;
+	uint8_t *buf;             /* aligned, buf_len bytes at record offset buf_off */
+	uint64_t buf_len, buf_off;
+	uint64_t rec_off;         /* the record's offset in its segment */
+	uint32_t ns;
+	struct kvt_key key;
+	uint64_t seq, generation, value_len, rec_len;
+	uint32_t slot, hdr_len, rec_align, part_count, part;
+	uint64_t part_off, part_len; /* in the value (from the header) */
+	uint32_t part_crc, value_flags;
+	int prio;
+	const struct iovec *dst;
+	unsigned dst_count;
+	tier_done_fn done;
+	void *ctx;
+};
+
+static void part_end(struct part_task *t, int status, uint64_t count)
+{
+	struct ssd *s = t->s;
+	struct tier_result res = { .status = status, .count = count,
+				   .value_len = status == KVT_MISS ? 0 : t->value_len,
+				   .value_flags = status == KVT_MISS ? 0 : t->value_flags };
+	tier_done_fn done = t->done;
+	void *ctx = t->ctx;
+	if (status == KVT_MISS)
+		A(s->read_misses);
+	kvt_mem_free(s->mem, t->buf, t->buf_len);
+	kvt_mem_free(s->mem, t, sizeof(*t));
+	done(ctx, &res);
+}
+
+/* Not the record the index promised, or its part's bytes are not: drop
+ * the entry (as a promotion does) and miss. */
+static void part_bad(struct part_task *t, bool crc)
+{
+	struct ssd *s = t->s;
+	if (crc) {
+		A(s->crc_errors);
+		kvt_logf(s->log, KVT_LOG_WARN,
+			 "ssd: CRC mismatch in segment %u part %u: block dropped (a miss)", t->slot,
+			 t->part);
+	} else {
+		A(s->hdr_errors);
+	}
+	ssd_idx_remove_key(s, t->ns, &t->key, t->seq + 1);
+	part_end(t, KVT_MISS, 0);
+}
+
+/* The part's bytes are in buf: check them, then copy them out. */
+static void part_deliver(struct part_task *t)
+{
+	struct ssd *s = t->s;
+	const uint8_t *src = t->buf + (t->hdr_len + t->part_off - t->buf_off);
+	uint64_t left = t->part_len;
+
+	if (kvt_crc32c(0, src, t->part_len) != t->part_crc) {
+		part_bad(t, true);
+		return;
+	}
+	for (unsigned i = 0; i < t->dst_count && left > 0; i++) {
+		uint64_t n = t->dst[i].iov_len < left ? t->dst[i].iov_len : left;
+		memcpy(t->dst[i].iov_base, src, n);
+		src += n;
+		left -= n;
+	}
+	A(s->reads);
+	A(s->part_reads);
+	AN(s->read_bytes, t->part_len);
+	part_end(t, KVT_OK, t->part_len);
+}
+
+static bool part_io_ok(struct part_task *t, int64_t res)
+{
+	if (res >= 0 && (uint64_t)res == t->buf_len)
+		return true;
+	A(t->s->io_errors);
+	if (res == -EIO)
+		ssd_seg_mark_bad(t->s, t->slot, -EIO);
+	part_end(t, KVT_MISS, 0);
+	return false;
+}
+
+static void part_run_done(struct multi_io *m, int64_t res)
+{
+	struct part_task *t = m->ctx;
+	struct ssd *s = t->s;
+	uint64_t h = ssd_hash(s, t->ns, &t->key);
+	struct ssd_shard *sh = shard_of(s, h);
+	struct ssd_entry *e;
+	bool same;
+
+	if (!part_io_ok(t, res))
+		return;
+	/* The header was read before: the record must still be the one it
+	 * described (a segment's entries leave the index before it is
+	 * reused), besides the part's CRC. */
+	pthread_mutex_lock(&sh->lock);
+	e = *ssd_idx_slot(sh, h, t->ns, &t->key);
+	same = e && e->seq == t->seq;
+	pthread_mutex_unlock(&sh->lock);
+	if (!same) {
+		part_end(t, KVT_MISS, 0);
+		return;
+	}
+	part_deliver(t);
+}
+
+static void part_head_done(struct multi_io *m, int64_t res)
+{
+	struct part_task *t = m->ctx;
+	struct ssd *s = t->s;
+	const struct ns_entry *nse = ns_reg_get(s->reg, t->ns);
+	struct ssd_rec_hdr rh;
+	struct ssd_part *parts;
+	uint64_t room = 0, a, b;
+	int rc;
+
+	if (!part_io_ok(t, res))
+		return;
+	parts = kvt_mem_alloc(s->mem, t->part_count * sizeof(*parts));
+	if (!parts) {
+		part_end(t, KVT_MISS, 0);
+		return;
+	}
+	rc = ssd_rec_hdr_decode(t->buf, t->hdr_len, t->rec_align, &rh, parts, t->part_count);
+	if (rc < 0 || rh.type != SSD_REC_PUT || rh.seq != t->seq ||
+	    rh.generation != t->generation || rh.value_len != t->value_len ||
+	    rh.part_count != t->part_count || rh.key.len != t->key.len ||
+	    memcmp(rh.key.bytes, t->key.bytes, t->key.len) != 0 || !nse ||
+	    memcmp(rh.ns_digest, nse->digest, 32) != 0) {
+		kvt_mem_free(s->mem, parts, t->part_count * sizeof(*parts));
+		part_bad(t, false);
+		return;
+	}
+	t->value_flags = (rh.flags & SSD_REC_F_SEALED) ? KVT_F_SEALED : 0;
+	if (t->part >= t->part_count) {
+		kvt_mem_free(s->mem, parts, t->part_count * sizeof(*parts));
+		part_end(t, KVT_ERANGE, 0); /* as DRAM answers it */
+		return;
+	}
+	for (uint32_t i = 0; i < t->part; i++)
+		t->part_off += parts[i].len;
+	t->part_len = parts[t->part].len;
+	t->part_crc = parts[t->part].crc;
+	kvt_mem_free(s->mem, parts, t->part_count * sizeof(*parts));
+	if (t->part_off + t->part_len > t->value_len) {
+		part_bad(t, false);
+		return;
+	}
+	for (unsigned i = 0; i < t->dst_count; i++)
+		room += t->dst[i].iov_len;
+	if (t->part_len > room) {
+		part_end(t, KVT_EBUFSMALL, 0);
+		return;
+	}
+	if (t->hdr_len + t->part_off + t->part_len <= t->buf_len) {
+		part_deliver(t);
+		return;
+	}
+	/* Beyond the first read: the part's aligned run alone. */
+	a = (t->hdr_len + t->part_off) & ~(uint64_t)(t->rec_align - 1);
+	b = align_rec(t->hdr_len + t->part_off + t->part_len, t->rec_align);
+	if (b > t->rec_len) {
+		part_bad(t, false);
+		return;
+	}
+	kvt_mem_free(s->mem, t->buf, t->buf_len);
+	t->buf_len = b - a;
+	t->buf_off = a;
+	t->buf = kvt_mem_alloc_aligned(s->mem, SSD_ALIGN, t->buf_len);
+	if (!t->buf) {
+		t->buf_len = 0;
+		part_end(t, KVT_MISS, 0);
+		return;
+	}
+	t->iov.iov_base = t->buf;
+	t->iov.iov_len = t->buf_len;
+	multi_submit(s, &t->io, IO_READ, t->prio,
+		     __atomic_load_n(&s->segs[t->slot].fd, __ATOMIC_RELAXED), t->rec_off + a,
+		     &t->iov, 1, part_run_done, t);
+}
+
+int ssd_read_part(struct ssd *s, uint32_t ns, const struct kvt_key *key, uint32_t part,
+		  const struct iovec *dst, unsigned dst_count, int prio, tier_done_fn done,
+		  void *ctx)
+{
+	uint64_t h = ssd_hash(s, ns, key);
+	struct ssd_shard *sh = shard_of(s, h);
+	struct ssd_entry *e;
+	struct part_task *t;
+
+	t = kvt_mem_calloc(s->mem, 1, sizeof(*t));
+	if (!t)
+		return -ENOMEM;
+	pthread_mutex_lock(&sh->lock);
+	e = *ssd_idx_slot(sh, h, ns, key);
+	if (!e || (e->flags & E_PENDING)) {
+		pthread_mutex_unlock(&sh->lock);
+		kvt_mem_free(s->mem, t, sizeof(*t));
+		return KVT_MISS;
+	}
+	/* Not E_READ: a part read promotes nothing, so it is no read that
+	 * should keep the block (ssd.h). */
+	t->seq = e->seq;
+	t->generation = e->generation;
+	t->value_len = e->value_len;
+	t->slot = e->slot;
+	t->part_count = e->part_count;
+	t->rec_len = (uint64_t)e->len_512 * SSD_REC_ALIGN;
+	t->rec_off = (uint64_t)e->off_512 * SSD_REC_ALIGN;
+	pthread_mutex_unlock(&sh->lock);
+	t->s = s;
+	t->ns = ns;
+	t->key = *key;
+	t->part = part;
+	t->prio = prio;
+	t->dst = dst;
+	t->dst_count = dst_count;
+	t->done = done;
+	t->ctx = ctx;
+	t->rec_align = ssd_rec_align_of(t->part_count, t->value_len, t->rec_len);
+	if (t->rec_align == 0) {
+		kvt_mem_free(s->mem, t, sizeof(*t));
+		return KVT_MISS;
+	}
+	t->hdr_len = ssd_rec_hdr_len(t->part_count, t->rec_align);
+	t->buf_len = t->hdr_len + SSD_PART_HEAD;
+	if (t->buf_len > t->rec_len)
+		t->buf_len = t->rec_len;
+	t->buf = kvt_mem_alloc_aligned(s->mem, SSD_ALIGN, t->buf_len);
+	if (!t->buf) {
+		kvt_mem_free(s->mem, t, sizeof(*t));
+		return -ENOMEM;
+	}
+	t->iov.iov_base = t->buf;
+	t->iov.iov_len = t->buf_len;
+	multi_submit(s, &t->io, IO_READ, prio,
+		     __atomic_load_n(&s->segs[t->slot].fd, __ATOMIC_RELAXED), t->rec_off, &t->iov,
+		     1, part_head_done, t);
+	return 0;
+}
+
 uint64_t ssd_load_ns(struct ssd *s, uint64_t len)
 {
 	double bps;
@@ -2680,6 +2936,7 @@ void ssd_stats(struct ssd *s, kvt_stats_fn fn, void *ctx)
 	fn(ctx, "ssd.read_misses", AL(s->read_misses), NULL);
 	fn(ctx, "ssd.promote_full", AL(s->promote_full), NULL);
 	fn(ctx, "ssd.copy_reads", AL(s->copy_reads), NULL);
+	fn(ctx, "ssd.part_reads", AL(s->part_reads), NULL);
 	fn(ctx, "ssd.read_bps", (uint64_t)bps, NULL);
 	fn(ctx, "ssd.read_bps_measured", measured, NULL);
 	fn(ctx, "ssd.crc_errors", AL(s->crc_errors), NULL);

@@ -154,6 +154,21 @@ struct ssd_copy {
  */
 int ssd_read_copy(struct ssd *s, uint32_t ns, const struct kvt_key *key, int prio,
 		  tier_copy_fn cb, void *ctx);
+/*
+ * Read part `part` of a block straight into dst[0..dst_count): the
+ * record's header and that part only (aligned O_DIRECT reads: the header
+ * with the value's first 4 KiB, then, for a part beyond them, its own
+ * run).  Verified as a promotion is (the header against the index, the
+ * part's CRC32C: a mismatch drops the entry and is a miss, never other
+ * bytes).  Nothing is reserved or published in DRAM and the entry is not
+ * marked read.  done runs on the I/O thread with status KVT_OK (count:
+ * the part's length), KVT_MISS, KVT_ERANGE (part >= the block's part
+ * count) or KVT_EBUFSMALL, and value_len, value_flags.  Returns 0 if done will run; KVT_MISS if not
+ * on SSD; -ENOMEM.  The SSD tier's get_part (KVT_F_PART gets).
+ */
+int ssd_read_part(struct ssd *s, uint32_t ns, const struct kvt_key *key, uint32_t part,
+		  const struct iovec *dst, unsigned dst_count, int prio, tier_done_fn done,
+		  void *ctx);
 /* mem: the store's allocator (the tier may be closed by then). */
 void ssd_copy_free(struct kvt_mem *mem, struct ssd_copy *copy);
 

@@ -3,7 +3,8 @@
  * table the store's chain holds, and the few lines that adapt each call.
  *
  * The SSD tier has a synchronous index (find), so exists, lookups and
- * put-if-absent never wait for it; gets promote through the I/O thread.
+ * put-if-absent never wait for it; gets promote through the I/O thread,
+ * part reads (KVT_F_PART) and quiet reads read around DRAM instead.
  * Its open wires the DRAM write-down admission hook (ssd_admit); deletes
  * and clears log a tombstone, prepared before DRAM is touched (ssd.h).
  */
@@ -82,6 +83,13 @@ static int tssd_get_copy(void *t, const struct tier_key *k, tier_copy_fn done, v
 	return ret == 0 ? TIER_PENDING : ret;
 }
 
+static int tssd_get_part(void *t, const struct tier_key *k, uint32_t part, const struct iovec *dst,
+			 unsigned dst_count, int prio, tier_done_fn done, void *ctx)
+{
+	int ret = ssd_read_part(t, k->ns, k->key, part, dst, dst_count, prio, done, ctx);
+	return ret == 0 ? TIER_PENDING : ret;
+}
+
 static void *tssd_prepare(void *t, bool clear, uint32_t ns, const struct kvt_key *key)
 {
 	return ssd_log_prepare(t, clear, ns, key);
@@ -132,6 +140,7 @@ const struct tier_ops tier_ssd_ops = {
 	.find = tssd_find,
 	.load_ns = tssd_load_ns,
 	.get = tssd_get,
+	.get_part = tssd_get_part,
 	.get_copy = tssd_get_copy,
 	.put_room = tssd_put_room,
 	.room_watch = tssd_room_watch,
