@@ -914,6 +914,17 @@ int kvt_ns_set_seal_ns_key(struct kvt_store *store, uint32_t ns, const uint8_t n
  * a block only they hold is a miss.  kvtierd serves reads of granted
  * namespaces this way (doc/security.md, "Cross-tenant probing").  Not for
  * sealed namespaces with a key (pinned gets are refused there anyway).
+ *
+ * Quiet part gets (KVT_OP_GET with KVT_F_PART and KVT_F_QUIET): one part
+ * copied into iov, as quietly: from DRAM through the same quiet ref (only
+ * dram.get_bytes counts it), from SSD by reading the record's header and
+ * that part alone (the part's CRC32C checked: a mismatch is a miss, never
+ * other bytes; ssd.part_reads), nothing promoted, the entry not marked
+ * read; the shared and remote tiers are not asked.  KVT_EBADOP in a sealed
+ * namespace with a key.  An S3 object's header is its part 0, so a HEAD
+ * or a listing entry reads ~1 KiB this way rather than the whole object.
+ * (A plain KVT_F_PART get of a block only on SSD is read the same way
+ * and promotes nothing, but is counted as any get is.)
  */
 
 enum kvt_op {
@@ -937,7 +948,8 @@ enum kvt_op {
 #define KVT_F_DEFER  0x10u /* run on a library worker, not on the submitting thread */
 #define KVT_F_SEALED 0x20u /* put: the value is client-sealed ciphertext (AES-GCM):
 			    * stored with the block, reported in value_flags */
-#define KVT_F_QUIET  0x40u /* get pinned: leave no trace in the cache state (below) */
+#define KVT_F_QUIET  0x40u /* get pinned, get with KVT_F_PART: leave no trace in the
+			    * cache state (below) */
 #define KVT_F_PROMPT 0x80u /* put, get, get_pinned, exists, delete: keys[0..key_count)
 			    * are the prompt's keys through this block (key is
 			    * keys[key_count - 1]), so that a remote tier over several

@@ -780,8 +780,9 @@ int req_check(struct kvt_store *s, const struct kvt_req *r)
 		return KVT_EBADOP;
 	if ((r->flags & (KVT_F_CRC | KVT_F_SEALED)) && r->op != KVT_OP_PUT)
 		return KVT_EBADOP;
-	if ((r->flags & KVT_F_QUIET) && r->op != KVT_OP_GET_PINNED)
-		return KVT_EBADOP;
+	if ((r->flags & KVT_F_QUIET) && r->op != KVT_OP_GET_PINNED &&
+	    !(r->op == KVT_OP_GET && (r->flags & KVT_F_PART)))
+		return KVT_EBADOP; /* quiet: pinned gets, and part gets */
 	if ((r->flags & (KVT_F_NOWAIT | KVT_F_RETAIN | KVT_F_REPAIR)) && r->op != KVT_OP_PUT)
 		return KVT_EBADOP;
 	if ((r->flags & KVT_F_PART) && (r->flags & KVT_F_RANGE))

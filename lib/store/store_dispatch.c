@@ -14,7 +14,9 @@
  * The walks, per operation:
  *   get      DRAM; then each tier's get (promote into DRAM) until one has
  *            it; a part read (KVT_F_PART) asks a tier's get_part first, a
- *            whole-value read into the caller's buffers its get_into
+ *            whole-value read into the caller's buffers its get_into; a
+ *            quiet one (KVT_F_QUIET): DRAM's quiet ref, then get_part of
+ *            the tiers that read quietly (get_copy) only
  *   exists   DRAM; each tier's find, exists, or a one-key lookup
  *   lookup   key by key over DRAM and the tiers with a find (an index in
  *            memory), then each other tier's lookup from the first key
@@ -365,6 +367,69 @@ static int store_get_quiet(struct kvt_store *s, struct kvt_req *r)
 		return KVT_OK;
 	}
 	return store_quiet_walk(s, r, 0);
+}
+
+/*
+ * Quiet part reads (KVT_OP_GET with KVT_F_PART | KVT_F_QUIET): one part
+ * into the caller's buffers, as quietly as a quiet pinned get.  From DRAM
+ * through a quiet ref; else from the tiers that read quietly (get_copy)
+ * and have a part read (the SSD: header and part only, nothing promoted,
+ * the entry not marked read).  The shared and remote tiers are not asked.
+ */
+static int store_quiet_part_walk(struct kvt_store *s, struct kvt_req *r, unsigned from);
+
+static void store_quiet_part_got(void *ctx, const struct tier_result *res)
+{
+	struct kvt_req *r = ctx;
+	struct kvt_store *s = req_queue(r)->store;
+	unsigned i = req_cursor(r) & CUR_INDEX;
+
+	if (res->status == KVT_MISS) {
+		req_finish(s, r, store_quiet_part_walk(s, r, i + 1));
+		return;
+	}
+	r->length = res->status == KVT_OK ? res->count : 0;
+	r->value_len = res->value_len;
+	r->value_flags = res->value_flags;
+	if (res->status == KVT_OK)
+		r->tier = s->tiers[i].ops->id;
+	req_complete(s, r, res->status);
+}
+
+static int store_quiet_part_walk(struct kvt_store *s, struct kvt_req *r, unsigned from)
+{
+	struct tier_key k = req_tkey(r);
+	for (unsigned i = from; i < s->tier_count; i++) {
+		const struct store_tier *t = &s->tiers[i];
+		if (!t->ops->get_copy || !t->ops->get_part)
+			continue;
+		req_set_cursor(r, i);
+		if (t->ops->get_part(t->t, &k, r->part, r->iov, r->iov_count, IO_PRIO_DEMAND,
+				     store_quiet_part_got, r) == TIER_PENDING)
+			return STORE_PENDING;
+	}
+	return KVT_MISS; /* absent, or out of memory: a miss */
+}
+
+static int store_get_part_quiet(struct kvt_store *s, struct kvt_req *r)
+{
+	struct dram_read rd = { .flags = r->flags, .part = r->part, .dst = r->iov,
+				.dst_count = r->iov_count };
+	struct dram_item *item;
+	int ret;
+
+	if (seal_key_of(s->seal, r->ns))
+		return KVT_EBADOP; /* as quiet pinned gets: not with a seal key */
+	if (dram_ref_quiet(s->dram, r->ns, &r->key, &item) != KVT_OK)
+		return store_quiet_part_walk(s, r, 0);
+	ret = dram_read_item(s->dram, item, &rd);
+	dram_unpin(s->dram, item);
+	r->length = rd.copied;
+	r->value_len = rd.value_len;
+	r->value_flags = rd.value_flags;
+	if (ret == KVT_OK)
+		r->tier = KVT_TIER_DRAM;
+	return ret;
 }
 
 /* ------------------------------------------------------------------------
@@ -1252,6 +1317,8 @@ int store_exec(struct kvt_store *s, struct kvt_req *r)
 		const struct seal_key *sk = seal_key_of(s->seal, r->ns);
 		if (!d)
 			return KVT_MISS;
+		if (r->flags & KVT_F_QUIET)
+			return store_get_part_quiet(s, r);
 		if (sk) {
 			if (s->put_auto.ghost)
 				store_put_ghost_read(s, dram_key_hash(d, r->ns, &r->key));

@@ -1544,15 +1544,16 @@ static void pr_put(struct kvt_store *s, uint32_t ns, int b)
 	free(buf);
 }
 
-/* A KVT_F_PART get of block 60 + b's part into buf[room], waited for. */
-static int pr_get(struct kvt_queue *q, uint32_t ns, int b, uint32_t part, char *buf,
-		  size_t room, struct kvt_req *r)
+/* A KVT_F_PART get (| flags) of block 60 + b's part into buf[room],
+ * waited for. */
+static int pr_get_f(struct kvt_queue *q, uint32_t ns, int b, uint32_t part, char *buf,
+		    size_t room, struct kvt_req *r, uint32_t flags)
 {
 	struct kvt_req *rp = r, *got;
 	struct iovec v = { buf, room };
 	memset(r, 0, sizeof(*r));
 	r->op = KVT_OP_GET;
-	r->flags = KVT_F_PART;
+	r->flags = KVT_F_PART | flags;
 	r->part = part;
 	r->ns = ns;
 	r->key = t_key(60 + (uint64_t)b);
@@ -1561,6 +1562,12 @@ static int pr_get(struct kvt_queue *q, uint32_t ns, int b, uint32_t part, char *
 	T_RC(kvt_submit(q, &rp, 1), 1);
 	T_RC(kvt_queue_wait(q, &got, 1, 10000), 1);
 	return r->status;
+}
+
+static int pr_get(struct kvt_queue *q, uint32_t ns, int b, uint32_t part, char *buf,
+		  size_t room, struct kvt_req *r)
+{
+	return pr_get_f(q, ns, b, part, buf, room, r, 0);
 }
 
 /* Block 60 + b's index entry (NULL: none). */
@@ -1592,7 +1599,8 @@ static void pr_flip(const char *dir, uint32_t slot, uint64_t rec_off, uint32_t h
  *     and that part, into the caller's buffer: exact bytes, nothing
  *     promoted, the entry not marked read; a part out of range is
  *     KVT_ERANGE, a short buffer KVT_EBUFSMALL, a flipped byte in the
- *     part a miss (never other bytes). */
+ *     part a miss (never other bytes).  With KVT_F_QUIET the same, and no
+ *     DRAM hit or miss counted. */
 static void test_part_read(void)
 {
 	char *dir = t_mkdtemp(), buf[16384], want[32768];
@@ -1602,7 +1610,7 @@ static void test_part_read(void)
 	struct kvt_req r;
 	struct ssd_entry *e;
 	uint32_t slot[2], hdr_len[2];
-	uint64_t rec_off[2];
+	uint64_t rec_off[2], hits, misses;
 
 	pr_put(s, ns, 0);
 	pr_put(s, ns, 1);
@@ -1624,6 +1632,18 @@ static void test_part_read(void)
 			}
 		}
 	T_EQ_U64(t_stat(s, "ssd.part_reads"), 2 * 2 * PR_PARTS);
+	/* Quiet (KVT_F_QUIET): the same read, and nothing counted in DRAM. */
+	hits = t_stat(s, "dram.hits");
+	misses = t_stat(s, "dram.misses");
+	memset(buf, 0, sizeof(buf));
+	T_RC(pr_get_f(q, ns, 1, 1, buf, sizeof(buf), &r, KVT_F_QUIET), KVT_OK);
+	T_EQ_INT(r.tier, KVT_TIER_SSD);
+	T_EQ_U64(r.length, pr_lens[1][1]);
+	T_EQ_MEM(buf, want + pr_off(1, 1), pr_lens[1][1]);
+	T_RC(pr_get_f(q, ns, 1, PR_PARTS, buf, sizeof(buf), &r, KVT_F_QUIET), KVT_ERANGE);
+	T_EQ_U64(t_stat(s, "dram.hits"), hits);
+	T_EQ_U64(t_stat(s, "dram.misses"), misses);
+	T_EQ_U64(t_stat(s, "ssd.part_reads"), 2 * 2 * PR_PARTS + 1);
 	T_EQ_U64(t_stat(s, "dram.promotions"), 0);
 	T_EQ_U64(t_stat(s, "dram.blocks"), 0);
 	T_EQ_U64(t_stat(s, "ssd.copy_reads"), 0);
@@ -1661,6 +1681,27 @@ static void test_part_read(void)
 	/* Dropped: every read of them misses now. */
 	T_RC(pr_get(q, ns, 0, 0, buf, sizeof(buf), &r), KVT_MISS);
 	T_EQ_U64(t_stat(s, "dram.blocks"), 0);
+	/* A quiet part read from DRAM counts no hit; quiet plain gets are
+	 * still refused. */
+	pr_put(s, ns, 0);
+	hits = t_stat(s, "dram.hits");
+	memset(buf, 0, sizeof(buf));
+	T_RC(pr_get_f(q, ns, 0, 2, buf, sizeof(buf), &r, KVT_F_QUIET), KVT_OK);
+	T_EQ_INT(r.tier, KVT_TIER_DRAM);
+	T_EQ_MEM(buf, want + pr_off(0, 2), pr_lens[0][2]);
+	T_EQ_U64(t_stat(s, "dram.hits"), hits);
+	{
+		struct kvt_req *rp = &r;
+		struct iovec v = { buf, sizeof(buf) };
+		memset(&r, 0, sizeof(r));
+		r.op = KVT_OP_GET;
+		r.flags = KVT_F_QUIET;
+		r.ns = ns;
+		r.key = t_key(60);
+		r.iov = &v;
+		r.iov_count = 1;
+		T_RC(kvt_submit(q, &rp, 1), KVT_EBADOP);
+	}
 	T_OK(kvt_queue_destroy(q));
 	kvt_store_destroy(s);
 	t_rmtree(dir);
