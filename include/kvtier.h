@@ -923,8 +923,8 @@ int kvt_ns_set_seal_ns_key(struct kvt_store *store, uint32_t ns, const uint8_t n
  * read; the shared and remote tiers are not asked.  KVT_EBADOP in a sealed
  * namespace with a key.  An S3 object's header is its part 0, so a HEAD
  * or a listing entry reads ~1 KiB this way rather than the whole object.
- * (A plain KVT_F_PART get of a block only on SSD is read the same way
- * and promotes nothing, but is counted as any get is.)
+ * (A plain KVT_F_PART get of a block only on SSD promotes it whole, as
+ * any get: an engine reading a block layer by layer reads it once.)
  */
 
 enum kvt_op {

@@ -15,8 +15,8 @@
  *   get      DRAM; then each tier's get (promote into DRAM) until one has
  *            it; a part read (KVT_F_PART) asks a tier's get_part first, a
  *            whole-value read into the caller's buffers its get_into; a
- *            quiet one (KVT_F_QUIET): DRAM's quiet ref, then get_part of
- *            the tiers that read quietly (get_copy) only
+ *            quiet one (KVT_F_QUIET): DRAM's quiet ref, then the tiers'
+ *            get_part_quiet only
  *   exists   DRAM; each tier's find, exists, or a one-key lookup
  *   lookup   key by key over DRAM and the tiers with a find (an index in
  *            memory), then each other tier's lookup from the first key
@@ -372,9 +372,9 @@ static int store_get_quiet(struct kvt_store *s, struct kvt_req *r)
 /*
  * Quiet part reads (KVT_OP_GET with KVT_F_PART | KVT_F_QUIET): one part
  * into the caller's buffers, as quietly as a quiet pinned get.  From DRAM
- * through a quiet ref; else from the tiers that read quietly (get_copy)
- * and have a part read (the SSD: header and part only, nothing promoted,
- * the entry not marked read).  The shared and remote tiers are not asked.
+ * through a quiet ref; else from the tiers with a quiet part read
+ * (get_part_quiet; the SSD: header and part only, nothing promoted, the
+ * entry not marked read).  The shared and remote tiers are not asked.
  */
 static int store_quiet_part_walk(struct kvt_store *s, struct kvt_req *r, unsigned from);
 
@@ -401,11 +401,11 @@ static int store_quiet_part_walk(struct kvt_store *s, struct kvt_req *r, unsigne
 	struct tier_key k = req_tkey(r);
 	for (unsigned i = from; i < s->tier_count; i++) {
 		const struct store_tier *t = &s->tiers[i];
-		if (!t->ops->get_copy || !t->ops->get_part)
+		if (!t->ops->get_part_quiet)
 			continue;
 		req_set_cursor(r, i);
-		if (t->ops->get_part(t->t, &k, r->part, r->iov, r->iov_count, IO_PRIO_DEMAND,
-				     store_quiet_part_got, r) == TIER_PENDING)
+		if (t->ops->get_part_quiet(t->t, &k, r->part, r->iov, r->iov_count,
+					   IO_PRIO_DEMAND, store_quiet_part_got, r) == TIER_PENDING)
 			return STORE_PENDING;
 	}
 	return KVT_MISS; /* absent, or out of memory: a miss */

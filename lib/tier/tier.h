@@ -129,6 +129,15 @@ struct tier_ops {
 	 * copied, value_len, value_flags).  KVT_MISS here: use get instead. */
 	int (*get_part)(void *t, const struct tier_key *k, uint32_t part, const struct iovec *dst,
 			unsigned dst_count, int prio, tier_done_fn done, void *ctx);
+	/* A quiet part read (KVT_F_PART | KVT_F_QUIET): one part straight
+	 * into dst, nothing the tier keeps changes (nothing promoted, no read
+	 * marked).  For a tier whose plain part reads must promote (the SSD:
+	 * an engine loading a block layer by layer through parts, vLLM's
+	 * connector, reads it once into DRAM and marks it in use), so it has
+	 * this and no get_part.  Results as get_part's. */
+	int (*get_part_quiet)(void *t, const struct tier_key *k, uint32_t part,
+			      const struct iovec *dst, unsigned dst_count, int prio,
+			      tier_done_fn done, void *ctx);
 	/* The whole value straight into dst (a plain get with the caller's
 	 * buffers; nothing promoted): res status KVT_OK (count bytes), KVT_MISS
 	 * (not here, or failed on the way: the walk goes on; dst may hold

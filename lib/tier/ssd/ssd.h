@@ -163,8 +163,10 @@ int ssd_read_copy(struct ssd *s, uint32_t ns, const struct kvt_key *key, int pri
  * bytes).  Nothing is reserved or published in DRAM and the entry is not
  * marked read.  done runs on the I/O thread with status KVT_OK (count:
  * the part's length), KVT_MISS, KVT_ERANGE (part >= the block's part
- * count) or KVT_EBUFSMALL, and value_len, value_flags.  Returns 0 if done will run; KVT_MISS if not
- * on SSD; -ENOMEM.  The SSD tier's get_part (KVT_F_PART gets).
+ * count) or KVT_EBUFSMALL, and value_len, value_flags.  Returns 0 if
+ * done will run; KVT_MISS if not on SSD; -ENOMEM.  The SSD tier's
+ * get_part_quiet (KVT_F_PART | KVT_F_QUIET gets; plain part gets
+ * promote).
  */
 int ssd_read_part(struct ssd *s, uint32_t ns, const struct kvt_key *key, uint32_t part,
 		  const struct iovec *dst, unsigned dst_count, int prio, tier_done_fn done,

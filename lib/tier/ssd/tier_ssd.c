@@ -3,8 +3,9 @@
  * table the store's chain holds, and the few lines that adapt each call.
  *
  * The SSD tier has a synchronous index (find), so exists, lookups and
- * put-if-absent never wait for it; gets promote through the I/O thread,
- * part reads (KVT_F_PART) and quiet reads read around DRAM instead.
+ * put-if-absent never wait for it; gets, part gets included, promote
+ * through the I/O thread; quiet reads (a copy, or one part) read around
+ * DRAM instead.
  * Its open wires the DRAM write-down admission hook (ssd_admit); deletes
  * and clears log a tombstone, prepared before DRAM is touched (ssd.h).
  */
@@ -83,8 +84,9 @@ static int tssd_get_copy(void *t, const struct tier_key *k, tier_copy_fn done, v
 	return ret == 0 ? TIER_PENDING : ret;
 }
 
-static int tssd_get_part(void *t, const struct tier_key *k, uint32_t part, const struct iovec *dst,
-			 unsigned dst_count, int prio, tier_done_fn done, void *ctx)
+static int tssd_get_part_quiet(void *t, const struct tier_key *k, uint32_t part,
+			       const struct iovec *dst, unsigned dst_count, int prio,
+			       tier_done_fn done, void *ctx)
 {
 	int ret = ssd_read_part(t, k->ns, k->key, part, dst, dst_count, prio, done, ctx);
 	return ret == 0 ? TIER_PENDING : ret;
@@ -140,7 +142,7 @@ const struct tier_ops tier_ssd_ops = {
 	.find = tssd_find,
 	.load_ns = tssd_load_ns,
 	.get = tssd_get,
-	.get_part = tssd_get_part,
+	.get_part_quiet = tssd_get_part_quiet,
 	.get_copy = tssd_get_copy,
 	.put_room = tssd_put_room,
 	.room_watch = tssd_room_watch,
