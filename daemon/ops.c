@@ -2007,7 +2007,8 @@ static void ops_repair_hook(struct kvtd_frame *fr)
 			   (it->status == KVT_OK || it->status == KVT_EXISTS)) {
 			kvtd_repair_note(srv, fr->ns_ids[pi.ns_index], &pi.key, pi.anchor,
 					 pi.copies, pi.value_len,
-					 pi.flags & PROTO_IF_FORWARD && it->status == KVT_OK);
+					 pi.flags & PROTO_IF_FORWARD && it->status == KVT_OK,
+					 pi.flags & PROTO_IF_RETAIN);
 		}
 	}
 }

@@ -505,6 +505,7 @@ int kvtd_peer_open_tls_name(struct kvtd_peer *p, const char *addr, const char *t
 		rc = KVT_EVERSION; /* not in the range offered */
 		goto fail;
 	}
+	p->caps = p->version >= PROTO_VERSION_CAPS ? p->resp.hello.caps : 0;
 	/* With a secret, HMAC or nothing: a member that offers only NONE
 	 * cannot prove it knows the tenant's secret, and would be sent the
 	 * tenant's blocks (an address taken over, a member without the
@@ -602,30 +603,6 @@ int kvtd_peer_exists(struct kvtd_peer *p, const uint8_t digest[PROTO_DIGEST_LEN]
 	f.ns = digest;
 	it.key = *key;
 	rc = peer_call(p, &f, &it, 1, NULL, 0);
-	return rc < 0 ? rc : peer_one(p);
-}
-
-int kvtd_peer_put(struct kvtd_peer *p, const uint8_t digest[PROTO_DIGEST_LEN],
-		  const struct kvt_key *key, const void *value, uint64_t len, uint64_t anchor,
-		  uint32_t copies)
-{
-	struct proto_frame f = { .op = PROTO_OP_PUT };
-	struct proto_item it = { 0 };
-	struct iovec iov = { (void *)value, (size_t)len };
-	uint64_t plen = len;
-	uint32_t crc = kvt_crc32c(0, value, (size_t)len);
-	int rc;
-
-	f.ns_count = 1;
-	f.ns = digest;
-	it.key = *key;
-	it.flags = PROTO_IF_PLACED | PROTO_IF_REPAIR;
-	it.anchor = anchor;
-	it.copies = copies;
-	it.part_count = 1;
-	it.part_lens = &plen;
-	it.part_crcs = &crc;
-	rc = peer_call(p, &f, &it, 1, &iov, 1);
 	return rc < 0 ? rc : peer_one(p);
 }
 

@@ -24,6 +24,8 @@ struct kvtd_peer {
 	char tenant[PROTO_TENANT_MAX + 1];
 	struct proto_limits lim;
 	uint16_t version;        /* what HELLO chose: every later frame carries it */
+	uint16_t caps;           /* what its HELLO announced (PROTO_CAP_*; 0 before
+				  * PROTO_VERSION_CAPS): what may be sent to it */
 	uint64_t tag;
 	uint64_t open_tags;      /* bit i: tag `tag - i` sent, its final answer not yet in */
 	uint64_t waited_ms;      /* spent waiting since the last frame of an answer
@@ -60,10 +62,6 @@ int kvtd_peer_register(struct kvtd_peer *p, const char *canon, size_t len,
 /* KVT_OK, KVT_MISS or < 0. */
 int kvtd_peer_exists(struct kvtd_peer *p, const uint8_t digest[PROTO_DIGEST_LEN],
 		     const struct kvt_key *key);
-/* A PLACED put of one value (one part): KVT_OK, KVT_EXISTS or < 0. */
-int kvtd_peer_put(struct kvtd_peer *p, const uint8_t digest[PROTO_DIGEST_LEN],
-		  const struct kvt_key *key, const void *value, uint64_t len, uint64_t anchor,
-		  uint32_t copies);
 
 /* Pipelining (repair.c): send one request frame without waiting for its
  * answer (f->tag and f->version are set here; data[] is its data section,

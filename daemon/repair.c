@@ -83,6 +83,8 @@ struct rent {
 	uint32_t ns;
 	uint8_t state;   /* 0 free, 1 used, 2 removed, 3 tombstone (deleted at anchor ns) */
 	uint8_t copies;
+	bool retain;     /* a put of it carried the retain hint (PROTO_IF_RETAIN):
+			  * its copies carry it too */
 	uint64_t len;    /* the value's bytes */
 	uint64_t heat;   /* kvtd_now_ns() when last put or read here */
 	uint64_t anchor; /* state 3: kvtd_now_ns() of the delete */
@@ -219,7 +221,7 @@ void kvtd_repair_touch(struct kvtd_server *srv, uint32_t ns, const struct kvt_ke
 }
 
 void kvtd_repair_note(struct kvtd_server *srv, uint32_t ns, const struct kvt_key *key,
-		      uint64_t anchor, uint32_t copies, uint64_t len, bool forward)
+		      uint64_t anchor, uint32_t copies, uint64_t len, bool forward, bool retain)
 {
 	struct kvtd_repair *rp = srv->repair;
 	struct rent *e, spare = { 0 };
@@ -238,9 +240,14 @@ void kvtd_repair_note(struct kvtd_server *srv, uint32_t ns, const struct kvt_key
 				rp->removed--;
 			rp->used++;
 		}
-		if (e->state != 1)
+		if (e->state != 1) {
 			rp->blocks++;
+			e->retain = false;
+		}
 	}
+	/* once hinted, a block's copies keep the hint: a later put without
+	 * it (another engine, one not hinting) says nothing against it */
+	e->retain = e->retain || retain;
 	e->state = 1;
 	e->ns = ns;
 	e->key = *key;
@@ -735,6 +742,8 @@ static int repair_send(struct rpass *ps, struct rpeer *r, const uint8_t *digest,
 			items[k].flags = PROTO_IF_PLACED | PROTO_IF_REPAIR;
 			if (rq[k].value_flags & KVT_F_SEALED)
 				items[k].flags |= PROTO_IF_SEALED;
+			if (e[i]->retain && r->p.caps & PROTO_CAP_RETAIN)
+				items[k].flags |= PROTO_IF_RETAIN; /* else refused */
 			items[k].anchor = e[i]->anchor;
 			items[k].copies = e[i]->copies;
 			items[k].part_count = (uint32_t)parts;

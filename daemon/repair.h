@@ -21,10 +21,11 @@ void kvtd_repair_stop(struct kvtd_server *srv);
 /* A PLACED put of (ns, key) completed here (stored or present): remember
  * its anchor and copies; forward (a PROTO_IF_FORWARD put stored here):
  * queue it for the repair thread, which sends it to the other members of
- * its top `copies` at once (doc/cluster.md "Forwarded replicas").  Any
- * loop. */
+ * its top `copies` at once (doc/cluster.md "Forwarded replicas"); retain
+ * (the put carried PROTO_IF_RETAIN): every copy of it sent by a forward,
+ * a repair or a drain carries the hint too.  Any loop. */
 void kvtd_repair_note(struct kvtd_server *srv, uint32_t ns, const struct kvt_key *key,
-		      uint64_t anchor, uint32_t copies, uint64_t len, bool forward);
+		      uint64_t anchor, uint32_t copies, uint64_t len, bool forward, bool retain);
 /* A GET of (ns, key) hit here: its heat (what a drain hands over first
  * when it cannot hand over everything).  Any loop. */
 void kvtd_repair_touch(struct kvtd_server *srv, uint32_t ns, const struct kvt_key *key);

@@ -1597,7 +1597,7 @@ static void test_forward(void)
 {
 	struct tsrv srv[NODES];
 	bool alive[NODES] = { true, true, true };
-	static struct kvt_key k1[16], k2[16], k3[GROUP];
+	static struct kvt_key k1[16], k2[16], k3[GROUP], k2b[16];
 	uint8_t h[16];
 	char listen[NODES][32];
 	size_t off = 0;
@@ -1660,6 +1660,27 @@ static void test_forward(void)
 		T_EQ_INT(__builtin_popcount(h[i]), i < GROUP ? 2 : 1);
 	T_EQ_U64(wpod_stat(alive, "repair.forwarded"), GROUP);
 	kvt_store_destroy(o);
+
+	/* 2b. Hinted puts (KVT_F_RETAIN) through a forwarding engine: the
+	 * forwarded copies carry the hint too, so the pod counts a hint for
+	 * each of the 16 blocks stored and for each of the GROUP copies.
+	 * They were sent without it (16 counted): the block's second member
+	 * kept a document the router said comes back on probation. */
+	{
+		uint64_t hints0 = wpod_stat(alive, "dram.retain_hints");
+		e = engine_fwd(true);
+		wait_up(e, 2 * NODES);
+		ns = t_ns(e, "fwd");
+		mk_keys(k2b, 16, 305000);
+		(void)wput_f(e, ns, k2b, 16, 31500, KVT_F_RETAIN);
+		T_EQ_U64(t_stat(e, "remote.forwarded_puts"), GROUP);
+		kvt_store_destroy(e);
+		wait_forwarded(alive, 2 * GROUP);
+		T_EQ_U64(wpod_stat(alive, "dram.retain_hints") - hints0, 16 + GROUP);
+		wholders(alive, "fwd", k2b, 16, 31500, h);
+		for (uint32_t i = 0; i < 16; i++)
+			T_EQ_INT(__builtin_popcount(h[i]), i < GROUP ? 2 : 1);
+	}
 
 	/* 3. A replica that lags (does not hold the block yet: here one
 	 * replica's copy deleted) costs a read nothing but a retry within the
@@ -1875,6 +1896,9 @@ static void test_forward_auto(void)
 		on_old |= h[0] & 1;
 	}
 	T_ASSERT(on_old);
+	/* nor by a member forwarding to it (its copies carry the hint only
+	 * to a member whose HELLO announced RETAIN) */
+	T_EQ_U64(wnode_stat(wnode_addr[0], "dram.retain_hints"), 0);
 	wpod_stop(srv);
 
 	wpod_start(srv, "old", all_old);
