@@ -270,8 +270,11 @@ static void store_tier_got(void *ctx, int status, struct dram_item *item)
 	req_finish(s, r, store_get_walk(s, r, i + 1));
 }
 
-/* A tier answered a part read or a get_into: the bytes are in the
- * caller's buffers; a miss goes on to the next tier, as a get does. */
+static int store_quiet_part_walk(struct kvt_store *s, struct kvt_req *r, unsigned from);
+
+/* A tier answered a part read, a quiet part read or a get_into: the bytes
+ * are in the caller's buffers; a miss goes on to the next tier, as the
+ * walk it came from does. */
 static void store_part_got(void *ctx, const struct tier_result *res)
 {
 	struct kvt_req *r = ctx;
@@ -279,7 +282,8 @@ static void store_part_got(void *ctx, const struct tier_result *res)
 	unsigned i = req_cursor(r) & CUR_INDEX;
 
 	if (res->status == KVT_MISS) {
-		req_finish(s, r, store_get_walk(s, r, i + 1));
+		req_finish(s, r, r->flags & KVT_F_QUIET ? store_quiet_part_walk(s, r, i + 1) :
+							    store_get_walk(s, r, i + 1));
 		return;
 	}
 	r->length = res->status == KVT_OK ? res->count : 0;
@@ -376,26 +380,6 @@ static int store_get_quiet(struct kvt_store *s, struct kvt_req *r)
  * (get_part_quiet; the SSD: header and part only, nothing promoted, the
  * entry not marked read).  The shared and remote tiers are not asked.
  */
-static int store_quiet_part_walk(struct kvt_store *s, struct kvt_req *r, unsigned from);
-
-static void store_quiet_part_got(void *ctx, const struct tier_result *res)
-{
-	struct kvt_req *r = ctx;
-	struct kvt_store *s = req_queue(r)->store;
-	unsigned i = req_cursor(r) & CUR_INDEX;
-
-	if (res->status == KVT_MISS) {
-		req_finish(s, r, store_quiet_part_walk(s, r, i + 1));
-		return;
-	}
-	r->length = res->status == KVT_OK ? res->count : 0;
-	r->value_len = res->value_len;
-	r->value_flags = res->value_flags;
-	if (res->status == KVT_OK)
-		r->tier = s->tiers[i].ops->id;
-	req_complete(s, r, res->status);
-}
-
 static int store_quiet_part_walk(struct kvt_store *s, struct kvt_req *r, unsigned from)
 {
 	struct tier_key k = req_tkey(r);
@@ -405,7 +389,7 @@ static int store_quiet_part_walk(struct kvt_store *s, struct kvt_req *r, unsigne
 			continue;
 		req_set_cursor(r, i);
 		if (t->ops->get_part_quiet(t->t, &k, r->part, r->iov, r->iov_count,
-					   IO_PRIO_DEMAND, store_quiet_part_got, r) == TIER_PENDING)
+					   IO_PRIO_DEMAND, store_part_got, r) == TIER_PENDING)
 			return STORE_PENDING;
 	}
 	return KVT_MISS; /* absent, or out of memory: a miss */
