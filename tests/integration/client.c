@@ -368,6 +368,17 @@ int kc_login(struct kc *c, const char *tenant, const char *secret)
 	return rc < 0 ? rc : kc_auth(c, tenant, secret);
 }
 
+int kc_dial(struct kc *c, uint16_t port, const char *tenant, const char *secret)
+{
+	int rc = kc_connect_tcp(c, port);
+	if (rc < 0)
+		return rc;
+	rc = kc_login(c, tenant, secret);
+	if (rc != 0)
+		kc_close(c);
+	return rc;
+}
+
 int kc_register(struct kc *c, const struct kvt_ns_desc *d, uint8_t digest[PROTO_DIGEST_LEN],
 		char *canon_out, size_t canon_len)
 {

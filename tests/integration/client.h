@@ -115,6 +115,9 @@ int kc_hello(struct kc *c);
 int kc_auth(struct kc *c, const char *tenant, const char *secret);
 /* HELLO + AUTH. */
 int kc_login(struct kc *c, const char *tenant, const char *secret);
+/* kc_connect_tcp to loopback:port, then kc_login: 0, or its error and
+ * nothing left open. */
+int kc_dial(struct kc *c, uint16_t port, const char *tenant, const char *secret);
 
 /* NS_REGISTER one canonical text; the item status, digest and the
  * server's text (NUL-terminated, if canon_out). */

@@ -339,8 +339,7 @@ static void phase_preauth(void)
 
 	start("preauth", NULL);
 	rss_begin();
-	T_RC(kc_connect_tcp(&good, srv.port), 0);
-	T_RC(kc_login(&good, "alice", SECRET_ALICE), 0);
+	T_RC(kc_dial(&good, srv.port, "alice", SECRET_ALICE), 0);
 	T_RC(kc_register(&good, &desc, ns, NULL, 0), KVT_OK);
 
 	/* Each: HELLO, then a PUT table declaring 24 MiB and 1 MiB of it. */
@@ -622,8 +621,7 @@ static void phase_grantee_ssd(void)
 					 "admin " SECRET_ADMIN " admin\n"
 					 "rita " SECRET_ALICE " tenant\n"
 					 "grant alice model=hostile-model to rita\n");
-	T_RC(kc_connect_tcp(&olga, srv.port), 0);
-	T_RC(kc_login(&olga, "alice", SECRET_ALICE), 0);
+	T_RC(kc_dial(&olga, srv.port, "alice", SECRET_ALICE), 0);
 	T_RC(kc_register(&olga, &d, ns, NULL, 0), KVT_OK);
 	for (unsigned i = 0; i < G_BLOCKS; i++) {
 		struct kvt_key k;
@@ -636,8 +634,7 @@ static void phase_grantee_ssd(void)
 		T_EQ_INT(rc, KVT_OK);
 	}
 	stat_wait_zero("ssd.writedown_pending_bytes", "ssd.writes_inflight");
-	T_RC(kc_connect_tcp(&rita, srv.port), 0);
-	T_RC(kc_login(&rita, "rita", SECRET_ALICE), 0);
+	T_RC(kc_dial(&rita, srv.port, "rita", SECRET_ALICE), 0);
 	d.tenant = "alice";
 	T_RC(kc_register(&rita, &d, ns_r, NULL, 0), KVT_OK);
 	T_ASSERT(memcmp(ns, ns_r, sizeof(ns)) == 0);
@@ -747,8 +744,7 @@ static void emfile_shed(void)
 	double cpu0, cpu1;
 	struct kc adm, late;
 
-	T_RC(kc_connect_tcp(&adm, srv.port), 0);
-	T_RC(kc_login(&adm, "admin", SECRET_ADMIN), 0);
+	T_RC(kc_dial(&adm, srv.port, "admin", SECRET_ADMIN), 0);
 	T_RC(kc_stat(&adm, PROTO_SCOPE_ALL, "server.conns_shed", &shed0), 0);
 	T_RC(kc_stat(&adm, PROTO_SCOPE_ALL, "server.conns_accepted", &acc0), 0);
 	tsrv_sleep_ms(200);
@@ -872,13 +868,10 @@ static void phase_revoke(void)
 	bool idle_closed;
 
 	start_with("revoke", NULL, both);
-	T_RC(kc_connect_tcp(&boss, srv.port), 0);
-	T_RC(kc_login(&boss, "boss", SECRET_ADMIN), 0);
+	T_RC(kc_dial(&boss, srv.port, "boss", SECRET_ADMIN), 0);
 	T_RC(kc_stat(&boss, PROTO_SCOPE_ALL, "server.conns_accepted", &v), 0);
-	T_RC(kc_connect_tcp(&alice, srv.port), 0);
-	T_RC(kc_login(&alice, "alice", SECRET_ALICE), 0);
-	T_RC(kc_connect_tcp(&idle_alice, srv.port), 0);
-	T_RC(kc_login(&idle_alice, "alice", SECRET_ALICE), 0);
+	T_RC(kc_dial(&alice, srv.port, "alice", SECRET_ALICE), 0);
+	T_RC(kc_dial(&idle_alice, srv.port, "alice", SECRET_ALICE), 0);
 
 	/* boss demoted, alice removed. */
 	reload("boss " SECRET_ADMIN " tenant\n"
@@ -935,8 +928,7 @@ static void phase_deletes(void)
 
 		snprintf(model_b, sizeof(model_b), "hostile-clear-%d", round);
 		db.model = model_b;
-		T_RC(kc_connect_tcp(&c, srv.port), 0);
-		T_RC(kc_login(&c, "alice", SECRET_ALICE), 0);
+		T_RC(kc_dial(&c, srv.port, "alice", SECRET_ALICE), 0);
 		T_RC(kc_register(&c, &da, na, NULL, 0), KVT_OK);
 		T_RC(kc_register(&c, &db, nb, NULL, 0), KVT_OK);
 		for (int i = 0; i < D_KEYS; i++) {
@@ -951,8 +943,7 @@ static void phase_deletes(void)
 		/* On SSD, so that a restart would bring them back. */
 		kc_close(&c);
 		stat_wait_zero("ssd.writedown_pending_bytes", "ssd.writes_inflight");
-		T_RC(kc_connect_tcp(&c, srv.port), 0);
-		T_RC(kc_login(&c, "alice", SECRET_ALICE), 0);
+		T_RC(kc_dial(&c, srv.port, "alice", SECRET_ALICE), 0);
 		T_RC(kc_register(&c, &da, na, NULL, 0), KVT_OK);
 		T_RC(kc_register(&c, &db, nb, NULL, 0), KVT_OK);
 		/* Half of a's deleted, all of b cleared; kill -9 right after
@@ -970,8 +961,7 @@ static void phase_deletes(void)
 		kc_close(&c);
 		start("deletes", extra);
 
-		T_RC(kc_connect_tcp(&c, srv.port), 0);
-		T_RC(kc_login(&c, "alice", SECRET_ALICE), 0);
+		T_RC(kc_dial(&c, srv.port, "alice", SECRET_ALICE), 0);
 		T_RC(kc_register(&c, &da, na, NULL, 0), KVT_OK);
 		T_RC(kc_register(&c, &db, nb, NULL, 0), KVT_OK);
 		for (int i = 0; i < D_KEYS; i++) {
@@ -1023,8 +1013,7 @@ static void *pinger_main(void *arg)
 	struct pinger *p = arg;
 	struct kc c;
 
-	T_RC(kc_connect_tcp(&c, srv.port), 0);
-	T_RC(kc_login(&c, "alice", SECRET_ALICE), 0);
+	T_RC(kc_dial(&c, srv.port, "alice", SECRET_ALICE), 0);
 	while (!atomic_load(&p->stop)) {
 		uint64_t t0 = tsrv_now_ns(), dt;
 		if (kc_ping(&c) != 0)
@@ -1069,8 +1058,7 @@ static void phase_range(void)
 	struct kc c;
 
 	start("range", extra);
-	T_RC(kc_connect_tcp(&c, srv.port), 0);
-	T_RC(kc_login(&c, "alice", SECRET_ALICE), 0);
+	T_RC(kc_dial(&c, srv.port, "alice", SECRET_ALICE), 0);
 	T_RC(kc_register(&c, &desc, ns, NULL, 0), KVT_OK);
 	tsrv_fill(v, (size_t)R_PARTS * R_PART_LEN, 5);
 	for (int i = 0; i < R_PARTS; i++)
@@ -1178,8 +1166,7 @@ static void phase_slow_reader(void)
 	start_with("slow_reader", extra, "alice " SECRET_ALICE " tenant\n"
 					 "bob " SECRET_ALICE " tenant dram=16M\n"
 					 "admin " SECRET_ADMIN " admin\n");
-	T_RC(kc_connect_tcp(&alice, srv.port), 0);
-	T_RC(kc_login(&alice, "alice", SECRET_ALICE), 0);
+	T_RC(kc_dial(&alice, srv.port, "alice", SECRET_ALICE), 0);
 	T_RC(kc_register(&alice, &desc, ns, NULL, 0), KVT_OK);
 	for (unsigned i = 0; i < S_BLOCKS; i++) {
 		struct iovec p = { v, S_LEN };
@@ -1187,12 +1174,10 @@ static void phase_slow_reader(void)
 		tsrv_fill(v, S_LEN, i);
 		T_RC(kc_put(&alice, ns, &its[i].key, &p, 1, NULL), KVT_OK);
 	}
-	T_RC(kc_connect_tcp(&bob, srv.port), 0);
-	T_RC(kc_login(&bob, "bob", SECRET_ALICE), 0);
+	T_RC(kc_dial(&bob, srv.port, "bob", SECRET_ALICE), 0);
 	db.model = "hostile-bob";
 	T_RC(kc_register(&bob, &db, nsb, NULL, 0), KVT_OK);
-	T_RC(kc_connect_tcp(&adm, srv.port), 0);
-	T_RC(kc_login(&adm, "admin", SECRET_ADMIN), 0);
+	T_RC(kc_dial(&adm, srv.port, "admin", SECRET_ADMIN), 0);
 
 	/* alice: one GET of all of it, read at 0.5 MiB/s. */
 	f.ns_count = 1;
@@ -1271,8 +1256,7 @@ static void *getter_main(void *arg)
 	struct kvt_key k;
 	struct kc c;
 
-	T_RC(kc_connect_tcp(&c, srv.port), 0);
-	T_RC(kc_login(&c, "alice", SECRET_ALICE), 0);
+	T_RC(kc_dial(&c, srv.port, "alice", SECRET_ALICE), 0);
 	T_RC(kc_register(&c, &desc, g->ns, NULL, 0), KVT_OK);
 	kvt_key_set(&k, "alice-key", 9);
 	while (!atomic_load(&g->stop) && g->n < 200000) {
@@ -1311,8 +1295,7 @@ static void phase_ns_registry(void)
 	start_with("ns_registry", extra, "alice " SECRET_ALICE " tenant\n"
 					 "mallory " SECRET_ALICE " tenant\n"
 					 "admin " SECRET_ADMIN " admin\n");
-	T_RC(kc_connect_tcp(&a, srv.port), 0);
-	T_RC(kc_login(&a, "alice", SECRET_ALICE), 0);
+	T_RC(kc_dial(&a, srv.port, "alice", SECRET_ALICE), 0);
 	{
 		uint8_t ns[PROTO_DIGEST_LEN];
 		struct kvt_key k;
@@ -1332,8 +1315,7 @@ static void phase_ns_registry(void)
 	memset(&g, 0, sizeof(g));
 	pthread_create(&g.t, NULL, getter_main, &g);
 
-	T_RC(kc_connect_tcp(&m, srv.port), 0);
-	T_RC(kc_login(&m, "mallory", SECRET_ALICE), 0);
+	T_RC(kc_dial(&m, srv.port, "mallory", SECRET_ALICE), 0);
 	t0 = tsrv_now_ns();
 	for (unsigned i = 0; i < N_TRIES; i++) {
 		struct kvt_ns_desc d = desc;
@@ -1395,8 +1377,7 @@ static void *ti_filler_main(void *arg)
 	struct kc c;
 
 	snprintf(name, sizeof(name), "filler%u", fl->who);
-	T_RC(kc_connect_tcp(&c, srv.port), 0);
-	T_RC(kc_login(&c, name, SECRET_ALICE), 0);
+	T_RC(kc_dial(&c, srv.port, name, SECRET_ALICE), 0);
 	for (unsigned base_i = 0; base_i < TI_EACH; base_i += TI_FRAME) {
 		struct proto_frame f = { .op = PROTO_OP_NS_REGISTER };
 		struct proto_iter iter;
@@ -1469,8 +1450,7 @@ static void *ti_hammer_main(void *arg)
 	struct ti_hammer *h = arg;
 	struct kc m;
 
-	T_RC(kc_connect_tcp(&m, srv.port), 0);
-	T_RC(kc_login(&m, "mallory", SECRET_ALICE), 0);
+	T_RC(kc_dial(&m, srv.port, "mallory", SECRET_ALICE), 0);
 	while (!atomic_load(&h->stop)) {
 		uint64_t a, b, n;
 		ti_mallory(&m, h->ns, 1, &a, &b, &n);
@@ -1523,8 +1503,7 @@ static void phase_tenant_index(void)
 	}
 	start_with("tenant_index", extra, text);
 	rss_begin();
-	T_RC(kc_connect_tcp(&a, srv.port), 0);
-	T_RC(kc_login(&a, "alice", SECRET_ALICE), 0);
+	T_RC(kc_dial(&a, srv.port, "alice", SECRET_ALICE), 0);
 	{
 		uint8_t ns[PROTO_DIGEST_LEN];
 		struct kvt_key k;
@@ -1534,8 +1513,7 @@ static void phase_tenant_index(void)
 		tsrv_fill(v, sizeof(v), 3);
 		T_RC(kc_put(&a, ns, &k, &p, 1, NULL), KVT_OK);
 	}
-	T_RC(kc_connect_tcp(&m, srv.port), 0);
-	T_RC(kc_login(&m, "mallory", SECRET_ALICE), 0);
+	T_RC(kc_dial(&m, srv.port, "mallory", SECRET_ALICE), 0);
 	{
 		struct kvt_ns_desc d = desc;
 		d.model = "mallory-model";
@@ -1747,8 +1725,7 @@ static void phase_quota_groups(void)
 	t = tenants_text("u", 1000);
 	reload(t);
 	free(t);
-	T_RC(kc_connect_tcp(&c, srv.port), 0);
-	T_RC(kc_login(&c, "u999", SECRET_ALICE), 0);
+	T_RC(kc_dial(&c, srv.port, "u999", SECRET_ALICE), 0);
 	kc_stat(&c, PROTO_SCOPE_TENANT, "tenant.quota_group", &group);
 	kc_stat(&c, PROTO_SCOPE_TENANT, "tenant.dram_limit", &limit);
 	printf("quota_groups: after a reload to 1000 new names, u999: group %" PRIu64
@@ -1850,8 +1827,7 @@ static void phase_ns_split(void)
 	struct kc c;
 
 	start("ns_split", extra);
-	T_RC(kc_connect_tcp(&c, srv.port), 0);
-	T_RC(kc_login(&c, "alice", SECRET_ALICE), 0);
+	T_RC(kc_dial(&c, srv.port, "alice", SECRET_ALICE), 0);
 	/* As many long descriptors as one request table holds. */
 	need = c.lim.table_max;
 	/* The server announces what it takes a frame (1024), the codec
@@ -1991,8 +1967,7 @@ static void phase_grant_race(void)
 
 	/* alice's shared namespace, with one block. */
 	shared.model = "race-model";
-	T_RC(kc_connect_tcp(&alice, srv.port), 0);
-	T_RC(kc_login(&alice, "alice", SECRET_ALICE), 0);
+	T_RC(kc_dial(&alice, srv.port, "alice", SECRET_ALICE), 0);
 	T_RC(kc_register(&alice, &shared, alice_ns, NULL, 0), KVT_OK);
 	kvt_key_set(&k, "race-key", 8);
 	tsrv_fill(v, sizeof(v), 13);
@@ -2000,14 +1975,12 @@ static void phase_grant_race(void)
 
 	/* bob reads it under the grant (on another connection, which is
 	 * left to cache it). */
-	T_RC(kc_connect_tcp(&bob, srv.port), 0);
-	T_RC(kc_login(&bob, "bob", SECRET_ALICE), 0);
+	T_RC(kc_dial(&bob, srv.port, "bob", SECRET_ALICE), 0);
 	shared.tenant = "alice";
 	{
 		uint8_t dg[PROTO_DIGEST_LEN];
 		struct kc b0;
-		T_RC(kc_connect_tcp(&b0, srv.port), 0);
-		T_RC(kc_login(&b0, "bob", SECRET_ALICE), 0);
+		T_RC(kc_dial(&b0, srv.port, "bob", SECRET_ALICE), 0);
 		T_RC(kc_register(&b0, &shared, dg, NULL, 0), KVT_OK);
 		T_ASSERT(memcmp(dg, alice_ns, sizeof(dg)) == 0);
 		T_RC(kc_get(&b0, alice_ns, &k, 0, 0, 0, 0, &got), KVT_OK);
@@ -2140,8 +2113,7 @@ static void phase_kvevents_tenant(void)
 		sub[t] = zmq_socket(zctx, ZMQ_SUB);
 		T_EQ_INT(zmq_setsockopt(sub[t], ZMQ_SUBSCRIBE, "", 0), 0);
 		T_EQ_INT(zmq_connect(sub[t], ep[t]), 0);
-		T_RC(kc_connect_tcp(&c[t], srv.port), 0);
-		T_RC(kc_login(&c[t], who[t], SECRET_ALICE), 0);
+		T_RC(kc_dial(&c[t], srv.port, who[t], SECRET_ALICE), 0);
 		T_RC(kc_register(&c[t], &desc, ns[t], NULL, 0), KVT_OK);
 	}
 	tsrv_sleep_ms(300); /* the subscriptions reach the publisher */
@@ -2253,8 +2225,7 @@ static void phase_out_flood(void)
 
 	/* Native: HELLO + AUTH, then PING frames. */
 	rss_begin();
-	T_RC(kc_connect_tcp(&fl, srv.port), 0);
-	T_RC(kc_login(&fl, "alice", SECRET_ALICE), 0);
+	T_RC(kc_dial(&fl, srv.port, "alice", SECRET_ALICE), 0);
 	f.version = fl.version;
 	plen = proto_encode(&f, NULL, 0, ping, sizeof(ping), NULL, NULL);
 	T_EQ_INT(plen, PROTO_HDR_LEN);
@@ -2316,8 +2287,7 @@ static void phase_out_flood(void)
 		tsrv_sleep_ms(50);
 	printf("out_flood: mem_used %" PRIu64 " bytes after\n", used);
 	T_LE_INT(used, 1u << 20);
-	T_RC(kc_connect_tcp(&good, srv.port), 0);
-	T_RC(kc_login(&good, "alice", SECRET_ALICE), 0);
+	T_RC(kc_dial(&good, srv.port, "alice", SECRET_ALICE), 0);
 	T_RC(kc_register(&good, &desc, ns, NULL, 0), KVT_OK);
 	T_EQ_INT(roundtrips(&good, ns, 8, 64u << 10, 7), 0);
 	kc_close(&good);
@@ -2525,8 +2495,7 @@ static void phase_preauth_out(void)
 	}
 	/* All still open, none read: the budget is the authenticated ones'. */
 	used = stat_of("server.mem_used");
-	T_RC(kc_connect_tcp(&good, srv.port), 0);
-	T_RC(kc_login(&good, "alice", SECRET_ALICE), 0);
+	T_RC(kc_dial(&good, srv.port, "alice", SECRET_ALICE), 0);
 	T_RC(kc_register(&good, &desc, ns, NULL, 0), KVT_OK);
 	bad = roundtrips(&good, ns, 8, 64u << 10, 11);
 	kc_close(&good);
@@ -2727,8 +2696,7 @@ static void phase_frame_items(void)
 	paused = stat_of("server.out_share_paused") - paused0;
 	/* Others are served meanwhile (what the budget left them): another
 	 * tenant (alice's own frames are held to her input share). */
-	T_RC(kc_connect_tcp(&good, srv.port), 0);
-	T_RC(kc_login(&good, "admin", SECRET_ADMIN), 0);
+	T_RC(kc_dial(&good, srv.port, "admin", SECRET_ADMIN), 0);
 	T_RC(kc_register(&good, &desc, ns, NULL, 0), KVT_OK);
 	bad = roundtrips(&good, ns, 4, 4096, 13);
 	kc_close(&good);
@@ -2830,8 +2798,7 @@ static void phase_out_share(void)
 	paused0 = stat_of("server.mem_paused");
 	rss_begin();
 	for (unsigned i = 0; i < 2 * SHARE_CONNS; i++) {
-		T_RC(kc_connect_tcp(&fl[i], srv.port), 0);
-		T_RC(kc_login(&fl[i], hostile[i % 2].who, hostile[i % 2].secret), 0);
+		T_RC(kc_dial(&fl[i], srv.port, hostile[i % 2].who, hostile[i % 2].secret), 0);
 		f.version = fl[i].version;
 		plen = proto_encode(&f, NULL, 0, ping, sizeof(ping), NULL, NULL);
 		T_EQ_INT(plen, PROTO_HDR_LEN);
@@ -2841,8 +2808,7 @@ static void phase_out_share(void)
 	/* All open, none read.  A third tenant is served, at once.  (Before,
 	 * the admin's STATS itself could be refused: 0 then.) */
 	used = stat_opt("server.mem_used");
-	T_RC(kc_connect_tcp(&good, srv.port), 0);
-	T_RC(kc_login(&good, "alice", SECRET_ALICE), 0);
+	T_RC(kc_dial(&good, srv.port, "alice", SECRET_ALICE), 0);
 	t0 = tsrv_now_ns();
 	T_RC(kc_register(&good, &desc, ns, NULL, 0), KVT_OK);
 	bad = roundtrips(&good, ns, 8, 64u << 10, 17);
@@ -2896,8 +2862,7 @@ static void phase_no_shares(void)
 	snprintf(dir, sizeof(dir), "%s/no_shares", base);
 	tsrv_start(&srv, bin, base, dir, NULL, argv);
 	for (unsigned i = 0; i < NS_CONNS; i++) {
-		T_RC(kc_connect_tcp(&fl[i], srv.port), 0);
-		T_RC(kc_login(&fl[i], "default", ""), 0);
+		T_RC(kc_dial(&fl[i], srv.port, "default", ""), 0);
 		f.version = fl[i].version;
 		plen = proto_encode(&f, NULL, 0, ping, sizeof(ping), NULL, NULL);
 		T_EQ_INT(plen, PROTO_HDR_LEN);
@@ -3142,8 +3107,7 @@ static void placed_puts(uint32_t flags, const char *prefix, struct fq_seen *seen
 	uint8_t ns[PROTO_DIGEST_LEN];
 	struct kc c;
 
-	T_RC(kc_connect_tcp(&c, srv.port), 0);
-	T_RC(kc_login(&c, "alice", SECRET_ALICE), 0);
+	T_RC(kc_dial(&c, srv.port, "alice", SECRET_ALICE), 0);
 	T_RC(kc_register(&c, &desc, ns, NULL, 0), KVT_OK);
 	frame_puts(&c, ns, FQ_ITEMS, FQ_FRAME, flags, prefix, seen);
 	kc_close(&c);
@@ -4408,8 +4372,7 @@ static void phase_native_edges(void)
 	e.port = srv.port;
 	T_RC(kc_connect_tcp(&e.ctl, srv.port), 0);
 	T_RC(kc_login(&e.ctl, "admin", SECRET_ADMIN), 0);
-	T_RC(kc_connect_tcp(&a, srv.port), 0);
-	T_RC(kc_login(&a, "alice", SECRET_ALICE), 0);
+	T_RC(kc_dial(&a, srv.port, "alice", SECRET_ALICE), 0);
 	e.version = a.version;
 	e.vmax = a.lim.value_max;
 	T_RC(kc_register(&a, &desc, e.ns, NULL, 0), KVT_OK);
@@ -4543,8 +4506,7 @@ static void phase_native_flood(void)
 	unsigned nlat = 0, bad_rt = 0;
 
 	start("native_flood", NULL);
-	T_RC(kc_connect_tcp(&a, srv.port), 0);
-	T_RC(kc_login(&a, "alice", SECRET_ALICE), 0);
+	T_RC(kc_dial(&a, srv.port, "alice", SECRET_ALICE), 0);
 	T_RC(kc_register(&a, &desc, ns, NULL, 0), KVT_OK);
 	tsrv_fill(v, sizeof(v), 77);
 	kvt_key_set(&key, "nf-v", 4);
@@ -4618,8 +4580,7 @@ static void phase_native_flood(void)
 			snprintf(name, sizeof(name), "nf-cut-%u", i);
 			kvt_key_set(&it.key, name, strlen(name));
 			f.version = 0;
-			T_RC(kc_connect_tcp(&c, srv.port), 0);
-			T_RC(kc_login(&c, "alice", SECRET_ALICE), 0);
+			T_RC(kc_dial(&c, srv.port, "alice", SECRET_ALICE), 0);
 			f.version = c.version;
 			b = nat_encode(&f, &it, 1, &len);
 			T_RC(kc_send(&c, b, i == 0 ? 20 : i == 1 ? len - 3 : len), 0);
@@ -4666,12 +4627,10 @@ static void phase_native_flood(void)
 	}
 
 	/* 3. Pipelines never read, another client timed meanwhile. */
-	T_RC(kc_connect_tcp(&good, srv.port), 0);
-	T_RC(kc_login(&good, "alice", SECRET_ALICE), 0);
+	T_RC(kc_dial(&good, srv.port, "alice", SECRET_ALICE), 0);
 	for (unsigned i = 0; i < NF_FLOODERS; i++) {
 		bool admin = i == NF_FLOODERS - 1;
-		T_RC(kc_connect_tcp(&fl_c[i], srv.port), 0);
-		T_RC(kc_login(&fl_c[i], admin ? "admin" : "alice", admin ? SECRET_ADMIN
+		T_RC(kc_dial(&fl_c[i], srv.port, admin ? "admin" : "alice", admin ? SECRET_ADMIN
 									 : SECRET_ALICE), 0);
 		nf_build(&fl[i], &fl_c[i], ns, admin);
 		pthread_create(&fl[i].t, NULL, nf_flood_main, &fl[i]);
@@ -4995,8 +4954,7 @@ static void phase_big_frames(void)
 	struct kc c, p;
 
 	start("big_frames", extra);
-	T_RC(kc_connect_tcp(&c, srv.port), 0);
-	T_RC(kc_login(&c, "alice", SECRET_ALICE), 0);
+	T_RC(kc_dial(&c, srv.port, "alice", SECRET_ALICE), 0);
 	T_RC(kc_register(&c, &desc, ns, NULL, 0), KVT_OK);
 	kvt_key_set(&k, "bf", 2);
 	memset(val, 'b', sizeof(val));
@@ -5029,8 +4987,7 @@ static void phase_big_frames(void)
 		free(data.iov_base);
 		free(its);
 	}
-	T_RC(kc_connect_tcp(&p, srv.port), 0);
-	T_RC(kc_login(&p, "admin", SECRET_ADMIN), 0);
+	T_RC(kc_dial(&p, srv.port, "admin", SECRET_ADMIN), 0);
 	T_RC(kc_stat(&p, PROTO_SCOPE_ALL, "server.parse_deferred", &d0), 0);
 	b.port = srv.port;
 	b.ns = ns;
@@ -5088,8 +5045,7 @@ static void phase_parse_partial(void)
 	int64_t plen;
 
 	start("parse_partial", NULL);
-	T_RC(kc_connect_tcp(&c, srv.port), 0);
-	T_RC(kc_login(&c, "alice", SECRET_ALICE), 0);
+	T_RC(kc_dial(&c, srv.port, "alice", SECRET_ALICE), 0);
 	f.version = c.version;
 	plen = proto_encode(&f, NULL, 0, ping, sizeof(ping), NULL, NULL);
 	T_EQ_INT(plen, PROTO_HDR_LEN);
@@ -5223,19 +5179,16 @@ static void phase_ns_items(void)
 	unsigned ok = 0, other = 0, pings = 0, sent_bad = 0;
 
 	start("ns_items", (const char *const[]){ "--threads", "1", NULL });
-	T_RC(kc_connect_tcp(&a, srv.port), 0);
-	T_RC(kc_login(&a, "alice", SECRET_ALICE), 0);
+	T_RC(kc_dial(&a, srv.port, "alice", SECRET_ALICE), 0);
 	T_RC(kc_register(&a, &desc, ns, canon, sizeof(canon)), KVT_OK);
-	T_RC(kc_connect_tcp(&good, srv.port), 0);
-	T_RC(kc_login(&good, "admin", SECRET_ADMIN), 0);
+	T_RC(kc_dial(&good, srv.port, "admin", SECRET_ADMIN), 0);
 	rss_begin();
 	for (unsigned i = 0; i < NSI_BIG; i++) {
 		its[i].text = canon;
 		its[i].text_len = (uint32_t)strlen(canon);
 	}
 	for (unsigned c = 0; c < NSI_CONNS; c++) {
-		T_RC(kc_connect_tcp(&fl[c], srv.port), 0);
-		T_RC(kc_login(&fl[c], "alice", SECRET_ALICE), 0);
+		T_RC(kc_dial(&fl[c], srv.port, "alice", SECRET_ALICE), 0);
 	}
 	/* One frame of 16,000 alone: refused at once, a PING beside it. */
 	{
@@ -5349,8 +5302,7 @@ static void phase_in_share(void)
 	rss_begin();
 	for (unsigned c = 0; c < IS_CONNS; c++) {
 		struct proto_frame f = { .op = PROTO_OP_GET, .ns_count = 1, .ns = ns };
-		T_RC(kc_connect_tcp(&fl[c], srv.port), 0);
-		T_RC(kc_login(&fl[c], "alice", SECRET_ALICE), 0);
+		T_RC(kc_dial(&fl[c], srv.port, "alice", SECRET_ALICE), 0);
 		T_ASSERT(kc_request(&fl[c], &f, its, IS_ITEMS, NULL, 0) > 0);
 		tsrv_sleep_ms(30);
 	}
@@ -5362,8 +5314,7 @@ static void phase_in_share(void)
 		if (kc_peek_status(&fl[c], 0, &fst, &st) == 0 && fst == 0 && st == KVT_EBUSY)
 			busy++;
 	}
-	T_RC(kc_connect_tcp(&adm, srv.port), 0);
-	T_RC(kc_login(&adm, "admin", SECRET_ADMIN), 0);
+	T_RC(kc_dial(&adm, srv.port, "admin", SECRET_ADMIN), 0);
 	T_RC(kc_register(&adm, &desc, ans, NULL, 0), KVT_OK);
 	bad = roundtrips(&adm, ans, 8, 64u << 10, 21);
 	printf("in_share: %u GET frames of %u keys left waiting, one a connection: mem_used %"
@@ -5421,8 +5372,7 @@ static void phase_tbl_share(void)
 		struct proto_frame f = { .op = PROTO_OP_NS_REGISTER };
 		int64_t len;
 		uint8_t *buf;
-		T_RC(kc_connect_tcp(&fl[c], srv.port), 0);
-		T_RC(kc_login(&fl[c], "alice", SECRET_ALICE), 0);
+		T_RC(kc_dial(&fl[c], srv.port, "alice", SECRET_ALICE), 0);
 		f.tag = fl[c].next_tag++;
 		f.version = fl[c].version;
 		len = kc_encode(&f, its, TS_ITEMS, NULL, 0, &buf);
@@ -5434,8 +5384,7 @@ static void phase_tbl_share(void)
 	tsrv_sleep_ms(500);
 	used = stat_of("server.mem_used");
 	refused = stat_of("server.mem_refused") - refused0;
-	T_RC(kc_connect_tcp(&adm, srv.port), 0);
-	T_RC(kc_login(&adm, "admin", SECRET_ADMIN), 0);
+	T_RC(kc_dial(&adm, srv.port, "admin", SECRET_ADMIN), 0);
 	T_RC(kc_register(&adm, &desc, ans, NULL, 0), KVT_OK);
 	bad = roundtrips(&adm, ans, 8, 256u << 10, 23);
 	printf("tbl_share: %u NS_REGISTER tables of %" PRIu64 " KiB left a byte short: mem_used %"
@@ -5517,8 +5466,7 @@ static void phase_tbl_wait(void)
 		its[n].text = texts[n];
 		its[n].text_len = (uint32_t)tl;
 	}
-	T_RC(kc_connect_tcp(&x, srv.port), 0);
-	T_RC(kc_login(&x, "alice", SECRET_ALICE), 0);
+	T_RC(kc_dial(&x, srv.port, "alice", SECRET_ALICE), 0);
 	/* 1. A new namespace: its registration held in the registry's sync. */
 	one.model = "tbl-wait-model";
 	it1.text = one_text;
@@ -5599,16 +5547,14 @@ static void phase_in_share_data(void)
 	int bad, rc;
 
 	start("in_share_data", NULL);
-	T_RC(kc_connect_tcp(&a, srv.port), 0);
-	T_RC(kc_login(&a, "alice", SECRET_ALICE), 0);
+	T_RC(kc_dial(&a, srv.port, "alice", SECRET_ALICE), 0);
 	T_RC(kc_register(&a, &desc, ns, NULL, 0), KVT_OK);
 	kvt_key_set(&k, "isd", 3);
 	T_RC(kc_put(&a, ns, &k, &v, 1, NULL), KVT_OK);
 	for (unsigned i = 0; i < ISD_ITEMS; i++)
 		its[i].key = k;
 	rss_begin();
-	T_RC(kc_connect_tcp(&g, srv.port), 0);
-	T_RC(kc_login(&g, "alice", SECRET_ALICE), 0);
+	T_RC(kc_dial(&g, srv.port, "alice", SECRET_ALICE), 0);
 	for (unsigned i = 0; i < sizeof(fill) / sizeof(fill[0]); i++) {
 		struct proto_frame f = { .op = PROTO_OP_GET, .ns_count = 1, .ns = ns };
 		T_ASSERT(kc_request(&g, &f, its, fill[i], NULL, 0) > 0);
@@ -5630,14 +5576,12 @@ static void phase_in_share_data(void)
 			its[i].part_lens = &lens[i];
 			its[i].part_crcs = &crcs[i];
 		}
-		T_RC(kc_connect_tcp(&fl[c], srv.port), 0);
-		T_RC(kc_login(&fl[c], "alice", SECRET_ALICE), 0);
+		T_RC(kc_dial(&fl[c], srv.port, "alice", SECRET_ALICE), 0);
 		T_ASSERT(kc_request(&fl[c], &f, its, ISD_PUT_ITEMS, &part, 1) > 0);
 	}
 	tsrv_sleep_ms(500);
 	used = stat_of("server.mem_used");
-	T_RC(kc_connect_tcp(&adm, srv.port), 0);
-	T_RC(kc_login(&adm, "admin", SECRET_ADMIN), 0);
+	T_RC(kc_dial(&adm, srv.port, "admin", SECRET_ADMIN), 0);
 	T_RC(kc_register(&adm, &desc, ans, NULL, 0), KVT_OK);
 	bad = roundtrips(&adm, ans, 8, 64u << 10, 23);
 	/* The rest of one PUT's bytes: it is answered -ENOMEM, and its

@@ -655,8 +655,7 @@ static void phase_chaos(void)
 	}
 	for (unsigned i = 0; i < CHAOS_THREADS; i++)
 		T_ASSERT(ch[i].fail == NULL);
-	T_RC(kc_connect_tcp(&adm, srv.port), 0);
-	T_RC(kc_login(&adm, "admin", SECRET_ADMIN), 0);
+	T_RC(kc_dial(&adm, srv.port, "admin", SECRET_ADMIN), 0);
 	T_RC(kc_stat(&adm, PROTO_SCOPE_ALL, "server.errors.vanished", &vanished), 0);
 	/* Every broken client's connection closed: the good one and this
 	 * are left (before, half-closed ones whose last answers went out on

@@ -321,8 +321,7 @@ int main(int argc, char **argv)
 
 	/* Slow readers: 100 GETs of 2 MiB each, never read. */
 	for (unsigned i = 0; i < slow_n; i++) {
-		T_RC(kc_connect_tcp(&slow[i], srv.port), 0);
-		T_RC(kc_login(&slow[i], "default", NULL), 0);
+		T_RC(kc_dial(&slow[i], srv.port, "default", NULL), 0);
 		for (int j = 0; j < 100; j++) {
 			struct proto_frame f = { .op = PROTO_OP_GET };
 			struct proto_item it = { 0 };
@@ -367,8 +366,7 @@ int main(int argc, char **argv)
 		struct proto_item *its = big_table_items(n);
 		for (unsigned i = 0; i < tables_n; i++) {
 			struct proto_frame f = { .op = PROTO_OP_PUT };
-			T_RC(kc_connect_tcp(&tables[i], srv.port), 0);
-			T_RC(kc_login(&tables[i], "default", NULL), 0);
+			T_RC(kc_dial(&tables[i], srv.port, "default", NULL), 0);
 			f.ns_count = 1;
 			f.ns = ns;
 			send_partial(&tables[i], &f, its, n, 0);

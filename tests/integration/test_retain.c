@@ -155,8 +155,7 @@ static void run(bool hint, struct outcome *o)
 			}
 		}
 	}
-	T_RC(kc_connect_tcp(&admin, s.port), 0);
-	T_RC(kc_login(&admin, "root", SECRET_R), 0);
+	T_RC(kc_dial(&admin, s.port, "root", SECRET_R), 0);
 	o->seg_groups = server_stat(&admin, "dram.adapt_segmented_groups");
 	o->hints = server_stat(&admin, "dram.retain_hints");
 	o->switches = server_stat(&admin, "dram.adapt_switches");
