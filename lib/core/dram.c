@@ -80,7 +80,7 @@ struct dram_part {
 };
 
 /*
- * One block: 96 bytes, a key of up to 32 bytes inline.  The common block
+ * One block: 88 bytes, a key of up to 32 bytes inline.  The common block
  * (one run, one part, a 32-byte key) keeps its run and CRC inline; any
  * other (several runs, several parts, a long key) has ITEM_EXT set and
  * keeps runs, part table (with CRCs) and key in `u.ext`:
@@ -94,7 +94,12 @@ struct dram_part {
 struct dram_item {
 	struct evict_node node;   /* owner[0] state|flags, owner[1] key_len - 1|ITEM_EXT */
 	struct dram_item *hnext;  /* index chain */
-	uint64_t value_len;       /* bytes */
+	/* packed: the bits each needs, so that a block costs 88 bytes with its
+	 * bucket, not 96 (the budget: 128 bytes a block with the policy's) */
+	uint64_t value_len : 37;  /* bytes, <= KVT_VALUE_MAX */
+	uint64_t part_count : 11; /* <= KVT_PARTS_MAX */
+	uint64_t run_count : 7;   /* <= DRAM_MAX_RUNS */
+	uint64_t : 9;
 	union {
 		struct {
 			uint32_t run0; /* first chunk of the one run */
@@ -103,13 +108,15 @@ struct dram_item {
 		void *ext;         /* with ITEM_EXT */
 	} u;
 	uint32_t ns;
-	uint32_t refs;            /* writer + readers + pins */
-	uint16_t run_count;
-	uint16_t part_count;
+	uint32_t refs : 22;       /* writer + readers + pins, < ITEM_REFS_MAX */
+	uint32_t group : 10;      /* quota group charged (0: none); fixed at reserve */
 	uint8_t key[DRAM_KEY_INLINE];
-	uint32_t group;           /* quota group charged (0: none); fixed at reserve */
 };
-_Static_assert(sizeof(struct dram_item) == 96, "dram_item grew: check the metadata budget");
+_Static_assert(sizeof(struct dram_item) == 88, "dram_item grew: check the metadata budget");
+_Static_assert(KVT_VALUE_MAX < (UINT64_C(1) << 37) && KVT_PARTS_MAX < (1u << 11) &&
+		       DRAM_MAX_RUNS < (1u << 7) && KVT_QUOTA_GROUPS <= (1u << 10),
+	       "a dram_item field is too narrow");
+#define ITEM_REFS_MAX ((UINT32_C(1) << 22) - 1)
 
 #define ITEM_STATE(it) ((it)->node.owner[0] & ITEM_STATE_MASK)
 #define ITEM_KEYLEN(it) (((it)->node.owner[1] & 0x3fu) + 1u)
@@ -357,11 +364,16 @@ static void item_free_locked(struct dram *d, struct dram_shard *s, struct dram_i
 	pool_put(s, it);
 }
 
-/* Refs: count the blocks held by anyone (stat dram.pinned_blocks). */
-static inline void item_ref_locked(struct dram_shard *s, struct dram_item *it)
+/* Refs: count the blocks held by anyone (stat dram.pinned_blocks).  False,
+ * and no ref taken, at ITEM_REFS_MAX (4 M holders of one block): the
+ * caller treats it as a miss. */
+static inline bool item_ref_locked(struct dram_shard *s, struct dram_item *it)
 {
+	if (it->refs >= ITEM_REFS_MAX)
+		return false;
 	if (it->refs++ == 0)
 		s->pinned++;
+	return true;
 }
 
 /* Drop a ref; the last one frees a dead item.  Locked. */
@@ -1057,9 +1069,9 @@ static void iov_copy_crc(const struct iovec *dst, unsigned nd, const struct iove
 
 static void dram_admit_locked(struct dram *d, struct dram_shard *s, struct dram_item *it, int why)
 {
-	if (!d->admit_fn || (it->node.owner[0] & (ITEM_ON_LOWER | ITEM_WD)))
+	if (!d->admit_fn || (it->node.owner[0] & (ITEM_ON_LOWER | ITEM_WD)) ||
+	    !item_ref_locked(s, it))
 		return;
-	item_ref_locked(s, it);
 	it->node.owner[0] |= ITEM_WD;
 	if (d->admit_fn(d->admit_ctx, it, it->ns, why)) {
 		s->admitted++;
@@ -1514,7 +1526,7 @@ int dram_reserve(struct dram *d, uint32_t ns, const struct kvt_key *key, uint64_
 	it->group = group;
 	it->value_len = len;
 	it->refs = 0;
-	item_ref_locked(s, it);
+	(void)item_ref_locked(s, it); /* the writer's: the first */
 	/* Re-find the slot: eviction above may have changed the chain. */
 	*index_slot(s, h, ns, key) = it;
 	s->count++;
@@ -1701,13 +1713,12 @@ static struct dram_item *dram_ref_locked(struct dram *d, struct dram_shard *s, u
 					 uint32_t ns, const struct kvt_key *key)
 {
 	struct dram_item *it = *index_slot(s, h, ns, key);
-	if (!it || ITEM_STATE(it) != ITEM_VISIBLE) {
+	if (!it || ITEM_STATE(it) != ITEM_VISIBLE || !item_ref_locked(s, it)) {
 		s->misses++;
 		return NULL;
 	}
 	s->hits++;
 	item_count_read(it);
-	item_ref_locked(s, it);
 	evict_hit_after(&s->ev, &it->node, h, chain_prev(s, ns));
 	chain_note(s, ns, &it->node);
 	dram_admit_locked(d, s, it, DRAM_ADMIT_HIT);
@@ -1839,9 +1850,7 @@ int dram_ref_quiet(struct dram *d, uint32_t ns, const struct kvt_key *key,
 
 	pthread_mutex_lock(&s->lock);
 	it = *index_slot(s, h, ns, key);
-	if (it && ITEM_STATE(it) == ITEM_VISIBLE)
-		item_ref_locked(s, it);
-	else
+	if (!it || ITEM_STATE(it) != ITEM_VISIBLE || !item_ref_locked(s, it))
 		it = NULL;
 	pthread_mutex_unlock(&s->lock);
 	*item = it;
@@ -1863,12 +1872,14 @@ void dram_unpin(struct dram *d, struct dram_item *it)
 
 /* Another ref on an item the caller already holds one on (seal.c: a sealed
  * put keeps its item for the remote write-through). */
-void dram_item_ref(struct dram *d, struct dram_item *it)
+bool dram_item_ref(struct dram *d, struct dram_item *it)
 {
 	struct dram_shard *s = dram_shard_of(d, item_hash(d, it));
+	bool ok;
 	pthread_mutex_lock(&s->lock);
-	item_ref_locked(s, it);
+	ok = item_ref_locked(s, it);
 	pthread_mutex_unlock(&s->lock);
+	return ok;
 }
 
 /* Part lengths of an item the caller holds a ref on, without computing its

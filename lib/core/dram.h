@@ -89,7 +89,7 @@ unsigned dram_item_view(struct dram *d, struct dram_item *item, struct iovec *vi
 			uint64_t *len);
 void dram_unpin(struct dram *d, struct dram_item *item);
 /* Another ref on an item the caller holds a ref on (dropped by dram_unpin). */
-void dram_item_ref(struct dram *d, struct dram_item *item);
+bool dram_item_ref(struct dram *d, struct dram_item *item);
 /* Each part's length into lens (no CRCs computed); the part count, or
  * KVT_ERANGE if it exceeds max.  Caller holds a ref. */
 int dram_item_part_lens(struct dram *d, struct dram_item *item, uint64_t *lens, unsigned max);

@@ -512,8 +512,10 @@ int seal_put(struct seal *sl, const struct seal_key *k, struct dram *d, uint32_t
 		}
 		off += lens[i];
 	}
-	if (keep)
-		dram_item_ref(d, it);
+	if (keep && !dram_item_ref(d, it)) { /* cannot fail: the writer's is the one ref */
+		dram_abort(d, it);
+		return KVT_EBUSY;
+	}
 	ret = dram_publish(d, it, NULL, part_count > 1 ? lens : NULL, DRAM_SEALED, false);
 	if (ret != KVT_OK) {
 		if (keep)

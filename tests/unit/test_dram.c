@@ -519,6 +519,61 @@ static void test_hook(void)
 	free(buf);
 }
 
+/* A block's holders are counted in 22 bits (struct dram_item, 88 bytes):
+ * at ITEM_REFS_MAX (4,194,303) one more is refused -- a miss, the count
+ * untouched -- and once one lets go the next is taken; all let go, the
+ * block is whole and evictable. */
+static void test_ref_cap(void)
+{
+	struct kvt_mem mem;
+	struct kvt_logger lg = { 0 };
+	struct dram_config cfg = { .capacity = 1 << 20, .chunk = 4096, .shards = 1,
+				   .policy = DRAM_POLICY_LRU, .hugepages = DRAM_HUGE_OFF,
+				   .prefault = false };
+	const uint32_t max = (UINT32_C(1) << 22) - 1;
+	struct dram *d;
+	struct dram_item *it, *first = NULL;
+	struct kvt_key k = t_key(7);
+	char buf[4096];
+	struct iovec v = { buf, sizeof(buf) };
+
+	kvt_mem_init(&mem);
+	T_OK(dram_open(&d, &cfg, &mem, &lg));
+	t_fill(buf, sizeof(buf), 7);
+	T_RC(dram_put(d, 1, &k, &v, 1, NULL, 0), KVT_OK);
+	for (uint32_t i = 0; i < max; i++) {
+		if (dram_ref_quiet(d, 1, &k, &it) != KVT_OK)
+			T_FAIL("ref %u of %u refused", i + 1, max);
+		if (!first)
+			first = it;
+	}
+	T_RC(dram_ref_quiet(d, 1, &k, &it), KVT_MISS);
+	T_ASSERT(it == NULL);
+	T_ASSERT(!dram_item_ref(d, first));
+	dram_unpin(d, first);
+	T_RC(dram_ref_quiet(d, 1, &k, &it), KVT_OK);
+	T_ASSERT(it == first);
+	for (uint32_t i = 0; i < max; i++)
+		dram_unpin(d, first);
+	/* whole, and no longer held: 300 more blocks of 4 KiB evict it */
+	T_RC(dram_ref_quiet(d, 1, &k, &it), KVT_OK);
+	{
+		struct iovec view[4];
+		uint64_t len = 0;
+		T_EQ_INT(dram_item_view(d, it, view, &len), 1);
+		T_EQ_U64(len, sizeof(buf));
+		T_EQ_MEM(view[0].iov_base, buf, sizeof(buf));
+	}
+	dram_unpin(d, it);
+	for (uint64_t i = 100; i < 400; i++) {
+		struct kvt_key o = t_key(i);
+		T_RC(dram_put(d, 1, &o, &v, 1, NULL, 0), KVT_OK);
+	}
+	T_RC(dram_ref_quiet(d, 1, &k, &it), KVT_MISS);
+	dram_close(d);
+	T_EQ_INT(atomic_load(&mem.bytes), 0);
+}
+
 /* The index hash mixes a per-store random secret into the seed (issue 21
  * item 14): two stores put the same key of the same namespace id into
  * unrelated buckets; one store always into the same. */
@@ -559,6 +614,7 @@ int main(void)
 	test_split();
 	test_lookup_clear();
 	test_hook();
+	test_ref_cap();
 	test_hash_secret();
 	return 0;
 }

@@ -2032,10 +2032,10 @@ static void pf_end(struct ssd *s, struct promote_task *p, int status, struct dra
 		pthread_mutex_unlock(&s->pf_lock);
 	}
 	for (; w; w = n) {
+		/* a ref of theirs (they dram_unpin it); none left: a miss */
+		int st = status == KVT_OK && !dram_item_ref(s->dram, item) ? KVT_MISS : status;
 		n = w->next;
-		if (status == KVT_OK)
-			dram_item_ref(s->dram, item); /* theirs: they dram_unpin it */
-		w->cb(w->ctx, status, status == KVT_OK ? item : NULL);
+		w->cb(w->ctx, st, st == KVT_OK ? item : NULL);
 		kvt_mem_free(s->mem, w, sizeof(*w));
 	}
 	if (cb)
