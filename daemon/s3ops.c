@@ -377,8 +377,10 @@ static void s3d_item_init(struct s3d_req *rq, struct s3d_item *it, uint32_t op,
  * no DRAM room needed, nothing pinned or copied, whoever reads: the
  * owner's reads as a grantee's.  So they take no quiet slot and charge
  * nothing ("Quiet reads"): what they hold is buf, in the request or the
- * listing (charged), and what they cost is that read, as many at once
- * as a listing's page (S3D_LIST_PAGE; a tenant's listings are 2 at
+ * listing (charged), and while in the store the library's aligned
+ * buffer of a read from SSD (~4.6 KiB); a HEAD is one request (charged
+ * more than that: the tenant's input share bounds them), a listing
+ * S3D_LIST_WIN at once (s3d_list_read; a tenant's listings are 2 at
  * once: "Walks of the store").  Before, the owner's header reads were
  * plain part gets, which promote a block on SSD only whole (a listing of
  * N such objects pulled N objects into DRAM, evicting what was hot) and
@@ -1235,6 +1237,7 @@ static void s3d_scan(struct s3d_req *rq, struct kvt_key *cursor, char prefix,
  */
 #define S3D_LIST_PAGE 1000
 #define S3D_LIST_MAXKEYS 1000
+#define S3D_LIST_WIN 128 /* header reads in flight (s3d_list_read) */
 
 struct s3d_lent {
 	uint32_t len;              /* bytes of name (uploads: key, 0, upload id in hex) */
@@ -1254,7 +1257,7 @@ struct s3d_list {
 	char start[S3D_KEY_MAX];   /* start-after (V2) or marker (V1), as sent */
 	char token[2 * S3D_KEY_MAX + 1]; /* continuation-token, as sent */
 	bool last_page;
-	uint32_t nkeys;            /* keys of this scan page */
+	uint32_t nkeys, win;       /* keys of this scan page; read so far */
 	bool stepping, again;      /* s3d_list_step running; reads came back inline */
 	bool scanned;              /* a walk's page is back: scan_n keys (or an error) */
 	int64_t scan_n;
@@ -1496,9 +1499,14 @@ static void s3d_list_note(struct s3d_list *L, const uint8_t *h, size_t n, uint64
 		s3d_list_add(L, name, len, false, &ob);
 }
 
-/* Reads of the headers of the page's keys, all at once, part 0 of each
- * into bufs ("Header reads"), the owner's and a grantee's alike.  Until
- * 2026-12-04 the owner's were plain part gets, which promoted objects on
+/* Reads of the headers of the page's next keys, S3D_LIST_WIN at a time,
+ * part 0 of each into bufs ("Header reads"), the owner's and a grantee's
+ * alike.  The window bounds what a listing holds in the library: a read
+ * from SSD, its aligned buffer (the record's header and 4 KiB, ~4.6 KiB
+ * for an object of one PUT), so ~600 KiB a listing, 2 a tenant -- less
+ * than the listing's own state (2.4 MB, charged); reads from DRAM
+ * complete inline, windows and all.  Until 2026-12-04 the owner's were
+ * plain part gets of the whole page at once, which promoted objects on
  * SSD only whole and missed when DRAM had no room (those keys read again
  * as a grantee's); a grantee's were quiet pinned gets, a whole private
  * copy each, 2 at a time, each taking a quiet slot and its copy charged
@@ -1507,16 +1515,18 @@ static void s3d_list_note(struct s3d_list *L, const uint8_t *h, size_t n, uint64
 static bool s3d_list_read(struct s3d_req *rq)
 {
 	struct s3d_list *L = rq->list;
-	struct s3d_item *it = s3d_items(rq, L->nkeys);
+	uint32_t n = L->nkeys - L->win < S3D_LIST_WIN ? L->nkeys - L->win : S3D_LIST_WIN;
+	struct s3d_item *it = s3d_items(rq, n);
 
 	if (!it) {
 		s3d_fail(rq, 503, "SlowDown", "server out of memory");
 		return false;
 	}
-	for (uint32_t i = 0; i < L->nkeys; i++) {
-		s3d_item_init(rq, &it[i], KVT_OP_GET, &L->keys[i]);
+	for (uint32_t i = 0; i < n; i++) {
+		s3d_item_init(rq, &it[i], KVT_OP_GET, &L->keys[L->win + i]);
 		s3d_item_hdr(&it[i], L->bufs[i]);
 	}
+	L->win += n;
 	s3d_submit(rq, PH_PROBE);
 	return true;
 }
@@ -1745,6 +1755,7 @@ static bool s3d_list_collect(struct s3d_req *rq)
 		}
 		L->last_page = L->scan_n < S3D_LIST_PAGE;
 		L->nkeys = (uint32_t)L->scan_n;
+		L->win = 0;
 		return s3d_list_read(rq);
 	}
 	for (uint32_t i = 0; i < rq->n; i++) {
@@ -1755,6 +1766,8 @@ static bool s3d_list_collect(struct s3d_req *rq)
 		if (r->status == KVT_OK)
 			s3d_list_note(L, L->bufs[i], r->length, r->value_len);
 	}
+	if (L->win < L->nkeys)
+		return s3d_list_read(rq);
 	if (!L->last_page)
 		return s3d_list_page(rq);
 	s3d_list_answer(rq);
@@ -1769,11 +1782,11 @@ static bool s3d_list_collect(struct s3d_req *rq)
  * probes them in order, S3D_PARTS_WIN at a time (part 0 of each: "Header
  * reads"), from part-number-marker + 1 until max-parts + 1 parts are
  * found.  The first window also reads the upload's marker (its part 0,
- * all of it), which must be this key's.  A miss is an index lookup, run on the loop
- * (the DRAM index answers inline), with a SHA-256 to make its key: the
- * whole range cost 28 ms of the loop under ASan, in one go, and one
- * connection's two pipelined ListParts of an empty upload held another
- * client's PING 171 ms (doc/security.md `s3_scan`).  So a window is
+ * all of it), which must be this key's.  A miss is an index lookup, run
+ * on the loop (the DRAM index answers inline), with a SHA-256 to make its
+ * key: the whole range cost 28 ms of the loop under ASan, in one go, and
+ * one connection's two pipelined ListParts of an empty upload held
+ * another client's PING 171 ms (doc/security.md `s3_scan`).  So a window is
  * S3D_PARTS_WIN part numbers, the next one goes in a later iteration of
  * the loop (other connections are served between), and a ListParts takes
  * one of its tenant's listing slots ("Walks of the store").

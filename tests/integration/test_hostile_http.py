@@ -2023,21 +2023,22 @@ def _hdr(head, name):
 def s3_head_ssd(ph):
     """HEAD and listings read an object's header alone (its part 0, with a
     quiet part get: s3ops.c "Header reads").  alice puts 32 objects of 1
-    MiB in her bucket `shared`, granted to bob, and 2 more to corrupt; the
+    MiB and 128 of 4 KiB in her bucket `shared`, granted to bob (a page
+    of 160 keys: two windows of header reads), and 2 more to corrupt; the
     server is restarted, so that they are on SSD only, with DRAM empty and
     room in it.  Then:
       - a corrupted part 0 (a byte of its content type flipped in the
         segment file) is a miss: 404 to bob's HEAD and alice's, never
         other bytes, and left out of a listing;
-      - alice's ListObjectsV2 lists the 32 with the sizes and ETags their
-        PUTs answered and leaves DRAM as it was (before: each listed
-        object on SSD only was promoted whole: 32 MiB pulled into DRAM,
+      - alice's ListObjectsV2 lists the 160 with the sizes and ETags
+        their PUTs answered and leaves DRAM as it was (before: each listed
+        object on SSD only was promoted whole: 32.5 MiB pulled into DRAM,
         evicting what was hot there), and bob's listing says the same;
       - bob HEADs the 32 at once, 4 pipelined on each of 8 connections:
         all 200 with their Content-Length and ETag (before: each a whole
         private copy, 4 a tenant at once, the rest 503 SlowDown), nothing
         changed in DRAM, nothing refused (copy_refused);
-      - alice's HEADs of the 32 leave DRAM as it was (before: each
+      - alice's HEADs of the 160 leave DRAM as it was (before: each
         promoted its object whole)."""
     srv, P = ph.srv, ph.srv.port
     st, _, body = http(P, signed_msg(P, "PUT", "/shared"), src=PROBER)
@@ -2060,9 +2061,13 @@ def s3_head_ssd(ph):
             written_down()
         assert st == 200, (name, st, body[:200])
         return _hdr(hd, "etag")
-    etags = {}
+    etags, sizes = {}, {}
     for i in range(n):
         etags["o%02d" % i] = put("o%02d" % i, bytes([i]) * size, "application/x-o%d" % i)
+        sizes["o%02d" % i] = size
+    for i in range(128):
+        etags["s%03d" % i] = put("s%03d" % i, b"s%03d" % i * 1024, "text/plain")
+        sizes["s%03d" % i] = 4096
     for j, m in enumerate(marks):
         put("zc%d" % j, b"c" * size, m.decode())
     written_down()
@@ -2118,10 +2123,10 @@ def s3_head_ssd(ph):
     got = {k.decode(): (e.decode().replace("&quot;", '"'), int(z)) for k, e, z in re.findall(
         rb"<Key>([^<]*)</Key><LastModified>[^<]*</LastModified><ETag>([^<]*)</ETag>"
         rb"<Size>(\d+)</Size>", own)}
-    print("alice's listing of %d objects of 1 MiB on SSD only: %d listed in %.0f ms; DRAM "
+    print("alice's listing of %d objects on SSD only: %d listed in %.0f ms; DRAM "
           "blocks %d -> %d, used %d -> %d B; SSD bytes out +%d" % (
-              n, len(got), dt * 1e3, d0[0], d1[0], d0[1], d1[1], out1 - out0))
-    ph.expect(st == 200 and got == {k: (e, size) for k, e in etags.items()},
+              len(etags), len(got), dt * 1e3, d0[0], d1[0], d0[1], d1[1], out1 - out0))
+    ph.expect(st == 200 and got == {k: (e, sizes[k]) for k, e in etags.items()},
               "alice's listing: every object, its size and ETag", st, got, etags)
     ph.expect(d1 == d0, "DRAM after alice's listing (nothing promoted)", d0, d1)
     st, theirs = listing(BOB)
@@ -2129,7 +2134,7 @@ def s3_head_ssd(ph):
     ph.expect(dram() == d0, "DRAM after bob's listing", d0, dram())
     # bob's HEADs, 32 at once on 8 connections
     refused0, rss0 = srv.metric("kvtier_server_copy_refused_total"), srv.rss_kib()
-    names = sorted(etags)
+    names = sorted(etags)[:32]  # the objects of 1 MiB
     msgs = [b"".join(signed_msg(P, "HEAD", "/alice.shared/" + names[4 * c + j], who=BOB)
                      for j in range(4)) for c in range(8)]
     socks = [socket.create_connection(("127.0.0.1", P), source_address=(ph.addr(), 0))
@@ -2147,16 +2152,16 @@ def s3_head_ssd(ph):
     print("bob's 32 HEADs at once on 8 connections: %s; copy_refused +%d; RSS %+d KiB; DRAM "
           "blocks %d" % (sorted(set(a[0] for a in answers.values())), refused, rss - rss0,
                          dram()[0]))
-    ph.expect(answers == {k: (200, e, str(size)) for k, e in etags.items()},
+    ph.expect(answers == {k: (200, etags[k], str(size)) for k in names},
               "bob's HEADs: 200, their ETag and Content-Length", answers)
     ph.expect(refused == 0, "bob's HEADs refused (copy_refused)", refused)
     ph.expect((rss - rss0) << 10 <= 16 << 20, "RSS grew", rss - rss0)
     ph.expect(dram() == d0, "DRAM after bob's HEADs", d0, dram())
     # alice's HEADs: the same answers, nothing promoted
-    for name in names:
+    for name in sorted(etags):
         st, hd, _ = head(ALICE, name)
         ph.expect(st == 200 and _hdr(hd, "etag") == etags[name] and
-                  _hdr(hd, "content-length") == str(size), "alice's HEAD", name, st, hd)
+                  _hdr(hd, "content-length") == str(sizes[name]), "alice's HEAD", name, st, hd)
     ph.expect(dram() == d0, "DRAM after alice's HEADs (nothing promoted)", d0, dram())
     # and her GET still reads the object whole (promoted, as any read)
     st, _, body = http(P, signed_msg(P, "GET", "/shared/o07"), src=PROBER, timeout=20)
