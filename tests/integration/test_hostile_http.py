@@ -27,7 +27,8 @@ metrics listener), tenant_conns (one tenant's connections past
 objects on SSD only), s3_copy_loop (pipelined CopyObjects beside another
 tenant), s3_delete_loop (pipelined DeleteObjects beside another tenant),
 s3_grant_list (a grantee's listings of objects on SSD only), s3_head_ssd
-(HEADs and listings of objects on SSD only read their headers alone).
+(HEADs and listings of objects on SSD only read their headers alone),
+s3_head_shared (the owner's HEAD of an object only the shared tier holds).
 """
 import base64
 import datetime
@@ -2173,6 +2174,56 @@ def s3_head_ssd(ph):
 s3_head_ssd.extra = ["--dram", "512M", "--ssd", "256M", "--set", "ssd.segment=16M",
                      "--set", "ssd.admission=always"]
 s3_head_ssd.tenants = s3_grant_ssd.tenants.replace(" dram=8M", "")
+
+
+@phase
+def s3_head_shared(ph):
+    """The owner's HEAD of an object that only a tier below SSD holds (here
+    the shared tier, a directory: shared.dir) is 200, as its GET: a quiet
+    part get does not ask the shared or remote tiers, so the owner's HEAD
+    that misses is asked once more as a plain part get (s3ops.c s3d_step).
+    A grantee's HEAD, quiet, is 404 there, as its GET (kvtier.h "Quiet
+    gets": a block only the shared and remote tiers hold is a miss)."""
+    srv = ph.srv
+    shared = os.path.join(os.path.dirname(srv.dir), "shared")
+    os.makedirs(shared)
+    srv.argv += ["--ssd", "0", "--set", "shared.dir=" + shared,
+                 "--set", "shared.admission=always"]
+    srv.restart()
+    P = srv.port
+    st, _, body = http(P, signed_msg(P, "PUT", "/shared"), src=PROBER)
+    assert st == 200, (st, body)
+    data = b"below" * 40000
+    st, hd, body = http(P, signed_msg(P, "PUT", "/shared/deep", body=data,
+                                      extra={"content-type": "text/x-deep"}), src=PROBER)
+    assert st == 200, (st, body)
+    etag = _hdr(hd, "etag")
+
+    def in_shared():
+        return sum(os.path.getsize(os.path.join(r, f)) for r, _, fs in os.walk(shared)
+                   for f in fs)
+    end = time.monotonic() + 20
+    while in_shared() < len(data) and time.monotonic() < end:
+        time.sleep(0.05)
+    assert in_shared() >= len(data), ("not written to the shared tier", in_shared())
+    srv.restart()  # DRAM empty, no SSD: the shared tier alone holds it
+    P = srv.port
+    st, hd, _ = http(P, signed_msg(P, "HEAD", "/shared/deep"), src=PROBER)
+    print("the owner's HEAD of an object only the shared tier holds: %d %s" % (
+        st, _hdr(hd, "etag")))
+    ph.expect(st == 200 and _hdr(hd, "etag") == etag and
+              _hdr(hd, "content-length") == str(len(data)) and
+              _hdr(hd, "content-type") == "text/x-deep", "the owner's HEAD", st, hd)
+    st, _, body = http(P, signed_msg(P, "GET", "/shared/deep"), src=PROBER)
+    ph.expect(st == 200 and body == data, "the owner's GET", st, len(body))
+    st, hd, _ = http(P, signed_msg(P, "HEAD", "/shared/gone"), src=PROBER)
+    ph.expect(st == 404, "the owner's HEAD of no object", st, hd)
+    setup_bucket(srv)  # the probe's (its bucket was in DRAM only)
+    ph.cases += 1
+    ph.probe("HEAD below SSD")
+
+
+s3_head_shared.tenants = s3_head_ssd.tenants
 
 
 def main():
