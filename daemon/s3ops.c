@@ -388,7 +388,9 @@ static void s3d_item_init(struct s3d_req *rq, struct s3d_item *it, uint32_t op,
  * whole private copy each, 4 at a time a tenant (503 SlowDown past
  * them, doc/security.md "Not yet", 2026-12-04).  A value whose part 0
  * is longer (not an object kvtierd wrote) is KVT_EBUFSMALL: not an
- * object.
+ * object.  The shared and remote tiers are not asked: the owner's HEAD
+ * and ListParts reads that miss are asked again where the store has one
+ * (s3d_hdr_retry); a grantee's miss there, as its GET.
  */
 static void s3d_item_hdr(struct s3d_item *it, uint8_t *buf)
 {
@@ -397,6 +399,44 @@ static void s3d_item_hdr(struct s3d_item *it, uint8_t *buf)
 	it->iov[0] = (struct iovec){ buf, S3D_LIST_HDR };
 	it->req.iov = it->iov;
 	it->req.iov_count = 1;
+}
+
+/* The owner's header reads that missed (a HEAD's, ListParts'), once more
+ * as plain part gets where the store has a tier below SSD (a remote or
+ * shared tier: srv->tiers_below), which quiet gets do not ask and a GET
+ * or CompleteMultipartUpload would read from.  True if they went
+ * (s3d_step runs again once they are back, none of them quiet then).
+ * Listings of objects need none: their keys come from the DRAM and SSD
+ * indexes (doc/s3.md "Listing"). */
+static bool s3d_hdr_retry(struct s3d_req *rq)
+{
+	struct kvtd_loop *loop = rq->conn->loop;
+	uint32_t n = 0;
+
+	if (!loop->srv->tiers_below || rq->granted)
+		return false;
+	for (uint32_t i = 0; i < rq->n; i++) {
+		const struct kvt_req *r = &rq->items[i].req;
+		n += r->op == KVT_OP_GET && (r->flags & KVT_F_QUIET) && r->status == KVT_MISS;
+	}
+	if (n == 0)
+		return false;
+	rq->pending = 1; /* held while submitting */
+	for (uint32_t i = 0; i < rq->n; i++) {
+		struct kvt_req *r = &rq->items[i].req;
+		if (r->op != KVT_OP_GET || !(r->flags & KVT_F_QUIET) || r->status != KVT_MISS)
+			continue;
+		r->flags = KVT_F_PART;
+		rq->pending++;
+		int rc = kvt_submit(loop->q, &r, 1);
+		if (rc != 1) {
+			r->status = rc;
+			rq->pending--;
+		}
+	}
+	if (--rq->pending == 0)
+		s3d_step(rq);
+	return true;
 }
 
 /* ------------------------------------------------------------------------
@@ -1989,17 +2029,8 @@ static void s3d_step(struct s3d_req *rq)
 		s3d_list_step(rq);
 		return;
 	case S3_HEAD:
-		if (it[0].req.status == KVT_MISS && (it[0].req.flags & KVT_F_QUIET) &&
-		    !rq->granted) {
-			/* The owner's: once more as a plain part get, which
-			 * asks the tiers below SSD (a remote or shared tier,
-			 * which quiet gets do not ask) as its GET would; with
-			 * none, an index lookup or two, inline. */
-			it[0].req.flags = KVT_F_PART;
-			s3d_submit(rq, PH_PROBE);
-			return;
-		}
-		s3d_get_answer(rq);
+		if (!s3d_hdr_retry(rq))
+			s3d_get_answer(rq);
 		return;
 	case S3_GET:
 		s3d_get_answer(rq);
@@ -2090,7 +2121,8 @@ static void s3d_step(struct s3d_req *rq)
 		return;
 	}
 	case S3_LIST_PARTS:
-		s3d_list_parts_answer(rq);
+		if (!s3d_hdr_retry(rq))
+			s3d_list_parts_answer(rq);
 		return;
 	case S3_MPU_PART_COPY:
 	case S3_COPY: {

@@ -2179,11 +2179,11 @@ s3_head_ssd.tenants = s3_grant_ssd.tenants.replace(" dram=8M", "")
 @phase
 def s3_head_shared(ph):
     """The owner's HEAD of an object that only a tier below SSD holds (here
-    the shared tier, a directory: shared.dir) is 200, as its GET: a quiet
-    part get does not ask the shared or remote tiers, so the owner's HEAD
-    that misses is asked once more as a plain part get (s3ops.c s3d_step).
-    A grantee's HEAD, quiet, is 404 there, as its GET (kvtier.h "Quiet
-    gets": a block only the shared and remote tiers hold is a miss)."""
+    the shared tier, a directory: shared.dir) is 200, as its GET, and
+    ListParts lists an upload's parts held there: a quiet part get does
+    not ask the shared or remote tiers, so with such a tier the owner's
+    header reads that miss are asked once more as plain part gets
+    (s3ops.c s3d_hdr_retry).  Without that, 404 and NoSuchUpload."""
     srv = ph.srv
     shared = os.path.join(os.path.dirname(srv.dir), "shared")
     os.makedirs(shared)
@@ -2198,14 +2198,23 @@ def s3_head_shared(ph):
                                       extra={"content-type": "text/x-deep"}), src=PROBER)
     assert st == 200, (st, body)
     etag = _hdr(hd, "etag")
+    st, _, body = http(P, signed_msg(P, "POST", "/shared/mp", query="uploads"), src=PROBER)
+    assert st == 200, (st, body)
+    uid = re.search(rb"<UploadId>([0-9a-f]{32})</UploadId>", body).group(1).decode()
+    for pn in (1, 2):
+        st, _, body = http(P, signed_msg(P, "PUT", "/shared/mp", body=b"part%d" % pn * 1000,
+                                         query="partNumber=%d&uploadId=%s" % (pn, uid)),
+                           src=PROBER)
+        assert st == 200, (pn, st, body)
 
     def in_shared():
         return sum(os.path.getsize(os.path.join(r, f)) for r, _, fs in os.walk(shared)
                    for f in fs)
     end = time.monotonic() + 20
-    while in_shared() < len(data) and time.monotonic() < end:
+    while in_shared() < len(data) + 10000 and time.monotonic() < end:
         time.sleep(0.05)
-    assert in_shared() >= len(data), ("not written to the shared tier", in_shared())
+    time.sleep(0.5)
+    assert in_shared() >= len(data) + 10000, ("not written to the shared tier", in_shared())
     srv.restart()  # DRAM empty, no SSD: the shared tier alone holds it
     P = srv.port
     st, hd, _ = http(P, signed_msg(P, "HEAD", "/shared/deep"), src=PROBER)
@@ -2218,6 +2227,12 @@ def s3_head_shared(ph):
     ph.expect(st == 200 and body == data, "the owner's GET", st, len(body))
     st, hd, _ = http(P, signed_msg(P, "HEAD", "/shared/gone"), src=PROBER)
     ph.expect(st == 404, "the owner's HEAD of no object", st, hd)
+    st, _, body = http(P, signed_msg(P, "GET", "/shared/mp", query="uploadId=" + uid),
+                       src=PROBER)
+    parts = re.findall(rb"<PartNumber>(\d+)</PartNumber><LastModified>[^<]*</LastModified>"
+                       rb"<ETag>[^<]*</ETag><Size>(\d+)</Size>", body)
+    ph.expect(st == 200 and parts == [(b"1", b"5000"), (b"2", b"5000")], "ListParts", st,
+              body[:300])
     setup_bucket(srv)  # the probe's (its bucket was in DRAM only)
     ph.cases += 1
     ph.probe("HEAD below SSD")
