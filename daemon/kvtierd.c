@@ -635,6 +635,8 @@ static int kvtierd_store_open(struct kvtd_server *srv)
 	if (kvt_store_stat(srv->store, "dram.max_value_bytes", &v) != 0 || v == 0)
 		v = cfg->dram_bytes;
 	srv->dram_max_value = v;
+	srv->tiers_below = kvt_store_stat(srv->store, "remote.puts_only", &v) == 0 ||
+			   kvt_store_stat(srv->store, "shared.reads", &v) == 0;
 	return 0;
 }
 

@@ -656,6 +656,8 @@ struct kvtd_server {
 	struct kvt_store *store;
 	struct proto_limits lim;  /* what this server accepts (HELLO) */
 	uint64_t dram_max_value;  /* largest value the DRAM tier holds */
+	bool tiers_below;         /* a remote or shared tier below SSD, which quiet
+				   * reads do not ask (s3ops.c "Header reads") */
 	struct kvtd_loop *loops;
 	unsigned loop_count;
 	struct kvtd_listener *listeners;

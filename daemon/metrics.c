@@ -250,6 +250,7 @@ static const char *const metrics_stat_names[] = {
 	"ssd.writedown_put_timeouts",
 	"ssd.promoted_dropped",
 	"ssd.room_bytes",
+	"ssd.part_reads",
 	NULL,
 };
 
@@ -577,6 +578,9 @@ int kvtd_metrics_render(struct kvtd_server *srv, char **out, size_t *out_len)
 	metrics_one(f, "kvtier_ssd_room_bytes", "gauge",
 		    "SSD bytes the file system had room for (the capacity unless a full disk capped "
 		    "the log)", st.v[S_SSD_WAIT + 2]);
+	metrics_one(f, "kvtier_ssd_part_reads_total", "counter",
+		    "parts read from SSD alone, nothing promoted (quiet part gets: S3 HEAD, listings)",
+		    st.v[S_SSD_WAIT + 3]);
 	metrics_one(f, "kvtier_pins_active", "gauge", "pinned reads not yet released",
 		    st.v[S_PINS]);
 	metrics_one(f, "kvtier_meta_bytes", "gauge", "bytes of index and metadata",

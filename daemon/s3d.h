@@ -31,6 +31,11 @@
 #define S3D_HDR_LEN 64
 #define S3D_KEY_MAX 1024               /* S3's longest object key */
 #define S3D_CTYPE_MAX 256
+/* An object's header at its longest: part 0 of every value kvtierd
+ * writes (objects, parts, upload markers) is the header alone, at most
+ * this long (s3ops.c); a header read reads part 0 into as many bytes
+ * (s3d_item_hdr) */
+#define S3D_LIST_HDR (S3D_HDR_LEN + S3D_KEY_MAX + S3D_CTYPE_MAX)
 #define S3D_BUF (64u << 10)            /* a connection's input buffer */
 #define S3D_SMALL_MAX (1u << 20)       /* XML request bodies */
 #define S3D_PARTS_MAX (KVT_PARTS_MAX - 1) /* S3 parts of one object */
@@ -46,11 +51,13 @@
  * the DRAM tier, as its pinned answers (KVTD_PIN_TENANT_MAX).  One upload
  * alone is always taken. */
 #define S3D_RESV_TENANT_MAX(srv) ((srv)->cfg.dram_bytes / 4)
-/* Quiet reads (GetObject, HeadObject, a CopyObject source of a granted
- * bucket) of one tenant in the store at once, all its connections
- * together, as a native frame's (KVTD_QUIET_WINDOW): an object on SSD
- * only is read whole into a buffer allocated when the read is submitted,
- * before its length is known (s3ops.c "Quiet reads") */
+/* Quiet reads of whole objects (GetObject, a CopyObject source of a
+ * granted bucket) of one tenant in the store at once, all its
+ * connections together, as a native frame's (KVTD_QUIET_WINDOW): an
+ * object on SSD only is read whole into a buffer allocated when the read
+ * is submitted, before its length is known (s3ops.c "Quiet reads").
+ * Header reads (HeadObject, listings) read part 0 alone into the
+ * request's buffer and take none. */
 #define S3D_QUIET_TENANT_MAX 4u
 /* Work a loop does for S3 requests in one iteration beyond their parse
  * (s3ops.c "Work on the loop"), in units: S3D_WORK_XML bytes of a
@@ -100,7 +107,6 @@ struct s3d_item {
 	uint64_t copy_charged;     /* its pin is a private SSD copy of this many
 				    * bytes, charged (s3ops.c "Quiet reads") */
 	struct kvtd_tstat *copy_tstat; /* the tenant copy_charged counts in, or NULL */
-	bool copy_refused;         /* its copy was let go, not charged (a miss) */
 	struct iovec iov[2];
 	uint32_t part_no;
 	char *etag_sent;           /* Complete: the part's ETag in the request (owned) */
@@ -185,7 +191,7 @@ struct s3d_req {
 	struct s3d_item *room_item; /* its KVT_OP_ROOM in flight (owned), or NULL */
 	unsigned parks;
 	uint64_t hdr_len;
-	uint8_t hdrbuf[S3D_HDR_LEN + S3D_KEY_MAX + S3D_CTYPE_MAX];
+	uint8_t hdrbuf[S3D_LIST_HDR]; /* a new object's header; HEAD's, ListParts' read */
 	char ctype[S3D_CTYPE_MAX + 1];
 	/* heap body (SK_BUF) */
 	uint8_t *buf;

@@ -219,15 +219,28 @@ static int s3d_bucket_own(struct s3d_req *rq, bool create)
 }
 
 
-/* Parse and check a pinned value's header against the expected name:
- * true if it is the object asked for. */
+/* len bytes at off of what a read brought back: a pinned value's view,
+ * or a header read's part 0 in its buffer (s3d_item_hdr). */
+static bool s3d_read_at(const struct kvt_req *r, uint64_t off, void *out, size_t len)
+{
+	if (r->op == KVT_OP_GET_PINNED)
+		return kvtd_view_read(r, off, out, len);
+	if (off + len > r->length)
+		return false;
+	memcpy(out, (const uint8_t *)r->iov[0].iov_base + off, len);
+	return true;
+}
+
+/* Parse and check a value's header (a pinned value, or its part 0 read
+ * alone) against the expected name: true if it is the object asked
+ * for. */
 static bool s3d_obj_check(const struct kvt_req *r, const void *name, size_t name_len,
 			  struct s3d_obj *ob)
 {
 	uint8_t h[S3D_HDR_LEN];
 	uint8_t nb[S3D_KEY_MAX];
 
-	if (r->status != KVT_OK || !kvtd_view_read(r, 0, h, sizeof(h)) || memcmp(h, "KVS3", 4) != 0 ||
+	if (r->status != KVT_OK || !s3d_read_at(r, 0, h, sizeof(h)) || memcmp(h, "KVS3", 4) != 0 ||
 	    s3d_get32(h + 4) != 1)
 		return false;
 	ob->len = s3d_get64(h + 8);
@@ -239,12 +252,13 @@ static bool s3d_obj_check(const struct kvt_req *r, const void *name, size_t name
 	if (ob->name_len != name_len || ob->name_len > S3D_KEY_MAX || ob->ctype_len > S3D_CTYPE_MAX)
 		return false;
 	ob->data_off = S3D_HDR_LEN + (uint64_t)ob->name_len + ob->ctype_len;
-	if (ob->data_off + ob->len != r->length)
+	/* (value_len: the whole value's, of a part read) */
+	if (ob->data_off + ob->len != (r->op == KVT_OP_GET_PINNED ? r->length : r->value_len))
 		return false;
-	if (!kvtd_view_read(r, S3D_HDR_LEN, nb, ob->name_len) ||
+	if (!s3d_read_at(r, S3D_HDR_LEN, nb, ob->name_len) ||
 	    (name_len && memcmp(nb, name, name_len) != 0))
 		return false;
-	if (!kvtd_view_read(r, S3D_HDR_LEN + ob->name_len, ob->ctype, ob->ctype_len))
+	if (!s3d_read_at(r, S3D_HDR_LEN + ob->name_len, ob->ctype, ob->ctype_len))
 		return false;
 	ob->ctype[ob->ctype_len] = 0;
 	return true;
@@ -350,17 +364,90 @@ static void s3d_item_init(struct s3d_req *rq, struct s3d_item *it, uint32_t op,
 	it->req.user_data = (uint64_t)(uintptr_t)it | S3D_UD;
 }
 
+/*
+ * Header reads: HeadObject, and every header a listing reads
+ * (ListObjects(V2), ListMultipartUploads, ListParts), need only the
+ * object's part 0 (its header: size, mtime, CRC32C, name, content type;
+ * the ETag and x-amz-checksum-crc32c are the CRC and length stored
+ * there).  A quiet part get (kvtier.h "Quiet part gets") reads it into
+ * buf, S3D_LIST_HDR bytes (part 0 of every value kvtierd writes fits:
+ * s3d.h): from DRAM through a quiet ref, from SSD with one aligned read
+ * of the record's header and the value's first 4 KiB, checked against
+ * part 0's CRC (a mismatch is a miss); nothing promoted or marked read,
+ * no DRAM room needed, nothing pinned or copied, whoever reads: the
+ * owner's reads as a grantee's.  So they take no quiet slot and charge
+ * nothing ("Quiet reads"): what they hold is buf, in the request or the
+ * listing (charged), and while in the store the library's aligned
+ * buffer of a read from SSD (~4.6 KiB); a HEAD is one request (charged
+ * more than that: the tenant's input share bounds them), a listing
+ * S3D_LIST_WIN at once (s3d_list_read; a tenant's listings are 2 at
+ * once: "Walks of the store").  Before, the owner's header reads were
+ * plain part gets, which promote a block on SSD only whole (a listing of
+ * N such objects pulled N objects into DRAM, evicting what was hot) and
+ * miss when DRAM has no room; a grantee's were quiet pinned gets, a
+ * whole private copy each, 4 at a time a tenant (503 SlowDown past
+ * them, doc/security.md "Not yet", 2026-12-04).  A value whose part 0
+ * is longer (not an object kvtierd wrote) is KVT_EBUFSMALL: not an
+ * object.  The shared and remote tiers are not asked: the owner's HEAD
+ * and ListParts reads that miss are asked again where the store has one
+ * (s3d_hdr_retry); a grantee's miss there, as its GET.
+ */
+static void s3d_item_hdr(struct s3d_item *it, uint8_t *buf)
+{
+	it->req.flags = KVT_F_PART | KVT_F_QUIET;
+	it->req.part = 0;
+	it->iov[0] = (struct iovec){ buf, S3D_LIST_HDR };
+	it->req.iov = it->iov;
+	it->req.iov_count = 1;
+}
+
+/* The owner's header reads that missed (a HEAD's, ListParts'), once more
+ * as plain part gets where the store has a tier below SSD (a remote or
+ * shared tier: srv->tiers_below), which quiet gets do not ask and a GET
+ * or CompleteMultipartUpload would read from.  True if they went
+ * (s3d_step runs again once they are back, none of them quiet then).
+ * Listings of objects need none: their keys come from the DRAM and SSD
+ * indexes (doc/s3.md "Listing"). */
+static bool s3d_hdr_retry(struct s3d_req *rq)
+{
+	struct kvtd_loop *loop = rq->conn->loop;
+	uint32_t n = 0;
+
+	if (!loop->srv->tiers_below || rq->granted)
+		return false;
+	for (uint32_t i = 0; i < rq->n; i++) {
+		const struct kvt_req *r = &rq->items[i].req;
+		n += r->op == KVT_OP_GET && (r->flags & KVT_F_QUIET) && r->status == KVT_MISS;
+	}
+	if (n == 0)
+		return false;
+	rq->pending = 1; /* held while submitting */
+	for (uint32_t i = 0; i < rq->n; i++) {
+		struct kvt_req *r = &rq->items[i].req;
+		if (r->op != KVT_OP_GET || !(r->flags & KVT_F_QUIET) || r->status != KVT_MISS)
+			continue;
+		r->flags = KVT_F_PART;
+		rq->pending++;
+		int rc = kvt_submit(loop->q, &r, 1);
+		if (rc != 1) {
+			r->status = rc;
+			rq->pending--;
+		}
+	}
+	if (--rq->pending == 0)
+		s3d_step(rq);
+	return true;
+}
+
 /* ------------------------------------------------------------------------
- * Quiet reads: GetObject, HeadObject, a CopyObject (UploadPartCopy)
- * source and ListObjects' header reads (s3d_list_window) of a granted
- * bucket (doc/security.md "Cross-tenant probing").  An object on SSD
- * only is read whole into a private copy (kvtier.h "Quiet gets"),
- * allocated when the read is submitted and kept until the answer is
- * written (GET), the request ends (HEAD), the object is assembled (Copy)
- * or its header noted (listings).  HEAD and listings need only the
- * header (part 0: size, mtime, CRC, content type), but the library has
- * no quiet read of one part (doc/security.md "Not yet").  As native
- * grantee GETs (ops.c "Quiet GETs"):
+ * Quiet reads: GetObject and a CopyObject (UploadPartCopy) source of a
+ * granted bucket (doc/security.md "Cross-tenant probing"), which need
+ * the whole value.  An object on SSD only is read whole into a private
+ * copy (kvtier.h "Quiet gets"), allocated when the read is submitted and
+ * kept until the answer is written (GET) or the object is assembled
+ * (Copy).  (HeadObject and listings read the header alone: "Header
+ * reads" above; they took these slots and copies until 2026-12-04.)  As
+ * native grantee GETs (ops.c "Quiet GETs"):
  *   - a read takes one of the server's KVTD_QUIET_INFLIGHT_MAX slots and
  *     one of its tenant's S3D_QUIET_TENANT_MAX while in the store; with
  *     none free, 503 SlowDown at once;
@@ -385,9 +472,10 @@ static void s3d_quiet_release(struct kvtd_server *srv, struct s3d_item *it)
 	it->quiet_tstat = NULL;
 }
 
-/* One slot of the server's and one of the tenant's for it: true, or none
- * free and false (nothing taken). */
-static bool s3d_quiet_take(struct s3d_req *rq, struct s3d_item *it)
+/* One slot of the server's and one of the tenant's for it (KVT_F_QUIET)
+ * to go to the store: true, or none free, nothing taken, the request
+ * answered 503 and false. */
+static bool s3d_quiet_slot(struct s3d_req *rq, struct s3d_item *it)
 {
 	struct kvtd_server *srv = rq->conn->loop->srv;
 	struct kvtd_tstat *t = rq->in_tstat;
@@ -395,7 +483,7 @@ static bool s3d_quiet_take(struct s3d_req *rq, struct s3d_item *it)
 
 	do {
 		if (cur >= KVTD_QUIET_INFLIGHT_MAX)
-			return false;
+			goto refuse;
 	} while (!atomic_compare_exchange_weak_explicit(&srv->quiet_inflight, &cur, cur + 1,
 							memory_order_relaxed,
 							memory_order_relaxed));
@@ -403,28 +491,15 @@ static bool s3d_quiet_take(struct s3d_req *rq, struct s3d_item *it)
 			 S3D_QUIET_TENANT_MAX) {
 		atomic_fetch_sub_explicit(&t->s3_quiet, 1, memory_order_relaxed);
 		atomic_fetch_sub_explicit(&srv->quiet_inflight, 1, memory_order_relaxed);
-		return false;
+		goto refuse;
 	}
 	it->quiet_slot = true;
 	it->quiet_tstat = t;
 	return true;
-}
-
-/* No slot free: the request is answered 503. */
-static void s3d_quiet_refuse(struct s3d_req *rq)
-{
-	KVTD_COUNT(rq->conn->loop->srv, copy_refused, 1);
+refuse:
+	KVTD_COUNT(srv, copy_refused, 1);
 	s3d_fail(rq, 503, "SlowDown", "Reads of another tenant's bucket in progress are at "
 		 "kvtierd's limit; retry later.");
-}
-
-/* it (KVT_F_QUIET) may go to the store: true, or the request is answered
- * 503 and false. */
-static bool s3d_quiet_slot(struct s3d_req *rq, struct s3d_item *it)
-{
-	if (s3d_quiet_take(rq, it))
-		return true;
-	s3d_quiet_refuse(rq);
 	return false;
 }
 
@@ -445,7 +520,6 @@ static void s3d_quiet_done(struct s3d_req *rq, struct s3d_item *it)
 		kvt_pin_release(srv->store, it->req.pin);
 		it->pinned = false;
 		it->req.status = KVT_MISS;
-		it->copy_refused = true;
 		rq->copy_refused = true;
 		KVTD_COUNT(srv, copy_refused, 1);
 		return;
@@ -1193,7 +1267,7 @@ static void s3d_scan(struct s3d_req *rq, struct kvt_key *cursor, char prefix,
  * Object keys are hashed into kvtier keys, so names are only in the
  * objects' headers: a listing walks the bucket's 'o' keys (kvt_scan, a
  * page of S3D_LIST_PAGE at a time) and reads each one's part 0 (the
- * header, at most S3D_LIST_HDR bytes; s3d_list_window says how), and
+ * header, at most S3D_LIST_HDR bytes: "Header reads"), and
  * keeps the max-keys + 1 smallest entries above the marker -- an entry
  * being a key, or with a delimiter the common prefix it rolls up into.
  * Cost: every object's header per page (doc/s3.md "Listing").  The
@@ -1202,9 +1276,8 @@ static void s3d_scan(struct s3d_req *rq, struct kvt_key *cursor, char prefix,
  * with the marker (not names), so a common prefix is never listed twice.
  */
 #define S3D_LIST_PAGE 1000
-#define S3D_LIST_HDR (S3D_HDR_LEN + S3D_KEY_MAX + S3D_CTYPE_MAX)
 #define S3D_LIST_MAXKEYS 1000
-#define S3D_LIST_QUIET_WIN 2 /* s3d_list_window */
+#define S3D_LIST_WIN 128 /* header reads in flight (s3d_list_read) */
 
 struct s3d_lent {
 	uint32_t len;              /* bytes of name (uploads: key, 0, upload id in hex) */
@@ -1228,8 +1301,6 @@ struct s3d_list {
 	bool stepping, again;      /* s3d_list_step running; reads came back inline */
 	bool scanned;              /* a walk's page is back: scan_n keys (or an error) */
 	int64_t scan_n;
-	uint32_t qwin;             /* a granted bucket's window now (s3d_list_window) */
-	bool requiet;              /* the owner's keys that missed, read again quietly */
 	uint32_t part_next;        /* ListParts: the next part number to probe */
 	uint32_t part_marker;      /* ListParts: part-number-marker */
 	bool upload_ok;            /* ListParts: the upload's marker was read */
@@ -1287,19 +1358,7 @@ static struct s3d_list *s3d_list_alloc(struct s3d_req *rq, uint32_t max_keys)
 	}
 	L->max_keys = max_keys;
 	L->cap = max_keys + 1;
-	L->qwin = S3D_LIST_QUIET_WIN;
 	return L;
-}
-
-/* Part 0 of a value, its first S3D_LIST_HDR bytes, into buf: an object's
- * or part's header. */
-static void s3d_item_hdr(struct s3d_item *it, uint8_t *buf)
-{
-	it->req.flags = KVT_F_PART;
-	it->req.part = 0;
-	it->iov[0] = (struct iovec){ buf, S3D_LIST_HDR };
-	it->req.iov = it->iov;
-	it->req.iov_count = 1;
 }
 
 static void s3d_list_start(struct s3d_req *rq)
@@ -1480,62 +1539,32 @@ static void s3d_list_note(struct s3d_list *L, const uint8_t *h, size_t n, uint64
 		s3d_list_add(L, name, len, false, &ob);
 }
 
-/* Reads of the headers of the page's next keys.  The owner's: all of
- * them at once, part 0 into bufs (KVT_OP_GET, KVT_F_PART).  The SSD tier
- * has no part read, so one of a block on SSD only promotes it whole, and
- * misses when DRAM has no room for it (its tenant's quota full of blocks
- * being written down): such keys are read again quietly, as a grantee's
- * (L->requiet).  They were left out of the listing (test_hostile_http
- * s3_grant_list: 1 of 8 listed).
- *
- * A granted bucket's (and those again): quiet reads, S3D_LIST_QUIET_WIN
- * at a time, since a quiet read of a block only on SSD copies the whole
- * value (lib: KVT_F_QUIET; the library has no quiet read of part 0
- * alone: doc/security.md "Not yet").  As a grantee's GETs ("Quiet
- * reads"): each takes a quiet slot (as many as are free, at least one,
- * else 503 SlowDown) and a copy is charged to --max-memory, the
- * connection and the tenant, given back once its header is noted.  A
- * copy over those is let go: the window ends before its key and goes on
- * from it, the listing's windows from then on as many keys as were
- * charged (at least one); a window of one refused is 503 SlowDown, as a
- * GET.  2 a window: a tenant's 2 listings fit its S3D_QUIET_TENANT_MAX.
- * They were charged to nothing: a tenant's 2 listings held 8 whole
- * copies at a time. */
-
-/* These return false when the request was answered (rq may be freed). */
-static bool s3d_list_window(struct s3d_req *rq)
+/* Reads of the headers of the page's next keys, S3D_LIST_WIN at a time,
+ * part 0 of each into bufs ("Header reads"), the owner's and a grantee's
+ * alike.  The window bounds what a listing holds in the library: a read
+ * from SSD, its aligned buffer (the record's header and 4 KiB, ~4.6 KiB
+ * for an object of one PUT), so ~600 KiB a listing, 2 a tenant -- less
+ * than the listing's own state (2.4 MB, charged); reads from DRAM
+ * complete inline, windows and all.  Until 2026-12-04 the owner's were
+ * plain part gets of the whole page at once, which promoted objects on
+ * SSD only whole and missed when DRAM had no room (those keys read again
+ * as a grantee's); a grantee's were quiet pinned gets, a whole private
+ * copy each, 2 at a time, each taking a quiet slot and its copy charged
+ * to --max-memory (a copy over it read again in a narrower window).
+ * Returns false when the request was answered (rq may be freed). */
+static bool s3d_list_read(struct s3d_req *rq)
 {
 	struct s3d_list *L = rq->list;
-	uint32_t n = L->nkeys - L->win;
-	struct s3d_item *it;
-	bool quiet = rq->granted || L->requiet;
+	uint32_t n = L->nkeys - L->win < S3D_LIST_WIN ? L->nkeys - L->win : S3D_LIST_WIN;
+	struct s3d_item *it = s3d_items(rq, n);
 
-	if (quiet && n > L->qwin)
-		n = L->qwin;
-	it = s3d_items(rq, n);
 	if (!it) {
 		s3d_fail(rq, 503, "SlowDown", "server out of memory");
 		return false;
 	}
 	for (uint32_t i = 0; i < n; i++) {
-		const struct kvt_key *k = &L->keys[L->win + i];
-		if (quiet) {
-			/* another tenant's blocks leave no trace (doc/security.md) */
-			s3d_item_init(rq, &it[i], KVT_OP_GET_PINNED, k);
-			it[i].req.flags = KVT_F_QUIET;
-			if (!s3d_quiet_take(rq, &it[i])) {
-				if (i == 0) {
-					rq->n = 0;
-					s3d_quiet_refuse(rq);
-					return false;
-				}
-				n = rq->n = i; /* the others' slots taken */
-				break;
-			}
-		} else {
-			s3d_item_init(rq, &it[i], KVT_OP_GET, k);
-			s3d_item_hdr(&it[i], L->bufs[i]);
-		}
+		s3d_item_init(rq, &it[i], KVT_OP_GET, &L->keys[L->win + i]);
+		s3d_item_hdr(&it[i], L->bufs[i]);
 	}
 	L->win += n;
 	s3d_submit(rq, PH_PROBE);
@@ -1767,49 +1796,18 @@ static bool s3d_list_collect(struct s3d_req *rq)
 		L->last_page = L->scan_n < S3D_LIST_PAGE;
 		L->nkeys = (uint32_t)L->scan_n;
 		L->win = 0;
-		return s3d_list_window(rq);
+		return s3d_list_read(rq);
 	}
-	uint32_t missed = 0;
-
 	for (uint32_t i = 0; i < rq->n; i++) {
-		struct s3d_item *it = &rq->items[i];
-		struct kvt_req *r = &it->req;
-		if (r->op == KVT_OP_GET && r->status == KVT_MISS)
-			L->keys[missed++] = r->key; /* (i >= missed: read already) */
-		if (it->copy_refused) {
-			/* over the bounds (s3d_list_window): from this key
-			 * again, with the keys that were charged */
-			rq->copy_refused = false;
-			if (rq->n == 1) {
-				s3d_fail(rq, 503, "SlowDown", "Copies of another tenant's objects "
-					 "on SSD being sent hold kvtierd's memory share; read them, "
-					 "or retry later.");
-				return false;
-			}
-			L->win -= rq->n - i;
-			L->qwin = i ? i : 1;
-			break;
-		}
-		if (r->status != KVT_OK)
-			continue; /* deleted meanwhile, or not an object we can read */
-		if (r->op == KVT_OP_GET) {
+		const struct kvt_req *r = &rq->items[i].req;
+		/* else deleted meanwhile, or not an object we can read (a
+		 * quiet part get needs no DRAM room: it does not miss for
+		 * lack of it) */
+		if (r->status == KVT_OK)
 			s3d_list_note(L, L->bufs[i], r->length, r->value_len);
-		} else {
-			size_t n = r->length < S3D_LIST_HDR ? r->length : S3D_LIST_HDR;
-			if (kvtd_view_read(r, 0, L->bufs[i], n))
-				s3d_list_note(L, L->bufs[i], n, r->length);
-			/* a copy's charge back now, not at the next window */
-			s3d_item_unpin(rq->conn->loop->srv, rq, it);
-		}
-	}
-	if (missed) {
-		L->requiet = true;
-		L->nkeys = missed;
-		L->win = 0;
 	}
 	if (L->win < L->nkeys)
-		return s3d_list_window(rq);
-	L->requiet = false;
+		return s3d_list_read(rq);
 	if (!L->last_page)
 		return s3d_list_page(rq);
 	s3d_list_answer(rq);
@@ -1821,14 +1819,14 @@ static bool s3d_list_collect(struct s3d_req *rq)
  *
  * An upload's parts are blocks 'p' + SHA-256(uploadId "/" n), which no
  * index groups by upload; but part numbers are 1..10000, so ListParts
- * probes them in order, S3D_PARTS_WIN at a time (part 0 of each: its
- * header, nothing promoted), from part-number-marker + 1 until max-parts
- * + 1 parts are found.  The first window also reads the upload's marker,
- * which must be this key's.  A miss is an index lookup, run on the loop
- * (the DRAM index answers inline), with a SHA-256 to make its key: the
- * whole range cost 28 ms of the loop under ASan, in one go, and one
- * connection's two pipelined ListParts of an empty upload held another
- * client's PING 171 ms (doc/security.md `s3_scan`).  So a window is
+ * probes them in order, S3D_PARTS_WIN at a time (part 0 of each: "Header
+ * reads"), from part-number-marker + 1 until max-parts + 1 parts are
+ * found.  The first window also reads the upload's marker (its part 0,
+ * all of it), which must be this key's.  A miss is an index lookup, run
+ * on the loop (the DRAM index answers inline), with a SHA-256 to make its
+ * key: the whole range cost 28 ms of the loop under ASan, in one go, and
+ * one connection's two pipelined ListParts of an empty upload held
+ * another client's PING 171 ms (doc/security.md `s3_scan`).  So a window is
  * S3D_PARTS_WIN part numbers, the next one goes in a later iteration of
  * the loop (other connections are served between), and a ListParts takes
  * one of its tenant's listing slots ("Walks of the store").
@@ -1869,7 +1867,8 @@ static void s3d_list_parts_probe(struct s3d_req *rq)
 	}
 	if (extra) {
 		s3d_key(&k, 'u', rq->upload_id, strlen(rq->upload_id));
-		s3d_item_init(rq, &it[0], KVT_OP_GET_PINNED, &k);
+		s3d_item_init(rq, &it[0], KVT_OP_GET, &k);
+		s3d_item_hdr(&it[0], rq->hdrbuf);
 	}
 	for (uint32_t i = 0; i < count; i++) {
 		struct s3d_item *p = &it[extra + i];
@@ -2014,7 +2013,7 @@ static void s3d_step(struct s3d_req *rq)
 {
 	struct s3d_item *it = rq->items;
 
-	if (rq->copy_refused && rq->op != S3_LIST_V1 && rq->op != S3_LIST_V2) {
+	if (rq->copy_refused) {
 		rq->copy_refused = false;
 		s3d_fail(rq, 503, "SlowDown", "Copies of another tenant's objects on SSD being "
 			 "sent hold kvtierd's memory share; read them, or retry later.");
@@ -2029,8 +2028,11 @@ static void s3d_step(struct s3d_req *rq)
 	case S3_LIST_UPLOADS:
 		s3d_list_step(rq);
 		return;
-	case S3_GET:
 	case S3_HEAD:
+		if (!s3d_hdr_retry(rq))
+			s3d_get_answer(rq);
+		return;
+	case S3_GET:
 		s3d_get_answer(rq);
 		return;
 	case S3_PUT:
@@ -2119,7 +2121,8 @@ static void s3d_step(struct s3d_req *rq)
 		return;
 	}
 	case S3_LIST_PARTS:
-		s3d_list_parts_answer(rq);
+		if (!s3d_hdr_retry(rq))
+			s3d_list_parts_answer(rq);
 		return;
 	case S3_MPU_PART_COPY:
 	case S3_COPY: {
@@ -2482,8 +2485,18 @@ void s3d_run(struct s3d_req *rq)
 		s3d_item_init(rq, it, KVT_OP_EXISTS, &k);
 		s3d_submit(rq, PH_PROBE);
 		return;
-	case S3_GET:
 	case S3_HEAD:
+		/* its header alone, quietly, the owner's as a grantee's
+		 * ("Header reads") */
+		it = s3d_items(rq, 1);
+		if (!it)
+			break;
+		s3d_key(&k, 'o', rq->key, rq->key_len);
+		s3d_item_init(rq, it, KVT_OP_GET, &k);
+		s3d_item_hdr(it, rq->hdrbuf);
+		s3d_submit(rq, PH_PROBE);
+		return;
+	case S3_GET:
 		it = s3d_items(rq, 1);
 		if (!it)
 			break;

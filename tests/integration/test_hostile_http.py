@@ -26,7 +26,9 @@ metrics listener), tenant_conns (one tenant's connections past
 --tenant-conns, over RESP and S3), s3_grant_ssd (a grantee's GETs of
 objects on SSD only), s3_copy_loop (pipelined CopyObjects beside another
 tenant), s3_delete_loop (pipelined DeleteObjects beside another tenant),
-s3_grant_list (a grantee's listings of objects on SSD only).
+s3_grant_list (a grantee's listings of objects on SSD only), s3_head_ssd
+(HEADs and listings of objects on SSD only read their headers alone),
+s3_head_shared (the owner's HEAD of an object only the shared tier holds).
 """
 import base64
 import datetime
@@ -74,15 +76,19 @@ class Server:
         # ASan keeps freed blocks in quarantine (256 MiB by default): a
         # phase of 70,000 requests would show that as RSS.  32 MiB keeps
         # RSS a measure of what the server holds.
-        env = dict(os.environ)
-        env["ASAN_OPTIONS"] = ":".join(filter(None, [env.get("ASAN_OPTIONS"),
-                                                     "quarantine_size_mb=32"]))
-        self.p = subprocess.Popen(
-            [kvtierd, "--dir", self.dir, "--dram", "64M", "--ssd", "0",
-             "--set", "dram.prefault=off", "--listen", "127.0.0.1:0", "--s3", "127.0.0.1:0",
-             "--metrics", "127.0.0.1:0", "--metrics-token", tok, "--tenants", tenants,
-             "--threads", "1", "--max-memory", "32M", "--log", self.log] + list(extra),
-            stdout=subprocess.DEVNULL, stderr=open(self.log + ".stderr", "w"), env=env)
+        self.env = dict(os.environ)
+        self.env["ASAN_OPTIONS"] = ":".join(filter(None, [self.env.get("ASAN_OPTIONS"),
+                                                          "quarantine_size_mb=32"]))
+        self.argv = [kvtierd, "--dir", self.dir, "--dram", "64M", "--ssd", "0",
+                     "--set", "dram.prefault=off", "--listen", "127.0.0.1:0", "--s3",
+                     "127.0.0.1:0", "--metrics", "127.0.0.1:0", "--metrics-token", tok,
+                     "--tenants", tenants, "--threads", "1", "--max-memory", "32M", "--log",
+                     self.log] + list(extra)
+        self.start()
+
+    def start(self):
+        self.p = subprocess.Popen(self.argv, stdout=subprocess.DEVNULL,
+                                  stderr=open(self.log + ".stderr", "w"), env=self.env)
         self.port = self.mport = None
         for _ in range(1200):
             if os.path.exists(self.log):
@@ -97,6 +103,15 @@ class Server:
             time.sleep(0.05)
         else:
             raise SystemExit("kvtierd did not start")
+
+    def restart(self, between=None):
+        """Stop (checked as stop() does), call between(), start again on
+        the same directory: DRAM empty, what was written down on SSD."""
+        self.stop()
+        os.replace(self.log, self.log + ".1")  # the new ports are read from it
+        if between:
+            between()
+        self.start()
 
     def rss_kib(self):
         for line in open("/proc/%d/status" % self.p.pid):
@@ -1905,19 +1920,18 @@ def s3_delete_loop(ph):
 @phase
 def s3_grant_list(ph):
     """bob lists alice's bucket by a grant: a listing reads each object's
-    header, and a grantee's read is quiet, so an object on SSD only is read
-    whole into a private copy (the library has no quiet read of part 0
-    alone; doc/security.md "Not yet").  Those copies, 2 at a time (4
-    before), now take quiet slots and are charged to --max-memory like his
-    GETs' (at most a quarter a connection and a tenant): with alice's 6 MiB
-    objects, 8 MiB a connection, a window's second copy is over, let go
-    (server.copy_refused) and read again in a narrower window; the answer
-    is the same.  Before, they were charged to nothing (copy_refused 0,
-    mem_used without them).  alice's own listing reads her headers by
-    promoting her objects, which her full DRAM quota refused: those keys
-    were left out (1 of 8 listed); they are read again quietly.  HEAD
-    answers the same headers to the owner and the grantee (a grantee's
-    HEAD is a quiet read too, its copy charged)."""
+    header, and a grantee's read is quiet.  It reads part 0 alone now (a
+    quiet part get: s3ops.c "Header reads"), nothing copied or charged:
+    copy_refused stays 0 and his listings are answered as fast as hers.
+    Until 2026-12-04 an object on SSD only was read whole into a private
+    copy, 2 at a time (4 before that), each taking a quiet slot and
+    charged to --max-memory (with alice's 6 MiB objects, 8 MiB a
+    connection, a window's second copy was over, let go and read again:
+    52 listings in 3 s on 2 connections); before that, charged to nothing.
+    alice's own listing read her headers by promoting her objects, which
+    her full DRAM quota refused: those keys were left out (1 of 8 listed),
+    then read again quietly; a quiet part get needs no DRAM room.  HEAD
+    answers the same headers to the owner and the grantee."""
     srv, P = ph.srv, ph.srv.port
     st, _, body = http(P, signed_msg(P, "PUT", "/shared"), src=PROBER)
     assert st == 200, (st, body)
@@ -1960,8 +1974,9 @@ def s3_grant_list(ph):
         ph.expect(st == 200 and body == own[q][1], "bob's listing " + (q or "v1"), st,
                   body[:300])
     refused = srv.metric("kvtier_server_copy_refused_total") - refused0
-    # 4 copies of 4 MiB at once are over the connection's 8 MiB: charged
-    ph.expect(refused > 0, "copies over the connection's share (copy_refused)", refused)
+    # headers alone: no copies (before: 4 copies of 6 MiB at once were over
+    # the connection's 8 MiB, let go and read again)
+    ph.expect(refused == 0, "copies of whole objects for a listing (copy_refused)", refused)
     # HEAD: the same headers to the owner and the grantee
     def head(who, path):
         st, hd, _ = http(P, signed_msg(P, "HEAD", path, who=who), src=PROBER)
@@ -1969,8 +1984,8 @@ def s3_grant_list(ph):
                     if not ln.lower().startswith(("date:", "x-amz-request-id:"))]
     ha, hb = head(ALICE, "/shared/d1/o03"), head(BOB, "/alice.shared/d1/o03")
     ph.expect(ha[0] == 200 and ha == hb, "HEAD's headers, owner and grantee", ha, hb)
-    # bob's listings on 2 connections again and again: his copies within
-    # --max-memory, every answer whole or 503
+    # bob's listings on 2 connections again and again: within --max-memory,
+    # every answer whole (or 503 where a listing slot was not yet free)
     peak_mem, sts, stop = 0.0, [], time.monotonic() + 3
 
     def lister():
@@ -1998,6 +2013,232 @@ def s3_grant_list(ph):
 
 s3_grant_list.extra = s3_grant_ssd.extra
 s3_grant_list.tenants = s3_grant_ssd.tenants
+
+
+def _hdr(head, name):
+    m = re.search(r"\r\n" + name + r": *([^\r]*)", head, re.I)
+    return m.group(1) if m else None
+
+
+@phase
+def s3_head_ssd(ph):
+    """HEAD and listings read an object's header alone (its part 0, with a
+    quiet part get: s3ops.c "Header reads").  alice puts 32 objects of 1
+    MiB and 128 of 4 KiB in her bucket `shared`, granted to bob (a page
+    of 160 keys: two windows of header reads), and 2 more to corrupt; the
+    server is restarted, so that they are on SSD only, with DRAM empty and
+    room in it.  Then:
+      - a corrupted part 0 (a byte of its content type flipped in the
+        segment file) is a miss: 404 to bob's HEAD and alice's, never
+        other bytes, and left out of a listing;
+      - alice's ListObjectsV2 lists the 160 with the sizes and ETags
+        their PUTs answered and leaves DRAM as it was (before: each listed
+        object on SSD only was promoted whole: 32.5 MiB pulled into DRAM,
+        evicting what was hot there), and bob's listing says the same;
+      - bob HEADs the 32 at once, 4 pipelined on each of 8 connections:
+        all 200 with their Content-Length and ETag (before: each a whole
+        private copy, 4 a tenant at once, the rest 503 SlowDown), nothing
+        changed in DRAM, nothing refused (copy_refused);
+      - alice's HEADs of the 160 leave DRAM as it was (before: each
+        promoted its object whole)."""
+    srv, P = ph.srv, ph.srv.port
+    st, _, body = http(P, signed_msg(P, "PUT", "/shared"), src=PROBER)
+    assert st == 200, (st, body)
+    n, size = 32, 1 << 20
+    marks = [b"application/x-corrupt-me-%d" % j for j in range(2)]
+
+    def written_down():
+        end = time.monotonic() + 30
+        while srv.metric("kvtier_ssd_writedown_pending_bytes") > 0 and time.monotonic() < end:
+            time.sleep(0.05)
+
+    def put(name, data, ctype):
+        for _ in range(100):
+            st, hd, body = http(srv.port, signed_msg(srv.port, "PUT", "/shared/" + name,
+                                                     body=data, extra={"content-type": ctype}),
+                                src=PROBER, timeout=20)
+            if st != 503:
+                break
+            written_down()
+        assert st == 200, (name, st, body[:200])
+        return _hdr(hd, "etag")
+    etags, sizes = {}, {}
+    for i in range(n):
+        etags["o%02d" % i] = put("o%02d" % i, bytes([i]) * size, "application/x-o%d" % i)
+        sizes["o%02d" % i] = size
+    for i in range(128):
+        etags["s%03d" % i] = put("s%03d" % i, b"s%03d" % i * 1024, "text/plain")
+        sizes["s%03d" % i] = 4096
+    for j, m in enumerate(marks):
+        put("zc%d" % j, b"c" * size, m.decode())
+    written_down()
+
+    def corrupt():
+        hit = [0, 0]
+        for root, _, files in os.walk(srv.dir):
+            for f in files:
+                path = os.path.join(root, f)
+                with open(path, "r+b") as fh:
+                    data = fh.read()
+                    for j, m in enumerate(marks):
+                        at = data.find(m)
+                        while at >= 0:
+                            fh.seek(at + len(b"application/"))
+                            fh.write(b"y")  # x -> y: the header's CRC no longer holds
+                            hit[j] += 1
+                            at = data.find(m, at + 1)
+        assert hit[0] >= 1 and hit[1] >= 1, ("the headers to corrupt not found", hit)
+    srv.restart(corrupt)
+    P = srv.port
+
+    def dram():
+        return (srv.metric("kvtier_dram_blocks"), srv.metric("kvtier_dram_used_bytes"))
+
+    def head(who, name):
+        path = ("/shared/" if who is ALICE else "/alice.shared/") + name
+        return http(P, signed_msg(P, "HEAD", path, who=who), src=PROBER)
+    # the corrupted headers: a miss, whoever reads, never other bytes
+    crc0 = srv.metric("kvtier_ssd_crc_errors_total")
+    st_b, hd_b, _ = head(BOB, "zc0")
+    st_a, hd_a, _ = head(ALICE, "zc1")
+    crc = srv.metric("kvtier_ssd_crc_errors_total") - crc0
+    print("HEADs of objects whose part 0 is corrupted on SSD: bob %d, alice %d; "
+          "ssd crc_errors +%d" % (st_b, st_a, crc))
+    ph.expect(st_b == 404 and st_a == 404, "HEADs of corrupted headers", st_b, hd_b, st_a, hd_a)
+    ph.expect(crc >= 2, "the corruptions found by their CRC", crc)
+    for j in range(2):
+        st, _, body = http(P, signed_msg(P, "GET", "/shared/zc%d" % j), src=PROBER)
+        ph.expect(st == 404, "GET of a corrupted object", j, st, body[:100])
+
+    def listing(who):
+        path = "/shared" if who is ALICE else "/alice.shared"
+        st, _, body = http(P, signed_msg(P, "GET", path, query="list-type=2", who=who),
+                           src=PROBER, timeout=20)
+        return st, body.replace(b"<Name>alice.shared</Name>", b"<Name>shared</Name>")
+    # alice's listing: every object, nothing promoted
+    d0, out0 = dram(), srv.metric("kvtier_ssd_bytes_out_total")
+    t0 = time.monotonic()
+    st, own = listing(ALICE)
+    dt = time.monotonic() - t0
+    d1, out1 = dram(), srv.metric("kvtier_ssd_bytes_out_total")
+    got = {k.decode(): (e.decode().replace("&quot;", '"'), int(z)) for k, e, z in re.findall(
+        rb"<Key>([^<]*)</Key><LastModified>[^<]*</LastModified><ETag>([^<]*)</ETag>"
+        rb"<Size>(\d+)</Size>", own)}
+    print("alice's listing of %d objects on SSD only: %d listed in %.0f ms; DRAM "
+          "blocks %d -> %d, used %d -> %d B; SSD bytes out +%d" % (
+              len(etags), len(got), dt * 1e3, d0[0], d1[0], d0[1], d1[1], out1 - out0))
+    ph.expect(st == 200 and got == {k: (e, sizes[k]) for k, e in etags.items()},
+              "alice's listing: every object, its size and ETag", st, got, etags)
+    ph.expect(d1 == d0, "DRAM after alice's listing (nothing promoted)", d0, d1)
+    st, theirs = listing(BOB)
+    ph.expect(st == 200 and theirs == own, "bob's listing", st, theirs[:300])
+    ph.expect(dram() == d0, "DRAM after bob's listing", d0, dram())
+    # bob's HEADs, 32 at once on 8 connections
+    refused0, rss0 = srv.metric("kvtier_server_copy_refused_total"), srv.rss_kib()
+    names = sorted(etags)[:32]  # the objects of 1 MiB
+    msgs = [b"".join(signed_msg(P, "HEAD", "/alice.shared/" + names[4 * c + j], who=BOB)
+                     for j in range(4)) for c in range(8)]
+    socks = [socket.create_connection(("127.0.0.1", P), source_address=(ph.addr(), 0))
+             for _ in range(8)]
+    for s, m in zip(socks, msgs):
+        s.sendall(m)
+    answers = {}
+    for c, s in enumerate(socks):
+        for j in range(4):
+            st, hd, _ = read_answer(s, 10, no_body=True)
+            answers[names[4 * c + j]] = (st, _hdr(hd, "etag"), _hdr(hd, "content-length"))
+        s.close()
+    refused = srv.metric("kvtier_server_copy_refused_total") - refused0
+    rss = srv.rss_kib()
+    print("bob's 32 HEADs at once on 8 connections: %s; copy_refused +%d; RSS %+d KiB; DRAM "
+          "blocks %d" % (sorted(set(a[0] for a in answers.values())), refused, rss - rss0,
+                         dram()[0]))
+    ph.expect(answers == {k: (200, etags[k], str(size)) for k in names},
+              "bob's HEADs: 200, their ETag and Content-Length", answers)
+    ph.expect(refused == 0, "bob's HEADs refused (copy_refused)", refused)
+    ph.expect((rss - rss0) << 10 <= 16 << 20, "RSS grew", rss - rss0)
+    ph.expect(dram() == d0, "DRAM after bob's HEADs", d0, dram())
+    # alice's HEADs: the same answers, nothing promoted
+    for name in sorted(etags):
+        st, hd, _ = head(ALICE, name)
+        ph.expect(st == 200 and _hdr(hd, "etag") == etags[name] and
+                  _hdr(hd, "content-length") == str(sizes[name]), "alice's HEAD", name, st, hd)
+    ph.expect(dram() == d0, "DRAM after alice's HEADs (nothing promoted)", d0, dram())
+    # and her GET still reads the object whole (promoted, as any read)
+    st, _, body = http(P, signed_msg(P, "GET", "/shared/o07"), src=PROBER, timeout=20)
+    ph.expect(st == 200 and body == bytes([7]) * size, "alice's GET", st, len(body))
+    ph.cases += 1
+    ph.probe("header reads")
+
+
+s3_head_ssd.extra = ["--dram", "512M", "--ssd", "256M", "--set", "ssd.segment=16M",
+                     "--set", "ssd.admission=always"]
+s3_head_ssd.tenants = s3_grant_ssd.tenants.replace(" dram=8M", "")
+
+
+@phase
+def s3_head_shared(ph):
+    """The owner's HEAD of an object that only a tier below SSD holds (here
+    the shared tier, a directory: shared.dir) is 200, as its GET, and
+    ListParts lists an upload's parts held there: a quiet part get does
+    not ask the shared or remote tiers, so with such a tier the owner's
+    header reads that miss are asked once more as plain part gets
+    (s3ops.c s3d_hdr_retry).  Without that, 404 and NoSuchUpload."""
+    srv = ph.srv
+    shared = os.path.join(os.path.dirname(srv.dir), "shared")
+    os.makedirs(shared)
+    srv.argv += ["--ssd", "0", "--set", "shared.dir=" + shared,
+                 "--set", "shared.admission=always"]
+    srv.restart()
+    P = srv.port
+    st, _, body = http(P, signed_msg(P, "PUT", "/shared"), src=PROBER)
+    assert st == 200, (st, body)
+    data = b"below" * 40000
+    st, hd, body = http(P, signed_msg(P, "PUT", "/shared/deep", body=data,
+                                      extra={"content-type": "text/x-deep"}), src=PROBER)
+    assert st == 200, (st, body)
+    etag = _hdr(hd, "etag")
+    st, _, body = http(P, signed_msg(P, "POST", "/shared/mp", query="uploads"), src=PROBER)
+    assert st == 200, (st, body)
+    uid = re.search(rb"<UploadId>([0-9a-f]{32})</UploadId>", body).group(1).decode()
+    for pn in (1, 2):
+        st, _, body = http(P, signed_msg(P, "PUT", "/shared/mp", body=b"part%d" % pn * 1000,
+                                         query="partNumber=%d&uploadId=%s" % (pn, uid)),
+                           src=PROBER)
+        assert st == 200, (pn, st, body)
+
+    def in_shared():
+        return sum(os.path.getsize(os.path.join(r, f)) for r, _, fs in os.walk(shared)
+                   for f in fs)
+    end = time.monotonic() + 20
+    while in_shared() < len(data) + 10000 and time.monotonic() < end:
+        time.sleep(0.05)
+    time.sleep(0.5)
+    assert in_shared() >= len(data) + 10000, ("not written to the shared tier", in_shared())
+    srv.restart()  # DRAM empty, no SSD: the shared tier alone holds it
+    P = srv.port
+    st, hd, _ = http(P, signed_msg(P, "HEAD", "/shared/deep"), src=PROBER)
+    print("the owner's HEAD of an object only the shared tier holds: %d %s" % (
+        st, _hdr(hd, "etag")))
+    ph.expect(st == 200 and _hdr(hd, "etag") == etag and
+              _hdr(hd, "content-length") == str(len(data)) and
+              _hdr(hd, "content-type") == "text/x-deep", "the owner's HEAD", st, hd)
+    st, _, body = http(P, signed_msg(P, "GET", "/shared/deep"), src=PROBER)
+    ph.expect(st == 200 and body == data, "the owner's GET", st, len(body))
+    st, hd, _ = http(P, signed_msg(P, "HEAD", "/shared/gone"), src=PROBER)
+    ph.expect(st == 404, "the owner's HEAD of no object", st, hd)
+    st, _, body = http(P, signed_msg(P, "GET", "/shared/mp", query="uploadId=" + uid),
+                       src=PROBER)
+    parts = re.findall(rb"<PartNumber>(\d+)</PartNumber><LastModified>[^<]*</LastModified>"
+                       rb"<ETag>[^<]*</ETag><Size>(\d+)</Size>", body)
+    ph.expect(st == 200 and parts == [(b"1", b"5000"), (b"2", b"5000")], "ListParts", st,
+              body[:300])
+    setup_bucket(srv)  # the probe's (its bucket was in DRAM only)
+    ph.cases += 1
+    ph.probe("HEAD below SSD")
+
+
+s3_head_shared.tenants = s3_head_ssd.tenants
 
 
 def main():
