@@ -52,6 +52,10 @@
 #define S3_GET_BUFFER (512L << 10) /* curl's receive buffer for GETs (its default: 16 KiB) */
 #define S3_BACKOFF_CAP_MS 20000u   /* the AWS SDKs' MAX_BACKOFF */
 #define S3_MIN_ATTEMPT_MS 50u      /* the least time a retry is started with */
+/* The most bytes kept of a body that goes to no block (listing XML,
+ * multipart answers, error bodies): a ListObjectsV2 page of 1000 keys is
+ * about 400 KiB; an endpoint sending more fails the request (-EIO). */
+#define S3_RESP_MAX (8u << 20)
 
 struct shs3 {
 	struct shs3_config cfg;
@@ -252,6 +256,7 @@ struct s3req {
 	bool if_none_match;         /* PUT: "If-None-Match: *" (412: KVT_EXISTS) */
 	char *resp;                 /* small bodies (XML), for multipart */
 	size_t resp_len, resp_cap;
+	bool resp_over;             /* the body passed S3_RESP_MAX: stopped */
 	char etag[128];
 	struct curl_slist *hdrs;
 	CURL *cur;                  /* the handle running it */
@@ -346,8 +351,14 @@ static size_t wr_cb(char *p, size_t size, size_t n, void *ctx)
 		r->got += k;
 		return k;
 	}
+	if (k > S3_RESP_MAX - r->resp_len) {
+		r->resp_over = true;
+		return 0; /* an endless body: fail the transfer */
+	}
 	if (r->resp_len + k + 1 > r->resp_cap) {
 		size_t nc = (r->resp_len + k + 1) * 2;
+		if (nc > S3_RESP_MAX + 1)
+			nc = S3_RESP_MAX + 1;
 		char *nr = realloc(r->resp, nc);
 		if (!nr)
 			return 0;
@@ -469,6 +480,10 @@ static int req_result(struct s3req *r, CURL *h, CURLcode cc)
 		AN(s3->st.conns_opened, (uint64_t)conns);
 	curl_slist_free_all(r->hdrs);
 	r->hdrs = NULL;
+	if (cc == CURLE_WRITE_ERROR && r->resp_over) {
+		A(s3->st.errors); /* a body past S3_RESP_MAX: not the sink's doing */
+		return -EIO;
+	}
 	if (cc == CURLE_WRITE_ERROR && r->sink) {
 		/* The caller's sink stopped it (a bad block, no DRAM room): the
 		 * caller knows why; not a transport error. */
@@ -594,6 +609,7 @@ static void req_rewind(struct s3req *r)
 	r->sent = 0;
 	r->got = 0;
 	r->resp_len = 0;
+	r->resp_over = false;
 	r->etag[0] = 0;
 	r->status = 0;
 }
