@@ -56,6 +56,7 @@
  * multipart answers, error bodies): a ListObjectsV2 page of 1000 keys is
  * about 400 KiB; an endpoint sending more fails the request (-EIO). */
 #define S3_RESP_MAX (8u << 20)
+#define S3_KEY_MAX 1024            /* S3's longest object name, bytes */
 
 struct shs3 {
 	struct shs3_config cfg;
@@ -1059,14 +1060,28 @@ static int64_t iso8601_s(const char *v)
 	return (int64_t)timegm(&tm);
 }
 
+/*
+ * Each page is checked against what S3 promises of a listing, so that an
+ * endpoint that breaks it cannot keep the walk going forever or feed it
+ * keys it did not ask for: keys come in strictly increasing order (UTF-8
+ * byte order, as sent) and start with the prefix; a page that says it is
+ * truncated carries at least one key and a NextContinuationToken (short
+ * enough to send back) other than the one it answered.  A page that does
+ * not is -EIO, never a listing silently cut short.
+ */
 int shs3_list(struct shs3 *s3, const char *prefix, shs3_list_fn fn, void *ctx)
 {
-	char token[1024] = "", etok[1100], epre[600];
+	char token[1024] = "", next[1024], etok[1100], epre[600], *last;
+	size_t plen = strlen(prefix);
+	struct s3req r;
 	int ret;
 	qenc(prefix, epre, sizeof(epre));
+	last = calloc(1, S3_KEY_MAX + 1);
+	if (!last)
+		return -ENOMEM;
 	for (;;) {
-		struct s3req r;
 		const char *p;
+		unsigned keys = 0;
 		bool truncated;
 		req_init(&r, s3, "GET", "");
 		/* The bucket itself: "/bucket" (uri_of gave "/bucket/"). */
@@ -1085,42 +1100,67 @@ int shs3_list(struct shs3 *s3, const char *prefix, shs3_list_fn fn, void *ctx)
 		ret = req_run(&r);
 		if (ret == KVT_MISS)
 			ret = -ENOENT; /* no such bucket */
-		if (ret != KVT_OK) {
-			free(r.resp);
-			return ret;
-		}
+		if (ret != KVT_OK)
+			goto out;
+		/* Each entry searched from the last one's end: every byte of
+		 * the page is scanned once, however the tags nest. */
 		for (p = r.resp ? strstr(r.resp, "<Contents>") : NULL; p;
-		     p = strstr(p + 10, "<Contents>")) {
+		     p = strstr(p, "<Contents>")) {
 			const char *end = strstr(p, "</Contents>");
-			char key[SHDIR_RELPATH_MAX + 64], lm[64], sz[32], *one;
+			char key[S3_KEY_MAX + 1], lm[64], sz[32], *one;
 			size_t n;
 			if (!end)
 				break;
 			n = (size_t)(end - p);
 			one = malloc(n + 1);
 			if (!one) {
-				free(r.resp);
-				return -ENOMEM;
+				ret = -ENOMEM;
+				goto out;
 			}
 			memcpy(one, p, n);
 			one[n] = 0;
-			if (xml_tag(one, "Key", key, sizeof(key)) && xml_tag(one, "Size", sz, sizeof(sz)) &&
-			    xml_tag(one, "LastModified", lm, sizeof(lm)))
-				ret = fn(ctx, key, strtoull(sz, NULL, 10), iso8601_s(lm));
-			free(one);
-			if (ret < 0) {
-				free(r.resp);
-				return ret;
+			ret = 0;
+			if (!xml_tag(one, "Key", key, sizeof(key)) || strncmp(key, prefix, plen) ||
+			    strcmp(key, last) <= 0) {
+				A(s3->st.errors);
+				kvt_logf(s3->log, KVT_LOG_WARN,
+					 "s3 %s: a listing key out of order or not under %s", s3->endpoint,
+					 prefix);
+				ret = -EIO;
+			} else {
+				memcpy(last, key, strlen(key) + 1);
+				keys++;
+				if (xml_tag(one, "Size", sz, sizeof(sz)) &&
+				    xml_tag(one, "LastModified", lm, sizeof(lm)))
+					ret = fn(ctx, key, strtoull(sz, NULL, 10), iso8601_s(lm));
 			}
+			free(one);
+			if (ret < 0)
+				goto out;
+			p = end + 11;
 		}
 		truncated = r.resp && xml_tag(r.resp, "IsTruncated", etok, sizeof(etok)) &&
 			    !strcmp(etok, "true");
-		if (!truncated || !xml_tag(r.resp, "NextContinuationToken", token, sizeof(token))) {
-			free(r.resp);
-			return 0;
+		if (!truncated) {
+			ret = 0;
+			goto out;
 		}
+		if (!keys || !xml_tag(r.resp, "NextContinuationToken", next, sizeof(next)) ||
+		    !next[0] || !strcmp(next, token)) {
+			A(s3->st.errors);
+			kvt_logf(s3->log, KVT_LOG_WARN,
+				 "s3 %s: a truncated listing page without keys or a new token",
+				 s3->endpoint);
+			ret = -EIO;
+			goto out;
+		}
+		memcpy(token, next, sizeof(token));
 		free(r.resp);
 	}
+out:
+	free(r.resp);
+	free(last);
+	return ret;
 }
 
 /* ------------------------------------------------------------------------
