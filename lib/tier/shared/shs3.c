@@ -1052,7 +1052,8 @@ static void qenc(const char *in, char *out, size_t cap)
 static int64_t iso8601_s(const char *v)
 {
 	struct tm tm = { 0 };
-	if (sscanf(v, "%d-%d-%dT%d:%d:%d", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour,
+	/* Widths: a year of -2147483648 would overflow tm_year - 1900. */
+	if (sscanf(v, "%4d-%2d-%2dT%2d:%2d:%2d", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour,
 		   &tm.tm_min, &tm.tm_sec) != 6)
 		return 0;
 	tm.tm_year -= 1900;
