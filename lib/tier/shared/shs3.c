@@ -1400,6 +1400,25 @@ int shs3_blk_remove(struct shs3 *s3, const uint8_t ns_digest[32], const struct k
 	return ret < 0 ? ret : shs3_delete(s3, name);
 }
 
+/* Lowercase hex digits, n of them, at s. */
+static bool gc_hex(const char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+			return false;
+	return true;
+}
+
+/* A block's object name (shdir_relpath): kvt1/<64 hex>/<2 hex>/<2 hex>/<64 hex>.
+ * gc counts and removes only those, as the directory's gc walks only
+ * namespace directories: other objects under kvt1/ are not ours. */
+static bool gc_block_name(const char *n)
+{
+	return strlen(n) == 5 + 64 + 1 + 2 + 1 + 2 + 1 + 64 && !strncmp(n, "kvt1/", 5) &&
+	       gc_hex(n + 5, 64) && n[69] == '/' && gc_hex(n + 70, 2) && n[72] == '/' &&
+	       gc_hex(n + 73, 2) && n[75] == '/' && gc_hex(n + 76, 64);
+}
+
 struct blk_del {
 	struct shs3 *s3;
 	int64_t removed;
@@ -1410,6 +1429,8 @@ static int blk_del_cb(void *ctx, const char *name, uint64_t len, int64_t mtime_s
 	struct blk_del *d = ctx;
 	(void)len;
 	(void)mtime_s;
+	if (!gc_block_name(name))
+		return 0; /* not a block: not ours to remove (as gc) */
 	if (shs3_delete(d->s3, name) == KVT_OK)
 		d->removed++;
 	return 0;
@@ -1442,25 +1463,6 @@ struct gc_list {
 	uint64_t max_age_s;
 	struct kvt_shared_gc_result *res;
 };
-
-/* Lowercase hex digits, n of them, at s. */
-static bool gc_hex(const char *s, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
-			return false;
-	return true;
-}
-
-/* A block's object name (shdir_relpath): kvt1/<64 hex>/<2 hex>/<2 hex>/<64 hex>.
- * gc counts and removes only those, as the directory's gc walks only
- * namespace directories: other objects under kvt1/ are not ours. */
-static bool gc_block_name(const char *n)
-{
-	return strlen(n) == 5 + 64 + 1 + 2 + 1 + 2 + 1 + 64 && !strncmp(n, "kvt1/", 5) &&
-	       gc_hex(n + 5, 64) && n[69] == '/' && gc_hex(n + 70, 2) && n[72] == '/' &&
-	       gc_hex(n + 73, 2) && n[75] == '/' && gc_hex(n + 76, 64);
-}
 
 static int gc_list_cb(void *ctx, const char *name, uint64_t len, int64_t mtime_s)
 {
