@@ -693,6 +693,20 @@ static void uri_of(struct shs3 *s3, const char *name, char *out)
 	out[o] = 0;
 }
 
+/* Percent-encode a query value the way SigV4 wants (RFC 3986 unreserved kept). */
+static void qenc(const char *in, char *out, size_t cap)
+{
+	size_t o = 0;
+	for (const char *p = in; *p && o + 4 < cap; p++) {
+		unsigned char c = (unsigned char)*p;
+		if (isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~')
+			out[o++] = (char)c;
+		else
+			o += (size_t)snprintf(out + o, cap - o, "%%%02X", c);
+	}
+	out[o] = 0;
+}
+
 static void req_init(struct s3req *r, struct shs3 *s3, const char *method, const char *name)
 {
 	memset(r, 0, sizeof(*r));
@@ -768,7 +782,7 @@ static int put_multipart(struct shs3 *s3, const char *name, const struct iovec *
 	unsigned parts = (unsigned)((len + psz - 1) / psz), done = 0;
 	struct s3req cr, *pr = calloc(parts, sizeof(*pr));
 	struct mp_part *ps = NULL;
-	char upload_id[256], *xml = NULL;
+	char upload_id[256], eid[800], *xml = NULL; /* eid: upload_id as a query value */
 	CURL *hs[S3_MAX_CONNS];
 	CURLM *m = NULL;
 	unsigned nh = 0;
@@ -784,6 +798,9 @@ static int put_multipart(struct shs3 *s3, const char *name, const struct iovec *
 	free(cr.resp);
 	if (ret != KVT_OK)
 		goto out;
+	/* Whatever the server chose, it goes back percent-encoded: sent as
+	 * signed, and no '&', '#' or space can add to or cut the query. */
+	qenc(upload_id, eid, sizeof(eid));
 	/* The parts, in parallel over as many handles as the pool lends,
 	 * each retried on its own (mp_retry). */
 	m = curl_multi_init();
@@ -796,7 +813,7 @@ static int put_multipart(struct shs3 *s3, const char *name, const struct iovec *
 	for (unsigned i = 0; i < parts; i++) {
 		req_init(&pr[i], s3, "PUT", name);
 		snprintf(pr[i].query, sizeof(pr[i].query), "partNumber=%u&uploadId=%s", i + 1,
-			 upload_id);
+			 eid);
 		pr[i].iov = iov;
 		pr[i].iovcnt = iovcnt;
 		pr[i].body_off = (uint64_t)i * psz;
@@ -916,7 +933,7 @@ static int put_multipart(struct shs3 *s3, const char *name, const struct iovec *
 					      i + 1, pr[i].etag);
 		o += (size_t)snprintf(xml + o, cap - o, "</CompleteMultipartUpload>");
 		req_init(&cr, s3, "POST", name);
-		snprintf(cr.query, sizeof(cr.query), "uploadId=%s", upload_id);
+		snprintf(cr.query, sizeof(cr.query), "uploadId=%s", eid);
 		cr.body = (const uint8_t *)xml;
 		cr.body_len = o;
 		ret = req_run(&cr);
@@ -928,7 +945,7 @@ static int put_multipart(struct shs3 *s3, const char *name, const struct iovec *
 abort:
 	if (ret != KVT_OK) {
 		req_init(&cr, s3, "DELETE", name);
-		snprintf(cr.query, sizeof(cr.query), "uploadId=%s", upload_id);
+		snprintf(cr.query, sizeof(cr.query), "uploadId=%s", eid);
 		req_run(&cr);
 		free(cr.resp);
 	}
@@ -1032,20 +1049,6 @@ static int64_t get_stream_range(struct shs3 *s3, const char *name, uint64_t off,
 int64_t shs3_get_stream(struct shs3 *s3, const char *name, shs3_sink_fn sink, void *ctx)
 {
 	return get_stream_range(s3, name, 0, 0, sink, ctx);
-}
-
-/* Percent-encode a query value the way SigV4 wants (RFC 3986 unreserved kept). */
-static void qenc(const char *in, char *out, size_t cap)
-{
-	size_t o = 0;
-	for (const char *p = in; *p && o + 4 < cap; p++) {
-		unsigned char c = (unsigned char)*p;
-		if (isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~')
-			out[o++] = (char)c;
-		else
-			o += (size_t)snprintf(out + o, cap - o, "%%%02X", c);
-	}
-	out[o] = 0;
 }
 
 /* "2026-11-29T23:43:43.000Z" -> seconds since the epoch (0 if malformed). */
