@@ -48,6 +48,7 @@
 #define BOUND_MS 3000      /* an answer must come by then: the timeout and a wide margin */
 #define HUGE_BODY (128u << 20) /* an "endless" body: 16 times S3_RESP_MAX */
 #define RSS_BOUND_KB (48u << 10) /* peak RSS growth allowed during one attack */
+#define ERR_RSS_BOUND_KB (4u << 10) /* ... an error's body (64 KiB kept; ASan's own) */
 #define VLEN 10000         /* the blocks' values: two parts */
 #define MAX_OBJS 16
 #define MAX_LINES 64
@@ -878,6 +879,8 @@ static void works_again(struct fake *f, struct shs3 *s3, uint64_t i)
 	T_EQ_INT(get_part(s3, i), VLEN - 4000);
 }
 
+static long last_dh_kb; /* the last ATTACK's peak RSS growth */
+
 #define ST(s3, x) atomic_load(&shs3_stats(s3)->x)
 #define BL(s3, x) atomic_load(&shs3_blk_stats(s3)->x)
 
@@ -890,6 +893,7 @@ static void works_again(struct fake *f, struct shs3 *s3, uint64_t i)
 		rc = (call);                                                           \
 		uint64_t ms_ = t_now_ms() - t0_;                                       \
 		long dh_ = hwm_kb(false) - h0_;                                        \
+		last_dh_kb = dh_;                                                      \
 		fk_mode(f, M_GOOD);                                                    \
 		printf("%-16s %-36s rc %-6lld %5llu ms  peak RSS +%ld KiB\n", mode_names[m], #call, \
 		       (long long)(rc), (unsigned long long)ms_, dh_);                 \
@@ -911,14 +915,16 @@ static void case_bodies(struct fake *f)
 
 	put_block(s3, 1);
 	/* A block's GET answered 404 / 503 with an endless body: a miss or
-	 * an error, and at most S3_RESP_MAX of it held. */
+	 * an error, and at most S3_ERR_BODY_MAX of it held. */
 	ATTACK(f, M_ERR_ENDLESS, get_block(s3, 1), rc);
 	T_ASSERT(rc == KVT_MISS || rc < 0);
+	T_LE_INT(last_dh_kb, ERR_RSS_BOUND_KB);
 	ATTACK(f, M_503_ENDLESS, get_block(s3, 1), rc);
 	T_ASSERT(rc < 0 && rc != KVT_MISS);
+	T_LE_INT(last_dh_kb, ERR_RSS_BOUND_KB);
 	ATTACK(f, M_ERR_ENDLESS, shs3_head(s3, "x", NULL), rc);
 	T_ASSERT(rc == KVT_MISS || rc < 0);
-	/* A listing of 128 MiB (gc, clear). */
+	/* A listing of 128 MiB (gc, clear): at most S3_RESP_MAX held. */
 	ATTACK(f, M_OK_ENDLESS, shs3_gc(s3, 1, 0, &res), rc);
 	T_RC(rc, -EIO);
 	ATTACK(f, M_OK_ENDLESS, shs3_blk_clear(s3, NS), rc);

@@ -56,6 +56,8 @@
  * multipart answers, error bodies): a ListObjectsV2 page of 1000 keys is
  * about 400 KiB; an endpoint sending more fails the request (-EIO). */
 #define S3_RESP_MAX (8u << 20)
+/* ... of an error's body (nothing reads it: S3's are under 1 KiB). */
+#define S3_ERR_BODY_MAX (64u << 10)
 #define S3_KEY_MAX 1024            /* S3's longest object name, bytes */
 
 struct shs3 {
@@ -257,7 +259,7 @@ struct s3req {
 	bool if_none_match;         /* PUT: "If-None-Match: *" (412: KVT_EXISTS) */
 	char *resp;                 /* small bodies (XML), for multipart */
 	size_t resp_len, resp_cap;
-	bool resp_over;             /* the body passed S3_RESP_MAX: stopped */
+	bool resp_over;             /* the body passed its cap (S3_RESP_MAX, ...): stopped */
 	char etag[128];
 	struct curl_slist *hdrs;
 	CURL *cur;                  /* the handle running it */
@@ -352,14 +354,17 @@ static size_t wr_cb(char *p, size_t size, size_t n, void *ctx)
 		r->got += k;
 		return k;
 	}
-	if (k > S3_RESP_MAX - r->resp_len) {
+	if (r->status == 0)
+		curl_easy_getinfo(r->cur, CURLINFO_RESPONSE_CODE, &r->status);
+	size_t cap = r->status >= 200 && r->status < 300 ? S3_RESP_MAX : S3_ERR_BODY_MAX;
+	if (r->resp_len > cap || k > cap - r->resp_len) {
 		r->resp_over = true;
 		return 0; /* an endless body: fail the transfer */
 	}
 	if (r->resp_len + k + 1 > r->resp_cap) {
 		size_t nc = (r->resp_len + k + 1) * 2;
-		if (nc > S3_RESP_MAX + 1)
-			nc = S3_RESP_MAX + 1;
+		if (nc > cap + 1)
+			nc = cap + 1;
 		char *nr = realloc(r->resp, nc);
 		if (!nr)
 			return 0;
@@ -482,7 +487,7 @@ static int req_result(struct s3req *r, CURL *h, CURLcode cc)
 	curl_slist_free_all(r->hdrs);
 	r->hdrs = NULL;
 	if (cc == CURLE_WRITE_ERROR && r->resp_over) {
-		A(s3->st.errors); /* a body past S3_RESP_MAX: not the sink's doing */
+		A(s3->st.errors); /* a body past its cap: not the sink's doing */
 		return -EIO;
 	}
 	if (cc == CURLE_WRITE_ERROR && r->sink) {
