@@ -1081,6 +1081,16 @@ static void case_list(struct fake *f)
 	T_OK(shs3_gc(s3, 0, 0, &res));
 	T_EQ_U64(res.files, 2); /* the blocks only */
 	fk_mode(f, M_GOOD);
+	/* Keys are ordered by their bytes, not their XML escapes: "x<" comes
+	 * after "x0" though "x&lt;" sorts before it. */
+	{
+		const char *keys[] = { "kvt1/x0", "kvt1/x&lt;", "kvt1/x&#x7a;" };
+		set_list_keys(f, keys, 3);
+	}
+	fk_mode(f, M_LIST_FOREIGN);
+	T_OK(shs3_gc(s3, 0, 0, &res));
+	T_EQ_U64(res.files, 0);
+	fk_mode(f, M_GOOD);
 	/* A key out of order, or not under the prefix. */
 	{
 		const char *keys[] = { b2, b1 };

@@ -1069,11 +1069,52 @@ static int64_t iso8601_s(const char *v)
 	return (int64_t)timegm(&tm);
 }
 
+/* A key as S3 lists it, XML-escaped ("&amp;", "&lt;", "&#13;"), back to
+ * its bytes in place: S3 orders keys by their bytes, not their escapes
+ * ("x<" after "x0", "x&lt;" before it).  What is not one of XML's five
+ * names or an ASCII character reference stays as it is. */
+static void xml_unescape(char *s)
+{
+	static const struct { const char *e; char c; } ents[] = {
+		{ "&amp;", '&' }, { "&lt;", '<' }, { "&gt;", '>' }, { "&quot;", '"' }, { "&apos;", '\'' },
+	};
+	char *o = s;
+	while (*s) {
+		size_t i, n = 0;
+		unsigned long v = 0;
+		char *end = NULL;
+		if (*s != '&') {
+			*o++ = *s++;
+			continue;
+		}
+		for (i = 0; i < sizeof(ents) / sizeof(ents[0]); i++)
+			if (!strncmp(s, ents[i].e, strlen(ents[i].e)))
+				break;
+		if (i < sizeof(ents) / sizeof(ents[0])) {
+			*o++ = ents[i].c;
+			s += strlen(ents[i].e);
+			continue;
+		}
+		if (s[1] == '#' && (s[2] == 'x' || s[2] == 'X') && isxdigit((unsigned char)s[3]))
+			v = strtoul(s + 3, &end, 16);
+		else if (s[1] == '#' && isdigit((unsigned char)s[2]))
+			v = strtoul(s + 2, &end, 10);
+		if (end && *end == ';' && v > 0 && v < 128) {
+			n = (size_t)(end + 1 - s);
+			*o++ = (char)v;
+			s += n;
+			continue;
+		}
+		*o++ = *s++;
+	}
+	*o = 0;
+}
+
 /*
  * Each page is checked against what S3 promises of a listing, so that an
  * endpoint that breaks it cannot keep the walk going forever or feed it
  * keys it did not ask for: keys come in strictly increasing order (UTF-8
- * byte order, as sent) and start with the prefix; a page that says it is
+ * byte order, unescaped) and start with the prefix; a page that says it is
  * truncated carries at least one key and a NextContinuationToken (short
  * enough to send back) other than the one it answered.  A page that does
  * not is -EIO, never a listing silently cut short.
@@ -1129,8 +1170,11 @@ int shs3_list(struct shs3 *s3, const char *prefix, shs3_list_fn fn, void *ctx)
 			memcpy(one, p, n);
 			one[n] = 0;
 			ret = 0;
-			if (!xml_tag(one, "Key", key, sizeof(key)) || strncmp(key, prefix, plen) ||
-			    strcmp(key, last) <= 0) {
+			if (xml_tag(one, "Key", key, sizeof(key)))
+				xml_unescape(key);
+			else
+				key[0] = 0; /* none: below the prefix or the last key */
+			if (!key[0] || strncmp(key, prefix, plen) || strcmp(key, last) <= 0) {
 				A(s3->st.errors);
 				kvt_logf(s3->log, KVT_LOG_WARN,
 					 "s3 %s: a listing key out of order or not under %s", s3->endpoint,
