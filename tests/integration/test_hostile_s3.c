@@ -73,6 +73,7 @@ enum mode {
 	M_SILENT,          /* read the request, answer nothing */
 	M_TRICKLE_HEAD,    /* the status line a byte every 50 ms */
 	M_HEADERS_FOREVER, /* a header line every 5 ms, never the end of them */
+	M_HEADERS_FLOOD,   /* header lines as fast as they go, never the end of them */
 	M_HUGE_HEADER,     /* one header line of 1 MiB */
 	M_CONTINUE_FOREVER,/* "100 Continue" every 5 ms */
 	M_TRICKLE_BODY,    /* 503 with a body a byte every 50 ms */
@@ -110,6 +111,7 @@ static const char *const mode_names[] = {
 	[M_SILENT] = "silent",
 	[M_TRICKLE_HEAD] = "trickle_head",
 	[M_HEADERS_FOREVER] = "headers_forever",
+	[M_HEADERS_FLOOD] = "headers_flood",
 	[M_HUGE_HEADER] = "huge_header",
 	[M_CONTINUE_FOREVER] = "continue_forever",
 	[M_TRICKLE_BODY] = "trickle_body",
@@ -519,6 +521,15 @@ static void fk_slow(struct fake *f, int fd, enum mode m)
 		while (!fk_gone(f, fd, 5) && fk_writeb(fd, "X-Pad: aaaaaaaaaaaaaaaa\r\n", 25))
 			;
 		break;
+	case M_HEADERS_FLOOD: {
+		static char lines[64 << 10];
+		for (size_t i = 0; i + 32 <= sizeof(lines); i += 32)
+			memcpy(lines + i, "X-Pad: aaaaaaaaaaaaaaaaaaaaaaa\r\n", 32);
+		fk_printf(fd, "HTTP/1.1 200 OK\r\n");
+		while (!atomic_load(&f->stop) && fk_writeb(fd, lines, sizeof(lines)))
+			;
+		break;
+	}
 	case M_HUGE_HEADER:
 		memcpy(big, "HTTP/1.1 200 OK\r\nX-Big: ", 24);
 		memset(big + 24, 'a', sizeof(big) - 24);
@@ -647,7 +658,8 @@ static void *fk_main(void *arg)
 		case M_GET_RESET:
 			fk_get_lie(f, fd, hdr, m);
 			break;
-		case M_SILENT: case M_TRICKLE_HEAD: case M_HEADERS_FOREVER: case M_HUGE_HEADER:
+		case M_SILENT: case M_TRICKLE_HEAD: case M_HEADERS_FOREVER: case M_HEADERS_FLOOD:
+		case M_HUGE_HEADER:
 		case M_CONTINUE_FOREVER: case M_TRICKLE_BODY:
 			fk_slow(f, fd, m);
 			break;
@@ -970,7 +982,8 @@ static void case_gets(struct fake *f)
 static void case_slow(struct fake *f)
 {
 	static const enum mode ms[] = { M_SILENT, M_TRICKLE_HEAD, M_HEADERS_FOREVER,
-					M_HUGE_HEADER, M_CONTINUE_FOREVER, M_TRICKLE_BODY };
+					M_HEADERS_FLOOD, M_HUGE_HEADER, M_CONTINUE_FOREVER,
+					M_TRICKLE_BODY };
 	struct shs3 *s3 = open_s3(f, 3);
 	int64_t rc;
 
