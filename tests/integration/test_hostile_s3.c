@@ -18,7 +18,9 @@
  * timeout), redirect (3xx to another port or file://, HTTP/0.9), list
  * (ListObjectsV2 pages that never end, cycle, omit their token, or name
  * objects that are not blocks), listdate (absurd LastModified dates),
- * uploadid (an UploadId with '&', '#', ' ' in it; one of 1 MiB).
+ * uploadid (an UploadId with '&', '#', ' ' in it; one of 1 MiB), store
+ * (through the public API: an engine's store whose shared tier is the
+ * fake gets counted misses, then its blocks again).
  *
  * What it proves (doc/security.md "A hostile or broken object store"):
  * exact bytes or a miss, within shared.s3_timeout_ms and a margin, memory
@@ -38,11 +40,13 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "shdir.h"
 #include "shs3.h"
 #include "t.h"
+#include "tstore.h"
 
 #define TIMEOUT_MS 800     /* shared.s3_timeout_ms of every client here */
 #define BOUND_MS 3000      /* an answer must come by then: the timeout and a wide margin */
@@ -380,6 +384,11 @@ static void fk_good(struct fake *f, int fd, const char *hdr, uint8_t *body, size
 		fk_printf(fd, "HTTP/1.1 204 No Content\r\nConnection: close\r\n\r\n");
 		return;
 	}
+	if (!strncmp(hdr, "HEAD /b ", 8) || !strncmp(hdr, "HEAD /b/ ", 9)) { /* the bucket */
+		pthread_mutex_unlock(&f->lock);
+		fk_printf(fd, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+		return;
+	}
 	if (!strncmp(hdr, "GET /b?", 7)) { /* a listing: every object, one page */
 		char *x = malloc(64 << 10);
 		size_t n = 0;
@@ -656,7 +665,12 @@ static void *fk_main(void *arg)
 		case M_GET_LONG: case M_GET_SHORT: case M_GET_CL_SHORT: case M_GET_206:
 		case M_GET_OTHER: case M_GET_FLIP: case M_GET_IGNORE_RANGE: case M_GET_RANGE_OTHER:
 		case M_GET_RESET:
-			fk_get_lie(f, fd, hdr, m);
+			if (!strncmp(hdr, "GET ", 4)) {
+				fk_get_lie(f, fd, hdr, m);
+			} else { /* a HEAD, a DELETE: answered well */
+				fk_good(f, fd, hdr, body, body_len, "u-1");
+				body = NULL;
+			}
 			break;
 		case M_SILENT: case M_TRICKLE_HEAD: case M_HEADERS_FOREVER: case M_HEADERS_FLOOD:
 		case M_HUGE_HEADER:
@@ -1185,6 +1199,92 @@ static void case_uploadid(struct fake *f)
 	shs3_close(s3);
 }
 
+/* A store whose shared tier is the fake (DRAM only besides). */
+static struct kvt_store *store_open(struct fake *f, const char *creds)
+{
+	char ep[64], to[16];
+	snprintf(ep, sizeof(ep), "http://127.0.0.1:%u", f->port);
+	snprintf(to, sizeof(to), "%u", TIMEOUT_MS);
+	return t_store_open("dram.capacity", "64M", "dram.chunk", "64K", "dram.shards", "1",
+			    "dram.prefault", "off", "shared.s3_endpoint", ep, "shared.s3_bucket", "b",
+			    "shared.s3_credentials", creds, "shared.threads", "2",
+			    "shared.s3_conns", "2", "shared.s3_timeout_ms", to, NULL);
+}
+
+static uint32_t store_ns(struct kvt_store *s)
+{
+	struct kvt_ns_desc d = t_desc("hostile-s3", 0);
+	uint32_t id;
+	d.flags = KVT_NS_PERSISTENT;
+	T_OK(kvt_ns_register(s, &d, &id));
+	return id;
+}
+
+/* A get through the queue (the shared tier answers there): KVT_OK only
+ * with t_fill(.., i)'s VLEN bytes (asserted), else the status. */
+static int store_get(struct kvt_store *s, uint32_t ns, uint64_t i)
+{
+	uint8_t *b = malloc(VLEN + 1), *want = malloc(VLEN);
+	struct iovec io = { b, VLEN + 1 };
+	struct kvt_req r = t_req1(s, (struct kvt_req){ .op = KVT_OP_GET, .ns = ns,
+							.key = t_key(i), .iov = &io,
+							.iov_count = 1 });
+	if (r.status == KVT_OK) {
+		T_EQ_U64(r.length, VLEN);
+		t_fill(want, VLEN, i);
+		T_EQ_MEM(b, want, VLEN);
+	}
+	free(b);
+	free(want);
+	return r.status;
+}
+
+/* Through the public API: an engine's store whose shared tier is the
+ * fake gets a miss (counted) for each attack, and its blocks again once
+ * the endpoint answers well. */
+static void case_store(struct fake *f)
+{
+	char creds[600];
+	const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+	struct kvt_store *s;
+	uint32_t ns;
+	FILE *cf;
+	int64_t rc;
+
+	snprintf(creds, sizeof(creds), "%s/test_hostile_s3.creds.%d", tmp, (int)getpid());
+	T_ASSERT((cf = fopen(creds, "w")));
+	fprintf(cf, "access_key = AKIDEXAMPLE\nsecret_key = secret\n");
+	fclose(cf);
+	T_OK(chmod(creds, 0600));
+	s = store_open(f, creds);
+	ns = store_ns(s);
+	T_OK(t_put_filled(s, ns, 1, VLEN));
+	T_OK(t_put_filled(s, ns, 2, VLEN));
+	T_OK(kvt_flush(s));
+	kvt_store_close(s);
+	kvt_store_destroy(s);
+
+	/* A fresh store (empty DRAM): every attack is a miss, counted. */
+	s = store_open(f, creds);
+	ns = store_ns(s);
+	ATTACK(f, M_ERR_ENDLESS, store_get(s, ns, 1), rc);
+	T_RC(rc, KVT_MISS);
+	ATTACK(f, M_SILENT, store_get(s, ns, 1), rc);
+	T_RC(rc, KVT_MISS);
+	T_EQ_U64(t_stat(s, "shared.read_errors"), 2);
+	T_ASSERT(t_stat(s, "shared.s3_timeouts") >= 1);
+	ATTACK(f, M_GET_OTHER, store_get(s, ns, 1), rc);
+	T_RC(rc, KVT_MISS);
+	T_EQ_U64(t_stat(s, "shared.corrupt"), 1);
+	T_EQ_U64(t_stat(s, "shared.bad_removed"), 1); /* the object taken for bad goes */
+	/* Good answers again: block 2 byte-exact; block 1 is gone. */
+	T_RC(store_get(s, ns, 2), KVT_OK);
+	T_RC(store_get(s, ns, 1), KVT_MISS);
+	kvt_store_close(s);
+	kvt_store_destroy(s);
+	unlink(creds);
+}
+
 int main(int argc, char **argv)
 {
 	static const struct {
@@ -1194,7 +1294,7 @@ int main(int argc, char **argv)
 		{ "bodies", case_bodies },   { "gets", case_gets },
 		{ "slow", case_slow },       { "redirect", case_redirect },
 		{ "list", case_list },       { "listdate", case_listdate },
-		{ "uploadid", case_uploadid },
+		{ "uploadid", case_uploadid }, { "store", case_store },
 	};
 	bool any = false;
 	kvt_mem_init(&mem);
