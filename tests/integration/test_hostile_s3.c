@@ -63,6 +63,7 @@ enum mode {
 	M_ERR_ENDLESS,     /* any request: 404 with a HUGE_BODY body */
 	M_503_ENDLESS,     /* ... 503 (retried) */
 	M_OK_ENDLESS,      /* ... 200 (a listing, a multipart initiate) */
+	M_ERR_CHUNKED,     /* any request: 404, chunked, chunks of 64 KiB that never end */
 	/* GET of an object */
 	M_GET_LONG,        /* 200: the object, then 5000 bytes more (Content-Length says so) */
 	M_GET_SHORT,       /* 200: Content-Length of the object, half of it, close */
@@ -103,6 +104,7 @@ static const char *const mode_names[] = {
 	[M_ERR_ENDLESS] = "err_endless",
 	[M_503_ENDLESS] = "503_endless",
 	[M_OK_ENDLESS] = "ok_endless",
+	[M_ERR_CHUNKED] = "err_chunked",
 	[M_GET_LONG] = "get_long",
 	[M_GET_SHORT] = "get_short",
 	[M_GET_CL_SHORT] = "get_cl_short",
@@ -294,6 +296,18 @@ static void fk_endless(int fd, const char *head, size_t n)
 			return;
 		n -= k;
 	}
+}
+
+/* A chunked body of 64 KiB chunks that never ends, after head. */
+static void fk_chunked(struct fake *f, int fd, const char *head)
+{
+	static char chunk[(64 << 10) + 16];
+	int n = snprintf(chunk, sizeof(chunk), "10000\r\n");
+	memset(chunk + n, 'x', 64 << 10);
+	memcpy(chunk + n + (64 << 10), "\r\n", 2);
+	fk_write(fd, head, strlen(head));
+	while (!atomic_load(&f->stop) && fk_writeb(fd, chunk, (size_t)n + (64 << 10) + 2))
+		;
 }
 
 /* A listing page of f->list_keys; token: the NextContinuationToken (NULL: none). */
@@ -658,6 +672,9 @@ static void *fk_main(void *arg)
 		case M_503_ENDLESS:
 			fk_endless(fd, "HTTP/1.1 503 SlowDown\r\nConnection: close\r\n\r\n", HUGE_BODY);
 			break;
+		case M_ERR_CHUNKED:
+			fk_chunked(f, fd, "HTTP/1.1 404 Not Found\r\nTransfer-Encoding: chunked\r\n\r\n");
+			break;
 		case M_OK_ENDLESS:
 			fk_endless(fd, "HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n<ListBucketResult>",
 				   HUGE_BODY);
@@ -947,6 +964,9 @@ static void case_bodies(struct fake *f)
 	T_LE_INT(last_dh_kb, ERR_RSS_BOUND_KB);
 	ATTACK(f, M_503_ENDLESS, get_block(s3, 1), rc);
 	T_ASSERT(rc < 0 && rc != KVT_MISS);
+	T_LE_INT(last_dh_kb, ERR_RSS_BOUND_KB);
+	ATTACK(f, M_ERR_CHUNKED, get_block(s3, 1), rc);
+	T_ASSERT(rc == KVT_MISS || rc < 0);
 	T_LE_INT(last_dh_kb, ERR_RSS_BOUND_KB);
 	ATTACK(f, M_ERR_ENDLESS, shs3_head(s3, "x", NULL), rc);
 	T_ASSERT(rc == KVT_MISS || rc < 0);
