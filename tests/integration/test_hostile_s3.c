@@ -155,7 +155,7 @@ struct fake {
 	unsigned nlines;
 	struct obj objs[MAX_OBJS];
 	unsigned nobj;
-	char list_keys[8][300];     /* M_LIST_*: the keys of every page */
+	char list_keys[8][6200];    /* M_LIST_*: the keys of every page (as sent: XML) */
 	unsigned nlist_keys;
 };
 
@@ -314,20 +314,21 @@ static void fk_chunked(struct fake *f, int fd, const char *head)
 static void fk_list_page(struct fake *f, int fd, bool truncated, const char *token, bool keys,
 			 const char *size, const char *date)
 {
-	char *x = malloc(64 << 10);
+	size_t cap = 256 << 10;
+	char *x = malloc(cap);
 	size_t o = 0;
-	o += (size_t)snprintf(x + o, 1024, "<?xml version=\"1.0\"?><ListBucketResult>"
+	o += (size_t)snprintf(x + o, cap - o, "<?xml version=\"1.0\"?><ListBucketResult>"
 			      "<Name>b</Name><IsTruncated>%s</IsTruncated>",
 			      truncated ? "true" : "false");
 	if (token)
-		o += (size_t)snprintf(x + o, 1024, "<NextContinuationToken>%s"
+		o += (size_t)snprintf(x + o, cap - o, "<NextContinuationToken>%s"
 				      "</NextContinuationToken>", token);
 	for (unsigned i = 0; keys && i < f->nlist_keys; i++)
-		o += (size_t)snprintf(x + o, 1024,
+		o += (size_t)snprintf(x + o, cap - o,
 				      "<Contents><Key>%s</Key><LastModified>%s</LastModified>"
 				      "<ETag>\"e\"</ETag><Size>%s</Size></Contents>",
 				      f->list_keys[i], date, size);
-	o += (size_t)snprintf(x + o, 1024, "</ListBucketResult>");
+	o += (size_t)snprintf(x + o, cap - o, "</ListBucketResult>");
 	fk_printf(fd, "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n", o);
 	fk_write(fd, x, o);
 	free(x);
@@ -1137,6 +1138,19 @@ static void case_list(struct fake *f)
 	fk_mode(f, M_LIST_FOREIGN);
 	T_OK(shs3_gc(s3, 0, 0, &res));
 	T_EQ_U64(res.files, 0);
+	/* A key of S3's longest, 1,024 bytes, 1,019 of them '&' (6,100 as
+	 * sent): taken; one byte more is no S3 key. */
+	pthread_mutex_lock(&f->lock);
+	strcpy(f->list_keys[0], "kvt1/");
+	for (unsigned i = 0; i < 1019; i++)
+		strcat(f->list_keys[0], "&amp;");
+	f->nlist_keys = 1;
+	pthread_mutex_unlock(&f->lock);
+	T_OK(shs3_gc(s3, 0, 0, &res));
+	pthread_mutex_lock(&f->lock);
+	strcat(f->list_keys[0], "x");
+	pthread_mutex_unlock(&f->lock);
+	T_RC(shs3_gc(s3, 0, 0, &res), -EIO);
 	fk_mode(f, M_GOOD);
 	/* A key out of order, or not under the prefix. */
 	{

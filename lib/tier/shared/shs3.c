@@ -59,6 +59,7 @@
 /* ... of an error's body (nothing reads it: S3's are under 1 KiB). */
 #define S3_ERR_BODY_MAX (64u << 10)
 #define S3_KEY_MAX 1024            /* S3's longest object name, bytes */
+#define S3_KEY_XML_MAX (6 * S3_KEY_MAX) /* ... XML-escaped ("&quot;" for '"') */
 
 struct shs3 {
 	struct shs3_config cfg;
@@ -1080,7 +1081,7 @@ static void xml_unescape(char *s)
 	};
 	char *o = s;
 	while (*s) {
-		size_t i, n = 0;
+		size_t i;
 		unsigned long v = 0;
 		char *end = NULL;
 		if (*s != '&') {
@@ -1100,9 +1101,8 @@ static void xml_unescape(char *s)
 		else if (s[1] == '#' && isdigit((unsigned char)s[2]))
 			v = strtoul(s + 2, &end, 10);
 		if (end && *end == ';' && v > 0 && v < 128) {
-			n = (size_t)(end + 1 - s);
 			*o++ = (char)v;
-			s += n;
+			s = end + 1;
 			continue;
 		}
 		*o++ = *s++;
@@ -1157,7 +1157,7 @@ int shs3_list(struct shs3 *s3, const char *prefix, shs3_list_fn fn, void *ctx)
 		for (p = r.resp ? strstr(r.resp, "<Contents>") : NULL; p;
 		     p = strstr(p, "<Contents>")) {
 			const char *end = strstr(p, "</Contents>");
-			char key[S3_KEY_MAX + 1], lm[64], sz[32], *one;
+			char key[S3_KEY_XML_MAX + 1], lm[64], sz[32], *one;
 			size_t n;
 			if (!end)
 				break;
@@ -1174,7 +1174,8 @@ int shs3_list(struct shs3 *s3, const char *prefix, shs3_list_fn fn, void *ctx)
 				xml_unescape(key);
 			else
 				key[0] = 0; /* none: below the prefix or the last key */
-			if (!key[0] || strncmp(key, prefix, plen) || strcmp(key, last) <= 0) {
+			if (!key[0] || strlen(key) > S3_KEY_MAX || strncmp(key, prefix, plen) ||
+			    strcmp(key, last) <= 0) {
 				A(s3->st.errors);
 				kvt_logf(s3->log, KVT_LOG_WARN,
 					 "s3 %s: a listing key out of order or not under %s", s3->endpoint,
