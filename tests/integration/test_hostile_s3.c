@@ -607,14 +607,14 @@ static void fk_list(struct fake *f, int fd, const char *hdr, enum mode m)
 		fk_list_page(f, fd, false, NULL, true, "10000", "-2147483648-01-01T00:00:00.000Z");
 		break;
 	case M_LIST_NESTED: {
-		size_t cap = (400000 * 10) + 1024, o = 0;
+		size_t cap = (400000 * 10) + sizeof(f->list_keys[0]) + 1024, o = 0;
 		char *x = malloc(cap);
 		o += (size_t)sprintf(x, "<ListBucketResult><IsTruncated>false</IsTruncated>");
 		for (unsigned i = 0; i < 400000; i++, o += 10)
 			memcpy(x + o, "<Contents>", 10);
-		o += (size_t)sprintf(x + o, "<Key>%s</Key><LastModified>2026-12-04T10:00:00.000Z"
-				     "</LastModified><Size>1</Size></Contents></ListBucketResult>",
-				     f->list_keys[0]);
+		o += (size_t)snprintf(x + o, cap - o, "<Key>%s</Key><LastModified>"
+				      "2026-12-04T10:00:00.000Z</LastModified><Size>1</Size>"
+				      "</Contents></ListBucketResult>", f->list_keys[0]);
 		fk_printf(fd, "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\nConnection: close"
 			  "\r\n\r\n", o);
 		fk_write(fd, x, o);
@@ -668,17 +668,20 @@ static void *fk_main(void *arg)
 			body = NULL;
 			break;
 		case M_ERR_ENDLESS:
-			fk_endless(fd, "HTTP/1.1 404 Not Found\r\nConnection: close\r\n\r\n", HUGE_BODY);
+			fk_endless(fd, "HTTP/1.1 404 Not Found\r\nConnection: close\r\n\r\n",
+				   HUGE_BODY);
 			break;
 		case M_503_ENDLESS:
-			fk_endless(fd, "HTTP/1.1 503 SlowDown\r\nConnection: close\r\n\r\n", HUGE_BODY);
+			fk_endless(fd, "HTTP/1.1 503 SlowDown\r\nConnection: close\r\n\r\n",
+				   HUGE_BODY);
 			break;
 		case M_ERR_CHUNKED:
-			fk_chunked(f, fd, "HTTP/1.1 404 Not Found\r\nTransfer-Encoding: chunked\r\n\r\n");
+			fk_chunked(f, fd, "HTTP/1.1 404 Not Found\r\n"
+				   "Transfer-Encoding: chunked\r\n\r\n");
 			break;
 		case M_OK_ENDLESS:
-			fk_endless(fd, "HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n<ListBucketResult>",
-				   HUGE_BODY);
+			fk_endless(fd, "HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n"
+				   "<ListBucketResult>", HUGE_BODY);
 			break;
 		case M_GET_LONG: case M_GET_SHORT: case M_GET_CL_SHORT: case M_GET_206:
 		case M_GET_OTHER: case M_GET_FLIP: case M_GET_IGNORE_RANGE: case M_GET_RANGE_OTHER:
@@ -734,7 +737,8 @@ static void *fk_main(void *arg)
 
 static int fk_listen(uint16_t *port)
 {
-	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	struct sockaddr_in sa = { .sin_family = AF_INET,
+				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	socklen_t sl = sizeof(sa);
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	T_ASSERT(fd >= 0);
@@ -900,7 +904,8 @@ static long hwm_kb(bool reset)
 	if (reset) {
 		int fd = open("/proc/self/clear_refs", O_WRONLY);
 		if (fd >= 0) {
-			if (write(fd, "5", 1) < 0) { /* no reset: the growth is measured from here */
+			/* Without a reset, the growth is measured from here. */
+			if (write(fd, "5", 1) < 0) {
 			}
 			close(fd);
 		}
@@ -939,8 +944,9 @@ static long last_dh_kb; /* the last ATTACK's peak RSS growth */
 		long dh_ = hwm_kb(false) - h0_;                                        \
 		last_dh_kb = dh_;                                                      \
 		fk_mode(f, M_GOOD);                                                    \
-		printf("%-16s %-36s rc %-6lld %5llu ms  peak RSS +%ld KiB\n", mode_names[m], #call, \
-		       (long long)(rc), (unsigned long long)ms_, dh_);                 \
+		printf("%-16s %-36s rc %-6lld %5llu ms  peak RSS +%ld KiB\n",        \
+		       mode_names[m], #call, (long long)(rc), (unsigned long long)ms_, \
+		       dh_);                                                           \
 		fflush(stdout);                                                        \
 		T_LE_INT((long long)ms_, BOUND_MS);                                    \
 		T_LE_INT((long long)dh_, (long long)RSS_BOUND_KB);                     \
@@ -1215,11 +1221,13 @@ static void case_uploadid(struct fake *f)
 		if (!strncmp(f->lines[i], "PUT ", 4)) {
 			char want[128];
 			parts++;
-			snprintf(want, sizeof(want), "?partNumber=%u&uploadId=a%%26partNumber%%3D9%%23"
-				 "x%%20y HTTP/1.1", parts);
+			snprintf(want, sizeof(want),
+				 "?partNumber=%u&uploadId=a%%26partNumber%%3D9%%23x%%20y HTTP/1.1",
+				 parts);
 			T_ASSERT(strstr(f->lines[i], want));
 		} else if (strncmp(f->lines[i], "POST /b/big?uploads", 19)) {
-			T_ASSERT(strstr(f->lines[i], "?uploadId=a%26partNumber%3D9%23x%20y HTTP/1.1"));
+			T_ASSERT(strstr(f->lines[i],
+					"?uploadId=a%26partNumber%3D9%23x%20y HTTP/1.1"));
 		}
 	}
 	pthread_mutex_unlock(&f->lock);
@@ -1240,9 +1248,10 @@ static struct kvt_store *store_open(struct fake *f, const char *creds)
 	snprintf(ep, sizeof(ep), "http://127.0.0.1:%u", f->port);
 	snprintf(to, sizeof(to), "%u", TIMEOUT_MS);
 	return t_store_open("dram.capacity", "64M", "dram.chunk", "64K", "dram.shards", "1",
-			    "dram.prefault", "off", "shared.s3_endpoint", ep, "shared.s3_bucket", "b",
-			    "shared.s3_credentials", creds, "shared.threads", "2",
-			    "shared.s3_conns", "2", "shared.s3_timeout_ms", to, NULL);
+			    "dram.prefault", "off", "shared.s3_endpoint", ep,
+			    "shared.s3_bucket", "b", "shared.s3_credentials", creds,
+			    "shared.threads", "2", "shared.s3_conns", "2",
+			    "shared.s3_timeout_ms", to, NULL);
 }
 
 static uint32_t store_ns(struct kvt_store *s)
