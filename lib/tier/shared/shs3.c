@@ -52,6 +52,14 @@
 #define S3_GET_BUFFER (512L << 10) /* curl's receive buffer for GETs (its default: 16 KiB) */
 #define S3_BACKOFF_CAP_MS 20000u   /* the AWS SDKs' MAX_BACKOFF */
 #define S3_MIN_ATTEMPT_MS 50u      /* the least time a retry is started with */
+/* The most bytes kept of a body that goes to no block (listing XML,
+ * multipart answers, error bodies): a ListObjectsV2 page of 1000 keys is
+ * about 400 KiB; an endpoint sending more fails the request (-EIO). */
+#define S3_RESP_MAX (8u << 20)
+/* ... of an error's body (nothing reads it: S3's are under 1 KiB). */
+#define S3_ERR_BODY_MAX (64u << 10)
+#define S3_KEY_MAX 1024            /* S3's longest object name, bytes */
+#define S3_KEY_XML_MAX (6 * S3_KEY_MAX) /* ... XML-escaped ("&quot;" for '"') */
 
 struct shs3 {
 	struct shs3_config cfg;
@@ -252,6 +260,7 @@ struct s3req {
 	bool if_none_match;         /* PUT: "If-None-Match: *" (412: KVT_EXISTS) */
 	char *resp;                 /* small bodies (XML), for multipart */
 	size_t resp_len, resp_cap;
+	bool resp_over;             /* the body passed its cap (S3_RESP_MAX, ...): stopped */
 	char etag[128];
 	struct curl_slist *hdrs;
 	CURL *cur;                  /* the handle running it */
@@ -346,8 +355,17 @@ static size_t wr_cb(char *p, size_t size, size_t n, void *ctx)
 		r->got += k;
 		return k;
 	}
+	if (r->status == 0)
+		curl_easy_getinfo(r->cur, CURLINFO_RESPONSE_CODE, &r->status);
+	size_t cap = r->status >= 200 && r->status < 300 ? S3_RESP_MAX : S3_ERR_BODY_MAX;
+	if (r->resp_len > cap || k > cap - r->resp_len) {
+		r->resp_over = true;
+		return 0; /* an endless body: fail the transfer */
+	}
 	if (r->resp_len + k + 1 > r->resp_cap) {
 		size_t nc = (r->resp_len + k + 1) * 2;
+		if (nc > cap + 1)
+			nc = cap + 1;
 		char *nr = realloc(r->resp, nc);
 		if (!nr)
 			return 0;
@@ -469,6 +487,10 @@ static int req_result(struct s3req *r, CURL *h, CURLcode cc)
 		AN(s3->st.conns_opened, (uint64_t)conns);
 	curl_slist_free_all(r->hdrs);
 	r->hdrs = NULL;
+	if (cc == CURLE_WRITE_ERROR && r->resp_over) {
+		A(s3->st.errors); /* a body past its cap: not the sink's doing */
+		return -EIO;
+	}
 	if (cc == CURLE_WRITE_ERROR && r->sink) {
 		/* The caller's sink stopped it (a bad block, no DRAM room): the
 		 * caller knows why; not a transport error. */
@@ -594,6 +616,7 @@ static void req_rewind(struct s3req *r)
 	r->sent = 0;
 	r->got = 0;
 	r->resp_len = 0;
+	r->resp_over = false;
 	r->etag[0] = 0;
 	r->status = 0;
 }
@@ -676,6 +699,20 @@ static void uri_of(struct shs3 *s3, const char *name, char *out)
 	out[o] = 0;
 }
 
+/* Percent-encode a query value the way SigV4 wants (RFC 3986 unreserved kept). */
+static void qenc(const char *in, char *out, size_t cap)
+{
+	size_t o = 0;
+	for (const char *p = in; *p && o + 4 < cap; p++) {
+		unsigned char c = (unsigned char)*p;
+		if (isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~')
+			out[o++] = (char)c;
+		else
+			o += (size_t)snprintf(out + o, cap - o, "%%%02X", c);
+	}
+	out[o] = 0;
+}
+
 static void req_init(struct s3req *r, struct shs3 *s3, const char *method, const char *name)
 {
 	memset(r, 0, sizeof(*r));
@@ -751,7 +788,7 @@ static int put_multipart(struct shs3 *s3, const char *name, const struct iovec *
 	unsigned parts = (unsigned)((len + psz - 1) / psz), done = 0;
 	struct s3req cr, *pr = calloc(parts, sizeof(*pr));
 	struct mp_part *ps = NULL;
-	char upload_id[256], *xml = NULL;
+	char upload_id[256], eid[800], *xml = NULL; /* eid: upload_id as a query value */
 	CURL *hs[S3_MAX_CONNS];
 	CURLM *m = NULL;
 	unsigned nh = 0;
@@ -767,6 +804,9 @@ static int put_multipart(struct shs3 *s3, const char *name, const struct iovec *
 	free(cr.resp);
 	if (ret != KVT_OK)
 		goto out;
+	/* Whatever the server chose, it goes back percent-encoded: sent as
+	 * signed, and no '&', '#' or space can add to or cut the query. */
+	qenc(upload_id, eid, sizeof(eid));
 	/* The parts, in parallel over as many handles as the pool lends,
 	 * each retried on its own (mp_retry). */
 	m = curl_multi_init();
@@ -779,7 +819,7 @@ static int put_multipart(struct shs3 *s3, const char *name, const struct iovec *
 	for (unsigned i = 0; i < parts; i++) {
 		req_init(&pr[i], s3, "PUT", name);
 		snprintf(pr[i].query, sizeof(pr[i].query), "partNumber=%u&uploadId=%s", i + 1,
-			 upload_id);
+			 eid);
 		pr[i].iov = iov;
 		pr[i].iovcnt = iovcnt;
 		pr[i].body_off = (uint64_t)i * psz;
@@ -899,7 +939,7 @@ static int put_multipart(struct shs3 *s3, const char *name, const struct iovec *
 					      i + 1, pr[i].etag);
 		o += (size_t)snprintf(xml + o, cap - o, "</CompleteMultipartUpload>");
 		req_init(&cr, s3, "POST", name);
-		snprintf(cr.query, sizeof(cr.query), "uploadId=%s", upload_id);
+		snprintf(cr.query, sizeof(cr.query), "uploadId=%s", eid);
 		cr.body = (const uint8_t *)xml;
 		cr.body_len = o;
 		ret = req_run(&cr);
@@ -911,7 +951,7 @@ static int put_multipart(struct shs3 *s3, const char *name, const struct iovec *
 abort:
 	if (ret != KVT_OK) {
 		req_init(&cr, s3, "DELETE", name);
-		snprintf(cr.query, sizeof(cr.query), "uploadId=%s", upload_id);
+		snprintf(cr.query, sizeof(cr.query), "uploadId=%s", eid);
 		req_run(&cr);
 		free(cr.resp);
 	}
@@ -1017,25 +1057,12 @@ int64_t shs3_get_stream(struct shs3 *s3, const char *name, shs3_sink_fn sink, vo
 	return get_stream_range(s3, name, 0, 0, sink, ctx);
 }
 
-/* Percent-encode a query value the way SigV4 wants (RFC 3986 unreserved kept). */
-static void qenc(const char *in, char *out, size_t cap)
-{
-	size_t o = 0;
-	for (const char *p = in; *p && o + 4 < cap; p++) {
-		unsigned char c = (unsigned char)*p;
-		if (isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~')
-			out[o++] = (char)c;
-		else
-			o += (size_t)snprintf(out + o, cap - o, "%%%02X", c);
-	}
-	out[o] = 0;
-}
-
 /* "2026-11-29T23:43:43.000Z" -> seconds since the epoch (0 if malformed). */
 static int64_t iso8601_s(const char *v)
 {
 	struct tm tm = { 0 };
-	if (sscanf(v, "%d-%d-%dT%d:%d:%d", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour,
+	/* Widths: a year of -2147483648 would overflow tm_year - 1900. */
+	if (sscanf(v, "%4d-%2d-%2dT%2d:%2d:%2d", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour,
 		   &tm.tm_min, &tm.tm_sec) != 6)
 		return 0;
 	tm.tm_year -= 1900;
@@ -1043,14 +1070,68 @@ static int64_t iso8601_s(const char *v)
 	return (int64_t)timegm(&tm);
 }
 
+/* A key as S3 lists it, XML-escaped ("&amp;", "&lt;", "&#13;"), back to
+ * its bytes in place: S3 orders keys by their bytes, not their escapes
+ * ("x<" after "x0", "x&lt;" before it).  What is not one of XML's five
+ * names or an ASCII character reference stays as it is. */
+static void xml_unescape(char *s)
+{
+	static const struct { const char *e; char c; } ents[] = {
+		{ "&amp;", '&' }, { "&lt;", '<' }, { "&gt;", '>' }, { "&quot;", '"' }, { "&apos;", '\'' },
+	};
+	char *o = s;
+	while (*s) {
+		size_t i;
+		unsigned long v = 0;
+		char *end = NULL;
+		if (*s != '&') {
+			*o++ = *s++;
+			continue;
+		}
+		for (i = 0; i < sizeof(ents) / sizeof(ents[0]); i++)
+			if (!strncmp(s, ents[i].e, strlen(ents[i].e)))
+				break;
+		if (i < sizeof(ents) / sizeof(ents[0])) {
+			*o++ = ents[i].c;
+			s += strlen(ents[i].e);
+			continue;
+		}
+		if (s[1] == '#' && (s[2] == 'x' || s[2] == 'X') && isxdigit((unsigned char)s[3]))
+			v = strtoul(s + 3, &end, 16);
+		else if (s[1] == '#' && isdigit((unsigned char)s[2]))
+			v = strtoul(s + 2, &end, 10);
+		if (end && *end == ';' && v > 0 && v < 128) {
+			*o++ = (char)v;
+			s = end + 1;
+			continue;
+		}
+		*o++ = *s++;
+	}
+	*o = 0;
+}
+
+/*
+ * Each page is checked against what S3 promises of a listing, so that an
+ * endpoint that breaks it cannot keep the walk going forever or feed it
+ * keys it did not ask for: keys come in strictly increasing order (UTF-8
+ * byte order, unescaped) and start with the prefix; a page that says it is
+ * truncated carries at least one key and a NextContinuationToken (short
+ * enough to send back) other than the one it answered.  A page that does
+ * not is -EIO, never a listing silently cut short.
+ */
 int shs3_list(struct shs3 *s3, const char *prefix, shs3_list_fn fn, void *ctx)
 {
-	char token[1024] = "", etok[1100], epre[600];
+	char token[1024] = "", next[1024], etok[1100], epre[600], *last;
+	size_t plen = strlen(prefix);
+	struct s3req r;
 	int ret;
 	qenc(prefix, epre, sizeof(epre));
+	last = calloc(1, S3_KEY_MAX + 1);
+	if (!last)
+		return -ENOMEM;
 	for (;;) {
-		struct s3req r;
 		const char *p;
+		unsigned keys = 0;
 		bool truncated;
 		req_init(&r, s3, "GET", "");
 		/* The bucket itself: "/bucket" (uri_of gave "/bucket/"). */
@@ -1069,42 +1150,71 @@ int shs3_list(struct shs3 *s3, const char *prefix, shs3_list_fn fn, void *ctx)
 		ret = req_run(&r);
 		if (ret == KVT_MISS)
 			ret = -ENOENT; /* no such bucket */
-		if (ret != KVT_OK) {
-			free(r.resp);
-			return ret;
-		}
+		if (ret != KVT_OK)
+			goto out;
+		/* Each entry searched from the last one's end: every byte of
+		 * the page is scanned once, however the tags nest. */
 		for (p = r.resp ? strstr(r.resp, "<Contents>") : NULL; p;
-		     p = strstr(p + 10, "<Contents>")) {
+		     p = strstr(p, "<Contents>")) {
 			const char *end = strstr(p, "</Contents>");
-			char key[SHDIR_RELPATH_MAX + 64], lm[64], sz[32], *one;
+			char key[S3_KEY_XML_MAX + 1], lm[64], sz[32], *one;
 			size_t n;
 			if (!end)
 				break;
 			n = (size_t)(end - p);
 			one = malloc(n + 1);
 			if (!one) {
-				free(r.resp);
-				return -ENOMEM;
+				ret = -ENOMEM;
+				goto out;
 			}
 			memcpy(one, p, n);
 			one[n] = 0;
-			if (xml_tag(one, "Key", key, sizeof(key)) && xml_tag(one, "Size", sz, sizeof(sz)) &&
-			    xml_tag(one, "LastModified", lm, sizeof(lm)))
-				ret = fn(ctx, key, strtoull(sz, NULL, 10), iso8601_s(lm));
-			free(one);
-			if (ret < 0) {
-				free(r.resp);
-				return ret;
+			ret = 0;
+			if (xml_tag(one, "Key", key, sizeof(key)))
+				xml_unescape(key);
+			else
+				key[0] = 0; /* none: below the prefix or the last key */
+			if (!key[0] || strlen(key) > S3_KEY_MAX || strncmp(key, prefix, plen) ||
+			    strcmp(key, last) <= 0) {
+				A(s3->st.errors);
+				kvt_logf(s3->log, KVT_LOG_WARN,
+					 "s3 %s: a listing key out of order or not under %s", s3->endpoint,
+					 prefix);
+				ret = -EIO;
+			} else {
+				memcpy(last, key, strlen(key) + 1);
+				keys++;
+				if (xml_tag(one, "Size", sz, sizeof(sz)) &&
+				    xml_tag(one, "LastModified", lm, sizeof(lm)))
+					ret = fn(ctx, key, strtoull(sz, NULL, 10), iso8601_s(lm));
 			}
+			free(one);
+			if (ret < 0)
+				goto out;
+			p = end + 11;
 		}
 		truncated = r.resp && xml_tag(r.resp, "IsTruncated", etok, sizeof(etok)) &&
 			    !strcmp(etok, "true");
-		if (!truncated || !xml_tag(r.resp, "NextContinuationToken", token, sizeof(token))) {
-			free(r.resp);
-			return 0;
+		if (!truncated) {
+			ret = 0;
+			goto out;
 		}
+		if (!keys || !xml_tag(r.resp, "NextContinuationToken", next, sizeof(next)) ||
+		    !next[0] || !strcmp(next, token)) {
+			A(s3->st.errors);
+			kvt_logf(s3->log, KVT_LOG_WARN,
+				 "s3 %s: a truncated listing page without keys or a new token",
+				 s3->endpoint);
+			ret = -EIO;
+			goto out;
+		}
+		memcpy(token, next, sizeof(token));
 		free(r.resp);
 	}
+out:
+	free(r.resp);
+	free(last);
+	return ret;
 }
 
 /* ------------------------------------------------------------------------
@@ -1343,6 +1453,25 @@ int shs3_blk_remove(struct shs3 *s3, const uint8_t ns_digest[32], const struct k
 	return ret < 0 ? ret : shs3_delete(s3, name);
 }
 
+/* Lowercase hex digits, n of them, at s. */
+static bool gc_hex(const char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+			return false;
+	return true;
+}
+
+/* A block's object name (shdir_relpath): kvt1/<64 hex>/<2 hex>/<2 hex>/<64 hex>.
+ * gc counts and removes only those, as the directory's gc walks only
+ * namespace directories: other objects under kvt1/ are not ours. */
+static bool gc_block_name(const char *n)
+{
+	return strlen(n) == 5 + 64 + 1 + 2 + 1 + 2 + 1 + 64 && !strncmp(n, "kvt1/", 5) &&
+	       gc_hex(n + 5, 64) && n[69] == '/' && gc_hex(n + 70, 2) && n[72] == '/' &&
+	       gc_hex(n + 73, 2) && n[75] == '/' && gc_hex(n + 76, 64);
+}
+
 struct blk_del {
 	struct shs3 *s3;
 	int64_t removed;
@@ -1353,6 +1482,8 @@ static int blk_del_cb(void *ctx, const char *name, uint64_t len, int64_t mtime_s
 	struct blk_del *d = ctx;
 	(void)len;
 	(void)mtime_s;
+	if (!gc_block_name(name))
+		return 0; /* not a block: not ours to remove (as gc) */
 	if (shs3_delete(d->s3, name) == KVT_OK)
 		d->removed++;
 	return 0;
@@ -1385,25 +1516,6 @@ struct gc_list {
 	uint64_t max_age_s;
 	struct kvt_shared_gc_result *res;
 };
-
-/* Lowercase hex digits, n of them, at s. */
-static bool gc_hex(const char *s, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
-			return false;
-	return true;
-}
-
-/* A block's object name (shdir_relpath): kvt1/<64 hex>/<2 hex>/<2 hex>/<64 hex>.
- * gc counts and removes only those, as the directory's gc walks only
- * namespace directories: other objects under kvt1/ are not ours. */
-static bool gc_block_name(const char *n)
-{
-	return strlen(n) == 5 + 64 + 1 + 2 + 1 + 2 + 1 + 64 && !strncmp(n, "kvt1/", 5) &&
-	       gc_hex(n + 5, 64) && n[69] == '/' && gc_hex(n + 70, 2) && n[72] == '/' &&
-	       gc_hex(n + 73, 2) && n[75] == '/' && gc_hex(n + 76, 64);
-}
 
 static int gc_list_cb(void *ctx, const char *name, uint64_t len, int64_t mtime_s)
 {
