@@ -903,12 +903,6 @@ static void test_allocfail(const struct kvt_key *keys)
 	kvt_store_destroy(e);
 }
 
-/* A port nothing listens on right now. */
-static unsigned free_port(void)
-{
-	return t_etcd_free_port();
-}
-
 /* remote.discover: an engine reads the member list from a seed's STATS
  * (two kvtierd with a static --members list of 1G and 3G), scales the
  * byte weights, and places exactly as an engine given the scaled list in
@@ -919,7 +913,7 @@ static void test_discover(void)
 	struct tsrv ds[2];
 	char members[128], ba[2][600], dir[2048], listen[2][32], seeds[128], list[128], name[64];
 	const char *extra[2][5];
-	unsigned port[2] = { free_port(), free_port() }, lo;
+	unsigned port[2] = { t_free_port(), t_free_port() }, lo;
 	struct kvt_key keys[24];
 	struct kvt_store *e, *f;
 	uint32_t ns;
@@ -945,7 +939,7 @@ static void test_discover(void)
 	snprintf(list, sizeof(list), "%s=%u,%s=%u", listen[lo], lo == 0 ? 333253u : 999759u,
 		 listen[1 - lo], lo == 0 ? 999759u : 333253u);
 	/* The first seed is dead: the second answers. */
-	snprintf(seeds, sizeof(seeds), "127.0.0.1:%u,%s", free_port(), listen[1]);
+	snprintf(seeds, sizeof(seeds), "127.0.0.1:%u,%s", t_free_port(), listen[1]);
 	e = engine_at("remote.discover", seeds);
 	T_EQ_U64(t_stat(e, "remote.members"), 2);
 	for (unsigned i = 0; i < 2; i++) {
@@ -1606,7 +1600,7 @@ static void test_forward(void)
 	uint64_t sent, sender = NODES;
 
 	for (unsigned m = 0; m < NODES; m++) {
-		snprintf(listen[m], sizeof(listen[m]), "127.0.0.1:%u", free_port());
+		snprintf(listen[m], sizeof(listen[m]), "127.0.0.1:%u", t_free_port());
 		off += (size_t)snprintf(wmembers + off, sizeof(wmembers) - off, "%s%s", m ? "," : "",
 					listen[m]);
 	}
@@ -1801,7 +1795,7 @@ static void wpod_start(struct tsrv *srv, const char *tag, const bool *old)
 	size_t off = 0;
 
 	for (unsigned m = 0; m < NODES; m++) {
-		snprintf(listen[m], sizeof(listen[m]), "127.0.0.1:%u", free_port());
+		snprintf(listen[m], sizeof(listen[m]), "127.0.0.1:%u", t_free_port());
 		off += (size_t)snprintf(wmembers + off, sizeof(wmembers) - off, "%s%s", m ? "," : "",
 					listen[m]);
 	}

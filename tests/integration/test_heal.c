@@ -728,7 +728,7 @@ static void test_static_drain(void)
 
 	for (unsigned m = 0; m < 3; m++)
 		snprintf(static_listen[m], sizeof(static_listen[m]), "127.0.0.1:%u",
-			 t_etcd_free_port());
+			 t_free_port());
 	snprintf(static_members, sizeof(static_members), "%s,%s,%s", static_listen[0],
 		 static_listen[1], static_listen[2]);
 	for (unsigned m = 0; m < 3; m++)

@@ -1287,20 +1287,6 @@ static void phase_resp_s3(void)
  * and forwards -- and before leak22 went with it to every tenant.
  */
 
-static uint16_t free_port(void)
-{
-	struct sockaddr_in sa = { .sin_family = AF_INET };
-	socklen_t al = sizeof(sa);
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-	T_ASSERT(fd >= 0);
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	T_EQ_INT(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-	T_EQ_INT(getsockname(fd, (struct sockaddr *)&sa, &al), 0);
-	close(fd);
-	return ntohs(sa.sin_port);
-}
-
 static void pod_item(void *ctx, const struct kc_resp *r, const struct proto_item *it)
 {
 	(void)r;
@@ -1341,7 +1327,7 @@ static unsigned placed_puts(struct kc *c, const uint8_t *ns, unsigned n, const c
 static void phase_pod(void)
 {
 	char listen_at[32], members[80], tenants[700], dir[700];
-	uint16_t p = free_port(), other = free_port();
+	uint16_t p = t_free_port(), other = t_free_port();
 	const char *extra[] = { "--listen", listen_at, "--advertise", listen_at, "--members",
 				members, NULL };
 	struct kc a, b, o;

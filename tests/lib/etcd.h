@@ -38,20 +38,6 @@ struct t_etcd {
 	char dir[700], log[700];
 };
 
-/* A loopback port nobody listens on now. */
-static inline uint16_t t_etcd_free_port(void)
-{
-	struct sockaddr_in a = { .sin_family = AF_INET };
-	socklen_t al = sizeof(a);
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	T_ASSERT(fd >= 0);
-	T_ASSERT(bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0);
-	T_ASSERT(getsockname(fd, (struct sockaddr *)&a, &al) == 0);
-	close(fd);
-	return ntohs(a.sin_port);
-}
-
 static inline bool t_etcd_port_open(uint16_t port)
 {
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port) };
@@ -76,8 +62,8 @@ static inline bool t_etcd_required(void)
 static inline void t_etcd_init(struct t_etcd *e, const char *base)
 {
 	memset(e, 0, sizeof(*e));
-	e->client_port = t_etcd_free_port();
-	e->peer_port = t_etcd_free_port();
+	e->client_port = t_free_port();
+	e->peer_port = t_free_port();
 	snprintf(e->url, sizeof(e->url), "http://127.0.0.1:%u", e->client_port);
 	snprintf(e->dir, sizeof(e->dir), "%s/etcd", base);
 	snprintf(e->log, sizeof(e->log), "%s/etcd.log", base);

@@ -1,8 +1,12 @@
 /* t.c - helpers shared by the test programs (see t.h). */
+#include <arpa/inet.h>
+#include <errno.h>
 #include <ftw.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "t.h"
@@ -54,4 +58,56 @@ uint8_t *t_at_guard(const void *src, size_t len)
 	if (src && len)
 		memmove(dst, src, len);
 	return dst;
+}
+
+#define T_PORT_FLOOR 10000u /* below: well-known and registered services */
+
+/* A loopback port bound and released: port (0: the kernel's choice), or 0
+ * if it is taken. */
+static uint16_t t_try_port(uint16_t port)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port) };
+	socklen_t al = sizeof(a);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	uint16_t got = 0;
+
+	if (fd < 0)
+		T_FAIL("socket: %s", strerror(errno));
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+	    getsockname(fd, (struct sockaddr *)&a, &al) == 0)
+		got = ntohs(a.sin_port);
+	close(fd);
+	return got;
+}
+
+uint16_t t_free_port(void)
+{
+	static uint64_t x; /* this program's draws */
+	unsigned lo = 32768, hi = 60999;
+	FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+
+	if (f) {
+		if (fscanf(f, "%u %u", &lo, &hi) != 2)
+			lo = 32768;
+		fclose(f);
+	}
+	if (!x) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		x = ((uint64_t)getpid() << 32 ^ (uint64_t)ts.tv_nsec ^ (uint64_t)ts.tv_sec) | 1;
+	}
+	for (int i = 0; lo > T_PORT_FLOOR + 1000 && i < 64; i++) {
+		uint16_t p;
+		x ^= x >> 12;
+		x ^= x << 25;
+		x ^= x >> 27;
+		p = (uint16_t)(T_PORT_FLOOR + (x * 0x2545F4914F6CDD1Dull >> 32) % (lo - T_PORT_FLOOR));
+		if (t_try_port(p) == p)
+			return p;
+	}
+	uint16_t p = t_try_port(0);
+	if (!p)
+		T_FAIL("no free loopback port");
+	return p;
 }

@@ -139,6 +139,18 @@ uint8_t *t_at_guard(const void *src, size_t len);
 char *t_mkdtemp(void);
 void t_rmtree(const char *path);
 
+/*
+ * A loopback TCP port nothing is bound to now, for a server the test starts
+ * with it: drawn below the kernel's ephemeral range (ip_local_port_range),
+ * so that no outgoing connection -- the other tests' thousands, or the
+ * server's own components talking to each other -- takes it as its source
+ * port before the server binds it.  bind(0) handed out ports in that range:
+ * under a parallel test run, a SeaweedFS needing 11 of them lost one 5
+ * starts in a row ("Port allocation failed", test_s3).  Falls back to
+ * bind(0) where the range leaves no room below it.
+ */
+uint16_t t_free_port(void);
+
 /* CLOCK_MONOTONIC in milliseconds. */
 static inline uint64_t t_now_ms(void)
 {

@@ -40,18 +40,6 @@
 #define T_WEED_AK "kvtiertestaccess"
 #define T_WEED_SK "kvtiertestsecret0123456789abcdef"
 
-static inline int t_free_port(void)
-{
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	socklen_t l = sizeof(a);
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-	T_ASSERT(fd >= 0);
-	T_ASSERT(bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0);
-	T_ASSERT(getsockname(fd, (struct sockaddr *)&a, &l) == 0);
-	close(fd);
-	return ntohs(a.sin_port);
-}
-
 /* The CPUs in list: numbers and ranges, comma-separated ("0", "1-3,5").
  * false if it does not parse or names none. */
 static inline bool t_cpu_list(const char *list, cpu_set_t *set)
