@@ -379,7 +379,32 @@ static int store_get_quiet(struct kvt_store *s, struct kvt_req *r)
  * through a quiet ref; else from the tiers with a quiet part read
  * (get_part_quiet; the SSD: header and part only, nothing promoted, the
  * entry not marked read).  The shared and remote tiers are not asked.
+ * When every tier missed, DRAM is asked once more, as store_tier_got
+ * does: a promotion (another get's) publishes the block in DRAM and then,
+ * as the victim tier, drops the SSD's entry, so a read that asked DRAM
+ * before the publish and the SSD after the drop (or whose SSD read the
+ * drop voided: ssd_read_part) would miss a block the store held all along
+ * -- an S3 HEAD's 404 for an object that exists.
  */
+static int store_part_quiet_dram(struct kvt_store *s, struct kvt_req *r)
+{
+	struct dram_read rd = { .flags = r->flags, .part = r->part, .dst = r->iov,
+				.dst_count = r->iov_count };
+	struct dram_item *item;
+	int ret;
+
+	if (dram_ref_quiet(s->dram, r->ns, &r->key, &item) != KVT_OK)
+		return KVT_MISS;
+	ret = dram_read_item(s->dram, item, &rd);
+	dram_unpin(s->dram, item);
+	r->length = rd.copied;
+	r->value_len = rd.value_len;
+	r->value_flags = rd.value_flags;
+	if (ret == KVT_OK)
+		r->tier = KVT_TIER_DRAM;
+	return ret;
+}
+
 static int store_quiet_part_walk(struct kvt_store *s, struct kvt_req *r, unsigned from)
 {
 	struct tier_key k = req_tkey(r);
@@ -392,28 +417,19 @@ static int store_quiet_part_walk(struct kvt_store *s, struct kvt_req *r, unsigne
 					   IO_PRIO_DEMAND, store_part_got, r) == TIER_PENDING)
 			return STORE_PENDING;
 	}
-	return KVT_MISS; /* absent, or out of memory: a miss */
+	/* Absent, or out of memory: a miss, unless a promotion moved the
+	 * block up meanwhile (above). */
+	return store_part_quiet_dram(s, r);
 }
 
 static int store_get_part_quiet(struct kvt_store *s, struct kvt_req *r)
 {
-	struct dram_read rd = { .flags = r->flags, .part = r->part, .dst = r->iov,
-				.dst_count = r->iov_count };
-	struct dram_item *item;
 	int ret;
 
 	if (seal_key_of(s->seal, r->ns))
 		return KVT_EBADOP; /* as quiet pinned gets: not with a seal key */
-	if (dram_ref_quiet(s->dram, r->ns, &r->key, &item) != KVT_OK)
-		return store_quiet_part_walk(s, r, 0);
-	ret = dram_read_item(s->dram, item, &rd);
-	dram_unpin(s->dram, item);
-	r->length = rd.copied;
-	r->value_len = rd.value_len;
-	r->value_flags = rd.value_flags;
-	if (ret == KVT_OK)
-		r->tier = KVT_TIER_DRAM;
-	return ret;
+	ret = store_part_quiet_dram(s, r);
+	return ret == KVT_MISS ? store_quiet_part_walk(s, r, 0) : ret;
 }
 
 /* ------------------------------------------------------------------------

@@ -2412,6 +2412,28 @@ miss:
  * most values: an S3 object's header, kvtierd's HEAD and listings); the
  * header's part table says where the part is, and a part beyond those
  * bytes takes a second read of its aligned run alone.
+ *
+ * Reclamation.  Nothing pins the record while it is read: the writer may
+ * reuse its segment between the index lookup and either read, or between
+ * the two.  What makes the bytes safe is the order the writer keeps: a
+ * record leaves the index, or turns PENDING (a carry, seq unchanged), under
+ * its shard lock before any write over it is submitted (evict_entry_cb,
+ * seg_reclaim_upto_locked).  So after each read completes its entry is
+ * looked up again (part_entry_same): the same seq and not PENDING means no
+ * write over the record had started when the read ended, so the bytes
+ * are the record's; anything else is a miss, counted as neither a header
+ * nor a CRC error (nothing is wrong with the device) and not dropped.
+ * Only then are the header and the part's CRC32C checked, and a failure
+ * there is corruption: counted, the entry dropped.  The CRC is not what
+ * stops a reclaimed record's bytes: a value built to collide with another
+ * part's CRC32C (linear, so 5 bytes XORed in keep it) would pass it.
+ *
+ *   lookup -> read 1 (header, 4 KiB) -> same? -> header? -> [read 2 -> same?] -> CRC?
+ *             "no" at a same?: a plain miss;  at header? or CRC?: dropped
+ *
+ * A promotion that drops the entry (ssd.first_hit=cold) makes such a read
+ * miss while DRAM holds the block: the store then asks DRAM again
+ * (store_quiet_part_walk).
  */
 #define SSD_PART_HEAD 4096u
 
@@ -2450,8 +2472,10 @@ static void part_end(struct part_task *t, int status, uint64_t count)
 	done(ctx, &res);
 }
 
-/* Not the record the index promised, or its part's bytes are not: drop
- * the entry (as a promotion does) and miss. */
+/* The record the index still names is not what it promised (a bad
+ * header), or its part's bytes are not (the CRC): corruption, since
+ * part_entry_same said no write had reached it.  Drop the entry (as a
+ * promotion does) and miss. */
 static void part_bad(struct part_task *t, bool crc)
 {
 	struct ssd *s = t->s;
@@ -2501,25 +2525,35 @@ static bool part_io_ok(struct part_task *t, int64_t res)
 	return false;
 }
 
-static void part_run_done(struct multi_io *m, int64_t res)
+/* A read of t's record has completed: is its entry still the same
+ * published record (the same seq, not PENDING)?  Then no write over the
+ * record had been submitted when the read ended ("Reclamation" above).
+ * A carry keeps the seq but is PENDING from before its old bytes are
+ * written over until its new place is reserved. */
+static bool part_entry_same(struct part_task *t)
 {
-	struct part_task *t = m->ctx;
 	struct ssd *s = t->s;
 	uint64_t h = ssd_hash(s, t->ns, &t->key);
 	struct ssd_shard *sh = shard_of(s, h);
 	struct ssd_entry *e;
 	bool same;
 
-	if (!part_io_ok(t, res))
-		return;
-	/* The header was read before: the record must still be the one it
-	 * described (a segment's entries leave the index before it is
-	 * reused), besides the part's CRC. */
 	pthread_mutex_lock(&sh->lock);
 	e = *ssd_idx_slot(sh, h, t->ns, &t->key);
-	same = e && e->seq == t->seq;
+	same = e && e->seq == t->seq && !(e->flags & E_PENDING);
 	pthread_mutex_unlock(&sh->lock);
-	if (!same) {
+	return same;
+}
+
+static void part_run_done(struct multi_io *m, int64_t res)
+{
+	struct part_task *t = m->ctx;
+
+	if (!part_io_ok(t, res))
+		return;
+	/* The header was checked after the first read; this one's bytes are
+	 * the record's only if it was not reclaimed since. */
+	if (!part_entry_same(t)) {
 		part_end(t, KVT_MISS, 0);
 		return;
 	}
@@ -2538,6 +2572,12 @@ static void part_head_done(struct multi_io *m, int64_t res)
 
 	if (!part_io_ok(t, res))
 		return;
+	/* Reclaimed since the lookup (its segment reused, a carry, a delete, a
+	 * promotion's drop): the bytes may be another record's -- a miss. */
+	if (!part_entry_same(t)) {
+		part_end(t, KVT_MISS, 0);
+		return;
+	}
 	parts = kvt_mem_alloc(s->mem, t->part_count * sizeof(*parts));
 	if (!parts) {
 		part_end(t, KVT_MISS, 0);
