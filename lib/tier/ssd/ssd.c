@@ -2568,6 +2568,7 @@ static void part_head_done(struct multi_io *m, int64_t res)
 	struct ssd_rec_hdr rh;
 	struct ssd_part *parts;
 	uint64_t room = 0, a, b;
+	uint32_t io_align;
 	int rc;
 
 	if (!part_io_ok(t, res))
@@ -2618,9 +2619,16 @@ static void part_head_done(struct multi_io *m, int64_t res)
 		part_deliver(t);
 		return;
 	}
-	/* Beyond the first read: the part's aligned run alone. */
-	a = (t->hdr_len + t->part_off) & ~(uint64_t)(t->rec_align - 1);
-	b = align_rec(t->hdr_len + t->part_off + t->part_len, t->rec_align);
+	/* Beyond the first read: the part's aligned run alone, at the
+	 * device's alignment, not the layout's: a record of a 4096 segment
+	 * can have the 512 layout's length (over 214 parts, a value of whole
+	 * 4 KiB: the same bytes either way), so ssd_rec_align_of says 512
+	 * for it, which O_DIRECT on a 4Kn drive refuses.  A record at a
+	 * 4096 offset with a 4096 length is read in 4096 runs (within it). */
+	io_align = (t->rec_off | t->rec_len) % SSD_REC_ALIGN_4K == 0 ? SSD_REC_ALIGN_4K
+								     : t->rec_align;
+	a = (t->hdr_len + t->part_off) & ~(uint64_t)(io_align - 1);
+	b = align_rec(t->hdr_len + t->part_off + t->part_len, io_align);
 	if (b > t->rec_len) {
 		part_bad(t, false);
 		return;
