@@ -298,7 +298,9 @@ static void store_part_got(void *ctx, const struct tier_result *res)
  * Quiet gets (kvtier.h, KVT_F_QUIET): nothing the store keeps changes.
  * From DRAM: a quiet ref (no hit, read count, recency or admission), pinned
  * as usual.  From a tier with get_copy (SSD): a private, verified copy held
- * by a SLOT_COPY pin until kvt_pin_release; nothing is promoted.
+ * by a SLOT_COPY pin until kvt_pin_release; nothing is promoted.  When
+ * every tier missed, DRAM is asked once more (store_quiet_part_walk says
+ * why: a promotion may have moved the block up meanwhile).
  */
 static int store_quiet_walk(struct kvt_store *s, struct kvt_req *r, unsigned from);
 
@@ -310,6 +312,10 @@ static void store_copied(void *ctx, int status, struct ssd_copy *copy)
 	struct iovec view = { 0 };
 	struct iovec *v;
 
+	if (status == KVT_MISS) {
+		req_finish(s, r, store_quiet_walk(s, r, i + 1));
+		return;
+	}
 	if (status == KVT_OK) {
 		view.iov_base = (void *)copy->value;
 		view.iov_len = copy->value_len;
@@ -329,6 +335,30 @@ static void store_copied(void *ctx, int status, struct ssd_copy *copy)
 	req_complete(s, r, status);
 }
 
+/* DRAM's block, through a quiet ref, pinned: KVT_OK, KVT_MISS or an error. */
+static int store_quiet_dram(struct kvt_store *s, struct kvt_req *r)
+{
+	struct iovec view[DRAM_MAX_RUNS];
+	struct dram_item *item;
+	uint64_t len = 0;
+	unsigned vc;
+	int ret;
+
+	if (dram_ref_quiet(s->dram, r->ns, &r->key, &item) != KVT_OK)
+		return KVT_MISS;
+	vc = dram_item_view(s->dram, item, view, &len);
+	ret = pin_add(s, r, item, view, vc);
+	if (ret < 0) {
+		dram_unpin(s->dram, item);
+		return ret;
+	}
+	r->length = len;
+	r->value_len = len;
+	r->value_flags = dram_item_flags(item);
+	r->tier = KVT_TIER_DRAM;
+	return KVT_OK;
+}
+
 static int store_quiet_walk(struct kvt_store *s, struct kvt_req *r, unsigned from)
 {
 	struct tier_key k = req_tkey(r);
@@ -346,31 +376,13 @@ static int store_quiet_walk(struct kvt_store *s, struct kvt_req *r, unsigned fro
 		if (ret != KVT_MISS)
 			return KVT_MISS;
 	}
-	return KVT_MISS;
+	return store_quiet_dram(s, r);
 }
 
 static int store_get_quiet(struct kvt_store *s, struct kvt_req *r)
 {
-	struct iovec view[DRAM_MAX_RUNS];
-	struct dram_item *item;
-	uint64_t len = 0;
-	unsigned vc;
-	int ret;
-
-	if (dram_ref_quiet(s->dram, r->ns, &r->key, &item) == KVT_OK) {
-		vc = dram_item_view(s->dram, item, view, &len);
-		ret = pin_add(s, r, item, view, vc);
-		if (ret < 0) {
-			dram_unpin(s->dram, item);
-			return ret;
-		}
-		r->length = len;
-		r->value_len = len;
-		r->value_flags = dram_item_flags(item);
-		r->tier = KVT_TIER_DRAM;
-		return KVT_OK;
-	}
-	return store_quiet_walk(s, r, 0);
+	int ret = store_quiet_dram(s, r);
+	return ret == KVT_MISS ? store_quiet_walk(s, r, 0) : ret;
 }
 
 /*

@@ -1943,6 +1943,137 @@ static void test_part_read_race(void)
 	free(dir);
 }
 
+/* 15. The whole-record reads racing reclamation the same way: a
+ *     promotion (a plain get) and a quiet pinned get's private copy
+ *     (ssd_read_copy) looked their entry up, then the record left the
+ *     index and was written over (its header intact, the value's CRCs
+ *     kept: writes into a reused segment complete in any order) before
+ *     their read.  Each is a miss, not the other bytes, and counts no
+ *     header or CRC error.  And a quiet copy voided by a promotion's
+ *     publish-then-drop is served from DRAM, not a miss. */
+static void test_promote_race(void)
+{
+	char *dir = t_mkdtemp(), *buf = malloc(32768), *want = malloc(32768);
+	struct kvt_store *s;
+	struct kvt_queue *q;
+	struct kvt_req r, *rp = &r;
+	struct iovec v = { buf, 32768 };
+	struct prr_gate g0;
+	struct ssd *sd;
+	struct ssd_entry *e;
+	uint64_t rec_off[2];
+	uint32_t slot[2], hdr_len[2];
+	int fd;
+
+#define PRR_OPEN()                                                                            \
+	t_store_open("path", dir, "dram.capacity", "64M", "dram.chunk", "4K", "dram.prefault",   \
+		     "off", "ssd.capacity", "16M", "ssd.segment", "1M", "ssd.admission", "always", \
+		     "ssd.io", io_backend, "ssd.io_depth", "1", NULL)
+	T_ASSERT(buf && want);
+	s = PRR_OPEN();
+	pr_put(s, ns_of(s), 0);
+	pr_put(s, ns_of(s), 1);
+	T_OK(kvt_flush(s));
+	kvt_store_destroy(s);
+	s = PRR_OPEN();
+	T_OK(kvt_queue_create(s, &q));
+	sd = ssd_of(s);
+	for (int b = 0; b < 2; b++) {
+		e = pr_entry(sd, ns_of(s), b);
+		T_ASSERT(e != NULL);
+		slot[b] = e->slot;
+		rec_off[b] = (uint64_t)e->off_512 * SSD_REC_ALIGN;
+		hdr_len[b] = ssd_rec_hdr_len(
+			PR_PARTS, ssd_rec_align_of(PR_PARTS, e->value_len,
+						   (uint64_t)e->len_512 * SSD_REC_ALIGN));
+	}
+	fd = sd->segs[slot[0]].fd;
+
+	for (int b = 0; b < 2; b++) {
+		struct kvt_key key = t_key(60 + (uint64_t)b);
+		struct kvt_req *got;
+		t_fill(want, pr_off(b, PR_PARTS), 60 + (uint64_t)b);
+		memset(&r, 0, sizeof(r));
+		r.ns = ns_of(s);
+		r.key = key;
+		if (b == 0) { /* a plain get: a promotion */
+			r.op = KVT_OP_GET;
+			r.iov = &v;
+			r.iov_count = 1;
+		} else { /* a quiet pinned get: a private copy */
+			r.op = KVT_OP_GET_PINNED;
+			r.flags = KVT_F_QUIET;
+		}
+		prr_gate_submit(sd, &g0, fd);
+		prr_gate_wait(&g0);
+		T_RC(kvt_submit(q, &rp, 1), 1);
+		T_ASSERT(ssd_idx_remove_key(sd, ns_of(s), &key, UINT64_MAX));
+		prr_xor(dir, slot[b], rec_off[b] + hdr_len[b] + pr_off(b, 2) + 700);
+		prr_gate_open(&g0);
+		T_RC(kvt_queue_wait(q, &got, 1, 10000), 1);
+		prr_gate_destroy(&g0);
+		if (r.status == KVT_OK) {
+			const char *at = b == 0 ? buf : (const char *)r.view[0].iov_base;
+			bool same = memcmp(at, want, pr_off(b, PR_PARTS)) == 0;
+			if (b == 1)
+				T_OK(kvt_pin_release(s, r.pin));
+			T_FAIL("%s of block %d read over: KVT_OK with %s bytes",
+			       b == 0 ? "a promotion" : "a quiet copy", 60 + b,
+			       same ? "its own" : "other");
+		}
+		T_RC(r.status, KVT_MISS);
+	}
+	T_EQ_U64(t_stat(s, "ssd.crc_errors"), 0);
+	T_EQ_U64(t_stat(s, "ssd.header_errors"), 0);
+	T_EQ_U64(t_stat(s, "dram.blocks"), 0);
+
+	/* A quiet pinned get whose copy a promotion's publish-then-drop
+	 * voided: the store finds the block in DRAM, not a miss. */
+	pr_put(s, ns_of(s), 1);
+	T_OK(kvt_flush(s));
+	T_OK(kvt_queue_destroy(q));
+	kvt_store_destroy(s);
+	s = PRR_OPEN();
+	T_OK(kvt_queue_create(s, &q));
+	sd = ssd_of(s);
+	T_EQ_U64(t_stat(s, "dram.blocks"), 0);
+	{
+		struct kvt_key key = t_key(61);
+		struct kvt_req *got;
+		memset(&r, 0, sizeof(r));
+		r.op = KVT_OP_GET_PINNED;
+		r.flags = KVT_F_QUIET;
+		r.ns = ns_of(s);
+		r.key = key;
+		prr_gate_submit(sd, &g0, sd->segs[pr_entry(sd, ns_of(s), 1)->slot].fd);
+		prr_gate_wait(&g0);
+		T_RC(kvt_submit(q, &rp, 1), 1);
+		T_ASSERT(ssd_idx_remove_key(sd, ns_of(s), &key, UINT64_MAX));
+		pr_put(s, ns_of(s), 1);
+		prr_gate_open(&g0);
+		T_RC(kvt_queue_wait(q, &got, 1, 10000), 1);
+		prr_gate_destroy(&g0);
+		T_RC(r.status, KVT_OK);
+		T_EQ_INT(r.tier, KVT_TIER_DRAM);
+		T_EQ_U64(r.length, pr_off(1, PR_PARTS));
+		t_fill(want, pr_off(1, PR_PARTS), 61);
+		for (uint32_t i = 0, at = 0; i < r.view_count; i++) {
+			T_ASSERT(at + r.view[i].iov_len <= pr_off(1, PR_PARTS));
+			memcpy(buf + at, r.view[i].iov_base, r.view[i].iov_len);
+			at += (uint32_t)r.view[i].iov_len;
+		}
+		T_EQ_MEM(buf, want, pr_off(1, PR_PARTS));
+		T_OK(kvt_pin_release(s, r.pin));
+	}
+	T_OK(kvt_queue_destroy(q));
+	kvt_store_destroy(s);
+#undef PRR_OPEN
+	t_rmtree(dir);
+	free(dir);
+	free(buf);
+	free(want);
+}
+
 /* Index buckets are keyed by a per-store secret (issue 21 item 14): the
  * same client key in the same (small, public) namespace id lands in
  * unrelated buckets in two stores, so nobody can aim keys at one bucket. */
@@ -2689,6 +2820,7 @@ int main(void)
 		if (getenv("KVT_TEST_ONLY") && !strcmp(getenv("KVT_TEST_ONLY"), "part")) {
 			test_part_read();
 			test_part_read_race();
+			test_promote_race();
 			continue;
 		}
 		if (getenv("KVT_TEST_ONLY") && !strcmp(getenv("KVT_TEST_ONLY"), "room")) {
@@ -2738,6 +2870,7 @@ int main(void)
 		test_quiet();
 		test_part_read();
 		test_part_read_race();
+		test_promote_race();
 	}
 	test_hash_secret();
 	return 0;

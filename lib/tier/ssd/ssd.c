@@ -2049,6 +2049,33 @@ static void promote_free(struct ssd *s, struct promote_task *p)
 	kvt_mem_free(s->mem, p, sizeof(*p));
 }
 
+/*
+ * A read of the record of (ns, key, seq) has completed: is its entry still
+ * that record, published (the same seq, not PENDING)?  Nothing pins a
+ * record while it is read; what keeps its bytes is the order the writer
+ * keeps: a record leaves the index, or turns PENDING (a carry, its seq
+ * unchanged), under its shard lock before any write over it is submitted
+ * (evict_entry_cb from seg_reclaim_upto_locked and seg_evict_oldest_locked).
+ * So "yes" after the read means no write over the record had started
+ * when the read ended: the bytes read are the record's.  "No" is a miss
+ * and no sign of corruption: the header and CRC checks come after it, and
+ * count only what fails them then.  The CRC32C alone would not do: it is
+ * linear, and a value built to collide with another's part passes it.
+ */
+static bool ssd_entry_same(struct ssd *s, uint32_t ns, const struct kvt_key *key, uint64_t seq)
+{
+	uint64_t h = ssd_hash(s, ns, key);
+	struct ssd_shard *sh = shard_of(s, h);
+	struct ssd_entry *e;
+	bool same;
+
+	pthread_mutex_lock(&sh->lock);
+	e = *ssd_idx_slot(sh, h, ns, key);
+	same = e && e->seq == seq && !(e->flags & E_PENDING);
+	pthread_mutex_unlock(&sh->lock);
+	return same;
+}
+
 static void promote_done(struct multi_io *m, int64_t res)
 {
 	struct promote_task *p = m->ctx;
@@ -2069,6 +2096,10 @@ static void promote_done(struct multi_io *m, int64_t res)
 			ssd_seg_mark_bad(s, p->slot, -EIO);
 		goto fail;
 	}
+	/* Reclaimed (its segment reused, a carry), deleted or dropped since
+	 * the lookup: the bytes may be another record's. */
+	if (!ssd_entry_same(s, p->ns, &p->key, p->seq))
+		goto fail;
 	if (p->part_count > KVT_ARRAY_LEN(parts_small)) {
 		parts = kvt_mem_alloc(s->mem, p->part_count * (sizeof(*parts) + sizeof(*lens) +
 							      sizeof(*crcs)));
@@ -2083,7 +2114,7 @@ static void promote_done(struct multi_io *m, int64_t res)
 	    rh.part_count != p->part_count || rh.key.len != p->key.len ||
 	    memcmp(rh.key.bytes, p->key.bytes, p->key.len) != 0 || !nse ||
 	    memcmp(rh.ns_digest, nse->digest, 32) != 0) {
-		/* Not the record the index promised (torn, overwritten, foreign). */
+		/* Not the record the index still names: torn, or corrupt. */
 		A(s->hdr_errors);
 		ssd_idx_remove_key(s, p->ns, &p->key, p->seq + 1);
 		goto fail_parts;
@@ -2415,18 +2446,12 @@ miss:
  *
  * Reclamation.  Nothing pins the record while it is read: the writer may
  * reuse its segment between the index lookup and either read, or between
- * the two.  What makes the bytes safe is the order the writer keeps: a
- * record leaves the index, or turns PENDING (a carry, seq unchanged), under
- * its shard lock before any write over it is submitted (evict_entry_cb,
- * seg_reclaim_upto_locked).  So after each read completes its entry is
- * looked up again (part_entry_same): the same seq and not PENDING means no
- * write over the record had started when the read ended, so the bytes
- * are the record's; anything else is a miss, counted as neither a header
- * nor a CRC error (nothing is wrong with the device) and not dropped.
- * Only then are the header and the part's CRC32C checked, and a failure
- * there is corruption: counted, the entry dropped.  The CRC is not what
- * stops a reclaimed record's bytes: a value built to collide with another
- * part's CRC32C (linear, so 5 bytes XORed in keep it) would pass it.
+ * the two.  After each read completes, its entry is looked up again
+ * (ssd_entry_same, as promotions do): the same seq and not PENDING means
+ * the bytes read are the record's; anything else is a miss, counted as
+ * neither a header nor a CRC error and not dropped.  Only then are the
+ * header and the part's CRC32C checked, and a failure there is
+ * corruption: counted, the entry dropped.
  *
  *   lookup -> read 1 (header, 4 KiB) -> same? -> header? -> [read 2 -> same?] -> CRC?
  *             "no" at a same?: a plain miss;  at header? or CRC?: dropped
@@ -2525,24 +2550,10 @@ static bool part_io_ok(struct part_task *t, int64_t res)
 	return false;
 }
 
-/* A read of t's record has completed: is its entry still the same
- * published record (the same seq, not PENDING)?  Then no write over the
- * record had been submitted when the read ended ("Reclamation" above).
- * A carry keeps the seq but is PENDING from before its old bytes are
- * written over until its new place is reserved. */
+/* A read of t's record has completed: ssd_entry_same. */
 static bool part_entry_same(struct part_task *t)
 {
-	struct ssd *s = t->s;
-	uint64_t h = ssd_hash(s, t->ns, &t->key);
-	struct ssd_shard *sh = shard_of(s, h);
-	struct ssd_entry *e;
-	bool same;
-
-	pthread_mutex_lock(&sh->lock);
-	e = *ssd_idx_slot(sh, h, t->ns, &t->key);
-	same = e && e->seq == t->seq && !(e->flags & E_PENDING);
-	pthread_mutex_unlock(&sh->lock);
-	return same;
+	return ssd_entry_same(t->s, t->ns, &t->key, t->seq);
 }
 
 static void part_run_done(struct multi_io *m, int64_t res)
