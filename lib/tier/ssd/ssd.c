@@ -25,7 +25,8 @@
  *
  * Reads.  A DRAM miss that the index knows is promoted: DRAM space is
  * reserved, the record is read into it with one O_DIRECT read (header into
- * a small buffer, value straight into the DRAM chunks), the header is
+ * a small buffer, value straight into the DRAM chunks), the index entry
+ * is looked up again (still that record: ssd_entry_same), the header is
  * checked against the index (key, namespace digest, sequence, generation)
  * and every part's CRC32C against the bytes, and only then is the block
  * published in DRAM.  Anything that fails is a miss, counted, never bytes.
