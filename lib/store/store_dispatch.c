@@ -298,7 +298,9 @@ static void store_part_got(void *ctx, const struct tier_result *res)
  * Quiet gets (kvtier.h, KVT_F_QUIET): nothing the store keeps changes.
  * From DRAM: a quiet ref (no hit, read count, recency or admission), pinned
  * as usual.  From a tier with get_copy (SSD): a private, verified copy held
- * by a SLOT_COPY pin until kvt_pin_release; nothing is promoted.
+ * by a SLOT_COPY pin until kvt_pin_release; nothing is promoted.  When
+ * every tier missed, DRAM is asked once more (store_quiet_part_walk says
+ * why: a promotion may have moved the block up meanwhile).
  */
 static int store_quiet_walk(struct kvt_store *s, struct kvt_req *r, unsigned from);
 
@@ -310,6 +312,10 @@ static void store_copied(void *ctx, int status, struct ssd_copy *copy)
 	struct iovec view = { 0 };
 	struct iovec *v;
 
+	if (status == KVT_MISS) {
+		req_finish(s, r, store_quiet_walk(s, r, i + 1));
+		return;
+	}
 	if (status == KVT_OK) {
 		view.iov_base = (void *)copy->value;
 		view.iov_len = copy->value_len;
@@ -329,6 +335,30 @@ static void store_copied(void *ctx, int status, struct ssd_copy *copy)
 	req_complete(s, r, status);
 }
 
+/* DRAM's block, through a quiet ref, pinned: KVT_OK, KVT_MISS or an error. */
+static int store_quiet_dram(struct kvt_store *s, struct kvt_req *r)
+{
+	struct iovec view[DRAM_MAX_RUNS];
+	struct dram_item *item;
+	uint64_t len = 0;
+	unsigned vc;
+	int ret;
+
+	if (dram_ref_quiet(s->dram, r->ns, &r->key, &item) != KVT_OK)
+		return KVT_MISS;
+	vc = dram_item_view(s->dram, item, view, &len);
+	ret = pin_add(s, r, item, view, vc);
+	if (ret < 0) {
+		dram_unpin(s->dram, item);
+		return ret;
+	}
+	r->length = len;
+	r->value_len = len;
+	r->value_flags = dram_item_flags(item);
+	r->tier = KVT_TIER_DRAM;
+	return KVT_OK;
+}
+
 static int store_quiet_walk(struct kvt_store *s, struct kvt_req *r, unsigned from)
 {
 	struct tier_key k = req_tkey(r);
@@ -346,31 +376,13 @@ static int store_quiet_walk(struct kvt_store *s, struct kvt_req *r, unsigned fro
 		if (ret != KVT_MISS)
 			return KVT_MISS;
 	}
-	return KVT_MISS;
+	return store_quiet_dram(s, r);
 }
 
 static int store_get_quiet(struct kvt_store *s, struct kvt_req *r)
 {
-	struct iovec view[DRAM_MAX_RUNS];
-	struct dram_item *item;
-	uint64_t len = 0;
-	unsigned vc;
-	int ret;
-
-	if (dram_ref_quiet(s->dram, r->ns, &r->key, &item) == KVT_OK) {
-		vc = dram_item_view(s->dram, item, view, &len);
-		ret = pin_add(s, r, item, view, vc);
-		if (ret < 0) {
-			dram_unpin(s->dram, item);
-			return ret;
-		}
-		r->length = len;
-		r->value_len = len;
-		r->value_flags = dram_item_flags(item);
-		r->tier = KVT_TIER_DRAM;
-		return KVT_OK;
-	}
-	return store_quiet_walk(s, r, 0);
+	int ret = store_quiet_dram(s, r);
+	return ret == KVT_MISS ? store_quiet_walk(s, r, 0) : ret;
 }
 
 /*
@@ -379,7 +391,32 @@ static int store_get_quiet(struct kvt_store *s, struct kvt_req *r)
  * through a quiet ref; else from the tiers with a quiet part read
  * (get_part_quiet; the SSD: header and part only, nothing promoted, the
  * entry not marked read).  The shared and remote tiers are not asked.
+ * When every tier missed, DRAM is asked once more, as store_tier_got
+ * does: a promotion (another get's) publishes the block in DRAM and then,
+ * as the victim tier, drops the SSD's entry, so a read that asked DRAM
+ * before the publish and the SSD after the drop (or whose SSD read the
+ * drop voided: ssd_read_part) would miss a block the store held all along
+ * -- an S3 HEAD's 404 for an object that exists.
  */
+static int store_part_quiet_dram(struct kvt_store *s, struct kvt_req *r)
+{
+	struct dram_read rd = { .flags = r->flags, .part = r->part, .dst = r->iov,
+				.dst_count = r->iov_count };
+	struct dram_item *item;
+	int ret;
+
+	if (dram_ref_quiet(s->dram, r->ns, &r->key, &item) != KVT_OK)
+		return KVT_MISS;
+	ret = dram_read_item(s->dram, item, &rd);
+	dram_unpin(s->dram, item);
+	r->length = rd.copied;
+	r->value_len = rd.value_len;
+	r->value_flags = rd.value_flags;
+	if (ret == KVT_OK)
+		r->tier = KVT_TIER_DRAM;
+	return ret;
+}
+
 static int store_quiet_part_walk(struct kvt_store *s, struct kvt_req *r, unsigned from)
 {
 	struct tier_key k = req_tkey(r);
@@ -392,28 +429,19 @@ static int store_quiet_part_walk(struct kvt_store *s, struct kvt_req *r, unsigne
 					   IO_PRIO_DEMAND, store_part_got, r) == TIER_PENDING)
 			return STORE_PENDING;
 	}
-	return KVT_MISS; /* absent, or out of memory: a miss */
+	/* Absent, or out of memory: a miss, unless a promotion moved the
+	 * block up meanwhile (above). */
+	return store_part_quiet_dram(s, r);
 }
 
 static int store_get_part_quiet(struct kvt_store *s, struct kvt_req *r)
 {
-	struct dram_read rd = { .flags = r->flags, .part = r->part, .dst = r->iov,
-				.dst_count = r->iov_count };
-	struct dram_item *item;
 	int ret;
 
 	if (seal_key_of(s->seal, r->ns))
 		return KVT_EBADOP; /* as quiet pinned gets: not with a seal key */
-	if (dram_ref_quiet(s->dram, r->ns, &r->key, &item) != KVT_OK)
-		return store_quiet_part_walk(s, r, 0);
-	ret = dram_read_item(s->dram, item, &rd);
-	dram_unpin(s->dram, item);
-	r->length = rd.copied;
-	r->value_len = rd.value_len;
-	r->value_flags = rd.value_flags;
-	if (ret == KVT_OK)
-		r->tier = KVT_TIER_DRAM;
-	return ret;
+	ret = store_part_quiet_dram(s, r);
+	return ret == KVT_MISS ? store_quiet_part_walk(s, r, 0) : ret;
 }
 
 /* ------------------------------------------------------------------------

@@ -1720,6 +1720,360 @@ static void test_part_read(void)
 	free(dir);
 }
 
+/* 14. A quiet part read racing reclamation: nothing pins the record, so
+ *     its segment may be reused between the lookup and a read, or between
+ *     the header's read and a part's second read.  Each read is checked
+ *     by looking the entry up again (the same seq, not PENDING), not by
+ *     the part's CRC32C alone, which a crafted overwrite passes: these
+ *     5 bytes XORed in anywhere keep a CRC32C (they are its polynomial,
+ *     x^32 + 0x1EDC6F41, as a bit-reflected message).  The engine runs
+ *     one request at a time (ssd.io_depth=1) and a gate request whose
+ *     callback blocks holds it, so the test reclaims and overwrites at
+ *     the exact moment: (a) a carry (PENDING, seq unchanged) between the
+ *     two reads; (b) the entry dropped before the first read; (c) a
+ *     promotion's publish-then-drop (ssd.first_hit=cold) before the first
+ *     read: the store finds the block in DRAM then, not a miss. */
+static const unsigned char prr_d[5] = { 0xf1, 0x76, 0xec, 0x05, 0x01 };
+
+struct prr_gate {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	bool reached, open;
+	struct io_req req;
+};
+
+static void prr_gate_done(struct io_req *r)
+{
+	struct prr_gate *g = r->ctx;
+	pthread_mutex_lock(&g->mu);
+	g->reached = true;
+	pthread_cond_broadcast(&g->cv);
+	while (!g->open)
+		pthread_cond_wait(&g->cv, &g->mu);
+	pthread_mutex_unlock(&g->mu);
+}
+
+/* Queue a gate (an fdatasync of fd) behind whatever the engine has. */
+static void prr_gate_submit(struct ssd *sd, struct prr_gate *g, int fd)
+{
+	memset(g, 0, sizeof(*g));
+	pthread_mutex_init(&g->mu, NULL);
+	pthread_cond_init(&g->cv, NULL);
+	g->req.opcode = IO_FSYNC;
+	g->req.prio = IO_PRIO_DEMAND;
+	g->req.fd = fd;
+	g->req.done = prr_gate_done;
+	g->req.ctx = g;
+	io_submit(ssd_io(sd), &g->req);
+}
+
+static void prr_gate_wait(struct prr_gate *g)
+{
+	pthread_mutex_lock(&g->mu);
+	while (!g->reached)
+		pthread_cond_wait(&g->cv, &g->mu);
+	pthread_mutex_unlock(&g->mu);
+}
+
+/* Let the engine go on; the gate is freed once the request queued behind
+ * it has completed (its done() returned before that was taken). */
+static void prr_gate_open(struct prr_gate *g)
+{
+	pthread_mutex_lock(&g->mu);
+	g->open = true;
+	pthread_cond_broadcast(&g->cv);
+	pthread_mutex_unlock(&g->mu);
+}
+
+static void prr_gate_destroy(struct prr_gate *g)
+{
+	pthread_mutex_destroy(&g->mu);
+	pthread_cond_destroy(&g->cv);
+}
+
+/* XOR prr_d into segment `slot` at off (the CRC32C of any run holding
+ * them whole is unchanged; twice puts the bytes back). */
+static void prr_xor(const char *dir, uint32_t slot, uint64_t off)
+{
+	char path[4096];
+	unsigned char c[sizeof(prr_d)];
+	int fd;
+	snprintf(path, sizeof(path), "%s/ssd/seg-%06u", dir, slot);
+	fd = open(path, O_RDWR);
+	T_GE_INT(fd, 0);
+	T_EQ_INT(pread(fd, c, sizeof(c), (off_t)off), (int)sizeof(c));
+	for (size_t i = 0; i < sizeof(c); i++)
+		c[i] ^= prr_d[i];
+	T_EQ_INT(pwrite(fd, c, sizeof(c), (off_t)off), (int)sizeof(c));
+	close(fd);
+}
+
+/* Submit a quiet part get of block 60 + b's part into v (not waited). */
+static void prr_submit(struct kvt_queue *q, uint32_t ns, int b, uint32_t part,
+		       struct kvt_req *r, struct iovec *v)
+{
+	struct kvt_req *rp = r;
+	memset(r, 0, sizeof(*r));
+	r->op = KVT_OP_GET;
+	r->flags = KVT_F_PART | KVT_F_QUIET;
+	r->part = part;
+	r->ns = ns;
+	r->key = t_key(60 + (uint64_t)b);
+	r->iov = v;
+	r->iov_count = 1;
+	T_RC(kvt_submit(q, &rp, 1), 1);
+}
+
+static int prr_wait(struct kvt_queue *q, struct kvt_req *r)
+{
+	struct kvt_req *got;
+	T_RC(kvt_queue_wait(q, &got, 1, 10000), 1);
+	T_ASSERT(got == r);
+	return r->status;
+}
+
+static void test_part_read_race(void)
+{
+	char *dir = t_mkdtemp(), buf[16384], want[32768];
+	struct kvt_store *s;
+	struct kvt_queue *q;
+	struct kvt_req r;
+	struct iovec v = { buf, sizeof(buf) };
+	struct prr_gate g0, g1;
+	struct ssd *sd;
+	struct ssd_entry *e;
+	struct ssd_shard *sh;
+	struct kvt_key key = t_key(60);
+	uint64_t rec_off, part_at, h;
+	uint32_t slot, hdr_len;
+	int fd;
+
+#define PRR_OPEN()                                                                            \
+	t_store_open("path", dir, "dram.capacity", "64M", "dram.chunk", "4K", "dram.prefault",   \
+		     "off", "ssd.capacity", "16M", "ssd.segment", "1M", "ssd.admission", "always", \
+		     "ssd.io", io_backend, "ssd.io_depth", "1", NULL)
+	s = PRR_OPEN();
+	pr_put(s, ns_of(s), 0);
+	pr_put(s, ns_of(s), 1);
+	T_OK(kvt_flush(s));
+	kvt_store_destroy(s);
+	s = PRR_OPEN(); /* cold DRAM: both on SSD only */
+	T_OK(kvt_queue_create(s, &q));
+	sd = ssd_of(s);
+	e = pr_entry(sd, ns_of(s), 0);
+	T_ASSERT(e != NULL);
+	slot = e->slot;
+	rec_off = (uint64_t)e->off_512 * SSD_REC_ALIGN;
+	hdr_len = ssd_rec_hdr_len(PR_PARTS, ssd_rec_align_of(PR_PARTS, e->value_len,
+							     (uint64_t)e->len_512 * SSD_REC_ALIGN));
+	fd = sd->segs[slot].fd;
+	h = ssd_hash(sd, ns_of(s), &key);
+	sh = shard_of(sd, h);
+	t_fill(want, pr_off(0, PR_PARTS), 60);
+
+	/* (a) Part 2 of block 60 is past the first read's 4 KiB: the first
+	 * read completes, the record is reclaimed with a carry and written
+	 * over (a value whose bytes there keep the part's CRC), then the
+	 * second read.  Before the fix: those other bytes, KVT_OK. */
+	prr_gate_submit(sd, &g0, fd);
+	prr_gate_wait(&g0);
+	prr_submit(q, ns_of(s), 0, 2, &r, &v);
+	prr_gate_submit(sd, &g1, fd);
+	prr_gate_open(&g0);
+	prr_gate_wait(&g1); /* the header read is done, the part's read queued */
+	pthread_mutex_lock(&sh->lock);
+	e->flags |= E_PENDING | E_CARRY;
+	pthread_mutex_unlock(&sh->lock);
+	part_at = rec_off + hdr_len + pr_off(0, 2);
+	prr_xor(dir, slot, part_at + 1000);
+	prr_gate_open(&g1);
+	T_RC(prr_wait(q, &r), KVT_MISS);
+	prr_gate_destroy(&g0);
+	prr_gate_destroy(&g1);
+	/* A race, not corruption: nothing counted, the entry kept. */
+	T_EQ_U64(t_stat(s, "ssd.crc_errors"), 0);
+	T_EQ_U64(t_stat(s, "ssd.header_errors"), 0);
+	T_ASSERT(pr_entry(sd, ns_of(s), 0) == e);
+	/* The carry's write done (as if): the record is whole again. */
+	pthread_mutex_lock(&sh->lock);
+	e->flags &= (uint8_t)~(E_PENDING | E_CARRY);
+	pthread_mutex_unlock(&sh->lock);
+	prr_xor(dir, slot, part_at + 1000);
+	memset(buf, 0, sizeof(buf));
+	T_RC(pr_get(q, ns_of(s), 0, 2, buf, sizeof(buf), &r), KVT_OK);
+	T_EQ_INT(r.tier, KVT_TIER_SSD);
+	T_EQ_MEM(buf, want + pr_off(0, 2), pr_lens[0][2]);
+
+	/* (b) Part 1 is in the first read: the entry leaves the index (its
+	 * segment's reuse reached it) and the part is written over before
+	 * that read.  The header is intact and the CRC passes: before the
+	 * fix, the other bytes. */
+	prr_gate_submit(sd, &g0, fd);
+	prr_gate_wait(&g0);
+	prr_submit(q, ns_of(s), 0, 1, &r, &v);
+	T_ASSERT(ssd_idx_remove_key(sd, ns_of(s), &key, UINT64_MAX));
+	part_at = rec_off + hdr_len + pr_off(0, 1);
+	prr_xor(dir, slot, part_at + 500);
+	prr_gate_open(&g0);
+	T_RC(prr_wait(q, &r), KVT_MISS);
+	prr_gate_destroy(&g0);
+	T_EQ_U64(t_stat(s, "ssd.crc_errors"), 0);
+	T_EQ_U64(t_stat(s, "ssd.header_errors"), 0);
+
+	/* (c) Block 61: looked up, then a promotion publishes it in DRAM and
+	 * drops the SSD's entry before the read: the SSD misses, and the
+	 * store finds the block in DRAM (an S3 HEAD must not 404 it). */
+	t_fill(want, pr_off(1, PR_PARTS), 61);
+	memset(buf, 0, sizeof(buf));
+	prr_gate_submit(sd, &g0, fd);
+	prr_gate_wait(&g0);
+	prr_submit(q, ns_of(s), 1, 2, &r, &v);
+	key = t_key(61);
+	T_ASSERT(ssd_idx_remove_key(sd, ns_of(s), &key, UINT64_MAX));
+	pr_put(s, ns_of(s), 1);
+	prr_gate_open(&g0);
+	T_RC(prr_wait(q, &r), KVT_OK);
+	T_EQ_U64(r.length, pr_lens[1][2]);
+	T_EQ_MEM(buf, want + pr_off(1, 2), pr_lens[1][2]);
+	prr_gate_destroy(&g0);
+	T_OK(kvt_queue_destroy(q));
+	kvt_store_destroy(s);
+#undef PRR_OPEN
+	t_rmtree(dir);
+	free(dir);
+}
+
+/* 15. The whole-record reads racing reclamation the same way: a
+ *     promotion (a plain get) and a quiet pinned get's private copy
+ *     (ssd_read_copy) looked their entry up, then the record left the
+ *     index and was written over (its header intact, the value's CRCs
+ *     kept: writes into a reused segment complete in any order) before
+ *     their read.  Each is a miss, not the other bytes, and counts no
+ *     header or CRC error.  And a quiet copy voided by a promotion's
+ *     publish-then-drop is served from DRAM, not a miss. */
+static void test_promote_race(void)
+{
+	char *dir = t_mkdtemp(), *buf = malloc(32768), *want = malloc(32768);
+	struct kvt_store *s;
+	struct kvt_queue *q;
+	struct kvt_req r, *rp = &r;
+	struct iovec v = { buf, 32768 };
+	struct prr_gate g0;
+	struct ssd *sd;
+	struct ssd_entry *e;
+	uint64_t rec_off[2];
+	uint32_t slot[2], hdr_len[2];
+	int fd;
+
+#define PRR_OPEN()                                                                            \
+	t_store_open("path", dir, "dram.capacity", "64M", "dram.chunk", "4K", "dram.prefault",   \
+		     "off", "ssd.capacity", "16M", "ssd.segment", "1M", "ssd.admission", "always", \
+		     "ssd.io", io_backend, "ssd.io_depth", "1", NULL)
+	T_ASSERT(buf && want);
+	s = PRR_OPEN();
+	pr_put(s, ns_of(s), 0);
+	pr_put(s, ns_of(s), 1);
+	T_OK(kvt_flush(s));
+	kvt_store_destroy(s);
+	s = PRR_OPEN();
+	T_OK(kvt_queue_create(s, &q));
+	sd = ssd_of(s);
+	for (int b = 0; b < 2; b++) {
+		e = pr_entry(sd, ns_of(s), b);
+		T_ASSERT(e != NULL);
+		slot[b] = e->slot;
+		rec_off[b] = (uint64_t)e->off_512 * SSD_REC_ALIGN;
+		hdr_len[b] = ssd_rec_hdr_len(
+			PR_PARTS, ssd_rec_align_of(PR_PARTS, e->value_len,
+						   (uint64_t)e->len_512 * SSD_REC_ALIGN));
+	}
+	fd = sd->segs[slot[0]].fd;
+
+	for (int b = 0; b < 2; b++) {
+		struct kvt_key key = t_key(60 + (uint64_t)b);
+		struct kvt_req *got;
+		t_fill(want, pr_off(b, PR_PARTS), 60 + (uint64_t)b);
+		memset(&r, 0, sizeof(r));
+		r.ns = ns_of(s);
+		r.key = key;
+		if (b == 0) { /* a plain get: a promotion */
+			r.op = KVT_OP_GET;
+			r.iov = &v;
+			r.iov_count = 1;
+		} else { /* a quiet pinned get: a private copy */
+			r.op = KVT_OP_GET_PINNED;
+			r.flags = KVT_F_QUIET;
+		}
+		prr_gate_submit(sd, &g0, fd);
+		prr_gate_wait(&g0);
+		T_RC(kvt_submit(q, &rp, 1), 1);
+		T_ASSERT(ssd_idx_remove_key(sd, ns_of(s), &key, UINT64_MAX));
+		prr_xor(dir, slot[b], rec_off[b] + hdr_len[b] + pr_off(b, 2) + 700);
+		prr_gate_open(&g0);
+		T_RC(kvt_queue_wait(q, &got, 1, 10000), 1);
+		prr_gate_destroy(&g0);
+		if (r.status == KVT_OK) {
+			const char *at = b == 0 ? buf : (const char *)r.view[0].iov_base;
+			bool same = memcmp(at, want, pr_off(b, PR_PARTS)) == 0;
+			if (b == 1)
+				T_OK(kvt_pin_release(s, r.pin));
+			T_FAIL("%s of block %d read over: KVT_OK with %s bytes",
+			       b == 0 ? "a promotion" : "a quiet copy", 60 + b,
+			       same ? "its own" : "other");
+		}
+		T_RC(r.status, KVT_MISS);
+	}
+	T_EQ_U64(t_stat(s, "ssd.crc_errors"), 0);
+	T_EQ_U64(t_stat(s, "ssd.header_errors"), 0);
+	T_EQ_U64(t_stat(s, "dram.blocks"), 0);
+
+	/* A quiet pinned get whose copy a promotion's publish-then-drop
+	 * voided: the store finds the block in DRAM, not a miss. */
+	pr_put(s, ns_of(s), 1);
+	T_OK(kvt_flush(s));
+	T_OK(kvt_queue_destroy(q));
+	kvt_store_destroy(s);
+	s = PRR_OPEN();
+	T_OK(kvt_queue_create(s, &q));
+	sd = ssd_of(s);
+	T_EQ_U64(t_stat(s, "dram.blocks"), 0);
+	{
+		struct kvt_key key = t_key(61);
+		struct kvt_req *got;
+		memset(&r, 0, sizeof(r));
+		r.op = KVT_OP_GET_PINNED;
+		r.flags = KVT_F_QUIET;
+		r.ns = ns_of(s);
+		r.key = key;
+		prr_gate_submit(sd, &g0, sd->segs[pr_entry(sd, ns_of(s), 1)->slot].fd);
+		prr_gate_wait(&g0);
+		T_RC(kvt_submit(q, &rp, 1), 1);
+		T_ASSERT(ssd_idx_remove_key(sd, ns_of(s), &key, UINT64_MAX));
+		pr_put(s, ns_of(s), 1);
+		prr_gate_open(&g0);
+		T_RC(kvt_queue_wait(q, &got, 1, 10000), 1);
+		prr_gate_destroy(&g0);
+		T_RC(r.status, KVT_OK);
+		T_EQ_INT(r.tier, KVT_TIER_DRAM);
+		T_EQ_U64(r.length, pr_off(1, PR_PARTS));
+		t_fill(want, pr_off(1, PR_PARTS), 61);
+		for (uint32_t i = 0, at = 0; i < r.view_count; i++) {
+			T_ASSERT(at + r.view[i].iov_len <= pr_off(1, PR_PARTS));
+			memcpy(buf + at, r.view[i].iov_base, r.view[i].iov_len);
+			at += (uint32_t)r.view[i].iov_len;
+		}
+		T_EQ_MEM(buf, want, pr_off(1, PR_PARTS));
+		T_OK(kvt_pin_release(s, r.pin));
+	}
+	T_OK(kvt_queue_destroy(q));
+	kvt_store_destroy(s);
+#undef PRR_OPEN
+	t_rmtree(dir);
+	free(dir);
+	free(buf);
+	free(want);
+}
+
 /* Index buckets are keyed by a per-store secret (issue 21 item 14): the
  * same client key in the same (small, public) namespace id lands in
  * unrelated buckets in two stores, so nobody can aim keys at one bucket. */
@@ -2462,6 +2816,13 @@ int main(void)
 			test_carry_deletes();
 			continue;
 		}
+		/* KVT_TEST_ONLY=part: the quiet part reads and their races. */
+		if (getenv("KVT_TEST_ONLY") && !strcmp(getenv("KVT_TEST_ONLY"), "part")) {
+			test_part_read();
+			test_part_read_race();
+			test_promote_race();
+			continue;
+		}
 		if (getenv("KVT_TEST_ONLY") && !strcmp(getenv("KVT_TEST_ONLY"), "room")) {
 			test_room();
 			test_room_retry();
@@ -2508,6 +2869,8 @@ int main(void)
 		test_readmit();
 		test_quiet();
 		test_part_read();
+		test_part_read_race();
+		test_promote_race();
 	}
 	test_hash_secret();
 	return 0;

@@ -8,7 +8,8 @@
  * the check catches a 512-byte header); victim write-down; recovery after
  * kill -9 and after a simulated power loss; kvtier fsck clean; and a store
  * reopened at the other alignment, both ways, keeps every block readable
- * (mixed segments) while new segments take the new alignment.
+ * (mixed segments) while new segments take the new alignment; quiet part
+ * reads of a record whose length names the 512 layout stay 4096-aligned.
  *
  * Every scenario runs on the io_uring backend and on the pread/pwrite
  * backend (KVT_TEST_IO=uring|psync picks one).
@@ -399,6 +400,77 @@ static void test_auto(void)
 	free(dir);
 }
 
+/* 8. Quiet part reads at 4096.  A record of 215-246 parts whose value is
+ *    whole 4 KiB pages has the same length in both layouts (its header
+ *    pads to 4096 either way), so its length names the 512 layout; a part
+ *    past the first read's 4 KiB is then read on its own, and that read
+ *    must still be 4096-aligned (before the fix it was rounded to 512: a
+ *    4Kn drive refuses it, EINVAL, every such part a miss).  Every part
+ *    read back exactly, from SSD, all I/O aligned. */
+#define PA_PARTS 230
+#define PA_LEN (64 * 4096)
+
+static size_t pa_len(uint32_t i)
+{
+	return i + 1 < PA_PARTS ? 1139 : PA_LEN - (PA_PARTS - 1) * 1139;
+}
+
+static void test_part_align(void)
+{
+	char *dir = t_mkdtemp(), *buf = malloc(PA_LEN), *got = malloc(8192);
+	struct iovec *v = calloc(PA_PARTS, sizeof(*v));
+	struct kvt_key key = t_key(7);
+	struct kvt_store *s;
+	struct kvt_queue *q;
+	uint32_t ns, parts[] = { 0, 1, 3, 5, 100, 228, 229 };
+	size_t off = 0;
+
+	T_ASSERT(buf && got && v);
+	T_EQ_U64(ssd_rec_align_of(PA_PARTS, PA_LEN, ssd_rec_len(PA_PARTS, PA_LEN, 4096)),
+		 SSD_REC_ALIGN);
+	t_fill(buf, PA_LEN, 7);
+	for (uint32_t i = 0; i < PA_PARTS; i++) {
+		v[i] = (struct iovec){ buf + off, pa_len(i) };
+		off += pa_len(i);
+	}
+	s = open_at(dir, "4096", "64M", "16M", "always", true);
+	ns = ns_of(s);
+	T_RC(kvt_put(s, ns, &key, v, PA_PARTS), KVT_OK);
+	T_RC(kvt_flush(s), KVT_OK);
+	kvt_store_destroy(s);
+	s = open_at(dir, "4096", "64M", "16M", "always", true);
+	ns = ns_of(s);
+	T_OK(kvt_queue_create(s, &q));
+	for (size_t j = 0; j < KVT_ARRAY_LEN(parts); j++) {
+		struct kvt_req r, *rp = &r, *done;
+		struct iovec d = { got, 8192 };
+		memset(&r, 0, sizeof(r));
+		r.op = KVT_OP_GET;
+		r.flags = KVT_F_PART | KVT_F_QUIET;
+		r.part = parts[j];
+		r.ns = ns;
+		r.key = key;
+		r.iov = &d;
+		r.iov_count = 1;
+		T_RC(kvt_submit(q, &rp, 1), 1);
+		T_RC(kvt_queue_wait(q, &done, 1, 10000), 1);
+		T_RC(r.status, KVT_OK);
+		T_EQ_INT(r.tier, KVT_TIER_SSD);
+		T_EQ_U64(r.length, pa_len(parts[j]));
+		T_EQ_MEM(got, v[parts[j]].iov_base, pa_len(parts[j]));
+	}
+	T_EQ_U64(t_stat(s, "ssd.part_reads"), KVT_ARRAY_LEN(parts));
+	T_EQ_U64(t_stat(s, "dram.blocks"), 0);
+	aligned_io(s, "quiet part reads");
+	T_OK(kvt_queue_destroy(q));
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+	free(buf);
+	free(got);
+	free(v);
+}
+
 int main(void)
 {
 	const char *only = getenv("KVT_TEST_IO");
@@ -415,6 +487,7 @@ int main(void)
 		test_powerloss();
 		test_mixed();
 		test_auto();
+		test_part_align();
 	}
 	return 0;
 }

@@ -25,7 +25,8 @@
  *
  * Reads.  A DRAM miss that the index knows is promoted: DRAM space is
  * reserved, the record is read into it with one O_DIRECT read (header into
- * a small buffer, value straight into the DRAM chunks), the header is
+ * a small buffer, value straight into the DRAM chunks), the index entry
+ * is looked up again (still that record: ssd_entry_same), the header is
  * checked against the index (key, namespace digest, sequence, generation)
  * and every part's CRC32C against the bytes, and only then is the block
  * published in DRAM.  Anything that fails is a miss, counted, never bytes.
@@ -2049,6 +2050,33 @@ static void promote_free(struct ssd *s, struct promote_task *p)
 	kvt_mem_free(s->mem, p, sizeof(*p));
 }
 
+/*
+ * A read of the record of (ns, key, seq) has completed: is its entry still
+ * that record, published (the same seq, not PENDING)?  Nothing pins a
+ * record while it is read; what keeps its bytes is the order the writer
+ * keeps: a record leaves the index, or turns PENDING (a carry, its seq
+ * unchanged), under its shard lock before any write over it is submitted
+ * (evict_entry_cb from seg_reclaim_upto_locked and seg_evict_oldest_locked).
+ * So "yes" after the read means no write over the record had started
+ * when the read ended: the bytes read are the record's.  "No" is a miss
+ * and no sign of corruption: the header and CRC checks come after it, and
+ * count only what fails them then.  The CRC32C alone would not do: it is
+ * linear, and a value built to collide with another's part passes it.
+ */
+static bool ssd_entry_same(struct ssd *s, uint32_t ns, const struct kvt_key *key, uint64_t seq)
+{
+	uint64_t h = ssd_hash(s, ns, key);
+	struct ssd_shard *sh = shard_of(s, h);
+	struct ssd_entry *e;
+	bool same;
+
+	pthread_mutex_lock(&sh->lock);
+	e = *ssd_idx_slot(sh, h, ns, key);
+	same = e && e->seq == seq && !(e->flags & E_PENDING);
+	pthread_mutex_unlock(&sh->lock);
+	return same;
+}
+
 static void promote_done(struct multi_io *m, int64_t res)
 {
 	struct promote_task *p = m->ctx;
@@ -2069,6 +2097,10 @@ static void promote_done(struct multi_io *m, int64_t res)
 			ssd_seg_mark_bad(s, p->slot, -EIO);
 		goto fail;
 	}
+	/* Reclaimed (its segment reused, a carry), deleted or dropped since
+	 * the lookup: the bytes may be another record's. */
+	if (!ssd_entry_same(s, p->ns, &p->key, p->seq))
+		goto fail;
 	if (p->part_count > KVT_ARRAY_LEN(parts_small)) {
 		parts = kvt_mem_alloc(s->mem, p->part_count * (sizeof(*parts) + sizeof(*lens) +
 							      sizeof(*crcs)));
@@ -2083,7 +2115,7 @@ static void promote_done(struct multi_io *m, int64_t res)
 	    rh.part_count != p->part_count || rh.key.len != p->key.len ||
 	    memcmp(rh.key.bytes, p->key.bytes, p->key.len) != 0 || !nse ||
 	    memcmp(rh.ns_digest, nse->digest, 32) != 0) {
-		/* Not the record the index promised (torn, overwritten, foreign). */
+		/* Not the record the index still names: torn, or corrupt. */
 		A(s->hdr_errors);
 		ssd_idx_remove_key(s, p->ns, &p->key, p->seq + 1);
 		goto fail_parts;
@@ -2412,6 +2444,22 @@ miss:
  * most values: an S3 object's header, kvtierd's HEAD and listings); the
  * header's part table says where the part is, and a part beyond those
  * bytes takes a second read of its aligned run alone.
+ *
+ * Reclamation.  Nothing pins the record while it is read: the writer may
+ * reuse its segment between the index lookup and either read, or between
+ * the two.  After each read completes, its entry is looked up again
+ * (ssd_entry_same, as promotions do): the same seq and not PENDING means
+ * the bytes read are the record's; anything else is a miss, counted as
+ * neither a header nor a CRC error and not dropped.  Only then are the
+ * header and the part's CRC32C checked, and a failure there is
+ * corruption: counted, the entry dropped.
+ *
+ *   lookup -> read 1 (header, 4 KiB) -> same? -> header? -> [read 2 -> same?] -> CRC?
+ *             "no" at a same?: a plain miss;  at header? or CRC?: dropped
+ *
+ * A promotion that drops the entry (ssd.first_hit=cold) makes such a read
+ * miss while DRAM holds the block: the store then asks DRAM again
+ * (store_quiet_part_walk).
  */
 #define SSD_PART_HEAD 4096u
 
@@ -2450,8 +2498,10 @@ static void part_end(struct part_task *t, int status, uint64_t count)
 	done(ctx, &res);
 }
 
-/* Not the record the index promised, or its part's bytes are not: drop
- * the entry (as a promotion does) and miss. */
+/* The record the index still names is not what it promised (a bad
+ * header), or its part's bytes are not (the CRC): corruption, since
+ * part_entry_same said no write had reached it.  Drop the entry (as a
+ * promotion does) and miss. */
 static void part_bad(struct part_task *t, bool crc)
 {
 	struct ssd *s = t->s;
@@ -2501,25 +2551,21 @@ static bool part_io_ok(struct part_task *t, int64_t res)
 	return false;
 }
 
+/* A read of t's record has completed: ssd_entry_same. */
+static bool part_entry_same(struct part_task *t)
+{
+	return ssd_entry_same(t->s, t->ns, &t->key, t->seq);
+}
+
 static void part_run_done(struct multi_io *m, int64_t res)
 {
 	struct part_task *t = m->ctx;
-	struct ssd *s = t->s;
-	uint64_t h = ssd_hash(s, t->ns, &t->key);
-	struct ssd_shard *sh = shard_of(s, h);
-	struct ssd_entry *e;
-	bool same;
 
 	if (!part_io_ok(t, res))
 		return;
-	/* The header was read before: the record must still be the one it
-	 * described (a segment's entries leave the index before it is
-	 * reused), besides the part's CRC. */
-	pthread_mutex_lock(&sh->lock);
-	e = *ssd_idx_slot(sh, h, t->ns, &t->key);
-	same = e && e->seq == t->seq;
-	pthread_mutex_unlock(&sh->lock);
-	if (!same) {
+	/* The header was checked after the first read; this one's bytes are
+	 * the record's only if it was not reclaimed since. */
+	if (!part_entry_same(t)) {
 		part_end(t, KVT_MISS, 0);
 		return;
 	}
@@ -2534,10 +2580,17 @@ static void part_head_done(struct multi_io *m, int64_t res)
 	struct ssd_rec_hdr rh;
 	struct ssd_part *parts;
 	uint64_t room = 0, a, b;
+	uint32_t io_align;
 	int rc;
 
 	if (!part_io_ok(t, res))
 		return;
+	/* Reclaimed since the lookup (its segment reused, a carry, a delete, a
+	 * promotion's drop): the bytes may be another record's -- a miss. */
+	if (!part_entry_same(t)) {
+		part_end(t, KVT_MISS, 0);
+		return;
+	}
 	parts = kvt_mem_alloc(s->mem, t->part_count * sizeof(*parts));
 	if (!parts) {
 		part_end(t, KVT_MISS, 0);
@@ -2578,9 +2631,16 @@ static void part_head_done(struct multi_io *m, int64_t res)
 		part_deliver(t);
 		return;
 	}
-	/* Beyond the first read: the part's aligned run alone. */
-	a = (t->hdr_len + t->part_off) & ~(uint64_t)(t->rec_align - 1);
-	b = align_rec(t->hdr_len + t->part_off + t->part_len, t->rec_align);
+	/* Beyond the first read: the part's aligned run alone, at the
+	 * device's alignment, not the layout's: a record of a 4096 segment
+	 * can have the 512 layout's length (over 214 parts, a value of whole
+	 * 4 KiB: the same bytes either way), so ssd_rec_align_of says 512
+	 * for it, which O_DIRECT on a 4Kn drive refuses.  A record at a
+	 * 4096 offset with a 4096 length is read in 4096 runs (within it). */
+	io_align = (t->rec_off | t->rec_len) % SSD_REC_ALIGN_4K == 0 ? SSD_REC_ALIGN_4K
+								     : t->rec_align;
+	a = (t->hdr_len + t->part_off) & ~(uint64_t)(io_align - 1);
+	b = align_rec(t->hdr_len + t->part_off + t->part_len, io_align);
 	if (b > t->rec_len) {
 		part_bad(t, false);
 		return;
