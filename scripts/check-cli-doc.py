@@ -14,7 +14,7 @@ page; each command's `--help` options (its usage and option lines) are
 in its man page; every command of `kvtier --help` is in kvtier(1), every
 bench suite in kvtier(1) and kvtier-bench(1).
 
-Prints each problem; exit 0 pass, 1 fail.
+Prints each problem; exit 0 pass, 1 fail, 2 usage.
 """
 import glob
 import os
@@ -132,6 +132,10 @@ def check_kvtier(kvtier, src, problems):
 
 
 def main():
+    if len(sys.argv) != 4:
+        print("usage: check-cli-doc.py KVTIER KVTIERD SRC (the built kvtier and kvtierd, "
+              "the source root)", file=sys.stderr)
+        return 2
     kvtier, kvtierd, src = sys.argv[1:4]
     problems = []
     nd = check_kvtierd(kvtierd, src, problems)

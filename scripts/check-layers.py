@@ -190,6 +190,10 @@ def main():
     if not shutil.which("nm"):
         print("no nm: skipped")
         return 77
+    if len(sys.argv) < 2 or sys.argv[1].startswith("-"):
+        print("usage: check-layers.py LIBKVTIER.a [--compdb compile_commands.json] "
+              "[--allow-cycle a,b ...]", file=sys.stderr)
+        return 2
     archive = sys.argv[1]
     allowed = set()
     compdb = None
