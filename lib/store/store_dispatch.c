@@ -125,6 +125,24 @@ void store_evicted_event(void *ctx, const struct dram_victim *v)
  * Gets
  */
 
+/* r pins item (a ref of the caller's, given to the pin), whose view is
+ * view[0..vc) and length len: KVT_OK, r's fields set, tier its tier; or an
+ * error, the ref dropped. */
+static int store_pin_item(struct kvt_store *s, struct kvt_req *r, struct dram_item *item,
+			  const struct iovec *view, unsigned vc, uint64_t len, uint32_t tier)
+{
+	int ret = pin_add(s, r, item, view, vc);
+	if (ret < 0) {
+		dram_unpin(s->dram, item);
+		return ret;
+	}
+	r->length = len;
+	r->value_len = len;
+	r->value_flags = dram_item_flags(item);
+	r->tier = tier;
+	return KVT_OK;
+}
+
 /* Serve a GET or GET_PINNED from DRAM; tier: what to report for a hit. */
 static int store_serve_dram(struct kvt_store *s, struct kvt_req *r, int tier)
 {
@@ -135,16 +153,7 @@ static int store_serve_dram(struct kvt_store *s, struct kvt_req *r, int tier)
 		unsigned vc = 0;
 		uint64_t len = 0;
 		ret = dram_pin(s->dram, r->ns, &r->key, &item, view, &vc, &len);
-		if (ret != KVT_OK)
-			return ret;
-		ret = pin_add(s, r, item, view, vc);
-		if (ret < 0) {
-			dram_unpin(s->dram, item);
-			return ret;
-		}
-		r->length = len;
-		r->value_len = len;
-		r->value_flags = dram_item_flags(item);
+		return ret != KVT_OK ? ret : store_pin_item(s, r, item, view, vc, len, (uint32_t)tier);
 	} else {
 		struct dram_read rd = { .flags = r->flags, .part = r->part, .off = r->off,
 					.len = r->len, .dst = r->iov, .dst_count = r->iov_count };
@@ -342,21 +351,11 @@ static int store_quiet_dram(struct kvt_store *s, struct kvt_req *r)
 	struct dram_item *item;
 	uint64_t len = 0;
 	unsigned vc;
-	int ret;
 
 	if (dram_ref_quiet(s->dram, r->ns, &r->key, &item) != KVT_OK)
 		return KVT_MISS;
 	vc = dram_item_view(s->dram, item, view, &len);
-	ret = pin_add(s, r, item, view, vc);
-	if (ret < 0) {
-		dram_unpin(s->dram, item);
-		return ret;
-	}
-	r->length = len;
-	r->value_len = len;
-	r->value_flags = dram_item_flags(item);
-	r->tier = KVT_TIER_DRAM;
-	return KVT_OK;
+	return store_pin_item(s, r, item, view, vc, len, KVT_TIER_DRAM);
 }
 
 static int store_quiet_walk(struct kvt_store *s, struct kvt_req *r, unsigned from)
@@ -1367,16 +1366,7 @@ int store_exec(struct kvt_store *s, struct kvt_req *r)
 			return store_get_walk(s, r, 0);
 		if (ret != KVT_OK)
 			return ret;
-		ret = pin_add(s, r, item, view, vc);
-		if (ret < 0) {
-			dram_unpin(d, item);
-			return ret;
-		}
-		r->length = len;
-		r->value_len = len;
-		r->value_flags = dram_item_flags(item);
-		r->tier = KVT_TIER_DRAM;
-		return KVT_OK;
+		return store_pin_item(s, r, item, view, vc, len, KVT_TIER_DRAM);
 	}
 	case KVT_OP_EXISTS:
 		if (d && dram_exists(d, r->ns, &r->key) == KVT_OK) {
