@@ -153,7 +153,9 @@ static int store_serve_dram(struct kvt_store *s, struct kvt_req *r, int tier)
 		unsigned vc = 0;
 		uint64_t len = 0;
 		ret = dram_pin(s->dram, r->ns, &r->key, &item, view, &vc, &len);
-		return ret != KVT_OK ? ret : store_pin_item(s, r, item, view, vc, len, (uint32_t)tier);
+		if (ret != KVT_OK)
+			return ret;
+		return store_pin_item(s, r, item, view, vc, len, (uint32_t)tier);
 	} else {
 		struct dram_read rd = { .flags = r->flags, .part = r->part, .off = r->off,
 					.len = r->len, .dst = r->iov, .dst_count = r->iov_count };
