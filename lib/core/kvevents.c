@@ -421,8 +421,19 @@ static int kvevents_socket(struct kvevents *ev, const char *ep, const char *what
 
 	if (!pub)
 		return -ENOMEM;
+	int64_t in_max = KVEVENTS_IN_MAX;
+	int hs = KVEVENTS_HANDSHAKE_MS, ka = 1, ka_idle = KVEVENTS_KEEPALIVE_IDLE;
+	int ka_intvl = KVEVENTS_KEEPALIVE_INTVL, ka_cnt = KVEVENTS_KEEPALIVE_CNT;
+
 	zmq_setsockopt(pub, ZMQ_LINGER, &linger, sizeof(linger));
 	zmq_setsockopt(pub, ZMQ_SNDHWM, &hwm, sizeof(hwm));
+	/* Bounds on what an unauthenticated subscriber costs (kvevents.h). */
+	zmq_setsockopt(pub, ZMQ_MAXMSGSIZE, &in_max, sizeof(in_max));
+	zmq_setsockopt(pub, ZMQ_HANDSHAKE_IVL, &hs, sizeof(hs));
+	zmq_setsockopt(pub, ZMQ_TCP_KEEPALIVE, &ka, sizeof(ka));
+	zmq_setsockopt(pub, ZMQ_TCP_KEEPALIVE_IDLE, &ka_idle, sizeof(ka_idle));
+	zmq_setsockopt(pub, ZMQ_TCP_KEEPALIVE_INTVL, &ka_intvl, sizeof(ka_intvl));
+	zmq_setsockopt(pub, ZMQ_TCP_KEEPALIVE_CNT, &ka_cnt, sizeof(ka_cnt));
 	if (strchr(ep, '*') || strstr(ep, "::") || strncmp(ep, "ipc://", 6) == 0 ||
 	    strncmp(ep, "inproc://", 9) == 0)
 		ret = zmq_bind(pub, ep);

@@ -60,6 +60,23 @@ struct kvevents_config {
 #define KVEVENTS_DEF_BATCH_MS 10
 #define KVEVENTS_DEF_QUEUE_MAX 65536
 
+/* What a subscriber (unauthenticated: anyone who reaches the socket) can
+ * cost the PUB socket, doc/kvevents.md "What a subscriber can cost":
+ * KVEVENTS_IN_MAX: the largest message libzmq takes from a peer
+ * (ZMQ_MAXMSGSIZE; a subscription is 1 + topic bytes, the topic at most
+ * 255, ZMTP's READY a few dozen): a larger one closes the connection
+ * before libzmq allocates it (without it, a frame header claiming 1 GiB
+ * had libzmq allocate and fill 1 GiB).
+ * KVEVENTS_HANDSHAKE_MS: a peer that has not finished ZMTP's handshake by
+ * then is closed (ZMQ_HANDSHAKE_IVL, libzmq's default 30 s).
+ * KVEVENTS_KEEPALIVE_*: TCP keepalive (s), so that a peer that vanished
+ * (no FIN) is closed and its queue freed. */
+#define KVEVENTS_IN_MAX 1024
+#define KVEVENTS_HANDSHAKE_MS 5000
+#define KVEVENTS_KEEPALIVE_IDLE 60
+#define KVEVENTS_KEEPALIVE_INTVL 10
+#define KVEVENTS_KEEPALIVE_CNT 6
+
 enum { KVEV_STORED = 1, KVEV_REMOVED, KVEV_CLEARED };
 #define KVEV_GROUP_ALL UINT32_MAX /* a clear of every namespace: to every socket */
 enum { KVEVENTS_MAP = 0, KVEVENTS_ARRAY = 1 };

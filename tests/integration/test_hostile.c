@@ -2158,6 +2158,163 @@ static void phase_kvevents_tenant(void)
 }
 
 /* ------------------------------------------------------------------------
+ * kvevents_flood (kvev23): the KV-events PUB socket is a listener that
+ * authenticates nobody.  A peer that connects and sends nothing was held
+ * for libzmq's 30 s handshake; a subscription frame claiming 1 GiB had
+ * libzmq allocate it and fill it as the bytes came (no ZMQ_MAXMSGSIZE).
+ * Now the handshake must end within KVEVENTS_HANDSHAKE_MS and a message
+ * from a peer is at most KVEVENTS_IN_MAX bytes: such peers are closed,
+ * kvtierd's fds and RSS come back, and the router and native clients are
+ * served throughout.  (What is not bounded: the number of peers that do
+ * finish the handshake, doc/kvevents.md "What a subscriber can cost".)
+ */
+
+#define EVF_IDLE 200u              /* connections that send nothing */
+#define EVF_BIG (64u << 20)        /* bytes of the oversized subscription sent */
+
+static unsigned proc_fds(pid_t pid)
+{
+	char path[64];
+	unsigned n = 0;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
+	d = opendir(path);
+	T_ASSERT(d != NULL);
+	while (readdir(d))
+		n++;
+	closedir(d);
+	return n - 2;
+}
+
+/* The port of the events socket, from the log line of kvevents_open. */
+static uint16_t events_port(const char *log)
+{
+	static const char pat[] = "publishing KV events on tcp://127.0.0.1:";
+	for (int i = 0; i < 600; i++) {
+		char line[512];
+		FILE *f = fopen(log, "r");
+		while (f && fgets(line, sizeof(line), f)) {
+			char *p = strstr(line, pat);
+			if (p) {
+				fclose(f);
+				return (uint16_t)atoi(p + strlen(pat));
+			}
+		}
+		if (f)
+			fclose(f);
+		tsrv_sleep_ms(50);
+	}
+	T_FAIL("no events line in %s", log);
+	return 0;
+}
+
+static void phase_kvevents_flood(void)
+{
+	const char *extra[] = { "--ssd", "0", "--set", "events.endpoint=tcp://127.0.0.1:*",
+				"--set", "events.batch_ms=1", NULL };
+	/* ZMTP 3.0: greeting (NULL mechanism, as client), READY of a SUB,
+	 * then a message frame (long: 8-byte size) of 1 GiB. */
+	static const uint8_t zmtp[] = {
+		0xff, 0, 0, 0, 0, 0, 0, 0, 0, 0x7f, 3, 0, 'N', 'U', 'L', 'L', 0, 0, 0, 0, 0, 0,
+		0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 /* as-server */, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+		0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+		0x04, 25, 5, 'R', 'E', 'A', 'D', 'Y', 11, 'S', 'o', 'c', 'k', 'e', 't', '-', 'T',
+		'y', 'p', 'e', 0, 0, 0, 3, 'S', 'U', 'B',
+		0x02, 0, 0, 0, 0, 0x40, 0, 0, 0, 0x01 /* a subscription */ };
+	_Static_assert(sizeof(zmtp) == 64 + 27 + 9 + 1, "greeting, READY, a frame's head");
+	void *zctx = zmq_ctx_new(), *sub;
+	static int idle[EVF_IDLE];
+	static uint8_t got[1 << 20];
+	char ep[64], junk[4096];
+	unsigned fds0, fds_idle, fds_after, closed_n = 0, msgs = 0, seen;
+	uint64_t rss_a, rss_peak = 0, t0;
+	int64_t sent = 0;
+	uint8_t *chunk = calloc(1, 1u << 20), ns[PROTO_DIGEST_LEN], v[256];
+	struct kc c;
+	bool closed = false;
+	uint16_t port;
+	int big;
+
+	T_ASSERT(chunk != NULL);
+	start_with("kvevents_flood", extra, NULL);
+	port = events_port(srv.log);
+	snprintf(ep, sizeof(ep), "tcp://127.0.0.1:%u", port);
+	/* The router: subscribed before and served after. */
+	sub = zmq_socket(zctx, ZMQ_SUB);
+	T_EQ_INT(zmq_setsockopt(sub, ZMQ_SUBSCRIBE, "", 0), 0);
+	T_EQ_INT(zmq_connect(sub, ep), 0);
+	T_RC(kc_dial(&c, srv.port, "alice", SECRET_ALICE), 0);
+	T_RC(kc_register(&c, &desc, ns, NULL, 0), KVT_OK);
+	tsrv_sleep_ms(300);
+	fds0 = proc_fds(srv.pid);
+
+	/* Connections that send nothing. */
+	for (unsigned i = 0; i < EVF_IDLE; i++)
+		idle[i] = tcp_connect(port);
+	tsrv_sleep_ms(500);
+	fds_idle = proc_fds(srv.pid);
+	t0 = tsrv_now_ns();
+	for (unsigned i = 0; i < EVF_IDLE; i++) {
+		int64_t left = 7000 - (int64_t)((tsrv_now_ns() - t0) / 1000000);
+		recv_for(idle[i], junk, sizeof(junk), left > 0 ? (int)left : 1, &closed);
+		closed_n += closed;
+	}
+	printf("kvevents_flood: %u idle connections: kvtierd fds %u -> %u, %u closed by it "
+	       "within %.1f s\n", EVF_IDLE, fds0, fds_idle, closed_n,
+	       (double)(tsrv_now_ns() - t0) / 1e9);
+
+	/* A subscription of 1 GiB, 64 MiB of it sent. */
+	rss_a = tsrv_rss(srv.pid);
+	big = tcp_connect(port);
+	T_ASSERT(send_for(big, zmtp, sizeof(zmtp), 1000) == (int64_t)sizeof(zmtp));
+	t0 = tsrv_now_ns();
+	while ((uint64_t)sent < EVF_BIG && tsrv_now_ns() - t0 < 10000000000ull) {
+		int64_t w = send_for(big, chunk, 1u << 20, 500);
+		uint64_t r = tsrv_rss(srv.pid);
+		if (r > rss_peak)
+			rss_peak = r;
+		if (w < 0)
+			break;
+		sent += w;
+	}
+	recv_for(big, junk, sizeof(junk), 2000, &closed);
+	printf("kvevents_flood: a 1 GiB subscription: %" PRId64 " MiB taken, closed %d; "
+	       "RSS %" PRIu64 " -> peak %" PRIu64 " MiB\n", sent >> 20, closed, rss_a >> 20,
+	       rss_peak >> 20);
+	close(big);
+	for (unsigned i = 0; i < EVF_IDLE; i++)
+		close(idle[i]);
+
+	/* The router and the native client are served. */
+	for (int i = 0; i < EV_KEYS; i++) {
+		struct kvt_key k;
+		struct iovec p = { v, sizeof(v) };
+		char name[32];
+		snprintf(name, sizeof(name), "flood-ev-key-%d", i);
+		kvt_key_set(&k, name, strlen(name));
+		tsrv_fill(v, sizeof(v), (uint32_t)i);
+		T_RC(kc_put(&c, ns, &k, &p, 1, NULL), KVT_OK);
+	}
+	seen = ev_count(got, ev_drain(sub, got, sizeof(got), 1000, &msgs), "flood-ev-key-");
+	tsrv_sleep_ms(300);
+	fds_after = proc_fds(srv.pid);
+	printf("kvevents_flood: after: router got %u of %u blocks; kvtierd fds %u\n", seen,
+	       EV_KEYS, fds_after);
+	T_EQ_INT(closed_n, EVF_IDLE);
+	T_ASSERT(closed);
+	T_LE_INT(sent, 16 << 20);
+	T_LE_INT(rss_peak, rss_a + (16u << 20));
+	T_EQ_INT(seen, EV_KEYS);
+	T_LE_INT(fds_after, fds0 + 2);
+	zmq_close(sub);
+	kc_close(&c);
+	zmq_ctx_term(zctx);
+	free(chunk);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
+/* ------------------------------------------------------------------------
  * out_flood (hostile7): requests pipelined, their answers never read.
  * Each answer waiting in the output queue is an entry of ~200 bytes (and
  * RESP's text room) besides its bytes: charged as its 48 (native PING) or
@@ -5742,6 +5899,7 @@ static const struct tsrv_phase phases[] = {
 	{ "grant_race", phase_grant_race },
 	{ "tenant_index", phase_tenant_index },
 	{ "kvevents_tenant", phase_kvevents_tenant },
+	{ "kvevents_flood", phase_kvevents_flood },
 	{ "out_flood", phase_out_flood },
 	{ "tls_handshake", phase_tls_handshake },
 	{ "log_flood", phase_log_flood },
