@@ -109,6 +109,7 @@ struct s3d_item {
 	struct kvtd_tstat *copy_tstat; /* the tenant copy_charged counts in, or NULL */
 	struct iovec iov[2];
 	uint32_t part_no;
+	uint8_t marker[8];         /* ListBuckets: the bucket marker read into */
 	char *etag_sent;           /* Complete: the part's ETag in the request (owned) */
 	/* A KVT_OP_ROOM's (s3d.c "Parking"): s3d_req_done calls this
 	 * instead of counting it among the request's pending items */

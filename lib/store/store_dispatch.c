@@ -426,9 +426,18 @@ static int store_quiet_part_walk(struct kvt_store *s, struct kvt_req *r, unsigne
 		if (!t->ops->get_part_quiet)
 			continue;
 		req_set_cursor(r, i);
-		if (t->ops->get_part_quiet(t->t, &k, r->part, r->iov, r->iov_count,
-					   IO_PRIO_DEMAND, store_part_got, r) == TIER_PENDING)
+		int ret = t->ops->get_part_quiet(t->t, &k, r->part, r->iov, r->iov_count,
+						 IO_PRIO_DEMAND, store_part_got, r);
+		if (ret == TIER_PENDING)
 			return STORE_PENDING;
+		/* A part past the value's, known from the index (the SSD's):
+		 * no read; value_len as DRAM's KVT_ERANGE says it. */
+		if (ret == KVT_ERANGE) {
+			r->length = 0;
+			if (!t->ops->find || t->ops->find(t->t, r->ns, &r->key, &r->value_len) < 0)
+				r->value_len = 0;
+			return KVT_ERANGE;
+		}
 	}
 	/* Absent, or out of memory: a miss, unless a promotion moved the
 	 * block up meanwhile (above). */

@@ -134,7 +134,9 @@ struct tier_ops {
 	 * marked).  For a tier whose plain part reads must promote (the SSD:
 	 * an engine loading a block layer by layer through parts, vLLM's
 	 * connector, reads it once into DRAM and marks it in use), so it has
-	 * this and no get_part.  Results as get_part's. */
+	 * this and no get_part.  Results as get_part's; KVT_ERANGE at once
+	 * where the tier's index knows the value's part count (done never
+	 * runs). */
 	int (*get_part_quiet)(void *t, const struct tier_key *k, uint32_t part,
 			      const struct iovec *dst, unsigned dst_count, int prio,
 			      tier_done_fn done, void *ctx);

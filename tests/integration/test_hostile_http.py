@@ -2177,6 +2177,57 @@ s3_head_ssd.tenants = s3_grant_ssd.tenants.replace(" dram=8M", "")
 
 
 @phase
+def s3_buckets_ssd(ph):
+    """ListBuckets reads each bucket's 8-byte marker with a quiet part get
+    (s3ops.c s3d_list_buckets), as the header reads.  alice creates 48
+    buckets, bob 2; the server is restarted, so that the markers are on
+    SSD only, with DRAM empty.  alice's ListBuckets lists all 48 (and
+    bob's his 2), each marker read as one part read of SSD
+    (kvtier_ssd_part_reads_total +48: before, each was a quiet pinned get,
+    a whole private copy of its block, and no part read), nothing
+    promoted: DRAM as it was."""
+    srv, P = ph.srv, ph.srv.port
+    mine = ["bk%02d" % i for i in range(48)]
+    for name in mine:
+        st, _, body = http(P, signed_msg(P, "PUT", "/" + name), src=PROBER)
+        assert st == 200, (name, st, body)
+    for name in ("bob1", "bob2"):
+        st, _, body = http(P, signed_msg(P, "PUT", "/" + name, who=BOB), src=PROBER)
+        assert st == 200, (name, st, body)
+    end = time.monotonic() + 30
+    while srv.metric("kvtier_ssd_writedown_pending_bytes") > 0 and time.monotonic() < end:
+        time.sleep(0.05)
+    srv.restart(lambda: None)
+    P = srv.port
+
+    def dram():
+        return (srv.metric("kvtier_dram_blocks"), srv.metric("kvtier_dram_used_bytes"))
+
+    def buckets(who):
+        st, _, body = http(P, signed_msg(P, "GET", "/", who=who), src=PROBER, timeout=20)
+        return st, sorted(n.decode() for n in re.findall(rb"<Bucket><Name>([^<]*)</Name>", body))
+    d0, parts0 = dram(), srv.metric("kvtier_ssd_part_reads_total")
+    st_a, got_a = buckets(ALICE)
+    parts = srv.metric("kvtier_ssd_part_reads_total") - parts0
+    d1 = dram()
+    st_b, got_b = buckets(BOB)
+    print("ListBuckets of 48 buckets whose markers are on SSD only: %d, %d listed; SSD part "
+          "reads +%d; DRAM blocks %d -> %d, used %d -> %d B; bob's: %d, %s" % (
+              st_a, len(got_a), parts, d0[0], d1[0], d0[1], d1[1], st_b, got_b))
+    ph.expect(st_a == 200 and got_a == sorted(mine + ["hbkt"]), "alice's ListBuckets", st_a,
+              got_a)  # hbkt: every phase's (setup_bucket)
+    ph.expect(st_b == 200 and got_b == ["bob1", "bob2"], "bob's ListBuckets", st_b, got_b)
+    ph.expect(parts >= len(mine), "the markers read as SSD part reads", parts)
+    ph.expect(d1 == d0 and dram() == d0, "DRAM after the listings", d0, d1, dram())
+    ph.cases += 1
+    ph.probe("bucket markers")
+
+
+s3_buckets_ssd.extra = s3_head_ssd.extra
+s3_buckets_ssd.tenants = s3_head_ssd.tenants
+
+
+@phase
 def s3_head_shared(ph):
     """The owner's HEAD of an object that only a tier below SSD holds (here
     the shared tier, a directory: shared.dir) is 200, as its GET, and

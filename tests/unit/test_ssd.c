@@ -1720,6 +1720,43 @@ static void test_part_read(void)
 	free(dir);
 }
 
+/* 13b. A part past the value's is KVT_ERANGE from the SSD index's part
+ *      count, before any read: with the block's segment file truncated
+ *      under the store (every read of it short: an I/O error, a miss), a
+ *      quiet part get of part PR_PARTS is still KVT_ERANGE, with the
+ *      value's length, and counts no I/O error; part 0 reads and fails.
+ *      (Before: the header was read first, so the error was a miss.) */
+static void test_part_range(void)
+{
+	char *dir = t_mkdtemp(), buf[16384], path[4096];
+	struct kvt_store *s = open_store(dir, "16M", "always");
+	uint32_t ns = ns_of(s);
+	struct kvt_queue *q;
+	struct kvt_req r;
+	struct ssd_entry *e;
+
+	pr_put(s, ns, 0);
+	T_OK(kvt_flush(s));
+	kvt_store_destroy(s);
+	s = open_store(dir, "16M", "always"); /* cold DRAM: on SSD only */
+	T_OK(kvt_queue_create(s, &q));
+	e = pr_entry(ssd_of(s), ns, 0);
+	T_ASSERT(e != NULL);
+	snprintf(path, sizeof(path), "%s/ssd/seg-%06u", dir, e->slot);
+	T_OK(truncate(path, 0));
+	T_RC(pr_get(q, ns, 0, PR_PARTS, buf, sizeof(buf), &r), KVT_ERANGE);
+	T_EQ_U64(r.value_len, pr_off(0, PR_PARTS));
+	T_RC(pr_get(q, ns, 0, PR_PARTS + 7, buf, sizeof(buf), &r), KVT_ERANGE);
+	T_EQ_U64(t_stat(s, "ssd.io_errors"), 0);
+	T_EQ_U64(t_stat(s, "ssd.part_reads"), 0);
+	T_RC(pr_get(q, ns, 0, 0, buf, sizeof(buf), &r), KVT_MISS);
+	T_EQ_U64(t_stat(s, "ssd.io_errors"), 1);
+	T_OK(kvt_queue_destroy(q));
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+}
+
 /* 14. A quiet part read racing reclamation: nothing pins the record, so
  *     its segment may be reused between the lookup and a read, or between
  *     the header's read and a part's second read.  Each read is checked
@@ -2819,6 +2856,7 @@ int main(void)
 		/* KVT_TEST_ONLY=part: the quiet part reads and their races. */
 		if (getenv("KVT_TEST_ONLY") && !strcmp(getenv("KVT_TEST_ONLY"), "part")) {
 			test_part_read();
+			test_part_range();
 			test_part_read_race();
 			test_promote_race();
 			continue;
@@ -2869,6 +2907,7 @@ int main(void)
 		test_readmit();
 		test_quiet();
 		test_part_read();
+		test_part_range();
 		test_part_read_race();
 		test_promote_race();
 	}

@@ -2607,11 +2607,7 @@ static void part_head_done(struct multi_io *m, int64_t res)
 		return;
 	}
 	t->value_flags = (rh.flags & SSD_REC_F_SEALED) ? KVT_F_SEALED : 0;
-	if (t->part >= t->part_count) {
-		kvt_mem_free(s->mem, parts, t->part_count * sizeof(*parts));
-		part_end(t, KVT_ERANGE, 0); /* as DRAM answers it */
-		return;
-	}
+	/* t->part < t->part_count == rh.part_count: ssd_read_part */
 	for (uint32_t i = 0; i < t->part; i++)
 		t->part_off += parts[i].len;
 	t->part_len = parts[t->part].len;
@@ -2679,6 +2675,14 @@ int ssd_read_part(struct ssd *s, uint32_t ns, const struct kvt_key *key, uint32_
 		pthread_mutex_unlock(&sh->lock);
 		kvt_mem_free(s->mem, t, sizeof(*t));
 		return KVT_MISS;
+	}
+	/* A part past the value's: the entry knows its part count, so
+	 * KVT_ERANGE (as DRAM answers it) before any read.  (Until
+	 * 2026-12-04 after the first read, ~4.6 KiB, and only if it worked.) */
+	if (part >= e->part_count) {
+		pthread_mutex_unlock(&sh->lock);
+		kvt_mem_free(s->mem, t, sizeof(*t));
+		return KVT_ERANGE;
 	}
 	/* Not E_READ: a part read promotes nothing, so it is no read that
 	 * should keep the block (ssd.h). */
