@@ -57,10 +57,8 @@ void tsrv_sleep_ms(long ms)
 		;
 }
 
-uint16_t tsrv_listener_port(const char *log, const char *what)
+uint16_t tsrv_log_port(const char *log, const char *pat)
 {
-	char pat[64];
-	snprintf(pat, sizeof(pat), "%s listener on 127.0.0.1:", what);
 	for (int i = 0; i < 600; i++) {
 		char line[512];
 		FILE *f = fopen(log, "r");
@@ -75,8 +73,15 @@ uint16_t tsrv_listener_port(const char *log, const char *what)
 			fclose(f);
 		tsrv_sleep_ms(50);
 	}
-	T_FAIL("no %s listener line in %s", what, log);
+	T_FAIL("no line with '%s' in %s", pat, log);
 	return 0;
+}
+
+uint16_t tsrv_listener_port(const char *log, const char *what)
+{
+	char pat[64];
+	snprintf(pat, sizeof(pat), "%s listener on 127.0.0.1:", what);
+	return tsrv_log_port(log, pat);
 }
 
 uint16_t tsrv_s3_port(const char *log)

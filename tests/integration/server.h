@@ -49,6 +49,8 @@ int tsrv_wait_exit(struct tsrv *s, int timeout_ms);
 /* SIGKILL and wait. */
 void tsrv_kill9(struct tsrv *s);
 void tsrv_sleep_ms(long ms);
+/* The port following pat on a line of log, waiting up to 30 s for it. */
+uint16_t tsrv_log_port(const char *log, const char *pat);
 /* The port of a kvtierd's listener what ("S3", "metrics", "RESP"), read
  * from its log ("<what> listener on 127.0.0.1:PORT"); fails the test if
  * the line is not there within 30 s.  tsrv_s3_port: what "S3". */

@@ -2172,43 +2172,6 @@ static void phase_kvevents_tenant(void)
 #define EVF_IDLE 200u              /* connections that send nothing */
 #define EVF_BIG (64u << 20)        /* bytes of the oversized subscription sent */
 
-static unsigned proc_fds(pid_t pid)
-{
-	char path[64];
-	unsigned n = 0;
-	DIR *d;
-
-	snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
-	d = opendir(path);
-	T_ASSERT(d != NULL);
-	while (readdir(d))
-		n++;
-	closedir(d);
-	return n - 2;
-}
-
-/* The port of the events socket, from the log line of kvevents_open. */
-static uint16_t events_port(const char *log)
-{
-	static const char pat[] = "publishing KV events on tcp://127.0.0.1:";
-	for (int i = 0; i < 600; i++) {
-		char line[512];
-		FILE *f = fopen(log, "r");
-		while (f && fgets(line, sizeof(line), f)) {
-			char *p = strstr(line, pat);
-			if (p) {
-				fclose(f);
-				return (uint16_t)atoi(p + strlen(pat));
-			}
-		}
-		if (f)
-			fclose(f);
-		tsrv_sleep_ms(50);
-	}
-	T_FAIL("no events line in %s", log);
-	return 0;
-}
-
 static void phase_kvevents_flood(void)
 {
 	const char *extra[] = { "--ssd", "0", "--set", "events.endpoint=tcp://127.0.0.1:*",
@@ -2238,7 +2201,7 @@ static void phase_kvevents_flood(void)
 
 	T_ASSERT(chunk != NULL);
 	start_with("kvevents_flood", extra, NULL);
-	port = events_port(srv.log);
+	port = tsrv_log_port(srv.log, "publishing KV events on tcp://127.0.0.1:");
 	snprintf(ep, sizeof(ep), "tcp://127.0.0.1:%u", port);
 	/* The router: subscribed before and served after. */
 	sub = zmq_socket(zctx, ZMQ_SUB);
@@ -2247,13 +2210,13 @@ static void phase_kvevents_flood(void)
 	T_RC(kc_dial(&c, srv.port, "alice", SECRET_ALICE), 0);
 	T_RC(kc_register(&c, &desc, ns, NULL, 0), KVT_OK);
 	tsrv_sleep_ms(300);
-	fds0 = proc_fds(srv.pid);
+	fds0 = fds_of(srv.pid);
 
 	/* Connections that send nothing. */
 	for (unsigned i = 0; i < EVF_IDLE; i++)
 		idle[i] = tcp_connect(port);
 	tsrv_sleep_ms(500);
-	fds_idle = proc_fds(srv.pid);
+	fds_idle = fds_of(srv.pid);
 	t0 = tsrv_now_ns();
 	for (unsigned i = 0; i < EVF_IDLE; i++) {
 		int64_t left = 7000 - (int64_t)((tsrv_now_ns() - t0) / 1000000);
@@ -2298,7 +2261,7 @@ static void phase_kvevents_flood(void)
 	}
 	seen = ev_count(got, ev_drain(sub, got, sizeof(got), 1000, &msgs), "flood-ev-key-");
 	tsrv_sleep_ms(300);
-	fds_after = proc_fds(srv.pid);
+	fds_after = fds_of(srv.pid);
 	printf("kvevents_flood: after: router got %u of %u blocks; kvtierd fds %u\n", seen,
 	       EV_KEYS, fds_after);
 	T_EQ_INT(closed_n, EVF_IDLE);
