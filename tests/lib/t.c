@@ -5,6 +5,7 @@
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <strings.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -110,4 +111,39 @@ uint16_t t_free_port(void)
 	if (!p)
 		T_FAIL("no free loopback port");
 	return p;
+}
+
+bool t_http_read(int fd, char *hdr, size_t cap, uint8_t **body, size_t *body_len)
+{
+	size_t n = 0, want = 0, have;
+	char *end = NULL, *cl;
+	while (!end) {
+		ssize_t r;
+		if (n + 1 >= cap)
+			return false;
+		r = read(fd, hdr + n, cap - 1 - n);
+		if (r <= 0)
+			return false;
+		n += (size_t)r;
+		hdr[n] = 0;
+		end = strstr(hdr, "\r\n\r\n");
+	}
+	*end = 0;
+	for (cl = hdr; (cl = strchr(cl, '\n')); cl++)
+		if (!strncasecmp(cl + 1, "content-length:", 15))
+			want = strtoull(cl + 16, NULL, 10);
+	*body = malloc(want + 1);
+	have = n - (size_t)(end + 4 - hdr);
+	memcpy(*body, end + 4, have);
+	while (have < want) {
+		ssize_t r = read(fd, *body + have, want - have);
+		if (r <= 0) {
+			free(*body);
+			return false;
+		}
+		have += (size_t)r;
+	}
+	(*body)[want] = 0;
+	*body_len = want;
+	return true;
 }

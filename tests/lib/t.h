@@ -12,6 +12,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdbool.h>
 #include <string.h>
 #include <time.h>
 
@@ -150,6 +151,15 @@ void t_rmtree(const char *path);
  * bind(0) where the range leaves no room below it.
  */
 uint16_t t_free_port(void);
+
+/*
+ * A fake HTTP server's read of one request from fd: its head into hdr
+ * (at most cap - 1 bytes, NUL-terminated at the blank line), then
+ * Content-Length bytes of body into *body (malloc'd, NUL-terminated;
+ * the caller frees it).  false: the peer closed, failed or the head did
+ * not fit.
+ */
+bool t_http_read(int fd, char *hdr, size_t cap, uint8_t **body, size_t *body_len);
 
 /* CLOCK_MONOTONIC in milliseconds. */
 static inline uint64_t t_now_ms(void)

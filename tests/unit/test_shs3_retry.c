@@ -48,42 +48,6 @@ struct fake {
 	unsigned completes, aborts;
 };
 
-static bool fake_read(int fd, char *hdr, size_t cap, uint8_t **body, size_t *body_len)
-{
-	size_t n = 0;
-	char *end = NULL, *cl;
-	size_t want = 0, have;
-	while (!end) {
-		ssize_t r;
-		if (n + 1 >= cap)
-			return false;
-		r = read(fd, hdr + n, cap - 1 - n);
-		if (r <= 0)
-			return false;
-		n += (size_t)r;
-		hdr[n] = 0;
-		end = strstr(hdr, "\r\n\r\n");
-	}
-	*end = 0;
-	for (cl = hdr; (cl = strchr(cl, '\n')); cl++)
-		if (!strncasecmp(cl + 1, "content-length:", 15))
-			want = strtoull(cl + 16, NULL, 10);
-	*body = malloc(want + 1);
-	have = n - (size_t)(end + 4 - hdr);
-	memcpy(*body, end + 4, have);
-	while (have < want) {
-		ssize_t r = read(fd, *body + have, want - have);
-		if (r <= 0) {
-			free(*body);
-			return false;
-		}
-		have += (size_t)r;
-	}
-	(*body)[want] = 0; /* a C string too (the multipart XML) */
-	*body_len = want;
-	return true;
-}
-
 static void fake_write(int fd, const void *p, size_t n)
 {
 	while (n) {
@@ -188,7 +152,7 @@ static void *fake_main(void *arg)
 		fd = accept(f->lfd, NULL, NULL);
 		if (fd < 0)
 			continue;
-		if (!fake_read(fd, hdr, sizeof(hdr), &body, &body_len)) {
+		if (!t_http_read(fd, hdr, sizeof(hdr), &body, &body_len)) {
 			close(fd);
 			continue;
 		}
