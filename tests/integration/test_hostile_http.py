@@ -313,10 +313,21 @@ class Phase:
         """Another client is served: a signed GET of a known object and
         /healthz, each on a fresh connection, timed."""
         t0 = time.monotonic()
+        src = PROBER
         st, _, body = http(self.srv.port, signed_msg(self.srv.port, "GET", "/hbkt/known"),
-                           src=PROBER)
+                           src=src)
+        if st == 503 and b"from this address" in body:
+            # Per-address limits count peers in 4096 slots hashed with a
+            # random key (daemon/loop.c): 1 run in 4096, PROBER shares the
+            # flooding address's slot and is refused early, as documented.
+            # Another address then: a server refusing everyone fails again.
+            src = self.addr()
+            print("probe after %s: %s refused per address (a shared slot); again from %s" % (
+                what, PROBER, src))
+            st, _, body = http(self.srv.port, signed_msg(self.srv.port, "GET", "/hbkt/known"),
+                               src=src)
         assert st == 200 and body == b"known bytes", ("probe after", what, st, body[:200])
-        st, _, body = http(self.srv.mport, b"GET /healthz HTTP/1.1\r\n\r\n", src=PROBER)
+        st, _, body = http(self.srv.mport, b"GET /healthz HTTP/1.1\r\n\r\n", src=src)
         assert st == 200 and body == b"ok\n", ("healthz after", what, st, body)
         dt = time.monotonic() - t0
         self.worst_probe = max(self.worst_probe, dt)
