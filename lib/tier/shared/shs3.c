@@ -29,6 +29,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1432,6 +1433,17 @@ static int gc_list_cb(void *ctx, const char *name, uint64_t len, int64_t mtime_s
 	struct gc_list *g = ctx;
 	if (!gc_block_name(name))
 		return 0; /* not ours */
+	/* Sizes that sum past 2^64 bytes (16 EiB) are no bucket's: an
+	 * endpoint that lists them is lying, and the budget's arithmetic
+	 * below (kept, kept - bytes) would wrap on them, so refuse the
+	 * listing before deleting by size.  Kept exact, the sums cannot wrap. */
+	if (len > UINT64_MAX - g->res->bytes) {
+		A(g->s3->st.errors);
+		kvt_logf(g->s3->log, KVT_LOG_WARN,
+			 "s3 %s: listed sizes sum past 2^64 bytes (%s: %" PRIu64 ")",
+			 g->s3->endpoint, name, len);
+		return -EIO;
+	}
 	g->res->files++;
 	g->res->bytes += len;
 	if (g->max_age_s && g->now_s - mtime_s > (int64_t)g->max_age_s) {
