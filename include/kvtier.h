@@ -1429,7 +1429,9 @@ int kvt_shared_gc(const char *dir, uint64_t budget_bytes, uint64_t max_age_s,
  * AWS_SECRET_ACCESS_KEY, AWS_REGION from the environment).  Returns 0,
  * KVT_ENULL, KVT_EOPTVAL (credentials missing, or a file others can
  * read), -EACCES (the server refused them), -ENOENT (no such bucket),
- * -ETIMEDOUT / -ECONNREFUSED / -EIO, -ENOMEM.  Any thread; needs no store.
+ * -ETIMEDOUT / -ECONNREFUSED / -EIO (also a listing that breaks S3's
+ * promises, or whose sizes sum past 2^64 bytes: nothing is then deleted
+ * by size), -ENOMEM.  Any thread; needs no store.
  */
 int kvt_shared_gc_s3(const char *endpoint, const char *bucket, const char *credentials_file,
 		     uint64_t budget_bytes, uint64_t max_age_s, struct kvt_shared_gc_result *out);

@@ -91,7 +91,8 @@ enum mode {
 	M_LIST_CYCLE,      /* truncated, tokens A, B, A, B, ... with the same keys */
 	M_LIST_NOTOKEN,    /* truncated, no NextContinuationToken */
 	M_LIST_EMPTY,      /* truncated, no keys, a new token every page */
-	M_LIST_FOREIGN,    /* one page: path traversal, not-ours names, absurd sizes */
+	M_LIST_FOREIGN,    /* one page: path traversal, not-ours names, absurd sizes
+			    * (list_size) */
 	M_LIST_DATE,       /* one page: a block whose LastModified is absurd */
 	M_LIST_NESTED,     /* one page: 400,000 <Contents> opened, one closed */
 	/* multipart */
@@ -157,6 +158,7 @@ struct fake {
 	unsigned nobj;
 	char list_keys[8][6200];    /* M_LIST_*: the keys of every page (as sent: XML) */
 	unsigned nlist_keys;
+	char list_size[32];         /* M_LIST_FOREIGN: every entry's <Size> ("": 2^64 - 1) */
 };
 
 /* ------------------------------------------------------------------------
@@ -542,10 +544,11 @@ static void fk_slow(struct fake *f, int fd, enum mode m)
 
 static void fk_list(struct fake *f, int fd, const char *hdr, enum mode m)
 {
-	char tok[32];
+	char tok[32], size[32];
 	unsigned page;
 	pthread_mutex_lock(&f->lock);
 	page = f->pages++;
+	snprintf(size, sizeof(size), "%s", f->list_size[0] ? f->list_size : "18446744073709551615");
 	pthread_mutex_unlock(&f->lock);
 	bool more = page + 1 < LIST_PAGES_MAX;
 	(void)hdr;
@@ -565,8 +568,7 @@ static void fk_list(struct fake *f, int fd, const char *hdr, enum mode m)
 		fk_list_page(f, fd, more, tok, false, "0", "");
 		break;
 	case M_LIST_FOREIGN:
-		fk_list_page(f, fd, false, NULL, true, "18446744073709551615",
-			     "2026-12-04T10:00:00.000Z");
+		fk_list_page(f, fd, false, NULL, true, size, "2026-12-04T10:00:00.000Z");
 		break;
 	case M_LIST_DATE:
 		fk_list_page(f, fd, false, NULL, true, "10000", "-2147483648-01-01T00:00:00.000Z");
@@ -1034,6 +1036,13 @@ static void set_list_keys(struct fake *f, const char *const *keys, unsigned n)
 	pthread_mutex_unlock(&f->lock);
 }
 
+static void set_list_size(struct fake *f, const char *size)
+{
+	pthread_mutex_lock(&f->lock);
+	snprintf(f->list_size, sizeof(f->list_size), "%s", size);
+	pthread_mutex_unlock(&f->lock);
+}
+
 /* A block's object name for block i (shdir_relpath). */
 static void block_name(uint64_t i, char *out)
 {
@@ -1096,9 +1105,12 @@ static void case_list(struct fake *f)
 	}
 	T_EQ_INT(f->nlines, 2);
 	pthread_mutex_unlock(&f->lock);
+	set_list_size(f, "10000"); /* two of 2^64 - 1 are no bucket's: case_listsize */
 	fk_mode(f, M_LIST_FOREIGN);
 	T_OK(shs3_gc(s3, 0, 0, &res));
 	T_EQ_U64(res.files, 2); /* the blocks only */
+	T_EQ_U64(res.bytes, 20000);
+	set_list_size(f, "");
 	fk_mode(f, M_GOOD);
 	/* Keys are ordered by their bytes, not their XML escapes: "x<" comes
 	 * after "x0" though "x&lt;" sorts before it. */
@@ -1148,6 +1160,57 @@ static void case_list(struct fake *f)
 	works_again(f, s3, 5);
 	T_OK(shs3_gc(s3, 0, 0, &res));
 	T_GE_INT(res.files, 1);
+	shs3_close(s3);
+}
+
+/* Sizes whose sum would wrap gc's (uint64_t): the listing is refused,
+ * -EIO, before gc deletes anything by size.  Before: two sizes of 2^64 - 1
+ * summed to 2^64 - 2, two of 2^63 to 0 bytes, under any budget. */
+static void case_listsize(struct fake *f)
+{
+	struct shs3 *s3 = open_s3(f, 3);
+	struct kvt_shared_gc_result res;
+	char b1[SHDIR_RELPATH_MAX], b2[SHDIR_RELPATH_MAX];
+	const char *keys[2] = { b1, b2 };
+	uint64_t errors;
+
+	block_name(1, b1);
+	block_name(2, b2);
+	if (strcmp(b1, b2) > 0) {
+		keys[0] = b2;
+		keys[1] = b1;
+	}
+	/* One of 2^64 - 1: absurd, but it sums exactly. */
+	set_list_keys(f, keys, 1);
+	set_list_size(f, "18446744073709551615");
+	fk_mode(f, M_LIST_FOREIGN);
+	T_OK(shs3_gc(s3, 0, 0, &res));
+	T_EQ_U64(res.files, 1);
+	T_EQ_U64(res.bytes, UINT64_MAX);
+	/* Two: their sum wraps. */
+	set_list_keys(f, keys, 2);
+	errors = atomic_load(&shs3_stats(s3)->errors);
+	T_RC(shs3_gc(s3, 0, 0, &res), -EIO);
+	T_EQ_U64(atomic_load(&shs3_stats(s3)->errors), errors + 1);
+	/* Two of 2^63 over a budget of 1 byte: refused, nothing deleted
+	 * (before: 0 bytes in all, under the budget). */
+	set_list_size(f, "9223372036854775808");
+	fk_mode(f, M_LIST_FOREIGN);
+	T_RC(shs3_gc(s3, 1, 0, &res), -EIO);
+	T_EQ_INT(fk_get(f, &f->nlines), 0);
+	/* Two of 2^63 - 1, 2^64 - 2 in all, one byte under the limit: taken,
+	 * and over a budget of 2^63 one is deleted, the other kept. */
+	set_list_size(f, "9223372036854775807");
+	fk_mode(f, M_LIST_FOREIGN);
+	T_OK(shs3_gc(s3, UINT64_C(1) << 63, 0, &res));
+	T_EQ_U64(res.files, 2);
+	T_EQ_U64(res.bytes, UINT64_MAX - 1);
+	T_EQ_U64(res.removed_files, 1);
+	T_EQ_U64(res.removed_bytes, INT64_MAX);
+	T_EQ_INT(fk_get(f, &f->nlines), 1);
+	set_list_size(f, "");
+	fk_mode(f, M_GOOD);
+	works_again(f, s3, 2);
 	shs3_close(s3);
 }
 
@@ -1302,6 +1365,7 @@ int main(int argc, char **argv)
 		{ "bodies", case_bodies },   { "gets", case_gets },
 		{ "slow", case_slow },       { "redirect", case_redirect },
 		{ "list", case_list },       { "listdate", case_listdate },
+		{ "listsize", case_listsize },
 		{ "uploadid", case_uploadid }, { "store", case_store },
 	};
 	bool any = false;

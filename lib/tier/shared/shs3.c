@@ -29,6 +29,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +43,7 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
+#include "s3list.h"
 #include "shdir.h"
 #include "shs3.h"
 
@@ -58,8 +60,6 @@
 #define S3_RESP_MAX (8u << 20)
 /* ... of an error's body (nothing reads it: S3's are under 1 KiB). */
 #define S3_ERR_BODY_MAX (64u << 10)
-#define S3_KEY_MAX 1024            /* S3's longest object name, bytes */
-#define S3_KEY_XML_MAX (6 * S3_KEY_MAX) /* ... XML-escaped ("&quot;" for '"') */
 
 struct shs3 {
 	struct shs3_config cfg;
@@ -1057,59 +1057,6 @@ int64_t shs3_get_stream(struct shs3 *s3, const char *name, shs3_sink_fn sink, vo
 	return get_stream_range(s3, name, 0, 0, sink, ctx);
 }
 
-/* "2026-11-29T23:43:43.000Z" -> seconds since the epoch (0 if malformed). */
-static int64_t iso8601_s(const char *v)
-{
-	struct tm tm = { 0 };
-	/* Widths: a year of -2147483648 would overflow tm_year - 1900. */
-	if (sscanf(v, "%4d-%2d-%2dT%2d:%2d:%2d", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour,
-		   &tm.tm_min, &tm.tm_sec) != 6)
-		return 0;
-	tm.tm_year -= 1900;
-	tm.tm_mon -= 1;
-	return (int64_t)timegm(&tm);
-}
-
-/* A key as S3 lists it, XML-escaped ("&amp;", "&lt;", "&#13;"), back to
- * its bytes in place: S3 orders keys by their bytes, not their escapes
- * ("x<" after "x0", "x&lt;" before it).  What is not one of XML's five
- * names or an ASCII character reference stays as it is. */
-static void xml_unescape(char *s)
-{
-	static const struct { const char *e; char c; } ents[] = {
-		{ "&amp;", '&' }, { "&lt;", '<' }, { "&gt;", '>' }, { "&quot;", '"' }, { "&apos;", '\'' },
-	};
-	char *o = s;
-	while (*s) {
-		size_t i;
-		unsigned long v = 0;
-		char *end = NULL;
-		if (*s != '&') {
-			*o++ = *s++;
-			continue;
-		}
-		for (i = 0; i < sizeof(ents) / sizeof(ents[0]); i++)
-			if (!strncmp(s, ents[i].e, strlen(ents[i].e)))
-				break;
-		if (i < sizeof(ents) / sizeof(ents[0])) {
-			*o++ = ents[i].c;
-			s += strlen(ents[i].e);
-			continue;
-		}
-		if (s[1] == '#' && (s[2] == 'x' || s[2] == 'X') && isxdigit((unsigned char)s[3]))
-			v = strtoul(s + 3, &end, 16);
-		else if (s[1] == '#' && isdigit((unsigned char)s[2]))
-			v = strtoul(s + 2, &end, 10);
-		if (end && *end == ';' && v > 0 && v < 128) {
-			*o++ = (char)v;
-			s = end + 1;
-			continue;
-		}
-		*o++ = *s++;
-	}
-	*o = 0;
-}
-
 /*
  * Each page is checked against what S3 promises of a listing, so that an
  * endpoint that breaks it cannot keep the walk going forever or feed it
@@ -1117,22 +1064,22 @@ static void xml_unescape(char *s)
  * byte order, unescaped) and start with the prefix; a page that says it is
  * truncated carries at least one key and a NextContinuationToken (short
  * enough to send back) other than the one it answered.  A page that does
- * not is -EIO, never a listing silently cut short.
+ * not is -EIO, never a listing silently cut short.  The parse and the
+ * checks are lib/fmt/s3list.c's, a pure function fuzzed on its own.
  */
 int shs3_list(struct shs3 *s3, const char *prefix, shs3_list_fn fn, void *ctx)
 {
-	char token[1024] = "", next[1024], etok[1100], epre[600], *last;
-	size_t plen = strlen(prefix);
+	char etok[1100], epre[600];
+	struct s3list *l;
+	struct s3list_entry e;
 	struct s3req r;
 	int ret;
 	qenc(prefix, epre, sizeof(epre));
-	last = calloc(1, S3_KEY_MAX + 1);
-	if (!last)
+	l = malloc(sizeof(*l)); /* 8 KiB: off the caller's stack */
+	if (!l)
 		return -ENOMEM;
+	s3list_init(l, prefix);
 	for (;;) {
-		const char *p;
-		unsigned keys = 0;
-		bool truncated;
 		req_init(&r, s3, "GET", "");
 		/* The bucket itself: "/bucket" (uri_of gave "/bucket/"). */
 		r.uri[strlen(r.uri) - 1] = 0;
@@ -1140,8 +1087,8 @@ int shs3_list(struct shs3 *s3, const char *prefix, shs3_list_fn fn, void *ctx)
 		char mk[32] = "";
 		if (s3->cfg.list_page)
 			snprintf(mk, sizeof(mk), "&max-keys=%u", s3->cfg.list_page);
-		if (token[0]) {
-			qenc(token, etok, sizeof(etok));
+		if (l->token[0]) {
+			qenc(l->token, etok, sizeof(etok));
 			snprintf(r.query, sizeof(r.query),
 				 "continuation-token=%s&list-type=2%s&prefix=%s", etok, mk, epre);
 		} else {
@@ -1152,68 +1099,32 @@ int shs3_list(struct shs3 *s3, const char *prefix, shs3_list_fn fn, void *ctx)
 			ret = -ENOENT; /* no such bucket */
 		if (ret != KVT_OK)
 			goto out;
-		/* Each entry searched from the last one's end: every byte of
-		 * the page is scanned once, however the tags nest. */
-		for (p = r.resp ? strstr(r.resp, "<Contents>") : NULL; p;
-		     p = strstr(p, "<Contents>")) {
-			const char *end = strstr(p, "</Contents>");
-			char key[S3_KEY_XML_MAX + 1], lm[64], sz[32], *one;
-			size_t n;
-			if (!end)
-				break;
-			n = (size_t)(end - p);
-			one = malloc(n + 1);
-			if (!one) {
-				ret = -ENOMEM;
+		s3list_page(l, r.resp, r.resp_len);
+		while ((ret = s3list_next(l, &e)) > 0)
+			if ((ret = fn(ctx, e.key, e.size, e.mtime_s)) < 0)
 				goto out;
-			}
-			memcpy(one, p, n);
-			one[n] = 0;
-			ret = 0;
-			if (xml_tag(one, "Key", key, sizeof(key)))
-				xml_unescape(key);
-			else
-				key[0] = 0; /* none: below the prefix or the last key */
-			if (!key[0] || strlen(key) > S3_KEY_MAX || strncmp(key, prefix, plen) ||
-			    strcmp(key, last) <= 0) {
-				A(s3->st.errors);
-				kvt_logf(s3->log, KVT_LOG_WARN,
-					 "s3 %s: a listing key out of order or not under %s", s3->endpoint,
-					 prefix);
-				ret = -EIO;
-			} else {
-				memcpy(last, key, strlen(key) + 1);
-				keys++;
-				if (xml_tag(one, "Size", sz, sizeof(sz)) &&
-				    xml_tag(one, "LastModified", lm, sizeof(lm)))
-					ret = fn(ctx, key, strtoull(sz, NULL, 10), iso8601_s(lm));
-			}
-			free(one);
-			if (ret < 0)
-				goto out;
-			p = end + 11;
-		}
-		truncated = r.resp && xml_tag(r.resp, "IsTruncated", etok, sizeof(etok)) &&
-			    !strcmp(etok, "true");
-		if (!truncated) {
-			ret = 0;
+		if (ret < 0) {
+			A(s3->st.errors);
+			kvt_logf(s3->log, KVT_LOG_WARN,
+				 "s3 %s: a listing key out of order or not under %s", s3->endpoint,
+				 prefix);
 			goto out;
 		}
-		if (!keys || !xml_tag(r.resp, "NextContinuationToken", next, sizeof(next)) ||
-		    !next[0] || !strcmp(next, token)) {
+		ret = s3list_end(l);
+		if (ret == 0)
+			goto out;
+		if (ret < 0) {
 			A(s3->st.errors);
 			kvt_logf(s3->log, KVT_LOG_WARN,
 				 "s3 %s: a truncated listing page without keys or a new token",
 				 s3->endpoint);
-			ret = -EIO;
 			goto out;
 		}
-		memcpy(token, next, sizeof(token));
 		free(r.resp);
 	}
 out:
 	free(r.resp);
-	free(last);
+	free(l);
 	return ret;
 }
 
@@ -1522,6 +1433,17 @@ static int gc_list_cb(void *ctx, const char *name, uint64_t len, int64_t mtime_s
 	struct gc_list *g = ctx;
 	if (!gc_block_name(name))
 		return 0; /* not ours */
+	/* Sizes that sum past 2^64 bytes (16 EiB) are no bucket's: an
+	 * endpoint that lists them is lying, and the budget's arithmetic
+	 * below (kept, kept - bytes) would wrap on them, so refuse the
+	 * listing before deleting by size.  Kept exact, the sums cannot wrap. */
+	if (len > UINT64_MAX - g->res->bytes) {
+		A(g->s3->st.errors);
+		kvt_logf(g->s3->log, KVT_LOG_WARN,
+			 "s3 %s: listed sizes sum past 2^64 bytes (%s: %" PRIu64 ")",
+			 g->s3->endpoint, name, len);
+		return -EIO;
+	}
 	g->res->files++;
 	g->res->bytes += len;
 	if (g->max_age_s && g->now_s - mtime_s > (int64_t)g->max_age_s) {
