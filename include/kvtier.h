@@ -1413,7 +1413,8 @@ struct kvt_shared_gc_result {
  * it): remove block files whose modification time (set when written,
  * refreshed by reads) is more than max_age_s seconds ago (0: no age
  * limit), then, while the rest exceeds budget_bytes (0: no limit), the
- * oldest.  Safe while stores use the directory: a store that loses a block
+ * oldest (to 1/64 of their age: a second walk, in memory that does not
+ * grow with the tree; doc/shared.md).  Safe while stores use the directory: a store that loses a block
  * sees a miss.  *out (may be NULL) gets the counts.  Returns 0, KVT_ENULL,
  * -ENOMEM, -errno (dir).  Any thread; needs no store.
  */

@@ -627,6 +627,57 @@ static void test_ssd_evict_writedown(void)
 	free(path);
 }
 
+/* kvt_shared_gc over a budget, mtimes spread over 45 days (the plan's
+ * histograms narrow twice, gcplan.h) with four files of one second at the
+ * cut: exactly the oldest go, and of the cut's second only as many as
+ * the budget needs. */
+static void test_gc_spread(void)
+{
+	char *dir = t_mkdtemp(), p[512];
+	struct kvt_store *a = open_shared(dir, "64M", "always");
+	uint32_t na = t_ns(a, "gc-spread");
+	struct kvt_shared_gc_result res;
+	struct stat st;
+	struct timespec now;
+	unsigned tied_gone = 0;
+
+	for (uint64_t i = 0; i < 40; i++)
+		put_block(a, na, i, 6000);
+	T_OK(kvt_flush(a));
+	clock_gettime(CLOCK_REALTIME, &now);
+	/* Block i written (40 - i) * 100,000 s ago; 13..16 at one second. */
+	for (uint64_t i = 0; i < 40; i++) {
+		struct timespec ts[2] = { now, now };
+		uint64_t age = i >= 13 && i <= 16 ? 27 * 100000 : (40 - i) * 100000;
+		ts[0].tv_sec -= (time_t)age;
+		ts[0].tv_nsec = 0;
+		ts[1] = ts[0];
+		block_path(a, dir, na, i, p, sizeof(p));
+		T_OK(utimensat(AT_FDCWD, p, ts, 0));
+	}
+	/* Room for 25 files: the 15 oldest go, 0..12 and two of 13..16. */
+	T_OK(kvt_shared_gc(dir, 25 * (4096 + 6000) + 100, 0, &res));
+	T_EQ_U64(res.files, 40);
+	T_EQ_U64(res.removed_files, 15);
+	for (uint64_t i = 0; i < 40; i++) {
+		bool here;
+		block_path(a, dir, na, i, p, sizeof(p));
+		here = stat(p, &st) == 0;
+		if (i >= 13 && i <= 16)
+			tied_gone += !here;
+		else
+			T_EQ_INT(here, i > 16);
+	}
+	T_EQ_INT(tied_gone, 2);
+	/* Within budget now: one walk, nothing removed. */
+	T_OK(kvt_shared_gc(dir, 25 * (4096 + 6000) + 100, 0, &res));
+	T_EQ_U64(res.files, 25);
+	T_EQ_U64(res.removed_files, 0);
+	kvt_store_destroy(a);
+	t_rmtree(dir);
+	free(dir);
+}
+
 /* kvtier gc, the command (argv[1] of this test: the CLI's path). */
 static void test_gc_cli(const char *cli)
 {
@@ -666,6 +717,7 @@ int main(int argc, char **argv)
 	test_corrupt();
 	test_evict_writedown();
 	test_gc();
+	test_gc_spread();
 	test_planted();
 	test_prefetch();
 	test_below_ssd();

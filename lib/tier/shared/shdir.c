@@ -4,9 +4,10 @@
  *
  * Owns: the header codec, the path layout, writing (temp file + rename),
  * reading (header, value, CRCs), the careful removal of bad files, clears
- * and the budget/age collector.  Holds no lock: the file system is the
- * only shared state, and every step is safe against other processes doing
- * the same (renames are atomic; removals compare inodes first).
+ * and the budget/age collector's walks (what they remove: gcplan.c).
+ * Holds no lock: the file system is the only shared state, and every step
+ * is safe against other processes doing the same (renames are atomic; bad
+ * files are removed only if the path still names the inode read).
  *
  * O_DIRECT: probed at open by creating a file with it in the root; if the
  * file system refuses (tmpfs, some FUSE and NFS setups), every I/O is
@@ -27,6 +28,7 @@
 
 #include <openssl/evp.h>
 
+#include "gcplan.h"
 #include "le.h"
 #include "shdir.h"
 
@@ -727,33 +729,47 @@ int64_t shdir_clear(struct shdir *sd, const uint8_t *ns_digest)
 	return total;
 }
 
-struct gc_file {
-	int64_t mtime_s;
-	uint64_t bytes;
-	dev_t dev;        /* what the walk saw: unlinked only if it is still there */
-	ino_t ino;
-	char rel[SHDIR_RELPATH_MAX];
-};
-
 struct gc_walk {
-	struct gc_file *files;
-	size_t count, cap;
+	struct gcplan plan;
+	bool first;               /* the plan's first walk: counts, the age limit */
 	int64_t now_s;
 	uint64_t max_age_s;
 	struct kvt_shared_gc_result *res;
-	int err;
 };
 
 #define GC_TEMP_AGE_S 3600 /* a temp file this old lost its writer */
+
+/* A block file the walk met, in the directory fd: counted and aged on the
+ * first walk, then as the plan says (gcplan.h). */
+static void gc_file(int fd, const char *name, const struct stat *st, struct gc_walk *w)
+{
+	uint64_t len = (uint64_t)st->st_size;
+
+	if (w->first) {
+		w->res->files++;
+		w->res->bytes += len;
+		if (w->max_age_s && w->now_s - st->st_mtime > (int64_t)w->max_age_s) {
+			if (unlinkat(fd, name, 0) == 0) {
+				w->res->removed_files++;
+				w->res->removed_bytes += len;
+			}
+			return;
+		}
+	}
+	if (gcplan_see(&w->plan, st->st_mtime, len) && unlinkat(fd, name, 0) == 0) {
+		w->res->removed_files++;
+		w->res->removed_bytes += len;
+	}
+}
 
 /*
  * Visit the files under rel (depth: 0 = kvt1, 1 = ns, 2 = ab, 3 = cd).
  * Every directory is opened relative to its parent's descriptor with
  * O_NOFOLLOW, one component at a time, so a symlink swapped into the tree
- * is never followed (a path re-resolved from the root could cross one).
+ * is never followed (a path re-resolved from the root could cross one);
+ * a file is removed by its name in the directory the walk holds open.
  */
-static void gc_dir(int parent_fd, const char *name, const char *rel, int depth,
-		   struct gc_walk *w)
+static void gc_dir(int parent_fd, const char *name, int depth, struct gc_walk *w)
 {
 	int fd = openat(parent_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	DIR *d;
@@ -765,8 +781,7 @@ static void gc_dir(int parent_fd, const char *name, const char *rel, int depth,
 		close(fd);
 		return;
 	}
-	while ((e = readdir(d)) && !w->err) {
-		char sub[SHDIR_RELPATH_MAX + 64];
+	while ((e = readdir(d))) {
 		struct stat st;
 		if (e->d_name[0] == '.' && depth < 3) {
 			if (depth == 0 && !strncmp(e->d_name, ".trash-", 7)) {
@@ -779,10 +794,8 @@ static void gc_dir(int parent_fd, const char *name, const char *rel, int depth,
 		}
 		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
 			continue;
-		if (snprintf(sub, sizeof(sub), "%s/%s", rel, e->d_name) >= SHDIR_RELPATH_MAX)
-			continue;
 		if (depth < 3) {
-			gc_dir(fd, e->d_name, sub, depth + 1, w);
+			gc_dir(fd, e->d_name, depth + 1, w);
 			continue;
 		}
 		if (fstatat(fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
@@ -793,79 +806,17 @@ static void gc_dir(int parent_fd, const char *name, const char *rel, int depth,
 				w->res->temp_removed++;
 			continue;
 		}
-		w->res->files++;
-		w->res->bytes += (uint64_t)st.st_size;
-		if (w->max_age_s && w->now_s - st.st_mtime > (int64_t)w->max_age_s) {
-			if (unlinkat(fd, e->d_name, 0) == 0) {
-				w->res->removed_files++;
-				w->res->removed_bytes += (uint64_t)st.st_size;
-			}
-			continue;
-		}
-		if (w->count == w->cap) {
-			size_t nc = w->cap ? w->cap * 2 : 1024;
-			struct gc_file *nf = realloc(w->files, nc * sizeof(*nf));
-			if (!nf) {
-				w->err = -ENOMEM;
-				break;
-			}
-			w->files = nf;
-			w->cap = nc;
-		}
-		w->files[w->count].mtime_s = st.st_mtime;
-		w->files[w->count].bytes = (uint64_t)st.st_size;
-		w->files[w->count].dev = st.st_dev;
-		w->files[w->count].ino = st.st_ino;
-		memcpy(w->files[w->count].rel, sub, strlen(sub) + 1); /* < SHDIR_RELPATH_MAX */
-		w->count++;
+		gc_file(fd, e->d_name, &st, w);
 	}
 	closedir(d);
-}
-
-/*
- * Unlink a file the walk saw, walking down to it again one component at a
- * time with O_NOFOLLOW, and only if it is still the same file (device and
- * inode).  true if removed.
- */
-static bool gc_unlink(int root_fd, const struct gc_file *f)
-{
-	char path[SHDIR_RELPATH_MAX], *comp, *next, *save = NULL;
-	int dfd = root_fd;
-	bool ok = false;
-	struct stat st;
-
-	memcpy(path, f->rel, strlen(f->rel) + 1);
-	comp = strtok_r(path, "/", &save);
-	while (comp && (next = strtok_r(NULL, "/", &save))) {
-		int nfd = openat(dfd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		if (dfd != root_fd)
-			close(dfd);
-		if (nfd < 0)
-			return false;
-		dfd = nfd;
-		comp = next;
-	}
-	if (comp && fstatat(dfd, comp, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
-	    st.st_dev == f->dev && st.st_ino == f->ino && unlinkat(dfd, comp, 0) == 0)
-		ok = true;
-	if (dfd != root_fd)
-		close(dfd);
-	return ok;
-}
-
-static int gc_cmp(const void *a, const void *b)
-{
-	const struct gc_file *x = a, *y = b;
-	return x->mtime_s < y->mtime_s ? -1 : x->mtime_s > y->mtime_s;
 }
 
 int kvt_shared_gc(const char *dir, uint64_t budget_bytes, uint64_t max_age_s,
 		  struct kvt_shared_gc_result *out)
 {
 	struct kvt_shared_gc_result res = { 0 };
-	struct gc_walk w = { 0 };
-	uint64_t kept;
-	int root_fd;
+	struct gc_walk w = { .first = true, .max_age_s = max_age_s, .res = &res };
+	int root_fd, ret;
 
 	if (!dir)
 		return KVT_ENULL;
@@ -873,27 +824,18 @@ int kvt_shared_gc(const char *dir, uint64_t budget_bytes, uint64_t max_age_s,
 	if (root_fd < 0)
 		return -errno;
 	w.now_s = (int64_t)time(NULL);
-	w.max_age_s = max_age_s;
-	w.res = &res;
-	gc_dir(root_fd, "kvt1", "kvt1", 0, &w);
-	if (w.err) {
-		free(w.files);
+	/* Over budget: oldest first (by mtime, which a read refreshes), found
+	 * in a second walk, in bounded memory (gcplan.h). */
+	ret = gcplan_init(&w.plan, budget_bytes, w.now_s);
+	if (ret < 0) {
 		close(root_fd);
-		return w.err;
+		return ret;
 	}
-	/* Over budget: oldest first (by mtime, which a read refreshes). */
-	kept = res.bytes - res.removed_bytes;
-	if (budget_bytes && kept > budget_bytes) {
-		qsort(w.files, w.count, sizeof(*w.files), gc_cmp);
-		for (size_t i = 0; i < w.count && kept > budget_bytes; i++) {
-			if (gc_unlink(root_fd, &w.files[i])) {
-				res.removed_files++;
-				res.removed_bytes += w.files[i].bytes;
-				kept -= w.files[i].bytes;
-			}
-		}
-	}
-	free(w.files);
+	do {
+		gc_dir(root_fd, "kvt1", 0, &w);
+		w.first = false;
+	} while (gcplan_next(&w.plan));
+	gcplan_free(&w.plan);
 	close(root_fd);
 	if (out)
 		*out = res;

@@ -43,6 +43,7 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
+#include "gcplan.h"
 #include "s3list.h"
 #include "shdir.h"
 #include "shs3.h"
@@ -1413,16 +1414,10 @@ int64_t shs3_blk_clear(struct shs3 *s3, const uint8_t *ns_digest)
 	return ret < 0 ? ret : d.removed;
 }
 
-struct gc_obj {
-	int64_t mtime_s;
-	uint64_t bytes;
-	char name[SHDIR_RELPATH_MAX];
-};
-
 struct gc_list {
 	struct shs3 *s3;
-	struct gc_obj *objs;
-	size_t count, cap;
+	struct gcplan plan;
+	bool first;              /* the plan's first listing: counts, the age limit */
 	int64_t now_s;
 	uint64_t max_age_s;
 	struct kvt_shared_gc_result *res;
@@ -1433,71 +1428,53 @@ static int gc_list_cb(void *ctx, const char *name, uint64_t len, int64_t mtime_s
 	struct gc_list *g = ctx;
 	if (!gc_block_name(name))
 		return 0; /* not ours */
-	/* Sizes that sum past 2^64 bytes (16 EiB) are no bucket's: an
-	 * endpoint that lists them is lying, and the budget's arithmetic
-	 * below (kept, kept - bytes) would wrap on them, so refuse the
-	 * listing before deleting by size.  Kept exact, the sums cannot wrap. */
-	if (len > UINT64_MAX - g->res->bytes) {
-		A(g->s3->st.errors);
-		kvt_logf(g->s3->log, KVT_LOG_WARN,
-			 "s3 %s: listed sizes sum past 2^64 bytes (%s: %" PRIu64 ")",
-			 g->s3->endpoint, name, len);
-		return -EIO;
-	}
-	g->res->files++;
-	g->res->bytes += len;
-	if (g->max_age_s && g->now_s - mtime_s > (int64_t)g->max_age_s) {
-		if (shs3_delete(g->s3, name) == KVT_OK) {
-			g->res->removed_files++;
-			g->res->removed_bytes += len;
+	if (g->first) {
+		/* Sizes that sum past 2^64 bytes (16 EiB) are no bucket's: an
+		 * endpoint that lists them is lying, so refuse the listing
+		 * before deleting by size.  Kept exact, the sums cannot wrap. */
+		if (len > UINT64_MAX - g->res->bytes) {
+			A(g->s3->st.errors);
+			kvt_logf(g->s3->log, KVT_LOG_WARN,
+				 "s3 %s: listed sizes sum past 2^64 bytes (%s: %" PRIu64 ")",
+				 g->s3->endpoint, name, len);
+			return -EIO;
 		}
-		return 0;
+		g->res->files++;
+		g->res->bytes += len;
+		if (g->max_age_s && g->now_s - mtime_s > (int64_t)g->max_age_s) {
+			if (shs3_delete(g->s3, name) == KVT_OK) {
+				g->res->removed_files++;
+				g->res->removed_bytes += len;
+			}
+			return 0;
+		}
 	}
-	if (g->count == g->cap) {
-		size_t nc = g->cap ? g->cap * 2 : 1024;
-		struct gc_obj *no = realloc(g->objs, nc * sizeof(*no));
-		if (!no)
-			return -ENOMEM;
-		g->objs = no;
-		g->cap = nc;
+	if (gcplan_see(&g->plan, mtime_s, len) && shs3_delete(g->s3, name) == KVT_OK) {
+		g->res->removed_files++;
+		g->res->removed_bytes += len;
 	}
-	g->objs[g->count].mtime_s = mtime_s;
-	g->objs[g->count].bytes = len;
-	memcpy(g->objs[g->count].name, name, strlen(name) + 1);
-	g->count++;
 	return 0;
-}
-
-static int gc_obj_cmp(const void *a, const void *b)
-{
-	const struct gc_obj *x = a, *y = b;
-	return x->mtime_s < y->mtime_s ? -1 : x->mtime_s > y->mtime_s;
 }
 
 int shs3_gc(struct shs3 *s3, uint64_t budget_bytes, uint64_t max_age_s,
 	    struct kvt_shared_gc_result *out)
 {
 	struct kvt_shared_gc_result res = { 0 };
-	struct gc_list g = { .s3 = s3, .now_s = (int64_t)time(NULL), .max_age_s = max_age_s,
-			     .res = &res };
-	uint64_t kept;
-	int ret = shs3_list(s3, "kvt1/", gc_list_cb, &g);
-	if (ret < 0) {
-		free(g.objs);
+	struct gc_list g = { .s3 = s3, .first = true, .now_s = (int64_t)time(NULL),
+			     .max_age_s = max_age_s, .res = &res };
+	int ret = gcplan_init(&g.plan, budget_bytes, g.now_s);
+
+	/* Over budget: oldest first, found in a second listing, in bounded
+	 * memory (gcplan.h). */
+	if (ret < 0)
 		return ret;
-	}
-	kept = res.bytes - res.removed_bytes;
-	if (budget_bytes && kept > budget_bytes) {
-		qsort(g.objs, g.count, sizeof(*g.objs), gc_obj_cmp);
-		for (size_t i = 0; i < g.count && kept > budget_bytes; i++) {
-			if (shs3_delete(s3, g.objs[i].name) == KVT_OK) {
-				res.removed_files++;
-				res.removed_bytes += g.objs[i].bytes;
-				kept -= g.objs[i].bytes;
-			}
-		}
-	}
-	free(g.objs);
+	do {
+		ret = shs3_list(s3, "kvt1/", gc_list_cb, &g);
+		g.first = false;
+	} while (ret >= 0 && gcplan_next(&g.plan));
+	gcplan_free(&g.plan);
+	if (ret < 0)
+		return ret;
 	if (out)
 		*out = res;
 	return 0;
