@@ -42,7 +42,8 @@ def venv(build):
                                     "tests", "lib"))
     import pipvenv
     return pipvenv.venv(os.path.join(build, "venv-sglang"),
-                        [["--no-deps", SGLANG_WHEEL], ["--no-deps", "-r", REQUIREMENTS]])
+                        [["--no-deps", SGLANG_WHEEL], ["--no-deps", "-r", REQUIREMENTS]],
+                        pip=True)
 
 
 class Kvtierd:

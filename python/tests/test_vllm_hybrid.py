@@ -34,7 +34,8 @@ import sys
 import pytest
 
 import kvtier
-from vllm_support import Engine, Kvtierd, delta, kvtier_extra, maxdiff, prompt, write_model
+from vllm_support import (Engine, Kvtierd, delta, kvtier_extra, later, maxdiff, prompt,
+                          write_model)
 from vllm_support import run_prompt as run
 
 BS = 128              # vLLM's CPU block size
@@ -44,22 +45,34 @@ HYBRID = dict(num_hidden_layers=4, sliding_window=WINDOW,
               layer_types=["sliding_attention", "full_attention"] * 2)
 
 
+def start_hybrid(base):
+    """This module's kvtierd, model and engine in base: started here by
+    the env fixture, or earlier by test_vllm.py (vllm_support.start_early),
+    beside its engine 2, when this module runs after it."""
+    e = {"base": base, "srv": Kvtierd(os.environ["KVTIERD"], base)}
+    try:
+        e["model"] = write_model(os.path.join(base, "model"), overrides=HYBRID)
+        e["engine"] = Engine(sys.executable, e["model"], os.path.join(base, "engine.log"),
+                             kvtier_extra=kvtier_extra(remote=e["srv"].addr),
+                             engine_id="kvtier-test-hybrid", prefix_caching=True)
+    except BaseException:
+        e["srv"].stop()
+        raise
+    return e
+
+
 @pytest.fixture(scope="module")
 def env(tmp_path_factory):
     if not os.environ.get("KVTIERD"):
         pytest.fail("KVTIERD is not set (run through run_vllm.py)")
-    base = str(tmp_path_factory.mktemp("hybrid"))
-    srv = Kvtierd(os.environ["KVTIERD"], base)
-    e = {"base": base, "srv": srv,
-         "model": write_model(os.path.join(base, "model"), overrides=HYBRID)}
+    e = later("hybrid", lambda: start_hybrid(str(tmp_path_factory.mktemp("hybrid"))))
     yield e
-    assert srv.stop() == 0
+    assert e["srv"].stop() == 0
 
 
 @pytest.fixture(scope="module")
 def engine(env):
-    eng = Engine(sys.executable, env["model"], os.path.join(env["base"], "engine.log"),
-                 kvtier_extra=kvtier_extra(remote=env["srv"].addr), engine_id="kvtier-test-hybrid", prefix_caching=True)
+    eng = env["engine"]
     print(f"hybrid engine up in {eng.ready['startup_s']:.1f} s")
     yield eng
     eng.close()

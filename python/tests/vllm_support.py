@@ -260,6 +260,38 @@ class SlowLink:
 
 # -- what the engine tests share ---------------------------------------------
 
+_early = {}
+
+
+def start_early(key, fn):
+    """Run fn() now on a thread of its own; later(key, ...) takes what it
+    returned (or raises what it raised).  For an engine's start (a minute
+    of imports and warm-up in three processes, one after the other) beside
+    a test that does not time anything."""
+    box = {}
+
+    def run():
+        try:
+            box["value"] = fn()
+        except BaseException as e:  # (raised again by later)
+            box["error"] = e
+
+    t = threading.Thread(target=run, name="early-" + key, daemon=True)
+    t.start()
+    _early[key] = (t, box)
+
+
+def later(key, fn):
+    """What start_early(key, ...) started, once done; fn() if nothing was."""
+    if key not in _early:
+        return fn()
+    t, box = _early.pop(key)
+    t.join()
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
 def kvtier_extra(remote=None, store=None, persistent=False):
     """The engine tests' kv_connector_extra_config: the worker's own DRAM
     (256 MiB, not prefaulted), an SSD tier in the directory store (if

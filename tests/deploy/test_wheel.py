@@ -112,7 +112,8 @@ BUILD_REQUIREMENTS = ["build==1.2.2.post1"]
 
 def sdist(src, work):
     """The sdist of src, unpacked: its directory."""
-    py = pipvenv.venv(os.path.join(work, "venv-build"), [BUILD_REQUIREMENTS])
+    # With pip: the build frontend may run it (its isolated environment).
+    py = pipvenv.venv(os.path.join(work, "venv-build"), [BUILD_REQUIREMENTS], pip=True)
     out = os.path.join(work, "sdist")
     shutil.rmtree(out, ignore_errors=True)
     # Its build requirements come from the index too.

@@ -29,7 +29,8 @@ def venv_python(build):
     if os.path.exists(os.path.join(venv, ".ok")):
         return py
     shutil.rmtree(venv, ignore_errors=True)
-    subprocess.run([sys.executable, "-m", "venv", venv], check=True)
+    # No pip in it: uv installs from outside (tests/lib/pipvenv.py).
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", venv], check=True)
     # Skips (77) only when a separate probe cannot reach the package index;
     # a bad pin fails with pip's log (tests/lib/pipvenv.py).
     pipvenv.install(py, [REDIS_PY], timeout=20)

@@ -125,22 +125,31 @@ def uv_binary(folder, python=sys.executable, timeout=60):
 def install(py, args, timeout=60):
     """Install ARGS (pip install's: pins, -r FILE, --no-deps) into the
     venv whose interpreter is py, with uv; on failure exit 77 if the index
-    is unreachable, else print the log and exit 1."""
+    is unreachable, else print the log and exit 1.  pip's settings (index,
+    certificate) are read with the pip of uv's own venv beside it: the
+    venv may have none (venv's pip=False), and a new venv has no pip
+    configuration of its own (pip reads the same user and global files in
+    either)."""
     venv_dir = os.path.dirname(os.path.dirname(os.path.abspath(py)))
     uv = uv_binary(os.path.dirname(venv_dir), timeout=timeout)
+    pip_py = os.path.join(os.path.dirname(uv), "python3")
     env = dict(os.environ, UV_HTTP_TIMEOUT=str(timeout))
-    cert = pip_setting("cert", py)
+    cert = pip_setting("cert", pip_py)
     if cert and os.path.exists(cert):
         env["SSL_CERT_FILE"] = cert
-    run_checked([uv, "pip", "install", "--python", py, "--index-url", index_url(py),
-          "--compile-bytecode"] + list(args), f"uv pip install {' '.join(args)}", py, env)
+    run_checked([uv, "pip", "install", "--python", py, "--index-url", index_url(pip_py),
+          "--compile-bytecode"] + list(args), f"uv pip install {' '.join(args)}", pip_py,
+                env)
 
 
-def venv(path, installs, python=sys.executable):
+def venv(path, installs, python=sys.executable, pip=False):
     """Interpreter of the venv at path holding installs (a list of pip
     argument lists, run in order), made once: a stamp of the arguments and
-    of any -r files' contents says when it is current."""
-    h = hashlib.sha256(json.dumps(installs).encode())
+    of any -r files' contents says when it is current.  Without pip unless
+    pip=True (a venv whose users run its pip): uv installs into it from
+    outside, and venv's ensurepip cost 3-10 s a venv on a 2-core machine
+    (a CI run makes about ten of them)."""
+    h = hashlib.sha256(json.dumps([installs, pip]).encode())
     for args in installs:
         for i, a in enumerate(args):
             if a == "-r" and i + 1 < len(args):
@@ -156,7 +165,8 @@ def venv(path, installs, python=sys.executable):
         if os.path.exists(stamp) and open(stamp).read() == want:
             return py
         shutil.rmtree(path, ignore_errors=True)
-        subprocess.run([python, "-m", "venv", path], check=True)
+        subprocess.run([python, "-m", "venv"] + ([] if pip else ["--without-pip"]) + [path],
+                       check=True)
         for args in installs:
             install(py, args)
         with open(stamp, "w") as f:
