@@ -2670,8 +2670,8 @@ static void part_piece_next(struct part_task *t)
 	t->iov.iov_base = to;
 	t->iov.iov_len = t->io_len;
 	multi_submit(s, &t->io, IO_READ, t->prio,
-		     __atomic_load_n(&s->segs[t->slot].fd, __ATOMIC_RELAXED), t->rec_off + t->run_off,
-		     &t->iov, 1, part_piece_done, t);
+		     __atomic_load_n(&s->segs[t->slot].fd, __ATOMIC_RELAXED),
+		     t->rec_off + t->run_off, &t->iov, 1, part_piece_done, t);
 }
 
 static void part_head_done(struct multi_io *m, int64_t res)
