@@ -926,7 +926,7 @@ int kvt_ns_set_seal_ns_key(struct kvt_store *store, uint32_t ns, const uint8_t n
  * While in flight, a quiet part get of a part of at most 4 KiB holds at
  * most KVT_PART_QUIET_MEM bytes in the library (from SSD: the read's
  * state, an aligned buffer of the record's header and 4 KiB, the part
- * table decoded; ~11 KiB for a value of a few parts); a larger part, at
+ * table decoded; ~5 KiB for a value of a few parts); a larger part, at
  * most 1 MiB more whatever its size (doc/ssd.md "Reads: one part,
  * quietly").  Callers that bound their memory count it (kvtierd's S3
  * listings charge it to --max-memory).
