@@ -379,16 +379,16 @@ static void s3d_item_init(struct s3d_req *rq, struct s3d_item *it, uint32_t op,
  * nothing ("Quiet reads"): what they hold is buf, in the request or the
  * listing (charged), and while in the store what a read from SSD holds
  * there (its state and an aligned buffer of the record's header and 4
- * KiB: ~11 KiB for an object of one PUT, up to ~48 KiB for one of 1,023
- * parts; at most KVT_PART_QUIET_MEM); a HEAD is one request (charged
+ * KiB: ~5 KiB for an object of one PUT, ~35 KiB for one of 1,023 parts;
+ * at most KVT_PART_QUIET_MEM; 6 KiB more each until 2026-12-04); a HEAD is one request (charged
  * more than that: the tenant's input share bounds them), a listing
  * S3D_LIST_WIN at once (ListParts S3D_PARTS_WIN), each window charged
  * to --max-memory at KVT_PART_QUIET_MEM a read while it is in the
  * store (s3d_list_win).  Listings are S3D_SCAN_TENANT a tenant ("Walks
  * of the store"), but nothing bounds the tenants: until 2026-12-04 that
- * charge was not taken, ~1.4 MiB a listing in the store beside
- * --max-memory (16 tenants' 32 listings: up to 45 MiB; test_hostile_http
- * s3_list_mem saw 5.5 MiB held at once).  Before, the owner's header
+ * charge was not taken, ~0.6 MiB a listing in the store beside
+ * --max-memory (16 tenants' 32 listings: up to 20 MiB; test_hostile_http
+ * s3_list_mem saw 16.3 MiB held at once beyond any charge).  Before, the owner's header
  * reads were plain part gets, which promote a block on SSD only whole
  * (a listing of N such objects pulled N objects into DRAM, evicting
  * what was hot) and miss when DRAM has no room; a grantee's were quiet pinned gets, a

@@ -2188,7 +2188,7 @@ def _tenant(name):
 def s3_list_mem(ph):
     """Many tenants' listings at once of objects on SSD only: each reads
     the objects' headers, S3D_LIST_WIN quiet part gets at a time, and a
-    read from SSD holds the library's state and buffer (~11 KiB) until it
+    read from SSD holds the library's state and buffer (~5 KiB) until it
     completes.  A tenant has 2 listings at once, but nothing bounds the
     tenants: 16 grantees list alice's bucket of 600 objects (restarted:
     on SSD only), 2 connections each, again and again for 3 s (or
@@ -2198,8 +2198,8 @@ def s3_list_mem(ph):
     beyond its idle state (kvtier_meta_bytes) within the window charges
     (kvtier_server_s3_header_reads_bytes), and the server's charge within
     --max-memory; every answer is the owner's listing, or 503 SlowDown.
-    Before (2026-12-04) the reads were charged nowhere: 5.5 MiB seen held
-    in the store beyond any charge (up to 128 x ~11 KiB a listing)."""
+    Before (2026-12-04) the reads were charged nowhere: 5.5-16.3 MiB seen
+    held in the store at once beyond any charge."""
     srv, P = ph.srv, ph.srv.port
     st, _, body = http(P, signed_msg(P, "PUT", "/shared"), src=PROBER)
     assert st == 200, (st, body)
