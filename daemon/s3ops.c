@@ -1615,6 +1615,7 @@ static bool s3d_list_read(struct s3d_req *rq)
 		return false;
 	it = s3d_items(rq, n);
 	if (!it) {
+		s3d_list_win_back(rq);
 		s3d_fail(rq, 503, "SlowDown", "server out of memory");
 		return false;
 	}
@@ -1921,6 +1922,7 @@ static void s3d_list_parts_probe(struct s3d_req *rq)
 	count = win - extra; /* (0: the marker alone this time) */
 	it = s3d_items(rq, count + extra);
 	if (!it) {
+		s3d_list_win_back(rq);
 		s3d_fail(rq, 503, "SlowDown", "server out of memory");
 		return;
 	}

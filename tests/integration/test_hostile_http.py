@@ -2279,6 +2279,8 @@ def s3_list_mem(ph):
     # slack: the library's other allocations meanwhile
     ph.expect(over <= 1 << 20, "what the store holds for listings beyond their charge", over)
     ph.expect(peak_mem <= m0["kvtier_server_memory_limit_bytes"], "mem_used", peak_mem)
+    left = scrape()["kvtier_server_s3_header_reads_bytes"]
+    ph.expect(left == 0, "window charges left after the listings", left)
     ph.cases += 1
     ph.probe("listings of many tenants")
 
