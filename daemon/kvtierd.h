@@ -678,6 +678,9 @@ struct kvtd_server {
 	/* Bytes charged against cfg.max_memory (loop.c "Limits"); relaxed
 	 * atomic, any loop */
 	_Atomic uint64_t mem_used;
+	/* Of it: S3 header reads in flight (s3ops.c "Header reads"),
+	 * KVT_PART_QUIET_MEM each */
+	_Atomic uint64_t s3_hdr_charged;
 	/* S3 listings walking the store of tenants without counters (s3ops.c) */
 	_Atomic uint32_t s3_scans_untracked;
 	/* Unauthenticated connections, all and by peer slot (loop.c) */

@@ -377,14 +377,21 @@ static void s3d_item_init(struct s3d_req *rq, struct s3d_item *it, uint32_t op,
  * no DRAM room needed, nothing pinned or copied, whoever reads: the
  * owner's reads as a grantee's.  So they take no quiet slot and charge
  * nothing ("Quiet reads"): what they hold is buf, in the request or the
- * listing (charged), and while in the store the library's aligned
- * buffer of a read from SSD (~4.6 KiB); a HEAD is one request (charged
+ * listing (charged), and while in the store what a read from SSD holds
+ * there (its state and an aligned buffer of the record's header and 4
+ * KiB: ~5 KiB for an object of one PUT, ~35 KiB for one of 1,023 parts;
+ * at most KVT_PART_QUIET_MEM; 6 KiB more each until 2026-12-04); a HEAD is one request (charged
  * more than that: the tenant's input share bounds them), a listing
- * S3D_LIST_WIN at once (s3d_list_read; a tenant's listings are 2 at
- * once: "Walks of the store").  Before, the owner's header reads were
- * plain part gets, which promote a block on SSD only whole (a listing of
- * N such objects pulled N objects into DRAM, evicting what was hot) and
- * miss when DRAM has no room; a grantee's were quiet pinned gets, a
+ * S3D_LIST_WIN at once (ListParts S3D_PARTS_WIN), each window charged
+ * to --max-memory at KVT_PART_QUIET_MEM a read while it is in the
+ * store (s3d_list_win).  Listings are S3D_SCAN_TENANT a tenant ("Walks
+ * of the store"), but nothing bounds the tenants: until 2026-12-04 that
+ * charge was not taken, ~0.6 MiB a listing in the store beside
+ * --max-memory (16 tenants' 32 listings: up to 20 MiB; test_hostile_http
+ * s3_list_mem saw 16.3 MiB held at once beyond any charge).  Before, the owner's header
+ * reads were plain part gets, which promote a block on SSD only whole
+ * (a listing of N such objects pulled N objects into DRAM, evicting
+ * what was hot) and miss when DRAM has no room; a grantee's were quiet pinned gets, a
  * whole private copy each, 4 at a time a tenant (503 SlowDown past
  * them, doc/security.md "Not yet", 2026-12-04).  A value whose part 0
  * is longer (not an object kvtierd wrote) is KVT_EBUFSMALL: not an
@@ -1313,6 +1320,7 @@ struct s3d_list {
 	bool upload_ok;            /* ListParts: the upload's marker was read */
 	struct kvt_key cursor;
 	uint32_t nent, cap;        /* cap = max_keys + 1 */
+	uint64_t win_charged;      /* the window's header reads (s3d_list_win) */
 	/* not zeroed (s3d_list_alloc): written before read */
 	struct kvt_key keys[S3D_LIST_PAGE];
 	uint8_t bufs[S3D_LIST_PAGE][S3D_LIST_HDR];
@@ -1546,13 +1554,51 @@ static void s3d_list_note(struct s3d_list *L, const uint8_t *h, size_t n, uint64
 		s3d_list_add(L, name, len, false, &ob);
 }
 
+/* A window of up to n header reads charged to --max-memory, what each
+ * may hold in the store while in flight (KVT_PART_QUIET_MEM: "Header
+ * reads"): as many as fit, halving from n down to 1, given back when the
+ * window is back (s3d_list_win_back, from s3d_step) or with the request
+ * (rq->mem_charged).  0: not even one fits, the request answered 503
+ * SlowDown. */
+static uint32_t s3d_list_win(struct s3d_req *rq, uint32_t n)
+{
+	struct kvtd_server *srv = rq->conn->loop->srv;
+	struct s3d_list *L = rq->list;
+
+	for (; n > 0; n /= 2)
+		if (kvtd_mem_charge(srv, (uint64_t)n * KVT_PART_QUIET_MEM, false))
+			break;
+	if (n == 0) {
+		s3d_fail(rq, 503, "SlowDown", "server memory limit reached (--max-memory); "
+			 "retry later.");
+		return 0;
+	}
+	L->win_charged = (uint64_t)n * KVT_PART_QUIET_MEM;
+	rq->mem_charged += L->win_charged;
+	atomic_fetch_add_explicit(&srv->s3_hdr_charged, L->win_charged, memory_order_relaxed);
+	return n;
+}
+
+/* A listing's window of header reads is back: its charge given back. */
+static void s3d_list_win_back(struct s3d_req *rq)
+{
+	struct kvtd_server *srv = rq->conn->loop->srv;
+	struct s3d_list *L = rq->list;
+
+	if (!L || !L->win_charged)
+		return;
+	kvtd_mem_uncharge(srv, L->win_charged);
+	atomic_fetch_sub_explicit(&srv->s3_hdr_charged, L->win_charged, memory_order_relaxed);
+	rq->mem_charged -= L->win_charged;
+	L->win_charged = 0;
+}
+
 /* Reads of the headers of the page's next keys, S3D_LIST_WIN at a time,
  * part 0 of each into bufs ("Header reads"), the owner's and a grantee's
- * alike.  The window bounds what a listing holds in the library: a read
- * from SSD, its aligned buffer (the record's header and 4 KiB, ~4.6 KiB
- * for an object of one PUT), so ~600 KiB a listing, 2 a tenant -- less
- * than the listing's own state (2.4 MB, charged); reads from DRAM
- * complete inline, windows and all.  Until 2026-12-04 the owner's were
+ * alike.  The window bounds what a listing holds in the library, and is
+ * charged to --max-memory while in the store (s3d_list_win: 8 MiB, or
+ * fewer reads when that does not fit); reads from DRAM complete inline,
+ * windows and all.  Until 2026-12-04 the owner's were
  * plain part gets of the whole page at once, which promoted objects on
  * SSD only whole and missed when DRAM had no room (those keys read again
  * as a grantee's); a grantee's were quiet pinned gets, a whole private
@@ -1563,9 +1609,13 @@ static bool s3d_list_read(struct s3d_req *rq)
 {
 	struct s3d_list *L = rq->list;
 	uint32_t n = L->nkeys - L->win < S3D_LIST_WIN ? L->nkeys - L->win : S3D_LIST_WIN;
-	struct s3d_item *it = s3d_items(rq, n);
+	struct s3d_item *it;
 
+	if (n > 0 && (n = s3d_list_win(rq, n)) == 0) /* (an empty page: none) */
+		return false;
+	it = s3d_items(rq, n);
 	if (!it) {
+		s3d_list_win_back(rq);
 		s3d_fail(rq, 503, "SlowDown", "server out of memory");
 		return false;
 	}
@@ -1861,14 +1911,18 @@ static int64_t s3d_query_uint(const struct s3d_req *rq, const char *name, uint64
 static void s3d_list_parts_probe(struct s3d_req *rq)
 {
 	struct s3d_list *L = rq->list;
-	uint32_t extra = L->upload_ok ? 0 : 1, count = S3D_PART_NO_MAX - L->part_next + 1;
+	uint32_t extra = L->upload_ok ? 0 : 1, count = S3D_PART_NO_MAX - L->part_next + 1, win;
 	struct s3d_item *it;
 	struct kvt_key k;
 
 	if (count > S3D_PARTS_WIN)
 		count = S3D_PARTS_WIN;
+	if ((win = s3d_list_win(rq, count + extra)) == 0)
+		return;
+	count = win - extra; /* (0: the marker alone this time) */
 	it = s3d_items(rq, count + extra);
 	if (!it) {
+		s3d_list_win_back(rq);
 		s3d_fail(rq, 503, "SlowDown", "server out of memory");
 		return;
 	}
@@ -2020,6 +2074,7 @@ static void s3d_step(struct s3d_req *rq)
 {
 	struct s3d_item *it = rq->items;
 
+	s3d_list_win_back(rq);
 	if (rq->copy_refused) {
 		rq->copy_refused = false;
 		s3d_fail(rq, 503, "SlowDown", "Copies of another tenant's objects on SSD being "

@@ -28,7 +28,8 @@ objects on SSD only), s3_copy_loop (pipelined CopyObjects beside another
 tenant), s3_delete_loop (pipelined DeleteObjects beside another tenant),
 s3_grant_list (a grantee's listings of objects on SSD only), s3_head_ssd
 (HEADs and listings of objects on SSD only read their headers alone),
-s3_head_shared (the owner's HEAD of an object only the shared tier holds).
+s3_head_shared (the owner's HEAD of an object only the shared tier holds),
+s3_list_mem (many tenants' listings of objects on SSD only at once).
 """
 import base64
 import datetime
@@ -2185,6 +2186,122 @@ def s3_head_ssd(ph):
 s3_head_ssd.extra = ["--dram", "512M", "--ssd", "256M", "--set", "ssd.segment=16M",
                      "--set", "ssd.admission=always"]
 s3_head_ssd.tenants = s3_grant_ssd.tenants.replace(" dram=8M", "")
+
+
+LIST_TENANTS = ["t%02d" % i for i in range(16)]
+
+
+def _tenant(name):
+    return (name, "secret-of-%s-0123456789" % name)
+
+
+@phase
+def s3_list_mem(ph):
+    """Many tenants' listings at once of objects on SSD only: each reads
+    the objects' headers, S3D_LIST_WIN quiet part gets at a time, and a
+    read from SSD holds the library's state and buffer (~5 KiB) until it
+    completes.  A tenant has 2 listings at once, but nothing bounds the
+    tenants: 16 grantees list alice's bucket of 600 objects (restarted:
+    on SSD only), 2 connections each, again and again for 3 s (or
+    until 4 MiB of reads were in flight at once, 20 s at most).  Every
+    window is charged to --max-memory while in the store (s3ops.c "Header
+    reads"): /metrics, sampled meanwhile, shows what the library holds
+    beyond its idle state (kvtier_meta_bytes) within the window charges
+    (kvtier_server_s3_header_reads_bytes), and the server's charge within
+    --max-memory; every answer is the owner's listing, or 503 SlowDown.
+    Before (2026-12-04) the reads were charged nowhere: 5.5-16.3 MiB seen
+    held in the store at once beyond any charge."""
+    srv, P = ph.srv, ph.srv.port
+    st, _, body = http(P, signed_msg(P, "PUT", "/shared"), src=PROBER)
+    assert st == 200, (st, body)
+    n = 600
+
+    def written_down():
+        end = time.monotonic() + 30
+        while srv.metric("kvtier_ssd_writedown_pending_bytes") > 0 and time.monotonic() < end:
+            time.sleep(0.05)
+    for i in range(n):
+        for _ in range(100):
+            st, _, body = http(srv.port, signed_msg(srv.port, "PUT", "/shared/o%04d" % i,
+                                                     body=b"%04d" % i * 1024),
+                               src=PROBER, timeout=20)
+            if st != 503:
+                break
+            written_down()
+        assert st == 200, (i, st, body[:200])
+    written_down()
+    srv.restart()
+    P = srv.port
+
+    def listing(who):
+        path = "/shared" if who is ALICE else "/alice.shared"
+        st, _, body = http(P, signed_msg(P, "GET", path, query="list-type=2", who=who),
+                           src=PROBER, timeout=30)
+        return st, body.replace(b"<Name>alice.shared</Name>", b"<Name>shared</Name>")
+    st, own = listing(ALICE)
+    keys = re.findall(rb"<Key>([^<]*)</Key>", own)
+    assert st == 200 and len(keys) == n, (st, len(keys), own[:300])
+
+    def scrape():
+        st, _, body = http(srv.mport, b"GET /metrics HTTP/1.1\r\nAuthorization: Bearer "
+                           + TOKEN.encode() + b"\r\n\r\n", src=OBSERVER)
+        assert st == 200, st
+        got = {}
+        for name in ("kvtier_meta_bytes", "kvtier_server_s3_header_reads_bytes",
+                     "kvtier_server_memory_bytes", "kvtier_server_memory_limit_bytes"):
+            m = re.search(rb"^" + name.encode() + rb" (\S+)$", body, re.M)
+            got[name] = float(m.group(1)) if m else 0.0  # (none before 2026-12-04)
+        return got
+    m0 = scrape()
+    sts, stop = [], []
+
+    def lister(who):
+        while not stop:
+            st, body = listing(who)
+            sts.append(st if st != 200 or body == own else "diff")
+    ts = [threading.Thread(target=lister, args=(_tenant(t),))
+          for t in LIST_TENANTS for _ in range(2)]
+    for t in ts:
+        t.start()
+    # 3 s, and on until 4 MiB of reads were seen in flight at once (a
+    # loaded machine's listings may overlap less), 20 s at most
+    held = over = peak_mem = 0.0
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < 3 or (held < 4 << 20 and time.monotonic() - t0 < 20):
+        m = scrape()
+        lib = m["kvtier_meta_bytes"] - m0["kvtier_meta_bytes"]
+        held = max(held, lib)
+        over = max(over, lib - m["kvtier_server_s3_header_reads_bytes"])
+        peak_mem = max(peak_mem, m["kvtier_server_memory_bytes"])
+        time.sleep(0.005)
+    dt = time.monotonic() - t0
+    stop.append(True)
+    for t in ts:
+        t.join()
+    print("%d tenants' listings of %d objects on SSD only, 2 connections each, %.1f s: %d "
+          "answers %s; held in the store at most %.1f MiB, beyond the window charges %.1f "
+          "MiB; mem_used peak %.1f MiB of %.0f" % (
+              len(LIST_TENANTS), n, dt, len(sts), sorted(set(sts), key=str), held / 2**20,
+              over / 2**20, peak_mem / 2**20, m0["kvtier_server_memory_limit_bytes"] / 2**20))
+    ph.expect(sts.count(200) >= len(ts) and set(sts) <= {200, 503}, "the listings",
+              sorted(set(sts), key=str))
+    # (meaningful only with many reads in flight at once)
+    ph.expect(held >= 4 << 20, "header reads in flight at once (bytes held)", held)
+    # slack: the library's other allocations meanwhile
+    ph.expect(over <= 1 << 20, "what the store holds for listings beyond their charge", over)
+    ph.expect(peak_mem <= m0["kvtier_server_memory_limit_bytes"], "mem_used", peak_mem)
+    left = scrape()["kvtier_server_s3_header_reads_bytes"]
+    ph.expect(left == 0, "window charges left after the listings", left)
+    ph.cases += 1
+    ph.probe("listings of many tenants")
+
+
+s3_list_mem.extra = ["--dram", "256M", "--ssd", "256M", "--set", "ssd.segment=16M",
+                     "--set", "ssd.admission=always", "--max-memory", "128M"]
+s3_list_mem.tenants = ("alice %s tenant\n" % ALICE[1] + "".join(
+    "%s %s tenant\ngrant alice model=s3/shared to %s\n" % (t, _tenant(t)[1], t)
+    for t in LIST_TENANTS))
+s3_list_mem.dram_mib = 256
 
 
 @phase

@@ -1720,6 +1720,133 @@ static void test_part_read(void)
 	free(dir);
 }
 
+/* 13a. A large part's second read is in pieces: block 70 has parts of
+ *      3584 B (so part 1 starts on a 4096 boundary: header 512 + 3584),
+ *      3 MiB + 12,388 B, 2 MiB + 333 B (an unaligned start) and 10 B,
+ *      on SSD only.  Quiet part gets of each, into a 4096-aligned buffer
+ *      (part 1 read in place, its tail through a buffer of one block),
+ *      one off by a byte and three iovecs of odd lengths (through a
+ *      buffer of SSD_PART_PIECE): exact bytes, the byte after them
+ *      untouched, and the library's allocations at their peak at most
+ *      1 MiB + 64 KiB over what it held before, 64 KiB read in place
+ *      (before 2026-12-04 the whole run, 3 MiB and more, through one
+ *      buffer). */
+#define PL_PARTS 4
+static const size_t pl_lens[PL_PARTS] = { 3584, (3u << 20) + 12388, (2u << 20) + 333, 10 };
+
+static void test_part_large(void)
+{
+	char *dir = t_mkdtemp(), *want, *al, *un;
+	size_t total = 0, off[PL_PARTS + 1] = { 0 };
+	struct kvt_store *s;
+	struct kvt_queue *q;
+	struct kvt_key key = t_key(70);
+	struct iovec v[PL_PARTS];
+	struct kvt_mem *m;
+	uint32_t ns;
+
+	for (uint32_t p = 0; p < PL_PARTS; p++)
+		off[p + 1] = total += pl_lens[p];
+	want = malloc(total);
+	al = aligned_alloc(4096, 4u << 20);
+	un = malloc((4u << 20) + 1);
+	T_ASSERT(want && al && un);
+	t_fill(want, total, 70);
+	for (uint32_t p = 0; p < PL_PARTS; p++)
+		v[p] = (struct iovec){ want + off[p], pl_lens[p] };
+	s = t_store_open("path", dir, "dram.capacity", "64M", "dram.chunk", "4K", "dram.prefault",
+			 "off", "ssd.capacity", "64M", "ssd.segment", "16M", "ssd.admission",
+			 "always", "ssd.io", io_backend, NULL);
+	ns = ns_of(s);
+	T_RC(kvt_put(s, ns, &key, v, PL_PARTS), KVT_OK);
+	T_OK(kvt_flush(s));
+	kvt_store_destroy(s);
+	s = t_store_open("path", dir, "dram.capacity", "64M", "dram.chunk", "4K", "dram.prefault",
+			 "off", "ssd.capacity", "64M", "ssd.segment", "16M", "ssd.admission",
+			 "always", "ssd.io", io_backend, NULL);
+	m = ssd_of(s)->mem;
+	T_OK(kvt_queue_create(s, &q));
+	for (int way = 0; way < 3; way++)
+		for (uint32_t p = 0; p < PL_PARTS; p++) {
+			char *to = way == 0 ? al : un + 1;
+			size_t cut[2] = { pl_lens[p] / 3 + 1, pl_lens[p] / 3 + 7 };
+			struct iovec d[3] = { { to, way == 2 ? cut[0] : pl_lens[p] + 1 },
+					      { to + cut[0], cut[1] - cut[0] },
+					      { to + cut[1], pl_lens[p] + 1 - cut[1] } };
+			struct kvt_req r, *rp = &r, *done;
+			int64_t before;
+			memset(to, 0xee, pl_lens[p] + 1);
+			memset(&r, 0, sizeof(r));
+			r.op = KVT_OP_GET;
+			r.flags = KVT_F_PART | KVT_F_QUIET;
+			r.part = p;
+			r.ns = ns;
+			r.key = key;
+			r.iov = d;
+			r.iov_count = way == 2 ? 3 : 1;
+			before = atomic_load(&m->bytes);
+			atomic_store(&m->peak_bytes, before);
+			T_RC(kvt_submit(q, &rp, 1), 1);
+			T_RC(kvt_queue_wait(q, &done, 1, 10000), 1);
+			T_RC(r.status, KVT_OK);
+			T_EQ_INT(r.tier, KVT_TIER_SSD);
+			T_EQ_U64(r.length, pl_lens[p]);
+			T_EQ_U64(r.value_len, total);
+			T_EQ_MEM(to, want + off[p], pl_lens[p]);
+			T_EQ_INT((unsigned char)to[pl_lens[p]], 0xee);
+			T_ASSERT(atomic_load(&m->peak_bytes) - before <= (1 << 20) + (64 << 10));
+			if (way == 0 && p == 1) /* in place: no piece's buffer */
+				T_ASSERT(atomic_load(&m->peak_bytes) - before <= 64 << 10);
+		}
+	T_EQ_U64(t_stat(s, "ssd.part_reads"), 3 * PL_PARTS);
+	T_EQ_U64(t_stat(s, "dram.blocks"), 0);
+	/* KVT_PART_QUIET_MEM (kvtier.h): a read of part 0 (1 KiB) of a value
+	 * of KVT_PARTS_MAX parts, the largest header, holds no more */
+	{
+		struct iovec *pv = calloc(KVT_PARTS_MAX, sizeof(*pv));
+		struct kvt_key k71 = t_key(71);
+		struct kvt_req r, *rp = &r, *done;
+		struct iovec d = { al, 1024 };
+		int64_t before;
+		T_ASSERT(pv != NULL);
+		for (uint32_t p = 0; p < KVT_PARTS_MAX; p++)
+			pv[p] = (struct iovec){ want + p, p == 0 ? 1024 : 1 };
+		T_RC(kvt_put(s, ns, &k71, pv, KVT_PARTS_MAX), KVT_OK);
+		T_OK(kvt_flush(s));
+		kvt_store_destroy(s);
+		s = t_store_open("path", dir, "dram.capacity", "64M", "dram.chunk", "4K",
+				 "dram.prefault", "off", "ssd.capacity", "64M", "ssd.segment", "16M",
+				 "ssd.admission", "always", "ssd.io", io_backend, NULL);
+		m = ssd_of(s)->mem;
+		T_OK(kvt_queue_create(s, &q));
+		memset(&r, 0, sizeof(r));
+		r.op = KVT_OP_GET;
+		r.flags = KVT_F_PART | KVT_F_QUIET;
+		r.ns = ns;
+		r.key = k71;
+		r.iov = &d;
+		r.iov_count = 1;
+		before = atomic_load(&m->bytes);
+		atomic_store(&m->peak_bytes, before);
+		T_RC(kvt_submit(q, &rp, 1), 1);
+		T_RC(kvt_queue_wait(q, &done, 1, 10000), 1);
+		T_RC(r.status, KVT_OK);
+		T_EQ_INT(r.tier, KVT_TIER_SSD);
+		T_EQ_MEM(al, want, 1024);
+		T_ASSERT(atomic_load(&m->peak_bytes) - before <= KVT_PART_QUIET_MEM);
+		printf("  a quiet part read of part 0 of %u parts held %lld B\n", KVT_PARTS_MAX,
+		       (long long)(atomic_load(&m->peak_bytes) - before));
+		free(pv);
+	}
+	T_OK(kvt_queue_destroy(q));
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+	free(want);
+	free(al);
+	free(un);
+}
+
 /* 13b. A part past the value's is KVT_ERANGE from the SSD index's part
  *      count, before any read: with the block's segment file truncated
  *      under the store (every read of it short: an I/O error, a miss), a
@@ -2856,6 +2983,7 @@ int main(void)
 		/* KVT_TEST_ONLY=part: the quiet part reads and their races. */
 		if (getenv("KVT_TEST_ONLY") && !strcmp(getenv("KVT_TEST_ONLY"), "part")) {
 			test_part_read();
+			test_part_large();
 			test_part_range();
 			test_part_read_race();
 			test_promote_race();
@@ -2907,6 +3035,7 @@ int main(void)
 		test_readmit();
 		test_quiet();
 		test_part_read();
+		test_part_large();
 		test_part_range();
 		test_part_read_race();
 		test_promote_race();

@@ -2443,7 +2443,16 @@ miss:
  * takes the header and the value's first SSD_PART_HEAD bytes (part 0 of
  * most values: an S3 object's header, kvtierd's HEAD and listings); the
  * header's part table says where the part is, and a part beyond those
- * bytes takes a second read of its aligned run alone.
+ * bytes takes a second read of its aligned run, in pieces of at most
+ * SSD_PART_PIECE: straight into the caller's buffer where the part
+ * starts on the device's alignment and the buffer's first iovec is
+ * 4096-aligned and holds it (its whole blocks; the tail through a
+ * buffer of one block), else through one buffer of SSD_PART_PIECE.  So
+ * a part read holds at most the first read's buffer (the header and 4
+ * KiB) and one piece, whatever the part's size: until 2026-12-04 the
+ * second read went through a buffer of the whole run (a 64 MiB part,
+ * 64 MiB more for the read's life).  A miss or error may have written
+ * the caller's buffer.
  *
  * Reclamation.  Nothing pins the record while it is read: the writer may
  * reuse its segment between the index lookup and either read, or between
@@ -2454,21 +2463,37 @@ miss:
  * header and the part's CRC32C checked, and a failure there is
  * corruption: counted, the entry dropped.
  *
- *   lookup -> read 1 (header, 4 KiB) -> same? -> header? -> [read 2 -> same?] -> CRC?
+ *   lookup -> read 1 (header, 4 KiB) -> same? -> header? -> [piece -> same?]... -> CRC?
  *             "no" at a same?: a plain miss;  at header? or CRC?: dropped
+ *
+ * (The CRC is chained over the pieces and checked after the last: the
+ * bytes of the earlier ones are in the caller's buffer by then.)
  *
  * A promotion that drops the entry (ssd.first_hit=cold) makes such a read
  * miss while DRAM holds the block: the store then asks DRAM again
  * (store_quiet_part_walk).
  */
 #define SSD_PART_HEAD 4096u
+#define SSD_PART_PIECE (1u << 20) /* a second read's I/O, at most */
 
 struct part_task {
 	struct ssd *s;
-	struct multi_io io;
+	/* One request at a time, so not a multi_io (65 of them: 6 KiB more
+	 * a read in flight, until 2026-12-04) */
+	struct io_req req;
+	void (*then)(struct part_task *t, int64_t res);
 	struct iovec iov;
 	uint8_t *buf;             /* aligned, buf_len bytes at record offset buf_off */
 	uint64_t buf_len, buf_off;
+	uint64_t io_len;          /* bytes of the read in flight */
+	/* The second read (part_piece_next): record offsets of the next
+	 * piece, of the end of the aligned run and of the end of what is read
+	 * into the caller's buffer (direct_end == run_off: none) */
+	uint64_t run_off, run_end, direct_end;
+	uint64_t out_len;         /* bytes of the part in the caller's buffer */
+	uint32_t crc;             /* chained over those bytes */
+	unsigned dst_i;           /* the caller's iovec out_len ends in, and where */
+	uint64_t dst_off;
 	uint64_t rec_off;         /* the record's offset in its segment */
 	uint32_t ns;
 	struct kvt_key key;
@@ -2542,7 +2567,7 @@ static void part_deliver(struct part_task *t)
 
 static bool part_io_ok(struct part_task *t, int64_t res)
 {
-	if (res >= 0 && (uint64_t)res == t->buf_len)
+	if (res >= 0 && (uint64_t)res == t->io_len)
 		return true;
 	A(t->s->io_errors);
 	if (res == -EIO)
@@ -2557,24 +2582,124 @@ static bool part_entry_same(struct part_task *t)
 	return ssd_entry_same(t->s, t->ns, &t->key, t->seq);
 }
 
-static void part_run_done(struct multi_io *m, int64_t res)
+static void part_piece_next(struct part_task *t);
+
+static void part_io_done(struct io_req *r)
 {
-	struct part_task *t = m->ctx;
+	struct part_task *t = r->ctx;
+	t->then(t, r->res);
+}
+
+/* Read t->iov at off in t's segment, then then(t, bytes read or -errno). */
+static void part_submit(struct part_task *t, uint64_t off,
+			void (*then)(struct part_task *t, int64_t res))
+{
+	struct ssd *s = t->s;
+	memset(&t->req, 0, sizeof(t->req));
+	t->then = then;
+	t->req.opcode = IO_READ;
+	t->req.prio = (uint8_t)t->prio;
+	t->req.fd = __atomic_load_n(&s->segs[t->slot].fd, __ATOMIC_RELAXED);
+	t->req.off = off;
+	t->req.iov = &t->iov;
+	t->req.iov_count = 1;
+	t->req.done = part_io_done;
+	t->req.ctx = t;
+	io_submit(s->io, &t->req);
+}
+
+/* n bytes of the part at src to the caller's iovecs, after those there. */
+static void part_copy_out(struct part_task *t, const uint8_t *src, uint64_t n)
+{
+	while (n > 0 && t->dst_i < t->dst_count) {
+		const struct iovec *d = &t->dst[t->dst_i];
+		uint64_t k = d->iov_len - t->dst_off < n ? d->iov_len - t->dst_off : n;
+		memcpy((uint8_t *)d->iov_base + t->dst_off, src, k);
+		src += k;
+		n -= k;
+		t->dst_off += k;
+		if (t->dst_off == d->iov_len) {
+			t->dst_i++;
+			t->dst_off = 0;
+		}
+	}
+}
+
+/* A piece of the second read is back: its bytes are the record's only if
+ * it was not reclaimed since (ssd_entry_same); the part's among them
+ * CRC'd and in the caller's buffer, then the next piece or the end. */
+static void part_piece_done(struct part_task *t, int64_t res)
+{
+	struct ssd *s = t->s;
+	uint64_t start = t->hdr_len + t->part_off, end = start + t->part_len;
+	uint64_t lo = t->run_off > start ? t->run_off : start;
+	uint64_t hi = t->run_off + t->io_len < end ? t->run_off + t->io_len : end;
 
 	if (!part_io_ok(t, res))
 		return;
-	/* The header was checked after the first read; this one's bytes are
-	 * the record's only if it was not reclaimed since. */
 	if (!part_entry_same(t)) {
 		part_end(t, KVT_MISS, 0);
 		return;
 	}
-	part_deliver(t);
+	if (t->run_off < t->direct_end) {
+		/* read in place: the part starts at direct_end's run start */
+		t->crc = kvt_crc32c(t->crc, (const uint8_t *)t->dst[0].iov_base + (lo - start),
+				    hi - lo);
+		t->dst_off = hi - start;
+	} else if (hi > lo) {
+		const uint8_t *src = t->buf + (lo - t->run_off);
+		t->crc = kvt_crc32c(t->crc, src, hi - lo);
+		part_copy_out(t, src, hi - lo);
+	}
+	t->out_len += hi > lo ? hi - lo : 0;
+	t->run_off += t->io_len;
+	if (t->run_off < t->run_end) {
+		part_piece_next(t);
+		return;
+	}
+	if (t->out_len != t->part_len || t->crc != t->part_crc) {
+		part_bad(t, true);
+		return;
+	}
+	A(s->reads);
+	A(s->part_reads);
+	AN(s->read_bytes, t->part_len);
+	part_end(t, KVT_OK, t->part_len);
 }
 
-static void part_head_done(struct multi_io *m, int64_t res)
+/* The second read's next piece: in place up to direct_end, then through
+ * t->buf (allocated at the first such piece: a piece, or what is left of
+ * the run if less). */
+static void part_piece_next(struct part_task *t)
 {
-	struct part_task *t = m->ctx;
+	struct ssd *s = t->s;
+	uint64_t left = t->run_end - t->run_off;
+	uint8_t *to;
+
+	if (t->run_off < t->direct_end) {
+		left = t->direct_end - t->run_off;
+		t->io_len = left < SSD_PART_PIECE ? left : SSD_PART_PIECE;
+		to = (uint8_t *)t->dst[0].iov_base + (t->run_off - (t->hdr_len + t->part_off));
+	} else {
+		t->io_len = left < SSD_PART_PIECE ? left : SSD_PART_PIECE;
+		if (!t->buf) {
+			t->buf = kvt_mem_alloc_aligned(s->mem, SSD_ALIGN, t->io_len);
+			if (!t->buf) {
+				part_end(t, KVT_MISS, 0);
+				return;
+			}
+			t->buf_len = t->io_len;
+			t->buf_off = t->run_off;
+		}
+		to = t->buf;
+	}
+	t->iov.iov_base = to;
+	t->iov.iov_len = t->io_len;
+	part_submit(t, t->rec_off + t->run_off, part_piece_done);
+}
+
+static void part_head_done(struct part_task *t, int64_t res)
+{
 	struct ssd *s = t->s;
 	const struct ns_entry *nse = ns_reg_get(s->reg, t->ns);
 	struct ssd_rec_hdr rh;
@@ -2642,19 +2767,16 @@ static void part_head_done(struct multi_io *m, int64_t res)
 		return;
 	}
 	kvt_mem_free(s->mem, t->buf, t->buf_len);
-	t->buf_len = b - a;
-	t->buf_off = a;
-	t->buf = kvt_mem_alloc_aligned(s->mem, SSD_ALIGN, t->buf_len);
-	if (!t->buf) {
-		t->buf_len = 0;
-		part_end(t, KVT_MISS, 0);
-		return;
-	}
-	t->iov.iov_base = t->buf;
-	t->iov.iov_len = t->buf_len;
-	multi_submit(s, &t->io, IO_READ, t->prio,
-		     __atomic_load_n(&s->segs[t->slot].fd, __ATOMIC_RELAXED), t->rec_off + a,
-		     &t->iov, 1, part_run_done, t);
+	t->buf = NULL;
+	t->buf_len = 0;
+	t->run_off = t->direct_end = a;
+	t->run_end = b;
+	/* In place: the part's whole blocks, where it starts on a block and
+	 * the caller's first iovec is aligned and holds them */
+	if (a == t->hdr_len + t->part_off && (uintptr_t)t->dst[0].iov_base % SSD_ALIGN == 0 &&
+	    t->dst[0].iov_len >= (t->part_len & ~(uint64_t)(io_align - 1)))
+		t->direct_end = a + (t->part_len & ~(uint64_t)(io_align - 1));
+	part_piece_next(t);
 }
 
 int ssd_read_part(struct ssd *s, uint32_t ns, const struct kvt_key *key, uint32_t part,
@@ -2712,6 +2834,7 @@ int ssd_read_part(struct ssd *s, uint32_t ns, const struct kvt_key *key, uint32_
 	t->buf_len = t->hdr_len + SSD_PART_HEAD;
 	if (t->buf_len > t->rec_len)
 		t->buf_len = t->rec_len;
+	t->io_len = t->buf_len;
 	t->buf = kvt_mem_alloc_aligned(s->mem, SSD_ALIGN, t->buf_len);
 	if (!t->buf) {
 		kvt_mem_free(s->mem, t, sizeof(*t));
@@ -2719,9 +2842,7 @@ int ssd_read_part(struct ssd *s, uint32_t ns, const struct kvt_key *key, uint32_
 	}
 	t->iov.iov_base = t->buf;
 	t->iov.iov_len = t->buf_len;
-	multi_submit(s, &t->io, IO_READ, prio,
-		     __atomic_load_n(&s->segs[t->slot].fd, __ATOMIC_RELAXED), t->rec_off, &t->iov,
-		     1, part_head_done, t);
+	part_submit(t, t->rec_off, part_head_done);
 	return 0;
 }
 
