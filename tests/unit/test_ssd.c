@@ -1795,7 +1795,10 @@ static void test_part_large(void)
 			T_EQ_MEM(to, want + off[p], pl_lens[p]);
 			T_EQ_INT((unsigned char)to[pl_lens[p]], 0xee);
 			T_ASSERT(atomic_load(&m->peak_bytes) - before <= (1 << 20) + (64 << 10));
-			if (way == 0 && p == 1) /* in place: no piece's buffer */
+			/* in place, no piece's buffer: part 1 starts 4096 bytes
+			 * into the record behind a 512-byte header (3584 into the
+			 * value); behind a 4Kn drive's 4096-byte header it does not */
+			if (way == 0 && p == 1 && !getenv("KVT_TEST_DIO_ALIGN"))
 				T_ASSERT(atomic_load(&m->peak_bytes) - before <= 64 << 10);
 		}
 	T_EQ_U64(t_stat(s, "ssd.part_reads"), 3 * PL_PARTS);
