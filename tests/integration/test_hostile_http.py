@@ -120,6 +120,12 @@ class Server:
                 return int(line.split()[1])
         return 0
 
+    def written_down(self):
+        """Wait (at most 30 s) until nothing waits to be written to the SSD."""
+        end = time.monotonic() + 30
+        while self.metric("kvtier_ssd_writedown_pending_bytes") > 0 and time.monotonic() < end:
+            time.sleep(0.05)
+
     def metric(self, name):
         """One unlabelled series of /metrics."""
         st, _, body = http(self.mport, b"GET /metrics HTTP/1.1\r\nAuthorization: Bearer "
@@ -1739,10 +1745,6 @@ def s3_grant_ssd(ph):
     assert st == 200, (st, body)
     n, size = 12, 4 << 20
 
-    def written_down():
-        end = time.monotonic() + 30
-        while srv.metric("kvtier_ssd_writedown_pending_bytes") > 0 and time.monotonic() < end:
-            time.sleep(0.05)
     for i in range(n):
         # her quota full of blocks being written down: again once written
         for _ in range(100):
@@ -1750,9 +1752,9 @@ def s3_grant_ssd(ph):
                                              body=bytes([i]) * size), src=PROBER, timeout=20)
             if st != 503:
                 break
-            written_down()
+            srv.written_down()
         assert st == 200, (i, st, body[:200])
-    written_down()
+    srv.written_down()
     time.sleep(0.5)
     rss0 = srv.rss_kib()
     peak, peak_mem, socks = rss0, 0.0, []
@@ -1949,10 +1951,6 @@ def s3_grant_list(ph):
     assert st == 200, (st, body)
     n, size = 8, 6 << 20
 
-    def written_down():
-        end = time.monotonic() + 30
-        while srv.metric("kvtier_ssd_writedown_pending_bytes") > 0 and time.monotonic() < end:
-            time.sleep(0.05)
     for i in range(n):
         for _ in range(100):
             st, _, body = http(P, signed_msg(P, "PUT", "/shared/d%d/o%02d" % (i % 2, i),
@@ -1961,9 +1959,9 @@ def s3_grant_list(ph):
                                src=PROBER, timeout=20)
             if st != 503:
                 break
-            written_down()
+            srv.written_down()
         assert st == 200, (i, st, body[:200])
-    written_down()
+    srv.written_down()
     time.sleep(0.5)
     queries = ["list-type=2", "", "delimiter=%2F&list-type=2", "list-type=2&max-keys=5",
                "marker=d0%2Fo04"]
@@ -2059,10 +2057,6 @@ def s3_head_ssd(ph):
     n, size = 32, 1 << 20
     marks = [b"application/x-corrupt-me-%d" % j for j in range(2)]
 
-    def written_down():
-        end = time.monotonic() + 30
-        while srv.metric("kvtier_ssd_writedown_pending_bytes") > 0 and time.monotonic() < end:
-            time.sleep(0.05)
 
     def put(name, data, ctype):
         for _ in range(100):
@@ -2071,7 +2065,7 @@ def s3_head_ssd(ph):
                                 src=PROBER, timeout=20)
             if st != 503:
                 break
-            written_down()
+            srv.written_down()
         assert st == 200, (name, st, body[:200])
         return _hdr(hd, "etag")
     etags, sizes = {}, {}
@@ -2083,7 +2077,7 @@ def s3_head_ssd(ph):
         sizes["s%03d" % i] = 4096
     for j, m in enumerate(marks):
         put("zc%d" % j, b"c" * size, m.decode())
-    written_down()
+    srv.written_down()
 
     def corrupt():
         hit = [0, 0]
@@ -2216,10 +2210,6 @@ def s3_list_mem(ph):
     assert st == 200, (st, body)
     n = 600
 
-    def written_down():
-        end = time.monotonic() + 30
-        while srv.metric("kvtier_ssd_writedown_pending_bytes") > 0 and time.monotonic() < end:
-            time.sleep(0.05)
     for i in range(n):
         for _ in range(100):
             st, _, body = http(srv.port, signed_msg(srv.port, "PUT", "/shared/o%04d" % i,
@@ -2227,9 +2217,9 @@ def s3_list_mem(ph):
                                src=PROBER, timeout=20)
             if st != 503:
                 break
-            written_down()
+            srv.written_down()
         assert st == 200, (i, st, body[:200])
-    written_down()
+    srv.written_down()
     srv.restart()
     P = srv.port
 
