@@ -11,9 +11,11 @@
  *
  * Properties, across the pages of one walk: every key returned is 1 to
  * S3LIST_KEY_MAX bytes, starts with the prefix and is greater than the one
- * before it; a truncated page gave at least one key (checked or returned)
- * and a token of 1 to S3LIST_TOKEN_MAX bytes other than the one before;
- * after 0 s3list_next keeps returning 0.  Returns 0 always; a broken
+ * before it; a page read to its end returned every key it counted (no
+ * entry is skipped); a truncated page gave at least one key and a token
+ * of 1 to S3LIST_TOKEN_MAX bytes other than the one before; after 0
+ * s3list_next keeps returning 0, after -EIO it keeps returning -EIO, and
+ * s3list_end then says -EIO too.  Returns 0 always; a broken
  * property traps.  Seed corpus: tests/fuzz/corpus/s3list/.
  */
 #include <errno.h>
@@ -63,17 +65,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		}
 		if (rc < 0) {
 			FUZZ_CHECK(rc == -EIO);
+			FUZZ_CHECK(s3list_next(&l, &e) == -EIO);
+			FUZZ_CHECK(s3list_end(&l) == -EIO);
 			free(page);
 			return 0;
 		}
 		FUZZ_CHECK(s3list_next(&l, &e) == 0);
+		FUZZ_CHECK(l.keys == got);
 		rc = s3list_end(&l);
 		free(page);
 		if (rc <= 0) {
 			FUZZ_CHECK(rc == 0 || rc == -EIO);
 			return 0;
 		}
-		FUZZ_CHECK(rc == 1 && l.keys >= got && l.keys >= 1);
+		FUZZ_CHECK(rc == 1 && l.keys >= 1);
 		FUZZ_CHECK(l.token[0] && strlen(l.token) <= S3LIST_TOKEN_MAX);
 		FUZZ_CHECK(strcmp(l.token, prev_token) != 0);
 		memcpy(prev_token, l.token, strlen(l.token) + 1);

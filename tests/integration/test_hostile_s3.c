@@ -18,6 +18,9 @@
  * timeout), redirect (3xx to another port or file://, HTTP/0.9), list
  * (ListObjectsV2 pages that never end, cycle, omit their token, or name
  * objects that are not blocks), listdate (absurd LastModified dates),
+ * listsize (sizes that wrap a sum, or are not plain digits), listbad
+ * (pages that break a listing's shape: entries without a size or a
+ * date, not closed, a NUL, IsTruncated in an entry; escaped tokens),
  * uploadid (an UploadId with '&', '#', ' ' in it; one of 1 MiB), store
  * (through the public API: an engine's store whose shared tier is the
  * fake gets counted misses, then its blocks again).
@@ -95,6 +98,7 @@ enum mode {
 			    * (list_size) */
 	M_LIST_DATE,       /* one page: a block whose LastModified is absurd */
 	M_LIST_NESTED,     /* one page: 400,000 <Contents> opened, one closed */
+	M_LIST_RAW,        /* the first page raw[0], every later one raw[1] */
 	/* multipart */
 	M_UPLOAD_ODD,      /* UploadId "a&partNumber=9#x y" */
 	M_UPLOAD_HUGE,     /* an UploadId of 1 MiB */
@@ -132,6 +136,7 @@ static const char *const mode_names[] = {
 	[M_LIST_FOREIGN] = "list_foreign",
 	[M_LIST_DATE] = "list_date",
 	[M_LIST_NESTED] = "list_nested",
+	[M_LIST_RAW] = "list_raw",
 	[M_UPLOAD_ODD] = "upload_odd",
 	[M_UPLOAD_HUGE] = "upload_huge",
 };
@@ -159,6 +164,9 @@ struct fake {
 	char list_keys[8][6200];    /* M_LIST_*: the keys of every page (as sent: XML) */
 	unsigned nlist_keys;
 	char list_size[32];         /* M_LIST_FOREIGN: every entry's <Size> ("": 2^64 - 1) */
+	char *raw[2];               /* M_LIST_RAW: the first page's body, every later one's */
+	size_t raw_len[2];
+	char list_line[4096];       /* M_LIST_RAW: the last listing's request line */
 };
 
 /* ------------------------------------------------------------------------
@@ -573,6 +581,23 @@ static void fk_list(struct fake *f, int fd, const char *hdr, enum mode m)
 	case M_LIST_DATE:
 		fk_list_page(f, fd, false, NULL, true, "10000", "-2147483648-01-01T00:00:00.000Z");
 		break;
+	case M_LIST_RAW: {
+		unsigned i = page > 0;
+		char *x;
+		size_t n;
+		pthread_mutex_lock(&f->lock);
+		snprintf(f->list_line, sizeof(f->list_line), "%.*s", (int)strcspn(hdr, "\r\n"),
+			 hdr);
+		n = f->raw_len[i];
+		x = malloc(n + 1);
+		memcpy(x, f->raw[i] ? f->raw[i] : "", n);
+		pthread_mutex_unlock(&f->lock);
+		fk_printf(fd, "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\nConnection: close"
+			  "\r\n\r\n", n);
+		fk_write(fd, x, n);
+		free(x);
+		break;
+	}
 	case M_LIST_NESTED: {
 		size_t cap = (400000 * 10) + sizeof(f->list_keys[0]) + 1024, o = 0;
 		char *x = malloc(cap);
@@ -678,7 +703,7 @@ static void *fk_main(void *arg)
 			fk_printf(fd, "kvt1 objects are here, honest\n");
 			break;
 		case M_LIST_SAME: case M_LIST_CYCLE: case M_LIST_NOTOKEN: case M_LIST_EMPTY:
-		case M_LIST_FOREIGN: case M_LIST_DATE: case M_LIST_NESTED:
+		case M_LIST_FOREIGN: case M_LIST_DATE: case M_LIST_NESTED: case M_LIST_RAW:
 			if (!strncmp(hdr, "GET /b?", 7)) {
 				fk_list(f, fd, hdr, m);
 			} else {
@@ -733,6 +758,8 @@ static void fk_stop(struct fake *f)
 	close(f->lfd2);
 	for (unsigned i = 0; i < f->nobj; i++)
 		free(f->objs[i].b);
+	free(f->raw[0]);
+	free(f->raw[1]);
 	pthread_mutex_destroy(&f->lock);
 }
 
@@ -1148,14 +1175,14 @@ static void case_list(struct fake *f)
 	}
 	T_RC(shs3_gc(s3, 0, 0, &res), -EIO);
 	/* 400,000 entries opened, one closed: the page scanned once (before:
-	 * each entry searched to the one end, 400,000 times 2 MB on average). */
+	 * each entry searched to the one end, 400,000 times 2 MB on average),
+	 * and refused, an entry in an entry (before: one entry, taken). */
 	{
 		const char *keys[] = { b1 };
 		set_list_keys(f, keys, 1);
 	}
 	ATTACK(f, M_LIST_NESTED, shs3_gc(s3, 0, 0, &res), rc);
-	T_OK(rc);
-	T_EQ_U64(res.files, 1);
+	T_RC(rc, -EIO);
 	fk_mode(f, M_GOOD);
 	works_again(f, s3, 5);
 	T_OK(shs3_gc(s3, 0, 0, &res));
@@ -1208,8 +1235,213 @@ static void case_listsize(struct fake *f)
 	T_EQ_U64(res.removed_files, 1);
 	T_EQ_U64(res.removed_bytes, INT64_MAX);
 	T_EQ_INT(fk_get(f, &f->nlines), 1);
+	/* Sizes that are not plain decimal digits that fit 64 bits: refused
+	 * (before, strtoull read "-1" as 2^64 - 1, " +5x" as 5, an empty one
+	 * as 0, 20 nines as 2^64 - 1: all taken). */
+	{
+		static const char *const odd[] = {
+			"-1", "+5", " 5", "5 ", "5x", "0x10", "007", "00", "1e3", "5.0",
+			"18446744073709551616", "99999999999999999999", "123456789012345678901",
+		};
+		set_list_keys(f, keys, 1);
+		for (size_t i = 0; i < sizeof(odd) / sizeof(odd[0]); i++) {
+			set_list_size(f, odd[i]);
+			fk_mode(f, M_LIST_FOREIGN);
+			errors = atomic_load(&shs3_stats(s3)->errors);
+			printf("  size \"%s\"\n", odd[i]);
+			T_RC(shs3_gc(s3, 1, 0, &res), -EIO);
+			T_EQ_U64(atomic_load(&shs3_stats(s3)->errors), errors + 1);
+			T_EQ_INT(fk_get(f, &f->nlines), 0);
+		}
+		/* 0 and 2^64 - 1, the least and the most: taken. */
+		set_list_size(f, "0");
+		fk_mode(f, M_LIST_FOREIGN);
+		T_OK(shs3_gc(s3, 0, 0, &res));
+		T_EQ_U64(res.files, 1);
+		T_EQ_U64(res.bytes, 0);
+	}
 	set_list_size(f, "");
 	fk_mode(f, M_GOOD);
+	works_again(f, s3, 2);
+	shs3_close(s3);
+}
+
+/* Page i of M_LIST_RAW (0: the first, 1: every later one): fmt's text,
+ * with every '\1' in it a NUL. */
+static void set_raw(struct fake *f, unsigned i, const char *fmt, ...)
+{
+	size_t cap = 64 << 10;
+	char *x = malloc(cap);
+	va_list ap;
+	int n;
+	va_start(ap, fmt);
+	n = vsnprintf(x, cap, fmt, ap);
+	va_end(ap);
+	T_ASSERT(n >= 0 && (size_t)n < cap);
+	for (int k = 0; k < n; k++)
+		if (x[k] == '\1')
+			x[k] = 0;
+	pthread_mutex_lock(&f->lock);
+	free(f->raw[i]);
+	f->raw[i] = x;
+	f->raw_len[i] = (size_t)n;
+	pthread_mutex_unlock(&f->lock);
+}
+
+#define L_HEAD "<?xml version=\"1.0\"?><ListBucketResult><Name>b</Name><Prefix>kvt1/</Prefix>"
+#define L_FALSE "<IsTruncated>false</IsTruncated>"
+#define L_TRUE "<IsTruncated>true</IsTruncated>"
+#define L_END "</ListBucketResult>"
+#define L_LM "<LastModified>2026-12-04T10:00:00.000Z</LastModified>"
+#define L_SZ "<Size>10000</Size>"
+#define L_E "<Contents><Key>%s</Key>" L_LM "<ETag>&quot;e&quot;</ETag>" L_SZ "</Contents>"
+
+/* gc over M_LIST_RAW with the pages set: its result; *pages the pages asked. */
+static int raw_gc(struct fake *f, struct shs3 *s3, struct kvt_shared_gc_result *res,
+		  unsigned *pages)
+{
+	int rc;
+	memset(res, 0, sizeof(*res));
+	fk_mode(f, M_LIST_RAW);
+	rc = shs3_gc(s3, 0, 0, res);
+	*pages = fk_get(f, &f->pages);
+	fk_mode(f, M_GOOD);
+	return rc;
+}
+
+/* Pages that break a listing's shape (doc/security.md "A hostile or
+ * broken object store"), each -EIO and counted, before gc deletes by size
+ * or age; before, each was read as a listing with less in it than the
+ * page (or more), and gc went on.  Then what must be read right: the
+ * top-level IsTruncated and NextContinuationToken wherever they are, not
+ * an entry's; tokens un-escaped, and sent back whole or not at all. */
+static void case_listbad(struct fake *f)
+{
+	static const struct {
+		const char *what, *fmt; /* fmt: b1 and b2, the blocks, in order */
+	} bad[] = {
+		{ "an entry without Size",
+		  L_HEAD L_FALSE L_E "<Contents><Key>%s</Key>" L_LM "</Contents>" L_END },
+		{ "an entry without LastModified",
+		  L_HEAD L_FALSE L_E "<Contents><Key>%s</Key>" L_SZ "</Contents>" L_END },
+		{ "no entry with a Size (looked empty)",
+		  L_HEAD L_FALSE "<Contents><Key>%s</Key>" L_LM "</Contents><Contents><Key>%s"
+		  "</Key>" L_LM "</Contents>" L_END },
+		{ "an entry without Key",
+		  L_HEAD L_FALSE L_E "<Contents>" L_LM L_SZ "</Contents>" L_END },
+		{ "an entry not closed",
+		  L_HEAD L_FALSE L_E "<Contents><Key>%s</Key>" L_LM L_SZ L_END },
+		{ "an entry in an entry", L_HEAD L_FALSE "<Contents>" L_E L_END },
+		{ "an entry opened otherwise",
+		  L_HEAD L_FALSE L_E "<Contents x=\"1\"><Key>%s</Key>" L_LM L_SZ "</Contents>"
+		  L_END },
+		{ "a NUL", L_HEAD L_FALSE L_E "\1" L_E L_END },
+		{ "no IsTruncated", L_HEAD L_E L_E L_END },
+		{ "IsTruncated neither true nor false",
+		  L_HEAD "<IsTruncated>no</IsTruncated>" L_E L_E L_END },
+		{ "IsTruncated twice",
+		  L_HEAD L_FALSE L_E L_E L_TRUE "<NextContinuationToken>t</NextContinuationToken>"
+		  L_END },
+		{ "IsTruncated not closed before an entry",
+		  L_HEAD "<IsTruncated>false" L_E "</IsTruncated>" L_E L_END },
+		{ "an empty body", "" },
+	};
+	struct shs3 *s3 = open_s3(f, 1);
+	struct kvt_shared_gc_result res;
+	char b1[SHDIR_RELPATH_MAX], b2[SHDIR_RELPATH_MAX], tok[4096], want[4096];
+	unsigned pages;
+	uint64_t errors;
+
+	block_name(1, b1);
+	block_name(2, b2);
+	if (strcmp(b1, b2) > 0) {
+		char t[SHDIR_RELPATH_MAX];
+		memcpy(t, b1, sizeof(t));
+		memcpy(b1, b2, sizeof(t));
+		memcpy(b2, t, sizeof(t));
+	}
+	/* The honest page, for the record: both blocks. */
+	set_raw(f, 0, L_HEAD L_FALSE L_E L_E L_END, b1, b2);
+	T_OK(raw_gc(f, s3, &res, &pages));
+	T_EQ_U64(res.files, 2);
+	T_EQ_U64(res.bytes, 20000);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		int rc;
+		set_raw(f, 0, bad[i].fmt, b1, b2);
+		errors = ST(s3, errors);
+		rc = raw_gc(f, s3, &res, &pages);
+		printf("  %-40s rc %d (files %llu)\n", bad[i].what, rc,
+		       (unsigned long long)res.files);
+		T_RC(rc, -EIO);
+		T_EQ_U64(ST(s3, errors), errors + 1);
+		T_EQ_INT(pages, 1);
+	}
+
+	/* IsTruncated and NextContinuationToken inside an entry are not the
+	 * page's: "true" there asks for no page 2 (before: it did, and took
+	 * b2 from it), "false" there ends nothing (before: the listing ended
+	 * without b2).  The page's own may come after the entries (as Ceph
+	 * RGW sends them). */
+	set_raw(f, 0, L_HEAD "<Contents><Key>%s</Key>" L_LM L_SZ L_TRUE
+		"<NextContinuationToken>t</NextContinuationToken></Contents>" L_FALSE L_END,
+		b1);
+	set_raw(f, 1, L_HEAD L_FALSE L_E L_END, b2);
+	T_OK(raw_gc(f, s3, &res, &pages));
+	T_EQ_INT(pages, 1);
+	T_EQ_U64(res.files, 1);
+	set_raw(f, 0, L_HEAD "<Contents><Key>%s</Key>" L_LM L_SZ L_FALSE "</Contents>" L_TRUE
+		"<NextContinuationToken>t</NextContinuationToken>" L_END, b1);
+	T_OK(raw_gc(f, s3, &res, &pages));
+	T_EQ_INT(pages, 2);
+	T_EQ_U64(res.files, 2);
+
+	/* A token is XML in the page, and its bytes in the query: "k&amp;1&lt;/x&#x7a;"
+	 * goes back as k&1</xz, percent-encoded (before: "k&amp;1..." encoded,
+	 * a token the server never gave; Ceph RGW's and SeaweedFS's tokens are
+	 * keys, escaped like any). */
+	set_raw(f, 0, L_HEAD L_TRUE "<NextContinuationToken>k&amp;1&lt;/x&#x7a;"
+		"</NextContinuationToken>" L_E L_END, b1);
+	T_OK(raw_gc(f, s3, &res, &pages));
+	T_EQ_INT(pages, 2);
+	T_EQ_U64(res.files, 2);
+	printf("  %s\n", f->list_line);
+	T_ASSERT(strstr(f->list_line, "?continuation-token=k%261%3C%2Fxz&list-type=2"));
+	/* 300 '&', 1,500 bytes as sent: a token of 300 bytes, taken (before:
+	 * longer than S3LIST_TOKEN_MAX as sent, -EIO). */
+	tok[0] = 0;
+	want[0] = 0;
+	for (unsigned i = 0; i < 300; i++) {
+		strcat(tok, "&amp;");
+		strcat(want, "%26");
+	}
+	set_raw(f, 0, L_HEAD L_TRUE "<NextContinuationToken>%s</NextContinuationToken>"
+		L_E L_END, tok, b1);
+	T_OK(raw_gc(f, s3, &res, &pages));
+	T_EQ_INT(pages, 2);
+	T_ASSERT(strstr(f->list_line, want));
+	/* 600 '/', 1,800 bytes encoded: sent whole (before: cut to 1,100
+	 * bytes, a token the server never gave). */
+	memset(tok, '/', 600);
+	tok[600] = 0;
+	want[0] = 0;
+	for (unsigned i = 0; i < 600; i++)
+		strcat(want, "%2F");
+	strcat(want, "&list-type=2");
+	set_raw(f, 0, L_HEAD L_TRUE "<NextContinuationToken>%s</NextContinuationToken>"
+		L_E L_END, tok, b1);
+	T_OK(raw_gc(f, s3, &res, &pages));
+	T_EQ_INT(pages, 2);
+	T_ASSERT(strstr(f->list_line, want));
+	/* 1,023 '/', 3,069 bytes encoded, past what a query holds: -EIO, no
+	 * page 2 asked with a token cut short (before: asked). */
+	memset(tok, '/', 1023);
+	tok[1023] = 0;
+	set_raw(f, 0, L_HEAD L_TRUE "<NextContinuationToken>%s</NextContinuationToken>"
+		L_E L_END, tok, b1);
+	errors = ST(s3, errors);
+	T_RC(raw_gc(f, s3, &res, &pages), -EIO);
+	T_EQ_INT(pages, 1);
+	T_EQ_U64(ST(s3, errors), errors + 1);
 	works_again(f, s3, 2);
 	shs3_close(s3);
 }
@@ -1365,7 +1597,7 @@ int main(int argc, char **argv)
 		{ "bodies", case_bodies },   { "gets", case_gets },
 		{ "slow", case_slow },       { "redirect", case_redirect },
 		{ "list", case_list },       { "listdate", case_listdate },
-		{ "listsize", case_listsize },
+		{ "listsize", case_listsize }, { "listbad", case_listbad },
 		{ "uploadid", case_uploadid }, { "store", case_store },
 	};
 	bool any = false;

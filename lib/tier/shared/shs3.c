@@ -1060,17 +1060,20 @@ int64_t shs3_get_stream(struct shs3 *s3, const char *name, shs3_sink_fn sink, vo
 
 /*
  * Each page is checked against what S3 promises of a listing, so that an
- * endpoint that breaks it cannot keep the walk going forever or feed it
- * keys it did not ask for: keys come in strictly increasing order (UTF-8
- * byte order, unescaped) and start with the prefix; a page that says it is
- * truncated carries at least one key and a NextContinuationToken (short
- * enough to send back) other than the one it answered.  A page that does
- * not is -EIO, never a listing silently cut short.  The parse and the
- * checks are lib/fmt/s3list.c's, a pure function fuzzed on its own.
+ * endpoint that breaks it cannot keep the walk going forever, feed it
+ * keys it did not ask for, or hide some of the bucket from gc: keys come
+ * in strictly increasing order (UTF-8 byte order, unescaped) and start
+ * with the prefix; every entry has a size and a date; a page that says it
+ * is truncated carries at least one key and a NextContinuationToken other
+ * than the one it answered.  A page that does not is -EIO, never a
+ * listing silently cut short.  The parse and the checks are
+ * lib/fmt/s3list.c's, a pure function fuzzed on its own.  The token goes
+ * back un-escaped, then percent-encoded: 1,023 bytes may take 3,069, and a
+ * query that would not fit r.query is -EIO too, never a token cut short.
  */
 int shs3_list(struct shs3 *s3, const char *prefix, shs3_list_fn fn, void *ctx)
 {
-	char etok[1100], epre[600];
+	char etok[3 * S3LIST_TOKEN_MAX + 4], epre[600];
 	struct s3list *l;
 	struct s3list_entry e;
 	struct s3req r;
@@ -1090,8 +1093,16 @@ int shs3_list(struct shs3 *s3, const char *prefix, shs3_list_fn fn, void *ctx)
 			snprintf(mk, sizeof(mk), "&max-keys=%u", s3->cfg.list_page);
 		if (l->token[0]) {
 			qenc(l->token, etok, sizeof(etok));
-			snprintf(r.query, sizeof(r.query),
-				 "continuation-token=%s&list-type=2%s&prefix=%s", etok, mk, epre);
+			if ((size_t)snprintf(r.query, sizeof(r.query),
+					     "continuation-token=%s&list-type=2%s&prefix=%s", etok,
+					     mk, epre) >= sizeof(r.query)) {
+				A(s3->st.errors);
+				kvt_logf(s3->log, KVT_LOG_WARN,
+					 "s3 %s: a listing continuation token too long to send back",
+					 s3->endpoint);
+				ret = -EIO; /* r.resp: NULL (req_init) */
+				goto out;
+			}
 		} else {
 			snprintf(r.query, sizeof(r.query), "list-type=2%s&prefix=%s", mk, epre);
 		}
@@ -1107,8 +1118,9 @@ int shs3_list(struct shs3 *s3, const char *prefix, shs3_list_fn fn, void *ctx)
 		if (ret < 0) {
 			A(s3->st.errors);
 			kvt_logf(s3->log, KVT_LOG_WARN,
-				 "s3 %s: a listing key out of order or not under %s", s3->endpoint,
-				 prefix);
+				 "s3 %s: a malformed listing page (an entry without key, size or "
+				 "date, not closed, a key out of order or not under %s, a NUL, ...)",
+				 s3->endpoint, prefix);
 			goto out;
 		}
 		ret = s3list_end(l);
@@ -1117,7 +1129,8 @@ int shs3_list(struct shs3 *s3, const char *prefix, shs3_list_fn fn, void *ctx)
 		if (ret < 0) {
 			A(s3->st.errors);
 			kvt_logf(s3->log, KVT_LOG_WARN,
-				 "s3 %s: a truncated listing page without keys or a new token",
+				 "s3 %s: a listing page without IsTruncated, or truncated without "
+				 "keys or a new token",
 				 s3->endpoint);
 			goto out;
 		}
