@@ -22,7 +22,8 @@
  * inproc://zeromq.zap.01: one per context, and each kvevents has its own
  * context) about every peer of a socket that has a ZMQ_ZAP_DOMAIN, during
  * the handshake, even with the NULL mechanism; a refused peer gets ZMTP's
- * ERROR and is closed by libzmq.  To know how many peers a socket has, the
+ * ERROR and never a READY, and libzmq closes it when it leaves or at the
+ * handshake deadline (ZMQ_HANDSHAKE_IVL).  To know how many peers a socket has, the
  * thread reads the socket's monitor (ZMQ_EVENT_ACCEPTED and _DISCONNECTED:
  * libzmq reports both for every descriptor a listener takes, whatever
  * becomes of its handshake) into a table of live descriptors, with each

@@ -2283,7 +2283,8 @@ static void phase_kvevents_flood(void)
  * long as it stayed, however many came.  Now a ZAP handler refuses a peer
  * during the handshake while the socket holds more than
  * events.max_subscribers connections (64) or more than
- * KVEVENTS_SUB_PER_ADDR (8) from its address, and libzmq closes it.
+ * KVEVENTS_SUB_PER_ADDR (8) from its address: libzmq sends it ERROR "400"
+ * and closes it at the handshake deadline (5 s) if it does not leave.
  * EVC_ONE raw peers from one address and EVC_MANY from as many others
  * each send a greeting and a SUB's READY and stay: at most 8 and 63 of
  * them (the router is the 64th) are still open after the handshake
