@@ -2165,8 +2165,8 @@ static void phase_kvevents_tenant(void)
  * Now the handshake must end within KVEVENTS_HANDSHAKE_MS and a message
  * from a peer is at most KVEVENTS_IN_MAX bytes: such peers are closed,
  * kvtierd's fds and RSS come back, and the router and native clients are
- * served throughout.  (What is not bounded: the number of peers that do
- * finish the handshake, doc/kvevents.md "What a subscriber can cost".)
+ * served throughout.  (The number of peers that do finish the handshake:
+ * kvevents_cap.)
  */
 
 #define EVF_IDLE 200u              /* connections that send nothing */
