@@ -607,6 +607,10 @@ int kvt_store_create(struct kvt_store **out);
  *                     0..10000 (default 10).
  *   events.queue_max  events queued before new ones are dropped (default
  *                     65536; stat events.dropped).
+ *   events.max_subscribers  connections a bound events socket holds at
+ *                     once, 1..65536 (default 64; at most 8 from one IP
+ *                     address); past that, peers are refused during the
+ *                     ZeroMQ handshake (stat events.refused).
  *   workers           library worker threads, 1..64 (default 1).
  *   store.tiers       the order in which a request that DRAM cannot answer
  *                     walks the tiers below it: tier names, comma-separated

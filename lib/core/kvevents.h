@@ -35,7 +35,9 @@
  * under a mutex and never block on the socket: past events.queue_max
  * queued events they drop, counted; with no socket at all they return at
  * once); one publisher thread sends on the sockets, under chan_lock for
- * the groups' (kvevents_group_endpoint opens and closes them under it).
+ * the groups' (kvevents_group_endpoint opens and closes them under it);
+ * one ZAP thread answers libzmq's ZAP requests for the bound sockets
+ * (KVEVENTS_DEF_SUB_MAX).
  */
 #ifndef KVT_KVEVENTS_H
 #define KVT_KVEVENTS_H
@@ -55,10 +57,30 @@ struct kvevents_config {
 	int format;              /* KVEVENTS_MAP (default) or KVEVENTS_ARRAY */
 	unsigned batch_ms;       /* most time an event waits for its batch */
 	unsigned queue_max;      /* events queued before new ones are dropped */
+	unsigned sub_max;        /* events.max_subscribers: connections a bound socket
+				  * holds at once (0: KVEVENTS_DEF_SUB_MAX) */
 };
 
 #define KVEVENTS_DEF_BATCH_MS 10
 #define KVEVENTS_DEF_QUEUE_MAX 65536
+
+/* How many peers a bound PUB socket holds at once (doc/kvevents.md "What a
+ * subscriber can cost"): a ZAP handler (RFC 27) that libzmq consults during
+ * each peer's handshake, before its READY is answered, refuses a peer while
+ * the socket has more than events.max_subscribers connections (default
+ * KVEVENTS_DEF_SUB_MAX), or more than KVEVENTS_SUB_PER_ADDR from the
+ * peer's IP address; libzmq then sends ZMTP's ERROR "400", and the
+ * handshake deadline (KVEVENTS_HANDSHAKE_MS) closes the peer: libzmq 4.3.4
+ * does not close it at once (measured: 5.0 s after, READY sent or not).
+ * Counted: every descriptor libzmq accepted for the socket and has not
+ * closed, handshaking or not.  The real subscribers are a router or two
+ * (one connection each, a few for a router with replicas) and a tool now
+ * and then: 64 is ten times that, and 64 descriptors and ~3 MiB is what a
+ * flood can then take; 8 from one address leave room for a router's
+ * replicas behind one NAT address while one host cannot take the socket
+ * alone. */
+#define KVEVENTS_DEF_SUB_MAX 64
+#define KVEVENTS_SUB_PER_ADDR 8
 
 /* What a subscriber (unauthenticated: anyone who reaches the socket) can
  * cost the PUB socket, doc/kvevents.md "What a subscriber can cost":

@@ -256,6 +256,8 @@ static const struct opt_def opts[] = {
 	  STR(KVEVENTS_DEF_BATCH_MS), "most time an event waits for its batch" },
 	{ "events.queue_max", OPT_COUNT, 0, F(events_cfg.queue_max), 1, 1u << 24, NULL, NULL,
 	  STR(KVEVENTS_DEF_QUEUE_MAX), "events queued before new ones are dropped" },
+	{ "events.max_subscribers", OPT_COUNT, 0, F(events_cfg.sub_max), 1, 65536, NULL, NULL,
+	  STR(KVEVENTS_DEF_SUB_MAX), "connections a bound events socket holds at once" },
 };
 
 /* Index of value among choices ("a|b|c"), or -1. */

@@ -2165,8 +2165,8 @@ static void phase_kvevents_tenant(void)
  * Now the handshake must end within KVEVENTS_HANDSHAKE_MS and a message
  * from a peer is at most KVEVENTS_IN_MAX bytes: such peers are closed,
  * kvtierd's fds and RSS come back, and the router and native clients are
- * served throughout.  (What is not bounded: the number of peers that do
- * finish the handshake, doc/kvevents.md "What a subscriber can cost".)
+ * served throughout.  (The number of peers that do finish the handshake:
+ * kvevents_cap.)
  */
 
 #define EVF_IDLE 200u              /* connections that send nothing */
@@ -2274,6 +2274,180 @@ static void phase_kvevents_flood(void)
 	kc_close(&c);
 	zmq_ctx_term(zctx);
 	free(chunk);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
+/* ------------------------------------------------------------------------
+ * kvevents_cap (kvcap24): every peer that finishes ZMTP's handshake with
+ * the KV-events PUB socket cost kvtierd a descriptor and ~50 KiB for as
+ * long as it stayed, however many came.  Now a ZAP handler refuses a peer
+ * during the handshake while the socket holds more than
+ * events.max_subscribers connections (64) or more than
+ * KVEVENTS_SUB_PER_ADDR (8) from its address: libzmq sends it ERROR "400"
+ * and closes it at the handshake deadline (5 s) if it does not leave.
+ * EVC_ONE raw peers from one address and EVC_MANY from as many others
+ * each send a greeting and a SUB's READY and stay: at most 8 and 63 of
+ * them (the router is the 64th) are still open after the handshake
+ * deadline, kvtierd's descriptors with them; the router connected before
+ * keeps getting its events, the native client is served, and once the
+ * peers have gone a new subscriber is let in and served.
+ */
+
+#define EVC_ONE 20u                /* raw peers from 127.0.0.2 */
+#define EVC_MANY 120u              /* raw peers from 127.0.1.x... one each */
+#define EVC_CAP 64u                /* events.max_subscribers (default) */
+#define EVC_PER_ADDR 8u            /* KVEVENTS_SUB_PER_ADDR */
+
+/* The other loopback address of raw peer i of the many. */
+static int evc_connect(uint16_t port, unsigned i)
+{
+	struct sockaddr_in me = { .sin_family = AF_INET }, sa = { .sin_family = AF_INET };
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	T_ASSERT(fd >= 0);
+	me.sin_addr.s_addr = htonl(0x7f000100u + 1 + i); /* 127.0.1.1 ... */
+	T_EQ_INT(bind(fd, (struct sockaddr *)&me, sizeof(me)), 0);
+	sa.sin_port = htons(port);
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	T_EQ_INT(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	return fd;
+}
+
+static void phase_kvevents_cap(void)
+{
+	const char *extra[] = { "--ssd", "0", "--set", "events.endpoint=tcp://127.0.0.1:*",
+				"--set", "events.batch_ms=1", NULL };
+	/* ZMTP 3.0: greeting (NULL mechanism, as client), a SUB's READY. */
+	static const uint8_t zmtp[] = {
+		0xff, 0, 0, 0, 0, 0, 0, 0, 0, 0x7f, 3, 0, 'N', 'U', 'L', 'L', 0, 0, 0, 0, 0, 0,
+		0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 /* as-server */, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+		0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+		0x04, 25, 5, 'R', 'E', 'A', 'D', 'Y', 11, 'S', 'o', 'c', 'k', 'e', 't', '-', 'T',
+		'y', 'p', 'e', 0, 0, 0, 3, 'S', 'U', 'B' };
+	static const char refusal[] = "\x05" "ERROR" "\x03" "400";
+	enum { N = EVC_ONE + EVC_MANY };
+	static int peer[N];
+	static bool gone[N];
+	static char in[N][256];
+	static size_t in_n[N];
+	static uint8_t got[1 << 20];
+	void *zctx = zmq_ctx_new(), *sub, *sub2;
+	char ep[64];
+	unsigned fds0, fds_flood, fds_held, fds_after, open_one = 0, open_many = 0, refused = 0;
+	unsigned msgs = 0, seen, seen2, left = N;
+	uint64_t t0, refused_stat;
+	uint8_t ns[PROTO_DIGEST_LEN], v[256];
+	struct kc c;
+	uint16_t port;
+
+	start_with("kvevents_cap", extra, NULL);
+	port = tsrv_log_port(srv.log, "publishing KV events on tcp://127.0.0.1:");
+	snprintf(ep, sizeof(ep), "tcp://127.0.0.1:%u", port);
+	/* The router: subscribed before and served throughout. */
+	sub = zmq_socket(zctx, ZMQ_SUB);
+	T_EQ_INT(zmq_setsockopt(sub, ZMQ_SUBSCRIBE, "", 0), 0);
+	T_EQ_INT(zmq_connect(sub, ep), 0);
+	T_RC(kc_dial(&c, srv.port, "alice", SECRET_ALICE), 0);
+	T_RC(kc_register(&c, &desc, ns, NULL, 0), KVT_OK);
+	tsrv_sleep_ms(300);
+	fds0 = fds_of(srv.pid);
+
+	for (unsigned i = 0; i < N; i++) {
+		peer[i] = i < EVC_ONE ? tcp_connect_from(port, 2) : evc_connect(port, i - EVC_ONE);
+		T_ASSERT(send_for(peer[i], zmtp, sizeof(zmtp), 1000) == (int64_t)sizeof(zmtp));
+	}
+	fds_flood = fds_of(srv.pid);
+	/* Until the handshake deadline (5 s) has passed for all: who is
+	 * closed, and who got ZMTP's ERROR "400" first. */
+	t0 = tsrv_now_ns();
+	while (left && tsrv_now_ns() - t0 < 7000000000ull) {
+		static struct pollfd p[N];
+		unsigned np = 0, map[N];
+		for (unsigned i = 0; i < N; i++)
+			if (!gone[i]) {
+				p[np] = (struct pollfd){ .fd = peer[i], .events = POLLIN };
+				map[np++] = i;
+			}
+		if (poll(p, np, 200) <= 0)
+			continue;
+		for (unsigned k = 0; k < np; k++) {
+			unsigned i = map[k];
+			char junk[256];
+			char *to = in_n[i] < sizeof(in[i]) ? in[i] + in_n[i] : junk;
+			size_t cap = in_n[i] < sizeof(in[i]) ? sizeof(in[i]) - in_n[i] : sizeof(junk);
+			ssize_t r;
+			if (!(p[k].revents & (POLLIN | POLLHUP | POLLERR)))
+				continue;
+			r = recv(peer[i], to, cap, MSG_DONTWAIT);
+			if (r > 0 && to != junk)
+				in_n[i] += (size_t)r;
+			if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR)) {
+				gone[i] = true;
+				left--;
+			}
+		}
+	}
+	fds_held = fds_of(srv.pid);
+	for (unsigned i = 0; i < N; i++) {
+		if (!gone[i] && i < EVC_ONE)
+			open_one++;
+		else if (!gone[i])
+			open_many++;
+		refused += memmem(in[i], in_n[i], refusal, sizeof(refusal) - 1) != NULL;
+	}
+	printf("kvevents_cap: %u raw peers from one address, %u from others: kvtierd fds %u -> "
+	       "%u, %u after %.1f s; still open %u + %u; %u got ERROR 400\n", EVC_ONE, EVC_MANY,
+	       fds0, fds_flood, fds_held, (double)(tsrv_now_ns() - t0) / 1e9, open_one,
+	       open_many, refused);
+	T_LE_INT(open_one, EVC_PER_ADDR);
+	T_LE_INT(open_one + open_many, EVC_CAP - 1);
+	T_LE_INT(fds_held, fds0 + EVC_CAP);
+	T_ASSERT(refused >= 1);
+	refused_stat = stat_of("events.refused");
+	printf("kvevents_cap: events.refused %" PRIu64 "\n", refused_stat);
+	T_ASSERT(refused_stat >= N - open_one - open_many);
+
+	/* The router and the native client are served. */
+	for (int i = 0; i < EV_KEYS; i++) {
+		struct kvt_key k;
+		struct iovec p = { v, sizeof(v) };
+		char name[32];
+		snprintf(name, sizeof(name), "cap-ev-key-%d", i);
+		kvt_key_set(&k, name, strlen(name));
+		tsrv_fill(v, sizeof(v), (uint32_t)i);
+		T_RC(kc_put(&c, ns, &k, &p, 1, NULL), KVT_OK);
+	}
+	seen = ev_count(got, ev_drain(sub, got, sizeof(got), 1000, &msgs), "cap-ev-key-");
+
+	/* The peers leave: a new subscriber is let in. */
+	for (unsigned i = 0; i < N; i++)
+		close(peer[i]);
+	tsrv_sleep_ms(500);
+	sub2 = zmq_socket(zctx, ZMQ_SUB);
+	T_EQ_INT(zmq_setsockopt(sub2, ZMQ_SUBSCRIBE, "", 0), 0);
+	T_EQ_INT(zmq_connect(sub2, ep), 0);
+	tsrv_sleep_ms(500);
+	for (int i = 0; i < EV_KEYS; i++) {
+		struct kvt_key k;
+		struct iovec p = { v, sizeof(v) };
+		char name[32];
+		snprintf(name, sizeof(name), "cap-ev-late-%d", i);
+		kvt_key_set(&k, name, strlen(name));
+		tsrv_fill(v, sizeof(v), (uint32_t)i);
+		T_RC(kc_put(&c, ns, &k, &p, 1, NULL), KVT_OK);
+	}
+	seen2 = ev_count(got, ev_drain(sub2, got, sizeof(got), 1000, &msgs), "cap-ev-late-");
+	fds_after = fds_of(srv.pid);
+	printf("kvevents_cap: router got %u of %u blocks; after the peers left a new "
+	       "subscriber got %u of %u; kvtierd fds %u\n", seen, EV_KEYS, seen2, EV_KEYS,
+	       fds_after);
+	T_EQ_INT(seen, EV_KEYS);
+	T_EQ_INT(seen2, EV_KEYS);
+	T_LE_INT(fds_after, fds0 + 2);
+	zmq_close(sub);
+	zmq_close(sub2);
+	kc_close(&c);
+	zmq_ctx_term(zctx);
 	T_EQ_INT(tsrv_stop(&srv), 0);
 }
 
@@ -5863,6 +6037,7 @@ static const struct tsrv_phase phases[] = {
 	{ "tenant_index", phase_tenant_index },
 	{ "kvevents_tenant", phase_kvevents_tenant },
 	{ "kvevents_flood", phase_kvevents_flood },
+	{ "kvevents_cap", phase_kvevents_cap },
 	{ "out_flood", phase_out_flood },
 	{ "tls_handshake", phase_tls_handshake },
 	{ "log_flood", phase_log_flood },

@@ -380,10 +380,90 @@ static void test_options(void)
 	kvt_store_destroy(s);
 }
 
+/* Whether a message arrives on sub within ms (read whole, not decoded). */
+static int rx_any(void *sub, int ms)
+{
+	zmq_pollitem_t pi = { sub, 0, ZMQ_POLLIN, 0 };
+	char buf[256];
+	int more = 1;
+	size_t more_len = sizeof(more);
+
+	if (zmq_poll(&pi, 1, ms) <= 0)
+		return 0;
+	while (more) {
+		T_ASSERT(zmq_recv(sub, buf, sizeof(buf), 0) >= 0);
+		zmq_getsockopt(sub, ZMQ_RCVMORE, &more, &more_len);
+	}
+	return 1;
+}
+
+/* events.max_subscribers: a bound socket takes that many peers; the next
+ * is refused during the handshake (ZAP) and gets nothing, and is counted.
+ * A group's bound socket is watched too, and closed and reopened with
+ * peers on it (the ZAP thread forgets and learns sockets). */
+static void test_cap(void)
+{
+	char dir[] = "/tmp/kvt-evcap-XXXXXX", gep[64];
+	struct kvt_store *s;
+	void *zctx = zmq_ctx_new(), *sub[3], *gsub;
+	int linger = 0, got[3] = { 0 };
+	uint32_t ns;
+	uint64_t v = 0;
+
+	T_ASSERT(mkdtemp(dir) != NULL);
+	snprintf(gep, sizeof(gep), "ipc://%s/g", dir);
+	s = t_store_open("dram.capacity", "1M", "dram.chunk", "4K", "dram.shards", "1",
+			 "dram.prefault", "off", "events.endpoint", "tcp://127.0.0.1:*",
+			 "events.max_subscribers", "2", "events.batch_ms", "1", NULL);
+	ns = t_ns(s, "events-cap");
+	for (int i = 0; i < 3; i++) {
+		sub[i] = zmq_socket(zctx, ZMQ_SUB);
+		zmq_setsockopt(sub[i], ZMQ_LINGER, &linger, sizeof(linger));
+		T_EQ_INT(zmq_setsockopt(sub[i], ZMQ_SUBSCRIBE, "", 0), 0);
+		T_EQ_INT(zmq_connect(sub[i], endpoint_of(s)), 0);
+		usleep(200000); /* one after the other: the third finds two */
+	}
+	/* Until the first two hear: the third, refused, hears nothing. */
+	for (uint64_t i = 0; got[0] == 0 || got[1] == 0; i++) {
+		struct kvt_key k = t_key(200000 + i);
+		T_ASSERT(i < 500);
+		put(s, ns, &k, 0, false);
+		for (int j = 0; j < 3; j++)
+			got[j] += rx_any(sub[j], 10);
+	}
+	for (int j = 0; j < 3; j++)
+		while (rx_any(sub[j], 20))
+			got[j]++;
+	T_OK(kvt_store_stat(s, "events.refused", &v));
+	fprintf(stderr, "events.max_subscribers 2: the three subscribers heard %d, %d, %d "
+		"messages; events.refused %" PRIu64 "\n", got[0], got[1], got[2], v);
+	T_EQ_INT(got[2], 0);
+	T_ASSERT(v >= 1);
+
+	/* A group's socket, bound, with a peer; closed; bound again. */
+	gsub = zmq_socket(zctx, ZMQ_SUB);
+	zmq_setsockopt(gsub, ZMQ_LINGER, &linger, sizeof(linger));
+	T_EQ_INT(zmq_setsockopt(gsub, ZMQ_SUBSCRIBE, "", 0), 0);
+	T_OK(kvt_events_group_endpoint(s, 1, gep));
+	T_EQ_INT(zmq_connect(gsub, gep), 0);
+	usleep(100000);
+	T_OK(kvt_events_group_endpoint(s, 1, NULL));
+	T_OK(kvt_events_group_endpoint(s, 1, gep));
+	usleep(100000);
+	kvt_store_destroy(s);
+	for (int i = 0; i < 3; i++)
+		zmq_close(sub[i]);
+	zmq_close(gsub);
+	zmq_ctx_term(zctx);
+	unlink(gep + 6);
+	rmdir(dir);
+}
+
 int main(void)
 {
 	test_encode();
 	test_options();
 	test_store();
+	test_cap();
 	return 0;
 }
