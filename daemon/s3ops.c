@@ -379,8 +379,10 @@ static void s3d_item_init(struct s3d_req *rq, struct s3d_item *it, uint32_t op,
  * nothing ("Quiet reads"): what they hold is buf, in the request or the
  * listing (charged), and while in the store what a read from SSD holds
  * there (its state and an aligned buffer of the record's header and 4
- * KiB: ~5 KiB for an object of one PUT, ~35 KiB for one of 1,023 parts;
- * at most KVT_PART_QUIET_MEM; 6 KiB more each until 2026-12-04); a HEAD is one request (charged
+ * KiB: ~5 KiB for an object of one PUT, ~19 KiB for one of 1,023 parts;
+ * at most KVT_PART_QUIET_MEM, 25 KiB; until 2026-12-04 6 KiB more each, and
+ * the part table decoded, 16 KiB more for 1,023 parts, the bound 64 KiB);
+ * a HEAD is one request (charged
  * more than that: the tenant's input share bounds them), a listing
  * S3D_LIST_WIN at once (ListParts S3D_PARTS_WIN), each window charged
  * to --max-memory at KVT_PART_QUIET_MEM a read while it is in the
@@ -1596,8 +1598,9 @@ static void s3d_list_win_back(struct s3d_req *rq)
 /* Reads of the headers of the page's next keys, S3D_LIST_WIN at a time,
  * part 0 of each into bufs ("Header reads"), the owner's and a grantee's
  * alike.  The window bounds what a listing holds in the library, and is
- * charged to --max-memory while in the store (s3d_list_win: 8 MiB, or
- * fewer reads when that does not fit); reads from DRAM complete inline,
+ * charged to --max-memory while in the store (s3d_list_win: 3.1 MiB, 8
+ * MiB until KVT_PART_QUIET_MEM went from 64 KiB to 25 KiB on 2026-12-04,
+ * or fewer reads when that does not fit); reads from DRAM complete inline,
  * windows and all.  Until 2026-12-04 the owner's were
  * plain part gets of the whole page at once, which promoted objects on
  * SSD only whole and missed when DRAM had no room (those keys read again

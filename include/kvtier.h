@@ -929,10 +929,13 @@ int kvt_ns_set_seal_ns_key(struct kvt_store *store, uint32_t ns, const uint8_t n
  * or a listing entry reads ~1 KiB this way rather than the whole object.
  * While in flight, a quiet part get of a part of at most 4 KiB holds at
  * most KVT_PART_QUIET_MEM bytes in the library (from SSD: the read's
- * state, an aligned buffer of the record's header and 4 KiB, the part
- * table decoded; ~5 KiB for a value of a few parts); a larger part, at
- * most 1 MiB more whatever its size (doc/ssd.md "Reads: one part,
- * quietly").  Callers that bound their memory count it (kvtierd's S3
+ * state and an aligned buffer of the record's header and 4 KiB -- the
+ * part's entry alone is taken from the header's part table, none of it
+ * decoded into memory; ~5 KiB for a value of a few parts, 19,352 bytes
+ * for KVT_PARTS_MAX parts, 24,984 in 4096-aligned records; until
+ * 2026-12-04 the table decoded too, 16 KiB more, and the bound 64 KiB); a
+ * larger part, at most 1 MiB more whatever its size (doc/ssd.md "Reads:
+ * one part, quietly").  Callers that bound their memory count it (kvtierd's S3
  * listings charge it to --max-memory).
  * (A plain KVT_F_PART get of a block only on SSD promotes it whole, as
  * any get: an engine reading a block layer by layer reads it once.)
@@ -991,7 +994,10 @@ enum kvt_op {
 
 #define KVT_NS_ALL UINT32_MAX   /* KVT_OP_CLEAR: every namespace */
 #define KVT_PARTS_MAX 1024      /* most parts in one value */
-#define KVT_PART_QUIET_MEM (64u << 10) /* "Quiet part gets": held in flight, at most */
+/* "Quiet part gets": held in flight, at most: the largest record header
+ * (KVT_PARTS_MAX parts at 4096 alignment: 20 KiB), 4 KiB of value and the
+ * read's state (under 1 KiB; lib/tier/ssd/ssd.c asserts the sum) */
+#define KVT_PART_QUIET_MEM (25u << 10)
 #define KVT_VALUE_MAX (UINT64_C(1) << 36) /* 64 GiB: a hard sanity bound */
 #define KVT_BATCH_MAX 65536     /* most requests in one kvt_submit, keys in one lookup */
 

@@ -405,8 +405,13 @@ int ssd_rec_hdr_encode(const struct ssd_rec_hdr *h, const struct ssd_part *parts
 	return (int)hdr_len;
 }
 
-int ssd_rec_hdr_decode(const uint8_t *buf, size_t buf_len, uint32_t align,
-		       struct ssd_rec_hdr *h, struct ssd_part *parts, uint32_t max_parts)
+/* ssd_rec_hdr_decode's checks, every one, over the whole header; on the
+ * way through the part table, part `want`'s entry into *want_part and the
+ * sum of the lengths before it into *want_off (want_part NULL: none; want
+ * past the table: untouched).  The table itself is not kept. */
+static int ssdfmt_rec_decode(const uint8_t *buf, size_t buf_len, uint32_t align,
+			     struct ssd_rec_hdr *h, uint32_t want, struct ssd_part *want_part,
+			     uint64_t *want_off)
 {
 	struct ssd_rec_hdr t;
 	uint32_t hdr_len, table_end;
@@ -464,6 +469,11 @@ int ssd_rec_hdr_decode(const uint8_t *buf, size_t buf_len, uint32_t align,
 
 		if (len == 0 || len > KVT_VALUE_MAX || le_get32(p + PART_RESERVED) != 0)
 			return KVT_ECORRUPT;
+		if (i == want && want_part) {
+			want_part->len = len;
+			want_part->crc = le_get32(p + PART_CRC);
+			*want_off = sum;
+		}
 		sum += len;
 	}
 	if (sum != t.value_len)
@@ -472,16 +482,40 @@ int ssd_rec_hdr_decode(const uint8_t *buf, size_t buf_len, uint32_t align,
 		return KVT_ECORRUPT;
 
 	*h = t;
-	if (!parts)
-		return 0;
-	if (max_parts < t.part_count)
+	return 0;
+}
+
+int ssd_rec_hdr_decode(const uint8_t *buf, size_t buf_len, uint32_t align,
+		       struct ssd_rec_hdr *h, struct ssd_part *parts, uint32_t max_parts)
+{
+	int rc = ssdfmt_rec_decode(buf, buf_len, align, h, 0, NULL, NULL);
+
+	if (rc != 0 || !parts)
+		return rc;
+	if (max_parts < h->part_count)
 		return KVT_ERANGE;
-	for (uint32_t i = 0; i < t.part_count; i++) {
+	for (uint32_t i = 0; i < h->part_count; i++) {
 		const uint8_t *p = buf + REC_FIXED + (size_t)i * SSD_PART_ENTRY;
 		parts[i].len = le_get64(p + PART_LEN);
 		parts[i].crc = le_get32(p + PART_CRC);
 	}
 	return 0;
+}
+
+int ssd_rec_hdr_decode_part(const uint8_t *buf, size_t buf_len, uint32_t align,
+			    struct ssd_rec_hdr *h, uint32_t part, struct ssd_part *pt,
+			    uint64_t *part_off)
+{
+	struct ssd_part t = { 0, 0 };
+	uint64_t off = 0;
+	int rc = ssdfmt_rec_decode(buf, buf_len, align, h, part, &t, &off);
+
+	if (rc == 0 && part >= h->part_count)
+		rc = KVT_ERANGE;
+	/* A header that fails may have passed the part's entry first. */
+	*pt = rc == 0 ? t : (struct ssd_part){ 0, 0 };
+	*part_off = rc == 0 ? off : 0;
+	return rc;
 }
 
 /* ------------------------------------------------------------------------

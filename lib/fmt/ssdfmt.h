@@ -160,6 +160,18 @@ int ssd_rec_hdr_encode(const struct ssd_rec_hdr *h, const struct ssd_part *parts
  */
 int ssd_rec_hdr_decode(const uint8_t *buf, size_t buf_len, uint32_t align,
 		       struct ssd_rec_hdr *h, struct ssd_part *parts, uint32_t max_parts);
+/*
+ * ssd_rec_hdr_decode with every one of its checks (over the whole part
+ * table), keeping of the table only part `part`: *pt its length and CRC,
+ * *part_off its offset in the value (the sum of the lengths before it),
+ * so that a read of one part holds no decoded table (16 KiB for
+ * KVT_PARTS_MAX parts).  KVT_ERANGE (h decoded) if part >= h->part_count;
+ * otherwise as ssd_rec_hdr_decode.  *pt and *part_off are 0 unless it
+ * returns 0.
+ */
+int ssd_rec_hdr_decode_part(const uint8_t *buf, size_t buf_len, uint32_t align,
+			    struct ssd_rec_hdr *h, uint32_t part, struct ssd_part *pt,
+			    uint64_t *part_off);
 
 /* ------------------------------------------------------------------------
  * Segment summary: every record of a sealed segment, in write order.

@@ -14,9 +14,12 @@
  *   - KVT_EBUFSMALL asks for a bounded, aligned length beyond the input;
  *   - what a decoder accepts is in range (counts, lengths, keys), and its
  *     encoder reproduces it byte for byte: one encoding per value;
- *   - a summary's callbacks see exactly the count it returns.
+ *   - a summary's callbacks see exactly the count it returns;
+ *   - a part read's decode (ssd_rec_hdr_decode_part) takes what the whole
+ *     decode takes, and finds the part where the whole table puts it.
  * Seed corpus: tests/fuzz/corpus/ssdrec/ (tests/fuzz/gen_ssd_seeds.c).
  */
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -46,6 +49,51 @@ static void check_key(const struct kvt_key *k)
 		FUZZ_CHECK(k->bytes[i] == 0);
 }
 
+static bool same_hdr(const struct ssd_rec_hdr *a, const struct ssd_rec_hdr *b)
+{
+	return a->type == b->type && a->hdr_len == b->hdr_len && a->part_count == b->part_count &&
+	       a->ns_id == b->ns_id && a->value_len == b->value_len && a->seq == b->seq &&
+	       a->generation == b->generation && a->flags == b->flags &&
+	       memcmp(a->ns_digest, b->ns_digest, 32) == 0 && a->key.len == b->key.len &&
+	       memcmp(a->key.bytes, b->key.bytes, KVT_KEY_MAX) == 0;
+}
+
+/* ssd_rec_hdr_decode_part (a part read's decode) agrees with the whole
+ * table's decode, whose result rc and header *h were: the same result
+ * and header, and part i's length, CRC and offset (the lengths before it
+ * summed) those of g_parts[i]; KVT_ERANGE past the table.  Parts 0, the
+ * last and one the input picks (each decode is the whole header's CRC). */
+static void fuzz_rec_part(const uint8_t *buf, size_t len, uint32_t align, int rc,
+			  const struct ssd_rec_hdr *h)
+{
+	uint32_t n = rc == 0 ? h->part_count : 0;
+	uint32_t pick = len >= 2 ? buf[len - 1] | (uint32_t)buf[len - 2] << 8 : 0;
+	uint32_t which[4] = { 0, n ? n - 1 : 0, n ? pick % n : 0, n };
+
+	for (unsigned w = 0; w < 4; w++) {
+		struct ssd_rec_hdr ph;
+		struct ssd_part pt = { 7, 7 };
+		uint64_t off = 7, sum = 0;
+		int prc = ssd_rec_hdr_decode_part(buf, len, align, &ph, which[w], &pt, &off);
+
+		if (rc != 0) {
+			FUZZ_CHECK(prc == rc && pt.len == 0 && pt.crc == 0 && off == 0);
+			FUZZ_CHECK(same_hdr(&ph, h));
+			continue;
+		}
+		FUZZ_CHECK(same_hdr(&ph, h));
+		if (which[w] >= n) {
+			FUZZ_CHECK(prc == KVT_ERANGE && pt.len == 0 && off == 0);
+			continue;
+		}
+		for (uint32_t i = 0; i < which[w]; i++)
+			sum += g_parts[i].len;
+		FUZZ_CHECK(prc == 0 && pt.len == g_parts[which[w]].len &&
+			   pt.crc == g_parts[which[w]].crc && off == sum);
+		FUZZ_CHECK(off + pt.len <= h->value_len);
+	}
+}
+
 static void fuzz_rec_at(const uint8_t *buf, size_t len, uint32_t align)
 {
 	struct ssd_rec_hdr h;
@@ -54,6 +102,7 @@ static void fuzz_rec_at(const uint8_t *buf, size_t len, uint32_t align)
 
 	rc = ssd_rec_hdr_decode(buf, len, align, &h, g_parts, KVT_PARTS_MAX);
 	FUZZ_CHECK(rc == 0 || rc == KVT_ECORRUPT || rc == KVT_EVERSION || rc == KVT_EBUFSMALL);
+	fuzz_rec_part(buf, len, align, rc, &h);
 	if (rc == KVT_EBUFSMALL) {
 		FUZZ_CHECK(h.hdr_len > len && h.hdr_len % SSD_REC_ALIGN == 0 && h.hdr_len <= REC_HDR_MAX);
 		return;

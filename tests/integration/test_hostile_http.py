@@ -2255,7 +2255,7 @@ def s3_list_mem(ph):
         t.start()
     # 3 s, and on until 4 MiB of reads were seen in flight at once (a
     # loaded machine's listings may overlap less), 20 s at most
-    held = over = peak_mem = 0.0
+    held = over = peak_mem = charged = 0.0
     t0 = time.monotonic()
     while time.monotonic() - t0 < 3 or (held < 4 << 20 and time.monotonic() - t0 < 20):
         m = scrape()
@@ -2263,16 +2263,19 @@ def s3_list_mem(ph):
         held = max(held, lib)
         over = max(over, lib - m["kvtier_server_s3_header_reads_bytes"])
         peak_mem = max(peak_mem, m["kvtier_server_memory_bytes"])
+        charged = max(charged, m["kvtier_server_s3_header_reads_bytes"])
         time.sleep(0.005)
     dt = time.monotonic() - t0
     stop.append(True)
     for t in ts:
         t.join()
     print("%d tenants' listings of %d objects on SSD only, 2 connections each, %.1f s: %d "
-          "answers %s; held in the store at most %.1f MiB, beyond the window charges %.1f "
-          "MiB; mem_used peak %.1f MiB of %.0f" % (
-              len(LIST_TENANTS), n, dt, len(sts), sorted(set(sts), key=str), held / 2**20,
-              over / 2**20, peak_mem / 2**20, m0["kvtier_server_memory_limit_bytes"] / 2**20))
+          "answers %s (%s); held in the store at most %.1f MiB, beyond the window charges "
+          "%.1f MiB; window charges at most %.1f MiB; mem_used peak %.1f MiB of %.0f" % (
+              len(LIST_TENANTS), n, dt, len(sts), sorted(set(sts), key=str),
+              ", ".join("%s: %d" % (k, sts.count(k)) for k in sorted(set(sts), key=str)),
+              held / 2**20, over / 2**20, charged / 2**20, peak_mem / 2**20,
+              m0["kvtier_server_memory_limit_bytes"] / 2**20))
     ph.expect(sts.count(200) >= len(ts) and set(sts) <= {200, 503}, "the listings",
               sorted(set(sts), key=str))
     # (meaningful only with many reads in flight at once)

@@ -369,7 +369,90 @@ static int rec_round_trip(const struct ssd_rec_hdr *h, uint32_t align)
 	T_RC(ssd_rec_hdr_decode(p, (size_t)len, align, &got, NULL, 0), 0);
 	T_EQ_INT(got.part_count, h->part_count);
 	T_RC(ssd_rec_hdr_decode(p, (size_t)len, align, &got, g_parts_out, h->part_count), 0);
+	/* One part at a time (a part read's decode): where the table puts it,
+	 * the lengths before it summed; KVT_ERANGE past it. */
+	{
+		uint32_t n = h->part_count;
+		uint32_t which[] = { 0, 1, n / 2, n ? n - 1 : 0, n, UINT32_MAX };
+		for (size_t w = 0; w < KVT_ARRAY_LEN(which); w++) {
+			struct ssd_part pt = { 9, 9 };
+			uint64_t off = 9, sum = 0;
+			int rc = ssd_rec_hdr_decode_part(p, (size_t)len, align, &got, which[w], &pt,
+							 &off);
+			T_EQ_INT(got.hdr_len, len);
+			T_EQ_INT(got.part_count, n);
+			if (which[w] >= n) {
+				T_RC(rc, KVT_ERANGE);
+				T_EQ_U64(pt.len, 0);
+				T_EQ_U64(off, 0);
+				continue;
+			}
+			T_RC(rc, 0);
+			for (uint32_t i = 0; i < which[w]; i++)
+				sum += g_parts[i].len;
+			T_EQ_U64(off, sum);
+			T_EQ_U64(pt.len, g_parts[which[w]].len);
+			T_EQ_INT(pt.crc, g_parts[which[w]].crc);
+		}
+	}
 	return len;
+}
+
+/* A part read's decode checks the whole header, not only the table up to
+ * its part: a damaged entry after the part, a table summing to another
+ * length, the padding, the CRC -- each KVT_ECORRUPT, and nothing of the
+ * part given (the checks before the part's entry are the whole decode's:
+ * test_rec_bounds). */
+static void test_rec_decode_part(void)
+{
+	static const uint32_t aligns[] = { SSD_REC_ALIGN, SSD_REC_ALIGN_4K };
+
+	for (size_t a = 0; a < KVT_ARRAY_LEN(aligns); a++) {
+		uint32_t al = aligns[a];
+		struct ssd_rec_hdr h = mk_put(3, 32, 5), got;
+		int len = ssd_rec_hdr_encode(&h, g_parts, al, g_rec, sizeof(g_rec));
+		uint8_t *e2 = g_rec + SSD_REC_FIXED + 2 * SSD_PART_ENTRY;
+		struct ssd_part pt;
+		uint64_t off;
+
+		T_EQ_INT(len, al);
+#define PART_TAMPER(how)                                                                      \
+	do {                                                                                  \
+		T_EQ_INT(ssd_rec_hdr_encode(&h, g_parts, al, g_rec, sizeof(g_rec)), len);     \
+		how;                                                                          \
+		rec_fix(g_rec);                                                               \
+		pt.len = pt.crc = 7;                                                          \
+		off = 7;                                                                      \
+		T_RC(ssd_rec_hdr_decode_part(g_rec, (size_t)len, al, &got, 0, &pt, &off),      \
+		     KVT_ECORRUPT);                                                           \
+		T_RC(ssd_rec_hdr_decode(g_rec, (size_t)len, al, &got, NULL, 0), KVT_ECORRUPT); \
+		T_EQ_U64(pt.len, 0);                                                          \
+		T_EQ_INT(pt.crc, 0);                                                          \
+		T_EQ_U64(off, 0);                                                             \
+	} while (0)
+		PART_TAMPER(put64(e2, 0));                        /* part 2 empty */
+		PART_TAMPER(put64(e2, get64(e2) + 1));            /* sums to more */
+		PART_TAMPER(put64(e2, KVT_VALUE_MAX + 1));        /* beyond a value */
+		PART_TAMPER(put32(e2 + 12, 1));                   /* part 2's reserved */
+		PART_TAMPER(g_rec[len - 1] = 1);                  /* the padding */
+#undef PART_TAMPER
+		/* Part 2's CRC flipped under the header's CRC. */
+		T_EQ_INT(ssd_rec_hdr_encode(&h, g_parts, al, g_rec, sizeof(g_rec)), len);
+		e2[8] ^= 1;
+		T_RC(ssd_rec_hdr_decode_part(g_rec, (size_t)len, al, &got, 0, &pt, &off),
+		     KVT_ECORRUPT);
+		T_EQ_U64(pt.len, 0);
+		T_EQ_U64(off, 0);
+		/* Untouched: part 2 where the table says. */
+		T_EQ_INT(ssd_rec_hdr_encode(&h, g_parts, al, g_rec, sizeof(g_rec)), len);
+		T_RC(ssd_rec_hdr_decode_part(g_rec, (size_t)len, al, &got, 2, &pt, &off), 0);
+		T_EQ_U64(off, g_parts[0].len + g_parts[1].len);
+		T_EQ_U64(pt.len, g_parts[2].len);
+		/* Fewer bytes than the header: as the whole decode. */
+		T_RC(ssd_rec_hdr_decode_part(g_rec, (size_t)len - 1, al, &got, 0, &pt, &off),
+		     KVT_EBUFSMALL);
+		T_EQ_U64(pt.len, 0);
+	}
 }
 
 /* Every shape at both record alignments. */
@@ -1605,6 +1688,7 @@ int main(void)
 	test_rec_truncated();
 	test_rec_bit_flips();
 	test_rec_bounds();
+	test_rec_decode_part();
 	test_seg();
 	test_sum_round_trip();
 	test_sum_truncated();

@@ -2449,7 +2449,10 @@ miss:
  * 4096-aligned and holds it (its whole blocks; the tail through a
  * buffer of one block), else through one buffer of SSD_PART_PIECE.  So
  * a part read holds at most the first read's buffer (the header and 4
- * KiB) and one piece, whatever the part's size: until 2026-12-04 the
+ * KiB) and one piece, whatever the part's size, and of the header's part
+ * table only its part's entry (ssd_rec_hdr_decode_part: the table is
+ * checked whole but not decoded into memory; until 2026-12-04 it was,
+ * 16 KiB more for KVT_PARTS_MAX parts).  Until 2026-12-04 the
  * second read went through a buffer of the whole run (a 64 MiB part,
  * 64 MiB more for the read's life).  A miss or error may have written
  * the caller's buffer.
@@ -2507,6 +2510,15 @@ struct part_task {
 	tier_done_fn done;
 	void *ctx;
 };
+
+/* What a read of a part of at most SSD_PART_HEAD bytes holds at once:
+ * its state and the first read's buffer (a part beyond it, a piece of at
+ * most two blocks, after that buffer is freed), for the largest header
+ * (KVT_PARTS_MAX parts, 4096-aligned) -- the bound kvtier.h promises. */
+_Static_assert(sizeof(struct part_task) +
+		       KVT_ALIGN_UP(SSD_REC_FIXED + (uint64_t)KVT_PARTS_MAX * SSD_PART_ENTRY,
+				    SSD_REC_ALIGN_4K) + SSD_PART_HEAD <= KVT_PART_QUIET_MEM,
+	       "a quiet part read of a small part holds at most KVT_PART_QUIET_MEM");
 
 static void part_end(struct part_task *t, int status, uint64_t count)
 {
@@ -2703,7 +2715,7 @@ static void part_head_done(struct part_task *t, int64_t res)
 	struct ssd *s = t->s;
 	const struct ns_entry *nse = ns_reg_get(s->reg, t->ns);
 	struct ssd_rec_hdr rh;
-	struct ssd_part *parts;
+	struct ssd_part pt;
 	uint64_t room = 0, a, b;
 	uint32_t io_align;
 	int rc;
@@ -2716,28 +2728,24 @@ static void part_head_done(struct part_task *t, int64_t res)
 		part_end(t, KVT_MISS, 0);
 		return;
 	}
-	parts = kvt_mem_alloc(s->mem, t->part_count * sizeof(*parts));
-	if (!parts) {
-		part_end(t, KVT_MISS, 0);
-		return;
-	}
-	rc = ssd_rec_hdr_decode(t->buf, t->hdr_len, t->rec_align, &rh, parts, t->part_count);
+	/* Every check of the header, its whole part table, but only the
+	 * part's entry kept: no decoded table (16 KiB for KVT_PARTS_MAX
+	 * parts, held beside buf until 2026-12-04).  t->part < t->part_count
+	 * (ssd_read_part), so a KVT_ERANGE here is a header whose count
+	 * differs from the entry's: bad, as the checks below. */
+	rc = ssd_rec_hdr_decode_part(t->buf, t->hdr_len, t->rec_align, &rh, t->part, &pt,
+				     &t->part_off);
 	if (rc < 0 || rh.type != SSD_REC_PUT || rh.seq != t->seq ||
 	    rh.generation != t->generation || rh.value_len != t->value_len ||
 	    rh.part_count != t->part_count || rh.key.len != t->key.len ||
 	    memcmp(rh.key.bytes, t->key.bytes, t->key.len) != 0 || !nse ||
 	    memcmp(rh.ns_digest, nse->digest, 32) != 0) {
-		kvt_mem_free(s->mem, parts, t->part_count * sizeof(*parts));
 		part_bad(t, false);
 		return;
 	}
 	t->value_flags = (rh.flags & SSD_REC_F_SEALED) ? KVT_F_SEALED : 0;
-	/* t->part < t->part_count == rh.part_count: ssd_read_part */
-	for (uint32_t i = 0; i < t->part; i++)
-		t->part_off += parts[i].len;
-	t->part_len = parts[t->part].len;
-	t->part_crc = parts[t->part].crc;
-	kvt_mem_free(s->mem, parts, t->part_count * sizeof(*parts));
+	t->part_len = pt.len;
+	t->part_crc = pt.crc;
 	if (t->part_off + t->part_len > t->value_len) {
 		part_bad(t, false);
 		return;
