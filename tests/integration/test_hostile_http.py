@@ -126,6 +126,19 @@ class Server:
         while self.metric("kvtier_ssd_writedown_pending_bytes") > 0 and time.monotonic() < end:
             time.sleep(0.05)
 
+    def put_written(self, path, body, extra=None):
+        """alice's signed PUT from PROBER, again after each write-down
+        while it is 503 (her quota full of blocks being written down to
+        the SSD); asserts 200 and returns the answer's headers."""
+        for _ in range(100):
+            st, hd, ans = http(self.port, signed_msg(self.port, "PUT", path, body=body,
+                                                     extra=extra), src=PROBER, timeout=20)
+            if st != 503:
+                break
+            self.written_down()
+        assert st == 200, (path, st, ans[:200])
+        return hd
+
     def metric(self, name):
         """One unlabelled series of /metrics."""
         st, _, body = http(self.mport, b"GET /metrics HTTP/1.1\r\nAuthorization: Bearer "
@@ -1746,14 +1759,7 @@ def s3_grant_ssd(ph):
     n, size = 12, 4 << 20
 
     for i in range(n):
-        # her quota full of blocks being written down: again once written
-        for _ in range(100):
-            st, _, body = http(P, signed_msg(P, "PUT", "/shared/o%d" % i,
-                                             body=bytes([i]) * size), src=PROBER, timeout=20)
-            if st != 503:
-                break
-            srv.written_down()
-        assert st == 200, (i, st, body[:200])
+        srv.put_written("/shared/o%d" % i, bytes([i]) * size)
     srv.written_down()
     time.sleep(0.5)
     rss0 = srv.rss_kib()
@@ -1952,15 +1958,8 @@ def s3_grant_list(ph):
     n, size = 8, 6 << 20
 
     for i in range(n):
-        for _ in range(100):
-            st, _, body = http(P, signed_msg(P, "PUT", "/shared/d%d/o%02d" % (i % 2, i),
-                                             body=bytes([i]) * size,
-                                             extra={"content-type": "application/x-o%d" % i}),
-                               src=PROBER, timeout=20)
-            if st != 503:
-                break
-            srv.written_down()
-        assert st == 200, (i, st, body[:200])
+        srv.put_written("/shared/d%d/o%02d" % (i % 2, i), bytes([i]) * size,
+                        {"content-type": "application/x-o%d" % i})
     srv.written_down()
     time.sleep(0.5)
     queries = ["list-type=2", "", "delimiter=%2F&list-type=2", "list-type=2&max-keys=5",
@@ -2059,15 +2058,7 @@ def s3_head_ssd(ph):
 
 
     def put(name, data, ctype):
-        for _ in range(100):
-            st, hd, body = http(srv.port, signed_msg(srv.port, "PUT", "/shared/" + name,
-                                                     body=data, extra={"content-type": ctype}),
-                                src=PROBER, timeout=20)
-            if st != 503:
-                break
-            srv.written_down()
-        assert st == 200, (name, st, body[:200])
-        return _hdr(hd, "etag")
+        return _hdr(srv.put_written("/shared/" + name, data, {"content-type": ctype}), "etag")
     etags, sizes = {}, {}
     for i in range(n):
         etags["o%02d" % i] = put("o%02d" % i, bytes([i]) * size, "application/x-o%d" % i)
@@ -2211,14 +2202,7 @@ def s3_list_mem(ph):
     n = 600
 
     for i in range(n):
-        for _ in range(100):
-            st, _, body = http(srv.port, signed_msg(srv.port, "PUT", "/shared/o%04d" % i,
-                                                     body=b"%04d" % i * 1024),
-                               src=PROBER, timeout=20)
-            if st != 503:
-                break
-            srv.written_down()
-        assert st == 200, (i, st, body[:200])
+        srv.put_written("/shared/o%04d" % i, b"%04d" % i * 1024)
     srv.written_down()
     srv.restart()
     P = srv.port
