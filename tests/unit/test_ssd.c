@@ -1965,7 +1965,7 @@ static const unsigned char prr_d[5] = { 0xf1, 0x76, 0xec, 0x05, 0x01 };
 struct prr_gate {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
-	bool reached, open;
+	bool reached, open, left;
 	struct io_req req;
 };
 
@@ -1977,6 +1977,8 @@ static void prr_gate_done(struct io_req *r)
 	pthread_cond_broadcast(&g->cv);
 	while (!g->open)
 		pthread_cond_wait(&g->cv, &g->mu);
+	g->left = true;
+	pthread_cond_broadcast(&g->cv);
 	pthread_mutex_unlock(&g->mu);
 }
 
@@ -2002,8 +2004,7 @@ static void prr_gate_wait(struct prr_gate *g)
 	pthread_mutex_unlock(&g->mu);
 }
 
-/* Let the engine go on; the gate is freed once the request queued behind
- * it has completed (its done() returned before that was taken). */
+/* Let the engine go on (prr_gate_destroy waits for done() to leave). */
 static void prr_gate_open(struct prr_gate *g)
 {
 	pthread_mutex_lock(&g->mu);
@@ -2012,8 +2013,17 @@ static void prr_gate_open(struct prr_gate *g)
 	pthread_mutex_unlock(&g->mu);
 }
 
+/* Once its done() has left: with the psync engine another I/O thread can
+ * complete the request queued behind the gate while the gate's thread is
+ * still waking in done(), and a gate reused then (memset in
+ * prr_gate_submit) lost that thread's wakeup -- test_promote_race hung
+ * 1 run in ~13 under load. */
 static void prr_gate_destroy(struct prr_gate *g)
 {
+	pthread_mutex_lock(&g->mu);
+	while (!g->left)
+		pthread_cond_wait(&g->cv, &g->mu);
+	pthread_mutex_unlock(&g->mu);
 	pthread_mutex_destroy(&g->mu);
 	pthread_cond_destroy(&g->cv);
 }
