@@ -2090,6 +2090,33 @@ static unsigned ev_count(const uint8_t *buf, size_t n, const char *what)
 
 #define EV_KEYS 10
 
+/* A SUB socket of zctx subscribed to everything on ep. */
+static void *ev_sub(void *zctx, const char *ep)
+{
+	void *sub = zmq_socket(zctx, ZMQ_SUB);
+
+	T_ASSERT(sub != NULL);
+	T_EQ_INT(zmq_setsockopt(sub, ZMQ_SUBSCRIBE, "", 0), 0);
+	T_EQ_INT(zmq_connect(sub, ep), 0);
+	return sub;
+}
+
+/* EV_KEYS blocks of 256 bytes put in ns, named "<what>0".. */
+static void ev_put_keys(struct kc *c, const uint8_t *ns, const char *what)
+{
+	uint8_t v[256];
+
+	for (int i = 0; i < EV_KEYS; i++) {
+		struct kvt_key k;
+		struct iovec p = { v, sizeof(v) };
+		char name[48];
+		snprintf(name, sizeof(name), "%s%d", what, i);
+		kvt_key_set(&k, name, strlen(name));
+		tsrv_fill(v, sizeof(v), (uint32_t)i);
+		T_RC(kc_put(c, ns, &k, &p, 1, NULL), KVT_OK);
+	}
+}
+
 static void phase_kvevents_tenant(void)
 {
 	const char *extra[] = { "--ssd", "0", "--set", "events.batch_ms=1", NULL };
@@ -2099,7 +2126,6 @@ static void phase_kvevents_tenant(void)
 	static uint8_t got[2][1 << 20];
 	size_t got_n[2];
 	unsigned msgs[2] = { 0, 0 }, own[2], other[2], cleared[2];
-	uint8_t v[256];
 	struct kc c[2];
 	uint8_t ns[2][PROTO_DIGEST_LEN];
 
@@ -2110,24 +2136,14 @@ static void phase_kvevents_tenant(void)
 		 ep[1]);
 	start_with("kvevents_tenant", extra, text);
 	for (int t = 0; t < 2; t++) {
-		sub[t] = zmq_socket(zctx, ZMQ_SUB);
-		T_EQ_INT(zmq_setsockopt(sub[t], ZMQ_SUBSCRIBE, "", 0), 0);
-		T_EQ_INT(zmq_connect(sub[t], ep[t]), 0);
+		sub[t] = ev_sub(zctx, ep[t]);
 		T_RC(kc_dial(&c[t], srv.port, who[t], SECRET_ALICE), 0);
 		T_RC(kc_register(&c[t], &desc, ns[t], NULL, 0), KVT_OK);
 	}
 	tsrv_sleep_ms(300); /* the subscriptions reach the publisher */
 	/* Both tenants put blocks; then alice clears hers. */
-	for (int i = 0; i < EV_KEYS; i++)
-		for (int t = 0; t < 2; t++) {
-			struct kvt_key k;
-			struct iovec p = { v, sizeof(v) };
-			char name[32];
-			snprintf(name, sizeof(name), "%s-ev-key-%d", who[t], i);
-			kvt_key_set(&k, name, strlen(name));
-			tsrv_fill(v, sizeof(v), (uint32_t)i);
-			T_RC(kc_put(&c[t], ns[t], &k, &p, 1, NULL), KVT_OK);
-		}
+	ev_put_keys(&c[0], ns[0], "alice-ev-key-");
+	ev_put_keys(&c[1], ns[1], "bob-ev-key-");
 	{
 		uint64_t removed = 0;
 		T_RC(kc_clear(&c[0], PROTO_SCOPE_NS, ns[0], NULL, &removed), 0);
@@ -2169,23 +2185,43 @@ static void phase_kvevents_tenant(void)
  * kvevents_cap.)
  */
 
+/* ZMTP 3.0 as a SUB would open: greeting (NULL mechanism, as client),
+ * then READY with Socket-Type SUB. */
+static const uint8_t zmtp_sub_hello[] = {
+	0xff, 0, 0, 0, 0, 0, 0, 0, 0, 0x7f, 3, 0, 'N', 'U', 'L', 'L', 0, 0, 0, 0, 0, 0,
+	0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 /* as-server */, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+	0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+	0x04, 25, 5, 'R', 'E', 'A', 'D', 'Y', 11, 'S', 'o', 'c', 'k', 'e', 't', '-', 'T',
+	'y', 'p', 'e', 0, 0, 0, 3, 'S', 'U', 'B' };
+_Static_assert(sizeof(zmtp_sub_hello) == 64 + 27, "greeting, READY");
+
+/* kvtierd started as `name` with a KV-events publisher on TCP, a router
+ * subscribed to it (*sub, of zctx), and alice logged in on *c with a
+ * namespace ns registered; ep gets the endpoint.  Returns its port. */
+static uint16_t kvev_start(const char *name, void *zctx, char ep[64], void **sub, struct kc *c,
+			   uint8_t *ns)
+{
+	const char *extra[] = { "--ssd", "0", "--set", "events.endpoint=tcp://127.0.0.1:*",
+				"--set", "events.batch_ms=1", NULL };
+	uint16_t port;
+
+	start_with(name, extra, NULL);
+	port = tsrv_log_port(srv.log, "publishing KV events on tcp://127.0.0.1:");
+	snprintf(ep, 64, "tcp://127.0.0.1:%u", port);
+	*sub = ev_sub(zctx, ep);
+	T_RC(kc_dial(c, srv.port, "alice", SECRET_ALICE), 0);
+	T_RC(kc_register(c, &desc, ns, NULL, 0), KVT_OK);
+	tsrv_sleep_ms(300); /* the subscription reaches the publisher */
+	return port;
+}
+
 #define EVF_IDLE 200u              /* connections that send nothing */
 #define EVF_BIG (64u << 20)        /* bytes of the oversized subscription sent */
 
 static void phase_kvevents_flood(void)
 {
-	const char *extra[] = { "--ssd", "0", "--set", "events.endpoint=tcp://127.0.0.1:*",
-				"--set", "events.batch_ms=1", NULL };
-	/* ZMTP 3.0: greeting (NULL mechanism, as client), READY of a SUB,
-	 * then a message frame (long: 8-byte size) of 1 GiB. */
-	static const uint8_t zmtp[] = {
-		0xff, 0, 0, 0, 0, 0, 0, 0, 0, 0x7f, 3, 0, 'N', 'U', 'L', 'L', 0, 0, 0, 0, 0, 0,
-		0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 /* as-server */, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-		0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-		0x04, 25, 5, 'R', 'E', 'A', 'D', 'Y', 11, 'S', 'o', 'c', 'k', 'e', 't', '-', 'T',
-		'y', 'p', 'e', 0, 0, 0, 3, 'S', 'U', 'B',
-		0x02, 0, 0, 0, 0, 0x40, 0, 0, 0, 0x01 /* a subscription */ };
-	_Static_assert(sizeof(zmtp) == 64 + 27 + 9 + 1, "greeting, READY, a frame's head");
+	/* After the hello, a message frame (long: 8-byte size) of 1 GiB. */
+	static const uint8_t frame[] = { 0x02, 0, 0, 0, 0, 0x40, 0, 0, 0, 0x01 /* subscribe */ };
 	void *zctx = zmq_ctx_new(), *sub;
 	static int idle[EVF_IDLE];
 	static uint8_t got[1 << 20];
@@ -2193,23 +2229,15 @@ static void phase_kvevents_flood(void)
 	unsigned fds0, fds_idle, fds_after, closed_n = 0, msgs = 0, seen;
 	uint64_t rss_a, rss_peak = 0, t0;
 	int64_t sent = 0;
-	uint8_t *chunk = calloc(1, 1u << 20), ns[PROTO_DIGEST_LEN], v[256];
+	uint8_t *chunk = calloc(1, 1u << 20), ns[PROTO_DIGEST_LEN];
 	struct kc c;
 	bool closed = false;
 	uint16_t port;
 	int big;
 
 	T_ASSERT(chunk != NULL);
-	start_with("kvevents_flood", extra, NULL);
-	port = tsrv_log_port(srv.log, "publishing KV events on tcp://127.0.0.1:");
-	snprintf(ep, sizeof(ep), "tcp://127.0.0.1:%u", port);
 	/* The router: subscribed before and served after. */
-	sub = zmq_socket(zctx, ZMQ_SUB);
-	T_EQ_INT(zmq_setsockopt(sub, ZMQ_SUBSCRIBE, "", 0), 0);
-	T_EQ_INT(zmq_connect(sub, ep), 0);
-	T_RC(kc_dial(&c, srv.port, "alice", SECRET_ALICE), 0);
-	T_RC(kc_register(&c, &desc, ns, NULL, 0), KVT_OK);
-	tsrv_sleep_ms(300);
+	port = kvev_start("kvevents_flood", zctx, ep, &sub, &c, ns);
 	fds0 = fds_of(srv.pid);
 
 	/* Connections that send nothing. */
@@ -2230,7 +2258,9 @@ static void phase_kvevents_flood(void)
 	/* A subscription of 1 GiB, 64 MiB of it sent. */
 	rss_a = tsrv_rss(srv.pid);
 	big = tcp_connect(port);
-	T_ASSERT(send_for(big, zmtp, sizeof(zmtp), 1000) == (int64_t)sizeof(zmtp));
+	T_ASSERT(send_for(big, zmtp_sub_hello, sizeof(zmtp_sub_hello), 1000) ==
+		 (int64_t)sizeof(zmtp_sub_hello));
+	T_ASSERT(send_for(big, frame, sizeof(frame), 1000) == (int64_t)sizeof(frame));
 	t0 = tsrv_now_ns();
 	while ((uint64_t)sent < EVF_BIG && tsrv_now_ns() - t0 < 10000000000ull) {
 		int64_t w = send_for(big, chunk, 1u << 20, 500);
@@ -2250,15 +2280,7 @@ static void phase_kvevents_flood(void)
 		close(idle[i]);
 
 	/* The router and the native client are served. */
-	for (int i = 0; i < EV_KEYS; i++) {
-		struct kvt_key k;
-		struct iovec p = { v, sizeof(v) };
-		char name[32];
-		snprintf(name, sizeof(name), "flood-ev-key-%d", i);
-		kvt_key_set(&k, name, strlen(name));
-		tsrv_fill(v, sizeof(v), (uint32_t)i);
-		T_RC(kc_put(&c, ns, &k, &p, 1, NULL), KVT_OK);
-	}
+	ev_put_keys(&c, ns, "flood-ev-key-");
 	seen = ev_count(got, ev_drain(sub, got, sizeof(got), 1000, &msgs), "flood-ev-key-");
 	tsrv_sleep_ms(300);
 	fds_after = fds_of(srv.pid);
@@ -2315,15 +2337,6 @@ static int evc_connect(uint16_t port, unsigned i)
 
 static void phase_kvevents_cap(void)
 {
-	const char *extra[] = { "--ssd", "0", "--set", "events.endpoint=tcp://127.0.0.1:*",
-				"--set", "events.batch_ms=1", NULL };
-	/* ZMTP 3.0: greeting (NULL mechanism, as client), a SUB's READY. */
-	static const uint8_t zmtp[] = {
-		0xff, 0, 0, 0, 0, 0, 0, 0, 0, 0x7f, 3, 0, 'N', 'U', 'L', 'L', 0, 0, 0, 0, 0, 0,
-		0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 /* as-server */, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-		0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-		0x04, 25, 5, 'R', 'E', 'A', 'D', 'Y', 11, 'S', 'o', 'c', 'k', 'e', 't', '-', 'T',
-		'y', 'p', 'e', 0, 0, 0, 3, 'S', 'U', 'B' };
 	static const char refusal[] = "\x05" "ERROR" "\x03" "400";
 	enum { N = EVC_ONE + EVC_MANY };
 	static int peer[N];
@@ -2336,25 +2349,18 @@ static void phase_kvevents_cap(void)
 	unsigned fds0, fds_flood, fds_held, fds_after, open_one = 0, open_many = 0, refused = 0;
 	unsigned msgs = 0, seen, seen2, left = N;
 	uint64_t t0, refused_stat;
-	uint8_t ns[PROTO_DIGEST_LEN], v[256];
+	uint8_t ns[PROTO_DIGEST_LEN];
 	struct kc c;
 	uint16_t port;
 
-	start_with("kvevents_cap", extra, NULL);
-	port = tsrv_log_port(srv.log, "publishing KV events on tcp://127.0.0.1:");
-	snprintf(ep, sizeof(ep), "tcp://127.0.0.1:%u", port);
 	/* The router: subscribed before and served throughout. */
-	sub = zmq_socket(zctx, ZMQ_SUB);
-	T_EQ_INT(zmq_setsockopt(sub, ZMQ_SUBSCRIBE, "", 0), 0);
-	T_EQ_INT(zmq_connect(sub, ep), 0);
-	T_RC(kc_dial(&c, srv.port, "alice", SECRET_ALICE), 0);
-	T_RC(kc_register(&c, &desc, ns, NULL, 0), KVT_OK);
-	tsrv_sleep_ms(300);
+	port = kvev_start("kvevents_cap", zctx, ep, &sub, &c, ns);
 	fds0 = fds_of(srv.pid);
 
 	for (unsigned i = 0; i < N; i++) {
 		peer[i] = i < EVC_ONE ? tcp_connect_from(port, 2) : evc_connect(port, i - EVC_ONE);
-		T_ASSERT(send_for(peer[i], zmtp, sizeof(zmtp), 1000) == (int64_t)sizeof(zmtp));
+		T_ASSERT(send_for(peer[i], zmtp_sub_hello, sizeof(zmtp_sub_hello), 1000) ==
+			 (int64_t)sizeof(zmtp_sub_hello));
 	}
 	fds_flood = fds_of(srv.pid);
 	/* Until the handshake deadline (5 s) has passed for all: who is
@@ -2408,34 +2414,16 @@ static void phase_kvevents_cap(void)
 	T_ASSERT(refused_stat >= N - open_one - open_many);
 
 	/* The router and the native client are served. */
-	for (int i = 0; i < EV_KEYS; i++) {
-		struct kvt_key k;
-		struct iovec p = { v, sizeof(v) };
-		char name[32];
-		snprintf(name, sizeof(name), "cap-ev-key-%d", i);
-		kvt_key_set(&k, name, strlen(name));
-		tsrv_fill(v, sizeof(v), (uint32_t)i);
-		T_RC(kc_put(&c, ns, &k, &p, 1, NULL), KVT_OK);
-	}
+	ev_put_keys(&c, ns, "cap-ev-key-");
 	seen = ev_count(got, ev_drain(sub, got, sizeof(got), 1000, &msgs), "cap-ev-key-");
 
 	/* The peers leave: a new subscriber is let in. */
 	for (unsigned i = 0; i < N; i++)
 		close(peer[i]);
 	tsrv_sleep_ms(500);
-	sub2 = zmq_socket(zctx, ZMQ_SUB);
-	T_EQ_INT(zmq_setsockopt(sub2, ZMQ_SUBSCRIBE, "", 0), 0);
-	T_EQ_INT(zmq_connect(sub2, ep), 0);
+	sub2 = ev_sub(zctx, ep);
 	tsrv_sleep_ms(500);
-	for (int i = 0; i < EV_KEYS; i++) {
-		struct kvt_key k;
-		struct iovec p = { v, sizeof(v) };
-		char name[32];
-		snprintf(name, sizeof(name), "cap-ev-late-%d", i);
-		kvt_key_set(&k, name, strlen(name));
-		tsrv_fill(v, sizeof(v), (uint32_t)i);
-		T_RC(kc_put(&c, ns, &k, &p, 1, NULL), KVT_OK);
-	}
+	ev_put_keys(&c, ns, "cap-ev-late-");
 	seen2 = ev_count(got, ev_drain(sub2, got, sizeof(got), 1000, &msgs), "cap-ev-late-");
 	fds_after = fds_of(srv.pid);
 	printf("kvevents_cap: router got %u of %u blocks; after the peers left a new "

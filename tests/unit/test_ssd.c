@@ -1790,6 +1790,40 @@ static void test_part_table_check(void)
 #define PL_PARTS 4
 static const size_t pl_lens[PL_PARTS] = { 3584, (3u << 20) + 12388, (2u << 20) + 333, 10 };
 
+static struct kvt_store *pl_open(const char *dir)
+{
+	return t_store_open("path", dir, "dram.capacity", "64M", "dram.chunk", "4K",
+			    "dram.prefault", "off", "ssd.capacity", "64M", "ssd.segment", "16M",
+			    "ssd.admission", "always", "ssd.io", io_backend, NULL);
+}
+
+/* A quiet get of part `part` of key into d[n] on q, answered OK from the
+ * SSD (*r: the answer): the bytes the library's allocations (m) peaked
+ * at over what they held before it. */
+static int64_t quiet_part_peak(struct kvt_queue *q, struct kvt_mem *m, uint32_t ns,
+			       struct kvt_key key, uint32_t part, struct iovec *d, uint32_t n,
+			       struct kvt_req *r)
+{
+	struct kvt_req *rp = r, *done;
+	int64_t before;
+
+	memset(r, 0, sizeof(*r));
+	r->op = KVT_OP_GET;
+	r->flags = KVT_F_PART | KVT_F_QUIET;
+	r->part = part;
+	r->ns = ns;
+	r->key = key;
+	r->iov = d;
+	r->iov_count = n;
+	before = atomic_load(&m->bytes);
+	atomic_store(&m->peak_bytes, before);
+	T_RC(kvt_submit(q, &rp, 1), 1);
+	T_RC(kvt_queue_wait(q, &done, 1, 10000), 1);
+	T_RC(r->status, KVT_OK);
+	T_EQ_INT(r->tier, KVT_TIER_SSD);
+	return atomic_load(&m->peak_bytes) - before;
+}
+
 static void test_part_large(void)
 {
 	char *dir = t_mkdtemp(), *want, *al, *un;
@@ -1810,16 +1844,12 @@ static void test_part_large(void)
 	t_fill(want, total, 70);
 	for (uint32_t p = 0; p < PL_PARTS; p++)
 		v[p] = (struct iovec){ want + off[p], pl_lens[p] };
-	s = t_store_open("path", dir, "dram.capacity", "64M", "dram.chunk", "4K", "dram.prefault",
-			 "off", "ssd.capacity", "64M", "ssd.segment", "16M", "ssd.admission",
-			 "always", "ssd.io", io_backend, NULL);
+	s = pl_open(dir);
 	ns = ns_of(s);
 	T_RC(kvt_put(s, ns, &key, v, PL_PARTS), KVT_OK);
 	T_OK(kvt_flush(s));
 	kvt_store_destroy(s);
-	s = t_store_open("path", dir, "dram.capacity", "64M", "dram.chunk", "4K", "dram.prefault",
-			 "off", "ssd.capacity", "64M", "ssd.segment", "16M", "ssd.admission",
-			 "always", "ssd.io", io_backend, NULL);
+	s = pl_open(dir);
 	m = ssd_of(s)->mem;
 	T_OK(kvt_queue_create(s, &q));
 	for (int way = 0; way < 3; way++)
@@ -1829,33 +1859,20 @@ static void test_part_large(void)
 			struct iovec d[3] = { { to, way == 2 ? cut[0] : pl_lens[p] + 1 },
 					      { to + cut[0], cut[1] - cut[0] },
 					      { to + cut[1], pl_lens[p] + 1 - cut[1] } };
-			struct kvt_req r, *rp = &r, *done;
-			int64_t before;
+			struct kvt_req r;
+			int64_t peak;
 			memset(to, 0xee, pl_lens[p] + 1);
-			memset(&r, 0, sizeof(r));
-			r.op = KVT_OP_GET;
-			r.flags = KVT_F_PART | KVT_F_QUIET;
-			r.part = p;
-			r.ns = ns;
-			r.key = key;
-			r.iov = d;
-			r.iov_count = way == 2 ? 3 : 1;
-			before = atomic_load(&m->bytes);
-			atomic_store(&m->peak_bytes, before);
-			T_RC(kvt_submit(q, &rp, 1), 1);
-			T_RC(kvt_queue_wait(q, &done, 1, 10000), 1);
-			T_RC(r.status, KVT_OK);
-			T_EQ_INT(r.tier, KVT_TIER_SSD);
+			peak = quiet_part_peak(q, m, ns, key, p, d, way == 2 ? 3 : 1, &r);
 			T_EQ_U64(r.length, pl_lens[p]);
 			T_EQ_U64(r.value_len, total);
 			T_EQ_MEM(to, want + off[p], pl_lens[p]);
 			T_EQ_INT((unsigned char)to[pl_lens[p]], 0xee);
-			T_ASSERT(atomic_load(&m->peak_bytes) - before <= (1 << 20) + (64 << 10));
+			T_ASSERT(peak <= (1 << 20) + (64 << 10));
 			/* in place, no piece's buffer: part 1 starts 4096 bytes
 			 * into the record behind a 512-byte header (3584 into the
 			 * value); behind a 4Kn drive's 4096-byte header it does not */
 			if (way == 0 && p == 1 && !getenv("KVT_TEST_DIO_ALIGN"))
-				T_ASSERT(atomic_load(&m->peak_bytes) - before <= 64 << 10);
+				T_ASSERT(peak <= 64 << 10);
 		}
 	T_EQ_U64(t_stat(s, "ssd.part_reads"), 3 * PL_PARTS);
 	T_EQ_U64(t_stat(s, "dram.blocks"), 0);
@@ -1867,38 +1884,23 @@ static void test_part_large(void)
 	{
 		struct iovec *pv = calloc(KVT_PARTS_MAX, sizeof(*pv));
 		struct kvt_key k71 = t_key(71);
-		struct kvt_req r, *rp = &r, *done;
+		struct kvt_req r;
 		struct iovec d = { al, 1024 };
-		int64_t before;
+		int64_t peak;
 		T_ASSERT(pv != NULL);
 		for (uint32_t p = 0; p < KVT_PARTS_MAX; p++)
 			pv[p] = (struct iovec){ want + p, p == 0 ? 1024 : 1 };
 		T_RC(kvt_put(s, ns, &k71, pv, KVT_PARTS_MAX), KVT_OK);
 		T_OK(kvt_flush(s));
 		kvt_store_destroy(s);
-		s = t_store_open("path", dir, "dram.capacity", "64M", "dram.chunk", "4K",
-				 "dram.prefault", "off", "ssd.capacity", "64M", "ssd.segment", "16M",
-				 "ssd.admission", "always", "ssd.io", io_backend, NULL);
+		s = pl_open(dir);
 		m = ssd_of(s)->mem;
 		T_OK(kvt_queue_create(s, &q));
-		memset(&r, 0, sizeof(r));
-		r.op = KVT_OP_GET;
-		r.flags = KVT_F_PART | KVT_F_QUIET;
-		r.ns = ns;
-		r.key = k71;
-		r.iov = &d;
-		r.iov_count = 1;
-		before = atomic_load(&m->bytes);
-		atomic_store(&m->peak_bytes, before);
-		T_RC(kvt_submit(q, &rp, 1), 1);
-		T_RC(kvt_queue_wait(q, &done, 1, 10000), 1);
-		T_RC(r.status, KVT_OK);
-		T_EQ_INT(r.tier, KVT_TIER_SSD);
+		peak = quiet_part_peak(q, m, ns, k71, 0, &d, 1, &r);
 		T_EQ_MEM(al, want, 1024);
 		printf("  a quiet part read of part 0 of %u parts held %lld B (bound %u)\n",
-		       KVT_PARTS_MAX, (long long)(atomic_load(&m->peak_bytes) - before),
-		       KVT_PART_QUIET_MEM);
-		T_ASSERT(atomic_load(&m->peak_bytes) - before <= KVT_PART_QUIET_MEM);
+		       KVT_PARTS_MAX, (long long)peak, KVT_PART_QUIET_MEM);
+		T_ASSERT(peak <= KVT_PART_QUIET_MEM);
 		free(pv);
 	}
 	T_OK(kvt_queue_destroy(q));
