@@ -1623,6 +1623,51 @@ static void test_learn_below_room(void)
 	free(dir);
 }
 
+/*
+ * 7l. The log's fullness with the low watermark below the high one
+ *     (ssd.high_watermark 75, ssd.low_watermark 50; 8 segments of 1 MiB:
+ *     marks of 6 and 4 slots).  Through the first lap it is not full (the
+ *     records go to free slots); the open that evicts makes it full, and
+ *     it stays so at the next open, which takes a slot that eviction freed
+ *     and evicts nothing -- every record written there still brings the
+ *     next eviction closer.  Before 2026-12-04 that open set it not full,
+ *     so DRAM's write-down filter (ssd.adapt_writedown) was off for the
+ *     (high - low) % of the log between two evictions.  A clear that
+ *     empties the SSD's index frees it.
+ */
+static void test_log_full_marks(void)
+{
+	char *dir = t_mkdtemp(), cap[32];
+	struct kvt_store *s;
+	uint64_t id = 1, evicted;
+	uint32_t ns;
+
+	snprintf(cap, sizeof cap, "%u", 4 * VLEN);
+	s = t_store_open("path", dir, "dram.capacity", cap, "dram.chunk", "65536", "dram.shards",
+			 "1", "dram.prefault", "off", "ssd.capacity", "8M", "ssd.segment", "1M",
+			 "ssd.admission", "always", "ssd.high_watermark", "75",
+			 "ssd.low_watermark", "50", NULL);
+	ns = t_ns(s, "marks");
+	while (t_stat(s, "ssd.segments_evicted") == 0 && id < 400) {
+		T_ASSERT(!ssd_log_full(store_ssd(s)));
+		put_id(s, ns, id++, 0);
+	}
+	evicted = t_stat(s, "ssd.segments_evicted");
+	T_ASSERT(evicted > 0);
+	T_ASSERT(ssd_log_full(store_ssd(s)));
+	/* One more segment opened (15 records of 64 KiB fill one): into a
+	 * free slot, nothing evicted, still full. */
+	for (uint64_t n = 0; n < 20; n++)
+		put_id(s, ns, id++, 0);
+	T_EQ_U64(t_stat(s, "ssd.segments_evicted"), evicted);
+	T_ASSERT(ssd_log_full(store_ssd(s)));
+	T_ASSERT(kvt_clear(s, ns) >= 0);
+	T_ASSERT(!ssd_log_full(store_ssd(s)));
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+}
+
 static void test_adapt_mode(void)
 {
 	struct kvt_mem mem;
@@ -1679,6 +1724,7 @@ int main(void)
 	test_adapt_below();
 	test_adapt_below_room();
 	test_learn_below_room();
+	test_log_full_marks();
 	test_adapt_groups();
 	test_adapt_group_isolation();
 	test_adapt_store_groups();

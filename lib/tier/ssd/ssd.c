@@ -853,7 +853,8 @@ static void ssd_room_tell(struct ssd *s)
 }
 
 /* Start a new segment in a free slot, evicting by watermarks.  seg_lock
- * held.  Sets log_full: whether this open had to evict or reuse. */
+ * held.  Sets log_full: whether this open had to evict or reuse, or the
+ * log was full and still holds more than the low watermark. */
 static int seg_open_slot_locked(struct ssd *s)
 {
 	uint32_t used, slot;
@@ -917,7 +918,13 @@ again:
 	}
 	s->segs[slot].state = SEG_OPEN;
 	s->open_slot = (int32_t)slot;
-	atomic_store(&s->log_full, evicted);
+	/* With the low watermark below the high one, the opens between two
+	 * evictions take the free slots the last one made: they evict
+	 * nothing, but every record written brings the next eviction
+	 * closer, so the log stays full while it holds more than the low
+	 * mark (at the default 100/100 no slot is free past the first lap,
+	 * and every open there evicts or reuses). */
+	atomic_store(&s->log_full, evicted || (atomic_load(&s->log_full) && used + 1 > low));
 	return 0;
 }
 
