@@ -41,40 +41,19 @@ static size_t sink(char *p, size_t size, size_t nm, void *ctx)
 	return size * nm;
 }
 
-/* CreateBucket, signed by libcurl: its HTTP status. */
-static long create_bucket(const char *bucket)
-{
-	CURL *h = curl_easy_init();
-	struct curl_slist *hd = curl_slist_append(NULL, "x-amz-content-sha256: UNSIGNED-PAYLOAD");
-	char url[128];
-	long status = 0;
-
-	snprintf(url, sizeof(url), "%s/%s", endpoint, bucket);
-	curl_easy_setopt(h, CURLOPT_URL, url);
-	curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, "PUT");
-	curl_easy_setopt(h, CURLOPT_AWS_SIGV4, "aws:amz:us-east-1:s3");
-	curl_easy_setopt(h, CURLOPT_USERPWD, TENANT ":" SECRET);
-	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hd);
-	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, sink);
-	T_EQ_INT(curl_easy_perform(h), CURLE_OK);
-	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
-	curl_slist_free_all(hd);
-	curl_easy_cleanup(h);
-	return status;
-}
-
-/* PUT a one-byte object named key (no byte of it to escape), signed by
- * libcurl: its HTTP status. */
-static long put_object(const char *key)
+/* A PUT of path (a bucket, "bucket/key": no byte of it to escape) with
+ * body (NULL: none), signed by libcurl: its HTTP status. */
+static long put_signed(const char *path, const char *body)
 {
 	CURL *h = curl_easy_init();
 	struct curl_slist *hd = curl_slist_append(NULL, "x-amz-content-sha256: UNSIGNED-PAYLOAD");
 	char url[1200];
 	long status = 0;
 
-	snprintf(url, sizeof(url), "%s/kvt/%s", endpoint, key);
+	snprintf(url, sizeof(url), "%s/%s", endpoint, path);
 	curl_easy_setopt(h, CURLOPT_URL, url);
-	curl_easy_setopt(h, CURLOPT_POSTFIELDS, "x");
+	if (body)
+		curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
 	curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, "PUT");
 	curl_easy_setopt(h, CURLOPT_AWS_SIGV4, "aws:amz:us-east-1:s3");
 	curl_easy_setopt(h, CURLOPT_USERPWD, TENANT ":" SECRET);
@@ -114,14 +93,15 @@ static void list_long_keys(void)
 				   .list_page = 1 };
 	struct shs3_creds c;
 	struct long_seen seen = { 0 };
-	char keys[3][S3LIST_KEY_MAX + 1];
+	char keys[3][S3LIST_KEY_MAX + 1], path[S3LIST_KEY_MAX + 8];
 	struct shs3 *s3;
 
 	for (unsigned i = 0; i < 3; i++) {
 		memcpy(keys[i], "long/", 5);
 		memset(keys[i] + 5, 'a' + (int)i, S3LIST_KEY_MAX - 5);
 		keys[i][S3LIST_KEY_MAX] = 0;
-		T_EQ_INT((int)put_object(keys[i]), 200);
+		snprintf(path, sizeof(path), "kvt/%s", keys[i]);
+		T_EQ_INT((int)put_signed(path, "x"), 200);
 	}
 	kvt_mem_init(&mem);
 	memset(&c, 0, sizeof(c));
@@ -232,7 +212,7 @@ int main(int argc, char **argv)
 
 	tsrv_start(&srv, argv[1], base, dir, tenants, extra);
 	snprintf(endpoint, sizeof(endpoint), "http://127.0.0.1:%u", tsrv_s3_port(srv.log));
-	T_EQ_INT((int)create_bucket("kvt"), 200);
+	T_EQ_INT((int)put_signed("kvt", NULL), 200); /* CreateBucket */
 
 	/* 1. writes through the shared tier */
 	s = open_g4();
