@@ -53,14 +53,12 @@ static const char *s3list_find(const char *a, const char *end, const char *needl
 	return memmem(a, (size_t)(end - a), needle, strlen(needle));
 }
 
-/* The text of the first <tag>...</tag> in [a, end): its start, *len its
- * bytes; NULL if there is none. */
-static const char *s3list_tag(const char *a, const char *end, const char *tag, size_t *len)
+/* The text of the first open_t...close_t ("<Key>", "</Key>") in [a,
+ * end): its start, *len its bytes; NULL if there is none. */
+static const char *s3list_tag(const char *a, const char *end, const char *open_t,
+			      const char *close_t, size_t *len)
 {
-	char open_t[32], close_t[32];
 	const char *b;
-	snprintf(open_t, sizeof(open_t), "<%s>", tag);
-	snprintf(close_t, sizeof(close_t), "</%s>", tag);
 	a = s3list_find(a, end, open_t);
 	if (!a)
 		return NULL;
@@ -323,16 +321,17 @@ static int s3list_entry(struct s3list *l, size_t *pos, struct s3list_entry *e,
 	if (!end || s3list_find(p, end, S3LIST_CONTENTS))
 		return -EIO;
 	*pos = (size_t)(end - l->page) + strlen(S3LIST_CONTENTS_END);
-	if (!(v = s3list_tag(p, end, "Key", &n)) ||
+	if (!(v = s3list_tag(p, end, "<Key>", "</Key>", &n)) ||
 	    (kl = s3list_unescape(v, n, l->key, sizeof(l->key))) < 1 ||
 	    strncmp(l->key, l->prefix, l->prefix_len))
 		return -EIO;
 	/* S3 sends both with every entry: one without is not "nothing here". */
-	if (!(v = s3list_tag(p, end, "Size", &n)) || n >= sizeof(sz))
+	if (!(v = s3list_tag(p, end, "<Size>", "</Size>", &n)) || n >= sizeof(sz))
 		return -EIO;
 	memcpy(sz, v, n);
 	sz[n] = 0;
-	if (s3list_size(sz, &e->size) < 0 || !(v = s3list_tag(p, end, "LastModified", &n)) ||
+	if (s3list_size(sz, &e->size) < 0 ||
+	    !(v = s3list_tag(p, end, "<LastModified>", "</LastModified>", &n)) ||
 	    s3list_date(v, n, &e->mtime_s) < 0)
 		return -EIO;
 	e->key = l->key;
