@@ -11,14 +11,17 @@
  *
  * Properties, across the pages of one walk: every key returned is 1 to
  * S3LIST_KEY_MAX bytes, starts with the prefix and is greater than the one
- * before it; a page read to its end returned every key it counted (no
- * entry is skipped); a truncated page gave at least one key and a token
+ * before it, and its date lies in the years 0000 to 9999 (a day either
+ * side: offsets); a page is all or nothing: refused by s3list_page, it
+ * gives no entry (s3list_next and s3list_end say -EIO at once), taken,
+ * it gives every key it counted (no entry is skipped) and s3list_end says
+ * 0 or 1, never -EIO; a truncated page gave at least one key and a token
  * of 1 to S3LIST_TOKEN_MAX bytes other than the one before; after 0
- * s3list_next keeps returning 0, after -EIO it keeps returning -EIO, and
- * s3list_end then says -EIO too.  Returns 0 always; a broken
- * property traps.  Seed corpus: tests/fuzz/corpus/s3list/.
+ * s3list_next keeps returning 0; a walk refused stays refused.  Returns 0
+ * always; a broken property traps.  Seed corpus: tests/fuzz/corpus/s3list/.
  */
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,10 +32,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static const char *const prefixes[] = { "", "kvt1/", "kvt1/a", "x" };
 static const char sep[] = "\n\1\n";
+/* 0000-01-01T00:00:00+23:59 and 9999-12-31T23:59:60-23:59, in epoch seconds */
+#define MTIME_MIN (INT64_C(-62167219200) - 86400)
+#define MTIME_MAX (INT64_C(253402300800) + 86400)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	static struct s3list l; /* 8 KiB: not on libFuzzer's stack */
+	static struct s3list l; /* 10 KiB: not on libFuzzer's stack */
 	static char prev_key[S3LIST_KEY_MAX + 1], prev_token[S3LIST_TOKEN_MAX + 1];
 	const char *in, *end, *prefix;
 	struct s3list_entry e;
@@ -54,30 +60,34 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (!page)
 			return 0;
 		memcpy(page, in, len);
-		s3list_page(&l, len ? page : NULL, len);
+		rc = s3list_page(&l, len ? page : NULL, len);
+		if (rc < 0) {
+			/* refused whole: not one entry */
+			FUZZ_CHECK(rc == -EIO);
+			FUZZ_CHECK(s3list_next(&l, &e) == -EIO);
+			FUZZ_CHECK(s3list_end(&l) == -EIO);
+			FUZZ_CHECK(s3list_page(&l, "", 0) == -EIO);
+			free(page);
+			return 0;
+		}
+		FUZZ_CHECK(rc == 0);
 		while ((rc = s3list_next(&l, &e)) > 0) {
 			size_t n = strlen(e.key);
 			FUZZ_CHECK(n >= 1 && n <= S3LIST_KEY_MAX);
 			FUZZ_CHECK(!strncmp(e.key, prefix, strlen(prefix)));
 			FUZZ_CHECK(strcmp(e.key, prev_key) > 0);
+			FUZZ_CHECK(e.mtime_s >= MTIME_MIN && e.mtime_s <= MTIME_MAX);
 			memcpy(prev_key, e.key, n + 1);
 			got++;
 		}
-		if (rc < 0) {
-			FUZZ_CHECK(rc == -EIO);
-			FUZZ_CHECK(s3list_next(&l, &e) == -EIO);
-			FUZZ_CHECK(s3list_end(&l) == -EIO);
-			free(page);
-			return 0;
-		}
+		FUZZ_CHECK(rc == 0); /* taken: every entry, none refused */
 		FUZZ_CHECK(s3list_next(&l, &e) == 0);
 		FUZZ_CHECK(l.keys == got);
 		rc = s3list_end(&l);
 		free(page);
-		if (rc <= 0) {
-			FUZZ_CHECK(rc == 0 || rc == -EIO);
+		FUZZ_CHECK(rc == 0 || rc == 1);
+		if (rc == 0)
 			return 0;
-		}
 		FUZZ_CHECK(rc == 1 && l.keys >= 1);
 		FUZZ_CHECK(l.token[0] && strlen(l.token) <= S3LIST_TOKEN_MAX);
 		FUZZ_CHECK(strcmp(l.token, prev_token) != 0);

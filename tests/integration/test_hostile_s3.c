@@ -17,10 +17,12 @@
  * endless headers, a 1 MiB header line, 100 Continue forever: the
  * timeout), redirect (3xx to another port or file://, HTTP/0.9), list
  * (ListObjectsV2 pages that never end, cycle, omit their token, or name
- * objects that are not blocks), listdate (absurd LastModified dates),
- * listsize (sizes that wrap a sum, or are not plain digits), listbad
- * (pages that break a listing's shape: entries without a size or a
- * date, not closed, a NUL, IsTruncated in an entry; escaped tokens),
+ * objects that are not blocks), listdate (LastModified as each store
+ * sends it, and dates that are none), listsize (sizes that wrap a sum,
+ * or are not plain digits), listbad (pages that break a listing's shape:
+ * entries without a size or a date, not closed, a NUL, IsTruncated in an
+ * entry, character references that are no character; escaped and long
+ * tokens), listwhole (good entries, then a bad one: nothing deleted),
  * uploadid (an UploadId with '&', '#', ' ' in it; one of 1 MiB), store
  * (through the public API: an engine's store whose shared tier is the
  * fake gets counted misses, then its blocks again).
@@ -47,6 +49,7 @@
 #include <unistd.h>
 
 #include "shdir.h"
+#include "s3list.h"
 #include "shs3.h"
 #include "t.h"
 #include "tstore.h"
@@ -96,7 +99,6 @@ enum mode {
 	M_LIST_EMPTY,      /* truncated, no keys, a new token every page */
 	M_LIST_FOREIGN,    /* one page: path traversal, not-ours names, absurd sizes
 			    * (list_size) */
-	M_LIST_DATE,       /* one page: a block whose LastModified is absurd */
 	M_LIST_NESTED,     /* one page: 400,000 <Contents> opened, one closed */
 	M_LIST_RAW,        /* the first page raw[0], every later one raw[1] */
 	/* multipart */
@@ -134,7 +136,6 @@ static const char *const mode_names[] = {
 	[M_LIST_NOTOKEN] = "list_notoken",
 	[M_LIST_EMPTY] = "list_empty",
 	[M_LIST_FOREIGN] = "list_foreign",
-	[M_LIST_DATE] = "list_date",
 	[M_LIST_NESTED] = "list_nested",
 	[M_LIST_RAW] = "list_raw",
 	[M_UPLOAD_ODD] = "upload_odd",
@@ -166,7 +167,7 @@ struct fake {
 	char list_size[32];         /* M_LIST_FOREIGN: every entry's <Size> ("": 2^64 - 1) */
 	char *raw[2];               /* M_LIST_RAW: the first page's body, every later one's */
 	size_t raw_len[2];
-	char list_line[4096];       /* M_LIST_RAW: the last listing's request line */
+	char list_line[16384];      /* M_LIST_RAW: the last listing's request line */
 };
 
 /* ------------------------------------------------------------------------
@@ -578,9 +579,6 @@ static void fk_list(struct fake *f, int fd, const char *hdr, enum mode m)
 	case M_LIST_FOREIGN:
 		fk_list_page(f, fd, false, NULL, true, size, "2026-12-04T10:00:00.000Z");
 		break;
-	case M_LIST_DATE:
-		fk_list_page(f, fd, false, NULL, true, "10000", "-2147483648-01-01T00:00:00.000Z");
-		break;
 	case M_LIST_RAW: {
 		unsigned i = page > 0;
 		char *x;
@@ -703,7 +701,7 @@ static void *fk_main(void *arg)
 			fk_printf(fd, "kvt1 objects are here, honest\n");
 			break;
 		case M_LIST_SAME: case M_LIST_CYCLE: case M_LIST_NOTOKEN: case M_LIST_EMPTY:
-		case M_LIST_FOREIGN: case M_LIST_DATE: case M_LIST_NESTED: case M_LIST_RAW:
+		case M_LIST_FOREIGN: case M_LIST_NESTED: case M_LIST_RAW:
 			if (!strncmp(hdr, "GET /b?", 7)) {
 				fk_list(f, fd, hdr, m);
 			} else {
@@ -1077,23 +1075,29 @@ static void block_name(uint64_t i, char *out)
 	T_OK(shdir_relpath(NS, &k, out));
 }
 
+static int name_cmp(const void *a, const void *b)
+{
+	return strcmp(a, b);
+}
+
+/* The object names of blocks 1 to n, in S3's (byte) order. */
+static void block_names(char (*b)[SHDIR_RELPATH_MAX], unsigned n)
+{
+	for (unsigned i = 0; i < n; i++)
+		block_name(i + 1, b[i]);
+	qsort(b, n, sizeof(b[0]), name_cmp);
+}
+
 static void case_list(struct fake *f)
 {
 	static const enum mode loops[] = { M_LIST_SAME, M_LIST_CYCLE, M_LIST_NOTOKEN,
 					   M_LIST_EMPTY };
 	struct shs3 *s3 = open_s3(f, 3);
 	struct kvt_shared_gc_result res;
-	char b1[SHDIR_RELPATH_MAX], b2[SHDIR_RELPATH_MAX], ns[80], t1[300], t2[300];
+	char b[2][SHDIR_RELPATH_MAX], *b1 = b[0], *b2 = b[1], ns[80], t1[300], t2[300];
 	int64_t rc;
 
-	block_name(1, b1);
-	block_name(2, b2);
-	if (strcmp(b1, b2) > 0) {
-		char t[SHDIR_RELPATH_MAX];
-		memcpy(t, b1, sizeof(t));
-		memcpy(b1, b2, sizeof(t));
-		memcpy(b2, t, sizeof(t));
-	}
+	block_names(b, 2);
 	{
 		const char *keys[] = { b1, b2 };
 		set_list_keys(f, keys, 2);
@@ -1295,6 +1299,11 @@ static void set_raw(struct fake *f, unsigned i, const char *fmt, ...)
 #define L_LM "<LastModified>2026-12-04T10:00:00.000Z</LastModified>"
 #define L_SZ "<Size>10000</Size>"
 #define L_E "<Contents><Key>%s</Key>" L_LM "<ETag>&quot;e&quot;</ETag>" L_SZ "</Contents>"
+/* An entry whose key is the next %s with ref after it */
+#define L_EREF(ref) "<Contents><Key>%s" ref "</Key>" L_LM L_SZ "</Contents>"
+/* An entry as SeaweedFS sends it, of 2020: older than any age limit here */
+#define L_EOLD "<Contents><Key>%s</Key><LastModified>2020-01-01T00:00:00Z</LastModified>" \
+	L_SZ "</Contents>"
 
 /* gc over M_LIST_RAW with the pages set: its result; *pages the pages asked. */
 static int raw_gc(struct fake *f, struct shs3 *s3, struct kvt_shared_gc_result *res,
@@ -1305,6 +1314,53 @@ static int raw_gc(struct fake *f, struct shs3 *s3, struct kvt_shared_gc_result *
 	fk_mode(f, M_LIST_RAW);
 	rc = shs3_gc(s3, 0, 0, res);
 	*pages = fk_get(f, &f->pages);
+	fk_mode(f, M_GOOD);
+	return rc;
+}
+
+/* A first page truncated with NextContinuationToken tok (as sent) and the
+ * entry key (raw[1], the next page, set by the caller): gc asks for page
+ * 2 with want in its request line, and counts both pages' keys. */
+static void token_trip(struct fake *f, struct shs3 *s3, const char *tok, const char *key,
+		       const char *want)
+{
+	struct kvt_shared_gc_result res;
+	unsigned pages;
+	set_raw(f, 0, L_HEAD L_TRUE "<NextContinuationToken>%s</NextContinuationToken>"
+		L_E L_END, tok, key);
+	T_OK(raw_gc(f, s3, &res, &pages));
+	T_EQ_INT(pages, 2);
+	T_EQ_U64(res.files, 2);
+	pthread_mutex_lock(&f->lock);
+	printf("  %.100s%s\n", f->list_line, strlen(f->list_line) > 100 ? "..." : "");
+	T_ASSERT(strstr(f->list_line, want));
+	pthread_mutex_unlock(&f->lock);
+}
+
+struct listed {
+	unsigned count;
+	char key[1100];          /* the last one's */
+	int64_t mtime_s;
+};
+
+static int listed_cb(void *ctx, const char *name, uint64_t len, int64_t mtime_s)
+{
+	struct listed *l = ctx;
+	(void)len;
+	l->count++;
+	snprintf(l->key, sizeof(l->key), "%s", name);
+	l->mtime_s = mtime_s;
+	return 0;
+}
+
+/* shs3_list over M_LIST_RAW with the first page set: its result, *out what
+ * it gave. */
+static int raw_list(struct fake *f, struct shs3 *s3, struct listed *out)
+{
+	int rc;
+	memset(out, 0, sizeof(*out));
+	fk_mode(f, M_LIST_RAW);
+	rc = shs3_list(s3, "kvt1/", listed_cb, out);
 	fk_mode(f, M_GOOD);
 	return rc;
 }
@@ -1345,21 +1401,26 @@ static void case_listbad(struct fake *f)
 		{ "IsTruncated not closed before an entry",
 		  L_HEAD "<IsTruncated>false" L_E "</IsTruncated>" L_E L_END },
 		{ "an empty body", "" },
+		/* Character references that are no character, or not one */
+		{ "&#0;", L_HEAD L_FALSE L_E L_EREF("&#0;") L_END },
+		{ "&#xD800; (a surrogate)", L_HEAD L_FALSE L_E L_EREF("&#xD800;") L_END },
+		{ "&#x110000;", L_HEAD L_FALSE L_E L_EREF("&#x110000;") L_END },
+		{ "&#1114112;", L_HEAD L_FALSE L_E L_EREF("&#1114112;") L_END },
+		{ "&#; (no digits)", L_HEAD L_FALSE L_E L_EREF("&#;") L_END },
+		{ "&#x; (no digits)", L_HEAD L_FALSE L_E L_EREF("&#x;") L_END },
+		{ "&#12a;", L_HEAD L_FALSE L_E L_EREF("&#12a;") L_END },
+		{ "&#X41; (XML's x is lower case)", L_HEAD L_FALSE L_E L_EREF("&#X41;") L_END },
+		{ "&#00000065; (8 digits)", L_HEAD L_FALSE L_E L_EREF("&#00000065;") L_END },
+		{ "&#65 (no ;)", L_HEAD L_FALSE L_E L_EREF("&#65") L_END },
 	};
 	struct shs3 *s3 = open_s3(f, 1);
 	struct kvt_shared_gc_result res;
-	char b1[SHDIR_RELPATH_MAX], b2[SHDIR_RELPATH_MAX], tok[4096], want[4096];
+	static char tok[S3LIST_TOKEN_MAX + 2], want[3 * S3LIST_TOKEN_MAX + 16];
+	char b[2][SHDIR_RELPATH_MAX], *b1 = b[0], *b2 = b[1];
 	unsigned pages;
 	uint64_t errors;
 
-	block_name(1, b1);
-	block_name(2, b2);
-	if (strcmp(b1, b2) > 0) {
-		char t[SHDIR_RELPATH_MAX];
-		memcpy(t, b1, sizeof(t));
-		memcpy(b1, b2, sizeof(t));
-		memcpy(b2, t, sizeof(t));
-	}
+	block_names(b, 2);
 	/* The honest page, for the record: both blocks. */
 	set_raw(f, 0, L_HEAD L_FALSE L_E L_E L_END, b1, b2);
 	T_OK(raw_gc(f, s3, &res, &pages));
@@ -1375,6 +1436,16 @@ static void case_listbad(struct fake *f)
 		T_RC(rc, -EIO);
 		T_EQ_U64(ST(s3, errors), errors + 1);
 		T_EQ_INT(pages, 1);
+	}
+	/* Character references past ASCII are read as their UTF-8 (before:
+	 * kept as "&#233;", a name no PUT made), leading zeros as XML allows. */
+	{
+		struct listed got;
+		set_raw(f, 0, L_HEAD L_FALSE L_EREF("&#233;&#x1F600;&#x0041;&#0066;&#x10FFFF;&amp;")
+			L_END, "kvt1/");
+		T_OK(raw_list(f, s3, &got));
+		T_EQ_INT(got.count, 1);
+		T_EQ_STR(got.key, "kvt1/\xC3\xA9\xF0\x9F\x98\x80" "AB\xF4\x8F\xBF\xBF&");
 	}
 
 	/* IsTruncated and NextContinuationToken inside an entry are not the
@@ -1398,44 +1469,40 @@ static void case_listbad(struct fake *f)
 	/* A token is XML in the page, and its bytes in the query: "k&amp;1&lt;/x&#x7a;"
 	 * goes back as k&1</xz, percent-encoded (before: "k&amp;1..." encoded,
 	 * a token the server never gave; Ceph RGW's and SeaweedFS's tokens are
-	 * keys, escaped like any). */
-	set_raw(f, 0, L_HEAD L_TRUE "<NextContinuationToken>k&amp;1&lt;/x&#x7a;"
-		"</NextContinuationToken>" L_E L_END, b1);
-	T_OK(raw_gc(f, s3, &res, &pages));
-	T_EQ_INT(pages, 2);
-	T_EQ_U64(res.files, 2);
-	printf("  %s\n", f->list_line);
-	T_ASSERT(strstr(f->list_line, "?continuation-token=k%261%3C%2Fxz&list-type=2"));
-	/* 300 '&', 1,500 bytes as sent: a token of 300 bytes, taken (before:
-	 * longer than S3LIST_TOKEN_MAX as sent, -EIO). */
+	 * keys, escaped like any); "&#233;&#x1F600;" as their UTF-8 (before:
+	 * sent as "&#233;...", encoded). */
+	token_trip(f, s3, "k&amp;1&lt;/x&#x7a;", b1,
+		   "?continuation-token=k%261%3C%2Fxz&list-type=2");
+	token_trip(f, s3, "k&#233;&#x1F600;", b1, "?continuation-token=k%C3%A9%F0%9F%98%80&list");
+	/* 300 '&', 1,500 bytes as sent: a token of 300 bytes, taken (before
+	 * 2026-12-01: longer than S3LIST_TOKEN_MAX as sent, -EIO). */
 	tok[0] = 0;
 	want[0] = 0;
 	for (unsigned i = 0; i < 300; i++) {
 		strcat(tok, "&amp;");
 		strcat(want, "%26");
 	}
-	set_raw(f, 0, L_HEAD L_TRUE "<NextContinuationToken>%s</NextContinuationToken>"
-		L_E L_END, tok, b1);
-	T_OK(raw_gc(f, s3, &res, &pages));
-	T_EQ_INT(pages, 2);
-	T_ASSERT(strstr(f->list_line, want));
-	/* 600 '/', 1,800 bytes encoded: sent whole (before: cut to 1,100
-	 * bytes, a token the server never gave). */
-	memset(tok, '/', 600);
-	tok[600] = 0;
-	want[0] = 0;
-	for (unsigned i = 0; i < 600; i++)
-		strcat(want, "%2F");
-	strcat(want, "&list-type=2");
-	set_raw(f, 0, L_HEAD L_TRUE "<NextContinuationToken>%s</NextContinuationToken>"
-		L_E L_END, tok, b1);
-	T_OK(raw_gc(f, s3, &res, &pages));
-	T_EQ_INT(pages, 2);
-	T_ASSERT(strstr(f->list_line, want));
-	/* 1,023 '/', 3,069 bytes encoded, past what a query holds: -EIO, no
-	 * page 2 asked with a token cut short (before: asked). */
-	memset(tok, '/', 1023);
-	tok[1023] = 0;
+	token_trip(f, s3, tok, b1, want);
+	/* '/' tokens of 600, 1,023 and 4,096 bytes (S3LIST_TOKEN_MAX), 12,288
+	 * encoded: sent whole (before 2026-12-01: cut to 1,100 bytes encoded;
+	 * before this: 1,023 past what a query held, -EIO, and 4,096 past
+	 * S3LIST_TOKEN_MAX, -EIO: kvtierd's token for a key of 1,024 bytes is
+	 * 2,048). */
+	{
+		static const unsigned lens[] = { 600, 1023, S3LIST_TOKEN_MAX };
+		for (size_t k = 0; k < sizeof(lens) / sizeof(lens[0]); k++) {
+			memset(tok, '/', lens[k]);
+			tok[lens[k]] = 0;
+			want[0] = 0;
+			for (unsigned i = 0; i < lens[k]; i++)
+				strcat(want, "%2F");
+			strcat(want, "&list-type=2");
+			token_trip(f, s3, tok, b1, want);
+		}
+	}
+	/* One byte more: -EIO, no page 2 asked (nor the page's key taken). */
+	memset(tok, '/', S3LIST_TOKEN_MAX + 1);
+	tok[S3LIST_TOKEN_MAX + 1] = 0;
 	set_raw(f, 0, L_HEAD L_TRUE "<NextContinuationToken>%s</NextContinuationToken>"
 		L_E L_END, tok, b1);
 	errors = ST(s3, errors);
@@ -1446,18 +1513,116 @@ static void case_listbad(struct fake *f)
 	shs3_close(s3);
 }
 
+/* LastModified as object stores send it, read exactly; anything else is
+ * refused, -EIO, before age gc deletes by it (before: a date that did not
+ * parse read as 0, the epoch, and age gc removed that object first; the
+ * year -2147483648 was taken; an offset was ignored, hours off). */
 static void case_listdate(struct fake *f)
 {
+	static const struct {
+		const char *date;
+		int64_t want;
+	} good[] = {
+		{ "2026-11-29T23:43:43.000Z", INT64_C(1795995823) }, /* AWS, MinIO, RGW, kvtierd */
+		{ "2026-11-29T23:43:43Z", INT64_C(1795995823) },     /* SeaweedFS (Go) */
+		{ "2026-11-29T23:43:43.123456789Z", INT64_C(1795995823) }, /* Go's RFC3339Nano */
+		{ "2026-11-30T01:43:43+02:00", INT64_C(1795995823) },      /* ... local time */
+		{ "2026-11-29T18:43:43.5-05:00", INT64_C(1795995823) },
+		{ "2024-02-29T00:00:00Z", INT64_C(1709164800) },           /* a leap day */
+		{ "2000-03-01T12:00:00Z", INT64_C(951912000) },
+		{ "1970-01-01T00:00:00Z", 0 },
+		{ "1969-12-31T23:59:59Z", -1 },
+		{ "9999-12-31T23:59:59Z", INT64_C(253402300799) },
+	};
+	static const char *const bad[] = {
+		"-2147483648-01-01T00:00:00.000Z", "", "yesterday", "2026-11-29",
+		"2026-11-29T23:43:43", "2026-11-29 23:43:43Z", "2026-13-01T00:00:00Z",
+		"2026-02-29T00:00:00Z", "2100-02-29T00:00:00Z", "2026-11-31T00:00:00Z",
+		"2026-11-29T24:00:00Z", "2026-11-29T23:60:00Z", "2026-11-29T23:43:61Z",
+		"2026-11-29T23:43:43.Z", "2026-11-29T23:43:43.1234567890Z",
+		"2026-11-29T23:43:43+0200", "2026-11-29T23:43:43+24:00", "2026-11-29T23:43:43Zjunk",
+		" 2026-11-29T23:43:43Z", "+2026-11-29T23:43:43Z", "2026-1-29T23:43:43Z",
+	};
 	struct shs3 *s3 = open_s3(f, 3);
 	struct kvt_shared_gc_result res;
+	struct listed got;
 	char b1[SHDIR_RELPATH_MAX];
-	const char *keys[] = { b1 };
 
 	block_name(1, b1);
-	set_list_keys(f, keys, 1);
-	fk_mode(f, M_LIST_DATE);
-	T_OK(shs3_gc(s3, 1, 3600, &res)); /* the year -2147483648: no overflow */
-	T_EQ_U64(res.files, 1);
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		set_raw(f, 0, L_HEAD L_FALSE "<Contents><Key>%s</Key><LastModified>%s"
+			"</LastModified>" L_SZ "</Contents>" L_END, b1, good[i].date);
+		printf("  %-34s ", good[i].date);
+		T_OK(raw_list(f, s3, &got));
+		printf("%lld\n", (long long)got.mtime_s);
+		T_EQ_INT(got.count, 1);
+		T_EQ_INT(got.mtime_s, good[i].want);
+	}
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		set_raw(f, 0, L_HEAD L_FALSE "<Contents><Key>%s</Key><LastModified>%s"
+			"</LastModified>" L_SZ "</Contents>" L_END, b1, bad[i]);
+		printf("  \"%s\"\n", bad[i]);
+		T_RC(raw_list(f, s3, &got), -EIO);
+		T_EQ_INT(got.count, 0);
+		/* age gc: refused, nothing deleted */
+		fk_mode(f, M_LIST_RAW);
+		T_RC(shs3_gc(s3, 1, 3600, &res), -EIO);
+		T_EQ_INT(fk_get(f, &f->nlines), 0);
+		fk_mode(f, M_GOOD);
+	}
+	works_again(f, s3, 2);
+	shs3_close(s3);
+}
+
+/* A page is all or nothing (lib/fmt/s3list.h): entries, then a malformed
+ * one or a malformed end: clear and age gc delete nothing and ask for no
+ * more (before: the entries before the bad one had gone to the callback,
+ * clear and age gc had deleted them, and then the page was -EIO). */
+static void case_listwhole(struct fake *f)
+{
+	static const struct {
+		const char *what, *fmt; /* fmt: b[0], b[1], b[2], the blocks, in order */
+	} half[] = {
+		{ "an entry without Size", L_HEAD L_FALSE L_EOLD L_EOLD
+		  "<Contents><Key>%s</Key><LastModified>2020-01-01T00:00:00Z</LastModified>"
+		  "</Contents>" L_END },
+		{ "a date that is none", L_HEAD L_FALSE L_EOLD L_EOLD
+		  "<Contents><Key>%s</Key><LastModified>yesterday</LastModified>" L_SZ
+		  "</Contents>" L_END },
+		{ "a key not in order", L_HEAD L_FALSE L_EOLD L_EOLD
+		  "<Contents><Key>kvt1/0</Key>" L_LM L_SZ "</Contents>" L_END },
+		{ "a character reference to 0", L_HEAD L_FALSE L_EOLD L_EOLD
+		  "<Contents><Key>%s&#0;</Key>" L_LM L_SZ "</Contents>" L_END },
+		{ "an entry not closed", L_HEAD L_FALSE L_EOLD L_EOLD
+		  "<Contents><Key>%s</Key>" L_LM L_SZ L_END },
+		{ "no IsTruncated", L_HEAD L_EOLD L_EOLD L_EOLD L_END },
+		{ "truncated without a token", L_HEAD L_TRUE L_EOLD L_EOLD L_EOLD L_END },
+	};
+	struct shs3 *s3 = open_s3(f, 1);
+	struct kvt_shared_gc_result res;
+	char b[3][SHDIR_RELPATH_MAX];
+
+	block_names(b, 3);
+	for (size_t i = 0; i < sizeof(half) / sizeof(half[0]); i++) {
+		for (int gc = 0; gc < 2; gc++) {
+			int64_t rc;
+			set_raw(f, 0, half[i].fmt, b[0], b[1], b[2]);
+			fk_mode(f, M_LIST_RAW); /* and no DELETE, no page yet */
+			rc = gc ? shs3_gc(s3, 0, 3600, &res) : shs3_blk_clear(s3, NS);
+			printf("  %-28s %s: rc %lld, %u deleted\n", half[i].what,
+			       gc ? "gc" : "clear", (long long)rc, fk_get(f, &f->nlines));
+			T_RC(rc, -EIO);
+			T_EQ_INT(fk_get(f, &f->nlines), 0);
+			T_EQ_INT(fk_get(f, &f->pages), 1);
+			fk_mode(f, M_GOOD);
+		}
+	}
+	/* The same page whole: clear deletes the three. */
+	set_raw(f, 0, L_HEAD L_FALSE L_EOLD L_EOLD L_EOLD L_END, b[0], b[1], b[2]);
+	fk_mode(f, M_LIST_RAW);
+	T_RC(shs3_blk_clear(s3, NS), 3);
+	T_EQ_INT(fk_get(f, &f->nlines), 3);
+	fk_mode(f, M_GOOD);
 	works_again(f, s3, 2);
 	shs3_close(s3);
 }
@@ -1598,6 +1763,7 @@ int main(int argc, char **argv)
 		{ "slow", case_slow },       { "redirect", case_redirect },
 		{ "list", case_list },       { "listdate", case_listdate },
 		{ "listsize", case_listsize }, { "listbad", case_listbad },
+		{ "listwhole", case_listwhole },
 		{ "uploadid", case_uploadid }, { "store", case_store },
 	};
 	bool any = false;

@@ -7,7 +7,10 @@
  * and the serving kvtierd restarted still holds the objects; then the
  * backend's garbage collector (kvt_shared_gc_s3: ListObjectsV2 pages,
  * DeleteObject) counts what is there, removes the oldest over a budget,
- * and a fresh store misses exactly what it removed.
+ * and a fresh store misses exactly what it removed; last, the backend's
+ * listing pages one key at a time across keys of S3's longest, 1,024
+ * bytes, whose continuation tokens (kvtierd's: the key in hex) are 2,048
+ * bytes.
  *
  * argv[1]: kvtierd.
  */
@@ -21,6 +24,8 @@
 #include <curl/curl.h>
 
 #include "server.h"
+#include "s3list.h"
+#include "shs3.h"
 #include "t.h"
 #include "tstore.h"
 
@@ -36,16 +41,19 @@ static size_t sink(char *p, size_t size, size_t nm, void *ctx)
 	return size * nm;
 }
 
-/* CreateBucket, signed by libcurl: its HTTP status. */
-static long create_bucket(const char *bucket)
+/* A PUT of path (a bucket, "bucket/key": no byte of it to escape) with
+ * body (NULL: none), signed by libcurl: its HTTP status. */
+static long put_signed(const char *path, const char *body)
 {
 	CURL *h = curl_easy_init();
 	struct curl_slist *hd = curl_slist_append(NULL, "x-amz-content-sha256: UNSIGNED-PAYLOAD");
-	char url[128];
+	char url[1200];
 	long status = 0;
 
-	snprintf(url, sizeof(url), "%s/%s", endpoint, bucket);
+	snprintf(url, sizeof(url), "%s/%s", endpoint, path);
 	curl_easy_setopt(h, CURLOPT_URL, url);
+	if (body)
+		curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
 	curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, "PUT");
 	curl_easy_setopt(h, CURLOPT_AWS_SIGV4, "aws:amz:us-east-1:s3");
 	curl_easy_setopt(h, CURLOPT_USERPWD, TENANT ":" SECRET);
@@ -56,6 +64,57 @@ static long create_bucket(const char *bucket)
 	curl_slist_free_all(hd);
 	curl_easy_cleanup(h);
 	return status;
+}
+
+struct long_seen {
+	unsigned count;
+	char keys[3][S3LIST_KEY_MAX + 1];
+};
+
+static int long_cb(void *ctx, const char *name, uint64_t len, int64_t mtime_s)
+{
+	struct long_seen *l = ctx;
+	T_ASSERT(l->count < 3);
+	T_EQ_U64(len, 1);
+	T_ASSERT(mtime_s > 1700000000);
+	snprintf(l->keys[l->count++], sizeof(l->keys[0]), "%s", name);
+	return 0;
+}
+
+/* Three keys of 1,024 bytes under "long/", listed by the shared tier's S3
+ * client a page (max-keys=1) at a time: each page's token is a key in
+ * hex, 2,048 bytes, sent back (percent-encoding leaves hex as it is).
+ * Before: past S3LIST_TOKEN_MAX (1,023), the first page was -EIO. */
+static void list_long_keys(void)
+{
+	static struct kvt_mem mem;
+	struct shs3_config cfg = { .endpoint = endpoint, .bucket = "kvt", .conns = 2,
+				   .timeout_ms = 20000, .part_size = UINT64_C(5) << 20,
+				   .list_page = 1 };
+	struct shs3_creds c;
+	struct long_seen seen = { 0 };
+	char keys[3][S3LIST_KEY_MAX + 1], path[S3LIST_KEY_MAX + 8];
+	struct shs3 *s3;
+
+	for (unsigned i = 0; i < 3; i++) {
+		memcpy(keys[i], "long/", 5);
+		memset(keys[i] + 5, 'a' + (int)i, S3LIST_KEY_MAX - 5);
+		keys[i][S3LIST_KEY_MAX] = 0;
+		snprintf(path, sizeof(path), "kvt/%s", keys[i]);
+		T_EQ_INT((int)put_signed(path, "x"), 200);
+	}
+	kvt_mem_init(&mem);
+	memset(&c, 0, sizeof(c));
+	strcpy(c.access_key, TENANT);
+	strcpy(c.secret_key, SECRET);
+	strcpy(c.region, "us-east-1");
+	T_OK(shs3_open(&s3, &cfg, &c, &mem, NULL));
+	T_OK(shs3_list(s3, "long/", long_cb, &seen));
+	T_EQ_INT(seen.count, 3);
+	for (unsigned i = 0; i < 3; i++)
+		T_EQ_STR(seen.keys[i], keys[i]);
+	T_EQ_U64(atomic_load(&shs3_stats(s3)->errors), 0);
+	shs3_close(s3);
 }
 
 static struct kvt_store *open_g4(void)
@@ -153,7 +212,7 @@ int main(int argc, char **argv)
 
 	tsrv_start(&srv, argv[1], base, dir, tenants, extra);
 	snprintf(endpoint, sizeof(endpoint), "http://127.0.0.1:%u", tsrv_s3_port(srv.log));
-	T_EQ_INT((int)create_bucket("kvt"), 200);
+	T_EQ_INT((int)put_signed("kvt", NULL), 200); /* CreateBucket */
 
 	/* 1. writes through the shared tier */
 	s = open_g4();
@@ -217,6 +276,9 @@ int main(int argc, char **argv)
 		kvt_store_close(s);
 		kvt_store_destroy(s);
 	}
+
+	/* 6. keys of S3's longest, a listing page each */
+	list_long_keys();
 	T_EQ_INT(tsrv_stop(&srv), 0);
 	tsrv_check_reports(base);
 	curl_global_cleanup();

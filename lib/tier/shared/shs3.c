@@ -52,6 +52,10 @@
 #define AN(x, n) atomic_fetch_add_explicit(&(x), (n), memory_order_relaxed)
 #define S3_MAX_CONNS 64
 #define S3_URL_MAX 1024
+/* A canonical query: a listing's, with a continuation token of
+ * S3LIST_TOKEN_MAX bytes percent-encoded (3 bytes each), its prefix
+ * (shs3_list's epre) and the rest. */
+#define S3_QUERY_MAX (3 * S3LIST_TOKEN_MAX + 1024)
 #define S3_GET_BUFFER (512L << 10) /* curl's receive buffer for GETs (its default: 16 KiB) */
 #define S3_BACKOFF_CAP_MS 20000u   /* the AWS SDKs' MAX_BACKOFF */
 #define S3_MIN_ATTEMPT_MS 50u      /* the least time a retry is started with */
@@ -194,11 +198,14 @@ int shs3_sign(const char *method, const char *uri, const char *query,
 {
 	char creq[4096], signed_hdrs[512] = "", sts[512], date[9], ch[65], k0[200], sig[65];
 	size_t o = 0, so = 0;
-	uint8_t kd[32], kr[32], ks[32], kk[32], sg[32];
+	uint8_t kd[32], kr[32], ks[32], kk[32], sg[32], h[32];
+	unsigned hl = 0;
+	EVP_MD_CTX *md;
 	int ret = -ENOMEM;
 
-	/* 1. The canonical request. */
-	o += (size_t)snprintf(creq + o, sizeof(creq) - o, "%s\n%s\n%s\n", method, uri, query);
+	/* 1. The canonical request: method, path and query hashed as they
+	 * are (a listing's query holds a continuation token of up to 12 KiB
+	 * encoded), the rest written into creq[] first. */
 	for (unsigned i = 0; i < hdr_count && o < sizeof(creq); i++) {
 		o += (size_t)snprintf(creq + o, sizeof(creq) - o, "%s:%s\n", hdrs[i].name,
 				      hdrs[i].value);
@@ -211,8 +218,20 @@ int shs3_sign(const char *method, const char *uri, const char *query,
 	if (o >= sizeof(creq) || so >= sizeof(signed_hdrs) || strlen(amz_date) != 16 ||
 	    strlen(secret_key) + 5 > sizeof(k0))
 		return KVT_EBADLEN;
-	if (sha256_hex(creq, o, ch) < 0)
+	md = EVP_MD_CTX_new();
+	if (!md)
 		goto out;
+	if (EVP_DigestInit_ex(md, EVP_sha256(), NULL) != 1 ||
+	    EVP_DigestUpdate(md, method, strlen(method)) != 1 ||
+	    EVP_DigestUpdate(md, "\n", 1) != 1 || EVP_DigestUpdate(md, uri, strlen(uri)) != 1 ||
+	    EVP_DigestUpdate(md, "\n", 1) != 1 || EVP_DigestUpdate(md, query, strlen(query)) != 1 ||
+	    EVP_DigestUpdate(md, "\n", 1) != 1 || EVP_DigestUpdate(md, creq, o) != 1 ||
+	    EVP_DigestFinal_ex(md, h, &hl) != 1) {
+		EVP_MD_CTX_free(md);
+		goto out;
+	}
+	EVP_MD_CTX_free(md);
+	hexs(ch, h, 32);
 	if (creq_hash)
 		memcpy(creq_hash, ch, 65);
 	/* 2. The string to sign. */
@@ -247,7 +266,9 @@ struct s3req {
 	struct shs3 *s3;
 	const char *method;
 	char uri[S3_URL_MAX];       /* canonical path: /bucket/name */
-	char query[2048];           /* canonical query */
+	char *query;                /* canonical query: qbuf, or a listing's (shs3_list) */
+	size_t query_cap;           /* its bytes */
+	char qbuf[2048];
 	const uint8_t *body;        /* contiguous body (POST, simple PUT) ... */
 	const struct iovec *iov;    /* ... or body bytes [body_off, body_off + body_len)
 				     * of the stream iov[0..iovcnt) (PUT) */
@@ -401,7 +422,7 @@ static size_t hdr_cb(char *p, size_t size, size_t n, void *ctx)
 static int req_prepare(struct s3req *r, CURL *h)
 {
 	struct shs3 *s3 = r->s3;
-	char url[S3_URL_MAX * 4], amz_date[17], payload[65], auth[512], range[64], line[600];
+	char *url, amz_date[17], payload[65], auth[512], range[64], line[600];
 	struct shs3_hdr hs[4];
 	unsigned hn = 0;
 	time_t now = time(NULL);
@@ -429,9 +450,13 @@ static int req_prepare(struct s3req *r, CURL *h)
 	curl_easy_reset(h);
 	r->cur = h;
 	r->status = 0;
-	snprintf(url, sizeof(url), "%s%s%s%s", s3->endpoint, r->uri, r->query[0] ? "?" : "",
-		 r->query);
+	/* Off the stack: a listing's query is up to S3_QUERY_MAX; curl copies it. */
+	url = malloc(strlen(s3->endpoint) + strlen(r->uri) + strlen(r->query) + 2);
+	if (!url)
+		return -ENOMEM;
+	sprintf(url, "%s%s%s%s", s3->endpoint, r->uri, r->query[0] ? "?" : "", r->query);
 	curl_easy_setopt(h, CURLOPT_URL, url);
+	free(url);
 	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS,
 			 (long)(r->timeout_ms ? r->timeout_ms : s3->cfg.timeout_ms));
@@ -719,6 +744,8 @@ static void req_init(struct s3req *r, struct shs3 *s3, const char *method, const
 	memset(r, 0, sizeof(*r));
 	r->s3 = s3;
 	r->method = method;
+	r->query = r->qbuf;
+	r->query_cap = sizeof(r->qbuf);
 	uri_of(s3, name, r->uri);
 }
 
@@ -819,7 +846,7 @@ static int put_multipart(struct shs3 *s3, const char *name, const struct iovec *
 	nh = pool_take(s3, hs, parts < S3_MAX_CONNS ? parts : S3_MAX_CONNS);
 	for (unsigned i = 0; i < parts; i++) {
 		req_init(&pr[i], s3, "PUT", name);
-		snprintf(pr[i].query, sizeof(pr[i].query), "partNumber=%u&uploadId=%s", i + 1,
+		snprintf(pr[i].query, pr[i].query_cap, "partNumber=%u&uploadId=%s", i + 1,
 			 eid);
 		pr[i].iov = iov;
 		pr[i].iovcnt = iovcnt;
@@ -940,7 +967,7 @@ static int put_multipart(struct shs3 *s3, const char *name, const struct iovec *
 					      i + 1, pr[i].etag);
 		o += (size_t)snprintf(xml + o, cap - o, "</CompleteMultipartUpload>");
 		req_init(&cr, s3, "POST", name);
-		snprintf(cr.query, sizeof(cr.query), "uploadId=%s", eid);
+		snprintf(cr.query, cr.query_cap, "uploadId=%s", eid);
 		cr.body = (const uint8_t *)xml;
 		cr.body_len = o;
 		ret = req_run(&cr);
@@ -952,7 +979,7 @@ static int put_multipart(struct shs3 *s3, const char *name, const struct iovec *
 abort:
 	if (ret != KVT_OK) {
 		req_init(&cr, s3, "DELETE", name);
-		snprintf(cr.query, sizeof(cr.query), "uploadId=%s", eid);
+		snprintf(cr.query, cr.query_cap, "uploadId=%s", eid);
 		req_run(&cr);
 		free(cr.resp);
 	}
@@ -1063,28 +1090,42 @@ int64_t shs3_get_stream(struct shs3 *s3, const char *name, shs3_sink_fn sink, vo
  * endpoint that breaks it cannot keep the walk going forever, feed it
  * keys it did not ask for, or hide some of the bucket from gc: keys come
  * in strictly increasing order (UTF-8 byte order, unescaped) and start
- * with the prefix; every entry has a size and a date; a page that says it
- * is truncated carries at least one key and a NextContinuationToken other
- * than the one it answered.  A page that does not is -EIO, never a
- * listing silently cut short.  The parse and the checks are
- * lib/fmt/s3list.c's, a pure function fuzzed on its own.  The token goes
- * back un-escaped, then percent-encoded: 1,023 bytes may take 3,069, and a
- * query that would not fit r.query is -EIO too, never a token cut short.
+ * with the prefix; every entry has a size and an RFC 3339 date; a page
+ * that says it is truncated carries at least one key and a
+ * NextContinuationToken other than the one it answered.  A page that does
+ * not is -EIO, never a listing silently cut short, and it is refused
+ * whole, before fn sees any of its entries: clear and gc delete what fn
+ * is given, and must not have deleted half a page that is then refused.
+ * The parse and the checks are lib/fmt/s3list.c's, a pure function
+ * fuzzed on its own.  The token goes back un-escaped, then
+ * percent-encoded: S3LIST_TOKEN_MAX (4,096) bytes may take 12,288, in a
+ * query of S3_QUERY_MAX, allocated with the walk's s3list; a query that
+ * would not fit is -EIO too, never a token cut short.
  */
+struct shs3_listing {
+	struct s3list l;
+	char etok[3 * S3LIST_TOKEN_MAX + 4];
+	char query[S3_QUERY_MAX];
+};
+
 int shs3_list(struct shs3 *s3, const char *prefix, shs3_list_fn fn, void *ctx)
 {
-	char etok[3 * S3LIST_TOKEN_MAX + 4], epre[600];
+	char epre[600];
+	struct shs3_listing *w;
 	struct s3list *l;
 	struct s3list_entry e;
 	struct s3req r;
 	int ret;
 	qenc(prefix, epre, sizeof(epre));
-	l = malloc(sizeof(*l)); /* 8 KiB: off the caller's stack */
-	if (!l)
+	w = malloc(sizeof(*w)); /* 30 KiB: off the caller's stack */
+	if (!w)
 		return -ENOMEM;
+	l = &w->l;
 	s3list_init(l, prefix);
 	for (;;) {
 		req_init(&r, s3, "GET", "");
+		r.query = w->query;
+		r.query_cap = sizeof(w->query);
 		/* The bucket itself: "/bucket" (uri_of gave "/bucket/"). */
 		r.uri[strlen(r.uri) - 1] = 0;
 		/* The canonical query: parameters sorted by name. */
@@ -1092,10 +1133,10 @@ int shs3_list(struct shs3 *s3, const char *prefix, shs3_list_fn fn, void *ctx)
 		if (s3->cfg.list_page)
 			snprintf(mk, sizeof(mk), "&max-keys=%u", s3->cfg.list_page);
 		if (l->token[0]) {
-			qenc(l->token, etok, sizeof(etok));
-			if ((size_t)snprintf(r.query, sizeof(r.query),
-					     "continuation-token=%s&list-type=2%s&prefix=%s", etok,
-					     mk, epre) >= sizeof(r.query)) {
+			qenc(l->token, w->etok, sizeof(w->etok));
+			if ((size_t)snprintf(r.query, r.query_cap,
+					     "continuation-token=%s&list-type=2%s&prefix=%s",
+					     w->etok, mk, epre) >= r.query_cap) {
 				A(s3->st.errors);
 				kvt_logf(s3->log, KVT_LOG_WARN,
 					 "s3 %s: a listing continuation token too long to send back",
@@ -1104,41 +1145,35 @@ int shs3_list(struct shs3 *s3, const char *prefix, shs3_list_fn fn, void *ctx)
 				goto out;
 			}
 		} else {
-			snprintf(r.query, sizeof(r.query), "list-type=2%s&prefix=%s", mk, epre);
+			snprintf(r.query, r.query_cap, "list-type=2%s&prefix=%s", mk, epre);
 		}
 		ret = req_run(&r);
 		if (ret == KVT_MISS)
 			ret = -ENOENT; /* no such bucket */
 		if (ret != KVT_OK)
 			goto out;
-		s3list_page(l, r.resp, r.resp_len);
-		while ((ret = s3list_next(l, &e)) > 0)
-			if ((ret = fn(ctx, e.key, e.size, e.mtime_s)) < 0)
-				goto out;
-		if (ret < 0) {
+		if ((ret = s3list_page(l, r.resp, r.resp_len)) < 0) {
 			A(s3->st.errors);
 			kvt_logf(s3->log, KVT_LOG_WARN,
-				 "s3 %s: a malformed listing page (an entry without key, size or "
-				 "date, not closed, a key out of order or not under %s, a NUL, ...)",
+				 "s3 %s: a malformed listing page, refused whole (an entry "
+				 "without key, size or date, not closed, a key out of order or "
+				 "not under %s, a NUL, no IsTruncated, truncated without keys or "
+				 "a new token, ...)",
 				 s3->endpoint, prefix);
 			goto out;
 		}
-		ret = s3list_end(l);
+		while ((ret = s3list_next(l, &e)) > 0)
+			if ((ret = fn(ctx, e.key, e.size, e.mtime_s)) < 0)
+				goto out;
 		if (ret == 0)
+			ret = s3list_end(l); /* 0 or 1: the page was checked whole */
+		if (ret <= 0)
 			goto out;
-		if (ret < 0) {
-			A(s3->st.errors);
-			kvt_logf(s3->log, KVT_LOG_WARN,
-				 "s3 %s: a listing page without IsTruncated, or truncated without "
-				 "keys or a new token",
-				 s3->endpoint);
-			goto out;
-		}
 		free(r.resp);
 	}
 out:
 	free(r.resp);
-	free(l);
+	free(w);
 	return ret;
 }
 

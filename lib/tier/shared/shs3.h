@@ -98,8 +98,10 @@ int64_t shs3_get_stream(struct shs3 *s3, const char *name, shs3_sink_fn sink, vo
 
 /* ListObjectsV2 of every object whose name starts with prefix, page by
  * page: fn(ctx, name, bytes, last-modified seconds) for each; a negative
- * return from fn stops the walk and is returned.  0, -ENOENT (no bucket),
- * errors as put. */
+ * return from fn stops the walk and is returned.  Each page is checked
+ * whole before fn sees any of its entries (lib/fmt/s3list.h): a malformed
+ * page is -EIO with none of it given, the pages before it given.  0,
+ * -ENOENT (no bucket), -EIO (a malformed page), errors as put. */
 typedef int (*shs3_list_fn)(void *ctx, const char *name, uint64_t len, int64_t mtime_s);
 int shs3_list(struct shs3 *s3, const char *prefix, shs3_list_fn fn, void *ctx);
 
