@@ -1008,6 +1008,18 @@ static void case_gets(struct fake *f)
 		T_EQ_U64(BL(s3, corrupt) + BL(s3, read_errors), c0 + 1);
 	}
 	T_RC(get_block(s3, 1), KVT_OK);
+	/* A name whose path does not fit the request is refused, never cut
+	 * short (a shorter path names another object): nothing is sent. */
+	{
+		static char name[1100], buf[64];
+		unsigned r0 = f->requests;
+		memset(name, 'a', sizeof(name) - 1);
+		T_RC(shs3_head(s3, name, NULL), -ENAMETOOLONG);
+		memset(name, ' ', 400); /* 1,200 bytes escaped */
+		name[400] = 0;
+		T_RC(shs3_get(s3, name, 0, 0, buf, sizeof(buf)), -ENAMETOOLONG);
+		T_EQ_INT(f->requests, r0);
+	}
 	works_again(f, s3, 3);
 	shs3_close(s3);
 }

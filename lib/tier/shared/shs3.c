@@ -266,6 +266,7 @@ struct s3req {
 	struct shs3 *s3;
 	const char *method;
 	char uri[S3_URL_MAX];       /* canonical path: /bucket/name */
+	bool uri_over;              /* the name did not fit uri: never sent (req_prepare) */
 	char *query;                /* canonical query: qbuf, or a listing's (shs3_list) */
 	size_t query_cap;           /* its bytes */
 	char qbuf[2048];
@@ -428,6 +429,8 @@ static int req_prepare(struct s3req *r, CURL *h)
 	time_t now = time(NULL);
 	struct tm tm;
 
+	if (r->uri_over)
+		return -ENAMETOOLONG;
 	gmtime_r(&now, &tm);
 	strftime(amz_date, sizeof(amz_date), "%Y%m%dT%H%M%SZ", &tm);
 	/* Bulk PUT bodies are hashed only with sign_payload: a block carries
@@ -710,19 +713,24 @@ static int req_run(struct s3req *r)
 	}
 }
 
-static void uri_of(struct shs3 *s3, const char *name, char *out)
+/* The canonical path of name into out[S3_URL_MAX]; false if it does not
+ * fit (it is not cut: a shorter path names another object). */
+static bool uri_of(struct shs3 *s3, const char *name, char *out)
 {
 	/* Names are [0-9a-z/.] (shdir_relpath): nothing to escape; anything
 	 * else is escaped the way SigV4 wants (RFC 3986 unreserved kept). */
 	size_t o = (size_t)snprintf(out, S3_URL_MAX, "/%s/", s3->bucket);
-	for (const char *p = name; *p && o + 4 < S3_URL_MAX; p++) {
+	const char *p = name;
+
+	for (; *p && o + 4 < S3_URL_MAX; p++) {
 		unsigned char c = (unsigned char)*p;
 		if (isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~' || c == '/')
 			out[o++] = (char)c;
 		else
 			o += (size_t)snprintf(out + o, S3_URL_MAX - o, "%%%02X", c);
 	}
-	out[o] = 0;
+	out[o < S3_URL_MAX ? o : S3_URL_MAX - 1] = 0;
+	return *p == 0 && o < S3_URL_MAX;
 }
 
 /* Percent-encode a query value the way SigV4 wants (RFC 3986 unreserved kept). */
@@ -746,7 +754,7 @@ static void req_init(struct s3req *r, struct shs3 *s3, const char *method, const
 	r->method = method;
 	r->query = r->qbuf;
 	r->query_cap = sizeof(r->qbuf);
-	uri_of(s3, name, r->uri);
+	r->uri_over = !uri_of(s3, name, r->uri);
 }
 
 /* ------------------------------------------------------------------------
