@@ -556,6 +556,8 @@ int kvt_store_create(struct kvt_store **out);
  *                     (default 256M, at most a quarter of dram.capacity).
  *   shared.o_direct   "auto" (default: used if the file system takes it,
  *                     stat shared.o_direct) or "off".
+ *   shared.debug_write_delay_ms  tests: a pool thread waits this long
+ *                     before each write-down (a slow file system; default 0).
  *   shared.s3_endpoint  "http://host:port" (or https) of an S3-compatible
  *                     object store: the shared tier's blocks are objects in
  *                     a bucket there instead of files in shared.dir (one or

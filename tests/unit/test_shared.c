@@ -384,6 +384,62 @@ static void test_evict_writedown(void)
 	free(dir);
 }
 
+/*
+ * Delete and clear win over a write-down taken before them (design.md
+ * "Semantics"): with one pool thread slowed to 400 ms a write-down
+ * (shared.debug_write_delay_ms), two twice-read blocks are evicted: the
+ * first is being written, the second waits in the queue.  A delete (or a
+ * clear of their namespace) then found no file, and both were written
+ * after it: a get brought the deleted blocks back from the shared tier.
+ * Now the delete waits for the one being written and removes it, and the
+ * queued one is dropped (shared.wd_cancelled).
+ */
+static void test_delete_vs_writedown(bool clear)
+{
+	char *dir = t_mkdtemp(), p[512];
+	struct kvt_store *a = t_store_open("dram.capacity", "4M", "dram.chunk", "64K",
+					   "dram.shards", "1", "dram.policy", "lru",
+					   "shared.dir", dir, "shared.threads", "1",
+					   "shared.debug_write_delay_ms", "400", NULL);
+	uint32_t na = t_ns(a, "wd-delete-model"); /* not persistent */
+	size_t len = 256 * 1024;
+	uint8_t *buf = malloc(len);
+	struct stat st;
+
+	for (uint64_t k = 1; k <= 2; k++)
+		put_block(a, na, k, len);
+	for (uint64_t k = 1; k <= 2; k++)
+		for (int r = 0; r < 2; r++) {
+			struct kvt_key key = t_key(k);
+			T_RC(kvt_get(a, na, &key, buf, len, NULL), KVT_OK);
+		}
+	for (uint64_t i = 100; i < 140; i++) /* 10 MiB through 4 MiB of DRAM */
+		put_block(a, na, i, len);
+	T_EQ_U64(t_stat(a, "shared.wd_evicted"), 2); /* one being written, one queued */
+	if (clear) {
+		T_ASSERT(kvt_clear(a, na) >= 0);
+	} else {
+		/* The queued one first (dropped), then the one being written
+		 * (waited for, then removed). */
+		for (uint64_t k = 2; k >= 1; k--) {
+			struct kvt_key key = t_key(k);
+			T_ASSERT(kvt_delete(a, na, &key) >= 0);
+		}
+	}
+	T_OK(kvt_flush(a));
+	for (uint64_t k = 1; k <= 2; k++) {
+		struct kvt_key key = t_key(k);
+		block_path(a, dir, na, k, p, sizeof(p));
+		T_ASSERT(stat(p, &st) < 0);
+		T_RC(kvt_get(a, na, &key, buf, len, NULL), KVT_MISS);
+	}
+	T_EQ_U64(t_stat(a, "shared.wd_cancelled"), 1);
+	kvt_store_destroy(a);
+	free(buf);
+	t_rmtree(dir);
+	free(dir);
+}
+
 /* Files planted in the tree: a FIFO where a block should be must not hang
  * the reader (it would block in open), a symlink is not followed; both
  * are misses.  An alarm turns a hang into a failure. */
@@ -716,6 +772,8 @@ int main(int argc, char **argv)
 	test_two_stores();
 	test_corrupt();
 	test_evict_writedown();
+	test_delete_vs_writedown(false);
+	test_delete_vs_writedown(true);
 	test_gc();
 	test_gc_spread();
 	test_planted();
