@@ -858,7 +858,10 @@ int kvt_ns_set_seal_ns_key(struct kvt_store *store, uint32_t ns, const uint8_t n
  *                                                view_count, length: a
  *                                                read-only view (below)
  *   KVT_OP_EXISTS      ns key                    status: OK or MISS; tier
- *   KVT_OP_DELETE      ns key                    status: OK or MISS
+ *   KVT_OP_DELETE      ns key                    status: OK or MISS; the
+ *                                                tombstone is durable once
+ *                                                a KVT_OP_FLUSH behind it
+ *                                                completes (CLEAR the same)
  *   KVT_OP_LOOKUP      ns keys key_count         status OK; length: leading
  *                      [tiers: key_count bytes]  blocks present; tiers[i]
  *   KVT_OP_PREFETCH    ns keys key_count         status OK; length: blocks
@@ -1200,6 +1203,9 @@ int kvt_put(struct kvt_store *store, uint32_t ns, const struct kvt_key *key,
 int kvt_get(struct kvt_store *store, uint32_t ns, const struct kvt_key *key,
 	    void *buf, size_t buf_len, uint64_t *value_len);
 int kvt_exists(struct kvt_store *store, uint32_t ns, const struct kvt_key *key);
+/* kvt_delete and kvt_clear return once the delete is durable: a restart,
+ * even after kill -9, never brings the block back (the SSD tier's
+ * tombstone written and synced, shared by concurrent deletes). */
 int kvt_delete(struct kvt_store *store, uint32_t ns, const struct kvt_key *key);
 /* Returns the number of leading keys present (>= 0) or an error; tiers may be NULL. */
 int64_t kvt_lookup_prefix(struct kvt_store *store, uint32_t ns, const struct kvt_key *keys,
