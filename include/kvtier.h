@@ -558,6 +558,8 @@ int kvt_store_create(struct kvt_store **out);
  *                     stat shared.o_direct) or "off".
  *   shared.debug_write_delay_ms  tests: a pool thread waits this long
  *                     before each write-down (a slow file system; default 0).
+ *   shared.debug_read_delay_ms  tests: a promotion waits this long between
+ *                     its header read and its DRAM reservation (default 0).
  *   shared.s3_endpoint  "http://host:port" (or https) of an S3-compatible
  *                     object store: the shared tier's blocks are objects in
  *                     a bucket there instead of files in shared.dir (one or

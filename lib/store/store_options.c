@@ -243,6 +243,9 @@ static const struct opt_def opts[] = {
 	  "try O_DIRECT on the shared file system" },
 	{ "shared.debug_write_delay_ms", OPT_MS_NS, 0, F(shared_cfg.debug_delay_ns), 0, 60000,
 	  NULL, NULL, NULL, "tests: a pool thread waits this long before each write-down" },
+	{ "shared.debug_read_delay_ms", OPT_MS_NS, 0, F(shared_cfg.debug_read_delay_ns), 0,
+	  60000, NULL, NULL, NULL,
+	  "tests: a promotion waits this long between its header read and its DRAM reservation" },
 
 	{ "events.endpoint", OPT_STR, 0, F(events_cfg.endpoint), 0, 0, NULL, NULL, NULL,
 	  "publish KV events on this ZeroMQ endpoint (doc/kvevents.md)" },

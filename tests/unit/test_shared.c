@@ -440,6 +440,53 @@ static void test_delete_vs_writedown(bool clear)
 	free(dir);
 }
 
+/*
+ * A promotion from the shared tier racing a delete: it has opened the file
+ * and read its header, and waits 400 ms before its DRAM reservation
+ * (shared.debug_read_delay_ms) when the delete runs.  The delete used to
+ * unlink the file and return, having passed over DRAM before the
+ * promotion reserved: the promotion read on from its open file and
+ * published, the block was then in DRAM, and every later get hit it.  Now the delete waits for the
+ * promotion and deletes what it published: the get racing it may hit (it
+ * began first), the next one misses.
+ */
+static void test_delete_vs_promotion(void)
+{
+	char *dir = t_mkdtemp(), p[512];
+	struct kvt_store *a = open_shared(dir, "64M", "persistent");
+	struct kvt_store *b = t_store_open("dram.capacity", "64M", "dram.chunk", "64K",
+					   "dram.shards", "1", "shared.dir", dir,
+					   "shared.debug_read_delay_ms", "400", NULL);
+	uint32_t na = ns_persistent(a), nb = ns_persistent(b);
+	size_t len = 65536 + 17;
+	uint8_t *buf = malloc(len);
+	struct kvt_key key = t_key(1);
+	struct iovec io = { buf, len };
+	struct kvt_req r = { .op = KVT_OP_GET, .ns = nb, .key = key, .iov = &io, .iov_count = 1 };
+	struct kvt_req *rp = &r, *done;
+	struct kvt_queue *q;
+	struct stat st;
+
+	put_block(a, na, 1, len);
+	T_OK(kvt_flush(a));
+	kvt_store_destroy(a);
+	T_OK(kvt_queue_create(b, &q));
+	T_RC(kvt_submit(q, &rp, 1), 1);
+	usleep(150 * 1000); /* the promotion has read the file and waits */
+	T_RC(kvt_delete(b, nb, &key), KVT_OK);
+	T_RC(kvt_queue_wait(q, &done, 1, 10000), 1);
+	T_ASSERT(r.status == KVT_OK || r.status == KVT_MISS);
+	T_OK(kvt_queue_destroy(q));
+	T_RC(kvt_get(b, nb, &key, buf, len, NULL), KVT_MISS);
+	T_RC(kvt_lookup_prefix(b, nb, &key, 1, NULL), 0);
+	block_path(b, dir, nb, 1, p, sizeof(p));
+	T_ASSERT(stat(p, &st) < 0);
+	kvt_store_destroy(b);
+	free(buf);
+	t_rmtree(dir);
+	free(dir);
+}
+
 /* Files planted in the tree: a FIFO where a block should be must not hang
  * the reader (it would block in open), a symlink is not followed; both
  * are misses.  An alarm turns a hang into a failure. */
@@ -774,6 +821,7 @@ int main(int argc, char **argv)
 	test_evict_writedown();
 	test_delete_vs_writedown(false);
 	test_delete_vs_writedown(true);
+	test_delete_vs_promotion();
 	test_gc();
 	test_gc_spread();
 	test_planted();

@@ -217,12 +217,18 @@ struct sh_backend {
 	void (*stats)(struct shared *sh, kvt_stats_fn fn, void *ctx);
 };
 
-/* Where a block's value goes: a DRAM reservation for rb's key. */
+static void debug_delay(uint64_t ns);
+
+/* Where a block's value goes: a DRAM reservation for rb's key.  (The
+ * block's file is open, or its GET under way, since before this: a delete
+ * may unlink it and pass over DRAM meanwhile -- against_pool_end.) */
 static int read_reserve(struct sh_read *rb, const struct shdir_hdr *h, struct iovec *view,
 			unsigned *vc)
 {
 	struct shared *sh = rb->sh;
-	int ret = dram_reserve(sh->dram, rb->ns, rb->key, h->value_len,
+	int ret;
+	debug_delay(sh->cfg.debug_read_delay_ns); /* tests: the delete's moment */
+	ret = dram_reserve(sh->dram, rb->ns, rb->key, h->value_len,
 			       h->part_count > 1 ? h->part_lens : NULL, h->part_count, &rb->item,
 			       view, vc);
 	if (ret != KVT_OK) {
@@ -596,14 +602,18 @@ static void wd_finished(struct shared *sh, uint64_t len, int ret)
 	}
 }
 
-/* Tests (shared.debug_write_delay_ms): a slow shared file system, the
- * write-down taken by its worker. */
-static void wd_debug_delay(struct shared *sh)
+/* Tests (shared.debug_write_delay_ms, shared.debug_read_delay_ms): a slow
+ * shared file system, the task taken by its worker. */
+static void debug_delay(uint64_t ns)
 {
-	uint64_t ns = sh->cfg.debug_delay_ns;
 	struct timespec ts = { (time_t)(ns / 1000000000u), (long)(ns % 1000000000u) };
 	while (ns && nanosleep(&ts, &ts) < 0 && errno == EINTR)
 		;
+}
+
+static void wd_debug_delay(struct shared *sh)
+{
+	debug_delay(sh->cfg.debug_delay_ns);
 }
 
 static void run_wd_ref(struct shared *sh, struct sh_task *t)
