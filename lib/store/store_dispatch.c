@@ -1219,6 +1219,11 @@ static void store_del_done(void *ctx, const struct tier_result *res)
 	struct kvt_store *s = req_queue(r)->store;
 	unsigned c = req_cursor(r);
 	int status = (int)req_stashed(r);
+	/* DRAM again: a promotion from this tier answered before the delete
+	 * reached it (the remote tier sends the DELETE after it) was
+	 * published after the passes above (test_remote_put). */
+	if (s->dram)
+		dram_delete(s->dram, r->ns, &r->key);
 	if (status >= 0)
 		status = status == KVT_OK || res->status == KVT_OK ? KVT_OK : KVT_MISS;
 	if (res->status < 0)
@@ -1281,6 +1286,8 @@ static void store_clear_done(void *ctx, const struct tier_result *res)
 	struct kvt_req *r = ctx;
 	struct kvt_store *s = req_queue(r)->store;
 	int status = (int)req_stashed(r);
+	if (s->dram)
+		dram_clear(s->dram, r->ns); /* what a promotion published meanwhile (delete) */
 	if (res->status == KVT_OK && res->count > r->length)
 		r->length = res->count;
 	if (res->status < 0)

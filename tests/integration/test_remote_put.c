@@ -845,6 +845,56 @@ static void test_delete_wins(struct tsrv *srv, const char *addr, bool clear)
 		free(vals[i]);
 }
 
+/*
+ * A delete wins over a promotion from the server in flight: with one
+ * connection and the server stopped, a prefetch of X (the server holds
+ * it, local DRAM does not) is sent, then a DELETE of X.  The server
+ * answers the GET (X) and then the DELETE; the GET's answer used to be
+ * published in local DRAM after the delete's passes over DRAM, and every
+ * later get of X hit it there.  Now the DELETE goes out once the
+ * promotion was answered, and the store passes over DRAM again when the
+ * server's answer comes back.
+ */
+static void test_delete_vs_promotion(struct tsrv *srv, const char *addr)
+{
+	struct kvt_store *b = tsrv_engine(addr, (const char *[]){ "remote.put_local", "never",
+								   "remote.timeout_ms", "30000",
+								   "remote.conns", "1",
+								   "remote.conns_max", "1", NULL });
+	uint32_t nb = t_ns(b, "delete-vs-promotion");
+	uint64_t x = 950;
+	uint8_t *v = malloc(VLEN);
+	struct iovec part = { v, VLEN };
+	struct kvt_key key = t_key(x);
+	struct kvt_req reqs[2];
+	struct kvt_queue *q;
+
+	T_ASSERT(v);
+	t_fill(v, VLEN, x);
+	T_RC(put1(b, nb, x, &part, 1).status, KVT_OK); /* on the server only */
+	T_RC(kill(srv->pid, SIGSTOP), 0);
+	tsrv_wait_stopped(srv->pid);
+	T_OK(kvt_queue_create(b, &q));
+	reqs[0] = (struct kvt_req){ .op = KVT_OP_PREFETCH, .ns = nb, .keys = &key, .key_count = 1 };
+	reqs[1] = (struct kvt_req){ .op = KVT_OP_DELETE, .ns = nb, .key = key };
+	t_submit_all(q, &reqs[0], 1);
+	tsrv_sleep_ms(100);
+	t_submit_all(q, &reqs[1], 1);
+	tsrv_sleep_ms(200);
+	T_RC(kill(srv->pid, SIGCONT), 0);
+	t_wait_all(q, 2);
+	T_RC(reqs[1].status, KVT_OK);
+	{
+		struct kvt_req g = get_into(b, nb, x, v, VLEN);
+		fprintf(stderr, "delete racing a promotion: a get of X after it: %s (tier %d)\n",
+			kvt_strerror(g.status), g.tier);
+		T_RC(g.status, KVT_MISS);
+	}
+	T_OK(kvt_queue_destroy(q));
+	kvt_store_destroy(b);
+	free(v);
+}
+
 int main(int argc, char **argv)
 {
 	struct tsrv srv;
@@ -869,6 +919,7 @@ int main(int argc, char **argv)
 	test_window(&srv, addr);
 	test_delete_wins(&srv, addr, false);
 	test_delete_wins(&srv, addr, true);
+	test_delete_vs_promotion(&srv, addr);
 	test_mixed(addr, "off");
 	test_mixed(addr, "on");
 	test_wakeups(addr);

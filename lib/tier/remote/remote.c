@@ -119,8 +119,8 @@ struct rop {
 	const char *tenant;           /* STATS: scope (NULL own, "*" all); the caller's */
 	kvt_stats_fn sfn;             /* STATS: called per item on the remote thread */
 	uint64_t deadline;            /* ns, CLOCK_MONOTONIC */
-	/* PUT: on the head's list of puts not yet answered (put_open); DELETE,
-	 * CLEAR: the puts it waits for are those of a lower ticket. */
+	/* PUT, GET into DRAM: on the head's list of those not yet answered
+	 * (put_open); DELETE, CLEAR: it waits for those of a lower ticket. */
 	struct rop *o_prev, *o_next;
 	uint64_t ticket;
 	bool open;
@@ -277,11 +277,12 @@ struct remote {
 	 * GET answer may announce up to max(remote.value_max, this). */
 	_Atomic uint64_t put_max;
 	/* Delete and clear win over the puts submitted before them (head
-	 * only, put_lock): every lane's puts not yet answered, oldest first,
-	 * and the deletes and clears held until those of their key (clear:
-	 * namespace) are answered -- sent at once, a DELETE could reach the
-	 * server before a PUT still waiting for the window or on another
-	 * connection, and the block came back after the delete. */
+	 * only, put_lock): every lane's puts (and promoting gets) not yet
+	 * answered, oldest first, and the deletes and clears held until those
+	 * of their key (clear: namespace) are answered -- sent at once, a
+	 * DELETE could reach the server before a PUT still waiting for the
+	 * window or on another connection, and the block came back after the
+	 * delete; a GET's answer could be published in DRAM after it. */
 	pthread_mutex_t put_lock;
 	struct rop *open_head, *open_tail;
 	struct rop *held;
@@ -2358,6 +2359,7 @@ static struct rop *rop_new(struct remote *rm, int kind, uint32_t ns, const struc
 int remote_get(struct remote *rm, uint32_t ns, const struct kvt_key *key, unsigned flags,
 	       tier_got_fn cb, void *ctx)
 {
+	struct remote *head = rm->head;
 	rm = lane_pick(rm);
 	struct rop *op = rop_new(rm, RK_GET, ns, key, NULL, ctx);
 	if (!op)
@@ -2365,6 +2367,9 @@ int remote_get(struct remote *rm, uint32_t ns, const struct kvt_key *key, unsign
 	op->gcb = cb;
 	op->failures = (flags & REMOTE_GET_FAILURES) != 0;
 	A(rm->c_gets);
+	/* A promotion publishes in DRAM: a delete after it waits for its
+	 * answer, so that the store's pass over DRAM after the delete sees it. */
+	put_open(head, op);
 	return rop_submit(rm, op);
 }
 
