@@ -734,9 +734,10 @@ static bool running_match_locked(const struct shared *sh, uint32_t ns, const str
  * (remove): the write-downs taken before it are dropped and those being
  * written are waited for, so that none lands after the removal; then the
  * promotions that may have read the block before the removal are waited
- * for and their DRAM copies deleted -- else a deleted block came back from
- * a write-down queued before the delete, or from a promotion published
- * after the store's passes over DRAM.
+ * for, so that the store's pass over DRAM after this tier deletes what
+ * they published -- else a deleted block came back from a write-down
+ * queued before the delete, or from a promotion published after the
+ * store's passes over DRAM.
  */
 static void against_pool_begin(struct shared *sh, uint32_t ns, const struct kvt_key *key)
 {
@@ -749,19 +750,12 @@ static void against_pool_begin(struct shared *sh, uint32_t ns, const struct kvt_
 
 static void against_pool_end(struct shared *sh, uint32_t ns, const struct kvt_key *key)
 {
-	bool waited = false;
 	pthread_mutex_lock(&sh->lock);
-	while (running_match_locked(sh, ns, key, false)) {
-		waited = true;
+	while (running_match_locked(sh, ns, key, false))
 		pthread_cond_wait(&sh->ran, &sh->lock);
-	}
 	pthread_mutex_unlock(&sh->lock);
-	if (!waited)
-		return;
-	if (key)
-		dram_delete(sh->dram, ns, key);
-	else
-		dram_clear(sh->dram, ns);
+	/* What they published, the store's last pass over DRAM deletes
+	 * (store_del_walk, store_clear_walk). */
 }
 
 static void *pool_main(void *arg)
