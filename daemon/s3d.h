@@ -91,7 +91,7 @@ enum s3d_payload {
 enum s3d_sink { SK_NONE = 0, SK_RESV, SK_BUF, SK_DISCARD };
 
 /* What the store requests of a request are for (its phase). */
-enum { PH_NONE = 0, PH_PROBE, PH_WRITE, PH_ASSEMBLE_DEL, PH_DONE };
+enum { PH_NONE = 0, PH_PROBE, PH_WRITE, PH_ASSEMBLE_DEL, PH_DURABLE, PH_DONE };
 
 enum s3d_ck { CK_CRC32C = 0, CK_CRC32, CK_SHA256, CK_MD5, CK__COUNT };
 
@@ -206,6 +206,7 @@ struct s3d_req {
 	int phase;
 	bool cond_none_match;      /* PUT with If-None-Match: *; DeleteObjects: Quiet */
 	struct s3d_item *del_item; /* Complete, Copy: the DELETE of a replaced object (owned) */
+	struct s3d_item *flush_item; /* DeleteObject(s): the KVT_OP_FLUSH behind them (owned) */
 	struct s3d_list *list;     /* ListObjects(V2): its state, one allocation (owned) */
 	_Atomic uint32_t *scan_slot; /* its tenant's walks in progress, while it holds
 				      * one (s3ops.c "Walks of the store") */

@@ -313,6 +313,7 @@ void s3d_req_free(struct kvtd_server *srv, struct s3d_req *rq)
 		free(rq->items[i].etag_sent);
 	}
 	free(rq->del_item);
+	free(rq->flush_item);
 	s3d_scan_release(rq);
 	free(rq->list);
 	s3d_pins_release(srv, rq);

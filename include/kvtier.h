@@ -556,6 +556,10 @@ int kvt_store_create(struct kvt_store **out);
  *                     (default 256M, at most a quarter of dram.capacity).
  *   shared.o_direct   "auto" (default: used if the file system takes it,
  *                     stat shared.o_direct) or "off".
+ *   shared.debug_write_delay_ms  tests: a pool thread waits this long
+ *                     before each write-down (a slow file system; default 0).
+ *   shared.debug_read_delay_ms  tests: a promotion waits this long between
+ *                     its header read and its DRAM reservation (default 0).
  *   shared.s3_endpoint  "http://host:port" (or https) of an S3-compatible
  *                     object store: the shared tier's blocks are objects in
  *                     a bucket there instead of files in shared.dir (one or
@@ -856,7 +860,10 @@ int kvt_ns_set_seal_ns_key(struct kvt_store *store, uint32_t ns, const uint8_t n
  *                                                view_count, length: a
  *                                                read-only view (below)
  *   KVT_OP_EXISTS      ns key                    status: OK or MISS; tier
- *   KVT_OP_DELETE      ns key                    status: OK or MISS
+ *   KVT_OP_DELETE      ns key                    status: OK or MISS; the
+ *                                                tombstone is durable once
+ *                                                a KVT_OP_FLUSH behind it
+ *                                                completes (CLEAR the same)
  *   KVT_OP_LOOKUP      ns keys key_count         status OK; length: leading
  *                      [tiers: key_count bytes]  blocks present; tiers[i]
  *   KVT_OP_PREFETCH    ns keys key_count         status OK; length: blocks
@@ -1198,6 +1205,9 @@ int kvt_put(struct kvt_store *store, uint32_t ns, const struct kvt_key *key,
 int kvt_get(struct kvt_store *store, uint32_t ns, const struct kvt_key *key,
 	    void *buf, size_t buf_len, uint64_t *value_len);
 int kvt_exists(struct kvt_store *store, uint32_t ns, const struct kvt_key *key);
+/* kvt_delete and kvt_clear return once the delete is durable: a restart,
+ * even after kill -9, never brings the block back (the SSD tier's
+ * tombstone written and synced, shared by concurrent deletes). */
 int kvt_delete(struct kvt_store *store, uint32_t ns, const struct kvt_key *key);
 /* Returns the number of leading keys present (>= 0) or an error; tiers may be NULL. */
 int64_t kvt_lookup_prefix(struct kvt_store *store, uint32_t ns, const struct kvt_key *keys,

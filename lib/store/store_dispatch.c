@@ -1207,6 +1207,11 @@ static int store_del_walk(struct kvt_store *s, struct kvt_req *r, unsigned from,
 		if (status >= 0)
 			status = ret < 0 ? ret
 					 : (status == KVT_OK || ret == KVT_OK ? KVT_OK : KVT_MISS);
+		/* DRAM again: a promotion from this tier that read the block
+		 * before the tier removed it (the shared tier waits for those)
+		 * published after the passes above. */
+		if (s->dram)
+			dram_delete(s->dram, r->ns, &r->key);
 	}
 	if (local_hit && s->events)
 		kvevents_removed(s->events, quota_group_lookup(&s->quota, r->ns), &r->key);
@@ -1219,6 +1224,11 @@ static void store_del_done(void *ctx, const struct tier_result *res)
 	struct kvt_store *s = req_queue(r)->store;
 	unsigned c = req_cursor(r);
 	int status = (int)req_stashed(r);
+	/* DRAM again: a promotion from this tier answered before the delete
+	 * reached it (the remote tier sends the DELETE after it) was
+	 * published after the passes above (test_remote_put). */
+	if (s->dram)
+		dram_delete(s->dram, r->ns, &r->key);
 	if (status >= 0)
 		status = status == KVT_OK || res->status == KVT_OK ? KVT_OK : KVT_MISS;
 	if (res->status < 0)
@@ -1268,6 +1278,8 @@ static int store_clear_walk(struct kvt_store *s, struct kvt_req *r, unsigned fro
 		ret = t->ops->clear(t->t, NULL, r->ns, store_clear_done, r);
 		if (ret == TIER_PENDING)
 			return STORE_PENDING;
+		if (s->dram)
+			dram_clear(s->dram, r->ns); /* what a promotion published meanwhile */
 		if (ret < 0 && status >= 0)
 			status = (int)ret;
 		else if (ret > 0 && (uint64_t)ret > r->length)
@@ -1281,6 +1293,8 @@ static void store_clear_done(void *ctx, const struct tier_result *res)
 	struct kvt_req *r = ctx;
 	struct kvt_store *s = req_queue(r)->store;
 	int status = (int)req_stashed(r);
+	if (s->dram)
+		dram_clear(s->dram, r->ns); /* what a promotion published meanwhile (delete) */
 	if (res->status == KVT_OK && res->count > r->length)
 		r->length = res->count;
 	if (res->status < 0)

@@ -241,6 +241,11 @@ static const struct opt_def opts[] = {
 	  shared_admit_vals, NULL, "write puts through for persistent namespaces, or all" },
 	{ "shared.o_direct", OPT_BOOL, 0, F(shared_cfg.direct), 0, 0, "off|auto", NULL, "auto",
 	  "try O_DIRECT on the shared file system" },
+	{ "shared.debug_write_delay_ms", OPT_MS_NS, 0, F(shared_cfg.debug_delay_ns), 0, 60000,
+	  NULL, NULL, NULL, "tests: a pool thread waits this long before each write-down" },
+	{ "shared.debug_read_delay_ms", OPT_MS_NS, 0, F(shared_cfg.debug_read_delay_ns), 0,
+	  60000, NULL, NULL, NULL,
+	  "tests: a promotion waits this long between its header read and its DRAM reservation" },
 
 	{ "events.endpoint", OPT_STR, 0, F(events_cfg.endpoint), 0, 0, NULL, NULL, NULL,
 	  "publish KV events on this ZeroMQ endpoint (doc/kvevents.md)" },

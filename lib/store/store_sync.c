@@ -98,13 +98,42 @@ int kvt_exists(struct kvt_store *s, uint32_t ns, const struct kvt_key *key)
 	return store_sync(s, &r);
 }
 
+/*
+ * A delete or clear that removed something returns once its tombstone is
+ * durable (design: acknowledged only once durable): the tiers that log
+ * tombstones (those with prepare: the SSD) are flushed -- the writer's
+ * barrier behind the tombstone, then fdatasync; concurrent deletes share
+ * the syncs.  Without it the tombstone waited in the writer's queue, and a
+ * kill -9 right after kvt_delete returned brought the block back at the
+ * next open (test_ssd delete_kill9).  The queued KVT_OP_DELETE completes
+ * before: its caller submits a KVT_OP_FLUSH behind it (kvtierd does).
+ */
+static int store_tombstones_durable(struct kvt_store *s)
+{
+	int ret = 0;
+	for (unsigned i = 0; i < s->tier_count; i++) {
+		const struct store_tier *t = &s->tiers[i];
+		int st;
+		if (!t->ops->prepare || !t->ops->flush)
+			continue;
+		st = t->ops->flush(t->t);
+		if (st < 0 && ret == 0)
+			ret = st;
+	}
+	return ret;
+}
+
 int kvt_delete(struct kvt_store *s, uint32_t ns, const struct kvt_key *key)
 {
 	struct kvt_req r = { .op = KVT_OP_DELETE, .ns = ns };
+	int ret, st;
 	if (!key)
 		return KVT_ENULL;
 	r.key = *key;
-	return store_sync(s, &r);
+	ret = store_sync(s, &r);
+	if (ret == KVT_OK && (st = store_tombstones_durable(s)) < 0)
+		return st;
+	return ret;
 }
 
 int64_t kvt_lookup_prefix(struct kvt_store *s, uint32_t ns, const struct kvt_key *keys,
@@ -123,6 +152,8 @@ int64_t kvt_clear(struct kvt_store *s, uint32_t ns)
 {
 	struct kvt_req r = { .op = KVT_OP_CLEAR, .ns = ns };
 	int ret = store_sync(s, &r);
+	if (ret >= 0 && (ret = store_tombstones_durable(s)) < 0)
+		return ret;
 	return ret < 0 ? ret : (int64_t)r.length;
 }
 

@@ -1766,6 +1766,58 @@ static void test_forward(void)
 			T_ASSERT(h4[i] >= 1);
 	}
 
+	/* 4b. A delete wins over a forwarded put still unanswered (design:
+	 * delete and clear win over a racing put): every member stopped, the
+	 * engine's put of a first group's block (FORWARD, to one member)
+	 * waits for its answer when a delete of it is submitted; members
+	 * continued, both complete KVT_OK -- the delete removed the stored
+	 * block, so it went to that member after the put's answer
+	 * (remote.removes_held) -- and no member holds the block, not the
+	 * one the put went to nor the replica it forwarded it to (which saw
+	 * the DELETE first and refuses the copy: repair.refused). */
+	{
+		static struct kvt_key k6[GROUP];
+		static uint8_t v6[VLEN];
+		struct iovec part = { v6, VLEN };
+		struct kvt_req rq[2];
+		struct kvt_queue *q;
+		uint8_t h6[1];
+		e = t_store_open("dram.capacity", "32M", "dram.chunk", "4K", "dram.prefault", "off",
+				 "remote.addrs", wmembers, "remote.group", "8",
+				 "remote.hot_replicas", "2", "remote.hot_forward", "on",
+				 "remote.put_local", "never", "remote.timeout_ms", "30000",
+				 "remote.connect_timeout_ms", "300", "remote.backoff_ms", "20",
+				 "remote.backoff_max_ms", "100", NULL);
+		wait_up(e, 2 * NODES);
+		ns = t_ns(e, "fwd");
+		mk_keys(k6, GROUP, 340000);
+		T_RC(kvt_lookup_prefix(e, ns, k6, GROUP, NULL), 0);
+		for (unsigned m = 0; m < NODES; m++) {
+			T_RC(kill(srv[m].pid, SIGSTOP), 0);
+			tsrv_wait_stopped(srv[m].pid);
+		}
+		t_fill(v6, VLEN, 35000);
+		rq[0] = (struct kvt_req){ .op = KVT_OP_PUT, .ns = ns, .key = k6[0], .iov = &part,
+					  .iov_count = 1 };
+		rq[1] = (struct kvt_req){ .op = KVT_OP_DELETE, .ns = ns, .key = k6[0] };
+		T_OK(kvt_queue_create(e, &q));
+		t_submit_all(q, &rq[0], 1);
+		tsrv_sleep_ms(100);
+		t_submit_all(q, &rq[1], 1);
+		tsrv_sleep_ms(200);
+		T_EQ_U64(t_stat(e, "remote.removes_held"), 1); /* the member of the put */
+		for (unsigned m = 0; m < NODES; m++)
+			T_RC(kill(srv[m].pid, SIGCONT), 0);
+		t_wait_all(q, 2);
+		T_RC(rq[0].status, KVT_OK);
+		T_RC(rq[1].status, KVT_OK);
+		T_OK(kvt_queue_destroy(q));
+		kvt_store_destroy(e);
+		tsrv_sleep_ms(500); /* the member's forward, had it gone through */
+		wholders(alive, "fwd", k6, 1, 35000, h6);
+		T_EQ_INT(h6[0], 0);
+	}
+
 	/* 5. kill -9 of the member the engine sent the first group to (after
 	 * it forwarded it): a fresh engine still reads the whole first group
 	 * of the forwarded prompt, byte-exact. */

@@ -66,7 +66,13 @@
  *     walks back to local DRAM where the pod's run ends, and on to the
  *     pod again (all 5 blocks, by their tiers), where it used to stop at
  *     the hole (2), which made remote.put_local=auto lose hits; the walk
- *     back is counted (store.lookup_rounds 1 there, 0 where it stops).
+ *     back is counted (store.lookup_rounds 1 there, 0 where it stops);
+ *   - delete and clear win over a put submitted before them: a DELETE of a
+ *     key whose PUT still waits for the window (server stopped) is held
+ *     until that PUT is answered, and a cold engine then misses the key
+ *     (before: the DELETE went out first and found nothing, and the cold
+ *     engine read the deleted block back); a CLEAR the same for every key
+ *     of its namespace.
  */
 #include <errno.h>
 #include <signal.h>
@@ -758,6 +764,137 @@ static void test_window(struct tsrv *srv, const char *addr)
 		free(vals[i]);
 }
 
+/*
+ * Delete and clear win over a put that started before them (design.md
+ * "Semantics"): with the server stopped, 8 puts of 1 MiB fill the window
+ * of both connections and a 9th (key X) waits for it; a DELETE of X (or a
+ * CLEAR of its namespace) submitted then used to go out at once, be
+ * answered (nothing there) before X was even sent, and X landed on the
+ * server after it: a cold engine then read the deleted block back.  Now
+ * the delete waits until the puts before it of its key (the clear: of its
+ * namespace) were answered, and nothing it removed comes back.
+ */
+static void test_delete_wins(struct tsrv *srv, const char *addr, bool clear)
+{
+	enum { N = 9 };
+	struct kvt_store *b = tsrv_engine(addr, (const char *[]){ "remote.put_local", "never",
+								   "remote.timeout_ms", "30000",
+								   "remote.conns", "2",
+								   "remote.conns_max", "2", NULL });
+	const char *name = clear ? "delete-wins-clear" : "delete-wins";
+	uint32_t nb = t_ns(b, name);
+	uint64_t base = clear ? 900 : 800, x = base + N - 1;
+	struct kvt_req reqs[N], del;
+	struct iovec parts[N];
+	uint8_t *vals[N];
+	struct kvt_queue *q;
+	uint8_t one_b = 3;
+	struct iovec one = { &one_b, 1 };
+
+	T_RC(put1(b, nb, base + 99, &one, 1).status, KVT_OK); /* namespace registered */
+	for (int i = 0; i < 500 && t_stat(b, "remote.conns_up") < 2; i++)
+		tsrv_sleep_ms(10);
+	T_EQ_U64(t_stat(b, "remote.conns_up"), 2);
+	T_RC(kill(srv->pid, SIGSTOP), 0);
+	tsrv_wait_stopped(srv->pid);
+	T_OK(kvt_queue_create(b, &q));
+	uint64_t w0 = t_stat(b, "remote.window_waits");
+	for (int i = 0; i < N; i++) {
+		vals[i] = malloc(VLEN);
+		T_ASSERT(vals[i]);
+		t_fill(vals[i], VLEN, base + (uint64_t)i);
+		parts[i] = (struct iovec){ vals[i], VLEN };
+		reqs[i] = (struct kvt_req){ .op = KVT_OP_PUT, .ns = nb, .key = t_key(base + (uint64_t)i),
+					    .iov = &parts[i], .iov_count = 1 };
+	}
+	t_submit_all(q, reqs, N);
+	for (int i = 0; i < 500 && t_stat(b, "remote.window_waits") == w0; i++)
+		tsrv_sleep_ms(10);
+	T_ASSERT(t_stat(b, "remote.window_waits") > w0); /* X waits for the window */
+	del = (struct kvt_req){ .op = clear ? KVT_OP_CLEAR : KVT_OP_DELETE, .ns = nb,
+				.key = t_key(x) };
+	t_submit_all(q, &del, 1);
+	tsrv_sleep_ms(200); /* the old code sent the DELETE now */
+	T_RC(kill(srv->pid, SIGCONT), 0);
+	t_wait_all(q, N + 1);
+	for (int i = 0; i < N; i++)
+		T_RC(reqs[i].status, KVT_OK);
+	{
+		struct kvt_store *c = engine(addr, "always", "5000");
+		uint32_t nc = t_ns(c, name);
+		uint8_t *buf = malloc(VLEN);
+		T_ASSERT(buf);
+		struct kvt_req g = get_into(c, nc, x, buf, VLEN);
+		fprintf(stderr, "%s after puts waiting for the window: a cold get of X: %s\n",
+			clear ? "clear" : "delete", kvt_strerror(g.status));
+		T_RC(g.status, KVT_MISS);
+		if (clear)
+			for (uint64_t i = 0; i < N; i++)
+				T_RC(get_into(c, nc, base + i, buf, VLEN).status, KVT_MISS);
+		else
+			T_RC(get_into(c, nc, base, buf, VLEN).status, KVT_OK);
+		free(buf);
+		kvt_store_destroy(c);
+	}
+	T_RC(del.status, KVT_OK); /* it removed X: X was stored first */
+	if (clear)
+		T_ASSERT(del.length >= N);
+	T_OK(kvt_queue_destroy(q));
+	kvt_store_destroy(b);
+	for (int i = 0; i < N; i++)
+		free(vals[i]);
+}
+
+/*
+ * A delete wins over a promotion from the server in flight: with one
+ * connection and the server stopped, a prefetch of X (the server holds
+ * it, local DRAM does not) is sent, then a DELETE of X.  The server
+ * answers the GET (X) and then the DELETE; the GET's answer used to be
+ * published in local DRAM after the delete's passes over DRAM, and every
+ * later get of X hit it there.  Now the DELETE goes out once the
+ * promotion was answered, and the store passes over DRAM again when the
+ * server's answer comes back.
+ */
+static void test_delete_vs_promotion(struct tsrv *srv, const char *addr)
+{
+	struct kvt_store *b = tsrv_engine(addr, (const char *[]){ "remote.put_local", "never",
+								   "remote.timeout_ms", "30000",
+								   "remote.conns", "1",
+								   "remote.conns_max", "1", NULL });
+	uint32_t nb = t_ns(b, "delete-vs-promotion");
+	uint64_t x = 950;
+	uint8_t *v = malloc(VLEN);
+	struct iovec part = { v, VLEN };
+	struct kvt_key key = t_key(x);
+	struct kvt_req reqs[2];
+	struct kvt_queue *q;
+
+	T_ASSERT(v);
+	t_fill(v, VLEN, x);
+	T_RC(put1(b, nb, x, &part, 1).status, KVT_OK); /* on the server only */
+	T_RC(kill(srv->pid, SIGSTOP), 0);
+	tsrv_wait_stopped(srv->pid);
+	T_OK(kvt_queue_create(b, &q));
+	reqs[0] = (struct kvt_req){ .op = KVT_OP_PREFETCH, .ns = nb, .keys = &key, .key_count = 1 };
+	reqs[1] = (struct kvt_req){ .op = KVT_OP_DELETE, .ns = nb, .key = key };
+	t_submit_all(q, &reqs[0], 1);
+	tsrv_sleep_ms(100);
+	t_submit_all(q, &reqs[1], 1);
+	tsrv_sleep_ms(200);
+	T_RC(kill(srv->pid, SIGCONT), 0);
+	t_wait_all(q, 2);
+	T_RC(reqs[1].status, KVT_OK);
+	{
+		struct kvt_req g = get_into(b, nb, x, v, VLEN);
+		fprintf(stderr, "delete racing a promotion: a get of X after it: %s (tier %d)\n",
+			kvt_strerror(g.status), g.tier);
+		T_RC(g.status, KVT_MISS);
+	}
+	T_OK(kvt_queue_destroy(q));
+	kvt_store_destroy(b);
+	free(v);
+}
+
 int main(int argc, char **argv)
 {
 	struct tsrv srv;
@@ -780,6 +917,9 @@ int main(int argc, char **argv)
 	test_auto(addr);
 	test_holes(addr);
 	test_window(&srv, addr);
+	test_delete_wins(&srv, addr, false);
+	test_delete_wins(&srv, addr, true);
+	test_delete_vs_promotion(&srv, addr);
 	test_mixed(addr, "off");
 	test_mixed(addr, "on");
 	test_wakeups(addr);

@@ -15,6 +15,10 @@
  *      PUT succeeds and reads back byte for byte;
  *   4. the same for a CopyObject (reserved after its source is read).
  * The counters are the same on /metrics as in STATS.
+ *   5. a DeleteObject acknowledged (204) while a write-down holds the
+ *      writer: kvtierd killed with -9 at once and restarted, the object is
+ *      gone -- the 204 waits for the tombstone to be durable, as a native
+ *      DELETE does (it came at once, and the object came back).
  *
  * argv[1]: kvtierd.
  */
@@ -247,6 +251,22 @@ int main(int argc, char **argv)
 	T_EQ_U64(metric_of(&srv, "kvtier_server_put_parked_total"),
 		 stat_of(&srv, "server.put_parked"));
 	T_EQ_U64(metric_of(&srv, "kvtier_server_put_park_timeouts_total"), 1);
+
+	/* 5: DeleteObject of small (on SSD) while o6's write-down holds the
+	 * writer for 1200 ms; kill -9 right after the 204. */
+	drained(&srv);
+	T_EQ_INT((int)s3_call("PUT", "/bkt/o6", v1, OBJ, NULL, NULL), 200);
+	{
+		uint64_t ms;
+		T_EQ_INT((int)s3_call("DELETE", "/bkt/small", NULL, 0, NULL, &ms), 204);
+		fprintf(stderr, "DeleteObject behind a 1200 ms write-down: 204 after %llu ms\n",
+			(unsigned long long)ms);
+	}
+	tsrv_kill9(&srv);
+	tsrv_start(&srv, argv[1], base, dir, tenants, extra);
+	snprintf(endpoint, sizeof(endpoint), "http://127.0.0.1:%u", tsrv_s3_port(srv.log));
+	T_EQ_INT((int)s3_call("GET", "/bkt/small", NULL, 0, NULL, NULL), 404);
+	T_EQ_INT((int)s3_call("GET", "/bkt/o4", NULL, 0, NULL, NULL), 200);
 
 	T_EQ_INT(tsrv_stop(&srv), 0);
 	tsrv_check_reports(base);

@@ -384,6 +384,109 @@ static void test_evict_writedown(void)
 	free(dir);
 }
 
+/*
+ * Delete and clear win over a write-down taken before them (design.md
+ * "Semantics"): with one pool thread slowed to 400 ms a write-down
+ * (shared.debug_write_delay_ms), two twice-read blocks are evicted: the
+ * first is being written, the second waits in the queue.  A delete (or a
+ * clear of their namespace) then found no file, and both were written
+ * after it: a get brought the deleted blocks back from the shared tier.
+ * Now the delete waits for the one being written and removes it, and the
+ * queued one is dropped (shared.wd_cancelled).
+ */
+static void test_delete_vs_writedown(bool clear)
+{
+	char *dir = t_mkdtemp(), p[512];
+	struct kvt_store *a = t_store_open("dram.capacity", "4M", "dram.chunk", "64K",
+					   "dram.shards", "1", "dram.policy", "lru",
+					   "shared.dir", dir, "shared.threads", "1",
+					   "shared.debug_write_delay_ms", "400", NULL);
+	uint32_t na = t_ns(a, "wd-delete-model"); /* not persistent */
+	size_t len = 256 * 1024;
+	uint8_t *buf = malloc(len);
+	struct stat st;
+
+	for (uint64_t k = 1; k <= 2; k++)
+		put_block(a, na, k, len);
+	for (uint64_t k = 1; k <= 2; k++)
+		for (int r = 0; r < 2; r++) {
+			struct kvt_key key = t_key(k);
+			T_RC(kvt_get(a, na, &key, buf, len, NULL), KVT_OK);
+		}
+	for (uint64_t i = 100; i < 140; i++) /* 10 MiB through 4 MiB of DRAM */
+		put_block(a, na, i, len);
+	T_EQ_U64(t_stat(a, "shared.wd_evicted"), 2); /* one being written, one queued */
+	if (clear) {
+		T_ASSERT(kvt_clear(a, na) >= 0);
+	} else {
+		/* The queued one first (dropped), then the one being written
+		 * (waited for, then removed). */
+		for (uint64_t k = 2; k >= 1; k--) {
+			struct kvt_key key = t_key(k);
+			T_ASSERT(kvt_delete(a, na, &key) >= 0);
+		}
+	}
+	T_OK(kvt_flush(a));
+	for (uint64_t k = 1; k <= 2; k++) {
+		struct kvt_key key = t_key(k);
+		block_path(a, dir, na, k, p, sizeof(p));
+		T_ASSERT(stat(p, &st) < 0);
+		T_RC(kvt_get(a, na, &key, buf, len, NULL), KVT_MISS);
+	}
+	T_EQ_U64(t_stat(a, "shared.wd_cancelled"), 1);
+	kvt_store_destroy(a);
+	free(buf);
+	t_rmtree(dir);
+	free(dir);
+}
+
+/*
+ * A promotion from the shared tier racing a delete: it has opened the file
+ * and read its header, and waits 400 ms before its DRAM reservation
+ * (shared.debug_read_delay_ms) when the delete runs.  The delete used to
+ * unlink the file and return, having passed over DRAM before the
+ * promotion reserved: the promotion read on from its open file and
+ * published, the block was then in DRAM, and every later get hit it.  Now the delete waits for the
+ * promotion and deletes what it published: the get racing it may hit (it
+ * began first), the next one misses.
+ */
+static void test_delete_vs_promotion(void)
+{
+	char *dir = t_mkdtemp(), p[512];
+	struct kvt_store *a = open_shared(dir, "64M", "persistent");
+	struct kvt_store *b = t_store_open("dram.capacity", "64M", "dram.chunk", "64K",
+					   "dram.shards", "1", "shared.dir", dir,
+					   "shared.debug_read_delay_ms", "400", NULL);
+	uint32_t na = ns_persistent(a), nb = ns_persistent(b);
+	size_t len = 65536 + 17;
+	uint8_t *buf = malloc(len);
+	struct kvt_key key = t_key(1);
+	struct iovec io = { buf, len };
+	struct kvt_req r = { .op = KVT_OP_GET, .ns = nb, .key = key, .iov = &io, .iov_count = 1 };
+	struct kvt_req *rp = &r, *done;
+	struct kvt_queue *q;
+	struct stat st;
+
+	put_block(a, na, 1, len);
+	T_OK(kvt_flush(a));
+	kvt_store_destroy(a);
+	T_OK(kvt_queue_create(b, &q));
+	T_RC(kvt_submit(q, &rp, 1), 1);
+	usleep(150 * 1000); /* the promotion has read the file and waits */
+	T_RC(kvt_delete(b, nb, &key), KVT_OK);
+	T_RC(kvt_queue_wait(q, &done, 1, 10000), 1);
+	T_ASSERT(r.status == KVT_OK || r.status == KVT_MISS);
+	T_OK(kvt_queue_destroy(q));
+	T_RC(kvt_get(b, nb, &key, buf, len, NULL), KVT_MISS);
+	T_RC(kvt_lookup_prefix(b, nb, &key, 1, NULL), 0);
+	block_path(b, dir, nb, 1, p, sizeof(p));
+	T_ASSERT(stat(p, &st) < 0);
+	kvt_store_destroy(b);
+	free(buf);
+	t_rmtree(dir);
+	free(dir);
+}
+
 /* Files planted in the tree: a FIFO where a block should be must not hang
  * the reader (it would block in open), a symlink is not followed; both
  * are misses.  An alarm turns a hang into a failure. */
@@ -716,6 +819,9 @@ int main(int argc, char **argv)
 	test_two_stores();
 	test_corrupt();
 	test_evict_writedown();
+	test_delete_vs_writedown(false);
+	test_delete_vs_writedown(true);
+	test_delete_vs_promotion();
 	test_gc();
 	test_gc_spread();
 	test_planted();

@@ -323,6 +323,55 @@ static void test_kill9(void)
 	free(dir);
 }
 
+/* 4b. kill -9 right after kvt_delete returned: with the writer slowed
+ *     (ssd.debug_write_delay_ms) the delete's tombstone waits behind a
+ *     write-down.  kvt_delete returns once the tombstone is durable, so the
+ *     block stays deleted after recovery; it used to return at once, and
+ *     the block came back unless a kvt_flush followed (what kvtierd does
+ *     before it answers: kvtierd.md "Durability of deletes"). */
+static int delete_kill9_round(bool flush)
+{
+	char *dir = t_mkdtemp();
+	struct kvt_store *s;
+	int st, r;
+	pid_t pid = fork();
+	T_GE_INT(pid, 0);
+	if (pid == 0) {
+		struct kvt_key x = t_key(1);
+		s = t_store_open("path", dir, "dram.capacity", "64M", "dram.chunk", "4K",
+				 "dram.prefault", "off", "ssd.capacity", "16M", "ssd.segment", "1M",
+				 "ssd.admission", "always", "ssd.io", io_backend,
+				 "ssd.debug_write_delay_ms", "500", NULL);
+		uint32_t ns = ns_of(s);
+		if (put_k(s, ns, 1) != KVT_OK || kvt_flush(s) != 0)
+			_exit(2);
+		if (put_k(s, ns, 2) != KVT_OK) /* its write-down: the writer waits 500 ms */
+			_exit(2);
+		if (kvt_delete(s, ns, &x) != KVT_OK)
+			_exit(3);
+		if (flush && kvt_flush(s) != 0)
+			_exit(4);
+		raise(SIGKILL);
+		_exit(5);
+	}
+	T_EQ_INT(waitpid(pid, &st, 0), pid);
+	T_ASSERT(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+	s = open_store(dir, "16M", "always");
+	r = get_k(s, ns_of(s), 1);
+	fprintf(stderr, "kill -9 after kvt_delete%s: the block is %s after recovery\n",
+		flush ? " and kvt_flush" : "", r == KVT_OK ? "back" : "gone");
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+	return r;
+}
+
+static void test_delete_kill9(void)
+{
+	T_RC(delete_kill9_round(false), KVT_MISS);
+	T_RC(delete_kill9_round(true), KVT_MISS);
+}
+
 /* 5. Flipped bits in segment files: misses, counted.  (Torn records: the
  *    torn write in test_faults and the power-loss cuts of
  *    test_powerloss_random.) */
@@ -3065,6 +3114,10 @@ int main(void)
 			test_promote_race();
 			continue;
 		}
+		if (getenv("KVT_TEST_ONLY") && !strcmp(getenv("KVT_TEST_ONLY"), "delkill")) {
+			test_delete_kill9();
+			continue;
+		}
 		if (getenv("KVT_TEST_ONLY") && !strcmp(getenv("KVT_TEST_ONLY"), "room")) {
 			test_room();
 			test_room_retry();
@@ -3089,6 +3142,7 @@ int main(void)
 		test_bytes();
 		test_delete_clear();
 		test_kill9();
+		test_delete_kill9();
 		test_corruption();
 		test_format_versions();
 		test_faults();

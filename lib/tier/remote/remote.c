@@ -119,6 +119,11 @@ struct rop {
 	const char *tenant;           /* STATS: scope (NULL own, "*" all); the caller's */
 	kvt_stats_fn sfn;             /* STATS: called per item on the remote thread */
 	uint64_t deadline;            /* ns, CLOCK_MONOTONIC */
+	/* PUT, GET into DRAM: on the head's list of those not yet answered
+	 * (put_open); DELETE, CLEAR: it waits for those of a lower ticket. */
+	struct rop *o_prev, *o_next;
+	uint64_t ticket;
+	bool open;
 };
 
 /* A frame sent (or to be sent) and the operations it carries. */
@@ -271,13 +276,24 @@ struct remote {
 	/* The largest value this tier put (lane[0]'s, every lane's puts): a
 	 * GET answer may announce up to max(remote.value_max, this). */
 	_Atomic uint64_t put_max;
+	/* Delete and clear win over the puts submitted before them (head
+	 * only, put_lock): every lane's puts (and promoting gets) not yet
+	 * answered, oldest first, and the deletes and clears held until those
+	 * of their key (clear: namespace) are answered -- sent at once, a
+	 * DELETE could reach the server before a PUT still waiting for the
+	 * window or on another connection, and the block came back after the
+	 * delete; a GET's answer could be published in DRAM after it. */
+	pthread_mutex_t put_lock;
+	struct rop *open_head, *open_tail;
+	struct rop *held;
+	uint64_t put_ticket;
 
 	_Atomic uint64_t c_gets, c_direct_gets, c_hits, c_misses, c_puts, c_put_stored,
 		c_put_exists, c_put_failed, c_lookups, c_exists, c_deletes, c_clears, c_errors,
 		c_timeouts, c_fast_fails, c_connects, c_connect_failures, c_disconnects, c_bytes_in,
 		c_bytes_out, c_frames_out, c_crc_errors, c_promote_full, c_conns_up, c_tls_failures,
 		c_sends, c_pool, c_reads, c_wakeups, c_put_crc_bytes, c_window_waits,
-		c_ns_mismatches;
+		c_ns_mismatches, c_removes_held;
 };
 
 static void pool_note(struct remote *rm, uint64_t len);
@@ -296,8 +312,13 @@ static uint64_t now_ns(void)
  * Operations: allocation and completion
  */
 
+static int rop_submit(struct remote *rm, struct rop *op);
+static void put_close(struct remote *head, struct rop *op);
+
 static void rop_free(struct remote *rm, struct rop *op)
 {
+	if (op->open)
+		put_close(rm->head, op);
 	if (op->lens)
 		kvt_mem_free(rm->mem, op->lens,
 			     op->part_count * (sizeof(uint64_t) + sizeof(uint32_t)));
@@ -2169,6 +2190,100 @@ static bool wake_take(struct remote *rm)
 	return true;
 }
 
+/* Whether put (submitted, not yet answered) must be answered before the
+ * delete or clear d goes out.  put_lock held. */
+static bool put_precedes(const struct rop *put, const struct rop *d)
+{
+	if (put->ticket >= d->ticket)
+		return false;
+	if (d->kind == RK_CLEAR)
+		return d->ns == KVT_NS_ALL || put->ns == d->ns;
+	return put->ns == d->ns && put->key.len == d->key.len &&
+	       memcmp(put->key.bytes, d->key.bytes, d->key.len) == 0;
+}
+
+static bool put_pending_for(const struct remote *head, const struct rop *d)
+{
+	for (const struct rop *p = head->open_head; p && p->ticket < d->ticket; p = p->o_next)
+		if (put_precedes(p, d))
+			return true;
+	return false;
+}
+
+/* A put is submitted: it joins the head's list (any lane's). */
+static void put_open(struct remote *head, struct rop *op)
+{
+	pthread_mutex_lock(&head->put_lock);
+	op->ticket = head->put_ticket++;
+	op->o_prev = head->open_tail;
+	op->o_next = NULL;
+	if (head->open_tail)
+		head->open_tail->o_next = op;
+	else
+		head->open_head = op;
+	head->open_tail = op;
+	op->open = true;
+	pthread_mutex_unlock(&head->put_lock);
+}
+
+/* A put was answered (or failed): it leaves the list, and the deletes and
+ * clears that waited for it alone go out.  No lock held. */
+static void put_close(struct remote *head, struct rop *op)
+{
+	struct rop *go = NULL, **pp;
+	pthread_mutex_lock(&head->put_lock);
+	if (op->o_prev)
+		op->o_prev->o_next = op->o_next;
+	else
+		head->open_head = op->o_next;
+	if (op->o_next)
+		op->o_next->o_prev = op->o_prev;
+	else
+		head->open_tail = op->o_prev;
+	op->open = false;
+	for (pp = &head->held; *pp;) {
+		struct rop *d = *pp;
+		if (put_precedes(op, d) && !put_pending_for(head, d)) {
+			*pp = d->next;
+			d->next = go;
+			go = d;
+		} else {
+			pp = &d->next;
+		}
+	}
+	pthread_mutex_unlock(&head->put_lock);
+	while (go) {
+		struct rop *d = go;
+		tier_done_fn cb = d->cb;
+		void *ctx = d->ctx;
+		int ret;
+		go = d->next;
+		d->next = NULL;
+		ret = rop_submit(head, d);
+		if (ret < 0) { /* stopped or down meanwhile: d is freed */
+			struct tier_result r = { .status = ret };
+			cb(ctx, &r);
+		}
+	}
+}
+
+/* A delete or clear: at once, or held until the puts before it of its key
+ * (namespace) are answered.  0 (the callback will come) or < 0. */
+static int rop_submit_after_puts(struct remote *head, struct rop *op)
+{
+	pthread_mutex_lock(&head->put_lock);
+	op->ticket = head->put_ticket;
+	if (put_pending_for(head, op)) {
+		op->next = head->held;
+		head->held = op;
+		pthread_mutex_unlock(&head->put_lock);
+		A(head->c_removes_held);
+		return 0;
+	}
+	pthread_mutex_unlock(&head->put_lock);
+	return rop_submit(head, op);
+}
+
 static int rop_submit(struct remote *rm, struct rop *op)
 {
 	bool wake;
@@ -2244,6 +2359,7 @@ static struct rop *rop_new(struct remote *rm, int kind, uint32_t ns, const struc
 int remote_get(struct remote *rm, uint32_t ns, const struct kvt_key *key, unsigned flags,
 	       tier_got_fn cb, void *ctx)
 {
+	struct remote *head = rm->head;
 	rm = lane_pick(rm);
 	struct rop *op = rop_new(rm, RK_GET, ns, key, NULL, ctx);
 	if (!op)
@@ -2251,6 +2367,9 @@ int remote_get(struct remote *rm, uint32_t ns, const struct kvt_key *key, unsign
 	op->gcb = cb;
 	op->failures = (flags & REMOTE_GET_FAILURES) != 0;
 	A(rm->c_gets);
+	/* A promotion publishes in DRAM: a delete after it waits for its
+	 * answer, so that the store's pass over DRAM after the delete sees it. */
+	put_open(head, op);
 	return rop_submit(rm, op);
 }
 
@@ -2330,6 +2449,7 @@ int remote_put_placed(struct remote *rm, uint32_t ns, const struct kvt_key *key,
 	     !atomic_compare_exchange_weak_explicit(&head->put_max, &m, op->value_len,
 						    memory_order_relaxed, memory_order_relaxed);)
 		;
+	put_open(head, op); /* a failed submission closes it (rop_free) */
 	return rop_submit(rm, op);
 }
 
@@ -2357,7 +2477,7 @@ int remote_delete(struct remote *rm, uint32_t ns, const struct kvt_key *key, tie
 	if (!op)
 		return -ENOMEM;
 	A(rm->c_deletes);
-	return rop_submit(rm, op);
+	return rop_submit_after_puts(rm->head, op);
 }
 
 int remote_lookup(struct remote *rm, uint32_t ns, const struct kvt_key *keys, uint32_t n,
@@ -2379,7 +2499,7 @@ int remote_clear(struct remote *rm, uint32_t ns, tier_done_fn cb, void *ctx)
 	if (!op)
 		return -ENOMEM;
 	A(rm->c_clears);
-	return rop_submit(rm, op);
+	return rop_submit_after_puts(rm->head, op);
 }
 
 /* A synchronous STATS: the caller waits on stats_wait for the remote
@@ -2715,6 +2835,7 @@ static void remote_free(struct remote *rm)
 		close(rm->wake_fd);
 	pthread_mutex_destroy(&rm->lock);
 	pthread_cond_destroy(&rm->flush_cond);
+	pthread_mutex_destroy(&rm->put_lock);
 	kvt_mem_free(rm->mem, rm, sizeof(*rm));
 }
 
@@ -2741,6 +2862,7 @@ static int lane_open(struct remote **out, const struct remote_config *cfg, struc
 	rm->epfd = rm->wake_fd = -1;
 	pthread_mutex_init(&rm->lock, NULL);
 	pthread_cond_init(&rm->flush_cond, NULL);
+	pthread_mutex_init(&rm->put_lock, NULL);
 	ret = parse_addr(rm);
 	if (ret == -EPERM) {
 		kvt_logf(log, KVT_LOG_ERROR,
@@ -2962,6 +3084,7 @@ void remote_stats(struct remote *rm, kvt_stats_fn fn, void *ctx)
 	S("exists", c_exists);
 	S("deletes", c_deletes);
 	S("clears", c_clears);
+	S("removes_held", c_removes_held);
 	S("errors", c_errors);
 	S("timeouts", c_timeouts);
 	S("fast_fails", c_fast_fails);

@@ -84,6 +84,26 @@ struct sh_task {
 	const struct iovec *dst;
 	unsigned dst_count;
 	tier_done_fn pcb;
+	/* Write-downs: sh->gen when the bytes were taken (a delete or clear
+	 * of a higher generation wins: wd_dropped_locked).  Every task: on
+	 * sh->running while a worker runs it. */
+	uint64_t gen;
+	struct sh_task *r_prev, *r_next;
+};
+
+/*
+ * A delete or clear, remembered for the write-downs queued before it
+ * (design.md "Semantics": delete and clear win over a racing put).  A
+ * ring of SH_TOMBS: overwriting one drops every write-down as old as it
+ * (drop_below), so a write-down is never written after a delete it could
+ * not check -- at worst a block is not written down.
+ */
+#define SH_TOMBS 256
+struct sh_tomb {
+	uint64_t gen;
+	uint32_t ns;
+	bool clear;                /* the namespace's blocks, not only key */
+	struct kvt_key key;
 };
 
 struct shared {
@@ -109,10 +129,18 @@ struct shared {
 	bool stop;                   /* lock */
 	pthread_t threads[64];
 	unsigned nthreads;
+	/* Deletes and clears against the pool (lock; gen read without it). */
+	_Atomic uint64_t gen;        /* bumped by each delete and clear */
+	uint64_t drop_below;         /* write-downs of a lower gen are dropped */
+	uint64_t tomb_count;         /* tombs[tomb_count % SH_TOMBS] is the next */
+	struct sh_tomb tombs[SH_TOMBS];
+	struct sh_task *running;     /* tasks a worker runs now */
+	pthread_cond_t ran;          /* a task left running */
 	_Atomic uint64_t bps;        /* last measured read throughput, bytes/s (0: none yet) */
 
 	_Atomic uint64_t part_hits, hits, misses, promote_full, wd_queued, wd_shed, wd_done,
-		wd_failed, wd_evicted, wd_ssd_evicted, lookups, lookup_keys, gc_runs, gc_removed;
+		wd_failed, wd_evicted, wd_ssd_evicted, lookups, lookup_keys, gc_runs, gc_removed,
+		wd_cancelled;
 };
 
 #define A(x) atomic_fetch_add_explicit(&(x), 1, memory_order_relaxed)
@@ -189,12 +217,18 @@ struct sh_backend {
 	void (*stats)(struct shared *sh, kvt_stats_fn fn, void *ctx);
 };
 
-/* Where a block's value goes: a DRAM reservation for rb's key. */
+static void debug_delay(uint64_t ns);
+
+/* Where a block's value goes: a DRAM reservation for rb's key.  (The
+ * block's file is open, or its GET under way, since before this: a delete
+ * may unlink it and pass over DRAM meanwhile -- against_pool_end.) */
 static int read_reserve(struct sh_read *rb, const struct shdir_hdr *h, struct iovec *view,
 			unsigned *vc)
 {
 	struct shared *sh = rb->sh;
-	int ret = dram_reserve(sh->dram, rb->ns, rb->key, h->value_len,
+	int ret;
+	debug_delay(sh->cfg.debug_read_delay_ns); /* tests: the delete's moment */
+	ret = dram_reserve(sh->dram, rb->ns, rb->key, h->value_len,
 			       h->part_count > 1 ? h->part_lens : NULL, h->part_count, &rb->item,
 			       view, vc);
 	if (ret != KVT_OK) {
@@ -544,6 +578,8 @@ static void wd_finished(struct shared *sh, uint64_t len, int ret)
 	bool gc = false;
 	if (ret == KVT_OK || ret == KVT_EXISTS)
 		A(sh->wd_done);
+	else if (ret == -ECANCELED)
+		A(sh->wd_cancelled);
 	else
 		A(sh->wd_failed);
 	pthread_mutex_lock(&sh->lock);
@@ -566,6 +602,20 @@ static void wd_finished(struct shared *sh, uint64_t len, int ret)
 	}
 }
 
+/* Tests (shared.debug_write_delay_ms, shared.debug_read_delay_ms): a slow
+ * shared file system, the task taken by its worker. */
+static void debug_delay(uint64_t ns)
+{
+	struct timespec ts = { (time_t)(ns / 1000000000u), (long)(ns % 1000000000u) };
+	while (ns && nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
+static void wd_debug_delay(struct shared *sh)
+{
+	debug_delay(sh->cfg.debug_delay_ns);
+}
+
 static void run_wd_ref(struct shared *sh, struct sh_task *t)
 {
 	uint64_t lens[KVT_PARTS_MAX];
@@ -577,6 +627,7 @@ static void run_wd_ref(struct shared *sh, struct sh_task *t)
 	const uint8_t *dg;
 	int np, ret = -ENOENT;
 
+	wd_debug_delay(sh);
 	np = dram_item_meta(sh->dram, t->item, &ns, &key, lens, crcs, KVT_PARTS_MAX);
 	dg = ns_digest_of(sh, ns);
 	if (np > 0 && dg && dram_item_alive(sh->dram, t->item)) {
@@ -593,6 +644,7 @@ static void run_wd_buf(struct shared *sh, struct sh_task *t)
 	const uint8_t *dg = ns_digest_of(sh, t->ns);
 	struct iovec v = { t->buf + t->buf_off, t->len };
 	int ret = -ENOENT;
+	wd_debug_delay(sh);
 	if (!t->crcs_valid) {
 		uint64_t off = t->buf_off;
 		for (uint32_t p = 0; p < t->part_count; p++) {
@@ -618,12 +670,101 @@ static void run_gc(struct shared *sh)
 	pthread_mutex_unlock(&sh->lock);
 }
 
+/* Whether a write-down of (ns, key) whose bytes were taken at generation
+ * gen lost to a delete or clear since.  Locked. */
+static bool wd_dropped_locked(const struct shared *sh, uint32_t ns, const struct kvt_key *key,
+			      uint64_t gen)
+{
+	if (gen < sh->drop_below)
+		return true;
+	for (uint64_t i = sh->tomb_count; i-- > 0 && sh->tomb_count - i <= SH_TOMBS;) {
+		const struct sh_tomb *tb = &sh->tombs[i % SH_TOMBS];
+		if (tb->gen <= gen)
+			break; /* the ring is in generation order */
+		if (tb->ns != ns)
+			continue;
+		if (tb->clear ||
+		    (tb->key.len == key->len && memcmp(tb->key.bytes, key->bytes, key->len) == 0))
+			return true;
+	}
+	return false;
+}
+
+/* A delete (key) or clear (key NULL; ns KVT_NS_ALL: everything) begins:
+ * the write-downs taken before it are dropped.  Locked. */
+static void tomb_add_locked(struct shared *sh, uint32_t ns, const struct kvt_key *key)
+{
+	uint64_t gen = atomic_fetch_add(&sh->gen, 1) + 1;
+	struct sh_tomb *tb;
+	if (ns == KVT_NS_ALL) {
+		sh->drop_below = gen;
+		return;
+	}
+	tb = &sh->tombs[sh->tomb_count % SH_TOMBS];
+	if (sh->tomb_count >= SH_TOMBS && tb->gen > sh->drop_below)
+		sh->drop_below = tb->gen; /* forgotten: what it could drop goes */
+	tb->gen = gen;
+	tb->ns = ns;
+	tb->clear = key == NULL;
+	if (key)
+		tb->key = *key;
+	sh->tomb_count++;
+}
+
+/* Whether a task a worker runs now touches (ns, key) (key NULL: any of ns;
+ * ns KVT_NS_ALL: any) and is a write-down (wd) or a promotion (!wd). */
+static bool running_match_locked(const struct shared *sh, uint32_t ns, const struct kvt_key *key,
+				 bool wd)
+{
+	for (const struct sh_task *t = sh->running; t; t = t->r_next) {
+		bool is_wd = t->type == T_WD_REF || t->type == T_WD_BUF;
+		if (is_wd != wd || (!wd && t->type != T_GET))
+			continue;
+		if (ns != KVT_NS_ALL && t->ns != ns)
+			continue;
+		if (key && (t->key.len != key->len || memcmp(t->key.bytes, key->bytes, key->len)))
+			continue;
+		return true;
+	}
+	return false;
+}
+
+/*
+ * A delete or clear against the pool, around the backend's removal
+ * (remove): the write-downs taken before it are dropped and those being
+ * written are waited for, so that none lands after the removal; then the
+ * promotions that may have read the block before the removal are waited
+ * for, so that the store's pass over DRAM after this tier deletes what
+ * they published -- else a deleted block came back from a write-down
+ * queued before the delete, or from a promotion published after the
+ * store's passes over DRAM.
+ */
+static void against_pool_begin(struct shared *sh, uint32_t ns, const struct kvt_key *key)
+{
+	pthread_mutex_lock(&sh->lock);
+	tomb_add_locked(sh, ns, key);
+	while (running_match_locked(sh, ns, key, true))
+		pthread_cond_wait(&sh->ran, &sh->lock);
+	pthread_mutex_unlock(&sh->lock);
+}
+
+static void against_pool_end(struct shared *sh, uint32_t ns, const struct kvt_key *key)
+{
+	pthread_mutex_lock(&sh->lock);
+	while (running_match_locked(sh, ns, key, false))
+		pthread_cond_wait(&sh->ran, &sh->lock);
+	pthread_mutex_unlock(&sh->lock);
+	/* What they published, the store's last pass over DRAM deletes
+	 * (store_del_walk, store_clear_walk). */
+}
+
 static void *pool_main(void *arg)
 {
 	struct shared *sh = arg;
 	pthread_mutex_lock(&sh->lock);
 	for (;;) {
 		struct sh_task *t = NULL;
+		bool dropped;
 		for (int p = 0; p < P_COUNT && !t; p++) {
 			if ((t = sh->head[p])) {
 				sh->head[p] = t->next;
@@ -637,7 +778,20 @@ static void *pool_main(void *arg)
 			pthread_cond_wait(&sh->cond, &sh->lock);
 			continue;
 		}
+		dropped = (t->type == T_WD_REF || t->type == T_WD_BUF) &&
+			  wd_dropped_locked(sh, t->ns, &t->key, t->gen);
+		t->r_prev = NULL;
+		t->r_next = sh->running;
+		if (sh->running)
+			sh->running->r_prev = t;
+		sh->running = t;
 		pthread_mutex_unlock(&sh->lock);
+		if (dropped) {
+			if (t->type == T_WD_REF)
+				dram_unpin(sh->dram, t->item);
+			wd_finished(sh, t->len, -ECANCELED);
+			goto ran;
+		}
 		switch (t->type) {
 		case T_GET:
 			run_get(sh, t);
@@ -658,6 +812,16 @@ static void *pool_main(void *arg)
 			run_gc(sh);
 			break;
 		}
+ran:
+		pthread_mutex_lock(&sh->lock);
+		if (t->r_prev)
+			t->r_prev->r_next = t->r_next;
+		else
+			sh->running = t->r_next;
+		if (t->r_next)
+			t->r_next->r_prev = t->r_prev;
+		pthread_cond_broadcast(&sh->ran);
+		pthread_mutex_unlock(&sh->lock);
 		task_free(sh, t);
 		pthread_mutex_lock(&sh->lock);
 	}
@@ -757,6 +921,7 @@ int shared_open(struct shared **out, const struct shared_config *cfg, struct dra
 	pthread_mutex_init(&sh->lock, NULL);
 	pthread_cond_init(&sh->cond, NULL);
 	pthread_cond_init(&sh->idle, NULL);
+	pthread_cond_init(&sh->ran, NULL);
 	if (cfg->s3_endpoint) {
 		ret = shared_open_s3(sh);
 		if (ret < 0)
@@ -817,6 +982,7 @@ void shared_free(struct shared *sh)
 	pthread_mutex_destroy(&sh->lock);
 	pthread_cond_destroy(&sh->cond);
 	pthread_cond_destroy(&sh->idle);
+	pthread_cond_destroy(&sh->ran);
 	kvt_mem_free(sh->mem, (void *)sh->persistent, sh->persistent_len);
 	kvt_mem_free(sh->mem, sh, sizeof(*sh));
 }
@@ -853,6 +1019,8 @@ void shared_put(struct shared *sh, uint32_t ns, const struct kvt_key *key)
 	uint64_t len;
 	bool ok;
 
+	uint64_t gen = atomic_load(&sh->gen);
+
 	if (!ns_persistent(sh, ns))
 		return;
 	if (dram_ref_quiet(sh->dram, ns, key, &item) != KVT_OK)
@@ -865,6 +1033,9 @@ void shared_put(struct shared *sh, uint32_t ns, const struct kvt_key *key)
 		t->type = T_WD_REF;
 		t->item = item;
 		t->len = len;
+		t->ns = ns;
+		t->key = *key;
+		t->gen = gen;
 		ok = enqueue_locked(sh, t, P_LOW);
 	}
 	pthread_mutex_unlock(&sh->lock);
@@ -887,6 +1058,7 @@ void shared_evicted(void *ctx, const struct dram_victim *v)
 	uint64_t len = v->len;
 	uint64_t off = 0, lens[KVT_PARTS_MAX];
 	uint32_t crcs[KVT_PARTS_MAX];
+	uint64_t gen = atomic_load(&sh->gen); /* the item is still indexed: a delete waits */
 	int np;
 	bool ok;
 
@@ -907,6 +1079,7 @@ void shared_evicted(void *ctx, const struct dram_victim *v)
 	t->type = T_WD_BUF;
 	t->ns = ns;
 	t->key = *v->key;
+	t->gen = gen;
 	t->len = len;
 	t->flags = v->flags;
 	t->buf_cap = KVT_ALIGN_UP(len, 4096);
@@ -958,7 +1131,8 @@ static bool shared_ssd_reserve(void *ctx, uint32_t ns, uint64_t len)
  * NULL (it could not be read: drop the reservation). */
 static void shared_ssd_take(void *ctx, uint32_t ns, const struct kvt_key *key, uint8_t *buf,
 			    uint64_t buf_cap, uint64_t value_off, uint64_t len, unsigned np,
-			    const uint64_t *lens, const uint32_t *crcs, uint32_t flags)
+			    const uint64_t *lens, const uint32_t *crcs, uint32_t flags,
+			    uint64_t gen)
 {
 	struct shared *sh = ctx;
 	struct sh_task *t = NULL;
@@ -972,6 +1146,7 @@ static void shared_ssd_take(void *ctx, uint32_t ns, const struct kvt_key *key, u
 	t->type = T_WD_BUF;
 	t->ns = ns;
 	t->key = *key;
+	t->gen = gen;
 	t->len = len;
 	t->flags = flags;
 	t->buf = buf;
@@ -997,7 +1172,14 @@ shed:
 	wd_unreserve(sh, len);
 }
 
-const struct ssd_evict_hook shared_ssd_hook = { shared_ssd_reserve, shared_ssd_take };
+static uint64_t shared_ssd_gen(void *ctx)
+{
+	struct shared *sh = ctx;
+	return atomic_load(&sh->gen);
+}
+
+const struct ssd_evict_hook shared_ssd_hook = { shared_ssd_reserve, shared_ssd_take,
+						shared_ssd_gen };
 
 void shared_flush(struct shared *sh)
 {
@@ -1124,15 +1306,25 @@ closed:
 int shared_delete(struct shared *sh, uint32_t ns, const struct kvt_key *key)
 {
 	const uint8_t *dg = ns_digest_of(sh, ns);
-	return dg ? sh->be->remove(sh, dg, key) : KVT_MISS;
+	int ret;
+	if (!dg)
+		return KVT_MISS;
+	against_pool_begin(sh, ns, key);
+	ret = sh->be->remove(sh, dg, key);
+	against_pool_end(sh, ns, key);
+	return ret;
 }
 
 int64_t shared_clear(struct shared *sh, uint32_t ns)
 {
 	const uint8_t *dg = NULL;
+	int64_t ret;
 	if (ns != KVT_NS_ALL && !(dg = ns_digest_of(sh, ns)))
 		return 0;
-	return sh->be->clear(sh, dg);
+	against_pool_begin(sh, ns, NULL);
+	ret = sh->be->clear(sh, dg);
+	against_pool_end(sh, ns, NULL);
+	return ret;
 }
 
 struct shdir *shared_dir(struct shared *sh)
@@ -1164,6 +1356,7 @@ void shared_stats(struct shared *sh, kvt_stats_fn fn, void *ctx)
 	fn(ctx, "shared.wd_ssd_evicted", AL(sh->wd_ssd_evicted), NULL);
 	fn(ctx, "shared.wd_done", AL(sh->wd_done), NULL);
 	fn(ctx, "shared.wd_failed", AL(sh->wd_failed), NULL);
+	fn(ctx, "shared.wd_cancelled", AL(sh->wd_cancelled), NULL);
 	fn(ctx, "shared.wd_shed", AL(sh->wd_shed), NULL);
 	fn(ctx, "shared.wd_bytes", wd_bytes, NULL);
 	fn(ctx, "shared.gc_runs", AL(sh->gc_runs), NULL);

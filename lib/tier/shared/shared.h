@@ -52,6 +52,8 @@ struct shared_config {
 	int admission;           /* SHARED_ADMIT_* */
 	uint64_t wd_max_bytes;   /* write-down bytes queued before shedding */
 	bool direct;             /* try O_DIRECT */
+	uint64_t debug_delay_ns; /* tests: a worker waits this long before each write-down */
+	uint64_t debug_read_delay_ns; /* tests: and between a promotion's header and reservation */
 };
 
 #define SHARED_DEF_THREADS 8

@@ -215,7 +215,7 @@ static void wd_enqueue(struct ssd *s, struct wd_task *t, bool front);
  * hand it to the eviction hook.  seg_lock held (the writer thread). */
 static void evict_to_hook(struct ssd *s, uint32_t slot, uint32_t ns, const struct kvt_key *key,
 			  uint64_t seq, uint64_t off, uint64_t rec_len, uint64_t value_len,
-			  unsigned pc)
+			  unsigned pc, uint64_t gen)
 {
 	const struct ssd_evict_hook *hk = s->evict_hook;
 	uint32_t align = ssd_rec_align_of(pc, value_len, rec_len);
@@ -249,12 +249,12 @@ static void evict_to_hook(struct ssd *s, uint32_t slot, uint32_t ns, const struc
 		}
 	}
 	if (!ok) {
-		hk->take(s->evict_ctx, ns, key, NULL, 0, 0, value_len, 0, NULL, NULL, 0);
+		hk->take(s->evict_ctx, ns, key, NULL, 0, 0, value_len, 0, NULL, NULL, 0, gen);
 		if (buf)
 			kvt_mem_free(s->mem, buf, rec_len);
 	} else {
 		hk->take(s->evict_ctx, ns, key, buf, rec_len, hdr_len, value_len, pc, lens, crcs,
-			 (rh.flags & SSD_REC_F_SEALED) ? KVT_F_SEALED : 0);
+			 (rh.flags & SSD_REC_F_SEALED) ? KVT_F_SEALED : 0, gen);
 		A(s->evicted_handed);
 	}
 	if (parts)
@@ -350,7 +350,7 @@ static int evict_entry_cb(void *ctx, const struct ssd_sum_entry *se)
 	struct ssd_shard *sh;
 	struct ssd_entry **pp;
 	bool reinsert = false, dropped = false, hot = false, carry = false, in_dram;
-	uint64_t seq = 0, off = 0, rec_len = 0, value_len = 0;
+	uint64_t seq = 0, off = 0, rec_len = 0, value_len = 0, hgen = 0;
 	unsigned pc = 0;
 
 	if (se->type != SSD_REC_PUT)
@@ -366,6 +366,10 @@ static int evict_entry_cb(void *ctx, const struct ssd_sum_entry *se)
 		reinsert = ((*pp)->flags & E_READ) &&
 			   reinsert_cb_budget(s, &ec->budget, (*pp)->value_len);
 		hot = ((*pp)->flags & E_READ2) && s->evict_hook;
+		/* Under the lock a delete takes first: one it missed here
+		 * reaches the hook later, with a higher generation. */
+		if (hot)
+			hgen = s->evict_hook->gen(s->evict_ctx);
 		seq = (*pp)->seq;
 		off = (uint64_t)(*pp)->off_512 * SSD_REC_ALIGN;
 		rec_len = (uint64_t)(*pp)->len_512 * SSD_REC_ALIGN;
@@ -414,7 +418,8 @@ static int evict_entry_cb(void *ctx, const struct ssd_sum_entry *se)
 	 * no DRAM copy, the block is lost to SSD: the shared tier's write is
 	 * put-if-absent, so handing it down as well costs little). */
 	if (dropped && hot && (!reinsert || dram_exists(s->dram, se->ns_id, &se->key) != KVT_OK))
-		evict_to_hook(s, ec->slot, se->ns_id, &se->key, seq, off, rec_len, value_len, pc);
+		evict_to_hook(s, ec->slot, se->ns_id, &se->key, seq, off, rec_len, value_len, pc,
+			      hgen);
 	if (reinsert) {
 		/* Read while here and still in DRAM: write it down again. */
 		struct iovec view[DRAM_MAX_RUNS];

@@ -90,13 +90,17 @@ bool ssd_log_full(void *ctx);
  * of buf (kvt_mem_alloc_aligned on the tier's kvt_mem, buf_cap bytes; the
  * value is buf[value_off, value_off + value_len)), or buf NULL (the read
  * or a check failed: drop the reservation).  Both run on the writer
- * thread under seg_lock: they must not block or call ssd_*.
+ * thread under seg_lock: they must not block or call ssd_*.  gen(ctx) is
+ * read under the index shard lock that drops the entry, and passed to
+ * take: a delete or clear of the block that the hook saw after it (its
+ * generation is higher) wins over the hand-down.
  */
 struct ssd_evict_hook {
 	bool (*reserve)(void *ctx, uint32_t ns, uint64_t value_len);
 	void (*take)(void *ctx, uint32_t ns, const struct kvt_key *key, uint8_t *buf,
 		     uint64_t buf_cap, uint64_t value_off, uint64_t value_len, unsigned part_count,
-		     const uint64_t *part_lens, const uint32_t *crcs, uint32_t flags);
+		     const uint64_t *part_lens, const uint32_t *crcs, uint32_t flags, uint64_t gen);
+	uint64_t (*gen)(void *ctx);
 };
 /* hook and ctx must outlive the tier (NULL: none). */
 void ssd_set_evict_hook(struct ssd *s, const struct ssd_evict_hook *hook, void *ctx);
