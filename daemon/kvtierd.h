@@ -304,6 +304,9 @@ struct kvtd_counters {
 	/* S3 listings answered SlowDown: their tenant's walks of the store
 	 * were at their limit (s3ops.c "Walks of the store") */
 	_Atomic uint64_t s3_scan_refused;
+	/* CLEARs (native frames, RESP FLUSHDB) refused: their tenant had
+	 * KVTD_CLEAR_TENANT in progress (ops.c "A CLEAR's walks") */
+	_Atomic uint64_t clear_refused;
 	/* S3 PUTs parked for SSD write-down room (s3d.c "Parking"), and those
 	 * answered 503 because none came within ssd.writedown_wait_ms */
 	_Atomic uint64_t put_parked, put_park_timeouts;
@@ -683,6 +686,8 @@ struct kvtd_server {
 	_Atomic uint64_t s3_hdr_charged;
 	/* S3 listings walking the store of tenants without counters (s3ops.c) */
 	_Atomic uint32_t s3_scans_untracked;
+	/* CLEARs in progress of tenants without counters (ops.c) */
+	_Atomic uint32_t clears_untracked;
 	/* Unauthenticated connections, all and by peer slot (loop.c) */
 	_Atomic unsigned unauth_conns;
 	/* Quiet GETs in the store, all loops (ops.c "Quiet GETs") */
@@ -951,6 +956,8 @@ struct kvtd_frame {
 	struct kvtd_item **quiet_q;
 	uint32_t quiet_n, quiet_next, quiet_inflight;
 	uint32_t sub_count;
+	uint32_t sub_next;        /* CLEAR: the next of subs to submit (one walk at a time) */
+	_Atomic uint32_t *clear_slot; /* CLEAR: its tenant's slot, held (kvtd_clear_acquire) */
 	uint32_t pending;         /* requests and aux jobs outstanding */
 	uint64_t removed;         /* CLEAR: blocks */
 	uint32_t hits;            /* LOOKUP */
@@ -1160,6 +1167,7 @@ struct kvtd_tstat {
 	_Atomic uint32_t ns_count; /* namespaces registered in its name (KVTD_NS_TENANT_MAX) */
 	_Atomic uint32_t conns;    /* its authenticated connections (--tenant-conns) */
 	_Atomic uint32_t s3_scans; /* its S3 listings walking the store (s3ops.c) */
+	_Atomic uint32_t clears;   /* its CLEARs in progress (KVTD_CLEAR_TENANT; ops.c) */
 	_Atomic uint64_t resv_held; /* DRAM its S3 uploads being received reserve
 				     * (s3d.c S3D_RESV_TENANT_MAX) */
 	_Atomic uint64_t copies;   /* private SSD copies its S3 reads of granted
@@ -1185,6 +1193,14 @@ int64_t kvtd_tenant_ns_ids(struct kvtd_server *srv, const char *tenant, size_t l
 			   uint32_t **ids);
 /* The counters of c's tenant (NULL before the tenant is known). */
 struct kvtd_tstat *kvtd_tstat_of(struct kvtd_conn *c);
+/* A tenant's CLEARs in progress, all its connections together (native
+ * CLEAR frames that walk, RESP FLUSHDB; ops.c "A CLEAR's walks"): at most
+ * KVTD_CLEAR_TENANT.  kvtd_clear_acquire takes one of c's tenant's slots:
+ * the slot to give back with kvtd_clear_release, or NULL at the limit
+ * (counted in clear_refused).  Loop threads. */
+#define KVTD_CLEAR_TENANT 4
+_Atomic uint32_t *kvtd_clear_acquire(struct kvtd_conn *c);
+void kvtd_clear_release(_Atomic uint32_t *slot);
 /* Per-tenant connection cap (doc/kvtierd.md "Overload"): c, just
  * authenticated as tenant (len bytes), is counted among its tenant's connections
  * (c->conns_tstat; it leaves the count when it closes, loop.c, or signs

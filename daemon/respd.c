@@ -117,6 +117,7 @@ struct respd_cmd {
 	uint64_t expire_ms;        /* SET/MSET: absolute, 0 none */
 	int cond;                  /* SET: 0, 'N' (NX), 'X' (XX) */
 	int64_t synced;            /* RP_SYNC: DEL's count, answered once durable */
+	_Atomic uint32_t *clear_slot; /* FLUSHDB: its tenant's CLEAR slot, held */
 	bool done;
 	bool quit;                 /* close after the reply */
 	bool is_err;
@@ -318,6 +319,7 @@ static void respd_cmd_free(struct kvtd_server *srv, struct respd_cmd *cmd)
 	free(cmd->argv);
 	free(cmd->raw);
 	kvtd_mem_uncharge(srv, cmd->raw_charged);
+	kvtd_clear_release(cmd->clear_slot);
 	free(cmd);
 }
 
@@ -479,6 +481,8 @@ static void respd_finish(struct respd_cmd *cmd)
 
 	cmd->done = true;
 	cmd->phase = RP_DONE;
+	kvtd_clear_release(cmd->clear_slot); /* FLUSHDB's walk is back */
+	cmd->clear_slot = NULL;
 	if (cmd->kind == RK_GET || cmd->kind == RK_MGET || cmd->kind == RK_EXISTS)
 		kvtd_metrics_latency(srv, KVTD_LAT_READ, cmd->tier, kvtd_now_ns() - cmd->start_ns);
 	else if (cmd->kind == RK_SET || cmd->kind == RK_MSET || cmd->kind == RK_DEL)
@@ -1534,6 +1538,14 @@ static void respd_exec(struct respd_cmd *cmd)
 		respd_write(cmd, ns);
 		return;
 	case RK_FLUSH:
+		/* A walk of the whole store on the library's worker, which
+		 * every tenant's DEL waits behind: at most KVTD_CLEAR_TENANT
+		 * of a tenant's at once (ops.c "A CLEAR's walks"). */
+		if (!(cmd->clear_slot = kvtd_clear_acquire(c))) {
+			respd_simple(cmd, '-', "ERR this tenant's flushes in progress are at their "
+				     "limit; retry later");
+			goto done;
+		}
 		cmd->items = calloc(1, sizeof(*cmd->items));
 		if (!cmd->items) {
 			cmd->oom = true;

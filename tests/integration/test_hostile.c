@@ -45,6 +45,9 @@
  *                 the budget, not by a tenant's share (one trust domain)
  *   aux_walks     S3 listings' walks on the aux thread beside another
  *                 client's aux jobs (walks have a lane of their own)
+ *   clear_flood   one tenant pipelines CLEARs of its 256 namespaces and
+ *                 FLUSHDBs: at most 4 in progress, one walk each at a
+ *                 time, the rest refused; another tenant's DELETE timed
  *
  * Every phase samples the server's VmRSS every 20 ms and asserts the bound
  * of doc/security.md: RSS < RSS at start + --dram + --max-memory +
@@ -6016,6 +6019,203 @@ static void phase_aux_walks(void)
 	T_EQ_INT(tsrv_stop(&srv), 0);
 }
 
+/* ------------------------------------------------------------------------
+ * clear_flood (attack25): one tenant pipelines CLEARs of its namespaces
+ *
+ * A CLEAR walks the whole DRAM and SSD indexes once per namespace it
+ * clears, on the library's worker (KVT_F_DEFER; one thread by default),
+ * and every other tenant's acknowledged DELETE waits behind what is
+ * queued there: its flush barrier comes after it (ops.c ops_durable).
+ * mallory holds CF_NS namespaces and pipelines CF_CLEARS CLEARs of her
+ * tenant scope (CF_NS walks each); alice's DELETE is timed beside them.
+ * Then mallory pipelines FLUSHDBs on RESP.  At most CF_SLOTS CLEARs of a
+ * tenant are in progress (KVTD_CLEAR_TENANT), each walking one namespace
+ * at a time; the rest are refused at once (KVT_EBUSY, RESP -ERR).
+ */
+
+#define CF_NS 256u       /* mallory's namespaces */
+#define CF_FRAME 256u    /* of them per NS_REGISTER frame */
+#define CF_CLEARS 64u    /* CLEAR frames mallory pipelines */
+#define CF_FLUSHES 32u   /* FLUSHDBs she pipelines on RESP */
+#define CF_SLOTS 4u      /* KVTD_CLEAR_TENANT */
+#define CF_BLOCKS 50000u /* alice's blocks: what a walk walks */
+/* alice's DELETE beside the CLEARs, at most (ms): 27 ms after (release),
+ * 9 s and more before (4 frames of 1024 walks; 64 of 256 here: past the
+ * client's 30 s) */
+#define CF_DELETE_MAX_MS 1000u
+
+/* n namespaces of models PREFIX-<i> registered on c, all KVT_OK. */
+static void cf_register(struct kc *c, const char *prefix, unsigned n)
+{
+	static char texts[CF_FRAME][PROTO_CANON_MAX + 1];
+	struct proto_item its[CF_FRAME];
+	unsigned ok = 0;
+
+	for (unsigned b = 0; b < n; b += CF_FRAME) {
+		struct proto_frame f = { .op = PROTO_OP_NS_REGISTER };
+		unsigned m = n - b < CF_FRAME ? n - b : CF_FRAME;
+		struct proto_iter iter;
+		struct proto_item pi;
+		struct kc_resp r;
+		memset(its, 0, sizeof(its));
+		for (unsigned i = 0; i < m; i++) {
+			struct kvt_ns_desc d = desc;
+			char model[64];
+			snprintf(model, sizeof(model), "%s-%u", prefix, b + i);
+			d.model = model;
+			its[i].text = texts[i];
+			its[i].text_len = (uint32_t)kvt_ns_digest(&d, NULL, texts[i],
+								  PROTO_CANON_MAX + 1);
+		}
+		T_ASSERT(kc_request(c, &f, its, m, NULL, 0) > 0);
+		T_RC(kc_recv(c, &r, 60000), 0);
+		proto_iter_init(&iter, &r.f, NULL, NULL, 0);
+		while (proto_iter_next(&iter, &pi) == 1)
+			ok += pi.status == KVT_OK;
+		kc_resp_free(&r);
+	}
+	T_EQ_INT(ok, n);
+}
+
+/* alice's PUT then DELETE of one key (the DELETE answered once its
+ * tombstone is durable): the DELETE's round trip, ns. */
+static uint64_t cf_delete(struct kc *a, const uint8_t ns[PROTO_DIGEST_LEN], unsigned i)
+{
+	uint8_t v[256];
+	struct iovec p = { v, sizeof(v) };
+	struct kvt_key k;
+	char name[32];
+	uint64_t t0;
+	int rc;
+
+	snprintf(name, sizeof(name), "cf-del-%u", i);
+	kvt_key_set(&k, name, strlen(name));
+	tsrv_fill(v, sizeof(v), i);
+	T_RC(kc_put(a, ns, &k, &p, 1, NULL), KVT_OK);
+	t0 = tsrv_now_ns();
+	rc = kc_delete(a, ns, &k);
+	if (rc != KVT_OK)
+		T_FAIL("alice's DELETE beside mallory's CLEARs: %d (%s) after %.1f s", rc,
+		       kvt_strerror(rc), (tsrv_now_ns() - t0) / 1e9);
+	return tsrv_now_ns() - t0;
+}
+
+/* mallory's FLUSHDBs pipelined on RESP: how many were refused. */
+static unsigned cf_flushes(uint16_t port)
+{
+	const char *auth = "*3\r\n$4\r\nAUTH\r\n$7\r\nmallory\r\n$26\r\n" SECRET_ALICE "\r\n";
+	static char cmd[CF_FLUSHES * 16], reply[CF_FLUSHES * 128];
+	size_t n = 0, got = 0;
+	unsigned lines = 0, refused = 0;
+	bool closed = false;
+	int fd = tcp_connect(port);
+
+	T_EQ_INT(send_for(fd, auth, strlen(auth), 1000), (int64_t)strlen(auth));
+	recv_for(fd, reply, 6, 2000, &closed);
+	T_ASSERT(strncmp(reply, "+OK\r\n", 5) == 0);
+	for (unsigned i = 0; i < CF_FLUSHES; i++)
+		n += (size_t)snprintf(cmd + n, sizeof(cmd) - n, "FLUSHDB\r\n");
+	T_EQ_INT(send_for(fd, cmd, n, 2000), (int64_t)n);
+	for (unsigned tries = 0; lines < CF_FLUSHES; tries++) {
+		T_ASSERT(tries < 100 && !closed);
+		got += recv_for(fd, reply + got, sizeof(reply) - got, 100, &closed);
+		reply[got] = 0;
+		lines = 0;
+		for (char *p = reply; (p = strstr(p, "\r\n")); p += 2)
+			lines++;
+	}
+	for (char *p = reply; p && *p; p = strstr(p, "\r\n"), p = p ? p + 2 : NULL) {
+		if (*p == '-')
+			refused++;
+		else if (*p)
+			T_ASSERT(strncmp(p, "+OK\r\n", 5) == 0);
+	}
+	close(fd);
+	return refused;
+}
+
+static void phase_clear_flood(void)
+{
+	const char *extra[] = { "--threads", "1", "--resp", "127.0.0.1:0", NULL };
+	uint8_t ans[PROTO_DIGEST_LEN];
+	uint64_t alone[5], during[5], t0, sent_ns, drained_ns, walk_ns, refused0;
+	unsigned answered = 0, busy = 0, other = 0, flush_refused;
+	struct fq_seen seen = { 0 };
+	struct kc a, m;
+
+	start_with("clear_flood", extra, "alice " SECRET_ALICE " tenant\n"
+					 "mallory " SECRET_ALICE " tenant\n"
+					 "admin " SECRET_ADMIN " admin\n");
+	rss_begin();
+	T_RC(kc_dial(&a, srv.port, "alice", SECRET_ALICE), 0);
+	T_RC(kc_register(&a, &desc, ans, NULL, 0), KVT_OK);
+	frame_puts(&a, ans, CF_BLOCKS, 1000, 0, "cf", &seen);
+	T_EQ_INT(seen.ok, CF_BLOCKS);
+	for (unsigned i = 0; i < 5; i++)
+		alone[i] = cf_delete(&a, ans, i);
+
+	T_RC(kc_dial(&m, srv.port, "mallory", SECRET_ALICE), 0);
+	cf_register(&m, "cf-mallory", CF_NS);
+	/* One walk: a CLEAR of one of her (empty) namespaces, alone. */
+	{
+		struct kvt_ns_desc d = desc;
+		uint8_t dg[PROTO_DIGEST_LEN];
+		d.model = "cf-mallory-0";
+		T_RC(kc_register(&m, &d, dg, NULL, 0), KVT_OK);
+		t0 = tsrv_now_ns();
+		T_RC(kc_clear(&m, PROTO_SCOPE_NS, dg, NULL, NULL), 0);
+		walk_ns = tsrv_now_ns() - t0;
+	}
+	refused0 = stat_opt("server.clear_refused");
+	t0 = tsrv_now_ns();
+	for (unsigned i = 0; i < CF_CLEARS; i++) {
+		struct proto_frame f = { .op = PROTO_OP_CLEAR };
+		f.scope.scope = PROTO_SCOPE_TENANT;
+		T_ASSERT(kc_request(&m, &f, NULL, 0, NULL, 0) > 0);
+	}
+	sent_ns = tsrv_now_ns() - t0;
+	tsrv_sleep_ms(20);
+	for (unsigned i = 0; i < 5; i++)
+		during[i] = cf_delete(&a, ans, 10 + i);
+	qsort(alone, 5, sizeof(alone[0]), cmp_u64);
+	qsort(during, 5, sizeof(during[0]), cmp_u64);
+	printf("clear_flood: %u blocks, a CLEAR of one namespace %.2f ms; mallory's %u CLEARs "
+	       "of her %u namespaces sent in %.1f ms; alice's DELETE alone median %.2f ms max "
+	       "%.2f ms, beside them median %.2f ms max %.2f ms\n", CF_BLOCKS, walk_ns / 1e6,
+	       CF_CLEARS, CF_NS, sent_ns / 1e6, alone[2] / 1e6, alone[4] / 1e6, during[2] / 1e6,
+	       during[4] / 1e6);
+	/* Not behind every walk mallory asked for. */
+	T_LE_INT(during[4], CF_DELETE_MAX_MS * 1000000ull);
+	for (unsigned i = 0; i < CF_CLEARS; i++) {
+		struct kc_resp r;
+		T_RC(kc_recv(&m, &r, 60000), 0);
+		if (r.f.status == 0)
+			answered++;
+		else if (r.f.status == KVT_EBUSY)
+			busy++;
+		else
+			other++;
+		kc_resp_free(&r);
+	}
+	drained_ns = tsrv_now_ns() - t0;
+	flush_refused = cf_flushes(tsrv_listener_port(srv.log, "RESP"));
+	printf("clear_flood: her CLEARs: %u answered, %u refused KVT_EBUSY, %u other, all in "
+	       "%.2f s (server.clear_refused +%" PRIu64 "); her %u FLUSHDBs on RESP: %u "
+	       "refused\n", answered, busy, other, drained_ns / 1e9,
+	       stat_opt("server.clear_refused") - refused0, CF_FLUSHES, flush_refused);
+	/* At most CF_SLOTS at once; those sent while they walk refused. */
+	T_EQ_INT(other, 0);
+	T_GE_INT(answered, 1);
+	T_LE_INT(answered, 2 * CF_SLOTS);
+	T_GE_INT(busy, CF_CLEARS - 2 * CF_SLOTS);
+	T_GE_INT(flush_refused, CF_FLUSHES - 2 * CF_SLOTS);
+	T_LE_INT(flush_refused, CF_FLUSHES - 1);
+	rss_end(DRAM + MAX_MEMORY);
+	kc_close(&m);
+	kc_close(&a);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
 /* ------------------------------------------------------------------------ */
 
 static const struct tsrv_phase phases[] = {
@@ -6064,6 +6264,7 @@ static const struct tsrv_phase phases[] = {
 	{ "ns_items", phase_ns_items },
 	{ "in_share", phase_in_share },
 	{ "aux_walks", phase_aux_walks },
+	{ "clear_flood", phase_clear_flood },
 };
 
 int main(int argc, char **argv)
