@@ -45,6 +45,8 @@
  *                 the budget, not by a tenant's share (one trust domain)
  *   aux_walks     S3 listings' walks on the aux thread beside another
  *                 client's aux jobs (walks have a lane of their own)
+ *   resp_info_flood  a tenant pipelines RESP INFO while another client's
+ *                 PING is timed (INFO reads its figures in one pass)
  *   clear_flood   one tenant pipelines CLEARs of its 256 namespaces and
  *                 FLUSHDBs: at most 4 in progress, one walk each at a
  *                 time, the rest refused; another tenant's DELETE timed
@@ -6216,6 +6218,138 @@ static void phase_clear_flood(void)
 	T_EQ_INT(tsrv_stop(&srv), 0);
 }
 
+/* ------------------------------------------------------------------------
+ * resp_info_flood (attack25): a tenant pipelines RESP INFO.  Each INFO
+ * read its figures with kvt_store_stat, each a whole pass over the
+ * store's statistics (every namespace's row of stats.namespaces, every
+ * quota group): 3 passes a tenant's INFO, 22 an admin's, 0.38 ms a
+ * tenant's INFO with 256 rows (release) against 0.001 for a PING, and
+ * 64 of them a connection a loop iteration.  Now one pass for an admin's
+ * and a tenant's reads its quota group alone (kvt_quota_stats).
+ */
+
+#define RIF_NS 264u      /* namespaces with a block each: 256 rows and more */
+#define RIF_FLOODERS 4
+#define RIF_SECONDS 2
+#define RIF_BURST 64u    /* INFOs a send */
+/* Another client's PING beside them, p50: 873 ms before (release, 256
+ * rows; 24 ms with 8 namespaces), 0.06 ms after. */
+#ifdef HOSTILE_TSAN
+#define RIF_P50_MAX_NS 50000000ull
+#else
+#define RIF_P50_MAX_NS 10000000ull
+#endif
+
+struct rif_flooder {
+	pthread_t t;
+	int fd;
+	uint64_t sent, got; /* bytes */
+};
+
+/* INFO in bursts for RIF_SECONDS, reading whatever comes back. */
+static void *rif_flood_main(void *arg)
+{
+	struct rif_flooder *f = arg;
+	uint64_t end = tsrv_now_ns() + RIF_SECONDS * 1000000000ull;
+	static const char one[] = "*1\r\n$4\r\nINFO\r\n";
+	char burst[RIF_BURST * (sizeof(one) - 1)], sink[65536];
+	size_t off = 0;
+
+	for (unsigned i = 0; i < RIF_BURST; i++)
+		memcpy(burst + i * (sizeof(one) - 1), one, sizeof(one) - 1);
+	while (tsrv_now_ns() < end) {
+		struct pollfd p = { .fd = f->fd, .events = POLLIN | POLLOUT };
+		if (poll(&p, 1, 100) <= 0)
+			continue;
+		if (p.revents & POLLIN) {
+			ssize_t r = recv(f->fd, sink, sizeof(sink), MSG_DONTWAIT);
+			if (r == 0)
+				break;
+			if (r > 0)
+				f->got += (uint64_t)r;
+		}
+		if (p.revents & POLLOUT) {
+			ssize_t w = send(f->fd, burst + off, sizeof(burst) - off,
+					 MSG_DONTWAIT | MSG_NOSIGNAL);
+			if (w > 0) {
+				f->sent += (uint64_t)w;
+				off = (off + (size_t)w) % sizeof(burst);
+			}
+		}
+	}
+	return NULL;
+}
+
+static void phase_resp_info_flood(void)
+{
+	const char *extra[] = { "--resp", "127.0.0.1:0", "--threads", "1", "--ssd", "0", "--set",
+				"stats.namespaces=256", NULL };
+	struct rif_flooder fl[RIF_FLOODERS];
+	uint64_t lat[400], t_end;
+	unsigned nlat = 0, bad_rt = 0;
+	struct fq_seen seen = { 0 };
+	char info[2048] = { 0 };
+	uint16_t port;
+	bool closed = false;
+	struct kc c;
+	int good;
+
+	start("resp_info_flood", extra);
+	port = tsrv_listener_port(srv.log, "RESP");
+	/* The store's statistics: RIF_NS namespaces, a block in each. */
+	T_RC(kc_dial(&c, srv.port, "admin", SECRET_ADMIN), 0);
+	for (unsigned i = 0; i < RIF_NS; i++) {
+		struct kvt_ns_desc d = desc;
+		uint8_t ns[PROTO_DIGEST_LEN];
+		char model[32];
+		snprintf(model, sizeof(model), "rif-%u", i);
+		d.model = model;
+		T_RC(kc_register(&c, &d, ns, NULL, 0), KVT_OK);
+		frame_puts(&c, ns, 1, 1, 0, "rif", &seen);
+	}
+	T_EQ_INT(seen.ok, RIF_NS);
+	kc_close(&c);
+	good = resp_alice(port);
+	/* A tenant's INFO still says what it said. */
+	T_EQ_INT(send_for(good, "INFO memory\r\n", 13, 1000), 13);
+	recv_for(good, info, sizeof(info), 300, &closed);
+	T_ASSERT(strstr(info, "# Memory\r\nused_memory:") != NULL);
+	T_ASSERT(strstr(info, "kvtier_tenant_ssd_bytes:") != NULL);
+	rss_begin();
+	for (unsigned i = 0; i < RIF_FLOODERS; i++) {
+		fl[i] = (struct rif_flooder){ .fd = resp_alice(port) };
+		pthread_create(&fl[i].t, NULL, rif_flood_main, &fl[i]);
+	}
+	tsrv_sleep_ms(200);
+	t_end = tsrv_now_ns() + (RIF_SECONDS - 1) * 1000000000ull;
+	while (tsrv_now_ns() < t_end && nlat < sizeof(lat) / sizeof(lat[0])) {
+		const char *ping = "*1\r\n$4\r\nPING\r\n";
+		char reply[16] = { 0 };
+		uint64_t t0 = tsrv_now_ns();
+		if (send_for(good, ping, strlen(ping), 5000) != (int64_t)strlen(ping) ||
+		    recv_for(good, reply, 8, 5000, &closed) != 7 || strcmp(reply, "+PONG\r\n") != 0)
+			bad_rt++;
+		lat[nlat++] = tsrv_now_ns() - t0;
+		tsrv_sleep_ms(5);
+	}
+	for (unsigned i = 0; i < RIF_FLOODERS; i++)
+		pthread_join(fl[i].t, NULL);
+	qsort(lat, nlat, sizeof(*lat), cmp_u64);
+	printf("resp_info_flood: %u namespaces with a block (256 rows); %u pipelines of a "
+	       "tenant's INFO for %d s, replies (bytes):", RIF_NS, RIF_FLOODERS, RIF_SECONDS);
+	for (unsigned i = 0; i < RIF_FLOODERS; i++)
+		printf(" %" PRIu64, fl[i].got);
+	printf("; another client's PING: %u, p50 %.2f ms, max %.2f ms, %u failed\n", nlat,
+	       lat[nlat / 2] / 1e6, lat[nlat - 1] / 1e6, bad_rt);
+	T_EQ_INT(bad_rt, 0);
+	T_LE_INT(lat[nlat / 2], RIF_P50_MAX_NS);
+	rss_end(DRAM + MAX_MEMORY);
+	for (unsigned i = 0; i < RIF_FLOODERS; i++)
+		close(fl[i].fd);
+	close(good);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
 /* ------------------------------------------------------------------------ */
 
 static const struct tsrv_phase phases[] = {
@@ -6265,6 +6399,7 @@ static const struct tsrv_phase phases[] = {
 	{ "in_share", phase_in_share },
 	{ "aux_walks", phase_aux_walks },
 	{ "clear_flood", phase_clear_flood },
+	{ "resp_info_flood", phase_resp_info_flood },
 };
 
 int main(int argc, char **argv)
