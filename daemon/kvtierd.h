@@ -307,6 +307,9 @@ struct kvtd_counters {
 	/* CLEARs (native frames, RESP FLUSHDB) refused: their tenant had
 	 * KVTD_CLEAR_TENANT in progress (ops.c "A CLEAR's walks") */
 	_Atomic uint64_t clear_refused;
+	/* /metrics pages rendered (scrapes of one loop iteration share one:
+	 * httpd.c "One render") */
+	_Atomic uint64_t metrics_renders;
 	/* S3 PUTs parked for SSD write-down room (s3d.c "Parking"), and those
 	 * answered 503 because none came within ssd.writedown_wait_ms */
 	_Atomic uint64_t put_parked, put_park_timeouts;
@@ -620,6 +623,11 @@ struct kvtd_loop {
 	struct kvtd_conn **deferred;
 	unsigned deferred_n, deferred_cap;
 	uint64_t iter;
+	/* The /metrics page rendered in iteration metrics_iter: the scrapes
+	 * of one iteration share one render (httpd.c "One render") */
+	char *metrics_page;
+	size_t metrics_page_len;
+	uint64_t metrics_iter;
 	/* What each tenant's connections took in iteration tparse_iter, all
 	 * together (KVTD_PARSE_TENANT_FRAMES): the first KVTD_PARSE_TENANTS
 	 * tenants seen in it */

@@ -1717,6 +1717,8 @@ void kvtd_loops_finish(struct kvtd_server *srv)
 		loop->touched = NULL;
 		free(loop->deferred);
 		loop->deferred = NULL;
+		free(loop->metrics_page);
+		loop->metrics_page = NULL;
 		if (loop->q && kvt_queue_destroy(loop->q) == 0)
 			loop->q = NULL;
 		if (loop->epfd >= 0)
