@@ -1253,14 +1253,14 @@ static void ops_lookup_reply(struct kvtd_frame *fr)
  * another tenant's DELETE waited 1.2-2.3 s per such frame queued before
  * it (50,000 blocks in the store), 16 of them past the client's 20 s, and
  * one connection's 256 frames held 150 MiB (doc/security.md,
- * `clear_flood`).  So a frame's walks go
- * one at a time, the next submitted when the last is back
- * (ops_clear_next); its items are charged with the frame; and a tenant
- * has at most KVTD_CLEAR_TENANT CLEARs in progress, all its connections
- * together (a frame that would walk; RESP FLUSHDB, respd.c): past that one
- * is refused at once, KVT_EBUSY, the connection kept.  The worker's queue
- * holds at most KVTD_CLEAR_TENANT walks of each tenant.  (S3 DeleteBucket
- * clears under its tenant's listing slots, s3ops.c.)
+ * `clear_flood`).  So a frame's walks go one at a time, the next
+ * submitted when the last is back (ops_clear_next); its items are charged
+ * with the frame; and a tenant has at most KVTD_CLEAR_TENANT CLEARs in
+ * progress, all its connections together (a frame that would walk; RESP
+ * FLUSHDB, respd.c): past that one is refused at once, KVT_EBUSY, the
+ * connection kept.  The worker's queue holds at most KVTD_CLEAR_TENANT
+ * walks of each tenant.  (S3 DeleteBucket clears under its tenant's
+ * listing slots, s3ops.c.)
  */
 
 _Atomic uint32_t *kvtd_clear_acquire(struct kvtd_conn *c)
