@@ -1072,6 +1072,10 @@ void kvtd_in_release(struct kvtd_conn *c);
 #define KVTD_PARSE_TENANT_FRAMES (4 * KVTD_PARSE_FRAMES)
 #define KVTD_PARSE_TENANT_ITEMS (4 * (uint64_t)KVTD_PARSE_ITEMS)
 bool kvtd_conn_parse_budget(struct kvtd_conn *c, uint32_t items);
+/* What a frame turned out to cost once answered, counted as that many
+ * items against c's and its tenant's budgets of this iteration (a STATS
+ * of a tenant's namespace rows: the figures it answered, ops.c). */
+void kvtd_conn_parse_spend(struct kvtd_conn *c, uint64_t items);
 void kvtd_conn_defer(struct kvtd_conn *c);
 void kvtd_frame_uncharge(struct kvtd_frame *fr, uint64_t n);
 /* A GET frame waiting for c's pinned answers to drain: continue it (when
