@@ -304,6 +304,12 @@ struct kvtd_counters {
 	/* S3 listings answered SlowDown: their tenant's walks of the store
 	 * were at their limit (s3ops.c "Walks of the store") */
 	_Atomic uint64_t s3_scan_refused;
+	/* CLEARs (native frames, RESP FLUSHDB) refused: their tenant had
+	 * KVTD_CLEAR_TENANT in progress (ops.c "A CLEAR's walks") */
+	_Atomic uint64_t clear_refused;
+	/* /metrics pages rendered (scrapes of one loop iteration share one:
+	 * httpd.c "One render") */
+	_Atomic uint64_t metrics_renders;
 	/* S3 PUTs parked for SSD write-down room (s3d.c "Parking"), and those
 	 * answered 503 because none came within ssd.writedown_wait_ms */
 	_Atomic uint64_t put_parked, put_park_timeouts;
@@ -617,6 +623,11 @@ struct kvtd_loop {
 	struct kvtd_conn **deferred;
 	unsigned deferred_n, deferred_cap;
 	uint64_t iter;
+	/* The /metrics page rendered in iteration metrics_iter: the scrapes
+	 * of one iteration share one render (httpd.c "One render") */
+	char *metrics_page;
+	size_t metrics_page_len;
+	uint64_t metrics_iter;
 	/* What each tenant's connections took in iteration tparse_iter, all
 	 * together (KVTD_PARSE_TENANT_FRAMES): the first KVTD_PARSE_TENANTS
 	 * tenants seen in it */
@@ -683,6 +694,8 @@ struct kvtd_server {
 	_Atomic uint64_t s3_hdr_charged;
 	/* S3 listings walking the store of tenants without counters (s3ops.c) */
 	_Atomic uint32_t s3_scans_untracked;
+	/* CLEARs in progress of tenants without counters (ops.c) */
+	_Atomic uint32_t clears_untracked;
 	/* Unauthenticated connections, all and by peer slot (loop.c) */
 	_Atomic unsigned unauth_conns;
 	/* Quiet GETs in the store, all loops (ops.c "Quiet GETs") */
@@ -951,6 +964,8 @@ struct kvtd_frame {
 	struct kvtd_item **quiet_q;
 	uint32_t quiet_n, quiet_next, quiet_inflight;
 	uint32_t sub_count;
+	uint32_t sub_next;        /* CLEAR: the next of subs to submit (one walk at a time) */
+	_Atomic uint32_t *clear_slot; /* CLEAR: its tenant's slot, held (kvtd_clear_acquire) */
 	uint32_t pending;         /* requests and aux jobs outstanding */
 	uint64_t removed;         /* CLEAR: blocks */
 	uint32_t hits;            /* LOOKUP */
@@ -1057,6 +1072,10 @@ void kvtd_in_release(struct kvtd_conn *c);
 #define KVTD_PARSE_TENANT_FRAMES (4 * KVTD_PARSE_FRAMES)
 #define KVTD_PARSE_TENANT_ITEMS (4 * (uint64_t)KVTD_PARSE_ITEMS)
 bool kvtd_conn_parse_budget(struct kvtd_conn *c, uint32_t items);
+/* What a frame turned out to cost once answered, counted as that many
+ * items against c's and its tenant's budgets of this iteration (a STATS
+ * of a tenant's namespace rows: the figures it answered, ops.c). */
+void kvtd_conn_parse_spend(struct kvtd_conn *c, uint64_t items);
 void kvtd_conn_defer(struct kvtd_conn *c);
 void kvtd_frame_uncharge(struct kvtd_frame *fr, uint64_t n);
 /* A GET frame waiting for c's pinned answers to drain: continue it (when
@@ -1160,6 +1179,7 @@ struct kvtd_tstat {
 	_Atomic uint32_t ns_count; /* namespaces registered in its name (KVTD_NS_TENANT_MAX) */
 	_Atomic uint32_t conns;    /* its authenticated connections (--tenant-conns) */
 	_Atomic uint32_t s3_scans; /* its S3 listings walking the store (s3ops.c) */
+	_Atomic uint32_t clears;   /* its CLEARs in progress (KVTD_CLEAR_TENANT; ops.c) */
 	_Atomic uint64_t resv_held; /* DRAM its S3 uploads being received reserve
 				     * (s3d.c S3D_RESV_TENANT_MAX) */
 	_Atomic uint64_t copies;   /* private SSD copies its S3 reads of granted
@@ -1185,6 +1205,14 @@ int64_t kvtd_tenant_ns_ids(struct kvtd_server *srv, const char *tenant, size_t l
 			   uint32_t **ids);
 /* The counters of c's tenant (NULL before the tenant is known). */
 struct kvtd_tstat *kvtd_tstat_of(struct kvtd_conn *c);
+/* A tenant's CLEARs in progress, all its connections together (native
+ * CLEAR frames that walk, RESP FLUSHDB; ops.c "A CLEAR's walks"): at most
+ * KVTD_CLEAR_TENANT.  kvtd_clear_acquire takes one of c's tenant's slots:
+ * the slot to give back with kvtd_clear_release, or NULL at the limit
+ * (counted in clear_refused).  Loop threads. */
+#define KVTD_CLEAR_TENANT 4
+_Atomic uint32_t *kvtd_clear_acquire(struct kvtd_conn *c);
+void kvtd_clear_release(_Atomic uint32_t *slot);
 /* Per-tenant connection cap (doc/kvtierd.md "Overload"): c, just
  * authenticated as tenant (len bytes), is counted among its tenant's connections
  * (c->conns_tstat; it leaves the count when it closes, loop.c, or signs

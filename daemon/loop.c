@@ -252,6 +252,17 @@ bool kvtd_conn_parse_budget(struct kvtd_conn *c, uint32_t items)
 	return true;
 }
 
+void kvtd_conn_parse_spend(struct kvtd_conn *c, uint64_t items)
+{
+	struct kvtd_tparse *tp;
+
+	if (c->parse_iter != c->loop->iter)
+		return; /* taken in an earlier iteration, answered now */
+	c->parse_items += items;
+	if ((tp = loop_tparse(c)))
+		tp->items += items;
+}
+
 void kvtd_conn_defer(struct kvtd_conn *c)
 {
 	struct kvtd_loop *loop = c->loop;
@@ -1717,6 +1728,8 @@ void kvtd_loops_finish(struct kvtd_server *srv)
 		loop->touched = NULL;
 		free(loop->deferred);
 		loop->deferred = NULL;
+		free(loop->metrics_page);
+		loop->metrics_page = NULL;
 		if (loop->q && kvt_queue_destroy(loop->q) == 0)
 			loop->q = NULL;
 		if (loop->epfd >= 0)

@@ -184,6 +184,7 @@ void kvtd_frame_free(struct kvtd_frame *fr)
 	free(fr->data);
 	free(fr->hdr);
 	kvtd_frame_uncharge(fr, fr->mem_charged);
+	kvtd_clear_release(fr->clear_slot);
 	fr->loop->live_frames--;
 	free(fr);
 	kvtd_conn_frame_done(c);
@@ -1241,7 +1242,59 @@ static void ops_lookup_reply(struct kvtd_frame *fr)
 
 /* ------------------------------------------------------------------------
  * CLEAR
+ *
+ * A CLEAR's walks.  Each namespace a CLEAR names is a walk of the whole
+ * DRAM and SSD indexes (every tenant's entries) on the library's worker
+ * (KVT_F_DEFER; one thread unless --set workers=N), and every tenant's
+ * acknowledged DELETE, CLEAR and FLUSHDB waits behind what is queued
+ * there: its flush barrier comes after it (ops_durable).  A CLEAR of a
+ * tenant's 1024 namespaces queued 1024 walks at once, with 560 bytes of
+ * item each outside the budget, and a connection pipelines 256 frames:
+ * another tenant's DELETE waited 1.2-2.3 s per such frame queued before
+ * it (50,000 blocks in the store), 16 of them past the client's 20 s, and
+ * one connection's 256 frames held 150 MiB (doc/security.md,
+ * `clear_flood`).  So a frame's walks go one at a time, the next
+ * submitted when the last is back (ops_clear_next); its items are charged
+ * with the frame; and a tenant has at most KVTD_CLEAR_TENANT CLEARs in
+ * progress, all its connections together (a frame that would walk; RESP
+ * FLUSHDB, respd.c): past that one is refused at once, KVT_EBUSY, the
+ * connection kept.  The worker's queue holds at most KVTD_CLEAR_TENANT
+ * walks of each tenant.  (S3 DeleteBucket clears under its tenant's
+ * listing slots, s3ops.c.)
  */
+
+_Atomic uint32_t *kvtd_clear_acquire(struct kvtd_conn *c)
+{
+	struct kvtd_server *srv = c->loop->srv;
+	struct kvtd_tstat *ts = kvtd_tstat_of(c);
+	_Atomic uint32_t *slot = ts ? &ts->clears : &srv->clears_untracked;
+
+	if (atomic_fetch_add_explicit(slot, 1, memory_order_relaxed) >= KVTD_CLEAR_TENANT) {
+		atomic_fetch_sub_explicit(slot, 1, memory_order_relaxed);
+		KVTD_COUNT(srv, clear_refused, 1);
+		return NULL;
+	}
+	return slot;
+}
+
+void kvtd_clear_release(_Atomic uint32_t *slot)
+{
+	if (slot)
+		atomic_fetch_sub_explicit(slot, 1, memory_order_relaxed);
+}
+
+/* Submit the frame's next walk not yet submitted (one in flight at a
+ * time: top of the section); those that cannot be submitted keep their
+ * error and the next is tried. */
+static void ops_clear_next(struct kvtd_frame *fr)
+{
+	while (fr->sub_next < fr->sub_count) {
+		struct kvtd_item *it = &fr->subs[fr->sub_next++];
+		ops_submit(fr, &it, 1);
+		if (it->submitted)
+			return;
+	}
+}
 
 static bool ops_is_own(const struct kvtd_conn *c, const char *t, uint32_t tl)
 {
@@ -1253,7 +1306,6 @@ static void ops_clear(struct kvtd_frame *fr)
 	struct kvtd_server *srv = ops_srv(fr);
 	struct kvtd_conn *c = fr->conn;
 	const struct proto_scope *s = &fr->f.scope;
-	struct kvtd_item **subs = NULL;
 	uint32_t id;
 	bool ro = false;
 	int rc;
@@ -1320,18 +1372,25 @@ static void ops_clear(struct kvtd_frame *fr)
 		break;
 	}
 	if (fr->sub_count) {
-		subs = malloc(fr->sub_count * sizeof(*subs));
-		if (!subs)
-			goto nomem;
+		if (kvtd_frame_charge(fr, (uint64_t)fr->sub_count * sizeof(*fr->subs), false) < 0) {
+			KVTD_COUNT(srv, mem_refused, 1);
+			kvtd_reply_error(fr, -ENOMEM, OPS_MEM_MSG);
+			kvtd_frame_free(fr);
+			return;
+		}
+		if (!(fr->clear_slot = kvtd_clear_acquire(c))) {
+			kvtd_reply_error(fr, KVT_EBUSY, "this tenant's CLEARs in progress are at "
+					 "their limit; retry once one is answered");
+			kvtd_frame_free(fr);
+			return;
+		}
 		for (uint32_t k = 0; k < fr->sub_count; k++) {
 			fr->subs[k].fr = fr;
 			fr->subs[k].req.op = KVT_OP_CLEAR;
 			/* A clear walks a whole tier: on a library worker. */
 			fr->subs[k].req.flags = KVT_F_DEFER;
-			subs[k] = &fr->subs[k];
 		}
-		ops_submit(fr, subs, fr->sub_count);
-		free(subs);
+		ops_clear_next(fr);
 	}
 	if (fr->pending == 0)
 		ops_finish(fr);
@@ -1613,6 +1672,12 @@ static void ops_stats(struct kvtd_frame *fr)
 	}
 	kvtd_resp_init(fr, &rf, 0);
 	kvtd_reply(fr, &rf, st.v, st.n);
+	/* A STATS of a tenant's 256 namespace rows is ~5,000 figures, 1 ms
+	 * of the loop (release), for a 48-byte frame: counted as its figures,
+	 * so a connection (and a tenant) answers one such a loop iteration,
+	 * not 64 (256) -- another client's PING waited 230 ms (p50) beside 4
+	 * connections of them (doc/security.md `stats_flood`). */
+	kvtd_conn_parse_spend(c, st.n);
 out:
 	free(st.v);
 	free(st.arena);
@@ -2082,6 +2147,7 @@ void kvtd_req_done(struct kvtd_loop *loop, struct kvt_req *r)
 	case KVT_OP_CLEAR:
 		if (r->status == KVT_OK)
 			fr->removed += r->length;
+		ops_clear_next(fr); /* its pending counted before this one's goes */
 		break;
 	default:
 		break;

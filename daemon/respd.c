@@ -117,6 +117,7 @@ struct respd_cmd {
 	uint64_t expire_ms;        /* SET/MSET: absolute, 0 none */
 	int cond;                  /* SET: 0, 'N' (NX), 'X' (XX) */
 	int64_t synced;            /* RP_SYNC: DEL's count, answered once durable */
+	_Atomic uint32_t *clear_slot; /* FLUSHDB: its tenant's CLEAR slot, held */
 	bool done;
 	bool quit;                 /* close after the reply */
 	bool is_err;
@@ -318,6 +319,7 @@ static void respd_cmd_free(struct kvtd_server *srv, struct respd_cmd *cmd)
 	free(cmd->argv);
 	free(cmd->raw);
 	kvtd_mem_uncharge(srv, cmd->raw_charged);
+	kvtd_clear_release(cmd->clear_slot);
 	free(cmd);
 }
 
@@ -479,6 +481,8 @@ static void respd_finish(struct respd_cmd *cmd)
 
 	cmd->done = true;
 	cmd->phase = RP_DONE;
+	kvtd_clear_release(cmd->clear_slot); /* FLUSHDB's walk is back */
+	cmd->clear_slot = NULL;
 	if (cmd->kind == RK_GET || cmd->kind == RK_MGET || cmd->kind == RK_EXISTS)
 		kvtd_metrics_latency(srv, KVTD_LAT_READ, cmd->tier, kvtd_now_ns() - cmd->start_ns);
 	else if (cmd->kind == RK_SET || cmd->kind == RK_MSET || cmd->kind == RK_DEL)
@@ -1075,11 +1079,67 @@ static bool respd_is(const struct resp_arg *a, const char *name)
 	return a->len == l && strncasecmp((const char *)a->p, name, l) == 0;
 }
 
-static uint64_t respd_stat(struct kvtd_server *srv, const char *name)
+/*
+ * INFO's and DBSIZE's figures, read in one pass of kvt_store_stats when
+ * first asked for.  Each kvt_store_stat is a whole pass over the store's
+ * statistics (every namespace's row of stats.namespaces, every quota
+ * group): an admin's INFO made 22 of them, a tenant's 3, and a tenant's
+ * INFO pipelined on 4 connections held another client's PING 873 ms
+ * (p50, 256 rows; doc/security.md `resp_info_flood`).  A tenant's INFO
+ * now reads its quota group alone (kvt_quota_stats), whatever the store
+ * holds.
+ */
+static const char *const respd_fig_names[] = {
+	"dram.used_bytes", "mem.meta_bytes", "dram.value_bytes", "dram.capacity_bytes",
+	"dram.blocks", "ssd.capacity_bytes", "ssd.value_bytes", "ssd.blocks", "dram.hits",
+	"dram.misses", "store.submitted", "dram.evictions", "ssd.reads", "ssd.read_misses",
+	"ssd.evicted_blocks",
+};
+#define RESPD_FIGS (sizeof(respd_fig_names) / sizeof(respd_fig_names[0]))
+
+struct respd_figs {
+	uint64_t v[RESPD_FIGS];
+	bool read;
+};
+
+static void respd_figs_cb(void *ctx, const char *name, uint64_t value, const char *str)
 {
-	uint64_t v = 0;
-	kvt_store_stat(srv->store, name, &v);
-	return v;
+	struct respd_figs *fg = ctx;
+
+	if (str || strncmp(name, "ns.", 3) == 0 || strncmp(name, "quota.", 6) == 0)
+		return; /* the rows that grow: none of INFO's */
+	for (size_t i = 0; i < RESPD_FIGS; i++)
+		if (strcmp(name, respd_fig_names[i]) == 0) {
+			fg->v[i] = value;
+			return;
+		}
+}
+
+static uint64_t respd_stat(struct kvtd_server *srv, struct respd_figs *fg, const char *name)
+{
+	if (!fg->read) {
+		kvt_store_stats(srv->store, respd_figs_cb, fg);
+		fg->read = true;
+	}
+	for (size_t i = 0; i < RESPD_FIGS; i++)
+		if (strcmp(name, respd_fig_names[i]) == 0)
+			return fg->v[i];
+	return 0;
+}
+
+/* A tenant's quota group's figures ("quota.<g>.<field>"). */
+static const char *const respd_quota_fields[] = { "dram_bytes", "dram_limit", "ssd_bytes" };
+
+static void respd_quota_cb(void *ctx, const char *name, uint64_t value, const char *str)
+{
+	uint64_t *v = ctx;
+	const char *f = strrchr(name, '.');
+
+	if (str || !f)
+		return;
+	for (size_t i = 0; i < 3; i++)
+		if (strcmp(f + 1, respd_quota_fields[i]) == 0)
+			v[i] = value;
 }
 
 static void respd_info(struct respd_cmd *cmd)
@@ -1092,6 +1152,7 @@ static void respd_info(struct respd_cmd *cmd)
 	size_t wl = cmd->argc > 1 ? (size_t)cmd->argv[1].len : 0;
 	uint64_t up = (kvtd_now_ns() - srv->start_ns) / 1000000000ull;
 	uint64_t hits, misses, blocks;
+	struct respd_figs fg = { .read = false };
 
 #define SECTION(n) (!want || (wl == strlen(n) && strncasecmp(want, n, wl) == 0) || \
 		    (wl == 3 && strncasecmp(want, "all", 3) == 0) || \
@@ -1106,16 +1167,12 @@ static void respd_info(struct respd_cmd *cmd)
 		 * server-wide ones tell what other tenants do. */
 		struct kvtd_tstat *t = kvtd_tstat_of(cmd->conn);
 		uint32_t g = kvtd_tenant_group(cmd->conn->tenant, cmd->conn->tenant_len);
-		uint64_t dram = 0, dlim = 0, ssd = 0;
-		char name[64];
-		if (g) {
-			snprintf(name, sizeof(name), "quota.%u.dram_bytes", g);
-			kvt_store_stat(srv->store, name, &dram);
-			snprintf(name, sizeof(name), "quota.%u.dram_limit", g);
-			kvt_store_stat(srv->store, name, &dlim);
-			snprintf(name, sizeof(name), "quota.%u.ssd_bytes", g);
-			kvt_store_stat(srv->store, name, &ssd);
-		}
+		uint64_t q[3] = { 0, 0, 0 }, dram, dlim, ssd;
+		if (g) /* this group's statistics only: not a pass over all */
+			kvt_quota_stats(srv->store, g, respd_quota_cb, q);
+		dram = q[0];
+		dlim = q[1];
+		ssd = q[2];
 		if (SECTION("server"))
 			fprintf(f, "# Server\r\nredis_version:7.0.0\r\nkvtier_version:%s\r\n"
 				"redis_mode:standalone\r\nuptime_in_seconds:%" PRIu64 "\r\n\r\n",
@@ -1150,14 +1207,14 @@ static void respd_info(struct respd_cmd *cmd)
 			"\r\nkvtier_dram_value_bytes:%" PRIu64 "\r\nkvtier_dram_blocks:%" PRIu64
 			"\r\nkvtier_ssd_capacity_bytes:%" PRIu64 "\r\nkvtier_ssd_value_bytes:%" PRIu64
 			"\r\nkvtier_ssd_blocks:%" PRIu64 "\r\n\r\n",
-			respd_stat(srv, "dram.used_bytes") + respd_stat(srv, "mem.meta_bytes"),
-			respd_stat(srv, "dram.value_bytes"), respd_stat(srv, "dram.capacity_bytes"),
-			"kvtier-tiers", respd_stat(srv, "dram.capacity_bytes"),
-			respd_stat(srv, "dram.used_bytes"), respd_stat(srv, "dram.value_bytes"),
-			respd_stat(srv, "dram.blocks"), respd_stat(srv, "ssd.capacity_bytes"),
-			respd_stat(srv, "ssd.value_bytes"), respd_stat(srv, "ssd.blocks"));
-	hits = respd_stat(srv, "dram.hits");
-	misses = respd_stat(srv, "dram.misses");
+			respd_stat(srv, &fg, "dram.used_bytes") + respd_stat(srv, &fg, "mem.meta_bytes"),
+			respd_stat(srv, &fg, "dram.value_bytes"), respd_stat(srv, &fg, "dram.capacity_bytes"),
+			"kvtier-tiers", respd_stat(srv, &fg, "dram.capacity_bytes"),
+			respd_stat(srv, &fg, "dram.used_bytes"), respd_stat(srv, &fg, "dram.value_bytes"),
+			respd_stat(srv, &fg, "dram.blocks"), respd_stat(srv, &fg, "ssd.capacity_bytes"),
+			respd_stat(srv, &fg, "ssd.value_bytes"), respd_stat(srv, &fg, "ssd.blocks"));
+	hits = respd_stat(srv, &fg, "dram.hits");
+	misses = respd_stat(srv, &fg, "dram.misses");
 	if (SECTION("stats"))
 		fprintf(f, "# Stats\r\ntotal_connections_received:%" PRIu64
 			"\r\ntotal_commands_processed:%" PRIu64 "\r\ntotal_net_input_bytes:%" PRIu64
@@ -1167,14 +1224,14 @@ static void respd_info(struct respd_cmd *cmd)
 			"\r\nkvtier_dram_evictions:%" PRIu64 "\r\nkvtier_ssd_reads:%" PRIu64
 			"\r\nkvtier_ssd_read_misses:%" PRIu64 "\r\nkvtier_ssd_evicted_blocks:%" PRIu64
 			"\r\n\r\n",
-			atomic_load(&srv->ctr.conns_accepted), respd_stat(srv, "store.submitted"),
+			atomic_load(&srv->ctr.conns_accepted), respd_stat(srv, &fg, "store.submitted"),
 			atomic_load(&srv->ctr.bytes_in), atomic_load(&srv->ctr.bytes_out),
-			respd_stat(srv, "dram.evictions"), hits, misses, hits, misses,
-			respd_stat(srv, "dram.evictions"), respd_stat(srv, "ssd.reads"),
-			respd_stat(srv, "ssd.read_misses"), respd_stat(srv, "ssd.evicted_blocks"));
-	blocks = respd_stat(srv, "dram.blocks");
-	if (respd_stat(srv, "ssd.blocks") > blocks)
-		blocks = respd_stat(srv, "ssd.blocks");
+			respd_stat(srv, &fg, "dram.evictions"), hits, misses, hits, misses,
+			respd_stat(srv, &fg, "dram.evictions"), respd_stat(srv, &fg, "ssd.reads"),
+			respd_stat(srv, &fg, "ssd.read_misses"), respd_stat(srv, &fg, "ssd.evicted_blocks"));
+	blocks = respd_stat(srv, &fg, "dram.blocks");
+	if (respd_stat(srv, &fg, "ssd.blocks") > blocks)
+		blocks = respd_stat(srv, &fg, "ssd.blocks");
 	if (SECTION("keyspace")) {
 		fprintf(f, "# Keyspace\r\n");
 		if (blocks)
@@ -1477,7 +1534,8 @@ static void respd_exec(struct respd_cmd *cmd)
 		goto done;
 	}
 	if (respd_is(a, "DBSIZE")) {
-		uint64_t d = respd_stat(srv, "dram.blocks"), s = respd_stat(srv, "ssd.blocks");
+		struct respd_figs fg = { .read = false };
+		uint64_t d = respd_stat(srv, &fg, "dram.blocks"), s = respd_stat(srv, &fg, "ssd.blocks");
 		respd_int(cmd, ':', (int64_t)(d > s ? d : s));
 		goto done;
 	}
@@ -1534,6 +1592,14 @@ static void respd_exec(struct respd_cmd *cmd)
 		respd_write(cmd, ns);
 		return;
 	case RK_FLUSH:
+		/* A walk of the whole store on the library's worker, which
+		 * every tenant's DEL waits behind: at most KVTD_CLEAR_TENANT
+		 * of a tenant's at once (ops.c "A CLEAR's walks"). */
+		if (!(cmd->clear_slot = kvtd_clear_acquire(c))) {
+			respd_simple(cmd, '-', "ERR this tenant's flushes in progress are at their "
+				     "limit; retry later");
+			goto done;
+		}
 		cmd->items = calloc(1, sizeof(*cmd->items));
 		if (!cmd->items) {
 			cmd->oom = true;
