@@ -5079,6 +5079,27 @@ static void *rf_flood_main(void *arg)
 	return NULL;
 }
 
+/* RESP PINGs on fd every 5 ms until end_ns (or cap of them): each
+ * round trip's time into lat; returns how many, *bad those that failed. */
+static unsigned resp_ping_lat(int fd, uint64_t end_ns, uint64_t *lat, unsigned cap,
+			      unsigned *bad)
+{
+	const char *ping = "*1\r\n$4\r\nPING\r\n";
+	unsigned n = 0;
+
+	while (tsrv_now_ns() < end_ns && n < cap) {
+		char reply[16] = { 0 };
+		bool closed = false;
+		uint64_t t0 = tsrv_now_ns();
+		if (send_for(fd, ping, strlen(ping), 5000) != (int64_t)strlen(ping) ||
+		    recv_for(fd, reply, 8, 5000, &closed) != 7 || strcmp(reply, "+PONG\r\n") != 0)
+			(*bad)++;
+		lat[n++] = tsrv_now_ns() - t0;
+		tsrv_sleep_ms(5);
+	}
+	return n;
+}
+
 static void phase_resp_flood(void)
 {
 	/* One loop: the pipelines and the timed client share it. */
@@ -5105,17 +5126,7 @@ static void phase_resp_flood(void)
 	tsrv_sleep_ms(200); /* the pipelines under way */
 	deferred0 = stat_of("server.parse_deferred");
 	t_end = tsrv_now_ns() + (RF_SECONDS - 1) * 1000000000ull;
-	while (tsrv_now_ns() < t_end && nlat < sizeof(lat) / sizeof(lat[0])) {
-		const char *ping = "*1\r\n$4\r\nPING\r\n";
-		char reply[16] = { 0 };
-		bool closed = false;
-		uint64_t t0 = tsrv_now_ns();
-		if (send_for(good, ping, strlen(ping), 5000) != (int64_t)strlen(ping) ||
-		    recv_for(good, reply, 8, 5000, &closed) != 7 || strcmp(reply, "+PONG\r\n") != 0)
-			bad_rt++;
-		lat[nlat++] = tsrv_now_ns() - t0;
-		tsrv_sleep_ms(5);
-	}
+	nlat = resp_ping_lat(good, t_end, lat, sizeof(lat) / sizeof(lat[0]), &bad_rt);
 	for (unsigned i = 0; i < RF_FLOODERS; i++)
 		pthread_join(fl[i].t, NULL);
 	memcpy(s, lat, nlat * sizeof(*s));
@@ -6325,16 +6336,7 @@ static void phase_resp_info_flood(void)
 	}
 	tsrv_sleep_ms(200);
 	t_end = tsrv_now_ns() + (RIF_SECONDS - 1) * 1000000000ull;
-	while (tsrv_now_ns() < t_end && nlat < sizeof(lat) / sizeof(lat[0])) {
-		const char *ping = "*1\r\n$4\r\nPING\r\n";
-		char reply[16] = { 0 };
-		uint64_t t0 = tsrv_now_ns();
-		if (send_for(good, ping, strlen(ping), 5000) != (int64_t)strlen(ping) ||
-		    recv_for(good, reply, 8, 5000, &closed) != 7 || strcmp(reply, "+PONG\r\n") != 0)
-			bad_rt++;
-		lat[nlat++] = tsrv_now_ns() - t0;
-		tsrv_sleep_ms(5);
-	}
+	nlat = resp_ping_lat(good, t_end, lat, sizeof(lat) / sizeof(lat[0]), &bad_rt);
 	for (unsigned i = 0; i < RIF_FLOODERS; i++)
 		pthread_join(fl[i].t, NULL);
 	qsort(lat, nlat, sizeof(*lat), cmp_u64);

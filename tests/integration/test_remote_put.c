@@ -271,11 +271,11 @@ static void test_sealed(const char *addr)
 
 enum { NPUT = 8 };
 
-/* NPUT puts of 1 MiB submitted on q; the requests and values are the caller's. */
+/* n puts of 1 MiB submitted on q; the requests and values are the caller's. */
 static void put_batch(struct kvt_queue *q, uint32_t ns, uint64_t id0, struct kvt_req *reqs,
-		      struct iovec *parts, uint8_t **vals)
+		      struct iovec *parts, uint8_t **vals, int n)
 {
-	for (int i = 0; i < NPUT; i++) {
+	for (int i = 0; i < n; i++) {
 		vals[i] = malloc(VLEN);
 		T_ASSERT(vals[i]);
 		t_fill(vals[i], VLEN, id0 + (uint64_t)i);
@@ -283,7 +283,7 @@ static void put_batch(struct kvt_queue *q, uint32_t ns, uint64_t id0, struct kvt
 		reqs[i] = (struct kvt_req){ .op = KVT_OP_PUT, .ns = ns, .key = t_key(id0 + (uint64_t)i),
 					    .iov = &parts[i], .iov_count = 1 };
 	}
-	t_submit_all(q, reqs, NPUT);
+	t_submit_all(q, reqs, (unsigned)n);
 }
 
 /* An engine with remote.put_local=never and the deadline timeout_ms, its
@@ -320,7 +320,7 @@ static void test_close(struct tsrv *srv, const char *addr)
 	uint8_t *vals[NPUT];
 
 	uint64_t o0 = t_stat(b, "remote.bytes_out");
-	put_batch(st.q, st.ns, 200, reqs, parts, vals);
+	put_batch(st.q, st.ns, 200, reqs, parts, vals, NPUT);
 	/* Some of the values went into the socket, the rest wait for room. */
 	for (int i = 0; i < 500 && t_stat(b, "remote.bytes_out") - o0 < VLEN / 2; i++)
 		tsrv_sleep_ms(10);
@@ -355,7 +355,7 @@ static void test_down(struct tsrv *srv, const char *addr)
 	uint8_t x = 2;
 	struct iovec one = { &x, 1 };
 
-	put_batch(q, nb, 300, reqs, parts, vals);
+	put_batch(q, nb, 300, reqs, parts, vals, NPUT);
 	tsrv_sleep_ms(50);
 	uint64_t t0 = t_now_ms();
 	tsrv_kill9(srv);
@@ -799,15 +799,7 @@ static void test_delete_wins(struct tsrv *srv, const char *addr, bool clear)
 	tsrv_wait_stopped(srv->pid);
 	T_OK(kvt_queue_create(b, &q));
 	uint64_t w0 = t_stat(b, "remote.window_waits");
-	for (int i = 0; i < N; i++) {
-		vals[i] = malloc(VLEN);
-		T_ASSERT(vals[i]);
-		t_fill(vals[i], VLEN, base + (uint64_t)i);
-		parts[i] = (struct iovec){ vals[i], VLEN };
-		reqs[i] = (struct kvt_req){ .op = KVT_OP_PUT, .ns = nb, .key = t_key(base + (uint64_t)i),
-					    .iov = &parts[i], .iov_count = 1 };
-	}
-	t_submit_all(q, reqs, N);
+	put_batch(q, nb, base, reqs, parts, vals, N);
 	for (int i = 0; i < 500 && t_stat(b, "remote.window_waits") == w0; i++)
 		tsrv_sleep_ms(10);
 	T_ASSERT(t_stat(b, "remote.window_waits") > w0); /* X waits for the window */
