@@ -27,9 +27,24 @@
 #include "kvtierd.h"
 
 #define HTTPD_HEAD_MAX 8192
+/*
+ * Pages in flight.  A /metrics answer is a copy of the page (318 KB at
+ * 256 namespace rows) held in the connection's output until the client
+ * has read it, charged to --max-memory; a scraper with a small receive
+ * window that never reads holds most of it (on loopback the kernel's
+ * send buffer takes it whole).  300 such scrapes held 9 MB of the
+ * budget with a 30 KB page, and enough of them would fill it and have
+ * every other client's requests refused.  So a loop has at most
+ * HTTPD_PAGES_LOOP pages queued on connections not yet closed; past
+ * that a scrape is answered 503 with Retry-After (a few bytes,
+ * server.metrics_refused).  Prometheus scrapes a target once an
+ * interval, an HA pair twice (doc/security.md `metrics_slow`).
+ */
+#define HTTPD_PAGES_LOOP 16
 
 struct httpd_conn {
 	bool answered;
+	bool page;             /* holds one of its loop's metrics_out */
 };
 
 static int httpd_open(struct kvtd_conn *c)
@@ -44,6 +59,10 @@ static int httpd_open(struct kvtd_conn *c)
 
 static void httpd_free(struct kvtd_conn *c)
 {
+	struct httpd_conn *hc = c->alt;
+
+	if (hc && hc->page)
+		c->loop->metrics_out--;
 	free(c->alt);
 	c->alt = NULL;
 }
@@ -178,8 +197,15 @@ static void httpd_handle(struct kvtd_conn *c, const struct http_req *rq)
 		return;
 	}
 	if (pl == 8 && memcmp(rq->path, "/metrics", 8) == 0) {
+		struct httpd_conn *hc = c->alt;
 		char *body = NULL;
 		size_t bl = 0;
+		if (get && c->loop->metrics_out >= HTTPD_PAGES_LOOP) {
+			KVTD_COUNT(srv, metrics_refused, 1);
+			httpd_text(c, 503, "Service Unavailable", "too many /metrics answers in "
+				   "flight; retry later\n", "Retry-After: 1\r\n");
+			return;
+		}
 		if (httpd_metrics_page(c, &body, &bl) < 0) {
 			httpd_text(c, 500, "Internal Server Error", "out of memory\n", NULL);
 			return;
@@ -188,6 +214,9 @@ static void httpd_handle(struct kvtd_conn *c, const struct http_req *rq)
 			free(body);
 			body = NULL;
 			bl = 0;
+		} else {
+			hc->page = true;
+			c->loop->metrics_out++;
 		}
 		httpd_reply(c, 200, "OK", "text/plain; version=0.0.4; charset=utf-8", body, bl, NULL);
 		return;

@@ -310,6 +310,9 @@ struct kvtd_counters {
 	/* /metrics pages rendered (scrapes of one loop iteration share one:
 	 * httpd.c "One render") */
 	_Atomic uint64_t metrics_renders;
+	/* /metrics requests answered 503: HTTPD_PAGES_LOOP pages were in
+	 * flight on their loop (httpd.c "Pages in flight") */
+	_Atomic uint64_t metrics_refused;
 	/* S3 PUTs parked for SSD write-down room (s3d.c "Parking"), and those
 	 * answered 503 because none came within ssd.writedown_wait_ms */
 	_Atomic uint64_t put_parked, put_park_timeouts;
@@ -628,6 +631,9 @@ struct kvtd_loop {
 	char *metrics_page;
 	size_t metrics_page_len;
 	uint64_t metrics_iter;
+	/* /metrics pages queued on this loop's connections and not yet
+	 * closed (httpd.c "Pages in flight": at most HTTPD_PAGES_LOOP) */
+	unsigned metrics_out;
 	/* What each tenant's connections took in iteration tparse_iter, all
 	 * together (KVTD_PARSE_TENANT_FRAMES): the first KVTD_PARSE_TENANTS
 	 * tenants seen in it */

@@ -6452,6 +6452,89 @@ static void phase_metrics_cost(void)
 }
 
 /* ------------------------------------------------------------------------
+ * metrics_slow: /metrics asked on many connections with a small receive
+ * window (SO_RCVBUF 1 KiB, MSS 536, as a far client that never reads):
+ * each answer, a copy of the page, stayed in the connection's output,
+ * charged to --max-memory -- 300 of them filled a budget of 8 MiB and
+ * alice's PUT beside them was refused.  A loop now holds at most
+ * HTTPD_PAGES_LOOP (16) pages in flight; the other scrapes get 503 with
+ * Retry-After (server.metrics_refused), and once they are gone a scrape
+ * is answered again.
+ */
+
+#define MS_CONNS 300u
+#define MS_PAGES 16u  /* HTTPD_PAGES_LOOP */
+
+static int ms_connect_slow(uint16_t port)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), small = 1024, mss = 536;
+
+	T_ASSERT(fd >= 0);
+	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+	setsockopt(fd, IPPROTO_TCP, TCP_MAXSEG, &mss, sizeof(mss));
+	sa.sin_port = htons(port);
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	T_EQ_INT(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	return fd;
+}
+
+static void phase_metrics_slow(void)
+{
+	const char *extra[] = { "--metrics", "127.0.0.1:0", "--threads", "1", "--ssd", "0",
+				"--max-memory", "8M", NULL };
+	static const char get[] = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
+	static int fds[MS_CONNS];
+	uint64_t mem, refused, page_len;
+	uint8_t ns[PROTO_DIGEST_LEN], v[65536];
+	struct kvt_key k;
+	struct iovec p = { v, sizeof(v) };
+	uint16_t mport;
+	char *page;
+	struct kc c;
+	int put;
+
+	start("metrics_slow", extra);
+	mport = tsrv_listener_port(srv.log, "metrics");
+	page = tsrv_http_body(mport, "/metrics");
+	T_ASSERT(page != NULL);
+	page_len = strlen(page);
+	free(page);
+	T_RC(kc_dial(&c, srv.port, "alice", SECRET_ALICE), 0);
+	T_RC(kc_register(&c, &desc, ns, NULL, 0), KVT_OK);
+	for (unsigned i = 0; i < MS_CONNS; i++) {
+		fds[i] = ms_connect_slow(mport);
+		T_EQ_INT(send_for(fds[i], get, sizeof(get) - 1, 2000), (int64_t)(sizeof(get) - 1));
+	}
+	tsrv_sleep_ms(500);
+	mem = stat_of("server.mem_used");
+	refused = stat_opt("server.metrics_refused");
+	kvt_key_set(&k, "metrics-slow", 12);
+	tsrv_fill(v, sizeof(v), 7);
+	put = kc_put(&c, ns, &k, &p, 1, NULL);
+	printf("metrics_slow: pages of %" PRIu64 " bytes asked on %u connections that never read: "
+	       "mem_used %" PRIu64 " KiB of 8 MiB, %" PRIu64 " refused 503; alice's PUT %d\n",
+	       page_len, MS_CONNS, mem >> 10, refused, put);
+	T_RC(put, KVT_OK);
+	T_LE_INT(mem, MS_PAGES * (page_len + 4096) + (1u << 20));
+	T_GE_INT(refused, MS_CONNS - MS_PAGES);
+	/* Gone: their pages' slots come back as the loop sees them closed. */
+	for (unsigned i = 0; i < MS_CONNS; i++)
+		close(fds[i]);
+	for (unsigned i = 0; i < 100; i++) {
+		int code = 0;
+		free(tsrv_http_get(mport, "/metrics", NULL, &code));
+		if (code == 200)
+			break;
+		T_EQ_INT(code, 503);
+		T_ASSERT(i < 99);
+		tsrv_sleep_ms(100);
+	}
+	kc_close(&c);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
+/* ------------------------------------------------------------------------
  * stats_flood (attack25): a tenant pipelines STATS of its own scope.
  * With its 255 namespaces in rows of stats.namespaces=256 an answer is
  * ~5,000 figures (128 KB), ~1 ms of the loop (release) for a 48-byte
@@ -6626,6 +6709,7 @@ static const struct tsrv_phase phases[] = {
 	{ "clear_flood", phase_clear_flood },
 	{ "resp_info_flood", phase_resp_info_flood },
 	{ "metrics_cost", phase_metrics_cost },
+	{ "metrics_slow", phase_metrics_slow },
 	{ "stats_flood", phase_stats_flood },
 };
 
