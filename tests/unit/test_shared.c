@@ -441,6 +441,55 @@ static void test_delete_vs_writedown(bool clear)
 }
 
 /*
+ * Deletes of other blocks do not cancel a write-down (review25): with the
+ * write-downs slowed as above, one twice-read victim is being written and
+ * one waits in the queue; then 300 deletes of blocks that were never
+ * there (a client's DEL of missing keys, any tenant's).  The shared tier
+ * remembered the last 256 deletes and, past them, dropped every write-down
+ * older than the one it forgot: the queued block, deleted by nobody, was
+ * not written (shared.wd_cancelled 1) and was lost to the shared tier.
+ */
+static void test_writedown_vs_other_deletes(void)
+{
+	char *dir = t_mkdtemp(), p[512];
+	struct kvt_store *a = t_store_open("dram.capacity", "4M", "dram.chunk", "64K",
+					   "dram.shards", "1", "dram.policy", "lru",
+					   "shared.dir", dir, "shared.threads", "1",
+					   "shared.debug_write_delay_ms", "400", NULL);
+	uint32_t na = t_ns(a, "wd-other-deletes");
+	size_t len = 256 * 1024;
+	uint8_t *buf = malloc(len);
+	struct stat st;
+
+	for (uint64_t k = 1; k <= 2; k++)
+		put_block(a, na, k, len);
+	for (uint64_t k = 1; k <= 2; k++)
+		for (int r = 0; r < 2; r++) {
+			struct kvt_key key = t_key(k);
+			T_RC(kvt_get(a, na, &key, buf, len, NULL), KVT_OK);
+		}
+	for (uint64_t i = 100; i < 140; i++) /* 10 MiB through 4 MiB of DRAM */
+		put_block(a, na, i, len);
+	T_EQ_U64(t_stat(a, "shared.wd_evicted"), 2); /* one being written, one queued */
+	for (uint64_t i = 0; i < 300; i++) {
+		struct kvt_key key = t_key(100000 + i);
+		T_RC(kvt_delete(a, na, &key), KVT_MISS);
+	}
+	T_OK(kvt_flush(a));
+	fprintf(stderr, "write-downs after 300 deletes of other blocks: %llu cancelled\n",
+		(unsigned long long)t_stat(a, "shared.wd_cancelled"));
+	T_EQ_U64(t_stat(a, "shared.wd_cancelled"), 0);
+	for (uint64_t k = 1; k <= 2; k++) {
+		block_path(a, dir, na, k, p, sizeof(p));
+		T_ASSERT(stat(p, &st) == 0);
+	}
+	kvt_store_destroy(a);
+	free(buf);
+	t_rmtree(dir);
+	free(dir);
+}
+
+/*
  * A promotion from the shared tier racing a delete: it has opened the file
  * and read its header, and waits 400 ms before its DRAM reservation
  * (shared.debug_read_delay_ms) when the delete runs.  The delete used to
@@ -821,6 +870,7 @@ int main(int argc, char **argv)
 	test_evict_writedown();
 	test_delete_vs_writedown(false);
 	test_delete_vs_writedown(true);
+	test_writedown_vs_other_deletes();
 	test_delete_vs_promotion();
 	test_gc();
 	test_gc_spread();

@@ -94,11 +94,17 @@ struct sh_task {
 /*
  * A delete or clear, remembered for the write-downs queued before it
  * (design.md "Semantics": delete and clear win over a racing put).  A
- * ring of SH_TOMBS: overwriting one drops every write-down as old as it
- * (drop_below), so a write-down is never written after a delete it could
- * not check -- at worst a block is not written down.
+ * ring of SH_TOMBS, exact; one it overwrites is folded into old_gen[], the
+ * latest generation of the deletes and clears forgotten, by a hash of
+ * their key (clear: of their namespace), so a write-down is never written
+ * after a delete it could not check -- at worst one whose key shares a
+ * slot with a forgotten delete is not written down.  (Until 2026-12-04 an
+ * overwrite dropped every write-down as old as it: 256 deletes of other
+ * blocks, a tenant's DELs of missing keys, cancelled every tenant's
+ * queued write-downs; test_shared writedown_vs_other_deletes.)
  */
 #define SH_TOMBS 256
+#define SH_OLD_GENS 4096
 struct sh_tomb {
 	uint64_t gen;
 	uint32_t ns;
@@ -131,7 +137,8 @@ struct shared {
 	unsigned nthreads;
 	/* Deletes and clears against the pool (lock; gen read without it). */
 	_Atomic uint64_t gen;        /* bumped by each delete and clear */
-	uint64_t drop_below;         /* write-downs of a lower gen are dropped */
+	uint64_t drop_below;         /* write-downs of a lower gen are dropped (clear all) */
+	uint64_t old_gen[SH_OLD_GENS]; /* forgotten tombs' latest gen, by sh_old_slot */
 	uint64_t tomb_count;         /* tombs[tomb_count % SH_TOMBS] is the next */
 	struct sh_tomb tombs[SH_TOMBS];
 	struct sh_task *running;     /* tasks a worker runs now */
@@ -670,12 +677,25 @@ static void run_gc(struct shared *sh)
 	pthread_mutex_unlock(&sh->lock);
 }
 
+/* old_gen[]'s slot of a forgotten delete of (ns, key), or of a clear of
+ * ns (key NULL). */
+static unsigned sh_old_slot(uint32_t ns, const struct kvt_key *key)
+{
+	uint32_t h = kvt_crc32c(0, &ns, sizeof(ns));
+	if (key)
+		h = kvt_crc32c(h, key->bytes, key->len);
+	else
+		h = kvt_crc32c(h, "\0clear", 6);
+	return h % SH_OLD_GENS;
+}
+
 /* Whether a write-down of (ns, key) whose bytes were taken at generation
  * gen lost to a delete or clear since.  Locked. */
 static bool wd_dropped_locked(const struct shared *sh, uint32_t ns, const struct kvt_key *key,
 			      uint64_t gen)
 {
-	if (gen < sh->drop_below)
+	if (gen < sh->drop_below || gen < sh->old_gen[sh_old_slot(ns, key)] ||
+	    gen < sh->old_gen[sh_old_slot(ns, NULL)])
 		return true;
 	for (uint64_t i = sh->tomb_count; i-- > 0 && sh->tomb_count - i <= SH_TOMBS;) {
 		const struct sh_tomb *tb = &sh->tombs[i % SH_TOMBS];
@@ -701,8 +721,11 @@ static void tomb_add_locked(struct shared *sh, uint32_t ns, const struct kvt_key
 		return;
 	}
 	tb = &sh->tombs[sh->tomb_count % SH_TOMBS];
-	if (sh->tomb_count >= SH_TOMBS && tb->gen > sh->drop_below)
-		sh->drop_below = tb->gen; /* forgotten: what it could drop goes */
+	if (sh->tomb_count >= SH_TOMBS) { /* forgotten: into its slot (gens only rise) */
+		unsigned o = sh_old_slot(tb->ns, tb->clear ? NULL : &tb->key);
+		if (tb->gen > sh->old_gen[o])
+			sh->old_gen[o] = tb->gen;
+	}
 	tb->gen = gen;
 	tb->ns = ns;
 	tb->clear = key == NULL;
