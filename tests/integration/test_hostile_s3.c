@@ -1760,6 +1760,17 @@ static void case_store(struct fake *f)
 	/* Good answers again: block 2 byte-exact; block 1 is gone. */
 	T_RC(store_get(s, ns, 2), KVT_OK);
 	T_RC(store_get(s, ns, 1), KVT_MISS);
+	/* A delete the bucket never answers is the delete's error, not done
+	 * (it said KVT_MISS, then KVT_OK with DRAM's copy): the object stays,
+	 * and the next get finds it. */
+	{
+		struct kvt_key k2 = t_key(2);
+		ATTACK(f, M_503_ENDLESS, kvt_delete(s, ns, &k2), rc);
+		T_ASSERT(rc < 0 && rc != KVT_MISS);
+		T_RC(store_get(s, ns, 2), KVT_OK);
+		T_RC(kvt_delete(s, ns, &k2), KVT_OK);
+		T_RC(store_get(s, ns, 2), KVT_MISS);
+	}
 	kvt_store_close(s);
 	kvt_store_destroy(s);
 	unlink(creds);

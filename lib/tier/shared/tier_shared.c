@@ -79,13 +79,18 @@ static void tsh_put_down(void *t, uint32_t ns, const struct kvt_key *key)
 	shared_put(t, ns, key);
 }
 
-/* One unlink: no round trip worth a thread. */
+/* One unlink: no round trip worth a thread.  A removal that failed (an
+ * unlink refused, an S3 DELETE that got no answer) is the delete's error,
+ * never a miss: the block is still there for the next promotion, and a
+ * delete reported done would have it come back. */
 static int tsh_del(void *t, void *prepared, const struct tier_key *k, tier_done_fn done, void *ctx)
 {
+	int ret = shared_delete(t, k->ns, k->key);
+
 	KVT_UNUSED(prepared);
 	KVT_UNUSED(done);
 	KVT_UNUSED(ctx);
-	return shared_delete(t, k->ns, k->key) == KVT_OK ? KVT_OK : KVT_MISS;
+	return ret == KVT_OK || ret < 0 ? ret : KVT_MISS;
 }
 
 static int64_t tsh_clear(void *t, void *prepared, uint32_t ns, tier_done_fn done, void *ctx)
