@@ -58,6 +58,7 @@
 #define BC_WHO "kvtier bench cluster" /* how its messages start */
 
 #define BC_MIB (UINT64_C(1) << 20)
+#define BC_NODE_CHUNK (64 * 1024) /* the nodes' dram.chunk (the default) */
 #define BC_NODES_MAX 8
 #define BC_SIZES_MAX 4
 #define BC_INFLIGHT_MAX 256
@@ -217,15 +218,18 @@ static int bc_nodes_start(struct bc *b, unsigned n)
 		}
 		struct bc_node *nd = &b->node[i];
 		unsigned seq = ++b->starts;
+		uint64_t set = (uint64_t)b->blocks * bench_align_up(b->size, BC_NODE_CHUNK);
 		snprintf(dir, sizeof(dir), "%s/node-%u", b->run_dir, seq);
 		if (snprintf(nd->log, sizeof(nd->log), "%s/node-%u.log", b->run_dir, seq) >=
 		    (int)sizeof(nd->log))
 			return -ENAMETOOLONG;
 		struct bench_kvtierd k = {
 			.path = b->o.kvtierd, .dir = dir, .log = nd->log,
-			/* the engine's working set, and the direct client's copy */
-			.dram = bench_align_up((b->o.fwd == BC_FWD_AB ? 3 : 2) * b->o.bytes +
-						       b->o.bytes / 2 + 64 * BC_MIB, BC_MIB),
+			/* the engine's working set, and the direct client's copy,
+			 * each block in whole DRAM chunks (a 16K block takes a
+			 * 64K chunk: --sizes 16K did not fit) */
+			.dram = bench_align_up((b->o.fwd == BC_FWD_AB ? 3 : 2) * set +
+						       set / 2 + 64 * BC_MIB, BC_MIB),
 			.ssd = b->o.ssd, .threads = b->o.threads, .extra = ne ? extra : NULL,
 		};
 		int rc = bench_kvtierd_start(&k, &nd->pid, &nd->port);

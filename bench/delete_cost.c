@@ -1,0 +1,185 @@
+/*
+ * delete_cost.c - what a durable kvt_delete costs (store_sync.c
+ * store_tombstones_durable: the SSD writer's barrier, then fdatasync, since
+ * session 25).  Not built by meson: a one-off measurement kept with its
+ * figures (bench/RESULTS.md, perf25); built against each tree compared.
+ *
+ * One store, DRAM + SSD (ssd.admission=always: every block has a record,
+ * so every delete needs a tombstone), under DIR.  N blocks of 16 KiB are
+ * put and flushed; then
+ *   idle: the main thread deletes N/2 of them, one kvt_delete at a time;
+ *   busy: the rest, while another thread puts fresh 256 KiB blocks at
+ *         MIB_S MiB/s (0: as fast as the store takes them), a write-down
+ *         backlog when that is more than the device writes.
+ * A phase stops after 3 s (the busy one must not wrap the 8 GiB log).
+ * Prints, per phase, deletes per second and the p50/p99 latency of one
+ * kvt_delete, the write-down backlog (ssd.writedown_pending_bytes) at its
+ * 32nd delete, and for busy the bytes the putter put meanwhile.  Exits 1
+ * if a delete fails or a deleted block is still there.
+ *
+ *   cc -O2 -pthread -Iinclude -Ibuild-release bench/delete_cost.c -Lbuild-release -lkvtier \
+ *      -Wl,-rpath,$PWD/build-release -o /tmp/delete_cost
+ *   /tmp/delete_cost DIR [N [MIB_S]]
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "kvtier.h"
+
+#define VLEN (16u << 10)
+#define BIG (256u << 10)
+#define PHASE_NS 3000000000ull /* at most 3 s of deletes a phase */
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static struct kvt_key key_of(uint64_t i, uint64_t salt)
+{
+	struct kvt_key k = { .len = 32 };
+	for (int j = 0; j < 4; j++) {
+		uint64_t x = (i + 1) * 0x9e3779b97f4a7c15ull ^
+			     (salt + (uint64_t)j) * 0xbf58476d1ce4e5b9ull;
+		memcpy(k.bytes + 8 * j, &x, 8);
+	}
+	return k;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+struct putter {
+	struct kvt_store *s;
+	uint32_t ns;
+	atomic_bool stop;
+	uint64_t rate; /* bytes a second, 0: as fast as the store takes them */
+	_Atomic uint64_t puts, bytes;
+};
+
+static void *put_loop(void *arg)
+{
+	struct putter *p = arg;
+	static uint8_t v[BIG];
+	uint64_t t0 = now_ns();
+	for (uint64_t i = 0; !atomic_load(&p->stop); i++) {
+		double at = (double)i * BIG * 1e9 / (double)(p->rate ? p->rate : 1);
+		uint64_t due = p->rate ? t0 + (uint64_t)at : 0;
+		for (uint64_t t = now_ns(); t < due && !atomic_load(&p->stop); t = now_ns())
+			nanosleep(&(struct timespec){ 0, (long)(due - t) }, NULL);
+		struct kvt_key k = key_of(i, 1ull << 50);
+		memset(v, (int)i, 64);
+		if (kvt_put(p->s, p->ns, &k, &(struct iovec){ v, sizeof(v) }, 1) == KVT_OK) {
+			p->puts++;
+			p->bytes += sizeof(v);
+		}
+	}
+	return NULL;
+}
+
+static void stat_cb(void *ctx, const char *name, uint64_t v, const char *text)
+{
+	(void)text;
+	if (strcmp(name, "ssd.writedown_pending_bytes") == 0)
+		*(uint64_t *)ctx = v;
+}
+
+/* Delete keys [from, to), one at a time; prints the phase's figures. */
+static int phase(const char *name, struct kvt_store *s, uint32_t ns, uint64_t from, uint64_t to,
+		 uint64_t *lat)
+{
+	uint64_t n = to - from, t0 = now_ns(), pend = 0;
+	for (uint64_t i = from; i < to; i++) {
+		if (now_ns() - t0 > PHASE_NS) { /* a capped phase: the SSD must not wrap */
+			n = i - from;
+			break;
+		}
+		struct kvt_key k = key_of(i, 0);
+		uint64_t t = now_ns();
+		int r = kvt_delete(s, ns, &k);
+		lat[i - from] = now_ns() - t;
+		if (r != KVT_OK || kvt_exists(s, ns, &k) != KVT_MISS) {
+			fprintf(stderr, "%s: delete %llu: %s\n", name, (unsigned long long)i,
+				kvt_strerror(r));
+			return -1;
+		}
+		if (i == from + 32)
+			kvt_store_stats(s, stat_cb, &pend);
+	}
+	t0 = now_ns() - t0;
+	qsort(lat, n, sizeof(*lat), cmp_u64);
+	printf("%s: %llu deletes, %.0f /s, p50 %.1f us, p99 %.1f us, write-down pending "
+	       "at the 32nd %.1f MiB\n",
+	       name, (unsigned long long)n, (double)n * 1e9 / (double)t0, lat[n / 2] / 1e3,
+	       lat[n * 99 / 100] / 1e3, pend / 1048576.0);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	const char *dir = argc > 1 ? argv[1] : NULL;
+	uint64_t n = argc > 2 ? strtoull(argv[2], NULL, 0) : 4000;
+	uint64_t rate = (argc > 3 ? strtoull(argv[3], NULL, 0) : 512) << 20;
+	struct kvt_ns_desc d = { .model = "delete-cost", .dtype = "bf16", .layout = "raw",
+				 .block_tokens = 16, .tp_size = 1, .pp_size = 1 };
+	static uint8_t v[VLEN];
+	struct putter p = { 0 };
+	struct kvt_store *s;
+	pthread_t th;
+	uint64_t *lat;
+	uint32_t ns;
+
+	if (!dir || n < 4)
+		return fprintf(stderr, "usage: delete_cost DIR [N [MIB_S]]\n"), 2;
+	lat = calloc(n, sizeof(*lat));
+	if (!lat || kvt_store_create(&s) < 0 || kvt_store_set_option(s, "path", dir) < 0 ||
+	    kvt_store_set_option(s, "dram.capacity", "1G") < 0 ||
+	    kvt_store_set_option(s, "ssd.capacity", "8G") < 0 ||
+	    kvt_store_set_option(s, "ssd.segment", "64M") < 0 ||
+	    kvt_store_set_option(s, "ssd.admission", "always") < 0 ||
+	    kvt_store_set_option(s, "ssd.close_writedown_ms", "0") < 0 || kvt_store_open(s) < 0 ||
+	    kvt_ns_register(s, &d, &ns) < 0)
+		return fprintf(stderr, "store did not open\n"), 1;
+	for (uint64_t i = 0; i < n; i++) {
+		struct kvt_key k = key_of(i, 0);
+		memset(v, (int)i, 64);
+		if (kvt_put(s, ns, &k, &(struct iovec){ v, sizeof(v) }, 1) != KVT_OK)
+			return fprintf(stderr, "put %llu failed\n", (unsigned long long)i), 1;
+	}
+	if (kvt_flush(s) < 0)
+		return fprintf(stderr, "flush failed\n"), 1;
+	if (phase("idle", s, ns, 0, n / 2, lat) < 0)
+		return 1;
+	p.s = s;
+	p.ns = ns;
+	p.rate = rate;
+	if (pthread_create(&th, NULL, put_loop, &p) != 0)
+		return 1;
+	{
+		struct timespec ts = { 0, 200 * 1000000 }; /* let the backlog build */
+		nanosleep(&ts, NULL);
+	}
+	uint64_t b0 = p.bytes, t0 = now_ns();
+	int r = phase("busy", s, ns, n / 2, n, lat);
+	double secs = (double)(now_ns() - t0) / 1e9;
+	uint64_t put_bytes = p.bytes - b0;
+	atomic_store(&p.stop, true);
+	pthread_join(th, NULL);
+	printf("busy: the putter took %.0f MiB/s of 256 KiB blocks meanwhile\n",
+	       put_bytes / 1048576.0 / secs);
+	kvt_store_close(s);
+	kvt_store_destroy(s);
+	free(lat);
+	return r < 0;
+}
