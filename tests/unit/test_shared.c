@@ -384,6 +384,33 @@ static void test_evict_writedown(void)
 	free(dir);
 }
 
+/* A store over dir whose shared tier writes down one block at a time,
+ * each after 400 ms (shared.debug_write_delay_ms), with blocks 1 and 2 of
+ * namespace name (256 KiB, read twice) evicted from its 4 MiB of DRAM:
+ * one being written, one queued.  *ns: the namespace. */
+static struct kvt_store *slow_wd_store(const char *dir, const char *name, uint32_t *ns,
+				       uint8_t *buf, size_t len)
+{
+	struct kvt_store *a = t_store_open("dram.capacity", "4M", "dram.chunk", "64K",
+					   "dram.shards", "1", "dram.policy", "lru",
+					   "shared.dir", dir, "shared.threads", "1",
+					   "shared.debug_write_delay_ms", "400", NULL);
+	uint32_t na = t_ns(a, name);
+
+	for (uint64_t k = 1; k <= 2; k++)
+		put_block(a, na, k, len);
+	for (uint64_t k = 1; k <= 2; k++)
+		for (int r = 0; r < 2; r++) {
+			struct kvt_key key = t_key(k);
+			T_RC(kvt_get(a, na, &key, buf, len, NULL), KVT_OK);
+		}
+	for (uint64_t i = 100; i < 140; i++) /* 10 MiB through 4 MiB of DRAM */
+		put_block(a, na, i, len);
+	T_EQ_U64(t_stat(a, "shared.wd_evicted"), 2); /* one being written, one queued */
+	*ns = na;
+	return a;
+}
+
 /*
  * Delete and clear win over a write-down taken before them (design.md
  * "Semantics"): with one pool thread slowed to 400 ms a write-down
@@ -397,25 +424,12 @@ static void test_evict_writedown(void)
 static void test_delete_vs_writedown(bool clear)
 {
 	char *dir = t_mkdtemp(), p[512];
-	struct kvt_store *a = t_store_open("dram.capacity", "4M", "dram.chunk", "64K",
-					   "dram.shards", "1", "dram.policy", "lru",
-					   "shared.dir", dir, "shared.threads", "1",
-					   "shared.debug_write_delay_ms", "400", NULL);
-	uint32_t na = t_ns(a, "wd-delete-model"); /* not persistent */
 	size_t len = 256 * 1024;
 	uint8_t *buf = malloc(len);
+	uint32_t na;
+	struct kvt_store *a = slow_wd_store(dir, "wd-delete-model", &na, buf, len); /* not persistent */
 	struct stat st;
 
-	for (uint64_t k = 1; k <= 2; k++)
-		put_block(a, na, k, len);
-	for (uint64_t k = 1; k <= 2; k++)
-		for (int r = 0; r < 2; r++) {
-			struct kvt_key key = t_key(k);
-			T_RC(kvt_get(a, na, &key, buf, len, NULL), KVT_OK);
-		}
-	for (uint64_t i = 100; i < 140; i++) /* 10 MiB through 4 MiB of DRAM */
-		put_block(a, na, i, len);
-	T_EQ_U64(t_stat(a, "shared.wd_evicted"), 2); /* one being written, one queued */
 	if (clear) {
 		T_ASSERT(kvt_clear(a, na) >= 0);
 	} else {
@@ -452,25 +466,12 @@ static void test_delete_vs_writedown(bool clear)
 static void test_writedown_vs_other_deletes(void)
 {
 	char *dir = t_mkdtemp(), p[512];
-	struct kvt_store *a = t_store_open("dram.capacity", "4M", "dram.chunk", "64K",
-					   "dram.shards", "1", "dram.policy", "lru",
-					   "shared.dir", dir, "shared.threads", "1",
-					   "shared.debug_write_delay_ms", "400", NULL);
-	uint32_t na = t_ns(a, "wd-other-deletes");
 	size_t len = 256 * 1024;
 	uint8_t *buf = malloc(len);
+	uint32_t na;
+	struct kvt_store *a = slow_wd_store(dir, "wd-other-deletes", &na, buf, len);
 	struct stat st;
 
-	for (uint64_t k = 1; k <= 2; k++)
-		put_block(a, na, k, len);
-	for (uint64_t k = 1; k <= 2; k++)
-		for (int r = 0; r < 2; r++) {
-			struct kvt_key key = t_key(k);
-			T_RC(kvt_get(a, na, &key, buf, len, NULL), KVT_OK);
-		}
-	for (uint64_t i = 100; i < 140; i++) /* 10 MiB through 4 MiB of DRAM */
-		put_block(a, na, i, len);
-	T_EQ_U64(t_stat(a, "shared.wd_evicted"), 2); /* one being written, one queued */
 	for (uint64_t i = 0; i < 300; i++) {
 		struct kvt_key key = t_key(100000 + i);
 		T_RC(kvt_delete(a, na, &key), KVT_MISS);
