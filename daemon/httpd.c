@@ -35,8 +35,8 @@
  * send buffer takes it whole).  300 such scrapes held 9 MB of the
  * budget with a 30 KB page, and enough of them would fill it and have
  * every other client's requests refused.  So a loop has at most
- * HTTPD_PAGES_LOOP pages queued on connections not yet closed; past
- * that a scrape is answered 503 with Retry-After (a few bytes,
+ * HTTPD_PAGES_LOOP pages queued and not yet written (the kernel took the
+ * rest of each answer); past that a scrape is answered 503 with Retry-After (a few bytes,
  * server.metrics_refused).  Prometheus scrapes a target once an
  * interval, an HA pair twice (doc/security.md `metrics_slow`).
  */
@@ -44,7 +44,6 @@
 
 struct httpd_conn {
 	bool answered;
-	bool page;             /* holds one of its loop's metrics_out */
 };
 
 static int httpd_open(struct kvtd_conn *c)
@@ -59,16 +58,14 @@ static int httpd_open(struct kvtd_conn *c)
 
 static void httpd_free(struct kvtd_conn *c)
 {
-	struct httpd_conn *hc = c->alt;
-
-	if (hc && hc->page)
-		c->loop->metrics_out--;
 	free(c->alt);
 	c->alt = NULL;
 }
 
+/* Queue the answer (body: owned, given); held, if not NULL, a count of
+ * the loop that the answer holds one of until it is written or dropped. */
 static void httpd_reply(struct kvtd_conn *c, int code, const char *reason, const char *ctype,
-			char *body, size_t body_len, const char *extra)
+			char *body, size_t body_len, const char *extra, unsigned *held)
 {
 	struct httpd_conn *hc = c->alt;
 	struct kvtd_out *o = calloc(1, sizeof(*o));
@@ -94,6 +91,10 @@ static void httpd_reply(struct kvtd_conn *c, int code, const char *reason, const
 	o->hdr = (uint8_t *)head;
 	o->buf = body;
 	o->bytes = (uint64_t)hl + body_len;
+	if (held) {
+		o->held = held;
+		(*held)++;
+	}
 	kvtd_conn_queue(c, o);
 	kvtd_conn_stop_input(c);
 }
@@ -137,7 +138,8 @@ static void httpd_text(struct kvtd_conn *c, int code, const char *reason, const 
 		       const char *extra)
 {
 	char *b = strdup(msg);
-	httpd_reply(c, code, reason, "text/plain; charset=utf-8", b, b ? strlen(b) : 0, extra);
+	httpd_reply(c, code, reason, "text/plain; charset=utf-8", b, b ? strlen(b) : 0, extra,
+		    NULL);
 }
 
 static bool httpd_token_ok(const struct kvtd_server *srv, const struct http_req *rq)
@@ -197,7 +199,6 @@ static void httpd_handle(struct kvtd_conn *c, const struct http_req *rq)
 		return;
 	}
 	if (pl == 8 && memcmp(rq->path, "/metrics", 8) == 0) {
-		struct httpd_conn *hc = c->alt;
 		char *body = NULL;
 		size_t bl = 0;
 		if (get && c->loop->metrics_out >= HTTPD_PAGES_LOOP) {
@@ -214,11 +215,9 @@ static void httpd_handle(struct kvtd_conn *c, const struct http_req *rq)
 			free(body);
 			body = NULL;
 			bl = 0;
-		} else {
-			hc->page = true;
-			c->loop->metrics_out++;
 		}
-		httpd_reply(c, 200, "OK", "text/plain; version=0.0.4; charset=utf-8", body, bl, NULL);
+		httpd_reply(c, 200, "OK", "text/plain; version=0.0.4; charset=utf-8", body, bl, NULL,
+			    head ? NULL : &c->loop->metrics_out);
 		return;
 	}
 	httpd_text(c, 404, "Not Found", "not found: try /metrics or /healthz\n", NULL);

@@ -427,6 +427,8 @@ struct kvtd_out {
 	struct kvtd_tstat *tstat; /* the tenant its queued charge (tenant_len)
 				   * counts in (kvtd_tstat.out_charged), or NULL */
 	uint64_t tenant_len;
+	unsigned *held;        /* a count of its loop it holds one of until freed
+			        * (httpd: the loop's metrics_out), or NULL */
 	struct iovec iov_small[2];
 };
 
@@ -632,7 +634,7 @@ struct kvtd_loop {
 	size_t metrics_page_len;
 	uint64_t metrics_iter;
 	/* /metrics pages queued on this loop's connections and not yet
-	 * closed (httpd.c "Pages in flight": at most HTTPD_PAGES_LOOP) */
+	 * written (httpd.c "Pages in flight": at most HTTPD_PAGES_LOOP) */
 	unsigned metrics_out;
 	/* What each tenant's connections took in iteration tparse_iter, all
 	 * together (KVTD_PARSE_TENANT_FRAMES): the first KVTD_PARSE_TENANTS

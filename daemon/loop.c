@@ -331,6 +331,8 @@ void kvtd_out_free(struct kvtd_server *srv, struct kvtd_out *o)
 	for (unsigned i = 0; i < o->pin_count; i++)
 		kvt_pin_release(srv->store, o->pins[i]);
 	kvtd_mem_uncharge(srv, o->mem_len);
+	if (o->held)
+		(*o->held)--;
 	free(o->pins);
 	if (o->iov != o->iov_small)
 		free(o->iov);
