@@ -1578,6 +1578,20 @@ static void wholders(const bool *alive, const char *model, const struct kvt_key 
 	}
 }
 
+/* test_forward's engine over the pod (wmembers), forwarding hot puts,
+ * with remote.timeout_ms timeout_ms, every member's connections up. */
+static struct kvt_store *fwd_engine(const char *timeout_ms)
+{
+	struct kvt_store *e = t_store_open(
+		"dram.capacity", "32M", "dram.chunk", "4K", "dram.prefault", "off", "remote.addrs",
+		wmembers, "remote.group", "8", "remote.hot_replicas", "2", "remote.hot_forward",
+		"on", "remote.put_local", "never", "remote.timeout_ms", timeout_ms,
+		"remote.connect_timeout_ms", "300", "remote.backoff_ms", "20",
+		"remote.backoff_max_ms", "100", NULL);
+	wait_up(e, 2 * NODES);
+	return e;
+}
+
 /* Wait until the pod forwarded want copies in all (repair.forwarded). */
 static void wait_forwarded(const bool *alive, uint64_t want)
 {
@@ -1726,13 +1740,7 @@ static void test_forward(void)
 		unsigned first = NODES;
 		uint64_t q[NODES];
 		uint32_t ns4;
-		e = t_store_open("dram.capacity", "32M", "dram.chunk", "4K", "dram.prefault", "off",
-				 "remote.addrs", wmembers, "remote.group", "8",
-				 "remote.hot_replicas", "2", "remote.hot_forward", "on",
-				 "remote.put_local", "never", "remote.timeout_ms", "400",
-				 "remote.connect_timeout_ms", "300", "remote.backoff_ms", "20",
-				 "remote.backoff_max_ms", "100", NULL);
-		wait_up(e, 2 * NODES);
+		e = fwd_engine("400");
 		ns = t_ns(e, "fwd");
 		mk_keys(k4, GROUP, 330000);
 		for (unsigned m = 0; m < NODES; m++)
@@ -1782,13 +1790,7 @@ static void test_forward(void)
 		struct kvt_req rq[2];
 		struct kvt_queue *q;
 		uint8_t h6[1];
-		e = t_store_open("dram.capacity", "32M", "dram.chunk", "4K", "dram.prefault", "off",
-				 "remote.addrs", wmembers, "remote.group", "8",
-				 "remote.hot_replicas", "2", "remote.hot_forward", "on",
-				 "remote.put_local", "never", "remote.timeout_ms", "30000",
-				 "remote.connect_timeout_ms", "300", "remote.backoff_ms", "20",
-				 "remote.backoff_max_ms", "100", NULL);
-		wait_up(e, 2 * NODES);
+		e = fwd_engine("30000");
 		ns = t_ns(e, "fwd");
 		mk_keys(k6, GROUP, 340000);
 		T_RC(kvt_lookup_prefix(e, ns, k6, GROUP, NULL), 0);

@@ -710,39 +710,44 @@ static void test_mixed(const char *addr, const char *at_send)
 	free(back);
 }
 
-/* The per-connection window (remote.c, the pool and striping rule). */
-static void test_window(struct tsrv *srv, const char *addr)
+/* An engine over addr with its two connections up (puts never local, a
+ * 30 s timeout), namespace name registered with block id put, then the
+ * server stopped (SIGSTOP): what is submitted next waits.  *nb: the
+ * namespace. */
+static struct kvt_store *two_conns_stopped(struct tsrv *srv, const char *addr, const char *name,
+					   uint64_t id, uint32_t *nb)
 {
-	enum { N = 16 };
 	struct kvt_store *b = tsrv_engine(addr, (const char *[]){ "remote.put_local", "never",
 								   "remote.timeout_ms", "30000",
 								   "remote.conns", "2",
 								   "remote.conns_max", "2", NULL });
-	uint32_t nb = t_ns(b, "window");
-	struct kvt_req reqs[N];
-	struct iovec parts[N];
-	uint8_t *vals[N];
-	struct kvt_queue *q;
 	uint8_t x = 3;
 	struct iovec one = { &x, 1 };
 
-	T_RC(put1(b, nb, 700, &one, 1).status, KVT_OK); /* namespace registered */
+	*nb = t_ns(b, name);
+	T_RC(put1(b, *nb, id, &one, 1).status, KVT_OK); /* namespace registered */
 	for (int i = 0; i < 500 && t_stat(b, "remote.conns_up") < 2; i++)
 		tsrv_sleep_ms(10);
 	T_EQ_U64(t_stat(b, "remote.conns_up"), 2);
 	T_RC(kill(srv->pid, SIGSTOP), 0);
 	tsrv_wait_stopped(srv->pid);
+	return b;
+}
+
+/* The per-connection window (remote.c, the pool and striping rule). */
+static void test_window(struct tsrv *srv, const char *addr)
+{
+	enum { N = 16 };
+	uint32_t nb;
+	struct kvt_store *b = two_conns_stopped(srv, addr, "window", 700, &nb);
+	struct kvt_req reqs[N];
+	struct iovec parts[N];
+	uint8_t *vals[N];
+	struct kvt_queue *q;
+
 	T_OK(kvt_queue_create(b, &q));
 	uint64_t f0 = t_stat(b, "remote.frames_out"), w0 = t_stat(b, "remote.window_waits");
-	for (int i = 0; i < N; i++) {
-		vals[i] = malloc(VLEN);
-		T_ASSERT(vals[i]);
-		t_fill(vals[i], VLEN, 710 + (uint64_t)i);
-		parts[i] = (struct iovec){ vals[i], VLEN };
-		reqs[i] = (struct kvt_req){ .op = KVT_OP_PUT, .ns = nb, .key = t_key(710 + (uint64_t)i),
-					    .iov = &parts[i], .iov_count = 1 };
-	}
-	t_submit_all(q, reqs, N);
+	put_batch(q, nb, 710, reqs, parts, vals, N);
 	/* Until the puts past the window all wait (TSan counted 6 of 8 by
 	 * the time the first wait was seen: this waited for that one only). */
 	for (int i = 0; i < 500 && t_stat(b, "remote.window_waits") - w0 < N / 2; i++)
@@ -777,26 +782,15 @@ static void test_window(struct tsrv *srv, const char *addr)
 static void test_delete_wins(struct tsrv *srv, const char *addr, bool clear)
 {
 	enum { N = 9 };
-	struct kvt_store *b = tsrv_engine(addr, (const char *[]){ "remote.put_local", "never",
-								   "remote.timeout_ms", "30000",
-								   "remote.conns", "2",
-								   "remote.conns_max", "2", NULL });
 	const char *name = clear ? "delete-wins-clear" : "delete-wins";
-	uint32_t nb = t_ns(b, name);
 	uint64_t base = clear ? 900 : 800, x = base + N - 1;
+	uint32_t nb;
+	struct kvt_store *b = two_conns_stopped(srv, addr, name, base + 99, &nb);
 	struct kvt_req reqs[N], del;
 	struct iovec parts[N];
 	uint8_t *vals[N];
 	struct kvt_queue *q;
-	uint8_t one_b = 3;
-	struct iovec one = { &one_b, 1 };
 
-	T_RC(put1(b, nb, base + 99, &one, 1).status, KVT_OK); /* namespace registered */
-	for (int i = 0; i < 500 && t_stat(b, "remote.conns_up") < 2; i++)
-		tsrv_sleep_ms(10);
-	T_EQ_U64(t_stat(b, "remote.conns_up"), 2);
-	T_RC(kill(srv->pid, SIGSTOP), 0);
-	tsrv_wait_stopped(srv->pid);
 	T_OK(kvt_queue_create(b, &q));
 	uint64_t w0 = t_stat(b, "remote.window_waits");
 	put_batch(q, nb, base, reqs, parts, vals, N);
