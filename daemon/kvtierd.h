@@ -646,7 +646,8 @@ struct kvtd_loop {
 	} tparse[KVTD_PARSE_TENANTS];
 	unsigned tparse_n;
 	uint64_t tparse_iter;
-	/* S3 work done in iteration work_iter (s3ops.c "Work on the loop") */
+	/* S3 and RESP work done in iteration work_iter (s3ops.c "Work on
+	 * the loop", respd.c "Keys a loop iteration"), KVTD_WORK_ITER a turn */
 	uint64_t work_iter, work_units;
 	bool work_inline;         /* the mailbox had no memory: taken at once */
 	/* Mailbox, guarded by mail_lock: frames handed back by the aux
@@ -1068,7 +1069,8 @@ void kvtd_in_release(struct kvtd_conn *c);
 #define KVTD_PARSE_FRAMES 64u
 /* ... and items: 64 frames of KVTD_FRAME_ITEMS_MAX keys pipelined would
  * be 65,536 keys in one iteration again.  The first frame of an
- * iteration is always taken.  A RESP command counts as one item. */
+ * iteration is always taken.  A RESP command counts its arguments past
+ * the first (respd.c "Keys a loop iteration"). */
 #define KVTD_PARSE_ITEMS KVTD_FRAME_ITEMS_MAX
 /* ... and all the connections of one tenant together (with --tenants and
  * --max-memory, as the shares): 4 connections' worth.  Without, a tenant
@@ -1079,6 +1081,11 @@ void kvtd_in_release(struct kvtd_conn *c);
  * its turn. */
 #define KVTD_PARSE_TENANT_FRAMES (4 * KVTD_PARSE_FRAMES)
 #define KVTD_PARSE_TENANT_ITEMS (4 * (uint64_t)KVTD_PARSE_ITEMS)
+/* Work beyond their parse that a loop does for S3 requests and RESP
+ * commands in one iteration, in units (s3d.h S3D_WORK_ITER; a RESP key
+ * is one): as many as a tenant's native items.  The first of an
+ * iteration is always taken. */
+#define KVTD_WORK_ITER 4096u
 bool kvtd_conn_parse_budget(struct kvtd_conn *c, uint32_t items);
 /* What a frame turned out to cost once answered, counted as that many
  * items against c's and its tenant's budgets of this iteration (a STATS

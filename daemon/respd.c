@@ -109,7 +109,10 @@ struct respd_cmd {
 	uint32_t pending;          /* requests in flight */
 	struct respd_item *items;  /* owned */
 	uint32_t n;
-	uint32_t probed;           /* MGET, EXISTS, DEL: items submitted (respd_probe_next) */
+	uint32_t probed;           /* MGET, EXISTS, DEL: items submitted (respd_probe_next);
+				    * RP_WRITE: the same (respd_write_next) */
+	uint32_t settled;          /* probes counted or checked (respd_probe_next) */
+	uint32_t probe_ns;         /* MGET, EXISTS, DEL: the namespace of the probes */
 	uint64_t probe_bytes;      /* ... and the bytes their pins hold */
 	uint64_t start_ns;
 	int tier;                  /* the slowest tier that served one of its
@@ -685,6 +688,60 @@ static void respd_submit(struct respd_cmd *cmd, uint32_t from, uint32_t n)
 
 static void respd_step(struct respd_cmd *cmd);
 
+/*
+ * Keys a loop iteration.  A command names up to 65535 keys (MGET, EXISTS,
+ * DEL; MSET 32767 pairs, two requests each), and a probe or write of a
+ * key in DRAM completes inline: one such command was all its keys' store
+ * requests in one go on the loop, and the parse budget counted it as one
+ * item -- 64 MGETs of 65535 keys an iteration on one connection.  Two
+ * connections pipelining them held another client's PING 4-7 s (ASan;
+ * test_hostile resp_keys).  Now a command counts its arguments in the
+ * parse budget (respd_parse), and a command of more than one window goes
+ * to the store a window (RESPD_PROBE_WINDOW keys) at a time, the loop's
+ * windows of such commands counted in its work units with S3's
+ * (KVTD_WORK_ITER an iteration, the first always): past them the command
+ * waits for a later iteration through the aux thread's mailbox (which
+ * does nothing with it, as S3's work: s3ops.c "Work on the loop"),
+ * other connections served between (server.work_deferred).  A command of
+ * one window (a GET, a SET, an MGET of 64 keys) is not held back: the
+ * parse budget bounds those.
+ */
+static void respd_nothing(void *arg)
+{
+	(void)arg;
+}
+
+static void respd_resume(void *arg)
+{
+	respd_step(arg);
+}
+
+/* May cmd submit its next window of w requests now?  false: it goes on
+ * in a later iteration (respd_resume). */
+static bool respd_work_turn(struct respd_cmd *cmd, uint32_t w)
+{
+	struct kvtd_loop *loop = cmd->conn->loop;
+	/* back at once: the mailbox had no memory (kvtd_aux_submit) */
+	bool inline_back = loop->work_inline;
+
+	loop->work_inline = false;
+	if (cmd->n <= RESPD_PROBE_WINDOW)
+		return true;
+	if (loop->work_iter != loop->iter) {
+		loop->work_iter = loop->iter;
+		loop->work_units = 0;
+	}
+	if (loop->work_units && loop->work_units + w > KVTD_WORK_ITER && !inline_back) {
+		KVTD_COUNT(loop->srv, work_deferred, 1);
+		loop->work_inline = true;
+		kvtd_aux_submit(loop, respd_nothing, respd_resume, cmd);
+		loop->work_inline = false;
+		return false;
+	}
+	loop->work_units += w;
+	return true;
+}
+
 /* A command's library requests (~330 bytes a key, against the 7 or more
  * of its key in the command) are charged to --max-memory with its bytes
  * (raw_charged, given back when it is freed): an MGET of 65535 keys held
@@ -720,16 +777,20 @@ static void respd_probe(struct respd_cmd *cmd, uint32_t ns, uint32_t first, uint
 	cmd->n = count;
 	cmd->phase = RP_PROBE;
 	respd_of(cmd->conn)->probing++;
+	/* An MGET's, EXISTS's or DEL's keys go a window at a time, each
+	 * window's items made as it goes (respd_probe_next, from respd_step;
+	 * the keys are arguments 1 to argc - 1) */
+	if (cmd->kind == RK_MGET || cmd->kind == RK_EXISTS || cmd->kind == RK_DEL) {
+		cmd->probed = cmd->settled = 0;
+		cmd->probe_ns = ns;
+		respd_step(cmd);
+		return;
+	}
 	for (uint32_t i = 0; i < count; i++)
 		respd_item_init(cmd, &cmd->items[i], KVT_OP_GET_PINNED, ns, first + i * stride);
-	/* An MGET's, EXISTS's or DEL's keys go a window at a time
-	 * (respd_probe_next) */
-	cmd->probed = (cmd->kind == RK_MGET || cmd->kind == RK_EXISTS || cmd->kind == RK_DEL) &&
-			      count > RESPD_PROBE_WINDOW
-			      ? RESPD_PROBE_WINDOW
-			      : count;
+	cmd->probed = count;
 	cmd->pending = 1; /* held while submitting: completions come inline */
-	respd_submit(cmd, 0, cmd->probed);
+	respd_submit(cmd, 0, count);
 	if (--cmd->pending == 0)
 		respd_step(cmd);
 }
@@ -794,19 +855,43 @@ static void respd_write(struct respd_cmd *cmd, uint32_t ns)
 				cmd->items[n++].live = old[i].live;
 			}
 	} else {
-		for (uint32_t p = 0; p < pairs; p++) {
-			respd_item_init(cmd, &cmd->items[n++], KVT_OP_DELETE, ns, 1 + 2 * p);
-			respd_item_put(cmd, &cmd->items[n++], ns, 1 + 2 * p, 2 + 2 * p);
-		}
+		n = 2 * pairs; /* made a window at a time: respd_write_next */
 	}
 	free(old);
+	cmd->probe_ns = ns;
 	cmd->n = n;
 	cmd->phase = RP_WRITE;
-	cmd->pending = 1;
-	if (n)
-		respd_submit(cmd, 0, n);
-	if (--cmd->pending == 0)
-		respd_step(cmd);
+	cmd->probed = 0; /* a window at a time: respd_write_next */
+	respd_step(cmd);
+}
+
+/* The write phase's next windows (an MSET's pairs stay together: the
+ * window is even).  true: requests in flight, or the command waits for a
+ * later iteration. */
+static bool respd_write_next(struct respd_cmd *cmd)
+{
+	while (cmd->probed < cmd->n) {
+		uint32_t from = cmd->probed, w = cmd->n - from;
+		if (w > RESPD_PROBE_WINDOW)
+			w = RESPD_PROBE_WINDOW;
+		if (!respd_work_turn(cmd, w))
+			return true;
+		/* SET, MSET: (DELETE, PUT) of each pair */
+		for (uint32_t i = from; (cmd->kind == RK_SET || cmd->kind == RK_MSET) && i < from + w;
+		     i++) {
+			uint32_t k = 1 + 2 * (i / 2);
+			if (i % 2 == 0)
+				respd_item_init(cmd, &cmd->items[i], KVT_OP_DELETE, cmd->probe_ns, k);
+			else
+				respd_item_put(cmd, &cmd->items[i], cmd->probe_ns, k, k + 1);
+		}
+		cmd->probed += w;
+		cmd->pending = 1;
+		respd_submit(cmd, from, w);
+		if (--cmd->pending != 0)
+			return true;
+	}
+	return false;
 }
 
 /* An expired value found by a probe is deleted (lazily, as Redis does). */
@@ -856,8 +941,7 @@ static bool respd_probe_next(struct respd_cmd *cmd)
 		return false;
 	while (cmd->probed < cmd->n) {
 		uint32_t from = cmd->probed, w = cmd->n - from;
-		for (uint32_t i = from >= RESPD_PROBE_WINDOW ? from - RESPD_PROBE_WINDOW : 0;
-		     i < from; i++) {
+		for (uint32_t i = cmd->settled; i < from; i++) {
 			struct respd_item *it = &cmd->items[i];
 			if (cmd->kind == RK_MGET) {
 				if (it->pinned)
@@ -874,12 +958,17 @@ static bool respd_probe_next(struct respd_cmd *cmd)
 			}
 			it->checked = true;
 		}
+		cmd->settled = from;
 		if (cmd->kind == RK_MGET && cmd->probe_bytes >= KVTD_PIN_CONN_MAX(srv)) {
 			respd_mget_refuse(cmd, from);
 			return true;
 		}
 		if (w > RESPD_PROBE_WINDOW)
 			w = RESPD_PROBE_WINDOW;
+		if (!respd_work_turn(cmd, w))
+			return true;
+		for (uint32_t i = from; i < from + w; i++)
+			respd_item_init(cmd, &cmd->items[i], KVT_OP_GET_PINNED, cmd->probe_ns, 1 + i);
 		cmd->probed += w;
 		cmd->pending = 1;
 		respd_submit(cmd, from, w);
@@ -925,6 +1014,7 @@ static void respd_step(struct respd_cmd *cmd)
 		uint64_t vlen[1] = { 0 };
 		if (respd_probe_next(cmd))
 			return;
+		ns = cmd->items[0].req.ns; /* every window's items made now */
 		respd_of(cmd->conn)->probing--;
 		respd_pin_flow(cmd->conn); /* reading may go on */
 		for (uint32_t i = 0; i < cmd->n; i++) {
@@ -992,6 +1082,8 @@ static void respd_step(struct respd_cmd *cmd)
 		return;
 	}
 	/* RP_WRITE */
+	if (respd_write_next(cmd))
+		return;
 	if (cmd->kind == RK_DEL) {
 		bool removed = false;
 		for (uint32_t i = 0; i < cmd->n; i++) {
@@ -1609,6 +1701,7 @@ static void respd_exec(struct respd_cmd *cmd)
 		respd_item_init(cmd, &cmd->items[0], KVT_OP_CLEAR, ns, 0);
 		cmd->items[0].req.flags = KVT_F_DEFER;
 		cmd->phase = RP_WRITE;
+		cmd->probed = 1;
 		cmd->pending = 1;
 		respd_submit(cmd, 0, 1);
 		if (--cmd->pending == 0)
@@ -1823,8 +1916,10 @@ static void respd_parse(struct kvtd_conn *c)
 		 * connection's frames; this command is parsed again then.
 		 * ~2,600 ECHOs a 64 KiB buffer held the loop (test_hostile
 		 * resp_flood).  Only whole commands count: a pipeline of 64
-		 * that arrived in two reads is not cut before its last. */
-		if (!kvtd_conn_parse_budget(c, 1)) {
+		 * that arrived in two reads is not cut before its last.  A
+		 * command counts its arguments past the first as items, as a
+		 * native frame its keys ("Keys a loop iteration"). */
+		if (!kvtd_conn_parse_budget(c, pc.argc > 1 ? pc.argc - 1 : 1)) {
 			kvtd_conn_defer(c);
 			return;
 		}

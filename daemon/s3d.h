@@ -67,7 +67,7 @@
  * Complete: a memcpy and two CRC32C passes).  4,096: as many keys as a
  * tenant's native items (KVTD_PARSE_TENANT_ITEMS), 16 MiB of copies; the
  * first request of an iteration is always taken. */
-#define S3D_WORK_ITER 4096u
+#define S3D_WORK_ITER KVTD_WORK_ITER
 #define S3D_WORK_BYTES 4096u
 #define S3D_WORK_XML 32u
 

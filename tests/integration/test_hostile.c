@@ -6663,6 +6663,260 @@ static void phase_stats_flood(void)
 	T_EQ_INT(tsrv_stop(&srv), 0);
 }
 
+/* ------------------------------------------------------------------------
+ * resp_keys (attack26): a RESP MGET, EXISTS or DEL names up to 65535 keys
+ * (an MSET 32767 pairs, two store requests each), a probe or a write of
+ * a key in DRAM completes inline, and the parse budget counted a command
+ * as one item: 64 commands of 65535 keys an iteration of one connection,
+ * all their store requests in one go on the loop.  Three connections of
+ * one tenant pipeline them (MGET and EXISTS of missing keys, MSET of
+ * 1,000 small values; 2 a send, the replies read and checked) on one
+ * loop, and another tenant's PING is timed every 5 ms meanwhile; then
+ * one MSET, MGET, DEL and EXISTS of 32767 keys check the answers' order
+ * and counts across the windows.  Now a command counts its arguments in
+ * the parse budget and goes to the store RESPD_PROBE_WINDOW keys at a
+ * time, KVTD_WORK_ITER keys an iteration of the loop (the rest in a
+ * later one: server.work_deferred; respd.c "Keys a loop iteration").
+ */
+
+#define RK_KEYS 65535u
+#define RK_PAIRS 32767u
+#define RK_DISTINCT 700u
+#define RK_BURST 2u
+#define RK_SECONDS 3u
+#define RK_FLOODERS 3u
+#ifdef HOSTILE_TSAN
+#define RK_P50_MAX_NS 200000000ull
+#define RK_P99_MAX_NS 3000000000ull
+#else
+#define RK_P50_MAX_NS 50000000ull
+#define RK_P99_MAX_NS 1000000000ull
+#endif
+
+struct rk_flooder {
+	pthread_t t;
+	int fd;
+	char *burst;             /* RK_BURST copies of the command */
+	size_t len;              /* their bytes */
+	char *want;              /* the replies expected, RK_BURST of them */
+	size_t want_len;
+	_Atomic bool stop;
+	unsigned answered;
+	bool failed;
+};
+
+static void *rk_flood_main(void *arg)
+{
+	struct rk_flooder *f = arg;
+	char *got = malloc(f->want_len + 1);
+
+	while (got && !atomic_load(&f->stop) && !f->failed) {
+		bool closed = false;
+		if (send_for(f->fd, f->burst, f->len, 30000) != (int64_t)f->len ||
+		    recv_for(f->fd, got, f->want_len + 1, 30000, &closed) != f->want_len ||
+		    memcmp(got, f->want, f->want_len) != 0)
+			f->failed = true;
+		else
+			f->answered += RK_BURST;
+	}
+	free(got);
+	return NULL;
+}
+
+/* A RESP command of argc arguments (each a NUL-ended string) into a
+ * malloc'd buffer: its length in *len. */
+static char *rk_cmd(unsigned argc, const char *const *argv, size_t *len)
+{
+	size_t cap = 16, o;
+	char *b;
+
+	for (unsigned i = 0; i < argc; i++)
+		cap += 32 + strlen(argv[i]);
+	b = malloc(cap);
+	T_ASSERT(b != NULL);
+	o = (size_t)snprintf(b, cap, "*%u\r\n", argc);
+	for (unsigned i = 0; i < argc; i++)
+		o += (size_t)snprintf(b + o, cap - o, "$%zu\r\n%s\r\n", strlen(argv[i]), argv[i]);
+	*len = o;
+	return b;
+}
+
+/* A command of a name and n keys (and, with vfmt, each key's value)
+ * formatted from kfmt with the key's index modulo mod. */
+static char *rk_keys_cmd(const char *name, unsigned n, const char *kfmt, const char *vfmt,
+			 unsigned mod, size_t *len)
+{
+	unsigned per = vfmt ? 2 : 1, argc = 1 + per * n;
+	const char **argv = malloc(argc * sizeof(*argv));
+	char *text = malloc((size_t)n * per * 16), *b;
+
+	T_ASSERT(argv != NULL && text != NULL);
+	argv[0] = name;
+	for (unsigned i = 0; i < n; i++) {
+		char *k = text + (size_t)i * per * 16;
+		snprintf(k, 16, kfmt, i % mod);
+		argv[1 + per * i] = k;
+		if (vfmt) {
+			snprintf(k + 16, 16, vfmt, i % mod);
+			argv[2 + per * i] = k + 16;
+		}
+	}
+	b = rk_cmd(argc, argv, len);
+	free(argv);
+	free(text);
+	return b;
+}
+
+/* Send cmd on fd and compare the reply with want, exactly. */
+static void rk_check(int fd, const char *what, const char *cmd, size_t len, const char *want,
+		     size_t want_len)
+{
+	char *got = malloc(want_len + 1);
+	bool closed = false;
+	size_t n;
+
+	T_ASSERT(got != NULL);
+	T_EQ_INT(send_for(fd, cmd, len, 10000), (int64_t)len);
+	n = recv_for(fd, got, want_len + 1, 30000, &closed);
+	printf("resp_keys: %s: %zu bytes of reply, '%.12s'\n", what, n, got);
+	T_EQ_INT(n, want_len);
+	T_ASSERT(memcmp(got, want, want_len) == 0);
+	free(got);
+}
+
+static int rk_login(uint16_t port, const char *who, const char *secret)
+{
+	const char *argv[3] = { "AUTH", who, secret };
+	char reply[8] = { 0 };
+	bool closed = false;
+	size_t len;
+	char *auth = rk_cmd(3, argv, &len);
+	int fd = tcp_connect(port);
+
+	T_EQ_INT(send_for(fd, auth, len, 1000), (int64_t)len);
+	recv_for(fd, reply, 6, 2000, &closed);
+	T_ASSERT(strncmp(reply, "+OK", 3) == 0);
+	free(auth);
+	return fd;
+}
+
+static void phase_resp_keys(void)
+{
+	const char *extra[] = { "--resp", "127.0.0.1:0", "--max-memory", "512M", "--threads", "1",
+				NULL };
+	static const char *const names[RK_FLOODERS] = { "MGET", "EXISTS", "MSET" };
+	struct rk_flooder fl[RK_FLOODERS];
+	uint64_t lat[600], s[600], d0, d1, t_end;
+	unsigned nlat = 0, bad = 0;
+	uint16_t port;
+	int victim, c;
+
+	start("resp_keys", extra);
+	port = tsrv_listener_port(srv.log, "RESP");
+	victim = rk_login(port, "admin", SECRET_ADMIN);
+	d0 = stat_of("server.work_deferred");
+	for (unsigned i = 0; i < RK_FLOODERS; i++) {
+		bool mset = i == 2;
+		size_t len, rl = 0, o = 0;
+		char *one = mset ? rk_keys_cmd("MSET", RK_PAIRS, "f%u", "%u", 1000, &len)
+				 : rk_keys_cmd(names[i], RK_KEYS, "miss-%u", NULL, 1000, &len);
+		char reply[16];
+		fl[i] = (struct rk_flooder){ .fd = rk_login(port, "alice", SECRET_ALICE) };
+		fl[i].burst = malloc(len * RK_BURST);
+		T_ASSERT(fl[i].burst != NULL);
+		for (unsigned b = 0; b < RK_BURST; b++)
+			memcpy(fl[i].burst + b * len, one, len);
+		fl[i].len = len * RK_BURST;
+		free(one);
+		if (i == 0) {
+			rl = (size_t)snprintf(reply, sizeof(reply), "*%u\r\n", RK_KEYS) + RK_KEYS * 5;
+			fl[i].want = malloc(rl * RK_BURST);
+			for (unsigned b = 0; b < RK_BURST; b++) {
+				o += (size_t)sprintf(fl[i].want + o, "*%u\r\n", RK_KEYS);
+				for (unsigned k = 0; k < RK_KEYS; k++, o += 5)
+					memcpy(fl[i].want + o, "$-1\r\n", 5);
+			}
+		} else {
+			rl = (size_t)snprintf(reply, sizeof(reply), "%s", mset ? "+OK\r\n" : ":0\r\n");
+			fl[i].want = malloc(rl * RK_BURST + 1);
+			for (unsigned b = 0; b < RK_BURST; b++, o += rl)
+				memcpy(fl[i].want + o, reply, rl);
+		}
+		fl[i].want_len = rl * RK_BURST;
+		T_EQ_INT(o, fl[i].want_len);
+	}
+	for (unsigned i = 0; i < RK_FLOODERS; i++)
+		pthread_create(&fl[i].t, NULL, rk_flood_main, &fl[i]);
+	tsrv_sleep_ms(300); /* the pipelines under way */
+	t_end = tsrv_now_ns() + RK_SECONDS * 1000000000ull;
+	nlat = resp_ping_lat(victim, t_end, lat, sizeof(lat) / sizeof(lat[0]), &bad);
+	for (unsigned i = 0; i < RK_FLOODERS; i++)
+		atomic_store(&fl[i].stop, true);
+	for (unsigned i = 0; i < RK_FLOODERS; i++)
+		pthread_join(fl[i].t, NULL);
+	d1 = stat_of("server.work_deferred");
+	memcpy(s, lat, nlat * sizeof(*s));
+	qsort(s, nlat, sizeof(*s), cmp_u64);
+	printf("resp_keys: MGET, EXISTS of %u keys and MSET of %u pairs pipelined %u a send for "
+	       "%u s, answered:", RK_KEYS, RK_PAIRS, RK_BURST, RK_SECONDS);
+	for (unsigned i = 0; i < RK_FLOODERS; i++)
+		printf(" %s %u%s", names[i], fl[i].answered, fl[i].failed ? " (failed)" : "");
+	printf("; work_deferred +%" PRIu64 "; another tenant's PING: %u, p50 %.1f ms, p99 %.1f ms, "
+	       "max %.1f ms, %u failed\n", d1 - d0, nlat, nlat ? s[nlat / 2] / 1e6 : 0.0,
+	       nlat ? s[nlat * 99 / 100] / 1e6 : 0.0, nlat ? s[nlat - 1] / 1e6 : 0.0, bad);
+	for (unsigned i = 0; i < RK_FLOODERS; i++) {
+		T_ASSERT(!fl[i].failed);
+		T_GE_INT(fl[i].answered, RK_BURST);
+		close(fl[i].fd);
+		free(fl[i].burst);
+		free(fl[i].want);
+	}
+	T_GE_INT(nlat, 10);
+	T_EQ_INT(bad, 0);
+	T_LE_INT(s[nlat / 2], RK_P50_MAX_NS);
+	T_LE_INT(s[nlat * 99 / 100], RK_P99_MAX_NS);
+	/* The cause: the big commands' windows went on in later iterations. */
+	T_GE_INT(d1 - d0, 1);
+
+	/* Answers across the windows: an MSET of RK_PAIRS pairs naming
+	 * RK_DISTINCT keys over and over (a small value takes a 64 KiB
+	 * chunk of DRAM: 1,024 fit, and an MGET pins each key it names),
+	 * an MGET of those and 64,835 missing keys, a DEL and an EXISTS naming
+	 * them over and over. */
+	c = rk_login(port, "alice", SECRET_ALICE);
+	{
+		size_t len, wl = 0, cap = (size_t)RK_KEYS * 16 + 64;
+		char *cmd = rk_keys_cmd("MSET", RK_PAIRS, "c%u", "v%u", RK_DISTINCT, &len);
+		char *want = malloc(cap);
+		T_ASSERT(want != NULL);
+		rk_check(c, "MSET", cmd, len, "+OK\r\n", 5);
+		free(cmd);
+		/* c0 to c699 set, the rest missing */
+		cmd = rk_keys_cmd("MGET", RK_KEYS, "c%u", NULL, RK_KEYS, &len);
+		wl = (size_t)snprintf(want, cap, "*%u\r\n", RK_KEYS);
+		for (unsigned i = 0; i < RK_KEYS; i++) {
+			char v[16];
+			int vl = snprintf(v, sizeof(v), "v%u", i);
+			wl += (size_t)(i < RK_DISTINCT
+				       ? snprintf(want + wl, cap - wl, "$%d\r\n%s\r\n", vl, v)
+				       : snprintf(want + wl, cap - wl, "$-1\r\n"));
+		}
+		rk_check(c, "MGET", cmd, len, want, wl);
+		free(cmd);
+		cmd = rk_keys_cmd("DEL", RK_KEYS, "c%u", NULL, RK_DISTINCT, &len);
+		wl = (size_t)snprintf(want, cap, ":%u\r\n", RK_DISTINCT);
+		rk_check(c, "DEL", cmd, len, want, wl);
+		free(cmd);
+		cmd = rk_keys_cmd("EXISTS", RK_KEYS, "c%u", NULL, RK_DISTINCT, &len);
+		rk_check(c, "EXISTS", cmd, len, ":0\r\n", 4);
+		free(cmd);
+		free(want);
+	}
+	close(c);
+	close(victim);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
 /* ------------------------------------------------------------------------ */
 
 static const struct tsrv_phase phases[] = {
@@ -6716,6 +6970,7 @@ static const struct tsrv_phase phases[] = {
 	{ "metrics_cost", phase_metrics_cost },
 	{ "metrics_slow", phase_metrics_slow },
 	{ "stats_flood", phase_stats_flood },
+	{ "resp_keys", phase_resp_keys },
 };
 
 int main(int argc, char **argv)
