@@ -871,6 +871,8 @@ static void respd_write(struct respd_cmd *cmd, uint32_t ns)
  * later iteration. */
 static bool respd_write_next(struct respd_cmd *cmd)
 {
+	bool pairs = cmd->kind == RK_SET || cmd->kind == RK_MSET;
+
 	while (cmd->probed < cmd->n) {
 		uint32_t from = cmd->probed, w = cmd->n - from;
 		if (w > RESPD_PROBE_WINDOW)
@@ -878,13 +880,13 @@ static bool respd_write_next(struct respd_cmd *cmd)
 		if (!respd_work_turn(cmd, w))
 			return true;
 		/* SET, MSET: (DELETE, PUT) of each pair */
-		for (uint32_t i = from; (cmd->kind == RK_SET || cmd->kind == RK_MSET) && i < from + w;
-		     i++) {
+		for (uint32_t i = from; pairs && i < from + w; i++) {
+			struct respd_item *it = &cmd->items[i];
 			uint32_t k = 1 + 2 * (i / 2);
 			if (i % 2 == 0)
-				respd_item_init(cmd, &cmd->items[i], KVT_OP_DELETE, cmd->probe_ns, k);
+				respd_item_init(cmd, it, KVT_OP_DELETE, cmd->probe_ns, k);
 			else
-				respd_item_put(cmd, &cmd->items[i], cmd->probe_ns, k, k + 1);
+				respd_item_put(cmd, it, cmd->probe_ns, k, k + 1);
 		}
 		cmd->probed += w;
 		cmd->pending = 1;
@@ -979,7 +981,8 @@ static bool respd_probe_next(struct respd_cmd *cmd)
 		if (!respd_work_turn(cmd, w))
 			return true;
 		for (uint32_t i = from; i < from + w; i++)
-			respd_item_init(cmd, &cmd->items[i], KVT_OP_GET_PINNED, cmd->probe_ns, 1 + i);
+			respd_item_init(cmd, &cmd->items[i], KVT_OP_GET_PINNED, cmd->probe_ns,
+					1 + i);
 		cmd->probed += w;
 		cmd->pending = 1;
 		respd_submit(cmd, from, w);
