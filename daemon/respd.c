@@ -726,7 +726,9 @@ static bool respd_work_turn(struct respd_cmd *cmd, uint32_t w)
 	bool inline_back = loop->work_inline;
 
 	loop->work_inline = false;
-	if (cmd->n <= RESPD_PROBE_WINDOW)
+	/* (stopping: the aux thread may be gone, and nothing waits for the
+	 * loop; the rest is done now) */
+	if (cmd->n <= RESPD_PROBE_WINDOW || loop->stopping)
 		return true;
 	if (loop->work_iter != loop->iter) {
 		loop->work_iter = loop->iter;
