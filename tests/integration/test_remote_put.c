@@ -851,7 +851,7 @@ static void test_delete_wins(struct tsrv *srv, const char *addr, bool clear)
  * later get of X hit it there.  Now the store passes over DRAM again when
  * the DELETE completes, which is once its answer came and every promotion
  * of X submitted before that answer was published (remove_hold in
- * remote.c; from 2026-12-04 to the next day, the DELETE was held back
+ * remote.c; coher25's fix, earlier on 2026-12-04, held the DELETE back
  * until the promotion was answered instead).
  */
 static void test_delete_vs_promotion(struct tsrv *srv, const char *addr)
