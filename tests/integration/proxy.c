@@ -6,6 +6,7 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -40,14 +41,21 @@ static void *relay_main(void *arg)
 	uint8_t *buf = malloc(1 << 16);
 	T_ASSERT(buf);
 	while (!atomic_load(&p->stop)) {
-		struct pollfd pf[2] = { { r->a, POLLIN, 0 }, { r->b, POLLIN, 0 } };
+		uint64_t bit = r->slot >= 0 ? UINT64_C(1) << r->slot : 0;
+		bool held[2] = { (atomic_load(&p->hold_up) & bit) != 0,
+				 (atomic_load(&p->hold_down) & bit) != 0 };
+		struct pollfd pf[2] = { { r->a, held[0] ? 0 : POLLIN, 0 },
+					{ r->b, held[1] ? 0 : POLLIN, 0 } };
 		if (poll(pf, 2, 50) < 0 && errno != EINTR)
 			break;
+		/* Held while it waited: nothing is read once the bit is set. */
+		held[0] = held[0] || (atomic_load(&p->hold_up) & bit) != 0;
+		held[1] = held[1] || (atomic_load(&p->hold_down) & bit) != 0;
 		for (int i = 0; i < 2; i++) {
 			size_t fwd;
 			bool stall = false;
 			int mode = 0;
-			if (!(pf[i].revents & (POLLIN | POLLHUP | POLLERR)))
+			if (held[i] || !(pf[i].revents & (POLLIN | POLLHUP | POLLERR)))
 				continue;
 			ssize_t n = read(pf[i].fd, buf, 1 << 16);
 			if (n <= 0)
@@ -77,6 +85,10 @@ static void *relay_main(void *arg)
 		}
 	}
 done:
+	if (r->slot >= 0) {
+		atomic_store(&p->fd_up[r->slot], -1);
+		atomic_store(&p->fd_down[r->slot], -1);
+	}
 	close(r->a);
 	close(r->b);
 	free(buf);
@@ -112,6 +124,10 @@ static void *proxy_main(void *arg)
 		T_ASSERT(r);
 		int slot = atomic_fetch_add(&p->opened, 1);
 		*r = (struct relay){ .p = p, .a = c, .b = s, .slot = slot < TPROXY_SLOTS ? slot : -1 };
+		if (r->slot >= 0) {
+			atomic_store(&p->fd_up[r->slot], c);
+			atomic_store(&p->fd_down[r->slot], s);
+		}
 		atomic_fetch_add(&p->relays, 1);
 		T_OK(pthread_create(&t, NULL, relay_main, r));
 		pthread_detach(t);
@@ -124,6 +140,10 @@ void tproxy_start(struct tproxy *p, uint16_t to_port, tproxy_filter_fn filter, b
 	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	socklen_t sl = sizeof(sa);
 	memset(p, 0, sizeof(*p));
+	for (int i = 0; i < TPROXY_SLOTS; i++) {
+		atomic_init(&p->fd_up[i], -1);
+		atomic_init(&p->fd_down[i], -1);
+	}
 	p->to_port = to_port;
 	p->filter = filter;
 	p->record = rec;
@@ -148,6 +168,17 @@ void tproxy_stop(struct tproxy *p)
 	pthread_mutex_destroy(&p->lock);
 	free(p->log);
 	p->log = NULL;
+}
+
+size_t tproxy_queued(struct tproxy *p, int slot, bool up)
+{
+	int fd = slot >= 0 && slot < TPROXY_SLOTS
+			 ? atomic_load(up ? &p->fd_up[slot] : &p->fd_down[slot])
+			 : -1;
+	int n = 0;
+	if (fd < 0 || ioctl(fd, FIONREAD, &n) < 0 || n < 0)
+		return 0;
+	return (size_t)n;
 }
 
 bool tproxy_saw(struct tproxy *p, const char *pat)

@@ -40,6 +40,11 @@ struct tproxy {
 	_Atomic int acted;           /* the filter's count of what it did */
 	_Atomic int opened;          /* connections relayed so far: each one's slot */
 	_Atomic uint64_t down[TPROXY_SLOTS]; /* bytes relayed server to client, by slot */
+	/* Bit s set: slot s's bytes from the client (hold_up) or from the
+	 * server (hold_down) are not read, and wait in the socket, until it
+	 * is cleared (seen within 50 ms); the connection stays open. */
+	_Atomic uint64_t hold_up, hold_down;
+	_Atomic int fd_up[TPROXY_SLOTS], fd_down[TPROXY_SLOTS]; /* tproxy_queued; -1: closed */
 	tproxy_filter_fn filter;     /* NULL: relay as is */
 	bool record;                 /* keep every byte relayed, either way */
 	pthread_mutex_t lock;        /* the record */
@@ -52,6 +57,9 @@ void tproxy_start(struct tproxy *p, uint16_t to_port, tproxy_filter_fn filter, b
 /* Stop accepting, wait for the relays to end (fails the test if they do
  * not within 5 s), free the record. */
 void tproxy_stop(struct tproxy *p);
+/* Bytes waiting to be read, unrelayed, on slot's connection: from the
+ * client (up) or from the server; 0 for a slot that is closed. */
+size_t tproxy_queued(struct tproxy *p, int slot, bool up);
 /* Whether the record holds the string pat. */
 bool tproxy_saw(struct tproxy *p, const char *pat);
 

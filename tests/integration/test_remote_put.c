@@ -72,7 +72,17 @@
  *     until that PUT is answered, and a cold engine then misses the key
  *     (before: the DELETE went out first and found nothing, and the cold
  *     engine read the deleted block back); a CLEAR the same for every key
- *     of its namespace.
+ *     of its namespace;
+ *   - a get submitted while a DELETE is on its way, answered (with the
+ *     block) before the server applied the DELETE and seen by the engine
+ *     after the DELETE's answer, does not leave the deleted block in local
+ *     DRAM: the delete completes (and the store passes over DRAM) only
+ *     once that promotion was published; a get into buffers too small for
+ *     the value does not publish it (before: every later get of it hit
+ *     local DRAM, all three cases); a get after the delete completed is
+ *     promoted as before (through a proxy that holds one connection's
+ *     bytes in either direction; with one I/O lane, and with two, where
+ *     the get's lane completes the delete).
  */
 #include <errno.h>
 #include <signal.h>
@@ -82,6 +92,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "proxy.h"
 #include "server.h"
 #include "t.h"
 #include "tstore.h"
@@ -837,9 +848,11 @@ static void test_delete_wins(struct tsrv *srv, const char *addr, bool clear)
  * it, local DRAM does not) is sent, then a DELETE of X.  The server
  * answers the GET (X) and then the DELETE; the GET's answer used to be
  * published in local DRAM after the delete's passes over DRAM, and every
- * later get of X hit it there.  Now the DELETE goes out once the
- * promotion was answered, and the store passes over DRAM again when the
- * server's answer comes back.
+ * later get of X hit it there.  Now the store passes over DRAM again when
+ * the DELETE completes, which is once its answer came and every promotion
+ * of X submitted before that answer was published (remove_hold in
+ * remote.c; coher25's fix, earlier on 2026-12-04, held the DELETE back
+ * until the promotion was answered instead).
  */
 static void test_delete_vs_promotion(struct tsrv *srv, const char *addr)
 {
@@ -881,9 +894,154 @@ static void test_delete_vs_promotion(struct tsrv *srv, const char *addr)
 	free(v);
 }
 
+/*
+ * A promotion submitted while the DELETE is on its way (review25): an
+ * engine of two connections through a proxy that can hold either
+ * direction of each.  X is on the server only.  The DELETE of X is held
+ * on its way (client to server) on one connection; a get of X submitted
+ * then goes out on the other, reaches the server first and is answered
+ * with X, and that answer is held (server to client); then the DELETE
+ * goes on, is applied and answered.  The get's answer comes last.  It
+ * used to be published in local DRAM after the store's pass over DRAM
+ * that follows the DELETE's answer, and every later get of X hit the
+ * deleted block there.  Now the delete completes only once that
+ * promotion was handled (remote.removes_waited), and a get into the
+ * caller's buffers too small for X (whose value would be published too)
+ * does not publish a value of a get submitted before a delete's answer
+ * (remote.promotes_stale).  A get submitted after the delete completed
+ * is not affected: X put again is promoted (direct: published) as before.
+ */
+static void test_delete_vs_late_get(struct tproxy *px, bool direct, bool lanes)
+{
+	enum { XLEN = 64u << 10 };
+	const char *name = lanes ? "delete-vs-late-get-lanes"
+			   : direct ? "delete-vs-late-small-get"
+				    : "delete-vs-late-get";
+	char paddr[64];
+	int s0 = atomic_load(&px->opened), sd = -1, sg;
+	uint64_t x = lanes ? 980 : direct ? 970 : 960, down0;
+	uint8_t *v = malloc(XLEN), small[16];
+	struct iovec part = { v, XLEN }, sbuf = { small, sizeof(small) };
+	struct kvt_key key = t_key(x);
+	struct kvt_req del, get, *got;
+	struct kvt_queue *qd, *qg;
+	struct kvt_store *b;
+	uint32_t nb;
+	int k;
+
+	T_ASSERT(v);
+	snprintf(paddr, sizeof(paddr), "127.0.0.1:%u", px->port);
+	/* With 2 lanes, one connection each: the DELETE goes to lane 0, the
+	 * get (the fourth get or put: round-robin) to lane 1, whose thread
+	 * then completes the delete. */
+	b = tsrv_engine(paddr, (const char *[]){ "remote.put_local", "never",
+						 "remote.timeout_ms", "30000",
+						 "remote.conns", "2", "remote.conns_max", "2",
+						 "remote.io_threads", lanes ? "2" : "1", NULL });
+	nb = t_ns(b, name);
+	t_fill(v, XLEN, x);
+	T_RC(put1(b, nb, x, &part, 1).status, KVT_OK); /* on the server only */
+	for (int i = 0; i < 500 && t_stat(b, "remote.conns_up") < 2; i++)
+		tsrv_sleep_ms(10);
+	T_EQ_U64(t_stat(b, "remote.conns_up"), 2);
+	T_EQ_INT(atomic_load(&px->opened) - s0, 2); /* slots s0 and s0 + 1 */
+	if (lanes) /* lane 1 registers the namespace, the next get goes there */
+		for (int i = 0; i < 2; i++)
+			T_RC(get_into(b, nb, x + 100, v, XLEN).status, KVT_MISS);
+	T_OK(kvt_queue_create(b, &qd));
+	T_OK(kvt_queue_create(b, &qg));
+
+	/* The DELETE, held on its way. */
+	atomic_fetch_or(&px->hold_up, UINT64_C(3) << s0);
+	del = (struct kvt_req){ .op = KVT_OP_DELETE, .ns = nb, .key = key };
+	t_submit_all(qd, &del, 1);
+	for (int i = 0; i < 500 && sd < 0; i++) {
+		for (int s = s0; s < s0 + 2 && sd < 0; s++)
+			if (tproxy_queued(px, s, true) > 0)
+				sd = s;
+		if (sd < 0)
+			tsrv_sleep_ms(10);
+	}
+	T_ASSERT(sd >= 0);
+	sg = sd == s0 ? s0 + 1 : s0;
+	/* The get, submitted while the DELETE is on its way: the other
+	 * connection (the fewest bytes in flight). */
+	if (direct)
+		get = (struct kvt_req){ .op = KVT_OP_GET, .ns = nb, .key = key, .iov = &sbuf,
+					.iov_count = 1 };
+	else
+		get = (struct kvt_req){ .op = KVT_OP_PREFETCH, .ns = nb, .keys = &key,
+					.key_count = 1 };
+	t_submit_all(qg, &get, 1);
+	for (int i = 0; i < 500 && tproxy_queued(px, sg, true) == 0; i++)
+		tsrv_sleep_ms(10);
+	T_ASSERT(tproxy_queued(px, sg, true) > 0);
+	/* It reaches the server, which answers X; the answer is held. */
+	atomic_fetch_or(&px->hold_down, UINT64_C(1) << sg);
+	atomic_fetch_and(&px->hold_up, ~(UINT64_C(1) << sg));
+	for (int i = 0; i < 500 && tproxy_queued(px, sg, false) < XLEN; i++)
+		tsrv_sleep_ms(10);
+	T_ASSERT(tproxy_queued(px, sg, false) >= XLEN);
+	/* The DELETE goes on: applied, answered, relayed. */
+	down0 = atomic_load(&px->down[sd]);
+	atomic_fetch_and(&px->hold_up, ~(UINT64_C(1) << sd));
+	for (int i = 0; i < 500 && atomic_load(&px->down[sd]) == down0; i++)
+		tsrv_sleep_ms(10);
+	T_ASSERT(atomic_load(&px->down[sd]) > down0);
+	/* Direct: nothing holds it (it completes, however loaded the machine);
+	 * else held until the get's answer, which does not come in 300 ms. */
+	k = kvt_queue_wait(qd, &got, 1, direct ? 10000 : 300);
+	fprintf(stderr, "%s: the delete %s before the get's answer came\n", name,
+		k == 1 ? "completed" : "did not complete");
+	/* Then the get's answer. */
+	atomic_fetch_and(&px->hold_down, ~(UINT64_C(1) << sg));
+	if (k == 0)
+		t_wait_all(qd, 1);
+	t_wait_all(qg, 1);
+	T_RC(del.status, KVT_OK);
+	if (direct)
+		T_RC(get.status, KVT_EBUFSMALL);
+	{
+		struct kvt_req g = get_into(b, nb, x, v, XLEN);
+		fprintf(stderr, "%s: a get of X after the delete: %s (tier %d)\n", name,
+			kvt_strerror(g.status), g.tier);
+		T_RC(g.status, KVT_MISS); /* before: KVT_OK from local DRAM */
+	}
+	if (direct) {
+		T_EQ_INT(k, 1); /* nothing to wait for: the value is dropped */
+		T_EQ_U64(t_stat(b, "remote.promotes_stale"), 1);
+		T_EQ_U64(t_stat(b, "remote.removes_waited"), 0);
+	} else {
+		T_EQ_INT(k, 0); /* the delete waited for the promotion */
+		T_EQ_U64(t_stat(b, "remote.removes_waited"), 1);
+		T_EQ_U64(t_stat(b, "remote.promotes_stale"), 0);
+	}
+	/* A get after the delete completed: promoted as before. */
+	t_fill(v, XLEN, x + 1);
+	T_RC(put1(b, nb, x, &part, 1).status, KVT_OK);
+	if (direct)
+		T_RC(t_req1(b, get).status, KVT_EBUFSMALL);
+	else
+		t_req1(b, get);
+	{
+		uint8_t *back = malloc(XLEN);
+		T_ASSERT(back);
+		struct kvt_req g = get_into(b, nb, x, back, XLEN);
+		T_RC(g.status, KVT_OK);
+		T_EQ_INT(g.tier, KVT_TIER_DRAM);
+		T_EQ_MEM(back, v, XLEN);
+		free(back);
+	}
+	T_OK(kvt_queue_destroy(qg));
+	T_OK(kvt_queue_destroy(qd));
+	kvt_store_destroy(b);
+	free(v);
+}
+
 int main(int argc, char **argv)
 {
 	struct tsrv srv;
+	struct tproxy px;
 	char dir[600], addr[700];
 	char *base;
 
@@ -906,6 +1064,11 @@ int main(int argc, char **argv)
 	test_delete_wins(&srv, addr, false);
 	test_delete_wins(&srv, addr, true);
 	test_delete_vs_promotion(&srv, addr);
+	tproxy_start(&px, srv.port, NULL, false);
+	test_delete_vs_late_get(&px, false, false);
+	test_delete_vs_late_get(&px, true, false);
+	test_delete_vs_late_get(&px, false, true);
+	tproxy_stop(&px);
 	test_mixed(addr, "off");
 	test_mixed(addr, "on");
 	test_wakeups(addr);

@@ -119,11 +119,19 @@ struct rop {
 	const char *tenant;           /* STATS: scope (NULL own, "*" all); the caller's */
 	kvt_stats_fn sfn;             /* STATS: called per item on the remote thread */
 	uint64_t deadline;            /* ns, CLOCK_MONOTONIC */
-	/* PUT, GET into DRAM: on the head's list of those not yet answered
-	 * (put_open); DELETE, CLEAR: it waits for those of a lower ticket. */
+	/* PUT, GET into DRAM (a GET into the caller's buffers once its value
+	 * goes to DRAM: promo_open_late): on the head's list of those not
+	 * yet answered and handled (put_open).  DELETE, CLEAR: sent once the
+	 * PUTs of a lower ticket were answered (held), completed once the
+	 * GETs of a lower ticket than its answer's were handled (answered). */
 	struct rop *o_prev, *o_next;
 	uint64_t ticket;
 	bool open;
+	/* GET into the caller's buffers: the head's removes_answered when it
+	 * was submitted (promo_open_late). */
+	uint64_t removes_seen;
+	int held_status;              /* DELETE, CLEAR answered and held: its status
+				       * (a CLEAR's count in value_len) */
 };
 
 /* A frame sent (or to be sent) and the operations it carries. */
@@ -276,24 +284,31 @@ struct remote {
 	/* The largest value this tier put (lane[0]'s, every lane's puts): a
 	 * GET answer may announce up to max(remote.value_max, this). */
 	_Atomic uint64_t put_max;
-	/* Delete and clear win over the puts submitted before them (head
-	 * only, put_lock): every lane's puts (and promoting gets) not yet
-	 * answered, oldest first, and the deletes and clears held until those
-	 * of their key (clear: namespace) are answered -- sent at once, a
-	 * DELETE could reach the server before a PUT still waiting for the
-	 * window or on another connection, and the block came back after the
-	 * delete; a GET's answer could be published in DRAM after it. */
+	/* Delete and clear win over the puts and promotions submitted before
+	 * them (head only, put_lock): every lane's puts and promoting gets
+	 * not yet answered and handled, oldest first; the deletes and clears
+	 * held until the puts before them of their key (clear: namespace)
+	 * are answered -- sent at once, a DELETE could reach the server
+	 * before a PUT still waiting for the window or on another
+	 * connection, and the block came back after the delete -- and those
+	 * answered whose completion waits for the promotions submitted
+	 * before their answer came (remove_hold) -- completed at once, the
+	 * store's pass over DRAM after the delete could come before such a
+	 * promotion published what the server sent before it applied the
+	 * delete, and every later get hit the deleted block in DRAM. */
 	pthread_mutex_t put_lock;
 	struct rop *open_head, *open_tail;
 	struct rop *held;
+	struct rop *answered;
 	uint64_t put_ticket;
+	_Atomic uint64_t removes_answered; /* deletes and clears answered (put_lock) */
 
 	_Atomic uint64_t c_gets, c_direct_gets, c_hits, c_misses, c_puts, c_put_stored,
 		c_put_exists, c_put_failed, c_lookups, c_exists, c_deletes, c_clears, c_errors,
 		c_timeouts, c_fast_fails, c_connects, c_connect_failures, c_disconnects, c_bytes_in,
 		c_bytes_out, c_frames_out, c_crc_errors, c_promote_full, c_conns_up, c_tls_failures,
 		c_sends, c_pool, c_reads, c_wakeups, c_put_crc_bytes, c_window_waits,
-		c_ns_mismatches, c_removes_held;
+		c_ns_mismatches, c_removes_held, c_removes_waited, c_promotes_stale;
 };
 
 static void pool_note(struct remote *rm, uint64_t len);
@@ -314,6 +329,8 @@ static uint64_t now_ns(void)
 
 static int rop_submit(struct remote *rm, struct rop *op);
 static void put_close(struct remote *head, struct rop *op);
+static bool remove_hold(struct remote *head, struct rop *d, const struct tier_result *res);
+static bool promo_open_late(struct remote *head, struct rop *op);
 
 static void rop_free(struct remote *rm, struct rop *op)
 {
@@ -396,6 +413,12 @@ static void rop_done(struct remote *rm, struct rop *op, int status, struct dram_
 		e->mismatch = false;
 		break;
 	}
+	case RK_DELETE:
+	case RK_CLEAR:
+		if (remove_hold(rm->head, op, res))
+			return; /* put_close completes it */
+		op->cb(op->ctx, res);
+		break;
 	default:
 		op->cb(op->ctx, res);
 		break;
@@ -1200,8 +1223,11 @@ static int rx_get_next(struct rconn *c)
 			if (it->value_len > room) {
 				/* KVT_EBUFSMALL; the value goes to DRAM as a promotion
 				 * would, so that the caller's retry with a buffer of
-				 * value_len is a local hit, not a second transfer. */
+				 * value_len is a local hit, not a second transfer --
+				 * unless a delete may have removed it meanwhile. */
 				c->cur_small = true;
+				if (!promo_open_late(rm->head, op))
+					return 0; /* read and drop (cur_item NULL) */
 				goto reserve;
 			}
 			c->cur_direct = true;
@@ -2190,30 +2216,52 @@ static bool wake_take(struct remote *rm)
 	return true;
 }
 
-/* Whether put (submitted, not yet answered) must be answered before the
- * delete or clear d goes out.  put_lock held. */
-static bool put_precedes(const struct rop *put, const struct rop *d)
+/*
+ * Deletes and clears against the puts and promotions before them.
+ *
+ * A PUT of the key (clear: namespace) submitted before a DELETE and not
+ * yet answered: the DELETE is not sent before it is (held; put_close
+ * sends it), or the server could apply the DELETE first and the PUT
+ * after.  A promotion (a GET whose value is published in DRAM) of the
+ * key submitted before the DELETE's answer came and not yet handled: the
+ * DELETE does not complete before it was (answered; put_close completes
+ * it), or the store's pass over DRAM that follows the completion could
+ * come before the promotion published a value the server sent before it
+ * applied the DELETE.  A GET submitted after the answer came reaches the
+ * server after it sent that answer, the DELETE applied: a miss (or a
+ * later put's value).  A GET submitted before the DELETE is covered by
+ * the same rule; the DELETE need not wait for it to be sent.
+ *
+ * Tickets order them: a put or promotion takes the next when it opens;
+ * a DELETE takes the current one when submitted (the PUTs below it were
+ * submitted before it) and again when answered (the GETs below it were
+ * submitted before the answer came).
+ */
+
+/* Whether op (open) is of d's key (clear: namespace) and below d's
+ * ticket.  put_lock held. */
+static bool put_precedes(const struct rop *op, const struct rop *d)
 {
-	if (put->ticket >= d->ticket)
+	if (op->ticket >= d->ticket)
 		return false;
 	if (d->kind == RK_CLEAR)
-		return d->ns == KVT_NS_ALL || put->ns == d->ns;
-	return put->ns == d->ns && put->key.len == d->key.len &&
-	       memcmp(put->key.bytes, d->key.bytes, d->key.len) == 0;
+		return d->ns == KVT_NS_ALL || op->ns == d->ns;
+	return op->ns == d->ns && op->key.len == d->key.len &&
+	       memcmp(op->key.bytes, d->key.bytes, d->key.len) == 0;
 }
 
-static bool put_pending_for(const struct remote *head, const struct rop *d)
+/* Whether an open op of kind (RK_PUT: d waits to be sent; RK_GET: d
+ * waits to complete) precedes d.  put_lock held. */
+static bool put_pending_for(const struct remote *head, const struct rop *d, int kind)
 {
 	for (const struct rop *p = head->open_head; p && p->ticket < d->ticket; p = p->o_next)
-		if (put_precedes(p, d))
+		if (p->kind == kind && put_precedes(p, d))
 			return true;
 	return false;
 }
 
-/* A put is submitted: it joins the head's list (any lane's). */
-static void put_open(struct remote *head, struct rop *op)
+static void put_open_locked(struct remote *head, struct rop *op)
 {
-	pthread_mutex_lock(&head->put_lock);
 	op->ticket = head->put_ticket++;
 	op->o_prev = head->open_tail;
 	op->o_next = NULL;
@@ -2223,14 +2271,49 @@ static void put_open(struct remote *head, struct rop *op)
 		head->open_head = op;
 	head->open_tail = op;
 	op->open = true;
+}
+
+/* A put or promotion is submitted: it joins the head's list (any lane's). */
+static void put_open(struct remote *head, struct rop *op)
+{
+	pthread_mutex_lock(&head->put_lock);
+	put_open_locked(head, op);
 	pthread_mutex_unlock(&head->put_lock);
 }
 
-/* A put was answered (or failed): it leaves the list, and the deletes and
- * clears that waited for it alone go out.  No lock held. */
+/*
+ * A GET into the caller's buffers whose value goes to DRAM instead (too
+ * big for them: KVT_EBUFSMALL, the value published for the retry) is a
+ * promotion from now on: opened, unless a delete or clear was answered
+ * since the GET was submitted -- the value may be one that delete
+ * removed, and the delete may have completed already, since nothing
+ * held it: the value is then not published (remote.promotes_stale).
+ * Any delete, of any key, so that a plain get pays no lock: a delete
+ * answered while a GET too big for its buffers is on its way costs that
+ * GET's retry a second transfer.  true: opened, publish.
+ */
+static bool promo_open_late(struct remote *head, struct rop *op)
+{
+	bool ok;
+	pthread_mutex_lock(&head->put_lock);
+	ok = atomic_load_explicit(&head->removes_answered, memory_order_relaxed) ==
+	     op->removes_seen;
+	if (ok)
+		put_open_locked(head, op);
+	pthread_mutex_unlock(&head->put_lock);
+	if (!ok)
+		A(head->c_promotes_stale);
+	return ok;
+}
+
+/* A put or promotion was answered and handled (or failed): it leaves the
+ * list, and the deletes and clears that waited for it alone go out (a
+ * put) or complete (a promotion).  No lock held. */
 static void put_close(struct remote *head, struct rop *op)
 {
-	struct rop *go = NULL, **pp;
+	struct rop *go = NULL, *done = NULL, **pp;
+	int kind = op->kind;
+	struct rop **to = kind == RK_PUT ? &go : &done;
 	pthread_mutex_lock(&head->put_lock);
 	if (op->o_prev)
 		op->o_prev->o_next = op->o_next;
@@ -2241,12 +2324,12 @@ static void put_close(struct remote *head, struct rop *op)
 	else
 		head->open_tail = op->o_prev;
 	op->open = false;
-	for (pp = &head->held; *pp;) {
+	for (pp = kind == RK_PUT ? &head->held : &head->answered; *pp;) {
 		struct rop *d = *pp;
-		if (put_precedes(op, d) && !put_pending_for(head, d)) {
+		if (put_precedes(op, d) && !put_pending_for(head, d, kind)) {
 			*pp = d->next;
-			d->next = go;
-			go = d;
+			d->next = *to;
+			*to = d;
 		} else {
 			pp = &d->next;
 		}
@@ -2265,6 +2348,13 @@ static void put_close(struct remote *head, struct rop *op)
 			cb(ctx, &r);
 		}
 	}
+	while (done) {
+		struct rop *d = done;
+		struct tier_result r = { .status = d->held_status, .count = d->value_len };
+		done = d->next;
+		d->cb(d->ctx, &r);
+		rop_free(head, d);
+	}
 }
 
 /* A delete or clear: at once, or held until the puts before it of its key
@@ -2273,7 +2363,7 @@ static int rop_submit_after_puts(struct remote *head, struct rop *op)
 {
 	pthread_mutex_lock(&head->put_lock);
 	op->ticket = head->put_ticket;
-	if (put_pending_for(head, op)) {
+	if (put_pending_for(head, op, RK_PUT)) {
 		op->next = head->held;
 		head->held = op;
 		pthread_mutex_unlock(&head->put_lock);
@@ -2282,6 +2372,30 @@ static int rop_submit_after_puts(struct remote *head, struct rop *op)
 	}
 	pthread_mutex_unlock(&head->put_lock);
 	return rop_submit(head, op);
+}
+
+/*
+ * A delete or clear was answered (or failed): it completes once every
+ * promotion of its key (namespace) submitted before now was handled.
+ * true: held (put_close completes it), else complete it now.
+ */
+static bool remove_hold(struct remote *head, struct rop *d, const struct tier_result *res)
+{
+	bool hold;
+	pthread_mutex_lock(&head->put_lock);
+	atomic_fetch_add_explicit(&head->removes_answered, 1, memory_order_relaxed);
+	d->ticket = head->put_ticket;
+	hold = put_pending_for(head, d, RK_GET);
+	if (hold) {
+		d->held_status = res->status;
+		d->value_len = res->count;
+		d->next = head->answered;
+		head->answered = d;
+	}
+	pthread_mutex_unlock(&head->put_lock);
+	if (hold)
+		A(head->c_removes_waited);
+	return hold;
 }
 
 static int rop_submit(struct remote *rm, struct rop *op)
@@ -2367,8 +2481,9 @@ int remote_get(struct remote *rm, uint32_t ns, const struct kvt_key *key, unsign
 	op->gcb = cb;
 	op->failures = (flags & REMOTE_GET_FAILURES) != 0;
 	A(rm->c_gets);
-	/* A promotion publishes in DRAM: a delete after it waits for its
-	 * answer, so that the store's pass over DRAM after the delete sees it. */
+	/* A promotion publishes in DRAM: a delete answered before it was
+	 * handled completes after it (remove_hold), so that the store's pass
+	 * over DRAM after the delete sees it. */
 	put_open(head, op);
 	return rop_submit(rm, op);
 }
@@ -2377,6 +2492,7 @@ int remote_get_into(struct remote *rm, uint32_t ns, const struct kvt_key *key,
 		    const struct iovec *dst, unsigned dst_count, unsigned flags, tier_done_fn cb,
 		    void *ctx)
 {
+	struct remote *head = rm->head;
 	struct rop *op;
 	if (!dst_count)
 		return -EINVAL;
@@ -2384,6 +2500,8 @@ int remote_get_into(struct remote *rm, uint32_t ns, const struct kvt_key *key,
 	op = rop_new(rm, RK_GET, ns, key, cb, ctx);
 	if (!op)
 		return -ENOMEM;
+	/* Read before the GET can go out (promo_open_late). */
+	op->removes_seen = atomic_load_explicit(&head->removes_answered, memory_order_acquire);
 	op->dst = dst;
 	op->dst_count = dst_count;
 	op->failures = (flags & REMOTE_GET_FAILURES) != 0;
@@ -3085,6 +3203,7 @@ void remote_stats(struct remote *rm, kvt_stats_fn fn, void *ctx)
 	S("deletes", c_deletes);
 	S("clears", c_clears);
 	S("removes_held", c_removes_held);
+	S("removes_waited", c_removes_waited);
 	S("errors", c_errors);
 	S("timeouts", c_timeouts);
 	S("fast_fails", c_fast_fails);
@@ -3103,6 +3222,7 @@ void remote_stats(struct remote *rm, kvt_stats_fn fn, void *ctx)
 	S("crc_errors", c_crc_errors);
 	S("ns_mismatches", c_ns_mismatches);
 	S("promote_full", c_promote_full);
+	S("promotes_stale", c_promotes_stale);
 	S("tls_failures", c_tls_failures);
 #undef S
 }
