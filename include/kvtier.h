@@ -1208,10 +1208,13 @@ int kvt_exists(struct kvt_store *store, uint32_t ns, const struct kvt_key *key);
 /* kvt_delete and kvt_clear return once the delete is durable: a restart,
  * even after kill -9, never brings the block back (the SSD tier's
  * tombstone written and synced, shared by concurrent deletes).  With an
- * SSD tier that is a flush of its writer's queue: ~0.2 ms idle, and as
- * long as the write-downs queued ahead take (0.25 s behind 256 MiB;
- * bench/RESULTS.md, session 25).  To delete many blocks, submit their
- * KVT_OP_DELETEs on a queue and one KVT_OP_FLUSH behind them: one wait. */
+ * SSD tier the tombstone goes ahead of the write-downs queued before it
+ * and waits only for the few MiB of them already in flight, then one
+ * fdatasync: ~0.2 ms idle, ~0.4 ms behind a full 256 MiB backlog (it was
+ * 0.25 s before 2026-12-04, a flush of the whole queue; bench/RESULTS.md,
+ * doc/ssd.md "Deletes jump the queue").  To delete many blocks, submit
+ * their KVT_OP_DELETEs on a queue and one KVT_OP_FLUSH behind them: one
+ * wait, but a flush's -- for every write-down queued before it too. */
 int kvt_delete(struct kvt_store *store, uint32_t ns, const struct kvt_key *key);
 /* Returns the number of leading keys present (>= 0) or an error; tiers may be NULL. */
 int64_t kvt_lookup_prefix(struct kvt_store *store, uint32_t ns, const struct kvt_key *keys,

@@ -19,8 +19,11 @@
 #include <errno.h>
 #include <pthread.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -3270,11 +3273,155 @@ static void test_delete_window(void)
 	free(dir);
 }
 
+/*     (c) delete_race: threads, no hold.  Two putters put fresh keys as
+ *     fast as the store takes them (a write-down backlog, a window in
+ *     flight), a deleter deletes every other key a putter has put, at
+ *     once (its write-down queued, placed, in flight or written; the
+ *     writer slowed to 1 ms a write-down, ssd.debug_write_delay_ms, so
+ *     that most are still queued), and once, early, clears a second
+ *     namespace another putter fills.  When
+ *     all is done: every deleted key, and every key of the cleared
+ *     namespace put before the clear began, is a miss -- then at once
+ *     kill -9, no flush; after recovery, the same. */
+#define DR_PUTS 600u
+
+struct dr {
+	struct kvt_store *s;
+	uint32_t ns, ns2;
+	_Atomic uint64_t ring[2 * DR_PUTS]; /* keys put, in order; 0: not yet */
+	_Atomic uint32_t ring_n;
+	_Atomic uint32_t ns2_done;          /* ns2 keys put so far (0..) */
+	uint32_t ns2_cleared;               /* those put before the clear began */
+	uint64_t deleted[DR_PUTS];
+	uint32_t deleted_n;
+	atomic_int putters_left;
+};
+
+static int dr_put(struct kvt_store *s, uint32_t ns, uint64_t k)
+{
+	char buf[16384];
+	struct kvt_key key = t_key(k);
+	t_fill(buf, sizeof(buf), k);
+	return kvt_put(s, ns, &key, &(struct iovec){ buf, sizeof(buf) }, 1);
+}
+
+struct dr_arg {
+	struct dr *d;
+	unsigned id;
+};
+
+static void *dr_putter(void *arg)
+{
+	struct dr_arg *a = arg;
+	struct dr *d = a->d;
+	for (uint64_t i = 0; i < DR_PUTS; i++) {
+		uint64_t k = 1000000 * (a->id + 1) + i;
+		if (a->id == 2) { /* the second namespace's */
+			T_RC(dr_put(d->s, d->ns2, k), KVT_OK);
+			atomic_fetch_add(&d->ns2_done, 1);
+			nanosleep(&(struct timespec){ 0, 1000000 }, NULL); /* some after the clear */
+			continue;
+		}
+		T_RC(dr_put(d->s, d->ns, k), KVT_OK);
+		atomic_store(&d->ring[atomic_fetch_add(&d->ring_n, 1)], k);
+	}
+	atomic_fetch_sub(&d->putters_left, 1);
+	return NULL;
+}
+
+static void *dr_deleter(void *arg)
+{
+	struct dr *d = arg;
+	bool cleared = false;
+	for (uint32_t i = 0; i < 2 * DR_PUTS; i += 2) {
+		uint64_t k;
+		while ((k = atomic_load(&d->ring[i])) == 0)
+			sched_yield();
+		struct kvt_key key = t_key(k);
+		T_RC(kvt_delete(d->s, d->ns, &key), KVT_OK);
+		d->deleted[d->deleted_n++] = k;
+		if (!cleared && i >= DR_PUTS / 2) {
+			d->ns2_cleared = atomic_load(&d->ns2_done);
+			T_ASSERT(kvt_clear(d->s, d->ns2) >= 0);
+			cleared = true;
+		}
+	}
+	return NULL;
+}
+
+static void dr_check(struct kvt_store *s, const struct dr *d, uint32_t ns, uint32_t ns2)
+{
+	for (uint32_t i = 0; i < d->deleted_n; i++) {
+		struct kvt_key key = t_key(d->deleted[i]);
+		T_RC(kvt_exists(s, ns, &key), KVT_MISS);
+	}
+	for (uint32_t i = 0; i < d->ns2_cleared; i++) {
+		struct kvt_key key = t_key(3000000 + i);
+		T_RC(kvt_exists(s, ns2, &key), KVT_MISS);
+	}
+}
+
+static void test_delete_race(void)
+{
+	char *dir = t_mkdtemp();
+	/* in shared memory: the parent checks what the child deleted */
+	struct dr *d = mmap(NULL, sizeof(*d), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+			    -1, 0);
+	struct kvt_store *s;
+	int st;
+	pid_t pid;
+	T_ASSERT(d != MAP_FAILED);
+	memset(d, 0, sizeof(*d));
+	pid = fork();
+	T_GE_INT(pid, 0);
+	if (pid == 0) {
+		pthread_t th[4];
+		struct dr_arg a[3];
+		alarm(120);
+		d->s = t_store_open("path", dir, "dram.capacity", "64M", "dram.chunk", "4K",
+				    "dram.prefault", "off", "ssd.capacity", "64M", "ssd.segment",
+				    "4M", "ssd.admission", "always", "ssd.io", io_backend,
+				    "ssd.debug_write_delay_ms", "1", NULL);
+		d->ns = ns_of(d->s);
+		d->ns2 = t_ns(d->s, "ssd-test-2");
+		atomic_store(&d->putters_left, 3);
+		for (unsigned i = 0; i < 3; i++) {
+			a[i] = (struct dr_arg){ d, i };
+			T_EQ_INT(pthread_create(&th[i], NULL, dr_putter, &a[i]), 0);
+		}
+		T_EQ_INT(pthread_create(&th[3], NULL, dr_deleter, d), 0);
+		for (unsigned i = 0; i < 4; i++)
+			T_EQ_INT(pthread_join(th[i], NULL), 0);
+		fprintf(stderr, "delete_race: %u deleted, %u of the cleared namespace before the "
+			"clear, %llu KiB still queued at the end (%s)\n", d->deleted_n,
+			d->ns2_cleared,
+			(unsigned long long)t_stat(d->s, "ssd.writedown_pending_bytes") >> 10,
+			io_backend);
+		dr_check(d->s, d, d->ns, d->ns2);
+		raise(SIGKILL);
+		_exit(5);
+	}
+	T_EQ_INT(waitpid(pid, &st, 0), pid);
+	if (!WIFSIGNALED(st) || WTERMSIG(st) != SIGKILL)
+		T_FAIL("delete_race child: %s %d", WIFSIGNALED(st) ? "signal" : "exit",
+		       WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+	T_EQ_U64(d->deleted_n, DR_PUTS);
+	s = t_store_open("path", dir, "dram.capacity", "64M", "dram.chunk", "4K", "dram.prefault",
+			 "off", "ssd.capacity", "64M", "ssd.segment", "4M", "ssd.admission",
+			 "always", "ssd.io", io_backend, NULL);
+	dr_check(s, d, ns_of(s), t_ns(s, "ssd-test-2"));
+	kvt_store_destroy(s);
+	munmap(d, sizeof(*d));
+	t_rmtree(dir);
+	free(dir);
+}
+
 static void test_delete_backlog(void)
 {
 	delete_backlog_round(false);
 	delete_backlog_round(true);
 	test_delete_window();
+	test_delete_race();
 }
 
 int main(void)
