@@ -371,6 +371,12 @@ int kvt_store_create(struct kvt_store **out);
  *   ssd.writedown_max write-down bytes queued before new ones are shed
  *                     (default 256M, at most a quarter of dram.capacity).
  *                     A persistent namespace's puts are never shed.
+ *   ssd.writedown_window  write-down bytes the SSD writer keeps placed in
+ *                     its log and in flight (default 8M, 256K..1G); the
+ *                     rest of a backlog waits unplaced, so a kvt_delete
+ *                     waits for at most these, not for the backlog.
+ *                     Smaller: faster deletes behind a backlog; larger:
+ *                     a device kept busier by a writer short of CPU.
  *   ssd.writedown_wait_ms  a persistent namespace's put waits this long
  *                     for write-down room (default 2000), then fails with
  *                     KVT_EFULL (nothing stored); 0: fail at once.

@@ -3173,18 +3173,19 @@ static void delete_backlog_round(bool release)
 	free(dir);
 }
 
-/*     (b) delete_window: the writer places at most SSD_WD_WINDOW bytes of
- *     write-downs in the log at a time.  The engine runs one request at a
+/*     (b) delete_window: the writer places at most ssd.writedown_window
+ *     bytes of write-downs in the log at a time (4M here).  The engine runs one request at a
  *     time (ssd.io_depth=1), held by a gate; 11 MiB of write-downs are
  *     queued: the writer places 4 MiB (and a record) and stops.  Then the
  *     writer is held, a delete runs: its tombstone goes behind the window,
  *     its sync waits for the window's writes (the gate opened) and not for
  *     the 7 MiB still queued, none of which is written when it returns.
  *     Before the fix the writer placed the whole backlog at once (shown
- *     with SSD_WD_WINDOW set to UINT64_MAX: placed 11 MiB).  16 MiB
+ *     with the window's check taken out: 8 MiB placed at the first look).  16 MiB
  *     segments: a seal's synchronous write would wait on the gate with
  *     seg_lock held. */
 #define DW_VLEN (64u << 10)
+#define DW_WINDOW (4u << 20)
 #define DW_BLOCKS 176u
 
 struct dw_del {
@@ -3217,7 +3218,8 @@ static void test_delete_window(void)
 	struct kvt_store *s = t_store_open("path", dir, "dram.capacity", "64M", "dram.chunk",
 					   "4K", "dram.prefault", "off", "ssd.capacity", "64M",
 					   "ssd.segment", "16M", "ssd.admission", "always",
-					   "ssd.io", io_backend, "ssd.io_depth", "1", NULL);
+					   "ssd.io", io_backend, "ssd.io_depth", "1",
+					   "ssd.writedown_window", "4M", NULL);
 	struct ssd *sd = ssd_of(s);
 	uint32_t ns = ns_of(s);
 	struct prr_gate g;
@@ -3231,7 +3233,7 @@ static void test_delete_window(void)
 	prr_gate_wait(&g);
 	for (uint64_t k = 100; k < 100 + DW_BLOCKS; k++)
 		T_RC(dw_put(s, ns, k), KVT_OK);
-	for (int i = 0; i < 6000 && t_stat(s, "ssd.writedown_placed_bytes") < SSD_WD_WINDOW; i++)
+	for (int i = 0; i < 6000 && t_stat(s, "ssd.writedown_placed_bytes") < DW_WINDOW; i++)
 		nanosleep(&(struct timespec){ 0, 5000000 }, NULL);
 	placed = t_stat(s, "ssd.writedown_placed_bytes");
 	pending = t_stat(s, "ssd.writedown_pending_bytes");
@@ -3239,8 +3241,8 @@ static void test_delete_window(void)
 	fprintf(stderr, "delete_window: %llu KiB queued, %llu KiB placed (%s)\n",
 		(unsigned long long)pending >> 10, (unsigned long long)placed >> 10, io_backend);
 	T_EQ_U64(pending, total);
-	T_ASSERT(placed >= SSD_WD_WINDOW);
-	T_ASSERT(placed < SSD_WD_WINDOW + DW_VLEN + 4096);
+	T_ASSERT(placed >= DW_WINDOW);
+	T_ASSERT(placed < DW_WINDOW + DW_VLEN + 4096);
 	ssd_hold_writes(sd, true);
 	T_EQ_INT(pthread_create(&th, NULL, dw_delete, &d), 0);
 	for (int i = 0; i < 6000 && t_stat(s, "ssd.delete_syncs") == 0; i++)
@@ -3254,8 +3256,8 @@ static void test_delete_window(void)
 	/* The window went down with the tombstone; the rest did not. */
 	T_EQ_U64(t_stat(s, "ssd.writedown_placed_bytes"), 0);
 	T_EQ_U64(t_stat(s, "ssd.tombstones"), 1);
-	T_ASSERT(t_stat(s, "ssd.writedown_blocks") - written < SSD_WD_WINDOW / DW_VLEN + 2);
-	T_ASSERT(t_stat(s, "ssd.writedown_pending_bytes") > total - SSD_WD_WINDOW - 2 * DW_VLEN);
+	T_ASSERT(t_stat(s, "ssd.writedown_blocks") - written < DW_WINDOW / DW_VLEN + 2);
+	T_ASSERT(t_stat(s, "ssd.writedown_pending_bytes") > total - DW_WINDOW - 2 * DW_VLEN);
 	ssd_hold_writes(sd, false);
 	T_OK(kvt_flush(s));
 	T_EQ_U64(t_stat(s, "ssd.writedown_pending_bytes"), 0);

@@ -1020,8 +1020,8 @@ static int seg_reserve_locked(struct ssd *s, uint64_t rec_len, struct ssd_sum_en
  * first, then the write-down queue (write-downs, carries, flushes,
  * checkpoints).  And it places write-downs in the log -- a sequence number,
  * an offset, a PENDING entry, a write submitted -- only while fewer than
- * SSD_WD_WINDOW bytes of them are in flight; the rest of a backlog waits in
- * the queue, unplaced.  So a tombstone is placed after at most a window of
+ * ssd.writedown_window bytes of them are in flight (8 MiB); the rest of a
+ * backlog waits in the queue, unplaced.  So a tombstone is placed after at most a window of
  * write-downs, and a delete's sync (wd_barrier in the urgent lane: those
  * writes, then fdatasync) waits for that window, not for the backlog: the
  * writes before it must be on the device too, or a crash would leave a hole
@@ -1816,7 +1816,7 @@ static struct wd_task *wd_next_locked(struct ssd *s)
 	t = s->wd_head;
 	if (!t || (s->wd_hold && !s->wd_stop))
 		return NULL;
-	if ((t->type == T_PUT || t->type == T_CARRY) && s->wd_placed_bytes >= SSD_WD_WINDOW)
+	if ((t->type == T_PUT || t->type == T_CARRY) && s->wd_placed_bytes >= s->cfg.wd_window_bytes)
 		return NULL; /* wd_finish wakes the writer */
 	return t;
 }
@@ -2955,6 +2955,8 @@ int ssd_open(struct ssd **out, const struct ssd_config *cfg, int dir_fd, struct 
 	if (!s)
 		return -ENOMEM;
 	s->cfg = *cfg;
+	if (!s->cfg.wd_window_bytes)
+		s->cfg.wd_window_bytes = SSD_WD_WINDOW;
 	s->hash_secret = secret;
 	s->mem = mem;
 	s->log = log;
@@ -3194,7 +3196,7 @@ void ssd_stats(struct ssd *s, kvt_stats_fn fn, void *ctx)
 	fn(ctx, "ssd.writedown_pending_bytes", wd_bytes, NULL);
 	fn(ctx, "ssd.writes_inflight", inflight, NULL);
 	/* Of the backlog, the records placed in the log and in flight (at
-	 * most about SSD_WD_WINDOW: "Deletes jump the queue"). */
+	 * most about ssd.writedown_window: "Deletes jump the queue"). */
 	fn(ctx, "ssd.writedown_placed_bytes", placed, NULL);
 	fn(ctx, "ssd.tombstones", AL(s->tombstones), NULL);
 	fn(ctx, "ssd.delete_syncs", AL(s->delete_syncs), NULL);

@@ -23,6 +23,8 @@ struct ssd_config {
 	int admission;           /* SSD_ADMIT_*: victim (default), second access or write-through */
 	uint64_t wd_max_bytes;   /* write-down bytes queued or in flight before shedding */
 	uint64_t wd_wait_ns;     /* a persistent put waits this long for room, then fails */
+	uint64_t wd_window_bytes; /* write-downs placed and in flight at most (ssd.c
+				   * "Deletes jump the queue"); 0: SSD_WD_WINDOW */
 	uint64_t debug_delay_ns; /* tests: the writer waits this long before each write-down */
 	bool debug_check_align;  /* tests: count every I/O off the records' alignment
 				  * (io_align_check; ssd.debug_check_align) */
@@ -194,7 +196,7 @@ int64_t ssd_clear(struct ssd *s, void *prepared, uint32_t ns);
 int ssd_flush(struct ssd *s);
 /* Wait until every tombstone logged before now is on the device, durably,
  * not for the write-down backlog: the writer takes tombstones first and
- * keeps at most SSD_WD_WINDOW of write-downs in flight (ssd.c "Deletes
+ * keeps at most wd_window_bytes of write-downs in flight (ssd.c "Deletes
  * jump the queue").  0 or an error.  Any thread but the writer. */
 int ssd_sync_deletes(struct ssd *s);
 /* Bytes that can be written before segment eviction starts (whole free

@@ -21,11 +21,14 @@
 #include "ssdfmt.h"
 
 #define SSD_SHARDS 16
-/* Write-down bytes the writer keeps placed in the log and in flight; the
- * rest of a backlog waits unplaced, so a tombstone passes it (ssd.c
- * "Deletes jump the queue").  4 MiB: 16 records of 256 KiB, 4 ms of a
- * 1 GB/s device, twice the I/O engine's 8 writes in flight of 256 KiB. */
-#define SSD_WD_WINDOW (UINT64_C(4) << 20)
+/* Write-down bytes the writer keeps placed in the log and in flight
+ * (ssd.writedown_window, this if unset); the rest of a backlog waits
+ * unplaced, so a tombstone passes it (ssd.c "Deletes jump the queue").
+ * 8 MiB: 8 ms of a 1 GB/s device, 4x the I/O engine's 8 writes in flight
+ * of 256 KiB, so that a writer descheduled for a few ms does not leave the
+ * device idle (4 MiB cost ~30 % of write-down throughput on a loaded
+ * 2-core VM: bench/RESULTS.md 2026-12-04, tomb26). */
+#define SSD_WD_WINDOW (UINT64_C(8) << 20)
 #define SSD_DIR "ssd"
 #define SSD_CKPT "checkpoint"
 #define SSD_ID "id"
@@ -247,7 +250,7 @@ struct ssd {
 	uint64_t wd_victim_bytes;   /* of which DRAM victims (bounded by DRAM, not wd_max) */
 	uint64_t wd_inflight;       /* writes submitted, not completed */
 	uint64_t wd_placed_bytes;   /* records of write-downs (T_PUT, T_CARRY) submitted,
-				     * not completed: at most about SSD_WD_WINDOW */
+				     * not completed: at most about cfg.wd_window_bytes */
 	bool wd_stop;
 	bool wd_hold;               /* tests: the writer takes no write-down (ssd_hold_writes) */
 	/* Puts parked for room (ssd_room_watch), FIFO; all share one bound,
