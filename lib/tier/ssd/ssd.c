@@ -1816,7 +1816,8 @@ static struct wd_task *wd_next_locked(struct ssd *s)
 	t = s->wd_head;
 	if (!t || (s->wd_hold && !s->wd_stop))
 		return NULL;
-	if ((t->type == T_PUT || t->type == T_CARRY) && s->wd_placed_bytes >= s->cfg.wd_window_bytes)
+	if ((t->type == T_PUT || t->type == T_CARRY) &&
+	    s->wd_placed_bytes >= s->cfg.wd_window_bytes)
 		return NULL; /* wd_finish wakes the writer */
 	return t;
 }
