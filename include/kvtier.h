@@ -1215,10 +1215,11 @@ int kvt_exists(struct kvt_store *store, uint32_t ns, const struct kvt_key *key);
  * even after kill -9, never brings the block back (the SSD tier's
  * tombstone written and synced, shared by concurrent deletes).  With an
  * SSD tier the tombstone goes ahead of the write-downs queued before it
- * and waits only for the few MiB of them already in flight, then one
- * fdatasync: ~0.2 ms idle, ~0.4 ms behind a full 256 MiB backlog (it was
- * 0.25 s before 2026-12-04, a flush of the whole queue; bench/RESULTS.md,
- * doc/ssd.md "Deletes jump the queue").  To delete many blocks, submit
+ * and waits only for those already in flight (ssd.writedown_window, 8M),
+ * then one fdatasync: ~0.2 ms idle, and behind a full 256 MiB backlog
+ * ~0.2 ms at the median, < 9 ms at p99 (it was 0.22-0.26 s before
+ * 2026-12-04, a flush of the whole queue; bench/RESULTS.md, doc/ssd.md
+ * "Deletes jump the queue").  To delete many blocks, submit
  * their KVT_OP_DELETEs on a queue and one KVT_OP_FLUSH behind them: one
  * wait, but a flush's -- for every write-down queued before it too. */
 int kvt_delete(struct kvt_store *store, uint32_t ns, const struct kvt_key *key);
