@@ -14,7 +14,8 @@
  * A phase stops after 3 s (the busy one must not wrap the 8 GiB log).
  * Prints, per phase, deletes per second and the p50/p99 latency of one
  * kvt_delete, the write-down backlog (ssd.writedown_pending_bytes) at its
- * 32nd delete, and for busy the bytes the putter put meanwhile.  Exits 1
+ * 32nd delete, and for busy the bytes the putter put meanwhile and those
+ * written down (ssd.writedown_bytes; since tomb26).  Exits 1
  * if a delete fails or a deleted block is still there.
  *
  *   cc -O2 -pthread -Iinclude -Ibuild-release bench/delete_cost.c -Lbuild-release -lkvtier \
@@ -95,6 +96,13 @@ static void stat_cb(void *ctx, const char *name, uint64_t v, const char *text)
 		*(uint64_t *)ctx = v;
 }
 
+static void written_cb(void *ctx, const char *name, uint64_t v, const char *text)
+{
+	(void)text;
+	if (strcmp(name, "ssd.writedown_bytes") == 0)
+		*(uint64_t *)ctx = v;
+}
+
 /* Delete keys [from, to), one at a time; prints the phase's figures. */
 static int phase(const char *name, struct kvt_store *s, uint32_t ns, uint64_t from, uint64_t to,
 		 uint64_t *lat)
@@ -170,14 +178,17 @@ int main(int argc, char **argv)
 		struct timespec ts = { 0, 200 * 1000000 }; /* let the backlog build */
 		nanosleep(&ts, NULL);
 	}
-	uint64_t b0 = p.bytes, t0 = now_ns();
+	uint64_t b0 = p.bytes, t0 = now_ns(), w0 = 0, w1 = 0;
+	kvt_store_stats(s, written_cb, &w0);
 	int r = phase("busy", s, ns, n / 2, n, lat);
 	double secs = (double)(now_ns() - t0) / 1e9;
 	uint64_t put_bytes = p.bytes - b0;
+	kvt_store_stats(s, written_cb, &w1);
 	atomic_store(&p.stop, true);
 	pthread_join(th, NULL);
-	printf("busy: the putter took %.0f MiB/s of 256 KiB blocks meanwhile\n",
-	       put_bytes / 1048576.0 / secs);
+	printf("busy: the putter took %.0f MiB/s of 256 KiB blocks meanwhile, %.0f MiB/s written "
+	       "down\n",
+	       put_bytes / 1048576.0 / secs, (w1 - w0) / 1048576.0 / secs);
 	kvt_store_close(s);
 	kvt_store_destroy(s);
 	free(lat);

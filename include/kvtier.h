@@ -371,6 +371,12 @@ int kvt_store_create(struct kvt_store **out);
  *   ssd.writedown_max write-down bytes queued before new ones are shed
  *                     (default 256M, at most a quarter of dram.capacity).
  *                     A persistent namespace's puts are never shed.
+ *   ssd.writedown_window  write-down bytes the SSD writer keeps placed in
+ *                     its log and in flight (default 8M, 256K..1G); the
+ *                     rest of a backlog waits unplaced, so a kvt_delete
+ *                     waits for at most these, not for the backlog.
+ *                     Smaller: faster deletes behind a backlog; larger:
+ *                     a device kept busier by a writer short of CPU.
  *   ssd.writedown_wait_ms  a persistent namespace's put waits this long
  *                     for write-down room (default 2000), then fails with
  *                     KVT_EFULL (nothing stored); 0: fail at once.
@@ -1208,10 +1214,14 @@ int kvt_exists(struct kvt_store *store, uint32_t ns, const struct kvt_key *key);
 /* kvt_delete and kvt_clear return once the delete is durable: a restart,
  * even after kill -9, never brings the block back (the SSD tier's
  * tombstone written and synced, shared by concurrent deletes).  With an
- * SSD tier that is a flush of its writer's queue: ~0.2 ms idle, and as
- * long as the write-downs queued ahead take (0.25 s behind 256 MiB;
- * bench/RESULTS.md, session 25).  To delete many blocks, submit their
- * KVT_OP_DELETEs on a queue and one KVT_OP_FLUSH behind them: one wait. */
+ * SSD tier the tombstone goes ahead of the write-downs queued before it
+ * and waits only for those already in flight (ssd.writedown_window, 8M),
+ * then one fdatasync: ~0.2 ms idle, and behind a full 256 MiB backlog
+ * ~0.2 ms at the median, < 9 ms at p99 (it was 0.22-0.26 s before
+ * 2026-12-04, a flush of the whole queue; bench/RESULTS.md, doc/ssd.md
+ * "Deletes jump the queue").  To delete many blocks, submit
+ * their KVT_OP_DELETEs on a queue and one KVT_OP_FLUSH behind them: one
+ * wait, but a flush's -- for every write-down queued before it too. */
 int kvt_delete(struct kvt_store *store, uint32_t ns, const struct kvt_key *key);
 /* Returns the number of leading keys present (>= 0) or an error; tiers may be NULL. */
 int64_t kvt_lookup_prefix(struct kvt_store *store, uint32_t ns, const struct kvt_key *keys,

@@ -203,6 +203,10 @@ struct tier_ops {
 
 	/* Wait until what was queued before is stored; 0 or an error. */
 	int (*flush)(void *t);
+	/* May be NULL (then flush serves): wait until the tombstones of the
+	 * deletes and clears done before are durable, not for write-downs
+	 * (kvt_delete, kvt_clear: store_sync.c); 0 or an error. */
+	int (*sync_deletes)(void *t);
 	/* A batch of requests starts / ends (the remote tier corks its
 	 * connections); plug returns what unplug takes. */
 	void *(*plug)(void *t);

@@ -19,8 +19,11 @@
 #include <errno.h>
 #include <pthread.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -3072,6 +3075,357 @@ static void test_resize_crash(void)
 	resize_round("8M"); /* 4 slots: it is read, its entries of 1M named */
 }
 
+/* 22. Deletes jump the write-down queue (ssd.c "Deletes jump the queue").
+ *     A kvt_delete or kvt_clear waits for its own tombstone, written and
+ *     synced, not for the backlog of write-downs queued before it; and no
+ *     write-down of the deleted key (namespace) queued before the delete
+ *     comes back, at runtime or after kill -9.
+ *
+ *     (a) delete_backlog: the writer held (ssd_hold_writes: write-downs
+ *     stay queued, unplaced), a backlog queued, among it write-downs of
+ *     the keys and the namespace then deleted and cleared.  The deletes
+ *     and the clear must return (SIGALRM after 60 s fails the round)
+ *     without one block of the backlog written; then either kill -9 at
+ *     once (nothing of the backlog ever written), or release, flush,
+ *     check the runtime, kill -9: after recovery the deleted and cleared
+ *     blocks are misses, and the rest of the backlog is there.  Before
+ *     the fix the delete's sync was a flush behind the held backlog: it
+ *     never returned (the round died of SIGALRM). */
+static struct kvt_store *backlog_open(const char *dir)
+{
+	return t_store_open("path", dir, "dram.capacity", "64M", "dram.chunk", "4K",
+			    "dram.prefault", "off", "ssd.capacity", "32M", "ssd.segment", "1M",
+			    "ssd.admission", "always", "ssd.io", io_backend, NULL);
+}
+
+static void delete_backlog_round(bool release)
+{
+	char *dir = t_mkdtemp();
+	struct kvt_store *s;
+	uint32_t ns, ns2;
+	int st;
+	pid_t pid = fork();
+	T_GE_INT(pid, 0);
+	if (pid == 0) {
+		struct kvt_key k1 = t_key(1), k100 = t_key(100);
+		uint64_t written, pending;
+		alarm(60);
+		s = backlog_open(dir);
+		ns = ns_of(s);
+		ns2 = t_ns(s, "ssd-test-2");
+		T_RC(put_k(s, ns, 1), KVT_OK);
+		T_RC(put_k(s, ns2, 1), KVT_OK);
+		T_OK(kvt_flush(s));
+		ssd_hold_writes(store_ssd(s), true);
+		for (uint64_t k = 100; k < 140; k++) {
+			T_RC(put_k(s, ns, k), KVT_OK);
+			T_RC(put_k(s, ns2, k), KVT_OK);
+		}
+		written = t_stat(s, "ssd.writedown_blocks");
+		pending = t_stat(s, "ssd.writedown_pending_bytes");
+		T_ASSERT(pending > 0);
+		/* key 1: a record on SSD; key 100: a queued write-down only */
+		T_RC(kvt_delete(s, ns, &k1), KVT_OK);
+		T_RC(kvt_delete(s, ns, &k100), KVT_OK);
+		T_ASSERT(kvt_clear(s, ns2) >= 41);
+		/* Not one block of the backlog written, none dropped yet. */
+		T_EQ_U64(t_stat(s, "ssd.writedown_blocks"), written);
+		T_EQ_U64(t_stat(s, "ssd.writedown_pending_bytes"), pending);
+		T_EQ_U64(t_stat(s, "ssd.delete_syncs"), 3);
+		T_EQ_U64(t_stat(s, "ssd.tombstones"), 2); /* key 1's and the clear */
+		if (release) {
+			ssd_hold_writes(store_ssd(s), false);
+			T_OK(kvt_flush(s));
+			/* The queued write-downs of key 100 and of ns2 were dead:
+			 * skipped, none written after the tombstones. */
+			T_EQ_U64(t_stat(s, "ssd.writedown_skipped"), 41);
+			T_EQ_U64(t_stat(s, "ssd.writedown_blocks"), written + 39);
+			for (uint64_t k = 100; k < 140; k++) {
+				struct kvt_key key = t_key(k);
+				T_RC(ssd_find(store_ssd(s), ns, &key, NULL),
+				     k == 100 ? KVT_MISS : KVT_OK);
+				T_RC(ssd_find(store_ssd(s), ns2, &key, NULL), KVT_MISS);
+				T_RC(get_k(s, ns2, k), KVT_MISS);
+			}
+			T_RC(get_k(s, ns, 1), KVT_MISS);
+			T_RC(get_k(s, ns, 100), KVT_MISS);
+		}
+		raise(SIGKILL);
+		_exit(5);
+	}
+	T_EQ_INT(waitpid(pid, &st, 0), pid);
+	if (!WIFSIGNALED(st) || WTERMSIG(st) != SIGKILL)
+		T_FAIL("delete_backlog child: %s %d", WIFSIGNALED(st) ? "signal" : "exit",
+		       WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+	s = backlog_open(dir);
+	ns = ns_of(s);
+	ns2 = t_ns(s, "ssd-test-2");
+	T_RC(get_k(s, ns, 1), KVT_MISS);
+	T_RC(get_k(s, ns2, 1), KVT_MISS);
+	for (uint64_t k = 100; k < 140; k++) {
+		T_RC(get_k(s, ns, k), !release || k == 100 ? KVT_MISS : KVT_OK);
+		T_RC(get_k(s, ns2, k), KVT_MISS);
+	}
+	fprintf(stderr, "delete_backlog%s: the deletes returned before the backlog, nothing "
+		"deleted back after kill -9 (%s)\n", release ? " (released)" : "", io_backend);
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+}
+
+/*     (b) delete_window: the writer places at most ssd.writedown_window
+ *     bytes of write-downs in the log at a time (4M here).  The engine runs one request at a
+ *     time (ssd.io_depth=1), held by a gate; 11 MiB of write-downs are
+ *     queued: the writer places 4 MiB (and a record) and stops.  Then the
+ *     writer is held, a delete runs: its tombstone goes behind the window,
+ *     its sync waits for the window's writes (the gate opened) and not for
+ *     the 7 MiB still queued, none of which is written when it returns.
+ *     Before the fix the writer placed the whole backlog at once (shown
+ *     with the window's check taken out: 8 MiB placed at the first look).  16 MiB
+ *     segments: a seal's synchronous write would wait on the gate with
+ *     seg_lock held. */
+#define DW_VLEN (64u << 10)
+#define DW_WINDOW (4u << 20)
+#define DW_BLOCKS 176u
+
+struct dw_del {
+	struct kvt_store *s;
+	uint32_t ns;
+	atomic_int ret;
+	atomic_bool done;
+};
+
+static void *dw_delete(void *arg)
+{
+	struct dw_del *d = arg;
+	struct kvt_key k = t_key(1);
+	atomic_store(&d->ret, kvt_delete(d->s, d->ns, &k));
+	atomic_store(&d->done, true);
+	return NULL;
+}
+
+static int dw_put(struct kvt_store *s, uint32_t ns, uint64_t k)
+{
+	static char buf[DW_VLEN];
+	struct kvt_key key = t_key(k);
+	t_fill(buf, sizeof(buf), k);
+	return kvt_put(s, ns, &key, &(struct iovec){ buf, sizeof(buf) }, 1);
+}
+
+static void test_delete_window(void)
+{
+	char *dir = t_mkdtemp();
+	struct kvt_store *s = t_store_open("path", dir, "dram.capacity", "64M", "dram.chunk",
+					   "4K", "dram.prefault", "off", "ssd.capacity", "64M",
+					   "ssd.segment", "16M", "ssd.admission", "always",
+					   "ssd.io", io_backend, "ssd.io_depth", "1",
+					   "ssd.writedown_window", "4M", NULL);
+	struct ssd *sd = ssd_of(s);
+	uint32_t ns = ns_of(s);
+	struct prr_gate g;
+	struct dw_del d = { .s = s, .ns = ns };
+	pthread_t th;
+	uint64_t placed, written, pending, total = (uint64_t)DW_BLOCKS * DW_VLEN;
+
+	T_RC(dw_put(s, ns, 1), KVT_OK);
+	T_OK(kvt_flush(s));
+	prr_gate_submit(sd, &g, sd->segs[0].fd);
+	prr_gate_wait(&g);
+	for (uint64_t k = 100; k < 100 + DW_BLOCKS; k++)
+		T_RC(dw_put(s, ns, k), KVT_OK);
+	for (int i = 0; i < 6000 && t_stat(s, "ssd.writedown_placed_bytes") < DW_WINDOW; i++)
+		nanosleep(&(struct timespec){ 0, 5000000 }, NULL);
+	placed = t_stat(s, "ssd.writedown_placed_bytes");
+	pending = t_stat(s, "ssd.writedown_pending_bytes");
+	written = t_stat(s, "ssd.writedown_blocks");
+	fprintf(stderr, "delete_window: %llu KiB queued, %llu KiB placed (%s)\n",
+		(unsigned long long)pending >> 10, (unsigned long long)placed >> 10, io_backend);
+	T_EQ_U64(pending, total);
+	T_ASSERT(placed >= DW_WINDOW);
+	T_ASSERT(placed < DW_WINDOW + DW_VLEN + 4096);
+	ssd_hold_writes(sd, true);
+	T_EQ_INT(pthread_create(&th, NULL, dw_delete, &d), 0);
+	for (int i = 0; i < 6000 && t_stat(s, "ssd.delete_syncs") == 0; i++)
+		nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
+	T_EQ_U64(t_stat(s, "ssd.delete_syncs"), 1);
+	T_ASSERT(!atomic_load(&d.done)); /* the window's writes are held */
+	prr_gate_open(&g);
+	T_EQ_INT(pthread_join(th, NULL), 0);
+	prr_gate_destroy(&g);
+	T_RC(atomic_load(&d.ret), KVT_OK);
+	/* The window went down with the tombstone; the rest did not. */
+	T_EQ_U64(t_stat(s, "ssd.writedown_placed_bytes"), 0);
+	T_EQ_U64(t_stat(s, "ssd.tombstones"), 1);
+	T_ASSERT(t_stat(s, "ssd.writedown_blocks") - written < DW_WINDOW / DW_VLEN + 2);
+	T_ASSERT(t_stat(s, "ssd.writedown_pending_bytes") > total - DW_WINDOW - 2 * DW_VLEN);
+	ssd_hold_writes(sd, false);
+	T_OK(kvt_flush(s));
+	T_EQ_U64(t_stat(s, "ssd.writedown_pending_bytes"), 0);
+	T_RC(ssd_find(sd, ns, &(struct kvt_key){ 0 }, NULL), KVT_MISS);
+	{
+		struct kvt_key k1 = t_key(1);
+		T_RC(ssd_find(sd, ns, &k1, NULL), KVT_MISS);
+	}
+	for (uint64_t k = 100; k < 100 + DW_BLOCKS; k++) {
+		struct kvt_key key = t_key(k);
+		T_RC(ssd_find(sd, ns, &key, NULL), KVT_OK);
+	}
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+}
+
+/*     (c) delete_race: threads, no hold.  Two putters put fresh keys as
+ *     fast as the store takes them (a write-down backlog, a window in
+ *     flight), a deleter deletes every other key a putter has put, at
+ *     once (its write-down queued, placed, in flight or written; the
+ *     writer slowed to 1 ms a write-down, ssd.debug_write_delay_ms, so
+ *     that most are still queued), and once, early, clears a second
+ *     namespace another putter fills.  When
+ *     all is done: every deleted key, and every key of the cleared
+ *     namespace put before the clear began, is a miss -- then at once
+ *     kill -9, no flush; after recovery, the same. */
+#define DR_PUTS 600u
+
+struct dr {
+	struct kvt_store *s;
+	uint32_t ns, ns2;
+	_Atomic uint64_t ring[2 * DR_PUTS]; /* keys put, in order; 0: not yet */
+	_Atomic uint32_t ring_n;
+	_Atomic uint32_t ns2_done;          /* ns2 keys put so far (0..) */
+	uint32_t ns2_cleared;               /* those put before the clear began */
+	uint64_t deleted[DR_PUTS];
+	uint32_t deleted_n;
+	atomic_int putters_left;
+};
+
+static int dr_put(struct kvt_store *s, uint32_t ns, uint64_t k)
+{
+	char buf[16384];
+	struct kvt_key key = t_key(k);
+	t_fill(buf, sizeof(buf), k);
+	return kvt_put(s, ns, &key, &(struct iovec){ buf, sizeof(buf) }, 1);
+}
+
+struct dr_arg {
+	struct dr *d;
+	unsigned id;
+};
+
+static void *dr_putter(void *arg)
+{
+	struct dr_arg *a = arg;
+	struct dr *d = a->d;
+	for (uint64_t i = 0; i < DR_PUTS; i++) {
+		uint64_t k = 1000000 * (a->id + 1) + i;
+		if (a->id == 2) { /* the second namespace's */
+			T_RC(dr_put(d->s, d->ns2, k), KVT_OK);
+			atomic_fetch_add(&d->ns2_done, 1);
+			nanosleep(&(struct timespec){ 0, 1000000 }, NULL); /* some after the clear */
+			continue;
+		}
+		T_RC(dr_put(d->s, d->ns, k), KVT_OK);
+		atomic_store(&d->ring[atomic_fetch_add(&d->ring_n, 1)], k);
+	}
+	atomic_fetch_sub(&d->putters_left, 1);
+	return NULL;
+}
+
+static void *dr_deleter(void *arg)
+{
+	struct dr *d = arg;
+	bool cleared = false;
+	for (uint32_t i = 0; i < 2 * DR_PUTS; i += 2) {
+		uint64_t k;
+		while ((k = atomic_load(&d->ring[i])) == 0)
+			sched_yield();
+		struct kvt_key key = t_key(k);
+		T_RC(kvt_delete(d->s, d->ns, &key), KVT_OK);
+		d->deleted[d->deleted_n++] = k;
+		if (!cleared && i >= DR_PUTS / 2) {
+			d->ns2_cleared = atomic_load(&d->ns2_done);
+			T_ASSERT(kvt_clear(d->s, d->ns2) >= 0);
+			cleared = true;
+		}
+	}
+	return NULL;
+}
+
+static void dr_check(struct kvt_store *s, const struct dr *d, uint32_t ns, uint32_t ns2)
+{
+	for (uint32_t i = 0; i < d->deleted_n; i++) {
+		struct kvt_key key = t_key(d->deleted[i]);
+		T_RC(kvt_exists(s, ns, &key), KVT_MISS);
+	}
+	for (uint32_t i = 0; i < d->ns2_cleared; i++) {
+		struct kvt_key key = t_key(3000000 + i);
+		T_RC(kvt_exists(s, ns2, &key), KVT_MISS);
+	}
+}
+
+static void test_delete_race(void)
+{
+	char *dir = t_mkdtemp();
+	/* in shared memory: the parent checks what the child deleted */
+	struct dr *d = mmap(NULL, sizeof(*d), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+			    -1, 0);
+	struct kvt_store *s;
+	int st;
+	pid_t pid;
+	T_ASSERT(d != MAP_FAILED);
+	memset(d, 0, sizeof(*d));
+	pid = fork();
+	T_GE_INT(pid, 0);
+	if (pid == 0) {
+		pthread_t th[4];
+		struct dr_arg a[3];
+		alarm(120);
+		d->s = t_store_open("path", dir, "dram.capacity", "64M", "dram.chunk", "4K",
+				    "dram.prefault", "off", "ssd.capacity", "64M", "ssd.segment",
+				    "4M", "ssd.admission", "always", "ssd.io", io_backend,
+				    "ssd.debug_write_delay_ms", "1", NULL);
+		d->ns = ns_of(d->s);
+		d->ns2 = t_ns(d->s, "ssd-test-2");
+		atomic_store(&d->putters_left, 3);
+		for (unsigned i = 0; i < 3; i++) {
+			a[i] = (struct dr_arg){ d, i };
+			T_EQ_INT(pthread_create(&th[i], NULL, dr_putter, &a[i]), 0);
+		}
+		T_EQ_INT(pthread_create(&th[3], NULL, dr_deleter, d), 0);
+		for (unsigned i = 0; i < 4; i++)
+			T_EQ_INT(pthread_join(th[i], NULL), 0);
+		fprintf(stderr, "delete_race: %u deleted, %u of the cleared namespace before the "
+			"clear, %llu KiB still queued at the end (%s)\n", d->deleted_n,
+			d->ns2_cleared,
+			(unsigned long long)t_stat(d->s, "ssd.writedown_pending_bytes") >> 10,
+			io_backend);
+		dr_check(d->s, d, d->ns, d->ns2);
+		raise(SIGKILL);
+		_exit(5);
+	}
+	T_EQ_INT(waitpid(pid, &st, 0), pid);
+	if (!WIFSIGNALED(st) || WTERMSIG(st) != SIGKILL)
+		T_FAIL("delete_race child: %s %d", WIFSIGNALED(st) ? "signal" : "exit",
+		       WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+	T_EQ_U64(d->deleted_n, DR_PUTS);
+	s = t_store_open("path", dir, "dram.capacity", "64M", "dram.chunk", "4K", "dram.prefault",
+			 "off", "ssd.capacity", "64M", "ssd.segment", "4M", "ssd.admission",
+			 "always", "ssd.io", io_backend, NULL);
+	dr_check(s, d, ns_of(s), t_ns(s, "ssd-test-2"));
+	kvt_store_destroy(s);
+	munmap(d, sizeof(*d));
+	t_rmtree(dir);
+	free(dir);
+}
+
+static void test_delete_backlog(void)
+{
+	delete_backlog_round(false);
+	delete_backlog_round(true);
+	test_delete_window();
+	test_delete_race();
+}
+
 int main(void)
 {
 	const char *only = getenv("KVT_TEST_IO");
@@ -3116,6 +3470,7 @@ int main(void)
 		}
 		if (getenv("KVT_TEST_ONLY") && !strcmp(getenv("KVT_TEST_ONLY"), "delkill")) {
 			test_delete_kill9();
+			test_delete_backlog();
 			continue;
 		}
 		if (getenv("KVT_TEST_ONLY") && !strcmp(getenv("KVT_TEST_ONLY"), "room")) {
@@ -3143,6 +3498,7 @@ int main(void)
 		test_delete_clear();
 		test_kill9();
 		test_delete_kill9();
+		test_delete_backlog();
 		test_corruption();
 		test_format_versions();
 		test_faults();

@@ -23,6 +23,8 @@ struct ssd_config {
 	int admission;           /* SSD_ADMIT_*: victim (default), second access or write-through */
 	uint64_t wd_max_bytes;   /* write-down bytes queued or in flight before shedding */
 	uint64_t wd_wait_ns;     /* a persistent put waits this long for room, then fails */
+	uint64_t wd_window_bytes; /* write-downs placed and in flight at most (ssd.c
+				   * "Deletes jump the queue"); 0: SSD_WD_WINDOW */
 	uint64_t debug_delay_ns; /* tests: the writer waits this long before each write-down */
 	bool debug_check_align;  /* tests: count every I/O off the records' alignment
 				  * (io_align_check; ssd.debug_check_align) */
@@ -192,6 +194,11 @@ int ssd_delete(struct ssd *s, void *prepared, uint32_t ns, const struct kvt_key 
 int64_t ssd_clear(struct ssd *s, void *prepared, uint32_t ns);
 /* Wait until every write-down queued before now is on the device, durably. */
 int ssd_flush(struct ssd *s);
+/* Wait until every tombstone logged before now is on the device, durably,
+ * not for the write-down backlog: the writer takes tombstones first and
+ * keeps at most wd_window_bytes of write-downs in flight (ssd.c "Deletes
+ * jump the queue").  0 or an error.  Any thread but the writer. */
+int ssd_sync_deletes(struct ssd *s);
 /* Bytes that can be written before segment eviction starts (whole free
  * segments under the low watermark): what a graceful stop may add without
  * pushing out what the tier holds. */
@@ -221,7 +228,8 @@ int ssd_put_room(struct ssd *s, uint32_t ns, uint64_t len);
  */
 int ssd_room_watch(struct ssd *s, uint32_t ns, uint64_t len, tier_done_fn done, void *ctx);
 /* Tests: hold (true) or release the writer thread; held, queued
- * write-downs wait and nothing reaches the disk. */
+ * write-downs (and flushes, checkpoints) wait and reach no disk; tombstones
+ * and ssd_sync_deletes still go through. */
 void ssd_hold_writes(struct ssd *s, bool hold);
 /* Tests: the I/O engine, for fault injection. */
 struct kvt_io *ssd_io(struct ssd *s);

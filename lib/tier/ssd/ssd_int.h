@@ -21,6 +21,14 @@
 #include "ssdfmt.h"
 
 #define SSD_SHARDS 16
+/* Write-down bytes the writer keeps placed in the log and in flight
+ * (ssd.writedown_window, this if unset); the rest of a backlog waits
+ * unplaced, so a tombstone passes it (ssd.c "Deletes jump the queue").
+ * 8 MiB: 8 ms of a 1 GB/s device, 4x the I/O engine's 8 writes in flight
+ * of 256 KiB, so that a writer descheduled for a few ms does not leave the
+ * device idle (4 MiB cost ~30 % of write-down throughput on a loaded
+ * 2-core VM: bench/RESULTS.md 2026-12-04, tomb26). */
+#define SSD_WD_WINDOW (UINT64_C(8) << 20)
 #define SSD_DIR "ssd"
 #define SSD_CKPT "checkpoint"
 #define SSD_ID "id"
@@ -35,6 +43,10 @@ enum {
 /* T_CARRY: a hot record of a reclaimed segment, read back, written again
  * at the log's head (ssd.c, "Reclamation"). */
 enum { T_PUT = 1, T_DELETE, T_CLEAR, T_FLUSH, T_CKPT, T_CARRY };
+/* wd_enqueue's lanes: the write-down queue's tail; the urgent lane's tail
+ * (tombstones, a delete's sync); the urgent lane's head (the writer's own
+ * tombstone for a write-down that lost to a delete: next, before any sync). */
+enum { WD_BACK = 0, WD_URGENT, WD_NOW };
 
 struct ssd_entry {
 	struct ssd_entry *hnext;
@@ -229,12 +241,18 @@ struct ssd {
 
 	pthread_mutex_t wd_lock;
 	pthread_cond_t wd_cond;     /* work queued, stop, or an in-flight write finished */
+	/* Two lanes (ssd.c "Deletes jump the queue"): write-downs, flushes
+	 * and checkpoints in wd_head; tombstones and the syncs of the deletes
+	 * waiting on them in wd_uhead, taken first. */
 	struct wd_task *wd_head, *wd_tail;
+	struct wd_task *wd_uhead, *wd_utail;
 	uint64_t wd_bytes;          /* queued + in flight */
 	uint64_t wd_victim_bytes;   /* of which DRAM victims (bounded by DRAM, not wd_max) */
 	uint64_t wd_inflight;       /* writes submitted, not completed */
+	uint64_t wd_placed_bytes;   /* records of write-downs (T_PUT, T_CARRY) submitted,
+				     * not completed: at most about cfg.wd_window_bytes */
 	bool wd_stop;
-	bool wd_hold;               /* tests: the writer takes nothing (ssd_hold_writes) */
+	bool wd_hold;               /* tests: the writer takes no write-down (ssd_hold_writes) */
 	/* Puts parked for room (ssd_room_watch), FIFO; all share one bound,
 	 * so the head's deadline is the earliest.  wd_lock. */
 	struct ssd_room_waiter *room_head, *room_tail;
@@ -247,7 +265,7 @@ struct ssd {
 	bool read_measured;
 
 	/* statistics (relaxed atomics) */
-	_Atomic uint64_t wd_queued, wd_written, wd_written_bytes, wd_shed, wd_skipped,
+	_Atomic uint64_t wd_queued, wd_written, delete_syncs, wd_written_bytes, wd_shed, wd_skipped,
 		wd_errors, tombstones, reads, read_bytes, read_misses, crc_errors, hdr_errors,
 		io_errors, seg_sealed, seg_evicted, evicted_blocks, reinserted, quarantined,
 		ckpts, enospc, promote_full, copy_reads, part_reads, evicted_handed, carried,

@@ -117,6 +117,11 @@ static int tssd_flush(void *t)
 	return ssd_flush(t);
 }
 
+static int tssd_sync_deletes(void *t)
+{
+	return ssd_sync_deletes(t);
+}
+
 static int tssd_set_persistent(void *t, uint32_t ns)
 {
 	return ssd_set_persistent(t, ns);
@@ -150,6 +155,7 @@ const struct tier_ops tier_ssd_ops = {
 	.del = tssd_del,
 	.clear = tssd_clear,
 	.flush = tssd_flush,
+	.sync_deletes = tssd_sync_deletes,
 	.set_persistent = tssd_set_persistent,
 	.stats = tssd_stats,
 	.scan = tssd_scan,
