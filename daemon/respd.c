@@ -996,7 +996,8 @@ static bool respd_probe_next(struct respd_cmd *cmd)
 
 /*
  * DEL and FLUSHDB that removed something answer once their tombstones are
- * durable: a KVT_OP_FLUSH after them (ops.c ops_durable says why).  true:
+ * durable: a KVT_OP_FLUSH with KVT_F_DELETES after them (ops.c ops_durable
+ * says why).  true:
  * the flush is in flight (phase RP_SYNC).
  */
 static bool respd_sync(struct respd_cmd *cmd, int64_t count)
@@ -1010,6 +1011,7 @@ static bool respd_sync(struct respd_cmd *cmd, int64_t count)
 	cmd->items = it;
 	cmd->n = 1;
 	respd_item_init(cmd, it, KVT_OP_FLUSH, 0, 0);
+	it->req.flags = KVT_F_DELETES;
 	cmd->phase = RP_SYNC;
 	cmd->synced = count;
 	cmd->pending = 1;

@@ -2099,7 +2099,7 @@ static void s3d_delete_bucket_scanned(struct s3d_req *rq, int64_t left)
  * Deletes that stay deleted (doc/kvtierd.md "Durability of deletes"): a
  * DeleteObject or DeleteObjects that removed something is answered once
  * its tombstones are durable, as a native DELETE is -- a KVT_OP_FLUSH
- * behind the deletes.  Until 2026-12-04 the 204 came at once, and a
+ * with KVT_F_DELETES behind the deletes.  Until 2026-12-04 the 204 came at once, and a
  * kill -9 right after it brought the object back (test_s3_park 5).
  * true: the flush is under way (s3d_step comes back in PH_DURABLE) or the
  * request was failed; false: answer now.
@@ -2130,6 +2130,7 @@ static bool s3d_durable(struct s3d_req *rq)
 		return true;
 	}
 	s3d_item_init(rq, rq->flush_item, KVT_OP_FLUSH, NULL);
+	rq->flush_item->req.flags = KVT_F_DELETES;
 	rq->phase = PH_DURABLE;
 	rq->pending = 1;
 	r = &rq->flush_item->req;

@@ -869,7 +869,8 @@ int kvt_ns_set_seal_ns_key(struct kvt_store *store, uint32_t ns, const uint8_t n
  *   KVT_OP_DELETE      ns key                    status: OK or MISS; the
  *                                                tombstone is durable once
  *                                                a KVT_OP_FLUSH behind it
- *                                                completes (CLEAR the same)
+ *                                                completes (KVT_F_DELETES:
+ *                                                it alone; CLEAR the same)
  *   KVT_OP_LOOKUP      ns keys key_count         status OK; length: leading
  *                      [tiers: key_count bytes]  blocks present; tiers[i]
  *   KVT_OP_PREFETCH    ns keys key_count         status OK; length: blocks
@@ -879,7 +880,10 @@ int kvt_ns_set_seal_ns_key(struct kvt_store *store, uint32_t ns, const uint8_t n
  *   KVT_OP_FLUSH       -                         status OK once everything
  *                                                submitted to this store
  *                                                before it has reached the
- *                                                tiers it was headed for
+ *                                                tiers it was headed for;
+ *                      [KVT_F_DELETES]           once the deletes and
+ *                                                clears before it are
+ *                                                durable (not write-downs)
  *   KVT_OP_ROOM        ns len                    status OK once a put of len
  *                                                bytes to ns would not wait
  *                                                for write-down room, or
@@ -1004,6 +1008,12 @@ enum kvt_op {
 			     * looks never reused: a write-down filter never drops
 			     * it (ssd.adapt_writedown, doc/policies.md); it is
 			     * written down on eviction like a block reused. */
+#define KVT_F_DELETES 0x800u /* flush: wait only until the deletes and clears
+			      * submitted before it are durable -- what kvt_delete
+			      * waits for: their tombstones written and synced,
+			      * ahead of the write-downs queued before them (the
+			      * SSD's "Deletes jump the queue"), not those
+			      * write-downs.  kvtierd answers its DELETEs so. */
 
 #define KVT_NS_ALL UINT32_MAX   /* KVT_OP_CLEAR: every namespace */
 #define KVT_PARTS_MAX 1024      /* most parts in one value */
@@ -1220,8 +1230,9 @@ int kvt_exists(struct kvt_store *store, uint32_t ns, const struct kvt_key *key);
  * ~0.2 ms at the median, < 9 ms at p99 (it was 0.22-0.26 s before
  * 2026-12-04, a flush of the whole queue; bench/RESULTS.md, doc/ssd.md
  * "Deletes jump the queue").  To delete many blocks, submit
- * their KVT_OP_DELETEs on a queue and one KVT_OP_FLUSH behind them: one
- * wait, but a flush's -- for every write-down queued before it too. */
+ * their KVT_OP_DELETEs on a queue and one KVT_OP_FLUSH with KVT_F_DELETES
+ * behind them: one wait, the same as kvt_delete's (a plain KVT_OP_FLUSH
+ * waits for every write-down queued before it too). */
 int kvt_delete(struct kvt_store *store, uint32_t ns, const struct kvt_key *key);
 /* Returns the number of leading keys present (>= 0) or an error; tiers may be NULL. */
 int64_t kvt_lookup_prefix(struct kvt_store *store, uint32_t ns, const struct kvt_key *keys,

@@ -767,7 +767,7 @@ int key_check(const struct kvt_key *k)
 
 #define KVT_F_ALL (KVT_F_PART | KVT_F_RANGE | KVT_F_CRC | KVT_F_VERIFY | KVT_F_DEFER | \
 		   KVT_F_SEALED | KVT_F_QUIET | KVT_F_PROMPT | KVT_F_NOWAIT | KVT_F_RETAIN | \
-		   KVT_F_REPAIR)
+		   KVT_F_REPAIR | KVT_F_DELETES)
 
 int req_check(struct kvt_store *s, const struct kvt_req *r)
 {
@@ -784,6 +784,8 @@ int req_check(struct kvt_store *s, const struct kvt_req *r)
 	    !(r->op == KVT_OP_GET && (r->flags & KVT_F_PART)))
 		return KVT_EBADOP; /* quiet: pinned gets, and part gets */
 	if ((r->flags & (KVT_F_NOWAIT | KVT_F_RETAIN | KVT_F_REPAIR)) && r->op != KVT_OP_PUT)
+		return KVT_EBADOP;
+	if ((r->flags & KVT_F_DELETES) && r->op != KVT_OP_FLUSH)
 		return KVT_EBADOP;
 	if ((r->flags & KVT_F_PART) && (r->flags & KVT_F_RANGE))
 		return KVT_EBADOP;

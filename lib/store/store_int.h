@@ -270,6 +270,9 @@ void store_tiers_free(struct kvt_store *s, bool child);
 /* store_dispatch.c */
 /* Run r: a status, or STORE_PENDING (it completes through req_complete). */
 int store_exec(struct kvt_store *s, struct kvt_req *r);
+/* The deletes and clears already run are durable (their tombstones
+ * synced): 0 or an error.  kvt_delete, kvt_clear, KVT_F_DELETES. */
+int store_deletes_durable(struct kvt_store *s);
 /* remote.put_local=auto's put ghost (store_dispatch.c): after the tiers
  * opened; freed at close. */
 int store_put_ghost_open(struct kvt_store *s);

@@ -98,36 +98,8 @@ int kvt_exists(struct kvt_store *s, uint32_t ns, const struct kvt_key *key)
 	return store_sync(s, &r);
 }
 
-/*
- * A delete or clear that removed something returns once its tombstone is
- * durable (design: acknowledged only once durable): the tiers that log
- * tombstones (those with prepare: the SSD) sync them -- the SSD's
- * sync_deletes: the writer takes tombstones ahead of its write-down
- * backlog, then waits for at most a window of write-downs in flight and
- * fdatasyncs (ssd.c "Deletes jump the queue"); concurrent deletes share
- * the syncs.  A tier without sync_deletes is flushed.  Without it the
- * tombstone waited in the writer's queue, and a kill -9 right after
- * kvt_delete returned brought the block back at the next open (test_ssd
- * delete_kill9); until 2026-12-04 the SSD was flushed, which waited for
- * the whole backlog (0.26 s behind 256 MiB: test_ssd delete_backlog).
- * The queued KVT_OP_DELETE completes before: its caller submits a
- * KVT_OP_FLUSH behind it (kvtierd does).
- */
-static int store_tombstones_durable(struct kvt_store *s)
-{
-	int ret = 0;
-	for (unsigned i = 0; i < s->tier_count; i++) {
-		const struct store_tier *t = &s->tiers[i];
-		int st;
-		if (!t->ops->prepare || !t->ops->flush)
-			continue;
-		st = t->ops->sync_deletes ? t->ops->sync_deletes(t->t) : t->ops->flush(t->t);
-		if (st < 0 && ret == 0)
-			ret = st;
-	}
-	return ret;
-}
-
+/* A delete or clear that removed something returns once it is durable
+ * (store_dispatch.c store_deletes_durable). */
 int kvt_delete(struct kvt_store *s, uint32_t ns, const struct kvt_key *key)
 {
 	struct kvt_req r = { .op = KVT_OP_DELETE, .ns = ns };
@@ -136,7 +108,7 @@ int kvt_delete(struct kvt_store *s, uint32_t ns, const struct kvt_key *key)
 		return KVT_ENULL;
 	r.key = *key;
 	ret = store_sync(s, &r);
-	if (ret == KVT_OK && (st = store_tombstones_durable(s)) < 0)
+	if (ret == KVT_OK && (st = store_deletes_durable(s)) < 0)
 		return st;
 	return ret;
 }
@@ -157,7 +129,7 @@ int64_t kvt_clear(struct kvt_store *s, uint32_t ns)
 {
 	struct kvt_req r = { .op = KVT_OP_CLEAR, .ns = ns };
 	int ret = store_sync(s, &r);
-	if (ret >= 0 && (ret = store_tombstones_durable(s)) < 0)
+	if (ret >= 0 && (ret = store_deletes_durable(s)) < 0)
 		return ret;
 	return ret < 0 ? ret : (int64_t)r.length;
 }

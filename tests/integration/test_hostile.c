@@ -41,6 +41,8 @@
  *                 connection in flight: not read until that is answered
  *   resp_inflight a RESP pipeline behind a slow DEL: at most --conn-inflight
  *                 commands taken until it is answered
+ *   delete_backlog a DEL behind another connection's write-down backlog:
+ *                 answered behind the write in progress, not the backlog
  *   no_shares     without --tenants, PING floods never read are held by
  *                 the budget, not by a tenant's share (one trust domain)
  *   aux_walks     S3 listings' walks on the aux thread beside another
@@ -5453,6 +5455,56 @@ static void phase_resp_inflight(void)
 
 
 /* ------------------------------------------------------------------------
+ * delete_backlog (2026-12-04): a DEL that removed a value answers once its
+ * tombstone is durable -- until now through a flush that waited for every
+ * write-down queued before it, so one connection's writes held another's
+ * deletes for as long as the device took to write them.  25 SETs written
+ * through (ssd.admission=always) to a device slowed to 200 ms a write
+ * (ssd.debug_write_delay_ms): a 5 s backlog.  A DEL on a second
+ * connection answers ":1" behind at most the write in progress and the
+ * sync (KVT_F_DELETES: the tombstone goes ahead of the backlog); before,
+ * after about 4.8 s.
+ */
+
+#define DB_SETS 25
+
+static void phase_delete_backlog(void)
+{
+	const char *extra[] = { "--resp", "127.0.0.1:0", "--ssd", "64M", "--threads", "1",
+				"--set", "ssd.admission=always",
+				"--set", "ssd.debug_write_delay_ms=200", NULL };
+	const char *del = "*2\r\n$3\r\nDEL\r\n$4\r\ndb07\r\n";
+	size_t cap = 64 + 1000;
+	char *cmd = malloc(cap), reply[8] = { 0 };
+	bool closed = false;
+	uint16_t port;
+	uint64_t t0, ms;
+	int w, d;
+
+	start("delete_backlog", extra);
+	port = tsrv_listener_port(srv.log, "RESP");
+	w = resp_alice(port);
+	d = resp_alice(port);
+	for (int i = 0; i < DB_SETS; i++) {
+		char key[8];
+		snprintf(key, sizeof(key), "db%02d", i);
+		resp_set(w, cmd, cap, key, (char)('a' + i), 1000);
+	}
+	t0 = tsrv_now_ns();
+	T_EQ_INT(send_for(d, del, strlen(del), 2000), (int64_t)strlen(del));
+	recv_for(d, reply, 5, 20000, &closed);
+	ms = (tsrv_now_ns() - t0) / 1000000;
+	printf("delete_backlog: DEL behind %d write-downs of 200 ms each answered %.4s in "
+	       "%" PRIu64 " ms\n", DB_SETS, reply, ms);
+	T_ASSERT(strncmp(reply, ":1\r\n", 4) == 0);
+	T_LE_INT(ms, 2500); /* the backlog: (DB_SETS - 1) x 200 ms */
+	close(d);
+	close(w);
+	free(cmd);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
+/* ------------------------------------------------------------------------
  * ns_items (attack14): NS_REGISTER frames of many items, one new
  * namespace and the rest one known text.  Each item's canonical text
  * buffer (PROTO_CANON_MAX + 1 bytes) and its copy of the descriptor were
@@ -6973,6 +7025,7 @@ static const struct tsrv_phase phases[] = {
 	{ "out_share", phase_out_share },
 	{ "no_shares", phase_no_shares },
 	{ "resp_inflight", phase_resp_inflight },
+	{ "delete_backlog", phase_delete_backlog },
 	{ "in_share_data", phase_in_share_data },
 	{ "tbl_share", phase_tbl_share },
 	{ "tbl_wait", phase_tbl_wait },
