@@ -344,6 +344,86 @@ static void test_pipeline(void)
 }
 
 /* ------------------------------------------------------------------------
+ * Commands of many keys in a pipeline (review26): an MSET, MGET or DEL of
+ * more than KVTD_WORK_ITER keys goes to the store over several loop
+ * iterations (respd.c "Keys a loop iteration"); the commands pipelined
+ * behind it must still see it whole, as Redis runs one command at a time.
+ */
+
+/* A RESP command: name, then n keys "q<i>" (and with vals, values "v<i>"). */
+static size_t many_cmd(char *b, const char *name, unsigned n, bool vals)
+{
+	size_t o = (size_t)sprintf(b, "*%u\r\n$%zu\r\n%s\r\n", 1 + n * (vals ? 2 : 1),
+				   strlen(name), name);
+	for (unsigned i = 0; i < n; i++) {
+		char k[16];
+		int kl = snprintf(k, sizeof(k), "q%u", i);
+		o += (size_t)sprintf(b + o, "$%d\r\n%s\r\n", kl, k);
+		if (vals)
+			o += (size_t)sprintf(b + o, "$%d\r\nv%s\r\n", kl, k + 1);
+	}
+	return o;
+}
+
+static void test_many_keys_order(void)
+{
+	enum { N = 32767 };
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(resp_port) };
+	size_t cap = (size_t)N * 80 + 4096, len = 0, wlen = 0, got = 0;
+	char *req = malloc(cap), *want = malloc(cap), *buf = malloc(cap);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	T_ASSERT(req && want && buf && fd >= 0);
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	T_EQ_INT(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	/* MSET, then a GET of its last key: the value */
+	len += many_cmd(req + len, "MSET", N, true);
+	len += (size_t)sprintf(req + len, "GET q%u\r\n", N - 1);
+	wlen += (size_t)sprintf(want + wlen, "+OK\r\n$6\r\nv%u\r\n", N - 1);
+	/* MGET, then a SET of its last key: the MGET has the old value */
+	len += many_cmd(req + len, "MGET", N, false);
+	len += (size_t)sprintf(req + len, "SET q%u new\r\n", N - 1);
+	wlen += (size_t)sprintf(want + wlen, "*%u\r\n", N);
+	for (unsigned i = 0; i < N; i++) {
+		char v[16];
+		int vl = snprintf(v, sizeof(v), "v%u", i);
+		wlen += (size_t)sprintf(want + wlen, "$%d\r\n%s\r\n", vl, v);
+	}
+	wlen += (size_t)sprintf(want + wlen, "+OK\r\n");
+	/* DEL, then a GET and an EXISTS of its last key: gone */
+	len += many_cmd(req + len, "DEL", N, false);
+	len += (size_t)sprintf(req + len, "GET q%u\r\nEXISTS q%u\r\n", N - 1, N - 1);
+	wlen += (size_t)sprintf(want + wlen, ":%u\r\n$-1\r\n:0\r\n", N);
+	T_ASSERT(len < cap && wlen < cap);
+	for (size_t off = 0; off < len;) {
+		ssize_t w = write(fd, req + off, len - off);
+		T_ASSERT(w > 0);
+		off += (size_t)w;
+	}
+	for (int idle = 0; got < wlen && idle < 1000;) {
+		ssize_t r = recv(fd, buf + got, cap - got, MSG_DONTWAIT);
+		if (r > 0) {
+			got += (size_t)r;
+			idle = 0;
+		} else {
+			T_ASSERT(r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK));
+			tsrv_sleep_ms(10);
+			idle++;
+		}
+	}
+	buf[got < cap ? got : cap - 1] = 0;
+	for (size_t i = 0; i < got && i < wlen; i++)
+		if (buf[i] != want[i])
+			T_FAIL("many keys: reply differs at byte %zu: got '%.40s', want '%.40s'", i,
+			       buf + i, want + i);
+	T_EQ_INT(got, wlen);
+	close(fd);
+	free(req);
+	free(want);
+	free(buf);
+}
+
+/* ------------------------------------------------------------------------
  * RESP3: HELLO 3 (redis-py 8, LMCache's redis:// client, opens with it)
  */
 
@@ -827,6 +907,7 @@ int main(int argc, char **argv)
 	test_big();
 	test_info();
 	test_pipeline();
+	test_many_keys_order();
 	test_resp3();
 	test_benchmark();
 	test_metrics();
