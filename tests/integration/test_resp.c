@@ -350,50 +350,60 @@ static void test_pipeline(void)
  * behind it must still see it whole, as Redis runs one command at a time.
  */
 
-/* A RESP command: name, then n keys "q<i>" (and with vals, values "v<i>"). */
+#define MANY_DISTINCT 1000u
+
+/* A RESP command: name, then n keys "q<i % M>" (and with vals, each
+ * followed by the value "v<i>"). */
 static size_t many_cmd(char *b, const char *name, unsigned n, bool vals)
 {
 	size_t o = (size_t)sprintf(b, "*%u\r\n$%zu\r\n%s\r\n", 1 + n * (vals ? 2 : 1),
 				   strlen(name), name);
 	for (unsigned i = 0; i < n; i++) {
-		char k[16];
-		int kl = snprintf(k, sizeof(k), "q%u", i);
+		char k[16], v[16];
+		int kl = snprintf(k, sizeof(k), "q%u", i % MANY_DISTINCT);
+		int vl = snprintf(v, sizeof(v), "v%u", i);
 		o += (size_t)sprintf(b + o, "$%d\r\n%s\r\n", kl, k);
 		if (vals)
-			o += (size_t)sprintf(b + o, "$%d\r\nv%s\r\n", kl, k + 1);
+			o += (size_t)sprintf(b + o, "$%d\r\n%s\r\n", vl, v);
 	}
 	return o;
 }
 
 static void test_many_keys_order(void)
 {
-	enum { N = 32767 };
+	/* 9,000 keys: several loop iterations of KVTD_WORK_ITER; 1,000
+	 * distinct, each named 9 times (the DRAM tier of this server holds
+	 * ~4,000 values) */
+	enum { N = 9000, M = MANY_DISTINCT };
 	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(resp_port) };
 	size_t cap = (size_t)N * 80 + 4096, len = 0, wlen = 0, got = 0;
 	char *req = malloc(cap), *want = malloc(cap), *buf = malloc(cap);
 	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	unsigned last = N - 1; /* the last pair's key, q<M - 1>, holds v<N - 1> */
 
 	T_ASSERT(req && want && buf && fd >= 0);
 	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	T_EQ_INT(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-	/* MSET, then a GET of its last key: the value */
+	/* MSET, then a GET of its last key: the last value */
 	len += many_cmd(req + len, "MSET", N, true);
-	len += (size_t)sprintf(req + len, "GET q%u\r\n", N - 1);
-	wlen += (size_t)sprintf(want + wlen, "+OK\r\n$6\r\nv%u\r\n", N - 1);
-	/* MGET, then a SET of its last key: the MGET has the old value */
+	len += (size_t)sprintf(req + len, "GET q%u\r\n", M - 1);
+	wlen += (size_t)sprintf(want + wlen, "+OK\r\n$%d\r\nv%u\r\n",
+				snprintf(NULL, 0, "v%u", last), last);
+	/* MGET, then a SET of its last key: the MGET has the MSET's values */
 	len += many_cmd(req + len, "MGET", N, false);
-	len += (size_t)sprintf(req + len, "SET q%u new\r\n", N - 1);
+	len += (size_t)sprintf(req + len, "SET q%u new\r\n", M - 1);
 	wlen += (size_t)sprintf(want + wlen, "*%u\r\n", N);
 	for (unsigned i = 0; i < N; i++) {
-		char v[16];
-		int vl = snprintf(v, sizeof(v), "v%u", i);
-		wlen += (size_t)sprintf(want + wlen, "$%d\r\n%s\r\n", vl, v);
+		unsigned j = i % M, vi = j + M * ((N - 1 - j) / M);
+		wlen += (size_t)sprintf(want + wlen, "$%d\r\nv%u\r\n", snprintf(NULL, 0, "v%u", vi),
+					vi);
 	}
 	wlen += (size_t)sprintf(want + wlen, "+OK\r\n");
-	/* DEL, then a GET and an EXISTS of its last key: gone */
+	/* DEL (each key counted once), then a GET and an EXISTS of its last
+	 * key: gone */
 	len += many_cmd(req + len, "DEL", N, false);
-	len += (size_t)sprintf(req + len, "GET q%u\r\nEXISTS q%u\r\n", N - 1, N - 1);
-	wlen += (size_t)sprintf(want + wlen, ":%u\r\n$-1\r\n:0\r\n", N);
+	len += (size_t)sprintf(req + len, "GET q%u\r\nEXISTS q%u\r\n", M - 1, M - 1);
+	wlen += (size_t)sprintf(want + wlen, ":%u\r\n$-1\r\n:0\r\n", M);
 	T_ASSERT(len < cap && wlen < cap);
 	for (size_t off = 0; off < len;) {
 		ssize_t w = write(fd, req + off, len - off);
