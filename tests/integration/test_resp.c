@@ -433,6 +433,74 @@ static void test_many_keys_order(void)
 	free(buf);
 }
 
+/* A connection to port, or the test fails. */
+static int many_connect(uint16_t port)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(port) };
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	T_ASSERT(fd >= 0);
+	T_EQ_INT(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	return fd;
+}
+
+/*
+ * The server stops while such commands wait for a later loop iteration
+ * (review26): with --shutdown-timeout 0 the loop leaves them in the aux
+ * thread's mailbox, and kvtd_loops_finish took them back after
+ * kvt_store_close -- an MGET then read the views of its first windows'
+ * pins, which the close had freed (ASan: heap-use-after-free in
+ * respd_check).  Now a command coming back after the close is answered
+ * an error without reading them.  Three connections pipeline MGETs and
+ * EXISTSes of 65535 live keys, unread; the server must exit 0 with no
+ * sanitizer report.
+ */
+static void test_stop_deferred(void)
+{
+	enum { N = 65535, C = 3 };
+	const char *extra[] = { "--dram", "256M", "--resp", "127.0.0.1:0", "--threads", "1",
+				"--shutdown-timeout", "0", NULL };
+	size_t cap = (size_t)N * 2 * 24 + 4096, len = 0;
+	char *req = malloc(cap), dir[700], ok[8] = { 0 };
+	int fds[C], fd;
+	uint16_t port;
+	struct tsrv s;
+
+	T_ASSERT(req != NULL);
+	snprintf(dir, sizeof(dir), "%s/stop", base);
+	T_EQ_INT(mkdir(dir, 0700), 0);
+	tsrv_start(&s, bin, base, dir, NULL, extra);
+	port = tsrv_listener_port(s.log, "RESP");
+	fd = many_connect(port);
+	len = many_cmd(req, "MSET", MANY_DISTINCT, true);
+	T_EQ_INT(write(fd, req, len), (ssize_t)len);
+	for (size_t got = 0; got < 5;) {
+		ssize_t r = read(fd, ok + got, 5 - got);
+		T_ASSERT(r > 0);
+		got += (size_t)r;
+	}
+	T_ASSERT(strcmp(ok, "+OK\r\n") == 0);
+	close(fd);
+	len = many_cmd(req, "MGET", N, false);
+	len += many_cmd(req + len, "EXISTS", N, false);
+	T_ASSERT(len < cap);
+	for (int i = 0; i < C; i++) {
+		fds[i] = many_connect(port);
+		for (size_t off = 0; off < len;) {
+			ssize_t w = write(fds[i], req + off, len - off);
+			T_ASSERT(w > 0);
+			off += (size_t)w;
+		}
+	}
+	tsrv_sleep_ms(20);
+	T_EQ_INT(tsrv_stop(&s), 0);
+	check_stderr(&s);
+	for (int i = 0; i < C; i++)
+		close(fds[i]);
+	free(req);
+}
+
 /* ------------------------------------------------------------------------
  * RESP3: HELLO 3 (redis-py 8, LMCache's redis:// client, opens with it)
  */
@@ -924,6 +992,7 @@ int main(int argc, char **argv)
 	test_loop_spread();
 	T_EQ_INT(tsrv_stop(&s), 0);
 	check_stderr(&s);
+	test_stop_deferred();
 	test_auth();
 	test_metrics_refused();
 	t_rmtree(base);
