@@ -1046,6 +1046,29 @@ static bool respd_sync(struct respd_cmd *cmd, int64_t count)
 	return true;
 }
 
+/*
+ * A command taken back after kvt_store_close (kvtd_loops_finish: one
+ * that waited in the aux thread's mailbox for a later iteration, or
+ * whose requests the close canceled): the store dropped its pins and
+ * freed their views, and an MGET read those of its first windows
+ * (ASan: heap-use-after-free; test_resp stop_deferred).  It reads
+ * nothing and is answered an error; its connection, closed next by
+ * kvtd_loops_finish, is closed now, so that the replies behind it, which
+ * may point into freed views, are dropped, not queued.
+ */
+static void respd_abandon(struct respd_cmd *cmd)
+{
+	for (uint32_t i = 0; i < cmd->n; i++)
+		cmd->items[i].pinned = false; /* dropped by the close */
+	if (cmd->phase == RP_PROBE) {
+		respd_of(cmd->conn)->probing--;
+		respd_pin_flow(cmd->conn);
+	}
+	kvtd_conn_close(cmd->conn, "server stopped");
+	respd_simple(cmd, '-', "ERR server stopping");
+	respd_finish(cmd);
+}
+
 /* All requests of the current phase are back: the next step. */
 static void respd_step(struct respd_cmd *cmd)
 {
@@ -1053,6 +1076,10 @@ static void respd_step(struct respd_cmd *cmd)
 	uint32_t ns = cmd->items && cmd->n ? cmd->items[0].req.ns : 0;
 	int64_t count = 0;
 
+	if (cmd->conn->loop->store_closed) {
+		respd_abandon(cmd);
+		return;
+	}
 	if (cmd->phase == RP_PROBE) {
 		uint64_t vlen[1] = { 0 };
 		if (respd_probe_next(cmd))
