@@ -617,6 +617,10 @@ struct kvtd_loop {
 	uint64_t last_sweep_ns;
 	bool listening;
 	bool stopping;
+	/* kvtd_loops_finish: the store is closed, its pins dropped (their
+	 * views freed): what comes back from the mailbox or the queue reads
+	 * no view (respd.c respd_step) */
+	bool store_closed;
 	int spare_fd;             /* /dev/null, given back to shed at EMFILE */
 	uint64_t listen_resume_ns; /* listeners paused until then (0: not) */
 	uint64_t auth_gen;        /* tenants table its connections were checked under */

@@ -1710,6 +1710,7 @@ void kvtd_loops_finish(struct kvtd_server *srv)
 
 		/* Connections still in the mailbox are closed, not added. */
 		loop->stopping = true;
+		loop->store_closed = true;
 		loop_drain_mail(loop);
 		for (struct kvtd_conn *c = loop->conns; c; c = c->next) {
 			c->no_more_input = true;

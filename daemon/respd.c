@@ -123,6 +123,7 @@ struct respd_cmd {
 	int64_t synced;            /* RP_SYNC: DEL's count, answered once durable */
 	_Atomic uint32_t *clear_slot; /* FLUSHDB: its tenant's CLEAR slot, held */
 	bool done;
+	bool windowed;             /* counted in its connection's windowed */
 	bool quit;                 /* close after the reply */
 	bool is_err;
 	bool resp3;                /* reply in RESP3 (the connection's HELLO 3) */
@@ -148,6 +149,7 @@ struct respd_conn {
 	bool resp3;                /* HELLO 3 was answered */
 	uint64_t pin_held;         /* value bytes its commands pin, replies not queued */
 	uint32_t probing;          /* commands whose pinned probes are in the store */
+	uint32_t windowed;         /* commands of several windows unfinished (respd_windowed) */
 };
 
 static struct respd_conn *respd_of(struct kvtd_conn *c)
@@ -417,7 +419,7 @@ static void respd_pin_flow(struct kvtd_conn *c)
 				atomic_load_explicit(&c->tstat->pinned, memory_order_relaxed) >=
 				KVTD_PIN_TENANT_MAX(srv);
 	}
-	over = bytes_over || respd_of(c)->probing >= RESPD_PROBE_MAX;
+	over = bytes_over || respd_of(c)->probing >= RESPD_PROBE_MAX || respd_of(c)->windowed;
 	if (over == c->pin_paused)
 		return;
 	c->pin_paused = over;
@@ -485,6 +487,10 @@ static void respd_finish(struct respd_cmd *cmd)
 
 	cmd->done = true;
 	cmd->phase = RP_DONE;
+	if (cmd->windowed) {
+		cmd->windowed = false;
+		respd_of(cmd->conn)->windowed--; /* respd_flush_done: reading may go on */
+	}
 	kvtd_clear_release(cmd->clear_slot); /* FLUSHDB's walk is back */
 	cmd->clear_slot = NULL;
 	if (cmd->kind == RK_GET || cmd->kind == RK_MGET || cmd->kind == RK_EXISTS)
@@ -745,6 +751,25 @@ static bool respd_work_turn(struct respd_cmd *cmd, uint32_t w)
 	return true;
 }
 
+/*
+ * A command of more than one window holds the commands pipelined behind
+ * it on its connection until it is done (respd_pin_flow pauses the
+ * parse; respd_finish lets it go on): its windows go to the store in
+ * several loop iterations, and a GET of an MSET's last key parsed
+ * meanwhile answered nil, an MGET saw a later SET of its last key, a GET
+ * after a DEL the value (test_resp many_keys_order).  Redis runs a
+ * connection's commands one at a time.  Commands of one window go to the
+ * store in one batch, in order, and are not held.
+ */
+static void respd_windowed(struct respd_cmd *cmd)
+{
+	if (cmd->n <= RESPD_PROBE_WINDOW || cmd->windowed)
+		return;
+	cmd->windowed = true;
+	respd_of(cmd->conn)->windowed++;
+	respd_pin_flow(cmd->conn);
+}
+
 /* A command's library requests (~330 bytes a key, against the 7 or more
  * of its key in the command) are charged to --max-memory with its bytes
  * (raw_charged, given back when it is freed): an MGET of 65535 keys held
@@ -786,6 +811,7 @@ static void respd_probe(struct respd_cmd *cmd, uint32_t ns, uint32_t first, uint
 	if (cmd->kind == RK_MGET || cmd->kind == RK_EXISTS || cmd->kind == RK_DEL) {
 		cmd->probed = cmd->settled = 0;
 		cmd->probe_ns = ns;
+		respd_windowed(cmd);
 		respd_step(cmd);
 		return;
 	}
@@ -865,6 +891,7 @@ static void respd_write(struct respd_cmd *cmd, uint32_t ns)
 	cmd->n = n;
 	cmd->phase = RP_WRITE;
 	cmd->probed = 0; /* a window at a time: respd_write_next */
+	respd_windowed(cmd);
 	respd_step(cmd);
 }
 
@@ -1021,6 +1048,29 @@ static bool respd_sync(struct respd_cmd *cmd, int64_t count)
 	return true;
 }
 
+/*
+ * A command taken back after kvt_store_close (kvtd_loops_finish: one
+ * that waited in the aux thread's mailbox for a later iteration, or
+ * whose requests the close canceled): the store dropped its pins and
+ * freed their views, and an MGET read those of its first windows
+ * (ASan: heap-use-after-free; test_resp stop_deferred).  It reads
+ * nothing and is answered an error; its connection, closed next by
+ * kvtd_loops_finish, is closed now, so that the replies behind it, which
+ * may point into freed views, are dropped, not queued.
+ */
+static void respd_abandon(struct respd_cmd *cmd)
+{
+	for (uint32_t i = 0; i < cmd->n; i++)
+		cmd->items[i].pinned = false; /* dropped by the close */
+	if (cmd->phase == RP_PROBE) {
+		respd_of(cmd->conn)->probing--;
+		respd_pin_flow(cmd->conn);
+	}
+	kvtd_conn_close(cmd->conn, "server stopped");
+	respd_simple(cmd, '-', "ERR server stopping");
+	respd_finish(cmd);
+}
+
 /* All requests of the current phase are back: the next step. */
 static void respd_step(struct respd_cmd *cmd)
 {
@@ -1028,6 +1078,10 @@ static void respd_step(struct respd_cmd *cmd)
 	uint32_t ns = cmd->items && cmd->n ? cmd->items[0].req.ns : 0;
 	int64_t count = 0;
 
+	if (cmd->conn->loop->store_closed) {
+		respd_abandon(cmd);
+		return;
+	}
 	if (cmd->phase == RP_PROBE) {
 		uint64_t vlen[1] = { 0 };
 		if (respd_probe_next(cmd))

@@ -990,9 +990,28 @@ static bool s3d_work_turn(struct s3d_req *rq, uint64_t units, void (*later)(void
 	return true;
 }
 
+/*
+ * A request taken back from the mailbox after kvt_store_close
+ * (kvtd_loops_finish, --shutdown-timeout run out): the close dropped its
+ * pins and freed their views, and a CopyObject read its source's
+ * (ASan: heap-use-after-free in s3d_assemble; test_hostile_http
+ * s3_stop_deferred).  It reads nothing: its connection is closed, as
+ * kvtd_loops_finish does next, and it is answered SlowDown (dropped).
+ * true: so answered.
+ */
+static bool s3d_store_closed(struct s3d_req *rq)
+{
+	if (!rq->conn->loop->store_closed)
+		return false;
+	kvtd_conn_close(rq->conn, "server stopped");
+	s3d_fail(rq, 503, "SlowDown", "server stopping");
+	return true;
+}
+
 static void s3d_assemble_later(void *arg)
 {
-	s3d_assemble(arg);
+	if (!s3d_store_closed(arg))
+		s3d_assemble(arg);
 }
 
 static void s3d_assemble(struct s3d_req *rq)
@@ -1974,7 +1993,8 @@ static void s3d_nothing(void *arg)
 
 static void s3d_list_parts_next(void *arg)
 {
-	s3d_list_parts_probe(arg);
+	if (!s3d_store_closed(arg))
+		s3d_list_parts_probe(arg);
 }
 
 static void s3d_list_parts_start(struct s3d_req *rq)
@@ -2426,7 +2446,8 @@ static int64_t s3d_xml_next(const char *x, size_t n, size_t *pos, const char *ta
 static void s3d_complete_start(struct s3d_req *rq);
 static void s3d_complete_later(void *arg)
 {
-	s3d_complete_start(arg);
+	if (!s3d_store_closed(arg))
+		s3d_complete_start(arg);
 }
 
 static void s3d_complete_start(struct s3d_req *rq)
@@ -2497,7 +2518,8 @@ static void s3d_complete_start(struct s3d_req *rq)
 static void s3d_delete_many_start(struct s3d_req *rq);
 static void s3d_delete_many_later(void *arg)
 {
-	s3d_delete_many_start(arg);
+	if (!s3d_store_closed(arg))
+		s3d_delete_many_start(arg);
 }
 
 static void s3d_delete_many_start(struct s3d_req *rq)

@@ -1886,6 +1886,34 @@ s3_copy_loop.extra = ["--dram", "256M"]
 s3_copy_loop.dram_mib = 256
 
 @phase
+def s3_stop_deferred(ph):
+    """The server stops while CopyObjects wait for a later loop iteration
+    (review26): pipelined copies of a 32 MiB object, 16 on each of 4
+    connections, one assembled an iteration and the others waiting in the
+    aux thread's mailbox with their source pinned; with --shutdown-timeout
+    0 the loop leaves them there, and kvtd_loops_finish takes them back
+    after kvt_store_close, which freed the source's views.  The server
+    must exit 0 with no sanitizer report (restart: stop() checks both)."""
+    srv, P = ph.srv, ph.srv.port
+    src = os.urandom(32 << 20)
+    st, _, body = http(P, signed_msg(P, "PUT", "/hbkt/src", body=src), src=PROBER, timeout=30)
+    assert st == 200, (st, body[:200])
+    msg = signed_msg(P, "PUT", "/hbkt/dst", extra={"x-amz-copy-source": "/hbkt/src"})
+    socks = [socket.create_connection(("127.0.0.1", P), source_address=(ph.addr(), 0))
+             for _ in range(4)]
+    for s in socks:
+        s.sendall(msg * 16)
+    time.sleep(0.3)
+    srv.restart(between=lambda: [s.close() for s in socks])
+    setup_bucket(srv)
+    ph.cases += 1
+
+
+s3_stop_deferred.extra = ["--dram", "256M", "--shutdown-timeout", "0"]
+s3_stop_deferred.dram_mib = 256
+
+
+@phase
 def s3_delete_loop(ph):
     """One tenant pipelines DeleteObjects of 1,000 keys each (37 KB of XML:
     a parse, then a SHA-256 and a store request a key), 10 on each of 48

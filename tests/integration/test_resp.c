@@ -344,6 +344,164 @@ static void test_pipeline(void)
 }
 
 /* ------------------------------------------------------------------------
+ * Commands of many keys in a pipeline (review26): an MSET, MGET or DEL of
+ * more than KVTD_WORK_ITER keys goes to the store over several loop
+ * iterations (respd.c "Keys a loop iteration"); the commands pipelined
+ * behind it must still see it whole, as Redis runs one command at a time.
+ */
+
+#define MANY_DISTINCT 1000u
+
+/* A RESP command: name, then n keys "q<i % M>" (and with vals, each
+ * followed by the value "v<i>"). */
+static size_t many_cmd(char *b, const char *name, unsigned n, bool vals)
+{
+	size_t o = (size_t)sprintf(b, "*%u\r\n$%zu\r\n%s\r\n", 1 + n * (vals ? 2 : 1),
+				   strlen(name), name);
+	for (unsigned i = 0; i < n; i++) {
+		char k[16], v[16];
+		int kl = snprintf(k, sizeof(k), "q%u", i % MANY_DISTINCT);
+		int vl = snprintf(v, sizeof(v), "v%u", i);
+		o += (size_t)sprintf(b + o, "$%d\r\n%s\r\n", kl, k);
+		if (vals)
+			o += (size_t)sprintf(b + o, "$%d\r\n%s\r\n", vl, v);
+	}
+	return o;
+}
+
+static void test_many_keys_order(void)
+{
+	/* 9,000 keys: several loop iterations of KVTD_WORK_ITER; 1,000
+	 * distinct, each named 9 times (the DRAM tier of this server holds
+	 * ~4,000 values) */
+	enum { N = 9000, M = MANY_DISTINCT };
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(resp_port) };
+	size_t cap = (size_t)N * 80 + 4096, len = 0, wlen = 0, got = 0;
+	char *req = malloc(cap), *want = malloc(cap), *buf = malloc(cap);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	unsigned last = N - 1; /* the last pair's key, q<M - 1>, holds v<N - 1> */
+
+	T_ASSERT(req && want && buf && fd >= 0);
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	T_EQ_INT(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	/* MSET, then a GET of its last key: the last value */
+	len += many_cmd(req + len, "MSET", N, true);
+	len += (size_t)sprintf(req + len, "GET q%u\r\n", M - 1);
+	wlen += (size_t)sprintf(want + wlen, "+OK\r\n$%d\r\nv%u\r\n",
+				snprintf(NULL, 0, "v%u", last), last);
+	/* MGET, then a SET of its last key: the MGET has the MSET's values */
+	len += many_cmd(req + len, "MGET", N, false);
+	len += (size_t)sprintf(req + len, "SET q%u new\r\n", M - 1);
+	wlen += (size_t)sprintf(want + wlen, "*%u\r\n", N);
+	for (unsigned i = 0; i < N; i++) {
+		unsigned j = i % M, vi = j + M * ((N - 1 - j) / M);
+		wlen += (size_t)sprintf(want + wlen, "$%d\r\nv%u\r\n", snprintf(NULL, 0, "v%u", vi),
+					vi);
+	}
+	wlen += (size_t)sprintf(want + wlen, "+OK\r\n");
+	/* DEL (each key counted once), then a GET and an EXISTS of its last
+	 * key: gone */
+	len += many_cmd(req + len, "DEL", N, false);
+	len += (size_t)sprintf(req + len, "GET q%u\r\nEXISTS q%u\r\n", M - 1, M - 1);
+	wlen += (size_t)sprintf(want + wlen, ":%u\r\n$-1\r\n:0\r\n", M);
+	T_ASSERT(len < cap && wlen < cap);
+	for (size_t off = 0; off < len;) {
+		ssize_t w = write(fd, req + off, len - off);
+		T_ASSERT(w > 0);
+		off += (size_t)w;
+	}
+	for (int idle = 0; got < wlen && idle < 1000;) {
+		ssize_t r = recv(fd, buf + got, cap - got, MSG_DONTWAIT);
+		if (r > 0) {
+			got += (size_t)r;
+			idle = 0;
+		} else {
+			T_ASSERT(r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK));
+			tsrv_sleep_ms(10);
+			idle++;
+		}
+	}
+	buf[got < cap ? got : cap - 1] = 0;
+	for (size_t i = 0; i < got && i < wlen; i++)
+		if (buf[i] != want[i])
+			T_FAIL("many keys: reply differs at byte %zu: got '%.40s', want '%.40s'", i,
+			       buf + i, want + i);
+	T_EQ_INT(got, wlen);
+	close(fd);
+	free(req);
+	free(want);
+	free(buf);
+}
+
+/* A connection to port, or the test fails. */
+static int many_connect(uint16_t port)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(port) };
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	T_ASSERT(fd >= 0);
+	T_EQ_INT(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	return fd;
+}
+
+/*
+ * The server stops while such commands wait for a later loop iteration
+ * (review26): with --shutdown-timeout 0 the loop leaves them in the aux
+ * thread's mailbox, and kvtd_loops_finish took them back after
+ * kvt_store_close -- an MGET then read the views of its first windows'
+ * pins, which the close had freed (ASan: heap-use-after-free in
+ * respd_check).  Now a command coming back after the close is answered
+ * an error without reading them.  Three connections pipeline MGETs and
+ * EXISTSes of 65535 live keys, unread; the server must exit 0 with no
+ * sanitizer report.
+ */
+static void test_stop_deferred(void)
+{
+	enum { N = 65535, C = 3 };
+	const char *extra[] = { "--dram", "256M", "--resp", "127.0.0.1:0", "--threads", "1",
+				"--shutdown-timeout", "0", NULL };
+	size_t cap = (size_t)N * 2 * 24 + 4096, len = 0;
+	char *req = malloc(cap), dir[700], ok[8] = { 0 };
+	int fds[C], fd;
+	uint16_t port;
+	struct tsrv s;
+
+	T_ASSERT(req != NULL);
+	snprintf(dir, sizeof(dir), "%s/stop", base);
+	T_EQ_INT(mkdir(dir, 0700), 0);
+	tsrv_start(&s, bin, base, dir, NULL, extra);
+	port = tsrv_listener_port(s.log, "RESP");
+	fd = many_connect(port);
+	len = many_cmd(req, "MSET", MANY_DISTINCT, true);
+	T_EQ_INT(write(fd, req, len), (ssize_t)len);
+	for (size_t got = 0; got < 5;) {
+		ssize_t r = read(fd, ok + got, 5 - got);
+		T_ASSERT(r > 0);
+		got += (size_t)r;
+	}
+	T_ASSERT(strcmp(ok, "+OK\r\n") == 0);
+	close(fd);
+	len = many_cmd(req, "MGET", N, false);
+	len += many_cmd(req + len, "EXISTS", N, false);
+	T_ASSERT(len < cap);
+	for (int i = 0; i < C; i++) {
+		fds[i] = many_connect(port);
+		for (size_t off = 0; off < len;) {
+			ssize_t w = write(fds[i], req + off, len - off);
+			T_ASSERT(w > 0);
+			off += (size_t)w;
+		}
+	}
+	tsrv_sleep_ms(20);
+	T_EQ_INT(tsrv_stop(&s), 0);
+	check_stderr(&s);
+	for (int i = 0; i < C; i++)
+		close(fds[i]);
+	free(req);
+}
+
+/* ------------------------------------------------------------------------
  * RESP3: HELLO 3 (redis-py 8, LMCache's redis:// client, opens with it)
  */
 
@@ -827,12 +985,14 @@ int main(int argc, char **argv)
 	test_big();
 	test_info();
 	test_pipeline();
+	test_many_keys_order();
 	test_resp3();
 	test_benchmark();
 	test_metrics();
 	test_loop_spread();
 	T_EQ_INT(tsrv_stop(&s), 0);
 	check_stderr(&s);
+	test_stop_deferred();
 	test_auth();
 	test_metrics_refused();
 	t_rmtree(base);
