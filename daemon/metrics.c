@@ -251,6 +251,7 @@ static const char *const metrics_stat_names[] = {
 	"ssd.promoted_dropped",
 	"ssd.room_bytes",
 	"ssd.part_reads",
+	"ssd.tombstones_unwritten",
 	NULL,
 };
 
@@ -587,6 +588,9 @@ int kvtd_metrics_render(struct kvtd_server *srv, char **out, size_t *out_len)
 	metrics_one(f, "kvtier_ssd_part_reads_total", "counter",
 		    "parts read from SSD alone, nothing promoted (quiet part gets: S3 HEAD, listings)",
 		    st.v[S_SSD_WAIT + 3]);
+	metrics_one(f, "kvtier_ssd_tombstones_unwritten", "gauge",
+		    "deletes whose tombstone the SSD failed to write: deletes fail while not 0",
+		    st.v[S_SSD_WAIT + 4]);
 	metrics_one(f, "kvtier_pins_active", "gauge", "pinned reads not yet released",
 		    st.v[S_PINS]);
 	metrics_one(f, "kvtier_meta_bytes", "gauge", "bytes of index and metadata",

@@ -29,6 +29,9 @@
  * device idle (4 MiB cost ~30 % of write-down throughput on a loaded
  * 2-core VM: bench/RESULTS.md 2026-12-04, tomb26). */
 #define SSD_WD_WINDOW (UINT64_C(8) << 20)
+/* Tombstones that failed 3 times kept to retry at each sync, at most
+ * (ssd.c "A tombstone that will not go down"). */
+#define SSD_TOMB_PARKED_MAX 4096u
 #define SSD_DIR "ssd"
 #define SSD_CKPT "checkpoint"
 #define SSD_ID "id"
@@ -147,6 +150,7 @@ struct wd_task {
 	int *wait_done;
 	int wait_status;
 	int retries;          /* T_DELETE, T_CLEAR: times the record was re-logged */
+	bool parked_tried;    /* T_FLUSH: has queued the parked tombstones once */
 	bool rewrite;         /* T_PUT from a DRAM eviction: rewrite an old copy */
 	/* T_CARRY: the record read back into hdr (hdr_len bytes: its header,
 	 * re-encoded in place, then the value), its part table, and the seq
@@ -251,6 +255,14 @@ struct ssd {
 	uint64_t wd_inflight;       /* writes submitted, not completed */
 	uint64_t wd_placed_bytes;   /* records of write-downs (T_PUT, T_CARRY) submitted,
 				     * not completed: at most about cfg.wd_window_bytes */
+	/* Tombstones whose write failed (ssd.c "A tombstone that will not
+	 * go down"): queued again and not yet written (a sync waits behind
+	 * them); parked after 3 tries, each sync tries them once more and
+	 * fails while any is left; past SSD_TOMB_PARKED_MAX, dropped: every
+	 * later delete sync fails. */
+	uint64_t tomb_retrying, tomb_parked_n;
+	struct wd_task *tomb_parked;
+	bool tomb_dropped;
 	bool wd_stop;
 	bool wd_hold;               /* tests: the writer takes no write-down (ssd_hold_writes) */
 	/* Puts parked for room (ssd_room_watch), FIFO; all share one bound,
