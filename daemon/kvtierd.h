@@ -619,7 +619,8 @@ struct kvtd_loop {
 	bool stopping;
 	/* kvtd_loops_finish: the store is closed, its pins dropped (their
 	 * views freed): what comes back from the mailbox or the queue reads
-	 * no view (respd.c respd_step) */
+	 * no view (respd.c respd_step, s3ops.c s3d_store_closed; native
+	 * frames: their connections are closed, ops.c ops_finish) */
 	bool store_closed;
 	int spare_fd;             /* /dev/null, given back to shed at EMFILE */
 	uint64_t listen_resume_ns; /* listeners paused until then (0: not) */

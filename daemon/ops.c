@@ -2081,7 +2081,18 @@ static void ops_repair_hook(struct kvtd_frame *fr)
 	}
 }
 
-/* Every item is back: answer (unless the connection is gone) and free. */
+/*
+ * Every item is back: answer (unless the connection is gone) and free.
+ * Nothing here reads a pin's views for a dead connection, and that is
+ * what keeps a frame coming back in kvtd_loops_finish (the aux thread's
+ * mailbox, the queue), after kvt_store_close freed them, from reading
+ * them: the loop closed every connection at its --shutdown-timeout
+ * deadline before it exited (doc/kvtierd.md "Logs, signals, shutdown";
+ * RESP and S3, which read views regardless, check loop->store_closed).
+ * Not so for a loop that left on an epoll_wait error (loop.c
+ * loop_main): its connections stay open until kvtd_loops_finish closes
+ * them, after its first loop_drain_mail.
+ */
 static void ops_finish(struct kvtd_frame *fr)
 {
 	if (ops_durable(fr) || ops_verify(fr))
