@@ -895,6 +895,17 @@ static void respd_write(struct respd_cmd *cmd, uint32_t ns)
 	respd_step(cmd);
 }
 
+/* A window of a command's items [from, from + w), made: counted and
+ * submitted.  true: some are pending (the command goes on when they are
+ * back), false: all completed inline. */
+static bool respd_submit_window(struct respd_cmd *cmd, uint32_t from, uint32_t w)
+{
+	cmd->probed += w;
+	cmd->pending = 1;
+	respd_submit(cmd, from, w);
+	return --cmd->pending != 0;
+}
+
 /* The write phase's next windows (an MSET's pairs stay together: the
  * window is even).  true: requests in flight, or the command waits for a
  * later iteration. */
@@ -917,10 +928,7 @@ static bool respd_write_next(struct respd_cmd *cmd)
 			else
 				respd_item_put(cmd, it, cmd->probe_ns, k, k + 1);
 		}
-		cmd->probed += w;
-		cmd->pending = 1;
-		respd_submit(cmd, from, w);
-		if (--cmd->pending != 0)
+		if (respd_submit_window(cmd, from, w))
 			return true;
 	}
 	return false;
@@ -1012,10 +1020,7 @@ static bool respd_probe_next(struct respd_cmd *cmd)
 		for (uint32_t i = from; i < from + w; i++)
 			respd_item_init(cmd, &cmd->items[i], KVT_OP_GET_PINNED, cmd->probe_ns,
 					1 + i);
-		cmd->probed += w;
-		cmd->pending = 1;
-		respd_submit(cmd, from, w);
-		if (--cmd->pending != 0)
+		if (respd_submit_window(cmd, from, w))
 			return true;
 	}
 	return false;

@@ -1913,6 +1913,20 @@ s3_stop_deferred.extra = ["--dram", "256M", "--shutdown-timeout", "0"]
 s3_stop_deferred.dram_mib = 256
 
 
+def bob_gets(ph, port, path, what, pause):
+    """30 of bob's GETs of path (its value b"bob"), each checked, from
+    PROBER; their latencies in seconds."""
+    lat = []
+    for _ in range(30):
+        t0 = time.monotonic()
+        st, _, body = http(port, signed_msg(port, "GET", path, who=BOB), src=PROBER,
+                           timeout=30)
+        lat.append(time.monotonic() - t0)
+        ph.expect(st == 200 and body == b"bob", what, st)
+        time.sleep(pause)
+    return lat
+
+
 @phase
 def s3_delete_loop(ph):
     """One tenant pipelines DeleteObjects of 1,000 keys each (37 KB of XML:
@@ -1938,14 +1952,7 @@ def s3_delete_loop(ph):
     feeders = [threading.Thread(target=s.sendall, args=(msg * 10,)) for s in socks]
     for f in feeders:
         f.start()
-    lat = []
-    for _ in range(30):
-        t0 = time.monotonic()
-        st, _, body = http(P, signed_msg(P, "GET", "/bobdel/k", who=BOB), src=PROBER,
-                           timeout=30)
-        lat.append(time.monotonic() - t0)
-        ph.expect(st == 200 and body == b"bob", "bob's GET beside the deletes", st)
-        time.sleep(0.02)
+    lat = bob_gets(ph, P, "/bobdel/k", "bob's GET beside the deletes", 0.02)
     sts, codes = [], set()
     for s, f in zip(socks, feeders):
         for _ in range(10):
@@ -2485,14 +2492,7 @@ def s3_list_sort(ph):
     listers = [threading.Thread(target=lister) for _ in range(2)]
     for t in listers:
         t.start()
-    lat = []
-    for _ in range(30):
-        t0 = time.monotonic()
-        st, _, body = http(P, signed_msg(P, "GET", "/boblist/k", who=BOB), src=PROBER,
-                           timeout=30)
-        lat.append(time.monotonic() - t0)
-        ph.expect(st == 200 and body == b"bob", "bob's GET beside the listings", st)
-        time.sleep(0.01)
+    lat = bob_gets(ph, P, "/boblist/k", "bob's GET beside the listings", 0.01)
     stop.set()
     for t in listers:
         t.join()
