@@ -3024,6 +3024,7 @@ static void phase_resp_items(void)
 	char *cmd = malloc(4 * one), reply[64];
 	int fds[RI_CONNS];
 	uint64_t refused0, refused, grew;
+	unsigned auth_refused = 0;
 	bool closed;
 
 	T_ASSERT(cmd != NULL);
@@ -3039,7 +3040,18 @@ static void phase_resp_items(void)
 		fds[i] = tcp_connect(tsrv_listener_port(srv.log, "RESP"));
 		T_EQ_INT(send_for(fds[i], auth, strlen(auth), 1000), (int64_t)strlen(auth));
 		recv_for(fds[i], reply, 6, 10000, &closed);
-		T_ASSERT(strncmp(reply, "+OK", 3) == 0);
+		if (reply[0] == '-')
+			recv_for(fds[i], reply + 5, sizeof(reply) - 5, 200, &closed);
+		/* The earlier connections' MGETs may hold the budget already:
+		 * the bound this phase is after (their items are charged to
+		 * --max-memory, not to the tenant's input share: security.md). */
+		if (strstr(reply, "memory limit reached")) {
+			auth_refused++;
+			continue;
+		}
+		if (strncmp(reply, "+OK", 3) != 0)
+			T_FAIL("connection %u: AUTH answered '%s'%s", i, reply,
+			       closed ? ", then closed" : "");
 		send_for(fds[i], cmd, 4 * len, 3000); /* what it takes; never read */
 	}
 	tsrv_sleep_ms(1000);
@@ -3048,7 +3060,8 @@ static void phase_resp_items(void)
 		close(fds[i]);
 	refused = stat_of("server.mem_refused") - refused0;
 	printf("resp_items: %u connections x 4 MGETs of %u keys, unread: RSS +%" PRIu64
-	       " MiB, mem_refused +%" PRIu64 "\n", RI_CONNS, RI_KEYS, grew >> 20, refused);
+	       " MiB, mem_refused +%" PRIu64 ", AUTH refused (budget full) %u\n", RI_CONNS,
+	       RI_KEYS, grew >> 20, refused, auth_refused);
 	free(cmd);
 	T_GE_INT(refused, 1);
 	T_EQ_INT(tsrv_stop(&srv), 0);
