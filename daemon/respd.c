@@ -87,8 +87,8 @@ struct respd_item {
 	bool pinned;               /* req.pin held */
 	bool live;                 /* probe: present, same key, not expired */
 	bool present;              /* probe: a block exists under the kvtier key */
-	bool checked;              /* probe: live and present set, pin released (EXISTS, DEL) */
-	bool reaped;               /* probe: looked at for a lazy expiry (respd_reap_one) */
+	bool checked;              /* probe: live and present set, looked at for a lazy
+				    * expiry; pin released (EXISTS, DEL) or kept (MGET) */
 	uint8_t hdr[RESPD_HDR_LEN];
 	struct iovec iov[3];       /* PUT: header, key, value */
 };
@@ -941,9 +941,6 @@ static void respd_reap_one(struct respd_cmd *cmd, struct respd_item *it, uint32_
 	uint8_t h[RESPD_HDR_LEN];
 	struct kvt_req *r;
 
-	if (it->reaped)
-		return;
-	it->reaped = true;
 	if (!it->present || it->live || !kvtd_view_read(&it->req, 0, h, sizeof(h)) ||
 	    memcmp(h, "KVR1", 4) != 0 || respd_get64(h + 8) == 0 ||
 	    respd_unix_ms() < respd_get64(h + 8))
@@ -996,6 +993,7 @@ static bool respd_probe_next(struct respd_cmd *cmd)
 				 * (test_hostile resp_keys). */
 				respd_check(cmd, it);
 				respd_reap_one(cmd, it, it->req.ns);
+				it->checked = true; /* not again at the end */
 				continue;
 			}
 			if (it->checked)
