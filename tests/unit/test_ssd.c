@@ -3075,6 +3075,18 @@ static void test_resize_crash(void)
 	resize_round("8M"); /* 4 slots: it is read, its entries of 1M named */
 }
 
+/* The forked child pid, which ends itself with SIGKILL (a crash): fails
+ * on any other end. */
+static void wait_killed(pid_t pid, const char *what)
+{
+	int st;
+
+	T_EQ_INT(waitpid(pid, &st, 0), pid);
+	if (!WIFSIGNALED(st) || WTERMSIG(st) != SIGKILL)
+		T_FAIL("%s child: %s %d", what, WIFSIGNALED(st) ? "signal" : "exit",
+		       WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+}
+
 /* 22. Deletes jump the write-down queue (ssd.c "Deletes jump the queue").
  *     A kvt_delete or kvt_clear waits for its own tombstone, written and
  *     synced, not for the backlog of write-downs queued before it; and no
@@ -3133,7 +3145,6 @@ static void delete_backlog_round(bool release)
 	char *dir = t_mkdtemp();
 	struct kvt_store *s;
 	uint32_t ns, ns2;
-	int st;
 	pid_t pid = fork();
 	T_GE_INT(pid, 0);
 	if (pid == 0) {
@@ -3185,10 +3196,7 @@ static void delete_backlog_round(bool release)
 		raise(SIGKILL);
 		_exit(5);
 	}
-	T_EQ_INT(waitpid(pid, &st, 0), pid);
-	if (!WIFSIGNALED(st) || WTERMSIG(st) != SIGKILL)
-		T_FAIL("delete_backlog child: %s %d", WIFSIGNALED(st) ? "signal" : "exit",
-		       WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+	wait_killed(pid, "delete_backlog");
 	s = backlog_open(dir);
 	ns = ns_of(s);
 	ns2 = t_ns(s, "ssd-test-2");
@@ -3402,7 +3410,6 @@ static void test_delete_race(void)
 	struct dr *d = mmap(NULL, sizeof(*d), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
 			    -1, 0);
 	struct kvt_store *s;
-	int st;
 	pid_t pid;
 	T_ASSERT(d != MAP_FAILED);
 	memset(d, 0, sizeof(*d));
@@ -3435,10 +3442,7 @@ static void test_delete_race(void)
 		raise(SIGKILL);
 		_exit(5);
 	}
-	T_EQ_INT(waitpid(pid, &st, 0), pid);
-	if (!WIFSIGNALED(st) || WTERMSIG(st) != SIGKILL)
-		T_FAIL("delete_race child: %s %d", WIFSIGNALED(st) ? "signal" : "exit",
-		       WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+	wait_killed(pid, "delete_race");
 	T_EQ_U64(d->deleted_n, DR_PUTS);
 	s = t_store_open("path", dir, "dram.capacity", "64M", "dram.chunk", "4K", "dram.prefault",
 			 "off", "ssd.capacity", "64M", "ssd.segment", "4M", "ssd.admission",
