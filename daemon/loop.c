@@ -1708,14 +1708,18 @@ void kvtd_loops_finish(struct kvtd_server *srv)
 	for (unsigned i = 0; srv->loops && i < srv->loop_count; i++) {
 		struct kvtd_loop *loop = &srv->loops[i];
 
-		/* Connections still in the mailbox are closed, not added. */
+		/* Every connection is closed before the first job's done runs:
+		 * a loop that left on an epoll_wait error still has open ones,
+		 * and a done for a live connection would read views that
+		 * kvt_store_close has freed (ops.c ops_finish). Connections
+		 * still in the mailbox are closed, not added. */
 		loop->stopping = true;
 		loop->store_closed = true;
-		loop_drain_mail(loop);
 		for (struct kvtd_conn *c = loop->conns; c; c = c->next) {
 			c->no_more_input = true;
 			loop_conn_close(c, "server stopped");
 		}
+		loop_drain_mail(loop);
 		if (loop->q) {
 			loop_drain_mail(loop);
 			loop_drain_queue(loop);

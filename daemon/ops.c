@@ -2089,9 +2089,9 @@ static void ops_repair_hook(struct kvtd_frame *fr)
  * them: the loop closed every connection at its --shutdown-timeout
  * deadline before it exited (doc/kvtierd.md "Logs, signals, shutdown";
  * RESP and S3, which read views regardless, check loop->store_closed).
- * Not so for a loop that left on an epoll_wait error (loop.c
- * loop_main): its connections stay open until kvtd_loops_finish closes
- * them, after its first loop_drain_mail.
+ * A loop that left on an epoll_wait error (loop.c loop_main) still has
+ * open connections: kvtd_loops_finish closes them before it runs any
+ * job's done.
  */
 static void ops_finish(struct kvtd_frame *fr)
 {
