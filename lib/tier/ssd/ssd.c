@@ -1043,11 +1043,12 @@ static int seg_reserve_locked(struct ssd *s, uint64_t rec_len, struct ssd_sum_en
  * sequence order), nor when the tombstone's segment is reclaimed before a
  * later one (doc/ssd.md "Deletes and clears").
  */
-static void wd_enqueue(struct ssd *s, struct wd_task *t, int lane)
+/* Put t in lane: at the tail, or at the urgent lane's head (WD_NOW).
+ * wd_lock held; the caller wakes the writer. */
+static void wd_append_locked(struct ssd *s, struct wd_task *t, int lane)
 {
 	struct wd_task **head = lane == WD_BACK ? &s->wd_head : &s->wd_uhead;
 	struct wd_task **tail = lane == WD_BACK ? &s->wd_tail : &s->wd_utail;
-	pthread_mutex_lock(&s->wd_lock);
 	if (lane == WD_NOW) {
 		t->next = *head;
 		*head = t;
@@ -1061,6 +1062,12 @@ static void wd_enqueue(struct ssd *s, struct wd_task *t, int lane)
 			*head = t;
 		*tail = t;
 	}
+}
+
+static void wd_enqueue(struct ssd *s, struct wd_task *t, int lane)
+{
+	pthread_mutex_lock(&s->wd_lock);
+	wd_append_locked(s, t, lane);
 	pthread_cond_broadcast(&s->wd_cond);
 	pthread_mutex_unlock(&s->wd_lock);
 }
@@ -1857,12 +1864,7 @@ static void wd_tombs_unwritten(struct ssd *s, struct wd_task *t, bool *again, bo
 		s->tomb_parked_n = 0;
 		while (p) {
 			struct wd_task *n = p->next;
-			p->next = NULL;
-			if (s->wd_utail)
-				s->wd_utail->next = p;
-			else
-				s->wd_uhead = p;
-			s->wd_utail = p;
+			wd_append_locked(s, p, WD_URGENT);
 			p = n;
 		}
 		t->parked_tried = true;
