@@ -431,16 +431,23 @@ void ssd_seg_seal_locked(struct ssd *s)
 	s->seals_since_ckpt++;
 }
 
-/* fsync every dirty segment file (flush, and before a checkpoint). */
+/*
+ * fsync every dirty segment file (flush, a delete's sync, and before a
+ * checkpoint).  The writer and the sync thread both call it: one at a
+ * time (sync_run_lock), so that a sync that finds a segment clean knows
+ * the one that took its flag has finished its fdatasync.  A write marks
+ * its segment dirty when it completes (wd_finish) as well as when placed:
+ * a write in flight while a sync took the flag marks it again.
+ */
 int ssd_sync_all(struct ssd *s)
 {
 	int ret = 0;
+	pthread_mutex_lock(&s->sync_run_lock);
 	for (uint32_t i = 0; i < s->slot_count; i++) {
 		struct ssd_seg *g = &s->segs[i];
 		bool dirty;
 		pthread_mutex_lock(&s->seg_lock);
-		dirty = g->dirty && g->fd >= 0 && g->state != SEG_BAD;
-		g->dirty = false;
+		dirty = atomic_exchange(&g->dirty, false) && g->fd >= 0 && g->state != SEG_BAD;
 		pthread_mutex_unlock(&s->seg_lock);
 		if (dirty) {
 			int64_t r = ssd_io_sync(s, IO_FSYNC, g->fd, 0, NULL, 0);
@@ -448,5 +455,6 @@ int ssd_sync_all(struct ssd *s)
 				ret = (int)r;
 		}
 	}
+	pthread_mutex_unlock(&s->sync_run_lock);
 	return ret;
 }
