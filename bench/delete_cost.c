@@ -16,11 +16,13 @@
  * kvt_delete, the write-down backlog (ssd.writedown_pending_bytes) at its
  * 32nd delete, and for busy the bytes the putter put meanwhile and those
  * written down (ssd.writedown_bytes; since tomb26).  Exits 1
- * if a delete fails or a deleted block is still there.
+ * if a delete fails or a deleted block is still there.  With WINDOW, the
+ * store gets ssd.writedown_window=WINDOW (since delsync; the option is
+ * tomb26's).
  *
  *   cc -O2 -pthread -Iinclude -Ibuild-release bench/delete_cost.c -Lbuild-release -lkvtier \
  *      -Wl,-rpath,$PWD/build-release -o /tmp/delete_cost
- *   /tmp/delete_cost DIR [N [MIB_S]]
+ *   /tmp/delete_cost DIR [N [MIB_S [WINDOW]]]
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -149,13 +151,14 @@ int main(int argc, char **argv)
 	uint32_t ns;
 
 	if (!dir || n < 4)
-		return fprintf(stderr, "usage: delete_cost DIR [N [MIB_S]]\n"), 2;
+		return fprintf(stderr, "usage: delete_cost DIR [N [MIB_S [WINDOW]]]\n"), 2;
 	lat = calloc(n, sizeof(*lat));
 	if (!lat || kvt_store_create(&s) < 0 || kvt_store_set_option(s, "path", dir) < 0 ||
 	    kvt_store_set_option(s, "dram.capacity", "1G") < 0 ||
 	    kvt_store_set_option(s, "ssd.capacity", "8G") < 0 ||
 	    kvt_store_set_option(s, "ssd.segment", "64M") < 0 ||
 	    kvt_store_set_option(s, "ssd.admission", "always") < 0 ||
+	    (argc > 4 && kvt_store_set_option(s, "ssd.writedown_window", argv[4]) < 0) ||
 	    kvt_store_set_option(s, "ssd.close_writedown_ms", "0") < 0 || kvt_store_open(s) < 0 ||
 	    kvt_ns_register(s, &d, &ns) < 0)
 		return fprintf(stderr, "store did not open\n"), 1;

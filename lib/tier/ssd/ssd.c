@@ -2074,7 +2074,7 @@ static void *sync_main(void *arg)
 		}
 		pthread_mutex_unlock(&s->wd_lock);
 		A(s->delete_sync_rounds);
-		r = ssd_sync_all(s);
+		r = ssd_sync_all_prio(s, IO_PRIO_PREFETCH);
 		if (failed && r == 0)
 			r = -EIO;
 		for (; batch; batch = t) {

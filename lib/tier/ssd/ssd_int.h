@@ -390,6 +390,9 @@ int ssd_seg_write_hdr(struct ssd *s, uint32_t slot, uint64_t sum_off, uint64_t s
 /* An I/O error in a slot, from any thread: the writer quarantines it. */
 void ssd_seg_mark_bad(struct ssd *s, uint32_t slot, int err);
 int ssd_sync_all(struct ssd *s);
+/* The same, its fdatasyncs queued at prio (IO_PRIO_*): a delete's sync
+ * passes the write-downs queued in the engine (ssd.c sync_main). */
+int ssd_sync_all_prio(struct ssd *s, int prio);
 
 /* ssd_recover.c */
 int ssd_ckpt_write(struct ssd *s);
