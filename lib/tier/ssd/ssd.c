@@ -1026,9 +1026,10 @@ static int seg_reserve_locked(struct ssd *s, uint64_t rec_len, struct ssd_sum_en
  * writes, then fdatasync, on the sync thread: "A delete's sync beside the
  * writer") waits for that window, not for the backlog: the writes before
  * it must be on the device too, or a crash would leave a hole before the
- * tombstone and recovery's walk of the open segment would stop there.  Before 2026-12-04 every write-down was submitted at once (the I/O
- * engine queued the backlog), tombstones queued behind them, and a delete
- * behind a 256 MiB backlog waited 0.26 s (bench/RESULTS.md, perf25).
+ * tombstone and recovery's walk of the open segment would stop there.
+ * Before 2026-12-04 every write-down was submitted at once (the I/O engine
+ * queued the backlog), tombstones queued behind them, and a delete behind
+ * a 256 MiB backlog waited 0.26 s (bench/RESULTS.md, perf25).
  *
  * Why a tombstone placed before a queued write-down of its key (or of its
  * namespace, for a clear) is safe: the store kills the DRAM block before it

@@ -293,12 +293,13 @@ struct ssd {
 	bool read_measured;
 
 	/* statistics (relaxed atomics) */
-	_Atomic uint64_t wd_queued, wd_written, delete_syncs, delete_sync_rounds, wd_written_bytes, wd_shed, wd_skipped,
-		wd_errors, tombstones, reads, read_bytes, read_misses, crc_errors, hdr_errors,
-		io_errors, seg_sealed, seg_evicted, evicted_blocks, reinserted, quarantined,
-		ckpts, enospc, promote_full, copy_reads, part_reads, evicted_handed, carried,
-		carried_bytes, carry_lost, wd_put_waits, wd_put_timeouts, dropped_promoted,
-		sealed_records, evicted_unread, evicted_over_budget, evicted_dead, room_capped;
+	_Atomic uint64_t wd_queued, wd_written, delete_syncs, delete_sync_rounds, wd_written_bytes,
+		wd_shed, wd_skipped, wd_errors, tombstones, reads, read_bytes, read_misses,
+		crc_errors, hdr_errors, io_errors, seg_sealed, seg_evicted, evicted_blocks,
+		reinserted, quarantined, ckpts, enospc, promote_full, copy_reads, part_reads,
+		evicted_handed, carried, carried_bytes, carry_lost, wd_put_waits, wd_put_timeouts,
+		dropped_promoted, sealed_records, evicted_unread, evicted_over_budget, evicted_dead,
+		room_capped;
 	uint64_t rec_ckpt_entries, rec_records, rec_segments, rec_ns, rec_dropped;
 	uint64_t rec_old_format;     /* segments of an older format version, dropped */
 	uint64_t rec_other_size;     /* segments of another ssd.segment, dropped */
