@@ -3236,6 +3236,16 @@ fail:
 	return r;
 }
 
+/* Raise *stop under wd_lock, wake the thread on cond, join it. */
+static void ssd_thread_stop(struct ssd *s, bool *stop, pthread_cond_t *cond, pthread_t th)
+{
+	pthread_mutex_lock(&s->wd_lock);
+	*stop = true;
+	pthread_cond_broadcast(cond);
+	pthread_mutex_unlock(&s->wd_lock);
+	pthread_join(th, NULL);
+}
+
 void ssd_close(struct ssd *s)
 {
 	if (!s)
@@ -3243,28 +3253,17 @@ void ssd_close(struct ssd *s)
 	if (s->wd_started) {
 		/* Everything queued is written, then a checkpoint is taken. */
 		ssd_checkpoint(s);
-		pthread_mutex_lock(&s->wd_lock);
-		s->wd_stop = true;
-		pthread_cond_broadcast(&s->wd_cond);
-		pthread_mutex_unlock(&s->wd_lock);
-		pthread_join(s->wd_thread, NULL);
+		ssd_thread_stop(s, &s->wd_stop, &s->wd_cond, s->wd_thread);
 		ssd_room_run(s); /* stopped: nothing waits any more (ssd_put_room's rule) */
 	}
-	if (s->sync_started) {
-		/* after the writer: no sync is passed on any more; those
-		 * passed are answered first */
-		pthread_mutex_lock(&s->wd_lock);
-		s->sync_stop = true;
-		pthread_cond_signal(&s->sync_cond);
-		pthread_mutex_unlock(&s->wd_lock);
-		pthread_join(s->sync_thread, NULL);
-	}
-	if (s->wd_started) {
-		while (s->tomb_parked) {
-			struct wd_task *p = s->tomb_parked;
-			s->tomb_parked = p->next;
-			wd_task_free(s, p);
-		}
+	/* After the writer: no sync is passed on any more; those passed are
+	 * answered first. */
+	if (s->sync_started)
+		ssd_thread_stop(s, &s->sync_stop, &s->sync_cond, s->sync_thread);
+	while (s->tomb_parked) {
+		struct wd_task *p = s->tomb_parked;
+		s->tomb_parked = p->next;
+		wd_task_free(s, p);
 	}
 	if (s->io)
 		io_close(s->io);
