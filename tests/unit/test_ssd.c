@@ -3231,6 +3231,7 @@ static void delete_backlog_round(bool release)
 struct dw_del {
 	struct kvt_store *s;
 	uint32_t ns;
+	uint64_t key; /* 0: 1 */
 	atomic_int ret;
 	atomic_bool done;
 };
@@ -3238,7 +3239,7 @@ struct dw_del {
 static void *dw_delete(void *arg)
 {
 	struct dw_del *d = arg;
-	struct kvt_key k = t_key(1);
+	struct kvt_key k = t_key(d->key ? d->key : 1);
 	atomic_store(&d->ret, kvt_delete(d->s, d->ns, &k));
 	atomic_store(&d->done, true);
 	return NULL;
@@ -3513,7 +3514,8 @@ static void test_delete_retry(void)
  *     32 write-downs are put: all are written while the delete still
  *     waits, and it returns KVT_OK after the 3 s.  Before (the writer ran
  *     the fdatasync itself, placing nothing meanwhile), not one was
- *     written until the delete returned. */
+ *     written until the delete returned.  Four deletes made meanwhile
+ *     share one fdatasync after it (ssd.delete_sync_rounds +2 in all). */
 #define DS_DELAY_MS 3000u
 #define DS_PUTS 32u
 
@@ -3533,13 +3535,15 @@ static void test_delete_sync(void)
 					   "ssd.io", "psync", NULL);
 	struct io_fault slow = { .kind = IO_FAULT_SLOW_FSYNC, .fd = -1, .count = 1,
 				 .delay_ms = DS_DELAY_MS };
-	struct dw_del d = { .s = s, .ns = ns_of(s) };
-	uint64_t faults, written, n = 0, t0, took;
+	struct dw_del d = { .s = s, .ns = ns_of(s) }, more[4];
+	uint64_t faults, written, rounds, n = 0, t0, took;
 	bool done_then;
-	pthread_t th;
+	pthread_t th, mth[4];
 
-	T_RC(dw_put(s, d.ns, 1), KVT_OK);
+	for (uint64_t k = 1; k <= 5; k++)
+		T_RC(dw_put(s, d.ns, k), KVT_OK);
 	T_OK(kvt_flush(s));
+	rounds = t_stat(s, "ssd.delete_sync_rounds");
 	faults = t_stat(s, "io.faults_injected");
 	written = t_stat(s, "ssd.writedown_blocks");
 	T_OK(io_fault_add(ssd_io(store_ssd(s)), &slow));
@@ -3554,8 +3558,18 @@ static void test_delete_sync(void)
 	       (n = t_stat(s, "ssd.writedown_blocks") - written) < DS_PUTS)
 		nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
 	done_then = atomic_load(&d.done);
+	for (int i = 0; i < 4; i++) {
+		more[i] = (struct dw_del){ .s = s, .ns = d.ns, .key = 2 + (uint64_t)i };
+		T_EQ_INT(pthread_create(&mth[i], NULL, dw_delete, &more[i]), 0);
+	}
+	while (t_stat(s, "ssd.delete_syncs") < 5 && !atomic_load(&d.done))
+		nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
 	T_EQ_INT(pthread_join(th, NULL), 0);
 	took = ds_ms() - t0;
+	for (int i = 0; i < 4; i++) {
+		T_EQ_INT(pthread_join(mth[i], NULL), 0);
+		T_RC(atomic_load(&more[i].ret), KVT_OK);
+	}
 	fprintf(stderr, "delete_sync: %llu of %u write-downs written during the delete's "
 		"fdatasync (slowed to %u ms); the delete took %llu ms\n",
 		(unsigned long long)n, DS_PUTS, DS_DELAY_MS, (unsigned long long)took);
@@ -3563,6 +3577,7 @@ static void test_delete_sync(void)
 	T_EQ_U64(n, DS_PUTS);
 	T_RC(atomic_load(&d.ret), KVT_OK);
 	T_ASSERT(took >= DS_DELAY_MS);
+	T_EQ_U64(t_stat(s, "ssd.delete_sync_rounds"), rounds + 2);
 	io_fault_clear(ssd_io(store_ssd(s)));
 	T_OK(kvt_flush(s));
 	{
@@ -3574,8 +3589,10 @@ static void test_delete_sync(void)
 			 "dram.prefault", "off", "ssd.capacity", "64M", "ssd.segment", "16M",
 			 "ssd.admission", "always", "ssd.io", "psync", NULL);
 	{
-		struct kvt_key k1 = t_key(1);
-		T_RC(kvt_exists(s, ns_of(s), &k1), KVT_MISS);
+		for (uint64_t k = 1; k <= 5; k++) {
+			struct kvt_key key = t_key(k);
+			T_RC(kvt_exists(s, ns_of(s), &key), KVT_MISS);
+		}
 		for (uint64_t k = 100; k < 100 + DS_PUTS; k++) {
 			struct kvt_key key = t_key(k);
 			T_RC(kvt_exists(s, ns_of(s), &key), KVT_OK);
