@@ -16,11 +16,14 @@
  * kvt_delete, the write-down backlog (ssd.writedown_pending_bytes) at its
  * 32nd delete, and for busy the bytes the putter put meanwhile and those
  * written down (ssd.writedown_bytes; since tomb26).  Exits 1
- * if a delete fails or a deleted block is still there.
+ * if a delete fails or a deleted block is still there.  With WINDOW, the
+ * store gets ssd.writedown_window=WINDOW (since delsync; the option is
+ * tomb26's; "8M" is the default); with THREADS, each phase's deletes are
+ * made by that many threads, a slice each (since delsync).
  *
  *   cc -O2 -pthread -Iinclude -Ibuild-release bench/delete_cost.c -Lbuild-release -lkvtier \
  *      -Wl,-rpath,$PWD/build-release -o /tmp/delete_cost
- *   /tmp/delete_cost DIR [N [MIB_S]]
+ *   /tmp/delete_cost DIR [N [MIB_S [WINDOW [THREADS]]]]
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -103,27 +106,73 @@ static void written_cb(void *ctx, const char *name, uint64_t v, const char *text
 		*(uint64_t *)ctx = v;
 }
 
-/* Delete keys [from, to), one at a time; prints the phase's figures. */
-static int phase(const char *name, struct kvt_store *s, uint32_t ns, uint64_t from, uint64_t to,
-		 uint64_t *lat)
+/* One deleting thread: keys [from, to), one at a time, for at most
+ * PHASE_NS from t0; lat[i - from] each delete's latency; n: how many. */
+struct deleter {
+	struct kvt_store *s;
+	uint32_t ns;
+	uint64_t from, to, t0, n, *lat;
+	const char *name;
+	int r;
+	_Atomic uint64_t done; /* deletes so far */
+};
+
+static void *delete_loop(void *arg)
 {
-	uint64_t n = to - from, t0 = now_ns(), pend = 0;
-	for (uint64_t i = from; i < to; i++) {
-		if (now_ns() - t0 > PHASE_NS) { /* a capped phase: the SSD must not wrap */
-			n = i - from;
+	struct deleter *d = arg;
+	d->n = d->to - d->from;
+	for (uint64_t i = d->from; i < d->to; i++) {
+		if (now_ns() - d->t0 > PHASE_NS) { /* a capped phase: the SSD must not wrap */
+			d->n = i - d->from;
 			break;
 		}
 		struct kvt_key k = key_of(i, 0);
 		uint64_t t = now_ns();
-		int r = kvt_delete(s, ns, &k);
-		lat[i - from] = now_ns() - t;
-		if (r != KVT_OK || kvt_exists(s, ns, &k) != KVT_MISS) {
-			fprintf(stderr, "%s: delete %llu: %s\n", name, (unsigned long long)i,
+		int r = kvt_delete(d->s, d->ns, &k);
+		d->lat[i - d->from] = now_ns() - t;
+		atomic_fetch_add(&d->done, 1);
+		if (r != KVT_OK || kvt_exists(d->s, d->ns, &k) != KVT_MISS) {
+			fprintf(stderr, "%s: delete %llu: %s\n", d->name, (unsigned long long)i,
 				kvt_strerror(r));
-			return -1;
+			d->r = -1;
+			return NULL;
 		}
-		if (i == from + 32)
+	}
+	return NULL;
+}
+
+/* Delete keys [from, to) from `threads` threads, each a slice, one delete
+ * at a time; prints the phase's figures. */
+static int phase(const char *name, struct kvt_store *s, uint32_t ns, uint64_t from, uint64_t to,
+		 uint64_t *lat, unsigned threads)
+{
+	struct deleter d[64];
+	pthread_t th[64];
+	uint64_t n = 0, t0 = now_ns(), pend = 0, len = (to - from) / threads;
+	bool stats_taken = false;
+	for (unsigned j = 0; j < threads; j++) {
+		d[j] = (struct deleter){ s, ns, from + j * len, from + (j + 1) * len, t0, 0,
+					 lat + j * len, name, 0, 0 };
+		if (pthread_create(&th[j], NULL, delete_loop, &d[j]) != 0)
+			return -1;
+	}
+	while (!stats_taken) { /* the backlog at about the 32nd delete */
+		uint64_t done = 0;
+		for (unsigned j = 0; j < threads; j++)
+			done += atomic_load(&d[j].done);
+		if (done > 32 || now_ns() - t0 > PHASE_NS) {
 			kvt_store_stats(s, stat_cb, &pend);
+			stats_taken = true;
+		} else {
+			nanosleep(&(struct timespec){ 0, 100000 }, NULL);
+		}
+	}
+	for (unsigned j = 0; j < threads; j++) {
+		pthread_join(th[j], NULL);
+		if (d[j].r < 0)
+			return -1;
+		memmove(lat + n, d[j].lat, d[j].n * sizeof(*lat));
+		n += d[j].n;
 	}
 	t0 = now_ns() - t0;
 	qsort(lat, n, sizeof(*lat), cmp_u64);
@@ -139,6 +188,7 @@ int main(int argc, char **argv)
 	const char *dir = argc > 1 ? argv[1] : NULL;
 	uint64_t n = argc > 2 ? strtoull(argv[2], NULL, 0) : 4000;
 	uint64_t rate = (argc > 3 ? strtoull(argv[3], NULL, 0) : 512) << 20;
+	unsigned threads = argc > 5 ? (unsigned)strtoul(argv[5], NULL, 0) : 1;
 	struct kvt_ns_desc d = { .model = "delete-cost", .dtype = "bf16", .layout = "raw",
 				 .block_tokens = 16, .tp_size = 1, .pp_size = 1 };
 	static uint8_t v[VLEN];
@@ -148,14 +198,15 @@ int main(int argc, char **argv)
 	uint64_t *lat;
 	uint32_t ns;
 
-	if (!dir || n < 4)
-		return fprintf(stderr, "usage: delete_cost DIR [N [MIB_S]]\n"), 2;
+	if (!dir || n < 4 || threads < 1 || threads > 64 || n / 2 / threads < 64)
+		return fprintf(stderr, "usage: delete_cost DIR [N [MIB_S [WINDOW [THREADS]]]]\n"), 2;
 	lat = calloc(n, sizeof(*lat));
 	if (!lat || kvt_store_create(&s) < 0 || kvt_store_set_option(s, "path", dir) < 0 ||
 	    kvt_store_set_option(s, "dram.capacity", "1G") < 0 ||
 	    kvt_store_set_option(s, "ssd.capacity", "8G") < 0 ||
 	    kvt_store_set_option(s, "ssd.segment", "64M") < 0 ||
 	    kvt_store_set_option(s, "ssd.admission", "always") < 0 ||
+	    (argc > 4 && kvt_store_set_option(s, "ssd.writedown_window", argv[4]) < 0) ||
 	    kvt_store_set_option(s, "ssd.close_writedown_ms", "0") < 0 || kvt_store_open(s) < 0 ||
 	    kvt_ns_register(s, &d, &ns) < 0)
 		return fprintf(stderr, "store did not open\n"), 1;
@@ -167,7 +218,7 @@ int main(int argc, char **argv)
 	}
 	if (kvt_flush(s) < 0)
 		return fprintf(stderr, "flush failed\n"), 1;
-	if (phase("idle", s, ns, 0, n / 2, lat) < 0)
+	if (phase("idle", s, ns, 0, n / 2, lat, threads) < 0)
 		return 1;
 	p.s = s;
 	p.ns = ns;
@@ -180,7 +231,7 @@ int main(int argc, char **argv)
 	}
 	uint64_t b0 = p.bytes, t0 = now_ns(), w0 = 0, w1 = 0;
 	kvt_store_stats(s, written_cb, &w0);
-	int r = phase("busy", s, ns, n / 2, n, lat);
+	int r = phase("busy", s, ns, n / 2, n, lat, threads);
 	double secs = (double)(now_ns() - t0) / 1e9;
 	uint64_t put_bytes = p.bytes - b0;
 	kvt_store_stats(s, written_cb, &w1);

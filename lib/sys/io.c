@@ -301,12 +301,13 @@ static int io_fault_pick_locked(struct kvt_io *io, struct io_req *r, uint64_t *t
 	for (unsigned i = 0; i < io->fault_count && !kind; i++) {
 		struct io_fault_slot *s = &io->faults[i];
 		bool is_read = s->f.kind == IO_FAULT_EIO_READ || s->f.kind == IO_FAULT_SHORT_READ;
+		int op = is_read ? IO_READ : s->f.kind == IO_FAULT_SLOW_FSYNC ? IO_FSYNC : IO_WRITE;
 		if (s->f.kind == IO_FAULT_ALLOC_ENOSPC)
 			continue; /* io_allocate's */
-		if (r->opcode != (is_read ? IO_READ : IO_WRITE) || !io_fault_fires_locked(s, r->fd))
+		if (r->opcode != op || !io_fault_fires_locked(s, r->fd))
 			continue;
 		kind = s->f.kind;
-		*torn = s->f.torn_bytes;
+		*torn = kind == IO_FAULT_SLOW_FSYNC ? s->f.delay_ms : s->f.torn_bytes;
 	}
 	pthread_mutex_unlock(&io->fault_lock);
 	return kind;
@@ -347,8 +348,9 @@ static unsigned io_take_locked(struct kvt_io *io, struct io_req **list, unsigned
 			int kind = io_fault_pick_locked(io, r, &torn);
 			if (kind) {
 				r->state_ |= kind << IO_ST_FAULT_SHIFT;
-				/* done_len_ carries the torn length to io_pre_issue. */
-				if (kind == IO_FAULT_TORN_WRITE)
+				/* done_len_ carries the torn length (or the delay)
+				 * to io_pre_issue. */
+				if (kind == IO_FAULT_TORN_WRITE || kind == IO_FAULT_SLOW_FSYNC)
 					r->done_len_ = torn;
 			}
 		}
@@ -528,6 +530,12 @@ static bool io_pre_issue(struct kvt_io *io, struct io_req *r)
 	case IO_FAULT_ENOSPC:
 		r->res = -ENOSPC;
 		return true;
+	case IO_FAULT_SLOW_FSYNC: {
+		struct timespec ts = { (time_t)(torn / 1000), (long)(torn % 1000) * 1000000L };
+		while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+			;
+		break;
+	}
 	}
 	if (r->opcode == IO_WRITE && atomic_load(&io->pl_armed)) {
 		int ret = io_pl_save(io, r, io_iov_total(r));
@@ -1242,7 +1250,7 @@ int io_fault_add(struct kvt_io *io, const struct io_fault *f)
 	int ret = 0;
 	if (!io || !f)
 		return KVT_ENULL;
-	if (f->kind < IO_FAULT_EIO_READ || f->kind > IO_FAULT_ALLOC_ENOSPC)
+	if (f->kind < IO_FAULT_EIO_READ || f->kind > IO_FAULT_SLOW_FSYNC)
 		return -EINVAL;
 	pthread_mutex_lock(&io->fault_lock);
 	if (io->fault_count == IO_FAULT_MAX) {

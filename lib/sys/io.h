@@ -127,6 +127,11 @@ enum {
 	IO_FAULT_ENOSPC,         /* writes fail with -ENOSPC, nothing written */
 	IO_FAULT_TORN_WRITE,     /* only torn_bytes of the write reach the file, res -EIO */
 	IO_FAULT_ALLOC_ENOSPC,   /* io_allocate fails with -ENOSPC, nothing allocated */
+	/* an IO_FSYNC waits delay_ms before it runs (then succeeds or fails
+	 * as it would): a slow device's fdatasync.  The thread issuing it
+	 * waits: with psync one worker (the others go on), with uring the
+	 * engine thread (every request waits). */
+	IO_FAULT_SLOW_FSYNC,
 };
 
 struct io_fault {
@@ -135,6 +140,7 @@ struct io_fault {
 	uint64_t skip;       /* let this many matching requests pass first */
 	uint64_t count;      /* then fire this many times (0: until cleared) */
 	uint64_t torn_bytes; /* TORN_WRITE */
+	uint64_t delay_ms;   /* SLOW_FSYNC */
 };
 
 int io_fault_add(struct kvt_io *io, const struct io_fault *f);

@@ -3231,6 +3231,7 @@ static void delete_backlog_round(bool release)
 struct dw_del {
 	struct kvt_store *s;
 	uint32_t ns;
+	uint64_t key; /* 0: 1 */
 	atomic_int ret;
 	atomic_bool done;
 };
@@ -3238,7 +3239,7 @@ struct dw_del {
 static void *dw_delete(void *arg)
 {
 	struct dw_del *d = arg;
-	struct kvt_key k = t_key(1);
+	struct kvt_key k = t_key(d->key ? d->key : 1);
 	atomic_store(&d->ret, kvt_delete(d->s, d->ns, &k));
 	atomic_store(&d->done, true);
 	return NULL;
@@ -3359,7 +3360,11 @@ static void *dr_putter(void *arg)
 	for (uint64_t i = 0; i < DR_PUTS; i++) {
 		uint64_t k = 1000000 * (a->id + 1) + i;
 		if (a->id == 2) { /* the second namespace's */
-			T_RC(dr_put(d->s, d->ns2, k), KVT_OK);
+			/* a put the clear overtakes between its reserve and its
+			 * publish is cancelled (kvt_put_reserve's rule) */
+			int r = dr_put(d->s, d->ns2, k);
+			if (r != KVT_OK && r != -ECANCELED)
+				T_FAIL("a put of the cleared namespace: %s", kvt_strerror(r));
 			atomic_fetch_add(&d->ns2_done, 1);
 			nanosleep(&(struct timespec){ 0, 1000000 }, NULL); /* some after the clear */
 			continue;
@@ -3506,6 +3511,102 @@ static void test_delete_retry(void)
 	free(dir);
 }
 
+/*     (e) delete_sync: a delete's fdatasync runs beside the writer.  The
+ *     device's next fdatasync takes 3 s (IO_FAULT_SLOW_FSYNC; the psync
+ *     engine, whose other workers go on meanwhile); a thread deletes a
+ *     block that is on the SSD, and once its sync has reached the device,
+ *     32 write-downs are put: all are written while the delete still
+ *     waits, and it returns KVT_OK after the 3 s.  Before (the writer ran
+ *     the fdatasync itself, placing nothing meanwhile), not one was
+ *     written until the delete returned.  Four deletes made meanwhile
+ *     share one fdatasync after it (ssd.delete_sync_rounds +2 in all). */
+#define DS_DELAY_MS 3000u
+#define DS_PUTS 32u
+
+static uint64_t ds_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static void test_delete_sync(void)
+{
+	char *dir = t_mkdtemp();
+	struct kvt_store *s = t_store_open("path", dir, "dram.capacity", "64M", "dram.chunk",
+					   "4K", "dram.prefault", "off", "ssd.capacity", "64M",
+					   "ssd.segment", "16M", "ssd.admission", "always",
+					   "ssd.io", "psync", NULL);
+	struct io_fault slow = { .kind = IO_FAULT_SLOW_FSYNC, .fd = -1, .count = 1,
+				 .delay_ms = DS_DELAY_MS };
+	struct dw_del d = { .s = s, .ns = ns_of(s) }, more[4];
+	uint64_t faults, written, rounds, n = 0, t0, took;
+	bool done_then;
+	pthread_t th, mth[4];
+
+	for (uint64_t k = 1; k <= 5; k++)
+		T_RC(dw_put(s, d.ns, k), KVT_OK);
+	T_OK(kvt_flush(s));
+	rounds = t_stat(s, "ssd.delete_sync_rounds");
+	faults = t_stat(s, "io.faults_injected");
+	written = t_stat(s, "ssd.writedown_blocks");
+	T_OK(io_fault_add(ssd_io(store_ssd(s)), &slow));
+	t0 = ds_ms();
+	T_EQ_INT(pthread_create(&th, NULL, dw_delete, &d), 0);
+	while (t_stat(s, "io.faults_injected") == faults && ds_ms() - t0 < 2 * DS_DELAY_MS)
+		nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
+	T_EQ_U64(t_stat(s, "io.faults_injected"), faults + 1); /* the sync, slowed */
+	for (uint64_t k = 100; k < 100 + DS_PUTS; k++)
+		T_RC(dw_put(s, d.ns, k), KVT_OK);
+	while (!atomic_load(&d.done) &&
+	       (n = t_stat(s, "ssd.writedown_blocks") - written) < DS_PUTS)
+		nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
+	done_then = atomic_load(&d.done);
+	for (int i = 0; i < 4; i++) {
+		more[i] = (struct dw_del){ .s = s, .ns = d.ns, .key = 2 + (uint64_t)i };
+		T_EQ_INT(pthread_create(&mth[i], NULL, dw_delete, &more[i]), 0);
+	}
+	while (t_stat(s, "ssd.delete_syncs") < 5 && !atomic_load(&d.done))
+		nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
+	T_EQ_INT(pthread_join(th, NULL), 0);
+	took = ds_ms() - t0;
+	for (int i = 0; i < 4; i++) {
+		T_EQ_INT(pthread_join(mth[i], NULL), 0);
+		T_RC(atomic_load(&more[i].ret), KVT_OK);
+	}
+	fprintf(stderr, "delete_sync: %llu of %u write-downs written during the delete's "
+		"fdatasync (slowed to %u ms); the delete took %llu ms\n",
+		(unsigned long long)n, DS_PUTS, DS_DELAY_MS, (unsigned long long)took);
+	T_ASSERT(!done_then);
+	T_EQ_U64(n, DS_PUTS);
+	T_RC(atomic_load(&d.ret), KVT_OK);
+	T_ASSERT(took >= DS_DELAY_MS);
+	T_EQ_U64(t_stat(s, "ssd.delete_sync_rounds"), rounds + 2);
+	io_fault_clear(ssd_io(store_ssd(s)));
+	T_OK(kvt_flush(s));
+	{
+		struct kvt_key k1 = t_key(1);
+		T_RC(ssd_find(store_ssd(s), d.ns, &k1, NULL), KVT_MISS);
+	}
+	kvt_store_destroy(s);
+	s = t_store_open("path", dir, "dram.capacity", "64M", "dram.chunk", "4K",
+			 "dram.prefault", "off", "ssd.capacity", "64M", "ssd.segment", "16M",
+			 "ssd.admission", "always", "ssd.io", "psync", NULL);
+	{
+		for (uint64_t k = 1; k <= 5; k++) {
+			struct kvt_key key = t_key(k);
+			T_RC(kvt_exists(s, ns_of(s), &key), KVT_MISS);
+		}
+		for (uint64_t k = 100; k < 100 + DS_PUTS; k++) {
+			struct kvt_key key = t_key(k);
+			T_RC(kvt_exists(s, ns_of(s), &key), KVT_OK);
+		}
+	}
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+}
+
 static void test_delete_backlog(void)
 {
 	delete_backlog_round(false);
@@ -3513,6 +3614,8 @@ static void test_delete_backlog(void)
 	test_delete_window();
 	test_delete_race();
 	test_delete_retry();
+	if (!strcmp(io_backend, "psync")) /* the slow fdatasync needs the psync engine */
+		test_delete_sync();
 }
 
 int main(void)

@@ -1022,13 +1022,14 @@ static int seg_reserve_locked(struct ssd *s, uint64_t rec_len, struct ssd_sum_en
  * an offset, a PENDING entry, a write submitted -- only while fewer than
  * ssd.writedown_window bytes of them are in flight (8 MiB); the rest of a
  * backlog waits in the queue, unplaced.  So a tombstone is placed after at most a window of
- * write-downs, and a delete's sync (wd_barrier in the urgent lane: those
- * writes, then fdatasync) waits for that window, not for the backlog: the
- * writes before it must be on the device too, or a crash would leave a hole
- * before the tombstone and recovery's walk of the open segment would stop
- * there.  Before 2026-12-04 every write-down was submitted at once (the I/O
- * engine queued the backlog), tombstones queued behind them, and a delete
- * behind a 256 MiB backlog waited 0.26 s (bench/RESULTS.md, perf25).
+ * write-downs, and a delete's sync (T_DSYNC in the urgent lane: those
+ * writes, then fdatasync, on the sync thread: "A delete's sync beside the
+ * writer") waits for that window, not for the backlog: the writes before
+ * it must be on the device too, or a crash would leave a hole before the
+ * tombstone and recovery's walk of the open segment would stop there.
+ * Before 2026-12-04 every write-down was submitted at once (the I/O engine
+ * queued the backlog), tombstones queued behind them, and a delete behind
+ * a 256 MiB backlog waited 0.26 s (bench/RESULTS.md, perf25).
  *
  * Why a tombstone placed before a queued write-down of its key (or of its
  * namespace, for a clear) is safe: the store kills the DRAM block before it
@@ -1043,11 +1044,12 @@ static int seg_reserve_locked(struct ssd *s, uint64_t rec_len, struct ssd_sum_en
  * sequence order), nor when the tombstone's segment is reclaimed before a
  * later one (doc/ssd.md "Deletes and clears").
  */
-static void wd_enqueue(struct ssd *s, struct wd_task *t, int lane)
+/* Put t in lane: at the tail, or at the urgent lane's head (WD_NOW).
+ * wd_lock held; the caller wakes the writer. */
+static void wd_append_locked(struct ssd *s, struct wd_task *t, int lane)
 {
 	struct wd_task **head = lane == WD_BACK ? &s->wd_head : &s->wd_uhead;
 	struct wd_task **tail = lane == WD_BACK ? &s->wd_tail : &s->wd_utail;
-	pthread_mutex_lock(&s->wd_lock);
 	if (lane == WD_NOW) {
 		t->next = *head;
 		*head = t;
@@ -1061,6 +1063,12 @@ static void wd_enqueue(struct ssd *s, struct wd_task *t, int lane)
 			*head = t;
 		*tail = t;
 	}
+}
+
+static void wd_enqueue(struct ssd *s, struct wd_task *t, int lane)
+{
+	pthread_mutex_lock(&s->wd_lock);
+	wd_append_locked(s, t, lane);
 	pthread_cond_broadcast(&s->wd_cond);
 	pthread_mutex_unlock(&s->wd_lock);
 }
@@ -1415,8 +1423,8 @@ static void wd_finish(struct ssd *s, struct wd_task *t, int64_t res)
 		if ((t->type == T_DELETE || t->type == T_CLEAR) && !stopping) {
 			/* A delete that is not on disk would come back after a
 			 * restart: log it again, in the next segment.  A sync
-			 * waiting for it goes behind the new one (T_FLUSH in
-			 * wd_main), or fails if it is given up. */
+			 * waiting for it goes behind the new one
+			 * (wd_tombs_check_locked), or fails if it is given up. */
 			struct wd_task *again = kvt_mem_calloc(s->mem, 1, sizeof(*again));
 			bool parked = false, dropped = false, was_dropped;
 			if (again) {
@@ -1471,9 +1479,16 @@ static void wd_finish(struct ssd *s, struct wd_task *t, int64_t res)
 	if (t->type == T_PUT && t->rewrite)
 		s->wd_victim_bytes -= t->value_len;
 	if (t->hdr) {
+		/* Its segment needs an fdatasync (again, if a sync took the
+		 * flag while it was in flight): before the count below, which
+		 * a delete's sync waits on (sync_main). */
+		atomic_store(&s->segs[t->slot].dirty, true);
 		s->wd_inflight--;
 		if (t->type == T_PUT || t->type == T_CARRY)
 			s->wd_placed_bytes -= t->rec_len;
+		if (t->sync_epoch != s->sync_epoch && s->sync_before > 0 &&
+		    --s->sync_before == 0)
+			pthread_cond_signal(&s->sync_cond);
 	}
 	pthread_cond_broadcast(&s->wd_cond);
 	pthread_mutex_unlock(&s->wd_lock);
@@ -1671,6 +1686,7 @@ static void wd_write(struct ssd *s, struct wd_task *t)
 	}
 	pthread_mutex_lock(&s->wd_lock);
 	s->wd_inflight++;
+	t->sync_epoch = s->sync_epoch;
 	if (t->type == T_PUT)
 		s->wd_placed_bytes += t->rec_len;
 	pthread_mutex_unlock(&s->wd_lock);
@@ -1780,6 +1796,7 @@ static void wd_carry_write(struct ssd *s, struct wd_task *t)
 	t->iov[0].iov_len = t->rec_len;
 	pthread_mutex_lock(&s->wd_lock);
 	s->wd_inflight++;
+	t->sync_epoch = s->sync_epoch;
 	s->wd_placed_bytes += t->rec_len;
 	pthread_mutex_unlock(&s->wd_lock);
 	multi_submit(s, &t->io, IO_WRITE, IO_PRIO_WRITE, s->segs[t->slot].fd, off, t->iov, 1,
@@ -1832,7 +1849,7 @@ static void wd_debug_delay(struct ssd *s)
 /*
  * A tombstone that will not go down.  A tombstone whose write fails is
  * logged again, in the urgent lane, up to 3 times, then parked.  A sync
- * (T_FLUSH) that finds one queued again goes behind it, or it would
+ * (T_FLUSH, T_DSYNC) that finds one queued again goes behind it, or it would
  * acknowledge a delete whose tombstone is not on the device; one that
  * finds some parked queues them once more and goes behind them, and fails
  * (-EIO) if any is parked still: the delete may come back after a
@@ -1841,35 +1858,44 @@ static void wd_debug_delay(struct ssd *s)
  * the device is failing).  Past SSD_TOMB_PARKED_MAX parked, a tombstone
  * is dropped and every later sync fails until the store is reopened.
  * Before 2026-12-04 the retry went behind the sync, which succeeded:
- * test_ssd delete_retry.  wd_lock not held; *again: requeue t.
+ * test_ssd delete_retry.  syncs: the list of syncs (T_FLUSH, T_DSYNC)
+ * asking, after the writes before them completed; wd_lock held; *again:
+ * requeue them in the urgent lane.
  */
-static void wd_tombs_unwritten(struct ssd *s, struct wd_task *t, bool *again, bool *failed)
+static void wd_tombs_check_locked(struct ssd *s, struct wd_task *syncs, bool *again,
+				  bool *failed)
 {
-	pthread_mutex_lock(&s->wd_lock);
+	bool tried = true;
+	for (struct wd_task *t = syncs; t; t = t->next)
+		tried = tried && t->parked_tried;
 	if (s->wd_stop) {
 		*failed = s->tomb_parked_n || s->tomb_dropped;
 	} else if (s->tomb_retrying) {
 		*again = true;
-	} else if (s->tomb_parked && !t->parked_tried) {
+	} else if (s->tomb_parked && !tried) {
 		struct wd_task *p = s->tomb_parked;
 		s->tomb_parked = NULL;
 		s->tomb_retrying += s->tomb_parked_n;
 		s->tomb_parked_n = 0;
 		while (p) {
 			struct wd_task *n = p->next;
-			p->next = NULL;
-			if (s->wd_utail)
-				s->wd_utail->next = p;
-			else
-				s->wd_uhead = p;
-			s->wd_utail = p;
+			wd_append_locked(s, p, WD_URGENT);
 			p = n;
 		}
-		t->parked_tried = true;
+		for (struct wd_task *t = syncs; t; t = t->next)
+			t->parked_tried = true;
 		*again = true;
 	} else {
 		*failed = s->tomb_parked_n || s->tomb_dropped;
 	}
+}
+
+/* The same for the writer's own flush t.  wd_lock not held. */
+static void wd_tombs_unwritten(struct ssd *s, struct wd_task *t, bool *again, bool *failed)
+{
+	pthread_mutex_lock(&s->wd_lock);
+	t->next = NULL; /* taken from its lane */
+	wd_tombs_check_locked(s, t, again, failed);
 	pthread_mutex_unlock(&s->wd_lock);
 }
 
@@ -1961,6 +1987,15 @@ static void *wd_main(void *arg)
 		case T_CARRY:
 			wd_carry_write(s, t);
 			break;
+		case T_DSYNC:
+			/* Its tombstones are placed: the sync thread takes it
+			 * from here, and the writer goes on. */
+			pthread_mutex_lock(&s->wd_lock);
+			t->next = s->sync_new;
+			s->sync_new = t;
+			pthread_cond_signal(&s->sync_cond);
+			pthread_mutex_unlock(&s->wd_lock);
+			break;
 		case T_FLUSH:
 		case T_CKPT: {
 			int r;
@@ -1984,6 +2019,72 @@ static void *wd_main(void *arg)
 			ssd_ckpt_write(s);
 		}
 	}
+	return NULL;
+}
+
+/*
+ * A delete's sync beside the writer (since 2026-12-05, delsync).  The
+ * writer passes each T_DSYNC it takes -- its tombstones placed before it
+ * -- to this thread (sync_new) and goes on placing write-downs.  Here a
+ * boundary is set: the writes in flight then (sync_before), which include
+ * every write placed before those tombstones and the tombstones
+ * themselves; each write carries the epoch it was placed in, and those of
+ * an epoch before the boundary's count it down as they complete
+ * (wd_finish).  At 0: the failed tombstones are looked at
+ * (wd_tombs_check_locked: behind a retry the syncs go back to the urgent
+ * lane; a parked one fails them), then every segment a write completed in
+ * since the last sync is fdatasynced (ssd_sync_all) and the deletes are
+ * answered.  The syncs passed meanwhile wait together for the next
+ * boundary and share its fdatasync (ssd.delete_sync_rounds).  A sync may
+ * cover writes placed after its boundary: more durable, never less.
+ * Before, the writer waited for its writes in flight and ran the
+ * fdatasync itself, placing nothing meanwhile: a thread deleting ~2,000
+ * times a second beside a backlog halved the write-down rate
+ * (bench/RESULTS.md, tomb26 and delsync).
+ */
+static void *sync_main(void *arg)
+{
+	struct ssd *s = arg;
+	pthread_mutex_lock(&s->wd_lock);
+	for (;;) {
+		struct wd_task *batch, *t;
+		bool again = false, failed = false;
+		int r;
+		if (!s->sync_armed && s->sync_new) {
+			s->sync_armed = s->sync_new;
+			s->sync_new = NULL;
+			s->sync_epoch++;
+			s->sync_before = s->wd_inflight;
+		}
+		if (!s->sync_armed || s->sync_before > 0) {
+			if (s->sync_stop && !s->sync_armed)
+				break;
+			pthread_cond_wait(&s->sync_cond, &s->wd_lock);
+			continue;
+		}
+		batch = s->sync_armed;
+		s->sync_armed = NULL;
+		wd_tombs_check_locked(s, batch, &again, &failed);
+		if (again) {
+			for (; batch; batch = t) {
+				t = batch->next;
+				wd_append_locked(s, batch, WD_URGENT);
+			}
+			pthread_cond_broadcast(&s->wd_cond);
+			continue;
+		}
+		pthread_mutex_unlock(&s->wd_lock);
+		A(s->delete_sync_rounds);
+		r = ssd_sync_all_prio(s, IO_PRIO_PREFETCH);
+		if (failed && r == 0)
+			r = -EIO;
+		for (; batch; batch = t) {
+			t = batch->next;
+			wd_wake_waiter(batch, r); /* the waiter owns batch */
+		}
+		pthread_mutex_lock(&s->wd_lock);
+	}
+	pthread_mutex_unlock(&s->wd_lock);
 	return NULL;
 }
 
@@ -2021,7 +2122,7 @@ int ssd_flush(struct ssd *s)
 int ssd_sync_deletes(struct ssd *s)
 {
 	A(s->delete_syncs);
-	return wd_barrier(s, T_FLUSH, WD_URGENT);
+	return wd_barrier(s, T_DSYNC, WD_URGENT);
 }
 
 int ssd_checkpoint(struct ssd *s)
@@ -3049,6 +3150,8 @@ int ssd_open(struct ssd **out, const struct ssd_config *cfg, int dir_fd, struct 
 	pthread_mutex_init(&s->wd_lock, NULL);
 	pthread_mutex_init(&s->pf_lock, NULL);
 	pthread_cond_init(&s->wd_cond, NULL);
+	pthread_cond_init(&s->sync_cond, NULL);
+	pthread_mutex_init(&s->sync_run_lock, NULL);
 	for (int i = 0; i < SSD_SHARDS; i++) {
 		pthread_mutex_init(&s->shards[i].lock, NULL);
 		s->shards[i].buckets = kvt_mem_calloc(mem, 64, sizeof(struct ssd_entry *));
@@ -3116,6 +3219,11 @@ int ssd_open(struct ssd **out, const struct ssd_config *cfg, int dir_fd, struct 
 		 (double)s->rec_ns / 1e9, (unsigned long long)s->rec_ckpt_entries,
 		 (unsigned long long)s->rec_records, (unsigned long long)s->rec_segments);
 	ssd_room_check(s);
+	r = -pthread_create(&s->sync_thread, NULL, sync_main, s);
+	if (r < 0)
+		goto fail;
+	pthread_setname_np(s->sync_thread, "kvt-ssd-sync");
+	s->sync_started = true;
 	r = -pthread_create(&s->wd_thread, NULL, wd_main, s);
 	if (r < 0)
 		goto fail;
@@ -3128,6 +3236,16 @@ fail:
 	return r;
 }
 
+/* Raise *stop under wd_lock, wake the thread on cond, join it. */
+static void ssd_thread_stop(struct ssd *s, bool *stop, pthread_cond_t *cond, pthread_t th)
+{
+	pthread_mutex_lock(&s->wd_lock);
+	*stop = true;
+	pthread_cond_broadcast(cond);
+	pthread_mutex_unlock(&s->wd_lock);
+	pthread_join(th, NULL);
+}
+
 void ssd_close(struct ssd *s)
 {
 	if (!s)
@@ -3135,17 +3253,17 @@ void ssd_close(struct ssd *s)
 	if (s->wd_started) {
 		/* Everything queued is written, then a checkpoint is taken. */
 		ssd_checkpoint(s);
-		pthread_mutex_lock(&s->wd_lock);
-		s->wd_stop = true;
-		pthread_cond_broadcast(&s->wd_cond);
-		pthread_mutex_unlock(&s->wd_lock);
-		pthread_join(s->wd_thread, NULL);
+		ssd_thread_stop(s, &s->wd_stop, &s->wd_cond, s->wd_thread);
 		ssd_room_run(s); /* stopped: nothing waits any more (ssd_put_room's rule) */
-		while (s->tomb_parked) {
-			struct wd_task *p = s->tomb_parked;
-			s->tomb_parked = p->next;
-			wd_task_free(s, p);
-		}
+	}
+	/* After the writer: no sync is passed on any more; those passed are
+	 * answered first. */
+	if (s->sync_started)
+		ssd_thread_stop(s, &s->sync_stop, &s->sync_cond, s->sync_thread);
+	while (s->tomb_parked) {
+		struct wd_task *p = s->tomb_parked;
+		s->tomb_parked = p->next;
+		wd_task_free(s, p);
 	}
 	if (s->io)
 		io_close(s->io);
@@ -3183,6 +3301,8 @@ void ssd_close(struct ssd *s)
 	pthread_mutex_destroy(&s->wd_lock);
 	pthread_mutex_destroy(&s->pf_lock);
 	pthread_cond_destroy(&s->wd_cond);
+	pthread_cond_destroy(&s->sync_cond);
+	pthread_mutex_destroy(&s->sync_run_lock);
 	kvt_mem_free(s->mem, s, sizeof(*s));
 }
 
@@ -3284,6 +3404,7 @@ void ssd_stats(struct ssd *s, kvt_stats_fn fn, void *ctx)
 	fn(ctx, "ssd.writedown_placed_bytes", placed, NULL);
 	fn(ctx, "ssd.tombstones", AL(s->tombstones), NULL);
 	fn(ctx, "ssd.delete_syncs", AL(s->delete_syncs), NULL);
+	fn(ctx, "ssd.delete_sync_rounds", AL(s->delete_sync_rounds), NULL);
 	fn(ctx, "ssd.tombstones_unwritten", parked, NULL);
 	fn(ctx, "ssd.reads", AL(s->reads), NULL);
 	fn(ctx, "ssd.read_bytes", AL(s->read_bytes), NULL);

@@ -186,14 +186,15 @@ static void sync_done(struct io_req *r)
 	pthread_mutex_unlock(&w->lock);
 }
 
-int64_t ssd_io_sync(struct ssd *s, int op, int fd, uint64_t off, void *buf, size_t len)
+static int64_t ssd_io_sync_prio(struct ssd *s, int op, int prio, int fd, uint64_t off,
+				void *buf, size_t len)
 {
 	struct sync_wait w = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false };
 	struct iovec v = { buf, len };
 	struct io_req r;
 	memset(&r, 0, sizeof(r));
 	r.opcode = (uint8_t)op;
-	r.prio = IO_PRIO_WRITE;
+	r.prio = (uint8_t)prio;
 	r.fd = fd;
 	r.off = off;
 	r.iov = &v;
@@ -210,6 +211,11 @@ int64_t ssd_io_sync(struct ssd *s, int op, int fd, uint64_t off, void *buf, size
 	if (op != IO_FSYNC && r.res >= 0 && (uint64_t)r.res != len)
 		return -EIO;
 	return r.res;
+}
+
+int64_t ssd_io_sync(struct ssd *s, int op, int fd, uint64_t off, void *buf, size_t len)
+{
+	return ssd_io_sync_prio(s, op, IO_PRIO_WRITE, fd, off, buf, len);
 }
 
 /* Plain aligned pread (recovery): exactly len bytes or an error. */
@@ -431,22 +437,35 @@ void ssd_seg_seal_locked(struct ssd *s)
 	s->seals_since_ckpt++;
 }
 
-/* fsync every dirty segment file (flush, and before a checkpoint). */
-int ssd_sync_all(struct ssd *s)
+/*
+ * fsync every dirty segment file (flush, a delete's sync, and before a
+ * checkpoint).  The writer and the sync thread both call it: one at a
+ * time (sync_run_lock), so that a sync that finds a segment clean knows
+ * the one that took its flag has finished its fdatasync.  A write marks
+ * its segment dirty when it completes (wd_finish) as well as when placed:
+ * a write in flight while a sync took the flag marks it again.
+ */
+int ssd_sync_all_prio(struct ssd *s, int prio)
 {
 	int ret = 0;
+	pthread_mutex_lock(&s->sync_run_lock);
 	for (uint32_t i = 0; i < s->slot_count; i++) {
 		struct ssd_seg *g = &s->segs[i];
 		bool dirty;
 		pthread_mutex_lock(&s->seg_lock);
-		dirty = g->dirty && g->fd >= 0 && g->state != SEG_BAD;
-		g->dirty = false;
+		dirty = atomic_exchange(&g->dirty, false) && g->fd >= 0 && g->state != SEG_BAD;
 		pthread_mutex_unlock(&s->seg_lock);
 		if (dirty) {
-			int64_t r = ssd_io_sync(s, IO_FSYNC, g->fd, 0, NULL, 0);
+			int64_t r = ssd_io_sync_prio(s, IO_FSYNC, prio, g->fd, 0, NULL, 0);
 			if (r < 0 && ret == 0)
 				ret = (int)r;
 		}
 	}
+	pthread_mutex_unlock(&s->sync_run_lock);
 	return ret;
+}
+
+int ssd_sync_all(struct ssd *s)
+{
+	return ssd_sync_all_prio(s, IO_PRIO_WRITE);
 }

@@ -45,7 +45,9 @@ enum {
 };
 /* T_CARRY: a hot record of a reclaimed segment, read back, written again
  * at the log's head (ssd.c, "Reclamation"). */
-enum { T_PUT = 1, T_DELETE, T_CLEAR, T_FLUSH, T_CKPT, T_CARRY };
+/* T_DSYNC: a delete's sync (ssd_sync_deletes), handed by the writer to
+ * the sync thread (ssd.c "A delete's sync beside the writer"). */
+enum { T_PUT = 1, T_DELETE, T_CLEAR, T_FLUSH, T_CKPT, T_CARRY, T_DSYNC };
 /* wd_enqueue's lanes: the write-down queue's tail; the urgent lane's tail
  * (tombstones, a delete's sync); the urgent lane's head (the writer's own
  * tombstone for a write-down that lost to a delete: next, before any sync). */
@@ -89,7 +91,9 @@ struct ssd_seg {
 			       * STATX_DIOALIGN), 0: unknown (trusted); set once */
 	uint32_t rec_align;   /* its generation's record alignment: SSD_REC_ALIGN or
 			       * SSD_REC_ALIGN_4K (seg_lock; ssd_seg_set_align) */
-	bool dirty;           /* written since the last fdatasync */
+	/* a write completed (or a record was placed) since the last
+	 * fdatasync: set by any thread, taken by ssd_sync_all */
+	_Atomic bool dirty;
 	bool noroom;          /* free, and its file could not be allocated
 			       * (ENOSPC): not opened until the room retry
 			       * (seg_lock; ssd.c "Room") */
@@ -144,13 +148,14 @@ struct wd_task {
 	uint32_t hdr_len;
 	struct iovec iov[1 + DRAM_MAX_RUNS];
 	struct multi_io io;
-	/* T_FLUSH / T_CKPT: a waiter */
+	uint64_t sync_epoch;  /* a placed write: ssd.sync_epoch when placed */
+	/* T_FLUSH / T_CKPT / T_DSYNC: a waiter */
 	pthread_mutex_t *wait_lock;
 	pthread_cond_t *wait_cond;
 	int *wait_done;
 	int wait_status;
 	int retries;          /* T_DELETE, T_CLEAR: times the record was re-logged */
-	bool parked_tried;    /* T_FLUSH: has queued the parked tombstones once */
+	bool parked_tried;    /* T_FLUSH, T_DSYNC: has queued the parked tombstones once */
 	bool rewrite;         /* T_PUT from a DRAM eviction: rewrite an old copy */
 	/* T_CARRY: the record read back into hdr (hdr_len bytes: its header,
 	 * re-encoded in place, then the value), its part table, and the seq
@@ -263,6 +268,17 @@ struct ssd {
 	uint64_t tomb_retrying, tomb_parked_n;
 	struct wd_task *tomb_parked;
 	bool tomb_dropped;
+	/* Deletes' syncs, off the writer (ssd.c "A delete's sync beside the
+	 * writer"): T_DSYNC tasks the writer passed on (sync_new); those
+	 * waiting for the writes in flight at their boundary (sync_armed:
+	 * sync_before of them, placed in an epoch before sync_epoch); the
+	 * thread that then fdatasyncs for them.  wd_lock. */
+	struct wd_task *sync_new, *sync_armed;
+	uint64_t sync_epoch, sync_before;
+	bool sync_stop, sync_started;
+	pthread_cond_t sync_cond;   /* sync_new, sync_before reached 0, sync_stop */
+	pthread_t sync_thread;
+	pthread_mutex_t sync_run_lock; /* one ssd_sync_all at a time (ssd_idx.c) */
 	bool wd_stop;
 	bool wd_hold;               /* tests: the writer takes no write-down (ssd_hold_writes) */
 	/* Puts parked for room (ssd_room_watch), FIFO; all share one bound,
@@ -277,12 +293,13 @@ struct ssd {
 	bool read_measured;
 
 	/* statistics (relaxed atomics) */
-	_Atomic uint64_t wd_queued, wd_written, delete_syncs, wd_written_bytes, wd_shed, wd_skipped,
-		wd_errors, tombstones, reads, read_bytes, read_misses, crc_errors, hdr_errors,
-		io_errors, seg_sealed, seg_evicted, evicted_blocks, reinserted, quarantined,
-		ckpts, enospc, promote_full, copy_reads, part_reads, evicted_handed, carried,
-		carried_bytes, carry_lost, wd_put_waits, wd_put_timeouts, dropped_promoted,
-		sealed_records, evicted_unread, evicted_over_budget, evicted_dead, room_capped;
+	_Atomic uint64_t wd_queued, wd_written, delete_syncs, delete_sync_rounds, wd_written_bytes,
+		wd_shed, wd_skipped, wd_errors, tombstones, reads, read_bytes, read_misses,
+		crc_errors, hdr_errors, io_errors, seg_sealed, seg_evicted, evicted_blocks,
+		reinserted, quarantined, ckpts, enospc, promote_full, copy_reads, part_reads,
+		evicted_handed, carried, carried_bytes, carry_lost, wd_put_waits, wd_put_timeouts,
+		dropped_promoted, sealed_records, evicted_unread, evicted_over_budget, evicted_dead,
+		room_capped;
 	uint64_t rec_ckpt_entries, rec_records, rec_segments, rec_ns, rec_dropped;
 	uint64_t rec_old_format;     /* segments of an older format version, dropped */
 	uint64_t rec_other_size;     /* segments of another ssd.segment, dropped */
@@ -374,6 +391,9 @@ int ssd_seg_write_hdr(struct ssd *s, uint32_t slot, uint64_t sum_off, uint64_t s
 /* An I/O error in a slot, from any thread: the writer quarantines it. */
 void ssd_seg_mark_bad(struct ssd *s, uint32_t slot, int err);
 int ssd_sync_all(struct ssd *s);
+/* The same, its fdatasyncs queued at prio (IO_PRIO_*): a delete's sync
+ * passes the write-downs queued in the engine (ssd.c sync_main). */
+int ssd_sync_all_prio(struct ssd *s, int prio);
 
 /* ssd_recover.c */
 int ssd_ckpt_write(struct ssd *s);
