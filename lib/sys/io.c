@@ -301,7 +301,8 @@ static int io_fault_pick_locked(struct kvt_io *io, struct io_req *r, uint64_t *t
 	for (unsigned i = 0; i < io->fault_count && !kind; i++) {
 		struct io_fault_slot *s = &io->faults[i];
 		bool is_read = s->f.kind == IO_FAULT_EIO_READ || s->f.kind == IO_FAULT_SHORT_READ;
-		int op = is_read ? IO_READ : s->f.kind == IO_FAULT_SLOW_FSYNC ? IO_FSYNC : IO_WRITE;
+		bool is_sync = s->f.kind == IO_FAULT_SLOW_FSYNC || s->f.kind == IO_FAULT_EIO_FSYNC;
+		int op = is_read ? IO_READ : is_sync ? IO_FSYNC : IO_WRITE;
 		if (s->f.kind == IO_FAULT_ALLOC_ENOSPC)
 			continue; /* io_allocate's */
 		if (r->opcode != op || !io_fault_fires_locked(s, r->fd))
@@ -525,6 +526,7 @@ static bool io_pre_issue(struct kvt_io *io, struct io_req *r)
 	switch (kind) {
 	case IO_FAULT_EIO_READ:
 	case IO_FAULT_EIO_WRITE:
+	case IO_FAULT_EIO_FSYNC:
 		r->res = -EIO;
 		return true;
 	case IO_FAULT_ENOSPC:
@@ -1250,7 +1252,7 @@ int io_fault_add(struct kvt_io *io, const struct io_fault *f)
 	int ret = 0;
 	if (!io || !f)
 		return KVT_ENULL;
-	if (f->kind < IO_FAULT_EIO_READ || f->kind > IO_FAULT_SLOW_FSYNC)
+	if (f->kind < IO_FAULT_EIO_READ || f->kind > IO_FAULT_EIO_FSYNC)
 		return -EINVAL;
 	pthread_mutex_lock(&io->fault_lock);
 	if (io->fault_count == IO_FAULT_MAX) {

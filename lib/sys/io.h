@@ -132,6 +132,7 @@ enum {
 	 * waits: with psync one worker (the others go on), with uring the
 	 * engine thread (every request waits). */
 	IO_FAULT_SLOW_FSYNC,
+	IO_FAULT_EIO_FSYNC,      /* an IO_FSYNC fails with -EIO, nothing synced */
 };
 
 struct io_fault {

@@ -3607,6 +3607,46 @@ static void test_delete_sync(void)
 	free(dir);
 }
 
+/*     (f) sync_fail: an fdatasync fails (EIO).  The flush that ran it
+ *     fails, and the segment it covered is quarantined: its blocks leave
+ *     the SSD's index at once, so no later flush reports them durable.
+ *     Before, the segment's dirty mark was taken by the failed sync, and
+ *     the next flush skipped it and succeeded with both blocks still
+ *     indexed (and an fdatasync again would have passed as well: Linux
+ *     reports a writeback error to a file once). */
+static void test_sync_fail(void)
+{
+	char *dir = t_mkdtemp();
+	struct kvt_store *s = backlog_open(dir);
+	uint32_t ns = ns_of(s);
+	struct kvt_io *io = ssd_io(store_ssd(s));
+	struct io_fault f = { .kind = IO_FAULT_EIO_FSYNC, .fd = -1, .count = 1 };
+	uint64_t q0 = t_stat(s, "ssd.segments_quarantined");
+
+	T_RC(put_k(s, ns, 1), KVT_OK);
+	T_OK(kvt_flush(s));
+	T_EQ_U64(t_stat(s, "ssd.blocks"), 1);
+	T_OK(io_fault_add(io, &f));
+	T_RC(put_k(s, ns, 2), KVT_OK);
+	T_RC(kvt_flush(s), -EIO);
+	io_fault_clear(io);
+	for (int i = 0; i < 1000 && t_stat(s, "ssd.segments_quarantined") == q0; i++)
+		usleep(10000);
+	T_EQ_U64(t_stat(s, "ssd.segments_quarantined"), q0 + 1);
+	T_EQ_U64(t_stat(s, "ssd.blocks"), 0); /* both in the open segment */
+	T_RC(put_k(s, ns, 3), KVT_OK);
+	T_OK(kvt_flush(s));
+	T_EQ_U64(t_stat(s, "ssd.blocks"), 1);
+	kvt_store_destroy(s);
+	s = backlog_open(dir); /* DRAM cold: from the SSD, in the next slot */
+	T_RC(get_k(s, ns_of(s), 3), KVT_OK);
+	fprintf(stderr, "sync_fail: a failed fdatasync quarantined its segment (%s)\n",
+		io_backend);
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+}
+
 static void test_delete_backlog(void)
 {
 	delete_backlog_round(false);
@@ -3614,6 +3654,7 @@ static void test_delete_backlog(void)
 	test_delete_window();
 	test_delete_race();
 	test_delete_retry();
+	test_sync_fail();
 	if (!strcmp(io_backend, "psync")) /* the slow fdatasync needs the psync engine */
 		test_delete_sync();
 }

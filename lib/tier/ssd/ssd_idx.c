@@ -459,6 +459,13 @@ int ssd_sync_all_prio(struct ssd *s, int prio)
 			int64_t r = ssd_io_sync_prio(s, IO_FSYNC, prio, g->fd, 0, NULL, 0);
 			if (r < 0 && ret == 0)
 				ret = (int)r;
+			/* What the failed fdatasync covered may not be on the
+			 * device, and a second one would not say so (Linux
+			 * reports a writeback error to a file once): the slot
+			 * is quarantined, its blocks misses.  Left dirty-less,
+			 * the next sync skipped it and reported success. */
+			if (r < 0)
+				ssd_seg_mark_bad(s, i, (int)r);
 		}
 	}
 	pthread_mutex_unlock(&s->sync_run_lock);
