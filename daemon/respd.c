@@ -142,6 +142,7 @@ struct respd_cmd {
 struct respd_conn {
 	struct resp_arg *args;     /* parser scratch */
 	uint32_t args_cap;
+	struct resp_resume resume; /* the command at rstart, as far as parsed */
 	uint64_t args_charged;     /* of it, charged to --max-memory (respd_args) */
 	struct respd_cmd *head, *tail;
 	bool ns_ok;
@@ -1922,7 +1923,8 @@ static void respd_parse(struct kvtd_conn *c)
 		respd_pin_flow(c);
 		if (c->pin_paused)
 			return; /* the written hook or a probe's end brings us back */
-		r = resp_parse(base, c->rend - c->rstart, &lim, &pc, rc->args, rc->args_cap);
+		r = resp_parse_from(base, c->rend - c->rstart, &lim, &pc, rc->args, rc->args_cap,
+				    &rc->resume);
 		if (r == RESP_NEED_ARGS && c->state != KVTD_CS_READY &&
 		    pc.argc > RESPD_PREAUTH_ARGC) {
 			respd_proto_error(c, "NOAUTH Authentication required (too many arguments "
