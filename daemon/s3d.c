@@ -1370,8 +1370,8 @@ static void s3d_parse(struct kvtd_conn *c)
 		}
 		struct s3h_hdr hd[S3H_HDRS_MAX];
 		struct s3h_req h;
-		int r = s3h_parse((const char *)c->rbuf + c->rstart, c->rend - c->rstart,
-				  S3H_HEAD_MAX, hd, S3H_HDRS_MAX, &h);
+		int r = s3h_parse_from((const char *)c->rbuf + c->rstart, c->rend - c->rstart,
+				       S3H_HEAD_MAX, hd, S3H_HDRS_MAX, &h, &sc->head_scan);
 		if (r == S3H_NEED_MORE) {
 			if (!c->frame_start_ns)
 				c->frame_start_ns = c->loop->now_ns;

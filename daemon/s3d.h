@@ -237,6 +237,7 @@ struct s3d_req {
 struct s3d_conn {
 	struct s3d_req *head, *tail; /* in arrival order */
 	struct s3d_req *rx;        /* the request whose body is being received */
+	size_t head_scan;          /* of the head at rstart, bytes searched (s3h_parse_from) */
 	unsigned gets;             /* GetObjects listed, their answers not queued
 				    * (S3D_GETS_MAX) */
 	/* one-entry bucket cache */

@@ -191,6 +191,32 @@ static void test_http(void)
 		if (rc != HTTP_NEED_MORE)
 			T_FAIL("http prefix %zu: %d", n, rc);
 	}
+	/* read in pieces, the search carried on (http_parse_request_from) */
+	for (size_t step = 1; step <= 5; step++) {
+		size_t scan = 0, last = 0, n;
+		int rc = HTTP_NEED_MORE;
+		for (n = step; rc == HTTP_NEED_MORE; n += step) {
+			size_t m = n < len ? n : len;
+			rc = http_parse_request_from((char *)t_at_guard(req, m), m, 8192, &rq, &scan);
+			if (rc == HTTP_NEED_MORE) {
+				T_ASSERT(m < len && scan == m && scan >= last);
+				last = scan;
+			}
+		}
+		T_EQ_INT(rc, HTTP_OK);
+		T_EQ_U64(scan, 0);
+		T_EQ_U64(rq.head_len, len);
+		T_ASSERT(rq.auth_len == 10 && !memcmp(rq.auth, "Bearer tok", 10));
+	}
+	/* LF-only heads, the blank line split across reads */
+	{
+		const char *lf = "GET / HTTP/1.0\nA: b\n\n";
+		size_t scan = 0;
+		T_EQ_INT(http_parse_request_from(lf, 20, 8192, &rq, &scan), HTTP_NEED_MORE);
+		T_EQ_U64(scan, 20);
+		T_EQ_INT(http_parse_request_from(lf, 21, 8192, &rq, &scan), HTTP_OK);
+		T_EQ_U64(rq.head_len, 21);
+	}
 	T_EQ_INT(http_parse_request((char *)t_at_guard(req, len), len, 8192, &rq), HTTP_OK);
 	T_EQ_U64(rq.head_len, len);
 	T_ASSERT(rq.method_len == 3 && !memcmp(rq.method, "GET", 3));
