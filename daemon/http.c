@@ -28,12 +28,29 @@ static size_t http_head_end(const char *buf, size_t len)
 
 int http_parse_request(const char *buf, size_t len, size_t max, struct http_req *req)
 {
-	size_t end, i;
+	return http_parse_request_from(buf, len, max, req, NULL);
+}
+
+int http_parse_request_from(const char *buf, size_t len, size_t max, struct http_req *req,
+			    size_t *scan)
+{
+	size_t end, i, n = len < max ? len : max;
+	size_t from = scan && *scan <= n ? *scan : 0, back = from > 2 ? from - 2 : 0;
 
 	memset(req, 0, sizeof(*req));
-	end = http_head_end(buf, len < max ? len : max);
-	if (!end)
-		return len >= max ? HTTP_ETOOBIG : HTTP_NEED_MORE;
+	if (scan)
+		*scan = 0;
+	/* Searched before: buf[0, from), so an end whose LF is before from - 2 */
+	end = http_head_end(buf + back, n - back);
+	if (end)
+		end += back;
+	if (!end) {
+		if (len >= max)
+			return HTTP_ETOOBIG;
+		if (scan)
+			*scan = n;
+		return HTTP_NEED_MORE;
+	}
 	/* method SP target SP HTTP/1.x CRLF */
 	i = http_method_target(buf, end, &req->method, &req->method_len, &req->path,
 			       &req->path_len);

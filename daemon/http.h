@@ -34,6 +34,13 @@ struct http_req {
 /* Parse a request head from buf[0, len), at most max bytes of it. */
 int http_parse_request(const char *buf, size_t len, size_t max, struct http_req *req);
 
+/* The same for a head read in pieces: *scan (0 for a new head) is how much
+ * of buf an earlier call searched for the head's end, set to what this
+ * call searched on HTTP_NEED_MORE (0 otherwise): a head is searched once,
+ * not once a read.  buf's bytes stay the same between the calls. */
+int http_parse_request_from(const char *buf, size_t len, size_t max, struct http_req *req,
+			    size_t *scan);
+
 /*
  * The request-line start both HTTP parsers share (this one and the S3
  * listener's, s3http.c); each checks the version and line end its own way.

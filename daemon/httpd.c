@@ -44,6 +44,7 @@
 
 struct httpd_conn {
 	bool answered;
+	size_t head_scan; /* of the head, bytes searched (http_parse_request_from) */
 };
 
 static int httpd_open(struct kvtd_conn *c)
@@ -237,7 +238,8 @@ static void httpd_parse(struct kvtd_conn *c)
 	}
 	if (!c->frame_start_ns)
 		c->frame_start_ns = c->loop->now_ns;
-	rc = http_parse_request((const char *)c->rbuf + c->rstart, avail, HTTPD_HEAD_MAX, &rq);
+	rc = http_parse_request_from((const char *)c->rbuf + c->rstart, avail, HTTPD_HEAD_MAX, &rq,
+				     &hc->head_scan);
 	if (rc == HTTP_NEED_MORE)
 		return;
 	c->frame_start_ns = 0;

@@ -9,7 +9,9 @@
  *
  * Re-parsing a command that is still arriving costs one pass over its
  * headers, not its payload: bulk strings are skipped by their length, so
- * a 16 MiB SET parsed again on every read stays cheap.
+ * a 16 MiB SET parsed again on every read stays cheap.  A command of many
+ * arguments is resumed where the last read left it (resp_parse_from):
+ * its headers, 65536 of them, are not walked again on every read.
  */
 #include <stdbool.h>
 #include <string.h>
@@ -99,60 +101,108 @@ static int resp_inline(const uint8_t *buf, size_t len, const struct resp_limits 
 	return argc > args_cap ? RESP_NEED_ARGS : RESP_OK;
 }
 
-int resp_parse(const uint8_t *buf, size_t len, const struct resp_limits *lim,
-	       struct resp_cmd *cmd, struct resp_arg *args, uint32_t args_cap)
+int resp_parse_from(const uint8_t *buf, size_t len, const struct resp_limits *lim,
+		    struct resp_cmd *cmd, struct resp_arg *args, uint32_t args_cap,
+		    struct resp_resume *rs)
 {
 	size_t pos = 1;
+	uint32_t first = 0;
 	int64_t n;
 	int rc;
 
 	memset(cmd, 0, sizeof(*cmd));
 	if (len == 0) {
 		cmd->need = 1;
-		return RESP_NEED_MORE;
+		goto need_more;
 	}
-	if (buf[0] != '*')
+	if (buf[0] != '*') {
+		if (rs)
+			memset(rs, 0, sizeof(*rs));
 		return resp_inline(buf, len, lim, cmd, args, args_cap);
-	rc = resp_number(buf, len, &pos, &n);
-	if (rc != RESP_OK) {
-		cmd->need = len + 1;
-		return rc;
 	}
-	if (n < 1 || (uint64_t)n > lim->argc_max)
-		return RESP_EARGC;
-	cmd->argc = (uint32_t)n;
-	if (cmd->argc > args_cap)
-		return RESP_NEED_ARGS;
-	for (uint32_t i = 0; i < cmd->argc; i++) {
-		int64_t bl;
-		if (pos >= len) {
-			cmd->need = pos + 1;
-			return RESP_NEED_MORE;
-		}
-		if (buf[pos] != '$')
-			return RESP_EPROTO;
-		pos++;
-		rc = resp_number(buf, len, &pos, &bl);
+	if (rs && rs->pos && rs->pos <= len && rs->done < rs->argc &&
+	    rs->argc <= args_cap && rs->argc <= lim->argc_max) {
+		/* Arguments [0, done) were whole and checked in buf[0, pos). */
+		pos = (size_t)rs->pos;
+		first = rs->done;
+		cmd->argc = rs->argc;
+	} else {
+		rc = resp_number(buf, len, &pos, &n);
 		if (rc != RESP_OK) {
 			cmd->need = len + 1;
+			if (rc == RESP_NEED_MORE)
+				goto need_more;
+			goto done;
+		}
+		if (n < 1 || (uint64_t)n > lim->argc_max) {
+			rc = RESP_EARGC;
+			goto done;
+		}
+		cmd->argc = (uint32_t)n;
+		if (cmd->argc > args_cap) {
+			rc = RESP_NEED_ARGS;
+			goto done;
+		}
+	}
+	for (uint32_t i = first; i < cmd->argc; i++) {
+		size_t hdr = pos;
+		int64_t bl = 0;
+		if (pos >= len) {
+			cmd->need = pos + 1;
+			rc = RESP_NEED_MORE;
+		} else if (buf[pos] != '$') {
+			rc = RESP_EPROTO;
+		} else {
+			pos++;
+			rc = resp_number(buf, len, &pos, &bl);
+			if (rc == RESP_NEED_MORE)
+				cmd->need = len + 1;
+			else if (rc == RESP_OK && bl < 0)
+				rc = RESP_EPROTO;
+			else if (rc == RESP_OK && (uint64_t)bl > lim->bulk_max)
+				rc = RESP_EBULK;
+			else if (rc == RESP_OK && len - pos < (uint64_t)bl + 2) {
+				cmd->need = pos + (uint64_t)bl + 2;
+				rc = RESP_NEED_MORE;
+			} else if (rc == RESP_OK && (buf[pos + (size_t)bl] != '\r' ||
+						     buf[pos + (size_t)bl + 1] != '\n')) {
+				rc = RESP_EPROTO;
+			}
+		}
+		if (rc == RESP_NEED_MORE) {
+			if (rs)
+				*rs = (struct resp_resume){ hdr, cmd->argc, i };
 			return rc;
 		}
-		if (bl < 0)
-			return RESP_EPROTO;
-		if ((uint64_t)bl > lim->bulk_max)
-			return RESP_EBULK;
-		if (len - pos < (uint64_t)bl + 2) {
-			cmd->need = pos + (uint64_t)bl + 2;
-			return RESP_NEED_MORE;
-		}
-		if (buf[pos + (size_t)bl] != '\r' || buf[pos + (size_t)bl + 1] != '\n')
-			return RESP_EPROTO;
+		if (rc != RESP_OK)
+			goto done;
 		args[i].p = buf + pos;
 		args[i].len = (uint64_t)bl;
 		pos += (size_t)bl + 2;
 	}
 	cmd->len = pos;
-	return RESP_OK;
+	rc = RESP_OK;
+	if (first > 0) {
+		/* args[0, first) were set by an earlier call, into buf as it
+		 * was then: once more from the start, with every check. */
+		if (rs)
+			memset(rs, 0, sizeof(*rs));
+		return resp_parse_from(buf, len, lim, cmd, args, args_cap, NULL);
+	}
+done:
+	if (rs)
+		memset(rs, 0, sizeof(*rs));
+	return rc;
+need_more:
+	if (rs)
+		memset(rs, 0, sizeof(*rs));
+	return RESP_NEED_MORE;
+}
+
+int resp_parse(const uint8_t *buf, size_t len, const struct resp_limits *lim,
+	       struct resp_cmd *cmd, struct resp_arg *args, uint32_t args_cap)
+{
+	return resp_parse_from(buf, len, lim, cmd, args, args_cap, NULL);
 }
 
 const char *resp_strerror(int code)

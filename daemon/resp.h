@@ -59,6 +59,32 @@ struct resp_cmd {
 int resp_parse(const uint8_t *buf, size_t len, const struct resp_limits *lim,
 	       struct resp_cmd *cmd, struct resp_arg *args, uint32_t args_cap);
 
+/*
+ * Where a command still arriving was left: resp_parse_from carries on
+ * from there, so that a command of many arguments received in many reads
+ * costs one pass over its argument headers per byte received, not one
+ * per read (a command of 65536 arguments re-parsed whole on every
+ * 70-byte segment held a loop ~1 ms a read: test_hostile resp_reparse).
+ * Zeroed: start at the command's first byte.
+ */
+struct resp_resume {
+	uint64_t pos;  /* the header of the first argument not yet whole; 0: none */
+	uint32_t argc; /* the command's argument count ("*N") */
+	uint32_t done; /* arguments before pos, checked */
+};
+
+/*
+ * resp_parse, resumed at *rs when it is set.  The caller keeps buf's bytes
+ * from the command's start unchanged between the calls (they may move:
+ * pos counts from buf), and zeroes *rs when it drops them.  On
+ * RESP_NEED_MORE *rs says where this call stopped; on any other result it
+ * is zeroed.  A command completed after a resume is parsed once more from
+ * its start, so args and every check are as resp_parse's.
+ */
+int resp_parse_from(const uint8_t *buf, size_t len, const struct resp_limits *lim,
+		    struct resp_cmd *cmd, struct resp_arg *args, uint32_t args_cap,
+		    struct resp_resume *rs);
+
 const char *resp_strerror(int code);
 
 /*

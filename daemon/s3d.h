@@ -175,6 +175,7 @@ struct s3d_req {
 	EVP_MD_CTX *chunk_sha;     /* SHA-256 of the current aws-chunk */
 	EVP_MD_CTX *md5;
 	char chunk_want[65];       /* the current chunk's signature as sent */
+	bool chunk_small;          /* a signed chunk under S3D_CHUNK_MIN was sent: the last */
 	char prev_sig[65];
 	uint32_t crc32c, crc32;
 	bool want_ck[CK__COUNT];
@@ -237,6 +238,7 @@ struct s3d_req {
 struct s3d_conn {
 	struct s3d_req *head, *tail; /* in arrival order */
 	struct s3d_req *rx;        /* the request whose body is being received */
+	size_t head_scan;          /* of the head at rstart, bytes searched (s3h_parse_from) */
 	unsigned gets;             /* GetObjects listed, their answers not queued
 				    * (S3D_GETS_MAX) */
 	/* one-entry bucket cache */

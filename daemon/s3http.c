@@ -82,22 +82,37 @@ static size_t s3h_head_end(const char *buf, size_t len)
 int s3h_parse(const char *buf, size_t len, size_t max, struct s3h_hdr *hdrs, unsigned hdr_max,
 	      struct s3h_req *req)
 {
-	size_t end, i;
+	return s3h_parse_from(buf, len, max, hdrs, hdr_max, req, NULL);
+}
+
+int s3h_parse_from(const char *buf, size_t len, size_t max, struct s3h_hdr *hdrs,
+		   unsigned hdr_max, struct s3h_req *req, size_t *scan)
+{
+	size_t end, i, avail = len < max ? len : max;
+	size_t from = scan && *scan <= avail ? *scan : 0, back = from > 3 ? from - 3 : 0;
 	bool have_cl = false, have_te = false, conn_close = false, conn_keep = false;
 
 	memset(req, 0, sizeof(*req));
 	req->hdrs = hdrs;
 	req->content_length = -1;
-	end = s3h_head_end(buf, len < max ? len : max);
+	if (scan)
+		*scan = 0;
+	/* Searched before: buf[0, from), so an end starting before from - 3 */
+	end = s3h_head_end(buf + back, avail - back);
+	if (end)
+		end += back;
 	if (!end) {
 		/* A line ended by a bare LF can never complete the head: refused
 		 * now, not held until the head's timeout */
-		size_t n = len < max ? len : max;
-		for (const char *nl = memchr(buf, '\n', n); nl;
-		     nl = memchr(nl + 1, '\n', (size_t)(buf + n - nl - 1)))
+		for (const char *nl = memchr(buf + from, '\n', avail - from); nl;
+		     nl = memchr(nl + 1, '\n', (size_t)(buf + avail - nl - 1)))
 			if (nl == buf || nl[-1] != '\r')
 				return S3H_EMALFORMED;
-		return len >= max ? S3H_ETOOBIG : S3H_NEED_MORE;
+		if (len >= max)
+			return S3H_ETOOBIG;
+		if (scan)
+			*scan = avail;
+		return S3H_NEED_MORE;
 	}
 	/* method SP target SP HTTP/1.x CRLF */
 	i = http_method_target(buf, end, &req->method, &req->method_len, &req->target,

@@ -68,6 +68,18 @@ struct s3h_req {
 int s3h_parse(const char *buf, size_t len, size_t max, struct s3h_hdr *hdrs, unsigned hdr_max,
 	      struct s3h_req *req);
 
+/*
+ * s3h_parse for a head read in pieces: *scan (0 for a new head) is how much
+ * of buf an earlier call on the same head searched for its end, and is set
+ * to what this call searched when it returns S3H_NEED_MORE (0 on any other
+ * result), so that a head of 16 KiB sent a byte at a time is searched once,
+ * not once a read (a head of bare CRs: 77 us of the loop per one-byte
+ * segment, before AUTH; test_hostile_http s3_head_scan).  The caller keeps
+ * buf's bytes unchanged between the calls (they may move).
+ */
+int s3h_parse_from(const char *buf, size_t len, size_t max, struct s3h_hdr *hdrs,
+		   unsigned hdr_max, struct s3h_req *req, size_t *scan);
+
 /* The value of header name (case-insensitive), or NULL; *len its length.
  * The first one if repeated. */
 const char *s3h_header(const struct s3h_req *req, const char *name, size_t *len);

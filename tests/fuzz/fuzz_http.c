@@ -6,7 +6,9 @@
  * trap when broken: results are only the documented codes; HTTP_OK's head
  * lies within the input and within the limit, and its method, target and
  * Authorization value lie inside the head; the head alone, without what
- * follows it, parses to the same result.  Seed corpus:
+ * follows it, parses to the same result; read in pieces of 1 to 16
+ * bytes with its search carried on (http_parse_request_from), each prefix
+ * is answered as http_parse_request answers it.  Seed corpus:
  * tests/fuzz/corpus/http/.
  */
 #include <stdlib.h>
@@ -38,6 +40,25 @@ static void fuzz_check(const char *buf, size_t len, size_t max)
 	}
 }
 
+/* Growing prefixes, step bytes more each, the search carried on. */
+static void fuzz_pieces(const char *buf, size_t len, size_t max, size_t step)
+{
+	size_t scan = 0;
+
+	for (size_t n = 0;; n = n + step < len ? n + step : len) {
+		struct http_req r1, r2;
+		int c1 = http_parse_request(buf, n, max, &r1);
+		int c2 = http_parse_request_from(buf, n, max, &r2, &scan);
+		FUZZ_CHECK(c1 == c2);
+		FUZZ_CHECK(c2 == HTTP_NEED_MORE ? scan == (n < max ? n : max) : scan == 0);
+		if (c1 == HTTP_OK)
+			FUZZ_CHECK(r1.head_len == r2.head_len && r1.path == r2.path &&
+				   r1.path_len == r2.path_len && r1.auth == r2.auth);
+		if (c1 != HTTP_NEED_MORE || n == len)
+			return;
+	}
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -48,6 +69,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	memcpy(buf, data, size);
 	fuzz_check(buf, size, 8192);
 	fuzz_check(buf, size, 32);
+	fuzz_pieces(buf, size, 8192, size ? 1 + (size_t)data[0] % 16 : 1);
+	fuzz_pieces(buf, size, 32, size ? 1 + (size_t)data[0] % 16 : 1);
 	free(buf);
 	return 0;
 }

@@ -14,7 +14,11 @@
  *   - RESP_NEED_MORE's need is more than the input holds;
  *   - RESP_NEED_ARGS reports more arguments than the array had room for,
  *     and parsing again with that room gives RESP_OK or RESP_NEED_MORE or
- *     an error, never RESP_NEED_ARGS again.
+ *     an error, never RESP_NEED_ARGS again;
+ *   - resp_parse_from fed growing prefixes (a step of 1 to 16 bytes, the
+ *     input's first byte), its resume state carried from call to call as
+ *     the RESP listener does, answers each prefix as resp_parse does: the
+ *     same result, need, length, arguments.
  * Seed corpus: tests/fuzz/corpus/resp/.
  */
 #include <stdlib.h>
@@ -24,6 +28,35 @@
 #include "fuzz.h"
 
 static struct resp_arg g_args[1024];
+static struct resp_arg g_args2[1024];
+
+/* Growing prefixes of buf[0, len), step bytes more each, parsed with a
+ * resume state carried along, against parsing each prefix from scratch. */
+static void fuzz_resumed(const uint8_t *buf, size_t len, const struct resp_limits *lim,
+			 uint32_t cap, size_t step)
+{
+	struct resp_resume rs = { 0 };
+
+	for (size_t n = 0;; n = n + step < len ? n + step : len) {
+		struct resp_cmd c1, c2;
+		int r1 = resp_parse(buf, n, lim, &c1, g_args, cap);
+		int r2 = resp_parse_from(buf, n, lim, &c2, g_args2, cap, &rs);
+		FUZZ_CHECK(r1 == r2);
+		FUZZ_CHECK(r2 == RESP_NEED_MORE || rs.pos == 0);
+		if (r1 == RESP_NEED_MORE)
+			FUZZ_CHECK(c1.need == c2.need);
+		if (r1 == RESP_NEED_ARGS)
+			FUZZ_CHECK(c1.argc == c2.argc);
+		if (r1 == RESP_OK) {
+			FUZZ_CHECK(c1.len == c2.len && c1.argc == c2.argc);
+			for (uint32_t i = 0; i < c1.argc; i++)
+				FUZZ_CHECK(g_args[i].p == g_args2[i].p &&
+					   g_args[i].len == g_args2[i].len);
+		}
+		if (r1 != RESP_NEED_MORE || n == len)
+			return;
+	}
+}
 
 static int fuzz_one(const uint8_t *buf, size_t len, const struct resp_limits *lim, uint32_t cap,
 		    struct resp_cmd *cmd)
@@ -59,6 +92,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (!buf)
 		return 0;
 	memcpy(buf, data, size);
+	for (int l = 0; l < 2; l++)
+		fuzz_resumed(buf, size, &lims[l], l ? 3 : 1024, size ? 1 + data[0] % 16 : 1);
 	for (int l = 0; l < 2; l++) {
 		size_t off = 0;
 		for (int guard = 0; guard < 4096 && off < size; guard++) {

@@ -11,7 +11,9 @@
  * parameters (s3h_query, what ListObjects(V2) and ListParts read) decode
  * into a buffer exactly cap bytes long, never past it, with a result that
  * is -1, -2 or a length within cap; a value found decodes the same into a
- * larger buffer.  Seed corpus: tests/fuzz/corpus/s3http/.
+ * larger buffer.  Read in pieces with its search carried on
+ * (s3h_parse_from), each prefix of the input is answered as s3h_parse
+ * answers it.  Seed corpus: tests/fuzz/corpus/s3http/.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +44,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	memcpy(buf, data, size);
 	rc = fuzz_parse(buf, size, max, hmax, &rq, hd);
+	/* read in pieces of 1 to 16 bytes, the search carried on: each
+	 * prefix answered as s3h_parse answers it */
+	{
+		size_t scan = 0, step = size > 2 ? 1 + data[2] % 16 : 1;
+		for (size_t n = 0;; n = n + step < size ? n + step : size) {
+			struct s3h_req r1, r2;
+			int c1 = s3h_parse(buf, n, max, hd, hmax, &r1);
+			int c2 = s3h_parse_from(buf, n, max, hd, hmax, &r2, &scan);
+			FUZZ_CHECK(c1 == c2);
+			FUZZ_CHECK(c2 == S3H_NEED_MORE ? scan == (n < max ? n : max) : scan == 0);
+			if (c1 == S3H_OK)
+				FUZZ_CHECK(r1.head_len == r2.head_len && r1.hdr_count == r2.hdr_count &&
+					   r1.content_length == r2.content_length);
+			if (c1 != S3H_NEED_MORE || n == size)
+				break;
+		}
+	}
 	if (rc == S3H_OK) {
 		const char *end = buf + rq.head_len;
 		FUZZ_CHECK(rq.head_len >= 4 && rq.head_len <= size && rq.head_len <= max);

@@ -1223,27 +1223,38 @@ static void phase_resp_s3(void)
 		uint8_t ds[PROTO_DIGEST_LEN], h[128];
 		char canon[PROTO_CANON_MAX + 1];
 		struct kvt_key ko = { .len = 33 };
-		static const struct { const char *name, *stored; uint64_t len; long st; } fs[] = {
-			{ "forged-ok", "forged-ok", 5, 200 },
-			{ "forged-long", "forged-long", 4096, 404 },
-			{ "forged-short", "forged-short", 1, 404 },
-			{ "forged-wrap", "forged-wrap", UINT64_MAX - 70, 404 },
-			{ "forged-name", "forged-nam3", 5, 404 },
+		/* forged-crlf: a content type that would split the answer,
+		 * sent back as it was until 2026-12-04 (attack27): 200 with
+		 * an "x-forged: 1" header */
+		static const struct {
+			const char *name, *stored, *ctype;
+			uint64_t len;
+			long st;
+		} fs[] = {
+			{ "forged-ok", "forged-ok", "", 5, 200 },
+			{ "forged-long", "forged-long", "", 4096, 404 },
+			{ "forged-short", "forged-short", "", 1, 404 },
+			{ "forged-wrap", "forged-wrap", "", UINT64_MAX - 70, 404 },
+			{ "forged-name", "forged-nam3", "", 5, 404 },
+			{ "forged-ctype", "forged-ctype", "text/plain; charset=x", 5, 200 },
+			{ "forged-crlf", "forged-crlf", "text/plain\r\nx-forged: 1", 5, 404 },
 		};
 		T_RC(kc_register(&b, &sd, ds, canon, sizeof(canon)), KVT_OK);
 		T_ASSERT(strstr(canon, "\ntenant=bob\n") != NULL);
 		for (size_t i = 0; i < sizeof(fs) / sizeof(fs[0]); i++) {
-			size_t nl = strlen(fs[i].stored);
+			size_t nl = strlen(fs[i].stored), cl = strlen(fs[i].ctype);
 			memset(h, 0, sizeof(h));
 			memcpy(h, "KVS3", 4);
 			h[4] = 1;
 			memcpy(h + 8, &fs[i].len, 8);
 			h[28] = (uint8_t)nl;
+			h[32] = (uint8_t)cl;
 			memcpy(h + 64, fs[i].stored, nl);
-			memcpy(h + 64 + nl, "bytes", 5);
+			memcpy(h + 64 + nl, fs[i].ctype, cl);
+			memcpy(h + 64 + nl + cl, "bytes", 5);
 			ko.bytes[0] = 'o';
 			SHA256((const uint8_t *)fs[i].name, strlen(fs[i].name), ko.bytes + 1);
-			T_RC(put_bytes(&b, ds, &ko, h, 64 + nl + 5), KVT_OK);
+			T_RC(put_bytes(&b, ds, &ko, h, 64 + nl + cl + 5), KVT_OK);
 			snprintf(path, sizeof(path), "/kvb/%s", fs[i].name);
 			if (fs[i].st == 200)
 				s3_body_is("bob", path, NULL, "bytes", 5, 200);

@@ -88,6 +88,97 @@ static void test_resp(void)
 	printf("resp: ok\n");
 }
 
+/* A command fed n bytes a call to resp_parse_from, each call with its
+ * bytes at a fresh place (as a read buffer that grows): every call before
+ * the last is RESP_NEED_MORE, the last RESP_OK with the arguments of a
+ * parse in one go; the resume state moves forward only. */
+static void resp_resumed(const char *in, size_t len, size_t step, uint32_t argc,
+			 const char *const *want)
+{
+	struct resp_arg args[16];
+	struct resp_cmd cmd;
+	struct resp_resume rs = { 0 };
+	uint64_t last = 0;
+	int rc = RESP_NEED_MORE;
+
+	for (size_t n = step < len ? step : len;; n = n + step < len ? n + step : len) {
+		uint8_t *g = t_at_guard(in, n);
+		rc = resp_parse_from(g, n, &lim, &cmd, args, 16, &rs);
+		if (n == len)
+			break;
+		if (rc != RESP_NEED_MORE)
+			T_FAIL("step %zu, prefix %zu: %s", step, n, resp_strerror(rc));
+		T_ASSERT(cmd.need > n);
+		T_ASSERT(rs.pos >= last);
+		last = rs.pos;
+	}
+	T_EQ_INT(rc, RESP_OK);
+	T_EQ_U64(rs.pos, 0);
+	T_EQ_U64(cmd.len, len);
+	T_EQ_INT(cmd.argc, argc);
+	for (uint32_t i = 0; i < argc; i++) {
+		T_EQ_U64(args[i].len, strlen(want[i]));
+		T_ASSERT(memcmp(args[i].p, want[i], args[i].len) == 0);
+	}
+}
+
+static void test_resp_resume(void)
+{
+	static const char *const set[] = { "SET", "k\r\n", "a\r\nb" };
+	static const char *const mget[] = { "MGET", "a", "bb", "", "ccc", "d", "e", "f", "g", "h",
+					    "i", "j", "k", "l", "m", "n" };
+	const char *s1 = "*3\r\n$3\r\nSET\r\n$3\r\nk\r\n\r\n$4\r\na\r\nb\r\n";
+	const char *s2 = "*16\r\n$4\r\nMGET\r\n$1\r\na\r\n$2\r\nbb\r\n$0\r\n\r\n$3\r\nccc\r\n"
+			 "$1\r\nd\r\n$1\r\ne\r\n$1\r\nf\r\n$1\r\ng\r\n$1\r\nh\r\n$1\r\ni\r\n"
+			 "$1\r\nj\r\n$1\r\nk\r\n$1\r\nl\r\n$1\r\nm\r\n$1\r\nn\r\n";
+	struct resp_arg args[16];
+	struct resp_cmd cmd;
+	struct resp_resume rs = { 0 };
+
+	for (size_t step = 1; step <= strlen(s2); step++) {
+		resp_resumed(s1, strlen(s1), step, 3, set);
+		resp_resumed(s2, strlen(s2), step, 16, mget);
+	}
+	/* Where it stopped: the third argument's header, two checked. */
+	T_EQ_INT(resp_parse_from((const uint8_t *)s2, 28, &lim, &cmd, args, 16, &rs),
+		 RESP_NEED_MORE);
+	T_EQ_U64(rs.pos, 22);
+	T_EQ_INT(rs.done, 2);
+	T_EQ_INT(rs.argc, 16);
+	/* An error past the resume point is found, and zeroes the state. */
+	{
+		char bad[200];
+		memcpy(bad, s2, 30);
+		memcpy(bad + 30, "$99\r\n", 5);
+		T_EQ_INT(resp_parse_from((const uint8_t *)bad, 35, &lim, &cmd, args, 16, &rs),
+			 RESP_EBULK);
+		T_EQ_U64(rs.pos, 0);
+	}
+	/* A state that does not fit the buffer (bytes dropped without
+	 * zeroing it; fewer arguments of room) is not used: the command is
+	 * parsed from its start. */
+	rs = (struct resp_resume){ 25, 16, 2 };
+	T_EQ_INT(resp_parse_from((const uint8_t *)s1, 10, &lim, &cmd, args, 16, &rs),
+		 RESP_NEED_MORE);
+	T_EQ_U64(rs.pos, 4);
+	rs = (struct resp_resume){ 25, 16, 2 };
+	T_EQ_INT(resp_parse_from((const uint8_t *)s2, strlen(s2), &lim, &cmd, args, 8, &rs),
+		 RESP_NEED_ARGS);
+	/* A wrong state whose bytes end the command: the final parse from
+	 * the start has the last word (here the command is whole anyway). */
+	rs = (struct resp_resume){ 4, 3, 1 };
+	T_EQ_INT(resp_parse_from((const uint8_t *)s1, strlen(s1), &lim, &cmd, args, 16, &rs),
+		 RESP_OK);
+	T_EQ_INT(cmd.argc, 3);
+	T_ASSERT(args[0].len == 3 && memcmp(args[0].p, "SET", 3) == 0);
+	/* Inline commands keep no state. */
+	rs = (struct resp_resume){ 25, 16, 2 };
+	T_EQ_INT(resp_parse_from((const uint8_t *)"PING\r\n", 6, &lim, &cmd, args, 16, &rs),
+		 RESP_OK);
+	T_EQ_U64(rs.pos, 0);
+	printf("resp resume: ok\n");
+}
+
 static void test_http(void)
 {
 	const char *req = "GET /metrics?x=1 HTTP/1.1\r\nHost: h\r\nAuthorization:  Bearer tok \r\n\r\n";
@@ -99,6 +190,32 @@ static void test_http(void)
 		int rc = http_parse_request(g, n, 8192, &rq);
 		if (rc != HTTP_NEED_MORE)
 			T_FAIL("http prefix %zu: %d", n, rc);
+	}
+	/* read in pieces, the search carried on (http_parse_request_from) */
+	for (size_t step = 1; step <= 5; step++) {
+		size_t scan = 0, last = 0, n;
+		int rc = HTTP_NEED_MORE;
+		for (n = step; rc == HTTP_NEED_MORE; n += step) {
+			size_t m = n < len ? n : len;
+			rc = http_parse_request_from((char *)t_at_guard(req, m), m, 8192, &rq, &scan);
+			if (rc == HTTP_NEED_MORE) {
+				T_ASSERT(m < len && scan == m && scan >= last);
+				last = scan;
+			}
+		}
+		T_EQ_INT(rc, HTTP_OK);
+		T_EQ_U64(scan, 0);
+		T_EQ_U64(rq.head_len, len);
+		T_ASSERT(rq.auth_len == 10 && !memcmp(rq.auth, "Bearer tok", 10));
+	}
+	/* LF-only heads, the blank line split across reads */
+	{
+		const char *lf = "GET / HTTP/1.0\nA: b\n\n";
+		size_t scan = 0;
+		T_EQ_INT(http_parse_request_from(lf, 20, 8192, &rq, &scan), HTTP_NEED_MORE);
+		T_EQ_U64(scan, 20);
+		T_EQ_INT(http_parse_request_from(lf, 21, 8192, &rq, &scan), HTTP_OK);
+		T_EQ_U64(rq.head_len, 21);
 	}
 	T_EQ_INT(http_parse_request((char *)t_at_guard(req, len), len, 8192, &rq), HTTP_OK);
 	T_EQ_U64(rq.head_len, len);
@@ -120,6 +237,7 @@ static void test_http(void)
 int main(void)
 {
 	test_resp();
+	test_resp_resume();
 	test_http();
 	return 0;
 }

@@ -77,6 +77,35 @@ static void test_head(void)
 		T_EQ_INT(s3h_parse(g, n, S3H_HEAD_MAX, hd, S3H_HDRS_MAX, &rq), S3H_NEED_MORE);
 		munmap(map, span);
 	}
+	/* the head read in pieces of 1 to 7 bytes, each piece at a new place,
+	 * the search carried on (s3h_parse_from): need more until the head is
+	 * whole, then the same head; a bare LF in a later piece still refused */
+	for (size_t step = 1; step <= 7; step++) {
+		static const char lfh[] = "GET / HTTP/1.1\r\nA: b\r\nC: d\nE: f\r\n\r\n";
+		size_t scan = 0, n, last = 0, span;
+		int rc = S3H_NEED_MORE;
+		for (n = step; rc == S3H_NEED_MORE; n += step) {
+			size_t m = n < strlen(h) ? n : strlen(h);
+			g = guarded(h, m, &map, &span);
+			rc = s3h_parse_from(g, m, S3H_HEAD_MAX, hd, S3H_HDRS_MAX, &rq, &scan);
+			munmap(map, span);
+			if (rc == S3H_NEED_MORE) {
+				T_ASSERT(m < hl && scan == m && scan >= last);
+				last = scan;
+			}
+		}
+		T_EQ_INT(rc, S3H_OK);
+		T_EQ_U64(scan, 0);
+		T_EQ_U64(rq.head_len, hl);
+		T_EQ_INT((int)rq.content_length, 11);
+		T_EQ_INT((int)rq.hdr_count, 4);
+		scan = 0;
+		rc = S3H_NEED_MORE;
+		for (n = step; rc == S3H_NEED_MORE && n < sizeof(lfh) - 1 + step; n += step)
+			rc = s3h_parse_from(lfh, n < sizeof(lfh) - 1 ? n : sizeof(lfh) - 1,
+					    S3H_HEAD_MAX, hd, S3H_HDRS_MAX, &rq, &scan);
+		T_EQ_INT(rc, S3H_EMALFORMED);
+	}
 	/* limits */
 	T_EQ_INT(s3h_parse(h, strlen(h), 20, hd, S3H_HDRS_MAX, &rq), S3H_ETOOBIG);
 	T_EQ_INT(s3h_parse(h, strlen(h), S3H_HEAD_MAX, hd, 2, &rq), S3H_ETOOMANY);
