@@ -1091,6 +1091,11 @@ void kvtd_in_release(struct kvtd_conn *c);
  * is one): as many as a tenant's native items.  The first of an
  * iteration is always taken. */
 #define KVTD_WORK_ITER 4096u
+/* May a piece of such work of `units` go now (loop.c "Work on the
+ * loop")?  1: yes, counted; 0: later(arg) runs on loop in a later
+ * iteration; -ESHUTDOWN: the loop is stopping and the iteration's units
+ * are spent (nothing deferred: the caller does it now, or fails it). */
+int kvtd_work_turn(struct kvtd_loop *loop, uint64_t units, void (*later)(void *), void *arg);
 bool kvtd_conn_parse_budget(struct kvtd_conn *c, uint32_t items);
 /* What a frame turned out to cost once answered, counted as that many
  * items against c's and its tenant's budgets of this iteration (a STATS

@@ -706,18 +706,12 @@ static void respd_step(struct respd_cmd *cmd);
  * parse budget (respd_parse), and a command of more than one window goes
  * to the store a window (RESPD_PROBE_WINDOW keys) at a time, the loop's
  * windows of such commands counted in its work units with S3's
- * (KVTD_WORK_ITER an iteration, the first always): past them the command
- * waits for a later iteration through the aux thread's mailbox (which
- * does nothing with it, as S3's work: s3ops.c "Work on the loop"),
- * other connections served between (server.work_deferred).  A command of
- * one window (a GET, a SET, an MGET of 64 keys) is not held back: the
- * parse budget bounds those.
+ * (loop.c kvtd_work_turn: KVTD_WORK_ITER an iteration, the first always):
+ * past them the command waits for a later iteration through the aux
+ * thread's mailbox, other connections served between
+ * (server.work_deferred).  A command of one window (a GET, a SET, an MGET
+ * of 64 keys) is not held back: the parse budget bounds those.
  */
-static void respd_nothing(void *arg)
-{
-	(void)arg;
-}
-
 static void respd_resume(void *arg)
 {
 	respd_step(arg);
@@ -727,28 +721,9 @@ static void respd_resume(void *arg)
  * in a later iteration (respd_resume). */
 static bool respd_work_turn(struct respd_cmd *cmd, uint32_t w)
 {
-	struct kvtd_loop *loop = cmd->conn->loop;
-	/* back at once: the mailbox had no memory (kvtd_aux_submit) */
-	bool inline_back = loop->work_inline;
-
-	loop->work_inline = false;
-	/* (stopping: the aux thread may be gone, and nothing waits for the
-	 * loop; the rest is done now) */
-	if (cmd->n <= RESPD_PROBE_WINDOW || loop->stopping)
-		return true;
-	if (loop->work_iter != loop->iter) {
-		loop->work_iter = loop->iter;
-		loop->work_units = 0;
-	}
-	if (loop->work_units && loop->work_units + w > KVTD_WORK_ITER && !inline_back) {
-		KVTD_COUNT(loop->srv, work_deferred, 1);
-		loop->work_inline = true;
-		kvtd_aux_submit(loop, respd_nothing, respd_resume, cmd);
-		loop->work_inline = false;
-		return false;
-	}
-	loop->work_units += w;
-	return true;
+	/* (stopping: the rest is done now -- kvtd_work_turn -ESHUTDOWN) */
+	return cmd->n <= RESPD_PROBE_WINDOW ||
+	       kvtd_work_turn(cmd->conn->loop, w, respd_resume, cmd) != 0;
 }
 
 /*
