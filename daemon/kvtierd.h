@@ -1066,6 +1066,15 @@ uint64_t kvtd_in_share(const struct kvtd_server *srv, const struct kvtd_tstat *t
  * others (nothing taken).  t NULL, or shares off: true, nothing held. */
 bool kvtd_in_hold(struct kvtd_conn *c, struct kvtd_tstat *t, uint64_t n);
 void kvtd_in_release(struct kvtd_conn *c);
+/* Charge n bytes of a request (a native frame, a RESP command) that
+ * already holds mine of them: to --max-memory, and to tenant t's input
+ * (t->in_charged, with its in_hold bytes), held to t's share
+ * (KVTD_IN_TENANT_MAX) except for a request alone (t holds no more than
+ * mine).  0, or nothing charged: -EDQUOT past the share, -ENOBUFS past the
+ * budget; force: neither check.  kvtd_in_uncharge gives n back. */
+int kvtd_in_charge(struct kvtd_server *srv, struct kvtd_tstat *t, uint64_t mine, uint64_t n,
+		   bool force);
+void kvtd_in_uncharge(struct kvtd_server *srv, struct kvtd_tstat *t, uint64_t n);
 /* Frames a connection may take in one loop iteration: past it, what it
  * has buffered waits for the next one (kvtd_conn_parse_budget false, then
  * kvtd_conn_defer), after the other connections' events.  A pipeline of

@@ -174,6 +174,31 @@ bool kvtd_in_hold(struct kvtd_conn *c, struct kvtd_tstat *t, uint64_t n)
 	return true;
 }
 
+int kvtd_in_charge(struct kvtd_server *srv, struct kvtd_tstat *t, uint64_t mine, uint64_t n,
+		   bool force)
+{
+	uint64_t held = 0, cap;
+
+	if (n == 0)
+		return 0;
+	cap = force ? 0 : kvtd_in_share(srv, t, &held);
+	/* a tenant holding nothing but this request makes progress */
+	if (cap && held > mine && held + n > cap)
+		return -EDQUOT;
+	if (!kvtd_mem_charge(srv, n, force))
+		return -ENOBUFS;
+	if (t)
+		atomic_fetch_add_explicit(&t->in_charged, n, memory_order_relaxed);
+	return 0;
+}
+
+void kvtd_in_uncharge(struct kvtd_server *srv, struct kvtd_tstat *t, uint64_t n)
+{
+	kvtd_mem_uncharge(srv, n);
+	if (t && n)
+		atomic_fetch_sub_explicit(&t->in_charged, n, memory_order_relaxed);
+}
+
 void kvtd_in_release(struct kvtd_conn *c)
 {
 	c->tbl_want = 0;
