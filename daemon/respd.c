@@ -113,7 +113,7 @@ struct respd_cmd {
 	struct respd_item *items;  /* owned: icap of them, one window ("Windows") */
 	uint32_t icap;
 	uint32_t n;                /* requests of the phase, all windows */
-	uint32_t probed;           /* of them submitted (respd_probe_next, respd_write_next) */
+	uint32_t probed;           /* of them submitted (respd_windows_next) */
 	uint32_t settled;          /* of them back and looked at (respd_settle) */
 	uint32_t probe_ns;         /* the namespace of its keys */
 	uint64_t probe_bytes;      /* MGET: the bytes its probes pinned */
@@ -833,7 +833,7 @@ static void respd_probe(struct respd_cmd *cmd, uint32_t ns, uint32_t first, uint
 	cmd->probe_ns = ns;
 	respd_of(cmd->conn)->probing++;
 	/* An MGET's, EXISTS's or DEL's keys go a window at a time, each
-	 * window's items made as it goes (respd_probe_next, from respd_step;
+	 * window's items made as it goes (respd_windows_next, from respd_step;
 	 * the keys are arguments 1 to argc - 1) */
 	if (cmd->kind == RK_MGET || cmd->kind == RK_EXISTS || cmd->kind == RK_DEL) {
 		cmd->probed = cmd->settled = 0;
@@ -910,7 +910,7 @@ static void respd_write(struct respd_cmd *cmd, uint32_t ns)
 	cmd->probe_ns = ns;
 	cmd->n = n;
 	cmd->phase = RP_WRITE;
-	cmd->probed = cmd->settled = 0; /* a window at a time: respd_write_next */
+	cmd->probed = cmd->settled = 0; /* a window at a time: respd_windows_next */
 	cmd->cursor = 0;
 	cmd->count = 0;
 	respd_windowed(cmd);
@@ -1018,55 +1018,39 @@ static bool respd_settle(struct respd_cmd *cmd)
 	return true;
 }
 
-/* The write phase's next windows (an MSET's pairs stay together: the
- * window is even; a DEL's deletes are of the keys found).  true:
- * requests in flight, or the command waits for a later iteration. */
-static bool respd_write_next(struct respd_cmd *cmd)
+/* Make a window of w items from the phase's request from: a probe (a
+ * pinned get) of each key; a write phase's DELETE of each key a DEL found
+ * (keyst), or SET's and MSET's (DELETE, PUT) of each pair (the window is
+ * even: a pair's two stay together). */
+static void respd_window_make(struct respd_cmd *cmd, uint32_t from, uint32_t w)
 {
-	bool pairs = cmd->kind == RK_SET || cmd->kind == RK_MSET;
-
-	if (cmd->kind == RK_FLUSH)
-		return false;
-	for (;;) {
-		uint32_t from = cmd->probed, w = cmd->n - from;
-		respd_settle(cmd);
-		if (w == 0)
-			return false;
-		if (w > RESPD_PROBE_WINDOW)
-			w = RESPD_PROBE_WINDOW;
-		if (!respd_work_turn(cmd, w))
-			return true;
-		for (uint32_t j = 0; j < w; j++) {
-			struct respd_item *it = &cmd->items[j];
-			uint32_t i = from + j, k = 1 + 2 * (i / 2);
-			if (cmd->kind == RK_DEL) {
-				while (!(cmd->keyst[cmd->cursor] & RESPD_K_PRESENT))
-					cmd->cursor++;
-				respd_item_init(cmd, it, KVT_OP_DELETE, cmd->probe_ns,
-						1 + cmd->cursor);
-				it->live = cmd->keyst[cmd->cursor++] & RESPD_K_LIVE;
-			} else if (pairs && i % 2 == 0) {
-				/* SET, MSET: (DELETE, PUT) of each pair */
-				respd_item_init(cmd, it, KVT_OP_DELETE, cmd->probe_ns, k);
-			} else {
-				respd_item_put(cmd, it, cmd->probe_ns, k, k + 1);
-			}
+	for (uint32_t j = 0; j < w; j++) {
+		struct respd_item *it = &cmd->items[j];
+		uint32_t i = from + j, k = 1 + 2 * (i / 2);
+		if (cmd->phase == RP_PROBE) {
+			respd_item_init(cmd, it, KVT_OP_GET_PINNED, cmd->probe_ns, 1 + i);
+		} else if (cmd->kind == RK_DEL) {
+			while (!(cmd->keyst[cmd->cursor] & RESPD_K_PRESENT))
+				cmd->cursor++;
+			respd_item_init(cmd, it, KVT_OP_DELETE, cmd->probe_ns, 1 + cmd->cursor);
+			it->live = cmd->keyst[cmd->cursor++] & RESPD_K_LIVE;
+		} else if (i % 2 == 0) {
+			respd_item_init(cmd, it, KVT_OP_DELETE, cmd->probe_ns, k);
+		} else {
+			respd_item_put(cmd, it, cmd->probe_ns, k, k + 1);
 		}
-		if (respd_submit_window(cmd, w))
-			return true;
 	}
 }
 
 /*
- * The probes of an MGET, EXISTS or DEL so far are back: settle the last
- * window, then probe the next one.  true: the probe phase goes on
- * (requests in flight, the command waits for a later iteration, or it
- * was refused).
+ * The windows of a phase (an MGET's, EXISTS's or DEL's probes; a SET's,
+ * MSET's or DEL's writes): settle the last window back, then make and
+ * submit the next.  true: the phase goes on (requests in flight, the
+ * command waits for a later iteration, or it was refused); false: every
+ * window settled.
  */
-static bool respd_probe_next(struct respd_cmd *cmd)
+static bool respd_windows_next(struct respd_cmd *cmd)
 {
-	if (cmd->kind != RK_MGET && cmd->kind != RK_EXISTS && cmd->kind != RK_DEL)
-		return false;
 	for (;;) {
 		uint32_t from = cmd->probed, w = cmd->n - from;
 		if (!respd_settle(cmd))
@@ -1077,9 +1061,7 @@ static bool respd_probe_next(struct respd_cmd *cmd)
 			w = RESPD_PROBE_WINDOW;
 		if (!respd_work_turn(cmd, w))
 			return true;
-		for (uint32_t j = 0; j < w; j++)
-			respd_item_init(cmd, &cmd->items[j], KVT_OP_GET_PINNED, cmd->probe_ns,
-					1 + from + j);
+		respd_window_make(cmd, from, w);
 		if (respd_submit_window(cmd, w))
 			return true;
 	}
@@ -1152,7 +1134,8 @@ static void respd_step(struct respd_cmd *cmd)
 	}
 	if (cmd->phase == RP_PROBE) {
 		uint64_t vlen = 0;
-		if (respd_probe_next(cmd))
+		if ((cmd->kind == RK_MGET || cmd->kind == RK_EXISTS || cmd->kind == RK_DEL) &&
+		    respd_windows_next(cmd))
 			return;
 		respd_of(cmd->conn)->probing--;
 		respd_pin_flow(cmd->conn); /* reading may go on */
@@ -1204,7 +1187,7 @@ static void respd_step(struct respd_cmd *cmd)
 		return;
 	}
 	/* RP_WRITE */
-	if (respd_write_next(cmd))
+	if (cmd->kind != RK_FLUSH && respd_windows_next(cmd))
 		return;
 	if (cmd->kind == RK_DEL) {
 		if (cmd->removed && respd_sync(cmd, cmd->count))
