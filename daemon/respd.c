@@ -1882,26 +1882,33 @@ static void respd_args_release(struct kvtd_conn *c, struct respd_conn *rc)
 	rc->args_charged = 0;
 }
 
-/* A command answered the error msg without running (nothing charged):
- * queued in order; quit: the connection closes after it. */
-static void respd_error_cmd(struct kvtd_conn *c, const char *msg, bool quit)
+/* cmd, parsed on c, at the end of its list: answered in order. */
+static void respd_cmd_append(struct kvtd_conn *c, struct respd_cmd *cmd)
 {
-	struct respd_cmd *cmd = calloc(1, sizeof(*cmd));
 	struct respd_conn *rc = respd_of(c);
 
-	if (!cmd) {
-		if (!c->no_more_input)
-			kvtd_conn_stop_input(c);
-		return;
-	}
 	cmd->conn = c;
-	cmd->quit = quit;
 	c->inflight++;
 	if (rc->tail)
 		rc->tail->next = cmd;
 	else
 		rc->head = cmd;
 	rc->tail = cmd;
+}
+
+/* A command answered the error msg without running (nothing charged):
+ * queued in order; quit: the connection closes after it. */
+static void respd_error_cmd(struct kvtd_conn *c, const char *msg, bool quit)
+{
+	struct respd_cmd *cmd = calloc(1, sizeof(*cmd));
+
+	if (!cmd) {
+		if (!c->no_more_input)
+			kvtd_conn_stop_input(c);
+		return;
+	}
+	cmd->quit = quit;
+	respd_cmd_append(c, cmd);
 	respd_simple(cmd, '-', msg);
 	respd_finish(cmd);
 }
@@ -2094,15 +2101,9 @@ static void respd_parse(struct kvtd_conn *c)
 						  memory_order_relaxed);
 		respd_args_release(c, rc);
 		cmd->argc = pc.argc;
-		cmd->conn = c;
 		cmd->start_ns = kvtd_now_ns();
-		c->inflight++;
 		c->frames++;
-		if (rc->tail)
-			rc->tail->next = cmd;
-		else
-			rc->head = cmd;
-		rc->tail = cmd;
+		respd_cmd_append(c, cmd);
 		{
 			struct kvtd_tstat *t = kvtd_tstat_of(c);
 			if (t) {
