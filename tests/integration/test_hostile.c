@@ -3206,10 +3206,10 @@ static void phase_resp_tenant_items(void)
 	/* the DRAM tier (alice's MSETs fill it) and the budget, which
 	 * alice's commands, read buffers and replies fill, with what the
 	 * store holds for her 24 MSETs of the same 32767 keys
-	 * (mem.meta_bytes 13-24 MB) and the allocator's fragments: +36-63
-	 * MiB in release, 2 runs of 12 +131 and +161 (not explained:
-	 * security.md); +65-117 under ASan.  What bounds alice is the
-	 * budget: asserted below */
+	 * (mem.meta_bytes 2-43 MB) and the allocator's fragments: +36-71
+	 * MiB in release, some runs +119 to +161, with the evictions to
+	 * SSD her MSETs cause (security.md); +65-117 under ASan.  What
+	 * bounds alice is the budget: asserted below */
 	grew = rss_end((16u << 20) + RT_RSS_X * MAX_MEMORY);
 	for (unsigned i = 0; i < RT_CONNS; i++)
 		close(fds[i]);
