@@ -1066,6 +1066,15 @@ uint64_t kvtd_in_share(const struct kvtd_server *srv, const struct kvtd_tstat *t
  * others (nothing taken).  t NULL, or shares off: true, nothing held. */
 bool kvtd_in_hold(struct kvtd_conn *c, struct kvtd_tstat *t, uint64_t n);
 void kvtd_in_release(struct kvtd_conn *c);
+/* Charge n bytes of a request (a native frame, a RESP command) that
+ * already holds mine of them: to --max-memory, and to tenant t's input
+ * (t->in_charged, with its in_hold bytes), held to t's share
+ * (KVTD_IN_TENANT_MAX) except for a request alone (t holds no more than
+ * mine).  0, or nothing charged: -EDQUOT past the share, -ENOBUFS past the
+ * budget; force: neither check.  kvtd_in_uncharge gives n back. */
+int kvtd_in_charge(struct kvtd_server *srv, struct kvtd_tstat *t, uint64_t mine, uint64_t n,
+		   bool force);
+void kvtd_in_uncharge(struct kvtd_server *srv, struct kvtd_tstat *t, uint64_t n);
 /* Frames a connection may take in one loop iteration: past it, what it
  * has buffered waits for the next one (kvtd_conn_parse_budget false, then
  * kvtd_conn_defer), after the other connections' events.  A pipeline of
@@ -1091,6 +1100,11 @@ void kvtd_in_release(struct kvtd_conn *c);
  * is one): as many as a tenant's native items.  The first of an
  * iteration is always taken. */
 #define KVTD_WORK_ITER 4096u
+/* May a piece of such work of `units` go now (loop.c "Work on the
+ * loop")?  1: yes, counted; 0: later(arg) runs on loop in a later
+ * iteration; -ESHUTDOWN: the loop is stopping and the iteration's units
+ * are spent (nothing deferred: the caller does it now, or fails it). */
+int kvtd_work_turn(struct kvtd_loop *loop, uint64_t units, void (*later)(void *), void *arg);
 bool kvtd_conn_parse_budget(struct kvtd_conn *c, uint32_t items);
 /* What a frame turned out to cost once answered, counted as that many
  * items against c's and its tenant's budgets of this iteration (a STATS

@@ -174,6 +174,31 @@ bool kvtd_in_hold(struct kvtd_conn *c, struct kvtd_tstat *t, uint64_t n)
 	return true;
 }
 
+int kvtd_in_charge(struct kvtd_server *srv, struct kvtd_tstat *t, uint64_t mine, uint64_t n,
+		   bool force)
+{
+	uint64_t held = 0, cap;
+
+	if (n == 0)
+		return 0;
+	cap = force ? 0 : kvtd_in_share(srv, t, &held);
+	/* a tenant holding nothing but this request makes progress */
+	if (cap && held > mine && held + n > cap)
+		return -EDQUOT;
+	if (!kvtd_mem_charge(srv, n, force))
+		return -ENOBUFS;
+	if (t)
+		atomic_fetch_add_explicit(&t->in_charged, n, memory_order_relaxed);
+	return 0;
+}
+
+void kvtd_in_uncharge(struct kvtd_server *srv, struct kvtd_tstat *t, uint64_t n)
+{
+	kvtd_mem_uncharge(srv, n);
+	if (t && n)
+		atomic_fetch_sub_explicit(&t->in_charged, n, memory_order_relaxed);
+}
+
 void kvtd_in_release(struct kvtd_conn *c)
 {
 	c->tbl_want = 0;
@@ -1877,4 +1902,46 @@ void kvtd_aux_submit_walk(struct kvtd_loop *loop, void (*run)(void *), void (*do
 			  void *arg)
 {
 	loop_aux_submit(loop, run, done, arg, true);
+}
+
+/*
+ * Work on the loop beyond a request's parse (S3's assembling and XML,
+ * s3ops.c "Work on the loop"; RESP's windows of keys, respd.c "Keys a
+ * loop iteration"): a loop does at most KVTD_WORK_ITER units of it an
+ * iteration, each piece counted as its units plus one, the first piece of
+ * an iteration always taken.  A piece past them waits for a later
+ * iteration through the aux thread's mailbox, which runs nothing for it
+ * (loop_work_nothing), other connections served between
+ * (server.work_deferred).  work_inline: the mailbox had no memory and
+ * handed the piece back at once (loop_aux_submit), so it goes now rather
+ * than around again.
+ */
+static void loop_work_nothing(void *arg)
+{
+	(void)arg;
+}
+
+int kvtd_work_turn(struct kvtd_loop *loop, uint64_t units, void (*later)(void *), void *arg)
+{
+	bool inline_back = loop->work_inline;
+
+	loop->work_inline = false;
+	if (loop->work_iter != loop->iter) {
+		loop->work_iter = loop->iter;
+		loop->work_units = 0;
+	}
+	if (loop->work_units && loop->work_units + units > KVTD_WORK_ITER && !inline_back) {
+		KVTD_COUNT(loop->srv, work_deferred, 1);
+		/* (stopping: the aux thread may be gone, and nothing waits
+		 * for the loop) */
+		if (loop->stopping)
+			return -ESHUTDOWN;
+		/* (arg may be freed when this returns) */
+		loop->work_inline = true;
+		kvtd_aux_submit(loop, loop_work_nothing, later, arg);
+		loop->work_inline = false;
+		return 0;
+	}
+	loop->work_units += units + 1;
+	return 1;
 }

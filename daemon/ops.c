@@ -96,29 +96,17 @@ struct kvtd_frame *kvtd_frame_new(struct kvtd_conn *c, uint8_t *hdr, uint64_t hd
  */
 int kvtd_frame_charge(struct kvtd_frame *fr, uint64_t n, bool force)
 {
-	struct kvtd_server *srv = ops_srv(fr);
-	struct kvtd_tstat *t = fr->tstat;
-	uint64_t held = 0, cap;
+	int rc = kvtd_in_charge(ops_srv(fr), fr->tstat, fr->mem_charged, n, force);
 
-	if (n == 0)
-		return 0;
-	cap = force ? 0 : kvtd_in_share(srv, t, &held);
-	if (cap && held > fr->mem_charged && held + n > cap)
-		return -EDQUOT;
-	if (!kvtd_mem_charge(srv, n, force))
-		return -ENOBUFS;
-	fr->mem_charged += n;
-	if (t)
-		atomic_fetch_add_explicit(&t->in_charged, n, memory_order_relaxed);
-	return 0;
+	if (rc == 0)
+		fr->mem_charged += n;
+	return rc;
 }
 
 void kvtd_frame_uncharge(struct kvtd_frame *fr, uint64_t n)
 {
-	kvtd_mem_uncharge(ops_srv(fr), n);
+	kvtd_in_uncharge(ops_srv(fr), fr->tstat, n);
 	fr->mem_charged -= n;
-	if (fr->tstat)
-		atomic_fetch_sub_explicit(&fr->tstat->in_charged, n, memory_order_relaxed);
 }
 
 void kvtd_frame_set_data(struct kvtd_frame *fr, uint8_t *data)

@@ -76,6 +76,8 @@ enum respd_kind {
 
 enum { RP_PROBE = 1, RP_WRITE, RP_SYNC, RP_DONE };
 
+enum { RESPD_K_PRESENT = 1, RESPD_K_LIVE = 2 }; /* respd_cmd.keyst */
+
 struct respd_cmd;
 
 /* One library request of a command. */
@@ -87,8 +89,6 @@ struct respd_item {
 	bool pinned;               /* req.pin held */
 	bool live;                 /* probe: present, same key, not expired */
 	bool present;              /* probe: a block exists under the kvtier key */
-	bool checked;              /* probe: live and present set, looked at for a lazy
-				    * expiry; pin released (EXISTS, DEL) or kept (MGET) */
 	uint8_t hdr[RESPD_HDR_LEN];
 	struct iovec iov[3];       /* PUT: header, key, value */
 };
@@ -103,18 +103,26 @@ struct respd_cmd {
 	struct respd_cmd *next;
 	struct kvtd_conn *conn;
 	uint8_t *raw;              /* owned: the command's bytes */
-	uint64_t raw_charged;      /* of them, charged to --max-memory */
+	uint64_t raw_charged;      /* charged to --max-memory and its tenant's input
+				    * (tstat; respd_charge): bytes, arguments, items */
+	struct kvtd_tstat *tstat;  /* its tenant (NULL before AUTH) */
 	struct resp_arg *argv;     /* owned: argc args into raw */
 	uint32_t argc;
 	int kind, phase;
 	uint32_t pending;          /* requests in flight */
-	struct respd_item *items;  /* owned */
-	uint32_t n;
-	uint32_t probed;           /* MGET, EXISTS, DEL: items submitted (respd_probe_next);
-				    * RP_WRITE: the same (respd_write_next) */
-	uint32_t settled;          /* probes counted or checked (respd_probe_next) */
-	uint32_t probe_ns;         /* MGET, EXISTS, DEL: the namespace of the probes */
-	uint64_t probe_bytes;      /* ... and the bytes their pins hold */
+	struct respd_item *items;  /* owned: icap of them, one window ("Windows") */
+	uint32_t icap;
+	uint32_t n;                /* requests of the phase, all windows */
+	uint32_t probed;           /* of them submitted (respd_windows_next) */
+	uint32_t settled;          /* of them back and looked at (respd_settle) */
+	uint32_t probe_ns;         /* the namespace of its keys */
+	uint64_t probe_bytes;      /* MGET: the bytes its probes pinned */
+	uint8_t *keyst;            /* owned, DEL: RESPD_K_* of each key, probed */
+	uint32_t cursor;           /* DEL's write: the next key of keyst to look at */
+	int64_t count;             /* EXISTS, DEL: live keys (deleted: DEL) */
+	bool removed;              /* DEL: a delete removed a block */
+	bool raced;                /* SET, MSET: a put raced (top of the file) */
+	int werr;                  /* SET, MSET: a put's first error */
 	uint64_t start_ns;
 	int tier;                  /* the slowest tier that served one of its
 				    * requests (enum kvt_tier): its latency's label */
@@ -314,20 +322,35 @@ static void respd_cmd_free(struct kvtd_server *srv, struct respd_cmd *cmd)
 {
 	if (cmd->pin_held && cmd->conn && cmd->conn->alt)
 		respd_of(cmd->conn)->pin_held -= cmd->pin_held;
-	for (uint32_t i = 0; i < cmd->n; i++)
+	for (uint32_t i = 0; i < cmd->icap; i++)
 		if (cmd->items[i].pinned)
 			kvt_pin_release(srv->store, cmd->items[i].req.pin);
 	for (unsigned i = 0; i < cmd->npin; i++)
 		kvt_pin_release(srv->store, cmd->pins[i]);
 	free(cmd->pins);
 	free(cmd->items);
+	free(cmd->keyst);
 	free(cmd->segs);
 	free(cmd->text);
 	free(cmd->argv);
 	free(cmd->raw);
-	kvtd_mem_uncharge(srv, cmd->raw_charged);
+	kvtd_in_uncharge(srv, cmd->tstat, cmd->raw_charged);
 	kvtd_clear_release(cmd->clear_slot);
 	free(cmd);
+}
+
+/* Drop the reply built so far (its pins released), for an error. */
+static void respd_reply_drop(struct kvtd_server *srv, struct respd_cmd *cmd)
+{
+	for (unsigned i = 0; i < cmd->npin; i++)
+		kvt_pin_release(srv->store, cmd->pins[i]);
+	cmd->npin = 0;
+	cmd->nseg = 0;
+	cmd->tlen = 0;
+	cmd->oom = false;
+	if (cmd->pin_held && cmd->conn->alt)
+		respd_of(cmd->conn)->pin_held -= cmd->pin_held;
+	cmd->pin_held = 0;
 }
 
 /* The reply of a finished command into an output entry (or NULL). */
@@ -337,12 +360,7 @@ static struct kvtd_out *respd_out(struct kvtd_server *srv, struct respd_cmd *cmd
 
 	if (cmd->oom) {
 		/* Drop whatever was built: a short error instead. */
-		for (unsigned i = 0; i < cmd->npin; i++)
-			kvt_pin_release(srv->store, cmd->pins[i]);
-		cmd->npin = 0;
-		cmd->nseg = 0;
-		cmd->tlen = 0;
-		cmd->oom = false;
+		respd_reply_drop(srv, cmd);
 		respd_simple(cmd, '-', "ERR server out of memory");
 		if (cmd->oom)
 			return NULL;
@@ -394,8 +412,9 @@ static struct kvtd_out *respd_out(struct kvtd_server *srv, struct respd_cmd *cmd
  * answering in chunks as native GETs do, a connection whose queued
  * answers pin past KVTD_PIN_CONN_MAX (or whose tenant's pass
  * KVTD_PIN_TENANT_MAX) is not read until its own drain (the written
- * hook), counted in pin_deferred; pins held by finished commands whose
- * replies wait for earlier ones count too (pin_held), so parsing stops
+ * hook), counted in pin_deferred; pins held by commands whose replies
+ * are not queued yet count too (pin_held: an MGET's as its windows
+ * settle, a finished command's waiting for earlier ones), so parsing stops
  * at the cap; and at most RESPD_PROBE_MAX commands of a connection have
  * their pinned probes in the store at once (their sizes are known only
  * once pinned).  A pipeline of GETs left unread pinned DRAM without bound
@@ -403,7 +422,7 @@ static struct kvtd_out *respd_out(struct kvtd_server *srv, struct respd_cmd *cmd
  * once they pin KVTD_PIN_CONN_MAX: it is answered with an error instead
  * (respd_mget_refuse); all of its keys were pinned at once before.  EXISTS
  * and DEL probe theirs a window at a time too, each window checked and
- * released before the next (respd_probe_next): they pinned every key at
+ * released before the next (respd_settle): they pinned every key at
  * once, up to 65535 blocks no put could evict while the probes lasted.
  */
 static void respd_pin_flow(struct kvtd_conn *c)
@@ -707,18 +726,13 @@ static void respd_step(struct respd_cmd *cmd);
  * parse budget (respd_parse), and a command of more than one window goes
  * to the store a window (RESPD_PROBE_WINDOW keys) at a time, the loop's
  * windows of such commands counted in its work units with S3's
- * (KVTD_WORK_ITER an iteration, the first always): past them the command
- * waits for a later iteration through the aux thread's mailbox (which
- * does nothing with it, as S3's work: s3ops.c "Work on the loop"),
- * other connections served between (server.work_deferred).  A command of
+ * (loop.c kvtd_work_turn: KVTD_WORK_ITER an iteration, the first always):
+ * past them the command waits for a later iteration through the aux
+ * thread's mailbox, other connections served between
+ * (server.work_deferred).  A command of
  * one window (a GET, a SET, an MGET of 64 keys) is not held back: the
  * parse budget bounds those.
  */
-static void respd_nothing(void *arg)
-{
-	(void)arg;
-}
-
 static void respd_resume(void *arg)
 {
 	respd_step(arg);
@@ -728,28 +742,9 @@ static void respd_resume(void *arg)
  * in a later iteration (respd_resume). */
 static bool respd_work_turn(struct respd_cmd *cmd, uint32_t w)
 {
-	struct kvtd_loop *loop = cmd->conn->loop;
-	/* back at once: the mailbox had no memory (kvtd_aux_submit) */
-	bool inline_back = loop->work_inline;
-
-	loop->work_inline = false;
-	/* (stopping: the aux thread may be gone, and nothing waits for the
-	 * loop; the rest is done now) */
-	if (cmd->n <= RESPD_PROBE_WINDOW || loop->stopping)
-		return true;
-	if (loop->work_iter != loop->iter) {
-		loop->work_iter = loop->iter;
-		loop->work_units = 0;
-	}
-	if (loop->work_units && loop->work_units + w > KVTD_WORK_ITER && !inline_back) {
-		KVTD_COUNT(loop->srv, work_deferred, 1);
-		loop->work_inline = true;
-		kvtd_aux_submit(loop, respd_nothing, respd_resume, cmd);
-		loop->work_inline = false;
-		return false;
-	}
-	loop->work_units += w;
-	return true;
+	/* (stopping: the rest is done now -- kvtd_work_turn -ESHUTDOWN) */
+	return cmd->n <= RESPD_PROBE_WINDOW ||
+	       kvtd_work_turn(cmd->conn->loop, w, respd_resume, cmd) != 0;
 }
 
 /*
@@ -771,53 +766,86 @@ static void respd_windowed(struct respd_cmd *cmd)
 	respd_pin_flow(cmd->conn);
 }
 
-/* A command's library requests (~330 bytes a key, against the 7 or more
- * of its key in the command) are charged to --max-memory with its bytes
- * (raw_charged, given back when it is freed): an MGET of 65535 keys held
- * 21 MiB outside the budget.  false: over it (an error reply). */
-static bool respd_items_charge(struct respd_cmd *cmd, uint64_t n)
+/*
+ * Windows.  A command of many keys holds one window of library requests
+ * (RESPD_PROBE_WINDOW items, ~330 bytes each) at a time, not one a key:
+ * each window's requests, once back, are looked at (respd_settle) and
+ * their items reused for the next.  What a command keeps of a key past
+ * its window is what its answer needs: an MGET its reply element (built
+ * in order as the windows settle, its value's pin kept), a DEL a byte
+ * (keyst), an EXISTS, an MSET nothing but counts.  An MGET of 65535 keys
+ * held 21 MiB of requests while its windows went to the store over
+ * several iterations, charged to the server's budget: one tenant's
+ * pipelined MGETs on a dozen connections filled it, and another
+ * tenant's AUTH was refused (test_hostile resp_tenant_items).  The
+ * items are charged with the command (respd_charge) to its tenant's
+ * input share too, as a native frame's (ops.c kvtd_frame_charge).
+ */
+/* Charge n more bytes to cmd: to --max-memory and its tenant's input
+ * share (kvtd_in_charge).  false: over either (counted in mem_refused;
+ * nothing charged). */
+static bool respd_charge(struct respd_cmd *cmd, uint64_t n)
 {
 	struct kvtd_server *srv = cmd->conn->loop->srv;
-	uint64_t cost = n * sizeof(*cmd->items);
 
-	if (!kvtd_mem_charge(srv, cost, false)) {
+	if (kvtd_in_charge(srv, cmd->tstat, cmd->raw_charged, n, false) < 0) {
 		KVTD_COUNT(srv, mem_refused, 1);
 		return false;
 	}
-	cmd->raw_charged += cost;
+	cmd->raw_charged += n;
 	return true;
 }
 
-/* Probe phase: a pinned get per key argument [first, first + count*stride). */
-static void respd_probe(struct respd_cmd *cmd, uint32_t ns, uint32_t first, uint32_t count,
-			uint32_t stride)
+/* Room for n items (at most a window) in cmd->items, charged; the items
+ * there are dropped (no pin held).  false: cmd->oom. */
+static bool respd_items(struct respd_cmd *cmd, uint32_t n)
 {
-	if (!respd_items_charge(cmd, count)) {
+	struct respd_item *it;
+
+	if (n > RESPD_PROBE_WINDOW)
+		n = RESPD_PROBE_WINDOW;
+	if (n == 0)
+		n = 1;
+	if (n <= cmd->icap)
+		return true;
+	if (!respd_charge(cmd, (uint64_t)(n - cmd->icap) * sizeof(*it)) ||
+	    !(it = calloc(n, sizeof(*it)))) {
 		cmd->oom = true;
-		respd_finish(cmd);
-		return;
+		return false;
 	}
-	cmd->items = calloc(count, sizeof(*cmd->items));
-	if (!cmd->items) {
+	free(cmd->items);
+	cmd->items = it;
+	cmd->icap = n;
+	return true;
+}
+
+/* Probe phase: a pinned get per key argument [first, first + count). */
+static void respd_probe(struct respd_cmd *cmd, uint32_t ns, uint32_t first, uint32_t count)
+{
+	if (!respd_items(cmd, count) ||
+	    (cmd->kind == RK_DEL && (!respd_charge(cmd, count) ||
+				     !(cmd->keyst = calloc(count, 1))))) {
 		cmd->oom = true;
 		respd_finish(cmd);
 		return;
 	}
 	cmd->n = count;
 	cmd->phase = RP_PROBE;
+	cmd->probe_ns = ns;
 	respd_of(cmd->conn)->probing++;
 	/* An MGET's, EXISTS's or DEL's keys go a window at a time, each
-	 * window's items made as it goes (respd_probe_next, from respd_step;
+	 * window's items made as it goes (respd_windows_next, from respd_step;
 	 * the keys are arguments 1 to argc - 1) */
 	if (cmd->kind == RK_MGET || cmd->kind == RK_EXISTS || cmd->kind == RK_DEL) {
 		cmd->probed = cmd->settled = 0;
-		cmd->probe_ns = ns;
+		if (cmd->kind == RK_MGET)
+			respd_int(cmd, '*', count); /* the elements as windows settle */
 		respd_windowed(cmd);
 		respd_step(cmd);
 		return;
 	}
 	for (uint32_t i = 0; i < count; i++)
-		respd_item_init(cmd, &cmd->items[i], KVT_OP_GET_PINNED, ns, first + i * stride);
+		respd_item_init(cmd, &cmd->items[i], KVT_OP_GET_PINNED, ns, first + i);
 	cmd->probed = count;
 	cmd->pending = 1; /* held while submitting: completions come inline */
 	respd_submit(cmd, 0, count);
@@ -826,113 +854,79 @@ static void respd_probe(struct respd_cmd *cmd, uint32_t ns, uint32_t first, uint
 }
 
 /*
- * An MGET's probes so far are back: count what they pin, and probe the
- * next window of keys, or refuse the command once its pins reach
- * KVTD_PIN_CONN_MAX (released at once; an error reply, counted in
- * pin_deferred).  One MGET of 65535 big values pinned them all at once,
- * whatever the caps: DRAM no other client could use until it was read.
- * Now an MGET pins at most the cap plus one window of values.
+ * An MGET whose probes pin KVTD_PIN_CONN_MAX, or whose tenant's replies
+ * pin their share while its connection pins nothing (respd_tenant_pins_over),
+ * is answered an error: what it built and pinned is released at once
+ * (counted in pin_deferred).  One MGET of 65535 big values pinned them
+ * all at once, whatever the caps: DRAM no other client could use until it
+ * was read.  Now an MGET pins at most the cap plus one window of values.
  */
-static void respd_mget_refuse(struct respd_cmd *cmd, uint32_t from)
+static void respd_mget_refuse(struct respd_cmd *cmd, bool tenant)
 {
 	struct kvtd_server *srv = cmd->conn->loop->srv;
 	char m[160];
 
-	for (uint32_t i = 0; i < from; i++)
+	for (uint32_t i = 0; i < cmd->icap; i++)
 		if (cmd->items[i].pinned) {
 			kvt_pin_release(srv->store, cmd->items[i].req.pin);
 			cmd->items[i].pinned = false;
 		}
-	KVTD_COUNT(srv, pin_deferred, 1);
+	respd_reply_drop(srv, cmd);
 	respd_of(cmd->conn)->probing--;
 	respd_pin_flow(cmd->conn);
-	snprintf(m, sizeof(m), "ERR MGET reply past %llu bytes (the connection's "
-		 "pin cap); ask for fewer keys", (unsigned long long)KVTD_PIN_CONN_MAX(srv));
-	respd_simple(cmd, '-', m);
+	if (tenant) {
+		respd_pins_refuse(cmd);
+	} else {
+		KVTD_COUNT(srv, pin_deferred, 1);
+		snprintf(m, sizeof(m), "ERR MGET reply past %llu bytes (the connection's "
+			 "pin cap); ask for fewer keys",
+			 (unsigned long long)KVTD_PIN_CONN_MAX(srv));
+		respd_simple(cmd, '-', m);
+	}
 	respd_finish(cmd);
 }
 
-/* Write phase of SET / MSET / DEL: new items replace the probes. */
+/* Write phase of SET / MSET / DEL: new items replace the probes (DEL:
+ * one a key found, keyst). */
 static void respd_write(struct respd_cmd *cmd, uint32_t ns)
 {
 	struct kvtd_server *srv = cmd->conn->loop->srv;
-	struct respd_item *old = cmd->items;
-	uint32_t oldn = cmd->n, n = 0, pairs;
+	uint32_t n = 0;
 
-	for (uint32_t i = 0; i < oldn; i++)
-		if (old[i].pinned) {
-			kvt_pin_release(srv->store, old[i].req.pin);
-			old[i].pinned = false;
+	for (uint32_t i = 0; i < cmd->icap; i++)
+		if (cmd->items[i].pinned) {
+			kvt_pin_release(srv->store, cmd->items[i].req.pin);
+			cmd->items[i].pinned = false;
 		}
-	pairs = cmd->kind == RK_SET ? 1 : cmd->kind == RK_MSET ? (cmd->argc - 1) / 2 : 0;
-	if (!respd_items_charge(cmd, cmd->kind == RK_DEL ? oldn : 2 * (uint64_t)pairs))
-		cmd->items = NULL;
-	else if (cmd->kind == RK_DEL)
-		cmd->items = calloc(oldn ? oldn : 1, sizeof(*cmd->items));
-	else
-		cmd->items = calloc(2 * pairs, sizeof(*cmd->items));
-	if (!cmd->items) {
-		cmd->items = old;
-		cmd->oom = true;
+	if (cmd->kind == RK_DEL) {
+		for (uint32_t i = 0; i < cmd->n; i++)
+			n += cmd->keyst[i] & RESPD_K_PRESENT ? 1 : 0;
+	} else {
+		n = 2 * (cmd->kind == RK_SET ? 1 : (cmd->argc - 1) / 2);
+	}
+	if (!respd_items(cmd, n)) {
 		respd_finish(cmd);
 		return;
 	}
-	if (cmd->kind == RK_DEL) {
-		for (uint32_t i = 0; i < oldn; i++)
-			if (old[i].present) {
-				respd_item_init(cmd, &cmd->items[n], KVT_OP_DELETE, ns,
-						old[i].key_arg);
-				cmd->items[n++].live = old[i].live;
-			}
-	} else {
-		n = 2 * pairs; /* made a window at a time: respd_write_next */
-	}
-	free(old);
 	cmd->probe_ns = ns;
 	cmd->n = n;
 	cmd->phase = RP_WRITE;
-	cmd->probed = 0; /* a window at a time: respd_write_next */
+	cmd->probed = cmd->settled = 0; /* a window at a time: respd_windows_next */
+	cmd->cursor = 0;
+	cmd->count = 0;
 	respd_windowed(cmd);
 	respd_step(cmd);
 }
 
-/* A window of a command's items [from, from + w), made: counted and
- * submitted.  true: some are pending (the command goes on when they are
- * back), false: all completed inline. */
-static bool respd_submit_window(struct respd_cmd *cmd, uint32_t from, uint32_t w)
+/* A window of w items, made: counted and submitted.  true: some are
+ * pending (the command goes on when they are back), false: all
+ * completed inline. */
+static bool respd_submit_window(struct respd_cmd *cmd, uint32_t w)
 {
 	cmd->probed += w;
 	cmd->pending = 1;
-	respd_submit(cmd, from, w);
+	respd_submit(cmd, 0, w);
 	return --cmd->pending != 0;
-}
-
-/* The write phase's next windows (an MSET's pairs stay together: the
- * window is even).  true: requests in flight, or the command waits for a
- * later iteration. */
-static bool respd_write_next(struct respd_cmd *cmd)
-{
-	bool pairs = cmd->kind == RK_SET || cmd->kind == RK_MSET;
-
-	while (cmd->probed < cmd->n) {
-		uint32_t from = cmd->probed, w = cmd->n - from;
-		if (w > RESPD_PROBE_WINDOW)
-			w = RESPD_PROBE_WINDOW;
-		if (!respd_work_turn(cmd, w))
-			return true;
-		/* SET, MSET: (DELETE, PUT) of each pair */
-		for (uint32_t i = from; pairs && i < from + w; i++) {
-			struct respd_item *it = &cmd->items[i];
-			uint32_t k = 1 + 2 * (i / 2);
-			if (i % 2 == 0)
-				respd_item_init(cmd, it, KVT_OP_DELETE, cmd->probe_ns, k);
-			else
-				respd_item_put(cmd, it, cmd->probe_ns, k, k + 1);
-		}
-		if (respd_submit_window(cmd, from, w))
-			return true;
-	}
-	return false;
 }
 
 /* An expired value found by a probe is deleted (lazily, as Redis does). */
@@ -959,70 +953,119 @@ static void respd_reap_one(struct respd_cmd *cmd, struct respd_item *it, uint32_
 		free(d);
 }
 
-static void respd_reap_expired(struct respd_cmd *cmd, uint32_t ns)
+/*
+ * The last window of a windowed command is back: look at each of its
+ * requests, keep what the answer needs, release the rest.  Probes (MGET,
+ * EXISTS, DEL): each checked (an expired value deleted as its window
+ * settles, so that later windows miss it: an MGET naming one expired key
+ * 65535 times submitted 65535 deletes in one go at its end, test_hostile
+ * resp_keys); an MGET's element appended to its reply (its pin kept), an
+ * EXISTS's live keys counted, a DEL's key marked.  Writes: a DEL's
+ * deletes counted, an MSET's puts' outcomes noted.  false: the MGET was
+ * refused (respd_mget_refuse: answered).
+ */
+static bool respd_settle(struct respd_cmd *cmd)
 {
-	for (uint32_t i = 0; i < cmd->n; i++)
-		if (!cmd->items[i].checked)
-			respd_reap_one(cmd, &cmd->items[i], ns);
+	struct kvtd_server *srv = cmd->conn->loop->srv;
+	uint32_t w = cmd->probed - cmd->settled;
+
+	for (uint32_t j = 0; j < w && cmd->phase == RP_PROBE; j++) {
+		struct respd_item *it = &cmd->items[j];
+		uint64_t vlen = respd_check(cmd, it);
+		if (it->pinned)
+			cmd->probe_bytes += it->req.length;
+		respd_reap_one(cmd, it, it->req.ns);
+		if (cmd->kind == RK_MGET && it->live && vlen &&
+		    respd_tenant_pins_over(cmd->conn)) {
+			respd_mget_refuse(cmd, true);
+			return false;
+		}
+		if (cmd->kind == RK_MGET && it->live)
+			respd_reply_value(cmd, it, vlen); /* keeps its pin */
+		else if (cmd->kind == RK_MGET)
+			respd_nil(cmd);
+		if (it->live)
+			cmd->count++;
+		if (cmd->kind == RK_DEL)
+			cmd->keyst[cmd->settled + j] = (it->present ? RESPD_K_PRESENT : 0) |
+						       (it->live ? RESPD_K_LIVE : 0);
+		if (it->pinned) {
+			kvt_pin_release(srv->store, it->req.pin);
+			it->pinned = false;
+		}
+	}
+	/* SET, MSET: items are (DELETE, PUT) pairs.  KVT_EXISTS (another
+	 * SET's put landed after our delete) and -ECANCELED (another SET's
+	 * delete, or a FLUSHDB, came while our put was in progress: delete
+	 * wins) both mean a later write overlapped ours (top of the file). */
+	for (uint32_t j = 0; j < w && cmd->phase == RP_WRITE; j++) {
+		const struct respd_item *it = &cmd->items[j];
+		int st = it->req.status;
+		if (cmd->kind == RK_DEL) {
+			cmd->removed |= st == KVT_OK;
+			cmd->count += it->live && st == KVT_OK;
+		} else if (j % 2 == 1 && (st == KVT_EXISTS || st == -ECANCELED)) {
+			cmd->raced = true;
+		} else if (j % 2 == 1 && st < 0 && !cmd->werr) {
+			cmd->werr = st;
+		}
+	}
+	cmd->settled = cmd->probed;
+	if (cmd->kind == RK_MGET && cmd->phase == RP_PROBE &&
+	    cmd->probe_bytes >= KVTD_PIN_CONN_MAX(srv) && cmd->probed < cmd->n) {
+		respd_mget_refuse(cmd, false);
+		return false;
+	}
+	return true;
+}
+
+/* Make a window of w items from the phase's request from: a probe (a
+ * pinned get) of each key; a write phase's DELETE of each key a DEL found
+ * (keyst), or SET's and MSET's (DELETE, PUT) of each pair (the window is
+ * even: a pair's two stay together). */
+static void respd_window_make(struct respd_cmd *cmd, uint32_t from, uint32_t w)
+{
+	for (uint32_t j = 0; j < w; j++) {
+		struct respd_item *it = &cmd->items[j];
+		uint32_t i = from + j, k = 1 + 2 * (i / 2);
+		if (cmd->phase == RP_PROBE) {
+			respd_item_init(cmd, it, KVT_OP_GET_PINNED, cmd->probe_ns, 1 + i);
+		} else if (cmd->kind == RK_DEL) {
+			while (!(cmd->keyst[cmd->cursor] & RESPD_K_PRESENT))
+				cmd->cursor++;
+			respd_item_init(cmd, it, KVT_OP_DELETE, cmd->probe_ns, 1 + cmd->cursor);
+			it->live = cmd->keyst[cmd->cursor++] & RESPD_K_LIVE;
+		} else if (i % 2 == 0) {
+			respd_item_init(cmd, it, KVT_OP_DELETE, cmd->probe_ns, k);
+		} else {
+			respd_item_put(cmd, it, cmd->probe_ns, k, k + 1);
+		}
+	}
 }
 
 /*
- * The probes of an MGET, EXISTS or DEL so far are back: settle the last
- * window, then probe the next one.  An MGET counts what the window pins
- * and is refused past the cap (respd_mget_refuse); an EXISTS or DEL
- * checks each probe (live and present are all its answer needs) and
- * releases it.  The last window is left to respd_step.  true: the probe
- * phase goes on (requests in flight, or refused).
+ * The windows of a phase (an MGET's, EXISTS's or DEL's probes; a SET's,
+ * MSET's or DEL's writes): settle the last window back, then make and
+ * submit the next.  true: the phase goes on (requests in flight, the
+ * command waits for a later iteration, or it was refused); false: every
+ * window settled.
  */
-static bool respd_probe_next(struct respd_cmd *cmd)
+static bool respd_windows_next(struct respd_cmd *cmd)
 {
-	struct kvtd_server *srv = cmd->conn->loop->srv;
-
-	if (cmd->kind != RK_MGET && cmd->kind != RK_EXISTS && cmd->kind != RK_DEL)
-		return false;
-	while (cmd->probed < cmd->n) {
+	for (;;) {
 		uint32_t from = cmd->probed, w = cmd->n - from;
-		for (uint32_t i = cmd->settled; i < from; i++) {
-			struct respd_item *it = &cmd->items[i];
-			if (cmd->kind == RK_MGET) {
-				if (it->pinned)
-					cmd->probe_bytes += it->req.length;
-				/* An expired value is deleted as its window
-				 * settles, so that later windows miss it: an
-				 * MGET naming one expired key 65535 times
-				 * submitted 65535 deletes in one go at its end
-				 * (test_hostile resp_keys). */
-				respd_check(cmd, it);
-				respd_reap_one(cmd, it, it->req.ns);
-				it->checked = true; /* not again at the end */
-				continue;
-			}
-			if (it->checked)
-				continue;
-			respd_check(cmd, it);
-			respd_reap_one(cmd, it, it->req.ns);
-			if (it->pinned) {
-				kvt_pin_release(srv->store, it->req.pin);
-				it->pinned = false;
-			}
-			it->checked = true;
-		}
-		cmd->settled = from;
-		if (cmd->kind == RK_MGET && cmd->probe_bytes >= KVTD_PIN_CONN_MAX(srv)) {
-			respd_mget_refuse(cmd, from);
+		if (!respd_settle(cmd))
 			return true;
-		}
+		if (w == 0)
+			return false;
 		if (w > RESPD_PROBE_WINDOW)
 			w = RESPD_PROBE_WINDOW;
 		if (!respd_work_turn(cmd, w))
 			return true;
-		for (uint32_t i = from; i < from + w; i++)
-			respd_item_init(cmd, &cmd->items[i], KVT_OP_GET_PINNED, cmd->probe_ns,
-					1 + i);
-		if (respd_submit_window(cmd, from, w))
+		respd_window_make(cmd, from, w);
+		if (respd_submit_window(cmd, w))
 			return true;
 	}
-	return false;
 }
 
 /*
@@ -1036,10 +1079,9 @@ static bool respd_sync(struct respd_cmd *cmd, int64_t count)
 	struct kvtd_server *srv = cmd->conn->loop->srv;
 	struct respd_item *it;
 
-	if (!srv->cfg.ssd_bytes || count <= 0 || !(it = calloc(1, sizeof(*it))))
+	if (!srv->cfg.ssd_bytes || count <= 0 || !respd_items(cmd, 1))
 		return false;
-	free(cmd->items);
-	cmd->items = it;
+	it = &cmd->items[0];
 	cmd->n = 1;
 	respd_item_init(cmd, it, KVT_OP_FLUSH, 0, 0);
 	it->req.flags = KVT_F_DELETES;
@@ -1064,8 +1106,14 @@ static bool respd_sync(struct respd_cmd *cmd, int64_t count)
  */
 static void respd_abandon(struct respd_cmd *cmd)
 {
-	for (uint32_t i = 0; i < cmd->n; i++)
+	for (uint32_t i = 0; i < cmd->icap; i++)
 		cmd->items[i].pinned = false; /* dropped by the close */
+	cmd->npin = 0; /* the reply's too */
+	cmd->nseg = 0;
+	cmd->tlen = 0;
+	if (cmd->pin_held && cmd->conn->alt)
+		respd_of(cmd->conn)->pin_held -= cmd->pin_held;
+	cmd->pin_held = 0;
 	if (cmd->phase == RP_PROBE) {
 		respd_of(cmd->conn)->probing--;
 		respd_pin_flow(cmd->conn);
@@ -1079,54 +1127,36 @@ static void respd_abandon(struct respd_cmd *cmd)
 static void respd_step(struct respd_cmd *cmd)
 {
 	struct kvtd_server *srv = cmd->conn->loop->srv;
-	uint32_t ns = cmd->items && cmd->n ? cmd->items[0].req.ns : 0;
-	int64_t count = 0;
+	uint32_t ns = cmd->probe_ns;
 
 	if (cmd->conn->loop->store_closed) {
 		respd_abandon(cmd);
 		return;
 	}
 	if (cmd->phase == RP_PROBE) {
-		uint64_t vlen[1] = { 0 };
-		if (respd_probe_next(cmd))
+		uint64_t vlen = 0;
+		if ((cmd->kind == RK_MGET || cmd->kind == RK_EXISTS || cmd->kind == RK_DEL) &&
+		    respd_windows_next(cmd))
 			return;
-		ns = cmd->items[0].req.ns; /* every window's items made now */
 		respd_of(cmd->conn)->probing--;
 		respd_pin_flow(cmd->conn); /* reading may go on */
-		for (uint32_t i = 0; i < cmd->n; i++) {
-			uint64_t l = cmd->items[i].checked ? 0 : respd_check(cmd, &cmd->items[i]);
-			if (i == 0)
-				vlen[0] = l;
-			if (cmd->items[i].live)
-				count++;
+		if (cmd->kind == RK_GET || cmd->kind == RK_SET) {
+			vlen = respd_check(cmd, &cmd->items[0]);
+			respd_reap_one(cmd, &cmd->items[0], ns);
 		}
-		respd_reap_expired(cmd, ns);
 		switch (cmd->kind) {
 		case RK_GET:
-			if (cmd->items[0].live && vlen[0] && respd_tenant_pins_over(cmd->conn))
+			if (cmd->items[0].live && vlen && respd_tenant_pins_over(cmd->conn))
 				respd_pins_refuse(cmd);
 			else if (cmd->items[0].live)
-				respd_reply_value(cmd, &cmd->items[0], vlen[0]);
+				respd_reply_value(cmd, &cmd->items[0], vlen);
 			else
 				respd_nil(cmd);
 			break;
-		case RK_MGET:
-			if (count && respd_tenant_pins_over(cmd->conn)) {
-				respd_pins_refuse(cmd);
-				break;
-			}
-			respd_int(cmd, '*', cmd->n);
-			for (uint32_t i = 0; i < cmd->n; i++) {
-				struct respd_item *it = &cmd->items[i];
-				if (it->live)
-					respd_reply_value(cmd, it, it->req.length - RESPD_HDR_LEN -
-									cmd->argv[it->key_arg].len);
-				else
-					respd_nil(cmd);
-			}
+		case RK_MGET: /* its reply built as its windows settled */
 			break;
 		case RK_EXISTS:
-			respd_int(cmd, ':', count);
+			respd_int(cmd, ':', cmd->count);
 			break;
 		case RK_SET:
 			if ((cmd->cond == 'N' && cmd->items[0].live) ||
@@ -1158,19 +1188,12 @@ static void respd_step(struct respd_cmd *cmd)
 		return;
 	}
 	/* RP_WRITE */
-	if (respd_write_next(cmd))
+	if (cmd->kind != RK_FLUSH && respd_windows_next(cmd))
 		return;
 	if (cmd->kind == RK_DEL) {
-		bool removed = false;
-		for (uint32_t i = 0; i < cmd->n; i++) {
-			if (cmd->items[i].req.status == KVT_OK)
-				removed = true;
-			if (cmd->items[i].live && cmd->items[i].req.status == KVT_OK)
-				count++;
-		}
-		if (removed && respd_sync(cmd, count ? count : 0))
+		if (cmd->removed && respd_sync(cmd, cmd->count))
 			return;
-		respd_int(cmd, ':', count);
+		respd_int(cmd, ':', cmd->count);
 		respd_finish(cmd);
 		return;
 	}
@@ -1188,29 +1211,15 @@ static void respd_step(struct respd_cmd *cmd)
 		respd_finish(cmd);
 		return;
 	}
-	/* SET, MSET: items are (DELETE, PUT) pairs.  KVT_EXISTS (another
-	 * SET's put landed after our delete) and -ECANCELED (another SET's
-	 * delete, or a FLUSHDB, came while our put was in progress: delete
-	 * wins) both mean a later write overlapped ours (top of the file). */
-	bool raced = false;
-	int err = 0;
-	for (uint32_t i = 1; i < cmd->n; i += 2) {
-		int st = cmd->items[i].req.status;
-		if (st == KVT_EXISTS || st == -ECANCELED)
-			raced = true;
-		else if (st < 0 && !err)
-			err = st;
-	}
-	(void)ns;
-	if (err) {
+	if (cmd->werr) {
 		char m[200];
-		if (err == KVT_ETOOBIG || err == KVT_EBADLEN)
+		if (cmd->werr == KVT_ETOOBIG || cmd->werr == KVT_EBADLEN)
 			snprintf(m, sizeof(m), "ERR value too large for kvtier (at most %" PRIu64
 				 " bytes with its key)", srv->dram_max_value - RESPD_HDR_LEN);
 		else
-			snprintf(m, sizeof(m), "ERR %s", kvt_strerror(err));
+			snprintf(m, sizeof(m), "ERR %s", kvt_strerror(cmd->werr));
 		respd_simple(cmd, '-', m);
-	} else if (raced && cmd->cond == 'N') {
+	} else if (cmd->raced && cmd->cond == 'N') {
 		respd_nil(cmd);
 	} else {
 		respd_simple(cmd, '+', "OK");
@@ -1755,11 +1764,11 @@ static void respd_exec(struct respd_cmd *cmd)
 	case RK_MGET:
 	case RK_EXISTS:
 	case RK_DEL:
-		respd_probe(cmd, ns, 1, argc - 1, 1);
+		respd_probe(cmd, ns, 1, argc - 1);
 		return;
 	case RK_SET:
 		if (cmd->cond)
-			respd_probe(cmd, ns, 1, 1, 1);
+			respd_probe(cmd, ns, 1, 1);
 		else
 			respd_write(cmd, ns);
 		return;
@@ -1775,11 +1784,8 @@ static void respd_exec(struct respd_cmd *cmd)
 				     "limit; retry later");
 			goto done;
 		}
-		cmd->items = calloc(1, sizeof(*cmd->items));
-		if (!cmd->items) {
-			cmd->oom = true;
+		if (!respd_items(cmd, 1))
 			goto done;
-		}
 		cmd->n = 1;
 		respd_item_init(cmd, &cmd->items[0], KVT_OP_CLEAR, ns, 0);
 		cmd->items[0].req.flags = KVT_F_DEFER;
@@ -1884,28 +1890,46 @@ static void respd_args_release(struct kvtd_conn *c, struct respd_conn *rc)
 	rc->args_charged = 0;
 }
 
+/* cmd, parsed on c, at the end of its list: answered in order. */
+static void respd_cmd_append(struct kvtd_conn *c, struct respd_cmd *cmd)
+{
+	struct respd_conn *rc = respd_of(c);
+
+	cmd->conn = c;
+	c->inflight++;
+	if (rc->tail)
+		rc->tail->next = cmd;
+	else
+		rc->head = cmd;
+	rc->tail = cmd;
+}
+
+/* A command answered the error msg without running (nothing charged):
+ * queued in order; quit: the connection closes after it. */
+static void respd_error_cmd(struct kvtd_conn *c, const char *msg, bool quit)
+{
+	struct respd_cmd *cmd = calloc(1, sizeof(*cmd));
+
+	if (!cmd) {
+		if (!c->no_more_input)
+			kvtd_conn_stop_input(c);
+		return;
+	}
+	cmd->quit = quit;
+	respd_cmd_append(c, cmd);
+	respd_simple(cmd, '-', msg);
+	respd_finish(cmd);
+}
+
 /* A fatal protocol error: the error reply, then close (as Redis does). */
 static void respd_proto_error(struct kvtd_conn *c, const char *msg)
 {
-	struct respd_cmd *cmd = calloc(1, sizeof(*cmd));
-	struct respd_conn *rc = respd_of(c);
+	char m[200];
 
 	KVTD_COUNT(c->loop->srv, errors[KVTD_ERR_MALFORMED], 1);
 	kvtd_conn_log(c, KVTD_INFO, "closing RESP connection after a protocol error", msg);
-	if (cmd) {
-		char m[200];
-		snprintf(m, sizeof(m), "ERR %s", msg);
-		cmd->conn = c;
-		cmd->quit = true;
-		c->inflight++;
-		if (rc->tail)
-			rc->tail->next = cmd;
-		else
-			rc->head = cmd;
-		rc->tail = cmd;
-		respd_simple(cmd, '-', m);
-		respd_finish(cmd);
-	}
+	snprintf(m, sizeof(m), "ERR %s", msg);
+	respd_error_cmd(c, m, true);
 	if (!c->no_more_input)
 		kvtd_conn_stop_input(c);
 }
@@ -1922,7 +1946,8 @@ static void respd_parse(struct kvtd_conn *c)
 		struct resp_cmd pc;
 		struct respd_cmd *cmd;
 		uint8_t *base = c->rbuf + c->rstart;
-		uint64_t argv_cost;
+		uint64_t argv_cost, held, cap;
+		struct kvtd_tstat *tstat;
 		int r;
 
 		if (c->inflight >= srv->cfg.conn_inflight)
@@ -2014,8 +2039,27 @@ static void respd_parse(struct kvtd_conn *c)
 			continue;
 		}
 		/* The command's struct and argument array are charged to
-		 * --max-memory with its bytes (raw_charged). */
+		 * --max-memory with its bytes (raw_charged), and held to its
+		 * tenant's input share with its items ("Windows"): a
+		 * connection with commands in flight waits for them (not read
+		 * meanwhile, tbl_want), one without has this command refused,
+		 * as a command still arriving (respd_share_hold). */
 		argv_cost = sizeof(*cmd) + (uint64_t)pc.argc * sizeof(*cmd->argv);
+		tstat = c->state == KVTD_CS_READY ? kvtd_tstat_of(c) : NULL;
+		held = 0;
+		cap = kvtd_in_share(srv, tstat, &held);
+		if (cap && held && held + argv_cost + pc.len > cap) {
+			if (c->inflight > 0) {
+				c->tbl_want = argv_cost + pc.len;
+				kvtd_conn_flow(c);
+				return;
+			}
+			KVTD_COUNT(srv, mem_refused, 1);
+			c->rstart += pc.len;
+			respd_error_cmd(c, "ERR the tenant's commands hold its share of the server "
+					"memory limit (--max-memory); retry later", false);
+			continue;
+		}
 		if (!kvtd_mem_charge(srv, argv_cost, false)) {
 			KVTD_COUNT(srv, mem_refused, 1);
 			respd_proto_error(c, "server memory limit reached (--max-memory); "
@@ -2061,17 +2105,14 @@ static void respd_parse(struct kvtd_conn *c)
 			cmd->argv[i].len = rc->args[i].len;
 		}
 		cmd->raw_charged += argv_cost;
+		if ((cmd->tstat = tstat))
+			atomic_fetch_add_explicit(&tstat->in_charged, cmd->raw_charged,
+						  memory_order_relaxed);
 		respd_args_release(c, rc);
 		cmd->argc = pc.argc;
-		cmd->conn = c;
 		cmd->start_ns = kvtd_now_ns();
-		c->inflight++;
 		c->frames++;
-		if (rc->tail)
-			rc->tail->next = cmd;
-		else
-			rc->head = cmd;
-		rc->tail = cmd;
+		respd_cmd_append(c, cmd);
 		{
 			struct kvtd_tstat *t = kvtd_tstat_of(c);
 			if (t) {

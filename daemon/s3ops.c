@@ -962,40 +962,21 @@ static void s3d_assemble_room_done(struct s3d_req *rq, int status)
  *     (s3_delete_loop); a CompleteMultipartUpload's XML the same.
  * So a loop does at most S3D_WORK_ITER units of them an iteration
  * (S3D_WORK_XML bytes of XML, S3D_WORK_BYTES of an object; the first
- * request always): the
- * others wait for a later iteration, through the aux thread's mailbox
- * (which does nothing with them, as ListParts' windows), other
- * connections served between (server.work_deferred).
+ * request always), as RESP's windows of keys (loop.c kvtd_work_turn): the
+ * others wait for a later iteration, through the aux thread's mailbox,
+ * other connections served between (server.work_deferred).
  */
-static void s3d_nothing(void *arg);
 
 /* May rq do `units` of work now?  false: later(rq) runs in a later
- * iteration (or rq was answered). */
+ * iteration, or rq was answered (the server stopping). */
 static bool s3d_work_turn(struct s3d_req *rq, uint64_t units, void (*later)(void *))
 {
-	struct kvtd_loop *loop = rq->conn->loop;
-	/* back at once: the mailbox had no memory (kvtd_aux_submit) */
-	bool inline_back = loop->work_inline;
+	/* (rq may be freed when this returns 0) */
+	int rc = kvtd_work_turn(rq->conn->loop, units, later, rq);
 
-	loop->work_inline = false;
-	if (loop->work_iter != loop->iter) {
-		loop->work_iter = loop->iter;
-		loop->work_units = 0;
-	}
-	if (loop->work_units && loop->work_units + units > S3D_WORK_ITER && !inline_back) {
-		KVTD_COUNT(loop->srv, work_deferred, 1);
-		if (loop->stopping) {
-			s3d_fail(rq, 503, "SlowDown", "server stopping");
-			return false;
-		}
-		/* (rq may be freed when this returns) */
-		loop->work_inline = true;
-		kvtd_aux_submit(loop, s3d_nothing, later, rq);
-		loop->work_inline = false;
-		return false;
-	}
-	loop->work_units += units + 1;
-	return true;
+	if (rc < 0)
+		s3d_fail(rq, 503, "SlowDown", "server stopping");
+	return rc > 0;
 }
 
 /*
