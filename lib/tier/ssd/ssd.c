@@ -1890,6 +1890,18 @@ static void wd_tombs_check_locked(struct ssd *s, struct wd_task *syncs, bool *ag
 	}
 }
 
+/* After a sync's ssd_sync_all: -EIO if tombstones were lost meanwhile --
+ * another sync's fdatasync failed on a segment this one then found clean
+ * (ssd_idx.c ssd_sync_all_prio).  wd_lock not held. */
+static int wd_sync_lost(struct ssd *s)
+{
+	bool lost;
+	pthread_mutex_lock(&s->wd_lock);
+	lost = s->tomb_dropped;
+	pthread_mutex_unlock(&s->wd_lock);
+	return lost ? -EIO : 0;
+}
+
 /* The same for the writer's own flush t.  wd_lock not held. */
 static void wd_tombs_unwritten(struct ssd *s, struct wd_task *t, bool *again, bool *failed)
 {
@@ -2010,6 +2022,8 @@ static void *wd_main(void *arg)
 			r = t->type == T_FLUSH ? ssd_sync_all(s) : ssd_ckpt_write(s);
 			if (failed && r == 0)
 				r = -EIO;
+			if (t->type == T_FLUSH && r == 0)
+				r = wd_sync_lost(s);
 			wd_wake_waiter(t, r); /* the waiter owns t */
 			break;
 		}
@@ -2078,6 +2092,8 @@ static void *sync_main(void *arg)
 		r = ssd_sync_all_prio(s, IO_PRIO_PREFETCH);
 		if (failed && r == 0)
 			r = -EIO;
+		if (r == 0)
+			r = wd_sync_lost(s);
 		for (; batch; batch = t) {
 			t = batch->next;
 			wd_wake_waiter(batch, r); /* the waiter owns batch */

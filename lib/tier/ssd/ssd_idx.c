@@ -445,9 +445,22 @@ void ssd_seg_seal_locked(struct ssd *s)
  * its segment dirty when it completes (wd_finish) as well as when placed:
  * a write in flight while a sync took the flag marks it again.
  */
+/* May slot hold a tombstone (a delete or clear record)?  The open
+ * segment's summary says; a sealed one's is not kept: yes.  seg_lock. */
+static bool seg_may_hold_tombs_locked(const struct ssd_seg *g)
+{
+	if (!g->sum)
+		return true;
+	for (uint32_t i = 0; i < g->sum_count; i++)
+		if (g->sum[i].type != SSD_REC_PUT)
+			return true;
+	return false;
+}
+
 int ssd_sync_all_prio(struct ssd *s, int prio)
 {
 	int ret = 0;
+	bool tombs_lost = false;
 	pthread_mutex_lock(&s->sync_run_lock);
 	for (uint32_t i = 0; i < s->slot_count; i++) {
 		struct ssd_seg *g = &s->segs[i];
@@ -464,9 +477,33 @@ int ssd_sync_all_prio(struct ssd *s, int prio)
 			 * reports a writeback error to a file once): the slot
 			 * is quarantined, its blocks misses.  Left dirty-less,
 			 * the next sync skipped it and reported success. */
-			if (r < 0)
+			if (r < 0) {
 				ssd_seg_mark_bad(s, i, (int)r);
+				pthread_mutex_lock(&s->seg_lock);
+				tombs_lost = tombs_lost || seg_may_hold_tombs_locked(g);
+				pthread_mutex_unlock(&s->seg_lock);
+			}
 		}
+	}
+	/* Quarantine drops a segment's blocks, not what its tombstones
+	 * covered: a delete whose tombstone was there may come back after a
+	 * restart.  The sync that failed tells its caller; a delete's sync
+	 * that finds the segment clean after it (its flag taken) must fail
+	 * too, so every later one does, as for a dropped tombstone (ssd.c
+	 * wd_tombs_check_locked), until the store reopens.  Set before
+	 * sync_run_lock goes: a sync that ran after this one sees it (ssd.c
+	 * wd_sync_lost).  Before 2026-12-05 that delete was answered 0
+	 * (test_ssd sync_fail_tomb). */
+	if (tombs_lost) {
+		bool was;
+		pthread_mutex_lock(&s->wd_lock);
+		was = s->tomb_dropped;
+		s->tomb_dropped = true;
+		pthread_mutex_unlock(&s->wd_lock);
+		if (!was)
+			kvt_logf(s->log, KVT_LOG_ERROR,
+				 "ssd: an fdatasync of deletes failed: they may come back after a "
+				 "restart; every later delete fails until the store reopens");
 	}
 	pthread_mutex_unlock(&s->sync_run_lock);
 	return ret;
