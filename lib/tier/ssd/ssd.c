@@ -671,6 +671,7 @@ static int seg_reuse_oldest_locked(struct ssd *s)
 	g->generation = __atomic_fetch_add(&s->next_gen, 1, __ATOMIC_RELAXED);
 	ssd_seg_set_align(s, (uint32_t)victim, s->rec_align);
 	atomic_store(&g->broken, false);
+	atomic_store(&g->tombs, false);
 	g->write_off = SSD_ALIGN;
 	g->sum_bytes = 64; /* the summary header */
 	r = ssd_seg_write_hdr(s, (uint32_t)victim, 0, 0);
@@ -914,6 +915,7 @@ again:
 	s->segs[slot].generation = __atomic_fetch_add(&s->next_gen, 1, __ATOMIC_RELAXED);
 	ssd_seg_set_align(s, slot, s->rec_align);
 	atomic_store(&s->segs[slot].broken, false);
+	atomic_store(&s->segs[slot].tombs, false);
 	s->segs[slot].write_off = SSD_ALIGN;
 	s->segs[slot].sum_bytes = 64; /* the summary header */
 	r = ssd_seg_write_hdr(s, slot, 0, 0);
@@ -1007,6 +1009,8 @@ static int seg_reserve_locked(struct ssd *s, uint64_t rec_len, struct ssd_sum_en
 	*gen = g->generation;
 	g->write_off += rec_len;
 	g->dirty = true;
+	if (se->type != SSD_REC_PUT)
+		atomic_store(&g->tombs, true);
 	return 0;
 }
 
@@ -1361,6 +1365,19 @@ static void wd_task_free(struct ssd *s, struct wd_task *t)
 }
 
 /* A write finished (or was never submitted: res < 0).  Any thread. */
+void ssd_tombs_lost(struct ssd *s, const char *why)
+{
+	bool was;
+	pthread_mutex_lock(&s->wd_lock);
+	was = s->tomb_dropped;
+	s->tomb_dropped = true;
+	pthread_mutex_unlock(&s->wd_lock);
+	if (!was)
+		kvt_logf(s->log, KVT_LOG_ERROR,
+			 "ssd: %s in a segment holding deletes: they may come back after a "
+			 "restart; every later delete fails until the store reopens", why);
+}
+
 static void wd_finish(struct ssd *s, struct wd_task *t, int64_t res)
 {
 	bool ok = res >= 0 && (uint64_t)res == t->rec_len, stopping;
@@ -1414,6 +1431,14 @@ static void wd_finish(struct ssd *s, struct wd_task *t, int64_t res)
 					 (unsigned long long)(s->cfg.retry_ns / 1000000));
 		} else if (res == -EIO && t->hdr) {
 			ssd_seg_mark_bad(s, t->slot, (int)res);
+			/* Quarantined, the segment is not synced again nor
+			 * sealed (a recovery walk stops at this write): a
+			 * tombstone there not yet synced may be lost, and a
+			 * delete's sync skipping the segment answered 0
+			 * (test_ssd quarantine_tomb).  Set before the count
+			 * a delete's sync waits on, below. */
+			if (atomic_load(&s->segs[t->slot].tombs))
+				ssd_tombs_lost(s, "a write failed");
 		}
 		if (t->hdr)
 			seg_mark_broken(s, t->slot); /* a hole: seal before more goes there */

@@ -445,18 +445,6 @@ void ssd_seg_seal_locked(struct ssd *s)
  * its segment dirty when it completes (wd_finish) as well as when placed:
  * a write in flight while a sync took the flag marks it again.
  */
-/* May slot hold a tombstone (a delete or clear record)?  The open
- * segment's summary says; a sealed one's is not kept: yes.  seg_lock. */
-static bool seg_may_hold_tombs_locked(const struct ssd_seg *g)
-{
-	if (!g->sum)
-		return true;
-	for (uint32_t i = 0; i < g->sum_count; i++)
-		if (g->sum[i].type != SSD_REC_PUT)
-			return true;
-	return false;
-}
-
 int ssd_sync_all_prio(struct ssd *s, int prio)
 {
 	int ret = 0;
@@ -479,9 +467,7 @@ int ssd_sync_all_prio(struct ssd *s, int prio)
 			 * the next sync skipped it and reported success. */
 			if (r < 0) {
 				ssd_seg_mark_bad(s, i, (int)r);
-				pthread_mutex_lock(&s->seg_lock);
-				tombs_lost = tombs_lost || seg_may_hold_tombs_locked(g);
-				pthread_mutex_unlock(&s->seg_lock);
+				tombs_lost = tombs_lost || atomic_load(&g->tombs);
 			}
 		}
 	}
@@ -494,17 +480,8 @@ int ssd_sync_all_prio(struct ssd *s, int prio)
 	 * sync_run_lock goes: a sync that ran after this one sees it (ssd.c
 	 * wd_sync_lost).  Before 2026-12-05 that delete was answered 0
 	 * (test_ssd sync_fail_tomb). */
-	if (tombs_lost) {
-		bool was;
-		pthread_mutex_lock(&s->wd_lock);
-		was = s->tomb_dropped;
-		s->tomb_dropped = true;
-		pthread_mutex_unlock(&s->wd_lock);
-		if (!was)
-			kvt_logf(s->log, KVT_LOG_ERROR,
-				 "ssd: an fdatasync of deletes failed: they may come back after a "
-				 "restart; every later delete fails until the store reopens");
-	}
+	if (tombs_lost)
+		ssd_tombs_lost(s, "an fdatasync failed");
 	pthread_mutex_unlock(&s->sync_run_lock);
 	return ret;
 }

@@ -83,6 +83,10 @@ struct ssd_seg {
 	int state;            /* SEG_* */
 	_Atomic int bad_err;  /* an I/O error seen here (set from any thread):
 			       * the writer quarantines the slot */
+	/* a delete or clear record was placed in this generation: a failed
+	 * fdatasync or write here may lose it (ssd_idx.c ssd_sync_all_prio,
+	 * ssd.c wd_finish) */
+	_Atomic bool tombs;
 	_Atomic bool broken;  /* a write here failed, leaving a hole that would
 			       * stop a recovery walk: the writer seals it */
 	bool direct;          /* O_DIRECT in effect (seg_lock; set with rec_align) */
@@ -391,6 +395,9 @@ int ssd_seg_write_hdr(struct ssd *s, uint32_t slot, uint64_t sum_off, uint64_t s
 /* An I/O error in a slot, from any thread: the writer quarantines it. */
 void ssd_seg_mark_bad(struct ssd *s, uint32_t slot, int err);
 int ssd_sync_all(struct ssd *s);
+/* Tombstones were lost (why: what failed): every later delete and flush
+ * fails, as for a dropped tombstone, until the store reopens (ssd.c). */
+void ssd_tombs_lost(struct ssd *s, const char *why);
 /* The same, its fdatasyncs queued at prio (IO_PRIO_*): a delete's sync
  * passes the write-downs queued in the engine (ssd.c sync_main). */
 int ssd_sync_all_prio(struct ssd *s, int prio);
