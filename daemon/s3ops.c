@@ -264,10 +264,15 @@ static bool s3d_obj_check(const struct kvt_req *r, const void *name, size_t name
 	 * but a value written over the native protocol into the bucket's
 	 * namespace could carry a CR LF and split the answer (another header,
 	 * or a whole second answer read by the grantee's next request on the
-	 * connection; test_isolation resp_s3 "forged-crlf").  Not an object. */
-	for (uint32_t i = 0; i < ob->ctype_len; i++)
-		if ((uint8_t)ob->ctype[i] < 0x20 || (uint8_t)ob->ctype[i] == 0x7f)
+	 * connection; test_isolation resp_s3 "forged-crlf").  Not an object.
+	 * A tab is a header value's byte (s3http.c s3h_vchar), and a PUT's
+	 * Content-Type may hold one: such an object answered NoSuchKey
+	 * (test_hostile_http s3_keys, review27). */
+	for (uint32_t i = 0; i < ob->ctype_len; i++) {
+		uint8_t ch = (uint8_t)ob->ctype[i];
+		if ((ch < 0x20 && ch != '\t') || ch == 0x7f)
 			return false;
+	}
 	ob->ctype[ob->ctype_len] = 0;
 	return true;
 }

@@ -713,6 +713,19 @@ def s3_keys(ph):
                 then=ok)
         st, _, body = req("GET", "/hbkt/" + k)
         ph.expect(st == 200 and body == k.encode(), ("GET key " + k, st, body[:200]))
+    # a Content-Type with a tab inside (HTTP's field-content allows HTAB) is
+    # stored and sent back: the check that a stored content type holds no
+    # control byte (a CR LF forged over the native protocol, s3ops.c
+    # s3d_obj_check) took the tab for one, and the object answered
+    # NoSuchKey to its GET and HEAD (review27)
+    ct = "text/plain;\tcharset=utf-8"
+    st, _, body = http(P, sm("PUT", "/hbkt/tabct", body=b"tab", extra={"content-type": ct},
+                             signed=["host", "x-amz-content-sha256", "x-amz-date"]))
+    ph.expect(st == 200, ("PUT content-type with a tab", st, body[:200]))
+    st, hd, body = req("GET", "/hbkt/tabct")
+    ph.expect(st == 200 and body == b"tab" and ("Content-Type: " + ct) in hd,
+              ("GET content-type with a tab", st, hd, body[:200]))
+    ph.expect(req("HEAD", "/hbkt/tabct")[0] == 200, "HEAD content-type with a tab")
     # a key that starts with a NUL byte is a key, not the bucket: its DELETE
     # deleted the bucket (when empty), its PUT was a CreateBucket (attack18)
     st, _, body = req("DELETE", "/hbkt/%00abc")

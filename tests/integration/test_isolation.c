@@ -1238,6 +1238,8 @@ static void phase_resp_s3(void)
 			{ "forged-name", "forged-nam3", "", 5, 404 },
 			{ "forged-ctype", "forged-ctype", "text/plain; charset=x", 5, 200 },
 			{ "forged-crlf", "forged-crlf", "text/plain\r\nx-forged: 1", 5, 404 },
+			/* a tab is a header value's byte: still an object */
+			{ "forged-tab", "forged-tab", "text/plain;\tcharset=x", 5, 200 },
 		};
 		T_RC(kc_register(&b, &sd, ds, canon, sizeof(canon)), KVT_OK);
 		T_ASSERT(strstr(canon, "\ntenant=bob\n") != NULL);
