@@ -308,7 +308,8 @@ static int io_fault_pick_locked(struct kvt_io *io, struct io_req *r, uint64_t *t
 		if (r->opcode != op || !io_fault_fires_locked(s, r->fd))
 			continue;
 		kind = s->f.kind;
-		*torn = kind == IO_FAULT_SLOW_FSYNC ? s->f.delay_ms : s->f.torn_bytes;
+		*torn = kind == IO_FAULT_SLOW_FSYNC || kind == IO_FAULT_ENOSPC ? s->f.delay_ms
+								       : s->f.torn_bytes;
 	}
 	pthread_mutex_unlock(&io->fault_lock);
 	return kind;
@@ -351,7 +352,8 @@ static unsigned io_take_locked(struct kvt_io *io, struct io_req **list, unsigned
 				r->state_ |= kind << IO_ST_FAULT_SHIFT;
 				/* done_len_ carries the torn length (or the delay)
 				 * to io_pre_issue. */
-				if (kind == IO_FAULT_TORN_WRITE || kind == IO_FAULT_SLOW_FSYNC)
+				if (kind == IO_FAULT_TORN_WRITE || kind == IO_FAULT_SLOW_FSYNC ||
+				    kind == IO_FAULT_ENOSPC)
 					r->done_len_ = torn;
 			}
 		}
@@ -530,12 +532,14 @@ static bool io_pre_issue(struct kvt_io *io, struct io_req *r)
 		r->res = -EIO;
 		return true;
 	case IO_FAULT_ENOSPC:
-		r->res = -ENOSPC;
-		return true;
 	case IO_FAULT_SLOW_FSYNC: {
 		struct timespec ts = { (time_t)(torn / 1000), (long)(torn % 1000) * 1000000L };
-		while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+		while (torn && nanosleep(&ts, &ts) != 0 && errno == EINTR)
 			;
+		if (kind == IO_FAULT_ENOSPC) {
+			r->res = -ENOSPC;
+			return true;
+		}
 		break;
 	}
 	}

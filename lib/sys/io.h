@@ -124,7 +124,8 @@ enum {
 	IO_FAULT_EIO_READ = 1,   /* reads fail with -EIO */
 	IO_FAULT_EIO_WRITE,      /* writes fail with -EIO, nothing written */
 	IO_FAULT_SHORT_READ,     /* reads return fewer bytes than asked (res short) */
-	IO_FAULT_ENOSPC,         /* writes fail with -ENOSPC, nothing written */
+	IO_FAULT_ENOSPC,         /* writes fail with -ENOSPC, nothing written (after
+				  * delay_ms, if set: a write failing late) */
 	IO_FAULT_TORN_WRITE,     /* only torn_bytes of the write reach the file, res -EIO */
 	IO_FAULT_ALLOC_ENOSPC,   /* io_allocate fails with -ENOSPC, nothing allocated */
 	/* an IO_FSYNC waits delay_ms before it runs (then succeeds or fails
@@ -141,7 +142,7 @@ struct io_fault {
 	uint64_t skip;       /* let this many matching requests pass first */
 	uint64_t count;      /* then fire this many times (0: until cleared) */
 	uint64_t torn_bytes; /* TORN_WRITE */
-	uint64_t delay_ms;   /* SLOW_FSYNC */
+	uint64_t delay_ms;   /* SLOW_FSYNC, ENOSPC */
 };
 
 int io_fault_add(struct kvt_io *io, const struct io_fault *f);

@@ -1380,7 +1380,7 @@ void ssd_tombs_lost(struct ssd *s, const char *why)
 
 static void wd_finish(struct ssd *s, struct wd_task *t, int64_t res)
 {
-	bool ok = res >= 0 && (uint64_t)res == t->rec_len, stopping;
+	bool ok = res >= 0 && (uint64_t)res == t->rec_len, stopping, broke = false;
 
 	if (t->type == T_PUT || t->type == T_CARRY) {
 		uint64_t h = ssd_hash(s, t->ns, &t->key);
@@ -1440,8 +1440,10 @@ static void wd_finish(struct ssd *s, struct wd_task *t, int64_t res)
 			if (atomic_load(&s->segs[t->slot].tombs))
 				ssd_tombs_lost(s, "a write failed");
 		}
-		if (t->hdr)
+		if (t->hdr) {
 			seg_mark_broken(s, t->slot); /* a hole: seal before more goes there */
+			broke = true;
+		}
 		pthread_mutex_lock(&s->wd_lock);
 		stopping = s->wd_stop;
 		pthread_mutex_unlock(&s->wd_lock);
@@ -1511,6 +1513,10 @@ static void wd_finish(struct ssd *s, struct wd_task *t, int64_t res)
 		s->wd_inflight--;
 		if (t->type == T_PUT || t->type == T_CARRY)
 			s->wd_placed_bytes -= t->rec_len;
+		/* A hole before a delete's tombstone: its sync waits for the
+		 * writer to seal the segment (sync_main) */
+		if (broke && t->sync_epoch != s->sync_epoch)
+			s->broken_marks++;
 		if (t->sync_epoch != s->sync_epoch && s->sync_before > 0 &&
 		    --s->sync_before == 0)
 			pthread_cond_signal(&s->sync_cond);
@@ -1953,12 +1959,29 @@ static struct wd_task *wd_next_locked(struct ssd *s)
 	return t;
 }
 
+/* Seal the open segment if a write there failed, once its writes land,
+ * so its summary lists what a recovery walk would stop short of.  Writer
+ * thread. */
+static void wd_seal_broken(struct ssd *s)
+{
+	if (s->open_slot >= 0 && atomic_load(&s->segs[s->open_slot].broken)) {
+		wd_wait_inflight(s);
+		pthread_mutex_lock(&s->seg_lock);
+		if (s->open_slot >= 0) {
+			atomic_store(&s->segs[s->open_slot].broken, false);
+			seg_seal_locked(s);
+		}
+		pthread_mutex_unlock(&s->seg_lock);
+	}
+}
+
 static void *wd_main(void *arg)
 {
 	struct ssd *s = arg;
 	unsigned marks_seen = 0;
 	for (;;) {
 		struct wd_task *t;
+		uint64_t broken_seen;
 		ssd_room_run(s);
 		pthread_mutex_lock(&s->wd_lock);
 		while (!(t = wd_next_locked(s)) &&
@@ -1989,6 +2012,7 @@ static void *wd_main(void *arg)
 			continue;
 		}
 		marks_seen = atomic_load(&s->bad_marks);
+		broken_seen = s->broken_marks; /* sealed below, if in the open segment */
 		if (t == s->wd_uhead) {
 			s->wd_uhead = t->next;
 			if (!s->wd_uhead)
@@ -2004,15 +2028,7 @@ static void *wd_main(void *arg)
 		 * segment with a hole (a failed write) once its writes land, so
 		 * its summary lists what a recovery walk would stop short of. */
 		seg_quarantine_pending(s);
-		if (s->open_slot >= 0 && atomic_load(&s->segs[s->open_slot].broken)) {
-			wd_wait_inflight(s);
-			pthread_mutex_lock(&s->seg_lock);
-			if (s->open_slot >= 0) {
-				atomic_store(&s->segs[s->open_slot].broken, false);
-				seg_seal_locked(s);
-			}
-			pthread_mutex_unlock(&s->seg_lock);
-		}
+		wd_seal_broken(s);
 		if (s->cfg.debug_delay_ns && t->type == T_PUT)
 			wd_debug_delay(s);
 		switch (t->type) {
@@ -2028,6 +2044,7 @@ static void *wd_main(void *arg)
 			/* Its tombstones are placed: the sync thread takes it
 			 * from here, and the writer goes on. */
 			pthread_mutex_lock(&s->wd_lock);
+			s->broken_sealed = broken_seen;
 			t->next = s->sync_new;
 			s->sync_new = t;
 			pthread_cond_signal(&s->sync_cond);
@@ -2038,6 +2055,9 @@ static void *wd_main(void *arg)
 			int r;
 			bool again = false, failed = false;
 			wd_wait_inflight(s);
+			/* a write that failed meanwhile left a hole before
+			 * what this flush makes durable: sealed first */
+			wd_seal_broken(s);
 			if (t->type == T_FLUSH)
 				wd_tombs_unwritten(s, t, &again, &failed);
 			if (again) {
@@ -2104,6 +2124,15 @@ static void *sync_main(void *arg)
 		batch = s->sync_armed;
 		s->sync_armed = NULL;
 		wd_tombs_check_locked(s, batch, &again, &failed);
+		/* A write placed before the boundary failed: a hole before
+		 * the tombstones, where a recovery walk of the open segment
+		 * stops.  The syncs go back to the writer, which seals it
+		 * (wd_seal_broken, its summary listing them) before it passes
+		 * them on again.  Before, the delete was answered first, and
+		 * a kill -9 then brought the block back (test_ssd
+		 * delete_hole_kill9). */
+		if (!again && !failed && !s->wd_stop && s->broken_sealed != s->broken_marks)
+			again = true;
 		if (again) {
 			for (; batch; batch = t) {
 				t = batch->next;

@@ -279,6 +279,10 @@ struct ssd {
 	 * thread that then fdatasyncs for them.  wd_lock. */
 	struct wd_task *sync_new, *sync_armed;
 	uint64_t sync_epoch, sync_before;
+	/* failed writes placed before a boundary (broken_marks), and of them
+	 * those the writer had seen when it last passed a sync on, its open
+	 * segment sealed if one was there (broken_sealed) */
+	uint64_t broken_marks, broken_sealed;
 	bool sync_stop, sync_started;
 	pthread_cond_t sync_cond;   /* sync_new, sync_before reached 0, sync_stop */
 	pthread_t sync_thread;
