@@ -3647,57 +3647,28 @@ static void test_sync_fail(void)
 	free(dir);
 }
 
-/*     (g) sync_fail_tomb: a tombstone is written, then another sync's
- *     fdatasync of its segment fails (a flush here; a write-down's flush,
- *     a checkpoint or another delete's sync in a server), then the
- *     delete's own sync runs.  The failed sync took the segment's dirty
- *     mark, so the delete's found it clean and answered 0: a delete
- *     acknowledged whose tombstone may not be on the device (quarantine
- *     drops the segment's blocks, not the older record the tombstone
- *     covered).  Now the delete's sync fails, as a dropped tombstone's
- *     does, until the store reopens. */
-static void test_sync_fail_tomb(void)
+/*     (g) A tombstone is written, not yet synced, and then the device
+ *     fails in one of two ways; the delete's own sync must fail, as a
+ *     dropped tombstone's does, until the store reopens.
+ *     sync_fail_tomb: another sync's fdatasync of its segment fails (a
+ *     flush here; a write-down's flush, a checkpoint or another delete's
+ *     sync in a server).  The failed sync took the segment's dirty mark,
+ *     so the delete's found it clean and answered 0: a delete acknowledged
+ *     whose tombstone may not be on the device (quarantine drops the
+ *     segment's blocks, not the older record the tombstone covered).
+ *     quarantine_tomb: a write-down after it in the same segment fails
+ *     (EIO) and the segment is quarantined.  Syncs skip a quarantined
+ *     segment, so the delete's sync answered 0 with its tombstone never
+ *     fdatasynced (and the open segment left unsealed: a recovery walk
+ *     stops at the failed write). */
+static void tomb_fault_round(int kind)
 {
 	char *dir = t_mkdtemp();
 	struct kvt_store *s = backlog_open(dir);
 	uint32_t ns = ns_of(s);
 	struct ssd *sd = store_ssd(s);
 	struct kvt_io *io = ssd_io(sd);
-	struct io_fault f = { .kind = IO_FAULT_EIO_FSYNC, .fd = -1, .count = 1 };
-	struct kvt_key k1 = t_key(1);
-	void *prep;
-
-	T_RC(put_k(s, ns, 1), KVT_OK);
-	T_OK(kvt_flush(s));
-	prep = ssd_log_prepare(sd, false, ns, &k1);
-	T_ASSERT(prep != NULL);
-	T_RC(ssd_delete(sd, prep, ns, &k1), KVT_OK);
-	T_OK(io_fault_add(io, &f));
-	T_RC(ssd_flush(sd), -EIO); /* the tombstone written, its fdatasync failed */
-	io_fault_clear(io);
-	T_RC(ssd_sync_deletes(sd), -EIO);
-	fprintf(stderr, "sync_fail_tomb: a delete behind a failed fdatasync fails (%s)\n",
-		io_backend);
-	kvt_store_destroy(s);
-	t_rmtree(dir);
-	free(dir);
-}
-
-/*     (h) quarantine_tomb: a tombstone is written, not yet synced; a
- *     write-down after it in the same segment fails (EIO) and the segment
- *     is quarantined.  Syncs skip a quarantined segment, so the delete's
- *     sync answered 0 with its tombstone never fdatasynced (and the open
- *     segment left unsealed: a recovery walk stops at the failed write).
- *     Now it fails, as a dropped tombstone's does, until the store
- *     reopens. */
-static void test_quarantine_tomb(void)
-{
-	char *dir = t_mkdtemp();
-	struct kvt_store *s = backlog_open(dir);
-	uint32_t ns = ns_of(s);
-	struct ssd *sd = store_ssd(s);
-	struct kvt_io *io = ssd_io(sd);
-	struct io_fault f = { .kind = IO_FAULT_EIO_WRITE, .fd = -1, .count = 1 };
+	struct io_fault f = { .kind = kind, .fd = -1, .count = 1 };
 	struct kvt_key k1 = t_key(1);
 	uint64_t q0, tombs;
 	void *prep;
@@ -3709,18 +3680,24 @@ static void test_quarantine_tomb(void)
 	prep = ssd_log_prepare(sd, false, ns, &k1);
 	T_ASSERT(prep != NULL);
 	T_RC(ssd_delete(sd, prep, ns, &k1), KVT_OK);
-	for (int i = 0; i < 1000 && t_stat(s, "ssd.tombstones") == tombs; i++)
-		usleep(10000);
-	T_EQ_U64(t_stat(s, "ssd.tombstones"), tombs + 1); /* written, not synced */
-	T_OK(io_fault_add(io, &f));
-	T_RC(put_k(s, ns, 2), KVT_OK); /* its write-down fails: EIO */
-	for (int i = 0; i < 1000 && t_stat(s, "ssd.segments_quarantined") == q0; i++)
-		usleep(10000);
-	T_EQ_U64(t_stat(s, "ssd.segments_quarantined"), q0 + 1);
+	if (kind == IO_FAULT_EIO_FSYNC) {
+		T_OK(io_fault_add(io, &f));
+		T_RC(ssd_flush(sd), -EIO); /* the tombstone written, its fdatasync failed */
+	} else {
+		for (int i = 0; i < 1000 && t_stat(s, "ssd.tombstones") == tombs; i++)
+			usleep(10000);
+		T_EQ_U64(t_stat(s, "ssd.tombstones"), tombs + 1); /* written, not synced */
+		T_OK(io_fault_add(io, &f));
+		T_RC(put_k(s, ns, 2), KVT_OK); /* its write-down fails: EIO */
+		for (int i = 0; i < 1000 && t_stat(s, "ssd.segments_quarantined") == q0; i++)
+			usleep(10000);
+		T_EQ_U64(t_stat(s, "ssd.segments_quarantined"), q0 + 1);
+	}
 	io_fault_clear(io);
 	T_RC(ssd_sync_deletes(sd), -EIO);
-	fprintf(stderr, "quarantine_tomb: a delete whose segment was quarantined unsynced "
-		"fails (%s)\n", io_backend);
+	fprintf(stderr, "%s: a delete behind a failed %s fails (%s)\n",
+		kind == IO_FAULT_EIO_FSYNC ? "sync_fail_tomb" : "quarantine_tomb",
+		kind == IO_FAULT_EIO_FSYNC ? "fdatasync" : "write in its segment", io_backend);
 	kvt_store_destroy(s);
 	t_rmtree(dir);
 	free(dir);
@@ -3785,8 +3762,8 @@ static void test_delete_backlog(void)
 	test_delete_race();
 	test_delete_retry();
 	test_sync_fail();
-	test_sync_fail_tomb();
-	test_quarantine_tomb();
+	tomb_fault_round(IO_FAULT_EIO_FSYNC);
+	tomb_fault_round(IO_FAULT_EIO_WRITE);
 	if (!strcmp(io_backend, "psync")) { /* the slow fdatasync needs the psync engine */
 		test_delete_sync();
 		test_delete_hole_kill9();
@@ -3838,8 +3815,8 @@ int main(void)
 		/* KVT_TEST_ONLY=sync_fail: the failed fdatasyncs' cases. */
 		if (getenv("KVT_TEST_ONLY") && !strcmp(getenv("KVT_TEST_ONLY"), "sync_fail")) {
 			test_sync_fail();
-			test_sync_fail_tomb();
-			test_quarantine_tomb();
+			tomb_fault_round(IO_FAULT_EIO_FSYNC);
+			tomb_fault_round(IO_FAULT_EIO_WRITE);
 			if (!strcmp(io_backend, "psync"))
 				test_delete_hole_kill9();
 			continue;
