@@ -252,6 +252,7 @@ static const char *const metrics_stat_names[] = {
 	"ssd.room_bytes",
 	"ssd.part_reads",
 	"ssd.tombstones_unwritten",
+	"ssd.deletes_lost",
 	NULL,
 };
 
@@ -591,6 +592,10 @@ int kvtd_metrics_render(struct kvtd_server *srv, char **out, size_t *out_len)
 	metrics_one(f, "kvtier_ssd_tombstones_unwritten", "gauge",
 		    "deletes whose tombstone the SSD failed to write: deletes fail while not 0",
 		    st.v[S_SSD_WAIT + 4]);
+	metrics_one(f, "kvtier_ssd_deletes_lost", "gauge",
+		    "1: a tombstone may be lost (a failed write or fdatasync where deletes were "
+		    "logged): deletes and flushes fail until the restart",
+		    st.v[S_SSD_WAIT + 5]);
 	metrics_one(f, "kvtier_pins_active", "gauge", "pinned reads not yet released",
 		    st.v[S_PINS]);
 	metrics_one(f, "kvtier_meta_bytes", "gauge", "bytes of index and metadata",

@@ -2428,8 +2428,16 @@ def s3_head_shared(ph):
         assert st == 200, (pn, st, body)
 
     def in_shared():
-        return sum(os.path.getsize(os.path.join(r, f)) for r, _, fs in os.walk(shared)
-                   for f in fs)
+        # The shared tier writes a temporary file and renames it: one seen
+        # by the walk may be gone by its stat.
+        n = 0
+        for r, _, fs in os.walk(shared):
+            for f in fs:
+                try:
+                    n += os.path.getsize(os.path.join(r, f))
+                except FileNotFoundError:
+                    pass
+        return n
     end = time.monotonic() + 20
     while in_shared() < len(data) + 10000 and time.monotonic() < end:
         time.sleep(0.05)

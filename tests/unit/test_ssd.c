@@ -3695,6 +3695,7 @@ static void tomb_fault_round(int kind)
 	}
 	io_fault_clear(io);
 	T_RC(ssd_sync_deletes(sd), -EIO);
+	T_EQ_U64(t_stat(s, "ssd.deletes_lost"), 1); /* what an operator sees */
 	fprintf(stderr, "%s: a delete behind a failed %s fails (%s)\n",
 		kind == IO_FAULT_EIO_FSYNC ? "sync_fail_tomb" : "quarantine_tomb",
 		kind == IO_FAULT_EIO_FSYNC ? "fdatasync" : "write in its segment", io_backend);

@@ -1365,19 +1365,6 @@ static void wd_task_free(struct ssd *s, struct wd_task *t)
 }
 
 /* A write finished (or was never submitted: res < 0).  Any thread. */
-void ssd_tombs_lost(struct ssd *s, const char *why)
-{
-	bool was;
-	pthread_mutex_lock(&s->wd_lock);
-	was = s->tomb_dropped;
-	s->tomb_dropped = true;
-	pthread_mutex_unlock(&s->wd_lock);
-	if (!was)
-		kvt_logf(s->log, KVT_LOG_ERROR,
-			 "ssd: %s in a segment holding deletes: they may come back after a "
-			 "restart; every later delete fails until the store reopens", why);
-}
-
 static void wd_finish(struct ssd *s, struct wd_task *t, int64_t res)
 {
 	bool ok = res >= 0 && (uint64_t)res == t->rec_len, stopping, broke = false;
@@ -3406,7 +3393,7 @@ void ssd_stats(struct ssd *s, kvt_stats_fn fn, void *ctx)
 	uint64_t blocks = 0, bytes = 0, rec_bytes = 0, log_bytes = 0, used_slots = 0, wd_bytes,
 		 inflight, placed, parked;
 	double bps;
-	bool measured, degraded;
+	bool measured, degraded, lost;
 
 	for (int i = 0; i < SSD_SHARDS; i++) {
 		pthread_mutex_lock(&s->shards[i].lock);
@@ -3429,6 +3416,7 @@ void ssd_stats(struct ssd *s, kvt_stats_fn fn, void *ctx)
 	inflight = s->wd_inflight;
 	placed = s->wd_placed_bytes;
 	parked = s->tomb_parked_n + s->tomb_retrying;
+	lost = s->tomb_dropped;
 	bps = s->read_bps;
 	measured = s->read_measured;
 	degraded = s->degraded;
@@ -3476,6 +3464,10 @@ void ssd_stats(struct ssd *s, kvt_stats_fn fn, void *ctx)
 	fn(ctx, "ssd.delete_syncs", AL(s->delete_syncs), NULL);
 	fn(ctx, "ssd.delete_sync_rounds", AL(s->delete_sync_rounds), NULL);
 	fn(ctx, "ssd.tombstones_unwritten", parked, NULL);
+	/* 1: a tombstone may be lost (dropped, or a failed write or
+	 * fdatasync in a segment holding deletes): every delete and flush
+	 * fails until the store reopens (ssd_tombs_lost). */
+	fn(ctx, "ssd.deletes_lost", lost, NULL);
 	fn(ctx, "ssd.reads", AL(s->reads), NULL);
 	fn(ctx, "ssd.read_bytes", AL(s->read_bytes), NULL);
 	fn(ctx, "ssd.read_misses", AL(s->read_misses), NULL);

@@ -386,6 +386,24 @@ void ssd_seg_mark_bad(struct ssd *s, uint32_t slot, int err)
 	pthread_mutex_unlock(&s->wd_lock);
 }
 
+/*
+ * A tombstone may be lost (a write or fdatasync failed in a segment where
+ * deletes were logged): every later delete and flush fails until the
+ * store reopens (ssd.deletes_lost).  Any thread; logged once.
+ */
+void ssd_tombs_lost(struct ssd *s, const char *why)
+{
+	bool was;
+	pthread_mutex_lock(&s->wd_lock);
+	was = s->tomb_dropped;
+	s->tomb_dropped = true;
+	pthread_mutex_unlock(&s->wd_lock);
+	if (!was)
+		kvt_logf(s->log, KVT_LOG_ERROR,
+			 "ssd: %s in a segment holding deletes: they may come back after a "
+			 "restart; every later delete fails until the store reopens", why);
+}
+
 void ssd_seg_sum_free(struct ssd *s, struct ssd_seg *g)
 {
 	kvt_mem_free(s->mem, g->sum, g->sum_cap * sizeof(*g->sum));
