@@ -716,6 +716,13 @@ static void wait_writes_below(struct kvt_store *s, uint64_t limit)
 	T_FAIL("write-downs did not drain to %llu bytes", (unsigned long long)limit);
 }
 
+/* Until stat name is no longer from (at most 10 s; the caller asserts). */
+static void wait_stat_moved(struct kvt_store *s, const char *name, uint64_t from)
+{
+	for (int i = 0; i < 1000 && t_stat(s, name) == from; i++)
+		usleep(10000);
+}
+
 static void wait_writes(struct kvt_store *s)
 {
 	for (int i = 0; i < 5000; i++) {
@@ -3630,8 +3637,7 @@ static void test_sync_fail(void)
 	T_RC(put_k(s, ns, 2), KVT_OK);
 	T_RC(kvt_flush(s), -EIO);
 	io_fault_clear(io);
-	for (int i = 0; i < 1000 && t_stat(s, "ssd.segments_quarantined") == q0; i++)
-		usleep(10000);
+	wait_stat_moved(s, "ssd.segments_quarantined", q0);
 	T_EQ_U64(t_stat(s, "ssd.segments_quarantined"), q0 + 1);
 	T_EQ_U64(t_stat(s, "ssd.blocks"), 0); /* both in the open segment */
 	T_RC(put_k(s, ns, 3), KVT_OK);
@@ -3684,13 +3690,11 @@ static void tomb_fault_round(int kind)
 		T_OK(io_fault_add(io, &f));
 		T_RC(ssd_flush(sd), -EIO); /* the tombstone written, its fdatasync failed */
 	} else {
-		for (int i = 0; i < 1000 && t_stat(s, "ssd.tombstones") == tombs; i++)
-			usleep(10000);
+		wait_stat_moved(s, "ssd.tombstones", tombs);
 		T_EQ_U64(t_stat(s, "ssd.tombstones"), tombs + 1); /* written, not synced */
 		T_OK(io_fault_add(io, &f));
 		T_RC(put_k(s, ns, 2), KVT_OK); /* its write-down fails: EIO */
-		for (int i = 0; i < 1000 && t_stat(s, "ssd.segments_quarantined") == q0; i++)
-			usleep(10000);
+		wait_stat_moved(s, "ssd.segments_quarantined", q0);
 		T_EQ_U64(t_stat(s, "ssd.segments_quarantined"), q0 + 1);
 	}
 	io_fault_clear(io);
