@@ -276,11 +276,14 @@ static unsigned io_q_index(const struct io_req *r)
 	return r->prio < IO_PRIO_COUNT ? r->prio : IO_PRIO_DEMAND;
 }
 
-/* Does slot s fire for an operation on fd?  Counts the operation
- * against it (skip, then count).  fault_lock held. */
-static bool io_fault_fires_locked(struct io_fault_slot *s, int fd)
+/* Does slot s fire for an operation on fd of len bytes (UINT64_MAX:
+ * io_allocate's, no length)?  Counts the operation against it (skip, then
+ * count).  fault_lock held. */
+static bool io_fault_fires_locked(struct io_fault_slot *s, int fd, uint64_t len)
 {
 	if (s->f.fd >= 0 && s->f.fd != fd)
+		return false;
+	if (s->f.len && len != UINT64_MAX && s->f.len != len)
 		return false;
 	if (s->f.count && s->fired >= s->f.count)
 		return false;
@@ -297,6 +300,9 @@ static bool io_fault_fires_locked(struct io_fault_slot *s, int fd)
 static int io_fault_pick_locked(struct kvt_io *io, struct io_req *r, uint64_t *torn)
 {
 	int kind = 0;
+	uint64_t len = 0;
+	for (unsigned i = 0; i < r->iov_count; i++)
+		len += r->iov[i].iov_len;
 	pthread_mutex_lock(&io->fault_lock);
 	for (unsigned i = 0; i < io->fault_count && !kind; i++) {
 		struct io_fault_slot *s = &io->faults[i];
@@ -305,7 +311,7 @@ static int io_fault_pick_locked(struct kvt_io *io, struct io_req *r, uint64_t *t
 		int op = is_read ? IO_READ : is_sync ? IO_FSYNC : IO_WRITE;
 		if (s->f.kind == IO_FAULT_ALLOC_ENOSPC)
 			continue; /* io_allocate's */
-		if (r->opcode != op || !io_fault_fires_locked(s, r->fd))
+		if (r->opcode != op || !io_fault_fires_locked(s, r->fd, len))
 			continue;
 		kind = s->f.kind;
 		*torn = kind == IO_FAULT_SLOW_FSYNC || kind == IO_FAULT_ENOSPC ? s->f.delay_ms
@@ -1279,7 +1285,7 @@ int io_allocate(struct kvt_io *io, int fd, uint64_t len)
 		pthread_mutex_lock(&io->fault_lock);
 		for (unsigned i = 0; i < io->fault_count && !fire; i++) {
 			struct io_fault_slot *s = &io->faults[i];
-			fire = s->f.kind == IO_FAULT_ALLOC_ENOSPC && io_fault_fires_locked(s, fd);
+			fire = s->f.kind == IO_FAULT_ALLOC_ENOSPC && io_fault_fires_locked(s, fd, UINT64_MAX);
 		}
 		pthread_mutex_unlock(&io->fault_lock);
 		if (fire) {

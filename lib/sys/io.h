@@ -143,6 +143,11 @@ struct io_fault {
 	uint64_t count;      /* then fire this many times (0: until cleared) */
 	uint64_t torn_bytes; /* TORN_WRITE */
 	uint64_t delay_ms;   /* SLOW_FSYNC, ENOSPC */
+	/* only reads or writes of exactly this many bytes (the iovecs'
+	 * total) match (0: any): one kind of write among many, e.g. a
+	 * segment's 4 KiB summary among larger records (test_ssd
+	 * seal_fail_tomb) */
+	uint64_t len;
 };
 
 int io_fault_add(struct kvt_io *io, const struct io_fault *f);
