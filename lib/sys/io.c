@@ -1285,7 +1285,8 @@ int io_allocate(struct kvt_io *io, int fd, uint64_t len)
 		pthread_mutex_lock(&io->fault_lock);
 		for (unsigned i = 0; i < io->fault_count && !fire; i++) {
 			struct io_fault_slot *s = &io->faults[i];
-			fire = s->f.kind == IO_FAULT_ALLOC_ENOSPC && io_fault_fires_locked(s, fd, UINT64_MAX);
+			fire = s->f.kind == IO_FAULT_ALLOC_ENOSPC &&
+			       io_fault_fires_locked(s, fd, UINT64_MAX);
 		}
 		pthread_mutex_unlock(&io->fault_lock);
 		if (fire) {
