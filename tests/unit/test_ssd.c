@@ -3759,6 +3759,165 @@ static void test_delete_hole_kill9(void)
 	free(dir);
 }
 
+/*     (j) seal_fail_tomb: a tombstone is written, not yet synced, and the
+ *     seal of its segment fails (EIO on the summary's write, the one 4 KiB
+ *     write: the slot is quarantined).  Syncs skip a quarantined segment,
+ *     so the delete's sync answered 0 with its tombstone never
+ *     fdatasynced: only a failed write-down or fdatasync were looked at
+ *     (review27, 2026-12-05). */
+static void test_seal_fail_tomb(void)
+{
+	char *dir = t_mkdtemp();
+	struct kvt_store *s = backlog_open(dir);
+	uint32_t ns = ns_of(s);
+	struct ssd *sd = store_ssd(s);
+	struct kvt_io *io = ssd_io(sd);
+	struct io_fault f = { .kind = IO_FAULT_EIO_WRITE, .fd = -1, .count = 1, .len = 4096 };
+	struct kvt_key k1 = t_key(1);
+	uint64_t q0, tombs, sealed, k;
+	void *prep;
+
+	T_RC(put_k(s, ns, 1), KVT_OK);
+	T_OK(kvt_flush(s));
+	q0 = t_stat(s, "ssd.segments_quarantined");
+	tombs = t_stat(s, "ssd.tombstones");
+	sealed = t_stat(s, "ssd.segments_sealed");
+	prep = ssd_log_prepare(sd, false, ns, &k1);
+	T_ASSERT(prep != NULL);
+	T_RC(ssd_delete(sd, prep, ns, &k1), KVT_OK);
+	wait_stat_moved(s, "ssd.tombstones", tombs);
+	T_EQ_U64(t_stat(s, "ssd.tombstones"), tombs + 1); /* written, not synced */
+	T_OK(io_fault_add(io, &f));
+	/* Write-downs (none of 4 KiB) until the segment is full and seals. */
+	for (k = 100; k < 300 && t_stat(s, "ssd.segments_sealed") == sealed; k++) {
+		if (len_of(k) < 8192)
+			continue;
+		T_RC(put_k(s, ns, k), KVT_OK);
+		wait_writes(s);
+	}
+	T_EQ_U64(t_stat(s, "ssd.segments_sealed"), sealed + 1);
+	wait_stat_moved(s, "ssd.segments_quarantined", q0);
+	T_EQ_U64(t_stat(s, "ssd.segments_quarantined"), q0 + 1);
+	T_EQ_U64(t_stat(s, "io.faults_injected") > 0, 1);
+	io_fault_clear(io);
+	T_RC(ssd_sync_deletes(sd), -EIO);
+	T_EQ_U64(t_stat(s, "ssd.deletes_lost"), 1);
+	fprintf(stderr, "seal_fail_tomb: a delete whose segment's seal failed fails (%s)\n",
+		io_backend);
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+}
+
+/*     (k) seal_hole_tomb: a write-down placed before a tombstone fails
+ *     (ENOSPC, 1 s late: a hole before it), and the seal the delete's sync
+ *     waits for (its summary, which would list the tombstone past the
+ *     hole) fails too (ENOSPC).  The segment was left sealed in name, its
+ *     header naming no summary: the delete was answered 0, and after a
+ *     kill -9 the recovery walk stopped at the hole and the block came
+ *     back.  A seal that fails over a hole now quarantines the segment, and
+ *     the delete fails.  psync only (as delete_hole_kill9). */
+static void test_seal_hole_tomb(void)
+{
+	char *dir = t_mkdtemp();
+	char res[4096];
+	struct kvt_store *s;
+	int st, r, got[2] = { 1, -1 };
+	FILE *fp;
+	pid_t pid;
+	snprintf(res, sizeof(res), "%s/result", dir);
+	pid = fork();
+	T_GE_INT(pid, 0);
+	if (pid == 0) {
+		struct kvt_key x = t_key(1);
+		struct io_fault late = { .kind = IO_FAULT_ENOSPC, .fd = -1, .count = 1,
+					 .delay_ms = 1000 };
+		struct io_fault seal = { .kind = IO_FAULT_ENOSPC, .fd = -1, .count = 1,
+					 .len = 4096 };
+		uint64_t faults;
+		uint32_t ns;
+		s = backlog_open(dir);
+		ns = ns_of(s);
+		if (put_k(s, ns, 1) != KVT_OK || kvt_flush(s) != 0 || len_of(2) < 8192)
+			_exit(2);
+		faults = t_stat(s, "io.faults_injected");
+		if (io_fault_add(ssd_io(store_ssd(s)), &late) != 0 ||
+		    io_fault_add(ssd_io(store_ssd(s)), &seal) != 0)
+			_exit(2);
+		if (put_k(s, ns, 2) != KVT_OK) /* its write-down fails, 1 s late */
+			_exit(2);
+		for (int i = 0; i < 1000 && t_stat(s, "io.faults_injected") == faults; i++)
+			usleep(1000);
+		if (t_stat(s, "io.faults_injected") != faults + 1)
+			_exit(3);
+		got[0] = kvt_delete(s, ns, &x);
+		got[1] = (int)t_stat(s, "ssd.deletes_lost");
+		fp = fopen(res, "w");
+		if (!fp || fprintf(fp, "%d %d\n", got[0], got[1]) < 0 || fclose(fp) != 0)
+			_exit(4);
+		raise(SIGKILL);
+		_exit(5);
+	}
+	T_EQ_INT(waitpid(pid, &st, 0), pid);
+	T_ASSERT(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+	fp = fopen(res, "r");
+	T_ASSERT(fp != NULL);
+	T_EQ_INT(fscanf(fp, "%d %d", &got[0], &got[1]), 2);
+	fclose(fp);
+	s = backlog_open(dir);
+	r = get_k(s, ns_of(s), 1);
+	fprintf(stderr, "seal_hole_tomb: the delete returned %d (deletes_lost %d); the block is "
+		"%s after recovery\n", got[0], got[1], r == KVT_OK ? "back" : "gone");
+	T_ASSERT(got[0] != KVT_OK || r == KVT_MISS); /* never answered 0 and back */
+	T_ASSERT(got[0] < 0);
+	T_EQ_INT(got[1], 1);
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+}
+
+/*     (l) tomb_synced_eio: a delete returned (its tombstone fdatasynced),
+ *     then a write-down after it in the same segment fails (EIO) and the
+ *     segment is quarantined.  The tombstone lies before the failed write
+ *     and is durable: nothing was lost, later deletes and flushes succeed
+ *     and the deleted block stays gone after a restart.  Before, any
+ *     tombstone placed in the segment this generation failed every later
+ *     delete and flush until the store reopened. */
+static void test_tomb_synced_eio(void)
+{
+	char *dir = t_mkdtemp();
+	struct kvt_store *s = backlog_open(dir);
+	uint32_t ns = ns_of(s);
+	struct kvt_io *io = ssd_io(store_ssd(s));
+	struct io_fault f = { .kind = IO_FAULT_EIO_WRITE, .fd = -1, .count = 1 };
+	struct kvt_key k1 = t_key(1), k4 = t_key(4);
+	uint64_t q0;
+
+	T_RC(put_k(s, ns, 1), KVT_OK);
+	T_RC(put_k(s, ns, 2), KVT_OK);
+	T_OK(kvt_flush(s));
+	T_RC(kvt_delete(s, ns, &k1), KVT_OK);
+	q0 = t_stat(s, "ssd.segments_quarantined");
+	T_OK(io_fault_add(io, &f));
+	T_RC(put_k(s, ns, 3), KVT_OK); /* its write-down fails: EIO */
+	wait_stat_moved(s, "ssd.segments_quarantined", q0);
+	T_EQ_U64(t_stat(s, "ssd.segments_quarantined"), q0 + 1);
+	io_fault_clear(io);
+	T_RC(put_k(s, ns, 4), KVT_OK);
+	T_OK(kvt_flush(s));
+	T_RC(kvt_delete(s, ns, &k4), KVT_OK);
+	T_EQ_U64(t_stat(s, "ssd.deletes_lost"), 0);
+	kvt_store_destroy(s);
+	s = backlog_open(dir);
+	T_RC(get_k(s, ns_of(s), 1), KVT_MISS);
+	T_RC(get_k(s, ns_of(s), 4), KVT_MISS);
+	fprintf(stderr, "tomb_synced_eio: deletes go on after a quarantine that lost no "
+		"tombstone (%s)\n", io_backend);
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+}
+
 static void test_delete_backlog(void)
 {
 	delete_backlog_round(false);
@@ -3769,9 +3928,12 @@ static void test_delete_backlog(void)
 	test_sync_fail();
 	tomb_fault_round(IO_FAULT_EIO_FSYNC);
 	tomb_fault_round(IO_FAULT_EIO_WRITE);
+	test_seal_fail_tomb();
+	test_tomb_synced_eio();
 	if (!strcmp(io_backend, "psync")) { /* the slow fdatasync needs the psync engine */
 		test_delete_sync();
 		test_delete_hole_kill9();
+		test_seal_hole_tomb();
 	}
 }
 
@@ -3822,8 +3984,25 @@ int main(void)
 			test_sync_fail();
 			tomb_fault_round(IO_FAULT_EIO_FSYNC);
 			tomb_fault_round(IO_FAULT_EIO_WRITE);
-			if (!strcmp(io_backend, "psync"))
+			test_seal_fail_tomb();
+			test_tomb_synced_eio();
+					if (!strcmp(io_backend, "psync")) {
 				test_delete_hole_kill9();
+				test_seal_hole_tomb();
+			}
+			continue;
+		}
+		/* KVT_TEST_ONLY=seal_tomb: one of the tombstone-loss cases
+		 * (KVT_TEST_CASE=seal_fail|seal_hole|synced_eio, else all). */
+		if (getenv("KVT_TEST_ONLY") && !strcmp(getenv("KVT_TEST_ONLY"), "seal_tomb")) {
+			const char *c = getenv("KVT_TEST_CASE") ? getenv("KVT_TEST_CASE") : "";
+			if (!*c || !strcmp(c, "seal_fail"))
+				test_seal_fail_tomb();
+			if (!*c || !strcmp(c, "synced_eio"))
+				test_tomb_synced_eio();
+			if (!*c || !strcmp(c, "quarantine_kill9"))
+						if ((!*c || !strcmp(c, "seal_hole")) && !strcmp(io_backend, "psync"))
+				test_seal_hole_tomb();
 			continue;
 		}
 		if (getenv("KVT_TEST_ONLY") && !strcmp(getenv("KVT_TEST_ONLY"), "delkill")) {

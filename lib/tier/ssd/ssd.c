@@ -189,6 +189,9 @@ static void seg_quarantine_pending(struct ssd *s)
 			s->segs[slot].old_gen = 0;
 		}
 		pthread_mutex_unlock(&s->seg_lock);
+		/* Judged at the mark; again now that syncs skip it, for a
+		 * tombstone the writer placed there meanwhile. */
+		ssd_seg_tombs_check(s, slot, err);
 		n = ssd_idx_sweep(s, KVT_NS_ALL, slot, gen, UINT64_MAX);
 		if (old_gen)
 			n += ssd_idx_sweep(s, KVT_NS_ALL, slot, old_gen, UINT64_MAX);
@@ -597,6 +600,16 @@ static void seg_reclaim_upto_locked(struct ssd *s, uint32_t slot, uint64_t end)
 	AN(s->evicted_blocks, ec.dropped);
 }
 
+/* A new generation in g: no hole, no seal yet (its tombstone counts go
+ * on: a sync covers the old generation's with the new one's).  seg_lock
+ * held. */
+static void seg_gen_reset_locked(struct ssd_seg *g)
+{
+	atomic_store(&g->tomb_hole, 0);
+	atomic_store(&g->seal_synced, false);
+	g->sealed_ok = false;
+}
+
 /* Seal the open segment: its old generation's last records first (the
  * summary is written over them).  seg_lock held. */
 static void seg_seal_locked(struct ssd *s)
@@ -671,7 +684,7 @@ static int seg_reuse_oldest_locked(struct ssd *s)
 	g->generation = __atomic_fetch_add(&s->next_gen, 1, __ATOMIC_RELAXED);
 	ssd_seg_set_align(s, (uint32_t)victim, s->rec_align);
 	atomic_store(&g->broken, false);
-	atomic_store(&g->tombs, false);
+	seg_gen_reset_locked(g);
 	g->write_off = SSD_ALIGN;
 	g->sum_bytes = 64; /* the summary header */
 	r = ssd_seg_write_hdr(s, (uint32_t)victim, 0, 0);
@@ -915,7 +928,7 @@ again:
 	s->segs[slot].generation = __atomic_fetch_add(&s->next_gen, 1, __ATOMIC_RELAXED);
 	ssd_seg_set_align(s, slot, s->rec_align);
 	atomic_store(&s->segs[slot].broken, false);
-	atomic_store(&s->segs[slot].tombs, false);
+	seg_gen_reset_locked(&s->segs[slot]);
 	s->segs[slot].write_off = SSD_ALIGN;
 	s->segs[slot].sum_bytes = 64; /* the summary header */
 	r = ssd_seg_write_hdr(s, slot, 0, 0);
@@ -1009,8 +1022,10 @@ static int seg_reserve_locked(struct ssd *s, uint64_t rec_len, struct ssd_sum_en
 	*gen = g->generation;
 	g->write_off += rec_len;
 	g->dirty = true;
+	/* Counted before its write is submitted, let alone complete: a
+	 * quarantine from now on judges it (ssd_idx.c "Tombstones at risk"). */
 	if (se->type != SSD_REC_PUT)
-		atomic_store(&g->tombs, true);
+		atomic_fetch_add(&g->tomb_placed, 1);
 	return 0;
 }
 
@@ -1364,6 +1379,21 @@ static void wd_task_free(struct ssd *s, struct wd_task *t)
 	kvt_mem_free(s->mem, t, sizeof(*t));
 }
 
+/* A write placed in g, about to be submitted: tagged with the tombstones
+ * placed there so far (the writer places one write at a time, so the
+ * count now is the count at its reservation, itself included), and
+ * counted in flight by tag (ssd_idx.c ssd_sync_all_prio).  wd_lock held. */
+static void seg_infl_add_locked(struct ssd_seg *g, struct wd_task *t)
+{
+	t->tomb_tag = atomic_load(&g->tomb_placed);
+	if (t->tomb_tag != g->infl_tag) {
+		g->infl_old += g->infl_cur;
+		g->infl_cur = 0;
+		g->infl_tag = t->tomb_tag;
+	}
+	g->infl_cur++;
+}
+
 /* A write finished (or was never submitted: res < 0).  Any thread. */
 static void wd_finish(struct ssd *s, struct wd_task *t, int64_t res)
 {
@@ -1403,6 +1433,11 @@ static void wd_finish(struct ssd *s, struct wd_task *t, int64_t res)
 	}
 	if (!ok && res != -ECANCELED) {
 		A(s->wd_errors);
+		/* A hole a recovery walk stops at, before the tombstones placed
+		 * after this write: set before a quarantine judges them. */
+		if (t->hdr)
+			ssd_seg_hole(&s->segs[t->slot], t->tomb_tag,
+				     t->type == T_DELETE || t->type == T_CLEAR);
 		if (res == -ENOSPC) {
 			bool was;
 			A(s->enospc);
@@ -1417,15 +1452,12 @@ static void wd_finish(struct ssd *s, struct wd_task *t, int64_t res)
 					 "write-downs shed; retrying every %llu ms",
 					 (unsigned long long)(s->cfg.retry_ns / 1000000));
 		} else if (res == -EIO && t->hdr) {
-			ssd_seg_mark_bad(s, t->slot, (int)res);
 			/* Quarantined, the segment is not synced again nor
-			 * sealed (a recovery walk stops at this write): a
-			 * tombstone there not yet synced may be lost, and a
-			 * delete's sync skipping the segment answered 0
-			 * (test_ssd quarantine_tomb).  Set before the count
-			 * a delete's sync waits on, below. */
-			if (atomic_load(&s->segs[t->slot].tombs))
-				ssd_tombs_lost(s, "a write failed");
+			 * sealed (a recovery walk stops at this write): its
+			 * tombstones not yet durable, or past this hole, are
+			 * judged lost there -- before the count a delete's sync
+			 * waits on, below (test_ssd quarantine_tomb). */
+			ssd_seg_mark_bad(s, t->slot, (int)res);
 		}
 		if (t->hdr) {
 			seg_mark_broken(s, t->slot); /* a hole: seal before more goes there */
@@ -1496,7 +1528,14 @@ static void wd_finish(struct ssd *s, struct wd_task *t, int64_t res)
 		/* Its segment needs an fdatasync (again, if a sync took the
 		 * flag while it was in flight): before the count below, which
 		 * a delete's sync waits on (sync_main). */
-		atomic_store(&s->segs[t->slot].dirty, true);
+		struct ssd_seg *g = &s->segs[t->slot];
+		atomic_store(&g->dirty, true);
+		if (t->tomb_tag == g->infl_tag)
+			g->infl_cur--;
+		else
+			g->infl_old--;
+		if (t->type == T_DELETE || t->type == T_CLEAR)
+			g->tomb_done++;
 		s->wd_inflight--;
 		if (t->type == T_PUT || t->type == T_CARRY)
 			s->wd_placed_bytes -= t->rec_len;
@@ -1705,6 +1744,7 @@ static void wd_write(struct ssd *s, struct wd_task *t)
 	pthread_mutex_lock(&s->wd_lock);
 	s->wd_inflight++;
 	t->sync_epoch = s->sync_epoch;
+	seg_infl_add_locked(&s->segs[t->slot], t);
 	if (t->type == T_PUT)
 		s->wd_placed_bytes += t->rec_len;
 	pthread_mutex_unlock(&s->wd_lock);
@@ -1815,6 +1855,7 @@ static void wd_carry_write(struct ssd *s, struct wd_task *t)
 	pthread_mutex_lock(&s->wd_lock);
 	s->wd_inflight++;
 	t->sync_epoch = s->sync_epoch;
+	seg_infl_add_locked(&s->segs[t->slot], t);
 	s->wd_placed_bytes += t->rec_len;
 	pthread_mutex_unlock(&s->wd_lock);
 	multi_submit(s, &t->io, IO_WRITE, IO_PRIO_WRITE, s->segs[t->slot].fd, off, t->iov, 1,
@@ -3464,9 +3505,10 @@ void ssd_stats(struct ssd *s, kvt_stats_fn fn, void *ctx)
 	fn(ctx, "ssd.delete_syncs", AL(s->delete_syncs), NULL);
 	fn(ctx, "ssd.delete_sync_rounds", AL(s->delete_sync_rounds), NULL);
 	fn(ctx, "ssd.tombstones_unwritten", parked, NULL);
-	/* 1: a tombstone may be lost (dropped, or a failed write or
-	 * fdatasync in a segment holding deletes): every delete and flush
-	 * fails until the store reopens (ssd_tombs_lost). */
+	/* 1: a tombstone may be lost (dropped, or a segment holding one
+	 * not yet durable quarantined: ssd_idx.c "Tombstones at risk"):
+	 * every delete and flush fails until the store reopens
+	 * (ssd_tombs_lost). */
 	fn(ctx, "ssd.deletes_lost", lost, NULL);
 	fn(ctx, "ssd.reads", AL(s->reads), NULL);
 	fn(ctx, "ssd.read_bytes", AL(s->read_bytes), NULL);

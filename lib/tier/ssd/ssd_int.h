@@ -83,10 +83,27 @@ struct ssd_seg {
 	int state;            /* SEG_* */
 	_Atomic int bad_err;  /* an I/O error seen here (set from any thread):
 			       * the writer quarantines the slot */
-	/* a delete or clear record was placed in this generation: a failed
-	 * fdatasync or write here may lose it (ssd_idx.c ssd_sync_all_prio,
-	 * ssd.c wd_finish) */
-	_Atomic bool tombs;
+	/* Tombstones a quarantine would lose (ssd_idx.c "Tombstones at
+	 * risk"), counted over the slot's life:
+	 * tomb_placed  delete and clear records placed here (seg_lock);
+	 * tomb_synced  of those, the first tomb_synced are durable: an
+	 *              fdatasync that began after they and every write placed
+	 *              before them completed succeeded (ssd_sync_all_prio);
+	 * tomb_hole    0, or where the first write here that failed or may be
+	 *              lost (a failed fdatasync) lies among the tombstones
+	 *              (ssd_seg_hole): a recovery walk stops there, so the
+	 *              tombstones after it are lost unless a summary listing
+	 *              them is durable (seal_synced: this generation's seal
+	 *              succeeded and an fdatasync after it did). */
+	_Atomic uint64_t tomb_placed, tomb_synced, tomb_hole;
+	_Atomic bool seal_synced;
+	bool sealed_ok;       /* this generation's seal succeeded (seg_lock) */
+	/* wd_lock: tombstone writes completed here; the writes in flight
+	 * here placed when tomb_placed was infl_tag (infl_cur) and before
+	 * (infl_old): with infl_old 0, every write before the newest
+	 * tombstone has completed (ssd_sync_all_prio) */
+	uint64_t tomb_done, infl_tag;
+	uint64_t infl_cur, infl_old;
 	_Atomic bool broken;  /* a write here failed, leaving a hole that would
 			       * stop a recovery walk: the writer seals it */
 	bool direct;          /* O_DIRECT in effect (seg_lock; set with rec_align) */
@@ -153,6 +170,7 @@ struct wd_task {
 	struct iovec iov[1 + DRAM_MAX_RUNS];
 	struct multi_io io;
 	uint64_t sync_epoch;  /* a placed write: ssd.sync_epoch when placed */
+	uint64_t tomb_tag;    /* a placed write: its segment's tomb_placed then */
 	/* T_FLUSH / T_CKPT / T_DSYNC: a waiter */
 	pthread_mutex_t *wait_lock;
 	pthread_cond_t *wait_cond;
@@ -396,11 +414,26 @@ void ssd_seg_sum_free(struct ssd *s, struct ssd_seg *g);
 void ssd_seg_seal_locked(struct ssd *s);
 /* Write the slot's segment header.  Writer thread. */
 int ssd_seg_write_hdr(struct ssd *s, uint32_t slot, uint64_t sum_off, uint64_t sum_len);
-/* An I/O error in a slot, from any thread: the writer quarantines it. */
+/* An I/O error in a slot, from any thread: the writer quarantines it;
+ * tombstones there not yet durable are lost (ssd_tombs_lost). */
 void ssd_seg_mark_bad(struct ssd *s, uint32_t slot, int err);
+/* The writer quarantined slot: the same look at its tombstones, for any
+ * placed there between its mark and its quarantine. */
+void ssd_seg_tombs_check(struct ssd *s, uint32_t slot, int err);
+/* A write in g placed when its tomb_placed was tag (a tombstone itself:
+ * tomb) failed, or may be lost: a hole before the tombstones placed after
+ * it.  Kept: the first in the log, as 1 + 2 tag + !tomb (a tombstone
+ * with tag k lies before a put tagged k).  Any thread. */
+static inline void ssd_seg_hole(struct ssd_seg *g, uint64_t tag, bool tomb)
+{
+	uint64_t code = 1 + 2 * tag + !tomb, h = atomic_load(&g->tomb_hole);
+	while ((h == 0 || code < h) && !atomic_compare_exchange_weak(&g->tomb_hole, &h, code))
+		;
+}
 int ssd_sync_all(struct ssd *s);
-/* Tombstones were lost (why: what failed): every later delete and flush
- * fails, as for a dropped tombstone, until the store reopens (ssd.c). */
+/* Tombstones were lost (why: what happened): every later delete and
+ * flush fails, as for a dropped tombstone, until the store reopens
+ * (ssd.c). */
 void ssd_tombs_lost(struct ssd *s, const char *why);
 /* The same, its fdatasyncs queued at prio (IO_PRIO_*): a delete's sync
  * passes the write-downs queued in the engine (ssd.c sync_main). */
