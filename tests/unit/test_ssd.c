@@ -3918,6 +3918,63 @@ static void test_tomb_synced_eio(void)
 	free(dir);
 }
 
+/*     (m) quarantine_delete_kill9: a block's segment is quarantined (a
+ *     later write-down there fails EIO: its blocks leave the index), the
+ *     block is deleted -- the SSD's index no longer knows it, so no
+ *     tombstone is logged -- and the process is killed.  Quarantine did not
+ *     void the segment on disk, and recovery's walk found the block there:
+ *     a delete answered 0 whose block came back. */
+static void test_quarantine_delete_kill9(void)
+{
+	char *dir = t_mkdtemp();
+	char res[4096];
+	struct kvt_store *s;
+	int st, r, got = 1;
+	FILE *fp;
+	pid_t pid;
+	snprintf(res, sizeof(res), "%s/result", dir);
+	pid = fork();
+	T_GE_INT(pid, 0);
+	if (pid == 0) {
+		struct kvt_key x = t_key(2);
+		struct io_fault f = { .kind = IO_FAULT_EIO_WRITE, .fd = -1, .count = 1 };
+		uint64_t q0;
+		uint32_t ns;
+		s = backlog_open(dir);
+		ns = ns_of(s);
+		if (put_k(s, ns, 1) != KVT_OK || put_k(s, ns, 2) != KVT_OK || kvt_flush(s) != 0)
+			_exit(2);
+		q0 = t_stat(s, "ssd.segments_quarantined");
+		if (io_fault_add(ssd_io(store_ssd(s)), &f) != 0 || put_k(s, ns, 3) != KVT_OK)
+			_exit(2);
+		for (int i = 0; i < 1000 && t_stat(s, "ssd.segments_quarantined") == q0; i++)
+			usleep(10000);
+		if (t_stat(s, "ssd.segments_quarantined") != q0 + 1)
+			_exit(3);
+		io_fault_clear(ssd_io(store_ssd(s)));
+		got = kvt_delete(s, ns, &x);
+		fp = fopen(res, "w");
+		if (!fp || fprintf(fp, "%d\n", got) < 0 || fclose(fp) != 0)
+			_exit(4);
+		raise(SIGKILL);
+		_exit(5);
+	}
+	T_EQ_INT(waitpid(pid, &st, 0), pid);
+	T_ASSERT(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+	fp = fopen(res, "r");
+	T_ASSERT(fp != NULL);
+	T_EQ_INT(fscanf(fp, "%d", &got), 1);
+	fclose(fp);
+	s = backlog_open(dir);
+	r = get_k(s, ns_of(s), 2);
+	fprintf(stderr, "quarantine_delete_kill9: the delete returned %d; the block is %s after "
+		"recovery (%s)\n", got, r == KVT_OK ? "back" : "gone", io_backend);
+	T_ASSERT(got != KVT_OK || r == KVT_MISS);
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+}
+
 static void test_delete_backlog(void)
 {
 	delete_backlog_round(false);
@@ -3930,6 +3987,7 @@ static void test_delete_backlog(void)
 	tomb_fault_round(IO_FAULT_EIO_WRITE);
 	test_seal_fail_tomb();
 	test_tomb_synced_eio();
+	test_quarantine_delete_kill9();
 	if (!strcmp(io_backend, "psync")) { /* the slow fdatasync needs the psync engine */
 		test_delete_sync();
 		test_delete_hole_kill9();
@@ -3986,7 +4044,8 @@ int main(void)
 			tomb_fault_round(IO_FAULT_EIO_WRITE);
 			test_seal_fail_tomb();
 			test_tomb_synced_eio();
-					if (!strcmp(io_backend, "psync")) {
+			test_quarantine_delete_kill9();
+			if (!strcmp(io_backend, "psync")) {
 				test_delete_hole_kill9();
 				test_seal_hole_tomb();
 			}
@@ -4001,7 +4060,8 @@ int main(void)
 			if (!*c || !strcmp(c, "synced_eio"))
 				test_tomb_synced_eio();
 			if (!*c || !strcmp(c, "quarantine_kill9"))
-						if ((!*c || !strcmp(c, "seal_hole")) && !strcmp(io_backend, "psync"))
+				test_quarantine_delete_kill9();
+			if ((!*c || !strcmp(c, "seal_hole")) && !strcmp(io_backend, "psync"))
 				test_seal_hole_tomb();
 			continue;
 		}

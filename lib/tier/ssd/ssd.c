@@ -192,9 +192,9 @@ static void seg_quarantine_pending(struct ssd *s)
 		/* Judged at the mark; again now that syncs skip it, for a
 		 * tombstone the writer placed there meanwhile. */
 		ssd_seg_tombs_check(s, slot, err);
-		n = ssd_idx_sweep(s, KVT_NS_ALL, slot, gen, UINT64_MAX);
+		n = ssd_idx_kill(s, slot, gen);
 		if (old_gen)
-			n += ssd_idx_sweep(s, KVT_NS_ALL, slot, old_gen, UINT64_MAX);
+			n += ssd_idx_kill(s, slot, old_gen);
 		atomic_fetch_add(&s->quarantined, 1); /* release: after the sweep */
 		kvt_logf(s->log, KVT_LOG_ERROR,
 			 "ssd: segment %u quarantined after %s; %llu blocks dropped", slot,
@@ -1405,7 +1405,9 @@ static void wd_finish(struct ssd *s, struct wd_task *t, int64_t res)
 		struct ssd_entry **pp;
 		pthread_mutex_lock(&sh->lock);
 		pp = ssd_idx_slot(sh, h, t->ns, &t->key);
-		if (*pp && (*pp)->seq == t->seq) {
+		/* Its segment quarantined meanwhile (E_DEAD): kept unpublished,
+		 * if written (ssd_idx_kill). */
+		if (*pp && (*pp)->seq == t->seq && !(ok && ((*pp)->flags & E_DEAD))) {
 			if (ok) {
 				(*pp)->flags &= (uint8_t)~E_PENDING;
 				sh->bytes += (*pp)->value_len;
@@ -2303,7 +2305,7 @@ static bool ssd_idx_empty(struct ssd *s)
 	bool empty = true;
 	for (int i = 0; i < SSD_SHARDS && empty; i++) {
 		pthread_mutex_lock(&s->shards[i].lock);
-		empty = s->shards[i].count == 0;
+		empty = s->shards[i].count == s->shards[i].dead;
 		pthread_mutex_unlock(&s->shards[i].lock);
 	}
 	return empty;
@@ -3438,7 +3440,7 @@ void ssd_stats(struct ssd *s, kvt_stats_fn fn, void *ctx)
 
 	for (int i = 0; i < SSD_SHARDS; i++) {
 		pthread_mutex_lock(&s->shards[i].lock);
-		blocks += s->shards[i].count;
+		blocks += s->shards[i].count - s->shards[i].dead;
 		bytes += s->shards[i].bytes;
 		rec_bytes += s->shards[i].rec_bytes;
 		pthread_mutex_unlock(&s->shards[i].lock);

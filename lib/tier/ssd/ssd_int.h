@@ -42,6 +42,10 @@ enum {
 	E_READ = 0x2,
 	E_READ2 = 0x4, /* promoted twice or more */
 	E_CARRY = 0x8,  /* with E_PENDING: kept while its record is carried (ssd.c) */
+	/* with E_PENDING: a block of a quarantined segment, a miss, kept
+	 * until the store reopens so that a delete of it still logs its
+	 * tombstone (ssd_idx_kill) */
+	E_DEAD = 0x10,
 };
 /* T_CARRY: a hot record of a reclaimed segment, read back, written again
  * at the log's head (ssd.c, "Reclamation"). */
@@ -72,6 +76,7 @@ struct ssd_shard {
 	struct ssd_entry **buckets;
 	uint32_t mask;
 	uint64_t count;
+	uint64_t dead;        /* of which E_DEAD (not blocks: ssd.blocks) */
 	uint64_t bytes;       /* value bytes of published entries */
 	uint64_t rec_bytes;   /* their records' bytes on flash (header, value,
 			       * padding to SSD_REC_ALIGN): ssd.live_record_bytes */
@@ -399,6 +404,9 @@ int ssd_idx_put_locked(struct ssd *s, struct ssd_shard *sh, uint64_t h,
 		       const struct ssd_entry *src, struct ssd_entry **spare);
 bool ssd_idx_remove_key(struct ssd *s, uint32_t ns, const struct kvt_key *k, uint64_t below);
 uint64_t ssd_idx_sweep(struct ssd *s, uint32_t ns, uint32_t slot, uint64_t gen, uint64_t below);
+/* The entries of slot's generation gen become misses, kept (E_DEAD);
+ * returns how many were published. */
+uint64_t ssd_idx_kill(struct ssd *s, uint32_t slot, uint64_t gen);
 /* Plain pread of exactly len bytes (recovery, reclamation), noted for
  * io_align_check. */
 int ssd_pread_full(struct ssd *s, int fd, void *buf, size_t len, uint64_t off);
