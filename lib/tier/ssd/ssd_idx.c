@@ -567,13 +567,16 @@ void ssd_seg_seal_locked(struct ssd *s)
  * a write in flight while a sync took the flag marks it again.
  *
  * A successful fdatasync also moves the segment's tomb_synced ("Tombstones
- * at risk", above) to what it covers: read with the dirty flag, under
- * wd_lock, where wd_finish counts a completed write -- the tombstones
+ * at risk", above) to what it covers: read after the dirty flag is taken
+ * and before the fdatasync begins, under wd_lock, where wd_finish counts a
+ * completed write (and marks the segment dirty again) -- the tombstones
  * whose writes, and every write placed before them in the segment, had
  * completed (tomb_done, infl_old; the writer places one write at a time,
- * so writes placed before a tombstone carry a smaller tag).  A segment
- * whose writes never pause keeps a tombstone at risk while a newer one
- * waits on an older write; the sync after the segment seals covers it.
+ * so writes placed before a tombstone carry a smaller tag).  A completion
+ * counted after a sync took the flag leaves it set for the next sync, so
+ * each is covered by the first sync that reads it.  A segment whose writes
+ * never pause keeps a tombstone at risk while a newer one waits on an
+ * older write; the sync after the segment seals covers it.
  */
 int ssd_sync_all_prio(struct ssd *s, int prio)
 {
@@ -584,14 +587,17 @@ int ssd_sync_all_prio(struct ssd *s, int prio)
 		uint64_t covers = 0;
 		bool dirty, has = false, sealed;
 		pthread_mutex_lock(&s->seg_lock);
-		pthread_mutex_lock(&s->wd_lock);
 		dirty = atomic_exchange(&g->dirty, false) && g->fd >= 0 && g->state != SEG_BAD;
-		if (g->infl_old == 0) {
-			has = true;
-			covers = g->tomb_done == g->infl_tag ? g->infl_tag : g->infl_tag - 1;
-		}
 		sealed = g->sealed_ok;
-		pthread_mutex_unlock(&s->wd_lock);
+		if (dirty) {
+			pthread_mutex_lock(&s->wd_lock);
+			if (g->infl_old == 0) {
+				has = true;
+				covers = g->tomb_done == g->infl_tag ? g->infl_tag
+								     : g->infl_tag - 1;
+			}
+			pthread_mutex_unlock(&s->wd_lock);
+		}
 		pthread_mutex_unlock(&s->seg_lock);
 		if (dirty) {
 			int64_t r = ssd_io_sync_prio(s, IO_FSYNC, prio, g->fd, 0, NULL, 0);
