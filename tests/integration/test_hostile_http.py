@@ -32,7 +32,8 @@ s3_head_shared (the owner's HEAD of an object only the shared tier holds),
 s3_list_mem (many tenants' listings of objects on SSD only at once),
 s3_head_scan (heads sent a byte at a time before authentication),
 s3_tiny_chunks (signed aws-chunked bodies of 1-byte chunks beside another
-tenant), tls_records (S3 and RESP requests in one-byte TLS records).
+tenant), tls_records (S3 and RESP requests in one-byte TLS records),
+resp_share_answer (RESP commands refused by their tenant's share say so).
 """
 import base64
 import datetime
@@ -1503,6 +1504,77 @@ def resp_share(ph):
     ph.probe("held RESP SETs")
 resp_share.extra = ["--resp", "127.0.0.1:0"]
 
+
+
+@phase
+def resp_share_answer(ph):
+    """A RESP command whose charges pass its tenant's input share after
+    the parse's check (its first window of items, ~21 KiB for an MGET of
+    64 keys, is charged as it starts) was answered "-ERR server out of
+    memory": the client could not tell its own share (a quarter of
+    --max-memory) from the server's budget.  Now the answer names the
+    share, as the parse's refusal does.  alice sends, on one connection,
+    a DEL of a stored key (answered once its tombstone is durable: 500 ms
+    behind a write-down, ssd.debug_write_delay_ms), ECHOs that bring her
+    commands in flight near her share (8 MiB of --max-memory 32M), then
+    MGETs of 64 keys that step her charges across it (~23 KiB each): one
+    lands past the parse's check and short of the items' charge unless it
+    falls within the parse's own ~2 KiB, so three rounds shift the fill by
+    a third of a step each.  Every answer is read: no "server out of
+    memory", at least one refusal naming the share, every MGET otherwise
+    answered whole."""
+    srv = ph.srv
+    R = int(re.search(r"RESP listener on 127\.0\.0\.1:(\d+)", open(srv.log).read()).group(1))
+    keys = [b"k%d" % i for i in range(64)]
+    mget = resp_cmd(b"MGET", *keys)
+    share = 8 << 20
+    got = {}
+    for rnd in range(3):
+        s = resp_login(R, ALICE, ph.addr())
+        s.sendall(resp_cmd(b"SET", b"d%d" % rnd, b"v" * 1000))
+        ph.expect(resp_line(s) == b"+OK", "SET")
+        echo = 60000
+        fill = share - 240 * 1024 + rnd * 7800
+        n_echo, last = divmod(fill, echo)
+        cmds = [resp_cmd(b"DEL", b"d%d" % rnd)]
+        cmds += [resp_cmd(b"ECHO", b"e" * echo)] * n_echo + [resp_cmd(b"ECHO", b"e" * last)]
+        cmds += [mget] * 24
+        s.sendall(b"".join(cmds))
+        ph.expect(resp_line(s, 20) == b":1", "the DEL ahead")
+        for k in range(n_echo + 1):
+            ln = resp_line(s, 20)
+            size = echo if k < n_echo else last
+            ok = ln == b"$%d" % size
+            if ok:
+                body, whole = read_until(s, b"\r\n", 20)
+                while len(body) < size + 2:
+                    more = s.recv(1 << 20)
+                    if not more:
+                        break
+                    body += more
+                _pending[s] = body[size + 2:]
+            ph.expect(ok, "an ECHO's answer", ln[:80])
+        for k in range(24):
+            ln = resp_line(s, 20)
+            if ln == b"*64":
+                for _ in keys:
+                    ph.expect(resp_line(s, 20) == b"$-1", "an MGET's element")
+                got["array"] = got.get("array", 0) + 1
+            else:
+                got[ln] = got.get(ln, 0) + 1
+        s.close()
+    print("resp_share_answer: 3 rounds of 24 MGETs stepping across the share: %s" % got)
+    share_err = b"-ERR the tenant's commands hold its share of the server memory limit " \
+                b"(--max-memory); retry later"
+    ph.expect(b"-ERR server out of memory" not in got, "a share's refusal said out of memory",
+              got)
+    ph.expect(got.get(share_err, 0) >= 1, "no refusal naming the share", got)
+    ph.expect(set(got) <= {"array", share_err}, "other answers", got)
+    ph.cases += 1
+    ph.probe("MGETs across the share")
+resp_share_answer.extra = ["--resp", "127.0.0.1:0", "--ssd", "64M", "--set", "ssd.segment=4M",
+                           "--set", "ssd.admission=always",
+                           "--set", "ssd.debug_write_delay_ms=500"]
 
 @phase
 def s3_signers(ph):
