@@ -206,7 +206,10 @@ ssize_t kvtd_conn_readv(struct kvtd_conn *c, const struct iovec *iov, int n)
 	if (!c->tls)
 		return readv(c->fd, iov, n);
 	for (int i = 0; i < n; i++) {
-		ssize_t r = tls_fill(c, iov[i].iov_base, iov[i].iov_len, &records, &want);
+		ssize_t r;
+		if (iov[i].iov_len == 0)
+			continue; /* not an end of the stream */
+		r = tls_fill(c, iov[i].iov_base, iov[i].iov_len, &records, &want);
 		if (r <= 0) {
 			if (total > 0)
 				break;
