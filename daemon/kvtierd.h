@@ -279,6 +279,8 @@ struct kvtd_counters {
 	_Atomic uint64_t auth_ok;
 	_Atomic uint64_t tls_handshakes; /* completed */
 	_Atomic uint64_t tls_ktls;       /* of them, sending through kernel TLS */
+	_Atomic uint64_t tls_throttled;  /* closed before a handshake: its address
+					  * past KVTD_AUTH_FAILS_PER_SEC */
 	_Atomic uint64_t value_crc_errors; /* stored parts failing their CRC on a range read */
 	_Atomic uint64_t errors[KVTD_ERR__COUNT];
 	/* Overload (loop.c "Limits"): connections refused past --max-conns,

@@ -183,9 +183,10 @@ static void seg_quarantine_pending(struct ssd *s)
 		if (old_gen) {
 			/* A generation being reclaimed here goes too. */
 			kvt_mem_free(s->mem, s->segs[slot].old_sum,
-				     s->segs[slot].old_count * sizeof(*s->segs[slot].old_sum));
+				     s->segs[slot].old_cap * sizeof(*s->segs[slot].old_sum));
 			s->segs[slot].old_sum = NULL;
 			s->segs[slot].old_count = s->segs[slot].old_next = 0;
+			s->segs[slot].old_cap = 0;
 			s->segs[slot].old_gen = 0;
 		}
 		pthread_mutex_unlock(&s->seg_lock);
@@ -585,9 +586,9 @@ static void seg_reclaim_upto_locked(struct ssd *s, uint32_t slot, uint64_t end)
 	g->old_budget = ec.budget;
 	if (end == UINT64_MAX) {
 		ec.dropped += ssd_idx_sweep(s, KVT_NS_ALL, slot, g->old_gen, UINT64_MAX);
-		kvt_mem_free(s->mem, g->old_sum, g->old_count * sizeof(*g->old_sum));
+		kvt_mem_free(s->mem, g->old_sum, g->old_cap * sizeof(*g->old_sum));
 		g->old_sum = NULL;
-		g->old_count = g->old_next = 0;
+		g->old_count = g->old_next = g->old_cap = 0;
 		kvt_logf(s->log, KVT_LOG_DEBUG,
 			 "ssd: segment %u (generation %llu) reclaimed: %llu blocks", slot,
 			 (unsigned long long)g->old_gen,
@@ -705,6 +706,7 @@ static int seg_reuse_oldest_locked(struct ssd *s)
 	g->old_gen = old_gen;
 	g->old_sum = c.v;
 	g->old_count = c.n;
+	g->old_cap = c.cap;
 	g->old_next = 0;
 	g->old_budget = s->cfg.seg_size / 100 * s->cfg.reinsert_pct;
 	g->old_dropped = 0;
@@ -3388,7 +3390,7 @@ void ssd_close(struct ssd *s)
 				close(s->segs[i].fd);
 			ssd_seg_sum_free(s, &s->segs[i]);
 			kvt_mem_free(s->mem, s->segs[i].old_sum,
-				     s->segs[i].old_count * sizeof(*s->segs[i].old_sum));
+				     s->segs[i].old_cap * sizeof(*s->segs[i].old_sum));
 		}
 		kvt_mem_free(s->mem, s->segs, s->slot_count * sizeof(*s->segs));
 	}

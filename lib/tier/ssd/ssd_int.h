@@ -139,6 +139,10 @@ struct ssd_seg {
 	uint64_t old_gen;
 	struct ssd_sum_entry *old_sum;
 	size_t old_count, old_next;
+	size_t old_cap;       /* entries old_sum was allocated with: what its
+			       * free counts off mem.meta_bytes (old_count
+			       * left the rest counted for good, a segment's
+			       * reuse at a time) */
 	uint64_t old_budget;  /* reinsert budget left of the old segment */
 	uint64_t old_dropped; /* index entries dropped so far */
 };
