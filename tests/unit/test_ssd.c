@@ -4018,6 +4018,79 @@ static void test_quarantine_delete_kill9(void)
 	free(dir);
 }
 
+/*     (n) seal_synced_reuse: an fdatasync that began right after a
+ *     segment's seal (its summary then counted durable: seal_synced) lasts
+ *     while the log wraps and the writer reuses that slot.  Its success
+ *     was stored into the new generation, open with no summary at all:
+ *     a hole there later (a write-down failing) with tombstones past it
+ *     was judged covered by a summary that does not exist, and a seal
+ *     failing over it left the segment unquarantined, the delete answered
+ *     0 (review28, 2026-12-05).  psync only (the slow fdatasync). */
+static void *ssr_sync(void *arg)
+{
+	return (void *)(intptr_t)ssd_sync_all(arg);
+}
+
+static void test_seal_synced_reuse(void)
+{
+	char *dir = t_mkdtemp();
+	struct kvt_store *s = open_store(dir, "4M", "always");
+	uint32_t ns = ns_of(s);
+	struct ssd *sd = store_ssd(s);
+	struct io_fault slow = { .kind = IO_FAULT_SLOW_FSYNC, .count = 1, .delay_ms = 4000 };
+	uint64_t k = 1, faults, gen0, gen1 = 0;
+	int32_t a = -1;
+	bool sealed, stale;
+	pthread_t th;
+	void *ret;
+
+	while (t_stat(s, "ssd.segments_sealed") == 0 && k < 400) {
+		T_RC(put_k(s, ns, k++), KVT_OK);
+		wait_writes(s);
+	}
+	T_EQ_U64(t_stat(s, "ssd.segments_sealed"), 1);
+	pthread_mutex_lock(&sd->seg_lock);
+	for (uint32_t i = 0; i < sd->slot_count && a < 0; i++)
+		if (sd->segs[i].state == SEG_SEALED)
+			a = (int32_t)i;
+	T_ASSERT(a >= 0);
+	sealed = sd->segs[a].sealed_ok;
+	gen0 = sd->segs[a].generation;
+	slow.fd = sd->segs[a].fd;
+	pthread_mutex_unlock(&sd->seg_lock);
+	T_ASSERT(sealed);
+	faults = t_stat(s, "io.faults_injected");
+	T_OK(io_fault_add(ssd_io(sd), &slow));
+	/* A sync takes the sealed slot's flag (its header's write), its
+	 * fdatasync slowed; meanwhile the log wraps into that slot. */
+	T_EQ_INT(pthread_create(&th, NULL, ssr_sync, sd), 0);
+	wait_stat_moved(s, "io.faults_injected", faults);
+	T_EQ_U64(t_stat(s, "io.faults_injected"), faults + 1);
+	for (uint64_t n = 0; n < 400; n++) {
+		pthread_mutex_lock(&sd->seg_lock);
+		gen1 = sd->segs[a].generation;
+		pthread_mutex_unlock(&sd->seg_lock);
+		if (gen1 != gen0)
+			break;
+		T_RC(put_k(s, ns, k++), KVT_OK);
+		wait_writes(s);
+	}
+	T_ASSERT(gen1 != gen0);
+	T_EQ_INT(pthread_join(th, &ret), 0);
+	T_EQ_INT((int)(intptr_t)ret, 0);
+	pthread_mutex_lock(&sd->seg_lock);
+	stale = sd->segs[a].generation == gen1 && !sd->segs[a].sealed_ok &&
+		atomic_load(&sd->segs[a].seal_synced);
+	pthread_mutex_unlock(&sd->seg_lock);
+	fprintf(stderr, "seal_synced_reuse: slot %d reused during the sync of its seal; its new "
+		"generation %s\n", a, stale ? "counted sealed and synced" : "not sealed");
+	T_ASSERT(!stale);
+	io_fault_clear(ssd_io(sd));
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+}
+
 static void test_delete_backlog(void)
 {
 	delete_backlog_round(false);
@@ -4035,6 +4108,7 @@ static void test_delete_backlog(void)
 		test_delete_sync();
 		test_delete_hole_kill9();
 		test_seal_hole_tomb();
+		test_seal_synced_reuse();
 	}
 }
 
@@ -4110,6 +4184,8 @@ int main(void)
 				test_quarantine_delete_kill9();
 			if ((!*c || !strcmp(c, "seal_hole")) && !strcmp(io_backend, "psync"))
 				test_seal_hole_tomb();
+			if ((!*c || !strcmp(c, "seal_reuse")) && !strcmp(io_backend, "psync"))
+				test_seal_synced_reuse();
 			continue;
 		}
 		if (getenv("KVT_TEST_ONLY") && !strcmp(getenv("KVT_TEST_ONLY"), "delkill")) {

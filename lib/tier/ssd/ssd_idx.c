@@ -584,11 +584,12 @@ int ssd_sync_all_prio(struct ssd *s, int prio)
 	pthread_mutex_lock(&s->sync_run_lock);
 	for (uint32_t i = 0; i < s->slot_count; i++) {
 		struct ssd_seg *g = &s->segs[i];
-		uint64_t covers = 0;
+		uint64_t covers = 0, gen;
 		bool dirty, has = false, sealed;
 		pthread_mutex_lock(&s->seg_lock);
 		dirty = atomic_exchange(&g->dirty, false) && g->fd >= 0 && g->state != SEG_BAD;
 		sealed = g->sealed_ok;
+		gen = g->generation;
 		if (dirty) {
 			pthread_mutex_lock(&s->wd_lock);
 			if (g->infl_old == 0) {
@@ -619,8 +620,17 @@ int ssd_sync_all_prio(struct ssd *s, int prio)
 			} else {
 				if (has && covers > atomic_load(&g->tomb_synced))
 					atomic_store(&g->tomb_synced, covers);
-				if (sealed)
-					atomic_store(&g->seal_synced, true);
+				/* The generation whose seal it read: the writer may
+				 * have reused the slot during the fdatasync, and the
+				 * new generation has no summary yet (seg_gen_reset_locked
+				 * cleared seal_synced; before review28 this store
+				 * set it again: test_ssd seal_synced_reuse). */
+				if (sealed) {
+					pthread_mutex_lock(&s->seg_lock);
+					if (g->generation == gen && g->sealed_ok)
+						atomic_store(&g->seal_synced, true);
+					pthread_mutex_unlock(&s->seg_lock);
+				}
 			}
 		}
 	}
