@@ -4091,6 +4091,76 @@ static void test_seal_synced_reuse(void)
 	free(dir);
 }
 
+/*     (o) quarantine_wrap_kill9: a block's segment is quarantined, the
+ *     block deleted (its dead entry logs a tombstone in the open segment:
+ *     quarantine_delete_kill9), and the log then wraps: the tombstone's
+ *     segment is reused while the quarantined one, never reused until the
+ *     store reopens, still holds the block's record.  Killed before a
+ *     checkpoint, recovery walked the quarantined segment, found no
+ *     tombstone, and the block was back (review28): a quarantine now
+ *     writes a checkpoint at once. */
+static void test_quarantine_wrap_kill9(void)
+{
+	char *dir = t_mkdtemp();
+	char res[4096];
+	struct kvt_store *s;
+	int st, r, got = 1;
+	FILE *fp;
+	pid_t pid;
+	snprintf(res, sizeof(res), "%s/result", dir);
+	pid = fork();
+	T_GE_INT(pid, 0);
+	if (pid == 0) {
+		struct kvt_key x = t_key(2);
+		struct io_fault f = { .kind = IO_FAULT_EIO_WRITE, .fd = -1, .count = 1 };
+		uint64_t q0, ev0;
+		uint32_t ns;
+		s = open_store(dir, "4M", "always");
+		ns = ns_of(s);
+		if (put_k(s, ns, 1) != KVT_OK || put_k(s, ns, 2) != KVT_OK || kvt_flush(s) != 0)
+			_exit(2);
+		q0 = t_stat(s, "ssd.segments_quarantined");
+		if (io_fault_add(ssd_io(store_ssd(s)), &f) != 0 || put_k(s, ns, 3) != KVT_OK)
+			_exit(2);
+		for (int i = 0; i < 1000 && t_stat(s, "ssd.segments_quarantined") == q0; i++)
+			usleep(10000);
+		if (t_stat(s, "ssd.segments_quarantined") != q0 + 1)
+			_exit(3);
+		io_fault_clear(ssd_io(store_ssd(s)));
+		got = kvt_delete(s, ns, &x);
+		ev0 = t_stat(s, "ssd.segments_evicted");
+		/* Every other slot reused once: the tombstone's too (fewer
+		 * seals than ssd.checkpoint_seals: no periodic checkpoint). */
+		for (uint64_t k = 100; k < 2000 && t_stat(s, "ssd.segments_evicted") < ev0 + 4;
+		     k++) {
+			if (put_k(s, ns, k) != KVT_OK)
+				_exit(4);
+			wait_writes(s);
+		}
+		if (t_stat(s, "ssd.segments_evicted") < ev0 + 4)
+			_exit(5);
+		fp = fopen(res, "w");
+		if (!fp || fprintf(fp, "%d\n", got) < 0 || fclose(fp) != 0)
+			_exit(6);
+		raise(SIGKILL);
+		_exit(7);
+	}
+	T_EQ_INT(waitpid(pid, &st, 0), pid);
+	T_ASSERT(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+	fp = fopen(res, "r");
+	T_ASSERT(fp != NULL);
+	T_EQ_INT(fscanf(fp, "%d", &got), 1);
+	fclose(fp);
+	s = open_store(dir, "4M", "always");
+	r = get_k(s, ns_of(s), 2);
+	fprintf(stderr, "quarantine_wrap_kill9: the delete returned %d; the block is %s after "
+		"recovery (%s)\n", got, r == KVT_OK ? "back" : "gone", io_backend);
+	T_ASSERT(got != KVT_OK || r == KVT_MISS);
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+}
+
 static void test_delete_backlog(void)
 {
 	delete_backlog_round(false);
@@ -4104,6 +4174,7 @@ static void test_delete_backlog(void)
 	test_seal_fail_tomb();
 	test_tomb_synced_eio();
 	test_quarantine_delete_kill9();
+	test_quarantine_wrap_kill9();
 	if (!strcmp(io_backend, "psync")) { /* the slow fdatasync needs the psync engine */
 		test_delete_sync();
 		test_delete_hole_kill9();
@@ -4166,6 +4237,7 @@ int main(void)
 			test_seal_fail_tomb();
 			test_tomb_synced_eio();
 			test_quarantine_delete_kill9();
+			test_quarantine_wrap_kill9();
 			if (!strcmp(io_backend, "psync")) {
 				test_delete_hole_kill9();
 				test_seal_hole_tomb();
@@ -4182,6 +4254,8 @@ int main(void)
 				test_tomb_synced_eio();
 			if (!*c || !strcmp(c, "quarantine_kill9"))
 				test_quarantine_delete_kill9();
+			if (!*c || !strcmp(c, "quarantine_wrap"))
+				test_quarantine_wrap_kill9();
 			if ((!*c || !strcmp(c, "seal_hole")) && !strcmp(io_backend, "psync"))
 				test_seal_hole_tomb();
 			if ((!*c || !strcmp(c, "seal_reuse")) && !strcmp(io_backend, "psync"))

@@ -196,6 +196,15 @@ static void seg_quarantine_pending(struct ssd *s)
 		n = ssd_idx_kill(s, slot, gen);
 		if (old_gen)
 			n += ssd_idx_kill(s, slot, old_gen);
+		/* Its records stay on disk (not voided, not reused until the
+		 * store reopens), and the tombstones of the deletes of its dead
+		 * entries lie in segments the log may reuse before then: a
+		 * recovery walking it with no checkpoint newer than this would
+		 * bring those blocks back.  A checkpoint now (it names the slot
+		 * free, and a walk skips what it reflects) makes its records
+		 * void for recovery (before review28: test_ssd
+		 * quarantine_wrap_kill9). */
+		s->ckpt_due = true;
 		atomic_fetch_add(&s->quarantined, 1); /* release: after the sweep */
 		kvt_logf(s->log, KVT_LOG_ERROR,
 			 "ssd: segment %u quarantined after %s; %llu blocks dropped", slot,
@@ -2105,8 +2114,11 @@ static void *wd_main(void *arg)
 			break;
 		}
 		}
-		if (s->cfg.ckpt_seals && s->seals_since_ckpt >= s->cfg.ckpt_seals) {
+		if ((s->cfg.ckpt_seals && s->seals_since_ckpt >= s->cfg.ckpt_seals) ||
+		    s->ckpt_due) {
 			wd_wait_inflight(s);
+			/* A failed one waits for the next periodic one. */
+			s->ckpt_due = false;
 			ssd_ckpt_write(s);
 		}
 	}

@@ -254,6 +254,9 @@ struct ssd {
 	uint64_t *clear_seq;        /* per namespace id; [0] is "all" */
 	uint32_t clear_cap;
 	uint32_t seals_since_ckpt;
+	/* writer: a segment was quarantined since the last checkpoint, which
+	 * is written at once (ssd.c seg_quarantine_pending) */
+	bool ckpt_due;
 	bool degraded;              /* ENOSPC: write-downs shed until retry */
 	/* Room (ssd.c): slots marked noroom, when the last was, and what the
 	 * writer says once seg_lock is released (ROOM_SAY_*). */
