@@ -1361,23 +1361,30 @@ static void loop_conn_read(struct kvtd_conn *c)
  * loop, release) as soon as a ClientHello is in, and a client can send
  * the same canned ClientHello on connection after connection and go, at
  * the cost of a connect: 2 processes held a loop 75% busy.  So a
- * handshake that fails (the client gone, a bad record, a plain client)
- * or does not finish in time counts against the address as a failed AUTH
- * does, and while its address is past KVTD_AUTH_FAILS_PER_SEC this
+ * handshake that fails after its ClientHello (the client gone, a bad
+ * record) or does not finish in time counts against the address as a
+ * failed AUTH does (a TCP check or a plain client costs no crypto and
+ * counts nothing), and while its address is past KVTD_AUTH_FAILS_PER_SEC this
  * second a connection is closed before any crypto (server.tls_throttled;
  * test_hostile_http tls_handshakes). */
 static void loop_conn_handshake(struct kvtd_conn *c)
 {
 	int rc;
 
-	if (kvtd_auth_throttled(c)) {
+	/* Only before any crypto: a handshake already paid for goes on. */
+	if (!kvtd_tls_began(c) && kvtd_auth_throttled(c)) {
 		KVTD_COUNT(c->loop->srv, tls_throttled, 1);
 		loop_conn_close(c, "TLS handshakes failing from this address: throttled");
 		return;
 	}
 	rc = kvtd_tls_handshake(c);
 	if (rc < 0) {
-		kvtd_auth_failed(c);
+		/* Only a handshake that cost crypto counts: a connection that
+		 * sent nothing (a load balancer's or a probe's TCP check) or no
+		 * handshake record (a plain client) cost a connect, and must
+		 * not throttle the clients that share its address. */
+		if (kvtd_tls_began(c))
+			kvtd_auth_failed(c);
 		loop_conn_close(c, "TLS handshake failed");
 		return;
 	}
@@ -1407,7 +1414,8 @@ static void loop_sweep(struct kvtd_loop *loop)
 			 * that never ends held its slot for good.  A failure
 			 * of its address (loop_conn_handshake). */
 			why = "TLS handshake not completed in time";
-			kvtd_auth_failed(c);
+			if (kvtd_tls_began(c))
+				kvtd_auth_failed(c);
 		} else if (c->state != KVTD_CS_READY && now - c->accept_ns > limit)
 			why = "not authenticated in time";
 		else if (c->frame_start_ns && !c->read_paused && !c->no_more_input &&

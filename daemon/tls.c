@@ -137,6 +137,11 @@ int kvtd_tls_handshake(struct kvtd_conn *c)
 	return 1;
 }
 
+bool kvtd_tls_began(const struct kvtd_conn *c)
+{
+	return c->tls && SSL_get_state(c->tls) != TLS_ST_BEFORE;
+}
+
 bool kvtd_tls_pending(const struct kvtd_conn *c)
 {
 	return c->tls && c->tls_ready && tlsio_pending(c->tls);

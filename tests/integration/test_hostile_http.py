@@ -2873,7 +2873,10 @@ def tls_handshakes(ph):
     address, 2000 connections each send a ClientHello and close; then 2000
     send garbage to the plain metrics listener as the control: loop CPU
     per connection compared, most of the 600 throttled, another address
-    served throughout, the flooding address again a second later."""
+    served throughout, the flooding address again a second later.  Before
+    that, 400 connections from the address that send nothing or plain text
+    (a load balancer's TCP checks, a plain client: no crypto) throttle
+    nothing."""
     import ssl
     t = tls_server(ph, "tls_handshakes")
     if not t:
@@ -2898,7 +2901,22 @@ def tls_handshakes(ph):
                 return t.metric("kvtier_tls_throttled_total")
             except AssertionError:
                 return 0
+        # A load balancer's TCP checks and a plain client cost no crypto:
+        # they must not throttle the TLS clients sharing their address.
         thr0 = throttled()
+        for data in (b"", b"GET / HTTP/1.1\r\n\r\n"):
+            for _ in range(200):
+                try:
+                    c = socket.create_connection(("127.0.0.1", P), source_address=(src, 0))
+                    if data:
+                        c.sendall(data)
+                    c.close()
+                except OSError:
+                    pass
+        time.sleep(0.3)
+        st, _, b = tls_http(P, signed_msg(P, "GET", "/tbkt/known"), src)
+        ph.expect(st == 200 and b == b"known bytes", "TLS after 400 checks from its address", st)
+        ph.expect(throttled() == thr0, "checks throttled nothing", throttled() - thr0)
         cpu = {}
         for what, port, data in (("TLS ClientHello", P, hello),
                                  ("metrics garbage", t.mport, b"\x16\x03\x01" * 100)):
