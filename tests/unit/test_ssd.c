@@ -3975,6 +3975,89 @@ static void test_quarantine_delete_kill9(void)
 	free(dir);
 }
 
+/*     (n) void_fail_kill9: the log is full and its oldest segment (slot 0,
+ *     key 0's) is to be evicted (ssd.reuse=whole) or reused in place
+ *     (progressive), but the device fails that slot's 4 KiB header write
+ *     (the void, or the new generation's header).  Its records are still
+ *     on disk.  Key 0 is deleted and the process killed (-9): recovery
+ *     walks slot 0 and finds the block, unless the delete logged a
+ *     tombstone.  Before 2026-12-05 the eviction (the reuse) dropped the
+ *     slot's entries all the same, the delete found none and logged no
+ *     tombstone, and the block came back. */
+static void void_fail_round(const char *reuse)
+{
+	char *dir = t_mkdtemp();
+	char res[4096];
+	struct kvt_store *s;
+	int st, r, got = 1;
+	FILE *fp;
+	pid_t pid;
+	snprintf(res, sizeof(res), "%s/result", dir);
+	pid = fork();
+	T_GE_INT(pid, 0);
+	if (pid == 0) {
+		struct kvt_key x = t_key(0);
+		struct io_fault f = { .kind = IO_FAULT_EIO_WRITE, .len = 4096 };
+		struct ssd *sd;
+		uint64_t q0, k = 0;
+		uint32_t ns;
+		s = reuse_open(dir, reuse);
+		ns = ns_of(s);
+		sd = store_ssd(s);
+		/* Slots 0..2 sealed, 3 open: the next open evicts or reuses 0. */
+		for (; k < 400 && t_stat(s, "ssd.segments_sealed") < 3; k++) {
+			if (put_k(s, ns, k) != KVT_OK)
+				_exit(2);
+			wait_writes(s);
+		}
+		if (kvt_flush(s) != 0 || t_stat(s, "ssd.segments_evicted") != 0 ||
+		    tier_of(s, ns, 0) != KVT_TIER_SSD)
+			_exit(3);
+		/* Slot 0 is sealed: its only write to come is the header. */
+		f.fd = sd->segs[0].fd;
+		q0 = t_stat(s, "ssd.segments_quarantined");
+		if (io_fault_add(ssd_io(sd), &f) != 0)
+			_exit(4);
+		for (; k < 800 && t_stat(s, "ssd.segments_quarantined") == q0; k++) {
+			if (put_k(s, ns, k) != KVT_OK)
+				_exit(5);
+			wait_writes(s);
+		}
+		if (t_stat(s, "ssd.segments_quarantined") != q0 + 1)
+			_exit(6);
+		io_fault_clear(ssd_io(sd));
+		got = kvt_delete(s, ns, &x);
+		fp = fopen(res, "w");
+		if (!fp || fprintf(fp, "%d\n", got) < 0 || fclose(fp) != 0)
+			_exit(7);
+		raise(SIGKILL);
+		_exit(8);
+	}
+	T_EQ_INT(waitpid(pid, &st, 0), pid);
+	if (!WIFSIGNALED(st) || WTERMSIG(st) != SIGKILL)
+		T_FAIL("void_fail_kill9 (%s): the child exited with status %#x", reuse, st);
+	fp = fopen(res, "r");
+	T_ASSERT(fp != NULL);
+	T_EQ_INT(fscanf(fp, "%d", &got), 1);
+	fclose(fp);
+	s = reuse_open(dir, reuse);
+	r = get_k(s, ns_of(s), 0);
+	fprintf(stderr, "void_fail_kill9 (reuse %s): the delete returned %d; the block is %s "
+		"after recovery (%s)\n", reuse, got, r == KVT_OK ? "back" : "gone", io_backend);
+	/* Held on disk when deleted: whatever the delete answered, gone. */
+	T_RC(r, KVT_MISS);
+	T_RC(got, KVT_OK);
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+}
+
+static void test_void_fail_kill9(void)
+{
+	void_fail_round("whole");
+	void_fail_round("progressive");
+}
+
 static void test_delete_backlog(void)
 {
 	delete_backlog_round(false);
@@ -3988,6 +4071,7 @@ static void test_delete_backlog(void)
 	test_seal_fail_tomb();
 	test_tomb_synced_eio();
 	test_quarantine_delete_kill9();
+	test_void_fail_kill9();
 	if (!strcmp(io_backend, "psync")) { /* the slow fdatasync needs the psync engine */
 		test_delete_sync();
 		test_delete_hole_kill9();
@@ -4061,6 +4145,8 @@ int main(void)
 				test_tomb_synced_eio();
 			if (!*c || !strcmp(c, "quarantine_kill9"))
 				test_quarantine_delete_kill9();
+			if (!*c || !strcmp(c, "void_fail"))
+				test_void_fail_kill9();
 			if ((!*c || !strcmp(c, "seal_hole")) && !strcmp(io_backend, "psync"))
 				test_seal_hole_tomb();
 			continue;
