@@ -2608,6 +2608,79 @@ static void first_hit(const char *mode)
 	free(dir);
 }
 
+/*
+ * promote_delete_kill9: a block read a second time from SSD is promoted and
+ * its record dropped (ssd.first_hit=cold: one copy, in DRAM), then deleted
+ * -- the delete is answered 0 and flushed -- and the process killed (-9).
+ * The record is still on disk until its segment is evicted, and recovery
+ * walks it: before 2026-12-05 the drop removed the SSD's index entry, the
+ * delete found none and logged no tombstone, and the block was back.
+ */
+static struct kvt_store *promote_open(const char *dir)
+{
+	return t_store_open("path", dir, "dram.capacity", "256K", "dram.chunk", "64K",
+			    "dram.shards", "1", "dram.prefault", "off", "dram.policy", "prefix",
+			    "dram.victim_wait_ms", "30000", "ssd.capacity", "16M", "ssd.segment",
+			    "1M", "ssd.io", io_backend, "ssd.first_hit", "cold",
+			    "ssd.young_reads_pct", "0", NULL);
+}
+
+static void test_promote_delete_kill9(void)
+{
+	char *dir = t_mkdtemp();
+	char res[4096];
+	struct kvt_store *s;
+	int st, r, got = 1;
+	FILE *fp;
+	pid_t pid;
+	snprintf(res, sizeof(res), "%s/result", dir);
+	pid = fork();
+	T_GE_INT(pid, 0);
+	if (pid == 0) {
+		struct kvt_key k1 = t_key(1);
+		uint32_t ns;
+		s = promote_open(dir);
+		ns = ns_of(s);
+		/* As first_hit's: 1..4 go down, two reads of 1 promote it. */
+		for (uint64_t k = 1; k <= 8; k++)
+			if (put_64k(s, ns, k) != KVT_OK || kvt_flush(s) != 0)
+				_exit(2);
+		wait_writes(s);
+		if (tier_of(s, ns, 1) != KVT_TIER_SSD || get_64k(s, ns, 1) != KVT_OK ||
+		    put_64k(s, ns, 9) != KVT_OK || kvt_flush(s) != 0)
+			_exit(3);
+		wait_writes(s);
+		if (get_64k(s, ns, 1) != KVT_OK || kvt_flush(s) != 0)
+			_exit(4);
+		wait_writes(s);
+		if (t_stat(s, "ssd.promoted_dropped") != 1 || tier_of(s, ns, 1) != KVT_TIER_DRAM ||
+		    ssd_find(ssd_of(s), ns, &k1, NULL) != KVT_MISS)
+			_exit(5);
+		got = kvt_delete(s, ns, &k1);
+		fp = fopen(res, "w");
+		if (kvt_flush(s) != 0 || !fp || fprintf(fp, "%d\n", got) < 0 || fclose(fp) != 0)
+			_exit(6);
+		raise(SIGKILL);
+		_exit(7);
+	}
+	T_EQ_INT(waitpid(pid, &st, 0), pid);
+	if (!WIFSIGNALED(st) || WTERMSIG(st) != SIGKILL)
+		T_FAIL("promote_delete_kill9: the child exited with status %#x", st);
+	fp = fopen(res, "r");
+	T_ASSERT(fp != NULL);
+	T_EQ_INT(fscanf(fp, "%d", &got), 1);
+	fclose(fp);
+	s = promote_open(dir);
+	r = get_64k(s, ns_of(s), 1);
+	fprintf(stderr, "promote_delete_kill9: the delete returned %d; the block is %s after "
+		"recovery (%s)\n", got, r == KVT_OK ? "back" : "gone", io_backend);
+	T_RC(got, KVT_OK);
+	T_RC(r, KVT_MISS);
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+}
+
 static void test_first_hit(void)
 {
 	first_hit("cold");
@@ -4097,6 +4170,7 @@ int main(void)
 		if (getenv("KVT_TEST_ONLY") && !strcmp(getenv("KVT_TEST_ONLY"), "tiers")) {
 			test_persistent_wait();
 			test_first_hit();
+			test_promote_delete_kill9();
 			test_young_reads();
 			test_slots_used();
 			continue;
@@ -4176,6 +4250,7 @@ int main(void)
 		test_admission();
 		test_persistent_wait();
 		test_first_hit();
+		test_promote_delete_kill9();
 		test_young_reads();
 		test_bytes();
 		test_delete_clear();

@@ -2560,7 +2560,7 @@ static void promote_done(struct multi_io *m, int64_t res)
 		status = KVT_OK;
 		if (p->demand && !p->first && s->cfg.admission == SSD_ADMIT_VICTIM &&
 		    s->cfg.first_hit_cold && !ns_persistent(s, p->ns) &&
-		    ssd_idx_remove_key(s, p->ns, &p->key, p->seq + 1))
+		    ssd_idx_kill_key(s, p->ns, &p->key, p->seq))
 			A(s->dropped_promoted);
 		A(s->reads);
 		AN(s->read_bytes, p->value_len);
