@@ -4131,6 +4131,68 @@ static void test_void_fail_kill9(void)
 	void_fail_round("progressive");
 }
 
+/*     (o) eio_landed_kill9: a block's write-down fails EIO although its
+ *     bytes reached the file whole (IO_FAULT_TORN_WRITE past its length:
+ *     a device that fails a write it did), the segment is quarantined,
+ *     the block -- in DRAM still -- is deleted and the process killed.
+ *     Recovery walks the segment and finds the record: before 2026-12-05
+ *     the failed write's entry was removed, the delete (answered 0 from
+ *     DRAM) logged no tombstone, and the block was back. */
+static void test_eio_landed_kill9(void)
+{
+	char *dir = t_mkdtemp();
+	char res[4096];
+	struct kvt_store *s;
+	int st, r, got = 1;
+	FILE *fp;
+	pid_t pid;
+	snprintf(res, sizeof(res), "%s/result", dir);
+	pid = fork();
+	T_GE_INT(pid, 0);
+	if (pid == 0) {
+		struct kvt_key x = t_key(2);
+		struct io_fault f = { .kind = IO_FAULT_TORN_WRITE, .fd = -1, .count = 1,
+				      .torn_bytes = UINT64_MAX };
+		uint64_t q0;
+		uint32_t ns;
+		s = backlog_open(dir);
+		ns = ns_of(s);
+		if (put_k(s, ns, 1) != KVT_OK || kvt_flush(s) != 0)
+			_exit(2);
+		q0 = t_stat(s, "ssd.segments_quarantined");
+		if (io_fault_add(ssd_io(store_ssd(s)), &f) != 0 || put_k(s, ns, 2) != KVT_OK)
+			_exit(3);
+		for (int i = 0; i < 1000 && t_stat(s, "ssd.segments_quarantined") == q0; i++)
+			usleep(10000);
+		if (t_stat(s, "ssd.segments_quarantined") != q0 + 1 ||
+		    tier_of(s, ns, 2) != KVT_TIER_DRAM)
+			_exit(4);
+		io_fault_clear(ssd_io(store_ssd(s)));
+		got = kvt_delete(s, ns, &x);
+		fp = fopen(res, "w");
+		if (!fp || fprintf(fp, "%d\n", got) < 0 || fclose(fp) != 0)
+			_exit(5);
+		raise(SIGKILL);
+		_exit(6);
+	}
+	T_EQ_INT(waitpid(pid, &st, 0), pid);
+	if (!WIFSIGNALED(st) || WTERMSIG(st) != SIGKILL)
+		T_FAIL("eio_landed_kill9: the child exited with status %#x", st);
+	fp = fopen(res, "r");
+	T_ASSERT(fp != NULL);
+	T_EQ_INT(fscanf(fp, "%d", &got), 1);
+	fclose(fp);
+	s = backlog_open(dir);
+	r = get_k(s, ns_of(s), 2);
+	fprintf(stderr, "eio_landed_kill9: the delete returned %d; the block is %s after "
+		"recovery (%s)\n", got, r == KVT_OK ? "back" : "gone", io_backend);
+	T_RC(got, KVT_OK);
+	T_RC(r, KVT_MISS);
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+}
+
 static void test_delete_backlog(void)
 {
 	delete_backlog_round(false);
@@ -4145,6 +4207,7 @@ static void test_delete_backlog(void)
 	test_tomb_synced_eio();
 	test_quarantine_delete_kill9();
 	test_void_fail_kill9();
+	test_eio_landed_kill9();
 	if (!strcmp(io_backend, "psync")) { /* the slow fdatasync needs the psync engine */
 		test_delete_sync();
 		test_delete_hole_kill9();
@@ -4221,6 +4284,8 @@ int main(void)
 				test_quarantine_delete_kill9();
 			if (!*c || !strcmp(c, "void_fail"))
 				test_void_fail_kill9();
+			if (!*c || !strcmp(c, "eio_landed"))
+				test_eio_landed_kill9();
 			if ((!*c || !strcmp(c, "seal_hole")) && !strcmp(io_backend, "psync"))
 				test_seal_hole_tomb();
 			continue;

@@ -1434,8 +1434,19 @@ static void wd_finish(struct ssd *s, struct wd_task *t, int64_t res)
 				sh->bytes += (*pp)->value_len;
 				sh->rec_bytes += (uint64_t)(*pp)->len_512 * SSD_REC_ALIGN;
 				quota_ssd_add(s->cfg.quota, t->ns, (*pp)->value_len, true);
-			} else {
+			} else if (res == -ECANCELED) {
 				ssd_idx_remove_locked(s, sh, pp);
+			} else if (!((*pp)->flags & E_DEAD)) {
+				/* Failed, but its bytes may be on disk (a device
+				 * may fail a write that landed, whole or torn),
+				 * and a recovery walk may find the record: the
+				 * entry stays, dead, for a delete of the block
+				 * (in DRAM still) to log its tombstone.  Until
+				 * 2026-12-05 it went, and a delete answered 0
+				 * came back after a kill -9 (test_ssd
+				 * eio_landed_kill9). */
+				(*pp)->flags |= E_DEAD;
+				sh->dead++;
 			}
 		}
 		pthread_mutex_unlock(&sh->lock);
