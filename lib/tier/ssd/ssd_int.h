@@ -45,8 +45,9 @@ enum {
 	/* with E_PENDING: a miss whose record is still on disk -- a block of
 	 * a quarantined segment (until the store reopens: ssd_idx_kill), or
 	 * one a promotion took out of the SSD (until its segment is evicted
-	 * or a newer record replaces it: ssd_idx_kill_key) -- kept so that a
-	 * delete of it still logs its tombstone */
+	 * or a newer record replaces it: ssd_idx_kill_key), or one whose
+	 * write failed but may have landed (ssd.c wd_finish) -- kept so that
+	 * a delete of it still logs its tombstone */
 	E_DEAD = 0x10,
 };
 /* T_CARRY: a hot record of a reclaimed segment, read back, written again
