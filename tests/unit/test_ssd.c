@@ -2608,6 +2608,79 @@ static void first_hit(const char *mode)
 	free(dir);
 }
 
+/*
+ * promote_delete_kill9: a block read a second time from SSD is promoted and
+ * its record dropped (ssd.first_hit=cold: one copy, in DRAM), then deleted
+ * -- the delete is answered 0 and flushed -- and the process killed (-9).
+ * The record is still on disk until its segment is evicted, and recovery
+ * walks it: before 2026-12-05 the drop removed the SSD's index entry, the
+ * delete found none and logged no tombstone, and the block was back.
+ */
+static struct kvt_store *promote_open(const char *dir)
+{
+	return t_store_open("path", dir, "dram.capacity", "256K", "dram.chunk", "64K",
+			    "dram.shards", "1", "dram.prefault", "off", "dram.policy", "prefix",
+			    "dram.victim_wait_ms", "30000", "ssd.capacity", "16M", "ssd.segment",
+			    "1M", "ssd.io", io_backend, "ssd.first_hit", "cold",
+			    "ssd.young_reads_pct", "0", NULL);
+}
+
+static void test_promote_delete_kill9(void)
+{
+	char *dir = t_mkdtemp();
+	char res[4096];
+	struct kvt_store *s;
+	int st, r, got = 1;
+	FILE *fp;
+	pid_t pid;
+	snprintf(res, sizeof(res), "%s/result", dir);
+	pid = fork();
+	T_GE_INT(pid, 0);
+	if (pid == 0) {
+		struct kvt_key k1 = t_key(1);
+		uint32_t ns;
+		s = promote_open(dir);
+		ns = ns_of(s);
+		/* As first_hit's: 1..4 go down, two reads of 1 promote it. */
+		for (uint64_t k = 1; k <= 8; k++)
+			if (put_64k(s, ns, k) != KVT_OK || kvt_flush(s) != 0)
+				_exit(2);
+		wait_writes(s);
+		if (tier_of(s, ns, 1) != KVT_TIER_SSD || get_64k(s, ns, 1) != KVT_OK ||
+		    put_64k(s, ns, 9) != KVT_OK || kvt_flush(s) != 0)
+			_exit(3);
+		wait_writes(s);
+		if (get_64k(s, ns, 1) != KVT_OK || kvt_flush(s) != 0)
+			_exit(4);
+		wait_writes(s);
+		if (t_stat(s, "ssd.promoted_dropped") != 1 || tier_of(s, ns, 1) != KVT_TIER_DRAM ||
+		    ssd_find(ssd_of(s), ns, &k1, NULL) != KVT_MISS)
+			_exit(5);
+		got = kvt_delete(s, ns, &k1);
+		fp = fopen(res, "w");
+		if (kvt_flush(s) != 0 || !fp || fprintf(fp, "%d\n", got) < 0 || fclose(fp) != 0)
+			_exit(6);
+		raise(SIGKILL);
+		_exit(7);
+	}
+	T_EQ_INT(waitpid(pid, &st, 0), pid);
+	if (!WIFSIGNALED(st) || WTERMSIG(st) != SIGKILL)
+		T_FAIL("promote_delete_kill9: the child exited with status %#x", st);
+	fp = fopen(res, "r");
+	T_ASSERT(fp != NULL);
+	T_EQ_INT(fscanf(fp, "%d", &got), 1);
+	fclose(fp);
+	s = promote_open(dir);
+	r = get_64k(s, ns_of(s), 1);
+	fprintf(stderr, "promote_delete_kill9: the delete returned %d; the block is %s after "
+		"recovery (%s)\n", got, r == KVT_OK ? "back" : "gone", io_backend);
+	T_RC(got, KVT_OK);
+	T_RC(r, KVT_MISS);
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+}
+
 static void test_first_hit(void)
 {
 	first_hit("cold");
@@ -4161,6 +4234,151 @@ static void test_quarantine_wrap_kill9(void)
 	free(dir);
 }
 
+/*     (p) void_fail_kill9: the log is full and its oldest segment (slot 0,
+ *     key 0's) is to be evicted (ssd.reuse=whole) or reused in place
+ *     (progressive), but the device fails that slot's 4 KiB header write
+ *     (the void, or the new generation's header).  Its records are still
+ *     on disk.  Key 0 is deleted and the process killed (-9): recovery
+ *     walks slot 0 and finds the block, unless the delete logged a
+ *     tombstone.  Before 2026-12-05 the eviction (the reuse) dropped the
+ *     slot's entries all the same, the delete found none and logged no
+ *     tombstone, and the block came back. */
+static void void_fail_round(const char *reuse)
+{
+	char *dir = t_mkdtemp();
+	char res[4096];
+	struct kvt_store *s;
+	int st, r, got = 1;
+	FILE *fp;
+	pid_t pid;
+	snprintf(res, sizeof(res), "%s/result", dir);
+	pid = fork();
+	T_GE_INT(pid, 0);
+	if (pid == 0) {
+		struct kvt_key x = t_key(0);
+		struct io_fault f = { .kind = IO_FAULT_EIO_WRITE, .len = 4096 };
+		struct ssd *sd;
+		uint64_t q0, k = 0;
+		uint32_t ns;
+		s = reuse_open(dir, reuse);
+		ns = ns_of(s);
+		sd = store_ssd(s);
+		/* Slots 0..2 sealed, 3 open: the next open evicts or reuses 0. */
+		for (; k < 400 && t_stat(s, "ssd.segments_sealed") < 3; k++) {
+			if (put_k(s, ns, k) != KVT_OK)
+				_exit(2);
+			wait_writes(s);
+		}
+		if (kvt_flush(s) != 0 || t_stat(s, "ssd.segments_evicted") != 0 ||
+		    tier_of(s, ns, 0) != KVT_TIER_SSD)
+			_exit(3);
+		/* Slot 0 is sealed: its only write to come is the header. */
+		f.fd = sd->segs[0].fd;
+		q0 = t_stat(s, "ssd.segments_quarantined");
+		if (io_fault_add(ssd_io(sd), &f) != 0)
+			_exit(4);
+		for (; k < 800 && t_stat(s, "ssd.segments_quarantined") == q0; k++) {
+			if (put_k(s, ns, k) != KVT_OK)
+				_exit(5);
+			wait_writes(s);
+		}
+		if (t_stat(s, "ssd.segments_quarantined") != q0 + 1)
+			_exit(6);
+		io_fault_clear(ssd_io(sd));
+		got = kvt_delete(s, ns, &x);
+		fp = fopen(res, "w");
+		if (!fp || fprintf(fp, "%d\n", got) < 0 || fclose(fp) != 0)
+			_exit(7);
+		raise(SIGKILL);
+		_exit(8);
+	}
+	T_EQ_INT(waitpid(pid, &st, 0), pid);
+	if (!WIFSIGNALED(st) || WTERMSIG(st) != SIGKILL)
+		T_FAIL("void_fail_kill9 (%s): the child exited with status %#x", reuse, st);
+	fp = fopen(res, "r");
+	T_ASSERT(fp != NULL);
+	T_EQ_INT(fscanf(fp, "%d", &got), 1);
+	fclose(fp);
+	s = reuse_open(dir, reuse);
+	r = get_k(s, ns_of(s), 0);
+	fprintf(stderr, "void_fail_kill9 (reuse %s): the delete returned %d; the block is %s "
+		"after recovery (%s)\n", reuse, got, r == KVT_OK ? "back" : "gone", io_backend);
+	/* Held on disk when deleted: whatever the delete answered, gone. */
+	T_RC(r, KVT_MISS);
+	T_RC(got, KVT_OK);
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+}
+
+static void test_void_fail_kill9(void)
+{
+	void_fail_round("whole");
+	void_fail_round("progressive");
+}
+
+/*     (q) eio_landed_kill9: a block's write-down fails EIO although its
+ *     bytes reached the file whole (IO_FAULT_TORN_WRITE past its length:
+ *     a device that fails a write it did), the segment is quarantined,
+ *     the block -- in DRAM still -- is deleted and the process killed.
+ *     Recovery walks the segment and finds the record: before 2026-12-05
+ *     the failed write's entry was removed, the delete (answered 0 from
+ *     DRAM) logged no tombstone, and the block was back. */
+static void test_eio_landed_kill9(void)
+{
+	char *dir = t_mkdtemp();
+	char res[4096];
+	struct kvt_store *s;
+	int st, r, got = 1;
+	FILE *fp;
+	pid_t pid;
+	snprintf(res, sizeof(res), "%s/result", dir);
+	pid = fork();
+	T_GE_INT(pid, 0);
+	if (pid == 0) {
+		struct kvt_key x = t_key(2);
+		struct io_fault f = { .kind = IO_FAULT_TORN_WRITE, .fd = -1, .count = 1,
+				      .torn_bytes = UINT64_MAX };
+		uint64_t q0;
+		uint32_t ns;
+		s = backlog_open(dir);
+		ns = ns_of(s);
+		if (put_k(s, ns, 1) != KVT_OK || kvt_flush(s) != 0)
+			_exit(2);
+		q0 = t_stat(s, "ssd.segments_quarantined");
+		if (io_fault_add(ssd_io(store_ssd(s)), &f) != 0 || put_k(s, ns, 2) != KVT_OK)
+			_exit(3);
+		for (int i = 0; i < 1000 && t_stat(s, "ssd.segments_quarantined") == q0; i++)
+			usleep(10000);
+		if (t_stat(s, "ssd.segments_quarantined") != q0 + 1 ||
+		    tier_of(s, ns, 2) != KVT_TIER_DRAM)
+			_exit(4);
+		io_fault_clear(ssd_io(store_ssd(s)));
+		got = kvt_delete(s, ns, &x);
+		fp = fopen(res, "w");
+		if (!fp || fprintf(fp, "%d\n", got) < 0 || fclose(fp) != 0)
+			_exit(5);
+		raise(SIGKILL);
+		_exit(6);
+	}
+	T_EQ_INT(waitpid(pid, &st, 0), pid);
+	if (!WIFSIGNALED(st) || WTERMSIG(st) != SIGKILL)
+		T_FAIL("eio_landed_kill9: the child exited with status %#x", st);
+	fp = fopen(res, "r");
+	T_ASSERT(fp != NULL);
+	T_EQ_INT(fscanf(fp, "%d", &got), 1);
+	fclose(fp);
+	s = backlog_open(dir);
+	r = get_k(s, ns_of(s), 2);
+	fprintf(stderr, "eio_landed_kill9: the delete returned %d; the block is %s after "
+		"recovery (%s)\n", got, r == KVT_OK ? "back" : "gone", io_backend);
+	T_RC(got, KVT_OK);
+	T_RC(r, KVT_MISS);
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+}
+
 static void test_delete_backlog(void)
 {
 	delete_backlog_round(false);
@@ -4174,6 +4392,8 @@ static void test_delete_backlog(void)
 	test_seal_fail_tomb();
 	test_tomb_synced_eio();
 	test_quarantine_delete_kill9();
+	test_void_fail_kill9();
+	test_eio_landed_kill9();
 	test_quarantine_wrap_kill9();
 	if (!strcmp(io_backend, "psync")) { /* the slow fdatasync needs the psync engine */
 		test_delete_sync();
@@ -4201,6 +4421,7 @@ int main(void)
 		if (getenv("KVT_TEST_ONLY") && !strcmp(getenv("KVT_TEST_ONLY"), "tiers")) {
 			test_persistent_wait();
 			test_first_hit();
+			test_promote_delete_kill9();
 			test_young_reads();
 			test_slots_used();
 			continue;
@@ -4245,11 +4466,16 @@ int main(void)
 			continue;
 		}
 		/* KVT_TEST_ONLY=seal_tomb: one of the tombstone-loss cases
-		 * (KVT_TEST_CASE=seal_fail|seal_hole|synced_eio, else all). */
+		 * (KVT_TEST_CASE=seal_fail|void_fail|eio_landed|synced_eio|quarantine_kill9|
+		 * quarantine_wrap|seal_hole|seal_reuse, else all). */
 		if (getenv("KVT_TEST_ONLY") && !strcmp(getenv("KVT_TEST_ONLY"), "seal_tomb")) {
 			const char *c = getenv("KVT_TEST_CASE") ? getenv("KVT_TEST_CASE") : "";
 			if (!*c || !strcmp(c, "seal_fail"))
 				test_seal_fail_tomb();
+			if (!*c || !strcmp(c, "void_fail"))
+				test_void_fail_kill9();
+			if (!*c || !strcmp(c, "eio_landed"))
+				test_eio_landed_kill9();
 			if (!*c || !strcmp(c, "synced_eio"))
 				test_tomb_synced_eio();
 			if (!*c || !strcmp(c, "quarantine_kill9"))
@@ -4287,6 +4513,7 @@ int main(void)
 		test_admission();
 		test_persistent_wait();
 		test_first_hit();
+		test_promote_delete_kill9();
 		test_young_reads();
 		test_bytes();
 		test_delete_clear();

@@ -160,55 +160,61 @@ static void seg_mark_broken(struct ssd *s, uint32_t slot)
 	atomic_store(&s->segs[slot].broken, true);
 }
 
+/*
+ * Quarantine slot: its blocks become misses, their entries kept dead
+ * (ssd_idx_kill) until the store reopens, since the segment is not voided
+ * on disk and a delete must still find them to log its tombstone.  The
+ * writer thread, seg_lock held (seg_lock before a shard's lock, as a
+ * sweep takes them).
+ */
+static void seg_quarantine_locked(struct ssd *s, uint32_t slot, int err)
+{
+	struct ssd_seg *g = &s->segs[slot];
+	uint64_t gen = g->generation, old_gen = g->old_gen, n;
+
+	if (s->open_slot == (int32_t)slot) {
+		ssd_seg_sum_free(s, g);
+		s->open_slot = -1;
+	}
+	g->state = SEG_BAD;
+	if (old_gen) {
+		/* A generation being reclaimed here goes too. */
+		kvt_mem_free(s->mem, g->old_sum, g->old_cap * sizeof(*g->old_sum));
+		g->old_sum = NULL;
+		g->old_count = g->old_next = 0;
+		g->old_cap = 0;
+		g->old_gen = 0;
+	}
+	/* Judged at the mark; again now that syncs skip it, for a tombstone
+	 * the writer placed there meanwhile. */
+	ssd_seg_tombs_check(s, slot, err);
+	n = gen ? ssd_idx_kill(s, slot, gen) : 0;
+	if (old_gen)
+		n += ssd_idx_kill(s, slot, old_gen);
+	/* Its records stay on disk (not voided, not reused until the store
+	 * reopens), and the tombstones of the deletes of its dead entries lie
+	 * in segments the log may reuse before then: a recovery walking it
+	 * with no checkpoint newer than this would bring those blocks back.
+	 * A checkpoint now (it names the slot free, and a walk skips what it
+	 * reflects) makes its records void for recovery (before review28:
+	 * test_ssd quarantine_wrap_kill9). */
+	s->ckpt_due = true;
+	atomic_fetch_add(&s->quarantined, 1); /* release: after the kill */
+	kvt_logf(s->log, KVT_LOG_ERROR, "ssd: segment %u quarantined after %s; %llu blocks dropped",
+		 slot, kvt_strerror(err), (unsigned long long)n);
+}
+
 /* Writer thread: quarantine every slot marked bad; their blocks become misses. */
 static void seg_quarantine_pending(struct ssd *s)
 {
 	for (uint32_t slot = 0; slot < s->slot_count; slot++) {
 		int err = atomic_load(&s->segs[slot].bad_err);
-		uint64_t gen, old_gen, n;
 		if (!err)
 			continue;
 		pthread_mutex_lock(&s->seg_lock);
-		if (s->segs[slot].state == SEG_BAD) {
-			pthread_mutex_unlock(&s->seg_lock);
-			continue;
-		}
-		if (s->open_slot == (int32_t)slot) {
-			ssd_seg_sum_free(s, &s->segs[slot]);
-			s->open_slot = -1;
-		}
-		s->segs[slot].state = SEG_BAD;
-		gen = s->segs[slot].generation;
-		old_gen = s->segs[slot].old_gen;
-		if (old_gen) {
-			/* A generation being reclaimed here goes too. */
-			kvt_mem_free(s->mem, s->segs[slot].old_sum,
-				     s->segs[slot].old_cap * sizeof(*s->segs[slot].old_sum));
-			s->segs[slot].old_sum = NULL;
-			s->segs[slot].old_count = s->segs[slot].old_next = 0;
-			s->segs[slot].old_cap = 0;
-			s->segs[slot].old_gen = 0;
-		}
+		if (s->segs[slot].state != SEG_BAD)
+			seg_quarantine_locked(s, slot, err);
 		pthread_mutex_unlock(&s->seg_lock);
-		/* Judged at the mark; again now that syncs skip it, for a
-		 * tombstone the writer placed there meanwhile. */
-		ssd_seg_tombs_check(s, slot, err);
-		n = ssd_idx_kill(s, slot, gen);
-		if (old_gen)
-			n += ssd_idx_kill(s, slot, old_gen);
-		/* Its records stay on disk (not voided, not reused until the
-		 * store reopens), and the tombstones of the deletes of its dead
-		 * entries lie in segments the log may reuse before then: a
-		 * recovery walking it with no checkpoint newer than this would
-		 * bring those blocks back.  A checkpoint now (it names the slot
-		 * free, and a walk skips what it reflects) makes its records
-		 * void for recovery (before review28: test_ssd
-		 * quarantine_wrap_kill9). */
-		s->ckpt_due = true;
-		atomic_fetch_add(&s->quarantined, 1); /* release: after the sweep */
-		kvt_logf(s->log, KVT_LOG_ERROR,
-			 "ssd: segment %u quarantined after %s; %llu blocks dropped", slot,
-			 kvt_strerror(err), (unsigned long long)n);
 	}
 }
 
@@ -497,6 +503,7 @@ static bool seg_evict_oldest_locked(struct ssd *s)
 	uint8_t *buf = NULL, *sum = NULL;
 	uint64_t sum_len = 0;
 	struct ssd_seg_hdr hdr;
+	int r = 0;
 
 	if (victim < 0)
 		return false;
@@ -507,9 +514,13 @@ static bool seg_evict_oldest_locked(struct ssd *s)
 	ec.gen = g->generation;
 	ec.budget = s->cfg.seg_size / 100 * s->cfg.reinsert_pct;
 
-	/* 1. The summary names every record (read it while it is there). */
+	/* 1. The summary names every record (read it while it is there).
+	 *    Without a buffer to void the slot with (step 2), nothing is
+	 *    evicted (until 2026-12-05 its entries went, the slot not voided). */
 	buf = kvt_mem_alloc_aligned(s->mem, SSD_ALIGN, SSD_ALIGN);
-	if (buf && ssd_pread_full(s, g->fd, buf, SSD_ALIGN, 0) == 0 &&
+	if (!buf)
+		return false;
+	if (ssd_pread_full(s, g->fd, buf, SSD_ALIGN, 0) == 0 &&
 	    ssd_seg_hdr_decode(buf, &hdr) == 0 && hdr.generation == g->generation &&
 	    hdr.summary_len > 0 && hdr.summary_len <= s->cfg.seg_size) {
 		sum_len = hdr.summary_len;
@@ -521,13 +532,22 @@ static bool seg_evict_oldest_locked(struct ssd *s)
 	}
 	/* 2. Durably free the slot before forgetting its blocks: a delete that
 	 *    finds a block gone logs no tombstone, so a restart must not find
-	 *    the block here either (through the checkpoint or a scan). */
-	if (buf) {
-		memset(buf, 0, SSD_ALIGN);
-		if (ssd_io_sync(s, IO_WRITE, g->fd, 0, buf, SSD_ALIGN) < 0 ||
-		    ssd_io_sync(s, IO_FSYNC, g->fd, 0, NULL, 0) < 0)
-			ssd_seg_mark_bad(s, (uint32_t)victim, -EIO);
-		kvt_mem_free(s->mem, buf, SSD_ALIGN);
+	 *    the block here either (through the checkpoint or a scan).  Not
+	 *    voided, the slot is quarantined instead: its records may still
+	 *    be found by a recovery, so its entries stay, dead, for a delete
+	 *    to find (until 2026-12-05 they were dropped, and a delete
+	 *    answered 0 came back after a kill -9: test_ssd void_fail_kill9). */
+	memset(buf, 0, SSD_ALIGN);
+	if (ssd_io_sync(s, IO_WRITE, g->fd, 0, buf, SSD_ALIGN) < 0 ||
+	    ssd_io_sync(s, IO_FSYNC, g->fd, 0, NULL, 0) < 0)
+		r = -EIO;
+	kvt_mem_free(s->mem, buf, SSD_ALIGN);
+	if (r < 0) {
+		if (sum)
+			kvt_mem_free(s->mem, sum, sum_len);
+		ssd_seg_mark_bad(s, (uint32_t)victim, r);
+		seg_quarantine_locked(s, (uint32_t)victim, atomic_load(&g->bad_err));
+		return true;
 	}
 	/* 3. Drop its index entries, reinserting the hot ones; then whatever
 	 *    the summary missed. */
@@ -702,14 +722,14 @@ static int seg_reuse_oldest_locked(struct ssd *s)
 		r = -EIO;
 	A(s->seg_evicted);
 	if (r < 0) {
-		/* The old records may or may not be void on disk: forget them
-		 * now, and let the writer quarantine the slot. */
-		AN(s->evicted_blocks, ssd_idx_sweep(s, KVT_NS_ALL, (uint32_t)victim, old_gen,
-						    UINT64_MAX));
+		/* The old records may or may not be void on disk: the slot is
+		 * quarantined, their entries kept dead for a delete to find
+		 * (until 2026-12-05 they were swept, and a delete answered 0
+		 * came back after a kill -9: test_ssd void_fail_kill9). */
 		kvt_mem_free(s->mem, c.v, c.cap * sizeof(*c.v));
-		g->state = SEG_FREE;
-		g->generation = 0;
+		g->generation = old_gen;
 		ssd_seg_mark_bad(s, (uint32_t)victim, r);
+		seg_quarantine_locked(s, (uint32_t)victim, atomic_load(&g->bad_err));
 		return r;
 	}
 	g->old_gen = old_gen;
@@ -1424,8 +1444,19 @@ static void wd_finish(struct ssd *s, struct wd_task *t, int64_t res)
 				sh->bytes += (*pp)->value_len;
 				sh->rec_bytes += (uint64_t)(*pp)->len_512 * SSD_REC_ALIGN;
 				quota_ssd_add(s->cfg.quota, t->ns, (*pp)->value_len, true);
-			} else {
+			} else if (res == -ECANCELED) {
 				ssd_idx_remove_locked(s, sh, pp);
+			} else if (!((*pp)->flags & E_DEAD)) {
+				/* Failed, but its bytes may be on disk (a device
+				 * may fail a write that landed, whole or torn),
+				 * and a recovery walk may find the record: the
+				 * entry stays, dead, for a delete of the block
+				 * (in DRAM still) to log its tombstone.  Until
+				 * 2026-12-05 it went, and a delete answered 0
+				 * came back after a kill -9 (test_ssd
+				 * eio_landed_kill9). */
+				(*pp)->flags |= E_DEAD;
+				sh->dead++;
 			}
 		}
 		pthread_mutex_unlock(&sh->lock);
@@ -2553,7 +2584,7 @@ static void promote_done(struct multi_io *m, int64_t res)
 		status = KVT_OK;
 		if (p->demand && !p->first && s->cfg.admission == SSD_ADMIT_VICTIM &&
 		    s->cfg.first_hit_cold && !ns_persistent(s, p->ns) &&
-		    ssd_idx_remove_key(s, p->ns, &p->key, p->seq + 1))
+		    ssd_idx_kill_key(s, p->ns, &p->key, p->seq))
 			A(s->dropped_promoted);
 		A(s->reads);
 		AN(s->read_bytes, p->value_len);

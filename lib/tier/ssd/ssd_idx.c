@@ -189,6 +189,38 @@ uint64_t ssd_idx_kill(struct ssd *s, uint32_t slot, uint64_t gen)
 	return n;
 }
 
+/*
+ * A promotion that takes the block out of the SSD (ssd.first_hit=cold, a
+ * second read: ssd.c) leaves its record on disk, readable by a recovery
+ * until its segment is voided or reused: the entry of seq is kept dead
+ * (as ssd_idx_kill keeps a quarantined slot's) so that a delete of the
+ * block, now in DRAM alone, still logs its tombstone.  The segment's
+ * eviction sweeps it (after the void), a newer record of the key replaces
+ * it.  Until 2026-12-05 it was removed, the delete logged no tombstone,
+ * and after a kill -9 the block was back (test_ssd promote_delete_kill9).
+ * Returns whether the entry of seq was there, published.
+ */
+bool ssd_idx_kill_key(struct ssd *s, uint32_t ns, const struct kvt_key *k, uint64_t seq)
+{
+	uint64_t h = ssd_hash(s, ns, k);
+	struct ssd_shard *sh = shard_of(s, h);
+	struct ssd_entry **pp, *e;
+	bool found = false;
+	pthread_mutex_lock(&sh->lock);
+	pp = ssd_idx_slot(sh, h, ns, k);
+	e = *pp;
+	if (e && e->seq == seq && !(e->flags & E_PENDING)) {
+		sh->bytes -= e->value_len;
+		sh->rec_bytes -= (uint64_t)e->len_512 * SSD_REC_ALIGN;
+		quota_ssd_add(s->cfg.quota, e->ns, e->value_len, false);
+		e->flags |= E_PENDING | E_DEAD;
+		sh->dead++;
+		found = true;
+	}
+	pthread_mutex_unlock(&sh->lock);
+	return found;
+}
+
 void ssd_scan(struct ssd *s, uint32_t ns, void (*fn)(void *ctx, const struct kvt_key *key),
 	      void *ctx)
 {

@@ -42,9 +42,12 @@ enum {
 	E_READ = 0x2,
 	E_READ2 = 0x4, /* promoted twice or more */
 	E_CARRY = 0x8,  /* with E_PENDING: kept while its record is carried (ssd.c) */
-	/* with E_PENDING: a block of a quarantined segment, a miss, kept
-	 * until the store reopens so that a delete of it still logs its
-	 * tombstone (ssd_idx_kill) */
+	/* with E_PENDING: a miss whose record is still on disk -- a block of
+	 * a quarantined segment (until the store reopens: ssd_idx_kill), or
+	 * one a promotion took out of the SSD (until its segment is evicted
+	 * or a newer record replaces it: ssd_idx_kill_key), or one whose
+	 * write failed but may have landed (ssd.c wd_finish) -- kept so that
+	 * a delete of it still logs its tombstone */
 	E_DEAD = 0x10,
 };
 /* T_CARRY: a hot record of a reclaimed segment, read back, written again
@@ -414,6 +417,9 @@ uint64_t ssd_idx_sweep(struct ssd *s, uint32_t ns, uint32_t slot, uint64_t gen, 
 /* The entries of slot's generation gen become misses, kept (E_DEAD);
  * returns how many were published. */
 uint64_t ssd_idx_kill(struct ssd *s, uint32_t slot, uint64_t gen);
+/* The published entry of (ns, key) at seq becomes a miss, kept (E_DEAD):
+ * a promotion's drop.  Whether it was there. */
+bool ssd_idx_kill_key(struct ssd *s, uint32_t ns, const struct kvt_key *k, uint64_t seq);
 /* Plain pread of exactly len bytes (recovery, reclamation), noted for
  * io_align_check. */
 int ssd_pread_full(struct ssd *s, int fd, void *buf, size_t len, uint64_t off);
