@@ -306,7 +306,8 @@ static int io_fault_pick_locked(struct kvt_io *io, struct io_req *r, uint64_t *t
 	pthread_mutex_lock(&io->fault_lock);
 	for (unsigned i = 0; i < io->fault_count && !kind; i++) {
 		struct io_fault_slot *s = &io->faults[i];
-		bool is_read = s->f.kind == IO_FAULT_EIO_READ || s->f.kind == IO_FAULT_SHORT_READ;
+		bool is_read = s->f.kind == IO_FAULT_EIO_READ || s->f.kind == IO_FAULT_SHORT_READ ||
+			       s->f.kind == IO_FAULT_CORRUPT_READ;
 		bool is_sync = s->f.kind == IO_FAULT_SLOW_FSYNC || s->f.kind == IO_FAULT_EIO_FSYNC;
 		int op = is_read ? IO_READ : is_sync ? IO_FSYNC : IO_WRITE;
 		if (s->f.kind == IO_FAULT_ALLOC_ENOSPC)
@@ -594,8 +595,22 @@ static bool io_progress(struct io_req *r, int64_t res, uint64_t total)
 	return false;
 }
 
-/* Statistics, the short-read fault and power-loss bookkeeping of a
- * finished request, before its done() runs. */
+/* IO_FAULT_CORRUPT_READ: flip a bit of the byte in the middle of what r
+ * read, in the caller's buffer. */
+static void io_corrupt_read(struct io_req *r)
+{
+	uint64_t at = (uint64_t)r->res / 2;
+	for (unsigned i = 0; i < r->iov_count; i++) {
+		if (at < r->iov[i].iov_len) {
+			((uint8_t *)r->iov[i].iov_base)[at] ^= 0x01;
+			return;
+		}
+		at -= r->iov[i].iov_len;
+	}
+}
+
+/* Statistics, the short-read and corrupt-read faults and power-loss
+ * bookkeeping of a finished request, before its done() runs. */
 static void io_account(struct kvt_io *io, struct io_req *r, uint64_t now)
 {
 	uint64_t lat = now - r->start_ns_;
@@ -604,6 +619,8 @@ static void io_account(struct kvt_io *io, struct io_req *r, uint64_t now)
 		if ((uint64_t)r->res > half)
 			r->res = (int64_t)half;
 	}
+	if (IO_ST_FAULT(r) == IO_FAULT_CORRUPT_READ && r->res > 0)
+		io_corrupt_read(r);
 	if (r->res < 0)
 		IO_INC(io, st_errors, 1);
 	switch (r->opcode) {
@@ -1262,7 +1279,7 @@ int io_fault_add(struct kvt_io *io, const struct io_fault *f)
 	int ret = 0;
 	if (!io || !f)
 		return KVT_ENULL;
-	if (f->kind < IO_FAULT_EIO_READ || f->kind > IO_FAULT_EIO_FSYNC)
+	if (f->kind < IO_FAULT_EIO_READ || f->kind > IO_FAULT_CORRUPT_READ)
 		return -EINVAL;
 	pthread_mutex_lock(&io->fault_lock);
 	if (io->fault_count == IO_FAULT_MAX) {

@@ -134,6 +134,10 @@ enum {
 	 * engine thread (every request waits). */
 	IO_FAULT_SLOW_FSYNC,
 	IO_FAULT_EIO_FSYNC,      /* an IO_FSYNC fails with -EIO, nothing synced */
+	/* a read succeeds, but the byte in the middle of what it read has a
+	 * bit flipped in memory (the file is intact): a transient bad read,
+	 * or memory's bit flip (test_ssd read_corrupt_kill9) */
+	IO_FAULT_CORRUPT_READ,
 };
 
 struct io_fault {
