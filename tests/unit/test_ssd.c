@@ -4085,7 +4085,9 @@ static void test_quarantine_delete_kill9(void)
 	r = get_k(s, ns_of(s), 2);
 	fprintf(stderr, "quarantine_delete_kill9: the delete returned %d; the block is %s after "
 		"recovery (%s)\n", got, r == KVT_OK ? "back" : "gone", io_backend);
-	T_ASSERT(got != KVT_OK || r == KVT_MISS);
+	/* Gone whatever the delete answered: since 2026-12-05 a dead entry's
+	 * delete (its tombstone logged) answers not found, as its GET does. */
+	T_RC(r, KVT_MISS);
 	kvt_store_destroy(s);
 	t_rmtree(dir);
 	free(dir);
@@ -4228,7 +4230,9 @@ static void test_quarantine_wrap_kill9(void)
 	r = get_k(s, ns_of(s), 2);
 	fprintf(stderr, "quarantine_wrap_kill9: the delete returned %d; the block is %s after "
 		"recovery (%s)\n", got, r == KVT_OK ? "back" : "gone", io_backend);
-	T_ASSERT(got != KVT_OK || r == KVT_MISS);
+	/* Gone whatever the delete answered: since 2026-12-05 a dead entry's
+	 * delete (its tombstone logged) answers not found, as its GET does. */
+	T_RC(r, KVT_MISS);
 	kvt_store_destroy(s);
 	t_rmtree(dir);
 	free(dir);
@@ -4303,9 +4307,11 @@ static void void_fail_round(const char *reuse)
 	r = get_k(s, ns_of(s), 0);
 	fprintf(stderr, "void_fail_kill9 (reuse %s): the delete returned %d; the block is %s "
 		"after recovery (%s)\n", reuse, got, r == KVT_OK ? "back" : "gone", io_backend);
-	/* Held on disk when deleted: whatever the delete answered, gone. */
+	/* Held on disk when deleted: gone.  The delete answers not found (a
+	 * dead entry, its tombstone logged), as a GET answered; deleted
+	 * before 2026-12-05. */
 	T_RC(r, KVT_MISS);
-	T_RC(got, KVT_OK);
+	T_RC(got, KVT_MISS);
 	kvt_store_destroy(s);
 	t_rmtree(dir);
 	free(dir);
@@ -4379,6 +4385,89 @@ static void test_eio_landed_kill9(void)
 	free(dir);
 }
 
+/*     (r) read_corrupt_kill9: a block on SSD alone (a cold DRAM after a
+ *     reopen) is read once through a read that corrupts only what it read
+ *     (IO_FAULT_CORRUPT_READ: a bit flipped in the middle of the buffer,
+ *     the file intact) -- a GET's promotion (part false) or a quiet part
+ *     read (part true) -- fails its check (ssd.crc_errors or
+ *     ssd.header_errors) and misses; the block is then deleted, flushed, and
+ *     the process killed (-9).  Recovery finds the intact record: before
+ *     2026-12-05 the failed read removed the index entry, the delete found
+ *     none and logged no tombstone, and the block was back.  The delete
+ *     answers not found (the entry is dead), its tombstone logged. */
+static void read_corrupt_round(bool part)
+{
+	const char *name = part ? "read_corrupt_kill9 (part read)" : "read_corrupt_kill9 (get)";
+	char *dir = t_mkdtemp();
+	char res[4096], buf[16384];
+	struct kvt_store *s;
+	struct kvt_queue *q;
+	struct kvt_req rq;
+	int st, r, got = 1;
+	FILE *fp;
+	pid_t pid;
+	snprintf(res, sizeof(res), "%s/result", dir);
+	s = backlog_open(dir);
+	if (part)
+		pr_put(s, ns_of(s), 0);
+	else
+		T_RC(put_k(s, ns_of(s), 2), KVT_OK);
+	T_OK(kvt_flush(s));
+	kvt_store_destroy(s);
+	pid = fork();
+	T_GE_INT(pid, 0);
+	if (pid == 0) {
+		struct kvt_key x = part ? t_key(60) : t_key(2);
+		struct io_fault f = { .kind = IO_FAULT_CORRUPT_READ, .fd = -1, .count = 1 };
+		uint64_t bad0;
+		uint32_t ns;
+		s = backlog_open(dir); /* DRAM cold: the block is on SSD alone */
+		ns = ns_of(s);
+		if (kvt_queue_create(s, &q) != 0)
+			_exit(2);
+		bad0 = t_stat(s, "ssd.crc_errors") + t_stat(s, "ssd.header_errors");
+		if (io_fault_add(ssd_io(store_ssd(s)), &f) != 0)
+			_exit(3);
+		r = part ? pr_get(q, ns, 0, 1, buf, sizeof(buf), &rq) : get_k(s, ns, 2);
+		if (r != KVT_MISS ||
+		    t_stat(s, "ssd.crc_errors") + t_stat(s, "ssd.header_errors") != bad0 + 1)
+			_exit(4);
+		io_fault_clear(ssd_io(store_ssd(s)));
+		got = kvt_delete(s, ns, &x);
+		fp = fopen(res, "w");
+		if (kvt_flush(s) != 0 || !fp || fprintf(fp, "%d\n", got) < 0 || fclose(fp) != 0)
+			_exit(5);
+		raise(SIGKILL);
+		_exit(6);
+	}
+	T_EQ_INT(waitpid(pid, &st, 0), pid);
+	if (!WIFSIGNALED(st) || WTERMSIG(st) != SIGKILL)
+		T_FAIL("%s: the child exited with status %#x", name, st);
+	fp = fopen(res, "r");
+	T_ASSERT(fp != NULL);
+	T_EQ_INT(fscanf(fp, "%d", &got), 1);
+	fclose(fp);
+	s = backlog_open(dir);
+	T_OK(kvt_queue_create(s, &q));
+	r = part ? pr_get(q, ns_of(s), 0, 1, buf, sizeof(buf), &rq) : get_k(s, ns_of(s), 2);
+	fprintf(stderr, "%s: the delete returned %d; the block is %s after recovery (%s)\n",
+		name, got, r == KVT_OK ? "back" : "gone", io_backend);
+	/* Not found, as the GET said, though its tombstone was logged: a
+	 * dead entry's delete answered deleted before 2026-12-05. */
+	T_RC(got, KVT_MISS);
+	T_RC(r, KVT_MISS);
+	T_OK(kvt_queue_destroy(q));
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+}
+
+static void test_read_corrupt_kill9(void)
+{
+	read_corrupt_round(false);
+	read_corrupt_round(true);
+}
+
 static void test_delete_backlog(void)
 {
 	delete_backlog_round(false);
@@ -4394,6 +4483,7 @@ static void test_delete_backlog(void)
 	test_quarantine_delete_kill9();
 	test_void_fail_kill9();
 	test_eio_landed_kill9();
+	test_read_corrupt_kill9();
 	test_quarantine_wrap_kill9();
 	if (!strcmp(io_backend, "psync")) { /* the slow fdatasync needs the psync engine */
 		test_delete_sync();
@@ -4466,8 +4556,8 @@ int main(void)
 			continue;
 		}
 		/* KVT_TEST_ONLY=seal_tomb: one of the tombstone-loss cases
-		 * (KVT_TEST_CASE=seal_fail|void_fail|eio_landed|synced_eio|quarantine_kill9|
-		 * quarantine_wrap|seal_hole|seal_reuse, else all). */
+		 * (KVT_TEST_CASE=seal_fail|void_fail|eio_landed|read_corrupt|synced_eio|
+		 * quarantine_kill9|quarantine_wrap|seal_hole|seal_reuse, else all). */
 		if (getenv("KVT_TEST_ONLY") && !strcmp(getenv("KVT_TEST_ONLY"), "seal_tomb")) {
 			const char *c = getenv("KVT_TEST_CASE") ? getenv("KVT_TEST_CASE") : "";
 			if (!*c || !strcmp(c, "seal_fail"))
@@ -4476,6 +4566,8 @@ int main(void)
 				test_void_fail_kill9();
 			if (!*c || !strcmp(c, "eio_landed"))
 				test_eio_landed_kill9();
+			if (!*c || !strcmp(c, "read_corrupt"))
+				test_read_corrupt_kill9();
 			if (!*c || !strcmp(c, "synced_eio"))
 				test_tomb_synced_eio();
 			if (!*c || !strcmp(c, "quarantine_kill9"))

@@ -2333,15 +2333,20 @@ void *ssd_log_prepare(struct ssd *s, bool clear, uint32_t ns, const struct kvt_k
 	return t;
 }
 
+/* A dead entry's (E_DEAD: a miss whose record may still be on disk) delete
+ * logs its tombstone but answers not found, as a GET answers: until
+ * 2026-12-05 it answered deleted, and kvtierd's DEL counted 1 for a key
+ * its GET reported missing. */
 int ssd_delete(struct ssd *s, void *prepared, uint32_t ns, const struct kvt_key *key)
 {
 	struct wd_task *t = prepared;
-	if (!ssd_idx_remove_key(s, ns, key, UINT64_MAX)) {
+	bool dead;
+	if (!ssd_idx_delete_key(s, ns, key, &dead)) {
 		kvt_mem_free(s->mem, t, sizeof(*t));
 		return KVT_MISS;
 	}
 	wd_enqueue(s, t, WD_URGENT);
-	return KVT_OK;
+	return dead ? KVT_MISS : KVT_OK;
 }
 
 /* Does the index hold no block (published or being written)? */
@@ -2470,6 +2475,22 @@ static bool ssd_entry_same(struct ssd *s, uint32_t ns, const struct kvt_key *key
 	return same;
 }
 
+/*
+ * A read of the record of seq failed its checks (a bad header, a CRC
+ * mismatch): the block is a miss from now on, but its entry is kept dead
+ * (ssd_idx_kill_key), not removed -- the corruption may be the read's
+ * alone (a transient bad read, a bit flipped in memory), the record on
+ * disk intact, and a recovery walk would find it: a delete must still
+ * find the entry to log its tombstone.  Until 2026-12-05 the entry was
+ * removed, the delete answered not found and logged nothing, and after a
+ * kill -9 the block was back (test_ssd read_corrupt_kill9).  An entry
+ * made pending meanwhile (a carry, a quarantine) is its owner's.
+ */
+static void read_bad(struct ssd *s, uint32_t ns, const struct kvt_key *key, uint64_t seq)
+{
+	(void)ssd_idx_kill_key(s, ns, key, seq);
+}
+
 static void promote_done(struct multi_io *m, int64_t res)
 {
 	struct promote_task *p = m->ctx;
@@ -2508,9 +2529,10 @@ static void promote_done(struct multi_io *m, int64_t res)
 	    rh.part_count != p->part_count || rh.key.len != p->key.len ||
 	    memcmp(rh.key.bytes, p->key.bytes, p->key.len) != 0 || !nse ||
 	    memcmp(rh.ns_digest, nse->digest, 32) != 0) {
-		/* Not the record the index still names: torn, or corrupt. */
+		/* Not the record the index still names: torn, or corrupt --
+		 * on disk or in this read only: read_bad. */
 		A(s->hdr_errors);
-		ssd_idx_remove_key(s, p->ns, &p->key, p->seq + 1);
+		read_bad(s, p->ns, &p->key, p->seq);
 		goto fail_parts;
 	}
 	if (p->copy) {
@@ -2536,7 +2558,7 @@ static void promote_done(struct multi_io *m, int64_t res)
 		}
 		if (crc != parts[i].crc) {
 			A(s->crc_errors);
-			ssd_idx_remove_key(s, p->ns, &p->key, p->seq + 1);
+			read_bad(s, p->ns, &p->key, p->seq);
 			kvt_logf(s->log, KVT_LOG_WARN,
 				 "ssd: CRC mismatch in segment %u part %u: block dropped (a miss)",
 				 p->slot, i);
@@ -2930,8 +2952,8 @@ static void part_end(struct part_task *t, int status, uint64_t count)
 
 /* The record the index still names is not what it promised (a bad
  * header), or its part's bytes are not (the CRC): corruption, since
- * part_entry_same said no write had reached it.  Drop the entry (as a
- * promotion does) and miss. */
+ * part_entry_same said no write had reached it.  The block is a miss, its
+ * entry kept dead (read_bad, as a promotion does). */
 static void part_bad(struct part_task *t, bool crc)
 {
 	struct ssd *s = t->s;
@@ -2943,7 +2965,7 @@ static void part_bad(struct part_task *t, bool crc)
 	} else {
 		A(s->hdr_errors);
 	}
-	ssd_idx_remove_key(s, t->ns, &t->key, t->seq + 1);
+	read_bad(s, t->ns, &t->key, t->seq);
 	part_end(t, KVT_MISS, 0);
 }
 
