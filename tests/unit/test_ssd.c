@@ -1825,7 +1825,12 @@ static void test_part_table_check(void)
 		T_EQ_U64(t_stat(s, "ssd.header_errors"), 1);
 		T_EQ_U64(t_stat(s, "ssd.crc_errors"), 0);
 		T_EQ_U64(t_stat(s, "ssd.part_reads"), 0);
-		T_ASSERT(pr_entry(ssd_of(s), ns, 0) == NULL);
+		/* A miss, its entry kept dead for a delete's tombstone
+		 * (read_corrupt_kill9); removed before 2026-12-05. */
+		T_ASSERT(pr_entry(ssd_of(s), ns, 0) != NULL);
+		T_ASSERT(pr_entry(ssd_of(s), ns, 0)->flags & E_DEAD);
+		T_RC(pr_get(q, ns, 0, 0, buf, sizeof(buf), &r), KVT_MISS);
+		T_EQ_U64(t_stat(s, "ssd.header_errors"), 1);
 	} else {
 		T_FAIL("recovery dropped the record: the test no longer reaches the part read");
 	}
@@ -4085,8 +4090,8 @@ static void test_quarantine_delete_kill9(void)
 	r = get_k(s, ns_of(s), 2);
 	fprintf(stderr, "quarantine_delete_kill9: the delete returned %d; the block is %s after "
 		"recovery (%s)\n", got, r == KVT_OK ? "back" : "gone", io_backend);
-	/* Gone whatever the delete answered: since 2026-12-05 a dead entry's
-	 * delete (its tombstone logged) answers not found, as its GET does. */
+	/* Gone, whatever the delete answered (asserted "gone or not
+	 * deleted" before 2026-12-05). */
 	T_RC(r, KVT_MISS);
 	kvt_store_destroy(s);
 	t_rmtree(dir);
@@ -4230,8 +4235,8 @@ static void test_quarantine_wrap_kill9(void)
 	r = get_k(s, ns_of(s), 2);
 	fprintf(stderr, "quarantine_wrap_kill9: the delete returned %d; the block is %s after "
 		"recovery (%s)\n", got, r == KVT_OK ? "back" : "gone", io_backend);
-	/* Gone whatever the delete answered: since 2026-12-05 a dead entry's
-	 * delete (its tombstone logged) answers not found, as its GET does. */
+	/* Gone, whatever the delete answered (asserted "gone or not
+	 * deleted" before 2026-12-05). */
 	T_RC(r, KVT_MISS);
 	kvt_store_destroy(s);
 	t_rmtree(dir);
@@ -4307,11 +4312,10 @@ static void void_fail_round(const char *reuse)
 	r = get_k(s, ns_of(s), 0);
 	fprintf(stderr, "void_fail_kill9 (reuse %s): the delete returned %d; the block is %s "
 		"after recovery (%s)\n", reuse, got, r == KVT_OK ? "back" : "gone", io_backend);
-	/* Held on disk when deleted: gone.  The delete answers not found (a
-	 * dead entry, its tombstone logged), as a GET answered; deleted
-	 * before 2026-12-05. */
+	/* Held on disk when deleted: gone, the delete answered deleted (a
+	 * dead entry, its tombstone logged and made durable). */
 	T_RC(r, KVT_MISS);
-	T_RC(got, KVT_MISS);
+	T_RC(got, KVT_OK);
 	kvt_store_destroy(s);
 	t_rmtree(dir);
 	free(dir);
@@ -4393,8 +4397,8 @@ static void test_eio_landed_kill9(void)
  *     ssd.header_errors) and misses; the block is then deleted, flushed, and
  *     the process killed (-9).  Recovery finds the intact record: before
  *     2026-12-05 the failed read removed the index entry, the delete found
- *     none and logged no tombstone, and the block was back.  The delete
- *     answers not found (the entry is dead), its tombstone logged. */
+ *     none and logged no tombstone, and the block was back (the delete
+ *     answered not found; deleted now, its tombstone logged). */
 static void read_corrupt_round(bool part)
 {
 	const char *name = part ? "read_corrupt_kill9 (part read)" : "read_corrupt_kill9 (get)";
@@ -4420,7 +4424,7 @@ static void read_corrupt_round(bool part)
 		struct kvt_key x = part ? t_key(60) : t_key(2);
 		struct io_fault f = { .kind = IO_FAULT_CORRUPT_READ, .fd = -1, .count = 1 };
 		uint64_t bad0;
-		uint32_t ns;
+		uint32_t ns, pc = 0;
 		s = backlog_open(dir); /* DRAM cold: the block is on SSD alone */
 		ns = ns_of(s);
 		if (kvt_queue_create(s, &q) != 0)
@@ -4428,7 +4432,22 @@ static void read_corrupt_round(bool part)
 		bad0 = t_stat(s, "ssd.crc_errors") + t_stat(s, "ssd.header_errors");
 		if (io_fault_add(ssd_io(store_ssd(s)), &f) != 0)
 			_exit(3);
-		r = part ? pr_get(q, ns, 0, 1, buf, sizeof(buf), &rq) : get_k(s, ns, 2);
+		if (part) {
+			/* The part holding the flipped byte: the middle of the
+			 * part read's first read (its header and 4 KiB). */
+			struct ssd_entry *e = pr_entry(ssd_of(s), ns, 0);
+			uint32_t hl = e ? ssd_rec_hdr_len(PR_PARTS,
+							  ssd_rec_align_of(PR_PARTS, e->value_len,
+									   (uint64_t)e->len_512 *
+										   SSD_REC_ALIGN))
+					: 0;
+			uint64_t mid = (hl + 4096) / 2 - hl;
+			if (!e)
+				_exit(7);
+			while (pc + 1 < PR_PARTS && pr_off(0, pc + 1) <= mid)
+				pc++;
+		}
+		r = part ? pr_get(q, ns, 0, pc, buf, sizeof(buf), &rq) : get_k(s, ns, 2);
 		if (r != KVT_MISS ||
 		    t_stat(s, "ssd.crc_errors") + t_stat(s, "ssd.header_errors") != bad0 + 1)
 			_exit(4);
@@ -4449,12 +4468,12 @@ static void read_corrupt_round(bool part)
 	fclose(fp);
 	s = backlog_open(dir);
 	T_OK(kvt_queue_create(s, &q));
-	r = part ? pr_get(q, ns_of(s), 0, 1, buf, sizeof(buf), &rq) : get_k(s, ns_of(s), 2);
+	r = part ? pr_get(q, ns_of(s), 0, 0, buf, sizeof(buf), &rq) : get_k(s, ns_of(s), 2);
 	fprintf(stderr, "%s: the delete returned %d; the block is %s after recovery (%s)\n",
 		name, got, r == KVT_OK ? "back" : "gone", io_backend);
-	/* Not found, as the GET said, though its tombstone was logged: a
-	 * dead entry's delete answered deleted before 2026-12-05. */
-	T_RC(got, KVT_MISS);
+	/* Deleted (its dead entry's tombstone logged, the answer kvt_delete
+	 * waits on to make it durable); not found before the fix. */
+	T_RC(got, KVT_OK);
 	T_RC(r, KVT_MISS);
 	T_OK(kvt_queue_destroy(q));
 	kvt_store_destroy(s);

@@ -2333,20 +2333,22 @@ void *ssd_log_prepare(struct ssd *s, bool clear, uint32_t ns, const struct kvt_k
 	return t;
 }
 
-/* A dead entry's (E_DEAD: a miss whose record may still be on disk) delete
- * logs its tombstone but answers not found, as a GET answers: until
- * 2026-12-05 it answered deleted, and kvtierd's DEL counted 1 for a key
- * its GET reported missing. */
+/* A dead entry's (E_DEAD: a miss whose record may still be on disk)
+ * delete logs its tombstone and answers deleted, though a GET missed: the
+ * store makes a delete durable only when it answers deleted (kvt_delete,
+ * store_deletes_durable), so an answer of not found would return before
+ * the tombstone is on disk (tried 2026-12-05: void_fail_kill9 brought the
+ * block back in 5 runs of 30).  A not-found answer needs a way to say
+ * "logged" to the store first. */
 int ssd_delete(struct ssd *s, void *prepared, uint32_t ns, const struct kvt_key *key)
 {
 	struct wd_task *t = prepared;
-	bool dead;
-	if (!ssd_idx_delete_key(s, ns, key, &dead)) {
+	if (!ssd_idx_remove_key(s, ns, key, UINT64_MAX)) {
 		kvt_mem_free(s->mem, t, sizeof(*t));
 		return KVT_MISS;
 	}
 	wd_enqueue(s, t, WD_URGENT);
-	return dead ? KVT_MISS : KVT_OK;
+	return KVT_OK;
 }
 
 /* Does the index hold no block (published or being written)? */

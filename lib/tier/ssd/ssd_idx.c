@@ -120,28 +120,6 @@ bool ssd_idx_remove_key(struct ssd *s, uint32_t ns, const struct kvt_key *k, uin
 	return found;
 }
 
-/* A delete's: remove the entry for (ns, key), any seq.  Returns whether
- * there was one; *dead says it was a miss already (E_DEAD: its record
- * may still be on disk, so the delete logs its tombstone all the same,
- * but answers not found -- ssd_delete). */
-bool ssd_idx_delete_key(struct ssd *s, uint32_t ns, const struct kvt_key *k, bool *dead)
-{
-	uint64_t h = ssd_hash(s, ns, k);
-	struct ssd_shard *sh = shard_of(s, h);
-	struct ssd_entry **pp;
-	bool found = false;
-	*dead = false;
-	pthread_mutex_lock(&sh->lock);
-	pp = ssd_idx_slot(sh, h, ns, k);
-	if (*pp) {
-		*dead = ((*pp)->flags & E_DEAD) != 0;
-		ssd_idx_remove_locked(s, sh, pp);
-		found = true;
-	}
-	pthread_mutex_unlock(&sh->lock);
-	return found;
-}
-
 /* Remove every entry matching: ns (KVT_NS_ALL: any), slot (UINT32_MAX: any)
  * and generation (0: any), with seq < below.  Returns how many.  A sweep of
  * one slot leaves the entries kept for a carry (E_CARRY): they name the
