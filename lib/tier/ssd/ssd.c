@@ -1727,9 +1727,27 @@ static void wd_write(struct ssd *s, struct wd_task *t)
 	r = ssd_rec_hdr_encode(&rh, np ? parts : NULL, s->rec_align, t->hdr, t->hdr_len);
 	if (r < 0) {
 		/* Cannot happen: lengths were checked.  The reserved space stays
-		 * unwritten; recovery reads this segment's summary once sealed. */
+		 * unwritten: finished as a write placed and failed (wd_finish:
+		 * a hole, the segment sealed before more goes there, a
+		 * tombstone logged again), so that a tombstone counted placed
+		 * (tomb_placed) is counted done too -- until 2026-12-05 it
+		 * was not, and the slot's newest tombstone stayed "at risk"
+		 * (ssd_idx.c) for good. */
 		kvt_logf(s->log, KVT_LOG_ERROR, "ssd: encoding a record: %s", kvt_strerror(r));
-		goto fail;
+		kvt_mem_free(s->mem, spare, sizeof(*spare));
+		kvt_mem_free(s->mem, tomb, sizeof(*tomb));
+		if (lens != lens_small)
+			kvt_mem_free(s->mem, lens, KVT_PARTS_MAX * (sizeof(*lens) + sizeof(*crcs) +
+								   sizeof(*parts)));
+		pthread_mutex_lock(&s->wd_lock);
+		s->wd_inflight++;
+		t->sync_epoch = s->sync_epoch;
+		seg_infl_add_locked(&s->segs[t->slot], t);
+		if (t->type == T_PUT)
+			s->wd_placed_bytes += t->rec_len;
+		pthread_mutex_unlock(&s->wd_lock);
+		wd_finish(s, t, r);
+		return;
 	}
 
 	if (t->type == T_PUT) {
