@@ -1425,6 +1425,20 @@ static void seg_infl_add_locked(struct ssd_seg *g, struct wd_task *t)
 	g->infl_cur++;
 }
 
+/* A write placed, about to be submitted (or finished as failed): counted
+ * in flight, in its epoch and its segment's tag, its bytes placed (a put's
+ * or a carry's: wd_finish takes them off).  Writer thread. */
+static void wd_placed(struct ssd *s, struct wd_task *t)
+{
+	pthread_mutex_lock(&s->wd_lock);
+	s->wd_inflight++;
+	t->sync_epoch = s->sync_epoch;
+	seg_infl_add_locked(&s->segs[t->slot], t);
+	if (t->type == T_PUT || t->type == T_CARRY)
+		s->wd_placed_bytes += t->rec_len;
+	pthread_mutex_unlock(&s->wd_lock);
+}
+
 /* A write finished (or was never submitted: res < 0).  Any thread. */
 static void wd_finish(struct ssd *s, struct wd_task *t, int64_t res)
 {
@@ -1739,13 +1753,7 @@ static void wd_write(struct ssd *s, struct wd_task *t)
 		if (lens != lens_small)
 			kvt_mem_free(s->mem, lens, KVT_PARTS_MAX * (sizeof(*lens) + sizeof(*crcs) +
 								   sizeof(*parts)));
-		pthread_mutex_lock(&s->wd_lock);
-		s->wd_inflight++;
-		t->sync_epoch = s->sync_epoch;
-		seg_infl_add_locked(&s->segs[t->slot], t);
-		if (t->type == T_PUT)
-			s->wd_placed_bytes += t->rec_len;
-		pthread_mutex_unlock(&s->wd_lock);
+		wd_placed(s, t);
 		wd_finish(s, t, r);
 		return;
 	}
@@ -1803,13 +1811,7 @@ static void wd_write(struct ssd *s, struct wd_task *t)
 		t->iov[0].iov_len = t->hdr_len;
 		vc = 1;
 	}
-	pthread_mutex_lock(&s->wd_lock);
-	s->wd_inflight++;
-	t->sync_epoch = s->sync_epoch;
-	seg_infl_add_locked(&s->segs[t->slot], t);
-	if (t->type == T_PUT)
-		s->wd_placed_bytes += t->rec_len;
-	pthread_mutex_unlock(&s->wd_lock);
+	wd_placed(s, t);
 	multi_submit(s, &t->io, IO_WRITE, IO_PRIO_WRITE, s->segs[t->slot].fd, off, t->iov, vc,
 		     wd_io_done, t);
 	return;
@@ -1914,12 +1916,7 @@ static void wd_carry_write(struct ssd *s, struct wd_task *t)
 	}
 	t->iov[0].iov_base = t->hdr;
 	t->iov[0].iov_len = t->rec_len;
-	pthread_mutex_lock(&s->wd_lock);
-	s->wd_inflight++;
-	t->sync_epoch = s->sync_epoch;
-	seg_infl_add_locked(&s->segs[t->slot], t);
-	s->wd_placed_bytes += t->rec_len;
-	pthread_mutex_unlock(&s->wd_lock);
+	wd_placed(s, t);
 	multi_submit(s, &t->io, IO_WRITE, IO_PRIO_WRITE, s->segs[t->slot].fd, off, t->iov, 1,
 		     wd_io_done, t);
 }
