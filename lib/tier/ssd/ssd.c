@@ -2611,7 +2611,19 @@ static void promote_done(struct multi_io *m, int64_t res)
 	 * persistent namespace.  A prefetch (the engine will read the block
 	 * soon) promotes as before.  With first_hit=promote, a promoted block is
 	 * written down again when DRAM evicts it if its copy here is old by
-	 * then (wd_write); otherwise DRAM knows a copy is here. */
+	 * then (wd_write); otherwise DRAM knows a copy is here.
+	 *
+	 * The copy here is dropped (its entry kept dead: a delete still logs
+	 * its tombstone) before DRAM's is published: published first, DRAM
+	 * could evict the block at once, and the write-down, finding the
+	 * entry here still live, skipped it ("already on SSD") -- the block
+	 * gone from both tiers once the entry died (review28b).  A get of the
+	 * key in between misses once; a publish that fails (a delete or a
+	 * clear took the reservation) had lost the block anyway. */
+	if (p->demand && !p->first && s->cfg.admission == SSD_ADMIT_VICTIM &&
+	    s->cfg.first_hit_cold && !ns_persistent(s, p->ns) &&
+	    ssd_idx_kill_key(s, p->ns, &p->key, p->seq))
+		A(s->dropped_promoted);
 	if (dram_publish(s->dram, p->item, crcs, lens,
 			 (s->cfg.admission != SSD_ADMIT_VICTIM ? DRAM_ON_LOWER
 			  : p->demand && p->first && s->cfg.first_hit_cold
@@ -2621,10 +2633,6 @@ static void promote_done(struct multi_io *m, int64_t res)
 			 true) == KVT_OK) {
 		uint64_t dt = now_ns() - p->start_ns;
 		status = KVT_OK;
-		if (p->demand && !p->first && s->cfg.admission == SSD_ADMIT_VICTIM &&
-		    s->cfg.first_hit_cold && !ns_persistent(s, p->ns) &&
-		    ssd_idx_kill_key(s, p->ns, &p->key, p->seq))
-			A(s->dropped_promoted);
 		A(s->reads);
 		AN(s->read_bytes, p->value_len);
 		if (dt > 0) {
