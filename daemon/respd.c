@@ -79,7 +79,7 @@ enum respd_kind {
 
 enum { RP_PROBE = 1, RP_WRITE, RP_SYNC, RP_DONE };
 
-enum { RESPD_K_PRESENT = 1, RESPD_K_LIVE = 2 }; /* respd_cmd.keyst */
+enum { RESPD_K_LIVE = 1 }; /* respd_cmd.keyst */
 
 struct respd_cmd;
 
@@ -121,7 +121,6 @@ struct respd_cmd {
 	uint32_t probe_ns;         /* the namespace of its keys */
 	uint64_t probe_bytes;      /* MGET: the bytes its probes pinned */
 	uint8_t *keyst;            /* owned, DEL: RESPD_K_* of each key, probed */
-	uint32_t cursor;           /* DEL's write: the next key of keyst to look at */
 	int64_t count;             /* EXISTS, DEL: live keys (deleted: DEL) */
 	bool removed;              /* DEL: a delete removed a block */
 	bool raced;                /* SET, MSET: a put raced (top of the file) */
@@ -905,8 +904,19 @@ static void respd_mget_refuse(struct respd_cmd *cmd, bool tenant)
 	respd_finish(cmd);
 }
 
-/* Write phase of SET / MSET / DEL: new items replace the probes (DEL:
- * one a key found, keyst). */
+/*
+ * Write phase of SET / MSET / DEL: new items replace the probes.  A DEL
+ * deletes every key it names, found or not: a probe's miss is not "no
+ * record" -- an SSD index entry kept dead (doc/ssd.md "Dead entries": its
+ * segment quarantined, a read that failed its checks, a failed
+ * write-down) misses every read while its record may still be on disk,
+ * and only the store's delete logs the tombstone that keeps recovery
+ * from bringing it back.  Until 2026-12-05 a DEL deleted only the keys
+ * its probes found: a DEL of such a key logged nothing, answered 0, and
+ * after a kill -9 and a restart GET returned the old value (test_del_dead).
+ * The count is still the probes' (Redis: the keys that were there to
+ * read): a dead entry's delete removes a record but counts 0.
+ */
 static void respd_write(struct respd_cmd *cmd, uint32_t ns)
 {
 	struct kvtd_server *srv = cmd->conn->loop->srv;
@@ -918,8 +928,7 @@ static void respd_write(struct respd_cmd *cmd, uint32_t ns)
 			cmd->items[i].pinned = false;
 		}
 	if (cmd->kind == RK_DEL) {
-		for (uint32_t i = 0; i < cmd->n; i++)
-			n += cmd->keyst[i] & RESPD_K_PRESENT ? 1 : 0;
+		n = cmd->n;
 	} else {
 		n = 2 * (cmd->kind == RK_SET ? 1 : (cmd->argc - 1) / 2);
 	}
@@ -931,7 +940,6 @@ static void respd_write(struct respd_cmd *cmd, uint32_t ns)
 	cmd->n = n;
 	cmd->phase = RP_WRITE;
 	cmd->probed = cmd->settled = 0; /* a window at a time: respd_windows_next */
-	cmd->cursor = 0;
 	cmd->count = 0;
 	respd_windowed(cmd);
 	respd_step(cmd);
@@ -1006,8 +1014,7 @@ static bool respd_settle(struct respd_cmd *cmd)
 		if (it->live)
 			cmd->count++;
 		if (cmd->kind == RK_DEL)
-			cmd->keyst[cmd->settled + j] = (it->present ? RESPD_K_PRESENT : 0) |
-						       (it->live ? RESPD_K_LIVE : 0);
+			cmd->keyst[cmd->settled + j] = it->live ? RESPD_K_LIVE : 0;
 		if (it->pinned) {
 			kvt_pin_release(srv->store, it->req.pin);
 			it->pinned = false;
@@ -1039,8 +1046,8 @@ static bool respd_settle(struct respd_cmd *cmd)
 }
 
 /* Make a window of w items from the phase's request from: a probe (a
- * pinned get) of each key; a write phase's DELETE of each key a DEL found
- * (keyst), or SET's and MSET's (DELETE, PUT) of each pair (the window is
+ * pinned get) of each key; a write phase's DELETE of each key of a DEL
+ * (keyst: was it live), or SET's and MSET's (DELETE, PUT) of each pair (the window is
  * even: a pair's two stay together). */
 static void respd_window_make(struct respd_cmd *cmd, uint32_t from, uint32_t w)
 {
@@ -1050,10 +1057,8 @@ static void respd_window_make(struct respd_cmd *cmd, uint32_t from, uint32_t w)
 		if (cmd->phase == RP_PROBE) {
 			respd_item_init(cmd, it, KVT_OP_GET_PINNED, cmd->probe_ns, 1 + i);
 		} else if (cmd->kind == RK_DEL) {
-			while (!(cmd->keyst[cmd->cursor] & RESPD_K_PRESENT))
-				cmd->cursor++;
-			respd_item_init(cmd, it, KVT_OP_DELETE, cmd->probe_ns, 1 + cmd->cursor);
-			it->live = cmd->keyst[cmd->cursor++] & RESPD_K_LIVE;
+			respd_item_init(cmd, it, KVT_OP_DELETE, cmd->probe_ns, 1 + i);
+			it->live = cmd->keyst[i] & RESPD_K_LIVE;
 		} else if (i % 2 == 0) {
 			respd_item_init(cmd, it, KVT_OP_DELETE, cmd->probe_ns, k);
 		} else {
@@ -1090,15 +1095,16 @@ static bool respd_windows_next(struct respd_cmd *cmd)
 /*
  * DEL and FLUSHDB that removed something answer once their tombstones are
  * durable: a KVT_OP_FLUSH with KVT_F_DELETES after them (ops.c ops_durable
- * says why).  true:
- * the flush is in flight (phase RP_SYNC).
+ * says why) -- a DEL whose count is 0 too, when a delete removed a dead
+ * entry's record (respd_write).  count: DEL's answer.  true: the flush is
+ * in flight (phase RP_SYNC).
  */
 static bool respd_sync(struct respd_cmd *cmd, int64_t count)
 {
 	struct kvtd_server *srv = cmd->conn->loop->srv;
 	struct respd_item *it;
 
-	if (!srv->cfg.ssd_bytes || count <= 0 || !respd_items(cmd, 1))
+	if (!srv->cfg.ssd_bytes || !respd_items(cmd, 1))
 		return false;
 	it = &cmd->items[0];
 	cmd->n = 1;
