@@ -326,39 +326,76 @@ static void test_kill9(void)
 	free(dir);
 }
 
+/*
+ * A round of the kill -9 cases (delete_kill9, the tombstone-loss cases
+ * of seal_tomb): a child process runs child(dir, ctx) -- it opens its
+ * store in dir, does the work (a failed step: _exit(2..79)) and returns
+ * the delete's answer --, writes that answer to dir/result and raises
+ * SIGKILL, its store still open.  The parent requires the child killed
+ * by SIGKILL (name says which case failed) and reads the answer into
+ * *got; it then reopens the store and reads the block itself.
+ */
+typedef int (*kill9_child_fn)(const char *dir, void *ctx);
+
+static void kill9_round(const char *name, const char *dir, kill9_child_fn child, void *ctx,
+			int *got)
+{
+	char res[4096];
+	FILE *fp;
+	pid_t pid;
+	int st;
+	snprintf(res, sizeof(res), "%s/result", dir);
+	pid = fork();
+	T_GE_INT(pid, 0);
+	if (pid == 0) {
+		int answer = child(dir, ctx);
+		fp = fopen(res, "w");
+		if (!fp || fprintf(fp, "%d\n", answer) < 0 || fclose(fp) != 0)
+			_exit(80);
+		raise(SIGKILL);
+		_exit(81);
+	}
+	T_EQ_INT(waitpid(pid, &st, 0), pid);
+	if (!WIFSIGNALED(st) || WTERMSIG(st) != SIGKILL)
+		T_FAIL("%s: the child exited with status %#x", name, st);
+	fp = fopen(res, "r");
+	T_ASSERT(fp != NULL);
+	T_EQ_INT(fscanf(fp, "%d", got), 1);
+	fclose(fp);
+}
+
 /* 4b. kill -9 right after kvt_delete returned: with the writer slowed
  *     (ssd.debug_write_delay_ms) the delete's tombstone waits behind a
  *     write-down.  kvt_delete returns once the tombstone is durable, so the
  *     block stays deleted after recovery; it used to return at once, and
  *     the block came back unless a kvt_flush followed (what kvtierd does
  *     before it answers: kvtierd.md "Durability of deletes"). */
+static int delete_kill9_child(const char *dir, void *ctx)
+{
+	bool flush = *(const bool *)ctx;
+	struct kvt_key x = t_key(1);
+	struct kvt_store *s = t_store_open("path", dir, "dram.capacity", "64M", "dram.chunk", "4K",
+					   "dram.prefault", "off", "ssd.capacity", "16M",
+					   "ssd.segment", "1M", "ssd.admission", "always", "ssd.io",
+					   io_backend, "ssd.debug_write_delay_ms", "500", NULL);
+	uint32_t ns = ns_of(s);
+	if (put_k(s, ns, 1) != KVT_OK || kvt_flush(s) != 0)
+		_exit(2);
+	if (put_k(s, ns, 2) != KVT_OK) /* its write-down: the writer waits 500 ms */
+		_exit(2);
+	if (kvt_delete(s, ns, &x) != KVT_OK)
+		_exit(3);
+	if (flush && kvt_flush(s) != 0)
+		_exit(4);
+	return KVT_OK;
+}
+
 static int delete_kill9_round(bool flush)
 {
 	char *dir = t_mkdtemp();
 	struct kvt_store *s;
-	int st, r;
-	pid_t pid = fork();
-	T_GE_INT(pid, 0);
-	if (pid == 0) {
-		struct kvt_key x = t_key(1);
-		s = t_store_open("path", dir, "dram.capacity", "64M", "dram.chunk", "4K",
-				 "dram.prefault", "off", "ssd.capacity", "16M", "ssd.segment", "1M",
-				 "ssd.admission", "always", "ssd.io", io_backend,
-				 "ssd.debug_write_delay_ms", "500", NULL);
-		uint32_t ns = ns_of(s);
-		if (put_k(s, ns, 1) != KVT_OK || kvt_flush(s) != 0)
-			_exit(2);
-		if (put_k(s, ns, 2) != KVT_OK) /* its write-down: the writer waits 500 ms */
-			_exit(2);
-		if (kvt_delete(s, ns, &x) != KVT_OK)
-			_exit(3);
-		if (flush && kvt_flush(s) != 0)
-			_exit(4);
-		raise(SIGKILL);
-		_exit(5);
-	}
-	T_EQ_INT(waitpid(pid, &st, 0), pid);
-	T_ASSERT(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+	int r, got;
+	kill9_round("delete_kill9", dir, delete_kill9_child, &flush, &got);
 	s = open_store(dir, "16M", "always");
 	r = get_k(s, ns_of(s), 1);
 	fprintf(stderr, "kill -9 after kvt_delete%s: the block is %s after recovery\n",
@@ -2630,51 +2667,40 @@ static struct kvt_store *promote_open(const char *dir)
 			    "ssd.young_reads_pct", "0", NULL);
 }
 
+static int promote_delete_child(const char *dir, void *ctx)
+{
+	struct kvt_key k1 = t_key(1);
+	struct kvt_store *s = promote_open(dir);
+	uint32_t ns = ns_of(s);
+	int got;
+	(void)ctx;
+	/* As first_hit's: 1..4 go down, two reads of 1 promote it. */
+	for (uint64_t k = 1; k <= 8; k++)
+		if (put_64k(s, ns, k) != KVT_OK || kvt_flush(s) != 0)
+			_exit(2);
+	wait_writes(s);
+	if (tier_of(s, ns, 1) != KVT_TIER_SSD || get_64k(s, ns, 1) != KVT_OK ||
+	    put_64k(s, ns, 9) != KVT_OK || kvt_flush(s) != 0)
+		_exit(3);
+	wait_writes(s);
+	if (get_64k(s, ns, 1) != KVT_OK || kvt_flush(s) != 0)
+		_exit(4);
+	wait_writes(s);
+	if (t_stat(s, "ssd.promoted_dropped") != 1 || tier_of(s, ns, 1) != KVT_TIER_DRAM ||
+	    ssd_find(ssd_of(s), ns, &k1, NULL) != KVT_MISS)
+		_exit(5);
+	got = kvt_delete(s, ns, &k1);
+	if (kvt_flush(s) != 0)
+		_exit(6);
+	return got;
+}
+
 static void test_promote_delete_kill9(void)
 {
 	char *dir = t_mkdtemp();
-	char res[4096];
 	struct kvt_store *s;
-	int st, r, got = 1;
-	FILE *fp;
-	pid_t pid;
-	snprintf(res, sizeof(res), "%s/result", dir);
-	pid = fork();
-	T_GE_INT(pid, 0);
-	if (pid == 0) {
-		struct kvt_key k1 = t_key(1);
-		uint32_t ns;
-		s = promote_open(dir);
-		ns = ns_of(s);
-		/* As first_hit's: 1..4 go down, two reads of 1 promote it. */
-		for (uint64_t k = 1; k <= 8; k++)
-			if (put_64k(s, ns, k) != KVT_OK || kvt_flush(s) != 0)
-				_exit(2);
-		wait_writes(s);
-		if (tier_of(s, ns, 1) != KVT_TIER_SSD || get_64k(s, ns, 1) != KVT_OK ||
-		    put_64k(s, ns, 9) != KVT_OK || kvt_flush(s) != 0)
-			_exit(3);
-		wait_writes(s);
-		if (get_64k(s, ns, 1) != KVT_OK || kvt_flush(s) != 0)
-			_exit(4);
-		wait_writes(s);
-		if (t_stat(s, "ssd.promoted_dropped") != 1 || tier_of(s, ns, 1) != KVT_TIER_DRAM ||
-		    ssd_find(ssd_of(s), ns, &k1, NULL) != KVT_MISS)
-			_exit(5);
-		got = kvt_delete(s, ns, &k1);
-		fp = fopen(res, "w");
-		if (kvt_flush(s) != 0 || !fp || fprintf(fp, "%d\n", got) < 0 || fclose(fp) != 0)
-			_exit(6);
-		raise(SIGKILL);
-		_exit(7);
-	}
-	T_EQ_INT(waitpid(pid, &st, 0), pid);
-	if (!WIFSIGNALED(st) || WTERMSIG(st) != SIGKILL)
-		T_FAIL("promote_delete_kill9: the child exited with status %#x", st);
-	fp = fopen(res, "r");
-	T_ASSERT(fp != NULL);
-	T_EQ_INT(fscanf(fp, "%d", &got), 1);
-	fclose(fp);
+	int r, got;
+	kill9_round("promote_delete_kill9", dir, promote_delete_child, NULL, &got);
 	s = promote_open(dir);
 	r = get_64k(s, ns_of(s), 1);
 	fprintf(stderr, "promote_delete_kill9: the delete returned %d; the block is %s after "
@@ -3837,39 +3863,59 @@ static void tomb_fault_round(int kind)
  *     delete returned left an open segment whose recovery walk stopped at
  *     the hole, and the deleted block came back.  psync only (the late
  *     failure holds one worker, not the uring engine). */
+/* A kill -9 case's child: keys 1..n put and flushed in s, then fault f
+ * armed and key n + 1 put, its write-down meeting the fault; waits until
+ * stat moved (polled every poll_us, 1000 times at most), and requires it
+ * moved by one (a failed step: _exit). */
+static void fault_put(struct kvt_store *s, uint32_t ns, uint64_t n, struct io_fault f,
+		      const char *stat, unsigned poll_us)
+{
+	uint64_t v0;
+	for (uint64_t k = 1; k <= n; k++)
+		if (put_k(s, ns, k) != KVT_OK)
+			_exit(2);
+	if (kvt_flush(s) != 0)
+		_exit(2);
+	v0 = t_stat(s, stat);
+	if (io_fault_add(ssd_io(store_ssd(s)), &f) != 0 || put_k(s, ns, n + 1) != KVT_OK)
+		_exit(3);
+	for (int i = 0; i < 1000 && t_stat(s, stat) == v0; i++)
+		usleep(poll_us);
+	if (t_stat(s, stat) != v0 + 1)
+		_exit(4);
+}
+
+static int delete_hole_child(const char *dir, void *ctx)
+{
+	struct kvt_key x = t_key(1);
+	struct kvt_store *s = backlog_open(dir);
+	uint32_t ns = ns_of(s);
+	(void)ctx;
+	/* Key 2's write-down fails, 1 s late. */
+	fault_put(s, ns, 1,
+		  (struct io_fault){ .kind = IO_FAULT_ENOSPC, .fd = -1, .count = 1,
+				     .delay_ms = 1000 },
+		  "io.faults_injected", 1000);
+	if (kvt_delete(s, ns, &x) != KVT_OK)
+		_exit(5);
+	return KVT_OK;
+}
+
+/* Keys 1 and 2 put and flushed in s (its options the case's), then key
+ * 3's write-down fails EIO: the segment of 1 and 2 is quarantined. */
+static void quarantine_12(struct kvt_store *s, uint32_t ns)
+{
+	fault_put(s, ns, 2, (struct io_fault){ .kind = IO_FAULT_EIO_WRITE, .fd = -1, .count = 1 },
+		  "ssd.segments_quarantined", 10000);
+	io_fault_clear(ssd_io(store_ssd(s)));
+}
+
 static void test_delete_hole_kill9(void)
 {
 	char *dir = t_mkdtemp();
 	struct kvt_store *s;
-	int st, r;
-	pid_t pid = fork();
-	T_GE_INT(pid, 0);
-	if (pid == 0) {
-		struct kvt_key x = t_key(1);
-		struct io_fault f = { .kind = IO_FAULT_ENOSPC, .fd = -1, .count = 1,
-				      .delay_ms = 1000 };
-		uint64_t faults;
-		uint32_t ns;
-		s = backlog_open(dir);
-		ns = ns_of(s);
-		if (put_k(s, ns, 1) != KVT_OK || kvt_flush(s) != 0)
-			_exit(2);
-		faults = t_stat(s, "io.faults_injected");
-		if (io_fault_add(ssd_io(store_ssd(s)), &f) != 0)
-			_exit(2);
-		if (put_k(s, ns, 2) != KVT_OK) /* its write-down fails, 1 s late */
-			_exit(2);
-		for (int i = 0; i < 1000 && t_stat(s, "io.faults_injected") == faults; i++)
-			usleep(1000);
-		if (t_stat(s, "io.faults_injected") != faults + 1)
-			_exit(3);
-		if (kvt_delete(s, ns, &x) != KVT_OK)
-			_exit(4);
-		raise(SIGKILL);
-		_exit(5);
-	}
-	T_EQ_INT(waitpid(pid, &st, 0), pid);
-	T_ASSERT(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+	int r, got;
+	kill9_round("delete_hole_kill9", dir, delete_hole_child, NULL, &got);
 	s = backlog_open(dir);
 	r = get_k(s, ns_of(s), 1);
 	fprintf(stderr, "delete_hole_kill9: the block is %s after recovery\n",
@@ -4045,47 +4091,22 @@ static void test_tomb_synced_eio(void)
  *     tombstone is logged -- and the process is killed.  Quarantine did not
  *     void the segment on disk, and recovery's walk found the block there:
  *     a delete answered 0 whose block came back. */
+static int quarantine_delete_child(const char *dir, void *ctx)
+{
+	struct kvt_key x = t_key(2);
+	struct kvt_store *s = backlog_open(dir);
+	uint32_t ns = ns_of(s);
+	(void)ctx;
+	quarantine_12(s, ns);
+	return kvt_delete(s, ns, &x);
+}
+
 static void test_quarantine_delete_kill9(void)
 {
 	char *dir = t_mkdtemp();
-	char res[4096];
 	struct kvt_store *s;
-	int st, r, got = 1;
-	FILE *fp;
-	pid_t pid;
-	snprintf(res, sizeof(res), "%s/result", dir);
-	pid = fork();
-	T_GE_INT(pid, 0);
-	if (pid == 0) {
-		struct kvt_key x = t_key(2);
-		struct io_fault f = { .kind = IO_FAULT_EIO_WRITE, .fd = -1, .count = 1 };
-		uint64_t q0;
-		uint32_t ns;
-		s = backlog_open(dir);
-		ns = ns_of(s);
-		if (put_k(s, ns, 1) != KVT_OK || put_k(s, ns, 2) != KVT_OK || kvt_flush(s) != 0)
-			_exit(2);
-		q0 = t_stat(s, "ssd.segments_quarantined");
-		if (io_fault_add(ssd_io(store_ssd(s)), &f) != 0 || put_k(s, ns, 3) != KVT_OK)
-			_exit(2);
-		for (int i = 0; i < 1000 && t_stat(s, "ssd.segments_quarantined") == q0; i++)
-			usleep(10000);
-		if (t_stat(s, "ssd.segments_quarantined") != q0 + 1)
-			_exit(3);
-		io_fault_clear(ssd_io(store_ssd(s)));
-		got = kvt_delete(s, ns, &x);
-		fp = fopen(res, "w");
-		if (!fp || fprintf(fp, "%d\n", got) < 0 || fclose(fp) != 0)
-			_exit(4);
-		raise(SIGKILL);
-		_exit(5);
-	}
-	T_EQ_INT(waitpid(pid, &st, 0), pid);
-	T_ASSERT(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
-	fp = fopen(res, "r");
-	T_ASSERT(fp != NULL);
-	T_EQ_INT(fscanf(fp, "%d", &got), 1);
-	fclose(fp);
+	int r, got;
+	kill9_round("quarantine_delete_kill9", dir, quarantine_delete_child, NULL, &got);
 	s = backlog_open(dir);
 	r = get_k(s, ns_of(s), 2);
 	fprintf(stderr, "quarantine_delete_kill9: the delete returned %d; the block is %s after "
@@ -4179,58 +4200,35 @@ static void test_seal_synced_reuse(void)
  *     checkpoint, recovery walked the quarantined segment, found no
  *     tombstone, and the block was back (review28): a quarantine now
  *     writes a checkpoint at once. */
+static int quarantine_wrap_child(const char *dir, void *ctx)
+{
+	struct kvt_key x = t_key(2);
+	struct kvt_store *s = open_store(dir, "4M", "always");
+	uint32_t ns = ns_of(s);
+	uint64_t ev0;
+	int got;
+	(void)ctx;
+	quarantine_12(s, ns);
+	got = kvt_delete(s, ns, &x);
+	ev0 = t_stat(s, "ssd.segments_evicted");
+	/* Every other slot reused once: the tombstone's too (fewer
+	 * seals than ssd.checkpoint_seals: no periodic checkpoint). */
+	for (uint64_t k = 100; k < 2000 && t_stat(s, "ssd.segments_evicted") < ev0 + 4; k++) {
+		if (put_k(s, ns, k) != KVT_OK)
+			_exit(4);
+		wait_writes(s);
+	}
+	if (t_stat(s, "ssd.segments_evicted") < ev0 + 4)
+		_exit(5);
+	return got;
+}
+
 static void test_quarantine_wrap_kill9(void)
 {
 	char *dir = t_mkdtemp();
-	char res[4096];
 	struct kvt_store *s;
-	int st, r, got = 1;
-	FILE *fp;
-	pid_t pid;
-	snprintf(res, sizeof(res), "%s/result", dir);
-	pid = fork();
-	T_GE_INT(pid, 0);
-	if (pid == 0) {
-		struct kvt_key x = t_key(2);
-		struct io_fault f = { .kind = IO_FAULT_EIO_WRITE, .fd = -1, .count = 1 };
-		uint64_t q0, ev0;
-		uint32_t ns;
-		s = open_store(dir, "4M", "always");
-		ns = ns_of(s);
-		if (put_k(s, ns, 1) != KVT_OK || put_k(s, ns, 2) != KVT_OK || kvt_flush(s) != 0)
-			_exit(2);
-		q0 = t_stat(s, "ssd.segments_quarantined");
-		if (io_fault_add(ssd_io(store_ssd(s)), &f) != 0 || put_k(s, ns, 3) != KVT_OK)
-			_exit(2);
-		for (int i = 0; i < 1000 && t_stat(s, "ssd.segments_quarantined") == q0; i++)
-			usleep(10000);
-		if (t_stat(s, "ssd.segments_quarantined") != q0 + 1)
-			_exit(3);
-		io_fault_clear(ssd_io(store_ssd(s)));
-		got = kvt_delete(s, ns, &x);
-		ev0 = t_stat(s, "ssd.segments_evicted");
-		/* Every other slot reused once: the tombstone's too (fewer
-		 * seals than ssd.checkpoint_seals: no periodic checkpoint). */
-		for (uint64_t k = 100; k < 2000 && t_stat(s, "ssd.segments_evicted") < ev0 + 4;
-		     k++) {
-			if (put_k(s, ns, k) != KVT_OK)
-				_exit(4);
-			wait_writes(s);
-		}
-		if (t_stat(s, "ssd.segments_evicted") < ev0 + 4)
-			_exit(5);
-		fp = fopen(res, "w");
-		if (!fp || fprintf(fp, "%d\n", got) < 0 || fclose(fp) != 0)
-			_exit(6);
-		raise(SIGKILL);
-		_exit(7);
-	}
-	T_EQ_INT(waitpid(pid, &st, 0), pid);
-	T_ASSERT(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
-	fp = fopen(res, "r");
-	T_ASSERT(fp != NULL);
-	T_EQ_INT(fscanf(fp, "%d", &got), 1);
-	fclose(fp);
+	int r, got;
+	kill9_round("quarantine_wrap_kill9", dir, quarantine_wrap_child, NULL, &got);
 	s = open_store(dir, "4M", "always");
 	r = get_k(s, ns_of(s), 2);
 	fprintf(stderr, "quarantine_wrap_kill9: the delete returned %d; the block is %s after "
@@ -4252,62 +4250,48 @@ static void test_quarantine_wrap_kill9(void)
  *     tombstone.  Before 2026-12-05 the eviction (the reuse) dropped the
  *     slot's entries all the same, the delete found none and logged no
  *     tombstone, and the block came back. */
+static int void_fail_child(const char *dir, void *ctx)
+{
+	const char *reuse = ctx;
+	struct kvt_key x = t_key(0);
+	struct io_fault f = { .kind = IO_FAULT_EIO_WRITE, .len = 4096 };
+	struct kvt_store *s = reuse_open(dir, reuse);
+	struct ssd *sd = store_ssd(s);
+	uint32_t ns = ns_of(s);
+	uint64_t q0, k = 0;
+	/* Slots 0..2 sealed, 3 open: the next open evicts or reuses 0. */
+	for (; k < 400 && t_stat(s, "ssd.segments_sealed") < 3; k++) {
+		if (put_k(s, ns, k) != KVT_OK)
+			_exit(2);
+		wait_writes(s);
+	}
+	if (kvt_flush(s) != 0 || t_stat(s, "ssd.segments_evicted") != 0 ||
+	    tier_of(s, ns, 0) != KVT_TIER_SSD)
+		_exit(3);
+	/* Slot 0 is sealed: its only write to come is the header. */
+	f.fd = sd->segs[0].fd;
+	q0 = t_stat(s, "ssd.segments_quarantined");
+	if (io_fault_add(ssd_io(sd), &f) != 0)
+		_exit(4);
+	for (; k < 800 && t_stat(s, "ssd.segments_quarantined") == q0; k++) {
+		if (put_k(s, ns, k) != KVT_OK)
+			_exit(5);
+		wait_writes(s);
+	}
+	if (t_stat(s, "ssd.segments_quarantined") != q0 + 1)
+		_exit(6);
+	io_fault_clear(ssd_io(sd));
+	return kvt_delete(s, ns, &x);
+}
+
 static void void_fail_round(const char *reuse)
 {
 	char *dir = t_mkdtemp();
-	char res[4096];
+	char name[64];
 	struct kvt_store *s;
-	int st, r, got = 1;
-	FILE *fp;
-	pid_t pid;
-	snprintf(res, sizeof(res), "%s/result", dir);
-	pid = fork();
-	T_GE_INT(pid, 0);
-	if (pid == 0) {
-		struct kvt_key x = t_key(0);
-		struct io_fault f = { .kind = IO_FAULT_EIO_WRITE, .len = 4096 };
-		struct ssd *sd;
-		uint64_t q0, k = 0;
-		uint32_t ns;
-		s = reuse_open(dir, reuse);
-		ns = ns_of(s);
-		sd = store_ssd(s);
-		/* Slots 0..2 sealed, 3 open: the next open evicts or reuses 0. */
-		for (; k < 400 && t_stat(s, "ssd.segments_sealed") < 3; k++) {
-			if (put_k(s, ns, k) != KVT_OK)
-				_exit(2);
-			wait_writes(s);
-		}
-		if (kvt_flush(s) != 0 || t_stat(s, "ssd.segments_evicted") != 0 ||
-		    tier_of(s, ns, 0) != KVT_TIER_SSD)
-			_exit(3);
-		/* Slot 0 is sealed: its only write to come is the header. */
-		f.fd = sd->segs[0].fd;
-		q0 = t_stat(s, "ssd.segments_quarantined");
-		if (io_fault_add(ssd_io(sd), &f) != 0)
-			_exit(4);
-		for (; k < 800 && t_stat(s, "ssd.segments_quarantined") == q0; k++) {
-			if (put_k(s, ns, k) != KVT_OK)
-				_exit(5);
-			wait_writes(s);
-		}
-		if (t_stat(s, "ssd.segments_quarantined") != q0 + 1)
-			_exit(6);
-		io_fault_clear(ssd_io(sd));
-		got = kvt_delete(s, ns, &x);
-		fp = fopen(res, "w");
-		if (!fp || fprintf(fp, "%d\n", got) < 0 || fclose(fp) != 0)
-			_exit(7);
-		raise(SIGKILL);
-		_exit(8);
-	}
-	T_EQ_INT(waitpid(pid, &st, 0), pid);
-	if (!WIFSIGNALED(st) || WTERMSIG(st) != SIGKILL)
-		T_FAIL("void_fail_kill9 (%s): the child exited with status %#x", reuse, st);
-	fp = fopen(res, "r");
-	T_ASSERT(fp != NULL);
-	T_EQ_INT(fscanf(fp, "%d", &got), 1);
-	fclose(fp);
+	int r, got;
+	snprintf(name, sizeof(name), "void_fail_kill9 (%s)", reuse);
+	kill9_round(name, dir, void_fail_child, (void *)reuse, &got);
 	s = reuse_open(dir, reuse);
 	r = get_k(s, ns_of(s), 0);
 	fprintf(stderr, "void_fail_kill9 (reuse %s): the delete returned %d; the block is %s "
@@ -4334,50 +4318,28 @@ static void test_void_fail_kill9(void)
  *     Recovery walks the segment and finds the record: before 2026-12-05
  *     the failed write's entry was removed, the delete (answered 0 from
  *     DRAM) logged no tombstone, and the block was back. */
+static int eio_landed_child(const char *dir, void *ctx)
+{
+	struct kvt_key x = t_key(2);
+	struct kvt_store *s = backlog_open(dir);
+	uint32_t ns = ns_of(s);
+	(void)ctx;
+	fault_put(s, ns, 1,
+		  (struct io_fault){ .kind = IO_FAULT_TORN_WRITE, .fd = -1, .count = 1,
+				     .torn_bytes = UINT64_MAX },
+		  "ssd.segments_quarantined", 10000);
+	if (tier_of(s, ns, 2) != KVT_TIER_DRAM)
+		_exit(5);
+	io_fault_clear(ssd_io(store_ssd(s)));
+	return kvt_delete(s, ns, &x);
+}
+
 static void test_eio_landed_kill9(void)
 {
 	char *dir = t_mkdtemp();
-	char res[4096];
 	struct kvt_store *s;
-	int st, r, got = 1;
-	FILE *fp;
-	pid_t pid;
-	snprintf(res, sizeof(res), "%s/result", dir);
-	pid = fork();
-	T_GE_INT(pid, 0);
-	if (pid == 0) {
-		struct kvt_key x = t_key(2);
-		struct io_fault f = { .kind = IO_FAULT_TORN_WRITE, .fd = -1, .count = 1,
-				      .torn_bytes = UINT64_MAX };
-		uint64_t q0;
-		uint32_t ns;
-		s = backlog_open(dir);
-		ns = ns_of(s);
-		if (put_k(s, ns, 1) != KVT_OK || kvt_flush(s) != 0)
-			_exit(2);
-		q0 = t_stat(s, "ssd.segments_quarantined");
-		if (io_fault_add(ssd_io(store_ssd(s)), &f) != 0 || put_k(s, ns, 2) != KVT_OK)
-			_exit(3);
-		for (int i = 0; i < 1000 && t_stat(s, "ssd.segments_quarantined") == q0; i++)
-			usleep(10000);
-		if (t_stat(s, "ssd.segments_quarantined") != q0 + 1 ||
-		    tier_of(s, ns, 2) != KVT_TIER_DRAM)
-			_exit(4);
-		io_fault_clear(ssd_io(store_ssd(s)));
-		got = kvt_delete(s, ns, &x);
-		fp = fopen(res, "w");
-		if (!fp || fprintf(fp, "%d\n", got) < 0 || fclose(fp) != 0)
-			_exit(5);
-		raise(SIGKILL);
-		_exit(6);
-	}
-	T_EQ_INT(waitpid(pid, &st, 0), pid);
-	if (!WIFSIGNALED(st) || WTERMSIG(st) != SIGKILL)
-		T_FAIL("eio_landed_kill9: the child exited with status %#x", st);
-	fp = fopen(res, "r");
-	T_ASSERT(fp != NULL);
-	T_EQ_INT(fscanf(fp, "%d", &got), 1);
-	fclose(fp);
+	int r, got;
+	kill9_round("eio_landed_kill9", dir, eio_landed_child, NULL, &got);
 	s = backlog_open(dir);
 	r = get_k(s, ns_of(s), 2);
 	fprintf(stderr, "eio_landed_kill9: the delete returned %d; the block is %s after "
@@ -4399,18 +4361,58 @@ static void test_eio_landed_kill9(void)
  *     2026-12-05 the failed read removed the index entry, the delete found
  *     none and logged no tombstone, and the block was back (the delete
  *     answered not found; deleted now, its tombstone logged). */
+static int read_corrupt_child(const char *dir, void *ctx)
+{
+	bool part = *(const bool *)ctx;
+	struct kvt_key x = part ? t_key(60) : t_key(2);
+	struct io_fault f = { .kind = IO_FAULT_CORRUPT_READ, .fd = -1, .count = 1 };
+	struct kvt_store *s = backlog_open(dir); /* DRAM cold: the block is on SSD alone */
+	uint32_t ns = ns_of(s), pc = 0;
+	struct kvt_queue *q;
+	struct kvt_req rq;
+	char buf[16384];
+	uint64_t bad0;
+	int r, got;
+	if (kvt_queue_create(s, &q) != 0)
+		_exit(2);
+	bad0 = t_stat(s, "ssd.crc_errors") + t_stat(s, "ssd.header_errors");
+	if (io_fault_add(ssd_io(store_ssd(s)), &f) != 0)
+		_exit(3);
+	if (part) {
+		/* The part holding the flipped byte: the middle of the
+		 * part read's first read (its header and 4 KiB). */
+		struct ssd_entry *e = pr_entry(ssd_of(s), ns, 0);
+		uint32_t hl = e ? ssd_rec_hdr_len(PR_PARTS,
+						  ssd_rec_align_of(PR_PARTS, e->value_len,
+								   (uint64_t)e->len_512 *
+									   SSD_REC_ALIGN))
+				: 0;
+		uint64_t mid = (hl + 4096) / 2 - hl;
+		if (!e)
+			_exit(7);
+		while (pc + 1 < PR_PARTS && pr_off(0, pc + 1) <= mid)
+			pc++;
+	}
+	r = part ? pr_get(q, ns, 0, pc, buf, sizeof(buf), &rq) : get_k(s, ns, 2);
+	if (r != KVT_MISS ||
+	    t_stat(s, "ssd.crc_errors") + t_stat(s, "ssd.header_errors") != bad0 + 1)
+		_exit(4);
+	io_fault_clear(ssd_io(store_ssd(s)));
+	got = kvt_delete(s, ns, &x);
+	if (kvt_flush(s) != 0)
+		_exit(5);
+	return got;
+}
+
 static void read_corrupt_round(bool part)
 {
 	const char *name = part ? "read_corrupt_kill9 (part read)" : "read_corrupt_kill9 (get)";
 	char *dir = t_mkdtemp();
-	char res[4096], buf[16384];
+	char buf[16384];
 	struct kvt_store *s;
 	struct kvt_queue *q;
 	struct kvt_req rq;
-	int st, r, got = 1;
-	FILE *fp;
-	pid_t pid;
-	snprintf(res, sizeof(res), "%s/result", dir);
+	int r, got;
 	s = backlog_open(dir);
 	if (part)
 		pr_put(s, ns_of(s), 0);
@@ -4418,54 +4420,7 @@ static void read_corrupt_round(bool part)
 		T_RC(put_k(s, ns_of(s), 2), KVT_OK);
 	T_OK(kvt_flush(s));
 	kvt_store_destroy(s);
-	pid = fork();
-	T_GE_INT(pid, 0);
-	if (pid == 0) {
-		struct kvt_key x = part ? t_key(60) : t_key(2);
-		struct io_fault f = { .kind = IO_FAULT_CORRUPT_READ, .fd = -1, .count = 1 };
-		uint64_t bad0;
-		uint32_t ns, pc = 0;
-		s = backlog_open(dir); /* DRAM cold: the block is on SSD alone */
-		ns = ns_of(s);
-		if (kvt_queue_create(s, &q) != 0)
-			_exit(2);
-		bad0 = t_stat(s, "ssd.crc_errors") + t_stat(s, "ssd.header_errors");
-		if (io_fault_add(ssd_io(store_ssd(s)), &f) != 0)
-			_exit(3);
-		if (part) {
-			/* The part holding the flipped byte: the middle of the
-			 * part read's first read (its header and 4 KiB). */
-			struct ssd_entry *e = pr_entry(ssd_of(s), ns, 0);
-			uint32_t hl = e ? ssd_rec_hdr_len(PR_PARTS,
-							  ssd_rec_align_of(PR_PARTS, e->value_len,
-									   (uint64_t)e->len_512 *
-										   SSD_REC_ALIGN))
-					: 0;
-			uint64_t mid = (hl + 4096) / 2 - hl;
-			if (!e)
-				_exit(7);
-			while (pc + 1 < PR_PARTS && pr_off(0, pc + 1) <= mid)
-				pc++;
-		}
-		r = part ? pr_get(q, ns, 0, pc, buf, sizeof(buf), &rq) : get_k(s, ns, 2);
-		if (r != KVT_MISS ||
-		    t_stat(s, "ssd.crc_errors") + t_stat(s, "ssd.header_errors") != bad0 + 1)
-			_exit(4);
-		io_fault_clear(ssd_io(store_ssd(s)));
-		got = kvt_delete(s, ns, &x);
-		fp = fopen(res, "w");
-		if (kvt_flush(s) != 0 || !fp || fprintf(fp, "%d\n", got) < 0 || fclose(fp) != 0)
-			_exit(5);
-		raise(SIGKILL);
-		_exit(6);
-	}
-	T_EQ_INT(waitpid(pid, &st, 0), pid);
-	if (!WIFSIGNALED(st) || WTERMSIG(st) != SIGKILL)
-		T_FAIL("%s: the child exited with status %#x", name, st);
-	fp = fopen(res, "r");
-	T_ASSERT(fp != NULL);
-	T_EQ_INT(fscanf(fp, "%d", &got), 1);
-	fclose(fp);
+	kill9_round(name, dir, read_corrupt_child, &part, &got);
 	s = backlog_open(dir);
 	T_OK(kvt_queue_create(s, &q));
 	r = part ? pr_get(q, ns_of(s), 0, 0, buf, sizeof(buf), &rq) : get_k(s, ns_of(s), 2);
@@ -4576,9 +4531,17 @@ int main(void)
 		}
 		/* KVT_TEST_ONLY=seal_tomb: one of the tombstone-loss cases
 		 * (KVT_TEST_CASE=seal_fail|void_fail|eio_landed|read_corrupt|synced_eio|
-		 * quarantine_kill9|quarantine_wrap|seal_hole|seal_reuse, else all). */
+		 * quarantine_kill9|quarantine_wrap|seal_hole|seal_reuse, else all; named
+		 * alone, the other kill -9 rounds too: promote_delete|delete_hole|
+		 * delete_kill9). */
 		if (getenv("KVT_TEST_ONLY") && !strcmp(getenv("KVT_TEST_ONLY"), "seal_tomb")) {
 			const char *c = getenv("KVT_TEST_CASE") ? getenv("KVT_TEST_CASE") : "";
+			if (!strcmp(c, "promote_delete"))
+				test_promote_delete_kill9();
+			if (!strcmp(c, "delete_hole") && !strcmp(io_backend, "psync"))
+				test_delete_hole_kill9();
+			if (!strcmp(c, "delete_kill9"))
+				test_delete_kill9();
 			if (!*c || !strcmp(c, "seal_fail"))
 				test_seal_fail_tomb();
 			if (!*c || !strcmp(c, "void_fail"))
