@@ -746,6 +746,10 @@ struct kvtd_server {
 #define KVTD_OUT_COST (sizeof(struct kvtd_out) + 64u)
 #define KVTD_MAX_CONNS 4096              /* --max-conns default (and the fd limit) */
 #define KVTD_RBUF_MIN (64u << 10)        /* initial read buffer */
+/* What a read buffer may have held and stay allocated once drained, and
+ * what a request being received may hold in it before it counts in its
+ * tenant's input share (kvtd_conn_rbuf_drained; respd.c, native.c) */
+#define KVTD_RBUF_KEEP (16u << 10)
 #define KVTD_HDR_STEP 4096u              /* a header read after a streamed PUT */
 #define KVTD_LOOP_EVENTS 256
 #define KVTD_SLOW_PROGRESS (16u << 20)   /* data bytes that restart the frame clock */
@@ -877,6 +881,7 @@ unsigned kvtd_unauth_peer_max(const struct kvtd_server *srv);
  * -EMSGSIZE (past the protocol's pre-AUTH limit), -ENOMEM. */
 int kvtd_conn_rbuf_room(struct kvtd_conn *c, size_t need);
 void kvtd_conn_rbuf_release(struct kvtd_conn *c);
+void kvtd_conn_rbuf_drained(struct kvtd_conn *c);
 /* Take rbuf whole; *charged: its bytes charged to --max-memory, now the
  * caller's to uncharge. */
 uint8_t *kvtd_conn_rbuf_take(struct kvtd_conn *c, uint64_t *charged);

@@ -2004,7 +2004,7 @@ static void respd_parse(struct kvtd_conn *c)
 			/* Held to the tenant's input share: a connection with
 			 * commands in flight waits for them (not read meanwhile,
 			 * tbl_want), one without is refused. */
-			if (pc.need > KVTD_RBUF_MIN && !respd_share_hold(c, pc.need)) {
+			if (pc.need > KVTD_RBUF_KEEP && !respd_share_hold(c, pc.need)) {
 				if (c->inflight > 0) {
 					c->tbl_want = pc.need;
 					kvtd_conn_flow(c);
@@ -2141,11 +2141,8 @@ static void respd_parse(struct kvtd_conn *c)
 		}
 		respd_exec(cmd);
 	}
-	if (c->rstart == c->rend) {
-		c->rstart = c->rend = 0;
-		if (c->rcap > 4 * RESPD_BUF_MIN)
-			kvtd_conn_rbuf_release(c);
-	}
+	if (c->rstart == c->rend)
+		kvtd_conn_rbuf_drained(c);
 }
 
 int kvtd_resp_setup(struct kvtd_server *srv)
