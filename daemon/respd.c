@@ -63,7 +63,6 @@
 #define RESPD_KEY_INLINE 63           /* longest Redis key stored as itself */
 #define RESPD_ARGC_MAX 65536
 #define RESPD_INLINE_MAX (64u << 10)
-#define RESPD_BUF_MIN (64u << 10)
 #define RESPD_STEAL_MIN (256u << 10)  /* commands this large take the buffer */
 #define RESPD_PREAUTH_ARGC 16         /* arguments of a command before AUTH */
 #define RESPD_ARGS_FREE 64            /* parser scratch entries not charged */
