@@ -107,6 +107,9 @@ const struct kvtd_counter_def kvtd_counter_defs[] = {
 	{ "server.tls_throttled", "kvtier_tls_throttled_total", "counter",
 	  "TLS connections closed before their handshake: the address failed too many a second",
 	  CTR(tls_throttled), 2 },
+	{ "server.tls_deferred", "kvtier_tls_deferred_total", "counter",
+	  "TLS reads left for the next loop iteration: the tenant's records of this one spent",
+	  CTR(tls_deferred), 2 },
 };
 const size_t kvtd_counter_def_count = sizeof(kvtd_counter_defs) / sizeof(kvtd_counter_defs[0]);
 

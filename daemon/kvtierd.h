@@ -281,6 +281,8 @@ struct kvtd_counters {
 	_Atomic uint64_t tls_ktls;       /* of them, sending through kernel TLS */
 	_Atomic uint64_t tls_throttled;  /* closed before a handshake: its address
 					  * past KVTD_AUTH_FAILS_PER_SEC */
+	_Atomic uint64_t tls_deferred;   /* TLS reads left for the next iteration:
+					  * the payer's records spent (loop.c) */
 	_Atomic uint64_t value_crc_errors; /* stored parts failing their CRC on a range read */
 	_Atomic uint64_t errors[KVTD_ERR__COUNT];
 	/* Overload (loop.c "Limits"): connections refused past --max-conns,
@@ -653,6 +655,10 @@ struct kvtd_loop {
 	} tparse[KVTD_PARSE_TENANTS];
 	unsigned tparse_n;
 	uint64_t tparse_iter;
+	/* TLS records the unauthenticated connections read in iteration
+	 * tls_unauth_iter, all together (loop.c "TLS records a loop
+	 * iteration") */
+	uint64_t tls_unauth_iter, tls_unauth_records;
 	/* S3 and RESP work done in iteration work_iter (s3ops.c "Work on
 	 * the loop", respd.c "Keys a loop iteration"), KVTD_WORK_ITER a turn */
 	uint64_t work_iter, work_units;
@@ -740,6 +746,10 @@ struct kvtd_server {
 #define KVTD_OUT_COST (sizeof(struct kvtd_out) + 64u)
 #define KVTD_MAX_CONNS 4096              /* --max-conns default (and the fd limit) */
 #define KVTD_RBUF_MIN (64u << 10)        /* initial read buffer */
+/* What a read buffer may have held and stay allocated once drained, and
+ * what a request being received may hold in it before it counts in its
+ * tenant's input share (kvtd_conn_rbuf_drained; respd.c, native.c) */
+#define KVTD_RBUF_KEEP (16u << 10)
 #define KVTD_HDR_STEP 4096u              /* a header read after a streamed PUT */
 #define KVTD_LOOP_EVENTS 256
 #define KVTD_SLOW_PROGRESS (16u << 20)   /* data bytes that restart the frame clock */
@@ -871,6 +881,7 @@ unsigned kvtd_unauth_peer_max(const struct kvtd_server *srv);
  * -EMSGSIZE (past the protocol's pre-AUTH limit), -ENOMEM. */
 int kvtd_conn_rbuf_room(struct kvtd_conn *c, size_t need);
 void kvtd_conn_rbuf_release(struct kvtd_conn *c);
+void kvtd_conn_rbuf_drained(struct kvtd_conn *c);
 /* Take rbuf whole; *charged: its bytes charged to --max-memory, now the
  * caller's to uncharge. */
 uint8_t *kvtd_conn_rbuf_take(struct kvtd_conn *c, uint64_t *charged);
@@ -1118,6 +1129,9 @@ bool kvtd_conn_parse_budget(struct kvtd_conn *c, uint32_t items);
  * of a tenant's namespace rows: the figures it answered, ops.c). */
 void kvtd_conn_parse_spend(struct kvtd_conn *c, uint64_t items);
 void kvtd_conn_defer(struct kvtd_conn *c);
+/* Records a TLS read of c took (tls.c): items of its tenant's budget of
+ * this iteration, or of the unauthenticated connections' (loop.c). */
+void kvtd_conn_tls_spend(struct kvtd_conn *c, unsigned records);
 void kvtd_frame_uncharge(struct kvtd_frame *fr, uint64_t n);
 /* A GET frame waiting for c's pinned answers to drain: continue it (when
  * they drained enough), or end it (c closed).  ops.c "Pinned answers". */

@@ -207,12 +207,8 @@ static void native_parse(struct kvtd_conn *c)
 		int rc;
 
 		if (avail == 0) {
-			c->rstart = c->rend = 0;
 			c->frame_start_ns = 0;
-			if (c->rcap > 4 * KVTD_RBUF_MIN) {
-				/* A big table passed: give the memory back. */
-				kvtd_conn_rbuf_release(c);
-			}
+			kvtd_conn_rbuf_drained(c); /* a big table passed: freed */
 			return;
 		}
 		/* Past --conn-inflight, or while its tenant's frames in flight
@@ -253,7 +249,7 @@ static void native_parse(struct kvtd_conn *c)
 			int why = 0;
 			if (f.item_count > KVTD_FRAME_ITEMS_MAX)
 				why = PROTO_ECOUNT;
-			else if (f.need > KVTD_RBUF_MIN &&
+			else if (f.need > KVTD_RBUF_KEEP &&
 				 !kvtd_in_hold(c, kvtd_tstat_of(c), f.need)) {
 				if (c->inflight > 0) {
 					/* its own frames' answers free the share;

@@ -63,7 +63,6 @@
 #define RESPD_KEY_INLINE 63           /* longest Redis key stored as itself */
 #define RESPD_ARGC_MAX 65536
 #define RESPD_INLINE_MAX (64u << 10)
-#define RESPD_BUF_MIN (64u << 10)
 #define RESPD_STEAL_MIN (256u << 10)  /* commands this large take the buffer */
 #define RESPD_PREAUTH_ARGC 16         /* arguments of a command before AUTH */
 #define RESPD_ARGS_FREE 64            /* parser scratch entries not charged */
@@ -2010,7 +2009,7 @@ static void respd_parse(struct kvtd_conn *c)
 			/* Held to the tenant's input share: a connection with
 			 * commands in flight waits for them (not read meanwhile,
 			 * tbl_want), one without is refused. */
-			if (pc.need > KVTD_RBUF_MIN && !respd_share_hold(c, pc.need)) {
+			if (pc.need > KVTD_RBUF_KEEP && !respd_share_hold(c, pc.need)) {
 				if (c->inflight > 0) {
 					c->tbl_want = pc.need;
 					kvtd_conn_flow(c);
@@ -2147,11 +2146,8 @@ static void respd_parse(struct kvtd_conn *c)
 		}
 		respd_exec(cmd);
 	}
-	if (c->rstart == c->rend) {
-		c->rstart = c->rend = 0;
-		if (c->rcap > 4 * RESPD_BUF_MIN)
-			kvtd_conn_rbuf_release(c);
-	}
+	if (c->rstart == c->rend)
+		kvtd_conn_rbuf_drained(c);
 }
 
 int kvtd_resp_setup(struct kvtd_server *srv)

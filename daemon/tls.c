@@ -163,7 +163,10 @@ void kvtd_tls_close(struct kvtd_conn *c)
  * others no more than a read's worth of records a round; records of 16
  * KiB fill any buffer first.  Before this, readv went on to what the
  * socket held (a PUT's data section: a VALUE_RX_CHUNK of records, each
- * two read(2)s; test_hostile_http tls_records).
+ * two read(2)s; test_hostile_http tls_records).  The records a read
+ * took count against its tenant's budget of the loop iteration
+ * (kvtd_conn_tls_spend, loop.c "TLS records a loop iteration"): N
+ * connections are N reads (tls_tenant_records).
  */
 #define TLS_READ_RECORDS 16
 
@@ -200,6 +203,7 @@ ssize_t kvtd_conn_read(struct kvtd_conn *c, void *buf, size_t len)
 		return read(c->fd, buf, len);
 	r = tls_fill(c, buf, len, &records, &want);
 	c->tls_rd_want = r < 0 ? (uint8_t)want : 0;
+	kvtd_conn_tls_spend(c, TLS_READ_RECORDS - records);
 	return r;
 }
 
@@ -219,6 +223,7 @@ ssize_t kvtd_conn_readv(struct kvtd_conn *c, const struct iovec *iov, int n)
 			if (total > 0)
 				break;
 			c->tls_rd_want = (uint8_t)want;
+			kvtd_conn_tls_spend(c, TLS_READ_RECORDS - records);
 			return r;
 		}
 		total += r;
@@ -226,6 +231,7 @@ ssize_t kvtd_conn_readv(struct kvtd_conn *c, const struct iovec *iov, int n)
 			break;
 	}
 	c->tls_rd_want = 0;
+	kvtd_conn_tls_spend(c, TLS_READ_RECORDS - records);
 	return total;
 }
 

@@ -5868,7 +5868,8 @@ static void phase_in_share(void)
  * byte, and never finishes it.  A table still arriving was charged to
  * --max-memory only (its read buffer), never to her input share: 48 of
  * them took the whole 32 MiB, and the admin's round trips failed.  Now a
- * table past KVTD_RBUF_MIN holds her share while it arrives, and one past
+ * table past KVTD_RBUF_KEEP (16 KiB; KVTD_RBUF_MIN, 64 KiB, before
+ * idle_rbuf) holds her share while it arrives, and one past
  * it is refused from its header (-ENOMEM answered, its bytes dropped, the
  * connection kept).
  */
