@@ -475,6 +475,7 @@ struct kvtd_conn {
 	bool tls_ready;        /* handshake done */
 	uint8_t tls_rd_want;   /* TLSIO_WANT_*: the last read waits for this event */
 	uint8_t tls_wr_want;   /* ... the last write */
+	uint32_t tls_records;  /* records its reads took, not yet charged (loop.c) */
 
 	/* Protocol state */
 	int state;             /* enum kvtd_conn_state */
@@ -1129,9 +1130,6 @@ bool kvtd_conn_parse_budget(struct kvtd_conn *c, uint32_t items);
  * of a tenant's namespace rows: the figures it answered, ops.c). */
 void kvtd_conn_parse_spend(struct kvtd_conn *c, uint64_t items);
 void kvtd_conn_defer(struct kvtd_conn *c);
-/* Records a TLS read of c took (tls.c): items of its tenant's budget of
- * this iteration, or of the unauthenticated connections' (loop.c). */
-void kvtd_conn_tls_spend(struct kvtd_conn *c, unsigned records);
 void kvtd_frame_uncharge(struct kvtd_frame *fr, uint64_t n);
 /* A GET frame waiting for c's pinned answers to drain: continue it (when
  * they drained enough), or end it (c closed).  ops.c "Pinned answers". */

@@ -230,23 +230,26 @@ static bool loop_conn_push(struct kvtd_conn ***list, unsigned *n, unsigned *cap,
 
 /* What c's tenant took in this iteration of its loop (NULL: not counted:
  * no shares, or past KVTD_PARSE_TENANTS tenants this iteration). */
-static struct kvtd_tparse *loop_tparse(struct kvtd_conn *c)
+static struct kvtd_tparse *loop_tparse_of(struct kvtd_loop *loop, struct kvtd_tstat *t)
 {
-	struct kvtd_loop *loop = c->loop;
-
-	if (!loop_shares(loop->srv, c->tstat))
+	if (!loop_shares(loop->srv, t))
 		return NULL;
 	if (loop->tparse_iter != loop->iter) {
 		loop->tparse_iter = loop->iter;
 		loop->tparse_n = 0;
 	}
 	for (unsigned i = 0; i < loop->tparse_n; i++)
-		if (loop->tparse[i].t == c->tstat)
+		if (loop->tparse[i].t == t)
 			return &loop->tparse[i];
 	if (loop->tparse_n == KVTD_PARSE_TENANTS)
 		return NULL;
-	loop->tparse[loop->tparse_n] = (struct kvtd_tparse){ c->tstat, 0, 0 };
+	loop->tparse[loop->tparse_n] = (struct kvtd_tparse){ t, 0, 0 };
 	return &loop->tparse[loop->tparse_n++];
+}
+
+static struct kvtd_tparse *loop_tparse(struct kvtd_conn *c)
+{
+	return loop_tparse_of(c->loop, c->tstat);
 }
 
 bool kvtd_conn_parse_budget(struct kvtd_conn *c, uint32_t items)
@@ -318,17 +321,23 @@ static uint64_t *loop_tls_payer(struct kvtd_conn *c)
 		}
 		return &loop->tls_unauth_records;
 	}
-	kvtd_tstat_of(c);
-	tp = loop_tparse(c);
+	/* Its tenant: c->tstat once a protocol resolved it (kvtd_tstat_of; the
+	 * loop does not call metrics.c), before that the one its AUTH was
+	 * admitted as (kvtd_tenant_conn_admit: a SET in one-byte records
+	 * resolves nothing until it is whole). */
+	tp = loop_tparse_of(loop, c->tstat ? c->tstat : c->conns_tstat);
 	return tp ? &tp->items : NULL;
 }
 
-void kvtd_conn_tls_spend(struct kvtd_conn *c, unsigned records)
+/* The records c's reads took since the last charge (c->tls_records,
+ * counted by tls.c, which cannot see the budgets: layers point down). */
+static void loop_tls_charge(struct kvtd_conn *c)
 {
-	uint64_t *spent = records ? loop_tls_payer(c) : NULL;
+	uint64_t *spent = c->tls_records ? loop_tls_payer(c) : NULL;
 
 	if (spent)
-		*spent += records;
+		*spent += c->tls_records;
+	c->tls_records = 0;
 }
 
 /* May c read TLS records now?  False: deferred to the next iteration. */
@@ -1380,6 +1389,8 @@ static void loop_conn_read(struct kvtd_conn *c)
 			r = c->ops->read(c, &asked);
 		else
 			r = kvtd_conn_read_rbuf(c, SIZE_MAX, &asked);
+		if (c->tls)
+			loop_tls_charge(c);
 		if (r == KVTD_READ_DONE)
 			return;
 		if (r > 0) {

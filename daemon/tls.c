@@ -165,7 +165,7 @@ void kvtd_tls_close(struct kvtd_conn *c)
  * socket held (a PUT's data section: a VALUE_RX_CHUNK of records, each
  * two read(2)s; test_hostile_http tls_records).  The records a read
  * took count against its tenant's budget of the loop iteration
- * (kvtd_conn_tls_spend, loop.c "TLS records a loop iteration"): N
+ * (c->tls_records, charged by loop.c "TLS records a loop iteration"): N
  * connections are N reads (tls_tenant_records).
  */
 #define TLS_READ_RECORDS 16
@@ -203,7 +203,7 @@ ssize_t kvtd_conn_read(struct kvtd_conn *c, void *buf, size_t len)
 		return read(c->fd, buf, len);
 	r = tls_fill(c, buf, len, &records, &want);
 	c->tls_rd_want = r < 0 ? (uint8_t)want : 0;
-	kvtd_conn_tls_spend(c, TLS_READ_RECORDS - records);
+	c->tls_records += (uint32_t)(TLS_READ_RECORDS - records);
 	return r;
 }
 
@@ -223,7 +223,7 @@ ssize_t kvtd_conn_readv(struct kvtd_conn *c, const struct iovec *iov, int n)
 			if (total > 0)
 				break;
 			c->tls_rd_want = (uint8_t)want;
-			kvtd_conn_tls_spend(c, TLS_READ_RECORDS - records);
+			c->tls_records += (uint32_t)(TLS_READ_RECORDS - records);
 			return r;
 		}
 		total += r;
@@ -231,7 +231,7 @@ ssize_t kvtd_conn_readv(struct kvtd_conn *c, const struct iovec *iov, int n)
 			break;
 	}
 	c->tls_rd_want = 0;
-	kvtd_conn_tls_spend(c, TLS_READ_RECORDS - records);
+	c->tls_records += (uint32_t)(TLS_READ_RECORDS - records);
 	return total;
 }
 
