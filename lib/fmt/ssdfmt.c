@@ -614,6 +614,316 @@ static int64_t ssdfmt_ent_get(const uint8_t *p, size_t avail, struct ssd_sum_ent
 }
 
 /* ------------------------------------------------------------------------
+ * Batch header (format 3): hdr_len bytes (a multiple of the segment's
+ * record alignment, at most 4096) before the batch's values.
+ *
+ *   off  size  field
+ *     0     4  magic "KVB1"
+ *     4     4  u32 version (SSD_BATCH_VERSION)
+ *     8     4  u32 hdr_len: roundup(64 + 40 ns_count + entries' bytes, align)
+ *    12     4  u32 CRC32C of bytes [0, hdr_len), this field as zero
+ *    16     8  u64 generation
+ *    24     2  u16 count: 1..32
+ *    26     2  u16 ns_count: 1..count
+ *    28     4  u32 values_len: sum of roundup(value_len, align)
+ *    32    32  reserved, 0
+ *    64        ns table: ns_count entries of 40 bytes
+ *                 +0  4  u32 ns_id (>= 1)
+ *                 +4  4  reserved, 0
+ *                 +8 32  the namespace's digest
+ *              entries, back to back: 32 bytes, then the key padded to 8
+ *                 +0  1  u8  ns_index
+ *                 +1  1  u8  key_len: 1..64
+ *                 +2  2  u16 flags: SSD_REC_F_SEALED or 0
+ *                 +4  4  u32 value_crc (ssd_value_crc)
+ *                 +8  8  u64 value_len: 1..SSD_BATCH_VALUE_MAX
+ *                +16  8  u64 seq
+ *                +24  4  u32 value_off_512
+ *                +28  4  reserved, 0
+ *                +32     key bytes, zero up to the next multiple of 8
+ *              zero up to hdr_len
+ *
+ * Magic, version, hdr_len and the CRC sit where a record header's do, so
+ * one look at the first 16 bytes of a structure tells what it is and how
+ * long its header is.  hdr_len is bounded (<= SSD_BATCH_HDR_MAX) before
+ * the CRC is computed over it.
+ */
+enum {
+	BAT_MAGIC = 0,
+	BAT_VERSION = 4,
+	BAT_HDR_LEN = 8,
+	BAT_CRC = 12,
+	BAT_GENERATION = 16,
+	BAT_COUNT = 24,
+	BAT_NS_COUNT = 26,
+	BAT_VALUES_LEN = 28,
+	BAT_RESERVED = 32,
+	BAT_FIXED = 64,
+	/* offsets inside one ns-table entry */
+	BNS_ID = 0,
+	BNS_RESERVED = 4,
+	BNS_DIGEST = 8,
+	/* offsets inside one entry */
+	BENT_NS_INDEX = 0,
+	BENT_KEY_LEN = 1,
+	BENT_FLAGS = 2,
+	BENT_VALUE_CRC = 4,
+	BENT_VALUE_LEN = 8,
+	BENT_SEQ = 16,
+	BENT_VALUE_OFF = 24,
+	BENT_RESERVED = 28,
+	BENT_FIXED = 32,
+};
+_Static_assert(sizeof(SSD_BATCH_MAGIC) - 1 == BAT_VERSION - BAT_MAGIC, "batch magic is 4 bytes");
+_Static_assert((int)BAT_HDR_LEN == (int)REC_HDR_LEN && (int)BAT_CRC == (int)REC_CRC,
+	       "a batch header's frame is a record header's");
+_Static_assert(BAT_FIXED == SSD_BATCH_FIXED && BENT_FIXED == SSD_BATCH_ENT_FIXED,
+	       "batch header sizes");
+_Static_assert(BNS_DIGEST + 32 == SSD_BATCH_NS_LEN, "ns-table entries are 40 bytes");
+_Static_assert(SSD_BATCH_MAX <= UINT8_MAX + 1, "ns_index fits a u8");
+_Static_assert(SSD_BATCH_MAX * ((SSD_BATCH_VALUE_MAX + SSD_REC_ALIGN_4K) / SSD_REC_ALIGN_4K *
+				SSD_REC_ALIGN_4K) <= UINT32_MAX,
+	       "values_len fits a u32");
+
+size_t ssd_batch_ent_len(uint32_t key_len)
+{
+	return BENT_FIXED + ssdfmt_key_pad(key_len);
+}
+
+uint32_t ssd_batch_hdr_len(uint32_t count, uint32_t ns_count, uint64_t key_pad, uint32_t align)
+{
+	uint64_t n;
+
+	if (!ssdfmt_align_ok(align) || count > SSD_BATCH_MAX || ns_count > SSD_BATCH_MAX ||
+	    key_pad > (uint64_t)SSD_BATCH_MAX * KVT_KEY_MAX)
+		return 0;
+	n = KVT_ALIGN_UP(BAT_FIXED + (uint64_t)ns_count * SSD_BATCH_NS_LEN +
+				 (uint64_t)count * BENT_FIXED + key_pad, align);
+	return n <= SSD_BATCH_HDR_MAX ? (uint32_t)n : 0;
+}
+
+/* The fields of one entry, as both sides check them. */
+static bool ssdfmt_bent_ok(const struct ssd_batch_ent *e, uint32_t ns_count)
+{
+	return e->ns_index < ns_count && e->key.len >= 1 && e->key.len <= KVT_KEY_MAX &&
+	       (e->flags & ~SSD_REC_F_SEALED) == 0 && e->value_len >= 1 &&
+	       e->value_len <= SSD_BATCH_VALUE_MAX && e->seq >= 1;
+}
+
+/* Whether b's counts, ns table and entries are in range and canonical
+ * (the ns table in the order of first use, distinct, each used), and
+ * how many bytes the header needs before its padding (*used) and the
+ * values take (*values). */
+static bool ssdfmt_batch_ok(const struct ssd_batch *b, uint32_t align, uint64_t *used,
+			    uint64_t *values)
+{
+	uint32_t named = 0;
+	uint64_t u = BAT_FIXED, v = 0;
+
+	if (b->generation == 0 || b->generation > SSD_GEN_MAX || b->count < 1 ||
+	    b->count > SSD_BATCH_MAX || b->ns_count < 1 || b->ns_count > b->count)
+		return false;
+	for (uint32_t i = 0; i < b->ns_count; i++) {
+		if (b->ns[i].ns_id == 0)
+			return false;
+		for (uint32_t j = 0; j < i; j++)
+			if (b->ns[j].ns_id == b->ns[i].ns_id)
+				return false;
+	}
+	u += (uint64_t)b->ns_count * SSD_BATCH_NS_LEN;
+	for (uint32_t i = 0; i < b->count; i++) {
+		const struct ssd_batch_ent *e = &b->ent[i];
+
+		if (!ssdfmt_bent_ok(e, b->ns_count) || e->ns_index > named)
+			return false;
+		if (e->ns_index == named)
+			named++;
+		u += ssd_batch_ent_len(e->key.len);
+		v += KVT_ALIGN_UP(e->value_len, align);
+	}
+	if (named != b->ns_count)
+		return false;
+	*used = u;
+	*values = v;
+	return true;
+}
+
+int ssd_batch_encode(struct ssd_batch *b, uint64_t off, uint32_t align, uint8_t *buf,
+		     size_t buf_len)
+{
+	uint64_t used, values, hdr_len, voff;
+	size_t p;
+
+	if (!ssdfmt_align_ok(align) || off < SSD_ALIGN || off % align ||
+	    !ssdfmt_batch_ok(b, align, &used, &values))
+		return KVT_EBADLEN;
+	hdr_len = KVT_ALIGN_UP(used, align);
+	if (hdr_len > SSD_BATCH_HDR_MAX || buf_len < hdr_len ||
+	    off > (uint64_t)UINT32_MAX * SSD_REC_ALIGN ||
+	    (off + hdr_len + values) / SSD_REC_ALIGN > UINT32_MAX)
+		return KVT_EBADLEN;
+
+	b->hdr_len = (uint32_t)hdr_len;
+	b->values_len = (uint32_t)values;
+	memset(buf, 0, hdr_len);
+	memcpy(buf + BAT_MAGIC, SSD_BATCH_MAGIC, 4);
+	le_put32(buf + BAT_VERSION, SSD_BATCH_VERSION);
+	le_put32(buf + BAT_HDR_LEN, b->hdr_len);
+	le_put64(buf + BAT_GENERATION, b->generation);
+	le_put16(buf + BAT_COUNT, (uint16_t)b->count);
+	le_put16(buf + BAT_NS_COUNT, (uint16_t)b->ns_count);
+	le_put32(buf + BAT_VALUES_LEN, b->values_len);
+	p = BAT_FIXED;
+	for (uint32_t i = 0; i < b->ns_count; i++, p += SSD_BATCH_NS_LEN) {
+		le_put32(buf + p + BNS_ID, b->ns[i].ns_id);
+		memcpy(buf + p + BNS_DIGEST, b->ns[i].digest, 32);
+	}
+	voff = off + hdr_len;
+	for (uint32_t i = 0; i < b->count; i++) {
+		struct ssd_batch_ent *e = &b->ent[i];
+
+		e->value_off_512 = (uint32_t)(voff / SSD_REC_ALIGN);
+		voff += KVT_ALIGN_UP(e->value_len, align);
+		buf[p + BENT_NS_INDEX] = (uint8_t)e->ns_index;
+		buf[p + BENT_KEY_LEN] = (uint8_t)e->key.len;
+		le_put16(buf + p + BENT_FLAGS, (uint16_t)e->flags);
+		le_put32(buf + p + BENT_VALUE_CRC, e->value_crc);
+		le_put64(buf + p + BENT_VALUE_LEN, e->value_len);
+		le_put64(buf + p + BENT_SEQ, e->seq);
+		le_put32(buf + p + BENT_VALUE_OFF, e->value_off_512);
+		memcpy(buf + p + BENT_FIXED, e->key.bytes, e->key.len);
+		p += ssd_batch_ent_len(e->key.len);
+	}
+	le_put32(buf + BAT_CRC, kvt_crc32c(0, buf, hdr_len));
+	return (int)hdr_len;
+}
+
+int ssd_batch_decode(const uint8_t *buf, size_t buf_len, uint64_t off, uint32_t align,
+		     struct ssd_batch *b)
+{
+	uint32_t hdr_len;
+	uint64_t used, values, voff;
+	size_t p;
+
+	memset(b, 0, sizeof(*b));
+	/* 1. The frame: enough bytes, magic, a bounded hdr_len, the CRC. */
+	if (buf_len < SSD_REC_ALIGN) {
+		b->hdr_len = SSD_REC_ALIGN;
+		return KVT_EBUFSMALL;
+	}
+	if (memcmp(buf + BAT_MAGIC, SSD_BATCH_MAGIC, 4) != 0)
+		return KVT_ECORRUPT;
+	hdr_len = le_get32(buf + BAT_HDR_LEN);
+	if (hdr_len < SSD_REC_ALIGN || hdr_len > SSD_BATCH_HDR_MAX || hdr_len % SSD_REC_ALIGN)
+		return KVT_ECORRUPT;
+	if (hdr_len > buf_len) {
+		b->hdr_len = hdr_len;
+		return KVT_EBUFSMALL;
+	}
+	if (ssdfmt_crc_skip(buf, hdr_len, BAT_CRC) != le_get32(buf + BAT_CRC))
+		return KVT_ECORRUPT;
+	/* 2. The version: only now is the rest of the layout known. */
+	if (le_get32(buf + BAT_VERSION) != SSD_BATCH_VERSION)
+		return KVT_EVERSION;
+	if (!ssdfmt_align_ok(align) || hdr_len % align)
+		return KVT_ECORRUPT;
+
+	/* 3. The fixed fields and the tables, each bounded by hdr_len before
+	 * it is read (count <= 32 entries of at most 96 bytes: no wrap). */
+	b->generation = le_get64(buf + BAT_GENERATION);
+	b->count = le_get16(buf + BAT_COUNT);
+	b->ns_count = le_get16(buf + BAT_NS_COUNT);
+	b->values_len = le_get32(buf + BAT_VALUES_LEN);
+	if (b->count < 1 || b->count > SSD_BATCH_MAX || b->ns_count < 1 ||
+	    b->ns_count > b->count || !ssdfmt_is_zero(buf + BAT_RESERVED, BAT_FIXED - BAT_RESERVED))
+		goto corrupt;
+	p = BAT_FIXED;
+	if (p + (size_t)b->ns_count * SSD_BATCH_NS_LEN > hdr_len)
+		goto corrupt;
+	for (uint32_t i = 0; i < b->ns_count; i++, p += SSD_BATCH_NS_LEN) {
+		b->ns[i].ns_id = le_get32(buf + p + BNS_ID);
+		if (le_get32(buf + p + BNS_RESERVED) != 0)
+			goto corrupt;
+		memcpy(b->ns[i].digest, buf + p + BNS_DIGEST, 32);
+	}
+	voff = off + hdr_len;
+	for (uint32_t i = 0; i < b->count; i++) {
+		struct ssd_batch_ent *e = &b->ent[i];
+		size_t len;
+
+		if (p + BENT_FIXED > hdr_len)
+			goto corrupt;
+		e->ns_index = buf[p + BENT_NS_INDEX];
+		e->key.len = buf[p + BENT_KEY_LEN];
+		e->flags = le_get16(buf + p + BENT_FLAGS);
+		e->value_crc = le_get32(buf + p + BENT_VALUE_CRC);
+		e->value_len = le_get64(buf + p + BENT_VALUE_LEN);
+		e->seq = le_get64(buf + p + BENT_SEQ);
+		e->value_off_512 = le_get32(buf + p + BENT_VALUE_OFF);
+		if (e->key.len > KVT_KEY_MAX || le_get32(buf + p + BENT_RESERVED) != 0)
+			goto corrupt;
+		len = ssd_batch_ent_len(e->key.len);
+		if (p + len > hdr_len)
+			goto corrupt;
+		memcpy(e->key.bytes, buf + p + BENT_FIXED, e->key.len);
+		if (!ssdfmt_is_zero(buf + p + BENT_FIXED + e->key.len,
+				    len - BENT_FIXED - e->key.len))
+			goto corrupt;
+		/* Redundant, so checked: the values follow the header in
+		 * entry order (value_len is bounded before it is added). */
+		if (e->value_len > SSD_BATCH_VALUE_MAX || voff % SSD_REC_ALIGN ||
+		    voff / SSD_REC_ALIGN != e->value_off_512)
+			goto corrupt;
+		voff += KVT_ALIGN_UP(e->value_len, align);
+		p += len;
+	}
+	/* 4. Every rule of the encoder, the header's exact length, the
+	 * padding, the values' length. */
+	if (!ssdfmt_batch_ok(b, align, &used, &values) || used != p ||
+	    KVT_ALIGN_UP(used, align) != hdr_len || values != b->values_len ||
+	    !ssdfmt_is_zero(buf + p, hdr_len - p))
+		goto corrupt;
+	b->hdr_len = hdr_len;
+	return 0;
+corrupt:
+	memset(b, 0, sizeof(*b));
+	return KVT_ECORRUPT;
+}
+
+const char *ssd_walk_batch(int d, const struct ssd_batch *b, uint64_t gen, uint64_t off,
+			   uint64_t seg_size, uint64_t *len)
+{
+	uint64_t n;
+
+	if (d < 0)
+		return "no sound batch header";
+	if (b->generation != gen)
+		return b->generation < gen ? "a batch of an older generation"
+					   : "a batch of a newer generation";
+	n = (uint64_t)b->hdr_len + b->values_len;
+	if (off > seg_size || n > seg_size - off)
+		return "a batch that runs past its segment";
+	*len = n;
+	return NULL;
+}
+
+uint32_t ssd_value_crc(uint32_t value_crc32c, uint32_t ns_id, const struct kvt_key *key,
+		       uint64_t seq)
+{
+	uint8_t id[4 + 1 + KVT_KEY_MAX + 8];
+	uint32_t klen = key->len <= KVT_KEY_MAX ? key->len : KVT_KEY_MAX;
+	size_t n = 0;
+
+	le_put32(id, ns_id);
+	id[4] = (uint8_t)klen;
+	memcpy(id + 5, key->bytes, klen);
+	n = 5 + (size_t)klen;
+	le_put64(id + n, seq);
+	n += 8;
+	return kvt_crc32c(value_crc32c, id, n);
+}
+
+/* ------------------------------------------------------------------------
  * Segment summary: written at summary_off when a segment is sealed.
  *
  *   off  size  field

@@ -174,6 +174,99 @@ int ssd_rec_hdr_decode_part(const uint8_t *buf, size_t buf_len, uint32_t align,
 			    uint64_t *part_off);
 
 /* ------------------------------------------------------------------------
+ * Batches (format 3, doc/ssd-format.md "Format 3: batch headers"): one
+ * header naming up to SSD_BATCH_MAX single-part PUTs, then their values,
+ * each starting at the segment's record alignment and zero-padded to it.
+ *
+ *   [batch header, hdr_len B: magic "KVB1", version, hdr_len, CRC,
+ *    generation, counts, ns table, entries][value 0][value 1]...
+ *
+ * A batch is read by its values alone: an entry's value_crc binds the
+ * value to its identity (ssd_value_crc), so a read that finds another
+ * block's bytes at the offset fails like a damaged one.  Pure functions,
+ * as the rest of this file.
+ */
+#define SSD_BATCH_MAGIC "KVB1"  /* 4 bytes, no NUL */
+#define SSD_BATCH_VERSION 3u
+#define SSD_BATCH_MAX 32u        /* entries in one batch */
+#define SSD_BATCH_HDR_MAX 4096u  /* hdr_len's bound, at either alignment */
+#define SSD_BATCH_FIXED 64u      /* bytes before the ns table */
+#define SSD_BATCH_NS_LEN 40u     /* bytes per ns-table entry */
+#define SSD_BATCH_ENT_FIXED 32u  /* bytes of an entry before its key */
+/* The largest value a batch holds: larger ones go down as records. */
+#define SSD_BATCH_VALUE_MAX ((uint64_t)256 * 1024 - 1)
+
+struct ssd_batch_ns {
+	uint32_t ns_id;          /* store-local id, >= 1 */
+	uint8_t digest[32];      /* the namespace's digest */
+};
+
+struct ssd_batch_ent {
+	uint32_t ns_index;       /* into the batch's ns table */
+	uint32_t flags;          /* SSD_REC_F_SEALED or 0 */
+	uint32_t value_crc;      /* ssd_value_crc of the value and the identity */
+	uint64_t value_len;      /* 1..SSD_BATCH_VALUE_MAX */
+	uint64_t seq;            /* >= 1 */
+	uint32_t value_off_512;  /* the value's offset in the segment / 512 */
+	struct kvt_key key;      /* 1..KVT_KEY_MAX bytes */
+};
+
+struct ssd_batch {
+	uint32_t hdr_len;        /* bytes, multiple of the record alignment */
+	uint32_t count;          /* entries, 1..SSD_BATCH_MAX */
+	uint32_t ns_count;       /* namespaces named, 1..count */
+	uint32_t values_len;     /* sum of the values rounded up to the alignment */
+	uint64_t generation;     /* the segment's */
+	struct ssd_batch_ns ns[SSD_BATCH_MAX];
+	struct ssd_batch_ent ent[SSD_BATCH_MAX];
+};
+
+/* Bytes one entry of key_len key bytes takes in a batch header. */
+size_t ssd_batch_ent_len(uint32_t key_len);
+/* The header length of a batch of count entries over ns_count namespaces
+ * whose keys total key_pad bytes rounded up to 8 each, at align; 0 if it
+ * exceeds SSD_BATCH_HDR_MAX (the writer cuts a batch before that) or
+ * align is not a record alignment. */
+uint32_t ssd_batch_hdr_len(uint32_t count, uint32_t ns_count, uint64_t key_pad, uint32_t align);
+/*
+ * Encode b's header for a batch at byte offset off of a segment whose
+ * records are align-aligned into buf (buf_len bytes).  b->hdr_len,
+ * b->values_len and every entry's value_off_512 are computed here and
+ * written back into *b.  The ns table must be canonical: distinct ns_ids,
+ * in the order the entries first name them, each named.  Returns hdr_len
+ * or KVT_EBADLEN (buf too small, a field out of range, the header past
+ * SSD_BATCH_HDR_MAX, an offset past 2^32 - 1 units of 512).
+ */
+int ssd_batch_encode(struct ssd_batch *b, uint64_t off, uint32_t align, uint8_t *buf,
+		     size_t buf_len);
+/*
+ * Decode the batch header at byte offset off of a segment whose records
+ * are align-aligned, from buf (buf_len bytes available).  The
+ * KVT_EBUFSMALL protocol of record headers: fewer than SSD_REC_ALIGN bytes
+ * give KVT_EBUFSMALL with b->hdr_len SSD_REC_ALIGN; a bounded hdr_len
+ * (<= SSD_BATCH_HDR_MAX, checked before the CRC) past buf_len gives
+ * KVT_EBUFSMALL with b->hdr_len set; nothing past buf_len is read.  Then
+ * the CRC, the version, every field and entry (value offsets consistent,
+ * the ns table canonical), the padding zero.  The values are not read.
+ * Returns 0, KVT_ECORRUPT, KVT_EVERSION or KVT_EBUFSMALL.
+ */
+int ssd_batch_decode(const uint8_t *buf, size_t buf_len, uint64_t off, uint32_t align,
+		     struct ssd_batch *b);
+/* One step of recovery's walk of a format-3 segment at a batch header
+ * that ssd_batch_decode (result d) decoded into b, at byte off of a
+ * segment of generation gen and seg_size bytes: NULL if the walk takes
+ * it (*len: header and values, where the next structure starts), else
+ * why the walk stops there. */
+const char *ssd_walk_batch(int d, const struct ssd_batch *b, uint64_t gen, uint64_t off,
+			   uint64_t seg_size, uint64_t *len);
+/* The check value of a batched value (doc/ssd-format.md "Reads"):
+ * CRC32C of the value (value_crc32c: kvt_crc32c(0, value, len)),
+ * continued over ns_id (u32), key_len (u8), the key bytes and seq (u64),
+ * little-endian, so that the same bytes under another identity fail. */
+uint32_t ssd_value_crc(uint32_t value_crc32c, uint32_t ns_id, const struct kvt_key *key,
+		       uint64_t seq);
+
+/* ------------------------------------------------------------------------
  * Segment summary: every record of a sealed segment, in write order.
  *
  *   [summary header 64 B: magic "KVTSUM01", version, count, generation,

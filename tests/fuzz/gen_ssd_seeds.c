@@ -1,10 +1,11 @@
 /*
- * gen_ssd_seeds.c - writes the seed corpora of fuzz_ssdrec, fuzz_ckpt and
- * fuzz_ckpthdr: a handful of small, valid encodings from lib/ssdfmt.c.  Run
- * once, by hand, when the format changes; the output is checked in:
+ * gen_ssd_seeds.c - writes the seed corpora of fuzz_ssdrec, fuzz_ckpt,
+ * fuzz_ckpthdr and fuzz_ssdbatch: a handful of small, valid encodings from
+ * lib/fmt/ssdfmt.c.  Run once, by hand, when the format changes; the
+ * output is checked in:
  *
  *   build-fuzz/tests/fuzz/gen_ssd_seeds tests/fuzz/corpus/ssdrec tests/fuzz/corpus/ckpt \
- *       tests/fuzz/corpus/ckpthdr
+ *       tests/fuzz/corpus/ckpthdr tests/fuzz/corpus/ssdbatch
  *
  * Deterministic: the same build writes the same bytes.
  */
@@ -196,12 +197,51 @@ static void ckpt(const char *dir, const char *hdir, const char *name, uint32_t s
 		ckpthdr(hdir, name, g_buf, (size_t)len);
 }
 
+/* A batch of n entries over ns_count namespaces at offset off (fuzz_ssdbatch's
+ * input: the offset in 8 bytes, then the header). */
+static void batch(const char *dir, const char *name, uint32_t n, uint32_t ns_count,
+		  uint32_t key_len, uint64_t off, uint32_t align)
+{
+	struct ssd_batch b;
+	int len;
+
+	memset(&b, 0, sizeof(b));
+	b.generation = 4;
+	b.count = n;
+	b.ns_count = ns_count;
+	for (uint32_t i = 0; i < ns_count; i++) {
+		b.ns[i].ns_id = 2 + i;
+		fill(b.ns[i].digest, 32, 5 + i);
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		b.ent[i].ns_index = i < ns_count ? i : i % ns_count;
+		b.ent[i].flags = i % 5 == 4 ? SSD_REC_F_SEALED : 0;
+		b.ent[i].key.len = key_len;
+		fill(b.ent[i].key.bytes, key_len, 9 + i);
+		b.ent[i].value_len = 16384 + 100 * i;
+		b.ent[i].seq = 500 + i;
+		b.ent[i].value_crc = 0x9abc0000u + i;
+	}
+	for (int i = 0; i < 8; i++)
+		g_buf[i] = (uint8_t)(off >> (8 * i));
+	len = ssd_batch_encode(&b, off, align, g_buf + 8, sizeof(g_buf) - 8);
+	if (len < 0)
+		die(name);
+	write_file(dir, name, g_buf, 8 + (size_t)len);
+}
+
 int main(int argc, char **argv)
 {
-	const char *hdir = argc == 4 ? argv[3] : NULL;
+	const char *hdir = argc >= 4 ? argv[3] : NULL;
 
-	if (argc != 3 && argc != 4)
-		die("usage: gen_ssd_seeds <ssdrec dir> <ckpt dir> [<ckpthdr dir>]");
+	if (argc < 3 || argc > 5)
+		die("usage: gen_ssd_seeds <ssdrec dir> <ckpt dir> [<ckpthdr dir> [<ssdbatch dir>]]");
+	if (argc == 5) {
+		batch(argv[4], "batch-1", 1, 1, 32, 4096, SSD_REC_ALIGN);
+		batch(argv[4], "batch-8", 8, 1, 32, 1 << 20, SSD_REC_ALIGN);
+		batch(argv[4], "batch-32-3ns", 32, 3, 64, 8 << 20, SSD_REC_ALIGN);
+		batch(argv[4], "batch4k-8-2ns", 8, 2, 16, 1 << 20, SSD_REC_ALIGN_4K);
+	}
 
 	rec(argv[1], "rec-put-1part", SSD_REC_PUT, 1, 32, SSD_REC_ALIGN);
 	rec(argv[1], "rec-put-3parts", SSD_REC_PUT, 3, 64, SSD_REC_ALIGN);

@@ -1679,6 +1679,326 @@ static void test_ckpt_hdr(void)
 	T_RC(ssd_ckpt_decode(img, (size_t)len, &full, NULL, NULL), KVT_ECORRUPT);
 }
 
+/* ------------------------------------------------------------------------
+ * Batches (format 3).
+ */
+#define B_HDR_LEN 8
+#define B_CRC 12
+#define B_VERSION 4
+#define B_GENERATION 16
+#define B_COUNT 24
+#define B_NS_COUNT 26
+#define B_VALUES_LEN 28
+#define B_RESERVED 32
+#define B_NS 64
+
+static uint8_t g_bat[2 * SSD_BATCH_HDR_MAX];
+
+/* The golden batch of doc/ssd-format.md: two PUTs in two namespaces at
+ * offset 4096 of a 512-aligned segment, computed in Python from the
+ * offset tables (the script is on that page).  248 bytes, then zeros to
+ * 512. */
+static const uint8_t GOLDEN_BATCH[] =
+	"\x4b\x56\x42\x31\x03\x00\x00\x00\x00\x02\x00\x00\xbe\xd2\xd6\x26"
+	"\x03\x00\x00\x00\x00\x00\x00\x00\x02\x00\x02\x00\x00\x04\x00\x00"
+	"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00"
+	"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00"
+	"\x01\x00\x00\x00\x00\x00\x00\x00\x00\x01\x02\x03\x04\x05\x06\x07"
+	"\x08\x09\x0a\x0b\x0c\x0d\x0e\x0f\x10\x11\x12\x13\x14\x15\x16\x17"
+	"\x18\x19\x1a\x1b\x1c\x1d\x1e\x1f\x02\x00\x00\x00\x00\x00\x00\x00"
+	"\x20\x21\x22\x23\x24\x25\x26\x27\x28\x29\x2a\x2b\x2c\x2d\x2e\x2f"
+	"\x30\x31\x32\x33\x34\x35\x36\x37\x38\x39\x3a\x3b\x3c\x3d\x3e\x3f"
+	"\x00\x20\x00\x00\x16\xac\xf3\xce\x05\x00\x00\x00\x00\x00\x00\x00"
+	"\x07\x00\x00\x00\x00\x00\x00\x00\x09\x00\x00\x00\x00\x00\x00\x00"
+	"\xa0\xa1\xa2\xa3\xa4\xa5\xa6\xa7\xa8\xa9\xaa\xab\xac\xad\xae\xaf"
+	"\xb0\xb1\xb2\xb3\xb4\xb5\xb6\xb7\xb8\xb9\xba\xbb\xbc\xbd\xbe\xbf"
+	"\x01\x07\x01\x00\x4f\x14\xb1\xb5\x03\x00\x00\x00\x00\x00\x00\x00"
+	"\x09\x00\x00\x00\x00\x00\x00\x00\x0a\x00\x00\x00\x00\x00\x00\x00"
+	"\x6b\x76\x74\x2d\x6b\x65\x79\x00";
+
+static void batch_eq(const struct ssd_batch *a, const struct ssd_batch *b)
+{
+	T_EQ_INT(a->hdr_len, b->hdr_len);
+	T_EQ_INT(a->count, b->count);
+	T_EQ_INT(a->ns_count, b->ns_count);
+	T_EQ_INT(a->values_len, b->values_len);
+	T_EQ_U64(a->generation, b->generation);
+	for (uint32_t i = 0; i < a->ns_count; i++) {
+		T_EQ_INT(a->ns[i].ns_id, b->ns[i].ns_id);
+		T_EQ_MEM(a->ns[i].digest, b->ns[i].digest, 32);
+	}
+	for (uint32_t i = 0; i < a->count; i++) {
+		const struct ssd_batch_ent *x = &a->ent[i], *y = &b->ent[i];
+
+		T_EQ_INT(x->ns_index, y->ns_index);
+		T_EQ_INT(x->flags, y->flags);
+		T_EQ_INT(x->value_crc, y->value_crc);
+		T_EQ_U64(x->value_len, y->value_len);
+		T_EQ_U64(x->seq, y->seq);
+		T_EQ_INT(x->value_off_512, y->value_off_512);
+		T_EQ_INT(x->key.len, y->key.len);
+		T_EQ_MEM(x->key.bytes, y->key.bytes, x->key.len);
+	}
+}
+
+static struct ssd_batch mk_golden_batch(void)
+{
+	struct ssd_batch b;
+
+	memset(&b, 0, sizeof(b));
+	b.generation = 3;
+	b.count = 2;
+	b.ns_count = 2;
+	b.ns[0].ns_id = 1;
+	b.ns[1].ns_id = 2;
+	for (int i = 0; i < 32; i++) {
+		b.ns[0].digest[i] = (uint8_t)i;
+		b.ns[1].digest[i] = (uint8_t)(0x20 + i);
+		b.ent[0].key.bytes[i] = (uint8_t)(0xa0 + i);
+	}
+	b.ent[0].key.len = 32;
+	b.ent[0].value_len = 5;
+	b.ent[0].seq = 7;
+	b.ent[0].value_crc = ssd_value_crc(kvt_crc32c(0, "hello", 5), 1, &b.ent[0].key, 7);
+	b.ent[1].ns_index = 1;
+	b.ent[1].flags = SSD_REC_F_SEALED;
+	b.ent[1].key.len = 7;
+	memcpy(b.ent[1].key.bytes, "kvt-key", 7);
+	b.ent[1].value_len = 3;
+	b.ent[1].seq = 9;
+	b.ent[1].value_crc = ssd_value_crc(kvt_crc32c(0, "kvt", 3), 2, &b.ent[1].key, 9);
+	return b;
+}
+
+static void test_batch_golden(void)
+{
+	struct ssd_batch b = mk_golden_batch(), got;
+	uint8_t *p;
+
+	/* The identity-bound check values, from the same script. */
+	T_EQ_INT(b.ent[0].value_crc, 0xcef3ac16);
+	T_EQ_INT(b.ent[1].value_crc, 0xb5b1144f);
+	memset(g_bat, 0xa5, sizeof(g_bat));
+	T_RC(ssd_batch_encode(&b, 4096, SSD_REC_ALIGN, g_bat, sizeof(g_bat)), SSD_REC_ALIGN);
+	T_EQ_MEM(g_bat, GOLDEN_BATCH, sizeof(GOLDEN_BATCH) - 1);
+	for (size_t i = sizeof(GOLDEN_BATCH) - 1; i < SSD_REC_ALIGN; i++)
+		T_EQ_INT(g_bat[i], 0);
+	T_EQ_INT(g_bat[SSD_REC_ALIGN], 0xa5); /* nothing written past hdr_len */
+	T_EQ_INT(b.hdr_len, SSD_REC_ALIGN);
+	T_EQ_INT(b.values_len, 2 * SSD_REC_ALIGN);
+	T_EQ_INT(b.ent[0].value_off_512, 9);
+	T_EQ_INT(b.ent[1].value_off_512, 10);
+
+	/* The golden bytes decode on their own, read where they were written. */
+	memset(g_bat, 0, SSD_REC_ALIGN);
+	memcpy(g_bat, GOLDEN_BATCH, sizeof(GOLDEN_BATCH) - 1);
+	p = t_at_guard(g_bat, SSD_REC_ALIGN);
+	T_RC(ssd_batch_decode(p, SSD_REC_ALIGN, 4096, SSD_REC_ALIGN, &got), 0);
+	batch_eq(&got, &b);
+	/* Elsewhere the values' offsets do not match: refused. */
+	T_RC(ssd_batch_decode(p, SSD_REC_ALIGN, 8192, SSD_REC_ALIGN, &got), KVT_ECORRUPT);
+	/* In a 4096-aligned segment its 512-byte header is not a batch's. */
+	T_RC(ssd_batch_decode(p, SSD_REC_ALIGN, 4096, SSD_REC_ALIGN_4K, &got), KVT_ECORRUPT);
+	/* Another identity, the same bytes: another check value. */
+	T_NE_INT(ssd_value_crc(kvt_crc32c(0, "hello", 5), 1, &b.ent[0].key, 8), 0xcef3ac16);
+	T_NE_INT(ssd_value_crc(kvt_crc32c(0, "hello", 5), 2, &b.ent[0].key, 7), 0xcef3ac16);
+}
+
+/* A batch of n entries in ns_count namespaces, keys of key_len bytes,
+ * values of value_len. */
+static struct ssd_batch mk_batch(uint32_t n, uint32_t ns_count, uint32_t key_len,
+				 uint64_t value_len)
+{
+	struct ssd_batch b;
+
+	memset(&b, 0, sizeof(b));
+	b.generation = 5;
+	b.count = n;
+	b.ns_count = ns_count;
+	for (uint32_t i = 0; i < ns_count; i++) {
+		b.ns[i].ns_id = 10 + i;
+		memset(b.ns[i].digest, (int)(0x40 + i), 32);
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		struct ssd_batch_ent *e = &b.ent[i];
+
+		e->ns_index = i < ns_count ? i : i % ns_count;
+		e->key.len = key_len;
+		memset(e->key.bytes, (int)(0x61 + i), key_len);
+		e->value_len = value_len + i;
+		e->seq = 100 + i;
+		e->value_crc = 0x1000u + i;
+	}
+	return b;
+}
+
+static void test_batch_round_trip(void)
+{
+	static const struct {
+		uint32_t n, ns, key_len, align;
+		uint64_t value_len;
+	} cases[] = {
+		{ 1, 1, 1, SSD_REC_ALIGN, 1 },
+		{ 8, 1, 32, SSD_REC_ALIGN, 16384 },
+		{ 32, 1, 32, SSD_REC_ALIGN, 16384 },
+		{ 32, 3, 64, SSD_REC_ALIGN, 1000 },
+		{ 32, 32, 8, SSD_REC_ALIGN, SSD_BATCH_VALUE_MAX - 31 },
+		{ 8, 2, 32, SSD_REC_ALIGN_4K, 16384 },
+		{ 32, 1, 64, SSD_REC_ALIGN_4K, 7 },
+	};
+
+	for (size_t c = 0; c < KVT_ARRAY_LEN(cases); c++) {
+		struct ssd_batch b = mk_batch(cases[c].n, cases[c].ns, cases[c].key_len,
+					      cases[c].value_len), got;
+		uint64_t off = 16 * SSD_ALIGN, values = 0, walked;
+		uint32_t align = cases[c].align, want;
+		int len;
+
+		want = ssd_batch_hdr_len(cases[c].n, cases[c].ns,
+					 cases[c].n * (uint64_t)((cases[c].key_len + 7) / 8 * 8), align);
+		len = ssd_batch_encode(&b, off, align, g_bat, sizeof(g_bat));
+		T_EQ_INT(len, want);
+		T_EQ_INT(len % align, 0);
+		for (uint32_t i = 0; i < b.count; i++) {
+			T_EQ_U64((uint64_t)b.ent[i].value_off_512 * SSD_REC_ALIGN,
+				 off + (uint64_t)len + values);
+			values += KVT_ALIGN_UP(b.ent[i].value_len, align);
+		}
+		T_EQ_U64(b.values_len, values);
+		T_RC(ssd_batch_decode(t_at_guard(g_bat, (size_t)len), (size_t)len, off, align, &got),
+		     0);
+		batch_eq(&got, &b);
+		/* The walk takes it whole, and not where it would not fit. */
+		T_ASSERT(ssd_walk_batch(0, &got, 5, off, off + len + values, &walked) == NULL);
+		T_EQ_U64(walked, (uint64_t)len + values);
+		T_ASSERT(ssd_walk_batch(0, &got, 5, off, off + len + values - 1, &walked) != NULL);
+		T_ASSERT(ssd_walk_batch(0, &got, 6, off, UINT64_C(1) << 40, &walked) != NULL);
+		T_ASSERT(ssd_walk_batch(KVT_ECORRUPT, &got, 5, off, UINT64_C(1) << 40,
+					&walked) != NULL);
+
+		/* Every prefix: KVT_EBUFSMALL, asking for what the frame says,
+		 * nothing read past it (the guard page). */
+		for (int n = 0; n < len; n++) {
+			int need = n < (int)SSD_REC_ALIGN ? (int)SSD_REC_ALIGN : len;
+
+			T_RC(ssd_batch_decode(t_at_guard(g_bat, (size_t)n), (size_t)n, off, align,
+					      &got), KVT_EBUFSMALL);
+			T_EQ_INT(got.hdr_len, need);
+		}
+		/* Every single-bit flip is refused (the CRC first; hdr_len
+		 * flipped larger is read as far as 4096 and fails it). */
+		memset(g_bat + len, 0, sizeof(g_bat) - (size_t)len);
+		for (int i = 0; i < len; i++)
+			for (int bit = 0; bit < 8; bit++) {
+				uint8_t *p;
+				int rc;
+
+				g_bat[i] ^= (uint8_t)(1u << bit);
+				p = t_at_guard(g_bat, SSD_BATCH_HDR_MAX);
+				rc = ssd_batch_decode(p, SSD_BATCH_HDR_MAX, off, align, &got);
+				if (rc != KVT_ECORRUPT)
+					T_FAIL("batch flip of byte %d bit %d: %d", i, bit, rc);
+				g_bat[i] ^= (uint8_t)(1u << bit);
+			}
+	}
+}
+
+/* Encode mk_batch(4, 2, 16, 700) at 4096 (512-aligned), let stmt tamper
+ * with p (its bytes) or the struct first, fix the CRC, and decode. */
+static int batch_tamper(int which)
+{
+	struct ssd_batch b = mk_batch(4, 2, 13, 700), got;
+	uint8_t *p = g_bat;
+	int len;
+	size_t e0 = B_NS + 2 * SSD_BATCH_NS_LEN; /* entry 0 */
+
+	len = ssd_batch_encode(&b, 4096, SSD_REC_ALIGN, g_bat, sizeof(g_bat));
+	T_EQ_INT(len, SSD_REC_ALIGN);
+	memset(g_bat + len, 0, sizeof(g_bat) - (size_t)len);
+	switch (which) {
+	case 0: break;                                      /* untouched */
+	case 1: put32(p + B_VERSION, 4); break;             /* newer */
+	case 2: put32(p + B_VERSION, 2); break;             /* older */
+	case 3: put16(p + B_COUNT, 0); break;
+	case 4: put16(p + B_COUNT, SSD_BATCH_MAX + 1); break;
+	case 5: put16(p + B_NS_COUNT, 0); break;
+	case 6: put16(p + B_NS_COUNT, 5); break;            /* more than count */
+	case 7: put64(p + B_GENERATION, 0); break;
+	case 8: put64(p + B_GENERATION, SSD_GEN_MAX + 1); break;
+	case 9: p[B_RESERVED + 31] = 1; break;
+	case 10: put32(p + B_VALUES_LEN, get32(p + B_VALUES_LEN) + 512); break;
+	case 11: put32(p + B_NS, 0); break;                 /* ns_id 0 */
+	case 12: put32(p + B_NS + SSD_BATCH_NS_LEN, 10); break; /* ns_id twice */
+	case 13: p[B_NS + 4] = 1; break;                    /* ns reserved */
+	case 14: p[e0] = 1; break;                          /* first entry names ns 1 first */
+	case 15: p[e0] = 2; break;                          /* ns_index out of the table */
+	case 16: p[e0 + 1] = 0; break;                      /* key_len 0 */
+	case 17: p[e0 + 1] = 65; break;                     /* key_len > 64 */
+	case 18: put16(p + e0 + 2, 2); break;               /* unknown flag */
+	case 19: put64(p + e0 + 8, 0); break;               /* value_len 0 */
+	case 20: put64(p + e0 + 8, SSD_BATCH_VALUE_MAX + 1); break;
+	case 21: put64(p + e0 + 16, 0); break;              /* seq 0 */
+	case 22: put32(p + e0 + 24, get32(p + e0 + 24) + 1); break; /* value offset */
+	case 23: p[e0 + 28] = 1; break;                     /* entry reserved */
+	case 24: p[e0 + 32 + 13] = 1; break;                /* key padding */
+	case 25: p[len - 1] = 1; break;                     /* header padding */
+	case 26: put32(p + B_HDR_LEN, 1024); break;         /* longer than its contents */
+	case 27: put32(p + B_HDR_LEN, 4096 + 512); break;   /* past the bound */
+	case 28: put32(p + B_HDR_LEN, 500); break;          /* not whole sectors */
+	case 29: memcpy(p, "KVR1", 4); break;               /* a record's magic */
+	case 30: put64(p + e0 + 8, 900); break;             /* longer value, same units */
+	default: T_FAIL("no case %d", which);
+	}
+	if (which != 27 && which != 28)
+		fix_crc(p, get32(p + B_HDR_LEN), B_CRC);
+	return ssd_batch_decode(t_at_guard(g_bat, SSD_BATCH_HDR_MAX), SSD_BATCH_HDR_MAX, 4096,
+				SSD_REC_ALIGN, &got);
+}
+
+static void test_batch_bounds(void)
+{
+	struct ssd_batch b;
+
+	T_RC(batch_tamper(0), 0);
+	T_RC(batch_tamper(1), KVT_EVERSION);
+	T_RC(batch_tamper(2), KVT_EVERSION);
+	/* 30: a value of 900 bytes takes what 700 took: still whole. */
+	T_RC(batch_tamper(30), 0);
+	for (int i = 3; i <= 29; i++) {
+		int rc = batch_tamper(i);
+
+		if (rc != KVT_ECORRUPT)
+			T_FAIL("batch tamper case %d: %d", i, rc);
+	}
+
+	/* The encoder refuses what the decoder would. */
+	b = mk_batch(4, 2, 13, 700);
+	b.ns[1].ns_id = 10;
+	T_RC(ssd_batch_encode(&b, 4096, SSD_REC_ALIGN, g_bat, sizeof(g_bat)), KVT_EBADLEN);
+	b = mk_batch(4, 2, 13, 700);
+	b.ent[0].ns_index = 1; /* the table is not in first-use order */
+	T_RC(ssd_batch_encode(&b, 4096, SSD_REC_ALIGN, g_bat, sizeof(g_bat)), KVT_EBADLEN);
+	b = mk_batch(4, 2, 13, SSD_BATCH_VALUE_MAX);
+	T_RC(ssd_batch_encode(&b, 4096, SSD_REC_ALIGN, g_bat, sizeof(g_bat)), KVT_EBADLEN);
+	b = mk_batch(4, 2, 13, 700);
+	T_RC(ssd_batch_encode(&b, 4096 + 512, SSD_REC_ALIGN_4K, g_bat, sizeof(g_bat)),
+	     KVT_EBADLEN);
+	T_RC(ssd_batch_encode(&b, 512, SSD_REC_ALIGN, g_bat, sizeof(g_bat)), KVT_EBADLEN);
+	T_RC(ssd_batch_encode(&b, 4096, SSD_REC_ALIGN, g_bat, 511), KVT_EBADLEN);
+	T_RC(ssd_batch_encode(&b, (uint64_t)UINT32_MAX * SSD_REC_ALIGN, SSD_REC_ALIGN, g_bat,
+			      sizeof(g_bat)), KVT_EBADLEN);
+	/* 32 entries of 64-byte keys in 32 namespaces: a 5 KiB header, cut. */
+	b = mk_batch(32, 32, 64, 100);
+	T_EQ_INT(ssd_batch_hdr_len(32, 32, 32 * 64, SSD_REC_ALIGN), 0);
+	T_RC(ssd_batch_encode(&b, 4096, SSD_REC_ALIGN, g_bat, sizeof(g_bat)), KVT_EBADLEN);
+	/* 32 entries of 64-byte keys in one namespace fit (3176 bytes). */
+	T_EQ_INT(ssd_batch_hdr_len(32, 1, 32 * 64, SSD_REC_ALIGN), 3584);
+	T_EQ_INT(ssd_batch_hdr_len(32, 1, 32 * 64, SSD_REC_ALIGN_4K), 4096);
+	T_EQ_INT(ssd_batch_hdr_len(8, 1, 8 * 32, SSD_REC_ALIGN), 1024);
+	T_EQ_INT(ssd_batch_ent_len(1), 40);
+	T_EQ_INT(ssd_batch_ent_len(64), 96);
+}
+
 int main(void)
 {
 	test_rec_lengths();
@@ -1701,5 +2021,8 @@ int main(void)
 	test_ckpt_truncated_and_flips();
 	test_ckpt_bounds();
 	test_ckpt_hdr();
+	test_batch_golden();
+	test_batch_round_trip();
+	test_batch_bounds();
 	return 0;
 }
