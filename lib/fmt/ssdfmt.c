@@ -288,13 +288,19 @@ uint64_t ssd_rec_len(uint32_t part_count, uint64_t value_len, uint32_t align)
 	return ssd_rec_hdr_len(part_count, align) + KVT_ALIGN_UP(value_len, align);
 }
 
-const char *ssd_sum_entry_bound(const struct ssd_sum_entry *e, uint32_t align, uint64_t sum_off)
+const char *ssd_sum_entry_bound(const struct ssd_sum_entry *e, uint32_t align, uint64_t sum_off,
+				bool batches)
 {
 	uint64_t off = (uint64_t)e->off_512 * SSD_REC_ALIGN;
 	uint64_t len = (uint64_t)e->len_512 * SSD_REC_ALIGN;
+	/* A batched entry names its value alone (format 3). */
+	uint64_t want = e->flags & SSD_ENT_F_BATCHED
+				? (ssdfmt_align_ok(align) ? KVT_ALIGN_UP(e->value_len, align) : 0)
+				: ssd_rec_len(e->part_count, e->value_len, align);
 
-	if (!ssdfmt_align_ok(align) || off % align ||
-	    len != ssd_rec_len(e->part_count, e->value_len, align))
+	if ((e->flags & SSD_ENT_F_BATCHED) && !batches)
+		return "a batched entry in a segment without batches";
+	if (!ssdfmt_align_ok(align) || off % align || len != want)
 		return "an entry off the segment's record alignment";
 	if (off + len > sum_off)
 		return "an entry past the summary's offset";
@@ -532,6 +538,14 @@ int ssd_rec_hdr_decode_part(const uint8_t *buf, size_t buf_len, uint32_t align,
  *    16     8  u64 seq
  *    24     8  u64 value_len
  *    32     K  key bytes, K = key_len rounded up to 8, zero past key_len
+ *
+ * Version 3 (SSD_SUM_VERSION_BATCH, SSD_CKPT_VERSION_BATCH; format 3)
+ * inserts 8 bytes before the key:
+ *    32     4  u32 value_crc: SSD_ENT_F_BATCHED: the batch entry's; else 0
+ *    36     4  u32 flags: SSD_ENT_F_BATCHED, SSD_ENT_F_SEALED (batched only)
+ *    40     K  key bytes
+ * A batched entry is a single-part PUT of at most SSD_BATCH_VALUE_MAX
+ * bytes whose len_512 is its value's, padded to 512 or to 4096.
  */
 enum {
 	ENT_TYPE = 0,
@@ -543,35 +557,62 @@ enum {
 	ENT_SEQ = 16,
 	ENT_VALUE_LEN = 24,
 	ENT_FIXED = 32,
+	/* version 3 */
+	ENT_VALUE_CRC = 32,
+	ENT_FLAGS = 36,
+	ENT_FIXED_V3 = 40,
 };
 _Static_assert(ENT_VALUE_LEN + 8 == ENT_FIXED, "summary entry fixed part is 32 bytes");
+_Static_assert(ENT_FLAGS + 4 == ENT_FIXED_V3, "version 3's entry fixed part is 40 bytes");
+_Static_assert((int)SSD_SUM_VERSION_BATCH == (int)SSD_CKPT_VERSION_BATCH,
+	       "summary and checkpoint entries share a version number");
 
 static size_t ssdfmt_key_pad(uint32_t key_len)
 {
 	return ((size_t)key_len + 7) & ~(size_t)7;
 }
 
-static bool ssdfmt_ent_ok(const struct ssd_sum_entry *e)
+/* An entry of a summary or checkpoint of this version. */
+static bool ssdfmt_ent_ok(const struct ssd_sum_entry *e, uint32_t version)
 {
+	uint64_t len = (uint64_t)e->len_512 * SSD_REC_ALIGN;
+
 	if (!ssdfmt_kind_ok(e->type, e->ns_id, e->key.len, e->part_count, e->value_len, e->seq))
+		return false;
+	if (e->off_512 < 1 || e->len_512 < 1 || (uint64_t)e->off_512 + e->len_512 > UINT32_MAX)
+		return false;
+	if (version == SSD_FMT_VERSION && (e->flags != 0 || e->value_crc != 0))
+		return false;
+	if (version != SSD_FMT_VERSION && version != SSD_SUM_VERSION_BATCH)
+		return false;
+	if ((e->flags & ~(SSD_ENT_F_BATCHED | SSD_ENT_F_SEALED)) != 0 ||
+	    (e->flags == SSD_ENT_F_SEALED))
 		return false;
 	/* Either alignment's layout: the segment's header says which its
 	 * records use, and the tier checks each entry against it. */
-	return e->off_512 >= 1 && e->len_512 >= 1 &&
-	       (uint64_t)e->off_512 + e->len_512 <= UINT32_MAX &&
-	       ssd_rec_align_of(e->part_count, e->value_len,
-				(uint64_t)e->len_512 * SSD_REC_ALIGN) != 0;
+	if (e->flags & SSD_ENT_F_BATCHED)
+		return e->type == SSD_REC_PUT && e->part_count == 1 &&
+		       e->value_len <= SSD_BATCH_VALUE_MAX &&
+		       (len == KVT_ALIGN_UP(e->value_len, SSD_REC_ALIGN) ||
+			len == KVT_ALIGN_UP(e->value_len, SSD_REC_ALIGN_4K));
+	return e->value_crc == 0 && ssd_rec_align_of(e->part_count, e->value_len, len) != 0;
 }
 
-size_t ssd_sum_entry_len(const struct ssd_sum_entry *e)
+static size_t ssdfmt_ent_fixed(uint32_t version)
 {
-	return ENT_FIXED + ssdfmt_key_pad(e->key.len);
+	return version == SSD_SUM_VERSION_BATCH ? ENT_FIXED_V3 : ENT_FIXED;
+}
+
+size_t ssd_sum_entry_len(const struct ssd_sum_entry *e, uint32_t version)
+{
+	return ssdfmt_ent_fixed(version) + ssdfmt_key_pad(e->key.len);
 }
 
 /* Write e (already checked) at p; returns the bytes written. */
-static size_t ssdfmt_ent_put(uint8_t *p, const struct ssd_sum_entry *e)
+static size_t ssdfmt_ent_put(uint8_t *p, const struct ssd_sum_entry *e, uint32_t version)
 {
-	size_t len = ssd_sum_entry_len(e);
+	size_t fixed = ssdfmt_ent_fixed(version);
+	size_t len = ssd_sum_entry_len(e, version);
 
 	memset(p, 0, len);
 	p[ENT_TYPE] = (uint8_t)e->type;
@@ -582,16 +623,23 @@ static size_t ssdfmt_ent_put(uint8_t *p, const struct ssd_sum_entry *e)
 	le_put32(p + ENT_LEN_4K, e->len_512);
 	le_put64(p + ENT_SEQ, e->seq);
 	le_put64(p + ENT_VALUE_LEN, e->value_len);
-	memcpy(p + ENT_FIXED, e->key.bytes, e->key.len);
+	if (fixed == ENT_FIXED_V3) {
+		le_put32(p + ENT_VALUE_CRC, e->value_crc);
+		le_put32(p + ENT_FLAGS, e->flags);
+	}
+	memcpy(p + fixed, e->key.bytes, e->key.len);
 	return len;
 }
 
-/* Read one entry from p[0, avail) into *e; returns its length or KVT_ECORRUPT. */
-static int64_t ssdfmt_ent_get(const uint8_t *p, size_t avail, struct ssd_sum_entry *e)
+/* Read one entry of this version from p[0, avail) into *e; returns its
+ * length or KVT_ECORRUPT. */
+static int64_t ssdfmt_ent_get(const uint8_t *p, size_t avail, struct ssd_sum_entry *e,
+			      uint32_t version)
 {
+	size_t fixed = ssdfmt_ent_fixed(version);
 	size_t len;
 
-	if (avail < ENT_FIXED)
+	if (avail < fixed)
 		return KVT_ECORRUPT;
 	memset(e, 0, sizeof(*e));
 	e->type = p[ENT_TYPE];
@@ -602,13 +650,17 @@ static int64_t ssdfmt_ent_get(const uint8_t *p, size_t avail, struct ssd_sum_ent
 	e->len_512 = le_get32(p + ENT_LEN_4K);
 	e->seq = le_get64(p + ENT_SEQ);
 	e->value_len = le_get64(p + ENT_VALUE_LEN);
-	if (e->key.len > KVT_KEY_MAX || !ssdfmt_ent_ok(e))
+	if (fixed == ENT_FIXED_V3) {
+		e->value_crc = le_get32(p + ENT_VALUE_CRC);
+		e->flags = le_get32(p + ENT_FLAGS);
+	}
+	if (e->key.len > KVT_KEY_MAX || !ssdfmt_ent_ok(e, version))
 		return KVT_ECORRUPT;
-	len = ssd_sum_entry_len(e);
+	len = ssd_sum_entry_len(e, version);
 	if (avail < len)
 		return KVT_ECORRUPT;
-	memcpy(e->key.bytes, p + ENT_FIXED, e->key.len);
-	if (!ssdfmt_is_zero(p + ENT_FIXED + e->key.len, len - ENT_FIXED - e->key.len))
+	memcpy(e->key.bytes, p + fixed, e->key.len);
+	if (!ssdfmt_is_zero(p + fixed + e->key.len, len - fixed - e->key.len))
 		return KVT_ECORRUPT;
 	return (int64_t)len;
 }
@@ -954,19 +1006,19 @@ enum {
 _Static_assert(sizeof(SSD_SUM_MAGIC) - 1 == SUM_VERSION - SUM_MAGIC, "summary magic is 8 bytes");
 _Static_assert(SUM_RESERVED + 24 == SUM_HDR, "summary header is 64 bytes");
 
-int64_t ssd_sum_encode(uint64_t generation, const struct ssd_sum_entry *e, size_t n,
-		       uint8_t *buf, size_t buf_len)
+int64_t ssd_sum_encode(uint32_t version, uint64_t generation, const struct ssd_sum_entry *e,
+		       size_t n, uint8_t *buf, size_t buf_len)
 {
 	uint64_t off = SUM_HDR, total, prev_end = 1;
 
-	if (n > UINT32_MAX)
+	if (n > UINT32_MAX || (version != SSD_FMT_VERSION && version != SSD_SUM_VERSION_BATCH))
 		return KVT_EBADLEN;
 	/* Check everything and size it before the first byte is written. */
 	for (size_t i = 0; i < n; i++) {
-		if (!ssdfmt_ent_ok(&e[i]) || e[i].off_512 < prev_end)
+		if (!ssdfmt_ent_ok(&e[i], version) || e[i].off_512 < prev_end)
 			return KVT_EBADLEN;
 		prev_end = (uint64_t)e[i].off_512 + e[i].len_512;
-		off += ssd_sum_entry_len(&e[i]);
+		off += ssd_sum_entry_len(&e[i], version);
 	}
 	total = ssdfmt_align(off);
 	if (total > buf_len || total > INT64_MAX)
@@ -975,9 +1027,9 @@ int64_t ssd_sum_encode(uint64_t generation, const struct ssd_sum_entry *e, size_
 	memset(buf, 0, total);
 	off = SUM_HDR;
 	for (size_t i = 0; i < n; i++)
-		off += ssdfmt_ent_put(buf + off, &e[i]);
+		off += ssdfmt_ent_put(buf + off, &e[i], version);
 	memcpy(buf + SUM_MAGIC, SSD_SUM_MAGIC, 8);
-	le_put32(buf + SUM_VERSION, SSD_FMT_VERSION);
+	le_put32(buf + SUM_VERSION, version);
 	le_put64(buf + SUM_GENERATION, generation);
 	le_put32(buf + SUM_COUNT, (uint32_t)n);
 	le_put32(buf + SUM_ENTRIES_CRC, kvt_crc32c(0, buf + SUM_HDR, off - SUM_HDR));
@@ -987,15 +1039,15 @@ int64_t ssd_sum_encode(uint64_t generation, const struct ssd_sum_entry *e, size_
 }
 
 /* One pass over the entries of a summary whose header checked out; fn NULL validates. */
-static int64_t ssdfmt_sum_walk(const uint8_t *buf, uint32_t count, uint64_t entries_len,
-			       ssd_sum_fn fn, void *ctx)
+static int64_t ssdfmt_sum_walk(const uint8_t *buf, uint32_t version, uint32_t count,
+			       uint64_t entries_len, ssd_sum_fn fn, void *ctx)
 {
 	const uint8_t *p = buf + SUM_HDR;
 	uint64_t off = 0, prev_end = 1;
 	struct ssd_sum_entry e;
 
 	for (uint32_t i = 0; i < count; i++) {
-		int64_t len = ssdfmt_ent_get(p + off, entries_len - off, &e);
+		int64_t len = ssdfmt_ent_get(p + off, entries_len - off, &e, version);
 
 		if (len < 0)
 			return len;
@@ -1018,14 +1070,15 @@ int64_t ssd_sum_decode(const uint8_t *buf, size_t buf_len, uint64_t generation,
 		       ssd_sum_fn fn, void *ctx)
 {
 	uint64_t entries_len, total;
-	uint32_t count;
+	uint32_t count, version;
 	int64_t ret;
 
 	if (buf_len < SUM_HDR || memcmp(buf + SUM_MAGIC, SSD_SUM_MAGIC, 8) != 0)
 		return KVT_ECORRUPT;
 	if (ssdfmt_crc_skip(buf, SUM_HDR, SUM_CRC) != le_get32(buf + SUM_CRC))
 		return KVT_ECORRUPT;
-	if (le_get32(buf + SUM_VERSION) != SSD_FMT_VERSION)
+	version = le_get32(buf + SUM_VERSION);
+	if (version != SSD_FMT_VERSION && version != SSD_SUM_VERSION_BATCH)
 		return KVT_EVERSION;
 	if (le_get64(buf + SUM_GENERATION) != generation ||
 	    !ssdfmt_is_zero(buf + SUM_RESERVED, SUM_HDR - SUM_RESERVED))
@@ -1043,10 +1096,10 @@ int64_t ssd_sum_decode(const uint8_t *buf, size_t buf_len, uint64_t generation,
 	if (!ssdfmt_is_zero(buf + SUM_HDR + entries_len, total - SUM_HDR - entries_len))
 		return KVT_ECORRUPT;
 
-	ret = ssdfmt_sum_walk(buf, count, entries_len, NULL, NULL);
+	ret = ssdfmt_sum_walk(buf, version, count, entries_len, NULL, NULL);
 	if (ret < 0 || !fn)
 		return ret;
-	return ssdfmt_sum_walk(buf, count, entries_len, fn, ctx);
+	return ssdfmt_sum_walk(buf, version, count, entries_len, fn, ctx);
 }
 
 /* ------------------------------------------------------------------------
@@ -1127,7 +1180,7 @@ size_t ssd_ckpt_size(uint32_t slot_count, uint32_t clear_count, uint64_t entry_c
 		     uint64_t key_bytes)
 {
 	/* Each key's padding to 8 is counted at its worst, 7 bytes. */
-	const uint64_t ent_max = CENT_FIXED + ENT_FIXED + 7;
+	const uint64_t ent_max = CENT_FIXED + ENT_FIXED_V3 + 7; /* either version */
 	size_t n = CKPT_HDR;
 
 	if (!ssdfmt_add(&n, (uint64_t)slot_count * CSLOT_LEN) ||
@@ -1138,12 +1191,24 @@ size_t ssd_ckpt_size(uint32_t slot_count, uint32_t clear_count, uint64_t entry_c
 	return n & ~(size_t)(SSD_ALIGN - 1);
 }
 
-void ssd_ckpt_begin(struct ssd_ckpt_writer *w, uint8_t *buf, size_t cap)
+void ssd_ckpt_begin_version(struct ssd_ckpt_writer *w, uint8_t *buf, size_t cap,
+			    uint32_t version)
 {
 	memset(w, 0, sizeof(*w));
 	w->buf = buf;
 	w->cap = cap;
 	w->off = CKPT_HDR;
+	w->version = version;
+}
+
+void ssd_ckpt_begin(struct ssd_ckpt_writer *w, uint8_t *buf, size_t cap)
+{
+	ssd_ckpt_begin_version(w, buf, cap, SSD_FMT_VERSION);
+}
+
+static bool ssdfmt_ckpt_version_ok(uint32_t version)
+{
+	return version == SSD_FMT_VERSION || version == SSD_CKPT_VERSION_BATCH;
 }
 
 /* Room for n more bytes at w->off? */
@@ -1191,14 +1256,15 @@ int ssd_ckpt_put_entry(struct ssd_ckpt_writer *w, const struct ssd_ckpt_entry *e
 	uint8_t *p;
 
 	/* Slots come first: an entry names one of them. */
-	if (!ssdfmt_ent_ok(&e->e) || e->slot >= w->slots || e->generation == 0 ||
-	    e->generation > SSD_GEN_MAX || !ssdfmt_room(w, CENT_FIXED + ssd_sum_entry_len(&e->e)))
+	if (!ssdfmt_ent_ok(&e->e, w->version) || e->slot >= w->slots || e->generation == 0 ||
+	    e->generation > SSD_GEN_MAX ||
+	    !ssdfmt_room(w, CENT_FIXED + ssd_sum_entry_len(&e->e, w->version)))
 		return KVT_EBADLEN;
 	p = w->buf + w->off;
 	le_put32(p + CENT_SLOT, e->slot);
 	le_put32(p + CENT_RESERVED, 0);
 	le_put64(p + CENT_GENERATION, e->generation);
-	w->off += CENT_FIXED + ssdfmt_ent_put(p + CENT_FIXED, &e->e);
+	w->off += CENT_FIXED + ssdfmt_ent_put(p + CENT_FIXED, &e->e, w->version);
 	w->entries++;
 	return 0;
 }
@@ -1209,7 +1275,7 @@ int64_t ssd_ckpt_finish(struct ssd_ckpt_writer *w, const struct ssd_ckpt_hdr *h)
 	size_t body_len, total;
 
 	if (h->slot_count != w->slots || h->clear_count != w->clears ||
-	    h->entry_count != w->entries || w->off > w->cap)
+	    h->entry_count != w->entries || w->off > w->cap || !ssdfmt_ckpt_version_ok(w->version))
 		return KVT_EBADLEN;
 	body_len = w->off - CKPT_HDR;
 	total = (size_t)ssdfmt_align(w->off);
@@ -1219,7 +1285,7 @@ int64_t ssd_ckpt_finish(struct ssd_ckpt_writer *w, const struct ssd_ckpt_hdr *h)
 	memset(buf, 0, CKPT_HDR);
 	memset(buf + w->off, 0, total - w->off);
 	memcpy(buf + CKPT_MAGIC, SSD_CKPT_MAGIC, 8);
-	le_put32(buf + CKPT_VERSION, SSD_FMT_VERSION);
+	le_put32(buf + CKPT_VERSION, w->version);
 	memcpy(buf + CKPT_STORE_ID, h->store_id, 16);
 	le_put64(buf + CKPT_SEQ, h->seq);
 	le_put32(buf + CKPT_SLOT_COUNT, h->slot_count);
@@ -1272,7 +1338,7 @@ static int ssdfmt_ckpt_walk(const uint8_t *buf, const struct ssd_ckpt_hdr *h, ui
 		    e.generation == 0 || e.generation > SSD_GEN_MAX)
 			return KVT_ECORRUPT;
 		off += CENT_FIXED;
-		len = ssdfmt_ent_get(p + off, body_len - off, &e.e);
+		len = ssdfmt_ent_get(p + off, body_len - off, &e.e, h->version);
 		if (len < 0)
 			return (int)len;
 		off += (uint64_t)len;
@@ -1303,12 +1369,13 @@ static int ssdfmt_ckpt_hdr(const uint8_t *buf, uint64_t file_len, struct ssd_ckp
 		return KVT_ECORRUPT;
 	if (ssdfmt_crc_skip(buf, CKPT_HDR, CKPT_CRC) != le_get32(buf + CKPT_CRC))
 		return KVT_ECORRUPT;
-	if (le_get32(buf + CKPT_VERSION) != SSD_FMT_VERSION)
+	if (!ssdfmt_ckpt_version_ok(le_get32(buf + CKPT_VERSION)))
 		return KVT_EVERSION;
 	if (!ssdfmt_is_zero(buf + CKPT_RESERVED, CKPT_HDR - CKPT_RESERVED))
 		return KVT_ECORRUPT;
 
 	memset(t, 0, sizeof(*t));
+	t->version = le_get32(buf + CKPT_VERSION);
 	memcpy(t->store_id, buf + CKPT_STORE_ID, 16);
 	t->seq = le_get64(buf + CKPT_SEQ);
 	t->slot_count = le_get32(buf + CKPT_SLOT_COUNT);

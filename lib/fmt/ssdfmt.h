@@ -277,21 +277,41 @@ uint32_t ssd_value_crc(uint32_t value_crc32c, uint32_t ns_id, const struct kvt_k
 struct ssd_sum_entry {
 	uint32_t type;        /* enum ssd_rec_type */
 	uint32_t ns_id;
-	uint32_t off_512;     /* record offset in the segment, in SSD_REC_ALIGN units */
+	uint32_t off_512;     /* record offset in the segment, in SSD_REC_ALIGN units
+			       * (SSD_ENT_F_BATCHED: the value's) */
 	uint32_t len_512;     /* record length, in SSD_REC_ALIGN units: the
-			       * record's at SSD_REC_ALIGN or SSD_REC_ALIGN_4K */
+			       * record's at SSD_REC_ALIGN or SSD_REC_ALIGN_4K
+			       * (SSD_ENT_F_BATCHED: the value's, padded) */
 	uint64_t seq;
 	uint64_t value_len;
 	uint16_t part_count;  /* PUT */
 	struct kvt_key key;
+	/* Version SSD_SUM_VERSION_BATCH only (0 in version 2): */
+	uint32_t flags;       /* SSD_ENT_F_* */
+	uint32_t value_crc;   /* SSD_ENT_F_BATCHED: the batch entry's value_crc; else 0 */
 };
+
+/* Summary and checkpoint entries of format 3 (doc/ssd-format.md "Format 3:
+ * batch headers"): version SSD_SUM_VERSION_BATCH of the summary and
+ * SSD_CKPT_VERSION_BATCH of the checkpoint hold 40-byte entries, the
+ * version-2 fields then value_crc and flags.  A batched entry names a
+ * value of a batch: a single-part PUT of at most SSD_BATCH_VALUE_MAX
+ * bytes, off_512/len_512 the value alone (padded to the segment's
+ * alignment). */
+#define SSD_SUM_VERSION_BATCH 3u
+#define SSD_CKPT_VERSION_BATCH 3u
+#define SSD_ENT_F_BATCHED 0x1u /* the entry names a batched value */
+#define SSD_ENT_F_SEALED 0x2u  /* batched only: the value is client-sealed */
 
 /* Whether a summary entry can describe a record of a segment whose
  * records are align-aligned and whose summary starts at sum_off: NULL if
- * it is laid out at align (its length ssd_rec_len's) and ends at or before
- * sum_off, else why not.  Recovery and fsck both judge a summary by it
- * before they use any of its entries (doc/ssd-format.md). */
-const char *ssd_sum_entry_bound(const struct ssd_sum_entry *e, uint32_t align, uint64_t sum_off);
+ * it is laid out at align (its length ssd_rec_len's; a batched entry's,
+ * its value padded to align) and ends at or before sum_off, else why not.
+ * batches: the segment is of format 3; a batched entry of any other is
+ * refused.  Recovery and fsck both judge a summary by it before they use
+ * any of its entries (doc/ssd-format.md). */
+const char *ssd_sum_entry_bound(const struct ssd_sum_entry *e, uint32_t align, uint64_t sum_off,
+				bool batches);
 /* One step of recovery's walk of a segment's records (doc/ssd-format.md
  * "Recovery" step 4), at byte off of a segment of generation gen and
  * seg_size bytes whose records are align-aligned, where
@@ -301,16 +321,20 @@ const char *ssd_sum_entry_bound(const struct ssd_sum_entry *e, uint32_t align, u
  * Recovery and fsck both walk by it. */
 const char *ssd_walk_rec(int d, const struct ssd_rec_hdr *h, uint64_t gen, uint64_t off,
 			 uint64_t seg_size, uint32_t align, uint64_t *rec_len);
-/* Bytes one entry takes in a summary. */
-size_t ssd_sum_entry_len(const struct ssd_sum_entry *e);
-/* Encode a summary of n entries into buf (zero padded to SSD_ALIGN).
- * Returns its length (multiple of SSD_ALIGN) or KVT_EBADLEN (buf too small,
- * an entry out of range, or record offsets not rising). */
-int64_t ssd_sum_encode(uint64_t generation, const struct ssd_sum_entry *e, size_t n,
-		       uint8_t *buf, size_t buf_len);
+/* Bytes one entry takes in a summary of this version (SSD_FMT_VERSION or
+ * SSD_SUM_VERSION_BATCH; any other: version 2's). */
+size_t ssd_sum_entry_len(const struct ssd_sum_entry *e, uint32_t version);
+/* Encode a summary of n entries of this version (SSD_FMT_VERSION: no
+ * entry may have flags or a value_crc; SSD_SUM_VERSION_BATCH) into buf
+ * (zero padded to SSD_ALIGN).  Returns its length (multiple of SSD_ALIGN)
+ * or KVT_EBADLEN (buf too small, another version, an entry out of range,
+ * or record offsets not rising). */
+int64_t ssd_sum_encode(uint32_t version, uint64_t generation, const struct ssd_sum_entry *e,
+		       size_t n, uint8_t *buf, size_t buf_len);
 /*
- * Decode: calls fn (may be NULL) for each entry in order, only once the
- * whole summary has been checked.  buf_len must be the summary's exact
+ * Decode (either version: the entries say which by their flags and
+ * value_crc, 0 in version 2): calls fn (may be NULL) for each entry in
+ * order, only once the whole summary has been checked.  buf_len must be the summary's exact
  * length (summary_len in the segment header).  Returns the entry count,
  * KVT_ECORRUPT, KVT_EVERSION, or fn's negative return.  Checks the
  * generation matches.  No allocation.
@@ -332,6 +356,7 @@ int64_t ssd_sum_decode(const uint8_t *buf, size_t buf_len, uint64_t generation,
  *    u32 slot, u32 pad, u64 generation)]
  */
 struct ssd_ckpt_hdr {
+	uint32_t version;     /* decode: SSD_FMT_VERSION or SSD_CKPT_VERSION_BATCH */
 	uint8_t store_id[16];
 	uint64_t seq;
 	uint32_t slot_count;
@@ -370,6 +395,7 @@ struct ssd_ckpt_writer {
 	size_t cap, off;
 	uint64_t entries;
 	uint32_t slots, clears;
+	uint32_t version;    /* of the checkpoint, so of its entries */
 };
 /*
  * Slots, then clears, then entries: each put returns 0, KVT_ESTATE (out of
@@ -377,6 +403,11 @@ struct ssd_ckpt_writer {
  * naming a slot not yet put).
  */
 void ssd_ckpt_begin(struct ssd_ckpt_writer *w, uint8_t *buf, size_t cap);
+/* ssd_ckpt_begin for a checkpoint of this version: SSD_FMT_VERSION (what
+ * ssd_ckpt_begin writes) or SSD_CKPT_VERSION_BATCH, whose entries may be
+ * batched (any other version: every put fails with KVT_EBADLEN). */
+void ssd_ckpt_begin_version(struct ssd_ckpt_writer *w, uint8_t *buf, size_t cap,
+			    uint32_t version);
 int ssd_ckpt_put_slot(struct ssd_ckpt_writer *w, const struct ssd_ckpt_slot *s);
 int ssd_ckpt_put_clear(struct ssd_ckpt_writer *w, const struct ssd_ckpt_clear *c);
 int ssd_ckpt_put_entry(struct ssd_ckpt_writer *w, const struct ssd_ckpt_entry *e);

@@ -69,7 +69,8 @@ static void rec(const char *dir, const char *name, uint32_t type, uint32_t parts
 	write_file(dir, name, g_buf, (size_t)len);
 }
 
-static void sum(const char *dir, const char *name, size_t n)
+/* version SSD_SUM_VERSION_BATCH: every fourth entry a batched value. */
+static void sum(const char *dir, const char *name, size_t n, uint32_t version)
 {
 	struct ssd_sum_entry e[64];
 	uint32_t off = 1;
@@ -100,9 +101,15 @@ static void sum(const char *dir, const char *name, size_t n)
 		fill(e[i].key.bytes, e[i].key.len, (uint32_t)i);
 		e[i].off_512 = off;
 		e[i].len_512 = (uint32_t)(ssd_rec_len(e[i].part_count, e[i].value_len, SSD_REC_ALIGN) / SSD_REC_ALIGN);
+		if (version == SSD_SUM_VERSION_BATCH && i % 4 == 0) {
+			e[i].part_count = 1;
+			e[i].flags = SSD_ENT_F_BATCHED | (i % 8 == 4 ? SSD_ENT_F_SEALED : 0);
+			e[i].value_crc = 0x5eed0000u + (uint32_t)i;
+			e[i].len_512 = (uint32_t)((e[i].value_len + SSD_REC_ALIGN - 1) / SSD_REC_ALIGN);
+		}
 		off += e[i].len_512;
 	}
-	len = ssd_sum_encode(9, e, n, g_buf, sizeof(g_buf));
+	len = ssd_sum_encode(version, 9, e, n, g_buf, sizeof(g_buf));
 	if (len < 0)
 		die(name);
 	write_file(dir, name, g_buf, (size_t)len);
@@ -145,14 +152,15 @@ static void ckpthdr(const char *dir, const char *name, const uint8_t *img, size_
 	write_file(dir, n2, in, 8 + SSD_CKPT_HDR);
 }
 
+/* version SSD_CKPT_VERSION_BATCH: every fifth entry a batched value. */
 static void ckpt(const char *dir, const char *hdir, const char *name, uint32_t slots,
-		 uint32_t clears, uint32_t entries)
+		 uint32_t clears, uint32_t entries, uint32_t version)
 {
 	struct ssd_ckpt_writer w;
 	struct ssd_ckpt_hdr h;
 	int64_t len;
 
-	ssd_ckpt_begin(&w, g_buf, sizeof(g_buf));
+	ssd_ckpt_begin_version(&w, g_buf, sizeof(g_buf), version);
 	for (uint32_t i = 0; i < slots; i++) {
 		struct ssd_ckpt_slot s = { i % 4 ? i + 1 : 0, (uint64_t)(i % 5) * 16 * SSD_ALIGN };
 		if (ssd_ckpt_put_slot(&w, &s) < 0)
@@ -178,6 +186,13 @@ static void ckpt(const char *dir, const char *hdir, const char *name, uint32_t s
 		fill(e.e.key.bytes, e.e.key.len, i);
 		e.e.off_512 = 1 + i * 20;
 		e.e.len_512 = (uint32_t)(ssd_rec_len(e.e.part_count, e.e.value_len, SSD_REC_ALIGN) / SSD_REC_ALIGN);
+		if (version == SSD_CKPT_VERSION_BATCH && i % 5 == 0) {
+			e.e.part_count = 1;
+			e.e.value_len = 16384 + i;
+			e.e.flags = SSD_ENT_F_BATCHED;
+			e.e.value_crc = 0xc0de0000u + i;
+			e.e.len_512 = (uint32_t)((e.e.value_len + SSD_REC_ALIGN - 1) / SSD_REC_ALIGN);
+		}
 		e.slot = i % slots;
 		e.generation = 1 + i % slots;
 		if (ssd_ckpt_put_entry(&w, &e) < 0)
@@ -249,10 +264,12 @@ int main(int argc, char **argv)
 	rec(argv[1], "rec-delete", SSD_REC_DELETE, 0, 32, SSD_REC_ALIGN);
 	rec(argv[1], "rec-clear-ns", SSD_REC_CLEAR_NS, 0, 0, SSD_REC_ALIGN);
 	rec(argv[1], "rec-clear-all", SSD_REC_CLEAR_ALL, 0, 0, SSD_REC_ALIGN);
-	sum(argv[1], "sum-empty", 0);
-	sum(argv[1], "sum-1", 1);
-	sum(argv[1], "sum-8", 8);
-	sum(argv[1], "sum-60", 60);
+	sum(argv[1], "sum-empty", 0, SSD_FMT_VERSION);
+	sum(argv[1], "sum-1", 1, SSD_FMT_VERSION);
+	sum(argv[1], "sum-8", 8, SSD_FMT_VERSION);
+	sum(argv[1], "sum-60", 60, SSD_FMT_VERSION);
+	sum(argv[1], "sum3-8", 8, SSD_SUM_VERSION_BATCH);
+	sum(argv[1], "sum3-60", 60, SSD_SUM_VERSION_BATCH);
 	rec(argv[1], "rec4k-put-1part", SSD_REC_PUT, 1, 32, SSD_REC_ALIGN_4K);
 	rec(argv[1], "rec4k-put-300parts", SSD_REC_PUT, 300, 1, SSD_REC_ALIGN_4K);
 	rec(argv[1], "rec4k-delete", SSD_REC_DELETE, 0, 32, SSD_REC_ALIGN_4K);
@@ -261,9 +278,10 @@ int main(int argc, char **argv)
 	seg(argv[1], "seg4k-open", 0, SSD_REC_ALIGN_4K);
 	seg(argv[1], "seg4k-sealed", 1, SSD_REC_ALIGN_4K);
 
-	ckpt(argv[2], hdir, "ckpt-empty", 0, 0, 0);
-	ckpt(argv[2], hdir, "ckpt-slots", 8, 0, 0);
-	ckpt(argv[2], hdir, "ckpt-small", 3, 2, 10);
-	ckpt(argv[2], hdir, "ckpt-two-pages", 16, 4, 60);
+	ckpt(argv[2], hdir, "ckpt-empty", 0, 0, 0, SSD_FMT_VERSION);
+	ckpt(argv[2], hdir, "ckpt-slots", 8, 0, 0, SSD_FMT_VERSION);
+	ckpt(argv[2], hdir, "ckpt-small", 3, 2, 10, SSD_FMT_VERSION);
+	ckpt(argv[2], hdir, "ckpt-two-pages", 16, 4, 60, SSD_FMT_VERSION);
+	ckpt(argv[2], hdir, "ckpt3-small", 3, 2, 10, SSD_CKPT_VERSION_BATCH);
 	return 0;
 }

@@ -237,7 +237,7 @@ static int64_t sum_build(uint8_t *buf, size_t cap, struct ssd_sum_entry *e, size
 
 	for (size_t i = 0; i < n; i++)
 		e[i] = mk_entry((uint32_t)i, &off);
-	return ssd_sum_encode(generation, e, n, buf, cap);
+	return ssd_sum_encode(SSD_FMT_VERSION, generation, e, n, buf, cap);
 }
 
 /* ------------------------------------------------------------------------
@@ -327,12 +327,12 @@ static void test_rec_4k(void)
 	mk_key(&e.key, 32, 1);
 	e.off_512 = 8;
 	e.len_512 = 40; /* 20480: the 4096 layout */
-	T_GE_INT(ssd_sum_encode(1, &e, 1, g_sum, sizeof(g_sum)), SSD_ALIGN);
+	T_GE_INT(ssd_sum_encode(SSD_FMT_VERSION, 1, &e, 1, g_sum, sizeof(g_sum)), SSD_ALIGN);
 	T_RC(ssd_sum_decode(g_sum, SSD_ALIGN, 1, NULL, NULL), 1);
 	e.len_512 = 33; /* 16896: the 512 layout */
-	T_GE_INT(ssd_sum_encode(1, &e, 1, g_sum, sizeof(g_sum)), SSD_ALIGN);
+	T_GE_INT(ssd_sum_encode(SSD_FMT_VERSION, 1, &e, 1, g_sum, sizeof(g_sum)), SSD_ALIGN);
 	e.len_512 = 36;
-	T_RC(ssd_sum_encode(1, &e, 1, g_sum, sizeof(g_sum)), KVT_EBADLEN);
+	T_RC(ssd_sum_encode(SSD_FMT_VERSION, 1, &e, 1, g_sum, sizeof(g_sum)), KVT_EBADLEN);
 }
 
 /* Encode h (parts in g_parts) laid out at align, decode it from the guard
@@ -946,7 +946,7 @@ static void sum_round_trip(size_t n)
 
 	len = sum_build(g_sum, sizeof(g_sum), g_ent, n, 77);
 	for (size_t i = 0; i < n; i++)
-		want += ssd_sum_entry_len(&g_ent[i]);
+		want += ssd_sum_entry_len(&g_ent[i], SSD_FMT_VERSION);
 	T_EQ_INT(len, KVT_ALIGN_UP(want, SSD_ALIGN));
 	p = t_at_guard(g_sum, (size_t)len);
 	T_RC(ssd_sum_decode(p, (size_t)len, 77, collect_fn, &c), (int64_t)n);
@@ -975,13 +975,13 @@ static void test_sum_round_trip(void)
 
 	/* Entry lengths: 32 + key padded to 8. */
 	memset(&e, 0, sizeof(e));
-	T_EQ_INT(ssd_sum_entry_len(&e), 32);
+	T_EQ_INT(ssd_sum_entry_len(&e, SSD_FMT_VERSION), 32);
 	e.key.len = 1;
-	T_EQ_INT(ssd_sum_entry_len(&e), 40);
+	T_EQ_INT(ssd_sum_entry_len(&e, SSD_FMT_VERSION), 40);
 	e.key.len = 32;
-	T_EQ_INT(ssd_sum_entry_len(&e), 64);
+	T_EQ_INT(ssd_sum_entry_len(&e, SSD_FMT_VERSION), 64);
 	e.key.len = 64;
-	T_EQ_INT(ssd_sum_entry_len(&e), 96);
+	T_EQ_INT(ssd_sum_entry_len(&e, SSD_FMT_VERSION), 96);
 
 	/* Extremes. */
 	e = mk_entry(0, &off);
@@ -994,7 +994,7 @@ static void test_sum_round_trip(void)
 	mk_key(&e.key, 64, 9);
 	{
 		struct collect c = { g_ent_out, 0, 1, -1 };
-		int64_t len = ssd_sum_encode(UINT64_MAX, &e, 1, g_sum, sizeof(g_sum));
+		int64_t len = ssd_sum_encode(SSD_FMT_VERSION, UINT64_MAX, &e, 1, g_sum, sizeof(g_sum));
 		T_EQ_INT(len, SSD_ALIGN);
 		T_RC(ssd_sum_decode(t_at_guard(g_sum, SSD_ALIGN), SSD_ALIGN, UINT64_MAX,
 				    collect_fn, &c), 1);
@@ -1060,29 +1060,29 @@ static void test_sum_bounds(void)
 		e[i] = mk_entry((uint32_t)i, &off);
 
 	/* Encoder rules. */
-	T_RC(ssd_sum_encode(1, e, 3, g_sum, SSD_ALIGN - 1), KVT_EBADLEN);
-	T_RC(ssd_sum_encode(1, e, 0, g_sum, SSD_ALIGN - 1), KVT_EBADLEN);
+	T_RC(ssd_sum_encode(SSD_FMT_VERSION, 1, e, 3, g_sum, SSD_ALIGN - 1), KVT_EBADLEN);
+	T_RC(ssd_sum_encode(SSD_FMT_VERSION, 1, e, 0, g_sum, SSD_ALIGN - 1), KVT_EBADLEN);
 	e[2].off_512 = e[1].off_512; /* overlaps its predecessor */
-	T_RC(ssd_sum_encode(1, e, 3, g_sum, sizeof(g_sum)), KVT_EBADLEN);
+	T_RC(ssd_sum_encode(SSD_FMT_VERSION, 1, e, 3, g_sum, sizeof(g_sum)), KVT_EBADLEN);
 	off = 1;
 	for (int i = 0; i < 3; i++)
 		e[i] = mk_entry((uint32_t)i, &off);
 	e[1].len_512++;
-	T_RC(ssd_sum_encode(1, e, 3, g_sum, sizeof(g_sum)), KVT_EBADLEN);
+	T_RC(ssd_sum_encode(SSD_FMT_VERSION, 1, e, 3, g_sum, sizeof(g_sum)), KVT_EBADLEN);
 	e[1].len_512--;
 	e[1].key.len = KVT_KEY_MAX + 1;
-	T_RC(ssd_sum_encode(1, e, 3, g_sum, sizeof(g_sum)), KVT_EBADLEN);
+	T_RC(ssd_sum_encode(SSD_FMT_VERSION, 1, e, 3, g_sum, sizeof(g_sum)), KVT_EBADLEN);
 	e[1].key.len = 2;
 	e[1].part_count = KVT_PARTS_MAX + 1;
-	T_RC(ssd_sum_encode(1, e, 3, g_sum, sizeof(g_sum)), KVT_EBADLEN);
+	T_RC(ssd_sum_encode(SSD_FMT_VERSION, 1, e, 3, g_sum, sizeof(g_sum)), KVT_EBADLEN);
 	e[1].part_count = 2;
 	e[0].off_512 = 0;
-	T_RC(ssd_sum_encode(1, e, 3, g_sum, sizeof(g_sum)), KVT_EBADLEN);
+	T_RC(ssd_sum_encode(SSD_FMT_VERSION, 1, e, 3, g_sum, sizeof(g_sum)), KVT_EBADLEN);
 	e[0].off_512 = 1;
 	e[1].seq = 0;
-	T_RC(ssd_sum_encode(1, e, 3, g_sum, sizeof(g_sum)), KVT_EBADLEN);
+	T_RC(ssd_sum_encode(SSD_FMT_VERSION, 1, e, 3, g_sum, sizeof(g_sum)), KVT_EBADLEN);
 	e[1].seq = 5;
-	T_OK(ssd_sum_encode(1, e, 3, g_sum, sizeof(g_sum)));
+	T_OK(ssd_sum_encode(SSD_FMT_VERSION, 1, e, 3, g_sum, sizeof(g_sum)));
 
 	/* Decoder rules with valid CRCs. */
 	SUM_TAMPER((void)0, 3);
@@ -1127,7 +1127,7 @@ static void test_sum_bounds(void)
 		     KVT_ECORRUPT);
 	}
 	/* A count that cannot be stored; e is never read. */
-	T_RC(ssd_sum_encode(1, g_ent, (size_t)UINT32_MAX + 1, g_sum, sizeof(g_sum)), KVT_EBADLEN);
+	T_RC(ssd_sum_encode(SSD_FMT_VERSION, 1, g_ent, (size_t)UINT32_MAX + 1, g_sum, sizeof(g_sum)), KVT_EBADLEN);
 
 	/* A callback's error stops the walk and is returned. */
 	{
@@ -1141,7 +1141,7 @@ static void test_sum_bounds(void)
 	{
 		struct collect c = { g_ent_out, 0, SUM_MANY, -1 };
 		int64_t len = sum_build(g_sum, sizeof(g_sum), g_ent, 3, 9);
-		size_t e2 = e1 + ssd_sum_entry_len(&g_ent[1]);
+		size_t e2 = e1 + ssd_sum_entry_len(&g_ent[1], SSD_FMT_VERSION);
 		g_sum[e2 + 32 + g_ent[2].key.len] = 1;
 		sum_fix(g_sum, sizeof(g_sum));
 		T_RC(ssd_sum_decode(t_at_guard(g_sum, (size_t)len), (size_t)len, 9, collect_fn, &c),
@@ -1283,19 +1283,19 @@ static void test_sum_entry_bound(void)
 
 	e.off_512 = 4096 / SSD_REC_ALIGN;
 	e.len_512 = (uint32_t)(len4k / SSD_REC_ALIGN);
-	T_ASSERT(ssd_sum_entry_bound(&e, SSD_REC_ALIGN_4K, 4096 + len4k) == NULL);
+	T_ASSERT(ssd_sum_entry_bound(&e, SSD_REC_ALIGN_4K, 4096 + len4k, false) == NULL);
 	/* One byte short of room: past the summary. */
-	T_ASSERT(ssd_sum_entry_bound(&e, SSD_REC_ALIGN_4K, 4096 + len4k - 1) != NULL);
+	T_ASSERT(ssd_sum_entry_bound(&e, SSD_REC_ALIGN_4K, 4096 + len4k - 1, false) != NULL);
 	/* The 4K record's length read in a 512-aligned segment: refused. */
-	T_ASSERT(ssd_sum_entry_bound(&e, SSD_REC_ALIGN, 1 << 20) != NULL);
+	T_ASSERT(ssd_sum_entry_bound(&e, SSD_REC_ALIGN, 1 << 20, false) != NULL);
 	e.len_512 = (uint32_t)(len512 / SSD_REC_ALIGN);
-	T_ASSERT(ssd_sum_entry_bound(&e, SSD_REC_ALIGN, 1 << 20) == NULL);
+	T_ASSERT(ssd_sum_entry_bound(&e, SSD_REC_ALIGN, 1 << 20, false) == NULL);
 	/* Off the 4096 grid, or an alignment that is neither. */
 	e.off_512 = 4096 / SSD_REC_ALIGN + 1;
-	T_ASSERT(ssd_sum_entry_bound(&e, SSD_REC_ALIGN, 1 << 20) == NULL);
+	T_ASSERT(ssd_sum_entry_bound(&e, SSD_REC_ALIGN, 1 << 20, false) == NULL);
 	e.len_512 = (uint32_t)(len4k / SSD_REC_ALIGN);
-	T_ASSERT(ssd_sum_entry_bound(&e, SSD_REC_ALIGN_4K, 1 << 20) != NULL);
-	T_ASSERT(ssd_sum_entry_bound(&e, 8192, 1 << 20) != NULL);
+	T_ASSERT(ssd_sum_entry_bound(&e, SSD_REC_ALIGN_4K, 1 << 20, false) != NULL);
+	T_ASSERT(ssd_sum_entry_bound(&e, 8192, 1 << 20, false) != NULL);
 }
 
 /* The predicate recovery's walk and fsck's both stop by. */
@@ -1536,7 +1536,7 @@ static void test_ckpt_bounds(void)
 		size_t off = C_HDR + CK_SLOTS * 16 + CK_CLEARS * 16;
 		for (uint64_t i = 0; i < 4; i++) {
 			struct ssd_ckpt_entry ce = ck_entry(i, CK_SLOTS);
-			off += 16 + ssd_sum_entry_len(&ce.e);
+			off += 16 + ssd_sum_entry_len(&ce.e, SSD_FMT_VERSION);
 		}
 		T_EQ_U64(get64(g_ck + off + 8), ck_entry(4, CK_SLOTS).generation);
 		put64(g_ck + off + 8, 0);
@@ -1633,8 +1633,10 @@ static void test_ckpt_hdr(void)
 	CKH_TAMPER(memcpy(p, "KVTCKPT2", 8), true, SSD_ALIGN, KVT_ECORRUPT);
 	CKH_TAMPER(memcpy(p, "KVTSUM01", 8), true, SSD_ALIGN, KVT_ECORRUPT);
 	CKH_TAMPER(put32(p + C_VERSION, 1), true, SSD_ALIGN, KVT_EVERSION);
-	CKH_TAMPER(put32(p + C_VERSION, 3), true, SSD_ALIGN, KVT_EVERSION);
-	CKH_TAMPER(put32(p + C_VERSION, 3), false, SSD_ALIGN, KVT_ECORRUPT);
+	CKH_TAMPER(put32(p + C_VERSION, 4), true, SSD_ALIGN, KVT_EVERSION);
+	CKH_TAMPER(put32(p + C_VERSION, 4), false, SSD_ALIGN, KVT_ECORRUPT);
+	/* Version 3 (format 3's entries) is known: its header reads the same. */
+	CKH_TAMPER(put32(p + C_VERSION, SSD_CKPT_VERSION_BATCH), true, SSD_ALIGN, 0);
 	/* Lengths out of range (CRC fixed: the rule refuses them). */
 	/* 18 slots: 18 * 16 + 16 + 2 * 48 = 400 bytes, the body exactly; 19 do not fit. */
 	CKH_TAMPER(put32(p + C_SLOT_COUNT, 18), true, SSD_ALIGN, 0);
@@ -1999,6 +2001,212 @@ static void test_batch_bounds(void)
 	T_EQ_INT(ssd_batch_ent_len(64), 96);
 }
 
+/* ------------------------------------------------------------------------
+ * Summary and checkpoint entries of format 3 (version 3).
+ */
+
+/* The golden batch's two values and a framed DELETE after them, in a
+ * version-3 summary of generation 3 (Python: doc/ssd-format.md "Summary
+ * entry, version 3"); then zeros to 4096. */
+static const uint8_t GOLDEN_SUM3[] =
+	"\x4b\x56\x54\x53\x55\x4d\x30\x31\x03\x00\x00\x00\x4e\x41\x04\xd3"
+	"\x03\x00\x00\x00\x00\x00\x00\x00\x03\x00\x00\x00\x06\xae\xf0\x4b"
+	"\xa8\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00"
+	"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00"
+	"\x01\x20\x01\x00\x01\x00\x00\x00\x09\x00\x00\x00\x01\x00\x00\x00"
+	"\x07\x00\x00\x00\x00\x00\x00\x00\x05\x00\x00\x00\x00\x00\x00\x00"
+	"\x16\xac\xf3\xce\x01\x00\x00\x00\xa0\xa1\xa2\xa3\xa4\xa5\xa6\xa7"
+	"\xa8\xa9\xaa\xab\xac\xad\xae\xaf\xb0\xb1\xb2\xb3\xb4\xb5\xb6\xb7"
+	"\xb8\xb9\xba\xbb\xbc\xbd\xbe\xbf\x01\x07\x01\x00\x02\x00\x00\x00"
+	"\x0a\x00\x00\x00\x01\x00\x00\x00\x09\x00\x00\x00\x00\x00\x00\x00"
+	"\x03\x00\x00\x00\x00\x00\x00\x00\x4f\x14\xb1\xb5\x03\x00\x00\x00"
+	"\x6b\x76\x74\x2d\x6b\x65\x79\x00\x02\x07\x00\x00\x02\x00\x00\x00"
+	"\x0b\x00\x00\x00\x01\x00\x00\x00\x0c\x00\x00\x00\x00\x00\x00\x00"
+	"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00"
+	"\x6b\x76\x74\x2d\x6b\x65\x79\x00";
+
+static void sum3_entries(struct ssd_sum_entry e[3])
+{
+	struct ssd_batch b = mk_golden_batch();
+
+	memset(e, 0, 3 * sizeof(*e));
+	for (int i = 0; i < 2; i++) {
+		e[i].type = SSD_REC_PUT;
+		e[i].part_count = 1;
+		e[i].ns_id = b.ns[b.ent[i].ns_index].ns_id;
+		e[i].off_512 = 9 + (uint32_t)i;
+		e[i].len_512 = 1;
+		e[i].seq = b.ent[i].seq;
+		e[i].value_len = b.ent[i].value_len;
+		e[i].key = b.ent[i].key;
+		e[i].value_crc = b.ent[i].value_crc;
+		e[i].flags = SSD_ENT_F_BATCHED | (b.ent[i].flags ? SSD_ENT_F_SEALED : 0);
+	}
+	e[2].type = SSD_REC_DELETE;
+	e[2].ns_id = 2;
+	e[2].off_512 = 11;
+	e[2].len_512 = 1;
+	e[2].seq = 12;
+	e[2].key = b.ent[1].key;
+}
+
+static void sum_ent_eq(const struct ssd_sum_entry *a, const struct ssd_sum_entry *b)
+{
+	T_EQ_INT(a->type, b->type);
+	T_EQ_INT(a->ns_id, b->ns_id);
+	T_EQ_INT(a->off_512, b->off_512);
+	T_EQ_INT(a->len_512, b->len_512);
+	T_EQ_U64(a->seq, b->seq);
+	T_EQ_U64(a->value_len, b->value_len);
+	T_EQ_INT(a->part_count, b->part_count);
+	T_EQ_INT(a->flags, b->flags);
+	T_EQ_INT(a->value_crc, b->value_crc);
+	T_EQ_INT(a->key.len, b->key.len);
+	T_EQ_MEM(a->key.bytes, b->key.bytes, KVT_KEY_MAX);
+}
+
+static void test_sum3(void)
+{
+	struct ssd_sum_entry e[3], got[3];
+	struct collect c = { got, 0, 3, -1 };
+	uint8_t *p;
+
+	sum3_entries(e);
+	T_EQ_INT(ssd_sum_entry_len(&e[0], SSD_SUM_VERSION_BATCH), 72);
+	T_EQ_INT(ssd_sum_entry_len(&e[0], SSD_FMT_VERSION), 64);
+	memset(g_sum, 0xa5, SSD_ALIGN + 1);
+	T_RC(ssd_sum_encode(SSD_SUM_VERSION_BATCH, 3, e, 3, g_sum, sizeof(g_sum)), SSD_ALIGN);
+	T_EQ_MEM(g_sum, GOLDEN_SUM3, sizeof(GOLDEN_SUM3) - 1);
+	for (size_t i = sizeof(GOLDEN_SUM3) - 1; i < SSD_ALIGN; i++)
+		T_EQ_INT(g_sum[i], 0);
+	T_EQ_INT(g_sum[SSD_ALIGN], 0xa5);
+	p = t_at_guard(g_sum, SSD_ALIGN);
+	T_RC(ssd_sum_decode(p, SSD_ALIGN, 3, collect_fn, &c), 3);
+	for (int i = 0; i < 3; i++)
+		sum_ent_eq(&got[i], &e[i]);
+	/* A batched entry names its value, at the segment's alignment. */
+	T_ASSERT(ssd_sum_entry_bound(&got[0], SSD_REC_ALIGN, 11 * 512, true) == NULL);
+	T_ASSERT(ssd_sum_entry_bound(&got[1], SSD_REC_ALIGN, 11 * 512, true) == NULL);
+	T_ASSERT(ssd_sum_entry_bound(&got[0], SSD_REC_ALIGN_4K, 1 << 20, true) != NULL);
+	T_ASSERT(ssd_sum_entry_bound(&got[1], SSD_REC_ALIGN, 11 * 512 - 1, true) != NULL);
+	/* In a segment without batches (format 2): refused. */
+	T_ASSERT(ssd_sum_entry_bound(&got[0], SSD_REC_ALIGN, 11 * 512, false) != NULL);
+	T_ASSERT(ssd_sum_entry_bound(&got[2], SSD_REC_ALIGN, 12 * 512, false) == NULL);
+
+	/* Version 2 has no room for them: the encoder refuses. */
+	T_RC(ssd_sum_encode(SSD_FMT_VERSION, 3, e, 3, g_sum, sizeof(g_sum)), KVT_EBADLEN);
+	T_RC(ssd_sum_encode(SSD_FMT_VERSION, 3, &e[2], 1, g_sum, sizeof(g_sum)), SSD_ALIGN);
+	T_RC(ssd_sum_encode(4, 3, &e[2], 1, g_sum, sizeof(g_sum)), KVT_EBADLEN);
+	/* Version 3 takes framed records alone too. */
+	T_RC(ssd_sum_encode(SSD_SUM_VERSION_BATCH, 3, &e[2], 1, g_sum, sizeof(g_sum)), SSD_ALIGN);
+
+	/* Each rule of a version-3 entry, in the encoder and, with the
+	 * CRCs recomputed, in the decoder. */
+	for (int k = 0; k < 8; k++) {
+		struct ssd_sum_entry bad[3];
+
+		memcpy(bad, e, sizeof(bad));
+		switch (k) {
+		case 0: bad[0].flags = SSD_ENT_F_SEALED; break;       /* sealed, not batched */
+		case 1: bad[0].flags |= 4; break;                     /* unknown flag */
+		case 2: bad[0].part_count = 2; break;                 /* batched: one part */
+		case 3: bad[0].len_512 = 2; break;                    /* not its value's length */
+		case 4: bad[2].value_crc = 1; break;                  /* framed: no value_crc */
+		case 5: bad[2].flags = SSD_ENT_F_BATCHED; break;      /* a batched DELETE */
+		case 6: bad[0].value_len = SSD_BATCH_VALUE_MAX + 1;   /* too large to batch */
+			bad[0].len_512 = (uint32_t)((SSD_BATCH_VALUE_MAX + 512) / 512);
+			bad[1].off_512 = bad[0].off_512 + bad[0].len_512;
+			bad[2].off_512 = bad[1].off_512 + 1;
+			break;
+		case 7: bad[1].off_512 = 9; break;                    /* overlaps entry 0 */
+		}
+		T_RC(ssd_sum_encode(SSD_SUM_VERSION_BATCH, 3, bad, 3, g_sum, sizeof(g_sum)),
+		     KVT_EBADLEN);
+	}
+	memcpy(g_sum, GOLDEN_SUM3, sizeof(GOLDEN_SUM3) - 1);
+	memset(g_sum + sizeof(GOLDEN_SUM3) - 1, 0, SSD_ALIGN - (sizeof(GOLDEN_SUM3) - 1));
+	for (int k = 0; k < 4; k++) {
+		static const size_t at[] = { 64 + 36, 64 + 36, 64 + 2, 64 + 72 + 48 + 32 };
+		static const uint8_t val[] = { 2, 5, 2, 1 };
+		uint8_t keep = g_sum[at[k]];
+
+		g_sum[at[k]] = val[k];
+		put32(g_sum + S_ENTRIES_CRC, kvt_crc32c(0, g_sum + S_HDR, 168));
+		fix_crc(g_sum, S_HDR, S_CRC);
+		T_RC(ssd_sum_decode(t_at_guard(g_sum, SSD_ALIGN), SSD_ALIGN, 3, NULL, NULL),
+		     KVT_ECORRUPT);
+		g_sum[at[k]] = keep;
+	}
+	/* The same bytes named version 2: its entries are 8 bytes shorter,
+	 * and do not parse. */
+	put32(g_sum + S_VERSION, 2);
+	put32(g_sum + S_ENTRIES_CRC, kvt_crc32c(0, g_sum + S_HDR, 168));
+	fix_crc(g_sum, S_HDR, S_CRC);
+	T_RC(ssd_sum_decode(t_at_guard(g_sum, SSD_ALIGN), SSD_ALIGN, 3, NULL, NULL), KVT_ECORRUPT);
+	put32(g_sum + S_VERSION, 4);
+	fix_crc(g_sum, S_HDR, S_CRC);
+	T_RC(ssd_sum_decode(t_at_guard(g_sum, SSD_ALIGN), SSD_ALIGN, 3, NULL, NULL), KVT_EVERSION);
+}
+
+/* A checkpoint of version 3 holds batched entries; one of version 2
+ * refuses them. */
+static int ck3_entry(void *ctx, const struct ssd_ckpt_entry *ce)
+{
+	struct ssd_ckpt_entry *out = ctx;
+
+	T_ASSERT(out[0].slot < 3);
+	out[1 + out[0].slot++] = *ce;
+	return 0;
+}
+
+static void test_ckpt3(void)
+{
+	struct ssd_sum_entry e[3];
+	struct ssd_ckpt_writer w;
+	struct ssd_ckpt_hdr h, got;
+	struct ssd_ckpt_slot sl = { 3, 12 * 512 };
+	struct ssd_ckpt_entry ce, out[4];
+	struct ssd_ckpt_cbs cbs = { NULL, NULL, ck3_entry };
+	size_t cap = ssd_ckpt_size(1, 0, 2, 64);
+	int64_t len;
+
+	sum3_entries(e);
+	memset(&ce, 0, sizeof(ce));
+	ce.slot = 0;
+	ce.generation = 3;
+	ce.e = e[0];
+	ssd_ckpt_begin(&w, g_ck, cap);
+	T_RC(ssd_ckpt_put_slot(&w, &sl), 0);
+	T_RC(ssd_ckpt_put_entry(&w, &ce), KVT_EBADLEN);
+
+	ssd_ckpt_begin_version(&w, g_ck, cap, SSD_CKPT_VERSION_BATCH);
+	T_RC(ssd_ckpt_put_slot(&w, &sl), 0);
+	T_RC(ssd_ckpt_put_entry(&w, &ce), 0);
+	ce.e = e[1];
+	T_RC(ssd_ckpt_put_entry(&w, &ce), 0);
+	memset(&h, 0, sizeof(h));
+	h.seq = 12;
+	h.slot_count = 1;
+	h.entry_count = 2;
+	len = ssd_ckpt_finish(&w, &h);
+	T_EQ_INT(len, SSD_ALIGN);
+	T_EQ_INT(get32(g_ck + C_VERSION), SSD_CKPT_VERSION_BATCH);
+	memset(out, 0, sizeof(out));
+	T_RC(ssd_ckpt_decode(t_at_guard(g_ck, SSD_ALIGN), SSD_ALIGN, &got, &cbs, out), 0);
+	T_EQ_INT(got.version, SSD_CKPT_VERSION_BATCH);
+	T_EQ_INT(out[0].slot, 2);
+	sum_ent_eq(&out[1].e, &e[0]);
+	sum_ent_eq(&out[2].e, &e[1]);
+	T_RC(ssd_ckpt_hdr_decode(t_at_guard(g_ck, C_HDR), C_HDR, SSD_ALIGN, &got), 0);
+	T_EQ_INT(got.version, SSD_CKPT_VERSION_BATCH);
+	/* Another version: nothing put, nothing finished. */
+	ssd_ckpt_begin_version(&w, g_ck, cap, 4);
+	T_RC(ssd_ckpt_put_slot(&w, &sl), 0);
+	T_RC(ssd_ckpt_put_entry(&w, &ce), KVT_EBADLEN);
+	h.entry_count = 0;
+	T_RC(ssd_ckpt_finish(&w, &h), KVT_EBADLEN);
+}
+
 int main(void)
 {
 	test_rec_lengths();
@@ -2024,5 +2232,7 @@ int main(void)
 	test_batch_golden();
 	test_batch_round_trip();
 	test_batch_bounds();
+	test_sum3();
+	test_ckpt3();
 	return 0;
 }

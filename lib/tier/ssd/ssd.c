@@ -968,7 +968,7 @@ bool ssd_log_full(void *ctx)
 static int seg_reserve_locked(struct ssd *s, uint64_t rec_len, struct ssd_sum_entry *se,
 			      uint32_t *slot, uint64_t *off, uint64_t *gen)
 {
-	size_t elen = ssd_sum_entry_len(se);
+	size_t elen = ssd_sum_entry_len(se, SSD_FMT_VERSION);
 	struct ssd_seg *g;
 	int r;
 
@@ -1783,7 +1783,7 @@ static void wd_carry_write(struct ssd *s, struct wd_task *t)
 			struct ssd_seg *g = &s->segs[t->slot];
 			g->write_off -= t->rec_len;
 			g->sum_count--;
-			g->sum_bytes -= ssd_sum_entry_len(&se);
+			g->sum_bytes -= ssd_sum_entry_len(&se, SSD_FMT_VERSION);
 			s->next_seq--;
 		}
 	}

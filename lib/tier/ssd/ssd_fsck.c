@@ -443,7 +443,7 @@ struct sum_walk {
 static int sum_bound_cb(void *ctx, const struct ssd_sum_entry *e)
 {
 	struct sum_walk *w = ctx;
-	w->bad = ssd_sum_entry_bound(e, w->h->rec_align, w->h->summary_off);
+	w->bad = ssd_sum_entry_bound(e, w->h->rec_align, w->h->summary_off, false);
 	return w->bad ? KVT_ECORRUPT : 0;
 }
 

@@ -431,7 +431,7 @@ void ssd_seg_seal_locked(struct ssd *s)
 	if (!buf) {
 		r = -ENOMEM;
 	} else {
-		n = ssd_sum_encode(g->generation, g->sum, g->sum_count, buf, len);
+		n = ssd_sum_encode(SSD_FMT_VERSION, g->generation, g->sum, g->sum_count, buf, len);
 		if (n < 0)
 			r = (int)n;
 		else if ((r = (int)ssd_io_sync(s, IO_WRITE, g->fd, g->write_off, buf, (size_t)n)) >=
