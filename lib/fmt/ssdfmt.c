@@ -136,8 +136,13 @@ void ssd_seg_hdr_encode(const struct ssd_seg_hdr *h, uint8_t *buf)
 {
 	memset(buf, 0, SSD_ALIGN);
 	memcpy(buf + SEG_MAGIC, SSD_SEG_MAGIC, 8);
-	/* A 512-aligned segment stays version 2, readable by older kvtier. */
-	if (h->rec_align > SSD_REC_ALIGN) {
+	/* A 512-aligned segment stays version 2, readable by older kvtier;
+	 * one of format 3 names its alignment at either. */
+	if (h->version == SSD_SEG_VERSION_BATCH) {
+		le_put32(buf + SEG_VERSION, SSD_SEG_VERSION_BATCH);
+		le_put32(buf + SEG_REC_ALIGN, h->rec_align > SSD_REC_ALIGN ? h->rec_align
+									  : SSD_REC_ALIGN);
+	} else if (h->rec_align > SSD_REC_ALIGN) {
 		le_put32(buf + SEG_VERSION, SSD_SEG_VERSION_4K);
 		le_put32(buf + SEG_REC_ALIGN, h->rec_align);
 	} else {
@@ -164,7 +169,8 @@ int ssd_seg_hdr_decode(const uint8_t *buf, struct ssd_seg_hdr *h)
 	if (ssdfmt_crc_skip(buf, SSD_ALIGN, SEG_CRC) != le_get32(buf + SEG_CRC))
 		return KVT_ECORRUPT;
 	t.version = le_get32(buf + SEG_VERSION);
-	if (t.version != SSD_FMT_VERSION && t.version != SSD_SEG_VERSION_4K) {
+	if (t.version != SSD_FMT_VERSION && t.version != SSD_SEG_VERSION_4K &&
+	    t.version != SSD_SEG_VERSION_BATCH) {
 		/* Recovery tells an older format (dropped) from a newer one
 		 * (refused): doc/ssd-format.md "Versions". */
 		h->version = t.version;
@@ -182,9 +188,11 @@ int ssd_seg_hdr_decode(const uint8_t *buf, struct ssd_seg_hdr *h)
 
 	/* Version 3 exists only for 4096-aligned records: a 512-aligned
 	 * segment is written as version 2, so a version 3 naming 512 was
-	 * never written by kvtier (and would not encode back the same). */
-	if ((t.version == SSD_FMT_VERSION ? le_get32(buf + SEG_REC_ALIGN) != 0
-					  : t.rec_align != SSD_REC_ALIGN_4K) ||
+	 * never written by kvtier (and would not encode back the same).
+	 * Version 4 (format 3) names either. */
+	if ((t.version == SSD_FMT_VERSION      ? le_get32(buf + SEG_REC_ALIGN) != 0
+	     : t.version == SSD_SEG_VERSION_4K ? t.rec_align != SSD_REC_ALIGN_4K
+					       : !ssdfmt_align_ok(t.rec_align)) ||
 	    !ssdfmt_is_zero(buf + SEG_FIXED, SSD_ALIGN - SEG_FIXED))
 		return KVT_ECORRUPT;
 	if (t.seg_size < 2 * SSD_ALIGN || t.seg_size > SSDFMT_SEG_MAX || t.seg_size % SSD_ALIGN ||

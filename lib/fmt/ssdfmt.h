@@ -39,6 +39,10 @@
  * other structure stays at SSD_FMT_VERSION. */
 #define SSD_REC_ALIGN_4K 4096u
 #define SSD_SEG_VERSION_4K 3u
+/* Format 3 (doc/ssd-format.md "Format 3: batch headers"): a segment that
+ * may hold batches has a header of this version, which names its record
+ * alignment (512 or 4096) at offset 20. */
+#define SSD_SEG_VERSION_BATCH 4u
 
 /* ------------------------------------------------------------------------
  * Segment header: the first 4096 bytes of every segment file.
@@ -55,7 +59,8 @@
 
 struct ssd_seg_hdr {
 	uint32_t version;      /* decode: the version found (also with KVT_EVERSION);
-			        * encode: ignored, set from rec_align */
+			        * encode: SSD_SEG_VERSION_BATCH for a segment of
+			        * format 3, else ignored (set from rec_align) */
 	uint32_t slot;         /* this file's slot number */
 	uint32_t rec_align;    /* records' alignment: SSD_REC_ALIGN (version
 			        * SSD_FMT_VERSION) or SSD_REC_ALIGN_4K (version
@@ -83,8 +88,8 @@ void ssd_seg_hdr_encode(const struct ssd_seg_hdr *h, uint8_t *buf);
 int ssd_seg_hdr_ours(const struct ssd_seg_hdr *h, uint32_t slot, uint64_t seg_size,
 		     const uint8_t *store_id);
 /* Decode buf[SSD_ALIGN].  0, KVT_ECORRUPT (magic, CRC, fields), KVT_EVERSION
- * (an intact header of a version other than SSD_FMT_VERSION and
- * SSD_SEG_VERSION_4K: h->version says which). */
+ * (an intact header of a version other than SSD_FMT_VERSION,
+ * SSD_SEG_VERSION_4K and SSD_SEG_VERSION_BATCH: h->version says which). */
 int ssd_seg_hdr_decode(const uint8_t *buf, struct ssd_seg_hdr *h);
 
 /* ------------------------------------------------------------------------

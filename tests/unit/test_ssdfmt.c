@@ -878,8 +878,25 @@ static void test_seg(void)
 	/* Field rules with a valid CRC. */
 	h = mk_seg(1, 1);
 	SEG_TAMPER(h, (void)0, 0);
-	SEG_TAMPER(h, put32(p + 8, 4), KVT_EVERSION);
+	SEG_TAMPER(h, put32(p + 8, 5), KVT_EVERSION);
 	SEG_TAMPER(h, put32(p + 8, 3), KVT_ECORRUPT); /* version 3 names its alignment */
+	SEG_TAMPER(h, put32(p + 8, 4), KVT_ECORRUPT); /* and so does version 4 */
+	SEG_TAMPER(h, (put32(p + 8, 4), put32(p + 20, 512)), 0);
+	SEG_TAMPER(h, (put32(p + 8, 4), put32(p + 20, 4096)), 0);
+	SEG_TAMPER(h, (put32(p + 8, 4), put32(p + 20, 1024)), KVT_ECORRUPT);
+	/* Format 3's header round-trips at both alignments, naming it. */
+	for (int a = 0; a < 2; a++) {
+		struct ssd_seg_hdr h4 = mk_seg(9, 0), got4;
+
+		h4.version = SSD_SEG_VERSION_BATCH;
+		h4.rec_align = a ? SSD_REC_ALIGN_4K : SSD_REC_ALIGN;
+		ssd_seg_hdr_encode(&h4, g_seg);
+		T_EQ_INT(get32(g_seg + 8), SSD_SEG_VERSION_BATCH);
+		T_EQ_INT(get32(g_seg + 20), h4.rec_align);
+		T_RC(ssd_seg_hdr_decode(t_at_guard(g_seg, SSD_ALIGN), &got4), 0);
+		T_EQ_INT(got4.version, SSD_SEG_VERSION_BATCH);
+		T_EQ_INT(got4.rec_align, h4.rec_align);
+	}
 	SEG_TAMPER(h, put32(p + 8, 1), KVT_EVERSION); /* the old format: recovery drops it */
 	ssd_seg_hdr_encode(&h, g_seg);
 	put32(g_seg + 8, 1);

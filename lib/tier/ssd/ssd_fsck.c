@@ -644,6 +644,9 @@ static int check_segment(struct fsck *c, uint32_t slot, uint64_t fsize)
 			goto out;
 	}
 	r = ssd_seg_hdr_decode(c->buf, &h);
+	/* Format 3 (batches): no walker reads it yet (doc/fmt3-status.md). */
+	if (r == 0 && h.version == SSD_SEG_VERSION_BATCH)
+		r = KVT_EVERSION;
 	if (r == KVT_EVERSION && h.version < SSD_FMT_VERSION) {
 		fsck_say(c, KVT_FSCK_WARN,
 			 "ssd/%s: format version %u, older than %u: its blocks are dropped when "
