@@ -42,6 +42,12 @@ enum {
 	E_READ = 0x2,
 	E_READ2 = 0x4, /* promoted twice or more */
 	E_CARRY = 0x8,  /* with E_PENDING: kept while its record is carried (ssd.c) */
+	/* Format 3 (doc/ssd-format.md "Format 3: batch headers"; nothing sets
+	 * them yet, doc/fmt3-status.md): off_512/len_512 name a batched value
+	 * alone, checked by value_crc; E_SEALED_VALUE its sealed flag, which
+	 * a framed record keeps in its header. */
+	E_BATCHED = 0x10,
+	E_SEALED_VALUE = 0x20,
 };
 /* T_CARRY: a hot record of a reclaimed segment, read back, written again
  * at the log's head (ssd.c, "Reclamation"). */
@@ -65,7 +71,14 @@ struct ssd_entry {
 	uint8_t flags;        /* E_* */
 	uint8_t key_len;
 	uint8_t key[KVT_KEY_MAX];
+	/* E_BATCHED: ssd_value_crc of the value and its identity; else 0.
+	 * It fills the 4 bytes of padding the fields above leave: */
+	uint32_t value_crc;
 };
+/* The SSD index's memory per block: 120 bytes of entry before format 3
+ * and after (116 of fields, then value_crc in the padding), plus its
+ * share of the shards' bucket arrays. */
+_Static_assert(sizeof(struct ssd_entry) <= 120, "an SSD index entry stays within 120 bytes");
 
 struct ssd_shard {
 	pthread_mutex_t lock;
