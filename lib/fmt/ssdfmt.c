@@ -967,6 +967,61 @@ const char *ssd_walk_batch(int d, const struct ssd_batch *b, uint64_t gen, uint6
 	return NULL;
 }
 
+void ssd_batch_sum_entry(const struct ssd_batch *b, uint32_t i, uint32_t align,
+			 struct ssd_sum_entry *e)
+{
+	const struct ssd_batch_ent *be = &b->ent[i];
+
+	memset(e, 0, sizeof(*e));
+	e->type = SSD_REC_PUT;
+	e->ns_id = b->ns[be->ns_index].ns_id;
+	e->off_512 = be->value_off_512;
+	e->len_512 = (uint32_t)(KVT_ALIGN_UP(be->value_len, align) / SSD_REC_ALIGN);
+	e->seq = be->seq;
+	e->value_len = be->value_len;
+	e->part_count = 1;
+	e->key = be->key;
+	e->flags = SSD_ENT_F_BATCHED | (be->flags & SSD_REC_F_SEALED ? SSD_ENT_F_SEALED : 0);
+	e->value_crc = be->value_crc;
+}
+
+int ssd_struct_decode(const uint8_t *buf, size_t buf_len, uint64_t off, uint32_t align,
+		      bool batches, struct ssd_struct *st)
+{
+	int rc;
+
+	st->kind = 0;
+	st->hdr_len = 0;
+	/* Both frames put the magic at 0 and hdr_len at 8: 512 bytes say
+	 * which it is and how long its header is. */
+	if (buf_len < SSD_REC_ALIGN) {
+		st->hdr_len = SSD_REC_ALIGN;
+		return KVT_EBUFSMALL;
+	}
+	if (batches && memcmp(buf, SSD_BATCH_MAGIC, 4) == 0) {
+		rc = ssd_batch_decode(buf, buf_len, off, align, &st->batch);
+		st->hdr_len = st->batch.hdr_len;
+		if (rc == 0)
+			st->kind = SSD_STRUCT_BATCH;
+		return rc;
+	}
+	rc = ssd_rec_hdr_decode(buf, buf_len, align, &st->rec, NULL, 0);
+	st->hdr_len = st->rec.hdr_len;
+	if (rc == 0)
+		st->kind = SSD_STRUCT_REC;
+	return rc;
+}
+
+const char *ssd_walk_struct(int d, const struct ssd_struct *st, uint64_t gen, uint64_t off,
+			    uint64_t seg_size, uint32_t align, uint64_t *len)
+{
+	if (d < 0 || st->kind == 0)
+		return "no sound record or batch header";
+	if (st->kind == SSD_STRUCT_BATCH)
+		return ssd_walk_batch(d, &st->batch, gen, off, seg_size, len);
+	return ssd_walk_rec(d, &st->rec, gen, off, seg_size, align, len);
+}
+
 uint32_t ssd_value_crc(uint32_t value_crc32c, uint32_t ns_id, const struct kvt_key *key,
 		       uint64_t seq)
 {

@@ -264,6 +264,38 @@ int ssd_batch_decode(const uint8_t *buf, size_t buf_len, uint64_t off, uint32_t 
  * why the walk stops there. */
 const char *ssd_walk_batch(int d, const struct ssd_batch *b, uint64_t gen, uint64_t off,
 			   uint64_t seg_size, uint64_t *len);
+struct ssd_sum_entry; /* below */
+/* Batch entry i of b, at align, as its summary (and checkpoint) entry of
+ * version SSD_SUM_VERSION_BATCH: a batched PUT naming its value alone. */
+void ssd_batch_sum_entry(const struct ssd_batch *b, uint32_t i, uint32_t align,
+			 struct ssd_sum_entry *e);
+
+/* One structure of a segment, as recovery's walk of an open segment and
+ * fsck read it (doc/ssd-format.md "Recovery of an open segment"): a
+ * record (SSD_STRUCT_REC, in rec) or, in a segment of format 3, a batch
+ * (SSD_STRUCT_BATCH, in batch). */
+#define SSD_STRUCT_REC 1u
+#define SSD_STRUCT_BATCH 2u
+struct ssd_struct {
+	uint32_t kind;           /* SSD_STRUCT_*, 0 unless decoded */
+	uint32_t hdr_len;        /* decoded, or KVT_EBUFSMALL: the bytes to read */
+	struct ssd_rec_hdr rec;
+	struct ssd_batch batch;
+};
+/* Decode the structure at byte off of a segment whose records are
+ * align-aligned from buf (buf_len bytes): by its magic, a batch header
+ * (only if batches: the segment is of format 3) or a record header, with
+ * their decoders' checks and KVT_EBUFSMALL protocol (st->hdr_len: read
+ * that many; at most 20480).  Returns 0, KVT_ECORRUPT, KVT_EVERSION,
+ * KVT_EBUFSMALL. */
+int ssd_struct_decode(const uint8_t *buf, size_t buf_len, uint64_t off, uint32_t align,
+		      bool batches, struct ssd_struct *st);
+/* The walk's step over what ssd_struct_decode (result d) decoded:
+ * ssd_walk_rec or ssd_walk_batch by its kind.  NULL if the walk takes it
+ * (*len: its bytes, header and values), else why the walk stops. */
+const char *ssd_walk_struct(int d, const struct ssd_struct *st, uint64_t gen, uint64_t off,
+			    uint64_t seg_size, uint32_t align, uint64_t *len);
+
 /* The check value of a batched value (doc/ssd-format.md "Reads"):
  * CRC32C of the value (value_crc32c: kvt_crc32c(0, value, len)),
  * continued over ns_id (u32), key_len (u8), the key bytes and seq (u64),

@@ -1,11 +1,11 @@
 /*
  * gen_ssd_seeds.c - writes the seed corpora of fuzz_ssdrec, fuzz_ckpt,
- * fuzz_ckpthdr and fuzz_ssdbatch: a handful of small, valid encodings from
+ * fuzz_ckpthdr, fuzz_ssdbatch and fuzz_ssdwalk: a handful of small, valid encodings from
  * lib/fmt/ssdfmt.c.  Run once, by hand, when the format changes; the
  * output is checked in:
  *
  *   build-fuzz/tests/fuzz/gen_ssd_seeds tests/fuzz/corpus/ssdrec tests/fuzz/corpus/ckpt \
- *       tests/fuzz/corpus/ckpthdr tests/fuzz/corpus/ssdbatch
+ *       tests/fuzz/corpus/ckpthdr tests/fuzz/corpus/ssdbatch tests/fuzz/corpus/ssdwalk
  *
  * Deterministic: the same build writes the same bytes.
  */
@@ -245,13 +245,79 @@ static void batch(const char *dir, const char *name, uint32_t n, uint32_t ns_cou
 	write_file(dir, name, g_buf, 8 + (size_t)len);
 }
 
+/* fuzz_ssdwalk's input: flags (bit 0 4096-aligned, bit 1 batches),
+ * generation 4, then a segment after its header: a framed PUT, a batch of
+ * n (if batches), a DELETE, and 1024 zero bytes. */
+static void walk(const char *dir, const char *name, uint32_t align, int batches, uint32_t n)
+{
+	static uint8_t img[256 << 10];
+	struct ssd_rec_hdr h;
+	struct ssd_part part = { 3000, 0x77777777u };
+	uint64_t off = SSD_ALIGN; /* the segment's offset of img[9] is 4096 */
+	int len;
+
+	memset(img, 0, sizeof(img));
+	img[0] = (uint8_t)((align == SSD_REC_ALIGN_4K ? 1 : 0) | (batches ? 2 : 0));
+	img[1] = 4;
+	memset(&h, 0, sizeof(h));
+	h.type = SSD_REC_PUT;
+	h.part_count = 1;
+	h.ns_id = 2;
+	h.value_len = 3000;
+	h.seq = 70;
+	h.generation = 4;
+	fill(h.ns_digest, 32, 5);
+	h.key.len = 20;
+	fill(h.key.bytes, 20, 11);
+	len = ssd_rec_hdr_encode(&h, &part, align, img + 9 + off - SSD_ALIGN, sizeof(img) / 2);
+	if (len < 0)
+		die(name);
+	off += ssd_rec_len(1, 3000, align);
+	if (batches) {
+		struct ssd_batch b;
+
+		memset(&b, 0, sizeof(b));
+		b.generation = 4;
+		b.count = n;
+		b.ns_count = 1;
+		b.ns[0].ns_id = 2;
+		fill(b.ns[0].digest, 32, 5);
+		for (uint32_t i = 0; i < n; i++) {
+			b.ent[i].key.len = 32;
+			fill(b.ent[i].key.bytes, 32, 20 + i);
+			b.ent[i].value_len = 1000 + 700 * i;
+			b.ent[i].seq = 80 + i;
+			b.ent[i].value_crc = 0xabc00000u + i;
+		}
+		len = ssd_batch_encode(&b, off, align, img + 9 + off - SSD_ALIGN, sizeof(img) / 2);
+		if (len < 0)
+			die(name);
+		off += b.hdr_len + b.values_len;
+	}
+	h.type = SSD_REC_DELETE;
+	h.part_count = 0;
+	h.value_len = 0;
+	h.seq = 99;
+	len = ssd_rec_hdr_encode(&h, NULL, align, img + 9 + off - SSD_ALIGN, align);
+	if (len < 0)
+		die(name);
+	off += (uint64_t)len + 1024;
+	write_file(dir, name, img, 9 + off - SSD_ALIGN);
+}
+
 int main(int argc, char **argv)
 {
 	const char *hdir = argc >= 4 ? argv[3] : NULL;
 
-	if (argc < 3 || argc > 5)
-		die("usage: gen_ssd_seeds <ssdrec dir> <ckpt dir> [<ckpthdr dir> [<ssdbatch dir>]]");
-	if (argc == 5) {
+	if (argc < 3 || argc > 6)
+		die("usage: gen_ssd_seeds <ssdrec dir> <ckpt dir> [<ckpthdr dir> [<ssdbatch dir> "
+		    "[<ssdwalk dir>]]]");
+	if (argc == 6) {
+		walk(argv[5], "walk-records", SSD_REC_ALIGN, 0, 0);
+		walk(argv[5], "walk-batch-8", SSD_REC_ALIGN, 1, 8);
+		walk(argv[5], "walk4k-batch-3", SSD_REC_ALIGN_4K, 1, 3);
+	}
+	if (argc >= 5) {
 		batch(argv[4], "batch-1", 1, 1, 32, 4096, SSD_REC_ALIGN);
 		batch(argv[4], "batch-8", 8, 1, 32, 1 << 20, SSD_REC_ALIGN);
 		batch(argv[4], "batch-32-3ns", 32, 3, 64, 8 << 20, SSD_REC_ALIGN);

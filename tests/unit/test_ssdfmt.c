@@ -2224,6 +2224,85 @@ static void test_ckpt3(void)
 	T_RC(ssd_ckpt_finish(&w, &h), KVT_EBADLEN);
 }
 
+/* A format-3 segment walked by structure: a framed record, the golden
+ * batch's layout at another offset, a DELETE; each structure's entries
+ * as the seal's summary would list them. */
+static void test_walk_struct(void)
+{
+	static uint8_t seg[64 << 10];
+	struct ssd_batch b = mk_golden_batch();
+	struct ssd_sum_entry e[3], want[3], got;
+	struct ssd_struct st;
+	struct ssd_rec_hdr rh;
+	struct ssd_part part = { 100, 0x1234 };
+	uint64_t off = SSD_ALIGN, len = 0;
+	int n = 0, len_hdr;
+
+	/* The golden batch's entries are its summary's. */
+	sum3_entries(want);
+	for (uint32_t i = 0; i < 2; i++) {
+		T_RC(ssd_batch_encode(&b, 4096, SSD_REC_ALIGN, g_bat, sizeof(g_bat)), SSD_REC_ALIGN);
+		ssd_batch_sum_entry(&b, i, SSD_REC_ALIGN, &got);
+		sum_ent_eq(&got, &want[i]);
+	}
+
+	/* [record at 4096][batch at 4096 + 1024][DELETE] then zeros. */
+	memset(seg, 0, sizeof(seg));
+	memset(&rh, 0, sizeof(rh));
+	rh.type = SSD_REC_PUT;
+	rh.part_count = 1;
+	rh.ns_id = 1;
+	rh.value_len = 100;
+	rh.seq = 3;
+	rh.generation = 3;
+	rh.key.len = 4;
+	memcpy(rh.key.bytes, "rec0", 4);
+	len_hdr = ssd_rec_hdr_encode(&rh, &part, SSD_REC_ALIGN, seg + off, sizeof(seg) - off);
+	T_EQ_INT(len_hdr, SSD_REC_ALIGN);
+	b = mk_golden_batch();
+	T_RC(ssd_batch_encode(&b, off + 1024, SSD_REC_ALIGN, seg + off + 1024,
+			      sizeof(seg) - off - 1024), SSD_REC_ALIGN);
+	rh.type = SSD_REC_DELETE;
+	rh.part_count = 0;
+	rh.value_len = 0;
+	rh.seq = 12;
+	T_EQ_INT(ssd_rec_hdr_encode(&rh, NULL, SSD_REC_ALIGN, seg + off + 1024 + 512 + 1024,
+				    SSD_REC_ALIGN), SSD_REC_ALIGN);
+
+	while (off < sizeof(seg)) {
+		int d = ssd_struct_decode(seg + off, sizeof(seg) - off, off, SSD_REC_ALIGN, true, &st);
+
+		if (ssd_walk_struct(d, &st, 3, off, sizeof(seg), SSD_REC_ALIGN, &len))
+			break;
+		if (st.kind == SSD_STRUCT_BATCH) {
+			for (uint32_t i = 0; i < st.batch.count; i++)
+				ssd_batch_sum_entry(&st.batch, i, SSD_REC_ALIGN, &e[n++]);
+		} else {
+			T_EQ_INT(st.kind, SSD_STRUCT_REC);
+			n++;
+		}
+		off += len;
+	}
+	T_EQ_INT(n, 4);
+	T_EQ_U64(off, SSD_ALIGN + 1024 + 512 + 1024 + 512); /* stopped at the zeros */
+	T_EQ_INT(e[1].off_512, (SSD_ALIGN + 1024 + 512) / 512);
+	T_EQ_INT(e[2].off_512, e[1].off_512 + 1);
+	T_EQ_INT(e[2].flags, SSD_ENT_F_BATCHED | SSD_ENT_F_SEALED);
+
+	/* In a segment without batches the batch is not a structure: the
+	 * walk stops there. */
+	off = SSD_ALIGN + 1024;
+	T_RC(ssd_struct_decode(seg + off, sizeof(seg) - off, off, SSD_REC_ALIGN, false, &st),
+	     KVT_ECORRUPT);
+	T_ASSERT(ssd_walk_struct(KVT_ECORRUPT, &st, 3, off, sizeof(seg), SSD_REC_ALIGN, &len));
+	/* Another generation's batch stops the walk too. */
+	T_RC(ssd_struct_decode(seg + off, sizeof(seg) - off, off, SSD_REC_ALIGN, true, &st), 0);
+	T_ASSERT(ssd_walk_struct(0, &st, 4, off, sizeof(seg), SSD_REC_ALIGN, &len) != NULL);
+	/* Fewer than 512 bytes: read 512. */
+	T_RC(ssd_struct_decode(seg + off, 100, off, SSD_REC_ALIGN, true, &st), KVT_EBUFSMALL);
+	T_EQ_INT(st.hdr_len, SSD_REC_ALIGN);
+}
+
 int main(void)
 {
 	test_rec_lengths();
@@ -2251,5 +2330,6 @@ int main(void)
 	test_batch_bounds();
 	test_sum3();
 	test_ckpt3();
+	test_walk_struct();
 	return 0;
 }
