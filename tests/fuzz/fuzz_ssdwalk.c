@@ -10,7 +10,11 @@
  * 4096 (after its header) to its end; the segment is 4096 + that many
  * bytes, cut to its alignment.  The walk starts at 4096 and reads each
  * header as recovery does: 512 bytes first, then what KVT_EBUFSMALL asks
- * for, never past the segment.  Properties, each a trap when broken:
+ * for, never past the segment.  When bit 2 of the first byte is set, the
+ * walk first recomputes the CRC of each header it meets (over the
+ * hdr_len the header names, within the segment), so that mutations reach
+ * the field checks and the walk behind the CRC.  Properties, each a trap
+ * when broken:
  *   - the walk ends (every step moves forward by a whole structure);
  *   - every structure it takes lies inside the segment, at the
  *     alignment, and the entries it yields (records, batched values)
@@ -61,7 +65,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	while (off % align == 0 && off + align <= seg_size) {
 		uint64_t step;
-		int d = ssd_struct_decode(seg + off, align, off, align, batches, &g_st);
+		int d;
+
+		if (data[0] & 4) {
+			uint32_t hl = le_get32(seg + off + 8);
+
+			if (hl >= 16 && hl <= seg_size - off) {
+				le_put32(seg + off + 12, 0);
+				le_put32(seg + off + 12, kvt_crc32c(0, seg + off, hl));
+			}
+		}
+		d = ssd_struct_decode(seg + off, align, off, align, batches, &g_st);
 
 		if (d == KVT_EBUFSMALL) {
 			FUZZ_CHECK(g_st.hdr_len > align && g_st.hdr_len <= 5 * SSD_REC_ALIGN_4K);
