@@ -670,6 +670,7 @@ static int seg_reuse_oldest_locked(struct ssd *s)
 	 *    forgotten (above). */
 	g->generation = __atomic_fetch_add(&s->next_gen, 1, __ATOMIC_RELAXED);
 	ssd_seg_set_align(s, (uint32_t)victim, s->rec_align);
+	g->batches = false; /* format 2 until the writer makes batches */
 	atomic_store(&g->broken, false);
 	atomic_store(&g->tombs, false);
 	g->write_off = SSD_ALIGN;
@@ -914,6 +915,7 @@ again:
 		return r;
 	s->segs[slot].generation = __atomic_fetch_add(&s->next_gen, 1, __ATOMIC_RELAXED);
 	ssd_seg_set_align(s, slot, s->rec_align);
+	s->segs[slot].batches = false; /* format 2 until the writer makes batches */
 	atomic_store(&s->segs[slot].broken, false);
 	atomic_store(&s->segs[slot].tombs, false);
 	s->segs[slot].write_off = SSD_ALIGN;

@@ -108,6 +108,12 @@ struct ssd_seg {
 			       * STATX_DIOALIGN), 0: unknown (trusted); set once */
 	uint32_t rec_align;   /* its generation's record alignment: SSD_REC_ALIGN or
 			       * SSD_REC_ALIGN_4K (seg_lock; ssd_seg_set_align) */
+	/* its generation is of format 3 (segment header version
+	 * SSD_SEG_VERSION_BATCH): batches among its records, a version-3
+	 * summary.  Set by recovery from the header; false for every
+	 * generation this kvtier starts until its writer makes batches
+	 * (doc/fmt3-status.md). */
+	bool batches;
 	/* a write completed (or a record was placed) since the last
 	 * fdatasync: set by any thread, taken by ssd_sync_all */
 	_Atomic bool dirty;
@@ -133,6 +139,12 @@ struct ssd_seg {
 	uint64_t old_budget;  /* reinsert budget left of the old segment */
 	uint64_t old_dropped; /* index entries dropped so far */
 };
+
+/* The version of a segment's summary entries (and of its header). */
+static inline uint32_t ssd_seg_sum_version(const struct ssd_seg *g)
+{
+	return g->batches ? SSD_SUM_VERSION_BATCH : SSD_FMT_VERSION;
+}
 
 /*
  * One record's I/O as single-buffer requests -- the header, then each DRAM
