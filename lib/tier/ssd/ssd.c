@@ -363,9 +363,12 @@ static int evict_entry_cb(void *ctx, const struct ssd_sum_entry *se)
 	pp = ssd_idx_slot(sh, h, se->ns_id, &se->key);
 	if (*pp && (*pp)->slot == ec->slot && (*pp)->generation == ec->gen &&
 	    !((*pp)->flags & E_PENDING)) {
-		reinsert = ((*pp)->flags & E_READ) &&
+		/* A batched value (format 3) has no record to carry or to
+		 * hand down (doc/fmt3-status.md): it stays only from DRAM. */
+		bool batched = (*pp)->flags & E_BATCHED;
+		reinsert = ((*pp)->flags & E_READ) && (!batched || in_dram) &&
 			   reinsert_cb_budget(s, &ec->budget, (*pp)->value_len);
-		hot = ((*pp)->flags & E_READ2) && s->evict_hook;
+		hot = ((*pp)->flags & E_READ2) && s->evict_hook && !batched;
 		/* Under the lock a delete takes first: one it missed here
 		 * reaches the hook later, with a higher generation. */
 		if (hot)
@@ -2416,12 +2419,27 @@ static void promote_done(struct multi_io *m, int64_t res)
 		lens = (uint64_t *)(parts + p->part_count);
 		crcs = (uint32_t *)(lens + p->part_count);
 	}
-	rc = ssd_rec_hdr_decode(p->hdr, p->hdr_len, p->rec_align, &rh, parts, p->part_count);
-	if (rc < 0 || rh.type != SSD_REC_PUT || rh.seq != p->seq ||
-	    rh.generation != p->generation || rh.value_len != p->value_len ||
-	    rh.part_count != p->part_count || rh.key.len != p->key.len ||
-	    memcmp(rh.key.bytes, p->key.bytes, p->key.len) != 0 || !nse ||
-	    memcmp(rh.ns_digest, nse->digest, 32) != 0) {
+	if (p->batched) {
+		/* Format 3: no header; the value's CRC continued over its
+		 * identity (ssd_value_crc), so another block's bytes, a torn
+		 * batch's or a reused slot's, fail like damaged ones. */
+		memset(&rh, 0, sizeof(rh));
+		rh.part_count = 1;
+		rh.flags = p->sealed ? SSD_REC_F_SEALED : 0;
+		parts[0].len = p->value_len;
+		parts[0].crc = 0;
+		rc = nse ? 0 : KVT_ECORRUPT;
+	} else {
+		rc = ssd_rec_hdr_decode(p->hdr, p->hdr_len, p->rec_align, &rh, parts,
+					p->part_count);
+	}
+	if (p->batched && rc == 0) {
+		/* checked by value_crc below */
+	} else if (rc < 0 || rh.type != SSD_REC_PUT || rh.seq != p->seq ||
+		   rh.generation != p->generation || rh.value_len != p->value_len ||
+		   rh.part_count != p->part_count || rh.key.len != p->key.len ||
+		   memcmp(rh.key.bytes, p->key.bytes, p->key.len) != 0 || !nse ||
+		   memcmp(rh.ns_digest, nse->digest, 32) != 0) {
 		/* Not the record the index still names: torn, or corrupt. */
 		A(s->hdr_errors);
 		ssd_idx_remove_key(s, p->ns, &p->key, p->seq + 1);
@@ -2448,7 +2466,8 @@ static void promote_done(struct multi_io *m, int64_t res)
 			want -= n;
 			o = 0;
 		}
-		if (crc != parts[i].crc) {
+		if (p->batched ? ssd_value_crc(crc, p->ns, &p->key, p->seq) != p->value_crc
+			       : crc != parts[i].crc) {
 			A(s->crc_errors);
 			ssd_idx_remove_key(s, p->ns, &p->key, p->seq + 1);
 			kvt_logf(s->log, KVT_LOG_WARN,
@@ -2551,6 +2570,20 @@ static uint64_t promote_from_entry(struct promote_task *p, struct ssd *s, uint32
 	p->slot = e->slot;
 	p->part_count = e->part_count;
 	p->rec_len = (uint64_t)e->len_512 * SSD_REC_ALIGN;
+	if (e->flags & E_BATCHED) {
+		/* Format 3: the value alone, padded to its segment's alignment
+		 * (at most 4095 bytes past it, within DRAM's zeroed tail). */
+		p->batched = true;
+		p->sealed = e->flags & E_SEALED_VALUE;
+		p->value_crc = e->value_crc;
+		p->hdr_len = 0;
+		p->rec_align = p->part_count == 1 && p->value_len > 0 &&
+					       p->rec_len >= p->value_len &&
+					       p->rec_len - p->value_len < SSD_REC_ALIGN_4K
+				       ? SSD_REC_ALIGN
+				       : 0;
+		return (uint64_t)e->off_512 * SSD_REC_ALIGN;
+	}
 	p->rec_align = ssd_rec_align_of(p->part_count, p->value_len, p->rec_len);
 	p->hdr_len = ssd_rec_hdr_len(p->part_count, p->rec_align);
 	return (uint64_t)e->off_512 * SSD_REC_ALIGN;
@@ -2613,8 +2646,8 @@ int ssd_promote(struct ssd *s, uint32_t ns, const struct kvt_key *key, int prio,
 		return 0;
 	}
 	kvt_mem_free(s->mem, w, sizeof(*w));
-	p->hdr = kvt_mem_alloc_aligned(s->mem, SSD_ALIGN, p->hdr_len);
-	if (!p->hdr) {
+	p->hdr = p->batched ? NULL : kvt_mem_alloc_aligned(s->mem, SSD_ALIGN, p->hdr_len);
+	if (!p->batched && !p->hdr) {
 		pf_end(s, p, -ENOMEM, NULL, false);
 		promote_free(s, p);
 		return -ENOMEM;
@@ -2664,15 +2697,20 @@ int ssd_promote(struct ssd *s, uint32_t ns, const struct kvt_key *key, int prio,
 	}
 	p->iov[0].iov_base = p->hdr;
 	p->iov[0].iov_len = p->hdr_len;
-	p->iov[vc].iov_len = align_rec(p->iov[vc].iov_len, p->rec_align);
+	if (p->batched)
+		/* The value's padding, into DRAM's zeroed tail of its last run. */
+		p->iov[vc].iov_len += p->rec_len - p->value_len;
+	else
+		p->iov[vc].iov_len = align_rec(p->iov[vc].iov_len, p->rec_align);
 	p->cb = cb;
 	p->ctx = ctx;
 	p->start_ns = now_ns();
 	/* The fd of a slot an entry names is set once, before the entry
-	 * exists: no lock (demand reads must not wait behind sealing). */
+	 * exists: no lock (demand reads must not wait behind sealing).  A
+	 * batched value has no header: its I/O starts at the value. */
 	multi_submit(s, &p->io, IO_READ, prio,
-		     __atomic_load_n(&s->segs[p->slot].fd, __ATOMIC_RELAXED), off, p->iov, vc + 1,
-		     promote_done, p);
+		     __atomic_load_n(&s->segs[p->slot].fd, __ATOMIC_RELAXED), off,
+		     p->iov + p->batched, vc + !p->batched, promote_done, p);
 	return 0;
 }
 
@@ -2734,9 +2772,10 @@ int ssd_read_copy(struct ssd *s, uint32_t ns, const struct kvt_key *key, int pri
 	p->iov[1].iov_len = p->rec_len - p->hdr_len;
 	p->ctx = ctx;
 	p->start_ns = now_ns();
+	/* A batched value (hdr_len 0): the value's iovec alone. */
 	multi_submit(s, &p->io, IO_READ, prio,
-		     __atomic_load_n(&s->segs[p->slot].fd, __ATOMIC_RELAXED), off, p->iov, 2,
-		     promote_done, p);
+		     __atomic_load_n(&s->segs[p->slot].fd, __ATOMIC_RELAXED), off,
+		     p->iov + p->batched, 2 - p->batched, promote_done, p);
 	return 0;
 miss:
 	ssd_copy_free(s->mem, c);
@@ -3123,6 +3162,14 @@ int ssd_read_part(struct ssd *s, uint32_t ns, const struct kvt_key *key, uint32_
 	}
 	/* Not E_READ: a part read promotes nothing, so it is no read that
 	 * should keep the block (ssd.h). */
+	/* A batched value (format 3) has no header to read a part by: a
+	 * miss until part reads take the value's own read
+	 * (doc/fmt3-status.md). */
+	if (e->flags & E_BATCHED) {
+		pthread_mutex_unlock(&sh->lock);
+		kvt_mem_free(s->mem, t, sizeof(*t));
+		return KVT_MISS;
+	}
 	t->seq = e->seq;
 	t->generation = e->generation;
 	t->value_len = e->value_len;

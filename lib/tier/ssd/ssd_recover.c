@@ -605,25 +605,24 @@ int ssd_recover(struct ssd *s)
 		struct ssd_seg *g = &s->segs[i];
 		struct ssd_seg_hdr h;
 		char name[32];
-		int why, dr;
+		int why;
 		snprintf(name, sizeof(name), "seg-%06u", i);
 		if (faccessat(s->dir_fd, name, F_OK, 0) < 0)
 			continue;
 		r = ssd_seg_open_file(s, i, false);
 		if (r < 0)
 			goto out;
-		/* A segment of format 3 (batches) is read by no code yet
-		 * (doc/fmt3-status.md): refused like a newer version. */
+		/* Format 3 (batches, version 4) is read: its batches by
+		 * value_crc, its framed records as before. */
 		if (ssd_pread_full(s, g->fd, buf, SSD_ALIGN, 0) == 0 &&
-		    ((dr = ssd_seg_hdr_decode(buf, &h)) == KVT_EVERSION ||
-		     (dr == 0 && h.version == SSD_SEG_VERSION_BATCH))) {
-			if (h.version > SSD_SEG_VERSION_4K) {
+		    ssd_seg_hdr_decode(buf, &h) == KVT_EVERSION) {
+			if (h.version > SSD_SEG_VERSION_BATCH) {
 				/* A newer kvtier wrote this: never overwrite what we
 				 * cannot read. */
 				kvt_logf(s->log, KVT_LOG_ERROR,
 					 "ssd: segment %u has format version %u, newer than this "
 					 "kvtier's %u: refusing to open",
-					 i, h.version, SSD_SEG_VERSION_4K);
+					 i, h.version, SSD_SEG_VERSION_BATCH);
 				r = KVT_EVERSION;
 				goto out;
 			}
