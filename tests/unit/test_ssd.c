@@ -663,16 +663,23 @@ static void f3_fsck_problem(void *ctx, int kind, const char *msg)
 	fprintf(stderr, "  fsck (%d): %s\n", kind, msg);
 }
 
-/* kvtier fsck of a store holding a format-3 segment: no damage; the
- * segment said (a warning) until fsck walks batches (doc/fmt3-status.md). */
-static void f3_fsck(const char *dir)
+/* kvtier fsck of a store holding a format-3 segment: `checked` batched
+ * values pass their value_crc; `bad` fail it (said as damage or, past
+ * the checkpoint's write point, as a torn write; a checkpoint entry
+ * naming one is said too). */
+static void f3_fsck(const char *dir, uint64_t checked, uint64_t bad)
 {
 	struct kvt_fsck f;
 	memset(&f, 0, sizeof(f));
 	f.problem = f3_fsck_problem;
-	T_EQ_INT(kvt_store_fsck(dir, &f), 0);
-	T_EQ_U64(f.damaged, 0);
-	T_ASSERT(f.warnings >= 1);
+	if (bad == 0) {
+		T_EQ_INT(kvt_store_fsck(dir, &f), 0);
+		T_EQ_U64(f.damaged + f.warnings, 0);
+	} else {
+		(void)kvt_store_fsck(dir, &f); /* KVT_ECORRUPT where damage is said */
+		T_ASSERT(f.damaged + f.warnings >= bad); /* the checkpoint's entry too */
+	}
+	T_EQ_U64(f.blocks_checked, checked);
 }
 
 static void test_format3_read(void)
@@ -686,7 +693,7 @@ static void test_format3_read(void)
 	T_OK(kvt_flush(s));
 	kvt_store_destroy(s);
 	f3_build(dir, ns, voff);
-	f3_fsck(dir);
+	f3_fsck(dir, 2, 0);
 
 	/* The walk of the open segment: both values, exact. */
 	s = open_store(dir, "16M", "always");
@@ -709,10 +716,11 @@ static void test_format3_read(void)
 		T_EQ_U64(t_stat(s, "dram.blocks"), 2);
 		kvt_store_destroy(s);
 	}
-	f3_fsck(dir);
+	f3_fsck(dir, 2, 0);
 
 	/* A byte of the first value flipped: a miss, counted, dropped. */
 	f3_poke(dir, voff[0] + 100, 1, 1);
+	f3_fsck(dir, 1, 1);
 	s = open_store(dir, "16M", "always");
 	T_RC(f3_get(s, ns, 0), KVT_MISS);
 	T_EQ_U64(t_stat(s, "ssd.crc_errors"), 1);
@@ -724,6 +732,7 @@ static void test_format3_read(void)
 	/* A torn batch: the first value served, the second a miss. */
 	f3_build(dir, ns, voff);
 	f3_poke(dir, voff[1], (size_t)f3_len[1], 0);
+	f3_fsck(dir, 1, 1);
 	s = open_store(dir, "16M", "always");
 	T_EQ_U64(t_stat(s, "ssd.blocks"), 2);
 	T_RC(f3_get(s, ns, 0), KVT_OK);
