@@ -104,6 +104,9 @@ const struct kvtd_counter_def kvtd_counter_defs[] = {
 	  CTR(tls_handshakes), 2 },
 	{ NULL, "kvtier_tls_ktls_total", "counter", "TLS connections sending through kernel TLS",
 	  CTR(tls_ktls), 2 },
+	{ "server.tls_throttled", "kvtier_tls_throttled_total", "counter",
+	  "TLS connections closed before their handshake: the address failed too many a second",
+	  CTR(tls_throttled), 2 },
 };
 const size_t kvtd_counter_def_count = sizeof(kvtd_counter_defs) / sizeof(kvtd_counter_defs[0]);
 

@@ -279,6 +279,8 @@ struct kvtd_counters {
 	_Atomic uint64_t auth_ok;
 	_Atomic uint64_t tls_handshakes; /* completed */
 	_Atomic uint64_t tls_ktls;       /* of them, sending through kernel TLS */
+	_Atomic uint64_t tls_throttled;  /* closed before a handshake: its address
+					  * past KVTD_AUTH_FAILS_PER_SEC */
 	_Atomic uint64_t value_crc_errors; /* stored parts failing their CRC on a range read */
 	_Atomic uint64_t errors[KVTD_ERR__COUNT];
 	/* Overload (loop.c "Limits"): connections refused past --max-conns,
@@ -806,6 +808,11 @@ int kvtd_tls_open(struct kvtd_conn *c);
 /* One handshake step: 1 done, 0 wait (tls_rd_want says for what), < 0
  * failed: counted (errors{kind="tls"}) and logged; close the connection. */
 int kvtd_tls_handshake(struct kvtd_conn *c);
+/* The handshake has begun: a ClientHello was taken, so the server may
+ * have paid its crypto (an ECDHE, a signature).  False for a connection
+ * that sent nothing or no handshake record: a load balancer's TCP check,
+ * a plain client. */
+bool kvtd_tls_began(const struct kvtd_conn *c);
 /* Decrypted bytes wait inside the SSL: epoll will not report them. */
 bool kvtd_tls_pending(const struct kvtd_conn *c);
 void kvtd_tls_close(struct kvtd_conn *c);

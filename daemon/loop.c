@@ -1345,18 +1345,46 @@ static void loop_conn_read(struct kvtd_conn *c)
 		return;
 	}
 	/* Fairness: others get a turn; level-triggered epoll brings us back,
-	 * but not for bytes already inside the SSL. */
+	 * but not for bytes already inside the SSL: those wait for the next
+	 * iteration (deferred), after the others' events.  Touched, they
+	 * would be read again in this one's settle, up to its 1,024 rounds:
+	 * with records read ahead (tls.c), one-byte records held the loop
+	 * 0.3-1 s (test_hostile_http tls_records). */
 	if (kvtd_tls_pending(c))
-		loop_conn_touch(c);
+		kvtd_conn_defer(c);
 }
 
 /* A TLS connection before its handshake is done: nothing else happens on
- * it.  Once done, what the client sent along is read. */
+ * it.  Once done, what the client sent along is read.
+ *
+ * A handshake costs the server an ECDHE and a signature (~260 us of the
+ * loop, release) as soon as a ClientHello is in, and a client can send
+ * the same canned ClientHello on connection after connection and go, at
+ * the cost of a connect: 2 processes held a loop 75% busy.  So a
+ * handshake that fails after its ClientHello (the client gone, a bad
+ * record) or does not finish in time counts against the address as a
+ * failed AUTH does (a TCP check or a plain client costs no crypto and
+ * counts nothing), and while its address is past KVTD_AUTH_FAILS_PER_SEC this
+ * second a connection is closed before any crypto (server.tls_throttled;
+ * test_hostile_http tls_handshakes). */
 static void loop_conn_handshake(struct kvtd_conn *c)
 {
-	int rc = kvtd_tls_handshake(c);
+	int rc;
 
+	/* Only before any crypto: a handshake already paid for goes on. */
+	if (!kvtd_tls_began(c) && kvtd_auth_throttled(c)) {
+		KVTD_COUNT(c->loop->srv, tls_throttled, 1);
+		loop_conn_close(c, "TLS handshakes failing from this address: throttled");
+		return;
+	}
+	rc = kvtd_tls_handshake(c);
 	if (rc < 0) {
+		/* Only a handshake that cost crypto counts: a connection that
+		 * sent nothing (a load balancer's or a probe's TCP check) or no
+		 * handshake record (a plain client) cost a connect, and must
+		 * not throttle the clients that share its address. */
+		if (kvtd_tls_began(c))
+			kvtd_auth_failed(c);
 		loop_conn_close(c, "TLS handshake failed");
 		return;
 	}
@@ -1380,12 +1408,15 @@ static void loop_sweep(struct kvtd_loop *loop)
 		const char *why = NULL;
 		if (c->dead || c->lingering)
 			continue;
-		if (c->tls && !c->tls_ready && now - c->accept_ns > limit)
+		if (c->tls && !c->tls_ready && now - c->accept_ns > limit) {
 			/* Before AUTH too: a RESP or S3 connection without
 			 * --tenants is ready from its accept, and a handshake
-			 * that never ends held its slot for good. */
+			 * that never ends held its slot for good.  A failure
+			 * of its address (loop_conn_handshake). */
 			why = "TLS handshake not completed in time";
-		else if (c->state != KVTD_CS_READY && now - c->accept_ns > limit)
+			if (kvtd_tls_began(c))
+				kvtd_auth_failed(c);
+		} else if (c->state != KVTD_CS_READY && now - c->accept_ns > limit)
 			why = "not authenticated in time";
 		else if (c->frame_start_ns && !c->read_paused && !c->no_more_input &&
 			 now - c->frame_start_ns > limit)

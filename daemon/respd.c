@@ -67,6 +67,9 @@
 #define RESPD_STEAL_MIN (256u << 10)  /* commands this large take the buffer */
 #define RESPD_PREAUTH_ARGC 16         /* arguments of a command before AUTH */
 #define RESPD_ARGS_FREE 64            /* parser scratch entries not charged */
+/* A command refused by its tenant's input share (KVTD_IN_TENANT_MAX) */
+#define RESPD_SHARE_ERR "ERR the tenant's commands hold its share of the server " \
+			"memory limit (--max-memory); retry later"
 #define RESPD_PROBE_MAX 16            /* commands of a connection pinning in the store */
 #define RESPD_PROBE_WINDOW 64         /* keys of an MGET, EXISTS or DEL probed (pinned) at a time */
 
@@ -145,6 +148,9 @@ struct respd_cmd {
 	uint64_t pin_held;         /* value bytes behind pins, in respd_conn.pin_held
 				    * until the reply is queued (respd_pin_flow) */
 	bool oom;
+	int oom_why;               /* a refused charge's (respd_charge): -EDQUOT past
+				    * its tenant's share, -ENOBUFS past the budget;
+				    * 0: an allocation failed */
 };
 
 struct respd_conn {
@@ -359,9 +365,19 @@ static struct kvtd_out *respd_out(struct kvtd_server *srv, struct respd_cmd *cmd
 	struct kvtd_out *o;
 
 	if (cmd->oom) {
-		/* Drop whatever was built: a short error instead. */
+		/* Drop whatever was built: a short error instead, which says
+		 * whose limit it was.  A charge its tenant's share refused
+		 * after the parse's check passed (the tenant's other commands
+		 * charged meanwhile, or its first window of items) was
+		 * answered "server out of memory", as if the server's budget
+		 * were spent: a client could not tell its own share from the
+		 * server's (test_hostile_http resp_share_answer). */
+		int why = cmd->oom_why;
 		respd_reply_drop(srv, cmd);
-		respd_simple(cmd, '-', "ERR server out of memory");
+		respd_simple(cmd, '-', why == -EDQUOT ? RESPD_SHARE_ERR
+				 : why == -ENOBUFS ? "ERR server memory limit reached "
+						     "(--max-memory); retry later"
+				 : "ERR server out of memory");
 		if (cmd->oom)
 			return NULL;
 	}
@@ -788,8 +804,11 @@ static bool respd_charge(struct respd_cmd *cmd, uint64_t n)
 {
 	struct kvtd_server *srv = cmd->conn->loop->srv;
 
-	if (kvtd_in_charge(srv, cmd->tstat, cmd->raw_charged, n, false) < 0) {
+	int rc = kvtd_in_charge(srv, cmd->tstat, cmd->raw_charged, n, false);
+
+	if (rc < 0) {
 		KVTD_COUNT(srv, mem_refused, 1);
+		cmd->oom_why = rc;
 		return false;
 	}
 	cmd->raw_charged += n;
@@ -2056,8 +2075,7 @@ static void respd_parse(struct kvtd_conn *c)
 			}
 			KVTD_COUNT(srv, mem_refused, 1);
 			c->rstart += pc.len;
-			respd_error_cmd(c, "ERR the tenant's commands hold its share of the server "
-					"memory limit (--max-memory); retry later", false);
+			respd_error_cmd(c, RESPD_SHARE_ERR, false);
 			continue;
 		}
 		if (!kvtd_mem_charge(srv, argv_cost, false)) {

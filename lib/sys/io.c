@@ -276,11 +276,14 @@ static unsigned io_q_index(const struct io_req *r)
 	return r->prio < IO_PRIO_COUNT ? r->prio : IO_PRIO_DEMAND;
 }
 
-/* Does slot s fire for an operation on fd?  Counts the operation
- * against it (skip, then count).  fault_lock held. */
-static bool io_fault_fires_locked(struct io_fault_slot *s, int fd)
+/* Does slot s fire for an operation on fd of len bytes (UINT64_MAX:
+ * io_allocate's, no length)?  Counts the operation against it (skip, then
+ * count).  fault_lock held. */
+static bool io_fault_fires_locked(struct io_fault_slot *s, int fd, uint64_t len)
 {
 	if (s->f.fd >= 0 && s->f.fd != fd)
+		return false;
+	if (s->f.len && len != UINT64_MAX && s->f.len != len)
 		return false;
 	if (s->f.count && s->fired >= s->f.count)
 		return false;
@@ -297,15 +300,19 @@ static bool io_fault_fires_locked(struct io_fault_slot *s, int fd)
 static int io_fault_pick_locked(struct kvt_io *io, struct io_req *r, uint64_t *torn)
 {
 	int kind = 0;
+	uint64_t len = 0;
+	for (unsigned i = 0; i < r->iov_count; i++)
+		len += r->iov[i].iov_len;
 	pthread_mutex_lock(&io->fault_lock);
 	for (unsigned i = 0; i < io->fault_count && !kind; i++) {
 		struct io_fault_slot *s = &io->faults[i];
-		bool is_read = s->f.kind == IO_FAULT_EIO_READ || s->f.kind == IO_FAULT_SHORT_READ;
+		bool is_read = s->f.kind == IO_FAULT_EIO_READ || s->f.kind == IO_FAULT_SHORT_READ ||
+			       s->f.kind == IO_FAULT_CORRUPT_READ;
 		bool is_sync = s->f.kind == IO_FAULT_SLOW_FSYNC || s->f.kind == IO_FAULT_EIO_FSYNC;
 		int op = is_read ? IO_READ : is_sync ? IO_FSYNC : IO_WRITE;
 		if (s->f.kind == IO_FAULT_ALLOC_ENOSPC)
 			continue; /* io_allocate's */
-		if (r->opcode != op || !io_fault_fires_locked(s, r->fd))
+		if (r->opcode != op || !io_fault_fires_locked(s, r->fd, len))
 			continue;
 		kind = s->f.kind;
 		*torn = kind == IO_FAULT_SLOW_FSYNC || kind == IO_FAULT_ENOSPC ? s->f.delay_ms
@@ -588,8 +595,22 @@ static bool io_progress(struct io_req *r, int64_t res, uint64_t total)
 	return false;
 }
 
-/* Statistics, the short-read fault and power-loss bookkeeping of a
- * finished request, before its done() runs. */
+/* IO_FAULT_CORRUPT_READ: flip a bit of the byte in the middle of what r
+ * read, in the caller's buffer. */
+static void io_corrupt_read(struct io_req *r)
+{
+	uint64_t at = (uint64_t)r->res / 2;
+	for (unsigned i = 0; i < r->iov_count; i++) {
+		if (at < r->iov[i].iov_len) {
+			((uint8_t *)r->iov[i].iov_base)[at] ^= 0x01;
+			return;
+		}
+		at -= r->iov[i].iov_len;
+	}
+}
+
+/* Statistics, the short-read and corrupt-read faults and power-loss
+ * bookkeeping of a finished request, before its done() runs. */
 static void io_account(struct kvt_io *io, struct io_req *r, uint64_t now)
 {
 	uint64_t lat = now - r->start_ns_;
@@ -598,6 +619,8 @@ static void io_account(struct kvt_io *io, struct io_req *r, uint64_t now)
 		if ((uint64_t)r->res > half)
 			r->res = (int64_t)half;
 	}
+	if (IO_ST_FAULT(r) == IO_FAULT_CORRUPT_READ && r->res > 0)
+		io_corrupt_read(r);
 	if (r->res < 0)
 		IO_INC(io, st_errors, 1);
 	switch (r->opcode) {
@@ -1256,7 +1279,7 @@ int io_fault_add(struct kvt_io *io, const struct io_fault *f)
 	int ret = 0;
 	if (!io || !f)
 		return KVT_ENULL;
-	if (f->kind < IO_FAULT_EIO_READ || f->kind > IO_FAULT_EIO_FSYNC)
+	if (f->kind < IO_FAULT_EIO_READ || f->kind > IO_FAULT_CORRUPT_READ)
 		return -EINVAL;
 	pthread_mutex_lock(&io->fault_lock);
 	if (io->fault_count == IO_FAULT_MAX) {
@@ -1279,7 +1302,8 @@ int io_allocate(struct kvt_io *io, int fd, uint64_t len)
 		pthread_mutex_lock(&io->fault_lock);
 		for (unsigned i = 0; i < io->fault_count && !fire; i++) {
 			struct io_fault_slot *s = &io->faults[i];
-			fire = s->f.kind == IO_FAULT_ALLOC_ENOSPC && io_fault_fires_locked(s, fd);
+			fire = s->f.kind == IO_FAULT_ALLOC_ENOSPC &&
+			       io_fault_fires_locked(s, fd, UINT64_MAX);
 		}
 		pthread_mutex_unlock(&io->fault_lock);
 		if (fire) {

@@ -134,6 +134,10 @@ enum {
 	 * engine thread (every request waits). */
 	IO_FAULT_SLOW_FSYNC,
 	IO_FAULT_EIO_FSYNC,      /* an IO_FSYNC fails with -EIO, nothing synced */
+	/* a read succeeds, but the byte in the middle of what it read has a
+	 * bit flipped in memory (the file is intact): a transient bad read,
+	 * or memory's bit flip (test_ssd read_corrupt_kill9) */
+	IO_FAULT_CORRUPT_READ,
 };
 
 struct io_fault {
@@ -143,6 +147,11 @@ struct io_fault {
 	uint64_t count;      /* then fire this many times (0: until cleared) */
 	uint64_t torn_bytes; /* TORN_WRITE */
 	uint64_t delay_ms;   /* SLOW_FSYNC, ENOSPC */
+	/* only reads or writes of exactly this many bytes (the iovecs'
+	 * total) match (0: any): one kind of write among many, e.g. a
+	 * segment's 4 KiB summary among larger records (test_ssd
+	 * seal_fail_tomb) */
+	uint64_t len;
 };
 
 int io_fault_add(struct kvt_io *io, const struct io_fault *f);

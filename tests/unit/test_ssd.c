@@ -2050,7 +2050,12 @@ static void test_part_table_check(void)
 		T_EQ_U64(t_stat(s, "ssd.header_errors"), 1);
 		T_EQ_U64(t_stat(s, "ssd.crc_errors"), 0);
 		T_EQ_U64(t_stat(s, "ssd.part_reads"), 0);
-		T_ASSERT(pr_entry(ssd_of(s), ns, 0) == NULL);
+		/* A miss, its entry kept dead for a delete's tombstone
+		 * (read_corrupt_kill9); removed before 2026-12-05. */
+		T_ASSERT(pr_entry(ssd_of(s), ns, 0) != NULL);
+		T_ASSERT(pr_entry(ssd_of(s), ns, 0)->flags & E_DEAD);
+		T_RC(pr_get(q, ns, 0, 0, buf, sizeof(buf), &r), KVT_MISS);
+		T_EQ_U64(t_stat(s, "ssd.header_errors"), 1);
 	} else {
 		T_FAIL("recovery dropped the record: the test no longer reaches the part read");
 	}
@@ -2833,6 +2838,79 @@ static void first_hit(const char *mode)
 	free(dir);
 }
 
+/*
+ * promote_delete_kill9: a block read a second time from SSD is promoted and
+ * its record dropped (ssd.first_hit=cold: one copy, in DRAM), then deleted
+ * -- the delete is answered 0 and flushed -- and the process killed (-9).
+ * The record is still on disk until its segment is evicted, and recovery
+ * walks it: before 2026-12-05 the drop removed the SSD's index entry, the
+ * delete found none and logged no tombstone, and the block was back.
+ */
+static struct kvt_store *promote_open(const char *dir)
+{
+	return t_store_open("path", dir, "dram.capacity", "256K", "dram.chunk", "64K",
+			    "dram.shards", "1", "dram.prefault", "off", "dram.policy", "prefix",
+			    "dram.victim_wait_ms", "30000", "ssd.capacity", "16M", "ssd.segment",
+			    "1M", "ssd.io", io_backend, "ssd.first_hit", "cold",
+			    "ssd.young_reads_pct", "0", NULL);
+}
+
+static void test_promote_delete_kill9(void)
+{
+	char *dir = t_mkdtemp();
+	char res[4096];
+	struct kvt_store *s;
+	int st, r, got = 1;
+	FILE *fp;
+	pid_t pid;
+	snprintf(res, sizeof(res), "%s/result", dir);
+	pid = fork();
+	T_GE_INT(pid, 0);
+	if (pid == 0) {
+		struct kvt_key k1 = t_key(1);
+		uint32_t ns;
+		s = promote_open(dir);
+		ns = ns_of(s);
+		/* As first_hit's: 1..4 go down, two reads of 1 promote it. */
+		for (uint64_t k = 1; k <= 8; k++)
+			if (put_64k(s, ns, k) != KVT_OK || kvt_flush(s) != 0)
+				_exit(2);
+		wait_writes(s);
+		if (tier_of(s, ns, 1) != KVT_TIER_SSD || get_64k(s, ns, 1) != KVT_OK ||
+		    put_64k(s, ns, 9) != KVT_OK || kvt_flush(s) != 0)
+			_exit(3);
+		wait_writes(s);
+		if (get_64k(s, ns, 1) != KVT_OK || kvt_flush(s) != 0)
+			_exit(4);
+		wait_writes(s);
+		if (t_stat(s, "ssd.promoted_dropped") != 1 || tier_of(s, ns, 1) != KVT_TIER_DRAM ||
+		    ssd_find(ssd_of(s), ns, &k1, NULL) != KVT_MISS)
+			_exit(5);
+		got = kvt_delete(s, ns, &k1);
+		fp = fopen(res, "w");
+		if (kvt_flush(s) != 0 || !fp || fprintf(fp, "%d\n", got) < 0 || fclose(fp) != 0)
+			_exit(6);
+		raise(SIGKILL);
+		_exit(7);
+	}
+	T_EQ_INT(waitpid(pid, &st, 0), pid);
+	if (!WIFSIGNALED(st) || WTERMSIG(st) != SIGKILL)
+		T_FAIL("promote_delete_kill9: the child exited with status %#x", st);
+	fp = fopen(res, "r");
+	T_ASSERT(fp != NULL);
+	T_EQ_INT(fscanf(fp, "%d", &got), 1);
+	fclose(fp);
+	s = promote_open(dir);
+	r = get_64k(s, ns_of(s), 1);
+	fprintf(stderr, "promote_delete_kill9: the delete returned %d; the block is %s after "
+		"recovery (%s)\n", got, r == KVT_OK ? "back" : "gone", io_backend);
+	T_RC(got, KVT_OK);
+	T_RC(r, KVT_MISS);
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+}
+
 static void test_first_hit(void)
 {
 	first_hit("cold");
@@ -3098,10 +3176,53 @@ static void reuse_round(const char *reuse)
 	free(dir);
 }
 
+/* 15a'. mem.meta_bytes over many reuses (attack28): a reused slot's old
+ *      summary was counted off with its entries (old_count), not the room
+ *      it was allocated with (a power of two): the rest stayed counted for
+ *      good, a reuse at a time -- a tenant's MSET flood through the SSD
+ *      tier showed mem.meta_bytes 9 -> 19 MB over 2 million blocks while
+ *      RSS stayed flat.  Values of 3000 bytes (~290 records a segment, in
+ *      512 entries) through 4 slots: the figure after 40 reuses is the one
+ *      after 10, within 64 KiB (before: +692 KiB). */
+static void test_meta_reuse(void)
+{
+	char *dir = t_mkdtemp();
+	struct kvt_store *s = reuse_open(dir, "progressive");
+	uint32_t ns = ns_of(s);
+	uint64_t k = 0, at10 = 0, at40;
+	char buf[3000];
+
+	while (t_stat(s, "ssd.segments_evicted") < 40) {
+		struct kvt_key key = t_key(k);
+		struct iovec v = { buf, sizeof(buf) };
+		int r;
+		t_fill(buf, sizeof(buf), k++);
+		r = kvt_put(s, ns, &key, &v, 1);
+		T_ASSERT(r == KVT_OK || r == KVT_EFULL);
+		if (k % 64 == 0)
+			wait_writes(s);
+		if (!at10 && t_stat(s, "ssd.segments_evicted") >= 10) {
+			wait_writes(s);
+			at10 = t_stat(s, "mem.meta_bytes");
+		}
+		T_ASSERT(k < 1000000);
+	}
+	wait_writes(s);
+	at40 = t_stat(s, "mem.meta_bytes");
+	fprintf(stderr, "  meta_reuse: mem.meta_bytes %llu after 10 reuses, %llu after 40 "
+		"(%llu puts)\n", (unsigned long long)at10, (unsigned long long)at40,
+		(unsigned long long)k);
+	T_LE_INT(at40, at10 + (64u << 10));
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+}
+
 static void test_reuse(void)
 {
 	reuse_round("progressive");
 	reuse_round("whole");
+	test_meta_reuse();
 }
 
 /* 15b. kill -9 of a writer whose log wraps many times, every slot reused
@@ -3984,6 +4105,613 @@ static void test_delete_hole_kill9(void)
 	free(dir);
 }
 
+/*     (j) seal_fail_tomb: a tombstone is written, not yet synced, and the
+ *     seal of its segment fails (EIO on the summary's write, the one 4 KiB
+ *     write: the slot is quarantined).  Syncs skip a quarantined segment,
+ *     so the delete's sync answered 0 with its tombstone never
+ *     fdatasynced: only a failed write-down or fdatasync were looked at
+ *     (review27, 2026-12-05). */
+static void test_seal_fail_tomb(void)
+{
+	char *dir = t_mkdtemp();
+	struct kvt_store *s = backlog_open(dir);
+	uint32_t ns = ns_of(s);
+	struct ssd *sd = store_ssd(s);
+	struct kvt_io *io = ssd_io(sd);
+	struct io_fault f = { .kind = IO_FAULT_EIO_WRITE, .fd = -1, .count = 1, .len = 4096 };
+	struct kvt_key k1 = t_key(1);
+	uint64_t q0, tombs, sealed, k;
+	void *prep;
+
+	T_RC(put_k(s, ns, 1), KVT_OK);
+	T_OK(kvt_flush(s));
+	q0 = t_stat(s, "ssd.segments_quarantined");
+	tombs = t_stat(s, "ssd.tombstones");
+	sealed = t_stat(s, "ssd.segments_sealed");
+	prep = ssd_log_prepare(sd, false, ns, &k1);
+	T_ASSERT(prep != NULL);
+	T_RC(ssd_delete(sd, prep, ns, &k1), KVT_OK);
+	wait_stat_moved(s, "ssd.tombstones", tombs);
+	T_EQ_U64(t_stat(s, "ssd.tombstones"), tombs + 1); /* written, not synced */
+	T_OK(io_fault_add(io, &f));
+	/* Write-downs (none of 4 KiB) until the segment is full and seals. */
+	for (k = 100; k < 300 && t_stat(s, "ssd.segments_sealed") == sealed; k++) {
+		if (len_of(k) < 8192)
+			continue;
+		T_RC(put_k(s, ns, k), KVT_OK);
+		wait_writes(s);
+	}
+	T_EQ_U64(t_stat(s, "ssd.segments_sealed"), sealed + 1);
+	wait_stat_moved(s, "ssd.segments_quarantined", q0);
+	T_EQ_U64(t_stat(s, "ssd.segments_quarantined"), q0 + 1);
+	T_EQ_U64(t_stat(s, "io.faults_injected") > 0, 1);
+	io_fault_clear(io);
+	T_RC(ssd_sync_deletes(sd), -EIO);
+	T_EQ_U64(t_stat(s, "ssd.deletes_lost"), 1);
+	fprintf(stderr, "seal_fail_tomb: a delete whose segment's seal failed fails (%s)\n",
+		io_backend);
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+}
+
+/*     (k) seal_hole_tomb: a write-down placed before a tombstone fails
+ *     (ENOSPC, 1 s late: a hole before it), and the seal the delete's sync
+ *     waits for (its summary, which would list the tombstone past the
+ *     hole) fails too (ENOSPC).  The segment was left sealed in name, its
+ *     header naming no summary: the delete was answered 0, and after a
+ *     kill -9 the recovery walk stopped at the hole and the block came
+ *     back.  A seal that fails over a hole now quarantines the segment, and
+ *     the delete fails.  psync only (as delete_hole_kill9). */
+static void test_seal_hole_tomb(void)
+{
+	char *dir = t_mkdtemp();
+	char res[4096];
+	struct kvt_store *s;
+	int st, r, got[2] = { 1, -1 };
+	FILE *fp;
+	pid_t pid;
+	snprintf(res, sizeof(res), "%s/result", dir);
+	pid = fork();
+	T_GE_INT(pid, 0);
+	if (pid == 0) {
+		struct kvt_key x = t_key(1);
+		struct io_fault late = { .kind = IO_FAULT_ENOSPC, .fd = -1, .count = 1,
+					 .delay_ms = 1000 };
+		struct io_fault seal = { .kind = IO_FAULT_ENOSPC, .fd = -1, .count = 1,
+					 .len = 4096 };
+		uint64_t faults;
+		uint32_t ns;
+		s = backlog_open(dir);
+		ns = ns_of(s);
+		if (put_k(s, ns, 1) != KVT_OK || kvt_flush(s) != 0 || len_of(2) < 8192)
+			_exit(2);
+		faults = t_stat(s, "io.faults_injected");
+		if (io_fault_add(ssd_io(store_ssd(s)), &late) != 0 ||
+		    io_fault_add(ssd_io(store_ssd(s)), &seal) != 0)
+			_exit(2);
+		if (put_k(s, ns, 2) != KVT_OK) /* its write-down fails, 1 s late */
+			_exit(2);
+		for (int i = 0; i < 1000 && t_stat(s, "io.faults_injected") == faults; i++)
+			usleep(1000);
+		if (t_stat(s, "io.faults_injected") != faults + 1)
+			_exit(3);
+		got[0] = kvt_delete(s, ns, &x);
+		got[1] = (int)t_stat(s, "ssd.deletes_lost");
+		fp = fopen(res, "w");
+		if (!fp || fprintf(fp, "%d %d\n", got[0], got[1]) < 0 || fclose(fp) != 0)
+			_exit(4);
+		raise(SIGKILL);
+		_exit(5);
+	}
+	T_EQ_INT(waitpid(pid, &st, 0), pid);
+	T_ASSERT(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+	fp = fopen(res, "r");
+	T_ASSERT(fp != NULL);
+	T_EQ_INT(fscanf(fp, "%d %d", &got[0], &got[1]), 2);
+	fclose(fp);
+	s = backlog_open(dir);
+	r = get_k(s, ns_of(s), 1);
+	fprintf(stderr, "seal_hole_tomb: the delete returned %d (deletes_lost %d); the block is "
+		"%s after recovery\n", got[0], got[1], r == KVT_OK ? "back" : "gone");
+	T_ASSERT(got[0] != KVT_OK || r == KVT_MISS); /* never answered 0 and back */
+	T_ASSERT(got[0] < 0);
+	T_EQ_INT(got[1], 1);
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+}
+
+/*     (l) tomb_synced_eio: a delete returned (its tombstone fdatasynced),
+ *     then a write-down after it in the same segment fails (EIO) and the
+ *     segment is quarantined.  The tombstone lies before the failed write
+ *     and is durable: nothing was lost, later deletes and flushes succeed
+ *     and the deleted block stays gone after a restart.  Before, any
+ *     tombstone placed in the segment this generation failed every later
+ *     delete and flush until the store reopened. */
+static void test_tomb_synced_eio(void)
+{
+	char *dir = t_mkdtemp();
+	struct kvt_store *s = backlog_open(dir);
+	uint32_t ns = ns_of(s);
+	struct kvt_io *io = ssd_io(store_ssd(s));
+	struct io_fault f = { .kind = IO_FAULT_EIO_WRITE, .fd = -1, .count = 1 };
+	struct kvt_key k1 = t_key(1), k4 = t_key(4);
+	uint64_t q0;
+
+	T_RC(put_k(s, ns, 1), KVT_OK);
+	T_RC(put_k(s, ns, 2), KVT_OK);
+	T_OK(kvt_flush(s));
+	T_RC(kvt_delete(s, ns, &k1), KVT_OK);
+	q0 = t_stat(s, "ssd.segments_quarantined");
+	T_OK(io_fault_add(io, &f));
+	T_RC(put_k(s, ns, 3), KVT_OK); /* its write-down fails: EIO */
+	wait_stat_moved(s, "ssd.segments_quarantined", q0);
+	T_EQ_U64(t_stat(s, "ssd.segments_quarantined"), q0 + 1);
+	io_fault_clear(io);
+	T_RC(put_k(s, ns, 4), KVT_OK);
+	T_OK(kvt_flush(s));
+	T_RC(kvt_delete(s, ns, &k4), KVT_OK);
+	T_EQ_U64(t_stat(s, "ssd.deletes_lost"), 0);
+	kvt_store_destroy(s);
+	s = backlog_open(dir);
+	T_RC(get_k(s, ns_of(s), 1), KVT_MISS);
+	T_RC(get_k(s, ns_of(s), 4), KVT_MISS);
+	fprintf(stderr, "tomb_synced_eio: deletes go on after a quarantine that lost no "
+		"tombstone (%s)\n", io_backend);
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+}
+
+/*     (m) quarantine_delete_kill9: a block's segment is quarantined (a
+ *     later write-down there fails EIO: its blocks leave the index), the
+ *     block is deleted -- the SSD's index no longer knows it, so no
+ *     tombstone is logged -- and the process is killed.  Quarantine did not
+ *     void the segment on disk, and recovery's walk found the block there:
+ *     a delete answered 0 whose block came back. */
+static void test_quarantine_delete_kill9(void)
+{
+	char *dir = t_mkdtemp();
+	char res[4096];
+	struct kvt_store *s;
+	int st, r, got = 1;
+	FILE *fp;
+	pid_t pid;
+	snprintf(res, sizeof(res), "%s/result", dir);
+	pid = fork();
+	T_GE_INT(pid, 0);
+	if (pid == 0) {
+		struct kvt_key x = t_key(2);
+		struct io_fault f = { .kind = IO_FAULT_EIO_WRITE, .fd = -1, .count = 1 };
+		uint64_t q0;
+		uint32_t ns;
+		s = backlog_open(dir);
+		ns = ns_of(s);
+		if (put_k(s, ns, 1) != KVT_OK || put_k(s, ns, 2) != KVT_OK || kvt_flush(s) != 0)
+			_exit(2);
+		q0 = t_stat(s, "ssd.segments_quarantined");
+		if (io_fault_add(ssd_io(store_ssd(s)), &f) != 0 || put_k(s, ns, 3) != KVT_OK)
+			_exit(2);
+		for (int i = 0; i < 1000 && t_stat(s, "ssd.segments_quarantined") == q0; i++)
+			usleep(10000);
+		if (t_stat(s, "ssd.segments_quarantined") != q0 + 1)
+			_exit(3);
+		io_fault_clear(ssd_io(store_ssd(s)));
+		got = kvt_delete(s, ns, &x);
+		fp = fopen(res, "w");
+		if (!fp || fprintf(fp, "%d\n", got) < 0 || fclose(fp) != 0)
+			_exit(4);
+		raise(SIGKILL);
+		_exit(5);
+	}
+	T_EQ_INT(waitpid(pid, &st, 0), pid);
+	T_ASSERT(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+	fp = fopen(res, "r");
+	T_ASSERT(fp != NULL);
+	T_EQ_INT(fscanf(fp, "%d", &got), 1);
+	fclose(fp);
+	s = backlog_open(dir);
+	r = get_k(s, ns_of(s), 2);
+	fprintf(stderr, "quarantine_delete_kill9: the delete returned %d; the block is %s after "
+		"recovery (%s)\n", got, r == KVT_OK ? "back" : "gone", io_backend);
+	/* Gone, whatever the delete answered (asserted "gone or not
+	 * deleted" before 2026-12-05). */
+	T_RC(r, KVT_MISS);
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+}
+
+/*     (n) seal_synced_reuse: an fdatasync that began right after a
+ *     segment's seal (its summary then counted durable: seal_synced) lasts
+ *     while the log wraps and the writer reuses that slot.  Its success
+ *     was stored into the new generation, open with no summary at all:
+ *     a hole there later (a write-down failing) with tombstones past it
+ *     was judged covered by a summary that does not exist, and a seal
+ *     failing over it left the segment unquarantined, the delete answered
+ *     0 (review28, 2026-12-05).  psync only (the slow fdatasync). */
+static void *ssr_sync(void *arg)
+{
+	return (void *)(intptr_t)ssd_sync_all(arg);
+}
+
+static void test_seal_synced_reuse(void)
+{
+	char *dir = t_mkdtemp();
+	struct kvt_store *s = open_store(dir, "4M", "always");
+	uint32_t ns = ns_of(s);
+	struct ssd *sd = store_ssd(s);
+	struct io_fault slow = { .kind = IO_FAULT_SLOW_FSYNC, .count = 1, .delay_ms = 4000 };
+	uint64_t k = 1, faults, gen0, gen1 = 0;
+	int32_t a = -1;
+	bool sealed, stale;
+	pthread_t th;
+	void *ret;
+
+	while (t_stat(s, "ssd.segments_sealed") == 0 && k < 400) {
+		T_RC(put_k(s, ns, k++), KVT_OK);
+		wait_writes(s);
+	}
+	T_EQ_U64(t_stat(s, "ssd.segments_sealed"), 1);
+	pthread_mutex_lock(&sd->seg_lock);
+	for (uint32_t i = 0; i < sd->slot_count && a < 0; i++)
+		if (sd->segs[i].state == SEG_SEALED)
+			a = (int32_t)i;
+	T_ASSERT(a >= 0);
+	sealed = sd->segs[a].sealed_ok;
+	gen0 = sd->segs[a].generation;
+	slow.fd = sd->segs[a].fd;
+	pthread_mutex_unlock(&sd->seg_lock);
+	T_ASSERT(sealed);
+	faults = t_stat(s, "io.faults_injected");
+	T_OK(io_fault_add(ssd_io(sd), &slow));
+	/* A sync takes the sealed slot's flag (its header's write), its
+	 * fdatasync slowed; meanwhile the log wraps into that slot. */
+	T_EQ_INT(pthread_create(&th, NULL, ssr_sync, sd), 0);
+	wait_stat_moved(s, "io.faults_injected", faults);
+	T_EQ_U64(t_stat(s, "io.faults_injected"), faults + 1);
+	for (uint64_t n = 0; n < 400; n++) {
+		pthread_mutex_lock(&sd->seg_lock);
+		gen1 = sd->segs[a].generation;
+		pthread_mutex_unlock(&sd->seg_lock);
+		if (gen1 != gen0)
+			break;
+		T_RC(put_k(s, ns, k++), KVT_OK);
+		wait_writes(s);
+	}
+	T_ASSERT(gen1 != gen0);
+	T_EQ_INT(pthread_join(th, &ret), 0);
+	T_EQ_INT((int)(intptr_t)ret, 0);
+	pthread_mutex_lock(&sd->seg_lock);
+	stale = sd->segs[a].generation == gen1 && !sd->segs[a].sealed_ok &&
+		atomic_load(&sd->segs[a].seal_synced);
+	pthread_mutex_unlock(&sd->seg_lock);
+	fprintf(stderr, "seal_synced_reuse: slot %d reused during the sync of its seal; its new "
+		"generation %s\n", a, stale ? "counted sealed and synced" : "not sealed");
+	T_ASSERT(!stale);
+	io_fault_clear(ssd_io(sd));
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+}
+
+/*     (o) quarantine_wrap_kill9: a block's segment is quarantined, the
+ *     block deleted (its dead entry logs a tombstone in the open segment:
+ *     quarantine_delete_kill9), and the log then wraps: the tombstone's
+ *     segment is reused while the quarantined one, never reused until the
+ *     store reopens, still holds the block's record.  Killed before a
+ *     checkpoint, recovery walked the quarantined segment, found no
+ *     tombstone, and the block was back (review28): a quarantine now
+ *     writes a checkpoint at once. */
+static void test_quarantine_wrap_kill9(void)
+{
+	char *dir = t_mkdtemp();
+	char res[4096];
+	struct kvt_store *s;
+	int st, r, got = 1;
+	FILE *fp;
+	pid_t pid;
+	snprintf(res, sizeof(res), "%s/result", dir);
+	pid = fork();
+	T_GE_INT(pid, 0);
+	if (pid == 0) {
+		struct kvt_key x = t_key(2);
+		struct io_fault f = { .kind = IO_FAULT_EIO_WRITE, .fd = -1, .count = 1 };
+		uint64_t q0, ev0;
+		uint32_t ns;
+		s = open_store(dir, "4M", "always");
+		ns = ns_of(s);
+		if (put_k(s, ns, 1) != KVT_OK || put_k(s, ns, 2) != KVT_OK || kvt_flush(s) != 0)
+			_exit(2);
+		q0 = t_stat(s, "ssd.segments_quarantined");
+		if (io_fault_add(ssd_io(store_ssd(s)), &f) != 0 || put_k(s, ns, 3) != KVT_OK)
+			_exit(2);
+		for (int i = 0; i < 1000 && t_stat(s, "ssd.segments_quarantined") == q0; i++)
+			usleep(10000);
+		if (t_stat(s, "ssd.segments_quarantined") != q0 + 1)
+			_exit(3);
+		io_fault_clear(ssd_io(store_ssd(s)));
+		got = kvt_delete(s, ns, &x);
+		ev0 = t_stat(s, "ssd.segments_evicted");
+		/* Every other slot reused once: the tombstone's too (fewer
+		 * seals than ssd.checkpoint_seals: no periodic checkpoint). */
+		for (uint64_t k = 100; k < 2000 && t_stat(s, "ssd.segments_evicted") < ev0 + 4;
+		     k++) {
+			if (put_k(s, ns, k) != KVT_OK)
+				_exit(4);
+			wait_writes(s);
+		}
+		if (t_stat(s, "ssd.segments_evicted") < ev0 + 4)
+			_exit(5);
+		fp = fopen(res, "w");
+		if (!fp || fprintf(fp, "%d\n", got) < 0 || fclose(fp) != 0)
+			_exit(6);
+		raise(SIGKILL);
+		_exit(7);
+	}
+	T_EQ_INT(waitpid(pid, &st, 0), pid);
+	T_ASSERT(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+	fp = fopen(res, "r");
+	T_ASSERT(fp != NULL);
+	T_EQ_INT(fscanf(fp, "%d", &got), 1);
+	fclose(fp);
+	s = open_store(dir, "4M", "always");
+	r = get_k(s, ns_of(s), 2);
+	fprintf(stderr, "quarantine_wrap_kill9: the delete returned %d; the block is %s after "
+		"recovery (%s)\n", got, r == KVT_OK ? "back" : "gone", io_backend);
+	/* Gone, whatever the delete answered (asserted "gone or not
+	 * deleted" before 2026-12-05). */
+	T_RC(r, KVT_MISS);
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+}
+
+/*     (p) void_fail_kill9: the log is full and its oldest segment (slot 0,
+ *     key 0's) is to be evicted (ssd.reuse=whole) or reused in place
+ *     (progressive), but the device fails that slot's 4 KiB header write
+ *     (the void, or the new generation's header).  Its records are still
+ *     on disk.  Key 0 is deleted and the process killed (-9): recovery
+ *     walks slot 0 and finds the block, unless the delete logged a
+ *     tombstone.  Before 2026-12-05 the eviction (the reuse) dropped the
+ *     slot's entries all the same, the delete found none and logged no
+ *     tombstone, and the block came back. */
+static void void_fail_round(const char *reuse)
+{
+	char *dir = t_mkdtemp();
+	char res[4096];
+	struct kvt_store *s;
+	int st, r, got = 1;
+	FILE *fp;
+	pid_t pid;
+	snprintf(res, sizeof(res), "%s/result", dir);
+	pid = fork();
+	T_GE_INT(pid, 0);
+	if (pid == 0) {
+		struct kvt_key x = t_key(0);
+		struct io_fault f = { .kind = IO_FAULT_EIO_WRITE, .len = 4096 };
+		struct ssd *sd;
+		uint64_t q0, k = 0;
+		uint32_t ns;
+		s = reuse_open(dir, reuse);
+		ns = ns_of(s);
+		sd = store_ssd(s);
+		/* Slots 0..2 sealed, 3 open: the next open evicts or reuses 0. */
+		for (; k < 400 && t_stat(s, "ssd.segments_sealed") < 3; k++) {
+			if (put_k(s, ns, k) != KVT_OK)
+				_exit(2);
+			wait_writes(s);
+		}
+		if (kvt_flush(s) != 0 || t_stat(s, "ssd.segments_evicted") != 0 ||
+		    tier_of(s, ns, 0) != KVT_TIER_SSD)
+			_exit(3);
+		/* Slot 0 is sealed: its only write to come is the header. */
+		f.fd = sd->segs[0].fd;
+		q0 = t_stat(s, "ssd.segments_quarantined");
+		if (io_fault_add(ssd_io(sd), &f) != 0)
+			_exit(4);
+		for (; k < 800 && t_stat(s, "ssd.segments_quarantined") == q0; k++) {
+			if (put_k(s, ns, k) != KVT_OK)
+				_exit(5);
+			wait_writes(s);
+		}
+		if (t_stat(s, "ssd.segments_quarantined") != q0 + 1)
+			_exit(6);
+		io_fault_clear(ssd_io(sd));
+		got = kvt_delete(s, ns, &x);
+		fp = fopen(res, "w");
+		if (!fp || fprintf(fp, "%d\n", got) < 0 || fclose(fp) != 0)
+			_exit(7);
+		raise(SIGKILL);
+		_exit(8);
+	}
+	T_EQ_INT(waitpid(pid, &st, 0), pid);
+	if (!WIFSIGNALED(st) || WTERMSIG(st) != SIGKILL)
+		T_FAIL("void_fail_kill9 (%s): the child exited with status %#x", reuse, st);
+	fp = fopen(res, "r");
+	T_ASSERT(fp != NULL);
+	T_EQ_INT(fscanf(fp, "%d", &got), 1);
+	fclose(fp);
+	s = reuse_open(dir, reuse);
+	r = get_k(s, ns_of(s), 0);
+	fprintf(stderr, "void_fail_kill9 (reuse %s): the delete returned %d; the block is %s "
+		"after recovery (%s)\n", reuse, got, r == KVT_OK ? "back" : "gone", io_backend);
+	/* Held on disk when deleted: gone, the delete answered deleted (a
+	 * dead entry, its tombstone logged and made durable). */
+	T_RC(r, KVT_MISS);
+	T_RC(got, KVT_OK);
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+}
+
+static void test_void_fail_kill9(void)
+{
+	void_fail_round("whole");
+	void_fail_round("progressive");
+}
+
+/*     (q) eio_landed_kill9: a block's write-down fails EIO although its
+ *     bytes reached the file whole (IO_FAULT_TORN_WRITE past its length:
+ *     a device that fails a write it did), the segment is quarantined,
+ *     the block -- in DRAM still -- is deleted and the process killed.
+ *     Recovery walks the segment and finds the record: before 2026-12-05
+ *     the failed write's entry was removed, the delete (answered 0 from
+ *     DRAM) logged no tombstone, and the block was back. */
+static void test_eio_landed_kill9(void)
+{
+	char *dir = t_mkdtemp();
+	char res[4096];
+	struct kvt_store *s;
+	int st, r, got = 1;
+	FILE *fp;
+	pid_t pid;
+	snprintf(res, sizeof(res), "%s/result", dir);
+	pid = fork();
+	T_GE_INT(pid, 0);
+	if (pid == 0) {
+		struct kvt_key x = t_key(2);
+		struct io_fault f = { .kind = IO_FAULT_TORN_WRITE, .fd = -1, .count = 1,
+				      .torn_bytes = UINT64_MAX };
+		uint64_t q0;
+		uint32_t ns;
+		s = backlog_open(dir);
+		ns = ns_of(s);
+		if (put_k(s, ns, 1) != KVT_OK || kvt_flush(s) != 0)
+			_exit(2);
+		q0 = t_stat(s, "ssd.segments_quarantined");
+		if (io_fault_add(ssd_io(store_ssd(s)), &f) != 0 || put_k(s, ns, 2) != KVT_OK)
+			_exit(3);
+		for (int i = 0; i < 1000 && t_stat(s, "ssd.segments_quarantined") == q0; i++)
+			usleep(10000);
+		if (t_stat(s, "ssd.segments_quarantined") != q0 + 1 ||
+		    tier_of(s, ns, 2) != KVT_TIER_DRAM)
+			_exit(4);
+		io_fault_clear(ssd_io(store_ssd(s)));
+		got = kvt_delete(s, ns, &x);
+		fp = fopen(res, "w");
+		if (!fp || fprintf(fp, "%d\n", got) < 0 || fclose(fp) != 0)
+			_exit(5);
+		raise(SIGKILL);
+		_exit(6);
+	}
+	T_EQ_INT(waitpid(pid, &st, 0), pid);
+	if (!WIFSIGNALED(st) || WTERMSIG(st) != SIGKILL)
+		T_FAIL("eio_landed_kill9: the child exited with status %#x", st);
+	fp = fopen(res, "r");
+	T_ASSERT(fp != NULL);
+	T_EQ_INT(fscanf(fp, "%d", &got), 1);
+	fclose(fp);
+	s = backlog_open(dir);
+	r = get_k(s, ns_of(s), 2);
+	fprintf(stderr, "eio_landed_kill9: the delete returned %d; the block is %s after "
+		"recovery (%s)\n", got, r == KVT_OK ? "back" : "gone", io_backend);
+	T_RC(got, KVT_OK);
+	T_RC(r, KVT_MISS);
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+}
+
+/*     (r) read_corrupt_kill9: a block on SSD alone (a cold DRAM after a
+ *     reopen) is read once through a read that corrupts only what it read
+ *     (IO_FAULT_CORRUPT_READ: a bit flipped in the middle of the buffer,
+ *     the file intact) -- a GET's promotion (part false) or a quiet part
+ *     read (part true) -- fails its check (ssd.crc_errors or
+ *     ssd.header_errors) and misses; the block is then deleted, flushed, and
+ *     the process killed (-9).  Recovery finds the intact record: before
+ *     2026-12-05 the failed read removed the index entry, the delete found
+ *     none and logged no tombstone, and the block was back (the delete
+ *     answered not found; deleted now, its tombstone logged). */
+static void read_corrupt_round(bool part)
+{
+	const char *name = part ? "read_corrupt_kill9 (part read)" : "read_corrupt_kill9 (get)";
+	char *dir = t_mkdtemp();
+	char res[4096], buf[16384];
+	struct kvt_store *s;
+	struct kvt_queue *q;
+	struct kvt_req rq;
+	int st, r, got = 1;
+	FILE *fp;
+	pid_t pid;
+	snprintf(res, sizeof(res), "%s/result", dir);
+	s = backlog_open(dir);
+	if (part)
+		pr_put(s, ns_of(s), 0);
+	else
+		T_RC(put_k(s, ns_of(s), 2), KVT_OK);
+	T_OK(kvt_flush(s));
+	kvt_store_destroy(s);
+	pid = fork();
+	T_GE_INT(pid, 0);
+	if (pid == 0) {
+		struct kvt_key x = part ? t_key(60) : t_key(2);
+		struct io_fault f = { .kind = IO_FAULT_CORRUPT_READ, .fd = -1, .count = 1 };
+		uint64_t bad0;
+		uint32_t ns, pc = 0;
+		s = backlog_open(dir); /* DRAM cold: the block is on SSD alone */
+		ns = ns_of(s);
+		if (kvt_queue_create(s, &q) != 0)
+			_exit(2);
+		bad0 = t_stat(s, "ssd.crc_errors") + t_stat(s, "ssd.header_errors");
+		if (io_fault_add(ssd_io(store_ssd(s)), &f) != 0)
+			_exit(3);
+		if (part) {
+			/* The part holding the flipped byte: the middle of the
+			 * part read's first read (its header and 4 KiB). */
+			struct ssd_entry *e = pr_entry(ssd_of(s), ns, 0);
+			uint32_t hl = e ? ssd_rec_hdr_len(PR_PARTS,
+							  ssd_rec_align_of(PR_PARTS, e->value_len,
+									   (uint64_t)e->len_512 *
+										   SSD_REC_ALIGN))
+					: 0;
+			uint64_t mid = (hl + 4096) / 2 - hl;
+			if (!e)
+				_exit(7);
+			while (pc + 1 < PR_PARTS && pr_off(0, pc + 1) <= mid)
+				pc++;
+		}
+		r = part ? pr_get(q, ns, 0, pc, buf, sizeof(buf), &rq) : get_k(s, ns, 2);
+		if (r != KVT_MISS ||
+		    t_stat(s, "ssd.crc_errors") + t_stat(s, "ssd.header_errors") != bad0 + 1)
+			_exit(4);
+		io_fault_clear(ssd_io(store_ssd(s)));
+		got = kvt_delete(s, ns, &x);
+		fp = fopen(res, "w");
+		if (kvt_flush(s) != 0 || !fp || fprintf(fp, "%d\n", got) < 0 || fclose(fp) != 0)
+			_exit(5);
+		raise(SIGKILL);
+		_exit(6);
+	}
+	T_EQ_INT(waitpid(pid, &st, 0), pid);
+	if (!WIFSIGNALED(st) || WTERMSIG(st) != SIGKILL)
+		T_FAIL("%s: the child exited with status %#x", name, st);
+	fp = fopen(res, "r");
+	T_ASSERT(fp != NULL);
+	T_EQ_INT(fscanf(fp, "%d", &got), 1);
+	fclose(fp);
+	s = backlog_open(dir);
+	T_OK(kvt_queue_create(s, &q));
+	r = part ? pr_get(q, ns_of(s), 0, 0, buf, sizeof(buf), &rq) : get_k(s, ns_of(s), 2);
+	fprintf(stderr, "%s: the delete returned %d; the block is %s after recovery (%s)\n",
+		name, got, r == KVT_OK ? "back" : "gone", io_backend);
+	/* Deleted (its dead entry's tombstone logged, the answer kvt_delete
+	 * waits on to make it durable); not found before the fix. */
+	T_RC(got, KVT_OK);
+	T_RC(r, KVT_MISS);
+	T_OK(kvt_queue_destroy(q));
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+}
+
+static void test_read_corrupt_kill9(void)
+{
+	read_corrupt_round(false);
+	read_corrupt_round(true);
+}
+
 static void test_delete_backlog(void)
 {
 	delete_backlog_round(false);
@@ -3994,9 +4722,18 @@ static void test_delete_backlog(void)
 	test_sync_fail();
 	tomb_fault_round(IO_FAULT_EIO_FSYNC);
 	tomb_fault_round(IO_FAULT_EIO_WRITE);
+	test_seal_fail_tomb();
+	test_tomb_synced_eio();
+	test_quarantine_delete_kill9();
+	test_void_fail_kill9();
+	test_eio_landed_kill9();
+	test_read_corrupt_kill9();
+	test_quarantine_wrap_kill9();
 	if (!strcmp(io_backend, "psync")) { /* the slow fdatasync needs the psync engine */
 		test_delete_sync();
 		test_delete_hole_kill9();
+		test_seal_hole_tomb();
+		test_seal_synced_reuse();
 	}
 }
 
@@ -4018,8 +4755,13 @@ int main(void)
 		if (getenv("KVT_TEST_ONLY") && !strcmp(getenv("KVT_TEST_ONLY"), "tiers")) {
 			test_persistent_wait();
 			test_first_hit();
+			test_promote_delete_kill9();
 			test_young_reads();
 			test_slots_used();
+			continue;
+		}
+		if (getenv("KVT_TEST_ONLY") && !strcmp(getenv("KVT_TEST_ONLY"), "meta")) {
+			test_meta_reuse();
 			continue;
 		}
 		if (getenv("KVT_TEST_ONLY") && !strcmp(getenv("KVT_TEST_ONLY"), "bytes")) {
@@ -4047,8 +4789,39 @@ int main(void)
 			test_sync_fail();
 			tomb_fault_round(IO_FAULT_EIO_FSYNC);
 			tomb_fault_round(IO_FAULT_EIO_WRITE);
-			if (!strcmp(io_backend, "psync"))
+			test_seal_fail_tomb();
+			test_tomb_synced_eio();
+			test_quarantine_delete_kill9();
+			test_quarantine_wrap_kill9();
+			if (!strcmp(io_backend, "psync")) {
 				test_delete_hole_kill9();
+				test_seal_hole_tomb();
+			}
+			continue;
+		}
+		/* KVT_TEST_ONLY=seal_tomb: one of the tombstone-loss cases
+		 * (KVT_TEST_CASE=seal_fail|void_fail|eio_landed|read_corrupt|synced_eio|
+		 * quarantine_kill9|quarantine_wrap|seal_hole|seal_reuse, else all). */
+		if (getenv("KVT_TEST_ONLY") && !strcmp(getenv("KVT_TEST_ONLY"), "seal_tomb")) {
+			const char *c = getenv("KVT_TEST_CASE") ? getenv("KVT_TEST_CASE") : "";
+			if (!*c || !strcmp(c, "seal_fail"))
+				test_seal_fail_tomb();
+			if (!*c || !strcmp(c, "void_fail"))
+				test_void_fail_kill9();
+			if (!*c || !strcmp(c, "eio_landed"))
+				test_eio_landed_kill9();
+			if (!*c || !strcmp(c, "read_corrupt"))
+				test_read_corrupt_kill9();
+			if (!*c || !strcmp(c, "synced_eio"))
+				test_tomb_synced_eio();
+			if (!*c || !strcmp(c, "quarantine_kill9"))
+				test_quarantine_delete_kill9();
+			if (!*c || !strcmp(c, "quarantine_wrap"))
+				test_quarantine_wrap_kill9();
+			if ((!*c || !strcmp(c, "seal_hole")) && !strcmp(io_backend, "psync"))
+				test_seal_hole_tomb();
+			if ((!*c || !strcmp(c, "seal_reuse")) && !strcmp(io_backend, "psync"))
+				test_seal_synced_reuse();
 			continue;
 		}
 		if (getenv("KVT_TEST_ONLY") && !strcmp(getenv("KVT_TEST_ONLY"), "delkill")) {
@@ -4081,6 +4854,7 @@ int main(void)
 		test_admission();
 		test_persistent_wait();
 		test_first_hit();
+		test_promote_delete_kill9();
 		test_young_reads();
 		test_bytes();
 		test_delete_clear();

@@ -160,42 +160,61 @@ static void seg_mark_broken(struct ssd *s, uint32_t slot)
 	atomic_store(&s->segs[slot].broken, true);
 }
 
+/*
+ * Quarantine slot: its blocks become misses, their entries kept dead
+ * (ssd_idx_kill) until the store reopens, since the segment is not voided
+ * on disk and a delete must still find them to log its tombstone.  The
+ * writer thread, seg_lock held (seg_lock before a shard's lock, as a
+ * sweep takes them).
+ */
+static void seg_quarantine_locked(struct ssd *s, uint32_t slot, int err)
+{
+	struct ssd_seg *g = &s->segs[slot];
+	uint64_t gen = g->generation, old_gen = g->old_gen, n;
+
+	if (s->open_slot == (int32_t)slot) {
+		ssd_seg_sum_free(s, g);
+		s->open_slot = -1;
+	}
+	g->state = SEG_BAD;
+	if (old_gen) {
+		/* A generation being reclaimed here goes too. */
+		kvt_mem_free(s->mem, g->old_sum, g->old_cap * sizeof(*g->old_sum));
+		g->old_sum = NULL;
+		g->old_count = g->old_next = 0;
+		g->old_cap = 0;
+		g->old_gen = 0;
+	}
+	/* Judged at the mark; again now that syncs skip it, for a tombstone
+	 * the writer placed there meanwhile. */
+	ssd_seg_tombs_check(s, slot, err);
+	n = gen ? ssd_idx_kill(s, slot, gen) : 0;
+	if (old_gen)
+		n += ssd_idx_kill(s, slot, old_gen);
+	/* Its records stay on disk (not voided, not reused until the store
+	 * reopens), and the tombstones of the deletes of its dead entries lie
+	 * in segments the log may reuse before then: a recovery walking it
+	 * with no checkpoint newer than this would bring those blocks back.
+	 * A checkpoint now (it names the slot free, and a walk skips what it
+	 * reflects) makes its records void for recovery (before review28:
+	 * test_ssd quarantine_wrap_kill9). */
+	s->ckpt_due = true;
+	atomic_fetch_add(&s->quarantined, 1); /* release: after the kill */
+	kvt_logf(s->log, KVT_LOG_ERROR, "ssd: segment %u quarantined after %s; %llu blocks dropped",
+		 slot, kvt_strerror(err), (unsigned long long)n);
+}
+
 /* Writer thread: quarantine every slot marked bad; their blocks become misses. */
 static void seg_quarantine_pending(struct ssd *s)
 {
 	for (uint32_t slot = 0; slot < s->slot_count; slot++) {
 		int err = atomic_load(&s->segs[slot].bad_err);
-		uint64_t gen, old_gen, n;
 		if (!err)
 			continue;
 		pthread_mutex_lock(&s->seg_lock);
-		if (s->segs[slot].state == SEG_BAD) {
-			pthread_mutex_unlock(&s->seg_lock);
-			continue;
-		}
-		if (s->open_slot == (int32_t)slot) {
-			ssd_seg_sum_free(s, &s->segs[slot]);
-			s->open_slot = -1;
-		}
-		s->segs[slot].state = SEG_BAD;
-		gen = s->segs[slot].generation;
-		old_gen = s->segs[slot].old_gen;
-		if (old_gen) {
-			/* A generation being reclaimed here goes too. */
-			kvt_mem_free(s->mem, s->segs[slot].old_sum,
-				     s->segs[slot].old_count * sizeof(*s->segs[slot].old_sum));
-			s->segs[slot].old_sum = NULL;
-			s->segs[slot].old_count = s->segs[slot].old_next = 0;
-			s->segs[slot].old_gen = 0;
-		}
+		if (s->segs[slot].state != SEG_BAD)
+			seg_quarantine_locked(s, slot, err);
 		pthread_mutex_unlock(&s->seg_lock);
-		n = ssd_idx_sweep(s, KVT_NS_ALL, slot, gen, UINT64_MAX);
-		if (old_gen)
-			n += ssd_idx_sweep(s, KVT_NS_ALL, slot, old_gen, UINT64_MAX);
-		atomic_fetch_add(&s->quarantined, 1); /* release: after the sweep */
-		kvt_logf(s->log, KVT_LOG_ERROR,
-			 "ssd: segment %u quarantined after %s; %llu blocks dropped", slot,
-			 kvt_strerror(err), (unsigned long long)n);
 	}
 }
 
@@ -487,6 +506,7 @@ static bool seg_evict_oldest_locked(struct ssd *s)
 	uint8_t *buf = NULL, *sum = NULL;
 	uint64_t sum_len = 0;
 	struct ssd_seg_hdr hdr;
+	int r = 0;
 
 	if (victim < 0)
 		return false;
@@ -497,9 +517,13 @@ static bool seg_evict_oldest_locked(struct ssd *s)
 	ec.gen = g->generation;
 	ec.budget = s->cfg.seg_size / 100 * s->cfg.reinsert_pct;
 
-	/* 1. The summary names every record (read it while it is there). */
+	/* 1. The summary names every record (read it while it is there).
+	 *    Without a buffer to void the slot with (step 2), nothing is
+	 *    evicted (until 2026-12-05 its entries went, the slot not voided). */
 	buf = kvt_mem_alloc_aligned(s->mem, SSD_ALIGN, SSD_ALIGN);
-	if (buf && ssd_pread_full(s, g->fd, buf, SSD_ALIGN, 0) == 0 &&
+	if (!buf)
+		return false;
+	if (ssd_pread_full(s, g->fd, buf, SSD_ALIGN, 0) == 0 &&
 	    ssd_seg_hdr_decode(buf, &hdr) == 0 && hdr.generation == g->generation &&
 	    hdr.summary_len > 0 && hdr.summary_len <= s->cfg.seg_size) {
 		sum_len = hdr.summary_len;
@@ -511,13 +535,22 @@ static bool seg_evict_oldest_locked(struct ssd *s)
 	}
 	/* 2. Durably free the slot before forgetting its blocks: a delete that
 	 *    finds a block gone logs no tombstone, so a restart must not find
-	 *    the block here either (through the checkpoint or a scan). */
-	if (buf) {
-		memset(buf, 0, SSD_ALIGN);
-		if (ssd_io_sync(s, IO_WRITE, g->fd, 0, buf, SSD_ALIGN) < 0 ||
-		    ssd_io_sync(s, IO_FSYNC, g->fd, 0, NULL, 0) < 0)
-			ssd_seg_mark_bad(s, (uint32_t)victim, -EIO);
-		kvt_mem_free(s->mem, buf, SSD_ALIGN);
+	 *    the block here either (through the checkpoint or a scan).  Not
+	 *    voided, the slot is quarantined instead: its records may still
+	 *    be found by a recovery, so its entries stay, dead, for a delete
+	 *    to find (until 2026-12-05 they were dropped, and a delete
+	 *    answered 0 came back after a kill -9: test_ssd void_fail_kill9). */
+	memset(buf, 0, SSD_ALIGN);
+	if (ssd_io_sync(s, IO_WRITE, g->fd, 0, buf, SSD_ALIGN) < 0 ||
+	    ssd_io_sync(s, IO_FSYNC, g->fd, 0, NULL, 0) < 0)
+		r = -EIO;
+	kvt_mem_free(s->mem, buf, SSD_ALIGN);
+	if (r < 0) {
+		if (sum)
+			kvt_mem_free(s->mem, sum, sum_len);
+		ssd_seg_mark_bad(s, (uint32_t)victim, r);
+		seg_quarantine_locked(s, (uint32_t)victim, atomic_load(&g->bad_err));
+		return true;
 	}
 	/* 3. Drop its index entries, reinserting the hot ones; then whatever
 	 *    the summary missed. */
@@ -585,9 +618,9 @@ static void seg_reclaim_upto_locked(struct ssd *s, uint32_t slot, uint64_t end)
 	g->old_budget = ec.budget;
 	if (end == UINT64_MAX) {
 		ec.dropped += ssd_idx_sweep(s, KVT_NS_ALL, slot, g->old_gen, UINT64_MAX);
-		kvt_mem_free(s->mem, g->old_sum, g->old_count * sizeof(*g->old_sum));
+		kvt_mem_free(s->mem, g->old_sum, g->old_cap * sizeof(*g->old_sum));
 		g->old_sum = NULL;
-		g->old_count = g->old_next = 0;
+		g->old_count = g->old_next = g->old_cap = 0;
 		kvt_logf(s->log, KVT_LOG_DEBUG,
 			 "ssd: segment %u (generation %llu) reclaimed: %llu blocks", slot,
 			 (unsigned long long)g->old_gen,
@@ -598,6 +631,16 @@ static void seg_reclaim_upto_locked(struct ssd *s, uint32_t slot, uint64_t end)
 		g->old_dropped += ec.dropped;
 	}
 	AN(s->evicted_blocks, ec.dropped);
+}
+
+/* A new generation in g: no hole, no seal yet (its tombstone counts go
+ * on: a sync covers the old generation's with the new one's).  seg_lock
+ * held. */
+static void seg_gen_reset_locked(struct ssd_seg *g)
+{
+	atomic_store(&g->tomb_hole, 0);
+	atomic_store(&g->seal_synced, false);
+	g->sealed_ok = false;
 }
 
 /* Seal the open segment: its old generation's last records first (the
@@ -675,7 +718,7 @@ static int seg_reuse_oldest_locked(struct ssd *s)
 	ssd_seg_set_align(s, (uint32_t)victim, s->rec_align);
 	g->batches = false; /* format 2 until the writer makes batches */
 	atomic_store(&g->broken, false);
-	atomic_store(&g->tombs, false);
+	seg_gen_reset_locked(g);
 	g->write_off = SSD_ALIGN;
 	g->sum_bytes = 64; /* the summary header */
 	r = ssd_seg_write_hdr(s, (uint32_t)victim, 0, 0);
@@ -683,19 +726,20 @@ static int seg_reuse_oldest_locked(struct ssd *s)
 		r = -EIO;
 	A(s->seg_evicted);
 	if (r < 0) {
-		/* The old records may or may not be void on disk: forget them
-		 * now, and let the writer quarantine the slot. */
-		AN(s->evicted_blocks, ssd_idx_sweep(s, KVT_NS_ALL, (uint32_t)victim, old_gen,
-						    UINT64_MAX));
+		/* The old records may or may not be void on disk: the slot is
+		 * quarantined, their entries kept dead for a delete to find
+		 * (until 2026-12-05 they were swept, and a delete answered 0
+		 * came back after a kill -9: test_ssd void_fail_kill9). */
 		kvt_mem_free(s->mem, c.v, c.cap * sizeof(*c.v));
-		g->state = SEG_FREE;
-		g->generation = 0;
+		g->generation = old_gen;
 		ssd_seg_mark_bad(s, (uint32_t)victim, r);
+		seg_quarantine_locked(s, (uint32_t)victim, atomic_load(&g->bad_err));
 		return r;
 	}
 	g->old_gen = old_gen;
 	g->old_sum = c.v;
 	g->old_count = c.n;
+	g->old_cap = c.cap;
 	g->old_next = 0;
 	g->old_budget = s->cfg.seg_size / 100 * s->cfg.reinsert_pct;
 	g->old_dropped = 0;
@@ -920,7 +964,7 @@ again:
 	ssd_seg_set_align(s, slot, s->rec_align);
 	s->segs[slot].batches = false; /* format 2 until the writer makes batches */
 	atomic_store(&s->segs[slot].broken, false);
-	atomic_store(&s->segs[slot].tombs, false);
+	seg_gen_reset_locked(&s->segs[slot]);
 	s->segs[slot].write_off = SSD_ALIGN;
 	s->segs[slot].sum_bytes = 64; /* the summary header */
 	r = ssd_seg_write_hdr(s, slot, 0, 0);
@@ -1014,8 +1058,10 @@ static int seg_reserve_locked(struct ssd *s, uint64_t rec_len, struct ssd_sum_en
 	*gen = g->generation;
 	g->write_off += rec_len;
 	g->dirty = true;
+	/* Counted before its write is submitted, let alone complete: a
+	 * quarantine from now on judges it (ssd_idx.c "Tombstones at risk"). */
 	if (se->type != SSD_REC_PUT)
-		atomic_store(&g->tombs, true);
+		atomic_fetch_add(&g->tomb_placed, 1);
 	return 0;
 }
 
@@ -1369,6 +1415,35 @@ static void wd_task_free(struct ssd *s, struct wd_task *t)
 	kvt_mem_free(s->mem, t, sizeof(*t));
 }
 
+/* A write placed in g, about to be submitted: tagged with the tombstones
+ * placed there so far (the writer places one write at a time, so the
+ * count now is the count at its reservation, itself included), and
+ * counted in flight by tag (ssd_idx.c ssd_sync_all_prio).  wd_lock held. */
+static void seg_infl_add_locked(struct ssd_seg *g, struct wd_task *t)
+{
+	t->tomb_tag = atomic_load(&g->tomb_placed);
+	if (t->tomb_tag != g->infl_tag) {
+		g->infl_old += g->infl_cur;
+		g->infl_cur = 0;
+		g->infl_tag = t->tomb_tag;
+	}
+	g->infl_cur++;
+}
+
+/* A write placed, about to be submitted (or finished as failed): counted
+ * in flight, in its epoch and its segment's tag, its bytes placed (a put's
+ * or a carry's: wd_finish takes them off).  Writer thread. */
+static void wd_placed(struct ssd *s, struct wd_task *t)
+{
+	pthread_mutex_lock(&s->wd_lock);
+	s->wd_inflight++;
+	t->sync_epoch = s->sync_epoch;
+	seg_infl_add_locked(&s->segs[t->slot], t);
+	if (t->type == T_PUT || t->type == T_CARRY)
+		s->wd_placed_bytes += t->rec_len;
+	pthread_mutex_unlock(&s->wd_lock);
+}
+
 /* A write finished (or was never submitted: res < 0).  Any thread. */
 static void wd_finish(struct ssd *s, struct wd_task *t, int64_t res)
 {
@@ -1380,14 +1455,27 @@ static void wd_finish(struct ssd *s, struct wd_task *t, int64_t res)
 		struct ssd_entry **pp;
 		pthread_mutex_lock(&sh->lock);
 		pp = ssd_idx_slot(sh, h, t->ns, &t->key);
-		if (*pp && (*pp)->seq == t->seq) {
+		/* Its segment quarantined meanwhile (E_DEAD): kept unpublished,
+		 * if written (ssd_idx_kill). */
+		if (*pp && (*pp)->seq == t->seq && !(ok && ((*pp)->flags & E_DEAD))) {
 			if (ok) {
 				(*pp)->flags &= (uint8_t)~E_PENDING;
 				sh->bytes += (*pp)->value_len;
 				sh->rec_bytes += (uint64_t)(*pp)->len_512 * SSD_REC_ALIGN;
 				quota_ssd_add(s->cfg.quota, t->ns, (*pp)->value_len, true);
-			} else {
+			} else if (res == -ECANCELED) {
 				ssd_idx_remove_locked(s, sh, pp);
+			} else if (!((*pp)->flags & E_DEAD)) {
+				/* Failed, but its bytes may be on disk (a device
+				 * may fail a write that landed, whole or torn),
+				 * and a recovery walk may find the record: the
+				 * entry stays, dead, for a delete of the block
+				 * (in DRAM still) to log its tombstone.  Until
+				 * 2026-12-05 it went, and a delete answered 0
+				 * came back after a kill -9 (test_ssd
+				 * eio_landed_kill9). */
+				(*pp)->flags |= E_DEAD;
+				sh->dead++;
 			}
 		}
 		pthread_mutex_unlock(&sh->lock);
@@ -1408,6 +1496,11 @@ static void wd_finish(struct ssd *s, struct wd_task *t, int64_t res)
 	}
 	if (!ok && res != -ECANCELED) {
 		A(s->wd_errors);
+		/* A hole a recovery walk stops at, before the tombstones placed
+		 * after this write: set before a quarantine judges them. */
+		if (t->hdr)
+			ssd_seg_hole(&s->segs[t->slot], t->tomb_tag,
+				     t->type == T_DELETE || t->type == T_CLEAR);
 		if (res == -ENOSPC) {
 			bool was;
 			A(s->enospc);
@@ -1422,15 +1515,12 @@ static void wd_finish(struct ssd *s, struct wd_task *t, int64_t res)
 					 "write-downs shed; retrying every %llu ms",
 					 (unsigned long long)(s->cfg.retry_ns / 1000000));
 		} else if (res == -EIO && t->hdr) {
-			ssd_seg_mark_bad(s, t->slot, (int)res);
 			/* Quarantined, the segment is not synced again nor
-			 * sealed (a recovery walk stops at this write): a
-			 * tombstone there not yet synced may be lost, and a
-			 * delete's sync skipping the segment answered 0
-			 * (test_ssd quarantine_tomb).  Set before the count
-			 * a delete's sync waits on, below. */
-			if (atomic_load(&s->segs[t->slot].tombs))
-				ssd_tombs_lost(s, "a write failed");
+			 * sealed (a recovery walk stops at this write): its
+			 * tombstones not yet durable, or past this hole, are
+			 * judged lost there -- before the count a delete's sync
+			 * waits on, below (test_ssd quarantine_tomb). */
+			ssd_seg_mark_bad(s, t->slot, (int)res);
 		}
 		if (t->hdr) {
 			seg_mark_broken(s, t->slot); /* a hole: seal before more goes there */
@@ -1501,7 +1591,14 @@ static void wd_finish(struct ssd *s, struct wd_task *t, int64_t res)
 		/* Its segment needs an fdatasync (again, if a sync took the
 		 * flag while it was in flight): before the count below, which
 		 * a delete's sync waits on (sync_main). */
-		atomic_store(&s->segs[t->slot].dirty, true);
+		struct ssd_seg *g = &s->segs[t->slot];
+		atomic_store(&g->dirty, true);
+		if (t->tomb_tag == g->infl_tag)
+			g->infl_cur--;
+		else
+			g->infl_old--;
+		if (t->type == T_DELETE || t->type == T_CLEAR)
+			g->tomb_done++;
 		s->wd_inflight--;
 		if (t->type == T_PUT || t->type == T_CARRY)
 			s->wd_placed_bytes -= t->rec_len;
@@ -1649,9 +1746,21 @@ static void wd_write(struct ssd *s, struct wd_task *t)
 	r = ssd_rec_hdr_encode(&rh, np ? parts : NULL, s->rec_align, t->hdr, t->hdr_len);
 	if (r < 0) {
 		/* Cannot happen: lengths were checked.  The reserved space stays
-		 * unwritten; recovery reads this segment's summary once sealed. */
+		 * unwritten: finished as a write placed and failed (wd_finish:
+		 * a hole, the segment sealed before more goes there, a
+		 * tombstone logged again), so that a tombstone counted placed
+		 * (tomb_placed) is counted done too -- until 2026-12-05 it
+		 * was not, and the slot's newest tombstone stayed "at risk"
+		 * (ssd_idx.c) for good. */
 		kvt_logf(s->log, KVT_LOG_ERROR, "ssd: encoding a record: %s", kvt_strerror(r));
-		goto fail;
+		kvt_mem_free(s->mem, spare, sizeof(*spare));
+		kvt_mem_free(s->mem, tomb, sizeof(*tomb));
+		if (lens != lens_small)
+			kvt_mem_free(s->mem, lens, KVT_PARTS_MAX * (sizeof(*lens) + sizeof(*crcs) +
+								   sizeof(*parts)));
+		wd_placed(s, t);
+		wd_finish(s, t, r);
+		return;
 	}
 
 	if (t->type == T_PUT) {
@@ -1707,12 +1816,7 @@ static void wd_write(struct ssd *s, struct wd_task *t)
 		t->iov[0].iov_len = t->hdr_len;
 		vc = 1;
 	}
-	pthread_mutex_lock(&s->wd_lock);
-	s->wd_inflight++;
-	t->sync_epoch = s->sync_epoch;
-	if (t->type == T_PUT)
-		s->wd_placed_bytes += t->rec_len;
-	pthread_mutex_unlock(&s->wd_lock);
+	wd_placed(s, t);
 	multi_submit(s, &t->io, IO_WRITE, IO_PRIO_WRITE, s->segs[t->slot].fd, off, t->iov, vc,
 		     wd_io_done, t);
 	return;
@@ -1817,11 +1921,7 @@ static void wd_carry_write(struct ssd *s, struct wd_task *t)
 	}
 	t->iov[0].iov_base = t->hdr;
 	t->iov[0].iov_len = t->rec_len;
-	pthread_mutex_lock(&s->wd_lock);
-	s->wd_inflight++;
-	t->sync_epoch = s->sync_epoch;
-	s->wd_placed_bytes += t->rec_len;
-	pthread_mutex_unlock(&s->wd_lock);
+	wd_placed(s, t);
 	multi_submit(s, &t->io, IO_WRITE, IO_PRIO_WRITE, s->segs[t->slot].fd, off, t->iov, 1,
 		     wd_io_done, t);
 }
@@ -2065,8 +2165,11 @@ static void *wd_main(void *arg)
 			break;
 		}
 		}
-		if (s->cfg.ckpt_seals && s->seals_since_ckpt >= s->cfg.ckpt_seals) {
+		if ((s->cfg.ckpt_seals && s->seals_since_ckpt >= s->cfg.ckpt_seals) ||
+		    s->ckpt_due) {
 			wd_wait_inflight(s);
+			/* A failed one waits for the next periodic one. */
+			s->ckpt_due = false;
 			ssd_ckpt_write(s);
 		}
 	}
@@ -2250,6 +2353,13 @@ void *ssd_log_prepare(struct ssd *s, bool clear, uint32_t ns, const struct kvt_k
 	return t;
 }
 
+/* A dead entry's (E_DEAD: a miss whose record may still be on disk)
+ * delete logs its tombstone and answers deleted, though a GET missed: the
+ * store makes a delete durable only when it answers deleted (kvt_delete,
+ * store_deletes_durable), so an answer of not found would return before
+ * the tombstone is on disk (tried 2026-12-05: void_fail_kill9 brought the
+ * block back in 5 runs of 30).  A not-found answer needs a way to say
+ * "logged" to the store first. */
 int ssd_delete(struct ssd *s, void *prepared, uint32_t ns, const struct kvt_key *key)
 {
 	struct wd_task *t = prepared;
@@ -2267,7 +2377,7 @@ static bool ssd_idx_empty(struct ssd *s)
 	bool empty = true;
 	for (int i = 0; i < SSD_SHARDS && empty; i++) {
 		pthread_mutex_lock(&s->shards[i].lock);
-		empty = s->shards[i].count == 0;
+		empty = s->shards[i].count == s->shards[i].dead;
 		pthread_mutex_unlock(&s->shards[i].lock);
 	}
 	return empty;
@@ -2387,6 +2497,22 @@ static bool ssd_entry_same(struct ssd *s, uint32_t ns, const struct kvt_key *key
 	return same;
 }
 
+/*
+ * A read of the record of seq failed its checks (a bad header, a CRC
+ * mismatch): the block is a miss from now on, but its entry is kept dead
+ * (ssd_idx_kill_key), not removed -- the corruption may be the read's
+ * alone (a transient bad read, a bit flipped in memory), the record on
+ * disk intact, and a recovery walk would find it: a delete must still
+ * find the entry to log its tombstone.  Until 2026-12-05 the entry was
+ * removed, the delete answered not found and logged nothing, and after a
+ * kill -9 the block was back (test_ssd read_corrupt_kill9).  An entry
+ * made pending meanwhile (a carry, a quarantine) is its owner's.
+ */
+static void read_bad(struct ssd *s, uint32_t ns, const struct kvt_key *key, uint64_t seq)
+{
+	(void)ssd_idx_kill_key(s, ns, key, seq);
+}
+
 static void promote_done(struct multi_io *m, int64_t res)
 {
 	struct promote_task *p = m->ctx;
@@ -2440,9 +2566,10 @@ static void promote_done(struct multi_io *m, int64_t res)
 		   rh.part_count != p->part_count || rh.key.len != p->key.len ||
 		   memcmp(rh.key.bytes, p->key.bytes, p->key.len) != 0 || !nse ||
 		   memcmp(rh.ns_digest, nse->digest, 32) != 0) {
-		/* Not the record the index still names: torn, or corrupt. */
+		/* Not the record the index still names: torn, or corrupt --
+		 * on disk or in this read only: read_bad. */
 		A(s->hdr_errors);
-		ssd_idx_remove_key(s, p->ns, &p->key, p->seq + 1);
+		read_bad(s, p->ns, &p->key, p->seq);
 		goto fail_parts;
 	}
 	if (p->copy) {
@@ -2469,7 +2596,7 @@ static void promote_done(struct multi_io *m, int64_t res)
 		if (p->batched ? ssd_value_crc(crc, p->ns, &p->key, p->seq) != p->value_crc
 			       : crc != parts[i].crc) {
 			A(s->crc_errors);
-			ssd_idx_remove_key(s, p->ns, &p->key, p->seq + 1);
+			read_bad(s, p->ns, &p->key, p->seq);
 			kvt_logf(s->log, KVT_LOG_WARN,
 				 "ssd: CRC mismatch in segment %u part %u: block dropped (a miss)",
 				 p->slot, i);
@@ -2505,7 +2632,19 @@ static void promote_done(struct multi_io *m, int64_t res)
 	 * persistent namespace.  A prefetch (the engine will read the block
 	 * soon) promotes as before.  With first_hit=promote, a promoted block is
 	 * written down again when DRAM evicts it if its copy here is old by
-	 * then (wd_write); otherwise DRAM knows a copy is here. */
+	 * then (wd_write); otherwise DRAM knows a copy is here.
+	 *
+	 * The copy here is dropped (its entry kept dead: a delete still logs
+	 * its tombstone) before DRAM's is published: published first, DRAM
+	 * could evict the block at once, and the write-down, finding the
+	 * entry here still live, skipped it ("already on SSD") -- the block
+	 * gone from both tiers once the entry died (review28b).  A get of the
+	 * key in between misses once; a publish that fails (a delete or a
+	 * clear took the reservation) had lost the block anyway. */
+	if (p->demand && !p->first && s->cfg.admission == SSD_ADMIT_VICTIM &&
+	    s->cfg.first_hit_cold && !ns_persistent(s, p->ns) &&
+	    ssd_idx_kill_key(s, p->ns, &p->key, p->seq))
+		A(s->dropped_promoted);
 	if (dram_publish(s->dram, p->item, crcs, lens,
 			 (s->cfg.admission != SSD_ADMIT_VICTIM ? DRAM_ON_LOWER
 			  : p->demand && p->first && s->cfg.first_hit_cold
@@ -2515,10 +2654,6 @@ static void promote_done(struct multi_io *m, int64_t res)
 			 true) == KVT_OK) {
 		uint64_t dt = now_ns() - p->start_ns;
 		status = KVT_OK;
-		if (p->demand && !p->first && s->cfg.admission == SSD_ADMIT_VICTIM &&
-		    s->cfg.first_hit_cold && !ns_persistent(s, p->ns) &&
-		    ssd_idx_remove_key(s, p->ns, &p->key, p->seq + 1))
-			A(s->dropped_promoted);
 		A(s->reads);
 		AN(s->read_bytes, p->value_len);
 		if (dt > 0) {
@@ -2883,8 +3018,8 @@ static void part_end(struct part_task *t, int status, uint64_t count)
 
 /* The record the index still names is not what it promised (a bad
  * header), or its part's bytes are not (the CRC): corruption, since
- * part_entry_same said no write had reached it.  Drop the entry (as a
- * promotion does) and miss. */
+ * part_entry_same said no write had reached it.  The block is a miss, its
+ * entry kept dead (read_bad, as a promotion does). */
 static void part_bad(struct part_task *t, bool crc)
 {
 	struct ssd *s = t->s;
@@ -2896,7 +3031,7 @@ static void part_bad(struct part_task *t, bool crc)
 	} else {
 		A(s->hdr_errors);
 	}
-	ssd_idx_remove_key(s, t->ns, &t->key, t->seq + 1);
+	read_bad(s, t->ns, &t->key, t->seq);
 	part_end(t, KVT_MISS, 0);
 }
 
@@ -3394,7 +3529,7 @@ void ssd_close(struct ssd *s)
 				close(s->segs[i].fd);
 			ssd_seg_sum_free(s, &s->segs[i]);
 			kvt_mem_free(s->mem, s->segs[i].old_sum,
-				     s->segs[i].old_count * sizeof(*s->segs[i].old_sum));
+				     s->segs[i].old_cap * sizeof(*s->segs[i].old_sum));
 		}
 		kvt_mem_free(s->mem, s->segs, s->slot_count * sizeof(*s->segs));
 	}
@@ -3446,7 +3581,7 @@ void ssd_stats(struct ssd *s, kvt_stats_fn fn, void *ctx)
 
 	for (int i = 0; i < SSD_SHARDS; i++) {
 		pthread_mutex_lock(&s->shards[i].lock);
-		blocks += s->shards[i].count;
+		blocks += s->shards[i].count - s->shards[i].dead;
 		bytes += s->shards[i].bytes;
 		rec_bytes += s->shards[i].rec_bytes;
 		pthread_mutex_unlock(&s->shards[i].lock);
@@ -3513,9 +3648,10 @@ void ssd_stats(struct ssd *s, kvt_stats_fn fn, void *ctx)
 	fn(ctx, "ssd.delete_syncs", AL(s->delete_syncs), NULL);
 	fn(ctx, "ssd.delete_sync_rounds", AL(s->delete_sync_rounds), NULL);
 	fn(ctx, "ssd.tombstones_unwritten", parked, NULL);
-	/* 1: a tombstone may be lost (dropped, or a failed write or
-	 * fdatasync in a segment holding deletes): every delete and flush
-	 * fails until the store reopens (ssd_tombs_lost). */
+	/* 1: a tombstone may be lost (dropped, or a segment holding one
+	 * not yet durable quarantined: ssd_idx.c "Tombstones at risk"):
+	 * every delete and flush fails until the store reopens
+	 * (ssd_tombs_lost). */
 	fn(ctx, "ssd.deletes_lost", lost, NULL);
 	fn(ctx, "ssd.reads", AL(s->reads), NULL);
 	fn(ctx, "ssd.read_bytes", AL(s->read_bytes), NULL);

@@ -188,7 +188,8 @@ void ssd_copy_free(struct kvt_mem *mem, struct ssd_copy *copy);
  * clear in DRAM, then ssd_delete / ssd_clear, which consume `prepared`.
  */
 void *ssd_log_prepare(struct ssd *s, bool clear, uint32_t ns, const struct kvt_key *key);
-/* Remove and log a tombstone.  KVT_OK or KVT_MISS. */
+/* Remove and log a tombstone.  KVT_OK (a dead entry too: a miss whose
+ * record may be on disk, its tombstone logged) or KVT_MISS (none). */
 int ssd_delete(struct ssd *s, void *prepared, uint32_t ns, const struct kvt_key *key);
 /* Remove every block of ns (KVT_NS_ALL: all) and log it.  Blocks removed. */
 int64_t ssd_clear(struct ssd *s, void *prepared, uint32_t ns);

@@ -57,6 +57,8 @@ void ssd_idx_remove_locked(struct ssd *s, struct ssd_shard *sh, struct ssd_entry
 	struct ssd_entry *e = *pp;
 	*pp = e->hnext;
 	sh->count--;
+	if (e->flags & E_DEAD)
+		sh->dead--;
 	if (!(e->flags & E_PENDING)) {
 		sh->bytes -= e->value_len;
 		sh->rec_bytes -= (uint64_t)e->len_512 * SSD_REC_ALIGN; /* 512-byte units */
@@ -147,6 +149,76 @@ uint64_t ssd_idx_sweep(struct ssd *s, uint32_t ns, uint32_t slot, uint64_t gen, 
 		pthread_mutex_unlock(&sh->lock);
 	}
 	return n;
+}
+
+/*
+ * Quarantine (ssd.c seg_quarantine_pending): the slot's blocks become
+ * misses, but their entries stay, unpublished (E_PENDING | E_DEAD), until
+ * the store reopens.  The segment is not voided on disk -- the device is
+ * failing it -- so a restart may find its records again (exact or a
+ * miss), and a delete that found no entry logs no tombstone: the entry
+ * kept is what makes a delete of such a block log one.  Until 2026-12-05
+ * the entries were removed, and a delete answered 0 after the quarantine
+ * came back after a kill -9 (test_ssd quarantine_delete_kill9).  Entries
+ * kept for a carry out of the slot (E_CARRY) are left, as a sweep leaves
+ * them.
+ */
+uint64_t ssd_idx_kill(struct ssd *s, uint32_t slot, uint64_t gen)
+{
+	uint64_t n = 0;
+	for (int i = 0; i < SSD_SHARDS; i++) {
+		struct ssd_shard *sh = &s->shards[i];
+		pthread_mutex_lock(&sh->lock);
+		for (uint32_t b = 0; b <= sh->mask; b++) {
+			for (struct ssd_entry *e = sh->buckets[b]; e; e = e->hnext) {
+				if (e->slot != slot || e->generation != gen ||
+				    (e->flags & (E_CARRY | E_DEAD)))
+					continue;
+				if (!(e->flags & E_PENDING)) {
+					sh->bytes -= e->value_len;
+					sh->rec_bytes -= (uint64_t)e->len_512 * SSD_REC_ALIGN;
+					quota_ssd_add(s->cfg.quota, e->ns, e->value_len, false);
+					n++;
+				}
+				e->flags |= E_PENDING | E_DEAD;
+				sh->dead++;
+			}
+		}
+		pthread_mutex_unlock(&sh->lock);
+	}
+	return n;
+}
+
+/*
+ * A promotion that takes the block out of the SSD (ssd.first_hit=cold, a
+ * second read: ssd.c) leaves its record on disk, readable by a recovery
+ * until its segment is voided or reused: the entry of seq is kept dead
+ * (as ssd_idx_kill keeps a quarantined slot's) so that a delete of the
+ * block, now in DRAM alone, still logs its tombstone.  The segment's
+ * eviction sweeps it (after the void), a newer record of the key replaces
+ * it.  Until 2026-12-05 it was removed, the delete logged no tombstone,
+ * and after a kill -9 the block was back (test_ssd promote_delete_kill9).
+ * Returns whether the entry of seq was there, published.
+ */
+bool ssd_idx_kill_key(struct ssd *s, uint32_t ns, const struct kvt_key *k, uint64_t seq)
+{
+	uint64_t h = ssd_hash(s, ns, k);
+	struct ssd_shard *sh = shard_of(s, h);
+	struct ssd_entry **pp, *e;
+	bool found = false;
+	pthread_mutex_lock(&sh->lock);
+	pp = ssd_idx_slot(sh, h, ns, k);
+	e = *pp;
+	if (e && e->seq == seq && !(e->flags & E_PENDING)) {
+		sh->bytes -= e->value_len;
+		sh->rec_bytes -= (uint64_t)e->len_512 * SSD_REC_ALIGN;
+		quota_ssd_add(s->cfg.quota, e->ns, e->value_len, false);
+		e->flags |= E_PENDING | E_DEAD;
+		sh->dead++;
+		found = true;
+	}
+	pthread_mutex_unlock(&sh->lock);
+	return found;
 }
 
 void ssd_scan(struct ssd *s, uint32_t ns, void (*fn)(void *ctx, const struct kvt_key *key),
@@ -374,9 +446,60 @@ int ssd_seg_write_hdr(struct ssd *s, uint32_t slot, uint64_t sum_off, uint64_t s
 }
 
 /*
+ * Tombstones at risk.  A quarantined segment is neither synced again nor
+ * sealed, so a tombstone placed in it is lost unless it was durable
+ * already and a recovery walk (or a durable summary) reaches it.  So
+ * every quarantine's cause -- a failed write, fdatasync, seal or read, an
+ * eviction or reuse that could not void the slot -- marks the slot here,
+ * and here alone it is judged: lost when a tombstone there is not yet
+ * covered by an fdatasync that began after it and every write placed
+ * before it completed (tomb_synced, ssd_sync_all_prio), or lies past a
+ * hole (a write that failed or may be lost: tomb_hole) that no durable
+ * summary covers (seal_synced).  Lost: every later delete and flush fails
+ * until the store reopens (ssd_tombs_lost).  A tombstone synced before the
+ * fault loses nothing, and deletes go on (before 2026-12-05 any tombstone
+ * of the generation failed every later delete, and a failed seal was not
+ * looked at: test_ssd tomb_synced_eio, seal_fail_tomb, seal_hole_tomb).
+ */
+
+/* Tombstones lie past the first hole here (a write that failed or may be
+ * lost, kept as ssd_seg_hole says), with no durable summary listing them. */
+static bool seg_tombs_past_hole(struct ssd_seg *g)
+{
+	uint64_t h = atomic_load(&g->tomb_hole);
+	return h != 0 && atomic_load(&g->tomb_placed) > (h - 1) / 2 &&
+	       !atomic_load(&g->seal_synced);
+}
+
+static bool seg_tombs_at_risk(struct ssd_seg *g)
+{
+	uint64_t placed = atomic_load(&g->tomb_placed), synced = atomic_load(&g->tomb_synced);
+	uint64_t h = atomic_load(&g->tomb_hole), tag, before;
+	if (h == 0)
+		return placed > synced;
+	/* The hole: a write tagged tag; the tombstones before it (a failed
+	 * tombstone is not one of them: it is logged again elsewhere, and
+	 * the syncs wait for that), and those after it. */
+	tag = (h - 1) / 2;
+	before = (h - 1) % 2 ? tag : tag - 1;
+	return (placed < before ? placed : before) > synced || seg_tombs_past_hole(g);
+}
+
+void ssd_seg_tombs_check(struct ssd *s, uint32_t slot, int err)
+{
+	char why[96];
+	if (!seg_tombs_at_risk(&s->segs[slot]))
+		return;
+	snprintf(why, sizeof(why), "segment %u quarantined (%s)", slot, kvt_strerror(err));
+	ssd_tombs_lost(s, why);
+}
+
+/*
  * An I/O error in a slot: from any thread (I/O completions included), so
  * only an atomic mark and a wake-up; the writer thread quarantines it
  * (seg_quarantine_pending), since it alone may hold seg_lock across I/O.
+ * Its tombstones are looked at now (above), before the caller answers
+ * anyone: a delete's sync after this sees the loss (wd_sync_lost).
  */
 void ssd_seg_mark_bad(struct ssd *s, uint32_t slot, int err)
 {
@@ -386,12 +509,13 @@ void ssd_seg_mark_bad(struct ssd *s, uint32_t slot, int err)
 	atomic_fetch_add(&s->bad_marks, 1);
 	pthread_cond_broadcast(&s->wd_cond);
 	pthread_mutex_unlock(&s->wd_lock);
+	ssd_seg_tombs_check(s, slot, err);
 }
 
 /*
- * A tombstone may be lost (a write or fdatasync failed in a segment where
- * deletes were logged): every later delete and flush fails until the
- * store reopens (ssd.deletes_lost).  Any thread; logged once.
+ * Tombstones may be lost (a segment holding some not yet durable was
+ * quarantined): every later delete and flush fails until the store
+ * reopens (ssd.deletes_lost).  Any thread; logged once.
  */
 void ssd_tombs_lost(struct ssd *s, const char *why)
 {
@@ -402,7 +526,7 @@ void ssd_tombs_lost(struct ssd *s, const char *why)
 	pthread_mutex_unlock(&s->wd_lock);
 	if (!was)
 		kvt_logf(s->log, KVT_LOG_ERROR,
-			 "ssd: %s in a segment holding deletes: they may come back after a "
+			 "ssd: %s holding deletes not yet durable: they may come back after a "
 			 "restart; every later delete fails until the store reopens", why);
 }
 
@@ -446,11 +570,22 @@ void ssd_seg_seal_locked(struct ssd *s)
 	g->rec_end = g->write_off;
 	ssd_seg_sum_free(s, g);
 	if (r < 0) {
-		/* Without a summary recovery walks the records: still correct. */
+		/* Without a summary recovery walks the records: still correct,
+		 * unless a write here failed -- the walk stops at that hole,
+		 * short of the records after it: blocks (misses after a
+		 * restart: a cache's loss) and tombstones (deletes undone).
+		 * With tombstones past it the segment is quarantined, as one
+		 * the device fails (EIO), and they are judged there
+		 * (ssd_seg_mark_bad; before 2026-12-05 a seal failing ENOSPC
+		 * over a hole left it sealed in name, and a delete was
+		 * answered 0 whose tombstone a kill -9 then lost: test_ssd
+		 * seal_hole_tomb). */
 		kvt_logf(s->log, KVT_LOG_WARN, "ssd: sealing segment %d: %s", slot,
 			 kvt_strerror(r));
-		if (r == -EIO)
+		if (r == -EIO || seg_tombs_past_hole(g))
 			ssd_seg_mark_bad(s, (uint32_t)slot, r);
+	} else {
+		g->sealed_ok = true;
 	}
 	if (g->state == SEG_OPEN)
 		g->state = SEG_SEALED;
@@ -465,17 +600,40 @@ void ssd_seg_seal_locked(struct ssd *s)
  * the one that took its flag has finished its fdatasync.  A write marks
  * its segment dirty when it completes (wd_finish) as well as when placed:
  * a write in flight while a sync took the flag marks it again.
+ *
+ * A successful fdatasync also moves the segment's tomb_synced ("Tombstones
+ * at risk", above) to what it covers: read after the dirty flag is taken
+ * and before the fdatasync begins, under wd_lock, where wd_finish counts a
+ * completed write (and marks the segment dirty again) -- the tombstones
+ * whose writes, and every write placed before them in the segment, had
+ * completed (tomb_done, infl_old; the writer places one write at a time,
+ * so writes placed before a tombstone carry a smaller tag).  A completion
+ * counted after a sync took the flag leaves it set for the next sync, so
+ * each is covered by the first sync that reads it.  A segment whose writes
+ * never pause keeps a tombstone at risk while a newer one waits on an
+ * older write; the sync after the segment seals covers it.
  */
 int ssd_sync_all_prio(struct ssd *s, int prio)
 {
 	int ret = 0;
-	bool tombs_lost = false;
 	pthread_mutex_lock(&s->sync_run_lock);
 	for (uint32_t i = 0; i < s->slot_count; i++) {
 		struct ssd_seg *g = &s->segs[i];
-		bool dirty;
+		uint64_t covers = 0, gen;
+		bool dirty, has = false, sealed;
 		pthread_mutex_lock(&s->seg_lock);
 		dirty = atomic_exchange(&g->dirty, false) && g->fd >= 0 && g->state != SEG_BAD;
+		sealed = g->sealed_ok;
+		gen = g->generation;
+		if (dirty) {
+			pthread_mutex_lock(&s->wd_lock);
+			if (g->infl_old == 0) {
+				has = true;
+				covers = g->tomb_done == g->infl_tag ? g->infl_tag
+								     : g->infl_tag - 1;
+			}
+			pthread_mutex_unlock(&s->wd_lock);
+		}
 		pthread_mutex_unlock(&s->seg_lock);
 		if (dirty) {
 			int64_t r = ssd_io_sync_prio(s, IO_FSYNC, prio, g->fd, 0, NULL, 0);
@@ -484,25 +642,33 @@ int ssd_sync_all_prio(struct ssd *s, int prio)
 			/* What the failed fdatasync covered may not be on the
 			 * device, and a second one would not say so (Linux
 			 * reports a writeback error to a file once): the slot
-			 * is quarantined, its blocks misses.  Left dirty-less,
-			 * the next sync skipped it and reported success. */
+			 * is quarantined, its blocks misses, and what lies past
+			 * the last durable tombstone may be a hole.  Left
+			 * dirty-less, the next sync skipped it and reported
+			 * success.  Its tombstones are judged in
+			 * ssd_seg_mark_bad before sync_run_lock goes: a delete's
+			 * sync that finds the segment clean after this one sees
+			 * the loss (ssd.c wd_sync_lost). */
 			if (r < 0) {
+				ssd_seg_hole(g, atomic_load(&g->tomb_synced), false);
 				ssd_seg_mark_bad(s, i, (int)r);
-				tombs_lost = tombs_lost || atomic_load(&g->tombs);
+			} else {
+				if (has && covers > atomic_load(&g->tomb_synced))
+					atomic_store(&g->tomb_synced, covers);
+				/* The generation whose seal it read: the writer may
+				 * have reused the slot during the fdatasync, and the
+				 * new generation has no summary yet (seg_gen_reset_locked
+				 * cleared seal_synced; before review28 this store
+				 * set it again: test_ssd seal_synced_reuse). */
+				if (sealed) {
+					pthread_mutex_lock(&s->seg_lock);
+					if (g->generation == gen && g->sealed_ok)
+						atomic_store(&g->seal_synced, true);
+					pthread_mutex_unlock(&s->seg_lock);
+				}
 			}
 		}
 	}
-	/* Quarantine drops a segment's blocks, not what its tombstones
-	 * covered: a delete whose tombstone was there may come back after a
-	 * restart.  The sync that failed tells its caller; a delete's sync
-	 * that finds the segment clean after it (its flag taken) must fail
-	 * too, so every later one does, as for a dropped tombstone (ssd.c
-	 * wd_tombs_check_locked), until the store reopens.  Set before
-	 * sync_run_lock goes: a sync that ran after this one sees it (ssd.c
-	 * wd_sync_lost).  Before 2026-12-05 that delete was answered 0
-	 * (test_ssd sync_fail_tomb). */
-	if (tombs_lost)
-		ssd_tombs_lost(s, "an fdatasync failed");
 	pthread_mutex_unlock(&s->sync_run_lock);
 	return ret;
 }

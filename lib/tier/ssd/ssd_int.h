@@ -42,12 +42,19 @@ enum {
 	E_READ = 0x2,
 	E_READ2 = 0x4, /* promoted twice or more */
 	E_CARRY = 0x8,  /* with E_PENDING: kept while its record is carried (ssd.c) */
+	/* with E_PENDING: a miss whose record is still on disk -- a block of
+	 * a quarantined segment (until the store reopens: ssd_idx_kill), or
+	 * one a promotion took out of the SSD (until its segment is evicted
+	 * or a newer record replaces it: ssd_idx_kill_key), or one whose
+	 * write failed but may have landed (ssd.c wd_finish) -- kept so that
+	 * a delete of it still logs its tombstone */
+	E_DEAD = 0x10,
 	/* Format 3 (doc/ssd-format.md "Format 3: batch headers"; nothing sets
 	 * them yet, doc/fmt3-status.md): off_512/len_512 name a batched value
 	 * alone, checked by value_crc; E_SEALED_VALUE its sealed flag, which
 	 * a framed record keeps in its header. */
-	E_BATCHED = 0x10,
-	E_SEALED_VALUE = 0x20,
+	E_BATCHED = 0x20,
+	E_SEALED_VALUE = 0x40,
 };
 /* T_CARRY: a hot record of a reclaimed segment, read back, written again
  * at the log's head (ssd.c, "Reclamation"). */
@@ -85,6 +92,7 @@ struct ssd_shard {
 	struct ssd_entry **buckets;
 	uint32_t mask;
 	uint64_t count;
+	uint64_t dead;        /* of which E_DEAD (not blocks: ssd.blocks) */
 	uint64_t bytes;       /* value bytes of published entries */
 	uint64_t rec_bytes;   /* their records' bytes on flash (header, value,
 			       * padding to SSD_REC_ALIGN): ssd.live_record_bytes */
@@ -96,10 +104,27 @@ struct ssd_seg {
 	int state;            /* SEG_* */
 	_Atomic int bad_err;  /* an I/O error seen here (set from any thread):
 			       * the writer quarantines the slot */
-	/* a delete or clear record was placed in this generation: a failed
-	 * fdatasync or write here may lose it (ssd_idx.c ssd_sync_all_prio,
-	 * ssd.c wd_finish) */
-	_Atomic bool tombs;
+	/* Tombstones a quarantine would lose (ssd_idx.c "Tombstones at
+	 * risk"), counted over the slot's life:
+	 * tomb_placed  delete and clear records placed here (seg_lock);
+	 * tomb_synced  of those, the first tomb_synced are durable: an
+	 *              fdatasync that began after they and every write placed
+	 *              before them completed succeeded (ssd_sync_all_prio);
+	 * tomb_hole    0, or where the first write here that failed or may be
+	 *              lost (a failed fdatasync) lies among the tombstones
+	 *              (ssd_seg_hole): a recovery walk stops there, so the
+	 *              tombstones after it are lost unless a summary listing
+	 *              them is durable (seal_synced: this generation's seal
+	 *              succeeded and an fdatasync after it did). */
+	_Atomic uint64_t tomb_placed, tomb_synced, tomb_hole;
+	_Atomic bool seal_synced;
+	bool sealed_ok;       /* this generation's seal succeeded (seg_lock) */
+	/* wd_lock: tombstone writes completed here; the writes in flight
+	 * here placed when tomb_placed was infl_tag (infl_cur) and before
+	 * (infl_old): with infl_old 0, every write before the newest
+	 * tombstone has completed (ssd_sync_all_prio) */
+	uint64_t tomb_done, infl_tag;
+	uint64_t infl_cur, infl_old;
 	_Atomic bool broken;  /* a write here failed, leaving a hole that would
 			       * stop a recovery walk: the writer seals it */
 	bool direct;          /* O_DIRECT in effect (seg_lock; set with rec_align) */
@@ -136,6 +161,10 @@ struct ssd_seg {
 	uint64_t old_gen;
 	struct ssd_sum_entry *old_sum;
 	size_t old_count, old_next;
+	size_t old_cap;       /* entries old_sum was allocated with: what its
+			       * free counts off mem.meta_bytes (old_count
+			       * left the rest counted for good, a segment's
+			       * reuse at a time) */
 	uint64_t old_budget;  /* reinsert budget left of the old segment */
 	uint64_t old_dropped; /* index entries dropped so far */
 };
@@ -178,6 +207,7 @@ struct wd_task {
 	struct iovec iov[1 + DRAM_MAX_RUNS];
 	struct multi_io io;
 	uint64_t sync_epoch;  /* a placed write: ssd.sync_epoch when placed */
+	uint64_t tomb_tag;    /* a placed write: its segment's tomb_placed then */
 	/* T_FLUSH / T_CKPT / T_DSYNC: a waiter */
 	pthread_mutex_t *wait_lock;
 	pthread_cond_t *wait_cond;
@@ -256,6 +286,9 @@ struct ssd {
 	uint64_t *clear_seq;        /* per namespace id; [0] is "all" */
 	uint32_t clear_cap;
 	uint32_t seals_since_ckpt;
+	/* writer: a segment was quarantined since the last checkpoint, which
+	 * is written at once (ssd.c seg_quarantine_pending) */
+	bool ckpt_due;
 	bool degraded;              /* ENOSPC: write-downs shed until retry */
 	/* Room (ssd.c): slots marked noroom, when the last was, and what the
 	 * writer says once seg_lock is released (ROOM_SAY_*). */
@@ -410,6 +443,12 @@ int ssd_idx_put_locked(struct ssd *s, struct ssd_shard *sh, uint64_t h,
 		       const struct ssd_entry *src, struct ssd_entry **spare);
 bool ssd_idx_remove_key(struct ssd *s, uint32_t ns, const struct kvt_key *k, uint64_t below);
 uint64_t ssd_idx_sweep(struct ssd *s, uint32_t ns, uint32_t slot, uint64_t gen, uint64_t below);
+/* The entries of slot's generation gen become misses, kept (E_DEAD);
+ * returns how many were published. */
+uint64_t ssd_idx_kill(struct ssd *s, uint32_t slot, uint64_t gen);
+/* The published entry of (ns, key) at seq becomes a miss, kept (E_DEAD):
+ * a promotion's drop.  Whether it was there. */
+bool ssd_idx_kill_key(struct ssd *s, uint32_t ns, const struct kvt_key *k, uint64_t seq);
 /* Plain pread of exactly len bytes (recovery, reclamation), noted for
  * io_align_check. */
 int ssd_pread_full(struct ssd *s, int fd, void *buf, size_t len, uint64_t off);
@@ -425,11 +464,26 @@ void ssd_seg_sum_free(struct ssd *s, struct ssd_seg *g);
 void ssd_seg_seal_locked(struct ssd *s);
 /* Write the slot's segment header.  Writer thread. */
 int ssd_seg_write_hdr(struct ssd *s, uint32_t slot, uint64_t sum_off, uint64_t sum_len);
-/* An I/O error in a slot, from any thread: the writer quarantines it. */
+/* An I/O error in a slot, from any thread: the writer quarantines it;
+ * tombstones there not yet durable are lost (ssd_tombs_lost). */
 void ssd_seg_mark_bad(struct ssd *s, uint32_t slot, int err);
+/* The writer quarantined slot: the same look at its tombstones, for any
+ * placed there between its mark and its quarantine. */
+void ssd_seg_tombs_check(struct ssd *s, uint32_t slot, int err);
+/* A write in g placed when its tomb_placed was tag (a tombstone itself:
+ * tomb) failed, or may be lost: a hole before the tombstones placed after
+ * it.  Kept: the first in the log, as 1 + 2 tag + !tomb (a tombstone
+ * with tag k lies before a put tagged k).  Any thread. */
+static inline void ssd_seg_hole(struct ssd_seg *g, uint64_t tag, bool tomb)
+{
+	uint64_t code = 1 + 2 * tag + !tomb, h = atomic_load(&g->tomb_hole);
+	while ((h == 0 || code < h) && !atomic_compare_exchange_weak(&g->tomb_hole, &h, code))
+		;
+}
 int ssd_sync_all(struct ssd *s);
-/* Tombstones were lost (why: what failed): every later delete and flush
- * fails, as for a dropped tombstone, until the store reopens (ssd.c). */
+/* Tombstones were lost (why: what happened): every later delete and
+ * flush fails, as for a dropped tombstone, until the store reopens
+ * (ssd.c). */
 void ssd_tombs_lost(struct ssd *s, const char *why);
 /* The same, its fdatasyncs queued at prio (IO_PRIO_*): a delete's sync
  * passes the write-downs queued in the engine (ssd.c sync_main). */
