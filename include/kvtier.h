@@ -359,6 +359,12 @@ int kvt_store_create(struct kvt_store **out);
  *                     drive formatted with 4 KiB sectors, else 512), "512"
  *                     or "4096".  Segments of either stay readable.
  *                     doc/ssd.md "4Kn drives".
+ *   ssd.format        layout of the segments this open starts: "2" (default:
+ *                     a header per record) or "3" (single-part puts under
+ *                     256 KiB written in batches under one header).  Both
+ *                     stay readable whichever is set; a kvtier older than
+ *                     format 3 refuses a store holding its segments.
+ *                     doc/ssd.md "Batches (format 3)".
  *   ssd.admission     "victim" (default: what DRAM evicts goes down, the SSD
  *                     as DRAM's victim tier), "second" (a block goes down
  *                     on its second access) or "always" (write-through).

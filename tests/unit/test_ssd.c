@@ -62,7 +62,14 @@ static int put_k(struct kvt_store *s, uint32_t ns, uint64_t k)
 	struct iovec v[2] = { { buf, len / 3 }, { buf + len / 3, len - len / 3 } };
 	int r;
 	t_fill(buf, len, k);
-	r = kvt_put(s, ns, &key, v, 2); /* two parts, so part tables round-trip */
+	/* two parts, so part tables round-trip; one at format 3
+	 * (test_ssd_fmt3), so that the blocks go down as batches */
+	if (t_ssd_format3()) {
+		v[0].iov_len = len;
+		r = kvt_put(s, ns, &key, v, 1);
+	} else {
+		r = kvt_put(s, ns, &key, v, 2);
+	}
 	free(buf);
 	return r;
 }
@@ -145,8 +152,9 @@ static void test_persist(void)
 			free(want);
 		}
 		T_OK(kvt_pin_release(s2, r.pin));
-		/* ...and one part alone is served (the block is promoted whole). */
-		{
+		/* ...and one part alone is served (the block is promoted whole;
+		 * at format 3 put_k's blocks have one part). */
+		if (!t_ssd_format3()) {
 			char part[70000];
 			struct iovec dst = { part, sizeof(part) };
 			char *want = malloc(len_of(9));
@@ -470,12 +478,13 @@ static void test_format_versions(void)
 	kvt_store_destroy(s);
 
 	/* Records back to back: 512-byte header, then the 16 KiB value (4096
-	 * at KVT_TEST_DIO_ALIGN=4096). */
+	 * at KVT_TEST_DIO_ALIGN=4096).  Format 3 (test_ssd_fmt3) may batch
+	 * them: its layout is test_format3_write's. */
 	snprintf(path, sizeof(path), "%s/ssd/seg-000000", dir);
 	fd = open(path, O_RDONLY);
 	T_GE_INT(fd, 0);
 	T_EQ_INT(posix_memalign((void **)&hdr, SSD_ALIGN, SSD_ALIGN), 0);
-	for (uint64_t k = 0; k < 8; k++) {
+	for (uint64_t k = 0; k < (t_ssd_format3() ? 0 : 8); k++) {
 		const char *al = getenv("KVT_TEST_DIO_ALIGN");
 		uint32_t a = al ? (uint32_t)strtoul(al, NULL, 10) : SSD_REC_ALIGN;
 		T_EQ_INT(pread(fd, hdr, a, (off_t)(SSD_ALIGN + k * (a + 16384))), (int)a);
@@ -539,7 +548,7 @@ static void test_format_versions(void)
 
 /*
  * Format 3 read side (doc/fmt3-status.md, stage 2/4): an open segment of
- * format 3 built by hand (no writer makes one yet) -- a version-4 header
+ * format 3 built by hand (byte by byte, not by the writer) -- a version-4 header
  * and one batch of two values -- is recovered by its walk, both values
  * served exactly, across restarts (the v3 checkpoint, then the v3 summary
  * of its seal); a value's flipped byte is a miss counted in
@@ -744,6 +753,320 @@ static void test_format3_read(void)
 	kvt_store_destroy(s);
 	t_rmtree(dir);
 	free(dir);
+}
+
+/*
+ * Format 3 written (ssd.format=3, ssd.c "Batches"): single-part puts
+ * under 256 KiB go down as batches under one header.
+ *   a. Puts through DRAM eviction (victim admission, 4 MiB of DRAM, the
+ *      write-downs drained every 16 puts so that none is shed): batches
+ *      on disk (ssd.batches, ssd.batched_blocks), every value exact; and
+ *      after a clean close and reopen (DRAM cold), every value exact from
+ *      the SSD.
+ *   b. kill -9 of a writer flushing every 50 puts: every flushed value is
+ *      back exactly, the others exact or misses; the segment holds a batch.
+ *   c. A torn batch (the writer held while 4 puts queue, their one write
+ *      torn after the header and two values): after kill -9, the two
+ *      values that landed are served exactly, the other two are misses
+ *      (their value_crc), never other bytes.
+ *   d. A delete of a batched value, answered 0, then kill -9 (after a
+ *      flush of the batch, and with the batch still in flight): the value
+ *      stays deleted, the others of the batch exact.
+ * Each case asserts a batch was written: without the writer (format 3
+ * refused, or every put framed) they fail there.
+ */
+static void wait_writes(struct kvt_store *s);
+
+static size_t f3w_len(uint64_t k)
+{
+	return 2000 + (size_t)((k * 7919) % 30000);
+}
+
+static int f3w_get(struct kvt_store *s, uint32_t ns, uint64_t k)
+{
+	return t_get_filled(s, ns, k, f3w_len(k));
+}
+
+static int f3w_put_any(struct kvt_store *s, uint32_t ns, uint64_t k)
+{
+	return t_put_filled(s, ns, k, f3w_len(k));
+}
+
+static struct kvt_store *f3w_open(const char *dir, const char *dram, const char *admission)
+{
+	return t_store_open("path", dir, "dram.capacity", dram, "dram.chunk", "4K",
+			    "dram.prefault", "off", "ssd.capacity", "16M", "ssd.segment", "1M",
+			    "ssd.admission", admission, "ssd.io", io_backend, "ssd.format", "3",
+			    "ssd.close_writedown_ms", "0", NULL);
+}
+
+static struct kvt_store *f3w_kill9_open(const char *dir)
+{
+	return t_store_open("path", dir, "dram.capacity", "64M", "dram.chunk", "4K",
+			    "dram.prefault", "off", "ssd.capacity", "32M", "ssd.segment", "1M",
+			    "ssd.admission", "always", "ssd.io", io_backend, "ssd.format", "3",
+			    NULL);
+}
+
+/* Whether seg-000000 of dir holds a batch header (its magic at a record
+ * boundary). */
+static bool f3w_seg_has_batch(const char *dir)
+{
+	char path[4096];
+	uint8_t *img = malloc(1 << 20);
+	bool found = false;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/ssd/seg-000000", dir);
+	fd = open(path, O_RDONLY);
+	T_GE_INT(fd, 0);
+	T_EQ_INT(pread(fd, img, 1 << 20, 0), 1 << 20);
+	close(fd);
+	for (size_t off = SSD_ALIGN; off < (1 << 20) && !found; off += SSD_REC_ALIGN)
+		found = memcmp(img + off, SSD_BATCH_MAGIC, 4) == 0;
+	free(img);
+	return found;
+}
+
+/* Hold the writer, put keys from..from+3 (16 KiB each, write-through),
+ * release it: one batch of four. */
+static void f3w_batch_of_4(struct kvt_store *s, uint32_t ns, uint64_t from)
+{
+	ssd_hold_writes(store_ssd(s), true);
+	for (uint64_t k = from; k < from + 4; k++)
+		T_RC(t_put_filled(s, ns, k, 16384), KVT_OK);
+	ssd_hold_writes(store_ssd(s), false);
+}
+
+static void f3w_torn(void)
+{
+	char *dir = t_mkdtemp();
+	const char *al = getenv("KVT_TEST_DIO_ALIGN");
+	uint64_t a = al ? strtoull(al, NULL, 10) : SSD_REC_ALIGN;
+	struct kvt_store *s;
+	uint32_t ns;
+	int st, served = 0;
+	pid_t pid = fork();
+
+	T_GE_INT(pid, 0);
+	if (pid == 0) {
+		/* header (4 entries of 32-byte keys: one alignment unit), then
+		 * two of the four 16 KiB values */
+		struct io_fault f = { .kind = IO_FAULT_TORN_WRITE, .fd = -1, .count = 1,
+				      .torn_bytes = a + 2 * 16384, .len = a + 4 * 16384 };
+		s = f3w_open(dir, "64M", "always");
+		ns = ns_of(s);
+		if (io_fault_add(ssd_io(store_ssd(s)), &f) != 0)
+			_exit(2);
+		f3w_batch_of_4(s, ns, 900);
+		wait_writes(s);
+		if (t_stat(s, "ssd.batches") != 1 || t_stat(s, "ssd.batched_blocks") != 4)
+			_exit(3);
+		if (t_stat(s, "ssd.writedown_errors") != 4)
+			_exit(4);
+		raise(SIGKILL);
+		_exit(5);
+	}
+	T_EQ_INT(waitpid(pid, &st, 0), pid);
+	T_ASSERT(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+	s = f3w_open(dir, "64M", "always");
+	ns = ns_of(s);
+	for (uint64_t k = 900; k < 904; k++) {
+		int r = t_get_filled(s, ns, k, 16384);
+		if (k < 902)
+			T_RC(r, KVT_OK);
+		else
+			T_RC(r, KVT_MISS);
+		served += r == KVT_OK;
+	}
+	T_EQ_U64(t_stat(s, "ssd.crc_errors"), 2);
+	fprintf(stderr, "format3 torn batch: %d of 4 values served after kill -9 (%s)\n", served,
+		io_backend);
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+}
+
+static void f3w_delete_kill9(bool flush)
+{
+	char *dir = t_mkdtemp();
+	struct kvt_store *s;
+	uint32_t ns;
+	int st;
+	pid_t pid = fork();
+
+	T_GE_INT(pid, 0);
+	if (pid == 0) {
+		struct kvt_key x = t_key(911);
+		s = f3w_open(dir, "64M", "always");
+		ns = ns_of(s);
+		f3w_batch_of_4(s, ns, 910);
+		if (flush && kvt_flush(s) != 0)
+			_exit(2);
+		if (kvt_delete(s, ns, &x) != KVT_OK)
+			_exit(3);
+		wait_writes(s);
+		if (t_stat(s, "ssd.batches") != 1)
+			_exit(4);
+		raise(SIGKILL);
+		_exit(5);
+	}
+	T_EQ_INT(waitpid(pid, &st, 0), pid);
+	T_ASSERT(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+	s = f3w_open(dir, "64M", "always");
+	ns = ns_of(s);
+	T_RC(t_get_filled(s, ns, 911, 16384), KVT_MISS);
+	for (uint64_t k = 910; k < 914; k++)
+		if (k != 911)
+			T_RC(t_get_filled(s, ns, k, 16384), KVT_OK);
+	fprintf(stderr, "format3 delete_kill9%s: a batched value deleted stays deleted (%s)\n",
+		flush ? " (batch flushed)" : "", io_backend);
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+}
+
+static int tier_of(struct kvt_store *s, uint32_t ns, uint64_t k);
+
+/* e. A batched value read while its segment is reclaimed is carried,
+ *    framed (ssd.batched_carried), and served from there, also after a
+ *    restart.  As test_carry, with the puts in batches of 4. */
+static void f3w_carry(void)
+{
+	char *dir = t_mkdtemp();
+	struct kvt_store *s = t_store_open("path", dir, "dram.capacity", "2M", "dram.chunk", "4K",
+					   "dram.shards", "1", "dram.prefault", "off",
+					   "ssd.capacity", "16M", "ssd.segment", "1M",
+					   "ssd.admission", "always", "ssd.io", io_backend,
+					   "ssd.format", "3", NULL);
+	uint32_t ns = ns_of(s);
+	const uint64_t hot = 6;
+	uint64_t k = 100;
+
+	f3w_batch_of_4(s, ns, 4); /* 4..7, hot among them */
+	wait_writes(s);
+	T_EQ_U64(t_stat(s, "ssd.batches"), 1);
+	while (tier_of(s, ns, hot) == KVT_TIER_DRAM && k < 1000) {
+		f3w_batch_of_4(s, ns, k);
+		wait_writes(s);
+		k += 4;
+	}
+	T_EQ_INT(tier_of(s, ns, hot), KVT_TIER_SSD);
+	T_RC(t_get_filled(s, ns, hot, 16384), KVT_OK); /* read while in segment 0 */
+	while (t_stat(s, "ssd.batched_carried") == 0 && k < 4000) {
+		f3w_batch_of_4(s, ns, k);
+		wait_writes(s);
+		k += 4;
+	}
+	T_EQ_U64(t_stat(s, "ssd.writedown_shed"), 0);
+	T_EQ_U64(t_stat(s, "ssd.batched_carried"), 1);
+	T_EQ_U64(t_stat(s, "ssd.carried_blocks"), 1);
+	T_EQ_U64(t_stat(s, "ssd.carry_lost"), 0);
+	T_EQ_INT(tier_of(s, ns, 5), KVT_TIER_NONE); /* its batch's unread value left */
+	T_RC(t_get_filled(s, ns, hot, 16384), KVT_OK);
+	kvt_store_destroy(s);
+	s = t_store_open("path", dir, "dram.capacity", "2M", "dram.chunk", "4K",
+			 "dram.prefault", "off", "ssd.capacity", "16M", "ssd.segment", "1M",
+			 "ssd.admission", "always", "ssd.io", io_backend, "ssd.format", "3", NULL);
+	T_RC(t_get_filled(s, ns, hot, 16384), KVT_OK);
+	T_EQ_U64(t_stat(s, "ssd.crc_errors"), 0);
+	fprintf(stderr, "format3 carry: a read batched value carried framed, back after a restart "
+		"(%s)\n", io_backend);
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+}
+
+/* KVT_TEST_ONLY=versions KVT_TEST_CASE=f3_evict|f3_kill9|f3_torn|f3_delete|f3_carry:
+ * one of test_format3_write's cases (else all). */
+static bool f3w_case(const char *name)
+{
+	const char *c = getenv("KVT_TEST_CASE");
+	return !c || !*c || !strcmp(c, name);
+}
+
+static void test_format3_write(void)
+{
+	static const struct t_writer w = { f3w_kill9_open, ns_of, f3w_put_any, 300, 50, 600 };
+	char *dir;
+	struct kvt_store *s;
+	uint32_t ns;
+	uint64_t n = 400, flushed, ok = 0, written;
+
+	if (!f3w_case("f3_evict"))
+		goto kill9;
+	dir = t_mkdtemp();
+	s = f3w_open(dir, "4M", "victim");
+	ns = ns_of(s);
+	/* a. Through DRAM eviction. */
+	for (uint64_t k = 0; k < n; k++) {
+		T_RC(f3w_put_any(s, ns, k), KVT_OK);
+		if (k % 16 == 15)
+			wait_writes(s);
+	}
+	T_OK(kvt_flush(s));
+	T_EQ_U64(t_stat(s, "ssd.writedown_shed"), 0);
+	T_ASSERT(t_stat(s, "ssd.batches") > 0);
+	T_ASSERT(t_stat(s, "ssd.batched_blocks") >= 2 * t_stat(s, "ssd.batches"));
+	fprintf(stderr, "format3: %llu batches of %llu values (of %llu write-downs) (%s)\n",
+		(unsigned long long)t_stat(s, "ssd.batches"),
+		(unsigned long long)t_stat(s, "ssd.batched_blocks"),
+		(unsigned long long)t_stat(s, "ssd.writedown_blocks"), io_backend);
+	for (uint64_t k = 0; k < n; k++)
+		T_RC(f3w_get(s, ns, k), KVT_OK);
+	T_EQ_U64(t_stat(s, "ssd.crc_errors"), 0);
+	written = t_stat(s, "ssd.writedown_blocks");
+	kvt_store_destroy(s);
+	T_ASSERT(f3w_seg_has_batch(dir));
+	/* ... and after a clean close and reopen, from the SSD: every value
+	 * written down (what DRAM held at the close is gone: no write-down at
+	 * close here). */
+	s = f3w_open(dir, "64M", "victim");
+	ns = ns_of(s);
+	for (uint64_t k = 0; k < n; k++)
+		ok += f3w_get(s, ns, k) == KVT_OK;
+	T_EQ_U64(ok, written);
+	T_ASSERT(t_stat(s, "ssd.reads") >= ok);
+	T_EQ_U64(t_stat(s, "ssd.crc_errors"), 0);
+	fprintf(stderr, "format3: %llu of %llu values back after a reopen (%s)\n",
+		(unsigned long long)ok, (unsigned long long)n, io_backend);
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+
+kill9:
+	if (!f3w_case("f3_kill9"))
+		goto rest;
+	/* b. kill -9 of a writer. */
+	dir = t_mkdtemp();
+	flushed = t_kill9_writer(dir, &w);
+	s = f3w_kill9_open(dir);
+	ns = ns_of(s);
+	ok = 0;
+	for (uint64_t k = 0; k < flushed + 400; k++) {
+		int r = f3w_get(s, ns, k);
+		if (k < flushed)
+			T_RC(r, KVT_OK);
+		ok += r == KVT_OK;
+	}
+	T_EQ_U64(t_stat(s, "ssd.crc_errors"), 0);
+	kvt_store_destroy(s);
+	T_ASSERT(f3w_seg_has_batch(dir));
+	fprintf(stderr, "format3 kill -9: %llu flushed, %llu readable after recovery (%s)\n",
+		(unsigned long long)flushed, (unsigned long long)ok, io_backend);
+	t_rmtree(dir);
+	free(dir);
+
+rest:
+	/* c, d */
+	if (f3w_case("f3_torn"))
+		f3w_torn();
+	if (f3w_case("f3_delete")) {
+		f3w_delete_kill9(true);
+		f3w_delete_kill9(false);
+	}
+	if (f3w_case("f3_carry"))
+		f3w_carry();
 }
 
 /*
@@ -1704,6 +2027,13 @@ static void check_view(struct kvt_store *s, const struct kvt_req *r, uint64_t k)
 		off += r->view[i].iov_len;
 	}
 	T_EQ_U64(off, len);
+	if (t_ssd_format3()) { /* put_k's blocks have one part */
+		T_RC(kvt_pin_parts(s, r->pin, lens, crcs, 4), 1);
+		T_EQ_U64(lens[0], len);
+		T_EQ_INT(crcs[0], kvt_crc32c(0, want, len));
+		free(want);
+		return;
+	}
 	T_RC(kvt_pin_parts(s, r->pin, lens, crcs, 4), 2);
 	T_EQ_U64(lens[0], len / 3);
 	T_EQ_U64(lens[1], len - len / 3);
@@ -4841,6 +5171,7 @@ int main(void)
 		if (getenv("KVT_TEST_ONLY") && !strcmp(getenv("KVT_TEST_ONLY"), "versions")) {
 			test_format_versions();
 			test_format3_read();
+			test_format3_write();
 			continue;
 		}
 		if (getenv("KVT_TEST_ONLY") && !strcmp(getenv("KVT_TEST_ONLY"), "reuse")) {
@@ -4864,6 +5195,7 @@ int main(void)
 		test_corruption();
 		test_format_versions();
 		test_format3_read();
+		test_format3_write();
 		test_faults();
 		test_room();
 		test_room_retry();

@@ -48,6 +48,10 @@ struct ssd_config {
 	int dio_align;           /* records' alignment in new segments: 0 (auto: the
 				  * device's O_DIRECT alignment, 512 or 4096),
 				  * SSD_REC_ALIGN or SSD_REC_ALIGN_4K (ssd.dio_align) */
+	int format;              /* layout of the segments this open starts: 2, or 3 --
+				  * single-part puts under 256 KiB written as batches
+				  * under one header (ssd.format; doc/ssd-format.md
+				  * "Format 3: batch headers"); 0 reads as 2 */
 	unsigned io_depth;       /* I/O engine queue depth */
 	uint64_t retry_ns;       /* after ENOSPC, try writing again after this long */
 	uint64_t close_wd_ms;    /* graceful stop: write DRAM's blocks down for this long

@@ -49,9 +49,9 @@ enum {
 	 * write failed but may have landed (ssd.c wd_finish) -- kept so that
 	 * a delete of it still logs its tombstone */
 	E_DEAD = 0x10,
-	/* Format 3 (doc/ssd-format.md "Format 3: batch headers"; nothing sets
-	 * them yet, doc/fmt3-status.md): off_512/len_512 name a batched value
-	 * alone, checked by value_crc; E_SEALED_VALUE its sealed flag, which
+	/* Format 3 (doc/ssd-format.md "Format 3: batch headers"; written
+	 * with ssd.format=3, ssd.c "Batches"): off_512/len_512 name a
+	 * batched value alone, checked by value_crc; E_SEALED_VALUE its sealed flag, which
 	 * a framed record keeps in its header. */
 	E_BATCHED = 0x20,
 	E_SEALED_VALUE = 0x40,
@@ -135,9 +135,8 @@ struct ssd_seg {
 			       * SSD_REC_ALIGN_4K (seg_lock; ssd_seg_set_align) */
 	/* its generation is of format 3 (segment header version
 	 * SSD_SEG_VERSION_BATCH): batches among its records, a version-3
-	 * summary.  Set by recovery from the header; false for every
-	 * generation this kvtier starts until its writer makes batches
-	 * (doc/fmt3-status.md). */
+	 * summary.  Set by recovery from the header, and for every
+	 * generation this open starts with ssd.format=3 (ssd.c "Batches"). */
 	bool batches;
 	/* a write completed (or a record was placed) since the last
 	 * fdatasync: set by any thread, taken by ssd_sync_all */
@@ -216,6 +215,10 @@ struct wd_task {
 	int retries;          /* T_DELETE, T_CLEAR: times the record was re-logged */
 	bool parked_tried;    /* T_FLUSH, T_DSYNC: has queued the parked tombstones once */
 	bool rewrite;         /* T_PUT from a DRAM eviction: rewrite an old copy */
+	/* T_PUT placed as a value of a batch (ssd.format=3, ssd.c "Batches"):
+	 * placed though hdr is NULL (the batch owns its header), entered
+	 * E_BATCHED */
+	bool batched;
 	/* T_CARRY: the record read back into hdr (hdr_len bytes: its header,
 	 * re-encoded in place, then the value), its part table, and the seq
 	 * of the index entry kept PENDING for it meanwhile. */
@@ -369,7 +372,7 @@ struct ssd {
 		reinserted, quarantined, ckpts, enospc, promote_full, copy_reads, part_reads,
 		evicted_handed, carried, carried_bytes, carry_lost, wd_put_waits, wd_put_timeouts,
 		dropped_promoted, sealed_records, evicted_unread, evicted_over_budget, evicted_dead,
-		room_capped;
+		room_capped, batches, batched_blocks, batched_carried;
 	uint64_t rec_ckpt_entries, rec_records, rec_segments, rec_ns, rec_dropped;
 	uint64_t rec_old_format;     /* segments of an older format version, dropped */
 	uint64_t rec_other_size;     /* segments of another ssd.segment, dropped */
