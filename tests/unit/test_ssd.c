@@ -887,6 +887,59 @@ static void f3w_torn(void)
 	free(dir);
 }
 
+/* g. A batch whose write fails EIO although its bytes landed whole
+ *    (eio_landed_kill9 at format 3): its segment quarantined, each value
+ *    a dead entry while its block is in DRAM still, so that a delete of
+ *    any of them logs its tombstone and is answered once it is durable;
+ *    after a kill -9 the deleted values stay gone, the others are exact
+ *    or a miss. */
+static void f3w_eio_delete_kill9(void)
+{
+	char *dir = t_mkdtemp();
+	const char *al = getenv("KVT_TEST_DIO_ALIGN");
+	uint64_t a = al ? strtoull(al, NULL, 10) : SSD_REC_ALIGN;
+	struct kvt_store *s;
+	uint32_t ns;
+	int st;
+	pid_t pid = fork();
+
+	T_GE_INT(pid, 0);
+	if (pid == 0) {
+		struct io_fault f = { .kind = IO_FAULT_TORN_WRITE, .fd = -1, .count = 1,
+				      .torn_bytes = UINT64_MAX, .len = a + 4 * 16384 };
+		s = f3w_open(dir, "64M", "always");
+		ns = ns_of(s);
+		if (io_fault_add(ssd_io(store_ssd(s)), &f) != 0)
+			_exit(2);
+		f3w_batch_of_4(s, ns, 930);
+		wait_writes(s);
+		if (t_stat(s, "ssd.batches") != 1 || t_stat(s, "ssd.writedown_errors") != 4 ||
+		    t_stat(s, "ssd.segments_quarantined") != 1)
+			_exit(3);
+		io_fault_clear(ssd_io(store_ssd(s)));
+		for (uint64_t k = 930; k < 933; k++) {
+			struct kvt_key key = t_key(k);
+			if (kvt_delete(s, ns, &key) != KVT_OK)
+				_exit(4);
+		}
+		raise(SIGKILL);
+		_exit(5);
+	}
+	T_EQ_INT(waitpid(pid, &st, 0), pid);
+	if (!WIFSIGNALED(st) || WTERMSIG(st) != SIGKILL)
+		T_FAIL("f3_eio_delete: the child exited with status %#x", st);
+	s = f3w_open(dir, "64M", "always");
+	ns = ns_of(s);
+	for (uint64_t k = 930; k < 933; k++)
+		T_RC(t_get_filled(s, ns, k, 16384), KVT_MISS);
+	t_get_filled(s, ns, 933, 16384); /* exact or a miss */
+	fprintf(stderr, "format3 eio_delete_kill9: a failed batch's deleted values stay "
+			"deleted (%s)\n", io_backend);
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+}
+
 static void f3w_delete_kill9(bool flush)
 {
 	char *dir = t_mkdtemp();
@@ -1075,7 +1128,7 @@ static void f3w_same_key(void)
 }
 
 /* KVT_TEST_ONLY=versions
- * KVT_TEST_CASE=f3_evict|f3_kill9|f3_torn|f3_delete|f3_carry|f3_same_key:
+ * KVT_TEST_CASE=f3_evict|f3_kill9|f3_torn|f3_delete|f3_carry|f3_same_key|f3_eio_delete:
  * one of test_format3_write's cases (else all). */
 static bool f3w_case(const char *name)
 {
@@ -1167,6 +1220,8 @@ rest:
 		f3w_carry();
 	if (f3w_case("f3_same_key"))
 		f3w_same_key();
+	if (f3w_case("f3_eio_delete"))
+		f3w_eio_delete_kill9();
 }
 
 /*
