@@ -913,9 +913,15 @@ static void f3w_eio_delete_kill9(void)
 			_exit(2);
 		f3w_batch_of_4(s, ns, 930);
 		wait_writes(s);
-		if (t_stat(s, "ssd.batches") != 1 || t_stat(s, "ssd.writedown_errors") != 4 ||
-		    t_stat(s, "ssd.segments_quarantined") != 1)
+		/* the quarantine is the writer's, after the write's end */
+		for (int i = 0; i < 1000 && t_stat(s, "ssd.segments_quarantined") == 0; i++)
+			usleep(10000);
+		if (t_stat(s, "ssd.batches") != 1)
 			_exit(3);
+		if (t_stat(s, "ssd.writedown_errors") != 4)
+			_exit(6);
+		if (t_stat(s, "ssd.segments_quarantined") != 1)
+			_exit(7);
 		io_fault_clear(ssd_io(store_ssd(s)));
 		for (uint64_t k = 930; k < 933; k++) {
 			struct kvt_key key = t_key(k);
