@@ -887,6 +887,65 @@ static void f3w_torn(void)
 	free(dir);
 }
 
+/* g. A batch whose write fails EIO although its bytes landed whole
+ *    (eio_landed_kill9 at format 3): its segment quarantined, each value
+ *    a dead entry while its block is in DRAM still, so that a delete of
+ *    any of them logs its tombstone and is answered once it is durable;
+ *    after a kill -9 the deleted values stay gone, the others are exact
+ *    or a miss. */
+static void f3w_eio_delete_kill9(void)
+{
+	char *dir = t_mkdtemp();
+	const char *al = getenv("KVT_TEST_DIO_ALIGN");
+	uint64_t a = al ? strtoull(al, NULL, 10) : SSD_REC_ALIGN;
+	struct kvt_store *s;
+	uint32_t ns;
+	int st;
+	pid_t pid = fork();
+
+	T_GE_INT(pid, 0);
+	if (pid == 0) {
+		struct io_fault f = { .kind = IO_FAULT_TORN_WRITE, .fd = -1, .count = 1,
+				      .torn_bytes = UINT64_MAX, .len = a + 4 * 16384 };
+		s = f3w_open(dir, "64M", "always");
+		ns = ns_of(s);
+		if (io_fault_add(ssd_io(store_ssd(s)), &f) != 0)
+			_exit(2);
+		f3w_batch_of_4(s, ns, 930);
+		wait_writes(s);
+		/* the quarantine is the writer's, after the write's end */
+		for (int i = 0; i < 1000 && t_stat(s, "ssd.segments_quarantined") == 0; i++)
+			usleep(10000);
+		if (t_stat(s, "ssd.batches") != 1)
+			_exit(3);
+		if (t_stat(s, "ssd.writedown_errors") != 4)
+			_exit(6);
+		if (t_stat(s, "ssd.segments_quarantined") != 1)
+			_exit(7);
+		io_fault_clear(ssd_io(store_ssd(s)));
+		for (uint64_t k = 930; k < 933; k++) {
+			struct kvt_key key = t_key(k);
+			if (kvt_delete(s, ns, &key) != KVT_OK)
+				_exit(4);
+		}
+		raise(SIGKILL);
+		_exit(5);
+	}
+	T_EQ_INT(waitpid(pid, &st, 0), pid);
+	if (!WIFSIGNALED(st) || WTERMSIG(st) != SIGKILL)
+		T_FAIL("f3_eio_delete: the child exited with status %#x", st);
+	s = f3w_open(dir, "64M", "always");
+	ns = ns_of(s);
+	for (uint64_t k = 930; k < 933; k++)
+		T_RC(t_get_filled(s, ns, k, 16384), KVT_MISS);
+	t_get_filled(s, ns, 933, 16384); /* exact or a miss */
+	fprintf(stderr, "format3 eio_delete_kill9: a failed batch's deleted values stay "
+			"deleted (%s)\n", io_backend);
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+}
+
 static void f3w_delete_kill9(bool flush)
 {
 	char *dir = t_mkdtemp();
@@ -977,7 +1036,105 @@ static void f3w_carry(void)
 	free(dir);
 }
 
-/* KVT_TEST_ONLY=versions KVT_TEST_CASE=f3_evict|f3_kill9|f3_torn|f3_delete|f3_carry:
+/* f. A block deleted and put again while the writer gathers a batch that
+ *    holds its old block: the old one dies after its prep, its tombstone
+ *    is logged after the batch (wd_batch_place) -- so the new block must
+ *    not be in that batch, or the tombstone follows the new block's
+ *    record and a recovery takes the new block away (a flushed put lost
+ *    to a kill -9).  The writer is stopped between the two: on the index
+ *    shard of a third key put between them (wd_already_down), held here. */
+struct f3w_shard_hold {
+	pthread_mutex_t *lock;
+	atomic_int held;
+};
+
+static void *f3w_shard_hold_main(void *arg)
+{
+	struct f3w_shard_hold *h = arg;
+	pthread_mutex_lock(h->lock);
+	atomic_store(&h->held, 1);
+	usleep(600 * 1000);
+	pthread_mutex_unlock(h->lock);
+	return NULL;
+}
+
+static void f3w_same_key(void)
+{
+	char *dir = t_mkdtemp();
+	const uint64_t k = 920;
+	struct kvt_store *s;
+	uint32_t ns;
+	int st;
+	pid_t pid = fork();
+
+	T_GE_INT(pid, 0);
+	if (pid == 0) {
+		struct kvt_key key = t_key(k), kx;
+		struct f3w_shard_hold h = { NULL, 0 };
+		struct ssd *sd;
+		pthread_t th;
+		uint64_t x = k + 1;
+		s = f3w_open(dir, "64M", "always");
+		ns = ns_of(s);
+		sd = store_ssd(s);
+		/* x: a key of another index shard than k's */
+		for (;; x++) {
+			kx = t_key(x);
+			if (shard_of(sd, ssd_hash(sd, ns, &kx)) !=
+			    shard_of(sd, ssd_hash(sd, ns, &key)))
+				break;
+		}
+		ssd_hold_writes(sd, true);
+		if (t_put_filled(s, ns, k, 16384) != KVT_OK ||
+		    t_put_filled(s, ns, x, 16384) != KVT_OK)
+			_exit(2);
+		h.lock = &shard_of(sd, ssd_hash(sd, ns, &kx))->lock;
+		if (pthread_create(&th, NULL, f3w_shard_hold_main, &h) != 0)
+			_exit(3);
+		while (!atomic_load(&h.held))
+			usleep(1000);
+		ssd_hold_writes(sd, false);
+		usleep(200 * 1000); /* the writer: k prepared, stopped at x */
+		/* The delete as kvtierd submits it: queued, answered once
+		 * done, its tombstones' sync (KVT_F_DELETES) behind it -- here
+		 * after the put that follows it on another connection. */
+		{
+			struct kvt_req r = { .op = KVT_OP_DELETE, .ns = ns, .key = key };
+			struct kvt_req *rp = &r, *got;
+			struct kvt_queue *q;
+			if (kvt_queue_create(s, &q) < 0 || kvt_submit(q, &rp, 1) < 0 ||
+			    kvt_queue_wait(q, &got, 1, -1) != 1 || r.status != KVT_OK)
+				_exit(4);
+			kvt_queue_destroy(q);
+		}
+		if (t_put_filled(s, ns, k, 8192) != KVT_OK)
+			_exit(5);
+		pthread_join(th, NULL);
+		wait_writes(s);
+		if (kvt_flush(s) != 0 || t_get_filled(s, ns, k, 8192) != KVT_OK)
+			_exit(6);
+		fprintf(stderr, "format3 same_key: %llu batches of %llu values, "
+				"%llu tombstones\n",
+			(unsigned long long)t_stat(s, "ssd.batches"),
+			(unsigned long long)t_stat(s, "ssd.batched_blocks"),
+			(unsigned long long)t_stat(s, "ssd.tombstones"));
+		raise(SIGKILL);
+		_exit(7);
+	}
+	T_EQ_INT(waitpid(pid, &st, 0), pid);
+	T_ASSERT(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+	s = f3w_open(dir, "64M", "always");
+	ns = ns_of(s);
+	T_RC(t_get_filled(s, ns, k, 8192), KVT_OK); /* flushed: there, and exact */
+	fprintf(stderr, "format3 same_key: a block put again in a batch's gathering "
+			"survives its old block's tombstone (%s)\n", io_backend);
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+}
+
+/* KVT_TEST_ONLY=versions
+ * KVT_TEST_CASE=f3_evict|f3_kill9|f3_torn|f3_delete|f3_carry|f3_same_key|f3_eio_delete:
  * one of test_format3_write's cases (else all). */
 static bool f3w_case(const char *name)
 {
@@ -1079,6 +1236,10 @@ rest:
 	}
 	if (f3w_case("f3_carry"))
 		f3w_carry();
+	if (f3w_case("f3_same_key"))
+		f3w_same_key();
+	if (f3w_case("f3_eio_delete"))
+		f3w_eio_delete_kill9();
 }
 
 /*
