@@ -2510,6 +2510,164 @@ static void test_part_read(void)
 	free(dir);
 }
 
+/* 13b. Quiet part reads of batched values (format 3): part 0 is the
+ *      whole value, checked by its entry's value_crc over all of it, so
+ *      the read takes the whole value (in place where the caller's first
+ *      iovec is aligned, the tail through a buffer: two pieces, the CRC
+ *      chained across them) and answers exactly its bytes: values of 1,
+ *      4096, 5000 and 200,000 bytes in one batch, each read into an
+ *      aligned buffer, an unaligned one and two iovecs split at an odd
+ *      byte (first and last byte, and the byte after, checked); too small
+ *      a buffer KVT_EBUFSMALL, part 1 KVT_ERANGE; nothing promoted.  A
+ *      flipped byte in the largest value: a miss, ssd.crc_errors + 1, the
+ *      entry dead (the next read a miss, not counted again), the others
+ *      exact.  Until 2026-12-05 every such read was a miss. */
+static const size_t f3p_lens[4] = { 1, 4096, 5000, 200000 };
+
+static struct ssd_entry *f3p_entry(struct kvt_store *s, uint32_t ns, uint64_t k)
+{
+	struct ssd *sd = ssd_of(s);
+	struct kvt_key key = t_key(k);
+	uint64_t h = ssd_hash(sd, ns, &key);
+	return *ssd_idx_slot(shard_of(sd, h), h, ns, &key);
+}
+
+/* A quiet part read of part `part` of key k into iov[0..n). */
+static int f3p_get(struct kvt_queue *q, uint32_t ns, uint64_t k, uint32_t part,
+		   struct iovec *iov, unsigned n, struct kvt_req *r)
+{
+	struct kvt_req *rp = r, *got;
+	memset(r, 0, sizeof(*r));
+	r->op = KVT_OP_GET;
+	r->flags = KVT_F_PART | KVT_F_QUIET;
+	r->part = part;
+	r->ns = ns;
+	r->key = t_key(k);
+	r->iov = iov;
+	r->iov_count = n;
+	T_RC(kvt_submit(q, &rp, 1), 1);
+	T_RC(kvt_queue_wait(q, &got, 1, 10000), 1);
+	return r->status;
+}
+
+/* Key 950 + i read three ways: exact bytes, the byte after untouched. */
+static void f3p_read_exact(struct kvt_queue *q, uint32_t ns, int i)
+{
+	size_t len = f3p_lens[i], cut = len / 3 + 1, al_len = (len + 4096 * 2) & ~(size_t)4095;
+	uint64_t k = 950 + (uint64_t)i;
+	uint8_t *want = malloc(len), *al = aligned_alloc(4096, al_len);
+	struct kvt_req r;
+
+	t_fill(want, len, k);
+	for (int way = 0; way < 3; way++) {
+		uint8_t *buf = way == 1 ? al + 1 : al;
+		struct iovec v[2] = { { buf, len + 1 }, { NULL, 0 } };
+		unsigned n = 1;
+		memset(al, 0xee, al_len);
+		if (way == 2 && len > 1) { /* two iovecs, split at an odd byte */
+			v[0].iov_len = cut;
+			v[1].iov_base = buf + cut + 7;
+			v[1].iov_len = len - cut + 1;
+			n = 2;
+		}
+		T_RC(f3p_get(q, ns, k, 0, v, n, &r), KVT_OK);
+		T_EQ_INT(r.tier, KVT_TIER_SSD);
+		T_EQ_U64(r.length, len);
+		T_EQ_U64(r.value_len, len);
+		if (n == 2) {
+			T_EQ_MEM(buf, want, cut);
+			T_EQ_INT(buf[cut], 0xee);
+			T_EQ_MEM(buf + cut + 7, want + cut, len - cut);
+			T_EQ_INT(buf[len + 7], 0xee);
+			T_EQ_INT(buf[cut + 7 + len - cut - 1], want[len - 1]);
+		} else {
+			T_EQ_INT(buf[0], want[0]);
+			T_EQ_INT(buf[len - 1], want[len - 1]);
+			T_EQ_MEM(buf, want, len);
+			T_EQ_INT(buf[len], 0xee);
+		}
+	}
+	free(want);
+	free(al);
+}
+
+static void test_format3_part_read(void)
+{
+	char *dir = t_mkdtemp(), path[4096];
+	struct kvt_store *s = f3w_open(dir, "64M", "always");
+	uint32_t ns = ns_of(s), slot;
+	uint64_t off, parts;
+	static char small[4095];
+	struct kvt_queue *q;
+	struct kvt_req r;
+	struct iovec v;
+	int fd;
+	unsigned char c;
+
+	ssd_hold_writes(store_ssd(s), true); /* the four go down as one batch */
+	for (int i = 0; i < 4; i++)
+		T_RC(t_put_filled(s, ns, 950 + (uint64_t)i, f3p_lens[i]), KVT_OK);
+	ssd_hold_writes(store_ssd(s), false);
+	T_OK(kvt_flush(s));
+	T_ASSERT(t_stat(s, "ssd.batches") >= 1);
+	kvt_store_destroy(s);
+
+	s = f3w_open(dir, "64M", "always"); /* cold DRAM: on SSD only */
+	T_OK(kvt_queue_create(s, &q));
+	for (int i = 0; i < 4; i++) {
+		struct ssd_entry *e = f3p_entry(s, ns, 950 + (uint64_t)i);
+		T_ASSERT(e != NULL);
+		T_ASSERT(e->flags & E_BATCHED);
+	}
+	for (int rep = 0; rep < 2; rep++)
+		for (int i = 0; i < 4; i++)
+			f3p_read_exact(q, ns, i);
+	parts = t_stat(s, "ssd.part_reads");
+	T_EQ_U64(parts, 2 * 4 * 3);
+	v.iov_base = small;
+	v.iov_len = sizeof(small);
+	T_RC(f3p_get(q, ns, 951, 0, &v, 1, &r), KVT_EBUFSMALL);
+	T_EQ_U64(r.value_len, 4096);
+	T_RC(f3p_get(q, ns, 951, 1, &v, 1, &r), KVT_ERANGE);
+	T_EQ_U64(t_stat(s, "ssd.part_reads"), parts);
+	T_EQ_U64(t_stat(s, "ssd.crc_errors"), 0);
+	T_EQ_U64(t_stat(s, "dram.promotions"), 0);
+	T_EQ_U64(t_stat(s, "dram.blocks"), 0);
+	slot = f3p_entry(s, ns, 953)->slot;
+	off = (uint64_t)f3p_entry(s, ns, 953)->off_512 * SSD_REC_ALIGN;
+	T_EQ_INT(f3p_entry(s, ns, 953)->flags & E_READ, 0);
+	T_OK(kvt_queue_destroy(q));
+	kvt_store_destroy(s);
+
+	/* A byte of the 200,000-byte value flipped, in its last piece */
+	snprintf(path, sizeof(path), "%s/ssd/seg-%06u", dir, slot);
+	fd = open(path, O_RDWR);
+	T_GE_INT(fd, 0);
+	T_EQ_INT(pread(fd, &c, 1, (off_t)(off + 199999)), 1);
+	c ^= 0x01;
+	T_EQ_INT(pwrite(fd, &c, 1, (off_t)(off + 199999)), 1);
+	close(fd);
+	s = f3w_open(dir, "64M", "always");
+	T_OK(kvt_queue_create(s, &q));
+	{
+		uint8_t *buf = aligned_alloc(4096, 200704);
+		v.iov_base = buf;
+		v.iov_len = 200704;
+		T_RC(f3p_get(q, ns, 953, 0, &v, 1, &r), KVT_MISS);
+		T_EQ_U64(t_stat(s, "ssd.crc_errors"), 1);
+		T_RC(f3p_get(q, ns, 953, 0, &v, 1, &r), KVT_MISS);
+		T_EQ_U64(t_stat(s, "ssd.crc_errors"), 1); /* dead: not read again */
+		free(buf);
+	}
+	for (int i = 0; i < 3; i++)
+		f3p_read_exact(q, ns, i);
+	T_EQ_U64(t_stat(s, "dram.blocks"), 0);
+	T_OK(kvt_queue_destroy(q));
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+}
+
 /* 13c. A part read decodes only its part's entry of the header's table
  *      (ssd_rec_hdr_decode_part), but checks all of it: block 60's last
  *      entry damaged on disk (its reserved word set, the header's CRC
@@ -5283,6 +5441,7 @@ int main(void)
 		/* KVT_TEST_ONLY=part: the quiet part reads and their races. */
 		if (getenv("KVT_TEST_ONLY") && !strcmp(getenv("KVT_TEST_ONLY"), "part")) {
 			test_part_read();
+			test_format3_part_read();
 			test_part_large();
 			test_part_range();
 			test_part_table_check();
@@ -5392,6 +5551,7 @@ int main(void)
 		test_readmit();
 		test_quiet();
 		test_part_read();
+		test_format3_part_read();
 		test_part_large();
 		test_part_range();
 		test_part_table_check();

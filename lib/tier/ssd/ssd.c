@@ -3035,6 +3035,17 @@ static void read_bad(struct ssd *s, uint32_t ns, const struct kvt_key *key, uint
 	(void)ssd_idx_kill_key(s, ns, key, seq);
 }
 
+/* Whether crc, a read's CRC32C of one part of a value (chained over the
+ * pieces it came in), is the one promised: want is the part's CRC from
+ * its record's header, or for a batched value (format 3: one part, the
+ * whole value; no header) its entry's value_crc, which binds the value's
+ * identity too (ssd_value_crc).  Promotions and part reads alike. */
+static bool read_crc_ok(uint32_t crc, uint32_t want, bool batched, uint32_t ns,
+			const struct kvt_key *key, uint64_t seq)
+{
+	return (batched ? ssd_value_crc(crc, ns, key, seq) : crc) == want;
+}
+
 static void promote_done(struct multi_io *m, int64_t res)
 {
 	struct promote_task *p = m->ctx;
@@ -3115,8 +3126,8 @@ static void promote_done(struct multi_io *m, int64_t res)
 			want -= n;
 			o = 0;
 		}
-		if (p->batched ? ssd_value_crc(crc, p->ns, &p->key, p->seq) != p->value_crc
-			       : crc != parts[i].crc) {
+		if (!read_crc_ok(crc, p->batched ? p->value_crc : parts[i].crc, p->batched, p->ns,
+				 &p->key, p->seq)) {
 			A(s->crc_errors);
 			read_bad(s, p->ns, &p->key, p->seq);
 			kvt_logf(s->log, KVT_LOG_WARN,
@@ -3506,7 +3517,8 @@ struct part_task {
 	uint64_t seq, generation, value_len, rec_len;
 	uint32_t slot, hdr_len, rec_align, part_count, part;
 	uint64_t part_off, part_len; /* in the value (from the header) */
-	uint32_t part_crc, value_flags;
+	uint32_t part_crc, value_flags; /* part_crc: a batched value's value_crc */
+	bool batched;             /* E_BATCHED: no header, part 0 the value */
 	int prio;
 	const struct iovec *dst;
 	unsigned dst_count;
@@ -3564,7 +3576,8 @@ static void part_deliver(struct part_task *t)
 	const uint8_t *src = t->buf + (t->hdr_len + t->part_off - t->buf_off);
 	uint64_t left = t->part_len;
 
-	if (kvt_crc32c(0, src, t->part_len) != t->part_crc) {
+	if (!read_crc_ok(kvt_crc32c(0, src, t->part_len), t->part_crc, t->batched, t->ns, &t->key,
+			 t->seq)) {
 		part_bad(t, true);
 		return;
 	}
@@ -3672,7 +3685,8 @@ static void part_piece_done(struct part_task *t, int64_t res)
 		part_piece_next(t);
 		return;
 	}
-	if (t->out_len != t->part_len || t->crc != t->part_crc) {
+	if (t->out_len != t->part_len ||
+	    !read_crc_ok(t->crc, t->part_crc, t->batched, t->ns, &t->key, t->seq)) {
 		part_bad(t, true);
 		return;
 	}
@@ -3713,14 +3727,46 @@ static void part_piece_next(struct part_task *t)
 	part_submit(t, t->rec_off + t->run_off, part_piece_done);
 }
 
+/* The alignment a part's run is read at: the device's, not the
+ * layout's: a record of a 4096 segment can have the 512 layout's length
+ * (over 214 parts, a value of whole 4 KiB: the same bytes either way),
+ * so ssd_rec_align_of says 512 for it, which O_DIRECT on a 4Kn drive
+ * refuses.  A record at a 4096 offset with a 4096 length is read in 4096
+ * runs (within it). */
+static uint32_t part_io_align(const struct part_task *t)
+{
+	return (t->rec_off | t->rec_len) % SSD_REC_ALIGN_4K == 0 ? SSD_REC_ALIGN_4K
+								  : t->rec_align;
+}
+
+/* The second read's plan: the part's aligned run alone, in place (the
+ * part's whole blocks) where the part starts on a block and the caller's
+ * first iovec is aligned and holds them.  False if the run passes the
+ * record's end. */
+static bool part_run_plan(struct part_task *t)
+{
+	uint32_t io_align = part_io_align(t);
+	uint64_t start = t->hdr_len + t->part_off;
+	uint64_t a = start & ~(uint64_t)(io_align - 1);
+	uint64_t b = align_rec(start + t->part_len, io_align);
+
+	if (b > t->rec_len)
+		return false;
+	t->run_off = t->direct_end = a;
+	t->run_end = b;
+	if (a == start && (uintptr_t)t->dst[0].iov_base % SSD_ALIGN == 0 &&
+	    t->dst[0].iov_len >= (t->part_len & ~(uint64_t)(io_align - 1)))
+		t->direct_end = a + (t->part_len & ~(uint64_t)(io_align - 1));
+	return true;
+}
+
 static void part_head_done(struct part_task *t, int64_t res)
 {
 	struct ssd *s = t->s;
 	const struct ns_entry *nse = ns_reg_get(s->reg, t->ns);
 	struct ssd_rec_hdr rh;
 	struct ssd_part pt;
-	uint64_t room = 0, a, b;
-	uint32_t io_align;
+	uint64_t room = 0;
 	int rc;
 
 	if (!part_io_ok(t, res))
@@ -3763,31 +3809,87 @@ static void part_head_done(struct part_task *t, int64_t res)
 		part_deliver(t);
 		return;
 	}
-	/* Beyond the first read: the part's aligned run alone, at the
-	 * device's alignment, not the layout's: a record of a 4096 segment
-	 * can have the 512 layout's length (over 214 parts, a value of whole
-	 * 4 KiB: the same bytes either way), so ssd_rec_align_of says 512
-	 * for it, which O_DIRECT on a 4Kn drive refuses.  A record at a
-	 * 4096 offset with a 4096 length is read in 4096 runs (within it). */
-	io_align = (t->rec_off | t->rec_len) % SSD_REC_ALIGN_4K == 0 ? SSD_REC_ALIGN_4K
-								     : t->rec_align;
-	a = (t->hdr_len + t->part_off) & ~(uint64_t)(io_align - 1);
-	b = align_rec(t->hdr_len + t->part_off + t->part_len, io_align);
-	if (b > t->rec_len) {
-		part_bad(t, false);
-		return;
-	}
 	kvt_mem_free(s->mem, t->buf, t->buf_len);
 	t->buf = NULL;
 	t->buf_len = 0;
-	t->run_off = t->direct_end = a;
-	t->run_end = b;
-	/* In place: the part's whole blocks, where it starts on a block and
-	 * the caller's first iovec is aligned and holds them */
-	if (a == t->hdr_len + t->part_off && (uintptr_t)t->dst[0].iov_base % SSD_ALIGN == 0 &&
-	    t->dst[0].iov_len >= (t->part_len & ~(uint64_t)(io_align - 1)))
-		t->direct_end = a + (t->part_len & ~(uint64_t)(io_align - 1));
+	if (!part_run_plan(t)) {
+		part_bad(t, false);
+		return;
+	}
 	part_piece_next(t);
+}
+
+/* A batched value's part read with too small a buffer: KVT_EBUFSMALL
+ * through done, as a framed record's, after one block's read (so that
+ * done runs on the I/O thread, never inside ssd_read_part). */
+static void part_small_done(struct part_task *t, int64_t res)
+{
+	if (part_io_ok(t, res))
+		part_end(t, part_entry_same(t) ? KVT_EBUFSMALL : KVT_MISS, 0);
+}
+
+/*
+ * A batched value (format 3): no header, one part, the whole value, at
+ * the entry's offset.  Its check, the entry's value_crc, covers all of it
+ * (and its identity: ssd_value_crc), so the whole value is read, as a
+ * framed part beyond the first read is: its aligned run in pieces of at
+ * most SSD_PART_PIECE, in place where the caller's buffer allows, the
+ * CRC chained over them and checked after the last (part_piece_done),
+ * each piece's entry looked up again.  Until 2026-12-05 a miss.  No first
+ * read: the index says where the value is and how long.  Returns as
+ * ssd_read_part; t is freed unless 0.
+ */
+static int part_batched_start(struct part_task *t)
+{
+	struct ssd *s = t->s;
+	uint64_t room = 0;
+	bool small;
+
+	/* As promote_from_entry: the value alone, padded within a block */
+	if (t->part != 0 || t->value_len == 0 || t->rec_len < t->value_len ||
+	    t->rec_len - t->value_len >= SSD_REC_ALIGN_4K) {
+		kvt_mem_free(s->mem, t, sizeof(*t));
+		return KVT_MISS;
+	}
+	t->rec_align = SSD_REC_ALIGN;
+	t->hdr_len = 0;
+	t->part_off = 0;
+	t->part_len = t->value_len;
+	for (unsigned i = 0; i < t->dst_count; i++)
+		room += t->dst[i].iov_len;
+	small = t->part_len > room;
+	if (small) {
+		t->buf_len = part_io_align(t);
+	} else {
+		if (!part_run_plan(t)) { /* cannot be: rec_len holds the run */
+			kvt_mem_free(s->mem, t, sizeof(*t));
+			return KVT_MISS;
+		}
+		/* The buffer now, as part_piece_next would allocate it at the
+		 * first piece not in place: a failure is -ENOMEM here, not a
+		 * done run inside ssd_read_part. */
+		if (t->direct_end < t->run_end)
+			t->buf_len = t->run_end - t->direct_end < SSD_PART_PIECE
+					     ? t->run_end - t->direct_end
+					     : SSD_PART_PIECE;
+		t->buf_off = t->direct_end;
+	}
+	if (t->buf_len) {
+		t->buf = kvt_mem_alloc_aligned(s->mem, SSD_ALIGN, t->buf_len);
+		if (!t->buf) {
+			kvt_mem_free(s->mem, t, sizeof(*t));
+			return -ENOMEM;
+		}
+	}
+	if (small) {
+		t->io_len = t->buf_len;
+		t->iov.iov_base = t->buf;
+		t->iov.iov_len = t->buf_len;
+		part_submit(t, t->rec_off, part_small_done);
+		return 0;
+	}
+	part_piece_next(t);
+	return 0;
 }
 
 int ssd_read_part(struct ssd *s, uint32_t ns, const struct kvt_key *key, uint32_t part,
@@ -3818,14 +3920,12 @@ int ssd_read_part(struct ssd *s, uint32_t ns, const struct kvt_key *key, uint32_
 		return KVT_ERANGE;
 	}
 	/* Not E_READ: a part read promotes nothing, so it is no read that
-	 * should keep the block (ssd.h). */
-	/* A batched value (format 3) has no header to read a part by: a
-	 * miss until part reads take the value's own read
-	 * (doc/fmt3-status.md). */
+	 * should keep the block (ssd.h).  A batched value (format 3): its
+	 * value_crc is the check (part_batched_start). */
 	if (e->flags & E_BATCHED) {
-		pthread_mutex_unlock(&sh->lock);
-		kvt_mem_free(s->mem, t, sizeof(*t));
-		return KVT_MISS;
+		t->batched = true;
+		t->part_crc = e->value_crc;
+		t->value_flags = (e->flags & E_SEALED_VALUE) ? KVT_F_SEALED : 0;
 	}
 	t->seq = e->seq;
 	t->generation = e->generation;
@@ -3844,6 +3944,8 @@ int ssd_read_part(struct ssd *s, uint32_t ns, const struct kvt_key *key, uint32_
 	t->dst_count = dst_count;
 	t->done = done;
 	t->ctx = ctx;
+	if (t->batched)
+		return part_batched_start(t);
 	t->rec_align = ssd_rec_align_of(t->part_count, t->value_len, t->rec_len);
 	if (t->rec_align == 0) {
 		kvt_mem_free(s->mem, t, sizeof(*t));

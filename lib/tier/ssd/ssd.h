@@ -168,8 +168,10 @@ int ssd_read_copy(struct ssd *s, uint32_t ns, const struct kvt_key *key, int pri
  * Read part `part` of a block straight into dst[0..dst_count): the
  * record's header and that part only (aligned O_DIRECT reads: the header
  * with the value's first 4 KiB, then, for a part beyond them, its own
- * run).  Verified as a promotion is (the header against the index, the
- * part's CRC32C: a mismatch drops the entry and is a miss, never other
+ * run; a batched value of format 3, whose one part is the whole value,
+ * its value alone, whole, in the same pieces).  Verified as a promotion is
+ * (the header against the index, the part's CRC32C -- a batched value's
+ * value_crc over all of it: a mismatch drops the entry and is a miss, never other
  * bytes).  Nothing is reserved or published in DRAM and the entry is not
  * marked read.  done runs on the I/O thread with status KVT_OK (count:
  * the part's length), KVT_MISS, KVT_ERANGE (part >= the block's part
