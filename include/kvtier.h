@@ -359,6 +359,12 @@ int kvt_store_create(struct kvt_store **out);
  *                     drive formatted with 4 KiB sectors, else 512), "512"
  *                     or "4096".  Segments of either stay readable.
  *                     doc/ssd.md "4Kn drives".
+ *   ssd.format        layout of the segments this open starts: "2" (default:
+ *                     a header per record) or "3" (single-part puts under
+ *                     256 KiB written in batches under one header).  Both
+ *                     stay readable whichever is set; a kvtier older than
+ *                     format 3 refuses a store holding its segments.
+ *                     doc/ssd.md "Batches (format 3)".
  *   ssd.admission     "victim" (default: what DRAM evicts goes down, the SSD
  *                     as DRAM's victim tier), "second" (a block goes down
  *                     on its second access) or "always" (write-through).
@@ -940,7 +946,9 @@ int kvt_ns_set_seal_ns_key(struct kvt_store *store, uint32_t ns, const uint8_t n
  * copied into iov, as quietly: from DRAM through the same quiet ref (only
  * dram.get_bytes counts it), from SSD by reading the record's header and
  * that part alone (the part's CRC32C checked: a mismatch is a miss, never
- * other bytes; ssd.part_reads), nothing promoted, the entry not marked
+ * other bytes; ssd.part_reads; a value the SSD wrote in a batch, format 3,
+ * has one part, the whole value, read whole and checked by its value_crc),
+ * nothing promoted, the entry not marked
  * read; the shared and remote tiers are not asked.  KVT_EBADOP in a sealed
  * namespace with a key.  An S3 object's header is its part 0, so a HEAD
  * or a listing entry reads ~1 KiB this way rather than the whole object.

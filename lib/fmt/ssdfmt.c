@@ -136,8 +136,13 @@ void ssd_seg_hdr_encode(const struct ssd_seg_hdr *h, uint8_t *buf)
 {
 	memset(buf, 0, SSD_ALIGN);
 	memcpy(buf + SEG_MAGIC, SSD_SEG_MAGIC, 8);
-	/* A 512-aligned segment stays version 2, readable by older kvtier. */
-	if (h->rec_align > SSD_REC_ALIGN) {
+	/* A 512-aligned segment stays version 2, readable by older kvtier;
+	 * one of format 3 names its alignment at either. */
+	if (h->version == SSD_SEG_VERSION_BATCH) {
+		le_put32(buf + SEG_VERSION, SSD_SEG_VERSION_BATCH);
+		le_put32(buf + SEG_REC_ALIGN, h->rec_align > SSD_REC_ALIGN ? h->rec_align
+									  : SSD_REC_ALIGN);
+	} else if (h->rec_align > SSD_REC_ALIGN) {
 		le_put32(buf + SEG_VERSION, SSD_SEG_VERSION_4K);
 		le_put32(buf + SEG_REC_ALIGN, h->rec_align);
 	} else {
@@ -164,7 +169,8 @@ int ssd_seg_hdr_decode(const uint8_t *buf, struct ssd_seg_hdr *h)
 	if (ssdfmt_crc_skip(buf, SSD_ALIGN, SEG_CRC) != le_get32(buf + SEG_CRC))
 		return KVT_ECORRUPT;
 	t.version = le_get32(buf + SEG_VERSION);
-	if (t.version != SSD_FMT_VERSION && t.version != SSD_SEG_VERSION_4K) {
+	if (t.version != SSD_FMT_VERSION && t.version != SSD_SEG_VERSION_4K &&
+	    t.version != SSD_SEG_VERSION_BATCH) {
 		/* Recovery tells an older format (dropped) from a newer one
 		 * (refused): doc/ssd-format.md "Versions". */
 		h->version = t.version;
@@ -182,9 +188,11 @@ int ssd_seg_hdr_decode(const uint8_t *buf, struct ssd_seg_hdr *h)
 
 	/* Version 3 exists only for 4096-aligned records: a 512-aligned
 	 * segment is written as version 2, so a version 3 naming 512 was
-	 * never written by kvtier (and would not encode back the same). */
-	if ((t.version == SSD_FMT_VERSION ? le_get32(buf + SEG_REC_ALIGN) != 0
-					  : t.rec_align != SSD_REC_ALIGN_4K) ||
+	 * never written by kvtier (and would not encode back the same).
+	 * Version 4 (format 3) names either. */
+	if ((t.version == SSD_FMT_VERSION      ? le_get32(buf + SEG_REC_ALIGN) != 0
+	     : t.version == SSD_SEG_VERSION_4K ? t.rec_align != SSD_REC_ALIGN_4K
+					       : !ssdfmt_align_ok(t.rec_align)) ||
 	    !ssdfmt_is_zero(buf + SEG_FIXED, SSD_ALIGN - SEG_FIXED))
 		return KVT_ECORRUPT;
 	if (t.seg_size < 2 * SSD_ALIGN || t.seg_size > SSDFMT_SEG_MAX || t.seg_size % SSD_ALIGN ||
@@ -288,13 +296,19 @@ uint64_t ssd_rec_len(uint32_t part_count, uint64_t value_len, uint32_t align)
 	return ssd_rec_hdr_len(part_count, align) + KVT_ALIGN_UP(value_len, align);
 }
 
-const char *ssd_sum_entry_bound(const struct ssd_sum_entry *e, uint32_t align, uint64_t sum_off)
+const char *ssd_sum_entry_bound(const struct ssd_sum_entry *e, uint32_t align, uint64_t sum_off,
+				bool batches)
 {
 	uint64_t off = (uint64_t)e->off_512 * SSD_REC_ALIGN;
 	uint64_t len = (uint64_t)e->len_512 * SSD_REC_ALIGN;
+	/* A batched entry names its value alone (format 3). */
+	uint64_t want = e->flags & SSD_ENT_F_BATCHED
+				? (ssdfmt_align_ok(align) ? KVT_ALIGN_UP(e->value_len, align) : 0)
+				: ssd_rec_len(e->part_count, e->value_len, align);
 
-	if (!ssdfmt_align_ok(align) || off % align ||
-	    len != ssd_rec_len(e->part_count, e->value_len, align))
+	if ((e->flags & SSD_ENT_F_BATCHED) && !batches)
+		return "a batched entry in a segment without batches";
+	if (!ssdfmt_align_ok(align) || off % align || len != want)
 		return "an entry off the segment's record alignment";
 	if (off + len > sum_off)
 		return "an entry past the summary's offset";
@@ -532,6 +546,14 @@ int ssd_rec_hdr_decode_part(const uint8_t *buf, size_t buf_len, uint32_t align,
  *    16     8  u64 seq
  *    24     8  u64 value_len
  *    32     K  key bytes, K = key_len rounded up to 8, zero past key_len
+ *
+ * Version 3 (SSD_SUM_VERSION_BATCH, SSD_CKPT_VERSION_BATCH; format 3)
+ * inserts 8 bytes before the key:
+ *    32     4  u32 value_crc: SSD_ENT_F_BATCHED: the batch entry's; else 0
+ *    36     4  u32 flags: SSD_ENT_F_BATCHED, SSD_ENT_F_SEALED (batched only)
+ *    40     K  key bytes
+ * A batched entry is a single-part PUT of at most SSD_BATCH_VALUE_MAX
+ * bytes whose len_512 is its value's, padded to 512 or to 4096.
  */
 enum {
 	ENT_TYPE = 0,
@@ -543,35 +565,62 @@ enum {
 	ENT_SEQ = 16,
 	ENT_VALUE_LEN = 24,
 	ENT_FIXED = 32,
+	/* version 3 */
+	ENT_VALUE_CRC = 32,
+	ENT_FLAGS = 36,
+	ENT_FIXED_V3 = 40,
 };
 _Static_assert(ENT_VALUE_LEN + 8 == ENT_FIXED, "summary entry fixed part is 32 bytes");
+_Static_assert(ENT_FLAGS + 4 == ENT_FIXED_V3, "version 3's entry fixed part is 40 bytes");
+_Static_assert((int)SSD_SUM_VERSION_BATCH == (int)SSD_CKPT_VERSION_BATCH,
+	       "summary and checkpoint entries share a version number");
 
 static size_t ssdfmt_key_pad(uint32_t key_len)
 {
 	return ((size_t)key_len + 7) & ~(size_t)7;
 }
 
-static bool ssdfmt_ent_ok(const struct ssd_sum_entry *e)
+/* An entry of a summary or checkpoint of this version. */
+static bool ssdfmt_ent_ok(const struct ssd_sum_entry *e, uint32_t version)
 {
+	uint64_t len = (uint64_t)e->len_512 * SSD_REC_ALIGN;
+
 	if (!ssdfmt_kind_ok(e->type, e->ns_id, e->key.len, e->part_count, e->value_len, e->seq))
+		return false;
+	if (e->off_512 < 1 || e->len_512 < 1 || (uint64_t)e->off_512 + e->len_512 > UINT32_MAX)
+		return false;
+	if (version == SSD_FMT_VERSION && (e->flags != 0 || e->value_crc != 0))
+		return false;
+	if (version != SSD_FMT_VERSION && version != SSD_SUM_VERSION_BATCH)
+		return false;
+	if ((e->flags & ~(SSD_ENT_F_BATCHED | SSD_ENT_F_SEALED)) != 0 ||
+	    (e->flags == SSD_ENT_F_SEALED))
 		return false;
 	/* Either alignment's layout: the segment's header says which its
 	 * records use, and the tier checks each entry against it. */
-	return e->off_512 >= 1 && e->len_512 >= 1 &&
-	       (uint64_t)e->off_512 + e->len_512 <= UINT32_MAX &&
-	       ssd_rec_align_of(e->part_count, e->value_len,
-				(uint64_t)e->len_512 * SSD_REC_ALIGN) != 0;
+	if (e->flags & SSD_ENT_F_BATCHED)
+		return e->type == SSD_REC_PUT && e->part_count == 1 &&
+		       e->value_len <= SSD_BATCH_VALUE_MAX &&
+		       (len == KVT_ALIGN_UP(e->value_len, SSD_REC_ALIGN) ||
+			len == KVT_ALIGN_UP(e->value_len, SSD_REC_ALIGN_4K));
+	return e->value_crc == 0 && ssd_rec_align_of(e->part_count, e->value_len, len) != 0;
 }
 
-size_t ssd_sum_entry_len(const struct ssd_sum_entry *e)
+static size_t ssdfmt_ent_fixed(uint32_t version)
 {
-	return ENT_FIXED + ssdfmt_key_pad(e->key.len);
+	return version == SSD_SUM_VERSION_BATCH ? ENT_FIXED_V3 : ENT_FIXED;
+}
+
+size_t ssd_sum_entry_len(const struct ssd_sum_entry *e, uint32_t version)
+{
+	return ssdfmt_ent_fixed(version) + ssdfmt_key_pad(e->key.len);
 }
 
 /* Write e (already checked) at p; returns the bytes written. */
-static size_t ssdfmt_ent_put(uint8_t *p, const struct ssd_sum_entry *e)
+static size_t ssdfmt_ent_put(uint8_t *p, const struct ssd_sum_entry *e, uint32_t version)
 {
-	size_t len = ssd_sum_entry_len(e);
+	size_t fixed = ssdfmt_ent_fixed(version);
+	size_t len = ssd_sum_entry_len(e, version);
 
 	memset(p, 0, len);
 	p[ENT_TYPE] = (uint8_t)e->type;
@@ -582,16 +631,23 @@ static size_t ssdfmt_ent_put(uint8_t *p, const struct ssd_sum_entry *e)
 	le_put32(p + ENT_LEN_4K, e->len_512);
 	le_put64(p + ENT_SEQ, e->seq);
 	le_put64(p + ENT_VALUE_LEN, e->value_len);
-	memcpy(p + ENT_FIXED, e->key.bytes, e->key.len);
+	if (fixed == ENT_FIXED_V3) {
+		le_put32(p + ENT_VALUE_CRC, e->value_crc);
+		le_put32(p + ENT_FLAGS, e->flags);
+	}
+	memcpy(p + fixed, e->key.bytes, e->key.len);
 	return len;
 }
 
-/* Read one entry from p[0, avail) into *e; returns its length or KVT_ECORRUPT. */
-static int64_t ssdfmt_ent_get(const uint8_t *p, size_t avail, struct ssd_sum_entry *e)
+/* Read one entry of this version from p[0, avail) into *e; returns its
+ * length or KVT_ECORRUPT. */
+static int64_t ssdfmt_ent_get(const uint8_t *p, size_t avail, struct ssd_sum_entry *e,
+			      uint32_t version)
 {
+	size_t fixed = ssdfmt_ent_fixed(version);
 	size_t len;
 
-	if (avail < ENT_FIXED)
+	if (avail < fixed)
 		return KVT_ECORRUPT;
 	memset(e, 0, sizeof(*e));
 	e->type = p[ENT_TYPE];
@@ -602,15 +658,384 @@ static int64_t ssdfmt_ent_get(const uint8_t *p, size_t avail, struct ssd_sum_ent
 	e->len_512 = le_get32(p + ENT_LEN_4K);
 	e->seq = le_get64(p + ENT_SEQ);
 	e->value_len = le_get64(p + ENT_VALUE_LEN);
-	if (e->key.len > KVT_KEY_MAX || !ssdfmt_ent_ok(e))
+	if (fixed == ENT_FIXED_V3) {
+		e->value_crc = le_get32(p + ENT_VALUE_CRC);
+		e->flags = le_get32(p + ENT_FLAGS);
+	}
+	if (e->key.len > KVT_KEY_MAX || !ssdfmt_ent_ok(e, version))
 		return KVT_ECORRUPT;
-	len = ssd_sum_entry_len(e);
+	len = ssd_sum_entry_len(e, version);
 	if (avail < len)
 		return KVT_ECORRUPT;
-	memcpy(e->key.bytes, p + ENT_FIXED, e->key.len);
-	if (!ssdfmt_is_zero(p + ENT_FIXED + e->key.len, len - ENT_FIXED - e->key.len))
+	memcpy(e->key.bytes, p + fixed, e->key.len);
+	if (!ssdfmt_is_zero(p + fixed + e->key.len, len - fixed - e->key.len))
 		return KVT_ECORRUPT;
 	return (int64_t)len;
+}
+
+/* ------------------------------------------------------------------------
+ * Batch header (format 3): hdr_len bytes (a multiple of the segment's
+ * record alignment, at most 4096) before the batch's values.
+ *
+ *   off  size  field
+ *     0     4  magic "KVB1"
+ *     4     4  u32 version (SSD_BATCH_VERSION)
+ *     8     4  u32 hdr_len: roundup(64 + 40 ns_count + entries' bytes, align)
+ *    12     4  u32 CRC32C of bytes [0, hdr_len), this field as zero
+ *    16     8  u64 generation
+ *    24     2  u16 count: 1..32
+ *    26     2  u16 ns_count: 1..count
+ *    28     4  u32 values_len: sum of roundup(value_len, align)
+ *    32    32  reserved, 0
+ *    64        ns table: ns_count entries of 40 bytes
+ *                 +0  4  u32 ns_id (>= 1)
+ *                 +4  4  reserved, 0
+ *                 +8 32  the namespace's digest
+ *              entries, back to back: 32 bytes, then the key padded to 8
+ *                 +0  1  u8  ns_index
+ *                 +1  1  u8  key_len: 1..64
+ *                 +2  2  u16 flags: SSD_REC_F_SEALED or 0
+ *                 +4  4  u32 value_crc (ssd_value_crc)
+ *                 +8  8  u64 value_len: 1..SSD_BATCH_VALUE_MAX
+ *                +16  8  u64 seq
+ *                +24  4  u32 value_off_512
+ *                +28  4  reserved, 0
+ *                +32     key bytes, zero up to the next multiple of 8
+ *              zero up to hdr_len
+ *
+ * Magic, version, hdr_len and the CRC sit where a record header's do, so
+ * one look at the first 16 bytes of a structure tells what it is and how
+ * long its header is.  hdr_len is bounded (<= SSD_BATCH_HDR_MAX) before
+ * the CRC is computed over it.
+ */
+enum {
+	BAT_MAGIC = 0,
+	BAT_VERSION = 4,
+	BAT_HDR_LEN = 8,
+	BAT_CRC = 12,
+	BAT_GENERATION = 16,
+	BAT_COUNT = 24,
+	BAT_NS_COUNT = 26,
+	BAT_VALUES_LEN = 28,
+	BAT_RESERVED = 32,
+	BAT_FIXED = 64,
+	/* offsets inside one ns-table entry */
+	BNS_ID = 0,
+	BNS_RESERVED = 4,
+	BNS_DIGEST = 8,
+	/* offsets inside one entry */
+	BENT_NS_INDEX = 0,
+	BENT_KEY_LEN = 1,
+	BENT_FLAGS = 2,
+	BENT_VALUE_CRC = 4,
+	BENT_VALUE_LEN = 8,
+	BENT_SEQ = 16,
+	BENT_VALUE_OFF = 24,
+	BENT_RESERVED = 28,
+	BENT_FIXED = 32,
+};
+_Static_assert(sizeof(SSD_BATCH_MAGIC) - 1 == BAT_VERSION - BAT_MAGIC, "batch magic is 4 bytes");
+_Static_assert((int)BAT_HDR_LEN == (int)REC_HDR_LEN && (int)BAT_CRC == (int)REC_CRC,
+	       "a batch header's frame is a record header's");
+_Static_assert(BAT_FIXED == SSD_BATCH_FIXED && BENT_FIXED == SSD_BATCH_ENT_FIXED,
+	       "batch header sizes");
+_Static_assert(BNS_DIGEST + 32 == SSD_BATCH_NS_LEN, "ns-table entries are 40 bytes");
+_Static_assert(SSD_BATCH_MAX <= UINT8_MAX + 1, "ns_index fits a u8");
+_Static_assert(SSD_BATCH_MAX * ((SSD_BATCH_VALUE_MAX + SSD_REC_ALIGN_4K) / SSD_REC_ALIGN_4K *
+				SSD_REC_ALIGN_4K) <= UINT32_MAX,
+	       "values_len fits a u32");
+
+size_t ssd_batch_ent_len(uint32_t key_len)
+{
+	return BENT_FIXED + ssdfmt_key_pad(key_len);
+}
+
+uint32_t ssd_batch_hdr_len(uint32_t count, uint32_t ns_count, uint64_t key_pad, uint32_t align)
+{
+	uint64_t n;
+
+	if (!ssdfmt_align_ok(align) || count > SSD_BATCH_MAX || ns_count > SSD_BATCH_MAX ||
+	    key_pad > (uint64_t)SSD_BATCH_MAX * KVT_KEY_MAX)
+		return 0;
+	n = KVT_ALIGN_UP(BAT_FIXED + (uint64_t)ns_count * SSD_BATCH_NS_LEN +
+				 (uint64_t)count * BENT_FIXED + key_pad, align);
+	return n <= SSD_BATCH_HDR_MAX ? (uint32_t)n : 0;
+}
+
+/* The fields of one entry, as both sides check them. */
+static bool ssdfmt_bent_ok(const struct ssd_batch_ent *e, uint32_t ns_count)
+{
+	return e->ns_index < ns_count && e->key.len >= 1 && e->key.len <= KVT_KEY_MAX &&
+	       (e->flags & ~SSD_REC_F_SEALED) == 0 && e->value_len >= 1 &&
+	       e->value_len <= SSD_BATCH_VALUE_MAX && e->seq >= 1;
+}
+
+/* Whether b's counts, ns table and entries are in range and canonical
+ * (the ns table in the order of first use, distinct, each used), and
+ * how many bytes the header needs before its padding (*used) and the
+ * values take (*values). */
+static bool ssdfmt_batch_ok(const struct ssd_batch *b, uint32_t align, uint64_t *used,
+			    uint64_t *values)
+{
+	uint32_t named = 0;
+	uint64_t u = BAT_FIXED, v = 0;
+
+	if (b->generation == 0 || b->generation > SSD_GEN_MAX || b->count < 1 ||
+	    b->count > SSD_BATCH_MAX || b->ns_count < 1 || b->ns_count > b->count)
+		return false;
+	for (uint32_t i = 0; i < b->ns_count; i++) {
+		if (b->ns[i].ns_id == 0)
+			return false;
+		for (uint32_t j = 0; j < i; j++)
+			if (b->ns[j].ns_id == b->ns[i].ns_id)
+				return false;
+	}
+	u += (uint64_t)b->ns_count * SSD_BATCH_NS_LEN;
+	for (uint32_t i = 0; i < b->count; i++) {
+		const struct ssd_batch_ent *e = &b->ent[i];
+
+		if (!ssdfmt_bent_ok(e, b->ns_count) || e->ns_index > named)
+			return false;
+		if (e->ns_index == named)
+			named++;
+		u += ssd_batch_ent_len(e->key.len);
+		v += KVT_ALIGN_UP(e->value_len, align);
+	}
+	if (named != b->ns_count)
+		return false;
+	*used = u;
+	*values = v;
+	return true;
+}
+
+int ssd_batch_encode(struct ssd_batch *b, uint64_t off, uint32_t align, uint8_t *buf,
+		     size_t buf_len)
+{
+	uint64_t used, values, hdr_len, voff;
+	size_t p;
+
+	if (!ssdfmt_align_ok(align) || off < SSD_ALIGN || off % align ||
+	    !ssdfmt_batch_ok(b, align, &used, &values))
+		return KVT_EBADLEN;
+	hdr_len = KVT_ALIGN_UP(used, align);
+	if (hdr_len > SSD_BATCH_HDR_MAX || buf_len < hdr_len ||
+	    off > (uint64_t)UINT32_MAX * SSD_REC_ALIGN ||
+	    (off + hdr_len + values) / SSD_REC_ALIGN > UINT32_MAX)
+		return KVT_EBADLEN;
+
+	b->hdr_len = (uint32_t)hdr_len;
+	b->values_len = (uint32_t)values;
+	memset(buf, 0, hdr_len);
+	memcpy(buf + BAT_MAGIC, SSD_BATCH_MAGIC, 4);
+	le_put32(buf + BAT_VERSION, SSD_BATCH_VERSION);
+	le_put32(buf + BAT_HDR_LEN, b->hdr_len);
+	le_put64(buf + BAT_GENERATION, b->generation);
+	le_put16(buf + BAT_COUNT, (uint16_t)b->count);
+	le_put16(buf + BAT_NS_COUNT, (uint16_t)b->ns_count);
+	le_put32(buf + BAT_VALUES_LEN, b->values_len);
+	p = BAT_FIXED;
+	for (uint32_t i = 0; i < b->ns_count; i++, p += SSD_BATCH_NS_LEN) {
+		le_put32(buf + p + BNS_ID, b->ns[i].ns_id);
+		memcpy(buf + p + BNS_DIGEST, b->ns[i].digest, 32);
+	}
+	voff = off + hdr_len;
+	for (uint32_t i = 0; i < b->count; i++) {
+		struct ssd_batch_ent *e = &b->ent[i];
+
+		e->value_off_512 = (uint32_t)(voff / SSD_REC_ALIGN);
+		voff += KVT_ALIGN_UP(e->value_len, align);
+		buf[p + BENT_NS_INDEX] = (uint8_t)e->ns_index;
+		buf[p + BENT_KEY_LEN] = (uint8_t)e->key.len;
+		le_put16(buf + p + BENT_FLAGS, (uint16_t)e->flags);
+		le_put32(buf + p + BENT_VALUE_CRC, e->value_crc);
+		le_put64(buf + p + BENT_VALUE_LEN, e->value_len);
+		le_put64(buf + p + BENT_SEQ, e->seq);
+		le_put32(buf + p + BENT_VALUE_OFF, e->value_off_512);
+		memcpy(buf + p + BENT_FIXED, e->key.bytes, e->key.len);
+		p += ssd_batch_ent_len(e->key.len);
+	}
+	le_put32(buf + BAT_CRC, kvt_crc32c(0, buf, hdr_len));
+	return (int)hdr_len;
+}
+
+int ssd_batch_decode(const uint8_t *buf, size_t buf_len, uint64_t off, uint32_t align,
+		     struct ssd_batch *b)
+{
+	uint32_t hdr_len;
+	uint64_t used, values, voff;
+	size_t p;
+
+	memset(b, 0, sizeof(*b));
+	/* 1. The frame: enough bytes, magic, a bounded hdr_len, the CRC. */
+	if (buf_len < SSD_REC_ALIGN) {
+		b->hdr_len = SSD_REC_ALIGN;
+		return KVT_EBUFSMALL;
+	}
+	if (memcmp(buf + BAT_MAGIC, SSD_BATCH_MAGIC, 4) != 0)
+		return KVT_ECORRUPT;
+	hdr_len = le_get32(buf + BAT_HDR_LEN);
+	if (hdr_len < SSD_REC_ALIGN || hdr_len > SSD_BATCH_HDR_MAX || hdr_len % SSD_REC_ALIGN)
+		return KVT_ECORRUPT;
+	if (hdr_len > buf_len) {
+		b->hdr_len = hdr_len;
+		return KVT_EBUFSMALL;
+	}
+	if (ssdfmt_crc_skip(buf, hdr_len, BAT_CRC) != le_get32(buf + BAT_CRC))
+		return KVT_ECORRUPT;
+	/* 2. The version: only now is the rest of the layout known. */
+	if (le_get32(buf + BAT_VERSION) != SSD_BATCH_VERSION)
+		return KVT_EVERSION;
+	if (!ssdfmt_align_ok(align) || hdr_len % align)
+		return KVT_ECORRUPT;
+
+	/* 3. The fixed fields and the tables, each bounded by hdr_len before
+	 * it is read (count <= 32 entries of at most 96 bytes: no wrap). */
+	b->generation = le_get64(buf + BAT_GENERATION);
+	b->count = le_get16(buf + BAT_COUNT);
+	b->ns_count = le_get16(buf + BAT_NS_COUNT);
+	b->values_len = le_get32(buf + BAT_VALUES_LEN);
+	if (b->count < 1 || b->count > SSD_BATCH_MAX || b->ns_count < 1 ||
+	    b->ns_count > b->count || !ssdfmt_is_zero(buf + BAT_RESERVED, BAT_FIXED - BAT_RESERVED))
+		goto corrupt;
+	p = BAT_FIXED;
+	if (p + (size_t)b->ns_count * SSD_BATCH_NS_LEN > hdr_len)
+		goto corrupt;
+	for (uint32_t i = 0; i < b->ns_count; i++, p += SSD_BATCH_NS_LEN) {
+		b->ns[i].ns_id = le_get32(buf + p + BNS_ID);
+		if (le_get32(buf + p + BNS_RESERVED) != 0)
+			goto corrupt;
+		memcpy(b->ns[i].digest, buf + p + BNS_DIGEST, 32);
+	}
+	voff = off + hdr_len;
+	for (uint32_t i = 0; i < b->count; i++) {
+		struct ssd_batch_ent *e = &b->ent[i];
+		size_t len;
+
+		if (p + BENT_FIXED > hdr_len)
+			goto corrupt;
+		e->ns_index = buf[p + BENT_NS_INDEX];
+		e->key.len = buf[p + BENT_KEY_LEN];
+		e->flags = le_get16(buf + p + BENT_FLAGS);
+		e->value_crc = le_get32(buf + p + BENT_VALUE_CRC);
+		e->value_len = le_get64(buf + p + BENT_VALUE_LEN);
+		e->seq = le_get64(buf + p + BENT_SEQ);
+		e->value_off_512 = le_get32(buf + p + BENT_VALUE_OFF);
+		if (e->key.len > KVT_KEY_MAX || le_get32(buf + p + BENT_RESERVED) != 0)
+			goto corrupt;
+		len = ssd_batch_ent_len(e->key.len);
+		if (p + len > hdr_len)
+			goto corrupt;
+		memcpy(e->key.bytes, buf + p + BENT_FIXED, e->key.len);
+		if (!ssdfmt_is_zero(buf + p + BENT_FIXED + e->key.len,
+				    len - BENT_FIXED - e->key.len))
+			goto corrupt;
+		/* Redundant, so checked: the values follow the header in
+		 * entry order (value_len is bounded before it is added). */
+		if (e->value_len > SSD_BATCH_VALUE_MAX || voff % SSD_REC_ALIGN ||
+		    voff / SSD_REC_ALIGN != e->value_off_512)
+			goto corrupt;
+		voff += KVT_ALIGN_UP(e->value_len, align);
+		p += len;
+	}
+	/* 4. Every rule of the encoder, the header's exact length, the
+	 * padding, the values' length. */
+	if (!ssdfmt_batch_ok(b, align, &used, &values) || used != p ||
+	    KVT_ALIGN_UP(used, align) != hdr_len || values != b->values_len ||
+	    !ssdfmt_is_zero(buf + p, hdr_len - p))
+		goto corrupt;
+	b->hdr_len = hdr_len;
+	return 0;
+corrupt:
+	memset(b, 0, sizeof(*b));
+	return KVT_ECORRUPT;
+}
+
+const char *ssd_walk_batch(int d, const struct ssd_batch *b, uint64_t gen, uint64_t off,
+			   uint64_t seg_size, uint64_t *len)
+{
+	uint64_t n;
+
+	if (d < 0)
+		return "no sound batch header";
+	if (b->generation != gen)
+		return b->generation < gen ? "a batch of an older generation"
+					   : "a batch of a newer generation";
+	n = (uint64_t)b->hdr_len + b->values_len;
+	if (off > seg_size || n > seg_size - off)
+		return "a batch that runs past its segment";
+	*len = n;
+	return NULL;
+}
+
+void ssd_batch_sum_entry(const struct ssd_batch *b, uint32_t i, uint32_t align,
+			 struct ssd_sum_entry *e)
+{
+	const struct ssd_batch_ent *be = &b->ent[i];
+
+	memset(e, 0, sizeof(*e));
+	e->type = SSD_REC_PUT;
+	e->ns_id = b->ns[be->ns_index].ns_id;
+	e->off_512 = be->value_off_512;
+	e->len_512 = (uint32_t)(KVT_ALIGN_UP(be->value_len, align) / SSD_REC_ALIGN);
+	e->seq = be->seq;
+	e->value_len = be->value_len;
+	e->part_count = 1;
+	e->key = be->key;
+	e->flags = SSD_ENT_F_BATCHED | (be->flags & SSD_REC_F_SEALED ? SSD_ENT_F_SEALED : 0);
+	e->value_crc = be->value_crc;
+}
+
+int ssd_struct_decode(const uint8_t *buf, size_t buf_len, uint64_t off, uint32_t align,
+		      bool batches, struct ssd_struct *st)
+{
+	int rc;
+
+	st->kind = 0;
+	st->hdr_len = 0;
+	/* Both frames put the magic at 0 and hdr_len at 8: 512 bytes say
+	 * which it is and how long its header is. */
+	if (buf_len < SSD_REC_ALIGN) {
+		st->hdr_len = SSD_REC_ALIGN;
+		return KVT_EBUFSMALL;
+	}
+	if (batches && memcmp(buf, SSD_BATCH_MAGIC, 4) == 0) {
+		rc = ssd_batch_decode(buf, buf_len, off, align, &st->batch);
+		st->hdr_len = st->batch.hdr_len;
+		if (rc == 0)
+			st->kind = SSD_STRUCT_BATCH;
+		return rc;
+	}
+	rc = ssd_rec_hdr_decode(buf, buf_len, align, &st->rec, NULL, 0);
+	st->hdr_len = st->rec.hdr_len;
+	if (rc == 0)
+		st->kind = SSD_STRUCT_REC;
+	return rc;
+}
+
+const char *ssd_walk_struct(int d, const struct ssd_struct *st, uint64_t gen, uint64_t off,
+			    uint64_t seg_size, uint32_t align, uint64_t *len)
+{
+	if (d < 0 || st->kind == 0)
+		return "no sound record or batch header";
+	if (st->kind == SSD_STRUCT_BATCH)
+		return ssd_walk_batch(d, &st->batch, gen, off, seg_size, len);
+	return ssd_walk_rec(d, &st->rec, gen, off, seg_size, align, len);
+}
+
+uint32_t ssd_value_crc(uint32_t value_crc32c, uint32_t ns_id, const struct kvt_key *key,
+		       uint64_t seq)
+{
+	uint8_t id[4 + 1 + KVT_KEY_MAX + 8];
+	uint32_t klen = key->len <= KVT_KEY_MAX ? key->len : KVT_KEY_MAX;
+	size_t n = 0;
+
+	le_put32(id, ns_id);
+	id[4] = (uint8_t)klen;
+	memcpy(id + 5, key->bytes, klen);
+	n = 5 + (size_t)klen;
+	le_put64(id + n, seq);
+	n += 8;
+	return kvt_crc32c(value_crc32c, id, n);
 }
 
 /* ------------------------------------------------------------------------
@@ -644,19 +1069,19 @@ enum {
 _Static_assert(sizeof(SSD_SUM_MAGIC) - 1 == SUM_VERSION - SUM_MAGIC, "summary magic is 8 bytes");
 _Static_assert(SUM_RESERVED + 24 == SUM_HDR, "summary header is 64 bytes");
 
-int64_t ssd_sum_encode(uint64_t generation, const struct ssd_sum_entry *e, size_t n,
-		       uint8_t *buf, size_t buf_len)
+int64_t ssd_sum_encode(uint32_t version, uint64_t generation, const struct ssd_sum_entry *e,
+		       size_t n, uint8_t *buf, size_t buf_len)
 {
 	uint64_t off = SUM_HDR, total, prev_end = 1;
 
-	if (n > UINT32_MAX)
+	if (n > UINT32_MAX || (version != SSD_FMT_VERSION && version != SSD_SUM_VERSION_BATCH))
 		return KVT_EBADLEN;
 	/* Check everything and size it before the first byte is written. */
 	for (size_t i = 0; i < n; i++) {
-		if (!ssdfmt_ent_ok(&e[i]) || e[i].off_512 < prev_end)
+		if (!ssdfmt_ent_ok(&e[i], version) || e[i].off_512 < prev_end)
 			return KVT_EBADLEN;
 		prev_end = (uint64_t)e[i].off_512 + e[i].len_512;
-		off += ssd_sum_entry_len(&e[i]);
+		off += ssd_sum_entry_len(&e[i], version);
 	}
 	total = ssdfmt_align(off);
 	if (total > buf_len || total > INT64_MAX)
@@ -665,9 +1090,9 @@ int64_t ssd_sum_encode(uint64_t generation, const struct ssd_sum_entry *e, size_
 	memset(buf, 0, total);
 	off = SUM_HDR;
 	for (size_t i = 0; i < n; i++)
-		off += ssdfmt_ent_put(buf + off, &e[i]);
+		off += ssdfmt_ent_put(buf + off, &e[i], version);
 	memcpy(buf + SUM_MAGIC, SSD_SUM_MAGIC, 8);
-	le_put32(buf + SUM_VERSION, SSD_FMT_VERSION);
+	le_put32(buf + SUM_VERSION, version);
 	le_put64(buf + SUM_GENERATION, generation);
 	le_put32(buf + SUM_COUNT, (uint32_t)n);
 	le_put32(buf + SUM_ENTRIES_CRC, kvt_crc32c(0, buf + SUM_HDR, off - SUM_HDR));
@@ -677,15 +1102,15 @@ int64_t ssd_sum_encode(uint64_t generation, const struct ssd_sum_entry *e, size_
 }
 
 /* One pass over the entries of a summary whose header checked out; fn NULL validates. */
-static int64_t ssdfmt_sum_walk(const uint8_t *buf, uint32_t count, uint64_t entries_len,
-			       ssd_sum_fn fn, void *ctx)
+static int64_t ssdfmt_sum_walk(const uint8_t *buf, uint32_t version, uint32_t count,
+			       uint64_t entries_len, ssd_sum_fn fn, void *ctx)
 {
 	const uint8_t *p = buf + SUM_HDR;
 	uint64_t off = 0, prev_end = 1;
 	struct ssd_sum_entry e;
 
 	for (uint32_t i = 0; i < count; i++) {
-		int64_t len = ssdfmt_ent_get(p + off, entries_len - off, &e);
+		int64_t len = ssdfmt_ent_get(p + off, entries_len - off, &e, version);
 
 		if (len < 0)
 			return len;
@@ -708,14 +1133,15 @@ int64_t ssd_sum_decode(const uint8_t *buf, size_t buf_len, uint64_t generation,
 		       ssd_sum_fn fn, void *ctx)
 {
 	uint64_t entries_len, total;
-	uint32_t count;
+	uint32_t count, version;
 	int64_t ret;
 
 	if (buf_len < SUM_HDR || memcmp(buf + SUM_MAGIC, SSD_SUM_MAGIC, 8) != 0)
 		return KVT_ECORRUPT;
 	if (ssdfmt_crc_skip(buf, SUM_HDR, SUM_CRC) != le_get32(buf + SUM_CRC))
 		return KVT_ECORRUPT;
-	if (le_get32(buf + SUM_VERSION) != SSD_FMT_VERSION)
+	version = le_get32(buf + SUM_VERSION);
+	if (version != SSD_FMT_VERSION && version != SSD_SUM_VERSION_BATCH)
 		return KVT_EVERSION;
 	if (le_get64(buf + SUM_GENERATION) != generation ||
 	    !ssdfmt_is_zero(buf + SUM_RESERVED, SUM_HDR - SUM_RESERVED))
@@ -733,10 +1159,10 @@ int64_t ssd_sum_decode(const uint8_t *buf, size_t buf_len, uint64_t generation,
 	if (!ssdfmt_is_zero(buf + SUM_HDR + entries_len, total - SUM_HDR - entries_len))
 		return KVT_ECORRUPT;
 
-	ret = ssdfmt_sum_walk(buf, count, entries_len, NULL, NULL);
+	ret = ssdfmt_sum_walk(buf, version, count, entries_len, NULL, NULL);
 	if (ret < 0 || !fn)
 		return ret;
-	return ssdfmt_sum_walk(buf, count, entries_len, fn, ctx);
+	return ssdfmt_sum_walk(buf, version, count, entries_len, fn, ctx);
 }
 
 /* ------------------------------------------------------------------------
@@ -817,7 +1243,7 @@ size_t ssd_ckpt_size(uint32_t slot_count, uint32_t clear_count, uint64_t entry_c
 		     uint64_t key_bytes)
 {
 	/* Each key's padding to 8 is counted at its worst, 7 bytes. */
-	const uint64_t ent_max = CENT_FIXED + ENT_FIXED + 7;
+	const uint64_t ent_max = CENT_FIXED + ENT_FIXED_V3 + 7; /* either version */
 	size_t n = CKPT_HDR;
 
 	if (!ssdfmt_add(&n, (uint64_t)slot_count * CSLOT_LEN) ||
@@ -828,12 +1254,24 @@ size_t ssd_ckpt_size(uint32_t slot_count, uint32_t clear_count, uint64_t entry_c
 	return n & ~(size_t)(SSD_ALIGN - 1);
 }
 
-void ssd_ckpt_begin(struct ssd_ckpt_writer *w, uint8_t *buf, size_t cap)
+void ssd_ckpt_begin_version(struct ssd_ckpt_writer *w, uint8_t *buf, size_t cap,
+			    uint32_t version)
 {
 	memset(w, 0, sizeof(*w));
 	w->buf = buf;
 	w->cap = cap;
 	w->off = CKPT_HDR;
+	w->version = version;
+}
+
+void ssd_ckpt_begin(struct ssd_ckpt_writer *w, uint8_t *buf, size_t cap)
+{
+	ssd_ckpt_begin_version(w, buf, cap, SSD_FMT_VERSION);
+}
+
+static bool ssdfmt_ckpt_version_ok(uint32_t version)
+{
+	return version == SSD_FMT_VERSION || version == SSD_CKPT_VERSION_BATCH;
 }
 
 /* Room for n more bytes at w->off? */
@@ -881,14 +1319,15 @@ int ssd_ckpt_put_entry(struct ssd_ckpt_writer *w, const struct ssd_ckpt_entry *e
 	uint8_t *p;
 
 	/* Slots come first: an entry names one of them. */
-	if (!ssdfmt_ent_ok(&e->e) || e->slot >= w->slots || e->generation == 0 ||
-	    e->generation > SSD_GEN_MAX || !ssdfmt_room(w, CENT_FIXED + ssd_sum_entry_len(&e->e)))
+	if (!ssdfmt_ent_ok(&e->e, w->version) || e->slot >= w->slots || e->generation == 0 ||
+	    e->generation > SSD_GEN_MAX ||
+	    !ssdfmt_room(w, CENT_FIXED + ssd_sum_entry_len(&e->e, w->version)))
 		return KVT_EBADLEN;
 	p = w->buf + w->off;
 	le_put32(p + CENT_SLOT, e->slot);
 	le_put32(p + CENT_RESERVED, 0);
 	le_put64(p + CENT_GENERATION, e->generation);
-	w->off += CENT_FIXED + ssdfmt_ent_put(p + CENT_FIXED, &e->e);
+	w->off += CENT_FIXED + ssdfmt_ent_put(p + CENT_FIXED, &e->e, w->version);
 	w->entries++;
 	return 0;
 }
@@ -899,7 +1338,7 @@ int64_t ssd_ckpt_finish(struct ssd_ckpt_writer *w, const struct ssd_ckpt_hdr *h)
 	size_t body_len, total;
 
 	if (h->slot_count != w->slots || h->clear_count != w->clears ||
-	    h->entry_count != w->entries || w->off > w->cap)
+	    h->entry_count != w->entries || w->off > w->cap || !ssdfmt_ckpt_version_ok(w->version))
 		return KVT_EBADLEN;
 	body_len = w->off - CKPT_HDR;
 	total = (size_t)ssdfmt_align(w->off);
@@ -909,7 +1348,7 @@ int64_t ssd_ckpt_finish(struct ssd_ckpt_writer *w, const struct ssd_ckpt_hdr *h)
 	memset(buf, 0, CKPT_HDR);
 	memset(buf + w->off, 0, total - w->off);
 	memcpy(buf + CKPT_MAGIC, SSD_CKPT_MAGIC, 8);
-	le_put32(buf + CKPT_VERSION, SSD_FMT_VERSION);
+	le_put32(buf + CKPT_VERSION, w->version);
 	memcpy(buf + CKPT_STORE_ID, h->store_id, 16);
 	le_put64(buf + CKPT_SEQ, h->seq);
 	le_put32(buf + CKPT_SLOT_COUNT, h->slot_count);
@@ -962,7 +1401,7 @@ static int ssdfmt_ckpt_walk(const uint8_t *buf, const struct ssd_ckpt_hdr *h, ui
 		    e.generation == 0 || e.generation > SSD_GEN_MAX)
 			return KVT_ECORRUPT;
 		off += CENT_FIXED;
-		len = ssdfmt_ent_get(p + off, body_len - off, &e.e);
+		len = ssdfmt_ent_get(p + off, body_len - off, &e.e, h->version);
 		if (len < 0)
 			return (int)len;
 		off += (uint64_t)len;
@@ -993,12 +1432,13 @@ static int ssdfmt_ckpt_hdr(const uint8_t *buf, uint64_t file_len, struct ssd_ckp
 		return KVT_ECORRUPT;
 	if (ssdfmt_crc_skip(buf, CKPT_HDR, CKPT_CRC) != le_get32(buf + CKPT_CRC))
 		return KVT_ECORRUPT;
-	if (le_get32(buf + CKPT_VERSION) != SSD_FMT_VERSION)
+	if (!ssdfmt_ckpt_version_ok(le_get32(buf + CKPT_VERSION)))
 		return KVT_EVERSION;
 	if (!ssdfmt_is_zero(buf + CKPT_RESERVED, CKPT_HDR - CKPT_RESERVED))
 		return KVT_ECORRUPT;
 
 	memset(t, 0, sizeof(*t));
+	t->version = le_get32(buf + CKPT_VERSION);
 	memcpy(t->store_id, buf + CKPT_STORE_ID, 16);
 	t->seq = le_get64(buf + CKPT_SEQ);
 	t->slot_count = le_get32(buf + CKPT_SLOT_COUNT);

@@ -39,6 +39,10 @@
  * other structure stays at SSD_FMT_VERSION. */
 #define SSD_REC_ALIGN_4K 4096u
 #define SSD_SEG_VERSION_4K 3u
+/* Format 3 (doc/ssd-format.md "Format 3: batch headers"): a segment that
+ * may hold batches has a header of this version, which names its record
+ * alignment (512 or 4096) at offset 20. */
+#define SSD_SEG_VERSION_BATCH 4u
 
 /* ------------------------------------------------------------------------
  * Segment header: the first 4096 bytes of every segment file.
@@ -55,7 +59,8 @@
 
 struct ssd_seg_hdr {
 	uint32_t version;      /* decode: the version found (also with KVT_EVERSION);
-			        * encode: ignored, set from rec_align */
+			        * encode: SSD_SEG_VERSION_BATCH for a segment of
+			        * format 3, else ignored (set from rec_align) */
 	uint32_t slot;         /* this file's slot number */
 	uint32_t rec_align;    /* records' alignment: SSD_REC_ALIGN (version
 			        * SSD_FMT_VERSION) or SSD_REC_ALIGN_4K (version
@@ -83,8 +88,8 @@ void ssd_seg_hdr_encode(const struct ssd_seg_hdr *h, uint8_t *buf);
 int ssd_seg_hdr_ours(const struct ssd_seg_hdr *h, uint32_t slot, uint64_t seg_size,
 		     const uint8_t *store_id);
 /* Decode buf[SSD_ALIGN].  0, KVT_ECORRUPT (magic, CRC, fields), KVT_EVERSION
- * (an intact header of a version other than SSD_FMT_VERSION and
- * SSD_SEG_VERSION_4K: h->version says which). */
+ * (an intact header of a version other than SSD_FMT_VERSION,
+ * SSD_SEG_VERSION_4K and SSD_SEG_VERSION_BATCH: h->version says which). */
 int ssd_seg_hdr_decode(const uint8_t *buf, struct ssd_seg_hdr *h);
 
 /* ------------------------------------------------------------------------
@@ -174,6 +179,131 @@ int ssd_rec_hdr_decode_part(const uint8_t *buf, size_t buf_len, uint32_t align,
 			    uint64_t *part_off);
 
 /* ------------------------------------------------------------------------
+ * Batches (format 3, doc/ssd-format.md "Format 3: batch headers"): one
+ * header naming up to SSD_BATCH_MAX single-part PUTs, then their values,
+ * each starting at the segment's record alignment and zero-padded to it.
+ *
+ *   [batch header, hdr_len B: magic "KVB1", version, hdr_len, CRC,
+ *    generation, counts, ns table, entries][value 0][value 1]...
+ *
+ * A batch is read by its values alone: an entry's value_crc binds the
+ * value to its identity (ssd_value_crc), so a read that finds another
+ * block's bytes at the offset fails like a damaged one.  Pure functions,
+ * as the rest of this file.
+ */
+#define SSD_BATCH_MAGIC "KVB1"  /* 4 bytes, no NUL */
+#define SSD_BATCH_VERSION 3u
+#define SSD_BATCH_MAX 32u        /* entries in one batch */
+#define SSD_BATCH_HDR_MAX 4096u  /* hdr_len's bound, at either alignment */
+#define SSD_BATCH_FIXED 64u      /* bytes before the ns table */
+#define SSD_BATCH_NS_LEN 40u     /* bytes per ns-table entry */
+#define SSD_BATCH_ENT_FIXED 32u  /* bytes of an entry before its key */
+/* The largest value a batch holds: larger ones go down as records. */
+#define SSD_BATCH_VALUE_MAX ((uint64_t)256 * 1024 - 1)
+
+struct ssd_batch_ns {
+	uint32_t ns_id;          /* store-local id, >= 1 */
+	uint8_t digest[32];      /* the namespace's digest */
+};
+
+struct ssd_batch_ent {
+	uint32_t ns_index;       /* into the batch's ns table */
+	uint32_t flags;          /* SSD_REC_F_SEALED or 0 */
+	uint32_t value_crc;      /* ssd_value_crc of the value and the identity */
+	uint64_t value_len;      /* 1..SSD_BATCH_VALUE_MAX */
+	uint64_t seq;            /* >= 1 */
+	uint32_t value_off_512;  /* the value's offset in the segment / 512 */
+	struct kvt_key key;      /* 1..KVT_KEY_MAX bytes */
+};
+
+struct ssd_batch {
+	uint32_t hdr_len;        /* bytes, multiple of the record alignment */
+	uint32_t count;          /* entries, 1..SSD_BATCH_MAX */
+	uint32_t ns_count;       /* namespaces named, 1..count */
+	uint32_t values_len;     /* sum of the values rounded up to the alignment */
+	uint64_t generation;     /* the segment's */
+	struct ssd_batch_ns ns[SSD_BATCH_MAX];
+	struct ssd_batch_ent ent[SSD_BATCH_MAX];
+};
+
+/* Bytes one entry of key_len key bytes takes in a batch header. */
+size_t ssd_batch_ent_len(uint32_t key_len);
+/* The header length of a batch of count entries over ns_count namespaces
+ * whose keys total key_pad bytes rounded up to 8 each, at align; 0 if it
+ * exceeds SSD_BATCH_HDR_MAX (the writer cuts a batch before that) or
+ * align is not a record alignment. */
+uint32_t ssd_batch_hdr_len(uint32_t count, uint32_t ns_count, uint64_t key_pad, uint32_t align);
+/*
+ * Encode b's header for a batch at byte offset off of a segment whose
+ * records are align-aligned into buf (buf_len bytes).  b->hdr_len,
+ * b->values_len and every entry's value_off_512 are computed here and
+ * written back into *b.  The ns table must be canonical: distinct ns_ids,
+ * in the order the entries first name them, each named.  Returns hdr_len
+ * or KVT_EBADLEN (buf too small, a field out of range, the header past
+ * SSD_BATCH_HDR_MAX, an offset past 2^32 - 1 units of 512).
+ */
+int ssd_batch_encode(struct ssd_batch *b, uint64_t off, uint32_t align, uint8_t *buf,
+		     size_t buf_len);
+/*
+ * Decode the batch header at byte offset off of a segment whose records
+ * are align-aligned, from buf (buf_len bytes available).  The
+ * KVT_EBUFSMALL protocol of record headers: fewer than SSD_REC_ALIGN bytes
+ * give KVT_EBUFSMALL with b->hdr_len SSD_REC_ALIGN; a bounded hdr_len
+ * (<= SSD_BATCH_HDR_MAX, checked before the CRC) past buf_len gives
+ * KVT_EBUFSMALL with b->hdr_len set; nothing past buf_len is read.  Then
+ * the CRC, the version, every field and entry (value offsets consistent,
+ * the ns table canonical), the padding zero.  The values are not read.
+ * Returns 0, KVT_ECORRUPT, KVT_EVERSION or KVT_EBUFSMALL.
+ */
+int ssd_batch_decode(const uint8_t *buf, size_t buf_len, uint64_t off, uint32_t align,
+		     struct ssd_batch *b);
+/* One step of recovery's walk of a format-3 segment at a batch header
+ * that ssd_batch_decode (result d) decoded into b, at byte off of a
+ * segment of generation gen and seg_size bytes: NULL if the walk takes
+ * it (*len: header and values, where the next structure starts), else
+ * why the walk stops there. */
+const char *ssd_walk_batch(int d, const struct ssd_batch *b, uint64_t gen, uint64_t off,
+			   uint64_t seg_size, uint64_t *len);
+struct ssd_sum_entry; /* below */
+/* Batch entry i of b, at align, as its summary (and checkpoint) entry of
+ * version SSD_SUM_VERSION_BATCH: a batched PUT naming its value alone. */
+void ssd_batch_sum_entry(const struct ssd_batch *b, uint32_t i, uint32_t align,
+			 struct ssd_sum_entry *e);
+
+/* One structure of a segment, as recovery's walk of an open segment and
+ * fsck read it (doc/ssd-format.md "Recovery of an open segment"): a
+ * record (SSD_STRUCT_REC, in rec) or, in a segment of format 3, a batch
+ * (SSD_STRUCT_BATCH, in batch). */
+#define SSD_STRUCT_REC 1u
+#define SSD_STRUCT_BATCH 2u
+struct ssd_struct {
+	uint32_t kind;           /* SSD_STRUCT_*, 0 unless decoded */
+	uint32_t hdr_len;        /* decoded, or KVT_EBUFSMALL: the bytes to read */
+	struct ssd_rec_hdr rec;
+	struct ssd_batch batch;
+};
+/* Decode the structure at byte off of a segment whose records are
+ * align-aligned from buf (buf_len bytes): by its magic, a batch header
+ * (only if batches: the segment is of format 3) or a record header, with
+ * their decoders' checks and KVT_EBUFSMALL protocol (st->hdr_len: read
+ * that many; at most 20480).  Returns 0, KVT_ECORRUPT, KVT_EVERSION,
+ * KVT_EBUFSMALL. */
+int ssd_struct_decode(const uint8_t *buf, size_t buf_len, uint64_t off, uint32_t align,
+		      bool batches, struct ssd_struct *st);
+/* The walk's step over what ssd_struct_decode (result d) decoded:
+ * ssd_walk_rec or ssd_walk_batch by its kind.  NULL if the walk takes it
+ * (*len: its bytes, header and values), else why the walk stops. */
+const char *ssd_walk_struct(int d, const struct ssd_struct *st, uint64_t gen, uint64_t off,
+			    uint64_t seg_size, uint32_t align, uint64_t *len);
+
+/* The check value of a batched value (doc/ssd-format.md "Reads"):
+ * CRC32C of the value (value_crc32c: kvt_crc32c(0, value, len)),
+ * continued over ns_id (u32), key_len (u8), the key bytes and seq (u64),
+ * little-endian, so that the same bytes under another identity fail. */
+uint32_t ssd_value_crc(uint32_t value_crc32c, uint32_t ns_id, const struct kvt_key *key,
+		       uint64_t seq);
+
+/* ------------------------------------------------------------------------
  * Segment summary: every record of a sealed segment, in write order.
  *
  *   [summary header 64 B: magic "KVTSUM01", version, count, generation,
@@ -184,21 +314,41 @@ int ssd_rec_hdr_decode_part(const uint8_t *buf, size_t buf_len, uint32_t align,
 struct ssd_sum_entry {
 	uint32_t type;        /* enum ssd_rec_type */
 	uint32_t ns_id;
-	uint32_t off_512;     /* record offset in the segment, in SSD_REC_ALIGN units */
+	uint32_t off_512;     /* record offset in the segment, in SSD_REC_ALIGN units
+			       * (SSD_ENT_F_BATCHED: the value's) */
 	uint32_t len_512;     /* record length, in SSD_REC_ALIGN units: the
-			       * record's at SSD_REC_ALIGN or SSD_REC_ALIGN_4K */
+			       * record's at SSD_REC_ALIGN or SSD_REC_ALIGN_4K
+			       * (SSD_ENT_F_BATCHED: the value's, padded) */
 	uint64_t seq;
 	uint64_t value_len;
 	uint16_t part_count;  /* PUT */
 	struct kvt_key key;
+	/* Version SSD_SUM_VERSION_BATCH only (0 in version 2): */
+	uint32_t flags;       /* SSD_ENT_F_* */
+	uint32_t value_crc;   /* SSD_ENT_F_BATCHED: the batch entry's value_crc; else 0 */
 };
+
+/* Summary and checkpoint entries of format 3 (doc/ssd-format.md "Format 3:
+ * batch headers"): version SSD_SUM_VERSION_BATCH of the summary and
+ * SSD_CKPT_VERSION_BATCH of the checkpoint hold 40-byte entries, the
+ * version-2 fields then value_crc and flags.  A batched entry names a
+ * value of a batch: a single-part PUT of at most SSD_BATCH_VALUE_MAX
+ * bytes, off_512/len_512 the value alone (padded to the segment's
+ * alignment). */
+#define SSD_SUM_VERSION_BATCH 3u
+#define SSD_CKPT_VERSION_BATCH 3u
+#define SSD_ENT_F_BATCHED 0x1u /* the entry names a batched value */
+#define SSD_ENT_F_SEALED 0x2u  /* batched only: the value is client-sealed */
 
 /* Whether a summary entry can describe a record of a segment whose
  * records are align-aligned and whose summary starts at sum_off: NULL if
- * it is laid out at align (its length ssd_rec_len's) and ends at or before
- * sum_off, else why not.  Recovery and fsck both judge a summary by it
- * before they use any of its entries (doc/ssd-format.md). */
-const char *ssd_sum_entry_bound(const struct ssd_sum_entry *e, uint32_t align, uint64_t sum_off);
+ * it is laid out at align (its length ssd_rec_len's; a batched entry's,
+ * its value padded to align) and ends at or before sum_off, else why not.
+ * batches: the segment is of format 3; a batched entry of any other is
+ * refused.  Recovery and fsck both judge a summary by it before they use
+ * any of its entries (doc/ssd-format.md). */
+const char *ssd_sum_entry_bound(const struct ssd_sum_entry *e, uint32_t align, uint64_t sum_off,
+				bool batches);
 /* One step of recovery's walk of a segment's records (doc/ssd-format.md
  * "Recovery" step 4), at byte off of a segment of generation gen and
  * seg_size bytes whose records are align-aligned, where
@@ -208,16 +358,20 @@ const char *ssd_sum_entry_bound(const struct ssd_sum_entry *e, uint32_t align, u
  * Recovery and fsck both walk by it. */
 const char *ssd_walk_rec(int d, const struct ssd_rec_hdr *h, uint64_t gen, uint64_t off,
 			 uint64_t seg_size, uint32_t align, uint64_t *rec_len);
-/* Bytes one entry takes in a summary. */
-size_t ssd_sum_entry_len(const struct ssd_sum_entry *e);
-/* Encode a summary of n entries into buf (zero padded to SSD_ALIGN).
- * Returns its length (multiple of SSD_ALIGN) or KVT_EBADLEN (buf too small,
- * an entry out of range, or record offsets not rising). */
-int64_t ssd_sum_encode(uint64_t generation, const struct ssd_sum_entry *e, size_t n,
-		       uint8_t *buf, size_t buf_len);
+/* Bytes one entry takes in a summary of this version (SSD_FMT_VERSION or
+ * SSD_SUM_VERSION_BATCH; any other: version 2's). */
+size_t ssd_sum_entry_len(const struct ssd_sum_entry *e, uint32_t version);
+/* Encode a summary of n entries of this version (SSD_FMT_VERSION: no
+ * entry may have flags or a value_crc; SSD_SUM_VERSION_BATCH) into buf
+ * (zero padded to SSD_ALIGN).  Returns its length (multiple of SSD_ALIGN)
+ * or KVT_EBADLEN (buf too small, another version, an entry out of range,
+ * or record offsets not rising). */
+int64_t ssd_sum_encode(uint32_t version, uint64_t generation, const struct ssd_sum_entry *e,
+		       size_t n, uint8_t *buf, size_t buf_len);
 /*
- * Decode: calls fn (may be NULL) for each entry in order, only once the
- * whole summary has been checked.  buf_len must be the summary's exact
+ * Decode (either version: the entries say which by their flags and
+ * value_crc, 0 in version 2): calls fn (may be NULL) for each entry in
+ * order, only once the whole summary has been checked.  buf_len must be the summary's exact
  * length (summary_len in the segment header).  Returns the entry count,
  * KVT_ECORRUPT, KVT_EVERSION, or fn's negative return.  Checks the
  * generation matches.  No allocation.
@@ -239,6 +393,7 @@ int64_t ssd_sum_decode(const uint8_t *buf, size_t buf_len, uint64_t generation,
  *    u32 slot, u32 pad, u64 generation)]
  */
 struct ssd_ckpt_hdr {
+	uint32_t version;     /* decode: SSD_FMT_VERSION or SSD_CKPT_VERSION_BATCH */
 	uint8_t store_id[16];
 	uint64_t seq;
 	uint32_t slot_count;
@@ -277,6 +432,7 @@ struct ssd_ckpt_writer {
 	size_t cap, off;
 	uint64_t entries;
 	uint32_t slots, clears;
+	uint32_t version;    /* of the checkpoint, so of its entries */
 };
 /*
  * Slots, then clears, then entries: each put returns 0, KVT_ESTATE (out of
@@ -284,6 +440,11 @@ struct ssd_ckpt_writer {
  * naming a slot not yet put).
  */
 void ssd_ckpt_begin(struct ssd_ckpt_writer *w, uint8_t *buf, size_t cap);
+/* ssd_ckpt_begin for a checkpoint of this version: SSD_FMT_VERSION (what
+ * ssd_ckpt_begin writes) or SSD_CKPT_VERSION_BATCH, whose entries may be
+ * batched (any other version: every put fails with KVT_EBADLEN). */
+void ssd_ckpt_begin_version(struct ssd_ckpt_writer *w, uint8_t *buf, size_t cap,
+			    uint32_t version);
 int ssd_ckpt_put_slot(struct ssd_ckpt_writer *w, const struct ssd_ckpt_slot *s);
 int ssd_ckpt_put_clear(struct ssd_ckpt_writer *w, const struct ssd_ckpt_clear *c);
 int ssd_ckpt_put_entry(struct ssd_ckpt_writer *w, const struct ssd_ckpt_entry *e);

@@ -60,6 +60,7 @@ static const int policy_vals[] = { DRAM_POLICY_S3FIFO, DRAM_POLICY_LRU, DRAM_POL
 				    DRAM_POLICY_PREFIX_LEARN, DRAM_POLICY_PREFIX_ADAPT };
 static const int huge_vals[] = { DRAM_HUGE_AUTO, DRAM_HUGE_THP, DRAM_HUGE_OFF };
 static const int ssd_align_vals[] = { 0, 512, 4096 }; /* ssd.dio_align: 0 auto */
+static const int ssd_format_vals[] = { 2, 3 }; /* ssd.format */
 static const int ssd_admit_vals[] = { SSD_ADMIT_SECOND, SSD_ADMIT_ALWAYS, SSD_ADMIT_VICTIM };
 static const int shared_admit_vals[] = { SHARED_ADMIT_PERSISTENT, SHARED_ADMIT_ALWAYS };
 static const int format_vals[] = { KVEVENTS_MAP, KVEVENTS_ARRAY };
@@ -107,6 +108,8 @@ static const struct opt_def opts[] = {
 	{ "ssd.dio_align", OPT_CHOICE, 0, F(ssd_cfg.dio_align), 0, 0, "auto|512|4096",
 	  ssd_align_vals, "auto",
 	  "records' alignment: the device's O_DIRECT alignment (auto; 4096 on a 4Kn drive), or forced (doc/ssd.md)" },
+	{ "ssd.format", OPT_CHOICE, 0, F(ssd_cfg.format), 0, 0, "2|3", ssd_format_vals, "2",
+	  "layout of the segments this open starts: 2 (a header per record) or 3 (small puts share one header per batch, doc/ssd.md)" },
 	{ "ssd.io_depth", OPT_COUNT, 0, F(ssd_cfg.io_depth), 1, 4096, NULL, NULL, "64",
 	  "I/O engine queue depth" },
 	{ "ssd.admission", OPT_CHOICE, 0, F(ssd_cfg.admission), 0, 0, "second|always|victim",

@@ -69,6 +69,10 @@ static int entry_fn(void *p, const struct ssd_ckpt_entry *e)
 	FUZZ_CHECK(e->e.part_count <= KVT_PARTS_MAX && e->e.value_len <= KVT_VALUE_MAX);
 	for (uint32_t i = e->e.key.len; i < KVT_KEY_MAX; i++)
 		FUZZ_CHECK(e->e.key.bytes[i] == 0);
+	/* A batched value (format 3): one part, under 256 KiB. */
+	FUZZ_CHECK(!(e->e.flags & SSD_ENT_F_BATCHED) ||
+		   (e->e.part_count == 1 && e->e.value_len <= SSD_BATCH_VALUE_MAX));
+	FUZZ_CHECK((e->e.flags & SSD_ENT_F_BATCHED) || (e->e.flags == 0 && e->e.value_crc == 0));
 	if (c->entries < KEEP)
 		c->e[c->entries] = *e;
 	c->entries++;
@@ -108,7 +112,8 @@ static void fuzz_one(const uint8_t *buf, size_t len)
 	FUZZ_CHECK(cap >= len);
 	if (cap > sizeof(g_enc))
 		return;
-	ssd_ckpt_begin(&w, g_enc, cap);
+	FUZZ_CHECK(h.version == SSD_FMT_VERSION || h.version == SSD_CKPT_VERSION_BATCH);
+	ssd_ckpt_begin_version(&w, g_enc, cap, h.version);
 	for (uint32_t i = 0; i < c->slots; i++)
 		FUZZ_CHECK(ssd_ckpt_put_slot(&w, &c->s[i]) == 0);
 	for (uint32_t i = 0; i < c->clears; i++)

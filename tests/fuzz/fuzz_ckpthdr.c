@@ -36,12 +36,13 @@ static bool hdr_zero(const struct ssd_ckpt_hdr *h)
 {
 	static const uint8_t zero[16];
 	return memcmp(h->store_id, zero, 16) == 0 && h->seq == 0 && h->slot_count == 0 &&
-	       h->clear_count == 0 && h->entry_count == 0;
+	       h->clear_count == 0 && h->entry_count == 0 && h->version == 0;
 }
 
 static bool hdr_same(const struct ssd_ckpt_hdr *a, const struct ssd_ckpt_hdr *b)
 {
 	return memcmp(a->store_id, b->store_id, 16) == 0 && a->seq == b->seq &&
+	       a->version == b->version &&
 	       a->slot_count == b->slot_count && a->clear_count == b->clear_count &&
 	       a->entry_count == b->entry_count;
 }
@@ -73,7 +74,9 @@ static void fuzz_one(const uint8_t *data, size_t n, uint64_t file_len)
 		FUZZ_CHECK(body_len <= file_len - SSD_CKPT_HDR &&
 			   file_len - SSD_CKPT_HDR - body_len < SSD_ALIGN);
 		FUZZ_CHECK(tables <= body_len && h.entry_count * 48 <= body_len - tables);
-		FUZZ_CHECK(memcmp(buf, "KVTCKPT1", 8) == 0 && le_get32(buf + 8) == SSD_FMT_VERSION);
+		/* Version 2, or 3 (format 3's entries), as the header says. */
+		FUZZ_CHECK(memcmp(buf, "KVTCKPT1", 8) == 0 && le_get32(buf + 8) == h.version &&
+			   (h.version == SSD_FMT_VERSION || h.version == SSD_CKPT_VERSION_BATCH));
 	}
 	if (file_len == n) {
 		int full = ssd_ckpt_decode(buf, n, &h2, NULL, NULL);

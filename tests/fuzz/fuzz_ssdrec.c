@@ -147,6 +147,7 @@ static void fuzz_rec(const uint8_t *buf, size_t len)
 struct sum_ctx {
 	size_t n;
 	uint32_t prev_end;
+	uint32_t version;     /* the summary's, as its header says */
 };
 
 static int sum_fn(void *p, const struct ssd_sum_entry *e)
@@ -156,8 +157,17 @@ static int sum_fn(void *p, const struct ssd_sum_entry *e)
 	FUZZ_CHECK(e->type >= SSD_REC_PUT && e->type <= SSD_REC_CLEAR_ALL);
 	FUZZ_CHECK(e->part_count <= KVT_PARTS_MAX && e->value_len <= KVT_VALUE_MAX);
 	FUZZ_CHECK(e->seq != 0 && e->off_512 >= c->prev_end && e->len_512 >= 1);
-	FUZZ_CHECK(ssd_rec_align_of(e->part_count, e->value_len,
-				    (uint64_t)e->len_512 * SSD_REC_ALIGN) != 0);
+	if (e->flags & SSD_ENT_F_BATCHED) /* format 3: the value alone */
+		FUZZ_CHECK(c->version == SSD_SUM_VERSION_BATCH && e->part_count == 1 &&
+			   e->value_len <= SSD_BATCH_VALUE_MAX &&
+			   ((uint64_t)e->len_512 * SSD_REC_ALIGN ==
+				    KVT_ALIGN_UP(e->value_len, SSD_REC_ALIGN) ||
+			    (uint64_t)e->len_512 * SSD_REC_ALIGN ==
+				    KVT_ALIGN_UP(e->value_len, SSD_REC_ALIGN_4K)));
+	else
+		FUZZ_CHECK(e->flags == 0 && e->value_crc == 0 &&
+			   ssd_rec_align_of(e->part_count, e->value_len,
+					    (uint64_t)e->len_512 * SSD_REC_ALIGN) != 0);
 	check_key(&e->key);
 	c->prev_end = e->off_512 + e->len_512;
 	if (c->n < SUM_KEEP)
@@ -168,7 +178,7 @@ static int sum_fn(void *p, const struct ssd_sum_entry *e)
 
 static void fuzz_sum(const uint8_t *buf, size_t len)
 {
-	struct sum_ctx c = { 0, 1 };
+	struct sum_ctx c = { 0, 1, len >= 12 ? le_get32(buf + 8) : 0 };
 	uint64_t generation = len >= 24 ? le_get64(buf + 16) : 0;
 	int64_t rc, enc;
 
@@ -182,7 +192,7 @@ static void fuzz_sum(const uint8_t *buf, size_t len)
 	FUZZ_CHECK(ssd_sum_decode(buf, len, generation + 1, NULL, NULL) == KVT_ECORRUPT);
 	if (c.n > SUM_KEEP || len > sizeof(g_enc))
 		return;
-	enc = ssd_sum_encode(generation, g_ents, c.n, g_enc, sizeof(g_enc));
+	enc = ssd_sum_encode(c.version, generation, g_ents, c.n, g_enc, sizeof(g_enc));
 	FUZZ_CHECK(enc == (int64_t)len);
 	FUZZ_CHECK(memcmp(g_enc, buf, len) == 0);
 }

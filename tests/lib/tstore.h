@@ -6,6 +6,13 @@
 
 #include "t.h"
 
+/* The SSD format the tests' stores are opened with is 3 (batches). */
+static inline bool t_ssd_format3(void)
+{
+	const char *f = getenv("KVT_TEST_SSD_FORMAT");
+	return f && !strcmp(f, "3");
+}
+
 /* Open a memory-only store with options given as "name", "value" pairs, NULL-terminated. */
 static inline struct kvt_store *t_store_open(const char *first, ...)
 {
@@ -25,6 +32,10 @@ static inline struct kvt_store *t_store_open(const char *first, ...)
 	 * 4096 bytes, as on a 4Kn drive (meson test test_ssd_4k). */
 	if (getenv("KVT_TEST_DIO_ALIGN"))
 		T_OK(kvt_store_set_option(s, "ssd.dio_align", getenv("KVT_TEST_DIO_ALIGN")));
+	/* KVT_TEST_SSD_FORMAT=3: small write-downs go down as batches under
+	 * one header (meson test test_ssd_fmt3; doc/ssd.md ssd.format). */
+	if (getenv("KVT_TEST_SSD_FORMAT"))
+		T_OK(kvt_store_set_option(s, "ssd.format", getenv("KVT_TEST_SSD_FORMAT")));
 	T_OK(kvt_store_open(s));
 	return s;
 }

@@ -62,7 +62,14 @@ static int put_k(struct kvt_store *s, uint32_t ns, uint64_t k)
 	struct iovec v[2] = { { buf, len / 3 }, { buf + len / 3, len - len / 3 } };
 	int r;
 	t_fill(buf, len, k);
-	r = kvt_put(s, ns, &key, v, 2); /* two parts, so part tables round-trip */
+	/* two parts, so part tables round-trip; one at format 3
+	 * (test_ssd_fmt3), so that the blocks go down as batches */
+	if (t_ssd_format3()) {
+		v[0].iov_len = len;
+		r = kvt_put(s, ns, &key, v, 1);
+	} else {
+		r = kvt_put(s, ns, &key, v, 2);
+	}
 	free(buf);
 	return r;
 }
@@ -145,8 +152,9 @@ static void test_persist(void)
 			free(want);
 		}
 		T_OK(kvt_pin_release(s2, r.pin));
-		/* ...and one part alone is served (the block is promoted whole). */
-		{
+		/* ...and one part alone is served (the block is promoted whole;
+		 * at format 3 put_k's blocks have one part). */
+		if (!t_ssd_format3()) {
 			char part[70000];
 			struct iovec dst = { part, sizeof(part) };
 			char *want = malloc(len_of(9));
@@ -467,6 +475,9 @@ static int seg_set_version(const char *dir, uint32_t v)
 		}
 		T_EQ_INT(pread(fd, b, SSD_ALIGN, 0), (int)SSD_ALIGN);
 		if (memcmp(b, "KVTSEG01", 8) == 0) {
+			/* Format 3's header names its alignment, 512 too. */
+			if (v == SSD_SEG_VERSION_BATCH && le_get32(b + 20) == 0)
+				le_put32(b + 20, SSD_REC_ALIGN);
 			le_put32(b + 8, v);
 			le_put32(b + 12, 0);
 			le_put32(b + 12, kvt_crc32c(0, b, SSD_ALIGN));
@@ -504,12 +515,13 @@ static void test_format_versions(void)
 	kvt_store_destroy(s);
 
 	/* Records back to back: 512-byte header, then the 16 KiB value (4096
-	 * at KVT_TEST_DIO_ALIGN=4096). */
+	 * at KVT_TEST_DIO_ALIGN=4096).  Format 3 (test_ssd_fmt3) may batch
+	 * them: its layout is test_format3_write's. */
 	snprintf(path, sizeof(path), "%s/ssd/seg-000000", dir);
 	fd = open(path, O_RDONLY);
 	T_GE_INT(fd, 0);
 	T_EQ_INT(posix_memalign((void **)&hdr, SSD_ALIGN, SSD_ALIGN), 0);
-	for (uint64_t k = 0; k < 8; k++) {
+	for (uint64_t k = 0; k < (t_ssd_format3() ? 0 : 8); k++) {
 		const char *al = getenv("KVT_TEST_DIO_ALIGN");
 		uint32_t a = al ? (uint32_t)strtoul(al, NULL, 10) : SSD_REC_ALIGN;
 		T_EQ_INT(pread(fd, hdr, a, (off_t)(SSD_ALIGN + k * (a + 16384))), (int)a);
@@ -541,21 +553,733 @@ static void test_format_versions(void)
 		T_RC(get_k(s, ns, k), KVT_OK);
 	kvt_store_destroy(s);
 
-	/* A newer format: refused, and nothing of it overwritten. */
-	segs = seg_set_version(dir, SSD_SEG_VERSION_4K + 1);
+	/* Format 3's header (version 4) over framed records: they are read
+	 * as before (old-format records are read, not dropped). */
+	segs = seg_set_version(dir, SSD_SEG_VERSION_BATCH);
 	T_GE_INT(segs, 1);
-	T_OK(kvt_store_create(&s));
-	T_OK(kvt_store_set_option(s, "path", dir));
-	T_OK(kvt_store_set_option(s, "dram.capacity", "64M"));
-	T_OK(kvt_store_set_option(s, "ssd.capacity", "16M"));
-	T_OK(kvt_store_set_option(s, "ssd.segment", "1M"));
-	T_OK(kvt_store_set_option(s, "ssd.io", io_backend));
-	T_RC(kvt_store_open(s), KVT_EVERSION);
+	s = open_store(dir, "16M", "always");
+	for (uint64_t k = 0; k < 20; k++)
+		T_RC(get_k(s, ns, k), KVT_OK);
 	kvt_store_destroy(s);
-	T_EQ_INT(seg_set_version(dir, SSD_SEG_VERSION_4K + 1), segs);
+
+	/* A newer format: refused, and nothing of it overwritten. */
+	for (int v = 0; v < 1; v++) {
+		uint32_t ver = SSD_SEG_VERSION_BATCH + 1;
+
+		segs = seg_set_version(dir, ver);
+		T_GE_INT(segs, 1);
+		T_OK(kvt_store_create(&s));
+		T_OK(kvt_store_set_option(s, "path", dir));
+		T_OK(kvt_store_set_option(s, "dram.capacity", "64M"));
+		T_OK(kvt_store_set_option(s, "ssd.capacity", "16M"));
+		T_OK(kvt_store_set_option(s, "ssd.segment", "1M"));
+		T_OK(kvt_store_set_option(s, "ssd.io", io_backend));
+		T_RC(kvt_store_open(s), KVT_EVERSION);
+		kvt_store_destroy(s);
+		T_EQ_INT(seg_set_version(dir, ver), segs);
+	}
 	free(buf);
 	t_rmtree(dir);
 	free(dir);
+}
+
+/*
+ * Format 3 read side (doc/fmt3-status.md, stage 2/4): an open segment of
+ * format 3 built by hand (byte by byte, not by the writer) -- a version-4 header
+ * and one batch of two values -- is recovered by its walk, both values
+ * served exactly, across restarts (the v3 checkpoint, then the v3 summary
+ * of its seal); a value's flipped byte is a miss counted in
+ * ssd.crc_errors, its entry dropped, the other value still exact; a torn
+ * batch (the second value's bytes zero) serves the first and misses the
+ * second, never other bytes.
+ */
+static const uint64_t f3_len[2] = { 5000, 12345 };
+static uint8_t f3_digest[32];
+static bool f3_have_digest;
+
+static void f3_value(uint8_t *buf, int i)
+{
+	t_fill(buf, f3_len[i], 700 + (uint64_t)i);
+}
+
+/* KVT_OK with value i's exact bytes, or what kvt_get said. */
+static int f3_get(struct kvt_store *s, uint32_t ns, int i)
+{
+	struct kvt_key key = t_key(500 + (uint64_t)i);
+	uint8_t *want = malloc(f3_len[i]), *got = malloc(f3_len[i] + 16);
+	uint64_t vl = 0;
+	int r;
+
+	f3_value(want, i);
+	r = kvt_get(s, ns, &key, got, f3_len[i] + 16, &vl);
+	if (r == KVT_OK) {
+		T_EQ_U64(vl, f3_len[i]);
+		T_ASSERT(memcmp(got, want, f3_len[i]) == 0);
+	}
+	free(want);
+	free(got);
+	return r;
+}
+
+/* Replace seg-000000 of dir by an open format-3 segment holding one
+ * batch of the two values of namespace ns at byte 4096; returns the
+ * values' byte offsets in *voff.  The checkpoint goes, so that recovery
+ * walks the segment. */
+static void f3_build(const char *dir, uint32_t ns, uint64_t voff[2])
+{
+	char path[4096];
+	struct ssd_seg_hdr h;
+	struct ssd_rec_hdr rh;
+	struct ssd_batch *b = calloc(1, sizeof(*b));
+	uint8_t *img;
+	uint32_t a;
+	int fd, hl;
+
+	snprintf(path, sizeof(path), "%s/ssd/seg-000000", dir);
+	fd = open(path, O_RDWR);
+	T_GE_INT(fd, 0);
+	img = calloc(1, 1 << 20);
+	T_EQ_INT(pread(fd, img, 1 << 20, 0), 1 << 20);
+	T_RC(ssd_seg_hdr_decode(img, &h), 0);
+	a = h.rec_align;
+	/* The namespace's digest, from the record a put left there (the
+	 * first call; later ones find the batch and keep it). */
+	if (!f3_have_digest) {
+		T_RC(ssd_rec_hdr_decode(img + SSD_ALIGN, (1 << 20) - SSD_ALIGN, a, &rh, NULL, 0),
+		     0);
+		T_EQ_U64(rh.ns_id, ns);
+		memcpy(f3_digest, rh.ns_digest, 32);
+		f3_have_digest = true;
+	}
+	memset(img, 0, 1 << 20);
+	h.version = SSD_SEG_VERSION_BATCH;
+	h.generation++;
+	h.summary_off = h.summary_len = 0;
+	ssd_seg_hdr_encode(&h, img);
+	b->count = 2;
+	b->ns_count = 1;
+	b->generation = h.generation;
+	b->ns[0].ns_id = ns;
+	memcpy(b->ns[0].digest, f3_digest, 32);
+	for (int i = 0; i < 2; i++) {
+		uint8_t *v = malloc(f3_len[i]);
+		struct ssd_batch_ent *e = &b->ent[i];
+		f3_value(v, i);
+		e->ns_index = 0;
+		e->value_len = f3_len[i];
+		e->seq = 100000 + (uint64_t)i;
+		e->key = t_key(500 + (uint64_t)i);
+		e->value_crc = ssd_value_crc(kvt_crc32c(0, v, f3_len[i]), ns, &e->key, e->seq);
+		free(v);
+	}
+	hl = ssd_batch_encode(b, SSD_ALIGN, a, img + SSD_ALIGN, SSD_BATCH_HDR_MAX);
+	T_GE_INT(hl, (int)a);
+	for (int i = 0; i < 2; i++) {
+		voff[i] = (uint64_t)b->ent[i].value_off_512 * SSD_REC_ALIGN;
+		f3_value(img + voff[i], i);
+	}
+	T_EQ_INT(pwrite(fd, img, 1 << 20, 0), 1 << 20);
+	close(fd);
+	free(img);
+	free(b);
+	snprintf(path, sizeof(path), "%s/ssd/checkpoint", dir);
+	(void)unlink(path);
+}
+
+static void f3_poke(const char *dir, uint64_t off, size_t n, int flip)
+{
+	char path[4096];
+	uint8_t *p = malloc(n);
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/ssd/seg-000000", dir);
+	fd = open(path, O_RDWR);
+	T_GE_INT(fd, 0);
+	T_EQ_INT(pread(fd, p, n, (off_t)off), (int)n);
+	for (size_t i = 0; i < n; i++)
+		p[i] = flip ? p[i] ^ 0x01 : 0;
+	T_EQ_INT(pwrite(fd, p, n, (off_t)off), (int)n);
+	close(fd);
+	free(p);
+}
+
+static void f3_fsck_problem(void *ctx, int kind, const char *msg)
+{
+	(void)ctx;
+	fprintf(stderr, "  fsck (%d): %s\n", kind, msg);
+}
+
+/* kvtier fsck of a store holding a format-3 segment: `checked` batched
+ * values pass their value_crc; `bad` fail it (said as damage or, past
+ * the checkpoint's write point, as a torn write; a checkpoint entry
+ * naming one is said too). */
+static void f3_fsck(const char *dir, uint64_t checked, uint64_t bad)
+{
+	struct kvt_fsck f;
+	memset(&f, 0, sizeof(f));
+	f.problem = f3_fsck_problem;
+	if (bad == 0) {
+		T_EQ_INT(kvt_store_fsck(dir, &f), 0);
+		T_EQ_U64(f.damaged + f.warnings, 0);
+	} else {
+		(void)kvt_store_fsck(dir, &f); /* KVT_ECORRUPT where damage is said */
+		T_ASSERT(f.damaged + f.warnings >= bad); /* the checkpoint's entry too */
+	}
+	T_EQ_U64(f.blocks_checked, checked);
+}
+
+static void test_format3_read(void)
+{
+	char *dir = t_mkdtemp(), path[4096];
+	struct kvt_store *s = open_store(dir, "16M", "always");
+	uint32_t ns = ns_of(s);
+	uint64_t voff[2];
+
+	T_RC(put_k(s, ns, 1), KVT_OK);
+	T_OK(kvt_flush(s));
+	kvt_store_destroy(s);
+	f3_build(dir, ns, voff);
+	f3_fsck(dir, 2, 0);
+
+	/* The walk of the open segment: both values, exact. */
+	s = open_store(dir, "16M", "always");
+	T_EQ_U64(t_stat(s, "ssd.blocks"), 2);
+	for (int i = 0; i < 2; i++)
+		T_RC(f3_get(s, ns, i), KVT_OK);
+	T_EQ_U64(t_stat(s, "ssd.crc_errors"), 0);
+	T_EQ_U64(t_stat(s, "ssd.header_errors"), 0);
+	kvt_store_destroy(s);
+	/* The checkpoint (v3) of that store, then the seal's v3 summary. */
+	for (int pass = 0; pass < 2; pass++) {
+		if (pass) {
+			snprintf(path, sizeof(path), "%s/ssd/checkpoint", dir);
+			T_OK(unlink(path));
+		}
+		s = open_store(dir, "16M", "always");
+		T_EQ_U64(t_stat(s, "ssd.blocks"), 2);
+		for (int i = 0; i < 2; i++)
+			T_RC(f3_get(s, ns, i), KVT_OK);
+		T_EQ_U64(t_stat(s, "dram.blocks"), 2);
+		kvt_store_destroy(s);
+	}
+	f3_fsck(dir, 2, 0);
+
+	/* A byte of the first value flipped: a miss, counted, dropped. */
+	f3_poke(dir, voff[0] + 100, 1, 1);
+	f3_fsck(dir, 1, 1);
+	s = open_store(dir, "16M", "always");
+	T_RC(f3_get(s, ns, 0), KVT_MISS);
+	T_EQ_U64(t_stat(s, "ssd.crc_errors"), 1);
+	T_RC(f3_get(s, ns, 1), KVT_OK);
+	T_RC(f3_get(s, ns, 0), KVT_MISS);
+	T_EQ_U64(t_stat(s, "ssd.crc_errors"), 1); /* its entry is gone */
+	kvt_store_destroy(s);
+
+	/* A torn batch: the first value served, the second a miss. */
+	f3_build(dir, ns, voff);
+	f3_poke(dir, voff[1], (size_t)f3_len[1], 0);
+	f3_fsck(dir, 1, 1);
+	s = open_store(dir, "16M", "always");
+	T_EQ_U64(t_stat(s, "ssd.blocks"), 2);
+	T_RC(f3_get(s, ns, 0), KVT_OK);
+	T_RC(f3_get(s, ns, 1), KVT_MISS);
+	T_EQ_U64(t_stat(s, "ssd.crc_errors"), 1);
+	kvt_store_destroy(s);
+	s = open_store(dir, "16M", "always");
+	T_EQ_U64(t_stat(s, "ssd.blocks"), 1);
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+}
+
+/*
+ * Format 3 written (ssd.format=3, ssd.c "Batches"): single-part puts
+ * under 256 KiB go down as batches under one header.
+ *   a. Puts through DRAM eviction (victim admission, 4 MiB of DRAM, the
+ *      write-downs drained every 16 puts so that none is shed): batches
+ *      on disk (ssd.batches, ssd.batched_blocks), every value exact; and
+ *      after a clean close and reopen (DRAM cold), every value exact from
+ *      the SSD.
+ *   b. kill -9 of a writer flushing every 50 puts: every flushed value is
+ *      back exactly, the others exact or misses; the segment holds a batch.
+ *   c. A torn batch (the writer held while 4 puts queue, their one write
+ *      torn after the header and two values): after kill -9, the two
+ *      values that landed are served exactly, the other two are misses
+ *      (their value_crc), never other bytes.
+ *   d. A delete of a batched value, answered 0, then kill -9 (after a
+ *      flush of the batch, and with the batch still in flight): the value
+ *      stays deleted, the others of the batch exact.
+ * Each case asserts a batch was written: without the writer (format 3
+ * refused, or every put framed) they fail there.
+ */
+static void wait_writes(struct kvt_store *s);
+
+static size_t f3w_len(uint64_t k)
+{
+	return 2000 + (size_t)((k * 7919) % 30000);
+}
+
+static int f3w_get(struct kvt_store *s, uint32_t ns, uint64_t k)
+{
+	return t_get_filled(s, ns, k, f3w_len(k));
+}
+
+static int f3w_put_any(struct kvt_store *s, uint32_t ns, uint64_t k)
+{
+	return t_put_filled(s, ns, k, f3w_len(k));
+}
+
+static struct kvt_store *f3w_open(const char *dir, const char *dram, const char *admission)
+{
+	return t_store_open("path", dir, "dram.capacity", dram, "dram.chunk", "4K",
+			    "dram.prefault", "off", "ssd.capacity", "16M", "ssd.segment", "1M",
+			    "ssd.admission", admission, "ssd.io", io_backend, "ssd.format", "3",
+			    "ssd.close_writedown_ms", "0", "dram.victim_wait_ms", "30000", NULL);
+}
+
+static struct kvt_store *f3w_kill9_open(const char *dir)
+{
+	return t_store_open("path", dir, "dram.capacity", "64M", "dram.chunk", "4K",
+			    "dram.prefault", "off", "ssd.capacity", "32M", "ssd.segment", "1M",
+			    "ssd.admission", "always", "ssd.io", io_backend, "ssd.format", "3",
+			    NULL);
+}
+
+/* Whether seg-000000 of dir holds a batch header (its magic at a record
+ * boundary). */
+static bool f3w_seg_has_batch(const char *dir)
+{
+	char path[4096];
+	uint8_t *img = malloc(1 << 20);
+	bool found = false;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/ssd/seg-000000", dir);
+	fd = open(path, O_RDONLY);
+	T_GE_INT(fd, 0);
+	T_EQ_INT(pread(fd, img, 1 << 20, 0), 1 << 20);
+	close(fd);
+	for (size_t off = SSD_ALIGN; off < (1 << 20) && !found; off += SSD_REC_ALIGN)
+		found = memcmp(img + off, SSD_BATCH_MAGIC, 4) == 0;
+	free(img);
+	return found;
+}
+
+/* Hold the writer, put keys from..from+3 (16 KiB each, write-through),
+ * release it: one batch of four. */
+static void f3w_batch_of_4(struct kvt_store *s, uint32_t ns, uint64_t from)
+{
+	ssd_hold_writes(store_ssd(s), true);
+	for (uint64_t k = from; k < from + 4; k++)
+		T_RC(t_put_filled(s, ns, k, 16384), KVT_OK);
+	ssd_hold_writes(store_ssd(s), false);
+}
+
+static void f3w_torn(void)
+{
+	char *dir = t_mkdtemp();
+	const char *al = getenv("KVT_TEST_DIO_ALIGN");
+	uint64_t a = al ? strtoull(al, NULL, 10) : SSD_REC_ALIGN;
+	struct kvt_store *s;
+	uint32_t ns;
+	int st, served = 0;
+	pid_t pid = fork();
+
+	T_GE_INT(pid, 0);
+	if (pid == 0) {
+		/* header (4 entries of 32-byte keys: one alignment unit), then
+		 * two of the four 16 KiB values */
+		struct io_fault f = { .kind = IO_FAULT_TORN_WRITE, .fd = -1, .count = 1,
+				      .torn_bytes = a + 2 * 16384, .len = a + 4 * 16384 };
+		s = f3w_open(dir, "64M", "always");
+		ns = ns_of(s);
+		if (io_fault_add(ssd_io(store_ssd(s)), &f) != 0)
+			_exit(2);
+		f3w_batch_of_4(s, ns, 900);
+		wait_writes(s);
+		if (t_stat(s, "ssd.batches") != 1 || t_stat(s, "ssd.batched_blocks") != 4)
+			_exit(3);
+		if (t_stat(s, "ssd.writedown_errors") != 4)
+			_exit(4);
+		raise(SIGKILL);
+		_exit(5);
+	}
+	T_EQ_INT(waitpid(pid, &st, 0), pid);
+	T_ASSERT(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+	s = f3w_open(dir, "64M", "always");
+	ns = ns_of(s);
+	for (uint64_t k = 900; k < 904; k++) {
+		int r = t_get_filled(s, ns, k, 16384);
+		if (k < 902)
+			T_RC(r, KVT_OK);
+		else
+			T_RC(r, KVT_MISS);
+		served += r == KVT_OK;
+	}
+	T_EQ_U64(t_stat(s, "ssd.crc_errors"), 2);
+	fprintf(stderr, "format3 torn batch: %d of 4 values served after kill -9 (%s)\n", served,
+		io_backend);
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+}
+
+/* g. A batch whose write fails EIO although its bytes landed whole
+ *    (eio_landed_kill9 at format 3): its segment quarantined, each value
+ *    a dead entry while its block is in DRAM still, so that a delete of
+ *    any of them logs its tombstone and is answered once it is durable;
+ *    after a kill -9 the deleted values stay gone, the others are exact
+ *    or a miss. */
+static void f3w_eio_delete_kill9(void)
+{
+	char *dir = t_mkdtemp();
+	const char *al = getenv("KVT_TEST_DIO_ALIGN");
+	uint64_t a = al ? strtoull(al, NULL, 10) : SSD_REC_ALIGN;
+	struct kvt_store *s;
+	uint32_t ns;
+	int st;
+	pid_t pid = fork();
+
+	T_GE_INT(pid, 0);
+	if (pid == 0) {
+		struct io_fault f = { .kind = IO_FAULT_TORN_WRITE, .fd = -1, .count = 1,
+				      .torn_bytes = UINT64_MAX, .len = a + 4 * 16384 };
+		s = f3w_open(dir, "64M", "always");
+		ns = ns_of(s);
+		if (io_fault_add(ssd_io(store_ssd(s)), &f) != 0)
+			_exit(2);
+		f3w_batch_of_4(s, ns, 930);
+		wait_writes(s);
+		/* the quarantine is the writer's, after the write's end */
+		for (int i = 0; i < 1000 && t_stat(s, "ssd.segments_quarantined") == 0; i++)
+			usleep(10000);
+		if (t_stat(s, "ssd.batches") != 1)
+			_exit(3);
+		if (t_stat(s, "ssd.writedown_errors") != 4)
+			_exit(6);
+		if (t_stat(s, "ssd.segments_quarantined") != 1)
+			_exit(7);
+		io_fault_clear(ssd_io(store_ssd(s)));
+		for (uint64_t k = 930; k < 933; k++) {
+			struct kvt_key key = t_key(k);
+			if (kvt_delete(s, ns, &key) != KVT_OK)
+				_exit(4);
+		}
+		raise(SIGKILL);
+		_exit(5);
+	}
+	T_EQ_INT(waitpid(pid, &st, 0), pid);
+	if (!WIFSIGNALED(st) || WTERMSIG(st) != SIGKILL)
+		T_FAIL("f3_eio_delete: the child exited with status %#x", st);
+	s = f3w_open(dir, "64M", "always");
+	ns = ns_of(s);
+	for (uint64_t k = 930; k < 933; k++)
+		T_RC(t_get_filled(s, ns, k, 16384), KVT_MISS);
+	t_get_filled(s, ns, 933, 16384); /* exact or a miss */
+	fprintf(stderr, "format3 eio_delete_kill9: a failed batch's deleted values stay "
+			"deleted (%s)\n", io_backend);
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+}
+
+static void f3w_delete_kill9(bool flush)
+{
+	char *dir = t_mkdtemp();
+	struct kvt_store *s;
+	uint32_t ns;
+	int st;
+	pid_t pid = fork();
+
+	T_GE_INT(pid, 0);
+	if (pid == 0) {
+		struct kvt_key x = t_key(911);
+		s = f3w_open(dir, "64M", "always");
+		ns = ns_of(s);
+		f3w_batch_of_4(s, ns, 910);
+		if (flush && kvt_flush(s) != 0)
+			_exit(2);
+		if (kvt_delete(s, ns, &x) != KVT_OK)
+			_exit(3);
+		wait_writes(s);
+		if (t_stat(s, "ssd.batches") != 1)
+			_exit(4);
+		raise(SIGKILL);
+		_exit(5);
+	}
+	T_EQ_INT(waitpid(pid, &st, 0), pid);
+	T_ASSERT(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+	s = f3w_open(dir, "64M", "always");
+	ns = ns_of(s);
+	T_RC(t_get_filled(s, ns, 911, 16384), KVT_MISS);
+	for (uint64_t k = 910; k < 914; k++)
+		if (k != 911)
+			T_RC(t_get_filled(s, ns, k, 16384), KVT_OK);
+	fprintf(stderr, "format3 delete_kill9%s: a batched value deleted stays deleted (%s)\n",
+		flush ? " (batch flushed)" : "", io_backend);
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+}
+
+static int tier_of(struct kvt_store *s, uint32_t ns, uint64_t k);
+
+/* e. A batched value read while its segment is reclaimed is carried,
+ *    framed (ssd.batched_carried), and served from there, also after a
+ *    restart.  As test_carry, with the puts in batches of 4. */
+static void f3w_carry(void)
+{
+	char *dir = t_mkdtemp();
+	struct kvt_store *s = t_store_open("path", dir, "dram.capacity", "2M", "dram.chunk", "4K",
+					   "dram.shards", "1", "dram.prefault", "off",
+					   "ssd.capacity", "16M", "ssd.segment", "1M",
+					   "ssd.admission", "always", "ssd.io", io_backend,
+					   "ssd.format", "3", NULL);
+	uint32_t ns = ns_of(s);
+	const uint64_t hot = 6;
+	uint64_t k = 100;
+
+	f3w_batch_of_4(s, ns, 4); /* 4..7, hot among them */
+	wait_writes(s);
+	T_EQ_U64(t_stat(s, "ssd.batches"), 1);
+	while (tier_of(s, ns, hot) == KVT_TIER_DRAM && k < 1000) {
+		f3w_batch_of_4(s, ns, k);
+		wait_writes(s);
+		k += 4;
+	}
+	T_EQ_INT(tier_of(s, ns, hot), KVT_TIER_SSD);
+	T_RC(t_get_filled(s, ns, hot, 16384), KVT_OK); /* read while in segment 0 */
+	while (t_stat(s, "ssd.batched_carried") == 0 && k < 4000) {
+		f3w_batch_of_4(s, ns, k);
+		wait_writes(s);
+		k += 4;
+	}
+	T_EQ_U64(t_stat(s, "ssd.writedown_shed"), 0);
+	T_EQ_U64(t_stat(s, "ssd.batched_carried"), 1);
+	T_EQ_U64(t_stat(s, "ssd.carried_blocks"), 1);
+	T_EQ_U64(t_stat(s, "ssd.carry_lost"), 0);
+	T_EQ_INT(tier_of(s, ns, 5), KVT_TIER_NONE); /* its batch's unread value left */
+	T_RC(t_get_filled(s, ns, hot, 16384), KVT_OK);
+	kvt_store_destroy(s);
+	s = t_store_open("path", dir, "dram.capacity", "2M", "dram.chunk", "4K",
+			 "dram.prefault", "off", "ssd.capacity", "16M", "ssd.segment", "1M",
+			 "ssd.admission", "always", "ssd.io", io_backend, "ssd.format", "3", NULL);
+	T_RC(t_get_filled(s, ns, hot, 16384), KVT_OK);
+	T_EQ_U64(t_stat(s, "ssd.crc_errors"), 0);
+	fprintf(stderr, "format3 carry: a read batched value carried framed, back after a restart "
+		"(%s)\n", io_backend);
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+}
+
+/* f. A block deleted and put again while the writer gathers a batch that
+ *    holds its old block: the old one dies after its prep, its tombstone
+ *    is logged after the batch (wd_batch_place) -- so the new block must
+ *    not be in that batch, or the tombstone follows the new block's
+ *    record and a recovery takes the new block away (a flushed put lost
+ *    to a kill -9).  The writer is stopped between the two: on the index
+ *    shard of a third key put between them (wd_already_down), held here. */
+struct f3w_shard_hold {
+	pthread_mutex_t *lock;
+	atomic_int held;
+};
+
+static void *f3w_shard_hold_main(void *arg)
+{
+	struct f3w_shard_hold *h = arg;
+	pthread_mutex_lock(h->lock);
+	atomic_store(&h->held, 1);
+	usleep(600 * 1000);
+	pthread_mutex_unlock(h->lock);
+	return NULL;
+}
+
+static void f3w_same_key(void)
+{
+	char *dir = t_mkdtemp();
+	const uint64_t k = 920;
+	struct kvt_store *s;
+	uint32_t ns;
+	int st;
+	pid_t pid = fork();
+
+	T_GE_INT(pid, 0);
+	if (pid == 0) {
+		struct kvt_key key = t_key(k), kx;
+		struct f3w_shard_hold h = { NULL, 0 };
+		struct ssd *sd;
+		pthread_t th;
+		uint64_t x = k + 1;
+		s = f3w_open(dir, "64M", "always");
+		ns = ns_of(s);
+		sd = store_ssd(s);
+		/* x: a key of another index shard than k's */
+		for (;; x++) {
+			kx = t_key(x);
+			if (shard_of(sd, ssd_hash(sd, ns, &kx)) !=
+			    shard_of(sd, ssd_hash(sd, ns, &key)))
+				break;
+		}
+		ssd_hold_writes(sd, true);
+		if (t_put_filled(s, ns, k, 16384) != KVT_OK ||
+		    t_put_filled(s, ns, x, 16384) != KVT_OK)
+			_exit(2);
+		h.lock = &shard_of(sd, ssd_hash(sd, ns, &kx))->lock;
+		if (pthread_create(&th, NULL, f3w_shard_hold_main, &h) != 0)
+			_exit(3);
+		while (!atomic_load(&h.held))
+			usleep(1000);
+		ssd_hold_writes(sd, false);
+		usleep(200 * 1000); /* the writer: k prepared, stopped at x */
+		/* The delete as kvtierd submits it: queued, answered once
+		 * done, its tombstones' sync (KVT_F_DELETES) behind it -- here
+		 * after the put that follows it on another connection. */
+		{
+			struct kvt_req r = { .op = KVT_OP_DELETE, .ns = ns, .key = key };
+			struct kvt_req *rp = &r, *got;
+			struct kvt_queue *q;
+			if (kvt_queue_create(s, &q) < 0 || kvt_submit(q, &rp, 1) < 0 ||
+			    kvt_queue_wait(q, &got, 1, -1) != 1 || r.status != KVT_OK)
+				_exit(4);
+			kvt_queue_destroy(q);
+		}
+		if (t_put_filled(s, ns, k, 8192) != KVT_OK)
+			_exit(5);
+		pthread_join(th, NULL);
+		wait_writes(s);
+		if (kvt_flush(s) != 0 || t_get_filled(s, ns, k, 8192) != KVT_OK)
+			_exit(6);
+		fprintf(stderr, "format3 same_key: %llu batches of %llu values, "
+				"%llu tombstones\n",
+			(unsigned long long)t_stat(s, "ssd.batches"),
+			(unsigned long long)t_stat(s, "ssd.batched_blocks"),
+			(unsigned long long)t_stat(s, "ssd.tombstones"));
+		raise(SIGKILL);
+		_exit(7);
+	}
+	T_EQ_INT(waitpid(pid, &st, 0), pid);
+	T_ASSERT(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+	s = f3w_open(dir, "64M", "always");
+	ns = ns_of(s);
+	T_RC(t_get_filled(s, ns, k, 8192), KVT_OK); /* flushed: there, and exact */
+	fprintf(stderr, "format3 same_key: a block put again in a batch's gathering "
+			"survives its old block's tombstone (%s)\n", io_backend);
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+}
+
+/* KVT_TEST_ONLY=versions
+ * KVT_TEST_CASE=f3_evict|f3_kill9|f3_torn|f3_delete|f3_carry|f3_same_key|f3_eio_delete:
+ * one of test_format3_write's cases (else all). */
+static bool f3w_case(const char *name)
+{
+	const char *c = getenv("KVT_TEST_CASE");
+	return !c || !*c || !strcmp(c, name);
+}
+
+static void test_format3_write(void)
+{
+	static const struct t_writer w = { f3w_kill9_open, ns_of, f3w_put_any, 300, 50, 600 };
+	char *dir;
+	struct kvt_store *s;
+	uint32_t ns;
+	uint64_t n = 400, flushed, ok = 0, written;
+
+	if (!f3w_case("f3_evict"))
+		goto kill9;
+	dir = t_mkdtemp();
+	s = f3w_open(dir, "4M", "victim");
+	ns = ns_of(s);
+	/* a. Through DRAM eviction. */
+	for (uint64_t k = 0; k < n; k++) {
+		T_RC(f3w_put_any(s, ns, k), KVT_OK);
+		if (k % 16 == 15)
+			wait_writes(s);
+	}
+	T_OK(kvt_flush(s));
+	T_EQ_U64(t_stat(s, "ssd.writedown_shed"), 0);
+	T_ASSERT(t_stat(s, "ssd.batches") > 0);
+	T_ASSERT(t_stat(s, "ssd.batched_blocks") >= 2 * t_stat(s, "ssd.batches"));
+	fprintf(stderr, "format3: %llu batches of %llu values (of %llu write-downs) (%s)\n",
+		(unsigned long long)t_stat(s, "ssd.batches"),
+		(unsigned long long)t_stat(s, "ssd.batched_blocks"),
+		(unsigned long long)t_stat(s, "ssd.writedown_blocks"), io_backend);
+	/* Each read from SSD puts a DRAM copy in and so evicts a block,
+	 * written down if DRAM alone held it: drained after each, or a
+	 * loaded machine's writer sheds one (lost: a miss); and DRAM waits
+	 * for the writer as long as it takes (dram.victim_wait_ms 30 s in
+	 * f3w_open: at 20 ms a loaded machine's DRAM dropped a victim
+	 * unwritten -- a miss, review29). */
+	for (uint64_t k = 0; k < n; k++) {
+		int r = f3w_get(s, ns, k);
+		if (r != KVT_OK)
+			fprintf(stderr, "format3: a miss at %llu, write-downs shed %llu\n",
+				(unsigned long long)k,
+				(unsigned long long)t_stat(s, "ssd.writedown_shed"));
+		T_RC(r, KVT_OK);
+		wait_writes(s);
+	}
+	T_EQ_U64(t_stat(s, "ssd.writedown_shed"), 0);
+	T_EQ_U64(t_stat(s, "ssd.crc_errors"), 0);
+	written = t_stat(s, "ssd.writedown_blocks");
+	kvt_store_destroy(s);
+	T_ASSERT(f3w_seg_has_batch(dir));
+	f3_fsck(dir, written, 0); /* every batched value checked, no problem */
+	/* ... and after a clean close and reopen, from the SSD: every value
+	 * written down (what DRAM held at the close is gone: no write-down at
+	 * close here). */
+	s = f3w_open(dir, "64M", "victim");
+	ns = ns_of(s);
+	for (uint64_t k = 0; k < n; k++)
+		ok += f3w_get(s, ns, k) == KVT_OK;
+	T_EQ_U64(ok, written);
+	T_ASSERT(t_stat(s, "ssd.reads") >= ok);
+	T_EQ_U64(t_stat(s, "ssd.crc_errors"), 0);
+	fprintf(stderr, "format3: %llu of %llu values back after a reopen (%s)\n",
+		(unsigned long long)ok, (unsigned long long)n, io_backend);
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+
+kill9:
+	if (!f3w_case("f3_kill9"))
+		goto rest;
+	/* b. kill -9 of a writer. */
+	dir = t_mkdtemp();
+	flushed = t_kill9_writer(dir, &w);
+	s = f3w_kill9_open(dir);
+	ns = ns_of(s);
+	ok = 0;
+	for (uint64_t k = 0; k < flushed + 400; k++) {
+		int r = f3w_get(s, ns, k);
+		if (k < flushed)
+			T_RC(r, KVT_OK);
+		ok += r == KVT_OK;
+	}
+	T_EQ_U64(t_stat(s, "ssd.crc_errors"), 0);
+	kvt_store_destroy(s);
+	T_ASSERT(f3w_seg_has_batch(dir));
+	fprintf(stderr, "format3 kill -9: %llu flushed, %llu readable after recovery (%s)\n",
+		(unsigned long long)flushed, (unsigned long long)ok, io_backend);
+	t_rmtree(dir);
+	free(dir);
+
+rest:
+	/* c, d */
+	if (f3w_case("f3_torn"))
+		f3w_torn();
+	if (f3w_case("f3_delete")) {
+		f3w_delete_kill9(true);
+		f3w_delete_kill9(false);
+	}
+	if (f3w_case("f3_carry"))
+		f3w_carry();
+	if (f3w_case("f3_same_key"))
+		f3w_same_key();
+	if (f3w_case("f3_eio_delete"))
+		f3w_eio_delete_kill9();
 }
 
 /*
@@ -1516,6 +2240,13 @@ static void check_view(struct kvt_store *s, const struct kvt_req *r, uint64_t k)
 		off += r->view[i].iov_len;
 	}
 	T_EQ_U64(off, len);
+	if (t_ssd_format3()) { /* put_k's blocks have one part */
+		T_RC(kvt_pin_parts(s, r->pin, lens, crcs, 4), 1);
+		T_EQ_U64(lens[0], len);
+		T_EQ_INT(crcs[0], kvt_crc32c(0, want, len));
+		free(want);
+		return;
+	}
 	T_RC(kvt_pin_parts(s, r->pin, lens, crcs, 4), 2);
 	T_EQ_U64(lens[0], len / 3);
 	T_EQ_U64(lens[1], len - len / 3);
@@ -1810,6 +2541,164 @@ static void test_part_read(void)
 		r.iov_count = 1;
 		T_RC(kvt_submit(q, &rp, 1), KVT_EBADOP);
 	}
+	T_OK(kvt_queue_destroy(q));
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+}
+
+/* 13b. Quiet part reads of batched values (format 3): part 0 is the
+ *      whole value, checked by its entry's value_crc over all of it, so
+ *      the read takes the whole value (in place where the caller's first
+ *      iovec is aligned, the tail through a buffer: two pieces, the CRC
+ *      chained across them) and answers exactly its bytes: values of 1,
+ *      4096, 5000 and 200,000 bytes in one batch, each read into an
+ *      aligned buffer, an unaligned one and two iovecs split at an odd
+ *      byte (first and last byte, and the byte after, checked); too small
+ *      a buffer KVT_EBUFSMALL, part 1 KVT_ERANGE; nothing promoted.  A
+ *      flipped byte in the largest value: a miss, ssd.crc_errors + 1, the
+ *      entry dead (the next read a miss, not counted again), the others
+ *      exact.  Until 2026-12-05 every such read was a miss. */
+static const size_t f3p_lens[4] = { 1, 4096, 5000, 200000 };
+
+static struct ssd_entry *f3p_entry(struct kvt_store *s, uint32_t ns, uint64_t k)
+{
+	struct ssd *sd = ssd_of(s);
+	struct kvt_key key = t_key(k);
+	uint64_t h = ssd_hash(sd, ns, &key);
+	return *ssd_idx_slot(shard_of(sd, h), h, ns, &key);
+}
+
+/* A quiet part read of part `part` of key k into iov[0..n). */
+static int f3p_get(struct kvt_queue *q, uint32_t ns, uint64_t k, uint32_t part,
+		   struct iovec *iov, unsigned n, struct kvt_req *r)
+{
+	struct kvt_req *rp = r, *got;
+	memset(r, 0, sizeof(*r));
+	r->op = KVT_OP_GET;
+	r->flags = KVT_F_PART | KVT_F_QUIET;
+	r->part = part;
+	r->ns = ns;
+	r->key = t_key(k);
+	r->iov = iov;
+	r->iov_count = n;
+	T_RC(kvt_submit(q, &rp, 1), 1);
+	T_RC(kvt_queue_wait(q, &got, 1, 10000), 1);
+	return r->status;
+}
+
+/* Key 950 + i read three ways: exact bytes, the byte after untouched. */
+static void f3p_read_exact(struct kvt_queue *q, uint32_t ns, int i)
+{
+	size_t len = f3p_lens[i], cut = len / 3 + 1, al_len = (len + 4096 * 2) & ~(size_t)4095;
+	uint64_t k = 950 + (uint64_t)i;
+	uint8_t *want = malloc(len), *al = aligned_alloc(4096, al_len);
+	struct kvt_req r;
+
+	t_fill(want, len, k);
+	for (int way = 0; way < 3; way++) {
+		uint8_t *buf = way == 1 ? al + 1 : al;
+		struct iovec v[2] = { { buf, len + 1 }, { NULL, 0 } };
+		unsigned n = 1;
+		memset(al, 0xee, al_len);
+		if (way == 2 && len > 1) { /* two iovecs, split at an odd byte */
+			v[0].iov_len = cut;
+			v[1].iov_base = buf + cut + 7;
+			v[1].iov_len = len - cut + 1;
+			n = 2;
+		}
+		T_RC(f3p_get(q, ns, k, 0, v, n, &r), KVT_OK);
+		T_EQ_INT(r.tier, KVT_TIER_SSD);
+		T_EQ_U64(r.length, len);
+		T_EQ_U64(r.value_len, len);
+		if (n == 2) {
+			T_EQ_MEM(buf, want, cut);
+			T_EQ_INT(buf[cut], 0xee);
+			T_EQ_MEM(buf + cut + 7, want + cut, len - cut);
+			T_EQ_INT(buf[len + 7], 0xee);
+			T_EQ_INT(buf[cut + 7 + len - cut - 1], want[len - 1]);
+		} else {
+			T_EQ_INT(buf[0], want[0]);
+			T_EQ_INT(buf[len - 1], want[len - 1]);
+			T_EQ_MEM(buf, want, len);
+			T_EQ_INT(buf[len], 0xee);
+		}
+	}
+	free(want);
+	free(al);
+}
+
+static void test_format3_part_read(void)
+{
+	char *dir = t_mkdtemp(), path[4096];
+	struct kvt_store *s = f3w_open(dir, "64M", "always");
+	uint32_t ns = ns_of(s), slot;
+	uint64_t off, parts;
+	static char small[4095];
+	struct kvt_queue *q;
+	struct kvt_req r;
+	struct iovec v;
+	int fd;
+	unsigned char c;
+
+	ssd_hold_writes(store_ssd(s), true); /* the four go down as one batch */
+	for (int i = 0; i < 4; i++)
+		T_RC(t_put_filled(s, ns, 950 + (uint64_t)i, f3p_lens[i]), KVT_OK);
+	ssd_hold_writes(store_ssd(s), false);
+	T_OK(kvt_flush(s));
+	T_ASSERT(t_stat(s, "ssd.batches") >= 1);
+	kvt_store_destroy(s);
+
+	s = f3w_open(dir, "64M", "always"); /* cold DRAM: on SSD only */
+	T_OK(kvt_queue_create(s, &q));
+	for (int i = 0; i < 4; i++) {
+		struct ssd_entry *e = f3p_entry(s, ns, 950 + (uint64_t)i);
+		T_ASSERT(e != NULL);
+		T_ASSERT(e->flags & E_BATCHED);
+	}
+	for (int rep = 0; rep < 2; rep++)
+		for (int i = 0; i < 4; i++)
+			f3p_read_exact(q, ns, i);
+	parts = t_stat(s, "ssd.part_reads");
+	T_EQ_U64(parts, 2 * 4 * 3);
+	v.iov_base = small;
+	v.iov_len = sizeof(small);
+	T_RC(f3p_get(q, ns, 951, 0, &v, 1, &r), KVT_EBUFSMALL);
+	T_EQ_U64(r.value_len, 4096);
+	T_RC(f3p_get(q, ns, 951, 1, &v, 1, &r), KVT_ERANGE);
+	T_EQ_U64(t_stat(s, "ssd.part_reads"), parts);
+	T_EQ_U64(t_stat(s, "ssd.crc_errors"), 0);
+	T_EQ_U64(t_stat(s, "dram.promotions"), 0);
+	T_EQ_U64(t_stat(s, "dram.blocks"), 0);
+	slot = f3p_entry(s, ns, 953)->slot;
+	off = (uint64_t)f3p_entry(s, ns, 953)->off_512 * SSD_REC_ALIGN;
+	T_EQ_INT(f3p_entry(s, ns, 953)->flags & E_READ, 0);
+	T_OK(kvt_queue_destroy(q));
+	kvt_store_destroy(s);
+
+	/* A byte of the 200,000-byte value flipped, in its last piece */
+	snprintf(path, sizeof(path), "%s/ssd/seg-%06u", dir, slot);
+	fd = open(path, O_RDWR);
+	T_GE_INT(fd, 0);
+	T_EQ_INT(pread(fd, &c, 1, (off_t)(off + 199999)), 1);
+	c ^= 0x01;
+	T_EQ_INT(pwrite(fd, &c, 1, (off_t)(off + 199999)), 1);
+	close(fd);
+	s = f3w_open(dir, "64M", "always");
+	T_OK(kvt_queue_create(s, &q));
+	{
+		uint8_t *buf = aligned_alloc(4096, 200704);
+		v.iov_base = buf;
+		v.iov_len = 200704;
+		T_RC(f3p_get(q, ns, 953, 0, &v, 1, &r), KVT_MISS);
+		T_EQ_U64(t_stat(s, "ssd.crc_errors"), 1);
+		T_RC(f3p_get(q, ns, 953, 0, &v, 1, &r), KVT_MISS);
+		T_EQ_U64(t_stat(s, "ssd.crc_errors"), 1); /* dead: not read again */
+		free(buf);
+	}
+	for (int i = 0; i < 3; i++)
+		f3p_read_exact(q, ns, i);
+	T_EQ_U64(t_stat(s, "dram.blocks"), 0);
 	T_OK(kvt_queue_destroy(q));
 	kvt_store_destroy(s);
 	t_rmtree(dir);
@@ -4507,6 +5396,7 @@ int main(void)
 		/* KVT_TEST_ONLY=part: the quiet part reads and their races. */
 		if (getenv("KVT_TEST_ONLY") && !strcmp(getenv("KVT_TEST_ONLY"), "part")) {
 			test_part_read();
+			test_format3_part_read();
 			test_part_large();
 			test_part_range();
 			test_part_table_check();
@@ -4576,6 +5466,12 @@ int main(void)
 			test_resize_crash();
 			continue;
 		}
+		if (getenv("KVT_TEST_ONLY") && !strcmp(getenv("KVT_TEST_ONLY"), "versions")) {
+			test_format_versions();
+			test_format3_read();
+			test_format3_write();
+			continue;
+		}
 		if (getenv("KVT_TEST_ONLY") && !strcmp(getenv("KVT_TEST_ONLY"), "reuse")) {
 			test_reuse();
 			test_reuse_kill9();
@@ -4596,6 +5492,8 @@ int main(void)
 		test_delete_backlog();
 		test_corruption();
 		test_format_versions();
+		test_format3_read();
+		test_format3_write();
 		test_faults();
 		test_room();
 		test_room_retry();
@@ -4616,6 +5514,7 @@ int main(void)
 		test_readmit();
 		test_quiet();
 		test_part_read();
+		test_format3_part_read();
 		test_part_large();
 		test_part_range();
 		test_part_table_check();

@@ -23,6 +23,14 @@
  *
  * A few seconds in all (it runs under TSan in CI): both I/O backends
  * (KVT_TEST_IO=uring|psync picks one), admission always and victim.
+ *
+ * At KVT_TEST_SSD_FORMAT=3 (test_ssd_part_race_fmt3) every value is put as
+ * one part, so that the SSD writes them in batches (format 3), and a part
+ * read asks for part 0, the whole value, read whole and checked by its
+ * value_crc (ssd.c part_batched_start); each of its four windows is
+ * checked as a part above.  The value_crc binds the key and seq, so
+ * another value's bytes would fail it (a CRC error, asserted 0) if the
+ * index's checks missed a reuse.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -52,6 +60,7 @@ static const unsigned char crc_d[5] = { 0xf1, 0x76, 0xec, 0x05, 0x01 };
 
 static const char *io_backend = "uring";
 static unsigned char *base[PARTS];
+static bool one_part; /* t_ssd_format3(): values of one part, batched */
 
 static size_t off_of(unsigned p)
 {
@@ -115,7 +124,9 @@ static void put_value(struct race *rc, uint64_t key, uint64_t version)
 		gen_part(buf + off_of(p), p, id_of(key, version));
 		v[p] = (struct iovec){ buf + off_of(p), lens[p] };
 	}
-	r = kvt_put(rc->s, rc->ns, &k, v, PARTS);
+	if (one_part)
+		v[0].iov_len = VALUE_LEN;
+	r = kvt_put(rc->s, rc->ns, &k, v, one_part ? 1 : PARTS);
 	if (r != KVT_OK && r != KVT_EFULL && r != KVT_EXISTS)
 		T_FAIL("put of key %llu: %s", (unsigned long long)key, kvt_strerror(r));
 	free(buf);
@@ -212,27 +223,29 @@ static void *promoter(void *arg)
 static void *reader(void *arg)
 {
 	struct race *rc = arg;
-	unsigned char *mem = malloc(16384 + 64), *got = malloc(9000);
+	unsigned char *mem = malloc(32768 + 64), *got = malloc(VALUE_LEN);
 	unsigned seed = (unsigned)(uintptr_t)arg ^ 0x5eed;
 	struct kvt_queue *q;
 	T_ASSERT(mem && got);
 	T_OK(kvt_queue_create(rc->s, &q));
 	while (!atomic_load(&rc->stop)) {
 		uint64_t k = (uint64_t)rand_r(&seed) % HOT;
-		unsigned p = (unsigned)rand_r(&seed) % PARTS, shape = (unsigned)rand_r(&seed) % 3;
+		unsigned p = one_part ? 0 : (unsigned)rand_r(&seed) % PARTS;
+		unsigned shape = (unsigned)rand_r(&seed) % 3;
+		size_t len = one_part ? VALUE_LEN : lens[p];
 		struct kvt_req r, *rp = &r, *done;
 		struct iovec v[3];
 		unsigned vc = 1;
 		uint64_t lo, hi;
 		if (shape == 0) { /* one buffer, larger than the part */
-			v[0] = (struct iovec){ mem, 16384 };
+			v[0] = (struct iovec){ mem, 32768 };
 		} else if (shape == 1) { /* three, unaligned */
 			v[0] = (struct iovec){ mem + 1, 1000 };
 			v[1] = (struct iovec){ mem + 1003, 3001 };
-			v[2] = (struct iovec){ mem + 4007, 12000 };
+			v[2] = (struct iovec){ mem + 4007, 28000 };
 			vc = 3;
 		} else { /* a byte short */
-			v[0] = (struct iovec){ mem + 3, lens[p] - 1 };
+			v[0] = (struct iovec){ mem + 3, len - 1 };
 		}
 		memset(&r, 0, sizeof(r));
 		r.op = KVT_OP_GET;
@@ -257,15 +270,19 @@ static void *reader(void *arg)
 			continue;
 		}
 		T_RC(r.status, KVT_OK);
-		T_EQ_U64(r.length, lens[p]);
+		T_EQ_U64(r.length, len);
 		T_EQ_U64(r.value_len, VALUE_LEN);
 		/* Gather what the iovecs got. */
-		for (unsigned i = 0, at = 0; i < vc && at < lens[p]; i++) {
-			size_t n = v[i].iov_len < lens[p] - at ? v[i].iov_len : lens[p] - at;
+		for (unsigned i = 0, at = 0; i < vc && at < len; i++) {
+			size_t n = v[i].iov_len < len - at ? v[i].iov_len : len - at;
 			memcpy(got + at, v[i].iov_base, n);
 			at += (unsigned)n;
 		}
-		check(k, p, got, lo, hi, "quiet part get");
+		if (one_part)
+			for (unsigned w = 0; w < PARTS; w++)
+				check(k, w, got + off_of(w), lo, hi, "quiet part get (batched)");
+		else
+			check(k, p, got, lo, hi, "quiet part get");
 		atomic_fetch_add(&rc->ok, 1);
 	}
 	T_OK(kvt_queue_destroy(q));
@@ -308,15 +325,19 @@ static void run(const char *admission, unsigned ms)
 		pthread_join(th[i], NULL);
 	fprintf(stderr,
 		"%s, %s: %llu part reads ok (%llu from SSD), %llu misses, %llu short buffers; "
-		"%llu segments reused, %llu carried, crc errors %llu, header errors %llu\n",
+		"%llu segments reused, %llu carried, crc errors %llu, header errors %llu, "
+		"%llu values batched\n",
 		io_backend, admission, (unsigned long long)rc->ok,
 		(unsigned long long)t_stat(rc->s, "ssd.part_reads"),
 		(unsigned long long)rc->miss, (unsigned long long)rc->small,
 		(unsigned long long)t_stat(rc->s, "ssd.segments_evicted"),
 		(unsigned long long)t_stat(rc->s, "ssd.carried_blocks"),
 		(unsigned long long)t_stat(rc->s, "ssd.crc_errors"),
-		(unsigned long long)t_stat(rc->s, "ssd.header_errors"));
+		(unsigned long long)t_stat(rc->s, "ssd.header_errors"),
+		(unsigned long long)t_stat(rc->s, "ssd.batched_blocks"));
 	T_ASSERT(t_stat(rc->s, "ssd.segments_evicted") > 0);
+	if (one_part)
+		T_ASSERT(t_stat(rc->s, "ssd.batched_blocks") > 0);
 	T_ASSERT(t_stat(rc->s, "ssd.part_reads") > 0);
 	/* Nothing here is corrupt: a read that raced reclamation is a plain
 	 * miss (its entry gone or PENDING when looked up again), never a
@@ -334,6 +355,8 @@ int main(void)
 	const char *only = getenv("KVT_TEST_IO");
 	const char *backends[2] = { "uring", "psync" };
 	unsigned ms = getenv("KVT_RACE_MS") ? (unsigned)atoi(getenv("KVT_RACE_MS")) : 1000;
+
+	one_part = t_ssd_format3();
 
 	for (unsigned p = 0; p < PARTS; p++) {
 		base[p] = malloc(lens[p]);

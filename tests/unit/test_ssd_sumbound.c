@@ -107,7 +107,7 @@ int main(void)
 		last->off_512 = (uint32_t)(h.summary_off / SSD_REC_ALIGN); /* ends past it */
 	}
 	memset(sum, 0, h.summary_len);
-	T_EQ_INT(ssd_sum_encode(h.generation, sc.e, sc.n, sum, h.summary_len),
+	T_EQ_INT(ssd_sum_encode(SSD_FMT_VERSION, h.generation, sc.e, sc.n, sum, h.summary_len),
 		 (int64_t)h.summary_len);
 	T_EQ_INT(pwrite(fd, sum, h.summary_len, (off_t)h.summary_off), (ssize_t)h.summary_len);
 	close(fd);

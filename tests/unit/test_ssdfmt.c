@@ -237,7 +237,7 @@ static int64_t sum_build(uint8_t *buf, size_t cap, struct ssd_sum_entry *e, size
 
 	for (size_t i = 0; i < n; i++)
 		e[i] = mk_entry((uint32_t)i, &off);
-	return ssd_sum_encode(generation, e, n, buf, cap);
+	return ssd_sum_encode(SSD_FMT_VERSION, generation, e, n, buf, cap);
 }
 
 /* ------------------------------------------------------------------------
@@ -327,12 +327,12 @@ static void test_rec_4k(void)
 	mk_key(&e.key, 32, 1);
 	e.off_512 = 8;
 	e.len_512 = 40; /* 20480: the 4096 layout */
-	T_GE_INT(ssd_sum_encode(1, &e, 1, g_sum, sizeof(g_sum)), SSD_ALIGN);
+	T_GE_INT(ssd_sum_encode(SSD_FMT_VERSION, 1, &e, 1, g_sum, sizeof(g_sum)), SSD_ALIGN);
 	T_RC(ssd_sum_decode(g_sum, SSD_ALIGN, 1, NULL, NULL), 1);
 	e.len_512 = 33; /* 16896: the 512 layout */
-	T_GE_INT(ssd_sum_encode(1, &e, 1, g_sum, sizeof(g_sum)), SSD_ALIGN);
+	T_GE_INT(ssd_sum_encode(SSD_FMT_VERSION, 1, &e, 1, g_sum, sizeof(g_sum)), SSD_ALIGN);
 	e.len_512 = 36;
-	T_RC(ssd_sum_encode(1, &e, 1, g_sum, sizeof(g_sum)), KVT_EBADLEN);
+	T_RC(ssd_sum_encode(SSD_FMT_VERSION, 1, &e, 1, g_sum, sizeof(g_sum)), KVT_EBADLEN);
 }
 
 /* Encode h (parts in g_parts) laid out at align, decode it from the guard
@@ -878,8 +878,25 @@ static void test_seg(void)
 	/* Field rules with a valid CRC. */
 	h = mk_seg(1, 1);
 	SEG_TAMPER(h, (void)0, 0);
-	SEG_TAMPER(h, put32(p + 8, 4), KVT_EVERSION);
+	SEG_TAMPER(h, put32(p + 8, 5), KVT_EVERSION);
 	SEG_TAMPER(h, put32(p + 8, 3), KVT_ECORRUPT); /* version 3 names its alignment */
+	SEG_TAMPER(h, put32(p + 8, 4), KVT_ECORRUPT); /* and so does version 4 */
+	SEG_TAMPER(h, (put32(p + 8, 4), put32(p + 20, 512)), 0);
+	SEG_TAMPER(h, (put32(p + 8, 4), put32(p + 20, 4096)), 0);
+	SEG_TAMPER(h, (put32(p + 8, 4), put32(p + 20, 1024)), KVT_ECORRUPT);
+	/* Format 3's header round-trips at both alignments, naming it. */
+	for (int a = 0; a < 2; a++) {
+		struct ssd_seg_hdr h4 = mk_seg(9, 0), got4;
+
+		h4.version = SSD_SEG_VERSION_BATCH;
+		h4.rec_align = a ? SSD_REC_ALIGN_4K : SSD_REC_ALIGN;
+		ssd_seg_hdr_encode(&h4, g_seg);
+		T_EQ_INT(get32(g_seg + 8), SSD_SEG_VERSION_BATCH);
+		T_EQ_INT(get32(g_seg + 20), h4.rec_align);
+		T_RC(ssd_seg_hdr_decode(t_at_guard(g_seg, SSD_ALIGN), &got4), 0);
+		T_EQ_INT(got4.version, SSD_SEG_VERSION_BATCH);
+		T_EQ_INT(got4.rec_align, h4.rec_align);
+	}
 	SEG_TAMPER(h, put32(p + 8, 1), KVT_EVERSION); /* the old format: recovery drops it */
 	ssd_seg_hdr_encode(&h, g_seg);
 	put32(g_seg + 8, 1);
@@ -946,7 +963,7 @@ static void sum_round_trip(size_t n)
 
 	len = sum_build(g_sum, sizeof(g_sum), g_ent, n, 77);
 	for (size_t i = 0; i < n; i++)
-		want += ssd_sum_entry_len(&g_ent[i]);
+		want += ssd_sum_entry_len(&g_ent[i], SSD_FMT_VERSION);
 	T_EQ_INT(len, KVT_ALIGN_UP(want, SSD_ALIGN));
 	p = t_at_guard(g_sum, (size_t)len);
 	T_RC(ssd_sum_decode(p, (size_t)len, 77, collect_fn, &c), (int64_t)n);
@@ -975,13 +992,13 @@ static void test_sum_round_trip(void)
 
 	/* Entry lengths: 32 + key padded to 8. */
 	memset(&e, 0, sizeof(e));
-	T_EQ_INT(ssd_sum_entry_len(&e), 32);
+	T_EQ_INT(ssd_sum_entry_len(&e, SSD_FMT_VERSION), 32);
 	e.key.len = 1;
-	T_EQ_INT(ssd_sum_entry_len(&e), 40);
+	T_EQ_INT(ssd_sum_entry_len(&e, SSD_FMT_VERSION), 40);
 	e.key.len = 32;
-	T_EQ_INT(ssd_sum_entry_len(&e), 64);
+	T_EQ_INT(ssd_sum_entry_len(&e, SSD_FMT_VERSION), 64);
 	e.key.len = 64;
-	T_EQ_INT(ssd_sum_entry_len(&e), 96);
+	T_EQ_INT(ssd_sum_entry_len(&e, SSD_FMT_VERSION), 96);
 
 	/* Extremes. */
 	e = mk_entry(0, &off);
@@ -994,7 +1011,7 @@ static void test_sum_round_trip(void)
 	mk_key(&e.key, 64, 9);
 	{
 		struct collect c = { g_ent_out, 0, 1, -1 };
-		int64_t len = ssd_sum_encode(UINT64_MAX, &e, 1, g_sum, sizeof(g_sum));
+		int64_t len = ssd_sum_encode(SSD_FMT_VERSION, UINT64_MAX, &e, 1, g_sum, sizeof(g_sum));
 		T_EQ_INT(len, SSD_ALIGN);
 		T_RC(ssd_sum_decode(t_at_guard(g_sum, SSD_ALIGN), SSD_ALIGN, UINT64_MAX,
 				    collect_fn, &c), 1);
@@ -1060,29 +1077,29 @@ static void test_sum_bounds(void)
 		e[i] = mk_entry((uint32_t)i, &off);
 
 	/* Encoder rules. */
-	T_RC(ssd_sum_encode(1, e, 3, g_sum, SSD_ALIGN - 1), KVT_EBADLEN);
-	T_RC(ssd_sum_encode(1, e, 0, g_sum, SSD_ALIGN - 1), KVT_EBADLEN);
+	T_RC(ssd_sum_encode(SSD_FMT_VERSION, 1, e, 3, g_sum, SSD_ALIGN - 1), KVT_EBADLEN);
+	T_RC(ssd_sum_encode(SSD_FMT_VERSION, 1, e, 0, g_sum, SSD_ALIGN - 1), KVT_EBADLEN);
 	e[2].off_512 = e[1].off_512; /* overlaps its predecessor */
-	T_RC(ssd_sum_encode(1, e, 3, g_sum, sizeof(g_sum)), KVT_EBADLEN);
+	T_RC(ssd_sum_encode(SSD_FMT_VERSION, 1, e, 3, g_sum, sizeof(g_sum)), KVT_EBADLEN);
 	off = 1;
 	for (int i = 0; i < 3; i++)
 		e[i] = mk_entry((uint32_t)i, &off);
 	e[1].len_512++;
-	T_RC(ssd_sum_encode(1, e, 3, g_sum, sizeof(g_sum)), KVT_EBADLEN);
+	T_RC(ssd_sum_encode(SSD_FMT_VERSION, 1, e, 3, g_sum, sizeof(g_sum)), KVT_EBADLEN);
 	e[1].len_512--;
 	e[1].key.len = KVT_KEY_MAX + 1;
-	T_RC(ssd_sum_encode(1, e, 3, g_sum, sizeof(g_sum)), KVT_EBADLEN);
+	T_RC(ssd_sum_encode(SSD_FMT_VERSION, 1, e, 3, g_sum, sizeof(g_sum)), KVT_EBADLEN);
 	e[1].key.len = 2;
 	e[1].part_count = KVT_PARTS_MAX + 1;
-	T_RC(ssd_sum_encode(1, e, 3, g_sum, sizeof(g_sum)), KVT_EBADLEN);
+	T_RC(ssd_sum_encode(SSD_FMT_VERSION, 1, e, 3, g_sum, sizeof(g_sum)), KVT_EBADLEN);
 	e[1].part_count = 2;
 	e[0].off_512 = 0;
-	T_RC(ssd_sum_encode(1, e, 3, g_sum, sizeof(g_sum)), KVT_EBADLEN);
+	T_RC(ssd_sum_encode(SSD_FMT_VERSION, 1, e, 3, g_sum, sizeof(g_sum)), KVT_EBADLEN);
 	e[0].off_512 = 1;
 	e[1].seq = 0;
-	T_RC(ssd_sum_encode(1, e, 3, g_sum, sizeof(g_sum)), KVT_EBADLEN);
+	T_RC(ssd_sum_encode(SSD_FMT_VERSION, 1, e, 3, g_sum, sizeof(g_sum)), KVT_EBADLEN);
 	e[1].seq = 5;
-	T_OK(ssd_sum_encode(1, e, 3, g_sum, sizeof(g_sum)));
+	T_OK(ssd_sum_encode(SSD_FMT_VERSION, 1, e, 3, g_sum, sizeof(g_sum)));
 
 	/* Decoder rules with valid CRCs. */
 	SUM_TAMPER((void)0, 3);
@@ -1127,7 +1144,7 @@ static void test_sum_bounds(void)
 		     KVT_ECORRUPT);
 	}
 	/* A count that cannot be stored; e is never read. */
-	T_RC(ssd_sum_encode(1, g_ent, (size_t)UINT32_MAX + 1, g_sum, sizeof(g_sum)), KVT_EBADLEN);
+	T_RC(ssd_sum_encode(SSD_FMT_VERSION, 1, g_ent, (size_t)UINT32_MAX + 1, g_sum, sizeof(g_sum)), KVT_EBADLEN);
 
 	/* A callback's error stops the walk and is returned. */
 	{
@@ -1141,7 +1158,7 @@ static void test_sum_bounds(void)
 	{
 		struct collect c = { g_ent_out, 0, SUM_MANY, -1 };
 		int64_t len = sum_build(g_sum, sizeof(g_sum), g_ent, 3, 9);
-		size_t e2 = e1 + ssd_sum_entry_len(&g_ent[1]);
+		size_t e2 = e1 + ssd_sum_entry_len(&g_ent[1], SSD_FMT_VERSION);
 		g_sum[e2 + 32 + g_ent[2].key.len] = 1;
 		sum_fix(g_sum, sizeof(g_sum));
 		T_RC(ssd_sum_decode(t_at_guard(g_sum, (size_t)len), (size_t)len, 9, collect_fn, &c),
@@ -1283,19 +1300,19 @@ static void test_sum_entry_bound(void)
 
 	e.off_512 = 4096 / SSD_REC_ALIGN;
 	e.len_512 = (uint32_t)(len4k / SSD_REC_ALIGN);
-	T_ASSERT(ssd_sum_entry_bound(&e, SSD_REC_ALIGN_4K, 4096 + len4k) == NULL);
+	T_ASSERT(ssd_sum_entry_bound(&e, SSD_REC_ALIGN_4K, 4096 + len4k, false) == NULL);
 	/* One byte short of room: past the summary. */
-	T_ASSERT(ssd_sum_entry_bound(&e, SSD_REC_ALIGN_4K, 4096 + len4k - 1) != NULL);
+	T_ASSERT(ssd_sum_entry_bound(&e, SSD_REC_ALIGN_4K, 4096 + len4k - 1, false) != NULL);
 	/* The 4K record's length read in a 512-aligned segment: refused. */
-	T_ASSERT(ssd_sum_entry_bound(&e, SSD_REC_ALIGN, 1 << 20) != NULL);
+	T_ASSERT(ssd_sum_entry_bound(&e, SSD_REC_ALIGN, 1 << 20, false) != NULL);
 	e.len_512 = (uint32_t)(len512 / SSD_REC_ALIGN);
-	T_ASSERT(ssd_sum_entry_bound(&e, SSD_REC_ALIGN, 1 << 20) == NULL);
+	T_ASSERT(ssd_sum_entry_bound(&e, SSD_REC_ALIGN, 1 << 20, false) == NULL);
 	/* Off the 4096 grid, or an alignment that is neither. */
 	e.off_512 = 4096 / SSD_REC_ALIGN + 1;
-	T_ASSERT(ssd_sum_entry_bound(&e, SSD_REC_ALIGN, 1 << 20) == NULL);
+	T_ASSERT(ssd_sum_entry_bound(&e, SSD_REC_ALIGN, 1 << 20, false) == NULL);
 	e.len_512 = (uint32_t)(len4k / SSD_REC_ALIGN);
-	T_ASSERT(ssd_sum_entry_bound(&e, SSD_REC_ALIGN_4K, 1 << 20) != NULL);
-	T_ASSERT(ssd_sum_entry_bound(&e, 8192, 1 << 20) != NULL);
+	T_ASSERT(ssd_sum_entry_bound(&e, SSD_REC_ALIGN_4K, 1 << 20, false) != NULL);
+	T_ASSERT(ssd_sum_entry_bound(&e, 8192, 1 << 20, false) != NULL);
 }
 
 /* The predicate recovery's walk and fsck's both stop by. */
@@ -1536,7 +1553,7 @@ static void test_ckpt_bounds(void)
 		size_t off = C_HDR + CK_SLOTS * 16 + CK_CLEARS * 16;
 		for (uint64_t i = 0; i < 4; i++) {
 			struct ssd_ckpt_entry ce = ck_entry(i, CK_SLOTS);
-			off += 16 + ssd_sum_entry_len(&ce.e);
+			off += 16 + ssd_sum_entry_len(&ce.e, SSD_FMT_VERSION);
 		}
 		T_EQ_U64(get64(g_ck + off + 8), ck_entry(4, CK_SLOTS).generation);
 		put64(g_ck + off + 8, 0);
@@ -1633,8 +1650,10 @@ static void test_ckpt_hdr(void)
 	CKH_TAMPER(memcpy(p, "KVTCKPT2", 8), true, SSD_ALIGN, KVT_ECORRUPT);
 	CKH_TAMPER(memcpy(p, "KVTSUM01", 8), true, SSD_ALIGN, KVT_ECORRUPT);
 	CKH_TAMPER(put32(p + C_VERSION, 1), true, SSD_ALIGN, KVT_EVERSION);
-	CKH_TAMPER(put32(p + C_VERSION, 3), true, SSD_ALIGN, KVT_EVERSION);
-	CKH_TAMPER(put32(p + C_VERSION, 3), false, SSD_ALIGN, KVT_ECORRUPT);
+	CKH_TAMPER(put32(p + C_VERSION, 4), true, SSD_ALIGN, KVT_EVERSION);
+	CKH_TAMPER(put32(p + C_VERSION, 4), false, SSD_ALIGN, KVT_ECORRUPT);
+	/* Version 3 (format 3's entries) is known: its header reads the same. */
+	CKH_TAMPER(put32(p + C_VERSION, SSD_CKPT_VERSION_BATCH), true, SSD_ALIGN, 0);
 	/* Lengths out of range (CRC fixed: the rule refuses them). */
 	/* 18 slots: 18 * 16 + 16 + 2 * 48 = 400 bytes, the body exactly; 19 do not fit. */
 	CKH_TAMPER(put32(p + C_SLOT_COUNT, 18), true, SSD_ALIGN, 0);
@@ -1679,6 +1698,611 @@ static void test_ckpt_hdr(void)
 	T_RC(ssd_ckpt_decode(img, (size_t)len, &full, NULL, NULL), KVT_ECORRUPT);
 }
 
+/* ------------------------------------------------------------------------
+ * Batches (format 3).
+ */
+#define B_HDR_LEN 8
+#define B_CRC 12
+#define B_VERSION 4
+#define B_GENERATION 16
+#define B_COUNT 24
+#define B_NS_COUNT 26
+#define B_VALUES_LEN 28
+#define B_RESERVED 32
+#define B_NS 64
+
+static uint8_t g_bat[2 * SSD_BATCH_HDR_MAX];
+
+/* The golden batch of doc/ssd-format.md: two PUTs in two namespaces at
+ * offset 4096 of a 512-aligned segment, computed in Python from the
+ * offset tables (the script is on that page).  248 bytes, then zeros to
+ * 512. */
+static const uint8_t GOLDEN_BATCH[] =
+	"\x4b\x56\x42\x31\x03\x00\x00\x00\x00\x02\x00\x00\xbe\xd2\xd6\x26"
+	"\x03\x00\x00\x00\x00\x00\x00\x00\x02\x00\x02\x00\x00\x04\x00\x00"
+	"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00"
+	"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00"
+	"\x01\x00\x00\x00\x00\x00\x00\x00\x00\x01\x02\x03\x04\x05\x06\x07"
+	"\x08\x09\x0a\x0b\x0c\x0d\x0e\x0f\x10\x11\x12\x13\x14\x15\x16\x17"
+	"\x18\x19\x1a\x1b\x1c\x1d\x1e\x1f\x02\x00\x00\x00\x00\x00\x00\x00"
+	"\x20\x21\x22\x23\x24\x25\x26\x27\x28\x29\x2a\x2b\x2c\x2d\x2e\x2f"
+	"\x30\x31\x32\x33\x34\x35\x36\x37\x38\x39\x3a\x3b\x3c\x3d\x3e\x3f"
+	"\x00\x20\x00\x00\x16\xac\xf3\xce\x05\x00\x00\x00\x00\x00\x00\x00"
+	"\x07\x00\x00\x00\x00\x00\x00\x00\x09\x00\x00\x00\x00\x00\x00\x00"
+	"\xa0\xa1\xa2\xa3\xa4\xa5\xa6\xa7\xa8\xa9\xaa\xab\xac\xad\xae\xaf"
+	"\xb0\xb1\xb2\xb3\xb4\xb5\xb6\xb7\xb8\xb9\xba\xbb\xbc\xbd\xbe\xbf"
+	"\x01\x07\x01\x00\x4f\x14\xb1\xb5\x03\x00\x00\x00\x00\x00\x00\x00"
+	"\x09\x00\x00\x00\x00\x00\x00\x00\x0a\x00\x00\x00\x00\x00\x00\x00"
+	"\x6b\x76\x74\x2d\x6b\x65\x79\x00";
+
+static void batch_eq(const struct ssd_batch *a, const struct ssd_batch *b)
+{
+	T_EQ_INT(a->hdr_len, b->hdr_len);
+	T_EQ_INT(a->count, b->count);
+	T_EQ_INT(a->ns_count, b->ns_count);
+	T_EQ_INT(a->values_len, b->values_len);
+	T_EQ_U64(a->generation, b->generation);
+	for (uint32_t i = 0; i < a->ns_count; i++) {
+		T_EQ_INT(a->ns[i].ns_id, b->ns[i].ns_id);
+		T_EQ_MEM(a->ns[i].digest, b->ns[i].digest, 32);
+	}
+	for (uint32_t i = 0; i < a->count; i++) {
+		const struct ssd_batch_ent *x = &a->ent[i], *y = &b->ent[i];
+
+		T_EQ_INT(x->ns_index, y->ns_index);
+		T_EQ_INT(x->flags, y->flags);
+		T_EQ_INT(x->value_crc, y->value_crc);
+		T_EQ_U64(x->value_len, y->value_len);
+		T_EQ_U64(x->seq, y->seq);
+		T_EQ_INT(x->value_off_512, y->value_off_512);
+		T_EQ_INT(x->key.len, y->key.len);
+		T_EQ_MEM(x->key.bytes, y->key.bytes, x->key.len);
+	}
+}
+
+static struct ssd_batch mk_golden_batch(void)
+{
+	struct ssd_batch b;
+
+	memset(&b, 0, sizeof(b));
+	b.generation = 3;
+	b.count = 2;
+	b.ns_count = 2;
+	b.ns[0].ns_id = 1;
+	b.ns[1].ns_id = 2;
+	for (int i = 0; i < 32; i++) {
+		b.ns[0].digest[i] = (uint8_t)i;
+		b.ns[1].digest[i] = (uint8_t)(0x20 + i);
+		b.ent[0].key.bytes[i] = (uint8_t)(0xa0 + i);
+	}
+	b.ent[0].key.len = 32;
+	b.ent[0].value_len = 5;
+	b.ent[0].seq = 7;
+	b.ent[0].value_crc = ssd_value_crc(kvt_crc32c(0, "hello", 5), 1, &b.ent[0].key, 7);
+	b.ent[1].ns_index = 1;
+	b.ent[1].flags = SSD_REC_F_SEALED;
+	b.ent[1].key.len = 7;
+	memcpy(b.ent[1].key.bytes, "kvt-key", 7);
+	b.ent[1].value_len = 3;
+	b.ent[1].seq = 9;
+	b.ent[1].value_crc = ssd_value_crc(kvt_crc32c(0, "kvt", 3), 2, &b.ent[1].key, 9);
+	return b;
+}
+
+static void test_batch_golden(void)
+{
+	struct ssd_batch b = mk_golden_batch(), got;
+	uint8_t *p;
+
+	/* The identity-bound check values, from the same script. */
+	T_EQ_INT(b.ent[0].value_crc, 0xcef3ac16);
+	T_EQ_INT(b.ent[1].value_crc, 0xb5b1144f);
+	memset(g_bat, 0xa5, sizeof(g_bat));
+	T_RC(ssd_batch_encode(&b, 4096, SSD_REC_ALIGN, g_bat, sizeof(g_bat)), SSD_REC_ALIGN);
+	T_EQ_MEM(g_bat, GOLDEN_BATCH, sizeof(GOLDEN_BATCH) - 1);
+	for (size_t i = sizeof(GOLDEN_BATCH) - 1; i < SSD_REC_ALIGN; i++)
+		T_EQ_INT(g_bat[i], 0);
+	T_EQ_INT(g_bat[SSD_REC_ALIGN], 0xa5); /* nothing written past hdr_len */
+	T_EQ_INT(b.hdr_len, SSD_REC_ALIGN);
+	T_EQ_INT(b.values_len, 2 * SSD_REC_ALIGN);
+	T_EQ_INT(b.ent[0].value_off_512, 9);
+	T_EQ_INT(b.ent[1].value_off_512, 10);
+
+	/* The golden bytes decode on their own, read where they were written. */
+	memset(g_bat, 0, SSD_REC_ALIGN);
+	memcpy(g_bat, GOLDEN_BATCH, sizeof(GOLDEN_BATCH) - 1);
+	p = t_at_guard(g_bat, SSD_REC_ALIGN);
+	T_RC(ssd_batch_decode(p, SSD_REC_ALIGN, 4096, SSD_REC_ALIGN, &got), 0);
+	batch_eq(&got, &b);
+	/* Elsewhere the values' offsets do not match: refused. */
+	T_RC(ssd_batch_decode(p, SSD_REC_ALIGN, 8192, SSD_REC_ALIGN, &got), KVT_ECORRUPT);
+	/* In a 4096-aligned segment its 512-byte header is not a batch's. */
+	T_RC(ssd_batch_decode(p, SSD_REC_ALIGN, 4096, SSD_REC_ALIGN_4K, &got), KVT_ECORRUPT);
+	/* Another identity, the same bytes: another check value. */
+	T_NE_INT(ssd_value_crc(kvt_crc32c(0, "hello", 5), 1, &b.ent[0].key, 8), 0xcef3ac16);
+	T_NE_INT(ssd_value_crc(kvt_crc32c(0, "hello", 5), 2, &b.ent[0].key, 7), 0xcef3ac16);
+}
+
+/* A batch of n entries in ns_count namespaces, keys of key_len bytes,
+ * values of value_len. */
+static struct ssd_batch mk_batch(uint32_t n, uint32_t ns_count, uint32_t key_len,
+				 uint64_t value_len)
+{
+	struct ssd_batch b;
+
+	memset(&b, 0, sizeof(b));
+	b.generation = 5;
+	b.count = n;
+	b.ns_count = ns_count;
+	for (uint32_t i = 0; i < ns_count; i++) {
+		b.ns[i].ns_id = 10 + i;
+		memset(b.ns[i].digest, (int)(0x40 + i), 32);
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		struct ssd_batch_ent *e = &b.ent[i];
+
+		e->ns_index = i < ns_count ? i : i % ns_count;
+		e->key.len = key_len;
+		memset(e->key.bytes, (int)(0x61 + i), key_len);
+		e->value_len = value_len + i;
+		e->seq = 100 + i;
+		e->value_crc = 0x1000u + i;
+	}
+	return b;
+}
+
+static void test_batch_round_trip(void)
+{
+	static const struct {
+		uint32_t n, ns, key_len, align;
+		uint64_t value_len;
+	} cases[] = {
+		{ 1, 1, 1, SSD_REC_ALIGN, 1 },
+		{ 8, 1, 32, SSD_REC_ALIGN, 16384 },
+		{ 32, 1, 32, SSD_REC_ALIGN, 16384 },
+		{ 32, 3, 64, SSD_REC_ALIGN, 1000 },
+		{ 32, 32, 8, SSD_REC_ALIGN, SSD_BATCH_VALUE_MAX - 31 },
+		{ 8, 2, 32, SSD_REC_ALIGN_4K, 16384 },
+		{ 32, 1, 64, SSD_REC_ALIGN_4K, 7 },
+	};
+
+	for (size_t c = 0; c < KVT_ARRAY_LEN(cases); c++) {
+		struct ssd_batch b = mk_batch(cases[c].n, cases[c].ns, cases[c].key_len,
+					      cases[c].value_len), got;
+		uint64_t off = 16 * SSD_ALIGN, values = 0, walked;
+		uint32_t align = cases[c].align, want;
+		int len;
+
+		want = ssd_batch_hdr_len(cases[c].n, cases[c].ns,
+					 cases[c].n * (uint64_t)((cases[c].key_len + 7) / 8 * 8), align);
+		len = ssd_batch_encode(&b, off, align, g_bat, sizeof(g_bat));
+		T_EQ_INT(len, want);
+		T_EQ_INT(len % align, 0);
+		for (uint32_t i = 0; i < b.count; i++) {
+			T_EQ_U64((uint64_t)b.ent[i].value_off_512 * SSD_REC_ALIGN,
+				 off + (uint64_t)len + values);
+			values += KVT_ALIGN_UP(b.ent[i].value_len, align);
+		}
+		T_EQ_U64(b.values_len, values);
+		T_RC(ssd_batch_decode(t_at_guard(g_bat, (size_t)len), (size_t)len, off, align, &got),
+		     0);
+		batch_eq(&got, &b);
+		/* The walk takes it whole, and not where it would not fit. */
+		T_ASSERT(ssd_walk_batch(0, &got, 5, off, off + len + values, &walked) == NULL);
+		T_EQ_U64(walked, (uint64_t)len + values);
+		T_ASSERT(ssd_walk_batch(0, &got, 5, off, off + len + values - 1, &walked) != NULL);
+		T_ASSERT(ssd_walk_batch(0, &got, 6, off, UINT64_C(1) << 40, &walked) != NULL);
+		T_ASSERT(ssd_walk_batch(KVT_ECORRUPT, &got, 5, off, UINT64_C(1) << 40,
+					&walked) != NULL);
+
+		/* Every prefix: KVT_EBUFSMALL, asking for what the frame says,
+		 * nothing read past it (the guard page). */
+		for (int n = 0; n < len; n++) {
+			int need = n < (int)SSD_REC_ALIGN ? (int)SSD_REC_ALIGN : len;
+
+			T_RC(ssd_batch_decode(t_at_guard(g_bat, (size_t)n), (size_t)n, off, align,
+					      &got), KVT_EBUFSMALL);
+			T_EQ_INT(got.hdr_len, need);
+		}
+		/* Every single-bit flip is refused (the CRC first; hdr_len
+		 * flipped larger is read as far as 4096 and fails it). */
+		memset(g_bat + len, 0, sizeof(g_bat) - (size_t)len);
+		for (int i = 0; i < len; i++)
+			for (int bit = 0; bit < 8; bit++) {
+				uint8_t *p;
+				int rc;
+
+				g_bat[i] ^= (uint8_t)(1u << bit);
+				p = t_at_guard(g_bat, SSD_BATCH_HDR_MAX);
+				rc = ssd_batch_decode(p, SSD_BATCH_HDR_MAX, off, align, &got);
+				if (rc != KVT_ECORRUPT)
+					T_FAIL("batch flip of byte %d bit %d: %d", i, bit, rc);
+				g_bat[i] ^= (uint8_t)(1u << bit);
+			}
+	}
+}
+
+/* Encode mk_batch(4, 2, 16, 700) at 4096 (512-aligned), let stmt tamper
+ * with p (its bytes) or the struct first, fix the CRC, and decode. */
+static int batch_tamper(int which)
+{
+	struct ssd_batch b = mk_batch(4, 2, 13, 700), got;
+	uint8_t *p = g_bat;
+	int len;
+	size_t e0 = B_NS + 2 * SSD_BATCH_NS_LEN; /* entry 0 */
+
+	len = ssd_batch_encode(&b, 4096, SSD_REC_ALIGN, g_bat, sizeof(g_bat));
+	T_EQ_INT(len, SSD_REC_ALIGN);
+	memset(g_bat + len, 0, sizeof(g_bat) - (size_t)len);
+	switch (which) {
+	case 0: break;                                      /* untouched */
+	case 1: put32(p + B_VERSION, 4); break;             /* newer */
+	case 2: put32(p + B_VERSION, 2); break;             /* older */
+	case 3: put16(p + B_COUNT, 0); break;
+	case 4: put16(p + B_COUNT, SSD_BATCH_MAX + 1); break;
+	case 5: put16(p + B_NS_COUNT, 0); break;
+	case 6: put16(p + B_NS_COUNT, 5); break;            /* more than count */
+	case 7: put64(p + B_GENERATION, 0); break;
+	case 8: put64(p + B_GENERATION, SSD_GEN_MAX + 1); break;
+	case 9: p[B_RESERVED + 31] = 1; break;
+	case 10: put32(p + B_VALUES_LEN, get32(p + B_VALUES_LEN) + 512); break;
+	case 11: put32(p + B_NS, 0); break;                 /* ns_id 0 */
+	case 12: put32(p + B_NS + SSD_BATCH_NS_LEN, 10); break; /* ns_id twice */
+	case 13: p[B_NS + 4] = 1; break;                    /* ns reserved */
+	case 14: p[e0] = 1; break;                          /* first entry names ns 1 first */
+	case 15: p[e0] = 2; break;                          /* ns_index out of the table */
+	case 16: p[e0 + 1] = 0; break;                      /* key_len 0 */
+	case 17: p[e0 + 1] = 65; break;                     /* key_len > 64 */
+	case 18: put16(p + e0 + 2, 2); break;               /* unknown flag */
+	case 19: put64(p + e0 + 8, 0); break;               /* value_len 0 */
+	case 20: put64(p + e0 + 8, SSD_BATCH_VALUE_MAX + 1); break;
+	case 21: put64(p + e0 + 16, 0); break;              /* seq 0 */
+	case 22: put32(p + e0 + 24, get32(p + e0 + 24) + 1); break; /* value offset */
+	case 23: p[e0 + 28] = 1; break;                     /* entry reserved */
+	case 24: p[e0 + 32 + 13] = 1; break;                /* key padding */
+	case 25: p[len - 1] = 1; break;                     /* header padding */
+	case 26: put32(p + B_HDR_LEN, 1024); break;         /* longer than its contents */
+	case 27: put32(p + B_HDR_LEN, 4096 + 512); break;   /* past the bound */
+	case 28: put32(p + B_HDR_LEN, 500); break;          /* not whole sectors */
+	case 29: memcpy(p, "KVR1", 4); break;               /* a record's magic */
+	case 30: put64(p + e0 + 8, 900); break;             /* longer value, same units */
+	default: T_FAIL("no case %d", which);
+	}
+	if (which != 27 && which != 28)
+		fix_crc(p, get32(p + B_HDR_LEN), B_CRC);
+	return ssd_batch_decode(t_at_guard(g_bat, SSD_BATCH_HDR_MAX), SSD_BATCH_HDR_MAX, 4096,
+				SSD_REC_ALIGN, &got);
+}
+
+static void test_batch_bounds(void)
+{
+	struct ssd_batch b;
+
+	T_RC(batch_tamper(0), 0);
+	T_RC(batch_tamper(1), KVT_EVERSION);
+	T_RC(batch_tamper(2), KVT_EVERSION);
+	/* 30: a value of 900 bytes takes what 700 took: still whole. */
+	T_RC(batch_tamper(30), 0);
+	for (int i = 3; i <= 29; i++) {
+		int rc = batch_tamper(i);
+
+		if (rc != KVT_ECORRUPT)
+			T_FAIL("batch tamper case %d: %d", i, rc);
+	}
+
+	/* The encoder refuses what the decoder would. */
+	b = mk_batch(4, 2, 13, 700);
+	b.ns[1].ns_id = 10;
+	T_RC(ssd_batch_encode(&b, 4096, SSD_REC_ALIGN, g_bat, sizeof(g_bat)), KVT_EBADLEN);
+	b = mk_batch(4, 2, 13, 700);
+	b.ent[0].ns_index = 1; /* the table is not in first-use order */
+	T_RC(ssd_batch_encode(&b, 4096, SSD_REC_ALIGN, g_bat, sizeof(g_bat)), KVT_EBADLEN);
+	b = mk_batch(4, 2, 13, SSD_BATCH_VALUE_MAX);
+	T_RC(ssd_batch_encode(&b, 4096, SSD_REC_ALIGN, g_bat, sizeof(g_bat)), KVT_EBADLEN);
+	b = mk_batch(4, 2, 13, 700);
+	T_RC(ssd_batch_encode(&b, 4096 + 512, SSD_REC_ALIGN_4K, g_bat, sizeof(g_bat)),
+	     KVT_EBADLEN);
+	T_RC(ssd_batch_encode(&b, 512, SSD_REC_ALIGN, g_bat, sizeof(g_bat)), KVT_EBADLEN);
+	T_RC(ssd_batch_encode(&b, 4096, SSD_REC_ALIGN, g_bat, 511), KVT_EBADLEN);
+	T_RC(ssd_batch_encode(&b, (uint64_t)UINT32_MAX * SSD_REC_ALIGN, SSD_REC_ALIGN, g_bat,
+			      sizeof(g_bat)), KVT_EBADLEN);
+	/* 32 entries of 64-byte keys in 32 namespaces: a 5 KiB header, cut. */
+	b = mk_batch(32, 32, 64, 100);
+	T_EQ_INT(ssd_batch_hdr_len(32, 32, 32 * 64, SSD_REC_ALIGN), 0);
+	T_RC(ssd_batch_encode(&b, 4096, SSD_REC_ALIGN, g_bat, sizeof(g_bat)), KVT_EBADLEN);
+	/* 32 entries of 64-byte keys in one namespace fit (3176 bytes). */
+	T_EQ_INT(ssd_batch_hdr_len(32, 1, 32 * 64, SSD_REC_ALIGN), 3584);
+	T_EQ_INT(ssd_batch_hdr_len(32, 1, 32 * 64, SSD_REC_ALIGN_4K), 4096);
+	T_EQ_INT(ssd_batch_hdr_len(8, 1, 8 * 32, SSD_REC_ALIGN), 1024);
+	T_EQ_INT(ssd_batch_ent_len(1), 40);
+	T_EQ_INT(ssd_batch_ent_len(64), 96);
+}
+
+/* ------------------------------------------------------------------------
+ * Summary and checkpoint entries of format 3 (version 3).
+ */
+
+/* The golden batch's two values and a framed DELETE after them, in a
+ * version-3 summary of generation 3 (Python: doc/ssd-format.md "Summary
+ * entry, version 3"); then zeros to 4096. */
+static const uint8_t GOLDEN_SUM3[] =
+	"\x4b\x56\x54\x53\x55\x4d\x30\x31\x03\x00\x00\x00\x4e\x41\x04\xd3"
+	"\x03\x00\x00\x00\x00\x00\x00\x00\x03\x00\x00\x00\x06\xae\xf0\x4b"
+	"\xa8\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00"
+	"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00"
+	"\x01\x20\x01\x00\x01\x00\x00\x00\x09\x00\x00\x00\x01\x00\x00\x00"
+	"\x07\x00\x00\x00\x00\x00\x00\x00\x05\x00\x00\x00\x00\x00\x00\x00"
+	"\x16\xac\xf3\xce\x01\x00\x00\x00\xa0\xa1\xa2\xa3\xa4\xa5\xa6\xa7"
+	"\xa8\xa9\xaa\xab\xac\xad\xae\xaf\xb0\xb1\xb2\xb3\xb4\xb5\xb6\xb7"
+	"\xb8\xb9\xba\xbb\xbc\xbd\xbe\xbf\x01\x07\x01\x00\x02\x00\x00\x00"
+	"\x0a\x00\x00\x00\x01\x00\x00\x00\x09\x00\x00\x00\x00\x00\x00\x00"
+	"\x03\x00\x00\x00\x00\x00\x00\x00\x4f\x14\xb1\xb5\x03\x00\x00\x00"
+	"\x6b\x76\x74\x2d\x6b\x65\x79\x00\x02\x07\x00\x00\x02\x00\x00\x00"
+	"\x0b\x00\x00\x00\x01\x00\x00\x00\x0c\x00\x00\x00\x00\x00\x00\x00"
+	"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00"
+	"\x6b\x76\x74\x2d\x6b\x65\x79\x00";
+
+static void sum3_entries(struct ssd_sum_entry e[3])
+{
+	struct ssd_batch b = mk_golden_batch();
+
+	memset(e, 0, 3 * sizeof(*e));
+	for (int i = 0; i < 2; i++) {
+		e[i].type = SSD_REC_PUT;
+		e[i].part_count = 1;
+		e[i].ns_id = b.ns[b.ent[i].ns_index].ns_id;
+		e[i].off_512 = 9 + (uint32_t)i;
+		e[i].len_512 = 1;
+		e[i].seq = b.ent[i].seq;
+		e[i].value_len = b.ent[i].value_len;
+		e[i].key = b.ent[i].key;
+		e[i].value_crc = b.ent[i].value_crc;
+		e[i].flags = SSD_ENT_F_BATCHED | (b.ent[i].flags ? SSD_ENT_F_SEALED : 0);
+	}
+	e[2].type = SSD_REC_DELETE;
+	e[2].ns_id = 2;
+	e[2].off_512 = 11;
+	e[2].len_512 = 1;
+	e[2].seq = 12;
+	e[2].key = b.ent[1].key;
+}
+
+static void sum_ent_eq(const struct ssd_sum_entry *a, const struct ssd_sum_entry *b)
+{
+	T_EQ_INT(a->type, b->type);
+	T_EQ_INT(a->ns_id, b->ns_id);
+	T_EQ_INT(a->off_512, b->off_512);
+	T_EQ_INT(a->len_512, b->len_512);
+	T_EQ_U64(a->seq, b->seq);
+	T_EQ_U64(a->value_len, b->value_len);
+	T_EQ_INT(a->part_count, b->part_count);
+	T_EQ_INT(a->flags, b->flags);
+	T_EQ_INT(a->value_crc, b->value_crc);
+	T_EQ_INT(a->key.len, b->key.len);
+	T_EQ_MEM(a->key.bytes, b->key.bytes, KVT_KEY_MAX);
+}
+
+static void test_sum3(void)
+{
+	struct ssd_sum_entry e[3], got[3];
+	struct collect c = { got, 0, 3, -1 };
+	uint8_t *p;
+
+	sum3_entries(e);
+	T_EQ_INT(ssd_sum_entry_len(&e[0], SSD_SUM_VERSION_BATCH), 72);
+	T_EQ_INT(ssd_sum_entry_len(&e[0], SSD_FMT_VERSION), 64);
+	memset(g_sum, 0xa5, SSD_ALIGN + 1);
+	T_RC(ssd_sum_encode(SSD_SUM_VERSION_BATCH, 3, e, 3, g_sum, sizeof(g_sum)), SSD_ALIGN);
+	T_EQ_MEM(g_sum, GOLDEN_SUM3, sizeof(GOLDEN_SUM3) - 1);
+	for (size_t i = sizeof(GOLDEN_SUM3) - 1; i < SSD_ALIGN; i++)
+		T_EQ_INT(g_sum[i], 0);
+	T_EQ_INT(g_sum[SSD_ALIGN], 0xa5);
+	p = t_at_guard(g_sum, SSD_ALIGN);
+	T_RC(ssd_sum_decode(p, SSD_ALIGN, 3, collect_fn, &c), 3);
+	for (int i = 0; i < 3; i++)
+		sum_ent_eq(&got[i], &e[i]);
+	/* A batched entry names its value, at the segment's alignment. */
+	T_ASSERT(ssd_sum_entry_bound(&got[0], SSD_REC_ALIGN, 11 * 512, true) == NULL);
+	T_ASSERT(ssd_sum_entry_bound(&got[1], SSD_REC_ALIGN, 11 * 512, true) == NULL);
+	T_ASSERT(ssd_sum_entry_bound(&got[0], SSD_REC_ALIGN_4K, 1 << 20, true) != NULL);
+	T_ASSERT(ssd_sum_entry_bound(&got[1], SSD_REC_ALIGN, 11 * 512 - 1, true) != NULL);
+	/* In a segment without batches (format 2): refused. */
+	T_ASSERT(ssd_sum_entry_bound(&got[0], SSD_REC_ALIGN, 11 * 512, false) != NULL);
+	T_ASSERT(ssd_sum_entry_bound(&got[2], SSD_REC_ALIGN, 12 * 512, false) == NULL);
+
+	/* Version 2 has no room for them: the encoder refuses. */
+	T_RC(ssd_sum_encode(SSD_FMT_VERSION, 3, e, 3, g_sum, sizeof(g_sum)), KVT_EBADLEN);
+	T_RC(ssd_sum_encode(SSD_FMT_VERSION, 3, &e[2], 1, g_sum, sizeof(g_sum)), SSD_ALIGN);
+	T_RC(ssd_sum_encode(4, 3, &e[2], 1, g_sum, sizeof(g_sum)), KVT_EBADLEN);
+	/* Version 3 takes framed records alone too. */
+	T_RC(ssd_sum_encode(SSD_SUM_VERSION_BATCH, 3, &e[2], 1, g_sum, sizeof(g_sum)), SSD_ALIGN);
+
+	/* Each rule of a version-3 entry, in the encoder and, with the
+	 * CRCs recomputed, in the decoder. */
+	for (int k = 0; k < 8; k++) {
+		struct ssd_sum_entry bad[3];
+
+		memcpy(bad, e, sizeof(bad));
+		switch (k) {
+		case 0: bad[0].flags = SSD_ENT_F_SEALED; break;       /* sealed, not batched */
+		case 1: bad[0].flags |= 4; break;                     /* unknown flag */
+		case 2: bad[0].part_count = 2; break;                 /* batched: one part */
+		case 3: bad[0].len_512 = 2; break;                    /* not its value's length */
+		case 4: bad[2].value_crc = 1; break;                  /* framed: no value_crc */
+		case 5: bad[2].flags = SSD_ENT_F_BATCHED; break;      /* a batched DELETE */
+		case 6: bad[0].value_len = SSD_BATCH_VALUE_MAX + 1;   /* too large to batch */
+			bad[0].len_512 = (uint32_t)((SSD_BATCH_VALUE_MAX + 512) / 512);
+			bad[1].off_512 = bad[0].off_512 + bad[0].len_512;
+			bad[2].off_512 = bad[1].off_512 + 1;
+			break;
+		case 7: bad[1].off_512 = 9; break;                    /* overlaps entry 0 */
+		}
+		T_RC(ssd_sum_encode(SSD_SUM_VERSION_BATCH, 3, bad, 3, g_sum, sizeof(g_sum)),
+		     KVT_EBADLEN);
+	}
+	memcpy(g_sum, GOLDEN_SUM3, sizeof(GOLDEN_SUM3) - 1);
+	memset(g_sum + sizeof(GOLDEN_SUM3) - 1, 0, SSD_ALIGN - (sizeof(GOLDEN_SUM3) - 1));
+	for (int k = 0; k < 4; k++) {
+		static const size_t at[] = { 64 + 36, 64 + 36, 64 + 2, 64 + 72 + 48 + 32 };
+		static const uint8_t val[] = { 2, 5, 2, 1 };
+		uint8_t keep = g_sum[at[k]];
+
+		g_sum[at[k]] = val[k];
+		put32(g_sum + S_ENTRIES_CRC, kvt_crc32c(0, g_sum + S_HDR, 168));
+		fix_crc(g_sum, S_HDR, S_CRC);
+		T_RC(ssd_sum_decode(t_at_guard(g_sum, SSD_ALIGN), SSD_ALIGN, 3, NULL, NULL),
+		     KVT_ECORRUPT);
+		g_sum[at[k]] = keep;
+	}
+	/* The same bytes named version 2: its entries are 8 bytes shorter,
+	 * and do not parse. */
+	put32(g_sum + S_VERSION, 2);
+	put32(g_sum + S_ENTRIES_CRC, kvt_crc32c(0, g_sum + S_HDR, 168));
+	fix_crc(g_sum, S_HDR, S_CRC);
+	T_RC(ssd_sum_decode(t_at_guard(g_sum, SSD_ALIGN), SSD_ALIGN, 3, NULL, NULL), KVT_ECORRUPT);
+	put32(g_sum + S_VERSION, 4);
+	fix_crc(g_sum, S_HDR, S_CRC);
+	T_RC(ssd_sum_decode(t_at_guard(g_sum, SSD_ALIGN), SSD_ALIGN, 3, NULL, NULL), KVT_EVERSION);
+}
+
+/* A checkpoint of version 3 holds batched entries; one of version 2
+ * refuses them. */
+static int ck3_entry(void *ctx, const struct ssd_ckpt_entry *ce)
+{
+	struct ssd_ckpt_entry *out = ctx;
+
+	T_ASSERT(out[0].slot < 3);
+	out[1 + out[0].slot++] = *ce;
+	return 0;
+}
+
+static void test_ckpt3(void)
+{
+	struct ssd_sum_entry e[3];
+	struct ssd_ckpt_writer w;
+	struct ssd_ckpt_hdr h, got;
+	struct ssd_ckpt_slot sl = { 3, 12 * 512 };
+	struct ssd_ckpt_entry ce, out[4];
+	struct ssd_ckpt_cbs cbs = { NULL, NULL, ck3_entry };
+	size_t cap = ssd_ckpt_size(1, 0, 2, 64);
+	int64_t len;
+
+	sum3_entries(e);
+	memset(&ce, 0, sizeof(ce));
+	ce.slot = 0;
+	ce.generation = 3;
+	ce.e = e[0];
+	ssd_ckpt_begin(&w, g_ck, cap);
+	T_RC(ssd_ckpt_put_slot(&w, &sl), 0);
+	T_RC(ssd_ckpt_put_entry(&w, &ce), KVT_EBADLEN);
+
+	ssd_ckpt_begin_version(&w, g_ck, cap, SSD_CKPT_VERSION_BATCH);
+	T_RC(ssd_ckpt_put_slot(&w, &sl), 0);
+	T_RC(ssd_ckpt_put_entry(&w, &ce), 0);
+	ce.e = e[1];
+	T_RC(ssd_ckpt_put_entry(&w, &ce), 0);
+	memset(&h, 0, sizeof(h));
+	h.seq = 12;
+	h.slot_count = 1;
+	h.entry_count = 2;
+	len = ssd_ckpt_finish(&w, &h);
+	T_EQ_INT(len, SSD_ALIGN);
+	T_EQ_INT(get32(g_ck + C_VERSION), SSD_CKPT_VERSION_BATCH);
+	memset(out, 0, sizeof(out));
+	T_RC(ssd_ckpt_decode(t_at_guard(g_ck, SSD_ALIGN), SSD_ALIGN, &got, &cbs, out), 0);
+	T_EQ_INT(got.version, SSD_CKPT_VERSION_BATCH);
+	T_EQ_INT(out[0].slot, 2);
+	sum_ent_eq(&out[1].e, &e[0]);
+	sum_ent_eq(&out[2].e, &e[1]);
+	T_RC(ssd_ckpt_hdr_decode(t_at_guard(g_ck, C_HDR), C_HDR, SSD_ALIGN, &got), 0);
+	T_EQ_INT(got.version, SSD_CKPT_VERSION_BATCH);
+	/* Another version: nothing put, nothing finished. */
+	ssd_ckpt_begin_version(&w, g_ck, cap, 4);
+	T_RC(ssd_ckpt_put_slot(&w, &sl), 0);
+	T_RC(ssd_ckpt_put_entry(&w, &ce), KVT_EBADLEN);
+	h.entry_count = 0;
+	T_RC(ssd_ckpt_finish(&w, &h), KVT_EBADLEN);
+}
+
+/* A format-3 segment walked by structure: a framed record, the golden
+ * batch's layout at another offset, a DELETE; each structure's entries
+ * as the seal's summary would list them. */
+static void test_walk_struct(void)
+{
+	static uint8_t seg[64 << 10];
+	struct ssd_batch b = mk_golden_batch();
+	struct ssd_sum_entry e[3], want[3], got;
+	struct ssd_struct st;
+	struct ssd_rec_hdr rh;
+	struct ssd_part part = { 100, 0x1234 };
+	uint64_t off = SSD_ALIGN, len = 0;
+	int n = 0, len_hdr;
+
+	/* The golden batch's entries are its summary's. */
+	sum3_entries(want);
+	for (uint32_t i = 0; i < 2; i++) {
+		T_RC(ssd_batch_encode(&b, 4096, SSD_REC_ALIGN, g_bat, sizeof(g_bat)), SSD_REC_ALIGN);
+		ssd_batch_sum_entry(&b, i, SSD_REC_ALIGN, &got);
+		sum_ent_eq(&got, &want[i]);
+	}
+
+	/* [record at 4096][batch at 4096 + 1024][DELETE] then zeros. */
+	memset(seg, 0, sizeof(seg));
+	memset(&rh, 0, sizeof(rh));
+	rh.type = SSD_REC_PUT;
+	rh.part_count = 1;
+	rh.ns_id = 1;
+	rh.value_len = 100;
+	rh.seq = 3;
+	rh.generation = 3;
+	rh.key.len = 4;
+	memcpy(rh.key.bytes, "rec0", 4);
+	len_hdr = ssd_rec_hdr_encode(&rh, &part, SSD_REC_ALIGN, seg + off, sizeof(seg) - off);
+	T_EQ_INT(len_hdr, SSD_REC_ALIGN);
+	b = mk_golden_batch();
+	T_RC(ssd_batch_encode(&b, off + 1024, SSD_REC_ALIGN, seg + off + 1024,
+			      sizeof(seg) - off - 1024), SSD_REC_ALIGN);
+	rh.type = SSD_REC_DELETE;
+	rh.part_count = 0;
+	rh.value_len = 0;
+	rh.seq = 12;
+	T_EQ_INT(ssd_rec_hdr_encode(&rh, NULL, SSD_REC_ALIGN, seg + off + 1024 + 512 + 1024,
+				    SSD_REC_ALIGN), SSD_REC_ALIGN);
+
+	while (off < sizeof(seg)) {
+		int d = ssd_struct_decode(seg + off, sizeof(seg) - off, off, SSD_REC_ALIGN, true, &st);
+
+		if (ssd_walk_struct(d, &st, 3, off, sizeof(seg), SSD_REC_ALIGN, &len))
+			break;
+		if (st.kind == SSD_STRUCT_BATCH) {
+			for (uint32_t i = 0; i < st.batch.count; i++)
+				ssd_batch_sum_entry(&st.batch, i, SSD_REC_ALIGN, &e[n++]);
+		} else {
+			T_EQ_INT(st.kind, SSD_STRUCT_REC);
+			n++;
+		}
+		off += len;
+	}
+	T_EQ_INT(n, 4);
+	T_EQ_U64(off, SSD_ALIGN + 1024 + 512 + 1024 + 512); /* stopped at the zeros */
+	T_EQ_INT(e[1].off_512, (SSD_ALIGN + 1024 + 512) / 512);
+	T_EQ_INT(e[2].off_512, e[1].off_512 + 1);
+	T_EQ_INT(e[2].flags, SSD_ENT_F_BATCHED | SSD_ENT_F_SEALED);
+
+	/* In a segment without batches the batch is not a structure: the
+	 * walk stops there. */
+	off = SSD_ALIGN + 1024;
+	T_RC(ssd_struct_decode(seg + off, sizeof(seg) - off, off, SSD_REC_ALIGN, false, &st),
+	     KVT_ECORRUPT);
+	T_ASSERT(ssd_walk_struct(KVT_ECORRUPT, &st, 3, off, sizeof(seg), SSD_REC_ALIGN, &len));
+	/* Another generation's batch stops the walk too. */
+	T_RC(ssd_struct_decode(seg + off, sizeof(seg) - off, off, SSD_REC_ALIGN, true, &st), 0);
+	T_ASSERT(ssd_walk_struct(0, &st, 4, off, sizeof(seg), SSD_REC_ALIGN, &len) != NULL);
+	/* Fewer than 512 bytes: read 512. */
+	T_RC(ssd_struct_decode(seg + off, 100, off, SSD_REC_ALIGN, true, &st), KVT_EBUFSMALL);
+	T_EQ_INT(st.hdr_len, SSD_REC_ALIGN);
+}
+
 int main(void)
 {
 	test_rec_lengths();
@@ -1701,5 +2325,11 @@ int main(void)
 	test_ckpt_truncated_and_flips();
 	test_ckpt_bounds();
 	test_ckpt_hdr();
+	test_batch_golden();
+	test_batch_round_trip();
+	test_batch_bounds();
+	test_sum3();
+	test_ckpt3();
+	test_walk_struct();
 	return 0;
 }

@@ -298,6 +298,62 @@ struct evict_ctx {
  * (wd_carry_write).  Writer thread, seg_lock held.  False if the record
  * could not be carried (the caller drops the entry).
  */
+/* A batched value (format 3) is carried framed, as a record of one part:
+ * its bytes read back into the record's place after a header, checked by
+ * its value_crc (vcrc), the part's CRC taken from that check.  rec_len:
+ * the value's padded length on disk. */
+static bool evict_carry_batched(struct ssd *s, uint32_t slot, uint32_t ns,
+				const struct kvt_key *key, uint64_t seq, uint64_t off,
+				uint64_t rec_len, uint64_t value_len, uint32_t vcrc, bool sealed)
+{
+	uint32_t align = s->rec_align, hdr_len = ssd_rec_hdr_len(1, align);
+	uint64_t len = ssd_rec_len(1, value_len, align);
+	struct ssd_part *part = NULL;
+	struct wd_task *t = NULL;
+	uint8_t *buf = NULL;
+	bool ok;
+
+	if (rec_len != align_rec(value_len, align) || len > UINT32_MAX)
+		return false; /* another alignment: dropped, as a record of it */
+	buf = kvt_mem_alloc_aligned(s->mem, SSD_ALIGN, len);
+	part = kvt_mem_alloc(s->mem, sizeof(*part));
+	t = kvt_mem_calloc(s->mem, 1, sizeof(*t));
+	ok = buf && part && t &&
+	     ssd_pread_full(s, s->segs[slot].fd, buf + hdr_len, rec_len, off) == 0;
+	if (ok) {
+		part->len = value_len;
+		part->crc = kvt_crc32c(0, buf + hdr_len, value_len);
+		ok = ssd_value_crc(part->crc, ns, key, seq) == vcrc;
+	}
+	if (!ok) {
+		if (buf)
+			kvt_mem_free(s->mem, buf, len);
+		if (part)
+			kvt_mem_free(s->mem, part, sizeof(*part));
+		if (t)
+			kvt_mem_free(s->mem, t, sizeof(*t));
+		return false;
+	}
+	memset(buf, 0, hdr_len); /* wd_carry_write encodes the header there */
+	A(s->batched_carried);
+	t->type = T_CARRY;
+	t->s = s;
+	t->ns = ns;
+	t->key = *key;
+	t->value_len = value_len;
+	t->part_count = 1;
+	t->hdr = buf;
+	t->hdr_len = (uint32_t)len;
+	t->carry_parts = part;
+	t->carry_seq = seq;
+	t->carry_flags = sealed ? SSD_REC_F_SEALED : 0;
+	pthread_mutex_lock(&s->wd_lock);
+	s->wd_bytes += value_len;
+	pthread_mutex_unlock(&s->wd_lock);
+	wd_enqueue(s, t, WD_BACK);
+	return true;
+}
+
 static bool evict_carry(struct ssd *s, uint32_t slot, uint32_t ns, const struct kvt_key *key,
 			uint64_t seq, uint64_t off, uint64_t rec_len, uint64_t value_len,
 			unsigned pc)
@@ -369,6 +425,8 @@ static int evict_entry_cb(void *ctx, const struct ssd_sum_entry *se)
 	struct ssd_shard *sh;
 	struct ssd_entry **pp;
 	bool reinsert = false, dropped = false, hot = false, carry = false, in_dram;
+	bool batched = false, sealed = false;
+	uint32_t vcrc = 0;
 	uint64_t seq = 0, off = 0, rec_len = 0, value_len = 0, hgen = 0;
 	unsigned pc = 0;
 
@@ -382,9 +440,15 @@ static int evict_entry_cb(void *ctx, const struct ssd_sum_entry *se)
 	pp = ssd_idx_slot(sh, h, se->ns_id, &se->key);
 	if (*pp && (*pp)->slot == ec->slot && (*pp)->generation == ec->gen &&
 	    !((*pp)->flags & E_PENDING)) {
+		/* A batched value (format 3) is carried framed
+		 * (evict_carry_batched), but not handed down: the hook
+		 * reads records. */
+		batched = (*pp)->flags & E_BATCHED;
+		sealed = (*pp)->flags & E_SEALED_VALUE;
+		vcrc = (*pp)->value_crc;
 		reinsert = ((*pp)->flags & E_READ) &&
 			   reinsert_cb_budget(s, &ec->budget, (*pp)->value_len);
-		hot = ((*pp)->flags & E_READ2) && s->evict_hook;
+		hot = ((*pp)->flags & E_READ2) && s->evict_hook && !batched;
 		/* Under the lock a delete takes first: one it missed here
 		 * reaches the hook later, with a higher generation. */
 		if (hot)
@@ -420,7 +484,10 @@ static int evict_entry_cb(void *ctx, const struct ssd_sum_entry *se)
 	}
 	pthread_mutex_unlock(&sh->lock);
 	if (carry) {
-		if (evict_carry(s, ec->slot, se->ns_id, &se->key, seq, off, rec_len, value_len, pc))
+		if (batched ? evict_carry_batched(s, ec->slot, se->ns_id, &se->key, seq, off,
+						  rec_len, value_len, vcrc, sealed)
+			    : evict_carry(s, ec->slot, se->ns_id, &se->key, seq, off, rec_len,
+					  value_len, pc))
 			return 0;
 		/* Not carried after all: it leaves with the segment. */
 		A(s->carry_lost);
@@ -713,6 +780,7 @@ static int seg_reuse_oldest_locked(struct ssd *s)
 	 *    forgotten (above). */
 	g->generation = __atomic_fetch_add(&s->next_gen, 1, __ATOMIC_RELAXED);
 	ssd_seg_set_align(s, (uint32_t)victim, s->rec_align);
+	g->batches = s->cfg.format == 3; /* ssd.format: "Batches" */
 	atomic_store(&g->broken, false);
 	seg_gen_reset_locked(g);
 	g->write_off = SSD_ALIGN;
@@ -958,6 +1026,7 @@ again:
 		return r;
 	s->segs[slot].generation = __atomic_fetch_add(&s->next_gen, 1, __ATOMIC_RELAXED);
 	ssd_seg_set_align(s, slot, s->rec_align);
+	s->segs[slot].batches = s->cfg.format == 3; /* ssd.format: "Batches" */
 	atomic_store(&s->segs[slot].broken, false);
 	seg_gen_reset_locked(&s->segs[slot]);
 	s->segs[slot].write_off = SSD_ALIGN;
@@ -1012,7 +1081,9 @@ bool ssd_log_full(void *ctx)
 static int seg_reserve_locked(struct ssd *s, uint64_t rec_len, struct ssd_sum_entry *se,
 			      uint32_t *slot, uint64_t *off, uint64_t *gen)
 {
-	size_t elen = ssd_sum_entry_len(se);
+	/* The entry's length in the open segment's summary (its version):
+	 * at most a version-3 entry's */
+	size_t elen = ssd_sum_entry_len(se, SSD_SUM_VERSION_BATCH);
 	struct ssd_seg *g;
 	int r;
 
@@ -1025,6 +1096,7 @@ static int seg_reserve_locked(struct ssd *s, uint64_t rec_len, struct ssd_sum_en
 				return r;
 		}
 		g = &s->segs[s->open_slot];
+		elen = ssd_sum_entry_len(se, ssd_seg_sum_version(g));
 		if (g->write_off + rec_len + align4k(g->sum_bytes + elen) <= s->cfg.seg_size)
 			break;
 		seg_seal_locked(s);
@@ -1032,6 +1104,7 @@ static int seg_reserve_locked(struct ssd *s, uint64_t rec_len, struct ssd_sum_en
 	if (s->open_slot < 0)
 		return KVT_EFULL;
 	g = &s->segs[s->open_slot];
+	elen = ssd_sum_entry_len(se, ssd_seg_sum_version(g));
 	if (g->sum_count == g->sum_cap) {
 		size_t ncap = g->sum_cap ? g->sum_cap * 2 : 256;
 		struct ssd_sum_entry *n = kvt_mem_realloc(s->mem, g->sum, g->sum_cap * sizeof(*n),
@@ -1443,6 +1516,7 @@ static void wd_placed(struct ssd *s, struct wd_task *t)
 static void wd_finish(struct ssd *s, struct wd_task *t, int64_t res)
 {
 	bool ok = res >= 0 && (uint64_t)res == t->rec_len, stopping, broke = false;
+	bool placed = t->hdr || t->batched; /* a write was placed (wd_placed) */
 
 	if (t->type == T_PUT || t->type == T_CARRY) {
 		uint64_t h = ssd_hash(s, t->ns, &t->key);
@@ -1493,7 +1567,7 @@ static void wd_finish(struct ssd *s, struct wd_task *t, int64_t res)
 		A(s->wd_errors);
 		/* A hole a recovery walk stops at, before the tombstones placed
 		 * after this write: set before a quarantine judges them. */
-		if (t->hdr)
+		if (placed)
 			ssd_seg_hole(&s->segs[t->slot], t->tomb_tag,
 				     t->type == T_DELETE || t->type == T_CLEAR);
 		if (res == -ENOSPC) {
@@ -1509,7 +1583,7 @@ static void wd_finish(struct ssd *s, struct wd_task *t, int64_t res)
 					 "ssd: device full (ENOSPC): serving from DRAM only, "
 					 "write-downs shed; retrying every %llu ms",
 					 (unsigned long long)(s->cfg.retry_ns / 1000000));
-		} else if (res == -EIO && t->hdr) {
+		} else if (res == -EIO && placed) {
 			/* Quarantined, the segment is not synced again nor
 			 * sealed (a recovery walk stops at this write): its
 			 * tombstones not yet durable, or past this hole, are
@@ -1517,7 +1591,7 @@ static void wd_finish(struct ssd *s, struct wd_task *t, int64_t res)
 			 * waits on, below (test_ssd quarantine_tomb). */
 			ssd_seg_mark_bad(s, t->slot, (int)res);
 		}
-		if (t->hdr) {
+		if (placed) {
 			seg_mark_broken(s, t->slot); /* a hole: seal before more goes there */
 			broke = true;
 		}
@@ -1582,7 +1656,7 @@ static void wd_finish(struct ssd *s, struct wd_task *t, int64_t res)
 		s->wd_bytes -= t->value_len;
 	if (t->type == T_PUT && t->rewrite)
 		s->wd_victim_bytes -= t->value_len;
-	if (t->hdr) {
+	if (placed) {
 		/* Its segment needs an fdatasync (again, if a sync took the
 		 * flag while it was in flight): before the count below, which
 		 * a delete's sync waits on (sync_main). */
@@ -1617,9 +1691,32 @@ static void wd_io_done(struct multi_io *m, int64_t res)
 	wd_finish(t->s, t, res);
 }
 
-/* Build, place and submit one record.  Writer thread. */
 static int ssd_find_gen(struct ssd *s, uint32_t ns, const struct kvt_key *key, uint64_t *gen);
 
+/* A put whose block is on SSD already (e.g. reinsertion raced a
+ * promotion): nothing to do, t finished and freed -- unless DRAM evicted
+ * it again (victim tier) and the copy is in the older half of the log,
+ * soon gone with its segment: then it is written anew, so a block in use
+ * moves to the log's head as it would to an LRU list's
+ * (doc/policies.md).  t's ns and key known.  Writer thread. */
+static bool wd_already_down(struct ssd *s, struct wd_task *t)
+{
+	uint64_t gen = 0;
+	if (ssd_find_gen(s, t->ns, &t->key, &gen) != KVT_OK ||
+	    (t->rewrite && gen + ssd_room_slots(s) / 2 <= s->next_gen))
+		return false;
+	dram_writedown_done(s->dram, t->item, true);
+	t->item = NULL;
+	pthread_mutex_lock(&s->wd_lock);
+	s->wd_bytes -= t->value_len;
+	if (t->rewrite)
+		s->wd_victim_bytes -= t->value_len;
+	pthread_mutex_unlock(&s->wd_lock);
+	wd_task_free(s, t);
+	return true;
+}
+
+/* Build, place and submit one record.  Writer thread. */
 static void wd_write(struct ssd *s, struct wd_task *t)
 {
 	struct ssd_entry *spare = NULL; /* T_PUT: its index entry, allocated up front */
@@ -1665,24 +1762,9 @@ static void wd_write(struct ssd *s, struct wd_task *t)
 			parts[i].len = lens[i];
 			parts[i].crc = crcs[i];
 		}
-		/* Already on SSD (e.g. reinsertion raced a promotion): nothing to
-		 * do -- unless DRAM evicted it again (victim tier) and the copy
-		 * is in the older half of the log, soon gone with its segment:
-		 * then write it anew, so a block in use moves to the log's head
-		 * as it would to an LRU list's (doc/policies.md). */
-		uint64_t gen = 0;
-		if (ssd_find_gen(s, t->ns, &t->key, &gen) == KVT_OK &&
-		    !(t->rewrite && gen + ssd_room_slots(s) / 2 <= s->next_gen)) {
+		if (wd_already_down(s, t)) {
 			kvt_mem_free(s->mem, lens, KVT_PARTS_MAX * (sizeof(*lens) + sizeof(*crcs) +
 								   sizeof(*parts)));
-			dram_writedown_done(s->dram, t->item, true);
-			t->item = NULL;
-			pthread_mutex_lock(&s->wd_lock);
-			s->wd_bytes -= t->value_len;
-			if (t->rewrite)
-				s->wd_victim_bytes -= t->value_len;
-			pthread_mutex_unlock(&s->wd_lock);
-			wd_task_free(s, t);
 			kvt_mem_free(s->mem, spare, sizeof(*spare));
 			kvt_mem_free(s->mem, tomb, sizeof(*tomb));
 			return;
@@ -1832,6 +1914,445 @@ fail:
 }
 
 /*
+ * Batches (ssd.format=3; doc/ssd-format.md "Format 3: batch headers").
+ * The writer takes consecutive single-part write-downs of at most
+ * SSD_BATCH_VALUE_MAX bytes from the head of the write-down queue -- up to
+ * SSD_BATCH_MAX, while their header fits SSD_BATCH_HDR_MAX, their values
+ * stay under SSD_SPLIT_MIN (one vectored request), their DRAM runs under
+ * the engine's 1024 iovecs, the write-down window allows them, and no
+ * tombstone or sync waits in the urgent lane -- and writes them as one
+ * batch: one reservation (one sequence number each, in queue order), one
+ * header, one write, each task finished with its result.  A batch of one
+ * is written as a record (framed: its value can be carried at
+ * reclamation and read by parts), as are puts of several parts or larger
+ * values, carries and tombstones.
+ *
+ * Each task keeps every promise of a framed put (wd_write): its index
+ * entry and a tombstone allocated before the space is reserved, its entry
+ * entered PENDING after the reservation and its DRAM block looked at
+ * again (a delete that won logs a tombstone after the batch), each counted
+ * placed (wd_placed: in flight, its epoch, its segment's tombstone tag --
+ * the same for all, no tombstone is placed between) before the one
+ * submit, so a delete's sync waits for the whole batch.  A failed batch
+ * fails every task (its entries kept E_DEAD: wd_finish); a torn one is
+ * read value by value (value_crc): what landed is served after a
+ * restart, the rest a miss.
+ */
+#define WD_BATCH_IOV 1024u /* the I/O engine's iovecs per request (io.c IO_IOV_MAX) */
+
+struct wd_batch {
+	struct ssd *s;
+	struct multi_io io;
+	uint8_t *hdr;
+	uint32_t hdr_len;
+	unsigned n, iovn, ns_count;
+	uint64_t key_pad, values, total;
+	struct wd_task *t[SSD_BATCH_MAX];
+	uint32_t crc[SSD_BATCH_MAX];      /* each value's plain CRC32C (DRAM's) */
+	unsigned iov_end[SSD_BATCH_MAX];  /* iovn once value i was added */
+	struct ssd_entry *spare[SSD_BATCH_MAX];
+	struct wd_task *tomb[SSD_BATCH_MAX];
+	struct ssd_batch b;
+	struct iovec iov[WD_BATCH_IOV];
+};
+
+/* Whether t may join a batch by what the queue knows (type, length). */
+static bool wd_batchable(const struct wd_task *t)
+{
+	return t->type == T_PUT && t->value_len >= 1 && t->value_len <= SSD_BATCH_VALUE_MAX;
+}
+
+static void wd_batch_unprep(struct ssd *s, struct wd_batch *wb, unsigned i)
+{
+	kvt_mem_free(s->mem, wb->spare[i], sizeof(*wb->spare[i]));
+	kvt_mem_free(s->mem, wb->tomb[i], sizeof(*wb->tomb[i]));
+	wb->spare[i] = NULL;
+	wb->tomb[i] = NULL;
+}
+
+/* Put t (taken from the write-down queue's head) back there. */
+static void wd_unshift(struct ssd *s, struct wd_task *t)
+{
+	pthread_mutex_lock(&s->wd_lock);
+	t->next = s->wd_head;
+	s->wd_head = t;
+	if (!s->wd_tail)
+		s->wd_tail = t;
+	pthread_mutex_unlock(&s->wd_lock);
+}
+
+enum { BP_DONE = 0, BP_ADDED, BP_FRAMED, BP_FULL };
+
+/* Add the put t to wb as its entry wb->n: BP_ADDED; BP_DONE: t finished
+ * here (dead, on SSD already, or failed); BP_FRAMED: t is not for a batch
+ * (several parts, a length DRAM does not confirm); BP_FULL: t does not
+ * fit in wb.  Writer thread. */
+static int wd_batch_prep(struct ssd *s, struct wd_batch *wb, struct wd_task *t)
+{
+	struct iovec view[DRAM_MAX_RUNS];
+	const struct ns_entry *nse;
+	unsigned i = wb->n, vc, ns_index = wb->ns_count;
+	uint64_t len = 0, h, key_pad, padded;
+	uint32_t crc = 0;
+	bool new_ns;
+	int r;
+
+	if (!dram_item_alive(s->dram, t->item)) {
+		A(s->wd_skipped);
+		wd_finish(s, t, -ECANCELED);
+		return BP_DONE;
+	}
+	r = dram_item_meta(s->dram, t->item, &t->ns, &t->key, &len, &crc, 1);
+	if (r == KVT_ERANGE)
+		return BP_FRAMED;
+	if (r < 0) {
+		wd_finish(s, t, r);
+		return BP_DONE;
+	}
+	nse = t->ns ? ns_reg_get(s->reg, t->ns) : NULL;
+	if (!nse || len != t->value_len || len < 1 || len > SSD_BATCH_VALUE_MAX ||
+	    t->key.len < 1)
+		return BP_FRAMED;
+	/* A key the batch holds already (its block deleted and put again
+	 * while the batch was gathered): not in this batch.  Should the
+	 * delete have killed the earlier block after its prep, the
+	 * tombstone logged after the batch (wd_batch_place) would follow the
+	 * new block's record, and a recovery would take the new block away
+	 * (test_ssd f3_same_key); in the next batch it follows the
+	 * tombstone, as a framed put does (wd_write: one record at a time,
+	 * the tombstone in the urgent lane). */
+	for (unsigned j = 0; j < i; j++)
+		if (wb->t[j]->ns == t->ns && wb->t[j]->key.len == t->key.len &&
+		    memcmp(wb->t[j]->key.bytes, t->key.bytes, t->key.len) == 0)
+			return BP_FULL;
+	if (wd_already_down(s, t))
+		return BP_DONE;
+	for (unsigned j = 0; j < wb->ns_count; j++)
+		if (wb->b.ns[j].ns_id == t->ns)
+			ns_index = j;
+	key_pad = ssd_batch_ent_len(t->key.len) - SSD_BATCH_ENT_FIXED;
+	padded = align_rec(len, s->rec_align);
+	vc = dram_item_view(s->dram, t->item, view, &h);
+	new_ns = ns_index == wb->ns_count;
+	if (i == SSD_BATCH_MAX || wb->values + padded >= SSD_SPLIT_MIN ||
+	    wb->values + padded > s->cfg.seg_size / 4 || wb->iovn + vc > WD_BATCH_IOV ||
+	    ssd_batch_hdr_len(i + 1, wb->ns_count + new_ns, wb->key_pad + key_pad,
+			      s->rec_align) == 0)
+		return BP_FULL;
+	wb->spare[i] = kvt_mem_alloc(s->mem, sizeof(*wb->spare[i]));
+	wb->tomb[i] = kvt_mem_calloc(s->mem, 1, sizeof(*wb->tomb[i]));
+	if (!wb->spare[i] || !wb->tomb[i]) {
+		wd_batch_unprep(s, wb, i);
+		wd_finish(s, t, -ENOMEM);
+		return BP_DONE;
+	}
+	if (new_ns) {
+		wb->b.ns[ns_index].ns_id = t->ns;
+		memcpy(wb->b.ns[ns_index].digest, nse->digest, 32);
+		wb->ns_count++;
+	}
+	memset(&wb->b.ent[i], 0, sizeof(wb->b.ent[i]));
+	wb->b.ent[i].ns_index = ns_index;
+	wb->b.ent[i].flags = dram_item_flags(t->item) & KVT_F_SEALED ? SSD_REC_F_SEALED : 0;
+	wb->b.ent[i].value_len = len;
+	wb->b.ent[i].key = t->key;
+	/* DRAM's runs are 4 KiB aligned, the last one's tail zeroed to its
+	 * 4 KiB boundary (dram.h): padding to the alignment reads no
+	 * recycled bytes. */
+	view[vc - 1].iov_len = align_rec(view[vc - 1].iov_len, s->rec_align);
+	memcpy(&wb->iov[wb->iovn], view, vc * sizeof(view[0]));
+	wb->iovn += vc;
+	wb->iov_end[i] = wb->iovn;
+	wb->crc[i] = crc;
+	wb->key_pad += key_pad;
+	wb->values += padded;
+	wb->t[i] = t;
+	t->rec_len = padded; /* its share of the write: wd_placed, wd_finish */
+	wb->n++;
+	return BP_ADDED;
+}
+
+/* How many of wb's values, from the first, fit at the end of g as one
+ * batch (its header, values and summary entries); *hdr_len: that batch's
+ * header length.  seg_lock held. */
+static unsigned wd_batch_fit(const struct ssd *s, const struct wd_batch *wb,
+			     const struct ssd_seg *g, uint32_t *hdr_len)
+{
+	uint64_t values = 0, key_pad = 0, elen = 0;
+	unsigned ns_count = 0, k = 0;
+
+	for (unsigned i = 0; i < wb->n; i++) {
+		const struct ssd_batch_ent *e = &wb->b.ent[i];
+		struct ssd_sum_entry se;
+		uint32_t hl;
+
+		memset(&se, 0, sizeof(se));
+		se.key = e->key;
+		values += align_rec(e->value_len, s->rec_align);
+		key_pad += ssd_batch_ent_len(e->key.len) - SSD_BATCH_ENT_FIXED;
+		elen += ssd_sum_entry_len(&se, SSD_SUM_VERSION_BATCH);
+		if (e->ns_index + 1 > ns_count)
+			ns_count = e->ns_index + 1;
+		hl = ssd_batch_hdr_len(i + 1, ns_count, key_pad, s->rec_align);
+		if (!hl ||
+		    g->write_off + hl + values + align4k(g->sum_bytes + elen) > s->cfg.seg_size)
+			break;
+		k = i + 1;
+		*hdr_len = hl;
+	}
+	return k;
+}
+
+/* wb cut to its first k values (the rest the caller puts back in the
+ * queue): its namespaces, key bytes, values and iovecs recounted. */
+static void wd_batch_cut(const struct ssd *s, struct wd_batch *wb, unsigned k)
+{
+	wb->n = k;
+	wb->ns_count = 0;
+	wb->key_pad = 0;
+	wb->values = 0;
+	for (unsigned i = 0; i < k; i++) {
+		const struct ssd_batch_ent *e = &wb->b.ent[i];
+		if (e->ns_index + 1 > wb->ns_count)
+			wb->ns_count = e->ns_index + 1;
+		wb->key_pad += ssd_batch_ent_len(e->key.len) - SSD_BATCH_ENT_FIXED;
+		wb->values += align_rec(e->value_len, s->rec_align);
+	}
+	wb->iovn = wb->iov_end[k - 1];
+}
+
+/*
+ * Space for wb at the end of the open segment, which must be of format 3
+ * (one that is not is sealed): as many of its values as fit there, from
+ * the first (wb cut to them: a segment's tail is not left empty for a
+ * batch that does not fit whole; the caller puts the rest back), one
+ * sequence number per value in order, its header encoded into wb->hdr
+ * (SSD_BATCH_HDR_MAX bytes), one summary entry per value.  Sets *off.
+ * seg_lock held.
+ */
+static int seg_reserve_batch_locked(struct ssd *s, struct wd_batch *wb, uint64_t *off)
+{
+	struct ssd_sum_entry se;
+	struct ssd_seg *g = NULL;
+	uint32_t hdr_len = 0;
+	unsigned k = 0;
+	int r;
+
+	for (int tries = 0; tries < 3; tries++) {
+		if (s->open_slot < 0) {
+			r = seg_open_next_locked(s);
+			if (r < 0)
+				return r;
+		}
+		g = &s->segs[s->open_slot];
+		if (g->batches && g->rec_align == s->rec_align) {
+			k = wd_batch_fit(s, wb, g, &hdr_len);
+			if (k > 0)
+				break;
+		}
+		seg_seal_locked(s);
+	}
+	if (s->open_slot < 0)
+		return KVT_EFULL;
+	g = &s->segs[s->open_slot];
+	if (!g->batches || g->rec_align != s->rec_align || k == 0)
+		return KVT_ETOOBIG; /* cannot happen: an empty segment takes a value */
+	wd_batch_cut(s, wb, k);
+	wb->hdr_len = hdr_len;
+	wb->total = wb->hdr_len + wb->values;
+	while (g->sum_count + wb->n > g->sum_cap) {
+		size_t ncap = g->sum_cap ? g->sum_cap * 2 : 256;
+		struct ssd_sum_entry *n = kvt_mem_realloc(s->mem, g->sum, g->sum_cap * sizeof(*n),
+							  ncap * sizeof(*n));
+		if (!n)
+			return -ENOMEM;
+		g->sum = n;
+		g->sum_cap = ncap;
+	}
+	for (unsigned i = 0; i < wb->n; i++) {
+		struct ssd_batch_ent *e = &wb->b.ent[i];
+		e->seq = s->next_seq + i;
+		e->value_crc = ssd_value_crc(wb->crc[i], wb->b.ns[e->ns_index].ns_id, &e->key,
+					     e->seq);
+	}
+	wb->b.count = wb->n;
+	wb->b.ns_count = wb->ns_count;
+	wb->b.generation = g->generation;
+	r = ssd_batch_encode(&wb->b, g->write_off, s->rec_align, wb->hdr, SSD_BATCH_HDR_MAX);
+	if (r < 0)
+		return r; /* cannot happen: every length was checked; nothing taken */
+	/* The old generation's records this one overwrites go first. */
+	seg_reclaim_upto_locked(s, (uint32_t)s->open_slot, g->write_off + wb->total);
+	s->next_seq += wb->n;
+	for (unsigned i = 0; i < wb->n; i++) {
+		struct wd_task *t = wb->t[i];
+		ssd_batch_sum_entry(&wb->b, i, s->rec_align, &se);
+		g->sum[g->sum_count++] = se;
+		g->sum_bytes += ssd_sum_entry_len(&se, SSD_SUM_VERSION_BATCH);
+		t->slot = (uint32_t)s->open_slot;
+		t->generation = g->generation;
+		t->seq = se.seq;
+		t->off_512 = se.off_512;
+	}
+	*off = g->write_off;
+	g->write_off += wb->total;
+	g->dirty = true;
+	return 0;
+}
+
+static void wd_batch_done(struct multi_io *m, int64_t res)
+{
+	struct wd_batch *wb = m->ctx;
+	struct ssd *s = wb->s;
+	bool ok = res >= 0 && (uint64_t)res == wb->total;
+
+	for (unsigned i = 0; i < wb->n; i++) {
+		struct wd_task *t = wb->t[i];
+		wd_finish(s, t, ok ? (int64_t)t->rec_len : res < 0 ? res : -ENODATA);
+	}
+	kvt_mem_free(s->mem, wb->hdr, SSD_BATCH_HDR_MAX);
+	kvt_mem_free(s->mem, wb, sizeof(*wb));
+}
+
+/* Place and submit wb (n >= 2 values).  Writer thread. */
+static void wd_batch_place(struct ssd *s, struct wd_batch *wb)
+{
+	unsigned gathered = wb->n;
+	uint64_t off = 0;
+	int r;
+
+	wb->hdr = kvt_mem_alloc_aligned(s->mem, SSD_ALIGN, SSD_BATCH_HDR_MAX);
+	if (!wb->hdr) {
+		r = -ENOMEM;
+	} else {
+		pthread_mutex_lock(&s->seg_lock);
+		r = seg_reserve_batch_locked(s, wb, &off);
+		pthread_mutex_unlock(&s->seg_lock);
+		ssd_room_tell(s);
+	}
+	/* Cut to what the segment had room for: the rest back to the
+	 * queue's head, in order, for the next batch. */
+	for (unsigned i = gathered; r == 0 && i-- > wb->n;) {
+		wd_batch_unprep(s, wb, i);
+		wd_unshift(s, wb->t[i]);
+	}
+	if (r < 0) {
+		for (unsigned i = 0; i < gathered; i++) {
+			wd_batch_unprep(s, wb, i);
+			if (r == KVT_ETOOBIG)
+				A(s->wd_skipped);
+			wd_finish(s, wb->t[i], r == -ENOSPC || r == KVT_EFULL ? -ENOSPC : r);
+		}
+		if (wb->hdr)
+			kvt_mem_free(s->mem, wb->hdr, SSD_BATCH_HDR_MAX);
+		kvt_mem_free(s->mem, wb, sizeof(*wb));
+		return;
+	}
+	for (unsigned i = 0; i < wb->n; i++) {
+		struct wd_task *t = wb->t[i];
+		struct ssd_entry e;
+		uint64_t h;
+
+		/* As wd_write: entered PENDING, then the DRAM block looked at
+		 * again -- a delete that killed it before finds no entry and
+		 * logs no tombstone, so one is logged after the batch. */
+		memset(&e, 0, sizeof(e));
+		e.seq = t->seq;
+		e.value_len = t->value_len;
+		e.generation = t->generation;
+		e.ns = t->ns;
+		e.slot = t->slot;
+		e.off_512 = t->off_512;
+		e.len_512 = (uint32_t)(t->rec_len / SSD_REC_ALIGN);
+		e.part_count = 1;
+		e.flags = E_PENDING | E_BATCHED |
+			  (wb->b.ent[i].flags & SSD_REC_F_SEALED ? E_SEALED_VALUE : 0);
+		e.value_crc = wb->b.ent[i].value_crc;
+		e.key_len = (uint8_t)t->key.len;
+		memcpy(e.key, t->key.bytes, t->key.len);
+		h = ssd_hash(s, t->ns, &t->key);
+		pthread_mutex_lock(&shard_of(s, h)->lock);
+		ssd_idx_put_locked(s, shard_of(s, h), h, &e, &wb->spare[i]);
+		pthread_mutex_unlock(&shard_of(s, h)->lock);
+		if (!dram_item_alive(s->dram, t->item) &&
+		    ssd_idx_remove_key(s, t->ns, &t->key, t->seq + 1)) {
+			struct wd_task *tomb = wb->tomb[i];
+			tomb->type = T_DELETE;
+			tomb->s = s;
+			tomb->ns = t->ns;
+			tomb->key = t->key;
+			wd_enqueue(s, tomb, WD_NOW);
+			wb->tomb[i] = NULL;
+		}
+		wd_batch_unprep(s, wb, i);
+	}
+	wb->iov[0].iov_base = wb->hdr;
+	wb->iov[0].iov_len = wb->hdr_len;
+	for (unsigned i = 0; i < wb->n; i++) {
+		wb->t[i]->batched = true;
+		wd_placed(s, wb->t[i]);
+	}
+	A(s->batches);
+	AN(s->batched_blocks, wb->n);
+	wb->s = s;
+	multi_submit(s, &wb->io, IO_WRITE, IO_PRIO_WRITE, s->segs[wb->t[0]->slot].fd, off,
+		     wb->iov, wb->iovn, wd_batch_done, wb);
+}
+
+/* The write-down queue's head t (taken), and the batchable puts behind
+ * it, as one batch; t alone, or not batchable, as a record (wd_write).
+ * Writer thread. */
+static void wd_batch_write(struct ssd *s, struct wd_task *t)
+{
+	struct wd_batch *wb = kvt_mem_calloc(s->mem, 1, sizeof(*wb));
+	unsigned marks = atomic_load(&s->bad_marks);
+	int r;
+
+	if (!wb) {
+		wd_write(s, t);
+		return;
+	}
+	wb->iovn = 1; /* iov[0]: the header */
+	r = wd_batch_prep(s, wb, t);
+	if (r != BP_ADDED) {
+		kvt_mem_free(s->mem, wb, sizeof(*wb));
+		if (r != BP_DONE)
+			wd_write(s, t);
+		return;
+	}
+	for (;;) {
+		struct wd_task *n;
+		pthread_mutex_lock(&s->wd_lock);
+		n = s->wd_head;
+		if (s->wd_uhead || !n || !wd_batchable(n) || (s->wd_hold && !s->wd_stop) ||
+		    s->wd_placed_bytes + wb->values + align_rec(n->value_len, s->rec_align) >
+			    s->cfg.wd_window_bytes ||
+		    atomic_load(&s->bad_marks) != marks) {
+			pthread_mutex_unlock(&s->wd_lock);
+			break;
+		}
+		s->wd_head = n->next;
+		if (!s->wd_head)
+			s->wd_tail = NULL;
+		pthread_mutex_unlock(&s->wd_lock);
+		r = wd_batch_prep(s, wb, n);
+		if (r == BP_FRAMED || r == BP_FULL) {
+			wd_unshift(s, n); /* the next task, as it was */
+			break;
+		}
+	}
+	if (wb->n == 1) {
+		/* One value: as a record, which reclamation can carry. */
+		struct wd_task *one = wb->t[0];
+		wd_batch_unprep(s, wb, 0);
+		kvt_mem_free(s->mem, wb, sizeof(*wb));
+		wd_write(s, one);
+		return;
+	}
+	wd_batch_place(s, wb);
+}
+
+/*
  * Write a carried record (evict_carry) at the log's head: reserve its
  * space, and -- under seg_lock, so the reservation can still be taken
  * back -- swap its PENDING index entry to the new place if it is still
@@ -1879,7 +2400,8 @@ static void wd_carry_write(struct ssd *s, struct wd_task *t)
 			e->slot = t->slot;
 			e->off_512 = se.off_512;
 			e->len_512 = se.len_512;
-			e->flags = E_PENDING; /* not read at its new place yet */
+			e->flags = E_PENDING; /* not read at its new place yet; framed */
+			e->value_crc = 0;
 		}
 		pthread_mutex_unlock(&sh->lock);
 		if (!alive) {
@@ -1887,7 +2409,7 @@ static void wd_carry_write(struct ssd *s, struct wd_task *t)
 			struct ssd_seg *g = &s->segs[t->slot];
 			g->write_off -= t->rec_len;
 			g->sum_count--;
-			g->sum_bytes -= ssd_sum_entry_len(&se);
+			g->sum_bytes -= ssd_sum_entry_len(&se, ssd_seg_sum_version(g));
 			s->next_seq--;
 		}
 	}
@@ -2120,6 +2642,11 @@ static void *wd_main(void *arg)
 			wd_debug_delay(s);
 		switch (t->type) {
 		case T_PUT:
+			if (s->cfg.format == 3 && wd_batchable(t))
+				wd_batch_write(s, t);
+			else
+				wd_write(s, t);
+			break;
 		case T_DELETE:
 		case T_CLEAR:
 			wd_write(s, t);
@@ -2508,6 +3035,17 @@ static void read_bad(struct ssd *s, uint32_t ns, const struct kvt_key *key, uint
 	(void)ssd_idx_kill_key(s, ns, key, seq);
 }
 
+/* Whether crc, a read's CRC32C of one part of a value (chained over the
+ * pieces it came in), is the one promised: want is the part's CRC from
+ * its record's header, or for a batched value (format 3: one part, the
+ * whole value; no header) its entry's value_crc, which binds the value's
+ * identity too (ssd_value_crc).  Promotions and part reads alike. */
+static bool read_crc_ok(uint32_t crc, uint32_t want, bool batched, uint32_t ns,
+			const struct kvt_key *key, uint64_t seq)
+{
+	return (batched ? ssd_value_crc(crc, ns, key, seq) : crc) == want;
+}
+
 static void promote_done(struct multi_io *m, int64_t res)
 {
 	struct promote_task *p = m->ctx;
@@ -2540,12 +3078,27 @@ static void promote_done(struct multi_io *m, int64_t res)
 		lens = (uint64_t *)(parts + p->part_count);
 		crcs = (uint32_t *)(lens + p->part_count);
 	}
-	rc = ssd_rec_hdr_decode(p->hdr, p->hdr_len, p->rec_align, &rh, parts, p->part_count);
-	if (rc < 0 || rh.type != SSD_REC_PUT || rh.seq != p->seq ||
-	    rh.generation != p->generation || rh.value_len != p->value_len ||
-	    rh.part_count != p->part_count || rh.key.len != p->key.len ||
-	    memcmp(rh.key.bytes, p->key.bytes, p->key.len) != 0 || !nse ||
-	    memcmp(rh.ns_digest, nse->digest, 32) != 0) {
+	if (p->batched) {
+		/* Format 3: no header; the value's CRC continued over its
+		 * identity (ssd_value_crc), so another block's bytes, a torn
+		 * batch's or a reused slot's, fail like damaged ones. */
+		memset(&rh, 0, sizeof(rh));
+		rh.part_count = 1;
+		rh.flags = p->sealed ? SSD_REC_F_SEALED : 0;
+		parts[0].len = p->value_len;
+		parts[0].crc = 0;
+		rc = nse ? 0 : KVT_ECORRUPT;
+	} else {
+		rc = ssd_rec_hdr_decode(p->hdr, p->hdr_len, p->rec_align, &rh, parts,
+					p->part_count);
+	}
+	if (p->batched && rc == 0) {
+		/* checked by value_crc below */
+	} else if (rc < 0 || rh.type != SSD_REC_PUT || rh.seq != p->seq ||
+		   rh.generation != p->generation || rh.value_len != p->value_len ||
+		   rh.part_count != p->part_count || rh.key.len != p->key.len ||
+		   memcmp(rh.key.bytes, p->key.bytes, p->key.len) != 0 || !nse ||
+		   memcmp(rh.ns_digest, nse->digest, 32) != 0) {
 		/* Not the record the index still names: torn, or corrupt --
 		 * on disk or in this read only: read_bad. */
 		A(s->hdr_errors);
@@ -2573,7 +3126,8 @@ static void promote_done(struct multi_io *m, int64_t res)
 			want -= n;
 			o = 0;
 		}
-		if (crc != parts[i].crc) {
+		if (!read_crc_ok(crc, p->batched ? p->value_crc : parts[i].crc, p->batched, p->ns,
+				 &p->key, p->seq)) {
 			A(s->crc_errors);
 			read_bad(s, p->ns, &p->key, p->seq);
 			kvt_logf(s->log, KVT_LOG_WARN,
@@ -2684,6 +3238,20 @@ static uint64_t promote_from_entry(struct promote_task *p, struct ssd *s, uint32
 	p->slot = e->slot;
 	p->part_count = e->part_count;
 	p->rec_len = (uint64_t)e->len_512 * SSD_REC_ALIGN;
+	if (e->flags & E_BATCHED) {
+		/* Format 3: the value alone, padded to its segment's alignment
+		 * (at most 4095 bytes past it, within DRAM's zeroed tail). */
+		p->batched = true;
+		p->sealed = e->flags & E_SEALED_VALUE;
+		p->value_crc = e->value_crc;
+		p->hdr_len = 0;
+		p->rec_align = p->part_count == 1 && p->value_len > 0 &&
+					       p->rec_len >= p->value_len &&
+					       p->rec_len - p->value_len < SSD_REC_ALIGN_4K
+				       ? SSD_REC_ALIGN
+				       : 0;
+		return (uint64_t)e->off_512 * SSD_REC_ALIGN;
+	}
 	p->rec_align = ssd_rec_align_of(p->part_count, p->value_len, p->rec_len);
 	p->hdr_len = ssd_rec_hdr_len(p->part_count, p->rec_align);
 	return (uint64_t)e->off_512 * SSD_REC_ALIGN;
@@ -2746,8 +3314,8 @@ int ssd_promote(struct ssd *s, uint32_t ns, const struct kvt_key *key, int prio,
 		return 0;
 	}
 	kvt_mem_free(s->mem, w, sizeof(*w));
-	p->hdr = kvt_mem_alloc_aligned(s->mem, SSD_ALIGN, p->hdr_len);
-	if (!p->hdr) {
+	p->hdr = p->batched ? NULL : kvt_mem_alloc_aligned(s->mem, SSD_ALIGN, p->hdr_len);
+	if (!p->batched && !p->hdr) {
 		pf_end(s, p, -ENOMEM, NULL, false);
 		promote_free(s, p);
 		return -ENOMEM;
@@ -2797,15 +3365,20 @@ int ssd_promote(struct ssd *s, uint32_t ns, const struct kvt_key *key, int prio,
 	}
 	p->iov[0].iov_base = p->hdr;
 	p->iov[0].iov_len = p->hdr_len;
-	p->iov[vc].iov_len = align_rec(p->iov[vc].iov_len, p->rec_align);
+	if (p->batched)
+		/* The value's padding, into DRAM's zeroed tail of its last run. */
+		p->iov[vc].iov_len += p->rec_len - p->value_len;
+	else
+		p->iov[vc].iov_len = align_rec(p->iov[vc].iov_len, p->rec_align);
 	p->cb = cb;
 	p->ctx = ctx;
 	p->start_ns = now_ns();
 	/* The fd of a slot an entry names is set once, before the entry
-	 * exists: no lock (demand reads must not wait behind sealing). */
+	 * exists: no lock (demand reads must not wait behind sealing).  A
+	 * batched value has no header: its I/O starts at the value. */
 	multi_submit(s, &p->io, IO_READ, prio,
-		     __atomic_load_n(&s->segs[p->slot].fd, __ATOMIC_RELAXED), off, p->iov, vc + 1,
-		     promote_done, p);
+		     __atomic_load_n(&s->segs[p->slot].fd, __ATOMIC_RELAXED), off,
+		     p->iov + p->batched, vc + !p->batched, promote_done, p);
 	return 0;
 }
 
@@ -2867,9 +3440,10 @@ int ssd_read_copy(struct ssd *s, uint32_t ns, const struct kvt_key *key, int pri
 	p->iov[1].iov_len = p->rec_len - p->hdr_len;
 	p->ctx = ctx;
 	p->start_ns = now_ns();
+	/* A batched value (hdr_len 0): the value's iovec alone. */
 	multi_submit(s, &p->io, IO_READ, prio,
-		     __atomic_load_n(&s->segs[p->slot].fd, __ATOMIC_RELAXED), off, p->iov, 2,
-		     promote_done, p);
+		     __atomic_load_n(&s->segs[p->slot].fd, __ATOMIC_RELAXED), off,
+		     p->iov + p->batched, 2 - p->batched, promote_done, p);
 	return 0;
 miss:
 	ssd_copy_free(s->mem, c);
@@ -2943,7 +3517,8 @@ struct part_task {
 	uint64_t seq, generation, value_len, rec_len;
 	uint32_t slot, hdr_len, rec_align, part_count, part;
 	uint64_t part_off, part_len; /* in the value (from the header) */
-	uint32_t part_crc, value_flags;
+	uint32_t part_crc, value_flags; /* part_crc: a batched value's value_crc */
+	bool batched;             /* E_BATCHED: no header, part 0 the value */
 	int prio;
 	const struct iovec *dst;
 	unsigned dst_count;
@@ -3001,7 +3576,8 @@ static void part_deliver(struct part_task *t)
 	const uint8_t *src = t->buf + (t->hdr_len + t->part_off - t->buf_off);
 	uint64_t left = t->part_len;
 
-	if (kvt_crc32c(0, src, t->part_len) != t->part_crc) {
+	if (!read_crc_ok(kvt_crc32c(0, src, t->part_len), t->part_crc, t->batched, t->ns, &t->key,
+			 t->seq)) {
 		part_bad(t, true);
 		return;
 	}
@@ -3109,7 +3685,8 @@ static void part_piece_done(struct part_task *t, int64_t res)
 		part_piece_next(t);
 		return;
 	}
-	if (t->out_len != t->part_len || t->crc != t->part_crc) {
+	if (t->out_len != t->part_len ||
+	    !read_crc_ok(t->crc, t->part_crc, t->batched, t->ns, &t->key, t->seq)) {
 		part_bad(t, true);
 		return;
 	}
@@ -3150,14 +3727,46 @@ static void part_piece_next(struct part_task *t)
 	part_submit(t, t->rec_off + t->run_off, part_piece_done);
 }
 
+/* The alignment a part's run is read at: the device's, not the
+ * layout's: a record of a 4096 segment can have the 512 layout's length
+ * (over 214 parts, a value of whole 4 KiB: the same bytes either way),
+ * so ssd_rec_align_of says 512 for it, which O_DIRECT on a 4Kn drive
+ * refuses.  A record at a 4096 offset with a 4096 length is read in 4096
+ * runs (within it). */
+static uint32_t part_io_align(const struct part_task *t)
+{
+	return (t->rec_off | t->rec_len) % SSD_REC_ALIGN_4K == 0 ? SSD_REC_ALIGN_4K
+								  : t->rec_align;
+}
+
+/* The second read's plan: the part's aligned run alone, in place (the
+ * part's whole blocks) where the part starts on a block and the caller's
+ * first iovec is aligned and holds them.  False if the run passes the
+ * record's end. */
+static bool part_run_plan(struct part_task *t)
+{
+	uint32_t io_align = part_io_align(t);
+	uint64_t start = t->hdr_len + t->part_off;
+	uint64_t a = start & ~(uint64_t)(io_align - 1);
+	uint64_t b = align_rec(start + t->part_len, io_align);
+
+	if (b > t->rec_len)
+		return false;
+	t->run_off = t->direct_end = a;
+	t->run_end = b;
+	if (a == start && (uintptr_t)t->dst[0].iov_base % SSD_ALIGN == 0 &&
+	    t->dst[0].iov_len >= (t->part_len & ~(uint64_t)(io_align - 1)))
+		t->direct_end = a + (t->part_len & ~(uint64_t)(io_align - 1));
+	return true;
+}
+
 static void part_head_done(struct part_task *t, int64_t res)
 {
 	struct ssd *s = t->s;
 	const struct ns_entry *nse = ns_reg_get(s->reg, t->ns);
 	struct ssd_rec_hdr rh;
 	struct ssd_part pt;
-	uint64_t room = 0, a, b;
-	uint32_t io_align;
+	uint64_t room = 0;
 	int rc;
 
 	if (!part_io_ok(t, res))
@@ -3200,31 +3809,87 @@ static void part_head_done(struct part_task *t, int64_t res)
 		part_deliver(t);
 		return;
 	}
-	/* Beyond the first read: the part's aligned run alone, at the
-	 * device's alignment, not the layout's: a record of a 4096 segment
-	 * can have the 512 layout's length (over 214 parts, a value of whole
-	 * 4 KiB: the same bytes either way), so ssd_rec_align_of says 512
-	 * for it, which O_DIRECT on a 4Kn drive refuses.  A record at a
-	 * 4096 offset with a 4096 length is read in 4096 runs (within it). */
-	io_align = (t->rec_off | t->rec_len) % SSD_REC_ALIGN_4K == 0 ? SSD_REC_ALIGN_4K
-								     : t->rec_align;
-	a = (t->hdr_len + t->part_off) & ~(uint64_t)(io_align - 1);
-	b = align_rec(t->hdr_len + t->part_off + t->part_len, io_align);
-	if (b > t->rec_len) {
-		part_bad(t, false);
-		return;
-	}
 	kvt_mem_free(s->mem, t->buf, t->buf_len);
 	t->buf = NULL;
 	t->buf_len = 0;
-	t->run_off = t->direct_end = a;
-	t->run_end = b;
-	/* In place: the part's whole blocks, where it starts on a block and
-	 * the caller's first iovec is aligned and holds them */
-	if (a == t->hdr_len + t->part_off && (uintptr_t)t->dst[0].iov_base % SSD_ALIGN == 0 &&
-	    t->dst[0].iov_len >= (t->part_len & ~(uint64_t)(io_align - 1)))
-		t->direct_end = a + (t->part_len & ~(uint64_t)(io_align - 1));
+	if (!part_run_plan(t)) {
+		part_bad(t, false);
+		return;
+	}
 	part_piece_next(t);
+}
+
+/* A batched value's part read with too small a buffer: KVT_EBUFSMALL
+ * through done, as a framed record's, after one block's read (so that
+ * done runs on the I/O thread, never inside ssd_read_part). */
+static void part_small_done(struct part_task *t, int64_t res)
+{
+	if (part_io_ok(t, res))
+		part_end(t, part_entry_same(t) ? KVT_EBUFSMALL : KVT_MISS, 0);
+}
+
+/*
+ * A batched value (format 3): no header, one part, the whole value, at
+ * the entry's offset.  Its check, the entry's value_crc, covers all of it
+ * (and its identity: ssd_value_crc), so the whole value is read, as a
+ * framed part beyond the first read is: its aligned run in pieces of at
+ * most SSD_PART_PIECE, in place where the caller's buffer allows, the
+ * CRC chained over them and checked after the last (part_piece_done),
+ * each piece's entry looked up again.  Until 2026-12-05 a miss.  No first
+ * read: the index says where the value is and how long.  Returns as
+ * ssd_read_part; t is freed unless 0.
+ */
+static int part_batched_start(struct part_task *t)
+{
+	struct ssd *s = t->s;
+	uint64_t room = 0;
+	bool small;
+
+	/* As promote_from_entry: the value alone, padded within a block */
+	if (t->part != 0 || t->value_len == 0 || t->rec_len < t->value_len ||
+	    t->rec_len - t->value_len >= SSD_REC_ALIGN_4K) {
+		kvt_mem_free(s->mem, t, sizeof(*t));
+		return KVT_MISS;
+	}
+	t->rec_align = SSD_REC_ALIGN;
+	t->hdr_len = 0;
+	t->part_off = 0;
+	t->part_len = t->value_len;
+	for (unsigned i = 0; i < t->dst_count; i++)
+		room += t->dst[i].iov_len;
+	small = t->part_len > room;
+	if (small) {
+		t->buf_len = part_io_align(t);
+	} else {
+		if (!part_run_plan(t)) { /* cannot be: rec_len holds the run */
+			kvt_mem_free(s->mem, t, sizeof(*t));
+			return KVT_MISS;
+		}
+		/* The buffer now, as part_piece_next would allocate it at the
+		 * first piece not in place: a failure is -ENOMEM here, not a
+		 * done run inside ssd_read_part. */
+		if (t->direct_end < t->run_end)
+			t->buf_len = t->run_end - t->direct_end < SSD_PART_PIECE
+					     ? t->run_end - t->direct_end
+					     : SSD_PART_PIECE;
+		t->buf_off = t->direct_end;
+	}
+	if (t->buf_len) {
+		t->buf = kvt_mem_alloc_aligned(s->mem, SSD_ALIGN, t->buf_len);
+		if (!t->buf) {
+			kvt_mem_free(s->mem, t, sizeof(*t));
+			return -ENOMEM;
+		}
+	}
+	if (small) {
+		t->io_len = t->buf_len;
+		t->iov.iov_base = t->buf;
+		t->iov.iov_len = t->buf_len;
+		part_submit(t, t->rec_off, part_small_done);
+		return 0;
+	}
+	part_piece_next(t);
+	return 0;
 }
 
 int ssd_read_part(struct ssd *s, uint32_t ns, const struct kvt_key *key, uint32_t part,
@@ -3255,7 +3920,13 @@ int ssd_read_part(struct ssd *s, uint32_t ns, const struct kvt_key *key, uint32_
 		return KVT_ERANGE;
 	}
 	/* Not E_READ: a part read promotes nothing, so it is no read that
-	 * should keep the block (ssd.h). */
+	 * should keep the block (ssd.h).  A batched value (format 3): its
+	 * value_crc is the check (part_batched_start). */
+	if (e->flags & E_BATCHED) {
+		t->batched = true;
+		t->part_crc = e->value_crc;
+		t->value_flags = (e->flags & E_SEALED_VALUE) ? KVT_F_SEALED : 0;
+	}
 	t->seq = e->seq;
 	t->generation = e->generation;
 	t->value_len = e->value_len;
@@ -3273,6 +3944,8 @@ int ssd_read_part(struct ssd *s, uint32_t ns, const struct kvt_key *key, uint32_
 	t->dst_count = dst_count;
 	t->done = done;
 	t->ctx = ctx;
+	if (t->batched)
+		return part_batched_start(t);
 	t->rec_align = ssd_rec_align_of(t->part_count, t->value_len, t->rec_len);
 	if (t->rec_align == 0) {
 		kvt_mem_free(s->mem, t, sizeof(*t));
@@ -3589,6 +4262,11 @@ void ssd_stats(struct ssd *s, kvt_stats_fn fn, void *ctx)
 	fn(ctx, "ssd.promoted_dropped", AL(s->dropped_promoted), NULL);
 	fn(ctx, "ssd.writedown_put_timeouts", AL(s->wd_put_timeouts), NULL);
 	fn(ctx, "ssd.writedown_skipped", AL(s->wd_skipped), NULL);
+	/* Format 3 (ssd.format=3): batches written, the values in them, and
+	 * batched values carried (framed) at reclamation */
+	fn(ctx, "ssd.batches", AL(s->batches), NULL);
+	fn(ctx, "ssd.batched_blocks", AL(s->batched_blocks), NULL);
+	fn(ctx, "ssd.batched_carried", AL(s->batched_carried), NULL);
 	fn(ctx, "ssd.writedown_errors", AL(s->wd_errors), NULL);
 	fn(ctx, "ssd.writedown_pending_bytes", wd_bytes, NULL);
 	fn(ctx, "ssd.writes_inflight", inflight, NULL);

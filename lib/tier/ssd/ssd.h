@@ -48,6 +48,10 @@ struct ssd_config {
 	int dio_align;           /* records' alignment in new segments: 0 (auto: the
 				  * device's O_DIRECT alignment, 512 or 4096),
 				  * SSD_REC_ALIGN or SSD_REC_ALIGN_4K (ssd.dio_align) */
+	int format;              /* layout of the segments this open starts: 2, or 3 --
+				  * single-part puts under 256 KiB written as batches
+				  * under one header (ssd.format; doc/ssd-format.md
+				  * "Format 3: batch headers"); 0 reads as 2 */
 	unsigned io_depth;       /* I/O engine queue depth */
 	uint64_t retry_ns;       /* after ENOSPC, try writing again after this long */
 	uint64_t close_wd_ms;    /* graceful stop: write DRAM's blocks down for this long
@@ -164,8 +168,10 @@ int ssd_read_copy(struct ssd *s, uint32_t ns, const struct kvt_key *key, int pri
  * Read part `part` of a block straight into dst[0..dst_count): the
  * record's header and that part only (aligned O_DIRECT reads: the header
  * with the value's first 4 KiB, then, for a part beyond them, its own
- * run).  Verified as a promotion is (the header against the index, the
- * part's CRC32C: a mismatch drops the entry and is a miss, never other
+ * run; a batched value of format 3, whose one part is the whole value,
+ * its value alone, whole, in the same pieces).  Verified as a promotion is
+ * (the header against the index, the part's CRC32C -- a batched value's
+ * value_crc over all of it: a mismatch drops the entry and is a miss, never other
  * bytes).  Nothing is reserved or published in DRAM and the entry is not
  * marked read.  done runs on the I/O thread with status KVT_OK (count:
  * the part's length), KVT_MISS, KVT_ERANGE (part >= the block's part

@@ -295,6 +295,111 @@ static void torn_say(struct fsck *c, uint32_t slot, uint64_t off, uint64_t wrote
 			 slot, (unsigned long long)off, what, (unsigned long long)wrote);
 }
 
+/* A batched value (format 3) named by summary entry e in slot's file
+ * (reading no further than end): its bytes' CRC32C continued over its
+ * identity against e->value_crc, as a read checks it.  0, or < 0 (an I/O
+ * error, -ENOMEM). */
+static int check_batch_value(struct fsck *c, int fd, uint32_t slot, const struct ssd_sum_entry *e,
+			     uint64_t end, uint64_t wrote)
+{
+	uint64_t off = (uint64_t)e->off_512 * SSD_REC_ALIGN, left = e->value_len, vo = off;
+	struct fsck_rec fr = { 0 };
+	char kh[2 * KVT_KEY_MAX + 1], what[320];
+	uint32_t crc = 0;
+	int r;
+
+	key_hex(&e->key, kh, sizeof(kh));
+	c->f->records++;
+	if (off + e->value_len > end) {
+		snprintf(what, sizeof(what), "seq %llu key %s: the file ends inside the batched value",
+			 (unsigned long long)e->seq, kh);
+		torn_say(c, slot, off, wrote, what);
+		fr.bad = true;
+		left = 0;
+	}
+	while (left) {
+		size_t n = left < FSCK_CHUNK ? (size_t)left : FSCK_CHUNK;
+		if ((r = pread_full(fd, c->buf, n, vo)) < 0)
+			return r;
+		crc = kvt_crc32c(crc, c->buf, n);
+		vo += n;
+		left -= n;
+		fsck_progress(c, n);
+	}
+	if (!fr.bad && ssd_value_crc(crc, e->ns_id, &e->key, e->seq) != e->value_crc) {
+		snprintf(what, sizeof(what),
+			 "seq %llu ns %u key %s: batched value fails its value_crc (stored %08x)",
+			 (unsigned long long)e->seq, e->ns_id, kh, e->value_crc);
+		torn_say(c, slot, off, wrote, what);
+		fr.bad = true;
+	}
+	if (!ns_by_id(c, e->ns_id)) {
+		fsck_say(c, KVT_FSCK_ORPHAN,
+			 "ssd/seg-%06u offset %llu seq %llu key %s: namespace %u is not in the "
+			 "registry", slot, (unsigned long long)off, (unsigned long long)e->seq, kh,
+			 e->ns_id);
+		return 0;
+	}
+	if (!fr.bad)
+		c->f->blocks_checked++;
+	fr.slot = slot;
+	fr.off_512 = e->off_512;
+	fr.type = SSD_REC_PUT;
+	fr.ns = e->ns_id;
+	fr.seq = e->seq;
+	fr.value_len = e->value_len;
+	fr.key = e->key;
+	return rec_add(c, &fr);
+}
+
+/* The batch header at byte off of a format-3 segment (its magic seen),
+ * as check_record a record: its length (> 0), KVT_ECORRUPT (reported),
+ * 0 where recovery's walk stops in an open segment (*why), or < 0. */
+static int64_t check_batch(struct fsck *c, int fd, uint32_t slot, const struct ssd_seg_hdr *sh,
+			   uint64_t off, uint64_t end, bool sealed, uint64_t wrote,
+			   const char **why)
+{
+	uint32_t align = sh->rec_align;
+	struct ssd_struct *st = malloc(sizeof(*st));
+	const char *stop;
+	uint64_t len = 0;
+	int r;
+
+	if (!st)
+		return -ENOMEM;
+	if ((r = pread_full(fd, c->hbuf, align, off)) < 0)
+		goto out;
+	r = ssd_struct_decode(c->hbuf, align, off, align, true, st);
+	if (r == KVT_EBUFSMALL && st->hdr_len <= FSCK_HDR_MAX && off + st->hdr_len <= end) {
+		uint32_t want = st->hdr_len;
+		if ((r = pread_full(fd, c->hbuf, want, off)) < 0)
+			goto out;
+		r = ssd_struct_decode(c->hbuf, want, off, align, true, st);
+	}
+	stop = ssd_walk_struct(r, st, sh->generation, off, sh->seg_size, align, &len);
+	if (stop) {
+		r = 0;
+		if (sealed) {
+			fsck_say(c, KVT_FSCK_DAMAGE, "ssd/seg-%06u offset %llu: batch: %s", slot,
+				 (unsigned long long)off, stop);
+			r = KVT_ECORRUPT;
+		}
+		*why = stop;
+		goto out;
+	}
+	for (uint32_t i = 0; i < st->batch.count; i++) {
+		struct ssd_sum_entry e;
+		ssd_batch_sum_entry(&st->batch, i, align, &e);
+		if ((r = check_batch_value(c, fd, slot, &e, end, wrote)) < 0)
+			goto out;
+	}
+	free(st);
+	return (int64_t)len;
+out:
+	free(st);
+	return r;
+}
+
 /* Check one record at byte off of the file of slot, whose header is h,
  * reading no further than end (the segment or the file, if shorter).
  * Returns its length in bytes (> 0), KVT_ECORRUPT if it is damaged
@@ -326,6 +431,13 @@ static int64_t check_record(struct fsck *c, int fd, uint32_t slot, const struct 
 			 "ssd/seg-%06u offset %llu: a record off its segment's %u-byte alignment",
 			 slot, (unsigned long long)off, align);
 		return KVT_ECORRUPT;
+	}
+	if (sh->version == SSD_SEG_VERSION_BATCH) {
+		/* Format 3: a batch where its magic is (ssd_struct_decode). */
+		if ((r = pread_full(fd, c->hbuf, align, off)) < 0)
+			return r;
+		if (memcmp(c->hbuf, SSD_BATCH_MAGIC, 4) == 0)
+			return check_batch(c, fd, slot, sh, off, end, sealed, wrote, why);
 	}
 	parts = malloc(KVT_PARTS_MAX * sizeof(*parts));
 	if (!parts)
@@ -443,7 +555,8 @@ struct sum_walk {
 static int sum_bound_cb(void *ctx, const struct ssd_sum_entry *e)
 {
 	struct sum_walk *w = ctx;
-	w->bad = ssd_sum_entry_bound(e, w->h->rec_align, w->h->summary_off);
+	w->bad = ssd_sum_entry_bound(e, w->h->rec_align, w->h->summary_off,
+				     w->h->version == SSD_SEG_VERSION_BATCH);
 	return w->bad ? KVT_ECORRUPT : 0;
 }
 
@@ -451,7 +564,11 @@ static int sum_cb(void *ctx, const struct ssd_sum_entry *e)
 {
 	struct sum_walk *w = ctx;
 	const char *why;
-	int64_t r = check_record(w->c, w->fd, w->slot, w->h, (uint64_t)e->off_512 * SSD_REC_ALIGN,
+	int64_t r;
+
+	if (e->flags & SSD_ENT_F_BATCHED) /* the value alone, as recovery takes it */
+		return check_batch_value(w->c, w->fd, w->slot, e, w->end, w->wrote);
+	r = check_record(w->c, w->fd, w->slot, w->h, (uint64_t)e->off_512 * SSD_REC_ALIGN,
 				 w->end, true, w->wrote, &why);
 	if (r < 0 && r != KVT_ECORRUPT)
 		return (int)r;

@@ -428,6 +428,8 @@ int ssd_seg_write_hdr(struct ssd *s, uint32_t slot, uint64_t sum_off, uint64_t s
 	if (!buf)
 		return -ENOMEM;
 	memset(&h, 0, sizeof(h));
+	/* A format-3 generation keeps its version (4) when sealed. */
+	h.version = g->batches ? SSD_SEG_VERSION_BATCH : 0;
 	h.rec_align = g->rec_align;
 	h.slot = slot;
 	h.generation = g->generation;
@@ -555,7 +557,8 @@ void ssd_seg_seal_locked(struct ssd *s)
 	if (!buf) {
 		r = -ENOMEM;
 	} else {
-		n = ssd_sum_encode(g->generation, g->sum, g->sum_count, buf, len);
+		n = ssd_sum_encode(ssd_seg_sum_version(g), g->generation, g->sum, g->sum_count,
+				   buf, len);
 		if (n < 0)
 			r = (int)n;
 		else if ((r = (int)ssd_io_sync(s, IO_WRITE, g->fd, g->write_off, buf, (size_t)n)) >=

@@ -49,6 +49,12 @@ enum {
 	 * write failed but may have landed (ssd.c wd_finish) -- kept so that
 	 * a delete of it still logs its tombstone */
 	E_DEAD = 0x10,
+	/* Format 3 (doc/ssd-format.md "Format 3: batch headers"; written
+	 * with ssd.format=3, ssd.c "Batches"): off_512/len_512 name a
+	 * batched value alone, checked by value_crc; E_SEALED_VALUE its sealed flag, which
+	 * a framed record keeps in its header. */
+	E_BATCHED = 0x20,
+	E_SEALED_VALUE = 0x40,
 };
 /* T_CARRY: a hot record of a reclaimed segment, read back, written again
  * at the log's head (ssd.c, "Reclamation"). */
@@ -72,7 +78,14 @@ struct ssd_entry {
 	uint8_t flags;        /* E_* */
 	uint8_t key_len;
 	uint8_t key[KVT_KEY_MAX];
+	/* E_BATCHED: ssd_value_crc of the value and its identity; else 0.
+	 * It fills the 4 bytes of padding the fields above leave: */
+	uint32_t value_crc;
 };
+/* The SSD index's memory per block: 120 bytes of entry before format 3
+ * and after (116 of fields, then value_crc in the padding), plus its
+ * share of the shards' bucket arrays. */
+_Static_assert(sizeof(struct ssd_entry) <= 120, "an SSD index entry stays within 120 bytes");
 
 struct ssd_shard {
 	pthread_mutex_t lock;
@@ -120,6 +133,11 @@ struct ssd_seg {
 			       * STATX_DIOALIGN), 0: unknown (trusted); set once */
 	uint32_t rec_align;   /* its generation's record alignment: SSD_REC_ALIGN or
 			       * SSD_REC_ALIGN_4K (seg_lock; ssd_seg_set_align) */
+	/* its generation is of format 3 (segment header version
+	 * SSD_SEG_VERSION_BATCH): batches among its records, a version-3
+	 * summary.  Set by recovery from the header, and for every
+	 * generation this open starts with ssd.format=3 (ssd.c "Batches"). */
+	bool batches;
 	/* a write completed (or a record was placed) since the last
 	 * fdatasync: set by any thread, taken by ssd_sync_all */
 	_Atomic bool dirty;
@@ -149,6 +167,12 @@ struct ssd_seg {
 	uint64_t old_budget;  /* reinsert budget left of the old segment */
 	uint64_t old_dropped; /* index entries dropped so far */
 };
+
+/* The version of a segment's summary entries (and of its header). */
+static inline uint32_t ssd_seg_sum_version(const struct ssd_seg *g)
+{
+	return g->batches ? SSD_SUM_VERSION_BATCH : SSD_FMT_VERSION;
+}
 
 /*
  * One record's I/O as single-buffer requests -- the header, then each DRAM
@@ -191,6 +215,10 @@ struct wd_task {
 	int retries;          /* T_DELETE, T_CLEAR: times the record was re-logged */
 	bool parked_tried;    /* T_FLUSH, T_DSYNC: has queued the parked tombstones once */
 	bool rewrite;         /* T_PUT from a DRAM eviction: rewrite an old copy */
+	/* T_PUT placed as a value of a batch (ssd.format=3, ssd.c "Batches"):
+	 * placed though hdr is NULL (the batch owns its header), entered
+	 * E_BATCHED */
+	bool batched;
 	/* T_CARRY: the record read back into hdr (hdr_len bytes: its header,
 	 * re-encoded in place, then the value), its part table, and the seq
 	 * of the index entry kept PENDING for it meanwhile. */
@@ -233,6 +261,10 @@ struct promote_task {
 	bool in_flight;           /* in s->pf[] (promotions only, not copies) */
 	bool first;               /* the record's first read (E_READ was clear) */
 	bool demand;              /* a get's (IO_PRIO_DEMAND), not a prefetch */
+	/* E_BATCHED (format 3): the I/O is the value alone (hdr_len 0),
+	 * checked by value_crc; sealed from E_SEALED_VALUE. */
+	bool batched, sealed;
+	uint32_t value_crc;
 };
 
 struct ssd {
@@ -340,7 +372,7 @@ struct ssd {
 		reinserted, quarantined, ckpts, enospc, promote_full, copy_reads, part_reads,
 		evicted_handed, carried, carried_bytes, carry_lost, wd_put_waits, wd_put_timeouts,
 		dropped_promoted, sealed_records, evicted_unread, evicted_over_budget, evicted_dead,
-		room_capped;
+		room_capped, batches, batched_blocks, batched_carried;
 	uint64_t rec_ckpt_entries, rec_records, rec_segments, rec_ns, rec_dropped;
 	uint64_t rec_old_format;     /* segments of an older format version, dropped */
 	uint64_t rec_other_size;     /* segments of another ssd.segment, dropped */

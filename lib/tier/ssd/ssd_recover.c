@@ -28,6 +28,7 @@ int ssd_ckpt_write(struct ssd *s)
 	struct ssd_ckpt_writer w;
 	struct ssd_ckpt_hdr h;
 	int64_t len;
+	bool batches = false;
 	int fd, r;
 
 	r = ssd_sync_all(s); /* what the checkpoint names must be durable first */
@@ -48,7 +49,12 @@ int ssd_ckpt_write(struct ssd *s)
 		pthread_mutex_unlock(&s->seg_lock);
 		return -ENOMEM;
 	}
-	ssd_ckpt_begin(&w, buf, cap);
+	/* Version 3 (its entries name batched values) only while a segment
+	 * of format 3 holds some: else the checkpoint older kvtier reads. */
+	for (uint32_t i = 0; i < s->slot_count; i++)
+		batches |= s->segs[i].batches && s->segs[i].state != SEG_FREE &&
+			   s->segs[i].state != SEG_BAD;
+	ssd_ckpt_begin_version(&w, buf, cap, batches ? SSD_CKPT_VERSION_BATCH : SSD_FMT_VERSION);
 	for (uint32_t i = 0; i < s->slot_count; i++) {
 		struct ssd_ckpt_slot sl = { s->segs[i].generation, s->segs[i].write_off };
 		if (s->segs[i].state == SEG_FREE || s->segs[i].state == SEG_BAD)
@@ -80,6 +86,12 @@ int ssd_ckpt_write(struct ssd *s)
 				ce.e.seq = e->seq;
 				ce.e.value_len = e->value_len;
 				ce.e.part_count = e->part_count;
+				if (e->flags & E_BATCHED) {
+					ce.e.flags = SSD_ENT_F_BATCHED |
+						     (e->flags & E_SEALED_VALUE ? SSD_ENT_F_SEALED
+										: 0);
+					ce.e.value_crc = e->value_crc;
+				}
 				ce.e.key.len = e->key_len;
 				memcpy(ce.e.key.bytes, e->key, e->key_len);
 				ce.slot = e->slot;
@@ -203,8 +215,10 @@ static int rec_push(struct recovery *rc, const struct ssd_ckpt_entry *it)
 static int rec_sum_bound_cb(void *ctx, const struct ssd_sum_entry *e)
 {
 	const struct recovery *rc = ctx;
-	uint32_t align = rc->s->segs[rc->cur_slot].rec_align;
-	return ssd_sum_entry_bound(e, align, rc->cur_sum_off) ? KVT_ECORRUPT : 0;
+	const struct ssd_seg *g = &rc->s->segs[rc->cur_slot];
+	/* A batched entry only in a segment of format 3. */
+	return ssd_sum_entry_bound(e, g->rec_align, rc->cur_sum_off, g->batches) ? KVT_ECORRUPT
+										   : 0;
 }
 
 static int rec_sum_cb(void *ctx, const struct ssd_sum_entry *e)
@@ -247,6 +261,13 @@ static int rec_insert(struct ssd *s, const struct ssd_ckpt_entry *ce)
 	e.off_512 = ce->e.off_512;
 	e.len_512 = ce->e.len_512;
 	e.part_count = ce->e.part_count;
+	if (ce->e.flags & SSD_ENT_F_BATCHED) {
+		/* Format 3: off_512/len_512 name the value alone, checked on
+		 * read by value_crc (callers take one only from a segment of
+		 * format 3). */
+		e.flags = E_BATCHED | (ce->e.flags & SSD_ENT_F_SEALED ? E_SEALED_VALUE : 0);
+		e.value_crc = ce->e.value_crc;
+	}
 	e.key_len = (uint8_t)ce->e.key.len;
 	memcpy(e.key, ce->e.key.bytes, ce->e.key.len);
 	h = ssd_hash(s, e.ns, &ce->e.key);
@@ -292,8 +313,11 @@ static int ck_entry_cb(void *ctx, const struct ssd_ckpt_entry *ce)
 	struct ssd *s = rc->s;
 	int r;
 
+	/* A batched value only in a segment of format 3: elsewhere a miss,
+	 * never a value looked for where a record header is. */
 	if (ce->slot >= s->slot_count || s->segs[ce->slot].generation != ce->generation ||
-	    s->segs[ce->slot].state == SEG_FREE) {
+	    s->segs[ce->slot].state == SEG_FREE ||
+	    ((ce->e.flags & SSD_ENT_F_BATCHED) && !s->segs[ce->slot].batches)) {
 		s->rec_dropped++;
 		return 0;
 	}
@@ -350,78 +374,107 @@ out:
 	close(fd);
 }
 
-/* Walk the records of a segment without a summary, from byte `from`. */
+/* Walk the records (and, in a segment of format 3, the batches) of a
+ * segment without a summary, from byte `from`: one summary entry per
+ * record or batched value (doc/ssd-format.md "Recovery of an open
+ * segment"). */
+static int rec_walk_take(struct recovery *rc, uint32_t slot, const struct ssd_sum_entry *se)
+{
+	struct ssd *s = rc->s;
+	struct ssd_seg *g = &s->segs[slot];
+	struct ssd_ckpt_entry it;
+
+	/* The summary the crash prevented: rebuilt for sealing. */
+	if (g->sum_count == g->sum_cap) {
+		size_t ncap = g->sum_cap ? g->sum_cap * 2 : 256;
+		struct ssd_sum_entry *n = kvt_mem_realloc(s->mem, g->sum, g->sum_cap * sizeof(*n),
+							  ncap * sizeof(*n));
+		if (!n)
+			return -ENOMEM;
+		g->sum = n;
+		g->sum_cap = ncap;
+	}
+	g->sum[g->sum_count++] = *se;
+	g->sum_bytes += ssd_sum_entry_len(se, ssd_seg_sum_version(g));
+	if (rc->have_ckpt && se->seq <= rc->ck.seq) {
+		if (se->seq > rc->max_seq)
+			rc->max_seq = se->seq;
+		return 0;
+	}
+	memset(&it, 0, sizeof(it));
+	it.e = *se;
+	it.slot = slot;
+	it.generation = g->generation;
+	return rec_push(rc, &it);
+}
+
 static int rec_walk(struct recovery *rc, uint32_t slot, uint64_t from, uint64_t *end)
 {
 	struct ssd *s = rc->s;
 	struct ssd_seg *g = &s->segs[slot];
 	size_t cap = SSD_ALIGN * 4;
 	uint8_t *buf = kvt_mem_alloc_aligned(s->mem, SSD_ALIGN, cap);
-	uint64_t off = from, rec_len;
+	struct ssd_struct *st = kvt_mem_alloc(s->mem, sizeof(*st)); /* ~8 KiB: not on the stack */
+	uint64_t off = from, len;
 	uint32_t a = g->rec_align; /* the segment's: records start at its multiples */
 	int r = 0;
 
-	if (!buf)
+	if (!buf || !st) {
+		if (buf)
+			kvt_mem_free(s->mem, buf, cap);
+		if (st)
+			kvt_mem_free(s->mem, st, sizeof(*st));
 		return -ENOMEM;
+	}
 	while (off % a == 0 && off + a <= s->cfg.seg_size) {
-		struct ssd_rec_hdr h;
-		struct ssd_ckpt_entry it;
+		struct ssd_sum_entry se;
 		int d;
 		if (ssd_pread_full(s, g->fd, buf, a, off) < 0)
 			break;
-		d = ssd_rec_hdr_decode(buf, a, a, &h, NULL, 0);
-		if (d == KVT_EBUFSMALL && h.hdr_len <= s->cfg.seg_size - off) {
-			if (h.hdr_len > cap) {
+		d = ssd_struct_decode(buf, a, off, a, g->batches, st);
+		if (d == KVT_EBUFSMALL && st->hdr_len <= s->cfg.seg_size - off) {
+			uint32_t want = st->hdr_len;
+			if (want > cap) {
 				kvt_mem_free(s->mem, buf, cap);
-				cap = h.hdr_len;
+				cap = want;
 				buf = kvt_mem_alloc_aligned(s->mem, SSD_ALIGN, cap);
-				if (!buf)
-					return -ENOMEM;
+				if (!buf) {
+					r = -ENOMEM;
+					break;
+				}
 			}
-			if (ssd_pread_full(s, g->fd, buf, h.hdr_len, off) < 0)
+			if (ssd_pread_full(s, g->fd, buf, want, off) < 0)
 				break;
-			d = ssd_rec_hdr_decode(buf, h.hdr_len, a, &h, NULL, 0);
+			d = ssd_struct_decode(buf, want, off, a, g->batches, st);
 		}
-		if (ssd_walk_rec(d, &h, g->generation, off, s->cfg.seg_size, a, &rec_len))
+		if (ssd_walk_struct(d, st, g->generation, off, s->cfg.seg_size, a, &len))
 			break; /* the end of what this generation wrote */
-		memset(&it, 0, sizeof(it));
-		it.e.type = h.type;
-		it.e.ns_id = h.ns_id;
-		it.e.off_512 = (uint32_t)(off / SSD_REC_ALIGN);
-		it.e.len_512 = (uint32_t)(rec_len / SSD_REC_ALIGN);
-		it.e.part_count = (uint16_t)h.part_count;
-		it.e.seq = h.seq;
-		it.e.value_len = h.value_len;
-		it.e.key = h.key;
-		it.slot = slot;
-		it.generation = g->generation;
-		off += (uint64_t)it.e.len_512 * SSD_REC_ALIGN;
-		/* The summary the crash prevented: rebuilt for sealing. */
-		if (g->sum_count == g->sum_cap) {
-			size_t ncap = g->sum_cap ? g->sum_cap * 2 : 256;
-			struct ssd_sum_entry *n = kvt_mem_realloc(s->mem, g->sum,
-								  g->sum_cap * sizeof(*n),
-								  ncap * sizeof(*n));
-			if (!n) {
-				r = -ENOMEM;
-				break;
+		if (st->kind == SSD_STRUCT_BATCH) {
+			for (uint32_t i = 0; i < st->batch.count && r == 0; i++) {
+				ssd_batch_sum_entry(&st->batch, i, a, &se);
+				r = rec_walk_take(rc, slot, &se);
 			}
-			g->sum = n;
-			g->sum_cap = ncap;
+		} else {
+			const struct ssd_rec_hdr *h = &st->rec;
+			memset(&se, 0, sizeof(se));
+			se.type = h->type;
+			se.ns_id = h->ns_id;
+			se.off_512 = (uint32_t)(off / SSD_REC_ALIGN);
+			se.len_512 = (uint32_t)(len / SSD_REC_ALIGN);
+			se.part_count = (uint16_t)h->part_count;
+			se.seq = h->seq;
+			se.value_len = h->value_len;
+			se.key = h->key;
+			r = rec_walk_take(rc, slot, &se);
 		}
-		g->sum[g->sum_count++] = it.e;
-		g->sum_bytes += ssd_sum_entry_len(&it.e);
-		if (rc->have_ckpt && it.e.seq <= rc->ck.seq) {
-			if (it.e.seq > rc->max_seq)
-				rc->max_seq = it.e.seq;
-			continue;
-		}
-		r = rec_push(rc, &it);
 		if (r < 0)
 			break;
+		off += len;
 	}
 	*end = off;
-	kvt_mem_free(s->mem, buf, cap);
+	if (buf)
+		kvt_mem_free(s->mem, buf, cap);
+	kvt_mem_free(s->mem, st, sizeof(*st));
 	return r;
 }
 
@@ -559,15 +612,17 @@ int ssd_recover(struct ssd *s)
 		r = ssd_seg_open_file(s, i, false);
 		if (r < 0)
 			goto out;
+		/* Format 3 (batches, version 4) is read: its batches by
+		 * value_crc, its framed records as before. */
 		if (ssd_pread_full(s, g->fd, buf, SSD_ALIGN, 0) == 0 &&
 		    ssd_seg_hdr_decode(buf, &h) == KVT_EVERSION) {
-			if (h.version > SSD_SEG_VERSION_4K) {
+			if (h.version > SSD_SEG_VERSION_BATCH) {
 				/* A newer kvtier wrote this: never overwrite what we
 				 * cannot read. */
 				kvt_logf(s->log, KVT_LOG_ERROR,
 					 "ssd: segment %u has format version %u, newer than this "
 					 "kvtier's %u: refusing to open",
-					 i, h.version, SSD_SEG_VERSION_4K);
+					 i, h.version, SSD_SEG_VERSION_BATCH);
 				r = KVT_EVERSION;
 				goto out;
 			}
@@ -596,6 +651,7 @@ int ssd_recover(struct ssd *s)
 		g->generation = h.generation;
 		/* Its records' alignment: O_DIRECT or the page cache for it. */
 		ssd_seg_set_align(s, i, h.rec_align);
+		g->batches = h.version == SSD_SEG_VERSION_BATCH;
 		g->state = h.summary_len ? SEG_SEALED : SEG_OPEN;
 		g->write_off = h.summary_len ? h.summary_off + h.summary_len : s->cfg.seg_size;
 		/* stash the summary location for step 3 */

@@ -1,0 +1,125 @@
+/*
+ * fuzz_ssdwalk.c - libFuzzer target for the walk of an open segment by
+ * structure (lib/fmt/ssdfmt.c ssd_struct_decode, ssd_walk_struct;
+ * doc/ssd-format.md "Recovery of an open segment"), as recovery and fsck
+ * take it after a crash.
+ *
+ * Input: 1 byte (bit 0: the segment's records are 4096-aligned, else 512;
+ * bit 1: the segment is of format 3, so batches are structures), 8 bytes
+ * of generation (little-endian), then the segment's bytes from offset
+ * 4096 (after its header) to its end; the segment is 4096 + that many
+ * bytes, cut to its alignment.  The walk starts at 4096 and reads each
+ * header as recovery does: 512 bytes first, then what KVT_EBUFSMALL asks
+ * for, never past the segment.  When bit 2 of the first byte is set, the
+ * walk first recomputes the CRC of each header it meets (over the
+ * hdr_len the header names, within the segment), so that mutations reach
+ * the field checks and the walk behind the CRC.  Properties, each a trap
+ * when broken:
+ *   - the walk ends (every step moves forward by a whole structure);
+ *   - every structure it takes lies inside the segment, at the
+ *     alignment, and the entries it yields (records, batched values)
+ *     rise without overlap and pass ssd_sum_entry_bound -- recovery's
+ *     check of a summary -- for a summary at the walk's end;
+ *   - what the walk found, the seal can write: the entries encode as the
+ *     segment's summary (version 3 with batches, else 2) and decode back
+ *     to as many.
+ * Seed corpus: tests/fuzz/corpus/ssdwalk/ (tests/fuzz/gen_ssd_seeds.c).
+ */
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kvt_int.h"
+#include "ssdfmt.h"
+#include "le.h"
+#include "fuzz.h"
+
+#define WALK_KEEP 4096 /* entries kept; the segment is at most 1 MiB */
+#define SEG_MAX (1u << 20)
+
+static struct ssd_sum_entry g_ents[WALK_KEEP];
+static uint8_t g_sum[1 << 20];
+static struct ssd_struct g_st;
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	uint32_t align;
+	uint64_t gen, seg_size, off = SSD_ALIGN, prev_end = 1;
+	bool batches;
+	uint8_t *seg;
+	size_t n = 0;
+	int64_t len;
+
+	if (size < 9 || size - 9 > SEG_MAX)
+		return 0;
+	align = data[0] & 1 ? SSD_REC_ALIGN_4K : SSD_REC_ALIGN;
+	batches = data[0] & 2;
+	gen = le_get64(data + 1);
+	seg_size = (SSD_ALIGN + (uint64_t)(size - 9)) / align * align;
+	/* The segment as one buffer: its header zero, the input after it. */
+	seg = calloc(1, seg_size);
+	FUZZ_CHECK(seg != NULL);
+	memcpy(seg + SSD_ALIGN, data + 9, seg_size - SSD_ALIGN);
+
+	while (off % align == 0 && off + align <= seg_size) {
+		uint64_t step;
+		int d;
+
+		if (data[0] & 4) {
+			uint32_t hl = le_get32(seg + off + 8);
+
+			if (hl >= 16 && hl <= seg_size - off) {
+				le_put32(seg + off + 12, 0);
+				le_put32(seg + off + 12, kvt_crc32c(0, seg + off, hl));
+			}
+		}
+		d = ssd_struct_decode(seg + off, align, off, align, batches, &g_st);
+
+		if (d == KVT_EBUFSMALL) {
+			FUZZ_CHECK(g_st.hdr_len > align && g_st.hdr_len <= 5 * SSD_REC_ALIGN_4K);
+			if (g_st.hdr_len > seg_size - off)
+				break;
+			d = ssd_struct_decode(seg + off, g_st.hdr_len, off, align, batches, &g_st);
+			FUZZ_CHECK(d != KVT_EBUFSMALL);
+		}
+		if (ssd_walk_struct(d, &g_st, gen, off, seg_size, align, &step))
+			break;
+		FUZZ_CHECK(step >= align && step % align == 0 && step <= seg_size - off);
+		if (g_st.kind == SSD_STRUCT_BATCH) {
+			FUZZ_CHECK(batches && g_st.batch.generation == gen);
+			for (uint32_t i = 0; i < g_st.batch.count && n < WALK_KEEP; i++)
+				ssd_batch_sum_entry(&g_st.batch, i, align, &g_ents[n++]);
+		} else if (n < WALK_KEEP) {
+			struct ssd_sum_entry *e = &g_ents[n++];
+
+			FUZZ_CHECK(g_st.kind == SSD_STRUCT_REC && g_st.rec.generation == gen);
+			memset(e, 0, sizeof(*e));
+			e->type = g_st.rec.type;
+			e->ns_id = g_st.rec.ns_id;
+			e->off_512 = (uint32_t)(off / SSD_REC_ALIGN);
+			e->len_512 = (uint32_t)(step / SSD_REC_ALIGN);
+			e->part_count = (uint16_t)g_st.rec.part_count;
+			e->seq = g_st.rec.seq;
+			e->value_len = g_st.rec.value_len;
+			e->key = g_st.rec.key;
+		}
+		off += step;
+	}
+	for (size_t i = 0; i < n; i++) {
+		FUZZ_CHECK(g_ents[i].off_512 >= prev_end);
+		FUZZ_CHECK(ssd_sum_entry_bound(&g_ents[i], align, off, batches) == NULL);
+		prev_end = (uint64_t)g_ents[i].off_512 + g_ents[i].len_512;
+	}
+	FUZZ_CHECK(prev_end * SSD_REC_ALIGN <= off || n == 0);
+	if (n > 0 && n < WALK_KEEP) {
+		uint32_t v = batches ? SSD_SUM_VERSION_BATCH : SSD_FMT_VERSION;
+
+		len = ssd_sum_encode(v, gen, g_ents, n, g_sum, sizeof(g_sum));
+		FUZZ_CHECK(len > 0);
+		FUZZ_CHECK(ssd_sum_decode(g_sum, (size_t)len, gen, NULL, NULL) == (int64_t)n);
+	}
+	free(seg);
+	return 0;
+}
