@@ -1105,15 +1105,9 @@ static int seg_reserve_locked(struct ssd *s, uint64_t rec_len, struct ssd_sum_en
 		return KVT_EFULL;
 	g = &s->segs[s->open_slot];
 	elen = ssd_sum_entry_len(se, ssd_seg_sum_version(g));
-	if (g->sum_count == g->sum_cap) {
-		size_t ncap = g->sum_cap ? g->sum_cap * 2 : 256;
-		struct ssd_sum_entry *n = kvt_mem_realloc(s->mem, g->sum, g->sum_cap * sizeof(*n),
-							  ncap * sizeof(*n));
-		if (!n)
-			return -ENOMEM;
-		g->sum = n;
-		g->sum_cap = ncap;
-	}
+	r = ssd_seg_sum_room(s, g, 1);
+	if (r < 0)
+		return r;
 	/* The old generation's records this one overwrites go first. */
 	seg_reclaim_upto_locked(s, (uint32_t)s->open_slot, g->write_off + rec_len);
 	se->seq = s->next_seq++;
@@ -2160,15 +2154,9 @@ static int seg_reserve_batch_locked(struct ssd *s, struct wd_batch *wb, uint64_t
 	wd_batch_cut(s, wb, k);
 	wb->hdr_len = hdr_len;
 	wb->total = wb->hdr_len + wb->values;
-	while (g->sum_count + wb->n > g->sum_cap) {
-		size_t ncap = g->sum_cap ? g->sum_cap * 2 : 256;
-		struct ssd_sum_entry *n = kvt_mem_realloc(s->mem, g->sum, g->sum_cap * sizeof(*n),
-							  ncap * sizeof(*n));
-		if (!n)
-			return -ENOMEM;
-		g->sum = n;
-		g->sum_cap = ncap;
-	}
+	r = ssd_seg_sum_room(s, g, wb->n);
+	if (r < 0)
+		return r;
 	for (unsigned i = 0; i < wb->n; i++) {
 		struct ssd_batch_ent *e = &wb->b.ent[i];
 		e->seq = s->next_seq + i;

@@ -530,6 +530,23 @@ void ssd_tombs_lost(struct ssd *s, const char *why)
 			 "restart; every later delete fails until the store reopens", why);
 }
 
+int ssd_seg_sum_room(struct ssd *s, struct ssd_seg *g, size_t n)
+{
+	size_t ncap = g->sum_cap ? g->sum_cap : 256;
+	struct ssd_sum_entry *sum;
+
+	if (g->sum_count + n <= g->sum_cap)
+		return 0;
+	while (ncap < g->sum_count + n)
+		ncap *= 2;
+	sum = kvt_mem_realloc(s->mem, g->sum, g->sum_cap * sizeof(*sum), ncap * sizeof(*sum));
+	if (!sum)
+		return -ENOMEM;
+	g->sum = sum;
+	g->sum_cap = ncap;
+	return 0;
+}
+
 void ssd_seg_sum_free(struct ssd *s, struct ssd_seg *g)
 {
 	kvt_mem_free(s->mem, g->sum, g->sum_cap * sizeof(*g->sum));

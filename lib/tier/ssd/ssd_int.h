@@ -463,6 +463,8 @@ int ssd_seg_open_file(struct ssd *s, uint32_t slot, bool create);
 void ssd_seg_set_align(struct ssd *s, uint32_t slot, uint32_t align);
 /* Resolve s->rec_align from ssd.dio_align and the device (ssd_open). */
 void ssd_rec_align_pick(struct ssd *s);
+/* Room in g->sum for n more entries (grown by doubling): 0 or -ENOMEM. */
+int ssd_seg_sum_room(struct ssd *s, struct ssd_seg *g, size_t n);
 void ssd_seg_sum_free(struct ssd *s, struct ssd_seg *g);
 void ssd_seg_seal_locked(struct ssd *s);
 /* Write the slot's segment header.  Writer thread. */

@@ -385,15 +385,8 @@ static int rec_walk_take(struct recovery *rc, uint32_t slot, const struct ssd_su
 	struct ssd_ckpt_entry it;
 
 	/* The summary the crash prevented: rebuilt for sealing. */
-	if (g->sum_count == g->sum_cap) {
-		size_t ncap = g->sum_cap ? g->sum_cap * 2 : 256;
-		struct ssd_sum_entry *n = kvt_mem_realloc(s->mem, g->sum, g->sum_cap * sizeof(*n),
-							  ncap * sizeof(*n));
-		if (!n)
-			return -ENOMEM;
-		g->sum = n;
-		g->sum_cap = ncap;
-	}
+	if (ssd_seg_sum_room(s, g, 1) < 0)
+		return -ENOMEM;
 	g->sum[g->sum_count++] = *se;
 	g->sum_bytes += ssd_sum_entry_len(se, ssd_seg_sum_version(g));
 	if (rc->have_ckpt && se->seq <= rc->ck.seq) {
