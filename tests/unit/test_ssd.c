@@ -875,37 +875,38 @@ static void f3w_batch_of_4(struct kvt_store *s, uint32_t ns, uint64_t from)
 	ssd_hold_writes(store_ssd(s), false);
 }
 
-static void f3w_torn(void)
+static int f3w_torn_child(const char *dir, void *ctx)
 {
-	char *dir = t_mkdtemp();
 	const char *al = getenv("KVT_TEST_DIO_ALIGN");
 	uint64_t a = al ? strtoull(al, NULL, 10) : SSD_REC_ALIGN;
 	struct kvt_store *s;
 	uint32_t ns;
-	int st, served = 0;
-	pid_t pid = fork();
+	/* header (4 entries of 32-byte keys: one alignment unit), then
+	 * two of the four 16 KiB values */
+	struct io_fault f = { .kind = IO_FAULT_TORN_WRITE, .fd = -1, .count = 1,
+			      .torn_bytes = a + 2 * 16384, .len = a + 4 * 16384 };
+	s = f3w_open(dir, "64M", "always");
+	ns = ns_of(s);
+	if (io_fault_add(ssd_io(store_ssd(s)), &f) != 0)
+		_exit(2);
+	f3w_batch_of_4(s, ns, 900);
+	wait_writes(s);
+	if (t_stat(s, "ssd.batches") != 1 || t_stat(s, "ssd.batched_blocks") != 4)
+		_exit(3);
+	if (t_stat(s, "ssd.writedown_errors") != 4)
+		_exit(4);
+	(void)ctx;
+	return 0;
+}
 
-	T_GE_INT(pid, 0);
-	if (pid == 0) {
-		/* header (4 entries of 32-byte keys: one alignment unit), then
-		 * two of the four 16 KiB values */
-		struct io_fault f = { .kind = IO_FAULT_TORN_WRITE, .fd = -1, .count = 1,
-				      .torn_bytes = a + 2 * 16384, .len = a + 4 * 16384 };
-		s = f3w_open(dir, "64M", "always");
-		ns = ns_of(s);
-		if (io_fault_add(ssd_io(store_ssd(s)), &f) != 0)
-			_exit(2);
-		f3w_batch_of_4(s, ns, 900);
-		wait_writes(s);
-		if (t_stat(s, "ssd.batches") != 1 || t_stat(s, "ssd.batched_blocks") != 4)
-			_exit(3);
-		if (t_stat(s, "ssd.writedown_errors") != 4)
-			_exit(4);
-		raise(SIGKILL);
-		_exit(5);
-	}
-	T_EQ_INT(waitpid(pid, &st, 0), pid);
-	T_ASSERT(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+static void f3w_torn(void)
+{
+	char *dir = t_mkdtemp();
+	struct kvt_store *s;
+	uint32_t ns;
+	int got, served = 0;
+
+	kill9_round("f3_torn", dir, f3w_torn_child, NULL, &got);
 	s = f3w_open(dir, "64M", "always");
 	ns = ns_of(s);
 	for (uint64_t k = 900; k < 904; k++) {
@@ -930,47 +931,47 @@ static void f3w_torn(void)
  *    any of them logs its tombstone and is answered once it is durable;
  *    after a kill -9 the deleted values stay gone, the others are exact
  *    or a miss. */
-static void f3w_eio_delete_kill9(void)
+static int f3w_eio_delete_child(const char *dir, void *ctx)
 {
-	char *dir = t_mkdtemp();
 	const char *al = getenv("KVT_TEST_DIO_ALIGN");
 	uint64_t a = al ? strtoull(al, NULL, 10) : SSD_REC_ALIGN;
 	struct kvt_store *s;
 	uint32_t ns;
-	int st;
-	pid_t pid = fork();
-
-	T_GE_INT(pid, 0);
-	if (pid == 0) {
-		struct io_fault f = { .kind = IO_FAULT_TORN_WRITE, .fd = -1, .count = 1,
-				      .torn_bytes = UINT64_MAX, .len = a + 4 * 16384 };
-		s = f3w_open(dir, "64M", "always");
-		ns = ns_of(s);
-		if (io_fault_add(ssd_io(store_ssd(s)), &f) != 0)
-			_exit(2);
-		f3w_batch_of_4(s, ns, 930);
-		wait_writes(s);
-		/* the quarantine is the writer's, after the write's end */
-		for (int i = 0; i < 1000 && t_stat(s, "ssd.segments_quarantined") == 0; i++)
-			usleep(10000);
-		if (t_stat(s, "ssd.batches") != 1)
-			_exit(3);
-		if (t_stat(s, "ssd.writedown_errors") != 4)
-			_exit(6);
-		if (t_stat(s, "ssd.segments_quarantined") != 1)
-			_exit(7);
-		io_fault_clear(ssd_io(store_ssd(s)));
-		for (uint64_t k = 930; k < 933; k++) {
-			struct kvt_key key = t_key(k);
-			if (kvt_delete(s, ns, &key) != KVT_OK)
-				_exit(4);
-		}
-		raise(SIGKILL);
-		_exit(5);
+	struct io_fault f = { .kind = IO_FAULT_TORN_WRITE, .fd = -1, .count = 1,
+			      .torn_bytes = UINT64_MAX, .len = a + 4 * 16384 };
+	s = f3w_open(dir, "64M", "always");
+	ns = ns_of(s);
+	if (io_fault_add(ssd_io(store_ssd(s)), &f) != 0)
+		_exit(2);
+	f3w_batch_of_4(s, ns, 930);
+	wait_writes(s);
+	/* the quarantine is the writer's, after the write's end */
+	for (int i = 0; i < 1000 && t_stat(s, "ssd.segments_quarantined") == 0; i++)
+		usleep(10000);
+	if (t_stat(s, "ssd.batches") != 1)
+		_exit(3);
+	if (t_stat(s, "ssd.writedown_errors") != 4)
+		_exit(6);
+	if (t_stat(s, "ssd.segments_quarantined") != 1)
+		_exit(7);
+	io_fault_clear(ssd_io(store_ssd(s)));
+	for (uint64_t k = 930; k < 933; k++) {
+		struct kvt_key key = t_key(k);
+		if (kvt_delete(s, ns, &key) != KVT_OK)
+			_exit(4);
 	}
-	T_EQ_INT(waitpid(pid, &st, 0), pid);
-	if (!WIFSIGNALED(st) || WTERMSIG(st) != SIGKILL)
-		T_FAIL("f3_eio_delete: the child exited with status %#x", st);
+	(void)ctx;
+	return 0;
+}
+
+static void f3w_eio_delete_kill9(void)
+{
+	char *dir = t_mkdtemp();
+	struct kvt_store *s;
+	uint32_t ns;
+	int got;
+
+	kill9_round("f3_eio_delete", dir, f3w_eio_delete_child, NULL, &got);
 	s = f3w_open(dir, "64M", "always");
 	ns = ns_of(s);
 	for (uint64_t k = 930; k < 933; k++)
@@ -983,32 +984,33 @@ static void f3w_eio_delete_kill9(void)
 	free(dir);
 }
 
+static int f3w_delete_child(const char *dir, void *ctx)
+{
+	bool flush = *(const bool *)ctx;
+	struct kvt_store *s;
+	uint32_t ns;
+	struct kvt_key x = t_key(911);
+	s = f3w_open(dir, "64M", "always");
+	ns = ns_of(s);
+	f3w_batch_of_4(s, ns, 910);
+	if (flush && kvt_flush(s) != 0)
+		_exit(2);
+	if (kvt_delete(s, ns, &x) != KVT_OK)
+		_exit(3);
+	wait_writes(s);
+	if (t_stat(s, "ssd.batches") != 1)
+		_exit(4);
+	return 0;
+}
+
 static void f3w_delete_kill9(bool flush)
 {
 	char *dir = t_mkdtemp();
 	struct kvt_store *s;
 	uint32_t ns;
-	int st;
-	pid_t pid = fork();
+	int got;
 
-	T_GE_INT(pid, 0);
-	if (pid == 0) {
-		struct kvt_key x = t_key(911);
-		s = f3w_open(dir, "64M", "always");
-		ns = ns_of(s);
-		f3w_batch_of_4(s, ns, 910);
-		if (flush && kvt_flush(s) != 0)
-			_exit(2);
-		if (kvt_delete(s, ns, &x) != KVT_OK)
-			_exit(3);
-		wait_writes(s);
-		if (t_stat(s, "ssd.batches") != 1)
-			_exit(4);
-		raise(SIGKILL);
-		_exit(5);
-	}
-	T_EQ_INT(waitpid(pid, &st, 0), pid);
-	T_ASSERT(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+	kill9_round("f3_delete", dir, f3w_delete_child, &flush, &got);
 	s = f3w_open(dir, "64M", "always");
 	ns = ns_of(s);
 	T_RC(t_get_filled(s, ns, 911, 16384), KVT_MISS);
@@ -1095,71 +1097,73 @@ static void *f3w_shard_hold_main(void *arg)
 	return NULL;
 }
 
+static int f3w_same_key_child(const char *dir, void *ctx)
+{
+	const uint64_t k = 920;
+	struct kvt_store *s;
+	uint32_t ns;
+	struct kvt_key key = t_key(k), kx;
+	struct f3w_shard_hold h = { NULL, 0 };
+	struct ssd *sd;
+	pthread_t th;
+	uint64_t x = k + 1;
+	s = f3w_open(dir, "64M", "always");
+	ns = ns_of(s);
+	sd = store_ssd(s);
+	/* x: a key of another index shard than k's */
+	for (;; x++) {
+		kx = t_key(x);
+		if (shard_of(sd, ssd_hash(sd, ns, &kx)) !=
+		    shard_of(sd, ssd_hash(sd, ns, &key)))
+			break;
+	}
+	ssd_hold_writes(sd, true);
+	if (t_put_filled(s, ns, k, 16384) != KVT_OK ||
+	    t_put_filled(s, ns, x, 16384) != KVT_OK)
+		_exit(2);
+	h.lock = &shard_of(sd, ssd_hash(sd, ns, &kx))->lock;
+	if (pthread_create(&th, NULL, f3w_shard_hold_main, &h) != 0)
+		_exit(3);
+	while (!atomic_load(&h.held))
+		usleep(1000);
+	ssd_hold_writes(sd, false);
+	usleep(200 * 1000); /* the writer: k prepared, stopped at x */
+	/* The delete as kvtierd submits it: queued, answered once
+	 * done, its tombstones' sync (KVT_F_DELETES) behind it -- here
+	 * after the put that follows it on another connection. */
+	{
+		struct kvt_req r = { .op = KVT_OP_DELETE, .ns = ns, .key = key };
+		struct kvt_req *rp = &r, *got;
+		struct kvt_queue *q;
+		if (kvt_queue_create(s, &q) < 0 || kvt_submit(q, &rp, 1) < 0 ||
+		    kvt_queue_wait(q, &got, 1, -1) != 1 || r.status != KVT_OK)
+			_exit(4);
+		kvt_queue_destroy(q);
+	}
+	if (t_put_filled(s, ns, k, 8192) != KVT_OK)
+		_exit(5);
+	pthread_join(th, NULL);
+	wait_writes(s);
+	if (kvt_flush(s) != 0 || t_get_filled(s, ns, k, 8192) != KVT_OK)
+		_exit(6);
+	fprintf(stderr, "format3 same_key: %llu batches of %llu values, "
+			"%llu tombstones\n",
+		(unsigned long long)t_stat(s, "ssd.batches"),
+		(unsigned long long)t_stat(s, "ssd.batched_blocks"),
+		(unsigned long long)t_stat(s, "ssd.tombstones"));
+	(void)ctx;
+	return 0;
+}
+
 static void f3w_same_key(void)
 {
 	char *dir = t_mkdtemp();
 	const uint64_t k = 920;
 	struct kvt_store *s;
 	uint32_t ns;
-	int st;
-	pid_t pid = fork();
+	int got;
 
-	T_GE_INT(pid, 0);
-	if (pid == 0) {
-		struct kvt_key key = t_key(k), kx;
-		struct f3w_shard_hold h = { NULL, 0 };
-		struct ssd *sd;
-		pthread_t th;
-		uint64_t x = k + 1;
-		s = f3w_open(dir, "64M", "always");
-		ns = ns_of(s);
-		sd = store_ssd(s);
-		/* x: a key of another index shard than k's */
-		for (;; x++) {
-			kx = t_key(x);
-			if (shard_of(sd, ssd_hash(sd, ns, &kx)) !=
-			    shard_of(sd, ssd_hash(sd, ns, &key)))
-				break;
-		}
-		ssd_hold_writes(sd, true);
-		if (t_put_filled(s, ns, k, 16384) != KVT_OK ||
-		    t_put_filled(s, ns, x, 16384) != KVT_OK)
-			_exit(2);
-		h.lock = &shard_of(sd, ssd_hash(sd, ns, &kx))->lock;
-		if (pthread_create(&th, NULL, f3w_shard_hold_main, &h) != 0)
-			_exit(3);
-		while (!atomic_load(&h.held))
-			usleep(1000);
-		ssd_hold_writes(sd, false);
-		usleep(200 * 1000); /* the writer: k prepared, stopped at x */
-		/* The delete as kvtierd submits it: queued, answered once
-		 * done, its tombstones' sync (KVT_F_DELETES) behind it -- here
-		 * after the put that follows it on another connection. */
-		{
-			struct kvt_req r = { .op = KVT_OP_DELETE, .ns = ns, .key = key };
-			struct kvt_req *rp = &r, *got;
-			struct kvt_queue *q;
-			if (kvt_queue_create(s, &q) < 0 || kvt_submit(q, &rp, 1) < 0 ||
-			    kvt_queue_wait(q, &got, 1, -1) != 1 || r.status != KVT_OK)
-				_exit(4);
-			kvt_queue_destroy(q);
-		}
-		if (t_put_filled(s, ns, k, 8192) != KVT_OK)
-			_exit(5);
-		pthread_join(th, NULL);
-		wait_writes(s);
-		if (kvt_flush(s) != 0 || t_get_filled(s, ns, k, 8192) != KVT_OK)
-			_exit(6);
-		fprintf(stderr, "format3 same_key: %llu batches of %llu values, "
-				"%llu tombstones\n",
-			(unsigned long long)t_stat(s, "ssd.batches"),
-			(unsigned long long)t_stat(s, "ssd.batched_blocks"),
-			(unsigned long long)t_stat(s, "ssd.tombstones"));
-		raise(SIGKILL);
-		_exit(7);
-	}
-	T_EQ_INT(waitpid(pid, &st, 0), pid);
-	T_ASSERT(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+	kill9_round("f3_same_key", dir, f3w_same_key_child, NULL, &got);
 	s = f3w_open(dir, "64M", "always");
 	ns = ns_of(s);
 	T_RC(t_get_filled(s, ns, k, 8192), KVT_OK); /* flushed: there, and exact */
