@@ -181,6 +181,8 @@ static void ent_eq(const struct ssd_sum_entry *a, const struct ssd_sum_entry *b)
 	T_EQ_U64(a->seq, b->seq);
 	T_EQ_U64(a->value_len, b->value_len);
 	T_EQ_INT(a->part_count, b->part_count);
+	T_EQ_INT(a->flags, b->flags);
+	T_EQ_INT(a->value_crc, b->value_crc);
 	T_EQ_INT(a->key.len, b->key.len);
 	T_EQ_MEM(a->key.bytes, b->key.bytes, KVT_KEY_MAX);
 }
@@ -2067,21 +2069,6 @@ static void sum3_entries(struct ssd_sum_entry e[3])
 	e[2].key = b.ent[1].key;
 }
 
-static void sum_ent_eq(const struct ssd_sum_entry *a, const struct ssd_sum_entry *b)
-{
-	T_EQ_INT(a->type, b->type);
-	T_EQ_INT(a->ns_id, b->ns_id);
-	T_EQ_INT(a->off_512, b->off_512);
-	T_EQ_INT(a->len_512, b->len_512);
-	T_EQ_U64(a->seq, b->seq);
-	T_EQ_U64(a->value_len, b->value_len);
-	T_EQ_INT(a->part_count, b->part_count);
-	T_EQ_INT(a->flags, b->flags);
-	T_EQ_INT(a->value_crc, b->value_crc);
-	T_EQ_INT(a->key.len, b->key.len);
-	T_EQ_MEM(a->key.bytes, b->key.bytes, KVT_KEY_MAX);
-}
-
 static void test_sum3(void)
 {
 	struct ssd_sum_entry e[3], got[3];
@@ -2100,7 +2087,7 @@ static void test_sum3(void)
 	p = t_at_guard(g_sum, SSD_ALIGN);
 	T_RC(ssd_sum_decode(p, SSD_ALIGN, 3, collect_fn, &c), 3);
 	for (int i = 0; i < 3; i++)
-		sum_ent_eq(&got[i], &e[i]);
+		ent_eq(&got[i], &e[i]);
 	/* A batched entry names its value, at the segment's alignment. */
 	T_ASSERT(ssd_sum_entry_bound(&got[0], SSD_REC_ALIGN, 11 * 512, true) == NULL);
 	T_ASSERT(ssd_sum_entry_bound(&got[1], SSD_REC_ALIGN, 11 * 512, true) == NULL);
@@ -2212,8 +2199,8 @@ static void test_ckpt3(void)
 	T_RC(ssd_ckpt_decode(t_at_guard(g_ck, SSD_ALIGN), SSD_ALIGN, &got, &cbs, out), 0);
 	T_EQ_INT(got.version, SSD_CKPT_VERSION_BATCH);
 	T_EQ_INT(out[0].slot, 2);
-	sum_ent_eq(&out[1].e, &e[0]);
-	sum_ent_eq(&out[2].e, &e[1]);
+	ent_eq(&out[1].e, &e[0]);
+	ent_eq(&out[2].e, &e[1]);
 	T_RC(ssd_ckpt_hdr_decode(t_at_guard(g_ck, C_HDR), C_HDR, SSD_ALIGN, &got), 0);
 	T_EQ_INT(got.version, SSD_CKPT_VERSION_BATCH);
 	/* Another version: nothing put, nothing finished. */
@@ -2243,7 +2230,7 @@ static void test_walk_struct(void)
 	for (uint32_t i = 0; i < 2; i++) {
 		T_RC(ssd_batch_encode(&b, 4096, SSD_REC_ALIGN, g_bat, sizeof(g_bat)), SSD_REC_ALIGN);
 		ssd_batch_sum_entry(&b, i, SSD_REC_ALIGN, &got);
-		sum_ent_eq(&got, &want[i]);
+		ent_eq(&got, &want[i]);
 	}
 
 	/* [record at 4096][batch at 4096 + 1024][DELETE] then zeros. */
