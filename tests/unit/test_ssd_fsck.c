@@ -26,12 +26,22 @@
 #include "t.h"
 #include "tstore.h"
 
-static struct kvt_store *open_at(const char *dir, const char *align, const char *reuse)
+/* The stores of cases 1-6 write format 2 (ssd.format pinned, whatever
+ * the default or KVT_TEST_SSD_FORMAT): they damage and count records
+ * one per value, and case 3 edits a v2 summary by hand.  Case 7 is
+ * format 3's. */
+static struct kvt_store *open_fmt(const char *dir, const char *align, const char *reuse,
+				  const char *format)
 {
 	return t_store_open("path", dir, "dram.capacity", "64M", "dram.chunk", "4K",
 			    "dram.prefault", "off", "ssd.capacity", "4M", "ssd.segment", "1M",
 			    "ssd.admission", "always", "ssd.checkpoint_seals", "0", "ssd.reuse",
-			    reuse, "ssd.dio_align", align, NULL);
+			    reuse, "ssd.dio_align", align, "ssd.format", format, NULL);
+}
+
+static struct kvt_store *open_at(const char *dir, const char *align, const char *reuse)
+{
+	return open_fmt(dir, align, reuse, "2");
 }
 
 /* A store of another shape: capacity and segment size. */
@@ -39,7 +49,8 @@ static struct kvt_store *open_sized(const char *dir, const char *cap, const char
 {
 	return t_store_open("path", dir, "dram.capacity", "64M", "dram.chunk", "4K",
 			    "dram.prefault", "off", "ssd.capacity", cap, "ssd.segment", seg,
-			    "ssd.admission", "always", "ssd.checkpoint_seals", "0", NULL);
+			    "ssd.admission", "always", "ssd.checkpoint_seals", "0", "ssd.format",
+			    "2", NULL);
 }
 
 static uint32_t ns_of(struct kvt_store *s)
@@ -87,16 +98,18 @@ static int fsck(const char *dir, struct said *w)
 	return fsck_as(dir, w, 0, 0);
 }
 
-/* The store's open segment on disk: its slot, header, and the records a
- * walk like recovery's finds (offsets in offs[], count returned; *end:
- * where the walk stops). */
+/* The store's open segment on disk: its slot, header, and the
+ * structures (records; in a segment of format 3 batches too) a walk like
+ * recovery's finds (ssd_struct_decode, ssd_walk_struct): offsets in
+ * offs[], count n; *end: where the walk stops. */
 struct open_seg {
 	uint32_t slot;
 	struct ssd_seg_hdr h;
 	uint64_t offs[512];
+	uint32_t kinds[512]; /* SSD_STRUCT_REC or SSD_STRUCT_BATCH */
 	uint32_t n;
 	uint64_t end;
-	uint64_t keys[512]; /* k of each record's t_key(k) */
+	uint64_t keys[512]; /* k of each record's t_key(k); a batch's first entry's */
 };
 
 static int seg_fd(const char *dir, uint32_t slot, int flags)
@@ -109,8 +122,9 @@ static int seg_fd(const char *dir, uint32_t slot, int flags)
 static bool find_open(const char *dir, struct open_seg *o)
 {
 	uint8_t hb[SSD_ALIGN], *buf = malloc(20480);
+	struct ssd_struct *st = malloc(sizeof(*st));
 	bool found = false;
-	T_ASSERT(buf);
+	T_ASSERT(buf && st);
 	memset(o, 0, sizeof(*o));
 	for (uint32_t slot = 0;; slot++) {
 		struct ssd_seg_hdr h;
@@ -119,33 +133,38 @@ static bool find_open(const char *dir, struct open_seg *o)
 			break;
 		T_EQ_INT(pread(fd, hb, sizeof(hb), 0), (int)sizeof(hb));
 		if (ssd_seg_hdr_decode(hb, &h) == 0 && h.generation && !h.summary_len) {
-			uint64_t off = SSD_ALIGN;
+			bool batches = h.version == SSD_SEG_VERSION_BATCH;
+			uint64_t off = SSD_ALIGN, len = 0;
 			uint32_t a = h.rec_align;
 			T_ASSERT(!found); /* one open segment */
 			found = true;
 			o->slot = slot;
 			o->h = h;
 			for (;;) {
-				struct ssd_rec_hdr r;
+				const struct kvt_key *key;
 				int d;
 				if (off + a > h.seg_size || pread(fd, buf, a, (off_t)off) != (ssize_t)a)
 					break;
-				d = ssd_rec_hdr_decode(buf, a, a, &r, NULL, 0);
-				if (d == KVT_EBUFSMALL && r.hdr_len <= 20480 &&
-				    pread(fd, buf, r.hdr_len, (off_t)off) == (ssize_t)r.hdr_len)
-					d = ssd_rec_hdr_decode(buf, r.hdr_len, a, &r, NULL, 0);
-				if (d < 0 || r.generation != h.generation)
+				d = ssd_struct_decode(buf, a, off, a, batches, st);
+				if (d == KVT_EBUFSMALL && st->hdr_len <= 20480 &&
+				    pread(fd, buf, st->hdr_len, (off_t)off) == (ssize_t)st->hdr_len)
+					d = ssd_struct_decode(buf, st->hdr_len, off, a, batches, st);
+				if (ssd_walk_struct(d, st, h.generation, off, h.seg_size, a, &len))
 					break;
 				T_ASSERT(o->n < KVT_ARRAY_LEN(o->offs));
+				key = st->kind == SSD_STRUCT_BATCH ? &st->batch.ent[0].key
+								   : &st->rec.key;
 				o->offs[o->n] = off;
-				memcpy(&o->keys[o->n], r.key.bytes, sizeof(uint64_t));
+				o->kinds[o->n] = st->kind;
+				memcpy(&o->keys[o->n], key->bytes, sizeof(uint64_t));
 				o->n++;
-				off += ssd_rec_len(r.part_count, r.value_len, a);
+				off += len;
 			}
 			o->end = off;
 		}
 		close(fd);
 	}
+	free(st);
 	free(buf);
 	return found;
 }
@@ -767,6 +786,100 @@ static void store_id_source(void)
 	free(dir);
 }
 
+/* 7. Format 3: after damage in an open segment, fsck looks for the
+ *    generation's next record *or batch* (next_sound_hdr).  A writer
+ *    (format 3, a child killed by _exit) leaves an open segment holding a
+ *    record (key 0, written alone: framed), then, if batch_first, batch A
+ *    (keys 1-4), then batch B (keys 5-8), each batch four 16 KiB puts
+ *    queued while the writer was held; then (ckpt) a checkpoint, whose
+ *    write point is past B.  Damaged: the record's header, or
+ *    (batch_first) batch A's header.
+ *    - With the checkpoint: damage before the write point; the walk goes
+ *      on at batch B (the checkpoint holds it) and checks its four values.
+ *      fsck finds the damaged header and the checkpoint's entries naming
+ *      what it held, nothing else; blocks_checked counts B's four (and the
+ *      record, when A is the damage).  Recovery serves B's values.
+ *    - Without: the damage lies past the write point, where recovery's
+ *      walk stops; fsck warns that the batch after it (named by offset) is
+ *      not recovered -- and recovery indeed misses B's values.
+ *    Until 2026-12-05 next_sound_hdr found record headers only: with the
+ *    checkpoint it found nothing after the damage, checked no batch and
+ *    said B's four checkpoint entries were damage too; without, fsck was
+ *    clean while recovery lost B. */
+static void f3_put4(struct kvt_store *s, uint32_t ns, uint64_t from)
+{
+	ssd_hold_writes(store_ssd(s), true);
+	for (uint64_t k = from; k < from + 4; k++)
+		T_RC(t_put_filled(s, ns, k, 16384), KVT_OK);
+	ssd_hold_writes(store_ssd(s), false);
+	T_OK(kvt_flush(s));
+}
+
+static void f3_damage_then_batch(const char *align, bool batch_first, bool ckpt)
+{
+	char *dir = t_mkdtemp(), want[160];
+	struct open_seg o;
+	struct said w;
+	uint32_t dmg = batch_first ? 1 : 0, b = batch_first ? 2 : 1, ck_dmg;
+	uint64_t first_b = batch_first ? 5 : 1;
+	int r;
+	pid_t pid = fork();
+
+	T_GE_INT(pid, 0);
+	if (pid == 0) {
+		struct kvt_store *c = open_fmt(dir, align, "progressive", "3");
+		uint32_t cns = ns_of(c);
+		T_RC(t_put_filled(c, cns, 0, 16384), KVT_OK);
+		T_OK(kvt_flush(c));
+		f3_put4(c, cns, 1);
+		if (batch_first)
+			f3_put4(c, cns, 5);
+		if (ckpt && ssd_checkpoint(store_ssd(c)) < 0)
+			_exit(3);
+		_exit(0); /* no close */
+	}
+	reap(pid, dir, &o);
+	T_EQ_INT(o.h.version, SSD_SEG_VERSION_BATCH);
+	T_EQ_U64(o.n, b + 1);
+	T_EQ_INT(o.kinds[0], SSD_STRUCT_REC);
+	for (uint32_t i = 1; i <= b; i++)
+		T_EQ_INT(o.kinds[i], SSD_STRUCT_BATCH);
+	clean(&w, fsck(dir, &w));
+	T_EQ_U64(w.f.blocks_checked, 1 + 4 * (uint64_t)b);
+
+	flip_crc(dir, o.slot, o.offs[dmg]);
+	r = fsck(dir, &w);
+	if (ckpt) {
+		/* the header, and the checkpoint's entries for what it held */
+		ck_dmg = o.kinds[dmg] == SSD_STRUCT_BATCH ? 4 : 1;
+		T_RC(r, KVT_ECORRUPT);
+		T_EQ_U64(w.f.damaged, 1 + ck_dmg);
+		T_EQ_U64(w.f.warnings, 0);
+		T_EQ_U64(w.f.blocks_checked, 4 + (batch_first ? 1 : 0));
+		snprintf(want, sizeof(want), "ssd/seg-%06u offset %llu:", o.slot,
+			 (unsigned long long)o.offs[dmg]);
+		T_ASSERT(strstr(w.text, want) != NULL);
+	} else {
+		one_warning(dir, &w, o.slot, o.offs[dmg]);
+		snprintf(want, sizeof(want), "before a record of its generation at offset %llu",
+			 (unsigned long long)o.offs[b]);
+		T_ASSERT(strstr(w.text, want) != NULL);
+		T_EQ_U64(w.f.blocks_checked, batch_first ? 1 : 0);
+	}
+	{
+		struct kvt_store *s = open_fmt(dir, align, "progressive", "3");
+		uint32_t ns = ns_of(s);
+		for (uint64_t k = first_b; k < first_b + 4; k++)
+			T_RC(t_get_filled(s, ns, k, 16384), ckpt ? KVT_OK : KVT_MISS);
+		kvt_store_destroy(s);
+	}
+	fprintf(stderr, "  format 3 %s, %s damaged, %s: batch after it at %llu %s\n", align,
+		batch_first ? "batch" : "record", ckpt ? "checkpoint" : "no checkpoint",
+		(unsigned long long)o.offs[b], ckpt ? "checked, served" : "warned of, lost");
+	t_rmtree(dir);
+	free(dir);
+}
+
 int main(void)
 {
 	static const char *const aligns[] = { "512", "4096" };
@@ -783,5 +896,9 @@ int main(void)
 	segment_changed();
 	capacity_changed();
 	store_id_source();
+	for (size_t a = 0; a < KVT_ARRAY_LEN(aligns); a++)
+		for (int bf = 0; bf < 2; bf++)
+			for (int ck = 0; ck < 2; ck++)
+				f3_damage_then_batch(aligns[a], bf, ck);
 	return 0;
 }

@@ -26,8 +26,9 @@
  * write point for that generation (every write before it was synced
  * before the checkpoint was taken): a walk that stops short of it has hit
  * damage.  Past it, a header that fails to decode looks like a write a
- * crash tore; if a sound header of the generation follows it, recovery
- * will not find those records, which is said as a warning.  Where the walk
+ * crash tore; if a sound header of the generation follows it (a record's,
+ * or in a segment of format 3 a batch's: next_sound_hdr), recovery will
+ * not find those records, which is said as a warning.  Where the walk
  * stops is recovery's own predicate (ssd_walk_rec, lib/fmt/ssdfmt.c).  A
  * record whose header is sound but whose value is not all there (a part
  * fails its CRC, or the file ends inside it) at or past that write point,
@@ -352,6 +353,26 @@ static int check_batch_value(struct fsck *c, int fd, uint32_t slot, const struct
 	return rec_add(c, &fr);
 }
 
+/* Decode the structure (a record or, if batches, a batch header) at byte
+ * off of fd into st by ssd_struct_decode, through c->hbuf, reading no
+ * further than end and at most FSCK_HDR_MAX bytes: its result (0, or
+ * < 0 as ssd_struct_decode), or -errno from the read. */
+static int struct_read(struct fsck *c, int fd, uint64_t off, uint64_t end, uint32_t align,
+		       bool batches, struct ssd_struct *st)
+{
+	int r = pread_full(fd, c->hbuf, align, off);
+	if (r < 0)
+		return r;
+	r = ssd_struct_decode(c->hbuf, align, off, align, batches, st);
+	if (r == KVT_EBUFSMALL && st->hdr_len <= FSCK_HDR_MAX && off + st->hdr_len <= end) {
+		uint32_t want = st->hdr_len;
+		if ((r = pread_full(fd, c->hbuf, want, off)) < 0)
+			return r;
+		r = ssd_struct_decode(c->hbuf, want, off, align, batches, st);
+	}
+	return r;
+}
+
 /* The batch header at byte off of a format-3 segment (its magic seen),
  * as check_record a record: its length (> 0), KVT_ECORRUPT (reported),
  * 0 where recovery's walk stops in an open segment (*why), or < 0. */
@@ -367,15 +388,9 @@ static int64_t check_batch(struct fsck *c, int fd, uint32_t slot, const struct s
 
 	if (!st)
 		return -ENOMEM;
-	if ((r = pread_full(fd, c->hbuf, align, off)) < 0)
+	r = struct_read(c, fd, off, end, align, true, st);
+	if (r < 0 && !rec_hdr_err(r))
 		goto out;
-	r = ssd_struct_decode(c->hbuf, align, off, align, true, st);
-	if (r == KVT_EBUFSMALL && st->hdr_len <= FSCK_HDR_MAX && off + st->hdr_len <= end) {
-		uint32_t want = st->hdr_len;
-		if ((r = pread_full(fd, c->hbuf, want, off)) < 0)
-			goto out;
-		r = ssd_struct_decode(c->hbuf, want, off, align, true, st);
-	}
 	stop = ssd_walk_struct(r, st, sh->generation, off, sh->seg_size, align, &len);
 	if (stop) {
 		r = 0;
@@ -580,31 +595,47 @@ static int sum_cb(void *ctx, const struct ssd_sum_entry *e)
 	return 0;
 }
 
-/* The first sound record header of generation gen in [from, end) at
- * align's multiples: its offset, 0 if none, or < 0 (an I/O error). */
-static int64_t next_sound_hdr(struct fsck *c, int fd, uint64_t gen, uint64_t from, uint64_t end,
-			      uint32_t align)
+/* The first sound structure of h's generation in [from, end) at its
+ * record alignment's multiples -- a record header or, in a segment of
+ * format 3, a batch header (ssd_struct_decode, as recovery's walk reads
+ * them): its offset, 0 if none, or < 0 (an I/O error, -ENOMEM). */
+static int64_t next_sound_hdr(struct fsck *c, int fd, const struct ssd_seg_hdr *h, uint64_t from,
+			      uint64_t end)
 {
-	while (from + align <= end) {
+	bool batches = h->version == SSD_SEG_VERSION_BATCH;
+	uint32_t align = h->rec_align;
+	struct ssd_struct *st = malloc(sizeof(*st));
+	int64_t found = 0;
+
+	if (!st)
+		return -ENOMEM;
+	while (!found && from + align <= end) {
 		size_t n = end - from < FSCK_CHUNK ? (size_t)(end - from) : FSCK_CHUNK;
 		int r;
 		n -= n % align;
-		if ((r = pread_full(fd, c->buf, n, from)) < 0)
-			return r;
-		for (size_t i = 0; i < n; i += align) {
-			struct ssd_rec_hdr h;
-			if (memcmp(c->buf + i, SSD_REC_MAGIC, 4) != 0)
+		if ((r = pread_full(fd, c->buf, n, from)) < 0) {
+			found = r;
+			break;
+		}
+		for (size_t i = 0; i < n && !found; i += align) {
+			uint64_t gen;
+			if (memcmp(c->buf + i, SSD_REC_MAGIC, 4) != 0 &&
+			    !(batches && memcmp(c->buf + i, SSD_BATCH_MAGIC, 4) == 0))
 				continue;
-			r = rec_hdr_read(fd, c->hbuf, FSCK_HDR_MAX, from + i, end, align, &h,
-					 NULL);
-			if (r == 0 && h.generation == gen)
-				return (int64_t)(from + i);
-			if (r < 0 && !rec_hdr_err(r))
-				return r;
+			r = struct_read(c, fd, from + i, end, align, batches, st);
+			if (r < 0 && !rec_hdr_err(r)) {
+				found = r;
+				break;
+			}
+			gen = st->kind == SSD_STRUCT_BATCH ? st->batch.generation
+							   : st->rec.generation;
+			if (r == 0 && gen == h->generation)
+				found = (int64_t)(from + i);
 		}
 		from += n;
 	}
-	return 0;
+	free(st);
+	return found;
 }
 
 /* Where the checkpoint says the writes of slot's generation (h's) had
@@ -622,8 +653,8 @@ static uint64_t ck_wrote(const struct fsck *c, uint32_t slot, const struct ssd_s
  * refuses), walked as recovery walks them (rec_walk), judged against
  * `wrote`, the checkpoint's write point for its generation (the top of
  * this file; 0: none).  A walk stopped short of that point by damage goes on at
- * the next sound header (the checkpoint holds what follows: recovery loses
- * only the damaged record), up to it. */
+ * the next sound record or batch header (the checkpoint holds what follows:
+ * recovery loses only the damaged record or batch), up to it. */
 static int walk_open(struct fsck *c, int fd, uint32_t slot, const struct ssd_seg_hdr *h,
 		     uint64_t end, uint64_t wrote)
 {
@@ -641,7 +672,7 @@ static int walk_open(struct fsck *c, int fd, uint32_t slot, const struct ssd_seg
 		if (len < 0 && len != KVT_ECORRUPT)
 			return (int)len;
 		if (past) {
-			next = next_sound_hdr(c, fd, h->generation, off, end, h->rec_align);
+			next = next_sound_hdr(c, fd, h, off, end);
 		} else {
 			if (len == KVT_ECORRUPT) /* reported; its length is not known */
 				why = "a damaged record";
@@ -652,8 +683,7 @@ static int walk_open(struct fsck *c, int fd, uint32_t slot, const struct ssd_seg
 					 slot, (unsigned long long)off, why,
 					 (unsigned long long)h->generation,
 					 (unsigned long long)wrote);
-			next = next_sound_hdr(c, fd, h->generation, off + h->rec_align, end,
-					      h->rec_align);
+			next = next_sound_hdr(c, fd, h, off + h->rec_align, end);
 		}
 		if (next < 0)
 			return (int)next;
