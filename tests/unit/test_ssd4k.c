@@ -12,7 +12,10 @@
  * reads of a record whose length names the 512 layout stay 4096-aligned.
  *
  * Every scenario runs on the io_uring backend and on the pread/pwrite
- * backend (KVT_TEST_IO=uring|psync picks one).
+ * backend (KVT_TEST_IO=uring|psync picks one), at both on-disk formats
+ * (ssd.format=2, a header per record; 3, small single-part values in
+ * batches under one header, whose header and values' padding are 4096
+ * bytes here too).
  */
 #include <fcntl.h>
 #include <signal.h>
@@ -31,6 +34,9 @@
 #include "tstore.h"
 
 static const char *io_backend = "uring";
+/* ssd.format, pinned: seg0_says reads the segment header's version,
+ * which the format decides (format 3: version 4 at either alignment). */
+static const char *ssd_format = "2";
 static const char *seg_size = "2M"; /* room for the block of 1 MiB */
 
 /* A store in dir at record alignment `align` ("512", "4096", "auto"),
@@ -41,7 +47,8 @@ static struct kvt_store *open_at(const char *dir, const char *align, const char 
 	return t_store_open("path", dir, "dram.capacity", dram, "dram.chunk", "4K",
 			    "dram.prefault", "off", "ssd.capacity", ssd, "ssd.segment", seg_size,
 			    "ssd.admission", admission, "ssd.io", io_backend, "ssd.dio_align", align,
-			    "ssd.debug_check_align", check ? "on" : "off", NULL);
+			    "ssd.debug_check_align", check ? "on" : "off", "ssd.format", ssd_format,
+			    NULL);
 }
 
 static uint32_t ns_of(struct kvt_store *s)
@@ -61,7 +68,9 @@ static size_t len_of(uint64_t k)
 /* Values of up to 3 parts (k % 3 + 1), so that part tables round-trip. */
 static int put_k(struct kvt_store *s, uint32_t ns, uint64_t k)
 {
-	size_t len = len_of(k), np = len >= 3 ? k % 3 + 1 : 1;
+	/* 1-3 parts; one at format 3, where a batch takes single-part values
+	 * only and a run of them (format 2 covers the parts) */
+	size_t len = len_of(k), np = len >= 3 && strcmp(ssd_format, "3") ? k % 3 + 1 : 1;
 	char *buf = malloc(len);
 	struct kvt_key key = t_key(k);
 	struct iovec v[3];
@@ -128,7 +137,10 @@ static void seg0_says(const char *dir, uint32_t align)
 	close(fd);
 	T_OK(ssd_seg_hdr_decode(buf, &h));
 	T_EQ_INT(h.rec_align, align);
-	T_EQ_INT(h.version, align == SSD_REC_ALIGN ? SSD_FMT_VERSION : SSD_SEG_VERSION_4K);
+	if (!strcmp(ssd_format, "3"))
+		T_EQ_INT(h.version, SSD_SEG_VERSION_BATCH);
+	else
+		T_EQ_INT(h.version, align == SSD_REC_ALIGN ? SSD_FMT_VERSION : SSD_SEG_VERSION_4K);
 }
 
 static void problem(void *ctx, int kind, const char *msg)
@@ -149,7 +161,8 @@ static void fsck_clean(const char *dir)
 }
 
 /* 1. Odd sizes and multi-part values at 4096: put, flush, reopen with a
- *    cold DRAM, every block read back from SSD exactly; all I/O aligned. */
+ *    cold DRAM, every block read back from SSD exactly; all I/O aligned
+ *    (at format 3 batches among them). */
 static void test_sizes(void)
 {
 	char *dir = t_mkdtemp();
@@ -160,9 +173,15 @@ static void test_sizes(void)
 	s = open_at(dir, "4096", "64M", "16M", "always", true);
 	ns = ns_of(s);
 
+	/* At format 3 the writer is held while they queue, so that the
+	 * single-part ones under 256 KiB go down in batches. */
+	ssd_hold_writes(store_ssd(s), !strcmp(ssd_format, "3"));
 	for (uint64_t k = 0; k < n; k++)
 		T_RC(put_k(s, ns, k), KVT_OK);
+	ssd_hold_writes(store_ssd(s), false);
 	T_RC(kvt_flush(s), KVT_OK);
+	if (!strcmp(ssd_format, "3"))
+		T_ASSERT(t_stat(s, "ssd.batches") > 0);
 	segs_at(s, SSD_REC_ALIGN_4K);
 	/* 4096-padded headers: a 1-byte value takes 8 KiB of flash. */
 	T_ASSERT(t_stat(s, "ssd.live_record_bytes") % 4096 == 0);
@@ -474,20 +493,23 @@ static void test_part_align(void)
 int main(void)
 {
 	const char *only = getenv("KVT_TEST_IO");
-	const char *backends[2] = { "uring", "psync" };
-	for (int b = 0; b < 2; b++) {
-		if (only && strcmp(only, backends[b]))
-			continue;
-		io_backend = backends[b];
-		fprintf(stderr, "== backend %s\n", io_backend);
-		test_sizes();
-		test_check_catches_512();
-		test_victims();
-		test_kill9();
-		test_powerloss();
-		test_mixed();
-		test_auto();
-		test_part_align();
+	const char *backends[2] = { "uring", "psync" }, *formats[2] = { "2", "3" };
+	for (int f = 0; f < 2; f++) {
+		ssd_format = formats[f];
+		for (int b = 0; b < 2; b++) {
+			if (only && strcmp(only, backends[b]))
+				continue;
+			io_backend = backends[b];
+			fprintf(stderr, "== backend %s, format %s\n", io_backend, ssd_format);
+			test_sizes();
+			test_check_catches_512();
+			test_victims();
+			test_kill9();
+			test_powerloss();
+			test_mixed();
+			test_auto();
+			test_part_align();
+		}
 	}
 	return 0;
 }

@@ -5,7 +5,10 @@
  * moved past summary_off, CRCs and all rewritten, must not be used:
  * recovery walks the segment's records instead and every block reads
  * back exactly.  Trusting the summary would index that block at bytes
- * that are not its record (a miss, or worse).
+ * that are not its record (a miss, or worse).  At both on-disk formats
+ * (ssd.format pinned): 2, a v2 summary of records; 3, a v3 summary whose
+ * entries may name batched values alone (its last entry moved, framed
+ * or batched).
  */
 #include <fcntl.h>
 #include <stdio.h>
@@ -21,11 +24,11 @@
 #define N_BLOCKS 300
 #define SUM_MAX 256
 
-static struct kvt_store *open_store(const char *dir)
+static struct kvt_store *open_store(const char *dir, const char *format)
 {
 	return t_store_open("path", dir, "dram.capacity", "64M", "dram.chunk", "4K",
 			    "dram.prefault", "off", "ssd.capacity", "32M", "ssd.segment", "1M",
-			    "ssd.admission", "always", NULL);
+			    "ssd.admission", "always", "ssd.format", format, NULL);
 }
 
 static size_t len_of(uint64_t k)
@@ -67,18 +70,20 @@ static int sum_copy_cb(void *ctx, const struct ssd_sum_entry *e)
 	return 0;
 }
 
-int main(void)
+static void moved_past(const char *format)
 {
 	char *dir = t_mkdtemp(), path[4096];
 	static struct sum_copy sc;
-	struct kvt_store *s = open_store(dir);
+	struct kvt_store *s = open_store(dir, format);
 	uint32_t ns = t_ns(s, "sumbound"), moved_ns;
 	struct ssd_seg_hdr h;
 	struct kvt_key moved;
 	uint8_t hdr[SSD_ALIGN], *sum;
 	uint64_t moved_k = UINT64_MAX;
+	bool moved_batched;
 	int fd, bad = 0;
 
+	sc.n = 0;
 	for (uint64_t k = 0; k < N_BLOCKS; k++)
 		T_RC(t_put_filled(s, ns, k, len_of(k)), KVT_OK);
 	T_OK(kvt_flush(s));
@@ -96,18 +101,28 @@ int main(void)
 	T_EQ_INT(pread(fd, hdr, sizeof(hdr), 0), (ssize_t)sizeof(hdr));
 	T_OK(ssd_seg_hdr_decode(hdr, &h));
 	T_ASSERT(h.summary_off != 0 && h.summary_len != 0);
+	T_EQ_INT(h.version, atoi(format) == 3 ? SSD_SEG_VERSION_BATCH : SSD_FMT_VERSION);
 	sum = malloc(h.summary_len);
 	T_EQ_INT(pread(fd, sum, h.summary_len, (off_t)h.summary_off), (ssize_t)h.summary_len);
 	T_GE_INT(ssd_sum_decode(sum, h.summary_len, h.generation, sum_copy_cb, &sc), 2);
+	if (h.version == SSD_SEG_VERSION_BATCH) { /* the twin covers batched entries */
+		size_t batched = 0;
+		for (size_t i = 0; i < sc.n; i++)
+			batched += (sc.e[i].flags & SSD_ENT_F_BATCHED) != 0;
+		T_ASSERT(batched > 0);
+	}
 	{
 		struct ssd_sum_entry *last = &sc.e[sc.n - 1];
 		moved = last->key;
 		moved_ns = last->ns_id;
+		moved_batched = (last->flags & SSD_ENT_F_BATCHED) != 0;
 		T_EQ_INT(moved_ns, ns);
 		last->off_512 = (uint32_t)(h.summary_off / SSD_REC_ALIGN); /* ends past it */
 	}
 	memset(sum, 0, h.summary_len);
-	T_EQ_INT(ssd_sum_encode(SSD_FMT_VERSION, h.generation, sc.e, sc.n, sum, h.summary_len),
+	T_EQ_INT(ssd_sum_encode(h.version == SSD_SEG_VERSION_BATCH ? SSD_SUM_VERSION_BATCH
+								   : SSD_FMT_VERSION,
+				h.generation, sc.e, sc.n, sum, h.summary_len),
 		 (int64_t)h.summary_len);
 	T_EQ_INT(pwrite(fd, sum, h.summary_len, (off_t)h.summary_off), (ssize_t)h.summary_len);
 	close(fd);
@@ -120,7 +135,7 @@ int main(void)
 	T_ASSERT(moved_k != UINT64_MAX);
 
 	/* Every block, the moved one included, reads back exactly. */
-	s = open_store(dir);
+	s = open_store(dir, format);
 	T_EQ_INT(t_ns(s, "sumbound"), ns);
 	for (uint64_t k = 0; k < N_BLOCKS; k++) {
 		int r = get_k(s, ns, k);
@@ -132,11 +147,18 @@ int main(void)
 			bad++;
 		}
 	}
-	printf("summary entry of block %llu moved past summary_off: %d of %d blocks failed\n",
-	       (unsigned long long)moved_k, bad, N_BLOCKS);
+	printf("format %s: summary entry of block %llu (%s) moved past summary_off: %d of %d "
+	       "blocks failed\n", format, (unsigned long long)moved_k,
+	       moved_batched ? "batched" : "framed", bad, N_BLOCKS);
 	T_EQ_INT(bad, 0);
 	kvt_store_destroy(s);
 	t_rmtree(dir);
 	free(dir);
+}
+
+int main(void)
+{
+	moved_past("2");
+	moved_past("3");
 	return 0;
 }
