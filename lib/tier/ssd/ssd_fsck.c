@@ -595,6 +595,12 @@ static int sum_cb(void *ctx, const struct ssd_sum_entry *e)
 	return 0;
 }
 
+/* The generation of a decoded structure (st->kind set). */
+static uint64_t struct_gen(const struct ssd_struct *st)
+{
+	return st->kind == SSD_STRUCT_BATCH ? st->batch.generation : st->rec.generation;
+}
+
 /* The first sound structure of h's generation in [from, end) at its
  * record alignment's multiples -- a record header or, in a segment of
  * format 3, a batch header (ssd_struct_decode, as recovery's walk reads
@@ -618,7 +624,6 @@ static int64_t next_sound_hdr(struct fsck *c, int fd, const struct ssd_seg_hdr *
 			break;
 		}
 		for (size_t i = 0; i < n && !found; i += align) {
-			uint64_t gen;
 			if (memcmp(c->buf + i, SSD_REC_MAGIC, 4) != 0 &&
 			    !(batches && memcmp(c->buf + i, SSD_BATCH_MAGIC, 4) == 0))
 				continue;
@@ -627,9 +632,7 @@ static int64_t next_sound_hdr(struct fsck *c, int fd, const struct ssd_seg_hdr *
 				found = r;
 				break;
 			}
-			gen = st->kind == SSD_STRUCT_BATCH ? st->batch.generation
-							   : st->rec.generation;
-			if (r == 0 && gen == h->generation)
+			if (r == 0 && struct_gen(st) == h->generation)
 				found = (int64_t)(from + i);
 		}
 		from += n;
