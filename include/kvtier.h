@@ -359,12 +359,14 @@ int kvt_store_create(struct kvt_store **out);
  *                     drive formatted with 4 KiB sectors, else 512), "512"
  *                     or "4096".  Segments of either stay readable.
  *                     doc/ssd.md "4Kn drives".
- *   ssd.format        layout of the segments this open starts: "2" (default:
- *                     a header per record) or "3" (single-part puts under
- *                     256 KiB written in batches under one header).  Both
+ *   ssd.format        layout of the segments this open starts: "3" (default:
+ *                     single-part puts under 256 KiB written in batches
+ *                     under one header) or "2" (a header per record).  Both
  *                     stay readable whichever is set; a kvtier older than
- *                     format 3 refuses a store holding its segments.
- *                     doc/ssd.md "Batches (format 3)".
+ *                     format 3 refuses a store holding its segments
+ *                     (KVT_EVERSION), so set "2" to keep a store an older
+ *                     kvtier can still open.  doc/ssd.md "Batches (format
+ *                     3)", doc/deploy.md "Upgrading".
  *   ssd.admission     "victim" (default: what DRAM evicts goes down, the SSD
  *                     as DRAM's victim tier), "second" (a block goes down
  *                     on its second access) or "always" (write-through).

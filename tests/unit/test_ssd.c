@@ -63,7 +63,8 @@ static int put_k(struct kvt_store *s, uint32_t ns, uint64_t k)
 	int r;
 	t_fill(buf, len, k);
 	/* two parts, so part tables round-trip; one at format 3
-	 * (test_ssd_fmt3), so that the blocks go down as batches */
+	 * (the default; test_ssd_fmt2 runs format 2), so that the blocks go
+	 * down as batches */
 	if (t_ssd_format3()) {
 		v[0].iov_len = len;
 		r = kvt_put(s, ns, &key, v, 1);
@@ -515,7 +516,7 @@ static void test_format_versions(void)
 	kvt_store_destroy(s);
 
 	/* Records back to back: 512-byte header, then the 16 KiB value (4096
-	 * at KVT_TEST_DIO_ALIGN=4096).  Format 3 (test_ssd_fmt3) may batch
+	 * at KVT_TEST_DIO_ALIGN=4096), at format 2 (test_ssd_fmt2).  Format 3 may batch
 	 * them: its layout is test_format3_write's. */
 	snprintf(path, sizeof(path), "%s/ssd/seg-000000", dir);
 	fd = open(path, O_RDONLY);

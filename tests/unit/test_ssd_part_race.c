@@ -24,11 +24,12 @@
  * A few seconds in all (it runs under TSan in CI): both I/O backends
  * (KVT_TEST_IO=uring|psync picks one), admission always and victim.
  *
- * At KVT_TEST_SSD_FORMAT=3 (test_ssd_part_race_fmt3) every value is put as
- * one part, so that the SSD writes them in batches (format 3), and a part
- * read asks for part 0, the whole value, read whole and checked by its
- * value_crc (ssd.c part_batched_start); each of its four windows is
- * checked as a part above.  The value_crc binds the key and seq, so
+ * At format 3 (the default; test_ssd_part_race_fmt2 runs format 2, whose
+ * values have four parts) every value is put as one part, so that the SSD
+ * writes them in batches, and a part read asks for part 0, the whole
+ * value, read whole and checked by its value_crc (ssd.c
+ * part_batched_start); each of its four windows is checked as a part
+ * above.  The value_crc binds the key and seq, so
  * another value's bytes would fail it (a CRC error, asserted 0) if the
  * index's checks missed a reuse.
  */
