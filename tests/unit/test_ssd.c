@@ -1075,6 +1075,115 @@ static void f3w_carry(void)
 	free(dir);
 }
 
+/* g. A batched value read twice on the SSD, then reclaimed (no second
+ *    chance: ssd.reinsert_pct 0), is handed to the shared tier below
+ *    (ssd.evicted_to_shared): its value read alone and checked by its
+ *    value_crc, handed over as one part.  Another store on the same
+ *    shared directory finds it there, exact; its batch's values read
+ *    once are not handed down, nor one read twice whose bytes on disk
+ *    were changed before (a miss to the hook: shared.wd_shed).  Until
+ *    2026-12-05 a batched value was not handed down (the hook read
+ *    records): a DRAM+SSD+shared store lost those hand-downs at format 3. */
+static struct kvt_store *f3w_shared_open(const char *dir, const char *shdir)
+{
+	return t_store_open("path", dir, "dram.capacity", "2M", "dram.chunk", "4K",
+			    "dram.shards", "1", "dram.prefault", "off", "dram.policy", "lru",
+			    "ssd.capacity", "16M", "ssd.segment", "1M", "ssd.admission", "always",
+			    "ssd.reinsert_pct", "0", "ssd.io", io_backend, "ssd.format", "3",
+			    "shared.dir", shdir, "shared.threads", "2", NULL);
+}
+
+/* Batches of 4 from *k on until key out is no longer in DRAM. */
+static void f3w_churn_out(struct kvt_store *s, uint32_t ns, uint64_t *k, uint64_t out)
+{
+	while (tier_of(s, ns, out) == KVT_TIER_DRAM && *k < 4000) {
+		f3w_batch_of_4(s, ns, *k);
+		wait_writes(s);
+		*k += 4;
+	}
+	T_EQ_INT(tier_of(s, ns, out), KVT_TIER_SSD);
+}
+
+/* The offset in seg-000000 of dir of key k's value (t_fill), found by
+ * its first 4096 bytes. */
+static uint64_t f3w_value_off(const char *dir, uint64_t k)
+{
+	char path[4096];
+	uint8_t *img = malloc(1 << 20), want[4096];
+	uint64_t at = 0;
+	int fd;
+
+	t_fill(want, sizeof(want), k);
+	snprintf(path, sizeof(path), "%s/ssd/seg-000000", dir);
+	fd = open(path, O_RDONLY);
+	T_GE_INT(fd, 0);
+	T_EQ_INT(pread(fd, img, 1 << 20, 0), 1 << 20);
+	close(fd);
+	for (uint64_t off = SSD_ALIGN; off + sizeof(want) <= (1 << 20) && !at; off += SSD_REC_ALIGN)
+		if (memcmp(img + off, want, sizeof(want)) == 0)
+			at = off;
+	free(img);
+	T_ASSERT(at > 0);
+	return at;
+}
+
+static void f3w_handdown(void)
+{
+	char *dir = t_mkdtemp(), *dir2 = t_mkdtemp(), *shdir = t_mkdtemp();
+	struct kvt_store *s = f3w_shared_open(dir, shdir);
+	uint32_t ns = ns_of(s);
+	const uint64_t hot[3] = { 5, 6, 4 };
+	uint64_t k = 100;
+
+	f3w_batch_of_4(s, ns, 4); /* 4..7 */
+	wait_writes(s);
+	T_EQ_U64(t_stat(s, "ssd.batches"), 1);
+	T_EQ_U64(t_stat(s, "ssd.batched_blocks"), 4);
+	/* 4, 5 and 6 read twice from the SSD, 7 never */
+	for (int round = 0; round < 2; round++) {
+		for (int i = 0; i < 3; i++) {
+			f3w_churn_out(s, ns, &k, hot[i]);
+			T_RC(t_get_filled(s, ns, hot[i], 16384), KVT_OK);
+		}
+	}
+	T_EQ_U64(t_stat(s, "ssd.evicted_to_shared"), 0);
+	/* 4's bytes changed on disk: its check fails at the hand-down. */
+	f3_poke(dir, f3w_value_off(dir, 4) + 100, 1, 1);
+	/* Through the whole SSD: segment 0 reclaimed. */
+	while (tier_of(s, ns, 7) != KVT_TIER_NONE && k < 8000) {
+		f3w_batch_of_4(s, ns, k);
+		wait_writes(s);
+		k += 4;
+	}
+	T_OK(kvt_flush(s));
+	T_EQ_U64(t_stat(s, "ssd.writedown_shed"), 0);
+	T_EQ_U64(t_stat(s, "ssd.crc_errors"), 0);
+	T_EQ_U64(t_stat(s, "ssd.evicted_to_shared"), 2);
+	T_EQ_U64(t_stat(s, "shared.wd_ssd_evicted"), 2);
+	T_EQ_U64(t_stat(s, "shared.wd_shed"), 1);
+	T_EQ_U64(t_stat(s, "shared.writes"), 2);
+	kvt_store_destroy(s);
+	/* Another store finds them there, exact; not the others. */
+	s = f3w_shared_open(dir2, shdir);
+	ns = ns_of(s);
+	for (int i = 0; i < 2; i++) {
+		T_EQ_INT(tier_of(s, ns, hot[i]), KVT_TIER_SHARED);
+		T_RC(t_get_filled(s, ns, hot[i], 16384), KVT_OK);
+	}
+	T_RC(t_get_filled(s, ns, 4, 16384), KVT_MISS);
+	T_RC(t_get_filled(s, ns, 7, 16384), KVT_MISS);
+	T_EQ_U64(t_stat(s, "shared.hits"), 2);
+	fprintf(stderr, "format3 hand-down: batched values read twice reach the shared tier, "
+		"exact (%s)\n", io_backend);
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	t_rmtree(dir2);
+	t_rmtree(shdir);
+	free(dir);
+	free(dir2);
+	free(shdir);
+}
+
 /* f. A block deleted and put again while the writer gathers a batch that
  *    holds its old block: the old one dies after its prep, its tombstone
  *    is logged after the batch (wd_batch_place) -- so the new block must
@@ -1175,7 +1284,8 @@ static void f3w_same_key(void)
 }
 
 /* KVT_TEST_ONLY=versions
- * KVT_TEST_CASE=f3_evict|f3_kill9|f3_torn|f3_delete|f3_carry|f3_same_key|f3_eio_delete:
+ * KVT_TEST_CASE=f3_evict|f3_kill9|f3_torn|f3_delete|f3_carry|f3_same_key|f3_eio_delete|
+ *               f3_handdown:
  * one of test_format3_write's cases (else all). */
 static bool f3w_case(const char *name)
 {
@@ -1284,6 +1394,8 @@ rest:
 		f3w_same_key();
 	if (f3w_case("f3_eio_delete"))
 		f3w_eio_delete_kill9();
+	if (f3w_case("f3_handdown"))
+		f3w_handdown();
 }
 
 /*

@@ -229,16 +229,33 @@ static bool reinsert_cb_budget(struct ssd *s, uint64_t *budget, uint64_t len)
 
 static void wd_enqueue(struct ssd *s, struct wd_task *t, int lane);
 
+/* A batched value (format 3) read back from the segment being reclaimed
+ * into dst (rec_len bytes: the value and its padding, from its index
+ * entry), and checked by its value_crc (vcrc); *crc: the value's plain
+ * CRC32C, its one part's.  False if it could not be read or fails. */
+static bool evict_read_batched(struct ssd *s, uint32_t slot, uint32_t ns,
+			       const struct kvt_key *key, uint64_t seq, uint64_t off,
+			       uint64_t rec_len, uint64_t value_len, uint32_t vcrc, uint8_t *dst,
+			       uint32_t *crc)
+{
+	if (ssd_pread_full(s, s->segs[slot].fd, dst, rec_len, off) < 0)
+		return false;
+	*crc = kvt_crc32c(0, dst, value_len);
+	return ssd_value_crc(*crc, ns, key, seq) == vcrc;
+}
+
 /* A hot block leaves: read its record back from the segment being
  * evicted (its bytes are intact until the slot is reused), check it, and
- * hand it to the eviction hook.  seg_lock held (the writer thread). */
+ * hand it to the eviction hook.  A batched value (format 3: vcrc its
+ * value_crc, sealed from its index entry) is read alone and handed over
+ * as one part, buf[0, value_len).  seg_lock held (the writer thread). */
 static void evict_to_hook(struct ssd *s, uint32_t slot, uint32_t ns, const struct kvt_key *key,
 			  uint64_t seq, uint64_t off, uint64_t rec_len, uint64_t value_len,
-			  unsigned pc, uint64_t gen)
+			  unsigned pc, uint64_t gen, bool batched, uint32_t vcrc, bool sealed)
 {
 	const struct ssd_evict_hook *hk = s->evict_hook;
-	uint32_t align = ssd_rec_align_of(pc, value_len, rec_len);
-	uint32_t hdr_len = ssd_rec_hdr_len(pc, align);
+	uint32_t align = batched ? SSD_REC_ALIGN : ssd_rec_align_of(pc, value_len, rec_len);
+	uint32_t hdr_len = batched ? 0 : ssd_rec_hdr_len(pc, align);
 	struct ssd_rec_hdr rh;
 	struct ssd_part *parts = NULL;
 	uint64_t *lens = NULL, o;
@@ -247,24 +264,40 @@ static void evict_to_hook(struct ssd *s, uint32_t slot, uint32_t ns, const struc
 	size_t pl = (size_t)pc * (sizeof(*parts) + sizeof(*lens) + sizeof(*crcs));
 	bool ok;
 
+	/* A batched value's entry: one part, its padding under 4096 bytes
+	 * (promote_from_entry's test) */
+	if (batched && (pc != 1 || rec_len < value_len || rec_len - value_len >= SSD_REC_ALIGN_4K))
+		pc = 0;
 	if (pc == 0 || align == 0 || !hk->reserve(s->evict_ctx, ns, value_len))
 		return;
 	buf = kvt_mem_alloc_aligned(s->mem, SSD_ALIGN, rec_len);
 	parts = kvt_mem_alloc(s->mem, pl);
-	ok = buf && parts && ssd_pread_full(s, s->segs[slot].fd, buf, rec_len, off) == 0 &&
-	     ssd_rec_hdr_decode(buf, hdr_len, align, &rh, parts, pc) == 0 &&
-	     rh.type == SSD_REC_PUT &&
-	     rh.seq == seq && rh.ns_id == ns && rh.part_count == pc && rh.value_len == value_len &&
-	     rh.key.len == key->len && memcmp(rh.key.bytes, key->bytes, key->len) == 0;
-	if (ok) {
-		lens = (uint64_t *)(parts + pc);
-		crcs = (uint32_t *)(lens + pc);
-		o = hdr_len;
-		for (unsigned p = 0; p < pc && ok; p++) {
-			lens[p] = parts[p].len;
-			crcs[p] = parts[p].crc;
-			ok = kvt_crc32c(0, buf + o, lens[p]) == crcs[p];
-			o += lens[p];
+	if (batched) {
+		ok = buf && parts;
+		if (ok) {
+			lens = (uint64_t *)(parts + pc);
+			crcs = (uint32_t *)(lens + pc);
+			lens[0] = value_len;
+			ok = evict_read_batched(s, slot, ns, key, seq, off, rec_len, value_len,
+						vcrc, buf, &crcs[0]);
+		}
+	} else {
+		ok = buf && parts && ssd_pread_full(s, s->segs[slot].fd, buf, rec_len, off) == 0 &&
+		     ssd_rec_hdr_decode(buf, hdr_len, align, &rh, parts, pc) == 0 &&
+		     rh.type == SSD_REC_PUT && rh.seq == seq && rh.ns_id == ns &&
+		     rh.part_count == pc && rh.value_len == value_len && rh.key.len == key->len &&
+		     memcmp(rh.key.bytes, key->bytes, key->len) == 0;
+		if (ok) {
+			lens = (uint64_t *)(parts + pc);
+			crcs = (uint32_t *)(lens + pc);
+			o = hdr_len;
+			for (unsigned p = 0; p < pc && ok; p++) {
+				lens[p] = parts[p].len;
+				crcs[p] = parts[p].crc;
+				ok = kvt_crc32c(0, buf + o, lens[p]) == crcs[p];
+				o += lens[p];
+			}
+			sealed = rh.flags & SSD_REC_F_SEALED;
 		}
 	}
 	if (!ok) {
@@ -273,7 +306,7 @@ static void evict_to_hook(struct ssd *s, uint32_t slot, uint32_t ns, const struc
 			kvt_mem_free(s->mem, buf, rec_len);
 	} else {
 		hk->take(s->evict_ctx, ns, key, buf, rec_len, hdr_len, value_len, pc, lens, crcs,
-			 (rh.flags & SSD_REC_F_SEALED) ? KVT_F_SEALED : 0, gen);
+			 sealed ? KVT_F_SEALED : 0, gen);
 		A(s->evicted_handed);
 	}
 	if (parts)
@@ -319,12 +352,10 @@ static bool evict_carry_batched(struct ssd *s, uint32_t slot, uint32_t ns,
 	part = kvt_mem_alloc(s->mem, sizeof(*part));
 	t = kvt_mem_calloc(s->mem, 1, sizeof(*t));
 	ok = buf && part && t &&
-	     ssd_pread_full(s, s->segs[slot].fd, buf + hdr_len, rec_len, off) == 0;
-	if (ok) {
+	     evict_read_batched(s, slot, ns, key, seq, off, rec_len, value_len, vcrc,
+				buf + hdr_len, &part->crc);
+	if (ok)
 		part->len = value_len;
-		part->crc = kvt_crc32c(0, buf + hdr_len, value_len);
-		ok = ssd_value_crc(part->crc, ns, key, seq) == vcrc;
-	}
 	if (!ok) {
 		if (buf)
 			kvt_mem_free(s->mem, buf, len);
@@ -440,15 +471,14 @@ static int evict_entry_cb(void *ctx, const struct ssd_sum_entry *se)
 	pp = ssd_idx_slot(sh, h, se->ns_id, &se->key);
 	if (*pp && (*pp)->slot == ec->slot && (*pp)->generation == ec->gen &&
 	    !((*pp)->flags & E_PENDING)) {
-		/* A batched value (format 3) is carried framed
-		 * (evict_carry_batched), but not handed down: the hook
-		 * reads records. */
+		/* A batched value (format 3) is read back by its value
+		 * alone: evict_carry_batched, evict_to_hook. */
 		batched = (*pp)->flags & E_BATCHED;
 		sealed = (*pp)->flags & E_SEALED_VALUE;
 		vcrc = (*pp)->value_crc;
 		reinsert = ((*pp)->flags & E_READ) &&
 			   reinsert_cb_budget(s, &ec->budget, (*pp)->value_len);
-		hot = ((*pp)->flags & E_READ2) && s->evict_hook && !batched;
+		hot = ((*pp)->flags & E_READ2) && s->evict_hook;
 		/* Under the lock a delete takes first: one it missed here
 		 * reaches the hook later, with a higher generation. */
 		if (hot)
@@ -505,7 +535,7 @@ static int evict_entry_cb(void *ctx, const struct ssd_sum_entry *se)
 	 * put-if-absent, so handing it down as well costs little). */
 	if (dropped && hot && (!reinsert || dram_exists(s->dram, se->ns_id, &se->key) != KVT_OK))
 		evict_to_hook(s, ec->slot, se->ns_id, &se->key, seq, off, rec_len, value_len, pc,
-			      hgen);
+			      hgen, batched, vcrc, sealed);
 	if (reinsert) {
 		/* Read while here and still in DRAM: write it down again. */
 		struct iovec view[DRAM_MAX_RUNS];
