@@ -1026,50 +1026,128 @@ static void f3w_delete_kill9(bool flush)
 
 static int tier_of(struct kvt_store *s, uint32_t ns, uint64_t k);
 
-/* e. A batched value read while its segment is reclaimed is carried,
- *    framed (ssd.batched_carried), and served from there, also after a
- *    restart.  As test_carry, with the puts in batches of 4. */
+/* e. Values read while their segment is reclaimed, and no longer in
+ *    DRAM, are carried: read back (by value: ssd.batched_carried) and
+ *    written again at the log's head as values of batches
+ *    (ssd.carried_in_batches; framed until 2026-12-05, each paying a
+ *    whole header).  Seven of two batches (4..11, 11 never read) are
+ *    carried; 11 leaves with its segment.  The carried copies are exact
+ *    in the session, after a clean reopen and after a kill -9 of the
+ *    store that carried them; one deleted after its carry (kvt_delete
+ *    answered 0) stays deleted.  The index entry moved to the batch is
+ *    checked too: each carried value is read from the SSD again (a
+ *    promotion by its value_crc) with no CRC error. */
+static struct kvt_store *f3w_carry_open(const char *dir)
+{
+	return t_store_open("path", dir, "dram.capacity", "2M", "dram.chunk", "4K",
+			    "dram.shards", "1", "dram.prefault", "off", "ssd.capacity", "16M",
+			    "ssd.segment", "1M", "ssd.admission", "always", "ssd.io", io_backend,
+			    "ssd.format", "3", NULL);
+}
+
+#define F3W_CARRIED 7 /* 4..10 */
+
+static void f3w_churn_out(struct kvt_store *s, uint32_t ns, uint64_t *k, uint64_t out);
+
+/* Puts 4..11 (two batches) and churn, reads 4..10 from the SSD, churns
+ * until segment 0 was reclaimed; the carries' stats.  Returns 0, or a
+ * step that failed (the kill -9 child's exit status). */
+static int f3w_carry_setup(struct kvt_store *s, uint32_t ns, bool check)
+{
+	uint64_t k = 100;
+
+	f3w_batch_of_4(s, ns, 4);
+	wait_writes(s);
+	f3w_batch_of_4(s, ns, 8);
+	wait_writes(s);
+	if (t_stat(s, "ssd.batches") != 2)
+		return 2;
+	for (uint64_t h = 4; h < 4 + F3W_CARRIED; h++) {
+		f3w_churn_out(s, ns, &k, h);
+		if (t_get_filled(s, ns, h, 16384) != KVT_OK) /* read while in segment 0 */
+			return 3;
+	}
+	while (tier_of(s, ns, 11) != KVT_TIER_NONE && k < 4000) {
+		f3w_batch_of_4(s, ns, k);
+		wait_writes(s);
+		k += 4;
+	}
+	if (check) {
+		T_EQ_U64(t_stat(s, "ssd.writedown_shed"), 0);
+		T_EQ_U64(t_stat(s, "ssd.batched_carried"), F3W_CARRIED);
+		T_EQ_U64(t_stat(s, "ssd.carried_blocks"), F3W_CARRIED);
+		T_EQ_U64(t_stat(s, "ssd.carry_lost"), 0);
+		/* Carries are queued at once as reclamation meets them: a
+		 * lone one goes framed (the same room), the others batched. */
+		T_ASSERT(t_stat(s, "ssd.carried_in_batches") >= F3W_CARRIED - 2);
+		fprintf(stderr, "format3 carry: %llu of %llu carries in batches (%s)\n",
+			(unsigned long long)t_stat(s, "ssd.carried_in_batches"),
+			(unsigned long long)t_stat(s, "ssd.carried_blocks"), io_backend);
+	}
+	if (t_stat(s, "ssd.carried_in_batches") < 2)
+		return 4;
+	for (uint64_t h = 4; h < 4 + F3W_CARRIED; h++)
+		if (tier_of(s, ns, h) != KVT_TIER_SSD)
+			return 5;
+	return 0;
+}
+
+/* The kill -9 child: the carries, flushed, 5 deleted (answered 0). */
+static int f3w_carry_child(const char *dir, void *ctx)
+{
+	struct kvt_store *s = f3w_carry_open(dir);
+	uint32_t ns = ns_of(s);
+	struct kvt_key key = t_key(5);
+	int r = f3w_carry_setup(s, ns, false);
+
+	(void)ctx;
+	if (r)
+		_exit(r);
+	if (kvt_flush(s) != 0)
+		_exit(6);
+	return kvt_delete(s, ns, &key);
+}
+
+/* After the carries and 5's delete: 4, 6..10 exact, 5 and 11 misses. */
+static void f3w_carry_check(struct kvt_store *s, uint32_t ns)
+{
+	for (uint64_t h = 4; h < 12; h++)
+		T_RC(t_get_filled(s, ns, h, 16384), h == 5 || h == 11 ? KVT_MISS : KVT_OK);
+	T_EQ_U64(t_stat(s, "ssd.crc_errors"), 0);
+}
+
 static void f3w_carry(void)
 {
 	char *dir = t_mkdtemp();
-	struct kvt_store *s = t_store_open("path", dir, "dram.capacity", "2M", "dram.chunk", "4K",
-					   "dram.shards", "1", "dram.prefault", "off",
-					   "ssd.capacity", "16M", "ssd.segment", "1M",
-					   "ssd.admission", "always", "ssd.io", io_backend,
-					   "ssd.format", "3", NULL);
+	struct kvt_store *s = f3w_carry_open(dir);
 	uint32_t ns = ns_of(s);
-	const uint64_t hot = 6;
-	uint64_t k = 100;
+	struct kvt_key key = t_key(5);
+	uint64_t reads;
+	int got;
 
-	f3w_batch_of_4(s, ns, 4); /* 4..7, hot among them */
-	wait_writes(s);
-	T_EQ_U64(t_stat(s, "ssd.batches"), 1);
-	while (tier_of(s, ns, hot) == KVT_TIER_DRAM && k < 1000) {
-		f3w_batch_of_4(s, ns, k);
-		wait_writes(s);
-		k += 4;
-	}
-	T_EQ_INT(tier_of(s, ns, hot), KVT_TIER_SSD);
-	T_RC(t_get_filled(s, ns, hot, 16384), KVT_OK); /* read while in segment 0 */
-	while (t_stat(s, "ssd.batched_carried") == 0 && k < 4000) {
-		f3w_batch_of_4(s, ns, k);
-		wait_writes(s);
-		k += 4;
-	}
-	T_EQ_U64(t_stat(s, "ssd.writedown_shed"), 0);
-	T_EQ_U64(t_stat(s, "ssd.batched_carried"), 1);
-	T_EQ_U64(t_stat(s, "ssd.carried_blocks"), 1);
-	T_EQ_U64(t_stat(s, "ssd.carry_lost"), 0);
-	T_EQ_INT(tier_of(s, ns, 5), KVT_TIER_NONE); /* its batch's unread value left */
-	T_RC(t_get_filled(s, ns, hot, 16384), KVT_OK);
-	kvt_store_destroy(s);
-	s = t_store_open("path", dir, "dram.capacity", "2M", "dram.chunk", "4K",
-			 "dram.prefault", "off", "ssd.capacity", "16M", "ssd.segment", "1M",
-			 "ssd.admission", "always", "ssd.io", io_backend, "ssd.format", "3", NULL);
-	T_RC(t_get_filled(s, ns, hot, 16384), KVT_OK);
+	T_RC(f3w_carry_setup(s, ns, true), 0);
+	reads = t_stat(s, "ssd.reads");
+	for (uint64_t h = 4; h < 4 + F3W_CARRIED; h++)
+		T_RC(t_get_filled(s, ns, h, 16384), KVT_OK); /* from the carried copies */
+	T_EQ_U64(t_stat(s, "ssd.reads"), reads + F3W_CARRIED);
 	T_EQ_U64(t_stat(s, "ssd.crc_errors"), 0);
-	fprintf(stderr, "format3 carry: a read batched value carried framed, back after a restart "
-		"(%s)\n", io_backend);
+	T_RC(kvt_delete(s, ns, &key), KVT_OK);
+	T_OK(kvt_flush(s));
+	kvt_store_destroy(s);
+	s = f3w_carry_open(dir);
+	f3w_carry_check(s, ns);
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+
+	/* The same, the store killed after the delete. */
+	dir = t_mkdtemp();
+	kill9_round("f3_carry", dir, f3w_carry_child, NULL, &got);
+	T_RC(got, KVT_OK);
+	s = f3w_carry_open(dir);
+	f3w_carry_check(s, ns_of(s));
+	fprintf(stderr, "format3 carry: carried in batches, exact after a reopen and a kill -9, "
+		"a delete holds (%s)\n", io_backend);
 	kvt_store_destroy(s);
 	t_rmtree(dir);
 	free(dir);
@@ -1543,9 +1621,10 @@ static uint64_t carry_deletes_round(bool paced, uint64_t *shed)
 	for (uint64_t k = 0; k < n; k++)
 		if (deleted[k])
 			T_RC(get_k(s, ns, k), KVT_MISS);
-	fprintf(stderr, "carry vs delete: %llu deleted, %llu carried, %llu carries lost, "
-			"%llu write-downs shed (%s%s)\n",
+	fprintf(stderr, "carry vs delete: %llu deleted, %llu carried (%llu in batches), "
+			"%llu carries lost, %llu write-downs shed (%s%s)\n",
 		(unsigned long long)dels, (unsigned long long)carried,
+		(unsigned long long)t_stat(s, "ssd.carried_in_batches"),
 		(unsigned long long)t_stat(s, "ssd.carry_lost"), (unsigned long long)*shed,
 		paced ? "paced, " : "", io_backend);
 	kvt_store_destroy(s);
