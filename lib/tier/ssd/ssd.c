@@ -1105,6 +1105,45 @@ bool ssd_log_full(void *ctx)
 }
 
 /*
+ * An open segment whose end takes what is to be placed (fits(s, g, ctx)):
+ * the open one, else a new one (the open one sealed), three tries.  0:
+ * s->open_slot takes it; KVT_EFULL: none did; or seg_open_next_locked's
+ * error.  A record's reservation and a batch's differ only in the test
+ * (seg_fits_rec, seg_fits_batch).  seg_lock held.
+ */
+static int seg_open_fitting_locked(struct ssd *s,
+				   bool (*fits)(const struct ssd *s, const struct ssd_seg *g,
+						void *ctx),
+				   void *ctx)
+{
+	for (int tries = 0; tries < 3; tries++) {
+		if (s->open_slot < 0) {
+			int r = seg_open_next_locked(s);
+			if (r < 0)
+				return r;
+		}
+		if (fits(s, &s->segs[s->open_slot], ctx))
+			return 0;
+		seg_seal_locked(s); /* s->open_slot -1 */
+	}
+	return KVT_EFULL;
+}
+
+/* A record of rec_len bytes, its summary entry se (its length by g's
+ * summary version), and the summary's aligned end. */
+struct seg_fit_rec {
+	uint64_t rec_len;
+	const struct ssd_sum_entry *se;
+};
+
+static bool seg_fits_rec(const struct ssd *s, const struct ssd_seg *g, void *ctx)
+{
+	const struct seg_fit_rec *f = ctx;
+	size_t elen = ssd_sum_entry_len(f->se, ssd_seg_sum_version(g));
+	return g->write_off + f->rec_len + align4k(g->sum_bytes + elen) <= s->cfg.seg_size;
+}
+
+/*
  * Space for a record of rec_len bytes whose summary entry is se.  Sets
  * *slot, *off and se's offsets, records se in the summary, assigns the
  * sequence number.  seg_lock held.
@@ -1115,25 +1154,15 @@ static int seg_reserve_locked(struct ssd *s, uint64_t rec_len, struct ssd_sum_en
 	/* The entry's length in the open segment's summary (its version):
 	 * at most a version-3 entry's */
 	size_t elen = ssd_sum_entry_len(se, SSD_SUM_VERSION_BATCH);
+	struct seg_fit_rec fit = { rec_len, se };
 	struct ssd_seg *g;
 	int r;
 
 	if (SSD_ALIGN + rec_len + align4k(64 + elen) > s->cfg.seg_size)
 		return KVT_ETOOBIG;
-	for (int tries = 0; tries < 3; tries++) {
-		if (s->open_slot < 0) {
-			r = seg_open_next_locked(s);
-			if (r < 0)
-				return r;
-		}
-		g = &s->segs[s->open_slot];
-		elen = ssd_sum_entry_len(se, ssd_seg_sum_version(g));
-		if (g->write_off + rec_len + align4k(g->sum_bytes + elen) <= s->cfg.seg_size)
-			break;
-		seg_seal_locked(s);
-	}
-	if (s->open_slot < 0)
-		return KVT_EFULL;
+	r = seg_open_fitting_locked(s, seg_fits_rec, &fit);
+	if (r < 0)
+		return r;
 	g = &s->segs[s->open_slot];
 	elen = ssd_sum_entry_len(se, ssd_seg_sum_version(g));
 	r = ssd_seg_sum_room(s, g, 1);
@@ -2243,6 +2272,23 @@ static void wd_batch_cut(const struct ssd *s, struct wd_batch *wb, unsigned k)
 	wb->iovn = wb->iov_end[k - 1];
 }
 
+/* A batch: g of format 3 at the store's alignment, and k > 0 of wb's
+ * values fitting its end (wd_batch_fit; hdr_len: their header's). */
+struct seg_fit_batch {
+	const struct wd_batch *wb;
+	unsigned k;
+	uint32_t hdr_len;
+};
+
+static bool seg_fits_batch(const struct ssd *s, const struct ssd_seg *g, void *ctx)
+{
+	struct seg_fit_batch *f = ctx;
+	if (!g->batches || g->rec_align != s->rec_align)
+		return false;
+	f->k = wd_batch_fit(s, f->wb, g, &f->hdr_len);
+	return f->k > 0;
+}
+
 /*
  * Space for wb at the end of the open segment, which must be of format 3
  * (one that is not is sealed): as many of its values as fit there, from
@@ -2254,33 +2300,18 @@ static void wd_batch_cut(const struct ssd *s, struct wd_batch *wb, unsigned k)
  */
 static int seg_reserve_batch_locked(struct ssd *s, struct wd_batch *wb, uint64_t *off)
 {
+	struct seg_fit_batch fit = { wb, 0, 0 };
 	struct ssd_sum_entry se;
-	struct ssd_seg *g = NULL;
-	uint32_t hdr_len = 0;
-	unsigned k = 0;
+	struct ssd_seg *g;
 	int r;
 
-	for (int tries = 0; tries < 3; tries++) {
-		if (s->open_slot < 0) {
-			r = seg_open_next_locked(s);
-			if (r < 0)
-				return r;
-		}
-		g = &s->segs[s->open_slot];
-		if (g->batches && g->rec_align == s->rec_align) {
-			k = wd_batch_fit(s, wb, g, &hdr_len);
-			if (k > 0)
-				break;
-		}
-		seg_seal_locked(s);
-	}
-	if (s->open_slot < 0)
-		return KVT_EFULL;
+	/* an empty segment takes a value (wd_batch_prep's bounds) */
+	r = seg_open_fitting_locked(s, seg_fits_batch, &fit);
+	if (r < 0)
+		return r;
 	g = &s->segs[s->open_slot];
-	if (!g->batches || g->rec_align != s->rec_align || k == 0)
-		return KVT_ETOOBIG; /* cannot happen: an empty segment takes a value */
-	wd_batch_cut(s, wb, k);
-	wb->hdr_len = hdr_len;
+	wd_batch_cut(s, wb, fit.k);
+	wb->hdr_len = fit.hdr_len;
 	wb->total = wb->hdr_len + wb->values;
 	r = ssd_seg_sum_room(s, g, wb->n);
 	if (r < 0)
