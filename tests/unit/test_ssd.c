@@ -1045,6 +1045,16 @@ static struct kvt_store *f3w_carry_open(const char *dir)
 			    "ssd.format", "3", NULL);
 }
 
+/* f3w_carry_open's store with no periodic checkpoint (the writer takes
+ * seg_lock for one after a batch: f3_carry_gone would stop it there). */
+static struct kvt_store *f3w_carry_open_nockpt(const char *dir)
+{
+	return t_store_open("path", dir, "dram.capacity", "2M", "dram.chunk", "4K",
+			    "dram.shards", "1", "dram.prefault", "off", "ssd.capacity", "16M",
+			    "ssd.segment", "1M", "ssd.admission", "always", "ssd.io", io_backend,
+			    "ssd.format", "3", "ssd.checkpoint_seals", "0", NULL);
+}
+
 #define F3W_CARRIED 7 /* 4..10 */
 
 static void f3w_churn_out(struct kvt_store *s, uint32_t ns, uint64_t *k, uint64_t out);
@@ -1148,6 +1158,184 @@ static void f3w_carry(void)
 	f3w_carry_check(s, ns_of(s));
 	fprintf(stderr, "format3 carry: carried in batches, exact after a reopen and a kill -9, "
 		"a delete holds (%s)\n", io_backend);
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+}
+
+/* A lock (an index shard's, seg_lock) held for 600 ms by a thread of
+ * its own: the writer stopped where it takes it (f3_same_key,
+ * f3_carry_gone). */
+struct f3w_shard_hold {
+	pthread_mutex_t *lock;
+	atomic_int held;
+};
+
+static void *f3w_shard_hold_main(void *arg)
+{
+	struct f3w_shard_hold *h = arg;
+	pthread_mutex_lock(h->lock);
+	atomic_store(&h->held, 1);
+	usleep(600 * 1000);
+	pthread_mutex_unlock(h->lock);
+	return NULL;
+}
+
+/* e2. A delete between a batched carry's taking and its placement: the
+ *     writer stopped after it gathered the carries (seg_lock held here,
+ *     which its reservation waits on), one of them deleted (answered 0):
+ *     its value is written in the batch (ssd.batched_blocks counts it)
+ *     but its index entry is not moved there (ssd.carry_lost), its
+ *     tombstone follows the batch, and after a kill -9 it stays deleted;
+ *     the batch's other carries are exact.  In a kill -9 child. */
+static unsigned f3w_entry_flags(struct ssd *sd, uint32_t ns, uint64_t k)
+{
+	struct kvt_key key = t_key(k);
+	uint64_t h = ssd_hash(sd, ns, &key);
+	struct ssd_shard *sh = shard_of(sd, h);
+	struct ssd_entry **pp;
+	unsigned f;
+
+	pthread_mutex_lock(&sh->lock);
+	pp = ssd_idx_slot(sh, h, ns, &key);
+	f = *pp ? (*pp)->flags : 0;
+	pthread_mutex_unlock(&sh->lock);
+	return f;
+}
+
+static bool f3w_queue_empty(struct ssd *sd)
+{
+	bool empty;
+	pthread_mutex_lock(&sd->wd_lock);
+	empty = sd->wd_head == NULL;
+	pthread_mutex_unlock(&sd->wd_lock);
+	return empty;
+}
+
+/* Tasks in the write-down queue other than carries. */
+static unsigned f3w_queue_others(struct ssd *sd)
+{
+	unsigned n = 0;
+	pthread_mutex_lock(&sd->wd_lock);
+	for (const struct wd_task *t = sd->wd_head; t; t = t->next)
+		n += t->type != T_CARRY;
+	pthread_mutex_unlock(&sd->wd_lock);
+	return n;
+}
+
+/* A batch of k..k+3 placed, the writer held after it: what its
+ * reservation's reclamation queued (carries) waits. */
+static void f3w_batch_then_hold(struct kvt_store *s, uint32_t ns, uint64_t k)
+{
+	struct ssd *sd = store_ssd(s);
+	uint64_t batches = t_stat(s, "ssd.batches");
+
+	ssd_hold_writes(sd, true);
+	for (uint64_t i = k; i < k + 4; i++)
+		T_RC(t_put_filled(s, ns, i, 16384), KVT_OK);
+	pthread_mutex_lock(&sd->seg_lock);
+	ssd_hold_writes(sd, false);
+	for (int i = 0; i < 5000 && !f3w_queue_empty(sd); i++)
+		usleep(1000); /* the writer took them: at their reservation */
+	ssd_hold_writes(sd, true);
+	pthread_mutex_unlock(&sd->seg_lock);
+	/* placed (those the open segment had room for: the rest wait in
+	 * the queue), and what their reservation reclaimed queued */
+	for (int i = 0; i < 5000 && t_stat(s, "ssd.batches") == batches; i++)
+		usleep(1000);
+	T_EQ_U64(t_stat(s, "ssd.batches"), batches + 1);
+	for (int i = 0; i < 5000 && t_stat(s, "ssd.writes_inflight") > 0; i++)
+		usleep(1000);
+}
+
+static int f3w_carry_gone_child(const char *dir, void *ctx)
+{
+	struct kvt_store *s = f3w_carry_open_nockpt(dir);
+	struct ssd *sd = store_ssd(s);
+	uint32_t ns = ns_of(s);
+	struct f3w_shard_hold h = { &sd->seg_lock, 0 };
+	uint64_t k = 100, x = 0, blocks, lost, inb;
+	unsigned n = 0;
+	struct kvt_key key;
+	pthread_t th;
+
+	f3w_batch_of_4(s, ns, 4);
+	wait_writes(s);
+	f3w_batch_of_4(s, ns, 8);
+	wait_writes(s);
+	for (uint64_t r = 4; r < 4 + F3W_CARRIED; r++) {
+		f3w_churn_out(s, ns, &k, r);
+		if (t_get_filled(s, ns, r, 16384) != KVT_OK)
+			_exit(2);
+	}
+	/* Until a reservation queues two carries or more, and nothing else
+	 * waits in the queue (a batch cut at a segment's end). */
+	while (n < 2 && k < 4000) {
+		f3w_batch_then_hold(s, ns, k);
+		k += 4;
+		n = 0;
+		for (uint64_t r = 4 + F3W_CARRIED; r-- > 4;)
+			if (f3w_entry_flags(sd, ns, r) & E_CARRY) {
+				x = r; /* the first of them */
+				n++;
+			}
+		if (f3w_queue_others(sd))
+			n = 0;
+		if (n < 2) {
+			ssd_hold_writes(sd, false);
+			wait_writes(s);
+		}
+	}
+	if (n < 2)
+		_exit(3);
+	blocks = t_stat(s, "ssd.batched_blocks");
+	lost = t_stat(s, "ssd.carry_lost");
+	inb = t_stat(s, "ssd.carried_in_batches");
+	if (pthread_create(&th, NULL, f3w_shard_hold_main, &h) != 0)
+		_exit(4);
+	while (!atomic_load(&h.held))
+		usleep(1000);
+	ssd_hold_writes(sd, false);
+	for (int i = 0; i < 5000 && !f3w_queue_empty(sd); i++)
+		usleep(1000);
+	usleep(50 * 1000); /* the carries gathered, their reservation waits */
+	if (!f3w_queue_empty(sd) || !(f3w_entry_flags(sd, ns, x) & E_CARRY))
+		_exit(5);
+	key = t_key(x);
+	if (kvt_delete(s, ns, &key) != KVT_OK) /* answered once its tombstone is durable */
+		_exit(6);
+	pthread_join(th, NULL);
+	wait_writes(s);
+	/* x's value written in its batch, named by no entry; the batch's
+	 * others carried (and, the batch's reservation reclaiming further,
+	 * the next carries in batches of their own: nothing else is put) */
+	T_EQ_U64(t_stat(s, "ssd.carry_lost"), lost + 1);
+	T_ASSERT(t_stat(s, "ssd.carried_in_batches") >= inb + n - 1);
+	T_EQ_U64(t_stat(s, "ssd.batched_blocks") - blocks,
+		 t_stat(s, "ssd.carried_in_batches") - inb + 1);
+	T_RC(t_get_filled(s, ns, x, 16384), KVT_MISS);
+	fprintf(stderr, "format3 carry_gone: %llu deleted while its batch of %u carries waited "
+		"(%s)\n", (unsigned long long)x, n, io_backend);
+	(void)ctx;
+	return (int)x;
+}
+
+static void f3w_carry_gone(void)
+{
+	char *dir = t_mkdtemp();
+	struct kvt_store *s;
+	uint32_t ns;
+	int got;
+
+	kill9_round("f3_carry_gone", dir, f3w_carry_gone_child, NULL, &got);
+	T_ASSERT(got >= 4 && got < 4 + F3W_CARRIED);
+	s = f3w_carry_open(dir);
+	ns = ns_of(s);
+	for (uint64_t r = 4; r < 4 + F3W_CARRIED; r++)
+		T_RC(t_get_filled(s, ns, r, 16384), r == (uint64_t)got ? KVT_MISS : KVT_OK);
+	T_EQ_U64(t_stat(s, "ssd.crc_errors"), 0);
+	fprintf(stderr, "format3 carry_gone: deleted %d stays deleted after a kill -9 (%s)\n", got,
+		io_backend);
 	kvt_store_destroy(s);
 	t_rmtree(dir);
 	free(dir);
@@ -1269,21 +1457,6 @@ static void f3w_handdown(void)
  *    record and a recovery takes the new block away (a flushed put lost
  *    to a kill -9).  The writer is stopped between the two: on the index
  *    shard of a third key put between them (wd_already_down), held here. */
-struct f3w_shard_hold {
-	pthread_mutex_t *lock;
-	atomic_int held;
-};
-
-static void *f3w_shard_hold_main(void *arg)
-{
-	struct f3w_shard_hold *h = arg;
-	pthread_mutex_lock(h->lock);
-	atomic_store(&h->held, 1);
-	usleep(600 * 1000);
-	pthread_mutex_unlock(h->lock);
-	return NULL;
-}
-
 static int f3w_same_key_child(const char *dir, void *ctx)
 {
 	const uint64_t k = 920;
@@ -1362,8 +1535,8 @@ static void f3w_same_key(void)
 }
 
 /* KVT_TEST_ONLY=versions
- * KVT_TEST_CASE=f3_evict|f3_kill9|f3_torn|f3_delete|f3_carry|f3_same_key|f3_eio_delete|
- *               f3_handdown:
+ * KVT_TEST_CASE=f3_evict|f3_kill9|f3_torn|f3_delete|f3_carry|f3_carry_gone|f3_same_key|
+ *               f3_eio_delete|f3_handdown:
  * one of test_format3_write's cases (else all). */
 static bool f3w_case(const char *name)
 {
@@ -1468,6 +1641,8 @@ rest:
 	}
 	if (f3w_case("f3_carry"))
 		f3w_carry();
+	if (f3w_case("f3_carry_gone"))
+		f3w_carry_gone();
 	if (f3w_case("f3_same_key"))
 		f3w_same_key();
 	if (f3w_case("f3_eio_delete"))
