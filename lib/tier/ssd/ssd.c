@@ -229,16 +229,33 @@ static bool reinsert_cb_budget(struct ssd *s, uint64_t *budget, uint64_t len)
 
 static void wd_enqueue(struct ssd *s, struct wd_task *t, int lane);
 
+/* A batched value (format 3) read back from the segment being reclaimed
+ * into dst (rec_len bytes: the value and its padding, from its index
+ * entry), and checked by its value_crc (vcrc); *crc: the value's plain
+ * CRC32C, its one part's.  False if it could not be read or fails. */
+static bool evict_read_batched(struct ssd *s, uint32_t slot, uint32_t ns,
+			       const struct kvt_key *key, uint64_t seq, uint64_t off,
+			       uint64_t rec_len, uint64_t value_len, uint32_t vcrc, uint8_t *dst,
+			       uint32_t *crc)
+{
+	if (ssd_pread_full(s, s->segs[slot].fd, dst, rec_len, off) < 0)
+		return false;
+	*crc = kvt_crc32c(0, dst, value_len);
+	return ssd_value_crc(*crc, ns, key, seq) == vcrc;
+}
+
 /* A hot block leaves: read its record back from the segment being
  * evicted (its bytes are intact until the slot is reused), check it, and
- * hand it to the eviction hook.  seg_lock held (the writer thread). */
+ * hand it to the eviction hook.  A batched value (format 3: vcrc its
+ * value_crc, sealed from its index entry) is read alone and handed over
+ * as one part, buf[0, value_len).  seg_lock held (the writer thread). */
 static void evict_to_hook(struct ssd *s, uint32_t slot, uint32_t ns, const struct kvt_key *key,
 			  uint64_t seq, uint64_t off, uint64_t rec_len, uint64_t value_len,
-			  unsigned pc, uint64_t gen)
+			  unsigned pc, uint64_t gen, bool batched, uint32_t vcrc, bool sealed)
 {
 	const struct ssd_evict_hook *hk = s->evict_hook;
-	uint32_t align = ssd_rec_align_of(pc, value_len, rec_len);
-	uint32_t hdr_len = ssd_rec_hdr_len(pc, align);
+	uint32_t align = batched ? SSD_REC_ALIGN : ssd_rec_align_of(pc, value_len, rec_len);
+	uint32_t hdr_len = batched ? 0 : ssd_rec_hdr_len(pc, align);
 	struct ssd_rec_hdr rh;
 	struct ssd_part *parts = NULL;
 	uint64_t *lens = NULL, o;
@@ -247,24 +264,40 @@ static void evict_to_hook(struct ssd *s, uint32_t slot, uint32_t ns, const struc
 	size_t pl = (size_t)pc * (sizeof(*parts) + sizeof(*lens) + sizeof(*crcs));
 	bool ok;
 
+	/* A batched value's entry: one part, its padding under 4096 bytes
+	 * (promote_from_entry's test) */
+	if (batched && (pc != 1 || rec_len < value_len || rec_len - value_len >= SSD_REC_ALIGN_4K))
+		pc = 0;
 	if (pc == 0 || align == 0 || !hk->reserve(s->evict_ctx, ns, value_len))
 		return;
 	buf = kvt_mem_alloc_aligned(s->mem, SSD_ALIGN, rec_len);
 	parts = kvt_mem_alloc(s->mem, pl);
-	ok = buf && parts && ssd_pread_full(s, s->segs[slot].fd, buf, rec_len, off) == 0 &&
-	     ssd_rec_hdr_decode(buf, hdr_len, align, &rh, parts, pc) == 0 &&
-	     rh.type == SSD_REC_PUT &&
-	     rh.seq == seq && rh.ns_id == ns && rh.part_count == pc && rh.value_len == value_len &&
-	     rh.key.len == key->len && memcmp(rh.key.bytes, key->bytes, key->len) == 0;
-	if (ok) {
-		lens = (uint64_t *)(parts + pc);
-		crcs = (uint32_t *)(lens + pc);
-		o = hdr_len;
-		for (unsigned p = 0; p < pc && ok; p++) {
-			lens[p] = parts[p].len;
-			crcs[p] = parts[p].crc;
-			ok = kvt_crc32c(0, buf + o, lens[p]) == crcs[p];
-			o += lens[p];
+	if (batched) {
+		ok = buf && parts;
+		if (ok) {
+			lens = (uint64_t *)(parts + pc);
+			crcs = (uint32_t *)(lens + pc);
+			lens[0] = value_len;
+			ok = evict_read_batched(s, slot, ns, key, seq, off, rec_len, value_len,
+						vcrc, buf, &crcs[0]);
+		}
+	} else {
+		ok = buf && parts && ssd_pread_full(s, s->segs[slot].fd, buf, rec_len, off) == 0 &&
+		     ssd_rec_hdr_decode(buf, hdr_len, align, &rh, parts, pc) == 0 &&
+		     rh.type == SSD_REC_PUT && rh.seq == seq && rh.ns_id == ns &&
+		     rh.part_count == pc && rh.value_len == value_len && rh.key.len == key->len &&
+		     memcmp(rh.key.bytes, key->bytes, key->len) == 0;
+		if (ok) {
+			lens = (uint64_t *)(parts + pc);
+			crcs = (uint32_t *)(lens + pc);
+			o = hdr_len;
+			for (unsigned p = 0; p < pc && ok; p++) {
+				lens[p] = parts[p].len;
+				crcs[p] = parts[p].crc;
+				ok = kvt_crc32c(0, buf + o, lens[p]) == crcs[p];
+				o += lens[p];
+			}
+			sealed = rh.flags & SSD_REC_F_SEALED;
 		}
 	}
 	if (!ok) {
@@ -273,7 +306,7 @@ static void evict_to_hook(struct ssd *s, uint32_t slot, uint32_t ns, const struc
 			kvt_mem_free(s->mem, buf, rec_len);
 	} else {
 		hk->take(s->evict_ctx, ns, key, buf, rec_len, hdr_len, value_len, pc, lens, crcs,
-			 (rh.flags & SSD_REC_F_SEALED) ? KVT_F_SEALED : 0, gen);
+			 sealed ? KVT_F_SEALED : 0, gen);
 		A(s->evicted_handed);
 	}
 	if (parts)
@@ -298,10 +331,11 @@ struct evict_ctx {
  * (wd_carry_write).  Writer thread, seg_lock held.  False if the record
  * could not be carried (the caller drops the entry).
  */
-/* A batched value (format 3) is carried framed, as a record of one part:
- * its bytes read back into the record's place after a header, checked by
- * its value_crc (vcrc), the part's CRC taken from that check.  rec_len:
- * the value's padded length on disk. */
+/* A batched value (format 3) is carried as a record of one part: its
+ * bytes read back into the record's place after a header, checked by its
+ * value_crc (vcrc), the part's CRC taken from that check; written framed
+ * (wd_carry_write), or at format 3 as a value of a batch (wd_batch_prep).
+ * rec_len: the value's padded length on disk. */
 static bool evict_carry_batched(struct ssd *s, uint32_t slot, uint32_t ns,
 				const struct kvt_key *key, uint64_t seq, uint64_t off,
 				uint64_t rec_len, uint64_t value_len, uint32_t vcrc, bool sealed)
@@ -319,12 +353,10 @@ static bool evict_carry_batched(struct ssd *s, uint32_t slot, uint32_t ns,
 	part = kvt_mem_alloc(s->mem, sizeof(*part));
 	t = kvt_mem_calloc(s->mem, 1, sizeof(*t));
 	ok = buf && part && t &&
-	     ssd_pread_full(s, s->segs[slot].fd, buf + hdr_len, rec_len, off) == 0;
-	if (ok) {
+	     evict_read_batched(s, slot, ns, key, seq, off, rec_len, value_len, vcrc,
+				buf + hdr_len, &part->crc);
+	if (ok)
 		part->len = value_len;
-		part->crc = kvt_crc32c(0, buf + hdr_len, value_len);
-		ok = ssd_value_crc(part->crc, ns, key, seq) == vcrc;
-	}
 	if (!ok) {
 		if (buf)
 			kvt_mem_free(s->mem, buf, len);
@@ -440,15 +472,14 @@ static int evict_entry_cb(void *ctx, const struct ssd_sum_entry *se)
 	pp = ssd_idx_slot(sh, h, se->ns_id, &se->key);
 	if (*pp && (*pp)->slot == ec->slot && (*pp)->generation == ec->gen &&
 	    !((*pp)->flags & E_PENDING)) {
-		/* A batched value (format 3) is carried framed
-		 * (evict_carry_batched), but not handed down: the hook
-		 * reads records. */
+		/* A batched value (format 3) is read back by its value
+		 * alone: evict_carry_batched, evict_to_hook. */
 		batched = (*pp)->flags & E_BATCHED;
 		sealed = (*pp)->flags & E_SEALED_VALUE;
 		vcrc = (*pp)->value_crc;
 		reinsert = ((*pp)->flags & E_READ) &&
 			   reinsert_cb_budget(s, &ec->budget, (*pp)->value_len);
-		hot = ((*pp)->flags & E_READ2) && s->evict_hook && !batched;
+		hot = ((*pp)->flags & E_READ2) && s->evict_hook;
 		/* Under the lock a delete takes first: one it missed here
 		 * reaches the hook later, with a higher generation. */
 		if (hot)
@@ -505,7 +536,7 @@ static int evict_entry_cb(void *ctx, const struct ssd_sum_entry *se)
 	 * put-if-absent, so handing it down as well costs little). */
 	if (dropped && hot && (!reinsert || dram_exists(s->dram, se->ns_id, &se->key) != KVT_OK))
 		evict_to_hook(s, ec->slot, se->ns_id, &se->key, seq, off, rec_len, value_len, pc,
-			      hgen);
+			      hgen, batched, vcrc, sealed);
 	if (reinsert) {
 		/* Read while here and still in DRAM: write it down again. */
 		struct iovec view[DRAM_MAX_RUNS];
@@ -1074,6 +1105,45 @@ bool ssd_log_full(void *ctx)
 }
 
 /*
+ * An open segment whose end takes what is to be placed (fits(s, g, ctx)):
+ * the open one, else a new one (the open one sealed), three tries.  0:
+ * s->open_slot takes it; KVT_EFULL: none did; or seg_open_next_locked's
+ * error.  A record's reservation and a batch's differ only in the test
+ * (seg_fits_rec, seg_fits_batch).  seg_lock held.
+ */
+static int seg_open_fitting_locked(struct ssd *s,
+				   bool (*fits)(const struct ssd *s, const struct ssd_seg *g,
+						void *ctx),
+				   void *ctx)
+{
+	for (int tries = 0; tries < 3; tries++) {
+		if (s->open_slot < 0) {
+			int r = seg_open_next_locked(s);
+			if (r < 0)
+				return r;
+		}
+		if (fits(s, &s->segs[s->open_slot], ctx))
+			return 0;
+		seg_seal_locked(s); /* s->open_slot -1 */
+	}
+	return KVT_EFULL;
+}
+
+/* A record of rec_len bytes, its summary entry se (its length by g's
+ * summary version), and the summary's aligned end. */
+struct seg_fit_rec {
+	uint64_t rec_len;
+	const struct ssd_sum_entry *se;
+};
+
+static bool seg_fits_rec(const struct ssd *s, const struct ssd_seg *g, void *ctx)
+{
+	const struct seg_fit_rec *f = ctx;
+	size_t elen = ssd_sum_entry_len(f->se, ssd_seg_sum_version(g));
+	return g->write_off + f->rec_len + align4k(g->sum_bytes + elen) <= s->cfg.seg_size;
+}
+
+/*
  * Space for a record of rec_len bytes whose summary entry is se.  Sets
  * *slot, *off and se's offsets, records se in the summary, assigns the
  * sequence number.  seg_lock held.
@@ -1084,25 +1154,15 @@ static int seg_reserve_locked(struct ssd *s, uint64_t rec_len, struct ssd_sum_en
 	/* The entry's length in the open segment's summary (its version):
 	 * at most a version-3 entry's */
 	size_t elen = ssd_sum_entry_len(se, SSD_SUM_VERSION_BATCH);
+	struct seg_fit_rec fit = { rec_len, se };
 	struct ssd_seg *g;
 	int r;
 
 	if (SSD_ALIGN + rec_len + align4k(64 + elen) > s->cfg.seg_size)
 		return KVT_ETOOBIG;
-	for (int tries = 0; tries < 3; tries++) {
-		if (s->open_slot < 0) {
-			r = seg_open_next_locked(s);
-			if (r < 0)
-				return r;
-		}
-		g = &s->segs[s->open_slot];
-		elen = ssd_sum_entry_len(se, ssd_seg_sum_version(g));
-		if (g->write_off + rec_len + align4k(g->sum_bytes + elen) <= s->cfg.seg_size)
-			break;
-		seg_seal_locked(s);
-	}
-	if (s->open_slot < 0)
-		return KVT_EFULL;
+	r = seg_open_fitting_locked(s, seg_fits_rec, &fit);
+	if (r < 0)
+		return r;
 	g = &s->segs[s->open_slot];
 	elen = ssd_sum_entry_len(se, ssd_seg_sum_version(g));
 	r = ssd_seg_sum_room(s, g, 1);
@@ -1543,7 +1603,7 @@ static void wd_finish(struct ssd *s, struct wd_task *t, int64_t res)
 		}
 		pthread_mutex_unlock(&sh->lock);
 		if (t->type == T_CARRY) {
-			if (ok) {
+			if (ok && !t->carry_gone) {
 				A(s->carried);
 				AN(s->carried_bytes, t->value_len);
 			}
@@ -1708,6 +1768,51 @@ static bool wd_already_down(struct ssd *s, struct wd_task *t)
 	pthread_mutex_unlock(&s->wd_lock);
 	wd_task_free(s, t);
 	return true;
+}
+
+/*
+ * Whether the index entry kept for the carry t (PENDING, E_CARRY, its
+ * seq carry_seq) is still there: a delete, clear or newer write takes it.
+ * If so and n is not NULL, it is moved to the carry's new place: n's seq,
+ * generation, slot, offset, length, flags and value_crc (wd_finish
+ * publishes it once written).  Writer thread.
+ */
+static bool wd_carry_move(struct ssd *s, const struct wd_task *t, const struct ssd_entry *n)
+{
+	uint64_t h = ssd_hash(s, t->ns, &t->key);
+	struct ssd_shard *sh = shard_of(s, h);
+	struct ssd_entry **pp;
+	bool alive;
+
+	pthread_mutex_lock(&sh->lock);
+	pp = ssd_idx_slot(sh, h, t->ns, &t->key);
+	alive = *pp && (*pp)->seq == t->carry_seq && ((*pp)->flags & E_CARRY);
+	if (alive && n) {
+		struct ssd_entry *e = *pp;
+		e->seq = n->seq;
+		e->generation = n->generation;
+		e->slot = n->slot;
+		e->off_512 = n->off_512;
+		e->len_512 = n->len_512;
+		e->flags = n->flags; /* not read at its new place yet */
+		e->value_crc = n->value_crc;
+	}
+	pthread_mutex_unlock(&sh->lock);
+	return alive;
+}
+
+/* A carry not written: the index entry kept for it goes if still its own
+ * (a seq below `below`), counted lost, t freed.  Writer thread. */
+static void wd_carry_drop(struct ssd *s, struct wd_task *t, uint64_t below)
+{
+	ssd_idx_remove_key(s, t->ns, &t->key, below);
+	A(s->carry_lost);
+	pthread_mutex_lock(&s->wd_lock);
+	s->wd_bytes -= t->value_len;
+	pthread_cond_broadcast(&s->wd_cond);
+	pthread_mutex_unlock(&s->wd_lock);
+	wd_task_free(s, t);
+	ssd_room_run(s);
 }
 
 /* Build, place and submit one record.  Writer thread. */
@@ -1916,10 +2021,11 @@ fail:
  * the engine's 1024 iovecs, the write-down window allows them, and no
  * tombstone or sync waits in the urgent lane -- and writes them as one
  * batch: one reservation (one sequence number each, in queue order), one
- * header, one write, each task finished with its result.  A batch of one
- * is written as a record (framed: its value can be carried at
- * reclamation and read by parts), as are puts of several parts or larger
- * values, carries and tombstones.
+ * header, one write, each task finished with its result.  Carries of one
+ * part (T_CARRY, their bytes read back into memory at reclamation) join
+ * batches as write-downs do.  A batch of one is written as a record
+ * (framed: it costs the same room), as are puts and carries of several
+ * parts or larger values, and tombstones.
  *
  * Each task keeps every promise of a framed put (wd_write): its index
  * entry and a tombstone allocated before the space is reserved, its entry
@@ -1931,6 +2037,20 @@ fail:
  * fails every task (its entries kept E_DEAD: wd_finish); a torn one is
  * read value by value (value_crc): what landed is served after a
  * restart, the rest a miss.
+ *
+ * A carry keeps every promise of wd_carry_write: its index entry (kept
+ * PENDING | E_CARRY since reclamation) is looked at when the batch takes
+ * it (wd_batch_prep) -- after every tombstone and write placed before the
+ * batch, since only this thread places them: one that took the entry is
+ * older than the batch's sequence numbers, and writing the carry would
+ * let a recovery bring back what it removed, so the carry is dropped --
+ * and moved to the value's place after the reservation (wd_batch_place).
+ * A delete or clear between the two logs its tombstone after the batch,
+ * so the value, its bytes written anyway (a batch cannot take one value
+ * back), stays deleted at recovery, and no entry names it
+ * (carry_gone).  Quota, the shard's bytes and live_record_bytes: taken
+ * off at reclamation, given back by wd_finish when the write lands, as a
+ * framed carry's.
  */
 #define WD_BATCH_IOV 1024u /* the I/O engine's iovecs per request (io.c IO_IOV_MAX) */
 
@@ -1950,10 +2070,23 @@ struct wd_batch {
 	struct iovec iov[WD_BATCH_IOV];
 };
 
-/* Whether t may join a batch by what the queue knows (type, length). */
+/* Whether t may join a batch by what the queue knows (type, parts of a
+ * carry, length). */
 static bool wd_batchable(const struct wd_task *t)
 {
-	return t->type == T_PUT && t->value_len >= 1 && t->value_len <= SSD_BATCH_VALUE_MAX;
+	return (t->type == T_PUT || (t->type == T_CARRY && t->part_count == 1)) &&
+	       t->value_len >= 1 && t->value_len <= SSD_BATCH_VALUE_MAX;
+}
+
+static void wd_carry_write(struct ssd *s, struct wd_task *t);
+
+/* t alone, as a record. */
+static void wd_write_one(struct ssd *s, struct wd_task *t)
+{
+	if (t->type == T_CARRY)
+		wd_carry_write(s, t);
+	else
+		wd_write(s, t);
 }
 
 static void wd_batch_unprep(struct ssd *s, struct wd_batch *wb, unsigned i)
@@ -1977,10 +2110,10 @@ static void wd_unshift(struct ssd *s, struct wd_task *t)
 
 enum { BP_DONE = 0, BP_ADDED, BP_FRAMED, BP_FULL };
 
-/* Add the put t to wb as its entry wb->n: BP_ADDED; BP_DONE: t finished
- * here (dead, on SSD already, or failed); BP_FRAMED: t is not for a batch
- * (several parts, a length DRAM does not confirm); BP_FULL: t does not
- * fit in wb.  Writer thread. */
+/* Add the put or carry t to wb as its entry wb->n: BP_ADDED; BP_DONE: t
+ * finished here (dead, on SSD already, a carry whose entry went, or
+ * failed); BP_FRAMED: t is not for a batch (several parts, a length DRAM
+ * does not confirm); BP_FULL: t does not fit in wb.  Writer thread. */
 static int wd_batch_prep(struct ssd *s, struct wd_batch *wb, struct wd_task *t)
 {
 	struct iovec view[DRAM_MAX_RUNS];
@@ -1988,20 +2121,33 @@ static int wd_batch_prep(struct ssd *s, struct wd_batch *wb, struct wd_task *t)
 	unsigned i = wb->n, vc, ns_index = wb->ns_count;
 	uint64_t len = 0, h, key_pad, padded;
 	uint32_t crc = 0;
-	bool new_ns;
+	bool new_ns, sealed, carry = t->type == T_CARRY;
 	int r;
 
-	if (!dram_item_alive(s->dram, t->item)) {
-		A(s->wd_skipped);
-		wd_finish(s, t, -ECANCELED);
-		return BP_DONE;
-	}
-	r = dram_item_meta(s->dram, t->item, &t->ns, &t->key, &len, &crc, 1);
-	if (r == KVT_ERANGE)
-		return BP_FRAMED;
-	if (r < 0) {
-		wd_finish(s, t, r);
-		return BP_DONE;
+	if (carry) {
+		/* Its entry taken by a write or tombstone placed before this
+		 * batch: dropped, as wd_carry_write does ("Batches"). */
+		if (!wd_carry_move(s, t, NULL)) {
+			wd_carry_drop(s, t, t->carry_seq + 1);
+			return BP_DONE;
+		}
+		len = t->part_count == 1 ? t->carry_parts[0].len : 0;
+		crc = t->part_count == 1 ? t->carry_parts[0].crc : 0;
+		sealed = t->carry_flags & SSD_REC_F_SEALED;
+	} else {
+		if (!dram_item_alive(s->dram, t->item)) {
+			A(s->wd_skipped);
+			wd_finish(s, t, -ECANCELED);
+			return BP_DONE;
+		}
+		r = dram_item_meta(s->dram, t->item, &t->ns, &t->key, &len, &crc, 1);
+		if (r == KVT_ERANGE)
+			return BP_FRAMED;
+		if (r < 0) {
+			wd_finish(s, t, r);
+			return BP_DONE;
+		}
+		sealed = dram_item_flags(t->item) & KVT_F_SEALED;
 	}
 	nse = t->ns ? ns_reg_get(s->reg, t->ns) : NULL;
 	if (!nse || len != t->value_len || len < 1 || len > SSD_BATCH_VALUE_MAX ||
@@ -2019,26 +2165,37 @@ static int wd_batch_prep(struct ssd *s, struct wd_batch *wb, struct wd_task *t)
 		if (wb->t[j]->ns == t->ns && wb->t[j]->key.len == t->key.len &&
 		    memcmp(wb->t[j]->key.bytes, t->key.bytes, t->key.len) == 0)
 			return BP_FULL;
-	if (wd_already_down(s, t))
+	if (!carry && wd_already_down(s, t))
 		return BP_DONE;
 	for (unsigned j = 0; j < wb->ns_count; j++)
 		if (wb->b.ns[j].ns_id == t->ns)
 			ns_index = j;
 	key_pad = ssd_batch_ent_len(t->key.len) - SSD_BATCH_ENT_FIXED;
 	padded = align_rec(len, s->rec_align);
-	vc = dram_item_view(s->dram, t->item, view, &h);
+	if (carry) {
+		/* The value after its record header in the carry's buffer
+		 * (evict_carry, evict_carry_batched: the store's alignment),
+		 * padded as it was read back. */
+		view[0].iov_base = t->hdr + ssd_rec_hdr_len(1, s->rec_align);
+		view[0].iov_len = padded;
+		vc = 1;
+	} else {
+		vc = dram_item_view(s->dram, t->item, view, &h);
+	}
 	new_ns = ns_index == wb->ns_count;
 	if (i == SSD_BATCH_MAX || wb->values + padded >= SSD_SPLIT_MIN ||
 	    wb->values + padded > s->cfg.seg_size / 4 || wb->iovn + vc > WD_BATCH_IOV ||
 	    ssd_batch_hdr_len(i + 1, wb->ns_count + new_ns, wb->key_pad + key_pad,
 			      s->rec_align) == 0)
 		return BP_FULL;
-	wb->spare[i] = kvt_mem_alloc(s->mem, sizeof(*wb->spare[i]));
-	wb->tomb[i] = kvt_mem_calloc(s->mem, 1, sizeof(*wb->tomb[i]));
-	if (!wb->spare[i] || !wb->tomb[i]) {
-		wd_batch_unprep(s, wb, i);
-		wd_finish(s, t, -ENOMEM);
-		return BP_DONE;
+	if (!carry) { /* a carry's entry exists: wd_carry_move */
+		wb->spare[i] = kvt_mem_alloc(s->mem, sizeof(*wb->spare[i]));
+		wb->tomb[i] = kvt_mem_calloc(s->mem, 1, sizeof(*wb->tomb[i]));
+		if (!wb->spare[i] || !wb->tomb[i]) {
+			wd_batch_unprep(s, wb, i);
+			wd_finish(s, t, -ENOMEM);
+			return BP_DONE;
+		}
 	}
 	if (new_ns) {
 		wb->b.ns[ns_index].ns_id = t->ns;
@@ -2047,12 +2204,12 @@ static int wd_batch_prep(struct ssd *s, struct wd_batch *wb, struct wd_task *t)
 	}
 	memset(&wb->b.ent[i], 0, sizeof(wb->b.ent[i]));
 	wb->b.ent[i].ns_index = ns_index;
-	wb->b.ent[i].flags = dram_item_flags(t->item) & KVT_F_SEALED ? SSD_REC_F_SEALED : 0;
+	wb->b.ent[i].flags = sealed ? SSD_REC_F_SEALED : 0;
 	wb->b.ent[i].value_len = len;
 	wb->b.ent[i].key = t->key;
 	/* DRAM's runs are 4 KiB aligned, the last one's tail zeroed to its
 	 * 4 KiB boundary (dram.h): padding to the alignment reads no
-	 * recycled bytes. */
+	 * recycled bytes (a carry's is padded already). */
 	view[vc - 1].iov_len = align_rec(view[vc - 1].iov_len, s->rec_align);
 	memcpy(&wb->iov[wb->iovn], view, vc * sizeof(view[0]));
 	wb->iovn += vc;
@@ -2115,6 +2272,23 @@ static void wd_batch_cut(const struct ssd *s, struct wd_batch *wb, unsigned k)
 	wb->iovn = wb->iov_end[k - 1];
 }
 
+/* A batch: g of format 3 at the store's alignment, and k > 0 of wb's
+ * values fitting its end (wd_batch_fit; hdr_len: their header's). */
+struct seg_fit_batch {
+	const struct wd_batch *wb;
+	unsigned k;
+	uint32_t hdr_len;
+};
+
+static bool seg_fits_batch(const struct ssd *s, const struct ssd_seg *g, void *ctx)
+{
+	struct seg_fit_batch *f = ctx;
+	if (!g->batches || g->rec_align != s->rec_align)
+		return false;
+	f->k = wd_batch_fit(s, f->wb, g, &f->hdr_len);
+	return f->k > 0;
+}
+
 /*
  * Space for wb at the end of the open segment, which must be of format 3
  * (one that is not is sealed): as many of its values as fit there, from
@@ -2126,33 +2300,18 @@ static void wd_batch_cut(const struct ssd *s, struct wd_batch *wb, unsigned k)
  */
 static int seg_reserve_batch_locked(struct ssd *s, struct wd_batch *wb, uint64_t *off)
 {
+	struct seg_fit_batch fit = { wb, 0, 0 };
 	struct ssd_sum_entry se;
-	struct ssd_seg *g = NULL;
-	uint32_t hdr_len = 0;
-	unsigned k = 0;
+	struct ssd_seg *g;
 	int r;
 
-	for (int tries = 0; tries < 3; tries++) {
-		if (s->open_slot < 0) {
-			r = seg_open_next_locked(s);
-			if (r < 0)
-				return r;
-		}
-		g = &s->segs[s->open_slot];
-		if (g->batches && g->rec_align == s->rec_align) {
-			k = wd_batch_fit(s, wb, g, &hdr_len);
-			if (k > 0)
-				break;
-		}
-		seg_seal_locked(s);
-	}
-	if (s->open_slot < 0)
-		return KVT_EFULL;
+	/* an empty segment takes a value (wd_batch_prep's bounds) */
+	r = seg_open_fitting_locked(s, seg_fits_batch, &fit);
+	if (r < 0)
+		return r;
 	g = &s->segs[s->open_slot];
-	if (!g->batches || g->rec_align != s->rec_align || k == 0)
-		return KVT_ETOOBIG; /* cannot happen: an empty segment takes a value */
-	wd_batch_cut(s, wb, k);
-	wb->hdr_len = hdr_len;
+	wd_batch_cut(s, wb, fit.k);
+	wb->hdr_len = fit.hdr_len;
 	wb->total = wb->hdr_len + wb->values;
 	r = ssd_seg_sum_room(s, g, wb->n);
 	if (r < 0)
@@ -2227,6 +2386,11 @@ static void wd_batch_place(struct ssd *s, struct wd_batch *wb)
 	if (r < 0) {
 		for (unsigned i = 0; i < gathered; i++) {
 			wd_batch_unprep(s, wb, i);
+			if (wb->t[i]->type == T_CARRY) {
+				/* not placed: as wd_carry_write's failed reservation */
+				wd_carry_drop(s, wb->t[i], wb->t[i]->carry_seq + 1);
+				continue;
+			}
 			if (r == KVT_ETOOBIG)
 				A(s->wd_skipped);
 			wd_finish(s, wb->t[i], r == -ENOSPC || r == KVT_EFULL ? -ENOSPC : r);
@@ -2256,6 +2420,18 @@ static void wd_batch_place(struct ssd *s, struct wd_batch *wb)
 		e.flags = E_PENDING | E_BATCHED |
 			  (wb->b.ent[i].flags & SSD_REC_F_SEALED ? E_SEALED_VALUE : 0);
 		e.value_crc = wb->b.ent[i].value_crc;
+		if (t->type == T_CARRY) {
+			/* Its entry moved here, unless a delete or clear took it
+			 * since wd_batch_prep: its tombstone follows the batch
+			 * ("Batches"). */
+			if (wd_carry_move(s, t, &e)) {
+				A(s->carried_in_batches);
+			} else {
+				t->carry_gone = true;
+				A(s->carry_lost);
+			}
+			continue;
+		}
 		e.key_len = (uint8_t)t->key.len;
 		memcpy(e.key, t->key.bytes, t->key.len);
 		h = ssd_hash(s, t->ns, &t->key);
@@ -2287,9 +2463,9 @@ static void wd_batch_place(struct ssd *s, struct wd_batch *wb)
 		     wb->iov, wb->iovn, wd_batch_done, wb);
 }
 
-/* The write-down queue's head t (taken), and the batchable puts behind
- * it, as one batch; t alone, or not batchable, as a record (wd_write).
- * Writer thread. */
+/* The write-down queue's head t (taken), and the batchable puts and
+ * carries behind it, as one batch; t alone, or not batchable, as a
+ * record (wd_write, wd_carry_write).  Writer thread. */
 static void wd_batch_write(struct ssd *s, struct wd_task *t)
 {
 	struct wd_batch *wb = kvt_mem_calloc(s->mem, 1, sizeof(*wb));
@@ -2297,7 +2473,7 @@ static void wd_batch_write(struct ssd *s, struct wd_task *t)
 	int r;
 
 	if (!wb) {
-		wd_write(s, t);
+		wd_write_one(s, t);
 		return;
 	}
 	wb->iovn = 1; /* iov[0]: the header */
@@ -2305,7 +2481,7 @@ static void wd_batch_write(struct ssd *s, struct wd_task *t)
 	if (r != BP_ADDED) {
 		kvt_mem_free(s->mem, wb, sizeof(*wb));
 		if (r != BP_DONE)
-			wd_write(s, t);
+			wd_write_one(s, t);
 		return;
 	}
 	for (;;) {
@@ -2330,11 +2506,11 @@ static void wd_batch_write(struct ssd *s, struct wd_task *t)
 		}
 	}
 	if (wb->n == 1) {
-		/* One value: as a record, which reclamation can carry. */
+		/* One value: as a record (the same room). */
 		struct wd_task *one = wb->t[0];
 		wd_batch_unprep(s, wb, 0);
 		kvt_mem_free(s->mem, wb, sizeof(*wb));
-		wd_write(s, one);
+		wd_write_one(s, one);
 		return;
 	}
 	wd_batch_place(s, wb);
@@ -2351,8 +2527,7 @@ static void wd_batch_write(struct ssd *s, struct wd_task *t)
 static void wd_carry_write(struct ssd *s, struct wd_task *t)
 {
 	const struct ns_entry *nse = ns_reg_get(s->reg, t->ns);
-	uint64_t off = 0, h = ssd_hash(s, t->ns, &t->key);
-	struct ssd_shard *sh = shard_of(s, h);
+	uint64_t off = 0;
 	struct ssd_rec_hdr rh;
 	struct ssd_sum_entry se;
 	bool alive = false;
@@ -2377,21 +2552,15 @@ static void wd_carry_write(struct ssd *s, struct wd_task *t)
 	pthread_mutex_lock(&s->seg_lock);
 	r = nse ? seg_reserve_locked(s, t->rec_len, &se, &t->slot, &off, &t->generation) : KVT_MISS;
 	if (r == 0) {
-		struct ssd_entry **pp;
-		pthread_mutex_lock(&sh->lock);
-		pp = ssd_idx_slot(sh, h, t->ns, &t->key);
-		alive = *pp && (*pp)->seq == t->carry_seq && ((*pp)->flags & E_CARRY);
-		if (alive) {
-			struct ssd_entry *e = *pp;
-			e->seq = se.seq;
-			e->generation = t->generation;
-			e->slot = t->slot;
-			e->off_512 = se.off_512;
-			e->len_512 = se.len_512;
-			e->flags = E_PENDING; /* not read at its new place yet; framed */
-			e->value_crc = 0;
-		}
-		pthread_mutex_unlock(&sh->lock);
+		struct ssd_entry n;
+		memset(&n, 0, sizeof(n));
+		n.seq = se.seq;
+		n.generation = t->generation;
+		n.slot = t->slot;
+		n.off_512 = se.off_512;
+		n.len_512 = se.len_512;
+		n.flags = E_PENDING; /* framed: no value_crc */
+		alive = wd_carry_move(s, t, &n);
 		if (!alive) {
 			/* The newest reservation, in the open segment: undo it. */
 			struct ssd_seg *g = &s->segs[t->slot];
@@ -2414,14 +2583,7 @@ static void wd_carry_write(struct ssd *s, struct wd_task *t)
 	}
 	if (!alive || r < 0) {
 		/* Not written: the entry kept for it goes (if still its own). */
-		ssd_idx_remove_key(s, t->ns, &t->key, alive ? se.seq + 1 : t->carry_seq + 1);
-		A(s->carry_lost);
-		pthread_mutex_lock(&s->wd_lock);
-		s->wd_bytes -= t->value_len;
-		pthread_cond_broadcast(&s->wd_cond);
-		pthread_mutex_unlock(&s->wd_lock);
-		wd_task_free(s, t);
-		ssd_room_run(s);
+		wd_carry_drop(s, t, alive ? se.seq + 1 : t->carry_seq + 1);
 		return;
 	}
 	t->iov[0].iov_base = t->hdr;
@@ -2640,7 +2802,10 @@ static void *wd_main(void *arg)
 			wd_write(s, t);
 			break;
 		case T_CARRY:
-			wd_carry_write(s, t);
+			if (s->cfg.format == 3 && wd_batchable(t))
+				wd_batch_write(s, t);
+			else
+				wd_carry_write(s, t);
 			break;
 		case T_DSYNC:
 			/* Its tombstones are placed: the sync thread takes it
@@ -4250,11 +4415,14 @@ void ssd_stats(struct ssd *s, kvt_stats_fn fn, void *ctx)
 	fn(ctx, "ssd.promoted_dropped", AL(s->dropped_promoted), NULL);
 	fn(ctx, "ssd.writedown_put_timeouts", AL(s->wd_put_timeouts), NULL);
 	fn(ctx, "ssd.writedown_skipped", AL(s->wd_skipped), NULL);
-	/* Format 3 (ssd.format=3): batches written, the values in them, and
-	 * batched values carried (framed) at reclamation */
+	/* Format 3 (ssd.format=3): batches written, the values in them
+	 * (write-downs and carries), batched values carried at reclamation
+	 * (read back by value), and carries written as values of a batch
+	 * (of ssd.carried_blocks; the others framed) */
 	fn(ctx, "ssd.batches", AL(s->batches), NULL);
 	fn(ctx, "ssd.batched_blocks", AL(s->batched_blocks), NULL);
 	fn(ctx, "ssd.batched_carried", AL(s->batched_carried), NULL);
+	fn(ctx, "ssd.carried_in_batches", AL(s->carried_in_batches), NULL);
 	fn(ctx, "ssd.writedown_errors", AL(s->wd_errors), NULL);
 	fn(ctx, "ssd.writedown_pending_bytes", wd_bytes, NULL);
 	fn(ctx, "ssd.writes_inflight", inflight, NULL);

@@ -92,7 +92,9 @@ bool ssd_log_full(void *ctx);
  * reinserted, reserve(ctx, ns, value_len) asks whether the hook takes it
  * now (policy, budget); if so the record is read back from the segment
  * (still intact: only its header page was cleared), checked (header,
- * key, sequence, every part's CRC32C), and take() gets it, with ownership
+ * key, sequence, every part's CRC32C; a batched value of format 3: the
+ * value alone, by its value_crc, one part at value_off 0), and take()
+ * gets it, with ownership
  * of buf (kvt_mem_alloc_aligned on the tier's kvt_mem, buf_cap bytes; the
  * value is buf[value_off, value_off + value_len)), or buf NULL (the read
  * or a check failed: drop the reservation).  Both run on the writer

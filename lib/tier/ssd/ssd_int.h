@@ -221,10 +221,14 @@ struct wd_task {
 	bool batched;
 	/* T_CARRY: the record read back into hdr (hdr_len bytes: its header,
 	 * re-encoded in place, then the value), its part table, and the seq
-	 * of the index entry kept PENDING for it meanwhile. */
+	 * of the index entry kept PENDING for it meanwhile.  In a batch
+	 * (batched: only the value goes out, from hdr + its header's
+	 * length): carry_gone if a delete took that entry after the batch
+	 * took the carry (its bytes written, named by no entry). */
 	struct ssd_part *carry_parts;
 	uint64_t carry_seq;
 	uint32_t carry_flags;  /* SSD_REC_F_* */
+	bool carry_gone;
 };
 
 /* A get that found the same block's promotion in flight (ssd_promote):
@@ -372,7 +376,7 @@ struct ssd {
 		reinserted, quarantined, ckpts, enospc, promote_full, copy_reads, part_reads,
 		evicted_handed, carried, carried_bytes, carry_lost, wd_put_waits, wd_put_timeouts,
 		dropped_promoted, sealed_records, evicted_unread, evicted_over_budget, evicted_dead,
-		room_capped, batches, batched_blocks, batched_carried;
+		room_capped, batches, batched_blocks, batched_carried, carried_in_batches;
 	uint64_t rec_ckpt_entries, rec_records, rec_segments, rec_ns, rec_dropped;
 	uint64_t rec_old_format;     /* segments of an older format version, dropped */
 	uint64_t rec_other_size;     /* segments of another ssd.segment, dropped */
