@@ -597,9 +597,11 @@ struct kvtd_accepted {
 	struct sockaddr_storage ss;
 };
 
-/* Tenants whose parsing a loop counts per iteration (kvtd_loop tparse);
- * a tenant past them in one iteration is not held to its budget there. */
-#define KVTD_PARSE_TENANTS 32
+/* Slots of a loop's table of what each tenant took in an iteration
+ * (kvtd_loop tparse) when it is first made; it doubles past half full,
+ * so every tenant seen in an iteration has one (loop.c "Tenants an
+ * iteration"). */
+#define KVTD_PARSE_TENANTS 64
 
 struct kvtd_loop {
 	struct kvtd_ev wake_ev;   /* KVTD_EV_WAKE */
@@ -647,14 +649,18 @@ struct kvtd_loop {
 	 * written (httpd.c "Pages in flight": at most HTTPD_PAGES_LOOP) */
 	unsigned metrics_out;
 	/* What each tenant's connections took in iteration tparse_iter, all
-	 * together (KVTD_PARSE_TENANT_FRAMES): the first KVTD_PARSE_TENANTS
-	 * tenants seen in it */
+	 * together (KVTD_PARSE_TENANT_FRAMES): every tenant seen in it, in an
+	 * open-addressing table keyed by its tstat (tparse_cap slots, a power
+	 * of two; a slot of an earlier iteration is empty), or, once memory
+	 * was refused, in tparse_over, shared (loop.c "Tenants an
+	 * iteration") */
 	struct kvtd_tparse {
 		const struct kvtd_tstat *t;
+		uint64_t iter;
 		unsigned frames;
 		uint64_t items;
-	} tparse[KVTD_PARSE_TENANTS];
-	unsigned tparse_n;
+	} *tparse, tparse_over;
+	unsigned tparse_cap, tparse_n;
 	uint64_t tparse_iter;
 	/* TLS records the unauthenticated connections read in iteration
 	 * tls_unauth_iter, all together (loop.c "TLS records a loop

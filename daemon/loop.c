@@ -228,23 +228,80 @@ static bool loop_conn_push(struct kvtd_conn ***list, unsigned *n, unsigned *cap,
 	return true;
 }
 
-/* What c's tenant took in this iteration of its loop (NULL: not counted:
- * no shares, or past KVTD_PARSE_TENANTS tenants this iteration). */
+/*
+ * Tenants an iteration.  What each tenant's connections took in an
+ * iteration is counted in the loop's table, one slot a tenant seen in it,
+ * whatever their number (a tenants file may name thousands): until
+ * 2026-12-05 the table held the first 32, and the 33rd tenant of an
+ * iteration and those after it were held to no budget there
+ * (test_hostile_http tenants_past_32).  The table is open addressing keyed
+ * by the tstat's address (a multiplicative hash, linear probing), so a
+ * frame's lookup is a probe or two whatever the count; a slot stamped
+ * with an earlier iteration is empty, so a new iteration clears nothing.
+ * It doubles once half full (the slots of this iteration moved); if that
+ * memory is refused, the tenants not in it share tparse_over: held to
+ * one budget together rather than to none.
+ */
+static unsigned loop_tparse_hash(const struct kvtd_tstat *t, unsigned cap)
+{
+	return (unsigned)((((uintptr_t)t >> 4) * 0x9e3779b97f4a7c15ull) >> 32) & (cap - 1);
+}
+
+static struct kvtd_tparse *loop_tparse_slot(struct kvtd_tparse *tab, unsigned cap,
+					    uint64_t iter, const struct kvtd_tstat *t)
+{
+	unsigned i = loop_tparse_hash(t, cap);
+
+	while (tab[i].iter == iter && tab[i].t != t)
+		i = (i + 1) & (cap - 1);
+	return &tab[i];
+}
+
+/* The table of twice the slots (KVTD_PARSE_TENANTS at first), this
+ * iteration's tenants in it; false without memory (the table kept). */
+static bool loop_tparse_grow(struct kvtd_loop *loop)
+{
+	unsigned cap = loop->tparse_cap ? loop->tparse_cap * 2 : KVTD_PARSE_TENANTS;
+	struct kvtd_tparse *tab = calloc(cap, sizeof(*tab));
+
+	if (!tab)
+		return false;
+	for (unsigned i = 0; i < loop->tparse_cap; i++) {
+		struct kvtd_tparse *o = &loop->tparse[i];
+		if (o->iter == loop->iter)
+			*loop_tparse_slot(tab, cap, loop->iter, o->t) = *o;
+	}
+	free(loop->tparse);
+	loop->tparse = tab;
+	loop->tparse_cap = cap;
+	return true;
+}
+
+/* What t's connections took in this iteration of the loop (NULL: not
+ * counted: no shares). */
 static struct kvtd_tparse *loop_tparse_of(struct kvtd_loop *loop, struct kvtd_tstat *t)
 {
+	struct kvtd_tparse *tp;
+
 	if (!loop_shares(loop->srv, t))
 		return NULL;
 	if (loop->tparse_iter != loop->iter) {
 		loop->tparse_iter = loop->iter;
 		loop->tparse_n = 0;
+		loop->tparse_over = (struct kvtd_tparse){ NULL, loop->iter, 0, 0 };
 	}
-	for (unsigned i = 0; i < loop->tparse_n; i++)
-		if (loop->tparse[i].t == t)
-			return &loop->tparse[i];
-	if (loop->tparse_n == KVTD_PARSE_TENANTS)
-		return NULL;
-	loop->tparse[loop->tparse_n] = (struct kvtd_tparse){ t, 0, 0 };
-	return &loop->tparse[loop->tparse_n++];
+	if (loop->tparse_cap) {
+		tp = loop_tparse_slot(loop->tparse, loop->tparse_cap, loop->iter, t);
+		if (tp->iter == loop->iter)
+			return tp;
+	}
+	if ((loop->tparse_n + 1) * 2 > loop->tparse_cap && !loop_tparse_grow(loop) &&
+	    loop->tparse_n + 1 >= loop->tparse_cap)
+		return &loop->tparse_over; /* no memory, and no slot left free */
+	tp = loop_tparse_slot(loop->tparse, loop->tparse_cap, loop->iter, t);
+	*tp = (struct kvtd_tparse){ t, loop->iter, 0, 0 };
+	loop->tparse_n++;
+	return tp;
 }
 
 static struct kvtd_tparse *loop_tparse(struct kvtd_conn *c)
@@ -1878,6 +1935,7 @@ void kvtd_loops_finish(struct kvtd_server *srv)
 		free(loop->touched);
 		loop->touched = NULL;
 		free(loop->deferred);
+		free(loop->tparse);
 		loop->deferred = NULL;
 		free(loop->metrics_page);
 		loop->metrics_page = NULL;

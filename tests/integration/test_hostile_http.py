@@ -36,7 +36,8 @@ tenant), tls_records (S3 and RESP requests in one-byte TLS records),
 resp_share_answer (RESP commands refused by their tenant's share say so),
 tls_handshakes (canned ClientHellos from one address, throttled),
 tls_tenant_records (one tenant's many connections of one-byte TLS records),
-idle_rbuf (idle connections after a large RESP command, and partial ones).
+tenants_past_32 (one tenant's pipelines seen after 38 others in each loop
+iteration), idle_rbuf (idle connections after a large RESP command, and partial ones).
 """
 import base64
 import datetime
@@ -3152,6 +3153,113 @@ def tls_tenant_records(ph):
         bob.s.close()
     finally:
         t.stop()
+
+
+# tenants_past_32: alice's PINGs a loop iteration at most, 1.5 x her
+# tenant's budget (KVTD_PARSE_TENANT_FRAMES, 256); figures in the docstring
+PAST32_ITER_MAX = 384
+PAST32_FILLERS = 38   # tenants besides alice and bob: 40 in the file
+PAST32_CONNS = 32     # alice's connections
+PAST32_PINGS = 1000   # pipelined on each, sent at once
+
+
+@phase
+def tenants_past_32(ph):
+    """A loop counted what each tenant took in an iteration for the first
+    32 tenants seen in it (KVTD_PARSE_TENANTS); the 33rd and later were
+    held to no budget there: on a server of 40 tenants, a tenant whose
+    connections came after 32 others in an iteration had each of them
+    parse 64 commands (KVTD_PARSE_FRAMES), not all of them together 256
+    (KVTD_PARSE_TENANT_FRAMES), and every other client of the loop waited.
+    Now every tenant seen has a slot (loop.c "Tenants an iteration").  38
+    tenants each keep a pipeline of PINGs on a connection of their own
+    longer than it parses (64 an iteration, read at each iteration's
+    events, before the connections deferred from the last); alice's 32
+    connections each send 1,000 pipelined PINGs at once (read whole into
+    their buffers, then parsed in the deferred turns, after those 38);
+    bob PINGs beside them.  Alice's PINGs a loop iteration (the
+    iterations counted by the fillers' answers) asserted: ASan 750 and 842
+    before, 265-270 after (2026-12-05)."""
+    import select
+    rport = int(re.search(r"RESP listener on 127\.0\.0\.1:(\d+)",
+                          open(ph.srv.log).read()).group(1))
+
+    def login(who):
+        return resp_login(rport, who, ph.addr())
+    ping = resp_cmd(b"PING")
+    bob = login(BOB)
+    bob.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def bob_ping():
+        t0 = time.monotonic()
+        bob.sendall(ping)
+        ph.expect(resp_line(bob) == b"+PONG", "bob's PING")
+        return time.monotonic() - t0
+    alone = sorted(bob_ping() for _ in range(30))
+    fillers = [login(("f%d" % i, "secret-of-filler-%04d" % i)) for i in range(PAST32_FILLERS)]
+    alice = [login(ALICE) for _ in range(PAST32_CONNS)]
+    stop = threading.Event()
+    got = {s: 0 for s in fillers + alice}  # PONG bytes read
+    want = len(b"+PONG\r\n") * PAST32_PINGS
+    chunk = ping * 4096
+
+    def pump():  # the fillers' pipelines kept full; everyone's answers read
+        for s in fillers + alice:
+            s.setblocking(False)
+        while not stop.is_set():
+            rd, wr, _ = select.select(list(got), fillers, [], 0.5)
+            for s in wr:
+                try:
+                    s.send(chunk)  # whole PINGs or not: never parsed to the end
+                except BlockingIOError:
+                    pass
+            for s in rd:
+                try:
+                    got[s] += len(s.recv(1 << 16))
+                except BlockingIOError:
+                    pass
+    pumper = threading.Thread(target=pump)
+    pumper.start()
+    time.sleep(0.3)  # the fillers' PINGs going round first
+    c0 = loop_cpu_s(ph.srv)
+    f0 = sum(got[s] for s in fillers)
+    t0 = time.monotonic()
+    for s in alice:
+        s.send(ping * PAST32_PINGS)  # 14 KB: into the socket's buffer at once
+    lat = []
+    while sum(got[s] for s in alice) < want * len(alice) and time.monotonic() - t0 < 60:
+        lat.append(bob_ping())
+        time.sleep(0.002)
+    took, cpu = time.monotonic() - t0, loop_cpu_s(ph.srv) - c0
+    fpings = (sum(got[s] for s in fillers) - f0) // 7
+    stop.set()
+    pumper.join()
+    ph.expect(all(got[s] == want for s in alice), "alice's PINGs answered",
+              sorted(got[s] for s in alice)[:3])
+    ph.expect(all(got[s] > 0 for s in fillers), "the fillers' PINGs answered")
+    for s in fillers + alice + [bob]:
+        s.close()
+    # Each filler's pipeline is parsed 64 PINGs an iteration
+    # (KVTD_PARSE_FRAMES), at its event: its PINGs answered count the
+    # iterations alice's took.  Held to her tenant's budget, her
+    # connections parse 256 an iteration together; held to none (seen
+    # after 32 tenants), 64 each.
+    iters = fpings / (PAST32_FILLERS * 64.0)
+    per_iter = len(alice) * PAST32_PINGS / max(iters, 1)
+    lat.sort()
+    print("tenants_past_32: %d tenants' pipelines beside alice's %d connections of %d "
+          "PINGs: %.2f s, loop CPU %.2f s, ~%.0f iterations (the fillers' PINGs %d): alice's "
+          "PINGs an iteration %.0f; bob's PING alone p50 %.2f ms, beside them n %d, p50 %.1f "
+          "ms, max %.1f ms" % (
+              PAST32_FILLERS, len(alice), PAST32_PINGS, took, cpu, iters, fpings, per_iter,
+              alone[15] * 1e3, len(lat), lat[len(lat) // 2] * 1e3, lat[-1] * 1e3))
+    ph.expect(per_iter <= PAST32_ITER_MAX, "alice's PINGs a loop iteration", per_iter)
+    ph.cases += 1
+
+
+tenants_past_32.extra = ["--resp", "127.0.0.1:0"]
+tenants_past_32.tenants = "alice %s tenant\nbob %s tenant\n" % (ALICE[1], BOB[1]) + "".join(
+    "f%d secret-of-filler-%04d tenant\n" % (i, i) for i in range(PAST32_FILLERS))
 
 
 # idle_rbuf: RSS growth, at most, sanitized and release, for 600 idle
