@@ -281,6 +281,8 @@ struct kvtd_counters {
 	_Atomic uint64_t tls_ktls;       /* of them, sending through kernel TLS */
 	_Atomic uint64_t tls_throttled;  /* closed before a handshake: its address
 					  * past KVTD_AUTH_FAILS_PER_SEC */
+	_Atomic uint64_t tls_hs_timeouts; /* handshakes past their deadline after
+					   * bytes came (loop.c loop_sweep) */
 	_Atomic uint64_t tls_deferred;   /* TLS reads left for the next iteration:
 					  * the payer's records spent (loop.c) */
 	_Atomic uint64_t value_crc_errors; /* stored parts failing their CRC on a range read */
@@ -474,6 +476,8 @@ struct kvtd_conn {
 	void *tls;
 	bool tls_ready;        /* handshake done */
 	uint8_t tls_rd_want;   /* TLSIO_WANT_*: the last read waits for this event */
+	int tls_lowat;         /* SO_RCVLOWAT set while the first record comes
+				* (tls.c "The first record"); 0 or 1: not */
 	uint8_t tls_wr_want;   /* ... the last write */
 	uint32_t tls_records;  /* records its reads took, not yet charged (loop.c) */
 
@@ -830,6 +834,16 @@ int kvtd_tls_handshake(struct kvtd_conn *c);
  * that sent nothing or no handshake record: a load balancer's TCP check,
  * a plain client. */
 bool kvtd_tls_began(const struct kvtd_conn *c);
+/* The SSL has read bytes from the socket (a record's start, at least),
+ * whether or not its handshake began: the SSL holds its read buffer. */
+bool kvtd_tls_heard(const struct kvtd_conn *c);
+/* The client sent bytes: the SSL read some, or the socket holds some (a
+ * first record not yet whole waits there: tls.c "The first record"). */
+bool kvtd_tls_sent_any(const struct kvtd_conn *c);
+/* A TLS handshake's deadline, seconds after the accept: this or
+ * --idle-timeout if smaller (loop.c loop_sweep, "A handshake's
+ * deadline"). */
+#define KVTD_TLS_HANDSHAKE_S 10u
 /* Decrypted bytes wait inside the SSL: epoll will not report them. */
 bool kvtd_tls_pending(const struct kvtd_conn *c);
 void kvtd_tls_close(struct kvtd_conn *c);

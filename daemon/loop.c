@@ -1542,25 +1542,55 @@ static void loop_conn_handshake(struct kvtd_conn *c)
  * Timeouts
  */
 
+/*
+ * A handshake's deadline.  A TLS handshake takes milliseconds, but one
+ * that never ends held its connection until --idle-timeout (30 s by
+ * default), and before any crypto it holds the most: a client that sends
+ * a record header declaring a 16 KiB ClientHello and 101 bytes of it has
+ * the SSL hold its read buffer and its handshake buffer (~46 KiB a
+ * connection, release; 9.4 KiB for one that sent nothing), at no cost to
+ * the client and, as no ClientHello was taken, no failure counted
+ * (doc/security.md "A handshake's memory").  So a handshake has
+ * KVTD_TLS_HANDSHAKE_S (or --idle-timeout if smaller; also with
+ * --idle-timeout 0), and one that timed out having received bytes counts
+ * against its address as a failed one does (kvtd_auth_failed: past 20 a
+ * second its next connections are closed before their handshake); a TCP
+ * check that sent nothing still counts nothing.
+ */
+static uint64_t loop_handshake_limit_ns(const struct kvtd_server *srv)
+{
+	unsigned s = srv->cfg.idle_timeout_s;
+
+	if (s == 0 || s > KVTD_TLS_HANDSHAKE_S)
+		s = KVTD_TLS_HANDSHAKE_S;
+	return (uint64_t)s * 1000000000ull;
+}
+
 static void loop_sweep(struct kvtd_loop *loop)
 {
 	struct kvtd_server *srv = loop->srv;
 	uint64_t limit = (uint64_t)srv->cfg.idle_timeout_s * 1000000000ull, now = loop->now_ns;
+	uint64_t hs_limit = loop_handshake_limit_ns(srv);
 
-	if (limit == 0)
-		return;
 	for (struct kvtd_conn *c = loop->conns; c; c = c->next) {
 		const char *why = NULL;
 		if (c->dead || c->lingering)
 			continue;
-		if (c->tls && !c->tls_ready && now - c->accept_ns > limit) {
+		if (c->tls && !c->tls_ready) {
 			/* Before AUTH too: a RESP or S3 connection without
 			 * --tenants is ready from its accept, and a handshake
 			 * that never ends held its slot for good.  A failure
-			 * of its address (loop_conn_handshake). */
+			 * of its address if it sent anything (loop_conn_handshake;
+			 * "A handshake's deadline"). */
+			if (now - c->accept_ns <= hs_limit)
+				continue;
 			why = "TLS handshake not completed in time";
-			if (kvtd_tls_began(c))
+			if (kvtd_tls_began(c) || kvtd_tls_sent_any(c)) {
 				kvtd_auth_failed(c);
+				KVTD_COUNT(srv, tls_hs_timeouts, 1);
+			}
+		} else if (limit == 0) {
+			continue;
 		} else if (c->state != KVTD_CS_READY && now - c->accept_ns > limit)
 			why = "not authenticated in time";
 		else if (c->frame_start_ns && !c->read_paused && !c->no_more_input &&

@@ -37,7 +37,8 @@ resp_share_answer (RESP commands refused by their tenant's share say so),
 tls_handshakes (canned ClientHellos from one address, throttled),
 tls_tenant_records (one tenant's many connections of one-byte TLS records),
 tenants_past_32 (one tenant's pipelines seen after 38 others in each loop
-iteration), idle_rbuf (idle connections after a large RESP command, and partial ones).
+iteration), tls_partial_hello (partial ClientHellos held open: RSS, the
+handshake deadline), idle_rbuf (idle connections after a large RESP command, and partial ones).
 """
 import base64
 import datetime
@@ -2843,7 +2844,7 @@ def tls_http(port, data, src=None, timeout=10):
     return ans
 
 
-def tls_server(ph, name):
+def tls_server(ph, name, extra=()):
     """A server like ph.srv's with TLS on its S3 and RESP listeners (a
     self-signed certificate), or None (printed) without the openssl CLI."""
     base = tempfile.mkdtemp(dir=os.environ.get("TMPDIR"))
@@ -2852,7 +2853,7 @@ def tls_server(ph, name):
         print("%s: no openssl command to make a certificate with: skipped" % name)
         return None
     return Server(ph.srv.argv[0], base, ["--tls-cert", pki[0], "--tls-key", pki[1], "--resp",
-                                         "127.0.0.1:0"])
+                                         "127.0.0.1:0"] + list(extra))
 
 
 # tls_handshakes: the loop's CPU per connection sending a canned ClientHello,
@@ -3037,6 +3038,122 @@ def tls_records(ph):
             sanitized = b"__asan_init" in f.read()
         ph.expect(sanitized or min(per[1]) <= TLS_RECORD_MAX_S,
                   "loop CPU per one-byte record (s)", per[1])
+        ph.cases += 1
+    finally:
+        t.stop()
+
+
+# tls_partial_hello: RSS growth a connection at most (KiB), sanitized and
+# release, for connections holding a record header declaring 16,640 bytes
+# and 101 bytes of it (release 46.2 before, 9.4 after: bench/tls_prehandshake.py)
+TLS_PARTIAL_KIB = (30, 20)
+TLS_PARTIAL_CONNS = 200
+
+
+@phase
+def tls_partial_hello(ph):
+    """Before any crypto, an SSL that read part of a record held a read
+    buffer and a handshake buffer for it (~46 KiB a connection, release)
+    until --idle-timeout, and the handshake that never began counted no
+    failure: reconnecting at once, 1,000 connections from 5 addresses held
+    +64 MiB for as long as the client liked.  Now the SSL reads nothing
+    until the socket holds the first record whole (tls.c "The first
+    record"; SO_RCVLOWAT at its end), and a handshake has 10 s (or
+    --idle-timeout, 2 s here): one past it that received bytes counts
+    against its address (loop.c "A handshake's deadline").  200
+    connections from one address send a record header declaring 16,640
+    bytes and 101 bytes of it, 50 from another send nothing: RSS a
+    connection asserted, the 200 closed by the deadline and counted
+    (kvtier_tls_handshake_timeouts_total), the 50 not; a ClientHello sent
+    in two parts 0.3 s apart completes its handshake and is answered."""
+    import ssl
+    t = tls_server(ph, "tls_partial_hello", ["--idle-timeout", "2"])
+    if not t:
+        return
+    try:
+        rport = int(re.search(r"RESP listener on 127\.0\.0\.1:(\d+)",
+                              open(t.log).read()).group(1))
+        with open(ph.srv.argv[0], "rb") as f:
+            kib_max = TLS_PARTIAL_KIB[0 if b"__asan_init" in f.read() else 1]
+        partial = (bytes([22, 3, 1, 0x41, 0x00]) + b"\x01\x00\x40\xfc\x03\x03" +
+                   b"\x00" * 95)
+        # a ClientHello in two writes: the first record's header and 100
+        # bytes, the rest 0.3 s later (the gate waits, then reads it)
+        i, o = ssl.MemoryBIO(), ssl.MemoryBIO()
+        hs = tls_ctx().wrap_bio(i, o)
+        try:
+            hs.do_handshake()
+        except ssl.SSLWantReadError:
+            pass
+        hello = o.read()
+
+        def timeouts():  # 0 where the server has no such counter (an old one)
+            try:
+                return t.metric("kvtier_tls_handshake_timeouts_total")
+            except AssertionError:
+                return 0
+        to0 = timeouts()
+        time.sleep(0.3)
+        rss0 = t.rss_kib()
+        src, quiet_src = ph.addr(), ph.addr()
+        socks = []
+        for _ in range(TLS_PARTIAL_CONNS):
+            c = socket.create_connection(("127.0.0.1", rport), source_address=(src, 0))
+            c.sendall(partial)
+            socks.append(c)
+        quiet = [socket.create_connection(("127.0.0.1", rport), source_address=(quiet_src, 0))
+                 for _ in range(50)]
+        t0 = time.monotonic()
+        slow = socket.create_connection(("127.0.0.1", rport), source_address=(ph.addr(), 0))
+        slow.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        slow.sendall(hello[:105])
+        time.sleep(0.3)
+        slow.sendall(hello[105:])
+        slow.settimeout(10)
+        while True:  # the server's flight, then our Finished
+            try:
+                hs.do_handshake()
+                break
+            except ssl.SSLWantReadError:
+                slow.sendall(o.read())
+                b = slow.recv(65536)
+                ph.expect(b, "the server's flight to a ClientHello in two parts")
+                if not b:
+                    break
+                i.write(b)
+        slow.sendall(o.read())
+        hs.write(resp_cmd(b"PING"))
+        slow.sendall(o.read())
+        got = b""
+        while b"\r\n" not in got:
+            try:
+                got += hs.read(100)
+            except ssl.SSLWantReadError:
+                b = slow.recv(65536)
+                if not b:
+                    break
+                i.write(b)
+        ph.expect(got[:1] in (b"-", b"+"),
+                  "a ClientHello in two parts: handshake done, answered", got[:60])
+        slow.close()
+        time.sleep(0.5)
+        rss1 = t.rss_kib()
+        per = (rss1 - rss0) / (TLS_PARTIAL_CONNS + 50)
+        # the deadline (2 s, swept once a second) closes them all
+        closed = sum(closed_after(c, 5) for c in socks)
+        took = time.monotonic() - t0
+        closed_quiet = sum(closed_after(c, 1) for c in quiet)
+        to = timeouts() - to0
+        for c in socks + quiet:
+            c.close()
+        print("tls_partial_hello: %d connections holding 101 bytes of a 16,640-byte record and "
+              "50 silent: RSS +%.1f KiB a connection; closed by the deadline %d (after %.1f s) "
+              "and %d; handshake timeouts counted %d" % (
+                  TLS_PARTIAL_CONNS, per, closed, took, closed_quiet, to))
+        ph.expect(per <= kib_max, "RSS a partial ClientHello's connection (KiB)", per)
+        ph.expect(closed == TLS_PARTIAL_CONNS and closed_quiet == 50,
+                  "closed by the handshake deadline", closed, closed_quiet)
+        ph.expect(to == TLS_PARTIAL_CONNS, "timeouts counted: those that sent bytes only", to)
         ph.cases += 1
     finally:
         t.stop()
