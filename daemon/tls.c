@@ -111,8 +111,9 @@ int kvtd_tls_open(struct kvtd_conn *c)
  * KiB ClientHello and 101 bytes of it had the server hold ~46 KiB for it
  * (release), at no cost of its own, until the handshake's deadline -- and
  * a client that reconnects at once holds them again: 1,000 connections
- * from 5 addresses held +80 MiB of RSS steadily (bench/tls_prehandshake.py;
- * doc/security.md "A handshake's memory").  So the SSL reads nothing
+ * from 5 addresses held +64 MiB of RSS for as long as it liked, with a
+ * handshake deadline or without (bench/tls_prehandshake.py; doc/security.md
+ * "A handshake's memory").  So the SSL reads nothing
  * until the socket holds the first record whole (a ClientHello is one
  * record, ~0.5-2 KiB): until then the bytes stay in the socket (the
  * kernel's, bounded by its receive buffer) and the connection waits with
