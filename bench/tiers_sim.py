@@ -36,7 +36,7 @@ Where the SSD's bytes go (doc/policies.md, same title), each against prom2x:
   COMPACT=1    (b, its bound) dead records take no room: a free, perfect compaction
                (ADAPT='s log too, since 2026-12-03);
   ORPH=1       (d) a DRAM victim whose parent block is in no tier is not written;
-  DEAD=1       print the dead records' share of the log (end, average);
+  DEAD=1       print the dead records' share of the log (end, average; ADAPT: average);
   SLOT=oldest,g2,g4,greedy  (b) which slot a full log reuses: the oldest (FIFO), the
              one with fewest live records among the oldest 2 or 4, or of all (read
              records carried as usual, progressive reuse), 16 slots.
@@ -355,8 +355,10 @@ def adapt_sim(reqs, D, S, C, variant, force=False):
             else:
                 append('m', v)
             reclaim()
-    hit = tot = 0
+    hit = tot = 0; dsum = [0, 0]
     for r in reqs:
+        nlog = len(logs['m']) + len(logs['p'])
+        if nlog >= S: dsum[0] += nlog - len(live); dsum[1] += nlog
         n = leading(r, dram, live)
         hit += n; tot += len(r); st['segreq'] += seg[0] > 0; st['short'] += seg[0] == 2
         for i, b in enumerate(r):
@@ -382,6 +384,9 @@ def adapt_sim(reqs, D, S, C, variant, force=False):
                 insert(b, g)
     if sl: print('  adapt-%s RECLAIM=%s NSEG=%d: %s, %d records written' % (variant, os.environ['RECLAIM'], sl[0],
                  logs['m'].st, nid[0]), file=sys.stderr)
+    if os.environ.get('DEAD'):
+        print('  adapt-%s: dead records %.1f %% of the log on average (once full), DRAM %d blocks, SSD %d records' %
+              (variant, 100 * dsum[0] / max(1, dsum[1]), D, S), file=sys.stderr)
     print('  adapt-%s%s: segmented for %.0f %% of requests (short horizon %.0f %%), %d victims skipped, %d to probation' %
           (variant, '!' if force else '', 100 * st['segreq'] / len(reqs), 100 * st['short'] / len(reqs), st['skip'], st['prob']), file=sys.stderr)
     return hit / tot

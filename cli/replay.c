@@ -106,6 +106,10 @@ struct replay_result {
 	 * tiers' bytes really hold, against capacity / value size */
 	double dram_blocks_avg, ssd_blocks_avg;
 	double dram_leaving_avg, dram_used_avg, ssd_segments_avg; /* bytes on their way down; slots in use */
+	/* the SSD's bytes, averaged as above (doc/ssd.md "Where the bytes go"):
+	 * records in the slots (live or dead), live records, live values */
+	double ssd_log_bytes_avg, ssd_live_bytes_avg, ssd_value_bytes_avg;
+	uint64_t ssd_capacity; /* ssd.capacity_bytes: the whole segments held */
 	uint64_t full_samples; /* requests sampled: from the first SSD segment eviction on
 				* (DRAM only: the first DRAM eviction), so warm-up is not averaged */
 	/* per request, for the what-if model (requests entries) */
@@ -626,6 +630,9 @@ static int replay_run_one(const struct replay_run *run, struct replay_result *re
 			res->dram_used_avg += (double)replay_stat(st, "dram.used_bytes");
 			res->ssd_blocks_avg += (double)replay_stat(st, "ssd.blocks");
 			res->ssd_segments_avg += (double)replay_stat(st, "ssd.segments_used");
+			res->ssd_log_bytes_avg += (double)replay_stat(st, "ssd.log_record_bytes");
+			res->ssd_live_bytes_avg += (double)replay_stat(st, "ssd.live_record_bytes");
+			res->ssd_value_bytes_avg += (double)replay_stat(st, "ssd.value_bytes");
 		}
 		res->requests++;
 		res->blocks += r->n_ids;
@@ -644,7 +651,11 @@ static int replay_run_one(const struct replay_run *run, struct replay_result *re
 		res->dram_used_avg /= (double)res->full_samples;
 		res->ssd_blocks_avg /= (double)res->full_samples;
 		res->ssd_segments_avg /= (double)res->full_samples;
+		res->ssd_log_bytes_avg /= (double)res->full_samples;
+		res->ssd_live_bytes_avg /= (double)res->full_samples;
+		res->ssd_value_bytes_avg /= (double)res->full_samples;
 	}
+	res->ssd_capacity = replay_stat(st, "ssd.capacity_bytes");
 	replay_lat_pct(&get_lat, &res->get_p50_s, &res->get_p99_s, &res->get_max_s);
 	replay_lat_pct(&put_lat, &res->put_p50_s, &res->put_p99_s, &res->put_max_s);
 	res->dram_put_bytes = replay_stat(st, "dram.put_bytes");
@@ -819,6 +830,10 @@ static void replay_report(const struct replay_ctx *c, const struct replay_result
 		json_object_set_new(j, "ssd_evicted_blocks", json_integer((json_int_t)r->ssd_evicted));
 		json_object_set_new(j, "ssd_blocks_avg", json_real(r->ssd_blocks_avg));
 		json_object_set_new(j, "ssd_segments_avg", json_real(r->ssd_segments_avg));
+		json_object_set_new(j, "ssd_capacity_bytes", json_integer((json_int_t)r->ssd_capacity));
+		json_object_set_new(j, "ssd_log_bytes_avg", json_real(r->ssd_log_bytes_avg));
+		json_object_set_new(j, "ssd_live_bytes_avg", json_real(r->ssd_live_bytes_avg));
+		json_object_set_new(j, "ssd_value_bytes_avg", json_real(r->ssd_value_bytes_avg));
 		json_object_set_new(j, "dram_leaving_avg", json_real(r->dram_leaving_avg));
 		json_object_set_new(j, "dram_used_avg", json_real(r->dram_used_avg));
 		json_object_set_new(j, "full_samples", json_integer((json_int_t)r->full_samples));

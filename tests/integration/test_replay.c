@@ -308,6 +308,32 @@ static void test_small(const char *data)
 	free(out);
 	free(err);
 
+	/* 3b. The SSD's bytes averaged once its log is full (doc/replay.md):
+	 *     a 2 MiB SSD under 300 synthetic requests reclaims segments; the
+	 *     live values are the index entries' values (a prompt's last
+	 *     block may be short: at most value_bytes each, most of them
+	 *     whole), within the live records, within the records in the
+	 *     slots, within the whole segments held. */
+	snprintf(args, sizeof args,
+		 "--synth=300 --bytes-per-token 32 --dram 1M --ssd 2M --flush-each --dir '%s' "
+		 "--json",
+		 tmp);
+	T_EQ_INT(run(args, &out, &err), 0);
+	j = find(out, "replay", 0);
+	T_ASSERT(num(j, "full_samples") > 0);
+	T_EQ_INT(num(j, "ssd_capacity_bytes"), 2 << 20);
+	T_ASSERT(real(j, "ssd_value_bytes_avg") <=
+		 real(j, "ssd_blocks_avg") * (double)num(j, "value_bytes") + 1);
+	T_ASSERT(real(j, "ssd_value_bytes_avg") >=
+		 0.9 * real(j, "ssd_blocks_avg") * (double)num(j, "value_bytes"));
+	T_ASSERT(real(j, "ssd_value_bytes_avg") > 0);
+	T_ASSERT(real(j, "ssd_value_bytes_avg") <= real(j, "ssd_live_bytes_avg"));
+	T_ASSERT(real(j, "ssd_live_bytes_avg") <= real(j, "ssd_log_bytes_avg"));
+	T_ASSERT(real(j, "ssd_log_bytes_avg") <= (double)(2 << 20));
+	json_decref(j);
+	free(out);
+	free(err);
+
 	/* 4. A malformed line: a clear error naming the file and line. */
 	snprintf(args, sizeof args, "'%s/replay-bad.jsonl' --dram 64M", data);
 	T_EQ_INT(run(args, &out, &err), 1);
