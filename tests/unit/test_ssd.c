@@ -32,6 +32,7 @@
 #include "io.h"
 #include "kvt_int.h"
 #include "le.h"
+#include "seal.h"
 #include "ssd.h"
 #include "ssd_int.h"
 #include "store_int.h"
@@ -1351,13 +1352,18 @@ static void f3w_carry_gone(void)
  *    were changed before (a miss to the hook: shared.wd_shed).  Until
  *    2026-12-05 a batched value was not handed down (the hook read
  *    records): a DRAM+SSD+shared store lost those hand-downs at format 3. */
-static struct kvt_store *f3w_shared_open(const char *dir, const char *shdir)
+static struct kvt_store *f3w_shared_open_fmt(const char *dir, const char *shdir, const char *fmt)
 {
 	return t_store_open("path", dir, "dram.capacity", "2M", "dram.chunk", "4K",
 			    "dram.shards", "1", "dram.prefault", "off", "dram.policy", "lru",
 			    "ssd.capacity", "16M", "ssd.segment", "1M", "ssd.admission", "always",
-			    "ssd.reinsert_pct", "0", "ssd.io", io_backend, "ssd.format", "3",
+			    "ssd.reinsert_pct", "0", "ssd.io", io_backend, "ssd.format", fmt,
 			    "shared.dir", shdir, "shared.threads", "2", NULL);
+}
+
+static struct kvt_store *f3w_shared_open(const char *dir, const char *shdir)
+{
+	return f3w_shared_open_fmt(dir, shdir, "3");
 }
 
 /* Batches of 4 from *k on until key out is no longer in DRAM. */
@@ -1451,6 +1457,110 @@ static void f3w_handdown(void)
 	free(shdir);
 }
 
+/* h. f3w_handdown in a sealed namespace (doc/security.md): the SSD holds
+ *    the ciphertext, and the hand-down must pass it on flagged
+ *    KVT_F_SEALED (from the batch entry's E_SEALED_VALUE at format 3, the
+ *    record header at format 2).  5 and 6 read twice, then reclaimed:
+ *    the same store, its SSD copy gone, reads 5 from the shared tier,
+ *    exact; another store with the same seal key reads 5 and 6 there,
+ *    exact; a store without the key gets the ciphertext, flagged sealed,
+ *    never the plain bytes; one with another key gets misses
+ *    (seal.tag_failures).  Handed down unflagged, the object is what a
+ *    sealed namespace refuses (seal.unsealed_misses): a miss for the
+ *    key's holders. */
+static void f3w_seal_key(uint8_t m[32], uint8_t seed)
+{
+	for (int i = 0; i < 32; i++)
+		m[i] = (uint8_t)(seed * 31 + i);
+}
+
+static void f3w_handdown_sealed(const char *fmt)
+{
+	char *dir = t_mkdtemp(), *dir2 = t_mkdtemp(), *dir3 = t_mkdtemp(), *shdir = t_mkdtemp();
+	struct kvt_store *s = f3w_shared_open_fmt(dir, shdir, fmt);
+	uint32_t ns = ns_of(s);
+	const uint64_t hot[2] = { 5, 6 };
+	const size_t len = 16384;
+	uint8_t m[32], other[32], *got = malloc(2 * len), *plain = malloc(len);
+	uint64_t k = 100;
+
+	T_ASSERT(got && plain);
+	f3w_seal_key(m, 1);
+	f3w_seal_key(other, 2);
+	T_OK(kvt_ns_set_seal_key(s, ns, m, 32));
+	f3w_batch_of_4(s, ns, 4); /* 4..7, sealed */
+	wait_writes(s);
+	if (!strcmp(fmt, "3")) {
+		T_EQ_U64(t_stat(s, "ssd.batches"), 1);
+		T_EQ_U64(t_stat(s, "ssd.batched_blocks"), 4);
+	}
+	for (int round = 0; round < 2; round++) {
+		for (int i = 0; i < 2; i++) {
+			f3w_churn_out(s, ns, &k, hot[i]);
+			T_RC(t_get_filled(s, ns, hot[i], len), KVT_OK);
+		}
+	}
+	T_EQ_U64(t_stat(s, "ssd.evicted_to_shared"), 0);
+	while (tier_of(s, ns, 7) != KVT_TIER_NONE && k < 8000) {
+		f3w_batch_of_4(s, ns, k);
+		wait_writes(s);
+		k += 4;
+	}
+	T_OK(kvt_flush(s));
+	T_EQ_U64(t_stat(s, "ssd.writedown_shed"), 0);
+	T_EQ_U64(t_stat(s, "ssd.crc_errors"), 0);
+	T_EQ_U64(t_stat(s, "ssd.evicted_to_shared"), 2);
+	T_EQ_U64(t_stat(s, "shared.writes"), 2);
+	/* The same store, its SSD copy gone: from the shared tier, exact. */
+	T_EQ_INT(tier_of(s, ns, 5), KVT_TIER_SHARED);
+	T_RC(t_get_filled(s, ns, 5, len), KVT_OK);
+	T_EQ_U64(t_stat(s, "seal.unsealed_misses"), 0);
+	kvt_store_destroy(s);
+	/* Another store with the key: both, exact. */
+	s = f3w_shared_open_fmt(dir2, shdir, fmt);
+	ns = ns_of(s);
+	T_OK(kvt_ns_set_seal_key(s, ns, m, 32));
+	for (int i = 0; i < 2; i++) {
+		T_EQ_INT(tier_of(s, ns, hot[i]), KVT_TIER_SHARED);
+		T_RC(t_get_filled(s, ns, hot[i], len), KVT_OK);
+	}
+	T_EQ_U64(t_stat(s, "seal.unsealed_misses"), 0);
+	T_EQ_U64(t_stat(s, "seal.tag_failures"), 0);
+	kvt_store_destroy(s);
+	/* Without the key: the ciphertext, flagged; then another key: misses. */
+	s = f3w_shared_open_fmt(dir3, shdir, fmt);
+	ns = ns_of(s);
+	{
+		struct iovec iov = { got, 2 * len };
+		struct kvt_req r = { .op = KVT_OP_GET, .ns = ns, .key = t_key(5),
+				     .iov = &iov, .iov_count = 1 };
+		r = t_req1(s, r);
+		T_RC(r.status, KVT_OK);
+		T_EQ_INT(r.value_flags, KVT_F_SEALED);
+		T_EQ_U64(r.length, len + SEAL_OVERHEAD);
+		t_fill(plain, len, 5);
+		T_ASSERT(memmem(got, r.length, plain, 64) == NULL);
+		T_ASSERT(memmem(got, r.length, plain + len / 2, 64) == NULL);
+	}
+	T_OK(kvt_ns_set_seal_key(s, ns, other, 32));
+	T_RC(t_get_filled(s, ns, 6, len), KVT_MISS); /* from the shared tier */
+	T_RC(t_get_filled(s, ns, 5, len), KVT_MISS); /* its copy in DRAM */
+	T_EQ_U64(t_stat(s, "seal.tag_failures"), 2);
+	fprintf(stderr, "format %s sealed hand-down: read twice, handed down sealed; exact with "
+		"the key, ciphertext without, misses under another (%s)\n", fmt, io_backend);
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	t_rmtree(dir2);
+	t_rmtree(dir3);
+	t_rmtree(shdir);
+	free(dir);
+	free(dir2);
+	free(dir3);
+	free(shdir);
+	free(got);
+	free(plain);
+}
+
 /* f. A block deleted and put again while the writer gathers a batch that
  *    holds its old block: the old one dies after its prep, its tombstone
  *    is logged after the batch (wd_batch_place) -- so the new block must
@@ -1537,7 +1647,7 @@ static void f3w_same_key(void)
 
 /* KVT_TEST_ONLY=versions
  * KVT_TEST_CASE=f3_evict|f3_kill9|f3_torn|f3_delete|f3_carry|f3_carry_gone|f3_same_key|
- *               f3_eio_delete|f3_handdown:
+ *               f3_eio_delete|f3_handdown|f3_handdown_sealed:
  * one of test_format3_write's cases (else all). */
 static bool f3w_case(const char *name)
 {
@@ -1650,6 +1760,10 @@ rest:
 		f3w_eio_delete_kill9();
 	if (f3w_case("f3_handdown"))
 		f3w_handdown();
+	if (f3w_case("f3_handdown_sealed")) {
+		f3w_handdown_sealed("3");
+		f3w_handdown_sealed("2");
+	}
 }
 
 /*
