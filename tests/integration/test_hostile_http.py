@@ -2856,6 +2856,29 @@ def tls_server(ph, name, extra=()):
                                          "127.0.0.1:0"] + list(extra))
 
 
+def client_hello():
+    """A client's TLS state before the server's answer, and its first
+    flight: a ClientHello (one record), to send raw -- (hs, in, out,
+    hello); the caller may go on with the handshake through in and out."""
+    import ssl
+    i, o = ssl.MemoryBIO(), ssl.MemoryBIO()
+    hs = tls_ctx().wrap_bio(i, o)
+    try:
+        hs.do_handshake()
+    except ssl.SSLWantReadError:
+        pass
+    return hs, i, o, o.read()
+
+
+def metric_or_0(t, name):
+    """Server t's counter name, 0 where it has none (an older kvtierd, run
+    to show a test fails without the change)."""
+    try:
+        return t.metric(name)
+    except AssertionError:
+        return 0
+
+
 # tls_handshakes: the loop's CPU per connection sending a canned ClientHello,
 # over its CPU per connection sending garbage to the (plain) metrics
 # listener, at most (release: 5.6 before -- 263 us against 47 --, 1.0
@@ -2881,7 +2904,6 @@ def tls_handshakes(ph):
     that, 400 connections from the address that send nothing or plain text
     (a load balancer's TCP checks, a plain client: no crypto) throttle
     nothing."""
-    import ssl
     t = tls_server(ph, "tls_handshakes")
     if not t:
         return
@@ -2891,20 +2913,11 @@ def tls_handshakes(ph):
         assert st == 200, (st, b[:200])
         st, _, b = tls_http(P, signed_msg(P, "PUT", "/tbkt/known", body=b"known bytes"), PROBER)
         assert st == 200, (st, b[:200])
-        i, o = ssl.MemoryBIO(), ssl.MemoryBIO()
-        hs = tls_ctx().wrap_bio(i, o)
-        try:
-            hs.do_handshake()
-        except ssl.SSLWantReadError:
-            pass
-        hello = o.read()
+        hello = client_hello()[3]
         src = ph.addr()
 
-        def throttled():  # 0 where the server has no such counter (an old one)
-            try:
-                return t.metric("kvtier_tls_throttled_total")
-            except AssertionError:
-                return 0
+        def throttled():
+            return metric_or_0(t, "kvtier_tls_throttled_total")
         # A load balancer's TCP checks and a plain client cost no crypto:
         # they must not throttle the TLS clients sharing their address.
         thr0 = throttled()
@@ -3079,19 +3092,10 @@ def tls_partial_hello(ph):
                    b"\x00" * 95)
         # a ClientHello in two writes: the first record's header and 100
         # bytes, the rest 0.3 s later (the gate waits, then reads it)
-        i, o = ssl.MemoryBIO(), ssl.MemoryBIO()
-        hs = tls_ctx().wrap_bio(i, o)
-        try:
-            hs.do_handshake()
-        except ssl.SSLWantReadError:
-            pass
-        hello = o.read()
+        hs, i, o, hello = client_hello()
 
-        def timeouts():  # 0 where the server has no such counter (an old one)
-            try:
-                return t.metric("kvtier_tls_handshake_timeouts_total")
-            except AssertionError:
-                return 0
+        def timeouts():
+            return metric_or_0(t, "kvtier_tls_handshake_timeouts_total")
         to0 = timeouts()
         time.sleep(0.3)
         rss0 = t.rss_kib()

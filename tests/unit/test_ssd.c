@@ -1400,6 +1400,32 @@ static uint64_t f3w_value_off(const char *dir, uint64_t k)
 	return at;
 }
 
+/* Each of hot[0..n) read twice from the SSD (churned out of DRAM
+ * before each read); nothing handed down yet. */
+static void f3w_read_twice(struct kvt_store *s, uint32_t ns, const uint64_t *hot, int n,
+			   uint64_t *k, size_t len)
+{
+	for (int round = 0; round < 2; round++) {
+		for (int i = 0; i < n; i++) {
+			f3w_churn_out(s, ns, k, hot[i]);
+			T_RC(t_get_filled(s, ns, hot[i], len), KVT_OK);
+		}
+	}
+	T_EQ_U64(t_stat(s, "ssd.evicted_to_shared"), 0);
+}
+
+/* Batches of 4 through the whole SSD until 7 (of the first batch, never
+ * read) is gone: segment 0 reclaimed; then flushed. */
+static void f3w_reclaim_first(struct kvt_store *s, uint32_t ns, uint64_t *k)
+{
+	while (tier_of(s, ns, 7) != KVT_TIER_NONE && *k < 8000) {
+		f3w_batch_of_4(s, ns, *k);
+		wait_writes(s);
+		*k += 4;
+	}
+	T_OK(kvt_flush(s));
+}
+
 static void f3w_handdown(void)
 {
 	char *dir = t_mkdtemp(), *dir2 = t_mkdtemp(), *shdir = t_mkdtemp();
@@ -1413,22 +1439,10 @@ static void f3w_handdown(void)
 	T_EQ_U64(t_stat(s, "ssd.batches"), 1);
 	T_EQ_U64(t_stat(s, "ssd.batched_blocks"), 4);
 	/* 4, 5 and 6 read twice from the SSD, 7 never */
-	for (int round = 0; round < 2; round++) {
-		for (int i = 0; i < 3; i++) {
-			f3w_churn_out(s, ns, &k, hot[i]);
-			T_RC(t_get_filled(s, ns, hot[i], 16384), KVT_OK);
-		}
-	}
-	T_EQ_U64(t_stat(s, "ssd.evicted_to_shared"), 0);
+	f3w_read_twice(s, ns, hot, 3, &k, 16384);
 	/* 4's bytes changed on disk: its check fails at the hand-down. */
 	f3_poke(dir, f3w_value_off(dir, 4) + 100, 1, 1);
-	/* Through the whole SSD: segment 0 reclaimed. */
-	while (tier_of(s, ns, 7) != KVT_TIER_NONE && k < 8000) {
-		f3w_batch_of_4(s, ns, k);
-		wait_writes(s);
-		k += 4;
-	}
-	T_OK(kvt_flush(s));
+	f3w_reclaim_first(s, ns, &k);
 	T_EQ_U64(t_stat(s, "ssd.writedown_shed"), 0);
 	T_EQ_U64(t_stat(s, "ssd.crc_errors"), 0);
 	T_EQ_U64(t_stat(s, "ssd.evicted_to_shared"), 2);
@@ -1494,19 +1508,8 @@ static void f3w_handdown_sealed(const char *fmt)
 		T_EQ_U64(t_stat(s, "ssd.batches"), 1);
 		T_EQ_U64(t_stat(s, "ssd.batched_blocks"), 4);
 	}
-	for (int round = 0; round < 2; round++) {
-		for (int i = 0; i < 2; i++) {
-			f3w_churn_out(s, ns, &k, hot[i]);
-			T_RC(t_get_filled(s, ns, hot[i], len), KVT_OK);
-		}
-	}
-	T_EQ_U64(t_stat(s, "ssd.evicted_to_shared"), 0);
-	while (tier_of(s, ns, 7) != KVT_TIER_NONE && k < 8000) {
-		f3w_batch_of_4(s, ns, k);
-		wait_writes(s);
-		k += 4;
-	}
-	T_OK(kvt_flush(s));
+	f3w_read_twice(s, ns, hot, 2, &k, len);
+	f3w_reclaim_first(s, ns, &k);
 	T_EQ_U64(t_stat(s, "ssd.writedown_shed"), 0);
 	T_EQ_U64(t_stat(s, "ssd.crc_errors"), 0);
 	T_EQ_U64(t_stat(s, "ssd.evicted_to_shared"), 2);
