@@ -262,31 +262,42 @@ static uint64_t replay_chunk(uint64_t value_len)
 	return c;
 }
 
-/* SSD segment for a tier of cap bytes: about 16 segments, whole MiB, each
- * holding at least 4 values, and the largest such size that leaves at most
- * 1/128 of cap out of the whole segments the tier rounds down to (else the
- * one that leaves least).  cap/16 alone left up to 3.4 % of the SSD's bytes
- * unused on small tiers (35.1 MiB: 17 segments of 2 MiB), so DRAM+SSD held
- * fewer bytes than the LRU it is compared with (doc/ssd.md, "Where the
- * bytes go"). */
+/* SSD segment for a tier of cap bytes: about 16 segments, a multiple of
+ * 4 KiB (ssd.segment's unit), at least 1 MiB and 4 values, at most 256 MiB
+ * (unless 4 values need more).  Of the segment counts within a quarter of
+ * the fewest segments no larger than cap/16, the nearest one that divides
+ * cap into whole 4 KiB pages is taken: the tier then holds every byte
+ * asked.  Else that count's segment, cap/n rounded down to 4 KiB, leaves
+ * less than 4 KiB per segment out.  Whole MiB (until 2026-12-05) left up
+ * to 1/128 out: 0.53 % of a 128.69 MiB tier (16 x 8 MiB), so DRAM+SSD
+ * held fewer bytes than the LRU it is compared with (doc/ssd.md, "Where
+ * the bytes go"). */
 static uint64_t replay_segment(uint64_t cap, uint64_t value_len)
 {
-	uint64_t mib = UINT64_C(1) << 20;
-	uint64_t seg = cap / 16 / mib * mib;
-	uint64_t min = bench_align_up(4 * (value_len + 8192), mib);
-	uint64_t best;
-	if (seg < min)
-		seg = min;
-	if (seg > (UINT64_C(256) << 20) && (UINT64_C(256) << 20) >= min)
-		seg = UINT64_C(256) << 20;
-	best = seg;
-	for (uint64_t s = seg; s >= min && s >= mib && cap / s >= 2; s -= mib) {
-		if (cap % s <= cap / 128)
-			return s;
-		if (cap % s < cap % best)
-			best = s;
+	const uint64_t pg = 4096, max = UINT64_C(256) << 20;
+	uint64_t min = bench_align_up(4 * (value_len + 8192), pg);
+	uint64_t hi, want, n0, pages = cap / pg;
+
+	if (min < (UINT64_C(1) << 20))
+		min = UINT64_C(1) << 20;
+	if (cap / min < 2)
+		return min; /* under two segments: the open refuses it, says so */
+	hi = max < min ? min : max;
+	want = cap / 16 < min ? min : cap / 16 > hi ? hi : cap / 16;
+	n0 = (cap + want - 1) / want;
+	if (cap / n0 < min)
+		n0--; /* cap / min >= 2, so n0 >= 2 */
+	for (uint64_t d = 0; cap % pg == 0 && d <= n0 / 4; d++) {
+		for (int up = 0; up < 2; up++) {
+			uint64_t n = up ? n0 + d : n0 - d, sz;
+			if (n < 2 || pages % n)
+				continue;
+			sz = pages / n * pg;
+			if (sz >= min && sz <= hi)
+				return sz;
+		}
 	}
-	return best;
+	return cap / n0 / pg * pg;
 }
 
 /* ------------------------------------------------------------------------

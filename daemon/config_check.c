@@ -244,7 +244,7 @@ static void check_store_options(struct check *c, const struct kvtd_config *cfg)
 		if (cfg->ssd_bytes / seg < 2)
 			check_fail(c, "--ssd %llu holds fewer than two segments of %llu "
 				   "(ssd.segment): give a larger --ssd, --set ssd.segment=SIZE "
-				   "(a multiple of 1M), or --ssd 0 for no SSD tier",
+				   "(a multiple of 4K, at least 1M), or --ssd 0 for no SSD tier",
 				   (unsigned long long)cfg->ssd_bytes, (unsigned long long)seg);
 	}
 }

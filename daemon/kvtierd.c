@@ -617,7 +617,7 @@ static int kvtierd_store_open(struct kvtd_server *srv)
 		else if (rc == KVT_EOPTVAL && cfg->ssd_bytes &&
 			 cfg->ssd_bytes / kvtd_config_segment(cfg) < 2)
 			hint = " hint=\"--ssd must hold two ssd.segment at least: a larger --ssd, "
-			       "--set ssd.segment=SIZE (a multiple of 1M) or --ssd 0\"";
+			       "--set ssd.segment=SIZE (a multiple of 4K, at least 1M) or --ssd 0\"";
 		else if (rc == KVT_EOPTVAL)
 			hint = " hint=\"the line before names the tier; kvtierd --check-config "
 			       "/dev/null with the same options checks sizes and --set values\"";

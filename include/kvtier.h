@@ -349,7 +349,7 @@ int kvt_store_create(struct kvt_store **out);
  *                     "off" leaves first touch to the first put.
  *   ssd.capacity      bytes of local flash for the SSD tier (default 0: no
  *                     SSD tier); needs "path" and a DRAM tier.  doc/ssd.md.
- *   ssd.segment       segment size, a 1 MiB multiple (default 256M); the
+ *   ssd.segment       segment size, a 4096 multiple, >= 1 MiB (default 256M); the
  *                     largest block is a segment less its headers.
  *   ssd.io            "auto" (default: io_uring unless the kernel refuses
  *                     it), "uring", or "psync" (pread/pwrite threads).

@@ -14,18 +14,24 @@ mkdir -p "$OUT"
 t=$1; tag=$2
 n=$(python3 -c "import sys; sys.path.insert(0, '$HERE/..'); from tracefile import distinct; print(distinct('$t'))")
 C=$((n / 4 * 16384)); D4=$((n / 4 / 4 * 16384)); S=$((C - D4))
-# cli/replay.c replay_segment: ~16 segments, whole MiB, at least 4 values,
-# the largest leaving at most 1/128 of the tier out of whole segments.
+# cli/replay.c replay_segment: ~16 segments of whole 4 KiB pages, at least
+# 1 MiB and 4 values, at most 256 MiB; a count within a quarter of the
+# fewest no larger than cap/16 that divides the tier's pages exactly, the
+# nearest; else that count's segment rounded down to 4 KiB.
 SEG=$(python3 -c "
-cap = $S; mib = 1 << 20; mn = -(-4 * (16384 + 8192) // mib) * mib
-seg = max(cap // 16 // mib * mib, mn)
-if seg > 256 * mib and 256 * mib >= mn: seg = 256 * mib
-best = s = seg; r = None
-while s >= mn and s >= mib and cap // s >= 2:
-    if cap % s <= cap // 128: r = s; break
-    if cap % s < cap % best: best = s
-    s -= mib
-print(r or best)")
+cap = $S; pg = 4096; mx = 256 << 20; mn = max(-(-4 * (16384 + 8192) // pg) * pg, 1 << 20)
+def seg():
+    if cap // mn < 2: return mn
+    hi = max(mx, mn); want = min(max(cap // 16, mn), hi)
+    n0 = -(-cap // want)
+    if cap // n0 < mn: n0 -= 1
+    for d in range(n0 // 4 + 1):
+        for n in (n0 - d, n0 + d):
+            if cap % pg or n < 2 or (cap // pg) % n: continue
+            sz = cap // pg // n * pg
+            if mn <= sz <= hi: return sz
+    return cap // n0 // pg * pg
+print(seg())")
 $B/cli/kvtier replay "$t" --bytes-per-token 32 --dram $C --dram-policy lru --no-progress --json > "$OUT/$tag-lru.json"
 pod() { # NAME DRAM SSD [--set ...]
 	local name=$1 dram=$2 ssd=$3; shift 3

@@ -35,7 +35,7 @@ enum {
 	OPT_TIERS,  /* char *: store.tiers (store_tiers.c) */
 	OPT_DEBUG,  /* any state; handled in kvt_store_set_option */
 };
-enum { CHK_POW2 = 1, CHK_MIB = 2, CHK_HTTP = 4 }; /* further checks */
+enum { CHK_POW2 = 1, CHK_4K = 2, CHK_HTTP = 4 }; /* further checks */
 
 struct opt_def {
 	const char *name;
@@ -101,8 +101,8 @@ static const struct opt_def opts[] = {
 
 	{ "ssd.capacity", OPT_SIZE, 0, F(ssd_cfg.capacity), 0, UINT64_MAX, NULL, NULL, "0",
 	  "bytes of SSD segments; 0: no SSD tier" },
-	{ "ssd.segment", OPT_SIZE, CHK_MIB, F(ssd_cfg.seg_size), 1u << 20, UINT64_C(16) << 30,
-	  NULL, NULL, "256M", "bytes per segment, a multiple of 1 MiB" },
+	{ "ssd.segment", OPT_SIZE, CHK_4K, F(ssd_cfg.seg_size), 1u << 20, UINT64_C(16) << 30,
+	  NULL, NULL, "256M", "bytes per segment: a multiple of 4096 (4K), at least 1 MiB" },
 	{ "ssd.io", OPT_CHOICE, 0, F(ssd_cfg.backend), 0, 0, "auto|uring|psync|pread", io_vals,
 	  "auto", "I/O engine" },
 	{ "ssd.dio_align", OPT_CHOICE, 0, F(ssd_cfg.dio_align), 0, 0, "auto|512|4096",
@@ -336,7 +336,7 @@ static int opt_set(struct kvt_store *s, const struct opt_def *o, const char *v)
 		if (kvt_parse_size(v, &n) < 0 || n < o->min || n > o->max)
 			return KVT_EOPTVAL;
 		if (((o->check & CHK_POW2) && (n & (n - 1))) ||
-		    ((o->check & CHK_MIB) && n % (1u << 20)))
+		    ((o->check & CHK_4K) && n % 4096))
 			return KVT_EOPTVAL;
 		if (o->type == OPT_COUNT)
 			*(unsigned *)field = (unsigned)n;

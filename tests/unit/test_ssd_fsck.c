@@ -880,6 +880,73 @@ static void f3_damage_then_batch(const char *align, bool batch_first, bool ckpt)
 	free(dir);
 }
 
+/* 8. A segment of whole 4 KiB pages, not of whole MiB (ssd.segment
+ *    1 MiB + 12 KiB, five of them exactly the capacity), at formats 3 and
+ *    2: the log writes and reclaims it over several laps, every slot's
+ *    header says its size, fsck finds it clean, and the store reopens
+ *    with the blocks fsck counts live -- from the checkpoint a close
+ *    writes, and by walking the segments with the checkpoint gone.
+ *    Until 2026-12-05 ssd.segment took whole MiB only. */
+static void odd_segment(const char *format)
+{
+	const uint64_t seg = (1u << 20) + 3 * SSD_ALIGN;
+	char *dir = t_mkdtemp(), cap[32], sz[32], path[4096];
+	struct kvt_store *s;
+	struct said w;
+	uint32_t ns;
+	uint64_t k = 0, live, hits;
+
+	snprintf(cap, sizeof(cap), "%llu", (unsigned long long)(5 * seg));
+	snprintf(sz, sizeof(sz), "%llu", (unsigned long long)seg);
+#define ODD_OPEN()                                                                         \
+	t_store_open("path", dir, "dram.capacity", "64M", "dram.chunk", "4K",              \
+		     "dram.prefault", "off", "ssd.capacity", cap, "ssd.segment", sz,        \
+		     "ssd.admission", "always", "ssd.checkpoint_seals", "0", "ssd.format", \
+		     format, NULL)
+	s = ODD_OPEN();
+	ns = ns_of(s);
+	T_EQ_U64(t_stat(s, "ssd.capacity_bytes"), 5 * seg);
+	while (t_stat(s, "ssd.segments_evicted") < 15) { /* three laps */
+		put_k(s, ns, k++);
+		if (k % 8 == 0)
+			T_OK(kvt_flush(s));
+	}
+	T_OK(kvt_flush(s));
+	kvt_store_destroy(s);
+	for (uint32_t slot = 0; slot < 5; slot++)
+		T_EQ_U64(seg_hdr(dir, slot).seg_size, seg);
+	T_ASSERT(seg_fd(dir, 5, O_RDONLY) < 0);
+	clean(&w, fsck(dir, &w));
+	live = w.f.blocks;
+	T_ASSERT(live > 0);
+	clean(&w, fsck_as(dir, &w, 5 * seg, seg));
+	T_EQ_U64(w.f.blocks, live);
+	for (int walk = 0; walk < 2; walk++) {
+		if (walk) {
+			snprintf(path, sizeof(path), "%s/ssd/checkpoint", dir);
+			T_OK(unlink(path));
+		}
+		s = ODD_OPEN();
+		ns = ns_of(s);
+		if (walk)
+			T_EQ_U64(t_stat(s, "ssd.recovery_checkpoint_blocks"), 0);
+		else
+			T_ASSERT(t_stat(s, "ssd.recovery_checkpoint_blocks") > 0);
+		hits = 0;
+		for (uint64_t j = 0; j < k; j++)
+			hits += t_get_filled(s, ns, j, len_of(j)) == KVT_OK;
+		T_EQ_U64(hits, live);
+		kvt_store_destroy(s);
+		clean(&w, fsck(dir, &w));
+	}
+#undef ODD_OPEN
+	fprintf(stderr, "  segment %llu bytes, format %s: %llu keys, %llu live after 3 laps\n",
+		(unsigned long long)seg, format, (unsigned long long)k,
+		(unsigned long long)live);
+	t_rmtree(dir);
+	free(dir);
+}
+
 int main(void)
 {
 	static const char *const aligns[] = { "512", "4096" };
@@ -900,5 +967,7 @@ int main(void)
 		for (int bf = 0; bf < 2; bf++)
 			for (int ck = 0; ck < 2; ck++)
 				f3_damage_then_batch(aligns[a], bf, ck);
+	odd_segment("3");
+	odd_segment("2");
 	return 0;
 }

@@ -30,6 +30,13 @@ static void test_lifecycle_options(void)
 	T_RC(kvt_store_set_option(s, "dram.capacity", ""), KVT_EOPTVAL);
 	T_RC(kvt_store_set_option(s, "dram.chunk", "3000"), KVT_EOPTVAL);
 	T_RC(kvt_store_set_option(s, "dram.chunk", "4M"), KVT_EOPTVAL);
+	/* ssd.segment: whole 4 KiB pages (the tier's largest I/O alignment),
+	 * at least 1 MiB; until 2026-12-05 whole MiB only. */
+	T_OK(kvt_store_set_option(s, "ssd.segment", "8433664")); /* 2059 pages */
+	T_OK(kvt_store_set_option(s, "ssd.segment", "1M"));
+	T_RC(kvt_store_set_option(s, "ssd.segment", "8433665"), KVT_EOPTVAL);
+	T_RC(kvt_store_set_option(s, "ssd.segment", "8432664"), KVT_EOPTVAL);
+	T_RC(kvt_store_set_option(s, "ssd.segment", "1044480"), KVT_EOPTVAL); /* 255 pages */
 	T_RC(kvt_store_set_option(s, "dram.policy", "fifo"), KVT_EOPTVAL);
 	T_RC(kvt_store_set_option(s, "dram.hugepages", "maybe"), KVT_EOPTVAL);
 	T_RC(kvt_store_set_option(s, "workers", "0"), KVT_EOPTVAL);

@@ -4142,7 +4142,7 @@ int ssd_open(struct ssd **out, const struct ssd_config *cfg, int dir_fd, struct 
 	ssize_t got;
 	int r;
 
-	if (cfg->seg_size < (1u << 20) || cfg->seg_size % (1u << 20) ||
+	if (cfg->seg_size < (1u << 20) || cfg->seg_size % SSD_ALIGN ||
 	    cfg->capacity / cfg->seg_size < 2)
 		return KVT_EOPTVAL;
 	got = getrandom(&secret, sizeof(secret), 0);
@@ -4230,9 +4230,9 @@ int ssd_open(struct ssd **out, const struct ssd_config *cfg, int dir_fd, struct 
 		blocks += s->shards[i].count;
 	}
 	kvt_logf(log, KVT_LOG_INFO,
-		 "ssd: %u segments of %llu MiB, io %s; recovered %llu blocks (%llu MiB) in %.3f s: "
+		 "ssd: %u segments of %llu KiB, io %s; recovered %llu blocks (%llu MiB) in %.3f s: "
 		 "%llu from the checkpoint, %llu records scanned in %llu segments",
-		 s->slot_count, (unsigned long long)(cfg->seg_size >> 20), io_backend_name(s->io),
+		 s->slot_count, (unsigned long long)(cfg->seg_size >> 10), io_backend_name(s->io),
 		 (unsigned long long)blocks, (unsigned long long)(used >> 20),
 		 (double)s->rec_ns / 1e9, (unsigned long long)s->rec_ckpt_entries,
 		 (unsigned long long)s->rec_records, (unsigned long long)s->rec_segments);

@@ -18,7 +18,7 @@ enum { SSD_ADMIT_SECOND = 0, SSD_ADMIT_ALWAYS = 1, SSD_ADMIT_VICTIM = 2 };
 
 struct ssd_config {
 	uint64_t capacity;       /* bytes, rounded down to whole segments */
-	uint64_t seg_size;       /* bytes per segment, multiple of 1 MiB */
+	uint64_t seg_size;       /* bytes per segment, multiple of 4096, >= 1 MiB */
 	int backend;             /* IO_BACKEND_* */
 	int admission;           /* SSD_ADMIT_*: victim (default), second access or write-through */
 	uint64_t wd_max_bytes;   /* write-down bytes queued or in flight before shedding */
