@@ -237,7 +237,8 @@ static bool loop_conn_push(struct kvtd_conn ***list, unsigned *n, unsigned *cap,
  * (test_hostile_http tenants_past_32).  The table is open addressing keyed
  * by the tstat's address (a multiplicative hash, linear probing), so a
  * frame's lookup is a probe or two whatever the count; a slot stamped
- * with an earlier iteration is empty, so a new iteration clears nothing.
+ * with an earlier iteration (or never used: no tstat) is empty, so a new
+ * iteration clears nothing.
  * It doubles once half full (the slots of this iteration moved); if that
  * memory is refused, the tenants not in it share tparse_over: held to
  * one budget together rather than to none.
@@ -252,7 +253,7 @@ static struct kvtd_tparse *loop_tparse_slot(struct kvtd_tparse *tab, unsigned ca
 {
 	unsigned i = loop_tparse_hash(t, cap);
 
-	while (tab[i].iter == iter && tab[i].t != t)
+	while (tab[i].t && tab[i].iter == iter && tab[i].t != t)
 		i = (i + 1) & (cap - 1);
 	return &tab[i];
 }
@@ -268,7 +269,7 @@ static bool loop_tparse_grow(struct kvtd_loop *loop)
 		return false;
 	for (unsigned i = 0; i < loop->tparse_cap; i++) {
 		struct kvtd_tparse *o = &loop->tparse[i];
-		if (o->iter == loop->iter)
+		if (o->t && o->iter == loop->iter)
 			*loop_tparse_slot(tab, cap, loop->iter, o->t) = *o;
 	}
 	free(loop->tparse);
@@ -292,7 +293,7 @@ static struct kvtd_tparse *loop_tparse_of(struct kvtd_loop *loop, struct kvtd_ts
 	}
 	if (loop->tparse_cap) {
 		tp = loop_tparse_slot(loop->tparse, loop->tparse_cap, loop->iter, t);
-		if (tp->iter == loop->iter)
+		if (tp->t == t && tp->iter == loop->iter)
 			return tp;
 	}
 	if ((loop->tparse_n + 1) * 2 > loop->tparse_cap && !loop_tparse_grow(loop) &&
