@@ -3078,7 +3078,9 @@ def tls_partial_hello(ph):
     bytes and 101 bytes of it, 50 from another send nothing: RSS a
     connection asserted, the 200 closed by the deadline and counted
     (kvtier_tls_handshake_timeouts_total), the 50 not; a ClientHello sent
-    in two parts 0.3 s apart completes its handshake and is answered."""
+    in two parts 0.3 s apart completes its handshake and is answered; 20
+    that send part of the record and shut their side are closed at once,
+    the loop idle."""
     import ssl
     t = tls_server(ph, "tls_partial_hello", ["--idle-timeout", "2"])
     if not t:
@@ -3158,6 +3160,26 @@ def tls_partial_hello(ph):
         ph.expect(closed == TLS_PARTIAL_CONNS and closed_quiet == 50,
                   "closed by the handshake deadline", closed, closed_quiet)
         ph.expect(to == TLS_PARTIAL_CONNS, "timeouts counted: those that sent bytes only", to)
+        # Half-closed after part of the first record: the socket stays
+        # readable whatever SO_RCVLOWAT says, and the gate waited on it --
+        # the loop spun until the deadline (20 such: 1.9 s of loop CPU in
+        # 3 s, ASan).  Now closed at once, the loop idle.
+        c0 = loop_cpu_s(t)
+        half = []
+        for _ in range(20):
+            c = socket.create_connection(("127.0.0.1", rport), source_address=(ph.addr(), 0))
+            c.sendall(partial)
+            c.shutdown(socket.SHUT_WR)
+            half.append(c)
+        closed_half = sum(closed_after(c, 1) for c in half)
+        time.sleep(1)
+        spun = loop_cpu_s(t) - c0
+        for c in half:
+            c.close()
+        print("tls_partial_hello: 20 half-closed after a partial first record: %d closed, "
+              "loop CPU %.2f s" % (closed_half, spun))
+        ph.expect(closed_half == 20, "half-closed partial records closed at once", closed_half)
+        ph.expect(spun < 0.5, "loop CPU beside 20 half-closed partial records (s)", spun)
         ph.cases += 1
     finally:
         t.stop()
