@@ -480,6 +480,9 @@ struct kvtd_conn {
 				* (tls.c "The first record"); 0 or 1: not */
 	uint8_t tls_wr_want;   /* ... the last write */
 	uint32_t tls_records;  /* records its reads took, not yet charged (loop.c) */
+	uint32_t tls_rbuf;     /* the SSL's read buffer, charged (loop.c "The SSL's
+				* read buffer"), 0: none */
+	struct kvtd_tstat *tls_rbuf_tstat; /* the tenant tls_rbuf counts in */
 
 	/* Protocol state */
 	int state;             /* enum kvtd_conn_state */
@@ -846,6 +849,9 @@ bool kvtd_tls_sent_any(const struct kvtd_conn *c);
 #define KVTD_TLS_HANDSHAKE_S 10u
 /* Decrypted bytes wait inside the SSL: epoll will not report them. */
 bool kvtd_tls_pending(const struct kvtd_conn *c);
+/* The bytes of the read buffer c's SSL holds (a record not yet whole, or
+ * records read ahead), 0 when none */
+size_t kvtd_tls_rbuf_held(const struct kvtd_conn *c);
 void kvtd_tls_close(struct kvtd_conn *c);
 ssize_t kvtd_conn_read(struct kvtd_conn *c, void *buf, size_t len);
 ssize_t kvtd_conn_readv(struct kvtd_conn *c, const struct iovec *iov, int n);

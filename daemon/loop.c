@@ -398,6 +398,50 @@ static void loop_tls_charge(struct kvtd_conn *c)
 	c->tls_records = 0;
 }
 
+/*
+ * The SSL's read buffer.  A client that sends a record header declaring
+ * 16 KiB and part of the record has the SSL hold a read buffer of ~17 KiB
+ * (tls.c kvtd_tls_rbuf_held) until the record is whole: 1,000 such
+ * authenticated connections held +34.5 MiB of RSS at --max-memory 32M,
+ * mem_used 0, bounded only by --max-conns.  Held after a read, it is
+ * charged to --max-memory and the connection's tenant's input share, as
+ * a partial command past KVTD_RBUF_KEEP is (respd.c, native.c), and
+ * released when the SSL holds none.  Refused, the connection fails as
+ * one whose read buffer cannot grow (kvtd_conn_read_rbuf): answered,
+ * counted in mem_refused, closed -- stopping its reads would not free
+ * the buffer.  false: refused.
+ */
+static bool loop_tls_rbuf(struct kvtd_conn *c)
+{
+	struct kvtd_server *srv = c->loop->srv;
+	size_t n = c->dead ? 0 : kvtd_tls_rbuf_held(c);
+	struct kvtd_tstat *t;
+	int rc;
+
+	if ((n > 0) == (c->tls_rbuf > 0))
+		return true;
+	if (!n) {
+		kvtd_in_uncharge(srv, c->tls_rbuf_tstat, c->tls_rbuf);
+		c->tls_rbuf = 0;
+		c->tls_rbuf_tstat = NULL;
+		return true;
+	}
+	t = c->state == KVTD_CS_READY ? (c->tstat ? c->tstat : c->conns_tstat) : NULL;
+	rc = kvtd_in_charge(srv, t, 0, n, false);
+	if (rc < 0) {
+		KVTD_COUNT(srv, mem_refused, 1);
+		c->ops->fail(c, -ENOMEM,
+			     rc == -EDQUOT ? "the tenant's connections' TLS records being "
+					     "received hold its share of the server memory "
+					     "limit (--max-memory); retry later"
+					   : "server out of memory");
+		return false;
+	}
+	c->tls_rbuf = (uint32_t)n;
+	c->tls_rbuf_tstat = t;
+	return true;
+}
+
 /* May c read TLS records now?  False: deferred to the next iteration. */
 static bool loop_tls_turn(struct kvtd_conn *c)
 {
@@ -869,6 +913,7 @@ static void loop_conn_close(struct kvtd_conn *c, const char *why)
 	close(c->fd);
 	c->fd = -1;
 	c->dead = true;
+	loop_tls_rbuf(c); /* released */
 	while (c->out_head) {
 		struct kvtd_out *o = c->out_head;
 		c->out_head = o->next;
@@ -1447,8 +1492,11 @@ static void loop_conn_read(struct kvtd_conn *c)
 			r = c->ops->read(c, &asked);
 		else
 			r = kvtd_conn_read_rbuf(c, SIZE_MAX, &asked);
-		if (c->tls)
+		if (c->tls) {
 			loop_tls_charge(c);
+			if (!loop_tls_rbuf(c))
+				return;
+		}
 		if (r == KVTD_READ_DONE)
 			return;
 		if (r > 0) {

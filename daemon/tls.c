@@ -222,6 +222,22 @@ bool kvtd_tls_pending(const struct kvtd_conn *c)
 	return c->tls && c->tls_ready && tlsio_pending(c->tls);
 }
 
+/*
+ * The read buffer an SSL holds while it has bytes not yet returned: part
+ * of a record, or records read ahead.  With SSL_MODE_RELEASE_BUFFERS
+ * (lib/sys/tlsio.c) it is freed once empty.  Its size is the one OpenSSL
+ * allocates for reading ahead (ssl3.h: the largest record's plaintext,
+ * the encryption's overhead, the header; 16,709 bytes, OpenSSL adds its
+ * alignment), whatever the record's length declares.
+ */
+#define TLS_RBUF (SSL3_RT_MAX_PLAIN_LENGTH + SSL3_RT_MAX_ENCRYPTED_OVERHEAD + \
+		  SSL3_RT_HEADER_LENGTH)
+
+size_t kvtd_tls_rbuf_held(const struct kvtd_conn *c)
+{
+	return c->tls && c->tls_ready && SSL_has_pending(c->tls) ? TLS_RBUF : 0;
+}
+
 void kvtd_tls_close(struct kvtd_conn *c)
 {
 	tlsio_free(c->tls);

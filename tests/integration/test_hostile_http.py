@@ -38,7 +38,8 @@ tls_handshakes (canned ClientHellos from one address, throttled),
 tls_tenant_records (one tenant's many connections of one-byte TLS records),
 tenants_past_32 (one tenant's pipelines seen after 38 others in each loop
 iteration), tls_partial_hello (partial ClientHellos held open: RSS, the
-handshake deadline), idle_rbuf (idle connections after a large RESP command, and partial ones).
+handshake deadline), idle_rbuf (idle connections after a large RESP command, and partial ones),
+tls_held_record (authenticated TLS connections each holding part of a record).
 """
 import base64
 import datetime
@@ -3403,6 +3404,84 @@ def tenants_past_32(ph):
 tenants_past_32.extra = ["--resp", "127.0.0.1:0"]
 tenants_past_32.tenants = "alice %s tenant\nbob %s tenant\n" % (ALICE[1], BOB[1]) + "".join(
     "f%d secret-of-filler-%04d tenant\n" % (i, i) for i in range(PAST32_FILLERS))
+
+
+# tls_held_record: RSS growth a connection opened, at most, sanitized and
+# release, for authenticated TLS connections each holding part of a
+# record of ~16 KiB at --max-memory 2M (release 35.5 before, 19.1-19.2
+# after; ASan 122-124 before, 36-49 after: its quarantine)
+TLS_HELD_KIB = (80, 26)
+TLS_HELD_CONNS = 100
+TLS_RBUF = 16384 + 320 + 5  # tls.c TLS_RBUF: OpenSSL's read buffer
+
+
+@phase
+def tls_held_record(ph):
+    """An authenticated TLS client that sends a record header declaring
+    ~16 KiB and part of the record has the SSL hold a read buffer of ~17
+    KiB until the record is whole, outside --max-memory: 1,000 such
+    connections held +34.5 MiB of RSS at --max-memory 32M with mem_used 0.
+    Now the buffer is charged to --max-memory and the tenant's input
+    share while the SSL holds it (loop.c "The SSL's read buffer"), and a
+    connection refused is answered and closed.  alice's 100 TLS RESP
+    connections (--max-memory 2M: her share 512 KiB, 31 buffers) each send
+    the first 300 bytes of a record of a 16 KB SET: mem_used shows the
+    buffers held, the rest refused and closed, RSS a connection asserted,
+    bob's PING answered."""
+    t = tls_server(ph, "tls_held_record", ["--max-memory", "2M"])
+    if not t:
+        return
+    try:
+        rport = int(re.search(r"RESP listener on 127\.0\.0\.1:(\d+)",
+                              open(t.log).read()).group(1))
+
+        def login(who):
+            c = TlsRecords(rport, ph.addr())
+            c.s.sendall(c.records(resp_cmd(b"AUTH", who[0].encode(), who[1].encode()), 16384))
+            ph.expect(c.read(5) == b"+OK\r\n", "RESP AUTH over TLS", who[0])
+            return c
+        with open(ph.srv.argv[0], "rb") as f:
+            kib_max = TLS_HELD_KIB[0 if b"__asan_init" in f.read() else 1]
+        bob = login(BOB)
+        time.sleep(0.3)
+        mem0, rss0 = t.metric("kvtier_server_memory_bytes"), t.rss_kib()
+        conns = []
+        for i in range(TLS_HELD_CONNS):
+            c = login(ALICE)
+            wire = c.records(resp_cmd(b"SET", b"held%d" % i, b"v" * 16000), 16384)
+            ph.expect(len(wire) > 16000, "one record of the SET", len(wire))
+            c.s.sendall(wire[:300])
+            conns.append(c)
+        time.sleep(1.0)
+        mem1, rss1 = t.metric("kvtier_server_memory_bytes"), t.rss_kib()
+        refused = 0
+        for c in conns:
+            try:
+                c.read(1, timeout=0.02)
+                refused += 1  # the refusal's answer
+            except socket.timeout:
+                pass  # held
+            except Exception:  # closed (EOF, reset, no close_notify)
+                refused += 1
+        held = TLS_HELD_CONNS - refused
+        bob.s.sendall(bob.records(resp_cmd(b"PING"), 16384))
+        ph.expect(bob.read(7) == b"+PONG\r\n", "bob's PING beside the held records")
+        per = (rss1 - rss0) / TLS_HELD_CONNS
+        for c in conns:
+            c.s.close()
+        bob.s.close()
+        print("tls_held_record: %d connections holding 300 bytes of a record of 16 KB "
+              "(--max-memory 2M): mem_used +%d B (%.1f buffers), %d refused, RSS +%.1f KiB "
+              "a connection" % (TLS_HELD_CONNS, mem1 - mem0, (mem1 - mem0) / TLS_RBUF, refused,
+                                per))
+        ph.expect(mem1 - mem0 >= held * TLS_RBUF * 9 // 10,
+                  "the held buffers charged to --max-memory", mem1 - mem0, held)
+        ph.expect(0 < held <= (512 << 10) // TLS_RBUF + 2 and refused > 0,
+                  "refused past the tenant's share", held, refused)
+        ph.expect(per <= kib_max, "RSS a connection (KiB)", per)
+        ph.cases += 1
+    finally:
+        t.stop()
 
 
 # idle_rbuf: RSS growth, at most, sanitized and release, for 600 idle
