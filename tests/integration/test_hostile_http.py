@@ -2880,6 +2880,20 @@ def client_hello():
     return hs, i, o, o.read()
 
 
+def tls_resp_port(t):
+    """The RESP listener's port of tls_server t (from its log)."""
+    return int(re.search(r"RESP listener on 127\.0\.0\.1:(\d+)", open(t.log).read()).group(1))
+
+
+def tls_resp_login(ph, rport, who):
+    """A TlsRecords RESP connection (from a fresh address) authenticated
+    as who (name, secret), its AUTH in records of 16 KiB."""
+    c = TlsRecords(rport, ph.addr())
+    c.s.sendall(c.records(resp_cmd(b"AUTH", who[0].encode(), who[1].encode()), 16384))
+    ph.expect(c.read(5) == b"+OK\r\n", "RESP AUTH over TLS", who[0])
+    return c
+
+
 def metric_or_0(t, name):
     """Server t's counter name, 0 where it has none (an older kvtierd, run
     to show a test fails without the change)."""
@@ -3001,8 +3015,7 @@ def tls_records(ph):
         return
     try:
         P = t.port
-        rport = int(re.search(r"RESP listener on 127\.0\.0\.1:(\d+)",
-                              open(t.log).read()).group(1))
+        rport = tls_resp_port(t)
         for who, path, body in ((ALICE, "/tbkt", b""), (ALICE, "/tbkt/known", b"known bytes")):
             st, _, b = tls_http(P, signed_msg(P, "PUT", path, body=body, who=who), PROBER)
             assert st == 200, (path, st, b[:200])
@@ -3096,8 +3109,7 @@ def tls_partial_hello(ph):
     if not t:
         return
     try:
-        rport = int(re.search(r"RESP listener on 127\.0\.0\.1:(\d+)",
-                              open(t.log).read()).group(1))
+        rport = tls_resp_port(t)
         with open(ph.srv.argv[0], "rb") as f:
             kib_max = TLS_PARTIAL_KIB[0 if b"__asan_init" in f.read() else 1]
         partial = (bytes([22, 3, 1, 0x41, 0x00]) + b"\x01\x00\x40\xfc\x03\x03" +
@@ -3222,14 +3234,10 @@ def tls_tenant_records(ph):
     if not t:
         return
     try:
-        rport = int(re.search(r"RESP listener on 127\.0\.0\.1:(\d+)",
-                              open(t.log).read()).group(1))
+        rport = tls_resp_port(t)
 
         def login(who):
-            c = TlsRecords(rport, ph.addr())
-            c.s.sendall(c.records(resp_cmd(b"AUTH", who[0].encode(), who[1].encode()), 16384))
-            ph.expect(c.read(5) == b"+OK\r\n", "RESP AUTH over TLS", who[0])
-            return c
+            return tls_resp_login(ph, rport, who)
         bob = login(BOB)
         bob.s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
@@ -3441,14 +3449,10 @@ def tls_held_record(ph):
     if not t:
         return
     try:
-        rport = int(re.search(r"RESP listener on 127\.0\.0\.1:(\d+)",
-                              open(t.log).read()).group(1))
+        rport = tls_resp_port(t)
 
         def login(who):
-            c = TlsRecords(rport, ph.addr())
-            c.s.sendall(c.records(resp_cmd(b"AUTH", who[0].encode(), who[1].encode()), 16384))
-            ph.expect(c.read(5) == b"+OK\r\n", "RESP AUTH over TLS", who[0])
-            return c
+            return tls_resp_login(ph, rport, who)
         with open(ph.srv.argv[0], "rb") as f:
             kib_max = TLS_HELD_KIB[0 if b"__asan_init" in f.read() else 1]
         bob = login(BOB)
