@@ -268,6 +268,31 @@ enum {
 };
 _Static_assert(sizeof(SSD_REC_MAGIC) - 1 == REC_VERSION - REC_MAGIC, "record magic is 4 bytes");
 _Static_assert(REC_KEY + KVT_KEY_MAX == REC_RESERVED, "key field holds KVT_KEY_MAX bytes");
+
+/* The frame a record header and a batch header share: a 4-byte magic at
+ * 0, the version at 4, hdr_len at 8 and at 12 the CRC of hdr_len bytes.
+ * Checked in that order, the version last -- only after the CRC is the
+ * rest of the layout known -- and hdr_len bounded by max and a multiple
+ * of SSD_REC_ALIGN before the CRC reads that far.  0 with *hdr_len;
+ * KVT_EBUFSMALL with *hdr_len the bytes wanted (buf holds fewer);
+ * KVT_ECORRUPT; KVT_EVERSION. */
+static int ssdfmt_frame_decode(const uint8_t *buf, size_t buf_len, const char *magic,
+			       uint32_t max, uint32_t version, uint32_t *hdr_len)
+{
+	*hdr_len = SSD_REC_ALIGN;
+	if (buf_len < SSD_REC_ALIGN)
+		return KVT_EBUFSMALL;
+	if (memcmp(buf + REC_MAGIC, magic, 4) != 0)
+		return KVT_ECORRUPT;
+	*hdr_len = le_get32(buf + REC_HDR_LEN);
+	if (*hdr_len < SSD_REC_ALIGN || *hdr_len > max || *hdr_len % SSD_REC_ALIGN)
+		return KVT_ECORRUPT;
+	if (*hdr_len > buf_len)
+		return KVT_EBUFSMALL;
+	if (ssdfmt_crc_skip(buf, *hdr_len, REC_CRC) != le_get32(buf + REC_CRC))
+		return KVT_ECORRUPT;
+	return le_get32(buf + REC_VERSION) == version ? 0 : KVT_EVERSION;
+}
 _Static_assert(REC_FIXED == SSD_REC_FIXED, "fixed part of a record header ends at 160");
 _Static_assert(PART_RESERVED + 4 == SSD_PART_ENTRY, "part-table entries are 16 bytes");
 _Static_assert(KVT_PARTS_MAX <= UINT16_MAX, "part_count fits a summary entry's u16");
@@ -431,26 +456,16 @@ static int ssdfmt_rec_decode(const uint8_t *buf, size_t buf_len, uint32_t align,
 	uint32_t hdr_len, table_end;
 	uint64_t sum = 0;
 
+	int rc;
+
 	memset(h, 0, sizeof(*h));
-	/* 1. The frame: enough bytes, magic, a bounded hdr_len, the CRC. */
-	if (buf_len < SSD_REC_ALIGN) {
-		h->hdr_len = SSD_REC_ALIGN;
-		return KVT_EBUFSMALL;
-	}
-	if (memcmp(buf + REC_MAGIC, SSD_REC_MAGIC, 4) != 0)
-		return KVT_ECORRUPT;
-	hdr_len = le_get32(buf + REC_HDR_LEN);
-	if (hdr_len < SSD_REC_ALIGN || hdr_len > SSDFMT_REC_HDR_MAX || hdr_len % SSD_REC_ALIGN)
-		return KVT_ECORRUPT;
-	if (hdr_len > buf_len) {
+	/* 1-2. The frame, then the version. */
+	rc = ssdfmt_frame_decode(buf, buf_len, SSD_REC_MAGIC, SSDFMT_REC_HDR_MAX, SSD_FMT_VERSION,
+				 &hdr_len);
+	if (rc == KVT_EBUFSMALL)
 		h->hdr_len = hdr_len;
-		return KVT_EBUFSMALL;
-	}
-	if (ssdfmt_crc_skip(buf, hdr_len, REC_CRC) != le_get32(buf + REC_CRC))
-		return KVT_ECORRUPT;
-	/* 2. The version: only now is the rest of the layout known. */
-	if (le_get32(buf + REC_VERSION) != SSD_FMT_VERSION)
-		return KVT_EVERSION;
+	if (rc)
+		return rc;
 
 	/* 3. The fixed fields. */
 	memset(&t, 0, sizeof(t));
@@ -735,7 +750,8 @@ enum {
 	BENT_FIXED = 32,
 };
 _Static_assert(sizeof(SSD_BATCH_MAGIC) - 1 == BAT_VERSION - BAT_MAGIC, "batch magic is 4 bytes");
-_Static_assert((int)BAT_HDR_LEN == (int)REC_HDR_LEN && (int)BAT_CRC == (int)REC_CRC,
+_Static_assert((int)BAT_MAGIC == (int)REC_MAGIC && (int)BAT_VERSION == (int)REC_VERSION &&
+		       (int)BAT_HDR_LEN == (int)REC_HDR_LEN && (int)BAT_CRC == (int)REC_CRC,
 	       "a batch header's frame is a record header's");
 _Static_assert(BAT_FIXED == SSD_BATCH_FIXED && BENT_FIXED == SSD_BATCH_ENT_FIXED,
 	       "batch header sizes");
@@ -862,29 +878,18 @@ int ssd_batch_decode(const uint8_t *buf, size_t buf_len, uint64_t off, uint32_t 
 		     struct ssd_batch *b)
 {
 	uint32_t hdr_len;
+	int rc;
 	uint64_t used, values, voff;
 	size_t p;
 
 	memset(b, 0, sizeof(*b));
-	/* 1. The frame: enough bytes, magic, a bounded hdr_len, the CRC. */
-	if (buf_len < SSD_REC_ALIGN) {
-		b->hdr_len = SSD_REC_ALIGN;
-		return KVT_EBUFSMALL;
-	}
-	if (memcmp(buf + BAT_MAGIC, SSD_BATCH_MAGIC, 4) != 0)
-		return KVT_ECORRUPT;
-	hdr_len = le_get32(buf + BAT_HDR_LEN);
-	if (hdr_len < SSD_REC_ALIGN || hdr_len > SSD_BATCH_HDR_MAX || hdr_len % SSD_REC_ALIGN)
-		return KVT_ECORRUPT;
-	if (hdr_len > buf_len) {
+	/* 1-2. The frame (a record header's), then the version. */
+	rc = ssdfmt_frame_decode(buf, buf_len, SSD_BATCH_MAGIC, SSD_BATCH_HDR_MAX,
+				 SSD_BATCH_VERSION, &hdr_len);
+	if (rc == KVT_EBUFSMALL)
 		b->hdr_len = hdr_len;
-		return KVT_EBUFSMALL;
-	}
-	if (ssdfmt_crc_skip(buf, hdr_len, BAT_CRC) != le_get32(buf + BAT_CRC))
-		return KVT_ECORRUPT;
-	/* 2. The version: only now is the rest of the layout known. */
-	if (le_get32(buf + BAT_VERSION) != SSD_BATCH_VERSION)
-		return KVT_EVERSION;
+	if (rc)
+		return rc;
 	if (!ssdfmt_align_ok(align) || hdr_len % align)
 		return KVT_ECORRUPT;
 
