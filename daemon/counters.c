@@ -110,6 +110,10 @@ const struct kvtd_counter_def kvtd_counter_defs[] = {
 	{ "server.tls_handshake_timeouts", "kvtier_tls_handshake_timeouts_total", "counter",
 	  "TLS handshakes not done in time (10 s) after the client sent bytes: failures of its address",
 	  CTR(tls_hs_timeouts), 2 },
+	{ "server.tls_mem_refused", "kvtier_tls_memory_refused_total", "counter",
+	  "TLS connections refused for their SSL's memory (of connections refused): at the "
+	  "accept past --max-memory or the unauthenticated half of it, at AUTH past the "
+	  "tenant's quarter", CTR(tls_mem_refused), 2 },
 	{ "server.tls_deferred", "kvtier_tls_deferred_total", "counter",
 	  "TLS reads left for the next loop iteration: the tenant's records of this one spent",
 	  CTR(tls_deferred), 2 },
