@@ -3550,8 +3550,9 @@ def tls_ssl_object(ph):
         return
     try:
         rport = tls_resp_port(t)
-        with open(ph.srv.argv[0], "rb") as f:
-            sanitized = b"__asan_init" in f.read()
+        with open(ph.srv.argv[0], "rb") as f:  # RSS: shadow memory, quarantine
+            exe = f.read()
+        sanitized = b"__asan_init" in exe or b"__tsan_init" in exe
 
         def mem():
             return t.metric("kvtier_server_memory_bytes")
