@@ -83,7 +83,7 @@ const struct kvtd_counter_def kvtd_counter_defs[] = {
 	  "of them, answered 503 SlowDown: no room within ssd.writedown_wait_ms",
 	  CTR(put_park_timeouts), 2 },
 	{ "server.mem_used", "kvtier_server_memory_bytes", "gauge",
-	  "receive buffers, tables and queued responses charged to --max-memory",
+	  "receive buffers, tables, queued responses and TLS SSLs charged to --max-memory",
 	  offsetof(struct kvtd_server, mem_used), KVTD_CTR_ATOMIC_U64, 2 },
 	{ "server.s3_header_reads_mem", "kvtier_server_s3_header_reads_bytes", "gauge",
 	  "of them, what S3 listings' header reads in flight may hold in the store",
