@@ -181,6 +181,7 @@ bool kvtd_tenant_conn_admit(struct kvtd_conn *c, const char *tenant, size_t tena
 	struct kvtd_server *srv = c->loop->srv;
 	struct kvtd_tstat *t;
 	unsigned max = kvtd_tenant_conns_max(srv);
+	uint64_t held;
 
 	if (!kvtd_auth_enabled() || tenant_len == 0)
 		return true;
@@ -196,8 +197,27 @@ bool kvtd_tenant_conn_admit(struct kvtd_conn *c, const char *tenant, size_t tena
 		kvtd_conn_log(c, KVTD_INFO, "refusing connection", msg);
 		return false;
 	}
-	if (c->conns_tstat)
+	/* Its SSL (loop.c "The SSL object"): the tenant's TLS connections
+	 * hold at most a quarter of --max-memory.  Counted wherever
+	 * conns_tstat points, checked with a budget. */
+	held = c->tls_mem ? atomic_fetch_add_explicit(&t->tls_mem, c->tls_mem,
+						      memory_order_relaxed) : 0;
+	if (c->tls_mem && srv->cfg.max_memory &&
+	    held + c->tls_mem > KVTD_TLS_TENANT_MEM_MAX(srv)) {
+		atomic_fetch_sub_explicit(&t->tls_mem, c->tls_mem, memory_order_relaxed);
+		atomic_fetch_sub_explicit(&t->conns, 1, memory_order_relaxed);
+		KVTD_COUNT(srv, conns_refused, 1);
+		KVTD_COUNT(srv, tls_mem_refused, 1);
+		snprintf(msg, len, "the tenant's TLS connections hold its share of the server "
+			 "memory limit (--max-memory); close one, or try again later");
+		kvtd_conn_log(c, KVTD_INFO, "refusing connection", msg);
+		return false;
+	}
+	if (c->conns_tstat) {
 		atomic_fetch_sub_explicit(&c->conns_tstat->conns, 1, memory_order_relaxed);
+		atomic_fetch_sub_explicit(&c->conns_tstat->tls_mem, c->tls_mem,
+					  memory_order_relaxed);
+	}
 	c->conns_tstat = t;
 	return true;
 }
