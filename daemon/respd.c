@@ -352,6 +352,7 @@ static void respd_reply_drop(struct kvtd_server *srv, struct respd_cmd *cmd)
 	cmd->nseg = 0;
 	cmd->tlen = 0;
 	cmd->oom = false;
+	cmd->oom_why = 0; /* read by the caller before: a later failure says its own */
 	if (cmd->pin_held && cmd->conn->alt)
 		respd_of(cmd->conn)->pin_held -= cmd->pin_held;
 	cmd->pin_held = 0;
