@@ -273,6 +273,9 @@ static const char *const metrics_stat_names[] = {
 	"ssd.part_reads",
 	"ssd.tombstones_unwritten",
 	"ssd.deletes_lost",
+#define S_DRAM_LOWER 34
+	"dram.on_lower_bytes",
+	"dram.cold_bytes",
 	NULL,
 };
 
@@ -581,6 +584,11 @@ int kvtd_metrics_render(struct kvtd_server *srv, char **out, size_t *out_len)
 		    st.v[S_DRAM_CRC]);
 	metrics_one(f, "kvtier_dram_full_errors_total", "counter",
 		    "puts refused because everything in DRAM was pinned", st.v[S_DRAM_CRC + 1]);
+	metrics_one(f, "kvtier_dram_on_lower_bytes", "gauge",
+		    "DRAM value bytes a lower tier holds too", st.v[S_DRAM_LOWER]);
+	metrics_one(f, "kvtier_dram_cold_bytes", "gauge",
+		    "of those, first reads' cold copies not read again (the next victims)",
+		    st.v[S_DRAM_LOWER + 1]);
 	metrics_one(f, "kvtier_ssd_crc_errors_total", "counter",
 		    "SSD records that failed their CRC (served as misses)", st.v[S_SSD_CRC]);
 	metrics_one(f, "kvtier_ssd_io_errors_total", "counter", "SSD I/O errors",
