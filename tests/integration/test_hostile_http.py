@@ -3429,11 +3429,12 @@ tenants_past_32.tenants = "alice %s tenant\nbob %s tenant\n" % (ALICE[1], BOB[1]
 
 # tls_held_record: RSS growth a connection opened, at most, sanitized and
 # release, for authenticated TLS connections each holding part of a
-# record of ~16 KiB at --max-memory 2M (release 35.5 before, 19.1-19.2
+# record of ~16 KiB, 512 KiB of the tenant's share free (release 35.5 before, 19.1-19.2
 # after).  ASan runs this server without quarantine: with 32 MiB the 69
 # refused connections' freed SSLs stayed resident and a CI read 108 KiB
 # (36-49 on other runs, 122-124 before); with none, 48.6-49.4 with all
-# 100 held (--max-memory 32M, as before the charge) and 29.6-31.5 after.
+# 100 held (--max-memory 32M, as before the charge) and 29.6-31.5 after
+# (25.3-26.4 since each SSL is charged too: 16M, 3.5 MiB of the share held).
 TLS_HELD_KIB = (40, 26)
 TLS_HELD_CONNS = 100
 TLS_RBUF = 16384 + 320 + 5  # tls.c TLS_RBUF: OpenSSL's read buffer
@@ -3448,11 +3449,11 @@ def tls_held_record(ph):
     Now the buffer is charged to --max-memory and the tenant's input
     share while the SSL holds it (loop.c "The SSL's read buffer"), and a
     connection refused is answered and closed.  alice's 100 TLS RESP
-    connections (--max-memory 2M: her share 512 KiB, 31 buffers) each send
-    the first 300 bytes of a record of a 16 KB SET: mem_used shows the
+    connections (--max-memory 16M: her input share 4 MiB, 3.5 of it held
+    by a SET of her own, 31 buffers left) each send the first 300 bytes of a record of a 16 KB SET: mem_used shows the
     buffers held, the rest refused and closed, RSS a connection asserted,
     bob's PING answered."""
-    t = tls_server(ph, "tls_held_record", ["--max-memory", "2M"], quarantine_mb=0)
+    t = tls_server(ph, "tls_held_record", ["--max-memory", "16M"], quarantine_mb=0)
     if not t:
         return
     try:
@@ -3463,6 +3464,15 @@ def tls_held_record(ph):
         with open(ph.srv.argv[0], "rb") as f:
             kib_max = TLS_HELD_KIB[0 if b"__asan_init" in f.read() else 1]
         bob = login(BOB)
+        # alice's SSLs take 30 KiB of her quarter each (tls_ssl_object):
+        # at 16M her 101 fit, and one SET of 3.5 MiB but its last 100
+        # bytes holds her input share (4 MiB) down to ~512 KiB
+        big = login(ALICE)
+        big.s.sendall(big.records(resp_cmd(b"SET", b"big", b"v" * (3584 << 10))[:-100],
+                                  16384))
+        end = time.monotonic() + 20  # all of it in (ASan decrypts slowly)
+        while t.metric("kvtier_server_memory_bytes") < (3 << 20) and time.monotonic() < end:
+            time.sleep(0.1)
         time.sleep(0.3)
         mem0, rss0 = t.metric("kvtier_server_memory_bytes"), t.rss_kib()
         conns = []
@@ -3491,9 +3501,9 @@ def tls_held_record(ph):
             c.s.close()
         bob.s.close()
         print("tls_held_record: %d connections holding 300 bytes of a record of 16 KB "
-              "(--max-memory 2M): mem_used +%d B (%.1f buffers), %d refused, RSS +%.1f KiB "
-              "a connection" % (TLS_HELD_CONNS, mem1 - mem0, (mem1 - mem0) / TLS_RBUF, refused,
-                                per))
+              "(--max-memory 16M, alice's share held to ~512 KiB): mem_used +%d B (SSLs and "
+              "buffers), %d held, %d refused, RSS +%.1f KiB a connection"
+              % (TLS_HELD_CONNS, mem1 - mem0, held, refused, per))
         ph.expect(mem1 - mem0 >= held * TLS_RBUF * 9 // 10,
                   "the held buffers charged to --max-memory", mem1 - mem0, held)
         ph.expect(0 < held <= (512 << 10) // TLS_RBUF + 2 and refused > 0,
