@@ -2017,7 +2017,8 @@ fail:
  * The writer takes consecutive single-part write-downs of at most
  * SSD_BATCH_VALUE_MAX bytes from the head of the write-down queue -- up to
  * SSD_BATCH_MAX, while their header fits SSD_BATCH_HDR_MAX, their values
- * stay under SSD_SPLIT_MIN (one vectored request), their DRAM runs under
+ * stay within ssd_batch_values_max (under SSD_SPLIT_MIN: one vectored
+ * request; a quarter of a segment at most), their DRAM runs under
  * the engine's 1024 iovecs, the write-down window allows them, and no
  * tombstone or sync waits in the urgent lane -- and writes them as one
  * batch: one reservation (one sequence number each, in queue order), one
@@ -2053,6 +2054,7 @@ fail:
  * framed carry's.
  */
 #define WD_BATCH_IOV 1024u /* the I/O engine's iovecs per request (io.c IO_IOV_MAX) */
+_Static_assert(SSD_BATCH_VALUES_LIM <= SSD_SPLIT_MIN, "a batch goes as one request");
 
 struct wd_batch {
 	struct ssd *s;
@@ -2183,8 +2185,8 @@ static int wd_batch_prep(struct ssd *s, struct wd_batch *wb, struct wd_task *t)
 		vc = dram_item_view(s->dram, t->item, view, &h);
 	}
 	new_ns = ns_index == wb->ns_count;
-	if (i == SSD_BATCH_MAX || wb->values + padded >= SSD_SPLIT_MIN ||
-	    wb->values + padded > s->cfg.seg_size / 4 || wb->iovn + vc > WD_BATCH_IOV ||
+	if (i == SSD_BATCH_MAX || wb->values + padded > ssd_batch_values_max(s->cfg.seg_size) ||
+	    wb->iovn + vc > WD_BATCH_IOV ||
 	    ssd_batch_hdr_len(i + 1, wb->ns_count + new_ns, wb->key_pad + key_pad,
 			      s->rec_align) == 0)
 		return BP_FULL;
