@@ -954,11 +954,25 @@ static bool seg_room_retry_locked(struct ssd *s)
 	return true;
 }
 
+/* v bytes as a log message says them: whole MiB or KiB where exact
+ * (segments are 4 KiB multiples, ssd.segment), else bytes. */
+static const char *ssd_size_text(char *buf, size_t len, uint64_t v)
+{
+	if (v % (UINT64_C(1) << 20) == 0)
+		snprintf(buf, len, "%llu MiB", (unsigned long long)(v >> 20));
+	else if (v % 1024 == 0)
+		snprintf(buf, len, "%llu KiB", (unsigned long long)(v >> 10));
+	else
+		snprintf(buf, len, "%llu B", (unsigned long long)v);
+	return buf;
+}
+
 /* At open: will the file system hold the segments not yet allocated?
  * Said once if not (the log will keep to what fits: "Room" above). */
 static void ssd_room_check(struct ssd *s)
 {
 	uint64_t have = 0, want = (uint64_t)s->slot_count * s->cfg.seg_size, avail;
+	char t_want[32], t_hold[32], t_free[32];
 	struct statvfs sv;
 
 	if (fstatvfs(s->dir_fd, &sv) < 0)
@@ -973,11 +987,11 @@ static void ssd_room_check(struct ssd *s)
 	}
 	if (have + avail < want)
 		kvt_logf(s->log, KVT_LOG_WARN,
-			 "ssd: ssd.capacity is %llu MiB but the file system holds %llu MiB of "
-			 "segments here (%llu MiB free): the log will keep to what fits",
-			 (unsigned long long)(want >> 20),
-			 (unsigned long long)((have + avail) >> 20),
-			 (unsigned long long)(avail >> 20));
+			 "ssd: ssd.capacity is %s but the file system holds %s of "
+			 "segments here (%s free): the log will keep to what fits",
+			 ssd_size_text(t_want, sizeof(t_want), want),
+			 ssd_size_text(t_hold, sizeof(t_hold), have + avail),
+			 ssd_size_text(t_free, sizeof(t_free), avail));
 }
 
 /* Say what the last open found of the room (ROOM_SAY_*), once; called
@@ -986,14 +1000,16 @@ static void ssd_room_tell(struct ssd *s)
 {
 	int say = atomic_exchange(&s->room_say, ROOM_SAY_NONE);
 	uint32_t room = ssd_room_slots(s);
+	char t_room[32], t_all[32];
 
 	if (say == ROOM_SAY_CAPPED)
 		kvt_logf(s->log, KVT_LOG_WARN,
 			 "ssd: the file system has no room for more segments: the log keeps to "
-			 "%u of its %u (%llu of %llu MiB), reusing its oldest; more tried every "
+			 "%u of its %u (%s of %s), reusing its oldest; more tried every "
 			 "%llu ms (stat ssd.segments_room)",
-			 room, s->slot_count, (unsigned long long)(room * s->cfg.seg_size >> 20),
-			 (unsigned long long)(s->slot_count * s->cfg.seg_size >> 20),
+			 room, s->slot_count,
+			 ssd_size_text(t_room, sizeof(t_room), (uint64_t)room * s->cfg.seg_size),
+			 ssd_size_text(t_all, sizeof(t_all), (uint64_t)s->slot_count * s->cfg.seg_size),
 			 (unsigned long long)(s->cfg.retry_ns / 1000000));
 	else if (say == ROOM_SAY_GREW)
 		kvt_logf(s->log, KVT_LOG_INFO,
