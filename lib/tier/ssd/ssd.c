@@ -1000,6 +1000,7 @@ static void ssd_room_tell(struct ssd *s)
 {
 	int say = atomic_exchange(&s->room_say, ROOM_SAY_NONE);
 	uint32_t room = ssd_room_slots(s);
+	uint64_t all = (uint64_t)s->slot_count * s->cfg.seg_size;
 	char t_room[32], t_all[32];
 
 	if (say == ROOM_SAY_CAPPED)
@@ -1009,7 +1010,7 @@ static void ssd_room_tell(struct ssd *s)
 			 "%llu ms (stat ssd.segments_room)",
 			 room, s->slot_count,
 			 ssd_size_text(t_room, sizeof(t_room), (uint64_t)room * s->cfg.seg_size),
-			 ssd_size_text(t_all, sizeof(t_all), (uint64_t)s->slot_count * s->cfg.seg_size),
+			 ssd_size_text(t_all, sizeof(t_all), all),
 			 (unsigned long long)(s->cfg.retry_ns / 1000000));
 	else if (say == ROOM_SAY_GREW)
 		kvt_logf(s->log, KVT_LOG_INFO,
