@@ -18,12 +18,12 @@
  *       +-- kvt put, write-through --> store kvt-<size>-<round>/ (fresh)
  *       |     paced on ssd.writedown_pending_bytes, so nothing is shed;
  *       |     timed from the first put to kvt_flush() returning (fdatasync)
- *       +-- fio --rw=write, bs = record ----------> fio.dat (fresh, fallocated)
+ *       +-- fio --rw=write, bs = a write's -------> fio.dat (fresh, fallocated)
  *             end_fsync=1
  *     close the store; reopen it: the DRAM tier is empty (cold)
  *     dst [v0][v1]...[vN-1] <-- kvt get, every value once, random order,
  *                               --qd requests in flight, from SSD only
- *     fio --rw=randread, bs = record, iodepth = --qd, over fio.dat
+ *     fio --rw=randread, bs = a get's read, iodepth = --qd, over fio.dat
  *
  * Record and block: fio's blocks are the store's I/Os at the format it
  * writes (ssd.format, the library's default unless -o sets it; bs_shape).
@@ -35,8 +35,9 @@
  * value alone: fio writes blocks of a full batch (the header and the
  * values, as the writer cuts it) and reads blocks of one value.  So both
  * issue the same I/Os.  kvtier's GB/s counts value bytes only (the header
- * is honest overhead), fio's counts its blocks.  fio's GB/s is its own bw_bytes (io_bytes over its runtime, which
- * includes end_fsync: backend.c, do_io()); kvtier's is timed here.
+ * is honest overhead), fio's counts its blocks.  fio's GB/s is its own
+ * bw_bytes (io_bytes over its runtime, which includes end_fsync:
+ * backend.c, do_io()); kvtier's is timed here.
  *
  * Recovery: a child process opens a store (write-through, a checkpoint
  * after K sealed segments, K ~ 90% of the segments the run fills), writes
@@ -1198,8 +1199,8 @@ static void bs_size_report(struct bs *b, struct bs_size *z, bool write)
 			       ",\"qd\":%u,\"kvtier_ios_inflight_max\":%" PRIu64
 			       ",\"kvtier_ios_inflight_mean\":%.2f,\"writedown_max\":%" PRIu64
 			       ",\"shed\":0,\"checkpoints\":%" PRIu64 ",\"fsyncs\":%" PRIu64,
-			       z->sh.wr_vals, z->batches, batch_mean, z->write_qd, z->qd_max, qd_mean,
-			       z->wd_cap, z->ckpts, z->fsyncs);
+			       z->sh.wr_vals, z->batches, batch_mean, z->write_qd, z->qd_max,
+			       qd_mean, z->wd_cap, z->ckpts, z->fsyncs);
 		else
 			printf(",\"qd\":%u,\"dram_capacity\":%" PRIu64 ",\"ssd_read_bytes\":%" PRIu64,
 			       z->qd, z->dram, z->ssd_read_bytes);
@@ -1252,14 +1253,15 @@ static void bs_size_report(struct bs *b, struct bs_size *z, bool write)
 			 " batches, %.1f values each); blocks %.2f GB/s; fio iodepth %u, kvtier I/Os "
 			 "in flight mean %.1f max %" PRIu64 "; 0 shed; %" PRIu64 " checkpoints; device "
 			 "requests %.0f KiB (fio %.0f)", z->n, z->sh.wr_vals, z->sh.wr_bs, z->batches,
-			 batch_mean, rec, z->write_qd, qd_mean, z->qd_max, z->ckpts, req / 1024, freq / 1024);
+			 batch_mean, rec, z->write_qd, qd_mean, z->qd_max, z->ckpts, req / 1024,
+			 freq / 1024);
 	else
 		snprintf(cell.notes, sizeof(cell.notes),
 			 "%zu values, qd %u; fio blocks of %" PRIu64 " B; blocks %.2f GB/s; device "
 			 "read %.3f (fio %.3f) bytes per byte returned%s; device requests %.0f KiB "
 			 "(fio %.0f)",
-			 z->n, z->qd, z->sh.rd_bs, rec, dev, fdev, dev_short ? ": NOT FROM THE DEVICE" : "",
-			 req / 1024, freq / 1024);
+			 z->n, z->qd, z->sh.rd_bs, rec, dev, fdev,
+			 dev_short ? ": NOT FROM THE DEVICE" : "", req / 1024, freq / 1024);
 	bs_cell_print(b, &cell);
 }
 
