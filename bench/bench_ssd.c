@@ -18,19 +18,26 @@
  *       +-- kvt put, write-through --> store kvt-<size>-<round>/ (fresh)
  *       |     paced on ssd.writedown_pending_bytes, so nothing is shed;
  *       |     timed from the first put to kvt_flush() returning (fdatasync)
- *       +-- fio --rw=write, bs = record ----------> fio.dat (fresh, fallocated)
+ *       +-- fio --rw=write, bs = a write's -------> fio.dat (fresh, fallocated)
  *             end_fsync=1
  *     close the store; reopen it: the DRAM tier is empty (cold)
  *     dst [v0][v1]...[vN-1] <-- kvt get, every value once, random order,
  *                               --qd requests in flight, from SSD only
- *     fio --rw=randread, bs = record, iodepth = --qd, over fio.dat
+ *     fio --rw=randread, bs = a get's read, iodepth = --qd, over fio.dat
  *
- * Record and block: kvtier stores a value as one record of a 512-byte header
- * plus the value rounded up to 512 bytes (SSD format 2), and moves it with one I/O; fio's block
- * size is that record's size, so both issue the same I/Os.  kvtier's GB/s
- * counts value bytes only (the header is honest overhead), fio's counts its
- * blocks.  fio's GB/s is its own bw_bytes (io_bytes over its runtime, which
- * includes end_fsync: backend.c, do_io()); kvtier's is timed here.
+ * Record and block: fio's blocks are the store's I/Os at the format it
+ * writes (ssd.format, the library's default unless -o sets it; bs_shape).
+ * At format 2 -- and at format 3 for a value no batch takes (256 KiB and
+ * up) -- a value is one record, a 512-byte header plus the value rounded
+ * up to 512 bytes, written and read with one I/O each: fio writes and
+ * reads blocks of the record's size.  At format 3 the writer puts up to
+ * 32 such values under one batch header in one write, and a get reads the
+ * value alone: fio writes blocks of a full batch (the header and the
+ * values, as the writer cuts it) and reads blocks of one value.  So both
+ * issue the same I/Os.  kvtier's GB/s counts value bytes only (the header
+ * is honest overhead), fio's counts its blocks.  fio's GB/s is its own
+ * bw_bytes (io_bytes over its runtime, which includes end_fsync:
+ * backend.c, do_io()); kvtier's is timed here.
  *
  * Recovery: a child process opens a store (write-through, a checkpoint
  * after K sealed segments, K ~ 90% of the segments the run fills), writes
@@ -64,14 +71,14 @@
 #include "kvtier.h"
 
 #include "bench.h"
+#include "ssdfmt.h" /* the record and batch layouts fio's blocks follow */
 
 #define BS_KIB (UINT64_C(1) << 10)
 #define BS_MIB (UINT64_C(1) << 20)
 #define BS_GIB (UINT64_C(1) << 30)
 
 #define BS_ALIGN 4096u             /* caller buffers, value slots, record units */
-#define BS_REC_HDR 512u            /* kvtier's record header for one part (ssd-format.md) */
-#define BS_REC_ALIGN 512u          /* kvtier's record unit (ssd-format.md, format 2) */
+#define BS_KEY_LEN 32u             /* the bench's keys (bs_key) */
 #define BS_SUM_PER_REC 128u        /* summary bytes per record, an upper estimate */
 #define BS_SIZES_MAX 16
 #define BS_STORE_OPTS_MAX 32
@@ -126,7 +133,7 @@ struct bs_cell {
 	char ratio[12];
 	char target[16];
 	const char *result;
-	char notes[256];
+	char notes[320];
 };
 
 struct bs {
@@ -171,22 +178,69 @@ static int64_t bs_check(const uint8_t *p, size_t len, uint64_t seed)
 /* The 32-byte key of value i of a size (as bench dram derives them). */
 static void bs_key(struct kvt_key *key, uint64_t size, uint64_t i)
 {
-	uint64_t w[4];
-	for (unsigned k = 0; k < 4; k++)
+	uint64_t w[BS_KEY_LEN / 8];
+	for (unsigned k = 0; k < BS_KEY_LEN / 8; k++)
 		w[k] = bench_splitmix(bench_seed(size, i) + k);
 	(void)kvt_key_set(key, w, sizeof(w));
 }
 
 /* kvtier's record alignment: 512, or 4096 with -o ssd.dio_align=4096 (a
  * 4Kn drive's layout: header and value padding in 4096-byte units). */
-static uint64_t bs_rec_unit = BS_REC_ALIGN;
+static uint32_t bs_rec_unit = SSD_REC_ALIGN;
+/* The layout the bench's stores write: ssd.format's default, or -o's. */
+static unsigned bs_format;
 
 /* Bytes of kvtier's record for a one-part value: header + value in units
- * of the record alignment (the header is one unit for one part). */
+ * of the record alignment. */
 static uint64_t bs_rec_len(uint64_t value)
 {
-	return (bs_rec_unit > BS_REC_HDR ? bs_rec_unit : BS_REC_HDR) +
-	       bench_align_up(value, bs_rec_unit);
+	return ssd_rec_hdr_len(1, bs_rec_unit) + bench_align_up(value, bs_rec_unit);
+}
+
+/* One size's I/O shape: what the store writes and reads per I/O. */
+struct bs_shape {
+	uint64_t wr_bs;    /* bytes of one write: a record, or a full batch */
+	unsigned wr_vals;  /* values it holds */
+	uint64_t rd_bs;    /* bytes one get reads: a record, or a batched value */
+};
+
+/*
+ * The I/Os of a store at bs_format for values of `value` bytes under
+ * write-through with a backlog (the bench keeps one): at format 2, or a
+ * value over SSD_BATCH_VALUE_MAX, a record per value, read whole.  At
+ * format 3 a full batch as lib/tier/ssd/ssd.c's writer cuts it ("Batches"):
+ * up to SSD_BATCH_MAX values while their header (one namespace, keys of
+ * BS_KEY_LEN) fits SSD_BATCH_HDR_MAX (ssd_batch_hdr_len) and their padded
+ * values ssd_batch_values_max(segment), header and values in one write;
+ * a get reads the value alone (its value_crc checks it).  The writer's
+ * other bounds do not bind here: its 1024 iovecs (values under 1 MiB are
+ * at most 256 DRAM runs of 4 KiB or more) and ssd.writedown_window (8M
+ * by default; a -o under a batch's size cuts batches short, which the
+ * row's batch mean shows).  A batch of one value is written as a record.
+ */
+static void bs_shape(uint64_t value, uint64_t segment, struct bs_shape *sh)
+{
+	uint64_t padded = bench_align_up(value, bs_rec_unit);
+	uint64_t key_pad = ssd_batch_ent_len(BS_KEY_LEN) - SSD_BATCH_ENT_FIXED;
+	uint32_t hdr = 0;
+	unsigned n = 0;
+
+	sh->wr_bs = sh->rd_bs = bs_rec_len(value);
+	sh->wr_vals = 1;
+	if (bs_format < 3 || value > SSD_BATCH_VALUE_MAX)
+		return;
+	while (n < SSD_BATCH_MAX && (n + 1) * padded <= ssd_batch_values_max(segment)) {
+		uint32_t h = ssd_batch_hdr_len(n + 1, 1, (n + 1) * key_pad, bs_rec_unit);
+		if (h == 0)
+			break;
+		hdr = h;
+		n++;
+	}
+	if (n < 2)
+		return;
+	sh->wr_bs = hdr + n * padded;
+	sh->wr_vals = n;
+	sh->rd_bs = padded;
 }
 
 static void bs_cell_print(struct bs *b, const struct bs_cell *c)
@@ -413,7 +467,8 @@ enum {
 	ST_WD_BLOCKS, ST_WD_BYTES, ST_WD_SHED, ST_WD_SKIPPED, ST_WD_ERRORS, ST_SSD_BLOCKS,
 	ST_SSD_READS, ST_SSD_READ_BYTES, ST_SSD_READ_MISSES, ST_CRC_ERRORS, ST_HDR_ERRORS,
 	ST_IO_ERRORS, ST_SEG_EVICTED, ST_SEG_SEALED, ST_CKPTS, ST_DRAM_MISSES, ST_DRAM_BLOCKS,
-	ST_IO_READ_BYTES, ST_IO_WRITE_BYTES, ST_IO_FSYNCS, ST_ODIRECT_REFUSED, ST_COUNT
+	ST_IO_READ_BYTES, ST_IO_WRITE_BYTES, ST_IO_FSYNCS, ST_ODIRECT_REFUSED, ST_BATCHES,
+	ST_BATCHED, ST_COUNT
 };
 static const char *const bs_stat_names[ST_COUNT] = {
 	"ssd.writedown_blocks", "ssd.writedown_bytes", "ssd.writedown_shed",
@@ -421,7 +476,7 @@ static const char *const bs_stat_names[ST_COUNT] = {
 	"ssd.read_bytes", "ssd.read_misses", "ssd.crc_errors", "ssd.header_errors",
 	"ssd.io_errors", "ssd.segments_evicted", "ssd.segments_sealed", "ssd.checkpoints",
 	"dram.misses", "dram.blocks", "io.read_bytes", "io.write_bytes", "io.fsyncs",
-	"io.odirect_refused",
+	"io.odirect_refused", "ssd.batches", "ssd.batched_blocks",
 };
 
 /* Write pacing: the backlog and the writes the tier has in flight. */
@@ -721,7 +776,9 @@ struct bs_size {
 	struct bs *b;
 	uint64_t size;        /* value bytes */
 	uint64_t slot;        /* size rounded up to 4 KiB: value i at i * slot in src, dst */
-	uint64_t rec;         /* kvtier's record bytes = fio's block size */
+	uint64_t rec;         /* kvtier's record bytes (capacity planning) */
+	struct bs_shape sh;   /* the store's I/Os = fio's blocks */
+	uint64_t wr_count;    /* writes of sh.wr_bs that hold the n values */
 	size_t n;             /* values */
 	uint64_t dram;        /* DRAM tier capacity of both stores */
 	uint64_t wd_cap;      /* write-down backlog cap: ssd.writedown_max */
@@ -749,6 +806,7 @@ struct bs_size {
 	uint64_t qd_n;
 	uint64_t ckpts;                 /* checkpoints during the timed writes, all rounds */
 	uint64_t fsyncs;                /* io.fsyncs during the timed writes, all rounds */
+	uint64_t batches, batched;      /* ssd.batches, ssd.batched_blocks: the same */
 };
 
 static void bs_store_path(const struct bs_size *z, unsigned round, char *buf, size_t len)
@@ -843,10 +901,12 @@ static int bs_kvt_write(struct bs_size *z, unsigned round)
 	}
 	double value_bytes = (double)z->n * (double)z->size;
 	z->w_gbps[round] = bench_rate(value_bytes, secs) / 1e9;
-	z->w_rec_gbps[round] = bench_rate((double)z->n * (double)z->rec, secs) / 1e9;
+	z->w_rec_gbps[round] = bench_rate((double)z->wr_count * (double)z->sh.wr_bs, secs) / 1e9;
 	z->w_dev[round] = dev ? (double)(wr1 - wr0) / value_bytes : -1;
 	z->ckpts += st1[ST_CKPTS] - st0[ST_CKPTS];
 	z->fsyncs += st1[ST_IO_FSYNCS] - st0[ST_IO_FSYNCS];
+	z->batches += st1[ST_BATCHES] - st0[ST_BATCHES];
+	z->batched += st1[ST_BATCHED] - st0[ST_BATCHED];
 	ret = BENCH_EXIT_OK;
 out:
 	/* Closing writes a checkpoint: outside the timing, as it should be. */
@@ -1017,7 +1077,7 @@ static int bs_kvt_read(struct bs_size *z, unsigned round)
 	}
 	double value_bytes = (double)z->n * (double)z->size;
 	z->r_gbps[round] = bench_rate(value_bytes, secs) / 1e9;
-	z->r_rec_gbps[round] = bench_rate((double)z->n * (double)z->rec, secs) / 1e9;
+	z->r_rec_gbps[round] = bench_rate((double)z->n * (double)z->sh.rd_bs, secs) / 1e9;
 	z->r_dev[round] = dev ? (double)(rd1 - rd0) / value_bytes : -1;
 	z->dev_known = z->dev_known && dev;
 	z->ssd_read_bytes = st1[ST_SSD_READ_BYTES] - st0[ST_SSD_READ_BYTES];
@@ -1044,7 +1104,7 @@ static int bs_fio_write(struct bs_size *z, unsigned round)
 	char path[4200];
 	snprintf(path, sizeof(path), "%s/fio.dat", z->b->run_dir);
 	(void)unlink(path); /* a fresh file, as kvtier's segments are */
-	if (bs_fio_run(z->b, "write", z->rec, z->write_qd, z->n * z->rec, &f) < 0)
+	if (bs_fio_run(z->b, "write", z->sh.wr_bs, z->write_qd, z->wr_count * z->sh.wr_bs, &f) < 0)
 		return -1;
 	/* fio moves blocks: its GB/s is on block bytes. */
 	z->fw_gbps[round] = f.gbps;
@@ -1055,11 +1115,11 @@ static int bs_fio_write(struct bs_size *z, unsigned round)
 static int bs_fio_read(struct bs_size *z, unsigned round)
 {
 	struct bs_fio f;
-	if (bs_fio_run(z->b, "randread", z->rec, z->qd, z->n * z->rec, &f) < 0)
+	if (bs_fio_run(z->b, "randread", z->sh.rd_bs, z->qd, z->n * z->sh.rd_bs, &f) < 0)
 		return -1;
 	z->fr_gbps[round] = f.gbps;
 	z->fr_req[round] = f.req_bytes;
-	z->fr_dev[round] = f.dev_known ? (double)f.dev_rd / (double)(z->n * z->rec) : -1;
+	z->fr_dev[round] = f.dev_known ? (double)f.dev_rd / (double)(z->n * z->sh.rd_bs) : -1;
 	z->dev_known = z->dev_known && f.dev_known;
 	return 0;
 }
@@ -1115,6 +1175,7 @@ static void bs_size_report(struct bs *b, struct bs_size *z, bool write)
 	if (b->have_fio)
 		bs_judge(b, ratio, suspect, &pass);
 	double qd_mean = z->qd_n ? z->qd_sum / (double)z->qd_n : 0;
+	double batch_mean = z->batches ? (double)z->batched / (double)z->batches : 0;
 	const char *name = write ? "ssd.write" : "ssd.read";
 	double req = bs_median(write ? z->w_req : z->r_req, rounds);
 	double freq = b->have_fio ? bs_median(write ? z->fw_req : z->fr_req, rounds) : -1;
@@ -1128,14 +1189,18 @@ static void bs_size_report(struct bs *b, struct bs_size *z, bool write)
 		printf(",\"suspect\":%s,\"suspect_reason\":%s", suspect ? "true" : "false",
 		       dev_short ? "\"reads not all from the device\"" :
 		       suspect ? "\"ratio above 1.1\"" : "null");
-		printf(",\"record_bytes\":%" PRIu64 ",\"record_gbps\":%.3f,\"values\":%zu"
-		       ",\"value_bytes_total\":%" PRIu64 ",\"rounds\":%u", z->rec, rec, z->n,
-		       (uint64_t)z->n * z->size, rounds);
+		printf(",\"format\":%u,\"record_bytes\":%" PRIu64 ",\"block_bytes\":%" PRIu64
+		       ",\"record_gbps\":%.3f,\"values\":%zu"
+		       ",\"value_bytes_total\":%" PRIu64 ",\"rounds\":%u", bs_format,
+		       z->rec, write ? z->sh.wr_bs : z->sh.rd_bs, rec,
+		       z->n, (uint64_t)z->n * z->size, rounds);
 		if (write)
-			printf(",\"qd\":%u,\"kvtier_ios_inflight_max\":%" PRIu64
+			printf(",\"block_values\":%u,\"batches\":%" PRIu64 ",\"batch_mean\":%.2f"
+			       ",\"qd\":%u,\"kvtier_ios_inflight_max\":%" PRIu64
 			       ",\"kvtier_ios_inflight_mean\":%.2f,\"writedown_max\":%" PRIu64
 			       ",\"shed\":0,\"checkpoints\":%" PRIu64 ",\"fsyncs\":%" PRIu64,
-			       z->write_qd, z->qd_max, qd_mean, z->wd_cap, z->ckpts, z->fsyncs);
+			       z->sh.wr_vals, z->batches, batch_mean, z->write_qd, z->qd_max,
+			       qd_mean, z->wd_cap, z->ckpts, z->fsyncs);
 		else
 			printf(",\"qd\":%u,\"dram_capacity\":%" PRIu64 ",\"ssd_read_bytes\":%" PRIu64,
 			       z->qd, z->dram, z->ssd_read_bytes);
@@ -1184,16 +1249,19 @@ static void bs_size_report(struct bs *b, struct bs_size *z, bool write)
 	snprintf(cell.target, sizeof(cell.target), ">= %.2f", BS_TARGET_RATIO);
 	if (write)
 		snprintf(cell.notes, sizeof(cell.notes),
-			 "%zu values; records %.2f GB/s; fio iodepth %u, kvtier I/Os in flight "
-			 "mean %.1f max %" PRIu64 "; 0 shed; %" PRIu64 " checkpoints; device "
-			 "requests %.0f KiB (fio %.0f)", z->n, rec, z->write_qd, qd_mean, z->qd_max,
-			 z->ckpts, req / 1024, freq / 1024);
+			 "%zu values; fio blocks of %u value(s), %" PRIu64 " B (kvtier: %" PRIu64
+			 " batches, %.1f values each); blocks %.2f GB/s; fio iodepth %u, kvtier I/Os "
+			 "in flight mean %.1f max %" PRIu64 "; 0 shed; %" PRIu64 " checkpoints; device "
+			 "requests %.0f KiB (fio %.0f)", z->n, z->sh.wr_vals, z->sh.wr_bs, z->batches,
+			 batch_mean, rec, z->write_qd, qd_mean, z->qd_max, z->ckpts, req / 1024,
+			 freq / 1024);
 	else
 		snprintf(cell.notes, sizeof(cell.notes),
-			 "%zu values, qd %u; records %.2f GB/s; device read %.3f (fio %.3f) "
-			 "bytes per byte returned%s; device requests %.0f KiB (fio %.0f)",
-			 z->n, z->qd, rec, dev, fdev, dev_short ? ": NOT FROM THE DEVICE" : "",
-			 req / 1024, freq / 1024);
+			 "%zu values, qd %u; fio blocks of %" PRIu64 " B; blocks %.2f GB/s; device "
+			 "read %.3f (fio %.3f) bytes per byte returned%s; device requests %.0f KiB "
+			 "(fio %.0f)",
+			 z->n, z->qd, z->sh.rd_bs, rec, dev, fdev,
+			 dev_short ? ": NOT FROM THE DEVICE" : "", req / 1024, freq / 1024);
 	bs_cell_print(b, &cell);
 }
 
@@ -1250,6 +1318,7 @@ static void bs_size_plan(const struct bs *b, struct bs_size *z, uint64_t size)
 	z->size = size;
 	z->slot = bench_align_up(size, BS_ALIGN);
 	z->rec = bs_rec_len(size);
+	bs_shape(size, b->o.segment, &z->sh);
 	z->qd = b->o.qd;
 	z->write_qd = b->o.write_qd;
 	uint64_t dram = b->o.dram;
@@ -1264,6 +1333,7 @@ static void bs_size_plan(const struct bs *b, struct bs_size *z, uint64_t size)
 	if (!b->o.smoke && fp < 2 * z->dram)
 		fp = 2 * z->dram;
 	z->n = (size_t)((fp + size - 1) / size);
+	z->wr_count = (z->n + z->sh.wr_vals - 1) / z->sh.wr_vals;
 	z->ssd_cap = bs_ssd_capacity(z->n * z->rec, z->rec, b->o.segment);
 }
 
@@ -1339,10 +1409,12 @@ static int bs_ssd_rows(struct bs *b)
 		z.dst = dst;
 		bs_size_plan(b, &z, b->o.sizes[i]);
 		bench_note(b->o.json, b->o.progress,
-			   "%s: %zu values (%s), records of %" PRIu64 " bytes; DRAM tier %s, "
-			   "write-down cap %s; reads %u in flight",
+			   "%s: %zu values (%s), kvtier's writes %" PRIu64 " bytes (%u value(s)), "
+			   "reads %" PRIu64 " bytes; DRAM tier %s, write-down cap %s; reads %u in "
+			   "flight",
 			   bench_fmt_size(a, sizeof(a), z.size), z.n,
-			   bench_fmt_size(d, sizeof(d), (uint64_t)z.n * z.size), z.rec,
+			   bench_fmt_size(d, sizeof(d), (uint64_t)z.n * z.size), z.sh.wr_bs,
+			   z.sh.wr_vals, z.sh.rd_bs,
 			   bench_fmt_size(e, sizeof(e), z.dram),
 			   bench_fmt_size(f, sizeof(f), z.wd_cap), z.qd);
 		ret = bs_size_rows(b, &z);
@@ -1740,8 +1812,11 @@ static void bs_usage(FILE *f)
 		"  ssd.read      gets of every value once, random order, --qd in flight, from\n"
 		"                a reopened store (DRAM tier cold), against fio --rw=randread\n"
 		"  ssd.recovery  with --recovery: see 'kvtier bench recovery --help'\n"
-		"fio's block size is kvtier's record (512 B header + value rounded to 512 B;\n"
-		"4096 and 4096 with -o ssd.dio_align=4096);\n"
+		"fio's blocks are kvtier's I/Os at its ssd.format (the default, or -o's):\n"
+		"at format 2, and for values of 256 KiB and more, a record (512 B header +\n"
+		"value rounded to 512 B; 4096 and 4096 with -o ssd.dio_align=4096), written\n"
+		"and read whole; at format 3, writes of a full batch (up to 32 values under\n"
+		"one header, as the writer cuts them) and reads of one value alone.\n"
 		"kvtier's GB/s counts value bytes, fio's block bytes.  Every value read is\n"
 		"checked byte for byte; /proc/self/io must show the reads reached the device.\n"
 		"\n"
@@ -1762,7 +1837,8 @@ static void bs_usage(FILE *f)
 		"  --io-depth N         ssd.io_depth (default 64)\n"
 		"  --dram SIZE          DRAM tier capacity floor (default 256M; raised so\n"
 		"                       write-down and reads in flight fit)\n"
-		"  --segment SIZE       ssd.segment (default 256M)\n"
+		"  --segment SIZE       ssd.segment (default 256M): a multiple of 4K, at\n"
+		"                       least 1M, as the option takes\n"
 		"  --fio PATH           the fio program (default fio)\n"
 		"  --fio-opt=OPT        one more fio option, after the bench's (repeatable),\n"
 		"                       e.g. --fio-opt=--mem=mmaphuge where huge pages are\n"
@@ -1820,6 +1896,42 @@ enum {
 	O_VERIFY,
 };
 
+/*
+ * A size for store option `name` (a bench flag that sets it): what
+ * kvt_store_set_option takes -- the library's own parser and bounds, on
+ * a store made for the check -- into *out.  Returns 0, or -1 with why.
+ */
+static int bs_parse_option_size(const char *name, const char *arg, uint64_t *out, char *why,
+				size_t why_len)
+{
+	struct kvt_store *s = NULL;
+	struct kvt_option o;
+	int rc = kvt_store_create(&s);
+	if (rc == 0) {
+		rc = kvt_store_set_option(s, name, arg);
+		kvt_store_destroy(s);
+	}
+	if (rc == 0)
+		rc = kvt_parse_size(arg, out);
+	if (rc == 0)
+		return 0;
+	snprintf(why, why_len, "%s", kvt_strerror(rc));
+	for (unsigned i = 0; kvt_option_info(i, &o) == 0; i++)
+		if (strcmp(o.name, name) == 0)
+			snprintf(why, why_len, "%s wants %s", name, o.doc);
+	return -1;
+}
+
+/* The default of store option `name` as a number (0: none). */
+static unsigned bs_option_default(const char *name)
+{
+	struct kvt_option o;
+	for (unsigned i = 0; kvt_option_info(i, &o) == 0; i++)
+		if (strcmp(o.name, name) == 0 && o.def != NULL)
+			return (unsigned)strtoul(o.def, NULL, 10);
+	return 0;
+}
+
 /* Both commands share the parser; recovery refuses the ssd-only options. */
 static int bs_parse_args(struct bs *b, bool recovery_cmd, int argc, char **argv)
 {
@@ -1850,9 +1962,12 @@ static int bs_parse_args(struct bs *b, bool recovery_cmd, int argc, char **argv)
 	struct bs_opts *o = &b->o;
 	bool have_fp = false, have_sizes = false, have_blocks = false, have_seg = false;
 	bool have_dram = false, have_qd = false, have_wqd = false;
+	char why[512];
 	int c, li = -1;
 
 	memset(o, 0, sizeof(*o));
+	bs_rec_unit = SSD_REC_ALIGN;
+	bs_format = bs_option_default("ssd.format");
 	o->rounds = 3;
 	o->qd = 32;
 	o->write_qd = 8;
@@ -1949,10 +2064,9 @@ static int bs_parse_args(struct bs *b, bool recovery_cmd, int argc, char **argv)
 			have_dram = true;
 			break;
 		case O_SEGMENT:
-			if (bench_parse_size(optarg, &o->segment) < 0 || o->segment < BS_MIB ||
-			    o->segment % BS_MIB)
-				return bench_usage_err(
-					b->who, "--segment '%s': want a multiple of 1M", optarg);
+			if (bs_parse_option_size("ssd.segment", optarg, &o->segment, why,
+						 sizeof(why)) < 0)
+				return bench_usage_err(b->who, "--segment '%s': %s", optarg, why);
 			have_seg = true;
 			break;
 		case O_FIO:
@@ -2003,10 +2117,13 @@ static int bs_parse_args(struct bs *b, bool recovery_cmd, int argc, char **argv)
 				return bench_usage_err(b->who, "-o: at most %d store options",
 						       BS_STORE_OPTS_MAX);
 			o->store_opts[o->store_opt_count++] = optarg;
+			/* fio's blocks follow kvtier's records and batches */
 			if (strcmp(optarg, "ssd.dio_align=4096") == 0)
-				bs_rec_unit = 4096; /* fio's block follows kvtier's record */
+				bs_rec_unit = SSD_REC_ALIGN_4K;
 			else if (strncmp(optarg, "ssd.dio_align=", 14) == 0)
-				bs_rec_unit = BS_REC_ALIGN;
+				bs_rec_unit = SSD_REC_ALIGN;
+			else if (strncmp(optarg, "ssd.format=", 11) == 0)
+				bs_format = (unsigned)strtoul(optarg + 11, NULL, 10);
 			break;
 		case ':':
 			return bench_usage_err(b->who, "option '%s' needs a value",
@@ -2155,10 +2272,14 @@ int bench_ssd_main(int argc, char **argv)
 			   "O_DIRECT",
 			   b.run_dir, bench_fmt_size(a, sizeof(a), free_b), b.o.io, b.o.io_depth);
 		bench_note(b.o.json, b.o.progress,
-			   "kvtier moves value bytes in records of a %u B header + the value in "
-			   "%u B units; fio moves blocks of the record's size.  kvtier GB/s counts "
-			   "value bytes, fio GB/s block bytes; 'records' is kvtier on block bytes",
-			   (unsigned)bs_rec_unit, (unsigned)bs_rec_unit);
+			   "ssd.format=%u: kvtier writes %s, values in %u B units; fio moves "
+			   "blocks of what one write and one get of kvtier's move.  kvtier GB/s "
+			   "counts value bytes, fio GB/s block bytes; 'blocks' is kvtier on fio's",
+			   bs_format,
+			   bs_format >= 3 ? "values under 256 KiB in batches under one header "
+					    "(and reads them alone), larger ones as records" :
+					    "a record per value (its header, then the value)",
+			   (unsigned)bs_rec_unit);
 		bench_note(
 			b.o.json, b.o.progress,
 			"write: write-through puts paced so nothing is shed, timed to kvt_flush "

@@ -761,6 +761,11 @@ _Static_assert(SSD_BATCH_MAX * ((SSD_BATCH_VALUE_MAX + SSD_REC_ALIGN_4K) / SSD_R
 				SSD_REC_ALIGN_4K) <= UINT32_MAX,
 	       "values_len fits a u32");
 
+uint64_t ssd_batch_values_max(uint64_t seg_size)
+{
+	return seg_size / 4 < SSD_BATCH_VALUES_LIM - 1 ? seg_size / 4 : SSD_BATCH_VALUES_LIM - 1;
+}
+
 size_t ssd_batch_ent_len(uint32_t key_len)
 {
 	return BENT_FIXED + ssdfmt_key_pad(key_len);

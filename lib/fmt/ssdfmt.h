@@ -226,6 +226,16 @@ struct ssd_batch {
 	struct ssd_batch_ent ent[SSD_BATCH_MAX];
 };
 
+/* The most bytes of values (each padded to the records' alignment) the
+ * writer puts in one batch in segments of seg_size bytes: under
+ * SSD_BATCH_VALUES_LIM, so that header and values go as one vectored
+ * request (lib/tier/ssd/ssd.c, whose SSD_SPLIT_MIN splits larger ones),
+ * and at most a quarter of a segment.  Not a bound of the format (a reader
+ * takes any values_len): the writer's cut, kept here with the format so
+ * that what sizes its writes (kvtier bench ssd's fio reference) reads the
+ * same rule. */
+#define SSD_BATCH_VALUES_LIM (UINT64_C(1) << 20)
+uint64_t ssd_batch_values_max(uint64_t seg_size);
 /* Bytes one entry of key_len key bytes takes in a batch header. */
 size_t ssd_batch_ent_len(uint32_t key_len);
 /* The header length of a batch of count entries over ns_count namespaces

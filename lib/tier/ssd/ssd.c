@@ -954,11 +954,25 @@ static bool seg_room_retry_locked(struct ssd *s)
 	return true;
 }
 
+/* v bytes as a log message says them: whole MiB or KiB where exact
+ * (segments are 4 KiB multiples, ssd.segment), else bytes. */
+static const char *ssd_size_text(char *buf, size_t len, uint64_t v)
+{
+	if (v % (UINT64_C(1) << 20) == 0)
+		snprintf(buf, len, "%llu MiB", (unsigned long long)(v >> 20));
+	else if (v % 1024 == 0)
+		snprintf(buf, len, "%llu KiB", (unsigned long long)(v >> 10));
+	else
+		snprintf(buf, len, "%llu B", (unsigned long long)v);
+	return buf;
+}
+
 /* At open: will the file system hold the segments not yet allocated?
  * Said once if not (the log will keep to what fits: "Room" above). */
 static void ssd_room_check(struct ssd *s)
 {
 	uint64_t have = 0, want = (uint64_t)s->slot_count * s->cfg.seg_size, avail;
+	char t_want[32], t_hold[32], t_free[32];
 	struct statvfs sv;
 
 	if (fstatvfs(s->dir_fd, &sv) < 0)
@@ -973,11 +987,11 @@ static void ssd_room_check(struct ssd *s)
 	}
 	if (have + avail < want)
 		kvt_logf(s->log, KVT_LOG_WARN,
-			 "ssd: ssd.capacity is %llu MiB but the file system holds %llu MiB of "
-			 "segments here (%llu MiB free): the log will keep to what fits",
-			 (unsigned long long)(want >> 20),
-			 (unsigned long long)((have + avail) >> 20),
-			 (unsigned long long)(avail >> 20));
+			 "ssd: ssd.capacity is %s but the file system holds %s of "
+			 "segments here (%s free): the log will keep to what fits",
+			 ssd_size_text(t_want, sizeof(t_want), want),
+			 ssd_size_text(t_hold, sizeof(t_hold), have + avail),
+			 ssd_size_text(t_free, sizeof(t_free), avail));
 }
 
 /* Say what the last open found of the room (ROOM_SAY_*), once; called
@@ -986,14 +1000,17 @@ static void ssd_room_tell(struct ssd *s)
 {
 	int say = atomic_exchange(&s->room_say, ROOM_SAY_NONE);
 	uint32_t room = ssd_room_slots(s);
+	uint64_t all = (uint64_t)s->slot_count * s->cfg.seg_size;
+	char t_room[32], t_all[32];
 
 	if (say == ROOM_SAY_CAPPED)
 		kvt_logf(s->log, KVT_LOG_WARN,
 			 "ssd: the file system has no room for more segments: the log keeps to "
-			 "%u of its %u (%llu of %llu MiB), reusing its oldest; more tried every "
+			 "%u of its %u (%s of %s), reusing its oldest; more tried every "
 			 "%llu ms (stat ssd.segments_room)",
-			 room, s->slot_count, (unsigned long long)(room * s->cfg.seg_size >> 20),
-			 (unsigned long long)(s->slot_count * s->cfg.seg_size >> 20),
+			 room, s->slot_count,
+			 ssd_size_text(t_room, sizeof(t_room), (uint64_t)room * s->cfg.seg_size),
+			 ssd_size_text(t_all, sizeof(t_all), all),
 			 (unsigned long long)(s->cfg.retry_ns / 1000000));
 	else if (say == ROOM_SAY_GREW)
 		kvt_logf(s->log, KVT_LOG_INFO,
@@ -2017,7 +2034,8 @@ fail:
  * The writer takes consecutive single-part write-downs of at most
  * SSD_BATCH_VALUE_MAX bytes from the head of the write-down queue -- up to
  * SSD_BATCH_MAX, while their header fits SSD_BATCH_HDR_MAX, their values
- * stay under SSD_SPLIT_MIN (one vectored request), their DRAM runs under
+ * stay within ssd_batch_values_max (under SSD_SPLIT_MIN: one vectored
+ * request; a quarter of a segment at most), their DRAM runs under
  * the engine's 1024 iovecs, the write-down window allows them, and no
  * tombstone or sync waits in the urgent lane -- and writes them as one
  * batch: one reservation (one sequence number each, in queue order), one
@@ -2053,6 +2071,7 @@ fail:
  * framed carry's.
  */
 #define WD_BATCH_IOV 1024u /* the I/O engine's iovecs per request (io.c IO_IOV_MAX) */
+_Static_assert(SSD_BATCH_VALUES_LIM <= SSD_SPLIT_MIN, "a batch goes as one request");
 
 struct wd_batch {
 	struct ssd *s;
@@ -2183,8 +2202,8 @@ static int wd_batch_prep(struct ssd *s, struct wd_batch *wb, struct wd_task *t)
 		vc = dram_item_view(s->dram, t->item, view, &h);
 	}
 	new_ns = ns_index == wb->ns_count;
-	if (i == SSD_BATCH_MAX || wb->values + padded >= SSD_SPLIT_MIN ||
-	    wb->values + padded > s->cfg.seg_size / 4 || wb->iovn + vc > WD_BATCH_IOV ||
+	if (i == SSD_BATCH_MAX || wb->values + padded > ssd_batch_values_max(s->cfg.seg_size) ||
+	    wb->iovn + vc > WD_BATCH_IOV ||
 	    ssd_batch_hdr_len(i + 1, wb->ns_count + new_ns, wb->key_pad + key_pad,
 			      s->rec_align) == 0)
 		return BP_FULL;
