@@ -109,6 +109,9 @@ struct replay_result {
 	/* the SSD's bytes, averaged as above (doc/ssd.md "Where the bytes go"):
 	 * records in the slots (live or dead), live records, live values */
 	double ssd_log_bytes_avg, ssd_live_bytes_avg, ssd_value_bytes_avg;
+	/* DRAM's value bytes a lower tier holds too, and of them first reads'
+	 * cold copies (dram.on_lower_bytes, dram.cold_bytes), averaged as above */
+	double dram_lower_bytes_avg, dram_cold_bytes_avg;
 	uint64_t ssd_capacity; /* ssd.capacity_bytes: the whole segments held */
 	uint64_t full_samples; /* requests sampled: from the first SSD segment eviction on
 				* (DRAM only: the first DRAM eviction), so warm-up is not averaged */
@@ -644,6 +647,8 @@ static int replay_run_one(const struct replay_run *run, struct replay_result *re
 			res->ssd_log_bytes_avg += (double)replay_stat(st, "ssd.log_record_bytes");
 			res->ssd_live_bytes_avg += (double)replay_stat(st, "ssd.live_record_bytes");
 			res->ssd_value_bytes_avg += (double)replay_stat(st, "ssd.value_bytes");
+			res->dram_lower_bytes_avg += (double)replay_stat(st, "dram.on_lower_bytes");
+			res->dram_cold_bytes_avg += (double)replay_stat(st, "dram.cold_bytes");
 		}
 		res->requests++;
 		res->blocks += r->n_ids;
@@ -665,6 +670,8 @@ static int replay_run_one(const struct replay_run *run, struct replay_result *re
 		res->ssd_log_bytes_avg /= (double)res->full_samples;
 		res->ssd_live_bytes_avg /= (double)res->full_samples;
 		res->ssd_value_bytes_avg /= (double)res->full_samples;
+		res->dram_lower_bytes_avg /= (double)res->full_samples;
+		res->dram_cold_bytes_avg /= (double)res->full_samples;
 	}
 	res->ssd_capacity = replay_stat(st, "ssd.capacity_bytes");
 	replay_lat_pct(&get_lat, &res->get_p50_s, &res->get_p99_s, &res->get_max_s);
@@ -845,6 +852,8 @@ static void replay_report(const struct replay_ctx *c, const struct replay_result
 		json_object_set_new(j, "ssd_log_bytes_avg", json_real(r->ssd_log_bytes_avg));
 		json_object_set_new(j, "ssd_live_bytes_avg", json_real(r->ssd_live_bytes_avg));
 		json_object_set_new(j, "ssd_value_bytes_avg", json_real(r->ssd_value_bytes_avg));
+		json_object_set_new(j, "dram_on_lower_bytes_avg", json_real(r->dram_lower_bytes_avg));
+		json_object_set_new(j, "dram_cold_bytes_avg", json_real(r->dram_cold_bytes_avg));
 		json_object_set_new(j, "dram_leaving_avg", json_real(r->dram_leaving_avg));
 		json_object_set_new(j, "dram_used_avg", json_real(r->dram_used_avg));
 		json_object_set_new(j, "full_samples", json_integer((json_int_t)r->full_samples));

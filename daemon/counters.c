@@ -83,7 +83,7 @@ const struct kvtd_counter_def kvtd_counter_defs[] = {
 	  "of them, answered 503 SlowDown: no room within ssd.writedown_wait_ms",
 	  CTR(put_park_timeouts), 2 },
 	{ "server.mem_used", "kvtier_server_memory_bytes", "gauge",
-	  "receive buffers, tables and queued responses charged to --max-memory",
+	  "receive buffers, tables, queued responses and TLS SSLs charged to --max-memory",
 	  offsetof(struct kvtd_server, mem_used), KVTD_CTR_ATOMIC_U64, 2 },
 	{ "server.s3_header_reads_mem", "kvtier_server_s3_header_reads_bytes", "gauge",
 	  "of them, what S3 listings' header reads in flight may hold in the store",
@@ -110,6 +110,10 @@ const struct kvtd_counter_def kvtd_counter_defs[] = {
 	{ "server.tls_handshake_timeouts", "kvtier_tls_handshake_timeouts_total", "counter",
 	  "TLS handshakes not done in time (10 s) after the client sent bytes: failures of its address",
 	  CTR(tls_hs_timeouts), 2 },
+	{ "server.tls_mem_refused", "kvtier_tls_memory_refused_total", "counter",
+	  "TLS connections refused for their SSL's memory (of connections refused): at the "
+	  "accept past --max-memory or the unauthenticated half of it, at AUTH past the "
+	  "tenant's quarter", CTR(tls_mem_refused), 2 },
 	{ "server.tls_deferred", "kvtier_tls_deferred_total", "counter",
 	  "TLS reads left for the next loop iteration: the tenant's records of this one spent",
 	  CTR(tls_deferred), 2 },

@@ -285,6 +285,10 @@ struct kvtd_counters {
 					   * bytes came (loop.c loop_sweep) */
 	_Atomic uint64_t tls_deferred;   /* TLS reads left for the next iteration:
 					  * the payer's records spent (loop.c) */
+	_Atomic uint64_t tls_mem_refused; /* TLS connections refused for their SSL's
+					   * memory: at the accept, or at AUTH past
+					   * the tenant's share (loop.c "The SSL
+					   * object") */
 	_Atomic uint64_t value_crc_errors; /* stored parts failing their CRC on a range read */
 	_Atomic uint64_t errors[KVTD_ERR__COUNT];
 	/* Overload (loop.c "Limits"): connections refused past --max-conns,
@@ -483,6 +487,9 @@ struct kvtd_conn {
 	uint32_t tls_rbuf;     /* the SSL's read buffer, charged (loop.c "The SSL's
 				* read buffer"), 0: none */
 	struct kvtd_tstat *tls_rbuf_tstat; /* the tenant tls_rbuf counts in */
+	uint32_t tls_mem;      /* the SSL itself, charged from the accept until
+				* the close (loop.c "The SSL object"), 0: none */
+	bool tls_mem_unauth;   /* ... and counted in srv->tls_unauth_mem */
 
 	/* Protocol state */
 	int state;             /* enum kvtd_conn_state */
@@ -734,6 +741,9 @@ struct kvtd_server {
 	_Atomic uint32_t clears_untracked;
 	/* Unauthenticated connections, all and by peer slot (loop.c) */
 	_Atomic unsigned unauth_conns;
+	/* Of mem_used: the SSLs of TLS connections not yet authenticated
+	 * (KVTD_TLS_UNAUTH_MEM_MAX; loop.c "The SSL object") */
+	_Atomic uint64_t tls_unauth_mem;
 	/* Quiet GETs in the store, all loops (ops.c "Quiet GETs") */
 	_Atomic unsigned quiet_inflight;
 	_Atomic unsigned peer_unauth[KVTD_PEER_SLOTS];
@@ -801,6 +811,13 @@ _Static_assert(KVTD_FRAME_ITEMS_MAX >= KVTD_NS_TENANT_MAX, "a tenant's namespace
  * frames in flight stop being read: a quarter too (loop.c
  * kvtd_conn_in_share_over). */
 #define KVTD_IN_TENANT_MAX(srv) ((srv)->cfg.max_memory / 4)
+/* What the SSLs of TLS connections may hold of --max-memory (loop.c "The
+ * SSL object"): those not yet authenticated half of it, as they are at
+ * most half of --max-conns, so that a flood of handshakes cannot take the
+ * budget from the authenticated clients; one tenant's a quarter, as its
+ * other shares, with --tenants only. */
+#define KVTD_TLS_UNAUTH_MEM_MAX(srv) ((srv)->cfg.max_memory / 2)
+#define KVTD_TLS_TENANT_MEM_MAX(srv) ((srv)->cfg.max_memory / 4)
 /* A reader holding pins must take at least this many bytes a second,
  * averaged over --idle-timeout, or be closed */
 #define KVTD_MIN_DRAIN_BPS (1u << 20)
@@ -852,6 +869,10 @@ bool kvtd_tls_pending(const struct kvtd_conn *c);
 /* The bytes of the read buffer c's SSL holds (a record not yet whole, or
  * records read ahead), 0 when none */
 size_t kvtd_tls_rbuf_held(const struct kvtd_conn *c);
+/* What c's SSL is charged to --max-memory at its stage (tls.c "The SSL
+ * object"): the handshake's until c->tls_ready, then the established
+ * SSL's with its write buffer; the read buffer apart (above) */
+size_t kvtd_tls_conn_mem(const struct kvtd_conn *c);
 void kvtd_tls_close(struct kvtd_conn *c);
 ssize_t kvtd_conn_read(struct kvtd_conn *c, void *buf, size_t len);
 ssize_t kvtd_conn_readv(struct kvtd_conn *c, const struct iovec *iov, int n);
@@ -1257,6 +1278,8 @@ struct kvtd_tstat {
 				      * (tables, items, data: KVTD_IN_TENANT_MAX) */
 	_Atomic uint32_t ns_count; /* namespaces registered in its name (KVTD_NS_TENANT_MAX) */
 	_Atomic uint32_t conns;    /* its authenticated connections (--tenant-conns) */
+	_Atomic uint64_t tls_mem;  /* --max-memory their SSLs hold
+				    * (KVTD_TLS_TENANT_MEM_MAX; loop.c "The SSL object") */
 	_Atomic uint32_t s3_scans; /* its S3 listings walking the store (s3ops.c) */
 	_Atomic uint32_t clears;   /* its CLEARs in progress (KVTD_CLEAR_TENANT; ops.c) */
 	_Atomic uint64_t resv_held; /* DRAM its S3 uploads being received reserve

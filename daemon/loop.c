@@ -59,10 +59,12 @@
  *     other tenant's next frame was refused.  Past the share a connection
  *     adds at most the answers of the frames it has in flight.  Shares
  *     apply with --tenants only (loop_shares).
- * What stays outside the budget is per connection and small: its struct
- * and a KVTD_RBUF_MIN read buffer; --max-conns bounds those.  A new
- * connection past --max-conns gets an ERROR frame (KVT_EBUSY) and is
- * closed, counted in conns_refused.
+ * A TLS connection's SSL is charged from its accept to its close, and
+ * its read buffer while held ("The SSL object", "The SSL's read
+ * buffer").  What stays outside the budget is per connection and small:
+ * its struct and a KVTD_RBUF_MIN read buffer; --max-conns bounds those.
+ * A new connection past --max-conns gets an ERROR frame (KVT_EBUSY) and
+ * is closed, counted in conns_refused.
  *
  * Timeouts (--idle-timeout, doc/kvtierd.md): a TLS handshake or a
  * connection not authenticated in time, a frame not completed in time (its clock
@@ -440,6 +442,82 @@ static bool loop_tls_rbuf(struct kvtd_conn *c)
 	c->tls_rbuf = (uint32_t)n;
 	c->tls_rbuf_tstat = t;
 	return true;
+}
+
+/*
+ * The SSL object.  Beside its read buffer (above), a TLS connection's SSL
+ * holds ~43 KiB while its handshake runs and ~14 KiB established, 16 KiB
+ * more while an answer is being written (tls.c "The SSL object"), all
+ * outside --max-memory until 2026-12-05: bounded only by --max-conns, of
+ * which half may be handshaking (2,048 of them ~86 MiB at the default
+ * 4,096).  Charged from the accept -- before the SSL is made -- until the
+ * close, at its stage's size (kvtd_tls_conn_mem: lowered once the
+ * handshake is done, never raised):
+ *   - to --max-memory: kvtier_server_memory_bytes shows it;
+ *   - before authentication also to srv->tls_unauth_mem, at most
+ *     KVTD_TLS_UNAUTH_MEM_MAX (half the budget), so that a flood of
+ *     handshakes cannot take the budget from the authenticated clients
+ *     (output before AUTH is uncharged for the same reason);
+ *   - once authenticated as a tenant, to its t->tls_mem, at most
+ *     KVTD_TLS_TENANT_MEM_MAX (metrics.c kvtd_tenant_conn_admit): one
+ *     tenant's connections do not take the budget from the others.  Not
+ *     its input share (in_charged), which a read buffer held counts in:
+ *     the SSLs of a tenant's idle connections would refuse its commands.
+ * Refused at the accept (loop_conn_add), the connection is closed before
+ * its SSL is made -- an answer would need the handshake, the memory
+ * refused -- and costs nothing more (server.tls_mem_refused, of
+ * server.conns_refused); refused at AUTH, answered and closed as one past
+ * --tenant-conns.  Released once, at the close (loop_conn_close: the
+ * SSL freed), whatever the path.  false: refused.
+ */
+static bool loop_tls_mem_admit(struct kvtd_conn *c)
+{
+	struct kvtd_server *srv = c->loop->srv;
+	uint64_t n = kvtd_tls_conn_mem(c);
+	bool unauth = c->state != KVTD_CS_READY;
+
+	if (unauth && atomic_fetch_add_explicit(&srv->tls_unauth_mem, n, memory_order_relaxed) +
+				      n > KVTD_TLS_UNAUTH_MEM_MAX(srv)) {
+		atomic_fetch_sub_explicit(&srv->tls_unauth_mem, n, memory_order_relaxed);
+		return false;
+	}
+	if (!kvtd_mem_charge(srv, n, false)) {
+		if (unauth)
+			atomic_fetch_sub_explicit(&srv->tls_unauth_mem, n, memory_order_relaxed);
+		return false;
+	}
+	c->tls_mem = (uint32_t)n;
+	c->tls_mem_unauth = unauth;
+	return true;
+}
+
+/* c's SSL is charged n from now (n below what it was: its handshake
+ * done, or 0 at the close), wherever it counts. */
+static void loop_tls_mem_set(struct kvtd_conn *c, uint64_t n)
+{
+	struct kvtd_server *srv = c->loop->srv;
+	uint64_t less = c->tls_mem > n ? c->tls_mem - n : 0;
+
+	if (!less)
+		return;
+	kvtd_mem_uncharge(srv, less);
+	if (c->tls_mem_unauth)
+		atomic_fetch_sub_explicit(&srv->tls_unauth_mem, less, memory_order_relaxed);
+	if (c->conns_tstat)
+		atomic_fetch_sub_explicit(&c->conns_tstat->tls_mem, less, memory_order_relaxed);
+	c->tls_mem = (uint32_t)n;
+	if (!n)
+		c->tls_mem_unauth = false;
+}
+
+/* Authenticated: c's SSL leaves the unauthenticated ones' half. */
+static void loop_tls_mem_authed(struct kvtd_conn *c)
+{
+	if (!c->tls_mem_unauth)
+		return;
+	atomic_fetch_sub_explicit(&c->loop->srv->tls_unauth_mem, c->tls_mem,
+				  memory_order_relaxed);
+	c->tls_mem_unauth = false;
 }
 
 /* May c read TLS records now?  False: deferred to the next iteration. */
@@ -910,6 +988,7 @@ static void loop_conn_close(struct kvtd_conn *c, const char *why)
 		return;
 	epoll_ctl(loop->epfd, EPOLL_CTL_DEL, c->fd, NULL);
 	kvtd_tls_close(c);
+	loop_tls_mem_set(c, 0); /* its SSL freed: released */
 	close(c->fd);
 	c->fd = -1;
 	c->dead = true;
@@ -1078,6 +1157,7 @@ void kvtd_conn_ready(struct kvtd_conn *c)
 	c->state = KVTD_CS_READY;
 	c->auth_gen = 0; /* resolved again before its first request */
 	loop_unauth_drop(c);
+	loop_tls_mem_authed(c);
 }
 
 /*
@@ -1168,15 +1248,6 @@ static void loop_conn_add(struct kvtd_loop *loop, int fd, struct kvtd_listener *
 	c->accept_ns = loop->now_ns;
 	c->proto = l->proto;
 	c->ops = srv->protos[l->proto];
-	if ((c->ops->open && c->ops->open(c) < 0) || (l->tls && kvtd_tls_open(c) < 0)) {
-		kvtd_tls_close(c);
-		if (c->ops->free)
-			c->ops->free(c);
-		close(fd);
-		free(c);
-		KVTD_COUNT(srv, errors[KVTD_ERR_NOMEM], 1);
-		return;
-	}
 	if (l->is_unix) {
 		snprintf(c->peer, sizeof(c->peer), "unix");
 	} else {
@@ -1195,17 +1266,24 @@ static void loop_conn_add(struct kvtd_loop *loop, int fd, struct kvtd_listener *
 			snprintf(c->peer, sizeof(c->peer), "[%s]:%u", host, port);
 		}
 	}
+	if (c->ops->open && c->ops->open(c) < 0)
+		goto nomem;
+	/* Its SSL's memory, before the SSL is made ("The SSL object"). */
+	if (l->tls && !loop_tls_mem_admit(c)) {
+		KVTD_COUNT(srv, conns_refused, 1);
+		KVTD_COUNT(srv, tls_mem_refused, 1);
+		kvtd_conn_log(c, KVTD_INFO, "refusing connection",
+			      "its TLS handshake would pass the server memory limit "
+			      "(--max-memory), or the unauthenticated connections' half of it");
+		goto drop;
+	}
+	if (l->tls && kvtd_tls_open(c) < 0)
+		goto nomem;
 	c->events = EPOLLIN | EPOLLRDHUP;
 	ev.events = c->events;
 	ev.data.ptr = &c->ev;
-	if (epoll_ctl(loop->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
-		kvtd_tls_close(c);
-		close(fd);
-		if (c->ops->free)
-			c->ops->free(c);
-		free(c);
-		return;
-	}
+	if (epoll_ctl(loop->epfd, EPOLL_CTL_ADD, fd, &ev) < 0)
+		goto drop;
 	c->next = loop->conns;
 	if (loop->conns)
 		loop->conns->prev = c;
@@ -1221,6 +1299,16 @@ static void loop_conn_add(struct kvtd_loop *loop, int fd, struct kvtd_listener *
 		return;
 	}
 	loop_unauth_add(c, ss, l->is_unix);
+	return;
+nomem:
+	KVTD_COUNT(srv, errors[KVTD_ERR_NOMEM], 1);
+drop:
+	kvtd_tls_close(c);
+	loop_tls_mem_set(c, 0);
+	if (c->ops->free)
+		c->ops->free(c);
+	close(fd);
+	free(c);
 }
 
 /* The loop a new connection goes to: fewest live connections. */
@@ -1572,6 +1660,8 @@ static void loop_conn_handshake(struct kvtd_conn *c)
 		return;
 	}
 	rc = kvtd_tls_handshake(c);
+	if (rc > 0) /* the handshake's state freed: the established SSL's */
+		loop_tls_mem_set(c, kvtd_tls_conn_mem(c));
 	if (rc < 0) {
 		/* Only a handshake that cost crypto counts: a connection that
 		 * sent nothing (a load balancer's or a probe's TCP check) or no

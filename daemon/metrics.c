@@ -181,6 +181,7 @@ bool kvtd_tenant_conn_admit(struct kvtd_conn *c, const char *tenant, size_t tena
 	struct kvtd_server *srv = c->loop->srv;
 	struct kvtd_tstat *t;
 	unsigned max = kvtd_tenant_conns_max(srv);
+	uint64_t held;
 
 	if (!kvtd_auth_enabled() || tenant_len == 0)
 		return true;
@@ -196,8 +197,27 @@ bool kvtd_tenant_conn_admit(struct kvtd_conn *c, const char *tenant, size_t tena
 		kvtd_conn_log(c, KVTD_INFO, "refusing connection", msg);
 		return false;
 	}
-	if (c->conns_tstat)
+	/* Its SSL (loop.c "The SSL object"): the tenant's TLS connections
+	 * hold at most a quarter of --max-memory.  Counted wherever
+	 * conns_tstat points, checked with a budget. */
+	held = c->tls_mem ? atomic_fetch_add_explicit(&t->tls_mem, c->tls_mem,
+						      memory_order_relaxed) : 0;
+	if (c->tls_mem && srv->cfg.max_memory &&
+	    held + c->tls_mem > KVTD_TLS_TENANT_MEM_MAX(srv)) {
+		atomic_fetch_sub_explicit(&t->tls_mem, c->tls_mem, memory_order_relaxed);
+		atomic_fetch_sub_explicit(&t->conns, 1, memory_order_relaxed);
+		KVTD_COUNT(srv, conns_refused, 1);
+		KVTD_COUNT(srv, tls_mem_refused, 1);
+		snprintf(msg, len, "the tenant's TLS connections hold its share of the server "
+			 "memory limit (--max-memory); close one, or try again later");
+		kvtd_conn_log(c, KVTD_INFO, "refusing connection", msg);
+		return false;
+	}
+	if (c->conns_tstat) {
 		atomic_fetch_sub_explicit(&c->conns_tstat->conns, 1, memory_order_relaxed);
+		atomic_fetch_sub_explicit(&c->conns_tstat->tls_mem, c->tls_mem,
+					  memory_order_relaxed);
+	}
 	c->conns_tstat = t;
 	return true;
 }
@@ -253,6 +273,9 @@ static const char *const metrics_stat_names[] = {
 	"ssd.part_reads",
 	"ssd.tombstones_unwritten",
 	"ssd.deletes_lost",
+#define S_DRAM_LOWER 34
+	"dram.on_lower_bytes",
+	"dram.cold_bytes",
 	NULL,
 };
 
@@ -561,6 +584,11 @@ int kvtd_metrics_render(struct kvtd_server *srv, char **out, size_t *out_len)
 		    st.v[S_DRAM_CRC]);
 	metrics_one(f, "kvtier_dram_full_errors_total", "counter",
 		    "puts refused because everything in DRAM was pinned", st.v[S_DRAM_CRC + 1]);
+	metrics_one(f, "kvtier_dram_on_lower_bytes", "gauge",
+		    "DRAM value bytes a lower tier holds too", st.v[S_DRAM_LOWER]);
+	metrics_one(f, "kvtier_dram_cold_bytes", "gauge",
+		    "of those, first reads' cold copies not read again (the next victims)",
+		    st.v[S_DRAM_LOWER + 1]);
 	metrics_one(f, "kvtier_ssd_crc_errors_total", "counter",
 		    "SSD records that failed their CRC (served as misses)", st.v[S_SSD_CRC]);
 	metrics_one(f, "kvtier_ssd_io_errors_total", "counter", "SSD I/O errors",

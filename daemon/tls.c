@@ -238,6 +238,48 @@ size_t kvtd_tls_rbuf_held(const struct kvtd_conn *c)
 	return c->tls && c->tls_ready && SSL_has_pending(c->tls) ? TLS_RBUF : 0;
 }
 
+/*
+ * The SSL object (doc/security.md "The SSL object").  Beside its read
+ * buffer (above, charged while held), an SSL holds its own state, its
+ * handshake's and its write buffer, outside --max-memory until
+ * 2026-12-05: live bytes OpenSSL 3.0 held for one of kvtierd's server
+ * SSLs, counted with bench/tls_ssl_mem.c (its allocator hooked; the
+ * third connection's figures, the caches filled by the first), and RSS a
+ * connection over a plain one's, 500 connections (bench/tls_conn_cost.py,
+ * release):
+ *
+ *   stage                                   live bytes   RSS over plain
+ *   accepted, nothing read                       8,624        8.7 KiB
+ *   mid-handshake (its flight sent, no Finished) 43,890       43.1 KiB
+ *   established, idle                           13,874       18.6 KiB
+ *   established, a record written in part       30,458       14.3 KiB
+ *   established, part of a record read          30,586    (TLS_RBUF)
+ *
+ * (RSS of an established one counts the holes its handshake left in the
+ * heap, which its write buffer then reuses.)  So the loop charges
+ * (loop.c "The SSL object"), from the accept until the handshake is done,
+ * TLS_HS_MEM: the handshake's 43,890 bytes rounded up, and the read buffer
+ * a client's second flight can make it hold (part of its Finished record:
+ * the first-record gate covers the first record only, and loop.c charges
+ * the read buffer only once established); then TLS_SSL_MEM: the
+ * established SSL's 13,874 bytes rounded up, and its write buffer, as
+ * OpenSSL sizes it (ssl3_setup_write_buffer: the largest fragment, the
+ * send overhead, a header, the alignment slack, and the same again for an
+ * empty fragment: 16,568; +16,584 measured), charged whether or not
+ * output is pending -- an answer may be pending at any time, and output
+ * is never refused.
+ */
+#define TLS_WBUF (SSL3_RT_MAX_PLAIN_LENGTH + \
+		  2 * (SSL3_RT_SEND_MAX_ENCRYPTED_OVERHEAD + SSL3_RT_HEADER_LENGTH + 7))
+#define TLS_HS_MEM (44u * 1024 + TLS_RBUF)
+#define TLS_SSL_MEM (14u * 1024 + TLS_WBUF)
+_Static_assert(TLS_WBUF == 16568, "OpenSSL 3.0's write buffer");
+
+size_t kvtd_tls_conn_mem(const struct kvtd_conn *c)
+{
+	return c->tls_ready ? TLS_SSL_MEM : TLS_HS_MEM;
+}
+
 void kvtd_tls_close(struct kvtd_conn *c)
 {
 	tlsio_free(c->tls);

@@ -108,7 +108,12 @@ struct dram_item {
 		void *ext;         /* with ITEM_EXT */
 	} u;
 	uint32_t ns;
-	uint32_t refs : 22;       /* writer + readers + pins, < ITEM_REFS_MAX */
+	uint32_t refs : 21;       /* writer + readers + pins, < ITEM_REFS_MAX */
+	/* published cold (DRAM_COLD: a first hit below, which keeps its copy)
+	 * and not read here since; only with ITEM_ON_LOWER.  In this word, not
+	 * owner[] (full) or the lengths' (read unlocked under a ref): every
+	 * field of it is the lock's. */
+	uint32_t cold : 1;
 	uint32_t group : 10;      /* quota group charged (0: none); fixed at reserve */
 	uint8_t key[DRAM_KEY_INLINE];
 };
@@ -116,7 +121,7 @@ _Static_assert(sizeof(struct dram_item) == 88, "dram_item grew: check the metada
 _Static_assert(KVT_VALUE_MAX < (UINT64_C(1) << 37) && KVT_PARTS_MAX < (1u << 11) &&
 		       DRAM_MAX_RUNS < (1u << 7) && KVT_QUOTA_GROUPS <= (1u << 10),
 	       "a dram_item field is too narrow");
-#define ITEM_REFS_MAX ((UINT32_C(1) << 22) - 1)
+#define ITEM_REFS_MAX ((UINT32_C(1) << 21) - 1)
 
 #define ITEM_STATE(it) ((it)->node.owner[0] & ITEM_STATE_MASK)
 #define ITEM_KEYLEN(it) (((it)->node.owner[1] & 0x3fu) + 1u)
@@ -148,6 +153,10 @@ struct dram_shard {
 	uint64_t pinned, value_bytes, lookups, crc_errors, dead_pending;
 	uint64_t promotions, promoted_bytes, admitted;
 	uint64_t quota_evictions;     /* evicted to keep a quota group under its limit */
+	/* gauges: visible blocks a lower tier also holds (ITEM_ON_LOWER), and
+	 * of them the cold ones (item.cold); blocks and value bytes, kept by
+	 * item_lower_gauge_locked at every change of either flag or state */
+	uint64_t lower_blocks, lower_bytes, cold_blocks, cold_bytes;
 	/* victim write-down (doc/policies.md): evicted blocks whose write-down
 	 * is in flight keep their chunks; at most leaving_max bytes of them */
 	pthread_cond_t room;          /* a leaving block was freed */
@@ -365,7 +374,7 @@ static void item_free_locked(struct dram *d, struct dram_shard *s, struct dram_i
 }
 
 /* Refs: count the blocks held by anyone (stat dram.pinned_blocks).  False,
- * and no ref taken, at ITEM_REFS_MAX (4 M holders of one block): the
+ * and no ref taken, at ITEM_REFS_MAX (2 M holders of one block): the
  * caller treats it as a miss. */
 static inline bool item_ref_locked(struct dram_shard *s, struct dram_item *it)
 {
@@ -384,6 +393,33 @@ static inline void item_unref_locked(struct dram *d, struct dram_shard *s, struc
 		if (ITEM_STATE(it) == ITEM_DEAD) {
 			s->dead_pending--;
 			item_free_locked(d, s, it);
+		}
+	}
+}
+
+/*
+ * The lower-copy gauges (dram.on_lower_*, dram.cold_*; doc/stats.md):
+ * what a visible item with ITEM_ON_LOWER adds to them.  Every change of
+ * an item's state, ITEM_ON_LOWER or cold is bracketed by a call with add
+ * false before it and add true after, so the sums stay exact.  Locked.
+ */
+static void item_lower_gauge_locked(struct dram_shard *s, const struct dram_item *it, bool add)
+{
+	if (ITEM_STATE(it) != ITEM_VISIBLE || !(it->node.owner[0] & ITEM_ON_LOWER))
+		return;
+	if (add) {
+		s->lower_blocks++;
+		s->lower_bytes += it->value_len;
+		if (it->cold) {
+			s->cold_blocks++;
+			s->cold_bytes += it->value_len;
+		}
+	} else {
+		s->lower_blocks--;
+		s->lower_bytes -= it->value_len;
+		if (it->cold) {
+			s->cold_blocks--;
+			s->cold_bytes -= it->value_len;
 		}
 	}
 }
@@ -631,6 +667,7 @@ static void evict_one_locked(struct dram *d, struct dram_shard *s, struct dram_i
 		d->evict_fn(d->evict_ctx, &v);
 	}
 	evict_remove(&s->ev, &it->node);
+	item_lower_gauge_locked(s, it, false);
 	index_unlink_locked(d, s, it);
 	s->evictions++;
 	s->evicted_bytes += it->value_len;
@@ -1186,8 +1223,10 @@ void dram_writedown_done(struct dram *d, struct dram_item *it, bool stored)
 	struct dram_shard *s = dram_shard_of(d, item_hash(d, it));
 	pthread_mutex_lock(&s->lock);
 	it->node.owner[0] &= (uint8_t)~ITEM_WD;
-	if (stored)
+	if (stored && !(it->node.owner[0] & ITEM_ON_LOWER)) {
 		it->node.owner[0] |= ITEM_ON_LOWER;
+		item_lower_gauge_locked(s, it, true);
+	}
 	if (it->node.owner[0] & ITEM_LEAVING) {
 		/* An evicted block's write ended: its chunks go now, unless a
 		 * reader holds it (then it goes back in the queue, clean). */
@@ -1526,6 +1565,7 @@ int dram_reserve(struct dram *d, uint32_t ns, const struct kvt_key *key, uint64_
 	it->group = group;
 	it->value_len = len;
 	it->refs = 0;
+	it->cold = 0;
 	(void)item_ref_locked(s, it); /* the writer's: the first */
 	/* Re-find the slot: eviction above may have changed the chain. */
 	*index_slot(s, h, ns, key) = it;
@@ -1587,6 +1627,8 @@ int dram_publish(struct dram *d, struct dram_item *it, const uint32_t *crcs,
 	it->node.owner[0] = (uint8_t)((it->node.owner[0] & ~ITEM_STATE_MASK) | ITEM_VISIBLE);
 	if (flags & DRAM_ON_LOWER)
 		it->node.owner[0] |= ITEM_ON_LOWER;
+	it->cold = (flags & (DRAM_ON_LOWER | DRAM_COLD)) == (DRAM_ON_LOWER | DRAM_COLD);
+	item_lower_gauge_locked(s, it, true);
 	if (flags & DRAM_SEALED)
 		it->node.owner[1] |= ITEM_SEALED; /* no reader has a ref yet */
 	/* The prefix policy keeps a chain in order: just behind the block the
@@ -1719,6 +1761,11 @@ static struct dram_item *dram_ref_locked(struct dram *d, struct dram_shard *s, u
 	}
 	s->hits++;
 	item_count_read(it);
+	if (it->cold) { /* read again: no longer the next victim */
+		item_lower_gauge_locked(s, it, false);
+		it->cold = 0;
+		item_lower_gauge_locked(s, it, true);
+	}
 	evict_hit_after(&s->ev, &it->node, h, chain_prev(s, ns));
 	chain_note(s, ns, &it->node);
 	dram_admit_locked(d, s, it, DRAM_ADMIT_HIT);
@@ -1901,8 +1948,11 @@ void dram_forget_lower(struct dram *d, uint32_t ns, const struct kvt_key *key)
 	struct dram_item *it;
 	pthread_mutex_lock(&s->lock);
 	it = *index_slot(s, h, ns, key);
-	if (it)
+	if (it) {
+		item_lower_gauge_locked(s, it, false);
 		it->node.owner[0] &= (uint8_t)~ITEM_ON_LOWER;
+		it->cold = 0;
+	}
 	pthread_mutex_unlock(&s->lock);
 }
 
@@ -1924,6 +1974,7 @@ static void dram_kill_locked(struct dram *d, struct dram_shard *s, struct dram_i
 {
 	index_unlink_locked(d, s, it);
 	if (ITEM_STATE(it) == ITEM_VISIBLE) {
+		item_lower_gauge_locked(s, it, false);
 		evict_remove(&s->ev, &it->node);
 		s->value_bytes -= it->value_len;
 		dram_nsstat_gone(d, it);
@@ -2114,6 +2165,7 @@ void dram_stats(struct dram *d, kvt_stats_fn fn, void *ctx)
 		uint64_t victim_wd, victim_filtered, victim_shed, victim_waits, leaving;
 		uint64_t probation_inserts, adapt_switches, adapt_seg, adapt_groups, adapt_gseg;
 		uint64_t retain_hints, retain_ignored;
+		uint64_t lower_blocks, lower_bytes, cold_blocks, cold_bytes;
 	} t;
 	memset(&t, 0, sizeof(t));
 	for (uint32_t i = 0; i < d->shard_count; i++) {
@@ -2154,6 +2206,10 @@ void dram_stats(struct dram *d, kvt_stats_fn fn, void *ctx)
 		t.probation_inserts += s->ev.probation_inserts;
 		t.retain_hints += s->ev.retain_hints;
 		t.retain_ignored += s->ev.retain_ignored;
+		t.lower_blocks += s->lower_blocks;
+		t.lower_bytes += s->lower_bytes;
+		t.cold_blocks += s->cold_blocks;
+		t.cold_bytes += s->cold_bytes;
 		{
 			uint64_t g, gs, gsw;
 			evict_group_stats(&s->ev, &g, &gs, &gsw);
@@ -2170,6 +2226,12 @@ void dram_stats(struct dram *d, kvt_stats_fn fn, void *ctx)
 	/* Internal fragmentation: chunk rounding of stored values (+ in-flight puts). */
 	fn(ctx, "dram.frag_bytes", t.used > t.value_bytes ? t.used - t.value_bytes : 0, NULL);
 	fn(ctx, "dram.blocks", t.blocks, NULL);
+	/* copies of blocks a lower tier holds too; of them, first reads'
+	 * cold copies not read again (doc/policies.md) */
+	fn(ctx, "dram.on_lower_blocks", t.lower_blocks, NULL);
+	fn(ctx, "dram.on_lower_bytes", t.lower_bytes, NULL);
+	fn(ctx, "dram.cold_blocks", t.cold_blocks, NULL);
+	fn(ctx, "dram.cold_bytes", t.cold_bytes, NULL);
 	fn(ctx, "dram.max_value_bytes", d->max_value, NULL);
 	fn(ctx, "dram.chunk_bytes", d->chunk, NULL);
 	fn(ctx, "dram.shards", d->shard_count, NULL);

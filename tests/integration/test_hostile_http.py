@@ -39,7 +39,9 @@ tls_tenant_records (one tenant's many connections of one-byte TLS records),
 tenants_past_32 (one tenant's pipelines seen after 38 others in each loop
 iteration), tls_partial_hello (partial ClientHellos held open: RSS, the
 handshake deadline), idle_rbuf (idle connections after a large RESP command, and partial ones),
-tls_held_record (authenticated TLS connections each holding part of a record).
+tls_held_record (authenticated TLS connections each holding part of a record),
+tls_ssl_object (stalled handshakes and one tenant's TLS connections: their
+SSLs charged).
 """
 import base64
 import datetime
@@ -3427,11 +3429,12 @@ tenants_past_32.tenants = "alice %s tenant\nbob %s tenant\n" % (ALICE[1], BOB[1]
 
 # tls_held_record: RSS growth a connection opened, at most, sanitized and
 # release, for authenticated TLS connections each holding part of a
-# record of ~16 KiB at --max-memory 2M (release 35.5 before, 19.1-19.2
+# record of ~16 KiB, 512 KiB of the tenant's share free (release 35.5 before, 19.1-19.2
 # after).  ASan runs this server without quarantine: with 32 MiB the 69
 # refused connections' freed SSLs stayed resident and a CI read 108 KiB
 # (36-49 on other runs, 122-124 before); with none, 48.6-49.4 with all
-# 100 held (--max-memory 32M, as before the charge) and 29.6-31.5 after.
+# 100 held (--max-memory 32M, as before the charge) and 29.6-31.5 after
+# (25.3-26.4 since each SSL is charged too: 16M, 3.5 MiB of the share held).
 TLS_HELD_KIB = (40, 26)
 TLS_HELD_CONNS = 100
 TLS_RBUF = 16384 + 320 + 5  # tls.c TLS_RBUF: OpenSSL's read buffer
@@ -3446,11 +3449,11 @@ def tls_held_record(ph):
     Now the buffer is charged to --max-memory and the tenant's input
     share while the SSL holds it (loop.c "The SSL's read buffer"), and a
     connection refused is answered and closed.  alice's 100 TLS RESP
-    connections (--max-memory 2M: her share 512 KiB, 31 buffers) each send
-    the first 300 bytes of a record of a 16 KB SET: mem_used shows the
+    connections (--max-memory 16M: her input share 4 MiB, 3.5 of it held
+    by a SET of her own, 31 buffers left) each send the first 300 bytes of a record of a 16 KB SET: mem_used shows the
     buffers held, the rest refused and closed, RSS a connection asserted,
     bob's PING answered."""
-    t = tls_server(ph, "tls_held_record", ["--max-memory", "2M"], quarantine_mb=0)
+    t = tls_server(ph, "tls_held_record", ["--max-memory", "16M"], quarantine_mb=0)
     if not t:
         return
     try:
@@ -3461,6 +3464,15 @@ def tls_held_record(ph):
         with open(ph.srv.argv[0], "rb") as f:
             kib_max = TLS_HELD_KIB[0 if b"__asan_init" in f.read() else 1]
         bob = login(BOB)
+        # alice's SSLs take 30 KiB of her quarter each (tls_ssl_object):
+        # at 16M her 101 fit, and one SET of 3.5 MiB but its last 100
+        # bytes holds her input share (4 MiB) down to ~512 KiB
+        big = login(ALICE)
+        big.s.sendall(big.records(resp_cmd(b"SET", b"big", b"v" * (3584 << 10))[:-100],
+                                  16384))
+        end = time.monotonic() + 20  # all of it in (ASan decrypts slowly)
+        while t.metric("kvtier_server_memory_bytes") < (3 << 20) and time.monotonic() < end:
+            time.sleep(0.1)
         time.sleep(0.3)
         mem0, rss0 = t.metric("kvtier_server_memory_bytes"), t.rss_kib()
         conns = []
@@ -3489,14 +3501,170 @@ def tls_held_record(ph):
             c.s.close()
         bob.s.close()
         print("tls_held_record: %d connections holding 300 bytes of a record of 16 KB "
-              "(--max-memory 2M): mem_used +%d B (%.1f buffers), %d refused, RSS +%.1f KiB "
-              "a connection" % (TLS_HELD_CONNS, mem1 - mem0, (mem1 - mem0) / TLS_RBUF, refused,
-                                per))
+              "(--max-memory 16M, alice's share held to ~512 KiB): mem_used +%d B (SSLs and "
+              "buffers), %d held, %d refused, RSS +%.1f KiB a connection"
+              % (TLS_HELD_CONNS, mem1 - mem0, held, refused, per))
         ph.expect(mem1 - mem0 >= held * TLS_RBUF * 9 // 10,
                   "the held buffers charged to --max-memory", mem1 - mem0, held)
         ph.expect(0 < held <= (512 << 10) // TLS_RBUF + 2 and refused > 0,
                   "refused past the tenant's share", held, refused)
         ph.expect(per <= kib_max, "RSS a connection (KiB)", per)
+        ph.cases += 1
+    finally:
+        t.stop()
+
+
+def eof_within(s, timeout):
+    """Does the server close s within timeout (what it sends before, a TLS
+    close_notify, skipped)?"""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        s.settimeout(max(end - time.monotonic(), 0.01))
+        try:
+            if s.recv(65536) == b"":
+                return True
+        except ConnectionResetError:
+            return True
+        except socket.timeout:
+            return False
+    return False
+
+
+# tls_ssl_object: what the server charges a TLS connection's SSL (tls.c
+# TLS_HS_MEM, TLS_SSL_MEM: OpenSSL's read and write buffers beside the
+# measured SSL), at --max-memory 4M: the unauthenticated SSLs' half 2 MiB,
+# a tenant's quarter 1 MiB
+TLS_HS_MEM = 44 * 1024 + TLS_RBUF
+TLS_SSL_MEM = 14 * 1024 + 16568
+TLS_SSL_FLOOD = 150
+TLS_SSL_LOGINS = 60
+# RSS growth of the 150 stalled handshakes, at most, release (~6.4 MiB
+# before: 150 SSLs mid-handshake; ~1.5 MiB after: the 33 the budget holds)
+TLS_SSL_FLOOD_MIB = 3.5
+
+
+@phase
+def tls_ssl_object(ph):
+    """A TLS connection's SSL holds ~43 KiB while its handshake runs and
+    ~14 KiB established (16 KiB more while an answer is written), outside
+    --max-memory: 150 connections that send a ClientHello and stall held
+    +6.4 MiB with mem_used 0, bounded only by --max-conns.  Now the SSL is
+    charged from the accept until the close (loop.c "The SSL object"):
+    the handshake's charge until it is done, then the established SSL's;
+    the unauthenticated ones' SSLs hold at most half the budget, a
+    tenant's at most a quarter.  At --max-memory 4M: bob authenticated
+    over TLS first; 150 connections send a ClientHello and stall -- the
+    budget's share holds ~33 (mem_used shows them), the rest are closed
+    at the accept, counted, RSS bounded (release), bob's PING answered;
+    closed, the charge comes back and a new TLS login works.  Then alice
+    logs in over TLS 60 times: those past her quarter are refused at AUTH
+    with an answer, those admitted charged the established SSL's size;
+    half of them closed by a half-close, half at once: the charge back."""
+    t = tls_server(ph, "tls_ssl_object", ["--max-memory", "4M"])
+    if not t:
+        return
+    try:
+        rport = tls_resp_port(t)
+        with open(ph.srv.argv[0], "rb") as f:  # RSS: shadow memory, quarantine
+            exe = f.read()
+        sanitized = b"__asan_init" in exe or b"__tsan_init" in exe
+
+        def mem():
+            return t.metric("kvtier_server_memory_bytes")
+
+        def refused_ctr():
+            return metric_or_0(t, "kvtier_tls_memory_refused_total")
+        bob = tls_resp_login(ph, rport, BOB)
+        time.sleep(0.3)
+        mem0, rss0, ref0 = mem(), t.rss_kib(), refused_ctr()
+        # (1) stalled handshakes: a ClientHello each, never a Finished
+        src, socks = ph.addr(), []
+        for _ in range(TLS_SSL_FLOOD):
+            c = socket.create_connection(("127.0.0.1", rport), source_address=(src, 0))
+            c.sendall(client_hello()[3])
+            socks.append(c)
+        held = shut = 0
+        for c in socks:
+            c.settimeout(3)
+            try:
+                b = c.recv(65536)
+            except ConnectionResetError:
+                b = b""
+            except socket.timeout:
+                b = None
+            held += bool(b) and b[:1] == b"\x16"  # the server's flight
+            shut += b == b""
+        time.sleep(0.3)
+        mem1, rss1, ref1 = mem(), t.rss_kib(), refused_ctr()
+        bob.s.sendall(bob.records(resp_cmd(b"PING"), 16384))
+        ph.expect(bob.read(7) == b"+PONG\r\n", "bob's PING beside the stalled handshakes")
+        for c in socks:
+            c.close()
+        end = time.monotonic() + 5
+        while mem() > mem0 and time.monotonic() < end:
+            time.sleep(0.1)
+        mem2 = mem()
+        print("tls_ssl_object: %d stalled handshakes (--max-memory 4M): %d held, %d closed at "
+              "the accept (counted %d); mem_used +%d B (%.1f handshakes' charge), then %+d "
+              "once closed; RSS +%.2f MiB" % (
+                  TLS_SSL_FLOOD, held, shut, ref1 - ref0, mem1 - mem0,
+                  (mem1 - mem0) / TLS_HS_MEM, mem2 - mem0, (rss1 - rss0) / 1024))
+        ph.expect(held + shut == TLS_SSL_FLOOD, "each held or closed", held, shut)
+        ph.expect(0 < held <= (2 << 20) // TLS_HS_MEM and shut > 0,
+                  "stalled handshakes held within the unauthenticated half", held, shut)
+        ph.expect(ref1 - ref0 == shut, "closed at the accept, counted", ref1 - ref0, shut)
+        ph.expect(held * TLS_HS_MEM <= mem1 - mem0 <= (held + 1) * TLS_HS_MEM,
+                  "the handshakes' SSLs charged to --max-memory", mem1 - mem0, held)
+        ph.expect(mem2 <= mem0, "the charge given back at the close", mem0, mem2)
+        ph.expect(sanitized or (rss1 - rss0) / 1024 <= TLS_SSL_FLOOD_MIB,
+                  "RSS of the stalled handshakes (MiB)", (rss1 - rss0) / 1024)
+        bob2 = tls_resp_login(ph, rport, BOB)  # a new one: the charge came back
+        bob2.s.close()
+        # (2) one tenant's established connections past its quarter
+        time.sleep(0.3)
+        mem0, ref0 = mem(), refused_ctr()
+        alice, refused = [], 0
+        for _ in range(TLS_SSL_LOGINS):
+            c = TlsRecords(rport, ph.addr())
+            c.s.sendall(c.records(resp_cmd(b"AUTH", ALICE[0].encode(), ALICE[1].encode()),
+                                  16384))
+            got = b""
+            try:
+                while not got.endswith(b"\r\n"):
+                    got += c.read(1, timeout=5)
+            except (EOFError, OSError):
+                pass
+            if got == b"+OK\r\n":
+                alice.append(c)
+                continue
+            ph.expect(got.startswith(b"-ERR max number of clients reached: the tenant's TLS"),
+                      "refused at AUTH with an answer", got[:120])
+            ph.expect(eof_within(c.s, 3), "closed after its refusal")
+            c.s.close()
+            refused += 1
+        mem1, ref1 = mem(), refused_ctr()
+        bob.s.sendall(bob.records(resp_cmd(b"PING"), 16384))
+        ph.expect(bob.read(7) == b"+PONG\r\n", "bob's PING beside alice's connections")
+        for k, c in enumerate(alice):
+            if k % 2:
+                c.s.shutdown(socket.SHUT_WR)  # a half-close: answered, then closed
+                ph.expect(eof_within(c.s, 3), "closed after a half-close")
+            c.s.close()
+        bob.s.close()
+        end = time.monotonic() + 5
+        while mem() > mem0 - TLS_SSL_MEM and time.monotonic() < end:
+            time.sleep(0.1)
+        mem2 = mem()
+        print("tls_ssl_object: alice's %d TLS logins: %d admitted, %d refused at AUTH (counted "
+              "%d); mem_used +%d B (%.1f established SSLs' charge), then %+d once closed" % (
+                  TLS_SSL_LOGINS, len(alice), refused, ref1 - ref0, mem1 - mem0,
+                  (mem1 - mem0) / TLS_SSL_MEM, mem2 - mem0))
+        ph.expect(0 < len(alice) <= (1 << 20) // TLS_SSL_MEM and refused > 0,
+                  "admitted within the tenant's quarter", len(alice), refused)
+        ph.expect(ref1 - ref0 == refused, "refused at AUTH, counted", ref1 - ref0, refused)
+        ph.expect(len(alice) * TLS_SSL_MEM <= mem1 - mem0 <= (len(alice) + 1) * TLS_SSL_MEM,
+                  "the established SSLs charged", mem1 - mem0, len(alice))
+        ph.expect(mem2 <= mem0 - TLS_SSL_MEM, "the charge given back (bob's too)", mem0, mem2)
         ph.cases += 1
     finally:
         t.stop()

@@ -4028,6 +4028,86 @@ static void first_hit(const char *mode)
 }
 
 /*
+ * DRAM's gauges of copies the SSD holds too (dram.on_lower_*) and of
+ * them the cold ones (dram.cold_*: a first read's copy, not read again),
+ * through the store, as first_hit above (cold, 4 blocks of 64 KiB):
+ *   puts 1..8: DRAM 5..8, SSD 1..4                       lower 0, cold 0
+ *   get 1 (first read): a cold copy                      lower 1, cold 1
+ *   put 9: evicts the cold 1, unwritten                  lower 0, cold 0
+ *   get 1 (second read): promoted, the record dropped    lower 0, cold 0
+ *   get 2 (first read)                                   lower 1, cold 1
+ *   get 2 again, from DRAM: no longer cold               lower 1, cold 0
+ *   puts 10..13 evict DRAM's four; 2 is not written down lower 0, cold 0
+ *   get 3, then delete 3                        lower 1, cold 1 -> 0, 0
+ *   get 4, then clear                           lower 1, cold 1 -> 0, 0
+ */
+static void lower_is(struct kvt_store *s, uint64_t lower, uint64_t cold)
+{
+	T_EQ_U64(t_stat(s, "dram.on_lower_blocks"), lower);
+	T_EQ_U64(t_stat(s, "dram.on_lower_bytes"), lower * 65536);
+	T_EQ_U64(t_stat(s, "dram.cold_blocks"), cold);
+	T_EQ_U64(t_stat(s, "dram.cold_bytes"), cold * 65536);
+}
+
+static void test_lower_gauges(void)
+{
+	char *dir = t_mkdtemp();
+	struct kvt_store *s = t_store_open("path", dir, "dram.capacity", "256K", "dram.chunk", "64K",
+					   "dram.shards", "1", "dram.prefault", "off",
+					   "dram.policy", "prefix", "dram.victim_wait_ms", "30000",
+					   "ssd.capacity", "16M", "ssd.segment", "1M",
+					   "ssd.io", io_backend, "ssd.first_hit", "cold",
+					   "ssd.young_reads_pct", "0", NULL);
+	uint32_t ns = ns_of(s);
+	struct kvt_key k3 = t_key(3);
+	uint64_t wd;
+
+	puts_flushed(s, ns, 1, 8);
+	lower_is(s, 0, 0);
+	T_RC(get_64k(s, ns, 1), KVT_OK);
+	T_OK(kvt_flush(s));
+	wait_writes(s);
+	lower_is(s, 1, 1);
+	puts_flushed(s, ns, 9, 9);
+	T_EQ_INT(tier_of(s, ns, 1), KVT_TIER_SSD);
+	lower_is(s, 0, 0);
+	T_RC(get_64k(s, ns, 1), KVT_OK);
+	T_OK(kvt_flush(s));
+	wait_writes(s);
+	T_EQ_U64(t_stat(s, "ssd.promoted_dropped"), 1);
+	T_EQ_INT(tier_of(s, ns, 1), KVT_TIER_DRAM);
+	lower_is(s, 0, 0);
+	T_RC(get_64k(s, ns, 2), KVT_OK);
+	T_OK(kvt_flush(s));
+	wait_writes(s);
+	lower_is(s, 1, 1);
+	T_EQ_INT(tier_of(s, ns, 2), KVT_TIER_DRAM);
+	T_RC(get_64k(s, ns, 2), KVT_OK);
+	lower_is(s, 1, 0);
+	wd = t_stat(s, "ssd.writedown_blocks");
+	puts_flushed(s, ns, 10, 13);
+	T_EQ_INT(tier_of(s, ns, 2), KVT_TIER_SSD);
+	T_EQ_U64(t_stat(s, "ssd.writedown_blocks"), wd + 3); /* 1, 8, 9; not 2 */
+	lower_is(s, 0, 0);
+	T_RC(get_64k(s, ns, 3), KVT_OK);
+	T_OK(kvt_flush(s));
+	wait_writes(s);
+	lower_is(s, 1, 1);
+	T_RC(kvt_delete(s, ns, &k3), KVT_OK);
+	lower_is(s, 0, 0);
+	T_RC(get_64k(s, ns, 4), KVT_OK);
+	T_OK(kvt_flush(s));
+	wait_writes(s);
+	lower_is(s, 1, 1);
+	T_ASSERT(kvt_clear(s, ns) > 0);
+	lower_is(s, 0, 0);
+	T_EQ_U64(t_stat(s, "dram.blocks"), 0);
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+}
+
+/*
  * promote_delete_kill9: a block read a second time from SSD is promoted and
  * its record dropped (ssd.first_hit=cold: one copy, in DRAM), then deleted
  * -- the delete is answered 0 and flushed -- and the process killed (-9).
@@ -5862,6 +5942,7 @@ int main(void)
 		if (getenv("KVT_TEST_ONLY") && !strcmp(getenv("KVT_TEST_ONLY"), "tiers")) {
 			test_persistent_wait();
 			test_first_hit();
+			test_lower_gauges();
 			test_promote_delete_kill9();
 			test_young_reads();
 			test_slots_used();
@@ -5971,6 +6052,7 @@ int main(void)
 		test_admission();
 		test_persistent_wait();
 		test_first_hit();
+		test_lower_gauges();
 		test_promote_delete_kill9();
 		test_young_reads();
 		test_bytes();
