@@ -447,7 +447,10 @@ static void test_delete_vs_writedown(bool clear)
 		T_ASSERT(stat(p, &st) < 0);
 		T_RC(kvt_get(a, na, &key, buf, len, NULL), KVT_MISS);
 	}
-	T_EQ_U64(t_stat(a, "shared.wd_cancelled"), 1);
+	/* The queued one dropped; the one being written too if the worker
+	 * had not taken it yet when the delete came (a CI at load 15 saw 2:
+	 * both were still queued).  The outcome is the two misses above. */
+	T_ASSERT(t_stat(a, "shared.wd_cancelled") >= 1 && t_stat(a, "shared.wd_cancelled") <= 2);
 	kvt_store_destroy(a);
 	free(buf);
 	t_rmtree(dir);
