@@ -801,6 +801,12 @@ _Static_assert(KVTD_FRAME_ITEMS_MAX >= KVTD_NS_TENANT_MAX, "a tenant's namespace
 #define KVTD_PIN_CONN_MAX(srv) ((srv)->cfg.conn_output < (srv)->cfg.dram_bytes / 8 ? \
 				(srv)->cfg.conn_output : (srv)->cfg.dram_bytes / 8)
 #define KVTD_PIN_TENANT_MAX(srv) ((srv)->cfg.dram_bytes / 4)
+/* DRAM a tenant's values being received may reserve, all its connections
+ * and protocols together (native PUTs received in place, S3 PutObject and
+ * UploadPart bodies; with --tenants): a quarter of the DRAM tier, as its
+ * pinned answers.  A value is always taken while the tenant reserves
+ * nothing else, so that it progresses (value.c "Reservations held"). */
+#define KVTD_RESV_TENANT_MAX(srv) ((srv)->cfg.dram_bytes / 4)
 /* A tenant's share of --max-memory for its connections' queued answers:
  * past it, a connection of the tenant with answers queued is not read
  * until they are written (loop.c "Limits"), so that a few tenants'
@@ -975,6 +981,8 @@ struct kvtd_item {
 	 * reservation, or none (its bytes are dropped: rview_count 0) */
 	bool reserved;
 	uint64_t resv;            /* kvt_reservation handle */
+	uint64_t resv_held;       /* its bytes in fr->tstat's resv_held while reserved
+				   * (KVTD_RESV_TENANT_MAX) */
 	const struct iovec *rview;
 	uint32_t rview_count;
 	uint64_t rlen;            /* the item's bytes in the data section */
@@ -1081,6 +1089,14 @@ ssize_t kvtd_value_put_recv(struct kvtd_frame *fr, int fd);
 void kvtd_value_item_unpin(struct kvtd_server *srv, struct kvtd_item *it);
 /* Commit every reserved item (CRC-checked): their statuses. */
 void kvtd_value_put_commit(struct kvtd_frame *fr);
+/* Abort an item's reservation, if it holds one (a frame dropped). */
+void kvtd_value_put_abort(struct kvtd_frame *fr, struct kvtd_item *it);
+/* A tenant's values being received reserve n more bytes of DRAM
+ * (t->resv_held, KVTD_RESV_TENANT_MAX): true if admitted (always, t NULL
+ * or without --tenants; always while t holds nothing), false past the
+ * share, nothing held.  kvtd_resv_release gives n back.  Any thread. */
+bool kvtd_resv_hold(struct kvtd_server *srv, struct kvtd_tstat *t, uint64_t n);
+void kvtd_resv_release(struct kvtd_tstat *t, uint64_t n);
 /* The answer of items [first, last) of a GET frame (PROTO_F_MORE on
  * every frame of it but one that ends the whole frame's answer). */
 void kvtd_value_get_reply(struct kvtd_frame *fr, uint32_t first, uint32_t last);
@@ -1282,8 +1298,8 @@ struct kvtd_tstat {
 				    * (KVTD_TLS_TENANT_MEM_MAX; loop.c "The SSL object") */
 	_Atomic uint32_t s3_scans; /* its S3 listings walking the store (s3ops.c) */
 	_Atomic uint32_t clears;   /* its CLEARs in progress (KVTD_CLEAR_TENANT; ops.c) */
-	_Atomic uint64_t resv_held; /* DRAM its S3 uploads being received reserve
-				     * (s3d.c S3D_RESV_TENANT_MAX) */
+	_Atomic uint64_t resv_held; /* DRAM its values being received reserve: native
+				     * PUTs, S3 uploads (KVTD_RESV_TENANT_MAX) */
 	_Atomic uint64_t copies;   /* private SSD copies its S3 reads of granted
 				    * buckets hold (KVTD_COPY_CONN_MAX; s3ops.c) */
 	_Atomic uint32_t s3_quiet; /* its S3 quiet reads in the store

@@ -133,10 +133,8 @@ static void ops_item_release(struct kvtd_server *srv, struct kvtd_item *it)
 {
 	if (it->pinned)
 		kvtd_value_item_unpin(srv, it);
-	if (it->reserved) {
-		kvt_put_abort(srv->store, it->resv);
-		it->reserved = false;
-	}
+	if (it->reserved && it->fr)
+		kvtd_value_put_abort(it->fr, it);
 	free(it->iov);
 	free(it->crcs);
 	free(it->lens);

@@ -124,7 +124,58 @@ int kvtd_value_put_item(struct kvtd_frame *fr, struct kvtd_item *it, const struc
  * PUT values received in place: each item's bytes go from the socket
  * straight into its DRAM reservation (kvt_put_reserve); the bytes of an
  * item that cannot be stored are read into a scratch buffer and dropped.
+ *
+ * Reservations held.  A reservation is made from the frame's header and
+ * held until the frame's data section has come whole (or the connection
+ * goes): a client that declares values and sends them slowly, or never,
+ * holds that DRAM for --idle-timeout, and again on its next connection.
+ * One tenant doing so on many connections reserved the whole tier: every
+ * other tenant's blocks were evicted and their PUTs refused (test_native_
+ * attack put_resv; S3 uploads the same before s3_upload_share).  So what a
+ * tenant's values being received reserve, all its connections and both
+ * protocols together, is held to KVTD_RESV_TENANT_MAX (a quarter of
+ * --dram) in its resv_held; a value is always taken while the tenant
+ * reserves nothing else.  An item past it is answered KVT_EBUSY (retry
+ * later) once its bytes have been read and dropped, the connection kept;
+ * counted in mem_refused.  A dram= quota bounds a tenant's reservations
+ * too (the library's), but a tenant without one is counted, not limited.
  */
+
+bool kvtd_resv_hold(struct kvtd_server *srv, struct kvtd_tstat *t, uint64_t n)
+{
+	uint64_t held;
+
+	if (!t || !kvtd_auth_enabled())
+		return true; /* one trust domain: no shares (as loop.c's) */
+	held = atomic_fetch_add_explicit(&t->resv_held, n, memory_order_relaxed);
+	if (held > 0 && (held + n > KVTD_RESV_TENANT_MAX(srv) || held + n < held)) {
+		atomic_fetch_sub_explicit(&t->resv_held, n, memory_order_relaxed);
+		return false;
+	}
+	return true;
+}
+
+void kvtd_resv_release(struct kvtd_tstat *t, uint64_t n)
+{
+	if (t && n)
+		atomic_fetch_sub_explicit(&t->resv_held, n, memory_order_relaxed);
+}
+
+/* The item's reservation is over (committed or aborted). */
+static void value_resv_done(struct kvtd_frame *fr, struct kvtd_item *it)
+{
+	it->reserved = false;
+	kvtd_resv_release(fr->tstat, it->resv_held);
+	it->resv_held = 0;
+}
+
+void kvtd_value_put_abort(struct kvtd_frame *fr, struct kvtd_item *it)
+{
+	if (!it->reserved)
+		return;
+	kvt_put_abort(fr->loop->srv->store, it->resv);
+	value_resv_done(fr, it);
+}
 
 int kvtd_value_put_reserve(struct kvtd_frame *fr, struct kvtd_item *it,
 			   const struct proto_item *pi, uint32_t ns)
@@ -132,19 +183,31 @@ int kvtd_value_put_reserve(struct kvtd_frame *fr, struct kvtd_item *it,
 	struct kvtd_server *srv = fr->loop->srv;
 	uint32_t n = pi->part_count;
 	struct kvt_reservation res;
+	uint64_t total = 0;
 	int rc;
 
 	it->lens = malloc(n * sizeof(*it->lens));
 	it->crcs = malloc(n * sizeof(*it->crcs));
 	if (!it->lens || !it->crcs)
 		return -ENOMEM; /* ops_item_release frees them */
-	for (uint32_t p = 0; p < n; p++)
+	for (uint32_t p = 0; p < n; p++) {
 		proto_item_part(pi, p, &it->lens[p], &it->crcs[p]);
+		total += it->lens[p];
+	}
 	it->req.ns = ns;
 	it->req.key = pi->key;
+	if (!kvtd_resv_hold(srv, fr->tstat, total)) {
+		KVTD_COUNT(srv, mem_refused, 1);
+		return KVT_EBUSY;
+	}
+	if (fr->tstat && kvtd_auth_enabled())
+		it->resv_held = total; /* held: kvtd_resv_hold counted it */
 	rc = kvt_put_reserve(srv->store, ns, &pi->key, it->lens, n, item_put_flags(pi), &res);
-	if (rc != KVT_OK)
+	if (rc != KVT_OK) {
+		kvtd_resv_release(fr->tstat, it->resv_held);
+		it->resv_held = 0;
 		return rc;
+	}
 	it->nparts = n;
 	it->crc_part = 0;
 	it->crc_left = it->lens[0];
@@ -301,7 +364,7 @@ void kvtd_value_put_commit(struct kvtd_frame *fr)
 		struct kvtd_item *it = &fr->items[i];
 		if (!it->reserved)
 			continue;
-		it->reserved = false;
+		value_resv_done(fr, it);
 		if (it->crc_bad || it->crc_part != it->nparts) {
 			/* a part's CRC did not match (or, which cannot be, the
 			 * frame ended before the item's last byte) */
