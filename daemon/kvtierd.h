@@ -603,6 +603,16 @@ struct kvtd_job {
 	struct kvtd_loop *loop;   /* where the job goes back to */
 };
 
+/* One owner's short jobs on the aux thread -- a tenant's (in its
+ * kvtd_tstat) or the server's own (kvtd_aux.own) -- in order; the owners
+ * with jobs queued form a ring the thread serves one job at a time
+ * (loop.c "The aux thread").  Guarded by kvtd_aux.lock. */
+struct kvtd_auxq {
+	struct kvtd_job *head, *tail;
+	struct kvtd_auxq *next;   /* in the ring, while queued */
+	bool queued;              /* in the ring (it has jobs) */
+};
+
 /* A connection accepted by one loop for another (loop.c "Accepting"). */
 struct kvtd_accepted {
 	struct kvtd_accepted *next;
@@ -694,9 +704,14 @@ struct kvtd_loop {
 struct kvtd_aux {
 	pthread_t thread;
 	bool started;
-	pthread_mutex_t lock;     /* guards head, tail, walks, stop */
+	pthread_mutex_t lock;     /* guards the queues, the ring, walks, stop */
 	pthread_cond_t cond;
-	struct kvtd_job *head, *tail;
+	/* Short jobs: one queue per owner (kvtd_auxq), the owners with jobs
+	 * in a ring served in turn, so that one tenant's backlog (range
+	 * checks pipelined on many connections) delays another's job by one
+	 * of its own at most, not by all of them (test_hostile aux_share) */
+	struct kvtd_auxq own;     /* jobs of no tenant */
+	struct kvtd_auxq *ring_head, *ring_tail;
 	/* Walks of the whole store (S3 listings: kvtd_aux_submit_walk), taken
 	 * only when no other job waits: another tenant's job waits for at
 	 * most the walk running, not for every listing tenant's 2 queued */
@@ -892,12 +907,14 @@ void kvtd_loops_finish(struct kvtd_server *srv); /* after kvt_store_close */
 int kvtd_aux_start(struct kvtd_server *srv);
 void kvtd_aux_stop(struct kvtd_server *srv);
 /* Run run(arg) on the aux thread, then done(arg) on loop.  Never fails
- * (without memory it runs both here). */
+ * (without memory it runs both here).  t: the tenant it is done for, whose
+ * jobs wait in its own queue (NULL: the server's); the thread takes a job
+ * of each owner in turn. */
+void kvtd_aux_submit(struct kvtd_loop *loop, struct kvtd_tstat *t, void (*run)(void *),
+		     void (*done)(void *), void *arg);
 /* The same for a walk of the whole store: run after the jobs waiting. */
 void kvtd_aux_submit_walk(struct kvtd_loop *loop, void (*run)(void *), void (*done)(void *),
 			  void *arg);
-void kvtd_aux_submit(struct kvtd_loop *loop, void (*run)(void *), void (*done)(void *),
-		     void *arg);
 /* Queue an encoded response on a connection's output; it is written at
  * the end of the iteration. */
 void kvtd_conn_queue(struct kvtd_conn *c, struct kvtd_out *o);
@@ -1042,6 +1059,7 @@ struct kvtd_frame {
 	 * the check was planned (a large one runs on the aux thread) */
 	void *vcache;
 	bool verify_planned;
+	bool verify_more;         /* the aux thread's check has slices left */
 	/* GET answered in chunks (ops.c "Pinned answers"): items before
 	 * chunk_start are answered */
 	uint32_t chunk_start;
@@ -1103,10 +1121,14 @@ void kvtd_value_get_reply(struct kvtd_frame *fr, uint32_t first, uint32_t last);
 /* Range reads: the bytes of stored parts to verify (planned into the
  * frame's cache); verify them (any thread); free the cache. */
 uint64_t kvtd_value_verify_plan(struct kvtd_frame *fr);
-void kvtd_value_verify_run(struct kvtd_frame *fr);
+/* Check the parts planned, KVTD_VERIFY_SLICE bytes at most a call (and
+ * at least one part): true once all are checked, false to be called
+ * again (each call an aux job of its own, other tenants' between). */
+bool kvtd_value_verify_run(struct kvtd_frame *fr);
 void kvtd_value_vcache_free(struct kvtd_frame *fr);
 /* Range verification larger than this runs on the aux thread. */
 #define KVTD_VERIFY_INLINE_MAX (1u << 20)
+#define KVTD_VERIFY_SLICE (16u << 20) /* bytes of checks an aux job, at most */
 
 /* A PUT frame's header and table arrived, its data not yet: reserve DRAM
  * for its values and receive them in place (true), or not (false: the
@@ -1184,9 +1206,11 @@ void kvtd_in_uncharge(struct kvtd_server *srv, struct kvtd_tstat *t, uint64_t n)
 #define KVTD_WORK_ITER 4096u
 /* May a piece of such work of `units` go now (loop.c "Work on the
  * loop")?  1: yes, counted; 0: later(arg) runs on loop in a later
- * iteration; -ESHUTDOWN: the loop is stopping and the iteration's units
- * are spent (nothing deferred: the caller does it now, or fails it). */
-int kvtd_work_turn(struct kvtd_loop *loop, uint64_t units, void (*later)(void *), void *arg);
+ * iteration (through t's aux queue, t the tenant it is done for, or
+ * NULL); -ESHUTDOWN: the loop is stopping and the iteration's units are
+ * spent (nothing deferred: the caller does it now, or fails it). */
+int kvtd_work_turn(struct kvtd_loop *loop, struct kvtd_tstat *t, uint64_t units,
+		   void (*later)(void *), void *arg);
 bool kvtd_conn_parse_budget(struct kvtd_conn *c, uint32_t items);
 /* What a frame turned out to cost once answered, counted as that many
  * items against c's and its tenant's budgets of this iteration (a STATS
@@ -1304,6 +1328,7 @@ struct kvtd_tstat {
 				    * buckets hold (KVTD_COPY_CONN_MAX; s3ops.c) */
 	_Atomic uint32_t s3_quiet; /* its S3 quiet reads in the store
 				    * (S3D_QUIET_TENANT_MAX) */
+	struct kvtd_auxq auxq;     /* its jobs on the aux thread (kvtd_aux.lock) */
 };
 /* The counters of a tenant by name (created if new; NULL past the table's
  * size or out of memory).  Any thread. */

@@ -727,7 +727,7 @@ static void ops_ns_register(struct kvtd_frame *fr)
 		kvtd_frame_charge(fr, texts, true);
 	if (aux) {
 		fr->pending++;
-		kvtd_aux_submit(fr->loop, ops_aux_run, ops_aux_done, fr);
+		kvtd_aux_submit(fr->loop, fr->tstat, ops_aux_run, ops_aux_done, fr);
 		return;
 	}
 	ops_finish(fr);
@@ -1997,16 +1997,28 @@ void kvtd_get_abandon(struct kvtd_conn *c)
 			ops_finish(fr);
 }
 
-/* Range verification off the loop thread (value.c "value_vcache"). */
+/* Range verification off the loop thread (value.c "value_vcache"), a
+ * slice an aux job: the frame's next slice goes back to its tenant's
+ * queue, behind the other tenants' jobs (loop.c "The aux thread"). */
 static void ops_verify_run(void *arg)
 {
-	kvtd_value_verify_run(arg);
+	struct kvtd_frame *fr = arg;
+
+	fr->verify_more = !kvtd_value_verify_run(fr);
 }
 
 static void ops_verify_done(void *arg)
 {
 	struct kvtd_frame *fr = arg;
 
+	if (fr->conn->dead)
+		fr->verify_more = false; /* nobody to answer: checked as read, if ever */
+	if (fr->verify_more && !fr->loop->stopping) {
+		kvtd_aux_submit(fr->loop, fr->tstat, ops_verify_run, ops_verify_done, fr);
+		return;
+	}
+	while (fr->verify_more) /* stopping: the aux thread may be gone */
+		fr->verify_more = !kvtd_value_verify_run(fr);
 	if (--fr->pending == 0)
 		ops_finish(fr);
 }
@@ -2024,7 +2036,7 @@ static bool ops_verify(struct kvtd_frame *fr)
 	if (kvtd_value_verify_plan(fr) <= KVTD_VERIFY_INLINE_MAX)
 		return false;
 	fr->pending++;
-	kvtd_aux_submit(fr->loop, ops_verify_run, ops_verify_done, fr);
+	kvtd_aux_submit(fr->loop, fr->tstat, ops_verify_run, ops_verify_done, fr);
 	return true;
 }
 
