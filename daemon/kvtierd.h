@@ -432,7 +432,7 @@ struct kvtd_out {
 	uint64_t copy_len;     /* of them, private SSD copies of quiet GETs behind
 				* pins (charged before it was queued; also in the
 				* connection's copy_bytes until written) */
-	struct kvtd_tstat *copy_tstat; /* S3: the tenant copy_len also counts in
+	struct kvtd_tstat *copy_tstat; /* the tenant copy_len also counts in
 					* (kvtd_tstat.copies), or NULL */
 	struct kvtd_tstat *tstat; /* the tenant its queued charge (tenant_len)
 				   * counts in (kvtd_tstat.out_charged), or NULL */
@@ -843,6 +843,11 @@ _Static_assert(KVTD_FRAME_ITEMS_MAX >= KVTD_NS_TENANT_MAX, "a tenant's namespace
  * averaged over --idle-timeout, or be closed */
 #define KVTD_MIN_DRAIN_BPS (1u << 20)
 #define KVTD_QUIET_INFLIGHT_MAX 64u      /* ... and the server's */
+/* A tenant whose native quiet GETs hold this many of the server's takes
+ * another only while the server keeps as many free for the others
+ * (ops.c "Quiet GETs"): one grantee's pipelines held all 64, and every
+ * other grantee's reads were misses (test_hostile quiet_share) */
+#define KVTD_QUIET_TENANT_MAX (KVTD_QUIET_INFLIGHT_MAX / 4)
 /* Private SSD copies one connection may hold: a quarter of --max-memory */
 #define KVTD_COPY_CONN_MAX(srv) ((srv)->cfg.max_memory / 4)
 
@@ -1324,11 +1329,14 @@ struct kvtd_tstat {
 	_Atomic uint32_t clears;   /* its CLEARs in progress (KVTD_CLEAR_TENANT; ops.c) */
 	_Atomic uint64_t resv_held; /* DRAM its values being received reserve: native
 				     * PUTs, S3 uploads (KVTD_RESV_TENANT_MAX) */
-	_Atomic uint64_t copies;   /* private SSD copies its S3 reads of granted
-				    * buckets hold (KVTD_COPY_CONN_MAX; s3ops.c) */
+	_Atomic uint64_t copies;   /* private SSD copies its quiet reads (native
+				    * grantee GETs, S3 reads of granted buckets)
+				    * hold (KVTD_COPY_CONN_MAX; ops.c, s3ops.c) */
 	_Atomic uint32_t s3_quiet; /* its S3 quiet reads in the store
 				    * (S3D_QUIET_TENANT_MAX) */
 	struct kvtd_auxq auxq;     /* its jobs on the aux thread (kvtd_aux.lock) */
+	_Atomic uint32_t quiet;    /* its native quiet GETs in the store
+				    * (KVTD_QUIET_TENANT_MAX) */
 };
 /* The counters of a tenant by name (created if new; NULL past the table's
  * size or out of memory).  Any thread. */

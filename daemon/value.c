@@ -735,6 +735,9 @@ void kvtd_value_item_unpin(struct kvtd_server *srv, struct kvtd_item *it)
 	if (it->copy_charged) {
 		kvtd_mem_uncharge(srv, it->copy_charged);
 		it->fr->conn->copy_bytes -= it->copy_charged;
+		if (it->fr->tstat)
+			atomic_fetch_sub_explicit(&it->fr->tstat->copies, it->copy_charged,
+						  memory_order_relaxed);
 		it->copy_charged = 0;
 	}
 }
@@ -840,6 +843,8 @@ void kvtd_value_get_reply(struct kvtd_frame *fr, uint32_t first, uint32_t last)
 					o->pins[o->pin_count++] = p->req.pin;
 					p->pinned = false;
 					o->copy_len += p->copy_charged;
+					if (p->copy_charged)
+						o->copy_tstat = fr->tstat;
 					p->copy_charged = 0;
 				}
 			}

@@ -59,6 +59,9 @@
  *   aux_share     one tenant's GET frames of large range checks pipelined
  *                 (aux jobs): another tenant's range and registration wait
  *                 for one slice of them, not for all (a queue per tenant)
+ *   quiet_share   one grantee's quiet GETs of SSD-only blocks pipelined on
+ *                 24 connections beside another grantee's: the server's
+ *                 slots and the copies' memory held to a tenant's part
  *
  * Every phase samples the server's VmRSS every 20 ms and asserts the bound
  * of doc/security.md: RSS < RSS at start + --dram + --max-memory +
@@ -6393,6 +6396,141 @@ static void phase_aux_share(void)
 }
 
 /* ------------------------------------------------------------------------
+ * quiet_share (redteam): one grantee's quiet reads beside another's
+ *
+ * A grantee's GET is quiet (KVT_F_QUIET): a block on SSD only is read into
+ * a private copy, at most KVTD_QUIET_WINDOW of a frame in the store and
+ * KVTD_QUIET_INFLIGHT_MAX (64) of the server's; a frame that finds the
+ * server's all taken with none of its own in flight answers the rest as
+ * misses (copy_refused).  alice's namespace is granted to everyone;
+ * mallory pipelines GETs of its SSD-only blocks on QS_CONNS connections,
+ * reading the answers; rita GETs one such block at a time beside them.
+ * The 64 were the server's, whoever took them: mallory's 16 connections of
+ * 4 held them and rita's reads were misses.  Now a tenant's native quiet
+ * reads in the store are at most KVTD_QUIET_TENANT_MAX (a quarter of the
+ * server's), as S3's are (S3D_QUIET_TENANT_MAX).
+ */
+
+#define QS_CONNS 24u
+#define QS_DEPTH 4u
+#define QS_ITEMS 8u
+#define QS_READS 60u
+
+struct qs_flooder {
+	pthread_t t;
+	const uint8_t *ns;
+	const unsigned *ssd_only;
+	unsigned n_ssd, seed, answered;
+	_Atomic bool *stop;
+};
+
+static void *qs_flood_main(void *arg)
+{
+	struct qs_flooder *fl = arg;
+	unsigned idx[QS_ITEMS];
+	struct kc c;
+
+	if (kc_dial(&c, srv.port, "mallory", SECRET_ALICE) != 0)
+		return NULL;
+	for (unsigned d = 0; d < QS_DEPTH; d++) {
+		for (unsigned i = 0; i < QS_ITEMS; i++)
+			idx[i] = fl->ssd_only[(fl->seed + d * QS_ITEMS + i) % fl->n_ssd];
+		g_send(&c, fl->ns, idx, QS_ITEMS);
+	}
+	while (!atomic_load(fl->stop)) {
+		if (kc_recv_items(&c, 20000, NULL, NULL, NULL) < 1)
+			break;
+		fl->answered++;
+		for (unsigned i = 0; i < QS_ITEMS; i++)
+			idx[i] = fl->ssd_only[(fl->seed + fl->answered * 7 + i) % fl->n_ssd];
+		g_send(&c, fl->ns, idx, QS_ITEMS);
+	}
+	kc_close(&c);
+	return NULL;
+}
+
+static void phase_quiet_share(void)
+{
+	const char *extra[] = { "--ssd", "256M", "--set", "ssd.admission=always", NULL };
+	struct kvt_ns_desc d = desc;
+	uint8_t ns[PROTO_DIGEST_LEN], ns_r[PROTO_DIGEST_LEN], *v = malloc(G_LEN);
+	unsigned ssd_only[G_BLOCKS], n_ssd = 0, hits = 0, misses = 0, answered = 0;
+	struct qs_flooder fl[QS_CONNS];
+	_Atomic bool stop = false;
+	uint64_t refused0, refused;
+	struct kc olga, rita;
+
+	start_with("quiet_share", extra, "alice " SECRET_ALICE " tenant dram=4M\n"
+					 "admin " SECRET_ADMIN " admin\n"
+					 "rita " SECRET_ALICE " tenant\n"
+					 "mallory " SECRET_ALICE " tenant\n"
+					 "grant alice model=hostile-model to *\n");
+	T_RC(kc_dial(&olga, srv.port, "alice", SECRET_ALICE), 0);
+	T_RC(kc_register(&olga, &d, ns, NULL, 0), KVT_OK);
+	for (unsigned i = 0; i < G_BLOCKS; i++) {
+		struct kvt_key k;
+		struct iovec p = { v, G_LEN };
+		int rc;
+		g_key(&k, i);
+		tsrv_fill(v, G_LEN, 100 + i);
+		for (int t = 0; (rc = kc_put(&olga, ns, &k, &p, 1, NULL)) == KVT_EFULL && t < 100; t++)
+			stat_wait_zero("ssd.writedown_pending_bytes", "ssd.writes_inflight");
+		T_EQ_INT(rc, KVT_OK);
+	}
+	stat_wait_zero("ssd.writedown_pending_bytes", "ssd.writes_inflight");
+	T_RC(kc_dial(&rita, srv.port, "rita", SECRET_ALICE), 0);
+	d.tenant = "alice";
+	T_RC(kc_register(&rita, &d, ns_r, NULL, 0), KVT_OK);
+	T_ASSERT(memcmp(ns, ns_r, sizeof(ns)) == 0);
+	for (unsigned i = 0; i < G_BLOCKS; i++) {
+		struct kvt_key k;
+		uint32_t tier = 0;
+		g_key(&k, i);
+		if (kc_exists(&rita, ns, &k, &tier) == KVT_OK && tier == KVT_TIER_SSD)
+			ssd_only[n_ssd++] = i;
+	}
+	T_GE_INT(n_ssd, 16);
+	{
+		/* mallory names it too: a grant to everyone */
+		struct kc m;
+		T_RC(kc_dial(&m, srv.port, "mallory", SECRET_ALICE), 0);
+		T_RC(kc_register(&m, &d, ns_r, NULL, 0), KVT_OK);
+		kc_close(&m);
+	}
+	for (unsigned i = 0; i < QS_CONNS; i++) {
+		fl[i] = (struct qs_flooder){ .ns = ns, .ssd_only = ssd_only, .n_ssd = n_ssd,
+					     .seed = i * 5, .stop = &stop };
+		pthread_create(&fl[i].t, NULL, qs_flood_main, &fl[i]);
+	}
+	tsrv_sleep_ms(1000);
+	refused0 = stat_of("server.copy_refused");
+	for (unsigned r = 0; r < QS_READS; r++) {
+		unsigned idx = ssd_only[r % n_ssd], m = 0;
+		g_send(&rita, ns, &idx, 1);
+		hits += g_check(&rita, &idx, 1, &m);
+		misses += m;
+		tsrv_sleep_ms(10);
+	}
+	refused = stat_of("server.copy_refused") - refused0;
+	atomic_store(&stop, true);
+	for (unsigned i = 0; i < QS_CONNS; i++) {
+		pthread_join(fl[i].t, NULL);
+		answered += fl[i].answered;
+	}
+	printf("quiet_share: mallory's %u connections of %u GET frames of %u SSD-only blocks (a "
+	       "grant to everyone; %u frames answered); rita's %u reads of one such block beside "
+	       "them: %u hits, %u misses; copy_refused +%" PRIu64 " meanwhile\n", QS_CONNS,
+	       QS_DEPTH, QS_ITEMS, answered, QS_READS, hits, misses, refused);
+	T_GE_INT(answered, 1);
+	T_EQ_INT(misses, 0);
+	T_EQ_INT(hits, QS_READS);
+	kc_close(&olga);
+	kc_close(&rita);
+	free(v);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
+/* ------------------------------------------------------------------------
  * clear_flood (attack25): one tenant pipelines CLEARs of its namespaces
  *
  * A CLEAR walks the whole DRAM and SSD indexes once per namespace it
@@ -7640,6 +7778,7 @@ static const struct tsrv_phase phases[] = {
 	{ "resp_reparse", phase_resp_reparse },
 	{ "resp_hello", phase_resp_hello },
 	{ "aux_share", phase_aux_share },
+	{ "quiet_share", phase_quiet_share },
 };
 
 int main(int argc, char **argv)
