@@ -68,7 +68,8 @@
  *   kvtd-aux   runs jobs no loop should (kvtd_aux_submit: run there,
  *              done back on the loop through its mailbox, mail_lock +
  *              wake eventfd): registering a new namespace (fsyncs the
- *              registry), checking the stored parts of large range reads
+ *              registry), checking the stored parts of large range reads;
+ *              each tenant's jobs in a queue of its own, served in turn
  *   library    libkvtier's own workers and I/O threads (kvtier.h)
  *
  * Locks: kvtd_loop.mail_lock (a loop's mailbox), kvtd_aux.lock (the aux
