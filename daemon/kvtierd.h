@@ -68,7 +68,8 @@
  *   kvtd-aux   runs jobs no loop should (kvtd_aux_submit: run there,
  *              done back on the loop through its mailbox, mail_lock +
  *              wake eventfd): registering a new namespace (fsyncs the
- *              registry), checking the stored parts of large range reads
+ *              registry), checking the stored parts of large range reads;
+ *              each tenant's jobs in a queue of its own, served in turn
  *   library    libkvtier's own workers and I/O threads (kvtier.h)
  *
  * Locks: kvtd_loop.mail_lock (a loop's mailbox), kvtd_aux.lock (the aux
@@ -432,7 +433,7 @@ struct kvtd_out {
 	uint64_t copy_len;     /* of them, private SSD copies of quiet GETs behind
 				* pins (charged before it was queued; also in the
 				* connection's copy_bytes until written) */
-	struct kvtd_tstat *copy_tstat; /* S3: the tenant copy_len also counts in
+	struct kvtd_tstat *copy_tstat; /* the tenant copy_len also counts in
 					* (kvtd_tstat.copies), or NULL */
 	struct kvtd_tstat *tstat; /* the tenant its queued charge (tenant_len)
 				   * counts in (kvtd_tstat.out_charged), or NULL */
@@ -603,6 +604,16 @@ struct kvtd_job {
 	struct kvtd_loop *loop;   /* where the job goes back to */
 };
 
+/* One owner's short jobs on the aux thread -- a tenant's (in its
+ * kvtd_tstat) or the server's own (kvtd_aux.own) -- in order; the owners
+ * with jobs queued form a ring the thread serves one job at a time
+ * (loop.c "The aux thread").  Guarded by kvtd_aux.lock. */
+struct kvtd_auxq {
+	struct kvtd_job *head, *tail;
+	struct kvtd_auxq *next;   /* in the ring, while queued */
+	bool queued;              /* in the ring (it has jobs) */
+};
+
 /* A connection accepted by one loop for another (loop.c "Accepting"). */
 struct kvtd_accepted {
 	struct kvtd_accepted *next;
@@ -694,9 +705,14 @@ struct kvtd_loop {
 struct kvtd_aux {
 	pthread_t thread;
 	bool started;
-	pthread_mutex_t lock;     /* guards head, tail, walks, stop */
+	pthread_mutex_t lock;     /* guards the queues, the ring, walks, stop */
 	pthread_cond_t cond;
-	struct kvtd_job *head, *tail;
+	/* Short jobs: one queue per owner (kvtd_auxq), the owners with jobs
+	 * in a ring served in turn, so that one tenant's backlog (range
+	 * checks pipelined on many connections) delays another's job by one
+	 * of its own at most, not by all of them (test_hostile aux_share) */
+	struct kvtd_auxq own;     /* jobs of no tenant */
+	struct kvtd_auxq *ring_head, *ring_tail;
 	/* Walks of the whole store (S3 listings: kvtd_aux_submit_walk), taken
 	 * only when no other job waits: another tenant's job waits for at
 	 * most the walk running, not for every listing tenant's 2 queued */
@@ -801,6 +817,12 @@ _Static_assert(KVTD_FRAME_ITEMS_MAX >= KVTD_NS_TENANT_MAX, "a tenant's namespace
 #define KVTD_PIN_CONN_MAX(srv) ((srv)->cfg.conn_output < (srv)->cfg.dram_bytes / 8 ? \
 				(srv)->cfg.conn_output : (srv)->cfg.dram_bytes / 8)
 #define KVTD_PIN_TENANT_MAX(srv) ((srv)->cfg.dram_bytes / 4)
+/* DRAM a tenant's values being received may reserve, all its connections
+ * and protocols together (native PUTs received in place, S3 PutObject and
+ * UploadPart bodies; with --tenants): a quarter of the DRAM tier, as its
+ * pinned answers.  A value is always taken while the tenant reserves
+ * nothing else, so that it progresses (value.c "Reservations held"). */
+#define KVTD_RESV_TENANT_MAX(srv) ((srv)->cfg.dram_bytes / 4)
 /* A tenant's share of --max-memory for its connections' queued answers:
  * past it, a connection of the tenant with answers queued is not read
  * until they are written (loop.c "Limits"), so that a few tenants'
@@ -822,6 +844,11 @@ _Static_assert(KVTD_FRAME_ITEMS_MAX >= KVTD_NS_TENANT_MAX, "a tenant's namespace
  * averaged over --idle-timeout, or be closed */
 #define KVTD_MIN_DRAIN_BPS (1u << 20)
 #define KVTD_QUIET_INFLIGHT_MAX 64u      /* ... and the server's */
+/* A tenant whose native quiet GETs hold this many of the server's takes
+ * another only while the server keeps as many free for the others
+ * (ops.c "Quiet GETs"): one grantee's pipelines held all 64, and every
+ * other grantee's reads were misses (test_hostile quiet_share) */
+#define KVTD_QUIET_TENANT_MAX (KVTD_QUIET_INFLIGHT_MAX / 4)
 /* Private SSD copies one connection may hold: a quarter of --max-memory */
 #define KVTD_COPY_CONN_MAX(srv) ((srv)->cfg.max_memory / 4)
 
@@ -886,12 +913,14 @@ void kvtd_loops_finish(struct kvtd_server *srv); /* after kvt_store_close */
 int kvtd_aux_start(struct kvtd_server *srv);
 void kvtd_aux_stop(struct kvtd_server *srv);
 /* Run run(arg) on the aux thread, then done(arg) on loop.  Never fails
- * (without memory it runs both here). */
+ * (without memory it runs both here).  t: the tenant it is done for, whose
+ * jobs wait in its own queue (NULL: the server's); the thread takes a job
+ * of each owner in turn. */
+void kvtd_aux_submit(struct kvtd_loop *loop, struct kvtd_tstat *t, void (*run)(void *),
+		     void (*done)(void *), void *arg);
 /* The same for a walk of the whole store: run after the jobs waiting. */
 void kvtd_aux_submit_walk(struct kvtd_loop *loop, void (*run)(void *), void (*done)(void *),
 			  void *arg);
-void kvtd_aux_submit(struct kvtd_loop *loop, void (*run)(void *), void (*done)(void *),
-		     void *arg);
 /* Queue an encoded response on a connection's output; it is written at
  * the end of the iteration. */
 void kvtd_conn_queue(struct kvtd_conn *c, struct kvtd_out *o);
@@ -975,6 +1004,8 @@ struct kvtd_item {
 	 * reservation, or none (its bytes are dropped: rview_count 0) */
 	bool reserved;
 	uint64_t resv;            /* kvt_reservation handle */
+	uint64_t resv_held;       /* its bytes in fr->tstat's resv_held while reserved
+				   * (KVTD_RESV_TENANT_MAX) */
 	const struct iovec *rview;
 	uint32_t rview_count;
 	uint64_t rlen;            /* the item's bytes in the data section */
@@ -1034,6 +1065,7 @@ struct kvtd_frame {
 	 * the check was planned (a large one runs on the aux thread) */
 	void *vcache;
 	bool verify_planned;
+	bool verify_more;         /* the aux thread's check has slices left */
 	/* GET answered in chunks (ops.c "Pinned answers"): items before
 	 * chunk_start are answered */
 	uint32_t chunk_start;
@@ -1081,16 +1113,28 @@ ssize_t kvtd_value_put_recv(struct kvtd_frame *fr, int fd);
 void kvtd_value_item_unpin(struct kvtd_server *srv, struct kvtd_item *it);
 /* Commit every reserved item (CRC-checked): their statuses. */
 void kvtd_value_put_commit(struct kvtd_frame *fr);
+/* Abort an item's reservation, if it holds one (a frame dropped). */
+void kvtd_value_put_abort(struct kvtd_frame *fr, struct kvtd_item *it);
+/* A tenant's values being received reserve n more bytes of DRAM
+ * (t->resv_held, KVTD_RESV_TENANT_MAX): true if admitted (always, t NULL
+ * or without --tenants; always while t holds nothing), false past the
+ * share, nothing held.  kvtd_resv_release gives n back.  Any thread. */
+bool kvtd_resv_hold(struct kvtd_server *srv, struct kvtd_tstat *t, uint64_t n);
+void kvtd_resv_release(struct kvtd_tstat *t, uint64_t n);
 /* The answer of items [first, last) of a GET frame (PROTO_F_MORE on
  * every frame of it but one that ends the whole frame's answer). */
 void kvtd_value_get_reply(struct kvtd_frame *fr, uint32_t first, uint32_t last);
 /* Range reads: the bytes of stored parts to verify (planned into the
  * frame's cache); verify them (any thread); free the cache. */
 uint64_t kvtd_value_verify_plan(struct kvtd_frame *fr);
-void kvtd_value_verify_run(struct kvtd_frame *fr);
+/* Check the parts planned, KVTD_VERIFY_SLICE bytes at most a call (and
+ * at least one part): true once all are checked, false to be called
+ * again (each call an aux job of its own, other tenants' between). */
+bool kvtd_value_verify_run(struct kvtd_frame *fr);
 void kvtd_value_vcache_free(struct kvtd_frame *fr);
 /* Range verification larger than this runs on the aux thread. */
 #define KVTD_VERIFY_INLINE_MAX (1u << 20)
+#define KVTD_VERIFY_SLICE (16u << 20) /* bytes of checks an aux job, at most */
 
 /* A PUT frame's header and table arrived, its data not yet: reserve DRAM
  * for its values and receive them in place (true), or not (false: the
@@ -1168,9 +1212,11 @@ void kvtd_in_uncharge(struct kvtd_server *srv, struct kvtd_tstat *t, uint64_t n)
 #define KVTD_WORK_ITER 4096u
 /* May a piece of such work of `units` go now (loop.c "Work on the
  * loop")?  1: yes, counted; 0: later(arg) runs on loop in a later
- * iteration; -ESHUTDOWN: the loop is stopping and the iteration's units
- * are spent (nothing deferred: the caller does it now, or fails it). */
-int kvtd_work_turn(struct kvtd_loop *loop, uint64_t units, void (*later)(void *), void *arg);
+ * iteration (through t's aux queue, t the tenant it is done for, or
+ * NULL); -ESHUTDOWN: the loop is stopping and the iteration's units are
+ * spent (nothing deferred: the caller does it now, or fails it). */
+int kvtd_work_turn(struct kvtd_loop *loop, struct kvtd_tstat *t, uint64_t units,
+		   void (*later)(void *), void *arg);
 bool kvtd_conn_parse_budget(struct kvtd_conn *c, uint32_t items);
 /* What a frame turned out to cost once answered, counted as that many
  * items against c's and its tenant's budgets of this iteration (a STATS
@@ -1282,12 +1328,16 @@ struct kvtd_tstat {
 				    * (KVTD_TLS_TENANT_MEM_MAX; loop.c "The SSL object") */
 	_Atomic uint32_t s3_scans; /* its S3 listings walking the store (s3ops.c) */
 	_Atomic uint32_t clears;   /* its CLEARs in progress (KVTD_CLEAR_TENANT; ops.c) */
-	_Atomic uint64_t resv_held; /* DRAM its S3 uploads being received reserve
-				     * (s3d.c S3D_RESV_TENANT_MAX) */
-	_Atomic uint64_t copies;   /* private SSD copies its S3 reads of granted
-				    * buckets hold (KVTD_COPY_CONN_MAX; s3ops.c) */
+	_Atomic uint64_t resv_held; /* DRAM its values being received reserve: native
+				     * PUTs, S3 uploads (KVTD_RESV_TENANT_MAX) */
+	_Atomic uint64_t copies;   /* private SSD copies its quiet reads (native
+				    * grantee GETs, S3 reads of granted buckets)
+				    * hold (KVTD_COPY_CONN_MAX; ops.c, s3ops.c) */
 	_Atomic uint32_t s3_quiet; /* its S3 quiet reads in the store
 				    * (S3D_QUIET_TENANT_MAX) */
+	struct kvtd_auxq auxq;     /* its jobs on the aux thread (kvtd_aux.lock) */
+	_Atomic uint32_t quiet;    /* its native quiet GETs in the store
+				    * (KVTD_QUIET_TENANT_MAX) */
 };
 /* The counters of a tenant by name (created if new; NULL past the table's
  * size or out of memory).  Any thread. */

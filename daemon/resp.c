@@ -11,7 +11,9 @@
  * headers, not its payload: bulk strings are skipped by their length, so
  * a 16 MiB SET parsed again on every read stays cheap.  A command of many
  * arguments is resumed where the last read left it (resp_parse_from):
- * its headers, 65536 of them, are not walked again on every read.
+ * its headers, 65536 of them, are not walked again on every read; an
+ * inline command's line is searched for its end from where the last read
+ * left it (resp_inline).
  */
 #include <stdbool.h>
 #include <string.h>
@@ -62,19 +64,40 @@ static int resp_number(const uint8_t *buf, size_t len, size_t *pos, int64_t *v)
 	return RESP_OK;
 }
 
+/*
+ * An inline command: its line searched for its end from where the last
+ * call left it (rs->pos, with rs->argc 0), not from its first byte: a
+ * line of 60 KB arriving a byte a segment was searched whole on every
+ * read, 7.2 us of the loop a segment against 2.7 for a bulk string
+ * arriving so (release; 8 connections).  Found after a resume, the end
+ * is searched once more from the start, so that the result is a parse in
+ * one go's whatever the state said.
+ */
 static int resp_inline(const uint8_t *buf, size_t len, const struct resp_limits *lim,
-		       struct resp_cmd *cmd, struct resp_arg *args, uint32_t args_cap)
+		       struct resp_cmd *cmd, struct resp_arg *args, uint32_t args_cap,
+		       struct resp_resume *rs)
 {
-	size_t ll, i = 0;
+	size_t ll, i = 0, from = 0;
+	size_t end = len > lim->inline_max + 2 ? lim->inline_max + 2 : len;
 	uint32_t argc = 0;
-	int rc = resp_line(buf, len, 0, lim->inline_max, &ll);
+	const uint8_t *nl;
 
-	if (rc != RESP_OK) {
-		if (rc == RESP_EPROTO)
+	if (rs && rs->argc == 0 && rs->pos < end)
+		from = (size_t)rs->pos;
+	if (rs)
+		memset(rs, 0, sizeof(*rs));
+	nl = memchr(buf + from, '\n', end - from);
+	if (nl && from)
+		nl = memchr(buf, '\n', end);
+	if (!nl) {
+		if (len > lim->inline_max + 1)
 			return RESP_EINLINE;
 		cmd->need = len + 1;
-		return rc;
+		if (rs)
+			*rs = (struct resp_resume){ end, 0, 0 };
+		return RESP_NEED_MORE;
 	}
+	ll = (size_t)(nl - buf);
 	cmd->len = ll + 1;
 	if (ll && buf[ll - 1] == '\r')
 		ll--;
@@ -115,11 +138,8 @@ int resp_parse_from(const uint8_t *buf, size_t len, const struct resp_limits *li
 		cmd->need = 1;
 		goto need_more;
 	}
-	if (buf[0] != '*') {
-		if (rs)
-			memset(rs, 0, sizeof(*rs));
-		return resp_inline(buf, len, lim, cmd, args, args_cap);
-	}
+	if (buf[0] != '*')
+		return resp_inline(buf, len, lim, cmd, args, args_cap, rs);
 	if (rs && rs->pos && rs->pos <= len && rs->done < rs->argc &&
 	    rs->argc <= args_cap && rs->argc <= lim->argc_max) {
 		/* Arguments [0, done) were whole and checked in buf[0, pos). */

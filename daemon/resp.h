@@ -68,8 +68,10 @@ int resp_parse(const uint8_t *buf, size_t len, const struct resp_limits *lim,
  * Zeroed: start at the command's first byte.
  */
 struct resp_resume {
-	uint64_t pos;  /* the header of the first argument not yet whole; 0: none */
-	uint32_t argc; /* the command's argument count ("*N") */
+	uint64_t pos;  /* the header of the first argument not yet whole; 0: none;
+			* an inline command's (argc 0): its bytes searched for the
+			* line's end */
+	uint32_t argc; /* the command's argument count ("*N"); 0: inline */
 	uint32_t done; /* arguments before pos, checked */
 };
 

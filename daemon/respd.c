@@ -759,7 +759,7 @@ static bool respd_work_turn(struct respd_cmd *cmd, uint32_t w)
 {
 	/* (stopping: the rest is done now -- kvtd_work_turn -ESHUTDOWN) */
 	return cmd->n <= RESPD_PROBE_WINDOW ||
-	       kvtd_work_turn(cmd->conn->loop, w, respd_resume, cmd) != 0;
+	       kvtd_work_turn(cmd->conn->loop, cmd->tstat, w, respd_resume, cmd) != 0;
 }
 
 /*

@@ -748,20 +748,17 @@ static int s3d_auth(struct s3d_req *rq)
  * the whole DRAM tier: every other tenant's blocks were evicted (a bucket
  * whose marker went was NoSuchBucket) and its PUTs refused 503
  * (test_hostile_http s3_upload_share).  false: past the tenant's share
- * (S3D_RESV_TENANT_MAX) while it has other uploads in flight.
+ * (KVTD_RESV_TENANT_MAX, its native PUTs' reservations counted too) while
+ * it reserves for other values.
  */
 static bool s3d_resv_hold(struct s3d_req *rq, uint64_t n)
 {
 	struct kvtd_tstat *t = rq->in_tstat;
-	uint64_t held;
 
-	if (!t || !kvtd_auth_enabled())
-		return true; /* one trust domain: no shares (as loop.c's) */
-	held = atomic_fetch_add_explicit(&t->resv_held, n, memory_order_relaxed);
-	if (held > 0 && held + n > S3D_RESV_TENANT_MAX(rq->conn->loop->srv)) {
-		atomic_fetch_sub_explicit(&t->resv_held, n, memory_order_relaxed);
+	if (!kvtd_resv_hold(rq->conn->loop->srv, t, n))
 		return false;
-	}
+	if (!t || !kvtd_auth_enabled())
+		return true; /* nothing held (kvtd_resv_hold) */
 	rq->resv_tstat = t;
 	rq->resv_held = n;
 	return true;

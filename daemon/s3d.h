@@ -46,11 +46,6 @@
  * answers at once (their pins are counted once their answers are queued:
  * s3d_pin_flow) */
 #define S3D_GETS_MAX 4u
-/* DRAM a tenant's PutObject and UploadPart bodies being received may
- * reserve, all its connections together (with --tenants): a quarter of
- * the DRAM tier, as its pinned answers (KVTD_PIN_TENANT_MAX).  One upload
- * alone is always taken. */
-#define S3D_RESV_TENANT_MAX(srv) ((srv)->cfg.dram_bytes / 4)
 /* Quiet reads of whole objects (GetObject, a CopyObject source of a
  * granted bucket) of one tenant in the store at once, all its
  * connections together, as a native frame's (KVTD_QUIET_WINDOW): an

@@ -977,7 +977,7 @@ static void s3d_assemble_room_done(struct s3d_req *rq, int status)
 static bool s3d_work_turn(struct s3d_req *rq, uint64_t units, void (*later)(void *))
 {
 	/* (rq may be freed when this returns 0) */
-	int rc = kvtd_work_turn(rq->conn->loop, units, later, rq);
+	int rc = kvtd_work_turn(rq->conn->loop, rq->in_tstat, units, later, rq);
 
 	if (rc < 0)
 		s3d_fail(rq, 503, "SlowDown", "server stopping");
@@ -2051,7 +2051,8 @@ static void s3d_list_parts_answer(struct s3d_req *rq)
 		if (rq->conn->loop->stopping)
 			s3d_fail(rq, 503, "SlowDown", "server stopping");
 		else
-			kvtd_aux_submit(rq->conn->loop, s3d_nothing, s3d_list_parts_next, rq);
+			kvtd_aux_submit(rq->conn->loop, rq->in_tstat, s3d_nothing,
+					s3d_list_parts_next, rq);
 		return;
 	}
 	trunc = L->nent > L->max_keys;

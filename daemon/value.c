@@ -124,7 +124,58 @@ int kvtd_value_put_item(struct kvtd_frame *fr, struct kvtd_item *it, const struc
  * PUT values received in place: each item's bytes go from the socket
  * straight into its DRAM reservation (kvt_put_reserve); the bytes of an
  * item that cannot be stored are read into a scratch buffer and dropped.
+ *
+ * Reservations held.  A reservation is made from the frame's header and
+ * held until the frame's data section has come whole (or the connection
+ * goes): a client that declares values and sends them slowly, or never,
+ * holds that DRAM for --idle-timeout, and again on its next connection.
+ * One tenant doing so on many connections reserved the whole tier: every
+ * other tenant's blocks were evicted and their PUTs refused (test_native_
+ * attack put_resv; S3 uploads the same before s3_upload_share).  So what a
+ * tenant's values being received reserve, all its connections and both
+ * protocols together, is held to KVTD_RESV_TENANT_MAX (a quarter of
+ * --dram) in its resv_held; a value is always taken while the tenant
+ * reserves nothing else.  An item past it is answered KVT_EBUSY (retry
+ * later) once its bytes have been read and dropped, the connection kept;
+ * counted in mem_refused.  A dram= quota bounds a tenant's reservations
+ * too (the library's), but a tenant without one is counted, not limited.
  */
+
+bool kvtd_resv_hold(struct kvtd_server *srv, struct kvtd_tstat *t, uint64_t n)
+{
+	uint64_t held;
+
+	if (!t || !kvtd_auth_enabled())
+		return true; /* one trust domain: no shares (as loop.c's) */
+	held = atomic_fetch_add_explicit(&t->resv_held, n, memory_order_relaxed);
+	if (held > 0 && (held + n > KVTD_RESV_TENANT_MAX(srv) || held + n < held)) {
+		atomic_fetch_sub_explicit(&t->resv_held, n, memory_order_relaxed);
+		return false;
+	}
+	return true;
+}
+
+void kvtd_resv_release(struct kvtd_tstat *t, uint64_t n)
+{
+	if (t && n)
+		atomic_fetch_sub_explicit(&t->resv_held, n, memory_order_relaxed);
+}
+
+/* The item's reservation is over (committed or aborted). */
+static void value_resv_done(struct kvtd_frame *fr, struct kvtd_item *it)
+{
+	it->reserved = false;
+	kvtd_resv_release(fr->tstat, it->resv_held);
+	it->resv_held = 0;
+}
+
+void kvtd_value_put_abort(struct kvtd_frame *fr, struct kvtd_item *it)
+{
+	if (!it->reserved)
+		return;
+	kvt_put_abort(fr->loop->srv->store, it->resv);
+	value_resv_done(fr, it);
+}
 
 int kvtd_value_put_reserve(struct kvtd_frame *fr, struct kvtd_item *it,
 			   const struct proto_item *pi, uint32_t ns)
@@ -132,19 +183,31 @@ int kvtd_value_put_reserve(struct kvtd_frame *fr, struct kvtd_item *it,
 	struct kvtd_server *srv = fr->loop->srv;
 	uint32_t n = pi->part_count;
 	struct kvt_reservation res;
+	uint64_t total = 0;
 	int rc;
 
 	it->lens = malloc(n * sizeof(*it->lens));
 	it->crcs = malloc(n * sizeof(*it->crcs));
 	if (!it->lens || !it->crcs)
 		return -ENOMEM; /* ops_item_release frees them */
-	for (uint32_t p = 0; p < n; p++)
+	for (uint32_t p = 0; p < n; p++) {
 		proto_item_part(pi, p, &it->lens[p], &it->crcs[p]);
+		total += it->lens[p];
+	}
 	it->req.ns = ns;
 	it->req.key = pi->key;
+	if (!kvtd_resv_hold(srv, fr->tstat, total)) {
+		KVTD_COUNT(srv, mem_refused, 1);
+		return KVT_EBUSY;
+	}
+	if (fr->tstat && kvtd_auth_enabled())
+		it->resv_held = total; /* held: kvtd_resv_hold counted it */
 	rc = kvt_put_reserve(srv->store, ns, &pi->key, it->lens, n, item_put_flags(pi), &res);
-	if (rc != KVT_OK)
+	if (rc != KVT_OK) {
+		kvtd_resv_release(fr->tstat, it->resv_held);
+		it->resv_held = 0;
 		return rc;
+	}
 	it->nparts = n;
 	it->crc_part = 0;
 	it->crc_left = it->lens[0];
@@ -301,7 +364,7 @@ void kvtd_value_put_commit(struct kvtd_frame *fr)
 		struct kvtd_item *it = &fr->items[i];
 		if (!it->reserved)
 			continue;
-		it->reserved = false;
+		value_resv_done(fr, it);
 		if (it->crc_bad || it->crc_part != it->nparts) {
 			/* a part's CRC did not match (or, which cannot be, the
 			 * frame ended before the item's last byte) */
@@ -393,6 +456,7 @@ struct value_vent {
 struct value_vcache {
 	struct value_vent *v;
 	uint32_t n, cap;
+	uint32_t next;            /* kvtd_value_verify_run: the entry to check next */
 };
 
 static uint64_t value_vhash(const void *base, uint32_t part)
@@ -635,15 +699,26 @@ uint64_t kvtd_value_verify_plan(struct kvtd_frame *fr)
 	return total;
 }
 
-/* Check every part kvtd_value_verify_plan entered.  Any thread, while the
- * loop does not touch the frame. */
-void kvtd_value_verify_run(struct kvtd_frame *fr)
+/* Check the parts kvtd_value_verify_plan entered, a slice a call: a
+ * frame's checks were one aux job, up to the DRAM tier's size of CRCs
+ * (16 values of 8 MiB: ~13 ms release), which every other tenant's job
+ * then waited for (test_hostile aux_share).  Any thread, while the loop
+ * does not touch the frame. */
+bool kvtd_value_verify_run(struct kvtd_frame *fr)
 {
 	struct value_vcache *vc = fr->vcache;
+	uint64_t done = 0;
 
-	for (uint32_t i = 0; vc && i < vc->cap; i++)
-		if (vc->v[i].base && vc->v[i].view)
-			value_vcheck(&vc->v[i]);
+	for (; vc && vc->next < vc->cap; vc->next++) {
+		struct value_vent *e = &vc->v[vc->next];
+		if (!e->base || !e->view)
+			continue;
+		if (done >= KVTD_VERIFY_SLICE)
+			return false;
+		value_vcheck(e);
+		done += e->len;
+	}
+	return true;
 }
 
 /*
@@ -660,6 +735,9 @@ void kvtd_value_item_unpin(struct kvtd_server *srv, struct kvtd_item *it)
 	if (it->copy_charged) {
 		kvtd_mem_uncharge(srv, it->copy_charged);
 		it->fr->conn->copy_bytes -= it->copy_charged;
+		if (it->fr->tstat)
+			atomic_fetch_sub_explicit(&it->fr->tstat->copies, it->copy_charged,
+						  memory_order_relaxed);
 		it->copy_charged = 0;
 	}
 }
@@ -765,6 +843,8 @@ void kvtd_value_get_reply(struct kvtd_frame *fr, uint32_t first, uint32_t last)
 					o->pins[o->pin_count++] = p->req.pin;
 					p->pinned = false;
 					o->copy_len += p->copy_charged;
+					if (p->copy_charged)
+						o->copy_tstat = fr->tstat;
 					p->copy_charged = 0;
 				}
 			}

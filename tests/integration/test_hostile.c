@@ -56,6 +56,12 @@
  *   clear_flood   one tenant pipelines CLEARs of its 256 namespaces and
  *                 FLUSHDBs: at most 4 in progress, one walk each at a
  *                 time, the rest refused; another tenant's DELETE timed
+ *   aux_share     one tenant's GET frames of large range checks pipelined
+ *                 (aux jobs): another tenant's range and registration wait
+ *                 for one slice of them, not for all (a queue per tenant)
+ *   quiet_share   one grantee's quiet GETs of SSD-only blocks pipelined on
+ *                 24 connections beside another grantee's: the server's
+ *                 slots and the copies' memory held to a tenant's part
  *
  * Every phase samples the server's VmRSS every 20 ms and asserts the bound
  * of doc/security.md: RSS < RSS at start + --dram + --max-memory +
@@ -6253,6 +6259,278 @@ static void phase_aux_walks(void)
 }
 
 /* ------------------------------------------------------------------------
+ * aux_share (redteam): one tenant's range checks queued on the aux thread
+ *
+ * A GET frame whose ranges touch more than 1 MiB of stored parts has them
+ * checked (CRC32C) on the aux thread (ops.c ops_verify), each part once
+ * per frame, but again for every frame.  mallory stores AS_VALUES values
+ * of 8 MiB and pipelines GET frames naming a 1-byte range of each (128 MiB
+ * of checks a frame, ~10 ms) on AS_CONNS connections, AS_DEPTH in flight
+ * on each.  The aux thread ran its jobs in one queue, in order: alice's own
+ * aux jobs -- her 1-byte range of a 4 MiB part (its check there), her
+ * namespace's registration -- waited for every check queued before them.
+ * Now each tenant's jobs have a queue of their own, served in turn
+ * (loop.c "The aux thread"): alice waits for at most the job running and
+ * one of each other tenant with jobs queued.
+ */
+
+#define AS_VALUES 16u
+#define AS_VALUE (8u << 20)
+#define AS_CONNS 4u
+#define AS_DEPTH 16u
+/* alice's range beside the checks, p50 at most (ms); alone ~0.5 */
+#define AS_P50_MAX_MS 50u
+
+struct as_flooder {
+	pthread_t t;
+	uint16_t port;
+	const uint8_t *ns;
+	_Atomic bool *stop;
+	unsigned answered;
+};
+
+static void *as_flood_main(void *arg)
+{
+	struct as_flooder *fl = arg;
+	struct proto_item its[AS_VALUES];
+	char keys[AS_VALUES][16];
+	struct kc c;
+
+	if (kc_dial(&c, fl->port, "mallory", SECRET_ALICE) != 0)
+		return NULL;
+	memset(its, 0, sizeof(its));
+	for (unsigned i = 0; i < AS_VALUES; i++) {
+		snprintf(keys[i], sizeof(keys[i]), "as-%u", i);
+		kvt_key_set(&its[i].key, keys[i], strlen(keys[i]));
+		its[i].flags = PROTO_IF_RANGE;
+		its[i].off = 1000;
+		its[i].len = 1;
+	}
+	for (unsigned d = 0; d < AS_DEPTH; d++) {
+		struct proto_frame f = { .op = PROTO_OP_GET, .ns_count = 1, .ns = fl->ns };
+		if (kc_request(&c, &f, its, AS_VALUES, NULL, 0) <= 0)
+			goto out;
+	}
+	while (!atomic_load(fl->stop)) {
+		struct proto_frame f = { .op = PROTO_OP_GET, .ns_count = 1, .ns = fl->ns };
+		struct kc_resp r;
+		if (kc_recv(&c, &r, 30000) != 0)
+			break;
+		kc_resp_free(&r);
+		fl->answered++;
+		if (kc_request(&c, &f, its, AS_VALUES, NULL, 0) <= 0)
+			break;
+	}
+out:
+	kc_close(&c);
+	return NULL;
+}
+
+static void phase_aux_share(void)
+{
+	const char *argv[] = { "--ssd", "0", "--dram", "512M", "--max-memory", "64M", NULL };
+	uint8_t mns[PROTO_DIGEST_LEN], ans[PROTO_DIGEST_LEN], ans2[PROTO_DIGEST_LEN];
+	uint8_t *big = malloc(AS_VALUE);
+	struct iovec v = { big, AS_VALUE };
+	struct as_flooder fl[AS_CONNS];
+	_Atomic bool stop = false;
+	uint64_t a50, amax, b50, bmax, reg_ns, aux0, aux_ms;
+	unsigned answered = 0;
+	struct kvt_ns_desc d2 = desc;
+	struct kvt_key k;
+	struct kc m, a;
+
+	start_with("aux_share", argv, "alice " SECRET_ALICE " tenant\n"
+				       "mallory " SECRET_ALICE " tenant\n"
+				       "admin " SECRET_ADMIN " admin\n");
+	T_RC(kc_dial(&m, srv.port, "mallory", SECRET_ALICE), 0);
+	T_RC(kc_register(&m, &desc, mns, NULL, 0), KVT_OK);
+	for (unsigned i = 0; i < AS_VALUES; i++) {
+		char key[16];
+		snprintf(key, sizeof(key), "as-%u", i);
+		kvt_key_set(&k, key, strlen(key));
+		tsrv_fill(big, AS_VALUE, 300 + i);
+		T_RC(kc_put(&m, mns, &k, &v, 1, NULL), KVT_OK);
+	}
+	T_RC(kc_dial(&a, srv.port, "alice", SECRET_ALICE), 0);
+	T_RC(kc_register(&a, &desc, ans, NULL, 0), KVT_OK);
+	v.iov_len = 4u << 20;
+	tsrv_fill(big, v.iov_len, 45);
+	kvt_key_set(&k, "as-alice", 8);
+	T_RC(kc_put(&a, ans, &k, &v, 1, NULL), KVT_OK);
+	aw_ranges(&a, ans, &k, 20, &a50, &amax);
+
+	aux0 = thread_cpu_ms("kvtd-aux");
+	for (unsigned i = 0; i < AS_CONNS; i++) {
+		fl[i] = (struct as_flooder){ .port = srv.port, .ns = mns, .stop = &stop };
+		pthread_create(&fl[i].t, NULL, as_flood_main, &fl[i]);
+	}
+	tsrv_sleep_ms(1000);
+	aw_ranges(&a, ans, &k, 20, &b50, &bmax);
+	{
+		/* a namespace of her own, new: its registration is an aux job */
+		uint64_t t0 = tsrv_now_ns();
+		d2.model = "aux-share-new";
+		T_RC(kc_register(&a, &d2, ans2, NULL, 0), KVT_OK);
+		reg_ns = tsrv_now_ns() - t0;
+	}
+	atomic_store(&stop, true);
+	for (unsigned i = 0; i < AS_CONNS; i++) {
+		pthread_join(fl[i].t, NULL);
+		answered += fl[i].answered;
+	}
+	aux_ms = thread_cpu_ms("kvtd-aux") - aux0;
+	printf("aux_share: alice's 1-byte RANGE of a 4 MiB part (checked on the aux thread): "
+	       "alone p50 %.2f ms, max %.2f ms; beside mallory's %u connections of %u GET frames "
+	       "in flight, each checking %u MiB (%u frames answered, aux CPU %" PRIu64 " ms): "
+	       "p50 %.2f ms, max %.2f ms; her NS_REGISTER of a new namespace %.2f ms\n",
+	       a50 / 1e6, amax / 1e6, AS_CONNS, AS_DEPTH, (AS_VALUES * AS_VALUE) >> 20, answered,
+	       aux_ms, b50 / 1e6, bmax / 1e6, reg_ns / 1e6);
+	T_GE_INT(answered, 1);
+	T_LE_INT(b50, AS_P50_MAX_MS * 1000000ull);
+	T_LE_INT(reg_ns, 8 * AS_P50_MAX_MS * 1000000ull); /* an fsync: a busy disk */
+	kc_close(&a);
+	kc_close(&m);
+	free(big);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
+/* ------------------------------------------------------------------------
+ * quiet_share (redteam): one grantee's quiet reads beside another's
+ *
+ * A grantee's GET is quiet (KVT_F_QUIET): a block on SSD only is read into
+ * a private copy, at most KVTD_QUIET_WINDOW of a frame in the store and
+ * KVTD_QUIET_INFLIGHT_MAX (64) of the server's; a frame that finds the
+ * server's all taken with none of its own in flight answers the rest as
+ * misses (copy_refused).  alice's namespace is granted to everyone;
+ * mallory pipelines GETs of its SSD-only blocks on QS_CONNS connections,
+ * reading the answers; rita GETs one such block at a time beside them.
+ * The 64 were the server's, whoever took them: mallory's 16 connections of
+ * 4 held them and rita's reads were misses.  Now a tenant's native quiet
+ * reads in the store are at most KVTD_QUIET_TENANT_MAX (a quarter of the
+ * server's), as S3's are (S3D_QUIET_TENANT_MAX).
+ */
+
+#define QS_CONNS 24u
+#define QS_DEPTH 4u
+#define QS_ITEMS 8u
+#define QS_READS 60u
+
+struct qs_flooder {
+	pthread_t t;
+	const uint8_t *ns;
+	const unsigned *ssd_only;
+	unsigned n_ssd, seed, answered;
+	_Atomic bool *stop;
+};
+
+static void *qs_flood_main(void *arg)
+{
+	struct qs_flooder *fl = arg;
+	unsigned idx[QS_ITEMS];
+	struct kc c;
+
+	if (kc_dial(&c, srv.port, "mallory", SECRET_ALICE) != 0)
+		return NULL;
+	for (unsigned d = 0; d < QS_DEPTH; d++) {
+		for (unsigned i = 0; i < QS_ITEMS; i++)
+			idx[i] = fl->ssd_only[(fl->seed + d * QS_ITEMS + i) % fl->n_ssd];
+		g_send(&c, fl->ns, idx, QS_ITEMS);
+	}
+	while (!atomic_load(fl->stop)) {
+		if (kc_recv_items(&c, 20000, NULL, NULL, NULL) < 1)
+			break;
+		fl->answered++;
+		for (unsigned i = 0; i < QS_ITEMS; i++)
+			idx[i] = fl->ssd_only[(fl->seed + fl->answered * 7 + i) % fl->n_ssd];
+		g_send(&c, fl->ns, idx, QS_ITEMS);
+	}
+	kc_close(&c);
+	return NULL;
+}
+
+static void phase_quiet_share(void)
+{
+	const char *extra[] = { "--ssd", "256M", "--set", "ssd.admission=always", NULL };
+	struct kvt_ns_desc d = desc;
+	uint8_t ns[PROTO_DIGEST_LEN], ns_r[PROTO_DIGEST_LEN], *v = malloc(G_LEN);
+	unsigned ssd_only[G_BLOCKS], n_ssd = 0, hits = 0, misses = 0, answered = 0;
+	struct qs_flooder fl[QS_CONNS];
+	_Atomic bool stop = false;
+	uint64_t refused0, refused;
+	struct kc olga, rita;
+
+	start_with("quiet_share", extra, "alice " SECRET_ALICE " tenant dram=4M\n"
+					 "admin " SECRET_ADMIN " admin\n"
+					 "rita " SECRET_ALICE " tenant\n"
+					 "mallory " SECRET_ALICE " tenant\n"
+					 "grant alice model=hostile-model to *\n");
+	T_RC(kc_dial(&olga, srv.port, "alice", SECRET_ALICE), 0);
+	T_RC(kc_register(&olga, &d, ns, NULL, 0), KVT_OK);
+	for (unsigned i = 0; i < G_BLOCKS; i++) {
+		struct kvt_key k;
+		struct iovec p = { v, G_LEN };
+		int rc;
+		g_key(&k, i);
+		tsrv_fill(v, G_LEN, 100 + i);
+		for (int t = 0; (rc = kc_put(&olga, ns, &k, &p, 1, NULL)) == KVT_EFULL && t < 100; t++)
+			stat_wait_zero("ssd.writedown_pending_bytes", "ssd.writes_inflight");
+		T_EQ_INT(rc, KVT_OK);
+	}
+	stat_wait_zero("ssd.writedown_pending_bytes", "ssd.writes_inflight");
+	T_RC(kc_dial(&rita, srv.port, "rita", SECRET_ALICE), 0);
+	d.tenant = "alice";
+	T_RC(kc_register(&rita, &d, ns_r, NULL, 0), KVT_OK);
+	T_ASSERT(memcmp(ns, ns_r, sizeof(ns)) == 0);
+	for (unsigned i = 0; i < G_BLOCKS; i++) {
+		struct kvt_key k;
+		uint32_t tier = 0;
+		g_key(&k, i);
+		if (kc_exists(&rita, ns, &k, &tier) == KVT_OK && tier == KVT_TIER_SSD)
+			ssd_only[n_ssd++] = i;
+	}
+	T_GE_INT(n_ssd, 16);
+	{
+		/* mallory names it too: a grant to everyone */
+		struct kc m;
+		T_RC(kc_dial(&m, srv.port, "mallory", SECRET_ALICE), 0);
+		T_RC(kc_register(&m, &d, ns_r, NULL, 0), KVT_OK);
+		kc_close(&m);
+	}
+	for (unsigned i = 0; i < QS_CONNS; i++) {
+		fl[i] = (struct qs_flooder){ .ns = ns, .ssd_only = ssd_only, .n_ssd = n_ssd,
+					     .seed = i * 5, .stop = &stop };
+		pthread_create(&fl[i].t, NULL, qs_flood_main, &fl[i]);
+	}
+	tsrv_sleep_ms(1000);
+	refused0 = stat_of("server.copy_refused");
+	for (unsigned r = 0; r < QS_READS; r++) {
+		unsigned idx = ssd_only[r % n_ssd], m = 0;
+		g_send(&rita, ns, &idx, 1);
+		hits += g_check(&rita, &idx, 1, &m);
+		misses += m;
+		tsrv_sleep_ms(10);
+	}
+	refused = stat_of("server.copy_refused") - refused0;
+	atomic_store(&stop, true);
+	for (unsigned i = 0; i < QS_CONNS; i++) {
+		pthread_join(fl[i].t, NULL);
+		answered += fl[i].answered;
+	}
+	printf("quiet_share: mallory's %u connections of %u GET frames of %u SSD-only blocks (a "
+	       "grant to everyone; %u frames answered); rita's %u reads of one such block beside "
+	       "them: %u hits, %u misses; copy_refused +%" PRIu64 " meanwhile\n", QS_CONNS,
+	       QS_DEPTH, QS_ITEMS, answered, QS_READS, hits, misses, refused);
+	T_GE_INT(answered, 1);
+	T_EQ_INT(misses, 0);
+	T_EQ_INT(hits, QS_READS);
+	kc_close(&olga);
+	kc_close(&rita);
+	free(v);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
+/* ------------------------------------------------------------------------
  * clear_flood (attack25): one tenant pipelines CLEARs of its namespaces
  *
  * A CLEAR walks the whole DRAM and SSD indexes once per namespace it
@@ -7499,6 +7777,8 @@ static const struct tsrv_phase phases[] = {
 	{ "resp_keys", phase_resp_keys },
 	{ "resp_reparse", phase_resp_reparse },
 	{ "resp_hello", phase_resp_hello },
+	{ "aux_share", phase_aux_share },
+	{ "quiet_share", phase_quiet_share },
 };
 
 int main(int argc, char **argv)

@@ -58,6 +58,14 @@
  *                 place): an unknown namespace, a bad part CRC, two
  *                 stored, a GET right behind it: each item its status,
  *                 the stored values exact
+ *   put_resv      one tenant's PUT frames of 6 MiB values on 12 connections,
+ *                 each sent as far as 1 KiB of its data: the DRAM they
+ *                 reserve while received holds at most a quarter of
+ *                 --dram for the tenant (one value alone always taken),
+ *                 the rest answered KVT_EBUSY once their bytes came; the
+ *                 other tenant's values stay in DRAM and its PUT is stored
+ *                 (before: the reservations filled the tier, every block
+ *                 of the other tenant evicted, its PUT KVT_EFULL)
  *
  * argv[1]: kvtierd.
  */
@@ -1127,6 +1135,145 @@ static void phase_mixed_put(void)
 	T_EQ_INT(tsrv_stop(&srv), 0);
 }
 
+/* ------------------------------------------------------------------------
+ * put_resv: a PUT's values are received in place, into DRAM reservations
+ * made from its header (value.c "PUT values received in place"), and held
+ * until its data section has come whole.  alice (no dram= quota: her bytes
+ * counted, not limited) starts a PUT of one 6 MiB value on each of 12
+ * connections and sends 1 KiB of each value; bob has 8 values of 1 MiB in
+ * DRAM (--ssd 0: what is evicted is gone).  Her reservations held the tier
+ * (bounded by nothing but --dram, for --idle-timeout, and again on new
+ * connections): bob's values were evicted and his PUT refused, as S3
+ * uploads did before s3_upload_share.  Now what a tenant's values being
+ * received reserve, native and S3 together, holds at most a quarter of
+ * --dram (KVTD_RESV_TENANT_MAX; one value alone always taken): past it an
+ * item is answered KVT_EBUSY (retry later) once its bytes came, read and
+ * dropped, the connection kept, counted in server.mem_refused.
+ */
+
+#define PR_CONNS 12u
+#define PR_VALUE (6u << 20)
+#define PR_SENT 1024u
+#define PR_BOB 8u
+#define PR_BOB_VALUE (1u << 20)
+#define PR_BOB_NEW (4u << 20)
+
+static void phase_put_resv(void)
+{
+	static const char *const extra[] = { "--ssd", "0", NULL };
+	uint8_t ans[PROTO_DIGEST_LEN], bns[PROTO_DIGEST_LEN];
+	uint8_t *v = malloc(PR_VALUE), *bv = malloc(PR_BOB_NEW);
+	uint64_t len = PR_VALUE, refused0, refused, used;
+	struct kc a[PR_CONNS], b;
+	unsigned bob_hits = 0, ok = 0, busy = 0, exact = 0;
+	uint32_t crc;
+	int32_t st[PR_CONNS];
+	int bob_put;
+
+	T_ASSERT(v != NULL && bv != NULL);
+	start("put_resv", extra);
+	T_RC(login_as(&b, "bob", SECRET_BOB), 0);
+	T_RC(kc_register(&b, &desc, bns, NULL, 0), KVT_OK);
+	for (unsigned i = 0; i < PR_BOB; i++) {
+		struct iovec iov = { bv, PR_BOB_VALUE };
+		struct kvt_key k;
+		char key[16];
+		snprintf(key, sizeof(key), "bob-%u", i);
+		kvt_key_set(&k, key, strlen(key));
+		tsrv_fill(bv, PR_BOB_VALUE, 60 + i);
+		T_RC(kc_put(&b, bns, &k, &iov, 1, NULL), KVT_OK);
+	}
+	login(&a[0]);
+	T_RC(kc_register(&a[0], &desc, ans, NULL, 0), KVT_OK);
+	tsrv_fill(v, PR_VALUE, 7);
+	crc = kvt_crc32c(0, v, PR_VALUE);
+	refused0 = stat_of("server.mem_refused");
+	for (unsigned c = 0; c < PR_CONNS; c++) {
+		struct proto_frame f = { .op = PROTO_OP_PUT, .ns_count = 1, .ns = ans };
+		struct proto_item it = { 0 };
+		struct iovec part = { v, PR_SENT };
+		char key[16];
+		if (c > 0)
+			login(&a[c]);
+		snprintf(key, sizeof(key), "pr-%u", c);
+		kvt_key_set(&it.key, key, strlen(key));
+		it.part_count = 1;
+		it.part_lens = &len;
+		it.part_crcs = &crc;
+		T_ASSERT(kc_request(&a[c], &f, &it, 1, &part, 1) > 0);
+	}
+	tsrv_sleep_ms(500);
+	used = stat_of("dram.used_bytes");
+	refused = stat_of("server.mem_refused") - refused0;
+	/* bob, beside them: his values, and a new one */
+	for (unsigned i = 0; i < PR_BOB; i++) {
+		struct kc_value got;
+		struct kvt_key k;
+		char key[16];
+		snprintf(key, sizeof(key), "bob-%u", i);
+		kvt_key_set(&k, key, strlen(key));
+		tsrv_fill(bv, PR_BOB_VALUE, 60 + i);
+		if (kc_get(&b, bns, &k, 0, 0, 0, 0, &got) == KVT_OK && got.len == PR_BOB_VALUE &&
+		    memcmp(got.bytes, bv, PR_BOB_VALUE) == 0)
+			bob_hits++;
+		kc_value_free(&got);
+	}
+	{
+		struct iovec iov = { bv, PR_BOB_NEW };
+		struct kvt_key k;
+		kvt_key_set(&k, "bob-new", 7);
+		tsrv_fill(bv, PR_BOB_NEW, 99);
+		bob_put = kc_put(&b, bns, &k, &iov, 1, NULL);
+	}
+	/* the rest of alice's values: each item's status */
+	for (unsigned c = 0; c < PR_CONNS; c++) {
+		struct dup_items d = { 0 };
+		int32_t fst = 1;
+		T_RC(kc_send(&a[c], v + PR_SENT, PR_VALUE - PR_SENT), 0);
+		T_ASSERT(kc_recv_items(&a[c], 20000, dup_item, &d, &fst) >= 1);
+		T_EQ_INT(fst, 0);
+		T_EQ_INT(d.n, 1);
+		st[c] = d.st[0];
+		ok += st[c] == KVT_OK;
+		busy += st[c] == KVT_EBUSY;
+		if (st[c] == KVT_OK) {
+			struct kc_value got;
+			struct kvt_key k;
+			char key[16];
+			snprintf(key, sizeof(key), "pr-%u", c);
+			kvt_key_set(&k, key, strlen(key));
+			if (kc_get(&a[c], ans, &k, 0, 0, 0, 0, &got) == KVT_OK &&
+			    got.len == PR_VALUE && memcmp(got.bytes, v, PR_VALUE) == 0)
+				exact++;
+			kc_value_free(&got);
+		}
+		T_RC(kc_ping(&a[c]), 0); /* the connection kept */
+	}
+	printf("put_resv: alice's %u PUTs of %u MiB, %u bytes of each sent: dram.used_bytes %" PRIu64
+	       " MiB of 64, mem_refused +%" PRIu64 "; bob's %u values of 1 MiB: %u read back, "
+	       "his PUT of 4 MiB: %d (%s); then alice's sent whole: %u stored (%u exact), %u "
+	       "KVT_EBUSY, other statuses:", PR_CONNS, PR_VALUE >> 20, PR_SENT, used >> 20,
+	       refused, PR_BOB, bob_hits, bob_put, kvt_strerror(bob_put), ok, exact, busy);
+	for (unsigned c = 0; c < PR_CONNS; c++)
+		if (st[c] != KVT_OK && st[c] != KVT_EBUSY)
+			printf(" %d", st[c]);
+	printf("\n");
+	T_EQ_INT(bob_hits, PR_BOB);
+	T_EQ_INT(bob_put, KVT_OK);
+	T_GE_INT(ok, 1);
+	T_LE_INT(ok, 2); /* a quarter of --dram: 16 MiB, two of 6 MiB */
+	T_EQ_INT(exact, ok);
+	T_EQ_INT(ok + busy, PR_CONNS);
+	T_GE_INT(refused, busy);
+	T_LE_INT(used, 40u << 20);
+	for (unsigned c = 0; c < PR_CONNS; c++)
+		kc_close(&a[c]);
+	kc_close(&b);
+	free(v);
+	free(bv);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
 static const struct tsrv_phase phases[] = {
 	{ "mixed_put", phase_mixed_put },
 	{ "tenant_caps", phase_tenant_caps },
@@ -1134,6 +1281,7 @@ static const struct tsrv_phase phases[] = {
 	{ "close_flush", phase_close_flush },
 	{ "crc_refused", phase_crc_refused },
 	{ "chaos", phase_chaos },
+	{ "put_resv", phase_put_resv },
 };
 
 int main(int argc, char **argv)

@@ -171,11 +171,29 @@ static void test_resp_resume(void)
 		 RESP_OK);
 	T_EQ_INT(cmd.argc, 3);
 	T_ASSERT(args[0].len == 3 && memcmp(args[0].p, "SET", 3) == 0);
-	/* Inline commands keep no state. */
+	/* Inline commands keep where their line was searched (argc 0), and
+	 * a multibulk state is not one of theirs. */
 	rs = (struct resp_resume){ 25, 16, 2 };
 	T_EQ_INT(resp_parse_from((const uint8_t *)"PING\r\n", 6, &lim, &cmd, args, 16, &rs),
 		 RESP_OK);
 	T_EQ_U64(rs.pos, 0);
+	for (size_t step = 1; step <= 12; step++) {
+		static const char *const inl[] = { "SET", "k", "val" };
+		resp_resumed("SET k  val\r\n", 12, step, 3, inl);
+		resp_resumed("SET k\tval\n", 10, step, 3, inl);
+	}
+	T_EQ_INT(resp_parse_from((const uint8_t *)"SET k v", 7, &lim, &cmd, args, 16, &rs),
+		 RESP_NEED_MORE);
+	T_EQ_U64(rs.pos, 7);
+	T_EQ_INT(rs.argc, 0);
+	/* A state inside a line whose end is in (the caller's state is
+	 * trusted for what it says was searched): the line is searched from
+	 * its start once its end is found, the command a parse in one go's. */
+	rs = (struct resp_resume){ 5, 0, 0 };
+	T_EQ_INT(resp_parse_from((const uint8_t *)"GET a\r\nPING", 11, &lim, &cmd, args, 16, &rs),
+		 RESP_OK);
+	T_EQ_U64(cmd.len, 7);
+	T_EQ_INT(cmd.argc, 2);
 	printf("resp resume: ok\n");
 }
 
