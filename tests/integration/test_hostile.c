@@ -623,11 +623,48 @@ static unsigned g_check(struct kc *c, const unsigned *idx, unsigned n, unsigned 
 	return g.hits;
 }
 
+/* alice (as olga) registers d and puts G_BLOCKS blocks of G_LEN from v
+ * (her dram= quota leaves most on SSD only, written down); rita registers
+ * the same namespace, granted, into ns's twin (checked equal) and lists
+ * in ssd_only the blocks she sees on SSD only: their count. */
+static unsigned g_put_ssd_only(struct kc *olga, struct kc *rita, struct kvt_ns_desc *d,
+			       uint8_t *ns, uint8_t *v, unsigned *ssd_only)
+{
+	uint8_t ns_r[PROTO_DIGEST_LEN];
+	unsigned n_ssd = 0;
+
+	T_RC(kc_dial(olga, srv.port, "alice", SECRET_ALICE), 0);
+	T_RC(kc_register(olga, d, ns, NULL, 0), KVT_OK);
+	for (unsigned i = 0; i < G_BLOCKS; i++) {
+		struct kvt_key k;
+		struct iovec p = { v, G_LEN };
+		int rc;
+		g_key(&k, i);
+		tsrv_fill(v, G_LEN, 100 + i);
+		for (int t = 0; (rc = kc_put(olga, ns, &k, &p, 1, NULL)) == KVT_EFULL && t < 100; t++)
+			stat_wait_zero("ssd.writedown_pending_bytes", "ssd.writes_inflight");
+		T_EQ_INT(rc, KVT_OK);
+	}
+	stat_wait_zero("ssd.writedown_pending_bytes", "ssd.writes_inflight");
+	T_RC(kc_dial(rita, srv.port, "rita", SECRET_ALICE), 0);
+	d->tenant = "alice";
+	T_RC(kc_register(rita, d, ns_r, NULL, 0), KVT_OK);
+	T_ASSERT(memcmp(ns, ns_r, sizeof(ns_r)) == 0);
+	for (unsigned i = 0; i < G_BLOCKS; i++) {
+		struct kvt_key k;
+		uint32_t tier = 0;
+		g_key(&k, i);
+		if (kc_exists(rita, ns, &k, &tier) == KVT_OK && tier == KVT_TIER_SSD)
+			ssd_only[n_ssd++] = i;
+	}
+	return n_ssd;
+}
+
 static void phase_grantee_ssd(void)
 {
 	const char *extra[] = { "--ssd", "256M", "--set", "ssd.admission=always", NULL };
 	struct kvt_ns_desc d = desc;
-	uint8_t ns[PROTO_DIGEST_LEN], ns_r[PROTO_DIGEST_LEN], *v = malloc(G_LEN);
+	uint8_t ns[PROTO_DIGEST_LEN], *v = malloc(G_LEN);
 	unsigned ssd_only[G_BLOCKS], n_ssd = 0, dups[G_DUPS], hits1, miss1, hits2, miss2;
 	uint64_t grew_dup, grew_all, refused;
 	struct kc olga, rita;
@@ -638,30 +675,7 @@ static void phase_grantee_ssd(void)
 					 "admin " SECRET_ADMIN " admin\n"
 					 "rita " SECRET_ALICE " tenant\n"
 					 "grant alice model=hostile-model to rita\n");
-	T_RC(kc_dial(&olga, srv.port, "alice", SECRET_ALICE), 0);
-	T_RC(kc_register(&olga, &d, ns, NULL, 0), KVT_OK);
-	for (unsigned i = 0; i < G_BLOCKS; i++) {
-		struct kvt_key k;
-		struct iovec p = { v, G_LEN };
-		int rc;
-		g_key(&k, i);
-		tsrv_fill(v, G_LEN, 100 + i);
-		for (int t = 0; (rc = kc_put(&olga, ns, &k, &p, 1, NULL)) == KVT_EFULL && t < 100; t++)
-			stat_wait_zero("ssd.writedown_pending_bytes", "ssd.writes_inflight");
-		T_EQ_INT(rc, KVT_OK);
-	}
-	stat_wait_zero("ssd.writedown_pending_bytes", "ssd.writes_inflight");
-	T_RC(kc_dial(&rita, srv.port, "rita", SECRET_ALICE), 0);
-	d.tenant = "alice";
-	T_RC(kc_register(&rita, &d, ns_r, NULL, 0), KVT_OK);
-	T_ASSERT(memcmp(ns, ns_r, sizeof(ns)) == 0);
-	for (unsigned i = 0; i < G_BLOCKS; i++) {
-		struct kvt_key k;
-		uint32_t tier = 0;
-		g_key(&k, i);
-		if (kc_exists(&rita, ns, &k, &tier) == KVT_OK && tier == KVT_TIER_SSD)
-			ssd_only[n_ssd++] = i;
-	}
+	n_ssd = g_put_ssd_only(&olga, &rita, &d, ns, v, ssd_only);
 	printf("grantee_ssd: %u of %u blocks on SSD only\n", n_ssd, G_BLOCKS);
 	T_GE_INT(n_ssd, 16);
 
@@ -6465,30 +6479,7 @@ static void phase_quiet_share(void)
 					 "rita " SECRET_ALICE " tenant\n"
 					 "mallory " SECRET_ALICE " tenant\n"
 					 "grant alice model=hostile-model to *\n");
-	T_RC(kc_dial(&olga, srv.port, "alice", SECRET_ALICE), 0);
-	T_RC(kc_register(&olga, &d, ns, NULL, 0), KVT_OK);
-	for (unsigned i = 0; i < G_BLOCKS; i++) {
-		struct kvt_key k;
-		struct iovec p = { v, G_LEN };
-		int rc;
-		g_key(&k, i);
-		tsrv_fill(v, G_LEN, 100 + i);
-		for (int t = 0; (rc = kc_put(&olga, ns, &k, &p, 1, NULL)) == KVT_EFULL && t < 100; t++)
-			stat_wait_zero("ssd.writedown_pending_bytes", "ssd.writes_inflight");
-		T_EQ_INT(rc, KVT_OK);
-	}
-	stat_wait_zero("ssd.writedown_pending_bytes", "ssd.writes_inflight");
-	T_RC(kc_dial(&rita, srv.port, "rita", SECRET_ALICE), 0);
-	d.tenant = "alice";
-	T_RC(kc_register(&rita, &d, ns_r, NULL, 0), KVT_OK);
-	T_ASSERT(memcmp(ns, ns_r, sizeof(ns)) == 0);
-	for (unsigned i = 0; i < G_BLOCKS; i++) {
-		struct kvt_key k;
-		uint32_t tier = 0;
-		g_key(&k, i);
-		if (kc_exists(&rita, ns, &k, &tier) == KVT_OK && tier == KVT_TIER_SSD)
-			ssd_only[n_ssd++] = i;
-	}
+	n_ssd = g_put_ssd_only(&olga, &rita, &d, ns, v, ssd_only);
 	T_GE_INT(n_ssd, 16);
 	{
 		/* mallory names it too: a grant to everyone */
