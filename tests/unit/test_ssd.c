@@ -4979,7 +4979,9 @@ static void delete_backlog_round(bool release)
 /*     (b) delete_window: the writer places at most ssd.writedown_window
  *     bytes of write-downs in the log at a time (4M here).  The engine runs one request at a
  *     time (ssd.io_depth=1), held by a gate; 11 MiB of write-downs are
- *     queued: the writer places 4 MiB (and a record) and stops.  Then the
+ *     queued: the writer places 4 MiB (and a record; at format 3 at least
+ *     the window less room for a full batch of 15: "Room for a batch") and
+ *     stops.  Then the
  *     writer is held, a delete runs: its tombstone goes behind the window,
  *     its sync waits for the window's writes (the gate opened) and not for
  *     the 7 MiB still queued, none of which is written when it returns.
@@ -5030,14 +5032,20 @@ static void test_delete_window(void)
 	struct dw_del d = { .s = s, .ns = ns };
 	pthread_t th;
 	uint64_t placed, written, pending, total = (uint64_t)DW_BLOCKS * DW_VLEN;
+	/* At format 3 the writer keeps the window less room for a full
+	 * batch placed ("Room for a batch"): 15 values of 64 KiB here. */
+	uint64_t room = t_ssd_format3() ? ssd_batch_values_max(16u << 20) / DW_VLEN * DW_VLEN : 0;
 
+	if (room > DW_WINDOW / 2)
+		room = DW_WINDOW / 2;
 	T_RC(dw_put(s, ns, 1), KVT_OK);
 	T_OK(kvt_flush(s));
 	prr_gate_submit(sd, &g, sd->segs[0].fd);
 	prr_gate_wait(&g);
 	for (uint64_t k = 100; k < 100 + DW_BLOCKS; k++)
 		T_RC(dw_put(s, ns, k), KVT_OK);
-	for (int i = 0; i < 6000 && t_stat(s, "ssd.writedown_placed_bytes") < DW_WINDOW; i++)
+	for (int i = 0; i < 6000 && t_stat(s, "ssd.writedown_placed_bytes") < DW_WINDOW - room;
+	     i++)
 		nanosleep(&(struct timespec){ 0, 5000000 }, NULL);
 	placed = t_stat(s, "ssd.writedown_placed_bytes");
 	pending = t_stat(s, "ssd.writedown_pending_bytes");
@@ -5045,7 +5053,7 @@ static void test_delete_window(void)
 	fprintf(stderr, "delete_window: %llu KiB queued, %llu KiB placed (%s)\n",
 		(unsigned long long)pending >> 10, (unsigned long long)placed >> 10, io_backend);
 	T_EQ_U64(pending, total);
-	T_ASSERT(placed >= DW_WINDOW);
+	T_ASSERT(placed >= DW_WINDOW - room);
 	T_ASSERT(placed < DW_WINDOW + DW_VLEN + 4096);
 	ssd_hold_writes(sd, true);
 	T_EQ_INT(pthread_create(&th, NULL, dw_delete, &d), 0);
