@@ -2730,12 +2730,15 @@ static void wd_tombs_unwritten(struct ssd *s, struct wd_task *t, bool *again, bo
  * found room for one value, wrote it framed, and kept cutting the window
  * into such writes -- 6,810 of the 32,768 values of a 16 KiB bench run,
  * 85 % of its device requests, each costing this file system what a
- * 500 KiB batch does (bench/RESULTS.md 2026-12-05T12:3xZ, f3write).  The
- * writer waits only while more than the window less that room is in
- * flight, so the device is never short of work for it, and a tombstone or
- * sync in the urgent lane is taken at once as before.  Other write-downs
- * (records: several parts, 256 KiB and more, format 2) go at the first
- * byte of room, as before.
+ * 500 KiB batch does (bench/RESULTS.md 2026-12-05T12:32Z, f3write).  And
+ * while a full batch's worth is in flight, it waits for the queue to hold
+ * a full batch, or for what is in flight to fall below one (Nagle's rule):
+ * a writer that outran the puts wrote each put alone as it came.  So the
+ * writer waits only while the device has at least a full batch (or the
+ * window less one) to write, wd_finish and wd_enqueue wake it, and a
+ * tombstone or sync in the urgent lane is taken at once as before.  Other
+ * write-downs (records: several parts, 256 KiB and more, format 2) go at
+ * the first byte of room, as before.
  */
 static uint64_t wd_batch_room(const struct ssd *s, const struct wd_task *t)
 {
