@@ -1578,8 +1578,10 @@ static void wd_placed(struct ssd *s, struct wd_task *t)
 	s->wd_inflight++;
 	t->sync_epoch = s->sync_epoch;
 	seg_infl_add_locked(&s->segs[t->slot], t);
-	if (t->type == T_PUT || t->type == T_CARRY)
+	if (t->type == T_PUT || t->type == T_CARRY) {
 		s->wd_placed_bytes += t->rec_len;
+		s->wd_placed_values += t->value_len;
+	}
 	pthread_mutex_unlock(&s->wd_lock);
 }
 
@@ -1740,8 +1742,10 @@ static void wd_finish(struct ssd *s, struct wd_task *t, int64_t res)
 		if (t->type == T_DELETE || t->type == T_CLEAR)
 			g->tomb_done++;
 		s->wd_inflight--;
-		if (t->type == T_PUT || t->type == T_CARRY)
+		if (t->type == T_PUT || t->type == T_CARRY) {
 			s->wd_placed_bytes -= t->rec_len;
+			s->wd_placed_values -= t->value_len;
+		}
 		/* A hole before a delete's tombstone: its sync waits for the
 		 * writer to seal the segment (sync_main) */
 		if (broke && t->sync_epoch != s->sync_epoch)
@@ -2766,7 +2770,7 @@ static struct wd_task *wd_next_locked(struct ssd *s)
 		return NULL; /* wd_finish wakes the writer */
 	if (s->cfg.format == 3 && wd_batchable(t)) {
 		uint64_t room = wd_batch_room(s, t), placed = s->wd_placed_bytes;
-		uint64_t queued = s->wd_bytes > placed ? s->wd_bytes - placed : 0;
+		uint64_t queued = s->wd_bytes - s->wd_placed_values;
 		if (placed + room > s->cfg.wd_window_bytes)
 			return NULL; /* the same */
 		if (queued < room && placed >= room)
