@@ -1176,6 +1176,9 @@ static void bs_size_report(struct bs *b, struct bs_size *z, bool write)
 		bs_judge(b, ratio, suspect, &pass);
 	double qd_mean = z->qd_n ? z->qd_sum / (double)z->qd_n : 0;
 	double batch_mean = z->batches ? (double)z->batched / (double)z->batches : 0;
+	/* values a round wrote as records, not in a batch (a batch of one,
+	 * 256 KiB and more, format 2) */
+	double framed = (double)z->n - (double)z->batched / (double)(rounds ? rounds : 1);
 	const char *name = write ? "ssd.write" : "ssd.read";
 	double req = bs_median(write ? z->w_req : z->r_req, rounds);
 	double freq = b->have_fio ? bs_median(write ? z->fw_req : z->fr_req, rounds) : -1;
@@ -1196,10 +1199,10 @@ static void bs_size_report(struct bs *b, struct bs_size *z, bool write)
 		       z->n, (uint64_t)z->n * z->size, rounds);
 		if (write)
 			printf(",\"block_values\":%u,\"batches\":%" PRIu64 ",\"batch_mean\":%.2f"
-			       ",\"qd\":%u,\"kvtier_ios_inflight_max\":%" PRIu64
+			       ",\"framed\":%.0f,\"qd\":%u,\"kvtier_ios_inflight_max\":%" PRIu64
 			       ",\"kvtier_ios_inflight_mean\":%.2f,\"writedown_max\":%" PRIu64
 			       ",\"shed\":0,\"checkpoints\":%" PRIu64 ",\"fsyncs\":%" PRIu64,
-			       z->sh.wr_vals, z->batches, batch_mean, z->write_qd, z->qd_max,
+			       z->sh.wr_vals, z->batches, batch_mean, framed, z->write_qd, z->qd_max,
 			       qd_mean, z->wd_cap, z->ckpts, z->fsyncs);
 		else
 			printf(",\"qd\":%u,\"dram_capacity\":%" PRIu64 ",\"ssd_read_bytes\":%" PRIu64,
@@ -1250,10 +1253,10 @@ static void bs_size_report(struct bs *b, struct bs_size *z, bool write)
 	if (write)
 		snprintf(cell.notes, sizeof(cell.notes),
 			 "%zu values; fio blocks of %u value(s), %" PRIu64 " B (kvtier: %" PRIu64
-			 " batches, %.1f values each); blocks %.2f GB/s; fio iodepth %u, kvtier I/Os "
+			 " batches, %.1f values each, %.0f framed); blocks %.2f GB/s; fio iodepth %u, kvtier I/Os "
 			 "in flight mean %.1f max %" PRIu64 "; 0 shed; %" PRIu64 " checkpoints; device "
 			 "requests %.0f KiB (fio %.0f)", z->n, z->sh.wr_vals, z->sh.wr_bs, z->batches,
-			 batch_mean, rec, z->write_qd, qd_mean, z->qd_max, z->ckpts, req / 1024,
+			 batch_mean, framed, rec, z->write_qd, qd_mean, z->qd_max, z->ckpts, req / 1024,
 			 freq / 1024);
 	else
 		snprintf(cell.notes, sizeof(cell.notes),

@@ -315,8 +315,10 @@ static int io_fault_pick_locked(struct kvt_io *io, struct io_req *r, uint64_t *t
 		if (r->opcode != op || !io_fault_fires_locked(s, r->fd, len))
 			continue;
 		kind = s->f.kind;
-		*torn = kind == IO_FAULT_SLOW_FSYNC || kind == IO_FAULT_ENOSPC ? s->f.delay_ms
-								       : s->f.torn_bytes;
+		*torn = kind == IO_FAULT_SLOW_FSYNC || kind == IO_FAULT_ENOSPC ||
+				kind == IO_FAULT_SLOW_WRITE
+			? s->f.delay_ms
+			: s->f.torn_bytes;
 	}
 	pthread_mutex_unlock(&io->fault_lock);
 	return kind;
@@ -360,7 +362,7 @@ static unsigned io_take_locked(struct kvt_io *io, struct io_req **list, unsigned
 				/* done_len_ carries the torn length (or the delay)
 				 * to io_pre_issue. */
 				if (kind == IO_FAULT_TORN_WRITE || kind == IO_FAULT_SLOW_FSYNC ||
-				    kind == IO_FAULT_ENOSPC)
+				    kind == IO_FAULT_ENOSPC || kind == IO_FAULT_SLOW_WRITE)
 					r->done_len_ = torn;
 			}
 		}
@@ -539,7 +541,8 @@ static bool io_pre_issue(struct kvt_io *io, struct io_req *r)
 		r->res = -EIO;
 		return true;
 	case IO_FAULT_ENOSPC:
-	case IO_FAULT_SLOW_FSYNC: {
+	case IO_FAULT_SLOW_FSYNC:
+	case IO_FAULT_SLOW_WRITE: {
 		struct timespec ts = { (time_t)(torn / 1000), (long)(torn % 1000) * 1000000L };
 		while (torn && nanosleep(&ts, &ts) != 0 && errno == EINTR)
 			;
@@ -1279,7 +1282,7 @@ int io_fault_add(struct kvt_io *io, const struct io_fault *f)
 	int ret = 0;
 	if (!io || !f)
 		return KVT_ENULL;
-	if (f->kind < IO_FAULT_EIO_READ || f->kind > IO_FAULT_CORRUPT_READ)
+	if (f->kind < IO_FAULT_EIO_READ || f->kind > IO_FAULT_SLOW_WRITE)
 		return -EINVAL;
 	pthread_mutex_lock(&io->fault_lock);
 	if (io->fault_count == IO_FAULT_MAX) {

@@ -138,6 +138,11 @@ enum {
 	 * bit flipped in memory (the file is intact): a transient bad read,
 	 * or memory's bit flip (test_ssd read_corrupt_kill9) */
 	IO_FAULT_CORRUPT_READ,
+	/* a write waits delay_ms before it runs (then succeeds or fails as
+	 * it would): a slow device's write, so a test can see what the SSD
+	 * tier's writer places while writes are in flight (test_ssd
+	 * f3_room).  The issuing thread waits, as for SLOW_FSYNC. */
+	IO_FAULT_SLOW_WRITE,
 };
 
 struct io_fault {
@@ -146,7 +151,7 @@ struct io_fault {
 	uint64_t skip;       /* let this many matching requests pass first */
 	uint64_t count;      /* then fire this many times (0: until cleared) */
 	uint64_t torn_bytes; /* TORN_WRITE */
-	uint64_t delay_ms;   /* SLOW_FSYNC, ENOSPC */
+	uint64_t delay_ms;   /* SLOW_FSYNC, SLOW_WRITE, ENOSPC */
 	/* only reads or writes of exactly this many bytes (the iovecs'
 	 * total) match (0: any): one kind of write among many, e.g. a
 	 * segment's 4 KiB summary among larger records (test_ssd

@@ -1578,8 +1578,10 @@ static void wd_placed(struct ssd *s, struct wd_task *t)
 	s->wd_inflight++;
 	t->sync_epoch = s->sync_epoch;
 	seg_infl_add_locked(&s->segs[t->slot], t);
-	if (t->type == T_PUT || t->type == T_CARRY)
+	if (t->type == T_PUT || t->type == T_CARRY) {
 		s->wd_placed_bytes += t->rec_len;
+		s->wd_placed_values += t->value_len;
+	}
 	pthread_mutex_unlock(&s->wd_lock);
 }
 
@@ -1740,8 +1742,10 @@ static void wd_finish(struct ssd *s, struct wd_task *t, int64_t res)
 		if (t->type == T_DELETE || t->type == T_CLEAR)
 			g->tomb_done++;
 		s->wd_inflight--;
-		if (t->type == T_PUT || t->type == T_CARRY)
+		if (t->type == T_PUT || t->type == T_CARRY) {
 			s->wd_placed_bytes -= t->rec_len;
+			s->wd_placed_values -= t->value_len;
+		}
 		/* A hole before a delete's tombstone: its sync waits for the
 		 * writer to seal the segment (sync_main) */
 		if (broke && t->sync_epoch != s->sync_epoch)
@@ -2720,9 +2724,39 @@ static void wd_tombs_unwritten(struct ssd *s, struct wd_task *t, bool *again, bo
 	pthread_mutex_unlock(&s->wd_lock);
 }
 
+/*
+ * Room for a batch.  At format 3 the writer takes a batchable write-down
+ * from the queue's head only once the window has room for a full batch of
+ * values its size (at most ssd_batch_values_max; half the window if that
+ * is less), not as soon as it is under the window: a batch's completion
+ * takes its values off one by one (wd_finish, which wakes the writer each
+ * time), so a writer behind a backlog that went at the first byte of room
+ * found room for one value, wrote it framed, and kept cutting the window
+ * into such writes -- 6,810 of the 32,768 values of a 16 KiB bench run,
+ * 85 % of its device requests, each costing this file system what a
+ * 500 KiB batch does (bench/RESULTS.md 2026-12-05T12:32Z, f3write).  And
+ * while a full batch's worth is in flight, it waits for the queue to hold
+ * a full batch, or for what is in flight to fall below one (Nagle's rule):
+ * a writer that outran the puts wrote each put alone as it came.  So the
+ * writer waits only while the device has at least a full batch (or the
+ * window less one) to write, wd_finish and wd_enqueue wake it, and a
+ * tombstone or sync in the urgent lane is taken at once as before.  Other
+ * write-downs (records: several parts, 256 KiB and more, format 2) go at
+ * the first byte of room, as before.
+ */
+static uint64_t wd_batch_room(const struct ssd *s, const struct wd_task *t)
+{
+	uint64_t v = align_rec(t->value_len, s->rec_align);
+	uint64_t lim = ssd_batch_values_max(s->cfg.seg_size);
+	uint64_t n = v && lim / v < SSD_BATCH_MAX ? lim / v : SSD_BATCH_MAX;
+	uint64_t room = (n ? n : 1) * v;
+	return room < s->cfg.wd_window_bytes / 2 ? room : s->cfg.wd_window_bytes / 2;
+}
+
 /* The task the writer may take now, or NULL: the urgent lane's head, else
  * the queue's unless held (tests) or it is a write-down and the window is
- * full ("Deletes jump the queue").  wd_lock held. */
+ * full ("Deletes jump the queue"), or has no room for a batch of it ("Room
+ * for a batch").  wd_lock held. */
 static struct wd_task *wd_next_locked(struct ssd *s)
 {
 	struct wd_task *t = s->wd_uhead;
@@ -2734,6 +2768,14 @@ static struct wd_task *wd_next_locked(struct ssd *s)
 	if ((t->type == T_PUT || t->type == T_CARRY) &&
 	    s->wd_placed_bytes >= s->cfg.wd_window_bytes)
 		return NULL; /* wd_finish wakes the writer */
+	if (s->cfg.format == 3 && wd_batchable(t)) {
+		uint64_t room = wd_batch_room(s, t), placed = s->wd_placed_bytes;
+		uint64_t queued = s->wd_bytes - s->wd_placed_values;
+		if (placed + room > s->cfg.wd_window_bytes)
+			return NULL; /* the same */
+		if (queued < room && placed >= room)
+			return NULL; /* the same, or wd_enqueue */
+	}
 	return t;
 }
 

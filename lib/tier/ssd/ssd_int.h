@@ -333,6 +333,8 @@ struct ssd {
 	uint64_t wd_inflight;       /* writes submitted, not completed */
 	uint64_t wd_placed_bytes;   /* records of write-downs (T_PUT, T_CARRY) submitted,
 				     * not completed: at most about cfg.wd_window_bytes */
+	uint64_t wd_placed_values;  /* their values' bytes (of wd_bytes: the rest is
+				     * queued, ssd.c "Room for a batch") */
 	/* Tombstones whose write failed (ssd.c "A tombstone that will not
 	 * go down"): queued again and not yet written (a sync waits behind
 	 * them); parked after 3 tries, each sync tries them once more and
