@@ -1,7 +1,8 @@
 /*
  * gather_write.c - does a gathered O_DIRECT write cost the device anything,
- * and what does a small write cost?  Not built by meson: a one-off
- * measurement kept with its figures (bench/RESULTS.md, f3write).
+ * and what does a small write cost?  A one-off measurement kept with its
+ * figures (bench/RESULTS.md, f3write); meson builds it (build/bench/
+ * gather_write) so that it keeps compiling, no test runs it.
  *
  * io_uring writev, QD requests in flight, sequential blocks of one header
  * of HDR bytes and N values of VSZ bytes on a fresh fallocated file
@@ -24,7 +25,9 @@
  *   e.g. a format-3 batch of 32 values of 16 KiB:
  *   /tmp/gather_write /var/tmp/x/g.dat 1 32 16384 2560 8 512 0 vda
  */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <fcntl.h>
 #include <liburing.h>
 #include <stdint.h>

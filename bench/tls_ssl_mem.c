@@ -6,9 +6,9 @@
  * here and never in the library or the daemon.  The server's context is
  * kvtierd's own (lib/sys/tlsio.c tlsio_ctx_server: read ahead, released
  * buffers); the client is plain OpenSSL over a Unix socket pair, its
- * allocations not counted (only the server's calls are).  Not built by
- * meson: a one-off measurement kept with its figures, as
- * bench/writedown_rate.c is:
+ * allocations not counted (only the server's calls are).  A one-off
+ * measurement kept with its figures; meson builds it (build/bench/
+ * tls_ssl_mem) so that it keeps compiling, no test runs it; or by hand:
  *
  *   cc -O2 -Ilib/sys bench/tls_ssl_mem.c lib/sys/tlsio.c -lssl -lcrypto -o /tmp/tls_ssl_mem
  *   openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
