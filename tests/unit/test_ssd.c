@@ -4100,15 +4100,22 @@ static void puts_flushed(struct kvt_store *s, uint32_t ns, uint64_t from, uint64
 	wait_writes(s);
 }
 
+/* The worked tiers cases' store: DRAM of four 64 KiB chunks (one shard,
+ * prefix order, victims waited for) over an SSD of 16 1 MiB segments, at
+ * ssd.first_hit fh and ssd.young_reads_pct young. */
+static struct kvt_store *tiers_open(const char *dir, const char *fh, const char *young)
+{
+	return t_store_open("path", dir, "dram.capacity", "256K", "dram.chunk", "64K",
+			    "dram.shards", "1", "dram.prefault", "off", "dram.policy", "prefix",
+			    "dram.victim_wait_ms", "30000", "ssd.capacity", "16M", "ssd.segment",
+			    "1M", "ssd.io", io_backend, "ssd.first_hit", fh,
+			    "ssd.young_reads_pct", young, NULL);
+}
+
 static void first_hit(const char *mode)
 {
 	char *dir = t_mkdtemp();
-	struct kvt_store *s = t_store_open("path", dir, "dram.capacity", "256K", "dram.chunk", "64K",
-					   "dram.shards", "1", "dram.prefault", "off",
-					   "dram.policy", "prefix", "dram.victim_wait_ms", "30000",
-					   "ssd.capacity", "16M", "ssd.segment", "1M",
-					   "ssd.io", io_backend, "ssd.first_hit", mode,
-					   "ssd.young_reads_pct", "0", NULL);
+	struct kvt_store *s = tiers_open(dir, mode, "0");
 	uint32_t ns = ns_of(s);
 	bool cold = !strcmp(mode, "cold");
 	uint64_t wd;
@@ -4204,12 +4211,7 @@ static void lower_is(struct kvt_store *s, uint64_t lower, uint64_t cold)
 static void test_lower_gauges(void)
 {
 	char *dir = t_mkdtemp();
-	struct kvt_store *s = t_store_open("path", dir, "dram.capacity", "256K", "dram.chunk", "64K",
-					   "dram.shards", "1", "dram.prefault", "off",
-					   "dram.policy", "prefix", "dram.victim_wait_ms", "30000",
-					   "ssd.capacity", "16M", "ssd.segment", "1M",
-					   "ssd.io", io_backend, "ssd.first_hit", "cold",
-					   "ssd.young_reads_pct", "0", NULL);
+	struct kvt_store *s = tiers_open(dir, "cold", "0");
 	uint32_t ns = ns_of(s);
 	struct kvt_key k3 = t_key(3);
 	uint64_t wd;
@@ -4269,11 +4271,7 @@ static void test_lower_gauges(void)
  */
 static struct kvt_store *promote_open(const char *dir)
 {
-	return t_store_open("path", dir, "dram.capacity", "256K", "dram.chunk", "64K",
-			    "dram.shards", "1", "dram.prefault", "off", "dram.policy", "prefix",
-			    "dram.victim_wait_ms", "30000", "ssd.capacity", "16M", "ssd.segment",
-			    "1M", "ssd.io", io_backend, "ssd.first_hit", "cold",
-			    "ssd.young_reads_pct", "0", NULL);
+	return tiers_open(dir, "cold", "0");
 }
 
 static int promote_delete_child(const char *dir, void *ctx)
@@ -4346,12 +4344,7 @@ static void test_first_hit(void)
 static void test_young_reads(void)
 {
 	char *dir = t_mkdtemp();
-	struct kvt_store *s = t_store_open("path", dir, "dram.capacity", "256K", "dram.chunk", "64K",
-					   "dram.shards", "1", "dram.prefault", "off",
-					   "dram.policy", "prefix", "dram.victim_wait_ms", "30000",
-					   "ssd.capacity", "16M", "ssd.segment", "1M",
-					   "ssd.io", io_backend, "ssd.first_hit", "cold",
-					   "ssd.young_reads_pct", "12", NULL);
+	struct kvt_store *s = tiers_open(dir, "cold", "12");
 	uint32_t ns = ns_of(s);
 	struct kvt_key k1 = t_key(1);
 
