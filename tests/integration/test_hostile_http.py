@@ -3450,9 +3450,9 @@ def tls_held_record(ph):
     share while the SSL holds it (loop.c "The SSL's read buffer"), and a
     connection refused is answered and closed.  alice's 100 TLS RESP
     connections (--max-memory 16M: her input share 4 MiB, 3.5 of it held
-    by a SET of her own, 31 buffers left) each send the first 300 bytes of a record of a 16 KB SET: mem_used shows the
-    buffers held, the rest refused and closed, RSS a connection asserted,
-    bob's PING answered."""
+    by a SET of her own, 31 buffers left) each send the first 300 bytes
+    of a record of a 16 KB SET: mem_used shows the buffers held, the rest
+    refused and closed, RSS a connection asserted, bob's PING answered."""
     t = tls_server(ph, "tls_held_record", ["--max-memory", "16M"], quarantine_mb=0)
     if not t:
         return
