@@ -121,6 +121,12 @@ unsigned kvtd_tenants_count(const struct kvtd_tenants *t)
 	return t ? t->count : 0;
 }
 
+const char *kvtd_tenants_name(const struct kvtd_tenants *t, unsigned i, size_t *len)
+{
+	*len = t->v[i].name_len;
+	return t->v[i].name;
+}
+
 static bool auth_token_ok(const char *s, size_t len)
 {
 	for (size_t i = 0; i < len; i++)

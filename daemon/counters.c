@@ -37,6 +37,9 @@ const struct kvtd_counter_def kvtd_counter_defs[] = {
 	  "of them, past the unauthenticated limits (all, per address)", CTR(unauth_refused), 2 },
 	{ "server.tenant_conns_refused", "kvtier_connections_tenant_refused_total", "counter",
 	  "of them, past --tenant-conns (after AUTH)", CTR(tenant_conns_refused), 2 },
+	{ "server.tenant_table_refused", "kvtier_connections_tenant_table_refused_total",
+	  "counter", "of them, after AUTH: the tenants table was full (4096 tenants in the "
+	  "tenants file or connected)", CTR(tenant_table_refused), 2 },
 	{ "server.conns_lingered", NULL, NULL, NULL, CTR(conns_lingered), 2 },
 	{ "server.conns_shed", "kvtier_connections_shed_total", "counter",
 	  "of them, shed at the descriptor limit (EMFILE) with the spare descriptor",

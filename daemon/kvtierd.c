@@ -765,7 +765,7 @@ static void kvtierd_reload(struct kvtd_server *srv)
 	char err[256];
 	struct kvtd_tenants *t;
 	unsigned count;
-	int rc = kvtd_log_reopen();
+	int rc = kvtd_log_reopen(), swept;
 
 	if (rc < 0)
 		kvtd_log(KVTD_ERROR, "cannot reopen the log file", "error=\"%s\"", strerror(-rc));
@@ -782,15 +782,18 @@ static void kvtierd_reload(struct kvtd_server *srv)
 	}
 	count = kvtd_tenants_count(t);
 	kvtd_auth_install(t); /* t is the table's now */
-	/* Open connections of removed tenants close, changed roles apply. */
+	/* Open connections of removed tenants close, changed roles apply;
+	 * their entries in the tenants table go once none holds them. */
 	kvtd_loops_wake(srv);
+	swept = kvtd_tstat_sweep(srv, t);
 	rc = kvtd_quota_apply(srv->store);
 	if (rc < 0)
 		kvtd_log(KVTD_ERROR, "SIGHUP: cannot apply the quotas", "error=\"%s\"",
 			 kvt_strerror(rc));
 	/* Said once it holds: a request sent after this line is read is
 	 * checked against the new table (operators and tests wait for it). */
-	kvtd_log(KVTD_INFO, "SIGHUP: log reopened, tenants reloaded", "tenants=%u", count);
+	kvtd_log(KVTD_INFO, "SIGHUP: log reopened, tenants reloaded", "tenants=%u entries_freed=%d",
+		 count, swept);
 }
 
 /*
@@ -1014,7 +1017,6 @@ static int kvtierd_open(struct kvtd_server *srv, struct kvtd_listener *listeners
 	for (unsigned i = 0; srv->tls_ctx && i < srv->listener_count; i++)
 		listeners[i].tls = !listeners[i].is_unix && listeners[i].proto != KVTD_PROTO_HTTP;
 	kvtierd_nofile(srv);
-	kvtd_ns_count_init(srv);
 	if (kvtd_tenant_ns_init(srv) < 0)
 		return KVTD_EXIT_FAIL;
 	return KVTD_EXIT_OK;

@@ -176,6 +176,8 @@ int kvtd_tenants_parse(const char *text, size_t len, struct kvtd_tenants **out, 
 		       size_t errlen);
 void kvtd_tenants_free(struct kvtd_tenants *t);
 unsigned kvtd_tenants_count(const struct kvtd_tenants *t);
+/* The name of tenant i (< kvtd_tenants_count) of t, len bytes. */
+const char *kvtd_tenants_name(const struct kvtd_tenants *t, unsigned i, size_t *len);
 
 /* The S3 listener's SigV4 secret of a tenant (its s3_secret=, else its
  * secret) into out (PROTO_SECRET_MAX bytes) with its role: 0, or
@@ -332,6 +334,9 @@ struct kvtd_counters {
 	/* of conns_refused: past --tenant-conns, after AUTH (metrics.c
 	 * kvtd_tenant_conn_admit) */
 	_Atomic uint64_t tenant_conns_refused;
+	/* of conns_refused: their tenant had no entry in the per-tenant
+	 * table (full, or no memory: metrics.c kvtd_tenant_conn_admit) */
+	_Atomic uint64_t tenant_table_refused;
 	/* of conns_refused: shed at EMFILE with the spare descriptor, and
 	 * times a loop took its listeners out of epoll instead (loop_shed) */
 	_Atomic uint64_t conns_shed, listen_paused;
@@ -587,6 +592,12 @@ struct kvtd_conn {
 	/* The tenant whose connection count (kvtd_tstat.conns) it is in,
 	 * or NULL (kvtd_tenant_conn_admit) */
 	struct kvtd_tstat *conns_tstat;
+	/* The tenants' table entries it holds (metrics.c "The tenants
+	 * table"): each tenant it was admitted as, given back when it is
+	 * freed (loop_reap), so that no pointer its frames, answers or
+	 * requests keep outlives the entry */
+	struct kvtd_tstat **tstat_held;
+	uint32_t tstat_held_count;
 	/* Lingering close (loop.c loop_conn_linger): our side shut down,
 	 * its input read and dropped until the peer closes, all we sent is
 	 * acknowledged, or KVTD_LINGER_MS / KVTD_LINGER_BYTES pass */
@@ -742,6 +753,7 @@ struct kvtd_server {
 	struct kvtd_counters ctr;
 	struct kvtd_metrics *metrics; /* metrics.c: histograms, tenants, RESP counters */
 	struct kvtd_tenant_ns *tenant_ns; /* tenant_ns.c: each tenant's namespace ids */
+	struct kvtd_tstats *tstats;   /* tstat.c: the tenants table */
 	/* The protocol table: what a listener's connections speak, by enum
 	 * kvtd_proto (kvtierd.c fills it) */
 	const struct kvtd_proto *protos[KVTD_PROTO__COUNT];
@@ -1339,11 +1351,32 @@ struct kvtd_tstat {
 	_Atomic uint32_t quiet;    /* its native quiet GETs in the store
 				    * (KVTD_QUIET_TENANT_MAX) */
 };
-/* The counters of a tenant by name (created if new; NULL past the table's
- * size or out of memory).  Any thread. */
+/* tstat.c: the tenants table (its header comment).  init: at startup
+ * (0 or -ENOMEM; kvtd_metrics_init calls it); free: at exit.  Any
+ * thread unless said.
+ * kvtd_tstat_named: a tenant's entry by name, made if new (NULL past
+ *   KVTD_TSTAT_MAX entries or without memory), held by no one: for
+ *   tenant "default" without --tenants, never freed.
+ * kvtd_tstat_hold: the same, held by c until it is freed (a loop
+ *   thread; c's own): what kvtd_tenant_conn_admit admits with.
+ * kvtd_tstat_release: c gives back what it holds (loop_reap, as c is
+ *   freed: nothing of c's points at them any more).
+ * kvtd_tstat_sweep: after a reload installed tenants file t (main
+ *   thread, t still in use): the entries of tenants not in t are freed
+ *   now (their count returned) or when no connection holds them any
+ *   more; -ENOMEM: none marked.
+ * kvtd_tstat_walk: fn for each entry under the table's lock (/metrics);
+ *   returns the count of entries. */
+#define KVTD_TSTAT_MAX 4096
+int kvtd_tstat_init(struct kvtd_server *srv);
+void kvtd_tstat_free(struct kvtd_server *srv);
 struct kvtd_tstat *kvtd_tstat_named(struct kvtd_server *srv, const char *name, size_t len);
-/* Count each tenant's namespaces in the registry (startup, main thread). */
-void kvtd_ns_count_init(struct kvtd_server *srv);
+struct kvtd_tstat *kvtd_tstat_hold(struct kvtd_conn *c, const char *name, size_t len);
+void kvtd_tstat_release(struct kvtd_conn *c);
+int kvtd_tstat_sweep(struct kvtd_server *srv, const struct kvtd_tenants *t);
+unsigned kvtd_tstat_walk(struct kvtd_server *srv,
+			 void (*fn)(void *arg, const char *name, const struct kvtd_tstat *st),
+			 void *arg);
 /* tenant_ns.c: each tenant's namespace ids, following the registry (its
  * ids run 1..count).  init: at startup, after the store opened (0 or
  * -ENOMEM); free: at exit.  kvtd_tenant_ns_ids: how many namespaces the
@@ -1355,7 +1388,9 @@ int kvtd_tenant_ns_init(struct kvtd_server *srv);
 void kvtd_tenant_ns_free(struct kvtd_server *srv);
 int64_t kvtd_tenant_ns_ids(struct kvtd_server *srv, const char *tenant, size_t len,
 			   uint32_t **ids);
-/* The counters of c's tenant (NULL before the tenant is known). */
+/* The counters of c's tenant (NULL before the tenant is known): with
+ * --tenants, the entry it was admitted with (c->conns_tstat, held);
+ * without, tenant "default"'s. */
 struct kvtd_tstat *kvtd_tstat_of(struct kvtd_conn *c);
 /* A tenant's CLEARs in progress, all its connections together (native
  * CLEAR frames that walk, RESP FLUSHDB; ops.c "A CLEAR's walks"): at most
@@ -1370,8 +1405,10 @@ void kvtd_clear_release(_Atomic uint32_t *slot);
  * (c->conns_tstat; it leaves the count when it closes, loop.c, or signs
  * as another tenant, S3).  true: admitted (or no --tenants); false: its
  * tenant holds kvtd_tenant_conns_max() connections already, counted in
- * tenant_conns_refused, and msg (len bytes) says why; the caller refuses
- * it with its protocol's error and closes it. */
+ * tenant_conns_refused, or its tenant gets no entry in the tenants
+ * table (tstat.c: full, or no memory), counted in tenant_table_refused
+ * -- never admitted without its limits; msg (len bytes) says why; the
+ * caller refuses it with its protocol's error and closes it. */
 unsigned kvtd_tenant_conns_max(const struct kvtd_server *srv);
 bool kvtd_tenant_conn_admit(struct kvtd_conn *c, const char *tenant, size_t tenant_len, char *msg,
 			    size_t len);

@@ -1038,6 +1038,7 @@ static void loop_reap(struct kvtd_loop *loop)
 		loop->conn_count--;
 		if (c->ops->free)
 			c->ops->free(c);
+		kvtd_tstat_release(c); /* nothing of c's points at them now */
 		free(c);
 	}
 }

@@ -13,10 +13,11 @@
  * RESP command's parse to its reply being queued (read: GET, MGET,
  * EXISTS; write: SET, MSET, DEL): what a client sees minus the network.
  *
- * Threads: rendering and histogram updates on any loop thread;
- * tenants_lock guards the tenants table (entries are never freed before
- * kvtd_metrics_free, so a connection keeps its pointer).  Counters are
- * relaxed atomics.
+ * Threads: rendering and histogram updates on any loop thread.
+ * Counters are relaxed atomics.  The per-tenant counters are the
+ * tenants table's (tstat.c), walked under its lock: an entry may be
+ * freed once its tenant left the tenants file and no connection holds
+ * it.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -33,8 +34,6 @@
 #include "kvtierd.h"
 #include "repair.h"
 
-#define METRICS_TENANTS_MAX 4096
-
 /* Upper bounds of the latency buckets, in ns (Prometheus "le" in seconds). */
 static const uint64_t metrics_le_ns[] = {
 	10000, 25000, 50000, 100000, 250000, 500000, 1000000, 2500000, 5000000,
@@ -48,19 +47,11 @@ struct metrics_hist {
 	_Atomic uint64_t count, sum_ns;
 };
 
-struct metrics_tenant {
-	char name[PROTO_TENANT_MAX + 1];
-	struct kvtd_tstat st;
-};
-
 struct kvtd_metrics {
 	struct metrics_hist lat[KVTD_LAT__COUNT][KVT_TIER_COUNT];
 	_Atomic uint64_t resp_commands, resp_errors;
 	_Atomic uint64_t s3_requests[KVTD_S3_OPS], s3_errors[KVTD_S3_OPS]; /* s3d.c, by op */
 	_Atomic uint64_t http_requests, http_denied, http_bad;
-	pthread_mutex_t tenants_lock;          /* guards tenants, tenant_count */
-	struct metrics_tenant *tenants[METRICS_TENANTS_MAX];
-	_Atomic unsigned tenant_count;
 };
 
 
@@ -71,9 +62,10 @@ int kvtd_metrics_init(struct kvtd_server *srv)
 {
 	struct kvtd_metrics *m = calloc(1, sizeof(*m));
 
-	if (!m)
+	if (!m || kvtd_tstat_init(srv) < 0) {
+		free(m);
 		return -ENOMEM;
-	pthread_mutex_init(&m->tenants_lock, NULL);
+	}
 	srv->metrics = m;
 	return 0;
 }
@@ -84,9 +76,7 @@ void kvtd_metrics_free(struct kvtd_server *srv)
 
 	if (!m)
 		return;
-	for (unsigned i = 0; i < m->tenant_count; i++)
-		free(m->tenants[i]);
-	pthread_mutex_destroy(&m->tenants_lock);
+	kvtd_tstat_free(srv);
 	free(m);
 	srv->metrics = NULL;
 }
@@ -135,38 +125,6 @@ void kvtd_metrics_s3(struct kvtd_server *srv, int op, bool error)
 		MADD(srv->metrics->s3_errors[op], 1);
 }
 
-struct kvtd_tstat *kvtd_tstat_named(struct kvtd_server *srv, const char *name, size_t len)
-{
-	struct kvtd_metrics *m = srv->metrics;
-	struct metrics_tenant *t = NULL;
-
-	if (!m || len == 0 || len > PROTO_TENANT_MAX)
-		return NULL;
-	pthread_mutex_lock(&m->tenants_lock);
-	for (unsigned i = 0; i < m->tenant_count; i++)
-		if (strlen(m->tenants[i]->name) == len &&
-		    memcmp(m->tenants[i]->name, name, len) == 0) {
-			t = m->tenants[i];
-			break;
-		}
-	if (!t && m->tenant_count < METRICS_TENANTS_MAX && (t = calloc(1, sizeof(*t)))) {
-		memcpy(t->name, name, len);
-		t->name[len] = 0;
-		m->tenants[m->tenant_count] = t;
-		atomic_store(&m->tenant_count, m->tenant_count + 1);
-	}
-	pthread_mutex_unlock(&m->tenants_lock);
-	return t ? &t->st : NULL;
-}
-
-struct kvtd_tstat *kvtd_tstat_of(struct kvtd_conn *c)
-{
-	if (c->tstat || c->tenant_len == 0 || c->state != KVTD_CS_READY)
-		return c->tstat;
-	c->tstat = kvtd_tstat_named(c->loop->srv, c->tenant, c->tenant_len);
-	return c->tstat;
-}
-
 unsigned kvtd_tenant_conns_max(const struct kvtd_server *srv)
 {
 	unsigned m = srv->cfg.tenant_conns ? srv->cfg.tenant_conns : srv->cfg.max_conns / 4;
@@ -185,9 +143,21 @@ bool kvtd_tenant_conn_admit(struct kvtd_conn *c, const char *tenant, size_t tena
 
 	if (!kvtd_auth_enabled() || tenant_len == 0)
 		return true;
-	t = kvtd_tstat_named(srv, tenant, tenant_len);
-	if (!t || t == c->conns_tstat)
-		return true; /* NULL: past the table's size, counted nowhere */
+	/* Its entry in the tenants table, held while c lives: every
+	 * per-tenant limit keys on it.  None (the table full of tenants in
+	 * the file or with connections, or no memory): refused -- until
+	 * 2026-12-05 admitted, with no per-tenant limit at all. */
+	t = kvtd_tstat_hold(c, tenant, tenant_len);
+	if (!t) {
+		KVTD_COUNT(srv, conns_refused, 1);
+		KVTD_COUNT(srv, tenant_table_refused, 1);
+		snprintf(msg, len, "the server's tenants table is full (%u tenants in the tenants "
+			 "file or connected); try again later", kvtd_tstat_walk(srv, NULL, NULL));
+		kvtd_conn_log(c, KVTD_WARN, "refusing connection", msg);
+		return false;
+	}
+	if (t == c->conns_tstat)
+		return true;
 	if (atomic_fetch_add_explicit(&t->conns, 1, memory_order_relaxed) >= max) {
 		atomic_fetch_sub_explicit(&t->conns, 1, memory_order_relaxed);
 		KVTD_COUNT(srv, conns_refused, 1);
@@ -563,12 +533,52 @@ static void metrics_namespaces(FILE *f, struct kvt_store *store)
 }
 
 /* The whole /metrics page into a new buffer: 0 or -ENOMEM. */
+/* One per-tenant family: a series for each entry of the tenants table
+ * (tstat.c), walked under its lock. */
+struct metrics_tenant_walk {
+	FILE *f;
+	const char *name;
+	uint64_t (*value)(const struct kvtd_tstat *st);
+};
+
+static void metrics_tenant_series(void *arg, const char *tenant, const struct kvtd_tstat *st)
+{
+	struct metrics_tenant_walk *w = arg;
+
+	fprintf(w->f, "%s{tenant=\"", w->name);
+	metrics_label(w->f, tenant);
+	fprintf(w->f, "\"} %" PRIu64 "\n", w->value(st));
+}
+
+static uint64_t metrics_tenant_requests(const struct kvtd_tstat *st)
+{
+	return MGET(st->requests);
+}
+
+static uint64_t metrics_tenant_bytes_in(const struct kvtd_tstat *st)
+{
+	return MGET(st->bytes_in);
+}
+
+static uint64_t metrics_tenant_bytes_out(const struct kvtd_tstat *st)
+{
+	return MGET(st->bytes_out);
+}
+
+static void metrics_tenant_family(FILE *f, struct kvtd_server *srv, const char *name,
+				  const char *help, uint64_t (*value)(const struct kvtd_tstat *st))
+{
+	struct metrics_tenant_walk w = { f, name, value };
+
+	metrics_head(f, name, "counter", help);
+	kvtd_tstat_walk(srv, metrics_tenant_series, &w);
+}
+
 int kvtd_metrics_render(struct kvtd_server *srv, char **out, size_t *out_len)
 {
 	struct kvtd_metrics *m = srv->metrics;
 	struct metrics_stats st;
 	FILE *f = open_memstream(out, out_len);
-	unsigned nt;
 
 	if (!f)
 		return -ENOMEM;
@@ -687,28 +697,15 @@ int kvtd_metrics_render(struct kvtd_server *srv, char **out, size_t *out_len)
 
 	metrics_namespaces(f, srv->store);
 
-	nt = atomic_load(&m->tenant_count);
-	metrics_head(f, "kvtier_tenant_requests_total", "counter",
-		     "requests by authenticated tenant (native frames and RESP commands)");
-	pthread_mutex_lock(&m->tenants_lock);
-	for (unsigned i = 0; i < nt; i++) {
-		fputs("kvtier_tenant_requests_total{tenant=\"", f);
-		metrics_label(f, m->tenants[i]->name);
-		fprintf(f, "\"} %" PRIu64 "\n", MGET(m->tenants[i]->st.requests));
-	}
-	metrics_head(f, "kvtier_tenant_bytes_in_total", "counter", "bytes received from a tenant");
-	for (unsigned i = 0; i < nt; i++) {
-		fputs("kvtier_tenant_bytes_in_total{tenant=\"", f);
-		metrics_label(f, m->tenants[i]->name);
-		fprintf(f, "\"} %" PRIu64 "\n", MGET(m->tenants[i]->st.bytes_in));
-	}
-	metrics_head(f, "kvtier_tenant_bytes_out_total", "counter", "bytes sent to a tenant");
-	for (unsigned i = 0; i < nt; i++) {
-		fputs("kvtier_tenant_bytes_out_total{tenant=\"", f);
-		metrics_label(f, m->tenants[i]->name);
-		fprintf(f, "\"} %" PRIu64 "\n", MGET(m->tenants[i]->st.bytes_out));
-	}
-	pthread_mutex_unlock(&m->tenants_lock);
+	metrics_one(f, "kvtier_tenant_table_entries", "gauge", "tenants with counters and "
+		    "limits (in the tenants file, or held by a connection), at most 4096",
+		    kvtd_tstat_walk(srv, NULL, NULL));
+	metrics_tenant_family(f, srv, "kvtier_tenant_requests_total", "requests by authenticated "
+			      "tenant (native frames and RESP commands)", metrics_tenant_requests);
+	metrics_tenant_family(f, srv, "kvtier_tenant_bytes_in_total",
+			      "bytes received from a tenant", metrics_tenant_bytes_in);
+	metrics_tenant_family(f, srv, "kvtier_tenant_bytes_out_total", "bytes sent to a tenant",
+			      metrics_tenant_bytes_out);
 	if (fclose(f) != 0) {
 		free(*out);
 		*out = NULL;

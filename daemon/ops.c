@@ -578,28 +578,6 @@ static bool ops_ns_quota_full(struct kvtd_conn *c, uint32_t fresh)
 			    KVTD_NS_TENANT_MAX;
 }
 
-/* Startup: each tenant's namespaces, from their canonical texts. */
-void kvtd_ns_count_init(struct kvtd_server *srv)
-{
-	char *canon = malloc(PROTO_CANON_MAX + 1);
-	uint8_t digest[PROTO_DIGEST_LEN];
-
-	for (uint32_t id = 1; canon; id++) {
-		const char *tn;
-		int len = kvt_ns_info(srv->store, id, digest, canon, PROTO_CANON_MAX + 1), tl;
-		struct kvtd_tstat *t;
-		if (len < 0)
-			break;
-		tl = kvtd_canon_tenant(canon, (size_t)len, &tn);
-		if (tl <= 0)
-			continue;
-		t = kvtd_tstat_named(srv, tn, (size_t)tl);
-		if (t)
-			atomic_fetch_add_explicit(&t->ns_count, 1, memory_order_relaxed);
-	}
-	free(canon);
-}
-
 /*
  * A frame's per-item state is charged to --max-memory with the frame
  * (fr->mem_charged, given back by kvtd_frame_free): an item is ~560 bytes

@@ -188,7 +188,7 @@ static int s3d_bucket_own(struct s3d_req *rq, bool create)
 	if (r == KVT_MISS && create) {
 		/* At most KVTD_NS_TENANT_MAX namespaces per tenant, buckets
 		 * and native ones together (ops.c). */
-		struct kvtd_tstat *t = kvtd_tstat_named(c->loop->srv, rq->tenant, rq->tenant_len);
+		struct kvtd_tstat *t = kvtd_tstat_of(c); /* the signer's */
 		if (t && atomic_load_explicit(&t->ns_count, memory_order_relaxed) >=
 				 KVTD_NS_TENANT_MAX) {
 			KVTD_COUNT(c->loop->srv, ns_refused, 1);
