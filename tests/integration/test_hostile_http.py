@@ -23,7 +23,9 @@ GETs pinning DRAM), s3_signers (two tenants on one connection),
 resp_pins (the same over RESP), resp_share (the
 same with RESP SETs: the listener shares the budget), metrics (the
 metrics listener), tenant_conns (one tenant's connections past
---tenant-conns, over RESP and S3), s3_grant_ssd (a grantee's GETs of
+--tenant-conns, over RESP and S3), tenant_table (tenants files churned
+past the tenants table's size: a later tenant still held to its
+limits), tenant_table_full (a full tenants table refuses logins), s3_grant_ssd (a grantee's GETs of
 objects on SSD only), s3_copy_loop (pipelined CopyObjects beside another
 tenant), s3_delete_loop (pipelined DeleteObjects beside another tenant),
 s3_grant_list (a grantee's listings of objects on SSD only), s3_head_ssd
@@ -76,9 +78,10 @@ PROBER, OBSERVER = "127.0.0.2", "127.0.0.3"
 
 
 class Server:
-    def __init__(self, kvtierd, base, extra=(), tenant_lines=None, quarantine_mb=32):
+    def __init__(self, kvtierd, base, extra=(), tenant_lines=None, quarantine_mb=32, env=None):
         """tenant_lines: the tenants file (alice and bob, no grants, by
-        default); quarantine_mb: ASan's quarantine (below)."""
+        default); quarantine_mb: ASan's quarantine (below); env: more of
+        the server's environment."""
         self.dir = os.path.join(base, "srv")
         self.log = self.dir + ".log"
         os.makedirs(self.dir, exist_ok=True)
@@ -97,6 +100,7 @@ class Server:
         self.env = dict(os.environ)
         self.env["ASAN_OPTIONS"] = ":".join(filter(None, [
             self.env.get("ASAN_OPTIONS"), "quarantine_size_mb=%d" % quarantine_mb]))
+        self.env.update(env or {})
         self.argv = [kvtierd, "--dir", self.dir, "--dram", "64M", "--ssd", "0",
                      "--set", "dram.prefault=off", "--listen", "127.0.0.1:0", "--s3",
                      "127.0.0.1:0", "--metrics", "127.0.0.1:0", "--metrics-token", tok,
@@ -1850,6 +1854,179 @@ def tenant_conns(ph):
         time.sleep(0.05)
     ph.probe("a tenant at --tenant-conns")
 tenant_conns.extra = ["--resp", "127.0.0.1:0", "--tenant-conns", "4"]
+
+
+# tenant_table: the tenants table's size (daemon/tstat.c KVTD_TSTAT_MAX),
+# and the churned tenants files: 5 of 1,000 new tenants each (a file holds
+# at most 1,022: one libkvtier quota group each), 5,000 names past 4,096.
+TABLE_MAX = 4096
+TABLE_ROUND, TABLE_ROUNDS = 1000, 5
+# tenant_table_full: the table's size there (KVTD_TEST_TSTAT_MAX)
+TABLE_FULL_MAX = 64
+
+
+def resp_port(srv):
+    return int(re.search(r"RESP listener on 127\.0\.0\.1:(\d+)", open(srv.log).read()).group(1))
+
+
+def resp_logins(ph, port, who, batch=64):
+    """AUTH as each (name, secret) of who, batch connections at a time,
+    each from an address of its own, closed after its answer: the
+    answers' first lines, in who's order."""
+    out = []
+    for i in range(0, len(who), batch):
+        socks = []
+        for name, secret in who[i:i + batch]:
+            s = socket.create_connection(("127.0.0.1", port), source_address=(ph.addr(), 0))
+            s.sendall(resp_cmd(b"AUTH", name.encode(), secret.encode()))
+            socks.append(s)
+        for s in socks:
+            out.append(resp_line(s))
+            s.close()
+    return out
+
+
+def reload_tenants(srv, who):
+    """Rewrite the tenants file with alice, bob and who's (name, secret)
+    pairs, SIGHUP, and wait (at most 30 s) until the server says it
+    reloaded it."""
+    path = os.path.join(os.path.dirname(srv.dir), "tenants")
+    with open(path + ".new", "w") as f:
+        f.write("".join("%s %s tenant\n" % w for w in [ALICE, BOB] + list(who)))
+    os.chmod(path + ".new", 0o600)
+    os.replace(path + ".new", path)
+    n = open(srv.log).read().count("tenants reloaded")
+    srv.p.send_signal(signal.SIGHUP)
+    end = time.monotonic() + 30
+    while open(srv.log).read().count("tenants reloaded") == n:
+        assert time.monotonic() < end, ("no reload", open(srv.log).read()[-300:])
+        time.sleep(0.02)
+
+
+def tenant_metric(srv, family, tenant):
+    """family{tenant="tenant"} on /metrics, or None when it has no series."""
+    st, _, body = http(srv.mport, b"GET /metrics HTTP/1.1\r\nAuthorization: Bearer "
+                       + TOKEN.encode() + b"\r\n\r\n", src=OBSERVER)
+    assert st == 200, (st, body[:200])
+    m = re.search(rb"^" + family.encode() + rb'\{tenant="' + tenant.encode() + rb'"\} (\S+)$',
+                  body, re.M)
+    return float(m.group(1)) if m else None
+
+
+def settle(srv, conns0):
+    """Wait (at most 10 s) until the server's connections are back to conns0."""
+    end = time.monotonic() + 10
+    while srv.metric("kvtier_connections_active") > conns0 and time.monotonic() < end:
+        time.sleep(0.05)
+
+
+def table_entries(srv, most):
+    """kvtier_tenant_table_entries once at most most (dead connections
+    give their entries back when the loop frees them: within a second of
+    closing, loop_reap), or after 10 s, whatever it is then."""
+    end = time.monotonic() + 10
+    while srv.metric("kvtier_tenant_table_entries") > most and time.monotonic() < end:
+        time.sleep(0.05)
+    return srv.metric("kvtier_tenant_table_entries")
+
+
+def tenants(prefix, n):
+    return [("%s%d" % (prefix, i), "secret-of-%s-%06d" % (prefix, i)) for i in range(n)]
+
+
+@phase
+def tenant_table(ph):
+    """The tenants table (daemon/tstat.c) held 4,096 entries, never freed:
+    past 4,096 tenant names over the server's life, a new tenant got no
+    entry -- no counters, and no per-tenant limit at all (admitted past
+    --tenant-conns, its shares of --max-memory unchecked).  Five tenants
+    files of 1,000 new tenants each are loaded in turn (SIGHUP), each
+    tenant logging in once over RESP; then a tenant added after them is
+    held to --tenant-conns 4 (its 5th AUTH refused) and has its /metrics
+    series (before: its 5th admitted, no series), and the table holds
+    the file's tenants only (the others' entries freed)."""
+    srv = ph.srv
+    R = resp_port(srv)
+    conns0 = srv.metric("kvtier_connections_active")
+    t0 = time.monotonic()
+    for rnd in range(TABLE_ROUNDS):
+        who = tenants("c%d_" % rnd, TABLE_ROUND)
+        reload_tenants(srv, who)
+        # the last file's entries freed: room for this one's
+        ph.expect(table_entries(srv, 2) <= 2, "round", rnd, "the last file's entries freed")
+        got = resp_logins(ph, R, who)
+        ph.expect(all(g == b"+OK" for g in got), "logins of round", rnd,
+                  [g for g in got if g != b"+OK"][:3])
+        settle(srv, conns0)
+    late = ("late", "secret-of-late-000000")
+    reload_tenants(srv, who + [late])
+    churn_s = time.monotonic() - t0
+    entries = table_entries(srv, 2 + TABLE_ROUND)
+    print("tenant_table: %d tenant names logged in over %d reloads in %.1f s; table entries "
+          "%d" % (TABLE_ROUND * TABLE_ROUNDS, TABLE_ROUNDS, churn_s, entries))
+    ph.expect(entries <= 2 + TABLE_ROUND, "the earlier files' entries freed", entries)
+    held = [resp_login(R, late, ph.addr()) for _ in range(4)]
+    for s in held:
+        s.sendall(resp_cmd(b"PING"))
+        ph.expect(resp_line(s) == b"+PONG", "the late tenant's PING")
+    fifth = resp_logins(ph, R, [late])[0]
+    print("the late tenant's 5th AUTH: %r" % fifth)
+    ph.expect(fifth.startswith(b"-ERR max number of clients reached") and
+              b"--tenant-conns" in fifth, "the late tenant past --tenant-conns 4", fifth)
+    reqs = tenant_metric(srv, "kvtier_tenant_requests_total", "late")
+    ph.expect(reqs is not None and reqs >= 4, "the late tenant's requests on /metrics", reqs)
+    for s in held:
+        s.close()
+    settle(srv, conns0)
+    ph.cases += 1
+    ph.probe("tenants churned past the table's size")
+
+
+tenant_table.extra = ["--resp", "127.0.0.1:0", "--tenant-conns", "4"]
+
+
+@phase
+def tenant_table_full(ph):
+    """A table full of tenants of the file (KVTD_TEST_TSTAT_MAX 64): the
+    logins past it are refused with "tenants table is full" and counted
+    (kvtier_connections_tenant_table_refused_total), never admitted
+    without limits; a tenant with an entry still logs in; a reload that
+    drops those tenants frees their entries, and a new tenant logs in."""
+    srv = ph.srv
+    R = resp_port(srv)
+    conns0 = srv.metric("kvtier_connections_active")
+    entries = int(srv.metric("kvtier_tenant_table_entries"))
+    room = TABLE_FULL_MAX - entries
+    fill = tenants("f_", room + 5)
+    reload_tenants(srv, fill)
+    refused0 = srv.metric("kvtier_connections_tenant_table_refused_total")
+    got = resp_logins(ph, R, fill)
+    full = [g for g in got if b"tenants table is full" in g]
+    print("tenant_table_full: %d entries, room for %d: %d logins, %d refused (%r)" % (
+        entries, room, len(fill), len(full), full[:1]))
+    ph.expect(got[:room] == [b"+OK"] * room, "logins while the table has room",
+              [g for g in got[:room] if g != b"+OK"][:3])
+    ph.expect(len(full) == 5 and all(g.startswith(b"-ERR") for g in full),
+              "logins past the table refused", got[room:])
+    ph.expect(srv.metric("kvtier_connections_tenant_table_refused_total") - refused0 == 5,
+              "the refusals counted")
+    ph.expect(resp_logins(ph, R, fill[:1]) == [b"+OK"], "a tenant with its entry, again")
+    settle(srv, conns0)
+    ph.cases += 1
+    newer = ("newer", "secret-of-newer-000000")
+    reload_tenants(srv, [newer])
+    entries = table_entries(srv, 2)
+    ph.expect(entries <= 2, "the dropped tenants' entries freed", entries)
+    s = resp_login(R, newer, ph.addr())
+    s.sendall(resp_cmd(b"PING"))
+    ph.expect(resp_line(s) == b"+PONG", "a tenant after the table was full")
+    s.close()
+    ph.cases += 1
+    ph.probe("a full tenants table")
+
+
+tenant_table_full.extra = ["--resp", "127.0.0.1:0"]
+tenant_table_full.env = {"KVTD_TEST_TSTAT_MAX": str(TABLE_FULL_MAX)}
 
 
 @phase
@@ -3758,7 +3935,8 @@ def main():
     kvtierd, name = sys.argv[1], sys.argv[2]
     base = tempfile.mkdtemp(dir=os.environ.get("TMPDIR"))
     extra = getattr(PHASES[name], "extra", [])
-    srv = Server(kvtierd, base, extra, getattr(PHASES[name], "tenants", None))
+    srv = Server(kvtierd, base, extra, getattr(PHASES[name], "tenants", None),
+                 env=getattr(PHASES[name], "env", None))
     try:
         setup_bucket(srv)
         time.sleep(0.2)
