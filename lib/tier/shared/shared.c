@@ -142,6 +142,7 @@ struct shared {
 	uint64_t tomb_count;         /* tombs[tomb_count % SH_TOMBS] is the next */
 	struct sh_tomb tombs[SH_TOMBS];
 	struct sh_task *running;     /* tasks a worker runs now */
+	uint64_t wd_running;         /* of them, write-downs not dropped: shared.wd_running; lock */
 	pthread_cond_t ran;          /* a task left running */
 	_Atomic uint64_t bps;        /* last measured read throughput, bytes/s (0: none yet) */
 
@@ -808,6 +809,8 @@ static void *pool_main(void *arg)
 		if (sh->running)
 			sh->running->r_prev = t;
 		sh->running = t;
+		if ((t->type == T_WD_REF || t->type == T_WD_BUF) && !dropped)
+			sh->wd_running++;
 		pthread_mutex_unlock(&sh->lock);
 		if (dropped) {
 			if (t->type == T_WD_REF)
@@ -837,6 +840,8 @@ static void *pool_main(void *arg)
 		}
 ran:
 		pthread_mutex_lock(&sh->lock);
+		if ((t->type == T_WD_REF || t->type == T_WD_BUF) && !dropped)
+			sh->wd_running--;
 		if (t->r_prev)
 			t->r_prev->r_next = t->r_next;
 		else
@@ -1362,9 +1367,10 @@ struct shs3 *shared_s3(struct shared *sh)
 
 void shared_stats(struct shared *sh, kvt_stats_fn fn, void *ctx)
 {
-	uint64_t wd_bytes;
+	uint64_t wd_bytes, wd_running;
 	pthread_mutex_lock(&sh->lock);
 	wd_bytes = sh->wd_bytes;
+	wd_running = sh->wd_running;
 	pthread_mutex_unlock(&sh->lock);
 	sh->be->stats(sh, fn, ctx);
 	fn(ctx, "shared.threads", sh->nthreads, NULL);
@@ -1382,6 +1388,7 @@ void shared_stats(struct shared *sh, kvt_stats_fn fn, void *ctx)
 	fn(ctx, "shared.wd_cancelled", AL(sh->wd_cancelled), NULL);
 	fn(ctx, "shared.wd_shed", AL(sh->wd_shed), NULL);
 	fn(ctx, "shared.wd_bytes", wd_bytes, NULL);
+	fn(ctx, "shared.wd_running", wd_running, NULL);
 	fn(ctx, "shared.gc_runs", AL(sh->gc_runs), NULL);
 	fn(ctx, "shared.gc_removed", AL(sh->gc_removed), NULL);
 }
