@@ -411,15 +411,16 @@ static struct kvt_store *slow_wd_store(const char *dir, const char *name, uint32
 	return a;
 }
 
-/* Wait (at most 10 s) until a pool thread has taken a write-down and is
- * writing it (shared.wd_running): true once it has. */
+/* Wait (at most 10 s) until the pool thread has taken the first
+ * write-down and is writing it (shared.wd_running): true once it has,
+ * none finished yet. */
 static bool wd_taken(struct kvt_store *a)
 {
 	uint64_t end = t_now_ms() + 10000;
 
 	while (t_stat(a, "shared.wd_running") == 0 && t_now_ms() < end)
 		usleep(1000);
-	return t_stat(a, "shared.wd_running") == 1;
+	return t_stat(a, "shared.wd_running") == 1 && t_stat(a, "shared.wd_done") == 0;
 }
 
 /*
