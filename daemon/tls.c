@@ -99,10 +99,73 @@ void kvtd_tls_free(struct kvtd_server *srv)
 	srv->tls_peer_ctx = NULL;
 }
 
+/*
+ * Records the application never sees.  After the handshake OpenSSL takes
+ * inside SSL_read, without returning a byte, whatever record carries no
+ * application data -- in TLS 1.3 a KeyUpdate, a warning alert -- and
+ * goes on to the next record while the socket has any (SSL_MODE_AUTO_RETRY,
+ * OpenSSL 3.0's default): a client sending KeyUpdates as fast as its
+ * socket takes them (tests/integration/tls_flood.c) held one SSL_read,
+ * and the loop, for seconds -- another client's /healthz waited 5 s --
+ * at ~8 us of the loop a KeyUpdate (a key derivation; one asking the
+ * server to update its own keys costs a write of the answer too), 3.8
+ * times an honest PING and its answer, none of it counted in the
+ * records a read may take (TLS_READ_RECORDS) nor ever closed: such a
+ * connection reads as idle (doc/security.md "Post-handshake messages").
+ * OpenSSL bounds empty records (32 in a row) and closes at a TLS 1.3
+ * warning alert other than close_notify; a TLS 1.2 renegotiation is
+ * refused (SSL_OP_NO_RENEGOTIATION).  What it leaves is the count of
+ * KeyUpdates: an honest client updates its keys after a volume (NSS,
+ * rustls, Java: every 2^24 records or 2^37 bytes, hundreds of GB), so a
+ * connection may have TLS_QUIET_MAX such records a minute; past that the
+ * message callback, which OpenSSL calls for each record as it decrypts it
+ * (the inner content type), marks the SSL shut down by the peer, so that
+ * SSL_read stops at the next record, and the connection closes at its
+ * next read (kvtd_conn_read; server.tls_quiet_closed).  A record of its
+ * own counts once whatever it carries; a KeyUpdate spread over records
+ * counts each (each is a decryption).
+ */
+#define TLS_QUIET_MAX 32
+#define TLS_QUIET_WINDOW_NS (60ull * 1000000000ull)
+
+static void tls_msg(int write_p, int version, int content_type, const void *buf, size_t len,
+		    SSL *ssl, void *arg)
+{
+	struct kvtd_conn *c = arg;
+	uint64_t now;
+
+	/* During the handshake its own deadline bounds it; TLS 1.2's
+	 * renegotiation is refused, its alerts bounded by OpenSSL. */
+	if (write_p || !c->tls_ready || version != TLS1_3_VERSION ||
+	    content_type != SSL3_RT_INNER_CONTENT_TYPE || len != 1 ||
+	    *(const uint8_t *)buf == SSL3_RT_APPLICATION_DATA)
+		return;
+	now = c->loop->now_ns;
+	if (now - c->tls_quiet_ns > TLS_QUIET_WINDOW_NS) {
+		c->tls_quiet_ns = now;
+		c->tls_quiet = 0;
+	}
+	if (++c->tls_quiet <= TLS_QUIET_MAX || c->tls_quiet_over)
+		return;
+	c->tls_quiet_over = true;
+	KVTD_COUNT(c->loop->srv, tls_quiet_closed, 1);
+	SSL_set_shutdown(ssl, SSL_get_shutdown(ssl) | SSL_RECEIVED_SHUTDOWN);
+}
+
 int kvtd_tls_open(struct kvtd_conn *c)
 {
 	c->tls = tlsio_new(c->loop->srv->tls_ctx, c->fd, true);
-	return c->tls ? 0 : -ENOMEM;
+	if (!c->tls)
+		return -ENOMEM;
+	c->tls_quiet_ns = c->loop->now_ns;
+	SSL_set_msg_callback(c->tls, tls_msg);
+	SSL_set_msg_callback_arg(c->tls, c);
+	return 0;
+}
+
+bool kvtd_tls_quiet_over(const struct kvtd_conn *c)
+{
+	return c->tls_quiet_over;
 }
 
 /*
@@ -327,6 +390,15 @@ static ssize_t tls_fill(struct kvtd_conn *c, uint8_t *buf, size_t len, int *reco
 	return (ssize_t)got;
 }
 
+/* A connection past TLS_QUIET_MAX: its reads fail (EPROTO) once what
+ * came before is taken; the loop closes it (kvtd_tls_quiet_over). */
+static ssize_t tls_quiet_close(struct kvtd_conn *c)
+{
+	c->tls_rd_want = 0;
+	errno = EPROTO;
+	return -1;
+}
+
 ssize_t kvtd_conn_read(struct kvtd_conn *c, void *buf, size_t len)
 {
 	int want = 0, records = TLS_READ_RECORDS;
@@ -334,9 +406,13 @@ ssize_t kvtd_conn_read(struct kvtd_conn *c, void *buf, size_t len)
 
 	if (!c->tls)
 		return read(c->fd, buf, len);
+	if (c->tls_quiet_over)
+		return tls_quiet_close(c);
 	r = tls_fill(c, buf, len, &records, &want);
 	c->tls_rd_want = r < 0 ? (uint8_t)want : 0;
 	c->tls_records += (uint32_t)(TLS_READ_RECORDS - records);
+	if (r <= 0 && c->tls_quiet_over)
+		return tls_quiet_close(c); /* at once: the client may send no more */
 	return r;
 }
 
@@ -347,6 +423,8 @@ ssize_t kvtd_conn_readv(struct kvtd_conn *c, const struct iovec *iov, int n)
 
 	if (!c->tls)
 		return readv(c->fd, iov, n);
+	if (c->tls_quiet_over)
+		return tls_quiet_close(c);
 	for (int i = 0; i < n; i++) {
 		ssize_t r;
 		if (iov[i].iov_len == 0)
@@ -357,7 +435,7 @@ ssize_t kvtd_conn_readv(struct kvtd_conn *c, const struct iovec *iov, int n)
 				break;
 			c->tls_rd_want = (uint8_t)want;
 			c->tls_records += (uint32_t)(TLS_READ_RECORDS - records);
-			return r;
+			return c->tls_quiet_over ? tls_quiet_close(c) : r;
 		}
 		total += r;
 		if ((size_t)r < iov[i].iov_len)
