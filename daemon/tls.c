@@ -29,6 +29,7 @@
 
 #include "kvtierd.h"
 #include "tlsio.h"
+#include "tlsmem.h"
 
 int kvtd_tls_setup(struct kvtd_server *srv)
 {
@@ -293,8 +294,7 @@ bool kvtd_tls_pending(const struct kvtd_conn *c)
  * the encryption's overhead, the header; 16,709 bytes, OpenSSL adds its
  * alignment), whatever the record's length declares.
  */
-#define TLS_RBUF (SSL3_RT_MAX_PLAIN_LENGTH + SSL3_RT_MAX_ENCRYPTED_OVERHEAD + \
-		  SSL3_RT_HEADER_LENGTH)
+/* TLS_RBUF: tlsmem.h */
 
 size_t kvtd_tls_rbuf_held(const struct kvtd_conn *c)
 {
@@ -332,11 +332,8 @@ size_t kvtd_tls_rbuf_held(const struct kvtd_conn *c)
  * output is pending -- an answer may be pending at any time, and output
  * is never refused.
  */
-#define TLS_WBUF (SSL3_RT_MAX_PLAIN_LENGTH + \
-		  2 * (SSL3_RT_SEND_MAX_ENCRYPTED_OVERHEAD + SSL3_RT_HEADER_LENGTH + 7))
-#define TLS_HS_MEM (44u * 1024 + TLS_RBUF)
-#define TLS_SSL_MEM (14u * 1024 + TLS_WBUF)
-_Static_assert(TLS_WBUF == 16568, "OpenSSL 3.0's write buffer");
+/* TLS_WBUF, TLS_HS_MEM, TLS_SSL_MEM: tlsmem.h, checked against the
+ * OpenSSL built with by tests/unit/test_tls_mem.c. */
 
 size_t kvtd_tls_conn_mem(const struct kvtd_conn *c)
 {
