@@ -500,6 +500,8 @@ struct kvtd_conn {
 				* tls_quiet_ns (KeyUpdates, alerts: tls.c "Records
 				* the application never sees") */
 	uint64_t tls_quiet_ns; /* that window's start */
+	uint32_t tls_seen;     /* TLS 1.3 records decrypted since the handshake,
+				* whatever they carry (tls.c tls_fill) */
 
 	/* Protocol state */
 	int state;             /* enum kvtd_conn_state */

@@ -15,6 +15,8 @@
  *                     alert     a warning-level alert (user_canceled)
  *                     ping      "PING\r\n" in one record: the honest reference
  *                     renego    TLS 1.2, then SSL_renegotiate (refused?)
+ *                     padded    31 empty records, then a 1-byte one (tiny's):
+ *                               OpenSSL takes 32 empty records in a row
  *     --auth N:S    RESP AUTH as N with secret S after the handshake
  *     --read        drain what the server sends (else never read after AUTH:
  *                   its answers and KeyUpdates pile up in the sockets)
@@ -57,10 +59,10 @@
 #include <openssl/hmac.h>
 #include <openssl/ssl.h>
 
-enum what { W_KU_REQ, W_KU_NOREQ, W_TINY, W_EMPTY, W_ALERT, W_PING, W_RENEGO };
+enum what { W_KU_REQ, W_KU_NOREQ, W_TINY, W_EMPTY, W_ALERT, W_PING, W_RENEGO, W_PADDED };
 
 static const char *const what_names[] = { "ku-req", "ku-noreq", "tiny", "empty",
-					  "alert", "ping", "renego" };
+					  "alert", "ping", "renego", "padded" };
 
 static struct {
 	enum what what;
@@ -191,6 +193,11 @@ static size_t conn_message(struct conn *c, uint64_t k, uint8_t *out)
 		return conn_record(c, 21, alert, sizeof(alert), out);
 	case W_PING:
 		return conn_record(c, 23, ping, 6, out);
+	case W_PADDED:
+		n = 0;
+		for (int i = 0; i < 31; i++)
+			n += conn_record(c, 23, NULL, 0, out + n);
+		return n + conn_record(c, 23, ping + k % 6, 1, out + n);
 	default:
 		return 0;
 	}
@@ -214,8 +221,9 @@ static size_t conn_ku_openssl(struct conn *c, uint8_t *out, size_t cap)
 }
 
 /* All of buf written, waiting for the socket (until deadline; draining it
- * meanwhile with --read).  false: the connection is gone or the time up. */
-static bool conn_send(struct conn *c, const uint8_t *buf, size_t len, double deadline)
+ * meanwhile with --read).  1: written, 0: the time up first (the server
+ * not reading), -1: the connection is gone. */
+static int conn_send(struct conn *c, const uint8_t *buf, size_t len, double deadline)
 {
 	size_t off = 0;
 	char sink[65536];
@@ -226,29 +234,29 @@ static bool conn_send(struct conn *c, const uint8_t *buf, size_t len, double dea
 		if (opt.read)
 			pf.events |= POLLIN;
 		if (poll(&pf, 1, 50) < 0 && errno != EINTR)
-			return false;
+			return -1;
 		if (opt.read && (pf.revents & POLLIN)) {
 			ssize_t r = recv(c->fd, sink, sizeof(sink), MSG_DONTWAIT);
 			if (r == 0)
-				return false;
+				return -1;
 			if (r > 0)
 				c->read_bytes += (uint64_t)r;
 		}
 		if (pf.revents & (POLLERR | POLLHUP))
-			return false;
+			return -1;
 		if (!opt.read && (pf.revents & POLLRDHUP))
-			return false;
+			return -1;
 		if (pf.revents & POLLOUT) {
 			w = send(c->fd, buf + off, len - off, MSG_NOSIGNAL | MSG_DONTWAIT);
 			if (w < 0 && errno != EAGAIN && errno != EINTR)
-				return false;
+				return -1;
 			if (w > 0)
 				off += (size_t)w;
 		}
 		if (now_s() > deadline)
 			return off == len;
 	}
-	return true;
+	return 1;
 }
 
 /* The handshake (blocking) and AUTH; false with c->why on failure. */
@@ -335,7 +343,7 @@ static void *conn_run(void *arg)
 {
 	struct conn *c = arg;
 	SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
-	size_t cap = (size_t)opt.batch * 64 + 65536;
+	size_t cap = (size_t)opt.batch * 32 * 64 + 65536;
 	uint8_t *buf = malloc(cap);
 	double t0, next;
 	uint64_t k = 0;
@@ -388,11 +396,17 @@ static void *conn_run(void *arg)
 			len += opt.via_openssl && opt.what <= W_KU_NOREQ
 				       ? conn_ku_openssl(c, buf + len, cap - len)
 				       : conn_message(c, k, buf + len);
-		if (!conn_send(c, buf, len, t0 + opt.seconds + 1))
+		switch (conn_send(c, buf, len, t0 + opt.seconds + 1)) {
+		case -1:
 			goto gone;
+		case 0: /* the server stopped reading: what it says next */
+			snprintf(c->why, sizeof(c->why), "the server stopped reading");
+			goto verdict;
+		}
 		c->sent += (uint64_t)n;
 		c->sent_bytes += len;
 	}
+verdict:
 	/* the server's verdict: still open, or closed within a second */
 	{
 		struct pollfd pf = { .fd = c->fd, .events = POLLRDHUP };
@@ -417,7 +431,7 @@ out:
 
 static int usage(void)
 {
-	fprintf(stderr, "usage: tls_flood [--what ku-req|ku-noreq|tiny|empty|alert|ping|renego] "
+	fprintf(stderr, "usage: tls_flood [--what ku-req|ku-noreq|tiny|empty|alert|ping|renego|padded] "
 		"[--auth NAME:SECRET] [--read] [--rate R] [--batch B] [--seconds S] [--conns N] "
 		"[--openssl] [--src ADDR] PORT\n");
 	return 2;
