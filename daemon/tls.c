@@ -124,7 +124,10 @@ void kvtd_tls_free(struct kvtd_server *srv)
  * SSL_read stops at the next record, and the connection closes at its
  * next read (kvtd_conn_read; server.tls_quiet_closed).  A record of its
  * own counts once whatever it carries; a KeyUpdate spread over records
- * counts each (each is a decryption).
+ * counts each (each is a decryption).  The callback also counts every
+ * record decrypted (c->tls_seen), so that a read's budget of records
+ * (TLS_READ_RECORDS, and its tenant's of the iteration) counts the empty
+ * ones SSL_read passes over (tls_fill).
  */
 #define TLS_QUIET_MAX 32
 #define TLS_QUIET_WINDOW_NS (60ull * 1000000000ull)

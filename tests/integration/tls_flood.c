@@ -149,7 +149,8 @@ static size_t conn_record(struct conn *c, uint8_t type, const void *data, size_t
 	int n = 0, m = 0;
 	size_t clen = len + 1 + 16;
 
-	memcpy(plain, data, len);
+	if (len > 0)
+		memcpy(plain, data, len);
 	plain[len] = type;
 	memcpy(nonce, c->iv, 12);
 	for (int i = 0; i < 8; i++)
