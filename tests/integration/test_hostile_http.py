@@ -3541,14 +3541,15 @@ def tls_flood(exe, port, what, secs, conns=1, read=False, auth=None, src=None, r
 
 
 # tls_post_handshake: a loop's CPU for 8 connections sending KeyUpdates as
-# fast as their sockets take them, 3 s (release: 1.9-2.4 s before, the loop
-# near all of those 3 s; after, each connection closed at its 33rd: ~5 ms)
+# fast as their sockets take them, 3 s (release: 1.65-12.9 s before, one
+# SSL_read for as long as they came; after, each closed at its 33rd: 6-8 ms)
 TLS_QUIET_CPU_S = 0.25
 TLS_QUIET_MAX = 32  # tls.c TLS_QUIET_MAX: a minute's records with no application data
 # tls_post_handshake: /healthz p99 beside 8 connections sending 31 empty
 # records before each byte, over its p99 beside 8 sending one-byte records
-# (release, the machine loaded: 4.0 and 6.6 before, 0.8-1.3 after)
-TLS_PADDED_RATIO = 3.0
+# (release: 6.6 and 10.7 before, 1.0-1.5 after; with the KeyUpdate bound
+# alone 4.2 and 11.7, 3 s each beside a build)
+TLS_PADDED_RATIO = 4.0
 
 
 @phase
@@ -3612,8 +3613,8 @@ def tls_post_handshake(ph):
             served(name)
             ph.cases += 1
         # 2: 8 connections beside another client: the loop's CPU, its latency
-        def beside(what, conns=8):
-            """tls_flood of what from conns connections for 3 s, another
+        def beside(what, conns=8, secs=3):
+            """tls_flood of what from conns connections for secs, another
             client's /healthz timed meanwhile: (closed, sent, latencies
             sorted, loop CPU)."""
             lat, stop = [], threading.Event()
@@ -3627,7 +3628,7 @@ def tls_post_handshake(ph):
             th = threading.Thread(target=prober)
             c0 = loop_cpu_s(t)
             th.start()
-            closed, sent, _ = tls_flood(exe, rport, what, 3, conns=conns, read=True,
+            closed, sent, _ = tls_flood(exe, rport, what, secs, conns=conns, read=True,
                                         auth=ALICE, src=ph.addr())
             stop.set()
             th.join()
@@ -3639,7 +3640,7 @@ def tls_post_handshake(ph):
               "%.1f ms" % (sent, closed, quiet() - q0, cpu * 1e3, len(lat),
                            lat[len(lat) // 2] * 1e3, lat[-1] * 1e3))
         ph.expect(closed == 8 and quiet() - q0 == 8, "8 flooding connections closed", closed)
-        ph.expect(lat[-1] <= PROBE_MAX_S / 4, "/healthz beside 8 KeyUpdate floods, max (s)",
+        ph.expect(lat[-1] <= PROBE_MAX_S, "/healthz beside 8 KeyUpdate floods, max (s)",
                   lat[-1])
         ph.expect(cpu <= TLS_QUIET_CPU_S * (4 if sanitized else 1),
                   "loop CPU of 8 KeyUpdate floods (s)", cpu)
@@ -3650,9 +3651,9 @@ def tls_post_handshake(ph):
         # decrypted, so these cost others what one-byte records do
         p99 = {}
         for what in ("tiny", "padded"):
-            closed, sent, lat, cpu = beside(what)
+            closed, sent, lat, cpu = beside(what, secs=4)
             p99[what] = lat[len(lat) * 99 // 100]
-            print("tls_post_handshake: 8 connections of %s records for 3 s: %d sent, loop CPU "
+            print("tls_post_handshake: 8 connections of %s records for 4 s: %d sent, loop CPU "
                   "%.0f ms; /healthz beside them n %d, p50 %.2f ms, p99 %.1f ms, max %.1f ms" % (
                       "one-byte" if what == "tiny" else "31 empty and one-byte", sent,
                       cpu * 1e3, len(lat), lat[len(lat) // 2] * 1e3, p99[what] * 1e3,
