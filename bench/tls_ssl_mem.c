@@ -1,14 +1,16 @@
 /*
  * tls_ssl_mem.c - the bytes OpenSSL holds for one server-side SSL of
  * kvtierd's at each stage of a connection (doc/security.md "The SSL
- * object"; daemon/tls.c TLS_HS_MEM, TLS_SSL_MEM): live heap bytes, counted
+ * object"; daemon/tlsmem.h TLS_HS_MEM, TLS_SSL_MEM): live heap bytes, counted
  * through CRYPTO_set_mem_functions -- process-wide, which is why it is
- * here and never in the library or the daemon.  The server's context is
+ * here and never in the library or the daemon (tests/unit/test_tls_mem.c
+ * counts the same and fails where the constants fall short of it).  The
+ * server's context is
  * kvtierd's own (lib/sys/tlsio.c tlsio_ctx_server: read ahead, released
  * buffers); the client is plain OpenSSL over a Unix socket pair, its
  * allocations not counted (only the server's calls are).  A one-off
  * measurement kept with its figures; meson builds it (build/bench/
- * tls_ssl_mem) so that it keeps compiling, no test runs it; or by hand:
+ * tls_ssl_mem) so that it keeps compiling; or by hand:
  *
  *   cc -O2 -Ilib/sys bench/tls_ssl_mem.c lib/sys/tlsio.c -lssl -lcrypto -o /tmp/tls_ssl_mem
  *   openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \

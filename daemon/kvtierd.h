@@ -292,6 +292,10 @@ struct kvtd_counters {
 					   * memory: at the accept, or at AUTH past
 					   * the tenant's share (loop.c "The SSL
 					   * object") */
+	_Atomic uint64_t tls_quiet_closed; /* TLS connections closed past their
+					    * budget of records with no application
+					    * data (tls.c "Records the application
+					    * never sees") */
 	_Atomic uint64_t value_crc_errors; /* stored parts failing their CRC on a range read */
 	_Atomic uint64_t errors[KVTD_ERR__COUNT];
 	/* Overload (loop.c "Limits"): connections refused past --max-conns,
@@ -496,6 +500,13 @@ struct kvtd_conn {
 	uint32_t tls_mem;      /* the SSL itself, charged from the accept until
 				* the close (loop.c "The SSL object"), 0: none */
 	bool tls_mem_unauth;   /* ... and counted in srv->tls_unauth_mem */
+	bool tls_quiet_over;   /* past TLS_QUIET_MAX: closed at its next read */
+	uint16_t tls_quiet;    /* records with no application data read since
+				* tls_quiet_ns (KeyUpdates, alerts: tls.c "Records
+				* the application never sees") */
+	uint64_t tls_quiet_ns; /* that window's start */
+	uint32_t tls_seen;     /* TLS 1.3 records decrypted since the handshake,
+				* whatever they carry (tls.c tls_fill) */
 
 	/* Protocol state */
 	int state;             /* enum kvtd_conn_state */
@@ -912,6 +923,10 @@ size_t kvtd_tls_rbuf_held(const struct kvtd_conn *c);
  * object"): the handshake's until c->tls_ready, then the established
  * SSL's with its write buffer; the read buffer apart (above) */
 size_t kvtd_tls_conn_mem(const struct kvtd_conn *c);
+/* Did c send more records with no application data (KeyUpdates) than a
+ * minute allows (tls.c "Records the application never sees")?  Its reads
+ * then fail with EPROTO: the loop closes it. */
+bool kvtd_tls_quiet_over(const struct kvtd_conn *c);
 void kvtd_tls_close(struct kvtd_conn *c);
 ssize_t kvtd_conn_read(struct kvtd_conn *c, void *buf, size_t len);
 ssize_t kvtd_conn_readv(struct kvtd_conn *c, const struct iovec *iov, int n);

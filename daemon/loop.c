@@ -1621,6 +1621,13 @@ static void loop_conn_read(struct kvtd_conn *c)
 				loop_conn_events(c, c->out_stall_ns != 0);
 			return;
 		}
+		if (c->tls && kvtd_tls_quiet_over(c)) {
+			kvtd_conn_log(c, KVTD_INFO, "closing connection",
+				      "more TLS records with no application data (KeyUpdates) "
+				      "than a minute allows");
+			loop_conn_close(c, "TLS records with no application data past the budget");
+			return;
+		}
 		KVTD_COUNT(srv, errors[KVTD_ERR_IO], 1);
 		if (loop_conn_partial(c))
 			KVTD_COUNT(srv, errors[KVTD_ERR_VANISHED], 1);

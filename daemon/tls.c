@@ -29,6 +29,7 @@
 
 #include "kvtierd.h"
 #include "tlsio.h"
+#include "tlsmem.h"
 
 int kvtd_tls_setup(struct kvtd_server *srv)
 {
@@ -99,10 +100,79 @@ void kvtd_tls_free(struct kvtd_server *srv)
 	srv->tls_peer_ctx = NULL;
 }
 
+/*
+ * Records the application never sees.  After the handshake OpenSSL takes
+ * inside SSL_read, without returning a byte, whatever record carries no
+ * application data -- in TLS 1.3 a KeyUpdate, a warning alert -- and
+ * goes on to the next record while the socket has any (SSL_MODE_AUTO_RETRY,
+ * OpenSSL 3.0's default): a client sending KeyUpdates as fast as its
+ * socket takes them (tests/integration/tls_flood.c) held one SSL_read,
+ * and the loop, for seconds -- another client's /healthz waited 5 s --
+ * at ~8 us of the loop a KeyUpdate (a key derivation; one asking the
+ * server to update its own keys costs a write of the answer too), 2-4
+ * times an honest PING and its answer (14.2 us against 3.4 at 20,000 a
+ * second, release), none of it counted in the
+ * records a read may take (TLS_READ_RECORDS) nor ever closed: such a
+ * connection reads as idle (doc/security.md "Post-handshake messages").
+ * OpenSSL bounds empty records (32 in a row) and closes at a TLS 1.3
+ * warning alert other than close_notify; a TLS 1.2 renegotiation is
+ * refused (SSL_OP_NO_RENEGOTIATION).  What it leaves is the count of
+ * KeyUpdates: an honest client updates its keys after a volume (NSS,
+ * rustls, Java: every 2^24 records or 2^37 bytes, hundreds of GB), so a
+ * connection may have TLS_QUIET_MAX such records a minute; past that the
+ * message callback, which OpenSSL calls for each record as it decrypts it
+ * (the inner content type), marks the SSL shut down by the peer, so that
+ * SSL_read stops at the next record, and the connection closes at its
+ * next read (kvtd_conn_read; server.tls_quiet_closed).  A record of its
+ * own counts once whatever it carries; a KeyUpdate spread over records
+ * counts each (each is a decryption).  The callback also counts every
+ * record decrypted (c->tls_seen), so that a read's budget of records
+ * (TLS_READ_RECORDS, and its tenant's of the iteration) counts the empty
+ * ones SSL_read passes over (tls_fill).
+ */
+#define TLS_QUIET_MAX 32
+#define TLS_QUIET_WINDOW_NS (60ull * 1000000000ull)
+
+static void tls_msg(int write_p, int version, int content_type, const void *buf, size_t len,
+		    SSL *ssl, void *arg)
+{
+	struct kvtd_conn *c = arg;
+	uint64_t now;
+
+	/* During the handshake its own deadline bounds it; TLS 1.2's
+	 * renegotiation is refused, its alerts bounded by OpenSSL. */
+	if (write_p || !c->tls_ready || version != TLS1_3_VERSION ||
+	    content_type != SSL3_RT_INNER_CONTENT_TYPE || len != 1)
+		return;
+	c->tls_seen++; /* every record decrypted (tls_fill) */
+	if (*(const uint8_t *)buf == SSL3_RT_APPLICATION_DATA)
+		return;
+	now = c->loop->now_ns;
+	if (now - c->tls_quiet_ns > TLS_QUIET_WINDOW_NS) {
+		c->tls_quiet_ns = now;
+		c->tls_quiet = 0;
+	}
+	if (++c->tls_quiet <= TLS_QUIET_MAX || c->tls_quiet_over)
+		return;
+	c->tls_quiet_over = true;
+	KVTD_COUNT(c->loop->srv, tls_quiet_closed, 1);
+	SSL_set_shutdown(ssl, SSL_get_shutdown(ssl) | SSL_RECEIVED_SHUTDOWN);
+}
+
 int kvtd_tls_open(struct kvtd_conn *c)
 {
 	c->tls = tlsio_new(c->loop->srv->tls_ctx, c->fd, true);
-	return c->tls ? 0 : -ENOMEM;
+	if (!c->tls)
+		return -ENOMEM;
+	c->tls_quiet_ns = c->loop->now_ns;
+	SSL_set_msg_callback(c->tls, tls_msg);
+	SSL_set_msg_callback_arg(c->tls, c);
+	return 0;
+}
+
+bool kvtd_tls_quiet_over(const struct kvtd_conn *c)
+{
+	return c->tls_quiet_over;
 }
 
 /*
@@ -230,8 +300,7 @@ bool kvtd_tls_pending(const struct kvtd_conn *c)
  * the encryption's overhead, the header; 16,709 bytes, OpenSSL adds its
  * alignment), whatever the record's length declares.
  */
-#define TLS_RBUF (SSL3_RT_MAX_PLAIN_LENGTH + SSL3_RT_MAX_ENCRYPTED_OVERHEAD + \
-		  SSL3_RT_HEADER_LENGTH)
+/* TLS_RBUF: tlsmem.h */
 
 size_t kvtd_tls_rbuf_held(const struct kvtd_conn *c)
 {
@@ -269,11 +338,8 @@ size_t kvtd_tls_rbuf_held(const struct kvtd_conn *c)
  * output is pending -- an answer may be pending at any time, and output
  * is never refused.
  */
-#define TLS_WBUF (SSL3_RT_MAX_PLAIN_LENGTH + \
-		  2 * (SSL3_RT_SEND_MAX_ENCRYPTED_OVERHEAD + SSL3_RT_HEADER_LENGTH + 7))
-#define TLS_HS_MEM (44u * 1024 + TLS_RBUF)
-#define TLS_SSL_MEM (14u * 1024 + TLS_WBUF)
-_Static_assert(TLS_WBUF == 16568, "OpenSSL 3.0's write buffer");
+/* TLS_WBUF, TLS_HS_MEM, TLS_SSL_MEM: tlsmem.h, checked against the
+ * OpenSSL built with by tests/unit/test_tls_mem.c. */
 
 size_t kvtd_tls_conn_mem(const struct kvtd_conn *c)
 {
@@ -310,21 +376,38 @@ static ssize_t tls_fill(struct kvtd_conn *c, uint8_t *buf, size_t len, int *reco
 			int *want)
 {
 	size_t got = 0;
+	uint32_t seen, took;
 
 	while (got < len && *records > 0) {
 		ssize_t r;
 		if (got > 0 && !tlsio_pending(c->tls))
 			break; /* the socket's: the next read asks it */
+		seen = c->tls_seen;
 		r = tlsio_read(c->tls, buf + got, len - got, want);
+		/* The records it decrypted (TLS 1.3: tls_msg counts them),
+		 * at least the one it returned bytes of: OpenSSL passes over
+		 * up to 32 empty records in a row within one SSL_read, and
+		 * 31 empty records before each byte had a read take 512
+		 * records and count 16. */
+		took = c->tls_seen - seen;
+		*records -= (int)(took > 1 || r <= 0 ? took : 1);
 		if (r <= 0)
 			/* What was read counts; the condition comes back on
 			 * the next call. */
 			return got > 0 ? (ssize_t)got : r;
 		got += (size_t)r;
-		(*records)--;
 	}
 	*want = 0;
 	return (ssize_t)got;
+}
+
+/* A connection past TLS_QUIET_MAX: its reads fail (EPROTO) once what
+ * came before is taken; the loop closes it (kvtd_tls_quiet_over). */
+static ssize_t tls_quiet_close(struct kvtd_conn *c)
+{
+	c->tls_rd_want = 0;
+	errno = EPROTO;
+	return -1;
 }
 
 ssize_t kvtd_conn_read(struct kvtd_conn *c, void *buf, size_t len)
@@ -334,9 +417,13 @@ ssize_t kvtd_conn_read(struct kvtd_conn *c, void *buf, size_t len)
 
 	if (!c->tls)
 		return read(c->fd, buf, len);
+	if (c->tls_quiet_over)
+		return tls_quiet_close(c);
 	r = tls_fill(c, buf, len, &records, &want);
 	c->tls_rd_want = r < 0 ? (uint8_t)want : 0;
 	c->tls_records += (uint32_t)(TLS_READ_RECORDS - records);
+	if (r <= 0 && c->tls_quiet_over)
+		return tls_quiet_close(c); /* at once: the client may send no more */
 	return r;
 }
 
@@ -347,6 +434,8 @@ ssize_t kvtd_conn_readv(struct kvtd_conn *c, const struct iovec *iov, int n)
 
 	if (!c->tls)
 		return readv(c->fd, iov, n);
+	if (c->tls_quiet_over)
+		return tls_quiet_close(c);
 	for (int i = 0; i < n; i++) {
 		ssize_t r;
 		if (iov[i].iov_len == 0)
@@ -357,7 +446,7 @@ ssize_t kvtd_conn_readv(struct kvtd_conn *c, const struct iovec *iov, int n)
 				break;
 			c->tls_rd_want = (uint8_t)want;
 			c->tls_records += (uint32_t)(TLS_READ_RECORDS - records);
-			return r;
+			return c->tls_quiet_over ? tls_quiet_close(c) : r;
 		}
 		total += r;
 		if ((size_t)r < iov[i].iov_len)

@@ -43,7 +43,8 @@ iteration), tls_partial_hello (partial ClientHellos held open: RSS, the
 handshake deadline), idle_rbuf (idle connections after a large RESP command, and partial ones),
 tls_held_record (authenticated TLS connections each holding part of a record),
 tls_ssl_object (stalled handshakes and one tenant's TLS connections: their
-SSLs charged).
+SSLs charged), tls_post_handshake (KeyUpdates, empty records, alerts after
+the handshake: tests/integration/tls_flood.c).
 """
 import base64
 import datetime
@@ -3693,6 +3694,175 @@ def tls_held_record(ph):
                   "refused past the tenant's share", held, refused)
         ph.expect(per <= kib_max, "RSS a connection (KiB)", per)
         ph.cases += 1
+    finally:
+        t.stop()
+
+
+def tls_flood_exe(kvtierd):
+    """tests/integration/tls_flood.c as meson built it (KVT_TLS_FLOOD, else
+    beside the daemon's build directory), or None."""
+    exe = os.environ.get("KVT_TLS_FLOOD") or os.path.join(
+        os.path.dirname(os.path.dirname(os.path.abspath(kvtierd))), "tests", "tls_flood")
+    return exe if os.access(exe, os.X_OK) else None
+
+
+def tls_flood(exe, port, what, secs, conns=1, read=False, auth=None, src=None, rate=0,
+              openssl=False):
+    """Runs tls_flood; (connections closed, messages sent, its output)."""
+    argv = [exe, "--what", what, "--seconds", str(secs), "--conns", str(conns)]
+    argv += ["--read"] if read else []
+    argv += ["--openssl"] if openssl else []
+    argv += ["--auth", "%s:%s" % auth] if auth else []
+    argv += ["--src", src] if src else []
+    argv += ["--rate", str(rate)] if rate else []
+    out = subprocess.run(argv + [str(port)], stdout=subprocess.PIPE, text=True,
+                         timeout=secs + 60).stdout
+    m = re.search(r"total: (\d+) connections, (\d+) set up, (\d+) closed; sent (\d+) "
+                  r"messages", out)
+    assert m and m.group(1) == m.group(2), ("tls_flood", what, out)
+    return int(m.group(3)), int(m.group(4)), out
+
+
+# tls_post_handshake: a loop's CPU for 8 connections sending KeyUpdates as
+# fast as their sockets take them, 3 s (release: 1.65-12.9 s before, one
+# SSL_read for as long as they came; after, each closed at its 33rd: 6-8 ms)
+TLS_QUIET_CPU_S = 0.25
+TLS_QUIET_MAX = 32  # tls.c TLS_QUIET_MAX: a minute's records with no application data
+# tls_post_handshake: /healthz p99 beside 8 connections sending 31 empty
+# records before each byte, over its p99 beside 8 sending one-byte records
+# (release: 6.6 and 10.7 before, 1.0-1.5 after; with the KeyUpdate bound
+# alone 4.2 and 11.7, 3 s each beside a build)
+TLS_PADDED_RATIO = 4.0
+
+
+@phase
+def tls_post_handshake(ph):
+    """After the handshake OpenSSL takes records that carry no application
+    data inside SSL_read, without returning: a TLS 1.3 client could send
+    KeyUpdates (~8 us of the loop each, release; one that asks the
+    server's own writes that too) as fast as its socket took them, and a
+    single SSL_read went on while they came -- another client's /healthz
+    waited 5 s -- uncounted, the connection never closed (it reads as
+    idle).  Now a connection may send TLS_QUIET_MAX such records a minute,
+    past that it is closed (tls.c "Records the application never sees";
+    kvtier_tls_quiet_closed_total).  With tls_flood (tests/integration/
+    tls_flood.c) as alice over RESP: KeyUpdates asking an answer, read and
+    never read, not asking, and through SSL_key_update; 8 connections of
+    them beside bob's /healthz and PING (loop CPU and latency asserted);
+    8 connections of 31 empty records before each byte, which a read
+    counted as one record (its SSL_read passed over the empty ones), beside
+    8 of one-byte records (/healthz's p99 compared);
+    the same on the S3 and native ports before any AUTH; a client
+    updating its keys 10 times a second for 2 s (20: kept and served);
+    empty records, warning alerts and a TLS 1.2 renegotiation (OpenSSL's
+    own bounds: closed)."""
+    exe = tls_flood_exe(ph.srv.argv[0])
+    if not exe:
+        raise SystemExit("tls_post_handshake: no tls_flood beside " + ph.srv.argv[0])
+    t = tls_server(ph, "tls_post_handshake")
+    if not t:
+        return
+    try:
+        rport = tls_resp_port(t)
+        nport = int(re.search(r"listening on 127\.0\.0\.1:(\d+)", open(t.log).read()).group(1))
+        with open(ph.srv.argv[0], "rb") as f:
+            sanitized = b"__asan_init" in f.read()
+
+        def quiet():
+            return metric_or_0(t, "kvtier_tls_quiet_closed_total")
+
+        def served(what):
+            st, _, b = http(t.mport, b"GET /healthz HTTP/1.1\r\n\r\n", src=PROBER)
+            ph.expect(st == 200 and b == b"ok\n", "/healthz after", what, st)
+            bob = tls_resp_login(ph, rport, BOB)
+            bob.s.sendall(bob.records(resp_cmd(b"PING"), 16384))
+            ph.expect(bob.read(7) == b"+PONG\r\n", "bob's PING after", what)
+            bob.s.close()
+        # 1: one connection each way; closed, and counted, at once
+        for what, port, read, auth, openssl in (
+                ("ku-req", rport, True, ALICE, False), ("ku-req", rport, False, ALICE, False),
+                ("ku-noreq", rport, False, ALICE, False), ("ku-req", rport, True, ALICE, True),
+                ("ku-noreq", t.port, False, None, False), ("ku-req", nport, True, None, False)):
+            q0 = quiet()
+            closed, sent, out = tls_flood(exe, port, what, 2, read=read, auth=auth,
+                                          src=ph.addr(), openssl=openssl)
+            name = "%s %s%s%s on %s" % (what, "read" if read else "never read",
+                                        " (SSL_key_update)" if openssl else "",
+                                        "" if auth else " before AUTH",
+                                        {rport: "RESP", t.port: "S3", nport: "native"}[port])
+            print("tls_post_handshake: %s: %s" % (name, out.splitlines()[-1]))
+            ph.expect(closed == 1, "closed:", name, out)
+            ph.expect(quiet() - q0 == 1, "counted:", name, quiet() - q0)
+            served(name)
+            ph.cases += 1
+        # 2: 8 connections beside another client: the loop's CPU, its latency
+        def beside(what, conns=8, secs=3):
+            """tls_flood of what from conns connections for secs, another
+            client's /healthz timed meanwhile: (closed, sent, latencies
+            sorted, loop CPU)."""
+            lat, stop = [], threading.Event()
+
+            def prober():
+                while not stop.is_set():
+                    t0 = time.monotonic()
+                    http(t.mport, b"GET /healthz HTTP/1.1\r\n\r\n", src=PROBER, timeout=10)
+                    lat.append(time.monotonic() - t0)
+                    time.sleep(0.005)
+            th = threading.Thread(target=prober)
+            c0 = loop_cpu_s(t)
+            th.start()
+            closed, sent, _ = tls_flood(exe, rport, what, secs, conns=conns, read=True,
+                                        auth=ALICE, src=ph.addr())
+            stop.set()
+            th.join()
+            return closed, sent, sorted(lat), loop_cpu_s(t) - c0
+        q0 = quiet()
+        closed, sent, lat, cpu = beside("ku-req")
+        print("tls_post_handshake: 8 connections of KeyUpdates for 3 s: %d sent, %d closed "
+              "(%d counted); loop CPU %.0f ms; /healthz beside them n %d, p50 %.2f ms, max "
+              "%.1f ms" % (sent, closed, quiet() - q0, cpu * 1e3, len(lat),
+                           lat[len(lat) // 2] * 1e3, lat[-1] * 1e3))
+        ph.expect(closed == 8 and quiet() - q0 == 8, "8 flooding connections closed", closed)
+        ph.expect(lat[-1] <= PROBE_MAX_S, "/healthz beside 8 KeyUpdate floods, max (s)",
+                  lat[-1])
+        ph.expect(cpu <= TLS_QUIET_CPU_S * (4 if sanitized else 1),
+                  "loop CPU of 8 KeyUpdate floods (s)", cpu)
+        served("8 connections of KeyUpdates")
+        ph.cases += 1
+        # 2b: 31 empty records before each byte (OpenSSL passes over 32
+        # in a row inside one SSL_read): a read counts every record it
+        # decrypted, so these cost others what one-byte records do
+        p99 = {}
+        for what in ("tiny", "padded"):
+            closed, sent, lat, cpu = beside(what, secs=4)
+            p99[what] = lat[len(lat) * 99 // 100]
+            print("tls_post_handshake: 8 connections of %s records for 4 s: %d sent, loop CPU "
+                  "%.0f ms; /healthz beside them n %d, p50 %.2f ms, p99 %.1f ms, max %.1f ms" % (
+                      "one-byte" if what == "tiny" else "31 empty and one-byte", sent,
+                      cpu * 1e3, len(lat), lat[len(lat) // 2] * 1e3, p99[what] * 1e3,
+                      lat[-1] * 1e3))
+            ph.expect(closed == 0, what, "records: kept", closed)
+        ph.expect(sanitized or p99["padded"] <= TLS_PADDED_RATIO * max(p99["tiny"], 0.005),
+                  "/healthz p99 beside empty records over beside one-byte records", p99)
+        ph.cases += 1
+        # 3: an honest client updating its keys now and then is kept
+        q0 = quiet()
+        closed, sent, out = tls_flood(exe, rport, "ku-noreq", 2, read=True, auth=ALICE,
+                                      src=ph.addr(), rate=10)
+        ph.expect(closed == 0 and sent >= 15 and quiet() == q0,
+                  "10 KeyUpdates a second for 2 s: kept", out)
+        closed, sent, out = tls_flood(exe, rport, "ping", 1, read=True, auth=ALICE,
+                                      src=ph.addr(), rate=1000)
+        ph.expect(closed == 0 and sent >= 500, "PINGs: kept", out)
+        ph.cases += 1
+        # 4: what OpenSSL bounds itself
+        for what in ("empty", "alert", "renego"):
+            closed, sent, out = tls_flood(exe, rport, what, 2, read=True, auth=ALICE,
+                                          src=ph.addr())
+            print("tls_post_handshake: %s: %s" % (what, out.splitlines()[-1]))
+            ph.expect(closed == 1, what, "closed", out)
+            ph.cases += 1
+        served("OpenSSL's own bounds")
     finally:
         t.stop()
 

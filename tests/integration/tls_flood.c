@@ -1,0 +1,511 @@
+/*
+ * tls_flood.c - a TLS 1.3 client that spends a kvtierd TLS listener's loop
+ * on what OpenSSL's server side does after the handshake without the
+ * application seeing a byte (doc/security.md "Post-handshake messages";
+ * test_hostile_http tls_post_handshake).  A test tool, never installed.
+ *
+ *   tls_flood [options] PORT
+ *     --what W      what each message is:
+ *                     ku-req    a KeyUpdate asking the server to update too
+ *                               (it answers with a KeyUpdate of its own)
+ *                     ku-noreq  a KeyUpdate, nothing asked
+ *                     tiny      a 1-byte application record ("PING\r\n" a
+ *                               byte at a time: 6 records a PING)
+ *                     empty     an application record of 0 bytes
+ *                     alert     a warning-level alert (user_canceled)
+ *                     ping      "PING\r\n" in one record: the honest reference
+ *                     renego    TLS 1.2, then SSL_renegotiate (refused?)
+ *                     padded    31 empty records, then a 1-byte one (tiny's):
+ *                               OpenSSL takes 32 empty records in a row
+ *     --auth N:S    RESP AUTH as N with secret S after the handshake
+ *     --read        drain what the server sends (else never read after AUTH:
+ *                   its answers and KeyUpdates pile up in the sockets)
+ *     --rate R      messages a second a connection (0: as fast as the
+ *                   socket takes them), sent in batches every 10 ms
+ *     --batch B     messages a write when --rate 0 (default 256)
+ *     --seconds S   how long (default 5)
+ *     --conns N     connections at once, a thread each (default 1)
+ *     --openssl     KeyUpdates through SSL_key_update + SSL_do_handshake
+ *                   (else the records are built here, as any record: cheaper,
+ *                   so the client outpaces the server)
+ *     --src ADDR    source address
+ *
+ * After the handshake (and AUTH) the records are built here, from the
+ * client's traffic secret (the key log callback) and TLS_AES_128_GCM_SHA256,
+ * so that empty records and alerts can be sent and a flood costs the client
+ * little.  Prints one line a connection and a total:
+ *   conn I: sent M messages, B bytes; read R bytes; closed after T s | open
+ * Exit 0 when every connection was set up (whatever the server did to it
+ * after), 1 otherwise.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/ssl.h>
+
+enum what { W_KU_REQ, W_KU_NOREQ, W_TINY, W_EMPTY, W_ALERT, W_PING, W_RENEGO, W_PADDED };
+
+static const char *const what_names[] = { "ku-req", "ku-noreq", "tiny", "empty",
+					  "alert", "ping", "renego", "padded" };
+
+static struct {
+	enum what what;
+	const char *auth; /* "name:secret" or NULL */
+	bool read, via_openssl;
+	double rate, seconds;
+	int batch, conns, port;
+	const char *src;
+} opt = { .what = W_KU_REQ, .seconds = 5, .batch = 256, .conns = 1 };
+
+struct conn {
+	int id, fd;
+	SSL *ssl;
+	uint8_t secret[32]; /* the client's application traffic secret now */
+	uint8_t key[16], iv[12];
+	uint64_t seq;    /* records sent under key */
+	EVP_CIPHER_CTX *aead;
+	/* results */
+	bool ok, closed;
+	double closed_s;
+	uint64_t sent, sent_bytes, read_bytes;
+	char why[160];
+};
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* The key log callback hands each connection its traffic secret. */
+static void keylog(const SSL *ssl, const char *line)
+{
+	struct conn *c = SSL_get_app_data(ssl);
+	const char *p;
+
+	if (!c || strncmp(line, "CLIENT_TRAFFIC_SECRET_0 ", 24) != 0)
+		return;
+	p = strrchr(line, ' ');
+	if (!p || strlen(p + 1) < 64)
+		return;
+	for (int i = 0; i < 32; i++) {
+		unsigned v;
+		sscanf(p + 1 + 2 * i, "%2x", &v);
+		c->secret[i] = (uint8_t)v;
+	}
+}
+
+/* HKDF-Expand-Label (RFC 8446 7.1) with SHA-256, out_len <= 32. */
+static void expand_label(const uint8_t secret[32], const char *label, uint8_t *out,
+			 size_t out_len)
+{
+	uint8_t info[64], md[32];
+	unsigned md_len = 0;
+	size_t n = 0, ll = 6 + strlen(label);
+
+	info[n++] = (uint8_t)(out_len >> 8);
+	info[n++] = (uint8_t)out_len;
+	info[n++] = (uint8_t)ll;
+	memcpy(info + n, "tls13 ", 6);
+	memcpy(info + n + 6, label, ll - 6);
+	n += ll;
+	info[n++] = 0; /* no context */
+	info[n++] = 1; /* T(1) */
+	HMAC(EVP_sha256(), secret, 32, info, n, md, &md_len);
+	memcpy(out, md, out_len);
+}
+
+static void conn_keys(struct conn *c)
+{
+	expand_label(c->secret, "key", c->key, sizeof(c->key));
+	expand_label(c->secret, "iv", c->iv, sizeof(c->iv));
+}
+
+/* One TLS 1.3 record of inner type type carrying len bytes, appended at
+ * out; its wire length. */
+static size_t conn_record(struct conn *c, uint8_t type, const void *data, size_t len,
+			  uint8_t *out)
+{
+	uint8_t nonce[12], *hdr = out, *body = out + 5;
+	uint8_t plain[64];
+	int n = 0, m = 0;
+	size_t clen = len + 1 + 16;
+
+	if (len > 0)
+		memcpy(plain, data, len);
+	plain[len] = type;
+	memcpy(nonce, c->iv, 12);
+	for (int i = 0; i < 8; i++)
+		nonce[11 - i] ^= (uint8_t)(c->seq >> (8 * i));
+	hdr[0] = 23, hdr[1] = 3, hdr[2] = 3;
+	hdr[3] = (uint8_t)(clen >> 8), hdr[4] = (uint8_t)clen;
+	EVP_EncryptInit_ex(c->aead, NULL, NULL, c->key, nonce);
+	EVP_EncryptUpdate(c->aead, NULL, &n, hdr, 5);
+	EVP_EncryptUpdate(c->aead, body, &n, plain, (int)len + 1);
+	EVP_EncryptFinal_ex(c->aead, body + n, &m);
+	EVP_CIPHER_CTX_ctrl(c->aead, EVP_CTRL_GCM_GET_TAG, 16, body + len + 1);
+	c->seq++;
+	return 5 + clen;
+}
+
+/* One message of opt.what appended at out (records built here); its wire
+ * length.  k: the message's number (tiny's byte). */
+static size_t conn_message(struct conn *c, uint64_t k, uint8_t *out)
+{
+	static const char ping[] = "PING\r\n";
+	uint8_t ku[5] = { 24, 0, 0, 1, 0 };
+	uint8_t alert[2] = { 1, 90 }; /* warning, user_canceled */
+	size_t n;
+
+	switch (opt.what) {
+	case W_KU_REQ:
+	case W_KU_NOREQ:
+		ku[4] = opt.what == W_KU_REQ;
+		n = conn_record(c, 22, ku, sizeof(ku), out);
+		/* RFC 8446 4.6.3: the sender's next records are under the next
+		 * secret */
+		expand_label(c->secret, "traffic upd", c->secret, 32);
+		conn_keys(c);
+		c->seq = 0;
+		return n;
+	case W_TINY:
+		return conn_record(c, 23, ping + k % 6, 1, out);
+	case W_EMPTY:
+		return conn_record(c, 23, NULL, 0, out);
+	case W_ALERT:
+		return conn_record(c, 21, alert, sizeof(alert), out);
+	case W_PING:
+		return conn_record(c, 23, ping, 6, out);
+	case W_PADDED:
+		n = 0;
+		for (int i = 0; i < 31; i++)
+			n += conn_record(c, 23, NULL, 0, out + n);
+		return n + conn_record(c, 23, ping + k % 6, 1, out + n);
+	default:
+		return 0;
+	}
+}
+
+/* A KeyUpdate through OpenSSL's own API: SSL_key_update, then
+ * SSL_do_handshake writes it (into the memory BIO set as the SSL's wbio
+ * after the handshake). */
+static size_t conn_ku_openssl(struct conn *c, uint8_t *out, size_t cap)
+{
+	BIO *wb = SSL_get_wbio(c->ssl);
+	int n;
+
+	ERR_clear_error();
+	if (SSL_key_update(c->ssl, opt.what == W_KU_REQ ? SSL_KEY_UPDATE_REQUESTED
+			   : SSL_KEY_UPDATE_NOT_REQUESTED) != 1 ||
+	    SSL_do_handshake(c->ssl) != 1)
+		return 0;
+	n = BIO_read(wb, out, (int)cap);
+	return n > 0 ? (size_t)n : 0;
+}
+
+/* All of buf written, waiting for the socket (until deadline; draining it
+ * meanwhile with --read).  1: written, 0: the time up first (the server
+ * not reading), -1: the connection is gone. */
+static int conn_send(struct conn *c, const uint8_t *buf, size_t len, double deadline)
+{
+	size_t off = 0;
+	char sink[65536];
+
+	while (off < len) {
+		struct pollfd pf = { .fd = c->fd, .events = POLLOUT | POLLRDHUP };
+		ssize_t w;
+		if (opt.read)
+			pf.events |= POLLIN;
+		if (poll(&pf, 1, 50) < 0 && errno != EINTR)
+			return -1;
+		if (opt.read && (pf.revents & POLLIN)) {
+			ssize_t r = recv(c->fd, sink, sizeof(sink), MSG_DONTWAIT);
+			if (r == 0)
+				return -1;
+			if (r > 0)
+				c->read_bytes += (uint64_t)r;
+		}
+		if (pf.revents & (POLLERR | POLLHUP))
+			return -1;
+		if (!opt.read && (pf.revents & POLLRDHUP))
+			return -1;
+		if (pf.revents & POLLOUT) {
+			w = send(c->fd, buf + off, len - off, MSG_NOSIGNAL | MSG_DONTWAIT);
+			if (w < 0 && errno != EAGAIN && errno != EINTR)
+				return -1;
+			if (w > 0)
+				off += (size_t)w;
+		}
+		if (now_s() > deadline)
+			return off == len;
+	}
+	return 1;
+}
+
+/* The handshake (blocking) and AUTH; false with c->why on failure. */
+static bool conn_open(struct conn *c, SSL_CTX *ctx)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)opt.port) };
+	int one = 1;
+
+	inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+	c->fd = socket(AF_INET, SOCK_STREAM, 0);
+	if (opt.src) {
+		struct sockaddr_in me = { .sin_family = AF_INET };
+		inet_pton(AF_INET, opt.src, &me.sin_addr);
+		if (bind(c->fd, (struct sockaddr *)&me, sizeof(me)) < 0) {
+			snprintf(c->why, sizeof(c->why), "bind: %s", strerror(errno));
+			return false;
+		}
+	}
+	if (connect(c->fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		snprintf(c->why, sizeof(c->why), "connect: %s", strerror(errno));
+		return false;
+	}
+	setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	c->ssl = SSL_new(ctx);
+	SSL_set_app_data(c->ssl, c);
+	SSL_set_fd(c->ssl, c->fd);
+	if (SSL_connect(c->ssl) != 1) {
+		snprintf(c->why, sizeof(c->why), "handshake: %s",
+			 ERR_error_string(ERR_get_error(), NULL));
+		return false;
+	}
+	if (opt.auth) {
+		char cmd[512], ans[64];
+		const char *colon = strchr(opt.auth, ':');
+		int n = colon ? snprintf(cmd, sizeof(cmd), "AUTH %.*s %s\r\n",
+					 (int)(colon - opt.auth), opt.auth, colon + 1) : 0;
+		int r;
+		if (n <= 0 || SSL_write(c->ssl, cmd, n) != n) {
+			snprintf(c->why, sizeof(c->why), "AUTH not sent");
+			return false;
+		}
+		c->seq++; /* one record */
+		r = SSL_read(c->ssl, ans, sizeof(ans) - 1);
+		if (r < 3 || memcmp(ans, "+OK", 3) != 0) {
+			snprintf(c->why, sizeof(c->why), "AUTH refused: %.*s", r > 0 ? r : 0, ans);
+			return false;
+		}
+	}
+	if (opt.what == W_RENEGO)
+		return true;
+	if (SSL_version(c->ssl) != TLS1_3_VERSION) {
+		snprintf(c->why, sizeof(c->why), "not TLS 1.3");
+		return false;
+	}
+	fcntl(c->fd, F_SETFL, fcntl(c->fd, F_GETFL) | O_NONBLOCK);
+	if (opt.via_openssl) {
+		BIO *mem = BIO_new(BIO_s_mem());
+		SSL_set0_wbio(c->ssl, mem); /* the read side stays the socket */
+	}
+	c->aead = EVP_CIPHER_CTX_new();
+	EVP_EncryptInit_ex(c->aead, EVP_aes_128_gcm(), NULL, NULL, NULL);
+	conn_keys(c);
+	return true;
+}
+
+/* TLS 1.2 renegotiation: does the server take a ClientHello after the
+ * handshake?  c->why says what it answered. */
+static void conn_renego(struct conn *c)
+{
+	char buf[256];
+	int r;
+
+	if (SSL_renegotiate(c->ssl) != 1 || SSL_do_handshake(c->ssl) != 1) {
+		/* the client's ClientHello is out; the server's answer: */
+	}
+	c->sent = 1;
+	r = SSL_read(c->ssl, buf, sizeof(buf));
+	snprintf(c->why, sizeof(c->why), "after SSL_renegotiate: SSL_read %d, %s", r,
+		 ERR_error_string(ERR_get_error(), NULL));
+	c->closed = r <= 0;
+}
+
+static void *conn_run(void *arg)
+{
+	struct conn *c = arg;
+	SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+	size_t cap = (size_t)opt.batch * 32 * 64 + 65536;
+	uint8_t *buf = malloc(cap);
+	double t0, next;
+	uint64_t k = 0;
+
+	SSL_CTX_set_verify(ctx, SSL_VERIFY_NONE, NULL);
+	SSL_CTX_set_keylog_callback(ctx, keylog);
+	SSL_CTX_set_ciphersuites(ctx, "TLS_AES_128_GCM_SHA256");
+	if (opt.what == W_RENEGO) {
+		SSL_CTX_set_max_proto_version(ctx, TLS1_2_VERSION);
+		SSL_CTX_set_options(ctx, SSL_OP_ALLOW_CLIENT_RENEGOTIATION);
+	}
+	if (!conn_open(c, ctx))
+		goto out;
+	c->ok = true;
+	if (opt.what == W_RENEGO) {
+		conn_renego(c);
+		goto out;
+	}
+	t0 = next = now_s();
+	for (;;) {
+		double t = now_s();
+		size_t len = 0;
+		int n = opt.rate > 0 ? 0 : opt.batch;
+		if (t - t0 >= opt.seconds)
+			break;
+		if (opt.rate > 0) {
+			/* the messages due by now, every 10 ms */
+			if (t < next) {
+				struct pollfd pf = { .fd = c->fd, .events = POLLRDHUP | POLLIN };
+				if (!opt.read)
+					pf.events = POLLRDHUP;
+				poll(&pf, 1, (int)((next - t) * 1000) + 1);
+				if (opt.read && (pf.revents & POLLIN)) {
+					ssize_t r = recv(c->fd, buf, cap, MSG_DONTWAIT);
+					if (r == 0)
+						goto gone;
+					if (r > 0)
+						c->read_bytes += (uint64_t)r;
+				}
+				if (pf.revents & (POLLRDHUP | POLLHUP | POLLERR) && !opt.read)
+					goto gone;
+				continue;
+			}
+			n = (int)((t - t0) * opt.rate) - (int)c->sent;
+			if (n > opt.batch)
+				n = opt.batch;
+			next = t + 0.01;
+		}
+		for (int i = 0; i < n; i++, k++)
+			len += opt.via_openssl && opt.what <= W_KU_NOREQ
+				       ? conn_ku_openssl(c, buf + len, cap - len)
+				       : conn_message(c, k, buf + len);
+		switch (conn_send(c, buf, len, t0 + opt.seconds + 1)) {
+		case -1:
+			goto gone;
+		case 0: /* the server stopped reading: what it says next */
+			snprintf(c->why, sizeof(c->why), "the server stopped reading");
+			goto verdict;
+		}
+		c->sent += (uint64_t)n;
+		c->sent_bytes += len;
+	}
+verdict:
+	/* the server's verdict: still open, or closed within a second */
+	{
+		struct pollfd pf = { .fd = c->fd, .events = POLLRDHUP };
+		if (poll(&pf, 1, 1000) > 0 && (pf.revents & (POLLRDHUP | POLLHUP | POLLERR)))
+			goto gone;
+	}
+	goto out;
+gone:
+	c->closed = true;
+	c->closed_s = now_s() - t0;
+out:
+	if (c->aead)
+		EVP_CIPHER_CTX_free(c->aead);
+	if (c->ssl)
+		SSL_free(c->ssl);
+	if (c->fd >= 0)
+		close(c->fd);
+	SSL_CTX_free(ctx);
+	free(buf);
+	return NULL;
+}
+
+static int usage(void)
+{
+	fprintf(stderr, "usage: tls_flood [--what ku-req|ku-noreq|tiny|empty|alert|ping|renego|padded] "
+		"[--auth NAME:SECRET] [--read] [--rate R] [--batch B] [--seconds S] [--conns N] "
+		"[--openssl] [--src ADDR] PORT\n");
+	return 2;
+}
+
+int main(int argc, char **argv)
+{
+	struct conn *cs;
+	pthread_t *th;
+	uint64_t sent = 0, bytes = 0, rd = 0;
+	int closed = 0, ok = 0;
+
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+		if (!strcmp(a, "--read")) {
+			opt.read = true;
+		} else if (!strcmp(a, "--openssl")) {
+			opt.via_openssl = true;
+		} else if (v && !strcmp(a, "--what")) {
+			unsigned w;
+			for (w = 0; w < sizeof(what_names) / sizeof(*what_names); w++)
+				if (!strcmp(v, what_names[w]))
+					break;
+			if (w == sizeof(what_names) / sizeof(*what_names))
+				return usage();
+			opt.what = (enum what)w;
+			i++;
+		} else if (v && !strcmp(a, "--auth")) {
+			opt.auth = v, i++;
+		} else if (v && !strcmp(a, "--rate")) {
+			opt.rate = atof(v), i++;
+		} else if (v && !strcmp(a, "--batch")) {
+			opt.batch = atoi(v), i++;
+		} else if (v && !strcmp(a, "--seconds")) {
+			opt.seconds = atof(v), i++;
+		} else if (v && !strcmp(a, "--conns")) {
+			opt.conns = atoi(v), i++;
+		} else if (v && !strcmp(a, "--src")) {
+			opt.src = v, i++;
+		} else if (a[0] != '-' && !opt.port) {
+			opt.port = atoi(a);
+		} else {
+			return usage();
+		}
+	}
+	if (!opt.port || opt.conns < 1 || opt.batch < 1 || opt.batch > 4096)
+		return usage();
+	cs = calloc((size_t)opt.conns, sizeof(*cs));
+	th = calloc((size_t)opt.conns, sizeof(*th));
+	for (int i = 0; i < opt.conns; i++) {
+		cs[i].id = i, cs[i].fd = -1;
+		pthread_create(&th[i], NULL, conn_run, &cs[i]);
+	}
+	for (int i = 0; i < opt.conns; i++) {
+		struct conn *c = &cs[i];
+		pthread_join(th[i], NULL);
+		printf("conn %d: %s sent %llu messages, %llu bytes; read %llu bytes; ", i,
+		       what_names[opt.what], (unsigned long long)c->sent,
+		       (unsigned long long)c->sent_bytes, (unsigned long long)c->read_bytes);
+		if (!c->ok)
+			printf("failed: %s\n", c->why);
+		else if (c->closed)
+			printf("closed after %.2f s%s%s\n", c->closed_s, c->why[0] ? "; " : "", c->why);
+		else
+			printf("open%s%s\n", c->why[0] ? "; " : "", c->why);
+		ok += c->ok;
+		closed += c->closed;
+		sent += c->sent, bytes += c->sent_bytes, rd += c->read_bytes;
+	}
+	printf("total: %d connections, %d set up, %d closed; sent %llu messages, %llu bytes; "
+	       "read %llu bytes\n", opt.conns, ok, closed, (unsigned long long)sent,
+	       (unsigned long long)bytes, (unsigned long long)rd);
+	free(cs);
+	free(th);
+	return ok == opt.conns ? 0 : 1;
+}
