@@ -62,6 +62,9 @@
  *   quiet_share   one grantee's quiet GETs of SSD-only blocks pipelined on
  *                 24 connections beside another grantee's: the server's
  *                 slots and the copies' memory held to a tenant's part
+ *   wd_share      one tenant's puts overrun the SSD writer beside another
+ *                 tenant's few: its write-downs shed first, the other's
+ *                 (a quarter of the queue) written and read back
  *
  * Every phase samples the server's VmRSS every 20 ms and asserts the bound
  * of doc/security.md: RSS < RSS at start + --dram + --max-memory +
@@ -7710,6 +7713,198 @@ static void phase_resp_hello(void)
 	T_EQ_INT(tsrv_stop(&srv), 0);
 }
 
+/* ------------------------------------------------------------------------
+ * wd_share: one tenant's burst of puts past the SSD writer beside another
+ * tenant's few
+ *
+ * With write-through admission every put is queued for write-down, and a
+ * queue holding ssd.writedown_max sheds new blocks (ssd.writedown_shed):
+ * such a block lives in DRAM only, and is lost once evicted.  bob puts
+ * wd_keep blocks of WD_LEN (WD_KEEP: a quarter of the queue, 1 MiB), then
+ * WD_FILL more that push them out of his DRAM quota once written down (or
+ * shed), and reads the first ones back: from SSD, or misses.  Alone, and
+ * while mallory puts as fast as she can on WD_CONNS connections, the
+ * writer slowed (ssd.debug_write_delay_ms).  The queue was whoever's came
+ * first: mallory's burst held it all and bob's write-downs were shed, 4 of
+ * 4 lost.  Now a quota group's (a tenant's) write-downs within a quarter
+ * of the queue take the place of the newest of a group past its quarter
+ * (lib/tier/ssd/ssd.c ssd_admit, wd_preempt_locked).
+ */
+
+#define WD_CONNS 4u
+#define WD_LEN (256u << 10)
+#define WD_KEEP 4u   /* bob's blocks read back: 1 MiB, a quarter of writedown_max */
+#define WD_FILL 16u  /* then his 4 MiB DRAM quota's worth */
+
+static unsigned wd_keep = WD_KEEP;
+
+struct wd_burster {
+	pthread_t t;
+	const uint8_t *ns;
+	unsigned id;
+	_Atomic unsigned puts;
+	_Atomic bool *stop;
+};
+
+static void *wd_burst_main(void *arg)
+{
+	struct wd_burster *b = arg;
+	uint8_t *v = malloc(WD_LEN);
+	struct kc c;
+
+	if (!v || kc_dial(&c, srv.port, "mallory", SECRET_ALICE) != 0) {
+		free(v);
+		return NULL;
+	}
+	tsrv_fill(v, WD_LEN, 77 + b->id);
+	while (!atomic_load(b->stop)) {
+		struct kvt_key k;
+		struct iovec p = { v, WD_LEN };
+		char name[32];
+		int rc;
+		snprintf(name, sizeof(name), "wd-m-%u-%u", b->id, atomic_load(&b->puts) % 4096);
+		kvt_key_set(&k, name, strlen(name));
+		rc = kc_put(&c, b->ns, &k, &p, 1, NULL);
+		if (rc < 0 && rc != KVT_EFULL)
+			break; /* EFULL: her quota all pinned by write-downs */
+		atomic_fetch_add(&b->puts, 1);
+	}
+	kc_close(&c);
+	free(v);
+	return NULL;
+}
+
+static void wd_bob_key(struct kvt_key *k, unsigned r, unsigned i)
+{
+	char name[32];
+	snprintf(name, sizeof(name), "wd-b-%u-%u", r, i);
+	kvt_key_set(k, name, strlen(name));
+}
+
+/* bob's round r: wd_keep blocks put, WD_FILL more that evict them from
+ * DRAM once written down (or shed), then the first ones read back: how
+ * many came back (the rest are misses). */
+static unsigned wd_bob_round(struct kc *b, const uint8_t *ns, unsigned r, uint8_t *v)
+{
+	unsigned back = 0;
+	uint64_t on_ssd = 0;
+
+	T_RC(kc_stat(b, PROTO_SCOPE_TENANT, "tenant.ssd_bytes", &on_ssd), 0);
+	for (unsigned i = 0; i < wd_keep + WD_FILL; i++) {
+		struct kvt_key k;
+		struct iovec p = { v, WD_LEN };
+		wd_bob_key(&k, r, i);
+		tsrv_fill(v, WD_LEN, 9000 + r * 256 + i);
+		T_RC(kc_put(b, ns, &k, &p, 1, NULL), KVT_OK);
+		/* his write-downs on SSD (or shed: then 10 s), so that the
+		 * rest push them out of DRAM */
+		for (unsigned w = 0; i == wd_keep - 1 && w < 1000; w++) {
+			uint64_t n = 0;
+			T_RC(kc_stat(b, PROTO_SCOPE_TENANT, "tenant.ssd_bytes", &n), 0);
+			if (n >= on_ssd + (uint64_t)wd_keep * WD_LEN)
+				break;
+			tsrv_sleep_ms(10);
+		}
+	}
+	tsrv_sleep_ms(500);
+	for (unsigned i = 0; i < wd_keep; i++) {
+		struct kvt_key k;
+		struct kc_value val;
+		uint32_t tier = 0;
+		int rc;
+		wd_bob_key(&k, r, i);
+		rc = kc_exists(b, ns, &k, &tier);
+		T_ASSERT(rc == KVT_MISS || (rc == KVT_OK && tier == KVT_TIER_SSD));
+		rc = kc_get(b, ns, &k, 0, 0, 0, 0, &val);
+		if (rc == KVT_OK) {
+			tsrv_fill(v, WD_LEN, 9000 + r * 256 + i);
+			T_EQ_U64(val.len, WD_LEN);
+			T_ASSERT(memcmp(val.bytes, v, WD_LEN) == 0);
+			kc_value_free(&val);
+			back++;
+		} else {
+			T_RC(rc, KVT_MISS);
+		}
+	}
+	return back;
+}
+
+static unsigned wd_puts(struct wd_burster *bu)
+{
+	unsigned n = 0;
+	for (unsigned i = 0; i < WD_CONNS; i++)
+		n += atomic_load(&bu[i].puts);
+	return n;
+}
+
+static void phase_wd_share(void)
+{
+	const char *extra[] = { "--ssd", "256M", "--set", "ssd.admission=always",
+				"--set", "ssd.writedown_max=4M",
+				"--set", "ssd.debug_write_delay_ms=20", NULL };
+	struct kvt_ns_desc dm = desc, db = desc;
+	uint8_t ns_m[PROTO_DIGEST_LEN], ns_b[PROTO_DIGEST_LEN], *v = malloc(WD_LEN);
+	struct wd_burster bu[WD_CONNS];
+	_Atomic bool stop = false;
+	unsigned back0, back1, p0, p1, p2;
+	uint64_t shed0, shed1, shed2, shed3, share, wr0, wr1;
+	struct kc m, b;
+
+	if (getenv("WD_KEEP")) /* measurements: rounds of another size */
+		wd_keep = (unsigned)strtoul(getenv("WD_KEEP"), NULL, 0);
+	start_with("wd_share", extra, "mallory " SECRET_ALICE " tenant dram=24M\n"
+				      "bob " SECRET_ALICE " tenant dram=4M\n"
+				      "admin " SECRET_ADMIN " admin\n");
+	dm.model = "wd-mallory";
+	db.model = "wd-bob";
+	T_RC(kc_dial(&m, srv.port, "mallory", SECRET_ALICE), 0);
+	T_RC(kc_register(&m, &dm, ns_m, NULL, 0), KVT_OK);
+	T_RC(kc_dial(&b, srv.port, "bob", SECRET_ALICE), 0);
+	T_RC(kc_register(&b, &db, ns_b, NULL, 0), KVT_OK);
+
+	shed0 = stat_of("ssd.writedown_shed");
+	back0 = wd_bob_round(&b, ns_b, 0, v);
+	shed1 = stat_of("ssd.writedown_shed");
+	printf("wd_share: bob alone: %u of %u blocks back from SSD; writedown_shed +%" PRIu64
+	       "\n", back0, wd_keep, shed1 - shed0);
+
+	for (unsigned i = 0; i < WD_CONNS; i++) {
+		bu[i] = (struct wd_burster){ .ns = ns_m, .id = i, .stop = &stop };
+		pthread_create(&bu[i].t, NULL, wd_burst_main, &bu[i]);
+	}
+	tsrv_sleep_ms(1000);
+	/* mallory alone, a second of her burst */
+	p0 = wd_puts(bu);
+	shed1 = stat_of("ssd.writedown_shed");
+	wr0 = stat_of("ssd.writedown_blocks");
+	tsrv_sleep_ms(1000);
+	p1 = wd_puts(bu);
+	shed2 = stat_of("ssd.writedown_shed");
+	wr1 = stat_of("ssd.writedown_blocks");
+	printf("wd_share: mallory alone: %u puts of %u KiB in 1 s on %u connections, %" PRIu64
+	       " write-downs shed, %" PRIu64 " written\n", p1 - p0, WD_LEN >> 10, WD_CONNS,
+	       shed2 - shed1, wr1 - wr0);
+	back1 = wd_bob_round(&b, ns_b, 1, v);
+	shed3 = stat_of("ssd.writedown_shed");
+	share = stat_opt("ssd.writedown_preempted");
+	p2 = wd_puts(bu);
+	atomic_store(&stop, true);
+	for (unsigned i = 0; i < WD_CONNS; i++)
+		pthread_join(bu[i].t, NULL);
+	printf("wd_share: bob beside mallory's puts (%u more): %u of %u blocks back from SSD; "
+	       "writedown_shed +%" PRIu64 ", writedown_preempted %" PRIu64 "\n", p2 - p1, back1,
+	       wd_keep, shed3 - shed2, share);
+	T_EQ_INT(back0, wd_keep);
+	T_GE_INT(p2 - p1, 1);
+	T_GE_INT(shed3 - shed2, 1); /* the writer was overrun */
+	if (!getenv("WD_KEEP"))
+		T_EQ_INT(back1, wd_keep);
+	kc_close(&m);
+	kc_close(&b);
+	free(v);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
 /* ------------------------------------------------------------------------ */
 
 static const struct tsrv_phase phases[] = {
@@ -7770,6 +7965,7 @@ static const struct tsrv_phase phases[] = {
 	{ "resp_hello", phase_resp_hello },
 	{ "aux_share", phase_aux_share },
 	{ "quiet_share", phase_quiet_share },
+	{ "wd_share", phase_wd_share },
 };
 
 int main(int argc, char **argv)
