@@ -7728,8 +7728,8 @@ static void phase_resp_hello(void)
  * latencies, the I/O engine's queue and a read's time in the device, and
  * asserts only that every read of bob's is a hit.  Its conclusion, with
  * the figures, is doc/security.md "SSD reads between tenants": bob waits
- * for the machine's CPU and for the device, not behind mallory's queue,
- * so no share was added.  Parameters (environment): SR_M_LEN, mallory's
+ * mostly for the machine's CPU and for the device, little behind
+ * mallory's queue, so no share was added.  Parameters (environment): SR_M_LEN, mallory's
  * value length (64 KiB); SR_M_DRAM, her dram= quota (32M: how many of her
  * promotions may be in flight); SR_M_HOT=N, she reads only her newest N
  * blocks, in DRAM (the control: what her reads cost without the SSD);
