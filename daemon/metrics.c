@@ -246,6 +246,8 @@ static const char *const metrics_stat_names[] = {
 #define S_DRAM_LOWER 34
 	"dram.on_lower_bytes",
 	"dram.cold_bytes",
+#define S_SSD_PREEMPTED 36
+	"ssd.writedown_preempted",
 	NULL,
 };
 
@@ -605,6 +607,10 @@ int kvtd_metrics_render(struct kvtd_server *srv, char **out, size_t *out_len)
 		    st.v[S_SSD_CRC + 1]);
 	metrics_one(f, "kvtier_ssd_writedown_shed_total", "counter",
 		    "blocks not written down to SSD because the queue was full", st.v[S_SSD_CRC + 2]);
+	metrics_one(f, "kvtier_ssd_writedown_preempted_total", "counter",
+		    "of those, queued write-downs of a quota group (tenant) past its quarter of the "
+		    "queue, taken off it for another group's within its quarter",
+		    st.v[S_SSD_PREEMPTED]);
 	/* SSD health and backlog (doc/deploy.md's alerts, kvtier top) */
 	metrics_one(f, "kvtier_ssd_segments_quarantined", "gauge",
 		    "SSD segments quarantined after an I/O error (not reused until restart)",

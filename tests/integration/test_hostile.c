@@ -62,6 +62,13 @@
  *   quiet_share   one grantee's quiet GETs of SSD-only blocks pipelined on
  *                 24 connections beside another grantee's: the server's
  *                 slots and the copies' memory held to a tenant's part
+ *   wd_share      one tenant's puts overrun the SSD writer beside another
+ *                 tenant's few: its write-downs shed first, the other's
+ *                 (a quarter of the queue) written and read back
+ *   ssd_read_share (by hand, not in the suite) one tenant's GETs of SSD-only
+ *                 blocks on 24 connections beside another's single GET: the
+ *                 latencies measured (doc/security.md "SSD reads between
+ *                 tenants")
  *
  * Every phase samples the server's VmRSS every 20 ms and asserts the bound
  * of doc/security.md: RSS < RSS at start + --dram + --max-memory +
@@ -7710,6 +7717,470 @@ static void phase_resp_hello(void)
 	T_EQ_INT(tsrv_stop(&srv), 0);
 }
 
+/* ------------------------------------------------------------------------
+ * ssd_read_share (a measurement, run by hand: not in the suite): one
+ * tenant's GETs of its SSD-only blocks pipelined on many connections
+ * beside another tenant's single GET of its own
+ *
+ * bob reads his SSD-only blocks (1 MiB) one at a time, alone and then
+ * while mallory pipelines GET frames of hers (SR_DEPTH frames of SR_ITEMS
+ * blocks) on SR_CONNS connections, reading the answers; it prints bob's
+ * latencies, the I/O engine's queue and a read's time in the device, and
+ * asserts only that every read of bob's is a hit.  Its conclusion, with
+ * the figures, is doc/security.md "SSD reads between tenants": bob waits
+ * mostly for the machine's CPU and for the device, little behind
+ * mallory's queue, so no share was added.  Parameters (environment): SR_M_LEN, mallory's
+ * value length (64 KiB); SR_M_DRAM, her dram= quota (32M: how many of her
+ * promotions may be in flight); SR_M_HOT=N, she reads only her newest N
+ * blocks, in DRAM (the control: what her reads cost without the SSD);
+ * SR_SET=NAME=VALUE, one more --set (ssd.io_depth=16).
+ *
+ *   ninja -C build-release daemon/kvtierd tests/test_hostile
+ *   TMPDIR=$PWD/build-release build-release/tests/test_hostile \
+ *       build-release/daemon/kvtierd ssd_read_share
+ */
+
+#define SR_CONNS 24u
+#define SR_DEPTH 4u
+#define SR_ITEMS 8u
+#define SR_LEN (1u << 20) /* bob's */
+static unsigned sr_m_len = 64u << 10, sr_m_blocks; /* mallory's: 96 MiB of them */
+static const char *sr_m_dram = "32M";
+static unsigned sr_m_lo; /* mallory reads her blocks from this one on */
+#define SR_B_BLOCKS 32u  /* bob's, past his 4 MiB quota */
+#define SR_READS 200u
+
+struct sr_flooder {
+	pthread_t t;
+	const uint8_t *ns;
+	unsigned seed, answered, hits, misses, other;
+	int last_other;
+	_Atomic bool *stop;
+};
+
+static void sr_flood_item(void *ctx, const struct kc_resp *r, const struct proto_item *pi)
+{
+	struct sr_flooder *fl = ctx;
+
+	(void)r;
+	if (pi->status == KVT_OK)
+		fl->hits++;
+	else if (pi->status == KVT_MISS)
+		fl->misses++;
+	else {
+		fl->other++;
+		fl->last_other = pi->status;
+	}
+}
+
+static void sr_key(struct kvt_key *k, const char *who, unsigned i)
+{
+	char name[32];
+	snprintf(name, sizeof(name), "sr-%s-%u", who, i);
+	kvt_key_set(k, name, strlen(name));
+}
+
+static void sr_send(struct kc *c, const uint8_t ns[PROTO_DIGEST_LEN], const char *who,
+		    const unsigned *idx, unsigned n)
+{
+	struct proto_item its[SR_ITEMS];
+	struct proto_frame f = { .op = PROTO_OP_GET };
+
+	memset(its, 0, sizeof(its));
+	for (unsigned i = 0; i < n; i++)
+		sr_key(&its[i].key, who, idx[i]);
+	f.ns_count = 1;
+	f.ns = ns;
+	T_ASSERT(kc_request(c, &f, its, n, NULL, 0) > 0);
+}
+
+static void *sr_flood_main(void *arg)
+{
+	struct sr_flooder *fl = arg;
+	unsigned idx[SR_ITEMS], next = fl->seed;
+	struct kc c;
+
+	if (kc_dial(&c, srv.port, "mallory", SECRET_ALICE) != 0)
+		return NULL;
+	for (unsigned d = 0; d < SR_DEPTH; d++) {
+		for (unsigned i = 0; i < SR_ITEMS; i++)
+			idx[i] = sr_m_lo + next++ % (sr_m_blocks - sr_m_lo);
+		sr_send(&c, fl->ns, "m", idx, SR_ITEMS);
+	}
+	while (!atomic_load(fl->stop)) {
+		if (kc_recv_items(&c, 30000, sr_flood_item, fl, NULL) < 1)
+			break;
+		fl->answered++;
+		for (unsigned i = 0; i < SR_ITEMS; i++)
+			idx[i] = sr_m_lo + next++ % (sr_m_blocks - sr_m_lo);
+		sr_send(&c, fl->ns, "m", idx, SR_ITEMS);
+	}
+	kc_close(&c);
+	return NULL;
+}
+
+struct sr_seen {
+	unsigned hits, misses;
+	uint32_t want;
+};
+
+static void sr_item(void *ctx, const struct kc_resp *r, const struct proto_item *pi)
+{
+	struct sr_seen *g = ctx;
+	uint8_t head[64];
+
+	if (pi->status == KVT_MISS) {
+		g->misses++;
+		return;
+	}
+	T_EQ_INT(pi->status, KVT_OK);
+	T_EQ_U64(pi->data_len, SR_LEN);
+	tsrv_fill(head, sizeof(head), g->want);
+	T_ASSERT(memcmp(r->data + pi->data_off, head, sizeof(head)) == 0);
+	g->hits++;
+}
+
+/* c (tenant who) registers d into ns and puts n blocks of SR_LEN, the
+ * write-downs drained after. */
+static void sr_put_all(struct kc *c, const char *tenant, const char *who,
+		       struct kvt_ns_desc *d, uint8_t *ns, unsigned n, uint32_t len, uint32_t seed0)
+{
+	uint8_t *v = malloc(len);
+
+	T_RC(kc_dial(c, srv.port, tenant, SECRET_ALICE), 0);
+	T_RC(kc_register(c, d, ns, NULL, 0), KVT_OK);
+	for (unsigned i = 0; i < n; i++) {
+		struct kvt_key k;
+		struct iovec p = { v, len };
+		int rc;
+		sr_key(&k, who, i);
+		tsrv_fill(v, len, seed0 + i);
+		for (int t = 0; (rc = kc_put(c, ns, &k, &p, 1, NULL)) == KVT_EFULL && t < 100; t++)
+			stat_wait_zero("ssd.writedown_pending_bytes", "ssd.writes_inflight");
+		T_EQ_INT(rc, KVT_OK);
+		if (((uint64_t)(i + 1) * len) % (8u << 20) == 0)
+			stat_wait_zero("ssd.writedown_pending_bytes", "ssd.writes_inflight");
+	}
+	stat_wait_zero("ssd.writedown_pending_bytes", "ssd.writes_inflight");
+	free(v);
+}
+
+static int sr_cmp(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* bob's SR_READS GETs, one at a time over his blocks in turn: their
+ * latencies sorted into lat (ns); the misses. */
+static unsigned sr_bob_reads(struct kc *b, const uint8_t *ns, uint64_t *lat, unsigned *next)
+{
+	unsigned misses = 0;
+
+	for (unsigned r = 0; r < SR_READS; r++) {
+		unsigned idx = (*next)++ % SR_B_BLOCKS;
+		struct sr_seen g = { 0, 0, 5000 + idx };
+		uint64_t t0 = tsrv_now_ns();
+		sr_send(b, ns, "b", &idx, 1);
+		T_GE_INT(kc_recv_items(b, 30000, sr_item, &g, NULL), 1);
+		lat[r] = tsrv_now_ns() - t0;
+		misses += g.misses;
+	}
+	qsort(lat, SR_READS, sizeof(*lat), sr_cmp);
+	return misses;
+}
+
+static void phase_ssd_read_share(void)
+{
+	const char *extra[] = { "--ssd", "512M", "--set", "ssd.admission=always",
+				getenv("SR_SET") ? "--set" : NULL, getenv("SR_SET"), NULL };
+	struct kvt_ns_desc dm = desc, db = desc;
+	uint8_t ns_m[PROTO_DIGEST_LEN], ns_b[PROTO_DIGEST_LEN];
+	uint64_t lat0[SR_READS], lat1[SR_READS], r0, r1, q_max = 0, q_sum = 0, t0, t1, ns0, ns1;
+	unsigned next = 0, miss0, miss1, answered = 0, samples = 0, m_hits = 0, m_miss = 0;
+	unsigned m_other = 0;
+	struct sr_flooder fl[SR_CONNS];
+	_Atomic bool stop = false;
+	struct kc m, b;
+
+	char tenants[256];
+
+	if (getenv("SR_M_LEN"))
+		sr_m_len = (unsigned)strtoul(getenv("SR_M_LEN"), NULL, 0);
+	if (getenv("SR_M_DRAM"))
+		sr_m_dram = getenv("SR_M_DRAM");
+	sr_m_blocks = (unsigned)((96ull << 20) / sr_m_len);
+	if (getenv("SR_M_HOT")) /* her newest, in DRAM */
+		sr_m_lo = sr_m_blocks - (unsigned)strtoul(getenv("SR_M_HOT"), NULL, 0);
+	snprintf(tenants, sizeof(tenants), "mallory " SECRET_ALICE " tenant dram=%s\n"
+		 "bob " SECRET_ALICE " tenant dram=4M\nadmin " SECRET_ADMIN " admin\n", sr_m_dram);
+	start_with("ssd_read_share", extra, tenants);
+	dm.model = "sr-mallory";
+	db.model = "sr-bob";
+	sr_put_all(&m, "mallory", "m", &dm, ns_m, sr_m_blocks, sr_m_len, 1000);
+	sr_put_all(&b, "bob", "b", &db, ns_b, SR_B_BLOCKS, SR_LEN, 5000);
+	{
+		/* mallory's own blocks, one at a time: on SSD, read back */
+		unsigned h = 0, mi = 0;
+		for (unsigned i = 0; i < 16; i++) {
+			struct sr_flooder f1 = { 0 };
+			unsigned idx = i;
+			sr_send(&m, ns_m, "m", &idx, 1);
+			T_GE_INT(kc_recv_items(&m, 30000, sr_flood_item, &f1, NULL), 1);
+			h += f1.hits;
+			mi += f1.misses + f1.other;
+		}
+		printf("ssd_read_share: mallory alone, 16 reads: %u hits, %u not\n", h, mi);
+	}
+	kc_close(&m);
+
+	r0 = stat_of("io.reads");
+	miss0 = sr_bob_reads(&b, ns_b, lat0, &next);
+	r1 = stat_of("io.reads");
+	printf("ssd_read_share: bob alone: %u reads (io.reads +%" PRIu64 "), p50 %.1f us, "
+	       "p90 %.1f us, p99 %.1f us, max %.1f us, %u misses\n", SR_READS, r1 - r0,
+	       lat0[SR_READS / 2] / 1e3, lat0[SR_READS * 9 / 10] / 1e3,
+	       lat0[SR_READS * 99 / 100] / 1e3, lat0[SR_READS - 1] / 1e3, miss0);
+
+	for (unsigned i = 0; i < SR_CONNS; i++) {
+		fl[i] = (struct sr_flooder){ .ns = ns_m, .seed = i * 37, .stop = &stop };
+		pthread_create(&fl[i].t, NULL, sr_flood_main, &fl[i]);
+	}
+	tsrv_sleep_ms(1000);
+	t0 = tsrv_now_ns();
+	r0 = stat_of("io.reads");
+	ns0 = stat_of("io.read_ns");
+	miss1 = sr_bob_reads(&b, ns_b, lat1, &next);
+	for (int i = 0; i < 20; i++) {
+		uint64_t q = stat_of("io.queued");
+		q_sum += q;
+		q_max = q > q_max ? q : q_max;
+		samples++;
+		tsrv_sleep_ms(10);
+	}
+	r1 = stat_of("io.reads");
+	t1 = tsrv_now_ns();
+	ns1 = stat_of("io.read_ns");
+	printf("ssd_read_share: io.inflight %" PRIu64 ", a read's device time %.1f us\n",
+	       stat_of("io.inflight"),
+	       r1 > r0 ? (double)(ns1 - ns0) / (double)(r1 - r0) / 1e3 : 0.0);
+	atomic_store(&stop, true);
+	for (unsigned i = 0; i < SR_CONNS; i++) {
+		pthread_join(fl[i].t, NULL);
+		answered += fl[i].answered;
+		m_hits += fl[i].hits;
+		m_miss += fl[i].misses;
+		m_other += fl[i].other;
+		if (fl[i].other)
+			printf("ssd_read_share: flooder %u: last other status %d\n", i,
+			       fl[i].last_other);
+	}
+	printf("ssd_read_share: mallory's items: %u hits, %u misses, %u other\n", m_hits,
+	       m_miss, m_other);
+	printf("ssd_read_share: bob beside mallory's %u connections of %u GET frames of %u "
+	       "blocks of %u KiB: p50 %.1f us, p90 %.1f us, p99 %.1f us, max %.1f us, %u misses; "
+	       "mallory %u frames answered; io.reads +%" PRIu64 " in %.2f s; io.queued mean %.1f "
+	       "max %" PRIu64 "\n", SR_CONNS, SR_DEPTH, SR_ITEMS, sr_m_len >> 10,
+	       lat1[SR_READS / 2] / 1e3, lat1[SR_READS * 9 / 10] / 1e3,
+	       lat1[SR_READS * 99 / 100] / 1e3, lat1[SR_READS - 1] / 1e3, miss1, answered,
+	       r1 - r0, (t1 - t0) / 1e9, (double)q_sum / samples, q_max);
+	T_EQ_INT(miss0 + miss1, 0);
+	kc_close(&b);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
+/* ------------------------------------------------------------------------
+ * wd_share: one tenant's burst of puts past the SSD writer beside another
+ * tenant's few
+ *
+ * With write-through admission every put is queued for write-down, and a
+ * queue holding ssd.writedown_max sheds new blocks (ssd.writedown_shed):
+ * such a block lives in DRAM only, and is lost once evicted.  bob puts
+ * wd_keep blocks of WD_LEN (WD_KEEP: a quarter of the queue, 1 MiB), then
+ * WD_FILL more that push them out of his DRAM quota once written down (or
+ * shed), and reads the first ones back: from SSD, or misses.  Alone, and
+ * while mallory puts as fast as she can on WD_CONNS connections, the
+ * writer slowed (ssd.debug_write_delay_ms).  The queue was whoever's came
+ * first: mallory's burst held it all and bob's write-downs were shed, 4 of
+ * 4 lost.  Now a quota group's (a tenant's) write-downs within a quarter
+ * of the queue take the place of the newest of a group past its quarter
+ * (lib/tier/ssd/ssd.c ssd_admit, wd_preempt_locked).
+ */
+
+#define WD_CONNS 4u
+#define WD_LEN (256u << 10)
+#define WD_KEEP 4u   /* bob's blocks read back: 1 MiB, a quarter of writedown_max */
+#define WD_FILL 16u  /* then his 4 MiB DRAM quota's worth */
+
+static unsigned wd_keep = WD_KEEP;
+
+struct wd_burster {
+	pthread_t t;
+	const uint8_t *ns;
+	unsigned id;
+	_Atomic unsigned puts;
+	_Atomic bool *stop;
+};
+
+static void *wd_burst_main(void *arg)
+{
+	struct wd_burster *b = arg;
+	uint8_t *v = malloc(WD_LEN);
+	struct kc c;
+
+	if (!v || kc_dial(&c, srv.port, "mallory", SECRET_ALICE) != 0) {
+		free(v);
+		return NULL;
+	}
+	tsrv_fill(v, WD_LEN, 77 + b->id);
+	while (!atomic_load(b->stop)) {
+		struct kvt_key k;
+		struct iovec p = { v, WD_LEN };
+		char name[32];
+		int rc;
+		snprintf(name, sizeof(name), "wd-m-%u-%u", b->id, atomic_load(&b->puts) % 4096);
+		kvt_key_set(&k, name, strlen(name));
+		rc = kc_put(&c, b->ns, &k, &p, 1, NULL);
+		if (rc < 0 && rc != KVT_EFULL)
+			break; /* EFULL: her quota all pinned by write-downs */
+		atomic_fetch_add(&b->puts, 1);
+	}
+	kc_close(&c);
+	free(v);
+	return NULL;
+}
+
+static void wd_bob_key(struct kvt_key *k, unsigned r, unsigned i)
+{
+	char name[32];
+	snprintf(name, sizeof(name), "wd-b-%u-%u", r, i);
+	kvt_key_set(k, name, strlen(name));
+}
+
+/* bob's round r: wd_keep blocks put, WD_FILL more that evict them from
+ * DRAM once written down (or shed), then the first ones read back: how
+ * many came back (the rest are misses). */
+static unsigned wd_bob_round(struct kc *b, const uint8_t *ns, unsigned r, uint8_t *v)
+{
+	unsigned back = 0;
+	uint64_t on_ssd = 0;
+
+	T_RC(kc_stat(b, PROTO_SCOPE_TENANT, "tenant.ssd_bytes", &on_ssd), 0);
+	for (unsigned i = 0; i < wd_keep + WD_FILL; i++) {
+		struct kvt_key k;
+		struct iovec p = { v, WD_LEN };
+		wd_bob_key(&k, r, i);
+		tsrv_fill(v, WD_LEN, 9000 + r * 256 + i);
+		T_RC(kc_put(b, ns, &k, &p, 1, NULL), KVT_OK);
+		/* his write-downs on SSD (or shed: then 10 s), so that the
+		 * rest push them out of DRAM */
+		for (unsigned w = 0; i == wd_keep - 1 && w < 1000; w++) {
+			uint64_t n = 0;
+			T_RC(kc_stat(b, PROTO_SCOPE_TENANT, "tenant.ssd_bytes", &n), 0);
+			if (n >= on_ssd + (uint64_t)wd_keep * WD_LEN)
+				break;
+			tsrv_sleep_ms(10);
+		}
+	}
+	tsrv_sleep_ms(500);
+	for (unsigned i = 0; i < wd_keep; i++) {
+		struct kvt_key k;
+		struct kc_value val;
+		uint32_t tier = 0;
+		int rc;
+		wd_bob_key(&k, r, i);
+		rc = kc_exists(b, ns, &k, &tier);
+		T_ASSERT(rc == KVT_MISS || (rc == KVT_OK && tier == KVT_TIER_SSD));
+		rc = kc_get(b, ns, &k, 0, 0, 0, 0, &val);
+		if (rc == KVT_OK) {
+			tsrv_fill(v, WD_LEN, 9000 + r * 256 + i);
+			T_EQ_U64(val.len, WD_LEN);
+			T_ASSERT(memcmp(val.bytes, v, WD_LEN) == 0);
+			kc_value_free(&val);
+			back++;
+		} else {
+			T_RC(rc, KVT_MISS);
+		}
+	}
+	return back;
+}
+
+static unsigned wd_puts(struct wd_burster *bu)
+{
+	unsigned n = 0;
+	for (unsigned i = 0; i < WD_CONNS; i++)
+		n += atomic_load(&bu[i].puts);
+	return n;
+}
+
+static void phase_wd_share(void)
+{
+	const char *extra[] = { "--ssd", "256M", "--set", "ssd.admission=always",
+				"--set", "ssd.writedown_max=4M",
+				"--set", "ssd.debug_write_delay_ms=20", NULL };
+	struct kvt_ns_desc dm = desc, db = desc;
+	uint8_t ns_m[PROTO_DIGEST_LEN], ns_b[PROTO_DIGEST_LEN], *v = malloc(WD_LEN);
+	struct wd_burster bu[WD_CONNS];
+	_Atomic bool stop = false;
+	unsigned back0, back1, p0, p1, p2;
+	uint64_t shed0, shed1, shed2, shed3, share, wr0, wr1;
+	struct kc m, b;
+
+	if (getenv("WD_KEEP")) /* measurements: rounds of another size */
+		wd_keep = (unsigned)strtoul(getenv("WD_KEEP"), NULL, 0);
+	start_with("wd_share", extra, "mallory " SECRET_ALICE " tenant dram=24M\n"
+				      "bob " SECRET_ALICE " tenant dram=4M\n"
+				      "admin " SECRET_ADMIN " admin\n");
+	dm.model = "wd-mallory";
+	db.model = "wd-bob";
+	T_RC(kc_dial(&m, srv.port, "mallory", SECRET_ALICE), 0);
+	T_RC(kc_register(&m, &dm, ns_m, NULL, 0), KVT_OK);
+	T_RC(kc_dial(&b, srv.port, "bob", SECRET_ALICE), 0);
+	T_RC(kc_register(&b, &db, ns_b, NULL, 0), KVT_OK);
+
+	shed0 = stat_of("ssd.writedown_shed");
+	back0 = wd_bob_round(&b, ns_b, 0, v);
+	shed1 = stat_of("ssd.writedown_shed");
+	printf("wd_share: bob alone: %u of %u blocks back from SSD; writedown_shed +%" PRIu64
+	       "\n", back0, wd_keep, shed1 - shed0);
+
+	for (unsigned i = 0; i < WD_CONNS; i++) {
+		bu[i] = (struct wd_burster){ .ns = ns_m, .id = i, .stop = &stop };
+		pthread_create(&bu[i].t, NULL, wd_burst_main, &bu[i]);
+	}
+	tsrv_sleep_ms(1000);
+	/* mallory alone, a second of her burst */
+	p0 = wd_puts(bu);
+	shed1 = stat_of("ssd.writedown_shed");
+	wr0 = stat_of("ssd.writedown_blocks");
+	tsrv_sleep_ms(1000);
+	p1 = wd_puts(bu);
+	shed2 = stat_of("ssd.writedown_shed");
+	wr1 = stat_of("ssd.writedown_blocks");
+	printf("wd_share: mallory alone: %u puts of %u KiB in 1 s on %u connections, %" PRIu64
+	       " write-downs shed, %" PRIu64 " written\n", p1 - p0, WD_LEN >> 10, WD_CONNS,
+	       shed2 - shed1, wr1 - wr0);
+	back1 = wd_bob_round(&b, ns_b, 1, v);
+	shed3 = stat_of("ssd.writedown_shed");
+	share = stat_opt("ssd.writedown_preempted");
+	p2 = wd_puts(bu);
+	atomic_store(&stop, true);
+	for (unsigned i = 0; i < WD_CONNS; i++)
+		pthread_join(bu[i].t, NULL);
+	printf("wd_share: bob beside mallory's puts (%u more): %u of %u blocks back from SSD; "
+	       "writedown_shed +%" PRIu64 ", writedown_preempted %" PRIu64 "\n", p2 - p1, back1,
+	       wd_keep, shed3 - shed2, share);
+	T_EQ_INT(back0, wd_keep);
+	T_GE_INT(p2 - p1, 1);
+	T_GE_INT(shed3 - shed2, 1); /* the writer was overrun */
+	if (!getenv("WD_KEEP"))
+		T_EQ_INT(back1, wd_keep);
+	kc_close(&m);
+	kc_close(&b);
+	free(v);
+	T_EQ_INT(tsrv_stop(&srv), 0);
+}
+
 /* ------------------------------------------------------------------------ */
 
 static const struct tsrv_phase phases[] = {
@@ -7770,6 +8241,8 @@ static const struct tsrv_phase phases[] = {
 	{ "resp_hello", phase_resp_hello },
 	{ "aux_share", phase_aux_share },
 	{ "quiet_share", phase_quiet_share },
+	{ "ssd_read_share", phase_ssd_read_share },
+	{ "wd_share", phase_wd_share },
 };
 
 int main(int argc, char **argv)

@@ -4011,6 +4011,50 @@ static int put_64k(struct kvt_store *s, uint32_t ns, uint64_t k)
 	return kvt_put(s, ns, &key, &v, 1);
 }
 
+/*
+ * The write-down queue between quota groups (ssd.c ssd_admit, "A quota
+ * group's share of the write-down queue"): writer held, write-through,
+ * ssd.writedown_max 1 MiB = 16 blocks of 64 KiB.  Group 1 alone fills
+ * it, all 16 admitted (a group alone keeps the whole queue), its 17th
+ * shed.  Group 2's 4 (its quarter) then each take the place of group 1's
+ * newest queued one (ssd.writedown_preempted); its 5th, past its
+ * quarter, is shed.  After the release: 12 of group 1's on SSD and group
+ * 2's 4.  Before, group 2's 4 were shed and group 1's 16 written.
+ */
+static void test_wd_share(void)
+{
+	char *dir = t_mkdtemp();
+	struct kvt_store *s = t_store_open("path", dir, "dram.capacity", "64M", "dram.chunk", "4K",
+					   "dram.prefault", "off", "ssd.capacity", "16M",
+					   "ssd.segment", "1M", "ssd.io", io_backend,
+					   "ssd.admission", "always", "ssd.writedown_max", "1M", NULL);
+	uint32_t g1 = t_ns(s, "wd-share-1"), g2 = t_ns(s, "wd-share-2");
+
+	T_RC(kvt_quota_set(s, 1, 0, 0), KVT_OK);
+	T_RC(kvt_quota_set(s, 2, 0, 0), KVT_OK);
+	T_RC(kvt_ns_set_group(s, g1, 1), KVT_OK);
+	T_RC(kvt_ns_set_group(s, g2, 2), KVT_OK);
+	ssd_hold_writes(ssd_of(s), true);
+	for (uint64_t k = 0; k < 17; k++)
+		T_RC(put_64k(s, g1, k), KVT_OK);
+	T_EQ_U64(t_stat(s, "ssd.writedown_shed"), 1);
+	for (uint64_t k = 100; k < 105; k++)
+		T_RC(put_64k(s, g2, k), KVT_OK);
+	T_EQ_U64(t_stat(s, "ssd.writedown_preempted"), 4);
+	T_EQ_U64(t_stat(s, "ssd.writedown_shed"), 1 + 4 + 1);
+	ssd_hold_writes(ssd_of(s), false);
+	T_OK(kvt_flush(s));
+	T_EQ_U64(t_stat(s, "quota.1.ssd_bytes"), 12 * 65536);
+	T_EQ_U64(t_stat(s, "quota.2.ssd_bytes"), 4 * 65536);
+	T_EQ_U64(t_stat(s, "ssd.blocks"), 16);
+	for (uint64_t k = 0; k < 17; k++) /* all in DRAM still, the bytes exact */
+		T_RC(t_get_filled(s, g1, k, 65536), KVT_OK);
+	for (uint64_t k = 100; k < 105; k++)
+		T_RC(t_get_filled(s, g2, k, 65536), KVT_OK);
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+}
+
 static void test_persistent_wait(void)
 {
 	char *dir = t_mkdtemp();
@@ -6094,6 +6138,7 @@ int main(void)
 		}
 		if (getenv("KVT_TEST_ONLY") && !strcmp(getenv("KVT_TEST_ONLY"), "tiers")) {
 			test_persistent_wait();
+			test_wd_share();
 			test_first_hit();
 			test_lower_gauges();
 			test_promote_delete_kill9();
@@ -6205,6 +6250,7 @@ int main(void)
 		test_sealed();
 		test_admission();
 		test_persistent_wait();
+		test_wd_share();
 		test_first_hit();
 		test_lower_gauges();
 		test_promote_delete_kill9();

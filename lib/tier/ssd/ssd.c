@@ -228,6 +228,7 @@ static bool reinsert_cb_budget(struct ssd *s, uint64_t *budget, uint64_t len)
 }
 
 static void wd_enqueue(struct ssd *s, struct wd_task *t, int lane);
+static void wd_task_free(struct ssd *s, struct wd_task *t);
 
 /* A batched value (format 3) read back from the segment being reclaimed
  * into dst (rec_len bytes: the value and its padding, from its index
@@ -1305,12 +1306,103 @@ out:
 	return ret;
 }
 
+/*
+ * A quota group's share of the write-down queue.  The queue (wd_max) was
+ * whoever's came first: one tenant's burst of puts on 4 connections,
+ * past a slowed writer, filled it, and another tenant's write-downs
+ * beside it were shed -- 4 of 4 lost once his DRAM quota let them go,
+ * none alone (test_hostile wd_share).  Now a group's write-downs within a
+ * quarter of wd_max (SSD_WD_GROUP_SHARE) are its own: one that finds the
+ * queue full takes the place of the newest queued write-downs of the
+ * groups past their quarter (wd_preempt_locked: counted in wd_preempted,
+ * and in wd_shed as they are shed).  A group past its quarter is shed as
+ * before when the queue is full.  So a group alone keeps the whole
+ * queue, and a burst sheds its own write-downs, not the others'.  Puts
+ * and second hits only: DRAM's victims are bounded by DRAM, a close's
+ * write-down keeps its order.
+ */
+#define SSD_WD_GROUP_SHARE(max) ((max) / 4)
+
+/* t's bytes leave the queue (written, failed or on SSD already).
+ * wd_lock held. */
+static void wd_put_gone_locked(struct ssd *s, struct wd_task *t)
+{
+	s->wd_bytes -= t->value_len;
+	if (t->rewrite)
+		s->wd_victim_bytes -= t->value_len;
+	if (t->wd_group)
+		s->wd_group_bytes[t->wd_group] -= t->value_len;
+}
+
+/*
+ * Room for len bytes of group, within its share, in a full queue: the
+ * newest queued write-downs of the groups past their share are taken off
+ * the queue (onto wd_dropped, their blocks let go by the writer: the
+ * caller holds a DRAM shard lock) until len fits.  False, nothing taken,
+ * if theirs would not make room.  wd_lock held.
+ */
+static bool wd_preempt_locked(struct ssd *s, uint32_t group, uint64_t len)
+{
+	uint64_t max = s->cfg.wd_max_bytes, share = SSD_WD_GROUP_SHARE(max), can = 0;
+
+	for (struct wd_task *t = s->wd_head; t; t = t->next)
+		if (t->type == T_PUT && t->sheddable && t->wd_group != group &&
+		    s->wd_group_bytes[t->wd_group] > share)
+			can += t->value_len;
+	if (s->wd_bytes - s->wd_victim_bytes + len > max + can)
+		return false;
+	while (s->wd_bytes - s->wd_victim_bytes + len > max) {
+		struct wd_task *v = NULL, *vp = NULL;
+		for (struct wd_task *p = NULL, *t = s->wd_head; t; p = t, t = t->next)
+			if (t->type == T_PUT && t->sheddable && t->wd_group != group &&
+			    s->wd_group_bytes[t->wd_group] > share) {
+				v = t;
+				vp = p;
+			}
+		if (!v) /* the others' fell within their shares meanwhile */
+			return false;
+		if (vp)
+			vp->next = v->next;
+		else
+			s->wd_head = v->next;
+		if (s->wd_tail == v)
+			s->wd_tail = vp;
+		wd_put_gone_locked(s, v);
+		v->next = s->wd_dropped;
+		s->wd_dropped = v;
+		A(s->wd_preempted);
+		A(s->wd_shed);
+	}
+	pthread_cond_broadcast(&s->wd_cond);
+	return true;
+}
+
+/* The writer: let the blocks of the write-downs taken off the queue go
+ * (not written: as if shed), and free them.  wd_lock not held. */
+static void wd_dropped_run(struct ssd *s)
+{
+	struct wd_task *t;
+
+	pthread_mutex_lock(&s->wd_lock);
+	t = s->wd_dropped;
+	s->wd_dropped = NULL;
+	pthread_mutex_unlock(&s->wd_lock);
+	while (t) {
+		struct wd_task *n = t->next;
+		dram_writedown_done(s->dram, t->item, false);
+		wd_task_free(s, t);
+		t = n;
+	}
+}
+
 bool ssd_admit(void *ctx, struct dram_item *item, uint32_t ns, int why)
 {
 	struct ssd *s = ctx;
 	struct wd_task *t;
 	struct iovec view[DRAM_MAX_RUNS];
-	uint64_t len;
+	uint64_t len, max;
+	uint32_t group = 0;
+	bool limited, over, full;
 
 	/* Puts go down at once only in write-through mode or for persistent
 	 * namespaces.  Otherwise, as the victim tier (default), a block goes
@@ -1340,15 +1432,24 @@ bool ssd_admit(void *ctx, struct dram_item *item, uint32_t ns, int why)
 	 * (counted per group as quota.<g>.ssd_declined). */
 	if (quota_ssd_refuse(s->cfg.quota, ns, len))
 		return false;
-	pthread_mutex_lock(&s->wd_lock);
+	if (s->wd_group_bytes && (why == DRAM_ADMIT_PUT || why == DRAM_ADMIT_HIT))
+		group = quota_group_of(s->cfg.quota, ns);
 	/* DRAM bounds its victims in flight itself (dram.c): they neither
 	 * count against wd_max nor crowd out puts of persistent namespaces. */
 	/* A persistent namespace's put waited for room before it reached
 	 * DRAM (ssd_put_room): it is never shed here, even when puts that
 	 * waited together pass wd_max by a block each. */
-	if (s->wd_stop ||
-	    (why != DRAM_ADMIT_EVICT && !(why == DRAM_ADMIT_PUT && persistent) &&
-	     s->wd_bytes - s->wd_victim_bytes + len > s->cfg.wd_max_bytes) ||
+	limited = why != DRAM_ADMIT_EVICT && !(why == DRAM_ADMIT_PUT && persistent);
+	max = s->cfg.wd_max_bytes;
+	pthread_mutex_lock(&s->wd_lock);
+	/* Within its share: a quarter of the queue with this one, or its
+	 * first one queued (a value over a quarter would never go down). */
+	over = group && s->wd_group_bytes[group] > 0 &&
+	       s->wd_group_bytes[group] + len > SSD_WD_GROUP_SHARE(max);
+	full = limited && s->wd_bytes - s->wd_victim_bytes + len > max;
+	if (full && group && !over && !s->wd_stop && !s->degraded)
+		full = !wd_preempt_locked(s, group, len);
+	if (s->wd_stop || full ||
 	    (s->degraded && now_ns() - s->degraded_at_ns < s->cfg.retry_ns)) {
 		pthread_mutex_unlock(&s->wd_lock);
 		A(s->wd_shed);
@@ -1357,6 +1458,8 @@ bool ssd_admit(void *ctx, struct dram_item *item, uint32_t ns, int why)
 	s->wd_bytes += len;
 	if (why == DRAM_ADMIT_EVICT)
 		s->wd_victim_bytes += len;
+	if (group)
+		s->wd_group_bytes[group] += len;
 	pthread_mutex_unlock(&s->wd_lock);
 	t = kvt_mem_calloc(s->mem, 1, sizeof(*t));
 	if (!t) {
@@ -1364,10 +1467,14 @@ bool ssd_admit(void *ctx, struct dram_item *item, uint32_t ns, int why)
 		s->wd_bytes -= len;
 		if (why == DRAM_ADMIT_EVICT)
 			s->wd_victim_bytes -= len;
+		if (group)
+			s->wd_group_bytes[group] -= len;
 		pthread_mutex_unlock(&s->wd_lock);
 		A(s->wd_shed);
 		return false;
 	}
+	t->wd_group = group;
+	t->sheddable = limited;
 	t->type = T_PUT;
 	t->s = s;
 	t->item = item;
@@ -1725,10 +1832,10 @@ static void wd_finish(struct ssd *s, struct wd_task *t, int64_t res)
 	pthread_mutex_lock(&s->wd_lock);
 	if ((t->type == T_DELETE || t->type == T_CLEAR) && t->retries > 0)
 		s->tomb_retrying--; /* written, queued again or given up: above */
-	if (t->type == T_PUT || t->type == T_CARRY)
+	if (t->type == T_PUT)
+		wd_put_gone_locked(s, t);
+	else if (t->type == T_CARRY)
 		s->wd_bytes -= t->value_len;
-	if (t->type == T_PUT && t->rewrite)
-		s->wd_victim_bytes -= t->value_len;
 	if (placed) {
 		/* Its segment needs an fdatasync (again, if a sync took the
 		 * flag while it was in flight): before the count below, which
@@ -1783,9 +1890,7 @@ static bool wd_already_down(struct ssd *s, struct wd_task *t)
 	dram_writedown_done(s->dram, t->item, true);
 	t->item = NULL;
 	pthread_mutex_lock(&s->wd_lock);
-	s->wd_bytes -= t->value_len;
-	if (t->rewrite)
-		s->wd_victim_bytes -= t->value_len;
+	wd_put_gone_locked(s, t);
 	pthread_mutex_unlock(&s->wd_lock);
 	wd_task_free(s, t);
 	return true;
@@ -2803,8 +2908,9 @@ static void *wd_main(void *arg)
 		struct wd_task *t;
 		uint64_t broken_seen;
 		ssd_room_run(s);
+		wd_dropped_run(s);
 		pthread_mutex_lock(&s->wd_lock);
-		while (!(t = wd_next_locked(s)) &&
+		while (!(t = wd_next_locked(s)) && !s->wd_dropped &&
 		       !(s->wd_stop && !s->wd_head && !s->wd_uhead) &&
 		       atomic_load(&s->bad_marks) == marks_seen) {
 			if (s->room_head) {
@@ -2818,7 +2924,7 @@ static void *wd_main(void *arg)
 			}
 		}
 		if (!t) {
-			bool done = s->wd_stop && !s->wd_head && !s->wd_uhead;
+			bool done = s->wd_stop && !s->wd_head && !s->wd_uhead && !s->wd_dropped;
 			bool marked = atomic_load(&s->bad_marks) != marks_seen;
 			marks_seen = atomic_load(&s->bad_marks);
 			pthread_mutex_unlock(&s->wd_lock);
@@ -4244,7 +4350,9 @@ int ssd_open(struct ssd **out, const struct ssd_config *cfg, int dir_fd, struct 
 	s->segs = kvt_mem_calloc(mem, s->slot_count, sizeof(*s->segs));
 	s->clear_cap = 64;
 	s->clear_seq = kvt_mem_calloc(mem, s->clear_cap, sizeof(uint64_t));
-	if (!s->segs || !s->clear_seq) {
+	if (cfg->quota)
+		s->wd_group_bytes = kvt_mem_calloc(mem, KVT_QUOTA_GROUPS, sizeof(uint64_t));
+	if (!s->segs || !s->clear_seq || (cfg->quota && !s->wd_group_bytes)) {
 		r = -ENOMEM;
 		goto fail;
 	}
@@ -4335,6 +4443,8 @@ void ssd_close(struct ssd *s)
 		ssd_thread_stop(s, &s->wd_stop, &s->wd_cond, s->wd_thread);
 		ssd_room_run(s); /* stopped: nothing waits any more (ssd_put_room's rule) */
 	}
+	if (s->wd_dropped) /* taken off the queue as the writer stopped */
+		wd_dropped_run(s);
 	/* After the writer: no sync is passed on any more; those passed are
 	 * answered first. */
 	if (s->sync_started)
@@ -4373,6 +4483,7 @@ void ssd_close(struct ssd *s)
 	}
 	kvt_mem_free(s->mem, s->clear_seq, s->clear_cap * sizeof(uint64_t));
 	kvt_mem_free(s->mem, s->persistent, s->persistent_cap);
+	kvt_mem_free(s->mem, s->wd_group_bytes, KVT_QUOTA_GROUPS * sizeof(uint64_t));
 	if (s->dir_fd >= 0)
 		close(s->dir_fd);
 	pthread_mutex_destroy(&s->seg_lock);
@@ -4472,6 +4583,7 @@ void ssd_stats(struct ssd *s, kvt_stats_fn fn, void *ctx)
 	fn(ctx, "ssd.writedown_blocks", AL(s->wd_written), NULL);
 	fn(ctx, "ssd.writedown_bytes", AL(s->wd_written_bytes), NULL);
 	fn(ctx, "ssd.writedown_shed", AL(s->wd_shed), NULL);
+	fn(ctx, "ssd.writedown_preempted", AL(s->wd_preempted), NULL);
 	fn(ctx, "ssd.writedown_put_waits", AL(s->wd_put_waits), NULL);
 	fn(ctx, "ssd.promoted_dropped", AL(s->dropped_promoted), NULL);
 	fn(ctx, "ssd.writedown_put_timeouts", AL(s->wd_put_timeouts), NULL);

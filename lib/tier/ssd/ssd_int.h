@@ -215,6 +215,10 @@ struct wd_task {
 	int retries;          /* T_DELETE, T_CLEAR: times the record was re-logged */
 	bool parked_tried;    /* T_FLUSH, T_DSYNC: has queued the parked tombstones once */
 	bool rewrite;         /* T_PUT from a DRAM eviction: rewrite an old copy */
+	uint32_t wd_group;    /* T_PUT: the quota group its bytes count under in
+			       * wd_group_bytes (ssd_admit's shares), 0 none */
+	bool sheddable;       /* T_PUT counted against wd_max: another group's
+			       * may take its place while queued (wd_preempt_locked) */
 	/* T_PUT placed as a value of a batch (ssd.format=3, ssd.c "Batches"):
 	 * placed though hdr is NULL (the batch owns its header), entered
 	 * E_BATCHED */
@@ -330,6 +334,13 @@ struct ssd {
 	struct wd_task *wd_uhead, *wd_utail;
 	uint64_t wd_bytes;          /* queued + in flight */
 	uint64_t wd_victim_bytes;   /* of which DRAM victims (bounded by DRAM, not wd_max) */
+	/* Of the rest, each quota group's (KVT_QUOTA_GROUPS entries, with
+	 * cfg.quota only): a group holding SSD_WD_GROUP_SHARE of wd_max takes
+	 * more only while as much stays free (ssd.c ssd_admit) */
+	uint64_t *wd_group_bytes;
+	/* Write-downs taken off the queue for another group's
+	 * (wd_preempt_locked): the writer lets their DRAM blocks go */
+	struct wd_task *wd_dropped;
 	uint64_t wd_inflight;       /* writes submitted, not completed */
 	uint64_t wd_placed_bytes;   /* records of write-downs (T_PUT, T_CARRY) submitted,
 				     * not completed: at most about cfg.wd_window_bytes */
@@ -378,7 +389,8 @@ struct ssd {
 		reinserted, quarantined, ckpts, enospc, promote_full, copy_reads, part_reads,
 		evicted_handed, carried, carried_bytes, carry_lost, wd_put_waits, wd_put_timeouts,
 		dropped_promoted, sealed_records, evicted_unread, evicted_over_budget, evicted_dead,
-		room_capped, batches, batched_blocks, batched_carried, carried_in_batches;
+		room_capped, batches, batched_blocks, batched_carried, carried_in_batches,
+		wd_preempted;
 	uint64_t rec_ckpt_entries, rec_records, rec_segments, rec_ns, rec_dropped;
 	uint64_t rec_old_format;     /* segments of an older format version, dropped */
 	uint64_t rec_other_size;     /* segments of another ssd.segment, dropped */
