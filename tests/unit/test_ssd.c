@@ -4053,6 +4053,7 @@ static void test_wd_share(void)
 		T_RC(t_get_filled(s, g2, k, 65536), KVT_OK);
 	kvt_store_destroy(s);
 	t_rmtree(dir);
+	free(dir);
 }
 
 static void test_persistent_wait(void)
