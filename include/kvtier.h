@@ -750,7 +750,10 @@ int kvt_ns_info(struct kvt_store *store, uint32_t id, uint8_t digest[32], char *
  *         tier's eviction order, and never another group's; if the group
  *         has nothing left to evict, the put fails with KVT_EFULL (a
  *         promotion becomes a miss).  Charged: the DRAM arena bytes a block
- *         occupies (its length rounded up to whole dram.chunk units).
+ *         occupies (its length rounded up to whole dram.chunk units).  A
+ *         block the quota evicts is a victim like any other: with
+ *         ssd.admission=victim it goes down to the SSD (charged until its
+ *         write ends; the limit is checked without it meanwhile).
  *   SSD   the group's write-downs are declined (the blocks stay in DRAM
  *         only, counted) while the value bytes of its blocks on SSD would
  *         pass the limit; what is already there stays until segment

@@ -198,6 +198,8 @@ struct quota_group {
 						* limit; SSD: write-downs declined */
 	_Atomic uint64_t full;                 /* DRAM reservations refused: nothing of
 						* the group's left to evict */
+	_Atomic uint64_t leaving;              /* DRAM: bytes of its evicted blocks on their
+						* way down (in used until their write ends) */
 	_Atomic bool known;                    /* set or assigned once: reported in stats */
 };
 

@@ -4,7 +4,8 @@
  * group's and never a pinned one; a block it cannot make room for fails
  * with KVT_EFULL; its SSD write-downs are declined at its SSD limit; SSD
  * bytes are counted across a restart and follow their namespace into a
- * group; bad arguments get their codes.
+ * group; the blocks a quota evicts go down to the SSD as other victims
+ * do; bad arguments get their codes.
  */
 #include <stdlib.h>
 
@@ -303,6 +304,39 @@ static void test_ssd(void)
 	free(dir);
 }
 
+/* 5. A quota's evictions are victims like any other: with the default
+ *    ssd.admission (victim), the 12 blocks a 4-block quota pushes out of
+ *    DRAM go down to the SSD and read back byte for byte; the group's
+ *    charge comes back to its limit once the writes end.  Until
+ *    2026-12-05 a quota eviction forgot the block: 0 of 12 came back. */
+static void test_quota_victims(void)
+{
+	char *dir = t_mkdtemp();
+	const char *io = getenv("KVT_TEST_IO") ? getenv("KVT_TEST_IO") : "auto";
+	struct kvt_store *s = t_store_open("path", dir, "dram.capacity", "32M", "dram.chunk", "64K",
+					   "dram.prefault", "off", "ssd.capacity", "64M",
+					   "ssd.segment", "4M", "ssd.io", io, NULL);
+	uint32_t a = t_ns(s, "a");
+
+	T_OK(kvt_quota_set(s, 1, 4 * BLK, 0));
+	T_OK(kvt_ns_set_group(s, a, 1));
+	for (uint64_t k = 0; k < 16; k++)
+		T_RC(put_blk(s, a, k), KVT_OK);
+	T_OK(kvt_flush(s));
+	T_EQ_U64(qstat(s, 1, "dram_evictions"), 12);
+	T_EQ_U64(qstat(s, 1, "dram_bytes"), 4 * BLK);
+	T_EQ_U64(t_stat(s, "dram.victim_writedowns"), 12);
+	T_EQ_U64(t_stat(s, "ssd.blocks"), 12);
+	for (uint64_t k = 0; k < 16; k++)
+		T_RC(get_blk(s, a, k), KVT_OK);
+	T_GE_INT((int)t_stat(s, "ssd.reads"), 12);
+	T_OK(kvt_flush(s));
+	T_LE_INT(qstat(s, 1, "dram_bytes"), 4 * BLK);
+	kvt_store_destroy(s);
+	t_rmtree(dir);
+	free(dir);
+}
+
 int main(void)
 {
 	test_args();
@@ -311,5 +345,6 @@ int main(void)
 	test_dram_own_blocks_only("4", "s3fifo");
 	test_dram_pinned_and_too_big();
 	test_ssd();
+	test_quota_victims();
 	return 0;
 }
