@@ -1481,7 +1481,8 @@ static void ops_stats_cb(void *ctx, const char *name, uint64_t value, const char
 	ops_stats_add(ctx, name, value, str);
 }
 
-static const char *const ops_quota_fields[] = { "dram_bytes", "dram_limit", "dram_evictions",
+static const char *const ops_quota_fields[] = { "dram_bytes", "dram_leaving_bytes",
+						"dram_limit", "dram_evictions",
 						"dram_full", "ssd_bytes", "ssd_limit",
 						"ssd_declined" };
 #define OPS_QUOTA_FIELDS (sizeof(ops_quota_fields) / sizeof(ops_quota_fields[0]))

@@ -22,8 +22,9 @@
 # server hits by tier; server-wide ssd.blocks, dram.victim_writedowns,
 # dram.quota_evictions, shed and waits; and, sampled every second while
 # the replays run, the most DRAM bytes each group held past its limit
-# (quota.G.dram_bytes - dram_limit; the commit of 2026-12-05 lets a group
-# go past its limit by its blocks still being written down).
+# (quota.G.dram_bytes + dram_leaving_bytes - dram_limit: the bytes charged
+# to it; since 2026-12-05 a group goes past its limit by its blocks still
+# being written down, which dram_leaving_bytes shows apart).
 # One line per client and configuration on stdout (and OUT/summary.txt);
 # the replays' JSON, the statistics and the samples are in OUT.
 # usage: bench/policy/tenant_eval.sh build-release/daemon/kvtierd \
@@ -140,7 +141,8 @@ def over(tag):
                 g = k.split('.')[1]
                 lim = int(kv.get('quota.%s.dram_limit' % g, 0))
                 if lim:
-                    m[g] = max(m.get(g, -1 << 62), int(v) - lim)
+                    held = int(v) + int(kv.get('quota.%s.dram_leaving_bytes' % g, 0))
+                    m[g] = max(m.get(g, -1 << 62), held - lim)
     return m
 print('conf run client block_hit remote_hits put_errors put_p99_us put_max_us wall_s'
       ' | srv_hits_dram srv_hits_ssd q_dram_evictions q_dram_full q_ssd_MiB max_over_limit_MiB'

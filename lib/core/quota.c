@@ -196,6 +196,7 @@ void quota_group_stats(struct quota *q, uint32_t i, kvt_stats_fn fn, void *ctx)
 {
 	struct quota_group *g = atomic_load_explicit(&q->groups, memory_order_acquire);
 	char name[64];
+	uint64_t used, leaving;
 
 	if (!g || i == 0 || i >= KVT_QUOTA_GROUPS || !atomic_load(&g[i].known))
 		return;
@@ -204,7 +205,13 @@ void quota_group_stats(struct quota *q, uint32_t i, kvt_stats_fn fn, void *ctx)
 		snprintf(name, sizeof(name), "quota.%u." field, i); \
 		fn(ctx, name, (v), NULL); \
 	} while (0)
-	QSTAT("dram_bytes", atomic_load(&g[i].used[QUOTA_DRAM]));
+	/* The group's blocks in DRAM's cache, within its limit; those on
+	 * their way down to the SSD (quota_group.leaving) are still charged
+	 * until their write ends, and shown apart. */
+	used = atomic_load(&g[i].used[QUOTA_DRAM]);
+	leaving = atomic_load(&g[i].leaving);
+	QSTAT("dram_bytes", used > leaving ? used - leaving : 0);
+	QSTAT("dram_leaving_bytes", leaving < used ? leaving : used);
 	QSTAT("dram_limit", atomic_load(&g[i].limit[QUOTA_DRAM]));
 	QSTAT("dram_evictions", atomic_load(&g[i].evicted[QUOTA_DRAM]));
 	QSTAT("dram_full", atomic_load(&g[i].full));

@@ -225,12 +225,12 @@ static void test_args(void)
 	/* One group's statistics alone: the same as kvt_store_stats's. */
 	T_OK(kvt_quota_set(s, 1022, 3 << 20, 5 << 20));
 	T_RC(kvt_quota_stats(s, 1023, quota_cb, &qs), KVT_OK);
-	T_EQ_INT(qs.n, 7);
+	T_EQ_INT(qs.n, 8);
 	T_EQ_INT(qs.other, 0);
 	qs.n = 0;
 	qs.want = "quota.1022.";
 	T_RC(kvt_quota_stats(s, 1022, quota_cb, &qs), KVT_OK);
-	T_EQ_INT(qs.n, 7);
+	T_EQ_INT(qs.n, 8);
 	T_EQ_INT(qs.other, 0);
 	T_EQ_U64(qs.dram_limit, 3 << 20);
 	T_EQ_U64(qstat(s, 1022, "ssd_limit"), 5 << 20);
