@@ -312,7 +312,7 @@ size_t kvtd_tls_rbuf_held(const struct kvtd_conn *c)
  * buffer (above, charged while held), an SSL holds its own state, its
  * handshake's and its write buffer, outside --max-memory until
  * 2026-12-05: live bytes OpenSSL 3.0 held for one of kvtierd's server
- * SSLs, counted with bench/tls_ssl_mem.c (its allocator hooked; the
+ * SSLs, counted by tests/unit/test_tls_mem.c (its allocator hooked; the
  * third connection's figures, the caches filled by the first), and RSS a
  * connection over a plain one's, 500 connections (bench/tls_conn_cost.py,
  * release):

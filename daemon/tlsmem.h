@@ -1,10 +1,10 @@
 /*
  * tlsmem.h - what kvtierd charges to --max-memory for a TLS connection's
  * SSL (tls.c "The SSL object", doc/security.md "The SSL object"): OpenSSL
- * 3.0.19's sizes, live bytes counted with bench/tls_ssl_mem.c.  Built
- * against another OpenSSL they may fall short: tests/unit/test_tls_mem.c
- * counts one server SSL's live bytes at each stage, as the bench does,
- * and fails where these constants do not cover them.
+ * 3.0.19's sizes, live bytes counted by tests/unit/test_tls_mem.c.
+ * Built against another OpenSSL they may fall short: that test counts
+ * one server SSL's live bytes at each stage, prints them, and fails
+ * where these constants do not cover them.
  */
 #ifndef KVTD_TLSMEM_H
 #define KVTD_TLSMEM_H

@@ -3,11 +3,12 @@
  * the OpenSSL it is built with holds (daemon/tlsmem.h TLS_HS_MEM,
  * TLS_SSL_MEM, TLS_RBUF; doc/security.md "The SSL object").
  *
- * The constants are OpenSSL 3.0.19's live bytes, measured with
- * bench/tls_ssl_mem.c; built against another OpenSSL (3.2 moved the record
+ * The constants are OpenSSL 3.0.19's live bytes, measured by this
+ * program (it prints them; bench/tls_ssl_mem.c did until 2026-12-05);
+ * built against another OpenSSL (3.2 moved the record
  * layer) they may fall short, and the daemon would under-charge
  * --max-memory without a word.  This counts one server SSL's live heap
- * bytes as the bench does -- CRYPTO_set_mem_functions before any
+ * bytes -- CRYPTO_set_mem_functions before any
  * allocation, the server's calls only, kvtierd's own context
  * (lib/sys/tlsio.c tlsio_ctx_server, read ahead as daemon/tls.c sets it),
  * a Unix socket pair with small buffers, the third connection's figures
@@ -109,7 +110,7 @@ static void cli_step(SSL *c)
 	SSL_do_handshake(c);
 }
 
-/* One connection through the stages (bench/tls_ssl_mem.c conn_stages). */
+/* One connection through the stages. */
 static void conn_stages(SSL_CTX *sctx, SSL_CTX *cctx, struct stages *st)
 {
 	static char buf[65536];
@@ -223,7 +224,7 @@ static void check(const char *stage, long long held, long long charged)
 	printf("%-36s %6lld bytes held, %6lld charged\n", stage, held, charged);
 	if (held > charged)
 		T_FAIL("%s: OpenSSL %s holds %lld bytes, kvtierd charges %lld "
-		       "(daemon/tlsmem.h; measure again with bench/tls_ssl_mem.c)", stage,
+		       "(daemon/tlsmem.h: raise it to the figure above)", stage,
 		       OpenSSL_version(OPENSSL_VERSION), held, charged);
 }
 
