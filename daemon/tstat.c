@@ -121,6 +121,14 @@ static struct tstat_entry *tstat_new_locked(struct kvtd_server *srv, const char 
 	return e;
 }
 
+/* name's entry, made if it has none: NULL as tstat_new_locked. */
+static struct tstat_entry *tstat_get_locked(struct kvtd_server *srv, const char *name,
+					    size_t len)
+{
+	struct tstat_entry *e = tstat_find_locked(srv->tstats, name, len);
+	return e ? e : tstat_new_locked(srv, name, len);
+}
+
 static void tstat_drop_locked(struct kvtd_tstats *x, struct tstat_entry *e)
 {
 	for (unsigned i = 0; i < x->count; i++)
@@ -140,9 +148,7 @@ struct kvtd_tstat *kvtd_tstat_named(struct kvtd_server *srv, const char *name, s
 	if (!x || len == 0 || len > PROTO_TENANT_MAX)
 		return NULL;
 	pthread_mutex_lock(&x->lock);
-	e = tstat_find_locked(x, name, len);
-	if (!e)
-		e = tstat_new_locked(srv, name, len);
+	e = tstat_get_locked(srv, name, len);
 	pthread_mutex_unlock(&x->lock);
 	return e ? &e->st : NULL;
 }
@@ -157,9 +163,7 @@ struct kvtd_tstat *kvtd_tstat_hold(struct kvtd_conn *c, const char *name, size_t
 	if (!x || len == 0 || len > PROTO_TENANT_MAX)
 		return NULL;
 	pthread_mutex_lock(&x->lock);
-	e = tstat_find_locked(x, name, len);
-	if (!e)
-		e = tstat_new_locked(srv, name, len);
+	e = tstat_get_locked(srv, name, len);
 	for (uint32_t i = 0; e && i < c->tstat_held_count; i++)
 		if (c->tstat_held[i] == &e->st)
 			goto out; /* held already */
