@@ -896,25 +896,21 @@ static int dram_quota_charge(struct dram *d, uint32_t g, uint64_t bytes, uint32_
 		s = &d->shards[si];
 		pthread_mutex_lock(&s->lock);
 		victim = evict_oldest_match(&s->ev, dram_quota_pick, &g);
-		if (victim && !deadline_passed(&deadline) &&
-		    victim_writedown_locked(d, s, (struct dram_item *)victim, &deadline, &waited)) {
-			if (!waited)
-				s->quota_evictions++; /* on its way down */
-			pthread_mutex_unlock(&s->lock);
-			if (!waited)
-				atomic_fetch_add_explicit(&qg->evicted[QUOTA_DRAM], 1,
-							  memory_order_relaxed);
-			empty = 0;
-			continue; /* written down, or the disk waited for: look again */
-		}
 		if (victim) {
-			victim_evict_locked(d, s, (struct dram_item *)victim, &deadline);
-			s->quota_evictions++;
+			/* On its way down, or evicted now; or the disk was
+			 * waited for (nothing evicted): look again. */
+			struct dram_item *it = (struct dram_item *)victim;
+			if (deadline_passed(&deadline) ||
+			    !victim_writedown_locked(d, s, it, &deadline, &waited))
+				victim_evict_locked(d, s, it, &deadline);
+			if (!waited)
+				s->quota_evictions++;
 		}
 		pthread_mutex_unlock(&s->lock);
 		if (victim) {
-			atomic_fetch_add_explicit(&qg->evicted[QUOTA_DRAM], 1,
-						  memory_order_relaxed);
+			if (!waited)
+				atomic_fetch_add_explicit(&qg->evicted[QUOTA_DRAM], 1,
+							  memory_order_relaxed);
 			empty = 0;
 			continue;
 		}
