@@ -184,19 +184,26 @@ static void cant_reach(const char *cmd, const struct conn_opts *o, int rc)
 {
 	const char *addr = o->server;
 	char why[sizeof(cli_lib_err) + 256];
+	bool auth;
 
+	/* The server answered and refused the tenant: nothing to probe.  A
+	 * probe's ClientHello would reach a plain server as a frame with a
+	 * bad magic, logged there as a protocol error and counted in
+	 * server.errors.magic, for every mistyped secret. */
+	cli_lib_last(why, sizeof(why));
+	auth = strstr(why, "AUTH") || strstr(why, "authentication") || strstr(why, "secret");
 	/* A TLS server closes a plain connection, a plain one refuses a
 	 * ClientHello: the library saw a closed connection, or a TLS error.
 	 * Which of them (and a certificate's trouble) a probe tells. */
-	cli_tls_diagnose(addr, &o->tls, why, sizeof(why));
-	if (why[0]) {
-		fprintf(stderr, "kvtier %s: kvtierd at %s: %s\n", cmd, addr, why);
-		return;
+	if (!auth) {
+		cli_tls_diagnose(addr, &o->tls, why, sizeof(why));
+		if (why[0]) {
+			fprintf(stderr, "kvtier %s: kvtierd at %s: %s\n", cmd, addr, why);
+			return;
+		}
+		cli_lib_last(why, sizeof(why));
 	}
-	cli_lib_last(why, sizeof(why));
 	if (why[0]) {
-		bool auth = strstr(why, "AUTH") || strstr(why, "authentication") ||
-			    strstr(why, "secret");
 		fprintf(stderr, "kvtier %s: kvtierd at %s answered, but: %s\n%s", cmd, addr, why,
 			auth ? "Check --tenant and --secret-file against the server's --tenants "
 			       "file (kvtierd(8)).\n" : "");

@@ -457,20 +457,43 @@ static void test_dir_ckpt(void)
 	free(v);
 }
 
+/* One counter of the server's, NAME VALUE from stat --raw as the admin. */
+static uint64_t server_stat(const char *addr, const char *secret, const char *name)
+{
+	char *out, want[128];
+	const char *p;
+	uint64_t v;
+
+	T_EQ_INT(run(&out, NULL, "stat --server %s --tenant alice --secret-file '%s' --raw", addr,
+		     secret), 0);
+	snprintf(want, sizeof(want), "\n%s ", name);
+	p = strstr(out, want);
+	T_ASSERT(p != NULL);
+	v = strtoull(p + strlen(want), NULL, 10);
+	free(out);
+	return v;
+}
+
 /* A server with tenants: a wrong secret, or none, is said to be an
- * authentication problem, not "cannot reach" (the server answered). */
+ * authentication problem, not "cannot reach" (the server answered).
+ * Neither leaves a protocol error on the server: the TLS probe, whose
+ * ClientHello a plain server counts as a bad magic, is for connections
+ * that closed, not for refusals. */
 static void test_auth(void)
 {
 	struct tsrv s;
-	char dir[700], addr[64], tenants[700], good[700], bad[700];
+	char dir[700], addr[64], tenants[700], good[700], bad[700], bob[700];
 	char *err;
 
 	snprintf(dir, sizeof(dir), "%s/auth-srv", base);
 	snprintf(tenants, sizeof(tenants), "%s/tenants", base);
 	snprintf(good, sizeof(good), "%s/good.secret", base);
 	snprintf(bad, sizeof(bad), "%s/bad.secret", base);
-	tsrv_write_file(base, "tenants", "alice 0123456789abcdef0123 admin\n");
+	snprintf(bob, sizeof(bob), "%s/bob.secret", base);
+	tsrv_write_file(base, "tenants", "alice 0123456789abcdef0123 admin\n"
+					 "bob bobbobbobbobbobbob tenant\n");
 	tsrv_write_file(base, "good.secret", "0123456789abcdef0123");
+	tsrv_write_file(base, "bob.secret", "bobbobbobbobbobbob");
 	tsrv_write_file(base, "bad.secret", "wrongwrongwrongwrong");
 	tsrv_start(&s, kvtierd, base, dir, tenants, NULL);
 	snprintf(addr, sizeof(addr), "127.0.0.1:%u", s.port);
@@ -485,6 +508,7 @@ static void test_auth(void)
 	T_EQ_INT(run(NULL, &err, "rm --server %s key-x", addr), 1); /* no secret at all */
 	T_ASSERT(strstr(err, "answered") != NULL && strstr(err, "--secret-file") != NULL);
 	free(err);
+	T_EQ_INT(server_stat(addr, good, "server.errors.magic"), 0);
 	/* What the library refuses before connecting is said in the flags'
 	 * terms: a secret others can read, an address that does not resolve. */
 	T_ASSERT(chmod(good, 0644) == 0);
