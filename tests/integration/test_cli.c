@@ -478,11 +478,14 @@ static uint64_t server_stat(const char *addr, const char *secret, const char *na
  * authentication problem, not "cannot reach" (the server answered).
  * Neither leaves a protocol error on the server: the TLS probe, whose
  * ClientHello a plain server counts as a bad magic, is for connections
- * that closed, not for refusals. */
+ * that closed, not for refusals.  A tenant's stat --watch asks for the
+ * server-wide figures once, not at each refresh (each refusal counted
+ * in server.errors.permission, which KvtierAuthFailures alerts on). */
 static void test_auth(void)
 {
 	struct tsrv s;
-	char dir[700], addr[64], tenants[700], good[700], bad[700], bob[700];
+	char dir[700], addr[64], tenants[700], good[700], bad[700], bob[700], *cmd;
+	uint64_t perm;
 	char *err;
 
 	snprintf(dir, sizeof(dir), "%s/auth-srv", base);
@@ -509,6 +512,12 @@ static void test_auth(void)
 	T_ASSERT(strstr(err, "answered") != NULL && strstr(err, "--secret-file") != NULL);
 	free(err);
 	T_EQ_INT(server_stat(addr, good, "server.errors.magic"), 0);
+	perm = server_stat(addr, good, "server.errors.permission");
+	T_ASSERT(asprintf(&cmd, "timeout -s INT 2 '%s' stat --server %s --tenant bob "
+			  "--secret-file '%s' --watch 0.2 >/dev/null 2>&1", kvtier, addr, bob) > 0);
+	T_ASSERT(system(cmd) != -1);
+	free(cmd);
+	T_ASSERT(server_stat(addr, good, "server.errors.permission") <= perm + 1);
 	/* What the library refuses before connecting is said in the flags'
 	 * terms: a secret others can read, an address that does not resolve. */
 	T_ASSERT(chmod(good, 0644) == 0);
