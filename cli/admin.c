@@ -1587,9 +1587,12 @@ static const char ls_help[] =
 	"List namespaces.  With --dir (offline: no process may have the store\n"
 	"open): every registered namespace with its live blocks and value bytes\n"
 	"on SSD, its id and digest, and its model, dtype, layout and ranks.\n"
-	"With --server: the namespaces your tenant has on that kvtierd and the\n"
-	"server's block counts per tier (kvtierd reports no per-namespace\n"
-	"figures yet).\n"
+	"With --server: how many namespaces your tenant has on that kvtierd, each\n"
+	"of them as kvtier stat's per-namespace row (digest, id, model, gets,\n"
+	"hits by tier, puts, bytes in DRAM; the server counts its first\n"
+	"stats.namespaces each in a row, the rest in \"other\"), and, for the\n"
+	"admin, the server's blocks and bytes per tier.  Blocks per namespace\n"
+	"are --dir's alone: kvtierd does not count them.\n"
 	"\n" CONN_HELP "\nExit status: 0 ok, 1 failure, 2 usage.  kvtier-admin(1).\n";
 
 static void canon_field(const char *canon, const char *name, char *out, size_t cap)
@@ -1687,6 +1690,10 @@ int admin_ls(int argc, char **argv)
 			printf("server: dram %" PRIu64 " blocks %" PRIu64 " bytes; ssd %" PRIu64
 			       " blocks %" PRIu64 " bytes (all namespaces)\n", db, dv, sb, sv);
 		}
+		/* The namespaces themselves: the server's per-namespace rows
+		 * (doc/stats.md "ns"), the tenant's own, as kvtier stat shows
+		 * them; ls printed their count alone. */
+		stat_ns_print(own.v, own.n);
 		stat_map_free(&own);
 		stat_map_free(&all);
 		conn_close(s);

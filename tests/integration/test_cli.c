@@ -168,10 +168,14 @@ static void test_server(void)
 	T_ASSERT(field(out, "\nserver.ops.put ") >= 2);
 	free(out);
 
-	/* ls: the tenant's namespace. */
+	/* ls: the tenant's namespace, named: its row, with the two puts
+	 * (ls --server printed the count alone, though its --help said it
+	 * listed the namespaces). */
 	T_EQ_INT(run(&out, NULL, "ls --server %s", addr), 0);
 	T_EQ_INT(field(out, "tenant default: "), 1);
 	T_EQ_INT(field(out, "server: dram "), 2);
+	T_ASSERT(strstr(out, "NAMESPACE") != NULL);
+	T_ASSERT(strstr(out, " kvtier-cli/default ") != NULL);
 	free(out);
 
 	/* rm makes get a miss: exit 3; a second rm is a miss too. */
