@@ -522,6 +522,10 @@ static void test_auth(void)
 	T_ASSERT(system(cmd) != -1);
 	free(cmd);
 	T_ASSERT(server_stat(addr, good, "server.errors.permission") <= perm + 1);
+	/* A drain is the admin's: a tenant is told so, with the flags. */
+	T_EQ_INT(run(NULL, &err, "drain %s --tenant bob --secret-file '%s' --no-wait", addr, bob), 1);
+	T_ASSERT(strstr(err, "not permitted") != NULL && strstr(err, "admin role") != NULL);
+	free(err);
 	/* What the library refuses before connecting is said in the flags'
 	 * terms: a secret others can read, an address that does not resolve. */
 	T_ASSERT(chmod(good, 0644) == 0);
