@@ -819,8 +819,14 @@ static void kvtierd_reload(struct kvtd_server *srv)
 		char q[300];
 		kvtd_log(KVTD_ERROR, "SIGHUP: tenants file refused; keeping the old one",
 			 "file=%s error=%s", srv->cfg.tenants_path, kvtd_log_quote(q, sizeof(q), err));
+		/* Said to monitoring too (kvtier_tenants_last_reload_successful,
+		 * alert KvtierTenantsReloadFailed): the log line alone let a
+		 * broken file sit unnoticed until the next restart refused it. */
+		atomic_store(&srv->ctr.tenants_reload_ok, 0);
+		KVTD_COUNT(srv, tenants_reload_failures, 1);
 		return;
 	}
+	atomic_store(&srv->ctr.tenants_reload_ok, 1);
 	count = kvtd_tenants_count(t);
 	kvtd_auth_install(t); /* t is the table's now */
 	/* Open connections of removed tenants close, changed roles apply;
@@ -1001,6 +1007,7 @@ static int kvtierd_open(struct kvtd_server *srv, struct kvtd_listener *listeners
 		return KVTD_EXIT_FAIL;
 	}
 	srv->start_ns = kvtd_now_ns();
+	atomic_store(&srv->ctr.tenants_reload_ok, 1);
 	rc = kvtierd_exposure(cfg);
 	if (rc != KVTD_EXIT_OK)
 		return rc;
