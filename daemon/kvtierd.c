@@ -914,11 +914,16 @@ static int kvtierd_exposure(const struct kvtd_config *cfg)
 {
 	const char *specs[] = { strcmp(cfg->listen, "none") ? cfg->listen : NULL,
 				cfg->resp_listen, cfg->s3_listen };
+	static const char *const opts[] = { "listen", "resp", "s3" };
 
 	for (unsigned i = 0; i < sizeof(specs) / sizeof(specs[0]); i++) {
 		if (specs[i] && !strchr(specs[i], ':')) { /* a port alone: say so, not "exposed" */
-			fprintf(stderr, "kvtierd: '%s' is not HOST:PORT (e.g. 127.0.0.1:%s)\n"
-				"Run 'kvtierd --help' for the options.\n", specs[i], specs[i]);
+			/* The option, and an example from the port only when it
+			 * is one ('6379x' gave "e.g. 127.0.0.1:6379x"). */
+			bool port = specs[i][0] && strspn(specs[i], "0123456789") == strlen(specs[i]);
+			fprintf(stderr, "kvtierd: --%s: '%s' is not HOST:PORT (e.g. 127.0.0.1:%s)\n"
+				"Run 'kvtierd --help' for the options.\n", opts[i], specs[i],
+				port ? specs[i] : "7070");
 			return KVTD_EXIT_USAGE;
 		}
 		if (!specs[i] || cfg->tenants_path || cfg->insecure || kvtierd_loopback(specs[i]))

@@ -237,6 +237,13 @@ static void test_refusals(void)
 	T_ASSERT(strstr(log, "kvtier options lists") != NULL);
 	free(log);
 	free(err);
+	/* A listener address without a host names its option, and makes an
+	 * example of the port only when it is one ("e.g. 127.0.0.1:6379x"). */
+	T_EQ_INT(run(&log, &err, NULL, "--dir '%s/small' --ssd 0 --resp 6379x", base), 2);
+	T_ASSERT(strstr(err, "--resp: '6379x' is not HOST:PORT") != NULL);
+	T_ASSERT(strstr(err, "127.0.0.1:6379x") == NULL);
+	free(log);
+	free(err);
 
 	snprintf(ro, sizeof(ro), "%s/readonly", base);
 	T_EQ_INT(mkdir(ro, 0555), 0);
