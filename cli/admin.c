@@ -544,7 +544,9 @@ static const char put_help[] =
 	"\n"
 	"Store the bytes of FILE (or of stdin) under KEY, in one part.  A key\n"
 	"that is already present keeps its value (kvtier keys name immutable\n"
-	"bytes): that is reported, and exits 0.\n"
+	"bytes): that is reported, and exits 0.  With --dir the value must fit\n"
+	"DRAM (--dram) and one SSD segment (--segment, for a new store), since\n"
+	"the SSD tier is what outlasts the command: else it is not stored (exit 1).\n"
 	"\n" CONN_HELP "  -i, --input FILE     read the value from here (default stdin)\n"
 	"\nExit status: 0 stored (or already present), 1 failure, 2 usage.  kvtier-admin(1).\n";
 
@@ -559,8 +561,9 @@ int admin_put(int argc, char **argv)
 	struct iovec iov;
 	uint8_t *buf = NULL;
 	size_t len = 0;
+	uint64_t skipped = 0;
 	uint32_t ns;
-	int c, rc, ex;
+	int c, rc, put_rc, ex;
 
 	if (is_help(argc, argv)) {
 		fputs(put_help, stdout);
@@ -605,9 +608,33 @@ int admin_put(int argc, char **argv)
 		goto out;
 	iov.iov_base = buf;
 	iov.iov_len = len;
-	rc = kvt_put(s, ns, &k, &iov, 1);
+	kvt_store_stat(s, "ssd.writedown_skipped", &skipped);
+	rc = put_rc = kvt_put(s, ns, &k, &iov, 1);
 	if (rc >= 0 && (rc = kvt_flush(s)) >= 0 && o.server)
 		rc = remote_put_outcome(s);
+	/* With --dir the SSD tier is what lasts: a value it can never hold
+	 * (over a segment) stayed in DRAM, gone when kvtier exits.  It was
+	 * reported stored (exit 0) and a get found nothing. */
+	if (rc >= 0 && put_rc == KVT_OK && !o.server) {
+		uint64_t now = skipped, seg = 0;
+		char sb[32] = "?";
+		kvt_store_stat(s, "ssd.writedown_skipped", &now);
+		if (now > skipped) {
+			if (kvt_store_stat(s, "ssd.segment_bytes", &seg) == 0)
+				stat_fmt_bytes(seg, false, sb, sizeof(sb));
+			fprintf(stderr, "kvtier put: %zu bytes do not fit an SSD segment (%s): not "
+				"stored (a new store takes --segment SIZE larger than the value)\n",
+				len, sb);
+			ex = EX_FAIL;
+			goto out;
+		}
+	}
+	if (rc == KVT_ETOOBIG) {
+		fprintf(stderr, "kvtier put: %zu bytes: %s (--dram sets the largest value, "
+			"default 256M)\n", len, kvt_strerror(rc));
+		ex = EX_FAIL;
+		goto out;
+	}
 	if (rc == -EIO && o.server) {
 		uint64_t up = 0;
 		kvt_store_stat(s, "remote.conns_up", &up);

@@ -309,6 +309,18 @@ static void test_dir(void)
 	uint8_t *v = dir_with_a("st", dir, vpath, gpath, &n), *g;
 
 	T_EQ_INT(run(NULL, NULL, "put --dir '%s' -i '%s' b", dir, vpath), 0);
+	/* A value no SSD segment holds is not stored, and says so: it stayed
+	 * in DRAM and went with the process (put exited 0, get missed). */
+	{
+		char small[800];
+		snprintf(small, sizeof(small), "%s-small", dir);
+		T_EQ_INT(run(NULL, &err, "put --dir '%s' --ssd-capacity 8M --segment 2M -i '%s' big",
+			     small, vpath), 1);
+		T_ASSERT(strstr(err, "do not fit an SSD segment (2.0 MiB)") != NULL);
+		T_ASSERT(strstr(err, "--segment") != NULL);
+		free(err);
+		T_EQ_INT(run(NULL, NULL, "get --dir '%s' big -o '%s'", small, gpath), 3);
+	}
 	/* A new process: the bytes come back from the SSD tier. */
 	T_EQ_INT(run(NULL, NULL, "get --dir '%s' a -o '%s'", dir, gpath), 0);
 	g = read_file(gpath, &gn);
