@@ -384,6 +384,9 @@ static const char *kvtierd_dir_hint(int rc, char *buf, size_t len)
 	else if (rc == -EROFS)
 		snprintf(buf, len, " hint=\"a read-only file system: give a --dir on a writable "
 			 "one\"");
+	else if (rc == -ENOTDIR || rc == -EEXIST)
+		snprintf(buf, len, " hint=\"--dir (or a directory above it) is a file: give a "
+			 "directory, made if missing\"");
 	else
 		buf[0] = 0;
 	return buf;

@@ -245,6 +245,14 @@ static void test_refusals(void)
 	free(log);
 	free(err);
 
+	/* A --dir that is a file says so. */
+	snprintf(ro, sizeof(ro), "%s/afile", base);
+	tsrv_write_file(base, "afile", "not a directory\n");
+	T_EQ_INT(run(&log, &err, NULL, "--dir '%s' --ssd 0 --listen 127.0.0.1:0", ro), 1);
+	T_ASSERT(strstr(log, "is a file: give a directory") != NULL);
+	free(log);
+	free(err);
+
 	snprintf(ro, sizeof(ro), "%s/readonly", base);
 	T_EQ_INT(mkdir(ro, 0555), 0);
 	T_EQ_INT(chmod(ro, 0555), 0);
