@@ -21,7 +21,8 @@
  *      store, then listened first and served on the first one's port);
  *      the first, let go, serves.
  *   4. refusals at start: options at fault exit 2 (an SSD tier too small
- *      for two segments, a --set value the library refuses), a directory
+ *      for two segments, a --set value the library refuses, a listener
+ *      address without a host), a --dir that is a file or a directory
  *      kvtierd may not write exits 1 with a hint naming the fix (--unix,
  *      --dir; --log on stderr, not "why is in the log").
  *
