@@ -184,19 +184,26 @@ static void cant_reach(const char *cmd, const struct conn_opts *o, int rc)
 {
 	const char *addr = o->server;
 	char why[sizeof(cli_lib_err) + 256];
+	bool auth;
 
+	/* The server answered and refused the tenant: nothing to probe.  A
+	 * probe's ClientHello would reach a plain server as a frame with a
+	 * bad magic, logged there as a protocol error and counted in
+	 * server.errors.magic, for every mistyped secret. */
+	cli_lib_last(why, sizeof(why));
+	auth = strstr(why, "AUTH") || strstr(why, "authentication") || strstr(why, "secret");
 	/* A TLS server closes a plain connection, a plain one refuses a
 	 * ClientHello: the library saw a closed connection, or a TLS error.
 	 * Which of them (and a certificate's trouble) a probe tells. */
-	cli_tls_diagnose(addr, &o->tls, why, sizeof(why));
-	if (why[0]) {
-		fprintf(stderr, "kvtier %s: kvtierd at %s: %s\n", cmd, addr, why);
-		return;
+	if (!auth) {
+		cli_tls_diagnose(addr, &o->tls, why, sizeof(why));
+		if (why[0]) {
+			fprintf(stderr, "kvtier %s: kvtierd at %s: %s\n", cmd, addr, why);
+			return;
+		}
+		cli_lib_last(why, sizeof(why));
 	}
-	cli_lib_last(why, sizeof(why));
 	if (why[0]) {
-		bool auth = strstr(why, "AUTH") || strstr(why, "authentication") ||
-			    strstr(why, "secret");
 		fprintf(stderr, "kvtier %s: kvtierd at %s answered, but: %s\n%s", cmd, addr, why,
 			auth ? "Check --tenant and --secret-file against the server's --tenants "
 			       "file (kvtierd(8)).\n" : "");
@@ -537,7 +544,9 @@ static const char put_help[] =
 	"\n"
 	"Store the bytes of FILE (or of stdin) under KEY, in one part.  A key\n"
 	"that is already present keeps its value (kvtier keys name immutable\n"
-	"bytes): that is reported, and exits 0.\n"
+	"bytes): that is reported, and exits 0.  With --dir the value must fit\n"
+	"DRAM (--dram) and one SSD segment (--segment, for a new store), since\n"
+	"the SSD tier is what outlasts the command: else it is not stored (exit 1).\n"
 	"\n" CONN_HELP "  -i, --input FILE     read the value from here (default stdin)\n"
 	"\nExit status: 0 stored (or already present), 1 failure, 2 usage.  kvtier-admin(1).\n";
 
@@ -552,8 +561,9 @@ int admin_put(int argc, char **argv)
 	struct iovec iov;
 	uint8_t *buf = NULL;
 	size_t len = 0;
+	uint64_t skipped = 0;
 	uint32_t ns;
-	int c, rc, ex;
+	int c, rc, put_rc, ex;
 
 	if (is_help(argc, argv)) {
 		fputs(put_help, stdout);
@@ -598,9 +608,33 @@ int admin_put(int argc, char **argv)
 		goto out;
 	iov.iov_base = buf;
 	iov.iov_len = len;
-	rc = kvt_put(s, ns, &k, &iov, 1);
+	kvt_store_stat(s, "ssd.writedown_skipped", &skipped);
+	rc = put_rc = kvt_put(s, ns, &k, &iov, 1);
 	if (rc >= 0 && (rc = kvt_flush(s)) >= 0 && o.server)
 		rc = remote_put_outcome(s);
+	/* With --dir the SSD tier is what lasts: a value it can never hold
+	 * (over a segment) stayed in DRAM, gone when kvtier exits.  It was
+	 * reported stored (exit 0) and a get found nothing. */
+	if (rc >= 0 && put_rc == KVT_OK && !o.server) {
+		uint64_t now = skipped, seg = 0;
+		char sb[32] = "?";
+		kvt_store_stat(s, "ssd.writedown_skipped", &now);
+		if (now > skipped) {
+			if (kvt_store_stat(s, "ssd.segment_bytes", &seg) == 0)
+				stat_fmt_bytes(seg, false, sb, sizeof(sb));
+			fprintf(stderr, "kvtier put: %zu bytes do not fit an SSD segment (%s): not "
+				"stored (a new store takes --segment SIZE larger than the value)\n",
+				len, sb);
+			ex = EX_FAIL;
+			goto out;
+		}
+	}
+	if (rc == KVT_ETOOBIG) {
+		fprintf(stderr, "kvtier put: %zu bytes: %s (--dram sets the largest value, "
+			"default 256M)\n", len, kvt_strerror(rc));
+		ex = EX_FAIL;
+		goto out;
+	}
 	if (rc == -EIO && o.server) {
 		uint64_t up = 0;
 		kvt_store_stat(s, "remote.conns_up", &up);
@@ -1471,7 +1505,7 @@ int admin_stat(int argc, char **argv)
 	struct conn_opts o = { 0 };
 	const char *of = NULL, *scope;
 	double every = 0;
-	bool raw = false, json = false;
+	bool raw = false, json = false, own = false;
 	struct kvt_store *s;
 	struct stat_map cur = { 0 }, prev = { 0 };
 	double t_prev = 0;
@@ -1515,9 +1549,13 @@ int admin_stat(int argc, char **argv)
 	signal(SIGTERM, stat_on_int);
 	for (;;) {
 		scope = of ? of : "whole server";
-		rc = stat_fetch(s, of ? of : "*", &cur);
+		rc = own ? -EPERM : stat_fetch(s, of ? of : "*", &cur);
 		if (rc < 0 && !of && rc != -ENOTCONN && rc != -ETIMEDOUT && rc != -ENOMEM) {
-			/* Not admin: the tenant's own figures. */
+			/* Not admin: the tenant's own figures, from now on.  Asking
+			 * for the server's at every refresh cost one refusal each,
+			 * counted in server.errors.permission: a tenant's --watch 1
+			 * alone raised KvtierAuthFailures (more than 0.1/s). */
+			own = true;
 			scope = "your tenant; server-wide figures need the admin role";
 			rc = stat_fetch(s, NULL, &cur);
 		}
@@ -1576,9 +1614,12 @@ static const char ls_help[] =
 	"List namespaces.  With --dir (offline: no process may have the store\n"
 	"open): every registered namespace with its live blocks and value bytes\n"
 	"on SSD, its id and digest, and its model, dtype, layout and ranks.\n"
-	"With --server: the namespaces your tenant has on that kvtierd and the\n"
-	"server's block counts per tier (kvtierd reports no per-namespace\n"
-	"figures yet).\n"
+	"With --server: how many namespaces your tenant has on that kvtierd, each\n"
+	"of them as kvtier stat's per-namespace row (digest, id, model, gets,\n"
+	"hits by tier, puts, bytes in DRAM; the server counts its first\n"
+	"stats.namespaces each in a row, the rest in \"other\"), and, for the\n"
+	"admin, the server's blocks and bytes per tier.  Blocks per namespace\n"
+	"are --dir's alone: kvtierd does not count them.\n"
 	"\n" CONN_HELP "\nExit status: 0 ok, 1 failure, 2 usage.  kvtier-admin(1).\n";
 
 static void canon_field(const char *canon, const char *name, char *out, size_t cap)
@@ -1676,6 +1717,10 @@ int admin_ls(int argc, char **argv)
 			printf("server: dram %" PRIu64 " blocks %" PRIu64 " bytes; ssd %" PRIu64
 			       " blocks %" PRIu64 " bytes (all namespaces)\n", db, dv, sb, sv);
 		}
+		/* The namespaces themselves: the server's per-namespace rows
+		 * (doc/stats.md "ns"), the tenant's own, as kvtier stat shows
+		 * them; ls printed their count alone. */
+		stat_ns_print(own.v, own.n);
 		stat_map_free(&own);
 		stat_map_free(&all);
 		conn_close(s);

@@ -162,7 +162,9 @@ int drain_main(int argc, char **argv)
 	SSL_CTX_free(ctx); /* the connection's SSL holds its own reference */
 	rc = kvtd_peer_drain(&p, exit_after ? PROTO_DRAIN_EXIT : PROTO_DRAIN_STAY);
 	if (rc < 0) {
-		fprintf(stderr, "kvtier drain: %s refused: %s\n", addr, drain_err(rc));
+		fprintf(stderr, "kvtier drain: %s refused: %s%s\n", addr, drain_err(rc),
+			rc == PROTO_EPERM ? " (a drain needs the admin role: --tenant and "
+					    "--secret-file of an admin of the --tenants file)" : "");
 		kvtd_peer_close(&p);
 		return 1;
 	}

@@ -11,6 +11,7 @@
  * returns about time is modelled, never measured.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -111,14 +112,14 @@ static double profiles_min(double a, double b)
 }
 
 /*
- * One scenario.  Per request: tokens [0, h1) load at bw1, [h1, h1 + h2) at
- * bw2 (either count may be 0), or are recomputed if that is faster; the
- * rest is prefilled.  At least the last token is always computed (it
- * produces the first output token).
+ * One scenario.  Per request: h[0] tokens load at bw[0], h[1] more at
+ * bw[1], h[2] more at bw[2] (any count may be 0, any h NULL), or are
+ * recomputed if that is faster; the rest is prefilled.  At least the last
+ * token is always computed (it produces the first output token).
  */
 static int profiles_scenario(const struct rp_model *m, const struct rp_gpu *g,
-			     const struct rp_whatif_in *in, const uint64_t *h1, double bw1,
-			     const uint64_t *h2, double bw2, struct rp_whatif *out)
+			     const struct rp_whatif_in *in, const uint64_t *const h[3],
+			     const double bw[3], struct rp_whatif *out)
 {
 	double *ttft = malloc((in->count ? in->count : 1) * sizeof *ttft);
 	double sum = 0, tokens = 0, hit = 0;
@@ -127,25 +128,25 @@ static int profiles_scenario(const struct rp_model *m, const struct rp_gpu *g,
 	if (ttft == NULL)
 		return -ENOMEM;
 	for (size_t i = 0; i < in->count; i++) {
-		uint64_t len = in->input_len[i];
-		uint64_t a = h1 ? h1[i] : 0, b = h2 ? h2[i] : 0;
-		if (a > len - 1) /* the last token is always computed */
-			a = len - 1;
-		if (a + b > len - 1)
-			b = len - 1 - a;
+		uint64_t len = in->input_len[i], room = len - 1, got = 0;
 		double load = 0;
-		if (a > 0)
-			load += (double)a * bpt / bw1;
-		if (b > 0)
-			load += (double)b * bpt / bw2;
-		double recompute = profiles_prefill_s(m, g, in->prefill_tok_s, 0, a + b);
+		for (int t = 0; t < 3; t++) {
+			uint64_t a = h[t] ? h[t][i] : 0;
+			if (a > room) /* the last token is always computed */
+				a = room;
+			room -= a;
+			got += a;
+			if (a > 0)
+				load += (double)a * bpt / bw[t];
+		}
+		double recompute = profiles_prefill_s(m, g, in->prefill_tok_s, 0, got);
 		double t = profiles_min(load, recompute) +
-			   profiles_prefill_s(m, g, in->prefill_tok_s, a + b, len);
+			   profiles_prefill_s(m, g, in->prefill_tok_s, got, len);
 		ttft[i] = t;
 		sum += t;
 		tokens += (double)len;
 		if (load <= recompute)
-			hit += (double)(a + b);
+			hit += (double)got;
 	}
 	qsort(ttft, in->count, sizeof *ttft, profiles_cmp);
 	out->ttft_mean_s = in->count ? sum / (double)in->count : 0;
@@ -162,28 +163,38 @@ int rp_whatif(const struct rp_model *m, const struct rp_gpu *g, const struct rp_
 {
 	double ssd_bw = profiles_min(g->nvme_bps, g->pcie_bps);
 	double net_bw = profiles_min(g->net_bps, g->pcie_bps);
+	bool remote = false;
+
+	/* With --server the replay's hits below DRAM include kvtierd's: they
+	 * load over the network, as ideal-pod's do, and the rows say so (they
+	 * read "SSD hits at NVMe speed", with none on SSD). */
+	for (size_t i = 0; in->hit_remote && i < in->count && !remote; i++)
+		remote = in->hit_remote[i] > 0;
 	const struct {
 		const char *name, *what;
-		const uint64_t *h1;
-		double bw1;
-		const uint64_t *h2;
-		double bw2;
+		const uint64_t *h[3];
+		double bw[3];
 	} sc[RP_WHATIF_MAX] = {
-		{ "recompute", "no context tier: every prompt token is prefilled", NULL, 0, NULL, 0 },
-		{ "dram", "replayed DRAM hits up to the first SSD hit, over PCIe; the rest recomputed",
-		  in->hit_dram_lead,
-		  g->pcie_bps, NULL, 0 },
-		{ "dram+ssd", "replayed DRAM hits over PCIe, SSD hits at NVMe speed", in->hit_dram,
-		  g->pcie_bps, in->hit_ssd, ssd_bw },
-		{ "ideal-dram", "unlimited host DRAM: every earlier block, over PCIe", in->hit_ideal,
-		  g->pcie_bps, NULL, 0 },
+		{ "recompute", "no context tier: every prompt token is prefilled", { 0 }, { 0 } },
+		{ "dram",
+		  remote ? "replayed DRAM hits up to the first hit below DRAM, over PCIe; the rest "
+			   "recomputed"
+			 : "replayed DRAM hits up to the first SSD hit, over PCIe; the rest recomputed",
+		  { in->hit_dram_lead }, { g->pcie_bps } },
+		{ "dram+ssd",
+		  remote ? "replayed DRAM hits over PCIe, SSD hits at NVMe speed, kvtierd hits over "
+			   "the network"
+			 : "replayed DRAM hits over PCIe, SSD hits at NVMe speed",
+		  { in->hit_dram, in->hit_ssd, in->hit_remote }, { g->pcie_bps, ssd_bw, net_bw } },
+		{ "ideal-dram", "unlimited host DRAM: every earlier block, over PCIe",
+		  { in->hit_ideal }, { g->pcie_bps } },
 		{ "ideal-pod", "unlimited pod store (G3.5): every earlier block, over the network",
-		  in->hit_ideal, net_bw, NULL, 0 },
+		  { in->hit_ideal }, { net_bw } },
 	};
 	for (int i = 0; i < RP_WHATIF_MAX; i++) {
 		out[i].name = sc[i].name;
 		out[i].what = sc[i].what;
-		if (profiles_scenario(m, g, in, sc[i].h1, sc[i].bw1, sc[i].h2, sc[i].bw2, &out[i]) < 0)
+		if (profiles_scenario(m, g, in, sc[i].h, sc[i].bw, &out[i]) < 0)
 			return -ENOMEM;
 		out[i].speedup = out[0].prefill_tok_s > 0 ? out[i].prefill_tok_s / out[0].prefill_tok_s
 							 : 0;

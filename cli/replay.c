@@ -116,7 +116,8 @@ struct replay_result {
 	uint64_t full_samples; /* requests sampled: from the first SSD segment eviction on
 				* (DRAM only: the first DRAM eviction), so warm-up is not averaged */
 	/* per request, for the what-if model (requests entries) */
-	uint64_t *req_dram_tokens, *req_ssd_tokens;
+	uint64_t *req_dram_tokens, *req_ssd_tokens; /* SSD: and the shared tier */
+	uint64_t *req_remote_tokens;                 /* kvtierd's (--server) */
 	uint64_t *req_dram_lead; /* leading hit tokens before the first non-DRAM one */
 	/* the offline optimum at DRAM + SSD capacity (optimum.c), set by replay_main */
 	struct rp_optimum opt;
@@ -126,8 +127,9 @@ static void replay_result_free(struct replay_result *r)
 {
 	free(r->req_dram_tokens);
 	free(r->req_ssd_tokens);
+	free(r->req_remote_tokens);
 	free(r->req_dram_lead);
-	r->req_dram_tokens = r->req_ssd_tokens = r->req_dram_lead = NULL;
+	r->req_dram_tokens = r->req_ssd_tokens = r->req_remote_tokens = r->req_dram_lead = NULL;
 }
 
 /* ------------------------------------------------------------------------
@@ -494,10 +496,12 @@ static int replay_run_one(const struct replay_run *run, struct replay_result *re
 	res->ssd_cap = run->ssd_cap;
 	res->req_dram_tokens = calloc(count ? count : 1, sizeof(uint64_t));
 	res->req_ssd_tokens = calloc(count ? count : 1, sizeof(uint64_t));
+	res->req_remote_tokens = calloc(count ? count : 1, sizeof(uint64_t));
 	res->req_dram_lead = calloc(count ? count : 1, sizeof(uint64_t));
 	keys = calloc(RP_IDS_MAX, sizeof *keys);
 	tiers = calloc(RP_IDS_MAX, 1);
-	if (!res->req_dram_tokens || !res->req_ssd_tokens || !res->req_dram_lead || !keys || !tiers ||
+	if (!res->req_dram_tokens || !res->req_ssd_tokens || !res->req_remote_tokens ||
+	    !res->req_dram_lead || !keys || !tiers ||
 	    posix_memalign((void **)&buf, 4096, run->value_len) != 0) {
 		buf = NULL;
 		snprintf(err, err_len, "out of memory");
@@ -591,11 +595,13 @@ static int replay_run_one(const struct replay_run *run, struct replay_result *re
 			res->hit_tokens += tok;
 			if (tier == KVT_TIER_DRAM)
 				res->req_dram_tokens[q] += tok;
+			else if (tier == KVT_TIER_REMOTE)
+				res->req_remote_tokens[q] += tok;
 			else
 				res->req_ssd_tokens[q] += tok;
-			/* Without the SSD tier, the prefix would end at the
-			 * first block that came from elsewhere. */
-			if (res->req_ssd_tokens[q] == 0)
+			/* Without the tiers below DRAM, the prefix would end at
+			 * the first block that came from elsewhere. */
+			if (res->req_ssd_tokens[q] == 0 && res->req_remote_tokens[q] == 0)
 				res->req_dram_lead[q] = res->req_dram_tokens[q];
 		}
 		if (hitlog) {
@@ -1394,7 +1400,8 @@ int replay_main(int argc, char **argv)
 			}
 			struct rp_whatif_in in = {
 				.count = res.requests, .input_len = NULL,
-				.hit_dram = res.req_dram_tokens, .hit_dram_lead = res.req_dram_lead, .hit_ssd = res.req_ssd_tokens,
+				.hit_dram = res.req_dram_tokens, .hit_dram_lead = res.req_dram_lead,
+				.hit_ssd = res.req_ssd_tokens, .hit_remote = res.req_remote_tokens,
 				.hit_ideal = c.ideal.req_hit_tokens, .prefill_tok_s = o.prefill_tok_s,
 			};
 			uint64_t *lens = malloc((res.requests ? res.requests : 1) * sizeof *lens);

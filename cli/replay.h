@@ -162,9 +162,10 @@ struct rp_whatif_in {
 	const uint64_t *input_len;    /* count prompts */
 	const uint64_t *hit_dram;     /* hit tokens found in DRAM (replayed) */
 	const uint64_t *hit_dram_lead; /* leading tokens before the first non-DRAM hit */
-	const uint64_t *hit_ssd;      /* tokens found on SSD (replayed) */
+	const uint64_t *hit_ssd;      /* tokens found on SSD or the shared tier (replayed) */
 	const uint64_t *hit_ideal;    /* leading tokens an unlimited cache holds */
 	double prefill_tok_s;         /* > 0: fixed prefill rate instead of FLOPs */
+	const uint64_t *hit_remote;   /* tokens kvtierd served (--server), or NULL */
 };
 
 #define RP_WHATIF_MAX 5

@@ -399,7 +399,9 @@ int kvtd_config_parse(struct kvtd_config *cfg, const char *text, size_t len, con
 			continue;
 		eq = strchr(p, '=');
 		if (!eq)
-			return config_usage(err, err_len, "%s: want \"key = value\"", where);
+			return config_usage(err, err_len,
+					    "%s: want \"key = value\" (e.g. dram = 4G for --dram 4G)",
+					    where);
 		k = p;
 		e = eq;
 		while (e > k && config_blank(e[-1]))
@@ -412,6 +414,10 @@ int kvtd_config_parse(struct kvtd_config *cfg, const char *text, size_t len, con
 		while (e > v && (e[-1] == '\r' || config_blank(e[-1])))
 			e--;
 		*e = 0;
+		if (k[0] == '-')
+			return config_usage(err, err_len,
+					    "%s: '%s': a key is the option's name without its "
+					    "dashes (dram = 4G for --dram 4G)", where, k);
 		if (strcmp(k, "config") == 0 || strcmp(k, "check-config") == 0 ||
 		    strcmp(k, "help") == 0 || strcmp(k, "version") == 0)
 			return config_usage(err, err_len, "%s: '%s' cannot be set in a config file",

@@ -50,6 +50,12 @@ const struct kvtd_counter_def kvtd_counter_defs[] = {
 	{ "server.unauth_conns", "kvtier_connections_unauthenticated", "gauge",
 	  "connections not yet authenticated", offsetof(struct kvtd_server, unauth_conns),
 	  KVTD_CTR_ATOMIC_UINT, 2 },
+	{ "server.tenants_reload_ok", "kvtier_tenants_last_reload_successful", "gauge",
+	  "1 if the tenants file the last SIGHUP read was taken (or none was read yet), 0 if "
+	  "it was refused and the old tenants still serve", CTR(tenants_reload_ok), 2 },
+	{ "server.tenants_reload_failures", "kvtier_tenants_reload_failures_total", "counter",
+	  "SIGHUPs whose tenants file was refused (the old one kept)",
+	  CTR(tenants_reload_failures), 2 },
 	{ "server.copy_refused", "kvtier_server_copy_refused_total", "counter",
 	  "grantee GET items answered as a miss (S3: 503): their private SSD copy "
 	  "would pass the connection's, the tenant's or the server's bound",

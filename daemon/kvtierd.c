@@ -373,6 +373,25 @@ static uint64_t kvtierd_default_ssd(const struct kvtd_config *cfg)
 	return cap / seg * seg;
 }
 
+/* What to do about a store directory kvtierd may not write, for its log
+ * line: the uid it runs as and the fix, in buf; "" for other errors. */
+static const char *kvtierd_dir_hint(int rc, char *buf, size_t len)
+{
+	if (rc == -EACCES || rc == -EPERM)
+		snprintf(buf, len, " uid=%u hint=\"the user kvtierd runs as cannot write there: "
+			 "chown the directory to that user (systemd: StateDirectory=, "
+			 "/var/lib/kvtierd), or give another --dir\"", (unsigned)geteuid());
+	else if (rc == -EROFS)
+		snprintf(buf, len, " hint=\"a read-only file system: give a --dir on a writable "
+			 "one\"");
+	else if (rc == -ENOTDIR || rc == -EEXIST)
+		snprintf(buf, len, " hint=\"--dir (or a directory above it) is a file: give a "
+			 "directory, made if missing\"");
+	else
+		buf[0] = 0;
+	return buf;
+}
+
 static int kvtierd_mkdir_p(const char *path)
 {
 	char buf[PATH_MAX];
@@ -531,9 +550,20 @@ static int kvtierd_bind_unix(struct kvtd_listener *l, const char *path)
 	return 0;
 }
 
-/* What to do about a listener that could not be bound, for its log line. */
-static const char *kvtierd_listen_hint(int rc)
+/* What to do about a listener that could not be bound, for its log line.
+ * A Unix socket is a file: its EACCES is the directory's permission, not
+ * a port's privilege. */
+static const char *kvtierd_listen_hint(const char *opt, int rc)
 {
+	bool is_unix = strcmp(opt, "unix") == 0;
+
+	if (is_unix && (rc == -EACCES || rc == -EPERM || rc == -EROFS))
+		return " hint=\"the user kvtierd runs as cannot create the socket file in that "
+		       "directory: make it writable for that user (systemd: RuntimeDirectory=, "
+		       "/run/kvtierd), or give another --unix PATH\"";
+	if (is_unix && rc == -ENOENT)
+		return " hint=\"the socket's directory does not exist: create it, or give "
+		       "another --unix PATH\"";
 	switch (rc) {
 	case -EADDRINUSE:
 		return " hint=\"another process listens there (another kvtierd?): stop it, or listen "
@@ -554,7 +584,11 @@ static const char *kvtierd_listen_hint(int rc)
  * The store
  */
 
-static int kvtierd_store_open(struct kvtd_server *srv)
+/* Open the store the options describe.  0, or < 0 with the reason
+ * logged; *usage is set when the options themselves are refused (a size,
+ * a --set value, an SSD tier too small for two segments): exit 2, as
+ * --check-config does, since a restart cannot fix it. */
+static int kvtierd_store_open(struct kvtd_server *srv, bool *usage)
 {
 	struct kvtd_config *cfg = &srv->cfg;
 	char num[32];
@@ -565,8 +599,10 @@ static int kvtierd_store_open(struct kvtd_server *srv)
 		kvtd_log(KVTD_ERROR, "bad --dram", "value=%llu memory=%llu hint=\"more than this "
 			 "machine's memory: the DRAM tier pre-faults what it is given\"",
 			 (unsigned long long)cfg->dram_bytes, (unsigned long long)mem);
+		*usage = true;
 		return -EINVAL;
 	}
+	*usage = false;
 	rc = kvt_store_create(&srv->store);
 	if (rc < 0)
 		return rc;
@@ -577,6 +613,7 @@ static int kvtierd_store_open(struct kvtd_server *srv)
 	snprintf(num, sizeof(num), "%llu", (unsigned long long)cfg->dram_bytes);
 	rc = kvt_store_set_option(srv->store, "dram.capacity", num);
 	if (rc < 0) {
+		*usage = rc == KVT_EOPTVAL;
 		kvtd_log(KVTD_ERROR, "bad --dram", "value=%s error=\"%s\"", num, kvt_strerror(rc));
 		return rc;
 	}
@@ -584,6 +621,7 @@ static int kvtierd_store_open(struct kvtd_server *srv)
 		snprintf(num, sizeof(num), "%llu", (unsigned long long)cfg->ssd_bytes);
 		rc = kvt_store_set_option(srv->store, "ssd.capacity", num);
 		if (rc < 0) {
+			*usage = rc == KVT_EOPTVAL;
 			kvtd_log(KVTD_ERROR, "bad --ssd", "value=%s error=\"%s\"", num,
 				 kvt_strerror(rc));
 			return rc;
@@ -597,7 +635,9 @@ static int kvtierd_store_open(struct kvtd_server *srv)
 		rc = kvt_store_set_option(srv->store, cfg->set_names[i], cfg->set_values[i]);
 		if (rc < 0) {
 			char q[600];
-			kvtd_log(KVTD_ERROR, "bad --set", "name=%s value=%s error=\"%s\"",
+			*usage = rc == KVT_EOPTVAL || rc == KVT_EOPTION;
+			kvtd_log(KVTD_ERROR, "bad --set", "name=%s value=%s error=\"%s\" "
+				 "hint=\"kvtier options lists each option's values and bounds\"",
 				 cfg->set_names[i],
 				 kvtd_log_quote(q, sizeof(q), cfg->set_values[i]),
 				 kvt_strerror(rc));
@@ -610,6 +650,7 @@ static int kvtierd_store_open(struct kvtd_server *srv)
 	rc = kvt_store_open(srv->store);
 	if (rc < 0) {
 		const char *hint = "";
+		char hb[256];
 		if (rc == KVT_ELOCKED)
 			hint = " hint=\"another kvtierd uses this --dir\"";
 		else if (rc == KVT_ECORRUPT)
@@ -622,6 +663,9 @@ static int kvtierd_store_open(struct kvtd_server *srv)
 		else if (rc == KVT_EOPTVAL)
 			hint = " hint=\"the line before names the tier; kvtierd --check-config "
 			       "/dev/null with the same options checks sizes and --set values\"";
+		else
+			hint = kvtierd_dir_hint(rc, hb, sizeof(hb));
+		*usage = rc == KVT_EOPTVAL;
 		kvtd_log(KVTD_ERROR, "cannot open the store", "dir=%s error=\"%s\"%s", cfg->dir,
 			 kvt_strerror(rc), hint);
 		return rc;
@@ -667,7 +711,7 @@ static void kvtierd_limits(struct kvtd_server *srv)
 static void kvtierd_listen_fail(const char *opt, const char *addr, int rc)
 {
 	kvtd_log(KVTD_ERROR, "cannot listen", "%s=%s error=\"%s\" option=--%s%s", opt, addr,
-		 strerror(-rc), opt, kvtierd_listen_hint(rc));
+		 strerror(-rc), opt, kvtierd_listen_hint(opt, rc));
 }
 
 /*
@@ -778,8 +822,14 @@ static void kvtierd_reload(struct kvtd_server *srv)
 		char q[300];
 		kvtd_log(KVTD_ERROR, "SIGHUP: tenants file refused; keeping the old one",
 			 "file=%s error=%s", srv->cfg.tenants_path, kvtd_log_quote(q, sizeof(q), err));
+		/* Said to monitoring too (kvtier_tenants_last_reload_successful,
+		 * alert KvtierTenantsReloadFailed): the log line alone let a
+		 * broken file sit unnoticed until the next restart refused it. */
+		atomic_store(&srv->ctr.tenants_reload_ok, 0);
+		KVTD_COUNT(srv, tenants_reload_failures, 1);
 		return;
 	}
+	atomic_store(&srv->ctr.tenants_reload_ok, 1);
 	count = kvtd_tenants_count(t);
 	kvtd_auth_install(t); /* t is the table's now */
 	/* Open connections of removed tenants close, changed roles apply;
@@ -867,11 +917,16 @@ static int kvtierd_exposure(const struct kvtd_config *cfg)
 {
 	const char *specs[] = { strcmp(cfg->listen, "none") ? cfg->listen : NULL,
 				cfg->resp_listen, cfg->s3_listen };
+	static const char *const opts[] = { "listen", "resp", "s3" };
 
 	for (unsigned i = 0; i < sizeof(specs) / sizeof(specs[0]); i++) {
 		if (specs[i] && !strchr(specs[i], ':')) { /* a port alone: say so, not "exposed" */
-			fprintf(stderr, "kvtierd: '%s' is not HOST:PORT (e.g. 127.0.0.1:%s)\n"
-				"Run 'kvtierd --help' for the options.\n", specs[i], specs[i]);
+			/* The option, and an example from the port only when it
+			 * is one ('6379x' gave "e.g. 127.0.0.1:6379x"). */
+			bool port = specs[i][0] && strspn(specs[i], "0123456789") == strlen(specs[i]);
+			fprintf(stderr, "kvtierd: --%s: '%s' is not HOST:PORT (e.g. 127.0.0.1:%s)\n"
+				"Run 'kvtierd --help' for the options.\n", opts[i], specs[i],
+				port ? specs[i] : "7070");
 			return KVTD_EXIT_USAGE;
 		}
 		if (!specs[i] || cfg->tenants_path || cfg->insecure || kvtierd_loopback(specs[i]))
@@ -931,6 +986,7 @@ static int kvtierd_open(struct kvtd_server *srv, struct kvtd_listener *listeners
 {
 	struct kvtd_config *cfg = &srv->cfg;
 	sigset_t sigs;
+	bool usage;
 	int rc;
 
 	memcpy(srv->protos, kvtierd_protos, sizeof(srv->protos));
@@ -952,10 +1008,14 @@ static int kvtierd_open(struct kvtd_server *srv, struct kvtd_listener *listeners
 	kvtd_log_set_json(cfg->log_json ? kvtd_log_json : NULL);
 	rc = kvtd_log_open(cfg->log_path, cfg->log_level);
 	if (rc < 0) {
-		fprintf(stderr, "kvtierd: --log %s: %s\n", cfg->log_path, strerror(-rc));
+		fprintf(stderr, "kvtierd: --log %s: %s: the user kvtierd runs as (uid %u) must "
+			"be able to create and append to it (systemd: LogsDirectory=, "
+			"/var/log/kvtierd); or leave --log out to log to stderr\n",
+			cfg->log_path, strerror(-rc), (unsigned)geteuid());
 		return KVTD_EXIT_FAIL;
 	}
 	srv->start_ns = kvtd_now_ns();
+	atomic_store(&srv->ctr.tenants_reload_ok, 1);
 	rc = kvtierd_exposure(cfg);
 	if (rc != KVTD_EXIT_OK)
 		return rc;
@@ -990,15 +1050,16 @@ static int kvtierd_open(struct kvtd_server *srv, struct kvtd_listener *listeners
 		return rc == -EINVAL ? KVTD_EXIT_USAGE : KVTD_EXIT_FAIL;
 	rc = kvtierd_mkdir_p(cfg->dir);
 	if (rc < 0) {
-		kvtd_log(KVTD_ERROR, "cannot create the store directory", "dir=%s error=\"%s\"",
-			 cfg->dir, strerror(-rc));
+		char hb[256];
+		kvtd_log(KVTD_ERROR, "cannot create the store directory", "dir=%s error=\"%s\"%s",
+			 cfg->dir, strerror(-rc), kvtierd_dir_hint(rc, hb, sizeof(hb)));
 		return KVTD_EXIT_FAIL;
 	}
 	if (!cfg->ssd_set)
 		cfg->ssd_bytes = kvtierd_default_ssd(cfg);
-	rc = kvtierd_store_open(srv);
+	rc = kvtierd_store_open(srv, &usage);
 	if (rc < 0)
-		return KVTD_EXIT_FAIL;
+		return usage ? KVTD_EXIT_USAGE : KVTD_EXIT_FAIL;
 	kvtierd_limits(srv);
 	if (proto_limits_check(&srv->lim) != 0) {
 		kvtd_log(KVTD_ERROR, "no usable protocol limits for this store", "value_max=%llu",
@@ -1167,8 +1228,10 @@ int main(int argc, char **argv)
 	srv->listeners = listeners;
 	exit_code = kvtierd_open(srv, listeners, &sfd);
 	/* Why a start failed went to the log: with --log FILE the terminal
-	 * (or the unit's journal) is told where to look. */
-	if (exit_code != KVTD_EXIT_OK && srv->cfg.log_path)
+	 * (or the unit's journal) is told where to look -- once the log is
+	 * open (start_ns is set then); a log that could not be opened was
+	 * said on stderr, and holds nothing of this start. */
+	if (exit_code != KVTD_EXIT_OK && srv->cfg.log_path && srv->start_ns)
 		fprintf(stderr, "kvtierd: could not start (exit %d); why is in the log, %s\n",
 			exit_code, srv->cfg.log_path);
 	if (exit_code == KVTD_EXIT_OK)

@@ -346,6 +346,10 @@ struct kvtd_counters {
 	_Atomic uint64_t conns_shed, listen_paused;
 	/* closes that lingered (loop.c loop_conn_linger) */
 	_Atomic uint64_t conns_lingered;
+	/* SIGHUP (kvtierd.c kvtierd_reload): 1 while the tenants file the last
+	 * reload read was taken (1 from the start), 0 while a refused one left
+	 * the old tenants serving; and the reloads refused */
+	_Atomic uint64_t tenants_reload_ok, tenants_reload_failures;
 };
 
 #define KVTD_COUNT(srv, field, n) \

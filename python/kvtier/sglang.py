@@ -10,7 +10,7 @@ pool (L2), and in a storage backend (L3) that it loads without a patch:
             "class_name": "KVTierHiCacheStorage", "interface_v1": 1,
             "kvtier.options": {"dram.capacity": "8G",
                                "path": "/var/lib/kvtier", "ssd.capacity": "500G",
-                               "remote.addr": "10.0.0.7:7420"}}'
+                               "remote.addr": "10.0.0.7:7070"}}'
 
 Read against sglang 0.5.23 (sglang/srt/mem_cache/hicache_storage.py,
 storage/backend_factory.py, pool_host/mha.py and mla.py).  SGLang's

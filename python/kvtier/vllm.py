@@ -43,7 +43,7 @@ that read one.
         kv_connector_extra_config={"kvtier.options": {
             "dram.capacity": "4G",                      # the engine's own DRAM tier
             "path": "/var/lib/kvtier", "ssd.capacity": "100G",   # optional
-            "remote.addr": "10.0.0.7:7420"}}))           # optional kvtierd
+            "remote.addr": "10.0.0.7:7070"}}))           # optional kvtierd
 
 Why a KVConnectorBase_V1 and not a secondary tier of vLLM's
 OffloadingConnector (vllm/v1/kv_offload/tiering): (1) a secondary tier sits

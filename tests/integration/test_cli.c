@@ -168,10 +168,14 @@ static void test_server(void)
 	T_ASSERT(field(out, "\nserver.ops.put ") >= 2);
 	free(out);
 
-	/* ls: the tenant's namespace. */
+	/* ls: the tenant's namespace, named: its row, with the two puts
+	 * (ls --server printed the count alone, though its --help said it
+	 * listed the namespaces). */
 	T_EQ_INT(run(&out, NULL, "ls --server %s", addr), 0);
 	T_EQ_INT(field(out, "tenant default: "), 1);
 	T_EQ_INT(field(out, "server: dram "), 2);
+	T_ASSERT(strstr(out, "NAMESPACE") != NULL);
+	T_ASSERT(strstr(out, " kvtier-cli/default ") != NULL);
 	free(out);
 
 	/* rm makes get a miss: exit 3; a second rm is a miss too. */
@@ -305,6 +309,18 @@ static void test_dir(void)
 	uint8_t *v = dir_with_a("st", dir, vpath, gpath, &n), *g;
 
 	T_EQ_INT(run(NULL, NULL, "put --dir '%s' -i '%s' b", dir, vpath), 0);
+	/* A value no SSD segment holds is not stored, and says so: it stayed
+	 * in DRAM and went with the process (put exited 0, get missed). */
+	{
+		char small[800];
+		snprintf(small, sizeof(small), "%s-small", dir);
+		T_EQ_INT(run(NULL, &err, "put --dir '%s' --ssd-capacity 8M --segment 2M -i '%s' big",
+			     small, vpath), 1);
+		T_ASSERT(strstr(err, "do not fit an SSD segment (2.0 MiB)") != NULL);
+		T_ASSERT(strstr(err, "--segment") != NULL);
+		free(err);
+		T_EQ_INT(run(NULL, NULL, "get --dir '%s' big -o '%s'", small, gpath), 3);
+	}
 	/* A new process: the bytes come back from the SSD tier. */
 	T_EQ_INT(run(NULL, NULL, "get --dir '%s' a -o '%s'", dir, gpath), 0);
 	g = read_file(gpath, &gn);
@@ -457,20 +473,46 @@ static void test_dir_ckpt(void)
 	free(v);
 }
 
+/* One counter of the server's, NAME VALUE from stat --raw as the admin. */
+static uint64_t server_stat(const char *addr, const char *secret, const char *name)
+{
+	char *out, want[128];
+	const char *p;
+	uint64_t v;
+
+	T_EQ_INT(run(&out, NULL, "stat --server %s --tenant alice --secret-file '%s' --raw", addr,
+		     secret), 0);
+	snprintf(want, sizeof(want), "\n%s ", name);
+	p = strstr(out, want);
+	T_ASSERT(p != NULL);
+	v = strtoull(p + strlen(want), NULL, 10);
+	free(out);
+	return v;
+}
+
 /* A server with tenants: a wrong secret, or none, is said to be an
- * authentication problem, not "cannot reach" (the server answered). */
+ * authentication problem, not "cannot reach" (the server answered).
+ * Neither leaves a protocol error on the server: the TLS probe, whose
+ * ClientHello a plain server counts as a bad magic, is for connections
+ * that closed, not for refusals.  A tenant's stat --watch asks for the
+ * server-wide figures once, not at each refresh (each refusal counted
+ * in server.errors.permission, which KvtierAuthFailures alerts on). */
 static void test_auth(void)
 {
 	struct tsrv s;
-	char dir[700], addr[64], tenants[700], good[700], bad[700];
+	char dir[700], addr[64], tenants[700], good[700], bad[700], bob[700], *cmd;
+	uint64_t perm;
 	char *err;
 
 	snprintf(dir, sizeof(dir), "%s/auth-srv", base);
 	snprintf(tenants, sizeof(tenants), "%s/tenants", base);
 	snprintf(good, sizeof(good), "%s/good.secret", base);
 	snprintf(bad, sizeof(bad), "%s/bad.secret", base);
-	tsrv_write_file(base, "tenants", "alice 0123456789abcdef0123 admin\n");
+	snprintf(bob, sizeof(bob), "%s/bob.secret", base);
+	tsrv_write_file(base, "tenants", "alice 0123456789abcdef0123 admin\n"
+					 "bob bobbobbobbobbobbob tenant\n");
 	tsrv_write_file(base, "good.secret", "0123456789abcdef0123");
+	tsrv_write_file(base, "bob.secret", "bobbobbobbobbobbob");
 	tsrv_write_file(base, "bad.secret", "wrongwrongwrongwrong");
 	tsrv_start(&s, kvtierd, base, dir, tenants, NULL);
 	snprintf(addr, sizeof(addr), "127.0.0.1:%u", s.port);
@@ -484,6 +526,17 @@ static void test_auth(void)
 	free(err);
 	T_EQ_INT(run(NULL, &err, "rm --server %s key-x", addr), 1); /* no secret at all */
 	T_ASSERT(strstr(err, "answered") != NULL && strstr(err, "--secret-file") != NULL);
+	free(err);
+	T_EQ_INT(server_stat(addr, good, "server.errors.magic"), 0);
+	perm = server_stat(addr, good, "server.errors.permission");
+	T_ASSERT(asprintf(&cmd, "timeout -s INT 2 '%s' stat --server %s --tenant bob "
+			  "--secret-file '%s' --watch 0.2 >/dev/null 2>&1", kvtier, addr, bob) > 0);
+	T_ASSERT(system(cmd) != -1);
+	free(cmd);
+	T_ASSERT(server_stat(addr, good, "server.errors.permission") <= perm + 1);
+	/* A drain is the admin's: a tenant is told so, with the flags. */
+	T_EQ_INT(run(NULL, &err, "drain %s --tenant bob --secret-file '%s' --no-wait", addr, bob), 1);
+	T_ASSERT(strstr(err, "not permitted") != NULL && strstr(err, "admin role") != NULL);
 	free(err);
 	/* What the library refuses before connecting is said in the flags'
 	 * terms: a secret others can read, an address that does not resolve. */

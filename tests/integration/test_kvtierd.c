@@ -1273,6 +1273,21 @@ static void wait_log(const char *path, const char *what)
 	T_FAIL("%s: no \"%s\" within 10 s", path, what);
 }
 
+/* The admin's STATS of the last SIGHUP: taken (1) or not, and the count
+ * of refused ones. */
+static void reload_check(const struct server *s, uint64_t want_ok, uint64_t want_fails)
+{
+	struct kc root;
+	uint64_t ok = 9, fails = 9;
+
+	login(&root, s, "root", SECRET_ROOT);
+	T_RC(kc_stat(&root, PROTO_SCOPE_ALL, "server.tenants_reload_ok", &ok), 0);
+	T_RC(kc_stat(&root, PROTO_SCOPE_ALL, "server.tenants_reload_failures", &fails), 0);
+	T_EQ_U64(ok, want_ok);
+	T_EQ_U64(fails, want_fails);
+	kc_close(&root);
+}
+
 static void test_sighup(const struct server *s)
 {
 	char tenants[600], rotated[700];
@@ -1293,7 +1308,11 @@ static void test_sighup(const struct server *s)
 	login(&c, s, "carol", "carol-secret-0123456789");
 	kc_close(&c);
 
-	/* A file others may read is refused on reload too: carol stays. */
+	/* A file others may read is refused on reload too: carol stays.
+	 * Monitoring sees it (kvtier_tenants_last_reload_successful 0, the
+	 * failure counted) until a reload succeeds: the log line alone let a
+	 * broken file sit unnoticed until the next restart refused it. */
+	reload_check(s, 1, 0);
 	T_RC(chmod(tenants, 0644), 0);
 	kill(s->pid, SIGHUP);
 	wait_log(s->log, "keeping the old one");
@@ -1302,6 +1321,12 @@ static void test_sighup(const struct server *s)
 	kc_close(&c);
 	login(&c, s, "alice", SECRET_ALICE);
 	kc_close(&c);
+	reload_check(s, 0, 1);
+	/* Fixed and reloaded: back to 1, the count kept. */
+	T_RC(rename(s->log, rotated), 0);
+	kill(s->pid, SIGHUP);
+	wait_log(s->log, "tenants reloaded");
+	reload_check(s, 1, 1);
 	fprintf(stderr, "sighup: ok\n");
 }
 

@@ -20,10 +20,16 @@
  *      2026-12-03 both bound with SO_REUSEADDR: the second recovered its
  *      store, then listened first and served on the first one's port);
  *      the first, let go, serves.
+ *   4. refusals at start: options at fault exit 2 (an SSD tier too small
+ *      for two segments, a --set value the library refuses, a listener
+ *      address without a host), a --dir that is a file or a directory
+ *      kvtierd may not write exits 1 with a hint naming the fix (--unix,
+ *      --dir; --log on stderr, not "why is in the log").
  *
  * argv[1]: kvtierd; argv[2]: tests/libshim_sync.so (3. is skipped without).
  */
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -44,6 +50,7 @@
 static const char *kvtierd;
 static char *base;
 static unsigned run_timeout_s = 120; /* run()'s bound on kvtierd's run time */
+static const char *run_as = ""; /* run()'s prefix: setpriv to another user, or "" */
 
 static char *slurp(const char *path)
 {
@@ -76,9 +83,15 @@ static int run(char **log, char **err, uint64_t *ms, const char *fmt, ...)
 	snprintf(lp, sizeof(lp), "%s/run.log", base);
 	snprintf(ep, sizeof(ep), "%s/run.err", base);
 	unlink(lp);
-	T_ASSERT(asprintf(&cmd, "timeout %u '%s' --log '%s' --dram 64M --set dram.prefault=off "
-			  "--threads 1 %s </dev/null >'%s' 2>&1", run_timeout_s, kvtierd, lp, args,
-			  ep) > 0);
+	if (run_as[0]) { /* a log the other user may append to */
+		int fd = open(lp, O_WRONLY | O_CREAT | O_CLOEXEC, 0666);
+		T_ASSERT(fd >= 0);
+		T_EQ_INT(fchmod(fd, 0666), 0);
+		close(fd);
+	}
+	T_ASSERT(asprintf(&cmd, "timeout %u %s '%s' --log '%s' --dram 64M --set dram.prefault=off "
+			  "--threads 1 %s </dev/null >'%s' 2>&1", run_timeout_s, run_as, kvtierd, lp,
+			  args, ep) > 0);
 	t0 = tsrv_now_ns();
 	st = system(cmd);
 	if (ms)
@@ -199,6 +212,89 @@ static void test_in_use(void)
 		T_EQ_INT(tsrv_stop(&s), 0);
 	}
 	close(fd);
+}
+
+/* 4. What a first start gets wrong says what to do, and exits 2 when the
+ * options are at fault (a restart cannot help; --check-config says 2 too),
+ * 1 when the machine is: a --ssd too small for two segments and a --set
+ * value the library refuses exited 1 (so systemd restarted them every 2 s);
+ * a --unix socket in a directory kvtierd may not write was told "ports
+ * below 1024 need root"; a --dir it may not write said only "Permission
+ * denied"; a --log it may not open was followed by "why is in the log",
+ * that log.  The permission cases run as uid 65534 (setpriv) when the test
+ * runs as root, whom permissions do not stop. */
+static void test_refusals(void)
+{
+	char ro[700], *log, *err;
+
+	T_EQ_INT(run(&log, &err, NULL, "--dir '%s/small' --ssd 100M --listen 127.0.0.1:0", base),
+		 2);
+	T_ASSERT(strstr(log, "--ssd must hold two ssd.segment") != NULL);
+	free(log);
+	free(err);
+	T_EQ_INT(run(&log, &err, NULL, "--dir '%s/small' --ssd 0 --listen 127.0.0.1:0 "
+		     "--set ssd.admission=sometimes", base), 2);
+	T_ASSERT(strstr(log, "bad --set") != NULL);
+	T_ASSERT(strstr(log, "kvtier options lists") != NULL);
+	free(log);
+	free(err);
+	/* A listener address without a host names its option, and makes an
+	 * example of the port only when it is one ("e.g. 127.0.0.1:6379x"). */
+	T_EQ_INT(run(&log, &err, NULL, "--dir '%s/small' --ssd 0 --resp 6379x", base), 2);
+	T_ASSERT(strstr(err, "--resp: '6379x' is not HOST:PORT") != NULL);
+	T_ASSERT(strstr(err, "127.0.0.1:6379x") == NULL);
+	free(log);
+	free(err);
+
+	/* A --dir that is a file says so. */
+	snprintf(ro, sizeof(ro), "%s/afile", base);
+	tsrv_write_file(base, "afile", "not a directory\n");
+	T_EQ_INT(run(&log, &err, NULL, "--dir '%s' --ssd 0 --listen 127.0.0.1:0", ro), 1);
+	T_ASSERT(strstr(log, "is a file: give a directory") != NULL);
+	free(log);
+	free(err);
+
+	snprintf(ro, sizeof(ro), "%s/readonly", base);
+	T_EQ_INT(mkdir(ro, 0555), 0);
+	T_EQ_INT(chmod(ro, 0555), 0);
+	if (geteuid() == 0) {
+		char *probe;
+		int st;
+		T_EQ_INT(chmod(base, 0755), 0); /* the other user reaches the log */
+		run_as = "setpriv --reuid=65534 --regid=65534 --clear-groups";
+		/* A build tree the other user cannot reach (a 0700 home) leaves
+		 * nobody to be refused: said, not failed. */
+		T_ASSERT(asprintf(&probe, "%s '%s' --version >/dev/null 2>&1", run_as, kvtierd) > 0);
+		st = system(probe);
+		free(probe);
+		if (st != 0) {
+			fprintf(stderr, "refusals: uid 65534 cannot run %s: permission cases not "
+				"run\n", kvtierd);
+			run_as = "";
+			return;
+		}
+	}
+	T_EQ_INT(run(&log, &err, NULL, "--dir '%s/d' --ssd 0 --listen 127.0.0.1:0 --unix '%s/s.sock'",
+		     ro, ro), 1);
+	T_ASSERT(strstr(log, "cannot listen") != NULL && strstr(log, "option=--unix") != NULL);
+	T_ASSERT(strstr(log, "cannot create the socket file") != NULL);
+	T_ASSERT(strstr(log, "ports below 1024") == NULL);
+	T_ASSERT(strstr(log, "opening the store") == NULL);
+	free(log);
+	free(err);
+	T_EQ_INT(run(&log, &err, NULL, "--dir '%s/d' --ssd 0 --listen 127.0.0.1:0", ro), 1);
+	T_ASSERT(strstr(log, "cannot create the store directory") != NULL);
+	T_ASSERT(strstr(log, "uid=") != NULL && strstr(log, "chown the directory") != NULL);
+	free(log);
+	free(err);
+	T_EQ_INT(run(&log, &err, NULL, "--dir '%s/d' --ssd 0 --listen 127.0.0.1:0 --log '%s/k.log'",
+		     base, ro), 1);
+	T_ASSERT(strstr(err, "--log") != NULL && strstr(err, "create and append") != NULL);
+	T_ASSERT(strstr(err, "why is in the log") == NULL);
+	free(log);
+	free(err);
+	run_as = "";
+	fprintf(stderr, "refusals: exit 2 for the options, 1 with a hint for permissions\n");
 }
 
 /* 2. --metrics forms. */
@@ -391,6 +487,7 @@ int main(int argc, char **argv)
 	test_in_use();
 	test_metrics_forms();
 	test_together(argc > 2 ? argv[2] : NULL);
+	test_refusals();
 	tsrv_check_reports(base);
 	t_rmtree(base);
 	free(base);

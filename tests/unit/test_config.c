@@ -117,7 +117,12 @@ static void test_mistakes(void)
 	bad("threads = 2\ndram = x\n", "k.conf:2: --dram: 'x' is not a size (e.g. 512M, 4G)");
 	bad("dram = 0", "k.conf:1: --dram: kvtierd needs a DRAM tier (got '0')");
 	bad("ssd = many", "k.conf:1: --ssd: 'many' is not a size (e.g. 64G, or 0 for none)");
-	bad("just words\n", "k.conf:1: want \"key = value\"");
+	bad("just words\n", "k.conf:1: want \"key = value\" (e.g. dram = 4G for --dram 4G)");
+	/* A line copied from a command line: the key is named, and how to
+	 * write it (it read "----dram: unknown option"). */
+	bad("--dram = 64M\n",
+	    "k.conf:1: '--dram': a key is the option's name without its dashes (dram = 4G for "
+	    "--dram 4G)");
 	bad("config = x\n", "k.conf:1: 'config' cannot be set in a config file");
 	bad("help = 1\n", "k.conf:1: 'help' cannot be set in a config file");
 	bad("bogus = 1\n", "k.conf:1: --bogus: unknown option");

@@ -71,7 +71,7 @@ static void test_whatif(void)
 	const struct rp_gpu *g = rp_gpu_find("H200");
 	uint64_t len[2] = { 1000, 2048 }, dram[2] = { 512, 512 }, lead[2] = { 512, 512 },
 		 ssd[2] = { 0, 1024 }, ideal[2] = { 512, 2048 };
-	struct rp_whatif_in in = { 2, len, dram, lead, ssd, ideal, 10000 };
+	struct rp_whatif_in in = { 2, len, dram, lead, ssd, ideal, 10000, NULL };
 	struct rp_whatif w[RP_WHATIF_MAX];
 	T_EQ_INT(rp_whatif(m, g, &in, w), RP_WHATIF_MAX);
 	double bpt = 131072, pcie = 50e9, nvme = 14e9;
@@ -98,6 +98,20 @@ static void test_whatif(void)
 	T_EQ_INT(rp_whatif(m, &slow, &in, w), RP_WHATIF_MAX);
 	T_ASSERT(near(w[1].ttft_mean_s, (0.1 + 0.2048) / 2));
 	T_ASSERT(w[1].hit_tokens_frac == 0);
+	T_ASSERT(strstr(w[2].what, "kvtierd") == NULL);
+
+	/* With --server, B's 1024 hits below DRAM came from kvtierd instead:
+	 * they load over the network (50 GB/s), not at NVMe speed, and the
+	 * rows say so (they read "SSD hits at NVMe speed" with none on SSD,
+	 * under the README's first command). */
+	uint64_t none[2] = { 0, 0 }, remote[2] = { 0, 1024 };
+	struct rp_whatif_in inr = { 2, len, dram, lead, none, ideal, 10000, remote };
+	T_EQ_INT(rp_whatif(m, g, &inr, w), RP_WHATIF_MAX);
+	double net = 50e9, b4 = 512 * bpt / pcie + 1024 * bpt / net + 512 / 1e4;
+	T_ASSERT(near(w[2].ttft_mean_s, (a + b4) / 2));
+	T_ASSERT(strstr(w[2].what, "kvtierd hits over the network") != NULL);
+	T_ASSERT(strstr(w[1].what, "first hit below DRAM") != NULL);
+	T_ASSERT(near(w[1].ttft_mean_s, (a + b) / 2)); /* the DRAM prefix alone */
 }
 
 static void parse_bad(const char *line, const char *want)
