@@ -47,8 +47,10 @@ bool kvtd_member_addr_ok(const char *s, size_t n)
 }
 
 /* Sort, and refuse (static) or drop (etcd) duplicates: returns the count
- * left; *dups how many were dropped. */
-static unsigned members_sort(struct kvtd_member *v, unsigned n, unsigned *dups)
+ * left; *dups how many were dropped, the first of them copied to dup
+ * (dup_len bytes; NULL: not wanted). */
+static unsigned members_sort(struct kvtd_member *v, unsigned n, unsigned *dups, char *dup,
+			     size_t dup_len)
 {
 	unsigned k = 0;
 
@@ -58,7 +60,8 @@ static unsigned members_sort(struct kvtd_member *v, unsigned n, unsigned *dups)
 	qsort(v, n, sizeof(*v), member_cmp);
 	for (unsigned i = 1; i < n; i++) {
 		if (strcmp(v[i].addr, v[k].addr) == 0) {
-			(*dups)++;
+			if (!(*dups)++ && dup)
+				snprintf(dup, dup_len, "%s", v[i].addr);
 			continue;
 		}
 		v[++k] = v[i];
@@ -72,6 +75,7 @@ int kvtd_members_parse_static(const char *spec, struct kvtd_member **out, unsign
 	struct kvtd_member *v;
 	unsigned count = 1, k = 0, dups;
 	const char *p = spec;
+	char dup[KVTD_MEMBER_ADDR_MAX + 1];
 
 	*out = NULL;
 	*n = 0;
@@ -128,9 +132,9 @@ int kvtd_members_parse_static(const char *spec, struct kvtd_member **out, unsign
 			break;
 		p = e + 1;
 	}
-	k = members_sort(v, k, &dups);
+	k = members_sort(v, k, &dups, dup, sizeof(dup));
 	if (dups) {
-		snprintf(err, err_len, "a member is listed twice");
+		snprintf(err, err_len, "member %s is listed twice", dup);
 		goto bad;
 	}
 	*out = v;
@@ -235,7 +239,7 @@ int kvtd_members_parse_etcd(const char *json, size_t len, struct kvtd_member **o
 		}
 		k++;
 	}
-	k = members_sort(v, k, &dups);
+	k = members_sort(v, k, &dups, NULL, 0);
 	*bad += dups;
 	*out = v;
 	*n = k;

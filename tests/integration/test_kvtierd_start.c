@@ -246,6 +246,14 @@ static void test_refusals(void)
 	free(log);
 	free(err);
 
+	/* A member listed twice is named (it said "a member is listed
+	 * twice", which left a colliding test to guess which). */
+	T_EQ_INT(run(&log, &err, NULL, "--dir '%s/small' --ssd 0 --listen 127.0.0.1:0 "
+		     "--members 127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7001", base), 2);
+	T_ASSERT(strstr(err, "member 127.0.0.1:7001 is listed twice") != NULL);
+	free(log);
+	free(err);
+
 	/* A --dir that is a file says so. */
 	snprintf(ro, sizeof(ro), "%s/afile", base);
 	tsrv_write_file(base, "afile", "not a directory\n");
