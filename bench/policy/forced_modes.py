@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """forced_modes.py KVTIER TRACE BLOCKS: does prefix-adapt's simulation say what its real cache
 does?  (doc/policies.md "Ninth pass".)  Needs a build with bench/policy/ninth_pass.patch applied
-(scratch knobs read from the environment, not in the store).
+(scratch knobs read from the environment, not in the store); the patch applies to the tree it was
+written on (`git checkout 96b18c0 -- lib tests`), not to main since (eleventh_pass.patch, which applies
+to main as of 2026-12-05, forces a mode with KVT_FORCE instead: sims_vs_real.sh).
 
 Per hash seed N = 1..SEEDS (default 12), three DRAM-only replays of TRACE with a DRAM of BLOCKS
 16 KiB blocks, prefix-adapt's mode forced from its 256th sampled access on (KVT_ADAPT_FORCE=0, 1,
